@@ -1,0 +1,31 @@
+/*
+ * The `plait` command line: one function per command, each returning the
+ * process exit code (0 ok, 1 failure, 2 usage error). Commands print their
+ * own errors; nothing below the CLI calls exit().
+ */
+#ifndef PLAIT_CLI_H
+#define PLAIT_CLI_H
+
+#include "config/config.h"
+
+typedef struct plait_command {
+    const char *name;
+    const char *summary;   /* one line for `plait help` */
+    const char *usage;     /* full text for `plait help <name>` */
+    int (*run)(int argc, char **argv); /* argv[0] is the command name */
+} plait_command;
+
+/* All commands, NULL-terminated (commands.c). */
+extern const plait_command *const plait_commands[];
+
+/* Load FILE plus `section.key=value` overrides, load the plugins it selects
+ * (and those whose sections it has), declare their sections, apply the
+ * environment and validate. Prints nothing; on error the message lists every
+ * problem. */
+plait_status plait_cli_load_config(const char *path, int n_overrides, char *const *overrides,
+                                   plait_config **out);
+
+/* Print "plait: error: <msg>" for the thread's last error. */
+void plait_cli_print_error(const char *context);
+
+#endif

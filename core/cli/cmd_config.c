@@ -1,0 +1,33 @@
+/* plait config check|show FILE [section.key=value ...] */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static int cmd_config(int argc, char **argv) {
+    if (argc < 3 || (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "show") != 0)) {
+        fprintf(stderr, "usage: plait config check|show FILE [section.key=value ...]\n");
+        return 2;
+    }
+    plait_config *cfg = NULL;
+    if (plait_cli_load_config(argv[2], argc - 3, argv + 3, &cfg) != PLAIT_OK) {
+        plait_cli_print_error(NULL);
+        return 1;
+    }
+    if (strcmp(argv[1], "show") == 0)
+        plait_config_show(cfg, stdout);
+    else
+        printf("%s: ok\n", argv[2]);
+    plait_config_free(cfg);
+    return 0;
+}
+
+const plait_command plait_cmd_config = {
+    "config", "check a config file, or show the effective config with each value's origin",
+    "usage: plait config check FILE [section.key=value ...]\n"
+    "       plait config show  FILE [section.key=value ...]\n\n"
+    "check: validate FILE against every declared key (core sections and the selected plugins'\n"
+    "       sections); exit 0 if valid, 1 with every problem listed as FILE:LINE: ... if not.\n"
+    "show:  print the effective configuration: each key's value, where it came from (default,\n"
+    "       FILE:LINE, environment PLAIT_<SECTION>_<KEY>, command line, derived) and its doc.\n",
+    cmd_config};

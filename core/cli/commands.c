@@ -1,0 +1,13 @@
+/* The command table. Each command lives in its own cmd_<name>.c. */
+#include "cli/cli.h"
+
+extern const plait_command plait_cmd_help;
+extern const plait_command plait_cmd_plugins;
+extern const plait_command plait_cmd_config;
+
+const plait_command *const plait_commands[] = {
+    &plait_cmd_config,
+    &plait_cmd_plugins,
+    &plait_cmd_help,
+    NULL,
+};

@@ -1,0 +1,85 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "plugin/loader.h"
+#include "runtime/error.h"
+
+static uint32_t kind_of(const char *name) {
+    for (uint32_t k = PLAIT_KIND_COMM; k <= PLAIT_KIND_OPTIM; k++)
+        if (strcmp(plait_kind_name(k), name) == 0) return k;
+    return 0;
+}
+
+/* Load plugin kind/name and declare its section; recurse into `uses`.
+ * Returns PLAIT_OK when loaded (or already declared). */
+static plait_status declare_plugin(plait_config *cfg, uint32_t kind, const char *name, int depth) {
+    const plait_plugin_desc *d = plait_plugin_load(kind, name);
+    if (!d) return PLAIT_ERR_INVALID_CONFIG;
+    char section[128];
+    snprintf(section, sizeof section, "%s.%s", plait_kind_name(kind), d->name);
+    if (!plait_config_has_section(cfg, section) && d->n_params) {
+        char owner[128];
+        snprintf(owner, sizeof owner, "plugin %s/%s", plait_kind_name(kind), d->name);
+        plait_status st = plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, owner);
+        if (st != PLAIT_OK) return st;
+    }
+    if (d->uses && depth < 4)
+        for (int i = 0; d->uses[i]; i++) {
+            plait_status st = declare_plugin(cfg, kind, d->uses[i], depth + 1);
+            if (st != PLAIT_OK) return st;
+        }
+    return PLAIT_OK;
+}
+
+plait_status plait_cli_load_config(const char *path, int n_overrides, char *const *overrides,
+                                   plait_config **out) {
+    plait_config *cfg = plait_config_new();
+    if (!cfg) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_status st = plait_config_declare_core(cfg);
+    if (st == PLAIT_OK && path) st = plait_config_load_file(cfg, path);
+    for (int i = 0; st == PLAIT_OK && i < n_overrides; i++) st = plait_config_add_override(cfg, overrides[i]);
+    /* The selected plugins: from file/command line, else the environment, else the default. */
+    static const char *const selectors[] = {"comm", "parallel", "optim"};
+    for (int i = 0; st == PLAIT_OK && i < 3; i++) {
+        const char *name = plait_config_raw(cfg, selectors[i], "plugin");
+        char env[64];
+        snprintf(env, sizeof env, "PLAIT_%s_PLUGIN", selectors[i]);
+        for (char *p = env; *p; p++) *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+        if (getenv(env)) name = getenv(env);
+        if (!name) name = plait_config_default_text(cfg, selectors[i], "plugin");
+        if (!name || !*name) continue;
+        if (declare_plugin(cfg, kind_of(selectors[i]), name, 0) != PLAIT_OK)
+            st = plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[%s] plugin = %s", selectors[i], name);
+    }
+    /* Sections of other plugins present in the file are checked too, when the
+     * plugin exists; finalize reports those that do not. */
+    const char *const *sections = NULL;
+    size_t n = st == PLAIT_OK ? plait_config_raw_sections(cfg, &sections) : 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *dot = strchr(sections[i], '.');
+        if (!dot || plait_config_has_section(cfg, sections[i])) continue;
+        char kind[32];
+        snprintf(kind, sizeof kind, "%.*s", (int)(dot - sections[i]), sections[i]);
+        uint32_t k = kind_of(kind);
+        if (k) (void)declare_plugin(cfg, k, dot + 1, 0);
+    }
+    if (st == PLAIT_OK) {
+        plait_clear_error();
+        st = plait_config_finalize(cfg, NULL);
+    }
+    if (st != PLAIT_OK) {
+        plait_config_free(cfg);
+        return st;
+    }
+    *out = cfg;
+    return PLAIT_OK;
+}
+
+void plait_cli_print_error(const char *context) {
+    if (context)
+        fprintf(stderr, "plait: error: %s: %s\n", context, plait_last_error());
+    else
+        fprintf(stderr, "plait: error: %s\n", plait_last_error());
+}

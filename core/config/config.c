@@ -1,0 +1,332 @@
+/*
+ * Configuration store: declarations, raw entries from files and overrides,
+ * validation into typed values, and lookups.
+ */
+#include "config/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config_internal.h"
+#include "config/config_value.h"
+#include "runtime/error.h"
+
+extern char **environ;
+
+static char *xstrdup(const char *s) {
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+plait_config *plait_config_new(void) { return calloc(1, sizeof(plait_config)); }
+
+static void free_decl(struct cfg_decl *d) {
+    free(d->section);
+    free(d->owner);
+    free((char *)d->decl.key);
+    free((char *)d->decl.default_value);
+    free((char *)d->decl.doc);
+    if (d->decl.choices) {
+        for (char **c = (char **)d->decl.choices; *c; c++) free(*c);
+        free((char **)d->decl.choices);
+    }
+    free(d->value_text);
+    free(d->where);
+    if (d->list_storage) {
+        for (char **c = d->list_storage; *c; c++) free(*c);
+        free(d->list_storage);
+    }
+}
+
+void plait_config_free(plait_config *cfg) {
+    if (!cfg) return;
+    for (size_t i = 0; i < cfg->n_decls; i++) free_decl(&cfg->decls[i]);
+    free(cfg->decls);
+    for (size_t i = 0; i < cfg->n_raw; i++) {
+        free(cfg->raw[i].section);
+        free(cfg->raw[i].key);
+        free(cfg->raw[i].value);
+        free(cfg->raw[i].where);
+    }
+    free(cfg->raw);
+    for (size_t i = 0; i < cfg->n_sections; i++) free(cfg->sections[i]);
+    free(cfg->sections);
+    free(cfg->path);
+    free(cfg);
+}
+
+struct cfg_decl *plait_config_find(const plait_config *cfg, const char *section, const char *key) {
+    for (size_t i = 0; i < cfg->n_decls; i++)
+        if (strcmp(cfg->decls[i].section, section) == 0 && strcmp(cfg->decls[i].decl.key, key) == 0)
+            return &cfg->decls[i];
+    return NULL;
+}
+
+int plait_config_has_section(const plait_config *cfg, const char *section) {
+    for (size_t i = 0; i < cfg->n_decls; i++)
+        if (strcmp(cfg->decls[i].section, section) == 0) return 1;
+    return 0;
+}
+
+plait_status plait_config_declare(plait_config *cfg, const char *section, const void *decls,
+                                  size_t n, size_t stride, const char *owner) {
+    for (size_t i = 0; i < n; i++) {
+        const plait_param_decl *src = (const plait_param_decl *)((const char *)decls + i * stride);
+        plait_param_decl d = {0};
+        size_t sz = src->struct_size < sizeof d ? src->struct_size : sizeof d;
+        if (sz < offsetof(plait_param_decl, doc) + sizeof(const char *) || !src->key)
+            return plait_set_error(PLAIT_ERR_ABI, "%s: declaration %zu of [%s] is malformed "
+                                                  "(struct_size %u)", owner, i, section, src->struct_size);
+        memcpy(&d, src, sz);
+        if (plait_config_find(cfg, section, d.key))
+            return plait_set_error(PLAIT_ERR_INTERNAL, "%s declares [%s] %s twice", owner, section, d.key);
+        if (!d.default_value && !(d.flags & PLAIT_PARAM_REQUIRED))
+            return plait_set_error(PLAIT_ERR_INTERNAL, "%s: [%s] %s has no default and is not required",
+                                   owner, section, d.key);
+        if (cfg->n_decls == cfg->cap_decls) {
+            size_t cap = cfg->cap_decls ? 2 * cfg->cap_decls : 64;
+            struct cfg_decl *nd = realloc(cfg->decls, cap * sizeof *nd);
+            if (!nd) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory declaring config");
+            cfg->decls = nd;
+            cfg->cap_decls = cap;
+        }
+        struct cfg_decl *e = &cfg->decls[cfg->n_decls++];
+        memset(e, 0, sizeof *e);
+        e->section = xstrdup(section);
+        e->owner = xstrdup(owner);
+        e->decl = d;
+        e->decl.struct_size = sizeof(plait_param_decl);
+        e->decl.key = xstrdup(d.key);
+        e->decl.default_value = xstrdup(d.default_value);
+        e->decl.doc = xstrdup(d.doc ? d.doc : "");
+        if (d.choices) {
+            size_t nc = 0;
+            while (d.choices[nc]) nc++;
+            char **c = calloc(nc + 1, sizeof *c);
+            for (size_t k = 0; c && k < nc; k++) c[k] = xstrdup(d.choices[k]);
+            e->decl.choices = (const char *const *)c;
+        }
+        e->order = cfg->n_decls;
+    }
+    return PLAIT_OK;
+}
+
+/* ---- raw entries ------------------------------------------------------ */
+
+static int note_section(plait_config *cfg, const char *section) {
+    for (size_t i = 0; i < cfg->n_sections; i++)
+        if (strcmp(cfg->sections[i], section) == 0) return 0;
+    char **ns = realloc(cfg->sections, (cfg->n_sections + 1) * sizeof *ns);
+    if (!ns) return -1;
+    cfg->sections = ns;
+    cfg->sections[cfg->n_sections++] = xstrdup(section);
+    return 0;
+}
+
+static struct cfg_raw *add_raw(plait_config *cfg, const char *section, const char *key,
+                               const char *value, plait_value_origin origin, const char *where,
+                               int line) {
+    if (cfg->n_raw == cfg->cap_raw) {
+        size_t cap = cfg->cap_raw ? 2 * cfg->cap_raw : 32;
+        struct cfg_raw *nr = realloc(cfg->raw, cap * sizeof *nr);
+        if (!nr) return NULL;
+        cfg->raw = nr;
+        cfg->cap_raw = cap;
+    }
+    struct cfg_raw *r = &cfg->raw[cfg->n_raw++];
+    r->section = xstrdup(section);
+    r->key = xstrdup(key);
+    r->value = xstrdup(value);
+    r->origin = origin;
+    r->where = xstrdup(where);
+    r->line = line;
+    if (note_section(cfg, section) != 0) return NULL;
+    return r;
+}
+
+/* inih gives no line numbers in this Debian build (INI_HANDLER_LINENO=0), so
+ * the reader below counts the lines it hands out; the handler runs right
+ * after the line it belongs to was read. */
+struct ini_state {
+    plait_config *cfg;
+    const char *name;
+    const char *text;
+    size_t pos;
+    int line;
+    int errors;
+    char msg[4096];
+    size_t msg_len;
+};
+
+static void ini_problem(struct ini_state *st, const char *fmt, ...) PLAIT_PRINTF(2, 3);
+static void ini_problem(struct ini_state *st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (st->msg_len < sizeof st->msg) {
+        if (st->errors) st->msg[st->msg_len++] = '\n';
+        int n = vsnprintf(st->msg + st->msg_len, sizeof st->msg - st->msg_len, fmt, ap);
+        if (n > 0) st->msg_len += (size_t)n;
+        if (st->msg_len >= sizeof st->msg) st->msg_len = sizeof st->msg - 1;
+    }
+    va_end(ap);
+    st->errors++;
+}
+
+static char *read_ini_line(char *str, int num, void *stream) {
+    struct ini_state *st = stream;
+    if (!st->text[st->pos]) return NULL;
+    const char *b = st->text + st->pos;
+    const char *nl = strchr(b, '\n');
+    size_t len = nl ? (size_t)(nl - b) + 1 : strlen(b);
+    st->line++;
+    if (len > (size_t)num - 1) {
+        ini_problem(st, "%s:%d: line is longer than %d characters", st->name, st->line, num - 2);
+        str[0] = '\n';
+        str[1] = '\0';
+    } else {
+        memcpy(str, b, len);
+        str[len] = '\0';
+    }
+    st->pos += len;
+    return str;
+}
+
+static int valid_name(const char *s, int allow_dot) {
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '_' ||
+              (allow_dot && *s == '.')))
+            return 0;
+    return 1;
+}
+
+static int handle_ini_entry(void *user, const char *section, const char *key, const char *value) {
+    struct ini_state *st = user;
+    if (!*section) {
+        ini_problem(st, "%s:%d: key '%s' appears before any [section]", st->name, st->line, key);
+        return 1;
+    }
+    if (!valid_name(section, 1)) {
+        ini_problem(st, "%s:%d: section name [%s] may only hold a-z, 0-9, '_' and '.'", st->name,
+                    st->line, section);
+        return 1;
+    }
+    for (size_t i = 0; i < st->cfg->n_raw; i++) {
+        struct cfg_raw *r = &st->cfg->raw[i];
+        if (r->origin == PLAIT_ORIGIN_FILE && strcmp(r->where, st->name) == 0 &&
+            strcmp(r->section, section) == 0 && strcmp(r->key, key) == 0) {
+            ini_problem(st, "%s:%d: [%s] key '%s' is given twice (first on line %d)", st->name,
+                        st->line, section, key, r->line);
+            return 1;
+        }
+    }
+    if (!add_raw(st->cfg, section, key, value, PLAIT_ORIGIN_FILE, st->name, st->line)) {
+        ini_problem(st, "%s:%d: out of memory", st->name, st->line);
+        return 0;
+    }
+    return 1;
+}
+
+plait_status plait_config_load_string(plait_config *cfg, const char *name, const char *text) {
+    struct ini_state st = {.cfg = cfg, .name = name, .text = text};
+    int rc = ini_parse_stream(read_ini_line, &st, handle_ini_entry, &st);
+    if (rc > 0) {
+        /* inih reports only the first malformed line; point at it. */
+        int bad_already = 0;
+        char needle[64];
+        snprintf(needle, sizeof needle, ":%d:", rc);
+        bad_already = strstr(st.msg, needle) != NULL;
+        if (!bad_already)
+            ini_problem(&st, "%s:%d: syntax error: expected '[section]' or 'key = value'", name, rc);
+    } else if (rc < 0) {
+        ini_problem(&st, "%s: cannot parse (inih error %d)", name, rc);
+    }
+    if (!cfg->path) cfg->path = xstrdup(name);
+    if (st.errors) return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s", st.msg);
+    return PLAIT_OK;
+}
+
+plait_status plait_config_load_file(plait_config *cfg, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: cannot open config file: %s", path,
+                               strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (n < cap - 1) break;
+        if (cap > (64u << 20)) {
+            free(buf);
+            fclose(f);
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: larger than 64 MiB; not a config file", path);
+        }
+        char *nb = realloc(buf, cap *= 2);
+        if (!nb) free(buf);
+        buf = nb;
+    }
+    int read_error = ferror(f);
+    fclose(f);
+    if (!buf) return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory reading config", path);
+    buf[n] = '\0';
+    if (read_error || memchr(buf, '\0', n)) {
+        free(buf);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: %s", path,
+                               read_error ? "read error" : "contains NUL bytes; not a text file");
+    }
+    plait_status st = plait_config_load_string(cfg, path, buf);
+    free(buf);
+    return st;
+}
+
+plait_status plait_config_add_override(plait_config *cfg, const char *assignment) {
+    const char *eq = strchr(assignment, '=');
+    const char *dot = NULL;
+    for (const char *p = assignment; eq && p < eq; p++)
+        if (*p == '.') dot = p;
+    if (!eq || !dot || dot == assignment || dot + 1 == eq)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "command line '%s': expected section.key=value (e.g. optim.lr=3e-4)",
+                               assignment);
+    char section[128], key[128];
+    size_t sl = (size_t)(dot - assignment), kl = (size_t)(eq - dot - 1);
+    if (sl >= sizeof section || kl >= sizeof key)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "command line '%s': name too long", assignment);
+    memcpy(section, assignment, sl);
+    section[sl] = '\0';
+    memcpy(key, dot + 1, kl);
+    key[kl] = '\0';
+    const char *value = eq + 1;
+    while (*value == ' ') value++;
+    if (!add_raw(cfg, section, key, value, PLAIT_ORIGIN_CLI, assignment, 0))
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    return PLAIT_OK;
+}
+
+const char *plait_config_raw(const plait_config *cfg, const char *section, const char *key) {
+    const char *v = NULL;
+    for (size_t i = 0; i < cfg->n_raw; i++)
+        if (strcmp(cfg->raw[i].section, section) == 0 && strcmp(cfg->raw[i].key, key) == 0)
+            v = cfg->raw[i].value; /* later entries (command line) win */
+    return v;
+}
+
+size_t plait_config_raw_sections(const plait_config *cfg, const char *const **names) {
+    *names = (const char *const *)cfg->sections;
+    return cfg->n_sections;
+}
+
+const char *plait_config_path(const plait_config *cfg) { return cfg->path; }
+
+const char *plait_config_default_text(const plait_config *cfg, const char *section, const char *key) {
+    const struct cfg_decl *d = plait_config_find(cfg, section, key);
+    return d ? d->decl.default_value : NULL;
+}

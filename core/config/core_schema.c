@@ -1,0 +1,121 @@
+/*
+ * Keys of the core's sections. Plugin sections ("[comm.tcp]") are declared
+ * by their plugins. Every key a user may write is here with its type,
+ * default, range and one-line doc; `plait config show` prints them.
+ */
+#include "config/config.h"
+
+#define KEY(k, type, def, lo, hi, choices, flags, doc) \
+    {sizeof(plait_param_decl), (flags), (k), (type), (def), (lo), (hi), (choices), (doc)}
+
+#define SAME PLAIT_PARAM_SAME_ON_ALL
+#define I PLAIT_PARAM_INT
+#define F PLAIT_PARAM_FLOAT
+#define B PLAIT_PARAM_BOOL
+#define S PLAIT_PARAM_STRING
+#define E PLAIT_PARAM_ENUM
+#define Z PLAIT_PARAM_BYTES
+
+static const char *const resume_choices[] = {"no", "auto", "yes", NULL};
+static const char *const progress_choices[] = {"auto", "tty", "plain", "off", NULL};
+static const char *const arch_choices[] = {"gpt", "mlp", NULL};
+static const char *const format_choices[] = {"auto", "text", "u16", NULL};
+static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", NULL};
+static const char *const schedule_choices[] = {"cosine", "constant", NULL};
+
+static const plait_param_decl run_keys[] = {
+    KEY("seed", I, "1337", 0, 9.2e18, NULL, SAME, "seed for initial weights, data sampling and generation"),
+    KEY("steps", I, "100", 0, 1e12, NULL, SAME, "optimizer steps to train (total, counting resumed ones)"),
+    KEY("out_dir", S, "", 1, 0, NULL, 0,
+        "run directory for logs, metrics.csv and checkpoints; empty = runs/<config file name>"),
+    KEY("resume", E, "no", 1, 0, resume_choices, SAME,
+        "continue from the latest complete checkpoint: no, auto (if one exists), yes (must exist)"),
+    KEY("ckpt_every", I, "0", 0, 1e12, NULL, SAME, "checkpoint every N steps (0 = only at the end)"),
+    KEY("keep_checkpoints", I, "2", 1, 1000, NULL, 0, "how many recent checkpoints to keep"),
+    KEY("eval_every", I, "0", 0, 1e12, NULL, SAME, "validation loss every N steps (0 = only at the end)"),
+    KEY("eval_batches", I, "4", 1, 1e6, NULL, SAME, "micro-batches per validation"),
+    KEY("deterministic", B, "false", 1, 0, NULL, SAME,
+        "sum gradients in one canonical order so every layout is bit-identical to one process"),
+    KEY("log_level", S, "info", 1, 0, NULL, 0,
+        "error|warn|info|debug|trace, optionally per component: 'warn,tcp=debug' (PLAIT_LOG_LEVEL wins)"),
+    KEY("progress", E, "auto", 1, 0, progress_choices, 0,
+        "progress display on rank 0: auto (in place on a terminal), tty, plain lines, off"),
+    KEY("threads", I, "0", 0, 1024, NULL, 0, "math threads per rank (0 = cores / local ranks)"),
+};
+
+static const plait_param_decl model_keys[] = {
+    KEY("arch", E, "gpt", 1, 0, arch_choices, SAME, "model: gpt (GPT-2 decoder) or mlp (small test model)"),
+    KEY("n_layer", I, "4", 1, 4096, NULL, SAME, "transformer blocks (mlp: hidden layers)"),
+    KEY("n_head", I, "4", 1, 1024, NULL, SAME, "attention heads per block"),
+    KEY("n_embd", I, "128", 1, 65536, NULL, SAME, "embedding width (must be a multiple of n_head)"),
+    KEY("block_size", I, "128", 1, 1048576, NULL, SAME, "sequence length (context) in tokens"),
+    KEY("vocab_size", I, "256", 2, 10000000, NULL, SAME, "vocabulary size (256 = bytes)"),
+};
+
+static const plait_param_decl data_keys[] = {
+    KEY("path", S, "data/corpus.txt", 1, 0, NULL, SAME,
+        "training data: a text file (bytes are tokens) or a uint16 token file (.bin)"),
+    KEY("format", E, "auto", 1, 0, format_choices, SAME,
+        "data format: auto (by extension: .bin = u16), text, u16"),
+    KEY("val_fraction", F, "0.1", 0, 0.9, NULL, SAME, "share of the data held out for validation (the tail)"),
+    KEY("global_batch", I, "0", 0, 1e9, NULL, SAME,
+        "sequences per optimizer step over all ranks (0 = derive from the other two)"),
+    KEY("micro_batch", I, "0", 0, 1e9, NULL, SAME,
+        "sequences per forward/backward on one rank (0 = derive; 8 if nothing is given)"),
+    KEY("accumulation_steps", I, "0", 0, 1e9, NULL, SAME,
+        "micro-batches per rank per step (0 = derive; 1 if nothing is given)"),
+};
+
+static const plait_param_decl comm_keys[] = {
+    KEY("plugin", S, "tcp", 1, 0, NULL, SAME, "comm plugin: tcp, nccl, verbs, or a path to a .so"),
+    KEY("timeout", F, "300", 0.01, 1e7, NULL, SAME,
+        "seconds any wait may block before the operation fails naming the peers it waited on"),
+    KEY("algorithm", E, "auto", 1, 0, algo_choices, SAME,
+        "collective algorithm: auto (by size and ranks), ring, rhd, tree, direct, ordered"),
+    KEY("check_collectives", B, "false", 1, 0, NULL, SAME,
+        "compare each collective's (op, size, dtype) across ranks and report a mismatch"),
+    KEY("rendezvous", S, "", 1, 0, NULL, SAME,
+        "host:port of rank 0's store for multi-node jobs (empty = local, or from the launcher's env)"),
+};
+
+static const plait_param_decl parallel_keys[] = {
+    KEY("plugin", S, "dp", 1, 0, NULL, SAME, "parallel plugin: dp, tp, pp, hybrid, or a path"),
+    KEY("dp", I, "1", 1, 1e6, NULL, SAME, "data-parallel size"),
+    KEY("tp", I, "1", 1, 1e6, NULL, SAME, "tensor-parallel size"),
+    KEY("pp", I, "1", 1, 1e6, NULL, SAME, "pipeline-parallel size"),
+    KEY("order", S, "tp,dp,pp", 1, 0, NULL, SAME,
+        "mesh axis order, innermost (neighbouring ranks) first"),
+};
+
+static const plait_param_decl optim_keys[] = {
+    KEY("plugin", S, "adam", 1, 0, NULL, SAME, "optimizer plugin: adam, zero1, zero2, zero3, or a path"),
+    KEY("lr", F, "1e-3", 0, 10, NULL, SAME, "peak learning rate"),
+    KEY("min_lr", F, "1e-4", 0, 10, NULL, SAME, "learning rate at the end of the decay"),
+    KEY("lr_schedule", E, "cosine", 1, 0, schedule_choices, SAME,
+        "after warmup: cosine decay to min_lr, or constant"),
+    KEY("warmup_steps", I, "0", 0, 1e12, NULL, SAME, "linear warmup steps"),
+    KEY("lr_decay_steps", I, "0", 0, 1e12, NULL, SAME, "step at which decay reaches min_lr (0 = [run] steps)"),
+    KEY("beta1", F, "0.9", 0, 0.999999, NULL, SAME, "Adam beta1"),
+    KEY("beta2", F, "0.95", 0, 0.999999999, NULL, SAME, "Adam beta2"),
+    KEY("eps", F, "1e-8", 0, 1, NULL, SAME, "Adam epsilon"),
+    KEY("weight_decay", F, "0.1", 0, 10, NULL, SAME,
+        "decoupled weight decay (not applied to biases and LayerNorm parameters)"),
+    KEY("grad_clip", F, "1.0", 0, 1e9, NULL, SAME, "clip the global gradient norm to this (0 = off)"),
+};
+
+#define DECLARE(sec, arr)                                                                          \
+    do {                                                                                           \
+        plait_status st_ = plait_config_declare(cfg, sec, arr, sizeof(arr) / sizeof(arr[0]),       \
+                                                sizeof(arr[0]), "core");                           \
+        if (st_ != PLAIT_OK) return st_;                                                           \
+    } while (0)
+
+plait_status plait_config_declare_core(plait_config *cfg) {
+    DECLARE("run", run_keys);
+    DECLARE("model", model_keys);
+    DECLARE("data", data_keys);
+    DECLARE("comm", comm_keys);
+    DECLARE("parallel", parallel_keys);
+    DECLARE("optim", optim_keys);
+    return PLAIT_OK;
+}

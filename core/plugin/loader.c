@@ -1,0 +1,389 @@
+#include "plugin/loader.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <plait/comm.h>
+#include <plait/optim.h>
+#include <plait/parallel.h>
+
+#include "plugin/plugin_check.h"
+#include "runtime/error.h"
+#include "runtime/host.h"
+#include "runtime/log.h"
+
+#ifndef PLAIT_INSTALL_PLUGIN_DIR_ABS
+#define PLAIT_INSTALL_PLUGIN_DIR_ABS "/usr/local/lib/plait"
+#endif
+
+struct loaded_file {
+    char *path;
+    void *handle;
+    const plait_plugin_desc *const *descs;
+    size_t n;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    struct loaded_file *files;
+    size_t n_files;
+    char **dirs;
+    size_t n_dirs;
+    int dirs_ready;
+} g_loader = {PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, NULL, 0, NULL, 0, 0};
+
+static char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static void add_dir(const char *dir) {
+    if (!dir || !*dir) return;
+    char real[PATH_MAX];
+    const char *use = realpath(dir, real) ? real : dir;
+    for (size_t i = 0; i < g_loader.n_dirs; i++)
+        if (strcmp(g_loader.dirs[i], use) == 0) return;
+    char **nd = realloc(g_loader.dirs, (g_loader.n_dirs + 1) * sizeof *nd);
+    if (!nd) return;
+    g_loader.dirs = nd;
+    g_loader.dirs[g_loader.n_dirs++] = xstrdup(use);
+}
+
+static void setup_dirs(void) {
+    if (g_loader.dirs_ready) return;
+    g_loader.dirs_ready = 1;
+    /* 1. next to libplait (the build tree's lib/plait, or the install prefix's) */
+    Dl_info info;
+    if (dladdr((void *)&plait_plugin_load, &info) && info.dli_fname) {
+        char buf[PATH_MAX];
+        snprintf(buf, sizeof buf, "%s", info.dli_fname);
+        char *slash = strrchr(buf, '/');
+        if (slash) {
+            snprintf(slash, sizeof buf - (size_t)(slash - buf), "/plait");
+            add_dir(buf);
+        }
+    }
+    /* 2. the configured install prefix */
+    add_dir(PLAIT_INSTALL_PLUGIN_DIR_ABS);
+    /* 3. PLAIT_PLUGIN_PATH */
+    const char *env = getenv("PLAIT_PLUGIN_PATH");
+    if (env) {
+        char *copy = xstrdup(env), *save = NULL;
+        for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) add_dir(d);
+        free(copy);
+    }
+}
+
+size_t plait_plugin_dirs(const char *const **dirs) {
+    pthread_mutex_lock(&g_loader.lock);
+    setup_dirs();
+    pthread_mutex_unlock(&g_loader.lock);
+    *dirs = (const char *const *)g_loader.dirs;
+    return g_loader.n_dirs;
+}
+
+static struct loaded_file *find_file(const char *path) {
+    for (size_t i = 0; i < g_loader.n_files; i++)
+        if (strcmp(g_loader.files[i].path, path) == 0) return &g_loader.files[i];
+    return NULL;
+}
+
+static const plait_plugin_desc *find_registered(uint32_t kind, const char *name, const char **path) {
+    for (size_t i = 0; i < g_loader.n_files; i++) {
+        struct loaded_file *f = &g_loader.files[i];
+        for (size_t j = 0; j < f->n; j++)
+            if (f->descs[j]->kind == kind && strcmp(f->descs[j]->name, name) == 0) {
+                if (path) *path = f->path;
+                return f->descs[j];
+            }
+    }
+    return NULL;
+}
+
+/* Open `path` and run every check; on success register its descriptors. */
+static plait_status open_file(const char *path, struct loaded_file **out) {
+    char real[PATH_MAX];
+    if (!realpath(path, real))
+        return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s: %s", path, strerror(errno));
+    struct loaded_file *have = find_file(real);
+    if (have) {
+        *out = have;
+        return PLAIT_OK;
+    }
+    dlerror();
+    void *h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot load: %s (check that the libraries it "
+                                                 "needs are installed: ldd %s)",
+                               real, dlerror(), real);
+    plait_plugin_entry_v1_fn entry = (plait_plugin_entry_v1_fn)(uintptr_t)dlsym(h, PLAIT_PLUGIN_ENTRY_NAME);
+    if (!entry) {
+        for (int major = 0; major < 32; major++) {
+            if (major == PLAIT_ABI_MAJOR) continue;
+            char sym[32];
+            snprintf(sym, sizeof sym, "plait_plugin_v%d", major);
+            if (dlsym(h, sym)) {
+                dlclose(h);
+                return plait_set_error(PLAIT_ERR_ABI,
+                                       "%s: built for plait plugin ABI v%d (exports %s), but this plait "
+                                       "speaks ABI v%d.%d; rebuild the plugin against this plait's SDK "
+                                       "or use a plait that speaks ABI v%d",
+                                       real, major, sym, PLAIT_ABI_MAJOR, PLAIT_ABI_MINOR, major);
+            }
+        }
+        dlclose(h);
+        return plait_set_error(PLAIT_ERR_ABI,
+                               "%s: not a plait plugin: it does not export the entry symbol %s (build "
+                               "it with the plait SDK and define PLAIT_PLUGIN_ENTRY with PLAIT_EXPORT)",
+                               real, PLAIT_PLUGIN_ENTRY_NAME);
+    }
+    const plait_plugin_desc *const *descs = NULL;
+    size_t n = 0;
+    plait_clear_error();
+    plait_status st = entry(PLAIT_ABI_VERSION, plait_host_table(), &descs, &n);
+    if (st != PLAIT_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", plait_last_error());
+        dlclose(h);
+        return plait_set_error(st == PLAIT_ERR_ABI ? PLAIT_ERR_ABI : PLAIT_ERR_SYSTEM,
+                               "%s: the plugin's entry refused to load (%s): %s", real,
+                               plait_status_name(st), *msg ? msg : "no message");
+    }
+    if (!descs || n == 0) {
+        dlclose(h);
+        return plait_set_error(PLAIT_ERR_ABI, "%s: the entry returned no plugin descriptors", real);
+    }
+    for (size_t i = 0; i < n; i++) {
+        st = plait_check_descriptor(real, descs[i]);
+        if (st != PLAIT_OK) {
+            dlclose(h);
+            return st;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (descs[j]->kind == descs[i]->kind && strcmp(descs[j]->name, descs[i]->name) == 0) {
+                dlclose(h);
+                return plait_set_error(PLAIT_ERR_ABI, "%s: declares two plugins named %s/%s; names must "
+                                                      "be unique",
+                                       real, plait_kind_name(descs[i]->kind), descs[i]->name);
+            }
+        }
+        const char *other = NULL;
+        if (find_registered(descs[i]->kind, descs[i]->name, &other)) {
+            dlclose(h);
+            return plait_set_error(PLAIT_ERR_ABI,
+                                   "two plugins named %s/%s: %s and %s; remove one of them or fix "
+                                   "PLAIT_PLUGIN_PATH",
+                                   plait_kind_name(descs[i]->kind), descs[i]->name, other, real);
+        }
+    }
+    struct loaded_file *nf = realloc(g_loader.files, (g_loader.n_files + 1) * sizeof *nf);
+    if (!nf) {
+        dlclose(h);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    }
+    g_loader.files = nf;
+    struct loaded_file *f = &g_loader.files[g_loader.n_files++];
+    f->path = xstrdup(real);
+    f->handle = h;
+    f->descs = descs;
+    f->n = n;
+    PLAIT_DEBUG("loader", "loaded %s (%zu plugin%s)", real, n, n == 1 ? "" : "s");
+    *out = f;
+    return PLAIT_OK;
+}
+
+/* libplait-<kind>-<name>.so -> name must match one descriptor of that kind. */
+static plait_status check_file_name(const struct loaded_file *f, uint32_t kind, const char *name) {
+    for (size_t j = 0; j < f->n; j++)
+        if (f->descs[j]->kind == kind && strcmp(f->descs[j]->name, name) == 0) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_ABI,
+                           "%s: file name says %s/%s but the plugin inside calls itself %s/%s; rename "
+                           "the file libplait-%s-%s.so or fix the descriptor's name",
+                           f->path, plait_kind_name(kind), name, plait_kind_name(f->descs[0]->kind),
+                           f->descs[0]->name, plait_kind_name(f->descs[0]->kind), f->descs[0]->name);
+}
+
+const plait_plugin_desc *plait_plugin_load(uint32_t kind, const char *name) {
+    pthread_mutex_lock(&g_loader.lock);
+    setup_dirs();
+    const plait_plugin_desc *result = NULL;
+    struct loaded_file *f = NULL;
+    if (strchr(name, '/')) {
+        if (open_file(name, &f) == PLAIT_OK) {
+            for (size_t j = 0; j < f->n && !result; j++)
+                if (f->descs[j]->kind == kind) result = f->descs[j];
+            if (!result)
+                plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: holds no %s plugin (it holds %s/%s)", f->path,
+                                plait_kind_name(kind), plait_kind_name(f->descs[0]->kind), f->descs[0]->name);
+        }
+        pthread_mutex_unlock(&g_loader.lock);
+        return result;
+    }
+    result = find_registered(kind, name, NULL);
+    if (result) {
+        pthread_mutex_unlock(&g_loader.lock);
+        return result;
+    }
+    char file[512];
+    snprintf(file, sizeof file, "libplait-%s-%s.so", plait_kind_name(kind), name);
+    for (size_t i = 0; i < g_loader.n_dirs; i++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", g_loader.dirs[i], file);
+        if (access(path, F_OK) != 0) continue;
+        if (open_file(path, &f) == PLAIT_OK && check_file_name(f, kind, name) == PLAIT_OK)
+            result = find_registered(kind, name, NULL);
+        pthread_mutex_unlock(&g_loader.lock);
+        return result;
+    }
+    char searched[4096];
+    size_t w = 0;
+    searched[0] = '\0';
+    for (size_t i = 0; i < g_loader.n_dirs && w < sizeof searched; i++)
+        w += (size_t)snprintf(searched + w, sizeof searched - w, "%s%s", i ? ", " : "", g_loader.dirs[i]);
+    plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                    "%s plugin '%s' not found: no %s in %s%s; run 'plait plugins' to list what is "
+                    "installed, or add its directory to PLAIT_PLUGIN_PATH",
+                    plait_kind_name(kind), name, file, searched,
+                    getenv("PLAIT_PLUGIN_PATH") ? "" : " (PLAIT_PLUGIN_PATH is not set)");
+    pthread_mutex_unlock(&g_loader.lock);
+    return NULL;
+}
+
+const char *plait_plugin_path(const plait_plugin_desc *desc) {
+    const char *path = NULL;
+    pthread_mutex_lock(&g_loader.lock);
+    for (size_t i = 0; i < g_loader.n_files && !path; i++)
+        for (size_t j = 0; j < g_loader.files[i].n; j++)
+            if (g_loader.files[i].descs[j] == desc) path = g_loader.files[i].path;
+    pthread_mutex_unlock(&g_loader.lock);
+    return path;
+}
+
+static int parse_file_name(const char *file, char *kind, size_t kl, char *name, size_t nl) {
+    const char *pre = "libplait-";
+    size_t len = strlen(file);
+    if (strncmp(file, pre, strlen(pre)) != 0 || len < 4 || strcmp(file + len - 3, ".so") != 0) return -1;
+    const char *k = file + strlen(pre);
+    const char *dash = strchr(k, '-');
+    if (!dash) return -1;
+    snprintf(kind, kl, "%.*s", (int)(dash - k), k);
+    snprintf(name, nl, "%.*s", (int)(file + len - 3 - dash - 1), dash + 1);
+    return 0;
+}
+
+static plait_plugin_row *push_row(plait_plugin_row **rows, size_t *n, size_t *cap) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        plait_plugin_row *nr = realloc(*rows, *cap * sizeof *nr);
+        if (!nr) return NULL;
+        *rows = nr;
+    }
+    plait_plugin_row *r = &(*rows)[(*n)++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+size_t plait_plugins_scan(plait_plugin_row **rows_out) {
+    plait_plugin_row *rows = NULL;
+    size_t n = 0, cap = 0;
+    pthread_mutex_lock(&g_loader.lock);
+    setup_dirs();
+    for (size_t d = 0; d < g_loader.n_dirs; d++) {
+        DIR *dir = opendir(g_loader.dirs[d]);
+        if (!dir) continue;
+        char **names = NULL;
+        size_t nn = 0;
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            char kind[64], name[256];
+            if (parse_file_name(e->d_name, kind, sizeof kind, name, sizeof name) != 0) continue;
+            char **nb = realloc(names, (nn + 1) * sizeof *nb);
+            if (!nb) break;
+            names = nb;
+            names[nn++] = xstrdup(e->d_name);
+        }
+        closedir(dir);
+        qsort(names, nn, sizeof *names, cmp_names);
+        for (size_t i = 0; i < nn; i++) {
+            char path[PATH_MAX], kind[64], name[256];
+            snprintf(path, sizeof path, "%s/%s", g_loader.dirs[d], names[i]);
+            parse_file_name(names[i], kind, sizeof kind, name, sizeof name);
+            free(names[i]);
+            struct loaded_file *f = NULL;
+            /* shadowed by an earlier directory? */
+            int shadowed = 0;
+            for (size_t r = 0; r < n; r++)
+                if (strcmp(rows[r].kind, kind) == 0 && strcmp(rows[r].name, name) == 0 &&
+                    strcmp(rows[r].path, path) != 0)
+                    shadowed = 1;
+            plait_plugin_row *row = push_row(&rows, &n, &cap);
+            if (!row) break;
+            snprintf(row->kind, sizeof row->kind, "%s", kind);
+            snprintf(row->name, sizeof row->name, "%s", name);
+            snprintf(row->path, sizeof row->path, "%s", path);
+            if (shadowed) {
+                snprintf(row->status, sizeof row->status, "shadowed by an earlier directory");
+                continue;
+            }
+            plait_status st = open_file(path, &f);
+            if (st == PLAIT_OK) {
+                uint32_t k = 0;
+                for (uint32_t kk = PLAIT_KIND_COMM; kk <= PLAIT_KIND_OPTIM; kk++)
+                    if (strcmp(plait_kind_name(kk), kind) == 0) k = kk;
+                st = check_file_name(f, k, name);
+            }
+            if (st != PLAIT_OK) {
+                snprintf(row->status, sizeof row->status, "refused: %s", plait_last_error());
+                continue;
+            }
+            for (size_t j = 0; j < f->n; j++) {
+                const plait_plugin_desc *desc = f->descs[j];
+                if (j > 0 && !(row = push_row(&rows, &n, &cap))) break;
+                snprintf(row->kind, sizeof row->kind, "%s", plait_kind_name(desc->kind));
+                snprintf(row->name, sizeof row->name, "%s", desc->name);
+                snprintf(row->version, sizeof row->version, "%s", desc->version ? desc->version : "?");
+                snprintf(row->abi, sizeof row->abi, "%u.%u", desc->abi_major, desc->abi_minor);
+                snprintf(row->path, sizeof row->path, "%s", f->path);
+                row->loaded = 1;
+                row->available = 1;
+                if (desc->probe) {
+                    plait_clear_error();
+                    if (desc->probe(plait_host_table()) != PLAIT_OK) {
+                        row->available = 0;
+                        snprintf(row->status, sizeof row->status, "%s", plait_last_error());
+                    }
+                }
+            }
+        }
+        free(names);
+    }
+    pthread_mutex_unlock(&g_loader.lock);
+    *rows_out = rows;
+    return n;
+}
+
+void plait_plugins_unload_all(void) {
+    pthread_mutex_lock(&g_loader.lock);
+    for (size_t i = 0; i < g_loader.n_files; i++) {
+        dlclose(g_loader.files[i].handle);
+        free(g_loader.files[i].path);
+    }
+    free(g_loader.files);
+    g_loader.files = NULL;
+    g_loader.n_files = 0;
+    pthread_mutex_unlock(&g_loader.lock);
+}

@@ -1,0 +1,51 @@
+/*
+ * Plugin loader: finds libplait-<kind>-<name>.so files, loads them with
+ * dlopen(RTLD_NOW | RTLD_LOCAL), checks them before calling anything in
+ * them, and keeps them loaded until plait_plugins_unload_all() at exit
+ * (handles are shared per file and never closed early).
+ *
+ * Search order for a name: the plugin directory next to libplait
+ * (build/lib/plait in the build tree, <prefix>/lib/plait when installed),
+ * the install prefix's lib/plait, then each directory of PLAIT_PLUGIN_PATH
+ * (colon-separated). The first directory holding the file wins; a name given
+ * with a '/' is used exactly as written. Thread-safe (one global lock).
+ */
+#ifndef PLAIT_CORE_LOADER_H
+#define PLAIT_CORE_LOADER_H
+
+#include <stddef.h>
+#include <plait/plugin.h>
+
+/* Size of a v1.0 descriptor: anything smaller is refused. */
+#define PLAIT_DESC_V1_0_SIZE (offsetof(plait_plugin_desc, uses) + sizeof(const char *const *))
+
+/* Load (once) and return the plugin `name` (or a path) of `kind`. On error
+ * returns NULL with a message that names the file and what to do; when the
+ * file is not found, the message lists every directory searched. */
+const plait_plugin_desc *plait_plugin_load(uint32_t kind, const char *name);
+/* The path the loaded plugin came from, or NULL. */
+const char *plait_plugin_path(const plait_plugin_desc *desc);
+
+/* Directories searched, in order (owned by the loader). */
+size_t plait_plugin_dirs(const char *const **dirs);
+
+/* One row of `plait plugins`. */
+typedef struct plait_plugin_row {
+    char kind[16];
+    char name[64];
+    char version[32];
+    char abi[16];        /* "1.0" */
+    char path[1024];
+    int loaded;          /* 1 = passed every check */
+    int available;       /* probe() said usable here */
+    char status[1024];   /* why refused or unavailable; "" when fine */
+} plait_plugin_row;
+
+/* Scan every search directory for libplait-*.so files, load each and fill
+ * one row per plugin (or per refused file). Caller frees *rows. */
+size_t plait_plugins_scan(plait_plugin_row **rows);
+
+/* dlclose every file; only at process exit. */
+void plait_plugins_unload_all(void);
+
+#endif

@@ -1,0 +1,107 @@
+#include "plugin/plugin_check.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#include "plugin/loader.h"
+#include "runtime/error.h"
+
+#define END_OF(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+/* Minimum function-table sizes of ABI v1.0, one per kind. */
+static size_t min_ops_size(uint32_t kind) {
+    switch (kind) {
+    case PLAIT_KIND_COMM: return END_OF(plait_comm_ops, stream_destroy);
+    case PLAIT_KIND_PARALLEL: return END_OF(plait_parallel_ops, destroy);
+    case PLAIT_KIND_OPTIM: return END_OF(plait_optim_ops, destroy);
+    default: return 0;
+    }
+}
+
+/* Name of the first required function that is NULL, or NULL if all present. */
+static const char *missing_required(uint32_t kind, const void *ops) {
+    switch (kind) {
+    case PLAIT_KIND_COMM: {
+        const plait_comm_ops *o = ops;
+        if (!o->init) return "init";
+        if (!o->derive) return "derive";
+        if (!o->destroy) return "destroy";
+        if (!o->isend) return "isend";
+        if (!o->irecv) return "irecv";
+        if (!o->test) return "test";
+        if (!o->wait) return "wait";
+        return NULL;
+    }
+    case PLAIT_KIND_PARALLEL: {
+        const plait_parallel_ops *o = ops;
+        if (!o->create) return "create";
+        if (!o->plan) return "plan";
+        if (!o->destroy) return "destroy";
+        return NULL;
+    }
+    case PLAIT_KIND_OPTIM: {
+        const plait_optim_ops *o = ops;
+        if (!o->create) return "create";
+        if (!o->materialize) return "materialize";
+        if (!o->step) return "step";
+        if (!o->export_tensor) return "export_tensor";
+        if (!o->memory) return "memory";
+        if (!o->destroy) return "destroy";
+        return NULL;
+    }
+    }
+    return "ops";
+}
+
+static int valid_name(const char *s) {
+    if (!s || !*s || strlen(s) > 48) return 0;
+    for (; *s; s++)
+        if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '_')) return 0;
+    return 1;
+}
+
+plait_status plait_check_descriptor(const char *path, const plait_plugin_desc *d) {
+    if (!d) return plait_set_error(PLAIT_ERR_ABI, "%s: the entry returned a NULL descriptor", path);
+    if (d->struct_size < PLAIT_DESC_V1_0_SIZE)
+        return plait_set_error(PLAIT_ERR_ABI,
+                               "%s: plugin descriptor is %u bytes, smaller than the %zu bytes of ABI v1.0; "
+                               "the plugin was built against a broken or foreign SDK; rebuild it",
+                               path, d->struct_size, (size_t)PLAIT_DESC_V1_0_SIZE);
+    if (d->magic != PLAIT_PLUGIN_MAGIC)
+        return plait_set_error(PLAIT_ERR_ABI, "%s: descriptor magic is 0x%08x, not 0x%08x; not a plait plugin "
+                                              "descriptor",
+                               path, d->magic, PLAIT_PLUGIN_MAGIC);
+    if (d->abi_major != PLAIT_ABI_MAJOR)
+        return plait_set_error(PLAIT_ERR_ABI,
+                               "%s: built for plait plugin ABI v%u.%u, but this plait speaks ABI v%d.%d; "
+                               "rebuild the plugin against this plait's SDK",
+                               path, d->abi_major, d->abi_minor, PLAIT_ABI_MAJOR, PLAIT_ABI_MINOR);
+    if (d->abi_minor > PLAIT_ABI_MINOR)
+        return plait_set_error(PLAIT_ERR_ABI,
+                               "%s: needs plait ABI v%u.%u but this plait provides v%d.%d; upgrade plait",
+                               path, d->abi_major, d->abi_minor, PLAIT_ABI_MAJOR, PLAIT_ABI_MINOR);
+    if (d->kind < PLAIT_KIND_COMM || d->kind > PLAIT_KIND_OPTIM)
+        return plait_set_error(PLAIT_ERR_ABI, "%s: unknown plugin kind %u (this plait knows comm=1, "
+                                              "parallel=2, optim=3)",
+                               path, d->kind);
+    if (!valid_name(d->name))
+        return plait_set_error(PLAIT_ERR_ABI, "%s: plugin name '%s' is not valid (1-48 of a-z, 0-9, _)", path,
+                               d->name ? d->name : "(null)");
+    if (d->n_params && (!d->params || d->param_size < END_OF(plait_param_decl, doc)))
+        return plait_set_error(PLAIT_ERR_ABI, "%s: %s/%s declares %u config keys with a bad table (param_size %u)",
+                               path, plait_kind_name(d->kind), d->name, d->n_params, d->param_size);
+    if (!d->ops)
+        return plait_set_error(PLAIT_ERR_ABI, "%s: %s/%s has no function table", path, plait_kind_name(d->kind),
+                               d->name);
+    uint32_t ops_size = *(const uint32_t *)d->ops;
+    if (ops_size < min_ops_size(d->kind))
+        return plait_set_error(PLAIT_ERR_ABI,
+                               "%s: %s/%s function table is %u bytes, smaller than ABI v1.0's %zu; rebuild "
+                               "the plugin against this plait's SDK",
+                               path, plait_kind_name(d->kind), d->name, ops_size, min_ops_size(d->kind));
+    const char *missing = missing_required(d->kind, d->ops);
+    if (missing)
+        return plait_set_error(PLAIT_ERR_ABI, "%s: %s/%s lacks the required function '%s'", path,
+                               plait_kind_name(d->kind), d->name, missing);
+    return PLAIT_OK;
+}

@@ -1,0 +1,24 @@
+/*
+ * Thread-local error messages: every fallible core function returns a
+ * plait_status and leaves the text here. Plugins reach the same store through
+ * host->set_error / host->last_error.
+ */
+#ifndef PLAIT_CORE_ERROR_H
+#define PLAIT_CORE_ERROR_H
+
+#include <stdarg.h>
+#include <plait/types.h>
+
+/* Store the calling thread's message (formatted, truncated to 2 KiB) and
+ * return `status`. Thread-safe (each thread has its own message). */
+plait_status plait_set_error(plait_status status, const char *fmt, ...) PLAIT_PRINTF(2, 3);
+plait_status plait_vset_error(plait_status status, const char *fmt, va_list ap);
+/* Prefix the current message with formatted context: "loading x: <old>". */
+plait_status plait_wrap_error(plait_status status, const char *fmt, ...) PLAIT_PRINTF(2, 3);
+/* The calling thread's last message; "" if none. Valid until the next set. */
+const char *plait_last_error(void);
+void plait_clear_error(void);
+/* Static lower-case name of a status ("timeout"). */
+const char *plait_status_name(plait_status status);
+
+#endif

@@ -1,0 +1,175 @@
+#include "runtime/host.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config/config.h"
+#include "plugin/loader.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+#define MAX_TAGS 64
+#define HEADER 64 /* bytes before each block: size, tag index, alignment */
+
+struct block_header {
+    size_t bytes;
+    size_t offset; /* from the malloc'd base to the user pointer */
+    int tag;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    plait_mem_usage tags[MAX_TAGS];
+    size_t n_tags;
+} g_mem = {PTHREAD_MUTEX_INITIALIZER, {{{0}, 0, 0}}, 0};
+
+static int tag_index(const char *tag) {
+    if (!tag || !*tag) tag = "untagged";
+    for (size_t i = 0; i < g_mem.n_tags; i++)
+        if (strcmp(g_mem.tags[i].tag, tag) == 0) return (int)i;
+    if (g_mem.n_tags == MAX_TAGS) return MAX_TAGS - 1; /* lump the rest together */
+    snprintf(g_mem.tags[g_mem.n_tags].tag, sizeof g_mem.tags[0].tag, "%s", tag);
+    return (int)g_mem.n_tags++;
+}
+
+void *plait_alloc(size_t bytes, plait_mem_kind kind, size_t align, const char *tag) {
+    if (kind == PLAIT_MEM_CUDA) {
+        plait_set_error(PLAIT_ERR_UNSUPPORTED, "the core allocates host memory only; device memory "
+                                               "belongs to the comm plugin that owns the device");
+        return NULL;
+    }
+    if (align < HEADER) align = HEADER;
+    if (align & (align - 1)) {
+        plait_set_error(PLAIT_ERR_INVALID_ARG, "alignment %zu is not a power of two", align);
+        return NULL;
+    }
+    void *base = NULL;
+    if (bytes > SIZE_MAX - align || posix_memalign(&base, align, bytes + align) != 0) {
+        plait_set_error(PLAIT_ERR_NO_MEMORY, "cannot allocate %zu bytes for %s", bytes, tag ? tag : "?");
+        return NULL;
+    }
+    char *user = (char *)base + align;
+    struct block_header *h = (struct block_header *)(user - sizeof(struct block_header));
+    h->bytes = bytes;
+    h->offset = align;
+    pthread_mutex_lock(&g_mem.lock);
+    h->tag = tag_index(tag);
+    plait_mem_usage *u = &g_mem.tags[h->tag];
+    u->bytes += bytes;
+    if (u->bytes > u->peak) u->peak = u->bytes;
+    pthread_mutex_unlock(&g_mem.lock);
+    return user;
+}
+
+void plait_free(void *ptr) {
+    if (!ptr) return;
+    struct block_header *h = (struct block_header *)((char *)ptr - sizeof(struct block_header));
+    pthread_mutex_lock(&g_mem.lock);
+    g_mem.tags[h->tag].bytes -= h->bytes;
+    pthread_mutex_unlock(&g_mem.lock);
+    free((char *)ptr - h->offset);
+}
+
+size_t plait_mem_usage_list(plait_mem_usage *out, size_t cap) {
+    pthread_mutex_lock(&g_mem.lock);
+    size_t n = g_mem.n_tags;
+    memcpy(out, g_mem.tags, (n < cap ? n : cap) * sizeof *out);
+    pthread_mutex_unlock(&g_mem.lock);
+    return n;
+}
+
+uint64_t plait_mem_usage_of(const char *tag) {
+    uint64_t total = 0;
+    pthread_mutex_lock(&g_mem.lock);
+    for (size_t i = 0; i < g_mem.n_tags; i++)
+        if (!tag || strcmp(g_mem.tags[i].tag, tag) == 0) total += g_mem.tags[i].bytes;
+    pthread_mutex_unlock(&g_mem.lock);
+    return total;
+}
+
+static uint64_t proc_status_kb(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    uint64_t kb = 0;
+    size_t fl = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, field, fl) == 0) {
+            kb = strtoull(line + fl, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return kb * 1024;
+}
+
+uint64_t plait_peak_rss(void) { return proc_status_kb("VmHWM:"); }
+uint64_t plait_current_rss(void) { return proc_status_kb("VmRSS:"); }
+
+/* ---- the table ---------------------------------------------------------- */
+
+static void host_vlog(plait_log_level level, const char *component, const char *fmt, va_list ap) {
+    plait_vlog(level, component, fmt, ap);
+}
+
+static void host_log(plait_log_level level, const char *component, const char *fmt, ...) PLAIT_PRINTF(3, 4);
+static void host_log(plait_log_level level, const char *component, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    plait_vlog(level, component, fmt, ap);
+    va_end(ap);
+}
+
+static plait_status host_set_error(plait_status status, const char *fmt, ...) PLAIT_PRINTF(2, 3);
+static plait_status host_set_error(plait_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    plait_vset_error(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static double host_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const void *host_plugin_ops(uint32_t kind, const char *name) {
+    const plait_plugin_desc *d = plait_plugin_load(kind, name);
+    return d ? d->ops : NULL;
+}
+
+static int g_math_threads = 1;
+static int host_math_threads(void) { return g_math_threads; }
+
+static plait_host g_host = {
+    .struct_size = sizeof(plait_host),
+    .abi_version = PLAIT_ABI_VERSION,
+    .core_version = PLAIT_VERSION,
+    .log = host_log,
+    .vlog = host_vlog,
+    .log_enabled = plait_log_enabled,
+    .set_error = host_set_error,
+    .last_error = plait_last_error,
+    .status_name = plait_status_name,
+    .alloc = plait_alloc,
+    .free = plait_free,
+    .config_get = plait_config_get,
+    .now = host_now,
+    .coll = NULL,
+    .kernels = NULL,
+    .plugin_ops = host_plugin_ops,
+    .math_threads = host_math_threads,
+    .init_values = NULL,
+};
+
+const plait_host *plait_host_table(void) { return &g_host; }
+void plait_host_set_coll(const plait_coll_api *coll) { g_host.coll = coll; }
+void plait_host_set_kernels(const plait_kernels *kernels) { g_host.kernels = kernels; }
+void plait_host_set_init_values(plait_status (*fn)(const plait_param *, size_t, size_t, float *)) {
+    g_host.init_values = fn;
+}
+void plait_host_set_math_threads(int threads) { g_math_threads = threads > 0 ? threads : 1; }

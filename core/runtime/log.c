@@ -1,0 +1,165 @@
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_COMPONENT_RULES 16
+
+struct component_rule {
+    char name[32];
+    int level;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    int level;
+    int n_rules;
+    struct component_rule rules[MAX_COMPONENT_RULES];
+    int rank;
+    int file_fd;
+    int initialized;
+    struct timespec start;
+} g_log = {PTHREAD_MUTEX_INITIALIZER, PLAIT_LOG_INFO, 0, {{{0}, 0}}, -1, -1, 0, {0, 0}};
+
+static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
+
+const char *plait_log_level_name(plait_log_level level) {
+    if ((int)level < 0 || (int)level > PLAIT_LOG_TRACE) return "?";
+    return level_names[level];
+}
+
+int plait_log_level_parse(const char *name) {
+    for (int i = 0; i <= PLAIT_LOG_TRACE; i++)
+        if (strcasecmp(name, level_names[i]) == 0) return i;
+    if (strcasecmp(name, "warning") == 0) return PLAIT_LOG_WARN;
+    return -1;
+}
+
+int plait_log_configure(const char *spec) {
+    int level = g_log.level;
+    struct component_rule rules[MAX_COMPONENT_RULES];
+    int n_rules = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        while (*item == ' ') item++;
+        char *eq = strchr(item, '=');
+        if (!eq) {
+            int l = plait_log_level_parse(item);
+            if (l < 0) return -1;
+            level = l;
+            continue;
+        }
+        *eq = '\0';
+        int l = plait_log_level_parse(eq + 1);
+        if (l < 0 || n_rules == MAX_COMPONENT_RULES) return -1;
+        snprintf(rules[n_rules].name, sizeof rules[n_rules].name, "%s", item);
+        rules[n_rules].level = l;
+        n_rules++;
+    }
+    pthread_mutex_lock(&g_log.lock);
+    g_log.level = level;
+    g_log.n_rules = n_rules;
+    memcpy(g_log.rules, rules, sizeof(rules[0]) * (size_t)n_rules);
+    pthread_mutex_unlock(&g_log.lock);
+    return 0;
+}
+
+static void log_init_once(void) {
+    if (g_log.initialized) return;
+    g_log.initialized = 1;
+    clock_gettime(CLOCK_MONOTONIC, &g_log.start);
+}
+
+void plait_log_init_from_env(void) {
+    log_init_once();
+    const char *spec = getenv("PLAIT_LOG_LEVEL");
+    if (spec && *spec && plait_log_configure(spec) != 0)
+        fprintf(stderr, "plait: warning: PLAIT_LOG_LEVEL='%s' is not valid (use error, warn, "
+                        "info, debug or trace, optionally with component=level items); "
+                        "using info\n", spec);
+}
+
+void plait_log_set_rank(int rank) { g_log.rank = rank; }
+
+int plait_log_set_file(const char *path) {
+    int fd = -1;
+    if (path) {
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0) return -1;
+    }
+    pthread_mutex_lock(&g_log.lock);
+    int old = g_log.file_fd;
+    g_log.file_fd = fd;
+    pthread_mutex_unlock(&g_log.lock);
+    if (old >= 0) close(old);
+    return 0;
+}
+
+int plait_log_enabled_for(plait_log_level level, const char *component) {
+    int limit = g_log.level;
+    if (component) {
+        for (int i = 0; i < g_log.n_rules; i++)
+            if (strcmp(g_log.rules[i].name, component) == 0) limit = g_log.rules[i].level;
+    }
+    return (int)level <= limit;
+}
+
+int plait_log_enabled(plait_log_level level) {
+    if ((int)level <= g_log.level) return 1;
+    for (int i = 0; i < g_log.n_rules; i++)
+        if ((int)level <= g_log.rules[i].level) return 1;
+    return 0;
+}
+
+static void write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+void plait_vlog(plait_log_level level, const char *component, const char *fmt, va_list ap) {
+    if (!plait_log_enabled_for(level, component)) return;
+    log_init_once();
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double t = (double)(now.tv_sec - g_log.start.tv_sec) + 1e-9 * (double)(now.tv_nsec - g_log.start.tv_nsec);
+    char line[4096];
+    int n;
+    const char *tag = level == PLAIT_LOG_INFO ? "" : plait_log_level_name(level);
+    char rank_prefix[16] = "";
+    if (g_log.rank >= 0) snprintf(rank_prefix, sizeof rank_prefix, "[r%d] ", g_log.rank);
+    n = snprintf(line, sizeof line, "%s%8.3f %s%s%s%s: ", rank_prefix, t, component ? component : "plait",
+                 *tag ? " " : "", tag, "");
+    if (n < 0) return;
+    if ((size_t)n >= sizeof line) n = (int)sizeof line - 1;
+    int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    if (m < 0) return;
+    size_t len = (size_t)n + (size_t)m;
+    if (len > sizeof line - 2) len = sizeof line - 2;
+    while (len > 0 && line[len - 1] == '\n') len--;
+    line[len++] = '\n';
+    write_all(STDERR_FILENO, line, len);
+    pthread_mutex_lock(&g_log.lock);
+    if (g_log.file_fd >= 0) write_all(g_log.file_fd, line, len);
+    pthread_mutex_unlock(&g_log.lock);
+}
+
+void plait_log(plait_log_level level, const char *component, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    plait_vlog(level, component, fmt, ap);
+    va_end(ap);
+}

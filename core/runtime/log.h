@@ -1,0 +1,45 @@
+/*
+ * Logging: one line per call, prefixed with the time since start, the rank
+ * (once known) and the component, written to stderr and, once a run
+ * directory exists, to the rank's log file.
+ *
+ * Levels come from PLAIT_LOG_LEVEL (or [run] log_level): either one level
+ * ("info") or a default plus per-component levels ("warn,tcp=debug").
+ * All functions are thread-safe; a line is written with one write(2) so
+ * lines from threads and ranks never interleave mid-line.
+ */
+#ifndef PLAIT_CORE_LOG_H
+#define PLAIT_CORE_LOG_H
+
+#include <stdarg.h>
+#include <plait/types.h>
+
+/* Parse a level spec ("info", "warn,tcp=debug"). Returns 0, or -1 for an
+ * unknown level name (nothing changed). */
+int plait_log_configure(const char *spec);
+/* Read PLAIT_LOG_LEVEL; default "info". Idempotent. */
+void plait_log_init_from_env(void);
+/* From now on prefix lines with "[r<rank>]". rank < 0 removes the prefix. */
+void plait_log_set_rank(int rank);
+/* Also append every line to `path` (created, mode 0644). NULL closes it.
+ * Returns 0 or -1 with errno set. */
+int plait_log_set_file(const char *path);
+int plait_log_enabled_for(plait_log_level level, const char *component);
+int plait_log_enabled(plait_log_level level);
+void plait_log(plait_log_level level, const char *component, const char *fmt, ...)
+    PLAIT_PRINTF(3, 4);
+void plait_vlog(plait_log_level level, const char *component, const char *fmt, va_list ap);
+const char *plait_log_level_name(plait_log_level level);
+/* Parse "error|warn|info|debug|trace"; -1 if unknown. */
+int plait_log_level_parse(const char *name);
+
+#define PLAIT_ERROR(comp, ...) plait_log(PLAIT_LOG_ERROR, comp, __VA_ARGS__)
+#define PLAIT_WARN(comp, ...) plait_log(PLAIT_LOG_WARN, comp, __VA_ARGS__)
+#define PLAIT_INFO(comp, ...) plait_log(PLAIT_LOG_INFO, comp, __VA_ARGS__)
+#define PLAIT_DEBUG(comp, ...)                                                   \
+    do {                                                                         \
+        if (plait_log_enabled_for(PLAIT_LOG_DEBUG, comp))                        \
+            plait_log(PLAIT_LOG_DEBUG, comp, __VA_ARGS__);                       \
+    } while (0)
+
+#endif
