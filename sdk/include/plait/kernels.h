@@ -30,6 +30,17 @@ typedef struct plait_adamw_args {
     float grad_scale;    /* gradient multiplier applied first (clipping); 1 = none */
 } plait_adamw_args;
 
+/* Exact, order-independent accumulator of Σ x² over float32 values.
+ * Each x² is added exactly into a 128-bit bin chosen by x's exponent, so the
+ * total does not depend on how elements are split across ranks or in which
+ * order partial accumulators are merged: the global gradient norm comes out
+ * bit-identical for every layout. 4 KiB; zero it (memset) before use. */
+#define PLAIT_SUMSQ_BINS 256
+typedef struct plait_sumsq_acc {
+    uint64_t bin[PLAIT_SUMSQ_BINS][2]; /* [exponent][lo, hi] of Σ mantissa² */
+    uint64_t nonfinite;                /* count of NaN/Inf elements seen */
+} plait_sumsq_acc;
+
 typedef struct plait_kernels {
     uint32_t struct_size;
 
@@ -49,6 +60,13 @@ typedef struct plait_kernels {
     /* One AdamW update of n elements in place. m, v are the moments. */
     void (*adamw)(float *param, const float *grad, float *m, float *v, size_t n,
                   const plait_adamw_args *args);
+    /* acc += Σ x[i]^2, exactly (see plait_sumsq_acc). */
+    void (*sumsq_exact)(plait_sumsq_acc *acc, const float *x, size_t n);
+    /* dst += src, exactly. */
+    void (*sumsq_merge)(plait_sumsq_acc *dst, const plait_sumsq_acc *src);
+    /* The accumulated value rounded to double (a fixed procedure: equal
+     * accumulators give equal doubles); +Inf if any element was not finite. */
+    double (*sumsq_value)(const plait_sumsq_acc *acc);
 
     /* --- model ops: forward, and backward beside it ------------------ */
     /* out[BT,OC] = inp[BT,C] @ weight[OC,C]^T + bias[OC] (bias may be NULL). */

@@ -1,0 +1,110 @@
+/*
+ * The model: a GPT-2 decoder (nanoGPT layout) or a small MLP, executed one
+ * layer at a time so the trainer can interleave optimizer hooks (ZeRO-3
+ * gathers), gradient-ready notifications (DP buckets) and pipeline transfers.
+ *
+ * Layers (global indices): 0 = "embedding" (wte, wpe), 1..n_layer = "h.<i>"
+ * (the blocks), n_layer+1 = "head" (ln_f and the output projection tied to
+ * wte). The head owns a parameter "lm_head.weight" flagged
+ * PLAIT_PARAM_TIED_COPY with tied_to = wte: when embedding and head run on
+ * the same rank its data pointer aliases wte's storage, but its gradient is
+ * always separate, so the tied gradient is summed in one canonical order
+ * (embedding part + head part) whatever the pipeline layout.
+ *
+ * Activations live in *slots*: one slot holds everything saved by the
+ * forward of one micro-batch (several are in flight under pipeline
+ * schedules). A slot's residual-stream buffers double as the pipeline
+ * boundary buffers: the trainer receives a previous stage's output into
+ * plait_model_boundary(slot, layer-1) before the forward of `layer`, and
+ * sends plait_model_boundary(slot, last) after it; gradients likewise.
+ *
+ * Tensor parallelism: the model computes with the local shards the plan
+ * gives (whole heads per rank, a slice of the MLP width, a slice of the
+ * padded vocabulary) and calls plan->tp_ops at Megatron's conjugate points.
+ *
+ * Thread-safety: a model is used by one thread at a time.
+ * Determinism: for a given layout, results do not depend on the number of
+ * math threads (bit-identical with 1 or N threads).
+ */
+#ifndef PLAIT_CORE_MODEL_H
+#define PLAIT_CORE_MODEL_H
+
+#include <stdint.h>
+#include <plait/model.h>
+#include <plait/parallel.h>
+
+#include "config/config.h"
+
+/* The global model description built from [model]. Owns the arrays that
+ * plait_model_spec points to. */
+typedef struct plait_model_desc plait_model_desc;
+
+/* Build the description for `micro_batch` sequences per micro-batch.
+ * Validates the [model] keys together (n_embd % n_head, ...) and fails with
+ * PLAIT_ERR_INVALID_CONFIG naming them. */
+plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
+                                  plait_model_desc **out);
+const plait_model_spec *plait_model_desc_spec(const plait_model_desc *desc);
+void plait_model_desc_free(plait_model_desc *desc);
+
+/* Global parameter index of `name`, or -1. */
+int32_t plait_model_param_index(const plait_model_desc *desc, const char *name);
+
+/* Layout-independent initial values (host->init_values): element values
+ * depend only on [run] seed, the parameter's global name and the element's
+ * global index. Fills local elements [offset, offset+count) of `param`'s
+ * slice (shard layout; padding positions get 0). Thread-safe. */
+plait_status plait_model_init_values(const plait_param *param, size_t offset, size_t count,
+                                     float *dst);
+/* Set the seed used by plait_model_init_values (before any call). */
+void plait_model_set_seed(uint64_t seed);
+
+/* One rank's executable part of the model. */
+typedef struct plait_model plait_model;
+
+typedef struct plait_model_layout {
+    const plait_plan *plan;     /* shards, layer_stage/chunk, vocab_padded, tp_ops */
+    int32_t stage;              /* this rank's pipeline stage */
+    plait_param_set *params;    /* local params; data/grad read at each call */
+    int32_t max_slots;          /* activation slots to allow (>= 1) */
+} plait_model_layout;
+
+/* Build the local model: the layers with layer_stage == stage. Allocates
+ * activation memory lazily per slot (tag "activations"). */
+plait_status plait_model_create(const plait_model_desc *desc, const plait_model_layout *layout,
+                                plait_model **out);
+void plait_model_free(plait_model *m);
+
+/* Attach a micro-batch's tokens and targets ([B,T] int32, copied) to a slot.
+ * Needed on the rank holding the embedding (tokens) and the head (targets). */
+plait_status plait_model_set_batch(plait_model *m, int32_t slot, const int32_t *tokens,
+                                   const int32_t *targets);
+
+/* Scale of d(Σ token losses) used by backward: 1 / (tokens in the global batch). */
+void plait_model_set_loss_scale(plait_model *m, float scale);
+
+/* Forward of one local layer for the slot. The head layer computes the
+ * logits and, if targets are set, the loss (Σ over the slot's tokens). */
+plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t slot);
+/* Backward of one local layer: reads the gradient of its output from the
+ * slot, accumulates (+=) into its parameters' grads, writes the gradient of
+ * its input. The head starts from the loss. */
+plait_status plait_model_backward_layer(plait_model *m, int32_t layer, int32_t slot);
+
+/* Σ token losses of the slot's last head forward (valid on the head's rank). */
+double plait_model_loss_sum(const plait_model *m, int32_t slot);
+/* Logits of the last head forward: [B,T,V_local] (V_local = padded vocab / tp). */
+const float *plait_model_logits(const plait_model *m, int32_t slot);
+
+/* Residual-stream buffer [B,T,C] holding the output of `layer` (and, for the
+ * pipeline, the input of layer+1), and the buffer for its gradient.
+ * Valid for the slot's lifetime. */
+float *plait_model_boundary(plait_model *m, int32_t slot, int32_t layer);
+float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer);
+/* Elements of one boundary buffer (B*T*C). */
+size_t plait_model_boundary_numel(const plait_model *m);
+
+/* Bytes of activation memory currently allocated (all slots). */
+uint64_t plait_model_activation_bytes(const plait_model *m);
+
+#endif
