@@ -6,8 +6,8 @@
 #   sh data/make_corpus.sh            # writes data/corpus.txt next to this script
 #   sh data/make_corpus.sh OUT.txt    # writes OUT.txt
 #
-# The package is installed by the project's dependency script (scripts/deps.sh
-# lists dict-devil); by hand: apt-get install dict-devil.
+# Needs the package (apt-get install dict-devil); building and testing plait
+# do not, since the corpus is committed.
 set -eu
 
 src=/usr/share/dictd/devil.dict.dz
@@ -15,7 +15,7 @@ out=${1:-"$(dirname "$0")/corpus.txt"}
 
 if [ ! -r "$src" ]; then
     echo "make_corpus.sh: $src not found: install the Debian package dict-devil" >&2
-    echo "  (apt-get install dict-devil, or scripts/deps.sh)" >&2
+    echo "  (apt-get install dict-devil)" >&2
     exit 1
 fi
 

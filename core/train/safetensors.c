@@ -507,10 +507,11 @@ static plait_status parse_file(plait_st_file *f, unsigned flags) {
     /* Data section: exactly covered, in offset order, nothing left over. */
     qsort(f->t, f->n, sizeof *f->t, cmp_offset);
     uint64_t data_start = 8 + f->header_len, pos = 0;
-    if (data_start % 4) return bad(f, "tensor data starts at byte %llu, not 4-byte aligned",
-                                   (unsigned long long)data_start);
     for (size_t i = 0; i < f->n; i++) {
         plait_st_tensor *t = &f->t[i];
+        if (t->bytes && (data_start + t->offset) % 4)
+            return bad(f, "tensor %s starts at byte %llu, not 4-byte aligned (plait maps float data in place)",
+                       t->name, (unsigned long long)(data_start + t->offset));
         if (t->offset != pos)
             return bad(f, "tensor %s starts at data byte %llu but the previous tensor ends at %llu "
                           "(tensors must cover the data without gaps or overlaps)",
@@ -546,6 +547,11 @@ static plait_status parse_file(plait_st_file *f, unsigned flags) {
                 return bad(f, "metadata %s is not 8 lower-case hex digits", m->key);
             t->has_crc = 1;
         }
+    /* A file with any plait checksum must have all of them: a damaged key
+     * must not turn verification off. */
+    int any_crc = 0;
+    for (size_t i = 0; i < f->n; i++) any_crc |= f->t[i].has_crc;
+    if (any_crc && !hcrc) return bad(f, "metadata " HEADER_CRC_KEY " is missing although tensors have checksums");
     if (hcrc)
         for (size_t i = 0; i < f->n; i++)
             if (!f->t[i].has_crc) return bad(f, "tensor %s has no checksum although the file has plait checksums",
