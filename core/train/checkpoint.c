@@ -315,7 +315,7 @@ static plait_status refuse(const char *dir, const char *file, const char *fmt, .
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return plait_set_error(PLAIT_ERR_PROTOCOL, "checkpoint %s refused: %s/%s: %s", dir, dir, file, msg);
+    return plait_set_error(PLAIT_ERR_PROTOCOL, "checkpoint refused: %s/%s: %s", dir, file, msg);
 }
 
 void plait_ckpt_close(plait_ckpt *ck) {

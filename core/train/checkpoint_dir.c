@@ -97,14 +97,40 @@ plait_status plait_ckpt_open_latest(const char *out_dir, plait_ckpt **out) {
             *out = ck;
             break;
         }
-        plait_log(PLAIT_LOG_WARN, "checkpoint", "skipping %s: %s", dir, plait_last_error());
+        plait_log(PLAIT_LOG_WARN, "checkpoint", "skipping it for resume: %s", plait_last_error());
     }
     free(v);
     return PLAIT_OK;
 }
 
-/* Delete one checkpoint directory: marker first (durably), then the files. */
+/* 0 if every entry of `dir` is a regular file, else -1 with the error set. */
+static int only_plain_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        plait_set_error(PLAIT_ERR_SYSTEM, "listing %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+            plait_set_error(PLAIT_ERR_INVALID_ARG,
+                            "not deleting %s: it holds %s, which is not a plain file plait wrote", dir, path);
+            rc = -1;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Delete one checkpoint directory: check it holds only files, remove the
+ * marker (durably), then the files. */
 static plait_status remove_checkpoint(const char *dir) {
+    if (only_plain_files(dir) != 0) return PLAIT_ERR_INVALID_ARG;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/" PLAIT_CKPT_MARKER_FILE, dir);
     if (unlink(path) != 0 && errno != ENOENT)
@@ -117,13 +143,6 @@ static plait_status remove_checkpoint(const char *dir) {
     while ((e = readdir(d))) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat sb;
-        if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-            closedir(d);
-            return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                                   "not deleting %s: it holds %s, which is not a plain file plait wrote",
-                                   dir, path);
-        }
         if (unlink(path) != 0) {
             int err = errno;
             closedir(d);
