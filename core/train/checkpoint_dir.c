@@ -97,7 +97,7 @@ plait_status plait_ckpt_open_latest(const char *out_dir, plait_ckpt **out) {
             *out = ck;
             break;
         }
-        plait_log(PLAIT_LOG_WARN, "checkpoint", "skipping it for resume: %s", plait_last_error());
+        plait_log(PLAIT_LOG_WARN, "checkpoint", "%s; trying older checkpoints", plait_last_error());
     }
     free(v);
     return PLAIT_OK;
