@@ -165,14 +165,15 @@ plait_status plait_data_open(const plait_data_options *opts, plait_data **out) {
     d->n_train = d->n_tokens - d->n_val;
     int64_t need = (int64_t)opts->seq_len + 1;
     if (d->n_train < need || (opts->val_fraction > 0 && d->n_val < need)) {
-        plait_data_close(d);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "data file %s is too short: %lld tokens give %lld for training and %lld "
                                "for validation ([data] val_fraction = %g), but each split needs at least "
                                "[model] block_size + 1 = %lld tokens; use a longer file, a smaller "
                                "block_size, or a different val_fraction",
                                opts->path, (long long)d->n_tokens, (long long)d->n_train,
                                (long long)d->n_val, opts->val_fraction, (long long)need);
+        plait_data_close(d);
+        return st;
     }
     *out = d;
     return PLAIT_OK;

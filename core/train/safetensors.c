@@ -150,7 +150,7 @@ plait_status plait_st_writer_declare(plait_st_writer *w, const char *name, int32
     t->name = strdup(name);
     if (!t->name) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     t->ndim = ndim;
-    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim > 0) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     t->numel = numel;
     t->offset = w->data_bytes;
     w->data_bytes += 4 * (uint64_t)numel;

@@ -57,6 +57,7 @@ plait_status optim_topology_from_init(const plait_optim_init *init, optim_topolo
     out->dp_rank = init->dp_comm && host->coll ? host->coll->rank(init->dp_comm) : 0;
     plait_value v;
     out->tp = host->config_get(init->config, "parallel", "tp", &v) == PLAIT_OK && v.i > 1 ? (int32_t)v.i : 1;
+    const char *first = NULL;
     int found = 0;
     for (int32_t i = 0; i < init->params->n_params; i++) {
         const plait_shard *s = &init->params->params[i].shard;
@@ -64,9 +65,9 @@ plait_status optim_topology_from_init(const plait_optim_init *init, optim_topolo
         if (found && s->index != out->tp_rank)
             return host->set_error(PLAIT_ERR_INTERNAL,
                                    "optimizer: parameters %s and %s are split with different TP indices (%d, %d)",
-                                   init->params->params[0].name, init->params->params[i].name, out->tp_rank,
-                                   s->index);
+                                   first, init->params->params[i].name, out->tp_rank, s->index);
         out->tp_rank = s->index;
+        first = init->params->params[i].name;
         found = 1;
     }
     if (out->tp > 1 && !found)
