@@ -33,6 +33,11 @@
 #include <plait/types.h>
 
 #define PLAIT_ST_MAX_DIMS 8
+/* The __metadata__ keys of plait's checksums. */
+#define PLAIT_ST_CRC_PREFIX "plait.crc32c."
+#define PLAIT_ST_HEADER_CRC_KEY "plait.header_crc32c"
+/* Longest tensor name the writer accepts (bytes). */
+#define PLAIT_ST_MAX_NAME 1024
 /* Header size limit (the safetensors library refuses more than 100 MB). */
 #define PLAIT_ST_MAX_HEADER (100u * 1000u * 1000u)
 
@@ -62,7 +67,8 @@ plait_status plait_st_writer_create(const char *path, plait_st_writer **out);
 /* Add a __metadata__ entry (both strings copied). Keys starting with
  * "plait.crc32c" and "plait.header_crc32c" are reserved; "format" replaces the default "pt". */
 plait_status plait_st_writer_metadata(plait_st_writer *w, const char *key, const char *value);
-/* Declare an F32 tensor of `ndim` (0..8) dims. Names must be unique and not "__metadata__". */
+/* Declare an F32 tensor of `ndim` (0..8) dims. Names must be unique, non-empty,
+ * at most PLAIT_ST_MAX_NAME bytes and not "__metadata__". */
 plait_status plait_st_writer_declare(plait_st_writer *w, const char *name, int32_t ndim,
                                      const int64_t *shape);
 /* Append the next `count` elements of tensor `name` (chunks in order; the
