@@ -393,8 +393,7 @@ pp_sim_verdict pp_sim_run(const pp_sim_config *cfg, const plait_instr *const *li
                 int w = snprintf(text + used, sizeof text - used, "%s%s", used ? "; " : "", line);
                 if (w > 0) used += (size_t)w < sizeof text - used ? (size_t)w : sizeof text - used - 1;
             }
-            report(&S, unmatched ? PP_SIM_UNMATCHED : PP_SIM_DEADLOCK, "%s: %s",
-                   unmatched ? "unmatched communication" : "deadlock", text);
+            report(&S, unmatched ? PP_SIM_UNMATCHED : PP_SIM_DEADLOCK, "%s", text);
             break;
         }
     }

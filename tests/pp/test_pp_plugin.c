@@ -214,6 +214,7 @@ static void test_descriptor(void **state) {
     assert_non_null(g_ops->plan);
     assert_non_null(g_ops->finish_grads);
     assert_non_null(g_ops->destroy);
+    assert_int_equal(g_ops->axes, PLAIT_PARALLEL_AXIS_PP);
 }
 
 static void test_create_errors(void **state) {
@@ -384,12 +385,18 @@ static void test_finish_grads_tied_embedding(void **state) {
     assert_int_equal(ends[1].calls, 1);
     assert_int_equal(ends[0].algo, PLAIT_ALGO_ORDERED); /* deterministic mode */
     assert_string_equal(ends[0].label, "pp tied embedding grad");
-    uint64_t bytes = 0;
-    g_ops->step_stats(st[0], &bytes);
-    assert_int_equal(bytes, VOCAB * EMBD * sizeof(float));
-    bytes = 0;
-    g_ops->step_stats(st[1], &bytes);
-    assert_int_equal(bytes, 0);
+    plait_parallel_stats stats = {.struct_size = sizeof stats};
+    g_ops->step_stats(st[0], &stats);
+    assert_int_equal(stats.bytes_sent, VOCAB * EMBD * sizeof(float));
+    assert_int_equal(stats.axis_bytes[2], VOCAB * EMBD * sizeof(float));
+    assert_int_equal(stats.axis_bytes[0], 0);
+    assert_int_equal(stats.reductions, 1);
+    assert_true(stats.wait_seconds >= 0);
+    memset(&stats, 0xff, sizeof stats);
+    stats.struct_size = sizeof stats;
+    g_ops->step_stats(st[1], &stats);
+    assert_int_equal(stats.bytes_sent, 0);
+    assert_int_equal(stats.reductions, 0);
     /* A released gradient is a clear error, not a crash. */
     wte->grad = NULL;
     assert_int_equal(g_ops->finish_grads(st[0]), PLAIT_ERR_INVALID_CONFIG);

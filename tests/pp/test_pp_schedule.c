@@ -34,7 +34,9 @@ static int64_t expect_peak_live(pp_schedule_kind kind, int32_t p, int32_t s, int
     case PP_SCHEDULE_GPIPE: return mv;
     case PP_SCHEDULE_1F1B: return p - s < m ? p - s : m;
     default: {
-        int64_t b = (p - s) + (int64_t)(v - 1) * (m < p ? m : p);
+        /* G: the largest micro-batch group, ceil(m / floor(m/p)), or m if m < p. */
+        int64_t groups = m < p ? 1 : m / p, G = (m + groups - 1) / groups;
+        int64_t b = (p - s) + (int64_t)(v - 1) * G;
         return b < mv ? b : mv;
     }
     }
@@ -268,7 +270,12 @@ static void check_schedule(pp_schedule_kind kind, int32_t p, int32_t m, int32_t 
         if (kind == PP_SCHEDULE_1F1B) assert_true(x->peak_live <= p - s);
         assert_int_equal(pp_schedule_peak_live(kind, p, s, m, v), bound);
         /* Slots held until sends are received: at most one more than live. */
-        assert_true(x->peak_held >= x->peak_live && x->peak_held <= x->peak_live + 1);
+        /* Slots held until their sends are received (what an executor
+         * needs that never waits to reuse a buffer under a rendezvous
+         * transport): one more than live with one chunk per stage; with
+         * interleaving, gradients wait longer upstream (informative only). */
+        assert_true(x->peak_held >= x->peak_live);
+        if (v == 1) assert_true(x->peak_held <= x->peak_live + 1);
     }
     assert_int_equal(pp_schedule_idle_steps(kind, p, m, v), expect_idle_steps(p, m, v));
     double bubble = (double)expect_idle_steps(p, m, v) / (double)((int64_t)m * v + expect_idle_steps(p, m, v));
@@ -451,7 +458,7 @@ static void test_formula_text(void **state) {
     assert_float_equal(pp_schedule_bubble(PP_SCHEDULE_1F1B, 4, 8, 1), 3.0 / 11.0, 1e-15);
     assert_float_equal(pp_schedule_bubble(PP_SCHEDULE_GPIPE, 4, 1, 1), 3.0 / 4.0, 1e-15);
     assert_float_equal(pp_schedule_bubble(PP_SCHEDULE_INTERLEAVED, 4, 8, 2), 3.0 / 19.0, 1e-15);
-    assert_float_equal(pp_schedule_bubble(PP_SCHEDULE_INTERLEAVED, 4, 3, 2), 5.0 / 11.0, 1e-15);
+    assert_float_equal(pp_schedule_bubble(PP_SCHEDULE_INTERLEAVED, 4, 3, 2), 4.0 / 10.0, 1e-15);
     assert_float_equal(pp_schedule_bubble(PP_SCHEDULE_1F1B, 1, 5, 1), 0.0, 0);
 }
 

@@ -55,7 +55,7 @@ typedef struct pp_state {
     tied_pair *tied;
     int32_t n_tied;
     plait_param_set *params;  /* from bind */
-    uint64_t bytes_sent;      /* this step */
+    plait_parallel_stats stats; /* this step */
 } pp_state;
 
 static int32_t stage_of_layer(const pp_state *s, int32_t layer) {
@@ -175,6 +175,7 @@ static plait_status pp_create(const plait_parallel_init *init, void **state) {
     pp_state *s = h->alloc(sizeof *s, PLAIT_MEM_HOST, 0, "pp plan");
     if (!s) return PLAIT_ERR_NO_MEMORY;
     memset(s, 0, sizeof *s);
+    s->stats.struct_size = sizeof s->stats;
     s->host = h;
     s->mesh = mesh;
     s->model = init->model;
@@ -205,8 +206,8 @@ static plait_status pp_create(const plait_parallel_init *init, void **state) {
             if (sum > worst) worst = sum;
         }
         h->log(PLAIT_LOG_INFO, COMPONENT,
-               "%d stages x %d chunk%s, %s %s layers %s%s; costliest chunk %.3g flops/token = %.2f x the "
-               "even share", s->p, s->v, s->v == 1 ? "" : "s", pp_schedule_name(s->kind),
+               "%d stages x %d chunk%s, schedule %s; %s partition of layers %s%s; costliest chunk %.3g "
+               "flops/token = %.2f x the even share", s->p, s->v, s->v == 1 ? "" : "s", pp_schedule_name(s->kind),
                stages && *stages ? "explicit" : "balanced", text, need >= sizeof text ? "..." : "", worst,
                total > 0 ? worst * k / total : 1.0);
     }
@@ -270,7 +271,9 @@ static plait_status pp_bind(void *state, const plait_parallel_bind *bind) {
 
 static plait_status pp_begin_step(void *state, int64_t step) {
     (void)step;
-    ((pp_state *)state)->bytes_sent = 0;
+    pp_state *s = state;
+    memset(&s->stats, 0, sizeof s->stats);
+    s->stats.struct_size = sizeof s->stats;
     return PLAIT_OK;
 }
 
@@ -298,6 +301,7 @@ static plait_status pp_finish_grads(void *state) {
                             "pp: stage %d holds a tied parameter but the core gave no embedding group", s->stage);
     plait_comm_stats before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
     h->coll->stats(comm, &before);
+    double t0 = h->now();
     plait_coll_opts opts = {.struct_size = sizeof opts,
                             .algo = s->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
                             .mem_kind = PLAIT_MEM_HOST,
@@ -313,18 +317,28 @@ static plait_status pp_finish_grads(void *state) {
         plait_status st = h->coll->allreduce(comm, prm->grad, prm->grad, prm->numel, PLAIT_F32, PLAIT_SUM,
                                              &opts, NULL);
         if (st != PLAIT_OK) return st;
+        s->stats.reductions++;
     }
+    s->stats.wait_seconds += h->now() - t0;
     h->coll->stats(comm, &after);
-    s->bytes_sent += after.bytes_sent - before.bytes_sent;
+    s->stats.bytes_sent += after.bytes_sent - before.bytes_sent;
     return PLAIT_OK;
 }
 
-static void pp_step_stats(void *state, uint64_t *bytes_sent) {
-    *bytes_sent += ((pp_state *)state)->bytes_sent;
+/* Only the embedding group's traffic: activations and their gradients are
+ * sent by the trainer, which accounts for them itself. */
+static void pp_step_stats(void *state, plait_parallel_stats *out) {
+    pp_state *s = state;
+    s->stats.axis_bytes[2] = s->stats.bytes_sent;
+    s->stats.axis_wait_seconds[2] = s->stats.wait_seconds;
+    uint32_t size = out->struct_size < sizeof s->stats ? out->struct_size : (uint32_t)sizeof s->stats;
+    if (size > sizeof(uint32_t))
+        memcpy((char *)out + sizeof(uint32_t), (char *)&s->stats + sizeof(uint32_t), size - sizeof(uint32_t));
 }
 
 static const plait_parallel_ops pp_ops = {
     .struct_size = sizeof(plait_parallel_ops),
+    .axes = PLAIT_PARALLEL_AXIS_PP,
     .create = pp_create,
     .plan = pp_plan,
     .bind = pp_bind,

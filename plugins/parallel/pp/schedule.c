@@ -57,11 +57,30 @@ static int valid(pp_schedule_kind kind, int32_t p, int32_t stage, int32_t m, int
     return pp_schedule_check(kind, p, stage, m, v, NULL, 0) == PLAIT_OK;
 }
 
+/* Micro-batch groups of the forward and backward orders: n groups whose
+ * sizes differ by at most one, the larger first. GPipe: one group of m.
+ * Otherwise n = max(1, floor(m / p)), so groups hold p..2p-1 micro-batches
+ * when m >= p (exactly p when p divides m) and m when m < p. */
+typedef struct groups {
+    int64_t n, base, extra; /* `extra` groups of base+1, then n-extra of base */
+} groups;
+
+static groups make_groups(pp_schedule_kind kind, int32_t p, int32_t m) {
+    int64_t n = kind == PP_SCHEDULE_GPIPE || m < p ? 1 : m / p;
+    return (groups){.n = n, .base = m / n, .extra = m % n};
+}
+
+/* Size of the largest group: the warm-up must cover one group per extra chunk. */
+static int64_t largest_group(pp_schedule_kind kind, int32_t p, int32_t m) {
+    groups g = make_groups(kind, p, m);
+    return g.base + (g.extra > 0);
+}
+
 int64_t pp_schedule_warmup(pp_schedule_kind kind, int32_t p, int32_t stage, int32_t m, int32_t v) {
     if (!valid(kind, p, stage, m, v)) return 0;
     int64_t total = (int64_t)m * v;
     if (kind == PP_SCHEDULE_GPIPE) return total;
-    int64_t w = (int64_t)(p - stage - 1) + (int64_t)(v - 1) * (m < p ? m : p);
+    int64_t w = (int64_t)(p - stage - 1) + (int64_t)(v - 1) * largest_group(kind, p, m);
     return w < total ? w : total;
 }
 
@@ -76,17 +95,20 @@ size_t pp_schedule_length(pp_schedule_kind kind, int32_t p, int32_t stage, int32
     return per_mb * (size_t)m + 2;
 }
 
-/* The forward (or backward) order's i-th (chunk, mb), 0 <= i < m*v.
- * Groups: `group` micro-batches each, except the last, which runs to m. */
-static void order_item(int32_t m, int32_t v, int32_t group, int backward, int64_t i,
-                       int32_t *chunk, int32_t *mb) {
-    int64_t per_group = (int64_t)group * v;
-    int64_t n_groups = m / group; /* >= 1 since group <= m */
-    int64_t g = i / per_group;
-    if (g > n_groups - 1) g = n_groups - 1;
-    int64_t first_mb = g * group;
-    int64_t size = g == n_groups - 1 ? m - first_mb : group;
-    int64_t o = i - g * per_group;
+/* The forward (or backward) order's i-th (chunk, mb), 0 <= i < m*v. */
+static void order_item(const groups *gr, int32_t v, int backward, int64_t i, int32_t *chunk, int32_t *mb) {
+    int64_t big_items = gr->extra * (gr->base + 1) * v, size, first_mb, o;
+    if (i < big_items) {
+        size = gr->base + 1;
+        int64_t g = i / (size * v);
+        first_mb = g * size;
+        o = i - g * size * v;
+    } else {
+        size = gr->base;
+        int64_t rest = i - big_items, g = rest / (size * v);
+        first_mb = gr->extra * (gr->base + 1) + g * size;
+        o = rest - g * size * v;
+    }
     int32_t c = (int32_t)(o / size);
     *chunk = backward ? v - 1 - c : c;
     *mb = (int32_t)(first_mb + o % size);
@@ -130,24 +152,24 @@ plait_status pp_schedule_build(pp_schedule_kind kind, int32_t p, int32_t stage, 
                      pp_schedule_name(kind), stage, need, out ? cap : 0);
         return PLAIT_ERR_NO_MEMORY;
     }
-    int32_t group = kind == PP_SCHEDULE_GPIPE ? m : (m < p ? m : p);
+    groups gr = make_groups(kind, p, m);
     int64_t total = (int64_t)m * v;
     int64_t warmup = pp_schedule_warmup(kind, p, stage, m, v);
     emitter e = {.out = out, .n = 0, .p = p, .stage = stage, .last = (int64_t)v * p - 1};
     int64_t f = 0, b = 0; /* next positions in the forward and backward orders */
     int32_t c, j;
     for (; f < warmup; f++) {
-        order_item(m, v, group, 0, f, &c, &j);
+        order_item(&gr, v, 0, f, &c, &j);
         emit_forward(&e, c, j);
     }
     for (; f < total; f++, b++) {
-        order_item(m, v, group, 0, f, &c, &j);
+        order_item(&gr, v, 0, f, &c, &j);
         emit_forward(&e, c, j);
-        order_item(m, v, group, 1, b, &c, &j);
+        order_item(&gr, v, 1, b, &c, &j);
         emit_backward(&e, c, j);
     }
     for (; b < total; b++) {
-        order_item(m, v, group, 1, b, &c, &j);
+        order_item(&gr, v, 1, b, &c, &j);
         emit_backward(&e, c, j);
     }
     put(&e, PLAIT_INSTR_REDUCE_GRADS, 0, -1);
@@ -180,6 +202,6 @@ int64_t pp_schedule_peak_live(pp_schedule_kind kind, int32_t p, int32_t stage, i
     if (kind == PP_SCHEDULE_GPIPE) return total;
     /* The warm-up forwards plus the first steady-state forward are live
      * when the first backward starts; nothing is live longer after that. */
-    int64_t bound = (int64_t)(p - stage) + (int64_t)(v - 1) * (m < p ? m : p);
+    int64_t bound = (int64_t)(p - stage) + (int64_t)(v - 1) * largest_group(kind, p, m);
     return bound < total ? bound : total;
 }

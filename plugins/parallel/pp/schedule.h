@@ -10,16 +10,22 @@
  *
  * How every list is built. Each stage runs the same two orders of its
  * (chunk, micro-batch) pairs:
- *   forward order:  micro-batches are cut into groups of p (when m > p the
- *                   last group also takes the remainder, so groups hold p to
- *                   2p-1 micro-batches; when m <= p there is one group of m);
- *                   group by group, chunk 0 .. v-1, the group's micro-batches
- *                   in order. GPipe uses one group of all m.
+ *   forward order:  micro-batches are cut into n = max(1, floor(m/p))
+ *                   consecutive groups whose sizes differ by at most one,
+ *                   larger first (so each holds p..2p-1 micro-batches when
+ *                   m >= p, exactly p when p divides m, and the one group
+ *                   holds m when m < p); group by group, chunk 0 .. v-1, the
+ *                   group's micro-batches in order. GPipe: one group of m.
  *   backward order: the same, with chunks v-1 .. 0.
  * A stage first runs W_s forwards (warm-up), then alternates one forward and
  * one backward while forwards remain, then runs the remaining backwards:
  *   GPipe:                W_s = m*v                       (all forward, then all backward)
- *   1F1B / interleaved:   W_s = min(m*v, (p-s-1) + (v-1)*min(p, m))
+ *   1F1B / interleaved:   W_s = min(m*v, (p-s-1) + (v-1)*G)
+ *   with G the largest group, G = ceil(m / floor(m/p)) if m >= p, else m.
+ *   (G = p when p divides m. A group is never smaller than p when m >= p,
+ *   so chunk c+1 of a micro-batch is due no sooner than its activation can
+ *   have come round the p stages; the warm-up covers the largest group, or
+ *   the last stage would reach BACKWARD(v-1, j) before FORWARD(v-1, j).)
  * Interleaved with v = 1 is exactly 1F1B. GPipe with v >= 2 is the looped
  * ("breadth-first") GPipe. Every FORWARD is preceded by its RECV_ACT (unless
  * it is virtual stage 0) and followed by its SEND_ACT (unless it is virtual
@@ -27,6 +33,10 @@
  * placed just before its consumer is the latest point it can be, so a stage
  * with blocking receives and asynchronous sends never waits longer than the
  * data dependencies force. The list ends with REDUCE_GRADS, OPTIM_STEP.
+ *
+ * Peers: RECV_ACT / SEND_GRAD talk to the previous stage (s-1+p) % p and
+ * RECV_GRAD / SEND_ACT to the next stage (s+1) % p, for every chunk (the
+ * wrap-around is chunk c on stage p-1 <-> chunk c+1 on stage 0).
  *
  * Message order: every stage uses the same forward (backward) order, and
  * that order is unchanged when chunk c is replaced by c+1, so on each
@@ -59,7 +69,7 @@
  * to its BACKWARD):
  *     GPipe:               m*v
  *     1F1B:                min(p-s, m)
- *     interleaved:         min(p-s + (v-1)*min(p, m), m*v)
+ *     interleaved:         min(p-s + (v-1)*G, m*v)
  *                          (Megatron-LM's order keeps 2(p-s-1) + (v-1)p + 1
  *                          live; with asynchronous sends p-s-1 warm-up
  *                          steps suffice)
