@@ -189,6 +189,8 @@ static void dp_step_stats(void *state, plait_parallel_stats *out) {
         host->coll->stats(s->mesh->dp_comm, &now);
         s->stats.bytes_sent = now.bytes_sent - s->comm_before.bytes_sent;
     }
+    s->stats.axis_bytes[0] = s->stats.bytes_sent;
+    s->stats.axis_wait_seconds[0] = s->stats.wait_seconds;
     uint32_t size = out->struct_size < sizeof s->stats ? out->struct_size : (uint32_t)sizeof s->stats;
     memcpy((char *)out + sizeof(uint32_t), (char *)&s->stats + sizeof(uint32_t), size - sizeof(uint32_t));
 }

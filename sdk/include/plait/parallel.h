@@ -141,6 +141,10 @@ typedef struct plait_parallel_stats {
     double wait_seconds;        /* time the training thread was blocked on the axis's communication */
     uint32_t reductions;        /* gradient reductions (buckets) completed */
     uint32_t early_reductions;  /* ... of which were started before the backward pass ended */
+    /* The same split by mesh axis (index: 0 dp, 1 tp, 2 pp); a single-axis
+     * plugin fills its own entry, a composing plugin all of them. */
+    uint64_t axis_bytes[3];
+    double axis_wait_seconds[3];
 } plait_parallel_stats;
 
 /* Mesh axes a parallel plugin handles (plait_parallel_ops.axes). */
