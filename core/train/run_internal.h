@@ -19,6 +19,10 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
 plait_status plait_run_alloc_storage(plait_run *run);
 plait_status plait_run_init_values(plait_run *run);
 
+/* Data (run_data.c). */
+plait_status plait_run_data_open(plait_run *run);
+void plait_run_data_close(plait_run *run);
+
 /* World communicator and job (run_world.c). */
 plait_status plait_run_open_world(plait_run *run);
 void plait_run_close_world(plait_run *run);

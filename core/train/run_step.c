@@ -310,7 +310,11 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     if (run->par->step_stats) {
         plait_parallel_stats ps = {.struct_size = sizeof ps};
         run->par->step_stats(run->par_state, &ps);
-        res->t.dp_bytes = ps.bytes_sent;
+        res->t.dp_bytes = ps.axis_bytes[0];
+        res->t.tp_bytes = ps.axis_bytes[1];
+        res->t.pp_bytes = ps.axis_bytes[2];
+        res->t.comm_s += ps.axis_wait_seconds[1]; /* TP all-reduces block inside forward/backward */
+        res->t.compute_s -= ps.axis_wait_seconds[1];
         res->t.reductions = ps.reductions;
         res->t.early_reductions = ps.early_reductions;
     }

@@ -127,7 +127,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         plait_progress_finish(&progress);
         plait_metrics_close(&metrics);
         if (st == PLAIT_OK)
-            printf("done: %lld steps, final loss %.4f%s; metrics: %s/metrics.csv; checkpoint: %s/ckpt-%lld\n",
+            printf("done: %lld steps, final loss %.4f%s; metrics: %s/metrics.csv; checkpoint: %s/ckpt-%08lld\n",
                    (long long)run->step, loss, "", out_dir, out_dir, (long long)run->step);
     }
     if (st != PLAIT_OK) {
