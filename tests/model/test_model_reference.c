@@ -98,6 +98,7 @@ static void compare(const char *what, const float *got, const double *want, size
             wi = i;
         }
     }
+    if (getenv("PLAIT_TEST_VERBOSE")) printf("%-50s worst %.3f of tolerance (rtol %.0e)\n", what, worst, rtol);
     if (worst > 1.0)
         fail_msg("%s: element %zu is %.9g, PyTorch says %.9g (max |ref| %.3g)", what, wi,
                  (double)got[wi], want[wi], scale);
@@ -135,10 +136,10 @@ static void run_fixture(const char *file) {
     assert_int_equal(harness_forward(&h, fx_get(f, "tokens")->data, fx_get(f, "targets")->data),
                      PLAIT_OK);
     compare("logits", plait_model_logits(h.model, 0), fx_get(f, "logits")->data,
-            ntok * (size_t)f->vocab_size, 2e-5, 2e-6);
+            ntok * (size_t)f->vocab_size, 1e-5, 1e-6);
     double loss = plait_model_loss_sum(h.model, 0) / (double)ntok;
     double want = ((double *)fx_get(f, "loss")->data)[0];
-    if (fabs(loss - want) > 1e-5 * fabs(want)) fail_msg("loss %.9f, PyTorch %.9f", loss, want);
+    if (fabs(loss - want) > 1e-6 * fabs(want)) fail_msg("loss %.9f, PyTorch %.9f", loss, want);
 
     for (int32_t l = h.spec->n_layers - 1; l >= 0; l--)
         assert_int_equal(plait_model_backward_layer(h.model, l, 0), PLAIT_OK);
@@ -151,7 +152,7 @@ static void run_fixture(const char *file) {
         if (p->flags & PLAIT_PARAM_TIED_COPY) continue;
         char name[160];
         snprintf(name, sizeof name, "grad.%s", p->name);
-        compare(name, p->grad, fx_get(f, name)->data, p->numel, 1e-4, 1e-5);
+        compare(name, p->grad, fx_get(f, name)->data, p->numel, 1e-5, 1e-6);
     }
     harness_free(&h);
     free(f->blob);
