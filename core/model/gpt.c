@@ -144,7 +144,7 @@ static plait_status derive_sizes(plait_model *m) {
     m->NH = d->is_gpt ? d->n_head : 1;
     m->HS = d->is_gpt ? m->C / m->NH : m->C;
     m->V = d->vocab_size;
-    if (m->NH % m->tp != 0 || (4 * m->C) % m->tp != 0)
+    if ((d->is_gpt && m->NH % m->tp != 0) || (4 * m->C) % m->tp != 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "model: tensor parallelism over %d ranks needs n_head (%lld) and "
                                "4*n_embd (%lld) divisible by %d",

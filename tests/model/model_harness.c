@@ -14,6 +14,13 @@ static int fail(const char *what) {
 
 int harness_init(harness *h, const char *ini, int32_t micro_batch, int32_t tp, int32_t tp_rank,
                  const plait_tp_ops *ops) {
+    harness_opts o = {tp, tp_rank, ops, NULL, 0, 1};
+    return harness_init_ex(h, ini, micro_batch, &o);
+}
+
+int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harness_opts *o) {
+    const int32_t tp = o->tp, tp_rank = o->tp_rank;
+    const plait_tp_ops *ops = o->ops;
     memset(h, 0, sizeof *h);
     h->tp = tp;
     h->tp_rank = tp_rank;
@@ -36,6 +43,7 @@ int harness_init(harness *h, const char *ini, int32_t micro_batch, int32_t tp, i
     h->params = calloc((size_t)np, sizeof *h->params);
     if (!h->shards || !h->layer_stage || !h->layer_chunk || !h->params) return fail("alloc");
     int32_t vocab_padded = (sp->vocab_size + tp - 1) / tp * tp;
+    for (int32_t l = 0; l < nl; l++) h->layer_stage[l] = o->layer_stage ? o->layer_stage[l] : 0;
     for (int32_t i = 0; i < np; i++) {
         plait_shard s = sp->params[i].shard;
         if (tp > 1 && sp->params[i].tp_role != PLAIT_TP_REPLICATE) {
@@ -86,7 +94,7 @@ int harness_init(harness *h, const char *ini, int32_t micro_batch, int32_t tp, i
     h->set.data_flat = h->data;
     h->set.grad_flat = h->grad;
     harness_zero_grads(h);
-    plait_model_layout lay = {&h->plan, 0, &h->set, 1};
+    plait_model_layout lay = {&h->plan, o->stage, &h->set, o->max_slots > 0 ? o->max_slots : 1};
     if (plait_model_create(h->desc, &lay, &h->model) != PLAIT_OK) return fail("create");
     return 0;
 }

@@ -32,6 +32,15 @@ typedef struct harness {
  * Returns 0, or -1 after printing the error. */
 int harness_init(harness *h, const char *ini, int32_t micro_batch, int32_t tp, int32_t tp_rank,
                  const plait_tp_ops *ops);
+
+typedef struct harness_opts {
+    int32_t tp, tp_rank;
+    const plait_tp_ops *ops;
+    const int32_t *layer_stage; /* NULL: every layer on stage 0 */
+    int32_t stage;
+    int32_t max_slots;          /* 0 = 1 */
+} harness_opts;
+int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harness_opts *o);
 void harness_free(harness *h);
 
 /* The local parameter with global name `name`, or NULL. */
