@@ -11,13 +11,41 @@
 #include <stdint.h>
 #include <string.h>
 
-/* e^x for x in float range, relative error about 2 ulp (Cephes' expf
- * polynomial after reduction by ln 2). Inputs below -87 give e^-87
- * (~1.6e-38) and above 88 give e^88: callers use it where such values are
+/* Float comparisons with a select do not vectorise under GCC's default
+ * -ftrapping-math (a compare may raise an FP exception), integer ones do.
+ * These work on the bit patterns instead. */
+
+/* x with |x| clamped to 87 (NaN becomes ±87). */
+static inline float plait_clamp87(float x) {
+    int32_t b;
+    memcpy(&b, &x, sizeof b);
+    int32_t sign = b & (int32_t)0x80000000u, mag = b & 0x7fffffff;
+    mag = mag > 0x42ae0000 ? 0x42ae0000 : mag; /* 87.0f */
+    b = sign | mag;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+/* A signed integer with the same order as the float (NaN-free input). */
+static inline int32_t plait_float_key(float x) {
+    int32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b ^ ((b >> 31) & 0x7fffffff);
+}
+
+static inline float plait_key_float(int32_t k) {
+    int32_t b = k ^ ((k >> 31) & 0x7fffffff);
+    float x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+/* e^x, relative error about 2 ulp (Cephes' expf polynomial after reduction
+ * by ln 2). |x| is clamped to 87: e^-87 (~1.6e-38) stands for anything
+ * smaller and e^87 for anything larger; callers use it where that is
  * negligible (softmax after max subtraction, sigmoid). */
 static inline float plait_expf(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
+    x = plait_clamp87(x);
     /* round(x / ln2) with the 1.5*2^23 trick (no SSE4.1 rounding needed) */
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693359375f;
@@ -75,15 +103,22 @@ static inline float plait_sumsq_centered(const float *x, float c, int64_t n) {
 
 /* max x[i] (n >= 1); NaN-free inputs assumed. */
 static inline float plait_max(const float *x, int64_t n) {
-    float acc[PLAIT_LANES];
-    for (int l = 0; l < PLAIT_LANES; l++) acc[l] = x[0];
+    int32_t acc[PLAIT_LANES];
+    int32_t k0 = plait_float_key(x[0]);
+    for (int l = 0; l < PLAIT_LANES; l++) acc[l] = k0;
     int64_t i = 0;
     for (; i + PLAIT_LANES <= n; i += PLAIT_LANES)
-        for (int l = 0; l < PLAIT_LANES; l++) acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
-    for (int l = 0; i < n; i++, l++) acc[l] = x[i] > acc[l] ? x[i] : acc[l];
-    float m = acc[0];
+        for (int l = 0; l < PLAIT_LANES; l++) {
+            int32_t k = plait_float_key(x[i + l]);
+            acc[l] = k > acc[l] ? k : acc[l];
+        }
+    for (int l = 0; i < n; i++, l++) {
+        int32_t k = plait_float_key(x[i]);
+        acc[l] = k > acc[l] ? k : acc[l];
+    }
+    int32_t m = acc[0];
     for (int l = 1; l < PLAIT_LANES; l++) m = acc[l] > m ? acc[l] : m;
-    return m;
+    return plait_key_float(m);
 }
 
 #endif
