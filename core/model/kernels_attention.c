@@ -31,14 +31,18 @@ typedef struct attn_job {
     int64_t B, T, NH, HS;
 } attn_job;
 
-/* Row i of the scores (already scaled): softmax over keys 0..i, zeros after. */
-static void softmax_causal_row(float *row, int64_t i, int64_t T) {
-    int64_t n = i + 1;
-    float mx = plait_max(row, n);
-    for (int64_t j = 0; j < n; j++) row[j] = plait_expf(row[j] - mx);
-    float inv = 1.0f / plait_sum(row, n);
-    for (int64_t j = 0; j < n; j++) row[j] *= inv;
-    if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof *row);
+/* Rows [i0, i1) of the scores (already scaled, row stride T): softmax of
+ * row i over keys 0..i, zeros after. */
+PLAIT_SIMD_CLONES static void softmax_causal_rows(float *att, int64_t i0, int64_t i1, int64_t T) {
+    for (int64_t i = i0; i < i1; i++) {
+        float *row = att + i * T;
+        int64_t n = i + 1;
+        float mx = plait_max(row, n);
+        for (int64_t j = 0; j < n; j++) row[j] = plait_expf(row[j] - mx);
+        float inv = 1.0f / plait_sum(row, n);
+        for (int64_t j = 0; j < n; j++) row[j] *= inv;
+        if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof *row);
+    }
 }
 
 static void attention_forward_item(void *vj, int64_t item) {
@@ -56,7 +60,7 @@ static void attention_forward_item(void *vj, int64_t item) {
         int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T;
         plait_k_blas_gemm(0, 1, i1 - i0, i1, HS, scale, q + i0 * C3, C3, k, C3, 0.0f,
                           att + i0 * T, T);
-        for (int64_t i = i0; i < i1; i++) softmax_causal_row(att + i * T, i, T);
+        softmax_causal_rows(att, i0, i1, T);
         plait_k_blas_gemm(0, 0, i1 - i0, HS, i1, 1.0f, att + i0 * T, T, v, C3, 0.0f,
                           out + i0 * Cl, Cl);
     }
@@ -69,13 +73,18 @@ void plait_k_attention_forward(float *out, float *att, const float *qkv, int64_t
     plait_pool_run(B * NH, attention_forward_item, &j);
 }
 
-/* d(scores) for row i from the probabilities p and d(probabilities) g:
- * p_j·(g_j − Σ_k p_k g_k) for j ≤ i, 0 after (up to the tile end). */
-static void softmax_causal_row_backward(float *g, const float *p, int64_t i, int64_t end) {
-    int64_t n = i + 1;
-    float dot = plait_dot(p, g, n);
-    for (int64_t j = 0; j < n; j++) g[j] = p[j] * (g[j] - dot);
-    if (n < end) memset(g + n, 0, (size_t)(end - n) * sizeof *g);
+/* d(scores) for rows [i0, i1) from the probabilities p and d(probabilities)
+ * g, in place in g: p_j·(g_j − Σ_k p_k g_k) for j ≤ i, 0 after up to i1. */
+PLAIT_SIMD_CLONES static void softmax_causal_rows_backward(float *g, const float *p, int64_t i0,
+                                                           int64_t i1, int64_t T) {
+    for (int64_t i = i0; i < i1; i++) {
+        float *gr = g + i * T;
+        const float *pr = p + i * T;
+        int64_t n = i + 1;
+        float dot = plait_dot(pr, gr, n);
+        for (int64_t j = 0; j < n; j++) gr[j] = pr[j] * (gr[j] - dot);
+        if (n < i1) memset(gr + n, 0, (size_t)(i1 - n) * sizeof *gr);
+    }
 }
 
 static void attention_backward_item(void *vj, int64_t item) {
@@ -99,8 +108,7 @@ static void attention_backward_item(void *vj, int64_t item) {
         int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T;
         plait_k_blas_gemm(0, 1, i1 - i0, i1, HS, 1.0f, dout + i0 * Cl, Cl, v, C3, 0.0f,
                           datt + i0 * T, T);
-        for (int64_t i = i0; i < i1; i++)
-            softmax_causal_row_backward(datt + i * T, att + i * T, i, i1);
+        softmax_causal_rows_backward(datt, att, i0, i1, T);
         plait_k_blas_gemm(0, 0, i1 - i0, HS, i1, scale, datt + i0 * T, T, k, C3, 0.0f,
                           dq + i0 * C3, C3);
     }

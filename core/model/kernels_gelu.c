@@ -12,7 +12,7 @@
 #define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_K1 0.044715f
 
-static void gelu_forward_span(float *out, const float *inp, size_t n) {
+PLAIT_SIMD_CLONES static void gelu_forward_span(float *out, const float *inp, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u2 = -2.0f * GELU_K0 * x * (1.0f + GELU_K1 * x * x);
@@ -20,7 +20,7 @@ static void gelu_forward_span(float *out, const float *inp, size_t n) {
     }
 }
 
-static void gelu_backward_span(float *dinp, const float *inp, const float *dout, size_t n) {
+PLAIT_SIMD_CLONES static void gelu_backward_span(float *dinp, const float *inp, const float *dout, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float x2 = x * x;

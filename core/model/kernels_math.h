@@ -57,7 +57,7 @@ static inline float plait_expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * (r * r) + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) * (1 << 23);
+    int32_t bits = (int32_t)((uint32_t)((int32_t)n + 127) << 23);
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;

@@ -13,7 +13,7 @@
 /* A product smaller than this many multiply-adds runs in one call: waking a
  * worker costs more than it saves. */
 #define SGEMM_SPLIT_MIN_MACS (1ll << 21)
-#define SGEMM_MAX_PARTS 8
+#define SGEMM_MAX_PARTS 4
 /* Part boundaries are multiples of this (OpenBLAS micro-kernel widths). */
 #define SGEMM_GRAIN 32
 
@@ -95,11 +95,27 @@ void plait_k_matmul_forward_residual(float *out, const float *res, const float *
     plait_k_sgemm(0, 1, BT, OC, C, 1.0f, inp, C, weight, C, 1.0f, out, OC);
 }
 
-void plait_k_bias_backward(float *dbias, const float *dout, int64_t BT, int64_t OC) {
-    for (int64_t r = 0; r < BT; r++) {
-        const float *d = dout + r * OC;
-        for (int64_t c = 0; c < OC; c++) dbias[c] += d[c];
+/* Column blocks: each column is summed over the rows in row order. */
+#define BIAS_COLS 128
+
+typedef struct bias_job {
+    float *dbias;
+    const float *dout;
+    int64_t BT, OC;
+} bias_job;
+
+static void bias_item(void *vj, int64_t item) {
+    const bias_job *j = vj;
+    int64_t c0 = item * BIAS_COLS, c1 = c0 + BIAS_COLS < j->OC ? c0 + BIAS_COLS : j->OC;
+    for (int64_t r = 0; r < j->BT; r++) {
+        const float *d = j->dout + r * j->OC;
+        for (int64_t c = c0; c < c1; c++) j->dbias[c] += d[c];
     }
+}
+
+void plait_k_bias_backward(float *dbias, const float *dout, int64_t BT, int64_t OC) {
+    bias_job j = {dbias, dout, BT, OC};
+    plait_pool_run((OC + BIAS_COLS - 1) / BIAS_COLS, bias_item, &j);
 }
 
 void plait_k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
