@@ -23,33 +23,38 @@ typedef struct ce_job {
 } ce_job;
 
 PLAIT_SIMD_CLONES static void sumexp_rows(const ce_job *j, int64_t r0, int64_t r1) {
-    const int64_t n = j->n_valid;
+    const int64_t n = j->n_valid, Vl = j->Vl;
+    const float *logits = j->logits, *rows = j->rows;
+    float *out = j->out;
     for (int64_t r = r0; r < r1; r++) {
-        const float *l = j->logits + r * j->Vl;
-        const float m = j->rows[r];
+        const float *l = logits + r * Vl;
+        const float m = rows[r];
         float acc[PLAIT_LANES] = {0};
         int64_t c = 0;
         for (; c + PLAIT_LANES <= n; c += PLAIT_LANES)
             for (int k = 0; k < PLAIT_LANES; k++) acc[k] += plait_expf(l[c + k] - m);
         for (int k = 0; c < n; c++, k++) acc[k] += plait_expf(l[c] - m);
-        j->out[r] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        out[r] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     }
 }
 
 PLAIT_SIMD_CLONES static void ce_backward_rows(const ce_job *j, int64_t r0, int64_t r1) {
-    const int64_t Vl = j->Vl, n = j->n_valid;
+    const int64_t Vl = j->Vl, n = j->n_valid, start = j->vocab_start;
     const float scale = j->scale;
+    const float *logits = j->logits, *rows = j->rows;
+    const int32_t *targets = j->targets;
+    float *out = j->out;
     for (int64_t r = r0; r < r1; r++) {
-        const float *l = j->logits + r * Vl;
-        float *d = j->out + r * Vl;
-        if (j->targets[r] < 0) {
+        const float *l = logits + r * Vl;
+        float *d = out + r * Vl; /* may be l itself: same index read then written */
+        if (targets[r] < 0) {
             memset(d, 0, (size_t)Vl * sizeof *d);
             continue;
         }
-        const float z = j->rows[r];
+        const float z = rows[r];
         for (int64_t c = 0; c < n; c++) d[c] = plait_expf(l[c] - z) * scale;
         for (int64_t c = n; c < Vl; c++) d[c] = 0.0f;
-        int64_t t = (int64_t)j->targets[r] - j->vocab_start;
+        int64_t t = (int64_t)targets[r] - start;
         if (t >= 0 && t < n) d[t] -= scale;
     }
 }

@@ -106,10 +106,12 @@ typedef struct bias_job {
 
 static void bias_item(void *vj, int64_t item) {
     const bias_job *j = vj;
-    int64_t c0 = item * BIAS_COLS, c1 = c0 + BIAS_COLS < j->OC ? c0 + BIAS_COLS : j->OC;
-    for (int64_t r = 0; r < j->BT; r++) {
-        const float *d = j->dout + r * j->OC;
-        for (int64_t c = c0; c < c1; c++) j->dbias[c] += d[c];
+    const int64_t OC = j->OC, BT = j->BT;
+    int64_t c0 = item * BIAS_COLS, c1 = c0 + BIAS_COLS < OC ? c0 + BIAS_COLS : OC;
+    float *restrict db = j->dbias;
+    for (int64_t r = 0; r < BT; r++) {
+        const float *restrict d = j->dout + r * OC;
+        for (int64_t c = c0; c < c1; c++) db[c] += d[c];
     }
 }
 

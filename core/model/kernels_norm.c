@@ -26,17 +26,22 @@ typedef struct ln_job {
 } ln_job;
 
 PLAIT_SIMD_CLONES static void ln_forward_rows(const ln_job *j, int64_t r0, int64_t r1) {
+    /* locals: the build has -fno-strict-aliasing, so stores through `o`
+     * would otherwise force reloads of the job's fields and block
+     * vectorisation */
     const int64_t C = j->C;
     const float inv_c = 1.0f / (float)C;
+    const float *restrict w = j->weight, *restrict b = j->bias;
+    float *mean = j->mean, *rstd = j->rstd;
     for (int64_t r = r0; r < r1; r++) {
-        const float *x = j->inp + r * C;
-        float *o = j->out + r * C;
+        const float *restrict x = j->inp + r * C;
+        float *restrict o = j->out + r * C;
         float m = plait_sum(x, C) * inv_c;
         float v = plait_sumsq_centered(x, m, C) * inv_c;
         float s = 1.0f / sqrtf(v + LN_EPS);
-        for (int64_t c = 0; c < C; c++) o[c] = (x[c] - m) * s * j->weight[c] + j->bias[c];
-        if (j->mean) j->mean[r] = m;
-        if (j->rstd) j->rstd[r] = s;
+        for (int64_t c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
+        if (mean) mean[r] = m;
+        if (rstd) rstd[r] = s;
     }
 }
 
