@@ -14,14 +14,6 @@
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
-/* `float *var = ...` for a parameter's data / gradient, returning on error */
-#define DATA(var, gi, layer)                                             \
-    const float *var = plait_model_pdata(m, (gi), (layer));              \
-    if (!var) return PLAIT_ERR_INVALID_ARG
-#define GRAD(var, gi, layer)                                             \
-    float *var = plait_model_pgrad(m, (gi), (layer));                    \
-    if (!var) return PLAIT_ERR_INVALID_ARG
-
 /* ---- embedding ----------------------------------------------------------- */
 
 plait_status plait_gpt_embedding_forward(plait_model *m, model_slot *s) {

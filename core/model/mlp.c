@@ -10,13 +10,6 @@
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
-#define DATA(var, gi, layer)                                             \
-    const float *var = plait_model_pdata(m, (gi), (layer));              \
-    if (!var) return PLAIT_ERR_INVALID_ARG
-#define GRAD(var, gi, layer)                                             \
-    float *var = plait_model_pgrad(m, (gi), (layer));                    \
-    if (!var) return PLAIT_ERR_INVALID_ARG
-
 plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r,
                                     float *y) {
     const plait_model_desc *d = m->desc;

@@ -21,6 +21,12 @@
  * Tensor parallelism: the model computes with the local shards the plan
  * gives (whole heads per rank, a slice of the MLP width, a slice of the
  * padded vocabulary) and calls plan->tp_ops at Megatron's conjugate points.
+ * Per micro-batch: each block calls exit_forward twice in forward (after
+ * attn.c_proj and mlp.c_proj) and enter_backward twice in backward (before
+ * attn.c_attn and mlp.c_fc), each on B·T·C floats; the embedding calls
+ * exit_forward once (B·T·C); the head calls reduce_max once and reduce_sum
+ * twice on B·T floats in forward, and enter_backward once (B·T·C) in
+ * backward. With plan->tp_ops NULL the model is the plain single-rank one.
  *
  * Thread-safety: a model is used by one thread at a time.
  * Determinism: for a given layout, results do not depend on the number of

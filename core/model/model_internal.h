@@ -100,6 +100,15 @@ struct plait_model {
  * NULL with the error set when the storage is not there. */
 float *plait_model_pdata(plait_model *m, int32_t gi, int32_t layer);
 float *plait_model_pgrad(plait_model *m, int32_t gi, int32_t layer);
+/* Declare `var` as parameter gi's data (const) or gradient in a layer body
+ * (which has `plait_model *m`), returning the error if it is missing. */
+#define DATA(var, gi, layer)                                             \
+    const float *var = plait_model_pdata(m, (gi), (layer));              \
+    if (!var) return PLAIT_ERR_INVALID_ARG
+#define GRAD(var, gi, layer)                                             \
+    float *var = plait_model_pgrad(m, (gi), (layer));                    \
+    if (!var) return PLAIT_ERR_INVALID_ARG
+
 plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *what, int32_t layer);
 
 /* Layer bodies (gpt_layers.c, mlp.c). `s` is an allocated slot. */
