@@ -1,5 +1,7 @@
 #include "runtime/runtime.h"
 
+#include "model/kernels.h"
+#include "model/model.h"
 #include "plugin/loader.h"
 #include "runtime/host.h"
 
@@ -10,6 +12,8 @@ void plait_runtime_init(void) {
     g_initialized = 1;
     /* Modules register their host-table entries here as they land:
      * collectives (comm/), kernels and parameter init (model/). */
+    plait_host_set_kernels(plait_kernels_table());
+    plait_host_set_init_values(plait_model_init_values);
 }
 
 void plait_runtime_shutdown(void) {
