@@ -545,7 +545,18 @@ static void *server_main(void *arg) {
         double drain = s->drain_deadline;
         pthread_mutex_unlock(&s->lock);
         if (stop) {
-            if (s->n_authed == 0 || plait_net_now() >= drain) break;
+            if (s->n_authed == 0) break;
+            if (plait_net_now() >= drain) {
+                if (drain > 0) {
+                    char list[256] = "";
+                    size_t off = 0;
+                    for (struct conn *c = s->conns; c && off + 16 < sizeof list; c = c->next)
+                        if (c->authed)
+                            off += (size_t)snprintf(list + off, sizeof list - off, "%s%d", off ? ", " : "", c->rank);
+                    PLAIT_WARN(COMPONENT, "closing the store while rank(s) %s are still connected", list);
+                }
+                break;
+            }
             int dms = (int)((drain - plait_net_now()) * 1000) + 1;
             if (timeout < 0 || dms < timeout) timeout = dms;
         }
@@ -664,7 +675,7 @@ void plait_store_server_stop(plait_store_server *s, double drain_s) {
     if (!s) return;
     pthread_mutex_lock(&s->lock);
     s->stop = 1;
-    s->drain_deadline = plait_net_now() + (drain_s > 0 ? drain_s : 0);
+    s->drain_deadline = drain_s > 0 ? plait_net_now() + drain_s : 0;
     pthread_mutex_unlock(&s->lock);
     uint64_t one = 1;
     if (write(s->wake_fd, &one, sizeof one) < 0) {
