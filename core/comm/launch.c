@@ -221,6 +221,18 @@ static void describe(const struct rank_proc *p, int rank, char *out, size_t cap)
     }
 }
 
+/* Signal every rank still running, and their process group (so helpers
+ * they started go too). */
+static void signal_all(struct rank_proc *procs, int n, pid_t pgid, int sig) {
+    int any = 0;
+    for (int r = 0; r < n; r++)
+        if (procs[r].alive) {
+            kill(procs[r].pid, sig);
+            any = 1;
+        }
+    if (pgid > 0 && (any || sig == SIGKILL)) killpg(pgid, sig);
+}
+
 static int failed(int status) {
     return WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
 }
@@ -358,8 +370,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
     int interrupts = 0, int_sig = 0;
     double term_at = -1, kill_at = -1;
     if (st != PLAIT_OK && started > 0) { /* could not start everyone: stop the rest */
-        for (int r = 0; r < n; r++)
-            if (procs[r].alive) kill(procs[r].pid, SIGTERM);
+        signal_all(procs, n, pgid, SIGTERM);
         kill_at = plait_net_now() + grace;
     }
     struct pollfd *pfds = calloc(2 * (size_t)n + 1, sizeof *pfds);
@@ -387,8 +398,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
         while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
             interrupts++;
             int_sig = (int)si.ssi_signo;
-            for (int r = 0; r < n; r++)
-                if (procs[r].alive) kill(procs[r].pid, interrupts == 1 ? int_sig : SIGKILL);
+            signal_all(procs, n, pgid, interrupts == 1 ? int_sig : SIGKILL);
             if (interrupts == 1) kill_at = plait_net_now() + 10 * grace;
         }
         {
@@ -417,28 +427,31 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
         }
         now = plait_net_now();
         if (term_at >= 0 && now >= term_at) {
-            for (int r = 0; r < n; r++)
-                if (procs[r].alive) kill(procs[r].pid, SIGTERM);
+            signal_all(procs, n, pgid, SIGTERM);
             term_at = -1;
             kill_at = now + grace;
         }
         if (kill_at >= 0 && now >= kill_at) {
-            for (int r = 0; r < n; r++)
-                if (procs[r].alive) kill(procs[r].pid, SIGKILL);
+            signal_all(procs, n, pgid, SIGKILL);
             kill_at = -1;
         }
     }
     free(pfds);
     for (int r = 0; r < n; r++) {
-        if (procs[r].report_fd >= 0) {
-            /* the rank is gone: whatever it wrote is complete */
-            int fl = fcntl(procs[r].report_fd, F_GETFL);
-            fcntl(procs[r].report_fd, F_SETFL, fl & ~O_NONBLOCK);
-            drain_report(&procs[r]);
+        /* the rank is gone and what it wrote is in the pipe; never block
+         * here (a process it left behind may still hold the pipe open) */
+        drain_report(&procs[r]);
+        if (procs[r].partial_len) {
+            procs[r].partial[procs[r].partial_len] = '\0';
+            memcpy(procs[r].last, procs[r].partial, procs[r].partial_len + 1);
         }
+        if (procs[r].report_fd >= 0) close(procs[r].report_fd);
+        if (procs[r].pidfd >= 0) close(procs[r].pidfd);
     }
     close(sfd);
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+    /* an abnormal end takes down what the ranks left behind in their group */
+    if ((interrupts || first >= 0) && pgid > 0) killpg(pgid, SIGKILL);
 
     if (interrupts) {
         res->interrupted = 1;

@@ -156,6 +156,10 @@ static void conn_close(plait_store_server *s, struct conn *c) {
     free(c);
 }
 
+static int flush(plait_store_server *s, struct conn *c);
+
+/* Count, log, send whatever reply is queued (a DENIED or BAD_REQUEST, after
+ * counting, so a client that reads it sees the count updated) and close. */
 static void reject(plait_store_server *s, struct conn *c, const char *fmt, ...) PLAIT_PRINTF(3, 4);
 static void reject(plait_store_server *s, struct conn *c, const char *fmt, ...) {
     uint64_t n = atomic_fetch_add(&s->rejected, 1) + 1;
@@ -170,6 +174,7 @@ static void reject(plait_store_server *s, struct conn *c, const char *fmt, ...) 
         PLAIT_WARN(COMPONENT, "rejected connection from %s%s: %s (the job goes on; %llu rejected so far)",
                    c->peer, c->authed ? " (authenticated)" : "", why, (unsigned long long)n);
     }
+    if (c->wlen > c->wpos) flush(s, c);
     conn_close(s, c);
 }
 
@@ -320,14 +325,12 @@ static int handle(plait_store_server *s, struct conn *c, const store_req_hdr *h,
         memcpy(&rank, val + 4, 4);
         if (version != STORE_PROTO_VERSION) {
             reply(c, STORE_DENIED, NULL, 0);
-            flush(s, c);
             reject(s, c, "protocol version %u, expected %u (mixed plait versions?)", version,
                    STORE_PROTO_VERSION);
             return -1;
         }
         if (!plait_net_ct_equal(val + 8, vl - 8, s->token, s->token_len)) {
             reply(c, STORE_DENIED, NULL, 0);
-            flush(s, c);
             reject(s, c, "wrong job token (claimed rank %d)", rank);
             return -1;
         }
@@ -386,7 +389,6 @@ static int handle(plait_store_server *s, struct conn *c, const store_req_hdr *h,
     }
 bad:
     reply(c, STORE_BAD_REQUEST, NULL, 0);
-    flush(s, c);
     reject(s, c, "malformed request (op %u, key %zu bytes, value %zu bytes)", h->op, kl, vl);
     return -1;
 oom:

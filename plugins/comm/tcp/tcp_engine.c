@@ -175,7 +175,10 @@ static void conn_close(tcp_engine *e, tcp_conn *c) {
 
 /* Fail everything that involves world rank `p` and close its connections.
  * `why` says what happened ("connection reset by peer"). */
-static void fail_peer(tcp_engine *e, int p, plait_status st, const char *why) {
+static void fail_peer_as(tcp_engine *e, int p, plait_status st, const char *why, int quiet);
+static void fail_peer(tcp_engine *e, int p, plait_status st, const char *why) { fail_peer_as(e, p, st, why, 0); }
+
+static void fail_peer_as(tcp_engine *e, int p, plait_status st, const char *why, int quiet) {
     tcp_peer *peer = &e->peers[p];
     if (peer->lost) return;
     peer->lost = 1;
@@ -224,8 +227,8 @@ static void fail_peer(tcp_engine *e, int p, plait_status st, const char *why) {
                 }
             }
         }
-    e->host->log(had_pending ? PLAIT_LOG_ERROR : PLAIT_LOG_DEBUG, TCP_COMPONENT, "lost rank %d (%s): %s", p,
-                 peer->addr, why);
+    e->host->log(had_pending && !quiet ? PLAIT_LOG_ERROR : PLAIT_LOG_DEBUG, TCP_COMPONENT, "lost rank %d (%s): %s",
+                 p, peer->addr, why);
 }
 
 static void protocol_error(tcp_engine *e, tcp_conn *c, const char *fmt, ...) PLAIT_PRINTF(3, 4);
@@ -866,7 +869,7 @@ void tcp_abort(tcp_comm *cm, const char *reason) {
         if (cm->is_world) {
             /* the job is going down: drop every connection */
             for (int p = 0; p < e->size; p++)
-                if (p != e->rank) fail_peer(e, p, PLAIT_ERR_PEER_LOST, why);
+                if (p != e->rank) fail_peer_as(e, p, PLAIT_ERR_PEER_LOST, why, 1);
         } else {
             /* this communicator's requests; a half-written frame poisons its
              * stream, so such a peer's connections go too */
@@ -876,7 +879,7 @@ void tcp_abort(tcp_comm *cm, const char *reason) {
                 for (int s = 0; s < e->cfg.streams; s++)
                     for (tcp_chunk *k = e->peers[p].conns[s].txq; k; k = k->next)
                         if (k->req->comm == cm && k->sent > 0) poisoned = 1;
-                if (poisoned) fail_peer(e, p, PLAIT_ERR_PEER_LOST, why);
+                if (poisoned) fail_peer_as(e, p, PLAIT_ERR_PEER_LOST, why, 1);
             }
             for (int p = 0; p < e->size; p++) {
                 if (p == e->rank || e->peers[p].lost) continue;
