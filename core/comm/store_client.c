@@ -257,7 +257,7 @@ plait_status plait_store_get(plait_store *st, const char *key, void *value, size
     plait_status s = request(st, STORE_GET, key, NULL, 0, NULL, 0, timeout_s, doing, &status, &rep, &rl);
     if (s != PLAIT_OK) return s;
     if (status == STORE_OK) {
-        if (value) memcpy(value, rep, rl < cap ? rl : cap);
+        if (value && rl && cap) memcpy(value, rep, rl < cap ? rl : cap);
         if (len) *len = rl;
         free(rep);
         return PLAIT_OK;

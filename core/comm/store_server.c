@@ -597,6 +597,19 @@ static void *server_main(void *arg) {
             }
         }
     }
+    /* Answer whoever still waits, with what is missing, rather than just
+     * cutting them off: rank 0 may be stopping because of that very wait
+     * (a rank that never joined), and the others should say so too. */
+    for (struct conn *c = s->conns, *nx; c; c = nx) {
+        nx = c->next;
+        if (!c->parked) continue;
+        int r = try_parked(s, c, 1);
+        unpark(c);
+        if (r > 0) {
+            plait_net_set_nonblocking(c->fd);
+            flush(s, c);
+        }
+    }
     return NULL;
 }
 
