@@ -340,6 +340,7 @@ static int handle(plait_store_server *s, struct conn *c, const store_req_hdr *h,
         if (reply(c, STORE_OK, NULL, 0) != 0) goto oom;
         return 0;
     }
+    PLAIT_DEBUG(COMPONENT, "rank %d: op %u key '%.*s' (%zu bytes)", c->rank, h->op, (int)kl, key, vl);
     switch (h->op) {
     case STORE_SET:
         if (kl == 0) goto bad;

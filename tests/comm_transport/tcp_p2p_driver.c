@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -419,6 +420,91 @@ static void run_pingpong(plait_job *job, void *world) {
     fflush(stdout);
 }
 
+/* Transport benchmark (not a collective implementation): the p2p traffic
+ * of a ring allreduce (reduce-scatter + allgather over N segments, each
+ * step cut into `pieces` pipelined pieces) and of a recursive-doubling
+ * allreduce for small sizes, timed, to see what the transport allows. */
+static void ring_allreduce_traffic(void *world, int rank, int size, float *buf, float *tmp, size_t count, int pieces) {
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    size_t seg = count / (size_t)size;
+    for (int phase = 0; phase < 2; phase++)
+        for (int step = 0; step < size - 1; step++) {
+            int send_seg = ((rank - step - phase + 2 * size) % size);
+            int recv_seg = ((rank - step - 1 - phase + 2 * size) % size);
+            size_t piece = (seg + (size_t)pieces - 1) / (size_t)pieces;
+            void *rr[64], *sr[64];
+            int np = 0;
+            for (size_t off = 0; off < seg; off += piece, np++) {
+                size_t n = seg - off < piece ? seg - off : piece;
+                plait_buffer rb = hb(phase == 0 ? tmp + off : buf + (size_t)recv_seg * seg + off, n * 4);
+                plait_buffer sb = hb(buf + (size_t)send_seg * seg + off, n * 4);
+                CHECK(g_ops->irecv(world, &rb, left, 100 + (uint32_t)phase, NULL, &rr[np]), "bench irecv");
+                CHECK(g_ops->isend(world, &sb, right, 100 + (uint32_t)phase, NULL, &sr[np]), "bench isend");
+            }
+            np = 0;
+            for (size_t off = 0; off < seg; off += piece, np++) {
+                size_t n = seg - off < piece ? seg - off : piece;
+                CHECK(g_ops->wait(world, rr[np], g_timeout, NULL), "bench recv");
+                if (phase == 0) {
+                    float *d = buf + (size_t)recv_seg * seg + off, *t = tmp + off;
+                    for (size_t i = 0; i < n; i++) d[i] += t[i];
+                }
+            }
+            for (int i = 0; i < np; i++) CHECK(g_ops->wait(world, sr[i], g_timeout, NULL), "bench send");
+        }
+}
+
+static void rd_allreduce_traffic(void *world, int rank, int size, float *buf, float *tmp, size_t count) {
+    for (int mask = 1; mask < size; mask <<= 1) {
+        int peer = rank ^ mask;
+        void *rr, *sr;
+        plait_buffer rb = hb(tmp, count * 4), sb = hb(buf, count * 4);
+        CHECK(g_ops->irecv(world, &rb, peer, 200, NULL, &rr), "rd irecv");
+        CHECK(g_ops->isend(world, &sb, peer, 200, NULL, &sr), "rd isend");
+        CHECK(g_ops->wait(world, rr, g_timeout, NULL), "rd recv");
+        CHECK(g_ops->wait(world, sr, g_timeout, NULL), "rd send");
+        for (size_t i = 0; i < count; i++) buf[i] += tmp[i];
+    }
+}
+
+static void run_ringbench(plait_job *job, void *world) {
+    int rank = plait_job_rank(job), size = plait_job_size(job);
+    const plait_bootstrap *bs = plait_job_world(job);
+    size_t sizes[] = {4096, 65536, 1u << 20, 16u << 20, 64u << 20};
+    const char *pe = getenv("PLAIT_BENCH_PIECES");
+    int pieces = pe ? atoi(pe) : 4;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t bytes = sizes[k], count = bytes / 4;
+        float *buf = malloc(bytes), *tmp = malloc(bytes);
+        for (size_t i = 0; i < count; i++) buf[i] = 1.0f;
+        int small = bytes <= 65536 && (size & (size - 1)) == 0;
+        int iters = bytes <= 65536 ? 2000 : bytes <= (1u << 20) ? 50 : 8;
+        barrier(bs);
+        double t0 = 0;
+        struct rusage ru0, ru1;
+        for (int it = -2; it < iters; it++) {
+            if (it == 0) {
+                t0 = plait_net_now();
+                getrusage(RUSAGE_SELF, &ru0);
+            }
+            if (small) rd_allreduce_traffic(world, rank, size, buf, tmp, count);
+            else ring_allreduce_traffic(world, rank, size, buf, tmp, count, pieces);
+        }
+        double t = (plait_net_now() - t0) / iters;
+        getrusage(RUSAGE_SELF, &ru1);
+        double cpu = ((double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) + 1e-6 * (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) +
+                      (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) + 1e-6 * (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec)) / iters;
+        double csw = (double)(ru1.ru_nvcsw - ru0.ru_nvcsw + ru1.ru_nivcsw - ru0.ru_nivcsw) / iters;
+        double busbw = (double)bytes / t * 2.0 * (size - 1) / size / 1e9;
+        if (rank == 0)
+            printf("ring-traffic %10zu bytes (%s): %10.1f us  busbw %6.3f GB/s  rank 0 cpu %8.1f us  ctx switches %.1f\n", bytes,
+                   small ? "recursive doubling" : "ring", t * 1e6, busbw, cpu * 1e6, csw);
+        free(buf);
+        free(tmp);
+    }
+    fflush(stdout);
+}
+
 int main(int argc, char **argv) {
     plait_log_init_from_env();
     /* `tcp_p2p_driver -n N mode ...`: run N ranks of ourselves under plait's launcher */
@@ -483,6 +569,7 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "basic") == 0) run_basic(job, world);
     else if (strcmp(mode, "stray") == 0) run_basic(job, world); else if (strcmp(mode, "kill") == 0) run_kill(job, world, arg);
     else if (strcmp(mode, "pingpong") == 0) run_pingpong(job, world);
+    else if (strcmp(mode, "ringbench") == 0) run_ringbench(job, world);
     else die("unknown mode '%s'", mode);
     barrier(plait_job_world(job));
     g_ops->destroy(world);

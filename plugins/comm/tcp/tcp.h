@@ -6,15 +6,18 @@
  * Communicators derived from the world share the engine; the comm id in
  * every frame keeps their traffic apart.
  *
- * Concurrency: one mutex (`mu`) guards the whole engine. Socket I/O for
- * receiving is done only by the thread holding the "poller token": a caller
- * blocked in wait() takes it and does the epoll_wait/recv itself (no thread
- * hand-off on the latency path); the progress thread takes it only when
- * large transfers are outstanding and nobody is waiting, so they advance
- * while the caller computes. A caller that finds the progress thread
- * polling asks it to yield (eventfd). Sends are written inline by the
- * posting thread when the stream's queue is empty. Nobody spins: waiting
- * is epoll_wait or a condition variable, both with deadlines.
+ * Concurrency: one mutex (`mu`) guards the whole engine; socket I/O happens
+ * under it, epoll_wait outside it. A caller blocked in wait() polls the
+ * sockets itself (its own epoll set, `cep`) and does the recv/send calls —
+ * no thread hand-off on the latency path; one caller polls at a time, other
+ * waiting callers sleep on `cv` and are woken by completions. The progress
+ * thread has its own epoll set (`ep`) over the same sockets and polls only
+ * while large transfers are outstanding and no caller is waiting, so they
+ * advance while the caller computes; a caller never waits for it (if both
+ * are in epoll_wait, both wake, and the progress thread then goes back to
+ * sleep). Sends are written inline by the posting thread when the stream's
+ * queue is empty. Nobody spins: waiting is epoll_wait or a condition
+ * variable, both with deadlines.
  */
 #ifndef PLAIT_TCP_H
 #define PLAIT_TCP_H
@@ -138,26 +141,26 @@ struct tcp_comm {
     int is_world;
 };
 
-enum { POLLER_NONE = 0, POLLER_THREAD = 1, POLLER_CALLER = 2 };
-
 struct tcp_engine {
     const plait_host *host;
     tcp_settings cfg;
     int rank, size;
     tcp_peer *peers;
     int listen_fd;
-    int ep;
-    int wake_fd;
-    int wake_pending;
+    int ep, cep;          /* epoll sets: progress thread's, callers' */
+    int wake_fd, cwake_fd;/* eventfds in ep and cep */
     uint8_t secret[TCP_SECRET_BYTES];
     char my_addr[64];
 
     pthread_mutex_t mu;
     pthread_cond_t cv;   /* callers: completions, token released */
     pthread_cond_t pcv;  /* progress thread */
-    int poller;
+    int caller_polling;  /* a caller is in (or handling) epoll_wait on cep */
+    int caller_handling; /* ... and is handling what it returned (holds mu) */
+    int cwake_pending;   /* cwake_fd written and not yet consumed */
     int waiting;         /* callers blocked on cv */
-    int pt_sleeping;
+    int pt_sleeping;     /* the progress thread waits on pcv */
+    int pt_polling;      /* the progress thread is in epoll_wait on ep */
     int stop;
     int has_thread;
     pthread_t thread;

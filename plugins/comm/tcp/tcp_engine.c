@@ -1,6 +1,6 @@
 /*
  * The TCP plugin's data path: matching, chunked striped sends, receives
- * straight into posted buffers, the poller token and the progress thread.
+ * straight into posted buffers, caller-driven polling and the progress thread.
  * See tcp.h for the concurrency design and tcp_wire.h for the frames.
  */
 #include <errno.h>
@@ -45,6 +45,15 @@ static void peer_name(const tcp_comm *c, int world_peer, char *buf, size_t cap) 
 
 static void req_fail(tcp_engine *e, tcp_req *r, plait_status st, const char *fmt, ...) PLAIT_PRINTF(4, 5);
 
+static void wake_fd_write(int fd) {
+    uint64_t one = 1;
+    ssize_t w = write(fd, &one, sizeof one);
+    (void)w;
+}
+
+/* A request finished: wake whoever may be waiting for it — callers on cv,
+ * and the polling caller if it sleeps in epoll_wait (the progress thread or
+ * another caller may have drained the socket it was watching). */
 static void req_done(tcp_engine *e, tcp_req *r) {
     if (r->done) return;
     r->done = 1;
@@ -53,6 +62,10 @@ static void req_done(tcp_engine *e, tcp_req *r) {
         e->big_pending--;
     }
     if (e->waiting) pthread_cond_broadcast(&e->cv);
+    if (e->caller_polling && !e->caller_handling && !e->cwake_pending) {
+        e->cwake_pending = 1;
+        wake_fd_write(e->cwake_fd);
+    }
 }
 
 static void req_fail(tcp_engine *e, tcp_req *r, plait_status st, const char *fmt, ...) {
@@ -81,21 +94,13 @@ static void req_release(tcp_engine *e, tcp_req *r) {
     e->free_reqs = r;
 }
 
-static void wake_poller(tcp_engine *e) {
-    if (e->wake_pending) return;
-    e->wake_pending = 1;
-    uint64_t one = 1;
-    ssize_t w = write(e->wake_fd, &one, sizeof one);
-    (void)w;
-}
-
 /* Large transfers outstanding that should move while nobody waits. */
 static int async_work(const tcp_engine *e) { return e->tx_pending > 0 || e->big_pending > 0; }
 
-/* Hand asynchronous progress to the progress thread if it is needed and
- * nobody else is polling. Called with mu held when a caller leaves. */
+/* Hand asynchronous progress to the progress thread if it is needed and no
+ * caller is polling. Called with mu held when a caller leaves. */
 static void maybe_kick(tcp_engine *e) {
-    if (e->has_thread && e->pt_sleeping && e->poller == POLLER_NONE && e->waiting == 0 && async_work(e))
+    if (e->has_thread && e->pt_sleeping && !e->caller_polling && e->waiting == 0 && async_work(e))
         pthread_cond_signal(&e->pcv);
 }
 
@@ -165,6 +170,7 @@ static tcp_comm *comm_by_id(tcp_engine *e, uint32_t id) {
 static void conn_close(tcp_engine *e, tcp_conn *c) {
     if (c->fd < 0) return;
     epoll_ctl(e->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    epoll_ctl(e->cep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
     if (c->tx_queued) e->tx_pending--;
@@ -259,7 +265,8 @@ static void io_error(tcp_engine *e, tcp_conn *c, int err) {
 static void set_events(tcp_engine *e, tcp_conn *c, uint32_t ev) {
     if (c->events == ev || c->fd < 0) return;
     struct epoll_event ee = {.events = ev, .data.ptr = c};
-    epoll_ctl(e->ep, EPOLL_CTL_MOD, c->fd, &ee);
+    epoll_ctl(e->cep, EPOLL_CTL_MOD, c->fd, &ee);
+    if (e->has_thread) epoll_ctl(e->ep, EPOLL_CTL_MOD, c->fd, &ee);
     c->events = ev;
 }
 
@@ -742,11 +749,11 @@ out:
 static void handle_events(tcp_engine *e, struct epoll_event *evs, int n) {
     for (int i = 0; i < n; i++) {
         void *p = evs[i].data.ptr;
-        if (p == &e->wake_fd) {
+        if (p == &e->wake_fd || p == &e->cwake_fd) {
             uint64_t v;
-            ssize_t r = read(e->wake_fd, &v, sizeof v);
+            ssize_t r = read(*(int *)p, &v, sizeof v);
             (void)r;
-            e->wake_pending = 0;
+            if (p == &e->cwake_fd) e->cwake_pending = 0;
             continue;
         }
         tcp_conn *c = p;
@@ -756,29 +763,42 @@ static void handle_events(tcp_engine *e, struct epoll_event *evs, int n) {
     }
 }
 
-/* Poll once as the token holder: releases mu around epoll_wait. */
-static void poll_once(tcp_engine *e, int timeout_ms) {
+/* Poll `ep` once and handle what it reports; releases mu around epoll_wait. */
+static void poll_once(tcp_engine *e, int ep, int timeout_ms) {
     struct epoll_event evs[MAX_EVENTS];
     pthread_mutex_unlock(&e->mu);
-    int n = epoll_wait(e->ep, evs, MAX_EVENTS, timeout_ms);
+    int n = epoll_wait(ep, evs, MAX_EVENTS, timeout_ms);
     pthread_mutex_lock(&e->mu);
     if (n > 0) handle_events(e, evs, n);
+}
+
+/* A caller polls its own set; others waiting get the news. mu held. */
+static void caller_poll(tcp_engine *e, int timeout_ms) {
+    struct epoll_event evs[MAX_EVENTS];
+    e->caller_polling = 1;
+    pthread_mutex_unlock(&e->mu);
+    int n = epoll_wait(e->cep, evs, MAX_EVENTS, timeout_ms);
+    pthread_mutex_lock(&e->mu);
+    e->caller_handling = 1;
+    if (n > 0) handle_events(e, evs, n);
+    e->caller_handling = 0;
+    e->caller_polling = 0;
+    if (e->waiting) pthread_cond_broadcast(&e->cv);
 }
 
 static void *progress_main(void *arg) {
     tcp_engine *e = arg;
     pthread_mutex_lock(&e->mu);
     while (!e->stop) {
-        if (e->poller != POLLER_NONE || e->waiting > 0 || !async_work(e)) {
+        if (e->caller_polling || e->waiting > 0 || !async_work(e)) {
             e->pt_sleeping = 1;
             pthread_cond_wait(&e->pcv, &e->mu);
             e->pt_sleeping = 0;
             continue;
         }
-        e->poller = POLLER_THREAD;
-        poll_once(e, -1);
-        e->poller = POLLER_NONE;
-        if (e->waiting) pthread_cond_broadcast(&e->cv);
+        e->pt_polling = 1;
+        poll_once(e, e->ep, -1);
+        e->pt_polling = 0;
     }
     pthread_mutex_unlock(&e->mu);
     return NULL;
@@ -794,12 +814,7 @@ static void release(tcp_engine *e, tcp_req *r, size_t *bytes, plait_status *st) 
 plait_status tcp_test(tcp_comm *cm, tcp_req *r, int *done, size_t *bytes) {
     tcp_engine *e = cm->eng;
     pthread_mutex_lock(&e->mu);
-    if (!r->done && e->poller == POLLER_NONE) {
-        e->poller = POLLER_CALLER;
-        poll_once(e, 0);
-        e->poller = POLLER_NONE;
-        if (e->waiting) pthread_cond_broadcast(&e->cv);
-    }
+    if (!r->done && !e->caller_polling) caller_poll(e, 0);
     plait_status st = PLAIT_OK;
     *done = r->done;
     if (r->done) release(e, r, bytes, &st);
@@ -825,17 +840,13 @@ plait_status tcp_wait(tcp_comm *cm, tcp_req *r, double timeout_s, size_t *bytes)
     while (!r->done) {
         double left = deadline - now_s(e);
         if (left <= 0) break;
-        if (e->poller == POLLER_NONE) {
-            e->poller = POLLER_CALLER;
+        if (!e->caller_polling) {
             int ms = left > 2e6 ? 2000000000 : (int)(left * 1000.0) + 1;
-            poll_once(e, ms);
-            e->poller = POLLER_NONE;
-            if (e->waiting) pthread_cond_broadcast(&e->cv);
+            caller_poll(e, ms);
             continue;
         }
-        /* someone else polls: the progress thread yields to us; another
-         * caller wakes us on every completion and when it is done */
-        if (e->poller == POLLER_THREAD) wake_poller(e);
+        /* another caller polls: it wakes us on every completion and when
+         * it stops polling */
         struct timespec ts;
         deadline_ts(deadline, &ts);
         e->waiting++;
@@ -924,7 +935,8 @@ void tcp_abort(tcp_comm *cm, const char *reason) {
         for (int p = 0; p < e->size; p++)
             for (int s = 0; p != e->rank && s < e->cfg.streams; s++)
                 if (e->peers[p].conns[s].fd >= 0 && e->peers[p].conns[s].tx_queued) e->tx_pending++;
-        if (e->poller == POLLER_THREAD) wake_poller(e);
+        if (e->pt_polling) wake_fd_write(e->wake_fd);
+        if (e->caller_polling) wake_fd_write(e->cwake_fd);
         pthread_cond_broadcast(&e->cv);
     }
     pthread_mutex_unlock(&e->mu);
@@ -991,11 +1003,15 @@ plait_status tcp_engine_start(tcp_engine *e) {
     e->n_chan_buckets = 256;
     e->chans = calloc(e->n_chan_buckets, sizeof *e->chans);
     e->ep = epoll_create1(EPOLL_CLOEXEC);
+    e->cep = epoll_create1(EPOLL_CLOEXEC);
     e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (!e->chans || e->ep < 0 || e->wake_fd < 0)
+    e->cwake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (!e->chans || e->ep < 0 || e->cep < 0 || e->wake_fd < 0 || e->cwake_fd < 0)
         return e->host->set_error(PLAIT_ERR_SYSTEM, "tcp: cannot create the progress engine: %s", strerror(errno));
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &e->wake_fd};
     epoll_ctl(e->ep, EPOLL_CTL_ADD, e->wake_fd, &ev);
+    ev.data.ptr = &e->cwake_fd;
+    epoll_ctl(e->cep, EPOLL_CTL_ADD, e->cwake_fd, &ev);
     /* Every peer is connected: nothing may connect any more, so the port
      * closes (a stray client now gets "connection refused"). */
     close(e->listen_fd);
@@ -1008,7 +1024,8 @@ plait_status tcp_engine_start(tcp_engine *e) {
             if (!c->rx) return e->host->set_error(PLAIT_ERR_NO_MEMORY, "tcp: out of memory");
             c->events = EPOLLIN;
             struct epoll_event ce = {.events = EPOLLIN, .data.ptr = c};
-            if (epoll_ctl(e->ep, EPOLL_CTL_ADD, c->fd, &ce) != 0)
+            if ((e->cfg.progress_thread && epoll_ctl(e->ep, EPOLL_CTL_ADD, c->fd, &ce) != 0) ||
+                epoll_ctl(e->cep, EPOLL_CTL_ADD, c->fd, &ce) != 0)
                 return e->host->set_error(PLAIT_ERR_SYSTEM, "tcp: epoll_ctl: %s", strerror(errno));
         }
     }
@@ -1025,7 +1042,7 @@ void tcp_engine_stop(tcp_engine *e) {
         pthread_mutex_lock(&e->mu);
         e->stop = 1;
         pthread_cond_signal(&e->pcv);
-        wake_poller(e);
+        wake_fd_write(e->wake_fd);
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
         e->has_thread = 0;
@@ -1064,8 +1081,10 @@ void tcp_engine_stop(tcp_engine *e) {
     free(e->scratch);
     if (e->listen_fd >= 0) close(e->listen_fd);
     if (e->ep >= 0) close(e->ep);
+    if (e->cep >= 0) close(e->cep);
     if (e->wake_fd >= 0) close(e->wake_fd);
-    e->listen_fd = e->ep = e->wake_fd = -1;
+    if (e->cwake_fd >= 0) close(e->cwake_fd);
+    e->listen_fd = e->ep = e->cep = e->wake_fd = e->cwake_fd = -1;
     pthread_cond_destroy(&e->cv);
     pthread_cond_destroy(&e->pcv);
     pthread_mutex_destroy(&e->mu);

@@ -39,7 +39,7 @@ static const plait_param_decl g_params[] = {
 
 static void engine_free(tcp_engine *e) {
     if (!e) return;
-    if (e->ep >= 0 || e->has_thread) {
+    if (e->ep >= 0 || e->cep >= 0 || e->has_thread) {
         tcp_engine_stop(e);
     } else {
         if (e->peers)
@@ -52,6 +52,7 @@ static void engine_free(tcp_engine *e) {
         free(e->peers);
         if (e->listen_fd >= 0) close(e->listen_fd);
         if (e->wake_fd >= 0) close(e->wake_fd);
+        if (e->cwake_fd >= 0) close(e->cwake_fd);
     }
     free(e);
 }
@@ -68,7 +69,7 @@ static plait_status tcp_init(const plait_comm_init *args, void **out) {
         goto fail;
     }
     e->host = h;
-    e->listen_fd = e->ep = e->wake_fd = -1;
+    e->listen_fd = e->ep = e->cep = e->wake_fd = e->cwake_fd = -1;
     e->rank = bs->rank;
     e->size = bs->size;
     st = tcp_read_settings(h, args->config, &e->cfg);
