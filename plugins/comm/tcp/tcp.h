@@ -193,7 +193,32 @@ plait_status tcp_pick_address(const plait_host *host, const tcp_settings *cfg, i
 plait_status tcp_connect_all(tcp_engine *eng, const tcp_addr_info *infos, double timeout_s);
 void tcp_tune_socket(const tcp_engine *eng, int fd);
 
-/* tcp_engine.c */
+/* tcp_state.c: shared helpers; every one expects mu held unless noted. */
+void tcp_peer_name(const tcp_comm *c, int world_peer, char *buf, size_t cap); /* "rank 3" / "rank 1 of communicator 7 (world rank 3)" */
+void tcp_wake(int eventfd);
+void tcp_req_done(tcp_engine *e, tcp_req *r);
+void tcp_req_fail(tcp_engine *e, tcp_req *r, plait_status st, const char *fmt, ...) PLAIT_PRINTF(4, 5);
+tcp_req *tcp_req_new(tcp_engine *e);
+void tcp_req_release(tcp_engine *e, tcp_req *r);
+int tcp_async_work(const tcp_engine *e);
+void tcp_maybe_kick(tcp_engine *e);
+tcp_chan *tcp_chan_find(tcp_engine *e, int peer, uint32_t comm, uint32_t tag, int create);
+void tcp_msg_unlink(tcp_chan *ch, tcp_inmsg *m);
+void tcp_msg_free(tcp_inmsg *m);
+tcp_comm *tcp_comm_by_id(tcp_engine *e, uint32_t id);
+void tcp_conn_close(tcp_engine *e, tcp_conn *c);
+void tcp_fail_peer(tcp_engine *e, int p, plait_status st, const char *why);
+void tcp_fail_peer_as(tcp_engine *e, int p, plait_status st, const char *why, int quiet);
+void tcp_protocol_error(tcp_engine *e, tcp_conn *c, const char *fmt, ...) PLAIT_PRINTF(3, 4);
+void tcp_io_error(tcp_engine *e, tcp_conn *c, int err);
+void tcp_set_events(tcp_engine *e, tcp_conn *c, uint32_t ev);
+plait_status tcp_check_peer(tcp_comm *cm, int peer, const char *op);
+
+/* tcp_send.c, tcp_recv.c: socket I/O on one connection (mu held). */
+void tcp_conn_flush(tcp_engine *e, tcp_conn *c);
+void tcp_conn_read(tcp_engine *e, tcp_conn *c);
+
+/* tcp_send.c, tcp_recv.c, tcp_progress.c: the plugin's operations. */
 plait_status tcp_engine_start(tcp_engine *eng);
 void tcp_engine_stop(tcp_engine *eng);
 plait_status tcp_isend(tcp_comm *c, const plait_buffer *buf, int peer, uint32_t tag, tcp_req **out);
