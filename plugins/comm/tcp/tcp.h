@@ -74,6 +74,7 @@ typedef struct tcp_conn {
     tcp_inmsg *rx_msg;/* the chunk's message */
     uint64_t rx_off;  /* message offset of the next payload byte */
     uint64_t rx_left; /* payload bytes left in the chunk */
+    int lowat;        /* current SO_RCVLOWAT (0 = kernel default) */
 } tcp_conn;
 
 typedef struct tcp_peer {
@@ -113,7 +114,6 @@ struct tcp_req {
     tcp_req *next;   /* posted list / free list */
     int kind;
     int done;
-    int big;         /* counted in engine->big_pending */
     plait_status status;
     char err[512];
     tcp_comm *comm;
@@ -164,7 +164,6 @@ struct tcp_engine {
     int stop;
     int has_thread;
     pthread_t thread;
-    size_t big_pending;  /* big receives posted and not done */
     size_t tx_pending;   /* conns with queued sends */
 
     tcp_comm *comms;
@@ -177,8 +176,6 @@ struct tcp_engine {
     uint64_t rejected;   /* stray connections refused during setup */
 };
 
-/* A receive or send this large (bytes) is worth progressing asynchronously. */
-#define TCP_ASYNC_BYTES (256u * 1024u)
 /* Receive staging buffer per connection, and the size of a staged read. */
 #define TCP_RX_BUF (64u * 1024u)
 #define TCP_RX_READ (16u * 1024u)

@@ -22,6 +22,8 @@
 #define DIRECT_MIN 4096
 /* Bytes read from one connection per readiness event, for fairness. */
 #define READ_BUDGET (8u << 20)
+/* Largest SO_RCVLOWAT used while receiving a long payload. */
+#define LOWAT_MAX (256 * 1024)
 
 /* ---- receiving ---------------------------------------------------------- */
 
@@ -183,7 +185,7 @@ static void parse_staged(tcp_engine *e, tcp_conn *c) {
     if (c->rx_pos == c->rx_len) c->rx_pos = c->rx_len = 0;
 }
 
-void tcp_conn_read(tcp_engine *e, tcp_conn *c) {
+static void conn_read_some(tcp_engine *e, tcp_conn *c) {
     size_t budget = READ_BUDGET;
     while (c->fd >= 0 && budget > 0) {
         ssize_t r;
@@ -237,6 +239,23 @@ void tcp_conn_read(tcp_engine *e, tcp_conn *c) {
         tcp_io_error(e, c, errno);
         return;
     }
+}
+
+/* Inside a long payload, ask the kernel to report the socket readable only
+ * once a good slice of it has arrived (SO_RCVLOWAT), instead of on every
+ * segment: far fewer wake-ups when ranks share cores. The kernel raises the
+ * receive buffer to fit and still reports end-of-stream at once. */
+static void update_lowat(tcp_conn *c) {
+    int want = 1;
+    if (c->fd >= 0 && c->rx_payload && c->rx_pos == c->rx_len && c->rx_left > DIRECT_MIN)
+        want = c->rx_left < LOWAT_MAX ? (int)c->rx_left : LOWAT_MAX;
+    if (want == c->lowat || c->fd < 0) return;
+    if (setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) c->lowat = want;
+}
+
+void tcp_conn_read(tcp_engine *e, tcp_conn *c) {
+    conn_read_some(e, c);
+    update_lowat(c);
 }
 
 plait_status tcp_irecv(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t tag, tcp_req **out) {
@@ -294,10 +313,6 @@ plait_status tcp_irecv(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t
         if (ch->posted_tail) ch->posted_tail->next = r;
         else ch->posted = r;
         ch->posted_tail = r;
-    }
-    if (!r->done && r->cap >= TCP_ASYNC_BYTES) {
-        r->big = 1;
-        e->big_pending++;
     }
     *out = r;
     tcp_maybe_kick(e);

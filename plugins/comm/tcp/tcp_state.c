@@ -48,10 +48,6 @@ void tcp_wake(int fd) {
 void tcp_req_done(tcp_engine *e, tcp_req *r) {
     if (r->done) return;
     r->done = 1;
-    if (r->big) {
-        r->big = 0;
-        e->big_pending--;
-    }
     if (e->waiting) pthread_cond_broadcast(&e->cv);
     if (e->caller_polling && !e->caller_handling && !e->cwake_pending) {
         e->cwake_pending = 1;
@@ -86,7 +82,11 @@ void tcp_req_release(tcp_engine *e, tcp_req *r) {
 }
 
 /* Large transfers outstanding that should move while nobody waits. */
-int tcp_async_work(const tcp_engine *e) { return e->tx_pending > 0 || e->big_pending > 0; }
+/* Only queued sends need the progress thread: the peer's data keeps flowing
+ * into our kernel receive buffer (autotuned, megabytes) whether or not we
+ * read it, and the caller copies it out in wait() at the same cost the
+ * thread would; a send, in contrast, stops as soon as the socket is full. */
+int tcp_async_work(const tcp_engine *e) { return e->tx_pending > 0; }
 
 /* Hand asynchronous progress to the progress thread if it is needed and no
  * caller is polling. Called with mu held when a caller leaves. */
