@@ -494,11 +494,12 @@ static void run_ringbench(plait_job *job, void *world) {
         getrusage(RUSAGE_SELF, &ru1);
         double cpu = ((double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) + 1e-6 * (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) +
                       (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) + 1e-6 * (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec)) / iters;
+        double sys = ((double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) + 1e-6 * (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec)) / iters;
         double csw = (double)(ru1.ru_nvcsw - ru0.ru_nvcsw + ru1.ru_nivcsw - ru0.ru_nivcsw) / iters;
         double busbw = (double)bytes / t * 2.0 * (size - 1) / size / 1e9;
         if (rank == 0)
-            printf("ring-traffic %10zu bytes (%s): %10.1f us  busbw %6.3f GB/s  rank 0 cpu %8.1f us  ctx switches %.1f\n", bytes,
-                   small ? "recursive doubling" : "ring", t * 1e6, busbw, cpu * 1e6, csw);
+            printf("ring-traffic %10zu bytes (%s): %10.1f us  busbw %6.3f GB/s  rank 0 cpu %8.1f us (sys %8.1f)  ctx switches %.1f\n", bytes,
+                   small ? "recursive doubling" : "ring", t * 1e6, busbw, cpu * 1e6, sys * 1e6, csw);
         free(buf);
         free(tmp);
     }

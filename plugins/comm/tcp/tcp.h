@@ -94,6 +94,7 @@ struct tcp_inmsg {
     uint64_t reserved; /* payload bytes announced by chunk headers so far */
     uint64_t got;      /* payload bytes received */
     char *buf;         /* user buffer (matched), own buffer (unexpected), NULL (discard) */
+    size_t cap;        /* of an own buffer */
     int owned;
     tcp_req *req;      /* matched receive */
 };
@@ -174,6 +175,11 @@ struct tcp_engine {
     char *scratch;       /* discard target */
     size_t scratch_len;
     uint64_t rejected;   /* stray connections refused during setup */
+    struct { void *ptr; size_t cap; } ubuf[8]; /* reusable unexpected-message buffers */
+    size_t ubuf_bytes;
+    /* received messages, and those that arrived before their receive
+     * (buffered, one extra copy) — logged at debug level on destroy */
+    uint64_t stat_msgs, stat_bytes, stat_unexpected, stat_unexpected_bytes;
 };
 
 /* Receive staging buffer per connection, and the size of a staged read. */
@@ -201,7 +207,12 @@ int tcp_async_work(const tcp_engine *e);
 void tcp_maybe_kick(tcp_engine *e);
 tcp_chan *tcp_chan_find(tcp_engine *e, int peer, uint32_t comm, uint32_t tag, int create);
 void tcp_msg_unlink(tcp_chan *ch, tcp_inmsg *m);
-void tcp_msg_free(tcp_inmsg *m);
+void tcp_msg_free(tcp_engine *e, tcp_inmsg *m);
+#define TCP_UBUF_SLOTS 8
+/* A buffer of at least `len` bytes for an unexpected message (*cap gets
+ * its size), and giving one back (kept for reuse within limits). */
+void *tcp_ubuf_get(tcp_engine *e, size_t len, size_t *cap);
+void tcp_ubuf_put(tcp_engine *e, void *p, size_t cap);
 tcp_comm *tcp_comm_by_id(tcp_engine *e, uint32_t id);
 void tcp_conn_close(tcp_engine *e, tcp_conn *c);
 void tcp_fail_peer(tcp_engine *e, int p, plait_status st, const char *why);

@@ -258,7 +258,7 @@ void tcp_comm_unregister(tcp_comm *c) {
                 }
             for (tcp_inmsg *m = ch->msgs, *nx; m; m = nx) {
                 nx = m->next;
-                tcp_msg_free(m);
+                tcp_msg_free(e, m);
             }
             *pp = ch->hnext;
             free(ch);
@@ -342,7 +342,7 @@ void tcp_engine_stop(tcp_engine *e) {
                 nx = ch->hnext;
                 for (tcp_inmsg *m = ch->msgs, *mn; m; m = mn) {
                     mn = m->next;
-                    tcp_msg_free(m);
+                    tcp_msg_free(e, m);
                 }
                 free(ch);
             }
@@ -353,6 +353,14 @@ void tcp_engine_stop(tcp_engine *e) {
         free(r);
     }
     e->free_reqs = NULL;
+    if (e->stat_msgs)
+        e->host->log(PLAIT_LOG_DEBUG, TCP_COMPONENT,
+                     "rank %d received %llu messages (%llu bytes); %llu of them (%.1f%% of the bytes) arrived before "
+                     "their receive was posted and took an extra copy",
+                     e->rank, (unsigned long long)e->stat_msgs, (unsigned long long)e->stat_bytes,
+                     (unsigned long long)e->stat_unexpected,
+                     e->stat_bytes ? 100.0 * (double)e->stat_unexpected_bytes / (double)e->stat_bytes : 0.0);
+    for (int i = 0; i < TCP_UBUF_SLOTS; i++) free(e->ubuf[i].ptr);
     free(e->scratch);
     if (e->listen_fd >= 0) close(e->listen_fd);
     if (e->ep >= 0) close(e->ep);

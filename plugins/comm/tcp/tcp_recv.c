@@ -34,10 +34,10 @@ static void msg_deliver_done(tcp_engine *e, tcp_chan *ch, tcp_inmsg *m) {
         m->req->msg = NULL;
         tcp_req_done(e, m->req);
         tcp_msg_unlink(ch, m);
-        tcp_msg_free(m);
+        tcp_msg_free(e, m);
     } else if (!m->buf && m->len > 0) { /* discarded (receive too small) */
         tcp_msg_unlink(ch, m);
-        tcp_msg_free(m);
+        tcp_msg_free(e, m);
     }
     /* otherwise unexpected (zero-byte ones included): kept until its
      * receive is posted */
@@ -91,6 +91,8 @@ static int begin_chunk(tcp_engine *e, tcp_conn *c, const tcp_frame *h) {
         m->seq = h->seq;
         m->len = h->msg_len;
         m->chan = ch;
+        e->stat_msgs++;
+        e->stat_bytes += m->len;
         /* its receive may be posted already */
         tcp_req *r = NULL;
         for (tcp_req *p = ch->posted, *prev = NULL; p; prev = p, p = p->next)
@@ -110,7 +112,9 @@ static int begin_chunk(tcp_engine *e, tcp_conn *c, const tcp_frame *h) {
                 r->msg = m;
             }
         } else if (m->len > 0) {
-            m->buf = malloc(m->len);
+            e->stat_unexpected++;
+            e->stat_unexpected_bytes += m->len;
+            m->buf = tcp_ubuf_get(e, m->len, &m->cap);
             if (!m->buf) {
                 free(m);
                 char why[160];
@@ -287,9 +291,9 @@ plait_status tcp_irecv(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t
             too_long(e, r, m->len);
             if (m->got == m->len) {
                 tcp_msg_unlink(ch, m);
-                tcp_msg_free(m);
+                tcp_msg_free(e, m);
             } else if (m->owned) {
-                free(m->buf);
+                tcp_ubuf_put(e, m->buf, m->cap);
                 m->buf = NULL;
                 m->owned = 0;
             }
@@ -297,12 +301,12 @@ plait_status tcp_irecv(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t
             if (m->len) memcpy(r->buf, m->buf, m->len);
             r->len = m->len;
             tcp_msg_unlink(ch, m);
-            tcp_msg_free(m);
+            tcp_msg_free(e, m);
             tcp_req_done(e, r);
         } else {
             /* switch the rest of it to the user's buffer */
             if (m->len) memcpy(r->buf, m->buf, m->len);
-            if (m->owned) free(m->buf);
+            if (m->owned) tcp_ubuf_put(e, m->buf, m->cap);
             m->buf = r->buf;
             m->owned = 0;
             m->req = r;

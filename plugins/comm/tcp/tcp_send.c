@@ -99,7 +99,8 @@ static plait_status self_send(tcp_engine *e, tcp_comm *cm, tcp_chan *ch, tcp_req
         return PLAIT_OK;
     }
     tcp_inmsg *m = calloc(1, sizeof *m);
-    char *copy = len ? malloc(len) : NULL;
+    size_t cap = 0;
+    char *copy = len ? tcp_ubuf_get(e, len, &cap) : NULL;
     if (!m || (len && !copy)) {
         free(m);
         free(copy);
@@ -111,6 +112,7 @@ static plait_status self_send(tcp_engine *e, tcp_comm *cm, tcp_chan *ch, tcp_req
     m->chan = ch;
     m->len = m->reserved = m->got = len;
     m->buf = copy;
+    m->cap = cap;
     m->owned = 1;
     m->next = ch->msgs;
     ch->msgs = m;

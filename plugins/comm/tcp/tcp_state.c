@@ -145,8 +145,67 @@ void tcp_msg_unlink(tcp_chan *ch, tcp_inmsg *m) {
         }
 }
 
-void tcp_msg_free(tcp_inmsg *m) {
-    if (m->owned) free(m->buf);
+/* Buffers of unexpected messages are kept for reuse (a few, large ones):
+ * a fresh malloc of megabytes is an mmap whose every page faults again. */
+#define UBUF_MIN (64u * 1024u)
+#define UBUF_CACHE_BYTES (128u << 20)
+
+void *tcp_ubuf_get(tcp_engine *e, size_t len, size_t *cap) {
+    int best = -1;
+    for (int i = 0; i < TCP_UBUF_SLOTS; i++)
+        if (e->ubuf[i].ptr && e->ubuf[i].cap >= len && (best < 0 || e->ubuf[i].cap < e->ubuf[best].cap)) best = i;
+    if (best >= 0) {
+        void *p = e->ubuf[best].ptr;
+        *cap = e->ubuf[best].cap;
+        e->ubuf_bytes -= e->ubuf[best].cap;
+        e->ubuf[best].ptr = NULL;
+        return p;
+    }
+    *cap = len;
+    return malloc(len ? len : 1);
+}
+
+void tcp_ubuf_put(tcp_engine *e, void *p, size_t cap) {
+    if (!p) return;
+    if (cap >= UBUF_MIN && cap <= UBUF_CACHE_BYTES) {
+        int slot = -1;
+        for (int i = 0; i < TCP_UBUF_SLOTS && slot < 0; i++)
+            if (!e->ubuf[i].ptr) slot = i;
+        if (slot < 0) { /* replace the smallest if this one is larger */
+            slot = 0;
+            for (int i = 1; i < TCP_UBUF_SLOTS; i++)
+                if (e->ubuf[i].cap < e->ubuf[slot].cap) slot = i;
+            if (e->ubuf[slot].cap >= cap) slot = -1;
+        }
+        while (slot >= 0 && e->ubuf_bytes + cap - (e->ubuf[slot].ptr ? e->ubuf[slot].cap : 0) > UBUF_CACHE_BYTES) {
+            /* over budget: give back the biggest other buffer, or keep none */
+            int big = -1;
+            for (int i = 0; i < TCP_UBUF_SLOTS; i++)
+                if (i != slot && e->ubuf[i].ptr && (big < 0 || e->ubuf[i].cap > e->ubuf[big].cap)) big = i;
+            if (big < 0) {
+                slot = -1;
+                break;
+            }
+            free(e->ubuf[big].ptr);
+            e->ubuf_bytes -= e->ubuf[big].cap;
+            e->ubuf[big].ptr = NULL;
+        }
+        if (slot >= 0) {
+            if (e->ubuf[slot].ptr) {
+                free(e->ubuf[slot].ptr);
+                e->ubuf_bytes -= e->ubuf[slot].cap;
+            }
+            e->ubuf[slot].ptr = p;
+            e->ubuf[slot].cap = cap;
+            e->ubuf_bytes += cap;
+            return;
+        }
+    }
+    free(p);
+}
+
+void tcp_msg_free(tcp_engine *e, tcp_inmsg *m) {
+    if (m->owned) tcp_ubuf_put(e, m->buf, m->cap);
     free(m);
 }
 
@@ -217,10 +276,10 @@ void tcp_fail_peer_as(tcp_engine *e, int p, plait_status st, const char *why, in
                     m->req->msg = NULL;
                     had_pending = 1;
                     tcp_msg_unlink(ch, m);
-                    tcp_msg_free(m);
+                    tcp_msg_free(e, m);
                 } else if (m->got < m->len) { /* partial unexpected message: useless now */
                     tcp_msg_unlink(ch, m);
-                    tcp_msg_free(m);
+                    tcp_msg_free(e, m);
                 }
             }
         }
