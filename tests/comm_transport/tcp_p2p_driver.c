@@ -470,7 +470,7 @@ static void rd_allreduce_traffic(void *world, int rank, int size, float *buf, fl
 static void run_ringbench(plait_job *job, void *world) {
     int rank = plait_job_rank(job), size = plait_job_size(job);
     const plait_bootstrap *bs = plait_job_world(job);
-    size_t sizes[] = {4096, 65536, 1u << 20, 16u << 20, 64u << 20};
+    size_t sizes[] = {4096, 65536, 262144, 1u << 20, 4u << 20, 16u << 20, 64u << 20};
     const char *pe = getenv("PLAIT_BENCH_PIECES");
     int pieces = pe ? atoi(pe) : 4;
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {

@@ -40,21 +40,24 @@ static void test_basic_4_ranks(void **state) {
     outcome_free(&o);
 }
 
-static void test_basic_3_ranks_one_stream(void **state) {
+static void test_basic_3_ranks_one_stream_sockets_only(void **state) {
     (void)state;
     job_outcome o;
     launch_driver(3, (const char *const[]){"basic", NULL},
-                  (const char *const[]){"PLAIT_COMM_TCP_STREAMS=1", "PLAIT_COMM_TCP_CHUNK_SIZE=64K", NULL}, 2, &o);
+                  (const char *const[]){"PLAIT_COMM_TCP_STREAMS=1", "PLAIT_COMM_TCP_CHUNK_SIZE=64K",
+                                        "PLAIT_COMM_TCP_CMA=off", NULL},
+                  2, &o);
     expect_ok(&o, "basic");
     outcome_free(&o);
 }
 
-static void test_basic_2_ranks_no_progress_thread(void **state) {
+static void test_basic_2_ranks_sockets_only_no_progress_thread(void **state) {
     (void)state;
     job_outcome o;
     launch_driver(2, (const char *const[]){"basic", NULL},
-                  (const char *const[]){"PLAIT_COMM_TCP_PROGRESS_THREAD=false", "PLAIT_COMM_TCP_STREAMS=4", NULL}, 2,
-                  &o);
+                  (const char *const[]){"PLAIT_COMM_TCP_PROGRESS_THREAD=false", "PLAIT_COMM_TCP_STREAMS=4",
+                                        "PLAIT_COMM_TCP_CMA=off", NULL},
+                  2, &o);
     expect_ok(&o, "basic");
     outcome_free(&o);
 }
@@ -98,6 +101,18 @@ static void test_rank_killed_mid_transfer(void **state) {
      * the cascade first: rank 1's send may have finished into the kernel) */
     expect_line_naming(o.output, "driver: error: rank 3: ", "rank 2");
     assert_contains(o.output, "the process probably");
+    assert_true(o.seconds < 20);
+    outcome_free(&o);
+}
+
+static void test_rank_killed_mid_transfer_sockets_only(void **state) {
+    (void)state;
+    job_outcome o;
+    launch_driver(4, (const char *const[]){"kill", "1", NULL},
+                  (const char *const[]){"PLAIT_COMM_TIMEOUT=60", "PLAIT_COMM_TCP_CMA=off", NULL}, 5, &o);
+    assert_int_equal(o.res.failed_rank, 1);
+    assert_int_equal(o.res.term_signal, SIGKILL);
+    expect_line_naming(o.output, "driver: error: rank 2: ", "rank 1");
     assert_true(o.seconds < 20);
     outcome_free(&o);
 }
@@ -172,11 +187,12 @@ static void test_torchrun_environment(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basic_4_ranks),
-        cmocka_unit_test(test_basic_3_ranks_one_stream),
-        cmocka_unit_test(test_basic_2_ranks_no_progress_thread),
+        cmocka_unit_test(test_basic_3_ranks_one_stream_sockets_only),
+        cmocka_unit_test(test_basic_2_ranks_sockets_only_no_progress_thread),
         cmocka_unit_test(test_rank_never_joins),
         cmocka_unit_test(test_rank_zero_never_joins),
         cmocka_unit_test(test_rank_killed_mid_transfer),
+        cmocka_unit_test(test_rank_killed_mid_transfer_sockets_only),
         cmocka_unit_test(test_stray_clients),
         cmocka_unit_test(test_torchrun_environment),
     };

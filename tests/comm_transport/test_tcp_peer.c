@@ -68,7 +68,11 @@ static void await(int rank, tcp_addr_info *out) {
 }
 static plait_status bs_allgather(void *ctx, const void *mine, void *all, size_t bytes) {
     (void)ctx;
-    assert_int_equal(bytes, sizeof(tcp_addr_info));
+    if (bytes != sizeof(tcp_addr_info)) { /* the single-copy agreement: the fake reads nothing */
+        memset(all, 0, 2 * bytes);
+        memcpy(all, mine, bytes);
+        return PLAIT_OK;
+    }
     publish(0, mine);
     tcp_addr_info *a = all;
     await(0, &a[0]);
@@ -395,6 +399,32 @@ static void test_unexpected_then_posted(void **state) {
     assert_string_equal(b2, "world");
 }
 
+static void send_control(int stream, uint8_t type, uint64_t msg_len, uint64_t a, uint64_t b) {
+    tcp_frame f = {TCP_FRAME_MAGIC, TCP_WIRE_VERSION, type, 0, 0, 5, 0, 16, msg_len, 0};
+    uint64_t payload[2] = {a, b};
+    assert_int_equal(plait_net_write_all(g_fds[stream], &f, sizeof f, plait_net_now() + 5), 0);
+    assert_int_equal(plait_net_write_all(g_fds[stream], payload, sizeof payload, plait_net_now() + 5), 0);
+}
+
+static void inject_rts(void) { send_control(0, TCP_FRAME_RTS, 1000, 0x1000, 1); }
+
+/* A peer that was not found readable at setup cannot make us read its memory. */
+static void test_unagreed_single_copy_refused(void **state) {
+    (void)state;
+    char buf[2000];
+    assert_int_equal(recv_after(inject_rts, buf, sizeof buf, NULL), PLAIT_ERR_PROTOCOL);
+    assert_contains(plait_last_error(), "never agreed to read from rank 1");
+}
+
+static void inject_bad_ack(void) { send_control(1, TCP_FRAME_ACK, 0, 12345, 0); }
+
+static void test_unknown_acknowledgement(void **state) {
+    (void)state;
+    char buf[16];
+    assert_int_equal(recv_after(inject_bad_ack, buf, sizeof buf, NULL), PLAIT_ERR_PROTOCOL);
+    assert_contains(plait_last_error(), "acknowledgement for unknown message 12345");
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void) {
@@ -411,6 +441,8 @@ int main(void) {
         T(test_peer_vanishes),
         T(test_abort_fails_pending),
         T(test_unexpected_then_posted),
+        T(test_unagreed_single_copy_refused),
+        T(test_unknown_acknowledgement),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     plait_plugins_unload_all();

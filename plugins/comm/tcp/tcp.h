@@ -47,6 +47,8 @@ typedef struct tcp_settings {
     uint64_t chunk_size;
     uint64_t max_message;
     int progress_thread;
+    int cma;             /* single copy to same-host peers allowed */
+    uint64_t cma_min;    /* from this message size on */
 } tcp_settings;
 
 /* One queued piece of a send: header + payload slice. */
@@ -83,6 +85,10 @@ typedef struct tcp_peer {
     plait_status lost_status;
     char lost_why[384];
     char addr[64];
+    int pid;         /* its process id (same host) */
+    int cma_send;    /* it reads our buffers directly (we send RTS) */
+    int cma_recv;    /* we read its buffers directly (we accept RTS) */
+    tcp_req *awaiting; /* our RTS sends waiting for its ACK (linked by anext) */
 } tcp_peer;
 
 /* A message seen on the wire (at least one chunk) and not yet delivered. */
@@ -96,6 +102,8 @@ struct tcp_inmsg {
     char *buf;         /* user buffer (matched), own buffer (unexpected), NULL (discard) */
     size_t cap;        /* of an own buffer */
     int owned;
+    int rts;           /* announced by RTS: the bytes are still in the sender */
+    uint64_t raddr, rtoken;
     tcp_req *req;      /* matched receive */
 };
 
@@ -109,7 +117,7 @@ struct tcp_chan {
     tcp_inmsg *msgs;
 };
 
-enum { TCP_SEND = 1, TCP_RECV = 2 };
+enum { TCP_SEND = 1, TCP_RECV = 2, TCP_CTRL = 3 /* internal frame (ACK); released once written */ };
 
 struct tcp_req {
     tcp_req *next;   /* posted list / free list */
@@ -128,6 +136,10 @@ struct tcp_req {
     int chunks_left; /* send */
     tcp_chunk *chunks;
     tcp_inmsg *msg;  /* receive matched to a message in flight */
+    int cma;         /* send announced by RTS, done at the ACK */
+    uint64_t token;
+    tcp_req *anext;  /* peer->awaiting list */
+    unsigned char ctrl[16]; /* RTS / ACK payload */
     tcp_chunk one;   /* storage for single-chunk sends; must stay last (req_new clears up to it) */
 };
 
@@ -179,7 +191,9 @@ struct tcp_engine {
     size_t ubuf_bytes;
     /* received messages, and those that arrived before their receive
      * (buffered, one extra copy) — logged at debug level on destroy */
-    uint64_t stat_msgs, stat_bytes, stat_unexpected, stat_unexpected_bytes;
+    uint64_t stat_msgs, stat_bytes, stat_unexpected, stat_unexpected_bytes, stat_cma, stat_cma_bytes;
+    uint8_t cookie[16];  /* read by same-host peers to test single copy */
+    uint64_t next_token;
 };
 
 /* Receive staging buffer per connection, and the size of a staged read. */
@@ -225,6 +239,23 @@ plait_status tcp_check_peer(tcp_comm *cm, int peer, const char *op);
 /* tcp_send.c, tcp_recv.c: socket I/O on one connection (mu held). */
 void tcp_conn_flush(tcp_engine *e, tcp_conn *c);
 void tcp_conn_read(tcp_engine *e, tcp_conn *c);
+
+/* tcp_cma.c: single copy between ranks of one host. */
+/* Fill the cma fields of our published address info. */
+void tcp_cma_describe(tcp_engine *e, tcp_addr_info *mine);
+/* After the address exchange: probe same-host peers, agree (one more
+ * allgather, done by every rank whatever its settings). */
+plait_status tcp_cma_setup(tcp_engine *e, const plait_bootstrap *bs, const tcp_addr_info *infos);
+/* Handle an RTS or ACK frame (header + payload) from `c`'s peer; 0, or -1
+ * after failing the peer. */
+int tcp_cma_control(tcp_engine *e, tcp_conn *c, const tcp_frame *h, const unsigned char *payload);
+/* Copy an RTS-announced message into receive `r` (length already checked),
+ * acknowledge it and complete `r`. */
+void tcp_cma_deliver(tcp_engine *e, tcp_inmsg *m, tcp_req *r);
+/* Acknowledge an RTS whose data will not be read (receive failed). */
+void tcp_cma_ack(tcp_engine *e, int peer, uint64_t token, uint32_t status);
+/* Queue one internal frame to `peer` and try to write it. */
+void tcp_queue_ctrl(tcp_engine *e, int peer, uint8_t type, const tcp_frame *like, const void *payload);
 
 /* tcp_send.c, tcp_recv.c, tcp_progress.c: the plugin's operations. */
 plait_status tcp_engine_start(tcp_engine *eng);

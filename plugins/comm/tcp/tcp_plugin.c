@@ -17,6 +17,8 @@ static const plait_host *g_host;
 
 #define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_param_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
 
+static const char *const g_cma_choices[] = {"auto", "off", NULL};
+
 static const plait_param_decl g_params[] = {
     P("streams", PLAIT_PARAM_INT, "2", 1, 16, PLAIT_PARAM_SAME_ON_ALL,
       "sockets per pair of ranks; messages above chunk_size are striped over them"),
@@ -30,6 +32,11 @@ static const plait_param_decl g_params[] = {
       "largest frame payload: longer messages are cut into chunks of this size and striped over the streams"),
     P("max_message", PLAIT_PARAM_BYTES, "64G", 1, 1125899906842624.0, 0,
       "largest message accepted from a peer; a frame announcing more is treated as garbage"),
+    {sizeof(plait_param_decl), 0, "cma", PLAIT_PARAM_ENUM, "auto", 1, 0, g_cma_choices,
+     "single copy to ranks on the same host: auto (where process_vm_readv is allowed, tested at start-up) or off "
+     "(every byte through the sockets)"},
+    P("cma_min", PLAIT_PARAM_BYTES, "256K", 1, 1125899906842624.0, 0,
+      "messages of at least this size go by single copy to same-host ranks (with cma = auto)"),
     P("progress_thread", PLAIT_PARAM_BOOL, "true", 1, 0, PLAIT_PARAM_HIDDEN,
       "testing: move large transfers from a background thread while the caller computes (false: only inside "
       "test/wait)"),
@@ -115,6 +122,7 @@ static plait_status tcp_init(const plait_comm_init *args, void **out) {
         goto fail;
     }
     memcpy(mine.secret, e->secret, sizeof e->secret);
+    tcp_cma_describe(e, &mine);
     char ip[INET6_ADDRSTRLEN] = "?";
     inet_ntop(mine.family, mine.addr, ip, sizeof ip);
     snprintf(e->my_addr, sizeof e->my_addr, mine.family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip, mine.port);
@@ -146,6 +154,8 @@ static plait_status tcp_init(const plait_comm_init *args, void **out) {
         snprintf(e->peers[p].addr, sizeof e->peers[p].addr, in->family == AF_INET6 ? "[%s]:%u" : "%s:%u", pip,
                  in->port);
     }
+    st = tcp_cma_setup(e, bs, infos);
+    if (st != PLAIT_OK) goto fail;
     h->log(bs->local_rank == 0 ? PLAIT_LOG_INFO : PLAIT_LOG_DEBUG, TCP_COMPONENT,
            "rank %d uses interface %s, listening on %s; %d stream%s per peer, %llu-byte chunks", e->rank, mine.ifname,
            e->my_addr, e->cfg.streams, e->cfg.streams == 1 ? "" : "s", (unsigned long long)e->cfg.chunk_size);

@@ -166,7 +166,7 @@ void tcp_abort(tcp_comm *cm, const char *reason) {
                 int poisoned = 0;
                 for (int s = 0; s < e->cfg.streams; s++)
                     for (tcp_chunk *k = e->peers[p].conns[s].txq; k; k = k->next)
-                        if (k->req->comm == cm && k->sent > 0) poisoned = 1;
+                        if (k->req->kind != TCP_CTRL && k->req->comm == cm && k->sent > 0) poisoned = 1;
                 if (poisoned) tcp_fail_peer_as(e, p, PLAIT_ERR_PEER_LOST, why, 1);
             }
             for (int p = 0; p < e->size; p++) {
@@ -177,7 +177,7 @@ void tcp_abort(tcp_comm *cm, const char *reason) {
                     c->txq_tail = NULL;
                     while (*pp) {
                         tcp_chunk *k = *pp;
-                        if (k->req->comm == cm) {
+                        if (k->req->kind != TCP_CTRL && k->req->comm == cm) {
                             c->tx_queued -= sizeof k->hdr + k->len - k->sent;
                             tcp_req_fail(e, k->req, PLAIT_ERR_PEER_LOST, "tcp: send to rank %d: %s", k->req->comm_peer,
                                      why);
@@ -189,6 +189,17 @@ void tcp_abort(tcp_comm *cm, const char *reason) {
                     }
                 }
             }
+            for (int p = 0; p < e->size; p++)
+                for (tcp_req **rp = &e->peers[p].awaiting; *rp;) {
+                    tcp_req *r = *rp;
+                    if (r->comm != cm) {
+                        rp = &r->anext;
+                        continue;
+                    }
+                    *rp = r->anext;
+                    r->anext = NULL;
+                    tcp_req_fail(e, r, PLAIT_ERR_PEER_LOST, "tcp: send to rank %d: %s", r->comm_peer, why);
+                }
             for (size_t b = 0; b < e->n_chan_buckets; b++)
                 for (tcp_chan *ch = e->chans[b]; ch; ch = ch->hnext) {
                     if (ch->comm_id != cm->id) continue;
@@ -360,6 +371,9 @@ void tcp_engine_stop(tcp_engine *e) {
                      e->rank, (unsigned long long)e->stat_msgs, (unsigned long long)e->stat_bytes,
                      (unsigned long long)e->stat_unexpected,
                      e->stat_bytes ? 100.0 * (double)e->stat_unexpected_bytes / (double)e->stat_bytes : 0.0);
+    if (e->stat_cma)
+        e->host->log(PLAIT_LOG_DEBUG, TCP_COMPONENT, "rank %d copied %llu messages (%llu bytes) directly from senders",
+                     e->rank, (unsigned long long)e->stat_cma, (unsigned long long)e->stat_cma_bytes);
     for (int i = 0; i < TCP_UBUF_SLOTS; i++) free(e->ubuf[i].ptr);
     free(e->scratch);
     if (e->listen_fd >= 0) close(e->listen_fd);

@@ -176,6 +176,20 @@ static void parse_staged(tcp_engine *e, tcp_conn *c) {
             if (avail < sizeof(tcp_frame)) break;
             tcp_frame h;
             memcpy(&h, c->rx + c->rx_pos, sizeof h);
+            if (h.magic == TCP_FRAME_MAGIC && h.version == TCP_WIRE_VERSION &&
+                (h.type == TCP_FRAME_RTS || h.type == TCP_FRAME_ACK)) {
+                /* control frames are handled whole: header + 16 bytes */
+                if (h.chunk_len != sizeof(tcp_rts) || h.flags != 0) {
+                    tcp_protocol_error(e, c, "control frame type %u with %u payload bytes", h.type, h.chunk_len);
+                    return;
+                }
+                if (avail < sizeof h + sizeof(tcp_rts)) break;
+                unsigned char payload[sizeof(tcp_rts)];
+                memcpy(payload, c->rx + c->rx_pos + sizeof h, sizeof payload);
+                c->rx_pos += sizeof h + sizeof payload;
+                if (tcp_cma_control(e, c, &h, payload) != 0) return;
+                continue;
+            }
             c->rx_pos += sizeof h;
             if (begin_chunk(e, c, &h) != 0) return;
             continue;
@@ -286,7 +300,16 @@ plait_status tcp_irecv(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t
     r->seq = ch->recv_seq++;
     tcp_inmsg *m = ch->msgs;
     while (m && m->seq != r->seq) m = m->next;
-    if (m) { /* it arrived before us, entirely or in part */
+    if (m && m->rts) { /* announced: copy it from the sender now */
+        tcp_msg_unlink(ch, m);
+        if (m->len > r->cap) {
+            too_long(e, r, m->len);
+            tcp_cma_ack(e, w, m->rtoken, 0);
+        } else {
+            tcp_cma_deliver(e, m, r);
+        }
+        tcp_msg_free(e, m);
+    } else if (m) { /* it arrived before us, entirely or in part */
         if (m->len > r->cap) {
             too_long(e, r, m->len);
             if (m->got == m->len) {

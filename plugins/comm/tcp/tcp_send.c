@@ -63,8 +63,10 @@ void tcp_conn_flush(tcp_engine *e, tcp_conn *c) {
             c->txq = k->next;
             if (!c->txq) c->txq_tail = NULL;
             tcp_req *r = k->req;
-            if (--r->chunks_left == 0 && !r->done) {
-                r->len = r->cap;
+            if (r->kind == TCP_CTRL) {
+                tcp_req_release(e, r); /* an internal frame: nobody waits for it */
+            } else if (--r->chunks_left == 0 && !r->done && !r->cma) {
+                r->len = r->cap; /* (an RTS send completes at its ACK) */
                 tcp_req_done(e, r);
             }
         }
@@ -150,6 +152,9 @@ plait_status tcp_isend(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t
     }
     size_t len = buf->bytes, csize = (size_t)e->cfg.chunk_size;
     size_t nchunks = len == 0 ? 1 : (len + csize - 1) / csize;
+    tcp_peer *pp = &e->peers[w];
+    int cma = pp->cma_send && len >= e->cfg.cma_min;
+    if (cma) nchunks = 1; /* one RTS frame; the receiver copies the bytes */
     if (nchunks == 1) {
         r->chunks = &r->one;
     } else {
@@ -162,7 +167,6 @@ plait_status tcp_isend(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t
     }
     r->seq = ch->send_seq++;
     r->chunks_left = (int)nchunks;
-    tcp_peer *pp = &e->peers[w];
     /* start on the least loaded stream; stripe the rest round-robin */
     int S = e->cfg.streams, first = 0;
     for (int s = 1; s < S; s++)
@@ -177,6 +181,18 @@ plait_status tcp_isend(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t
         k->sent = 0;
         k->hdr = (tcp_frame){TCP_FRAME_MAGIC, TCP_WIRE_VERSION, TCP_FRAME_DATA, 0, cm->id, tag, r->seq,
                              (uint32_t)n, (uint64_t)len, (uint64_t)off};
+        if (cma) {
+            tcp_rts rts = {(uint64_t)(uintptr_t)buf->ptr, ++e->next_token};
+            memcpy(r->ctrl, &rts, sizeof rts);
+            r->cma = 1;
+            r->token = rts.token;
+            r->anext = pp->awaiting;
+            pp->awaiting = r;
+            k->data = (const char *)r->ctrl;
+            k->len = n = sizeof rts;
+            k->hdr.type = TCP_FRAME_RTS;
+            k->hdr.chunk_len = (uint32_t)n;
+        }
         tcp_conn *c = &pp->conns[(first + (int)(i % (size_t)S)) % S];
         if (c->txq_tail) c->txq_tail->next = k;
         else c->txq = k;

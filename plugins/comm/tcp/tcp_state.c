@@ -244,16 +244,32 @@ void tcp_fail_peer_as(tcp_engine *e, int p, plait_status st, const char *why, in
     /* sends */
     for (int s = 0; peer->conns && s < e->cfg.streams; s++) {
         tcp_conn *c = &peer->conns[s];
-        for (tcp_chunk *k = c->txq; k; k = k->next)
-            if (!k->req->done) {
+        for (tcp_chunk *k = c->txq, *next; k; k = next) {
+            next = k->next;
+            if (k->req->kind == TCP_CTRL) {
+                tcp_req_release(e, k->req); /* an internal frame nobody waits for */
+            } else if (!k->req->done) {
                 char name[96];
                 tcp_peer_name(k->req->comm, p, name, sizeof name);
                 tcp_req_fail(e, k->req, st, "tcp: send of %zu bytes (tag %u) to %s failed: %s", k->req->cap,
                          k->req->tag, name, why);
                 had_pending = 1;
             }
+        }
         tcp_conn_close(e, c);
     }
+    /* sends announced for a direct read the peer will never do */
+    for (tcp_req *r = peer->awaiting, *next; r; r = next) {
+        next = r->anext;
+        r->anext = NULL;
+        if (!r->done) {
+            char name[96];
+            tcp_peer_name(r->comm, p, name, sizeof name);
+            tcp_req_fail(e, r, st, "tcp: send of %zu bytes (tag %u) to %s failed: %s", r->cap, r->tag, name, why);
+            had_pending = 1;
+        }
+    }
+    peer->awaiting = NULL;
     /* receives and buffered messages */
     for (size_t b = 0; b < e->n_chan_buckets; b++)
         for (tcp_chan *ch = e->chans[b]; ch; ch = ch->hnext) {
