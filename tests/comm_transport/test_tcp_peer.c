@@ -126,6 +126,8 @@ static const plait_comm_ops *g_ops;
 static plait_config *g_cfg;
 static void *g_comm;
 
+static const char *g_extra_override; /* one more [comm.tcp] setting for the next setup */
+
 static int setup(void **state) {
     (void)state;
     memset(g_bs.have, 0, sizeof g_bs.have);
@@ -142,6 +144,8 @@ static int setup(void **state) {
     plait_config_add_override(g_cfg, "comm.tcp.streams=2");
     plait_config_add_override(g_cfg, "comm.tcp.chunk_size=64K");
     plait_config_add_override(g_cfg, "comm.tcp.max_message=1M");
+    if (g_extra_override) plait_config_add_override(g_cfg, g_extra_override);
+    g_extra_override = NULL;
     char *empty_env[] = {NULL};
     if (plait_config_finalize(g_cfg, empty_env) != PLAIT_OK) {
         fprintf(stderr, "%s\n", plait_last_error());
@@ -425,6 +429,38 @@ static void test_unknown_acknowledgement(void **state) {
     assert_contains(plait_last_error(), "acknowledgement for unknown message 12345");
 }
 
+/* [comm.tcp] ifname: a name that matches nothing is refused with the list
+ * of interfaces; a prefix selects the interface ("l" -> lo). */
+static void test_ifname_unknown(void **state) {
+    (void)state;
+    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, "tcp");
+    assert_non_null(d);
+    plait_config *cfg = plait_config_new();
+    plait_config_declare_core(cfg);
+    plait_config_declare(cfg, "comm.tcp", d->params, d->n_params, d->param_size, "tcp");
+    plait_config_add_override(cfg, "comm.tcp.ifname=nosuchif9");
+    char *empty_env[] = {NULL};
+    assert_int_equal(plait_config_finalize(cfg, empty_env), PLAIT_OK);
+    plait_bootstrap bs = {sizeof bs, 0, 2, 0, 2, 0, 10.0, NULL, bs_set, bs_get, bs_allgather, bs_barrier};
+    plait_comm_init init = {sizeof init, plait_host_table(), cfg, &bs, 0, 2};
+    void *comm = NULL;
+    const plait_comm_ops *ops = d->ops;
+    assert_int_equal(ops->init(&init, &comm), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "ifname = 'nosuchif9' matches no interface");
+    assert_contains(plait_last_error(), "lo (127.0.0.1)");
+    plait_config_free(cfg);
+}
+
+static int setup_ifname_prefix(void **state) {
+    g_extra_override = "comm.tcp.ifname=l";
+    return setup(state);
+}
+
+static void test_ifname_prefix_works(void **state) {
+    (void)state;
+    test_valid_message_from_fake(state);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void) {
@@ -443,6 +479,8 @@ int main(void) {
         T(test_unexpected_then_posted),
         T(test_unagreed_single_copy_refused),
         T(test_unknown_acknowledgement),
+        cmocka_unit_test(test_ifname_unknown),
+        cmocka_unit_test_setup_teardown(test_ifname_prefix_works, setup_ifname_prefix, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     plait_plugins_unload_all();

@@ -142,6 +142,13 @@ void tcp_cma_ack(tcp_engine *e, int peer, uint64_t token, uint32_t status) {
 }
 
 void tcp_cma_deliver(tcp_engine *e, tcp_inmsg *m, tcp_req *r) {
+    if (e->peers[r->peer].lost) { /* never read a process we lost: its pid may be reused */
+        char name[96];
+        tcp_peer_name(r->comm, r->peer, name, sizeof name);
+        tcp_req_fail(e, r, e->peers[r->peer].lost_status, "tcp: receive (tag %u) from %s failed: %s", r->tag, name,
+                     e->peers[r->peer].lost_why);
+        return;
+    }
     int err = m->len ? read_remote(e->peers[r->peer].pid, r->buf, m->raddr, (size_t)m->len) : 0;
     tcp_cma_ack(e, r->peer, m->rtoken, (uint32_t)err);
     if (err == ESRCH) {
