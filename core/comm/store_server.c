@@ -19,6 +19,7 @@
 
 #include "comm/net.h"
 #include "comm/store.h"
+#include "comm/store_table.h"
 #include "comm/store_wire.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -26,14 +27,6 @@
 #define MAX_CONNS 4096
 #define MAX_REPLY (256u << 20)
 #define COMPONENT "store"
-
-struct kv {
-    struct kv *next;
-    uint64_t hash;
-    char *key;
-    unsigned char *val;
-    size_t vlen;
-};
 
 struct conn {
     struct conn *next, *prev;
@@ -68,77 +61,9 @@ struct plait_store_server {
     double drain_deadline;
     struct conn *conns;
     int n_conns, n_authed;
-    struct kv **table;
-    size_t n_buckets, n_keys;
+    store_table table;
     atomic_uint_fast64_t rejected;
 };
-
-/* ---- key-value table ---------------------------------------------------- */
-
-static uint64_t hash_key(const char *k, size_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)k[i]) * 1099511628211ull;
-    return h;
-}
-
-static struct kv *kv_find(plait_store_server *s, const char *key, size_t klen) {
-    uint64_t h = hash_key(key, klen);
-    for (struct kv *e = s->table[h & (s->n_buckets - 1)]; e; e = e->next)
-        if (e->hash == h && strlen(e->key) == klen && memcmp(e->key, key, klen) == 0) return e;
-    return NULL;
-}
-
-static int kv_grow(plait_store_server *s) {
-    size_t nb = s->n_buckets * 2;
-    struct kv **t = calloc(nb, sizeof *t);
-    if (!t) return -1;
-    for (size_t i = 0; i < s->n_buckets; i++)
-        for (struct kv *e = s->table[i], *nx; e; e = nx) {
-            nx = e->next;
-            e->next = t[e->hash & (nb - 1)];
-            t[e->hash & (nb - 1)] = e;
-        }
-    free(s->table);
-    s->table = t;
-    s->n_buckets = nb;
-    return 0;
-}
-
-/* Insert or replace; takes nothing over (copies). 0 or -1 (no memory). */
-static int kv_set(plait_store_server *s, const char *key, size_t klen, const void *val, size_t vlen) {
-    unsigned char *copy = malloc(vlen ? vlen : 1);
-    if (!copy) return -1;
-    memcpy(copy, val, vlen);
-    struct kv *e = kv_find(s, key, klen);
-    if (e) {
-        free(e->val);
-        e->val = copy;
-        e->vlen = vlen;
-        return 0;
-    }
-    if (s->n_keys + 1 > s->n_buckets && kv_grow(s) != 0) {
-        free(copy);
-        return -1;
-    }
-    e = calloc(1, sizeof *e);
-    char *k = malloc(klen + 1);
-    if (!e || !k) {
-        free(e);
-        free(k);
-        free(copy);
-        return -1;
-    }
-    memcpy(k, key, klen);
-    k[klen] = '\0';
-    e->key = k;
-    e->hash = hash_key(key, klen);
-    e->val = copy;
-    e->vlen = vlen;
-    e->next = s->table[e->hash & (s->n_buckets - 1)];
-    s->table[e->hash & (s->n_buckets - 1)] = e;
-    s->n_keys++;
-    return 0;
-}
 
 /* ---- connections -------------------------------------------------------- */
 
@@ -232,7 +157,7 @@ static int gather_ready(plait_store_server *s, struct conn *c, int final) {
     uint32_t missing = 0;
     for (uint32_t i = 0; i < c->n; i++) {
         int kl = snprintf(key + plen, sizeof key - plen, "%u", i);
-        struct kv *e = kv_find(s, key, plen + (size_t)kl);
+        store_kv *e = store_table_find(&s->table, key, plen + (size_t)kl);
         if (!e) missing++;
         else total += 4 + e->vlen;
     }
@@ -242,7 +167,7 @@ static int gather_ready(plait_store_server *s, struct conn *c, int final) {
         uint32_t m = 0;
         for (uint32_t i = 0; list && i < c->n; i++) {
             int kl = snprintf(key + plen, sizeof key - plen, "%u", i);
-            if (!kv_find(s, key, plen + (size_t)kl)) list[m++] = i;
+            if (!store_table_find(&s->table, key, plen + (size_t)kl)) list[m++] = i;
         }
         int rc = list ? reply(c, STORE_TIMEOUT, list, m * sizeof *list) : reply(c, STORE_TIMEOUT, NULL, 0);
         free(list);
@@ -254,7 +179,7 @@ static int gather_ready(plait_store_server *s, struct conn *c, int final) {
     size_t off = 0;
     for (uint32_t i = 0; i < c->n; i++) {
         int kl = snprintf(key + plen, sizeof key - plen, "%u", i);
-        struct kv *e = kv_find(s, key, plen + (size_t)kl);
+        store_kv *e = store_table_find(&s->table, key, plen + (size_t)kl);
         uint32_t l = (uint32_t)e->vlen;
         memcpy(out + off, &l, 4);
         memcpy(out + off + 4, e->val, e->vlen);
@@ -268,7 +193,7 @@ static int gather_ready(plait_store_server *s, struct conn *c, int final) {
 /* Try to answer a parked request; 1 answered, 0 still waiting, -1 error. */
 static int try_parked(plait_store_server *s, struct conn *c, int final) {
     if (c->op == STORE_GET) {
-        struct kv *e = kv_find(s, c->key, strlen(c->key));
+        store_kv *e = store_table_find(&s->table, c->key, strlen(c->key));
         if (e) return reply(c, STORE_OK, e->val, e->vlen) == 0 ? 1 : -1;
         if (final) return reply(c, STORE_TIMEOUT, NULL, 0) == 0 ? 1 : -1;
         return 0;
@@ -344,7 +269,7 @@ static int handle(plait_store_server *s, struct conn *c, const store_req_hdr *h,
     switch (h->op) {
     case STORE_SET:
         if (kl == 0) goto bad;
-        if (kv_set(s, key, kl, val, vl) != 0) goto oom;
+        if (store_table_set(&s->table, key, kl, val, vl) != 0) goto oom;
         if (reply(c, STORE_OK, NULL, 0) != 0) goto oom;
         wake_parked(s);
         return 0;
@@ -352,17 +277,17 @@ static int handle(plait_store_server *s, struct conn *c, const store_req_hdr *h,
         if (kl == 0 || vl != 8) goto bad;
         int64_t delta, cur = 0;
         memcpy(&delta, val, 8);
-        struct kv *e = kv_find(s, key, kl);
+        store_kv *e = store_table_find(&s->table, key, kl);
         if (e && e->vlen == 8) memcpy(&cur, e->val, 8);
         cur = (int64_t)((uint64_t)cur + (uint64_t)delta);
-        if (kv_set(s, key, kl, &cur, 8) != 0) goto oom;
+        if (store_table_set(&s->table, key, kl, &cur, 8) != 0) goto oom;
         if (reply(c, STORE_OK, &cur, 8) != 0) goto oom;
         wake_parked(s);
         return 0;
     }
     case STORE_GET: {
         if (kl == 0) goto bad;
-        struct kv *e = kv_find(s, key, kl);
+        store_kv *e = store_table_find(&s->table, key, kl);
         if (e) return reply(c, STORE_OK, e->val, e->vlen) == 0 ? 0 : (conn_close(s, c), -1);
         if (h->timeout_ms == 0) return reply(c, STORE_NOT_FOUND, NULL, 0) == 0 ? 0 : (conn_close(s, c), -1);
         if (park(c, STORE_GET, key, kl, 0, h->timeout_ms / 1000.0) != 0) goto oom;
@@ -377,7 +302,7 @@ static int handle(plait_store_server *s, struct conn *c, const store_req_hdr *h,
         char k[PLAIT_STORE_MAX_KEY + 16];
         memcpy(k, key, kl);
         int il = snprintf(k + kl, sizeof k - kl, "%u", index);
-        if (kv_set(s, k, kl + (size_t)il, val + 8, vl - 8) != 0) goto oom;
+        if (store_table_set(&s->table, k, kl + (size_t)il, val + 8, vl - 8) != 0) goto oom;
         if (park(c, STORE_GATHER, key, kl, n, h->timeout_ms / 1000.0) != 0) goto oom;
         int r = try_parked(s, c, 0);
         if (r != 0) unpark(c);
@@ -623,8 +548,6 @@ plait_status plait_store_server_start(int listen_fd, const char *bind_host, int 
                                PLAIT_STORE_MAX_TOKEN, tl);
     plait_store_server *s = calloc(1, sizeof *s);
     if (!s) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the store");
-    s->n_buckets = 64;
-    s->table = calloc(s->n_buckets, sizeof *s->table);
     memcpy(s->token, token, tl);
     s->token_len = tl;
     s->hello_timeout = hello_timeout_s > 0 ? hello_timeout_s : 10;
@@ -632,7 +555,7 @@ plait_status plait_store_server_start(int listen_fd, const char *bind_host, int 
     s->wake_fd = s->ep = -1;
     pthread_mutex_init(&s->lock, NULL);
     plait_status st = PLAIT_OK;
-    if (!s->table) {
+    if (store_table_init(&s->table) != 0) {
         st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the store");
         goto fail;
     }
@@ -676,7 +599,7 @@ fail:
     if (s->listen_fd >= 0) close(s->listen_fd);
     if (s->ep >= 0) close(s->ep);
     if (s->wake_fd >= 0) close(s->wake_fd);
-    free(s->table);
+    store_table_free(&s->table);
     free(s);
     return st;
 }
@@ -698,14 +621,7 @@ void plait_store_server_stop(plait_store_server *s, double drain_s) {
     }
     pthread_join(s->thread, NULL);
     while (s->conns) conn_close(s, s->conns);
-    for (size_t i = 0; i < s->n_buckets; i++)
-        for (struct kv *e = s->table[i], *nx; e; e = nx) {
-            nx = e->next;
-            free(e->key);
-            free(e->val);
-            free(e);
-        }
-    free(s->table);
+    store_table_free(&s->table);
     close(s->listen_fd);
     close(s->ep);
     close(s->wake_fd);
