@@ -6,6 +6,8 @@
 #ifndef PLAIT_CLI_H
 #define PLAIT_CLI_H
 
+#include <stdio.h>
+
 #include "config/config.h"
 
 typedef struct plait_command {
@@ -24,6 +26,11 @@ extern const plait_command *const plait_commands[];
  * problem. */
 plait_status plait_cli_load_config(const char *path, int n_overrides, char *const *overrides,
                                    plait_config **out);
+
+/* The command overview (`plait help`); the command named `name` or NULL
+ * (cmd_help.c). */
+void plait_cli_print_overview(FILE *out);
+const plait_command *plait_cli_find_command(const char *name);
 
 /* Print "plait: error: <msg>" for the thread's last error. */
 void plait_cli_print_error(const char *context);

@@ -6,43 +6,10 @@
 #include "runtime/log.h"
 #include "runtime/runtime.h"
 
-static void print_overview(FILE *out) {
-    fprintf(out, "plait %s — distributed deep-learning training (plugin ABI v%d.%d)\n\n"
-                 "usage: plait <command> [options]\n\ncommands:\n",
-            PLAIT_VERSION, PLAIT_ABI_MAJOR, PLAIT_ABI_MINOR);
-    for (int i = 0; plait_commands[i]; i++)
-        fprintf(out, "  %-10s %s\n", plait_commands[i]->name, plait_commands[i]->summary);
-    fprintf(out, "\n'plait help <command>' shows a command's options. Environment: PLAIT_LOG_LEVEL, "
-                 "PLAIT_PLUGIN_PATH,\nPLAIT_<SECTION>_<KEY> for any config key.\n");
-}
-
-static const plait_command *find_command(const char *name) {
-    for (int i = 0; plait_commands[i]; i++)
-        if (strcmp(plait_commands[i]->name, name) == 0) return plait_commands[i];
-    return NULL;
-}
-
-static int cmd_help(int argc, char **argv) {
-    if (argc < 2) {
-        print_overview(stdout);
-        return 0;
-    }
-    const plait_command *c = find_command(argv[1]);
-    if (!c) {
-        fprintf(stderr, "plait: no command '%s'; 'plait help' lists them\n", argv[1]);
-        return 2;
-    }
-    printf("%s", c->usage);
-    return 0;
-}
-
-const plait_command plait_cmd_help = {"help", "show help for plait or one command",
-                                      "usage: plait help [command]\n", cmd_help};
-
 int main(int argc, char **argv) {
     plait_log_init_from_env();
     if (argc < 2) {
-        print_overview(stderr);
+        plait_cli_print_overview(stderr);
         return 2;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
@@ -50,10 +17,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        print_overview(stdout);
+        plait_cli_print_overview(stdout);
         return 0;
     }
-    const plait_command *c = find_command(argv[1]);
+    const plait_command *c = plait_cli_find_command(argv[1]);
     if (!c) {
         fprintf(stderr, "plait: no command '%s'; 'plait help' lists them\n", argv[1]);
         return 2;
