@@ -27,9 +27,9 @@ extern const plait_command *const plait_commands[];
 plait_status plait_cli_load_config(const char *path, int n_overrides, char *const *overrides,
                                    plait_config **out);
 
-/* The command overview (`plait help`); the command named `name` or NULL
- * (cmd_help.c). */
+/* The overview printed by `plait help` and on usage errors. */
 void plait_cli_print_overview(FILE *out);
+/* The command named `name`, or NULL. */
 const plait_command *plait_cli_find_command(const char *name);
 
 /* Print "plait: error: <msg>" for the thread's last error. */

@@ -1,10 +1,9 @@
-/* plait help: the command overview and each command's usage. */
+/* plait help [command] */
 #include <stdio.h>
 #include <string.h>
 
-#include <plait/plugin.h>
-
 #include "cli/cli.h"
+#include "plugin/loader.h"
 
 void plait_cli_print_overview(FILE *out) {
     fprintf(out, "plait %s — distributed deep-learning training (plugin ABI v%d.%d)\n\n"
@@ -38,3 +37,4 @@ static int cmd_help(int argc, char **argv) {
 
 const plait_command plait_cmd_help = {"help", "show help for plait or one command",
                                       "usage: plait help [command]\n", cmd_help};
+

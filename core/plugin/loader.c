@@ -171,19 +171,19 @@ static plait_status open_file(const char *path, struct loaded_file **out) {
         }
         for (size_t j = 0; j < i; j++) {
             if (descs[j]->kind == descs[i]->kind && strcmp(descs[j]->name, descs[i]->name) == 0) {
-                dlclose(h);
-                return plait_set_error(PLAIT_ERR_ABI, "%s: declares two plugins named %s/%s; names must "
-                                                      "be unique",
-                                       real, plait_kind_name(descs[i]->kind), descs[i]->name);
+                plait_set_error(PLAIT_ERR_ABI, "%s: declares two plugins named %s/%s; names must be unique",
+                                real, plait_kind_name(descs[i]->kind), descs[i]->name);
+                dlclose(h); /* only after the message: it points into the plugin */
+                return PLAIT_ERR_ABI;
             }
         }
         const char *other = NULL;
         if (find_registered(descs[i]->kind, descs[i]->name, &other)) {
+            plait_set_error(PLAIT_ERR_ABI,
+                            "two plugins named %s/%s: %s and %s; remove one of them or fix PLAIT_PLUGIN_PATH",
+                            plait_kind_name(descs[i]->kind), descs[i]->name, other, real);
             dlclose(h);
-            return plait_set_error(PLAIT_ERR_ABI,
-                                   "two plugins named %s/%s: %s and %s; remove one of them or fix "
-                                   "PLAIT_PLUGIN_PATH",
-                                   plait_kind_name(descs[i]->kind), descs[i]->name, other, real);
+            return PLAIT_ERR_ABI;
         }
     }
     struct loaded_file *nf = realloc(g_loader.files, (g_loader.n_files + 1) * sizeof *nf);
@@ -229,11 +229,8 @@ const plait_plugin_desc *plait_plugin_load(uint32_t kind, const char *name) {
         pthread_mutex_unlock(&g_loader.lock);
         return result;
     }
-    result = find_registered(kind, name, NULL);
-    if (result) {
-        pthread_mutex_unlock(&g_loader.lock);
-        return result;
-    }
+    /* The name's own file is looked for even when another file already
+     * registered the name, so a conflicting pair is reported, not hidden. */
     char file[512];
     snprintf(file, sizeof file, "libplait-%s-%s.so", plait_kind_name(kind), name);
     for (size_t i = 0; i < g_loader.n_dirs; i++) {
@@ -242,6 +239,11 @@ const plait_plugin_desc *plait_plugin_load(uint32_t kind, const char *name) {
         if (access(path, F_OK) != 0) continue;
         if (open_file(path, &f) == PLAIT_OK && check_file_name(f, kind, name) == PLAIT_OK)
             result = find_registered(kind, name, NULL);
+        pthread_mutex_unlock(&g_loader.lock);
+        return result;
+    }
+    result = find_registered(kind, name, NULL); /* from a file holding several plugins */
+    if (result) {
         pthread_mutex_unlock(&g_loader.lock);
         return result;
     }

@@ -128,6 +128,7 @@ typedef struct plait_param_set {
 typedef struct plait_value_source {
     uint32_t struct_size;
     void *ctx;
+    /* param_index: the global index (plait_param.index). */
     plait_status (*read)(void *ctx, int32_t param_index, const char *which, size_t offset,
                          size_t count, float *dst);
 } plait_value_source;

@@ -103,7 +103,7 @@ typedef struct plait_optim_ops {
     plait_status (*step)(void *state, const plait_optim_step_in *in, plait_optim_step_out *out);
 
     /* Checkpointing: write into `dst` the whole local slice (TP shard layout)
-     * of parameter `param_index`'s tensor `which` ("param" or a state name),
+     * of parameter `param_index` (the global index, plait_param.index)'s tensor `which` ("param" or a state name),
      * gathered over the DP group. Collective over the DP group; `dst` is only
      * written on DP rank 0 and may be NULL elsewhere. */
     plait_status (*export_tensor)(void *state, int32_t param_index, const char *which, float *dst);

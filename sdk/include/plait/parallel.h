@@ -134,8 +134,31 @@ typedef struct plait_parallel_bind {
     int grads_prescaled;
 } plait_parallel_bind;
 
+/* Per-step counters a parallel plugin reports (fills up to struct_size). */
+typedef struct plait_parallel_stats {
+    uint32_t struct_size;
+    uint64_t bytes_sent;        /* payload bytes this rank sent for the axis */
+    double wait_seconds;        /* time the training thread was blocked on the axis's communication */
+    uint32_t reductions;        /* gradient reductions (buckets) completed */
+    uint32_t early_reductions;  /* ... of which were started before the backward pass ended */
+    /* The same split by mesh axis (index: 0 dp, 1 tp, 2 pp); a single-axis
+     * plugin fills its own entry, a composing plugin all of them. */
+    uint64_t axis_bytes[3];
+    double axis_wait_seconds[3];
+} plait_parallel_stats;
+
+/* Mesh axes a parallel plugin handles (plait_parallel_ops.axes). */
+enum {
+    PLAIT_PARALLEL_AXIS_DP = 1u << 0,
+    PLAIT_PARALLEL_AXIS_TP = 1u << 1,
+    PLAIT_PARALLEL_AXIS_PP = 1u << 2
+};
+
 typedef struct plait_parallel_ops {
     uint32_t struct_size;
+    /* PLAIT_PARALLEL_AXIS_* this plugin implements; the core refuses a mesh
+     * with an axis > 1 that the selected plugin does not handle. */
+    uint32_t axes;
     /* Check the layout against the model (e.g. n_head % tp) and create state. */
     plait_status (*create)(const plait_parallel_init *init, void **state);
     /* Edit the core-prefilled plan for this plugin's axis. */
@@ -152,9 +175,8 @@ typedef struct plait_parallel_ops {
     /* Complete every reduction started this step; on return gradients hold
      * the sum over the DP group (and the embedding group). Optional. */
     plait_status (*finish_grads)(void *state);
-    /* Add this axis's per-step counters to the metrics: bytes this rank
-     * sent for the axis during the last step. Optional. */
-    void (*step_stats)(void *state, uint64_t *bytes_sent);
+    /* Counters of the last step (since begin_step) for metrics. Optional. */
+    void (*step_stats)(void *state, plait_parallel_stats *out);
     void (*destroy)(void *state);
 } plait_parallel_ops;
 

@@ -100,6 +100,11 @@ typedef plait_status (*plait_plugin_entry_v1_fn)(uint32_t host_abi, const plait_
                                                  const plait_plugin_desc *const **descs,
                                                  size_t *count);
 
+/* The entry symbol's prototype, so a plugin only writes the definition:
+ *     PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, ...) { ... } */
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
+                                            const plait_plugin_desc *const **descs, size_t *count);
+
 /* Name of a kind as used in file names and sections: "comm", "parallel", "optim". */
 static inline const char *plait_kind_name(uint32_t kind) {
     switch (kind) {

@@ -1,0 +1,121 @@
+/*
+ * Training data: a token file, memory-mapped, split into training and
+ * validation parts, read as batches whose content depends only on the seed,
+ * the step and the global position of each sequence in the step — never on
+ * the rank that reads it or on how the global batch is cut into micro-batches.
+ *
+ * File formats ([data] format):
+ *   text  every byte is one token (vocab 256 at most; a smaller vocab_size
+ *         makes bytes >= vocab_size an error).
+ *   u16   little-endian uint16 tokens, as nanoGPT's prepare.py writes them
+ *         (raw, no header), or llm.c's layout: a header of 256 little-endian
+ *         int32 with header[0] = 20240520 (magic), header[1] = 1 (version),
+ *         header[2] = token count, then the tokens. A file starting with the
+ *         magic is read as llm.c's; the file size must then equal
+ *         1024 + 2 * count exactly. llm.c's uint32 variant (magic 20240801)
+ *         is refused with a message. Raw files must have an even size.
+ *   auto  u16 if the file name ends in ".bin", text otherwise.
+ * Every token is checked against vocab_size once, at open.
+ *
+ * Split: the last floor(n * val_fraction) tokens are the validation split,
+ * the rest (the head) the training split. Each split in use must hold at
+ * least seq_len + 1 tokens (a sequence plus its last target).
+ *
+ * Sampling. A step's global batch is a list of sequences numbered
+ * g = 0, 1, 2, ...; micro-batch j of B rows holds sequences j*B .. j*B+B-1.
+ * Sequence g of training step s starts at a position drawn uniformly from
+ * [0, n_train - T - 1] by a counter-based hash of (seed, split, s, g)
+ * (splitmix64 rounds; the range reduction is a 128-bit multiply-shift), so
+ *   - any rank can produce any micro-batch without reading the others;
+ *   - the same (seed, s, g) gives the same tokens whatever B, the number of
+ *     micro-batches or the layout (a global batch of 8 read as 1×8, 2×4 or
+ *     8×1 is the same 8 sequences);
+ *   - resuming at step s needs no saved position: the data position *is* the
+ *     step (checkpoints record it anyway, see checkpoint.h).
+ * Validation is a fixed set: sequence g of the validation split is window
+ * (g mod W) of the W = (n_val - 1) / T consecutive, non-overlapping windows
+ * starting at the split's first token, whatever the step. Every evaluation
+ * therefore scores the same tokens ([run] eval_batches micro-batches cover
+ * the first eval_batches*B*T validation tokens, in file order).
+ *
+ * Thread-safety: after open, every function is read-only and thread-safe.
+ */
+#ifndef PLAIT_CORE_TRAIN_DATA_H
+#define PLAIT_CORE_TRAIN_DATA_H
+
+#include <stdint.h>
+#include <plait/types.h>
+
+#include "config/config.h"
+
+typedef enum plait_data_split {
+    PLAIT_DATA_TRAIN = 0,
+    PLAIT_DATA_VAL = 1
+} plait_data_split;
+
+typedef enum plait_data_format {
+    PLAIT_DATA_FORMAT_AUTO = 0,
+    PLAIT_DATA_FORMAT_TEXT = 1,
+    PLAIT_DATA_FORMAT_U16 = 2
+} plait_data_format;
+
+typedef struct plait_data_options {
+    const char *path;          /* file to map; relative paths are relative to the CWD */
+    plait_data_format format;
+    double val_fraction;       /* share of tokens held out (the tail), 0 <= f < 1 */
+    int32_t vocab_size;        /* every token must be below it */
+    int32_t seq_len;           /* T: each split in use must hold T+1 tokens */
+    uint64_t seed;             /* [run] seed */
+} plait_data_options;
+
+typedef struct plait_data plait_data;
+
+/* Open and map `opts->path`, check the format and every token, compute the
+ * split. Errors (message names the file and, for a bad token, its byte offset
+ * and token index):
+ *   PLAIT_ERR_SYSTEM         the file cannot be opened or mapped;
+ *   PLAIT_ERR_PROTOCOL       malformed file (odd size, bad llm.c header,
+ *                            size not matching the header, token >= vocab_size);
+ *   PLAIT_ERR_INVALID_CONFIG a split too short for one sequence, bad options.
+ * The caller owns *out (plait_data_close). */
+plait_status plait_data_open(const plait_data_options *opts, plait_data **out);
+
+/* The same with the options from the configuration: [data] path, format,
+ * val_fraction; [model] vocab_size, block_size; [run] seed. A relative path
+ * that does not exist in the CWD is also tried relative to the directory of
+ * the config file and then to the plait source tree (so the bundled
+ * data/corpus.txt is found from a build directory); the error lists every
+ * place tried. */
+plait_status plait_data_open_config(const plait_config *cfg, plait_data **out);
+
+/* Unmap and free. NULL is ignored. */
+void plait_data_close(plait_data *d);
+
+/* Facts of an open file. */
+const char *plait_data_path(const plait_data *d);          /* the path actually opened */
+plait_data_format plait_data_format_of(const plait_data *d); /* TEXT or U16, never AUTO */
+int plait_data_has_llmc_header(const plait_data *d);
+int64_t plait_data_tokens(const plait_data *d);             /* all tokens in the file */
+/* Tokens in a split (0 for VAL when val_fraction is 0). */
+int64_t plait_data_split_tokens(const plait_data *d, plait_data_split split);
+/* Token `index` (0-based over the whole file, no split). */
+int32_t plait_data_token(const plait_data *d, int64_t index);
+
+/* Position (token index within the whole file) where sequence `sequence`
+ * (the global index g in the step, see above) of `split` starts for `step`.
+ * For VAL, `step` is ignored. Always in the split, with T+1 tokens after it
+ * inside the split. */
+int64_t plait_data_sequence_start(const plait_data *d, plait_data_split split, int64_t step,
+                                  int64_t sequence);
+
+/* Fill micro-batch `micro_batch` (global index j within step `step`) of B
+ * sequences of T tokens: row r is sequence g = j*B + r; tokens[r*T + t] =
+ * data[start + t], targets[r*T + t] = data[start + t + 1]. T must equal the
+ * seq_len given at open or be smaller. `targets` may be NULL (tokens only).
+ * Fails with PLAIT_ERR_INVALID_ARG for B < 1, T out of range, negative step
+ * or micro-batch, or a VAL read without a validation split. */
+plait_status plait_data_batch(const plait_data *d, plait_data_split split, int64_t step,
+                              int64_t micro_batch, int32_t B, int32_t T, int32_t *tokens,
+                              int32_t *targets);
+
+#endif

@@ -1,0 +1,83 @@
+#include "train/progress.h"
+
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void plait_progress_init(plait_progress *p, const char *mode, FILE *out, int64_t total_steps,
+                         double flops_per_token, double peak_flops) {
+    memset(p, 0, sizeof *p);
+    p->out = out;
+    p->total_steps = total_steps;
+    p->flops_per_token = flops_per_token;
+    p->peak_flops = peak_flops;
+    if (strcmp(mode, "off") == 0)
+        p->mode = PLAIT_PROGRESS_OFF;
+    else if (strcmp(mode, "plain") == 0)
+        p->mode = PLAIT_PROGRESS_PLAIN;
+    else if (strcmp(mode, "tty") == 0)
+        p->mode = PLAIT_PROGRESS_TTY;
+    else
+        p->mode = isatty(fileno(out)) ? PLAIT_PROGRESS_TTY : PLAIT_PROGRESS_PLAIN;
+}
+
+static void fmt_eta(double s, char *buf, size_t len) {
+    if (s < 0 || s > 1e7) {
+        snprintf(buf, len, "--");
+        return;
+    }
+    int t = (int)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, len, "%dh%02dm", t / 3600, t / 60 % 60);
+    else
+        snprintf(buf, len, "%dm%02ds", t / 60, t % 60);
+}
+
+void plait_progress_step(plait_progress *p, int64_t step, double loss, double val_loss, double lr,
+                         double tokens_per_s, double eta) {
+    if (p->mode == PLAIT_PROGRESS_OFF) return;
+    char line[256], eta_text[32], val[32] = "", mfu[32] = "";
+    fmt_eta(eta, eta_text, sizeof eta_text);
+    if (val_loss >= 0) snprintf(val, sizeof val, " val %.4f", val_loss);
+    if (p->peak_flops > 0 && p->flops_per_token > 0)
+        snprintf(mfu, sizeof mfu, " | MFU %4.1f%%", 100.0 * tokens_per_s * p->flops_per_token / p->peak_flops);
+    snprintf(line, sizeof line, "step %5lld/%lld | loss %.4f%s | lr %.2e | %8.0f tok/s%s | ETA %s",
+             (long long)step, (long long)p->total_steps, loss, val, lr, tokens_per_s, mfu, eta_text);
+    if (p->mode == PLAIT_PROGRESS_TTY) {
+        fprintf(p->out, "\r\033[K%s", line);
+        p->line_open = 1;
+        if (val_loss >= 0) { /* keep evaluation results visible */
+            fputc('\n', p->out);
+            p->line_open = 0;
+        }
+    } else {
+        fprintf(p->out, "%s\n", line);
+        p->last_print = now_s();
+    }
+    fflush(p->out);
+}
+
+void plait_progress_note(plait_progress *p, const char *fmt, ...) {
+    if (p->mode == PLAIT_PROGRESS_OFF) return;
+    if (p->line_open) fputc('\n', p->out);
+    p->line_open = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(p->out, fmt, ap);
+    va_end(ap);
+    fputc('\n', p->out);
+    fflush(p->out);
+}
+
+void plait_progress_finish(plait_progress *p) {
+    if (p->line_open) fputc('\n', p->out);
+    p->line_open = 0;
+    if (p->out) fflush(p->out);
+}

@@ -1,0 +1,34 @@
+/*
+ * The progress display on rank 0: one line that updates in place on a
+ * terminal (carriage return + clear to end of line) and plain lines when
+ * output is piped. Shows step, loss, lr, tokens/s, ETA and an MFU estimate.
+ */
+#ifndef PLAIT_CORE_PROGRESS_H
+#define PLAIT_CORE_PROGRESS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum { PLAIT_PROGRESS_OFF, PLAIT_PROGRESS_PLAIN, PLAIT_PROGRESS_TTY } plait_progress_mode;
+
+typedef struct plait_progress {
+    plait_progress_mode mode;
+    FILE *out;
+    int64_t total_steps;
+    double peak_flops;     /* FLOP/s the MFU is measured against (0 = unknown) */
+    double flops_per_token;
+    int line_open;         /* a TTY line is showing */
+    double last_print;     /* monotonic seconds of the last plain line */
+} plait_progress;
+
+/* mode_name: "auto", "tty", "plain" or "off" ([run] progress). */
+void plait_progress_init(plait_progress *p, const char *mode_name, FILE *out, int64_t total_steps,
+                         double flops_per_token, double peak_flops);
+/* Report a finished step. step_seconds excludes evaluation. val_loss < 0 = none. */
+void plait_progress_step(plait_progress *p, int64_t step, double loss, double val_loss, double lr,
+                         double tokens_per_s, double eta_seconds);
+/* Print a message without breaking the in-place line. */
+void plait_progress_note(plait_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void plait_progress_finish(plait_progress *p);
+
+#endif

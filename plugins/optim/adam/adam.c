@@ -1,0 +1,302 @@
+/*
+ * AdamW, the plain (non-sharded) optimizer plugin: every rank keeps the
+ * moments of the parameters it holds (TP/PP-local, replicated over DP), the
+ * core owns parameter and gradient storage, and gradients arrive already
+ * reduced over the DP group.
+ *
+ * Per step: the exact global gradient norm (optim_common.h: each distinct
+ * gradient counted once over the world, summed in integers), clipping by
+ * [optim] grad_clip, the learning rate of the schedule, then
+ * host->kernels->adamw on each parameter — weight decay only on parameters
+ * without PLAIT_PARAM_NO_DECAY (nanoGPT: no decay on biases and LayerNorm).
+ *
+ * Tied parameters: a PLAIT_PARAM_TIED_COPY whose original is held by the
+ * same rank shares its storage and is skipped (its state is the original's);
+ * the trainer has summed the copy's gradient into the original's before
+ * step(). A copy on another pipeline stage keeps its own state and receives
+ * the same summed gradient, so both stay identical.
+ *
+ * Bias correction uses the plugin's own update count (get_step/set_step,
+ * saved in checkpoints), not the caller's step number.
+ *
+ * Parameter indices in export_tensor() and in the value source given to
+ * materialize() are global indices (plait_param.index).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <plait/plugin.h>
+
+#include "optim_common.h"
+
+#define NAME "adam"
+
+typedef struct adam {
+    const plait_host *host;
+    const plait_config *cfg;
+    plait_param_set *params;
+    plait_comm *world;
+    optim_hparams hp;
+    optim_topology topo;
+    int64_t updates;        /* AdamW steps taken (bias-correction count) */
+    float *state;           /* host->alloc: exp_avg of every owner, then exp_avg_sq */
+    size_t state_numel;     /* elements in each half */
+    float **exp_avg;        /* per local parameter; a tied copy points at its original's */
+    float **exp_avg_sq;
+    uint8_t *owns_state;    /* 1 if the parameter is updated by this rank's step */
+} adam;
+
+static const char *const state_names[] = {"exp_avg", "exp_avg_sq", NULL};
+
+static void adam_destroy(void *sp) {
+    adam *a = sp;
+    if (!a) return;
+    a->host->free(a->state);
+    free(a->exp_avg);
+    free(a->exp_avg_sq);
+    free(a->owns_state);
+    free(a);
+}
+
+static plait_status adam_create(const plait_optim_init *init, void **out) {
+    *out = NULL;
+    const plait_host *host = init->host;
+    if (init->struct_size < offsetof(plait_optim_init, deterministic) + sizeof init->deterministic)
+        return host->set_error(PLAIT_ERR_ABI, NAME ": plait_optim_init of %u bytes is older than this plugin",
+                               init->struct_size);
+    if (!PLAIT_HOST_HAS(host, kernels))
+        return host->set_error(PLAIT_ERR_UNSUPPORTED, NAME ": the host provides no kernel library "
+                                                      "(host->kernels is NULL)");
+    if (!init->params) return host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": no parameter set");
+    adam *a = calloc(1, sizeof *a);
+    int32_t n = init->params->n_params;
+    if (a) {
+        a->exp_avg = calloc(n ? (size_t)n : 1, sizeof *a->exp_avg);
+        a->exp_avg_sq = calloc(n ? (size_t)n : 1, sizeof *a->exp_avg_sq);
+        a->owns_state = calloc(n ? (size_t)n : 1, 1);
+    }
+    if (!a || !a->exp_avg || !a->exp_avg_sq || !a->owns_state) {
+        if (a) {
+            a->host = host;
+            adam_destroy(a);
+        }
+        return host->set_error(PLAIT_ERR_NO_MEMORY, NAME ": out of memory");
+    }
+    a->host = host;
+    a->cfg = init->config;
+    a->params = init->params;
+    a->world = init->world;
+    plait_status st = optim_read_hparams(host, init->config, &a->hp);
+    if (st == PLAIT_OK) st = optim_topology_from_init(init, &a->topo);
+    if (st != PLAIT_OK) {
+        adam_destroy(a);
+        return st;
+    }
+    for (int32_t i = 0; i < n; i++) a->owns_state[i] = !optim_tied_to_local(a->params, &a->params->params[i]);
+    *out = a;
+    return PLAIT_OK;
+}
+
+/* Fill `count` elements of state `which` of parameter p: 1 if the source had
+ * it, 0 if it did not (zeros written), -1 on error. */
+static int fill_state(adam *a, const plait_value_source *src, const plait_param *p, const char *which, float *dst) {
+    if (src && src->read) {
+        plait_status st = src->read(src->ctx, p->index, which, 0, p->numel, dst);
+        if (st == PLAIT_OK) return 1;
+        if (st != PLAIT_ERR_UNSUPPORTED) return -1;
+    }
+    a->host->kernels->zero(dst, p->numel);
+    return 0;
+}
+
+static plait_status adam_materialize(void *sp, const plait_value_source *src) {
+    adam *a = sp;
+    const plait_host *host = a->host;
+    plait_param_set *set = a->params;
+    host->free(a->state);
+    a->state = NULL;
+    size_t total = 0;
+    for (int32_t i = 0; i < set->n_params; i++)
+        if (a->owns_state[i]) total += set->params[i].numel;
+    a->state_numel = total;
+    a->state = host->alloc((total > 0 ? 2 * total : 1) * sizeof(float), PLAIT_MEM_HOST, 64, "optimizer state");
+    if (!a->state) return PLAIT_ERR_NO_MEMORY; /* alloc set the message */
+    size_t off = 0;
+    for (int32_t i = 0; i < set->n_params; i++) {
+        if (!a->owns_state[i]) continue;
+        a->exp_avg[i] = a->state + off;
+        a->exp_avg_sq[i] = a->state + total + off;
+        off += set->params[i].numel;
+    }
+    for (int32_t i = 0; i < set->n_params; i++) {
+        if (a->owns_state[i]) continue;
+        int32_t orig = optim_local_index(set, set->params[i].tied_to);
+        a->exp_avg[i] = a->exp_avg[orig];
+        a->exp_avg_sq[i] = a->exp_avg_sq[orig];
+    }
+    /* A checkpoint holds all of the state or none of it. */
+    const plait_param *present = NULL, *absent = NULL;
+    const char *present_which = NULL, *absent_which = NULL;
+    for (int32_t i = 0; i < set->n_params; i++) {
+        if (!a->owns_state[i]) continue;
+        const plait_param *p = &set->params[i];
+        for (int s = 0; s < 2; s++) {
+            int got = fill_state(a, src, p, state_names[s], s ? a->exp_avg_sq[i] : a->exp_avg[i]);
+            if (got < 0) {
+                char msg[1024];
+                snprintf(msg, sizeof msg, "%s", host->last_error());
+                return host->set_error(PLAIT_ERR_PROTOCOL, NAME ": reading %s of %s: %s", state_names[s], p->name,
+                                       msg);
+            }
+            if (got && !present) present = p, present_which = state_names[s];
+            if (!got && !absent) absent = p, absent_which = state_names[s];
+        }
+    }
+    if (present && absent)
+        return host->set_error(PLAIT_ERR_PROTOCOL,
+                               NAME ": the optimizer state is incomplete: it has %s for %s but no %s for %s "
+                               "(a damaged or foreign checkpoint)",
+                               present_which, present->name, absent_which, absent->name);
+    host->log(PLAIT_LOG_DEBUG, NAME, "optimizer state: %zu elements per moment, %s", total,
+              present ? "restored" : "zero-initialised");
+    return PLAIT_OK;
+}
+
+static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_optim_step_out *out) {
+    adam *a = sp;
+    const plait_host *host = a->host;
+    const plait_kernels *k = host->kernels;
+    plait_param_set *set = a->params;
+    if (!a->state) return host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": step() before materialize()");
+
+    plait_sumsq_acc acc;
+    memset(&acc, 0, sizeof acc);
+    for (int32_t i = 0; i < set->n_params; i++) {
+        const plait_param *p = &set->params[i];
+        if (!optim_counts_in_norm(&a->topo, p)) continue;
+        if (!p->grad) return host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": parameter %s has no gradient storage", p->name);
+        k->sumsq_exact(&acc, p->grad, p->numel);
+    }
+    double sumsq;
+    uint64_t sent = 0;
+    plait_status st = optim_global_sumsq(host, a->world, &acc, &sumsq, &sent);
+    if (st != PLAIT_OK) return st;
+    double norm = sqrt(sumsq);
+    if (!isfinite(norm))
+        return host->set_error(PLAIT_ERR_INVALID_ARG,
+                               NAME ": the gradient norm at step %lld is not finite (NaN or Inf gradients): "
+                               "training diverged; no parameter was changed. Lower [optim] lr, or check the data",
+                               (long long)in->step);
+    double lr = optim_lr_at(&a->hp, in->step);
+    double scale = optim_clip_scale(a->hp.grad_clip, norm);
+
+    a->updates++;
+    plait_adamw_args args = {
+        .struct_size = sizeof args,
+        .lr = (float)lr,
+        .beta1 = (float)a->hp.beta1,
+        .beta2 = (float)a->hp.beta2,
+        .eps = (float)a->hp.eps,
+        .step = a->updates,
+        .grad_scale = (float)scale,
+    };
+    for (int32_t i = 0; i < set->n_params; i++) {
+        if (!a->owns_state[i]) continue;
+        plait_param *p = &set->params[i];
+        if (!p->data || !p->grad)
+            return host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": parameter %s has no storage", p->name);
+        args.weight_decay = (p->flags & PLAIT_PARAM_NO_DECAY) ? 0.0f : (float)a->hp.weight_decay;
+        k->adamw(p->data, p->grad, a->exp_avg[i], a->exp_avg_sq[i], p->numel, &args);
+    }
+    if (out) {
+        if (out->struct_size >= offsetof(plait_optim_step_out, lr) + sizeof out->lr) out->lr = lr;
+        if (out->struct_size >= offsetof(plait_optim_step_out, grad_norm) + sizeof out->grad_norm)
+            out->grad_norm = norm;
+        if (out->struct_size >= offsetof(plait_optim_step_out, bytes_sent) + sizeof out->bytes_sent)
+            out->bytes_sent = sent;
+    }
+    return PLAIT_OK;
+}
+
+static plait_status adam_export(void *sp, int32_t param_index, const char *which, float *dst) {
+    adam *a = sp;
+    int32_t i = optim_local_index(a->params, param_index);
+    if (i < 0)
+        return a->host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": parameter %d is not held by this rank", param_index);
+    const plait_param *p = &a->params->params[i];
+    const float *src;
+    if (strcmp(which, "param") == 0) src = p->data;
+    else if (strcmp(which, "exp_avg") == 0) src = a->exp_avg[i];
+    else if (strcmp(which, "exp_avg_sq") == 0) src = a->exp_avg_sq[i];
+    else return a->host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": unknown tensor \"%s\" of %s", which, p->name);
+    if (!src)
+        return a->host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": %s of %s does not exist yet (materialize first)",
+                                  which, p->name);
+    if (dst) a->host->kernels->copy(dst, src, p->numel);
+    return PLAIT_OK;
+}
+
+static int64_t adam_get_step(void *sp) { return ((adam *)sp)->updates; }
+static void adam_set_step(void *sp, int64_t step) { ((adam *)sp)->updates = step; }
+
+static void adam_memory(void *sp, plait_optim_memory *out) {
+    adam *a = sp;
+    plait_optim_memory m = {.struct_size = sizeof m};
+    for (int32_t i = 0; i < a->params->n_params; i++) {
+        size_t bytes = a->params->params[i].numel * sizeof(float);
+        if (a->owns_state[i]) m.param_bytes += bytes;
+        m.grad_bytes += bytes;
+    }
+    m.state_bytes = 2 * (uint64_t)a->state_numel * sizeof(float);
+    uint32_t size = out->struct_size < sizeof m ? out->struct_size : (uint32_t)sizeof m;
+    if (size <= sizeof m.struct_size) return;
+    memcpy((char *)out + sizeof out->struct_size, (char *)&m + sizeof m.struct_size, size - sizeof m.struct_size);
+}
+
+static const plait_optim_ops adam_ops = {
+    .struct_size = sizeof(plait_optim_ops),
+    .flags = 0,
+    .state_names = state_names,
+    .create = adam_create,
+    .materialize = adam_materialize,
+    .step = adam_step,
+    .export_tensor = adam_export,
+    .get_step = adam_get_step,
+    .set_step = adam_set_step,
+    .memory = adam_memory,
+    .destroy = adam_destroy,
+};
+
+static const plait_plugin_desc adam_desc = {
+    .struct_size = sizeof(plait_plugin_desc),
+    .magic = PLAIT_PLUGIN_MAGIC,
+    .abi_major = PLAIT_ABI_MAJOR,
+    .abi_minor = PLAIT_ABI_MINOR,
+    .kind = PLAIT_KIND_OPTIM,
+    .name = NAME,
+    .version = "1.0.0",
+    .description = "AdamW with global-norm clipping and warmup + cosine schedule; state replicated over DP",
+    .params = NULL,
+    .n_params = 0,
+    .param_size = sizeof(plait_param_decl),
+    .probe = NULL,
+    .ops = &adam_ops,
+    .uses = NULL,
+};
+
+static const plait_plugin_desc *const adam_list[] = {&adam_desc};
+
+/* The SDK does not declare the entry; -Wmissing-prototypes wants one. */
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
+                                             const plait_plugin_desc *const **descs, size_t *count);
+
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
+                                             const plait_plugin_desc *const **descs, size_t *count) {
+    (void)host_abi;
+    (void)host;
+    *descs = adam_list;
+    *count = 1;
+    return PLAIT_OK;
+}

@@ -1,0 +1,38 @@
+/*
+ * Gradient buckets for data parallelism (PyTorch DDP's reducer is the
+ * anchor): parameters are grouped, in reverse model order, into buckets of at
+ * most `bucket_bytes` whose gradients are contiguous in the core's flat
+ * gradient buffer, so each bucket is one in-place all-reduce with no copies.
+ * A bucket's all-reduce starts (asynchronously) as soon as the backward pass
+ * has produced every gradient in it, overlapping the rest of the backward.
+ */
+#ifndef PLAIT_DP_BUCKETS_H
+#define PLAIT_DP_BUCKETS_H
+
+#include <plait/plait.h>
+
+typedef struct dp_bucket {
+    float *grad;          /* first element (in the flat gradient buffer) */
+    size_t count;         /* elements */
+    int32_t pending;      /* parameters whose gradient is not final yet */
+    int32_t first_layer, last_layer;
+    plait_request *req;   /* in-flight all-reduce, or NULL */
+    int started, early;
+} dp_bucket;
+
+typedef struct dp_buckets {
+    dp_bucket *b;
+    int32_t n;
+    int32_t *param_bucket;   /* local param index -> bucket */
+    plait_param_set *params;
+} dp_buckets;
+
+/* Plan buckets over `params` (core-owned flat gradients required). Returns
+ * PLAIT_ERR_INVALID_ARG (with message) if gradients are not contiguous. */
+plait_status dp_buckets_plan(const plait_host *host, plait_param_set *params, size_t bucket_bytes,
+                             dp_buckets *out);
+void dp_buckets_free(dp_buckets *bk);
+/* Reset counters at the start of a step. */
+void dp_buckets_reset(dp_buckets *bk);
+
+#endif

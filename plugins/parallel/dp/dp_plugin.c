@@ -1,0 +1,255 @@
+/*
+ * Data parallelism: every rank of the DP group holds a full replica (of its
+ * TP/PP slice); each computes its own micro-batches (global micro-batch
+ * indices dp_rank*accumulation + [0, accumulation)), and gradients are summed
+ * over the group in buckets that start reducing during the backward pass.
+ *
+ * Gradients arrive pre-scaled by 1/(tokens in the global batch), so the
+ * reduction is a sum, never an average: the loss is the mean over the global
+ * batch's tokens whatever the layout. In deterministic mode buckets are
+ * reduced with PLAIT_ALGO_ORDERED (a fixed pairwise tree over ranks), which
+ * together with the trainer's tree accumulation over micro-batches makes every
+ * (dp, accumulation) split bit-identical to one process. Its cost against the
+ * default ring: the same bytes on the wire (2(N-1)/N per element), but each
+ * segment owner receives N-1 messages at once instead of a pipelined ring,
+ * and the segment sums are not overlapped with the transfers.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <plait/plait.h>
+
+#include "dp_buckets.h"
+
+static const plait_host *host;
+
+typedef struct dp_state {
+    const plait_mesh *mesh;
+    const plait_config *config;
+    int deterministic;
+    int overlap;
+    int skip_reduce;          /* debug: measure the step without DP communication */
+    int verify_params;
+    size_t bucket_bytes;
+    dp_buckets buckets;
+    int reduce;               /* 0 when dp == 1 or the optimizer reduces */
+    plait_parallel_stats stats;
+    plait_comm_stats comm_before;
+} dp_state;
+
+static plait_status dp_create(const plait_parallel_init *init, void **out) {
+    dp_state *s = calloc(1, sizeof *s);
+    if (!s) return host->set_error(PLAIT_ERR_NO_MEMORY, "dp: out of memory");
+    s->mesh = init->mesh;
+    s->config = init->config;
+    s->deterministic = init->deterministic;
+    s->overlap = (int)plait_cfg_int(host, init->config, "parallel.dp", "overlap");
+    s->skip_reduce = (int)plait_cfg_int(host, init->config, "parallel.dp", "debug_skip_reduce");
+    s->verify_params = (int)plait_cfg_int(host, init->config, "parallel.dp", "verify_params");
+    s->bucket_bytes = (size_t)plait_cfg_int(host, init->config, "parallel.dp", "bucket_size");
+    *out = s;
+    return PLAIT_OK;
+}
+
+static plait_status dp_plan(void *state, plait_plan *plan) {
+    dp_state *s = state;
+    plan->first_micro_batch = (int64_t)s->mesh->dp_rank * plan->micro_batches;
+    if (s->mesh->dp > 1 && s->deterministic && (plan->micro_batches & (plan->micro_batches - 1)) != 0)
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[run] deterministic = true with dp = %d needs accumulation_steps to be a power "
+                               "of two (it is %d): each rank must hold a whole subtree of the canonical "
+                               "summation tree",
+                               s->mesh->dp, plan->micro_batches);
+    return PLAIT_OK;
+}
+
+/* FNV-1a over the parameter bytes: cheap, and any difference between replicas
+ * shows (the broadcast makes them equal; this proves it). */
+static uint64_t params_checksum(const plait_param_set *set) {
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t i = 0; i < set->n_params; i++) {
+        const unsigned char *p = (const unsigned char *)set->params[i].data;
+        size_t n = set->params[i].numel * sizeof(float);
+        for (size_t k = 0; k < n; k++) h = (h ^ p[k]) * 1099511628211ull;
+    }
+    return h;
+}
+
+static plait_status broadcast_and_verify(dp_state *s, plait_param_set *set) {
+    const plait_coll_api *coll = host->coll;
+    plait_comm *dp = s->mesh->dp_comm;
+    for (int32_t i = 0; i < set->n_params; i++) {
+        plait_param *p = &set->params[i];
+        if (!p->data) continue;
+        int aliased = 0; /* a tied copy sharing storage with its original */
+        for (int32_t j = 0; j < i && !aliased; j++) aliased = set->params[j].data == p->data;
+        if (aliased) continue;
+        plait_status st = coll->broadcast(dp, p->data, p->numel, PLAIT_F32, 0, NULL, NULL);
+        if (st != PLAIT_OK) return st;
+    }
+    if (!s->verify_params) return PLAIT_OK;
+    uint64_t mine = params_checksum(set);
+    int n = s->mesh->dp;
+    uint64_t *all = malloc(sizeof(uint64_t) * (size_t)n);
+    if (!all) return host->set_error(PLAIT_ERR_NO_MEMORY, "dp: out of memory");
+    plait_status st = coll->allgather(dp, &mine, all, 1, PLAIT_I64, NULL, NULL);
+    for (int r = 1; st == PLAIT_OK && r < n; r++)
+        if (all[r] != all[0])
+            st = host->set_error(PLAIT_ERR_INTERNAL,
+                                 "dp: replicas differ after the initial broadcast: DP rank %d (world rank %d) has "
+                                 "parameter checksum %016llx, DP rank 0 has %016llx",
+                                 r, coll->world_rank(dp, r), (unsigned long long)all[r],
+                                 (unsigned long long)all[0]);
+    free(all);
+    if (st == PLAIT_OK)
+        host->log(PLAIT_LOG_DEBUG, "dp", "replicas identical (checksum %016llx)", (unsigned long long)mine);
+    return st;
+}
+
+static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
+    dp_state *s = state;
+    if (s->mesh->dp == 1) return PLAIT_OK;
+    plait_status st = broadcast_and_verify(s, bind->params);
+    if (st != PLAIT_OK) return st;
+    s->reduce = !bind->optim_reduces_grads;
+    if (!s->reduce) return PLAIT_OK;
+    st = dp_buckets_plan(host, bind->params, s->bucket_bytes, &s->buckets);
+    if (st != PLAIT_OK) return st;
+    host->log(PLAIT_LOG_DEBUG, "dp", "%d gradient bucket(s) of at most %zu bytes", s->buckets.n, s->bucket_bytes);
+    return PLAIT_OK;
+}
+
+static plait_status dp_begin_step(void *state, int64_t step) {
+    (void)step;
+    dp_state *s = state;
+    memset(&s->stats, 0, sizeof s->stats);
+    s->stats.struct_size = sizeof s->stats;
+    if (s->mesh->dp > 1) {
+        s->comm_before.struct_size = sizeof s->comm_before;
+        host->coll->stats(s->mesh->dp_comm, &s->comm_before);
+    }
+    if (s->reduce) dp_buckets_reset(&s->buckets);
+    return PLAIT_OK;
+}
+
+static plait_status start_bucket(dp_state *s, dp_bucket *b, int early) {
+    b->started = 1;
+    b->early = early;
+    if (s->skip_reduce) return PLAIT_OK;
+    plait_coll_opts opts = {.struct_size = sizeof opts,
+                            .algo = s->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
+                            .label = "dp gradient bucket"};
+    return host->coll->allreduce(s->mesh->dp_comm, b->grad, b->grad, b->count, PLAIT_F32, PLAIT_SUM, &opts,
+                                 &b->req);
+}
+
+static plait_status dp_grads_ready(void *state, int32_t layer, int32_t mb, int last) {
+    (void)mb;
+    dp_state *s = state;
+    if (!s->reduce || !last || !s->overlap) return PLAIT_OK;
+    plait_param_set *set = s->buckets.params;
+    for (int32_t i = 0; i < set->n_params; i++) {
+        if (set->params[i].layer != layer) continue;
+        dp_bucket *b = &s->buckets.b[s->buckets.param_bucket[i]];
+        if (--b->pending == 0 && !b->started) {
+            plait_status st = start_bucket(s, b, 1);
+            if (st != PLAIT_OK) return st;
+        }
+    }
+    return PLAIT_OK;
+}
+
+static plait_status dp_finish_grads(void *state) {
+    dp_state *s = state;
+    if (!s->reduce) return PLAIT_OK;
+    double t0 = host->now();
+    plait_status st = PLAIT_OK;
+    /* Buckets not yet started (no overlap, or layers that ran no backward)
+     * start now, in bucket order, the same order on every rank. */
+    for (int32_t i = 0; i < s->buckets.n && st == PLAIT_OK; i++)
+        if (!s->buckets.b[i].started) st = start_bucket(s, &s->buckets.b[i], 0);
+    for (int32_t i = 0; i < s->buckets.n; i++) {
+        dp_bucket *b = &s->buckets.b[i];
+        if (b->req) {
+            plait_status w = host->coll->wait(b->req);
+            b->req = NULL;
+            if (st == PLAIT_OK) st = w;
+        }
+        s->stats.reductions++;
+        s->stats.early_reductions += (uint32_t)b->early;
+    }
+    s->stats.wait_seconds += host->now() - t0;
+    return st;
+}
+
+static void dp_step_stats(void *state, plait_parallel_stats *out) {
+    dp_state *s = state;
+    if (s->mesh->dp > 1) {
+        plait_comm_stats now = {.struct_size = sizeof now};
+        host->coll->stats(s->mesh->dp_comm, &now);
+        s->stats.bytes_sent = now.bytes_sent - s->comm_before.bytes_sent;
+    }
+    s->stats.axis_bytes[0] = s->stats.bytes_sent;
+    s->stats.axis_wait_seconds[0] = s->stats.wait_seconds;
+    uint32_t size = out->struct_size < sizeof s->stats ? out->struct_size : (uint32_t)sizeof s->stats;
+    memcpy((char *)out + sizeof(uint32_t), (char *)&s->stats + sizeof(uint32_t), size - sizeof(uint32_t));
+}
+
+static void dp_destroy(void *state) {
+    dp_state *s = state;
+    if (!s) return;
+    dp_buckets_free(&s->buckets);
+    free(s);
+}
+
+static const plait_parallel_ops dp_ops = {
+    .struct_size = sizeof(plait_parallel_ops),
+    .axes = PLAIT_PARALLEL_AXIS_DP,
+    .create = dp_create,
+    .plan = dp_plan,
+    .bind = dp_bind,
+    .begin_step = dp_begin_step,
+    .grads_ready = dp_grads_ready,
+    .finish_grads = dp_finish_grads,
+    .step_stats = dp_step_stats,
+    .destroy = dp_destroy,
+};
+
+static const plait_param_decl dp_params[] = {
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "bucket_size", PLAIT_PARAM_BYTES, "25M", 4, 1099511627776.0,
+     NULL, "gradient bucket size; each bucket's all-reduce starts once its gradients are final"},
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "overlap", PLAIT_PARAM_BOOL, "true", 1, 0, NULL,
+     "start bucket reductions during the backward pass (false: all after it)"},
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL | PLAIT_PARAM_HIDDEN, "debug_skip_reduce", PLAIT_PARAM_BOOL,
+     "false", 1, 0, NULL, "debug: skip gradient communication (wrong results; measures its overhead)"},
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "verify_params", PLAIT_PARAM_BOOL, "true", 1, 0, NULL,
+     "check by checksum that replicas are identical after the initial broadcast"},
+};
+
+static const plait_plugin_desc dp_desc = {
+    .struct_size = sizeof(plait_plugin_desc),
+    .magic = PLAIT_PLUGIN_MAGIC,
+    .abi_major = PLAIT_ABI_MAJOR,
+    .abi_minor = PLAIT_ABI_MINOR,
+    .kind = PLAIT_KIND_PARALLEL,
+    .name = "dp",
+    .version = "0.1.0",
+    .description = "data parallelism: replicas, bucketed gradient all-reduce overlapped with backward",
+    .params = dp_params,
+    .n_params = sizeof dp_params / sizeof dp_params[0],
+    .param_size = sizeof(plait_param_decl),
+    .ops = &dp_ops,
+};
+
+static const plait_plugin_desc *const dp_list[] = {&dp_desc};
+
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
+                                            const plait_plugin_desc *const **descs, size_t *count);
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
+                                            const plait_plugin_desc *const **descs, size_t *count) {
+    (void)host_abi;
+    host = h;
+    *descs = dp_list;
+    *count = 1;
+    return PLAIT_OK;
+}

@@ -1,0 +1,163 @@
+/*
+ * Hybrid (3-D) parallelism by composition: the dp, tp and pp plugins each
+ * handle their axis of the mesh and this plugin calls them in a fixed order —
+ * plans dp, tp, pp (each edits its own part of the plan); gradients finish dp
+ * first (DP/bucket sums), then pp (the embedding group's tied-gradient sum over
+ * already DP-reduced values), then tp. An axis of size 1 is not loaded at all,
+ * so `plugin = hybrid` works with whichever plugins a layout needs.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <plait/plait.h>
+
+static const plait_host *host;
+
+enum { AX_DP, AX_TP, AX_PP, N_AX };
+static const char *const ax_name[N_AX] = {"dp", "tp", "pp"};
+
+typedef struct hybrid_state {
+    const plait_parallel_ops *ops[N_AX];
+    void *state[N_AX];
+} hybrid_state;
+
+static void hybrid_destroy(void *state) {
+    hybrid_state *s = state;
+    if (!s) return;
+    for (int a = 0; a < N_AX; a++)
+        if (s->ops[a] && s->state[a]) s->ops[a]->destroy(s->state[a]);
+    free(s);
+}
+
+static plait_status hybrid_create(const plait_parallel_init *init, void **out) {
+    hybrid_state *s = calloc(1, sizeof *s);
+    if (!s) return host->set_error(PLAIT_ERR_NO_MEMORY, "hybrid: out of memory");
+    const int sizes[N_AX] = {init->mesh->dp, init->mesh->tp, init->mesh->pp};
+    for (int a = 0; a < N_AX; a++) {
+        if (a != AX_DP && sizes[a] == 1) continue;
+        s->ops[a] = host->plugin_ops(PLAIT_KIND_PARALLEL, ax_name[a]);
+        if (!s->ops[a]) {
+            hybrid_destroy(s);
+            return PLAIT_ERR_INVALID_CONFIG; /* the loader's message says why */
+        }
+        plait_status st = s->ops[a]->create(init, &s->state[a]);
+        if (st != PLAIT_OK) {
+            hybrid_destroy(s);
+            return st;
+        }
+    }
+    *out = s;
+    return PLAIT_OK;
+}
+
+#define EACH_AXIS(s, a) for (int a = 0; a < N_AX; a++) if ((s)->ops[a])
+
+static plait_status hybrid_plan(void *state, plait_plan *plan) {
+    hybrid_state *s = state;
+    EACH_AXIS(s, a) {
+        plait_status st = s->ops[a]->plan(s->state[a], plan);
+        if (st != PLAIT_OK) return st;
+    }
+    return PLAIT_OK;
+}
+
+static plait_status hybrid_bind(void *state, const plait_parallel_bind *bind) {
+    hybrid_state *s = state;
+    EACH_AXIS(s, a) {
+        if (!s->ops[a]->bind) continue;
+        plait_status st = s->ops[a]->bind(s->state[a], bind);
+        if (st != PLAIT_OK) return st;
+    }
+    return PLAIT_OK;
+}
+
+static plait_status hybrid_begin_step(void *state, int64_t step) {
+    hybrid_state *s = state;
+    EACH_AXIS(s, a) {
+        if (!s->ops[a]->begin_step) continue;
+        plait_status st = s->ops[a]->begin_step(s->state[a], step);
+        if (st != PLAIT_OK) return st;
+    }
+    return PLAIT_OK;
+}
+
+static plait_status hybrid_grads_ready(void *state, int32_t layer, int32_t mb, int last) {
+    hybrid_state *s = state;
+    EACH_AXIS(s, a) {
+        if (!s->ops[a]->grads_ready) continue;
+        plait_status st = s->ops[a]->grads_ready(s->state[a], layer, mb, last);
+        if (st != PLAIT_OK) return st;
+    }
+    return PLAIT_OK;
+}
+
+static plait_status hybrid_finish_grads(void *state) {
+    hybrid_state *s = state;
+    static const int order[N_AX] = {AX_DP, AX_PP, AX_TP};
+    for (int i = 0; i < N_AX; i++) {
+        int a = order[i];
+        if (!s->ops[a] || !s->ops[a]->finish_grads) continue;
+        plait_status st = s->ops[a]->finish_grads(s->state[a]);
+        if (st != PLAIT_OK) return st;
+    }
+    return PLAIT_OK;
+}
+
+static void hybrid_step_stats(void *state, plait_parallel_stats *out) {
+    hybrid_state *s = state;
+    plait_parallel_stats sum = {.struct_size = sizeof sum};
+    EACH_AXIS(s, a) {
+        if (!s->ops[a]->step_stats) continue;
+        plait_parallel_stats one = {.struct_size = sizeof one};
+        s->ops[a]->step_stats(s->state[a], &one);
+        sum.bytes_sent += one.bytes_sent;
+        sum.wait_seconds += one.wait_seconds;
+        sum.reductions += one.reductions;
+        sum.early_reductions += one.early_reductions;
+        sum.axis_bytes[a] = one.bytes_sent;
+        sum.axis_wait_seconds[a] = one.wait_seconds;
+    }
+    uint32_t size = out->struct_size < sizeof sum ? out->struct_size : (uint32_t)sizeof sum;
+    memcpy((char *)out + sizeof(uint32_t), (char *)&sum + sizeof(uint32_t), size - sizeof(uint32_t));
+}
+
+static const plait_parallel_ops hybrid_ops = {
+    .struct_size = sizeof(plait_parallel_ops),
+    .axes = PLAIT_PARALLEL_AXIS_DP | PLAIT_PARALLEL_AXIS_TP | PLAIT_PARALLEL_AXIS_PP,
+    .create = hybrid_create,
+    .plan = hybrid_plan,
+    .bind = hybrid_bind,
+    .begin_step = hybrid_begin_step,
+    .grads_ready = hybrid_grads_ready,
+    .finish_grads = hybrid_finish_grads,
+    .step_stats = hybrid_step_stats,
+    .destroy = hybrid_destroy,
+};
+
+static const char *const hybrid_uses[] = {"dp", "tp", "pp", NULL};
+
+static const plait_plugin_desc hybrid_desc = {
+    .struct_size = sizeof(plait_plugin_desc),
+    .magic = PLAIT_PLUGIN_MAGIC,
+    .abi_major = PLAIT_ABI_MAJOR,
+    .abi_minor = PLAIT_ABI_MINOR,
+    .kind = PLAIT_KIND_PARALLEL,
+    .name = "hybrid",
+    .version = "0.1.0",
+    .description = "3-D parallelism: composes the dp, tp and pp plugins over one mesh",
+    .ops = &hybrid_ops,
+    .uses = hybrid_uses,
+};
+
+static const plait_plugin_desc *const hybrid_list[] = {&hybrid_desc};
+
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
+                                            const plait_plugin_desc *const **descs, size_t *count);
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
+                                            const plait_plugin_desc *const **descs, size_t *count) {
+    (void)host_abi;
+    host = h;
+    *descs = hybrid_list;
+    *count = 1;
+    return PLAIT_OK;
+}

@@ -1,0 +1,57 @@
+/*
+ * Contiguous partition of the model's layers into pipeline chunks.
+ *
+ * K = p * v chunks in model order (virtual stage k = chunk c of stage s with
+ * k = c*p + s). A partition is given by K+1 bounds: chunk k holds layers
+ * [bounds[k], bounds[k+1]), with bounds[0] = 0, bounds[K] = n_layers and
+ * every chunk non-empty. So layer 0 (the token embedding) is always on
+ * stage 0 and the last layer (ln_f, head and loss) on the last stage.
+ *
+ * Everything here is pure: no I/O, no globals, no allocation beyond what is
+ * documented; thread-safe. Messages go to `err` (may be NULL; err_len bytes,
+ * always terminated).
+ */
+#ifndef PLAIT_PP_PARTITION_H
+#define PLAIT_PP_PARTITION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <plait/types.h>
+
+/* Largest layer count the balancer accepts. */
+#define PP_PARTITION_MAX_LAYERS 65536
+
+/* Balanced partition of `n` layers with costs[0..n) into k chunks:
+ * minimises the largest chunk cost exactly; among partitions reaching that
+ * minimum it picks the one with the smallest sum of squared chunk costs
+ * (the most even), ties broken towards cutting later (earlier chunks
+ * fuller). Costs must be finite and >= 0; if they are all 0 every layer
+ * counts 1. Writes k+1 bounds. Errors: PLAIT_ERR_INVALID_ARG (n < k, k < 1,
+ * n too large, a negative or non-finite cost), PLAIT_ERR_NO_MEMORY.
+ * Uses O(n*k) temporary memory (malloc). */
+plait_status pp_partition_balanced(const double *costs, int32_t n, int32_t k, int32_t *bounds,
+                                   char *err, size_t err_len);
+
+/* Parse an explicit partition "0-3,4-7" (also "5" for a one-layer chunk;
+ * spaces allowed): exactly k ranges of global layer indices, in model
+ * order, covering 0..n_layers-1 with no gap and no overlap. Writes k+1
+ * bounds. Errors: PLAIT_ERR_INVALID_CONFIG with a message naming the range
+ * and what is wrong (syntax, reversed/empty range, out of range, gap,
+ * overlap or out of order, wrong count, first range not starting at 0,
+ * last not ending at n_layers-1). */
+plait_status pp_partition_parse(const char *text, int32_t n_layers, int32_t k, int32_t *bounds,
+                                char *err, size_t err_len);
+
+/* Cost of the most expensive chunk. */
+double pp_partition_max_cost(const double *costs, int32_t k, const int32_t *bounds);
+
+/* Fill layer_stage and layer_chunk (n_layers entries each) from the bounds
+ * of k = p*v chunks: layers of chunk k go to stage k % p, model chunk k / p. */
+void pp_partition_assign(const int32_t *bounds, int32_t p, int32_t v, int32_t *layer_stage,
+                         int32_t *layer_chunk);
+
+/* Write the partition as text "0-3,4-7,..." (truncated to fit, always
+ * terminated). Returns the length the full text needs (like snprintf). */
+size_t pp_partition_format(const int32_t *bounds, int32_t k, char *buf, size_t len);
+
+#endif

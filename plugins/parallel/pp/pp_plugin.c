@@ -1,0 +1,382 @@
+/*
+ * The pipeline-parallel plugin ("pp"): splits the model's layers into
+ * contiguous stages (balanced by cost or given explicitly), builds this
+ * stage's instruction list (schedule.h) and sums the tied embedding's
+ * gradient between the first and the last stage (Megatron's embedding
+ * group). The trainer executes the list and moves activations; this plugin
+ * does no communication except that sum.
+ *
+ * Order with other axes: finish_grads expects each half of the tied
+ * gradient to be complete for the step (already reduced over DP when there
+ * is a DP axis: the hybrid plugin calls DP's finish_grads first), so the
+ * result is (Σ embedding part) + (Σ head part), as one process computes it.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <plait/plugin.h>
+#include <plait/parallel.h>
+
+#include "partition.h"
+#include "schedule.h"
+
+#define COMPONENT "pp"
+#define SECTION "parallel.pp"
+
+static const char *const schedule_choices[] = {"gpipe", "1f1b", "interleaved", NULL};
+
+static const plait_param_decl pp_params[] = {
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "schedule", PLAIT_PARAM_ENUM, "1f1b", 1, 0,
+     schedule_choices,
+     "pipeline schedule: gpipe (all forward, then all backward), 1f1b, interleaved (needs "
+     "virtual_stages >= 2)"},
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "virtual_stages", PLAIT_PARAM_INT, "1", 1,
+     PP_MAX_CHUNKS, NULL,
+     "model chunks per stage: >= 2 with schedule = interleaved (or looped gpipe), 1 otherwise"},
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "stages", PLAIT_PARAM_STRING, "", 1, 0, NULL,
+     "explicit partition: pp x virtual_stages layer ranges in model order, e.g. 0-3,4-7 (layer 0 = "
+     "embedding, n_layer+1 = head); empty = balanced by compute cost"},
+};
+
+/* A tied parameter whose original and copy sit on different stages. */
+typedef struct tied_pair {
+    int32_t orig, copy;   /* global parameter indices */
+    int32_t local;        /* this rank's one of them, or -1 */
+} tied_pair;
+
+typedef struct pp_state {
+    const plait_host *host;
+    const plait_mesh *mesh;
+    const plait_model_spec *model;
+    pp_schedule_kind kind;
+    int32_t p, v, stage;
+    int deterministic;
+    int32_t *bounds;          /* p*v + 1 */
+    tied_pair *tied;
+    int32_t n_tied;
+    plait_param_set *params;  /* from bind */
+    plait_parallel_stats stats; /* this step */
+} pp_state;
+
+static int32_t stage_of_layer(const pp_state *s, int32_t layer) {
+    for (int32_t k = 0; k < s->p * s->v; k++)
+        if (layer < s->bounds[k + 1]) return k % s->p;
+    return -1;
+}
+
+static void pp_destroy(void *state) {
+    pp_state *s = state;
+    if (!s) return;
+    const plait_host *h = s->host;
+    h->free(s->bounds);
+    h->free(s->tied);
+    h->free(s);
+}
+
+static plait_status read_config(pp_state *s, const plait_parallel_init *init, const char **stages) {
+    const plait_host *h = s->host;
+    plait_value val;
+    plait_status st = h->config_get(init->config, SECTION, "schedule", &val);
+    if (st != PLAIT_OK) return st;
+    if (pp_schedule_parse(val.s, &s->kind) != 0)
+        return h->set_error(PLAIT_ERR_INVALID_CONFIG, "[%s] schedule = %s: use gpipe, 1f1b or interleaved",
+                            SECTION, val.s ? val.s : "");
+    if ((st = h->config_get(init->config, SECTION, "virtual_stages", &val)) != PLAIT_OK) return st;
+    s->v = (int32_t)val.i;
+    if ((st = h->config_get(init->config, SECTION, "stages", &val)) != PLAIT_OK) return st;
+    *stages = val.s ? val.s : "";
+    return PLAIT_OK;
+}
+
+static plait_status check_layout(const pp_state *s) {
+    const plait_host *h = s->host;
+    if (s->kind == PP_SCHEDULE_INTERLEAVED && s->v < 2)
+        return h->set_error(PLAIT_ERR_INVALID_CONFIG,
+                            "[%s] schedule = interleaved needs virtual_stages >= 2 (it is %d); "
+                            "with one chunk per stage use schedule = 1f1b",
+                            SECTION, s->v);
+    if (s->kind == PP_SCHEDULE_1F1B && s->v != 1)
+        return h->set_error(PLAIT_ERR_INVALID_CONFIG,
+                            "[%s] virtual_stages = %d needs schedule = interleaved (1f1b runs one model "
+                            "chunk per stage)", SECTION, s->v);
+    if (s->v > 1 && s->p < 2)
+        return h->set_error(PLAIT_ERR_INVALID_CONFIG,
+                            "[%s] virtual_stages = %d needs [parallel] pp >= 2 (pp is %d)", SECTION, s->v, s->p);
+    int64_t chunks = (int64_t)s->p * s->v;
+    if (s->model->n_layers < chunks)
+        return h->set_error(PLAIT_ERR_INVALID_CONFIG,
+                            "[parallel] pp = %d x [%s] virtual_stages = %d makes %lld model chunks, but the "
+                            "model has only %d layers (embedding, %d blocks, head) and each chunk needs one; "
+                            "lower pp or virtual_stages, or raise [model] n_layer",
+                            s->p, SECTION, s->v, (long long)chunks, s->model->n_layers, s->model->n_layer);
+    return PLAIT_OK;
+}
+
+static plait_status make_partition(pp_state *s, const char *stages) {
+    const plait_host *h = s->host;
+    int32_t k = s->p * s->v, n = s->model->n_layers;
+    char err[512] = "";
+    plait_status st;
+    if (stages && *stages) {
+        st = pp_partition_parse(stages, n, k, s->bounds, err, sizeof err);
+        if (st != PLAIT_OK) return h->set_error(st, "[%s] %s", SECTION, err);
+        return PLAIT_OK;
+    }
+    double *costs = h->alloc((size_t)n * sizeof *costs, PLAIT_MEM_HOST, 0, "pp plan");
+    if (!costs) return PLAIT_ERR_NO_MEMORY;
+    for (int32_t i = 0; i < n; i++) costs[i] = s->model->layers[i].flops_per_token;
+    st = pp_partition_balanced(costs, n, k, s->bounds, err, sizeof err);
+    h->free(costs);
+    if (st != PLAIT_OK) return h->set_error(st, "pipeline partition of %d layers into %d chunks: %s", n, k, err);
+    return PLAIT_OK;
+}
+
+/* Tied copies whose original lives on another stage: the embedding group's
+ * business. A pair split across stages other than the first and last could
+ * not be summed over the embedding group, so it is refused. */
+static plait_status find_tied(pp_state *s) {
+    const plait_host *h = s->host;
+    const plait_model_spec *md = s->model;
+    int32_t n = 0;
+    for (int32_t i = 0; i < md->n_params; i++)
+        if ((md->params[i].flags & PLAIT_PARAM_TIED_COPY) && md->params[i].tied_to >= 0) n++;
+    if (!n) return PLAIT_OK;
+    s->tied = h->alloc((size_t)n * sizeof *s->tied, PLAIT_MEM_HOST, 0, "pp plan");
+    if (!s->tied) return PLAIT_ERR_NO_MEMORY;
+    for (int32_t i = 0; i < md->n_params; i++) {
+        const plait_param *copy = &md->params[i];
+        if (!(copy->flags & PLAIT_PARAM_TIED_COPY) || copy->tied_to < 0) continue;
+        if (copy->tied_to >= md->n_params)
+            return h->set_error(PLAIT_ERR_INTERNAL, "parameter %s is tied to index %d of %d", copy->name,
+                                copy->tied_to, md->n_params);
+        const plait_param *orig = &md->params[copy->tied_to];
+        int32_t so = stage_of_layer(s, orig->layer), sc = stage_of_layer(s, copy->layer);
+        if (so == sc) continue; /* one rank holds both: the core sums them locally */
+        if (!((so == 0 && sc == s->p - 1) || (so == s->p - 1 && sc == 0)))
+            return h->set_error(PLAIT_ERR_INVALID_CONFIG,
+                                "tied parameters %s (stage %d) and %s (stage %d) must sit on the first and "
+                                "last pipeline stages to share a gradient", orig->name, so, copy->name, sc);
+        s->tied[s->n_tied++] = (tied_pair){
+            .orig = orig->index, .copy = copy->index,
+            .local = so == s->stage ? orig->index : sc == s->stage ? copy->index : -1};
+    }
+    return PLAIT_OK;
+}
+
+static plait_status pp_create(const plait_parallel_init *init, void **state) {
+    if (!init || !init->host) return PLAIT_ERR_INVALID_ARG;
+    const plait_host *h = init->host;
+    if (init->struct_size < offsetof(plait_parallel_init, deterministic) + sizeof(int) || !init->mesh ||
+        !init->model || !init->config)
+        return h->set_error(PLAIT_ERR_INVALID_ARG, "pp: create called without mesh, model or config");
+    const plait_mesh *mesh = init->mesh;
+    if (mesh->pp < 1 || mesh->pp_rank < 0 || mesh->pp_rank >= mesh->pp)
+        return h->set_error(PLAIT_ERR_INVALID_ARG, "pp: mesh has pp = %d, pp_rank = %d", mesh->pp, mesh->pp_rank);
+    pp_state *s = h->alloc(sizeof *s, PLAIT_MEM_HOST, 0, "pp plan");
+    if (!s) return PLAIT_ERR_NO_MEMORY;
+    memset(s, 0, sizeof *s);
+    s->stats.struct_size = sizeof s->stats;
+    s->host = h;
+    s->mesh = mesh;
+    s->model = init->model;
+    s->p = mesh->pp;
+    s->stage = mesh->pp_rank;
+    s->deterministic = init->deterministic;
+    const char *stages = "";
+    plait_status st = read_config(s, init, &stages);
+    if (st == PLAIT_OK) st = check_layout(s);
+    if (st == PLAIT_OK) {
+        s->bounds = h->alloc(((size_t)s->p * s->v + 1) * sizeof *s->bounds, PLAIT_MEM_HOST, 0, "pp plan");
+        st = s->bounds ? make_partition(s, stages) : PLAIT_ERR_NO_MEMORY;
+    }
+    if (st == PLAIT_OK) st = find_tied(s);
+    if (st != PLAIT_OK) {
+        pp_destroy(s);
+        return st;
+    }
+    if (mesh->world_rank == 0) {
+        char text[512];
+        int32_t k = s->p * s->v;
+        size_t need = pp_partition_format(s->bounds, k, text, sizeof text);
+        double worst = 0, total = 0;
+        for (int32_t c = 0; c < k; c++) {
+            double sum = 0;
+            for (int32_t i = s->bounds[c]; i < s->bounds[c + 1]; i++) sum += s->model->layers[i].flops_per_token;
+            total += sum;
+            if (sum > worst) worst = sum;
+        }
+        h->log(PLAIT_LOG_INFO, COMPONENT,
+               "%d stages x %d chunk%s, schedule %s; %s partition of layers %s%s; costliest chunk %.3g "
+               "flops/token = %.2f x the even share", s->p, s->v, s->v == 1 ? "" : "s", pp_schedule_name(s->kind),
+               stages && *stages ? "explicit" : "balanced", text, need >= sizeof text ? "..." : "", worst,
+               total > 0 ? worst * k / total : 1.0);
+    }
+    *state = s;
+    return PLAIT_OK;
+}
+
+static plait_status pp_plan(void *state, plait_plan *plan) {
+    pp_state *s = state;
+    const plait_host *h = s->host;
+    if (plan->struct_size < offsetof(plait_plan, bubble_formula) + sizeof(double))
+        return h->set_error(PLAIT_ERR_ABI, "pp: the core's plan (%u bytes) lacks the pipeline fields",
+                            plan->struct_size);
+    if (plan->n_layers != s->model->n_layers || !plan->layer_stage || !plan->layer_chunk)
+        return h->set_error(PLAIT_ERR_INTERNAL, "pp: plan has %d layers, model %d", plan->n_layers,
+                            s->model->n_layers);
+    int32_t m = plan->micro_batches;
+    char err[256] = "";
+    if (pp_schedule_check(s->kind, s->p, s->stage, m, s->v, err, sizeof err) != PLAIT_OK)
+        return h->set_error(PLAIT_ERR_INVALID_CONFIG, "pp: %s", err);
+    size_t n = 0;
+    plait_status st = pp_schedule_build(s->kind, s->p, s->stage, m, s->v, plan->schedule, plan->capacity,
+                                        &n, err, sizeof err);
+    if (st == PLAIT_ERR_NO_MEMORY) {
+        plan->n_instr = n;
+        return h->set_error(st, "pp: %s", err);
+    }
+    if (st != PLAIT_OK) return h->set_error(st, "pp: %s", err);
+    plan->n_instr = n;
+    pp_partition_assign(s->bounds, s->p, s->v, plan->layer_stage, plan->layer_chunk);
+    plan->chunks = s->v;
+    double bubble = pp_schedule_bubble(s->kind, s->p, m, s->v);
+    plan->bubble_formula = bubble;
+    char vtext[24] = "";
+    if (s->v > 1) snprintf(vtext, sizeof vtext, " v=%d", s->v);
+    snprintf(plan->summary, sizeof plan->summary, "pp=%d %s%s m=%d: bubble %s = %.1f%%", s->p,
+             pp_schedule_name(s->kind), vtext, m, pp_schedule_bubble_formula(s->kind, s->p, m, s->v),
+             100.0 * bubble);
+    if (s->v > 1 && m < s->p && s->mesh->world_rank == 0)
+        h->log(PLAIT_LOG_WARN, COMPONENT,
+               "%d micro-batches per step is fewer than the %d stages: the bubble is %.1f%%; with m >= pp it "
+               "would be (p-1)/(v*m+p-1)", m, s->p, 100.0 * bubble);
+    return PLAIT_OK;
+}
+
+static plait_status pp_bind(void *state, const plait_parallel_bind *bind) {
+    pp_state *s = state;
+    const plait_host *h = s->host;
+    if (!bind || !bind->params) return h->set_error(PLAIT_ERR_INVALID_ARG, "pp: bind without parameters");
+    s->params = bind->params;
+    for (int32_t t = 0; t < s->n_tied; t++) {
+        if (s->tied[t].local < 0) continue;
+        int found = 0;
+        for (int32_t i = 0; i < s->params->n_params && !found; i++) found = s->params->params[i].index == s->tied[t].local;
+        if (!found)
+            return h->set_error(PLAIT_ERR_INTERNAL, "pp: stage %d should hold parameter %s but its set lacks it",
+                                s->stage, s->model->params[s->tied[t].local].name);
+    }
+    return PLAIT_OK;
+}
+
+static plait_status pp_begin_step(void *state, int64_t step) {
+    (void)step;
+    pp_state *s = state;
+    memset(&s->stats, 0, sizeof s->stats);
+    s->stats.struct_size = sizeof s->stats;
+    return PLAIT_OK;
+}
+
+static plait_param *local_param(pp_state *s, int32_t index) {
+    for (int32_t i = 0; i < s->params->n_params; i++)
+        if (s->params->params[i].index == index) return &s->params->params[i];
+    return NULL;
+}
+
+/* Sum each tied gradient over the embedding group (first and last stage).
+ * Both members end with embedding part + head part; with two members every
+ * algorithm adds each element once, and IEEE addition is commutative, so the
+ * bits equal one process's `wte grad + head grad`. Deterministic mode still
+ * asks for the canonical ordered algorithm. */
+static plait_status pp_finish_grads(void *state) {
+    pp_state *s = state;
+    const plait_host *h = s->host;
+    int32_t mine = 0;
+    for (int32_t t = 0; t < s->n_tied; t++) mine += s->tied[t].local >= 0;
+    if (!mine) return PLAIT_OK;
+    if (!s->params) return h->set_error(PLAIT_ERR_INVALID_ARG, "pp: finish_grads before bind");
+    plait_comm *comm = s->mesh->embed_comm;
+    if (!comm || !h->coll)
+        return h->set_error(PLAIT_ERR_INTERNAL,
+                            "pp: stage %d holds a tied parameter but the core gave no embedding group", s->stage);
+    plait_comm_stats before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
+    h->coll->stats(comm, &before);
+    double t0 = h->now();
+    plait_coll_opts opts = {.struct_size = sizeof opts,
+                            .algo = s->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
+                            .mem_kind = PLAIT_MEM_HOST,
+                            .label = "pp tied embedding grad"};
+    for (int32_t t = 0; t < s->n_tied; t++) {
+        if (s->tied[t].local < 0) continue;
+        plait_param *prm = local_param(s, s->tied[t].local);
+        if (!prm || !prm->grad)
+            return h->set_error(PLAIT_ERR_INVALID_CONFIG,
+                                "pp: the gradient of %s is not held on stage %d (released by a sharding "
+                                "optimizer?); the tied embedding needs it whole on the first and last stage",
+                                s->model->params[s->tied[t].local].name, s->stage);
+        plait_status st = h->coll->allreduce(comm, prm->grad, prm->grad, prm->numel, PLAIT_F32, PLAIT_SUM,
+                                             &opts, NULL);
+        if (st != PLAIT_OK) return st;
+        s->stats.reductions++;
+    }
+    s->stats.wait_seconds += h->now() - t0;
+    h->coll->stats(comm, &after);
+    s->stats.bytes_sent += after.bytes_sent - before.bytes_sent;
+    return PLAIT_OK;
+}
+
+/* Only the embedding group's traffic: activations and their gradients are
+ * sent by the trainer, which accounts for them itself. */
+static void pp_step_stats(void *state, plait_parallel_stats *out) {
+    pp_state *s = state;
+    s->stats.axis_bytes[2] = s->stats.bytes_sent;
+    s->stats.axis_wait_seconds[2] = s->stats.wait_seconds;
+    uint32_t size = out->struct_size < sizeof s->stats ? out->struct_size : (uint32_t)sizeof s->stats;
+    if (size > sizeof(uint32_t))
+        memcpy((char *)out + sizeof(uint32_t), (char *)&s->stats + sizeof(uint32_t), size - sizeof(uint32_t));
+}
+
+static const plait_parallel_ops pp_ops = {
+    .struct_size = sizeof(plait_parallel_ops),
+    .axes = PLAIT_PARALLEL_AXIS_PP,
+    .create = pp_create,
+    .plan = pp_plan,
+    .bind = pp_bind,
+    .begin_step = pp_begin_step,
+    .grads_ready = NULL,
+    .finish_grads = pp_finish_grads,
+    .step_stats = pp_step_stats,
+    .destroy = pp_destroy,
+};
+
+static const plait_plugin_desc pp_desc = {
+    .struct_size = sizeof(plait_plugin_desc),
+    .magic = PLAIT_PLUGIN_MAGIC,
+    .abi_major = PLAIT_ABI_MAJOR,
+    .abi_minor = PLAIT_ABI_MINOR,
+    .kind = PLAIT_KIND_PARALLEL,
+    .name = "pp",
+    .version = "0.1.0",
+    .description = "pipeline parallelism: contiguous stages, gpipe / 1f1b / interleaved schedules",
+    .params = pp_params,
+    .n_params = sizeof pp_params / sizeof pp_params[0],
+    .param_size = sizeof(plait_param_decl),
+    .probe = NULL,
+    .ops = &pp_ops,
+    .uses = NULL,
+};
+
+static const plait_plugin_desc *const pp_list[] = {&pp_desc};
+
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
+                                            const plait_plugin_desc *const **descs, size_t *count);
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
+                                            const plait_plugin_desc *const **descs, size_t *count) {
+    if (PLAIT_ABI_VERSION_MAJOR(host_abi) != PLAIT_ABI_MAJOR)
+        return host ? host->set_error(PLAIT_ERR_ABI, "pp: built for ABI %d, core has %u", PLAIT_ABI_MAJOR,
+                                      PLAIT_ABI_VERSION_MAJOR(host_abi))
+                    : PLAIT_ERR_ABI;
+    *descs = pp_list;
+    *count = 1;
+    return PLAIT_OK;
+}

@@ -1,0 +1,167 @@
+/*
+ * Tensor parallelism, Megatron-LM style: inside each transformer block the
+ * attention's fused q,k,v projection and the MLP's first linear are split by
+ * output features (column-parallel; whole heads per rank), the two output
+ * projections by input features (row-parallel), so each block needs one
+ * all-reduce per column/row pair in forward (g) and one in backward (f). The
+ * token embedding and the tied output head are split by vocabulary rows,
+ * padded to a multiple of tp; the cross-entropy runs on the local logits with
+ * three small all-reduces (max, sum of exponentials, target logit) instead of
+ * gathering them. LayerNorms, position embeddings and row-parallel biases are
+ * replicated.
+ *
+ * This plugin owns the plan (which slice each rank holds, the padded vocab)
+ * and the communication (the conjugate operators the model calls); the
+ * model computes with whatever slices the plan gives.
+ *
+ * Accounting: per micro-batch and block, 2 all-reduces in forward and 2 in
+ * backward of b·s·h floats; plus one of b·s·h for the vocab-parallel
+ * embedding (forward) and one for the head's input gradient (backward); plus
+ * three of b·s for the cross-entropy. Payload bytes are counted per call
+ * (`step_stats` bytes_sent = Σ elements × 4 of every all-reduce), which is the
+ * quantity Megatron's formula gives; what the wire carries is that times the
+ * all-reduce algorithm's factor (ring: 2(tp-1)/tp), in the comm statistics.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <plait/plait.h>
+
+static const plait_host *host;
+
+typedef struct tp_state {
+    const plait_mesh *mesh;
+    const plait_model_spec *model;
+    plait_tp_ops ops;
+    plait_parallel_stats stats;
+} tp_state;
+
+static plait_status allreduce(tp_state *s, float *x, size_t count, plait_redop op, const char *label) {
+    if (s->mesh->tp == 1 || count == 0) return PLAIT_OK;
+    plait_coll_opts opts = {.struct_size = sizeof opts, .label = label};
+    double t0 = host->now();
+    plait_status st = host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, NULL);
+    s->stats.wait_seconds += host->now() - t0;
+    s->stats.bytes_sent += count * sizeof(float);
+    s->stats.reductions++;
+    return st;
+}
+
+static plait_status op_enter_backward(void *ctx, float *g, size_t n) { return allreduce(ctx, g, n, PLAIT_SUM, "tp f (backward)"); }
+static plait_status op_exit_forward(void *ctx, float *x, size_t n) { return allreduce(ctx, x, n, PLAIT_SUM, "tp g (forward)"); }
+static plait_status op_reduce_max(void *ctx, float *x, size_t n) { return allreduce(ctx, x, n, PLAIT_MAX, "tp cross-entropy max"); }
+static plait_status op_reduce_sum(void *ctx, float *x, size_t n) { return allreduce(ctx, x, n, PLAIT_SUM, "tp cross-entropy sum"); }
+
+static plait_status tp_create(const plait_parallel_init *init, void **out) {
+    const plait_model_spec *m = init->model;
+    int tp = init->mesh->tp;
+    if (tp > 1 && strcmp(m->arch, "gpt") == 0 && m->n_head % tp != 0)
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[parallel] tp = %d does not divide [model] n_head = %d: tensor parallelism gives "
+                               "each rank whole attention heads (choose tp among the divisors of n_head)",
+                               tp, m->n_head);
+    if (tp > 1 && (4 * m->n_embd) % tp != 0)
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[parallel] tp = %d does not divide the MLP width 4 x n_embd = %d", tp, 4 * m->n_embd);
+    tp_state *s = calloc(1, sizeof *s);
+    if (!s) return host->set_error(PLAIT_ERR_NO_MEMORY, "tp: out of memory");
+    s->mesh = init->mesh;
+    s->model = m;
+    s->ops = (plait_tp_ops){.struct_size = sizeof(plait_tp_ops),
+                            .ctx = s,
+                            .enter_backward = op_enter_backward,
+                            .exit_forward = op_exit_forward,
+                            .reduce_max = op_reduce_max,
+                            .reduce_sum = op_reduce_sum};
+    *out = s;
+    return PLAIT_OK;
+}
+
+static plait_status tp_plan(void *state, plait_plan *plan) {
+    tp_state *s = state;
+    int tp = s->mesh->tp;
+    if (tp == 1) return PLAIT_OK;
+    int64_t vocab = s->model->vocab_size;
+    int64_t padded = (vocab + tp - 1) / tp * tp;
+    plan->vocab_padded = (int32_t)padded;
+    for (int32_t g = 0; g < s->model->n_params; g++) {
+        const plait_param *p = &s->model->params[g];
+        plait_shard *sh = &plan->shards[g];
+        int32_t groups = p->shard.groups > 1 ? p->shard.groups : 1; /* fused q,k,v: 3 */
+        switch (p->tp_role) {
+        case PLAIT_TP_COLUMN:
+            *sh = (plait_shard){.dim = 0, .parts = tp, .index = s->mesh->tp_rank, .groups = groups,
+                                .padded_len = p->shape[0]};
+            break;
+        case PLAIT_TP_ROW:
+            *sh = (plait_shard){.dim = 1, .parts = tp, .index = s->mesh->tp_rank, .groups = 1,
+                                .padded_len = p->shape[1]};
+            break;
+        case PLAIT_TP_VOCAB:
+            *sh = (plait_shard){.dim = 0, .parts = tp, .index = s->mesh->tp_rank, .groups = 1, .padded_len = padded};
+            break;
+        case PLAIT_TP_REPLICATE:
+        default:
+            break;
+        }
+        if (sh->parts > 1 && sh->padded_len % ((int64_t)sh->groups * tp) != 0)
+            return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "tp = %d does not divide %s (length %lld in %d group(s)) into equal slices", tp,
+                                   p->name, (long long)sh->padded_len, sh->groups);
+    }
+    plan->tp_ops = &s->ops;
+    return PLAIT_OK;
+}
+
+static plait_status tp_begin_step(void *state, int64_t step) {
+    (void)step;
+    tp_state *s = state;
+    memset(&s->stats, 0, sizeof s->stats);
+    s->stats.struct_size = sizeof s->stats;
+    return PLAIT_OK;
+}
+
+static void tp_step_stats(void *state, plait_parallel_stats *out) {
+    tp_state *s = state;
+    s->stats.axis_bytes[1] = s->stats.bytes_sent;
+    s->stats.axis_wait_seconds[1] = s->stats.wait_seconds;
+    uint32_t size = out->struct_size < sizeof s->stats ? out->struct_size : (uint32_t)sizeof s->stats;
+    memcpy((char *)out + sizeof(uint32_t), (char *)&s->stats + sizeof(uint32_t), size - sizeof(uint32_t));
+}
+
+static void tp_destroy(void *state) { free(state); }
+
+static const plait_parallel_ops tp_ops = {
+    .struct_size = sizeof(plait_parallel_ops),
+    .axes = PLAIT_PARALLEL_AXIS_TP,
+    .create = tp_create,
+    .plan = tp_plan,
+    .begin_step = tp_begin_step,
+    .step_stats = tp_step_stats,
+    .destroy = tp_destroy,
+};
+
+static const plait_plugin_desc tp_desc = {
+    .struct_size = sizeof(plait_plugin_desc),
+    .magic = PLAIT_PLUGIN_MAGIC,
+    .abi_major = PLAIT_ABI_MAJOR,
+    .abi_minor = PLAIT_ABI_MINOR,
+    .kind = PLAIT_KIND_PARALLEL,
+    .name = "tp",
+    .version = "0.1.0",
+    .description = "tensor parallelism (Megatron): column/row-parallel linears, vocab-parallel embedding and loss",
+    .ops = &tp_ops,
+};
+
+static const plait_plugin_desc *const tp_list[] = {&tp_desc};
+
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
+                                            const plait_plugin_desc *const **descs, size_t *count);
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
+                                            const plait_plugin_desc *const **descs, size_t *count) {
+    (void)host_abi;
+    host = h;
+    *descs = tp_list;
+    *count = 1;
+    return PLAIT_OK;
+}

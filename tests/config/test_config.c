@@ -1,0 +1,265 @@
+/* Config error paths: each kind of mistake gives its message with the right
+ * file, line, key and allowed values; values keep their origin. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config/config.h"
+#include "config/config_value.h"
+#include "runtime/error.h"
+
+#define assert_contains(haystack, needle)                                                  \
+    do {                                                                                   \
+        if (!strstr((haystack), (needle)))                                                 \
+            fail_msg("expected \"%s\" in: %s", (needle), (haystack));                      \
+    } while (0)
+
+static const char *const colors[] = {"red", "green", "blue", NULL};
+static const plait_param_decl test_keys[] = {
+    {sizeof(plait_param_decl), PLAIT_PARAM_REQUIRED, "must", PLAIT_PARAM_STRING, NULL, 1, 0, NULL, "a required key"},
+    {sizeof(plait_param_decl), 0, "size", PLAIT_PARAM_BYTES, "25M", 0, 1099511627776.0, NULL, "a byte size"},
+    {sizeof(plait_param_decl), 0, "colors", PLAIT_PARAM_LIST, "red,blue", 1, 0, colors, "a list"},
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "flag", PLAIT_PARAM_BOOL, "false", 1, 0, NULL, "a bool"},
+};
+
+static plait_config *fresh(void) {
+    plait_config *cfg = plait_config_new();
+    assert_non_null(cfg);
+    assert_int_equal(plait_config_declare_core(cfg), PLAIT_OK);
+    assert_int_equal(plait_config_declare(cfg, "comm.test", test_keys, 4, sizeof(test_keys[0]), "test"), PLAIT_OK);
+    return cfg;
+}
+
+/* Load `text` as file "t.ini" (+ the required key), finalize with `env`;
+ * returns the status, leaving the message in plait_last_error(). */
+static plait_status check(const char *text, char *const *env, plait_config **keep) {
+    static char *const no_env[] = {NULL};
+    plait_config *cfg = fresh();
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s\n[comm.test]\nmust = x\n", text);
+    plait_status st = plait_config_load_string(cfg, "t.ini", buf);
+    if (st == PLAIT_OK) st = plait_config_finalize(cfg, env ? env : no_env);
+    if (keep && st == PLAIT_OK)
+        *keep = cfg;
+    else
+        plait_config_free(cfg);
+    return st;
+}
+
+static void test_valid_file_and_origins(void **state) {
+    (void)state;
+    plait_config *cfg = NULL;
+    assert_int_equal(check("[optim]\nlr = 3e-4\n[model]\nn_layer = 6 ; inline comment\n", NULL, &cfg), PLAIT_OK);
+    assert_true(plait_config_float(cfg, "optim", "lr") == 3e-4);
+    assert_int_equal(plait_config_int(cfg, "model", "n_layer"), 6);
+    const char *where = NULL;
+    assert_int_equal(plait_config_origin(cfg, "model", "n_layer", &where), PLAIT_ORIGIN_FILE);
+    assert_string_equal(where, "t.ini:4");
+    assert_int_equal(plait_config_origin(cfg, "model", "n_head", &where), PLAIT_ORIGIN_DEFAULT);
+    plait_value v;
+    assert_int_equal(plait_config_get(cfg, "comm.test", "size", &v), PLAIT_OK);
+    assert_int_equal(v.i, 25 << 20);
+    assert_int_equal(plait_config_get(cfg, "comm.test", "colors", &v), PLAIT_OK);
+    assert_int_equal(v.list_len, 2);
+    assert_string_equal(v.list[1], "blue");
+    plait_config_free(cfg);
+}
+
+static void test_misspelt_key_suggests(void **state) {
+    (void)state;
+    assert_int_equal(check("[run]\nseed = 1\n[optim]\nlerning_rate = 1e-3\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    const char *msg = plait_last_error();
+    assert_contains(msg, "t.ini:4:");
+    assert_contains(msg, "'lerning_rate'");
+    assert_contains(msg, "did you mean 'lr'");
+    assert_int_equal(check("[model]\nn_layers = 2\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "t.ini:2:");
+    assert_contains(plait_last_error(), "did you mean 'n_layer'");
+}
+
+static void test_key_in_wrong_section(void **state) {
+    (void)state;
+    assert_int_equal(check("[model]\nlr = 0.1\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "t.ini:2:");
+    assert_contains(plait_last_error(), "belongs in [optim]");
+}
+
+static void test_unknown_section(void **state) {
+    (void)state;
+    assert_int_equal(check("[optimm]\nlr = 0.1\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "t.ini:2:");
+    assert_contains(plait_last_error(), "section [optimm] is not known; did you mean [optim]?");
+    assert_int_equal(check("[comm.nosuch]\nx = 1\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "no plugin of kind 'comm' named 'nosuch'");
+}
+
+static void test_wrong_type_and_range(void **state) {
+    (void)state;
+    assert_int_equal(check("[model]\n\nn_layer = four\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "t.ini:3: key 'n_layer' in [model]: value 'four' is not an integer");
+    assert_contains(plait_last_error(), "int in [1, 4096]");
+    assert_int_equal(check("[model]\nn_layer = 5000\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "out of range [1, 4096]");
+    assert_int_equal(check("[optim]\nlr = fast\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "not a finite number");
+    assert_int_equal(check("[comm.test]\nsize = 12Q\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "not a byte size");
+    assert_int_equal(check("[run]\ndeterministic = maybe\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "not a bool");
+}
+
+static void test_enum_and_list_choices(void **state) {
+    (void)state;
+    assert_int_equal(check("[comm]\nalgorithm = rign\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "t.ini:2:");
+    assert_contains(plait_last_error(), "did you mean 'ring'");
+    assert_contains(plait_last_error(), "one of: auto, ring, rhd, tree, direct, ordered");
+    assert_int_equal(check("[comm.test]\ncolors = red, purple\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "'purple'");
+}
+
+static void test_required_missing(void **state) {
+    (void)state;
+    plait_config *cfg = fresh();
+    assert_int_equal(plait_config_load_string(cfg, "r.ini", "[run]\nseed = 2\n"), PLAIT_OK);
+    assert_int_equal(plait_config_finalize(cfg, (char *const[]){NULL}), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "key 'must' in [comm.test] is required");
+    plait_config_free(cfg);
+}
+
+static void test_syntax_errors(void **state) {
+    (void)state;
+    plait_config *cfg = fresh();
+    assert_int_equal(plait_config_load_string(cfg, "s.ini", "[run]\nseed = 1\nthis line is wrong\n"),
+                     PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "s.ini:3: syntax error");
+    plait_config_free(cfg);
+    cfg = fresh();
+    assert_int_equal(plait_config_load_string(cfg, "s.ini", "seed = 1\n"), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "s.ini:1: key 'seed' appears before any [section]");
+    plait_config_free(cfg);
+    cfg = fresh();
+    assert_int_equal(plait_config_load_string(cfg, "s.ini", "[run]\nseed = 1\nsteps = 2\nseed = 3\n"),
+                     PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "s.ini:4: [run] key 'seed' is given twice (first on line 2)");
+    plait_config_free(cfg);
+    char longline[400];
+    memset(longline, 'a', sizeof longline);
+    memcpy(longline, "[run]\nout_dir = ", 16);
+    longline[sizeof longline - 1] = '\0';
+    cfg = fresh();
+    assert_int_equal(plait_config_load_string(cfg, "s.ini", longline), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "s.ini:2: line is longer than");
+    plait_config_free(cfg);
+}
+
+static void test_env_and_cli_overrides(void **state) {
+    (void)state;
+    char *env[] = {"PLAIT_OPTIM_LR=0.5", "PLAIT_COMM_TEST_FLAG=yes", "PLAIT_UNRELATED=1", NULL};
+    plait_config *cfg = fresh();
+    assert_int_equal(plait_config_load_string(cfg, "e.ini", "[optim]\nlr = 0.1\nbeta1 = 0.8\n[comm.test]\nmust=1\n"), PLAIT_OK);
+    assert_int_equal(plait_config_add_override(cfg, "optim.beta1=0.7"), PLAIT_OK);
+    assert_int_equal(plait_config_add_override(cfg, "comm.test.size=4K"), PLAIT_OK);
+    assert_int_equal(plait_config_finalize(cfg, env), PLAIT_OK);
+    const char *where;
+    assert_true(plait_config_float(cfg, "optim", "lr") == 0.5);
+    assert_int_equal(plait_config_origin(cfg, "optim", "lr", &where), PLAIT_ORIGIN_ENV);
+    assert_string_equal(where, "environment PLAIT_OPTIM_LR");
+    assert_true(plait_config_float(cfg, "optim", "beta1") == 0.7);
+    assert_int_equal(plait_config_origin(cfg, "optim", "beta1", &where), PLAIT_ORIGIN_CLI);
+    assert_int_equal(plait_config_bool(cfg, "comm.test", "flag"), 1);
+    plait_value v;
+    assert_int_equal(plait_config_get(cfg, "comm.test", "size", &v), PLAIT_OK);
+    assert_int_equal(v.i, 4096);
+    char *fp = plait_config_fingerprint(cfg);
+    assert_contains(fp, "optim.lr=0.5\n");
+    assert_contains(fp, "comm.test.flag=yes\n");
+    free(fp);
+    plait_config_free(cfg);
+
+    char *bad_env[] = {"PLAIT_MODEL_N_HEAD=zero", NULL};
+    assert_int_equal(check("[run]\nseed = 1\n", bad_env, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "environment PLAIT_MODEL_N_HEAD: key 'n_head' in [model]");
+
+    cfg = fresh();
+    assert_int_equal(plait_config_add_override(cfg, "comm.test.must=1"), PLAIT_OK);
+    assert_int_equal(plait_config_add_override(cfg, "optim.lr=-1"), PLAIT_OK);
+    assert_int_equal(plait_config_finalize(cfg, (char *const[]){NULL}), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "command line 'optim.lr=-1': key 'lr' in [optim]");
+    plait_config_free(cfg);
+    cfg = fresh();
+    assert_int_equal(plait_config_add_override(cfg, "nodot"), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "expected section.key=value");
+    plait_config_free(cfg);
+}
+
+static void test_all_problems_listed(void **state) {
+    (void)state;
+    assert_int_equal(check("[model]\nn_layer = x\nn_head = y\n[optim]\nlerning_rate = 1\n", NULL, NULL),
+                     PLAIT_ERR_INVALID_CONFIG);
+    const char *msg = plait_last_error();
+    assert_contains(msg, "3 problems");
+    assert_contains(msg, "t.ini:2:");
+    assert_contains(msg, "t.ini:3:");
+    assert_contains(msg, "t.ini:5:");
+}
+
+static void test_derived_value(void **state) {
+    (void)state;
+    plait_config *cfg = NULL;
+    assert_int_equal(check("[data]\nglobal_batch = 32\n", NULL, &cfg), PLAIT_OK);
+    assert_int_equal(plait_config_set_derived(cfg, "data", "accumulation_steps", "4", "global_batch / micro_batch"), PLAIT_OK);
+    const char *where;
+    assert_int_equal(plait_config_origin(cfg, "data", "accumulation_steps", &where), PLAIT_ORIGIN_DERIVED);
+    assert_contains(where, "global_batch / micro_batch");
+    assert_int_equal(plait_config_int(cfg, "data", "accumulation_steps"), 4);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    plait_config_show(cfg, out);
+    fclose(out);
+    assert_contains(text, "[model]");
+    assert_contains(text, "global_batch = 32");
+    assert_contains(text, "t.ini:2");
+    assert_contains(text, "accumulation_steps = 4");
+    free(text);
+    plait_config_free(cfg);
+}
+
+static void test_value_helpers(void **state) {
+    (void)state;
+    uint64_t b;
+    assert_int_equal(plait_parse_bytes("64K", &b), 0);
+    assert_int_equal(b, 65536);
+    assert_int_equal(plait_parse_bytes("1.5G", &b), 0);
+    assert_int_equal(b, 1610612736ull);
+    assert_int_equal(plait_parse_bytes("2MiB", &b), 0);
+    assert_int_equal(b, 2u << 20);
+    assert_int_equal(plait_parse_bytes("-1", &b), -1);
+    assert_int_equal(plait_parse_bytes("0.5", &b), -1);
+    char out[32];
+    plait_format_bytes(25u << 20, out, sizeof out);
+    assert_string_equal(out, "25M");
+    assert_int_equal(plait_edit_distance("ring", "rign"), 1);
+    const char *cands[] = {"lr", "beta1", "weight_decay"};
+    assert_string_equal(plait_suggest("lerning_rate", cands, 3), "lr");
+    assert_string_equal(plait_suggest("wd", cands, 3), "weight_decay");
+    assert_null(plait_suggest("zzzzzzzz", cands, 3));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid_file_and_origins), cmocka_unit_test(test_misspelt_key_suggests),
+        cmocka_unit_test(test_key_in_wrong_section),   cmocka_unit_test(test_unknown_section),
+        cmocka_unit_test(test_wrong_type_and_range),   cmocka_unit_test(test_enum_and_list_choices),
+        cmocka_unit_test(test_required_missing),       cmocka_unit_test(test_syntax_errors),
+        cmocka_unit_test(test_env_and_cli_overrides),  cmocka_unit_test(test_all_problems_listed),
+        cmocka_unit_test(test_derived_value),          cmocka_unit_test(test_value_helpers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,291 @@
+/* The data loader: formats, split, deterministic layout-independent batches,
+ * errors that name the file and offset. */
+#include "train_io_test.h"
+
+#include "train/data.h"
+
+static char scratch[PATH_MAX];
+
+static int setup(void **state) {
+    (void)state;
+    make_scratch(scratch, sizeof scratch, "data");
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    rm_tree(scratch);
+    return 0;
+}
+
+/* A text file of n bytes with a recognisable pattern (byte i = i * 7 + i / 251). */
+static void make_text(const char *path, size_t n) {
+    unsigned char *buf = malloc(n);
+    for (size_t i = 0; i < n; i++) buf[i] = (unsigned char)(i * 7 + i / 251);
+    write_bytes(path, buf, n);
+    free(buf);
+}
+
+static plait_data *open_text(size_t n, int32_t T, double val, uint64_t seed) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/text-%zu.txt", scratch, n);
+    make_text(path, n);
+    plait_data_options o = {.path = path, .val_fraction = val, .vocab_size = 256, .seq_len = T, .seed = seed};
+    plait_data *d;
+    plait_status st = plait_data_open(&o, &d);
+    if (st != PLAIT_OK) fail_msg("%s", plait_last_error());
+    return d;
+}
+
+static void test_batches_are_deterministic(void **state) {
+    (void)state;
+    const int32_t B = 4, T = 16;
+    plait_data *d = open_text(5000, T, 0.1, 1337);
+    int32_t a[4 * 16], at[4 * 16], b[4 * 16], bt[4 * 16], other[4 * 16];
+    assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, 7, 3, B, T, a, at), PLAIT_OK);
+    /* Reading anything else in between changes nothing. */
+    for (int s = 0; s < 5; s++)
+        for (int j = 0; j < 4; j++) assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, s, j, B, T, other, NULL), PLAIT_OK);
+    assert_int_equal(plait_data_batch(d, PLAIT_DATA_VAL, 0, 0, B, T, other, NULL), PLAIT_OK);
+    assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, 7, 3, B, T, b, bt), PLAIT_OK);
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_equal(at, bt, sizeof at);
+    /* Another handle on the same file (another rank) agrees. */
+    plait_data *d2 = open_text(5000, T, 0.1, 1337);
+    assert_int_equal(plait_data_batch(d2, PLAIT_DATA_TRAIN, 7, 3, B, T, b, bt), PLAIT_OK);
+    assert_memory_equal(a, b, sizeof a);
+    plait_data_close(d2);
+    /* Different micro-batch, step or seed: different sequences. */
+    assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, 7, 2, B, T, b, NULL), PLAIT_OK);
+    assert_memory_not_equal(a, b, sizeof a);
+    assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, 8, 3, B, T, b, NULL), PLAIT_OK);
+    assert_memory_not_equal(a, b, sizeof a);
+    plait_data *d3 = open_text(5000, T, 0.1, 42);
+    assert_int_equal(plait_data_batch(d3, PLAIT_DATA_TRAIN, 7, 3, B, T, b, NULL), PLAIT_OK);
+    assert_memory_not_equal(a, b, sizeof a);
+    plait_data_close(d3);
+    plait_data_close(d);
+}
+
+/* Cutting the global batch differently reads the same sequences. */
+static void test_batches_independent_of_micro_batch_size(void **state) {
+    (void)state;
+    const int32_t T = 8;
+    plait_data *d = open_text(3000, T, 0.1, 5);
+    int32_t whole[8 * 8], part[2 * 8];
+    assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, 11, 0, 8, T, whole, NULL), PLAIT_OK);
+    for (int j = 0; j < 4; j++) {
+        assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, 11, j, 2, T, part, NULL), PLAIT_OK);
+        assert_memory_equal(part, whole + j * 2 * T, sizeof part);
+    }
+    int32_t one[8];
+    for (int g = 0; g < 8; g++) {
+        assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, 11, g, 1, T, one, NULL), PLAIT_OK);
+        assert_memory_equal(one, whole + g * T, sizeof one);
+    }
+    plait_data_close(d);
+}
+
+static void test_split_boundaries(void **state) {
+    (void)state;
+    const int32_t T = 10;
+    const size_t n = 1000;
+    plait_data *d = open_text(n, T, 0.25, 9);
+    assert_int_equal(plait_data_tokens(d), 1000);
+    assert_int_equal(plait_data_split_tokens(d, PLAIT_DATA_VAL), 250);
+    assert_int_equal(plait_data_split_tokens(d, PLAIT_DATA_TRAIN), 750);
+    int64_t lo = INT64_MAX, hi = -1;
+    for (int64_t s = 0; s < 200; s++)
+        for (int64_t g = 0; g < 16; g++) {
+            int64_t start = plait_data_sequence_start(d, PLAIT_DATA_TRAIN, s, g);
+            assert_true(start >= 0);
+            assert_true(start + T + 1 <= 750); /* last target inside the training split */
+            if (start < lo) lo = start;
+            if (start > hi) hi = start;
+        }
+    /* 3200 uniform draws over 740 positions reach both ends. */
+    assert_true(lo <= 3);
+    assert_true(hi >= 736);
+    /* Validation: consecutive windows from the first validation token,
+     * wrapping after (250 - 1) / 10 = 24 of them, the same at every step. */
+    assert_int_equal(plait_data_sequence_start(d, PLAIT_DATA_VAL, 0, 0), 750);
+    assert_int_equal(plait_data_sequence_start(d, PLAIT_DATA_VAL, 0, 1), 760);
+    assert_int_equal(plait_data_sequence_start(d, PLAIT_DATA_VAL, 0, 23), 750 + 230);
+    assert_int_equal(plait_data_sequence_start(d, PLAIT_DATA_VAL, 0, 24), 750);
+    assert_int_equal(plait_data_sequence_start(d, PLAIT_DATA_VAL, 99, 5), 800);
+    for (int64_t g = 0; g < 100; g++)
+        assert_true(plait_data_sequence_start(d, PLAIT_DATA_VAL, 0, g) + T + 1 <= 1000);
+    /* Tokens and targets are the file's bytes, shifted by one. */
+    int32_t tok[2 * 10], tgt[2 * 10];
+    assert_int_equal(plait_data_batch(d, PLAIT_DATA_VAL, 0, 1, 2, T, tok, tgt), PLAIT_OK);
+    for (int r = 0; r < 2; r++)
+        for (int t = 0; t < T; t++) {
+            size_t pos = 750 + (size_t)(2 + r) * 10 + (size_t)t;
+            assert_int_equal(tok[r * T + t], (unsigned char)(pos * 7 + pos / 251));
+            assert_int_equal(tgt[r * T + t], (unsigned char)((pos + 1) * 7 + (pos + 1) / 251));
+        }
+    plait_data_close(d);
+}
+
+static void test_no_validation_split(void **state) {
+    (void)state;
+    plait_data *d = open_text(100, 8, 0.0, 1);
+    assert_int_equal(plait_data_split_tokens(d, PLAIT_DATA_VAL), 0);
+    int32_t tok[8];
+    assert_int_equal(plait_data_batch(d, PLAIT_DATA_VAL, 0, 0, 1, 8, tok, NULL), PLAIT_ERR_INVALID_ARG);
+    assert_error_contains("val_fraction = 0");
+    assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, 0, 0, 1, 9, tok, NULL), PLAIT_ERR_INVALID_ARG);
+    plait_data_close(d);
+}
+
+static void write_u16(const char *path, const uint16_t *tokens, size_t n, int llmc_header, int32_t header_count) {
+    size_t bytes = (llmc_header ? 1024 : 0) + 2 * n;
+    unsigned char *buf = calloc(1, bytes);
+    if (llmc_header) {
+        int32_t h[3] = {20240520, 1, header_count};
+        memcpy(buf, h, sizeof h); /* little-endian host */
+    }
+    for (size_t i = 0; i < n; i++) {
+        buf[(llmc_header ? 1024 : 0) + 2 * i] = (unsigned char)(tokens[i] & 0xff);
+        buf[(llmc_header ? 1024 : 0) + 2 * i + 1] = (unsigned char)(tokens[i] >> 8);
+    }
+    write_bytes(path, buf, bytes);
+    free(buf);
+}
+
+static void test_u16_files(void **state) {
+    (void)state;
+    enum { N = 400 };
+    uint16_t tokens[N];
+    for (int i = 0; i < N; i++) tokens[i] = (uint16_t)(i * 131 % 50257);
+    char raw[PATH_MAX], llmc[PATH_MAX];
+    snprintf(raw, sizeof raw, "%s/raw.bin", scratch);
+    snprintf(llmc, sizeof llmc, "%s/llmc.bin", scratch);
+    write_u16(raw, tokens, N, 0, 0);
+    write_u16(llmc, tokens, N, 1, N);
+    const char *paths[2] = {raw, llmc};
+    for (int k = 0; k < 2; k++) {
+        plait_data_options o = {.path = paths[k], .val_fraction = 0.1, .vocab_size = 50257, .seq_len = 16, .seed = 3};
+        plait_data *d;
+        if (plait_data_open(&o, &d) != PLAIT_OK) fail_msg("%s", plait_last_error());
+        assert_int_equal(plait_data_format_of(d), PLAIT_DATA_FORMAT_U16);
+        assert_int_equal(plait_data_has_llmc_header(d), k);
+        assert_int_equal(plait_data_tokens(d), N);
+        for (int i = 0; i < N; i++) assert_int_equal(plait_data_token(d, i), tokens[i]);
+        int32_t tok[16], tgt[16];
+        assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, 2, 1, 1, 16, tok, tgt), PLAIT_OK);
+        int64_t start = plait_data_sequence_start(d, PLAIT_DATA_TRAIN, 2, 1);
+        for (int t = 0; t < 16; t++) {
+            assert_int_equal(tok[t], tokens[start + t]);
+            assert_int_equal(tgt[t], tokens[start + t + 1]);
+        }
+        plait_data_close(d);
+    }
+}
+
+static plait_status open_path(const char *path, plait_data_format fmt, int32_t vocab, int32_t T, double val) {
+    plait_data_options o = {.path = path, .format = fmt, .val_fraction = val, .vocab_size = vocab, .seq_len = T};
+    plait_data *d = NULL;
+    plait_status st = plait_data_open(&o, &d);
+    plait_data_close(d);
+    return st;
+}
+
+static void test_bad_files(void **state) {
+    (void)state;
+    char path[PATH_MAX];
+    uint16_t tokens[64];
+    for (int i = 0; i < 64; i++) tokens[i] = (uint16_t)i;
+
+    /* A token beyond the vocabulary: named with file, byte offset and index. */
+    tokens[37] = 300;
+    snprintf(path, sizeof path, "%s/badtoken.bin", scratch);
+    write_u16(path, tokens, 64, 1, 64);
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_AUTO, 256, 8, 0.1), PLAIT_ERR_PROTOCOL);
+    assert_error_contains(path);
+    assert_error_contains("token 300 at byte offset 1098 (token index 37)");
+    assert_error_contains("vocab_size = 256");
+    tokens[37] = 37;
+
+    /* Text bytes above a smaller vocabulary. */
+    snprintf(path, sizeof path, "%s/text.txt", scratch);
+    write_bytes(path, "hello world, hello plait", 24);
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_AUTO, 100, 4, 0.0), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("token 104 at byte offset 0 (token index 0)");
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_AUTO, 128, 4, 0.0), PLAIT_OK);
+
+    /* llm.c header whose count does not match the size (truncated). */
+    snprintf(path, sizeof path, "%s/short.bin", scratch);
+    write_u16(path, tokens, 64, 1, 80);
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_U16, 256, 8, 0.1), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("header says 80 tokens");
+
+    /* Raw uint16 with an odd size. */
+    snprintf(path, sizeof path, "%s/odd.bin", scratch);
+    write_bytes(path, tokens, 33);
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_AUTO, 256, 8, 0.1), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("whole number of uint16 tokens");
+
+    /* llm.c's uint32 variant. */
+    snprintf(path, sizeof path, "%s/u32.bin", scratch);
+    int32_t h[256] = {20240801, 1, 0};
+    write_bytes(path, h, sizeof h);
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_AUTO, 256, 8, 0.1), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("uint32 tokens");
+
+    /* Too short for one sequence, in either split. */
+    snprintf(path, sizeof path, "%s/tiny.txt", scratch);
+    write_bytes(path, "abcdefgh", 8);
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_TEXT, 256, 8, 0.0), PLAIT_ERR_INVALID_CONFIG);
+    assert_error_contains("too short");
+    snprintf(path, sizeof path, "%s/valshort.txt", scratch);
+    make_text(path, 100);
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_TEXT, 256, 16, 0.1), PLAIT_ERR_INVALID_CONFIG);
+    assert_error_contains("10 for validation");
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_TEXT, 256, 16, 0.2), PLAIT_OK);
+
+    /* Missing file and empty file. */
+    snprintf(path, sizeof path, "%s/missing.txt", scratch);
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_TEXT, 256, 8, 0.1), PLAIT_ERR_SYSTEM);
+    assert_error_contains(path);
+    snprintf(path, sizeof path, "%s/empty.txt", scratch);
+    write_bytes(path, "", 0);
+    assert_int_not_equal(open_path(path, PLAIT_DATA_FORMAT_TEXT, 256, 8, 0.1), PLAIT_OK);
+}
+
+/* The bundled corpus, found through the config's default path. */
+static void test_bundled_corpus(void **state) {
+    (void)state;
+    plait_config *cfg = config_from("[model]\nblock_size = 64\n");
+    plait_data *d;
+    plait_status st = plait_data_open_config(cfg, &d);
+    if (st != PLAIT_OK) fail_msg("%s", plait_last_error());
+    assert_int_equal(plait_data_format_of(d), PLAIT_DATA_FORMAT_TEXT);
+    assert_true(plait_data_tokens(d) > 300000 && plait_data_tokens(d) <= 2000000);
+    for (int64_t i = 0; i < plait_data_tokens(d); i++) {
+        int32_t t = plait_data_token(d, i);
+        assert_true(t == '\n' || (t >= 32 && t < 127));
+    }
+    int32_t tok[4 * 64];
+    assert_int_equal(plait_data_batch(d, PLAIT_DATA_TRAIN, 0, 0, 4, 64, tok, NULL), PLAIT_OK);
+    plait_data_close(d);
+
+    plait_config *bad = config_from("[data]\npath = no/such/file.txt\n");
+    assert_int_equal(plait_data_open_config(bad, &d), PLAIT_ERR_INVALID_CONFIG);
+    assert_error_contains("no/such/file.txt: no such file (tried no/such/file.txt");
+    plait_config_free(bad);
+    plait_config_free(cfg);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batches_are_deterministic),
+        cmocka_unit_test(test_batches_independent_of_micro_batch_size),
+        cmocka_unit_test(test_split_boundaries),
+        cmocka_unit_test(test_no_validation_split),
+        cmocka_unit_test(test_u16_files),
+        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_bundled_corpus),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
