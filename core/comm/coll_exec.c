@@ -15,10 +15,11 @@
  *     n=4  tree / rhd       72/83  162/170 1491/1443 6500/7828
  *     n=8  tree / rhd       235/424 392/768 3985/5456 18155/19438
  *     (ring: 1.5-3x slower than both below 4M at every n)
- *   allreduce busbw (GB/s)  16M    64M
- *     n=3  tree/rhd/ring    0.65/0.80/0.56  0.60/0.73/0.76
- *     n=4  tree/rhd/ring    0.79/0.78/0.61  0.65/0.80/0.54
- *     n=8  tree/rhd/ring    0.23/0.36/0.36  0.23/0.25/0.30
+ *   allreduce busbw (GB/s)  4M              16M             64M
+ *     n=3  tree/rhd/ring                    0.65/0.80/0.56  0.60/0.73/0.76
+ *     n=4  tree/rhd/ring    0.92/0.86/0.53  0.79/0.78/0.61  0.65/0.80/0.54
+ *     n=4  (a busier hour)  0.67/0.40/0.35  0.55/0.57/0.47  0.46/0.48/0.49
+ *     n=8  tree/rhd/ring                    0.23/0.36/0.36  0.23/0.25/0.30
  *   n=4 busbw (GB/s)        16K    256K   4M     64M
  *     allgather ring/rhd/direct     0.09/0.10/0.08 0.47/0.83/0.51 0.54/0.77/0.57 0.63/0.65/0.54
  *     reduce_scatter ring/rhd/ord   0.09/0.11/0.08 0.49/0.60/0.41 0.50/0.75/0.67 0.73/0.62/0.61
@@ -27,7 +28,8 @@
  *
  * Why the tree wins small allreduces here: with ranks sharing cores, what
  * costs is the total number of messages and bytes moved (reduce + broadcast
- * send 2(n-1) messages, recursive doubling n·log2 n), not the depth. The
+ * send 2(n-1) messages, recursive doubling n·log2 n), not the depth; up to 4
+ * ranks it holds to 16 MiB (tie there), beyond that to 4 MiB. The
  * pipelined Rabenseifner (rhd) wins large ones; the ring only takes over
  * past 32 MiB when the group is larger than 4 (its 2(n-1) steps cost
  * latency, Rabenseifner's fold costs a full extra transfer per folded pair).
@@ -75,7 +77,7 @@ static plait_coll_algo auto_algo(const plait_coll_ctx *c) {
     int n = c->size;
     switch (c->a->kind) {
     case PLAIT_COLL_ALLREDUCE:
-        if (bytes < 4 * MiB) return PLAIT_ALGO_TREE;
+        if (bytes < (n <= 4 ? 16 * MiB : 4 * MiB)) return PLAIT_ALGO_TREE;
         return n > 4 && bytes >= 32 * MiB ? PLAIT_ALGO_RING : PLAIT_ALGO_RHD;
     case PLAIT_COLL_REDUCE_SCATTER:
     case PLAIT_COLL_ALLGATHER:
