@@ -68,6 +68,7 @@ static plait_status dp_plan(void *state, plait_plan *plan) {
 static uint64_t params_checksum(const plait_param_set *set) {
     uint64_t h = 1469598103934665603ull;
     for (int32_t i = 0; i < set->n_params; i++) {
+        if (!set->params[i].data) continue; /* held in shards by the optimizer (ZeRO-3) */
         const unsigned char *p = (const unsigned char *)set->params[i].data;
         size_t n = set->params[i].numel * sizeof(float);
         for (size_t k = 0; k < n; k++) h = (h ^ p[k]) * 1099511628211ull;
