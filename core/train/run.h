@@ -55,6 +55,7 @@ typedef struct plait_run {
     int64_t steps;            /* [run] steps */
     int64_t step;             /* next step to run (0-based) */
     uint64_t seed;
+    int failed;               /* set on error: the job is left without waiting for others */
 
     plait_model_desc *desc;
     const plait_model_spec *spec;

@@ -144,7 +144,6 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
     float *slice = full + max_global;
     plait_ckpt_writer *w = NULL;
     plait_status st = PLAIT_OK;
-    double t0 = plait_host_table()->now();
     if (me == 0) {
         st = plait_ckpt_writer_begin(out_dir, run->step, &w);
         if (st == PLAIT_OK) st = plait_ckpt_declare_model(w, spec, run->opt->state_names);
@@ -196,8 +195,5 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
     if (st == PLAIT_OK && cst != PLAIT_OK) st = cst;
     if (st == PLAIT_OK && !ok) st = plait_set_error(PLAIT_ERR_SYSTEM, "saving the checkpoint failed on another rank");
     if (st != PLAIT_OK) return plait_wrap_error(st, "checkpoint at step %" PRId64, run->step);
-    if (me == 0)
-        PLAIT_INFO("train", "checkpoint %s/ckpt-%08" PRId64 " written in %.2f s", out_dir, run->step,
-                   plait_host_table()->now() - t0);
     return PLAIT_OK;
 }

@@ -12,27 +12,6 @@
 #include "train/run.h"
 #include "train/run_internal.h"
 
-/* Local shape of `p` under `shard`: dimension `dim` becomes padded_len/parts. */
-static plait_status apply_shard(plait_param *p, const plait_shard *sh) {
-    p->shard = *sh;
-    memcpy(p->local_shape, p->shape, sizeof p->shape);
-    if (sh->dim >= 0 && sh->parts > 1) {
-        if (sh->dim >= p->ndim || sh->groups < 1 || sh->padded_len < p->shape[sh->dim] ||
-            sh->padded_len % ((int64_t)sh->groups * sh->parts) != 0)
-            return plait_set_error(PLAIT_ERR_INTERNAL,
-                                   "plan: shard of %s (dim %d, %d parts, %d groups, padded %lld) does not divide "
-                                   "its shape",
-                                   p->name, sh->dim, sh->parts, sh->groups, (long long)sh->padded_len);
-        p->local_shape[sh->dim] = sh->padded_len / sh->parts;
-    } else if (sh->dim >= 0) {
-        p->local_shape[sh->dim] = sh->padded_len;
-    }
-    size_t n = 1;
-    for (int d = 0; d < p->ndim; d++) n *= (size_t)p->local_shape[d];
-    p->numel = n;
-    return PLAIT_OK;
-}
-
 plait_status plait_run_build_params(plait_run *run) {
     const plait_model_spec *spec = run->spec;
     int32_t n = 0;
@@ -50,7 +29,7 @@ plait_status plait_run_build_params(plait_run *run) {
         plait_param *p = &params[n];
         *p = *src;
         p->struct_size = sizeof *p;
-        plait_status st = apply_shard(p, &run->plan.shards[g]);
+        plait_status st = plait_param_apply_shard(p, &run->plan.shards[g]);
         if (st != PLAIT_OK) {
             free(params);
             return st;
