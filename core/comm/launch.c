@@ -35,6 +35,7 @@ struct rank_proc {
     char partial[LAST_LINE];
     size_t partial_len;
     char last[LAST_LINE];
+    int external_signal; /* killed by a signal the launcher did not send: a root cause */
 };
 
 /* ---- in a rank ---------------------------------------------------------- */
@@ -223,8 +224,11 @@ static void describe(const struct rank_proc *p, int rank, char *out, size_t cap)
 
 /* Signal every rank still running, and their process group (so helpers
  * they started go too). */
+static int g_launcher_signalled; /* the launcher has signalled its ranks */
+
 static void signal_all(struct rank_proc *procs, int n, pid_t pgid, int sig) {
     int any = 0;
+    g_launcher_signalled = 1;
     for (int r = 0; r < n; r++)
         if (procs[r].alive) {
             kill(procs[r].pid, sig);
@@ -240,6 +244,7 @@ static int failed(int status) {
 plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result *res) {
     memset(res, 0, sizeof *res);
     res->failed_rank = -1;
+    g_launcher_signalled = 0;
     int n = o->nranks;
     if (n < 1 || !o->argv || !o->argv[0])
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "launch: need at least one rank and a command line");
@@ -415,6 +420,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
                 alive--;
                 if (failed(status)) {
                     int k = WIFSIGNALED(status) ? 0 : 1;
+                    procs[r].external_signal = k == 0 && !g_launcher_signalled;
                     if (newly[k] < 0) newly[k] = r;
                 }
             }
@@ -459,6 +465,14 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
         snprintf(res->message, sizeof res->message, "interrupted by %s; stopped %d rank%s", signame(int_sig), n,
                  n == 1 ? "" : "s");
     }
+    /* A rank killed from outside is the cause even when a peer that lost it
+     * exited first (ranks notice a dead peer faster than waitpid reports it). */
+    if (first >= 0 && !procs[first].external_signal)
+        for (int r = 0; r < n; r++)
+            if (procs[r].external_signal) {
+                first = r;
+                break;
+            }
     if (first >= 0) {
         struct rank_proc *p = &procs[first];
         res->failed_rank = first;

@@ -97,8 +97,15 @@ plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t
     plait_k_matmul_backward(m->s_datty, g_proj_w, g_proj_b, dx, a->atty, w_proj, BT, Cl, C);
     plait_k_attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T,
                                m->NHl, m->HS);
+    /* The key bias cannot change the output (softmax is invariant to adding
+     * the same q·b_k to every key's score), so its gradient is exactly zero;
+     * computed, it is rounding noise that Adam would amplify into ±lr steps
+     * and that would differ between layouts. Keep it at exactly zero: save
+     * that slice of the accumulator around the update (s_datt is free now). */
+    memcpy(m->s_datt, g_attn_b + Cl, (size_t)Cl * sizeof(float));
     plait_k_matmul_backward(m->s_dln, g_attn_w, g_attn_b, m->s_dqkv, a->ln1, w_attn, BT, C,
                             3 * Cl);
+    memcpy(g_attn_b + Cl, m->s_datt, (size_t)Cl * sizeof(float));
     if (m->tp_ops) {
         plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
         if (st != PLAIT_OK)

@@ -49,6 +49,8 @@ plait_status plait_metrics_row(plait_metrics *m) {
         if (isnan(v)) {
         } else if (v == floor(v) && fabs(v) < 1e15) {
             fprintf(m->file, "%.0f", v);
+        } else if (strstr(m->names[i], "loss")) {
+            fprintf(m->file, "%.17g", v); /* exact: layouts are compared bit for bit */
         } else {
             fprintf(m->file, "%.6g", v);
         }

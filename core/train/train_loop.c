@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "comm/comm.h"
 #include "runtime/error.h"
 #include "runtime/host.h"
 #include "runtime/log.h"
@@ -133,6 +134,13 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     if (st != PLAIT_OK) {
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", plait_last_error());
+        /* The job is going down: every peer learns why (the comm plugin passes
+         * the reason on), so all ranks report the root cause, not just the
+         * neighbour that vanished. */
+        run->failed = 1;
+        char why[2200];
+        snprintf(why, sizeof why, "rank %d stopped: %s", run->mesh.world_rank, msg);
+        plait_comm_fail(run->world, st, why);
         plait_run_close(run);
         return plait_set_error(st, "%s", msg);
     }

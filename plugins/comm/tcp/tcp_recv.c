@@ -190,6 +190,21 @@ static void parse_staged(tcp_engine *e, tcp_conn *c) {
                 if (tcp_cma_control(e, c, &h, payload) != 0) return;
                 continue;
             }
+            if (h.magic == TCP_FRAME_MAGIC && h.version == TCP_WIRE_VERSION && h.type == TCP_FRAME_ABORT) {
+                if (h.chunk_len > TCP_ABORT_MAX || h.flags != 0) {
+                    tcp_protocol_error(e, c, "abort frame with %u payload bytes", h.chunk_len);
+                    return;
+                }
+                if (avail < sizeof h + h.chunk_len) break;
+                char why[TCP_ABORT_MAX + 1], msg[TCP_ABORT_MAX + 64];
+                memcpy(why, c->rx + c->rx_pos + sizeof h, h.chunk_len);
+                why[h.chunk_len] = '\0';
+                for (char *q = why; *q; q++)
+                    if ((unsigned char)*q < 32) *q = ' '; /* text from the wire: keep logs clean */
+                snprintf(msg, sizeof msg, "rank %d is going down: %s", c->peer, why);
+                tcp_fail_peer_as(e, c->peer, PLAIT_ERR_PEER_LOST, msg, 0);
+                return;
+            }
             c->rx_pos += sizeof h;
             if (begin_chunk(e, c, &h) != 0) return;
             continue;

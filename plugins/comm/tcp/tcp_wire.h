@@ -45,7 +45,12 @@
 #define TCP_ADDR_MAGIC 0x44544c50u  /* "PLTD" */
 #define TCP_SECRET_BYTES 32
 
-enum { TCP_FRAME_DATA = 1, TCP_FRAME_RTS = 2, TCP_FRAME_ACK = 3 };
+/* ABORT: a rank that is going down tells its peers why (payload: the reason
+ * text, at most TCP_ABORT_MAX bytes), so a failure cascades with its cause
+ * ("rank 0 is going down: lost rank 2 in allreduce #61") instead of each rank
+ * only reporting the neighbour it last heard from. */
+enum { TCP_FRAME_DATA = 1, TCP_FRAME_RTS = 2, TCP_FRAME_ACK = 3, TCP_FRAME_ABORT = 4 };
+#define TCP_ABORT_MAX 320
 
 typedef struct tcp_frame {
     uint32_t magic;
