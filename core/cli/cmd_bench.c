@@ -14,8 +14,19 @@
 #include "plugin/loader.h"
 #include "runtime/error.h"
 
+int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv);
+
 static const char bench_usage[] =
-    "usage: plait bench comm [-n N] --op OP [options] [section.key=value ...]\n"
+    "usage: plait bench train CONFIG [--steps S] [--warmup W] [--csv FILE] [section.key=value ...]\n"
+    "       plait bench comm [-n N] --op OP [options] [section.key=value ...]\n"
+    "\n"
+    "bench train: steady-state training throughput of CONFIG's layout (dp x tp x pp local ranks, as\n"
+    "'plait train' starts them): median step time of the slowest rank over S timed steps (default\n"
+    "10) after W warm-up steps (default 3), tokens/s, MFU against this machine's measured SGEMM\n"
+    "peak, the step split into compute / communication / idle, bytes each rank sent per step (DP,\n"
+    "TP, PP, optimizer) and peak RSS. No checkpoints, no evaluation. --csv appends a row.\n"
+    "\n"
+    "bench comm:\n"
     "\n"
     "Collective bandwidth and latency in the nccl-tests style: size, count, type, redop, time,\n"
     "algbw, busbw and #wrong (elements differing from the expected result, checked on every\n"
@@ -279,9 +290,11 @@ static int cmd_bench(int argc, char **argv) {
         return 2;
     }
     if (strcmp(argv[1], "comm") == 0) return bench_comm(argc - 1, argv + 1);
-    fprintf(stderr, "plait bench: no benchmark '%s' (available: comm)\n", argv[1]);
+    /* argv - 1 is the program's full command line (commands get it from index 1) */
+    if (strcmp(argv[1], "train") == 0) return plait_cli_bench_train(argc - 1, argv + 1, argc + 1, argv - 1);
+    fprintf(stderr, "plait bench: no benchmark '%s' (available: comm, train)\n", argv[1]);
     return 2;
 }
 
-const plait_command plait_cmd_bench = {"bench", "benchmarks: 'plait bench comm' measures collectives",
+const plait_command plait_cmd_bench = {"bench", "benchmarks: 'plait bench train' (throughput), 'plait bench comm' (collectives)",
                                        bench_usage, cmd_bench};

@@ -15,6 +15,10 @@ plait_status plait_run_fetch_batch(plait_run *run, int split, int64_t step, int6
 plait_status plait_run_execute(plait_run *run, int split, int64_t step, int train, plait_step_timing *t,
                                plait_optim_step_out *out);
 
+/* The single-process plan (nothing split, one stage, forward then backward
+ * per micro-batch) that parallel plugins edit. Allocates the plan's arrays. */
+plait_status plait_run_prefill_plan(plait_run *run);
+
 /* Storage and initial values (run_params.c). */
 plait_status plait_run_alloc_storage(plait_run *run);
 plait_status plait_run_init_values(plait_run *run);

@@ -12,7 +12,7 @@
 
 /* The single-process plan every parallel plugin starts from: nothing split,
  * every layer on stage 0, forward then backward per micro-batch. */
-static plait_status prefill_plan(plait_run *run) {
+plait_status plait_run_prefill_plan(plait_run *run) {
     const plait_model_spec *spec = run->spec;
     plait_plan *plan = &run->plan;
     memset(plan, 0, sizeof *plan);
@@ -83,7 +83,7 @@ static plait_status load_parallel(plait_run *run) {
                                 .model = run->spec,
                                 .deterministic = run->deterministic};
     plait_status st = run->par->create(&init, &run->par_state);
-    if (st == PLAIT_OK) st = prefill_plan(run);
+    if (st == PLAIT_OK) st = plait_run_prefill_plan(run);
     if (st == PLAIT_OK) st = run_plugin_plan(run);
     if (st != PLAIT_OK) return plait_wrap_error(st, "parallel plugin %s", name);
     run->stage = run->mesh.pp_rank;

@@ -1,0 +1,141 @@
+/*
+ * `plait bench train`: steady-state training throughput of a config's layout
+ * (no checkpoints, no evaluation): median step time over the slowest rank,
+ * tokens/s, MFU against this machine's measured SGEMM peak, the step's split
+ * into compute / communication / idle, bytes each rank sent per step by axis,
+ * and peak memory per rank.
+ */
+#include "bench/bench_train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/kernels.h"
+#include "runtime/error.h"
+#include "runtime/host.h"
+#include "train/run.h"
+
+#define MB (1024.0 * 1024.0)
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double plait_bench_sgemm_peak(int threads) {
+    const plait_kernels *k = plait_host_table()->kernels;
+    const int64_t n = 1024;
+    float *a = plait_alloc((size_t)(3 * n * n) * sizeof(float), PLAIT_MEM_HOST, 64, "benchmark");
+    if (!a) return 0;
+    for (int64_t i = 0; i < 3 * n * n; i++) a[i] = (float)((i * 7919) % 1000) * 1e-3f;
+    int before = plait_kernels_threads();
+    plait_kernels_set_threads(threads);
+    double best = 0;
+    for (int rep = 0; rep < 6; rep++) {
+        double t0 = plait_host_table()->now();
+        k->sgemm(0, 1, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n);
+        double dt = plait_host_table()->now() - t0;
+        double flops = 2.0 * (double)n * n * n / dt;
+        if (rep > 0 && flops > best) best = flops; /* the first warms caches and threads */
+    }
+    plait_kernels_set_threads(before);
+    plait_free(a);
+    return best;
+}
+
+/* Per step, the slowest rank's numbers (max over the world). */
+enum { F_STEP, F_COMPUTE, F_COMM, F_IDLE, F_DP, F_TP, F_PP, F_OPT, F_RSS, N_FIELDS };
+
+plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_opts *o, FILE *out) {
+    plait_run *run = NULL;
+    plait_status st = plait_run_open(cfg, NULL, &run);
+    if (st != PLAIT_OK) return st;
+    const plait_coll_api *coll = plait_host_table()->coll;
+    int rank = run->mesh.world_rank, world = run->mesh.world_size;
+    /* the machine's peak with every core this job's ranks share, measured by
+     * rank 0 while the others wait (sleeping) */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = plait_host_table()->math_threads() * world;
+    if (threads > cores) threads = (int)cores;
+    double peak = 0;
+    if (rank == 0) peak = plait_bench_sgemm_peak(threads);
+    if (world > 1) st = coll->barrier(run->world, NULL, NULL);
+    int64_t total = o->warmup + o->steps;
+    double *rows = calloc((size_t)total * N_FIELDS, sizeof(double));
+    if (!rows) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    run->steps = run->step + total;
+    double first_loss = NAN, last_loss = NAN;
+    for (int64_t s = 0; st == PLAIT_OK && s < total; s++) {
+        plait_step_result r;
+        st = plait_run_step(run, &r);
+        if (st != PLAIT_OK) break;
+        if (s == 0) first_loss = r.loss;
+        last_loss = r.loss;
+        double *v = rows + s * N_FIELDS;
+        v[F_STEP] = r.t.step_s;
+        v[F_COMPUTE] = r.t.compute_s;
+        v[F_COMM] = r.t.comm_s;
+        v[F_IDLE] = r.t.idle_s;
+        v[F_DP] = (double)r.t.dp_bytes;
+        v[F_TP] = (double)r.t.tp_bytes;
+        v[F_PP] = (double)r.t.pp_bytes;
+        v[F_OPT] = (double)r.t.optim_bytes;
+        v[F_RSS] = (double)plait_peak_rss();
+        if (world > 1) st = coll->allreduce(run->world, v, v, N_FIELDS, PLAIT_F64, PLAIT_MAX, NULL, NULL);
+    }
+    if (st == PLAIT_OK && rank == 0) {
+        double med[N_FIELDS];
+        double *col = malloc(sizeof(double) * (size_t)o->steps);
+        for (int f = 0; f < N_FIELDS; f++) {
+            for (int64_t s = 0; s < o->steps; s++) col[s] = rows[(o->warmup + s) * N_FIELDS + f];
+            qsort(col, (size_t)o->steps, sizeof(double), cmp_double);
+            med[f] = col[o->steps / 2];
+        }
+        free(col);
+        double tokens = (double)run->batch.global_batch * run->block_size;
+        double tps = tokens / med[F_STEP];
+        double fpt = plait_run_flops_per_token(run);
+        double mfu = peak > 0 ? tps * fpt / peak : 0;
+        fprintf(out,
+                "# plait bench train %s: %s, dp %d x tp %d x pp %d (%s), optimizer %s, %d rank%s x %d thread%s\n"
+                "# global batch %lld x %d tokens = %.0f tokens/step; %lld timed steps after %lld warm-up; "
+                "SGEMM peak %.1f GFLOP/s (%d threads); loss %.4f -> %.4f\n",
+                plait_config_path(cfg) ? plait_config_path(cfg) : "", run->spec->arch, run->mesh.dp, run->mesh.tp,
+                run->mesh.pp, plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"),
+                world, world == 1 ? "" : "s", plait_host_table()->math_threads(),
+                plait_host_table()->math_threads() == 1 ? "" : "s", (long long)run->batch.global_batch,
+                run->block_size, tokens, (long long)o->steps, (long long)o->warmup, peak / 1e9, threads,
+                first_loss, last_loss);
+        fprintf(out, "# %9s %10s %6s %10s %9s %8s %9s %9s %9s %9s %11s\n", "ms/step", "tokens/s", "MFU", "compute_ms",
+                "comm_ms", "idle_ms", "dp_MB", "tp_MB", "pp_MB", "optim_MB", "peak_rss_MB");
+        fprintf(out, "  %9.1f %10.0f %5.1f%% %10.1f %9.1f %8.1f %9.2f %9.2f %9.2f %9.2f %11.1f\n", 1e3 * med[F_STEP],
+                tps, 100 * mfu, 1e3 * med[F_COMPUTE], 1e3 * med[F_COMM], 1e3 * med[F_IDLE], med[F_DP] / MB,
+                med[F_TP] / MB, med[F_PP] / MB, med[F_OPT] / MB, med[F_RSS] / MB);
+        fprintf(out, "# times: median over steps of the slowest rank; bytes: payload each rank sent per step "
+                     "(max over ranks); peak RSS: max over ranks\n");
+        if (o->csv) {
+            FILE *f = fopen(o->csv, "a");
+            if (f) {
+                if (ftell(f) == 0)
+                    fprintf(f, "config,dp,tp,pp,parallel,optim,ranks,threads,ms_per_step,tokens_per_s,mfu,compute_ms,"
+                               "comm_ms,idle_ms,dp_bytes,tp_bytes,pp_bytes,optim_bytes,peak_rss_mb\n");
+                fprintf(f, "%s,%d,%d,%d,%s,%s,%d,%d,%.3f,%.1f,%.4f,%.3f,%.3f,%.3f,%.0f,%.0f,%.0f,%.0f,%.1f\n",
+                        plait_config_path(cfg) ? plait_config_path(cfg) : "", run->mesh.dp, run->mesh.tp, run->mesh.pp,
+                        plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"), world,
+                        plait_host_table()->math_threads(), 1e3 * med[F_STEP], tps, mfu, 1e3 * med[F_COMPUTE],
+                        1e3 * med[F_COMM], 1e3 * med[F_IDLE], med[F_DP], med[F_TP], med[F_PP], med[F_OPT],
+                        med[F_RSS] / MB);
+                fclose(f);
+            } else {
+                st = plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot append the CSV row", o->csv);
+            }
+        }
+    }
+    free(rows);
+    if (st != PLAIT_OK) run->failed = 1;
+    plait_run_close(run);
+    return st;
+}

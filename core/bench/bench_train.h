@@ -1,0 +1,24 @@
+/*
+ * `plait bench train`: steady-state training throughput of a layout.
+ */
+#ifndef PLAIT_CORE_BENCH_TRAIN_H
+#define PLAIT_CORE_BENCH_TRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config/config.h"
+
+typedef struct plait_bench_train_opts {
+    int64_t warmup;   /* untimed steps */
+    int64_t steps;    /* timed steps */
+    const char *csv;  /* append a row here (rank 0), or NULL */
+} plait_bench_train_opts;
+
+/* Run as this rank of the job (collective); rank 0 prints the table to `out`. */
+plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_opts *o, FILE *out);
+
+/* Best SGEMM rate (FLOP/s) of 1024^3 products with `threads` threads. */
+double plait_bench_sgemm_peak(int threads);
+
+#endif

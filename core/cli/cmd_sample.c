@@ -1,0 +1,63 @@
+/* plait sample CHECKPOINT --prompt TEXT --tokens N [--temperature T] [--top-k K] [--seed S] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "train/sample.h"
+
+static int bad(const char *what) {
+    fprintf(stderr, "plait sample: %s; 'plait help sample' lists the options\n", what);
+    return 2;
+}
+
+static int cmd_sample(int argc, char **argv) {
+    plait_sample_options o = {.prompt = "", .tokens = 200, .temperature = 0.8, .top_k = 0, .seed = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (a[0] != '-') {
+            if (o.checkpoint) return bad("give one checkpoint");
+            o.checkpoint = a;
+            continue;
+        }
+        if (!v) return bad("an option needs a value");
+        i++;
+        if (!strcmp(a, "--prompt")) {
+            o.prompt = v;
+        } else if (!strcmp(a, "--tokens")) {
+            o.tokens = strtoll(v, &end, 10);
+            if (*end || o.tokens < 0 || o.tokens > 1000000) return bad("--tokens must be 0..1000000");
+        } else if (!strcmp(a, "--temperature")) {
+            o.temperature = strtod(v, &end);
+            if (*end || !(o.temperature >= 0) || o.temperature > 100) return bad("--temperature must be 0..100");
+        } else if (!strcmp(a, "--top-k")) {
+            long k = strtol(v, &end, 10);
+            if (*end || k < 0 || k > 1 << 30) return bad("--top-k must be >= 0");
+            o.top_k = (int32_t)k;
+        } else if (!strcmp(a, "--seed")) {
+            o.seed = strtoull(v, &end, 10);
+            if (*end) return bad("--seed must be an integer");
+        } else {
+            return bad("unknown option");
+        }
+    }
+    if (!o.checkpoint) return bad("give a checkpoint directory (runs/NAME/ckpt-<step>, or runs/NAME for its latest)");
+    if (plait_sample(&o, stdout) != PLAIT_OK) {
+        plait_cli_print_error("sample");
+        return 1;
+    }
+    return 0;
+}
+
+const plait_command plait_cmd_sample = {
+    "sample", "generate text from a checkpoint",
+    "usage: plait sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n\n"
+    "CHECKPOINT is a checkpoint directory (runs/NAME/ckpt-<step>) or a run directory (its latest\n"
+    "complete checkpoint). The model is rebuilt from the checkpoint alone, on one process.\n"
+    "  --prompt TEXT        start of the text (bytes; token ids for vocabularies larger than 256)\n"
+    "  --tokens N           tokens to generate (default 200)\n"
+    "  --temperature T      softmax temperature (default 0.8); 0 = greedy (argmax) decoding\n"
+    "  --top-k K            sample among the K most likely tokens only (default 0 = all)\n"
+    "  --seed S             sampling seed (default 1): same seed, same text\n",
+    cmd_sample};
