@@ -58,8 +58,11 @@ void plait_progress_step(plait_progress *p, int64_t step, double loss, double va
             p->line_open = 0;
         }
     } else {
+        /* piped output: one line a second at most, plus evaluations and the end */
+        double t = now_s();
+        if (t - p->last_print < 1.0 && val_loss < 0 && step != p->total_steps && p->last_print > 0) return;
         fprintf(p->out, "%s\n", line);
-        p->last_print = now_s();
+        p->last_print = t;
     }
     fflush(p->out);
 }
