@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The CLI as a user meets it: version, plugins (a plugin built for another ABI
+# major is refused with both versions and the rest still load and run),
+# config check with a misspelt key (file, line, key, suggestion), config show
+# with origins, and ranks whose must-agree keys differ.
+source "$(dirname "$0")/lib.sh"
+P=$PLAIT_BIN
+$P --version | grep -q "plugin ABI v1.0" || fail "--version"
+$P help train | grep -q -- "--resume" || fail "help train"
+out=$($P plugins)
+for k in "comm +tcp" "parallel +dp" "parallel +tp" "parallel +pp" "parallel +hybrid" "optim +adam"; do
+  echo "$out" | grep -Eq "^$k +[0-9.]+ +1\.0 +available" || fail "plait plugins does not list $k: $out"
+done
+
+# a plugin for ABI v2 next to good ones: refused, named, both versions; the run goes on
+plugdir=$(dirname "$PLAIT_BIN")/../tests/plugins
+out=$(PLAIT_PLUGIN_PATH=$plugdir $P plugins 2>&1)
+echo "$out" | grep -q "libplait-optim-abi2.so: built for plait plugin ABI v2" || fail "ABI v2 plugin not refused: $out"
+echo "$out" | grep -q "this plait speaks ABI v1.0" || fail "the refusal does not name both versions"
+echo "$out" | grep -Eq "^optim +testgood .*available" || fail "the good test plugin was not listed beside the refused one"
+PLAIT_PLUGIN_PATH=$plugdir train with_broken_plugin_dir run.steps=2
+
+# misspelt key: file, line, key, suggestion; exit 1
+bad=$E2E_WORK/bad.ini
+printf '[run]\nsteps = 3\n[optim]\nlerning_rate = 1e-3\n' >"$bad"
+if $P config check "$bad" >"$E2E_WORK/check.out" 2>&1; then fail "config check accepted a misspelt key"; fi
+grep -q "$bad:4: key 'lerning_rate' is not known in \[optim\]; did you mean 'lr'?" "$E2E_WORK/check.out" ||
+  fail "unexpected message: $(cat "$E2E_WORK/check.out")"
+$P config check "$CFG" | grep -q ": ok" || fail "config check of a good file"
+
+# config show: value origins
+show=$(PLAIT_OPTIM_BETA1=0.8 $P config show "$CFG" optim.eps=1e-6)
+echo "$show" | grep -Eq "^lr = 1e-3 +; \[$CFG:[0-9]+\]" || fail "file origin missing"
+echo "$show" | grep -Eq "^beta1 = 0.8 +; \[environment PLAIT_OPTIM_BETA1\]" || fail "environment origin missing"
+echo "$show" | grep -Eq "^eps = 1e-6 +; \[command line 'optim.eps=1e-6'\]" || fail "command-line origin missing"
+echo "$show" | grep -Eq "^beta2 = 0.95 +; \[default\]" || fail "default origin missing"
+echo "$show" | grep -q "^\[comm.tcp\]" || fail "the comm plugin's section is not shown"
+
+# ranks disagreeing on a must-agree key: every rank fails, the differing one says which key
+if command -v mpirun >/dev/null; then
+  rm -rf "$E2E_WORK/mismatch"
+  if mpirun --allow-run-as-root --oversubscribe -np 1 "$P" train "$CFG" run.out_dir="$E2E_WORK/mismatch" \
+       parallel.dp=2 run.steps=2 : -np 1 env PLAIT_OPTIM_LR=0.5 "$P" train "$CFG" \
+       run.out_dir="$E2E_WORK/mismatch" parallel.dp=2 run.steps=2 >"$E2E_WORK/mismatch.out" 2>&1; then
+    fail "ranks with different [optim] lr trained"
+  fi
+  grep -q "differs from rank 0's in a key that must be equal on every rank: here optim.lr=0.5, on rank 0 optim.lr=1e-3" \
+    "$E2E_WORK/mismatch.out" || fail "no clear mismatch message: $(tail -n 5 "$E2E_WORK/mismatch.out")"
+fi
+echo "cli OK"
