@@ -135,7 +135,7 @@ static void bench_rank(int rank, void *arg) {
 static int bench_job(const plait_config *cfg, const char *plugin, const plait_comm_settings *settings,
                      const plait_bench_comm_opts *o) {
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, plugin);
-    if (!d) {
+    if (!d || plait_comm_plugin_usable(d, PLAIT_MEM_HOST) != PLAIT_OK) { /* the bench's buffers are host memory */
         plait_cli_print_error("bench comm");
         return 1;
     }

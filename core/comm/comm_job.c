@@ -3,6 +3,7 @@
 #include "comm/comm_job.h"
 
 #include "runtime/error.h"
+#include "runtime/host.h"
 
 static plait_status job_create(void *ctx, uint32_t comm_id, int rank, int size, const int *world_ranks,
                                plait_bootstrap **out) {
@@ -23,4 +24,20 @@ plait_status plait_comm_create_job_world(plait_job *job, const plait_comm_ops *o
                                          const plait_comm_settings *settings, plait_comm **out) {
     plait_bootstrap_factory f = plait_job_bootstrap_factory(job);
     return plait_comm_create_world(ops, cfg, plait_job_world(job), &f, settings, "world", out);
+}
+
+plait_status plait_comm_plugin_usable(const plait_plugin_desc *desc, plait_mem_kind kind) {
+    if (desc->probe) {
+        plait_clear_error();
+        if (desc->probe(plait_host_table()) != PLAIT_OK)
+            return plait_wrap_error(PLAIT_ERR_UNSUPPORTED, "[comm] plugin = %s cannot run here", desc->name);
+    }
+    const plait_comm_ops *ops = desc->ops;
+    if (!(ops->mem_kinds & PLAIT_MEM_KIND_BIT(kind)))
+        return plait_set_error(PLAIT_ERR_UNSUPPORTED,
+                               "[comm] plugin = %s cannot run here: it moves %s memory only, and this command keeps "
+                               "its buffers in %s memory; use a host-memory transport (tcp, verbs)",
+                               desc->name, ops->mem_kinds == PLAIT_MEM_KIND_BIT(PLAIT_MEM_CUDA) ? "CUDA device" : "other",
+                               kind == PLAIT_MEM_CUDA ? "CUDA device" : "host");
+    return PLAIT_OK;
 }

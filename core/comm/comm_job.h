@@ -5,6 +5,8 @@
 #ifndef PLAIT_CORE_COMM_JOB_H
 #define PLAIT_CORE_COMM_JOB_H
 
+#include <plait/plugin.h>
+
 #include "comm/bootstrap.h"
 #include "comm/comm.h"
 
@@ -18,5 +20,13 @@ plait_bootstrap_factory plait_job_bootstrap_factory(plait_job *job);
  * plait_job_leave(). */
 plait_status plait_comm_create_job_world(plait_job *job, const plait_comm_ops *ops, const plait_config *cfg,
                                          const plait_comm_settings *settings, plait_comm **out);
+
+/* Can the comm plugin `desc` serve a run on this machine whose buffers are
+ * `kind` memory? Runs its probe (no GPU, no RDMA device, ...), then checks
+ * that it moves that kind of memory (the core stages device memory through
+ * the host for a host-only plugin, never the other way). PLAIT_OK, or
+ * PLAIT_ERR_UNSUPPORTED with "[comm] plugin = nccl cannot run here: <reason>".
+ * Call it before joining the job, so every rank fails at once. */
+plait_status plait_comm_plugin_usable(const plait_plugin_desc *desc, plait_mem_kind kind);
 
 #endif

@@ -66,10 +66,10 @@ plait_status plait_run_open_world(plait_run *run) {
     const char *name = plait_config_str(run->cfg, "comm", "plugin");
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, name);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[comm] plugin = %s", name);
-    if (d->probe && d->probe(plait_host_table()) != PLAIT_OK)
-        return plait_wrap_error(PLAIT_ERR_UNSUPPORTED, "[comm] plugin = %s cannot run here", name);
+    plait_status st = plait_comm_plugin_usable(d, PLAIT_MEM_HOST); /* tensors live in host memory */
+    if (st != PLAIT_OK) return st;
     plait_comm_settings settings;
-    plait_status st = plait_comm_settings_from_config(run->cfg, &settings);
+    st = plait_comm_settings_from_config(run->cfg, &settings);
     if (st == PLAIT_OK) st = plait_job_join(run->cfg, &run->job);
     if (st == PLAIT_OK) st = plait_comm_create_job_world(run->job, d->ops, run->cfg, &settings, &run->world);
     if (st != PLAIT_OK) return st;
