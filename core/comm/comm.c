@@ -222,6 +222,38 @@ static int member_cmp(const void *a, const void *b) {
     return (x->parent_rank > y->parent_rank) - (x->parent_rank < y->parent_rank);
 }
 
+/* Every member's (color, key) into `all`: over the communicator itself when
+ * its transport moves host memory, else through the rendezvous store (a
+ * device-memory transport such as NCCL cannot carry this host array). */
+static plait_status exchange_colors(plait_comm *comm, uint32_t split_no, const int32_t mine[2], int32_t *all,
+                                    const char *name) {
+    if (comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST)) {
+        plait_coll_args a = {.kind = PLAIT_COLL_ALLGATHER,
+                             .send = mine,
+                             .recv = all,
+                             .count = 2,
+                             .dtype = PLAIT_I32,
+                             .algo = PLAIT_ALGO_AUTO,
+                             .internal = 1};
+        snprintf(a.label, sizeof a.label, "split into '%s'", name ? name : "");
+        return plait_comm_submit(comm, &a, NULL);
+    }
+    const plait_bootstrap_factory *f = &comm->factory;
+    if (!f->create)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "split of '%s': no bootstrap factory for the exchange",
+                               comm->name);
+    plait_bootstrap *bs = NULL;
+    /* color 0xffffffff is never a child's (colors are non-negative ints) */
+    plait_status st = f->create(f->ctx, child_comm_id(comm->id, split_no, 0xffffffffu, 2), comm->rank, comm->size,
+                                comm->world_ranks, &bs);
+    if (st == PLAIT_OK) {
+        st = bs->allgather(bs->ctx, mine, all, 2 * sizeof(int32_t));
+        if (f->destroy) f->destroy(f->ctx, bs);
+    }
+    return st == PLAIT_OK ? st : plait_wrap_error(st, "split of '%s' into '%s': exchanging colors", comm->name,
+                                                  name ? name : "");
+}
+
 plait_status plait_comm_split(plait_comm *comm, int color, int key, const char *name,
                               plait_comm **out) {
     *out = NULL;
@@ -235,18 +267,10 @@ plait_status plait_comm_split(plait_comm *comm, int color, int key, const char *
         free(all), free(ms), free(members);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory in split");
     }
-    plait_coll_args a = {.kind = PLAIT_COLL_ALLGATHER,
-                         .send = mine,
-                         .recv = all,
-                         .count = 2,
-                         .dtype = PLAIT_I32,
-                         .algo = PLAIT_ALGO_AUTO,
-                         .internal = 1};
-    snprintf(a.label, sizeof a.label, "split into '%s'", name ? name : "");
-    st = plait_comm_submit(comm, &a, NULL);
     pthread_mutex_lock(&comm->lock);
     uint32_t split_no = comm->n_splits++;
     pthread_mutex_unlock(&comm->lock);
+    st = exchange_colors(comm, split_no, mine, all, name);
     if (st != PLAIT_OK || color < 0) goto done;
 
     int n = 0;

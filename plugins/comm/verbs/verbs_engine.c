@@ -735,7 +735,8 @@ void vb_lose_peer(vb_engine *e, int p, plait_status st, const char *why, int kil
     }
     fail_ctx f = {e, p, st, why};
     vp_table_each(&e->chans, fail_chan, &f);
-    e->host->log(had ? PLAIT_LOG_ERROR : PLAIT_LOG_DEBUG, VB_COMPONENT, "lost rank %d: %s", p, why);
+    /* an abort says why itself; a real loss with work pending is news */
+    e->host->log(had && kill ? PLAIT_LOG_ERROR : PLAIT_LOG_DEBUG, VB_COMPONENT, "lost rank %d: %s", p, why);
     if (e->waiting) pthread_cond_broadcast(&e->cv);
 }
 

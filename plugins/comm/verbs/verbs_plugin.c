@@ -28,7 +28,7 @@ static const plait_param_decl g_params[] = {
     P("credits", PLAIT_PARAM_INT, "64", 2, 65535, 0,
       "eager and control messages a peer may have in flight to this rank before it waits for a credit grant"),
     P("rx_depth", PLAIT_PARAM_INT, "512", 16, 1048576, 0, "receive bounce buffers in the shared receive queue"),
-    P("tx_depth", PLAIT_PARAM_INT, "256", 16, 1048576, 0, "send bounce buffers"),
+    P("tx_depth", PLAIT_PARAM_INT, "256", 16, 1048576, 0, "bounce buffers for eager sends and control messages, shared by all peers"),
     P("sq_depth", PLAIT_PARAM_INT, "128", 4, 65536, 0, "work requests in flight per queue pair (sends and READs)"),
     P("max_read", PLAIT_PARAM_BYTES, "1G", 4096, 2147483648.0, 0, "largest single RDMA READ; longer messages are read in pieces"),
     P("ib_timeout", PLAIT_PARAM_INT, "18", 1, 31, 0,

@@ -1,0 +1,256 @@
+/*
+ * The nccl and verbs plugins as built, with the real libcudart / libnccl /
+ * libibverbs, through the real loader: every descriptor check passes, the
+ * function tables say what the plugins can do, probe answers cleanly
+ * (no output, no threads or descriptors left behind), init fails cleanly on
+ * a machine without the hardware (every rank, with the reason, quickly),
+ * and their [comm.*] keys are validated by the core.
+ *
+ * Where the hardware exists (an NVIDIA driver, an RDMA device) the probe is
+ * expected to succeed instead, and the no-hardware checks are replaced by
+ * that one: the test never passes by skipping.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "comm/comm.h"
+#include "comm/comm_threads.h"
+#include "config/config.h"
+#include "plugin/loader.h"
+#include "plugin/plugin_check.h"
+#include "runtime/error.h"
+#include "runtime/host.h"
+
+static char *const g_noenv[] = {NULL};
+
+static int count_dir(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static int have_nvidia_driver(void) {
+    struct stat st;
+    return stat("/proc/driver/nvidia", &st) == 0 || stat("/dev/nvidia0", &st) == 0;
+}
+
+static int have_rdma_device(void) { return count_dir("/sys/class/infiniband") > 0; }
+
+/* Run probe with stdout and stderr captured; returns its status, *printed
+ * the number of bytes it wrote, *threads / *fds the change in counts. */
+static plait_status quiet_probe(const plait_plugin_desc *d, long *printed, int *threads, int *fds) {
+    fflush(stdout);
+    fflush(stderr);
+    char path[] = "/tmp/plait-probe-XXXXXX";
+    int cap = mkstemp(path);
+    assert_true(cap >= 0);
+    unlink(path);
+    int t0 = count_dir("/proc/self/task"), f0 = count_dir("/proc/self/fd");
+    int out = dup(1), err = dup(2);
+    dup2(cap, 1);
+    dup2(cap, 2);
+    plait_status st = d->probe(plait_host_table());
+    fflush(stdout);
+    fflush(stderr);
+    dup2(out, 1);
+    dup2(err, 2);
+    close(out);
+    close(err);
+    *threads = count_dir("/proc/self/task") - t0;
+    *fds = count_dir("/proc/self/fd") - f0;
+    *printed = lseek(cap, 0, SEEK_END);
+    close(cap);
+    return st;
+}
+
+static void check_common(const plait_plugin_desc *d, const char *name) {
+    assert_non_null(d);
+    assert_int_equal(plait_check_descriptor(plait_plugin_path(d), d), PLAIT_OK);
+    assert_int_equal(d->kind, PLAIT_KIND_COMM);
+    assert_string_equal(d->name, name);
+    assert_non_null(strstr(plait_plugin_path(d), "libplait-comm-"));
+    assert_non_null(d->probe);
+    assert_true(d->n_params > 0);
+    for (uint32_t i = 0; i < d->n_params; i++) {
+        const plait_param_decl *p = (const plait_param_decl *)((const char *)d->params + (size_t)i * d->param_size);
+        assert_non_null(p->doc);
+        assert_true(strlen(p->doc) > 20);
+    }
+    const plait_comm_ops *ops = d->ops;
+    assert_int_equal(ops->struct_size, sizeof(plait_comm_ops));
+    assert_non_null(ops->abort);
+}
+
+typedef struct init_ctx {
+    const plait_plugin_desc *d;
+    plait_config *cfg;
+    plait_threads_world *w;
+    plait_status st[2];
+    char msg[2][768];
+} init_ctx;
+
+static void rank_fn(int rank, void *arg) {
+    init_ctx *c = arg;
+    plait_bootstrap *bs = NULL;
+    plait_status st = plait_threads_bootstrap_new(c->w, 0, rank, 2, &bs);
+    plait_comm *world = NULL;
+    if (st == PLAIT_OK) {
+        plait_bootstrap_factory f = plait_threads_factory(c->w);
+        st = plait_comm_create_world(c->d->ops, c->cfg, bs, &f, NULL, "world", &world);
+        plait_threads_bootstrap_free(bs);
+    }
+    c->st[rank] = st;
+    snprintf(c->msg[rank], sizeof c->msg[rank], "%s", plait_last_error());
+    plait_comm_free(world);
+}
+
+static void expect_init_fails(const plait_plugin_desc *d, const char *section, const char *needle) {
+    /* two ranks on threads, as plait_comm_create_world drives a plugin */
+    plait_config *cfg = plait_config_new();
+    assert_int_equal(plait_config_declare_core(cfg), PLAIT_OK);
+    assert_int_equal(plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin"), PLAIT_OK);
+    assert_int_equal(plait_config_finalize(cfg, g_noenv), PLAIT_OK);
+    plait_threads_world *w = plait_threads_world_new(2, 10.0);
+    init_ctx ctx = {d, cfg, w, {PLAIT_OK, PLAIT_OK}, {"", ""}};
+    int t0 = count_dir("/proc/self/task");
+    double t_start = plait_host_table()->now();
+    assert_int_equal(plait_threads_run(2, rank_fn, &ctx), PLAIT_OK);
+    double took = plait_host_table()->now() - t_start;
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(ctx.st[r], PLAIT_ERR_UNSUPPORTED);
+        if (!strstr(ctx.msg[r], needle)) fail_msg("rank %d: %s", r, ctx.msg[r]);
+    }
+    assert_true(took < 5.0); /* every rank fails at once, not at the timeout */
+    assert_int_equal(count_dir("/proc/self/task"), t0);
+    plait_threads_world_free(w);
+    plait_config_free(cfg);
+}
+
+static void expect_config_error(const plait_plugin_desc *d, const char *section, const char *text,
+                                const char *needle) {
+    plait_config *cfg = plait_config_new();
+    assert_int_equal(plait_config_declare_core(cfg), PLAIT_OK);
+    assert_int_equal(plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin"), PLAIT_OK);
+    assert_int_equal(plait_config_load_string(cfg, "bad.ini", text), PLAIT_OK);
+    assert_int_equal(plait_config_finalize(cfg, g_noenv), PLAIT_ERR_INVALID_CONFIG);
+    if (!strstr(plait_last_error(), needle)) fail_msg("expected \"%s\" in: %s", needle, plait_last_error());
+    plait_config_free(cfg);
+}
+
+static void expect_config_ok(const plait_plugin_desc *d, const char *section, const char *text) {
+    plait_config *cfg = plait_config_new();
+    assert_int_equal(plait_config_declare_core(cfg), PLAIT_OK);
+    assert_int_equal(plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin"), PLAIT_OK);
+    assert_int_equal(plait_config_load_string(cfg, "good.ini", text), PLAIT_OK);
+    plait_status st = plait_config_finalize(cfg, g_noenv);
+    if (st != PLAIT_OK) fail_msg("%s", plait_last_error());
+    plait_config_free(cfg);
+}
+
+#ifdef HAVE_NCCL_PLUGIN
+static void test_nccl(void **state) {
+    (void)state;
+    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, "nccl");
+    if (!d) fail_msg("%s", plait_last_error());
+    check_common(d, "nccl");
+    const plait_comm_ops *ops = d->ops;
+    assert_int_equal(ops->mem_kinds, PLAIT_MEM_KIND_BIT(PLAIT_MEM_CUDA));
+    assert_true(ops->flags & PLAIT_COMM_CUDA_STREAMS);
+    assert_non_null(ops->coll);
+    assert_non_null(ops->coll->allreduce);
+    assert_non_null(ops->coll->reduce_scatter);
+    assert_non_null(ops->coll->allgather);
+    assert_non_null(ops->coll->broadcast);
+    assert_non_null(ops->coll->reduce);
+    assert_non_null(ops->coll->alltoall);
+    assert_non_null(ops->stream_create);
+    assert_non_null(ops->stream_sync);
+    assert_non_null(ops->stream_destroy);
+    assert_null(ops->reg);
+
+    long printed = -1;
+    int threads = -1, fds = -1;
+    plait_status st = quiet_probe(d, &printed, &threads, &fds);
+    assert_int_equal(printed, 0);
+    assert_int_equal(fds, 0);
+    if (have_nvidia_driver()) {
+        assert_int_equal(st, PLAIT_OK);
+        return;
+    }
+    assert_int_equal(st, PLAIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(plait_last_error(), "no CUDA device found (cudaGetDeviceCount: "));
+    assert_int_equal(threads, 0);
+    /* the same again: no state was left that changes the answer */
+    assert_int_equal(quiet_probe(d, &printed, &threads, &fds), PLAIT_ERR_UNSUPPORTED);
+    expect_init_fails(d, "comm.nccl", "no CUDA device found");
+
+    expect_config_error(d, "comm.nccl", "[comm.nccl]\ndevice = -3\n", "key 'device' in [comm.nccl]: value '-3' is out of range [-1, 1023]");
+    expect_config_error(d, "comm.nccl", "[comm.nccl]\npoll_us = 0\n", "poll_us");
+    expect_config_error(d, "comm.nccl", "[comm.nccl]\nnonblocking = maybe\n", "nonblocking");
+    expect_config_error(d, "comm.nccl", "[comm.nccl]\ndevcie = 1\n", "devcie");
+    expect_config_ok(d, "comm.nccl", "[comm.nccl]\ndevice = 3\nnet = IB\npoll_us = 50\nnonblocking = false\n");
+}
+#endif
+
+#ifdef HAVE_VERBS_PLUGIN
+static void test_verbs(void **state) {
+    (void)state;
+    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, "verbs");
+    if (!d) fail_msg("%s", plait_last_error());
+    check_common(d, "verbs");
+    const plait_comm_ops *ops = d->ops;
+    assert_int_equal(ops->mem_kinds, PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST) | PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST_PINNED));
+    assert_non_null(ops->reg);
+    assert_non_null(ops->dereg);
+    assert_null(ops->coll);
+
+    long printed = -1;
+    int threads = -1, fds = -1;
+    plait_status st = quiet_probe(d, &printed, &threads, &fds);
+    assert_int_equal(printed, 0);
+    assert_int_equal(threads, 0);
+    assert_int_equal(fds, 0);
+    if (have_rdma_device()) {
+        /* a device: usable, or its port named as not active */
+        if (st != PLAIT_OK) assert_non_null(strstr(plait_last_error(), "no RDMA device with an active port ("));
+        return;
+    }
+    assert_int_equal(st, PLAIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(plait_last_error(), "no RDMA device found (ibv_get_device_list: "));
+    expect_init_fails(d, "comm.verbs", "no RDMA device found");
+
+    expect_config_error(d, "comm.verbs", "[comm.verbs]\nport = 300\n", "key 'port' in [comm.verbs]");
+    expect_config_error(d, "comm.verbs", "[comm.verbs]\neager_max = 10\n", "eager_max");
+    expect_config_error(d, "comm.verbs", "[comm.verbs]\nretry_cnt = 8\n", "retry_cnt");
+    expect_config_error(d, "comm.verbs", "[comm.verbs]\ngid_index = -2\n", "gid_index");
+    expect_config_ok(d, "comm.verbs", "[comm.verbs]\ndevice = mlx5_0:1\ngid_index = 3\neager_max = 16K\nsl = 3\n");
+}
+#endif
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+#ifdef HAVE_NCCL_PLUGIN
+        cmocka_unit_test(test_nccl),
+#endif
+#ifdef HAVE_VERBS_PLUGIN
+        cmocka_unit_test(test_verbs),
+#endif
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    plait_plugins_unload_all();
+    return rc;
+}
