@@ -188,9 +188,11 @@ static int f_poll(void *fab, vb_cqe *out, int max) {
     ff_ep *ep = fab;
     pthread_mutex_lock(&ep->w->mu);
     int n = (int)ep->cq_n < max ? (int)ep->cq_n : max;
-    memcpy(out, ep->cq, (size_t)n * sizeof *out);
-    memmove(ep->cq, ep->cq + n, (ep->cq_n - (size_t)n) * sizeof *ep->cq);
-    ep->cq_n -= (size_t)n;
+    if (n > 0) {
+        memcpy(out, ep->cq, (size_t)n * sizeof *out);
+        memmove(ep->cq, ep->cq + n, (ep->cq_n - (size_t)n) * sizeof *ep->cq);
+        ep->cq_n -= (size_t)n;
+    }
     pthread_mutex_unlock(&ep->w->mu);
     return n;
 }

@@ -262,6 +262,10 @@ plait_status vb_ib_open(const plait_host *h, const vb_settings *cfg, int rank, i
                          cfg->rx_depth);
     long want_cq = (long)cfg->rx_depth + (long)cfg->tx_depth + (long)(size - 1) * cfg->sq_depth;
     ib->cq_size = want_cq < da.max_cqe ? (int)want_cq : da.max_cqe;
+    if (ib->cq_size < cfg->rx_depth + 2 * cfg->sq_depth)
+        return open_fail(ib, PLAIT_ERR_INVALID_CONFIG,
+                         "%s completion queues hold at most %d entries, too few for [comm.verbs] rx_depth = %d and "
+                         "sq_depth = %d; lower them", ib->dev, da.max_cqe, cfg->rx_depth, cfg->sq_depth);
     ib->pd = ibv_alloc_pd(ib->ctx);
     ib->ch = ib->pd ? ibv_create_comp_channel(ib->ctx) : NULL;
     ib->cq = ib->ch ? ibv_create_cq(ib->ctx, ib->cq_size, ib, ib->ch, 0) : NULL;
@@ -344,7 +348,11 @@ static plait_status connect_qp(vb_ib *ib, int p, const vb_port_info *pi, const v
     a.path_mtu = ib->mtu < (enum ibv_mtu)pi->mtu ? ib->mtu : (enum ibv_mtu)pi->mtu;
     a.dest_qp_num = q->qpn;
     a.rq_psn = q->psn;
-    a.max_dest_rd_atomic = (uint8_t)ib->max_rd_atomic;
+    /* the responder's resources must cover the requester's depth: use the
+     * smaller of the two ends' limits in both directions */
+    int rd = ib->max_rd_atomic < (int)pi->max_rd_atomic ? ib->max_rd_atomic : (int)pi->max_rd_atomic;
+    if (rd < 1) rd = 1;
+    a.max_dest_rd_atomic = (uint8_t)rd;
     a.min_rnr_timer = 12; /* 0.64 ms */
     a.ah_attr.dlid = pi->lid;
     a.ah_attr.sl = (uint8_t)ib->cfg.sl;
@@ -368,7 +376,7 @@ static plait_status connect_qp(vb_ib *ib, int p, const vb_port_info *pi, const v
     a.retry_cnt = (uint8_t)ib->cfg.ib_retry;
     a.rnr_retry = 7; /* infinite: the SRQ refills as fast as the progress thread runs */
     a.sq_psn = ib->psn[p];
-    a.max_rd_atomic = (uint8_t)ib->max_rd_atomic;
+    a.max_rd_atomic = (uint8_t)rd;
     rc = ibv_modify_qp(ib->qps[p], &a,
                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                            IBV_QP_MAX_QP_RD_ATOMIC);
