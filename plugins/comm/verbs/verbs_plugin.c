@@ -98,9 +98,21 @@ static plait_status verbs_init(const plait_comm_init *args, void **out) {
         cfg.send_budget = vb_ib_send_budget(ib);
         st = vb_engine_new(h, &cfg, bs->rank, bs->size, ib, &vb_ib_ops, peer_credits, &e);
     }
-    /* nobody sends before every rank's receive buffers are posted */
-    if (st == PLAIT_OK && (st = bs->barrier(bs->ctx)) != PLAIT_OK)
-        st = h->set_error(st, "verbs: waiting for every rank to connect: %s", h->last_error());
+    /* nobody sends before every rank's receive buffers are posted; a rank
+     * that failed since the exchange says so here, so nobody waits for it */
+    if (ex == PLAIT_OK) {
+        char mine[160], *all = calloc((size_t)bs->size, sizeof mine);
+        memset(mine, 0, sizeof mine);
+        if (st != PLAIT_OK) snprintf(mine, sizeof mine, "%s", h->last_error());
+        plait_status agreed = all ? bs->allgather(bs->ctx, mine, all, sizeof mine) : PLAIT_ERR_NO_MEMORY;
+        if (st == PLAIT_OK && agreed != PLAIT_OK)
+            st = h->set_error(agreed, "verbs: waiting for every rank to connect: %s", h->last_error());
+        for (int p = 0; st == PLAIT_OK && all && p < bs->size; p++)
+            if (all[(size_t)p * sizeof mine])
+                st = h->set_error(PLAIT_ERR_UNSUPPORTED, "verbs: rank %d failed to set up: %.160s", p,
+                                  all + (size_t)p * sizeof mine);
+        free(all);
+    }
     if (st == PLAIT_OK) st = vb_ib_start(ib, e);
     if (st == PLAIT_OK) st = vb_comm_world(e, bs->comm_id, &c);
     if (st != PLAIT_OK) {
