@@ -5,7 +5,8 @@
  * Layers
  *   verbs_proto.c   framing, credits, matching (pure functions)
  *   verbs_engine.c  requests, eager and rendezvous paths, completions,
- *   verbs_recv.c    failures, abort, wait -- this header; hardware reached
+ *   verbs_recv.c    the receive path,
+ *   verbs_fail.c    failures, abort, wait -- this header; hardware reached
  *                   only through vb_fabric_ops
  *   verbs_ib.c      the fabric over libibverbs: device, SRQ, CQ, QPs,
  *                   memory registration, progress thread
@@ -282,6 +283,11 @@ void vb_req_release(vb_engine *e, vb_req *r);
 /* Room for one more send-side work request to `peer` (its send queue and
  * the CQ's budget). */
 int vb_send_room(const vb_engine *e, int peer);
+/* A bounce buffer for one message of `type` to `peer` if the send queue,
+ * the buffers and (for counted types) the credits allow; NULL otherwise. */
+vb_slot *vb_reserve(vb_engine *e, int peer, int type);
+/* Post a filled bounce buffer; 0, or -1 after failing the peer. */
+int vb_post_slot(vb_engine *e, int peer, vb_slot *s, size_t len);
 void vb_req_done(vb_engine *e, vb_req *r);
 void vb_req_fail(vb_engine *e, vb_req *r, plait_status st, const char *fmt, ...) PLAIT_PRINTF(4, 5);
 /* Queue a FIN to `peer` (sent by the next flush). */
