@@ -202,13 +202,17 @@ static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
 
 /* Mean token loss of the step: every global micro-batch's loss sum has one
  * contributor (its last-stage, TP-rank-0 rank), so a world sum of the
- * zero-padded vector is exact; the tree sum then matches one process. */
+ * zero-padded vector is exact; the tree sum then matches one process. The
+ * per-stage pipeline times ride along in the same all-reduce (2*pp entries
+ * after the losses; each rank adds its share of its stage's mean), so
+ * measuring the bubble costs no extra collective. */
 static plait_status global_loss(plait_run *run, double *loss) {
     int64_t n = run->batch.global_batch / run->batch.micro_batch;
     const plait_coll_api *coll = plait_host_table()->coll;
     plait_status st = PLAIT_OK;
     if (run->mesh.world_size > 1)
-        st = coll->allreduce(run->world, run->mb_loss, run->mb_loss, (size_t)n, PLAIT_F64, PLAIT_SUM, NULL, NULL);
+        st = coll->allreduce(run->world, run->mb_loss, run->mb_loss, (size_t)n + 2 * (size_t)run->mesh.pp, PLAIT_F64,
+                             PLAIT_SUM, NULL, NULL);
     if (st != PLAIT_OK) return st;
     *loss = plait_tree_sum(run->mb_loss, n) / ((double)run->batch.global_batch * run->block_size);
     return PLAIT_OK;
@@ -218,7 +222,11 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
                                plait_optim_step_out *out) {
     const plait_plan *plan = &run->plan;
     int64_t n_global = run->batch.global_batch / run->batch.micro_batch;
-    memset(run->mb_loss, 0, sizeof(double) * (size_t)n_global);
+    memset(run->mb_loss, 0, sizeof(double) * ((size_t)n_global + 2 * (size_t)run->mesh.pp));
+    /* The pipeline phase runs from here to REDUCE_GRADS; time blocked on
+     * pipeline neighbours inside it is idle, the rest is this stage's work. */
+    double phase_start = now_s(), idle_before = t->idle_s;
+    t->pipe_end_s = t->fb_s = 0;
     for (int32_t k = 0; k < plan->chunks * plan->micro_batches; k++) run->slot_of[k] = -1;
     memset(run->slot_busy, 0, (size_t)run->max_slots);
     plait_status st = PLAIT_OK;
@@ -272,6 +280,8 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
             break;
         }
         case PLAIT_INSTR_REDUCE_GRADS:
+            t->pipe_end_s = now_s() - phase_start;
+            t->fb_s = t->pipe_end_s - (t->idle_s - idle_before);
             st = train ? reduce_grads(run, t) : PLAIT_OK;
             break;
         case PLAIT_INSTR_OPTIM_STEP:
@@ -286,12 +296,49 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
             st = plait_set_error(PLAIT_ERR_INTERNAL, "schedule instruction %zu has unknown op %u", i, in->op);
         }
     }
+    if (t->pipe_end_s == 0) { /* a schedule without REDUCE_GRADS */
+        t->pipe_end_s = now_s() - phase_start;
+        t->fb_s = t->pipe_end_s - (t->idle_s - idle_before);
+    }
     /* Sends still in flight finish before the buffers are touched again. */
     for (int32_t s = 0; s < run->max_slots; s++) {
         plait_status w = wait_slot_sends(run, s);
         if (st == PLAIT_OK) st = w;
     }
     return st;
+}
+
+/* Each stage's busy time and pipeline end, as this rank's share of its
+ * stage's mean, into the slots after the losses (summed by global_loss). */
+static void put_stage_times(plait_run *run, const plait_step_timing *t) {
+    int64_t n = run->batch.global_batch / run->batch.micro_batch;
+    double share = 1.0 / ((double)run->mesh.dp * run->mesh.tp);
+    run->mb_loss[n + run->stage] = t->fb_s * share;
+    run->mb_loss[n + run->mesh.pp + run->stage] = t->pipe_end_s * share;
+}
+
+/* The measured bubble from the summed stage times: the phase spans until
+ * the last stage to finish; a stage is idle for the span minus its busy
+ * time (as tests/pp's simulator counts it). */
+static void take_stage_times(plait_run *run, plait_step_result *res) {
+    int64_t n = run->batch.global_batch / run->batch.micro_batch;
+    int32_t pp = run->mesh.pp;
+    double span = 0, share = 0;
+    for (int32_t s = 0; s < pp; s++)
+        if (run->mb_loss[n + pp + s] > span) span = run->mb_loss[n + pp + s];
+    for (int32_t s = 0; s < pp; s++) {
+        double idle = span - run->mb_loss[n + s];
+        run->stage_idle_s[s] = idle > 0 ? idle : 0;
+        share += span > 0 ? run->stage_idle_s[s] / span : 0;
+    }
+    res->pipe_span_s = span;
+    res->bubble = share / pp;
+    /* the run's first step warms caches and allocates activations: the
+     * end-of-run average leaves it out */
+    if (run->bubble_steps++ > 0) {
+        run->pipe_span_sum += span;
+        for (int32_t s = 0; s < pp; s++) run->stage_idle_sum[s] += run->stage_idle_s[s];
+    }
 }
 
 plait_status plait_run_step(plait_run *run, plait_step_result *res) {
@@ -302,8 +349,10 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     if (run->par->begin_step) st = run->par->begin_step(run->par_state, run->step);
     plait_optim_step_out out = {.struct_size = sizeof out};
     if (st == PLAIT_OK) st = plait_run_execute(run, 0, run->step, 1, &res->t, &out);
+    if (st == PLAIT_OK) put_stage_times(run, &res->t);
     if (st == PLAIT_OK) st = global_loss(run, &res->loss);
     if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step);
+    take_stage_times(run, res);
     res->lr = out.lr;
     res->grad_norm = out.grad_norm;
     res->t.optim_bytes = out.bytes_sent;
@@ -313,6 +362,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
         res->t.dp_bytes = ps.axis_bytes[0];
         res->t.tp_bytes = ps.axis_bytes[1];
         res->t.pp_bytes = ps.axis_bytes[2];
+        res->t.tp_s = ps.axis_wait_seconds[1];
         res->t.comm_s += ps.axis_wait_seconds[1]; /* TP all-reduces block inside forward/backward */
         res->t.compute_s -= ps.axis_wait_seconds[1];
         res->t.reductions = ps.reductions;
