@@ -33,6 +33,34 @@ static plait_status wait_slot_sends(plait_run *run, int32_t slot) {
     return st;
 }
 
+/* 1 once every send posted from the slot's buffers has completed (polls,
+ * never blocks). */
+static plait_status slot_sends_done(plait_run *run, int32_t slot, int *done) {
+    const plait_coll_api *coll = plait_host_table()->coll;
+    *done = 1;
+    for (int k = 0; k < 2; k++) {
+        plait_request **r = &run->send_req[slot * 2 + k];
+        if (!*r) continue;
+        int d = 0;
+        plait_status st = coll->test(*r, &d);
+        if (st != PLAIT_OK) {
+            *r = NULL; /* test released it */
+            return st;
+        }
+        if (d) *r = NULL;
+        else *done = 0;
+    }
+    return PLAIT_OK;
+}
+
+/* A slot for (chunk, mb): its own if it has one this step, else a free slot
+ * whose sends have completed. A freed slot whose send is still in flight is
+ * never waited for here: under a rendezvous transport (large messages) that
+ * send completes only when the neighbour posts its receive, which may come
+ * after the neighbour needs something from this stage, so waiting could
+ * deadlock (schedule.h). max_slots = chunks x micro-batches slots suffice:
+ * each (chunk, mb) takes a slot once per step, and sends are all finished at
+ * the end of every step. */
 static plait_status get_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t *slot) {
     int32_t key = chunk * run->plan.micro_batches + mb;
     if (run->slot_of[key] >= 0) {
@@ -41,8 +69,10 @@ static plait_status get_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t 
     }
     for (int32_t s = 0; s < run->max_slots; s++) {
         if (run->slot_busy[s]) continue;
-        plait_status st = wait_slot_sends(run, s); /* the buffers may still be sending */
+        int done = 0;
+        plait_status st = slot_sends_done(run, s, &done);
         if (st != PLAIT_OK) return st;
+        if (!done) continue; /* its buffers are still being sent */
         run->slot_busy[s] = 1;
         run->slot_of[key] = s;
         if (s + 1 > run->n_slots_used) run->n_slots_used = s + 1;
@@ -84,11 +114,19 @@ static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint
 static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *buf, int32_t to_stage, uint32_t tag,
                             const char *what) {
     const plait_coll_api *coll = plait_host_table()->coll;
-    plait_status st = wait_slot_sends(run, slot); /* at most one pending send of each kind per slot */
-    if (st != PLAIT_OK) return st;
+    /* At most one pending send of each kind per slot. A slot sends one
+     * activation and one gradient per step, so this never waits in practice;
+     * the other kind's send is left alone (waiting for it could deadlock as
+     * in get_slot). */
+    plait_request **r = &run->send_req[slot * 2 + k];
+    if (*r) {
+        plait_status w = coll->wait(*r);
+        *r = NULL;
+        if (w != PLAIT_OK) return w;
+    }
     plait_coll_opts opts = {.struct_size = sizeof opts, .label = what};
     return coll->send(run->mesh.pp_comm, buf, plait_model_boundary_numel(run->model), PLAIT_F32, to_stage, tag,
-                      &opts, &run->send_req[slot * 2 + k]);
+                      &opts, r);
 }
 
 /* ---- compute ------------------------------------------------------------ */
