@@ -54,25 +54,30 @@ static plait_status slot_sends_done(plait_run *run, int32_t slot, int *done) {
 }
 
 /* A slot for (chunk, mb): its own if it has one this step, else a free slot
- * whose sends have completed. A freed slot whose send is still in flight is
- * never waited for here: under a rendezvous transport (large messages) that
- * send completes only when the neighbour posts its receive, which may come
- * after the neighbour needs something from this stage, so waiting could
- * deadlock (schedule.h). max_slots = chunks x micro-batches slots suffice:
- * each (chunk, mb) takes a slot once per step, and sends are all finished at
- * the end of every step. */
+ * of the chunk's pool whose sends have completed. A freed slot whose send
+ * is still in flight is never waited for here: under a rendezvous transport
+ * (large messages) that send completes only when the neighbour posts its
+ * receive, which may come after the neighbour needs something from this
+ * stage, so waiting could deadlock (schedule.h). Chunk c owns slots
+ * [c*m, (c+1)*m), laid out for its layers only (an interleaved stage's
+ * chunks do not each pay for the other's activations); m per chunk suffice:
+ * each (chunk, mb) takes a slot once per step, and sends are all finished
+ * at the end of every step. */
 static plait_status get_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t *slot) {
-    int32_t key = chunk * run->plan.micro_batches + mb;
+    int32_t m = run->plan.micro_batches;
+    int32_t key = chunk * m + mb;
     if (run->slot_of[key] >= 0) {
         *slot = run->slot_of[key];
         return PLAIT_OK;
     }
-    for (int32_t s = 0; s < run->max_slots; s++) {
+    for (int32_t s = chunk * m; s < (chunk + 1) * m && s < run->max_slots; s++) {
         if (run->slot_busy[s]) continue;
         int done = 0;
         plait_status st = slot_sends_done(run, s, &done);
         if (st != PLAIT_OK) return st;
         if (!done) continue; /* its buffers are still being sent */
+        st = plait_model_slot_layers(run->model, s, run->first_layer[chunk], run->last_layer[chunk]);
+        if (st != PLAIT_OK) return st;
         run->slot_busy[s] = 1;
         run->slot_of[key] = s;
         if (s + 1 > run->n_slots_used) run->n_slots_used = s + 1;

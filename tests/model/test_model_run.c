@@ -411,6 +411,36 @@ static void test_pipeline_split(void **state) {
 
 /* ---- errors -------------------------------------------------------------- */
 
+/* A slot restricted to a model chunk (interleaved schedules) holds only
+ * that chunk's activations, computes the same bits, and refuses layers
+ * outside its range. */
+static void test_slot_layers(void **state) {
+    (void)state;
+    harness h;
+    harness_opts o = {.tp = 1, .max_slots = 2};
+    assert_int_equal(harness_init_ex(&h, TP_GPT_INI, 1, &o), 0);
+    plait_model *m = h.model;
+    int32_t tok[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5};
+    assert_int_equal(plait_model_set_batch(m, 0, tok, tok), PLAIT_OK);
+    uint64_t whole = plait_model_activation_bytes(m); /* slot 0: every layer */
+    assert_int_equal(plait_model_slot_layers(m, 1, 1, 2), PLAIT_OK);
+    assert_int_equal(plait_model_slot_layers(m, 1, 1, 2), PLAIT_OK); /* same range: no-op */
+    assert_int_equal(plait_model_slot_layers(m, 1, 2, 1), PLAIT_ERR_INVALID_ARG);
+    for (int32_t l = 0; l < 3; l++) assert_int_equal(plait_model_forward_layer(m, l, 0), PLAIT_OK);
+    size_t btc = plait_model_boundary_numel(m);
+    memcpy(plait_model_boundary(m, 1, 0), plait_model_boundary(m, 0, 0), btc * sizeof(float));
+    uint64_t chunk = plait_model_activation_bytes(m) - whole;
+    assert_true(chunk > 0 && chunk < whole); /* no embedding, head or logits */
+    assert_int_equal(plait_model_forward_layer(m, 0, 1), PLAIT_ERR_INVALID_ARG);
+    assert_non_null(strstr(plait_last_error(), "holds layers 1..2"));
+    assert_int_equal(plait_model_forward_layer(m, 3, 1), PLAIT_ERR_INVALID_ARG);
+    for (int32_t l = 1; l < 3; l++) assert_int_equal(plait_model_forward_layer(m, l, 1), PLAIT_OK);
+    assert_memory_equal(plait_model_boundary(m, 1, 2), plait_model_boundary(m, 0, 2), btc * sizeof(float));
+    assert_int_equal(plait_model_slot_layers(m, 1, 0, 2), PLAIT_ERR_INVALID_ARG); /* already laid out */
+    assert_int_equal(plait_model_slot_layers(m, 2, 0, 1), PLAIT_ERR_INVALID_ARG); /* no such slot */
+    harness_free(&h);
+}
+
 static void test_errors(void **state) {
     (void)state;
     harness h;
@@ -456,7 +486,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_gpt), cmocka_unit_test(test_threads_mlp),
         cmocka_unit_test(test_tp2_gpt),     cmocka_unit_test(test_tp4_gpt),
-        cmocka_unit_test(test_tp2_mlp),     cmocka_unit_test(test_pipeline_split),
+        cmocka_unit_test(test_tp2_mlp),     cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_slot_layers),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
