@@ -4,10 +4,12 @@
 extern const plait_command plait_cmd_help;
 extern const plait_command plait_cmd_plugins;
 extern const plait_command plait_cmd_config;
+extern const plait_command plait_cmd_bench;
 
 const plait_command *const plait_commands[] = {
     &plait_cmd_config,
     &plait_cmd_plugins,
+    &plait_cmd_bench,
     &plait_cmd_help,
     NULL,
 };

@@ -1,5 +1,6 @@
 #include "runtime/runtime.h"
 
+#include "comm/comm.h"
 #include "plugin/loader.h"
 #include "runtime/host.h"
 
@@ -10,6 +11,7 @@ void plait_runtime_init(void) {
     g_initialized = 1;
     /* Modules register their host-table entries here as they land:
      * collectives (comm/), kernels and parameter init (model/). */
+    plait_host_set_coll(plait_coll_api_table());
 }
 
 void plait_runtime_shutdown(void) {

@@ -1,0 +1,287 @@
+#include "bench/bench_comm.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm/comm.h"
+#include "comm/reduce.h"
+#include "runtime/error.h"
+#include "runtime/host.h"
+
+static const char *const op_names[] = {"allreduce", "reduce_scatter", "allgather",
+                                       "broadcast", "alltoall",       "sendrecv"};
+
+const char *plait_bench_op_name(plait_bench_op op) {
+    return (unsigned)op < PLAIT_BENCH_OP_COUNT ? op_names[op] : "?";
+}
+
+int plait_bench_op_parse(const char *name) {
+    for (int i = 0; i < PLAIT_BENCH_OP_COUNT; i++)
+        if (name && strcmp(name, op_names[i]) == 0) return i;
+    return -1;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- inputs and expected values (closed forms, small integers) ---------- */
+
+static int is_reduction(plait_bench_op op) {
+    return op == PLAIT_BENCH_ALLREDUCE || op == PLAIT_BENCH_REDUCE_SCATTER;
+}
+
+/* Element i of rank q's input. */
+static double input(const plait_bench_comm_opts *o, int q, size_t i) {
+    int uns = o->dtype == PLAIT_U8;
+    if (!is_reduction(o->op)) return (double)(((size_t)q * 31 + i * 7) % 97);
+    switch (o->redop) {
+    case PLAIT_PROD:
+        if ((i + (size_t)q) % 4 == 0) return 2.0;
+        return !uns && (i + 2 * (size_t)q) % 3 == 0 ? -1.0 : 1.0;
+    case PLAIT_MIN:
+    case PLAIT_MAX:
+        return uns ? (double)((i * 13 + (size_t)q * 7) % 11) : (double)((i * 13 + (size_t)q * 7) % 11) - 5.0;
+    default:
+        return uns ? (double)((i * 7 + (size_t)q * 3) % 5) : (double)((i * 7 + (size_t)q * 3) % 9) - 4.0;
+    }
+}
+
+/* The reduction over n ranks of element i, as the dtype stores it. */
+static double reduced(const plait_bench_comm_opts *o, int n, size_t i) {
+    double acc = input(o, 0, i);
+    for (int q = 1; q < n; q++) {
+        double x = input(o, q, i);
+        switch (o->redop) {
+        case PLAIT_PROD: acc *= x; break;
+        case PLAIT_MIN: acc = x < acc ? x : acc; break;
+        case PLAIT_MAX: acc = x > acc ? x : acc; break;
+        default: acc += x; break;
+        }
+    }
+    if (o->redop != PLAIT_AVG) return acc;
+    switch (o->dtype) {
+    case PLAIT_F32: return (double)((float)acc / (float)n);
+    case PLAIT_F16: return plait_f16_to_f32(plait_f32_to_f16((float)acc / (float)n));
+    case PLAIT_BF16: return plait_bf16_to_f32(plait_f32_to_bf16((float)acc / (float)n));
+    case PLAIT_I32:
+    case PLAIT_I64: return (double)((int64_t)acc / n);
+    case PLAIT_U8: return (double)((uint8_t)acc / n);
+    default: return acc / n;
+    }
+}
+
+static void store(void *buf, plait_dtype dt, size_t i, double v) {
+    switch (dt) {
+    case PLAIT_F32: ((float *)buf)[i] = (float)v; break;
+    case PLAIT_F64: ((double *)buf)[i] = v; break;
+    case PLAIT_F16: ((uint16_t *)buf)[i] = plait_f32_to_f16((float)v); break;
+    case PLAIT_BF16: ((uint16_t *)buf)[i] = plait_f32_to_bf16((float)v); break;
+    case PLAIT_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case PLAIT_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case PLAIT_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    default: break;
+    }
+}
+
+/* Element counts of one size: send and receive buffer lengths and the
+ * "count" column (elements of S). */
+typedef struct shape {
+    size_t send, recv, count, per;
+} shape;
+
+static shape shape_of(plait_bench_op op, uint64_t bytes, size_t esz, int n) {
+    shape s = {0, 0, 0, 0};
+    size_t total = (size_t)(bytes / esz), per = total / (size_t)n;
+    switch (op) {
+    case PLAIT_BENCH_ALLGATHER: s = (shape){per, per * (size_t)n, per * (size_t)n, per}; break;
+    case PLAIT_BENCH_REDUCE_SCATTER: s = (shape){per * (size_t)n, per, per * (size_t)n, per}; break;
+    case PLAIT_BENCH_ALLTOALL: s = (shape){per * (size_t)n, per * (size_t)n, per * (size_t)n, per}; break;
+    default: s = (shape){total, total, total, total}; break;
+    }
+    return s;
+}
+
+static double bus_factor(plait_bench_op op, int n) {
+    switch (op) {
+    case PLAIT_BENCH_ALLREDUCE: return 2.0 * (n - 1) / n;
+    case PLAIT_BENCH_REDUCE_SCATTER:
+    case PLAIT_BENCH_ALLGATHER:
+    case PLAIT_BENCH_ALLTOALL: return (double)(n - 1) / n;
+    default: return 1.0;
+    }
+}
+
+/* Expected receive buffer of rank `me`. */
+static void fill_expected(const plait_bench_comm_opts *o, const shape *s, int n, int me, void *exp) {
+    size_t per = s->per;
+    for (size_t j = 0; j < s->recv; j++) {
+        double v;
+        switch (o->op) {
+        case PLAIT_BENCH_ALLREDUCE: v = reduced(o, n, j); break;
+        case PLAIT_BENCH_REDUCE_SCATTER: v = reduced(o, n, (size_t)me * per + j); break;
+        case PLAIT_BENCH_ALLGATHER: v = input(o, (int)(j / per), j % per); break;
+        case PLAIT_BENCH_BROADCAST: v = input(o, o->root, j); break;
+        case PLAIT_BENCH_ALLTOALL: v = input(o, (int)(j / per), (size_t)me * per + j % per); break;
+        default: v = input(o, (me - 1 + n) % n, j); break; /* sendrecv: from the left */
+        }
+        store(exp, o->dtype, j, v);
+    }
+}
+
+/* Elements of `got` that differ from `exp` (esz bytes each). */
+static uint64_t count_wrong(const unsigned char *got, const unsigned char *exp, size_t n, size_t esz) {
+    uint64_t wrong = 0;
+    const size_t block = 4096 / esz;
+    for (size_t i = 0; i < n; i += block) {
+        size_t m = n - i < block ? n - i : block;
+        if (memcmp(got + i * esz, exp + i * esz, m * esz) == 0) continue;
+        for (size_t j = i; j < i + m; j++) wrong += memcmp(got + j * esz, exp + j * esz, esz) != 0;
+    }
+    return wrong;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+#define SENTINEL 0xA5
+
+/* One iteration; the receive buffer was reset by the caller. */
+static plait_status one_op(plait_comm *comm, const plait_bench_comm_opts *o, const plait_coll_opts *co,
+                           void *send, void *recv, const shape *s) {
+    const plait_coll_api *api = plait_coll_api_table();
+    switch (o->op) {
+    case PLAIT_BENCH_ALLREDUCE:
+        return api->allreduce(comm, send, recv, s->count, o->dtype, o->redop, co, NULL);
+    case PLAIT_BENCH_REDUCE_SCATTER:
+        return api->reduce_scatter(comm, send, recv, s->per, o->dtype, o->redop, co, NULL);
+    case PLAIT_BENCH_ALLGATHER: return api->allgather(comm, send, recv, s->per, o->dtype, co, NULL);
+    case PLAIT_BENCH_BROADCAST: return api->broadcast(comm, recv, s->count, o->dtype, o->root, co, NULL);
+    case PLAIT_BENCH_ALLTOALL: return api->alltoall(comm, send, recv, s->per, o->dtype, co, NULL);
+    default: {
+        int n = api->size(comm), me = api->rank(comm);
+        plait_request *rr = NULL, *sr = NULL;
+        plait_status st = api->recv(comm, recv, s->count, o->dtype, (me - 1 + n) % n, 7, co, &rr);
+        if (st != PLAIT_OK) return st;
+        st = api->send(comm, send, s->count, o->dtype, (me + 1) % n, 7, co, &sr);
+        plait_status w1 = st == PLAIT_OK ? api->wait(sr) : st;
+        plait_status w2 = api->wait(rr);
+        return w1 != PLAIT_OK ? w1 : w2;
+    }
+    }
+}
+
+static void header(const plait_bench_comm_opts *o, int n, FILE *out) {
+    const char *algo = o->algo == PLAIT_ALGO_AUTO ? "auto ([comm] algorithm)" : plait_coll_algo_name(o->algo);
+    fprintf(out, "# plait bench comm: %s on %d rank%s (%s), %s%s%s, algorithm %s\n",
+            plait_bench_op_name(o->op), n, n == 1 ? "" : "s", o->transport ? o->transport : "?",
+            plait_dtype_name(o->dtype), is_reduction(o->op) ? " " : "",
+            is_reduction(o->op) ? plait_redop_name(o->redop) : "", algo);
+    fprintf(out, "# warmup %d, iters %d; time = median over iterations of the slowest rank; results checked "
+                 "every iteration\n#\n",
+            o->warmup, o->iters);
+    fprintf(out, "# %12s %12s %6s %6s %11s %9s %9s %7s\n", "size", "count", "type", "redop", "time",
+            "algbw", "busbw", "#wrong");
+    fprintf(out, "# %12s %12s %6s %6s %11s %9s %9s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
+            "(GB/s)", "");
+    fflush(out);
+}
+
+plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts *o, FILE *out,
+                                  uint64_t *wrong_total) {
+    const plait_coll_api *api = plait_coll_api_table();
+    int n = api->size(comm), me = api->rank(comm);
+    size_t esz = plait_dtype_size(o->dtype);
+    *wrong_total = 0;
+    if (!esz) return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: unknown dtype");
+    if (o->iters < 1 || o->warmup < 0 || !(o->factor > 1.0) || o->min_bytes > o->max_bytes)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: need iters >= 1, warmup >= 0, factor > 1, "
+                                                      "min <= max");
+    if (o->op == PLAIT_BENCH_SENDRECV && n < 2)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: sendrecv needs at least 2 ranks");
+    if (o->op == PLAIT_BENCH_BROADCAST && (o->root < 0 || o->root >= n))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: root %d is not a rank", o->root);
+    shape big = shape_of(o->op, o->max_bytes, esz, n);
+    size_t sb = big.send * esz, rb = big.recv * esz;
+    unsigned char *send = plait_alloc(sb ? sb : 64, PLAIT_MEM_HOST, 4096, "bench send");
+    unsigned char *recv = plait_alloc(rb ? rb : 64, PLAIT_MEM_HOST, 4096, "bench recv");
+    unsigned char *exp = plait_alloc(rb ? rb : 64, PLAIT_MEM_HOST, 4096, "bench expected");
+    double *times = malloc((size_t)o->iters * sizeof(double)), *tmax = malloc((size_t)o->iters * sizeof(double));
+    plait_status st = PLAIT_OK;
+    if (!send || !recv || !exp || !times || !tmax) {
+        st = plait_set_error(PLAIT_ERR_NO_MEMORY, "bench: cannot allocate buffers for %llu bytes",
+                             (unsigned long long)o->max_bytes);
+        goto out;
+    }
+    plait_coll_opts co = {.struct_size = sizeof co, .algo = o->algo, .label = "bench"};
+    if (me == 0 && out) header(o, n, out);
+    double bus_sum = 0;
+    int rows = 0;
+    uint64_t last = 0;
+    for (double b = (double)o->min_bytes; b <= (double)o->max_bytes * 1.0000001; b *= o->factor) {
+        uint64_t bytes = (uint64_t)llround(b);
+        shape s = shape_of(o->op, bytes, esz, n);
+        if (s.count == 0 || s.count * esz == last) continue; /* rounding gave the same size */
+        last = s.count * esz;
+        for (size_t i = 0; i < s.send; i++) store(send, o->dtype, i, input(o, me, i));
+        fill_expected(o, &s, n, me, exp);
+        int bcast_root = o->op == PLAIT_BENCH_BROADCAST && me == o->root;
+        uint64_t wrong = 0;
+        for (int it = -o->warmup; it < o->iters; it++) {
+            if (bcast_root)
+                memcpy(recv, exp, s.recv * esz);
+            else
+                memset(recv, SENTINEL, s.recv * esz);
+            double t0 = now();
+            st = one_op(comm, o, &co, send, recv, &s);
+            double dt = now() - t0;
+            if (st != PLAIT_OK) goto out;
+            if (it >= 0) times[it] = dt;
+            if (o->corrupt && me == 0 && s.recv) recv[0] ^= 1;
+            wrong += count_wrong(recv, exp, s.recv, esz);
+        }
+        /* the slowest rank per iteration; #wrong over all ranks */
+        int64_t w = (int64_t)wrong, wsum = 0;
+        if ((st = api->allreduce(comm, times, tmax, (size_t)o->iters, PLAIT_F64, PLAIT_MAX, NULL, NULL)) != PLAIT_OK ||
+            (st = api->allreduce(comm, &w, &wsum, 1, PLAIT_I64, PLAIT_SUM, NULL, NULL)) != PLAIT_OK)
+            goto out;
+        *wrong_total += (uint64_t)wsum;
+        qsort(tmax, (size_t)o->iters, sizeof(double), cmp_double);
+        double t = tmax[o->iters / 2], S = (double)(s.count * esz);
+        double algbw = S / t / 1e9, busbw = algbw * bus_factor(o->op, n);
+        bus_sum += busbw;
+        rows++;
+        if (me == 0 && out) {
+            fprintf(out, "  %12zu %12zu %6s %6s %11.1f %9.3f %9.3f %7lld\n", s.count * esz, s.count,
+                    plait_dtype_name(o->dtype), is_reduction(o->op) ? plait_redop_name(o->redop) : "-",
+                    t * 1e6, algbw, busbw, (long long)wsum);
+            fflush(out);
+        }
+        if (me == 0 && o->csv) {
+            fprintf(o->csv, "%s,%d,%s,%s,%s,%s,%zu,%zu,%.3f,%.3f,%.6f,%.6f,%lld\n",
+                    plait_bench_op_name(o->op), n, o->transport ? o->transport : "",
+                    plait_coll_algo_name(o->algo), plait_dtype_name(o->dtype),
+                    is_reduction(o->op) ? plait_redop_name(o->redop) : "", s.count * esz, s.count,
+                    t * 1e6, tmax[0] * 1e6, algbw, busbw, (long long)wsum);
+            fflush(o->csv);
+        }
+    }
+    if (me == 0 && out) {
+        fprintf(out, "# Avg bus bandwidth    : %.3f GB/s\n", rows ? bus_sum / rows : 0.0);
+        fprintf(out, "# Total #wrong         : %llu\n", (unsigned long long)*wrong_total);
+        fflush(out);
+    }
+out:
+    plait_free(send);
+    plait_free(recv);
+    plait_free(exp);
+    free(times);
+    free(tmax);
+    return st;
+}

@@ -1,0 +1,289 @@
+/* plait bench: benchmarks. `plait bench comm` measures the collectives. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench_comm.h"
+#include "cli/cli.h"
+#include "comm/comm.h"
+#include "comm/comm_threads.h"
+#include "comm/reduce.h"
+#include "config/config_value.h"
+#include "plugin/loader.h"
+#include "runtime/error.h"
+
+static const char bench_usage[] =
+    "usage: plait bench comm [-n N] --op OP [options] [section.key=value ...]\n"
+    "\n"
+    "Collective bandwidth and latency in the nccl-tests style: size, count, type, redop, time,\n"
+    "algbw, busbw and #wrong (elements differing from the expected result, checked on every\n"
+    "iteration). busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather, reduce_scatter\n"
+    "and alltoall, 1 for broadcast and sendrecv.\n"
+    "\n"
+    "  -n N              ranks (processes started by plait's launcher)\n"
+    "  --op OP           allreduce | reduce_scatter | allgather | broadcast | alltoall | sendrecv\n"
+    "  --min SIZE        smallest size in bytes, e.g. 4K (default 4K)\n"
+    "  --max SIZE        largest size (default 256M)\n"
+    "  --factor F        size multiplier between rows (default 2)\n"
+    "  --warmup W        untimed iterations per size (default 5)\n"
+    "  --iters I         timed iterations per size (default 20)\n"
+    "  --dtype T         f32 | f64 | f16 | bf16 | i32 | i64 | u8 (default f32)\n"
+    "  --redop OP        sum | prod | min | max | avg (default sum)\n"
+    "  --algo A          auto | ring | rhd | tree | direct | ordered (default: [comm] algorithm)\n"
+    "  --root R          broadcast root (default 0)\n"
+    "  --comm NAME       comm plugin (default: [comm] plugin), or 'threads': every rank a thread\n"
+    "                    of this process over the in-process transport (with --threads N)\n"
+    "  --threads N       ranks of an in-process ('--comm threads') run (default 1)\n"
+    "  --csv FILE        also write the rows as CSV\n"
+    "  section.key=value configuration overrides, e.g. comm.timeout=30\n"
+    "\n"
+    "Exit status: 0 when every row has #wrong 0, 1 otherwise or on error, 2 for usage errors.\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "plait bench comm: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n'plait help bench' lists the options\n");
+    return 2;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || !end || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int dtype_parse(const char *s) {
+    for (int i = 0; i < PLAIT_DTYPE_COUNT_V1; i++)
+        if (strcmp(s, plait_dtype_name((plait_dtype)i)) == 0) return i;
+    return -1;
+}
+
+static int redop_parse(const char *s) {
+    for (int i = 0; i < PLAIT_REDOP_COUNT_V1; i++)
+        if (strcmp(s, plait_redop_name((plait_redop)i)) == 0) return i;
+    return -1;
+}
+
+/* The configuration: core sections, the comm plugin's section (when a real
+ * plugin is used), overrides, environment. */
+static plait_status load_config(const char *plugin, int n_over, char **over, plait_config **out) {
+    plait_config *cfg = plait_config_new();
+    if (!cfg) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_status st = plait_config_declare_core(cfg);
+    for (int i = 0; st == PLAIT_OK && i < n_over; i++) st = plait_config_add_override(cfg, over[i]);
+    if (st == PLAIT_OK && plugin && strcmp(plugin, "threads") != 0) {
+        const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, plugin);
+        if (!d) st = plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "comm plugin '%s'", plugin);
+        char section[128];
+        if (d) snprintf(section, sizeof section, "comm.%s", d->name);
+        if (d && d->n_params && !plait_config_has_section(cfg, section))
+            st = plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin");
+    }
+    if (st == PLAIT_OK) st = plait_config_finalize(cfg, NULL);
+    if (st != PLAIT_OK) {
+        plait_config_free(cfg);
+        return st;
+    }
+    *out = cfg;
+    return PLAIT_OK;
+}
+
+typedef struct threads_run {
+    plait_threads_world *w;
+    plait_comm_settings settings;
+    plait_bench_comm_opts opts;
+    plait_status st[4096];
+    char msg[2048];
+    uint64_t wrong;
+} threads_run;
+
+static void bench_rank(int rank, void *arg) {
+    threads_run *t = arg;
+    plait_comm *comm = NULL;
+    plait_status st = plait_threads_comm_world(t->w, rank, &t->settings, &comm);
+    uint64_t wrong = 0;
+    if (st == PLAIT_OK) st = plait_bench_comm_run(comm, &t->opts, rank == 0 ? stdout : NULL, &wrong);
+    if (st != PLAIT_OK && !t->msg[0]) snprintf(t->msg, sizeof t->msg, "rank %d: %s", rank, plait_last_error());
+    if (rank == 0) t->wrong = wrong;
+    t->st[rank] = st;
+    plait_comm_free(comm);
+}
+
+/* A run over a comm plugin. Until the job launcher is in this build, a
+ * single process: the world is this rank alone, bootstrapped in-process. */
+static int bench_job(const plait_config *cfg, const char *plugin, const plait_comm_settings *settings,
+                     const plait_bench_comm_opts *o, int nranks) {
+    if (nranks > 1) {
+        fprintf(stderr, "plait bench comm: -n %d needs the job launcher, which this build lacks; use "
+                        "--comm threads --threads %d for an in-process run\n", nranks, nranks);
+        return 2;
+    }
+    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, plugin);
+    if (!d) {
+        plait_cli_print_error("bench comm");
+        return 1;
+    }
+    plait_threads_world *w = plait_threads_world_new(1, settings->timeout_s);
+    plait_bootstrap *bs = NULL;
+    plait_comm *comm = NULL;
+    plait_bootstrap_factory f = plait_threads_factory(w);
+    uint64_t wrong = 0;
+    plait_status st = w ? plait_threads_bootstrap_new(w, 0, 0, 1, &bs) : PLAIT_ERR_NO_MEMORY;
+    if (st == PLAIT_OK) st = plait_comm_create_world(d->ops, cfg, bs, &f, settings, "world", &comm);
+    plait_threads_bootstrap_free(bs);
+    if (st == PLAIT_OK) st = plait_bench_comm_run(comm, o, stdout, &wrong);
+    if (st != PLAIT_OK) plait_cli_print_error("bench comm");
+    plait_comm_free(comm);
+    plait_threads_world_free(w);
+    return st != PLAIT_OK || wrong ? 1 : 0;
+}
+
+static int bench_comm(int argc, char **argv) {
+    plait_bench_comm_opts o = {.op = PLAIT_BENCH_OP_COUNT, .min_bytes = 4096, .max_bytes = 256ull << 20,
+                               .factor = 2.0, .warmup = 5, .iters = 20, .dtype = PLAIT_F32,
+                               .redop = PLAIT_SUM, .algo = PLAIT_ALGO_AUTO};
+    const char *comm_name = NULL, *csv_path = NULL;
+    int threads = 0, nranks = 0;
+    char **over = calloc((size_t)argc + 1, sizeof *over);
+    int n_over = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = a[0] == '-' && strcmp(a, "--") != 0;
+        if (takes && !v) {
+            free(over);
+            return usage_error("%s needs a value", a);
+        }
+        if (!strcmp(a, "--op")) {
+            int x = plait_bench_op_parse(v);
+            if (x < 0) { free(over); return usage_error("unknown --op '%s'", v); }
+            o.op = (plait_bench_op)x;
+        } else if (!strcmp(a, "--min") || !strcmp(a, "--max")) {
+            uint64_t b;
+            if (plait_parse_bytes(v, &b) != 0 || b == 0) { free(over); return usage_error("bad size '%s'", v); }
+            if (a[3] == 'i') o.min_bytes = b; else o.max_bytes = b;
+        } else if (!strcmp(a, "--factor")) {
+            char *end = NULL;
+            o.factor = strtod(v, &end);
+            if (!end || *end || !(o.factor > 1.0)) { free(over); return usage_error("--factor must be > 1, not '%s'", v); }
+        } else if (!strcmp(a, "--warmup")) {
+            if (parse_int(v, 0, 1000000, &o.warmup)) { free(over); return usage_error("bad --warmup '%s'", v); }
+        } else if (!strcmp(a, "--iters")) {
+            if (parse_int(v, 1, 1000000, &o.iters)) { free(over); return usage_error("bad --iters '%s'", v); }
+        } else if (!strcmp(a, "--dtype")) {
+            int x = dtype_parse(v);
+            if (x < 0) { free(over); return usage_error("unknown --dtype '%s'", v); }
+            o.dtype = (plait_dtype)x;
+        } else if (!strcmp(a, "--redop")) {
+            int x = redop_parse(v);
+            if (x < 0) { free(over); return usage_error("unknown --redop '%s'", v); }
+            o.redop = (plait_redop)x;
+        } else if (!strcmp(a, "--algo")) {
+            int x = plait_coll_algo_parse(v);
+            if (x < 0) { free(over); return usage_error("unknown --algo '%s'", v); }
+            o.algo = (plait_coll_algo)x;
+        } else if (!strcmp(a, "--root")) {
+            if (parse_int(v, 0, 1 << 30, &o.root)) { free(over); return usage_error("bad --root '%s'", v); }
+        } else if (!strcmp(a, "--comm")) {
+            comm_name = v;
+        } else if (!strcmp(a, "--threads")) {
+            if (parse_int(v, 1, 4096, &threads)) { free(over); return usage_error("bad --threads '%s'", v); }
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--nranks")) {
+            if (parse_int(v, 1, 4096, &nranks)) { free(over); return usage_error("bad -n '%s'", v); }
+        } else if (!strcmp(a, "--csv")) {
+            csv_path = v;
+        } else if (!takes && strchr(a, '=')) {
+            over[n_over++] = argv[i];
+            continue;
+        } else {
+            free(over);
+            return usage_error("unknown argument '%s'", a);
+        }
+        i++;
+    }
+    if (o.op == PLAIT_BENCH_OP_COUNT) {
+        free(over);
+        return usage_error("%s", "--op is required");
+    }
+    plait_config *cfg = NULL;
+    if (load_config(comm_name, n_over, over, &cfg) != PLAIT_OK) {
+        free(over);
+        plait_cli_print_error("configuration");
+        return 2;
+    }
+    free(over);
+    if (!comm_name) comm_name = plait_config_str(cfg, "comm", "plugin");
+    plait_comm_settings settings;
+    if (plait_comm_settings_from_config(cfg, &settings) != PLAIT_OK) {
+        plait_config_free(cfg);
+        plait_cli_print_error("configuration");
+        return 2;
+    }
+    o.transport = comm_name;
+    FILE *csv = NULL;
+    if (csv_path) {
+        csv = fopen(csv_path, "w");
+        if (!csv) {
+            fprintf(stderr, "plait bench comm: cannot write %s: %s\n", csv_path, strerror(errno));
+            plait_config_free(cfg);
+            return 1;
+        }
+        fprintf(csv, "op,ranks,transport,algo,dtype,redop,size_bytes,count,time_us,time_min_us,algbw_GBps,"
+                     "busbw_GBps,wrong\n");
+        o.csv = csv;
+    }
+    int rc = 0;
+    if (strcmp(comm_name, "threads") == 0) {
+        if (nranks) {
+            fprintf(stderr, "plait bench comm: the in-process transport runs its ranks as threads: use "
+                            "--threads N instead of -n\n");
+            rc = 2;
+            goto done;
+        }
+        threads_run *t = calloc(1, sizeof *t);
+        int n = threads ? threads : 1;
+        t->w = t ? plait_threads_world_new(n, settings.timeout_s) : NULL;
+        if (!t || !t->w) {
+            fprintf(stderr, "plait bench comm: out of memory\n");
+            free(t);
+            rc = 1;
+            goto done;
+        }
+        t->settings = settings;
+        t->opts = o;
+        if (plait_threads_run(n, bench_rank, t) != PLAIT_OK) {
+            plait_cli_print_error("bench comm");
+            rc = 1;
+        } else if (t->msg[0]) {
+            fprintf(stderr, "plait: error: bench comm: %s\n", t->msg);
+            rc = 1;
+        } else if (t->wrong) {
+            fprintf(stderr, "plait bench comm: %llu wrong elements\n", (unsigned long long)t->wrong);
+            rc = 1;
+        }
+        plait_threads_world_free(t->w);
+        free(t);
+    } else {
+        rc = bench_job(cfg, comm_name, &settings, &o, nranks);
+    }
+done:
+    if (csv) fclose(csv);
+    plait_config_free(cfg);
+    return rc;
+}
+
+static int cmd_bench(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "%s", bench_usage);
+        return 2;
+    }
+    if (strcmp(argv[1], "comm") == 0) return bench_comm(argc - 1, argv + 1);
+    fprintf(stderr, "plait bench: no benchmark '%s' (available: comm)\n", argv[1]);
+    return 2;
+}
+
+const plait_command plait_cmd_bench = {"bench", "benchmarks: 'plait bench comm' measures collectives",
+                                       bench_usage, cmd_bench};

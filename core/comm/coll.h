@@ -1,0 +1,126 @@
+/*
+ * Internal interface of the collective algorithms (coll_*.c): the execution
+ * context of one running collective, the point-to-point helpers the
+ * algorithms are written with, and the algorithm entry points.
+ *
+ * An algorithm runs on one thread (the executor's), owns the communicator's
+ * plugin communicator `pcoll` for its duration, and returns a plait_status
+ * with the thread's error set. It never sends to itself, posts receives
+ * before it blocks on sends (so it cannot deadlock on a transport that only
+ * completes a send once the receive is posted: the in-process transport
+ * behaves that way on purpose), and blocks only in plait_coll_wait*(), which
+ * sleep in the plugin with the communicator's timeout.
+ */
+#ifndef PLAIT_CORE_COMM_COLL_H
+#define PLAIT_CORE_COMM_COLL_H
+
+#include "comm/comm.h"
+#include "comm/reduce.h"
+
+/* One in-flight plugin request of the running collective. */
+typedef struct plait_coll_slot {
+    void *preq;
+    size_t bytes;
+    int peer;
+    int is_send;
+    int next_free;
+} plait_coll_slot;
+
+typedef struct plait_coll_ctx {
+    plait_comm *comm;
+    const plait_coll_args *a;
+    plait_coll_algo algo;  /* resolved */
+    int rank, size;
+    size_t esz;            /* element size */
+    plait_coll_slot *slots;
+    int n_slots, free_slot, active;
+} plait_coll_ctx;
+
+/* Handles are small ints (-1 = none); a completed handle is set to -1. */
+plait_status plait_coll_isend(plait_coll_ctx *c, const void *buf, size_t bytes, int peer,
+                              unsigned phase, int *handle);
+plait_status plait_coll_irecv(plait_coll_ctx *c, void *buf, size_t bytes, int peer, unsigned phase,
+                              int *handle);
+/* Block (sleeping, with the timeout) until the request completes. A receive
+ * that delivers a length other than the posted one fails with
+ * PLAIT_ERR_PROTOCOL (the ranks disagree about the collective's arguments). */
+plait_status plait_coll_wait(plait_coll_ctx *c, int *handle);
+plait_status plait_coll_waitall(plait_coll_ctx *c, int *handles, int n);
+/* Non-blocking; *done = 1 once complete (handle then -1). */
+plait_status plait_coll_test(plait_coll_ctx *c, int *handle, int *done);
+/* Post a receive from `src` and a send to `dst`, wait for both. */
+plait_status plait_coll_sendrecv(plait_coll_ctx *c, const void *sbuf, size_t sbytes, int dst,
+                                 void *rbuf, size_t rbytes, int src, unsigned phase);
+/* Scratch memory owned by the communicator, valid until the collective ends;
+ * 64-byte aligned; NULL with the error set when out of memory. */
+void *plait_coll_scratch(plait_coll_ctx *c, size_t bytes);
+/* "allreduce #12 'dp bucket 3' (4096 B, f32 sum, ring) on comm 'world' rank 1/4 (world rank 1)" */
+void plait_coll_describe(const plait_coll_ctx *c, char *buf, size_t len);
+/* Release what a failed collective left in flight (after an abort). */
+void plait_coll_drain(plait_coll_ctx *c);
+
+/* Helpers shared by the algorithms. */
+static inline char *plait_byte_ptr(const void *p, size_t elems, size_t esz) {
+    return (char *)(uintptr_t)p + elems * esz;
+}
+/* Balanced split of `count` into `parts`: first element of part i. */
+static inline size_t plait_part_offset(size_t count, int parts, int i) {
+    return (size_t)((unsigned __int128)count * (unsigned)i / (unsigned)parts);
+}
+/* Copy unless the pointers are equal. */
+void plait_coll_copy(void *dst, const void *src, size_t bytes);
+
+/* Tag phases inside one collective (the tag's low 7 bits): algorithms use
+ * 0..63, the check_collectives fingerprint exchange 64..127. */
+#define PLAIT_PHASE_CHECK 64
+
+/* ---- algorithms (one family per file) --------------------------------- */
+/* Each takes the context (whose args are normalised, count > 0, size > 1). */
+
+/* coll_ring.c: chunked, pipelined ring; pipelined chain for rooted ops. */
+plait_status plait_ring_allreduce(plait_coll_ctx *c);
+plait_status plait_ring_reduce_scatter(plait_coll_ctx *c);
+plait_status plait_ring_allgather(plait_coll_ctx *c);
+plait_status plait_chain_broadcast(plait_coll_ctx *c);
+plait_status plait_chain_reduce(plait_coll_ctx *c);
+
+/* coll_rhd.c: recursive doubling / halving (Rabenseifner), any group size. */
+plait_status plait_rhd_allreduce(plait_coll_ctx *c);
+plait_status plait_rhd_reduce_scatter(plait_coll_ctx *c);
+plait_status plait_rhd_allgather(plait_coll_ctx *c);
+/* Allgather of `bytes` per rank from `mine` into `all` (size*bytes), by
+ * recursive doubling, on tag phases [phase, phase+64). For small control
+ * exchanges (fingerprints). */
+plait_status plait_rhd_allgather_bytes(plait_coll_ctx *c, const void *mine, void *all, size_t bytes,
+                                       unsigned phase);
+
+/* coll_tree.c: binomial trees. */
+plait_status plait_tree_broadcast(plait_coll_ctx *c);
+plait_status plait_tree_reduce(plait_coll_ctx *c);
+plait_status plait_tree_gather(plait_coll_ctx *c);
+plait_status plait_tree_scatter(plait_coll_ctx *c);
+plait_status plait_tree_allreduce(plait_coll_ctx *c);   /* reduce to 0 + broadcast */
+
+/* coll_direct.c: every pair exchanges directly; dissemination barrier. */
+plait_status plait_direct_alltoall(plait_coll_ctx *c);
+plait_status plait_pairwise_alltoall(plait_coll_ctx *c);
+plait_status plait_direct_allgather(plait_coll_ctx *c);
+plait_status plait_direct_broadcast(plait_coll_ctx *c);
+plait_status plait_direct_gather(plait_coll_ctx *c);
+plait_status plait_direct_scatter(plait_coll_ctx *c);
+plait_status plait_dissemination_barrier(plait_coll_ctx *c);
+
+/* coll_ordered.c: reductions in the canonical order (deterministic mode). */
+plait_status plait_ordered_allreduce(plait_coll_ctx *c);
+plait_status plait_ordered_reduce_scatter(plait_coll_ctx *c);
+plait_status plait_ordered_reduce(plait_coll_ctx *c);
+/* dst = left-complete pairwise tree over leaves[0..n) (rank order), `count`
+ * elements each: tree(lo,hi) = tree(lo,mid) op tree(mid,hi) with mid = lo +
+ * the largest power of two below hi-lo, evaluated bottom-up. work[i] is a
+ * writable buffer of `count` elements for leaf i (it may be leaves[i] itself
+ * when that is scratch); dst may be separate memory or any work buffer.
+ * Exposed for tests. */
+void plait_ordered_tree(void *dst, const void *const *leaves, void *const *work, int n,
+                        size_t count, plait_dtype dtype, plait_redop op);
+
+#endif

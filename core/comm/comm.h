@@ -1,0 +1,248 @@
+/*
+ * The core communicator: one `plait_comm` per group of ranks (the world and
+ * every split of it), running the core's collective algorithms over a comm
+ * plugin's point-to-point layer, or the plugin's native collectives.
+ *
+ * Life cycle
+ *   1. The launcher/world bootstrap (transport side) gives each process a
+ *      `plait_bootstrap` over the world (comm_id 0) and a
+ *      `plait_bootstrap_factory` that can make bootstraps for child
+ *      communicators (store-backed, keys namespaced by comm id).
+ *   2. plait_comm_create_world() calls the plugin's init() with the world
+ *      bootstrap, then derive()s a second plugin communicator over the same
+ *      members for user point-to-point traffic (see "Two plugin
+ *      communicators" below).
+ *   3. plait_comm_split() (also host->coll->split) allgathers (color, key)
+ *      over the parent, orders each color's members by (key, parent rank),
+ *      asks the factory for a bootstrap over them and derive()s the child's
+ *      plugin communicators from the parent's.
+ *   4. plait_comm_free() releases a communicator (children before parents).
+ *
+ * Execution model
+ *   Collectives on one communicator execute one at a time, in issue order.
+ *   A blocking call on an idle communicator runs inline on the caller's
+ *   thread (lowest latency). Asynchronous calls (and blocking calls issued
+ *   while asynchronous ones are queued) go to a per-communicator worker
+ *   thread, started on first use, which sleeps on a condition variable when
+ *   idle; request wait() sleeps, test() never blocks. Each collective gets a
+ *   sequence number at issue time; its messages carry tags derived from it
+ *   (plait_coll_tag), so consecutive collectives never mix.
+ *
+ * Two plugin communicators
+ *   The comm plugin ABI lets one thread at a time use a plugin communicator,
+ *   and collective algorithms block in the plugin's wait(). User send/recv
+ *   (pipeline activations) must not queue behind a long collective, nor can
+ *   they be posted while the worker is inside the plugin. So each core
+ *   communicator owns two plugin communicators over the same members:
+ *   `pcoll` (collectives: worker or inline caller, never both) and `pp2p`
+ *   (user point-to-point, serialised by a mutex).
+ *
+ * Errors
+ *   Every wait has the communicator's timeout. A failed collective or p2p
+ *   operation (timeout, peer lost, protocol) makes the communicator unusable:
+ *   the core aborts its plugin communicators (so pending requests fail fast
+ *   and peers see the loss) and every later call fails with the first error.
+ *   Messages name the rank, the operation, its sequence number, size, dtype,
+ *   algorithm and the peers waited on.
+ */
+#ifndef PLAIT_CORE_COMM_H
+#define PLAIT_CORE_COMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <plait/coll.h>
+#include <plait/comm.h>
+
+#include "config/config.h"
+
+/* ---- bootstrap factory (provided by the world bootstrap) ----------------- */
+
+/* Makes bootstraps for child communicators. The transport side's rendezvous
+ * store implements it (keys namespaced by comm_id); comm_threads.c has an
+ * in-process one for tests and `plait bench comm --comm threads`.
+ * Both functions are called from the thread creating a communicator, on
+ * every member, with identical comm_id, size and world_ranks. */
+typedef struct plait_bootstrap_factory {
+    void *ctx;
+    /* A bootstrap over `size` members (member i is world rank world_ranks[i]);
+     * the caller is member `rank`. comm_id is equal on all members and unique
+     * within the job (never 0, the world's). The factory fills local_rank /
+     * local_size and timeout_s. Not collective itself; the members meet in
+     * the bootstrap's set/get/allgather. */
+    plait_status (*create)(void *ctx, uint32_t comm_id, int rank, int size,
+                           const int *world_ranks, plait_bootstrap **out);
+    /* Release a bootstrap from create(). */
+    void (*destroy)(void *ctx, plait_bootstrap *bootstrap);
+} plait_bootstrap_factory;
+
+/* ---- settings -------------------------------------------------------- */
+
+typedef struct plait_comm_settings {
+    double timeout_s;           /* [comm] timeout: every wait */
+    plait_coll_algo algorithm;  /* [comm] algorithm: default for AUTO calls */
+    int check_collectives;      /* [comm] check_collectives */
+} plait_comm_settings;
+
+/* timeout 300 s, AUTO, no checks. */
+void plait_comm_settings_default(plait_comm_settings *s);
+/* Read the [comm] keys of a finalized configuration. */
+plait_status plait_comm_settings_from_config(const plait_config *cfg, plait_comm_settings *s);
+/* "auto", "ring", ... ("native" for PLAIT_ALGO_NATIVE); "?" if unknown. */
+const char *plait_coll_algo_name(plait_coll_algo algo);
+/* Parse an algorithm name; -1 if unknown. */
+int plait_coll_algo_parse(const char *name);
+
+/* ---- internal collective descriptor --------------------------------- */
+
+typedef enum plait_coll_kind {
+    PLAIT_COLL_ALLREDUCE = 0,
+    PLAIT_COLL_REDUCE_SCATTER,
+    PLAIT_COLL_ALLGATHER,
+    PLAIT_COLL_BROADCAST,
+    PLAIT_COLL_REDUCE,
+    PLAIT_COLL_GATHER,
+    PLAIT_COLL_SCATTER,
+    PLAIT_COLL_ALLTOALL,
+    PLAIT_COLL_BARRIER,
+    PLAIT_COLL_KIND_COUNT
+} plait_coll_kind;
+
+/* "allreduce", ... */
+const char *plait_coll_kind_name(plait_coll_kind kind);
+
+/* One collective call, as queued. Buffers are normalised by the API layer
+ * (coll_api.c): `send` always points at this rank's own contribution (for an
+ * in-place allgather, block `rank` of recv), never NULL when count > 0. */
+typedef struct plait_coll_args {
+    plait_coll_kind kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    plait_dtype dtype;
+    plait_redop op;
+    int root;
+    plait_coll_algo algo; /* as requested; AUTO = the communicator's setting */
+    plait_mem_kind mem_kind;
+    plait_stream *stream;
+    char label[48];
+    uint64_t seq;     /* set at issue */
+    int internal;     /* core-internal (split's exchange): no fingerprint check */
+} plait_coll_args;
+
+/* ---- the communicator ------------------------------------------------ */
+
+typedef struct plait_request plait_request;
+
+struct plait_comm {
+    char name[32];
+    int rank, size;
+    int *world_ranks;     /* member -> world rank */
+    uint32_t id;          /* comm id of pcoll's bootstrap (0 = world) */
+    struct plait_comm *parent;
+    int children;         /* live children (freed before this one) */
+    uint32_t n_splits;    /* split() calls so far (equal on all members) */
+
+    const plait_comm_ops *ops;
+    void *pcoll;          /* plugin communicator for collectives */
+    void *pp2p;           /* plugin communicator for user send/recv */
+    plait_comm_settings settings;
+    plait_bootstrap_factory factory;
+
+    /* executor: queue of collectives, worker thread */
+    pthread_mutex_t lock;
+    pthread_cond_t work_cond;  /* worker: queue changed or busy cleared */
+    pthread_cond_t done_cond;  /* waiters: a request finished */
+    plait_request *head, *tail;
+    int busy;                  /* a collective is running (inline or worker) */
+    int worker_started, stopping;
+    pthread_t worker;
+    uint64_t next_seq;
+
+    /* first fatal error; later calls fail with it */
+    plait_status failed;
+    char *failure;
+
+    /* user p2p */
+    pthread_mutex_t p2p_lock;
+    uint64_t p2p_seq;
+
+    /* scratch memory of the running collective (one at a time) */
+    void *scratch;
+    size_t scratch_bytes;
+    int scratch_leaked;        /* a failed op may still be written into it */
+
+    /* counters */
+    _Atomic uint64_t bytes_sent, bytes_received, collectives, wait_ns;
+};
+
+/* Create the world communicator: calls ops->init with `bootstrap` (comm_id 0)
+ * and derives the p2p communicator through `factory`. Collective over all
+ * ranks. `config` is passed to the plugin (it reads its own section) and may
+ * be NULL only for plugins that read no configuration (the in-process one).
+ * `settings` NULL = defaults. The factory is copied; its ctx must outlive
+ * every communicator of this world. The bootstrap is used during the call
+ * only. On success *out is owned by the caller (plait_comm_free). */
+plait_status plait_comm_create_world(const plait_comm_ops *ops, const plait_config *config,
+                                     const plait_bootstrap *bootstrap,
+                                     const plait_bootstrap_factory *factory,
+                                     const plait_comm_settings *settings, const char *name,
+                                     plait_comm **out);
+
+/* split(): see coll.h. Collective over `comm`. */
+plait_status plait_comm_split(plait_comm *comm, int color, int key, const char *name,
+                              plait_comm **out);
+
+/* Release a communicator (any, including the world). Waits for its queued
+ * collectives, stops the worker, destroys the plugin communicators. Children
+ * must be freed first (a live child is reported and leaked). NULL is ignored. */
+void plait_comm_free(plait_comm *comm);
+
+void plait_comm_get_stats(const plait_comm *comm, plait_comm_stats *out);
+
+/* Override the algorithm or timeout after creation (tests, bench). Not
+ * thread-safe with running collectives. */
+void plait_comm_set_algorithm(plait_comm *comm, plait_coll_algo algo);
+void plait_comm_set_timeout(plait_comm *comm, double timeout_s);
+
+/* Record a fatal error: abort the plugin communicators, remember the message
+ * (first one wins). Thread-safe. */
+void plait_comm_fail(plait_comm *comm, plait_status status, const char *message);
+/* If the communicator has failed, set the thread's error ("communicator
+ * 'dp' is unusable after an earlier error: ...") and return the status. */
+plait_status plait_comm_check_usable(plait_comm *comm);
+
+/* "comm 'dp' rank 1/4 (world rank 5)" into buf. */
+void plait_comm_where(const plait_comm *comm, char *buf, size_t len);
+
+/* The host API's collective table (host->coll), coll_api.c. */
+const plait_coll_api *plait_coll_api_table(void);
+
+/* ---- executor (comm_exec.c) ---------------------------------------- */
+
+/* Issue a collective: assigns the sequence number, then runs it inline or
+ * queues it. req NULL = blocking. */
+plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, plait_request **req);
+/* Finish any request (collective or p2p). */
+plait_status plait_request_wait(plait_request *req);
+plait_status plait_request_test(plait_request *req, int *done);
+
+/* User point-to-point (comm_p2p.c). */
+plait_status plait_comm_send(plait_comm *comm, const void *buf, size_t count, plait_dtype dtype,
+                             int peer, uint32_t tag, plait_request **req);
+plait_status plait_comm_recv(plait_comm *comm, void *buf, size_t count, plait_dtype dtype,
+                             int peer, uint32_t tag, plait_request **req);
+
+/* Runs one collective on the calling thread (coll_exec.c); used by the
+ * executor. */
+plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args);
+
+/* Tags: user tags live below 2^31; collective messages use
+ * 1 << 31 | (seq mod 2^24) << 7 | phase, phase < 128. */
+#define PLAIT_USER_TAG_LIMIT 0x80000000u
+static inline uint32_t plait_coll_tag(uint64_t seq, unsigned phase) {
+    return 0x80000000u | ((uint32_t)(seq & 0xffffffu) << 7) | (phase & 0x7fu);
+}
+
+#endif

@@ -1,0 +1,159 @@
+/*
+ * The per-communicator executor: collectives run one at a time in issue
+ * order, inline on the caller's thread when the communicator is idle and the
+ * call is blocking, otherwise on a worker thread that sleeps when idle.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm/comm.h"
+#include "comm/request.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Run one collective on this thread; on a fatal error mark the
+ * communicator failed (the message stays the thread's error). */
+static plait_status run_one(plait_comm *comm, const plait_coll_args *args) {
+    plait_status st = plait_comm_check_usable(comm);
+    if (st != PLAIT_OK) return st;
+    st = plait_coll_execute(comm, args);
+    if (st != PLAIT_OK && st != PLAIT_ERR_UNSUPPORTED && st != PLAIT_ERR_NO_MEMORY)
+        plait_comm_fail(comm, st, plait_last_error());
+    return st;
+}
+
+static void *worker_main(void *arg) {
+    plait_comm *comm = arg;
+    char name[16];
+    snprintf(name, sizeof name, "plait-%s", comm->name);
+    pthread_setname_np(pthread_self(), name);
+    pthread_mutex_lock(&comm->lock);
+    for (;;) {
+        while (!comm->stopping && (!comm->head || comm->busy))
+            pthread_cond_wait(&comm->work_cond, &comm->lock);
+        if (!comm->head) break; /* stopping and drained */
+        plait_request *r = comm->head;
+        comm->head = r->next;
+        if (!comm->head) comm->tail = NULL;
+        comm->busy = 1;
+        pthread_mutex_unlock(&comm->lock);
+
+        plait_status st = run_one(comm, &r->args);
+        char *msg = st == PLAIT_OK ? NULL : strdup(plait_last_error());
+
+        pthread_mutex_lock(&comm->lock);
+        comm->busy = 0;
+        r->status = st;
+        r->message = msg;
+        r->done = 1;
+        pthread_cond_broadcast(&comm->done_cond);
+    }
+    pthread_mutex_unlock(&comm->lock);
+    return NULL;
+}
+
+/* Called with comm->lock held. */
+static plait_status ensure_worker(plait_comm *comm) {
+    if (comm->worker_started) return PLAIT_OK;
+    int rc = pthread_create(&comm->worker, NULL, worker_main, comm);
+    if (rc != 0)
+        return plait_set_error(PLAIT_ERR_SYSTEM, "cannot start the worker thread of communicator "
+                                                 "'%s': %s", comm->name, strerror(rc));
+    comm->worker_started = 1;
+    return PLAIT_OK;
+}
+
+static plait_status finish_coll(plait_request *r, int *done, int block) {
+    plait_comm *comm = r->comm;
+    uint64_t t0 = block ? now_ns() : 0;
+    pthread_mutex_lock(&comm->lock);
+    if (block)
+        while (!r->done) pthread_cond_wait(&comm->done_cond, &comm->lock);
+    int is_done = r->done;
+    pthread_mutex_unlock(&comm->lock);
+    if (block) atomic_fetch_add(&comm->wait_ns, now_ns() - t0);
+    if (done) *done = is_done;
+    if (!is_done) return PLAIT_OK;
+    plait_status st = r->status;
+    if (st != PLAIT_OK) plait_set_error(st, "%s", r->message ? r->message : "collective failed");
+    free(r->message);
+    free(r);
+    return st;
+}
+
+plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, plait_request **req) {
+    if (req) *req = NULL;
+    pthread_mutex_lock(&comm->lock);
+    if (comm->failed != PLAIT_OK) {
+        pthread_mutex_unlock(&comm->lock);
+        return plait_comm_check_usable(comm);
+    }
+    uint64_t seq = ++comm->next_seq;
+    atomic_fetch_add(&comm->collectives, 1);
+    if (!req && !comm->busy && !comm->head) {
+        /* idle and blocking: run inline */
+        comm->busy = 1;
+        pthread_mutex_unlock(&comm->lock);
+        plait_coll_args a = *args;
+        a.seq = seq;
+        uint64_t t0 = now_ns();
+        plait_status st = run_one(comm, &a);
+        atomic_fetch_add(&comm->wait_ns, now_ns() - t0);
+        pthread_mutex_lock(&comm->lock);
+        comm->busy = 0;
+        pthread_cond_broadcast(&comm->work_cond);
+        pthread_cond_broadcast(&comm->done_cond);
+        pthread_mutex_unlock(&comm->lock);
+        return st;
+    }
+    plait_request *r = calloc(1, sizeof *r);
+    if (!r) {
+        pthread_mutex_unlock(&comm->lock);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory queueing a collective");
+    }
+    r->kind = PLAIT_REQ_COLL;
+    r->comm = comm;
+    r->args = *args;
+    r->args.seq = seq;
+    plait_status st = ensure_worker(comm);
+    if (st != PLAIT_OK) {
+        /* the sequence number is taken: the communicator cannot stay consistent */
+        pthread_mutex_unlock(&comm->lock);
+        free(r);
+        plait_comm_fail(comm, st, plait_last_error());
+        return st;
+    }
+    if (comm->tail)
+        comm->tail->next = r;
+    else
+        comm->head = r;
+    comm->tail = r;
+    pthread_cond_broadcast(&comm->work_cond);
+    pthread_mutex_unlock(&comm->lock);
+    if (req) {
+        *req = r;
+        return PLAIT_OK;
+    }
+    return finish_coll(r, NULL, 1);
+}
+
+plait_status plait_request_wait(plait_request *req) {
+    if (!req) return plait_set_error(PLAIT_ERR_INVALID_ARG, "wait() on a NULL request");
+    if (req->kind == PLAIT_REQ_P2P) return plait_p2p_wait(req);
+    return finish_coll(req, NULL, 1);
+}
+
+plait_status plait_request_test(plait_request *req, int *done) {
+    *done = 0;
+    if (!req) return plait_set_error(PLAIT_ERR_INVALID_ARG, "test() on a NULL request");
+    if (req->kind == PLAIT_REQ_P2P) return plait_p2p_test(req, done);
+    return finish_coll(req, done, 0);
+}

@@ -1,0 +1,39 @@
+/*
+ * plait_request: an issued collective (queued for, or finished by, the
+ * communicator's executor) or a user point-to-point operation (a plugin
+ * request on the p2p plugin communicator). Internal to core/comm.
+ */
+#ifndef PLAIT_CORE_COMM_REQUEST_H
+#define PLAIT_CORE_COMM_REQUEST_H
+
+#include "comm/comm.h"
+
+enum { PLAIT_REQ_COLL = 1, PLAIT_REQ_P2P = 2 };
+
+struct plait_request {
+    int kind;
+    plait_comm *comm;
+
+    /* collectives: guarded by comm->lock */
+    plait_coll_args args;
+    struct plait_request *next;
+    int done;
+    plait_status status;
+    char *message;            /* error text from the executing thread (malloc) */
+
+    /* p2p: owned by the thread that waits on it */
+    void *preq;
+    int peer;
+    int is_send;
+    size_t bytes;
+    uint32_t tag;
+    uint64_t p2p_seq;
+};
+
+/* Describe a p2p request for messages. */
+void plait_p2p_describe(const plait_request *r, char *buf, size_t len);
+/* Finish a p2p request (comm_p2p.c). */
+plait_status plait_p2p_wait(plait_request *r);
+plait_status plait_p2p_test(plait_request *r, int *done);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * The collective conformance matrix, transport-independent: every
+ * collective × dtype × operator × size × algorithm × in-place form, run on a
+ * world communicator by every rank in the same order, each rank checking
+ * its own results exactly. Inputs are small integers (or ±1/2 for products)
+ * so every result is exact whatever the reduction order; AVG is checked
+ * bit for bit against the same single division the contract specifies.
+ *
+ * Used by test_coll_conformance (in-process threads transport) and by the
+ * multi-process driver (TCP plugin, mpirun).
+ */
+#ifndef PLAIT_TESTS_CONFORMANCE_H
+#define PLAIT_TESTS_CONFORMANCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <plait/coll.h>
+
+typedef struct conformance_opts {
+    int big;            /* include the 1 MiB + 3 size */
+    int full_big;       /* at the big size, every algorithm and in-place form (slow) */
+    int only_kind;      /* -1 = all, else a plait_coll_kind */
+    int verbose;
+} conformance_opts;
+
+typedef struct conformance_result {
+    uint64_t cases;      /* collectives run by this rank */
+    uint64_t wrong;      /* elements that differ from the expected value */
+    uint64_t failed;     /* calls that returned an error */
+    char first[512];     /* description of the first problem */
+} conformance_result;
+
+/* Run the matrix on `world` (all ranks call it). Fills *res for this rank.
+ * Returns 0 when this rank saw no problem. */
+int conformance_run(plait_comm *world, const conformance_opts *opts, conformance_result *res);
+
+/* Value of element i of rank q's input for a reduction with `op`, and for
+ * pure data movement (op < 0). Exactly representable in every dtype. */
+double conformance_input(int op, int is_unsigned, int q, size_t i);
+
+/* Store / load element i of a typed buffer as a double. */
+void conformance_store(void *buf, int dtype, size_t i, double v);
+double conformance_load(const void *buf, int dtype, size_t i);
+
+#endif

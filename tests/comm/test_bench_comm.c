@@ -1,0 +1,119 @@
+/*
+ * plait bench comm on the in-process transport: every operation prints one
+ * row per size with #wrong 0, busbw = algbw x the nccl-tests factor, the
+ * CSV has the same rows, and a corrupted result is counted in #wrong.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bench/bench_comm.h"
+#include "comm/comm_threads.h"
+#include "runtime/error.h"
+#include "runtime/runtime.h"
+
+typedef struct run {
+    plait_threads_world *w;
+    plait_bench_comm_opts o;
+    FILE *out;
+    plait_status st[8];
+    uint64_t wrong[8];
+} run;
+
+static void rank_main(int r, void *arg) {
+    run *x = arg;
+    plait_comm *c = NULL;
+    x->st[r] = plait_threads_comm_world(x->w, r, NULL, &c);
+    if (x->st[r] == PLAIT_OK) x->st[r] = plait_bench_comm_run(c, &x->o, r == 0 ? x->out : NULL, &x->wrong[r]);
+    plait_comm_free(c);
+}
+
+/* Runs the bench; returns rank 0's output (caller frees). */
+static char *bench(int n, plait_bench_op op, int corrupt, uint64_t *wrong, char **csv_text) {
+    run *x = calloc(1, sizeof *x);
+    char *text = NULL, *csv = NULL;
+    size_t len = 0, clen = 0;
+    x->out = open_memstream(&text, &len);
+    FILE *csvf = open_memstream(&csv, &clen);
+    x->w = plait_threads_world_new(n, 30);
+    x->o = (plait_bench_comm_opts){.op = op, .min_bytes = 1024, .max_bytes = 256 << 10, .factor = 4,
+                                   .warmup = 1, .iters = 3, .dtype = PLAIT_F32, .redop = PLAIT_SUM,
+                                   .transport = "threads", .csv = csvf, .corrupt = corrupt};
+    assert_int_equal(plait_threads_run(n, rank_main, x), PLAIT_OK);
+    for (int r = 0; r < n; r++) {
+        if (x->st[r] != PLAIT_OK) fail_msg("rank %d: %s", r, plait_last_error());
+        assert_int_equal(x->wrong[r], x->wrong[0]); /* the total is agreed */
+    }
+    *wrong = x->wrong[0];
+    fclose(x->out);
+    fclose(csvf);
+    plait_threads_world_free(x->w);
+    free(x);
+    *csv_text = csv;
+    return text;
+}
+
+static void test_every_op_clean(void **state) {
+    (void)state;
+    const int n = 3;
+    for (int op = 0; op < PLAIT_BENCH_OP_COUNT; op++) {
+        uint64_t wrong = 99;
+        char *csv = NULL;
+        char *text = bench(n, (plait_bench_op)op, 0, &wrong, &csv);
+        assert_int_equal(wrong, 0);
+        assert_non_null(strstr(text, "#wrong"));
+        assert_non_null(strstr(text, plait_bench_op_name((plait_bench_op)op)));
+        /* rows: sizes 1K, 4K, 16K, 64K, 256K (rounded to multiples of n for some ops) */
+        int rows = 0;
+        double factor = op == PLAIT_BENCH_ALLREDUCE ? 2.0 * (n - 1) / n
+                        : op == PLAIT_BENCH_BROADCAST || op == PLAIT_BENCH_SENDRECV ? 1.0
+                                                                                   : (double)(n - 1) / n;
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+            if (line[0] == '#') continue;
+            unsigned long long size, count;
+            char type[16], redop[16];
+            double t, algbw, busbw;
+            long long w;
+            assert_int_equal(sscanf(line, "%llu %llu %15s %15s %lf %lf %lf %lld", &size, &count, type, redop,
+                                    &t, &algbw, &busbw, &w), 8);
+            assert_int_equal(w, 0);
+            assert_int_equal(size, count * 4);
+            assert_true(t > 0);
+            assert_true(fabs(algbw - size / t / 1e3) <= 0.002 + 0.01 * algbw);
+            assert_true(fabs(busbw - algbw * factor) <= 0.002 + 0.01 * busbw);
+            rows++;
+        }
+        assert_int_equal(rows, 5);
+        int csv_rows = 0; /* rows only: the CLI writes the header */
+        for (char *p = csv; *p; p++) csv_rows += *p == '\n';
+        assert_int_equal(csv_rows, 5);
+        free(text);
+        free(csv);
+    }
+}
+
+static void test_wrong_results_are_counted(void **state) {
+    (void)state;
+    uint64_t wrong = 0;
+    char *csv = NULL;
+    char *text = bench(2, PLAIT_BENCH_ALLREDUCE, 1, &wrong, &csv);
+    /* one flipped element per iteration (warm-up 1 + 3 timed) on 5 sizes */
+    assert_int_equal(wrong, 5 * 4);
+    assert_non_null(strstr(text, "Total #wrong         : 20"));
+    free(text);
+    free(csv);
+}
+
+int main(void) {
+    plait_runtime_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_op_clean),
+        cmocka_unit_test(test_wrong_results_are_counted),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
