@@ -474,6 +474,28 @@ static int run_steps(rank_ctx *c) {
     return 0;
 }
 
+/* Allocator usage under the plugin's tags while every rank holds its storage. */
+static int record_tags(rank_ctx *c, int end) {
+    if (c->host->coll->barrier(c->world, NULL, NULL) != PLAIT_OK) return failst(c, "barrier");
+    if (c->rank == 0) {
+        char tag[96];
+        const char *name = c->r->plugin;
+        if (!end) {
+            snprintf(tag, sizeof tag, "%s optimizer state", name);
+            c->r->tag_state = plait_mem_usage_of(tag);
+            snprintf(tag, sizeof tag, "%s gradient shards", name);
+            c->r->tag_grad = plait_mem_usage_of(tag);
+            snprintf(tag, sizeof tag, "%s parameter shards", name);
+            c->r->tag_param = plait_mem_usage_of(tag);
+        } else {
+            snprintf(tag, sizeof tag, "%s buffers", name);
+            c->r->tag_buffers = plait_mem_usage_of(tag);
+        }
+    }
+    if (c->host->coll->barrier(c->world, NULL, NULL) != PLAIT_OK) return failst(c, "barrier");
+    return 0;
+}
+
 static void rank_main(int rank, void *arg) {
     shared *sh = arg;
     zh_run *r = sh->r;
@@ -503,10 +525,12 @@ static void rank_main(int rank, void *arg) {
     if (r->from && sh->ops->set_step) sh->ops->set_step(c.opt, r->from->optim_step);
     r->mem0[rank].struct_size = sizeof r->mem0[rank];
     sh->ops->memory(c.opt, &r->mem0[rank]);
+    if (record_tags(&c, 0)) goto out;
     if (run_steps(&c)) goto out;
     if (export_all(&c, &r->final, 1)) goto out;
     r->mem[rank].struct_size = sizeof r->mem[rank];
     sh->ops->memory(c.opt, &r->mem[rank]);
+    if (record_tags(&c, 1)) goto out;
 out:
     if (c.opt) sh->ops->destroy(c.opt);
     plait_grad_tree_free(c.tree);

@@ -98,6 +98,10 @@ typedef struct zh_run {
     plait_optim_memory mem[ZH_MAX_RANKS];      /* after the last step */
     plait_optim_memory mem0[ZH_MAX_RANKS];     /* after materialize */
     uint32_t flags;             /* the plugin's */
+    /* host allocator bytes (all ranks) under the plugin's tags "<plugin>
+     * optimizer state", "... gradient shards", "... parameter shards" after
+     * materialize, and "... buffers" at the end of the run */
+    uint64_t tag_state, tag_grad, tag_param, tag_buffers;
     char err[ZH_MAX_RANKS][512];
 } zh_run;
 

@@ -13,11 +13,14 @@
 float *zero_buf_get(zero *z, size_t numel) {
     if (numel == 0) numel = 1;
     /* Best fit among free buffers, so equal layers share buffers and a
-     * gradient buffer serves a parameter gather of the same unit later. */
+     * gradient buffer serves a parameter gather of a like unit later. */
     int32_t best = -1;
     for (int32_t i = 0; i < z->n_pool; i++)
         if (!z->pool[i].busy && z->pool[i].numel >= numel && (best < 0 || z->pool[i].numel < z->pool[best].numel))
             best = i;
+    /* A small need does not take a much larger buffer (a later large need
+     * would then allocate another one). */
+    if (best >= 0 && z->pool[best].numel / 2 > numel) best = -1;
     if (best >= 0) {
         z->pool[best].busy = 1;
         return z->pool[best].ptr;
