@@ -45,7 +45,14 @@
  *
  * Tied parameters. The copy's reduced gradient slice is added into the
  * original's (original + copy, the core's canonical order) before the norm
- * and the update; the copy takes no update (it shares storage).
+ * and the update; the copy takes no update (it shares storage). Under
+ * pipeline parallelism the tied pair sits on two stages and the pp plugin
+ * sums it over the embedding group in its finish_grads, before ours: stage
+ * 1 then reduces every unit in finish_grads (no overlap with backward), and
+ * the sum is Σ_ranks(embedding + head) rather than Σ embedding + Σ head
+ * (equal up to rounding; not bit-identical to one process). Stages 2/3
+ * cannot give that plugin a whole gradient and refuse a tied copy whose
+ * original is on another stage.
  *
  * Parameters (stage 3, zero_gather.c). A layer's units are all-gathered in
  * before_forward/before_backward and released in after_forward/
@@ -140,6 +147,7 @@ typedef struct zero {
     size_t bucket_elems;
     int max_inflight;
     int prefetch;
+    int defer_rs;                 /* stage 1 under pp > 1: reduce in finish_grads only */
 
     /* plan */
     zero_unit *units;

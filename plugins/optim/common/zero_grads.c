@@ -122,7 +122,7 @@ plait_status zero_before_backward_grads(zero *z, int32_t layer, int32_t mb) {
 
 plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int last) {
     if (z->stage == 1) {
-        if (!last) return PLAIT_OK;
+        if (!last || z->defer_rs) return PLAIT_OK;
         for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
             plait_status st = start_rs_stage1(z, z->grad_units[k]);
             if (st != PLAIT_OK) return st;

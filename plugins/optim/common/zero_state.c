@@ -89,6 +89,10 @@ static plait_status zero_create(int stage, const plait_optim_init *init, void **
         if (stage == 3) st = host->config_get(init->config, section, "prefetch_layers", &v);
     }
     if (st == PLAIT_OK && stage == 3) z->prefetch = (int)v.i;
+    if (st == PLAIT_OK) {
+        st = host->config_get(init->config, "parallel", "pp", &v);
+        z->defer_rs = st == PLAIT_OK && stage == 1 && v.i > 1;
+    }
     if (st != PLAIT_OK) {
         zero_destroy(z);
         return st;
