@@ -175,6 +175,14 @@ static void test_comm_volume(void **state) {
             (unsigned long long)b[0], (unsigned long long)b[1], z1, (unsigned long long)b[2], z2,
             (unsigned long long)b[3], z3);
     assert_int_equal(b[1], b[2]);
+    /* Evaluation passes between steps are not counted in the next step. */
+    zh_run e = {.plugin = "zero3", .model = &uneven, .n = 4, .m = 1, .steps = 2, .grad_clip = 1.0, .eval_passes = 2,
+                .extra_ini = "[optim.zero3]\nprefetch_layers = 0\n"};
+    run_or_fail(&e);
+    uint64_t be = 0;
+    for (int q = 0; q < 4; q++) be += e.bytes[q][1];
+    assert_int_equal(be, b[3]);
+    zh_run_free(&e);
     /* A little less than DP: the tied copy is reduced but never gathered
      * (it shares the original's values), and no alignment gaps travel
      * between units. */

@@ -147,7 +147,8 @@ typedef struct zero {
     size_t bucket_elems;
     int max_inflight;
     int prefetch;
-    int defer_rs;                 /* stage 1 under pp > 1: reduce in finish_grads only */
+    int defer_rs;
+    int32_t first_layer;          /* lowest layer with a local parameter */                 /* stage 1 under pp > 1: reduce in finish_grads only */
 
     /* plan */
     zero_unit *units;

@@ -109,6 +109,9 @@ static plait_status zero_create(int stage, const plait_optim_init *init, void **
                                    name, p->name);
         }
     }
+    z->first_layer = -1;
+    for (int32_t i = 0; i < z->params->n_params; i++)
+        if (z->first_layer < 0 || z->params->params[i].layer < z->first_layer) z->first_layer = z->params->params[i].layer;
     st = zero_plan(z);
     if (st == PLAIT_OK && stage == 3) st = zero_trace_seed(z);
     if (st == PLAIT_OK) {
@@ -226,10 +229,12 @@ static plait_status check_layer(zero *z, int32_t layer) {
 }
 
 static plait_status zero_before_forward(void *sp, int32_t layer, int32_t mb) {
-    (void)mb;
     zero *z = sp;
     plait_status st = check_layer(z, layer);
     if (st != PLAIT_OK) return st;
+    /* A step (or an evaluation pass) starts with micro-batch 0's first layer:
+     * gathers of evaluation passes before it are not the step's traffic. */
+    if (mb == 0 && layer == z->first_layer) z->in_step = 0;
     zero_begin_traffic(z);
     return z->stage == 3 ? zero_acquire_layer(z, ZERO_EV_FWD, layer) : PLAIT_OK;
 }
