@@ -1,6 +1,6 @@
 /*
  * ZeRO-1/2/3 against plain Adam, N data-parallel ranks as threads:
- *   - deterministic mode: every stage at dp 2 and 4, with and without
+ *   - deterministic mode: every stage at dp 2 and 4 (and 1), with and without
  *     accumulation, is bit-identical to one process running plain adam over
  *     the same micro-batches (parameters and the data seen during every hook,
  *     gradient norms, optimizer state), on a model whose sizes divide nothing
@@ -79,7 +79,7 @@ static void assert_same_run(const zh_run *a, const zh_run *ref, int states) {
 
 static void test_deterministic_bitwise(void **state) {
     (void)state;
-    static const int layouts[][2] = {{2, 1}, {2, 2}, {4, 1}, {4, 2}};
+    static const int layouts[][2] = {{2, 1}, {2, 2}, {4, 1}, {4, 2}, {1, 2}};
     zh_run ref[9];
     int have[9] = {0};
     for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
