@@ -76,6 +76,9 @@ static void test_memory_and_traffic(void **state) {
                                {four_psi, four_psi / n, 2 * four_psi / n},
                                {four_psi / n, four_psi / n, 2 * four_psi / n}};
     double dp_total = r[0].dp_bytes + r[0].optim_bytes;
+    const char *san = getenv("PLAIT_SANITIZED");
+    int sanitized = san && *san && strcmp(san, "0") != 0;
+    if (sanitized) fprintf(stderr, "built with sanitizers: peak RSS not compared with the formula\n");
     fprintf(stderr, "\nΨ = %.0f parameters, dp 4 (MB = 2^20 bytes, rank 0)\n", four_psi * 1048576.0 / 4);
     fprintf(stderr, "%-6s %9s %9s %9s %9s %9s %9s %11s %9s %10s %6s\n", "optim", "param", "grad", "state", "formula",
             "buffers", "activ.", "expected", "rss-base", "bytes/step", "x DP");
@@ -89,7 +92,9 @@ static void test_memory_and_traffic(void **state) {
         double bytes = r[p].dp_bytes + r[p].optim_bytes;
         fprintf(stderr, "%-6s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %11.1f %9.1f %10.0f %6.3f\n", plugins[p], r[p].param,
                 r[p].grad, r[p].state, formula, r[p].buffer, r[p].activation, expected, rss, bytes, bytes / dp_total);
-        if (fabs(rss - expected) > 0.10 * expected)
+        /* Under AddressSanitizer the process's RSS is mostly shadow memory
+         * and quarantine: the comparison means nothing there. */
+        if (!sanitized && fabs(rss - expected) > 0.10 * expected)
             fail_msg("%s: peak RSS %.1f MB above the process baseline (%.1f MB), expected %.1f MB within 10%%",
                      plugins[p], rss, base.rss, expected);
         if (p == 1 || p == 2) assert_true(bytes / dp_total > 0.97 && bytes / dp_total <= 1.0);

@@ -63,6 +63,14 @@ static inline char *zt_slurp(const char *path) {
     return s;
 }
 
+/* The last cap-1 bytes of a file (for failure messages, which do not return). */
+static inline void zt_tail(const char *path, char *buf, size_t cap) {
+    char *text = zt_slurp(path);
+    size_t n = strlen(text);
+    snprintf(buf, cap, "%s", n >= cap ? text + n - (cap - 1) : text);
+    free(text);
+}
+
 /* The tiny GPT every test starts from; `ini` receives its path. */
 static inline void zt_config(const char *dir, char *ini, size_t cap, const char *extra) {
     const char *src = getenv("PLAIT_SOURCE_DIR");
@@ -128,16 +136,16 @@ static inline void zt_train(const char *ini, int nranks, const char *out, double
         if ((double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec) > timeout_s) {
             kill(-pid, SIGKILL);
             waitpid(pid, &status, 0);
-            char *text = zt_slurp(log);
-            size_t n = strlen(text);
-            fail_msg("plait train %s timed out after %.0f s; log tail:\n%s", out, timeout_s, n > 3000 ? text + n - 3000 : text);
+            static char tail[3001];
+            zt_tail(log, tail, sizeof tail);
+            fail_msg("plait train %s timed out after %.0f s; log tail:\n%s", out, timeout_s, tail);
         }
         nanosleep(&nap, NULL);
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        char *text = zt_slurp(log);
-        size_t n = strlen(text);
-        fail_msg("plait train %s failed (status %d); log tail:\n%s", out, status, n > 3000 ? text + n - 3000 : text);
+        static char tail[3001];
+        zt_tail(log, tail, sizeof tail);
+        fail_msg("plait train %s failed (status %d); log tail:\n%s", out, status, tail);
     }
 }
 
