@@ -12,11 +12,13 @@
  * allreduce, broadcast, sendrecv: the buffer; allgather: the gathered
  * output; reduce_scatter: the input; alltoall: one rank's buffer.
  *
- * #wrong counts, over all ranks and all iterations (warm-up included),
- * the elements that differ from the expected result, which is computed
- * independently from the closed-form inputs (small integers, so every sum is
- * exact). Receive buffers are overwritten with a sentinel before every
- * iteration, so an operation that does nothing cannot pass.
+ * #wrong counts, over all ranks, the elements that differ from the expected
+ * result, computed independently from closed-form inputs (small integers,
+ * so every sum is exact). Every warm-up iteration is checked, each after
+ * the receive buffer was overwritten with a sentinel (an operation that
+ * does nothing cannot pass), and so is the last timed iteration; the timed
+ * iterations run back to back like the peers' loops (on 2 cores shared by 4
+ * ranks, a rank checking between them would steal a core from the others).
  */
 #ifndef PLAIT_CORE_BENCH_COMM_H
 #define PLAIT_CORE_BENCH_COMM_H
@@ -47,7 +49,7 @@ typedef struct plait_bench_comm_opts {
     int root;               /* broadcast */
     const char *transport;  /* shown in the header ("tcp", "threads") */
     FILE *csv;              /* rank 0 appends rows; NULL = none */
-    int corrupt;            /* tests only: rank 0 flips one result element per iteration */
+    int corrupt;            /* tests only: rank 0 flips one element of every checked result */
 } plait_bench_comm_opts;
 
 /* "allreduce", ...; parse returns -1 for an unknown name. */

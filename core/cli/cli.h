@@ -32,7 +32,13 @@ void plait_cli_print_overview(FILE *out);
 /* The command named `name`, or NULL. */
 const plait_command *plait_cli_find_command(const char *name);
 
-/* Print "plait: error: <msg>" for the thread's last error. */
+/* Print "plait: error: <msg>" for the thread's last error (and report it
+ * to the launcher when this process is a rank of `plait -n`). */
 void plait_cli_print_error(const char *context);
+
+/* `plait <command> ... -n N`: run N local ranks of argv (with -n already
+ * removed) under the launcher (comm/launch.h) and return the exit code the
+ * CLI should exit with. Refuses to nest inside a running job. */
+int plait_cli_launch(int nranks, int argc, char **argv);
 
 #endif

@@ -7,6 +7,7 @@
 #include "bench/bench_comm.h"
 #include "cli/cli.h"
 #include "comm/comm.h"
+#include "comm/comm_job.h"
 #include "comm/comm_threads.h"
 #include "comm/reduce.h"
 #include "config/config_value.h"
@@ -75,6 +76,11 @@ static plait_status load_config(const char *plugin, int n_over, char **over, pla
     if (!cfg) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     plait_status st = plait_config_declare_core(cfg);
     for (int i = 0; st == PLAIT_OK && i < n_over; i++) st = plait_config_add_override(cfg, over[i]);
+    /* the plugin whose section to declare: --comm, else [comm] plugin as
+     * given on the command line or in the environment, else the default */
+    if (!plugin) plugin = plait_config_raw(cfg, "comm", "plugin");
+    if (!plugin) plugin = getenv("PLAIT_COMM_PLUGIN");
+    if (!plugin) plugin = plait_config_default_text(cfg, "comm", "plugin");
     if (st == PLAIT_OK && plugin && strcmp(plugin, "threads") != 0) {
         const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, plugin);
         if (!d) st = plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "comm plugin '%s'", plugin);
@@ -113,32 +119,26 @@ static void bench_rank(int rank, void *arg) {
     plait_comm_free(comm);
 }
 
-/* A run over a comm plugin. Until the job launcher is in this build, a
- * single process: the world is this rank alone, bootstrapped in-process. */
+/* A run over a comm plugin: this process is one rank of the job (started
+ * by `plait ... -n N`, mpirun, srun, torchrun, or alone). */
 static int bench_job(const plait_config *cfg, const char *plugin, const plait_comm_settings *settings,
-                     const plait_bench_comm_opts *o, int nranks) {
-    if (nranks > 1) {
-        fprintf(stderr, "plait bench comm: -n %d needs the job launcher, which this build lacks; use "
-                        "--comm threads --threads %d for an in-process run\n", nranks, nranks);
-        return 2;
-    }
+                     const plait_bench_comm_opts *o) {
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, plugin);
     if (!d) {
         plait_cli_print_error("bench comm");
         return 1;
     }
-    plait_threads_world *w = plait_threads_world_new(1, settings->timeout_s);
-    plait_bootstrap *bs = NULL;
+    plait_job *job = NULL;
     plait_comm *comm = NULL;
-    plait_bootstrap_factory f = plait_threads_factory(w);
     uint64_t wrong = 0;
-    plait_status st = w ? plait_threads_bootstrap_new(w, 0, 0, 1, &bs) : PLAIT_ERR_NO_MEMORY;
-    if (st == PLAIT_OK) st = plait_comm_create_world(d->ops, cfg, bs, &f, settings, "world", &comm);
-    plait_threads_bootstrap_free(bs);
-    if (st == PLAIT_OK) st = plait_bench_comm_run(comm, o, stdout, &wrong);
+    plait_status st = plait_job_join(cfg, &job);
+    if (st == PLAIT_OK) st = plait_comm_create_job_world(job, d->ops, cfg, settings, &comm);
+    if (st == PLAIT_OK) st = plait_bench_comm_run(comm, o, plait_job_rank(job) == 0 ? stdout : NULL, &wrong);
     if (st != PLAIT_OK) plait_cli_print_error("bench comm");
     plait_comm_free(comm);
-    plait_threads_world_free(w);
+    plait_job_leave(job, st != PLAIT_OK);
+    if (st == PLAIT_OK && wrong && (!job || plait_job_rank(job) == 0))
+        fprintf(stderr, "plait bench comm: %llu wrong elements\n", (unsigned long long)wrong);
     return st != PLAIT_OK || wrong ? 1 : 0;
 }
 
@@ -147,7 +147,7 @@ static int bench_comm(int argc, char **argv) {
                                .factor = 2.0, .warmup = 5, .iters = 20, .dtype = PLAIT_F32,
                                .redop = PLAIT_SUM, .algo = PLAIT_ALGO_AUTO};
     const char *comm_name = NULL, *csv_path = NULL;
-    int threads = 0, nranks = 0;
+    int threads = 0;
     char **over = calloc((size_t)argc + 1, sizeof *over);
     int n_over = 0;
     for (int i = 1; i < argc; i++) {
@@ -191,8 +191,6 @@ static int bench_comm(int argc, char **argv) {
             comm_name = v;
         } else if (!strcmp(a, "--threads")) {
             if (parse_int(v, 1, 4096, &threads)) { free(over); return usage_error("bad --threads '%s'", v); }
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--nranks")) {
-            if (parse_int(v, 1, 4096, &nranks)) { free(over); return usage_error("bad -n '%s'", v); }
         } else if (!strcmp(a, "--csv")) {
             csv_path = v;
         } else if (!takes && strchr(a, '=')) {
@@ -237,9 +235,9 @@ static int bench_comm(int argc, char **argv) {
     }
     int rc = 0;
     if (strcmp(comm_name, "threads") == 0) {
-        if (nranks) {
-            fprintf(stderr, "plait bench comm: the in-process transport runs its ranks as threads: use "
-                            "--threads N instead of -n\n");
+        if (getenv("PLAIT_RANK")) {
+            fprintf(stderr, "plait bench comm: the in-process transport runs its ranks as threads of "
+                            "one process: use --threads N instead of -n\n");
             rc = 2;
             goto done;
         }
@@ -267,7 +265,7 @@ static int bench_comm(int argc, char **argv) {
         plait_threads_world_free(t->w);
         free(t);
     } else {
-        rc = bench_job(cfg, comm_name, &settings, &o, nranks);
+        rc = bench_job(cfg, comm_name, &settings, &o);
     }
 done:
     if (csv) fclose(csv);

@@ -5,8 +5,10 @@ extern const plait_command plait_cmd_help;
 extern const plait_command plait_cmd_plugins;
 extern const plait_command plait_cmd_config;
 extern const plait_command plait_cmd_bench;
+extern const plait_command plait_cmd_train;
 
 const plait_command *const plait_commands[] = {
+    &plait_cmd_train,
     &plait_cmd_config,
     &plait_cmd_plugins,
     &plait_cmd_bench,

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "comm/launch.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 
@@ -78,8 +79,11 @@ plait_status plait_cli_load_config(const char *path, int n_overrides, char *cons
 }
 
 void plait_cli_print_error(const char *context) {
+    char line[2400];
     if (context)
-        fprintf(stderr, "plait: error: %s: %s\n", context, plait_last_error());
+        snprintf(line, sizeof line, "%s: %s", context, plait_last_error());
     else
-        fprintf(stderr, "plait: error: %s\n", plait_last_error());
+        snprintf(line, sizeof line, "%s", plait_last_error());
+    fprintf(stderr, "plait: error: %s\n", line);
+    plait_launch_report_error(line);
 }

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "comm/launch.h"
 #include "plugin/loader.h"
 #include "runtime/log.h"
 #include "runtime/runtime.h"
@@ -30,6 +31,15 @@ int main(int argc, char **argv) {
             printf("%s", c->usage);
             return 0;
         }
+    /* `-n N` works for every command: this process becomes the launcher of
+     * N ranks running the same command line without it. */
+    int nranks = 0;
+    const char *bad = NULL;
+    if (plait_launch_take_nranks(&argc, argv, &nranks, &bad) != 0) {
+        fprintf(stderr, "plait: %s\n", bad);
+        return 2;
+    }
+    if (nranks > 0) return plait_cli_launch(nranks, argc, argv);
     plait_runtime_init();
     int rc = c->run(argc - 1, argv + 1);
     plait_runtime_shutdown();

@@ -4,16 +4,39 @@
  * fingerprint when [comm] check_collectives is on, use the plugin's native
  * collective when it has one, and release what a failure left in flight.
  *
- * AUTO crossovers. Measured with `plait bench comm --algo ring|rhd|...`
- * (4 ranks on this 2-core VM, loopback TCP, f32 sum; 2 and 8 ranks checked
- * for the trend), times in µs, median of 20:
+ * AUTO crossovers, measured with `plait bench comm --algo A` over the TCP
+ * plugin on loopback, on the 2-core VM the project is tuned on (ranks share
+ * the cores), f32 sum, medians of 2-3 interleaved runs (the machine was
+ * shared with other jobs, so +-20% is noise):
  *
- *   allreduce      4K     16K    64K    256K   1M
- *     rhd          see the table in the commit/report notes; the ring wins
- *     ring         from PLAIT_AUTO_ALLREDUCE_RING_MIN up (both scale with n)
+ *   allreduce time (us)     4K     64K    1M      4M
+ *     n=2  tree / rhd       33/37  52/73  352/382
+ *     n=3  tree / rhd       53/53  116/154 1051/1061
+ *     n=4  tree / rhd       72/83  162/170 1491/1443 6500/7828
+ *     n=8  tree / rhd       235/424 392/768 3985/5456 18155/19438
+ *     (ring: 1.5-3x slower than both below 4M at every n)
+ *   allreduce busbw (GB/s)  4M              16M             64M
+ *     n=3  tree/rhd/ring                    0.65/0.80/0.56  0.60/0.73/0.76
+ *     n=4  tree/rhd/ring    0.92/0.86/0.53  0.79/0.78/0.61  0.65/0.80/0.54
+ *     n=4  (a busier hour)  0.67/0.40/0.35  0.55/0.57/0.47  0.46/0.48/0.49
+ *     n=8  tree/rhd/ring                    0.23/0.36/0.36  0.23/0.25/0.30
+ *   n=4 busbw (GB/s)        16K    256K   4M     64M
+ *     allgather ring/rhd/direct     0.09/0.10/0.08 0.47/0.83/0.51 0.54/0.77/0.57 0.63/0.65/0.54
+ *     reduce_scatter ring/rhd/ord   0.09/0.11/0.08 0.49/0.60/0.41 0.50/0.75/0.67 0.73/0.62/0.61
+ *     broadcast tree/chain/direct   1.44/1.48/0.35 2.37/1.56/1.32 0.92/0.61/1.32 0.71/0.88/1.14
+ *     alltoall direct/pairwise      0.08/0.09      0.36/0.75      0.45/0.80      0.44/0.72
  *
- * The thresholds below encode those crossovers; they are per-rank-count
- * scaled where the measurement showed a trend.
+ * Why the tree wins small allreduces here: with ranks sharing cores, what
+ * costs is the total number of messages and bytes moved (reduce + broadcast
+ * send 2(n-1) messages, recursive doubling n·log2 n), not the depth; up to 4
+ * ranks it holds to 16 MiB (tie there), beyond that to 4 MiB. The
+ * pipelined Rabenseifner (rhd) wins large ones; the ring only takes over
+ * past 32 MiB when the group is larger than 4 (its 2(n-1) steps cost
+ * latency, Rabenseifner's fold costs a full extra transfer per folded pair).
+ * Broadcast numbers are back-to-back throughput (the root does not wait for
+ * the receivers), which favours direct sends from the root; for groups
+ * larger than 4 the pipelined chain is used for large messages instead (the
+ * root's link would otherwise carry n-1 copies).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,15 +46,8 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 
-/* Message size (bytes of the full vector) from which AUTO uses the ring
- * (allreduce, reduce_scatter, allgather) or the chain (broadcast, reduce). */
-#define AUTO_ALLREDUCE_RING_MIN (256u << 10)
-#define AUTO_REDUCE_SCATTER_RING_MIN (256u << 10)
-#define AUTO_ALLGATHER_RING_MIN (256u << 10)
-#define AUTO_BROADCAST_CHAIN_MIN (512u << 10)
-#define AUTO_REDUCE_CHAIN_MIN (512u << 10)
-#define AUTO_GATHER_DIRECT_MIN (64u << 10)
-#define AUTO_ALLTOALL_PAIRWISE_MIN (1u << 20)
+#define KiB (1u << 10)
+#define MiB (1u << 20)
 
 const char *plait_coll_kind_name(plait_coll_kind kind) {
     static const char *const names[] = {"allreduce", "reduce_scatter", "allgather",
@@ -55,20 +71,26 @@ static size_t op_bytes(const plait_coll_ctx *c) {
     }
 }
 
-/* The algorithm AUTO picks. */
+/* The algorithm AUTO picks (see the measurements above). */
 static plait_coll_algo auto_algo(const plait_coll_ctx *c) {
     size_t bytes = op_bytes(c);
+    int n = c->size;
     switch (c->a->kind) {
-    case PLAIT_COLL_ALLREDUCE: return bytes >= AUTO_ALLREDUCE_RING_MIN ? PLAIT_ALGO_RING : PLAIT_ALGO_RHD;
+    case PLAIT_COLL_ALLREDUCE:
+        if (bytes < (n <= 4 ? 16 * MiB : 4 * MiB)) return PLAIT_ALGO_TREE;
+        return n > 4 && bytes >= 32 * MiB ? PLAIT_ALGO_RING : PLAIT_ALGO_RHD;
     case PLAIT_COLL_REDUCE_SCATTER:
-        return bytes >= AUTO_REDUCE_SCATTER_RING_MIN ? PLAIT_ALGO_RING : PLAIT_ALGO_RHD;
-    case PLAIT_COLL_ALLGATHER: return bytes >= AUTO_ALLGATHER_RING_MIN ? PLAIT_ALGO_RING : PLAIT_ALGO_RHD;
-    case PLAIT_COLL_BROADCAST: return bytes >= AUTO_BROADCAST_CHAIN_MIN ? PLAIT_ALGO_RING : PLAIT_ALGO_TREE;
-    case PLAIT_COLL_REDUCE: return bytes >= AUTO_REDUCE_CHAIN_MIN ? PLAIT_ALGO_RING : PLAIT_ALGO_TREE;
+    case PLAIT_COLL_ALLGATHER:
+        /* bytes = the whole buffer (n blocks) */
+        return bytes >= 32 * MiB && (n > 4 || c->a->kind == PLAIT_COLL_REDUCE_SCATTER) ? PLAIT_ALGO_RING
+                                                                                      : PLAIT_ALGO_RHD;
+    case PLAIT_COLL_BROADCAST:
+        if (n <= 4) return bytes < 64 * KiB ? PLAIT_ALGO_TREE : PLAIT_ALGO_DIRECT;
+        return bytes < 1 * MiB ? PLAIT_ALGO_TREE : PLAIT_ALGO_RING;
+    case PLAIT_COLL_REDUCE: return bytes < 1 * MiB ? PLAIT_ALGO_TREE : PLAIT_ALGO_RING;
     case PLAIT_COLL_GATHER:
-    case PLAIT_COLL_SCATTER: return bytes >= AUTO_GATHER_DIRECT_MIN ? PLAIT_ALGO_DIRECT : PLAIT_ALGO_TREE;
-    case PLAIT_COLL_ALLTOALL:
-        return bytes >= AUTO_ALLTOALL_PAIRWISE_MIN ? PLAIT_ALGO_RING : PLAIT_ALGO_DIRECT;
+    case PLAIT_COLL_SCATTER: return bytes < 64 * KiB ? PLAIT_ALGO_TREE : PLAIT_ALGO_DIRECT;
+    case PLAIT_COLL_ALLTOALL: return bytes < 64 * KiB ? PLAIT_ALGO_DIRECT : PLAIT_ALGO_RING;
     default: return PLAIT_ALGO_DIRECT;
     }
 }

@@ -51,55 +51,168 @@ static size_t voff(const vsplit *s, int b) {
     return plait_part_offset(s->count, s->p, b);
 }
 
-/* Recursive halving over virtual ranks: on return acc[voff(v)..voff(v+1))
- * holds the reduction of every contribution. `src` is the current data
- * (the input at first, acc afterwards); `tmp` holds the largest half. */
-static plait_status halve(plait_coll_ctx *c, const vsplit *s, int v, const char *src, char *acc,
-                          char *tmp, unsigned base) {
-    const plait_coll_args *a = c->a;
-    size_t esz = c->esz;
-    int lo = 0, hi = s->p;
-    unsigned round = 0;
-    for (int mask = s->p / 2; mask >= 1; mask /= 2, round++) {
-        int partner = real_of(v ^ mask, s->rem);
-        int mid = lo + mask, upper = (v & mask) != 0;
-        int keep_lo = upper ? mid : lo, keep_hi = upper ? hi : mid;
-        int give_lo = upper ? lo : mid, give_hi = upper ? mid : hi;
-        size_t k0 = voff(s, keep_lo), k1 = voff(s, keep_hi);
-        size_t g0 = voff(s, give_lo), g1 = voff(s, give_hi);
-        plait_status st = plait_coll_sendrecv(c, src + g0 * esz, (g1 - g0) * esz, partner, tmp,
-                                              (k1 - k0) * esz, partner, base + PH_HALVE + round);
-        if (st != PLAIT_OK) return st;
-        /* the lower virtual rank's data on the left */
-        if (upper)
-            plait_reduce(acc + k0 * esz, tmp, src + k0 * esz, k1 - k0, a->dtype, a->op);
-        else
-            plait_reduce(acc + k0 * esz, src + k0 * esz, tmp, k1 - k0, a->dtype, a->op);
-        src = acc;
+/* Each halving exchange is cut into pieces of this size: all are posted at
+ * once (the transport still sees large transfers) and each piece is reduced
+ * as soon as it lands, while it is in cache and the next ones travel. */
+#define RHD_PIECE_BYTES (1u << 20)
+
+/* One round of recursive halving, as seen by virtual rank v. */
+typedef struct hstep {
+    int partner, upper;
+    size_t k0, k1, g0, g1; /* kept and given element ranges */
+    size_t toff;           /* where its incoming pieces land in tmp */
+    int kp, gp;            /* pieces in and out */
+} hstep;
+
+static int pieces(size_t elems, size_t pe) { return elems ? (int)((elems + pe - 1) / pe) : 1; }
+
+/* The rounds of halving (mask p/2 down to 1); returns their count. Also
+ * the bytes of tmp they need in total (every round has its own region, so
+ * all receives can be posted before the first one is waited for). */
+static int plan_halving(const vsplit *s, int v, size_t pe, hstep *out, size_t *tmp_elems) {
+    int lo = 0, hi = s->p, n = 0;
+    size_t toff = 0;
+    for (int mask = s->p / 2; mask >= 1; mask /= 2, n++) {
+        hstep *h = &out[n];
+        int mid = lo + mask;
+        h->upper = (v & mask) != 0;
+        h->partner = real_of(v ^ mask, s->rem);
+        int keep_lo = h->upper ? mid : lo, keep_hi = h->upper ? hi : mid;
+        int give_lo = h->upper ? lo : mid, give_hi = h->upper ? mid : hi;
+        h->k0 = voff(s, keep_lo), h->k1 = voff(s, keep_hi);
+        h->g0 = voff(s, give_lo), h->g1 = voff(s, give_hi);
+        h->toff = toff;
+        toff += h->k1 - h->k0;
+        h->kp = pieces(h->k1 - h->k0, pe);
+        h->gp = pieces(h->g1 - h->g0, pe);
         lo = keep_lo;
         hi = keep_hi;
     }
-    return PLAIT_OK;
+    *tmp_elems = toff;
+    return n;
+}
+
+/* Piece i of `len` elements cut by `pe`: [*e0, return). */
+static size_t piece(size_t len, size_t pe, int i, size_t *e0) {
+    *e0 = (size_t)i * pe;
+    if (*e0 >= len) {
+        *e0 = len;
+        return len;
+    }
+    return *e0 + pe < len ? *e0 + pe : len;
+}
+
+/* Recursive halving over virtual ranks: on return acc[voff(v)..voff(v+1))
+ * holds the reduction of every contribution. `src` is the input (acc is
+ * used from the second round on); tmp holds the incoming pieces of every
+ * round (plan_halving's tmp_elems). */
+static plait_status halve(plait_coll_ctx *c, const vsplit *s, int v, const char *src, char *acc,
+                          char *tmp, unsigned base) {
+    const plait_coll_args *a = c->a;
+    size_t esz = c->esz, pe = RHD_PIECE_BYTES / esz ? RHD_PIECE_BYTES / esz : 1, tmp_elems;
+    hstep steps[32];
+    int L = plan_halving(s, v, pe, steps, &tmp_elems), total = 0;
+    for (int i = 0; i < L; i++) total += steps[i].kp + steps[i].gp;
+    int *hs = malloc((size_t)total * sizeof *hs);
+    if (!hs) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < total; i++) hs[i] = -1;
+    plait_status st = PLAIT_OK;
+    /* every receive first: a partner that is ahead never finds none posted */
+    int at = 0;
+    for (int i = 0; i < L && st == PLAIT_OK; i++) {
+        hstep *h = &steps[i];
+        for (int j = 0; j < h->kp && st == PLAIT_OK; j++) {
+            size_t e0, e1 = piece(h->k1 - h->k0, pe, j, &e0);
+            st = plait_coll_irecv(c, tmp + (h->toff + e0) * esz, (e1 - e0) * esz, h->partner,
+                                  base + PH_HALVE + (unsigned)i, &hs[at + j]);
+        }
+        at += h->kp + h->gp;
+    }
+    at = 0;
+    for (int i = 0; i < L && st == PLAIT_OK; i++) {
+        hstep *h = &steps[i];
+        int *rh = hs + at, *sh = rh + h->kp;
+        for (int j = 0; j < h->gp && st == PLAIT_OK; j++) {
+            size_t e0, e1 = piece(h->g1 - h->g0, pe, j, &e0);
+            st = plait_coll_isend(c, src + (h->g0 + e0) * esz, (e1 - e0) * esz, h->partner,
+                                  base + PH_HALVE + (unsigned)i, &sh[j]);
+        }
+        for (int j = 0; j < h->kp && st == PLAIT_OK; j++) {
+            if ((st = plait_coll_wait(c, &rh[j])) != PLAIT_OK) break;
+            size_t e0, e1 = piece(h->k1 - h->k0, pe, j, &e0);
+            char *d = acc + (h->k0 + e0) * esz;
+            const char *mine = src + (h->k0 + e0) * esz, *theirs = tmp + (h->toff + e0) * esz;
+            /* the lower virtual rank's data on the left */
+            if (h->upper)
+                plait_reduce(d, theirs, mine, e1 - e0, a->dtype, a->op);
+            else
+                plait_reduce(d, mine, theirs, e1 - e0, a->dtype, a->op);
+        }
+        src = acc;
+        at += h->kp + h->gp;
+    }
+    if (st == PLAIT_OK) st = plait_coll_waitall(c, hs, total);
+    free(hs);
+    return st;
+}
+
+/* tmp elements halve() needs. */
+static size_t halving_tmp(const vsplit *s, int v, size_t esz) {
+    hstep steps[32];
+    size_t t;
+    plan_halving(s, v, RHD_PIECE_BYTES / esz ? RHD_PIECE_BYTES / esz : 1, steps, &t);
+    return t;
 }
 
 /* Recursive doubling allgather over virtual ranks, in place in `buf`, where
- * buf[voff(v)..voff(v+1)) is already filled (esz bytes per element). */
-static plait_status doubling(plait_coll_ctx *c, const vsplit *s, int v, char *buf, size_t esz,
-                             unsigned base) {
+ * buf[voff(v)..voff(v+1)) is (or will be, see below) filled. Receives are
+ * posted by doubling_post() — possibly long before, since the regions they
+ * fill are only written by this exchange — and the sends by doubling_run(). */
+static plait_status doubling_post(plait_coll_ctx *c, const vsplit *s, int v, char *buf, size_t esz,
+                                  unsigned base, int *rh) {
     int lo = v, hi = v + 1;
     unsigned round = 0;
     for (int mask = 1; mask < s->p; mask *= 2, round++) {
         int partner = real_of(v ^ mask, s->rem);
         int plo = (v & mask) ? lo - mask : hi, phi = plo + mask;
-        size_t m0 = voff(s, lo), m1 = voff(s, hi), p0 = voff(s, plo), p1 = voff(s, phi);
-        plait_status st = plait_coll_sendrecv(c, buf + m0 * esz, (m1 - m0) * esz, partner,
-                                              buf + p0 * esz, (p1 - p0) * esz, partner,
-                                              base + PH_DOUBLE + round);
+        size_t p0 = voff(s, plo), p1 = voff(s, phi);
+        plait_status st = plait_coll_irecv(c, buf + p0 * esz, (p1 - p0) * esz, partner,
+                                           base + PH_DOUBLE + round, &rh[round]);
         if (st != PLAIT_OK) return st;
         if (plo < lo) lo = plo;
         if (phi > hi) hi = phi;
     }
     return PLAIT_OK;
+}
+
+static plait_status doubling_run(plait_coll_ctx *c, const vsplit *s, int v, char *buf, size_t esz,
+                                 unsigned base, int *rh) {
+    int lo = v, hi = v + 1;
+    unsigned round = 0;
+    int sh[32];
+    plait_status st = PLAIT_OK;
+    for (int mask = 1; mask < s->p && st == PLAIT_OK; mask *= 2, round++) {
+        int partner = real_of(v ^ mask, s->rem);
+        int plo = (v & mask) ? lo - mask : hi, phi = plo + mask;
+        size_t m0 = voff(s, lo), m1 = voff(s, hi);
+        sh[round] = -1;
+        st = plait_coll_isend(c, buf + m0 * esz, (m1 - m0) * esz, partner, base + PH_DOUBLE + round,
+                              &sh[round]);
+        /* the next round sends what this one receives */
+        if (st == PLAIT_OK) st = plait_coll_wait(c, &rh[round]);
+        if (plo < lo) lo = plo;
+        if (phi > hi) hi = phi;
+    }
+    if (st == PLAIT_OK) st = plait_coll_waitall(c, sh, (int)round);
+    return st;
+}
+
+static plait_status doubling(plait_coll_ctx *c, const vsplit *s, int v, char *buf, size_t esz,
+                             unsigned base) {
+    int rh[32];
+    for (int i = 0; i < 32; i++) rh[i] = -1;
+    plait_status st = doubling_post(c, s, v, buf, esz, base, rh);
+    return st == PLAIT_OK ? doubling_run(c, s, v, buf, esz, base, rh) : st;
 }
 
 /* Send `sbuf` to `peer` and wait (fold/unfold steps). */
@@ -132,17 +245,24 @@ plait_status plait_rhd_allreduce(plait_coll_ctx *c) {
     size_t esz = c->esz, count = a->count, bytes = count * esz;
     const char *src = a->send;
     char *recv = a->recv;
-    char *tmp = plait_coll_scratch(c, bytes);
+    int v = r < 2 * rem && !(r & 1) ? -1 : virtual_of(r, rem);
+    int doubling_path = bytes <= RHD_DOUBLING_MAX_BYTES || count < (size_t)p;
+    vsplit s = {p, rem, count, 0};
+    size_t tmp_bytes = bytes;
+    if (v >= 0 && !doubling_path) {
+        size_t t = halving_tmp(&s, v, esz) * esz;
+        if (t > tmp_bytes) tmp_bytes = t;
+    }
+    char *tmp = plait_coll_scratch(c, tmp_bytes);
     if (!tmp) return PLAIT_ERR_NO_MEMORY;
     plait_status st;
-    if (r < 2 * rem && !(r & 1)) return sit_out(c, src, bytes, recv, bytes, 0);
+    if (v < 0) return sit_out(c, src, bytes, recv, bytes, 0);
     if (r < 2 * rem) {
         if ((st = recv_wait(c, tmp, bytes, r - 1, PH_FOLD)) != PLAIT_OK) return st;
         plait_reduce(recv, tmp, src, count, a->dtype, a->op);
         src = recv;
     }
-    int v = virtual_of(r, rem);
-    if (bytes <= RHD_DOUBLING_MAX_BYTES || count < (size_t)p) {
+    if (doubling_path) {
         unsigned round = 0;
         for (int mask = 1; mask < p; mask *= 2, round++) {
             int partner = real_of(v ^ mask, rem);
@@ -156,11 +276,15 @@ plait_status plait_rhd_allreduce(plait_coll_ctx *c) {
         }
         if (a->op == PLAIT_AVG) plait_reduce_finish_avg(recv, count, a->dtype, n);
     } else {
-        vsplit s = {p, rem, count, 0};
+        /* the allgather's receives go up first: they fill regions the
+         * halving no longer needs by the time their data can exist */
+        int rh[32];
+        for (int i = 0; i < 32; i++) rh[i] = -1;
+        if ((st = doubling_post(c, &s, v, recv, esz, 0, rh)) != PLAIT_OK) return st;
         if ((st = halve(c, &s, v, src, recv, tmp, 0)) != PLAIT_OK) return st;
         if (a->op == PLAIT_AVG)
             plait_reduce_finish_avg(recv + voff(&s, v) * esz, voff(&s, v + 1) - voff(&s, v), a->dtype, n);
-        if ((st = doubling(c, &s, v, recv, esz, 0)) != PLAIT_OK) return st;
+        if ((st = doubling_run(c, &s, v, recv, esz, 0, rh)) != PLAIT_OK) return st;
     }
     if (r < 2 * rem) return send_wait(c, recv, bytes, r - 1, PH_UNFOLD);
     return PLAIT_OK;
@@ -172,8 +296,10 @@ plait_status plait_rhd_reduce_scatter(plait_coll_ctx *c) {
     size_t esz = c->esz, count = a->count, total = (size_t)n * count, tb = total * esz;
     size_t blk = count * esz;
     if (r < 2 * rem && !(r & 1)) return sit_out(c, a->send, tb, a->recv, blk, 0);
-    size_t tb_al = (tb + 63) & ~(size_t)63;
-    char *acc = plait_coll_scratch(c, 2 * tb_al);
+    int v = virtual_of(r, rem);
+    vsplit s = {p, rem, count, 1};
+    size_t tb_al = (tb + 63) & ~(size_t)63, hb = halving_tmp(&s, v, esz) * esz;
+    char *acc = plait_coll_scratch(c, tb_al + (hb > tb ? hb : tb));
     if (!acc) return PLAIT_ERR_NO_MEMORY;
     char *tmp = acc + tb_al;
     const char *src = a->send;
@@ -183,8 +309,6 @@ plait_status plait_rhd_reduce_scatter(plait_coll_ctx *c) {
         plait_reduce(acc, tmp, src, total, a->dtype, a->op);
         src = acc;
     }
-    int v = virtual_of(r, rem);
-    vsplit s = {p, rem, count, 1};
     if ((st = halve(c, &s, v, src, acc, tmp, 0)) != PLAIT_OK) return st;
     if (r < 2 * rem) {
         char *theirs = acc + (size_t)(r - 1) * blk;

@@ -25,8 +25,8 @@
  *   while asynchronous ones are queued) go to a per-communicator worker
  *   thread, started on first use, which sleeps on a condition variable when
  *   idle; request wait() sleeps, test() never blocks. Each collective gets a
- *   sequence number at issue time; its messages carry tags derived from it
- *   (plait_coll_tag), so consecutive collectives never mix.
+ *   sequence number at issue time (named in every error) and its messages
+ *   carry tags derived from it (plait_coll_tag).
  *
  * Two plugin communicators
  *   The comm plugin ABI lets one thread at a time use a plugin communicator,
@@ -239,10 +239,18 @@ plait_status plait_comm_recv(plait_comm *comm, void *buf, size_t count, plait_dt
 plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args);
 
 /* Tags: user tags live below 2^31; collective messages use
- * 1 << 31 | (seq mod 2^24) << 7 | phase, phase < 128. */
+ * 1 << 31 | (seq mod 4) << 7 | phase, phase < 128.
+ * Why only seq mod 4: collectives on one communicator run strictly one after
+ * another and every algorithm posts its receives from a peer in the order
+ * that peer posts its sends (per tag), so FIFO matching per (peer, tag) never
+ * mixes two collectives; the sequence bits only keep neighbouring
+ * collectives apart (a stray message of the previous one cannot match).
+ * Transports keep state per (peer, communicator, tag), so a fresh tag per
+ * collective would grow that state without bound over a training run. */
 #define PLAIT_USER_TAG_LIMIT 0x80000000u
+#define PLAIT_COLL_TAG_SEQ_MASK 3u
 static inline uint32_t plait_coll_tag(uint64_t seq, unsigned phase) {
-    return 0x80000000u | ((uint32_t)(seq & 0xffffffu) << 7) | (phase & 0x7fu);
+    return 0x80000000u | ((uint32_t)(seq & PLAIT_COLL_TAG_SEQ_MASK) << 7) | (phase & 0x7fu);
 }
 
 #endif

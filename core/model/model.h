@@ -21,6 +21,12 @@
  * Tensor parallelism: the model computes with the local shards the plan
  * gives (whole heads per rank, a slice of the MLP width, a slice of the
  * padded vocabulary) and calls plan->tp_ops at Megatron's conjugate points.
+ * Per micro-batch: each block calls exit_forward twice in forward (after
+ * attn.c_proj and mlp.c_proj) and enter_backward twice in backward (before
+ * attn.c_attn and mlp.c_fc), each on B·T·C floats; the embedding calls
+ * exit_forward once (B·T·C); the head calls reduce_max once and reduce_sum
+ * twice on B·T floats in forward, and enter_backward once (B·T·C) in
+ * backward. With plan->tp_ops NULL the model is the plain single-rank one.
  *
  * Thread-safety: a model is used by one thread at a time.
  * Determinism: for a given layout, results do not depend on the number of
@@ -53,11 +59,26 @@ int32_t plait_model_param_index(const plait_model_desc *desc, const char *name);
 /* Layout-independent initial values (host->init_values): element values
  * depend only on [run] seed, the parameter's global name and the element's
  * global index. Fills local elements [offset, offset+count) of `param`'s
- * slice (shard layout; padding positions get 0). Thread-safe. */
+ * slice (shard layout; padding positions get 0). `param` must have its
+ * shard, local_shape and numel set (plait_param_apply_shard). The residual
+ * projections' scale 1/sqrt(2·n_layer) uses the n_layer of the latest
+ * plait_model_describe(). Thread-safe (reads only). */
 plait_status plait_model_init_values(const plait_param *param, size_t offset, size_t count,
                                      float *dst);
-/* Set the seed used by plait_model_init_values (before any call). */
+/* Set the seed used by plait_model_init_values (before any call).
+ * plait_model_describe() already sets it from [run] seed. */
 void plait_model_set_seed(uint64_t seed);
+
+/* Set p->shard, p->local_shape and p->numel for `shard` (a plan entry),
+ * from p's global shape. A shard with parts <= 1 (or dim < 0) is the whole
+ * tensor. Fails with PLAIT_ERR_INVALID_ARG if the shard does not fit the
+ * shape (split dimension out of range, padded length shorter than the
+ * dimension or not a multiple of groups·parts, index out of range).
+ * In the model spec, params[i].shard already names the dimension a TP
+ * split cuts (dim) and the fused groups (3 for attn.c_attn), with parts 1:
+ * a TP plugin copies it and sets parts, index and (for the vocabulary)
+ * padded_len. */
+plait_status plait_param_apply_shard(plait_param *p, const plait_shard *shard);
 
 /* One rank's executable part of the model. */
 typedef struct plait_model plait_model;
@@ -80,7 +101,8 @@ void plait_model_free(plait_model *m);
 plait_status plait_model_set_batch(plait_model *m, int32_t slot, const int32_t *tokens,
                                    const int32_t *targets);
 
-/* Scale of d(Σ token losses) used by backward: 1 / (tokens in the global batch). */
+/* Scale of d(Σ token losses) used by backward: 1 / (tokens in the global batch).
+ * Default 1 / (tokens in one micro-batch). */
 void plait_model_set_loss_scale(plait_model *m, float scale);
 
 /* Forward of one local layer for the slot. The head layer computes the
@@ -91,20 +113,30 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
  * its input. The head starts from the loss. */
 plait_status plait_model_backward_layer(plait_model *m, int32_t layer, int32_t slot);
 
-/* Σ token losses of the slot's last head forward (valid on the head's rank). */
+/* Σ token losses of the slot's last head forward (valid on the head's rank;
+ * 0 before any forward with targets). Targets < 0 mark positions without
+ * a loss (they contribute 0 and no gradient). */
 double plait_model_loss_sum(const plait_model *m, int32_t slot);
-/* Logits of the last head forward: [B,T,V_local] (V_local = padded vocab / tp). */
+/* Logits of the last head forward: [B,T,V_local] (V_local = padded vocab / tp;
+ * this rank's columns start at tp_rank·V_local; padding columns hold 0).
+ * NULL before a forward and after the head's backward, which turns the
+ * buffer into the logits' gradient in place. */
 const float *plait_model_logits(const plait_model *m, int32_t slot);
 
 /* Residual-stream buffer [B,T,C] holding the output of `layer` (and, for the
- * pipeline, the input of layer+1), and the buffer for its gradient.
- * Valid for the slot's lifetime. */
+ * pipeline, the input of layer+1), and the buffer for its gradient, for
+ * layer in [0, n_layer] (NULL otherwise, or if the slot cannot be
+ * allocated). Valid for the slot's lifetime. Gradient buffers alternate by
+ * layer parity: the backward of layer l reads boundary_grad(l) and writes
+ * boundary_grad(l-1), so boundary_grad(l)'s contents last until the
+ * backward of layer l-1 (enough to send it after the backward of l). */
 float *plait_model_boundary(plait_model *m, int32_t slot, int32_t layer);
 float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer);
 /* Elements of one boundary buffer (B*T*C). */
 size_t plait_model_boundary_numel(const plait_model *m);
 
-/* Bytes of activation memory currently allocated (all slots). */
+/* Bytes of activation memory currently allocated (all slots, plus the
+ * backward scratch shared by every layer and slot). */
 uint64_t plait_model_activation_bytes(const plait_model *m);
 
 #endif

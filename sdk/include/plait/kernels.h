@@ -8,10 +8,17 @@
  *
  * Conventions for every backward kernel: gradients of *parameters* are
  * accumulated (+=) so micro-batches can accumulate; gradients of *inputs*
- * are overwritten unless the name says `_acc`. Pointers must not alias
- * unless stated. No kernel allocates or fails; preconditions are checked
- * with assertions in debug builds only. Kernels are reentrant: different
- * threads may call them on different data.
+ * are overwritten unless stated (layernorm_backward accumulates dinp: it
+ * feeds the residual stream). Pointers must not alias unless stated. No
+ * kernel allocates or fails; preconditions are checked with assertions in
+ * debug builds only. Kernels are reentrant: different threads may call them
+ * on different data.
+ *
+ * Determinism: every result is bit-identical whatever the rank's thread
+ * count. The core threads matrix products itself over a partition that
+ * depends only on the shapes (OpenBLAS's own threading does not give
+ * thread-count-invariant results), and sums every reduction in a fixed
+ * order.
  */
 #ifndef PLAIT_KERNELS_H
 #define PLAIT_KERNELS_H
@@ -45,7 +52,8 @@ typedef struct plait_kernels {
     uint32_t struct_size;
 
     /* --- BLAS-level --------------------------------------------------- */
-    /* C[M,N] = alpha * op(A) @ op(B) + beta * C, row-major, like cblas_sgemm. */
+    /* C[M,N] = alpha * op(A) @ op(B) + beta * C, row-major, like cblas_sgemm
+     * (trans_a/trans_b nonzero = transposed). Threaded, deterministic. */
     void (*sgemm)(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                   float *C, int64_t ldc);
@@ -83,11 +91,13 @@ typedef struct plait_kernels {
     void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
                                const float *inp, const float *weight, const float *mean,
                                const float *rstd, int64_t BT, int64_t C);
-    /* GELU, tanh approximation. */
+    /* GELU, tanh approximation. out may equal inp; dinp may equal dout. */
     void (*gelu_forward)(float *out, const float *inp, size_t n);
     void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
-    /* Causal self-attention. qkv[B,T,3*NH*HS] holds q, k, v blocks; out[B,T,NH*HS].
-     * att[B,NH,T,T] receives the softmax probabilities (saved for backward). */
+    /* Causal self-attention, softmax scaled by 1/sqrt(HS). qkv[B,T,3*NH*HS]
+     * holds q, k, v blocks (head h at columns h*HS of each); out[B,T,NH*HS].
+     * att[B,NH,T,T] receives the softmax probabilities (saved for backward;
+     * zeros above the diagonal). */
     void (*attention_forward)(float *out, float *att, const float *qkv, int64_t B, int64_t T,
                               int64_t NH, int64_t HS);
     /* dqkv overwritten; `scratch` holds B*NH*T*T floats. */
@@ -101,7 +111,8 @@ typedef struct plait_kernels {
                                int64_t B, int64_t T, int64_t C);
     /* Softmax cross-entropy over V classes. losses[BT] (natural log);
      * dlogits[BT,V] = (softmax - onehot) * dloss_scale (may be NULL for
-     * evaluation). logits may be overwritten by dlogits (same pointer allowed). */
+     * evaluation). logits may be overwritten by dlogits (same pointer allowed).
+     * A negative target marks a row without loss (loss 0, gradient 0). */
     void (*crossentropy)(float *losses, float *dlogits, const float *logits,
                          const int32_t *targets, int64_t BT, int64_t V, float dloss_scale);
 } plait_kernels;

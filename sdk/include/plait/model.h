@@ -100,7 +100,12 @@ typedef struct plait_model_spec {
     int32_t micro_batch;         /* sequences per micro-batch */
     int32_t n_layers;            /* entries in `layers` (embedding + blocks + head for GPT) */
     const plait_layer *layers;
-    int32_t n_params;            /* entries in `params`: the global list; shard/data fields unset */
+    /* entries in `params`: the global list. data/grad are unset; `shard` is
+     * the unsplit layout (parts 1) naming what a TP split would cut: `dim`
+     * (0 for COLUMN/VOCAB, 1 for ROW, -1 for REPLICATE) and `groups` (3 for
+     * the fused q,k,v projection), so a TP plugin sets parts, index and, for
+     * the vocabulary, padded_len. */
+    int32_t n_params;
     const plait_param *params;
     size_t total_numel;          /* Σ global numel, tied copies counted once */
 } plait_model_spec;

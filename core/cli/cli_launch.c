@@ -1,0 +1,28 @@
+/* `plait <command> -n N`: the CLI side of the local launcher. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+#include "comm/launch.h"
+#include "runtime/error.h"
+
+int plait_cli_launch(int nranks, int argc, char **argv) {
+    (void)argc;
+    if (getenv("PLAIT_RANK")) {
+        fprintf(stderr, "plait: -n is for the outer command: this process is already rank %s of a "
+                        "plait job\n", getenv("PLAIT_RANK"));
+        return 2;
+    }
+    plait_launch_opts o = {0};
+    o.nranks = nranks;
+    o.argv = argv; /* argv[0] stays "plait"; the binary is /proc/self/exe */
+    o.stdout_fd = o.stderr_fd = -1;
+    const char *g = getenv("PLAIT_LAUNCH_GRACE");
+    o.grace_s = g ? atof(g) : 0;
+    plait_launch_result res;
+    if (plait_launch_local(&o, &res) != PLAIT_OK) {
+        plait_cli_print_error("launch");
+        return 1;
+    }
+    return res.exit_code;
+}

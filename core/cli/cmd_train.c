@@ -1,0 +1,78 @@
+/* plait train CONFIG [section.key=value ...] [--resume] [--progress MODE] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "comm/bootstrap.h"
+#include "runtime/error.h"
+#include "train/train_loop.h"
+
+/* Ranks the layout needs: dp x tp x pp. */
+static int64_t layout_ranks(const plait_config *cfg) {
+    return plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
+           plait_config_int(cfg, "parallel", "pp");
+}
+
+static int cmd_train(int argc, char **argv) {
+    const char *path = NULL, *progress = NULL;
+    plait_train_options opts = {.resume = PLAIT_RESUME_FROM_CONFIG};
+    char **over = calloc((size_t)argc + 1, sizeof *over);
+    int n_over = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--resume") == 0) {
+            opts.resume = PLAIT_RESUME_REQUIRED;
+        } else if (strcmp(argv[i], "--progress") == 0 && i + 1 < argc) {
+            progress = argv[++i];
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "plait train: unknown option '%s'; 'plait help train' lists them\n", argv[i]);
+            free(over);
+            return 2;
+        } else if (!path && !strchr(argv[i], '=')) {
+            path = argv[i];
+        } else {
+            over[n_over++] = argv[i];
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "usage: plait train CONFIG [section.key=value ...] [--resume]\n");
+        free(over);
+        return 2;
+    }
+    plait_config *cfg = NULL;
+    if (plait_cli_load_config(path, n_over, over, &cfg) != PLAIT_OK) {
+        plait_cli_print_error(path);
+        free(over);
+        return 1;
+    }
+    free(over);
+    /* Not started by any launcher and the layout needs several ranks: this
+     * process becomes the local launcher of that many (argv - 1 is the full
+     * command line: commands receive the program's argv from index 1). */
+    plait_job_env env;
+    int64_t world = layout_ranks(cfg);
+    if (plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) == PLAIT_OK &&
+        env.launcher == PLAIT_LAUNCHER_NONE && world > 1) {
+        plait_config_free(cfg);
+        return plait_cli_launch((int)world, argc + 1, argv - 1);
+    }
+    opts.progress = progress;
+    plait_status st = plait_train(cfg, &opts);
+    if (st != PLAIT_OK) plait_cli_print_error("train");
+    plait_config_free(cfg);
+    return st == PLAIT_OK ? 0 : 1;
+}
+
+const plait_command plait_cmd_train = {
+    "train", "train a model: plait train CONFIG [section.key=value ...] [--resume]",
+    "usage: plait train CONFIG [section.key=value ...] [--resume] [--progress auto|tty|plain|off]\n\n"
+    "Trains the model CONFIG describes. A layout of dp x tp x pp > 1 ranks starts that many local\n"
+    "ranks over the comm plugin (TCP by default); under mpirun, srun or a torchrun-style environment\n"
+    "this process is one rank of the job instead. Rank 0 shows progress; every rank logs to\n"
+    "<out_dir>/rank-<r>.log; rank 0 writes <out_dir>/metrics.csv and the checkpoints\n"
+    "<out_dir>/ckpt-<step>/ (every [run] ckpt_every steps and at the end).\n\n"
+    "  --resume       continue from the latest complete checkpoint in out_dir (it must exist);\n"
+    "                 any layout resumes any other layout's checkpoint\n"
+    "  --progress M   progress display: auto (in place on a terminal), tty, plain, off\n"
+    "  section.key=value  override any config key, e.g. optim.lr=3e-4 run.steps=50\n",
+    cmd_train};

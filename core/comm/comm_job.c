@@ -1,0 +1,26 @@
+/* The world communicator of a joined job (comm/bootstrap.h), and the
+ * bootstrap factory splits use: store-backed bootstraps over subsets. */
+#include "comm/comm_job.h"
+
+#include "runtime/error.h"
+
+static plait_status job_create(void *ctx, uint32_t comm_id, int rank, int size, const int *world_ranks,
+                               plait_bootstrap **out) {
+    (void)rank;
+    return plait_job_bootstrap_for(ctx, comm_id, size, world_ranks, out);
+}
+
+static void job_destroy(void *ctx, plait_bootstrap *bs) {
+    (void)ctx;
+    plait_bootstrap_free(bs);
+}
+
+plait_bootstrap_factory plait_job_bootstrap_factory(plait_job *job) {
+    return (plait_bootstrap_factory){.ctx = job, .create = job_create, .destroy = job_destroy};
+}
+
+plait_status plait_comm_create_job_world(plait_job *job, const plait_comm_ops *ops, const plait_config *cfg,
+                                         const plait_comm_settings *settings, plait_comm **out) {
+    plait_bootstrap_factory f = plait_job_bootstrap_factory(job);
+    return plait_comm_create_world(ops, cfg, plait_job_world(job), &f, settings, "world", out);
+}

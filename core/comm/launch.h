@@ -1,0 +1,65 @@
+/*
+ * The local launcher behind `plait <command> -n N`: spawns N ranks of a
+ * program on this host and supervises them.
+ *
+ * Each rank gets PLAIT_RANK, PLAIT_WORLD_SIZE, PLAIT_LOCAL_RANK,
+ * PLAIT_LOCAL_SIZE, PLAIT_STORE_ADDR (127.0.0.1:<port>), PLAIT_JOB_TOKEN (24
+ * random bytes, hex), PLAIT_REPORT_FD (a pipe for its final error line) and
+ * OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = PLAIT_MATH_THREADS =
+ * max(1, cores / N) (or the PLAIT_MATH_THREADS already set). The launcher
+ * creates the store's listening socket itself and hands it to rank 0
+ * (PLAIT_STORE_FD), so the address is fixed before any rank starts and no
+ * other process can take the port; it serves nothing itself.
+ *
+ * Supervision: the ranks run in their own process group and die with the
+ * launcher (PR_SET_PDEATHSIG). Ctrl-C / SIGTERM / SIGHUP are forwarded once;
+ * a second one kills the ranks. When a rank fails (non-zero exit or a
+ * signal), the others get `grace_s` to finish or fail on their own, then
+ * SIGTERM, then after another `grace_s` SIGKILL. The result names the first
+ * rank that failed with its last error line ("rank 2 failed: ...") or its
+ * signal ("rank 2 was killed by SIGKILL").
+ */
+#ifndef PLAIT_CORE_LAUNCH_H
+#define PLAIT_CORE_LAUNCH_H
+
+#include <plait/types.h>
+
+typedef struct plait_launch_opts {
+    int nranks;               /* >= 1 */
+    const char *exe;          /* program to run; NULL = this program (/proc/self/exe) */
+    char *const *argv;        /* its argv, NULL-terminated (argv[0] is only a name) */
+    char *const *extra_env;   /* "NAME=value" entries added for every rank; NULL = none */
+    double grace_s;           /* after the first failure, before SIGTERM/SIGKILL; <= 0 = 3 s */
+    int stdout_fd, stderr_fd; /* the ranks' stdout/stderr; -1 = inherit */
+    int quiet;                /* 1: do not print the summary to stderr */
+} plait_launch_opts;
+
+typedef struct plait_launch_result {
+    int exit_code;        /* what the launcher should exit with: 0, the failed rank's
+                             code, 128+signal, or 130 after Ctrl-C */
+    int failed_rank;      /* first rank that failed; -1 if none */
+    int term_signal;      /* the signal that killed it; 0 if it exited */
+    int interrupted;      /* the launcher received SIGINT/SIGTERM/SIGHUP */
+    char message[2048];   /* "rank 2 failed: <its last error>", "" on success */
+} plait_launch_result;
+
+/* Spawn and supervise the ranks; returns when all have ended. PLAIT_OK
+ * means the launch itself worked (read res->exit_code for the job's
+ * outcome); an error means nothing could be started. Prints the summary
+ * to stderr unless opts->quiet. Not thread-safe (changes the signal mask
+ * of the calling thread while it runs; call it from the main thread). */
+plait_status plait_launch_local(const plait_launch_opts *opts, plait_launch_result *res);
+
+/* In a rank: tell the launcher (if any: PLAIT_REPORT_FD) the error this
+ * rank is about to fail with. The last report before the rank exits is
+ * what the launcher shows. Newlines are folded. Thread-safe, cheap, never
+ * fails visibly; a no-op outside a plait launch. */
+void plait_launch_report_error(const char *message);
+
+/* Remove "-n N" / "-nN" / "--nranks N" / "--nranks=N" from argv (after
+ * argv[0]), returning N through *nranks (0 if absent). Returns 0, or -1
+ * with a message in *err (static text) when the value is missing or not
+ * in 1..4096. *argc is updated; argv stays NULL-terminated. */
+int plait_launch_take_nranks(int *argc, char **argv, int *nranks, const char **err);
+
+#endif

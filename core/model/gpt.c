@@ -1,0 +1,435 @@
+/*
+ * The executable model: creation from a plan (which layers, which slices),
+ * activation slots, and the layer-at-a-time entry points of model.h. The
+ * layer bodies are in gpt_layers.c (embedding, attention, head) and mlp.c
+ * (the MLP half of a block, which is the whole block of the MLP arch).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/kernels.h"
+#include "model/model_internal.h"
+#include "runtime/error.h"
+#include "runtime/host.h"
+
+#define ALIGN_FLOATS 16 /* 64-byte alignment of every buffer inside a slot */
+
+static size_t align_up(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS; }
+
+static const char *layer_name(const plait_model *m, int32_t layer) {
+    return m->desc->layers[layer].name;
+}
+
+float *plait_model_pdata(plait_model *m, int32_t gi, int32_t layer) {
+    plait_param *p = m->param[gi];
+    if (!p || !p->data) {
+        plait_set_error(PLAIT_ERR_INVALID_ARG,
+                        "model: parameter %s has no data during layer %s (not local, or "
+                        "released: the optimizer must gather it before the layer runs)",
+                        m->desc->params[gi].name, layer_name(m, layer));
+        return NULL;
+    }
+    return p->data;
+}
+
+float *plait_model_pgrad(plait_model *m, int32_t gi, int32_t layer) {
+    plait_param *p = m->param[gi];
+    if (!p || !p->grad) {
+        plait_set_error(PLAIT_ERR_INVALID_ARG,
+                        "model: parameter %s has no gradient storage during the backward of "
+                        "layer %s",
+                        m->desc->params[gi].name, layer_name(m, layer));
+        return NULL;
+    }
+    return p->grad;
+}
+
+plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *what,
+                                  int32_t layer) {
+    return plait_wrap_error(st, "tensor-parallel %s in layer %s (tp rank %d of %d)", what,
+                            layer_name(m, layer), (int)m->tp_rank, (int)m->tp);
+}
+
+/* ---- creation ------------------------------------------------------------ */
+
+static plait_status check_params(plait_model *m, const plait_model_layout *lay) {
+    const plait_model_desc *d = m->desc;
+    const plait_param_set *ps = lay->params;
+    for (int32_t i = 0; i < ps->n_params; i++) {
+        plait_param *p = &ps->params[i];
+        if (p->index < 0 || p->index >= d->spec.n_params)
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "model: parameter set entry %d has global index %d (the model "
+                                   "has %d parameters)",
+                                   (int)i, (int)p->index, (int)d->spec.n_params);
+        m->param[p->index] = p;
+    }
+    m->tp = 1;
+    m->tp_rank = 0;
+    for (int32_t gi = 0; gi < d->spec.n_params; gi++) {
+        const plait_param *g = &d->params[gi];
+        if (!m->local_layer[g->layer]) continue;
+        if (!m->param[gi])
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "model: parameter %s of local layer %s is missing from the "
+                                   "parameter set",
+                                   g->name, layer_name(m, g->layer));
+        plait_param expect = *g;
+        plait_status st = plait_param_apply_shard(&expect, &lay->plan->shards[gi]);
+        if (st != PLAIT_OK) return plait_wrap_error(st, "model");
+        if (expect.numel != m->param[gi]->numel)
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "model: parameter %s holds %zu elements but its shard in the "
+                                   "plan has %zu",
+                                   g->name, m->param[gi]->numel, expect.numel);
+        const plait_shard *sh = &expect.shard;
+        int split = sh->dim >= 0 && sh->parts > 1;
+        if (g->tp_role == PLAIT_TP_REPLICATE) {
+            if (split)
+                return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                       "model: parameter %s is replicated under tensor "
+                                       "parallelism but the plan splits it",
+                                       g->name);
+            continue;
+        }
+        int want_dim = g->tp_role == PLAIT_TP_ROW ? 1 : 0;
+        if (split && sh->dim != want_dim)
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "model: parameter %s must be split along dimension %d, the plan "
+                                   "splits dimension %d",
+                                   g->name, want_dim, (int)sh->dim);
+        if (split && g->tp_role != PLAIT_TP_VOCAB && sh->padded_len != g->shape[want_dim])
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "model: parameter %s may not be padded (padded length %lld, "
+                                   "length %lld)",
+                                   g->name, (long long)sh->padded_len,
+                                   (long long)g->shape[want_dim]);
+        if (split && g->tp_role == PLAIT_TP_COLUMN && sh->groups != g->shard.groups)
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "model: parameter %s must be split as %d groups (q, k, v), the "
+                                   "plan uses %d",
+                                   g->name, (int)g->shard.groups, (int)sh->groups);
+        if (split) {
+            m->tp = sh->parts;
+            m->tp_rank = sh->index;
+        }
+    }
+    /* every split parameter must use the same TP group, and under TP every
+     * splittable one must be split */
+    if (m->tp > 1)
+        for (int32_t gi = 0; gi < d->spec.n_params; gi++) {
+            const plait_param *g = &d->params[gi];
+            if (!m->local_layer[g->layer] || g->tp_role == PLAIT_TP_REPLICATE) continue;
+            const plait_shard *sh = &lay->plan->shards[gi];
+            if (sh->dim < 0 || sh->parts != m->tp || sh->index != m->tp_rank)
+                return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                       "model: parameter %s is not split like the others (%d "
+                                       "ways, slice %d): every tensor-parallel split must use "
+                                       "the same group",
+                                       g->name, (int)m->tp, (int)m->tp_rank);
+        }
+    if (m->tp > 1 && !m->tp_ops)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: the plan splits parameters %d ways but provides no "
+                               "tensor-parallel operators (plan->tp_ops)",
+                               (int)m->tp);
+    return PLAIT_OK;
+}
+
+static plait_status derive_sizes(plait_model *m) {
+    const plait_model_desc *d = m->desc;
+    m->B = d->micro_batch;
+    m->T = d->block_size;
+    m->C = d->n_embd;
+    m->NH = d->is_gpt ? d->n_head : 1;
+    m->HS = d->is_gpt ? m->C / m->NH : m->C;
+    m->V = d->vocab_size;
+    if ((d->is_gpt && m->NH % m->tp != 0) || (4 * m->C) % m->tp != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "model: tensor parallelism over %d ranks needs n_head (%lld) and "
+                               "4*n_embd (%lld) divisible by %d",
+                               (int)m->tp, (long long)m->NH, (long long)(4 * m->C), (int)m->tp);
+    m->NHl = m->NH / m->tp;
+    m->Cl = m->NHl * m->HS;
+    m->Fl = 4 * m->C / m->tp;
+    /* vocabulary slice from the token table or the head, whichever is local */
+    m->Vl = m->V;
+    m->vocab_start = 0;
+    int32_t gi = m->param[d->p_wte] ? d->p_wte : m->param[d->p_lm_head] ? d->p_lm_head : -1;
+    if (gi >= 0) {
+        plait_param tmp = d->params[gi];
+        plait_status st = plait_param_apply_shard(&tmp, &m->plan->shards[gi]);
+        if (st != PLAIT_OK) return st;
+        m->Vl = tmp.local_shape[0];
+        m->vocab_start = tmp.shard.parts > 1 ? (int64_t)tmp.shard.index * m->Vl : 0;
+    }
+    int64_t valid = m->V - m->vocab_start;
+    m->vocab_valid = valid < 0 ? 0 : valid > m->Vl ? m->Vl : valid;
+    return PLAIT_OK;
+}
+
+plait_status plait_model_create(const plait_model_desc *desc, const plait_model_layout *layout,
+                                plait_model **out) {
+    *out = NULL;
+    const plait_plan *plan = layout ? layout->plan : NULL;
+    if (!plan || !layout->params || layout->max_slots < 1 || !plan->shards ||
+        !plan->layer_stage || plan->n_params != desc->spec.n_params ||
+        plan->n_layers != desc->spec.n_layers)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: the layout needs a plan for %d parameters and %d layers, "
+                               "a parameter set and at least one activation slot",
+                               (int)desc->spec.n_params, (int)desc->spec.n_layers);
+    plait_model *m = calloc(1, sizeof *m);
+    if (!m) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
+    m->desc = desc;
+    m->plan = plan;
+    m->tp_ops = plan->tp_ops;
+    m->stage = layout->stage;
+    m->n_layers = desc->spec.n_layers;
+    m->max_slots = layout->max_slots;
+    m->param = calloc((size_t)desc->spec.n_params, sizeof *m->param);
+    m->local_layer = calloc((size_t)m->n_layers, 1);
+    m->slots = calloc((size_t)m->max_slots, sizeof *m->slots);
+    plait_status st = PLAIT_OK;
+    if (!m->param || !m->local_layer || !m->slots) {
+        st = plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
+        goto fail;
+    }
+    for (int32_t l = 0; l < m->n_layers; l++) m->local_layer[l] = plan->layer_stage[l] == m->stage;
+    st = check_params(m, layout);
+    if (st == PLAIT_OK) st = derive_sizes(m);
+    if (st != PLAIT_OK) goto fail;
+    m->loss_scale = 1.0f / (float)(m->B * m->T);
+    *out = m;
+    return PLAIT_OK;
+fail:
+    plait_model_free(m);
+    return st;
+}
+
+static void slot_release(plait_model *m, model_slot *s) {
+    if (s->mem) {
+        plait_free(s->mem);
+        m->act_bytes -= s->mem_bytes;
+    }
+    free(s->bound);
+    free(s->blocks);
+    memset(s, 0, sizeof *s);
+}
+
+void plait_model_free(plait_model *m) {
+    if (!m) return;
+    if (m->slots)
+        for (int32_t i = 0; i < m->max_slots; i++) slot_release(m, &m->slots[i]);
+    plait_free(m->scratch);
+    free(m->slots);
+    free(m->param);
+    free(m->local_layer);
+    free(m);
+}
+
+/* ---- activation slots ---------------------------------------------------- */
+
+/* Lays out (or, with base == NULL, just measures) everything one slot holds
+ * for this rank's layers. Returns the float count. */
+static size_t slot_layout(plait_model *m, model_slot *s, float *base) {
+    const int64_t BT = m->B * m->T, C = m->C, L = m->desc->n_layer;
+    size_t off = 0;
+#define TAKE(ptr, n)                                                   \
+    do {                                                               \
+        if (base) (ptr) = (void *)(base + off);                        \
+        off += align_up((size_t)(n));                                  \
+    } while (0)
+    TAKE(s->tokens, BT);
+    TAKE(s->targets, BT);
+    TAKE(s->gbuf[0], BT * C);
+    TAKE(s->gbuf[1], BT * C);
+    for (int64_t l = 0; l <= L; l++)
+        if (m->local_layer[l] || m->local_layer[l + 1]) TAKE(s->bound[l], BT * C);
+    for (int64_t l = 1; l <= L; l++) {
+        if (!m->local_layer[l]) continue;
+        block_acts *a = &s->blocks[l - 1];
+        if (m->desc->is_gpt) {
+            TAKE(a->ln1, BT * C);
+            TAKE(a->ln1_mean, BT);
+            TAKE(a->ln1_rstd, BT);
+            TAKE(a->qkv, BT * 3 * m->Cl);
+            TAKE(a->att, m->B * m->NHl * m->T * m->T);
+            TAKE(a->atty, BT * m->Cl);
+            TAKE(a->res2, BT * C);
+        }
+        TAKE(a->ln2, BT * C);
+        TAKE(a->ln2_mean, BT);
+        TAKE(a->ln2_rstd, BT);
+        TAKE(a->fch, BT * m->Fl);
+        TAKE(a->fcg, BT * m->Fl);
+    }
+    if (m->local_layer[L + 1]) {
+        TAKE(s->lnf, BT * C);
+        TAKE(s->lnf_mean, BT);
+        TAKE(s->lnf_rstd, BT);
+        TAKE(s->logits, BT * m->Vl);
+        TAKE(s->lse, BT);
+        TAKE(s->losses, BT);
+    }
+#undef TAKE
+    return off;
+}
+
+static plait_status slot_get(plait_model *m, int32_t slot, model_slot **out) {
+    if (slot < 0 || slot >= m->max_slots)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: activation slot %d out of range (the layout allows %d)",
+                               (int)slot, (int)m->max_slots);
+    model_slot *s = &m->slots[slot];
+    if (!s->allocated) {
+        s->bound = calloc((size_t)m->desc->n_layer + 1, sizeof *s->bound);
+        s->blocks = calloc((size_t)m->desc->n_layer + 1, sizeof *s->blocks);
+        if (!s->bound || !s->blocks) {
+            slot_release(m, s);
+            return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
+        }
+        size_t n = slot_layout(m, s, NULL);
+        s->mem_bytes = n * sizeof(float);
+        s->mem = plait_alloc(s->mem_bytes, PLAIT_MEM_HOST, 64, "activations");
+        if (!s->mem) {
+            s->mem_bytes = 0;
+            slot_release(m, s);
+            return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: activation slot %d", (int)slot);
+        }
+        m->act_bytes += s->mem_bytes;
+        slot_layout(m, s, s->mem);
+        s->allocated = 1;
+    }
+    *out = s;
+    return PLAIT_OK;
+}
+
+/* Backward scratch shared by all layers and slots. */
+static plait_status scratch_get(plait_model *m) {
+    if (m->scratch) return PLAIT_OK;
+    const int64_t BT = m->B * m->T;
+    size_t sizes[6] = {align_up((size_t)(BT * m->C)),
+                       align_up((size_t)(BT * m->Fl)),
+                       align_up((size_t)(BT * m->Cl)),
+                       align_up((size_t)(BT * 3 * m->Cl)),
+                       m->desc->is_gpt ? align_up((size_t)(m->B * m->NHl * m->T * m->T)) : 0,
+                       align_up((size_t)(3 * BT))};
+    size_t total = 0;
+    for (int i = 0; i < 6; i++) total += sizes[i];
+    m->scratch = plait_alloc(total * sizeof(float), PLAIT_MEM_HOST, 64, "activations");
+    if (!m->scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: backward scratch");
+    m->scratch_bytes = total * sizeof(float);
+    m->act_bytes += m->scratch_bytes;
+    float *p = m->scratch;
+    m->s_dln = p;
+    p += sizes[0];
+    m->s_dfc = p;
+    p += sizes[1];
+    m->s_datty = p;
+    p += sizes[2];
+    m->s_dqkv = p;
+    p += sizes[3];
+    m->s_datt = p;
+    p += sizes[4];
+    m->s_rows = p;
+    return PLAIT_OK;
+}
+
+/* ---- entry points -------------------------------------------------------- */
+
+plait_status plait_model_set_batch(plait_model *m, int32_t slot, const int32_t *tokens,
+                                   const int32_t *targets) {
+    model_slot *s = NULL;
+    plait_status st = slot_get(m, slot, &s);
+    if (st != PLAIT_OK) return st;
+    const int64_t n = m->B * m->T;
+    for (int pass = 0; pass < 2; pass++) {
+        const int32_t *src = pass ? targets : tokens;
+        if (!src) continue;
+        for (int64_t i = 0; i < n; i++)
+            if (src[i] >= m->V || (src[i] < 0 && !pass))
+                return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                       "model: %s %d at position %lld of the micro-batch is outside "
+                                       "the vocabulary [0, %lld)",
+                                       pass ? "target" : "token", (int)src[i], (long long)i,
+                                       (long long)m->V);
+    }
+    if (tokens) memcpy(s->tokens, tokens, (size_t)n * sizeof *tokens);
+    if (targets) memcpy(s->targets, targets, (size_t)n * sizeof *targets);
+    s->has_tokens |= tokens != NULL;
+    s->has_targets |= targets != NULL;
+    return PLAIT_OK;
+}
+
+void plait_model_set_loss_scale(plait_model *m, float scale) { m->loss_scale = scale; }
+
+static plait_status check_layer(plait_model *m, int32_t layer, const char *what) {
+    if (layer < 0 || layer >= m->n_layers || !m->local_layer[layer])
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: %s of layer %d, which pipeline stage %d does not hold", what,
+                               (int)layer, (int)m->stage);
+    return PLAIT_OK;
+}
+
+plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t slot) {
+    model_slot *s = NULL;
+    plait_status st = check_layer(m, layer, "forward");
+    if (st == PLAIT_OK) st = slot_get(m, slot, &s);
+    if (st != PLAIT_OK) return st;
+    const int32_t L = m->desc->n_layer;
+    if (layer == 0) return plait_gpt_embedding_forward(m, s);
+    if (layer == L + 1) return plait_gpt_head_forward(m, s);
+    const float *x = s->bound[layer - 1];
+    const float *r = x;
+    if (m->desc->is_gpt) {
+        st = plait_gpt_attention_forward(m, s, layer, x);
+        if (st != PLAIT_OK) return st;
+        r = s->blocks[layer - 1].res2;
+    }
+    return plait_mlp_half_forward(m, s, layer, r, s->bound[layer]);
+}
+
+plait_status plait_model_backward_layer(plait_model *m, int32_t layer, int32_t slot) {
+    model_slot *s = NULL;
+    plait_status st = check_layer(m, layer, "backward");
+    if (st == PLAIT_OK) st = slot_get(m, slot, &s);
+    if (st == PLAIT_OK) st = scratch_get(m);
+    if (st != PLAIT_OK) return st;
+    const int32_t L = m->desc->n_layer;
+    if (layer == 0) return plait_gpt_embedding_backward(m, s);
+    if (layer == L + 1) return plait_gpt_head_backward(m, s);
+    const float *dy = s->gbuf[layer & 1];
+    float *dx = s->gbuf[(layer - 1) & 1];
+    const float *x = s->bound[layer - 1];
+    const float *r = m->desc->is_gpt ? s->blocks[layer - 1].res2 : x;
+    st = plait_mlp_half_backward(m, s, layer, r, dy, dx);
+    if (st == PLAIT_OK && m->desc->is_gpt) st = plait_gpt_attention_backward(m, s, layer, x, dx);
+    return st;
+}
+
+double plait_model_loss_sum(const plait_model *m, int32_t slot) {
+    if (slot < 0 || slot >= m->max_slots || !m->slots[slot].has_loss) return 0.0;
+    return m->slots[slot].loss_sum;
+}
+
+const float *plait_model_logits(const plait_model *m, int32_t slot) {
+    if (slot < 0 || slot >= m->max_slots || !m->slots[slot].has_logits) return NULL;
+    return m->slots[slot].logits;
+}
+
+float *plait_model_boundary(plait_model *m, int32_t slot, int32_t layer) {
+    model_slot *s = NULL;
+    if (layer < 0 || layer > m->desc->n_layer || slot_get(m, slot, &s) != PLAIT_OK) return NULL;
+    return s->bound[layer];
+}
+
+float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer) {
+    model_slot *s = NULL;
+    if (layer < 0 || layer > m->desc->n_layer || slot_get(m, slot, &s) != PLAIT_OK) return NULL;
+    return s->gbuf[layer & 1];
+}
+
+size_t plait_model_boundary_numel(const plait_model *m) { return (size_t)(m->B * m->T * m->C); }
+
+uint64_t plait_model_activation_bytes(const plait_model *m) { return m->act_bytes; }

@@ -1,0 +1,182 @@
+/*
+ * GPT layer bodies: the embedding, the attention half of a block, and the
+ * head (ln_f, the tied output projection, cross-entropy). Under tensor
+ * parallelism they follow Megatron-LM: f (identity forward, all-reduce of
+ * the input gradient) before the column-parallel c_attn and lm_head, g
+ * (all-reduce forward) after the row-parallel c_proj and the
+ * vocabulary-parallel embedding, and a cross-entropy that combines per-row
+ * max, Σexp and target logit across ranks instead of gathering logits.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "model/kernels.h"
+#include "model/model_internal.h"
+#include "runtime/error.h"
+
+/* ---- embedding ----------------------------------------------------------- */
+
+plait_status plait_gpt_embedding_forward(plait_model *m, model_slot *s) {
+    const plait_model_desc *d = m->desc;
+    if (!s->has_tokens)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: forward of the embedding without tokens (set_batch first)");
+    DATA(wte, d->p_wte, 0);
+    DATA(wpe, d->p_wpe, 0);
+    float *out = s->bound[0];
+    if (!m->tp_ops) {
+        plait_k_embedding_forward_vocab(out, s->tokens, wte, m->vocab_start, m->Vl, wpe, m->B,
+                                        m->T, m->C);
+        return PLAIT_OK;
+    }
+    /* each rank contributes its vocabulary rows, zeros elsewhere; g sums them
+     * exactly (x + 0 = x), then the replicated positions are added */
+    plait_k_embedding_forward_vocab(out, s->tokens, wte, m->vocab_start, m->Vl, NULL, m->B, m->T,
+                                    m->C);
+    plait_status st = m->tp_ops->exit_forward(m->tp_ops->ctx, out, (size_t)(m->B * m->T * m->C));
+    if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce of the embedding", 0);
+    plait_k_add_positions(out, wpe, m->B, m->T, m->C);
+    return PLAIT_OK;
+}
+
+plait_status plait_gpt_embedding_backward(plait_model *m, model_slot *s) {
+    const plait_model_desc *d = m->desc;
+    GRAD(dwte, d->p_wte, 0);
+    GRAD(dwpe, d->p_wpe, 0);
+    plait_k_embedding_backward_vocab(dwte, dwpe, s->gbuf[0], s->tokens, m->vocab_start, m->Vl,
+                                     m->B, m->T, m->C);
+    return PLAIT_OK;
+}
+
+/* ---- attention half of a block ------------------------------------------- */
+
+plait_status plait_gpt_attention_forward(plait_model *m, model_slot *s, int32_t layer,
+                                         const float *x) {
+    const plait_model_desc *d = m->desc;
+    const int32_t l = layer - 1;
+    const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
+    block_acts *a = &s->blocks[l];
+    DATA(ln_w, desc_block_param(d, l, BP_LN1_W), layer);
+    DATA(ln_b, desc_block_param(d, l, BP_LN1_B), layer);
+    DATA(w_attn, desc_block_param(d, l, BP_ATTN_W), layer);
+    DATA(b_attn, desc_block_param(d, l, BP_ATTN_B), layer);
+    DATA(w_proj, desc_block_param(d, l, BP_APROJ_W), layer);
+    DATA(b_proj, desc_block_param(d, l, BP_APROJ_B), layer);
+
+    plait_k_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, ln_w, ln_b, BT, C);
+    plait_k_matmul_forward(a->qkv, a->ln1, w_attn, b_attn, BT, C, 3 * Cl);
+    plait_k_attention_forward(a->atty, a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
+    if (!m->tp_ops) {
+        plait_k_matmul_forward_residual(a->res2, x, a->atty, w_proj, b_proj, BT, Cl, C);
+        return PLAIT_OK;
+    }
+    plait_k_matmul_forward(a->res2, a->atty, w_proj, NULL, BT, Cl, C);
+    plait_status st = m->tp_ops->exit_forward(m->tp_ops->ctx, a->res2, (size_t)(BT * C));
+    if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce after attn.c_proj", layer);
+    plait_k_add_bias_residual(a->res2, x, b_proj, BT, C);
+    return PLAIT_OK;
+}
+
+/* On entry dx holds d(res2); on return d(x). */
+plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t layer,
+                                          const float *x, float *dx) {
+    const plait_model_desc *d = m->desc;
+    const int32_t l = layer - 1;
+    const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
+    block_acts *a = &s->blocks[l];
+    DATA(ln_w, desc_block_param(d, l, BP_LN1_W), layer);
+    DATA(w_attn, desc_block_param(d, l, BP_ATTN_W), layer);
+    DATA(w_proj, desc_block_param(d, l, BP_APROJ_W), layer);
+    GRAD(g_ln_w, desc_block_param(d, l, BP_LN1_W), layer);
+    GRAD(g_ln_b, desc_block_param(d, l, BP_LN1_B), layer);
+    GRAD(g_attn_w, desc_block_param(d, l, BP_ATTN_W), layer);
+    GRAD(g_attn_b, desc_block_param(d, l, BP_ATTN_B), layer);
+    GRAD(g_proj_w, desc_block_param(d, l, BP_APROJ_W), layer);
+    GRAD(g_proj_b, desc_block_param(d, l, BP_APROJ_B), layer);
+
+    plait_k_matmul_backward(m->s_datty, g_proj_w, g_proj_b, dx, a->atty, w_proj, BT, Cl, C);
+    plait_k_attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T,
+                               m->NHl, m->HS);
+    plait_k_matmul_backward(m->s_dln, g_attn_w, g_attn_b, m->s_dqkv, a->ln1, w_attn, BT, C,
+                            3 * Cl);
+    if (m->tp_ops) {
+        plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
+        if (st != PLAIT_OK)
+            return plait_model_tp_error(m, st, "all-reduce of the gradient before attn.c_attn",
+                                        layer);
+    }
+    plait_k_layernorm_backward(dx, g_ln_w, g_ln_b, m->s_dln, x, ln_w, a->ln1_mean, a->ln1_rstd,
+                               BT, C);
+    return PLAIT_OK;
+}
+
+/* ---- head ---------------------------------------------------------------- */
+
+plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
+    const plait_model_desc *d = m->desc;
+    const int32_t layer = d->n_layer + 1;
+    const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
+    DATA(ln_w, d->p_lnf_w, layer);
+    DATA(ln_b, d->p_lnf_b, layer);
+    DATA(w, d->p_lm_head, layer);
+    plait_k_layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], ln_w, ln_b,
+                              BT, C);
+    plait_k_matmul_forward(s->logits, s->lnf, w, NULL, BT, C, Vl);
+    s->has_logits = 1;
+    s->has_loss = 0;
+    if (!s->has_targets) return PLAIT_OK;
+
+    /* lse = max + log Σ exp(logit - max) and the target logit, each combined
+     * across the TP group (logits are never gathered) */
+    const plait_tp_ops *tp = m->tp_ops;
+    plait_status st = PLAIT_OK;
+    float *lse = s->lse, *tmp = s->losses;
+    plait_k_logits_rowmax(lse, s->logits, BT, Vl, m->vocab_valid);
+    if (tp && (st = tp->reduce_max(tp->ctx, lse, (size_t)BT)) != PLAIT_OK)
+        return plait_model_tp_error(m, st, "max of the logits", layer);
+    plait_k_logits_sumexp(tmp, s->logits, lse, BT, Vl, m->vocab_valid);
+    if (tp && (st = tp->reduce_sum(tp->ctx, tmp, (size_t)BT)) != PLAIT_OK)
+        return plait_model_tp_error(m, st, "sum of exp(logits)", layer);
+    for (int64_t r = 0; r < BT; r++) lse[r] += logf(tmp[r]);
+    plait_k_logits_target(tmp, s->logits, s->targets, m->vocab_start, BT, Vl, m->vocab_valid);
+    if (tp && (st = tp->reduce_sum(tp->ctx, tmp, (size_t)BT)) != PLAIT_OK)
+        return plait_model_tp_error(m, st, "sum of the target logits", layer);
+    double sum = 0.0;
+    for (int64_t r = 0; r < BT; r++) {
+        tmp[r] = s->targets[r] >= 0 ? lse[r] - tmp[r] : 0.0f;
+        sum += tmp[r];
+    }
+    s->loss_sum = sum;
+    s->has_loss = 1;
+    return PLAIT_OK;
+}
+
+plait_status plait_gpt_head_backward(plait_model *m, model_slot *s) {
+    const plait_model_desc *d = m->desc;
+    const int32_t layer = d->n_layer + 1;
+    const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
+    if (!s->has_loss || !s->has_logits)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: backward of the head needs a forward with targets since "
+                               "the last backward of this slot");
+    DATA(ln_w, d->p_lnf_w, layer);
+    DATA(w, d->p_lm_head, layer);
+    GRAD(g_ln_w, d->p_lnf_w, layer);
+    GRAD(g_ln_b, d->p_lnf_b, layer);
+    GRAD(g_w, d->p_lm_head, layer);
+    /* the logits become their gradient, in place */
+    plait_k_crossentropy_backward(s->logits, s->logits, s->lse, s->targets, m->vocab_start, BT, Vl,
+                                  m->vocab_valid, m->loss_scale);
+    s->has_logits = 0;
+    plait_k_matmul_backward(m->s_dln, g_w, NULL, s->logits, s->lnf, w, BT, C, Vl);
+    if (m->tp_ops) {
+        plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
+        if (st != PLAIT_OK)
+            return plait_model_tp_error(m, st, "all-reduce of the gradient before lm_head", layer);
+    }
+    float *dx = s->gbuf[d->n_layer & 1];
+    memset(dx, 0, (size_t)(BT * C) * sizeof *dx);
+    plait_k_layernorm_backward(dx, g_ln_w, g_ln_b, m->s_dln, s->bound[d->n_layer], ln_w,
+                               s->lnf_mean, s->lnf_rstd, BT, C);
+    return PLAIT_OK;
+}

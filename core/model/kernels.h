@@ -1,0 +1,118 @@
+/*
+ * The core's CPU kernel library: the functions behind host->kernels
+ * (sdk/include/plait/kernels.h states the shapes and conventions), plus the
+ * variants the model needs for tensor parallelism (vocabulary-parallel
+ * embedding and cross-entropy) and fused forms (bias + residual).
+ *
+ * Threads: plait_kernels_set_threads(n) sets how many threads the kernels
+ * use (the caller plus n-1 sleeping workers). Matrix products run OpenBLAS
+ * single-threaded on a partition of the output that depends only on the
+ * shapes, never on n: OpenBLAS's own threading splits work by thread count
+ * and its results then differ in the last bit between 1 and 2 threads
+ * (measured with OpenBLAS 0.3.21), so plait does the threading itself.
+ * Every reduction (bias, LayerNorm weight and embedding gradients, row sums)
+ * runs in a fixed order: results are bit-identical for any thread count.
+ *
+ * All kernels are reentrant; none allocates or fails. Preconditions are
+ * assert()ed in debug builds only.
+ */
+#ifndef PLAIT_CORE_KERNELS_H
+#define PLAIT_CORE_KERNELS_H
+
+#include <plait/kernels.h>
+
+#include "model/kernels_vector.h"
+
+/* The table installed as host->kernels (static storage). */
+const plait_kernels *plait_kernels_table(void);
+
+/* Threads the kernels use on this rank (>= 1; 0 or less means 1). Sets
+ * OpenBLAS to 1 thread (see above) and sizes the worker pool. Call from the
+ * thread that runs the model, not while a kernel is running elsewhere in
+ * the process. */
+void plait_kernels_set_threads(int threads);
+int plait_kernels_threads(void);
+
+/* ---- BLAS -------------------------------------------------------------- */
+/* Row-major C[M,N] = alpha*op(A) @ op(B) + beta*C (trans_a/trans_b nonzero
+ * = transposed), threaded over a shape-determined partition of C. */
+void plait_k_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                   int64_t ldc);
+
+/* ---- linear layers ----------------------------------------------------- */
+void plait_k_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                            int64_t BT, int64_t C, int64_t OC);
+/* out[BT,OC] = res[BT,OC] + inp @ weight^T + bias (bias may be NULL);
+ * out may be the same buffer as res. */
+void plait_k_matmul_forward_residual(float *out, const float *res, const float *inp,
+                                     const float *weight, const float *bias, int64_t BT,
+                                     int64_t C, int64_t OC);
+void plait_k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                             const float *inp, const float *weight, int64_t BT, int64_t C,
+                             int64_t OC);
+/* dbias[OC] += Σ over rows of dout[BT,OC], rows in order. */
+void plait_k_bias_backward(float *dbias, const float *dout, int64_t BT, int64_t OC);
+/* x[BT,C] += res[BT,C] + bias[C] (bias may be NULL): the row-parallel
+ * projection's epilogue after its all-reduce. */
+void plait_k_add_bias_residual(float *x, const float *res, const float *bias, int64_t BT,
+                               int64_t C);
+
+/* ---- LayerNorm, GELU --------------------------------------------------- */
+void plait_k_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                               const float *weight, const float *bias, int64_t BT, int64_t C);
+void plait_k_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                const float *inp, const float *weight, const float *mean,
+                                const float *rstd, int64_t BT, int64_t C);
+void plait_k_gelu_forward(float *out, const float *inp, size_t n);
+void plait_k_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* ---- attention --------------------------------------------------------- */
+/* As in kernels.h: att's upper triangle (j > i) is written with zeros. */
+void plait_k_attention_forward(float *out, float *att, const float *qkv, int64_t B, int64_t T,
+                               int64_t NH, int64_t HS);
+void plait_k_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                const float *att, int64_t B, int64_t T, int64_t NH, int64_t HS);
+
+/* ---- embedding --------------------------------------------------------- */
+void plait_k_embedding_forward(float *out, const int32_t *tokens, const float *wte,
+                               const float *wpe, int64_t B, int64_t T, int64_t C);
+void plait_k_embedding_backward(float *dwte, float *dwpe, const float *dout,
+                                const int32_t *tokens, int64_t B, int64_t T, int64_t C);
+/* Vocabulary-parallel: `wte` holds rows [vocab_start, vocab_start+n_rows)
+ * of the full table. Tokens outside that range contribute zero rows;
+ * wpe (may be NULL) is added to every position. */
+void plait_k_embedding_forward_vocab(float *out, const int32_t *tokens, const float *wte,
+                                     int64_t vocab_start, int64_t n_rows, const float *wpe,
+                                     int64_t B, int64_t T, int64_t C);
+/* dwte rows of local tokens += ; dwpe (may be NULL) += . */
+void plait_k_embedding_backward_vocab(float *dwte, float *dwpe, const float *dout,
+                                      const int32_t *tokens, int64_t vocab_start, int64_t n_rows,
+                                      int64_t B, int64_t T, int64_t C);
+/* out[b,t,:] += wpe[t,:]. */
+void plait_k_add_positions(float *out, const float *wpe, int64_t B, int64_t T, int64_t C);
+
+/* ---- cross-entropy ----------------------------------------------------- */
+void plait_k_crossentropy(float *losses, float *dlogits, const float *logits,
+                          const int32_t *targets, int64_t BT, int64_t V, float dloss_scale);
+/* Vocabulary-parallel pieces. logits[BT, Vl] hold this rank's columns
+ * [vocab_start, vocab_start+Vl); only the first n_valid columns are real
+ * classes (the rest is vocabulary padding and is ignored). A negative
+ * target means "no loss here" (loss 0, gradient 0). */
+/* rowmax[r] = max of the valid columns of row r (-inf if n_valid == 0). */
+void plait_k_logits_rowmax(float *rowmax, const float *logits, int64_t BT, int64_t Vl,
+                           int64_t n_valid);
+/* sumexp[r] = Σ exp(logit - rowmax[r]) over valid columns. */
+void plait_k_logits_sumexp(float *sumexp, const float *logits, const float *rowmax, int64_t BT,
+                           int64_t Vl, int64_t n_valid);
+/* tlogit[r] = logit of the target if it is one of this rank's valid
+ * columns, else 0 (so a sum over ranks gives the target logit). */
+void plait_k_logits_target(float *tlogit, const float *logits, const int32_t *targets,
+                           int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid);
+/* dlogits = (exp(logit - lse[r]) - onehot) * scale on valid columns, 0 on
+ * padding and on rows with a negative target. dlogits may equal logits. */
+void plait_k_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+                                   const int32_t *targets, int64_t vocab_start, int64_t BT,
+                                   int64_t Vl, int64_t n_valid, float scale);
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * Causal multi-head self-attention, one (batch, head) pair per work item.
+ *
+ * Inside an item the T×T score matrix is processed in square tiles of
+ * ATT_TILE rows: row tile [i0, i1) only meets keys [0, i1), so the products
+ * Q·Kᵀ and att·V (and their backward) skip the masked upper triangle except
+ * inside diagonal tiles. Each product is one single-threaded sgemm (the
+ * items themselves run in parallel); softmax and its backward are
+ * vectorised row loops.
+ *
+ * Layouts: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS..;
+ * out[B,T,NH·HS]; att[B,NH,T,T] softmax probabilities (zeros above the
+ * diagonal).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "model/kernels.h"
+#include "model/kernels_internal.h"
+#include "model/kernels_math.h"
+#include "model/kernels_pool.h"
+
+#define ATT_TILE 64
+
+typedef struct attn_job {
+    float *out;        /* forward: out;  backward: dqkv */
+    float *att;        /* forward: att;  backward: scratch (datt) */
+    const float *qkv;
+    const float *att_in; /* backward: saved probabilities */
+    const float *dout;   /* backward */
+    int64_t B, T, NH, HS;
+} attn_job;
+
+/* Rows [i0, i1) of the scores (already scaled, row stride T): softmax of
+ * row i over keys 0..i, zeros after. */
+PLAIT_SIMD_CLONES static void softmax_causal_rows(float *att, int64_t i0, int64_t i1, int64_t T) {
+    for (int64_t i = i0; i < i1; i++) {
+        float *row = att + i * T;
+        int64_t n = i + 1;
+        float mx = plait_max(row, n);
+        for (int64_t j = 0; j < n; j++) row[j] = plait_expf(row[j] - mx);
+        float inv = 1.0f / plait_sum(row, n);
+        for (int64_t j = 0; j < n; j++) row[j] *= inv;
+        if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof *row);
+    }
+}
+
+static void attention_forward_item(void *vj, int64_t item) {
+    const attn_job *j = vj;
+    const int64_t T = j->T, HS = j->HS, NH = j->NH;
+    const int64_t b = item / NH, h = item % NH;
+    const int64_t Cl = NH * HS, C3 = 3 * Cl;
+    const float *q = j->qkv + b * T * C3 + h * HS;
+    const float *k = q + Cl;
+    const float *v = q + 2 * Cl;
+    float *att = j->att + item * T * T;
+    float *out = j->out + b * T * Cl + h * HS;
+    const float scale = 1.0f / sqrtf((float)HS);
+    for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
+        int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T;
+        plait_k_blas_gemm(0, 1, i1 - i0, i1, HS, scale, q + i0 * C3, C3, k, C3, 0.0f,
+                          att + i0 * T, T);
+        softmax_causal_rows(att, i0, i1, T);
+        plait_k_blas_gemm(0, 0, i1 - i0, HS, i1, 1.0f, att + i0 * T, T, v, C3, 0.0f,
+                          out + i0 * Cl, Cl);
+    }
+}
+
+void plait_k_attention_forward(float *out, float *att, const float *qkv, int64_t B, int64_t T,
+                               int64_t NH, int64_t HS) {
+    plait_kernels_ensure_init();
+    attn_job j = {out, att, qkv, NULL, NULL, B, T, NH, HS};
+    plait_pool_run(B * NH, attention_forward_item, &j);
+}
+
+/* d(scores) for rows [i0, i1) from the probabilities p and d(probabilities)
+ * g, in place in g: p_j·(g_j − Σ_k p_k g_k) for j ≤ i, 0 after up to i1. */
+PLAIT_SIMD_CLONES static void softmax_causal_rows_backward(float *g, const float *p, int64_t i0,
+                                                           int64_t i1, int64_t T) {
+    for (int64_t i = i0; i < i1; i++) {
+        float *gr = g + i * T;
+        const float *pr = p + i * T;
+        int64_t n = i + 1;
+        float dot = plait_dot(pr, gr, n);
+        for (int64_t j = 0; j < n; j++) gr[j] = pr[j] * (gr[j] - dot);
+        if (n < i1) memset(gr + n, 0, (size_t)(i1 - n) * sizeof *gr);
+    }
+}
+
+static void attention_backward_item(void *vj, int64_t item) {
+    const attn_job *j = vj;
+    const int64_t T = j->T, HS = j->HS, NH = j->NH;
+    const int64_t b = item / NH, h = item % NH;
+    const int64_t Cl = NH * HS, C3 = 3 * Cl;
+    const float *q = j->qkv + b * T * C3 + h * HS;
+    const float *k = q + Cl;
+    const float *v = q + 2 * Cl;
+    float *dq = j->out + b * T * C3 + h * HS;
+    float *dk = dq + Cl;
+    float *dv = dq + 2 * Cl;
+    const float *att = j->att_in + item * T * T;
+    float *datt = j->att + item * T * T;
+    const float *dout = j->dout + b * T * Cl + h * HS;
+    const float scale = 1.0f / sqrtf((float)HS);
+
+    /* rows: d(att) = dout·vᵀ, then d(scores), then dq = scale·d(scores)·k */
+    for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
+        int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T;
+        plait_k_blas_gemm(0, 1, i1 - i0, i1, HS, 1.0f, dout + i0 * Cl, Cl, v, C3, 0.0f,
+                          datt + i0 * T, T);
+        softmax_causal_rows_backward(datt, att, i0, i1, T);
+        plait_k_blas_gemm(0, 0, i1 - i0, HS, i1, scale, datt + i0 * T, T, k, C3, 0.0f,
+                          dq + i0 * C3, C3);
+    }
+    /* columns: key tile [j0, j1) is seen by query rows [j0, T):
+     * dv = attᵀ·dout, dk = scale·d(scores)ᵀ·q */
+    for (int64_t j0 = 0; j0 < T; j0 += ATT_TILE) {
+        int64_t j1 = j0 + ATT_TILE < T ? j0 + ATT_TILE : T;
+        plait_k_blas_gemm(1, 0, j1 - j0, HS, T - j0, 1.0f, att + j0 * T + j0, T, dout + j0 * Cl,
+                          Cl, 0.0f, dv + j0 * C3, C3);
+        plait_k_blas_gemm(1, 0, j1 - j0, HS, T - j0, scale, datt + j0 * T + j0, T, q + j0 * C3,
+                          C3, 0.0f, dk + j0 * C3, C3);
+    }
+}
+
+void plait_k_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                const float *att, int64_t B, int64_t T, int64_t NH, int64_t HS) {
+    plait_kernels_ensure_init();
+    attn_job j = {dqkv, scratch, qkv, att, dout, B, T, NH, HS};
+    plait_pool_run(B * NH, attention_backward_item, &j);
+}

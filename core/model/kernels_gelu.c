@@ -1,0 +1,65 @@
+/*
+ * GELU with the tanh approximation (GPT-2, nn.GELU(approximate="tanh")):
+ *   gelu(x) = 0.5·x·(1 + tanh(u)),  u = sqrt(2/π)·(x + 0.044715·x³).
+ * Written as x·σ(2u) (since 1 + tanh(u) = 2σ(2u)): one exp per element,
+ * no cancellation for large |x|, vectorisable. Threaded over fixed chunks.
+ */
+#include "model/kernels.h"
+#include "model/kernels_internal.h"
+#include "model/kernels_math.h"
+#include "model/kernels_pool.h"
+
+#define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_K1 0.044715f
+
+PLAIT_SIMD_CLONES static void gelu_forward_span(float *out, const float *inp, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float u2 = -2.0f * GELU_K0 * x * (1.0f + GELU_K1 * x * x);
+        out[i] = x / (1.0f + plait_expf(u2));
+    }
+}
+
+PLAIT_SIMD_CLONES static void gelu_backward_span(float *dinp, const float *inp, const float *dout, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float x2 = x * x;
+        float u2 = -2.0f * GELU_K0 * x * (1.0f + GELU_K1 * x2);
+        float s = 1.0f / (1.0f + plait_expf(u2));
+        float du = 2.0f * GELU_K0 * (1.0f + 3.0f * GELU_K1 * x2);
+        dinp[i] = dout[i] * (s + x * s * (1.0f - s) * du);
+    }
+}
+
+typedef struct gelu_job {
+    float *out;
+    const float *inp, *dout;
+    size_t n;
+} gelu_job;
+
+static void gelu_forward_item(void *vj, int64_t item) {
+    const gelu_job *j = vj;
+    size_t lo = (size_t)item * PLAIT_ELEMWISE_CHUNK;
+    size_t len = j->n - lo < PLAIT_ELEMWISE_CHUNK ? j->n - lo : PLAIT_ELEMWISE_CHUNK;
+    gelu_forward_span(j->out + lo, j->inp + lo, len);
+}
+
+static void gelu_backward_item(void *vj, int64_t item) {
+    const gelu_job *j = vj;
+    size_t lo = (size_t)item * PLAIT_ELEMWISE_CHUNK;
+    size_t len = j->n - lo < PLAIT_ELEMWISE_CHUNK ? j->n - lo : PLAIT_ELEMWISE_CHUNK;
+    gelu_backward_span(j->out + lo, j->inp + lo, j->dout + lo, len);
+}
+
+void plait_k_gelu_forward(float *out, const float *inp, size_t n) {
+    gelu_job j = {out, inp, NULL, n};
+    plait_pool_run((int64_t)((n + PLAIT_ELEMWISE_CHUNK - 1) / PLAIT_ELEMWISE_CHUNK),
+                   gelu_forward_item, &j);
+}
+
+/* dinp may be the same buffer as dout. */
+void plait_k_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    gelu_job j = {dinp, inp, dout, n};
+    plait_pool_run((int64_t)((n + PLAIT_ELEMWISE_CHUNK - 1) / PLAIT_ELEMWISE_CHUNK),
+                   gelu_backward_item, &j);
+}

@@ -1,0 +1,37 @@
+/*
+ * Shared by the kernel files only.
+ */
+#ifndef PLAIT_CORE_KERNELS_INTERNAL_H
+#define PLAIT_CORE_KERNELS_INTERNAL_H
+
+#include <stdint.h>
+
+/* One-time setup before the first BLAS call: OpenBLAS to one thread (plait
+ * threads products itself, deterministically). Cheap after the first call;
+ * thread-safe. */
+void plait_kernels_ensure_init(void);
+
+/* One cblas_sgemm call on the calling thread (row-major), no splitting. */
+void plait_k_blas_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                       float *C, int64_t ldc);
+
+/* Hot elementwise loops are compiled for AVX-512, AVX2 and baseline x86-64
+ * and the best one is picked at load time (the binary must run on any
+ * x86-64, so there is no -march). Every clone computes the same fixed-order
+ * sums; GCC does not contract to FMA in ISO C mode, so the clones agree
+ * bit for bit under GCC (clang may fuse within a clone). Sanitizer builds
+ * skip the clones. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(PLAIT_NO_SIMD_CLONES)
+#define PLAIT_SIMD_CLONES \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define PLAIT_SIMD_CLONES
+#endif
+
+/* Elements per work item of threaded elementwise kernels (fixed, so the
+ * split never depends on the thread count). */
+#define PLAIT_ELEMWISE_CHUNK 16384
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * LayerNorm over the last dimension (eps 1e-5, as torch.nn.LayerNorm).
+ *
+ * Threading never changes results: the forward and the input gradient work
+ * on blocks of whole rows; the weight and bias gradients are split by
+ * columns, each column summed over the rows in row order, exactly as one
+ * thread would.
+ */
+#include <math.h>
+
+#include "model/kernels.h"
+#include "model/kernels_internal.h"
+#include "model/kernels_math.h"
+#include "model/kernels_pool.h"
+
+#define LN_EPS 1e-5f
+#define LN_ROWS 32 /* rows per work item */
+#define LN_COLS 64 /* columns per work item of the parameter gradients */
+
+typedef struct ln_job {
+    float *out, *mean, *rstd;          /* forward */
+    float *dinp, *dweight, *dbias;     /* backward */
+    const float *inp, *weight, *bias, *dout;
+    const float *mean_in, *rstd_in;
+    int64_t BT, C;
+} ln_job;
+
+PLAIT_SIMD_CLONES static void ln_forward_rows(const ln_job *j, int64_t r0, int64_t r1) {
+    /* locals: the build has -fno-strict-aliasing, so stores through `o`
+     * would otherwise force reloads of the job's fields and block
+     * vectorisation */
+    const int64_t C = j->C;
+    const float inv_c = 1.0f / (float)C;
+    const float *restrict w = j->weight, *restrict b = j->bias;
+    float *mean = j->mean, *rstd = j->rstd;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *restrict x = j->inp + r * C;
+        float *restrict o = j->out + r * C;
+        float m = plait_sum(x, C) * inv_c;
+        float v = plait_sumsq_centered(x, m, C) * inv_c;
+        float s = 1.0f / sqrtf(v + LN_EPS);
+        for (int64_t c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
+        if (mean) mean[r] = m;
+        if (rstd) rstd[r] = s;
+    }
+}
+
+/* dinp += (w·dout − mean(w·dout) − norm·mean(w·dout·norm))·rstd, per row */
+PLAIT_SIMD_CLONES static void ln_backward_rows(const ln_job *j, int64_t r0, int64_t r1) {
+    const int64_t C = j->C;
+    const float inv_c = 1.0f / (float)C;
+    const float *w = j->weight;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = j->inp + r * C;
+        const float *d = j->dout + r * C;
+        float *dx = j->dinp + r * C;
+        const float m = j->mean_in[r], s = j->rstd_in[r];
+        float acc1[PLAIT_LANES] = {0}, acc2[PLAIT_LANES] = {0};
+        int64_t c = 0;
+        for (; c + PLAIT_LANES <= C; c += PLAIT_LANES)
+            for (int l = 0; l < PLAIT_LANES; l++) {
+                float n = (x[c + l] - m) * s;
+                float dn = w[c + l] * d[c + l];
+                acc1[l] += dn;
+                acc2[l] += dn * n;
+            }
+        for (int l = 0; c < C; c++, l++) {
+            float n = (x[c] - m) * s;
+            float dn = w[c] * d[c];
+            acc1[l] += dn;
+            acc2[l] += dn * n;
+        }
+        float dn_mean = (((acc1[0] + acc1[1]) + (acc1[2] + acc1[3])) +
+                         ((acc1[4] + acc1[5]) + (acc1[6] + acc1[7]))) * inv_c;
+        float dnn_mean = (((acc2[0] + acc2[1]) + (acc2[2] + acc2[3])) +
+                          ((acc2[4] + acc2[5]) + (acc2[6] + acc2[7]))) * inv_c;
+        for (c = 0; c < C; c++) {
+            float n = (x[c] - m) * s;
+            dx[c] += (w[c] * d[c] - dn_mean - n * dnn_mean) * s;
+        }
+    }
+}
+
+/* dweight[c] += Σ_r norm·dout, dbias[c] += Σ_r dout for c in [c0, c1) */
+PLAIT_SIMD_CLONES static void ln_param_grad_cols(const ln_job *j, int64_t c0, int64_t c1) {
+    const int64_t C = j->C;
+    float *dw = j->dweight, *db = j->dbias;
+    for (int64_t r = 0; r < j->BT; r++) {
+        const float *x = j->inp + r * C;
+        const float *d = j->dout + r * C;
+        const float m = j->mean_in[r], s = j->rstd_in[r];
+        for (int64_t c = c0; c < c1; c++) {
+            dw[c] += (x[c] - m) * s * d[c];
+            db[c] += d[c];
+        }
+    }
+}
+
+static void ln_forward_item(void *vj, int64_t item) {
+    const ln_job *j = vj;
+    int64_t r0 = item * LN_ROWS, r1 = r0 + LN_ROWS < j->BT ? r0 + LN_ROWS : j->BT;
+    ln_forward_rows(j, r0, r1);
+}
+
+static void ln_backward_item(void *vj, int64_t item) {
+    const ln_job *j = vj;
+    int64_t r0 = item * LN_ROWS, r1 = r0 + LN_ROWS < j->BT ? r0 + LN_ROWS : j->BT;
+    ln_backward_rows(j, r0, r1);
+}
+
+static void ln_param_item(void *vj, int64_t item) {
+    const ln_job *j = vj;
+    int64_t c0 = item * LN_COLS, c1 = c0 + LN_COLS < j->C ? c0 + LN_COLS : j->C;
+    ln_param_grad_cols(j, c0, c1);
+}
+
+void plait_k_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                               const float *weight, const float *bias, int64_t BT, int64_t C) {
+    ln_job j = {.out = out, .mean = mean, .rstd = rstd, .inp = inp, .weight = weight,
+                .bias = bias, .BT = BT, .C = C};
+    plait_pool_run((BT + LN_ROWS - 1) / LN_ROWS, ln_forward_item, &j);
+}
+
+void plait_k_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                const float *inp, const float *weight, const float *mean,
+                                const float *rstd, int64_t BT, int64_t C) {
+    ln_job j = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .inp = inp, .weight = weight,
+                .dout = dout, .mean_in = mean, .rstd_in = rstd, .BT = BT, .C = C};
+    plait_pool_run((BT + LN_ROWS - 1) / LN_ROWS, ln_backward_item, &j);
+    plait_pool_run((C + LN_COLS - 1) / LN_COLS, ln_param_item, &j);
+}

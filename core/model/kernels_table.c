@@ -1,0 +1,55 @@
+/*
+ * host->kernels: the table, and the thread setting shared by all kernels.
+ */
+#include <cblas.h>
+#include <pthread.h>
+
+#include "model/kernels.h"
+#include "model/kernels_internal.h"
+#include "model/kernels_pool.h"
+
+static void sgemm_entry(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                        float *C, int64_t ldc) {
+    plait_k_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static const plait_kernels g_table = {
+    .struct_size = sizeof(plait_kernels),
+    .sgemm = sgemm_entry,
+    .zero = plait_k_zero,
+    .copy = plait_k_copy,
+    .scale = plait_k_scale,
+    .axpy = plait_k_axpy,
+    .sumsq = plait_k_sumsq,
+    .adamw = plait_k_adamw,
+    .sumsq_exact = plait_k_sumsq_exact,
+    .sumsq_merge = plait_k_sumsq_merge,
+    .sumsq_value = plait_k_sumsq_value,
+    .matmul_forward = plait_k_matmul_forward,
+    .matmul_backward = plait_k_matmul_backward,
+    .layernorm_forward = plait_k_layernorm_forward,
+    .layernorm_backward = plait_k_layernorm_backward,
+    .gelu_forward = plait_k_gelu_forward,
+    .gelu_backward = plait_k_gelu_backward,
+    .attention_forward = plait_k_attention_forward,
+    .attention_backward = plait_k_attention_backward,
+    .embedding_forward = plait_k_embedding_forward,
+    .embedding_backward = plait_k_embedding_backward,
+    .crossentropy = plait_k_crossentropy,
+};
+
+const plait_kernels *plait_kernels_table(void) { return &g_table; }
+
+static pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
+
+static void init_once(void) { openblas_set_num_threads(1); }
+
+void plait_kernels_ensure_init(void) { pthread_once(&g_init_once, init_once); }
+
+void plait_kernels_set_threads(int threads) {
+    plait_kernels_ensure_init();
+    plait_pool_set_threads(threads < 1 ? 1 : threads);
+}
+
+int plait_kernels_threads(void) { return plait_pool_threads(); }

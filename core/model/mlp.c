@@ -1,0 +1,70 @@
+/*
+ * The MLP half of a block, y = r + c_proj(gelu(c_fc(ln_2(r)))): the second
+ * half of every GPT block and the whole block of the small "mlp" arch.
+ * Under tensor parallelism c_fc is column-parallel and c_proj row-parallel
+ * (Megatron's MLP): f before c_fc, g after c_proj, then the replicated bias.
+ */
+#include <string.h>
+
+#include "model/kernels.h"
+#include "model/model_internal.h"
+#include "runtime/error.h"
+
+plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r,
+                                    float *y) {
+    const plait_model_desc *d = m->desc;
+    const int32_t l = layer - 1;
+    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
+    block_acts *a = &s->blocks[l];
+    DATA(ln_w, desc_block_param(d, l, BP_LN2_W), layer);
+    DATA(ln_b, desc_block_param(d, l, BP_LN2_B), layer);
+    DATA(w_fc, desc_block_param(d, l, BP_FC_W), layer);
+    DATA(b_fc, desc_block_param(d, l, BP_FC_B), layer);
+    DATA(w_proj, desc_block_param(d, l, BP_MPROJ_W), layer);
+    DATA(b_proj, desc_block_param(d, l, BP_MPROJ_B), layer);
+
+    plait_k_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, r, ln_w, ln_b, BT, C);
+    plait_k_matmul_forward(a->fch, a->ln2, w_fc, b_fc, BT, C, F);
+    plait_k_gelu_forward(a->fcg, a->fch, (size_t)(BT * F));
+    if (!m->tp_ops) {
+        plait_k_matmul_forward_residual(y, r, a->fcg, w_proj, b_proj, BT, F, C);
+        return PLAIT_OK;
+    }
+    plait_k_matmul_forward(y, a->fcg, w_proj, NULL, BT, F, C);
+    plait_status st = m->tp_ops->exit_forward(m->tp_ops->ctx, y, (size_t)(BT * C));
+    if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce after mlp.c_proj", layer);
+    plait_k_add_bias_residual(y, r, b_proj, BT, C);
+    return PLAIT_OK;
+}
+
+/* dr (overwritten) = d(r) from dy = d(y). */
+plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r,
+                                     const float *dy, float *dr) {
+    const plait_model_desc *d = m->desc;
+    const int32_t l = layer - 1;
+    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
+    block_acts *a = &s->blocks[l];
+    DATA(ln_w, desc_block_param(d, l, BP_LN2_W), layer);
+    DATA(w_fc, desc_block_param(d, l, BP_FC_W), layer);
+    DATA(w_proj, desc_block_param(d, l, BP_MPROJ_W), layer);
+    GRAD(g_ln_w, desc_block_param(d, l, BP_LN2_W), layer);
+    GRAD(g_ln_b, desc_block_param(d, l, BP_LN2_B), layer);
+    GRAD(g_fc_w, desc_block_param(d, l, BP_FC_W), layer);
+    GRAD(g_fc_b, desc_block_param(d, l, BP_FC_B), layer);
+    GRAD(g_proj_w, desc_block_param(d, l, BP_MPROJ_W), layer);
+    GRAD(g_proj_b, desc_block_param(d, l, BP_MPROJ_B), layer);
+
+    plait_k_matmul_backward(m->s_dfc, g_proj_w, g_proj_b, dy, a->fcg, w_proj, BT, F, C);
+    plait_k_gelu_backward(m->s_dfc, a->fch, m->s_dfc, (size_t)(BT * F));
+    plait_k_matmul_backward(m->s_dln, g_fc_w, g_fc_b, m->s_dfc, a->ln2, w_fc, BT, C, F);
+    if (m->tp_ops) {
+        plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
+        if (st != PLAIT_OK)
+            return plait_model_tp_error(m, st, "all-reduce of the gradient before mlp.c_fc",
+                                        layer);
+    }
+    memcpy(dr, dy, (size_t)(BT * C) * sizeof *dr);
+    plait_k_layernorm_backward(dr, g_ln_w, g_ln_b, m->s_dln, r, ln_w, a->ln2_mean, a->ln2_rstd,
+                               BT, C);
+    return PLAIT_OK;
+}

@@ -1,0 +1,208 @@
+/*
+ * The global model description: layers and parameters with nanoGPT names,
+ * PyTorch shapes ([out, in] for linears), tensor-parallel roles, and cost
+ * estimates for pipeline planning.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_internal.h"
+#include "runtime/error.h"
+
+static char *keep_name(plait_model_desc *d, const char *fmt, int a) {
+    char buf[128];
+    snprintf(buf, sizeof buf, fmt, a);
+    char *s = strdup(buf);
+    if (s) d->names[d->n_names++] = s;
+    return s;
+}
+
+static plait_status add_param(plait_model_desc *d, const char *name, int32_t layer, int32_t ndim,
+                              int64_t d0, int64_t d1, plait_tp_role role, int32_t groups,
+                              uint32_t flags) {
+    plait_param *p = &d->params[d->spec.n_params];
+    memset(p, 0, sizeof *p);
+    p->struct_size = sizeof *p;
+    p->name = name;
+    p->index = d->spec.n_params;
+    p->layer = layer;
+    p->ndim = ndim;
+    p->shape[0] = d0;
+    p->shape[1] = ndim > 1 ? d1 : 0;
+    p->tp_role = role;
+    p->flags = flags | (ndim < 2 ? PLAIT_PARAM_NO_DECAY : 0u);
+    p->tied_to = -1;
+    /* The unsplit layout, with the dimension a TP split would cut and the
+     * number of fused groups: a TP plugin only sets parts/index (and
+     * padded_len for the vocabulary). */
+    p->shard.dim = role == PLAIT_TP_COLUMN || role == PLAIT_TP_VOCAB ? 0
+                   : role == PLAIT_TP_ROW                         ? 1
+                                                                  : -1;
+    p->shard.parts = 1;
+    p->shard.index = 0;
+    p->shard.groups = groups;
+    p->shard.padded_len = p->shard.dim >= 0 ? p->shape[p->shard.dim] : 0;
+    for (int i = 0; i < ndim; i++) p->local_shape[i] = p->shape[i];
+    p->numel = (size_t)(d0 * (ndim > 1 ? d1 : 1));
+    d->spec.n_params++;
+    plait_layer *ly = &d->layers[layer];
+    if (ly->n_params == 0) ly->first_param = p->index;
+    ly->n_params++;
+    return name ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "model description: out of memory");
+}
+
+#define ADD(name, ...)                                                            \
+    do {                                                                          \
+        plait_status st_ = add_param(d, name, __VA_ARGS__);                       \
+        if (st_ != PLAIT_OK) return st_;                                          \
+    } while (0)
+
+static plait_status build(plait_model_desc *d) {
+    const int64_t C = d->n_embd, V = d->vocab_size, T = d->block_size, L = d->n_layer;
+    const int64_t H = d->n_head;
+    const double B = d->micro_batch;
+    d->spec.n_layers = (int32_t)L + 2;
+    for (int32_t i = 0; i < d->spec.n_layers; i++) {
+        plait_layer *ly = &d->layers[i];
+        ly->struct_size = sizeof *ly;
+        ly->index = i;
+        ly->name = i == 0 ? "embedding" : i == L + 1 ? "head" : keep_name(d, "h.%d", i - 1);
+        if (!ly->name) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model description: out of memory");
+    }
+    /* embedding */
+    d->p_wte = d->spec.n_params;
+    ADD("transformer.wte.weight", 0, 2, V, C, PLAIT_TP_VOCAB, 1, 0);
+    d->p_wpe = d->spec.n_params;
+    ADD("transformer.wpe.weight", 0, 2, T, C, PLAIT_TP_REPLICATE, 1, 0);
+    d->layers[0].flops_per_token = 2.0 * (double)C;
+    d->layers[0].activation_bytes = (size_t)(B * (double)(T * C) * 4.0);
+    /* blocks */
+    for (int32_t l = 0; l < L; l++) {
+        int32_t ly = l + 1;
+#define BLOCK_NAME(s) keep_name(d, "transformer.h.%d." s, l)
+        if (d->is_gpt) {
+            ADD(BLOCK_NAME("ln_1.weight"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
+            ADD(BLOCK_NAME("ln_1.bias"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
+            ADD(BLOCK_NAME("attn.c_attn.weight"), ly, 2, 3 * C, C, PLAIT_TP_COLUMN, 3, 0);
+            ADD(BLOCK_NAME("attn.c_attn.bias"), ly, 1, 3 * C, 0, PLAIT_TP_COLUMN, 3, 0);
+            ADD(BLOCK_NAME("attn.c_proj.weight"), ly, 2, C, C, PLAIT_TP_ROW, 1, 0);
+            ADD(BLOCK_NAME("attn.c_proj.bias"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
+        }
+        ADD(BLOCK_NAME("ln_2.weight"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
+        ADD(BLOCK_NAME("ln_2.bias"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
+        ADD(BLOCK_NAME("mlp.c_fc.weight"), ly, 2, 4 * C, C, PLAIT_TP_COLUMN, 1, 0);
+        ADD(BLOCK_NAME("mlp.c_fc.bias"), ly, 1, 4 * C, 0, PLAIT_TP_COLUMN, 1, 0);
+        ADD(BLOCK_NAME("mlp.c_proj.weight"), ly, 2, C, 4 * C, PLAIT_TP_ROW, 1, 0);
+        ADD(BLOCK_NAME("mlp.c_proj.bias"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
+#undef BLOCK_NAME
+        /* forward multiply-adds ×2, attention as nanoGPT counts it (QKᵀ and att·V) */
+        double mlp_flops = 2.0 * (8.0 * (double)(C * C));
+        double attn_flops = 2.0 * (4.0 * (double)(C * C)) + 4.0 * (double)(T * C);
+        d->layers[ly].flops_per_token = mlp_flops + (d->is_gpt ? attn_flops : 0.0);
+        /* saved per token: ln_2 (C+2), fc and gelu (8C), output (C); attention:
+         * ln_1 (C+2), qkv (3C), its output (C), residual (C), probabilities (H·T) */
+        double per_token = (double)(10 * C + 2);
+        if (d->is_gpt) per_token += (double)(6 * C + 2 + H * T);
+        d->layers[ly].activation_bytes = (size_t)(B * (double)T * per_token * 4.0);
+    }
+    /* head */
+    int32_t hl = (int32_t)L + 1;
+    d->p_lnf_w = d->spec.n_params;
+    ADD("transformer.ln_f.weight", hl, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
+    d->p_lnf_b = d->spec.n_params;
+    ADD("transformer.ln_f.bias", hl, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
+    d->p_lm_head = d->spec.n_params;
+    ADD("lm_head.weight", hl, 2, V, C, PLAIT_TP_VOCAB, 1, PLAIT_PARAM_TIED_COPY);
+    d->params[d->p_lm_head].tied_to = d->p_wte;
+    d->layers[hl].flops_per_token = 2.0 * (double)(V * C);
+    d->layers[hl].activation_bytes = (size_t)(B * (double)T * (double)(C + 3 + V) * 4.0);
+
+    d->spec.total_numel = 0;
+    for (int32_t i = 0; i < d->spec.n_params; i++)
+        if (!(d->params[i].flags & PLAIT_PARAM_TIED_COPY)) d->spec.total_numel += d->params[i].numel;
+    return PLAIT_OK;
+}
+
+plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
+                                  plait_model_desc **out) {
+    *out = NULL;
+    const char *arch = plait_config_str(cfg, "model", "arch");
+    int64_t n_layer = plait_config_int(cfg, "model", "n_layer");
+    int64_t n_head = plait_config_int(cfg, "model", "n_head");
+    int64_t n_embd = plait_config_int(cfg, "model", "n_embd");
+    int64_t block_size = plait_config_int(cfg, "model", "block_size");
+    int64_t vocab_size = plait_config_int(cfg, "model", "vocab_size");
+    int is_gpt = strcmp(arch, "mlp") != 0;
+    if (micro_batch < 1)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "model: micro-batch of %d sequences; it must be at least 1",
+                               (int)micro_batch);
+    if (is_gpt && n_embd % n_head != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[model] n_embd = %lld is not a multiple of n_head = %lld: "
+                               "each head needs n_embd / n_head channels",
+                               (long long)n_embd, (long long)n_head);
+    /* every index of the largest activation must fit int64 with room to spare */
+    double act = (double)micro_batch * (double)block_size *
+                 ((double)n_embd * 4.0 + (double)vocab_size + (double)n_head * (double)block_size);
+    if (act > 4e12)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[model] sizes too large: one micro-batch would need %.3g floats of "
+                               "activations per layer",
+                               act);
+
+    plait_model_desc *d = calloc(1, sizeof *d);
+    if (!d) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model description: out of memory");
+    d->is_gpt = is_gpt;
+    d->n_layer = (int32_t)n_layer;
+    d->n_head = (int32_t)n_head;
+    d->n_embd = (int32_t)n_embd;
+    d->block_size = (int32_t)block_size;
+    d->vocab_size = (int32_t)vocab_size;
+    d->micro_batch = micro_batch;
+    d->params_per_block = is_gpt ? BP_COUNT : BP_MLP_COUNT;
+    size_t max_params = 5 + (size_t)n_layer * BP_COUNT;
+    d->layers = calloc((size_t)n_layer + 2, sizeof *d->layers);
+    d->params = calloc(max_params, sizeof *d->params);
+    d->names = calloc(max_params + (size_t)n_layer + 2, sizeof *d->names);
+    if (!d->layers || !d->params || !d->names) {
+        plait_model_desc_free(d);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "model description: out of memory");
+    }
+    d->spec.struct_size = sizeof d->spec;
+    d->spec.arch = is_gpt ? "gpt" : "mlp";
+    d->spec.n_layer = d->n_layer;
+    d->spec.n_head = d->n_head;
+    d->spec.n_embd = d->n_embd;
+    d->spec.block_size = d->block_size;
+    d->spec.vocab_size = d->vocab_size;
+    d->spec.micro_batch = micro_batch;
+    d->spec.layers = d->layers;
+    d->spec.params = d->params;
+    plait_status st = build(d);
+    if (st != PLAIT_OK) {
+        plait_model_desc_free(d);
+        return st;
+    }
+    plait_model_init_configure((uint64_t)plait_config_int(cfg, "run", "seed"), d->n_layer);
+    *out = d;
+    return PLAIT_OK;
+}
+
+const plait_model_spec *plait_model_desc_spec(const plait_model_desc *desc) { return &desc->spec; }
+
+void plait_model_desc_free(plait_model_desc *d) {
+    if (!d) return;
+    for (int32_t i = 0; i < d->n_names; i++) free(d->names[i]);
+    free(d->names);
+    free(d->params);
+    free(d->layers);
+    free(d);
+}
+
+int32_t plait_model_param_index(const plait_model_desc *desc, const char *name) {
+    for (int32_t i = 0; i < desc->spec.n_params; i++)
+        if (strcmp(desc->params[i].name, name) == 0) return i;
+    return -1;
+}

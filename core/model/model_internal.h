@@ -1,0 +1,127 @@
+/*
+ * Shared by the model's files (model_desc.c, param_init.c, shard.c, gpt*.c,
+ * mlp.c): the description's layout and the executable model's state.
+ */
+#ifndef PLAIT_CORE_MODEL_INTERNAL_H
+#define PLAIT_CORE_MODEL_INTERNAL_H
+
+#include "model/model.h"
+
+/* Parameters of one block, in nanoGPT order (indices relative to the
+ * block's first parameter). The MLP arch has only the ln_2/mlp part. */
+enum {
+    BP_LN1_W, BP_LN1_B, BP_ATTN_W, BP_ATTN_B, BP_APROJ_W, BP_APROJ_B,
+    BP_LN2_W, BP_LN2_B, BP_FC_W, BP_FC_B, BP_MPROJ_W, BP_MPROJ_B,
+    BP_COUNT
+};
+/* First MLP-part parameter, and the MLP arch's count per block. */
+#define BP_MLP_FIRST BP_LN2_W
+#define BP_MLP_COUNT (BP_COUNT - BP_MLP_FIRST)
+
+struct plait_model_desc {
+    plait_model_spec spec;
+    int is_gpt;                  /* 0 = mlp arch */
+    int32_t n_layer, n_head, n_embd, block_size, vocab_size, micro_batch;
+    plait_layer *layers;
+    plait_param *params;
+    char **names;                /* owned copies of layer/param names */
+    int32_t n_names;
+    /* global indices of fixed parameters */
+    int32_t p_wte, p_wpe, p_lnf_w, p_lnf_b, p_lm_head;
+    int32_t params_per_block;    /* BP_COUNT or BP_MLP_COUNT */
+};
+
+/* Global index of block `l`'s parameter `bp` (a BP_* value; for the MLP
+ * arch only BP_MLP_FIRST.. are valid). */
+static inline int32_t desc_block_param(const plait_model_desc *d, int32_t l, int bp) {
+    int first = d->is_gpt ? 0 : BP_MLP_FIRST;
+    return 2 + l * d->params_per_block + (bp - first);
+}
+
+/* Seed and layer count used by plait_model_init_values (the residual
+ * projections' scale needs n_layer); set by plait_model_describe. */
+void plait_model_init_configure(uint64_t seed, int32_t n_layer);
+
+/* Global flat index (row-major over the unpadded global shape) of local
+ * element `local` of `p`'s slice, or -1 if it is padding. */
+int64_t plait_shard_global_index(const plait_param *p, size_t local);
+
+/* Length of the shard's dimension in the local slice (whole tensor: the
+ * global length). */
+int64_t plait_shard_local_len(const plait_param *p);
+
+
+/* ---- the executable model (gpt.c, gpt_layers.c, mlp.c) ----------------- */
+
+/* What one block's forward saves for its backward (NULL parts absent). */
+typedef struct block_acts {
+    float *ln1, *ln1_mean, *ln1_rstd; /* attention half (GPT only) */
+    float *qkv, *att, *atty, *res2;
+    float *ln2, *ln2_mean, *ln2_rstd; /* MLP half */
+    float *fch, *fcg;                 /* c_fc output, and after GELU */
+} block_acts;
+
+typedef struct model_slot {
+    int allocated;
+    int has_tokens, has_targets, has_loss, has_logits;
+    int32_t *tokens, *targets;        /* [B*T] */
+    float *mem;                       /* the slot's single allocation */
+    size_t mem_bytes;
+    float **bound;                    /* [n_layer+1]: output of layer l, or NULL */
+    float *gbuf[2];                   /* boundary gradients, by layer parity */
+    block_acts *blocks;               /* [n_layer], by block index */
+    float *lnf, *lnf_mean, *lnf_rstd, *logits, *lse, *losses;
+    double loss_sum;
+} model_slot;
+
+struct plait_model {
+    const plait_model_desc *desc;
+    const plait_plan *plan;
+    const plait_tp_ops *tp_ops;       /* NULL = no tensor parallelism */
+    int32_t stage;
+    plait_param **param;              /* [n_params] global index -> local param or NULL */
+    uint8_t *local_layer;             /* [n_layers] 1 if this rank runs it */
+    int32_t n_layers;                 /* global layer count */
+    int64_t B, T, C, NH, HS, V;
+    int32_t tp, tp_rank;
+    int64_t NHl, Cl, Fl;              /* local heads, attention width, MLP width */
+    int64_t Vl, vocab_start, vocab_valid; /* local vocabulary rows */
+    float loss_scale;
+    int32_t max_slots;
+    model_slot *slots;
+    /* shared scratch for backward, allocated on first use */
+    float *scratch;
+    size_t scratch_bytes;
+    float *s_dln, *s_dfc, *s_datty, *s_dqkv, *s_datt, *s_rows;
+    uint64_t act_bytes;
+};
+
+/* Parameter `gi`'s data (forward) or grad (backward) of layer `layer`;
+ * NULL with the error set when the storage is not there. */
+float *plait_model_pdata(plait_model *m, int32_t gi, int32_t layer);
+float *plait_model_pgrad(plait_model *m, int32_t gi, int32_t layer);
+/* Declare `var` as parameter gi's data (const) or gradient in a layer body
+ * (which has `plait_model *m`), returning the error if it is missing. */
+#define DATA(var, gi, layer)                                             \
+    const float *var = plait_model_pdata(m, (gi), (layer));              \
+    if (!var) return PLAIT_ERR_INVALID_ARG
+#define GRAD(var, gi, layer)                                             \
+    float *var = plait_model_pgrad(m, (gi), (layer));                    \
+    if (!var) return PLAIT_ERR_INVALID_ARG
+
+plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *what, int32_t layer);
+
+/* Layer bodies (gpt_layers.c, mlp.c). `s` is an allocated slot. */
+plait_status plait_gpt_embedding_forward(plait_model *m, model_slot *s);
+plait_status plait_gpt_embedding_backward(plait_model *m, model_slot *s);
+plait_status plait_gpt_attention_forward(plait_model *m, model_slot *s, int32_t layer, const float *x);
+plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x,
+                                    float *dx);
+plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r,
+                              float *y);
+plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r,
+                               const float *dy, float *dr);
+plait_status plait_gpt_head_forward(plait_model *m, model_slot *s);
+plait_status plait_gpt_head_backward(plait_model *m, model_slot *s);
+
+#endif

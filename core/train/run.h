@@ -1,0 +1,117 @@
+/*
+ * One training run on this rank: everything from the validated config to the
+ * plugins, the model, the data and the step executor. The training loop
+ * (train_loop.c), evaluation, checkpointing and `plait bench train` all work on
+ * a plait_run.
+ *
+ * Set-up order (run_setup.c): join the job → world communicator → mesh and
+ * groups → model description → batch arithmetic → parallel plugin (create,
+ * plan) → local parameters and the model → optimizer (create, materialize
+ * from initial values or a checkpoint) → parallel bind.
+ *
+ * Not thread-safe: one thread drives a run.
+ */
+#ifndef PLAIT_CORE_RUN_H
+#define PLAIT_CORE_RUN_H
+
+#include <stdint.h>
+
+#include <plait/plait.h>
+
+#include "config/config.h"
+#include "model/model.h"
+#include "train/batch.h"
+#include "train/grad_tree.h"
+#include "train/mesh.h"
+
+struct plait_job;
+struct plait_data;
+
+/* Time and traffic of the last step, split as metrics.csv reports it. */
+typedef struct plait_step_timing {
+    double step_s;       /* wall time of the whole step */
+    double compute_s;    /* forward, backward, optimizer arithmetic */
+    double comm_s;       /* blocked on communication not hidden by compute (DP/ZeRO/TP) */
+    double idle_s;       /* blocked waiting for pipeline neighbours (the bubble) */
+    uint64_t dp_bytes, tp_bytes, pp_bytes, optim_bytes;
+    uint32_t reductions, early_reductions;
+} plait_step_timing;
+
+/* Result of one step. */
+typedef struct plait_step_result {
+    double loss;         /* mean token loss over the global batch (every rank) */
+    double lr;
+    double grad_norm;
+    plait_step_timing t;
+} plait_step_result;
+
+typedef struct plait_run {
+    plait_config *cfg;
+    struct plait_job *job;
+    plait_comm *world;
+    plait_mesh mesh;
+    plait_batch batch;
+    int deterministic;
+    int64_t steps;            /* [run] steps */
+    int64_t step;             /* next step to run (0-based) */
+    uint64_t seed;
+    int failed;               /* set on error: the job is left without waiting for others */
+
+    plait_model_desc *desc;
+    const plait_model_spec *spec;
+    int32_t block_size;
+
+    /* plan (arrays owned here) */
+    plait_plan plan;
+    int32_t stage;
+    int32_t first_layer[64], last_layer[64]; /* per local chunk: layer range, -1 if empty */
+
+    const plait_parallel_ops *par;
+    void *par_state;
+    const plait_optim_ops *opt;
+    void *opt_state;
+    uint32_t opt_flags;
+
+    plait_param_set params;   /* local parameters */
+    int32_t *local_of_global; /* global param index -> local index, or -1 */
+    float *data_flat, *grad_flat;
+    size_t flat_numel;
+
+    plait_model *model;
+    struct plait_data *data;
+
+    /* deterministic accumulation */
+    plait_grad_tree *tree;
+    float *grad_scratch;
+
+    /* per-step scratch */
+    int32_t *slot_of;         /* [chunks * micro_batches] activation slot, -1 = none */
+    int32_t n_slots_used;
+    uint8_t *slot_busy;
+    int32_t max_slots;
+    plait_request **send_req; /* [max_slots * 2] pending sends per slot (act, grad) */
+    double *mb_loss;          /* loss sum per global micro-batch (step) */
+    int32_t *tokens, *targets;
+    uint64_t flops_per_token;
+    double peak_activation_bytes;
+} plait_run;
+
+/* Build everything for a run from a finalized config. `resume_dir`
+ * (nullable) is a checkpoint directory to restore from. */
+plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run **out);
+void plait_run_close(plait_run *run);
+
+/* One optimizer step (collective over the world). */
+plait_status plait_run_step(plait_run *run, plait_step_result *res);
+
+/* Mean validation loss over [run] eval_batches micro-batches (collective). */
+plait_status plait_run_eval(plait_run *run, double *val_loss);
+
+/* Parameters of the local slice (set-up helpers, run_params.c). */
+plait_status plait_run_build_params(plait_run *run);
+void plait_run_free_params(plait_run *run);
+
+/* Training FLOPs per token: 6N + 12·L·C·T (N = parameters without wpe). */
+double plait_run_flops_per_token(const plait_run *run);
+
+#endif

@@ -1,0 +1,199 @@
+/*
+ * Saving and resuming a run. A checkpoint always holds full tensors with
+ * global names, whatever the layout: for each parameter (in global order) the
+ * optimizer gathers its DP shards onto DP rank 0 (export_tensor), TP rank 0
+ * assembles the TP slices, and the stage's (dp 0, tp 0) rank sends the full
+ * tensor to world rank 0, the only writer. One tensor is in flight at a time.
+ * Loading is the reverse without communication: every rank reads the slices
+ * it needs from the checkpoint files (which must be on a filesystem every
+ * rank can read).
+ */
+#include "train/run_ckpt.h"
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "runtime/host.h"
+#include "runtime/log.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_shard.h"
+
+plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir, plait_resume_mode mode, char **dir) {
+    *dir = NULL;
+    const char *policy = plait_config_str(cfg, "run", "resume");
+    int must = mode == PLAIT_RESUME_REQUIRED || strcmp(policy, "yes") == 0;
+    int may = must || strcmp(policy, "auto") == 0;
+    plait_ckpt *ck = NULL;
+    plait_status st = plait_ckpt_open_latest(out_dir, &ck);
+    if (st != PLAIT_OK) return st;
+    if (!ck) {
+        if (must)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "--resume: no complete checkpoint in %s (nothing to resume from)", out_dir);
+        return PLAIT_OK;
+    }
+    if (!may) {
+        int64_t step = plait_ckpt_state_of(ck)->step;
+        char where[4096];
+        snprintf(where, sizeof where, "%s", plait_ckpt_dir(ck));
+        plait_ckpt_close(ck);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s already holds a checkpoint (%s, step %" PRId64 "); resume it with --resume or "
+                               "[run] resume = auto, or choose another [run] out_dir (a fresh run would mix its "
+                               "checkpoints with the old ones)",
+                               out_dir, where, step);
+    }
+    *dir = strdup(plait_ckpt_dir(ck));
+    plait_ckpt_close(ck);
+    return *dir ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+}
+
+/* World rank of (dp 0, tp 0, stage). */
+static int owner_of_stage(const plait_run *run, int32_t stage) {
+    int axes[3], sizes[3] = {run->mesh.dp, run->mesh.tp, run->mesh.pp}, c[3] = {0, 0, stage};
+    if (plait_mesh_parse_order(run->mesh.order, axes) != PLAIT_OK) return 0;
+    return plait_mesh_rank_of(c, sizes, axes);
+}
+
+static size_t global_numel(const plait_param *p) {
+    size_t n = 1;
+    for (int d = 0; d < p->ndim; d++) n *= (size_t)p->shape[d];
+    return n;
+}
+
+/* Bring tensor `which` of global parameter g to world rank 0 as a full
+ * tensor in `full` (written on world rank 0 only). Collective: every rank
+ * calls it for every (g, which) in the same order. */
+static plait_status gather_full(plait_run *run, int32_t g, const char *which, uint32_t tag, float *full,
+                                float *slice, float *slices) {
+    const plait_coll_api *coll = plait_host_table()->coll;
+    const plait_param *gp = &run->spec->params[g];
+    int32_t stage = run->plan.layer_stage[gp->layer];
+    int owner = owner_of_stage(run, stage);
+    int me = run->mesh.world_rank;
+    plait_status st = PLAIT_OK;
+    if (run->stage == stage) {
+        int32_t l = run->local_of_global[g];
+        const plait_param *lp = &run->params.params[l];
+        int dp0 = run->mesh.dp_rank == 0;
+        st = run->opt->export_tensor(run->opt_state, g, which, dp0 ? slice : NULL);
+        if (st == PLAIT_OK && dp0) {
+            int tp = run->mesh.tp;
+            if (tp > 1)
+                st = coll->gather(run->mesh.tp_comm, slice, slices, lp->numel, PLAIT_F32, 0, NULL, NULL);
+            if (st == PLAIT_OK && me == owner) {
+                if (tp == 1 || lp->shard.parts <= 1) {
+                    memcpy(full, slice, global_numel(gp) * sizeof(float));
+                } else {
+                    for (int k = 0; k < tp && st == PLAIT_OK; k++) {
+                        plait_shard sh = lp->shard;
+                        sh.index = k;
+                        st = plait_shard_insert(gp->ndim, gp->shape, &sh, slices + (size_t)k * lp->numel, full);
+                    }
+                }
+                if (st == PLAIT_OK && owner != 0)
+                    st = coll->send(run->world, full, global_numel(gp), PLAIT_F32, 0, tag, NULL, NULL);
+            }
+        }
+    }
+    if (st == PLAIT_OK && me == 0 && owner != 0)
+        st = coll->recv(run->world, full, global_numel(gp), PLAIT_F32, owner, tag, NULL, NULL);
+    return st;
+}
+
+static void layout_text(const plait_run *run, char *buf, size_t len) {
+    snprintf(buf, len, "dp%d x tp%d x pp%d, %s, %s", run->mesh.dp, run->mesh.tp, run->mesh.pp,
+             plait_config_str(run->cfg, "parallel", "plugin"), plait_config_str(run->cfg, "optim", "plugin"));
+}
+
+/* [model] keys, so `plait sample` rebuilds the model from the checkpoint alone. */
+static plait_status write_model_meta(plait_run *run, plait_ckpt_writer *w) {
+    static const char *const keys[] = {"arch", "n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char k[64];
+        snprintf(k, sizeof k, "plait.model.%s", keys[i]);
+        plait_value v;
+        plait_status st = plait_config_get(run->cfg, "model", keys[i], &v);
+        if (st == PLAIT_OK) st = plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, k, v.s);
+        if (st != PLAIT_OK) return st;
+    }
+    return PLAIT_OK;
+}
+
+plait_status plait_run_save(plait_run *run, const char *out_dir) {
+    const plait_coll_api *coll = plait_host_table()->coll;
+    const plait_model_spec *spec = run->spec;
+    int me = run->mesh.world_rank;
+    size_t max_global = 0, max_local = 0;
+    for (int32_t g = 0; g < spec->n_params; g++)
+        if (global_numel(&spec->params[g]) > max_global) max_global = global_numel(&spec->params[g]);
+    for (int32_t i = 0; i < run->params.n_params; i++)
+        if (run->params.params[i].numel > max_local) max_local = run->params.params[i].numel;
+    float *full = plait_alloc((max_global + max_local) * sizeof(float) + 64, PLAIT_MEM_HOST, 64, "checkpoint buffer");
+    float *slices = run->mesh.tp > 1 ? plait_alloc(max_local * (size_t)run->mesh.tp * sizeof(float) + 64,
+                                                   PLAIT_MEM_HOST, 64, "checkpoint buffer")
+                                     : NULL;
+    if (!full || (run->mesh.tp > 1 && !slices)) {
+        plait_free(full);
+        return PLAIT_ERR_NO_MEMORY;
+    }
+    float *slice = full + max_global;
+    plait_ckpt_writer *w = NULL;
+    plait_status st = PLAIT_OK;
+    if (me == 0) {
+        st = plait_ckpt_writer_begin(out_dir, run->step, &w);
+        if (st == PLAIT_OK) st = plait_ckpt_declare_model(w, spec, run->opt->state_names);
+        if (st == PLAIT_OK) st = write_model_meta(run, w);
+    }
+    /* Everyone learns whether rank 0 could start, so nobody waits for it. */
+    int ok = st == PLAIT_OK;
+    plait_status cst = coll->broadcast(run->world, &ok, 1, PLAIT_I32, 0, NULL, NULL);
+    if (cst != PLAIT_OK) st = cst;
+    else if (!ok && me != 0) st = plait_set_error(PLAIT_ERR_SYSTEM, "rank 0 could not start the checkpoint");
+    const char *const *states = run->opt->state_names;
+    uint32_t tag = 0x5a000000u;
+    for (int32_t g = 0; st == PLAIT_OK && g < spec->n_params; g++) {
+        if (!plait_ckpt_param_stored(spec, g)) continue;
+        const char *pname = plait_ckpt_param_name(spec, g);
+        for (int k = -1; st == PLAIT_OK && (k < 0 || (states && states[k])); k++) {
+            const char *which = k < 0 ? "param" : states[k];
+            st = gather_full(run, g, which, tag++, full, slice, slices);
+            if (st == PLAIT_OK && me == 0) {
+                char name[512];
+                if (k < 0)
+                    snprintf(name, sizeof name, "%s", pname);
+                else
+                    plait_ckpt_optim_name(name, sizeof name, which, pname);
+                st = plait_ckpt_write(w, name, full, global_numel(&spec->params[g]));
+            }
+        }
+    }
+    if (me == 0) {
+        if (st == PLAIT_OK) {
+            char layout[256];
+            layout_text(run, layout, sizeof layout);
+            plait_ckpt_state state = {.step = run->step,
+                                      .seed = run->seed,
+                                      .data_step = run->step,
+                                      .optim_step = run->opt->get_step ? run->opt->get_step(run->opt_state) : run->step,
+                                      .rng_state = 0,
+                                      .layout = layout};
+            st = plait_ckpt_commit(w, &state, (int)plait_config_int(run->cfg, "run", "keep_checkpoints"));
+        } else if (w) {
+            plait_ckpt_writer_abort(w);
+        }
+    }
+    plait_free(full);
+    plait_free(slices);
+    /* The save is complete only when rank 0 committed; tell everyone. */
+    ok = st == PLAIT_OK;
+    cst = coll->allreduce(run->world, &ok, &ok, 1, PLAIT_I32, PLAIT_MIN, NULL, NULL);
+    if (st == PLAIT_OK && cst != PLAIT_OK) st = cst;
+    if (st == PLAIT_OK && !ok) st = plait_set_error(PLAIT_ERR_SYSTEM, "saving the checkpoint failed on another rank");
+    if (st != PLAIT_OK) return plait_wrap_error(st, "checkpoint at step %" PRId64, run->step);
+    return PLAIT_OK;
+}

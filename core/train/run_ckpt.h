@@ -1,0 +1,28 @@
+/*
+ * Checkpoints of a run: full, unsharded tensors with global (nanoGPT) names,
+ * gathered from whatever layout wrote them and scattered into whatever layout
+ * reads them; optimizer state under the Adam family's shared names; the run
+ * state (step, seed, data position) beside them. Plus the run's reports.
+ */
+#ifndef PLAIT_CORE_RUN_CKPT_H
+#define PLAIT_CORE_RUN_CKPT_H
+
+#include "train/metrics.h"
+#include "train/run.h"
+#include "train/train_loop.h"
+
+/* Decide where to resume from: by `mode` and [run] resume, the latest
+ * complete checkpoint under out_dir (incomplete or corrupt ones skipped with
+ * a warning). *dir = NULL for a fresh run; else a malloc'd path. */
+plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir, plait_resume_mode mode,
+                                   char **dir);
+
+/* Write a checkpoint of the current state (collective over the world). */
+plait_status plait_run_save(plait_run *run, const char *out_dir);
+
+/* Rank 0: the start-up summary (layout, batch, model size, memory report). */
+void plait_run_print_summary(plait_run *run, const char *out_dir, const char *resumed_from);
+/* Rank 0: one metrics row's values. */
+void plait_run_fill_metrics(plait_run *run, plait_metrics *m, const plait_step_result *res, double val_loss);
+
+#endif

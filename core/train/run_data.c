@@ -1,0 +1,20 @@
+/* The run's training and validation data (core/train/data.h). */
+#include "runtime/error.h"
+#include "train/data.h"
+#include "train/run.h"
+#include "train/run_internal.h"
+
+plait_status plait_run_data_open(plait_run *run) {
+    return plait_data_open_config(run->cfg, &run->data);
+}
+
+void plait_run_data_close(plait_run *run) {
+    if (run->data) plait_data_close(run->data);
+    run->data = NULL;
+}
+
+plait_status plait_run_fetch_batch(plait_run *run, int split, int64_t step, int64_t global_mb, int32_t *tokens,
+                                   int32_t *targets) {
+    return plait_data_batch(run->data, split ? PLAIT_DATA_VAL : PLAIT_DATA_TRAIN, step, global_mb,
+                            (int32_t)run->batch.micro_batch, run->block_size, tokens, targets);
+}

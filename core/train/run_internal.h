@@ -1,0 +1,30 @@
+/* Functions shared by the run_*.c files; not for other modules. */
+#ifndef PLAIT_CORE_RUN_INTERNAL_H
+#define PLAIT_CORE_RUN_INTERNAL_H
+
+#include "train/run.h"
+
+/* Data of global micro-batch `global_mb` of `step` (split 0 = train, 1 =
+ * validation) into tokens/targets [micro_batch * block_size]. */
+plait_status plait_run_fetch_batch(plait_run *run, int split, int64_t step, int64_t global_mb,
+                                   int32_t *tokens, int32_t *targets);
+
+/* Execute the schedule once: train = 1 runs forward, backward, reduction and
+ * the optimizer step; train = 0 runs the forwards only (evaluation). Loss
+ * sums land in run->mb_loss. */
+plait_status plait_run_execute(plait_run *run, int split, int64_t step, int train, plait_step_timing *t,
+                               plait_optim_step_out *out);
+
+/* Storage and initial values (run_params.c). */
+plait_status plait_run_alloc_storage(plait_run *run);
+plait_status plait_run_init_values(plait_run *run);
+
+/* Data (run_data.c). */
+plait_status plait_run_data_open(plait_run *run);
+void plait_run_data_close(plait_run *run);
+
+/* World communicator and job (run_world.c). */
+plait_status plait_run_open_world(plait_run *run);
+void plait_run_close_world(plait_run *run);
+
+#endif

@@ -1,0 +1,91 @@
+/*
+ * What a run reports: the start-up summary (layout, batch, model, memory per
+ * rank) and the per-step metrics.csv row.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/host.h"
+#include "runtime/log.h"
+#include "train/run_ckpt.h"
+
+#define MB (1024.0 * 1024.0)
+
+/* Bytes this rank holds, in the ZeRO paper's categories: the optimizer
+ * reports parameters, gradients and its state (whoever allocated them); the
+ * core adds its working buffers (activations, deterministic accumulation). */
+typedef struct run_memory {
+    double param, grad, state, buffers, activations, rss_peak;
+} run_memory;
+
+static void collect_memory(plait_run *run, run_memory *m) {
+    plait_optim_memory om = {.struct_size = sizeof om};
+    run->opt->memory(run->opt_state, &om);
+    m->param = (double)om.param_bytes;
+    m->grad = (double)om.grad_bytes;
+    m->state = (double)om.state_bytes;
+    m->buffers = (double)om.buffer_bytes + (double)plait_mem_usage_of("deterministic accumulation") +
+                 (double)plait_mem_usage_of("checkpoint buffer");
+    m->activations = run->model ? (double)plait_model_activation_bytes(run->model) : 0;
+    m->rss_peak = (double)plait_peak_rss();
+}
+
+void plait_run_print_summary(plait_run *run, const char *out_dir, const char *resumed_from) {
+    const plait_model_spec *s = run->spec;
+    double n = 0;
+    for (int32_t g = 0; g < s->n_params; g++) {
+        if (s->params[g].flags & PLAIT_PARAM_TIED_COPY) continue;
+        double e = 1;
+        for (int d = 0; d < s->params[g].ndim; d++) e *= (double)s->params[g].shape[d];
+        n += e;
+    }
+    printf("plait: %s n_layer=%d n_head=%d n_embd=%d block=%d vocab=%d: %.2fM parameters\n", s->arch, s->n_layer,
+           s->n_head, s->n_embd, s->block_size, s->vocab_size, n / 1e6);
+    printf("plait: layout dp=%d tp=%d pp=%d (%s, order %s), optimizer %s, comm %s\n", run->mesh.dp, run->mesh.tp,
+           run->mesh.pp, plait_config_str(run->cfg, "parallel", "plugin"), run->mesh.order,
+           plait_config_str(run->cfg, "optim", "plugin"), plait_config_str(run->cfg, "comm", "plugin"));
+    printf("plait: global batch %" PRId64 " = dp %" PRId64 " x micro-batch %" PRId64 " x accumulation %" PRId64
+           " (%" PRId64 " tokens/step)%s\n",
+           run->batch.global_batch, run->batch.dp, run->batch.micro_batch, run->batch.accumulation,
+           run->batch.global_batch * run->block_size, run->deterministic ? ", deterministic" : "");
+    if (run->plan.summary[0]) printf("plait: %s\n", run->plan.summary);
+    run_memory m;
+    collect_memory(run, &m);
+    printf("plait: memory on rank 0: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB, buffers "
+           "%.1f MB\n",
+           m.param / MB, m.grad / MB, m.state / MB, m.buffers / MB);
+    printf("plait: run directory %s%s%s\n", out_dir, resumed_from ? ", resuming from " : "",
+           resumed_from ? resumed_from : "");
+    fflush(stdout);
+}
+
+void plait_run_fill_metrics(plait_run *run, plait_metrics *mt, const plait_step_result *r, double val_loss) {
+    const plait_step_timing *t = &r->t;
+    double tokens = (double)run->batch.global_batch * run->block_size;
+    plait_metrics_set_named(mt, "step", (double)run->step);
+    plait_metrics_set_named(mt, "loss", r->loss);
+    if (val_loss >= 0) plait_metrics_set_named(mt, "val_loss", val_loss);
+    plait_metrics_set_named(mt, "lr", r->lr);
+    plait_metrics_set_named(mt, "grad_norm", r->grad_norm);
+    plait_metrics_set_named(mt, "tokens_per_s", tokens / t->step_s);
+    plait_metrics_set_named(mt, "step_ms", 1e3 * t->step_s);
+    plait_metrics_set_named(mt, "compute_ms", 1e3 * t->compute_s);
+    plait_metrics_set_named(mt, "comm_ms", 1e3 * t->comm_s);
+    plait_metrics_set_named(mt, "idle_ms", 1e3 * t->idle_s);
+    plait_metrics_set_named(mt, "dp_bytes", (double)t->dp_bytes);
+    plait_metrics_set_named(mt, "tp_bytes", (double)t->tp_bytes);
+    plait_metrics_set_named(mt, "pp_bytes", (double)t->pp_bytes);
+    plait_metrics_set_named(mt, "optim_bytes", (double)t->optim_bytes);
+    plait_metrics_set_named(mt, "early_buckets", (double)t->early_reductions);
+    run_memory m;
+    collect_memory(run, &m);
+    plait_metrics_set_named(mt, "peak_rss_mb", m.rss_peak / MB);
+    plait_metrics_set_named(mt, "param_mb", m.param / MB);
+    plait_metrics_set_named(mt, "grad_mb", m.grad / MB);
+    plait_metrics_set_named(mt, "optim_state_mb", m.state / MB);
+    plait_metrics_set_named(mt, "buffer_mb", m.buffers / MB);
+    plait_metrics_set_named(mt, "activation_mb", m.activations / MB);
+}

@@ -1,0 +1,343 @@
+/*
+ * The step executor: runs this rank's instruction list (the plan's schedule)
+ * — forward and backward of model chunks per micro-batch with the optimizer's
+ * layer hooks and the parallel plugin's gradient-ready calls, pipeline sends
+ * and receives, gradient reduction and the optimizer step — and accounts the
+ * step's time as compute, communication and idle.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "runtime/host.h"
+#include "runtime/log.h"
+#include "train/run.h"
+#include "train/run_internal.h"
+
+static double now_s(void) { return plait_host_table()->now(); }
+
+/* ---- activation slots ------------------------------------------------ */
+
+static plait_status wait_slot_sends(plait_run *run, int32_t slot) {
+    const plait_coll_api *coll = plait_host_table()->coll;
+    plait_status st = PLAIT_OK;
+    for (int k = 0; k < 2; k++) {
+        plait_request **r = &run->send_req[slot * 2 + k];
+        if (*r) {
+            plait_status w = coll->wait(*r);
+            if (st == PLAIT_OK) st = w;
+            *r = NULL;
+        }
+    }
+    return st;
+}
+
+static plait_status get_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t *slot) {
+    int32_t key = chunk * run->plan.micro_batches + mb;
+    if (run->slot_of[key] >= 0) {
+        *slot = run->slot_of[key];
+        return PLAIT_OK;
+    }
+    for (int32_t s = 0; s < run->max_slots; s++) {
+        if (run->slot_busy[s]) continue;
+        plait_status st = wait_slot_sends(run, s); /* the buffers may still be sending */
+        if (st != PLAIT_OK) return st;
+        run->slot_busy[s] = 1;
+        run->slot_of[key] = s;
+        if (s + 1 > run->n_slots_used) run->n_slots_used = s + 1;
+        *slot = s;
+        return PLAIT_OK;
+    }
+    return plait_set_error(PLAIT_ERR_INTERNAL, "schedule holds more than %d micro-batches in flight", run->max_slots);
+}
+
+static void release_slot(plait_run *run, int32_t chunk, int32_t mb) {
+    int32_t key = chunk * run->plan.micro_batches + mb;
+    if (run->slot_of[key] >= 0) run->slot_busy[run->slot_of[key]] = 0;
+    run->slot_of[key] = -1;
+}
+
+/* ---- pipeline neighbours ---------------------------------------------- */
+
+/* Stage (pp rank) that runs global layer `layer`. */
+static int32_t stage_of(const plait_run *run, int32_t layer) { return run->plan.layer_stage[layer]; }
+
+/* Tag of the activation (dir 0) or gradient (dir 1) crossing the boundary
+ * after layer `boundary` for local micro-batch `mb`; both sides compute it
+ * from the same facts. */
+static uint32_t pp_tag(int dir, int32_t boundary, int32_t mb) {
+    return ((uint32_t)dir << 30) | ((uint32_t)boundary << 16) | ((uint32_t)mb & 0xffffu);
+}
+
+static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint32_t tag, const char *what,
+                            plait_step_timing *t) {
+    const plait_coll_api *coll = plait_host_table()->coll;
+    double t0 = now_s();
+    plait_coll_opts opts = {.struct_size = sizeof opts, .label = what};
+    plait_status st = coll->recv(run->mesh.pp_comm, buf, plait_model_boundary_numel(run->model), PLAIT_F32,
+                                 from_stage, tag, &opts, NULL);
+    t->idle_s += now_s() - t0;
+    return st;
+}
+
+static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *buf, int32_t to_stage, uint32_t tag,
+                            const char *what) {
+    const plait_coll_api *coll = plait_host_table()->coll;
+    plait_status st = wait_slot_sends(run, slot); /* at most one pending send of each kind per slot */
+    if (st != PLAIT_OK) return st;
+    plait_coll_opts opts = {.struct_size = sizeof opts, .label = what};
+    return coll->send(run->mesh.pp_comm, buf, plait_model_boundary_numel(run->model), PLAIT_F32, to_stage, tag,
+                      &opts, &run->send_req[slot * 2 + k]);
+}
+
+/* ---- compute ------------------------------------------------------------ */
+
+static int chunk_has(const plait_run *run, int32_t chunk, int32_t layer) {
+    return run->first_layer[chunk] <= layer && layer <= run->last_layer[chunk];
+}
+
+static plait_status load_batch(plait_run *run, int32_t slot, int32_t chunk, int split, int64_t step,
+                               int64_t global_mb) {
+    int32_t head = run->spec->n_layers - 1;
+    if (!chunk_has(run, chunk, 0) && !chunk_has(run, chunk, head)) return PLAIT_OK;
+    plait_status st = plait_run_fetch_batch(run, split, step, global_mb, run->tokens, run->targets);
+    if (st != PLAIT_OK) return st;
+    return plait_model_set_batch(run->model, slot, run->tokens, run->targets);
+}
+
+static plait_status forward_chunk(plait_run *run, int32_t chunk, int32_t mb, int split, int64_t step,
+                                  int64_t global_mb, plait_step_timing *t) {
+    int32_t slot;
+    plait_status st = get_slot(run, chunk, mb, &slot);
+    if (st == PLAIT_OK) st = load_batch(run, slot, chunk, split, step, global_mb);
+    double t0 = now_s();
+    for (int32_t l = run->first_layer[chunk]; st == PLAIT_OK && l <= run->last_layer[chunk]; l++) {
+        if (run->opt->before_forward) st = run->opt->before_forward(run->opt_state, l, mb);
+        if (st == PLAIT_OK) st = plait_model_forward_layer(run->model, l, slot);
+        if (st == PLAIT_OK && run->opt->after_forward) st = run->opt->after_forward(run->opt_state, l, mb);
+    }
+    t->compute_s += now_s() - t0;
+    if (st == PLAIT_OK && chunk_has(run, chunk, run->spec->n_layers - 1) && run->mesh.tp_rank == 0)
+        run->mb_loss[global_mb] = plait_model_loss_sum(run->model, slot);
+    return st;
+}
+
+/* Deterministic mode: a layer's gradients of one micro-batch go to scratch
+ * and are folded into the canonical tree right after its backward. */
+static void redirect_grads(plait_run *run, int32_t layer, int to_scratch) {
+    for (int32_t i = 0; i < run->params.n_params; i++) {
+        plait_param *p = &run->params.params[i];
+        if (p->layer != layer) continue;
+        if (to_scratch) {
+            p->grad = run->grad_scratch + p->flat_offset;
+            memset(p->grad, 0, p->numel * sizeof(float));
+        } else {
+            p->grad = run->grad_flat + p->flat_offset;
+        }
+    }
+}
+
+static plait_status fold_grads(plait_run *run, int32_t layer, int32_t mb) {
+    for (int32_t i = 0; i < run->params.n_params; i++) {
+        plait_param *p = &run->params.params[i];
+        if (p->layer != layer) continue;
+        plait_status st = plait_grad_tree_add(run->tree, mb, run->grad_scratch, run->grad_flat, p->flat_offset, p->numel);
+        if (st != PLAIT_OK) return st;
+    }
+    return PLAIT_OK;
+}
+
+static plait_status backward_chunk(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
+    int32_t slot;
+    plait_status st = get_slot(run, chunk, mb, &slot);
+    int last = mb == run->plan.micro_batches - 1;
+    for (int32_t l = run->last_layer[chunk]; st == PLAIT_OK && l >= run->first_layer[chunk]; l--) {
+        double t0 = now_s();
+        if (run->opt->before_backward) st = run->opt->before_backward(run->opt_state, l, mb);
+        if (st == PLAIT_OK && run->tree) redirect_grads(run, l, 1);
+        if (st == PLAIT_OK) st = plait_model_backward_layer(run->model, l, slot);
+        if (run->tree) {
+            redirect_grads(run, l, 0);
+            if (st == PLAIT_OK) st = fold_grads(run, l, mb);
+        }
+        t->compute_s += now_s() - t0;
+        if (st == PLAIT_OK && run->opt->after_backward) st = run->opt->after_backward(run->opt_state, l, mb, last);
+        if (st == PLAIT_OK && run->par->grads_ready) st = run->par->grads_ready(run->par_state, l, mb, last);
+    }
+    /* A chunk that sends its input gradient keeps the slot until SEND_GRAD. */
+    if (run->first_layer[chunk] == 0) release_slot(run, chunk, mb);
+    return st;
+}
+
+/* Sum the tied copy's gradient into its local original (embedding part +
+ * head part, the canonical order), when the core owns gradients. */
+static void combine_tied_grads(plait_run *run) {
+    if (run->opt_flags & PLAIT_OPTIM_REDUCES_GRADS) return; /* the optimizer does it after reducing */
+    for (int32_t i = 0; i < run->params.n_params; i++) {
+        plait_param *p = &run->params.params[i];
+        if (!(p->flags & PLAIT_PARAM_TIED_COPY) || p->tied_to < 0) continue;
+        int32_t o = run->local_of_global[p->tied_to];
+        if (o < 0) continue;
+        float *dst = run->params.params[o].grad;
+        for (size_t k = 0; k < p->numel; k++) dst[k] = dst[k] + p->grad[k];
+    }
+}
+
+static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
+    double t0 = now_s();
+    plait_status st = PLAIT_OK;
+    for (int32_t s = 0; s < run->max_slots; s++) {
+        plait_status w = wait_slot_sends(run, s);
+        if (st == PLAIT_OK) st = w;
+    }
+    t->idle_s += now_s() - t0;
+    t0 = now_s();
+    if (st == PLAIT_OK && run->par->finish_grads) st = run->par->finish_grads(run->par_state);
+    if (st == PLAIT_OK && run->opt->finish_grads) st = run->opt->finish_grads(run->opt_state);
+    t->comm_s += now_s() - t0;
+    if (st == PLAIT_OK) combine_tied_grads(run);
+    return st;
+}
+
+/* Mean token loss of the step: every global micro-batch's loss sum has one
+ * contributor (its last-stage, TP-rank-0 rank), so a world sum of the
+ * zero-padded vector is exact; the tree sum then matches one process. */
+static plait_status global_loss(plait_run *run, double *loss) {
+    int64_t n = run->batch.global_batch / run->batch.micro_batch;
+    const plait_coll_api *coll = plait_host_table()->coll;
+    plait_status st = PLAIT_OK;
+    if (run->mesh.world_size > 1)
+        st = coll->allreduce(run->world, run->mb_loss, run->mb_loss, (size_t)n, PLAIT_F64, PLAIT_SUM, NULL, NULL);
+    if (st != PLAIT_OK) return st;
+    *loss = plait_tree_sum(run->mb_loss, n) / ((double)run->batch.global_batch * run->block_size);
+    return PLAIT_OK;
+}
+
+plait_status plait_run_execute(plait_run *run, int split, int64_t step, int train, plait_step_timing *t,
+                               plait_optim_step_out *out) {
+    const plait_plan *plan = &run->plan;
+    int64_t n_global = run->batch.global_batch / run->batch.micro_batch;
+    memset(run->mb_loss, 0, sizeof(double) * (size_t)n_global);
+    for (int32_t k = 0; k < plan->chunks * plan->micro_batches; k++) run->slot_of[k] = -1;
+    memset(run->slot_busy, 0, (size_t)run->max_slots);
+    plait_status st = PLAIT_OK;
+    for (size_t i = 0; st == PLAIT_OK && i < plan->n_instr; i++) {
+        const plait_instr *in = &plan->schedule[i];
+        int32_t c = in->chunk, mb = in->mb;
+        int64_t gmb = plan->first_micro_batch + mb;
+        int32_t slot;
+        switch ((plait_instr_op)in->op) {
+        case PLAIT_INSTR_FORWARD:
+            st = forward_chunk(run, c, mb, split, step, gmb, t);
+            if (st == PLAIT_OK && !train && run->last_layer[c] == run->spec->n_layers - 1) release_slot(run, c, mb);
+            break;
+        case PLAIT_INSTR_BACKWARD:
+            if (train) st = backward_chunk(run, c, mb, t);
+            break;
+        case PLAIT_INSTR_RECV_ACT: {
+            int32_t b = run->first_layer[c] - 1;
+            st = get_slot(run, c, mb, &slot);
+            if (st == PLAIT_OK)
+                st = pp_recv(run, plait_model_boundary(run->model, slot, b), stage_of(run, b), pp_tag(0, b, mb),
+                             "pipeline activation", t);
+            break;
+        }
+        case PLAIT_INSTR_SEND_ACT: {
+            int32_t b = run->last_layer[c];
+            st = get_slot(run, c, mb, &slot);
+            if (st == PLAIT_OK)
+                st = pp_send(run, slot, 0, plait_model_boundary(run->model, slot, b), stage_of(run, b + 1),
+                             pp_tag(0, b, mb), "pipeline activation");
+            if (st == PLAIT_OK && !train) release_slot(run, c, mb);
+            break;
+        }
+        case PLAIT_INSTR_RECV_GRAD: {
+            if (!train) break;
+            int32_t b = run->last_layer[c];
+            st = get_slot(run, c, mb, &slot);
+            if (st == PLAIT_OK)
+                st = pp_recv(run, plait_model_boundary_grad(run->model, slot, b), stage_of(run, b + 1),
+                             pp_tag(1, b, mb), "pipeline gradient", t);
+            break;
+        }
+        case PLAIT_INSTR_SEND_GRAD: {
+            if (!train) break;
+            int32_t b = run->first_layer[c] - 1;
+            st = get_slot(run, c, mb, &slot);
+            if (st == PLAIT_OK)
+                st = pp_send(run, slot, 1, plait_model_boundary_grad(run->model, slot, b), stage_of(run, b),
+                             pp_tag(1, b, mb), "pipeline gradient");
+            release_slot(run, c, mb);
+            break;
+        }
+        case PLAIT_INSTR_REDUCE_GRADS:
+            st = train ? reduce_grads(run, t) : PLAIT_OK;
+            break;
+        case PLAIT_INSTR_OPTIM_STEP:
+            if (train) {
+                double t0 = now_s();
+                plait_optim_step_in sin = {.struct_size = sizeof sin, .step = step};
+                st = run->opt->step(run->opt_state, &sin, out);
+                t->compute_s += now_s() - t0;
+            }
+            break;
+        default:
+            st = plait_set_error(PLAIT_ERR_INTERNAL, "schedule instruction %zu has unknown op %u", i, in->op);
+        }
+    }
+    /* Sends still in flight finish before the buffers are touched again. */
+    for (int32_t s = 0; s < run->max_slots; s++) {
+        plait_status w = wait_slot_sends(run, s);
+        if (st == PLAIT_OK) st = w;
+    }
+    return st;
+}
+
+plait_status plait_run_step(plait_run *run, plait_step_result *res) {
+    memset(res, 0, sizeof *res);
+    double t0 = now_s();
+    if (run->grad_flat) memset(run->grad_flat, 0, run->flat_numel * sizeof(float));
+    plait_status st = PLAIT_OK;
+    if (run->par->begin_step) st = run->par->begin_step(run->par_state, run->step);
+    plait_optim_step_out out = {.struct_size = sizeof out};
+    if (st == PLAIT_OK) st = plait_run_execute(run, 0, run->step, 1, &res->t, &out);
+    if (st == PLAIT_OK) st = global_loss(run, &res->loss);
+    if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step);
+    res->lr = out.lr;
+    res->grad_norm = out.grad_norm;
+    res->t.optim_bytes = out.bytes_sent;
+    if (run->par->step_stats) {
+        plait_parallel_stats ps = {.struct_size = sizeof ps};
+        run->par->step_stats(run->par_state, &ps);
+        res->t.dp_bytes = ps.axis_bytes[0];
+        res->t.tp_bytes = ps.axis_bytes[1];
+        res->t.pp_bytes = ps.axis_bytes[2];
+        res->t.comm_s += ps.axis_wait_seconds[1]; /* TP all-reduces block inside forward/backward */
+        res->t.compute_s -= ps.axis_wait_seconds[1];
+        res->t.reductions = ps.reductions;
+        res->t.early_reductions = ps.early_reductions;
+    }
+    res->t.step_s = now_s() - t0;
+    run->step++;
+    return PLAIT_OK;
+}
+
+plait_status plait_run_eval(plait_run *run, double *val_loss) {
+    int64_t batches = plait_config_int(run->cfg, "run", "eval_batches");
+    /* Each evaluation pass runs the same forward schedule over a fixed set of
+     * validation micro-batches (indexed by the pass, not the training step). */
+    double total = 0;
+    plait_step_timing t = {0};
+    int64_t per_pass = run->batch.global_batch / run->batch.micro_batch;
+    int64_t passes = (batches + per_pass - 1) / per_pass;
+    for (int64_t p = 0; p < passes; p++) {
+        plait_status st = plait_run_execute(run, 1, p, 0, &t, NULL);
+        double loss = 0;
+        if (st == PLAIT_OK) st = global_loss(run, &loss);
+        if (st != PLAIT_OK) return plait_wrap_error(st, "evaluation");
+        total += loss;
+    }
+    *val_loss = total / (double)passes;
+    return PLAIT_OK;
+}

@@ -1,0 +1,86 @@
+/*
+ * A run's job and world communicator: join the job (whatever launched this
+ * rank), create the world over the selected comm plugin, set the math threads,
+ * and check that every rank uses the same values for the keys that must agree.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm_job.h"
+#include "model/kernels.h"
+#include "plugin/loader.h"
+#include "runtime/error.h"
+#include "runtime/host.h"
+#include "runtime/log.h"
+#include "train/run.h"
+#include "train/run_internal.h"
+
+/* Rank 0's fingerprint of the must-agree keys goes to everyone; a rank that
+ * differs names its differing lines, and every rank fails together. */
+static plait_status check_same_config(plait_run *run) {
+    const plait_coll_api *coll = plait_host_table()->coll;
+    char *mine = plait_config_fingerprint(run->cfg);
+    if (!mine) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    int64_t len = (int64_t)strlen(mine) + 1;
+    plait_status st = coll->broadcast(run->world, &len, 1, PLAIT_I64, 0, NULL, NULL);
+    char *root = st == PLAIT_OK ? malloc((size_t)len) : NULL;
+    if (st == PLAIT_OK && !root) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    if (st == PLAIT_OK) {
+        if (coll->rank(run->world) == 0) memcpy(root, mine, (size_t)len);
+        st = coll->broadcast(run->world, root, (size_t)len, PLAIT_U8, 0, NULL, NULL);
+    }
+    int differs = st == PLAIT_OK && strcmp(root, mine) != 0;
+    char diff[1024] = "";
+    if (differs) {
+        /* first differing line of each side */
+        char *a = mine, *b = root;
+        while (*a && *b) {
+            char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+            size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+            if (la != lb || memcmp(a, b, la) != 0) {
+                snprintf(diff, sizeof diff, "here %.*s, on rank 0 %.*s", (int)la, a, (int)lb, b);
+                break;
+            }
+            a += la + (ea != NULL);
+            b += lb + (eb != NULL);
+        }
+    }
+    int any = differs;
+    if (st == PLAIT_OK) st = coll->allreduce(run->world, &any, &any, 1, PLAIT_I32, PLAIT_MAX, NULL, NULL);
+    free(root);
+    free(mine);
+    if (st != PLAIT_OK) return st;
+    if (differs)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "rank %d's configuration differs from rank 0's in a key that must be equal on every "
+                               "rank: %s",
+                               coll->rank(run->world), diff);
+    if (any)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "the ranks' configurations differ in keys that must be equal (see the differing "
+                               "rank's error)");
+    return PLAIT_OK;
+}
+
+plait_status plait_run_open_world(plait_run *run) {
+    const char *name = plait_config_str(run->cfg, "comm", "plugin");
+    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, name);
+    if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[comm] plugin = %s", name);
+    if (d->probe && d->probe(plait_host_table()) != PLAIT_OK)
+        return plait_wrap_error(PLAIT_ERR_UNSUPPORTED, "[comm] plugin = %s cannot run here", name);
+    plait_comm_settings settings;
+    plait_status st = plait_comm_settings_from_config(run->cfg, &settings);
+    if (st == PLAIT_OK) st = plait_job_join(run->cfg, &run->job);
+    if (st == PLAIT_OK) st = plait_comm_create_job_world(run->job, d->ops, run->cfg, &settings, &run->world);
+    if (st != PLAIT_OK) return st;
+    plait_log_set_rank(plait_job_size(run->job) > 1 ? plait_job_rank(run->job) : -1);
+    plait_kernels_set_threads(plait_host_table()->math_threads());
+    return plait_job_size(run->job) > 1 ? check_same_config(run) : PLAIT_OK;
+}
+
+void plait_run_close_world(plait_run *run) {
+    if (run->world) plait_comm_free(run->world);
+    run->world = NULL;
+    if (run->job) plait_job_leave(run->job, run->failed);
+    run->job = NULL;
+}

@@ -1,0 +1,141 @@
+/*
+ * `plait train`: the loop around plait_run — steps, evaluation, metrics.csv,
+ * progress on rank 0, checkpoints every ckpt_every steps and at the end,
+ * resume from the latest complete checkpoint.
+ */
+#include "train/train_loop.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runtime/error.h"
+#include "runtime/host.h"
+#include "runtime/log.h"
+#include "train/metrics.h"
+#include "train/progress.h"
+#include "train/run.h"
+#include "train/run_ckpt.h"
+#include "train/run_internal.h"
+
+static plait_status make_dirs(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return plait_set_error(PLAIT_ERR_SYSTEM, "cannot create %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return plait_set_error(PLAIT_ERR_SYSTEM, "cannot create %s: %s", buf, strerror(errno));
+    return PLAIT_OK;
+}
+
+void plait_train_out_dir(const plait_config *cfg, char *buf, size_t len) {
+    const char *dir = plait_config_str(cfg, "run", "out_dir");
+    if (*dir) {
+        snprintf(buf, len, "%s", dir);
+        return;
+    }
+    const char *path = plait_config_path(cfg);
+    const char *base = path ? strrchr(path, '/') : NULL;
+    base = base ? base + 1 : path ? path : "run";
+    size_t n = strlen(base);
+    if (n > 4 && strcmp(base + n - 4, ".ini") == 0) n -= 4;
+    snprintf(buf, len, "runs/%.*s", (int)n, base);
+}
+
+static void add_columns(plait_metrics *m) {
+    static const char *const cols[] = {
+        "step", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "compute_ms", "comm_ms",
+        "idle_ms", "peak_rss_mb", "dp_bytes", "tp_bytes", "pp_bytes", "optim_bytes", "early_buckets",
+        "param_mb", "grad_mb", "optim_state_mb", "buffer_mb", "activation_mb"};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) plait_metrics_column(m, cols[i]);
+}
+
+plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
+    char out_dir[4096];
+    plait_train_out_dir(cfg, out_dir, sizeof out_dir);
+    plait_status st = make_dirs(out_dir);
+    if (st != PLAIT_OK) return st;
+
+    char *resume_dir = NULL;
+    st = plait_run_find_resume(cfg, out_dir, opts->resume, &resume_dir);
+    if (st != PLAIT_OK) return st;
+    plait_run *run = NULL;
+    st = plait_run_open(cfg, resume_dir, &run);
+    if (st != PLAIT_OK) {
+        free(resume_dir);
+        return st;
+    }
+    int rank = run->mesh.world_rank;
+    char log_path[4200];
+    snprintf(log_path, sizeof log_path, "%s/rank-%d.log", out_dir, rank);
+    if (plait_log_set_file(log_path) != 0)
+        PLAIT_WARN("train", "cannot write %s: %s", log_path, strerror(errno));
+
+    plait_metrics metrics = {0};
+    plait_progress progress;
+    int64_t tokens_per_step = run->batch.global_batch * run->block_size;
+    if (rank == 0) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/metrics.csv", out_dir);
+        st = plait_metrics_open(&metrics, path, resume_dir != NULL);
+        add_columns(&metrics);
+        plait_progress_init(&progress, opts->progress ? opts->progress : plait_config_str(cfg, "run", "progress"),
+                            stdout, run->steps, plait_run_flops_per_token(run), opts->peak_flops);
+        plait_run_print_summary(run, out_dir, resume_dir);
+    }
+    free(resume_dir);
+    int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
+    int64_t ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
+    double started = plait_host_table()->now();
+    int64_t first_step = run->step;
+    double loss = NAN, val_loss = -1;
+    while (st == PLAIT_OK && run->step < run->steps) {
+        plait_step_result res;
+        st = plait_run_step(run, &res);
+        if (st != PLAIT_OK) break;
+        int64_t done = run->step; /* steps completed */
+        loss = res.loss;
+        val_loss = -1;
+        if ((eval_every > 0 && done % eval_every == 0) || done == run->steps) {
+            st = plait_run_eval(run, &val_loss);
+            if (st != PLAIT_OK) break;
+        }
+        if (rank == 0) {
+            double elapsed = plait_host_table()->now() - started;
+            double tps = (double)tokens_per_step / res.t.step_s;
+            double eta = (double)(run->steps - done) * elapsed / (double)(done - first_step);
+            plait_progress_step(&progress, done, res.loss, val_loss, res.lr, tps, eta);
+            plait_run_fill_metrics(run, &metrics, &res, val_loss);
+            st = plait_metrics_row(&metrics);
+        }
+        if (st == PLAIT_OK && ckpt_every > 0 && done % ckpt_every == 0 && done != run->steps)
+            st = plait_run_save(run, out_dir);
+    }
+    if (st == PLAIT_OK && run->step > first_step) st = plait_run_save(run, out_dir);
+    else if (st == PLAIT_OK && run->step == first_step && rank == 0)
+        PLAIT_INFO("train", "nothing to do: the run is already at step %lld of %lld", (long long)run->step,
+                   (long long)run->steps);
+    if (rank == 0) {
+        plait_progress_finish(&progress);
+        plait_metrics_close(&metrics);
+        if (st == PLAIT_OK)
+            printf("done: %lld steps, final loss %.4f%s; metrics: %s/metrics.csv; checkpoint: %s/ckpt-%08lld\n",
+                   (long long)run->step, loss, "", out_dir, out_dir, (long long)run->step);
+    }
+    if (st != PLAIT_OK) {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", plait_last_error());
+        plait_run_close(run);
+        return plait_set_error(st, "%s", msg);
+    }
+    plait_run_close(run);
+    return PLAIT_OK;
+}

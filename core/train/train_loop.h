@@ -1,0 +1,28 @@
+/*
+ * The training loop behind `plait train` (and the ranks it spawns).
+ */
+#ifndef PLAIT_CORE_TRAIN_LOOP_H
+#define PLAIT_CORE_TRAIN_LOOP_H
+
+#include <stddef.h>
+
+#include "config/config.h"
+
+typedef enum {
+    PLAIT_RESUME_FROM_CONFIG = 0, /* [run] resume decides */
+    PLAIT_RESUME_REQUIRED = 1     /* --resume: a complete checkpoint must exist */
+} plait_resume_mode;
+
+typedef struct plait_train_options {
+    plait_resume_mode resume;
+    const char *progress;   /* override of [run] progress, or NULL */
+    double peak_flops;      /* for the MFU estimate; 0 = not shown */
+} plait_train_options;
+
+/* Train as this rank of the job (collective over the world). */
+plait_status plait_train(plait_config *cfg, const plait_train_options *opts);
+
+/* The run directory: [run] out_dir, or runs/<config file name without .ini>. */
+void plait_train_out_dir(const plait_config *cfg, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,140 @@
+/*
+ * The conformance matrix over the TCP plugin with real processes: 4 and 3
+ * ranks under plait's launcher, and 4 ranks under
+ * `mpirun --allow-run-as-root --oversubscribe -np 4`.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "comm/launch.h"
+#include "runtime/runtime.h"
+
+static const char *driver(void) {
+    const char *d = getenv("PLAIT_COLL_DRIVER");
+    return d ? d : "tests/coll_mp_driver";
+}
+
+/* Output of a job: stdout + stderr of every rank, in a temporary file. */
+static char *slurp_fd(int fd) {
+    off_t n = lseek(fd, 0, SEEK_END);
+    char *s = malloc((size_t)n + 1);
+    ssize_t got = pread(fd, s, (size_t)n, 0);
+    s[got > 0 ? got : 0] = '\0';
+    return s;
+}
+
+static int tmp_out(void) {
+    char path[] = "/tmp/plait-coll-test-XXXXXX";
+    int fd = mkstemp(path);
+    unlink(path);
+    return fd;
+}
+
+static void expect_ok(int code, char *out) {
+    if (code != 0 || !strstr(out, "coll_mp_driver: ok")) fail_msg("driver exited %d:\n%s", code, out);
+    fprintf(stderr, "%s", strstr(out, "coll_mp_driver: ") ? strstr(out, "coll_mp_driver: ") : out);
+    free(out);
+}
+
+static char *run_launch(int n, char **argv, char **env, int *code) {
+    int fd = tmp_out();
+    plait_launch_opts o = {.nranks = n, .exe = driver(), .argv = argv, .extra_env = env, .grace_s = 5,
+                           .stdout_fd = fd, .stderr_fd = fd, .quiet = 1};
+    plait_launch_result res;
+    assert_int_equal(plait_launch_local(&o, &res), PLAIT_OK);
+    char *out = slurp_fd(fd);
+    close(fd);
+    *code = res.exit_code;
+    return out;
+}
+
+static void launch(int n) {
+    int fd = tmp_out();
+    char *argv[] = {"coll_mp_driver", NULL};
+    char *env[] = {"PLAIT_COMM_TIMEOUT=120", "PLAIT_LOG_LEVEL=warn", NULL};
+    plait_launch_opts o = {.nranks = n, .exe = driver(), .argv = argv, .extra_env = env, .grace_s = 5,
+                           .stdout_fd = fd, .stderr_fd = fd, .quiet = 1};
+    plait_launch_result res;
+    assert_int_equal(plait_launch_local(&o, &res), PLAIT_OK);
+    char *out = slurp_fd(fd);
+    close(fd);
+    expect_ok(res.exit_code, out);
+}
+
+static void test_tcp_4_ranks_plait_launcher(void **state) {
+    (void)state;
+    launch(4);
+}
+
+static void test_tcp_3_ranks_plait_launcher(void **state) {
+    (void)state;
+    launch(3);
+}
+
+/* Rank 2 sits out an allreduce: the others fail within the timeout (2 s),
+ * naming the operation, its sequence number and a peer. */
+static void test_tcp_stalled_rank(void **state) {
+    (void)state;
+    char *argv[] = {"coll_mp_driver", "stall", "2", NULL};
+    char *env[] = {"PLAIT_COMM_TIMEOUT=2", "PLAIT_LOG_LEVEL=error", NULL};
+    int code = 0;
+    char *out = run_launch(4, argv, env, &code);
+    fprintf(stderr, "%s", out);
+    if (code != 0) fail_msg("stall scenario exited %d:\n%s", code, out);
+    int named = 0;
+    for (int r = 0; r < 4; r++) {
+        if (r == 2) continue;
+        char key[64];
+        snprintf(key, sizeof key, "coll_mp_driver: rank %d: ", r);
+        const char *line = strstr(out, key);
+        if (!line) fail_msg("no report from rank %d:\n%s", r, out);
+        double secs = atof(strstr(line, " after ") + 7);
+        if (secs > 3 * 2 + 2) fail_msg("rank %d took %.2f s to fail (timeout 2 s)", r, secs);
+        const char *eol = strchr(line, '\n');
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%.*s", eol ? (int)(eol - line) : (int)strlen(line), line);
+        if (!strstr(msg, "allreduce #2 'stall test'") || !strstr(msg, "1024 B"))
+            fail_msg("rank %d's message does not name the operation: %s", r, msg);
+        if (strstr(msg, "rank 2 (world rank 2)")) named++;
+    }
+    if (!named) fail_msg("no rank named the stalled rank 2:\n%s", out);
+    free(out);
+}
+
+static void test_tcp_4_ranks_mpirun(void **state) {
+    (void)state;
+    const char *mpirun = getenv("PLAIT_MPIRUN") ? getenv("PLAIT_MPIRUN") : "/usr/bin/mpirun";
+    if (access(mpirun, X_OK) != 0) fail_msg("%s not found: install openmpi-bin", mpirun);
+    int fd = tmp_out();
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(mpirun, mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "4", "-x",
+              "PLAIT_COMM_TIMEOUT=120", "-x", "PLAIT_LOG_LEVEL=warn", driver(), (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char *out = slurp_fd(fd);
+    close(fd);
+    expect_ok(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out);
+}
+
+int main(void) {
+    plait_runtime_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tcp_4_ranks_plait_launcher),
+        cmocka_unit_test(test_tcp_3_ranks_plait_launcher),
+        cmocka_unit_test(test_tcp_4_ranks_mpirun),
+        cmocka_unit_test(test_tcp_stalled_rank),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,251 @@
+/* plait's local launcher: the environment each rank gets, failure reports
+ * ("rank R failed: <its last error>", signals), stopping the others, Ctrl-C
+ * forwarding, the -n argument, and `plait <command> -n N` end to end. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "job_runner.h"
+
+/* Run `script` with /bin/sh as every rank. */
+static void launch_sh(int n, const char *script, double grace, job_outcome *out) {
+    char *argv[] = {"sh", "-c", (char *)script, NULL};
+    char path[64];
+    int fd = out_file(path, sizeof path);
+    plait_launch_opts o = {0};
+    o.nranks = n;
+    o.exe = "/bin/sh";
+    o.argv = argv;
+    o.grace_s = grace;
+    o.stdout_fd = o.stderr_fd = fd;
+    o.quiet = 1;
+    double t0 = plait_net_now();
+    plait_status st = plait_launch_local(&o, &out->res);
+    out->seconds = plait_net_now() - t0;
+    close(fd);
+    out->output = slurp(path);
+    unlink(path);
+    out->exit_code = st == PLAIT_OK ? out->res.exit_code : -1;
+}
+
+static void test_rank_environment(void **state) {
+    (void)state;
+    job_outcome o;
+    launch_sh(3,
+              "echo \"rank=$PLAIT_RANK size=$PLAIT_WORLD_SIZE local=$PLAIT_LOCAL_RANK/$PLAIT_LOCAL_SIZE "
+              "blas=$OPENBLAS_NUM_THREADS omp=$OMP_NUM_THREADS math=$PLAIT_MATH_THREADS "
+              "store=${PLAIT_STORE_ADDR%%:*} tok=${#PLAIT_JOB_TOKEN} fd=${PLAIT_STORE_FD:-none}\"",
+              1, &o);
+    assert_int_equal(o.exit_code, 0);
+    assert_int_equal(o.res.failed_rank, -1);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cores / 3 > 0 ? (int)(cores / 3) : 1;
+    char want[256];
+    for (int r = 0; r < 3; r++) {
+        snprintf(want, sizeof want,
+                 "rank=%d size=3 local=%d/3 blas=%d omp=%d math=%d store=127.0.0.1 tok=48 fd=%s", r, r, threads,
+                 threads, threads, r == 0 ? "" : "none");
+        if (r == 0) want[strlen(want)] = '\0';
+        assert_contains(o.output, want);
+    }
+    outcome_free(&o);
+}
+
+static void test_failure_names_rank_and_last_error(void **state) {
+    (void)state;
+    job_outcome o;
+    /* rank 1 reports an error and fails; the others would run for 30 s */
+    launch_sh(4,
+              "if [ $PLAIT_RANK = 1 ]; then echo 'first problem' > /proc/$$/fd/$PLAIT_REPORT_FD; "
+              "echo 'disk on fire' > /proc/$$/fd/$PLAIT_REPORT_FD; exit 3; fi; exec sleep 30",
+              0.3, &o);
+    assert_int_equal(o.exit_code, 3);
+    assert_int_equal(o.res.failed_rank, 1);
+    assert_string_equal(o.res.message, "rank 1 failed: disk on fire");
+    assert_true(o.seconds < 10); /* the sleepers were stopped */
+    outcome_free(&o);
+}
+
+static void test_failure_without_report(void **state) {
+    (void)state;
+    job_outcome o;
+    launch_sh(2, "if [ $PLAIT_RANK = 0 ]; then exit 5; fi; exec sleep 30", 0.3, &o);
+    assert_int_equal(o.exit_code, 5);
+    assert_int_equal(o.res.failed_rank, 0);
+    assert_contains(o.res.message, "rank 0 failed with exit code 5");
+    outcome_free(&o);
+}
+
+static void test_killed_rank_is_the_cause(void **state) {
+    (void)state;
+    job_outcome o;
+    /* rank 2 dies by SIGKILL; rank 0 "notices" and fails right after */
+    launch_sh(3,
+              "if [ $PLAIT_RANK = 2 ]; then kill -9 $$; fi; "
+              "if [ $PLAIT_RANK = 0 ]; then sleep 0.2; echo 'lost rank 2' > /proc/$$/fd/$PLAIT_REPORT_FD; exit 1; fi; "
+              "exec sleep 30",
+              0.5, &o);
+    assert_int_equal(o.res.failed_rank, 2);
+    assert_int_equal(o.res.term_signal, SIGKILL);
+    assert_string_equal(o.res.message, "rank 2 was killed by SIGKILL");
+    assert_int_equal(o.exit_code, 128 + SIGKILL);
+    assert_true(o.seconds < 10);
+    outcome_free(&o);
+}
+
+static void test_ranks_ignoring_sigterm_are_killed(void **state) {
+    (void)state;
+    job_outcome o;
+    launch_sh(2, "if [ $PLAIT_RANK = 0 ]; then exit 1; fi; trap '' TERM; sleep 30", 0.3, &o);
+    assert_int_equal(o.res.failed_rank, 0);
+    assert_true(o.seconds < 10);
+    outcome_free(&o);
+}
+
+static void test_exec_failure(void **state) {
+    (void)state;
+    char *argv[] = {"nope", NULL};
+    plait_launch_opts o = {0};
+    o.nranks = 2;
+    o.exe = "/nonexistent/binary";
+    o.argv = argv;
+    o.grace_s = 0.3;
+    o.stdout_fd = o.stderr_fd = -1;
+    o.quiet = 1;
+    plait_launch_result res;
+    assert_int_equal(plait_launch_local(&o, &res), PLAIT_OK);
+    assert_int_equal(res.exit_code, 127);
+    assert_contains(res.message, "cannot execute /nonexistent/binary");
+}
+
+/* The launcher forwards SIGINT to the ranks and exits 130. */
+static void test_ctrl_c_forwarded(void **state) {
+    (void)state;
+    char pidfile[64];
+    int fd = out_file(pidfile, sizeof pidfile);
+    close(fd);
+    pid_t child = fork();
+    if (child == 0) {
+        char script[256];
+        snprintf(script, sizeof script, "echo $$ >> %s; trap 'exit 7' INT; sleep 30 & wait", pidfile);
+        char *argv[] = {"sh", "-c", script, NULL};
+        plait_launch_opts o = {0};
+        o.nranks = 2;
+        o.exe = "/bin/sh";
+        o.argv = argv;
+        o.grace_s = 1;
+        o.stdout_fd = o.stderr_fd = open("/dev/null", O_WRONLY);
+        o.quiet = 1;
+        plait_launch_result res;
+        if (plait_launch_local(&o, &res) != PLAIT_OK) _exit(99);
+        _exit(res.exit_code);
+    }
+    /* wait until both ranks run */
+    double deadline = plait_net_now() + 10;
+    for (;;) {
+        char *s = slurp(pidfile);
+        int lines = 0;
+        for (char *p = s; *p; p++) lines += *p == '\n';
+        free(s);
+        if (lines >= 2 || plait_net_now() > deadline) break;
+        usleep(20000);
+    }
+    double t0 = plait_net_now();
+    kill(child, SIGINT);
+    int status;
+    waitpid(child, &status, 0);
+    assert_true(plait_net_now() - t0 < 5);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    char *s = slurp(pidfile);
+    unlink(pidfile);
+    /* both ranks are gone */
+    for (char *p = s; *p;) {
+        int pid = atoi(p);
+        if (pid > 0) assert_int_not_equal(kill(pid, 0), 0);
+        p = strchr(p, '\n');
+        if (!p) break;
+        p++;
+    }
+    free(s);
+}
+
+static void test_take_nranks(void **state) {
+    (void)state;
+    char *a1[] = {"plait", "train", "cfg.ini", "-n", "4", "run.steps=3", NULL};
+    int argc = 6, n = 0;
+    const char *err = NULL;
+    assert_int_equal(plait_launch_take_nranks(&argc, a1, &n, &err), 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(argc, 4);
+    assert_string_equal(a1[3], "run.steps=3");
+    assert_null(a1[4]);
+    char *a2[] = {"plait", "bench", "-n2", NULL};
+    argc = 3;
+    assert_int_equal(plait_launch_take_nranks(&argc, a2, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(argc, 2);
+    char *a3[] = {"plait", "bench", "--nranks=8", NULL};
+    argc = 3;
+    assert_int_equal(plait_launch_take_nranks(&argc, a3, &n, &err), 0);
+    assert_int_equal(n, 8);
+    char *a4[] = {"plait", "bench", "-n", NULL};
+    argc = 3;
+    assert_int_equal(plait_launch_take_nranks(&argc, a4, &n, &err), -1);
+    assert_contains(err, "-n");
+    char *a5[] = {"plait", "bench", "-n", "0", NULL};
+    argc = 4;
+    assert_int_equal(plait_launch_take_nranks(&argc, a5, &n, &err), -1);
+    char *a6[] = {"plait", "train", "x.ini", NULL};
+    argc = 3;
+    assert_int_equal(plait_launch_take_nranks(&argc, a6, &n, &err), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(argc, 3);
+}
+
+/* `plait <command> -n N` through the real CLI binary. */
+static void test_cli_dash_n(void **state) {
+    (void)state;
+    const char *bin = getenv("PLAIT_BIN");
+    if (!bin) fail_msg("PLAIT_BIN is not set (ctest sets it)");
+    job_outcome o;
+    char *ok[] = {(char *)bin, "plugins", "-n", "2", NULL};
+    run_command(ok, NULL, &o);
+    assert_int_equal(o.exit_code, 0);
+    /* two ranks each printed the table */
+    char *first = strstr(o.output, "libplait-comm-tcp.so");
+    assert_non_null(first);
+    assert_non_null(strstr(first + 1, "libplait-comm-tcp.so"));
+    outcome_free(&o);
+    char *bad[] = {(char *)bin, "config", "check", "/nonexistent/x.ini", "-n", "3", NULL};
+    run_command(bad, NULL, &o);
+    assert_int_equal(o.exit_code, 1);
+    assert_contains(o.output, "failed: /nonexistent/x.ini: cannot open config file");
+    assert_contains(o.output, "plait: rank ");
+    outcome_free(&o);
+    /* nested -n inside a rank is refused */
+    char *nested[] = {(char *)bin, "plugins", "-n", "2", NULL};
+    char *env[] = {"PLAIT_RANK=0", NULL};
+    run_command(nested, env, &o);
+    assert_int_equal(o.exit_code, 2);
+    assert_contains(o.output, "already rank 0");
+    outcome_free(&o);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rank_environment),
+        cmocka_unit_test(test_failure_names_rank_and_last_error),
+        cmocka_unit_test(test_failure_without_report),
+        cmocka_unit_test(test_killed_rank_is_the_cause),
+        cmocka_unit_test(test_ranks_ignoring_sigterm_are_killed),
+        cmocka_unit_test(test_exec_failure),
+        cmocka_unit_test(test_ctrl_c_forwarded),
+        cmocka_unit_test(test_take_nranks),
+        cmocka_unit_test(test_cli_dash_n),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,422 @@
+/* Rendezvous store: in-process server and clients. Operations, waits and
+ * their timeouts, and hostile clients (wrong token, random bytes, oversized
+ * frames, silence) that must be rejected without disturbing good clients. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "comm/net.h"
+#include "comm/store.h"
+#include "comm/store_wire.h"
+#include "runtime/error.h"
+
+#define TOKEN "0123456789abcdef-test-token"
+
+#define assert_contains(haystack, needle)                                                  \
+    do {                                                                                   \
+        if (!strstr((haystack), (needle)))                                                 \
+            fail_msg("expected \"%s\" in message: %s", (needle), (haystack));              \
+    } while (0)
+
+static plait_store_server *g_srv;
+static int g_port;
+
+static int setup(void **state) {
+    (void)state;
+    if (plait_store_server_start(-1, "127.0.0.1", 0, TOKEN, 0.5, &g_srv) != PLAIT_OK) {
+        fprintf(stderr, "%s\n", plait_last_error());
+        return -1;
+    }
+    g_port = plait_store_server_port(g_srv);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    plait_store_server_stop(g_srv, 0);
+    g_srv = NULL;
+    return 0;
+}
+
+static plait_store *client(int rank) {
+    plait_store *st = NULL;
+    plait_status s = plait_store_connect("127.0.0.1", g_port, TOKEN, rank, 5, NULL, &st);
+    if (s != PLAIT_OK) fail_msg("connect: %s", plait_last_error());
+    return st;
+}
+
+static void test_set_get_add(void **state) {
+    (void)state;
+    plait_store *st = client(0);
+    assert_int_equal(plait_store_set(st, "a", "hello", 5), PLAIT_OK);
+    char buf[16] = {0};
+    size_t len = 0;
+    assert_int_equal(plait_store_get(st, "a", buf, sizeof buf, &len, 1), PLAIT_OK);
+    assert_int_equal(len, 5);
+    assert_memory_equal(buf, "hello", 5);
+    /* replace, and a zero-length value */
+    assert_int_equal(plait_store_set(st, "a", "", 0), PLAIT_OK);
+    assert_int_equal(plait_store_get(st, "a", buf, sizeof buf, &len, 0), PLAIT_OK);
+    assert_int_equal(len, 0);
+    /* truncated copy still reports the full length */
+    assert_int_equal(plait_store_set(st, "b", "0123456789", 10), PLAIT_OK);
+    assert_int_equal(plait_store_get(st, "b", buf, 4, &len, 0), PLAIT_OK);
+    assert_int_equal(len, 10);
+    assert_memory_equal(buf, "0123", 4);
+    /* absent without waiting */
+    assert_int_equal(plait_store_get(st, "nope", buf, sizeof buf, &len, 0), PLAIT_ERR_INVALID_ARG);
+    assert_contains(plait_last_error(), "nope");
+    int64_t v = 0;
+    assert_int_equal(plait_store_add(st, "ctr", 5, &v), PLAIT_OK);
+    assert_int_equal(v, 5);
+    assert_int_equal(plait_store_add(st, "ctr", -7, &v), PLAIT_OK);
+    assert_int_equal(v, -2);
+    plait_store_close(st);
+}
+
+struct setter_arg {
+    plait_store *st;
+    const char *key;
+    double delay;
+};
+
+static void *delayed_set(void *p) {
+    struct setter_arg *a = p;
+    usleep((useconds_t)(a->delay * 1e6));
+    plait_store_set(a->st, a->key, "late", 4);
+    return NULL;
+}
+
+static void test_get_waits_and_times_out(void **state) {
+    (void)state;
+    plait_store *st = client(0);
+    plait_store *other = client(1);
+    pthread_t t;
+    struct setter_arg a = {other, "w1", 0.1};
+    pthread_create(&t, NULL, delayed_set, &a);
+    char buf[8];
+    size_t len = 0;
+    double t0 = plait_net_now();
+    assert_int_equal(plait_store_get(st, "w1", buf, sizeof buf, &len, 5), PLAIT_OK);
+    assert_int_equal(len, 4);
+    assert_true(plait_net_now() - t0 < 4);
+    pthread_join(t, NULL);
+    /* timeout names the key */
+    t0 = plait_net_now();
+    assert_int_equal(plait_store_get(st, "never", buf, sizeof buf, &len, 0.2), PLAIT_ERR_TIMEOUT);
+    double el = plait_net_now() - t0;
+    assert_true(el >= 0.15 && el < 3);
+    assert_contains(plait_last_error(), "'never'");
+    /* the connection is still usable after a timeout */
+    assert_int_equal(plait_store_set(st, "after", "x", 1), PLAIT_OK);
+    plait_store_close(st);
+    plait_store_close(other);
+}
+
+/* A thread waiting on a key does not block another thread of the same
+ * client from setting it (connections are pooled). */
+static void test_same_client_two_threads(void **state) {
+    (void)state;
+    plait_store *st = client(0);
+    pthread_t t;
+    struct setter_arg a = {st, "pool", 0.1};
+    pthread_create(&t, NULL, delayed_set, &a);
+    char buf[8];
+    assert_int_equal(plait_store_get(st, "pool", buf, sizeof buf, NULL, 5), PLAIT_OK);
+    pthread_join(t, NULL);
+    plait_store_close(st);
+}
+
+struct gather_arg {
+    int index, n;
+    plait_status status;
+    int all[8];
+    int missing[8], n_missing;
+    double timeout;
+    int adds;
+    const char *prefix;
+};
+
+static void *gather_thread(void *p) {
+    struct gather_arg *a = p;
+    plait_store *st = client(a->index);
+    int mine = 100 + a->index;
+    for (int i = 0; i < a->adds; i++) plait_store_add(st, "adds", 1, NULL);
+    a->status = plait_store_gather(st, a->prefix ? a->prefix : "g/", a->n, a->index, &mine, a->all, sizeof mine, a->timeout,
+                                   a->missing, &a->n_missing);
+    plait_store_close(st);
+    return NULL;
+}
+
+static void test_gather_and_add_concurrent(void **state) {
+    (void)state;
+    enum { N = 4 };
+    pthread_t t[N];
+    struct gather_arg a[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (struct gather_arg){.index = i, .n = N, .timeout = 5, .adds = 50};
+        pthread_create(&t[i], NULL, gather_thread, &a[i]);
+    }
+    for (int i = 0; i < N; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(a[i].status, PLAIT_OK);
+        for (int j = 0; j < N; j++) assert_int_equal(a[i].all[j], 100 + j);
+    }
+    plait_store *st = client(0);
+    int64_t v = 0;
+    assert_int_equal(plait_store_add(st, "adds", 0, &v), PLAIT_OK);
+    assert_int_equal(v, N * 50);
+    plait_store_close(st);
+}
+
+static void test_gather_timeout_names_missing(void **state) {
+    (void)state;
+    plait_store *st = client(0);
+    int mine = 1, all[4], missing[4], nm = 0;
+    /* members 0 and 2 arrive, 1 and 3 never do */
+    struct gather_arg other = {.index = 2, .n = 4, .timeout = 0.3, .prefix = "gt/"};
+    pthread_t t;
+    pthread_create(&t, NULL, gather_thread, &other);
+    double t0 = plait_net_now();
+    plait_status s = plait_store_gather(st, "gt/", 4, 0, &mine, all, sizeof mine, 0.3, missing, &nm);
+    pthread_join(t, NULL);
+    assert_int_equal(s, PLAIT_ERR_TIMEOUT);
+    assert_true(plait_net_now() - t0 < 3);
+    assert_int_equal(nm, 2);
+    assert_int_equal(missing[0], 1);
+    assert_int_equal(missing[1], 3);
+    assert_contains(plait_last_error(), "members 1, 3 did not arrive");
+    assert_int_equal(other.status, PLAIT_ERR_TIMEOUT);
+    plait_store_close(st);
+}
+
+/* A raw connection to the store. */
+static int raw_connect(void) {
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    assert_int_equal(plait_net_resolve("127.0.0.1", g_port, &ss, &sl), PLAIT_OK);
+    int fd = plait_net_connect_retry((struct sockaddr *)&ss, sl, plait_net_now() + 5, "store");
+    assert_true(fd >= 0);
+    return fd;
+}
+
+/* The server closes the connection: reads drain to EOF (or reset). */
+static void assert_closed_by_server(int fd) {
+    char buf[256];
+    double deadline = plait_net_now() + 5;
+    for (;;) {
+        int r = plait_net_read_all(fd, buf, 1, deadline);
+        if (r != 0) {
+            assert_true(errno == ECONNRESET || errno == EPIPE);
+            break;
+        }
+    }
+    close(fd);
+}
+
+static void check_good_client_still_works(void) {
+    plait_store *st = client(3);
+    char key[32];
+    snprintf(key, sizeof key, "ok/%p", (void *)st);
+    assert_int_equal(plait_store_set(st, key, "v", 1), PLAIT_OK);
+    char b;
+    assert_int_equal(plait_store_get(st, key, &b, 1, NULL, 1), PLAIT_OK);
+    assert_int_equal(b, 'v');
+    plait_store_close(st);
+}
+
+static void test_wrong_token_rejected(void **state) {
+    (void)state;
+    plait_store *good = client(0);
+    uint64_t before = plait_store_server_rejected(g_srv);
+    plait_store *bad = NULL;
+    plait_status s = plait_store_connect("127.0.0.1", g_port, "not-the-token", 7, 2, NULL, &bad);
+    assert_int_not_equal(s, PLAIT_OK);
+    assert_null(bad);
+    assert_contains(plait_last_error(), "PLAIT_JOB_TOKEN");
+    /* a prefix of the right token is wrong too */
+    s = plait_store_connect("127.0.0.1", g_port, "0123456789abcdef", 7, 2, NULL, &bad);
+    assert_int_not_equal(s, PLAIT_OK);
+    assert_int_equal(plait_store_server_rejected(g_srv), before + 2);
+    /* an existing client is unaffected */
+    assert_int_equal(plait_store_set(good, "still", "ok", 2), PLAIT_OK);
+    plait_store_close(good);
+    check_good_client_still_works();
+}
+
+static void test_random_bytes_rejected(void **state) {
+    (void)state;
+    plait_store *good = client(0);
+    uint64_t before = plait_store_server_rejected(g_srv);
+    unsigned char junk[4096];
+    for (int round = 0; round < 3; round++) {
+        plait_net_random(junk, sizeof junk);
+        if (round == 2) memset(junk, 0, 16); /* all-zero header */
+        int fd = raw_connect();
+        plait_net_write_all(fd, junk, sizeof junk, plait_net_now() + 2);
+        assert_closed_by_server(fd);
+    }
+    assert_int_equal(plait_store_server_rejected(g_srv), before + 3);
+    assert_int_equal(plait_store_set(good, "after-junk", "ok", 2), PLAIT_OK);
+    plait_store_close(good);
+    check_good_client_still_works();
+}
+
+static void test_oversized_frames_rejected(void **state) {
+    (void)state;
+    uint64_t before = plait_store_server_rejected(g_srv);
+    /* HELLO claiming a huge token */
+    int fd = raw_connect();
+    store_req_hdr h = {STORE_REQ_MAGIC, STORE_HELLO, 0, 0, 1u << 30, 0};
+    plait_net_write_all(fd, &h, sizeof h, plait_net_now() + 2);
+    assert_closed_by_server(fd);
+    /* an authenticated client announcing a value beyond the limit */
+    fd = raw_connect();
+    unsigned char hello[sizeof h + 8 + sizeof TOKEN - 1];
+    store_req_hdr hh = {STORE_REQ_MAGIC, STORE_HELLO, 0, 0, 8 + sizeof TOKEN - 1, 0};
+    uint32_t ver = STORE_PROTO_VERSION;
+    int32_t rank = 5;
+    memcpy(hello, &hh, sizeof hh);
+    memcpy(hello + sizeof hh, &ver, 4);
+    memcpy(hello + sizeof hh + 4, &rank, 4);
+    memcpy(hello + sizeof hh + 8, TOKEN, sizeof TOKEN - 1);
+    plait_net_write_all(fd, hello, sizeof hello, plait_net_now() + 2);
+    store_rep_hdr r;
+    assert_int_equal(plait_net_read_all(fd, &r, sizeof r, plait_net_now() + 2), 0);
+    assert_int_equal(r.status, STORE_OK);
+    store_req_hdr big = {STORE_REQ_MAGIC, STORE_SET, 0, 1, PLAIT_STORE_MAX_VALUE + 1000u, 0};
+    plait_net_write_all(fd, &big, sizeof big, plait_net_now() + 2);
+    assert_closed_by_server(fd);
+    /* a key that claims more than the key limit */
+    fd = raw_connect();
+    store_req_hdr bigkey = {STORE_REQ_MAGIC, STORE_HELLO, 0, 60000, 8, 0};
+    plait_net_write_all(fd, &bigkey, sizeof bigkey, plait_net_now() + 2);
+    assert_closed_by_server(fd);
+    assert_int_equal(plait_store_server_rejected(g_srv), before + 3);
+    check_good_client_still_works();
+}
+
+static void test_silent_client_dropped(void **state) {
+    (void)state;
+    uint64_t before = plait_store_server_rejected(g_srv);
+    int fd = raw_connect(); /* says nothing; the hello deadline is 0.5 s */
+    double t0 = plait_net_now();
+    assert_closed_by_server(fd);
+    assert_true(plait_net_now() - t0 < 4);
+    assert_int_equal(plait_store_server_rejected(g_srv), before + 1);
+}
+
+static void test_unknown_op_after_auth(void **state) {
+    (void)state;
+    plait_store *good = client(0);
+    uint64_t before = plait_store_server_rejected(g_srv);
+    int fd = raw_connect();
+    unsigned char hello[sizeof(store_req_hdr) + 8 + sizeof TOKEN - 1];
+    store_req_hdr hh = {STORE_REQ_MAGIC, STORE_HELLO, 0, 0, 8 + sizeof TOKEN - 1, 0};
+    uint32_t ver = STORE_PROTO_VERSION;
+    int32_t rank = 5;
+    memcpy(hello, &hh, sizeof hh);
+    memcpy(hello + sizeof hh, &ver, 4);
+    memcpy(hello + sizeof hh + 4, &rank, 4);
+    memcpy(hello + sizeof hh + 8, TOKEN, sizeof TOKEN - 1);
+    plait_net_write_all(fd, hello, sizeof hello, plait_net_now() + 2);
+    store_rep_hdr r;
+    assert_int_equal(plait_net_read_all(fd, &r, sizeof r, plait_net_now() + 2), 0);
+    store_req_hdr odd = {STORE_REQ_MAGIC, 99, 0, 1, 0, 0};
+    unsigned char frame[sizeof odd + 1];
+    memcpy(frame, &odd, sizeof odd);
+    frame[sizeof odd] = 'k';
+    plait_net_write_all(fd, frame, sizeof frame, plait_net_now() + 2);
+    assert_int_equal(plait_net_read_all(fd, &r, sizeof r, plait_net_now() + 2), 0);
+    assert_int_equal(r.status, STORE_BAD_REQUEST);
+    assert_closed_by_server(fd);
+    assert_int_equal(plait_store_server_rejected(g_srv), before + 1);
+    /* gather with index >= n is malformed too */
+    assert_int_equal(plait_store_set(good, "x", "1", 1), PLAIT_OK);
+    plait_store_close(good);
+}
+
+struct closer_arg {
+    plait_store *st;
+    double delay;
+};
+
+static void *close_later(void *p) {
+    struct closer_arg *a = p;
+    usleep((useconds_t)(a->delay * 1e6));
+    plait_store_close(a->st);
+    return NULL;
+}
+
+/* stop() waits for authenticated clients to leave, up to the drain time. */
+static void test_stop_drains_then_clients_see_loss(void **state) {
+    (void)state;
+    plait_store_server *srv;
+    assert_int_equal(plait_store_server_start(-1, "127.0.0.1", 0, TOKEN, 1, &srv), PLAIT_OK);
+    int port = plait_store_server_port(srv);
+    plait_store *a, *b;
+    assert_int_equal(plait_store_connect("127.0.0.1", port, TOKEN, 1, 2, NULL, &a), PLAIT_OK);
+    assert_int_equal(plait_store_connect("127.0.0.1", port, TOKEN, 2, 2, NULL, &b), PLAIT_OK);
+    pthread_t t;
+    struct closer_arg ca = {a, 0.2};
+    pthread_create(&t, NULL, close_later, &ca);
+    /* b never leaves: stop returns after the 0.6 s drain */
+    double t0 = plait_net_now();
+    plait_store_server_stop(srv, 0.6);
+    double el = plait_net_now() - t0;
+    pthread_join(t, NULL);
+    assert_true(el >= 0.5 && el < 3);
+    char buf[4];
+    plait_status s = plait_store_get(b, "k", buf, sizeof buf, NULL, 1);
+    assert_int_equal(s, PLAIT_ERR_PEER_LOST);
+    assert_contains(plait_last_error(), "rank 0");
+    plait_store_close(b);
+}
+
+static void test_connect_refused_times_out(void **state) {
+    (void)state;
+    /* a port nobody listens on: bind and close to find one */
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    plait_net_resolve("127.0.0.1", 0, &ss, &sl);
+    int fd = plait_net_listen((struct sockaddr *)&ss, sl, 1);
+    struct sockaddr_storage got;
+    socklen_t gl = sizeof got;
+    getsockname(fd, (struct sockaddr *)&got, &gl);
+    int port = ntohs(((struct sockaddr_in *)&got)->sin_port);
+    close(fd);
+    plait_store *st = NULL;
+    double t0 = plait_net_now();
+    plait_status s = plait_store_connect("127.0.0.1", port, TOKEN, 1, 0.3, "the job's store (rank 0)", &st);
+    assert_int_not_equal(s, PLAIT_OK);
+    assert_true(plait_net_now() - t0 < 3);
+    assert_contains(plait_last_error(), "rank 0");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_set_get_add),
+        cmocka_unit_test(test_get_waits_and_times_out),
+        cmocka_unit_test(test_same_client_two_threads),
+        cmocka_unit_test(test_gather_and_add_concurrent),
+        cmocka_unit_test(test_gather_timeout_names_missing),
+        cmocka_unit_test(test_wrong_token_rejected),
+        cmocka_unit_test(test_random_bytes_rejected),
+        cmocka_unit_test(test_oversized_frames_rejected),
+        cmocka_unit_test(test_silent_client_dropped),
+        cmocka_unit_test(test_unknown_op_after_auth),
+        cmocka_unit_test(test_stop_drains_then_clients_see_loss),
+        cmocka_unit_test(test_connect_refused_times_out),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

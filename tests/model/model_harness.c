@@ -1,0 +1,143 @@
+#include "model/model_harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "runtime/host.h"
+
+static int fail(const char *what) {
+    fprintf(stderr, "harness: %s: %s\n", what, plait_last_error());
+    return -1;
+}
+
+int harness_init(harness *h, const char *ini, int32_t micro_batch, int32_t tp, int32_t tp_rank,
+                 const plait_tp_ops *ops) {
+    harness_opts o = {tp, tp_rank, ops, NULL, 0, 1};
+    return harness_init_ex(h, ini, micro_batch, &o);
+}
+
+int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harness_opts *o) {
+    const int32_t tp = o->tp, tp_rank = o->tp_rank;
+    const plait_tp_ops *ops = o->ops;
+    memset(h, 0, sizeof *h);
+    h->tp = tp;
+    h->tp_rank = tp_rank;
+    char *const no_env[] = {NULL};
+    h->cfg = plait_config_new();
+    if (!h->cfg || plait_config_declare_core(h->cfg) != PLAIT_OK ||
+        plait_config_load_string(h->cfg, "test.ini", ini) != PLAIT_OK ||
+        plait_config_finalize(h->cfg, no_env) != PLAIT_OK)
+        return fail("config");
+    if (plait_model_describe(h->cfg, micro_batch, &h->desc) != PLAIT_OK) return fail("describe");
+    const plait_model_spec *sp = h->spec = plait_model_desc_spec(h->desc);
+    h->B = micro_batch;
+    h->T = sp->block_size;
+    h->V = sp->vocab_size;
+    h->C = sp->n_embd;
+    int32_t np = sp->n_params, nl = sp->n_layers;
+    h->shards = calloc((size_t)np, sizeof *h->shards);
+    h->layer_stage = calloc((size_t)nl, sizeof *h->layer_stage);
+    h->layer_chunk = calloc((size_t)nl, sizeof *h->layer_chunk);
+    h->params = calloc((size_t)np, sizeof *h->params);
+    if (!h->shards || !h->layer_stage || !h->layer_chunk || !h->params) return fail("alloc");
+    int32_t vocab_padded = (sp->vocab_size + tp - 1) / tp * tp;
+    for (int32_t l = 0; l < nl; l++) h->layer_stage[l] = o->layer_stage ? o->layer_stage[l] : 0;
+    for (int32_t i = 0; i < np; i++) {
+        plait_shard s = sp->params[i].shard;
+        if (tp > 1 && sp->params[i].tp_role != PLAIT_TP_REPLICATE) {
+            s.parts = tp;
+            s.index = tp_rank;
+            if (sp->params[i].tp_role == PLAIT_TP_VOCAB) s.padded_len = vocab_padded;
+        }
+        h->shards[i] = s;
+    }
+    h->plan.struct_size = sizeof h->plan;
+    h->plan.n_params = np;
+    h->plan.shards = h->shards;
+    h->plan.n_layers = nl;
+    h->plan.layer_stage = h->layer_stage;
+    h->plan.layer_chunk = h->layer_chunk;
+    h->plan.chunks = 1;
+    h->plan.vocab_padded = vocab_padded;
+    h->plan.micro_batches = 1;
+    h->plan.tp_ops = ops;
+
+    size_t total = 0;
+    for (int32_t i = 0; i < np; i++) {
+        plait_param *p = &h->params[i];
+        *p = sp->params[i];
+        if (plait_param_apply_shard(p, &h->shards[i]) != PLAIT_OK) return fail("shard");
+        p->flat_offset = total;
+        total += p->numel;
+    }
+    h->data = plait_alloc(total * sizeof(float), PLAIT_MEM_HOST, 64, "params");
+    h->grad = plait_alloc(total * sizeof(float), PLAIT_MEM_HOST, 64, "grads");
+    if (!h->data || !h->grad) return fail("alloc");
+    for (int32_t i = 0; i < np; i++) {
+        plait_param *p = &h->params[i];
+        p->data = h->data + p->flat_offset;
+        p->grad = h->grad + p->flat_offset;
+        if (plait_model_init_values(p, 0, p->numel, p->data) != PLAIT_OK) return fail("init");
+    }
+    for (int32_t i = 0; i < np; i++)
+        if (h->params[i].flags & PLAIT_PARAM_TIED_COPY)
+            h->params[i].data = h->params[h->params[i].tied_to].data;
+    h->set.struct_size = sizeof h->set;
+    h->set.n_params = np;
+    h->set.params = h->params;
+    h->set.n_layers = nl;
+    h->set.layers = sp->layers;
+    h->set.n_layers_total = nl;
+    h->set.numel = total;
+    h->set.data_flat = h->data;
+    h->set.grad_flat = h->grad;
+    harness_zero_grads(h);
+    plait_model_layout lay = {&h->plan, o->stage, &h->set, o->max_slots > 0 ? o->max_slots : 1};
+    if (plait_model_create(h->desc, &lay, &h->model) != PLAIT_OK) return fail("create");
+    return 0;
+}
+
+void harness_free(harness *h) {
+    plait_model_free(h->model);
+    plait_free(h->data);
+    plait_free(h->grad);
+    free(h->params);
+    free(h->shards);
+    free(h->layer_stage);
+    free(h->layer_chunk);
+    plait_model_desc_free(h->desc);
+    plait_config_free(h->cfg);
+    memset(h, 0, sizeof *h);
+}
+
+plait_param *harness_param(harness *h, const char *name) {
+    for (int32_t i = 0; i < h->set.n_params; i++)
+        if (strcmp(h->params[i].name, name) == 0) return &h->params[i];
+    return NULL;
+}
+
+void harness_zero_grads(harness *h) { memset(h->grad, 0, h->set.numel * sizeof(float)); }
+
+plait_status harness_forward(harness *h, const int32_t *tokens, const int32_t *targets) {
+    plait_status st = plait_model_set_batch(h->model, 0, tokens, targets);
+    for (int32_t l = 0; st == PLAIT_OK && l < h->spec->n_layers; l++)
+        st = plait_model_forward_layer(h->model, l, 0);
+    return st;
+}
+
+plait_status harness_step(harness *h, const int32_t *tokens, const int32_t *targets) {
+    plait_status st = harness_forward(h, tokens, targets);
+    for (int32_t l = h->spec->n_layers - 1; st == PLAIT_OK && l >= 0; l--)
+        st = plait_model_backward_layer(h->model, l, 0);
+    return st;
+}
+
+void harness_tokens(int32_t *dst, size_t n, int32_t V, uint32_t seed) {
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        dst[i] = (int32_t)((s >> 33) % (uint64_t)V);
+    }
+}

@@ -1,0 +1,59 @@
+/*
+ * A minimal single-stage driver of the core model for tests and the
+ * benchmark: config from INI text, the description, a plan (optionally a
+ * Megatron TP split), flat parameter and gradient storage with initial
+ * values, the model, and a forward+backward of one micro-batch.
+ */
+#ifndef PLAIT_TESTS_MODEL_HARNESS_H
+#define PLAIT_TESTS_MODEL_HARNESS_H
+
+#include <plait/parallel.h>
+
+#include "config/config.h"
+#include "model/model.h"
+
+typedef struct harness {
+    plait_config *cfg;
+    plait_model_desc *desc;
+    const plait_model_spec *spec;
+    plait_plan plan;
+    plait_shard *shards;
+    int32_t *layer_stage, *layer_chunk;
+    plait_param_set set;
+    plait_param *params;
+    float *data, *grad;      /* flat storage (lm_head's data aliases wte's) */
+    plait_model *model;
+    int32_t B, T, V, C;
+    int32_t tp, tp_rank;
+} harness;
+
+/* Builds everything for `ini` ([model]/[run] keys; the rest defaults).
+ * tp > 1 splits parameters Megatron-style for rank tp_rank, with `ops`.
+ * Returns 0, or -1 after printing the error. */
+int harness_init(harness *h, const char *ini, int32_t micro_batch, int32_t tp, int32_t tp_rank,
+                 const plait_tp_ops *ops);
+
+typedef struct harness_opts {
+    int32_t tp, tp_rank;
+    const plait_tp_ops *ops;
+    const int32_t *layer_stage; /* NULL: every layer on stage 0 */
+    int32_t stage;
+    int32_t max_slots;          /* 0 = 1 */
+} harness_opts;
+int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harness_opts *o);
+void harness_free(harness *h);
+
+/* The local parameter with global name `name`, or NULL. */
+plait_param *harness_param(harness *h, const char *name);
+
+void harness_zero_grads(harness *h);
+/* Forward every layer, then backward every layer, of one micro-batch
+ * (slot 0). Returns the status of the first failing call. */
+plait_status harness_step(harness *h, const int32_t *tokens, const int32_t *targets);
+/* Forward only. */
+plait_status harness_forward(harness *h, const int32_t *tokens, const int32_t *targets);
+
+/* Deterministic pseudo-random tokens in [0, V). */
+void harness_tokens(int32_t *dst, size_t n, int32_t V, uint32_t seed);
+
+#endif

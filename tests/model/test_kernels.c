@@ -1,0 +1,575 @@
+/*
+ * Every kernel's forward against a double-precision reference, and every
+ * backward against central finite differences of that reference (exact to
+ * ~1e-9, so the float kernels are held to tight tolerances). Also: sgemm
+ * against a naive product, thread-count invariance, accumulate (+=)
+ * semantics, and the vocabulary-parallel pieces against the whole.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/kernels.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static uint64_t g_rng = 12345;
+static double urand(void) { /* [-1, 1) */
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(g_rng >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+
+typedef struct arr {
+    float *f;
+    double *d;
+    size_t n;
+} arr;
+
+static arr arr_rand(size_t n, double scale, double offset) {
+    arr a = {malloc(n * sizeof(float)), malloc(n * sizeof(double)), n};
+    assert_non_null(a.f);
+    assert_non_null(a.d);
+    for (size_t i = 0; i < n; i++) {
+        a.f[i] = (float)(offset + scale * urand());
+        a.d[i] = a.f[i];
+    }
+    return a;
+}
+
+static void arr_free(arr *a) {
+    free(a->f);
+    free(a->d);
+}
+
+static float *fzeros(size_t n) {
+    float *p = calloc(n ? n : 1, sizeof(float));
+    assert_non_null(p);
+    return p;
+}
+
+static double *dzeros(size_t n) {
+    double *p = calloc(n ? n : 1, sizeof(double));
+    assert_non_null(p);
+    return p;
+}
+
+/* |got - want| <= rtol·|want| + arel·max|want| elementwise (arel covers
+ * cancellation in sums whose terms are much larger than the result). */
+static void expect_close2(const char *what, const float *got, const double *want, size_t n,
+                          double rtol, double arel) {
+    double scale = 0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) {
+        double tol = rtol * fabs(want[i]) + arel * scale + 1e-12;
+        if (fabs((double)got[i] - want[i]) > tol)
+            fail_msg("%s[%zu] = %.9g, reference %.9g (tolerance %.3g)", what, i, (double)got[i],
+                     want[i], tol);
+    }
+}
+
+static void expect_close(const char *what, const float *got, const double *want, size_t n,
+                         double rtol) {
+    expect_close2(what, got, want, n, rtol, 0.01 * rtol);
+}
+
+/* Central differences of loss() with respect to every element of x. */
+typedef double (*loss_fn)(void *ctx);
+static void finite_diff(double *grad, double *x, size_t n, loss_fn loss, void *ctx) {
+    for (size_t i = 0; i < n; i++) {
+        double keep = x[i], h = 1e-5 * fmax(1.0, fabs(keep));
+        x[i] = keep + h;
+        double lp = loss(ctx);
+        x[i] = keep - h;
+        double lm = loss(ctx);
+        x[i] = keep;
+        grad[i] = (lp - lm) / (2 * h);
+    }
+}
+
+static double dot_d(const double *a, const double *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* ---- sgemm --------------------------------------------------------------- */
+
+static void naive_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                       const float *C0, int64_t ldc, double *out) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double a = ta ? A[k * lda + i] : A[i * lda + k];
+                double b = tb ? B[j * ldb + k] : B[k * ldb + j];
+                s += a * b;
+            }
+            out[i * N + j] = alpha * s + beta * (double)C0[i * ldc + j];
+        }
+}
+
+static void test_sgemm(void **state) {
+    (void)state;
+    /* small (one call) and large (split over parts) shapes, all transposes */
+    const int64_t shapes[][3] = {{3, 5, 7}, {200, 130, 150}, {96, 330, 70}, {257, 64, 129}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+                arr A = arr_rand((size_t)(ta ? K : M) * lda, 1, 0);
+                arr B = arr_rand((size_t)(tb ? N : K) * ldb, 1, 0);
+                arr C = arr_rand((size_t)M * ldc, 1, 0);
+                double *want = dzeros((size_t)(M * N));
+                naive_gemm(ta, tb, M, N, K, 0.5f, A.f, lda, B.f, ldb, 0.25f, C.f, ldc, want);
+                float *c1 = fzeros((size_t)(M * ldc)), *c2 = fzeros((size_t)(M * ldc));
+                memcpy(c1, C.f, (size_t)(M * ldc) * sizeof(float));
+                memcpy(c2, C.f, (size_t)(M * ldc) * sizeof(float));
+                plait_kernels_set_threads(1);
+                plait_k_sgemm(ta, tb, M, N, K, 0.5f, A.f, lda, B.f, ldb, 0.25f, c1, ldc);
+                plait_kernels_set_threads(2);
+                plait_k_sgemm(ta, tb, M, N, K, 0.5f, A.f, lda, B.f, ldb, 0.25f, c2, ldc);
+                assert_memory_equal(c1, c2, (size_t)(M * ldc) * sizeof(float));
+                float *packed = fzeros((size_t)(M * N));
+                for (int64_t i = 0; i < M; i++) {
+                    memcpy(packed + i * N, c1 + i * ldc, (size_t)N * sizeof(float));
+                    for (int64_t j = N; j < ldc; j++) /* padding columns untouched */
+                        assert_true(c1[i * ldc + j] == C.f[i * ldc + j]);
+                }
+                expect_close2("sgemm", packed, want, (size_t)(M * N), 1e-5, 1e-5);
+                free(packed);
+                free(c1);
+                free(c2);
+                free(want);
+                arr_free(&A);
+                arr_free(&B);
+                arr_free(&C);
+            }
+    plait_kernels_set_threads(1);
+}
+
+/* ---- matmul -------------------------------------------------------------- */
+
+typedef struct mm_ctx {
+    double *inp, *w, *b, *r, *out;
+    int64_t BT, C, OC;
+} mm_ctx;
+
+static void ref_matmul(double *out, const double *inp, const double *w, const double *b,
+                       int64_t BT, int64_t C, int64_t OC) {
+    for (int64_t i = 0; i < BT; i++)
+        for (int64_t o = 0; o < OC; o++) {
+            double s = b ? b[o] : 0;
+            for (int64_t c = 0; c < C; c++) s += inp[i * C + c] * w[o * C + c];
+            out[i * OC + o] = s;
+        }
+}
+
+static double mm_loss(void *vc) {
+    mm_ctx *c = vc;
+    ref_matmul(c->out, c->inp, c->w, c->b, c->BT, c->C, c->OC);
+    return dot_d(c->out, c->r, (size_t)(c->BT * c->OC));
+}
+
+static void test_matmul(void **state) {
+    (void)state;
+    const int64_t BT = 6, C = 9, OC = 5;
+    arr inp = arr_rand((size_t)(BT * C), 1, 0), w = arr_rand((size_t)(OC * C), 1, 0);
+    arr b = arr_rand((size_t)OC, 1, 0), r = arr_rand((size_t)(BT * OC), 1, 0);
+    arr res = arr_rand((size_t)(BT * OC), 1, 0);
+    mm_ctx c = {inp.d, w.d, b.d, r.d, dzeros((size_t)(BT * OC)), BT, C, OC};
+    float *out = fzeros((size_t)(BT * OC));
+    plait_k_matmul_forward(out, inp.f, w.f, b.f, BT, C, OC);
+    mm_loss(&c);
+    expect_close2("matmul out", out, c.out, (size_t)(BT * OC), 1e-6, 1e-6);
+    /* fused residual form, in place */
+    memcpy(out, res.f, (size_t)(BT * OC) * sizeof(float));
+    plait_k_matmul_forward_residual(out, out, inp.f, w.f, b.f, BT, C, OC);
+    for (int64_t i = 0; i < BT * OC; i++) c.out[i] += res.d[i];
+    expect_close2("matmul+residual", out, c.out, (size_t)(BT * OC), 1e-6, 1e-6);
+
+    /* backward: dweight and dbias accumulate onto what is there */
+    float *dinp = fzeros((size_t)(BT * C));
+    float *dw = fzeros((size_t)(OC * C)), *db = fzeros((size_t)OC);
+    for (int64_t i = 0; i < OC * C; i++) dw[i] = 0.5f;
+    for (int64_t i = 0; i < OC; i++) db[i] = -0.25f;
+    plait_k_matmul_backward(dinp, dw, db, r.f, inp.f, w.f, BT, C, OC);
+    double *g = dzeros((size_t)(BT * C > OC * C ? BT * C : OC * C));
+    finite_diff(g, inp.d, (size_t)(BT * C), mm_loss, &c);
+    expect_close("matmul dinp", dinp, g, (size_t)(BT * C), 1e-5);
+    finite_diff(g, w.d, (size_t)(OC * C), mm_loss, &c);
+    for (int64_t i = 0; i < OC * C; i++) g[i] += 0.5;
+    expect_close("matmul dweight", dw, g, (size_t)(OC * C), 1e-5);
+    finite_diff(g, b.d, (size_t)OC, mm_loss, &c);
+    for (int64_t i = 0; i < OC; i++) g[i] -= 0.25;
+    expect_close("matmul dbias", db, g, (size_t)OC, 1e-5);
+    free(g);
+    free(dinp);
+    free(dw);
+    free(db);
+    free(out);
+    free(c.out);
+    arr_free(&inp);
+    arr_free(&w);
+    arr_free(&b);
+    arr_free(&r);
+    arr_free(&res);
+}
+
+/* ---- LayerNorm ----------------------------------------------------------- */
+
+typedef struct ln_ctx {
+    double *inp, *w, *b, *r, *out;
+    int64_t BT, C;
+} ln_ctx;
+
+static double ln_loss(void *vc) {
+    ln_ctx *c = vc;
+    for (int64_t i = 0; i < c->BT; i++) {
+        const double *x = c->inp + i * c->C;
+        double m = 0, v = 0;
+        for (int64_t k = 0; k < c->C; k++) m += x[k];
+        m /= (double)c->C;
+        for (int64_t k = 0; k < c->C; k++) v += (x[k] - m) * (x[k] - m);
+        v /= (double)c->C;
+        double s = 1.0 / sqrt(v + 1e-5);
+        for (int64_t k = 0; k < c->C; k++)
+            c->out[i * c->C + k] = (x[k] - m) * s * c->w[k] + c->b[k];
+    }
+    return dot_d(c->out, c->r, (size_t)(c->BT * c->C));
+}
+
+static void test_layernorm(void **state) {
+    (void)state;
+    const int64_t BT = 5, C = 13; /* C not a multiple of the 8 lanes */
+    arr inp = arr_rand((size_t)(BT * C), 2, 0.5), w = arr_rand((size_t)C, 0.3, 1.0);
+    arr b = arr_rand((size_t)C, 0.3, 0), r = arr_rand((size_t)(BT * C), 1, 0);
+    ln_ctx c = {inp.d, w.d, b.d, r.d, dzeros((size_t)(BT * C)), BT, C};
+    float *out = fzeros((size_t)(BT * C)), *mean = fzeros((size_t)BT), *rstd = fzeros((size_t)BT);
+    plait_k_layernorm_forward(out, mean, rstd, inp.f, w.f, b.f, BT, C);
+    ln_loss(&c);
+    expect_close("layernorm out", out, c.out, (size_t)(BT * C), 1e-5);
+    float *dinp = fzeros((size_t)(BT * C)), *dw = fzeros((size_t)C), *db = fzeros((size_t)C);
+    for (int64_t i = 0; i < BT * C; i++) dinp[i] = 1.0f; /* the residual stream accumulates */
+    plait_k_layernorm_backward(dinp, dw, db, r.f, inp.f, w.f, mean, rstd, BT, C);
+    double *g = dzeros((size_t)(BT * C));
+    finite_diff(g, inp.d, (size_t)(BT * C), ln_loss, &c);
+    for (int64_t i = 0; i < BT * C; i++) g[i] += 1.0;
+    expect_close("layernorm dinp", dinp, g, (size_t)(BT * C), 1e-4);
+    finite_diff(g, w.d, (size_t)C, ln_loss, &c);
+    expect_close("layernorm dweight", dw, g, (size_t)C, 1e-5);
+    finite_diff(g, b.d, (size_t)C, ln_loss, &c);
+    expect_close("layernorm dbias", db, g, (size_t)C, 1e-5);
+    free(g);
+    free(out);
+    free(mean);
+    free(rstd);
+    free(dinp);
+    free(dw);
+    free(db);
+    free(c.out);
+    arr_free(&inp);
+    arr_free(&w);
+    arr_free(&b);
+    arr_free(&r);
+}
+
+/* ---- GELU ---------------------------------------------------------------- */
+
+typedef struct gelu_ctx {
+    double *inp, *r;
+    size_t n;
+} gelu_ctx;
+
+static double ref_gelu(double x) {
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static double gelu_loss(void *vc) {
+    gelu_ctx *c = vc;
+    double s = 0;
+    for (size_t i = 0; i < c->n; i++) s += ref_gelu(c->inp[i]) * c->r[i];
+    return s;
+}
+
+static void test_gelu(void **state) {
+    (void)state;
+    const size_t n = 1001;
+    arr inp = arr_rand(n, 8, 0), r = arr_rand(n, 1, 0);
+    inp.f[0] = 0.0f, inp.f[1] = -30.0f, inp.f[2] = 30.0f, inp.f[3] = -1e-3f; /* edges */
+    for (int i = 0; i < 4; i++) inp.d[i] = inp.f[i];
+    gelu_ctx c = {inp.d, r.d, n};
+    float *out = fzeros(n), *din = fzeros(n);
+    double *want = dzeros(n);
+    plait_k_gelu_forward(out, inp.f, n);
+    for (size_t i = 0; i < n; i++) want[i] = ref_gelu(inp.d[i]);
+    expect_close("gelu out", out, want, n, 1e-5);
+    for (size_t i = 0; i < n; i++) assert_true(isfinite(out[i]));
+    plait_k_gelu_backward(din, inp.f, r.f, n);
+    finite_diff(want, inp.d, n, gelu_loss, &c);
+    expect_close("gelu dinp", din, want, n, 1e-4);
+    /* in place (dinp == dout), as the model uses it */
+    memcpy(out, r.f, n * sizeof(float));
+    plait_k_gelu_backward(out, inp.f, out, n);
+    assert_memory_equal(out, din, n * sizeof(float));
+    free(out);
+    free(din);
+    free(want);
+    arr_free(&inp);
+    arr_free(&r);
+}
+
+/* ---- attention ----------------------------------------------------------- */
+
+typedef struct att_ctx {
+    double *qkv, *r, *out, *row;
+    int64_t B, T, NH, HS;
+} att_ctx;
+
+static void ref_attention(att_ctx *c) {
+    const int64_t T = c->T, HS = c->HS, NH = c->NH, Cl = NH * HS, C3 = 3 * Cl;
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t h = 0; h < NH; h++)
+            for (int64_t i = 0; i < T; i++) {
+                const double *q = c->qkv + (b * T + i) * C3 + h * HS;
+                double mx = -INFINITY;
+                for (int64_t j = 0; j <= i; j++) {
+                    const double *k = c->qkv + (b * T + j) * C3 + Cl + h * HS;
+                    double s = 0;
+                    for (int64_t d = 0; d < HS; d++) s += q[d] * k[d];
+                    c->row[j] = s / sqrt((double)HS);
+                    mx = fmax(mx, c->row[j]);
+                }
+                double sum = 0;
+                for (int64_t j = 0; j <= i; j++) sum += (c->row[j] = exp(c->row[j] - mx));
+                double *o = c->out + (b * T + i) * Cl + h * HS;
+                for (int64_t d = 0; d < HS; d++) o[d] = 0;
+                for (int64_t j = 0; j <= i; j++) {
+                    const double *v = c->qkv + (b * T + j) * C3 + 2 * Cl + h * HS;
+                    for (int64_t d = 0; d < HS; d++) o[d] += c->row[j] / sum * v[d];
+                }
+            }
+}
+
+static double att_loss(void *vc) {
+    att_ctx *c = vc;
+    ref_attention(c);
+    return dot_d(c->out, c->r, (size_t)(c->B * c->T * c->NH * c->HS));
+}
+
+static void check_attention(int64_t B, int64_t T, int64_t NH, int64_t HS) {
+    const int64_t Cl = NH * HS;
+    const size_t nqkv = (size_t)(B * T * 3 * Cl), nout = (size_t)(B * T * Cl);
+    const size_t natt = (size_t)(B * NH * T * T);
+    arr qkv = arr_rand(nqkv, 1.5, 0), r = arr_rand(nout, 1, 0);
+    att_ctx c = {qkv.d, r.d, dzeros(nout), dzeros((size_t)T), B, T, NH, HS};
+    float *out = fzeros(nout), *att = fzeros(natt), *scratch = fzeros(natt);
+    float *dqkv = fzeros(nqkv);
+    plait_k_attention_forward(out, att, qkv.f, B, T, NH, HS);
+    att_loss(&c);
+    expect_close("attention out", out, c.out, nout, 1e-5);
+    for (int64_t bh = 0; bh < B * NH; bh++)
+        for (int64_t i = 0; i < T; i++) {
+            double s = 0;
+            for (int64_t j = 0; j < T; j++) {
+                float p = att[(bh * T + i) * T + j];
+                if (j > i) assert_true(p == 0.0f);
+                s += p;
+            }
+            assert_true(fabs(s - 1.0) < 1e-5);
+        }
+    plait_k_attention_backward(dqkv, scratch, r.f, qkv.f, att, B, T, NH, HS);
+    double *g = dzeros(nqkv);
+    finite_diff(g, qkv.d, nqkv, att_loss, &c);
+    expect_close("attention dqkv", dqkv, g, nqkv, 1e-4);
+
+    /* bit-identical with 2 threads */
+    float *out2 = fzeros(nout), *att2 = fzeros(natt), *dqkv2 = fzeros(nqkv);
+    plait_kernels_set_threads(2);
+    plait_k_attention_forward(out2, att2, qkv.f, B, T, NH, HS);
+    plait_k_attention_backward(dqkv2, scratch, r.f, qkv.f, att2, B, T, NH, HS);
+    plait_kernels_set_threads(1);
+    assert_memory_equal(out, out2, nout * sizeof(float));
+    assert_memory_equal(att, att2, natt * sizeof(float));
+    assert_memory_equal(dqkv, dqkv2, nqkv * sizeof(float));
+    free(out2);
+    free(att2);
+    free(dqkv2);
+    free(g);
+    free(out);
+    free(att);
+    free(scratch);
+    free(dqkv);
+    free(c.out);
+    free(c.row);
+    arr_free(&qkv);
+    arr_free(&r);
+}
+
+static void test_attention_small(void **state) {
+    (void)state;
+    check_attention(2, 7, 2, 3);
+}
+
+static void test_attention_tiled(void **state) {
+    (void)state;
+    check_attention(1, 70, 2, 4); /* crosses the 64-row tile boundary */
+}
+
+/* ---- embedding ----------------------------------------------------------- */
+
+static void test_embedding(void **state) {
+    (void)state;
+    const int64_t B = 2, T = 5, C = 6, V = 7;
+    int32_t tokens[10] = {1, 3, 3, 0, 6, 6, 2, 1, 1, 5};
+    arr wte = arr_rand((size_t)(V * C), 1, 0), wpe = arr_rand((size_t)(T * C), 1, 0);
+    arr dout = arr_rand((size_t)(B * T * C), 1, 0);
+    float *out = fzeros((size_t)(B * T * C));
+    plait_k_embedding_forward(out, tokens, wte.f, wpe.f, B, T, C);
+    for (int64_t bt = 0; bt < B * T; bt++)
+        for (int64_t c = 0; c < C; c++)
+            assert_true(out[bt * C + c] == wte.f[tokens[bt] * C + c] + wpe.f[(bt % T) * C + c]);
+    /* the gradient is linear: Σ over occurrences, checked against a double sum */
+    float *dwte = fzeros((size_t)(V * C)), *dwpe = fzeros((size_t)(T * C));
+    plait_k_embedding_backward(dwte, dwpe, dout.f, tokens, B, T, C);
+    double *gwte = dzeros((size_t)(V * C)), *gwpe = dzeros((size_t)(T * C));
+    for (int64_t bt = 0; bt < B * T; bt++)
+        for (int64_t c = 0; c < C; c++) {
+            gwte[tokens[bt] * C + c] += dout.d[bt * C + c];
+            gwpe[(bt % T) * C + c] += dout.d[bt * C + c];
+        }
+    expect_close("embedding dwte", dwte, gwte, (size_t)(V * C), 1e-6);
+    expect_close("embedding dwpe", dwpe, gwpe, (size_t)(T * C), 1e-6);
+
+    /* vocabulary-parallel: 3 slices of 3 rows (V padded to 9); the slices'
+     * outputs sum to the whole exactly, and their gradients are its rows */
+    float *sum = fzeros((size_t)(B * T * C)), *part = fzeros((size_t)(B * T * C));
+    float *slice = fzeros((size_t)(3 * C)), *dslice = fzeros((size_t)(3 * C));
+    for (int r = 0; r < 3; r++) {
+        memset(slice, 0, (size_t)(3 * C) * sizeof(float));
+        for (int64_t i = 0; i < 3 && r * 3 + i < V; i++)
+            memcpy(slice + i * C, wte.f + (r * 3 + i) * C, (size_t)C * sizeof(float));
+        plait_k_embedding_forward_vocab(part, tokens, slice, r * 3, 3, NULL, B, T, C);
+        for (int64_t i = 0; i < B * T * C; i++) sum[i] += part[i];
+        memset(dslice, 0, (size_t)(3 * C) * sizeof(float));
+        plait_k_embedding_backward_vocab(dslice, NULL, dout.f, tokens, r * 3, 3, B, T, C);
+        for (int64_t i = 0; i < 3 * C; i++) {
+            int64_t gi = r * 3 * C + i;
+            assert_true(dslice[i] == (gi < V * C ? dwte[gi] : 0.0f));
+        }
+    }
+    plait_k_add_positions(sum, wpe.f, B, T, C);
+    assert_memory_equal(sum, out, (size_t)(B * T * C) * sizeof(float));
+    free(sum);
+    free(part);
+    free(slice);
+    free(dslice);
+    free(out);
+    free(dwte);
+    free(dwpe);
+    free(gwte);
+    free(gwpe);
+    arr_free(&wte);
+    arr_free(&wpe);
+    arr_free(&dout);
+}
+
+/* ---- cross-entropy ------------------------------------------------------- */
+
+typedef struct ce_ctx {
+    double *logits;
+    const int32_t *targets;
+    int64_t BT, V;
+    double scale;
+} ce_ctx;
+
+static double ce_loss(void *vc) {
+    ce_ctx *c = vc;
+    double total = 0;
+    for (int64_t r = 0; r < c->BT; r++) {
+        const double *l = c->logits + r * c->V;
+        if (c->targets[r] < 0) continue;
+        double mx = -INFINITY, s = 0;
+        for (int64_t v = 0; v < c->V; v++) mx = fmax(mx, l[v]);
+        for (int64_t v = 0; v < c->V; v++) s += exp(l[v] - mx);
+        total += mx + log(s) - l[c->targets[r]];
+    }
+    return total * c->scale;
+}
+
+static void test_crossentropy(void **state) {
+    (void)state;
+    const int64_t BT = 7, V = 11;
+    const int32_t targets[7] = {0, 10, 5, 5, -1, 3, 7}; /* -1: no loss there */
+    arr logits = arr_rand((size_t)(BT * V), 4, 0);
+    ce_ctx c = {logits.d, targets, BT, V, 0.125};
+    float losses[7], *dl = fzeros((size_t)(BT * V));
+    plait_k_crossentropy(losses, dl, logits.f, targets, BT, V, 0.125f);
+    double total = 0;
+    for (int64_t r = 0; r < BT; r++) total += losses[r];
+    assert_true(losses[4] == 0.0f);
+    assert_true(fabs(total * 0.125 - ce_loss(&c)) < 1e-6 * fabs(total));
+    double *g = dzeros((size_t)(BT * V));
+    finite_diff(g, logits.d, (size_t)(BT * V), ce_loss, &c);
+    expect_close("crossentropy dlogits", dl, g, (size_t)(BT * V), 1e-5);
+    /* in place */
+    float *inplace = fzeros((size_t)(BT * V));
+    memcpy(inplace, logits.f, (size_t)(BT * V) * sizeof(float));
+    plait_k_crossentropy(losses, inplace, inplace, targets, BT, V, 0.125f);
+    assert_memory_equal(inplace, dl, (size_t)(BT * V) * sizeof(float));
+
+    /* vocabulary-parallel: 3 ranks × 4 columns (V padded to 12); combining
+     * max, Σexp and target logit gives the whole loss and gradient */
+    const int64_t Vl = 4, P = 3;
+    float part[3][7 * 4], rmax[3][7], sexp[3][7], tl[3][7];
+    float gmax[7], gsum[7], gt[7], lse[7];
+    for (int64_t p = 0; p < P; p++) {
+        int64_t valid = V - p * Vl < Vl ? V - p * Vl : Vl;
+        for (int64_t r = 0; r < BT; r++)
+            for (int64_t j = 0; j < Vl; j++)
+                part[p][r * Vl + j] = j < valid ? logits.f[r * V + p * Vl + j] : 0.0f;
+        plait_k_logits_rowmax(rmax[p], part[p], BT, Vl, valid);
+    }
+    for (int64_t r = 0; r < BT; r++)
+        gmax[r] = fmaxf(rmax[0][r], fmaxf(rmax[1][r], rmax[2][r]));
+    for (int64_t p = 0; p < P; p++) {
+        int64_t valid = V - p * Vl < Vl ? V - p * Vl : Vl;
+        plait_k_logits_sumexp(sexp[p], part[p], gmax, BT, Vl, valid);
+        plait_k_logits_target(tl[p], part[p], targets, p * Vl, BT, Vl, valid);
+    }
+    for (int64_t r = 0; r < BT; r++) {
+        gsum[r] = sexp[0][r] + sexp[1][r] + sexp[2][r];
+        gt[r] = tl[0][r] + tl[1][r] + tl[2][r];
+        lse[r] = gmax[r] + logf(gsum[r]);
+        if (targets[r] >= 0) assert_true(fabsf(lse[r] - gt[r] - losses[r]) < 1e-5f);
+    }
+    for (int64_t p = 0; p < P; p++) {
+        int64_t valid = V - p * Vl < Vl ? V - p * Vl : Vl;
+        plait_k_crossentropy_backward(part[p], part[p], lse, targets, p * Vl, BT, Vl, valid,
+                                      0.125f);
+        for (int64_t r = 0; r < BT; r++)
+            for (int64_t j = 0; j < Vl; j++) {
+                float want = j < valid ? dl[r * V + p * Vl + j] : 0.0f;
+                assert_true(fabsf(part[p][r * Vl + j] - want) < 1e-6f);
+            }
+    }
+    free(g);
+    free(dl);
+    free(inplace);
+    arr_free(&logits);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sgemm),           cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_layernorm),       cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_attention_small), cmocka_unit_test(test_attention_tiled),
+        cmocka_unit_test(test_embedding),       cmocka_unit_test(test_crossentropy),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

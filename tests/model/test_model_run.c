@@ -1,0 +1,404 @@
+/*
+ * Running the model: bit-identical results with 1 and 2 math threads;
+ * tensor parallelism (tp = 2, 4 "ranks" as threads with an in-process
+ * all-reduce) against the unsharded model; a two-stage pipeline split
+ * through the boundary buffers (bit-identical to one stage); slots; and
+ * the API's error paths.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/kernels.h"
+#include "model/model_harness.h"
+#include "model/model_internal.h"
+#include "runtime/error.h"
+
+/* Big enough that products are split into parts and attention runs on
+ * both threads. */
+static const char *GPT_INI = "[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 64\n"
+                             "block_size = 64\nvocab_size = 100\n";
+static const char *MLP_INI = "[run]\nseed = 5\n[model]\narch = mlp\nn_layer = 2\nn_embd = 64\n"
+                             "block_size = 64\nvocab_size = 100\n";
+
+typedef struct result {
+    float *logits, *grads;
+    double loss;
+    size_t n_logits, n_grads;
+} result;
+
+static void run_once(harness *h, result *r, uint32_t seed) {
+    size_t n = (size_t)h->B * (size_t)h->T;
+    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
+    assert_non_null(tok);
+    assert_non_null(tgt);
+    harness_tokens(tok, n, h->V, seed);
+    harness_tokens(tgt, n, h->V, seed + 1);
+    harness_zero_grads(h);
+    assert_int_equal(harness_forward(h, tok, tgt), PLAIT_OK);
+    r->n_logits = n * (size_t)(h->model->Vl);
+    r->logits = malloc(r->n_logits * sizeof(float));
+    assert_non_null(r->logits);
+    memcpy(r->logits, plait_model_logits(h->model, 0), r->n_logits * sizeof(float));
+    r->loss = plait_model_loss_sum(h->model, 0);
+    for (int32_t l = h->spec->n_layers - 1; l >= 0; l--)
+        assert_int_equal(plait_model_backward_layer(h->model, l, 0), PLAIT_OK);
+    r->n_grads = h->set.numel;
+    r->grads = malloc(r->n_grads * sizeof(float));
+    assert_non_null(r->grads);
+    memcpy(r->grads, h->grad, r->n_grads * sizeof(float));
+    free(tok);
+    free(tgt);
+}
+
+static void result_free(result *r) {
+    free(r->logits);
+    free(r->grads);
+}
+
+static void check_thread_invariance(const char *ini) {
+    harness h;
+    assert_int_equal(harness_init(&h, ini, 4, 1, 0, NULL), 0);
+    result r1, r2;
+    plait_kernels_set_threads(1);
+    run_once(&h, &r1, 3);
+    plait_kernels_set_threads(2);
+    assert_int_equal(plait_kernels_threads(), 2);
+    run_once(&h, &r2, 3);
+    plait_kernels_set_threads(1);
+    assert_true(r1.loss == r2.loss);
+    assert_memory_equal(r1.logits, r2.logits, r1.n_logits * sizeof(float));
+    assert_memory_equal(r1.grads, r2.grads, r1.n_grads * sizeof(float));
+    /* and the gradients are not trivially zero */
+    size_t nonzero = 0;
+    for (size_t i = 0; i < r1.n_grads; i++) nonzero += r1.grads[i] != 0.0f;
+    assert_true(nonzero > r1.n_grads / 2);
+    result_free(&r1);
+    result_free(&r2);
+    harness_free(&h);
+}
+
+static void test_threads_gpt(void **state) {
+    (void)state;
+    check_thread_invariance(GPT_INI);
+}
+
+static void test_threads_mlp(void **state) {
+    (void)state;
+    check_thread_invariance(MLP_INI);
+}
+
+/* ---- tensor parallelism with threads as ranks --------------------------- */
+
+#define MAX_TP 4
+
+typedef struct tp_group {
+    int n;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int arrived;
+    uint64_t generation;
+    float *bufs[MAX_TP];
+} tp_group;
+
+typedef struct tp_rank {
+    tp_group *g;
+    int rank;
+    plait_tp_ops ops;
+    uint64_t calls;
+} tp_rank;
+
+/* Barrier with a deadline: a rank that never arrives fails the test
+ * instead of hanging it. */
+static plait_status group_barrier(tp_group *g) {
+    pthread_mutex_lock(&g->lock);
+    uint64_t gen = g->generation;
+    if (++g->arrived == g->n) {
+        g->arrived = 0;
+        g->generation++;
+        pthread_cond_broadcast(&g->cond);
+    } else {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 30;
+        while (g->generation == gen)
+            if (pthread_cond_timedwait(&g->cond, &g->lock, &until) == ETIMEDOUT) {
+                pthread_mutex_unlock(&g->lock);
+                return plait_set_error(PLAIT_ERR_TIMEOUT, "test tp group: barrier timed out");
+            }
+    }
+    pthread_mutex_unlock(&g->lock);
+    return PLAIT_OK;
+}
+
+/* In-place all-reduce: every rank combines all buffers in rank order. */
+static plait_status group_allreduce(void *ctx, float *x, size_t count, int is_max) {
+    tp_rank *r = ctx;
+    tp_group *g = r->g;
+    r->calls++;
+    g->bufs[r->rank] = x;
+    plait_status st = group_barrier(g);
+    if (st != PLAIT_OK) return st;
+    float *tmp = malloc((count ? count : 1) * sizeof *tmp);
+    if (!tmp) return plait_set_error(PLAIT_ERR_NO_MEMORY, "test tp group");
+    for (size_t i = 0; i < count; i++) {
+        float acc = g->bufs[0][i];
+        for (int k = 1; k < g->n; k++)
+            acc = is_max ? (g->bufs[k][i] > acc ? g->bufs[k][i] : acc) : acc + g->bufs[k][i];
+        tmp[i] = acc;
+    }
+    st = group_barrier(g); /* everyone has read every buffer */
+    memcpy(x, tmp, count * sizeof *tmp);
+    free(tmp);
+    return st;
+}
+
+static plait_status op_sum(void *ctx, float *x, size_t n) { return group_allreduce(ctx, x, n, 0); }
+static plait_status op_max(void *ctx, float *x, size_t n) { return group_allreduce(ctx, x, n, 1); }
+
+typedef struct tp_job {
+    harness *h;
+    int32_t *tok, *tgt;
+    plait_status st;
+    char err[512];
+    double loss;
+    float *logits;
+} tp_job;
+
+static void *tp_thread(void *arg) {
+    tp_job *j = arg;
+    j->st = harness_forward(j->h, j->tok, j->tgt);
+    if (j->st == PLAIT_OK) {
+        j->loss = plait_model_loss_sum(j->h->model, 0);
+        size_t n = (size_t)j->h->B * (size_t)j->h->T * (size_t)j->h->model->Vl;
+        j->logits = malloc(n * sizeof(float));
+        memcpy(j->logits, plait_model_logits(j->h->model, 0), n * sizeof(float));
+    }
+    for (int32_t l = j->h->spec->n_layers - 1; j->st == PLAIT_OK && l >= 0; l--)
+        j->st = plait_model_backward_layer(j->h->model, l, 0);
+    if (j->st != PLAIT_OK) snprintf(j->err, sizeof j->err, "%s", plait_last_error());
+    return NULL;
+}
+
+static void expect_near(const char *what, int rank, float got, double want, double scale) {
+    if (fabs((double)got - want) > 2e-5 * fabs(want) + 2e-6 * scale)
+        fail_msg("tp rank %d: %s is %.9g, unsharded %.9g", rank, what, (double)got, want);
+}
+
+static void check_tp(const char *ini, int tp) {
+    plait_kernels_set_threads(1);
+    harness full;
+    const int32_t B = 2;
+    assert_int_equal(harness_init(&full, ini, B, 1, 0, NULL), 0);
+    size_t n = (size_t)B * (size_t)full.T;
+    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
+    harness_tokens(tok, n, full.V, 21);
+    harness_tokens(tgt, n, full.V, 22);
+    assert_int_equal(harness_forward(&full, tok, tgt), PLAIT_OK);
+    const int64_t V = full.V;
+    float *ref_logits = malloc(n * (size_t)V * sizeof(float));
+    memcpy(ref_logits, plait_model_logits(full.model, 0), n * (size_t)V * sizeof(float));
+    double ref_loss = plait_model_loss_sum(full.model, 0);
+    for (int32_t l = full.spec->n_layers - 1; l >= 0; l--)
+        assert_int_equal(plait_model_backward_layer(full.model, l, 0), PLAIT_OK);
+
+    tp_group g = {.n = tp};
+    pthread_mutex_init(&g.lock, NULL);
+    pthread_cond_init(&g.cond, NULL);
+    tp_rank ranks[MAX_TP];
+    harness hs[MAX_TP];
+    tp_job jobs[MAX_TP];
+    pthread_t th[MAX_TP];
+    for (int r = 0; r < tp; r++) {
+        ranks[r] = (tp_rank){&g, r,
+                             {sizeof(plait_tp_ops), &ranks[r], op_sum, op_sum, op_max, op_sum}, 0};
+        assert_int_equal(harness_init(&hs[r], ini, B, tp, r, &ranks[r].ops), 0);
+        jobs[r] = (tp_job){&hs[r], tok, tgt, PLAIT_OK, "", 0, NULL};
+    }
+    for (int r = 0; r < tp; r++) assert_int_equal(pthread_create(&th[r], NULL, tp_thread, &jobs[r]), 0);
+    for (int r = 0; r < tp; r++) pthread_join(th[r], NULL);
+    for (int r = 0; r < tp; r++)
+        if (jobs[r].st != PLAIT_OK) fail_msg("tp rank %d: %s", r, jobs[r].err);
+
+    for (int r = 0; r < tp; r++) {
+        harness *h = &hs[r];
+        plait_model *m = h->model;
+        assert_int_equal(m->tp, tp);
+        assert_int_equal(m->tp_rank, r);
+        assert_true(ranks[r].calls > 0);
+        if (fabs(jobs[r].loss - ref_loss) > 1e-5 * fabs(ref_loss))
+            fail_msg("tp rank %d: loss %.9g, unsharded %.9g", r, jobs[r].loss, ref_loss);
+        /* this rank's logit columns; vocabulary padding gives 0 */
+        int64_t Vl = m->Vl;
+        for (size_t t = 0; t < n; t++)
+            for (int64_t j = 0; j < Vl; j++) {
+                int64_t gcol = r * Vl + j;
+                float got = jobs[r].logits[t * (size_t)Vl + (size_t)j];
+                if (gcol >= V)
+                    assert_true(got == 0.0f);
+                else
+                    expect_near("logit", r, got, ref_logits[t * (size_t)V + (size_t)gcol], 1.0);
+            }
+        /* every local gradient element against the unsharded one */
+        for (int32_t i = 0; i < h->set.n_params; i++) {
+            const plait_param *p = &h->params[i], *fp = &full.params[i];
+            double scale = 0;
+            for (size_t k = 0; k < fp->numel; k++) scale = fmax(scale, fabs(fp->grad[k]));
+            for (size_t k = 0; k < p->numel; k++) {
+                int64_t gk = plait_shard_global_index(p, k);
+                if (gk < 0)
+                    assert_true(p->grad[k] == 0.0f);
+                else
+                    expect_near(p->name, r, p->grad[k], fp->grad[gk], scale);
+            }
+        }
+        free(jobs[r].logits);
+        harness_free(h);
+    }
+    pthread_mutex_destroy(&g.lock);
+    pthread_cond_destroy(&g.cond);
+    free(ref_logits);
+    free(tok);
+    free(tgt);
+    harness_free(&full);
+}
+
+/* vocabulary 37 is divisible by neither 2 nor 4: padded slices */
+static const char *TP_GPT_INI = "[run]\nseed = 9\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 16\n"
+                                "block_size = 9\nvocab_size = 37\n";
+static const char *TP_MLP_INI = "[run]\nseed = 9\n[model]\narch = mlp\nn_layer = 2\nn_embd = 16\n"
+                                "block_size = 9\nvocab_size = 37\n";
+
+static void test_tp2_gpt(void **state) {
+    (void)state;
+    check_tp(TP_GPT_INI, 2);
+}
+
+static void test_tp4_gpt(void **state) {
+    (void)state;
+    check_tp(TP_GPT_INI, 4);
+}
+
+static void test_tp2_mlp(void **state) {
+    (void)state;
+    check_tp(TP_MLP_INI, 2);
+}
+
+/* ---- pipeline split through boundary buffers ---------------------------- */
+
+static void test_pipeline_split(void **state) {
+    (void)state;
+    const int32_t B = 2;
+    harness full, st0, st1;
+    assert_int_equal(harness_init(&full, TP_GPT_INI, B, 1, 0, NULL), 0);
+    const int32_t stages[4] = {0, 0, 1, 1}; /* embedding, h.0 | h.1, head */
+    harness_opts o0 = {1, 0, NULL, stages, 0, 2}, o1 = {1, 0, NULL, stages, 1, 2};
+    assert_int_equal(harness_init_ex(&st0, TP_GPT_INI, B, &o0), 0);
+    assert_int_equal(harness_init_ex(&st1, TP_GPT_INI, B, &o1), 0);
+    size_t n = (size_t)B * (size_t)full.T, nb = plait_model_boundary_numel(full.model);
+    int32_t *tok = malloc(2 * n * sizeof *tok), *tgt = malloc(2 * n * sizeof *tgt);
+    harness_tokens(tok, 2 * n, full.V, 5);
+    harness_tokens(tgt, 2 * n, full.V, 6);
+    /* one stage: micro-batch a, then b, accumulating */
+    assert_int_equal(harness_step(&full, tok, tgt), PLAIT_OK);
+    double loss_a = plait_model_loss_sum(full.model, 0);
+    assert_int_equal(harness_step(&full, tok + n, tgt + n), PLAIT_OK);
+    double loss_b = plait_model_loss_sum(full.model, 0);
+
+    /* two stages, a and b in flight together in slots 0 and 1 */
+    for (int32_t slot = 0; slot < 2; slot++) {
+        assert_int_equal(plait_model_set_batch(st0.model, slot, tok + slot * n, NULL), PLAIT_OK);
+        assert_int_equal(plait_model_set_batch(st1.model, slot, NULL, tgt + slot * n), PLAIT_OK);
+        assert_int_equal(plait_model_forward_layer(st0.model, 0, slot), PLAIT_OK);
+        assert_int_equal(plait_model_forward_layer(st0.model, 1, slot), PLAIT_OK);
+        memcpy(plait_model_boundary(st1.model, slot, 1), plait_model_boundary(st0.model, slot, 1),
+               nb * sizeof(float));
+        assert_int_equal(plait_model_forward_layer(st1.model, 2, slot), PLAIT_OK);
+        assert_int_equal(plait_model_forward_layer(st1.model, 3, slot), PLAIT_OK);
+    }
+    assert_true(plait_model_loss_sum(st1.model, 0) == loss_a);
+    assert_true(plait_model_loss_sum(st1.model, 1) == loss_b);
+    for (int32_t slot = 0; slot < 2; slot++) {
+        assert_int_equal(plait_model_backward_layer(st1.model, 3, slot), PLAIT_OK);
+        assert_int_equal(plait_model_backward_layer(st1.model, 2, slot), PLAIT_OK);
+        memcpy(plait_model_boundary_grad(st0.model, slot, 1),
+               plait_model_boundary_grad(st1.model, slot, 1), nb * sizeof(float));
+        assert_int_equal(plait_model_backward_layer(st0.model, 1, slot), PLAIT_OK);
+        assert_int_equal(plait_model_backward_layer(st0.model, 0, slot), PLAIT_OK);
+    }
+    /* the same arithmetic in the same order: bit-identical */
+    for (int32_t i = 0; i < full.set.n_params; i++) {
+        const plait_param *f = &full.params[i];
+        const plait_param *p = f->layer <= 1 ? &st0.params[i] : &st1.params[i];
+        assert_memory_equal(p->grad, f->grad, f->numel * sizeof(float));
+    }
+    /* stage 0 holds nothing of layers 2 and 3 */
+    assert_int_equal(plait_model_forward_layer(st0.model, 2, 0), PLAIT_ERR_INVALID_ARG);
+    assert_true(plait_model_activation_bytes(st0.model) < plait_model_activation_bytes(full.model) * 2);
+    free(tok);
+    free(tgt);
+    harness_free(&full);
+    harness_free(&st0);
+    harness_free(&st1);
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+static void test_errors(void **state) {
+    (void)state;
+    harness h;
+    assert_int_equal(harness_init(&h, TP_GPT_INI, 1, 1, 0, NULL), 0);
+    plait_model *m = h.model;
+    int32_t tok[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8}, bad[9] = {0, 1, 2, 3, 37, 5, 6, 7, 8};
+    assert_int_equal(plait_model_set_batch(m, 1, tok, tok), PLAIT_ERR_INVALID_ARG); /* one slot */
+    assert_int_equal(plait_model_set_batch(m, 0, bad, NULL), PLAIT_ERR_INVALID_ARG);
+    assert_non_null(strstr(plait_last_error(), "position 4"));
+    assert_int_equal(plait_model_forward_layer(m, 0, 0), PLAIT_ERR_INVALID_ARG); /* no tokens */
+    assert_int_equal(plait_model_forward_layer(m, 9, 0), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_model_set_batch(m, 0, tok, NULL), PLAIT_OK);
+    for (int32_t l = 0; l < 4; l++) assert_int_equal(plait_model_forward_layer(m, l, 0), PLAIT_OK);
+    assert_non_null(plait_model_logits(m, 0));
+    assert_true(plait_model_loss_sum(m, 0) == 0.0); /* no targets, no loss */
+    assert_int_equal(plait_model_backward_layer(m, 3, 0), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_model_set_batch(m, 0, NULL, tok), PLAIT_OK);
+    assert_int_equal(plait_model_forward_layer(m, 3, 0), PLAIT_OK);
+    assert_true(plait_model_loss_sum(m, 0) > 0.0);
+    /* released gradient storage (ZeRO-2) during a backward is an error */
+    plait_param *lnf = harness_param(&h, "transformer.ln_f.weight");
+    float *keep = lnf->grad;
+    lnf->grad = NULL;
+    assert_int_equal(plait_model_backward_layer(m, 3, 0), PLAIT_ERR_INVALID_ARG);
+    assert_non_null(strstr(plait_last_error(), "transformer.ln_f.weight"));
+    lnf->grad = keep;
+    assert_int_equal(plait_model_forward_layer(m, 3, 0), PLAIT_OK);
+    assert_int_equal(plait_model_backward_layer(m, 3, 0), PLAIT_OK);
+    assert_null(plait_model_logits(m, 0)); /* consumed by the backward */
+    assert_int_equal(plait_model_backward_layer(m, 3, 0), PLAIT_ERR_INVALID_ARG);
+    assert_null(plait_model_boundary(m, 0, 3));
+    assert_non_null(plait_model_boundary(m, 0, 2));
+    assert_true(plait_model_activation_bytes(m) > 0);
+    harness_free(&h);
+
+    /* a plan that splits without operators is refused at creation */
+    assert_int_equal(harness_init(&h, TP_GPT_INI, 1, 2, 0, NULL), -1);
+    assert_non_null(strstr(plait_last_error(), "tp_ops"));
+    harness_free(&h);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_threads_gpt), cmocka_unit_test(test_threads_mlp),
+        cmocka_unit_test(test_tp2_gpt),     cmocka_unit_test(test_tp4_gpt),
+        cmocka_unit_test(test_tp2_mlp),     cmocka_unit_test(test_pipeline_split),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
