@@ -1,6 +1,6 @@
 /*
- * End to end, dp 4 on a model where optimizer state dominates (8 layers of
- * width 512: Ψ ≈ 25M, every tensor a multiple of 4 elements, so no padding):
+ * End to end, dp 4 on a model where optimizer state dominates (12 layers of
+ * width 512: Ψ ≈ 38M, every tensor a multiple of 4 elements, so no padding):
  *   - the memory report (metrics.csv: param_mb, grad_mb, optim_state_mb)
  *     equals the ZeRO paper's formulas: plain DP 4Ψ+4Ψ+8Ψ, ZeRO-1
  *     4Ψ+4Ψ+8Ψ/N, ZeRO-2 4Ψ+4Ψ/N+8Ψ/N, ZeRO-3 4Ψ/N+4Ψ/N+8Ψ/N;
@@ -44,7 +44,7 @@ static void run(const char *name, const char *plugin, const char *model, row *r)
     snprintf(a, sizeof a, "optim.plugin=%s", plugin);
     if (strcmp(model, "big") == 0)
         zt_train(ini, 4, out, 240, a, "parallel.dp=4", "run.steps=3", "data.global_batch=4", "data.micro_batch=1",
-                 "model.n_layer=8", "model.n_head=8", "model.n_embd=512", "model.block_size=64", (char *)NULL);
+                 "model.n_layer=12", "model.n_head=8", "model.n_embd=512", "model.block_size=64", (char *)NULL);
     else
         zt_train(ini, 4, out, 240, a, "parallel.dp=4", "run.steps=3", "data.global_batch=4", "data.micro_batch=1",
                  "model.n_layer=1", "model.n_head=1", "model.n_embd=8", "model.block_size=64", (char *)NULL);
