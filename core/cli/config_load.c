@@ -6,6 +6,7 @@
 #include "comm/launch.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 static uint32_t kind_of(const char *name) {
     for (uint32_t k = PLAIT_KIND_COMM; k <= PLAIT_KIND_OPTIM; k++)
@@ -69,6 +70,17 @@ plait_status plait_cli_load_config(const char *path, int n_overrides, char *cons
     if (st == PLAIT_OK) {
         plait_clear_error();
         st = plait_config_finalize(cfg, NULL);
+    }
+    /* [run] log_level applies unless PLAIT_LOG_LEVEL (read at start-up) set it. */
+    if (st == PLAIT_OK && !getenv("PLAIT_LOG_LEVEL")) {
+        const char *where = NULL;
+        const char *spec = plait_config_str(cfg, "run", "log_level");
+        plait_config_origin(cfg, "run", "log_level", &where);
+        if (plait_log_configure(spec) != 0)
+            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                 "%s: key 'log_level' in [run]: '%s' is not a level spec (error, warn, info, debug or "
+                                 "trace, optionally followed by component=level items: 'warn,tcp=debug')",
+                                 where, spec);
     }
     if (st != PLAIT_OK) {
         plait_config_free(cfg);

@@ -154,13 +154,18 @@ static plait_status forward_chunk(plait_run *run, int32_t chunk, int32_t mb, int
     int32_t slot;
     plait_status st = get_slot(run, chunk, mb, &slot);
     if (st == PLAIT_OK) st = load_batch(run, slot, chunk, split, step, global_mb);
-    double t0 = now_s();
+    /* Optimizer hooks are communication (ZeRO-3 gathers, ZeRO-2 reductions):
+     * their time counts as such; the layers' as compute. */
     for (int32_t l = run->first_layer[chunk]; st == PLAIT_OK && l <= run->last_layer[chunk]; l++) {
+        double t0 = now_s();
         if (run->opt->before_forward) st = run->opt->before_forward(run->opt_state, l, mb);
+        double t1 = now_s();
         if (st == PLAIT_OK) st = plait_model_forward_layer(run->model, l, slot);
+        double t2 = now_s();
         if (st == PLAIT_OK && run->opt->after_forward) st = run->opt->after_forward(run->opt_state, l, mb);
+        t->compute_s += t2 - t1;
+        t->comm_s += (t1 - t0) + (now_s() - t2);
     }
-    t->compute_s += now_s() - t0;
     if (st == PLAIT_OK && chunk_has(run, chunk, run->spec->n_layers - 1) && run->mesh.tp_rank == 0)
         run->mb_loss[global_mb] = plait_model_loss_sum(run->model, slot);
     return st;
@@ -198,15 +203,18 @@ static plait_status backward_chunk(plait_run *run, int32_t chunk, int32_t mb, pl
     for (int32_t l = run->last_layer[chunk]; st == PLAIT_OK && l >= run->first_layer[chunk]; l--) {
         double t0 = now_s();
         if (run->opt->before_backward) st = run->opt->before_backward(run->opt_state, l, mb);
+        double t1 = now_s();
         if (st == PLAIT_OK && run->tree) redirect_grads(run, l, 1);
         if (st == PLAIT_OK) st = plait_model_backward_layer(run->model, l, slot);
         if (run->tree) {
             redirect_grads(run, l, 0);
             if (st == PLAIT_OK) st = fold_grads(run, l, mb);
         }
-        t->compute_s += now_s() - t0;
+        double t2 = now_s();
         if (st == PLAIT_OK && run->opt->after_backward) st = run->opt->after_backward(run->opt_state, l, mb, last);
         if (st == PLAIT_OK && run->par->grads_ready) st = run->par->grads_ready(run->par_state, l, mb, last);
+        t->compute_s += t2 - t1;
+        t->comm_s += (t1 - t0) + (now_s() - t2);
     }
     /* A chunk that sends its input gradient keeps the slot until SEND_GRAD. */
     if (run->first_layer[chunk] == 0) release_slot(run, chunk, mb);
