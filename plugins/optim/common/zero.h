@@ -51,8 +51,14 @@
  * 1 then reduces every unit in finish_grads (no overlap with backward), and
  * the sum is Σ_ranks(embedding + head) rather than Σ embedding + Σ head
  * (equal up to rounding; not bit-identical to one process). Stages 2/3
- * cannot give that plugin a whole gradient and refuse a tied copy whose
- * original is on another stage.
+ * keep the gradient of such a parameter (flagged PLAIT_PARAM_TIED_REMOTE by
+ * the core: wte on the first stage, lm_head on the last) whole on the rank
+ * for the whole step — a "whole" unit of its own, accumulated in place over
+ * the micro-batches — so the pp plugin can sum it; finish_grads then
+ * reduce-scatters it over DP like any other unit. Both stages' units hold
+ * one tensor of the same size, so their slices line up, and since both get
+ * the same summed gradient the two copies take identical Adam updates (the
+ * last stage's copy has state of its own, as with plain Adam).
  *
  * Parameters (stage 3, zero_gather.c). A layer's units are all-gathered in
  * before_forward/before_backward and released in after_forward/
@@ -100,6 +106,10 @@ typedef struct zero_unit {
     size_t tree_off;       /* offset in the deterministic accumulation vector */
     int32_t seg_first, n_seg;
     int copy;              /* a tied copy sharing its original's storage: gradient only */
+    int whole;             /* stages 2/3: a tied parameter whose partner is on another
+                            * stage; its gradient stays whole (whole_grad + whole_off)
+                            * until finish_grads */
+    size_t whole_off;
     int32_t original;      /* copy: the unit of its original, else -1 */
 
     float *gbuf;           /* stages 2/3: gradient buffer between before_ and after_backward */
@@ -171,6 +181,8 @@ typedef struct zero {
     float *gshard;                /* stages 2/3: reduced gradient slices [S] */
     float *copy_gshard;           /* stages 2/3: tied copies' slices */
     float *pshard;                /* stage 3: parameter slices [S] */
+    float *whole_grad;            /* stages 2/3: gradients of whole units [whole_numel] */
+    size_t whole_numel;
     int materialized;
     int64_t updates;
 

@@ -106,6 +106,7 @@ plait_status zero_before_backward_grads(zero *z, int32_t layer, int32_t mb) {
     for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
         int32_t ui = z->grad_units[k];
         zero_unit *u = &z->units[ui];
+        if (u->whole) continue; /* accumulates in whole_grad all step */
         if (u->gbuf)
             return z->host->set_error(PLAIT_ERR_INVALID_ARG,
                                       "%s: before_backward of layer %d while its previous backward is still "
@@ -132,6 +133,7 @@ plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int l
     for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
         int32_t ui = z->grad_units[k];
         zero_unit *u = &z->units[ui];
+        if (u->whole) continue; /* reduced in finish_grads, after the embedding group's sum */
         float *buf = u->gbuf;
         if (!buf)
             return z->host->set_error(PLAIT_ERR_INVALID_ARG,
@@ -177,13 +179,28 @@ static void add_tied(zero *z) {
     }
 }
 
+/* Stages 2/3: a whole unit's gradient (summed over the embedding group by
+ * now) goes to a pool buffer and is reduce-scattered like the others; the
+ * whole buffer starts the next step at zero. */
+static plait_status start_rs_whole(zero *z, int32_t ui) {
+    zero_unit *u = &z->units[ui];
+    float *buf = zero_buf_get(z, u->padded);
+    if (!buf) return PLAIT_ERR_NO_MEMORY;
+    float *whole = z->whole_grad + u->whole_off;
+    z->host->kernels->copy(buf, whole, u->padded); /* gaps and padding are zeros in both */
+    z->host->kernels->zero(whole, u->padded);
+    return start_rs_owned(z, ui, buf);
+}
+
 plait_status zero_finish_grads(void *state) {
     zero *z = state;
     zero_begin_traffic(z);
     plait_status st = PLAIT_OK;
     for (int32_t ui = 0; ui < z->n_units && st == PLAIT_OK; ui++) {
         zero_unit *u = &z->units[ui];
-        if (u->gbuf)
+        if (u->whole)
+            st = start_rs_whole(z, ui);
+        else if (u->gbuf)
             st = z->host->set_error(PLAIT_ERR_INVALID_ARG,
                                     "%s: finish_grads while the backward of layer %d is still open", z->name,
                                     u->layer);

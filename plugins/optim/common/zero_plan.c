@@ -69,7 +69,8 @@ plait_status zero_plan(zero *z) {
     for (int32_t i = 0; i < np; i++) {
         const plait_param *p = &set->params[i];
         int copy = optim_tied_to_local(set, p);
-        int alone = copy || has_local_copy(set, i) || p->numel >= z->bucket_elems;
+        int whole = z->stage >= 2 && (p->flags & PLAIT_PARAM_TIED_REMOTE);
+        int alone = copy || whole || has_local_copy(set, i) || p->numel >= z->bucket_elems;
         size_t off = cur ? align_up(cur->numel, ZERO_ALIGN) : 0;
         int fits = cur && !alone && !cur_alone && cur->layer == p->layer && off + p->numel <= z->bucket_elems;
         if (!fits) {
@@ -78,6 +79,7 @@ plait_status zero_plan(zero *z) {
             cur->first = i;
             cur->original = -1;
             cur->copy = copy;
+            cur->whole = whole;
             cur_alone = alone;
             off = 0;
         }
@@ -97,6 +99,10 @@ plait_status zero_plan(zero *z) {
         if (un->padded > z->max_unit) z->max_unit = un->padded;
         un->tree_off = T;
         T += un->numel;
+        if (un->whole) {
+            un->whole_off = z->whole_numel;
+            z->whole_numel += un->padded;
+        }
         if (un->copy) {
             const plait_param *c = &set->params[un->first];
             int32_t o = optim_local_index(set, c->tied_to);

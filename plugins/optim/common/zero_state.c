@@ -39,6 +39,7 @@ static void zero_destroy(void *sp) {
     h->free(z->gshard);
     h->free(z->copy_gshard);
     h->free(z->pshard);
+    h->free(z->whole_grad);
     optim_tree_free(&z->tree);
     zero_pool_free(z);
     zero_plan_free(z);
@@ -98,9 +99,13 @@ static plait_status zero_create(int stage, const plait_optim_init *init, void **
         return st;
     }
     z->topo.dp_rank = 0; /* each rank counts its own slices of the reduced gradient */
+    /* A tied copy on another stage than its original is kept whole (zero.h);
+     * a core too old to flag it (PLAIT_PARAM_TIED_REMOTE) leaves the original
+     * unmarked on its stage, so such a layout is refused. */
     for (int32_t i = 0; stage >= 2 && i < z->params->n_params; i++) {
         const plait_param *p = &z->params->params[i];
-        if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && !optim_tied_to_local(z->params, p)) {
+        if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && !optim_tied_to_local(z->params, p) &&
+            !(p->flags & PLAIT_PARAM_TIED_REMOTE)) {
             zero_destroy(z);
             return host->set_error(PLAIT_ERR_INVALID_CONFIG,
                                    "%s: %s is tied to a parameter on another pipeline stage; its gradient must be "
@@ -128,6 +133,22 @@ static plait_status zero_create(int stage, const plait_optim_init *init, void **
             z->params->params[i].grad = NULL;
             if (stage == 3) z->params->params[i].data = NULL;
         }
+    if (stage >= 2 && z->whole_numel > 0) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "%s tied gradients", name);
+        z->whole_grad = host->alloc(z->whole_numel * sizeof(float), PLAIT_MEM_HOST, 64, tag);
+        if (!z->whole_grad) {
+            zero_destroy(z);
+            return PLAIT_ERR_NO_MEMORY;
+        }
+        host->kernels->zero(z->whole_grad, z->whole_numel);
+        for (int32_t ui = 0; ui < z->n_units; ui++) {
+            const zero_unit *u = &z->units[ui];
+            if (!u->whole) continue;
+            for (int32_t k = 0; k < u->count; k++)
+                z->params->params[u->first + k].grad = z->whole_grad + u->whole_off + z->param_off[u->first + k];
+        }
+    }
     *out = z;
     return PLAIT_OK;
 }
@@ -353,7 +374,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
         for (int32_t ui = 0; ui < z->n_units; ui++)
             if (z->units[ui].copy) m.buffer_bytes += 4 * (uint64_t)z->params->params[z->units[ui].first].numel;
     } else {
-        m.buffer_bytes += 4 * (uint64_t)z->copy_shard_numel;
+        m.buffer_bytes += 4 * (uint64_t)z->copy_shard_numel + 4 * (uint64_t)z->whole_numel;
         if (z->tree_mode) {
             uint64_t tree = optim_tree_bytes(&z->tree), tplan = (uint64_t)optim_tree_max_levels(z->micro_batches) * 4 * z->tree_numel;
             m.buffer_bytes += tree > tplan ? tree : tplan;
