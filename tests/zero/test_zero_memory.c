@@ -266,7 +266,8 @@ static plait_status no_state(void *ctx, int32_t index, const char *which, size_t
 static void test_errors(void **state) {
     (void)state;
     solo s;
-    /* ZeRO-2/3 refuse a tied copy whose original is elsewhere; ZeRO-1 takes it. */
+    /* ZeRO-2/3 refuse a tied copy whose original is elsewhere unless the core
+     * flags it PLAIT_PARAM_TIED_REMOTE (an older core does not); ZeRO-1 takes it. */
     for (int stage = 1; stage <= 3; stage++) {
         char name[8];
         snprintf(name, sizeof name, "zero%d", stage);
@@ -274,6 +275,21 @@ static void test_errors(void **state) {
         void *st = solo_create(&s, stage == 1 ? PLAIT_OK : PLAIT_ERR_INVALID_CONFIG);
         if (stage == 1) s.ops->destroy(st);
         else assert_non_null(strstr(plait_last_error(), "another pipeline stage"));
+        solo_close(&s);
+    }
+    /* flagged: accepted, and its gradient stays whole in the plugin's storage
+     * for the embedding group's sum while the others are released */
+    for (int stage = 2; stage <= 3; stage++) {
+        char name[8];
+        snprintf(name, sizeof name, "zero%d", stage);
+        solo_open(&s, name, 1);
+        s.p[2].flags |= PLAIT_PARAM_TIED_REMOTE;
+        void *st = solo_create(&s, PLAIT_OK);
+        assert_null(s.p[0].grad);
+        assert_non_null(s.p[2].grad);
+        assert_true(s.p[2].grad != s.grad[2]);
+        for (int k = 0; k < 8; k++) assert_true(s.p[2].grad[k] == 0.0f);
+        s.ops->destroy(st);
         solo_close(&s);
     }
     for (int stage = 2; stage <= 3; stage++) {
