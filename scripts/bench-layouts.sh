@@ -5,10 +5,12 @@
 # bytes and peak RSS) are both at hand:
 #   tp   — 2 ranks: dp = 2 against tp = 2 (and one process for reference)
 #   pp   — 4 ranks, m = 8: gpipe, 1f1b, interleaved (virtual_stages = 2)
-# Usage: scripts/bench-layouts.sh [tp|pp|all] [BUILD] [STEPS]
-# Figures are medians over steps 3..STEPS (the first two warm up). On a
-# machine with fewer cores than ranks the ranks share cores: read step times
-# with that in mind (the report says how).
+# Usage: [BENCH_REPS=R] scripts/bench-layouts.sh [tp|pp|all] [BUILD] [STEPS]
+# Figures are medians over steps 3..STEPS (the first two warm up). With
+# BENCH_REPS = R > 1 the layouts run R times, round-robin, and each layout's
+# figures come from its fastest run (the one least disturbed by other work
+# on the machine). On a machine with fewer cores than ranks the ranks share
+# cores: read step times with that in mind.
 set -euo pipefail
 what=${1:-all} build=${2:-build} steps=${3:-12}
 plait=$build/bin/plait
@@ -16,11 +18,29 @@ cfg=configs/gpt-small.ini
 out=${BENCH_OUT:-runs/bench-layouts}
 mkdir -p "$out"
 
-run() { # NAME overrides...
+reps=${BENCH_REPS:-1}
+run1() { # DIR overrides...
   local name=$1; shift
   rm -rf "${out:?}/$name"
   "$plait" train "$cfg" run.out_dir="$out/$name" run.steps="$steps" run.eval_every=0 run.ckpt_every=0 \
     run.eval_batches=1 run.progress=off "$@" >"$out/$name.out" 2>&1 || { tail -n 20 "$out/$name.out"; exit 1; }
+}
+# runs NAME:overrides... — every layout REPS times, round-robin; $out/NAME
+# then points at each layout's fastest run
+runs() {
+  local spec name args r
+  for r in $(seq "$reps"); do
+    for spec in "$@"; do
+      name=${spec%%:*} args=${spec#*:}
+      # shellcheck disable=SC2086
+      run1 "$name-r$r" $args
+    done
+  done
+  for spec in "$@"; do
+    name=${spec%%:*}
+    best=$(for r in $(seq "$reps"); do echo "$(med "$name-r$r" step_ms) $r"; done | sort -g | head -n 1 | cut -d' ' -f2)
+    ln -sfn "$name-r$best" "$out/$name"
+  done
 }
 # med NAME COL: median of a metrics.csv column over steps 3..
 med() {
@@ -29,16 +49,14 @@ med() {
 }
 # rss NAME: peak RSS of each rank in MB, "a/b/..."
 rss() { awk -F, 'NR > 1 { printf "%s%.0f", (NR > 2 ? "/" : ""), $10 / 1048576 }' "$out/$1/memory.csv"; }
-# stat NAME COL: one memory.csv column per rank in MB
+# memcol NAME COL: one memory.csv column per rank in MB, "a/b/..."
 memcol() {
   awk -F, -v col="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
     { printf "%s%.1f", (NR > 2 ? "/" : ""), $c / 1048576 }' "$out/$1/memory.csv"
 }
 
 if [ "$what" = tp ] || [ "$what" = all ]; then
-  run one
-  run dp2 parallel.dp=2 data.micro_batch=4
-  run tp2 parallel.tp=2
+  runs "one:" "dp2:parallel.dp=2 data.micro_batch=4" "tp2:parallel.tp=2"
   printf '\n%-6s %10s %9s %9s %9s %8s %12s %22s %16s\n' layout tokens/s step_ms tp_ms tp_share tp_MB dp_MB \
     "params/grads/state MB" "peak RSS MB/rank"
   for n in one dp2 tp2; do
@@ -53,9 +71,8 @@ fi
 
 if [ "$what" = pp ] || [ "$what" = all ]; then
   P="parallel.pp=4 data.micro_batch=1"
-  run gpipe $P parallel.pp.schedule=gpipe
-  run 1f1b $P parallel.pp.schedule=1f1b
-  run interleaved $P parallel.pp.schedule=interleaved parallel.pp.virtual_stages=2
+  runs "gpipe:$P parallel.pp.schedule=gpipe" "1f1b:$P parallel.pp.schedule=1f1b" \
+    "interleaved:$P parallel.pp.schedule=interleaved parallel.pp.virtual_stages=2"
   printf '\n%-12s %9s %9s %10s %10s %32s %22s %26s\n' schedule tokens/s step_ms "idle meas" formula \
     "idle ms stage 0/1/2/3" "activations MB/rank" "peak RSS MB/rank"
   for n in gpipe 1f1b interleaved; do
