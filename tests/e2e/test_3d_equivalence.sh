@@ -3,8 +3,8 @@
 # 8 ranks over one mesh, 30 steps, loss curve within 1e-5 relative and final
 # parameters within 1e-4 — with 1f1b (default order: tp innermost, then dp,
 # then pp), gpipe, interleaved (virtual_stages = 2) and another rank order.
-# memory.csv shows each rank's coordinates; configs/gpt-3d.ini is valid and
-# lays out dp 2 x tp 2 x pp 2.
+# memory.csv shows each rank's coordinates; configs/gpt-3d.ini is valid,
+# lays out dp 2 x tp 2 x pp 2 and trains (two steps here).
 source "$(dirname "$0")/lib.sh"
 H="run.steps=30 parallel.plugin=hybrid data.micro_batch=1"
 D3="$H parallel.dp=2 parallel.tp=2 parallel.pp=2"
@@ -29,4 +29,8 @@ show=$("$PLAIT_BIN" config show configs/gpt-3d.ini)
 for k in "dp = 2" "tp = 2" "pp = 2" "plugin = hybrid" "schedule = 1f1b"; do
   echo "$show" | grep -q "^$k " || fail "configs/gpt-3d.ini: no '$k'"
 done
+# the shipped config itself: 8 local ranks, two steps
+CFG=configs/gpt-3d.ini train gpt3d run.steps=2 run.eval_every=0 run.ckpt_every=0 run.eval_batches=1
+grep -q "layout dp=2 tp=2 pp=2 (hybrid, order tp,dp,pp)" "$E2E_WORK/gpt3d.out" || fail "gpt-3d.ini: unexpected layout"
+[ "$(column gpt3d step | tail -n 1)" = 2 ] || fail "gpt-3d.ini did not train 2 steps"
 echo "3-D equivalence OK"

@@ -8,7 +8,8 @@
 # exponentials, target logit) — and the parameter bytes of every rank
 # (memory.csv, and the start-up table) equal the Megatron split of the
 # model, the vocabulary padded to a multiple of tp. tp_ms (time blocked in
-# TP all-reduces) is reported every step.
+# TP all-reduces) is reported every step. With dp 2 x tp 2 the DP traffic is
+# exactly one all-reduce of the rank's TP slice over its DP group.
 source "$(dirname "$0")/lib.sh"
 L=2 H=64 S=32 V=257 N=8            # tiny.ini's n_layer, n_embd, block_size; vocab; global batch
 # expected tp_bytes per step: m local micro-batches of b sequences
@@ -38,6 +39,15 @@ T="run.steps=5 model.vocab_size=$V parallel.plugin=hybrid"
 train tp2 $T parallel.tp=2 data.micro_batch=2;                check tp2 2 4 2
 train tp4 $T parallel.tp=4 data.micro_batch=4;                check tp4 4 2 4
 train dp2tp2 $T parallel.dp=2 parallel.tp=2 data.micro_batch=1; check dp2tp2 1 4 2
+# with dp 2 x tp 2 the DP axis all-reduces each rank's TP slice of the
+# gradients (the tied head copy's slice included) over its 2-rank DP group
+# only: 2(N-1)/N x S = S bytes (over the world, or of the whole model, it
+# would differ)
+vp2=$(( (V + 1) / 2 * 2 ))
+want=$(( $(param_bytes 2) + 4 * vp2 / 2 * H ))
+for got in $(column dp2tp2 dp_bytes); do
+  [ "$got" = "$want" ] || fail "dp2tp2: dp_bytes $got, the TP slice's gradients are $want B"
+done
 train one $T
 [ "$(column one tp_bytes | sort -u)" = 0 ] || fail "one process reported TP traffic"
 [ "$(mem one 0 param_bytes)" = "$(param_bytes 1)" ] || fail "one process: $(mem one 0 param_bytes) parameter bytes"
