@@ -13,6 +13,7 @@ train one $A
 train d3_pp4 $A $D3 run.steps=10
 "$CKPT_DIFF" "$E2E_WORK/one/ckpt-00000010" "$E2E_WORK/d3_pp4/ckpt-00000010" --files all --rtol 1e-4 ||
   fail "the dp2 x tp2 x pp2 checkpoint differs from one process's"
+rm -rf "$E2E_WORK/d3_one"
 cp -r "$E2E_WORK/d3_pp4" "$E2E_WORK/d3_one"
 cp "$E2E_WORK/d3_pp4.out" "$E2E_WORK/d3_one.out"
 train d3_pp4 $A parallel.pp=4 --resume
