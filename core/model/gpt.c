@@ -207,6 +207,23 @@ fail:
     return st;
 }
 
+plait_status plait_model_slot_layers(plait_model *m, int32_t slot, int32_t first, int32_t last) {
+    if (slot < 0 || slot >= m->max_slots || first < 0 || last >= m->n_layers || first > last)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: slot %d cannot hold layers %d..%d (%d slots, %d layers)",
+                               (int)slot, (int)first, (int)last, (int)m->max_slots, (int)m->n_layers);
+    model_slot *s = &m->slots[slot];
+    if (s->ranged && s->first == first && s->last == last) return PLAIT_OK;
+    if (s->allocated)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: slot %d is already laid out for layers %d..%d; it cannot change to %d..%d",
+                               (int)slot, s->ranged ? (int)s->first : 0,
+                               s->ranged ? (int)s->last : (int)m->n_layers - 1, (int)first, (int)last);
+    s->ranged = 1;
+    s->first = first;
+    s->last = last;
+    return PLAIT_OK;
+}
+
 static void slot_release(plait_model *m, model_slot *s) {
     if (s->mem) {
         plait_free(s->mem);
@@ -214,7 +231,12 @@ static void slot_release(plait_model *m, model_slot *s) {
     }
     free(s->bound);
     free(s->blocks);
+    int ranged = s->ranged;
+    int32_t first = s->first, last = s->last;
     memset(s, 0, sizeof *s);
+    s->ranged = ranged; /* the range outlives a failed allocation */
+    s->first = first;
+    s->last = last;
 }
 
 void plait_model_free(plait_model *m) {
@@ -232,6 +254,13 @@ void plait_model_free(plait_model *m) {
 
 /* Lays out (or, with base == NULL, just measures) everything one slot holds
  * for this rank's layers. Returns the float count. */
+/* 1 if slot s holds what layer l saves: a local layer inside the slot's
+ * range (every local layer when the slot is not ranged). */
+static int slot_has(const plait_model *m, const model_slot *s, int64_t l) {
+    if (l < 0 || l >= m->n_layers || !m->local_layer[l]) return 0;
+    return !s->ranged || (l >= s->first && l <= s->last);
+}
+
 static size_t slot_layout(plait_model *m, model_slot *s, float *base) {
     const int64_t BT = m->B * m->T, C = m->C, L = m->desc->n_layer;
     size_t off = 0;
@@ -245,9 +274,9 @@ static size_t slot_layout(plait_model *m, model_slot *s, float *base) {
     TAKE(s->gbuf[0], BT * C);
     TAKE(s->gbuf[1], BT * C);
     for (int64_t l = 0; l <= L; l++)
-        if (m->local_layer[l] || m->local_layer[l + 1]) TAKE(s->bound[l], BT * C);
+        if (slot_has(m, s, l) || slot_has(m, s, l + 1)) TAKE(s->bound[l], BT * C);
     for (int64_t l = 1; l <= L; l++) {
-        if (!m->local_layer[l]) continue;
+        if (!slot_has(m, s, l)) continue;
         block_acts *a = &s->blocks[l - 1];
         if (m->desc->is_gpt) {
             TAKE(a->ln1, BT * C);
@@ -264,7 +293,7 @@ static size_t slot_layout(plait_model *m, model_slot *s, float *base) {
         TAKE(a->fch, BT * m->Fl);
         TAKE(a->fcg, BT * m->Fl);
     }
-    if (m->local_layer[L + 1]) {
+    if (slot_has(m, s, L + 1)) {
         TAKE(s->lnf, BT * C);
         TAKE(s->lnf_mean, BT);
         TAKE(s->lnf_rstd, BT);
@@ -372,10 +401,17 @@ static plait_status check_layer(plait_model *m, int32_t layer, const char *what)
     return PLAIT_OK;
 }
 
+static plait_status check_slot_layer(plait_model *m, const model_slot *s, int32_t slot, int32_t layer) {
+    if (slot_has(m, s, layer)) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: activation slot %d holds layers %d..%d, not layer %d",
+                           (int)slot, (int)s->first, (int)s->last, (int)layer);
+}
+
 plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t slot) {
     model_slot *s = NULL;
     plait_status st = check_layer(m, layer, "forward");
     if (st == PLAIT_OK) st = slot_get(m, slot, &s);
+    if (st == PLAIT_OK) st = check_slot_layer(m, s, slot, layer);
     if (st != PLAIT_OK) return st;
     const int32_t L = m->desc->n_layer;
     if (layer == 0) return plait_gpt_embedding_forward(m, s);
@@ -394,6 +430,7 @@ plait_status plait_model_backward_layer(plait_model *m, int32_t layer, int32_t s
     model_slot *s = NULL;
     plait_status st = check_layer(m, layer, "backward");
     if (st == PLAIT_OK) st = slot_get(m, slot, &s);
+    if (st == PLAIT_OK) st = check_slot_layer(m, s, slot, layer);
     if (st == PLAIT_OK) st = scratch_get(m);
     if (st != PLAIT_OK) return st;
     const int32_t L = m->desc->n_layer;

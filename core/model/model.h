@@ -96,6 +96,15 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
                                 plait_model **out);
 void plait_model_free(plait_model *m);
 
+/* Restrict activation slot `slot` to global layers first..last (a model
+ * chunk under an interleaved schedule), so it allocates only what those
+ * layers save (and the boundary buffers around them). Must come before the
+ * slot's first use; a slot already laid out for another range is refused
+ * (PLAIT_ERR_INVALID_ARG), the same range is a no-op. Forward/backward of a
+ * layer outside the slot's range fail. Slots never restricted hold every
+ * local layer. */
+plait_status plait_model_slot_layers(plait_model *m, int32_t slot, int32_t first, int32_t last);
+
 /* Attach a micro-batch's tokens and targets ([B,T] int32, copied) to a slot.
  * Needed on the rank holding the embedding (tokens) and the head (targets). */
 plait_status plait_model_set_batch(plait_model *m, int32_t slot, const int32_t *tokens,

@@ -63,6 +63,8 @@ typedef struct block_acts {
 
 typedef struct model_slot {
     int allocated;
+    int ranged;                       /* holds only layers first..last (plait_model_slot_layers) */
+    int32_t first, last;
     int has_tokens, has_targets, has_loss, has_logits;
     int32_t *tokens, *targets;        /* [B*T] */
     float *mem;                       /* the slot's single allocation */

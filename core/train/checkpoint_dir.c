@@ -71,7 +71,7 @@ int plait_ckpt_scan(const char *out_dir, plait_ckpt_entry **out) {
         n++;
     }
     closedir(dir);
-    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_entry); /* v is NULL when the directory holds none */
+    if (n > 0) qsort(v, (size_t)n, sizeof *v, cmp_entry); /* v is NULL when the directory has none */
     *out = v;
     return n;
 }

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/error.h"
@@ -9,6 +10,7 @@
 plait_status plait_metrics_open(plait_metrics *m, const char *path, int append) {
     memset(m, 0, sizeof *m);
     for (int i = 0; i < PLAIT_METRICS_MAX_COLUMNS; i++) m->values[i] = NAN;
+    snprintf(m->path, sizeof m->path, "%s", path);
     m->file = fopen(path, append ? "a+" : "w");
     if (!m->file) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot open metrics file: %s", path, strerror(errno));
     if (append) {
@@ -35,8 +37,90 @@ void plait_metrics_set_named(plait_metrics *m, const char *name, double value) {
         if (strcmp(m->names[i], name) == 0) m->values[i] = value;
 }
 
+/* Split a header line into names (in place); returns the count. */
+static int split_header(char *line, char names[][32], int max) {
+    int n = 0;
+    line[strcspn(line, "\r\n")] = '\0';
+    for (char *save = NULL, *tok = strtok_r(line, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save))
+        snprintf(names[n++], 32, "%s", tok);
+    return n;
+}
+
+/* The existing file's header differs from this run's columns: rewrite the
+ * file with the union (old columns, then this run's new ones), old rows
+ * padded with empty cells, and order this run's columns (and the values
+ * already set) the same way. On failure the file is left as it was and the
+ * error is returned (the temporary file removed). */
+static plait_status reconcile_header(plait_metrics *m) {
+    char line[8192];
+    rewind(m->file);
+    if (!fgets(line, sizeof line, m->file)) return PLAIT_OK;
+    char old[PLAIT_METRICS_MAX_COLUMNS][32];
+    char mine_line[8192] = "";
+    size_t used = 0;
+    for (int i = 0; i < m->n && used < sizeof mine_line; i++)
+        used += (size_t)snprintf(mine_line + used, sizeof mine_line - used, "%s%s", i ? "," : "", m->names[i]);
+    char copy[8192];
+    snprintf(copy, sizeof copy, "%s", line);
+    copy[strcspn(copy, "\r\n")] = '\0';
+    if (strcmp(copy, mine_line) == 0) return PLAIT_OK;
+    int n_old = split_header(line, old, PLAIT_METRICS_MAX_COLUMNS);
+    char names[PLAIT_METRICS_MAX_COLUMNS][32];
+    double values[PLAIT_METRICS_MAX_COLUMNS];
+    int n = 0;
+    for (int i = 0; i < n_old; i++) snprintf(names[n++], 32, "%s", old[i]);
+    for (int j = 0; j < m->n; j++) {
+        int found = 0;
+        for (int i = 0; i < n_old && !found; i++) found = strcmp(old[i], m->names[j]) == 0;
+        if (found) continue;
+        if (n == PLAIT_METRICS_MAX_COLUMNS)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: the old and new columns make more than %d", m->path,
+                                   PLAIT_METRICS_MAX_COLUMNS);
+        snprintf(names[n++], 32, "%s", m->names[j]);
+    }
+    for (int i = 0; i < n; i++) {
+        values[i] = NAN;
+        for (int j = 0; j < m->n; j++)
+            if (strcmp(names[i], m->names[j]) == 0) values[i] = m->values[j];
+    }
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", m->path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", tmp, strerror(errno));
+    for (int i = 0; i < n; i++) fprintf(out, "%s%s", i ? "," : "", names[i]);
+    fputc('\n', out);
+    char *row = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while ((len = getline(&row, &cap, m->file)) > 0) {
+        while (len > 0 && (row[len - 1] == '\n' || row[len - 1] == '\r')) row[--len] = '\0';
+        fputs(row, out);
+        for (int i = n_old; i < n; i++) fputc(',', out);
+        fputc('\n', out);
+    }
+    free(row);
+    int bad = ferror(m->file) || fflush(out) != 0 || ferror(out);
+    if (fclose(out) != 0 || bad || rename(tmp, m->path) != 0) {
+        remove(tmp);
+        return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot rewrite with the new columns", m->path);
+    }
+    fclose(m->file);
+    m->file = fopen(m->path, "a");
+    if (!m->file) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", m->path, strerror(errno));
+    memcpy(m->names, names, sizeof names[0] * (size_t)n);
+    memcpy(m->values, values, sizeof values[0] * (size_t)n);
+    m->n = n;
+    return PLAIT_OK;
+}
+
 plait_status plait_metrics_row(plait_metrics *m) {
     if (!m->file) return PLAIT_OK;
+    if (m->header_written == 1) {
+        plait_status st = reconcile_header(m);
+        if (st != PLAIT_OK) return st;
+        if (!m->file) return PLAIT_OK;
+        fseek(m->file, 0, SEEK_END);
+    }
     if (m->header_written != 2) {
         if (!m->header_written)
             for (int i = 0; i < m->n; i++) fprintf(m->file, "%s%s", i ? "," : "", m->names[i]);

@@ -2,6 +2,10 @@
  * metrics.csv: one row per step (written by rank 0), columns fixed at open.
  * Columns are added by name before the first row; values are doubles
  * (integers print without decimals, NaN prints as an empty cell).
+ * Appending to a file whose header differs (a run resumed under another
+ * layout has other per-stage columns) rewrites it once with the union of
+ * both headers (old columns first; cells a run did not have stay empty), so
+ * the file stays one table.
  * Not thread-safe; flushed every row so a crash loses at most one row.
  */
 #ifndef PLAIT_CORE_METRICS_H
@@ -19,6 +23,7 @@ typedef struct plait_metrics {
     char names[PLAIT_METRICS_MAX_COLUMNS][32];
     double values[PLAIT_METRICS_MAX_COLUMNS];
     int header_written;
+    char path[4096];
 } plait_metrics;
 
 /* Open `path` for writing; `append` continues an existing file (resume) and

@@ -33,6 +33,13 @@ typedef struct plait_step_timing {
     double compute_s;    /* forward, backward, optimizer arithmetic */
     double comm_s;       /* blocked on communication not hidden by compute (DP/ZeRO/TP) */
     double idle_s;       /* blocked waiting for pipeline neighbours (the bubble) */
+    double tp_s;         /* of comm_s: blocked in TP all-reduces inside forward/backward */
+    /* The pipeline phase (schedule start to REDUCE_GRADS): this rank's busy
+     * time in forward/backward (layer hooks and TP all-reduces included) and
+     * when its last backward ended, both from the start of the schedule.
+     * A stage's idle time is the phase's span over all stages minus its
+     * busy time (the simulator's definition of the bubble). */
+    double fb_s, pipe_end_s;
     uint64_t dp_bytes, tp_bytes, pp_bytes, optim_bytes;
     uint32_t reductions, early_reductions;
 } plait_step_timing;
@@ -43,6 +50,11 @@ typedef struct plait_step_result {
     double lr;
     double grad_norm;
     plait_step_timing t;
+    /* Measured pipeline bubble of the step (every rank gets the same): the
+     * span of the pipeline phase (slowest stage) and the mean over stages of
+     * idle / span. Per-stage idle seconds are in run->stage_idle_s. */
+    double pipe_span_s;
+    double bubble;
 } plait_step_result;
 
 typedef struct plait_run {
@@ -90,7 +102,15 @@ typedef struct plait_run {
     uint8_t *slot_busy;
     int32_t max_slots;
     plait_request **send_req; /* [max_slots * 2] pending sends per slot (act, grad) */
-    double *mb_loss;          /* loss sum per global micro-batch (step) */
+    double *mb_loss;          /* loss sum per global micro-batch (step), then per stage:
+                               * busy and pipeline-end seconds (2*pp, mean over the
+                               * stage's ranks), summed over the world in one call */
+    double *stage_idle_s;     /* [pp] last step: idle seconds of each stage */
+    /* Sums over the steps of this run after its first, for the end-of-run
+     * bubble line: Σ per-stage idle, Σ span. */
+    double *stage_idle_sum;   /* [pp] */
+    double pipe_span_sum;
+    int64_t bubble_steps;
     int32_t *tokens, *targets;
     uint64_t flops_per_token;
     double peak_activation_bytes;

@@ -22,6 +22,20 @@ plait_status plait_run_save(plait_run *run, const char *out_dir);
 
 /* Rank 0: the start-up summary (layout, batch, model size, memory report). */
 void plait_run_print_summary(plait_run *run, const char *out_dir, const char *resumed_from);
+/* Memory per rank, one row of PLAIT_RUN_MEM_FIELDS per world rank:
+ * dp, tp, pp coordinates, then bytes of parameters, gradients, optimizer
+ * state, buffers, activations, and the peak RSS. Collective over the world
+ * (every rank gets every row). rows: world_size * PLAIT_RUN_MEM_FIELDS. */
+#define PLAIT_RUN_MEM_FIELDS 9
+plait_status plait_run_gather_memory(plait_run *run, double *rows);
+/* Rank 0: the per-rank memory table (when the world has > 1 rank). */
+void plait_run_print_memory_table(const plait_run *run, const double *rows);
+/* Rank 0: write rows as `path` (memory.csv: rank, dp, tp, pp, *_bytes). */
+plait_status plait_run_write_memory_csv(const plait_run *run, const double *rows, const char *path);
+/* Rank 0: the measured pipeline idle share beside the schedule's formula,
+ * averaged over the run's steps after its first (nothing when pp = 1). */
+void plait_run_print_bubble(const plait_run *run);
+
 /* Rank 0: one metrics row's values. */
 void plait_run_fill_metrics(plait_run *run, plait_metrics *m, const plait_step_result *res, double val_loss);
 

@@ -40,6 +40,17 @@ plait_status plait_run_build_params(plait_run *run) {
         offset = (offset + 15) & ~(size_t)15;
         run->local_of_global[g] = n++;
     }
+    /* Tied pairs split across pipeline stages: both local members are
+     * flagged, so an optimizer owning gradients keeps them whole for the
+     * embedding group's sum (PLAIT_PARAM_TIED_REMOTE). */
+    for (int32_t g = 0; g < spec->n_params; g++) {
+        const plait_param *c = &spec->params[g];
+        if (!(c->flags & PLAIT_PARAM_TIED_COPY) || c->tied_to < 0 || c->tied_to >= spec->n_params) continue;
+        int32_t o = c->tied_to;
+        if (run->plan.layer_stage[c->layer] == run->plan.layer_stage[spec->params[o].layer]) continue;
+        if (run->local_of_global[g] >= 0) params[run->local_of_global[g]].flags |= PLAIT_PARAM_TIED_REMOTE;
+        if (run->local_of_global[o] >= 0) params[run->local_of_global[o]].flags |= PLAIT_PARAM_TIED_REMOTE;
+    }
     run->params.struct_size = sizeof run->params;
     run->params.params = params;
     run->params.n_params = n;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/error.h"
 #include "runtime/host.h"
 #include "runtime/log.h"
 #include "train/run_ckpt.h"
@@ -62,6 +63,66 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
     fflush(stdout);
 }
 
+plait_status plait_run_gather_memory(plait_run *run, double *rows) {
+    int world = run->mesh.world_size;
+    memset(rows, 0, sizeof(double) * (size_t)world * PLAIT_RUN_MEM_FIELDS);
+    run_memory m;
+    collect_memory(run, &m);
+    double *r = rows + (size_t)run->mesh.world_rank * PLAIT_RUN_MEM_FIELDS;
+    const double mine[PLAIT_RUN_MEM_FIELDS] = {run->mesh.dp_rank, run->mesh.tp_rank, run->mesh.pp_rank,
+                                               m.param, m.grad, m.state, m.buffers, m.activations, m.rss_peak};
+    memcpy(r, mine, sizeof mine);
+    if (world == 1) return PLAIT_OK;
+    /* one row per rank, zeros elsewhere: the sum is a gather */
+    return plait_host_table()->coll->allreduce(run->world, rows, rows, (size_t)world * PLAIT_RUN_MEM_FIELDS,
+                                               PLAIT_F64, PLAIT_SUM, NULL, NULL);
+}
+
+void plait_run_print_memory_table(const plait_run *run, const double *rows) {
+    if (run->mesh.world_size == 1) return;
+    printf("plait: memory per rank (MB):  rank  dp tp pp  parameters  gradients  optimizer  buffers\n");
+    for (int r = 0; r < run->mesh.world_size; r++) {
+        const double *v = rows + (size_t)r * PLAIT_RUN_MEM_FIELDS;
+        printf("plait:                        %4d  %2.0f %2.0f %2.0f  %10.2f  %9.2f  %9.2f  %7.2f\n", r, v[0], v[1],
+               v[2], v[3] / MB, v[4] / MB, v[5] / MB, v[6] / MB);
+    }
+    fflush(stdout);
+}
+
+plait_status plait_run_write_memory_csv(const plait_run *run, const double *rows, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write the memory report", path);
+    fprintf(f, "rank,dp,tp,pp,param_bytes,grad_bytes,optim_state_bytes,buffer_bytes,activation_bytes,"
+               "peak_rss_bytes\n");
+    for (int r = 0; r < run->mesh.world_size; r++) {
+        const double *v = rows + (size_t)r * PLAIT_RUN_MEM_FIELDS;
+        fprintf(f, "%d", r);
+        for (int k = 0; k < PLAIT_RUN_MEM_FIELDS; k++) fprintf(f, ",%.0f", v[k]);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write the memory report", path);
+    return PLAIT_OK;
+}
+
+void plait_run_print_bubble(const plait_run *run) {
+    int32_t pp = run->mesh.pp;
+    int64_t steps = run->bubble_steps - 1;
+    if (pp < 2 || steps < 1 || run->pipe_span_sum <= 0) return;
+    char per_stage[512] = "";
+    size_t used = 0;
+    double share = 0;
+    for (int32_t s = 0; s < pp; s++) {
+        double x = run->stage_idle_sum[s] / run->pipe_span_sum;
+        share += x / pp;
+        if (used < sizeof per_stage)
+            used += (size_t)snprintf(per_stage + used, sizeof per_stage - used, "%s%.1f%%", s ? " " : "", 100 * x);
+    }
+    printf("plait: pipeline idle measured %.1f%% of the pipeline phase (mean of stages: %s; %lld steps, "
+           "%.1f ms/step), expected %s\n",
+           100 * share, per_stage, (long long)steps, 1e3 * run->pipe_span_sum / (double)steps, run->plan.summary);
+    fflush(stdout);
+}
+
 void plait_run_fill_metrics(plait_run *run, plait_metrics *mt, const plait_step_result *r, double val_loss) {
     const plait_step_timing *t = &r->t;
     double tokens = (double)run->batch.global_batch * run->block_size;
@@ -75,6 +136,14 @@ void plait_run_fill_metrics(plait_run *run, plait_metrics *mt, const plait_step_
     plait_metrics_set_named(mt, "compute_ms", 1e3 * t->compute_s);
     plait_metrics_set_named(mt, "comm_ms", 1e3 * t->comm_s);
     plait_metrics_set_named(mt, "idle_ms", 1e3 * t->idle_s);
+    plait_metrics_set_named(mt, "tp_ms", 1e3 * t->tp_s);
+    plait_metrics_set_named(mt, "bubble_measured", r->bubble);
+    if (run->plan.bubble_formula >= 0) plait_metrics_set_named(mt, "bubble_formula", run->plan.bubble_formula);
+    for (int32_t s = 0; s < run->mesh.pp; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "idle_ms_stage%d", (int)s);
+        plait_metrics_set_named(mt, name, 1e3 * run->stage_idle_s[s]);
+    }
     plait_metrics_set_named(mt, "dp_bytes", (double)t->dp_bytes);
     plait_metrics_set_named(mt, "tp_bytes", (double)t->tp_bytes);
     plait_metrics_set_named(mt, "pp_bytes", (double)t->pp_bytes);

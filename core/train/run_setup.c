@@ -132,10 +132,13 @@ static plait_status alloc_step_scratch(plait_run *run) {
     run->slot_of = malloc(sizeof(int32_t) * (size_t)run->max_slots);
     run->slot_busy = calloc((size_t)run->max_slots, 1);
     run->send_req = calloc((size_t)run->max_slots * 2, sizeof(plait_request *));
-    run->mb_loss = calloc((size_t)n_global, sizeof(double));
+    run->mb_loss = calloc((size_t)n_global + 2 * (size_t)run->mesh.pp, sizeof(double));
+    run->stage_idle_s = calloc((size_t)run->mesh.pp, sizeof(double));
+    run->stage_idle_sum = calloc((size_t)run->mesh.pp, sizeof(double));
     run->tokens = malloc(bt * sizeof(int32_t));
     run->targets = malloc(bt * sizeof(int32_t));
-    if (!run->slot_of || !run->slot_busy || !run->send_req || !run->mb_loss || !run->tokens || !run->targets)
+    if (!run->slot_of || !run->slot_busy || !run->send_req || !run->mb_loss || !run->stage_idle_s ||
+        !run->stage_idle_sum || !run->tokens || !run->targets)
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     if (run->deterministic && m > 1 && run->grad_flat) {
         plait_status st = plait_grad_tree_create(run->flat_numel, m, &run->tree);
@@ -221,6 +224,8 @@ void plait_run_close(plait_run *run) {
     free(run->slot_busy);
     free(run->send_req);
     free(run->mb_loss);
+    free(run->stage_idle_s);
+    free(run->stage_idle_sum);
     free(run->tokens);
     free(run->targets);
     plait_model_desc_free(run->desc);

@@ -33,15 +33,50 @@ static plait_status wait_slot_sends(plait_run *run, int32_t slot) {
     return st;
 }
 
+/* 1 once every send posted from the slot's buffers has completed (polls,
+ * never blocks). */
+static plait_status slot_sends_done(plait_run *run, int32_t slot, int *done) {
+    const plait_coll_api *coll = plait_host_table()->coll;
+    *done = 1;
+    for (int k = 0; k < 2; k++) {
+        plait_request **r = &run->send_req[slot * 2 + k];
+        if (!*r) continue;
+        int d = 0;
+        plait_status st = coll->test(*r, &d);
+        if (st != PLAIT_OK) {
+            *r = NULL; /* test released it */
+            return st;
+        }
+        if (d) *r = NULL;
+        else *done = 0;
+    }
+    return PLAIT_OK;
+}
+
+/* A slot for (chunk, mb): its own if it has one this step, else a free slot
+ * of the chunk's pool whose sends have completed. A freed slot whose send
+ * is still in flight is never waited for here: under a rendezvous transport
+ * (large messages) that send completes only when the neighbour posts its
+ * receive, which may come after the neighbour needs something from this
+ * stage, so waiting could deadlock (schedule.h). Chunk c owns slots
+ * [c*m, (c+1)*m), laid out for its layers only (an interleaved stage's
+ * chunks do not each pay for the other's activations); m per chunk suffice:
+ * each (chunk, mb) takes a slot once per step, and sends are all finished
+ * at the end of every step. */
 static plait_status get_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t *slot) {
-    int32_t key = chunk * run->plan.micro_batches + mb;
+    int32_t m = run->plan.micro_batches;
+    int32_t key = chunk * m + mb;
     if (run->slot_of[key] >= 0) {
         *slot = run->slot_of[key];
         return PLAIT_OK;
     }
-    for (int32_t s = 0; s < run->max_slots; s++) {
+    for (int32_t s = chunk * m; s < (chunk + 1) * m && s < run->max_slots; s++) {
         if (run->slot_busy[s]) continue;
-        plait_status st = wait_slot_sends(run, s); /* the buffers may still be sending */
+        int done = 0;
+        plait_status st = slot_sends_done(run, s, &done);
+        if (st != PLAIT_OK) return st;
+        if (!done) continue; /* its buffers are still being sent */
+        st = plait_model_slot_layers(run->model, s, run->first_layer[chunk], run->last_layer[chunk]);
         if (st != PLAIT_OK) return st;
         run->slot_busy[s] = 1;
         run->slot_of[key] = s;
@@ -84,11 +119,19 @@ static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint
 static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *buf, int32_t to_stage, uint32_t tag,
                             const char *what) {
     const plait_coll_api *coll = plait_host_table()->coll;
-    plait_status st = wait_slot_sends(run, slot); /* at most one pending send of each kind per slot */
-    if (st != PLAIT_OK) return st;
+    /* At most one pending send of each kind per slot. A slot sends one
+     * activation and one gradient per step, so this never waits in practice;
+     * the other kind's send is left alone (waiting for it could deadlock as
+     * in get_slot). */
+    plait_request **r = &run->send_req[slot * 2 + k];
+    if (*r) {
+        plait_status w = coll->wait(*r);
+        *r = NULL;
+        if (w != PLAIT_OK) return w;
+    }
     plait_coll_opts opts = {.struct_size = sizeof opts, .label = what};
     return coll->send(run->mesh.pp_comm, buf, plait_model_boundary_numel(run->model), PLAIT_F32, to_stage, tag,
-                      &opts, &run->send_req[slot * 2 + k]);
+                      &opts, r);
 }
 
 /* ---- compute ------------------------------------------------------------ */
@@ -111,13 +154,18 @@ static plait_status forward_chunk(plait_run *run, int32_t chunk, int32_t mb, int
     int32_t slot;
     plait_status st = get_slot(run, chunk, mb, &slot);
     if (st == PLAIT_OK) st = load_batch(run, slot, chunk, split, step, global_mb);
-    double t0 = now_s();
+    /* Optimizer hooks are communication (ZeRO-3 gathers, ZeRO-2 reductions):
+     * their time counts as such; the layers' as compute. */
     for (int32_t l = run->first_layer[chunk]; st == PLAIT_OK && l <= run->last_layer[chunk]; l++) {
+        double t0 = now_s();
         if (run->opt->before_forward) st = run->opt->before_forward(run->opt_state, l, mb);
+        double t1 = now_s();
         if (st == PLAIT_OK) st = plait_model_forward_layer(run->model, l, slot);
+        double t2 = now_s();
         if (st == PLAIT_OK && run->opt->after_forward) st = run->opt->after_forward(run->opt_state, l, mb);
+        t->compute_s += t2 - t1;
+        t->comm_s += (t1 - t0) + (now_s() - t2);
     }
-    t->compute_s += now_s() - t0;
     if (st == PLAIT_OK && chunk_has(run, chunk, run->spec->n_layers - 1) && run->mesh.tp_rank == 0)
         run->mb_loss[global_mb] = plait_model_loss_sum(run->model, slot);
     return st;
@@ -155,15 +203,18 @@ static plait_status backward_chunk(plait_run *run, int32_t chunk, int32_t mb, pl
     for (int32_t l = run->last_layer[chunk]; st == PLAIT_OK && l >= run->first_layer[chunk]; l--) {
         double t0 = now_s();
         if (run->opt->before_backward) st = run->opt->before_backward(run->opt_state, l, mb);
+        double t1 = now_s();
         if (st == PLAIT_OK && run->tree) redirect_grads(run, l, 1);
         if (st == PLAIT_OK) st = plait_model_backward_layer(run->model, l, slot);
         if (run->tree) {
             redirect_grads(run, l, 0);
             if (st == PLAIT_OK) st = fold_grads(run, l, mb);
         }
-        t->compute_s += now_s() - t0;
+        double t2 = now_s();
         if (st == PLAIT_OK && run->opt->after_backward) st = run->opt->after_backward(run->opt_state, l, mb, last);
         if (st == PLAIT_OK && run->par->grads_ready) st = run->par->grads_ready(run->par_state, l, mb, last);
+        t->compute_s += t2 - t1;
+        t->comm_s += (t1 - t0) + (now_s() - t2);
     }
     /* A chunk that sends its input gradient keeps the slot until SEND_GRAD. */
     if (run->first_layer[chunk] == 0) release_slot(run, chunk, mb);
@@ -202,13 +253,17 @@ static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
 
 /* Mean token loss of the step: every global micro-batch's loss sum has one
  * contributor (its last-stage, TP-rank-0 rank), so a world sum of the
- * zero-padded vector is exact; the tree sum then matches one process. */
+ * zero-padded vector is exact; the tree sum then matches one process. The
+ * per-stage pipeline times ride along in the same all-reduce (2*pp entries
+ * after the losses; each rank adds its share of its stage's mean), so
+ * measuring the bubble costs no extra collective. */
 static plait_status global_loss(plait_run *run, double *loss) {
     int64_t n = run->batch.global_batch / run->batch.micro_batch;
     const plait_coll_api *coll = plait_host_table()->coll;
     plait_status st = PLAIT_OK;
     if (run->mesh.world_size > 1)
-        st = coll->allreduce(run->world, run->mb_loss, run->mb_loss, (size_t)n, PLAIT_F64, PLAIT_SUM, NULL, NULL);
+        st = coll->allreduce(run->world, run->mb_loss, run->mb_loss, (size_t)n + 2 * (size_t)run->mesh.pp, PLAIT_F64,
+                             PLAIT_SUM, NULL, NULL);
     if (st != PLAIT_OK) return st;
     *loss = plait_tree_sum(run->mb_loss, n) / ((double)run->batch.global_batch * run->block_size);
     return PLAIT_OK;
@@ -218,7 +273,11 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
                                plait_optim_step_out *out) {
     const plait_plan *plan = &run->plan;
     int64_t n_global = run->batch.global_batch / run->batch.micro_batch;
-    memset(run->mb_loss, 0, sizeof(double) * (size_t)n_global);
+    memset(run->mb_loss, 0, sizeof(double) * ((size_t)n_global + 2 * (size_t)run->mesh.pp));
+    /* The pipeline phase runs from here to REDUCE_GRADS; time blocked on
+     * pipeline neighbours inside it is idle, the rest is this stage's work. */
+    double phase_start = now_s(), idle_before = t->idle_s;
+    t->pipe_end_s = t->fb_s = 0;
     for (int32_t k = 0; k < plan->chunks * plan->micro_batches; k++) run->slot_of[k] = -1;
     memset(run->slot_busy, 0, (size_t)run->max_slots);
     plait_status st = PLAIT_OK;
@@ -272,6 +331,8 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
             break;
         }
         case PLAIT_INSTR_REDUCE_GRADS:
+            t->pipe_end_s = now_s() - phase_start;
+            t->fb_s = t->pipe_end_s - (t->idle_s - idle_before);
             st = train ? reduce_grads(run, t) : PLAIT_OK;
             break;
         case PLAIT_INSTR_OPTIM_STEP:
@@ -286,12 +347,49 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
             st = plait_set_error(PLAIT_ERR_INTERNAL, "schedule instruction %zu has unknown op %u", i, in->op);
         }
     }
+    if (t->pipe_end_s == 0) { /* a schedule without REDUCE_GRADS */
+        t->pipe_end_s = now_s() - phase_start;
+        t->fb_s = t->pipe_end_s - (t->idle_s - idle_before);
+    }
     /* Sends still in flight finish before the buffers are touched again. */
     for (int32_t s = 0; s < run->max_slots; s++) {
         plait_status w = wait_slot_sends(run, s);
         if (st == PLAIT_OK) st = w;
     }
     return st;
+}
+
+/* Each stage's busy time and pipeline end, as this rank's share of its
+ * stage's mean, into the slots after the losses (summed by global_loss). */
+static void put_stage_times(plait_run *run, const plait_step_timing *t) {
+    int64_t n = run->batch.global_batch / run->batch.micro_batch;
+    double share = 1.0 / ((double)run->mesh.dp * run->mesh.tp);
+    run->mb_loss[n + run->stage] = t->fb_s * share;
+    run->mb_loss[n + run->mesh.pp + run->stage] = t->pipe_end_s * share;
+}
+
+/* The measured bubble from the summed stage times: the phase spans until
+ * the last stage to finish; a stage is idle for the span minus its busy
+ * time (as tests/pp's simulator counts it). */
+static void take_stage_times(plait_run *run, plait_step_result *res) {
+    int64_t n = run->batch.global_batch / run->batch.micro_batch;
+    int32_t pp = run->mesh.pp;
+    double span = 0, share = 0;
+    for (int32_t s = 0; s < pp; s++)
+        if (run->mb_loss[n + pp + s] > span) span = run->mb_loss[n + pp + s];
+    for (int32_t s = 0; s < pp; s++) {
+        double idle = span - run->mb_loss[n + s];
+        run->stage_idle_s[s] = idle > 0 ? idle : 0;
+        share += span > 0 ? run->stage_idle_s[s] / span : 0;
+    }
+    res->pipe_span_s = span;
+    res->bubble = share / pp;
+    /* the run's first step warms caches and allocates activations: the
+     * end-of-run average leaves it out */
+    if (run->bubble_steps++ > 0) {
+        run->pipe_span_sum += span;
+        for (int32_t s = 0; s < pp; s++) run->stage_idle_sum[s] += run->stage_idle_s[s];
+    }
 }
 
 plait_status plait_run_step(plait_run *run, plait_step_result *res) {
@@ -302,8 +400,10 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     if (run->par->begin_step) st = run->par->begin_step(run->par_state, run->step);
     plait_optim_step_out out = {.struct_size = sizeof out};
     if (st == PLAIT_OK) st = plait_run_execute(run, 0, run->step, 1, &res->t, &out);
+    if (st == PLAIT_OK) put_stage_times(run, &res->t);
     if (st == PLAIT_OK) st = global_loss(run, &res->loss);
     if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step);
+    take_stage_times(run, res);
     res->lr = out.lr;
     res->grad_norm = out.grad_norm;
     res->t.optim_bytes = out.bytes_sent;
@@ -313,6 +413,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
         res->t.dp_bytes = ps.axis_bytes[0];
         res->t.tp_bytes = ps.axis_bytes[1];
         res->t.pp_bytes = ps.axis_bytes[2];
+        res->t.tp_s = ps.axis_wait_seconds[1];
         res->t.comm_s += ps.axis_wait_seconds[1]; /* TP all-reduces block inside forward/backward */
         res->t.compute_s -= ps.axis_wait_seconds[1];
         res->t.reductions = ps.reductions;

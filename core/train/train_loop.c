@@ -51,12 +51,40 @@ void plait_train_out_dir(const plait_config *cfg, char *buf, size_t len) {
     snprintf(buf, len, "runs/%.*s", (int)n, base);
 }
 
-static void add_columns(plait_metrics *m) {
+static void add_columns(plait_metrics *m, int32_t pp) {
     static const char *const cols[] = {
         "step", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "compute_ms", "comm_ms",
         "idle_ms", "peak_rss_mb", "dp_bytes", "tp_bytes", "pp_bytes", "optim_bytes", "early_buckets",
-        "param_mb", "grad_mb", "optim_state_mb", "buffer_mb", "activation_mb"};
+        "param_mb", "grad_mb", "optim_state_mb", "buffer_mb", "activation_mb", "tp_ms", "bubble_measured",
+        "bubble_formula"};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) plait_metrics_column(m, cols[i]);
+    /* each pipeline stage's idle time (the bubble), as the step's span over
+     * all stages minus the stage's busy time */
+    for (int32_t s = 0; s < pp; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "idle_ms_stage%d", (int)s);
+        plait_metrics_column(m, name);
+    }
+}
+
+/* Memory of every rank: the table at start-up (rank 0 prints it) and
+ * memory.csv at the end (activations and peak RSS are known then).
+ * Collective over the world. */
+static plait_status report_memory(plait_run *run, const char *out_dir, int at_end) {
+    double *rows = malloc(sizeof(double) * (size_t)run->mesh.world_size * PLAIT_RUN_MEM_FIELDS);
+    if (!rows) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_status st = plait_run_gather_memory(run, rows);
+    if (st == PLAIT_OK && run->mesh.world_rank == 0) {
+        if (at_end) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/memory.csv", out_dir);
+            st = plait_run_write_memory_csv(run, rows, path);
+        } else {
+            plait_run_print_memory_table(run, rows);
+        }
+    }
+    free(rows);
+    return st;
 }
 
 plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
@@ -87,12 +115,13 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         char path[4200];
         snprintf(path, sizeof path, "%s/metrics.csv", out_dir);
         st = plait_metrics_open(&metrics, path, resume_dir != NULL);
-        add_columns(&metrics);
+        add_columns(&metrics, run->mesh.pp);
         plait_progress_init(&progress, opts->progress ? opts->progress : plait_config_str(cfg, "run", "progress"),
                             stdout, run->steps, plait_run_flops_per_token(run), opts->peak_flops);
         plait_run_print_summary(run, out_dir, resume_dir);
     }
     free(resume_dir);
+    if (st == PLAIT_OK) st = report_memory(run, out_dir, 0);
     int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
     int64_t ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
     double started = plait_host_table()->now();
@@ -121,12 +150,14 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
             st = plait_run_save(run, out_dir);
     }
     if (st == PLAIT_OK && run->step > first_step) st = plait_run_save(run, out_dir);
+    if (st == PLAIT_OK) st = report_memory(run, out_dir, 1);
     else if (st == PLAIT_OK && run->step == first_step && rank == 0)
         PLAIT_INFO("train", "nothing to do: the run is already at step %lld of %lld", (long long)run->step,
                    (long long)run->steps);
     if (rank == 0) {
         plait_progress_finish(&progress);
         plait_metrics_close(&metrics);
+        if (st == PLAIT_OK) plait_run_print_bubble(run);
         if (st == PLAIT_OK)
             printf("done: %lld steps, final loss %.4f%s; metrics: %s/metrics.csv; checkpoint: %s/ckpt-%08lld\n",
                    (long long)run->step, loss, "", out_dir, out_dir, (long long)run->step);

@@ -44,3 +44,18 @@ same_params() {
       fail "final parameters of $1 and $2 differ beyond $3"
   fi
 }
+
+# mem NAME RANK COL: a value of the run's memory.csv (per-rank bytes and mesh
+# coordinates, written at the end of the run).
+mem() {
+  awk -F, -v r="$2" -v col="$3" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
+    $1 == r { print $c }' "$E2E_WORK/$1/memory.csv"
+}
+
+# median NAME COL [FIRST]: median of a metrics column over rows FIRST.. (default 2).
+median() {
+  column "$1" "$2" | tail -n +"${3:-2}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
+
+# has_plugin KIND NAME: `plait plugins` lists it as available.
+has_plugin() { "$PLAIT_BIN" plugins 2>/dev/null | grep -Eq "^$1 +$2 .*available"; }

@@ -1,7 +1,10 @@
 /*
  * Running the model: bit-identical results with 1 and 2 math threads;
  * tensor parallelism (tp = 2, 4 "ranks" as threads with an in-process
- * all-reduce) against the unsharded model; a two-stage pipeline split
+ * all-reduce) against the unsharded model, layer by layer (every layer's
+ * output and the gradient reaching it, the logits of the vocab-parallel
+ * head with a vocabulary of 37, divisible by neither 2 nor 4, the loss of
+ * the vocab-parallel cross-entropy, and every parameter's gradient); a two-stage pipeline split
  * through the boundary buffers (bit-identical to one stage); slots; and
  * the API's error paths.
  */
@@ -171,19 +174,50 @@ typedef struct tp_job {
     char err[512];
     double loss;
     float *logits;
+    /* Per layer l = 0 .. n_layers-2 (every layer with a residual-stream
+     * output): its output after the forward, and the gradient of that output
+     * as the backward of layer l+1 leaves it (the input gradient of l+1).
+     * [B,T,C] each, full on every TP rank. */
+    float *outs, *out_grads;
 } tp_job;
+
+/* Forward of every layer, keeping each layer's output (run_backward keeps
+ * each layer's output gradient), so every layer is compared on its own. */
+static plait_status run_layers(harness *h, const int32_t *tok, const int32_t *tgt, float *outs) {
+    plait_model *m = h->model;
+    size_t btc = plait_model_boundary_numel(m);
+    int32_t nl = h->spec->n_layers;
+    plait_status st = plait_model_set_batch(m, 0, tok, tgt);
+    for (int32_t l = 0; st == PLAIT_OK && l < nl; l++) {
+        st = plait_model_forward_layer(m, l, 0);
+        const float *b = l < nl - 1 ? plait_model_boundary(m, 0, l) : NULL;
+        if (st == PLAIT_OK && b) memcpy(outs + (size_t)l * btc, b, btc * sizeof(float));
+    }
+    return st;
+}
+
+static plait_status run_backward(harness *h, float *out_grads) {
+    plait_model *m = h->model;
+    size_t btc = plait_model_boundary_numel(m);
+    plait_status st = PLAIT_OK;
+    for (int32_t l = h->spec->n_layers - 1; st == PLAIT_OK && l >= 0; l--) {
+        st = plait_model_backward_layer(m, l, 0);
+        const float *g = l > 0 ? plait_model_boundary_grad(m, 0, l - 1) : NULL;
+        if (st == PLAIT_OK && g) memcpy(out_grads + (size_t)(l - 1) * btc, g, btc * sizeof(float));
+    }
+    return st;
+}
 
 static void *tp_thread(void *arg) {
     tp_job *j = arg;
-    j->st = harness_forward(j->h, j->tok, j->tgt);
+    j->st = run_layers(j->h, j->tok, j->tgt, j->outs);
     if (j->st == PLAIT_OK) {
         j->loss = plait_model_loss_sum(j->h->model, 0);
         size_t n = (size_t)j->h->B * (size_t)j->h->T * (size_t)j->h->model->Vl;
         j->logits = malloc(n * sizeof(float));
         memcpy(j->logits, plait_model_logits(j->h->model, 0), n * sizeof(float));
     }
-    for (int32_t l = j->h->spec->n_layers - 1; j->st == PLAIT_OK && l >= 0; l--)
-        j->st = plait_model_backward_layer(j->h->model, l, 0);
+    if (j->st == PLAIT_OK) j->st = run_backward(j->h, j->out_grads);
     if (j->st != PLAIT_OK) snprintf(j->err, sizeof j->err, "%s", plait_last_error());
     return NULL;
 }
@@ -192,6 +226,21 @@ static void expect_near(const char *what, int rank, float got, double want, doub
     if (fabs((double)got - want) > 2e-5 * fabs(want) + 2e-6 * scale)
         fail_msg("tp rank %d: %s is %.9g, unsharded %.9g", rank, what, (double)got, want);
 }
+
+/* Residual-stream tensors of every layer against the unsharded model's. */
+static void expect_layers(const char *what, int rank, const float *got, const float *want, size_t btc,
+                          int32_t n_layers) {
+    for (int32_t l = 0; l < n_layers - 1; l++) {
+        const float *g = got + (size_t)l * btc, *w = want + (size_t)l * btc;
+        double scale = 0;
+        for (size_t k = 0; k < btc; k++) scale = fmax(scale, fabs(w[k]));
+        assert_true(scale > 0); /* the layer produced something to compare */
+        char name[64];
+        snprintf(name, sizeof name, "%s of layer %d", what, (int)l);
+        for (size_t k = 0; k < btc; k++) expect_near(name, rank, g[k], w[k], scale);
+    }
+}
+
 
 static void check_tp(const char *ini, int tp) {
     plait_kernels_set_threads(1);
@@ -202,13 +251,15 @@ static void check_tp(const char *ini, int tp) {
     int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
     harness_tokens(tok, n, full.V, 21);
     harness_tokens(tgt, n, full.V, 22);
-    assert_int_equal(harness_forward(&full, tok, tgt), PLAIT_OK);
+    const int32_t nl = full.spec->n_layers;
+    const size_t btc = plait_model_boundary_numel(full.model);
+    float *ref_outs = calloc((size_t)nl * btc, sizeof(float)), *ref_out_grads = calloc((size_t)nl * btc, sizeof(float));
+    assert_int_equal(run_layers(&full, tok, tgt, ref_outs), PLAIT_OK);
     const int64_t V = full.V;
     float *ref_logits = malloc(n * (size_t)V * sizeof(float));
     memcpy(ref_logits, plait_model_logits(full.model, 0), n * (size_t)V * sizeof(float));
     double ref_loss = plait_model_loss_sum(full.model, 0);
-    for (int32_t l = full.spec->n_layers - 1; l >= 0; l--)
-        assert_int_equal(plait_model_backward_layer(full.model, l, 0), PLAIT_OK);
+    assert_int_equal(run_backward(&full, ref_out_grads), PLAIT_OK);
 
     tp_group g = {.n = tp};
     pthread_mutex_init(&g.lock, NULL);
@@ -221,7 +272,8 @@ static void check_tp(const char *ini, int tp) {
         ranks[r] = (tp_rank){&g, r,
                              {sizeof(plait_tp_ops), &ranks[r], op_sum, op_sum, op_max, op_sum}, 0};
         assert_int_equal(harness_init(&hs[r], ini, B, tp, r, &ranks[r].ops), 0);
-        jobs[r] = (tp_job){&hs[r], tok, tgt, PLAIT_OK, "", 0, NULL};
+        jobs[r] = (tp_job){&hs[r], tok, tgt, PLAIT_OK, "", 0, NULL, calloc((size_t)nl * btc, sizeof(float)),
+                           calloc((size_t)nl * btc, sizeof(float))};
     }
     for (int r = 0; r < tp; r++) assert_int_equal(pthread_create(&th[r], NULL, tp_thread, &jobs[r]), 0);
     for (int r = 0; r < tp; r++) pthread_join(th[r], NULL);
@@ -247,6 +299,11 @@ static void check_tp(const char *ini, int tp) {
                 else
                     expect_near("logit", r, got, ref_logits[t * (size_t)V + (size_t)gcol], 1.0);
             }
+        /* each layer's output (forward) and the gradient reaching it (backward) */
+        expect_layers("output", r, jobs[r].outs, ref_outs, btc, nl);
+        expect_layers("output gradient", r, jobs[r].out_grads, ref_out_grads, btc, nl);
+        free(jobs[r].outs);
+        free(jobs[r].out_grads);
         /* every local gradient element against the unsharded one */
         for (int32_t i = 0; i < h->set.n_params; i++) {
             const plait_param *p = &h->params[i], *fp = &full.params[i];
@@ -266,6 +323,8 @@ static void check_tp(const char *ini, int tp) {
     pthread_mutex_destroy(&g.lock);
     pthread_cond_destroy(&g.cond);
     free(ref_logits);
+    free(ref_outs);
+    free(ref_out_grads);
     free(tok);
     free(tgt);
     harness_free(&full);
@@ -352,6 +411,36 @@ static void test_pipeline_split(void **state) {
 
 /* ---- errors -------------------------------------------------------------- */
 
+/* A slot restricted to a model chunk (interleaved schedules) holds only
+ * that chunk's activations, computes the same bits, and refuses layers
+ * outside its range. */
+static void test_slot_layers(void **state) {
+    (void)state;
+    harness h;
+    harness_opts o = {.tp = 1, .max_slots = 2};
+    assert_int_equal(harness_init_ex(&h, TP_GPT_INI, 1, &o), 0);
+    plait_model *m = h.model;
+    int32_t tok[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5};
+    assert_int_equal(plait_model_set_batch(m, 0, tok, tok), PLAIT_OK);
+    uint64_t whole = plait_model_activation_bytes(m); /* slot 0: every layer */
+    assert_int_equal(plait_model_slot_layers(m, 1, 1, 2), PLAIT_OK);
+    assert_int_equal(plait_model_slot_layers(m, 1, 1, 2), PLAIT_OK); /* same range: no-op */
+    assert_int_equal(plait_model_slot_layers(m, 1, 2, 1), PLAIT_ERR_INVALID_ARG);
+    for (int32_t l = 0; l < 3; l++) assert_int_equal(plait_model_forward_layer(m, l, 0), PLAIT_OK);
+    size_t btc = plait_model_boundary_numel(m);
+    memcpy(plait_model_boundary(m, 1, 0), plait_model_boundary(m, 0, 0), btc * sizeof(float));
+    uint64_t chunk = plait_model_activation_bytes(m) - whole;
+    assert_true(chunk > 0 && chunk < whole); /* no embedding, head or logits */
+    assert_int_equal(plait_model_forward_layer(m, 0, 1), PLAIT_ERR_INVALID_ARG);
+    assert_non_null(strstr(plait_last_error(), "holds layers 1..2"));
+    assert_int_equal(plait_model_forward_layer(m, 3, 1), PLAIT_ERR_INVALID_ARG);
+    for (int32_t l = 1; l < 3; l++) assert_int_equal(plait_model_forward_layer(m, l, 1), PLAIT_OK);
+    assert_memory_equal(plait_model_boundary(m, 1, 2), plait_model_boundary(m, 0, 2), btc * sizeof(float));
+    assert_int_equal(plait_model_slot_layers(m, 1, 0, 2), PLAIT_ERR_INVALID_ARG); /* already laid out */
+    assert_int_equal(plait_model_slot_layers(m, 2, 0, 1), PLAIT_ERR_INVALID_ARG); /* no such slot */
+    harness_free(&h);
+}
+
 static void test_errors(void **state) {
     (void)state;
     harness h;
@@ -397,7 +486,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_gpt), cmocka_unit_test(test_threads_mlp),
         cmocka_unit_test(test_tp2_gpt),     cmocka_unit_test(test_tp4_gpt),
-        cmocka_unit_test(test_tp2_mlp),     cmocka_unit_test(test_pipeline_split),
+        cmocka_unit_test(test_tp2_mlp),     cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_slot_layers),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

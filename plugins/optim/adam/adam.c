@@ -244,10 +244,18 @@ static void adam_set_step(void *sp, int64_t step) { ((adam *)sp)->updates = step
 static void adam_memory(void *sp, plait_optim_memory *out) {
     adam *a = sp;
     plait_optim_memory m = {.struct_size = sizeof m};
+    /* Parameters with their own state count 4+4+8 bytes per element (the
+     * ZeRO paper's accounting); a tied copy sharing its original's storage
+     * still has its own gradient, which the core sums into the original's:
+     * reported as a working buffer, as the ZeRO plugins do. */
     for (int32_t i = 0; i < a->params->n_params; i++) {
         size_t bytes = a->params->params[i].numel * sizeof(float);
-        if (a->owns_state[i]) m.param_bytes += bytes;
-        m.grad_bytes += bytes;
+        if (a->owns_state[i]) {
+            m.param_bytes += bytes;
+            m.grad_bytes += bytes;
+        } else {
+            m.buffer_bytes += bytes;
+        }
     }
     m.state_bytes = 2 * (uint64_t)a->state_numel * sizeof(float);
     uint32_t size = out->struct_size < sizeof m ? out->struct_size : (uint32_t)sizeof m;

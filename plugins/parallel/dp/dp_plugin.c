@@ -185,7 +185,9 @@ static plait_status dp_finish_grads(void *state) {
 
 static void dp_step_stats(void *state, plait_parallel_stats *out) {
     dp_state *s = state;
-    if (s->mesh->dp > 1) {
+    /* When the optimizer reduces (ZeRO), the DP group's traffic is its own
+     * and it reports it (plait_optim_step_out.bytes_sent): not counted twice. */
+    if (s->mesh->dp > 1 && s->reduce) {
         plait_comm_stats now = {.struct_size = sizeof now};
         host->coll->stats(s->mesh->dp_comm, &now);
         s->stats.bytes_sent = now.bytes_sent - s->comm_before.bytes_sent;

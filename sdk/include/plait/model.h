@@ -53,7 +53,15 @@ enum {
      * (the output head's copy of the token embedding). Its gradient is summed
      * with the original's across the embedding group; checkpoints store only
      * the original (`tied_to`). */
-    PLAIT_PARAM_TIED_COPY = 1u << 1
+    PLAIT_PARAM_TIED_COPY = 1u << 1,
+    /* Set by the core (ABI 1.0 addition, on this rank's parameters only) on
+     * either member of a tied pair whose other member sits on another
+     * pipeline stage (wte on the first stage, its copy on the last). The
+     * parallel plugin sums the pair's gradient over the embedding group in
+     * its finish_grads, which runs before the optimizer's: an optimizer that
+     * owns gradients (ZeRO-2/3) must keep such a parameter's local gradient
+     * whole in `grad` until then and reduce it over DP afterwards. */
+    PLAIT_PARAM_TIED_REMOTE = 1u << 2
 };
 
 typedef struct plait_param {

@@ -1,0 +1,271 @@
+/*
+ * ZeRO stages 1, 2 and 3 (Rajbhandari et al., "ZeRO: Memory Optimizations
+ * Toward Training Trillion Parameter Models", 2020) as one engine compiled
+ * into each of the zero1, zero2 and zero3 plugins, which differ only in
+ * `stage`, their flags and their declared keys. The Adam(W) arithmetic is the
+ * host's kernel (host->kernels->adamw), the schedule, clipping and the exact
+ * global norm come from optim_common.h: the three plugins and plain `adam`
+ * share every line of optimizer math.
+ *
+ * Partitioning (zero_plan.c). The rank's parameters (its TP/PP slice, in
+ * global order) are grouped into *units*: consecutive parameters of one
+ * layer, at most [optim.zeroN] bucket_size bytes (a larger tensor is a unit
+ * alone). A tied parameter pair held by the same rank (transformer.wte and
+ * its copy lm_head) get one unit each, so their shards line up element by
+ * element. Inside a unit parameters are packed in order, each starting on a
+ * 16-float boundary (as in the core's flat buffers, so kernels see the same
+ * alignment), and the unit is padded to a multiple of the DP size N. Rank r
+ * owns slice r of every unit (PyTorch FSDP's flat-parameter layout, one flat
+ * parameter per unit). Gaps and padding are zeros, take no update and count
+ * as `padding_elems` in the memory report.
+ *
+ * What each rank keeps (Ψ = elements of the rank's parameters, tied copies
+ * sharing storage counted once; S = Σ slice sizes = (Ψ + padding) / N):
+ *   stage 1: parameters 4Ψ (core), gradients 4Ψ (core), moments 8S
+ *   stage 2: parameters 4Ψ (core), gradient shards 4S, moments 8S
+ *   stage 3: parameter shards 4S, gradient shards 4S, moments 8S
+ * plus working buffers (buffer_bytes): unit-sized buffers for reductions
+ * and gathers from a pool that grows to the high-water mark, the tied copy's
+ * gradient (stage 1: the core's full copy; 2/3: its shard), and in
+ * deterministic mode with accumulation (stages 2/3) the accumulation tree.
+ *
+ * Gradients. Stage 1: the core accumulates micro-batches in its buffers;
+ * after a layer's last backward each unit is packed into a buffer and
+ * reduce-scattered (asynchronously, at most max_inflight at once); the
+ * owner's slice is copied back into the core's gradient. Stages 2/3: a unit's
+ * gradient buffer exists only from before_backward to the reduce-scatter
+ * that follows after_backward, every micro-batch (DeepSpeed's way); the
+ * running sum lives only in the rank's slice. Deterministic mode with
+ * accumulation keeps the full local gradient in the canonical tree instead
+ * (optim_tree.h) and reduce-scatters once, at the last micro-batch: per-
+ * micro-batch reduction would change the summation order. All reductions in
+ * deterministic mode use PLAIT_ALGO_ORDERED (elementwise, so shard
+ * boundaries do not matter), which makes every stage bit-identical to plain
+ * DP + adam and to one process.
+ *
+ * Tied parameters. The copy's reduced gradient slice is added into the
+ * original's (original + copy, the core's canonical order) before the norm
+ * and the update; the copy takes no update (it shares storage). Under
+ * pipeline parallelism the tied pair sits on two stages and the pp plugin
+ * sums it over the embedding group in its finish_grads, before ours: stage
+ * 1 then reduces every unit in finish_grads (no overlap with backward), and
+ * the sum is Σ_ranks(embedding + head) rather than Σ embedding + Σ head
+ * (equal up to rounding; not bit-identical to one process). Stages 2/3
+ * keep the gradient of such a parameter (flagged PLAIT_PARAM_TIED_REMOTE by
+ * the core: wte on the first stage, lm_head on the last) whole on the rank
+ * for the whole step — a "whole" unit of its own, accumulated in place over
+ * the micro-batches — so the pp plugin can sum it; finish_grads then
+ * reduce-scatters it over DP like any other unit. Both stages' units hold
+ * one tensor of the same size, so their slices line up, and since both get
+ * the same summed gradient the two copies take identical Adam updates (the
+ * last stage's copy has state of its own, as with plain Adam).
+ *
+ * Parameters (stage 3, zero_gather.c). A layer's units are all-gathered in
+ * before_forward/before_backward and released in after_forward/
+ * after_backward. Prefetch follows the order hooks arrived in during the
+ * previous step (first step: forward ascending, backward descending): the
+ * gathers of the next `prefetch_layers` hooks' layers are started early, and a
+ * released unit that one of them needs is kept rather than gathered again.
+ * If the order differs from the record, prediction resynchronises or stops
+ * for the step; correctness never depends on it. A tied copy's data points at
+ * its original's gathered unit while its layer runs.
+ *
+ * Stages 1/2 all-gather updated parameters into the core's storage at the
+ * end of step(). Communication per step (ring algorithms): stages 1/2 move
+ * 2(N-1)/N·Ψ like an all-reduce; stage 3 adds a second parameter gather
+ * (backward): 3(N-1)/N·Ψ, 1.5× (less by the gathers prefetch keeps).
+ *
+ * Threading: every function is called from the training thread.
+ */
+#ifndef PLAIT_ZERO_H
+#define PLAIT_ZERO_H
+
+#include <plait/plugin.h>
+
+#include "optim_common.h"
+#include "optim_tree.h"
+
+/* Floats each parameter's packed offset is aligned to (64 bytes). */
+#define ZERO_ALIGN 16
+
+/* A piece of this rank's slice of a unit that belongs to one parameter. */
+typedef struct zero_seg {
+    int32_t param;     /* local index */
+    size_t unit_off;   /* packed offset in the unit */
+    size_t param_off;  /* element offset in the parameter */
+    size_t len;
+} zero_seg;
+
+typedef struct zero_unit {
+    int32_t layer;
+    int32_t first, count;  /* members: local params first .. first+count-1 */
+    size_t numel;          /* end of the last member (packed, with alignment gaps) */
+    size_t padded;         /* numel rounded up to a multiple of N */
+    size_t shard;          /* padded / N: the slice each rank owns */
+    size_t shard_off;      /* offset of this rank's slice in the shard arrays */
+    size_t tree_off;       /* offset in the deterministic accumulation vector */
+    int32_t seg_first, n_seg;
+    int copy;              /* a tied copy sharing its original's storage: gradient only */
+    int whole;             /* stages 2/3: a tied parameter whose partner is on another
+                            * stage; its gradient stays whole (whole_grad + whole_off)
+                            * until finish_grads */
+    size_t whole_off;
+    int32_t original;      /* copy: the unit of its original, else -1 */
+
+    float *gbuf;           /* stages 2/3: gradient buffer between before_ and after_backward */
+    int32_t rs_issued;     /* reductions issued this step */
+    /* stage 3 parameters */
+    float *pbuf;           /* gathered unit, or NULL */
+    plait_request *ag_req; /* gather in flight */
+    int32_t held;          /* layers in use needing it */
+} zero_unit;
+
+/* Kinds of hook events in the prefetch trace. */
+#define ZERO_EV_FWD 0
+#define ZERO_EV_BWD 1
+#define ZERO_EVENT(kind, layer) ((int32_t)(layer)*2 + (kind))
+
+/* A free buffer of the pool. */
+typedef struct zero_buf {
+    float *ptr;
+    size_t numel;
+    int busy;
+} zero_buf;
+
+/* An asynchronous collective whose buffer returns to the pool on completion. */
+typedef struct zero_flight {
+    int32_t unit;
+    int kind;              /* ZERO_FLIGHT_* */
+    float *buf;            /* pool buffer it reads/writes */
+    plait_request *req;
+} zero_flight;
+enum { ZERO_FLIGHT_RS = 1, ZERO_FLIGHT_AG_STEP = 2 };
+
+typedef struct zero {
+    int stage;
+    const char *name;             /* "zero1" ... */
+    const plait_host *host;
+    const plait_config *cfg;
+    plait_param_set *params;
+    plait_comm *dp, *world;
+    int n, rank;                  /* DP size and rank */
+    int32_t micro_batches;
+    int deterministic;
+    int tree_mode;                /* deterministic with accumulation and owned gradients */
+    optim_hparams hp;
+    optim_topology topo;          /* dp_rank forced to 0: every rank counts its slices */
+    size_t bucket_elems;
+    int max_inflight;
+    int prefetch;
+    int defer_rs;
+    int32_t first_layer;          /* lowest layer with a local parameter */                 /* stage 1 under pp > 1: reduce in finish_grads only */
+
+    /* plan */
+    zero_unit *units;
+    int32_t n_units;
+    zero_seg *segs;
+    int32_t n_segs;
+    int32_t *unit_of_param;       /* local param -> unit */
+    size_t *param_off;            /* local param -> packed offset in its unit */
+    int32_t n_layer_slots;        /* params->n_layers_total */
+    int32_t *grad_units, *grad_first;     /* CSR: layer -> units with its gradients */
+    int32_t *gather_units, *gather_first; /* CSR: layer -> units its params need (stage 3) */
+    size_t shard_numel;           /* S: slices of units with state */
+    size_t copy_shard_numel;      /* slices of tied-copy units */
+    size_t psi;                   /* Ψ: elements of parameters with state */
+    size_t tree_numel;
+    size_t max_unit;              /* largest padded unit */
+
+    /* storage */
+    float *state;                 /* exp_avg [S] then exp_avg_sq [S] */
+    float *gshard;                /* stages 2/3: reduced gradient slices [S] */
+    float *copy_gshard;           /* stages 2/3: tied copies' slices */
+    float *pshard;                /* stage 3: parameter slices [S] */
+    float *whole_grad;            /* stages 2/3: gradients of whole units [whole_numel] */
+    size_t whole_numel;
+    int materialized;
+    int64_t updates;
+
+    /* working buffers */
+    zero_buf *pool;
+    int32_t n_pool, cap_pool;
+    size_t pool_bytes;
+    zero_flight *flight;          /* FIFO of in-flight collectives holding pool buffers */
+    int32_t n_flight, cap_flight;
+    optim_tree tree;
+
+    /* stage 3 prefetch trace */
+    int32_t *trace_prev, n_prev, cap_prev;
+    int32_t *trace_cur, n_cur, cap_cur;
+    int32_t pos;                  /* next expected index in trace_prev */
+    int predicting;
+
+    /* accounting */
+    int in_step;
+    plait_comm_stats dp_before;
+    uint64_t gathers_issued;      /* stage 3 unit gathers since create (for tests) */
+} zero;
+
+/* ---- zero_plan.c ------------------------------------------------------- */
+/* Build units, segments and layer maps for this rank (no storage). */
+plait_status zero_plan(zero *z);
+void zero_plan_free(zero *z);
+/* This rank's slice of unit u: [lo, lo + shard). */
+static inline size_t zero_lo(const zero *z, const zero_unit *u) { return (size_t)z->rank * u->shard; }
+
+/* ---- zero_pool.c ------------------------------------------------------- */
+/* A buffer of at least `numel` floats (reused, or allocated and kept). */
+float *zero_buf_get(zero *z, size_t numel);
+void zero_buf_put(zero *z, float *ptr);
+void zero_pool_free(zero *z);
+/* Make room for one more in-flight collective: completes the oldest while
+ * max_inflight are pending. Call before taking its buffer. */
+plait_status zero_flight_room(zero *z);
+/* Register an issued collective (its buffer returns to the pool when it is
+ * completed). */
+plait_status zero_flight_push(zero *z, int32_t unit, int kind, float *buf, plait_request *req);
+/* Complete the oldest / every in-flight collective. */
+plait_status zero_flight_pop(zero *z);
+plait_status zero_flight_drain(zero *z);
+/* Complete unit u's reduction if one is in flight (and everything before it). */
+plait_status zero_flight_wait_unit(zero *z, int32_t unit);
+
+/* ---- zero_grads.c ------------------------------------------------------ */
+plait_status zero_before_backward_grads(zero *z, int32_t layer, int32_t mb);
+plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int last);
+/* Finish a reduction (called from the flight queue; the request is done). */
+plait_status zero_rs_complete(zero *z, const zero_flight *f);
+plait_status zero_finish_grads(void *state);
+
+/* ---- zero_gather.c (stage 3) -------------------------------------------- */
+plait_status zero_acquire_layer(zero *z, int kind, int32_t layer);
+plait_status zero_release_layer(zero *z, int32_t layer);
+/* Release every gathered unit (end of step, destroy). */
+plait_status zero_release_all(zero *z);
+/* Commit the step's hook trace as the prediction for the next one. */
+void zero_trace_commit(zero *z);
+/* Initial prediction: forward ascending, backward descending per micro-batch. */
+plait_status zero_trace_seed(zero *z);
+
+/* ---- zero_step.c -------------------------------------------------------- */
+plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_step_out *out);
+/* Stages 1/2: finish an all-gather of updated parameters into the core
+ * (the request is done). */
+plait_status zero_ag_complete(zero *z, const zero_flight *f);
+
+/* ---- zero_state.c ------------------------------------------------------ */
+/* The plugins' function tables, one per stage. */
+extern const plait_optim_ops zero_ops_stage1, zero_ops_stage2, zero_ops_stage3;
+/* Keys every stage declares in [optim.zeroN] (bucket_size, max_inflight)
+ * followed by zero3's prefetch_layers. */
+extern const plait_param_decl zero_param_decls[3];
+/* Start accounting a step's traffic at its first hook. */
+void zero_begin_traffic(zero *z);
+
+/* Pointers to this rank's slice of unit u in a shard array. */
+static inline float *zero_slice(const zero *z, float *base, const zero_unit *u) {
+    (void)z;
+    return base + u->shard_off;
+}
+
+#endif

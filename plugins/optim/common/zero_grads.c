@@ -1,0 +1,227 @@
+/*
+ * Gradient reduction of the ZeRO engine (zero.h): reduce-scatter of units
+ * over the DP group as layers finish their backward, the deterministic
+ * accumulation tree (stages 2/3), and the tied-copy sum.
+ */
+#include <string.h>
+
+#include "zero.h"
+
+static plait_coll_opts rs_opts(const zero *z) {
+    return (plait_coll_opts){.struct_size = sizeof(plait_coll_opts),
+                             .algo = z->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
+                             .mem_kind = PLAIT_MEM_HOST,
+                             .label = "zero gradient reduce-scatter"};
+}
+
+/* Zero the parts of a packed unit buffer that hold no parameter: alignment
+ * gaps and the padding after the last member. */
+static void zero_gaps(const zero *z, const zero_unit *u, float *buf) {
+    size_t end = 0;
+    for (int32_t k = 0; k < u->count; k++) {
+        int32_t i = u->first + k;
+        size_t off = z->param_off[i];
+        if (off > end) memset(buf + end, 0, (off - end) * sizeof(float));
+        end = off + z->params->params[i].numel;
+    }
+    if (u->padded > end) memset(buf + end, 0, (u->padded - end) * sizeof(float));
+}
+
+/* Where unit u's reduced slice goes (stages 2/3). */
+static float *grad_slice(zero *z, const zero_unit *u) {
+    return (u->copy ? z->copy_gshard : z->gshard) + u->shard_off;
+}
+
+/* Stage 1: pack the core's (final) gradients of unit u and reduce-scatter
+ * them; the slice is copied back into the core's gradient on completion. */
+static plait_status start_rs_stage1(zero *z, int32_t ui) {
+    zero_unit *u = &z->units[ui];
+    plait_status st = zero_flight_room(z);
+    if (st != PLAIT_OK) return st;
+    float *buf = zero_buf_get(z, u->padded + u->shard);
+    if (!buf) return PLAIT_ERR_NO_MEMORY;
+    zero_gaps(z, u, buf);
+    for (int32_t k = 0; k < u->count; k++) {
+        const plait_param *p = &z->params->params[u->first + k];
+        if (!p->grad) {
+            zero_buf_put(z, buf);
+            return z->host->set_error(PLAIT_ERR_INVALID_ARG, "%s: parameter %s has no gradient storage", z->name,
+                                      p->name);
+        }
+        z->host->kernels->copy(buf + z->param_off[u->first + k], p->grad, p->numel);
+    }
+    plait_coll_opts o = rs_opts(z);
+    plait_request *req = NULL;
+    st = z->host->coll->reduce_scatter(z->dp, buf, buf + u->padded, u->shard, PLAIT_F32, PLAIT_SUM, &o, &req);
+    if (st != PLAIT_OK) {
+        zero_buf_put(z, buf);
+        return st;
+    }
+    u->rs_issued++;
+    return zero_flight_push(z, ui, ZERO_FLIGHT_RS, buf, req);
+}
+
+/* Stages 2/3: reduce-scatter unit u's gradient buffer into its slice. On a
+ * later micro-batch the slice's running sum joins this rank's contribution
+ * first (after the previous reduction of the unit has landed). */
+static plait_status start_rs_owned(zero *z, int32_t ui, float *buf) {
+    zero_unit *u = &z->units[ui];
+    float *slice = grad_slice(z, u);
+    plait_status st = PLAIT_OK;
+    if (u->rs_issued > 0) {
+        st = zero_flight_wait_unit(z, ui);
+        if (st == PLAIT_OK) z->host->kernels->axpy(buf + zero_lo(z, u), slice, u->shard, 1.0f);
+    }
+    if (st == PLAIT_OK) st = zero_flight_room(z);
+    if (st != PLAIT_OK) {
+        zero_buf_put(z, buf);
+        return st;
+    }
+    plait_coll_opts o = rs_opts(z);
+    plait_request *req = NULL;
+    st = z->host->coll->reduce_scatter(z->dp, buf, slice, u->shard, PLAIT_F32, PLAIT_SUM, &o, &req);
+    if (st != PLAIT_OK) {
+        zero_buf_put(z, buf);
+        return st;
+    }
+    u->rs_issued++;
+    return zero_flight_push(z, ui, ZERO_FLIGHT_RS, buf, req);
+}
+
+plait_status zero_rs_complete(zero *z, const zero_flight *f) {
+    if (z->stage != 1) return PLAIT_OK; /* the slice landed in place */
+    const zero_unit *u = &z->units[f->unit];
+    const float *recv = f->buf + u->padded;
+    size_t lo = zero_lo(z, u);
+    for (int32_t s = 0; s < u->n_seg; s++) {
+        const zero_seg *g = &z->segs[u->seg_first + s];
+        z->host->kernels->copy(z->params->params[g->param].grad + g->param_off, recv + (g->unit_off - lo), g->len);
+    }
+    return PLAIT_OK;
+}
+
+plait_status zero_before_backward_grads(zero *z, int32_t layer, int32_t mb) {
+    (void)mb;
+    if (z->stage == 1) return PLAIT_OK;
+    for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
+        int32_t ui = z->grad_units[k];
+        zero_unit *u = &z->units[ui];
+        if (u->whole) continue; /* accumulates in whole_grad all step */
+        if (u->gbuf)
+            return z->host->set_error(PLAIT_ERR_INVALID_ARG,
+                                      "%s: before_backward of layer %d while its previous backward is still "
+                                      "open (after_backward was not called)",
+                                      z->name, layer);
+        float *buf = zero_buf_get(z, u->padded);
+        if (!buf) return PLAIT_ERR_NO_MEMORY;
+        z->host->kernels->zero(buf, u->padded);
+        u->gbuf = buf;
+        for (int32_t m = 0; m < u->count; m++) z->params->params[u->first + m].grad = buf + z->param_off[u->first + m];
+    }
+    return PLAIT_OK;
+}
+
+plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int last) {
+    if (z->stage == 1) {
+        if (!last || z->defer_rs) return PLAIT_OK;
+        for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
+            plait_status st = start_rs_stage1(z, z->grad_units[k]);
+            if (st != PLAIT_OK) return st;
+        }
+        return PLAIT_OK;
+    }
+    for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
+        int32_t ui = z->grad_units[k];
+        zero_unit *u = &z->units[ui];
+        if (u->whole) continue; /* reduced in finish_grads, after the embedding group's sum */
+        float *buf = u->gbuf;
+        if (!buf)
+            return z->host->set_error(PLAIT_ERR_INVALID_ARG,
+                                      "%s: after_backward of layer %d without before_backward", z->name, layer);
+        u->gbuf = NULL;
+        for (int32_t m = 0; m < u->count; m++) z->params->params[u->first + m].grad = NULL;
+        if (z->tree_mode) {
+            int done = 0;
+            plait_status st = optim_tree_add(&z->tree, mb, buf, buf, u->tree_off, u->numel, &done);
+            if (st != PLAIT_OK || !done) {
+                zero_buf_put(z, buf);
+                if (st != PLAIT_OK) return st;
+                continue;
+            }
+        }
+        plait_status st = start_rs_owned(z, ui, buf);
+        if (st != PLAIT_OK) return st;
+    }
+    return PLAIT_OK;
+}
+
+/* original slice += copy slice, for every tied pair held by this rank. */
+static void add_tied(zero *z) {
+    const plait_kernels *k = z->host->kernels;
+    (void)k;
+    for (int32_t ci = 0; ci < z->n_units; ci++) {
+        const zero_unit *c = &z->units[ci];
+        if (!c->copy) continue;
+        const zero_unit *o = &z->units[c->original];
+        if (z->stage == 1) {
+            /* Both units hold one parameter of equal size: their segments match. */
+            for (int32_t s = 0; s < c->n_seg && s < o->n_seg; s++) {
+                const zero_seg *cs = &z->segs[c->seg_first + s], *os = &z->segs[o->seg_first + s];
+                float *dst = z->params->params[os->param].grad + os->param_off;
+                const float *src = z->params->params[cs->param].grad + cs->param_off;
+                for (size_t i = 0; i < cs->len; i++) dst[i] = dst[i] + src[i];
+            }
+        } else {
+            float *dst = z->gshard + o->shard_off;
+            const float *src = z->copy_gshard + c->shard_off;
+            for (size_t i = 0; i < c->shard; i++) dst[i] = dst[i] + src[i];
+        }
+    }
+}
+
+/* Stages 2/3: a whole unit's gradient (summed over the embedding group by
+ * now) goes to a pool buffer and is reduce-scattered like the others; the
+ * whole buffer starts the next step at zero. */
+static plait_status start_rs_whole(zero *z, int32_t ui) {
+    zero_unit *u = &z->units[ui];
+    float *buf = zero_buf_get(z, u->padded);
+    if (!buf) return PLAIT_ERR_NO_MEMORY;
+    float *whole = z->whole_grad + u->whole_off;
+    z->host->kernels->copy(buf, whole, u->padded); /* gaps and padding are zeros in both */
+    z->host->kernels->zero(whole, u->padded);
+    return start_rs_owned(z, ui, buf);
+}
+
+plait_status zero_finish_grads(void *state) {
+    zero *z = state;
+    zero_begin_traffic(z);
+    plait_status st = PLAIT_OK;
+    for (int32_t ui = 0; ui < z->n_units && st == PLAIT_OK; ui++) {
+        zero_unit *u = &z->units[ui];
+        if (u->whole)
+            st = start_rs_whole(z, ui);
+        else if (u->gbuf)
+            st = z->host->set_error(PLAIT_ERR_INVALID_ARG,
+                                    "%s: finish_grads while the backward of layer %d is still open", z->name,
+                                    u->layer);
+        /* Stage 1 units whose layer saw no last backward reduce now, in unit
+         * order (the same on every rank). */
+        else if (z->stage == 1 && u->rs_issued == 0)
+            st = start_rs_stage1(z, ui);
+    }
+    plait_status d = zero_flight_drain(z);
+    if (st == PLAIT_OK) st = d;
+    if (z->stage == 3) {
+        d = zero_release_all(z);
+        if (st == PLAIT_OK) st = d;
+    }
+    if (st != PLAIT_OK) return st;
+    /* Stages 2/3: a unit without any backward this step has zero gradient. */
+    for (int32_t ui = 0; ui < z->n_units; ui++) {
+        zero_unit *u = &z->units[ui];
+        if (z->stage != 1 && u->rs_issued == 0) z->host->kernels->zero(grad_slice(z, u), u->shard);
+        u->rs_issued = 0;
+    }
+    add_tied(z);
+    return PLAIT_OK;
+}

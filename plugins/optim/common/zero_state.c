@@ -1,0 +1,414 @@
+/*
+ * The ZeRO engine's plugin face (zero.h): create, materialize, the layer
+ * hooks, checkpoint export, the memory report and destroy, and one
+ * plait_optim_ops table per stage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zero.h"
+
+static const char *const state_names[] = {"exp_avg", "exp_avg_sq", NULL};
+
+/* Tag of the export point-to-point messages on the DP group (user tags are
+ * below 2^31; nothing else sends point-to-point on the DP group). */
+#define ZERO_EXPORT_TAG 0x3e5a0000u
+
+void zero_begin_traffic(zero *z) {
+    if (z->in_step) return;
+    z->in_step = 1;
+    memset(&z->dp_before, 0, sizeof z->dp_before);
+    z->dp_before.struct_size = sizeof z->dp_before;
+    if (z->dp && z->host->coll && z->host->coll->stats) z->host->coll->stats(z->dp, &z->dp_before);
+}
+
+static void zero_destroy(void *sp) {
+    zero *z = sp;
+    if (!z) return;
+    const plait_host *h = z->host;
+    (void)zero_flight_drain(z);
+    if (z->stage == 3 && z->units) (void)zero_release_all(z);
+    for (int32_t ui = 0; ui < z->n_units; ui++) zero_buf_put(z, z->units[ui].gbuf);
+    if (z->params && z->stage >= 2)
+        for (int32_t i = 0; i < z->params->n_params; i++) {
+            z->params->params[i].grad = NULL;
+            if (z->stage == 3) z->params->params[i].data = NULL;
+        }
+    h->free(z->state);
+    h->free(z->gshard);
+    h->free(z->copy_gshard);
+    h->free(z->pshard);
+    h->free(z->whole_grad);
+    optim_tree_free(&z->tree);
+    zero_pool_free(z);
+    zero_plan_free(z);
+    free(z->trace_prev);
+    free(z->trace_cur);
+    free(z);
+}
+
+static plait_status zero_create(int stage, const plait_optim_init *init, void **out) {
+    *out = NULL;
+    const plait_host *host = init->host;
+    const char *name = stage == 1 ? "zero1" : stage == 2 ? "zero2" : "zero3";
+    if (init->struct_size < offsetof(plait_optim_init, deterministic) + sizeof init->deterministic)
+        return host->set_error(PLAIT_ERR_ABI, "%s: plait_optim_init of %u bytes is older than this plugin", name,
+                               init->struct_size);
+    if (!PLAIT_HOST_HAS(host, kernels) || !PLAIT_HOST_HAS(host, coll))
+        return host->set_error(PLAIT_ERR_UNSUPPORTED, "%s: the host provides no %s", name,
+                               PLAIT_HOST_HAS(host, kernels) ? "collectives (host->coll)" : "kernel library");
+    if (!init->params) return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: no parameter set", name);
+    if (!init->dp_comm) return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: no DP communicator", name);
+    zero *z = calloc(1, sizeof *z);
+    if (!z) return host->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", name);
+    z->stage = stage;
+    z->name = name;
+    z->host = host;
+    z->cfg = init->config;
+    z->params = init->params;
+    z->dp = init->dp_comm;
+    z->world = init->world;
+    z->n = host->coll->size(z->dp);
+    z->rank = host->coll->rank(z->dp);
+    z->micro_batches = init->local_micro_batches > 0 ? init->local_micro_batches : 1;
+    z->deterministic = init->deterministic;
+    z->tree_mode = stage >= 2 && z->deterministic && z->micro_batches > 1;
+    char section[32];
+    snprintf(section, sizeof section, "optim.%s", name);
+    plait_value v;
+    plait_status st = optim_read_hparams(host, init->config, &z->hp);
+    if (st == PLAIT_OK) st = optim_topology_from_init(init, &z->topo);
+    if (st == PLAIT_OK) st = host->config_get(init->config, section, "bucket_size", &v);
+    if (st == PLAIT_OK) {
+        z->bucket_elems = (size_t)v.i / sizeof(float);
+        if (z->bucket_elems < 1) z->bucket_elems = 1;
+        st = host->config_get(init->config, section, "max_inflight", &v);
+    }
+    if (st == PLAIT_OK) {
+        z->max_inflight = (int)v.i;
+        if (stage == 3) st = host->config_get(init->config, section, "prefetch_layers", &v);
+    }
+    if (st == PLAIT_OK && stage == 3) z->prefetch = (int)v.i;
+    if (st == PLAIT_OK) {
+        st = host->config_get(init->config, "parallel", "pp", &v);
+        z->defer_rs = st == PLAIT_OK && stage == 1 && v.i > 1;
+    }
+    if (st != PLAIT_OK) {
+        zero_destroy(z);
+        return st;
+    }
+    z->topo.dp_rank = 0; /* each rank counts its own slices of the reduced gradient */
+    /* A tied copy on another stage than its original is kept whole (zero.h);
+     * a core too old to flag it (PLAIT_PARAM_TIED_REMOTE) leaves the original
+     * unmarked on its stage, so such a layout is refused. */
+    for (int32_t i = 0; stage >= 2 && i < z->params->n_params; i++) {
+        const plait_param *p = &z->params->params[i];
+        if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && !optim_tied_to_local(z->params, p) &&
+            !(p->flags & PLAIT_PARAM_TIED_REMOTE)) {
+            zero_destroy(z);
+            return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "%s: %s is tied to a parameter on another pipeline stage; its gradient must be "
+                                   "summed whole across the embedding group, which a sharded gradient cannot be. "
+                                   "Use [optim] plugin = zero1 with pipeline parallelism",
+                                   name, p->name);
+        }
+    }
+    z->first_layer = -1;
+    for (int32_t i = 0; i < z->params->n_params; i++)
+        if (z->first_layer < 0 || z->params->params[i].layer < z->first_layer) z->first_layer = z->params->params[i].layer;
+    st = zero_plan(z);
+    if (st == PLAIT_OK && stage == 3) st = zero_trace_seed(z);
+    if (st == PLAIT_OK) {
+        z->flight = calloc((size_t)z->max_inflight + 1, sizeof *z->flight);
+        z->cap_flight = z->max_inflight + 1;
+        if (!z->flight) st = host->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", name);
+    }
+    if (st != PLAIT_OK) {
+        zero_destroy(z);
+        return st;
+    }
+    if (stage >= 2)
+        for (int32_t i = 0; i < z->params->n_params; i++) {
+            z->params->params[i].grad = NULL;
+            if (stage == 3) z->params->params[i].data = NULL;
+        }
+    if (stage >= 2 && z->whole_numel > 0) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "%s tied gradients", name);
+        z->whole_grad = host->alloc(z->whole_numel * sizeof(float), PLAIT_MEM_HOST, 64, tag);
+        if (!z->whole_grad) {
+            zero_destroy(z);
+            return PLAIT_ERR_NO_MEMORY;
+        }
+        host->kernels->zero(z->whole_grad, z->whole_numel);
+        for (int32_t ui = 0; ui < z->n_units; ui++) {
+            const zero_unit *u = &z->units[ui];
+            if (!u->whole) continue;
+            for (int32_t k = 0; k < u->count; k++)
+                z->params->params[u->first + k].grad = z->whole_grad + u->whole_off + z->param_off[u->first + k];
+        }
+    }
+    *out = z;
+    return PLAIT_OK;
+}
+
+static plait_status create1(const plait_optim_init *init, void **out) { return zero_create(1, init, out); }
+static plait_status create2(const plait_optim_init *init, void **out) { return zero_create(2, init, out); }
+static plait_status create3(const plait_optim_init *init, void **out) { return zero_create(3, init, out); }
+
+static float *alloc_zeroed(zero *z, size_t numel, const char *what) {
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s %s", z->name, what);
+    float *p = z->host->alloc((numel ? numel : 1) * sizeof(float), PLAIT_MEM_HOST, 64, tag);
+    if (p) z->host->kernels->zero(p, numel ? numel : 1);
+    return p;
+}
+
+/* Read tensor `which` of this rank's slices into `base` (a shard array);
+ * slices the source lacks (PLAIT_ERR_UNSUPPORTED) are zero-filled. Notes the
+ * first parameter found and the first missing. -1 on a read error. */
+static int read_slices(zero *z, const plait_value_source *src, const char *which, float *base,
+                       const plait_param **absent, const plait_param **present) {
+    for (int32_t ui = 0; ui < z->n_units; ui++) {
+        const zero_unit *u = &z->units[ui];
+        if (u->copy) continue;
+        size_t lo = zero_lo(z, u);
+        for (int32_t s = 0; s < u->n_seg; s++) {
+            const zero_seg *g = &z->segs[u->seg_first + s];
+            const plait_param *p = &z->params->params[g->param];
+            float *dst = base + u->shard_off + (g->unit_off - lo);
+            plait_status st = src && src->read ? src->read(src->ctx, p->index, which, g->param_off, g->len, dst)
+                                               : PLAIT_ERR_UNSUPPORTED;
+            if (st == PLAIT_OK) {
+                if (!*present) *present = p;
+            } else if (st == PLAIT_ERR_UNSUPPORTED) {
+                z->host->kernels->zero(dst, g->len);
+                if (!*absent) *absent = p;
+            } else {
+                char msg[1024];
+                snprintf(msg, sizeof msg, "%s", z->host->last_error());
+                z->host->set_error(PLAIT_ERR_PROTOCOL, "%s: reading %s of %s: %s", z->name, which, p->name, msg);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static plait_status zero_materialize(void *sp, const plait_value_source *src) {
+    zero *z = sp;
+    const plait_host *h = z->host;
+    size_t S = z->shard_numel;
+    if (!z->state && !(z->state = alloc_zeroed(z, 2 * S, "optimizer state"))) return PLAIT_ERR_NO_MEMORY;
+    if (z->stage >= 2) {
+        if (!z->gshard && !(z->gshard = alloc_zeroed(z, S, "gradient shards"))) return PLAIT_ERR_NO_MEMORY;
+        if (!z->copy_gshard && !(z->copy_gshard = alloc_zeroed(z, z->copy_shard_numel, "tied gradient shards")))
+            return PLAIT_ERR_NO_MEMORY;
+    }
+    if (z->stage == 3 && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards"))) return PLAIT_ERR_NO_MEMORY;
+    if (z->tree_mode && !z->tree.host) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "%s deterministic accumulation", z->name);
+        plait_status st = optim_tree_init(&z->tree, h, z->tree_numel, z->micro_batches, tag);
+        if (st != PLAIT_OK) return st;
+    }
+    if (z->stage == 3) {
+        const plait_param *absent = NULL, *present = NULL;
+        if (read_slices(z, src, "param", z->pshard, &absent, &present) < 0) return PLAIT_ERR_PROTOCOL;
+        if (absent)
+            return h->set_error(PLAIT_ERR_PROTOCOL, "%s: the value source has no values for parameter %s", z->name,
+                                absent->name);
+    }
+    /* A checkpoint holds all of the optimizer state or none of it. */
+    const plait_param *absent = NULL, *present = NULL;
+    const char *absent_which = NULL, *present_which = NULL;
+    for (int s = 0; state_names[s]; s++) {
+        const plait_param *a = NULL, *p = NULL;
+        if (read_slices(z, src, state_names[s], z->state + (s ? S : 0), &a, &p) < 0) return PLAIT_ERR_PROTOCOL;
+        if (a && !absent) absent = a, absent_which = state_names[s];
+        if (p && !present) present = p, present_which = state_names[s];
+    }
+    if (present && absent)
+        return h->set_error(PLAIT_ERR_PROTOCOL,
+                            "%s: the optimizer state is incomplete: it has %s for %s but no %s for %s (a damaged or "
+                            "foreign checkpoint)",
+                            z->name, present_which, present->name, absent_which, absent->name);
+    z->materialized = 1;
+    h->log(PLAIT_LOG_DEBUG, z->name,
+           "DP rank %d/%d: %d units, %zu parameter elements, slices of %zu (%zu padding), state %s", z->rank, z->n,
+           z->n_units, z->psi, S, S * (size_t)z->n - z->psi, present ? "restored" : "zero-initialised");
+    return PLAIT_OK;
+}
+
+static plait_status check_layer(zero *z, int32_t layer) {
+    if (layer < 0 || layer >= z->n_layer_slots)
+        return z->host->set_error(PLAIT_ERR_INVALID_ARG, "%s: layer %d outside 0..%d", z->name, layer,
+                                  z->n_layer_slots - 1);
+    if (!z->materialized) return z->host->set_error(PLAIT_ERR_INVALID_ARG, "%s: hook before materialize()", z->name);
+    return PLAIT_OK;
+}
+
+static plait_status zero_before_forward(void *sp, int32_t layer, int32_t mb) {
+    zero *z = sp;
+    plait_status st = check_layer(z, layer);
+    if (st != PLAIT_OK) return st;
+    /* A step (or an evaluation pass) starts with micro-batch 0's first layer:
+     * gathers of evaluation passes before it are not the step's traffic. */
+    if (mb == 0 && layer == z->first_layer) z->in_step = 0;
+    zero_begin_traffic(z);
+    return z->stage == 3 ? zero_acquire_layer(z, ZERO_EV_FWD, layer) : PLAIT_OK;
+}
+
+static plait_status zero_after_forward(void *sp, int32_t layer, int32_t mb) {
+    (void)mb;
+    zero *z = sp;
+    plait_status st = check_layer(z, layer);
+    if (st != PLAIT_OK) return st;
+    return z->stage == 3 ? zero_release_layer(z, layer) : PLAIT_OK;
+}
+
+static plait_status zero_before_backward(void *sp, int32_t layer, int32_t mb) {
+    zero *z = sp;
+    plait_status st = check_layer(z, layer);
+    if (st != PLAIT_OK) return st;
+    zero_begin_traffic(z);
+    if (z->stage == 3) st = zero_acquire_layer(z, ZERO_EV_BWD, layer);
+    return st == PLAIT_OK ? zero_before_backward_grads(z, layer, mb) : st;
+}
+
+static plait_status zero_after_backward(void *sp, int32_t layer, int32_t mb, int last) {
+    zero *z = sp;
+    plait_status st = check_layer(z, layer);
+    if (st != PLAIT_OK) return st;
+    zero_begin_traffic(z);
+    st = zero_after_backward_grads(z, layer, mb, last);
+    if (st == PLAIT_OK && z->stage == 3) st = zero_release_layer(z, layer);
+    return st;
+}
+
+static plait_status zero_export(void *sp, int32_t param_index, const char *which, float *dst) {
+    zero *z = sp;
+    const plait_host *h = z->host;
+    int32_t i = optim_local_index(z->params, param_index);
+    if (i < 0) return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: parameter %d is not held by this rank", z->name, param_index);
+    if (optim_tied_to_local(z->params, &z->params->params[i]))
+        i = optim_local_index(z->params, z->params->params[i].tied_to); /* shares the original's everything */
+    const plait_param *p = &z->params->params[i];
+    if (!z->materialized) return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: export before materialize()", z->name);
+    const float *base;
+    int which_id;
+    if (strcmp(which, "param") == 0) {
+        if (z->stage != 3) {
+            if (z->rank == 0 && dst) h->kernels->copy(dst, p->data, p->numel);
+            return PLAIT_OK;
+        }
+        base = z->pshard, which_id = 0;
+    } else if (strcmp(which, "exp_avg") == 0) {
+        base = z->state, which_id = 1;
+    } else if (strcmp(which, "exp_avg_sq") == 0) {
+        base = z->state + z->shard_numel, which_id = 2;
+    } else {
+        return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: unknown tensor \"%s\" of %s", z->name, which, p->name);
+    }
+    /* Rank q holds [q*shard, (q+1)*shard) of the unit; each sends its part of
+     * the parameter to rank 0, which assembles it in dst. */
+    const zero_unit *u = &z->units[z->unit_of_param[i]];
+    size_t a = z->param_off[i], b = a + p->numel;
+    float *scratch = NULL;
+    if (z->rank == 0 && !dst) {
+        scratch = zero_buf_get(z, p->numel);
+        if (!scratch) return PLAIT_ERR_NO_MEMORY;
+        dst = scratch;
+    }
+    plait_status st = PLAIT_OK;
+    for (int q = 0; q < z->n && st == PLAIT_OK; q++) {
+        size_t lo = (size_t)q * u->shard, hi = lo + u->shard;
+        size_t s = a > lo ? a : lo, e = b < hi ? b : hi;
+        if (s >= e) continue;
+        const float *mine = base + u->shard_off + (s - lo);
+        if (z->rank == 0 && q == 0) h->kernels->copy(dst + (s - a), mine, e - s);
+        else if (z->rank == q)
+            st = h->coll->send(z->dp, mine, e - s, PLAIT_F32, 0, ZERO_EXPORT_TAG + (uint32_t)which_id, NULL, NULL);
+        else if (z->rank == 0)
+            st = h->coll->recv(z->dp, dst + (s - a), e - s, PLAIT_F32, q, ZERO_EXPORT_TAG + (uint32_t)which_id, NULL,
+                               NULL);
+    }
+    zero_buf_put(z, scratch);
+    return st;
+}
+
+static int64_t zero_get_step(void *sp) { return ((zero *)sp)->updates; }
+static void zero_set_step(void *sp, int64_t step) { ((zero *)sp)->updates = step; }
+
+/* The working buffers the engine plans for (reported until the pool, which
+ * grows on demand, is larger). */
+static uint64_t planned_buffers(const zero *z) {
+    size_t per_layer = 0, gather_per_layer = 0;
+    for (int32_t l = 0; l < z->n_layer_slots; l++) {
+        size_t g = 0, q = 0;
+        for (int32_t k = z->grad_first[l]; k < z->grad_first[l + 1]; k++) g += z->units[z->grad_units[k]].padded;
+        for (int32_t k = z->gather_first[l]; k < z->gather_first[l + 1]; k++) q += z->units[z->gather_units[k]].padded;
+        if (g > per_layer) per_layer = g;
+        if (q > gather_per_layer) gather_per_layer = q;
+    }
+    size_t P = z->max_unit, f = (size_t)z->max_inflight;
+    size_t elems;
+    if (z->stage == 1) elems = f * (P + P / (size_t)z->n);
+    else elems = per_layer + f * P;
+    if (z->stage == 3) elems += (size_t)(z->prefetch + 1) * gather_per_layer;
+    return (uint64_t)elems * sizeof(float);
+}
+
+static void zero_memory(void *sp, plait_optim_memory *out) {
+    zero *z = sp;
+    plait_optim_memory m = {.struct_size = sizeof m};
+    uint64_t S = z->shard_numel, psi = z->psi;
+    m.param_bytes = 4 * (z->stage == 3 ? S : psi);
+    m.grad_bytes = 4 * (z->stage == 1 ? psi : S);
+    m.state_bytes = 8 * S;
+    uint64_t pool = z->pool_bytes, plan = planned_buffers(z);
+    m.buffer_bytes = pool > plan ? pool : plan;
+    if (z->stage == 1) {
+        /* The core keeps the tied copies' own gradients. */
+        for (int32_t ui = 0; ui < z->n_units; ui++)
+            if (z->units[ui].copy) m.buffer_bytes += 4 * (uint64_t)z->params->params[z->units[ui].first].numel;
+    } else {
+        m.buffer_bytes += 4 * (uint64_t)z->copy_shard_numel + 4 * (uint64_t)z->whole_numel;
+        if (z->tree_mode) {
+            uint64_t tree = optim_tree_bytes(&z->tree), tplan = (uint64_t)optim_tree_max_levels(z->micro_batches) * 4 * z->tree_numel;
+            m.buffer_bytes += tree > tplan ? tree : tplan;
+        }
+    }
+    m.padding_elems = S * (uint64_t)z->n - psi;
+    uint32_t size = out->struct_size < sizeof m ? out->struct_size : (uint32_t)sizeof m;
+    if (size <= sizeof m.struct_size) return;
+    memcpy((char *)out + sizeof out->struct_size, (char *)&m + sizeof m.struct_size, size - sizeof m.struct_size);
+}
+
+#define ZERO_OPS(stage_, flags_)                                                                    \
+    {                                                                                               \
+        .struct_size = sizeof(plait_optim_ops), .flags = (flags_), .state_names = state_names,      \
+        .create = create##stage_, .materialize = zero_materialize,                                  \
+        .before_forward = (stage_) == 3 ? zero_before_forward : NULL,                               \
+        .after_forward = (stage_) == 3 ? zero_after_forward : NULL,                                 \
+        .before_backward = zero_before_backward, .after_backward = zero_after_backward,             \
+        .finish_grads = zero_finish_grads, .step = zero_step, .export_tensor = zero_export,         \
+        .get_step = zero_get_step, .set_step = zero_set_step, .memory = zero_memory,                \
+        .destroy = zero_destroy                                                                     \
+    }
+
+const plait_optim_ops zero_ops_stage1 = ZERO_OPS(1, PLAIT_OPTIM_REDUCES_GRADS);
+const plait_optim_ops zero_ops_stage2 = ZERO_OPS(2, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS);
+const plait_optim_ops zero_ops_stage3 =
+    ZERO_OPS(3, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_OWNS_PARAMS);
+
+const plait_param_decl zero_param_decls[3] = {
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "bucket_size", PLAIT_PARAM_BYTES, "25M", 4, 1099511627776.0,
+     NULL, "largest unit of sharding: a layer's parameters are reduced, gathered and sharded in pieces of at most "
+           "this size (a larger tensor is a piece alone)"},
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "max_inflight", PLAIT_PARAM_INT, "2", 1, 64, NULL,
+     "reduce-scatters (and step all-gathers) in flight at once, each holding one unit-sized buffer"},
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "prefetch_layers", PLAIT_PARAM_INT, "1", 0, 64, NULL,
+     "layers whose parameter all-gather starts before their hook arrives (following the previous step's order)"},
+};

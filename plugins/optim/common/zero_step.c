@@ -1,0 +1,141 @@
+/*
+ * The ZeRO optimizer step (zero.h): exact global norm over every rank's
+ * slices, clipping, the host's AdamW on this rank's slices, and (stages 1/2)
+ * the all-gather of updated parameters into the core's storage.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "zero.h"
+
+static float *grad_ptr(zero *z, const zero_unit *u, const zero_seg *g) {
+    if (z->stage == 1) return z->params->params[g->param].grad + g->param_off;
+    return z->gshard + u->shard_off + (g->unit_off - zero_lo(z, u));
+}
+
+static float *param_ptr(zero *z, const zero_unit *u, const zero_seg *g) {
+    if (z->stage == 3) return z->pshard + u->shard_off + (g->unit_off - zero_lo(z, u));
+    return z->params->params[g->param].data + g->param_off;
+}
+
+/* Stages 1/2: this rank's updated slice of unit u goes to every rank. */
+static plait_status start_ag(zero *z, int32_t ui) {
+    zero_unit *u = &z->units[ui];
+    plait_status st = zero_flight_room(z);
+    if (st != PLAIT_OK) return st;
+    float *buf = zero_buf_get(z, u->padded);
+    if (!buf) return PLAIT_ERR_NO_MEMORY;
+    size_t lo = zero_lo(z, u);
+    z->host->kernels->zero(buf + lo, u->shard); /* gaps and padding travel as zeros */
+    for (int32_t s = 0; s < u->n_seg; s++) {
+        const zero_seg *g = &z->segs[u->seg_first + s];
+        z->host->kernels->copy(buf + g->unit_off, param_ptr(z, u, g), g->len);
+    }
+    plait_coll_opts o = {.struct_size = sizeof o, .algo = PLAIT_ALGO_AUTO, .mem_kind = PLAIT_MEM_HOST,
+                         .label = "zero parameter all-gather"};
+    plait_request *req = NULL;
+    st = z->host->coll->allgather(z->dp, buf, buf, u->shard, PLAIT_F32, &o, &req);
+    if (st != PLAIT_OK) {
+        zero_buf_put(z, buf);
+        return st;
+    }
+    return zero_flight_push(z, ui, ZERO_FLIGHT_AG_STEP, buf, req);
+}
+
+plait_status zero_ag_complete(zero *z, const zero_flight *f) {
+    const zero_unit *u = &z->units[f->unit];
+    for (int32_t k = 0; k < u->count; k++) {
+        plait_param *p = &z->params->params[u->first + k];
+        z->host->kernels->copy(p->data, f->buf + z->param_off[u->first + k], p->numel);
+    }
+    return PLAIT_OK;
+}
+
+plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_step_out *out) {
+    zero *z = state;
+    const plait_host *host = z->host;
+    const plait_kernels *k = host->kernels;
+    if (!z->materialized) return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: step() before materialize()", z->name);
+    zero_begin_traffic(z);
+    if (z->n_flight > 0)
+        return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: step() with gradient reductions in flight (the core "
+                                                      "must call finish_grads first)", z->name);
+    for (int32_t i = 0; z->stage == 1 && i < z->params->n_params; i++)
+        if (!z->params->params[i].grad || !z->params->params[i].data)
+            return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: parameter %s has no storage", z->name,
+                                   z->params->params[i].name);
+
+    /* Exact Σ g² of this rank's slices; the slices of all ranks cover every
+     * gradient element once. */
+    plait_sumsq_acc acc;
+    memset(&acc, 0, sizeof acc);
+    for (int32_t ui = 0; ui < z->n_units; ui++) {
+        const zero_unit *u = &z->units[ui];
+        if (u->copy) continue;
+        for (int32_t s = 0; s < u->n_seg; s++) {
+            const zero_seg *g = &z->segs[u->seg_first + s];
+            if (optim_counts_in_norm(&z->topo, &z->params->params[g->param])) k->sumsq_exact(&acc, grad_ptr(z, u, g), g->len);
+        }
+    }
+    double sumsq;
+    uint64_t norm_bytes = 0;
+    plait_status st = optim_global_sumsq(host, z->world, &acc, &sumsq, &norm_bytes);
+    if (st != PLAIT_OK) return st;
+    double norm = sqrt(sumsq);
+    if (!isfinite(norm))
+        return host->set_error(PLAIT_ERR_INVALID_ARG,
+                               "%s: the gradient norm at step %lld is not finite (NaN or Inf gradients): "
+                               "training diverged; no parameter was changed. Lower [optim] lr, or check the data",
+                               z->name, (long long)in->step);
+    double lr = optim_lr_at(&z->hp, in->step);
+    double scale = optim_clip_scale(z->hp.grad_clip, norm);
+
+    z->updates++;
+    plait_adamw_args args = {
+        .struct_size = sizeof args,
+        .lr = (float)lr,
+        .beta1 = (float)z->hp.beta1,
+        .beta2 = (float)z->hp.beta2,
+        .eps = (float)z->hp.eps,
+        .step = z->updates,
+        .grad_scale = (float)scale,
+    };
+    float *m = z->state, *v = z->state + z->shard_numel;
+    for (int32_t ui = 0; ui < z->n_units; ui++) {
+        const zero_unit *u = &z->units[ui];
+        if (u->copy) continue;
+        size_t lo = zero_lo(z, u);
+        for (int32_t s = 0; s < u->n_seg; s++) {
+            const zero_seg *g = &z->segs[u->seg_first + s];
+            const plait_param *p = &z->params->params[g->param];
+            size_t at = u->shard_off + (g->unit_off - lo);
+            args.weight_decay = (p->flags & PLAIT_PARAM_NO_DECAY) ? 0.0f : (float)z->hp.weight_decay;
+            k->adamw(param_ptr(z, u, g), grad_ptr(z, u, g), m + at, v + at, g->len, &args);
+        }
+    }
+
+    /* Stages 1/2: every rank needs every updated parameter. */
+    for (int32_t ui = 0; z->stage != 3 && ui < z->n_units && st == PLAIT_OK; ui++)
+        if (!z->units[ui].copy) st = start_ag(z, ui);
+    plait_status d = zero_flight_drain(z);
+    if (st == PLAIT_OK) st = d;
+    if (st != PLAIT_OK) return st;
+    if (z->stage == 3) zero_trace_commit(z);
+
+    plait_comm_stats now = {.struct_size = sizeof now};
+    uint64_t sent = 0;
+    if (z->dp && host->coll && host->coll->stats) {
+        host->coll->stats(z->dp, &now);
+        sent = now.bytes_sent - z->dp_before.bytes_sent;
+    }
+    if (z->dp != z->world) sent += norm_bytes; /* otherwise already in the DP counter */
+    z->in_step = 0;
+    if (out) {
+        if (out->struct_size >= offsetof(plait_optim_step_out, lr) + sizeof out->lr) out->lr = lr;
+        if (out->struct_size >= offsetof(plait_optim_step_out, grad_norm) + sizeof out->grad_norm)
+            out->grad_norm = norm;
+        if (out->struct_size >= offsetof(plait_optim_step_out, bytes_sent) + sizeof out->bytes_sent)
+            out->bytes_sent = sent;
+    }
+    return PLAIT_OK;
+}

@@ -1,0 +1,37 @@
+/*
+ * ZeRO-3: moments, gradients and parameters sharded across the DP group. A
+ * layer's parameters are all-gathered before its forward and again before its
+ * backward and freed after; the next layers' gathers are prefetched
+ * ([optim.zero3] prefetch_layers). Gradients are reduce-scattered as in ZeRO-2.
+ * The engine is shared by the three stages (../common/zero.h); this file is
+ * the plugin's descriptor.
+ */
+#include "zero.h"
+
+static const plait_plugin_desc zero3_desc = {
+    .struct_size = sizeof(plait_plugin_desc),
+    .magic = PLAIT_PLUGIN_MAGIC,
+    .abi_major = PLAIT_ABI_MAJOR,
+    .abi_minor = PLAIT_ABI_MINOR,
+    .kind = PLAIT_KIND_OPTIM,
+    .name = "zero3",
+    .version = "1.0.0",
+    .description = "AdamW with moments, gradients and parameters sharded over DP (ZeRO-3): per-layer all-gather with prefetch",
+    .params = zero_param_decls,
+    .n_params = 3,
+    .param_size = sizeof(plait_param_decl),
+    .probe = NULL,
+    .ops = &zero_ops_stage3,
+    .uses = NULL,
+};
+
+static const plait_plugin_desc *const zero3_list[] = {&zero3_desc};
+
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
+                                             const plait_plugin_desc *const **descs, size_t *count) {
+    (void)host_abi;
+    (void)host;
+    *descs = zero3_list;
+    *count = 1;
+    return PLAIT_OK;
+}
