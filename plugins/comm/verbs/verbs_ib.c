@@ -387,8 +387,9 @@ static plait_status connect_qp(vb_ib *ib, int p, const vb_port_info *pi, const v
 }
 
 plait_status vb_ib_exchange(vb_ib *ib, const plait_bootstrap *bs, const char *failed_why,
-                            const uint32_t **peer_credits) {
+                            const uint32_t **peer_credits, int *exchanged) {
     const plait_host *h = ib->host;
+    *exchanged = 0;
     int n = bs->size;
     size_t block = sizeof(vb_port_info) + (size_t)n * sizeof(vb_qp_info);
     char *mine = calloc(1, block), *all = calloc((size_t)n, block);
@@ -420,6 +421,7 @@ plait_status vb_ib_exchange(vb_ib *ib, const plait_bootstrap *bs, const char *fa
         if (ib->qps && ib->qps[p]) qi[p] = (vb_qp_info){ib->qps[p]->qp_num, ib->psn[p]};
     plait_status st = bs->allgather(bs->ctx, mine, all, block);
     if (st != PLAIT_OK) st = h->set_error(st, "verbs: exchanging queue pair addresses: %s", h->last_error());
+    else *exchanged = 1;
     for (int p = 0; st == PLAIT_OK && p < n; p++) {
         memcpy(&ib->infos[p], all + (size_t)p * block, sizeof(vb_port_info));
         const vb_port_info *in = &ib->infos[p];

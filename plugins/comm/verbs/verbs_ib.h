@@ -34,9 +34,11 @@ plait_status vb_ib_open(const plait_host *h, const vb_settings *cfg, int rank, i
 
 /* Exchange with every member and connect every QP. `failed_why` non-NULL:
  * this rank failed locally and only reports it. *peer_credits receives the
- * window each peer grants (size entries, owned by ib). */
+ * window each peer grants (size entries, owned by ib). *exchanged is 1 once
+ * the allgather itself completed (every member then took part, whatever
+ * failed after it). */
 plait_status vb_ib_exchange(vb_ib *ib, const plait_bootstrap *bs, const char *failed_why,
-                            const uint32_t **peer_credits);
+                            const uint32_t **peer_credits, int *exchanged);
 
 /* Send-side completions the CQ can absorb beyond the receive buffers. */
 int vb_ib_send_budget(const vb_ib *ib);

@@ -91,7 +91,8 @@ static plait_status verbs_init(const plait_comm_init *args, void **out) {
     /* every rank takes part in the exchange, so a failure anywhere fails
      * everyone at once, with its reason */
     const uint32_t *peer_credits = NULL;
-    plait_status ex = vb_ib_exchange(ib, bs, st != PLAIT_OK ? local : NULL, &peer_credits);
+    int exchanged = 0;
+    plait_status ex = vb_ib_exchange(ib, bs, st != PLAIT_OK ? local : NULL, &peer_credits, &exchanged);
     if (st != PLAIT_OK) st = h->set_error(st, "%s", local);
     else st = ex;
     if (st == PLAIT_OK) {
@@ -99,11 +100,12 @@ static plait_status verbs_init(const plait_comm_init *args, void **out) {
         st = vb_engine_new(h, &cfg, bs->rank, bs->size, ib, &vb_ib_ops, peer_credits, &e);
     }
     /* nobody sends before every rank's receive buffers are posted; a rank
-     * that failed since the exchange says so here, so nobody waits for it */
-    if (ex == PLAIT_OK) {
+     * that failed since the exchange (connecting, posting) says so here, so
+     * nobody waits for it */
+    if (exchanged) {
         char mine[160], *all = calloc((size_t)bs->size, sizeof mine);
         memset(mine, 0, sizeof mine);
-        if (st != PLAIT_OK) snprintf(mine, sizeof mine, "%s", h->last_error());
+        if (st != PLAIT_OK) snprintf(mine, sizeof mine, "%s", *h->last_error() ? h->last_error() : "setup failed");
         plait_status agreed = all ? bs->allgather(bs->ctx, mine, all, sizeof mine) : PLAIT_ERR_NO_MEMORY;
         if (st == PLAIT_OK && agreed != PLAIT_OK)
             st = h->set_error(agreed, "verbs: waiting for every rank to connect: %s", h->last_error());
