@@ -497,6 +497,35 @@ static void test_all_to_all_stress(void **state) {
     net_down(&t);
 }
 
+/* Three ranks send to one whose shared receive queue is smaller than the
+ * credits they hold together: sends wait for receive buffers (RNR) instead
+ * of failing, and everything arrives in order. */
+static void test_incast_beyond_the_receive_queue(void **state) {
+    (void)state;
+    vb_settings s = small_settings();
+    s.rx_depth = 16;
+    s.credits = 8;
+    net t;
+    net_up(&t, 4, &s);
+    enum { M = 50 };
+    static unsigned char src[4][M][200], dst[4][M][200];
+    vb_req *sr[4][M], *rr[4][M];
+    for (int i = 0; i < M; i++)
+        for (int p = 1; p < 4; p++) {
+            fill(src[p][i], 200, (unsigned)(p * 1000 + i));
+            sr[p][i] = post_send(t.c[p], src[p][i], 200, 0, 0);
+        }
+    for (int i = 0; i < M; i++)
+        for (int p = 1; p < 4; p++) rr[p][i] = post_recv(t.c[0], dst[p][i], 200, p, 0);
+    for (int i = 0; i < M; i++)
+        for (int p = 1; p < 4; p++) {
+            assert_int_equal(wait_ok(t.c[0], rr[p][i]), 200);
+            wait_ok(t.c[p], sr[p][i]);
+            check(dst[p][i], 200, (unsigned)(p * 1000 + i));
+        }
+    net_down(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eager_both_orders),
@@ -514,6 +543,7 @@ int main(void) {
         cmocka_unit_test(test_user_registration),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_all_to_all_stress),
+        cmocka_unit_test(test_incast_beyond_the_receive_queue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
