@@ -184,24 +184,10 @@ static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_opt
     plait_status st = optim_global_sumsq(host, a->world, &acc, &sumsq, &sent);
     if (st != PLAIT_OK) return st;
     double norm = sqrt(sumsq);
-    if (!isfinite(norm))
-        return host->set_error(PLAIT_ERR_INVALID_ARG,
-                               NAME ": the gradient norm at step %lld is not finite (NaN or Inf gradients): "
-                               "training diverged; no parameter was changed. Lower [optim] lr, or check the data",
-                               (long long)in->step);
-    double lr = optim_lr_at(&a->hp, in->step);
-    double scale = optim_clip_scale(a->hp.grad_clip, norm);
-
-    a->updates++;
-    plait_adamw_args args = {
-        .struct_size = sizeof args,
-        .lr = (float)lr,
-        .beta1 = (float)a->hp.beta1,
-        .beta2 = (float)a->hp.beta2,
-        .eps = (float)a->hp.eps,
-        .step = a->updates,
-        .grad_scale = (float)scale,
-    };
+    plait_adamw_args args;
+    st = optim_begin_update(host, NAME, &a->hp, in->step, norm, &a->updates, &args);
+    if (st != PLAIT_OK) return st;
+    double lr = optim_lr_at(&a->hp, in->step); /* reported in double, as before */
     for (int32_t i = 0; i < set->n_params; i++) {
         if (!a->owns_state[i]) continue;
         plait_param *p = &set->params[i];
@@ -258,9 +244,7 @@ static void adam_memory(void *sp, plait_optim_memory *out) {
         }
     }
     m.state_bytes = 2 * (uint64_t)a->state_numel * sizeof(float);
-    uint32_t size = out->struct_size < sizeof m ? out->struct_size : (uint32_t)sizeof m;
-    if (size <= sizeof m.struct_size) return;
-    memcpy((char *)out + sizeof out->struct_size, (char *)&m + sizeof m.struct_size, size - sizeof m.struct_size);
+    plait_fill_versioned(out, &m, (uint32_t)sizeof m);
 }
 
 static const plait_optim_ops adam_ops = {

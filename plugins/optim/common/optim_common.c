@@ -150,3 +150,23 @@ plait_status optim_global_sumsq(const plait_host *host, plait_comm *world, const
     *sumsq = host->kernels->sumsq_value(&global);
     return PLAIT_OK;
 }
+
+plait_status optim_begin_update(const plait_host *host, const char *who, const optim_hparams *hp, int64_t step,
+                                double norm, int64_t *updates, plait_adamw_args *args) {
+    if (!isfinite(norm))
+        return host->set_error(PLAIT_ERR_INVALID_ARG,
+                               "%s: the gradient norm at step %lld is not finite (NaN or Inf gradients): "
+                               "training diverged; no parameter was changed. Lower [optim] lr, or check the data",
+                               who, (long long)step);
+    (*updates)++;
+    *args = (plait_adamw_args){
+        .struct_size = sizeof *args,
+        .lr = (float)optim_lr_at(hp, step),
+        .beta1 = (float)hp->beta1,
+        .beta2 = (float)hp->beta2,
+        .eps = (float)hp->eps,
+        .step = *updates,
+        .grad_scale = (float)optim_clip_scale(hp->grad_clip, norm),
+    };
+    return PLAIT_OK;
+}

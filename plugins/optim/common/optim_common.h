@@ -71,6 +71,13 @@ double optim_lr_at(const optim_hparams *hp, int64_t step);
 /* Gradient multiplier for clipping at global norm `norm` (1 = unchanged). */
 double optim_clip_scale(double grad_clip, double norm);
 
+/* The start of one AdamW update, shared by adam and the ZeRO stages: fails
+ * (naming `who`, nothing changed) when the global norm is not finite; else
+ * advances *updates and fills the kernel arguments for this step: the
+ * scheduled lr, the clipping scale and the bias-correction step. */
+plait_status optim_begin_update(const plait_host *host, const char *who, const optim_hparams *hp, int64_t step,
+                                double norm, int64_t *updates, plait_adamw_args *args);
+
 /* This rank's place, for the norm rule. */
 typedef struct optim_topology {
     int32_t dp_rank;     /* rank in the DP group (0 without one) */

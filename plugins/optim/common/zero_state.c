@@ -381,9 +381,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
         }
     }
     m.padding_elems = S * (uint64_t)z->n - psi;
-    uint32_t size = out->struct_size < sizeof m ? out->struct_size : (uint32_t)sizeof m;
-    if (size <= sizeof m.struct_size) return;
-    memcpy((char *)out + sizeof out->struct_size, (char *)&m + sizeof m.struct_size, size - sizeof m.struct_size);
+    plait_fill_versioned(out, &m, (uint32_t)sizeof m);
 }
 
 #define ZERO_OPS(stage_, flags_)                                                                    \

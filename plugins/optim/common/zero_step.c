@@ -82,24 +82,10 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
     plait_status st = optim_global_sumsq(host, z->world, &acc, &sumsq, &norm_bytes);
     if (st != PLAIT_OK) return st;
     double norm = sqrt(sumsq);
-    if (!isfinite(norm))
-        return host->set_error(PLAIT_ERR_INVALID_ARG,
-                               "%s: the gradient norm at step %lld is not finite (NaN or Inf gradients): "
-                               "training diverged; no parameter was changed. Lower [optim] lr, or check the data",
-                               z->name, (long long)in->step);
-    double lr = optim_lr_at(&z->hp, in->step);
-    double scale = optim_clip_scale(z->hp.grad_clip, norm);
-
-    z->updates++;
-    plait_adamw_args args = {
-        .struct_size = sizeof args,
-        .lr = (float)lr,
-        .beta1 = (float)z->hp.beta1,
-        .beta2 = (float)z->hp.beta2,
-        .eps = (float)z->hp.eps,
-        .step = z->updates,
-        .grad_scale = (float)scale,
-    };
+    plait_adamw_args args;
+    st = optim_begin_update(host, z->name, &z->hp, in->step, norm, &z->updates, &args);
+    if (st != PLAIT_OK) return st;
+    double lr = optim_lr_at(&z->hp, in->step); /* reported in double */
     float *m = z->state, *v = z->state + z->shard_numel;
     for (int32_t ui = 0; ui < z->n_units; ui++) {
         const zero_unit *u = &z->units[ui];

@@ -194,8 +194,7 @@ static void dp_step_stats(void *state, plait_parallel_stats *out) {
     }
     s->stats.axis_bytes[0] = s->stats.bytes_sent;
     s->stats.axis_wait_seconds[0] = s->stats.wait_seconds;
-    uint32_t size = out->struct_size < sizeof s->stats ? out->struct_size : (uint32_t)sizeof s->stats;
-    memcpy((char *)out + sizeof(uint32_t), (char *)&s->stats + sizeof(uint32_t), size - sizeof(uint32_t));
+    plait_fill_versioned(out, &s->stats, (uint32_t)sizeof s->stats);
 }
 
 static void dp_destroy(void *state) {

@@ -117,8 +117,7 @@ static void hybrid_step_stats(void *state, plait_parallel_stats *out) {
         sum.axis_bytes[a] = one.bytes_sent;
         sum.axis_wait_seconds[a] = one.wait_seconds;
     }
-    uint32_t size = out->struct_size < sizeof sum ? out->struct_size : (uint32_t)sizeof sum;
-    memcpy((char *)out + sizeof(uint32_t), (char *)&sum + sizeof(uint32_t), size - sizeof(uint32_t));
+    plait_fill_versioned(out, &sum, (uint32_t)sizeof sum);
 }
 
 static const plait_parallel_ops hybrid_ops = {

@@ -331,9 +331,7 @@ static void pp_step_stats(void *state, plait_parallel_stats *out) {
     pp_state *s = state;
     s->stats.axis_bytes[2] = s->stats.bytes_sent;
     s->stats.axis_wait_seconds[2] = s->stats.wait_seconds;
-    uint32_t size = out->struct_size < sizeof s->stats ? out->struct_size : (uint32_t)sizeof s->stats;
-    if (size > sizeof(uint32_t))
-        memcpy((char *)out + sizeof(uint32_t), (char *)&s->stats + sizeof(uint32_t), size - sizeof(uint32_t));
+    plait_fill_versioned(out, &s->stats, (uint32_t)sizeof s->stats);
 }
 
 static const plait_parallel_ops pp_ops = {

@@ -125,8 +125,7 @@ static void tp_step_stats(void *state, plait_parallel_stats *out) {
     tp_state *s = state;
     s->stats.axis_bytes[1] = s->stats.bytes_sent;
     s->stats.axis_wait_seconds[1] = s->stats.wait_seconds;
-    uint32_t size = out->struct_size < sizeof s->stats ? out->struct_size : (uint32_t)sizeof s->stats;
-    memcpy((char *)out + sizeof(uint32_t), (char *)&s->stats + sizeof(uint32_t), size - sizeof(uint32_t));
+    plait_fill_versioned(out, &s->stats, (uint32_t)sizeof s->stats);
 }
 
 static void tp_destroy(void *state) { free(state); }

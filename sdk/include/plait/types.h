@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -92,6 +93,18 @@ typedef enum plait_log_level {
     PLAIT_LOG_DEBUG = 3,
     PLAIT_LOG_TRACE = 4
 } plait_log_level;
+
+/* Fill a caller's versioned struct `dst` (its first field, struct_size,
+ * says how large the caller's version is) from `src` of `src_size` bytes:
+ * copies what both versions have, keeps dst->struct_size. For the "fills up
+ * to struct_size" outputs of the ABI (stats, memory reports). */
+static inline void plait_fill_versioned(void *dst, const void *src, uint32_t src_size) {
+    uint32_t dst_size;
+    memcpy(&dst_size, dst, sizeof dst_size);
+    uint32_t n = dst_size < src_size ? dst_size : src_size;
+    if (n > sizeof(uint32_t))
+        memcpy((char *)dst + sizeof(uint32_t), (const char *)src + sizeof(uint32_t), n - sizeof(uint32_t));
+}
 
 /* Opaque handles owned by the core. Plugins only pass them back. */
 typedef struct plait_config plait_config;   /* the validated, effective configuration */
