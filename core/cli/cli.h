@@ -41,4 +41,13 @@ void plait_cli_print_error(const char *context);
  * CLI should exit with. Refuses to nest inside a running job. */
 int plait_cli_launch(int nranks, int argc, char **argv);
 
+/* For commands that run a training layout (train, bench train): when no
+ * launcher started this process and the layout needs dp x tp x pp > 1
+ * ranks, check the layout once here (train/preflight.h), then start that
+ * many local ranks of argv. Returns 1 when it handled the command (the exit
+ * code in *exit_code; `cfg` is freed), 0 when this process should run the
+ * command itself as a rank (or the only process). `context` prefixes a
+ * preflight error ("train"). */
+int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv, int *exit_code);
+
 #endif

@@ -3,8 +3,10 @@
 #include <stdlib.h>
 
 #include "cli/cli.h"
+#include "comm/bootstrap.h"
 #include "comm/launch.h"
 #include "runtime/error.h"
+#include "train/preflight.h"
 
 int plait_cli_launch(int nranks, int argc, char **argv) {
     (void)argc;
@@ -25,4 +27,22 @@ int plait_cli_launch(int nranks, int argc, char **argv) {
         return 1;
     }
     return res.exit_code;
+}
+
+int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv, int *exit_code) {
+    int64_t world = plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
+                    plait_config_int(cfg, "parallel", "pp");
+    plait_job_env env;
+    if (world <= 1 || plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) != PLAIT_OK ||
+        env.launcher != PLAIT_LAUNCHER_NONE)
+        return 0;
+    /* a layout mistake is reported once, here, not by every rank */
+    if (plait_layout_preflight(cfg) != PLAIT_OK) {
+        plait_cli_print_error(context);
+        *exit_code = 1;
+    } else {
+        *exit_code = plait_cli_launch((int)world, argc, argv);
+    }
+    plait_config_free(cfg);
+    return 1;
 }

@@ -5,7 +5,6 @@
 
 #include "bench/bench_train.h"
 #include "cli/cli.h"
-#include "comm/bootstrap.h"
 
 int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv);
 
@@ -44,14 +43,8 @@ int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv
         return 1;
     }
     free(over);
-    int64_t world = plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
-                    plait_config_int(cfg, "parallel", "pp");
-    plait_job_env env;
-    if (plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) == PLAIT_OK &&
-        env.launcher == PLAIT_LAUNCHER_NONE && world > 1) {
-        plait_config_free(cfg);
-        return plait_cli_launch((int)world, full_argc, full_argv);
-    }
+    int code;
+    if (plait_cli_launch_layout(cfg, "bench train", full_argc, full_argv, &code)) return code;
     plait_status st = plait_bench_train_run(cfg, &o, stdout);
     if (st != PLAIT_OK) plait_cli_print_error("bench train");
     plait_config_free(cfg);

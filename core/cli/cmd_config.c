@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "train/preflight.h"
 
 static int cmd_config(int argc, char **argv) {
     if (argc < 3 || (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "show") != 0)) {
@@ -12,6 +13,13 @@ static int cmd_config(int argc, char **argv) {
     plait_config *cfg = NULL;
     if (plait_cli_load_config(argv[2], argc - 3, argv + 3, &cfg) != PLAIT_OK) {
         plait_cli_print_error(NULL);
+        return 1;
+    }
+    /* the layout too (batch arithmetic for dp, n_head % tp, the pipeline
+     * partition): what would stop `plait train` stops check and show */
+    if (plait_layout_preflight(cfg) != PLAIT_OK) {
+        plait_cli_print_error(argv[2]);
+        plait_config_free(cfg);
         return 1;
     }
     if (strcmp(argv[1], "show") == 0)
@@ -28,6 +36,8 @@ const plait_command plait_cmd_config = {
     "       plait config show  FILE [section.key=value ...]\n\n"
     "check: validate FILE against every declared key (core sections and the selected plugins'\n"
     "       sections); exit 0 if valid, 1 with every problem listed as FILE:LINE: ... if not.\n"
+    "       The layout is checked too: batch arithmetic for dp, the model against tp and pp,\n"
+    "       and every rank's plan.\n"
     "show:  print the effective configuration: each key's value, where it came from (default,\n"
     "       FILE:LINE, environment PLAIT_<SECTION>_<KEY>, command line, derived) and its doc.\n",
     cmd_config};

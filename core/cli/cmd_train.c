@@ -4,15 +4,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "comm/bootstrap.h"
 #include "runtime/error.h"
 #include "train/train_loop.h"
-
-/* Ranks the layout needs: dp x tp x pp. */
-static int64_t layout_ranks(const plait_config *cfg) {
-    return plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
-           plait_config_int(cfg, "parallel", "pp");
-}
 
 static int cmd_train(int argc, char **argv) {
     const char *path = NULL, *progress = NULL;
@@ -49,13 +42,8 @@ static int cmd_train(int argc, char **argv) {
     /* Not started by any launcher and the layout needs several ranks: this
      * process becomes the local launcher of that many (argv - 1 is the full
      * command line: commands receive the program's argv from index 1). */
-    plait_job_env env;
-    int64_t world = layout_ranks(cfg);
-    if (plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) == PLAIT_OK &&
-        env.launcher == PLAIT_LAUNCHER_NONE && world > 1) {
-        plait_config_free(cfg);
-        return plait_cli_launch((int)world, argc + 1, argv - 1);
-    }
+    int code;
+    if (plait_cli_launch_layout(cfg, "train", argc + 1, argv - 1, &code)) return code;
     opts.progress = progress;
     plait_status st = plait_train(cfg, &opts);
     if (st != PLAIT_OK) plait_cli_print_error("train");

@@ -19,6 +19,12 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
  * per micro-batch) that parallel plugins edit. Allocates the plan's arrays. */
 plait_status plait_run_prefill_plan(plait_run *run);
 
+/* Load the parallel plugin, create its state for run->mesh and let it plan
+ * (create + plan only: neither communicates, so the preflight calls this
+ * with a mesh whose communicators are NULL). Fills run->par, run->par_state,
+ * run->plan, run->stage and the local chunks' layer ranges. */
+plait_status plait_run_load_parallel(plait_run *run);
+
 /* Storage and initial values (run_params.c). */
 plait_status plait_run_alloc_storage(plait_run *run);
 plait_status plait_run_init_values(plait_run *run);

@@ -63,7 +63,7 @@ static plait_status run_plugin_plan(plait_run *run) {
 
 static const char *const axis_label[3] = {"dp", "tp", "pp"};
 
-static plait_status load_parallel(plait_run *run) {
+plait_status plait_run_load_parallel(plait_run *run) {
     const char *name = plait_config_str(run->cfg, "parallel", "plugin");
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_PARALLEL, name);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[parallel] plugin = %s", name);
@@ -164,7 +164,7 @@ plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run
     if (st == PLAIT_OK) st = plait_batch_from_config(cfg, &run->batch);
     if (st == PLAIT_OK) st = plait_model_describe(cfg, (int32_t)run->batch.micro_batch, &run->desc);
     if (st == PLAIT_OK) run->spec = plait_model_desc_spec(run->desc);
-    if (st == PLAIT_OK) st = load_parallel(run);
+    if (st == PLAIT_OK) st = plait_run_load_parallel(run);
     if (st == PLAIT_OK) st = load_optim(run);
     if (st == PLAIT_OK) st = plait_run_build_params(run);
     if (st == PLAIT_OK) st = plait_run_alloc_storage(run);

@@ -28,6 +28,25 @@ grep -q "$bad:4: key 'lerning_rate' is not known in \[optim\]; did you mean 'lr'
   fail "unexpected message: $(cat "$E2E_WORK/check.out")"
 $P config check "$CFG" | grep -q ": ok" || fail "config check of a good file"
 
+# layout mistakes are found before any rank starts, and said once: batch
+# arithmetic that cannot hold for the layout's dp, heads not divisible by tp,
+# a pipeline partition with a gap (checked for every rank's coordinates)
+layout_error() { # EXPECTED overrides...
+  local want=$1; shift
+  if $P config check "$CFG" "$@" >"$E2E_WORK/layout.out" 2>&1; then fail "config check accepted $*"; fi
+  grep -q "$want" "$E2E_WORK/layout.out" || fail "config check $*: $(cat "$E2E_WORK/layout.out")"
+  rm -rf "$E2E_WORK/layout"
+  if $P train "$CFG" run.out_dir="$E2E_WORK/layout" "$@" >"$E2E_WORK/layout.out" 2>&1; then fail "trained with $*"; fi
+  [ "$(grep -c "$want" "$E2E_WORK/layout.out")" = 1 ] || fail "train $* did not say it once: $(cat "$E2E_WORK/layout.out")"
+  ! grep -q "rank [0-9]" "$E2E_WORK/layout.out" || fail "train $* started ranks: $(cat "$E2E_WORK/layout.out")"
+  [ ! -e "$E2E_WORK/layout" ] || fail "train $* created its run directory"
+}
+layout_error "global_batch is not a multiple of dp x micro_batch" parallel.dp=4 data.micro_batch=3
+layout_error "tp = 3 does not divide \[model\] n_head = 4" parallel.plugin=hybrid parallel.tp=3
+layout_error "stages: gap: layer 2 is in no stage" parallel.plugin=hybrid parallel.pp=2 parallel.pp.stages=0-1,3-3
+$P config show "$CFG" parallel.dp=2 data.micro_batch=0 data.accumulation_steps=2 |
+  grep -Eq "^micro_batch = 2 +; \[derived: dp 2" || fail "config show does not show the derived micro_batch"
+
 # config show: value origins
 show=$(PLAIT_OPTIM_BETA1=0.8 $P config show "$CFG" optim.eps=1e-6)
 echo "$show" | grep -Eq "^lr = 1e-3 +; \[$CFG:[0-9]+\]" || fail "file origin missing"

@@ -13,6 +13,10 @@
  * Each of dp, tp, pp is a single-axis plugin; `hybrid` composes them
  * (host->plugin_ops() gives it the others). The core calls, per run:
  *   create → plan → bind → (per step: begin_step → hooks → finish_grads) → destroy
+ * create and plan must not communicate: before starting a job's ranks (and
+ * in `plait config check`) the core calls create → plan → destroy once for
+ * every rank's mesh coordinates, with NULL communicators, so that a layout
+ * mistake is reported once instead of by every rank.
  * All calls come from the training thread unless stated otherwise; errors
  * are reported with host->set_error().
  */

@@ -1,0 +1,28 @@
+/*
+ * Checking a training layout once, in one process, before any rank starts.
+ *
+ * Everything that depends only on the configuration — the mesh order, the
+ * batch arithmetic for the layout's dp, the model's shape, and every rank's
+ * plan from the parallel plugin (n_head % tp, the pipeline partition, the
+ * schedule) — is checked here, so that a mistake is one error printed once
+ * by the launcher or by `plait config check`, instead of the same message
+ * from every rank of a job that was started for nothing.
+ */
+#ifndef PLAIT_CORE_PREFLIGHT_H
+#define PLAIT_CORE_PREFLIGHT_H
+
+#include <plait/types.h>
+
+#include "config/config.h"
+
+/* Check `cfg` (finalized, plugins declared) for a run of dp x tp x pp ranks.
+ * Sets the derived [data] values in `cfg` (origin "derived"), as a rank
+ * would. Calls the parallel plugin's create and plan once per world rank
+ * with a mesh whose communicators are NULL (neither may communicate; see
+ * plait/parallel.h), then destroys its state. Returns PLAIT_OK or the first
+ * problem (PLAIT_ERR_INVALID_CONFIG with a message naming the key), the
+ * rank's mesh coordinates added when only some ranks are affected. Not
+ * thread-safe (uses the calling thread's error slot). */
+plait_status plait_layout_preflight(plait_config *cfg);
+
+#endif
