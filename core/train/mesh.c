@@ -45,15 +45,19 @@ int plait_mesh_rank_of(const int coords[3], const int sizes[3], const int axes[3
     return rank;
 }
 
-plait_status plait_mesh_build(const plait_config *cfg, plait_comm *world, plait_mesh *mesh) {
-    const plait_coll_api *coll = plait_host_table()->coll;
-    int sizes[3], axes[3], c[3];
+plait_status plait_mesh_layout(const plait_config *cfg, int sizes[3], int axes[3]) {
     sizes[PLAIT_AXIS_DP] = (int)plait_config_int(cfg, "parallel", "dp");
     sizes[PLAIT_AXIS_TP] = (int)plait_config_int(cfg, "parallel", "tp");
     sizes[PLAIT_AXIS_PP] = (int)plait_config_int(cfg, "parallel", "pp");
-    const char *order = plait_config_str(cfg, "parallel", "order");
-    plait_status st = plait_mesh_parse_order(order, axes);
+    return plait_mesh_parse_order(plait_config_str(cfg, "parallel", "order"), axes);
+}
+
+plait_status plait_mesh_build(const plait_config *cfg, plait_comm *world, plait_mesh *mesh) {
+    const plait_coll_api *coll = plait_host_table()->coll;
+    int sizes[3], axes[3], c[3];
+    plait_status st = plait_mesh_layout(cfg, sizes, axes);
     if (st != PLAIT_OK) return st;
+    const char *order = plait_config_str(cfg, "parallel", "order");
     int world_size = coll->size(world), rank = coll->rank(world);
     if (sizes[0] * sizes[1] * sizes[2] != world_size)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,

@@ -20,12 +20,9 @@ static void release_plan(plait_run *run) {
 
 plait_status plait_layout_preflight(plait_config *cfg) {
     int sizes[3], axes[3], c[3];
-    sizes[PLAIT_AXIS_DP] = (int)plait_config_int(cfg, "parallel", "dp");
-    sizes[PLAIT_AXIS_TP] = (int)plait_config_int(cfg, "parallel", "tp");
-    sizes[PLAIT_AXIS_PP] = (int)plait_config_int(cfg, "parallel", "pp");
-    const char *order = plait_config_str(cfg, "parallel", "order");
-    plait_status st = plait_mesh_parse_order(order, axes);
+    plait_status st = plait_mesh_layout(cfg, sizes, axes);
     if (st != PLAIT_OK) return st;
+    const char *order = plait_config_str(cfg, "parallel", "order");
 
     plait_run run;
     memset(&run, 0, sizeof run);
