@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The configs users start from: each is valid, and every key in them carries
+# a comment (inline '; ...'), so a reader never has to guess what a value does.
+source "$(dirname "$0")/lib.sh"
+for f in configs/*.ini; do
+  "$PLAIT_BIN" config check "$f" >/dev/null 2>"$E2E_WORK/check.err" || fail "$f: $(cat "$E2E_WORK/check.err")"
+  bare=$(awk '/^[A-Za-z_0-9.]+ *=/ && !/;/ { printf "%s:%d: %s\n", FILENAME, FNR, $0 }' "$f")
+  [ -z "$bare" ] || fail "keys without a comment:
+$bare"
+done
+echo "config docs OK: $(ls configs/*.ini | wc -l) configs"
