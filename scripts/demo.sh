@@ -18,7 +18,9 @@ rm -rf "$out"
 $plait train "$config" run.out_dir=$out
 echo
 echo "== metrics: $out/metrics.csv (last rows)"
-{ head -n 1 "$out/metrics.csv"; tail -n 3 "$out/metrics.csv"; } | cut -d, -f1-10 | column -t -s,
+# (awk, not column(1): bsdextrautils is not on every minimal Debian)
+{ head -n 1 "$out/metrics.csv"; tail -n 3 "$out/metrics.csv"; } |
+  awk -F, '{ for (i = 1; i <= 10 && i <= NF; i++) printf "%-14s", ((i == 2 || i == 3) && $i != "" && NR > 1 ? sprintf("%.4f", $i) : $i); print "" }'
 ckpt=$(ls -d "$out"/ckpt-* | sort | tail -n 1)
 echo "== checkpoint: $ckpt (model.safetensors with nanoGPT names, optim.safetensors, state.json)"
 echo "== sample: plait sample $ckpt --prompt 'LOVE, n.' --tokens 300"

@@ -221,6 +221,56 @@ static void test_matmul(void **state) {
     arr_free(&res);
 }
 
+/* The row-parallel projection's epilogue, x += res + bias, and the bias
+ * gradient on its own (rows summed in order), against finite differences. */
+typedef struct bias_ctx {
+    double *x, *res, *bias, *r;
+    int64_t BT, C;
+} bias_ctx;
+
+static double bias_loss(void *vc) {
+    bias_ctx *c = vc;
+    double l = 0;
+    for (int64_t i = 0; i < c->BT; i++)
+        for (int64_t k = 0; k < c->C; k++)
+            l += c->r[i * c->C + k] * (c->x[i * c->C + k] + c->res[i * c->C + k] + c->bias[k]);
+    return l;
+}
+
+static void test_bias_residual(void **state) {
+    (void)state;
+    const int64_t BT = 7, C = 5;
+    arr x = arr_rand((size_t)(BT * C), 1, 0), res = arr_rand((size_t)(BT * C), 1, 0);
+    arr bias = arr_rand((size_t)C, 1, 0), r = arr_rand((size_t)(BT * C), 1, 0);
+    float *y = fzeros((size_t)(BT * C));
+    double *want = dzeros((size_t)(BT * C));
+    memcpy(y, x.f, (size_t)(BT * C) * sizeof(float));
+    plait_k_add_bias_residual(y, res.f, bias.f, BT, C);
+    for (int64_t i = 0; i < BT * C; i++) want[i] = x.d[i] + res.d[i] + bias.d[i % C];
+    expect_close2("x + res + bias", y, want, (size_t)(BT * C), 1e-6, 1e-7);
+    memcpy(y, x.f, (size_t)(BT * C) * sizeof(float));
+    plait_k_add_bias_residual(y, res.f, NULL, BT, C);
+    for (int64_t i = 0; i < BT * C; i++) want[i] = x.d[i] + res.d[i];
+    expect_close2("x + res", y, want, (size_t)(BT * C), 1e-6, 1e-7);
+    /* dbias accumulates onto what is there */
+    float *db = fzeros((size_t)C);
+    for (int64_t k = 0; k < C; k++) db[k] = 0.125f;
+    plait_k_bias_backward(db, r.f, BT, C);
+    bias_ctx bc = {x.d, res.d, bias.d, r.d, BT, C};
+    double *g = dzeros((size_t)C);
+    finite_diff(g, bias.d, (size_t)C, bias_loss, &bc);
+    for (int64_t k = 0; k < C; k++) g[k] += 0.125;
+    expect_close("dbias", db, g, (size_t)C, 1e-5);
+    free(g);
+    free(db);
+    free(want);
+    free(y);
+    arr_free(&x);
+    arr_free(&res);
+    arr_free(&bias);
+    arr_free(&r);
+}
+
 /* ---- LayerNorm ----------------------------------------------------------- */
 
 typedef struct ln_ctx {
@@ -423,6 +473,21 @@ static void test_attention_tiled(void **state) {
 
 /* ---- embedding ----------------------------------------------------------- */
 
+typedef struct emb_ctx {
+    double *wte, *wpe, *dout;
+    const int32_t *tokens;
+    int64_t B, T, C;
+} emb_ctx;
+
+static double emb_loss(void *vc) {
+    emb_ctx *c = vc;
+    double l = 0;
+    for (int64_t bt = 0; bt < c->B * c->T; bt++)
+        for (int64_t k = 0; k < c->C; k++)
+            l += c->dout[bt * c->C + k] * (c->wte[c->tokens[bt] * c->C + k] + c->wpe[(bt % c->T) * c->C + k]);
+    return l;
+}
+
 static void test_embedding(void **state) {
     (void)state;
     const int64_t B = 2, T = 5, C = 6, V = 7;
@@ -434,15 +499,13 @@ static void test_embedding(void **state) {
     for (int64_t bt = 0; bt < B * T; bt++)
         for (int64_t c = 0; c < C; c++)
             assert_true(out[bt * C + c] == wte.f[tokens[bt] * C + c] + wpe.f[(bt % T) * C + c]);
-    /* the gradient is linear: Σ over occurrences, checked against a double sum */
+    /* backward against finite differences of Σ dout·embedding(wte, wpe) */
     float *dwte = fzeros((size_t)(V * C)), *dwpe = fzeros((size_t)(T * C));
     plait_k_embedding_backward(dwte, dwpe, dout.f, tokens, B, T, C);
     double *gwte = dzeros((size_t)(V * C)), *gwpe = dzeros((size_t)(T * C));
-    for (int64_t bt = 0; bt < B * T; bt++)
-        for (int64_t c = 0; c < C; c++) {
-            gwte[tokens[bt] * C + c] += dout.d[bt * C + c];
-            gwpe[(bt % T) * C + c] += dout.d[bt * C + c];
-        }
+    emb_ctx ec = {wte.d, wpe.d, dout.d, tokens, B, T, C};
+    finite_diff(gwte, wte.d, (size_t)(V * C), emb_loss, &ec);
+    finite_diff(gwpe, wpe.d, (size_t)(T * C), emb_loss, &ec);
     expect_close("embedding dwte", dwte, gwte, (size_t)(V * C), 1e-6);
     expect_close("embedding dwpe", dwpe, gwpe, (size_t)(T * C), 1e-6);
 
@@ -569,7 +632,7 @@ int main(void) {
         cmocka_unit_test(test_sgemm),           cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_layernorm),       cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_attention_small), cmocka_unit_test(test_attention_tiled),
-        cmocka_unit_test(test_embedding),       cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_bias_residual),   cmocka_unit_test(test_embedding),       cmocka_unit_test(test_crossentropy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
