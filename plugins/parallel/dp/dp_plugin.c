@@ -33,6 +33,10 @@ typedef struct dp_state {
     size_t bucket_bytes;
     dp_buckets buckets;
     int reduce;               /* 0 when dp == 1 or the optimizer reduces */
+    /* grads_ready calls so far this step: a bucket overlapped the backward
+     * only if it started before the step's final call, whose layer was the
+     * last backward of the step (known only at finish_grads). */
+    uint32_t grads_ready_calls;
     plait_parallel_stats stats;
     plait_comm_stats comm_before;
 } dp_state;
@@ -129,13 +133,14 @@ static plait_status dp_begin_step(void *state, int64_t step) {
         s->comm_before.struct_size = sizeof s->comm_before;
         host->coll->stats(s->mesh->dp_comm, &s->comm_before);
     }
+    s->grads_ready_calls = 0;
     if (s->reduce) dp_buckets_reset(&s->buckets);
     return PLAIT_OK;
 }
 
-static plait_status start_bucket(dp_state *s, dp_bucket *b, int early) {
+static plait_status start_bucket(dp_state *s, dp_bucket *b, uint32_t in_call) {
     b->started = 1;
-    b->early = early;
+    b->started_in_call = in_call;
     if (s->skip_reduce) return PLAIT_OK;
     plait_coll_opts opts = {.struct_size = sizeof opts,
                             .algo = s->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
@@ -147,13 +152,14 @@ static plait_status start_bucket(dp_state *s, dp_bucket *b, int early) {
 static plait_status dp_grads_ready(void *state, int32_t layer, int32_t mb, int last) {
     (void)mb;
     dp_state *s = state;
+    s->grads_ready_calls++;
     if (!s->reduce || !last || !s->overlap) return PLAIT_OK;
     plait_param_set *set = s->buckets.params;
     for (int32_t i = 0; i < set->n_params; i++) {
         if (set->params[i].layer != layer) continue;
         dp_bucket *b = &s->buckets.b[s->buckets.param_bucket[i]];
         if (--b->pending == 0 && !b->started) {
-            plait_status st = start_bucket(s, b, 1);
+            plait_status st = start_bucket(s, b, s->grads_ready_calls);
             if (st != PLAIT_OK) return st;
         }
     }
@@ -169,6 +175,9 @@ static plait_status dp_finish_grads(void *state) {
      * start now, in bucket order, the same order on every rank. */
     for (int32_t i = 0; i < s->buckets.n && st == PLAIT_OK; i++)
         if (!s->buckets.b[i].started) st = start_bucket(s, &s->buckets.b[i], 0);
+    /* Early = started while some backward was still to run: a bucket the
+     * final grads_ready started (e.g. the one holding layer 0, the last
+     * layer the backward visits) overlapped nothing. */
     for (int32_t i = 0; i < s->buckets.n; i++) {
         dp_bucket *b = &s->buckets.b[i];
         if (b->req) {
@@ -177,7 +186,7 @@ static plait_status dp_finish_grads(void *state) {
             if (st == PLAIT_OK) st = w;
         }
         s->stats.reductions++;
-        s->stats.early_reductions += (uint32_t)b->early;
+        s->stats.early_reductions += b->started_in_call != 0 && b->started_in_call < s->grads_ready_calls;
     }
     s->stats.wait_seconds += host->now() - t0;
     return st;
