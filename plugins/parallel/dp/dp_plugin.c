@@ -23,6 +23,13 @@
 
 static const plait_host *host;
 
+/* debug_perturb_replicas: every rank initialises identically from the seed,
+ * so without help no test could tell whether the initial broadcast and the
+ * checksum work. DP ranks > 0 shift their parameters before the broadcast
+ * (which must undo it) or after it (which the checksum must catch). */
+enum { PERTURB_OFF, PERTURB_BEFORE, PERTURB_AFTER };
+static const char *const perturb_choices[] = {"off", "before", "after", NULL};
+
 typedef struct dp_state {
     const plait_mesh *mesh;
     const plait_config *config;
@@ -30,6 +37,7 @@ typedef struct dp_state {
     int overlap;
     int skip_reduce;          /* debug: measure the step without DP communication */
     int verify_params;
+    int perturb;              /* debug: PERTURB_* */
     size_t bucket_bytes;
     dp_buckets buckets;
     int reduce;               /* 0 when dp == 1 or the optimizer reduces */
@@ -50,6 +58,7 @@ static plait_status dp_create(const plait_parallel_init *init, void **out) {
     s->overlap = (int)plait_cfg_int(host, init->config, "parallel.dp", "overlap");
     s->skip_reduce = (int)plait_cfg_int(host, init->config, "parallel.dp", "debug_skip_reduce");
     s->verify_params = (int)plait_cfg_int(host, init->config, "parallel.dp", "verify_params");
+    s->perturb = (int)plait_cfg_int(host, init->config, "parallel.dp", "debug_perturb_replicas");
     s->bucket_bytes = (size_t)plait_cfg_int(host, init->config, "parallel.dp", "bucket_size");
     *out = s;
     return PLAIT_OK;
@@ -80,18 +89,39 @@ static uint64_t params_checksum(const plait_param_set *set) {
     return h;
 }
 
+/* Parameter i holds values of its own here: not sharded away (ZeRO-3) and not
+ * a tied copy sharing storage with an earlier original. */
+static int owns_storage(const plait_param_set *set, int32_t i) {
+    const float *data = set->params[i].data;
+    if (!data) return 0;
+    for (int32_t j = 0; j < i; j++)
+        if (set->params[j].data == data) return 0;
+    return 1;
+}
+
+static void perturb_replica(const dp_state *s, plait_param_set *set) {
+    if (s->mesh->dp_rank == 0) return;
+    float delta = 0.01f * (float)s->mesh->dp_rank;
+    for (int32_t i = 0; i < set->n_params; i++) {
+        if (!owns_storage(set, i)) continue;
+        float *v = set->params[i].data;
+        for (size_t k = 0; k < set->params[i].numel; k++) v[k] += delta;
+    }
+    host->log(PLAIT_LOG_WARN, "dp", "debug_perturb_replicas: DP rank %d shifted its parameters by %g %s the broadcast",
+              s->mesh->dp_rank, (double)delta, s->perturb == PERTURB_BEFORE ? "before" : "after");
+}
+
 static plait_status broadcast_and_verify(dp_state *s, plait_param_set *set) {
     const plait_coll_api *coll = host->coll;
     plait_comm *dp = s->mesh->dp_comm;
+    if (s->perturb == PERTURB_BEFORE) perturb_replica(s, set);
     for (int32_t i = 0; i < set->n_params; i++) {
+        if (!owns_storage(set, i)) continue;
         plait_param *p = &set->params[i];
-        if (!p->data) continue;
-        int aliased = 0; /* a tied copy sharing storage with its original */
-        for (int32_t j = 0; j < i && !aliased; j++) aliased = set->params[j].data == p->data;
-        if (aliased) continue;
         plait_status st = coll->broadcast(dp, p->data, p->numel, PLAIT_F32, 0, NULL, NULL);
         if (st != PLAIT_OK) return st;
     }
+    if (s->perturb == PERTURB_AFTER) perturb_replica(s, set);
     if (!s->verify_params) return PLAIT_OK;
     uint64_t mine = params_checksum(set);
     int n = s->mesh->dp;
@@ -235,6 +265,10 @@ static const plait_param_decl dp_params[] = {
      "false", 1, 0, NULL, "debug: skip gradient communication (wrong results; measures its overhead)"},
     {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "verify_params", PLAIT_PARAM_BOOL, "true", 1, 0, NULL,
      "check by checksum that replicas are identical after the initial broadcast"},
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL | PLAIT_PARAM_HIDDEN, "debug_perturb_replicas",
+     PLAIT_PARAM_ENUM, "off", 1, 0, perturb_choices,
+     "debug: DP ranks > 0 shift their parameters before the initial broadcast (it must repair them) or after "
+     "it (verify_params must fail); tests the broadcast and the checksum"},
 };
 
 static const plait_plugin_desc dp_desc = {
