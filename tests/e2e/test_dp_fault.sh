@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # A rank killed with SIGKILL mid-step at dp = 4 (see kill_midstep in lib.sh
 # for what every survivor and the launcher must do), then recovery: the last
-# checkpoint is intact and --resume continues it at dp = 2.
+# checkpoint is intact and --resume continues it at dp = 2, bit-identical
+# (deterministic mode) to one process that trained straight through.
 #
 # The job first trains to a checkpoint at step 10, then continues with no
 # checkpoint to come, so the kill lands in a training step (gradient bucket
 # all-reduce, or the step's other collectives), never in a checkpoint's commit.
 source "$(dirname "$0")/lib.sh"
 K=10 N=15
-D="data.micro_batch=2"
+D="run.deterministic=true data.micro_batch=2 optim.lr_decay_steps=$N"
 out=$E2E_WORK/run
 train run $D parallel.dp=4 run.steps=$K
 kill_midstep run 4 2 $((K + 1 + 10)) 10 --resume $D parallel.dp=4 run.steps=100000 run.ckpt_every=0
@@ -19,4 +20,17 @@ last=$(last_ckpt run)
 train resumed --resume $D parallel.dp=2 run.steps=$N run.out_dir="$out"
 grep -q "resuming from $last" "$E2E_WORK/resumed.out" || fail "the resumed run did not start from $last"
 [ -e "$out/ckpt-$(printf %08d $N)/COMPLETE" ] || fail "the resumed run did not finish"
-echo "dp fault OK: survivors ended ${KILL_ELAPSED}s after the kill; resumed from step $K at dp=2"
+
+# continuation is right: the same as one process straight to step N
+train straight $D parallel.dp=1 run.steps=$N
+"$CKPT_DIFF" "$out/ckpt-$(printf %08d $N)" "$(last_ckpt straight)" --bits ||
+  fail "dp 4 -> kill -> resume at dp 2 differs from one process at step $N"
+# metrics.csv keeps the killed run's rows: steps 1..K (dp 4), the killed
+# run's, then K+1..N (resumed at dp 2); each part equals one process's
+for part in "head -n $K" "tail -n $((N - K))"; do
+  [ "$(column run step | $part | tr '\n' ' ')" = "$(column straight step | $part | tr '\n' ' ')" ] ||
+    fail "metrics.csv rows ($part) are not the steps expected: $(column run step | tr '\n' ' ')"
+  [ "$(column run loss | $part)" = "$(column straight loss | $part)" ] ||
+    fail "losses ($part) differ from one process's: $(column run loss | $part | tr '\n' ' ') vs $(column straight loss | $part | tr '\n' ' ')"
+done
+echo "dp fault OK: survivors ended ${KILL_ELAPSED}s after the kill; resumed from step $K at dp=2, bit-identical to one process at step $N"
