@@ -57,6 +57,18 @@ median() {
   column "$1" "$2" | tail -n +"${3:-2}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 
+# rank_logs NAME RANKS: every rank wrote $E2E_WORK/NAME/rank-<r>.log holding
+# its own lines, each prefixed [r<r>] (ranks other than 0 say little below
+# debug level: run with run.log_level=debug).
+rank_logs() {
+  local r log
+  for ((r = 0; r < $2; r++)); do
+    log=$E2E_WORK/$1/rank-$r.log
+    [ -s "$log" ] || fail "$1: rank $r wrote no lines to $log"
+    ! grep -vq "^\[r$r\] " "$log" || fail "$1: $log holds lines of another rank: $(grep -v "^\[r$r\] " "$log" | head -n 1)"
+  done
+}
+
 # has_plugin KIND NAME: `plait plugins` lists it as available.
 has_plugin() { "$PLAIT_BIN" plugins 2>/dev/null | grep -Eq "^$1 +$2 .*available"; }
 
