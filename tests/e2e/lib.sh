@@ -104,7 +104,7 @@ kill_midstep() {
   [ "$rows" -gt "$after" ] || { kill $launcher 2>/dev/null; tail -n 20 "$log" >&2; fail "$name: training did not get past $after metrics lines"; }
   local victim_pid="" pid
   for pid in $(pgrep -P $launcher); do
-    if tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep -qx "PLAIT_RANK=$victim"; then victim_pid=$pid; fi
+    if grep -zqx "PLAIT_RANK=$victim" /proc/$pid/environ 2>/dev/null; then victim_pid=$pid; fi
   done
   [ -n "$victim_pid" ] || { kill $launcher; fail "$name: rank $victim not found"; }
   local killed_at limit=$((timeout + 10))
@@ -133,7 +133,8 @@ kill_midstep() {
     grep -Eq "[:,] rank $r \(exit 1\)" <<<"$others" ||
       fail "$name: rank $r did not exit 1 by itself (launcher: ${others:-nothing})"
     [ -s "$out/rank-$r.log" ] || fail "$name: rank $r wrote no $out/rank-$r.log"
-    grep -F "(world rank $victim)" "$out/rank-$r.log" | grep -E " error: " | grep -Eq "$op" ||
+    # (no grep -q in a pipeline: quitting early would SIGPIPE the writer, failing it under pipefail)
+    grep -F "(world rank $victim)" "$out/rank-$r.log" | grep -E " error: " | grep -E "$op" >/dev/null ||
       fail "$name: rank $r logged no error naming world rank $victim and the operation: $(grep ' error: ' "$out/rank-$r.log" | tail -n 1)"
   done
   local in_step
