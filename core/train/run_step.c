@@ -261,9 +261,10 @@ static plait_status global_loss(plait_run *run, double *loss) {
     int64_t n = run->batch.global_batch / run->batch.micro_batch;
     const plait_coll_api *coll = plait_host_table()->coll;
     plait_status st = PLAIT_OK;
+    plait_coll_opts opts = {.struct_size = sizeof opts, .label = "step loss"};
     if (run->mesh.world_size > 1)
         st = coll->allreduce(run->world, run->mb_loss, run->mb_loss, (size_t)n + 2 * (size_t)run->mesh.pp, PLAIT_F64,
-                             PLAIT_SUM, NULL, NULL);
+                             PLAIT_SUM, &opts, NULL);
     if (st != PLAIT_OK) return st;
     *loss = plait_tree_sum(run->mb_loss, n) / ((double)run->batch.global_batch * run->block_size);
     return PLAIT_OK;

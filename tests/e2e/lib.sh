@@ -57,5 +57,91 @@ median() {
   column "$1" "$2" | tail -n +"${3:-2}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 
+# rank_logs NAME RANKS: every rank wrote $E2E_WORK/NAME/rank-<r>.log holding
+# its own lines, each prefixed [r<r>] (ranks other than 0 say little below
+# debug level: run with run.log_level=debug).
+rank_logs() {
+  local r log
+  for ((r = 0; r < $2; r++)); do
+    log=$E2E_WORK/$1/rank-$r.log
+    [ -s "$log" ] || fail "$1: rank $r wrote no lines to $log"
+    ! grep -vq "^\[r$r\] " "$log" || fail "$1: $log holds lines of another rank: $(grep -v "^\[r$r\] " "$log" | head -n 1)"
+  done
+}
+
 # has_plugin KIND NAME: `plait plugins` lists it as available.
 has_plugin() { "$PLAIT_BIN" plugins 2>/dev/null | grep -Eq "^$1 +$2 .*available"; }
+
+# kill_midstep NAME RANKS VICTIM AFTER_ROWS TIMEOUT [args...]: the failure
+# contract of the issue, "a rank killed with SIGKILL mid-step makes every
+# other rank exit non-zero within [comm] timeout with a message naming the
+# lost rank and the operation; the launcher exits non-zero". Starts a job of
+# RANKS ranks into $E2E_WORK/NAME (output NAME.out; ARGS make it train long,
+# with no checkpoint or evaluation to come) with comm.timeout=TIMEOUT and the
+# launcher's grace period far above it (so the launcher cannot stop a hung
+# rank and hide it), SIGKILLs world rank VICTIM once metrics.csv has more than
+# AFTER_ROWS lines (steps are progressing, so the kill lands in a step's
+# compute or communication), then checks: the launcher exits non-zero naming
+# VICTIM; every other rank exited 1 by itself within TIMEOUT + 10 s, logged
+# in its rank-<r>.log an error naming world rank VICTIM and the operation
+# (op #seq), and ended with an error naming the training step it was in.
+# Prints the operations the survivors were in; sets KILL_ELAPSED (seconds).
+kill_midstep() {
+  local name=$1 ranks=$2 victim=$3 after=$4 timeout=$5
+  shift 5
+  local out=$E2E_WORK/$name log=$E2E_WORK/$name.out
+  case " $* " in *" --resume "*) ;; *) rm -rf "$out" ;; esac
+  PLAIT_LAUNCH_GRACE=$((timeout * 20)) "$PLAIT_BIN" train "$CFG" "run.out_dir=$out" "comm.timeout=$timeout" "$@" \
+    >"$log" 2>&1 &
+  local launcher=$! rows=0
+  for _ in $(seq 600); do
+    rows=0
+    [ -f "$out/metrics.csv" ] && rows=$(wc -l <"$out/metrics.csv")
+    [ "$rows" -gt "$after" ] && break
+    kill -0 $launcher 2>/dev/null || break
+    sleep 0.1
+  done
+  [ "$rows" -gt "$after" ] || { kill $launcher 2>/dev/null; tail -n 20 "$log" >&2; fail "$name: training did not get past $after metrics lines"; }
+  local victim_pid="" pid
+  for pid in $(pgrep -P $launcher); do
+    if grep -zqx "PLAIT_RANK=$victim" /proc/$pid/environ 2>/dev/null; then victim_pid=$pid; fi
+  done
+  [ -n "$victim_pid" ] || { kill $launcher; fail "$name: rank $victim not found"; }
+  local killed_at limit=$((timeout + 10))
+  killed_at=$(date +%s.%N)
+  kill -9 "$victim_pid"
+  while kill -0 $launcher 2>/dev/null; do
+    if awk -v a="$killed_at" -v b="$(date +%s.%N)" -v l=$limit 'BEGIN { exit !(b - a > l) }'; then
+      kill $launcher
+      wait $launcher || true
+      tail -n 20 "$log" >&2
+      fail "$name: ranks still running ${limit}s after rank $victim was killed (comm.timeout $timeout s)"
+    fi
+    sleep 0.05
+  done
+  local rc=0
+  wait $launcher || rc=$?
+  KILL_ELAPSED=$(awk -v a="$killed_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+  tail -n 4 "$log"
+  [ $rc -ne 0 ] || fail "$name: the launcher exited 0 after rank $victim was killed"
+  grep -q "^plait: rank $victim was killed by SIGKILL" "$log" || fail "$name: the launcher did not name rank $victim"
+  local others r survivors=0 op="(allreduce|reduce_scatter|allgather|broadcast|reduce|gather|scatter|alltoall|barrier|send|recv) #[0-9]+"
+  others=$(grep "^plait: also ended abnormally:" "$log" || true)
+  for ((r = 0; r < ranks; r++)); do
+    [ $r -eq "$victim" ] && continue
+    survivors=$((survivors + 1))
+    grep -Eq "[:,] rank $r \(exit 1\)" <<<"$others" ||
+      fail "$name: rank $r did not exit 1 by itself (launcher: ${others:-nothing})"
+    [ -s "$out/rank-$r.log" ] || fail "$name: rank $r wrote no $out/rank-$r.log"
+    # (no grep -q in a pipeline: quitting early would SIGPIPE the writer, failing it under pipefail)
+    grep -F "(world rank $victim)" "$out/rank-$r.log" | grep -E " error: " | grep -E "$op" >/dev/null ||
+      fail "$name: rank $r logged no error naming world rank $victim and the operation: $(grep ' error: ' "$out/rank-$r.log" | tail -n 1)"
+  done
+  local in_step
+  in_step=$(grep -Ec "^plait: error: train: step [0-9]+: " "$log" || true)
+  [ "$in_step" = $survivors ] ||
+    fail "$name: $in_step of $survivors ranks ended with an error naming the training step they were in"
+  # what the survivors were doing when they lost the victim (for the log)
+  grep -h " error: " "$out"/rank-*.log | grep -Eo "$op ('[^']*'|from rank [0-9]+|to rank [0-9]+)" | sort -u |
+    sed 's/^/killed during: /'
+}

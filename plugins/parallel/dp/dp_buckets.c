@@ -43,7 +43,7 @@ void dp_buckets_reset(dp_buckets *bk) {
     for (int32_t i = 0; i < bk->n; i++) {
         bk->b[i].pending = 0;
         bk->b[i].started = 0;
-        bk->b[i].early = 0;
+        bk->b[i].started_in_call = 0;
         bk->b[i].req = NULL;
     }
     for (int32_t i = 0; i < bk->params->n_params; i++) bk->b[bk->param_bucket[i]].pending++;

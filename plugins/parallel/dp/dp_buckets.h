@@ -17,7 +17,10 @@ typedef struct dp_bucket {
     int32_t pending;      /* parameters whose gradient is not final yet */
     int32_t first_layer, last_layer;
     plait_request *req;   /* in-flight all-reduce, or NULL */
-    int started, early;
+    int started;
+    /* 1-based index of the step's grads_ready call that started the bucket;
+     * 0 when finish_grads started it. */
+    uint32_t started_in_call;
 } dp_bucket;
 
 typedef struct dp_buckets {

@@ -23,6 +23,13 @@
 
 static const plait_host *host;
 
+/* debug_perturb_replicas: every rank initialises identically from the seed,
+ * so without help no test could tell whether the initial broadcast and the
+ * checksum work. DP ranks > 0 shift their parameters before the broadcast
+ * (which must undo it) or after it (which the checksum must catch). */
+enum { PERTURB_OFF, PERTURB_BEFORE, PERTURB_AFTER };
+static const char *const perturb_choices[] = {"off", "before", "after", NULL};
+
 typedef struct dp_state {
     const plait_mesh *mesh;
     const plait_config *config;
@@ -30,9 +37,14 @@ typedef struct dp_state {
     int overlap;
     int skip_reduce;          /* debug: measure the step without DP communication */
     int verify_params;
+    int perturb;              /* debug: PERTURB_* */
     size_t bucket_bytes;
     dp_buckets buckets;
     int reduce;               /* 0 when dp == 1 or the optimizer reduces */
+    /* grads_ready calls so far this step: a bucket overlapped the backward
+     * only if it started before the step's final call, whose layer was the
+     * last backward of the step (known only at finish_grads). */
+    uint32_t grads_ready_calls;
     plait_parallel_stats stats;
     plait_comm_stats comm_before;
 } dp_state;
@@ -46,6 +58,7 @@ static plait_status dp_create(const plait_parallel_init *init, void **out) {
     s->overlap = (int)plait_cfg_int(host, init->config, "parallel.dp", "overlap");
     s->skip_reduce = (int)plait_cfg_int(host, init->config, "parallel.dp", "debug_skip_reduce");
     s->verify_params = (int)plait_cfg_int(host, init->config, "parallel.dp", "verify_params");
+    s->perturb = (int)plait_cfg_int(host, init->config, "parallel.dp", "debug_perturb_replicas");
     s->bucket_bytes = (size_t)plait_cfg_int(host, init->config, "parallel.dp", "bucket_size");
     *out = s;
     return PLAIT_OK;
@@ -76,18 +89,39 @@ static uint64_t params_checksum(const plait_param_set *set) {
     return h;
 }
 
+/* Parameter i holds values of its own here: not sharded away (ZeRO-3) and not
+ * a tied copy sharing storage with an earlier original. */
+static int owns_storage(const plait_param_set *set, int32_t i) {
+    const float *data = set->params[i].data;
+    if (!data) return 0;
+    for (int32_t j = 0; j < i; j++)
+        if (set->params[j].data == data) return 0;
+    return 1;
+}
+
+static void perturb_replica(const dp_state *s, plait_param_set *set) {
+    if (s->mesh->dp_rank == 0) return;
+    float delta = 0.01f * (float)s->mesh->dp_rank;
+    for (int32_t i = 0; i < set->n_params; i++) {
+        if (!owns_storage(set, i)) continue;
+        float *v = set->params[i].data;
+        for (size_t k = 0; k < set->params[i].numel; k++) v[k] += delta;
+    }
+    host->log(PLAIT_LOG_WARN, "dp", "debug_perturb_replicas: DP rank %d shifted its parameters by %g %s the broadcast",
+              s->mesh->dp_rank, (double)delta, s->perturb == PERTURB_BEFORE ? "before" : "after");
+}
+
 static plait_status broadcast_and_verify(dp_state *s, plait_param_set *set) {
     const plait_coll_api *coll = host->coll;
     plait_comm *dp = s->mesh->dp_comm;
+    if (s->perturb == PERTURB_BEFORE) perturb_replica(s, set);
     for (int32_t i = 0; i < set->n_params; i++) {
+        if (!owns_storage(set, i)) continue;
         plait_param *p = &set->params[i];
-        if (!p->data) continue;
-        int aliased = 0; /* a tied copy sharing storage with its original */
-        for (int32_t j = 0; j < i && !aliased; j++) aliased = set->params[j].data == p->data;
-        if (aliased) continue;
         plait_status st = coll->broadcast(dp, p->data, p->numel, PLAIT_F32, 0, NULL, NULL);
         if (st != PLAIT_OK) return st;
     }
+    if (s->perturb == PERTURB_AFTER) perturb_replica(s, set);
     if (!s->verify_params) return PLAIT_OK;
     uint64_t mine = params_checksum(set);
     int n = s->mesh->dp;
@@ -129,13 +163,14 @@ static plait_status dp_begin_step(void *state, int64_t step) {
         s->comm_before.struct_size = sizeof s->comm_before;
         host->coll->stats(s->mesh->dp_comm, &s->comm_before);
     }
+    s->grads_ready_calls = 0;
     if (s->reduce) dp_buckets_reset(&s->buckets);
     return PLAIT_OK;
 }
 
-static plait_status start_bucket(dp_state *s, dp_bucket *b, int early) {
+static plait_status start_bucket(dp_state *s, dp_bucket *b, uint32_t in_call) {
     b->started = 1;
-    b->early = early;
+    b->started_in_call = in_call;
     if (s->skip_reduce) return PLAIT_OK;
     plait_coll_opts opts = {.struct_size = sizeof opts,
                             .algo = s->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
@@ -147,13 +182,14 @@ static plait_status start_bucket(dp_state *s, dp_bucket *b, int early) {
 static plait_status dp_grads_ready(void *state, int32_t layer, int32_t mb, int last) {
     (void)mb;
     dp_state *s = state;
+    s->grads_ready_calls++;
     if (!s->reduce || !last || !s->overlap) return PLAIT_OK;
     plait_param_set *set = s->buckets.params;
     for (int32_t i = 0; i < set->n_params; i++) {
         if (set->params[i].layer != layer) continue;
         dp_bucket *b = &s->buckets.b[s->buckets.param_bucket[i]];
         if (--b->pending == 0 && !b->started) {
-            plait_status st = start_bucket(s, b, 1);
+            plait_status st = start_bucket(s, b, s->grads_ready_calls);
             if (st != PLAIT_OK) return st;
         }
     }
@@ -169,6 +205,9 @@ static plait_status dp_finish_grads(void *state) {
      * start now, in bucket order, the same order on every rank. */
     for (int32_t i = 0; i < s->buckets.n && st == PLAIT_OK; i++)
         if (!s->buckets.b[i].started) st = start_bucket(s, &s->buckets.b[i], 0);
+    /* Early = started while some backward was still to run: a bucket the
+     * final grads_ready started (e.g. the one holding layer 0, the last
+     * layer the backward visits) overlapped nothing. */
     for (int32_t i = 0; i < s->buckets.n; i++) {
         dp_bucket *b = &s->buckets.b[i];
         if (b->req) {
@@ -177,7 +216,7 @@ static plait_status dp_finish_grads(void *state) {
             if (st == PLAIT_OK) st = w;
         }
         s->stats.reductions++;
-        s->stats.early_reductions += (uint32_t)b->early;
+        s->stats.early_reductions += b->started_in_call != 0 && b->started_in_call < s->grads_ready_calls;
     }
     s->stats.wait_seconds += host->now() - t0;
     return st;
@@ -226,6 +265,10 @@ static const plait_param_decl dp_params[] = {
      "false", 1, 0, NULL, "debug: skip gradient communication (wrong results; measures its overhead)"},
     {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "verify_params", PLAIT_PARAM_BOOL, "true", 1, 0, NULL,
      "check by checksum that replicas are identical after the initial broadcast"},
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL | PLAIT_PARAM_HIDDEN, "debug_perturb_replicas",
+     PLAIT_PARAM_ENUM, "off", 1, 0, perturb_choices,
+     "debug: DP ranks > 0 shift their parameters before the initial broadcast (it must repair them) or after "
+     "it (verify_params must fail); tests the broadcast and the checksum"},
 };
 
 static const plait_plugin_desc dp_desc = {

@@ -1,0 +1,266 @@
+/*
+ * When the dp plugin communicates, driven as the trainer drives it (per
+ * step: begin_step, grads_ready for every layer from the last to the first
+ * for each local micro-batch with last = 1 on the last one, finish_grads)
+ * over a communicator that only records the all-reduces started:
+ * - under gradient accumulation nothing starts before the last micro-batch
+ *   (the earlier ones only accumulate), and on the last one each bucket
+ *   starts as soon as its layers are done, overlapping the rest of the
+ *   backward;
+ * - a bucket counts as early (overlapped) only if it started before the
+ *   step's final grads_ready: one bucket holding the whole model, or the
+ *   bucket of layer 0, overlaps nothing;
+ * - overlap = false starts everything in finish_grads.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <plait/parallel.h>
+#include <plait/plugin.h>
+
+#include "config/config.h"
+#include "plugin/loader.h"
+#include "runtime/error.h"
+#include "runtime/host.h"
+
+/* ---- a recording DP group: this rank is DP rank 0 of 2 -------------------- */
+
+typedef struct recorder {
+    int started;             /* all-reduces started */
+    int waited;              /* ... and completed by wait() */
+    int synchronous;         /* started without a request (blocking) */
+    char label[64];
+    plait_coll_algo algo;
+} recorder;
+
+static recorder g_rec;
+static int g_comm_token, g_req_token;
+#define DP_COMM ((plait_comm *)(void *)&g_comm_token)
+#define REQUEST ((plait_request *)(void *)&g_req_token)
+
+static int fake_rank(const plait_comm *c) { (void)c; return 0; }
+static int fake_size(const plait_comm *c) { (void)c; return 2; }
+static int fake_world_rank(const plait_comm *c, int r) { (void)c; return r; }
+static const char *fake_name(const plait_comm *c) { (void)c; return "dp"; }
+
+static plait_status fake_allreduce(plait_comm *comm, const void *send, void *recv, size_t count, plait_dtype dtype,
+                                   plait_redop op, const plait_coll_opts *opts, plait_request **req) {
+    (void)send;
+    (void)recv;
+    (void)count;
+    if (comm != DP_COMM || dtype != PLAIT_F32 || op != PLAIT_SUM) return PLAIT_ERR_INVALID_ARG;
+    g_rec.started++;
+    snprintf(g_rec.label, sizeof g_rec.label, "%s", opts && opts->label ? opts->label : "");
+    g_rec.algo = opts ? opts->algo : PLAIT_ALGO_AUTO;
+    if (req) *req = REQUEST;
+    else g_rec.synchronous++;
+    return PLAIT_OK;
+}
+
+static plait_status fake_wait(plait_request *req) {
+    if (req != REQUEST) return PLAIT_ERR_INVALID_ARG;
+    g_rec.waited++;
+    return PLAIT_OK;
+}
+
+/* Bind's broadcast from DP rank 0 (us) and checksum exchange: the peer
+ * agrees with whatever we hold. */
+static plait_status fake_broadcast(plait_comm *comm, void *buf, size_t count, plait_dtype dtype, int root,
+                                   const plait_coll_opts *opts, plait_request **req) {
+    (void)buf;
+    (void)count;
+    (void)dtype;
+    (void)opts;
+    return comm == DP_COMM && root == 0 && !req ? PLAIT_OK : PLAIT_ERR_INVALID_ARG;
+}
+
+static plait_status fake_allgather(plait_comm *comm, const void *send, void *recv, size_t count, plait_dtype dtype,
+                                   const plait_coll_opts *opts, plait_request **req) {
+    (void)opts;
+    if (comm != DP_COMM || dtype != PLAIT_I64 || req) return PLAIT_ERR_INVALID_ARG;
+    memcpy(recv, send, count * 8);
+    memcpy((char *)recv + count * 8, send, count * 8);
+    return PLAIT_OK;
+}
+
+static void fake_stats(const plait_comm *comm, plait_comm_stats *out) {
+    (void)comm;
+    out->bytes_sent = 0;
+}
+
+static const plait_coll_api fake_coll = {
+    .struct_size = sizeof(plait_coll_api),
+    .rank = fake_rank,
+    .size = fake_size,
+    .world_rank = fake_world_rank,
+    .name = fake_name,
+    .allreduce = fake_allreduce,
+    .allgather = fake_allgather,
+    .broadcast = fake_broadcast,
+    .wait = fake_wait,
+    .stats = fake_stats,
+};
+
+/* ---- a model of N_LAYERS layers, one parameter each ----------------------- */
+
+enum { N_LAYERS = 4, NUMEL = 16 };
+
+static plait_param g_params[N_LAYERS];
+static plait_layer g_layers[N_LAYERS];
+static float g_data[N_LAYERS * NUMEL], g_grad[N_LAYERS * NUMEL];
+static plait_param_set g_set;
+static const plait_plugin_desc *g_desc;
+static const plait_parallel_ops *g_ops;
+
+static int setup(void **state) {
+    (void)state;
+    plait_host_set_coll(&fake_coll);
+    g_desc = plait_plugin_load(PLAIT_KIND_PARALLEL, "dp");
+    if (!g_desc) {
+        fprintf(stderr, "cannot load the dp plugin: %s\n", plait_last_error());
+        return -1;
+    }
+    g_ops = g_desc->ops;
+    static char names[N_LAYERS][16];
+    for (int l = 0; l < N_LAYERS; l++) {
+        snprintf(names[l], sizeof names[l], "layer%d.weight", l);
+        g_layers[l] = (plait_layer){.struct_size = sizeof(plait_layer), .name = names[l], .index = l,
+                                    .first_param = l, .n_params = 1};
+        /* gradients contiguous in model order, as in the core's flat buffer */
+        g_params[l] = (plait_param){.struct_size = sizeof(plait_param), .name = names[l], .index = l, .layer = l,
+                                    .ndim = 1, .shape = {NUMEL}, .shard = {.dim = -1, .parts = 1},
+                                    .local_shape = {NUMEL}, .numel = NUMEL, .tied_to = -1,
+                                    .data = g_data + l * NUMEL, .grad = g_grad + l * NUMEL,
+                                    .flat_offset = (size_t)l * NUMEL};
+    }
+    g_set = (plait_param_set){.struct_size = sizeof g_set, .n_params = N_LAYERS, .params = g_params,
+                              .n_layers = N_LAYERS, .layers = g_layers, .n_layers_total = N_LAYERS,
+                              .numel = N_LAYERS * NUMEL, .data_flat = g_data, .grad_flat = g_grad};
+    return 0;
+}
+
+static plait_config *g_cfg;
+static plait_mesh g_mesh;
+
+/* A bound dp plugin (dp = 2, DP rank 0) configured by `ini`. */
+static void *make_dp(const char *ini, int deterministic) {
+    g_cfg = plait_config_new();
+    assert_non_null(g_cfg);
+    assert_int_equal(plait_config_declare_core(g_cfg), PLAIT_OK);
+    assert_int_equal(plait_config_declare(g_cfg, "parallel.dp", g_desc->params, g_desc->n_params,
+                                          g_desc->param_size, "plugin parallel/dp"),
+                     PLAIT_OK);
+    assert_int_equal(plait_config_load_string(g_cfg, "test.ini", ini), PLAIT_OK);
+    char *envp[] = {NULL};
+    if (plait_config_finalize(g_cfg, envp) != PLAIT_OK) fail_msg("config: %s", plait_last_error());
+    g_mesh = (plait_mesh){.struct_size = sizeof g_mesh, .dp = 2, .tp = 1, .pp = 1, .world_size = 2,
+                          .dp_comm = DP_COMM, .order = "tp,dp,pp"};
+    plait_parallel_init init = {.struct_size = sizeof init, .host = plait_host_table(), .config = g_cfg,
+                                .mesh = &g_mesh, .deterministic = deterministic};
+    void *st = NULL;
+    assert_int_equal(g_ops->create(&init, &st), PLAIT_OK);
+    plait_parallel_bind bind = {.struct_size = sizeof bind, .params = &g_set, .grads_prescaled = 1};
+    if (g_ops->bind(st, &bind) != PLAIT_OK) fail_msg("bind: %s", plait_last_error());
+    return st;
+}
+
+static void free_dp(void *st) {
+    g_ops->destroy(st);
+    plait_config_free(g_cfg);
+}
+
+/* One step of `micro_batches` local micro-batches, as the trainer runs it.
+ * started[mb][k]: all-reduces started after the k-th grads_ready of
+ * micro-batch mb (layers N_LAYERS-1 .. 0); *at_finish after finish_grads. */
+static void run_step(void *st, int micro_batches, int started[][N_LAYERS], int *at_finish,
+                     plait_parallel_stats *stats) {
+    memset(&g_rec, 0, sizeof g_rec);
+    assert_int_equal(g_ops->begin_step(st, 0), PLAIT_OK);
+    for (int mb = 0; mb < micro_batches; mb++)
+        for (int k = 0; k < N_LAYERS; k++) {
+            assert_int_equal(g_ops->grads_ready(st, N_LAYERS - 1 - k, mb, mb == micro_batches - 1), PLAIT_OK);
+            started[mb][k] = g_rec.started;
+        }
+    assert_int_equal(g_ops->finish_grads(st), PLAIT_OK);
+    *at_finish = g_rec.started;
+    assert_int_equal(g_rec.waited, g_rec.started); /* every started reduction completed */
+    assert_int_equal(g_rec.synchronous, 0);
+    *stats = (plait_parallel_stats){.struct_size = sizeof *stats};
+    g_ops->step_stats(st, stats);
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+/* Accumulation 2 and 4, one bucket per layer: the earlier micro-batches
+ * start nothing; on the last, layer l's bucket starts with its grads_ready,
+ * and all but layer 0's (started by the final call) count as early. */
+static void test_accumulation_starts_on_last_micro_batch(void **state) {
+    (void)state;
+    void *st = make_dp("[parallel.dp]\nbucket_size = 64\n", 0); /* 64 B: one 16-float parameter per bucket */
+    for (int m = 2; m <= 4; m += 2)
+        for (int step = 0; step < 2; step++) { /* begin_step resets: the second step behaves the same */
+            int started[4][N_LAYERS], at_finish;
+            plait_parallel_stats stats;
+            run_step(st, m, started, &at_finish, &stats);
+            for (int mb = 0; mb < m - 1; mb++)
+                for (int k = 0; k < N_LAYERS; k++)
+                    if (started[mb][k] != 0)
+                        fail_msg("accumulation %d: %d all-reduce(s) started during micro-batch %d of %d (layer %d)",
+                                 m, started[mb][k], mb, m, N_LAYERS - 1 - k);
+            for (int k = 0; k < N_LAYERS; k++) assert_int_equal(started[m - 1][k], k + 1);
+            assert_int_equal(at_finish, N_LAYERS);
+            assert_int_equal(stats.reductions, N_LAYERS);
+            assert_int_equal(stats.early_reductions, N_LAYERS - 1);
+            assert_string_equal(g_rec.label, "dp gradient bucket");
+            assert_int_equal(g_rec.algo, PLAIT_ALGO_AUTO);
+        }
+    free_dp(st);
+}
+
+/* One bucket holds the whole model: it can only start with the final
+ * grads_ready (layer 0 of the last micro-batch), after the whole backward:
+ * nothing overlapped. */
+static void test_single_bucket_is_not_early(void **state) {
+    (void)state;
+    void *st = make_dp("", 1); /* the default 25M bucket; deterministic: ordered all-reduce */
+    int started[2][N_LAYERS], at_finish;
+    plait_parallel_stats stats;
+    run_step(st, 2, started, &at_finish, &stats);
+    for (int mb = 0; mb < 2; mb++)
+        for (int k = 0; k < N_LAYERS; k++) assert_int_equal(started[mb][k], mb == 1 && k == N_LAYERS - 1);
+    assert_int_equal(at_finish, 1);
+    assert_int_equal(stats.reductions, 1);
+    assert_int_equal(stats.early_reductions, 0);
+    assert_int_equal(g_rec.algo, PLAIT_ALGO_ORDERED);
+    free_dp(st);
+}
+
+/* overlap = false: nothing starts during the backward, all in finish_grads. */
+static void test_no_overlap_starts_in_finish(void **state) {
+    (void)state;
+    void *st = make_dp("[parallel.dp]\nbucket_size = 64\noverlap = false\n", 0);
+    int started[2][N_LAYERS], at_finish;
+    plait_parallel_stats stats;
+    run_step(st, 2, started, &at_finish, &stats);
+    for (int mb = 0; mb < 2; mb++)
+        for (int k = 0; k < N_LAYERS; k++) assert_int_equal(started[mb][k], 0);
+    assert_int_equal(at_finish, N_LAYERS);
+    assert_int_equal(stats.reductions, N_LAYERS);
+    assert_int_equal(stats.early_reductions, 0);
+    free_dp(st);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_accumulation_starts_on_last_micro_batch),
+        cmocka_unit_test(test_single_bucket_is_not_early),
+        cmocka_unit_test(test_no_overlap_starts_in_finish),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
