@@ -7,10 +7,48 @@
 
 #include "runtime/error.h"
 
-plait_status plait_metrics_open(plait_metrics *m, const char *path, int append) {
+/* Keep the header and the rows of steps <= last (the first column is the
+ * step); rewrite the file only when some row goes. */
+static plait_status drop_rows_after(const char *path, int64_t last) {
+    FILE *in = fopen(path, "r");
+    if (!in) return errno == ENOENT ? PLAIT_OK : plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", path, strerror(errno));
+    char *row = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int line = 0, later = 0;
+    while (!later && (len = getline(&row, &cap, in)) > 0) later = line++ > 0 && strtoll(row, NULL, 10) > last;
+    plait_status st = PLAIT_OK;
+    if (later) {
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        FILE *out = fopen(tmp, "w");
+        if (!out) {
+            st = plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", tmp, strerror(errno));
+        } else {
+            rewind(in);
+            for (line = 0; (len = getline(&row, &cap, in)) > 0; line++)
+                if (line == 0 || strtoll(row, NULL, 10) <= last) fwrite(row, 1, (size_t)len, out);
+            int bad = ferror(in) || fflush(out) != 0 || ferror(out);
+            if (fclose(out) != 0 || bad || rename(tmp, path) != 0) {
+                remove(tmp);
+                st = plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot drop the rows after step %lld", path,
+                                     (long long)last);
+            }
+        }
+    }
+    free(row);
+    fclose(in);
+    return st;
+}
+
+plait_status plait_metrics_open(plait_metrics *m, const char *path, int append, int64_t resumed_step) {
     memset(m, 0, sizeof *m);
     for (int i = 0; i < PLAIT_METRICS_MAX_COLUMNS; i++) m->values[i] = NAN;
     snprintf(m->path, sizeof m->path, "%s", path);
+    if (append) {
+        plait_status st = drop_rows_after(path, resumed_step);
+        if (st != PLAIT_OK) return st;
+    }
     m->file = fopen(path, append ? "a+" : "w");
     if (!m->file) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot open metrics file: %s", path, strerror(errno));
     if (append) {

@@ -11,6 +11,7 @@
 #ifndef PLAIT_CORE_METRICS_H
 #define PLAIT_CORE_METRICS_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include <plait/types.h>
@@ -27,8 +28,12 @@ typedef struct plait_metrics {
 } plait_metrics;
 
 /* Open `path` for writing; `append` continues an existing file (resume) and
- * then checks its header matches. */
-plait_status plait_metrics_open(plait_metrics *m, const char *path, int append);
+ * then checks its header matches. With append, rows of steps after
+ * `resumed_step` (written by the run that went on past the checkpoint it is
+ * resumed from, then died) are dropped first, so every step appears once and
+ * the table holds the history the resumed run continues; the file is
+ * rewritten through a temporary file and a rename, never left half-written. */
+plait_status plait_metrics_open(plait_metrics *m, const char *path, int append, int64_t resumed_step);
 /* Add a column (before the first row). Returns its index, or -1 when full. */
 int plait_metrics_column(plait_metrics *m, const char *name);
 /* Set a value of the current row by index or name (unknown names ignored). */

@@ -114,7 +114,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     if (rank == 0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/metrics.csv", out_dir);
-        st = plait_metrics_open(&metrics, path, resume_dir != NULL);
+        st = plait_metrics_open(&metrics, path, resume_dir != NULL, run->step);
         add_columns(&metrics, run->mesh.pp);
         plait_progress_init(&progress, opts->progress ? opts->progress : plait_config_str(cfg, "run", "progress"),
                             stdout, run->steps, plait_run_flops_per_token(run), opts->peak_flops);
