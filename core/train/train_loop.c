@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bench/sgemm_peak.h"
+#include "comm/bootstrap.h"
 #include "comm/comm.h"
 #include "runtime/error.h"
 #include "runtime/host.h"
@@ -87,6 +89,22 @@ static plait_status report_memory(plait_run *run, const char *out_dir, int at_en
     return st;
 }
 
+/* Rank 0: the FLOP/s the progress line's MFU is measured against: [run]
+ * mfu_peak, or when that is 0 this host's SGEMM rate with the threads of all
+ * its ranks (the others wait meanwhile in the next collective, so they do not
+ * compete for the cores). A run that shows no progress does not measure. */
+static double progress_peak(const plait_run *run, const plait_progress *progress) {
+    if (progress->mode == PLAIT_PROGRESS_OFF) return 0;
+    double given = plait_config_float(run->cfg, "run", "mfu_peak");
+    if (given > 0) return given * 1e9;
+    int threads = plait_sgemm_peak_threads(plait_job_local_size(run->job));
+    double peak = plait_sgemm_peak(threads, 0.05);
+    printf("plait: MFU against a measured SGEMM peak of %.1f GFLOP/s (%d thread%s; [run] mfu_peak sets it)\n",
+           peak / 1e9, threads, threads == 1 ? "" : "s");
+    fflush(stdout);
+    return peak;
+}
+
 plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     char out_dir[4096];
     plait_train_out_dir(cfg, out_dir, sizeof out_dir);
@@ -117,8 +135,9 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         st = plait_metrics_open(&metrics, path, resume_dir != NULL);
         add_columns(&metrics, run->mesh.pp);
         plait_progress_init(&progress, opts->progress ? opts->progress : plait_config_str(cfg, "run", "progress"),
-                            stdout, run->steps, plait_run_flops_per_token(run), opts->peak_flops);
+                            stdout, run->steps, plait_run_flops_per_token(run), 0);
         plait_run_print_summary(run, out_dir, resume_dir);
+        progress.peak_flops = progress_peak(run, &progress);
     }
     free(resume_dir);
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 0);
