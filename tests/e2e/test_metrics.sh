@@ -3,7 +3,8 @@
 # row compute_ms + comm_ms + idle_ms equals step_ms within max(1 ms, 3%), with
 # no negative part, for DP (dp = 2), ZeRO-3 (dp = 2: parameter gathers in the
 # layer hooks, the all-gather-free step) and a pipeline (pp = 2, where idle
-# is the bubble).
+# is the bubble). The header has the columns the issue promises, and they are
+# filled on every row.
 source "$(dirname "$0")/lib.sh"
 A="run.steps=12"
 
@@ -27,7 +28,19 @@ positive() {
   column "$1" "$2" | awk '$1 > 0 { ok = 1 } END { exit !ok }' || fail "$1: $2 is never above 0"
 }
 
+# has_columns NAME: the header names every promised column; each is filled on
+# every row (val_loss only where an evaluation ran: see below).
+has_columns() {
+  local csv=$E2E_WORK/$1/metrics.csv col
+  for col in step loss val_loss lr tokens_per_s step_ms compute_ms comm_ms idle_ms peak_rss_mb; do
+    head -n 1 "$csv" | tr ',' '\n' | grep -qx "$col" || fail "$1: metrics.csv has no column $col: $(head -n 1 "$csv")"
+    [ "$col" = val_loss ] && continue
+    [ "$(column "$1" "$col" | grep -c '^$')" = 0 ] || fail "$1: column $col is empty on some row"
+  done
+}
+
 train dp2 $A parallel.dp=2
+has_columns dp2
 split_adds_up dp2
 positive dp2 comm_ms
 
