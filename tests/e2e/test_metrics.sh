@@ -4,7 +4,8 @@
 # no negative part, for DP (dp = 2), ZeRO-3 (dp = 2: parameter gathers in the
 # layer hooks, the all-gather-free step) and a pipeline (pp = 2, where idle
 # is the bubble). The header has the columns the issue promises, and they are
-# filled on every row.
+# filled on every row. val_loss is filled exactly at the multiples of
+# [run] eval_every and at the last step.
 source "$(dirname "$0")/lib.sh"
 A="run.steps=12"
 
@@ -51,4 +52,15 @@ positive zero3 comm_ms
 train pp2 $A parallel.plugin=hybrid parallel.pp=2
 split_adds_up pp2
 positive pp2 idle_ms
+
+# val_loss at steps 3, 6, 9 (eval_every) and 10 (the last), nowhere else
+train eval $A run.steps=10 run.eval_every=3
+has_columns eval
+paste -d' ' <(column eval step) <(column eval val_loss) | awk '
+  { want = ($1 % 3 == 0 || $1 == 10); have = NF == 2
+    if (want && !(have && $2 > 0)) { printf "step %s: no validation loss\n", $1; bad = 1 }
+    if (!want && have) { printf "step %s: a validation loss %s without an evaluation due\n", $1, $2; bad = 1 }
+    n++ }
+  END { if (n != 10) { printf "%d rows, not 10\n", n; bad = 1 } exit bad }' ||
+  fail "eval: val_loss is not filled exactly at multiples of eval_every and the last step"
 echo "metrics OK"
