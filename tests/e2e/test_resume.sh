@@ -1,9 +1,27 @@
 #!/usr/bin/env bash
 # Resume is bit-identical on the same layout: 20 straight steps equal 10 steps,
-# a stop, and 10 resumed steps (loss curve and every tensor). A corrupted
-# latest checkpoint is refused and the run resumes from the one before it; a
-# fresh run refuses to mix into a directory that holds checkpoints.
+# a stop, and 10 resumed steps (loss curve and every tensor), on dp = 2 with
+# --resume and on one process with [run] resume = auto, which starts fresh
+# in an empty directory. A corrupted latest checkpoint is refused and the
+# run resumes from the one before it; a fresh run refuses to mix into a
+# directory that holds checkpoints.
 source "$(dirname "$0")/lib.sh"
+
+# one process, [run] resume = auto (no --resume): 10 steps = 5 + 5
+S="run.steps=10 optim.lr_decay_steps=10 run.ckpt_every=5"
+train one_straight $S
+rm -rf "$E2E_WORK/one_split" && mkdir -p "$E2E_WORK/one_split"
+train one_split $S run.steps=5 run.resume=auto
+! grep -qi "resuming" "$E2E_WORK/one_split.out" || fail "resume = auto in an empty directory did not start fresh"
+[ "$(column one_split step | tr '\n' ' ')" = "1 2 3 4 5 " ] || fail "the fresh resume = auto run did not train steps 1-5"
+train one_split $S run.resume=auto
+grep -q "resuming from $E2E_WORK/one_split/ckpt-00000005" "$E2E_WORK/one_split.out" ||
+  fail "resume = auto did not continue from ckpt-00000005: $(grep -i resum "$E2E_WORK/one_split.out")"
+same_losses one_straight one_split 0
+same_params one_straight one_split bits
+[ "$(column one_split step | tr '\n' ' ')" = "$(column one_straight step | tr '\n' ' ')" ] ||
+  fail "metrics.csv of the run resumed by resume = auto is not continuous"
+
 A="run.steps=20 optim.lr_decay_steps=20 run.ckpt_every=10 parallel.dp=2 data.micro_batch=2"
 train straight $A
 train split $A run.steps=10
