@@ -19,6 +19,7 @@ double plait_sgemm_peak(int threads, double seconds) {
     const plait_kernels *k = plait_host_table()->kernels;
     const int64_t sizes[2] = {1024, 2048};
     const int64_t nmax = 2048;
+    uint64_t rss_before = plait_peak_rss();
     float *a = plait_alloc((size_t)(3 * nmax * nmax) * sizeof(float), PLAIT_MEM_HOST, 64, "benchmark");
     if (!a) return 0;
     for (int64_t i = 0; i < 3 * nmax * nmax; i++) a[i] = (float)((i * 7919) % 1000) * 1e-3f;
@@ -38,5 +39,6 @@ double plait_sgemm_peak(int threads, double seconds) {
     }
     plait_kernels_set_threads(before);
     plait_free(a);
+    plait_peak_rss_rewind(rss_before);
     return best;
 }

@@ -3,7 +3,8 @@
 # lr, tokens/s, MFU and ETA. With [run] mfu_peak the MFU is tokens/s x FLOPs
 # per token (6N + 12·L·C·T, N = parameters without the position embedding)
 # over that peak; with mfu_peak = 0 rank 0 measures the SGEMM peak at start and
-# says so; with progress off nothing is measured or shown.
+# says so, and the measurement's 48 MB of operands do not count in the run's
+# peak RSS; with progress off nothing is measured or shown.
 source "$(dirname "$0")/lib.sh"
 A="run.steps=6 run.eval_every=2"
 LINE='^step +[0-9]+/6 \| loss [0-9]+\.[0-9]{4}( val [0-9]+\.[0-9]{4})? \| lr [0-9]\.[0-9]{2}e[-+][0-9]{2} \| +[0-9]+ tok/s \| MFU +[0-9]+\.[0-9]% \| ETA [0-9]+m[0-9]{2}s$'
@@ -49,4 +50,9 @@ mfu_matches measured "$peak"
 train quiet $A run.progress=off
 ! grep -q '^step ' "$E2E_WORK/quiet.out" || fail "progress off printed progress lines"
 ! grep -q "SGEMM" "$E2E_WORK/quiet.out" || fail "progress off measured the SGEMM peak"
+# the measurement is not part of the run's memory: peak RSS as without it (48 MB operands; 8 MB slack)
+rss_measured=$(column measured peak_rss_mb | tail -n 1)
+rss_quiet=$(column quiet peak_rss_mb | tail -n 1)
+awk -v a="$rss_measured" -v b="$rss_quiet" 'BEGIN { exit !(a < b + 8) }' ||
+  fail "peak RSS $rss_measured MB with the SGEMM measurement, $rss_quiet MB without"
 echo "progress OK"
