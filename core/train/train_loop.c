@@ -168,18 +168,21 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         if (st == PLAIT_OK && ckpt_every > 0 && done % ckpt_every == 0 && done != run->steps)
             st = plait_run_save(run, out_dir);
     }
-    if (st == PLAIT_OK && run->step > first_step) st = plait_run_save(run, out_dir);
+    int trained = run->step > first_step;
+    if (st == PLAIT_OK && trained) st = plait_run_save(run, out_dir);
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 1);
-    else if (st == PLAIT_OK && run->step == first_step && rank == 0)
-        PLAIT_INFO("train", "nothing to do: the run is already at step %lld of %lld", (long long)run->step,
-                   (long long)run->steps);
     if (rank == 0) {
         plait_progress_finish(&progress);
         plait_metrics_close(&metrics);
-        if (st == PLAIT_OK) plait_run_print_bubble(run);
-        if (st == PLAIT_OK)
-            printf("done: %lld steps, final loss %.4f%s; metrics: %s/metrics.csv; checkpoint: %s/ckpt-%08lld\n",
-                   (long long)run->step, loss, "", out_dir, out_dir, (long long)run->step);
+        if (st == PLAIT_OK && trained) {
+            plait_run_print_bubble(run);
+            printf("done: %lld steps, final loss %.4f; metrics: %s/metrics.csv; checkpoint: %s/ckpt-%08lld\n",
+                   (long long)run->step, loss, out_dir, out_dir, (long long)run->step);
+        } else if (st == PLAIT_OK) {
+            printf("nothing to do: the run is already at step %lld of [run] steps = %lld (raise run.steps to "
+                   "train further)\n",
+                   (long long)run->step, (long long)run->steps);
+        }
     }
     if (st != PLAIT_OK) {
         char msg[2048];

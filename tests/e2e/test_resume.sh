@@ -2,7 +2,8 @@
 # Resume is bit-identical on the same layout: 20 straight steps equal 10 steps,
 # a stop, and 10 resumed steps (loss curve and every tensor), on dp = 2 with
 # --resume and on one process with [run] resume = auto, which starts fresh
-# in an empty directory. state.json records the seed, the data position and
+# in an empty directory; resuming a finished run says there is nothing to
+# do and changes nothing. state.json records the seed, the data position and
 # the training data; a resume with another seed or other data continues with
 # a warning naming both, one with the same data elsewhere says nothing. A
 # corrupted latest checkpoint is refused and the run resumes from the one
@@ -36,6 +37,16 @@ grep -q '"data_step": 10,' "$state" || fail "state.json does not hold the data p
 grep -Eq "\"data\": \{\"path\": \"[^\"]*corpus.txt\", \"tokens\": $tokens, \"train_tokens\": $train_tokens, \"train_crc32c\": \"[0-9a-f]{8}\"\}" "$state" ||
   fail "state.json does not identify the data: $(grep '"data"' "$state")"
 ! grep -q rng_state "$state" || fail "state.json still has the rng_state placeholder"
+
+# resuming a finished run says so and changes nothing
+rm -rf "${E2E_WORK:?}/finished" && cp -r "$E2E_WORK/one_split" "$E2E_WORK/finished"
+train finished $S run.resume=auto
+grep -q "^nothing to do: the run is already at step 10 of \[run\] steps = 10" "$E2E_WORK/finished.out" ||
+  fail "resuming a finished run did not say so: $(tail -n 3 "$E2E_WORK/finished.out")"
+! grep -q "^done:" "$E2E_WORK/finished.out" || fail "a run with nothing to do claimed to be done"
+[ "$(cat "$E2E_WORK/finished/metrics.csv"; ls "$E2E_WORK/finished" | grep -v '^memory.csv$\|^rank-0.log$')" = \
+  "$(cat "$E2E_WORK/one_split/metrics.csv"; ls "$E2E_WORK/one_split" | grep -v '^memory.csv$\|^rank-0.log$')" ] ||
+  fail "resuming a finished run changed its metrics or checkpoints"
 
 # resume_as NAME OVERRIDES...: continue a copy of one_split for 2 more steps
 resume_as() {
