@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "model/kernels.h"
+#include "bench/sgemm_peak.h"
+#include "comm/bootstrap.h"
 #include "runtime/error.h"
 #include "runtime/host.h"
 #include "train/run.h"
@@ -25,35 +25,6 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* The best rate over square products of 1024 and 2048 (each timed for at
- * least 0.3 s after a warm-up call): a short measurement on a shared machine
- * catches a slow moment and would inflate MFU. */
-double plait_bench_sgemm_peak(int threads) {
-    const plait_kernels *k = plait_host_table()->kernels;
-    const int64_t sizes[2] = {1024, 2048};
-    const int64_t nmax = 2048;
-    float *a = plait_alloc((size_t)(3 * nmax * nmax) * sizeof(float), PLAIT_MEM_HOST, 64, "benchmark");
-    if (!a) return 0;
-    for (int64_t i = 0; i < 3 * nmax * nmax; i++) a[i] = (float)((i * 7919) % 1000) * 1e-3f;
-    int before = plait_kernels_threads();
-    plait_kernels_set_threads(threads);
-    double best = 0;
-    for (int s = 0; s < 2; s++) {
-        int64_t n = sizes[s];
-        k->sgemm(0, 1, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n); /* warm-up */
-        double start = plait_host_table()->now();
-        while (plait_host_table()->now() - start < 0.3) {
-            double t0 = plait_host_table()->now();
-            k->sgemm(0, 1, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n);
-            double flops = 2.0 * (double)n * n * n / (plait_host_table()->now() - t0);
-            if (flops > best) best = flops;
-        }
-    }
-    plait_kernels_set_threads(before);
-    plait_free(a);
-    return best;
-}
-
 /* Per step, the slowest rank's numbers (max over the world). */
 enum { F_STEP, F_COMPUTE, F_COMM, F_IDLE, F_DP, F_TP, F_PP, F_OPT, F_RSS, N_FIELDS };
 
@@ -63,13 +34,12 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
     if (st != PLAIT_OK) return st;
     const plait_coll_api *coll = plait_host_table()->coll;
     int rank = run->mesh.world_rank, world = run->mesh.world_size;
-    /* the machine's peak with every core this job's ranks share, measured by
-     * rank 0 while the others wait (sleeping) */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = plait_host_table()->math_threads() * world;
-    if (threads > cores) threads = (int)cores;
+    /* the machine's peak with every core this host's ranks share, measured
+     * by rank 0 while the others wait (sleeping); each size timed for 0.3 s,
+     * long enough on a shared machine to catch a quiet moment */
+    int threads = plait_sgemm_peak_threads(plait_job_local_size(run->job));
     double peak = 0;
-    if (rank == 0) peak = plait_bench_sgemm_peak(threads);
+    if (rank == 0) peak = plait_sgemm_peak(threads, 0.3);
     if (world > 1) st = coll->barrier(run->world, NULL, NULL);
     int64_t total = o->warmup + o->steps;
     double *rows = calloc((size_t)total * N_FIELDS, sizeof(double));

@@ -18,7 +18,4 @@ typedef struct plait_bench_train_opts {
 /* Run as this rank of the job (collective); rank 0 prints the table to `out`. */
 plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_opts *o, FILE *out);
 
-/* Best SGEMM rate (FLOP/s) of 1024^3 products with `threads` threads. */
-double plait_bench_sgemm_peak(int threads);
-
 #endif

@@ -1,4 +1,5 @@
 /* plait sample CHECKPOINT --prompt TEXT --tokens N [--temperature T] [--top-k K] [--seed S] */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,9 +7,22 @@
 #include "cli/cli.h"
 #include "train/sample.h"
 
-static int bad(const char *what) {
-    fprintf(stderr, "plait sample: %s; 'plait help sample' lists the options\n", what);
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "plait sample: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "; 'plait help sample' lists the options\n");
     return 2;
+}
+
+static int known_option(const char *a) {
+    static const char *const options[] = {"--prompt", "--tokens", "--temperature", "--top-k", "--seed"};
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+        if (!strcmp(a, options[i])) return 1;
+    return 0;
 }
 
 static int cmd_sample(int argc, char **argv) {
@@ -21,25 +35,25 @@ static int cmd_sample(int argc, char **argv) {
             o.checkpoint = a;
             continue;
         }
-        if (!v) return bad("an option needs a value");
+        if (!known_option(a)) return bad("unknown option '%s'", a);
+        if (!v) return bad("%s needs a value", a);
         i++;
         if (!strcmp(a, "--prompt")) {
             o.prompt = v;
         } else if (!strcmp(a, "--tokens")) {
             o.tokens = strtoll(v, &end, 10);
-            if (*end || o.tokens < 0 || o.tokens > 1000000) return bad("--tokens must be 0..1000000");
+            if (!*v || *end || o.tokens < 0 || o.tokens > 1000000) return bad("--tokens %s: must be 0..1000000", v);
         } else if (!strcmp(a, "--temperature")) {
             o.temperature = strtod(v, &end);
-            if (*end || !(o.temperature >= 0) || o.temperature > 100) return bad("--temperature must be 0..100");
+            if (!*v || *end || !(o.temperature >= 0) || o.temperature > 100)
+                return bad("--temperature %s: must be 0..100", v);
         } else if (!strcmp(a, "--top-k")) {
             long k = strtol(v, &end, 10);
-            if (*end || k < 0 || k > 1 << 30) return bad("--top-k must be >= 0");
+            if (!*v || *end || k < 0 || k > 1 << 30) return bad("--top-k %s: must be 0 (all) or more", v);
             o.top_k = (int32_t)k;
         } else if (!strcmp(a, "--seed")) {
             o.seed = strtoull(v, &end, 10);
-            if (*end) return bad("--seed must be an integer");
-        } else {
-            return bad("unknown option");
+            if (!*v || *end || v[0] == '-') return bad("--seed %s: must be an integer >= 0", v);
         }
     }
     if (!o.checkpoint) return bad("give a checkpoint directory (runs/NAME/ckpt-<step>, or runs/NAME for its latest)");

@@ -61,6 +61,8 @@ const plait_command plait_cmd_train = {
     "<out_dir>/ckpt-<step>/ (every [run] ckpt_every steps and at the end).\n\n"
     "  --resume       continue from the latest complete checkpoint in out_dir (it must exist);\n"
     "                 any layout resumes any other layout's checkpoint\n"
-    "  --progress M   progress display: auto (in place on a terminal), tty, plain, off\n"
+    "  --progress M   progress display (step, loss, lr, tokens/s, MFU, ETA): auto (in place on a\n"
+    "                 terminal), tty, plain, off; MFU is against [run] mfu_peak GFLOP/s, or an\n"
+    "                 SGEMM peak measured at start when that is 0\n"
     "  section.key=value  override any config key, e.g. optim.lr=3e-4 run.steps=50\n",
     cmd_train};

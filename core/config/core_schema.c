@@ -41,6 +41,9 @@ static const plait_param_decl run_keys[] = {
     KEY("progress", E, "auto", 1, 0, progress_choices, 0,
         "progress display on rank 0: auto (in place on a terminal), tty, plain lines, off"),
     KEY("threads", I, "0", 0, 1024, NULL, 0, "math threads per rank (0 = cores / local ranks)"),
+    KEY("mfu_peak", F, "0", 0, 1e12, NULL, 0,
+        "GFLOP/s the progress line's MFU is measured against (0 = measure SGEMM with every local rank's "
+        "threads for about a second at start, only when progress is shown)"),
 };
 
 static const plait_param_decl model_keys[] = {

@@ -1,6 +1,7 @@
 #include "runtime/host.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,7 +106,24 @@ static uint64_t proc_status_kb(const char *field) {
     return kb * 1024;
 }
 
-uint64_t plait_peak_rss(void) { return proc_status_kb("VmHWM:"); }
+/* The peak before the last rewind: the kernel's high-water mark restarts
+ * from the current RSS, so earlier peaks are kept here. */
+static _Atomic uint64_t g_rss_floor;
+
+uint64_t plait_peak_rss(void) {
+    uint64_t hwm = proc_status_kb("VmHWM:"), floor = atomic_load(&g_rss_floor);
+    return hwm > floor ? hwm : floor;
+}
+
+void plait_peak_rss_rewind(uint64_t before) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return;
+    int ok = fputs("5", f) >= 0; /* 5: reset the peak RSS to the current RSS */
+    if (fclose(f) != 0 || !ok) return;
+    uint64_t floor = atomic_load(&g_rss_floor);
+    while (before > floor && !atomic_compare_exchange_weak(&g_rss_floor, &floor, before)) {
+    }
+}
 uint64_t plait_current_rss(void) { return proc_status_kb("VmRSS:"); }
 
 /* ---- the table ---------------------------------------------------------- */

@@ -31,8 +31,15 @@ typedef struct plait_mem_usage {
 size_t plait_mem_usage_list(plait_mem_usage *out, size_t cap);
 uint64_t plait_mem_usage_of(const char *tag);
 
-/* Peak resident set size of this process in bytes (VmHWM), 0 if unknown. */
+/* Peak resident set size of this process in bytes (VmHWM, or more after a
+ * rewind, below), 0 if unknown. */
 uint64_t plait_peak_rss(void);
+/* Forget the RSS peaks since `before` (an earlier plait_peak_rss()): the
+ * peak becomes the larger of `before` and the current RSS. For scratch
+ * memory freed right after use that belongs to no run (the SGEMM peak
+ * measurement's 48 MB), so the run's reported peak is its own. Without
+ * /proc/self/clear_refs (Linux < 4.0) nothing changes. Thread-safe. */
+void plait_peak_rss_rewind(uint64_t before);
 /* Current resident set size in bytes (VmRSS), 0 if unknown. */
 uint64_t plait_current_rss(void);
 

@@ -15,11 +15,10 @@
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_fs.h"
 #include "train/checkpoint_shard.h"
+#include "train/checkpoint_state.h"
 #include "train/safetensors_crc32c.h"
 #include "train/safetensors_json.h"
 
-#define FORMAT_NAME "plait-checkpoint"
-#define FORMAT_VERSION 1
 #define MAX_STATE_BYTES (16u << 20)
 
 static const char *const file_names[2] = {PLAIT_CKPT_MODEL_FILE, PLAIT_CKPT_OPTIM_FILE};
@@ -199,35 +198,10 @@ plait_status plait_ckpt_write(plait_ckpt_writer *w, const char *name, const floa
     return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s: tensor %s was not declared", w->dir, name);
 }
 
-typedef struct file_fact {
-    uint64_t bytes;
-    uint32_t crc;
-} file_fact;
-
-static plait_status write_state(const plait_ckpt_writer *w, const plait_ckpt_state *s, const file_fact *facts,
-                                uint32_t *crc_out) {
+static plait_status write_state(const plait_ckpt_writer *w, const plait_ckpt_state *s,
+                                const plait_ckpt_file_fact *facts, uint32_t *crc_out) {
     plait_jbuf b = {0};
-    plait_jbuf_printf(&b, "{\n  \"format\": \"%s\",\n  \"format_version\": %d,\n  \"plait_version\": ",
-                      FORMAT_NAME, FORMAT_VERSION);
-    plait_jbuf_string(&b, PLAIT_VERSION);
-    plait_jbuf_printf(&b,
-                      ",\n  \"step\": %lld,\n  \"seed\": %lld,\n  \"data_step\": %lld,\n  \"optim_step\": %lld,\n"
-                      "  \"rng_state\": \"%016" PRIx64 "\",\n  \"layout\": ",
-                      (long long)s->step, (long long)s->seed, (long long)s->data_step, (long long)s->optim_step,
-                      s->rng_state);
-    plait_jbuf_string(&b, s->layout ? s->layout : "");
-    plait_jbuf_puts(&b, ",\n  \"files\": {");
-    for (int f = 0; f < 2; f++)
-        plait_jbuf_printf(&b, "%s\n    \"%s\": {\"bytes\": %llu, \"crc32c\": \"%08x\"}", f ? "," : "", file_names[f],
-                          (unsigned long long)facts[f].bytes, facts[f].crc);
-    plait_jbuf_puts(&b, "\n  },\n  \"meta\": {");
-    for (size_t i = 0; i < w->n_meta; i++) {
-        plait_jbuf_puts(&b, i ? ",\n    " : "\n    ");
-        plait_jbuf_string(&b, w->meta_key[i]);
-        plait_jbuf_puts(&b, ": ");
-        plait_jbuf_string(&b, w->meta_val[i]);
-    }
-    plait_jbuf_puts(&b, w->n_meta ? "\n  }\n}\n" : "}\n}\n");
+    plait_ckpt_state_render(&b, s, facts, w->meta_key, w->meta_val, w->n_meta);
     if (b.failed) {
         plait_jbuf_free(&b);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory writing %s", PLAIT_CKPT_STATE_FILE);
@@ -254,7 +228,7 @@ plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *sta
         plait_ckpt_writer_abort(w);
         return st;
     }
-    file_fact facts[2] = {{0, 0}, {0, 0}};
+    plait_ckpt_file_fact facts[2] = {{0, 0}, {0, 0}};
     plait_status st = PLAIT_OK;
     for (int f = 0; f < 2 && st == PLAIT_OK; f++) {
         st = plait_st_writer_finish(w->st[f], NULL);
@@ -275,7 +249,7 @@ plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *sta
     if (st == PLAIT_OK && w->crash == PLAIT_CKPT_CRASH_BEFORE_MARKER) return simulated_crash(w);
     if (st == PLAIT_OK) {
         char marker[128], path[PATH_MAX];
-        int n = snprintf(marker, sizeof marker, FORMAT_NAME " step=%lld " PLAIT_CKPT_STATE_FILE " crc32c=%08x\n",
+        int n = snprintf(marker, sizeof marker, PLAIT_CKPT_FORMAT_NAME " step=%lld " PLAIT_CKPT_STATE_FILE " crc32c=%08x\n",
                          (long long)w->step, state_crc);
         snprintf(path, sizeof path, "%s/" PLAIT_CKPT_MARKER_FILE, w->dir);
         st = plait_fs_write_file_atomic(path, marker, (size_t)n);
@@ -308,35 +282,11 @@ struct plait_ckpt {
     plait_st_file *st[2];
 };
 
-static plait_status refuse(const char *dir, const char *file, const char *fmt, ...) PLAIT_PRINTF(3, 4);
-static plait_status refuse(const char *dir, const char *file, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return plait_set_error(PLAIT_ERR_PROTOCOL, "checkpoint refused: %s/%s: %s", dir, file, msg);
-}
-
 void plait_ckpt_close(plait_ckpt *ck) {
     if (!ck) return;
     for (int f = 0; f < 2; f++) plait_st_close(ck->st[f]);
     plait_json_free(ck->doc);
     free(ck);
-}
-
-static int hex_digits(const char *s, int n, uint64_t *out) {
-    if ((int)strlen(s) != n) return -1;
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) {
-        char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (uint64_t)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (uint64_t)(c - 'a' + 10);
-        else return -1;
-    }
-    *out = v;
-    return 0;
 }
 
 static plait_status read_marker(const char *dir, int64_t *step, uint32_t *state_crc) {
@@ -349,76 +299,19 @@ static plait_status read_marker(const char *dir, int64_t *step, uint32_t *state_
     char *text;
     size_t len;
     plait_status st = plait_fs_read_small_file(path, 256, &text, &len);
-    if (st != PLAIT_OK) return refuse(dir, PLAIT_CKPT_MARKER_FILE, "%s", plait_last_error());
+    if (st != PLAIT_OK) return plait_ckpt_refuse(dir, PLAIT_CKPT_MARKER_FILE, "%s", plait_last_error());
     long long s;
     char crc[9];
     int consumed = 0;
-    int ok = sscanf(text, FORMAT_NAME " step=%lld " PLAIT_CKPT_STATE_FILE " crc32c=%8[0-9a-f]\n%n", &s, crc,
+    int ok = sscanf(text, PLAIT_CKPT_FORMAT_NAME " step=%lld " PLAIT_CKPT_STATE_FILE " crc32c=%8[0-9a-f]\n%n", &s, crc,
                     &consumed) == 2 &&
              (size_t)consumed == len && text[len - 1] == '\n';
     uint64_t c = 0;
-    if (ok) ok = hex_digits(crc, 8, &c) == 0 && s >= 0;
+    if (ok) ok = plait_json_hex(crc, 8, &c) == 0 && s >= 0;
     free(text);
-    if (!ok) return refuse(dir, PLAIT_CKPT_MARKER_FILE, "malformed marker");
+    if (!ok) return plait_ckpt_refuse(dir, PLAIT_CKPT_MARKER_FILE, "malformed marker");
     *step = s;
     *state_crc = (uint32_t)c;
-    return PLAIT_OK;
-}
-
-static plait_status get_int(const char *dir, const plait_json *root, const char *key, int64_t *out) {
-    const plait_json *v = plait_json_get(root, key);
-    if (!v || v->type != PLAIT_JSON_INT)
-        return refuse(dir, PLAIT_CKPT_STATE_FILE, "\"%s\" is missing or not an integer", key);
-    *out = v->num;
-    return PLAIT_OK;
-}
-
-static plait_status parse_state(plait_ckpt *ck, const char *text, size_t len, file_fact *facts) {
-    char what[PATH_MAX + 32];
-    snprintf(what, sizeof what, "%s/" PLAIT_CKPT_STATE_FILE, ck->dir);
-    plait_status st = plait_json_parse(text, len, what, &ck->doc);
-    if (st != PLAIT_OK) return plait_wrap_error(st, "checkpoint %s refused", ck->dir);
-    const plait_json *root = plait_json_root(ck->doc);
-    const plait_json *fmt = plait_json_get(root, "format");
-    if (!fmt || fmt->type != PLAIT_JSON_STRING || strcmp(fmt->str, FORMAT_NAME) != 0)
-        return refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "\"format\" is not \"%s\"", FORMAT_NAME);
-    int64_t version = 0, seed = 0;
-    if ((st = get_int(ck->dir, root, "format_version", &version)) != PLAIT_OK) return st;
-    if (version != FORMAT_VERSION)
-        return refuse(ck->dir, PLAIT_CKPT_STATE_FILE,
-                      "format_version %lld is not %d (written by a %s plait); use a matching plait version",
-                      (long long)version, FORMAT_VERSION, version > FORMAT_VERSION ? "newer" : "older");
-    if ((st = get_int(ck->dir, root, "step", &ck->state.step)) != PLAIT_OK) return st;
-    if ((st = get_int(ck->dir, root, "seed", &seed)) != PLAIT_OK) return st;
-    ck->state.seed = (uint64_t)seed;
-    if ((st = get_int(ck->dir, root, "data_step", &ck->state.data_step)) != PLAIT_OK) return st;
-    if ((st = get_int(ck->dir, root, "optim_step", &ck->state.optim_step)) != PLAIT_OK) return st;
-    const plait_json *rng = plait_json_get(root, "rng_state");
-    if (!rng || rng->type != PLAIT_JSON_STRING || hex_digits(rng->str, 16, &ck->state.rng_state) != 0)
-        return refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "\"rng_state\" is not 16 hex digits");
-    const plait_json *layout = plait_json_get(root, "layout");
-    if (!layout || layout->type != PLAIT_JSON_STRING)
-        return refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "\"layout\" is missing");
-    ck->state.layout = layout->str;
-    ck->meta = plait_json_get(root, "meta");
-    if (!ck->meta || ck->meta->type != PLAIT_JSON_OBJECT)
-        return refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "\"meta\" is missing or not an object");
-    for (const plait_json *m = ck->meta->child; m; m = m->next)
-        if (m->type != PLAIT_JSON_STRING)
-            return refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "meta \"%s\" is not a string", m->key);
-    const plait_json *files = plait_json_get(root, "files");
-    if (!files || files->type != PLAIT_JSON_OBJECT || files->count != 2)
-        return refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "\"files\" must list %s and %s", file_names[0], file_names[1]);
-    for (int f = 0; f < 2; f++) {
-        const plait_json *e = plait_json_get(files, file_names[f]);
-        const plait_json *bytes = plait_json_get(e, "bytes"), *crc = plait_json_get(e, "crc32c");
-        uint64_t c;
-        if (!e || e->count != 2 || !bytes || bytes->type != PLAIT_JSON_INT || bytes->num < 0 || !crc ||
-            crc->type != PLAIT_JSON_STRING || hex_digits(crc->str, 8, &c) != 0)
-            return refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "files entry for %s is malformed", file_names[f]);
-        facts[f].bytes = (uint64_t)bytes->num;
-        facts[f].crc = (uint32_t)c;
-    }
     return PLAIT_OK;
 }
 
@@ -435,25 +328,25 @@ plait_status plait_ckpt_open(const char *dir, plait_ckpt **out) {
     plait_status st = read_marker(ck->dir, &marker_step, &state_crc);
     char *text = NULL;
     size_t len = 0;
-    file_fact facts[2] = {{0, 0}, {0, 0}};
+    plait_ckpt_file_fact facts[2] = {{0, 0}, {0, 0}};
     if (st == PLAIT_OK) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/" PLAIT_CKPT_STATE_FILE, ck->dir);
         st = plait_fs_read_small_file(path, MAX_STATE_BYTES, &text, &len);
-        if (st != PLAIT_OK) st = refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "%s", plait_last_error());
+        if (st != PLAIT_OK) st = plait_ckpt_refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "%s", plait_last_error());
     }
     if (st == PLAIT_OK && plait_crc32c(0, text, len) != state_crc)
-        st = refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "checksum mismatch with the %s marker (file altered)",
+        st = plait_ckpt_refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "checksum mismatch with the %s marker (file altered)",
                     PLAIT_CKPT_MARKER_FILE);
-    if (st == PLAIT_OK) st = parse_state(ck, text, len, facts);
+    if (st == PLAIT_OK) st = plait_ckpt_state_parse(ck->dir, text, len, &ck->doc, &ck->state, &ck->meta, facts);
     if (st == PLAIT_OK && ck->state.step != marker_step)
-        st = refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "step %lld differs from the marker's %lld",
+        st = plait_ckpt_refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "step %lld differs from the marker's %lld",
                     (long long)ck->state.step, (long long)marker_step);
     const char *base = strrchr(ck->dir, '/');
     int64_t dir_step;
     if (st == PLAIT_OK && plait_ckpt_parse_dir_name(base ? base + 1 : ck->dir, &dir_step) == 0 &&
         dir_step != ck->state.step)
-        st = refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "step %lld does not match the directory name",
+        st = plait_ckpt_refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "step %lld does not match the directory name",
                     (long long)ck->state.step);
     for (int f = 0; f < 2 && st == PLAIT_OK; f++) {
         char path[PATH_MAX];
@@ -462,15 +355,15 @@ plait_status plait_ckpt_open(const char *dir, plait_ckpt **out) {
         uint32_t crc;
         st = plait_fs_file_crc32c(path, &bytes, &crc);
         if (st != PLAIT_OK) {
-            st = refuse(ck->dir, file_names[f], "%s", plait_last_error());
+            st = plait_ckpt_refuse(ck->dir, file_names[f], "%s", plait_last_error());
             break;
         }
         if (bytes != facts[f].bytes)
-            st = refuse(ck->dir, file_names[f], "%s: %llu bytes but the manifest says %llu",
+            st = plait_ckpt_refuse(ck->dir, file_names[f], "%s: %llu bytes but the manifest says %llu",
                         bytes < facts[f].bytes ? "truncated" : "wrong size", (unsigned long long)bytes,
                         (unsigned long long)facts[f].bytes);
         else if (crc != facts[f].crc)
-            st = refuse(ck->dir, file_names[f], "checksum mismatch (manifest %08x, file %08x): the file is corrupted",
+            st = plait_ckpt_refuse(ck->dir, file_names[f], "checksum mismatch (manifest %08x, file %08x): the file is corrupted",
                         facts[f].crc, crc);
         else if ((st = plait_st_open(path, 0, &ck->st[f])) != PLAIT_OK)
             st = plait_wrap_error(st, "checkpoint %s refused", ck->dir);

@@ -20,19 +20,28 @@
  * Both .safetensors files carry their own CRC32C checksums (safetensors.h).
  *
  * state.json (one JSON object):
- *   "format": "plait-checkpoint", "format_version": 1, "plait_version",
+ *   "format": "plait-checkpoint", "format_version": 2, "plait_version",
  *   "step"        optimizer steps completed = the step training resumes at,
- *   "seed"        [run] seed,
+ *   "seed"        [run] seed. The trainer keeps no generator state: initial
+ *                 values and batches are counter-based functions of the seed
+ *                 (and the parameter and element, or the step and sequence,
+ *                 data.h), so the seed and the data position are the whole
+ *                 of the run's randomness,
  *   "data_step"   data position: the step whose batches are read next
- *                 (batches are a pure function of (seed, step, sequence), so
- *                 this equals "step"; kept so a reader need not know that),
+ *                 (= "step"; kept so a reader need not know that),
  *   "optim_step"  the optimizer's own step count (plait_optim_ops.get_step),
- *   "rng_state"   16 hex digits: any other generator state the trainer keeps,
+ *   "data"        the training data read: {"path" (informational: data
+ *                 moves between machines), "tokens" in the file,
+ *                 "train_tokens" in its training split, "train_crc32c" of
+ *                 the training split's bytes (8 hex digits)},
  *   "layout"      informational ("dp=2 tp=1 pp=1 optim=adam"): never used
  *                 to refuse a resume,
  *   "files"       {"model.safetensors": {"bytes": N, "crc32c": "xxxxxxxx"}, ...},
  *   "meta"        free-form string pairs from the trainer.
  * COMPLETE holds one line: "plait-checkpoint step=<N> state.json crc32c=<hex>".
+ * Format 1 (before "data") is still read: its "rng_state" (always 0) is
+ * ignored and has_data is 0. What a resumed run checks against this state is
+ * in run_source.h.
  *
  * Atomicity. Every file is written as "<name>.tmp", fsync'd, renamed, and
  * the directory fsync'd; the marker goes last, after the manifest. A
@@ -68,13 +77,22 @@ typedef enum plait_ckpt_file {
     PLAIT_CKPT_OPTIM = 1
 } plait_ckpt_file;
 
+/* The training data a run read, as identified in a checkpoint. */
+typedef struct plait_ckpt_data {
+    const char *path;        /* as opened (informational); may be NULL when writing */
+    int64_t tokens;          /* tokens in the file */
+    int64_t train_tokens;    /* of which in the training split */
+    uint32_t train_crc32c;   /* CRC32C of the training split's bytes */
+} plait_ckpt_data;
+
 /* Run state saved beside the tensors. */
 typedef struct plait_ckpt_state {
     int64_t step;        /* optimizer steps completed (the resume step) */
-    uint64_t seed;
+    uint64_t seed;       /* [run] seed */
     int64_t data_step;   /* next step whose batches are read */
     int64_t optim_step;  /* plait_optim_ops.get_step() */
-    uint64_t rng_state;
+    int has_data;        /* `data` was recorded (0 only when reading format 1) */
+    plait_ckpt_data data;
     const char *layout;  /* informational; may be NULL when writing */
 } plait_ckpt_state;
 

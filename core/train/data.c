@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "train/safetensors_crc32c.h"
 
 #define LLMC_MAGIC_U16 20240520u
 #define LLMC_MAGIC_U32 20240801u
@@ -25,6 +26,7 @@ struct plait_data {
     const uint8_t *tokens;   /* first token byte */
     int64_t n_tokens;
     int64_t n_train, n_val;  /* train = [0, n_train), val = [n_train, n_tokens) */
+    uint32_t train_crc;      /* CRC32C of the training split's bytes */
     int32_t seq_len;
     uint64_t seed;
 };
@@ -175,6 +177,8 @@ plait_status plait_data_open(const plait_data_options *opts, plait_data **out) {
         plait_data_close(d);
         return st;
     }
+    size_t token_bytes = d->format == PLAIT_DATA_FORMAT_TEXT ? 1 : 2;
+    d->train_crc = plait_crc32c(0, d->tokens, (size_t)d->n_train * token_bytes);
     *out = d;
     return PLAIT_OK;
 }
@@ -237,6 +241,7 @@ const char *plait_data_path(const plait_data *d) { return d->path; }
 plait_data_format plait_data_format_of(const plait_data *d) { return d->format; }
 int plait_data_has_llmc_header(const plait_data *d) { return d->llmc_header; }
 int64_t plait_data_tokens(const plait_data *d) { return d->n_tokens; }
+uint32_t plait_data_train_crc32c(const plait_data *d) { return d->train_crc; }
 
 int64_t plait_data_split_tokens(const plait_data *d, plait_data_split split) {
     return split == PLAIT_DATA_VAL ? d->n_val : d->n_train;

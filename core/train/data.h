@@ -98,6 +98,9 @@ int plait_data_has_llmc_header(const plait_data *d);
 int64_t plait_data_tokens(const plait_data *d);             /* all tokens in the file */
 /* Tokens in a split (0 for VAL when val_fraction is 0). */
 int64_t plait_data_split_tokens(const plait_data *d, plait_data_split split);
+/* CRC32C of the training split's bytes (computed at open): with the token
+ * counts, what identifies the training data in a checkpoint. */
+uint32_t plait_data_train_crc32c(const plait_data *d);
 /* Token `index` (0-based over the whole file, no split). */
 int32_t plait_data_token(const plait_data *d, int64_t index);
 

@@ -27,11 +27,13 @@
 struct plait_job;
 struct plait_data;
 
-/* Time and traffic of the last step, split as metrics.csv reports it. */
+/* Time and traffic of the last step, split as metrics.csv reports it:
+ * compute_s + comm_s + idle_s = step_s (run_step.c says what lands where). */
 typedef struct plait_step_timing {
     double step_s;       /* wall time of the whole step */
-    double compute_s;    /* forward, backward, optimizer arithmetic */
-    double comm_s;       /* blocked on communication not hidden by compute (DP/ZeRO/TP) */
+    double compute_s;    /* the rest: forward, backward, optimizer arithmetic, bookkeeping */
+    double comm_s;       /* blocked on communication not hidden by compute (DP/ZeRO/TP, the
+                          * optimizer step's waits, the loss all-reduce) */
     double idle_s;       /* blocked waiting for pipeline neighbours (the bubble) */
     double tp_s;         /* of comm_s: blocked in TP all-reduces inside forward/backward */
     /* The pipeline phase (schedule start to REDUCE_GRADS): this rank's busy

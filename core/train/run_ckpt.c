@@ -21,6 +21,7 @@
 #include "runtime/log.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_shard.h"
+#include "train/run_internal.h"
 
 plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir, plait_resume_mode mode, char **dir) {
     *dir = NULL;
@@ -180,8 +181,9 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
                                       .seed = run->seed,
                                       .data_step = run->step,
                                       .optim_step = run->opt->get_step ? run->opt->get_step(run->opt_state) : run->step,
-                                      .rng_state = 0,
+                                      .has_data = 1,
                                       .layout = layout};
+            plait_run_data_record(run, &state.data);
             st = plait_ckpt_commit(w, &state, (int)plait_config_int(run->cfg, "run", "keep_checkpoints"));
         } else if (w) {
             plait_ckpt_writer_abort(w);

@@ -13,6 +13,13 @@ void plait_run_data_close(plait_run *run) {
     run->data = NULL;
 }
 
+void plait_run_data_record(const plait_run *run, plait_ckpt_data *out) {
+    *out = (plait_ckpt_data){.path = plait_data_path(run->data),
+                             .tokens = plait_data_tokens(run->data),
+                             .train_tokens = plait_data_split_tokens(run->data, PLAIT_DATA_TRAIN),
+                             .train_crc32c = plait_data_train_crc32c(run->data)};
+}
+
 plait_status plait_run_fetch_batch(plait_run *run, int split, int64_t step, int64_t global_mb, int32_t *tokens,
                                    int32_t *targets) {
     return plait_data_batch(run->data, split ? PLAIT_DATA_VAL : PLAIT_DATA_TRAIN, step, global_mb,

@@ -2,6 +2,7 @@
 #ifndef PLAIT_CORE_RUN_INTERNAL_H
 #define PLAIT_CORE_RUN_INTERNAL_H
 
+#include "train/checkpoint.h"
 #include "train/run.h"
 
 /* Data of global micro-batch `global_mb` of `step` (split 0 = train, 1 =
@@ -32,6 +33,9 @@ plait_status plait_run_init_values(plait_run *run);
 /* Data (run_data.c). */
 plait_status plait_run_data_open(plait_run *run);
 void plait_run_data_close(plait_run *run);
+/* This run's training data as a checkpoint identifies it (strings borrowed
+ * from the open data). */
+void plait_run_data_record(const plait_run *run, plait_ckpt_data *out);
 
 /* World communicator and job (run_world.c). */
 plait_status plait_run_open_world(plait_run *run);

@@ -56,8 +56,8 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
     run_memory m;
     collect_memory(run, &m);
     printf("plait: memory on rank 0: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB, buffers "
-           "%.1f MB\n",
-           m.param / MB, m.grad / MB, m.state / MB, m.buffers / MB);
+           "%.1f MB; peak RSS so far %.1f MB\n",
+           m.param / MB, m.grad / MB, m.state / MB, m.buffers / MB, m.rss_peak / MB);
     printf("plait: run directory %s%s%s\n", out_dir, resumed_from ? ", resuming from " : "",
            resumed_from ? resumed_from : "");
     fflush(stdout);
@@ -80,11 +80,11 @@ plait_status plait_run_gather_memory(plait_run *run, double *rows) {
 
 void plait_run_print_memory_table(const plait_run *run, const double *rows) {
     if (run->mesh.world_size == 1) return;
-    printf("plait: memory per rank (MB):  rank  dp tp pp  parameters  gradients  optimizer  buffers\n");
+    printf("plait: memory per rank (MB):  rank  dp tp pp  parameters  gradients  optimizer  buffers  peak RSS\n");
     for (int r = 0; r < run->mesh.world_size; r++) {
         const double *v = rows + (size_t)r * PLAIT_RUN_MEM_FIELDS;
-        printf("plait:                        %4d  %2.0f %2.0f %2.0f  %10.2f  %9.2f  %9.2f  %7.2f\n", r, v[0], v[1],
-               v[2], v[3] / MB, v[4] / MB, v[5] / MB, v[6] / MB);
+        printf("plait:                        %4d  %2.0f %2.0f %2.0f  %10.2f  %9.2f  %9.2f  %7.2f  %8.1f\n", r, v[0],
+               v[1], v[2], v[3] / MB, v[4] / MB, v[5] / MB, v[6] / MB, v[8] / MB);
     }
     fflush(stdout);
 }

@@ -4,6 +4,7 @@
 
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "train/run_internal.h"
 
 /* Fresh run: parameters from the layout-independent initialiser (a tied copy
  * by its original's name, so both ends of a pipeline start equal); no
@@ -48,13 +49,57 @@ plait_status plait_run_source_fill_params(plait_run *run, plait_run_source *src)
     return PLAIT_OK;
 }
 
+plait_status plait_run_check_resume(const plait_ckpt_state *saved, const char *dir, uint64_t seed,
+                                    const plait_ckpt_data *now, int warn, unsigned *differs) {
+    *differs = 0;
+    if (saved->data_step != saved->step)
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "checkpoint %s: its data position (data_step %lld) is not its step (%lld), which "
+                               "plait always writes equal (batches are a function of seed, step and sequence): "
+                               "the state was not written by this trainer, and where its data continues is unknown",
+                               dir, (long long)saved->data_step, (long long)saved->step);
+    long long step = (long long)saved->step;
+    if (saved->seed != seed) {
+        *differs |= PLAIT_RESUME_OTHER_SEED;
+        if (warn)
+            PLAIT_WARN("train",
+                       "checkpoint %s was trained with [run] seed = %llu; this run has seed = %llu: parameters and "
+                       "optimizer state continue, but the batches from step %lld on are drawn with the new seed, "
+                       "not the ones the interrupted run would have read (run.seed=%llu continues it exactly)",
+                       dir, (unsigned long long)saved->seed, (unsigned long long)seed, step + 1,
+                       (unsigned long long)saved->seed);
+    }
+    if (!saved->has_data) {
+        if (warn)
+            PLAIT_INFO("train", "checkpoint %s (format 1) does not record its training data: not checked", dir);
+        return PLAIT_OK;
+    }
+    const plait_ckpt_data *was = &saved->data;
+    if (was->tokens != now->tokens || was->train_tokens != now->train_tokens ||
+        was->train_crc32c != now->train_crc32c) {
+        *differs |= PLAIT_RESUME_OTHER_DATA;
+        if (warn)
+            PLAIT_WARN("train",
+                       "checkpoint %s was trained on other data (%s: %lld tokens, training split %lld tokens with "
+                       "CRC32C %08x); this run reads %s (%lld tokens, training split %lld with CRC32C %08x): "
+                       "training continues on this data from step %lld (point [data] path and val_fraction at "
+                       "the original data to continue the interrupted run exactly)",
+                       dir, was->path, (long long)was->tokens, (long long)was->train_tokens,
+                       (unsigned)was->train_crc32c, now->path, (long long)now->tokens,
+                       (long long)now->train_tokens, (unsigned)now->train_crc32c, step + 1);
+    }
+    return PLAIT_OK;
+}
+
 plait_status plait_run_source_restore_state(plait_run *run, plait_run_source *src) {
     if (!src->ck) return PLAIT_OK;
     const plait_ckpt_state *state = plait_ckpt_state_of(src->ck);
-    if (state->seed != run->seed)
-        PLAIT_WARN("train", "checkpoint %s was written with seed %llu; this run uses [run] seed = %llu (data "
-                            "sampling follows the new seed from here on)",
-                   plait_ckpt_dir(src->ck), (unsigned long long)state->seed, (unsigned long long)run->seed);
+    plait_ckpt_data now;
+    plait_run_data_record(run, &now);
+    unsigned differs;
+    plait_status st = plait_run_check_resume(state, plait_ckpt_dir(src->ck), run->seed, &now,
+                                             run->mesh.world_rank == 0, &differs);
+    if (st != PLAIT_OK) return st;
     run->step = state->step;
     if (run->opt->set_step) run->opt->set_step(run->opt_state, state->optim_step);
     return PLAIT_OK;

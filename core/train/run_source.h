@@ -21,8 +21,31 @@ typedef struct plait_run_source {
 plait_status plait_run_source_open(plait_run *run, const char *resume_dir, plait_run_source *src);
 /* Fill the core-owned parameter storage from the source. */
 plait_status plait_run_source_fill_params(plait_run *run, plait_run_source *src);
-/* Restore the run state (step, optimizer step) after a checkpoint load. */
+/* Restore the run state (step, optimizer step) after a checkpoint load,
+ * after plait_run_check_resume (rank 0 warns). */
 plait_status plait_run_source_restore_state(plait_run *run, plait_run_source *src);
+
+/* How a resumed run differs from the run that wrote its checkpoint. */
+enum { PLAIT_RESUME_OTHER_SEED = 1u << 0, PLAIT_RESUME_OTHER_DATA = 1u << 1 };
+
+/* Check the run state `saved` of checkpoint `dir` against this run's [run]
+ * seed and training data `now`; *differs gets PLAIT_RESUME_OTHER_* bits.
+ *  - The data position must be the step (plait writes data_step = step:
+ *    batches are a function of seed, step and sequence), else
+ *    PLAIT_ERR_PROTOCOL: the state was not written by this trainer and where
+ *    the data continues is unknown.
+ *  - Another seed or other training data (token counts or the training
+ *    split's CRC32C differ) is allowed, with a warning naming both when
+ *    `warn`: the parameters and optimizer state continue, and batches from
+ *    the resume step on are drawn with this run's seed from this run's data.
+ *    Both are deliberate moves in long runs (a new seed to get past a loss
+ *    spike's batches; a planned change of data mixture), and Megatron-LM and
+ *    DeepSpeed continue from a checkpoint the same way; the warning says how
+ *    to continue the original run exactly instead.
+ *  - A format-1 checkpoint recorded no data: the data is not checked (logged
+ *    when `warn`). */
+plait_status plait_run_check_resume(const plait_ckpt_state *saved, const char *dir, uint64_t seed,
+                                    const plait_ckpt_data *now, int warn, unsigned *differs);
 void plait_run_source_close(plait_run_source *src);
 
 #endif

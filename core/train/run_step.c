@@ -4,6 +4,14 @@
  * layer hooks and the parallel plugin's gradient-ready calls, pipeline sends
  * and receives, gradient reduction and the optimizer step — and accounts the
  * step's time as compute, communication and idle.
+ *
+ * The three add up to the step: idle is time blocked on pipeline neighbours
+ * (receives, and sends whose buffers are needed again), communication is
+ * time blocked on every other exchange (the optimizer's layer hooks, the
+ * parallel plugin's gradient hooks and reduction, TP all-reduces inside the
+ * layers, the optimizer step's own waits, the loss all-reduce), and compute
+ * is the rest — the layers, the optimizer's arithmetic and the bookkeeping
+ * between them (batch loading, activation slots).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -155,7 +163,7 @@ static plait_status forward_chunk(plait_run *run, int32_t chunk, int32_t mb, int
     plait_status st = get_slot(run, chunk, mb, &slot);
     if (st == PLAIT_OK) st = load_batch(run, slot, chunk, split, step, global_mb);
     /* Optimizer hooks are communication (ZeRO-3 gathers, ZeRO-2 reductions):
-     * their time counts as such; the layers' as compute. */
+     * their time counts as such; the layers' is compute. */
     for (int32_t l = run->first_layer[chunk]; st == PLAIT_OK && l <= run->last_layer[chunk]; l++) {
         double t0 = now_s();
         if (run->opt->before_forward) st = run->opt->before_forward(run->opt_state, l, mb);
@@ -163,7 +171,6 @@ static plait_status forward_chunk(plait_run *run, int32_t chunk, int32_t mb, int
         if (st == PLAIT_OK) st = plait_model_forward_layer(run->model, l, slot);
         double t2 = now_s();
         if (st == PLAIT_OK && run->opt->after_forward) st = run->opt->after_forward(run->opt_state, l, mb);
-        t->compute_s += t2 - t1;
         t->comm_s += (t1 - t0) + (now_s() - t2);
     }
     if (st == PLAIT_OK && chunk_has(run, chunk, run->spec->n_layers - 1) && run->mesh.tp_rank == 0)
@@ -213,7 +220,6 @@ static plait_status backward_chunk(plait_run *run, int32_t chunk, int32_t mb, pl
         double t2 = now_s();
         if (st == PLAIT_OK && run->opt->after_backward) st = run->opt->after_backward(run->opt_state, l, mb, last);
         if (st == PLAIT_OK && run->par->grads_ready) st = run->par->grads_ready(run->par_state, l, mb, last);
-        t->compute_s += t2 - t1;
         t->comm_s += (t1 - t0) + (now_s() - t2);
     }
     /* A chunk that sends its input gradient keeps the slot until SEND_GRAD. */
@@ -257,14 +263,16 @@ static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
  * per-stage pipeline times ride along in the same all-reduce (2*pp entries
  * after the losses; each rank adds its share of its stage's mean), so
  * measuring the bubble costs no extra collective. */
-static plait_status global_loss(plait_run *run, double *loss) {
+static plait_status global_loss(plait_run *run, double *loss, plait_step_timing *t) {
     int64_t n = run->batch.global_batch / run->batch.micro_batch;
     const plait_coll_api *coll = plait_host_table()->coll;
     plait_status st = PLAIT_OK;
     plait_coll_opts opts = {.struct_size = sizeof opts, .label = "step loss"};
+    double t0 = now_s();
     if (run->mesh.world_size > 1)
         st = coll->allreduce(run->world, run->mb_loss, run->mb_loss, (size_t)n + 2 * (size_t)run->mesh.pp, PLAIT_F64,
                              PLAIT_SUM, &opts, NULL);
+    t->comm_s += now_s() - t0;
     if (st != PLAIT_OK) return st;
     *loss = plait_tree_sum(run->mb_loss, n) / ((double)run->batch.global_batch * run->block_size);
     return PLAIT_OK;
@@ -338,10 +346,9 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
             break;
         case PLAIT_INSTR_OPTIM_STEP:
             if (train) {
-                double t0 = now_s();
                 plait_optim_step_in sin = {.struct_size = sizeof sin, .step = step};
                 st = run->opt->step(run->opt_state, &sin, out);
-                t->compute_s += now_s() - t0;
+                t->comm_s += out->wait_seconds; /* 0 from a plugin that predates the field */
             }
             break;
         default:
@@ -353,10 +360,12 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
         t->fb_s = t->pipe_end_s - (t->idle_s - idle_before);
     }
     /* Sends still in flight finish before the buffers are touched again. */
+    double t0 = now_s();
     for (int32_t s = 0; s < run->max_slots; s++) {
         plait_status w = wait_slot_sends(run, s);
         if (st == PLAIT_OK) st = w;
     }
+    t->idle_s += now_s() - t0;
     return st;
 }
 
@@ -402,7 +411,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     plait_optim_step_out out = {.struct_size = sizeof out};
     if (st == PLAIT_OK) st = plait_run_execute(run, 0, run->step, 1, &res->t, &out);
     if (st == PLAIT_OK) put_stage_times(run, &res->t);
-    if (st == PLAIT_OK) st = global_loss(run, &res->loss);
+    if (st == PLAIT_OK) st = global_loss(run, &res->loss, &res->t);
     if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step);
     take_stage_times(run, res);
     res->lr = out.lr;
@@ -416,11 +425,11 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
         res->t.pp_bytes = ps.axis_bytes[2];
         res->t.tp_s = ps.axis_wait_seconds[1];
         res->t.comm_s += ps.axis_wait_seconds[1]; /* TP all-reduces block inside forward/backward */
-        res->t.compute_s -= ps.axis_wait_seconds[1];
         res->t.reductions = ps.reductions;
         res->t.early_reductions = ps.early_reductions;
     }
     res->t.step_s = now_s() - t0;
+    res->t.compute_s = res->t.step_s - res->t.comm_s - res->t.idle_s;
     run->step++;
     return PLAIT_OK;
 }
@@ -436,7 +445,7 @@ plait_status plait_run_eval(plait_run *run, double *val_loss) {
     for (int64_t p = 0; p < passes; p++) {
         plait_status st = plait_run_execute(run, 1, p, 0, &t, NULL);
         double loss = 0;
-        if (st == PLAIT_OK) st = global_loss(run, &loss);
+        if (st == PLAIT_OK) st = global_loss(run, &loss, &t);
         if (st != PLAIT_OK) return plait_wrap_error(st, "evaluation");
         total += loss;
     }

@@ -90,16 +90,9 @@ static plait_status bad(const plait_st_file *f, const char *fmt, ...) {
 }
 
 static int parse_hex32(const char *s, uint32_t *out) {
-    if (strlen(s) != 8) return -1;
-    uint32_t v = 0;
-    for (int i = 0; i < 8; i++) {
-        char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-        else return -1;
-    }
-    *out = v;
+    uint64_t v;
+    if (plait_json_hex(s, 8, &v) != 0) return -1;
+    *out = (uint32_t)v;
     return 0;
 }
 

@@ -391,3 +391,17 @@ void plait_jbuf_free(plait_jbuf *b) {
     free(b->data);
     memset(b, 0, sizeof *b);
 }
+
+int plait_json_hex(const char *s, int n, uint64_t *out) {
+    if (n > 16 || (int)strlen(s) != n) return -1;
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) {
+        char c = s[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (uint64_t)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (uint64_t)(c - 'a' + 10);
+        else return -1;
+    }
+    *out = v;
+    return 0;
+}

@@ -54,6 +54,10 @@ const plait_json *plait_json_root(const plait_json_doc *doc);
 /* Member `key` of an object, or NULL (also NULL when `obj` is not an object). */
 const plait_json *plait_json_get(const plait_json *obj, const char *key);
 
+/* Exactly n (<= 16) lower-case hex digits, the way the formats write
+ * checksums, into *out: 0, else -1. */
+int plait_json_hex(const char *s, int n, uint64_t *out);
+
 /* Growable NUL-terminated text. On allocation failure `failed` is set and
  * later appends do nothing; check it once at the end. */
 typedef struct plait_jbuf {

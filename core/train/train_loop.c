@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bench/sgemm_peak.h"
+#include "comm/bootstrap.h"
 #include "comm/comm.h"
 #include "runtime/error.h"
 #include "runtime/host.h"
@@ -87,6 +89,22 @@ static plait_status report_memory(plait_run *run, const char *out_dir, int at_en
     return st;
 }
 
+/* Rank 0: the FLOP/s the progress line's MFU is measured against: [run]
+ * mfu_peak, or when that is 0 this host's SGEMM rate with the threads of all
+ * its ranks (the others wait meanwhile in the next collective, so they do not
+ * compete for the cores). A run that shows no progress does not measure. */
+static double progress_peak(const plait_run *run, const plait_progress *progress) {
+    if (progress->mode == PLAIT_PROGRESS_OFF) return 0;
+    double given = plait_config_float(run->cfg, "run", "mfu_peak");
+    if (given > 0) return given * 1e9;
+    int threads = plait_sgemm_peak_threads(plait_job_local_size(run->job));
+    double peak = plait_sgemm_peak(threads, 0.05);
+    printf("plait: MFU against a measured SGEMM peak of %.1f GFLOP/s (%d thread%s; [run] mfu_peak sets it)\n",
+           peak / 1e9, threads, threads == 1 ? "" : "s");
+    fflush(stdout);
+    return peak;
+}
+
 plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     char out_dir[4096];
     plait_train_out_dir(cfg, out_dir, sizeof out_dir);
@@ -117,8 +135,9 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         st = plait_metrics_open(&metrics, path, resume_dir != NULL, run->step);
         add_columns(&metrics, run->mesh.pp);
         plait_progress_init(&progress, opts->progress ? opts->progress : plait_config_str(cfg, "run", "progress"),
-                            stdout, run->steps, plait_run_flops_per_token(run), opts->peak_flops);
+                            stdout, run->steps, plait_run_flops_per_token(run), 0);
         plait_run_print_summary(run, out_dir, resume_dir);
+        progress.peak_flops = progress_peak(run, &progress);
     }
     free(resume_dir);
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 0);
@@ -149,18 +168,21 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         if (st == PLAIT_OK && ckpt_every > 0 && done % ckpt_every == 0 && done != run->steps)
             st = plait_run_save(run, out_dir);
     }
-    if (st == PLAIT_OK && run->step > first_step) st = plait_run_save(run, out_dir);
+    int trained = run->step > first_step;
+    if (st == PLAIT_OK && trained) st = plait_run_save(run, out_dir);
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 1);
-    else if (st == PLAIT_OK && run->step == first_step && rank == 0)
-        PLAIT_INFO("train", "nothing to do: the run is already at step %lld of %lld", (long long)run->step,
-                   (long long)run->steps);
     if (rank == 0) {
         plait_progress_finish(&progress);
         plait_metrics_close(&metrics);
-        if (st == PLAIT_OK) plait_run_print_bubble(run);
-        if (st == PLAIT_OK)
-            printf("done: %lld steps, final loss %.4f%s; metrics: %s/metrics.csv; checkpoint: %s/ckpt-%08lld\n",
-                   (long long)run->step, loss, "", out_dir, out_dir, (long long)run->step);
+        if (st == PLAIT_OK && trained) {
+            plait_run_print_bubble(run);
+            printf("done: %lld steps, final loss %.4f; metrics: %s/metrics.csv; checkpoint: %s/ckpt-%08lld\n",
+                   (long long)run->step, loss, out_dir, out_dir, (long long)run->step);
+        } else if (st == PLAIT_OK) {
+            printf("nothing to do: the run is already at step %lld of [run] steps = %lld (raise run.steps to "
+                   "train further)\n",
+                   (long long)run->step, (long long)run->steps);
+        }
     }
     if (st != PLAIT_OK) {
         char msg[2048];

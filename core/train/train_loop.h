@@ -16,7 +16,6 @@ typedef enum {
 typedef struct plait_train_options {
     plait_resume_mode resume;
     const char *progress;   /* override of [run] progress, or NULL */
-    double peak_flops;      /* for the MFU estimate; 0 = not shown */
 } plait_train_options;
 
 /* Train as this rank of the job (collective over the world). */

@@ -9,9 +9,11 @@ mkdir -p "$E2E_WORK"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # train NAME [args...]: a run into $E2E_WORK/NAME; its output in NAME.out.
+# The run directory starts empty unless the run resumes (--resume or
+# run.resume=auto|yes).
 train() {
   local name=$1; shift
-  case " $* " in *" --resume "*) ;; *) rm -rf "${E2E_WORK:?}/$name" ;; esac
+  case " $* " in *" --resume "* | *" run.resume=auto "* | *" run.resume=yes "*) ;; *) rm -rf "${E2E_WORK:?}/$name" ;; esac
   if ! "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/$name" "$@" >"$E2E_WORK/$name.out" 2>&1; then
     tail -n 30 "$E2E_WORK/$name.out" >&2
     fail "run $name ($*) failed"

@@ -44,8 +44,9 @@ layout_error() { # EXPECTED overrides...
 layout_error "global_batch is not a multiple of dp x micro_batch" parallel.dp=4 data.micro_batch=3
 layout_error "tp = 3 does not divide \[model\] n_head = 4" parallel.plugin=hybrid parallel.tp=3
 layout_error "stages: gap: layer 2 is in no stage" parallel.plugin=hybrid parallel.pp=2 parallel.pp.stages=0-1,3-3
-$P config show "$CFG" parallel.dp=2 data.micro_batch=0 data.accumulation_steps=2 |
-  grep -Eq "^micro_batch = 2 +; \[derived: dp 2" || fail "config show does not show the derived micro_batch"
+# (output captured first: grep -q stopping early would break the pipe under pipefail)
+show=$($P config show "$CFG" parallel.dp=2 data.micro_batch=0 data.accumulation_steps=2)
+echo "$show" | grep -Eq "^micro_batch = 2 +; \[derived: dp 2" || fail "config show does not show the derived micro_batch"
 
 # config show: value origins
 show=$(PLAIT_OPTIM_BETA1=0.8 $P config show "$CFG" optim.eps=1e-6)

@@ -1,5 +1,6 @@
 /* Trainer building blocks without communication: batch arithmetic, mesh
- * coordinates, deterministic tree accumulation. */
+ * coordinates, deterministic tree accumulation, what a resume checks against
+ * the checkpoint's run state. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include "train/batch.h"
 #include "train/grad_tree.h"
 #include "train/mesh.h"
+#include "train/run_source.h"
 
 static void test_batch_derivations(void **state) {
     (void)state;
@@ -123,11 +125,49 @@ static void test_grad_tree_bits(void **state) {
     assert_true(plait_tree_sum(d, 5) == ((1e16 + 1) + (-1e16 + 1)) + 3);
 }
 
+/* A resume continues the interrupted run's data position; another seed or
+ * other data is reported (and warned about), never silently taken; a state
+ * whose data position is not its step is refused. */
+static void test_resume_checks(void **state) {
+    (void)state;
+    plait_ckpt_data data = {.path = "a.txt", .tokens = 1000, .train_tokens = 900, .train_crc32c = 0x1234abcdu};
+    plait_ckpt_state saved = {.step = 40, .seed = 7, .data_step = 40, .optim_step = 40, .has_data = 1, .data = data};
+    unsigned differs = 99;
+    assert_int_equal(plait_run_check_resume(&saved, "ck", 7, &data, 1, &differs), PLAIT_OK);
+    assert_int_equal(differs, 0);
+    data.path = "moved/a.txt"; /* the same data elsewhere */
+    assert_int_equal(plait_run_check_resume(&saved, "ck", 7, &data, 1, &differs), PLAIT_OK);
+    assert_int_equal(differs, 0);
+
+    assert_int_equal(plait_run_check_resume(&saved, "ck", 8, &data, 1, &differs), PLAIT_OK);
+    assert_int_equal(differs, PLAIT_RESUME_OTHER_SEED);
+    plait_ckpt_data other[3] = {data, data, data};
+    other[0].train_crc32c ^= 1;
+    other[1].tokens++;
+    other[2].train_tokens--;
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(plait_run_check_resume(&saved, "ck", 7, &other[k], 0, &differs), PLAIT_OK);
+        assert_int_equal(differs, PLAIT_RESUME_OTHER_DATA);
+    }
+    assert_int_equal(plait_run_check_resume(&saved, "ck", 8, &other[0], 0, &differs), PLAIT_OK);
+    assert_int_equal(differs, PLAIT_RESUME_OTHER_SEED | PLAIT_RESUME_OTHER_DATA);
+
+    saved.has_data = 0; /* format 1: nothing to compare the data with */
+    assert_int_equal(plait_run_check_resume(&saved, "ck", 7, &other[0], 1, &differs), PLAIT_OK);
+    assert_int_equal(differs, 0);
+
+    saved.data_step = 39;
+    assert_int_equal(plait_run_check_resume(&saved, "ck/ckpt-00000040", 7, &data, 1, &differs), PLAIT_ERR_PROTOCOL);
+    assert_non_null(strstr(plait_last_error(), "checkpoint ck/ckpt-00000040: its data position (data_step 39) is "
+                                               "not its step (40)"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_derivations),
         cmocka_unit_test(test_mesh_coords_roundtrip),
         cmocka_unit_test(test_grad_tree_bits),
+        cmocka_unit_test(test_resume_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,14 @@
-/* Checkpoints: round trip with nanoGPT names and global shapes, the value
- * source with TP shards, atomicity under simulated crashes, refusal of
- * damaged checkpoints, latest-complete discovery, pruning. */
+/* Checkpoints: round trip with nanoGPT names and global shapes and the run
+ * state (seed, data position, the data's identity), the value source with TP
+ * shards, atomicity under simulated crashes, refusal of damaged checkpoints,
+ * state.json formats (1 still read), latest-complete discovery, pruning. */
 #include "train_io_test.h"
+
+#include <inttypes.h>
 
 #include "train/checkpoint.h"
 #include "train/checkpoint_shard.h"
+#include "train/safetensors_crc32c.h"
 
 static char scratch[PATH_MAX];
 
@@ -90,8 +94,10 @@ static plait_status save(const char *out_dir, int64_t step, plait_ckpt_crash cra
         assert_int_equal(plait_ckpt_write(w, p->name, buf + 1, p->numel - 1), PLAIT_OK);
     }
     plait_ckpt_writer_crash_at(w, crash);
-    plait_ckpt_state s = {.step = step, .seed = 1337, .data_step = step, .optim_step = step + 1,
-                          .rng_state = 0x0123456789abcdefull, .layout = "dp=1 tp=1 pp=1 optim=adam"};
+    plait_ckpt_state s = {.step = step, .seed = 1337, .data_step = step, .optim_step = step + 1, .has_data = 1,
+                          .data = {.path = "data/corpus \"x\".txt", .tokens = 383157, .train_tokens = 344842,
+                                   .train_crc32c = 0x0123abcdu},
+                          .layout = "dp=1 tp=1 pp=1 optim=adam"};
     return plait_ckpt_commit(w, &s, keep);
 }
 
@@ -109,7 +115,11 @@ static void test_round_trip(void **state) {
     assert_int_equal(s->seed, 1337);
     assert_int_equal(s->data_step, 12);
     assert_int_equal(s->optim_step, 13);
-    assert_true(s->rng_state == 0x0123456789abcdefull);
+    assert_true(s->has_data);
+    assert_string_equal(s->data.path, "data/corpus \"x\".txt");
+    assert_int_equal(s->data.tokens, 383157);
+    assert_int_equal(s->data.train_tokens, 344842);
+    assert_int_equal(s->data.train_crc32c, 0x0123abcdu);
     assert_string_equal(s->layout, "dp=1 tp=1 pp=1 optim=adam");
     assert_string_equal(plait_ckpt_meta(ck, "config"), "[model]\nn_embd = 4\n");
     assert_string_equal(plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "n_embd"), "4");
@@ -336,6 +346,64 @@ static void test_refuses_damage(void **state) {
     assert_error_contains("step 6 does not match the directory name");
 }
 
+/* Replace `from` by `to` in state.json of `dir` and re-sign it in the marker,
+ * as a writer of that text would have. */
+static void rewrite_state(const char *dir, const char *from, const char *to) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/state.json", dir);
+    size_t n = file_size(path);
+    char *text = calloc(n + strlen(to) + 1, 1);
+    FILE *f = fopen(path, "rb");
+    assert_int_equal(fread(text, 1, n, f), n);
+    fclose(f);
+    char *at = strstr(text, from);
+    if (!at) fail_msg("state.json has no \"%s\": %s", from, text);
+    memmove(at + strlen(to), at + strlen(from), n - (size_t)(at - text) - strlen(from) + 1);
+    memcpy(at, to, strlen(to));
+    write_bytes(path, text, strlen(text));
+    char marker[128];
+    int64_t step = 0;
+    assert_int_equal(sscanf(strstr(text, "\"step\": "), "\"step\": %" SCNd64, &step), 1);
+    snprintf(marker, sizeof marker, "plait-checkpoint step=%" PRId64 " state.json crc32c=%08x\n", step,
+             plait_crc32c(0, text, strlen(text)));
+    snprintf(path, sizeof path, "%s/COMPLETE", dir);
+    write_bytes(path, marker, strlen(marker));
+    free(text);
+}
+
+/* Format 1 (an always-zero "rng_state", no "data") is still read, without
+ * a data record; format 2 needs its "data"; a newer format is refused. */
+static void test_state_formats(void **state) {
+    (void)state;
+    char out[PATH_MAX], dir[PATH_MAX];
+    snprintf(out, sizeof out, "%s/formats", scratch);
+    assert_int_equal(save(out, 4, PLAIT_CKPT_CRASH_NONE, 0), PLAIT_OK);
+    snprintf(dir, sizeof dir, "%s/ckpt-00000004", out);
+    plait_ckpt *ck;
+    assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_OK);
+    plait_ckpt_close(ck);
+
+    rewrite_state(dir, "\"format_version\": 2", "\"format_version\": 3");
+    assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("format_version 3 is not 1 to 2 (written by a newer plait)");
+
+    rewrite_state(dir, "\"format_version\": 3", "\"format_version\": 2");
+    rewrite_state(dir, "\"train_crc32c\": \"0123abcd\"", "\"train_crc32c\": \"0123abc\"");
+    assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("\"data\" must hold");
+
+    /* what plait 0.1 wrote before the data record */
+    rewrite_state(dir, "\"format_version\": 2", "\"format_version\": 1");
+    rewrite_state(dir, "\"data\": ", "\"rng_state\": \"0000000000000000\",\n  \"old_data\": ");
+    assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_OK);
+    const plait_ckpt_state *s = plait_ckpt_state_of(ck);
+    assert_false(s->has_data);
+    assert_int_equal(s->step, 4);
+    assert_int_equal(s->seed, 1337);
+    assert_int_equal(s->data_step, 4);
+    plait_ckpt_close(ck);
+}
+
 static void test_prune(void **state) {
     (void)state;
     char out[PATH_MAX];
@@ -395,6 +463,7 @@ int main(void) {
         cmocka_unit_test(test_value_source),
         cmocka_unit_test(test_crash_keeps_previous),
         cmocka_unit_test(test_refuses_damage),
+        cmocka_unit_test(test_state_formats),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_writer_misuse),
     };

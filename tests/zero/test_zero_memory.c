@@ -10,7 +10,8 @@
  * host allocator's counts under the plugins' tags. Working buffers are
  * declared and bound what the pool allocates, and ZeRO-2 never holds the
  * whole gradient. Bytes sent per step: ZeRO-1/2 as plain DP's all-reduce,
- * ZeRO-3 about 1.5 times that. Plus error paths.
+ * ZeRO-3 about 1.5 times that; the time step() reports waiting on it.
+ * Plus error paths.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -190,6 +191,28 @@ static void test_comm_volume(void **state) {
     assert_true(z3 > 1.45 && z3 < 1.52);
 }
 
+/* The time step() reports blocked on communication (the global-norm
+ * all-reduce; ZeRO-1/2's parameter all-gather) is there with 2 ranks and
+ * within step()'s own wall time; one rank of plain Adam does not wait. */
+static void test_step_wait(void **state) {
+    (void)state;
+    const char *names[4] = {"adam", "zero1", "zero2", "zero3"};
+    for (int k = 0; k < 4; k++) {
+        zh_run r = {.plugin = names[k], .model = &uneven, .n = 2, .m = 1, .steps = 2, .grad_clip = 1.0};
+        run_or_fail(&r);
+        for (int q = 0; q < 2; q++)
+            for (int s = 0; s < 2; s++)
+                if (!(r.wait_s[q][s] > 0 && r.wait_s[q][s] <= r.step_s[q][s]))
+                    fail_msg("%s rank %d step %d: wait %.9f s, step() took %.9f s", names[k], q, s, r.wait_s[q][s],
+                             r.step_s[q][s]);
+        zh_run_free(&r);
+    }
+    zh_run solo = {.plugin = "adam", .model = &uneven, .n = 1, .m = 1, .steps = 1, .grad_clip = 1.0};
+    run_or_fail(&solo);
+    assert_true(solo.wait_s[0][0] == 0);
+    zh_run_free(&solo);
+}
+
 /* ---- error paths, one rank ------------------------------------------------ */
 
 typedef struct solo {
@@ -335,6 +358,7 @@ int main(void) {
         cmocka_unit_test(test_memory_uneven),
         cmocka_unit_test(test_zero2_never_holds_full_gradient),
         cmocka_unit_test(test_comm_volume),
+        cmocka_unit_test(test_step_wait),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

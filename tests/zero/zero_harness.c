@@ -455,7 +455,10 @@ static int run_steps(rank_ctx *c) {
         core_combine_tied(c);
         plait_optim_step_in in = {.struct_size = sizeof in, .step = r->first_step + s};
         plait_optim_step_out out = {.struct_size = sizeof out};
+        double t0 = c->host->now();
         if (o->step(c->opt, &in, &out) != PLAIT_OK) return failst(c, "step");
+        r->step_s[c->rank][s] = c->host->now() - t0;
+        r->wait_s[c->rank][s] = out.wait_seconds;
         r->bytes[c->rank][s] = bytes + out.bytes_sent;
         if (c->rank == 0) {
             r->norm[s] = out.grad_norm;

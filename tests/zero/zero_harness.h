@@ -95,6 +95,9 @@ typedef struct zh_run {
     zh_snapshot final;          /* params and states after the last step */
     double norm[64], lr[64];    /* per step (rank 0) */
     uint64_t bytes[ZH_MAX_RANKS][64];
+    /* per rank and step: plait_optim_step_out.wait_seconds, and the wall
+     * time of the step() call that reported it */
+    double wait_s[ZH_MAX_RANKS][64], step_s[ZH_MAX_RANKS][64];
     plait_optim_memory mem[ZH_MAX_RANKS];      /* after the last step */
     plait_optim_memory mem0[ZH_MAX_RANKS];     /* after materialize */
     uint32_t flags;             /* the plugin's */

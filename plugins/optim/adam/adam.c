@@ -181,6 +181,7 @@ static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_opt
     }
     double sumsq;
     uint64_t sent = 0;
+    double waited_before = optim_wait_seconds(host, a->world, NULL);
     plait_status st = optim_global_sumsq(host, a->world, &acc, &sumsq, &sent);
     if (st != PLAIT_OK) return st;
     double norm = sqrt(sumsq);
@@ -196,13 +197,7 @@ static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_opt
         args.weight_decay = (p->flags & PLAIT_PARAM_NO_DECAY) ? 0.0f : (float)a->hp.weight_decay;
         k->adamw(p->data, p->grad, a->exp_avg[i], a->exp_avg_sq[i], p->numel, &args);
     }
-    if (out) {
-        if (out->struct_size >= offsetof(plait_optim_step_out, lr) + sizeof out->lr) out->lr = lr;
-        if (out->struct_size >= offsetof(plait_optim_step_out, grad_norm) + sizeof out->grad_norm)
-            out->grad_norm = norm;
-        if (out->struct_size >= offsetof(plait_optim_step_out, bytes_sent) + sizeof out->bytes_sent)
-            out->bytes_sent = sent;
-    }
+    optim_report_step(out, lr, norm, sent, optim_wait_seconds(host, a->world, NULL) - waited_before);
     return PLAIT_OK;
 }
 

@@ -3,6 +3,25 @@
 #include <math.h>
 #include <string.h>
 
+static double comm_wait(const plait_host *host, plait_comm *c) {
+    if (!c || !host->coll || !host->coll->stats) return 0;
+    plait_comm_stats s = {.struct_size = sizeof s};
+    host->coll->stats(c, &s);
+    return s.wait_seconds;
+}
+
+double optim_wait_seconds(const plait_host *host, plait_comm *a, plait_comm *b) {
+    return comm_wait(host, a) + (b != a ? comm_wait(host, b) : 0);
+}
+
+void optim_report_step(plait_optim_step_out *out, double lr, double grad_norm, uint64_t bytes_sent,
+                       double wait_seconds) {
+    if (!out) return;
+    plait_optim_step_out r = {.struct_size = sizeof r, .lr = lr, .grad_norm = grad_norm, .bytes_sent = bytes_sent,
+                              .wait_seconds = wait_seconds};
+    plait_fill_versioned(out, &r, (uint32_t)sizeof r);
+}
+
 plait_status optim_read_hparams(const plait_host *host, const plait_config *cfg, optim_hparams *out) {
     memset(out, 0, sizeof *out);
     struct {

@@ -62,6 +62,16 @@ typedef struct optim_hparams {
     double grad_clip;      /* 0 = no clipping */
 } optim_hparams;
 
+/* Seconds the training thread has been blocked on communicator `a` and on
+ * `b` (NULL, or the same as `a`, adds nothing) since they were created; the
+ * difference of two calls around step() is its wait_seconds. 0 when the
+ * host has no communicator statistics. */
+double optim_wait_seconds(const plait_host *host, plait_comm *a, plait_comm *b);
+
+/* Fill step()'s report `out` (NULL ignored) up to its struct_size. */
+void optim_report_step(plait_optim_step_out *out, double lr, double grad_norm, uint64_t bytes_sent,
+                       double wait_seconds);
+
 /* Read [optim] (and [run] steps). Fails only if a key is undeclared. */
 plait_status optim_read_hparams(const plait_host *host, const plait_config *cfg, optim_hparams *out);
 

@@ -57,6 +57,7 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
     const plait_kernels *k = host->kernels;
     if (!z->materialized) return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: step() before materialize()", z->name);
     zero_begin_traffic(z);
+    double waited_before = optim_wait_seconds(host, z->dp, z->world);
     if (z->n_flight > 0)
         return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: step() with gradient reductions in flight (the core "
                                                       "must call finish_grads first)", z->name);
@@ -116,12 +117,6 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
     }
     if (z->dp != z->world) sent += norm_bytes; /* otherwise already in the DP counter */
     z->in_step = 0;
-    if (out) {
-        if (out->struct_size >= offsetof(plait_optim_step_out, lr) + sizeof out->lr) out->lr = lr;
-        if (out->struct_size >= offsetof(plait_optim_step_out, grad_norm) + sizeof out->grad_norm)
-            out->grad_norm = norm;
-        if (out->struct_size >= offsetof(plait_optim_step_out, bytes_sent) + sizeof out->bytes_sent)
-            out->bytes_sent = sent;
-    }
+    optim_report_step(out, lr, norm, sent, optim_wait_seconds(host, z->dp, z->world) - waited_before);
     return PLAIT_OK;
 }

@@ -56,12 +56,20 @@ typedef struct plait_optim_step_in {
     int64_t step;                /* 0-based optimizer step being taken */
 } plait_optim_step_in;
 
-/* What step() reports back for the progress line and metrics. */
+/* What step() reports back for the progress line and metrics. The core
+ * zero-fills it and sets struct_size to its own size; a plugin writes only
+ * the fields that struct_size covers (plait_fill_versioned does that), so a
+ * field a plugin does not know stays 0. */
 typedef struct plait_optim_step_out {
     uint32_t struct_size;
     double lr;                   /* learning rate used */
     double grad_norm;            /* global L2 norm before clipping (all ranks, all shards) */
     uint64_t bytes_sent;         /* bytes this rank sent for the optimizer this step */
+    /* Seconds step() was blocked waiting on communication (the global-norm
+     * all-reduce, ZeRO's parameter all-gather): metrics.csv counts them as
+     * communication and the rest of step() as compute. Left 0 by plugins
+     * built before the field existed (all of step() is then compute). */
+    double wait_seconds;
 } plait_optim_step_out;
 
 /* Bytes this rank holds, for the memory report (ZeRO paper accounting). */
