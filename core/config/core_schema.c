@@ -41,6 +41,9 @@ static const plait_param_decl run_keys[] = {
     KEY("progress", E, "auto", 1, 0, progress_choices, 0,
         "progress display on rank 0: auto (in place on a terminal), tty, plain lines, off"),
     KEY("threads", I, "0", 0, 1024, NULL, 0, "math threads per rank (0 = cores / local ranks)"),
+    KEY("debug_compute_sleep_ms", F, "0", 0, 60000, NULL, SAME | PLAIT_PARAM_HIDDEN,
+        "for tests: every FORWARD of a model chunk also sleeps this many ms and every BACKWARD twice that, "
+        "so pipeline timing is set by the schedule, not by CPU contention (0 = off)"),
 };
 
 static const plait_param_decl model_keys[] = {

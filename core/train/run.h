@@ -64,6 +64,9 @@ typedef struct plait_run {
     plait_mesh mesh;
     plait_batch batch;
     int deterministic;
+    /* [run] debug_compute_sleep_ms in seconds: each FORWARD of a chunk also
+     * sleeps this long, each BACKWARD twice (tests of the measured bubble) */
+    double debug_sleep_s;
     int64_t steps;            /* [run] steps */
     int64_t step;             /* next step to run (0-based) */
     uint64_t seed;

@@ -139,6 +139,7 @@ void plait_run_fill_metrics(plait_run *run, plait_metrics *mt, const plait_step_
     plait_metrics_set_named(mt, "tp_ms", 1e3 * t->tp_s);
     plait_metrics_set_named(mt, "bubble_measured", r->bubble);
     if (run->plan.bubble_formula >= 0) plait_metrics_set_named(mt, "bubble_formula", run->plan.bubble_formula);
+    plait_metrics_set_named(mt, "pipe_span_ms", 1e3 * r->pipe_span_s);
     for (int32_t s = 0; s < run->mesh.pp; s++) {
         char name[32];
         snprintf(name, sizeof name, "idle_ms_stage%d", (int)s);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/net.h"
 #include "runtime/error.h"
 #include "runtime/host.h"
 #include "runtime/log.h"
@@ -136,6 +137,16 @@ static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *bu
 
 /* ---- compute ------------------------------------------------------------ */
 
+/* [run] debug_compute_sleep_ms: extra "compute" that costs no CPU, so the
+ * ranks of a test sharing few cores keep the schedule's timing (a forward
+ * takes `units` = 1 of it, a backward 2, as the simulator's tests assume). */
+static void debug_sleep(const plait_run *run, int units, plait_step_timing *t) {
+    if (run->debug_sleep_s <= 0) return;
+    double t0 = now_s();
+    plait_net_sleep(run->debug_sleep_s * units);
+    t->compute_s += now_s() - t0;
+}
+
 static int chunk_has(const plait_run *run, int32_t chunk, int32_t layer) {
     return run->first_layer[chunk] <= layer && layer <= run->last_layer[chunk];
 }
@@ -168,6 +179,7 @@ static plait_status forward_chunk(plait_run *run, int32_t chunk, int32_t mb, int
     }
     if (st == PLAIT_OK && chunk_has(run, chunk, run->spec->n_layers - 1) && run->mesh.tp_rank == 0)
         run->mb_loss[global_mb] = plait_model_loss_sum(run->model, slot);
+    if (st == PLAIT_OK) debug_sleep(run, 1, t);
     return st;
 }
 
@@ -216,6 +228,7 @@ static plait_status backward_chunk(plait_run *run, int32_t chunk, int32_t mb, pl
         t->compute_s += t2 - t1;
         t->comm_s += (t1 - t0) + (now_s() - t2);
     }
+    if (st == PLAIT_OK) debug_sleep(run, 2, t);
     /* A chunk that sends its input gradient keeps the slot until SEND_GRAD. */
     if (run->first_layer[chunk] == 0) release_slot(run, chunk, mb);
     return st;
