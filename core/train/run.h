@@ -40,6 +40,9 @@ typedef struct plait_step_timing {
      * A stage's idle time is the phase's span over all stages minus its
      * busy time (the simulator's definition of the bubble). */
     double fb_s, pipe_end_s;
+    /* Bytes this rank sent per axis: dp and tp as the parallel plugin counts
+     * them; pp is the pipeline's activations and gradients (payload) plus
+     * the embedding group's tied-gradient all-reduce (the plugin's count). */
     uint64_t dp_bytes, tp_bytes, pp_bytes, optim_bytes;
     uint32_t reductions, early_reductions;
 } plait_step_timing;
@@ -117,6 +120,7 @@ typedef struct plait_run {
     int32_t *tokens, *targets;
     uint64_t flops_per_token;
     double peak_activation_bytes;
+    plait_step_timing last_step; /* of the last training step (memory.csv's bytes per axis) */
 } plait_run;
 
 /* Build everything for a run from a finalized config. `resume_dir`

@@ -118,7 +118,7 @@ static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint
 }
 
 static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *buf, int32_t to_stage, uint32_t tag,
-                            const char *what) {
+                            const char *what, plait_step_timing *t) {
     const plait_coll_api *coll = plait_host_table()->coll;
     /* At most one pending send of each kind per slot. A slot sends one
      * activation and one gradient per step, so this never waits in practice;
@@ -131,6 +131,7 @@ static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *bu
         if (w != PLAIT_OK) return w;
     }
     plait_coll_opts opts = {.struct_size = sizeof opts, .label = what};
+    t->pp_bytes += plait_model_boundary_numel(run->model) * sizeof(float);
     return coll->send(run->mesh.pp_comm, buf, plait_model_boundary_numel(run->model), PLAIT_F32, to_stage, tag,
                       &opts, r);
 }
@@ -320,7 +321,7 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
             st = get_slot(run, c, mb, &slot);
             if (st == PLAIT_OK)
                 st = pp_send(run, slot, 0, plait_model_boundary(run->model, slot, b), stage_of(run, b + 1),
-                             pp_tag(0, b, mb), "pipeline activation");
+                             pp_tag(0, b, mb), "pipeline activation", t);
             if (st == PLAIT_OK && !train) release_slot(run, c, mb);
             break;
         }
@@ -339,7 +340,7 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
             st = get_slot(run, c, mb, &slot);
             if (st == PLAIT_OK)
                 st = pp_send(run, slot, 1, plait_model_boundary_grad(run->model, slot, b), stage_of(run, b),
-                             pp_tag(1, b, mb), "pipeline gradient");
+                             pp_tag(1, b, mb), "pipeline gradient", t);
             release_slot(run, c, mb);
             break;
         }
@@ -425,7 +426,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
         run->par->step_stats(run->par_state, &ps);
         res->t.dp_bytes = ps.axis_bytes[0];
         res->t.tp_bytes = ps.axis_bytes[1];
-        res->t.pp_bytes = ps.axis_bytes[2];
+        res->t.pp_bytes += ps.axis_bytes[2]; /* the trainer counted the pipeline's sends */
         res->t.tp_s = ps.axis_wait_seconds[1];
         res->t.comm_s += ps.axis_wait_seconds[1]; /* TP all-reduces block inside forward/backward */
         res->t.compute_s -= ps.axis_wait_seconds[1];
@@ -433,6 +434,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
         res->t.early_reductions = ps.early_reductions;
     }
     res->t.step_s = now_s() - t0;
+    run->last_step = res->t;
     run->step++;
     return PLAIT_OK;
 }

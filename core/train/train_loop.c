@@ -68,7 +68,8 @@ static void add_columns(plait_metrics *m, int32_t pp) {
 }
 
 /* Memory of every rank: the table at start-up (rank 0 prints it) and
- * memory.csv at the end (activations and peak RSS are known then).
+ * memory.csv at the end (activations, peak RSS and the last step's bytes
+ * per axis are known then).
  * Collective over the world. */
 static plait_status report_memory(plait_run *run, const char *out_dir, int at_end) {
     double *rows = malloc(sizeof(double) * (size_t)run->mesh.world_size * PLAIT_RUN_MEM_FIELDS);
