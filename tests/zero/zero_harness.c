@@ -339,11 +339,17 @@ static void redirect(rank_ctx *c, int32_t layer, int to_scratch) {
     }
 }
 
+static int call_hook(rank_ctx *c, int backward, int32_t layer, int32_t mb) {
+    if (!c->r->on_hook || !c->r->on_hook(c->r->hook_ctx, c->rank, backward, layer, mb, c->opt)) return 0;
+    return fail(c, "the test's hook failed during the %s of layer %d, micro-batch %d", backward ? "backward" : "forward",
+                layer, mb);
+}
+
 static int forward(rank_ctx *c, int32_t mb) {
     const plait_optim_ops *o = c->sh->ops;
     for (int32_t l = 0; l < c->r->model->n_layers; l++) {
         if (o->before_forward && o->before_forward(c->opt, l, mb) != PLAIT_OK) return failst(c, "before_forward");
-        if (check_layer(c, l, 0)) return -1;
+        if (check_layer(c, l, 0) || call_hook(c, 0, l, mb)) return -1;
         if (o->after_forward && o->after_forward(c->opt, l, mb) != PLAIT_OK) return failst(c, "after_forward");
     }
     return 0;
@@ -355,7 +361,7 @@ static int backward(rank_ctx *c, int32_t mb) {
     for (int32_t l = c->r->model->n_layers - 1; l >= 0; l--) {
         if (o->before_backward && o->before_backward(c->opt, l, mb) != PLAIT_OK) return failst(c, "before_backward");
         if (c->tree) redirect(c, l, 1);
-        if (check_layer(c, l, 1)) return -1;
+        if (check_layer(c, l, 1) || call_hook(c, 1, l, mb)) return -1;
         fake_backward(c, l, mb);
         if (c->tree) {
             redirect(c, l, 0);

@@ -90,6 +90,13 @@ typedef struct zh_run {
     const zh_snapshot *from;    /* initial values (and state) or NULL: fresh */
     const zh_snapshot *expect;  /* expected params before each step [steps] or NULL */
     double expect_tol;          /* 0: bitwise */
+    /* Called on every rank (its own thread) while a layer runs: after
+     * before_forward / before_backward and the data check, before the
+     * after_ hook. `opt_state` is the plugin's state, for white-box tests;
+     * a non-zero return fails the run (describe why in the hook's context).
+     * NULL: none. */
+    int (*on_hook)(void *ctx, int rank, int backward, int32_t layer, int32_t mb, void *opt_state);
+    void *hook_ctx;
     /* outputs (allocated by zh_run_exec, freed by zh_run_free) */
     zh_snapshot *traj;          /* params after each step [steps] */
     zh_snapshot final;          /* params and states after the last step */
