@@ -87,9 +87,8 @@ static const tensor_spec base[] = {
 };
 
 static void test_identical_and_tolerances(void **state) {
-    (void)state;
-    char root[PATH_MAX], a[PATH_MAX], b[PATH_MAX], c[PATH_MAX];
-    make_scratch(root, sizeof root, "ckpt-diff");
+    const char *root = *state;
+    char a[PATH_MAX], b[PATH_MAX], c[PATH_MAX];
     save(root, 1, base, 3, a, sizeof a);
     save(root, 2, base, 3, b, sizeof b);
     EXPECT(0, a, b, "--bits", "bit-identical");
@@ -110,13 +109,11 @@ static void test_identical_and_tolerances(void **state) {
     EXPECT(0, a, c, "--elementwise --rtol 0.1", "worst element b[1]");
     EXPECT(0, a, c, "--elementwise --rtol 1e-5 --atol 2e-4", "worst element b[1]");
     EXPECT(1, a, c, "--elementwise --atol 5e-5", "worst element b[1]");
-    rm_tree(root);
 }
 
 static void test_files_selection(void **state) {
-    (void)state;
-    char root[PATH_MAX], a[PATH_MAX], b[PATH_MAX];
-    make_scratch(root, sizeof root, "ckpt-diff");
+    const char *root = *state;
+    char a[PATH_MAX], b[PATH_MAX];
     static const float other[] = {9, 9, 9, 9, 9, 9};
     tensor_spec t[3] = {base[0], base[1], {PLAIT_CKPT_OPTIM, "optim.m.w", 2, {2, 3}, other}};
     save(root, 1, base, 3, a, sizeof a);
@@ -125,13 +122,11 @@ static void test_files_selection(void **state) {
     EXPECT(1, a, b, "--files optim --bits", "optim.m.w: differs first at element 0");
     EXPECT(1, a, b, "--files all --rtol 0.5", "in optim.m.w");
     EXPECT(1, a, b, "", "in optim.m.w");
-    rm_tree(root);
 }
 
 static void test_tensor_on_one_side(void **state) {
-    (void)state;
-    char root[PATH_MAX], a[PATH_MAX], b[PATH_MAX];
-    make_scratch(root, sizeof root, "ckpt-diff");
+    const char *root = *state;
+    char a[PATH_MAX], b[PATH_MAX];
     tensor_spec more[4] = {base[0], base[1], base[2], {PLAIT_CKPT_OPTIM, "optim.v.w", 2, {2, 3}, NULL}};
     save(root, 1, base, 3, a, sizeof a);
     save(root, 2, more, 4, b, sizeof b);
@@ -147,13 +142,11 @@ static void test_tensor_on_one_side(void **state) {
     save(root, 3, swapped, 3, b, sizeof b);
     EXPECT(1, a, b, "--files optim", "optim.v.w only in");
     EXPECT(1, a, b, "--files optim", "optim.m.w only in");
-    rm_tree(root);
 }
 
 static void test_shape_mismatch(void **state) {
-    (void)state;
-    char root[PATH_MAX], a[PATH_MAX], b[PATH_MAX];
-    make_scratch(root, sizeof root, "ckpt-diff");
+    const char *root = *state;
+    char a[PATH_MAX], b[PATH_MAX];
     /* the same six elements, transposed shape */
     tensor_spec t[3] = {{PLAIT_CKPT_MODEL, "w", 2, {3, 2}, NULL}, base[1], base[2]};
     save(root, 1, base, 3, a, sizeof a);
@@ -164,13 +157,11 @@ static void test_shape_mismatch(void **state) {
     tensor_spec flat[3] = {{PLAIT_CKPT_MODEL, "w", 1, {6, 0}, NULL}, base[1], base[2]};
     save(root, 3, flat, 3, b, sizeof b);
     EXPECT(1, a, b, "--elementwise --rtol 1", "w has shape [2, 3] in");
-    rm_tree(root);
 }
 
 static void test_missing_file_and_empty_selection(void **state) {
-    (void)state;
-    char root[PATH_MAX], a[PATH_MAX], b[PATH_MAX], path[PATH_MAX + 32];
-    make_scratch(root, sizeof root, "ckpt-diff");
+    const char *root = *state;
+    char a[PATH_MAX], b[PATH_MAX], path[PATH_MAX + 32];
     save(root, 1, base, 3, a, sizeof a);
     save(root, 2, base, 3, b, sizeof b);
     snprintf(path, sizeof path, "%s/" PLAIT_CKPT_OPTIM_FILE, b);
@@ -182,13 +173,11 @@ static void test_missing_file_and_empty_selection(void **state) {
     save(root, 4, base, 2, b, sizeof b);
     EXPECT(1, a, b, "--files optim", "no tensor to compare");
     EXPECT(0, a, b, "--files all", "worst relative difference 0");
-    rm_tree(root);
 }
 
 static void test_nan(void **state) {
-    (void)state;
-    char root[PATH_MAX], a[PATH_MAX], b[PATH_MAX];
-    make_scratch(root, sizeof root, "ckpt-diff");
+    const char *root = *state;
+    char a[PATH_MAX], b[PATH_MAX];
     float nan_values[3] = {1.0f, NAN, 1.5f};
     tensor_spec t[3] = {base[0], {PLAIT_CKPT_MODEL, "b", 1, {3, 0}, nan_values}, base[2]};
     save(root, 1, base, 3, a, sizeof a);
@@ -196,13 +185,11 @@ static void test_nan(void **state) {
     EXPECT(1, a, b, "--rtol 1e9", "in b");
     EXPECT(1, a, b, "--elementwise --rtol 1e9 --atol 1e9", "worst element b[1]");
     EXPECT(1, a, b, "--bits", "b: differs first at element 1");
-    rm_tree(root);
 }
 
 static void test_arguments(void **state) {
-    (void)state;
-    char root[PATH_MAX], a[PATH_MAX], b[PATH_MAX];
-    make_scratch(root, sizeof root, "ckpt-diff");
+    const char *root = *state;
+    char a[PATH_MAX], b[PATH_MAX];
     save(root, 1, base, 3, a, sizeof a);
     save(root, 2, base, 3, b, sizeof b);
     EXPECT(2, a, b, "--files modle", "--files takes model, optim or all: modle");
@@ -215,18 +202,32 @@ static void test_arguments(void **state) {
     EXPECT(2, a, b, "--tol 1e-4", "unknown option: --tol");
     EXPECT(2, a, b, "extra", "a third checkpoint: extra");
     EXPECT(2, a, "--bits", "", "two checkpoint directories are needed");
-    rm_tree(root);
 }
+
+/* Every test writes its checkpoints into a scratch directory of its own. */
+static int make_root(void **state) {
+    static char root[PATH_MAX];
+    make_scratch(root, sizeof root, "ckpt-diff");
+    *state = root;
+    return 0;
+}
+
+static int remove_root(void **state) {
+    rm_tree(*state);
+    return 0;
+}
+
+#define TEST(f) cmocka_unit_test_setup_teardown(f, make_root, remove_root)
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_identical_and_tolerances),
-        cmocka_unit_test(test_files_selection),
-        cmocka_unit_test(test_tensor_on_one_side),
-        cmocka_unit_test(test_shape_mismatch),
-        cmocka_unit_test(test_missing_file_and_empty_selection),
-        cmocka_unit_test(test_nan),
-        cmocka_unit_test(test_arguments),
+        TEST(test_identical_and_tolerances),
+        TEST(test_files_selection),
+        TEST(test_tensor_on_one_side),
+        TEST(test_shape_mismatch),
+        TEST(test_missing_file_and_empty_selection),
+        TEST(test_nan),
+        TEST(test_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

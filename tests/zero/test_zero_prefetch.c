@@ -82,19 +82,6 @@ static int on_hook(void *ctx, int rank, int backward, int32_t layer, int32_t mb,
     return 0;
 }
 
-static int setup(void **state) {
-    (void)state;
-    zh_setup_host();
-    zh_model_gpt(&uneven, 3, 24, 37, 13);
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    plait_plugins_unload_all();
-    return 0;
-}
-
 /* Run zero3 with prefetch depth k (and `bucket` bytes per unit, 0 = the
  * default), hooks checked by a probe; expect = values every hook must see. */
 static void run_depth(zh_run *z, probe *p, int k, int bucket, const zh_run *expect) {
@@ -172,5 +159,9 @@ int main(void) {
         cmocka_unit_test(test_prefetch_one_unit_per_layer),
         cmocka_unit_test(test_prefetch_small_units),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    zh_setup_host();
+    zh_model_gpt(&uneven, 3, 24, 37, 13);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    plait_plugins_unload_all();
+    return failed;
 }
