@@ -109,6 +109,9 @@ typedef struct zh_run {
      * optimizer state", "... gradient shards", "... parameter shards" after
      * materialize, and "... buffers" at the end of the run */
     uint64_t tag_state, tag_grad, tag_param, tag_buffers;
+    /* the most "... buffers" held (all ranks together) right after any of
+     * the plugin's hook, finish_grads or step calls, as each rank saw it */
+    uint64_t buffers_peak[ZH_MAX_RANKS];
     char err[ZH_MAX_RANKS][512];
 } zh_run;
 
