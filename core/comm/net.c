@@ -123,7 +123,7 @@ int plait_net_listen(const struct sockaddr *addr, socklen_t len, int backlog) {
     return fd;
 }
 
-static void nap(double seconds) {
+void plait_net_sleep(double seconds) {
     struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
@@ -187,7 +187,7 @@ int plait_net_connect_retry(const struct sockaddr *addr, socklen_t len, double d
             last != ETIMEDOUT && last != ECONNRESET && last != EAGAIN)
             break;
         if (plait_net_now() + 0.05 >= deadline) break;
-        nap(0.05);
+        plait_net_sleep(0.05);
     }
     plait_set_error(last == ETIMEDOUT ? PLAIT_ERR_TIMEOUT : PLAIT_ERR_SYSTEM,
                     "cannot connect to %s at %s: %s", what,

@@ -14,6 +14,8 @@
 
 /* Monotonic seconds (CLOCK_MONOTONIC). */
 double plait_net_now(void);
+/* Sleep `seconds` (resumed after signals; uses no CPU). */
+void plait_net_sleep(double seconds);
 
 /* Split "host:port" ("[v6]:port" for IPv6) into its parts. `host` receives
  * at most `host_cap` bytes. Returns PLAIT_ERR_INVALID_CONFIG naming `what`

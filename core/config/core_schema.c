@@ -44,6 +44,9 @@ static const plait_param_decl run_keys[] = {
     KEY("mfu_peak", F, "0", 0, 1e12, NULL, 0,
         "GFLOP/s the progress line's MFU is measured against (0 = measure SGEMM with every local rank's "
         "threads for about a second at start, only when progress is shown)"),
+    KEY("debug_compute_sleep_ms", F, "0", 0, 60000, NULL, SAME | PLAIT_PARAM_HIDDEN,
+        "for tests: every FORWARD of a model chunk also sleeps this many ms and every BACKWARD twice that, "
+        "so pipeline timing is set by the schedule, not by CPU contention (0 = off)"),
 };
 
 static const plait_param_decl model_keys[] = {

@@ -42,6 +42,9 @@ typedef struct plait_step_timing {
      * A stage's idle time is the phase's span over all stages minus its
      * busy time (the simulator's definition of the bubble). */
     double fb_s, pipe_end_s;
+    /* Bytes this rank sent per axis: dp and tp as the parallel plugin counts
+     * them; pp is the pipeline's activations and gradients (payload) plus
+     * the embedding group's tied-gradient all-reduce (the plugin's count). */
     uint64_t dp_bytes, tp_bytes, pp_bytes, optim_bytes;
     uint32_t reductions, early_reductions;
 } plait_step_timing;
@@ -66,6 +69,9 @@ typedef struct plait_run {
     plait_mesh mesh;
     plait_batch batch;
     int deterministic;
+    /* [run] debug_compute_sleep_ms in seconds: each FORWARD of a chunk also
+     * sleeps this long, each BACKWARD twice (tests of the measured bubble) */
+    double debug_sleep_s;
     int64_t steps;            /* [run] steps */
     int64_t step;             /* next step to run (0-based) */
     uint64_t seed;
@@ -116,6 +122,7 @@ typedef struct plait_run {
     int32_t *tokens, *targets;
     uint64_t flops_per_token;
     double peak_activation_bytes;
+    plait_step_timing last_step; /* of the last training step (memory.csv's bytes per axis) */
 } plait_run;
 
 /* Build everything for a run from a finalized config. `resume_dir`

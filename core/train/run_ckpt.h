@@ -24,9 +24,11 @@ plait_status plait_run_save(plait_run *run, const char *out_dir);
 void plait_run_print_summary(plait_run *run, const char *out_dir, const char *resumed_from);
 /* Memory per rank, one row of PLAIT_RUN_MEM_FIELDS per world rank:
  * dp, tp, pp coordinates, then bytes of parameters, gradients, optimizer
- * state, buffers, activations, and the peak RSS. Collective over the world
- * (every rank gets every row). rows: world_size * PLAIT_RUN_MEM_FIELDS. */
-#define PLAIT_RUN_MEM_FIELDS 9
+ * state, buffers, activations, the peak RSS, and the bytes the rank sent
+ * per axis in its last step (dp, tp, pp: metrics.csv's counts, which rank 0
+ * alone writes). Collective over the world (every rank gets every row).
+ * rows: world_size * PLAIT_RUN_MEM_FIELDS. */
+#define PLAIT_RUN_MEM_FIELDS 12
 plait_status plait_run_gather_memory(plait_run *run, double *rows);
 /* Rank 0: the per-rank memory table (when the world has > 1 rank). */
 void plait_run_print_memory_table(const plait_run *run, const double *rows);

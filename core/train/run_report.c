@@ -69,8 +69,10 @@ plait_status plait_run_gather_memory(plait_run *run, double *rows) {
     run_memory m;
     collect_memory(run, &m);
     double *r = rows + (size_t)run->mesh.world_rank * PLAIT_RUN_MEM_FIELDS;
+    const plait_step_timing *t = &run->last_step;
     const double mine[PLAIT_RUN_MEM_FIELDS] = {run->mesh.dp_rank, run->mesh.tp_rank, run->mesh.pp_rank,
-                                               m.param, m.grad, m.state, m.buffers, m.activations, m.rss_peak};
+                                               m.param, m.grad, m.state, m.buffers, m.activations, m.rss_peak,
+                                               (double)t->dp_bytes, (double)t->tp_bytes, (double)t->pp_bytes};
     memcpy(r, mine, sizeof mine);
     if (world == 1) return PLAIT_OK;
     /* one row per rank, zeros elsewhere: the sum is a gather */
@@ -93,7 +95,7 @@ plait_status plait_run_write_memory_csv(const plait_run *run, const double *rows
     FILE *f = fopen(path, "w");
     if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write the memory report", path);
     fprintf(f, "rank,dp,tp,pp,param_bytes,grad_bytes,optim_state_bytes,buffer_bytes,activation_bytes,"
-               "peak_rss_bytes\n");
+               "peak_rss_bytes,dp_bytes,tp_bytes,pp_bytes\n");
     for (int r = 0; r < run->mesh.world_size; r++) {
         const double *v = rows + (size_t)r * PLAIT_RUN_MEM_FIELDS;
         fprintf(f, "%d", r);
@@ -139,6 +141,7 @@ void plait_run_fill_metrics(plait_run *run, plait_metrics *mt, const plait_step_
     plait_metrics_set_named(mt, "tp_ms", 1e3 * t->tp_s);
     plait_metrics_set_named(mt, "bubble_measured", r->bubble);
     if (run->plan.bubble_formula >= 0) plait_metrics_set_named(mt, "bubble_formula", run->plan.bubble_formula);
+    plait_metrics_set_named(mt, "pipe_span_ms", 1e3 * r->pipe_span_s);
     for (int32_t s = 0; s < run->mesh.pp; s++) {
         char name[32];
         snprintf(name, sizeof name, "idle_ms_stage%d", (int)s);

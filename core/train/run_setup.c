@@ -157,6 +157,7 @@ plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run
     run->steps = plait_config_int(cfg, "run", "steps");
     run->seed = (uint64_t)plait_config_int(cfg, "run", "seed");
     run->deterministic = plait_config_bool(cfg, "run", "deterministic");
+    run->debug_sleep_s = plait_config_float(cfg, "run", "debug_compute_sleep_ms") / 1e3;
     run->block_size = (int32_t)plait_config_int(cfg, "model", "block_size");
     plait_model_set_seed(run->seed);
     plait_status st = plait_run_open_world(run);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/net.h"
 #include "runtime/error.h"
 #include "runtime/host.h"
 #include "runtime/log.h"
@@ -125,7 +126,7 @@ static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint
 }
 
 static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *buf, int32_t to_stage, uint32_t tag,
-                            const char *what) {
+                            const char *what, plait_step_timing *t) {
     const plait_coll_api *coll = plait_host_table()->coll;
     /* At most one pending send of each kind per slot. A slot sends one
      * activation and one gradient per step, so this never waits in practice;
@@ -138,11 +139,22 @@ static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *bu
         if (w != PLAIT_OK) return w;
     }
     plait_coll_opts opts = {.struct_size = sizeof opts, .label = what};
+    t->pp_bytes += plait_model_boundary_numel(run->model) * sizeof(float);
     return coll->send(run->mesh.pp_comm, buf, plait_model_boundary_numel(run->model), PLAIT_F32, to_stage, tag,
                       &opts, r);
 }
 
 /* ---- compute ------------------------------------------------------------ */
+
+/* [run] debug_compute_sleep_ms: extra "compute" that costs no CPU, so the
+ * ranks of a test sharing few cores keep the schedule's timing (a forward
+ * takes `units` = 1 of it, a backward 2, as the simulator's tests assume). */
+static void debug_sleep(const plait_run *run, int units, plait_step_timing *t) {
+    if (run->debug_sleep_s <= 0) return;
+    double t0 = now_s();
+    plait_net_sleep(run->debug_sleep_s * units);
+    t->compute_s += now_s() - t0;
+}
 
 static int chunk_has(const plait_run *run, int32_t chunk, int32_t layer) {
     return run->first_layer[chunk] <= layer && layer <= run->last_layer[chunk];
@@ -175,6 +187,7 @@ static plait_status forward_chunk(plait_run *run, int32_t chunk, int32_t mb, int
     }
     if (st == PLAIT_OK && chunk_has(run, chunk, run->spec->n_layers - 1) && run->mesh.tp_rank == 0)
         run->mb_loss[global_mb] = plait_model_loss_sum(run->model, slot);
+    if (st == PLAIT_OK) debug_sleep(run, 1, t);
     return st;
 }
 
@@ -222,6 +235,7 @@ static plait_status backward_chunk(plait_run *run, int32_t chunk, int32_t mb, pl
         if (st == PLAIT_OK && run->par->grads_ready) st = run->par->grads_ready(run->par_state, l, mb, last);
         t->comm_s += (t1 - t0) + (now_s() - t2);
     }
+    if (st == PLAIT_OK) debug_sleep(run, 2, t);
     /* A chunk that sends its input gradient keeps the slot until SEND_GRAD. */
     if (run->first_layer[chunk] == 0) release_slot(run, chunk, mb);
     return st;
@@ -316,7 +330,7 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
             st = get_slot(run, c, mb, &slot);
             if (st == PLAIT_OK)
                 st = pp_send(run, slot, 0, plait_model_boundary(run->model, slot, b), stage_of(run, b + 1),
-                             pp_tag(0, b, mb), "pipeline activation");
+                             pp_tag(0, b, mb), "pipeline activation", t);
             if (st == PLAIT_OK && !train) release_slot(run, c, mb);
             break;
         }
@@ -335,7 +349,7 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
             st = get_slot(run, c, mb, &slot);
             if (st == PLAIT_OK)
                 st = pp_send(run, slot, 1, plait_model_boundary_grad(run->model, slot, b), stage_of(run, b),
-                             pp_tag(1, b, mb), "pipeline gradient");
+                             pp_tag(1, b, mb), "pipeline gradient", t);
             release_slot(run, c, mb);
             break;
         }
@@ -422,7 +436,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
         run->par->step_stats(run->par_state, &ps);
         res->t.dp_bytes = ps.axis_bytes[0];
         res->t.tp_bytes = ps.axis_bytes[1];
-        res->t.pp_bytes = ps.axis_bytes[2];
+        res->t.pp_bytes += ps.axis_bytes[2]; /* the trainer counted the pipeline's sends */
         res->t.tp_s = ps.axis_wait_seconds[1];
         res->t.comm_s += ps.axis_wait_seconds[1]; /* TP all-reduces block inside forward/backward */
         res->t.reductions = ps.reductions;
@@ -430,6 +444,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     }
     res->t.step_s = now_s() - t0;
     res->t.compute_s = res->t.step_s - res->t.comm_s - res->t.idle_s;
+    run->last_step = res->t;
     run->step++;
     return PLAIT_OK;
 }

@@ -58,10 +58,10 @@ static void add_columns(plait_metrics *m, int32_t pp) {
         "step", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "compute_ms", "comm_ms",
         "idle_ms", "peak_rss_mb", "dp_bytes", "tp_bytes", "pp_bytes", "optim_bytes", "early_buckets",
         "param_mb", "grad_mb", "optim_state_mb", "buffer_mb", "activation_mb", "tp_ms", "bubble_measured",
-        "bubble_formula"};
+        "bubble_formula", "pipe_span_ms"};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) plait_metrics_column(m, cols[i]);
     /* each pipeline stage's idle time (the bubble), as the step's span over
-     * all stages minus the stage's busy time */
+     * all stages (pipe_span_ms) minus the stage's busy time */
     for (int32_t s = 0; s < pp; s++) {
         char name[32];
         snprintf(name, sizeof name, "idle_ms_stage%d", (int)s);
@@ -70,7 +70,8 @@ static void add_columns(plait_metrics *m, int32_t pp) {
 }
 
 /* Memory of every rank: the table at start-up (rank 0 prints it) and
- * memory.csv at the end (activations and peak RSS are known then).
+ * memory.csv at the end (activations, peak RSS and the last step's bytes
+ * per axis are known then).
  * Collective over the world. */
 static plait_status report_memory(plait_run *run, const char *out_dir, int at_end) {
     double *rows = malloc(sizeof(double) * (size_t)run->mesh.world_size * PLAIT_RUN_MEM_FIELDS);

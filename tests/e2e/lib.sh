@@ -37,13 +37,17 @@ same_losses() {
 # last_ckpt NAME: the newest checkpoint directory of a run.
 last_ckpt() { ls -d "$E2E_WORK/$1"/ckpt-* | sort | tail -n 1; }
 
-# same_params A B RTOL | bits: final checkpoints agree.
+# same_params A B RTOL | bits [FILES]: final checkpoints agree (FILES:
+# model, the default, optim or all; --bits compares all). RTOL is per
+# tensor: max|a-b| <= RTOL x max|a| (ckpt_diff's default mode; its
+# --elementwise mode bounds every element instead, see
+# tests/tools/ckpt_compare.h).
 same_params() {
   if [ "$3" = bits ]; then
     "$CKPT_DIFF" "$(last_ckpt "$1")" "$(last_ckpt "$2")" --bits || fail "final checkpoints of $1 and $2 differ"
   else
-    "$CKPT_DIFF" "$(last_ckpt "$1")" "$(last_ckpt "$2")" --files model --rtol "$3" ||
-      fail "final parameters of $1 and $2 differ beyond $3"
+    "$CKPT_DIFF" "$(last_ckpt "$1")" "$(last_ckpt "$2")" --files "${4:-model}" --rtol "$3" ||
+      fail "final ${4:-model} tensors of $1 and $2 differ beyond $3"
   fi
 }
 

@@ -6,6 +6,9 @@
 # into tp 2 x pp 2 (interleaved). Each continues the single-process curve
 # (loss within 1e-5 relative, final parameters within 1e-4), and metrics.csv
 # stays one table with steps 1..20 (the per-stage columns of both layouts).
+# With a vocabulary that tp must pad (257), a dp 2 x tp 2 x pp 2 checkpoint
+# resumes in one process; the final model and optimizer state match one
+# process's.
 source "$(dirname "$0")/lib.sh"
 A="run.steps=20 optim.lr_decay_steps=20 run.ckpt_every=10 parallel.plugin=hybrid data.micro_batch=1"
 D3="parallel.dp=2 parallel.tp=2 parallel.pp=2"
@@ -30,5 +33,14 @@ for r in d3_pp4 d3_one pp4_d3 one_tp2pp2; do
   awk -F, 'NR == 1 { n = NF } NF != n { bad = 1 } END { exit bad }' "$E2E_WORK/$r/metrics.csv" ||
     fail "$r: metrics.csv rows of different widths"
 done
+V="model.vocab_size=257"
+train one257 $A $V
+train d3_one257 $A $V $D3 run.steps=10
+"$CKPT_DIFF" "$E2E_WORK/one257/ckpt-00000010" "$E2E_WORK/d3_one257/ckpt-00000010" --files all --rtol 1e-4 ||
+  fail "the dp2 x tp2 x pp2 checkpoint with vocabulary 257 differs from one process's"
+train d3_one257 $A $V --resume
+grep -q "resuming from $E2E_WORK/d3_one257/ckpt-00000010" "$E2E_WORK/d3_one257.out" || fail "d3_one257 did not resume"
+same_losses one257 d3_one257 1e-5
+same_params one257 d3_one257 1e-4 all
 head -n 1 "$E2E_WORK/d3_pp4/metrics.csv" | grep -q "idle_ms_stage3" || fail "d3_pp4: the pp = 4 stage columns are missing"
 echo "3-D resume OK"

@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
 # TP accounting (issue 7): the bytes each rank all-reduces for TP per step
-# (metrics.csv tp_bytes, the TP plugin's payload count) equal Megatron's
+# (metrics.csv tp_bytes, the TP plugin's payload count; memory.csv's
+# tp_bytes for every rank) equal Megatron's
 # count exactly — per micro-batch, each of the L blocks all-reduces b*s*h
 # floats twice in forward and twice in backward; the vocab-parallel
 # embedding once in forward and the head's input gradient once in backward
 # (b*s*h each); the vocab-parallel cross-entropy three times b*s (max, sum of
-# exponentials, target logit) — and the parameter bytes of every rank
+# exponentials, target logit). Under pipeline parallelism each stage counts
+# its own layers: the embedding term on the first stage, the head and
+# cross-entropy terms on the last — and the parameter bytes of every rank
 # (memory.csv, and the start-up table) equal the Megatron split of the
 # model, the vocabulary padded to a multiple of tp. tp_ms (time blocked in
 # TP all-reduces) is reported every step. With dp 2 x tp 2 the DP traffic is
 # exactly one all-reduce of the rank's TP slice over its DP group.
 source "$(dirname "$0")/lib.sh"
 L=2 H=64 S=32 V=257 N=8            # tiny.ini's n_layer, n_embd, block_size; vocab; global batch
-# expected tp_bytes per step: m local micro-batches of b sequences
-tp_bytes() { local b=$1 m=$2; echo $(( m * 4 * ((4 * L + 2) * b * S * H + 3 * b * S) )); }
+# expected tp_bytes per step of a stage holding BLOCKS blocks, the
+# embedding (EMB = 1) and the head (HEAD = 1): m local micro-batches of b
+# sequences
+stage_tp_bytes() {
+  local b=$1 m=$2 blocks=$3 emb=$4 head=$5
+  echo $(( m * 4 * ((4 * blocks + emb + head) * b * S * H + head * 3 * b * S) ))
+}
+tp_bytes() { stage_tp_bytes "$1" "$2" "$L" 1 1; }
 # expected parameter bytes per rank at tensor-parallel size tp (lm_head is
 # tied to wte and holds no storage of its own)
 param_bytes() {
@@ -26,6 +35,10 @@ check() { # NAME b m tp
   want=$(tp_bytes "$2" "$3")
   for got in $(column "$name" tp_bytes); do
     [ "$got" = "$want" ] || fail "$name: tp_bytes $got per step, Megatron's count is $want"
+  done
+  for r in $(awk -F, 'NR > 1 { print $1 }' "$E2E_WORK/$name/memory.csv"); do
+    got=$(mem "$name" "$r" tp_bytes)
+    [ "$got" = "$want" ] || fail "$name: rank $r sent $got TP bytes in its last step (memory.csv), want $want"
   done
   want=$(param_bytes "$4")
   for r in $(awk -F, 'NR > 1 { print $1 }' "$E2E_WORK/$name/memory.csv"); do
@@ -48,7 +61,32 @@ want=$(( $(param_bytes 2) + 4 * vp2 / 2 * H ))
 for got in $(column dp2tp2 dp_bytes); do
   [ "$got" = "$want" ] || fail "dp2tp2: dp_bytes $got, the TP slice's gradients are $want B"
 done
+# pp 2 x tp 2, 3 blocks split unevenly (embedding + block 0 | blocks 1-2 +
+# head): every rank's memory.csv row has its own stage's TP bytes, and its
+# PP bytes: b*s*h floats per micro-batch sent downstream (activations,
+# first stage) or upstream (gradients, last stage), plus the embedding
+# group's all-reduce of the tied wte slice (vocab_padded/tp x h floats over
+# 2 ranks: 2(N-1)/N x S = S bytes).
+b=2 m=4
+train pp2tp2 $T model.n_layer=3 parallel.pp=2 parallel.pp.stages=0-1,2-4 parallel.tp=2 data.micro_batch=$b
+tied=$(( 4 * vp2 / 2 * H ))
+for r in 0 1 2 3; do
+  case $(mem pp2tp2 $r pp) in
+    0) want=$(stage_tp_bytes $b $m 1 1 0) ;;
+    1) want=$(stage_tp_bytes $b $m 2 0 1) ;;
+    *) fail "pp2tp2: rank $r has pp coordinate $(mem pp2tp2 $r pp)" ;;
+  esac
+  got=$(mem pp2tp2 $r tp_bytes)
+  [ "$got" = "$want" ] || fail "pp2tp2: rank $r (stage $(mem pp2tp2 $r pp)) sent $got TP bytes, Megatron's count for its layers is $want"
+  want=$(( m * 4 * b * S * H + tied ))
+  got=$(mem pp2tp2 $r pp_bytes)
+  [ "$got" = "$want" ] || fail "pp2tp2: rank $r (stage $(mem pp2tp2 $r pp)) sent $got PP bytes, want $want"
+  [ "$(mem pp2tp2 $r dp_bytes)" = 0 ] || fail "pp2tp2: rank $r sent $(mem pp2tp2 $r dp_bytes) DP bytes with dp = 1"
+done
+[ "$(column pp2tp2 tp_bytes | sort -u)" = "$(mem pp2tp2 0 tp_bytes)" ] ||
+  fail "pp2tp2: metrics.csv tp_bytes $(column pp2tp2 tp_bytes | sort -u) differ from rank 0's memory.csv row"
 train one $T
 [ "$(column one tp_bytes | sort -u)" = 0 ] || fail "one process reported TP traffic"
 [ "$(mem one 0 param_bytes)" = "$(param_bytes 1)" ] || fail "one process: $(mem one 0 param_bytes) parameter bytes"
-echo "tp communication OK: tp2 $(tp_bytes 2 4) B/step, tp4 $(tp_bytes 4 2) B/step, params/rank at tp2 $(param_bytes 2) B"
+echo "tp communication OK: tp2 $(tp_bytes 2 4) B/step, tp4 $(tp_bytes 4 2) B/step, params/rank at tp2 $(param_bytes 2) B;" \
+  "pp2 x tp2 stages $(stage_tp_bytes $b $m 1 1 0) / $(stage_tp_bytes $b $m 2 0 1) B/step"

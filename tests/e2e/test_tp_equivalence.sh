@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tensor parallelism reproduces one process (issue 7): tp = 2, tp = 4 and
-# dp = 2 x tp = 2 over 30 steps, same seed and global batch; loss curves
+# dp = 2 x tp = 2 through the hybrid plugin, and tp = 2 through the tp
+# plugin alone, over 30 steps, same seed and global batch; loss curves
 # within 1e-5 relative and final parameters within 1e-4. The vocabulary is
 # 257 (divisible by neither 2 nor 4), so the vocab-parallel embedding and
 # cross-entropy run with padded slices. TP innermost by default (memory.csv
@@ -11,9 +12,12 @@ T="run.steps=30 model.vocab_size=257 parallel.plugin=hybrid"
 train one     $T
 train tp2     $T parallel.tp=2
 train tp4     $T parallel.tp=4
+train tp2only $T parallel.plugin=tp parallel.tp=2
 train dp2tp2  $T parallel.dp=2 parallel.tp=2
 train dp2tp2o $T parallel.dp=2 parallel.tp=2 parallel.order=dp,tp,pp
-for r in tp2 tp4 dp2tp2 dp2tp2o; do
+grep -q "layout dp=1 tp=2 pp=1 (tp," "$E2E_WORK/tp2only.out" ||
+  fail "tp2only did not run the tp plugin: $(grep 'layout' "$E2E_WORK/tp2only.out")"
+for r in tp2 tp4 tp2only dp2tp2 dp2tp2o; do
   same_losses one "$r" 1e-5
   same_params one "$r" 1e-4
 done

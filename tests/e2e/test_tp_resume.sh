@@ -5,6 +5,10 @@
 # a single-process checkpoint resumed at tp = 2 and at tp = 4, and a tp = 2
 # checkpoint resumed in one process, continue the single-process curve (loss
 # within 1e-5 relative for the resumed steps, final parameters within 1e-4).
+# With a vocabulary that tp must pad (257: 258 rows at tp 2, 260 at tp 4)
+# one process resumes at tp 4 and tp 4 in one process, and the final
+# checkpoints (model and optimizer state, unpadded 257-row tensors) match
+# one process's.
 source "$(dirname "$0")/lib.sh"
 A="run.steps=20 optim.lr_decay_steps=20 run.ckpt_every=10 parallel.plugin=hybrid"
 train one $A
@@ -25,4 +29,18 @@ same_losses one tp2_one 1e-5
 same_params one tp2_one 1e-4
 # the resumed rows follow on: steps 1..20 once each
 [ "$(column tp2_one step | tr '\n' ' ')" = "$(column one step | tr '\n' ' ')" ] || fail "metrics.csv not continuous"
+# vocabulary 257: padded slices map to and from the checkpoint's full rows
+V="model.vocab_size=257"
+train one257 $A $V
+train one257_tp4 $A $V run.steps=10
+train one257_tp4 $A $V parallel.tp=4 --resume
+train tp4_one257 $A $V parallel.tp=4 run.steps=10
+"$CKPT_DIFF" "$E2E_WORK/one257/ckpt-00000010" "$E2E_WORK/tp4_one257/ckpt-00000010" --files all --rtol 1e-4 ||
+  fail "the tp = 4 checkpoint with vocabulary 257 differs from one process's"
+train tp4_one257 $A $V --resume
+for r in one257_tp4 tp4_one257; do
+  grep -q "resuming from $E2E_WORK/$r/ckpt-00000010" "$E2E_WORK/$r.out" || fail "$r did not resume"
+  same_losses one257 $r 1e-5
+  same_params one257 $r 1e-4 all
+done
 echo "tp resume OK"

@@ -7,9 +7,18 @@
  *   ZeRO-3    4Ψ/N + 4Ψ/N + 8Ψ/N = 16Ψ/N
  * exactly when every unit divides by N (padding 0), and with Ψ + padding in
  * place of Ψ for the sharded terms otherwise; the bytes reported equal the
- * host allocator's counts under the plugins' tags. Working buffers are
- * declared and bound what the pool allocates, and ZeRO-2 never holds the
- * whole gradient. Bytes sent per step: ZeRO-1/2 as plain DP's all-reduce,
+ * host allocator's counts under the plugins' tags. Working buffers: the
+ * pool never allocates more than the buffers the plan declares, derived here
+ * from the model as zero.h documents the units (consecutive parameters of a
+ * layer packed on 16-float boundaries up to bucket_size, a larger tensor or
+ * a tied parameter alone, each padded to a multiple of N): in flight at once
+ * at most max_inflight reductions of a unit (stage 1 with its received
+ * slice), stages 2/3 also the gradient buffers of the layer in backward,
+ * stage 3 also the parameters of the layer at hand and of the
+ * prefetch_layers after it; the reported buffer bytes are exactly that plan
+ * plus the tied copy's gradient. ZeRO-2/3 therefore hold the owned gradient
+ * shard plus about a layer and the in-flight units, never the whole gradient.
+ * Bytes sent per step: ZeRO-1/2 as plain DP's all-reduce,
  * ZeRO-3 about 1.5 times that; the time step() reports waiting on it.
  * Plus error paths.
  */
@@ -61,6 +70,65 @@ static uint64_t copy_elems(const zh_model *m) {
     return n;
 }
 
+/* The working buffers the plan declares, derived from the model. */
+typedef struct buffer_plan {
+    uint64_t max_unit;     /* P: the largest padded unit */
+    uint64_t max_grad;     /* the largest layer's gradient units, padded */
+    uint64_t max_gather;   /* the largest layer's gathered units (a tied copy gathers its original) */
+    uint64_t copy_padded;  /* the tied copies' units, padded */
+} buffer_plan;
+
+static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+static void derive_plan(const zh_model *m, int n, uint64_t bucket_elems, buffer_plan *bp) {
+    int32_t unit_of[ZH_MAX_PARAMS], layer_of[ZH_MAX_PARAMS], original_of[ZH_MAX_PARAMS];
+    uint64_t numel[ZH_MAX_PARAMS];
+    int32_t units = 0;
+    int cur_alone = 0;
+    for (int32_t i = 0; i < m->n_params; i++) {
+        const zh_pspec *p = &m->p[i];
+        int has_copy = 0;
+        for (int32_t j = 0; j < m->n_params; j++) has_copy |= m->p[j].tied_to == i;
+        int alone = p->tied_to >= 0 || has_copy || zh_numel(p) >= bucket_elems;
+        uint64_t off = units ? round_up(numel[units - 1], 16) : 0;
+        if (!(units && !alone && !cur_alone && layer_of[units - 1] == p->layer && off + zh_numel(p) <= bucket_elems)) {
+            layer_of[units] = p->layer;
+            original_of[units] = p->tied_to >= 0 ? unit_of[p->tied_to] : -1;
+            numel[units++] = 0;
+            cur_alone = alone;
+            off = 0;
+        }
+        unit_of[i] = units - 1;
+        numel[units - 1] = off + zh_numel(p);
+    }
+    memset(bp, 0, sizeof *bp);
+    for (int32_t l = 0; l < m->n_layers; l++) {
+        uint64_t grad = 0, gather = 0;
+        int gathered[ZH_MAX_PARAMS] = {0};
+        for (int32_t u = 0; u < units; u++) {
+            if (layer_of[u] != l) continue;
+            uint64_t padded = round_up(numel[u], (uint64_t)n);
+            grad += padded;
+            if (original_of[u] >= 0) bp->copy_padded += padded;
+            int32_t g = original_of[u] >= 0 ? original_of[u] : u;
+            if (!gathered[g]) gather += round_up(numel[g], (uint64_t)n);
+            gathered[g] = 1;
+            if (padded > bp->max_unit) bp->max_unit = padded;
+        }
+        if (grad > bp->max_grad) bp->max_grad = grad;
+        if (gather > bp->max_gather) bp->max_gather = gather;
+    }
+}
+
+/* Bytes of buffers the plan of `stage` declares (max_inflight f, prefetch_layers k). */
+static uint64_t planned_bytes(const buffer_plan *bp, int stage, int n, int f, int k) {
+    uint64_t P = bp->max_unit, elems = stage == 1 ? (uint64_t)f * (P + P / (uint64_t)n) : bp->max_grad + (uint64_t)f * P;
+    if (stage == 3) elems += (uint64_t)(k + 1) * bp->max_gather;
+    return 4 * elems;
+}
+
+#define DEFAULT_BUCKET_ELEMS (25ull * 1024 * 1024 / 4)
+
 static void check_formula(const zh_model *model, int stage, int n, int m, int det) {
     char name[8];
     snprintf(name, sizeof name, "zero%d", stage);
@@ -91,11 +159,25 @@ static void check_formula(const zh_model *model, int stage, int n, int m, int de
     assert_int_equal(r.tag_state, (uint64_t)n * r.mem[0].state_bytes);
     if (stage >= 2) assert_true(r.tag_grad == (uint64_t)n * r.mem[0].grad_bytes);
     if (stage == 3) assert_int_equal(r.tag_param, (uint64_t)n * r.mem[0].param_bytes);
-    uint64_t declared = 0;
-    for (int k = 0; k < n; k++) declared += r.mem[k].buffer_bytes;
-    if (r.tag_buffers > declared)
-        fail_msg("%s: the pool holds %llu bytes, more than the %llu declared", name, (unsigned long long)r.tag_buffers,
-                 (unsigned long long)declared);
+    /* The pool against the plan (defaults: max_inflight 2, prefetch_layers 1),
+     * and the report = plan + the tied copy's gradient (stage 1: whole, in
+     * the core; 2/3: its slice) + the accumulation tree (deterministic mode
+     * with accumulation, stages 2/3: not derived here). */
+    buffer_plan bp;
+    derive_plan(model, n, DEFAULT_BUCKET_ELEMS, &bp);
+    uint64_t plan = planned_bytes(&bp, stage, n, 2, 1);
+    uint64_t copy = 4 * (stage == 1 ? copy_elems(model) : bp.copy_padded / (uint64_t)n);
+    uint64_t peak = 0;
+    for (int k = 0; k < n; k++) peak = r.buffers_peak[k] > peak ? r.buffers_peak[k] : peak;
+    if (peak > (uint64_t)n * plan)
+        fail_msg("%s n=%d m=%d: the pools held %llu bytes, more than the %d x %llu the plan declares", name, n, m,
+                 (unsigned long long)peak, n, (unsigned long long)plan);
+    assert_true(r.tag_buffers <= peak);
+    for (int k = 0; k < n && !(stage >= 2 && det && m > 1); k++)
+        if (r.mem[k].buffer_bytes != plan + copy)
+            fail_msg("%s n=%d rank %d: %llu buffer bytes reported, the plan declares %llu + %llu (tied copy)", name, n,
+                     k, (unsigned long long)r.mem[k].buffer_bytes, (unsigned long long)plan,
+                     (unsigned long long)copy);
     zh_run_free(&r);
 }
 
@@ -135,24 +217,45 @@ static void test_memory_uneven(void **state) {
     }
 }
 
-/* ZeRO-2/3 hold gradient buffers for at most the current layer and the
- * reductions in flight: far less than the whole gradient of a deep model. */
+/* ZeRO-2/3 never hold the whole gradient: each rank keeps its owned shard
+ * (4Ψ/N bytes, grad_bytes) and, in working buffers, at most the gradient
+ * units of the layer in backward plus max_inflight units being reduced —
+ * units cut at bucket_size (a larger tensor alone), so about a layer and one
+ * bucket here — and ZeRO-3 also the gathered parameters of prefetch_layers + 1
+ * layers. On a 6-block model that is a small part of the full gradient. */
 static void test_zero2_never_holds_full_gradient(void **state) {
     (void)state;
+    const int n = 2, inflight = 1, prefetch = 1;
+    const uint64_t bucket_bytes = 4096;
     uint64_t psi = zh_model_psi(&deep);
+    buffer_plan bp;
+    derive_plan(&deep, n, bucket_bytes / 4, &bp);
+    /* the bound is a layer and a bucket (the largest tensor, 3C x C, exceeds
+     * the bucket and is a unit alone) */
+    assert_int_equal(bp.max_unit, 3 * 32 * 32);
     for (int stage = 2; stage <= 3; stage++) {
-        char name[8], ini[64];
+        char name[8], ini[128];
         snprintf(name, sizeof name, "zero%d", stage);
-        snprintf(ini, sizeof ini, "[optim.%s]\nmax_inflight = 1\n", name);
-        zh_run r = {.plugin = name, .model = &deep, .n = 2, .m = 2, .steps = 2, .grad_clip = 1.0, .extra_ini = ini};
+        snprintf(ini, sizeof ini, "[optim.%s]\nmax_inflight = %d\nbucket_size = %llu\n%s", name, inflight,
+                 (unsigned long long)bucket_bytes, stage == 3 ? "prefetch_layers = 1\n" : "");
+        zh_run r = {.plugin = name, .model = &deep, .n = n, .m = 2, .steps = 2, .grad_clip = 1.0, .extra_ini = ini};
         run_or_fail(&r);
-        uint64_t pool = r.tag_buffers / 2; /* one rank's pool (both ranks alike) */
-        fprintf(stderr, "%s: pool %llu bytes per rank, Ψ = %llu elements, declared buffers %llu\n", name,
-                (unsigned long long)pool, (unsigned long long)psi, (unsigned long long)r.mem[0].buffer_bytes);
-        /* ZeRO-2: gradient buffers; ZeRO-3: those and gathered layers */
-        if (pool * (stage == 2 ? 2 : 1) > 4 * psi)
-            fail_msg("%s: a rank's buffers hold %llu bytes, against %llu for the whole gradient", name,
-                     (unsigned long long)pool, (unsigned long long)(4 * psi));
+        uint64_t bound = planned_bytes(&bp, stage, n, inflight, prefetch), peak = 0;
+        for (int k = 0; k < n; k++) peak = r.buffers_peak[k] > peak ? r.buffers_peak[k] : peak;
+        fprintf(stderr, "%s: buffers at most %llu bytes per rank (%llu for all ranks), bound %llu; owned gradient "
+                        "shard %llu; the whole gradient is %llu\n", name, (unsigned long long)(peak / (uint64_t)n),
+                (unsigned long long)peak, (unsigned long long)bound, (unsigned long long)r.mem[0].grad_bytes,
+                (unsigned long long)(4 * psi));
+        if (peak > (uint64_t)n * bound)
+            fail_msg("%s: the ranks' buffers held %llu bytes, above %d x (a layer %llu + %d unit(s) of %llu%s) = %llu",
+                     name, (unsigned long long)peak, n, (unsigned long long)(4 * bp.max_grad), inflight,
+                     (unsigned long long)(4 * bp.max_unit), stage == 3 ? " + gathered layers" : "",
+                     (unsigned long long)((uint64_t)n * bound));
+        if (stage == 2) {
+            /* shard + buffers: half the whole gradient, plus under a quarter of it */
+            assert_int_equal(r.mem[0].grad_bytes * (uint64_t)n, 4 * (psi + r.mem[0].padding_elems));
+            assert_true(4 * (bp.max_grad + bp.max_unit) < 4 * psi / 4);
+        }
         zh_run_free(&r);
     }
 }

@@ -339,12 +339,28 @@ static void redirect(rank_ctx *c, int32_t layer, int to_scratch) {
     }
 }
 
+/* The plugin's working buffers (every rank's: one tag) after one of its calls. */
+static void note_buffers(rank_ctx *c) {
+    char tag[96];
+    snprintf(tag, sizeof tag, "%s buffers", c->r->plugin);
+    uint64_t b = plait_mem_usage_of(tag);
+    if (b > c->r->buffers_peak[c->rank]) c->r->buffers_peak[c->rank] = b;
+}
+
+static int call_hook(rank_ctx *c, int backward, int32_t layer, int32_t mb) {
+    if (!c->r->on_hook || !c->r->on_hook(c->r->hook_ctx, c->rank, backward, layer, mb, c->opt)) return 0;
+    return fail(c, "the test's hook failed during the %s of layer %d, micro-batch %d", backward ? "backward" : "forward",
+                layer, mb);
+}
+
 static int forward(rank_ctx *c, int32_t mb) {
     const plait_optim_ops *o = c->sh->ops;
     for (int32_t l = 0; l < c->r->model->n_layers; l++) {
         if (o->before_forward && o->before_forward(c->opt, l, mb) != PLAIT_OK) return failst(c, "before_forward");
-        if (check_layer(c, l, 0)) return -1;
+        note_buffers(c);
+        if (check_layer(c, l, 0) || call_hook(c, 0, l, mb)) return -1;
         if (o->after_forward && o->after_forward(c->opt, l, mb) != PLAIT_OK) return failst(c, "after_forward");
+        note_buffers(c);
     }
     return 0;
 }
@@ -354,8 +370,9 @@ static int backward(rank_ctx *c, int32_t mb) {
     int last = mb == c->r->m - 1;
     for (int32_t l = c->r->model->n_layers - 1; l >= 0; l--) {
         if (o->before_backward && o->before_backward(c->opt, l, mb) != PLAIT_OK) return failst(c, "before_backward");
+        note_buffers(c);
         if (c->tree) redirect(c, l, 1);
-        if (check_layer(c, l, 1)) return -1;
+        if (check_layer(c, l, 1) || call_hook(c, 1, l, mb)) return -1;
         fake_backward(c, l, mb);
         if (c->tree) {
             redirect(c, l, 0);
@@ -366,6 +383,7 @@ static int backward(rank_ctx *c, int32_t mb) {
             }
         }
         if (o->after_backward && o->after_backward(c->opt, l, mb, last) != PLAIT_OK) return failst(c, "after_backward");
+        note_buffers(c);
     }
     return 0;
 }
@@ -452,6 +470,7 @@ static int run_steps(rank_ctx *c) {
         }
         if (core_reduce(c, &bytes)) return -1;
         if (o->finish_grads && o->finish_grads(c->opt) != PLAIT_OK) return failst(c, "finish_grads");
+        note_buffers(c);
         core_combine_tied(c);
         plait_optim_step_in in = {.struct_size = sizeof in, .step = r->first_step + s};
         plait_optim_step_out out = {.struct_size = sizeof out};
@@ -459,6 +478,7 @@ static int run_steps(rank_ctx *c) {
         if (o->step(c->opt, &in, &out) != PLAIT_OK) return failst(c, "step");
         r->step_s[c->rank][s] = c->host->now() - t0;
         r->wait_s[c->rank][s] = out.wait_seconds;
+        note_buffers(c);
         r->bytes[c->rank][s] = bytes + out.bytes_sent;
         if (c->rank == 0) {
             r->norm[s] = out.grad_norm;
@@ -551,6 +571,7 @@ const char *zh_run_error(const zh_run *r) {
 
 int zh_run_exec(zh_run *r) {
     memset(r->err, 0, sizeof r->err);
+    memset(r->buffers_peak, 0, sizeof r->buffers_peak);
     if (r->n > ZH_MAX_RANKS || r->steps > 64) {
         snprintf(r->err[0], sizeof r->err[0], "bench limits: %d ranks, %d steps", r->n, r->steps);
         return -1;

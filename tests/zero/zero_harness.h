@@ -90,6 +90,13 @@ typedef struct zh_run {
     const zh_snapshot *from;    /* initial values (and state) or NULL: fresh */
     const zh_snapshot *expect;  /* expected params before each step [steps] or NULL */
     double expect_tol;          /* 0: bitwise */
+    /* Called on every rank (its own thread) while a layer runs: after
+     * before_forward / before_backward and the data check, before the
+     * after_ hook. `opt_state` is the plugin's state, for white-box tests;
+     * a non-zero return fails the run (describe why in the hook's context).
+     * NULL: none. */
+    int (*on_hook)(void *ctx, int rank, int backward, int32_t layer, int32_t mb, void *opt_state);
+    void *hook_ctx;
     /* outputs (allocated by zh_run_exec, freed by zh_run_free) */
     zh_snapshot *traj;          /* params after each step [steps] */
     zh_snapshot final;          /* params and states after the last step */
@@ -105,6 +112,9 @@ typedef struct zh_run {
      * optimizer state", "... gradient shards", "... parameter shards" after
      * materialize, and "... buffers" at the end of the run */
     uint64_t tag_state, tag_grad, tag_param, tag_buffers;
+    /* the most "... buffers" held (all ranks together) right after any of
+     * the plugin's hook, finish_grads or step calls, as each rank saw it */
+    uint64_t buffers_peak[ZH_MAX_RANKS];
     char err[ZH_MAX_RANKS][512];
 } zh_run;
 

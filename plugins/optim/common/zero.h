@@ -25,7 +25,8 @@
  *   stage 2: parameters 4Ψ (core), gradient shards 4S, moments 8S
  *   stage 3: parameter shards 4S, gradient shards 4S, moments 8S
  * plus working buffers (buffer_bytes): unit-sized buffers for reductions
- * and gathers from a pool that grows to the high-water mark, the tied copy's
+ * and gathers from a pool that grows to the high-water mark within the
+ * buffers the plan declares (zero_planned_buffer_bytes), the tied copy's
  * gradient (stage 1: the core's full copy; 2/3: its shard), and in
  * deterministic mode with accumulation (stages 2/3) the accumulation tree.
  *
@@ -125,11 +126,14 @@ typedef struct zero_unit {
 #define ZERO_EV_BWD 1
 #define ZERO_EVENT(kind, layer) ((int32_t)(layer)*2 + (kind))
 
-/* A free buffer of the pool. */
+/* A buffer of the pool: requests are carved from its start (`used` floats,
+ * each on a ZERO_ALIGN boundary); it is free again when all `refs` are
+ * returned. */
 typedef struct zero_buf {
     float *ptr;
     size_t numel;
-    int busy;
+    size_t used;
+    int32_t refs;
 } zero_buf;
 
 /* An asynchronous collective whose buffer returns to the pool on completion. */
@@ -214,6 +218,12 @@ void zero_plan_free(zero *z);
 static inline size_t zero_lo(const zero *z, const zero_unit *u) { return (size_t)z->rank * u->shard; }
 
 /* ---- zero_pool.c ------------------------------------------------------- */
+/* Bytes of working buffers the plan declares: stage 1 max_inflight
+ * reductions of the largest unit (with its received slice); stages 2/3 the
+ * largest layer's gradient units and max_inflight largest units; stage 3
+ * also the gathered units of prefetch_layers + 1 layers. The pool releases
+ * unused buffers rather than grow past it. */
+uint64_t zero_planned_buffer_bytes(const zero *z);
 /* A buffer of at least `numel` floats (reused, or allocated and kept). */
 float *zero_buf_get(zero *z, size_t numel);
 void zero_buf_put(zero *z, float *ptr);

@@ -1,8 +1,16 @@
 /*
- * Working buffers of the ZeRO engine: a pool of unit-sized float buffers
- * (allocated on demand through host->alloc and kept for reuse, so the pool
- * settles at the step's high-water mark and nothing is allocated in steady
- * state), and the FIFO of asynchronous collectives that hold them.
+ * Working buffers of the ZeRO engine: a pool of float buffers (allocated on
+ * demand through host->alloc and kept for reuse, so the pool settles at the
+ * step's high-water mark and nothing is allocated in steady state), and the
+ * FIFO of asynchronous collectives that hold them.
+ *
+ * The pool stays within the buffers the plan declares (the start-up memory
+ * report). Requests come in the sizes of units, and the sizes one moment
+ * needs are not the sizes an earlier moment left free: a request takes a
+ * free buffer of at most twice its size, else a new buffer while the plan
+ * has room, else space in a buffer that has room left (several small
+ * requests share one large buffer, each carved from its unused end), and
+ * only then are unused buffers released, smallest first, for a new one.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,20 +18,73 @@
 
 #include "zero.h"
 
+uint64_t zero_planned_buffer_bytes(const zero *z) {
+    size_t per_layer = 0, gather_per_layer = 0;
+    for (int32_t l = 0; l < z->n_layer_slots; l++) {
+        size_t g = 0, q = 0;
+        for (int32_t k = z->grad_first[l]; k < z->grad_first[l + 1]; k++) g += z->units[z->grad_units[k]].padded;
+        for (int32_t k = z->gather_first[l]; k < z->gather_first[l + 1]; k++) q += z->units[z->gather_units[k]].padded;
+        if (g > per_layer) per_layer = g;
+        if (q > gather_per_layer) gather_per_layer = q;
+    }
+    size_t P = z->max_unit, f = (size_t)z->max_inflight;
+    size_t elems;
+    if (z->stage == 1) elems = f * (P + P / (size_t)z->n);
+    else elems = per_layer + f * P;
+    if (z->stage == 3) elems += (size_t)(z->prefetch + 1) * gather_per_layer;
+    return (uint64_t)elems * sizeof(float);
+}
+
+static size_t carve_size(size_t numel) { return (numel + ZERO_ALIGN - 1) / ZERO_ALIGN * ZERO_ALIGN; }
+
+/* Floats a new request can still take from b (its last request may end
+ * inside the alignment of a full buffer). */
+static size_t room_left(const zero_buf *b) { return b->used < b->numel ? b->numel - b->used : 0; }
+
+static float *take(zero_buf *b, size_t numel) {
+    float *p = b->ptr + b->used;
+    b->used += carve_size(numel);
+    b->refs++;
+    return p;
+}
+
+/* Free unused buffers, smallest first, until `numel` more floats fit the
+ * plan (or nothing unused is left). */
+static void release_unused(zero *z, size_t numel, uint64_t budget) {
+    while (z->pool_bytes + numel * sizeof(float) > budget) {
+        int32_t pick = -1;
+        for (int32_t i = 0; i < z->n_pool; i++)
+            if (z->pool[i].refs == 0 && (pick < 0 || z->pool[i].numel < z->pool[pick].numel)) pick = i;
+        if (pick < 0) return;
+        z->host->free(z->pool[pick].ptr);
+        z->pool_bytes -= z->pool[pick].numel * sizeof(float);
+        z->pool[pick] = z->pool[--z->n_pool];
+    }
+}
+
 float *zero_buf_get(zero *z, size_t numel) {
     if (numel == 0) numel = 1;
     /* Best fit among free buffers, so equal layers share buffers and a
-     * gradient buffer serves a parameter gather of a like unit later. */
+     * gradient buffer serves a parameter gather of a like unit later; a
+     * small need does not take a much larger one (a later large need would
+     * then allocate another) while the plan leaves room for its own. */
     int32_t best = -1;
     for (int32_t i = 0; i < z->n_pool; i++)
-        if (!z->pool[i].busy && z->pool[i].numel >= numel && (best < 0 || z->pool[i].numel < z->pool[best].numel))
+        if (z->pool[i].refs == 0 && z->pool[i].numel >= numel &&
+            (best < 0 || z->pool[i].numel < z->pool[best].numel))
             best = i;
-    /* A small need does not take a much larger buffer (a later large need
-     * would then allocate another one). */
-    if (best >= 0 && z->pool[best].numel / 2 > numel) best = -1;
-    if (best >= 0) {
-        z->pool[best].busy = 1;
-        return z->pool[best].ptr;
+    if (best >= 0 && z->pool[best].numel / 2 <= numel) return take(&z->pool[best], numel);
+    uint64_t budget = zero_planned_buffer_bytes(z);
+    if (z->pool_bytes + numel * sizeof(float) > budget) {
+        /* Share: the buffer with the least room that still fits (in use or not). */
+        int32_t room = -1;
+        for (int32_t i = 0; i < z->n_pool; i++) {
+            zero_buf *b = &z->pool[i];
+            size_t left = room_left(b);
+            if (left >= numel && (room < 0 || left < room_left(&z->pool[room]))) room = i;
+        }
+        if (room >= 0) return take(&z->pool[room], numel);
+        release_unused(z, numel, budget);
     }
     if (z->n_pool == z->cap_pool) {
         int32_t cap = z->cap_pool ? 2 * z->cap_pool : 16;
@@ -39,18 +100,19 @@ float *zero_buf_get(zero *z, size_t numel) {
     snprintf(tag, sizeof tag, "%s buffers", z->name);
     float *p = z->host->alloc(numel * sizeof(float), PLAIT_MEM_HOST, 64, tag);
     if (!p) return NULL; /* alloc set the message */
-    z->pool[z->n_pool++] = (zero_buf){.ptr = p, .numel = numel, .busy = 1};
+    z->pool[z->n_pool] = (zero_buf){.ptr = p, .numel = numel};
     z->pool_bytes += numel * sizeof(float);
-    return p;
+    return take(&z->pool[z->n_pool++], numel);
 }
 
 void zero_buf_put(zero *z, float *ptr) {
     if (!ptr) return;
-    for (int32_t i = 0; i < z->n_pool; i++)
-        if (z->pool[i].ptr == ptr) {
-            z->pool[i].busy = 0;
-            return;
-        }
+    for (int32_t i = 0; i < z->n_pool; i++) {
+        zero_buf *b = &z->pool[i];
+        if (ptr < b->ptr || ptr >= b->ptr + b->numel) continue;
+        if (--b->refs == 0) b->used = 0;
+        return;
+    }
 }
 
 void zero_pool_free(zero *z) {

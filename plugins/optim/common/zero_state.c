@@ -341,25 +341,6 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
 static int64_t zero_get_step(void *sp) { return ((zero *)sp)->updates; }
 static void zero_set_step(void *sp, int64_t step) { ((zero *)sp)->updates = step; }
 
-/* The working buffers the engine plans for (reported until the pool, which
- * grows on demand, is larger). */
-static uint64_t planned_buffers(const zero *z) {
-    size_t per_layer = 0, gather_per_layer = 0;
-    for (int32_t l = 0; l < z->n_layer_slots; l++) {
-        size_t g = 0, q = 0;
-        for (int32_t k = z->grad_first[l]; k < z->grad_first[l + 1]; k++) g += z->units[z->grad_units[k]].padded;
-        for (int32_t k = z->gather_first[l]; k < z->gather_first[l + 1]; k++) q += z->units[z->gather_units[k]].padded;
-        if (g > per_layer) per_layer = g;
-        if (q > gather_per_layer) gather_per_layer = q;
-    }
-    size_t P = z->max_unit, f = (size_t)z->max_inflight;
-    size_t elems;
-    if (z->stage == 1) elems = f * (P + P / (size_t)z->n);
-    else elems = per_layer + f * P;
-    if (z->stage == 3) elems += (size_t)(z->prefetch + 1) * gather_per_layer;
-    return (uint64_t)elems * sizeof(float);
-}
-
 static void zero_memory(void *sp, plait_optim_memory *out) {
     zero *z = sp;
     plait_optim_memory m = {.struct_size = sizeof m};
@@ -367,7 +348,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     m.param_bytes = 4 * (z->stage == 3 ? S : psi);
     m.grad_bytes = 4 * (z->stage == 1 ? psi : S);
     m.state_bytes = 8 * S;
-    uint64_t pool = z->pool_bytes, plan = planned_buffers(z);
+    uint64_t pool = z->pool_bytes, plan = zero_planned_buffer_bytes(z);
     m.buffer_bytes = pool > plan ? pool : plan;
     if (z->stage == 1) {
         /* The core keeps the tied copies' own gradients. */
