@@ -87,11 +87,8 @@ static plait_status load_config(const char *plugin, int n_over, char **over, pla
     if (!cfg) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     plait_status st = plait_config_declare_core(cfg);
     for (int i = 0; st == PLAIT_OK && i < n_over; i++) st = plait_config_add_override(cfg, over[i]);
-    /* the plugin whose section to declare: --comm, else [comm] plugin as
-     * given on the command line or in the environment, else the default */
-    if (!plugin) plugin = plait_config_raw(cfg, "comm", "plugin");
-    if (!plugin) plugin = getenv("PLAIT_COMM_PLUGIN");
-    if (!plugin) plugin = plait_config_default_text(cfg, "comm", "plugin");
+    /* the plugin whose section to declare: --comm, else [comm] plugin */
+    if (!plugin) plugin = plait_config_pending_text(cfg, "comm", "plugin", NULL);
     if (st == PLAIT_OK && plugin && strcmp(plugin, "threads") != 0) {
         const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, plugin);
         if (!d) st = plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "comm plugin '%s'", plugin);

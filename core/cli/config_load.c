@@ -42,15 +42,10 @@ plait_status plait_cli_load_config(const char *path, int n_overrides, char *cons
     plait_status st = plait_config_declare_core(cfg);
     if (st == PLAIT_OK && path) st = plait_config_load_file(cfg, path);
     for (int i = 0; st == PLAIT_OK && i < n_overrides; i++) st = plait_config_add_override(cfg, overrides[i]);
-    /* The selected plugins: from file/command line, else the environment, else the default. */
+    /* The selected plugins, by the precedence finalize will apply. */
     static const char *const selectors[] = {"comm", "parallel", "optim"};
     for (int i = 0; st == PLAIT_OK && i < 3; i++) {
-        const char *name = plait_config_raw(cfg, selectors[i], "plugin");
-        char env[64];
-        snprintf(env, sizeof env, "PLAIT_%s_PLUGIN", selectors[i]);
-        for (char *p = env; *p; p++) *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
-        if (getenv(env)) name = getenv(env);
-        if (!name) name = plait_config_default_text(cfg, selectors[i], "plugin");
+        const char *name = plait_config_pending_text(cfg, selectors[i], "plugin", NULL);
         if (!name || !*name) continue;
         if (declare_plugin(cfg, kind_of(selectors[i]), name, 0) != PLAIT_OK)
             st = plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[%s] plugin = %s", selectors[i], name);

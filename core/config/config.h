@@ -47,9 +47,14 @@ plait_status plait_config_load_string(plait_config *cfg, const char *name, const
  * dots: "comm.tcp.streams=4" is section "comm.tcp", key "streams"). */
 plait_status plait_config_add_override(plait_config *cfg, const char *assignment);
 
-/* The raw text given for section.key by file or command line (the later
- * wins), before validation; NULL if not given. For picking plugins. */
-const char *plait_config_raw(const plait_config *cfg, const char *section, const char *key);
+/* The text section.key will take when finalized, before validation, by
+ * finalize's precedence: the command line, else the environment variable
+ * PLAIT_<SECTION>_<KEY> (read from `envp`, NULL = environ), else the file,
+ * else the declared default; NULL if none. For picking plugins, whose
+ * sections must be declared before finalize. The text is owned by cfg or
+ * the environment. */
+const char *plait_config_pending_text(const plait_config *cfg, const char *section, const char *key,
+                                      char *const *envp);
 /* The declared default text of section.key, or NULL. */
 const char *plait_config_default_text(const plait_config *cfg, const char *section, const char *key);
 /* Sections that appear in the file or overrides, in order of appearance.

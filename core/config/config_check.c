@@ -95,6 +95,25 @@ static const char *env_lookup(char *const *envp, const char *name) {
     return NULL;
 }
 
+const char *plait_config_pending_text(const plait_config *cfg, const char *section, const char *key,
+                                      char *const *envp) {
+    const char *file = NULL, *cli = NULL;
+    for (size_t i = 0; i < cfg->n_raw; i++) {
+        const struct cfg_raw *r = &cfg->raw[i];
+        if (strcmp(r->section, section) != 0 || strcmp(r->key, key) != 0) continue;
+        if (r->origin == PLAIT_ORIGIN_CLI)
+            cli = r->value; /* the last of several wins, as in finalize */
+        else
+            file = r->value;
+    }
+    if (cli) return cli;
+    char name[256];
+    env_name(section, key, name, sizeof name);
+    const char *env = env_lookup(envp ? envp : environ, name);
+    if (env) return env;
+    return file ? file : plait_config_default_text(cfg, section, key);
+}
+
 static size_t section_keys(const plait_config *cfg, const char *section, const char **out, size_t cap) {
     size_t n = 0;
     for (size_t i = 0; i < cfg->n_decls && n < cap; i++)

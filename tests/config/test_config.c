@@ -198,6 +198,52 @@ static void test_env_and_cli_overrides(void **state) {
     plait_config_free(cfg);
 }
 
+/* Precedence is file < environment < command line, for the text read
+ * before finalize to pick plugins and for the value finalize keeps; checked
+ * on a plugin key and an ordinary one, every combination of sources. */
+static void test_env_vs_command_line_precedence(void **state) {
+    (void)state;
+    static const struct {
+        const char *section, *key, *file, *env, *cli;
+    } keys[] = {{"comm", "plugin", "fromfile", "fromenv", "fromcli"}, {"optim", "lr", "0.25", "0.5", "0.125"}};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        for (int given = 0; given < 8; given++) { /* bit 0 file, bit 1 environment, bit 2 command line */
+            plait_config *cfg = fresh();
+            char text[256], assignment[128], env_var[128];
+            snprintf(text, sizeof text, "[comm.test]\nmust = x\n[%s]\n%s = %s\n", keys[k].section, keys[k].key,
+                     keys[k].file);
+            assert_int_equal(plait_config_load_string(cfg, "p.ini", given & 1 ? text : "[comm.test]\nmust = x\n"),
+                             PLAIT_OK);
+            snprintf(assignment, sizeof assignment, "%s.%s=%s", keys[k].section, keys[k].key, keys[k].cli);
+            if (given & 4) assert_int_equal(plait_config_add_override(cfg, assignment), PLAIT_OK);
+            snprintf(env_var, sizeof env_var, "PLAIT_%s_%s=%s", k ? "OPTIM" : "COMM", k ? "LR" : "PLUGIN",
+                     keys[k].env);
+            char *env[] = {given & 2 ? env_var : NULL, NULL};
+            const char *want = given & 4   ? keys[k].cli
+                               : given & 2 ? keys[k].env
+                               : given & 1 ? keys[k].file
+                                           : plait_config_default_text(cfg, keys[k].section, keys[k].key);
+            const char *pending = plait_config_pending_text(cfg, keys[k].section, keys[k].key, env);
+            if (!pending || strcmp(pending, want) != 0)
+                fail_msg("[%s] %s, sources %d: read before finalize '%s', expected '%s'", keys[k].section,
+                         keys[k].key, given, pending ? pending : "(null)", want);
+            assert_int_equal(plait_config_finalize(cfg, env), PLAIT_OK);
+            plait_value v;
+            assert_int_equal(plait_config_get(cfg, keys[k].section, keys[k].key, &v), PLAIT_OK);
+            if (k == 0 && strcmp(v.s, want) != 0)
+                fail_msg("[comm] plugin, sources %d: finalized '%s', expected '%s'", given, v.s, want);
+            if (k == 1 && v.f != strtod(want, NULL))
+                fail_msg("[optim] lr, sources %d: finalized %g, expected %s", given, v.f, want);
+            plait_value_origin origin = plait_config_origin(cfg, keys[k].section, keys[k].key, NULL);
+            assert_int_equal(origin, given & 4   ? PLAIT_ORIGIN_CLI
+                                     : given & 2 ? PLAIT_ORIGIN_ENV
+                                     : given & 1 ? PLAIT_ORIGIN_FILE
+                                                 : PLAIT_ORIGIN_DEFAULT);
+            plait_config_free(cfg);
+        }
+    }
+}
+
 static void test_all_problems_listed(void **state) {
     (void)state;
     assert_int_equal(check("[model]\nn_layer = x\nn_head = y\n[optim]\nlerning_rate = 1\n", NULL, NULL),
@@ -260,6 +306,7 @@ int main(void) {
         cmocka_unit_test(test_required_missing),       cmocka_unit_test(test_syntax_errors),
         cmocka_unit_test(test_env_and_cli_overrides),  cmocka_unit_test(test_all_problems_listed),
         cmocka_unit_test(test_derived_value),          cmocka_unit_test(test_value_helpers),
+        cmocka_unit_test(test_env_vs_command_line_precedence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
