@@ -6,7 +6,9 @@
 source "$(dirname "$0")/lib.sh"
 P=$PLAIT_BIN
 $P --version | grep -q "plugin ABI v1.0" || fail "--version"
-$P help train | grep -q -- "--resume" || fail "help train"
+# (outputs are captured before grep -q reads them: a grep that stops early
+# would kill plait with SIGPIPE, which pipefail reports as a failure)
+help=$($P help train) && grep -q -- "--resume" <<<"$help" || fail "help train"
 out=$($P plugins)
 for k in "comm +tcp" "parallel +dp" "parallel +tp" "parallel +pp" "parallel +hybrid" "optim +adam"; do
   echo "$out" | grep -Eq "^$k +[0-9.]+ +1\.0 +available" || fail "plait plugins does not list $k: $out"
@@ -44,8 +46,8 @@ layout_error() { # EXPECTED overrides...
 layout_error "global_batch is not a multiple of dp x micro_batch" parallel.dp=4 data.micro_batch=3
 layout_error "tp = 3 does not divide \[model\] n_head = 4" parallel.plugin=hybrid parallel.tp=3
 layout_error "stages: gap: layer 2 is in no stage" parallel.plugin=hybrid parallel.pp=2 parallel.pp.stages=0-1,3-3
-$P config show "$CFG" parallel.dp=2 data.micro_batch=0 data.accumulation_steps=2 |
-  grep -Eq "^micro_batch = 2 +; \[derived: dp 2" || fail "config show does not show the derived micro_batch"
+show=$($P config show "$CFG" parallel.dp=2 data.micro_batch=0 data.accumulation_steps=2) &&
+  grep -Eq "^micro_batch = 2 +; \[derived: dp 2" <<<"$show" || fail "config show does not show the derived micro_batch"
 
 # config show: value origins
 show=$(PLAIT_OPTIM_BETA1=0.8 $P config show "$CFG" optim.eps=1e-6)
