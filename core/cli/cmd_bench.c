@@ -97,6 +97,7 @@ static plait_status load_config(const char *plugin, int n_over, char **over, pla
         if (d && d->n_params && !plait_config_has_section(cfg, section))
             st = plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin");
     }
+    if (st == PLAIT_OK) plait_cli_declare_env_sections(cfg);
     if (st == PLAIT_OK) st = plait_config_finalize(cfg, NULL);
     if (st != PLAIT_OK) {
         plait_config_free(cfg);

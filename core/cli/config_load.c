@@ -35,6 +35,23 @@ static plait_status declare_plugin(plait_config *cfg, uint32_t kind, const char 
     return PLAIT_OK;
 }
 
+/* Declare "<kind>.<name>" when a plugin <name> of that kind exists. */
+static void declare_other_plugin(plait_config *cfg, const char *section) {
+    const char *dot = strchr(section, '.');
+    if (!dot || plait_config_has_section(cfg, section)) return;
+    char kind[32];
+    snprintf(kind, sizeof kind, "%.*s", (int)(dot - section), section);
+    uint32_t k = kind_of(kind);
+    if (k) (void)declare_plugin(cfg, k, dot + 1, 0);
+}
+
+void plait_cli_declare_env_sections(plait_config *cfg) {
+    char sections[32][128];
+    size_t n = plait_config_env_plugin_sections(cfg, NULL, sections, 32);
+    for (size_t i = 0; i < n; i++) declare_other_plugin(cfg, sections[i]);
+    plait_clear_error();
+}
+
 plait_status plait_cli_load_config(const char *path, int n_overrides, char *const *overrides,
                                    plait_config **out) {
     plait_config *cfg = plait_config_new();
@@ -54,14 +71,8 @@ plait_status plait_cli_load_config(const char *path, int n_overrides, char *cons
      * plugin exists; finalize reports those that do not. */
     const char *const *sections = NULL;
     size_t n = st == PLAIT_OK ? plait_config_raw_sections(cfg, &sections) : 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *dot = strchr(sections[i], '.');
-        if (!dot || plait_config_has_section(cfg, sections[i])) continue;
-        char kind[32];
-        snprintf(kind, sizeof kind, "%.*s", (int)(dot - sections[i]), sections[i]);
-        uint32_t k = kind_of(kind);
-        if (k) (void)declare_plugin(cfg, k, dot + 1, 0);
-    }
+    for (size_t i = 0; i < n; i++) declare_other_plugin(cfg, sections[i]);
+    if (st == PLAIT_OK) plait_cli_declare_env_sections(cfg);
     if (st == PLAIT_OK) {
         plait_clear_error();
         st = plait_config_finalize(cfg, NULL);

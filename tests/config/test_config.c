@@ -244,6 +244,51 @@ static void test_env_vs_command_line_precedence(void **state) {
     }
 }
 
+/* A PLAIT_<SECTION>_<KEY> variable whose section is declared but whose key
+ * is not is an error like a file's misspelt key, with the variable to use;
+ * the runtime's own PLAIT_ variables and ones outside every section pass. */
+static void test_misspelt_env_var(void **state) {
+    (void)state;
+    char *typo[] = {"PLAIT_OPTIM_LERNING_RATE=1", NULL};
+    assert_int_equal(check("[run]\nseed = 1\n", typo, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "environment PLAIT_OPTIM_LERNING_RATE: key 'lerning_rate' is not known in "
+                                        "[optim]; did you mean PLAIT_OPTIM_LR?");
+    char *plugin_typo[] = {"PLAIT_COMM_TEST_FLGA=yes", NULL}; /* [comm.test], the longest matching section */
+    assert_int_equal(check("[run]\nseed = 1\n", plugin_typo, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "environment PLAIT_COMM_TEST_FLGA: key 'flga' is not known in [comm.test]; "
+                                        "did you mean PLAIT_COMM_TEST_FLAG?");
+    char *elsewhere[] = {"PLAIT_MODEL_LR=1", "PLAIT_RUN_SEEED=2", NULL};
+    assert_int_equal(check("[run]\nseed = 1\n", elsewhere, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "2 problems");
+    assert_contains(plait_last_error(), "environment PLAIT_MODEL_LR: key 'lr' is not known in [model]; it belongs "
+                                        "in [optim]: PLAIT_OPTIM_LR");
+    assert_contains(plait_last_error(), "did you mean PLAIT_RUN_SEED?");
+    char *not_config[] = {"PLAIT_RANK=3",          "PLAIT_WORLD_SIZE=4",   "PLAIT_LOCAL_RANK=3",
+                          "PLAIT_LOCAL_SIZE=4",    "PLAIT_STORE_ADDR=x:1", "PLAIT_STORE_FD=5",
+                          "PLAIT_JOB_TOKEN=t",     "PLAIT_REPORT_FD=6",    "PLAIT_LOG_LEVEL=debug",
+                          "PLAIT_PLUGIN_PATH=/x",  "PLAIT_MATH_THREADS=1", "PLAIT_LAUNCH_GRACE=2",
+                          "PLAIT_UNRELATED=1",     "PLAIT_=1",             "PLAIT_OPTIM_LR=0.5",
+                          "NOT_PLAIT_OPTIM_X=1",   "PLAIT_OPTIM",          NULL};
+    if (check("[run]\nseed = 1\n", not_config, NULL) != PLAIT_OK) fail_msg("%s", plait_last_error());
+}
+
+/* Variables pointing into an undeclared plugin section name it, once, for
+ * the CLI to declare; keys of declared sections and top-level typos do not. */
+static void test_env_plugin_sections(void **state) {
+    (void)state;
+    plait_config *cfg = fresh();
+    char *env[] = {"PLAIT_COMM_NCCL_NTHREADS=1", "PLAIT_OPTIM_ZERO1_BUCKET_SIZE=1M", "PLAIT_OPTIM_ZERO1_MAX_INFLIGHT=2",
+                   "PLAIT_OPTIM_LR_SCHEDULE=constant", "PLAIT_COMM_TEST_FLGA=1", "PLAIT_RUN_SEEED=1",
+                   "PLAIT_RANK_X=1", NULL};
+    char sections[8][128];
+    size_t n = plait_config_env_plugin_sections(cfg, env, sections, 8);
+    assert_int_equal(n, 2);
+    assert_string_equal(sections[0], "comm.nccl");
+    assert_string_equal(sections[1], "optim.zero1");
+    assert_int_equal(plait_config_env_plugin_sections(cfg, env, sections, 1), 1);
+    plait_config_free(cfg);
+}
+
 static void test_all_problems_listed(void **state) {
     (void)state;
     assert_int_equal(check("[model]\nn_layer = x\nn_head = y\n[optim]\nlerning_rate = 1\n", NULL, NULL),
@@ -306,7 +351,8 @@ int main(void) {
         cmocka_unit_test(test_required_missing),       cmocka_unit_test(test_syntax_errors),
         cmocka_unit_test(test_env_and_cli_overrides),  cmocka_unit_test(test_all_problems_listed),
         cmocka_unit_test(test_derived_value),          cmocka_unit_test(test_value_helpers),
-        cmocka_unit_test(test_env_vs_command_line_precedence),
+        cmocka_unit_test(test_env_vs_command_line_precedence), cmocka_unit_test(test_misspelt_env_var),
+        cmocka_unit_test(test_env_plugin_sections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Configuration from the environment as a user meets it: the command line
 # beats PLAIT_<SECTION>_<KEY>, which beats the file, for the plugin choice
-# (which decides the sections declared) as for any other key.
+# (which decides the sections declared) as for any other key; a misspelt
+# variable is an error naming the variable to use, while the runtime's own
+# PLAIT_ variables are never taken for config.
 source "$(dirname "$0")/lib.sh"
 P=$PLAIT_BIN
 G=configs/gpt-tiny.ini
@@ -29,4 +31,32 @@ PLAIT_OPTIM_LR=0.5 $P config show $G optim.lr=0.25 >"$out" 2>&1 || fail "config 
 grep -Eq "^lr = 0.25 +; \[command line 'optim.lr=0.25'\]" "$out" || fail "[optim] lr: $(grep '^lr' "$out")"
 PLAIT_OPTIM_LR=0.5 $P config show $G >"$out" 2>&1 || fail "config show: $(cat "$out")"
 grep -Eq "^lr = 0.5 +; \[environment PLAIT_OPTIM_LR\]" "$out" || fail "[optim] lr: $(grep '^lr' "$out")"
+
+# misspelt variables: exit 1, the variable, its section, the one meant
+expect_error() { # WANT VAR=VALUE [plait args...]
+  local want=$1 var=$2; shift 2
+  if env "$var" $P config check $G "$@" >"$out" 2>&1; then fail "config check accepted $var: $(cat "$out")"; fi
+  grep -qF "$want" "$out" || fail "$var: unexpected message: $(cat "$out")"
+}
+expect_error "environment PLAIT_OPTIM_LERNING_RATE: key 'lerning_rate' is not known in [optim]; did you mean PLAIT_OPTIM_LR?" \
+  PLAIT_OPTIM_LERNING_RATE=1
+expect_error "environment PLAIT_COMM_TCP_STREMS: key 'strems' is not known in [comm.tcp]; did you mean PLAIT_COMM_TCP_STREAMS?" \
+  PLAIT_COMM_TCP_STREMS=2
+# another plugin's section (zero1 while adam is selected) is checked, as it is in a file
+PLAIT_OPTIM_ZERO1_BUCKET_SIZE=1M $P config check $G >"$out" 2>&1 || fail "a key of an unselected plugin: $(cat "$out")"
+PLAIT_OPTIM_ZERO1_BUCKET_SIZE=1M $P bench comm --op allreduce --min 4K --max 4K --iters 1 --warmup 0 >"$out" 2>&1 ||
+  fail "bench comm: a key of an unselected plugin: $(cat "$out")"
+expect_error "environment PLAIT_OPTIM_ZERO1_BUKET_SIZE: key 'buket_size' is not known in [optim.zero1]; did you mean PLAIT_OPTIM_ZERO1_BUCKET_SIZE?" \
+  PLAIT_OPTIM_ZERO1_BUKET_SIZE=1M
+
+# every PLAIT_ variable the runtime reads itself is left alone (taken from the
+# sources, so a new one is covered the day it is added)
+vars=$(grep -rhoE '"PLAIT_[A-Z0-9_]+' core plugins | tr -d '"' | sort -u)
+[ "$(echo "$vars" | wc -l)" -ge 10 ] || fail "found only these runtime variables in the sources: $vars"
+for v in $vars; do
+  value=1
+  [ "$v" = PLAIT_LOG_LEVEL ] && value=info
+  env "$v=$value" $P config check $G >"$out" 2>&1 || fail "$v=$value broke config check: $(cat "$out")"
+  ! grep -q "environment $v" "$out" || fail "$v was taken for a config key: $(cat "$out")"
+done
 echo "config env OK"
