@@ -183,8 +183,8 @@ static void header(const plait_bench_comm_opts *o, int n, FILE *out) {
             plait_bench_op_name(o->op), n, n == 1 ? "" : "s", o->transport ? o->transport : "?",
             plait_dtype_name(o->dtype), is_reduction(o->op) ? " " : "",
             is_reduction(o->op) ? plait_redop_name(o->redop) : "", algo);
-    fprintf(out, "# warmup %d, iters %d; time = median over iterations of the slowest rank; results checked "
-                 "every iteration\n#\n",
+    fprintf(out, "# warmup %d, iters %d; each iteration timed alone after a barrier; time = median over "
+                 "iterations of the slowest rank; results checked every iteration\n#\n",
             o->warmup, o->iters);
     fprintf(out, "# %12s %12s %6s %6s %11s %9s %9s %7s\n", "size", "count", "type", "redop", "time",
             "algbw", "busbw", "#wrong");
@@ -233,26 +233,24 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
         fill_expected(o, &s, n, me, exp);
         int bcast_root = o->op == PLAIT_BENCH_BROADCAST && me == o->root;
         uint64_t wrong = 0;
-        /* Warm-up iterations are each reset and checked. The timed ones run
-         * back to back like the peers' loops (a rank checking between them
-         * would steal a core from ranks already in the next one: 4 ranks
-         * share 2 cores here); the last one's result is checked. */
+        /* Every iteration, warm-up or timed, starts from a reset receive
+         * buffer (the sentinel; the root's own data for broadcast), so an
+         * operation that writes nothing cannot pass on an earlier result,
+         * and every result is checked. Reset and check stay outside the
+         * timed region, and the barrier after the reset starts the ranks
+         * together, so no rank's time includes another rank's checking. */
         for (int it = -o->warmup; it < o->iters; it++) {
-            int check = it < 0 || it == o->iters - 1;
-            if (it == 0 && (st = api->barrier(comm, NULL, NULL)) != PLAIT_OK) goto out;
-            if (it < 0 || it == 0) {
-                if (bcast_root)
-                    memcpy(recv, exp, s.recv * esz);
-                else
-                    memset(recv, SENTINEL, s.recv * esz);
-            }
+            if (bcast_root)
+                memcpy(recv, exp, s.recv * esz);
+            else
+                memset(recv, SENTINEL, s.recv * esz);
+            if ((st = api->barrier(comm, NULL, NULL)) != PLAIT_OK) goto out;
             double t0 = now();
-            st = one_op(comm, o, &co, send, recv, &s);
+            if (o->fault != PLAIT_BENCH_FAULT_STALE || it < 1) st = one_op(comm, o, &co, send, recv, &s);
             double dt = now() - t0;
             if (st != PLAIT_OK) goto out;
             if (it >= 0) times[it] = dt;
-            if (!check) continue;
-            if (o->corrupt && me == 0 && s.recv) recv[0] ^= 1;
+            if (o->fault == PLAIT_BENCH_FAULT_FLIP && me == 0 && s.recv) recv[0] ^= 1;
             wrong += count_wrong(recv, exp, s.recv, esz);
         }
         /* the slowest rank per iteration; #wrong over all ranks */

@@ -48,6 +48,8 @@ static const char bench_usage[] =
     "                    of this process over the in-process transport (with --threads N)\n"
     "  --threads N       ranks of an in-process ('--comm threads') run (default 1)\n"
     "  --csv FILE        also write the rows as CSV\n"
+    "  --corrupt         flip one element of rank 0's result in every iteration, to see #wrong and\n"
+    "                    the exit status catch a wrong result\n"
     "  section.key=value configuration overrides, e.g. comm.timeout=30\n"
     "\n"
     "Exit status: 0 when every row has #wrong 0, 1 otherwise or on error, 2 for usage errors.\n";
@@ -161,6 +163,10 @@ static int bench_comm(int argc, char **argv) {
     int n_over = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--corrupt")) { /* the only option without a value */
+            o.fault = PLAIT_BENCH_FAULT_FLIP;
+            continue;
+        }
         int takes = a[0] == '-' && strcmp(a, "--") != 0;
         if (takes && !v) {
             free(over);
