@@ -1,8 +1,17 @@
 /*
- * The conformance matrix over the TCP plugin with real processes: 4 and 3
- * ranks under plait's launcher, and 4 ranks under
+ * The conformance matrix over the TCP plugin with real processes: 1, 2, 3,
+ * 4, 5 and 8 ranks under plait's launcher, and 4 ranks under
  * `mpirun --allow-run-as-root --oversubscribe -np 4`; a rank that stalls in
  * an allreduce, and one SIGKILLed during it.
+ *
+ * Every run covers every collective and send/recv × dtype × operator ×
+ * algorithm × in-place form at the small sizes (0, 1, 7, n-1, n+1). At
+ * 1 MiB + 3 elements, where the time goes (moving and checking megabytes on
+ * 2 cores), each (collective, dtype, op) runs one algorithm-and-form,
+ * rotating; at 5 and 8 ranks and under mpirun (the matrix already ran
+ * complete on 4 ranks) also only one dtype per (collective, op), rotating
+ * (coll_mp_driver big-subset): 8 ranks take 13 s that way, 60 s with every
+ * dtype, and this whole test about 75 s on 2 shared cores.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -71,22 +80,46 @@ static void failure_report(const char *out, int r, double max_s, const char *op,
     if (!strstr(msg, op)) fail_msg("rank %d's message does not name the operation '%s': %s", r, op, msg);
 }
 
-static void launch(int n) {
-    char *argv[] = {"coll_mp_driver", NULL};
+/* The matrix on n ranks; `mode` NULL (complete) or "big-subset". */
+static void launch(int n, char *mode) {
+    char *argv[] = {"coll_mp_driver", mode, NULL};
     char *env[] = {"PLAIT_COMM_TIMEOUT=120", "PLAIT_LOG_LEVEL=warn", NULL};
     plait_launch_result res;
     char *out = run_launch(n, argv, env, 5, &res);
+    char want[96];
+    snprintf(want, sizeof want, "coll_mp_driver: %d ranks over tcp%s: ", n, mode ? " (1 MiB + 3 for a subset)" : "");
+    if (!strstr(out, want)) fail_msg("no \"%s\" summary:\n%s", want, out);
     expect_ok(res.exit_code, out);
 }
 
-static void test_tcp_4_ranks_plait_launcher(void **state) {
+static void test_tcp_1_rank_plait_launcher(void **state) {
     (void)state;
-    launch(4);
+    launch(1, NULL);
+}
+
+static void test_tcp_2_ranks_plait_launcher(void **state) {
+    (void)state;
+    launch(2, NULL);
 }
 
 static void test_tcp_3_ranks_plait_launcher(void **state) {
     (void)state;
-    launch(3);
+    launch(3, NULL);
+}
+
+static void test_tcp_4_ranks_plait_launcher(void **state) {
+    (void)state;
+    launch(4, NULL);
+}
+
+static void test_tcp_5_ranks_plait_launcher(void **state) {
+    (void)state;
+    launch(5, "big-subset");
+}
+
+static void test_tcp_8_ranks_plait_launcher(void **state) {
+    (void)state;
+    launch(8, "big-subset");
 }
 
 /* Rank 2 sits out an allreduce: the others fail within the timeout (2 s),
@@ -144,7 +177,7 @@ static void test_tcp_4_ranks_mpirun(void **state) {
         dup2(fd, 1);
         dup2(fd, 2);
         execl(mpirun, mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "4", "-x",
-              "PLAIT_COMM_TIMEOUT=120", "-x", "PLAIT_LOG_LEVEL=warn", driver(), (char *)NULL);
+              "PLAIT_COMM_TIMEOUT=120", "-x", "PLAIT_LOG_LEVEL=warn", driver(), "big-subset", (char *)NULL);
         _exit(127);
     }
     int status = 0;
@@ -157,8 +190,12 @@ static void test_tcp_4_ranks_mpirun(void **state) {
 int main(void) {
     plait_runtime_init();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tcp_4_ranks_plait_launcher),
+        cmocka_unit_test(test_tcp_1_rank_plait_launcher),
+        cmocka_unit_test(test_tcp_2_ranks_plait_launcher),
         cmocka_unit_test(test_tcp_3_ranks_plait_launcher),
+        cmocka_unit_test(test_tcp_4_ranks_plait_launcher),
+        cmocka_unit_test(test_tcp_5_ranks_plait_launcher),
+        cmocka_unit_test(test_tcp_8_ranks_plait_launcher),
         cmocka_unit_test(test_tcp_4_ranks_mpirun),
         cmocka_unit_test(test_tcp_stalled_rank),
         cmocka_unit_test(test_tcp_rank_killed_in_allreduce),
