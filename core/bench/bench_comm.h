@@ -10,7 +10,9 @@
  * nccl-tests factor: allreduce 2(n-1)/n, allgather / reduce_scatter /
  * alltoall (n-1)/n, broadcast and sendrecv 1. S is the nccl-tests size:
  * allreduce, broadcast, sendrecv: the buffer; allgather: the gathered
- * output; reduce_scatter: the input; alltoall: one rank's buffer.
+ * output; reduce_scatter: the input; alltoall: one rank's buffer. Each row
+ * (and the CSV's algo column) names the algorithm the operation ran, with
+ * AUTO resolved for that size (plait_comm_last_algorithm).
  *
  * #wrong counts, over all ranks and every iteration (warm-up and timed),
  * the elements that differ from the expected result, computed independently
