@@ -102,6 +102,7 @@ static plait_status load_config(const char *plugin, int n_over, char **over, pla
     }
     if (st == PLAIT_OK) plait_cli_declare_env_sections(cfg);
     if (st == PLAIT_OK) st = plait_config_finalize(cfg, NULL);
+    if (st == PLAIT_OK) st = plait_cli_apply_log_level(cfg);
     if (st != PLAIT_OK) {
         plait_config_free(cfg);
         return st;

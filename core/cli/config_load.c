@@ -52,6 +52,20 @@ void plait_cli_declare_env_sections(plait_config *cfg) {
     plait_clear_error();
 }
 
+plait_status plait_cli_apply_log_level(const plait_config *cfg) {
+    const char *where = NULL;
+    const char *spec = plait_config_str(cfg, "run", "log_level");
+    plait_config_origin(cfg, "run", "log_level", &where);
+    if (plait_log_check_spec(spec) != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: key 'log_level' in [run]: '%s' is not a level spec (error, warn, info, debug or "
+                               "trace, optionally followed by component=level items: 'warn,tcp=debug')",
+                               where, spec);
+    /* PLAIT_LOG_LEVEL, read at start-up, wins */
+    if (!getenv("PLAIT_LOG_LEVEL")) (void)plait_log_configure(spec);
+    return PLAIT_OK;
+}
+
 plait_status plait_cli_load_config(const char *path, int n_overrides, char *const *overrides,
                                    plait_config **out) {
     plait_config *cfg = plait_config_new();
@@ -77,17 +91,7 @@ plait_status plait_cli_load_config(const char *path, int n_overrides, char *cons
         plait_clear_error();
         st = plait_config_finalize(cfg, NULL);
     }
-    /* [run] log_level applies unless PLAIT_LOG_LEVEL (read at start-up) set it. */
-    if (st == PLAIT_OK && !getenv("PLAIT_LOG_LEVEL")) {
-        const char *where = NULL;
-        const char *spec = plait_config_str(cfg, "run", "log_level");
-        plait_config_origin(cfg, "run", "log_level", &where);
-        if (plait_log_configure(spec) != 0)
-            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                 "%s: key 'log_level' in [run]: '%s' is not a level spec (error, warn, info, debug or "
-                                 "trace, optionally followed by component=level items: 'warn,tcp=debug')",
-                                 where, spec);
-    }
+    if (st == PLAIT_OK) st = plait_cli_apply_log_level(cfg);
     if (st != PLAIT_OK) {
         plait_config_free(cfg);
         return st;
