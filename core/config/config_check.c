@@ -64,6 +64,7 @@ static void set_value(struct cfg_decl *d, const char *text, plait_value_origin o
         else
             problem(p, "%s: key '%s' in [%s]: %s (expected %s)", where, d->decl.key, d->section,
                     why, allowed);
+        d->rejected = 1;
         return;
     }
     free(d->value_text);
@@ -316,7 +317,7 @@ plait_status plait_config_finalize(plait_config *cfg, char *const *envp) {
     }
     for (size_t i = 0; i < cfg->n_decls; i++) {
         struct cfg_decl *d = &cfg->decls[i];
-        if (!d->has_value) {
+        if (!d->has_value && !d->rejected) { /* a refused value was reported as such */
             char allowed[512];
             plait_value_describe(&d->decl, allowed, sizeof allowed);
             problem(&p, "%s: key '%s' in [%s] is required but not given (%s: %s)",

@@ -113,6 +113,47 @@ static void test_wrong_type_and_range(void **state) {
     assert_contains(plait_last_error(), "not a bool");
 }
 
+/* Every kind of bad value is reported at its file and line, with the key,
+ * its section and what is wrong, as the only problem. */
+static void test_every_value_error_names_file_and_line(void **state) {
+    (void)state;
+    static char *const no_env[] = {NULL};
+    static const struct {
+        const char *section, *key, *value, *says;
+    } cases[] = {
+        {"model", "n_layer", "5000", "value '5000' is out of range [1, 4096]"},
+        {"model", "n_layer", "four", "value 'four' is not an integer"},
+        {"model", "n_layer", "99999999999999999999", "does not fit a 64-bit integer"},
+        {"optim", "lr", "11", "value '11' is out of range [0, 10]"},
+        {"optim", "lr", "fast", "value 'fast' is not a finite number"},
+        {"optim", "lr", "1e999", "value '1e999' is not a finite number"},
+        {"run", "deterministic", "maybe", "value 'maybe' is not a bool (use true or false)"},
+        {"comm.test", "size", "12Q", "value '12Q' is not a byte size"},
+        {"comm.test", "size", "2T", "value '2T' is out of range [0, "},
+        {"comm.test", "colors", "red, purple", "value 'purple' is not allowed (comma-separated list of: red, green, blue)"},
+        {"comm", "algorithm", "rign", "value 'rign' is not allowed; did you mean 'ring'?"},
+        {"run", "progress", "sometimes", "value 'sometimes' is not allowed"},
+        {"comm.test", "must", "", "value must not be empty"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[2048];
+        int w = snprintf(text, sizeof text, "[%s]\n", cases[i].section);
+        for (size_t k = 0; k < i; k++) w += snprintf(text + w, sizeof text - (size_t)w, "; filler %zu\n", k);
+        w += snprintf(text + w, sizeof text - (size_t)w, "%s = %s\n", cases[i].key, cases[i].value);
+        if (strcmp(cases[i].key, "must") != 0) snprintf(text + w, sizeof text - (size_t)w, "[comm.test]\nmust = x\n");
+        plait_config *cfg = fresh();
+        assert_int_equal(plait_config_load_string(cfg, "t.ini", text), PLAIT_OK);
+        assert_int_equal(plait_config_finalize(cfg, no_env), PLAIT_ERR_INVALID_CONFIG);
+        const char *msg = plait_last_error();
+        char where[128];
+        snprintf(where, sizeof where, "t.ini:%zu: key '%s' in [%s]: ", i + 2, cases[i].key, cases[i].section);
+        if (strncmp(msg, where, strlen(where)) != 0) fail_msg("case %zu: expected \"%s...\", got: %s", i, where, msg);
+        assert_contains(msg, cases[i].says);
+        if (strchr(msg, '\n')) fail_msg("case %zu: more than one problem: %s", i, msg);
+        plait_config_free(cfg);
+    }
+}
+
 static void test_enum_and_list_choices(void **state) {
     (void)state;
     assert_int_equal(check("[comm]\nalgorithm = rign\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
@@ -128,7 +169,14 @@ static void test_required_missing(void **state) {
     plait_config *cfg = fresh();
     assert_int_equal(plait_config_load_string(cfg, "r.ini", "[run]\nseed = 2\n"), PLAIT_OK);
     assert_int_equal(plait_config_finalize(cfg, (char *const[]){NULL}), PLAIT_ERR_INVALID_CONFIG);
-    assert_contains(plait_last_error(), "key 'must' in [comm.test] is required");
+    assert_contains(plait_last_error(), "r.ini: key 'must' in [comm.test] is required but not given (string: a required key)");
+    plait_config_free(cfg);
+    /* the file given first is named even when a second one is loaded */
+    cfg = fresh();
+    assert_int_equal(plait_config_load_string(cfg, "first.ini", "[run]\nseed = 2\n"), PLAIT_OK);
+    assert_int_equal(plait_config_load_string(cfg, "second.ini", "[run]\nsteps = 2\n"), PLAIT_OK);
+    assert_int_equal(plait_config_finalize(cfg, (char *const[]){NULL}), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "first.ini: key 'must' in [comm.test] is required but not given");
     plait_config_free(cfg);
 }
 
@@ -352,7 +400,7 @@ int main(void) {
         cmocka_unit_test(test_env_and_cli_overrides),  cmocka_unit_test(test_all_problems_listed),
         cmocka_unit_test(test_derived_value),          cmocka_unit_test(test_value_helpers),
         cmocka_unit_test(test_env_vs_command_line_precedence), cmocka_unit_test(test_misspelt_env_var),
-        cmocka_unit_test(test_env_plugin_sections),
+        cmocka_unit_test(test_env_plugin_sections),    cmocka_unit_test(test_every_value_error_names_file_and_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
