@@ -8,12 +8,6 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 
-static uint32_t kind_of(const char *name) {
-    for (uint32_t k = PLAIT_KIND_COMM; k <= PLAIT_KIND_OPTIM; k++)
-        if (strcmp(plait_kind_name(k), name) == 0) return k;
-    return 0;
-}
-
 /* Load plugin kind/name and declare its section; recurse into `uses`.
  * Returns PLAIT_OK when loaded (or already declared). */
 static plait_status declare_plugin(plait_config *cfg, uint32_t kind, const char *name, int depth) {
@@ -41,7 +35,7 @@ static void declare_other_plugin(plait_config *cfg, const char *section) {
     if (!dot || plait_config_has_section(cfg, section)) return;
     char kind[32];
     snprintf(kind, sizeof kind, "%.*s", (int)(dot - section), section);
-    uint32_t k = kind_of(kind);
+    uint32_t k = plait_kind_parse(kind);
     if (k) (void)declare_plugin(cfg, k, dot + 1, 0);
 }
 
@@ -78,7 +72,7 @@ plait_status plait_cli_load_config(const char *path, int n_overrides, char *cons
     for (int i = 0; st == PLAIT_OK && i < 3; i++) {
         const char *name = plait_config_pending_text(cfg, selectors[i], "plugin", NULL);
         if (!name || !*name) continue;
-        if (declare_plugin(cfg, kind_of(selectors[i]), name, 0) != PLAIT_OK)
+        if (declare_plugin(cfg, plait_kind_parse(selectors[i]), name, 0) != PLAIT_OK)
             st = plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[%s] plugin = %s", selectors[i], name);
     }
     /* Sections of other plugins present in the file are checked too, when the
