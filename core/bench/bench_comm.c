@@ -177,19 +177,23 @@ static plait_status one_op(plait_comm *comm, const plait_bench_comm_opts *o, con
     }
 }
 
-static void header(const plait_bench_comm_opts *o, int n, FILE *out) {
-    const char *algo = o->algo == PLAIT_ALGO_AUTO ? "auto ([comm] algorithm)" : plait_coll_algo_name(o->algo);
+static void header(const plait_comm *comm, const plait_bench_comm_opts *o, int n, FILE *out) {
+    char algo[96];
+    if (o->algo == PLAIT_ALGO_AUTO)
+        snprintf(algo, sizeof algo, "[comm] algorithm = %s", plait_coll_algo_name(comm->settings.algorithm));
+    else
+        snprintf(algo, sizeof algo, "%s", plait_coll_algo_name(o->algo));
     fprintf(out, "# plait bench comm: %s on %d rank%s (%s), %s%s%s, algorithm %s\n",
             plait_bench_op_name(o->op), n, n == 1 ? "" : "s", o->transport ? o->transport : "?",
             plait_dtype_name(o->dtype), is_reduction(o->op) ? " " : "",
             is_reduction(o->op) ? plait_redop_name(o->redop) : "", algo);
-    fprintf(out, "# warmup %d, iters %d; time = median over iterations of the slowest rank; results checked "
-                 "every iteration\n#\n",
+    fprintf(out, "# warmup %d, iters %d; each iteration timed alone after a barrier; time = median over "
+                 "iterations of the slowest rank; results checked every iteration\n#\n",
             o->warmup, o->iters);
-    fprintf(out, "# %12s %12s %6s %6s %11s %9s %9s %7s\n", "size", "count", "type", "redop", "time",
-            "algbw", "busbw", "#wrong");
-    fprintf(out, "# %12s %12s %6s %6s %11s %9s %9s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
-            "(GB/s)", "");
+    fprintf(out, "# %12s %12s %6s %6s %11s %9s %9s %7s %7s\n", "size", "count", "type", "redop", "time",
+            "algbw", "busbw", "#wrong", "algo");
+    fprintf(out, "# %12s %12s %6s %6s %11s %9s %9s %7s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
+            "(GB/s)", "", "(ran)");
     fflush(out);
 }
 
@@ -220,7 +224,7 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
         goto out;
     }
     plait_coll_opts co = {.struct_size = sizeof co, .algo = o->algo, .label = "bench"};
-    if (me == 0 && out) header(o, n, out);
+    if (me == 0 && out) header(comm, o, n, out);
     double bus_sum = 0;
     int rows = 0;
     uint64_t last = 0;
@@ -233,26 +237,26 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
         fill_expected(o, &s, n, me, exp);
         int bcast_root = o->op == PLAIT_BENCH_BROADCAST && me == o->root;
         uint64_t wrong = 0;
-        /* Warm-up iterations are each reset and checked. The timed ones run
-         * back to back like the peers' loops (a rank checking between them
-         * would steal a core from ranks already in the next one: 4 ranks
-         * share 2 cores here); the last one's result is checked. */
+        int ran = -1; /* the algorithm the operation ran (AUTO resolved); -1 for sendrecv */
+        /* Every iteration, warm-up or timed, starts from a reset receive
+         * buffer (the sentinel; the root's own data for broadcast), so an
+         * operation that writes nothing cannot pass on an earlier result,
+         * and every result is checked. Reset and check stay outside the
+         * timed region, and the barrier after the reset starts the ranks
+         * together, so no rank's time includes another rank's checking. */
         for (int it = -o->warmup; it < o->iters; it++) {
-            int check = it < 0 || it == o->iters - 1;
-            if (it == 0 && (st = api->barrier(comm, NULL, NULL)) != PLAIT_OK) goto out;
-            if (it < 0 || it == 0) {
-                if (bcast_root)
-                    memcpy(recv, exp, s.recv * esz);
-                else
-                    memset(recv, SENTINEL, s.recv * esz);
-            }
+            if (bcast_root)
+                memcpy(recv, exp, s.recv * esz);
+            else
+                memset(recv, SENTINEL, s.recv * esz);
+            if ((st = api->barrier(comm, NULL, NULL)) != PLAIT_OK) goto out;
             double t0 = now();
-            st = one_op(comm, o, &co, send, recv, &s);
+            if (o->fault != PLAIT_BENCH_FAULT_STALE || it < 1) st = one_op(comm, o, &co, send, recv, &s);
             double dt = now() - t0;
             if (st != PLAIT_OK) goto out;
+            if (o->op != PLAIT_BENCH_SENDRECV) ran = plait_comm_last_algorithm(comm);
             if (it >= 0) times[it] = dt;
-            if (!check) continue;
-            if (o->corrupt && me == 0 && s.recv) recv[0] ^= 1;
+            if (o->fault == PLAIT_BENCH_FAULT_FLIP && me == 0 && s.recv) recv[0] ^= 1;
             wrong += count_wrong(recv, exp, s.recv, esz);
         }
         /* the slowest rank per iteration; #wrong over all ranks */
@@ -266,16 +270,17 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
         double algbw = S / t / 1e9, busbw = algbw * bus_factor(o->op, n);
         bus_sum += busbw;
         rows++;
+        const char *ran_name = ran < 0 ? "-" : plait_coll_algo_name((plait_coll_algo)ran);
         if (me == 0 && out) {
-            fprintf(out, "  %12zu %12zu %6s %6s %11.1f %9.3f %9.3f %7lld\n", s.count * esz, s.count,
+            fprintf(out, "  %12zu %12zu %6s %6s %11.1f %9.3f %9.3f %7lld %7s\n", s.count * esz, s.count,
                     plait_dtype_name(o->dtype), is_reduction(o->op) ? plait_redop_name(o->redop) : "-",
-                    t * 1e6, algbw, busbw, (long long)wsum);
+                    t * 1e6, algbw, busbw, (long long)wsum, ran_name);
             fflush(out);
         }
         if (me == 0 && o->csv) {
             fprintf(o->csv, "%s,%d,%s,%s,%s,%s,%zu,%zu,%.3f,%.3f,%.6f,%.6f,%lld\n",
                     plait_bench_op_name(o->op), n, o->transport ? o->transport : "",
-                    plait_coll_algo_name(o->algo), plait_dtype_name(o->dtype),
+                    ran_name, plait_dtype_name(o->dtype),
                     is_reduction(o->op) ? plait_redop_name(o->redop) : "", s.count * esz, s.count,
                     t * 1e6, tmax[0] * 1e6, algbw, busbw, (long long)wsum);
             fflush(o->csv);

@@ -10,15 +10,19 @@
  * nccl-tests factor: allreduce 2(n-1)/n, allgather / reduce_scatter /
  * alltoall (n-1)/n, broadcast and sendrecv 1. S is the nccl-tests size:
  * allreduce, broadcast, sendrecv: the buffer; allgather: the gathered
- * output; reduce_scatter: the input; alltoall: one rank's buffer.
+ * output; reduce_scatter: the input; alltoall: one rank's buffer. Each row
+ * (and the CSV's algo column) names the algorithm the operation ran, with
+ * AUTO resolved for that size (plait_comm_last_algorithm).
  *
- * #wrong counts, over all ranks, the elements that differ from the expected
- * result, computed independently from closed-form inputs (small integers,
- * so every sum is exact). Every warm-up iteration is checked, each after
- * the receive buffer was overwritten with a sentinel (an operation that
- * does nothing cannot pass), and so is the last timed iteration; the timed
- * iterations run back to back like the peers' loops (on 2 cores shared by 4
- * ranks, a rank checking between them would steal a core from the others).
+ * #wrong counts, over all ranks and every iteration (warm-up and timed),
+ * the elements that differ from the expected result, computed independently
+ * from closed-form inputs (small integers, so every sum is exact). Before
+ * each iteration the receive buffer is overwritten with a sentinel, so an
+ * operation that does nothing cannot pass on an earlier result. Resetting
+ * and checking are not timed: each iteration is timed alone, after a
+ * barrier that starts the ranks together once every rank has checked and
+ * reset (on 2 cores shared by 4 ranks, a rank still checking would
+ * otherwise stretch the others' time).
  */
 #ifndef PLAIT_CORE_BENCH_COMM_H
 #define PLAIT_CORE_BENCH_COMM_H
@@ -38,6 +42,15 @@ typedef enum plait_bench_op {
     PLAIT_BENCH_OP_COUNT
 } plait_bench_op;
 
+/* Faults the bench injects into itself, to show that the check catches
+ * them. */
+typedef enum plait_bench_fault {
+    PLAIT_BENCH_FAULT_NONE = 0,
+    PLAIT_BENCH_FAULT_FLIP,  /* rank 0 flips one element of every result (--corrupt) */
+    PLAIT_BENCH_FAULT_STALE  /* every rank skips the operation after the first timed iteration, as a
+                                transport that writes nothing would (tests) */
+} plait_bench_fault;
+
 typedef struct plait_bench_comm_opts {
     plait_bench_op op;
     uint64_t min_bytes, max_bytes;
@@ -49,7 +62,7 @@ typedef struct plait_bench_comm_opts {
     int root;               /* broadcast */
     const char *transport;  /* shown in the header ("tcp", "threads") */
     FILE *csv;              /* rank 0 appends rows; NULL = none */
-    int corrupt;            /* tests only: rank 0 flips one element of every checked result */
+    plait_bench_fault fault;
 } plait_bench_comm_opts;
 
 /* "allreduce", ...; parse returns -1 for an unknown name. */

@@ -27,6 +27,17 @@ extern const plait_command *const plait_commands[];
 plait_status plait_cli_load_config(const char *path, int n_overrides, char *const *overrides,
                                    plait_config **out);
 
+/* Check [run] log_level of a finalized config (an error names where it was
+ * set) and apply it unless PLAIT_LOG_LEVEL is set, which wins. */
+plait_status plait_cli_apply_log_level(const plait_config *cfg);
+
+/* Declare the sections of existing plugins that PLAIT_<KIND>_<NAME>_...
+ * variables point into (plait_config_env_plugin_sections), so finalize
+ * checks those variables against the plugin's keys instead of calling them
+ * unknown keys of [<kind>]. Errors of plugins that do not load are dropped:
+ * finalize then reports the variables. */
+void plait_cli_declare_env_sections(plait_config *cfg);
+
 /* The overview printed by `plait help` and on usage errors. */
 void plait_cli_print_overview(FILE *out);
 /* The command named `name`, or NULL. */

@@ -29,8 +29,9 @@ static const char bench_usage[] =
     "bench comm:\n"
     "\n"
     "Collective bandwidth and latency in the nccl-tests style: size, count, type, redop, time,\n"
-    "algbw, busbw and #wrong (elements differing from the expected result, checked on every\n"
-    "iteration). busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather, reduce_scatter\n"
+    "algbw, busbw, #wrong (elements differing from the expected result, checked on every\n"
+    "iteration) and algo (the algorithm that ran: --algo or [comm] algorithm, auto resolved by\n"
+    "size). busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather, reduce_scatter\n"
     "and alltoall, 1 for broadcast and sendrecv.\n"
     "\n"
     "  -n N              ranks (processes started by plait's launcher)\n"
@@ -48,6 +49,8 @@ static const char bench_usage[] =
     "                    of this process over the in-process transport (with --threads N)\n"
     "  --threads N       ranks of an in-process ('--comm threads') run (default 1)\n"
     "  --csv FILE        also write the rows as CSV\n"
+    "  --corrupt         flip one element of rank 0's result in every iteration, to see #wrong and\n"
+    "                    the exit status catch a wrong result\n"
     "  section.key=value configuration overrides, e.g. comm.timeout=30\n"
     "\n"
     "Exit status: 0 when every row has #wrong 0, 1 otherwise or on error, 2 for usage errors.\n";
@@ -87,11 +90,8 @@ static plait_status load_config(const char *plugin, int n_over, char **over, pla
     if (!cfg) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     plait_status st = plait_config_declare_core(cfg);
     for (int i = 0; st == PLAIT_OK && i < n_over; i++) st = plait_config_add_override(cfg, over[i]);
-    /* the plugin whose section to declare: --comm, else [comm] plugin as
-     * given on the command line or in the environment, else the default */
-    if (!plugin) plugin = plait_config_raw(cfg, "comm", "plugin");
-    if (!plugin) plugin = getenv("PLAIT_COMM_PLUGIN");
-    if (!plugin) plugin = plait_config_default_text(cfg, "comm", "plugin");
+    /* the plugin whose section to declare: --comm, else [comm] plugin */
+    if (!plugin) plugin = plait_config_pending_text(cfg, "comm", "plugin", NULL);
     if (st == PLAIT_OK && plugin && strcmp(plugin, "threads") != 0) {
         const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, plugin);
         if (!d) st = plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "comm plugin '%s'", plugin);
@@ -100,7 +100,9 @@ static plait_status load_config(const char *plugin, int n_over, char **over, pla
         if (d && d->n_params && !plait_config_has_section(cfg, section))
             st = plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin");
     }
+    if (st == PLAIT_OK) plait_cli_declare_env_sections(cfg);
     if (st == PLAIT_OK) st = plait_config_finalize(cfg, NULL);
+    if (st == PLAIT_OK) st = plait_cli_apply_log_level(cfg);
     if (st != PLAIT_OK) {
         plait_config_free(cfg);
         return st;
@@ -163,6 +165,10 @@ static int bench_comm(int argc, char **argv) {
     int n_over = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--corrupt")) { /* the only option without a value */
+            o.fault = PLAIT_BENCH_FAULT_FLIP;
+            continue;
+        }
         int takes = a[0] == '-' && strcmp(a, "--") != 0;
         if (takes && !v) {
             free(over);

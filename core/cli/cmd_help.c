@@ -12,7 +12,8 @@ void plait_cli_print_overview(FILE *out) {
     for (int i = 0; plait_commands[i]; i++)
         fprintf(out, "  %-10s %s\n", plait_commands[i]->name, plait_commands[i]->summary);
     fprintf(out, "\n'plait help <command>' shows a command's options. Environment: PLAIT_LOG_LEVEL, "
-                 "PLAIT_PLUGIN_PATH,\nPLAIT_<SECTION>_<KEY> for any config key.\n"
+                 "PLAIT_PLUGIN_PATH,\nPLAIT_<SECTION>_<KEY> for any config key (the file < the environment < the command "
+                 "line).\n"
                  "\nAny command takes -n N to run N ranks of itself on this host; started by mpirun, srun "
                  "or a\ntorchrun-style environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), each process "
                  "joins as one rank.\n");

@@ -8,12 +8,6 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 
-static uint32_t kind_of(const char *name) {
-    for (uint32_t k = PLAIT_KIND_COMM; k <= PLAIT_KIND_OPTIM; k++)
-        if (strcmp(plait_kind_name(k), name) == 0) return k;
-    return 0;
-}
-
 /* Load plugin kind/name and declare its section; recurse into `uses`.
  * Returns PLAIT_OK when loaded (or already declared). */
 static plait_status declare_plugin(plait_config *cfg, uint32_t kind, const char *name, int depth) {
@@ -35,6 +29,37 @@ static plait_status declare_plugin(plait_config *cfg, uint32_t kind, const char 
     return PLAIT_OK;
 }
 
+/* Declare "<kind>.<name>" when a plugin <name> of that kind exists. */
+static void declare_other_plugin(plait_config *cfg, const char *section) {
+    const char *dot = strchr(section, '.');
+    if (!dot || plait_config_has_section(cfg, section)) return;
+    char kind[32];
+    snprintf(kind, sizeof kind, "%.*s", (int)(dot - section), section);
+    uint32_t k = plait_kind_parse(kind);
+    if (k) (void)declare_plugin(cfg, k, dot + 1, 0);
+}
+
+void plait_cli_declare_env_sections(plait_config *cfg) {
+    char sections[32][128];
+    size_t n = plait_config_env_plugin_sections(cfg, NULL, sections, 32);
+    for (size_t i = 0; i < n; i++) declare_other_plugin(cfg, sections[i]);
+    plait_clear_error();
+}
+
+plait_status plait_cli_apply_log_level(const plait_config *cfg) {
+    const char *where = NULL;
+    const char *spec = plait_config_str(cfg, "run", "log_level");
+    plait_config_origin(cfg, "run", "log_level", &where);
+    if (plait_log_check_spec(spec) != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: key 'log_level' in [run]: '%s' is not a level spec (error, warn, info, debug or "
+                               "trace, optionally followed by component=level items: 'warn,tcp=debug')",
+                               where, spec);
+    /* PLAIT_LOG_LEVEL, read at start-up, wins */
+    if (!getenv("PLAIT_LOG_LEVEL")) (void)plait_log_configure(spec);
+    return PLAIT_OK;
+}
+
 plait_status plait_cli_load_config(const char *path, int n_overrides, char *const *overrides,
                                    plait_config **out) {
     plait_config *cfg = plait_config_new();
@@ -42,46 +67,25 @@ plait_status plait_cli_load_config(const char *path, int n_overrides, char *cons
     plait_status st = plait_config_declare_core(cfg);
     if (st == PLAIT_OK && path) st = plait_config_load_file(cfg, path);
     for (int i = 0; st == PLAIT_OK && i < n_overrides; i++) st = plait_config_add_override(cfg, overrides[i]);
-    /* The selected plugins: from file/command line, else the environment, else the default. */
+    /* The selected plugins, by the precedence finalize will apply. */
     static const char *const selectors[] = {"comm", "parallel", "optim"};
     for (int i = 0; st == PLAIT_OK && i < 3; i++) {
-        const char *name = plait_config_raw(cfg, selectors[i], "plugin");
-        char env[64];
-        snprintf(env, sizeof env, "PLAIT_%s_PLUGIN", selectors[i]);
-        for (char *p = env; *p; p++) *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
-        if (getenv(env)) name = getenv(env);
-        if (!name) name = plait_config_default_text(cfg, selectors[i], "plugin");
+        const char *name = plait_config_pending_text(cfg, selectors[i], "plugin", NULL);
         if (!name || !*name) continue;
-        if (declare_plugin(cfg, kind_of(selectors[i]), name, 0) != PLAIT_OK)
+        if (declare_plugin(cfg, plait_kind_parse(selectors[i]), name, 0) != PLAIT_OK)
             st = plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[%s] plugin = %s", selectors[i], name);
     }
     /* Sections of other plugins present in the file are checked too, when the
      * plugin exists; finalize reports those that do not. */
     const char *const *sections = NULL;
     size_t n = st == PLAIT_OK ? plait_config_raw_sections(cfg, &sections) : 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *dot = strchr(sections[i], '.');
-        if (!dot || plait_config_has_section(cfg, sections[i])) continue;
-        char kind[32];
-        snprintf(kind, sizeof kind, "%.*s", (int)(dot - sections[i]), sections[i]);
-        uint32_t k = kind_of(kind);
-        if (k) (void)declare_plugin(cfg, k, dot + 1, 0);
-    }
+    for (size_t i = 0; i < n; i++) declare_other_plugin(cfg, sections[i]);
+    if (st == PLAIT_OK) plait_cli_declare_env_sections(cfg);
     if (st == PLAIT_OK) {
         plait_clear_error();
         st = plait_config_finalize(cfg, NULL);
     }
-    /* [run] log_level applies unless PLAIT_LOG_LEVEL (read at start-up) set it. */
-    if (st == PLAIT_OK && !getenv("PLAIT_LOG_LEVEL")) {
-        const char *where = NULL;
-        const char *spec = plait_config_str(cfg, "run", "log_level");
-        plait_config_origin(cfg, "run", "log_level", &where);
-        if (plait_log_configure(spec) != 0)
-            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                 "%s: key 'log_level' in [run]: '%s' is not a level spec (error, warn, info, debug or "
-                                 "trace, optionally followed by component=level items: 'warn,tcp=debug')",
-                                 where, spec);
-    }
+    if (st == PLAIT_OK) st = plait_cli_apply_log_level(cfg);
     if (st != PLAIT_OK) {
         plait_config_free(cfg);
         return st;

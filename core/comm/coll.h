@@ -59,6 +59,12 @@ void plait_coll_describe(const plait_coll_ctx *c, char *buf, size_t len);
 /* Release what a failed collective left in flight (after an abort). */
 void plait_coll_drain(plait_coll_ctx *c);
 
+/* The algorithm AUTO runs for a collective of `kind` moving `bytes` (the
+ * nccl-tests size: the whole buffer, n blocks for reduce_scatter, allgather,
+ * gather, scatter and alltoall) on `n` ranks; the crossovers and their
+ * measurements are in coll_exec.c. */
+plait_coll_algo plait_coll_auto_algo(plait_coll_kind kind, size_t bytes, int n);
+
 /* Helpers shared by the algorithms. */
 static inline char *plait_byte_ptr(const void *p, size_t elems, size_t esz) {
     return (char *)(uintptr_t)p + elems * esz;

@@ -58,7 +58,7 @@ const char *plait_coll_kind_name(plait_coll_kind kind) {
 
 typedef plait_status (*algo_fn)(plait_coll_ctx *);
 
-/* Bytes of the whole operation in the nccl-tests sense (used for AUTO). */
+/* Bytes of the whole operation in the nccl-tests sense (for AUTO). */
 static size_t op_bytes(const plait_coll_ctx *c) {
     size_t b = c->a->count * c->esz;
     switch (c->a->kind) {
@@ -71,19 +71,15 @@ static size_t op_bytes(const plait_coll_ctx *c) {
     }
 }
 
-/* The algorithm AUTO picks (see the measurements above). */
-static plait_coll_algo auto_algo(const plait_coll_ctx *c) {
-    size_t bytes = op_bytes(c);
-    int n = c->size;
-    switch (c->a->kind) {
+plait_coll_algo plait_coll_auto_algo(plait_coll_kind kind, size_t bytes, int n) {
+    switch (kind) {
     case PLAIT_COLL_ALLREDUCE:
         if (bytes < (n <= 4 ? 16 * MiB : 4 * MiB)) return PLAIT_ALGO_TREE;
         return n > 4 && bytes >= 32 * MiB ? PLAIT_ALGO_RING : PLAIT_ALGO_RHD;
     case PLAIT_COLL_REDUCE_SCATTER:
     case PLAIT_COLL_ALLGATHER:
         /* bytes = the whole buffer (n blocks) */
-        return bytes >= 32 * MiB && (n > 4 || c->a->kind == PLAIT_COLL_REDUCE_SCATTER) ? PLAIT_ALGO_RING
-                                                                                      : PLAIT_ALGO_RHD;
+        return bytes >= 32 * MiB && (n > 4 || kind == PLAIT_COLL_REDUCE_SCATTER) ? PLAIT_ALGO_RING : PLAIT_ALGO_RHD;
     case PLAIT_COLL_BROADCAST:
         if (n <= 4) return bytes < 64 * KiB ? PLAIT_ALGO_TREE : PLAIT_ALGO_DIRECT;
         return bytes < 1 * MiB ? PLAIT_ALGO_TREE : PLAIT_ALGO_RING;
@@ -340,6 +336,7 @@ plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args) {
         int used = 0;
         c.algo = PLAIT_ALGO_NATIVE;
         st = run_native(&c, &used);
+        if (used) atomic_store(&comm->last_algo, (int)PLAIT_ALGO_NATIVE);
         if (used || st != PLAIT_OK) goto out;
         if (requested == PLAIT_ALGO_NATIVE) {
             char d[512];
@@ -361,10 +358,11 @@ plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args) {
     c.algo = requested;
     if (requested != PLAIT_ALGO_AUTO && requested != PLAIT_ALGO_NATIVE) fn = lookup(a.kind, requested);
     if (!fn) {
-        c.algo = auto_algo(&c);
+        c.algo = plait_coll_auto_algo(a.kind, op_bytes(&c), c.size);
         fn = lookup(a.kind, c.algo);
     }
     if ((st = fix_in_place(&c, &a, &temp, &user_recv)) != PLAIT_OK) goto out;
+    atomic_store(&comm->last_algo, (int)c.algo);
     st = fn(&c);
     if (st == PLAIT_OK && user_recv) memcpy(user_recv, temp, a.count * c.esz);
 out:

@@ -91,6 +91,7 @@ static plait_comm *comm_alloc(const char *name, int rank, int size) {
     snprintf(c->name, sizeof c->name, "%s", name && *name ? name : "comm");
     c->rank = rank;
     c->size = size;
+    atomic_init(&c->last_algo, -1);
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->work_cond, NULL);
     pthread_cond_init(&c->done_cond, NULL);
@@ -371,6 +372,10 @@ void plait_comm_get_stats(const plait_comm *comm, plait_comm_stats *out) {
     uint32_t keep = out->struct_size;
     memcpy(out, &s, n);
     out->struct_size = keep;
+}
+
+int plait_comm_last_algorithm(const plait_comm *comm) {
+    return atomic_load(&((plait_comm *)(uintptr_t)comm)->last_algo);
 }
 
 void plait_comm_set_algorithm(plait_comm *comm, plait_coll_algo algo) { comm->settings.algorithm = algo; }

@@ -175,6 +175,7 @@ struct plait_comm {
 
     /* counters */
     _Atomic uint64_t bytes_sent, bytes_received, collectives, wait_ns;
+    _Atomic int last_algo;     /* plait_coll_algo the latest collective ran; -1 = none yet */
 };
 
 /* Create the world communicator: calls ops->init with `bootstrap` (comm_id 0)
@@ -200,6 +201,13 @@ plait_status plait_comm_split(plait_comm *comm, int color, int key, const char *
 void plait_comm_free(plait_comm *comm);
 
 void plait_comm_get_stats(const plait_comm *comm, plait_comm_stats *out);
+
+/* The algorithm the latest collective on `comm` ran (PLAIT_ALGO_NATIVE for
+ * the plugin's own), after AUTO or [comm] algorithm was resolved for its
+ * size; -1 before the first one or when it moved nothing (a group of one,
+ * count 0). For `plait bench comm` and tests; thread-safe, but only
+ * meaningful to the thread that waited for that collective. */
+int plait_comm_last_algorithm(const plait_comm *comm);
 
 /* Override the algorithm or timeout after creation (tests, bench). Not
  * thread-safe with running collectives. */

@@ -311,14 +311,6 @@ plait_status plait_config_add_override(plait_config *cfg, const char *assignment
     return PLAIT_OK;
 }
 
-const char *plait_config_raw(const plait_config *cfg, const char *section, const char *key) {
-    const char *v = NULL;
-    for (size_t i = 0; i < cfg->n_raw; i++)
-        if (strcmp(cfg->raw[i].section, section) == 0 && strcmp(cfg->raw[i].key, key) == 0)
-            v = cfg->raw[i].value; /* later entries (command line) win */
-    return v;
-}
-
 size_t plait_config_raw_sections(const plait_config *cfg, const char *const **names) {
     *names = (const char *const *)cfg->sections;
     return cfg->n_sections;

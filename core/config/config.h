@@ -11,7 +11,9 @@
  *      when that plugin exists, so unused sections are still checked;
  *   4. plait_config_finalize() applies PLAIT_<SECTION>_<KEY> environment
  *      variables, checks every value against its declaration and reports
- *      every mistake as "FILE:LINE: [section] key 'x' ...";
+ *      every mistake as "FILE:LINE: [section] key 'x' ..."; a variable in a
+ *      declared section's namespace (PLAIT_OPTIM_...) that names no key of
+ *      it is reported like a misspelt key in a file;
  *   5. typed reads with plait_config_get() and the plait_config_int()... helpers.
  *
  * Not thread-safe while being built; after finalize, reads are thread-safe.
@@ -47,14 +49,30 @@ plait_status plait_config_load_string(plait_config *cfg, const char *name, const
  * dots: "comm.tcp.streams=4" is section "comm.tcp", key "streams"). */
 plait_status plait_config_add_override(plait_config *cfg, const char *assignment);
 
-/* The raw text given for section.key by file or command line (the later
- * wins), before validation; NULL if not given. For picking plugins. */
-const char *plait_config_raw(const plait_config *cfg, const char *section, const char *key);
+/* The text section.key will take when finalized, before validation, by
+ * finalize's precedence: the command line, else the environment variable
+ * PLAIT_<SECTION>_<KEY> (read from `envp`, NULL = environ), else the file,
+ * else the declared default; NULL if none. For picking plugins, whose
+ * sections must be declared before finalize. The text is owned by cfg or
+ * the environment. */
+const char *plait_config_pending_text(const plait_config *cfg, const char *section, const char *key,
+                                      char *const *envp);
 /* The declared default text of section.key, or NULL. */
 const char *plait_config_default_text(const plait_config *cfg, const char *section, const char *key);
 /* Sections that appear in the file or overrides, in order of appearance.
  * Returns the count; *names (owned by cfg) receives the array. */
 size_t plait_config_raw_sections(const plait_config *cfg, const char *const **names);
+
+/* Sections "<kind>.<name>" that environment variables (`envp`, NULL =
+ * environ) point into without setting a declared key, where <kind> is a
+ * declared section without a dot and the section is not declared yet:
+ * PLAIT_COMM_NCCL_X while only [comm.tcp] is declared gives "comm.nccl".
+ * Like a file's sections of other plugins, the caller declares those that
+ * name an existing plugin, so finalize checks the variables against them
+ * (a plugin name holding '_' cannot be told from its key in a variable).
+ * Writes at most `cap` names to `out`; returns the count. */
+size_t plait_config_env_plugin_sections(const plait_config *cfg, char *const *envp, char (*out)[128],
+                                        size_t cap);
 
 /* Apply the environment (`envp`, NULL = environ) and validate. Lists every
  * error (one per line in the message) and returns the first status. */

@@ -64,6 +64,7 @@ static void set_value(struct cfg_decl *d, const char *text, plait_value_origin o
         else
             problem(p, "%s: key '%s' in [%s]: %s (expected %s)", where, d->decl.key, d->section,
                     why, allowed);
+        d->rejected = 1;
         return;
     }
     free(d->value_text);
@@ -95,6 +96,25 @@ static const char *env_lookup(char *const *envp, const char *name) {
     return NULL;
 }
 
+const char *plait_config_pending_text(const plait_config *cfg, const char *section, const char *key,
+                                      char *const *envp) {
+    const char *file = NULL, *cli = NULL;
+    for (size_t i = 0; i < cfg->n_raw; i++) {
+        const struct cfg_raw *r = &cfg->raw[i];
+        if (strcmp(r->section, section) != 0 || strcmp(r->key, key) != 0) continue;
+        if (r->origin == PLAIT_ORIGIN_CLI)
+            cli = r->value; /* the last of several wins, as in finalize */
+        else
+            file = r->value;
+    }
+    if (cli) return cli;
+    char name[256];
+    env_name(section, key, name, sizeof name);
+    const char *env = env_lookup(envp ? envp : environ, name);
+    if (env) return env;
+    return file ? file : plait_config_default_text(cfg, section, key);
+}
+
 static size_t section_keys(const plait_config *cfg, const char *section, const char **out, size_t cap) {
     size_t n = 0;
     for (size_t i = 0; i < cfg->n_decls && n < cap; i++)
@@ -109,29 +129,121 @@ static void list_text(const char **items, size_t n, char *buf, size_t len) {
         w += (size_t)snprintf(buf + w, len - w, "%s%s", i ? ", " : "", items[i]);
 }
 
-static void unknown_key(const plait_config *cfg, const struct cfg_raw *r, struct problems *p) {
-    char where[512];
-    raw_where(r, where, sizeof where);
+/* A key that [section] does not declare: the section's keys and, when one is
+ * close or another section declares the key, where to write it; written as a
+ * variable name (`as_env`) for a key that came from the environment. */
+static void unknown_key(const plait_config *cfg, const char *where, const char *section, const char *key,
+                        int as_env, struct problems *p) {
     const char *keys[256];
-    size_t n = section_keys(cfg, r->section, keys, 256);
+    size_t n = section_keys(cfg, section, keys, 256);
     char all[2048];
     list_text(keys, n, all, sizeof all);
-    const char *hint = plait_suggest(r->key, keys, n);
-    if (hint) {
-        problem(p, "%s: key '%s' is not known in [%s]; did you mean '%s'? (keys in [%s]: %s)", where,
-                r->key, r->section, hint, r->section, all);
-        return;
+    char hint[400] = "", var[256];
+    const char *close = plait_suggest(key, keys, n);
+    if (close) {
+        env_name(section, close, var, sizeof var);
+        if (as_env)
+            snprintf(hint, sizeof hint, "; did you mean %s?", var);
+        else
+            snprintf(hint, sizeof hint, "; did you mean '%s'?", close);
     }
-    /* The key may belong to another section. */
+    for (size_t i = 0; !close && i < cfg->n_decls; i++) {
+        const struct cfg_decl *d = &cfg->decls[i];
+        if (strcmp(d->decl.key, key) != 0) continue;
+        env_name(d->section, key, var, sizeof var);
+        snprintf(hint, sizeof hint, "; it belongs in [%s]%s%s", d->section, as_env ? ": " : "", as_env ? var : "");
+        break;
+    }
+    problem(p, "%s: key '%s' is not known in [%s]%s (keys in [%s]: %s)", where, key, section, hint, section, all);
+}
+
+/* PLAIT_ variables that are not configuration keys: the launcher's and the
+ * runtime's own (every getenv("PLAIT_...") outside config/). None of them
+ * starts with a section's prefix today; the list keeps them out of the
+ * unknown-key check should a section ever be named "store" or "log". */
+static const char *const not_config_vars[] = {
+    "PLAIT_RANK",       "PLAIT_WORLD_SIZE", "PLAIT_LOCAL_RANK",   "PLAIT_LOCAL_SIZE",
+    "PLAIT_STORE_ADDR", "PLAIT_STORE_FD",   "PLAIT_JOB_TOKEN",    "PLAIT_REPORT_FD",
+    "PLAIT_LOG_LEVEL",  "PLAIT_PLUGIN_PATH", "PLAIT_MATH_THREADS", "PLAIT_LAUNCH_GRACE",
+    NULL};
+
+/* The name of an environment entry "NAME=value" when it is a PLAIT_ variable
+ * that sets no declared key and is not one of the runtime's own; else 0. */
+static int unclaimed_env_var(const plait_config *cfg, const char *entry, char *name, size_t len) {
+    const char *eq = strchr(entry, '=');
+    size_t n = eq ? (size_t)(eq - entry) : strlen(entry);
+    if (strncmp(entry, "PLAIT_", 6) != 0 || n >= len) return 0;
+    memcpy(name, entry, n);
+    name[n] = '\0';
+    for (int i = 0; not_config_vars[i]; i++)
+        if (strcmp(name, not_config_vars[i]) == 0) return 0;
     for (size_t i = 0; i < cfg->n_decls; i++) {
-        if (strcmp(cfg->decls[i].decl.key, r->key) == 0) {
-            problem(p, "%s: key '%s' is not known in [%s]; it belongs in [%s] (keys in [%s]: %s)",
-                    where, r->key, r->section, cfg->decls[i].section, r->section, all);
-            return;
+        char declared[256];
+        env_name(cfg->decls[i].section, cfg->decls[i].decl.key, declared, sizeof declared);
+        if (strcmp(name, declared) == 0) return 0;
+    }
+    return 1;
+}
+
+/* The declared section whose prefix PLAIT_<SECTION>_ begins `name`, the
+ * longest (PLAIT_COMM_TCP_X is in [comm.tcp], not [comm]); NULL if none.
+ * *key_at receives the offset of the key part. */
+static const char *env_var_section(const plait_config *cfg, const char *name, size_t *key_at) {
+    const char *best = NULL;
+    size_t best_len = 0;
+    for (size_t i = 0; i < cfg->n_decls; i++) {
+        char prefix[256];
+        env_name(cfg->decls[i].section, "", prefix, sizeof prefix);
+        size_t n = strlen(prefix);
+        if (n > best_len && strncmp(name, prefix, n) == 0 && name[n]) {
+            best = cfg->decls[i].section;
+            best_len = n;
         }
     }
-    problem(p, "%s: key '%s' is not known in [%s] (keys in [%s]: %s)", where, r->key, r->section,
-            r->section, all);
+    *key_at = best_len;
+    return best;
+}
+
+static void lowercase(const char *s, char *out, size_t len) {
+    size_t i = 0;
+    for (; s[i] && i + 1 < len; i++) out[i] = (char)tolower((unsigned char)s[i]);
+    out[i] = '\0';
+}
+
+/* A variable in a section's namespace that names none of its keys is a typo
+ * (or a key of another section), reported like a file's unknown key. */
+static void unknown_env_vars(const plait_config *cfg, char *const *envp, struct problems *p) {
+    for (; *envp; envp++) {
+        char name[256], key[256], where[300];
+        size_t key_at;
+        const char *section;
+        if (!unclaimed_env_var(cfg, *envp, name, sizeof name) || !(section = env_var_section(cfg, name, &key_at)))
+            continue;
+        lowercase(name + key_at, key, sizeof key);
+        snprintf(where, sizeof where, "environment %s", name);
+        unknown_key(cfg, where, section, key, 1, p);
+    }
+}
+
+size_t plait_config_env_plugin_sections(const plait_config *cfg, char *const *envp, char (*out)[128], size_t cap) {
+    size_t n = 0;
+    for (envp = envp ? envp : environ; *envp && n < cap; envp++) {
+        char name[256], key[256], section[128];
+        size_t key_at;
+        const char *kind;
+        if (!unclaimed_env_var(cfg, *envp, name, sizeof name) || !(kind = env_var_section(cfg, name, &key_at)) ||
+            strchr(kind, '.'))
+            continue;
+        lowercase(name + key_at, key, sizeof key);
+        char *under = strchr(key, '_');
+        if (!under) continue;
+        snprintf(section, sizeof section, "%s.%.*s", kind, (int)(under - key), key);
+        if (plait_config_has_section(cfg, section)) continue;
+        size_t seen = 0;
+        while (seen < n && strcmp(out[seen], section) != 0) seen++;
+        if (seen == n) memcpy(out[n++], section, sizeof section);
+    }
+    return n;
 }
 
 static void unknown_section(const plait_config *cfg, const struct cfg_raw *r, struct problems *p) {
@@ -183,6 +295,7 @@ plait_status plait_config_finalize(plait_config *cfg, char *const *envp) {
                     set_value(d, v, PLAIT_ORIGIN_ENV, where, &p);
                 }
             }
+            unknown_env_vars(cfg, envp, &p);
             continue;
         }
         plait_value_origin want = pass == 0 ? PLAIT_ORIGIN_FILE : PLAIT_ORIGIN_CLI;
@@ -190,21 +303,21 @@ plait_status plait_config_finalize(plait_config *cfg, char *const *envp) {
             struct cfg_raw *r = &cfg->raw[i];
             if (r->origin != want) continue;
             struct cfg_decl *d = plait_config_find(cfg, r->section, r->key);
+            char where[512];
+            raw_where(r, where, sizeof where);
             if (!d) {
                 if (plait_config_has_section(cfg, r->section))
-                    unknown_key(cfg, r, &p);
+                    unknown_key(cfg, where, r->section, r->key, 0, &p);
                 else
                     unknown_section(cfg, r, &p);
                 continue;
             }
-            char where[512];
-            raw_where(r, where, sizeof where);
             set_value(d, r->value, r->origin, where, &p);
         }
     }
     for (size_t i = 0; i < cfg->n_decls; i++) {
         struct cfg_decl *d = &cfg->decls[i];
-        if (!d->has_value) {
+        if (!d->has_value && !d->rejected) { /* a refused value was reported as such */
             char allowed[512];
             plait_value_describe(&d->decl, allowed, sizeof allowed);
             problem(&p, "%s: key '%s' in [%s] is required but not given (%s: %s)",

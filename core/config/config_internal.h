@@ -17,6 +17,7 @@ struct cfg_decl {
     char **list_storage;
     plait_value_origin origin;
     char *where;            /* "file:line", "environment PLAIT_X", ... */
+    int rejected;           /* a value was given but refused (already reported) */
 };
 
 struct cfg_raw {

@@ -202,18 +202,37 @@ static plait_status open_file(const char *path, struct loaded_file **out) {
     return PLAIT_OK;
 }
 
+uint32_t plait_kind_parse(const char *name) {
+    for (uint32_t k = PLAIT_KIND_COMM; k <= PLAIT_KIND_OPTIM; k++)
+        if (strcmp(plait_kind_name(k), name) == 0) return k;
+    return 0;
+}
+
 /* libplait-<kind>-<name>.so -> name must match one descriptor of that kind. */
-static plait_status check_file_name(const struct loaded_file *f, uint32_t kind, const char *name) {
+static plait_status check_file_name(const struct loaded_file *f, const char *kind_text, const char *name) {
+    uint32_t kind = plait_kind_parse(kind_text);
+    const plait_plugin_desc *inside = f->descs[0];
+    if (!kind)
+        return plait_set_error(PLAIT_ERR_ABI,
+                               "%s: the file name says kind '%s', which this plait does not know (comm, "
+                               "parallel, optim); rename the file libplait-%s-%s.so after the plugin inside",
+                               f->path, kind_text, plait_kind_name(inside->kind), inside->name);
     for (size_t j = 0; j < f->n; j++)
         if (f->descs[j]->kind == kind && strcmp(f->descs[j]->name, name) == 0) return PLAIT_OK;
     return plait_set_error(PLAIT_ERR_ABI,
                            "%s: file name says %s/%s but the plugin inside calls itself %s/%s; rename "
                            "the file libplait-%s-%s.so or fix the descriptor's name",
-                           f->path, plait_kind_name(kind), name, plait_kind_name(f->descs[0]->kind),
-                           f->descs[0]->name, plait_kind_name(f->descs[0]->kind), f->descs[0]->name);
+                           f->path, kind_text, name, plait_kind_name(inside->kind), inside->name,
+                           plait_kind_name(inside->kind), inside->name);
 }
 
 const plait_plugin_desc *plait_plugin_load(uint32_t kind, const char *name) {
+    if (kind < PLAIT_KIND_COMM || kind > PLAIT_KIND_OPTIM) {
+        plait_set_error(PLAIT_ERR_INVALID_ARG, "plugin '%s': unknown plugin kind %u (this plait knows comm=%d, "
+                                               "parallel=%d, optim=%d)",
+                        name, kind, PLAIT_KIND_COMM, PLAIT_KIND_PARALLEL, PLAIT_KIND_OPTIM);
+        return NULL;
+    }
     pthread_mutex_lock(&g_loader.lock);
     setup_dirs();
     const plait_plugin_desc *result = NULL;
@@ -222,9 +241,12 @@ const plait_plugin_desc *plait_plugin_load(uint32_t kind, const char *name) {
         if (open_file(name, &f) == PLAIT_OK) {
             for (size_t j = 0; j < f->n && !result; j++)
                 if (f->descs[j]->kind == kind) result = f->descs[j];
+            const char *holds = plait_kind_name(f->descs[0]->kind), *want = plait_kind_name(kind);
             if (!result)
-                plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: holds no %s plugin (it holds %s/%s)", f->path,
-                                plait_kind_name(kind), plait_kind_name(f->descs[0]->kind), f->descs[0]->name);
+                plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                "%s: holds no %s plugin (it holds %s/%s): it can serve as [%s] plugin; for [%s] "
+                                "plugin give a %s plugin ('plait plugins' lists them)",
+                                f->path, want, holds, f->descs[0]->name, holds, want, want);
         }
         pthread_mutex_unlock(&g_loader.lock);
         return result;
@@ -237,7 +259,7 @@ const plait_plugin_desc *plait_plugin_load(uint32_t kind, const char *name) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", g_loader.dirs[i], file);
         if (access(path, F_OK) != 0) continue;
-        if (open_file(path, &f) == PLAIT_OK && check_file_name(f, kind, name) == PLAIT_OK)
+        if (open_file(path, &f) == PLAIT_OK && check_file_name(f, plait_kind_name(kind), name) == PLAIT_OK)
             result = find_registered(kind, name, NULL);
         pthread_mutex_unlock(&g_loader.lock);
         return result;
@@ -342,12 +364,7 @@ size_t plait_plugins_scan(plait_plugin_row **rows_out) {
                 continue;
             }
             plait_status st = open_file(path, &f);
-            if (st == PLAIT_OK) {
-                uint32_t k = 0;
-                for (uint32_t kk = PLAIT_KIND_COMM; kk <= PLAIT_KIND_OPTIM; kk++)
-                    if (strcmp(plait_kind_name(kk), kind) == 0) k = kk;
-                st = check_file_name(f, k, name);
-            }
+            if (st == PLAIT_OK) st = check_file_name(f, kind, name);
             if (st != PLAIT_OK) {
                 snprintf(row->status, sizeof row->status, "refused: %s", plait_last_error());
                 continue;

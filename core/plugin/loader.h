@@ -21,8 +21,12 @@
 
 /* Load (once) and return the plugin `name` (or a path) of `kind`. On error
  * returns NULL with a message that names the file and what to do; when the
- * file is not found, the message lists every directory searched. */
+ * file is not found, the message lists every directory searched. An unknown
+ * `kind` is PLAIT_ERR_INVALID_ARG. */
 const plait_plugin_desc *plait_plugin_load(uint32_t kind, const char *name);
+/* The kind named `name` ("comm", "parallel", "optim"), or 0. */
+uint32_t plait_kind_parse(const char *name);
+
 /* The path the loaded plugin came from, or NULL. */
 const char *plait_plugin_path(const plait_plugin_desc *desc);
 

@@ -42,29 +42,50 @@ int plait_log_level_parse(const char *name) {
     return -1;
 }
 
-int plait_log_configure(const char *spec) {
-    int level = g_log.level;
-    struct component_rule rules[MAX_COMPONENT_RULES];
-    int n_rules = 0;
+/* " name " -> "name" in place. */
+static char *trim(char *s) {
+    while (*s == ' ' || *s == '\t') s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t')) s[--n] = '\0';
+    return s;
+}
+
+/* Parse `spec` on top of the default level `*level`; 0 or -1 (unknown level,
+ * empty component, too many components). */
+static int parse_spec(const char *spec, int *level, struct component_rule *rules, int *n_rules) {
     char buf[512];
-    snprintf(buf, sizeof buf, "%s", spec);
+    if (snprintf(buf, sizeof buf, "%s", spec) >= (int)sizeof buf) return -1;
+    *n_rules = 0;
     char *save = NULL;
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        while (*item == ' ') item++;
         char *eq = strchr(item, '=');
         if (!eq) {
-            int l = plait_log_level_parse(item);
+            int l = plait_log_level_parse(trim(item));
             if (l < 0) return -1;
-            level = l;
+            *level = l;
             continue;
         }
         *eq = '\0';
-        int l = plait_log_level_parse(eq + 1);
-        if (l < 0 || n_rules == MAX_COMPONENT_RULES) return -1;
-        snprintf(rules[n_rules].name, sizeof rules[n_rules].name, "%s", item);
-        rules[n_rules].level = l;
-        n_rules++;
+        char *name = trim(item);
+        int l = plait_log_level_parse(trim(eq + 1));
+        if (l < 0 || !*name || strlen(name) >= sizeof rules[0].name || *n_rules == MAX_COMPONENT_RULES) return -1;
+        snprintf(rules[*n_rules].name, sizeof rules[0].name, "%s", name);
+        rules[*n_rules].level = l;
+        (*n_rules)++;
     }
+    return 0;
+}
+
+int plait_log_check_spec(const char *spec) {
+    int level = PLAIT_LOG_INFO, n_rules = 0;
+    struct component_rule rules[MAX_COMPONENT_RULES];
+    return parse_spec(spec, &level, rules, &n_rules);
+}
+
+int plait_log_configure(const char *spec) {
+    int level = g_log.level, n_rules = 0;
+    struct component_rule rules[MAX_COMPONENT_RULES];
+    if (parse_spec(spec, &level, rules, &n_rules) != 0) return -1;
     pthread_mutex_lock(&g_log.lock);
     g_log.level = level;
     g_log.n_rules = n_rules;

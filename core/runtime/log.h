@@ -14,9 +14,13 @@
 #include <stdarg.h>
 #include <plait/types.h>
 
-/* Parse a level spec ("info", "warn,tcp=debug"). Returns 0, or -1 for an
- * unknown level name (nothing changed). */
+/* Apply a level spec ("info", "warn,tcp=debug"; spaces around names are
+ * ignored; component rules replace earlier ones, a spec without a default
+ * level keeps the current one). Returns 0, or -1 for an unknown level, an
+ * empty component name or more than 16 components (nothing changed). */
 int plait_log_configure(const char *spec);
+/* 0 if plait_log_configure(spec) would accept `spec`, else -1; changes nothing. */
+int plait_log_check_spec(const char *spec);
 /* Read PLAIT_LOG_LEVEL; default "info". Idempotent. */
 void plait_log_init_from_env(void);
 /* From now on prefix lines with "[r<rank>]". rank < 0 removes the prefix. */

@@ -6,10 +6,15 @@
  *                  two interleaved splits with asynchronous collectives and
  *                  an ordered allreduce checked bit for bit; rank 0 prints
  *                  "coll_mp_driver: ok" when every rank passed. Exit 0 = pass.
+ *   big-subset     the same, the 1 MiB + 3 size for one dtype per
+ *                  (collective, op), rotating (conformance_opts.big_subset).
  *   stall R        rank R sits out an allreduce (sleeps 3x the timeout); the
  *                  others print how their call failed and how long it took,
  *                  and exit 0 when it failed (timeout or peer lost).
+ *   kill R         32 MiB allreduces; rank R SIGKILLs itself while its third
+ *                  one is moving data; the others print as for stall.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +107,13 @@ static double now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* A failed call's report, read by test_coll_tcp: status, time, message. */
+static int report_failure(int r, plait_status st, double seconds) {
+    printf("coll_mp_driver: rank %d: %s after %.2f s: %s\n", r, plait_status_name(st), seconds, plait_last_error());
+    fflush(stdout);
+    return st == PLAIT_ERR_TIMEOUT || st == PLAIT_ERR_PEER_LOST ? 0 : 1;
+}
+
 /* Rank `who` does not take part in allreduce #2. */
 static int stall(plait_comm *world, int who, double timeout) {
     int r = api->rank(world);
@@ -114,10 +126,33 @@ static int stall(plait_comm *world, int who, double timeout) {
     plait_coll_opts o = {.struct_size = sizeof o, .label = "stall test"};
     double t0 = now();
     plait_status st = api->allreduce(world, x, y, 256, PLAIT_F32, PLAIT_SUM, &o, NULL);
-    double dt = now() - t0;
-    printf("coll_mp_driver: rank %d: %s after %.2f s: %s\n", r, plait_status_name(st), dt, plait_last_error());
-    fflush(stdout);
-    return st == PLAIT_ERR_TIMEOUT || st == PLAIT_ERR_PEER_LOST ? 0 : 1;
+    return report_failure(r, st, now() - t0);
+}
+
+/* Rank `victim` dies by SIGKILL in the middle of allreduce #3 (its own call
+ * in flight on the communicator's worker thread); the others are inside
+ * the same allreduce, blocked on the data it no longer sends. */
+static int kill_during_allreduce(plait_comm *world, int victim) {
+    int r = api->rank(world);
+    size_t count = 8u << 20;
+    float *x = malloc(count * sizeof *x), *y = malloc(count * sizeof *y);
+    if (!x || !y) return fail("out of memory");
+    for (size_t i = 0; i < count; i++) x[i] = 1.0f;
+    if (api->barrier(world, NULL, NULL) != PLAIT_OK) return fail("barrier");
+    plait_coll_opts o = {.struct_size = sizeof o, .label = "kill test"};
+    for (int it = 0; it < 50; it++) {
+        if (r == victim && it == 2) {
+            plait_request *req = NULL;
+            if (api->allreduce(world, x, y, count, PLAIT_F32, PLAIT_SUM, &o, &req) != PLAIT_OK) return fail("allreduce");
+            usleep(100000); /* data moving */
+            raise(SIGKILL);
+        }
+        double t0 = now();
+        plait_status st = api->allreduce(world, x, y, count, PLAIT_F32, PLAIT_SUM, &o, NULL);
+        if (st != PLAIT_OK) return report_failure(r, st, now() - t0);
+    }
+    fprintf(stderr, "coll_mp_driver: rank %d: 50 allreduces and rank %d never died\n", r, victim);
+    return 1;
 }
 
 int main(int argc, char **argv) {
@@ -144,14 +179,16 @@ int main(int argc, char **argv) {
         return rc;
     }
     int r = api->rank(world), n = api->size(world);
-    if (argc > 2 && strcmp(argv[1], "stall") == 0) {
-        int rc = stall(world, atoi(argv[2]), settings.timeout_s);
+    if (argc > 2 && (strcmp(argv[1], "stall") == 0 || strcmp(argv[1], "kill") == 0)) {
+        int rc = strcmp(argv[1], "stall") == 0 ? stall(world, atoi(argv[2]), settings.timeout_s)
+                                               : kill_during_allreduce(world, atoi(argv[2]));
         plait_comm_free(world);
         plait_job_leave(job, 1);
         plait_config_free(cfg);
         return rc;
     }
     conformance_opts opts = {.big = 1, .only_kind = -1};
+    opts.big_subset = argc > 1 && strcmp(argv[1], "big-subset") == 0;
     conformance_result res;
     conformance_run(world, &opts, &res);
     char err[512] = "";
@@ -163,9 +200,10 @@ int main(int argc, char **argv) {
                                  : api->allreduce(world, mine, all, 4, PLAIT_I64, PLAIT_SUM, NULL, NULL);
     int ok = st == PLAIT_OK && all[1] == 0 && all[2] == 0 && all[3] == 0 && all[0] > 0;
     if (r == 0 && st == PLAIT_OK)
-        printf("coll_mp_driver: %d ranks over %s: %lld collectives, %lld wrong elements, %lld failed calls, "
+        printf("coll_mp_driver: %d ranks over %s%s: %lld collectives, %lld wrong elements, %lld failed calls, "
                "%lld split failures\n",
-               n, d->name, (long long)all[0], (long long)all[1], (long long)all[2], (long long)all[3]);
+               n, d->name, opts.big_subset ? " (1 MiB + 3 for a subset)" : "", (long long)all[0],
+               (long long)all[1], (long long)all[2], (long long)all[3]);
     if (r == 0 && ok) printf("coll_mp_driver: ok\n");
     fflush(stdout);
     plait_comm_free(world);

@@ -257,6 +257,56 @@ static void run_case(plait_comm *comm, const ccase *c, conformance_result *res) 
     free(sbase), free(rbase);
 }
 
+/* Point-to-point: every rank sends `count` elements to the rank `shift` to
+ * its right and receives them from the one `shift` to its left (receive
+ * posted first), checking the data, the guards around it and that the send
+ * buffer is untouched. */
+static void run_sendrecv(plait_comm *comm, plait_dtype dtype, size_t count, int shift, uint32_t tag,
+                         conformance_result *res) {
+    const plait_coll_api *api = plait_coll_api_table();
+    int n = api->size(comm), me = api->rank(comm), to = (me + shift) % n, from = (me - shift + n) % n;
+    size_t esz = plait_dtype_size(dtype), bytes = count * esz;
+    unsigned char *send = malloc(bytes + 1), *rbase = malloc(bytes + 2 * GUARD);
+    char what[160] = "";
+    res->cases++;
+    if (!send || !rbase) {
+        snprintf(what, sizeof what, "out of memory in the test");
+        res->failed++;
+        goto out;
+    }
+    unsigned char *recv = rbase + GUARD;
+    memset(rbase, SENTINEL, bytes + 2 * GUARD);
+    for (size_t i = 0; i < count; i++)
+        conformance_store(send, dtype, i, conformance_input(-1, dtype == PLAIT_U8, me, i));
+    plait_request *rr = NULL;
+    plait_status st = api->recv(comm, recv, count, dtype, from, tag, NULL, &rr);
+    if (st == PLAIT_OK) st = api->send(comm, send, count, dtype, to, tag, NULL, NULL);
+    plait_status wst = rr ? api->wait(rr) : st;
+    if (st != PLAIT_OK || wst != PLAIT_OK) {
+        snprintf(what, sizeof what, "%s", plait_last_error());
+        res->failed++;
+        goto out;
+    }
+    uint64_t wrong = 0;
+    for (size_t i = 0; i < count; i++) {
+        double want = conformance_input(-1, dtype == PLAIT_U8, from, i), got = conformance_load(recv, dtype, i);
+        if (got != want && !wrong++) snprintf(what, sizeof what, "element %zu is %g, expected %g", i, got, want);
+        if (conformance_load(send, dtype, i) != conformance_input(-1, dtype == PLAIT_U8, me, i) && !wrong++)
+            snprintf(what, sizeof what, "send buffer element %zu was modified", i);
+    }
+    for (size_t g = 0; g < GUARD; g++)
+        if ((rbase[g] != SENTINEL || recv[bytes + g] != SENTINEL) && !wrong++)
+            snprintf(what, sizeof what, "wrote outside the receive buffer");
+    res->wrong += wrong;
+out:
+    if (what[0] && !res->first[0])
+        snprintf(res->first, sizeof res->first,
+                 "send/recv %s count=%zu from rank %d to rank %d on %d ranks, rank %d: %s", plait_dtype_name(dtype),
+                 count, from, to, n, me, what);
+    free(send);
+    free(rbase);
+}
+
 typedef struct kind_algos {
     plait_coll_kind kind;
     int n_algos;
@@ -306,6 +356,10 @@ int conformance_run(plait_comm *world, const conformance_opts *opts, conformance
                                 (size_t)(ai * ka->n_inplace + ip) !=
                                     (size_t)(dt + op + 1) % (size_t)(ka->n_algos * ka->n_inplace))
                                 continue;
+                            /* and, when asked, one dtype, rotating with the op and the collective */
+                            if (is_big && opts->big_subset &&
+                                (size_t)dt != (size_t)(op + 1 + (int)m) % PLAIT_DTYPE_COUNT_V1)
+                                continue;
                             ccase c = {.kind = ka->kind,
                                        .algo = ka->algos[ai],
                                        .dtype = (plait_dtype)dt,
@@ -322,5 +376,15 @@ int conformance_run(plait_comm *world, const conformance_opts *opts, conformance
             }
         }
     }
+    if (opts->only_kind < 0 && n > 1)
+        for (int dt = 0; dt < PLAIT_DTYPE_COUNT_V1; dt++) {
+            size_t esz = plait_dtype_size((plait_dtype)dt);
+            size_t sizes[6] = {0, 1, 7, (size_t)n - 1, (size_t)n + 1, (1u << 20) / esz + 3};
+            for (int si = 0; si < (opts->big ? 6 : 5); si++) {
+                if (si == 5 && opts->big_subset && dt != 0) continue; /* one dtype at the big size */
+                run_sendrecv(world, (plait_dtype)dt, sizes[si], 1 + (dt + si) % (n - 1), (uint32_t)(dt * 8 + si),
+                             res);
+            }
+        }
     return res->wrong || res->failed;
 }

@@ -1,7 +1,8 @@
 /*
  * plait bench comm on the in-process transport: every operation prints one
  * row per size with #wrong 0, busbw = algbw x the nccl-tests factor, the
- * CSV has the same rows, and a corrupted result is counted in #wrong.
+ * CSV has the same rows, and a wrong result in any iteration (one flipped
+ * element, or an iteration that writes nothing) is counted in #wrong.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,7 +35,7 @@ static void rank_main(int r, void *arg) {
 }
 
 /* Runs the bench; returns rank 0's output (caller frees). */
-static char *bench(int n, plait_bench_op op, int corrupt, uint64_t *wrong, char **csv_text) {
+static char *bench(int n, plait_bench_op op, plait_bench_fault fault, uint64_t *wrong, char **csv_text) {
     run *x = calloc(1, sizeof *x);
     char *text = NULL, *csv = NULL;
     size_t len = 0, clen = 0;
@@ -43,7 +44,7 @@ static char *bench(int n, plait_bench_op op, int corrupt, uint64_t *wrong, char 
     x->w = plait_threads_world_new(n, 30);
     x->o = (plait_bench_comm_opts){.op = op, .min_bytes = 1024, .max_bytes = 256 << 10, .factor = 4,
                                    .warmup = 1, .iters = 3, .dtype = PLAIT_F32, .redop = PLAIT_SUM,
-                                   .transport = "threads", .csv = csvf, .corrupt = corrupt};
+                                   .transport = "threads", .csv = csvf, .fault = fault};
     assert_int_equal(plait_threads_run(n, rank_main, x), PLAIT_OK);
     for (int r = 0; r < n; r++) {
         if (x->st[r] != PLAIT_OK) fail_msg("rank %d: %s", r, plait_last_error());
@@ -64,7 +65,7 @@ static void test_every_op_clean(void **state) {
     for (int op = 0; op < PLAIT_BENCH_OP_COUNT; op++) {
         uint64_t wrong = 99;
         char *csv = NULL;
-        char *text = bench(n, (plait_bench_op)op, 0, &wrong, &csv);
+        char *text = bench(n, (plait_bench_op)op, PLAIT_BENCH_FAULT_NONE, &wrong, &csv);
         assert_int_equal(wrong, 0);
         assert_non_null(strstr(text, "#wrong"));
         assert_non_null(strstr(text, plait_bench_op_name((plait_bench_op)op)));
@@ -101,11 +102,24 @@ static void test_wrong_results_are_counted(void **state) {
     (void)state;
     uint64_t wrong = 0;
     char *csv = NULL;
-    char *text = bench(2, PLAIT_BENCH_ALLREDUCE, 1, &wrong, &csv);
-    /* one flipped element per checked iteration (the warm-up and the last
-     * timed one) on 5 sizes */
-    assert_int_equal(wrong, 5 * 2);
-    assert_non_null(strstr(text, "Total #wrong         : 10"));
+    char *text = bench(2, PLAIT_BENCH_ALLREDUCE, PLAIT_BENCH_FAULT_FLIP, &wrong, &csv);
+    /* one flipped element per iteration (1 warm-up + 3 timed) on 5 sizes */
+    assert_int_equal(wrong, 5 * 4);
+    assert_non_null(strstr(text, "Total #wrong         : 20"));
+    free(text);
+    free(csv);
+}
+
+/* Timed iterations after the first write nothing: each must be caught, not
+ * pass on the result the first one left in the buffer. */
+static void test_stale_results_are_counted(void **state) {
+    (void)state;
+    const int n = 2, stale_iters = 2; /* timed iterations 1 and 2 of 0..2 */
+    uint64_t wrong = 0, expected = 0;
+    char *csv = NULL;
+    char *text = bench(n, PLAIT_BENCH_ALLREDUCE, PLAIT_BENCH_FAULT_STALE, &wrong, &csv);
+    for (uint64_t bytes = 1024; bytes <= 256 << 10; bytes *= 4) expected += bytes / 4 * n * stale_iters;
+    assert_int_equal(wrong, expected);
     free(text);
     free(csv);
 }
@@ -115,6 +129,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_op_clean),
         cmocka_unit_test(test_wrong_results_are_counted),
+        cmocka_unit_test(test_stale_results_are_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

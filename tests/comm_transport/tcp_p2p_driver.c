@@ -11,7 +11,12 @@
  *   kill R         ring of 32 MiB transfers; rank R SIGKILLs itself midway.
  *   stray          rank 0 sends random bytes and a wrong token to the store
  *                  and random bytes and a wrong secret to every transport
- *                  port; then everyone runs `basic`.
+ *                  port while the world communicator (the core's, over
+ *                  tcp) sets up, and again after; then everyone runs
+ *                  `basic` on its point-to-point side and the core's
+ *                  allreduce, allgather and broadcast (the conformance
+ *                  matrix of those three: every dtype, operator, algorithm
+ *                  and in-place form, sizes 0 to 1 MiB + 3), checked exactly.
  *   pingpong       ranks 0 and 1: 4 KiB latency and 64 MiB bandwidth.
  *
  * Exit code 0 on success; on failure the error goes to stderr and to the
@@ -30,6 +35,8 @@
 #include <unistd.h>
 
 #include "comm/bootstrap.h"
+#include "comm/comm_job.h"
+#include "comm/conformance.h"
 #include "comm/launch.h"
 #include "comm/net.h"
 #include "comm/store_wire.h"
@@ -385,6 +392,25 @@ static void stray_transport_check(plait_job *job, int first, int *fds) {
     }
 }
 
+/* The core's collectives on a communicator that survived the strays,
+ * every result checked exactly by every rank. */
+static void run_core_collectives(plait_comm *comm) {
+    static const plait_coll_kind kinds[] = {PLAIT_COLL_ALLREDUCE, PLAIT_COLL_ALLGATHER, PLAIT_COLL_BROADCAST};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        conformance_opts o = {.big = 1, .only_kind = (int)kinds[k]};
+        conformance_result res;
+        conformance_run(comm, &o, &res);
+        const char *name = plait_coll_kind_name(kinds[k]);
+        if (res.cases == 0 || res.wrong || res.failed)
+            die("core %s after stray clients: %llu calls, %llu wrong elements, %llu failed: %s", name,
+                (unsigned long long)res.cases, (unsigned long long)res.wrong, (unsigned long long)res.failed,
+                res.first);
+        if (g_rank == 0)
+            fprintf(stderr, "driver: stray: core %s after stray clients: %llu calls exact\n", name,
+                    (unsigned long long)res.cases);
+    }
+}
+
 static void run_pingpong(plait_job *job, void *world) {
     int rank = plait_job_rank(job);
     if (rank > 1) return;
@@ -556,10 +582,20 @@ int main(int argc, char **argv) {
         stray_store(job);
         stray_transport_open(job, 1, fds);
     }
-    plait_comm_init init = {sizeof init, plait_host_table(), cfg, plait_job_world(job), g_rank,
-                            plait_job_size(job)};
-    void *world;
-    CHECK(g_ops->init(&init, &world), "tcp init");
+    /* stray: the core's world communicator (its plugin side set up while
+     * rank 0's strays arrive); the other modes: the plugin's alone */
+    void *world = NULL;
+    plait_comm *core_world = NULL;
+    if (strcmp(mode, "stray") == 0) {
+        plait_comm_settings settings;
+        CHECK(plait_comm_settings_from_config(cfg, &settings), "settings");
+        CHECK(plait_comm_create_job_world(job, g_ops, cfg, &settings, &core_world), "core world over tcp");
+        world = core_world->pp2p;
+    } else {
+        plait_comm_init init = {sizeof init, plait_host_table(), cfg, plait_job_world(job), g_rank,
+                                plait_job_size(job)};
+        CHECK(g_ops->init(&init, &world), "tcp init");
+    }
     if (stray) {
         stray_transport_check(job, 1, fds);
         /* after setup: the store still rejects, the ports are closed */
@@ -568,12 +604,18 @@ int main(int argc, char **argv) {
         stray_transport_check(job, 0, fds);
     }
     if (strcmp(mode, "basic") == 0) run_basic(job, world);
-    else if (strcmp(mode, "stray") == 0) run_basic(job, world); else if (strcmp(mode, "kill") == 0) run_kill(job, world, arg);
+    else if (strcmp(mode, "stray") == 0) {
+        run_basic(job, world);
+        run_core_collectives(core_world);
+    } else if (strcmp(mode, "kill") == 0) run_kill(job, world, arg);
     else if (strcmp(mode, "pingpong") == 0) run_pingpong(job, world);
     else if (strcmp(mode, "ringbench") == 0) run_ringbench(job, world);
     else die("unknown mode '%s'", mode);
     barrier(plait_job_world(job));
-    g_ops->destroy(world);
+    if (core_world)
+        plait_comm_free(core_world);
+    else
+        g_ops->destroy(world);
     plait_job_leave(job, 0);
     plait_config_free(cfg);
     plait_plugins_unload_all();

@@ -1,7 +1,9 @@
 /* The TCP plugin across processes started by plait's own launcher (and by a
  * torchrun-style environment): correctness of every byte, and the fault
  * scenarios of the issue — a rank that never joins, a rank SIGKILLed during
- * a transfer, stray clients on the store and the transport ports. */
+ * a transfer, stray clients on the store and the transport ports (after
+ * which the core's collectives over the same connections must be exact).
+ * A rank killed during a core collective: test_coll_tcp. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -131,6 +133,10 @@ static void test_stray_clients(void **state) {
     assert_contains(o.output, "wrong secret (claims rank 0)");
     assert_contains(o.output, "bad hello magic");
     assert_contains(o.output, "rejected as expected (port closed)");
+    /* the core's collectives over the connections that survived them */
+    assert_contains(o.output, "core allreduce after stray clients: ");
+    assert_contains(o.output, "core allgather after stray clients: ");
+    assert_contains(o.output, "core broadcast after stray clients: ");
     outcome_free(&o);
 }
 

@@ -113,6 +113,47 @@ static void test_wrong_type_and_range(void **state) {
     assert_contains(plait_last_error(), "not a bool");
 }
 
+/* Every kind of bad value is reported at its file and line, with the key,
+ * its section and what is wrong, as the only problem. */
+static void test_every_value_error_names_file_and_line(void **state) {
+    (void)state;
+    static char *const no_env[] = {NULL};
+    static const struct {
+        const char *section, *key, *value, *says;
+    } cases[] = {
+        {"model", "n_layer", "5000", "value '5000' is out of range [1, 4096]"},
+        {"model", "n_layer", "four", "value 'four' is not an integer"},
+        {"model", "n_layer", "99999999999999999999", "does not fit a 64-bit integer"},
+        {"optim", "lr", "11", "value '11' is out of range [0, 10]"},
+        {"optim", "lr", "fast", "value 'fast' is not a finite number"},
+        {"optim", "lr", "1e999", "value '1e999' is not a finite number"},
+        {"run", "deterministic", "maybe", "value 'maybe' is not a bool (use true or false)"},
+        {"comm.test", "size", "12Q", "value '12Q' is not a byte size"},
+        {"comm.test", "size", "2T", "value '2T' is out of range [0, "},
+        {"comm.test", "colors", "red, purple", "value 'purple' is not allowed (comma-separated list of: red, green, blue)"},
+        {"comm", "algorithm", "rign", "value 'rign' is not allowed; did you mean 'ring'?"},
+        {"run", "progress", "sometimes", "value 'sometimes' is not allowed"},
+        {"comm.test", "must", "", "value must not be empty"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[2048];
+        int w = snprintf(text, sizeof text, "[%s]\n", cases[i].section);
+        for (size_t k = 0; k < i; k++) w += snprintf(text + w, sizeof text - (size_t)w, "; filler %zu\n", k);
+        w += snprintf(text + w, sizeof text - (size_t)w, "%s = %s\n", cases[i].key, cases[i].value);
+        if (strcmp(cases[i].key, "must") != 0) snprintf(text + w, sizeof text - (size_t)w, "[comm.test]\nmust = x\n");
+        plait_config *cfg = fresh();
+        assert_int_equal(plait_config_load_string(cfg, "t.ini", text), PLAIT_OK);
+        assert_int_equal(plait_config_finalize(cfg, no_env), PLAIT_ERR_INVALID_CONFIG);
+        const char *msg = plait_last_error();
+        char where[128];
+        snprintf(where, sizeof where, "t.ini:%zu: key '%s' in [%s]: ", i + 2, cases[i].key, cases[i].section);
+        if (strncmp(msg, where, strlen(where)) != 0) fail_msg("case %zu: expected \"%s...\", got: %s", i, where, msg);
+        assert_contains(msg, cases[i].says);
+        if (strchr(msg, '\n')) fail_msg("case %zu: more than one problem: %s", i, msg);
+        plait_config_free(cfg);
+    }
+}
+
 static void test_enum_and_list_choices(void **state) {
     (void)state;
     assert_int_equal(check("[comm]\nalgorithm = rign\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
@@ -128,7 +169,14 @@ static void test_required_missing(void **state) {
     plait_config *cfg = fresh();
     assert_int_equal(plait_config_load_string(cfg, "r.ini", "[run]\nseed = 2\n"), PLAIT_OK);
     assert_int_equal(plait_config_finalize(cfg, (char *const[]){NULL}), PLAIT_ERR_INVALID_CONFIG);
-    assert_contains(plait_last_error(), "key 'must' in [comm.test] is required");
+    assert_contains(plait_last_error(), "r.ini: key 'must' in [comm.test] is required but not given (string: a required key)");
+    plait_config_free(cfg);
+    /* the file given first is named even when a second one is loaded */
+    cfg = fresh();
+    assert_int_equal(plait_config_load_string(cfg, "first.ini", "[run]\nseed = 2\n"), PLAIT_OK);
+    assert_int_equal(plait_config_load_string(cfg, "second.ini", "[run]\nsteps = 2\n"), PLAIT_OK);
+    assert_int_equal(plait_config_finalize(cfg, (char *const[]){NULL}), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "first.ini: key 'must' in [comm.test] is required but not given");
     plait_config_free(cfg);
 }
 
@@ -198,6 +246,97 @@ static void test_env_and_cli_overrides(void **state) {
     plait_config_free(cfg);
 }
 
+/* Precedence is file < environment < command line, for the text read
+ * before finalize to pick plugins and for the value finalize keeps; checked
+ * on a plugin key and an ordinary one, every combination of sources. */
+static void test_env_vs_command_line_precedence(void **state) {
+    (void)state;
+    static const struct {
+        const char *section, *key, *file, *env, *cli;
+    } keys[] = {{"comm", "plugin", "fromfile", "fromenv", "fromcli"}, {"optim", "lr", "0.25", "0.5", "0.125"}};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        for (int given = 0; given < 8; given++) { /* bit 0 file, bit 1 environment, bit 2 command line */
+            plait_config *cfg = fresh();
+            char text[256], assignment[128], env_var[128];
+            snprintf(text, sizeof text, "[comm.test]\nmust = x\n[%s]\n%s = %s\n", keys[k].section, keys[k].key,
+                     keys[k].file);
+            assert_int_equal(plait_config_load_string(cfg, "p.ini", given & 1 ? text : "[comm.test]\nmust = x\n"),
+                             PLAIT_OK);
+            snprintf(assignment, sizeof assignment, "%s.%s=%s", keys[k].section, keys[k].key, keys[k].cli);
+            if (given & 4) assert_int_equal(plait_config_add_override(cfg, assignment), PLAIT_OK);
+            snprintf(env_var, sizeof env_var, "PLAIT_%s_%s=%s", k ? "OPTIM" : "COMM", k ? "LR" : "PLUGIN",
+                     keys[k].env);
+            char *env[] = {given & 2 ? env_var : NULL, NULL};
+            const char *want = given & 4   ? keys[k].cli
+                               : given & 2 ? keys[k].env
+                               : given & 1 ? keys[k].file
+                                           : plait_config_default_text(cfg, keys[k].section, keys[k].key);
+            const char *pending = plait_config_pending_text(cfg, keys[k].section, keys[k].key, env);
+            if (!pending || strcmp(pending, want) != 0)
+                fail_msg("[%s] %s, sources %d: read before finalize '%s', expected '%s'", keys[k].section,
+                         keys[k].key, given, pending ? pending : "(null)", want);
+            assert_int_equal(plait_config_finalize(cfg, env), PLAIT_OK);
+            plait_value v;
+            assert_int_equal(plait_config_get(cfg, keys[k].section, keys[k].key, &v), PLAIT_OK);
+            if (k == 0 && strcmp(v.s, want) != 0)
+                fail_msg("[comm] plugin, sources %d: finalized '%s', expected '%s'", given, v.s, want);
+            if (k == 1 && v.f != strtod(want, NULL))
+                fail_msg("[optim] lr, sources %d: finalized %g, expected %s", given, v.f, want);
+            plait_value_origin origin = plait_config_origin(cfg, keys[k].section, keys[k].key, NULL);
+            assert_int_equal(origin, given & 4   ? PLAIT_ORIGIN_CLI
+                                     : given & 2 ? PLAIT_ORIGIN_ENV
+                                     : given & 1 ? PLAIT_ORIGIN_FILE
+                                                 : PLAIT_ORIGIN_DEFAULT);
+            plait_config_free(cfg);
+        }
+    }
+}
+
+/* A PLAIT_<SECTION>_<KEY> variable whose section is declared but whose key
+ * is not is an error like a file's misspelt key, with the variable to use;
+ * the runtime's own PLAIT_ variables and ones outside every section pass. */
+static void test_misspelt_env_var(void **state) {
+    (void)state;
+    char *typo[] = {"PLAIT_OPTIM_LERNING_RATE=1", NULL};
+    assert_int_equal(check("[run]\nseed = 1\n", typo, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "environment PLAIT_OPTIM_LERNING_RATE: key 'lerning_rate' is not known in "
+                                        "[optim]; did you mean PLAIT_OPTIM_LR?");
+    char *plugin_typo[] = {"PLAIT_COMM_TEST_FLGA=yes", NULL}; /* [comm.test], the longest matching section */
+    assert_int_equal(check("[run]\nseed = 1\n", plugin_typo, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "environment PLAIT_COMM_TEST_FLGA: key 'flga' is not known in [comm.test]; "
+                                        "did you mean PLAIT_COMM_TEST_FLAG?");
+    char *elsewhere[] = {"PLAIT_MODEL_LR=1", "PLAIT_RUN_SEEED=2", NULL};
+    assert_int_equal(check("[run]\nseed = 1\n", elsewhere, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "2 problems");
+    assert_contains(plait_last_error(), "environment PLAIT_MODEL_LR: key 'lr' is not known in [model]; it belongs "
+                                        "in [optim]: PLAIT_OPTIM_LR");
+    assert_contains(plait_last_error(), "did you mean PLAIT_RUN_SEED?");
+    char *not_config[] = {"PLAIT_RANK=3",          "PLAIT_WORLD_SIZE=4",   "PLAIT_LOCAL_RANK=3",
+                          "PLAIT_LOCAL_SIZE=4",    "PLAIT_STORE_ADDR=x:1", "PLAIT_STORE_FD=5",
+                          "PLAIT_JOB_TOKEN=t",     "PLAIT_REPORT_FD=6",    "PLAIT_LOG_LEVEL=debug",
+                          "PLAIT_PLUGIN_PATH=/x",  "PLAIT_MATH_THREADS=1", "PLAIT_LAUNCH_GRACE=2",
+                          "PLAIT_UNRELATED=1",     "PLAIT_=1",             "PLAIT_OPTIM_LR=0.5",
+                          "NOT_PLAIT_OPTIM_X=1",   "PLAIT_OPTIM",          NULL};
+    if (check("[run]\nseed = 1\n", not_config, NULL) != PLAIT_OK) fail_msg("%s", plait_last_error());
+}
+
+/* Variables pointing into an undeclared plugin section name it, once, for
+ * the CLI to declare; keys of declared sections and top-level typos do not. */
+static void test_env_plugin_sections(void **state) {
+    (void)state;
+    plait_config *cfg = fresh();
+    char *env[] = {"PLAIT_COMM_NCCL_NTHREADS=1", "PLAIT_OPTIM_ZERO1_BUCKET_SIZE=1M", "PLAIT_OPTIM_ZERO1_MAX_INFLIGHT=2",
+                   "PLAIT_OPTIM_LR_SCHEDULE=constant", "PLAIT_COMM_TEST_FLGA=1", "PLAIT_RUN_SEEED=1",
+                   "PLAIT_RANK_X=1", NULL};
+    char sections[8][128];
+    size_t n = plait_config_env_plugin_sections(cfg, env, sections, 8);
+    assert_int_equal(n, 2);
+    assert_string_equal(sections[0], "comm.nccl");
+    assert_string_equal(sections[1], "optim.zero1");
+    assert_int_equal(plait_config_env_plugin_sections(cfg, env, sections, 1), 1);
+    plait_config_free(cfg);
+}
+
 static void test_all_problems_listed(void **state) {
     (void)state;
     assert_int_equal(check("[model]\nn_layer = x\nn_head = y\n[optim]\nlerning_rate = 1\n", NULL, NULL),
@@ -260,6 +399,8 @@ int main(void) {
         cmocka_unit_test(test_required_missing),       cmocka_unit_test(test_syntax_errors),
         cmocka_unit_test(test_env_and_cli_overrides),  cmocka_unit_test(test_all_problems_listed),
         cmocka_unit_test(test_derived_value),          cmocka_unit_test(test_value_helpers),
+        cmocka_unit_test(test_env_vs_command_line_precedence), cmocka_unit_test(test_misspelt_env_var),
+        cmocka_unit_test(test_env_plugin_sections),    cmocka_unit_test(test_every_value_error_names_file_and_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,9 @@
 source "$(dirname "$0")/lib.sh"
 P=$PLAIT_BIN
 $P --version | grep -q "plugin ABI v1.0" || fail "--version"
-$P help train | grep -q -- "--resume" || fail "help train"
+# (outputs are captured before grep -q reads them: a grep that stops early
+# would kill plait with SIGPIPE, which pipefail reports as a failure)
+help=$($P help train) && grep -q -- "--resume" <<<"$help" || fail "help train"
 out=$($P plugins)
 for k in "comm +tcp" "parallel +dp" "parallel +tp" "parallel +pp" "parallel +hybrid" "optim +adam"; do
   echo "$out" | grep -Eq "^$k +[0-9.]+ +1\.0 +available" || fail "plait plugins does not list $k: $out"

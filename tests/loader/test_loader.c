@@ -1,8 +1,10 @@
-/* Loader error paths: every refusal names the file and says what to do. */
+/* Loader: the search directories and their order, and the error paths:
+ * every refusal names the file and says what to do. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,10 +18,32 @@ static const char *plugin_dir(void) {
     return d ? d : "tests/plugins";
 }
 
+static const char *plugin_dir2(void) {
+    const char *d = getenv("PLAIT_TEST_PLUGIN_DIR2");
+    return d ? d : "tests/plugins2";
+}
+
+#define MISSING_DIR "/nonexistent/plait-plugins"
+
 static int setup(void **state) {
     (void)state;
-    setenv("PLAIT_PLUGIN_PATH", plugin_dir(), 1);
+    char path[3000];
+    snprintf(path, sizeof path, "%s:%s:%s", plugin_dir(), plugin_dir2(), MISSING_DIR);
+    setenv("PLAIT_PLUGIN_PATH", path, 1);
     return 0;
+}
+
+/* The directories searched, in the documented order: next to libplait (the
+ * build tree's lib/plait), the install prefix's lib/plait, then each
+ * PLAIT_PLUGIN_PATH directory (a missing one as written). */
+static size_t expected_dirs(char dirs[5][PATH_MAX]) {
+    const char *given[5] = {getenv("PLAIT_TEST_BUILD_PLUGIN_DIR"), getenv("PLAIT_TEST_INSTALL_PLUGIN_DIR"),
+                            plugin_dir(), plugin_dir2(), MISSING_DIR};
+    for (int i = 0; i < 5; i++) {
+        if (!given[i]) fail_msg("PLAIT_TEST_BUILD_PLUGIN_DIR / PLAIT_TEST_INSTALL_PLUGIN_DIR are not set (run by ctest)");
+        if (!realpath(given[i], dirs[i])) snprintf(dirs[i], PATH_MAX, "%s", given[i]);
+    }
+    return 5;
 }
 
 #define assert_contains(haystack, needle)                                                  \
@@ -39,15 +63,76 @@ static void refused(const char *name, const char *const *needles) {
     for (int i = 0; needles[i]; i++) assert_contains(msg, needles[i]);
 }
 
+static void test_search_dirs_in_order(void **state) {
+    (void)state;
+    char want[5][PATH_MAX];
+    size_t n_want = expected_dirs(want);
+    const char *const *dirs = NULL;
+    size_t n = plait_plugin_dirs(&dirs);
+    assert_int_equal(n, n_want);
+    for (size_t i = 0; i < n; i++) assert_string_equal(dirs[i], want[i]);
+}
+
 static void test_not_found_lists_dirs(void **state) {
     (void)state;
     plait_clear_error();
     assert_null(plait_plugin_load(PLAIT_KIND_OPTIM, "nope"));
     const char *msg = plait_last_error();
-    assert_contains(msg, "not found");
+    assert_contains(msg, "optim plugin 'nope' not found");
     assert_contains(msg, "libplait-optim-nope.so");
-    assert_contains(msg, plugin_dir());
     assert_contains(msg, "plait plugins");
+    /* every directory searched, in the search order */
+    char want[5][PATH_MAX];
+    size_t n = expected_dirs(want);
+    const char *at = msg;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = strstr(at, want[i]);
+        if (!p) fail_msg("directory %zu (%s) missing from, or out of order in: %s", i, want[i], msg);
+        at = p + strlen(want[i]);
+    }
+}
+
+/* A name found in two directories: the first directory's file is loaded,
+ * the later one is left alone (and listed as shadowed by a scan). */
+static void test_first_directory_wins(void **state) {
+    (void)state;
+    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, "shadow");
+    assert_non_null(d);
+    assert_string_equal(d->version, "first");
+    char dir[PATH_MAX];
+    assert_non_null(realpath(plugin_dir(), dir));
+    assert_contains(plait_plugin_path(d), dir);
+    /* the build's own adam comes before one of that name on PLAIT_PLUGIN_PATH */
+    d = plait_plugin_load(PLAIT_KIND_OPTIM, "adam");
+    assert_non_null(d);
+    if (strcmp(d->version, "impostor") == 0) fail_msg("loaded %s, not the build's adam", plait_plugin_path(d));
+    char build[PATH_MAX];
+    assert_non_null(realpath(getenv("PLAIT_TEST_BUILD_PLUGIN_DIR"), build));
+    assert_contains(plait_plugin_path(d), build);
+}
+
+/* A file named for one kind holding a plugin of another is refused, naming
+ * both and the file name to use. */
+static void test_file_name_kind_mismatch(void **state) {
+    (void)state;
+    plait_clear_error();
+    assert_null(plait_plugin_load(PLAIT_KIND_COMM, "kindswap"));
+    const char *msg = plait_last_error();
+    assert_contains(msg, "libplait-comm-kindswap.so: file name says comm/kindswap but the plugin inside calls "
+                         "itself optim/kindswap; rename the file libplait-optim-kindswap.so");
+}
+
+/* A descriptor of an unknown kind is refused; so is a load for one. */
+static void test_unknown_kind(void **state) {
+    (void)state;
+    refused("badkind", (const char *const[]){"unknown plugin kind 7", "comm=1, parallel=2, optim=3", NULL});
+    for (uint32_t kind = 0; kind < 10; kind += 9) {
+        plait_clear_error();
+        assert_null(plait_plugin_load(kind, "adam"));
+        char want[64];
+        snprintf(want, sizeof want, "plugin 'adam': unknown plugin kind %u", kind);
+        assert_contains(plait_last_error(), want);
+    }
 }
 
 static void test_abi_major_symbol(void **state) {
@@ -123,7 +208,10 @@ static void test_explicit_path(void **state) {
     assert_non_null(plait_plugin_load(PLAIT_KIND_OPTIM, path));
     plait_clear_error();
     assert_null(plait_plugin_load(PLAIT_KIND_COMM, path));
-    assert_contains(plait_last_error(), "holds no comm plugin");
+    /* what it is, and what to do */
+    assert_contains(plait_last_error(), "libplait-optim-testgood.so: holds no comm plugin (it holds optim/testgood): "
+                                        "it can serve as [optim] plugin; for [comm] plugin give a comm plugin "
+                                        "('plait plugins' lists them)");
 }
 
 static void test_scan_lists_good_and_refused(void **state) {
@@ -147,9 +235,44 @@ static void test_scan_lists_good_and_refused(void **state) {
     assert_true(abi2);
 }
 
+/* A scan lists the later file of a name as shadowed, and refuses a file
+ * name whose kind plait does not know, saying what to rename it to. */
+static void test_scan_shadowed_and_unknown_file_kind(void **state) {
+    (void)state;
+    char dir2[PATH_MAX];
+    assert_non_null(realpath(plugin_dir2(), dir2));
+    plait_plugin_row *rows = NULL;
+    size_t n = plait_plugins_scan(&rows);
+    int shadow = 0, adam = 0, odd = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!strstr(rows[i].path, dir2)) continue;
+        if (strcmp(rows[i].name, "shadow") == 0 || strcmp(rows[i].name, "adam") == 0) {
+            assert_false(rows[i].loaded);
+            assert_string_equal(rows[i].status, "shadowed by an earlier directory");
+            shadow += strcmp(rows[i].name, "shadow") == 0;
+            adam += strcmp(rows[i].name, "adam") == 0;
+        }
+        if (strcmp(rows[i].name, "odd") == 0) {
+            odd = 1;
+            assert_false(rows[i].loaded);
+            assert_contains(rows[i].status, "libplait-widget-odd.so: the file name says kind 'widget', which this "
+                                            "plait does not know (comm, parallel, optim); rename the file "
+                                            "libplait-optim-odd.so");
+        }
+    }
+    free(rows);
+    assert_int_equal(shadow, 1);
+    assert_int_equal(adam, 1);
+    assert_true(odd);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_search_dirs_in_order),
         cmocka_unit_test(test_not_found_lists_dirs),
+        cmocka_unit_test(test_first_directory_wins),
+        cmocka_unit_test(test_file_name_kind_mismatch),
+        cmocka_unit_test(test_unknown_kind),
         cmocka_unit_test(test_abi_major_symbol),
         cmocka_unit_test(test_abi_major_descriptor),
         cmocka_unit_test(test_missing_symbol),
@@ -163,6 +286,7 @@ int main(void) {
         cmocka_unit_test(test_good_after_refusals),
         cmocka_unit_test(test_explicit_path),
         cmocka_unit_test(test_scan_lists_good_and_refused),
+        cmocka_unit_test(test_scan_shadowed_and_unknown_file_kind),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);
     plait_plugins_unload_all();

@@ -76,15 +76,23 @@ static const plait_param_decl params[] = {
 #ifndef DESC_NAME
 #define DESC_NAME PLUGIN_NAME
 #endif
+#ifdef VARIANT_BAD_KIND
+#define DESC_KIND 7u
+#else
+#define DESC_KIND PLAIT_KIND_OPTIM
+#endif
+#ifndef DESC_VERSION
+#define DESC_VERSION "0.0.1"
+#endif
 
 static const plait_plugin_desc desc = {
     .struct_size = DESC_SIZE,
     .magic = DESC_MAGIC,
     .abi_major = DESC_MAJOR,
     .abi_minor = DESC_MINOR,
-    .kind = PLAIT_KIND_OPTIM,
+    .kind = DESC_KIND,
     .name = DESC_NAME,
-    .version = "0.0.1",
+    .version = DESC_VERSION,
     .description = "loader test plugin",
     .params = params,
     .n_params = 1,

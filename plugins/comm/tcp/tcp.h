@@ -176,6 +176,7 @@ struct tcp_engine {
     int pt_polling;      /* the progress thread is in epoll_wait on ep */
     int stop;
     int has_thread;
+    int reading_last_words; /* tcp_io_error is reading a failing peer's other streams */
     pthread_t thread;
     size_t tx_pending;   /* conns with queued sends */
 
