@@ -34,10 +34,10 @@ checked=0
 if [ -e "$PLUGDIR/libplait-comm-nccl.so" ]; then
   checked=$((checked + 1))
   if [ -e /proc/driver/nvidia ] || [ -e /dev/nvidia0 ]; then
-    echo "$plugins" | grep -Eq "^comm +nccl +[0-9.]+ +1\.0 +available" || fail "nccl not available on a GPU machine: $plugins"
+    grep -Eq "^comm +nccl +[0-9.]+ +1\.0 +available" <<<"$plugins" || fail "nccl not available on a GPU machine: $plugins"
   else
-    echo "$plugins" | grep -Eq "^comm +nccl +[0-9.]+ +1\.0 +unavailable" || fail "nccl not listed unavailable: $plugins"
-    echo "$plugins" | grep -Eq -- "-> no CUDA device found \(cudaGetDeviceCount: " || fail "no reason for nccl: $plugins"
+    grep -Eq "^comm +nccl +[0-9.]+ +1\.0 +unavailable" <<<"$plugins" || fail "nccl not listed unavailable: $plugins"
+    grep -Eq -- "-> no CUDA device found \(cudaGetDeviceCount: " <<<"$plugins" || fail "no reason for nccl: $plugins"
     why="\[comm\] plugin = nccl cannot run here: no CUDA device found"
     run_fails bench_nccl "$P" bench comm -n 2 --op allreduce --comm nccl --min 4K --max 4K
     grep -q "$why" "$WORK/bench_nccl.out" || fail "bench: $(cat "$WORK/bench_nccl.out")"
@@ -53,16 +53,16 @@ if [ -e "$PLUGDIR/libplait-comm-nccl.so" ]; then
     fail "config check: $(cat "$WORK/config_nccl.out")"
   run_fails override_nccl "$P" train "$CFG" comm.plugin=nccl comm.nccl.device=-3 run.steps=1
   grep -q "key 'device' in \[comm.nccl\]" "$WORK/override_nccl.out" || fail "override: $(cat "$WORK/override_nccl.out")"
-  "$P" config show "$CFG" comm.plugin=nccl | grep -q "^\[comm.nccl\]" || fail "config show lacks [comm.nccl]"
+  shown=$("$P" config show "$CFG" comm.plugin=nccl) && grep -q "^\[comm.nccl\]" <<<"$shown" || fail "config show lacks [comm.nccl]"
 fi
 
 if [ -e "$PLUGDIR/libplait-comm-verbs.so" ]; then
   checked=$((checked + 1))
   if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
-    echo "$plugins" | grep -Eq "^comm +verbs +[0-9.]+ +1\.0 +(available|unavailable)" || fail "verbs not listed: $plugins"
+    grep -Eq "^comm +verbs +[0-9.]+ +1\.0 +(available|unavailable)" <<<"$plugins" || fail "verbs not listed: $plugins"
   else
-    echo "$plugins" | grep -Eq "^comm +verbs +[0-9.]+ +1\.0 +unavailable" || fail "verbs not listed unavailable: $plugins"
-    echo "$plugins" | grep -Eq -- "-> no RDMA device found \(ibv_get_device_list: " || fail "no reason for verbs: $plugins"
+    grep -Eq "^comm +verbs +[0-9.]+ +1\.0 +unavailable" <<<"$plugins" || fail "verbs not listed unavailable: $plugins"
+    grep -Eq -- "-> no RDMA device found \(ibv_get_device_list: " <<<"$plugins" || fail "no reason for verbs: $plugins"
     why="\[comm\] plugin = verbs cannot run here: no RDMA device found"
     run_fails bench_verbs "$P" bench comm -n 2 --op allreduce --comm verbs --min 4K --max 4K
     grep -q "$why" "$WORK/bench_verbs.out" || fail "bench: $(cat "$WORK/bench_verbs.out")"

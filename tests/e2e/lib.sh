@@ -71,12 +71,12 @@ rank_logs() {
   for ((r = 0; r < $2; r++)); do
     log=$E2E_WORK/$1/rank-$r.log
     [ -s "$log" ] || fail "$1: rank $r wrote no lines to $log"
-    ! grep -vq "^\[r$r\] " "$log" || fail "$1: $log holds lines of another rank: $(grep -v "^\[r$r\] " "$log" | head -n 1)"
+    ! grep -vq "^\[r$r\] " "$log" || fail "$1: $log holds lines of another rank: $(grep -v "^\[r$r\] " "$log" | sed -n 1p)"
   done
 }
 
 # has_plugin KIND NAME: `plait plugins` lists it as available.
-has_plugin() { "$PLAIT_BIN" plugins 2>/dev/null | grep -Eq "^$1 +$2 .*available"; }
+has_plugin() { local list; list=$("$PLAIT_BIN" plugins 2>/dev/null) && grep -Eq "^$1 +$2 .*available" <<<"$list"; }
 
 # kill_midstep NAME RANKS VICTIM AFTER_ROWS TIMEOUT [args...]: the failure
 # contract of the issue, "a rank killed with SIGKILL mid-step makes every

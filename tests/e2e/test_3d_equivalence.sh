@@ -27,7 +27,7 @@ coords() { echo "$(mem "$1" "$2" dp)$(mem "$1" "$2" tp)$(mem "$1" "$2" pp)"; }
 "$PLAIT_BIN" config check configs/gpt-3d.ini >/dev/null || fail "configs/gpt-3d.ini does not check"
 show=$("$PLAIT_BIN" config show configs/gpt-3d.ini)
 for k in "dp = 2" "tp = 2" "pp = 2" "plugin = hybrid" "schedule = 1f1b"; do
-  echo "$show" | grep -q "^$k " || fail "configs/gpt-3d.ini: no '$k'"
+  grep -q "^$k " <<<"$show" || fail "configs/gpt-3d.ini: no '$k'"
 done
 # the shipped config itself: 8 local ranks, two steps
 CFG=configs/gpt-3d.ini train gpt3d run.steps=2 run.eval_every=0 run.ckpt_every=0 run.eval_batches=1

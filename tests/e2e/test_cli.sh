@@ -11,15 +11,15 @@ $P --version | grep -q "plugin ABI v1.0" || fail "--version"
 help=$($P help train) && grep -q -- "--resume" <<<"$help" || fail "help train"
 out=$($P plugins)
 for k in "comm +tcp" "parallel +dp" "parallel +tp" "parallel +pp" "parallel +hybrid" "optim +adam"; do
-  echo "$out" | grep -Eq "^$k +[0-9.]+ +1\.0 +available" || fail "plait plugins does not list $k: $out"
+  grep -Eq "^$k +[0-9.]+ +1\.0 +available" <<<"$out" || fail "plait plugins does not list $k: $out"
 done
 
 # a plugin for ABI v2 next to good ones: refused, named, both versions; the run goes on
 plugdir=$(dirname "$PLAIT_BIN")/../tests/plugins
 out=$(PLAIT_PLUGIN_PATH=$plugdir $P plugins 2>&1)
-echo "$out" | grep -q "libplait-optim-abi2.so: built for plait plugin ABI v2" || fail "ABI v2 plugin not refused: $out"
-echo "$out" | grep -q "this plait speaks ABI v1.0" || fail "the refusal does not name both versions"
-echo "$out" | grep -Eq "^optim +testgood .*available" || fail "the good test plugin was not listed beside the refused one"
+grep -q "libplait-optim-abi2.so: built for plait plugin ABI v2" <<<"$out" || fail "ABI v2 plugin not refused: $out"
+grep -q "this plait speaks ABI v1.0" <<<"$out" || fail "the refusal does not name both versions"
+grep -Eq "^optim +testgood .*available" <<<"$out" || fail "the good test plugin was not listed beside the refused one"
 PLAIT_PLUGIN_PATH=$plugdir train with_broken_plugin_dir run.steps=2
 
 # misspelt key: file, line, key, suggestion; exit 1
@@ -48,15 +48,15 @@ layout_error "tp = 3 does not divide \[model\] n_head = 4" parallel.plugin=hybri
 layout_error "stages: gap: layer 2 is in no stage" parallel.plugin=hybrid parallel.pp=2 parallel.pp.stages=0-1,3-3
 # (output captured first: grep -q stopping early would break the pipe under pipefail)
 show=$($P config show "$CFG" parallel.dp=2 data.micro_batch=0 data.accumulation_steps=2)
-echo "$show" | grep -Eq "^micro_batch = 2 +; \[derived: dp 2" || fail "config show does not show the derived micro_batch"
+grep -Eq "^micro_batch = 2 +; \[derived: dp 2" <<<"$show" || fail "config show does not show the derived micro_batch"
 
 # config show: value origins
 show=$(PLAIT_OPTIM_BETA1=0.8 $P config show "$CFG" optim.eps=1e-6)
-echo "$show" | grep -Eq "^lr = 1e-3 +; \[$CFG:[0-9]+\]" || fail "file origin missing"
-echo "$show" | grep -Eq "^beta1 = 0.8 +; \[environment PLAIT_OPTIM_BETA1\]" || fail "environment origin missing"
-echo "$show" | grep -Eq "^eps = 1e-6 +; \[command line 'optim.eps=1e-6'\]" || fail "command-line origin missing"
-echo "$show" | grep -Eq "^beta2 = 0.95 +; \[default\]" || fail "default origin missing"
-echo "$show" | grep -q "^\[comm.tcp\]" || fail "the comm plugin's section is not shown"
+grep -Eq "^lr = 1e-3 +; \[$CFG:[0-9]+\]" <<<"$show" || fail "file origin missing"
+grep -Eq "^beta1 = 0.8 +; \[environment PLAIT_OPTIM_BETA1\]" <<<"$show" || fail "environment origin missing"
+grep -Eq "^eps = 1e-6 +; \[command line 'optim.eps=1e-6'\]" <<<"$show" || fail "command-line origin missing"
+grep -Eq "^beta2 = 0.95 +; \[default\]" <<<"$show" || fail "default origin missing"
+grep -q "^\[comm.tcp\]" <<<"$show" || fail "the comm plugin's section is not shown"
 
 # ranks disagreeing on a must-agree key: every rank fails, the differing one says which key
 if command -v mpirun >/dev/null; then

@@ -17,4 +17,4 @@ train serial run.steps=5 parallel.dp=2 parallel.dp.bucket_size=16K parallel.dp.o
 each_step serial '$1 == 0' "overlap=false still overlapped"
 same_losses overlap serial 1e-6
 same_losses overlap one_bucket 1e-6
-echo "overlap OK: $(column overlap early_buckets | head -n 1) buckets started early per step"
+echo "overlap OK: $(column overlap early_buckets | sed -n 1p) buckets started early per step"

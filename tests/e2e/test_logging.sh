@@ -23,7 +23,7 @@ run() {
 run info --
 grep -Eq '^\[r0\] +[0-9.]+ tcp: rank 0 uses interface' "$out" || fail "no [r0] tcp info line: $(cat "$out")"
 grep -Eq '^\[r0\] +[0-9.]+ checkpoint: saved step 2' "$out" || fail "no [r0] checkpoint line: $(cat "$out")"
-! grep -q ' debug: ' "$out" || fail "debug lines at level info: $(grep ' debug: ' "$out" | head -3)"
+! grep -q ' debug: ' "$out" || fail "debug lines at level info: $(grep ' debug: ' "$out" | sed -n 1,3p)"
 
 # every rank's lines carry its rank, on stderr and in its log file
 run debug PLAIT_LOG_LEVEL=debug --
@@ -31,7 +31,7 @@ for r in 0 1; do
   grep -Eq "^\[r$r\] +[0-9.]+ [a-z]+ debug: " "$out" || fail "no [r$r] debug line on stderr: $(cat "$out")"
   log=$E2E_WORK/debug/rank-$r.log
   [ -s "$log" ] || fail "rank $r's log file is empty"
-  ! grep -Ev "^\[r$r\] " "$log" | grep -q . || fail "rank $r's log has lines without [r$r]: $(grep -Ev "^\[r$r\] " "$log" | head -3)"
+  ! grep -Evq "^\[r$r\] " "$log" || fail "rank $r's log has lines without [r$r]: $(grep -Ev "^\[r$r\] " "$log" | sed -n 1,3p)"
 done
 grep -q ' store debug: ' "$out" || fail "PLAIT_LOG_LEVEL=debug shows no store debug lines"
 
@@ -39,7 +39,7 @@ grep -q ' store debug: ' "$out" || fail "PLAIT_LOG_LEVEL=debug shows no store de
 check_warn_tcp_debug() { # WHAT
   grep -q ' tcp debug: ' "$out" || fail "$1: no tcp debug lines: $(cat "$out")"
   grep -q ' tcp: rank 0 uses interface' "$out" || fail "$1: no tcp info line"
-  ! grep -Eq ' (store|comm|job|dp) debug: ' "$out" || fail "$1: debug lines of other components: $(grep ' debug: ' "$out" | grep -v ' tcp debug' | head -3)"
+  ! grep -Eq ' (store|comm|job|dp) debug: ' "$out" || fail "$1: debug lines of other components: $(grep ' debug: ' "$out" | grep -v ' tcp debug' | sed -n 1,3p)"
   ! grep -q 'checkpoint: saved' "$out" || fail "$1: an info line of another component"
 }
 run comp_env PLAIT_LOG_LEVEL=warn,tcp=debug --

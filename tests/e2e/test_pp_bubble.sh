@@ -37,7 +37,7 @@ near() {
 check() { # NAME FORMULA-VALUE FORMULA-TEXT
   local n=$1 want=$2 csv="$E2E_WORK/$1/metrics.csv" line
   [ "$(column "$n" bubble_formula | sort -u)" = "$want" ] ||
-    fail "$n: bubble_formula $(column "$n" bubble_formula | head -n 1), want $want"
+    fail "$n: bubble_formula $(column "$n" bubble_formula | sed -n 1p), want $want"
   head -n 1 "$csv" | grep -q idle_ms_stage4 && fail "$n: a fifth stage column"
   [ "$(column "$n" pipe_span_ms | wc -l)" = "$STEPS" ] || fail "$n: pipe_span_ms missing"
   # Every row: bubble_measured is the mean over stages of idle / span (the

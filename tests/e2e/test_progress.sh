@@ -14,7 +14,7 @@ progress_lines() {
   local out=$E2E_WORK/$1.out
   grep '^step ' "$out" >"$E2E_WORK/$1.lines" || fail "$1: no progress lines: $(cat "$out")"
   if grep -Evq "$LINE" "$E2E_WORK/$1.lines"; then
-    fail "$1: malformed progress line: $(grep -Ev "$LINE" "$E2E_WORK/$1.lines" | head -n 1)"
+    fail "$1: malformed progress line: $(grep -Ev "$LINE" "$E2E_WORK/$1.lines" | sed -n 1p)"
   fi
   # evaluations (steps 2, 4, 6) are always shown, besides at most one line a second
   for s in 2 4 6; do grep -Eq "^step +$s/6 .* val " "$E2E_WORK/$1.lines" || fail "$1: no line for step $s"; done
