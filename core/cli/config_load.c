@@ -101,5 +101,6 @@ void plait_cli_print_error(const char *context) {
     else
         snprintf(line, sizeof line, "%s", plait_last_error());
     fprintf(stderr, "plait: error: %s\n", line);
+    plait_log_file_only(PLAIT_LOG_ERROR, "plait", "%s", line);
     plait_launch_report_error(line);
 }

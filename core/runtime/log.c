@@ -151,8 +151,7 @@ static void write_all(int fd, const char *p, size_t n) {
     }
 }
 
-void plait_vlog(plait_log_level level, const char *component, const char *fmt, va_list ap) {
-    if (!plait_log_enabled_for(level, component)) return;
+static void emit(plait_log_level level, const char *component, int to_stderr, const char *fmt, va_list ap) {
     log_init_once();
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -172,10 +171,23 @@ void plait_vlog(plait_log_level level, const char *component, const char *fmt, v
     if (len > sizeof line - 2) len = sizeof line - 2;
     while (len > 0 && line[len - 1] == '\n') len--;
     line[len++] = '\n';
-    write_all(STDERR_FILENO, line, len);
+    if (to_stderr) write_all(STDERR_FILENO, line, len);
     pthread_mutex_lock(&g_log.lock);
     if (g_log.file_fd >= 0) write_all(g_log.file_fd, line, len);
     pthread_mutex_unlock(&g_log.lock);
+}
+
+void plait_vlog(plait_log_level level, const char *component, const char *fmt, va_list ap) {
+    if (!plait_log_enabled_for(level, component)) return;
+    emit(level, component, 1, fmt, ap);
+}
+
+void plait_log_file_only(plait_log_level level, const char *component, const char *fmt, ...) {
+    if (g_log.file_fd < 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    emit(level, component, 0, fmt, ap);
+    va_end(ap);
 }
 
 void plait_log(plait_log_level level, const char *component, const char *fmt, ...) {

@@ -33,6 +33,11 @@ int plait_log_enabled(plait_log_level level);
 void plait_log(plait_log_level level, const char *component, const char *fmt, ...)
     PLAIT_PRINTF(3, 4);
 void plait_vlog(plait_log_level level, const char *component, const char *fmt, va_list ap);
+/* Write one line, formatted and prefixed as plait_log does, to the log file
+ * only (nothing when none is set), whatever the level filter: for messages
+ * the caller already printed its own way (the CLI's final error), so the
+ * rank's log holds them too. Thread-safe. */
+void plait_log_file_only(plait_log_level level, const char *component, const char *fmt, ...) PLAIT_PRINTF(3, 4);
 const char *plait_log_level_name(plait_log_level level);
 /* Parse "error|warn|info|debug|trace"; -1 if unknown. */
 int plait_log_level_parse(const char *name);

@@ -106,11 +106,29 @@ static double progress_peak(const plait_run *run, const plait_progress *progress
     return peak;
 }
 
+/* Log to <out_dir>/rank-<rank>.log. Returns 0, or -1 (warned) if it cannot. */
+static int open_rank_log(const char *out_dir, int rank) {
+    char log_path[4200];
+    snprintf(log_path, sizeof log_path, "%s/rank-%d.log", out_dir, rank);
+    if (plait_log_set_file(log_path) == 0) return 0;
+    PLAIT_WARN("train", "cannot write %s: %s", log_path, strerror(errno));
+    return -1;
+}
+
 plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     char out_dir[4096];
     plait_train_out_dir(cfg, out_dir, sizeof out_dir);
     plait_status st = make_dirs(out_dir);
     if (st != PLAIT_OK) return st;
+    /* The rank's log from the start, so that a failure while the run is
+     * built (keys that differ across ranks, a peer that never joins) is in
+     * it too: the launcher's environment names the rank before the join. */
+    plait_job_env env;
+    int log_rank = -1;
+    if (plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) == PLAIT_OK) {
+        plait_log_set_rank(env.size > 1 ? env.rank : -1);
+        if (open_rank_log(out_dir, env.rank) == 0) log_rank = env.rank;
+    }
 
     char *resume_dir = NULL;
     st = plait_run_find_resume(cfg, out_dir, opts->resume, &resume_dir);
@@ -122,10 +140,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         return st;
     }
     int rank = run->mesh.world_rank;
-    char log_path[4200];
-    snprintf(log_path, sizeof log_path, "%s/rank-%d.log", out_dir, rank);
-    if (plait_log_set_file(log_path) != 0)
-        PLAIT_WARN("train", "cannot write %s: %s", log_path, strerror(errno));
+    if (rank != log_rank) (void)open_rank_log(out_dir, rank);
 
     plait_metrics metrics = {0};
     plait_progress progress;

@@ -29,6 +29,11 @@ for world in 2 3; do
   [ "$n" = 2 ] || { cat "$out" >&2; fail "expected 2 ranks to report DP rank 1 (world rank $world), got $n"; }
 done
 grep -q "^plait: rank [0-3] failed: train: dp: replicas differ" "$out" || fail "the launcher did not report the failure"
+# a failure while the run is built is in each rank's log too, not only on stderr
+for r in 0 1 2 3; do
+  grep -q "^\[r$r\] .* plait error: train: dp: replicas differ after the initial broadcast" "$E2E_WORK/after/rank-$r.log" ||
+    fail "rank $r's log lacks the start-up error: $(cat "$E2E_WORK/after/rank-$r.log" 2>&1)"
+done
 others=$(grep "^plait: also ended abnormally:" "$out" | grep -o "rank [0-3] (exit 1)" | wc -l)
 [ "$others" = 3 ] || { cat "$out" >&2; fail "not every rank exited with an error on its own"; }
 
