@@ -10,7 +10,10 @@
  * - a bucket counts as early (overlapped) only if it started before the
  *   step's final grads_ready: one bucket holding the whole model, or the
  *   bucket of layer 0, overlaps nothing;
- * - overlap = false starts everything in finish_grads.
+ * - overlap = false starts everything in finish_grads;
+ * - a tied copy on the same rank (the head's copy of wte) is folded into
+ *   its original before the original's bucket starts and never reduced on
+ *   its own, except in deterministic mode (the canonical order).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,9 +40,12 @@ typedef struct recorder {
     int synchronous;         /* started without a request (blocking) */
     char label[64];
     plait_coll_algo algo;
+    float layer0_sent;       /* layer 0's first gradient element as its all-reduce started */
+    int layer0_reduced;
 } recorder;
 
 static recorder g_rec;
+static float *g_grad_flat; /* the model's gradients (set up below) */
 static int g_comm_token, g_req_token;
 #define DP_COMM ((plait_comm *)(void *)&g_comm_token)
 #define REQUEST ((plait_request *)(void *)&g_req_token)
@@ -52,10 +58,13 @@ static const char *fake_name(const plait_comm *c) { (void)c; return "dp"; }
 static plait_status fake_allreduce(plait_comm *comm, const void *send, void *recv, size_t count, plait_dtype dtype,
                                    plait_redop op, const plait_coll_opts *opts, plait_request **req) {
     (void)send;
-    (void)recv;
     (void)count;
     if (comm != DP_COMM || dtype != PLAIT_F32 || op != PLAIT_SUM) return PLAIT_ERR_INVALID_ARG;
     g_rec.started++;
+    if (recv == g_grad_flat) { /* the bucket that starts at layer 0's gradient */
+        g_rec.layer0_sent = g_grad_flat[0];
+        g_rec.layer0_reduced++;
+    }
     snprintf(g_rec.label, sizeof g_rec.label, "%s", opts && opts->label ? opts->label : "");
     g_rec.algo = opts ? opts->algo : PLAIT_ALGO_AUTO;
     if (req) *req = REQUEST;
@@ -139,6 +148,7 @@ static int setup(void **state) {
                                     .data = g_data + l * NUMEL, .grad = g_grad + l * NUMEL,
                                     .flat_offset = (size_t)l * NUMEL};
     }
+    g_grad_flat = g_grad;
     g_set = (plait_param_set){.struct_size = sizeof g_set, .n_params = N_LAYERS, .params = g_params,
                               .n_layers = N_LAYERS, .layers = g_layers, .n_layers_total = N_LAYERS,
                               .numel = N_LAYERS * NUMEL, .data_flat = g_data, .grad_flat = g_grad};
@@ -256,11 +266,46 @@ static void test_no_overlap_starts_in_finish(void **state) {
     free_dp(st);
 }
 
+/* Layer 3 (the head) holds a tied copy of layer 0's parameter (wte). The
+ * copy's gradient is folded into the original's when layer 0's backward is
+ * done on the last micro-batch, so layer 0's all-reduce carries the sum and
+ * the copy's is never started; deterministic mode reduces both, unfolded. */
+static void test_tied_copy_folded_before_reduction(void **state) {
+    (void)state;
+    g_params[3].flags |= PLAIT_PARAM_TIED_COPY;
+    g_params[3].tied_to = 0;
+    for (int det = 0; det <= 1; det++) {
+        void *st = make_dp("[parallel.dp]\nbucket_size = 64\n", det);
+        for (int i = 0; i < N_LAYERS * NUMEL; i++) g_grad[i] = 0.25f * (float)(i % 7) + 1.0f;
+        float wte = g_grad[0], head = g_grad[3 * NUMEL];
+        int started[2][N_LAYERS], at_finish;
+        plait_parallel_stats stats;
+        run_step(st, 2, started, &at_finish, &stats);
+        assert_int_equal(g_rec.layer0_reduced, 1);
+        if (!det) {
+            assert_int_equal(at_finish, N_LAYERS - 1); /* the copy's bucket never started */
+            assert_int_equal(stats.reductions, N_LAYERS - 1);
+            if (g_rec.layer0_sent != wte + head)
+                fail_msg("layer 0's all-reduce carried %g, not wte %g + head %g", (double)g_rec.layer0_sent,
+                         (double)wte, (double)head);
+            for (int k = 0; k < NUMEL; k++) assert_true(g_grad[3 * NUMEL + k] == 0.0f); /* nothing to add twice */
+        } else {
+            assert_int_equal(at_finish, N_LAYERS);
+            assert_true(g_rec.layer0_sent == wte);
+            assert_true(g_grad[3 * NUMEL] == head);
+        }
+        free_dp(st);
+    }
+    g_params[3].flags &= ~(uint32_t)PLAIT_PARAM_TIED_COPY;
+    g_params[3].tied_to = -1;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accumulation_starts_on_last_micro_batch),
         cmocka_unit_test(test_single_bucket_is_not_early),
         cmocka_unit_test(test_no_overlap_starts_in_finish),
+        cmocka_unit_test(test_tied_copy_folded_before_reduction),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

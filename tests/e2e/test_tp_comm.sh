@@ -53,14 +53,22 @@ train tp2 $T parallel.tp=2 data.micro_batch=2;                check tp2 2 4 2
 train tp4 $T parallel.tp=4 data.micro_batch=4;                check tp4 4 2 4
 train dp2tp2 $T parallel.dp=2 parallel.tp=2 data.micro_batch=1; check dp2tp2 1 4 2
 # with dp 2 x tp 2 the DP axis all-reduces each rank's TP slice of the
-# gradients (the tied head copy's slice included) over its 2-rank DP group
-# only: 2(N-1)/N x S = S bytes (over the world, or of the whole model, it
-# would differ)
+# gradients over its 2-rank DP group only: 2(N-1)/N x S = S bytes (over the
+# world, or of the whole model, it would differ). The tied head's gradient is
+# folded into wte's before the reduction, so S is the slice's parameter
+# bytes; deterministic mode reduces the head copy's slice separately (the
+# canonical summation order), V/tp x H floats more.
 vp2=$(( (V + 1) / 2 * 2 ))
-want=$(( $(param_bytes 2) + 4 * vp2 / 2 * H ))
+want=$(param_bytes 2)
 for got in $(column dp2tp2 dp_bytes); do
   [ "$got" = "$want" ] || fail "dp2tp2: dp_bytes $got, the TP slice's gradients are $want B"
 done
+train dp2tp2det $T parallel.dp=2 parallel.tp=2 data.micro_batch=1 run.deterministic=true
+want=$(( $(param_bytes 2) + 4 * vp2 / 2 * H ))
+for got in $(column dp2tp2det dp_bytes); do
+  [ "$got" = "$want" ] || fail "dp2tp2 deterministic: dp_bytes $got, want $want B (the slice and the head copy's)"
+done
+same_losses dp2tp2 dp2tp2det 1e-5
 # pp 2 x tp 2, 3 blocks split unevenly (embedding + block 0 | blocks 1-2 +
 # head): every rank's memory.csv row has its own stage's TP bytes, and its
 # PP bytes: b*s*h floats per micro-batch sent downstream (activations,

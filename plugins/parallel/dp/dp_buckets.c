@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-plait_status dp_buckets_plan(const plait_host *host, plait_param_set *set, size_t bucket_bytes,
-                             dp_buckets *out) {
+plait_status dp_buckets_plan(const plait_host *host, plait_param_set *set, const uint8_t *skip,
+                             size_t bucket_bytes, dp_buckets *out) {
     memset(out, 0, sizeof *out);
     out->params = set;
     if (set->n_params == 0) return PLAIT_OK;
@@ -19,6 +19,11 @@ plait_status dp_buckets_plan(const plait_host *host, plait_param_set *set, size_
     dp_bucket *cur = NULL;
     for (int32_t i = set->n_params - 1; i >= 0; i--) {
         plait_param *p = &set->params[i];
+        if (skip && skip[i]) { /* and the next bucket cannot reach across it */
+            out->param_bucket[i] = -1;
+            cur = NULL;
+            continue;
+        }
         if (!p->grad)
             return host->set_error(PLAIT_ERR_INVALID_ARG, "dp: parameter %s has no gradient storage", p->name);
         /* Gradients must be contiguous in reverse order: p ends where the bucket begins. */
@@ -46,7 +51,8 @@ void dp_buckets_reset(dp_buckets *bk) {
         bk->b[i].started_in_call = 0;
         bk->b[i].req = NULL;
     }
-    for (int32_t i = 0; i < bk->params->n_params; i++) bk->b[bk->param_bucket[i]].pending++;
+    for (int32_t i = 0; i < bk->params->n_params; i++)
+        if (bk->param_bucket[i] >= 0) bk->b[bk->param_bucket[i]].pending++;
 }
 
 void dp_buckets_free(dp_buckets *bk) {

@@ -26,14 +26,15 @@ typedef struct dp_bucket {
 typedef struct dp_buckets {
     dp_bucket *b;
     int32_t n;
-    int32_t *param_bucket;   /* local param index -> bucket */
+    int32_t *param_bucket;   /* local param index -> bucket, -1 = not reduced */
     plait_param_set *params;
 } dp_buckets;
 
-/* Plan buckets over `params` (core-owned flat gradients required). Returns
- * PLAIT_ERR_INVALID_ARG (with message) if gradients are not contiguous. */
-plait_status dp_buckets_plan(const plait_host *host, plait_param_set *params, size_t bucket_bytes,
-                             dp_buckets *out);
+/* Plan buckets over `params` (core-owned flat gradients required), leaving
+ * out the parameters whose `skip` entry is nonzero (`skip` may be NULL).
+ * Returns PLAIT_ERR_INVALID_ARG (with message) if a gradient is missing. */
+plait_status dp_buckets_plan(const plait_host *host, plait_param_set *params, const uint8_t *skip,
+                             size_t bucket_bytes, dp_buckets *out);
 void dp_buckets_free(dp_buckets *bk);
 /* Reset counters at the start of a step. */
 void dp_buckets_reset(dp_buckets *bk);

@@ -13,6 +13,14 @@
  * default ring: the same bytes on the wire (2(N-1)/N per element), but each
  * segment owner receives N-1 messages at once instead of a pipelined ring,
  * and the segment sums are not overlapped with the transfers.
+ *
+ * A tied pair on this rank (the output head's copy of the token embedding,
+ * one pipeline stage) is summed once: outside deterministic mode the copy's
+ * gradient is folded into the original's just before the original's bucket
+ * starts, and the copy is not reduced at all, saving V·C floats per step
+ * (a third of GPT-2 small's gradient). Deterministic mode reduces the two
+ * separately and the core adds them after, the canonical order that every
+ * layout, one process included, follows.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +53,10 @@ typedef struct dp_state {
      * only if it started before the step's final call, whose layer was the
      * last backward of the step (known only at finish_grads). */
     uint32_t grads_ready_calls;
+    /* tied pairs folded before reduction: local indices of copy and original */
+    int32_t n_folds;
+    int32_t (*folds)[2];
+    int folded;               /* this step's folds are done */
     plait_parallel_stats stats;
     plait_comm_stats comm_before;
 } dp_state;
@@ -141,6 +153,51 @@ static plait_status broadcast_and_verify(dp_state *s, plait_param_set *set) {
     return st;
 }
 
+/* The tied copies whose original is on this rank too: each becomes a fold
+ * (copy, original) and is left out of the buckets (*skip, one flag per
+ * parameter, caller frees). A copy whose original sits on another pipeline
+ * stage is summed over the embedding group first and reduced as usual. */
+static plait_status plan_folds(dp_state *s, const plait_param_set *set, uint8_t **skip) {
+    *skip = calloc((size_t)set->n_params + 1, 1);
+    s->folds = calloc((size_t)set->n_params + 1, sizeof *s->folds);
+    if (!*skip || !s->folds) return host->set_error(PLAIT_ERR_NO_MEMORY, "dp: out of memory");
+    for (int32_t i = 0; i < set->n_params; i++) {
+        const plait_param *c = &set->params[i];
+        if (!(c->flags & PLAIT_PARAM_TIED_COPY) || c->tied_to < 0 || !c->grad) continue;
+        for (int32_t o = 0; o < set->n_params; o++) {
+            const plait_param *p = &set->params[o];
+            if (p->index != c->tied_to || !p->grad || p->numel != c->numel) continue;
+            s->folds[s->n_folds][0] = i;
+            s->folds[s->n_folds][1] = o;
+            s->n_folds++;
+            (*skip)[i] = 1;
+            break;
+        }
+    }
+    return PLAIT_OK;
+}
+
+/* Add each copy's gradient to its original's and clear the copy, so the
+ * core's own tied sum after the reduction adds nothing. Called once per
+ * step, when the last micro-batch's gradients of the originals are final. */
+static void fold_tied(dp_state *s) {
+    if (s->folded) return;
+    s->folded = 1;
+    plait_param *ps = s->buckets.params->params;
+    for (int32_t f = 0; f < s->n_folds; f++) {
+        plait_param *c = &ps[s->folds[f][0]], *o = &ps[s->folds[f][1]];
+        for (size_t k = 0; k < c->numel; k++) o->grad[k] += c->grad[k];
+        memset(c->grad, 0, c->numel * sizeof(float));
+    }
+}
+
+/* Layer `layer` holds an original whose copy is folded into it. */
+static int layer_has_fold(const dp_state *s, int32_t layer) {
+    for (int32_t f = 0; f < s->n_folds; f++)
+        if (s->buckets.params->params[s->folds[f][1]].layer == layer) return 1;
+    return 0;
+}
+
 static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     dp_state *s = state;
     if (s->mesh->dp == 1) return PLAIT_OK;
@@ -148,7 +205,13 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     if (st != PLAIT_OK) return st;
     s->reduce = !bind->optim_reduces_grads;
     if (!s->reduce) return PLAIT_OK;
-    st = dp_buckets_plan(host, bind->params, s->bucket_bytes, &s->buckets);
+    uint8_t *skip = NULL;
+    if (!s->deterministic) {
+        st = plan_folds(s, bind->params, &skip);
+        if (st != PLAIT_OK) return st;
+    }
+    st = dp_buckets_plan(host, bind->params, skip, s->bucket_bytes, &s->buckets);
+    free(skip);
     if (st != PLAIT_OK) return st;
     host->log(PLAIT_LOG_DEBUG, "dp", "%d gradient bucket(s) of at most %zu bytes", s->buckets.n, s->bucket_bytes);
     return PLAIT_OK;
@@ -164,6 +227,7 @@ static plait_status dp_begin_step(void *state, int64_t step) {
         host->coll->stats(s->mesh->dp_comm, &s->comm_before);
     }
     s->grads_ready_calls = 0;
+    s->folded = 0;
     if (s->reduce) dp_buckets_reset(&s->buckets);
     return PLAIT_OK;
 }
@@ -185,8 +249,10 @@ static plait_status dp_grads_ready(void *state, int32_t layer, int32_t mb, int l
     s->grads_ready_calls++;
     if (!s->reduce || !last || !s->overlap) return PLAIT_OK;
     plait_param_set *set = s->buckets.params;
+    /* the copy (the head, whose backward ran first) is final by now */
+    if (layer_has_fold(s, layer)) fold_tied(s);
     for (int32_t i = 0; i < set->n_params; i++) {
-        if (set->params[i].layer != layer) continue;
+        if (set->params[i].layer != layer || s->buckets.param_bucket[i] < 0) continue;
         dp_bucket *b = &s->buckets.b[s->buckets.param_bucket[i]];
         if (--b->pending == 0 && !b->started) {
             plait_status st = start_bucket(s, b, s->grads_ready_calls);
@@ -201,6 +267,7 @@ static plait_status dp_finish_grads(void *state) {
     if (!s->reduce) return PLAIT_OK;
     double t0 = host->now();
     plait_status st = PLAIT_OK;
+    fold_tied(s);
     /* Buckets not yet started (no overlap, or layers that ran no backward)
      * start now, in bucket order, the same order on every rank. */
     for (int32_t i = 0; i < s->buckets.n && st == PLAIT_OK; i++)
@@ -240,6 +307,7 @@ static void dp_destroy(void *state) {
     dp_state *s = state;
     if (!s) return;
     dp_buckets_free(&s->buckets);
+    free(s->folds);
     free(s);
 }
 
