@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -40,6 +41,20 @@ static int count_dir(const char *path) {
     int n = 0;
     for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
     closedir(d);
+    return n;
+}
+
+/* The thread count once exited threads are gone. pthread_join returns when
+ * the kernel clears the thread's tid, which happens before the task leaves
+ * /proc/self/task, so a joined thread may still be listed for a moment; wait
+ * (up to 2 s) for the count to fall to `want`. A thread that really leaked
+ * stays and the caller's comparison fails. */
+static int settled_thread_count(int want) {
+    int n = count_dir("/proc/self/task");
+    for (int i = 0; i < 2000 && n > want; i++) {
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        n = count_dir("/proc/self/task");
+    }
     return n;
 }
 
@@ -135,7 +150,7 @@ static void expect_init_fails(const plait_plugin_desc *d, const char *section, c
         if (!strstr(ctx.msg[r], needle)) fail_msg("rank %d: %s", r, ctx.msg[r]);
     }
     assert_true(took < 5.0); /* every rank fails at once, not at the timeout */
-    assert_int_equal(count_dir("/proc/self/task"), t0);
+    assert_int_equal(settled_thread_count(t0), t0);
     plait_threads_world_free(w);
     plait_config_free(cfg);
 }
