@@ -187,13 +187,14 @@ static void header(const plait_comm *comm, const plait_bench_comm_opts *o, int n
             plait_bench_op_name(o->op), n, n == 1 ? "" : "s", o->transport ? o->transport : "?",
             plait_dtype_name(o->dtype), is_reduction(o->op) ? " " : "",
             is_reduction(o->op) ? plait_redop_name(o->redop) : "", algo);
-    fprintf(out, "# warmup %d, iters %d; each iteration timed alone after a barrier; time = median over "
-                 "iterations of the slowest rank; results checked every iteration\n#\n",
+    fprintf(out, "# warmup %d, iters %d; time = median over iterations of the slowest rank, each iteration "
+                 "timed alone after a barrier (bandwidths from it); loop = the same iterations back to back, "
+                 "total / iters on the slowest rank; every result checked\n#\n",
             o->warmup, o->iters);
-    fprintf(out, "# %12s %12s %6s %6s %11s %9s %9s %7s %7s\n", "size", "count", "type", "redop", "time",
-            "algbw", "busbw", "#wrong", "algo");
-    fprintf(out, "# %12s %12s %6s %6s %11s %9s %9s %7s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
-            "(GB/s)", "", "(ran)");
+    fprintf(out, "# %12s %12s %6s %6s %11s %9s %9s %7s %7s %11s\n", "size", "count", "type", "redop", "time",
+            "algbw", "busbw", "#wrong", "algo", "loop");
+    fprintf(out, "# %12s %12s %6s %6s %11s %9s %9s %7s %7s %11s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
+            "(GB/s)", "", "(ran)", "(us)");
     fflush(out);
 }
 
@@ -259,9 +260,25 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
             if (o->fault == PLAIT_BENCH_FAULT_FLIP && me == 0 && s.recv) recv[0] ^= 1;
             wrong += count_wrong(recv, exp, s.recv, esz);
         }
-        /* the slowest rank per iteration; #wrong over all ranks */
+        /* The back-to-back figure (nccl-tests' time, the peers' "loop"):
+         * `iters` operations with no barrier between them, so a rank that
+         * finishes early starts the next one as in a training step. Only
+         * the last result survives to be checked; it is. */
+        if (bcast_root)
+            memcpy(recv, exp, s.recv * esz);
+        else
+            memset(recv, SENTINEL, s.recv * esz);
+        if ((st = api->barrier(comm, NULL, NULL)) != PLAIT_OK) goto out;
+        double l0 = now();
+        for (int it = 0; it < o->iters && o->fault != PLAIT_BENCH_FAULT_STALE; it++)
+            if ((st = one_op(comm, o, &co, send, recv, &s)) != PLAIT_OK) goto out;
+        double loop = (now() - l0) / o->iters, loop_max = 0;
+        if (o->fault == PLAIT_BENCH_FAULT_FLIP && me == 0 && s.recv) recv[0] ^= 1;
+        wrong += count_wrong(recv, exp, s.recv, esz);
+        /* the slowest rank per iteration and per loop; #wrong over all ranks */
         int64_t w = (int64_t)wrong, wsum = 0;
         if ((st = api->allreduce(comm, times, tmax, (size_t)o->iters, PLAIT_F64, PLAIT_MAX, NULL, NULL)) != PLAIT_OK ||
+            (st = api->allreduce(comm, &loop, &loop_max, 1, PLAIT_F64, PLAIT_MAX, NULL, NULL)) != PLAIT_OK ||
             (st = api->allreduce(comm, &w, &wsum, 1, PLAIT_I64, PLAIT_SUM, NULL, NULL)) != PLAIT_OK)
             goto out;
         *wrong_total += (uint64_t)wsum;
@@ -272,17 +289,17 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
         rows++;
         const char *ran_name = ran < 0 ? "-" : plait_coll_algo_name((plait_coll_algo)ran);
         if (me == 0 && out) {
-            fprintf(out, "  %12zu %12zu %6s %6s %11.1f %9.3f %9.3f %7lld %7s\n", s.count * esz, s.count,
+            fprintf(out, "  %12zu %12zu %6s %6s %11.1f %9.3f %9.3f %7lld %7s %11.1f\n", s.count * esz, s.count,
                     plait_dtype_name(o->dtype), is_reduction(o->op) ? plait_redop_name(o->redop) : "-",
-                    t * 1e6, algbw, busbw, (long long)wsum, ran_name);
+                    t * 1e6, algbw, busbw, (long long)wsum, ran_name, loop_max * 1e6);
             fflush(out);
         }
         if (me == 0 && o->csv) {
-            fprintf(o->csv, "%s,%d,%s,%s,%s,%s,%zu,%zu,%.3f,%.3f,%.6f,%.6f,%lld\n",
+            fprintf(o->csv, "%s,%d,%s,%s,%s,%s,%zu,%zu,%.3f,%.3f,%.6f,%.6f,%lld,%.3f\n",
                     plait_bench_op_name(o->op), n, o->transport ? o->transport : "",
                     ran_name, plait_dtype_name(o->dtype),
                     is_reduction(o->op) ? plait_redop_name(o->redop) : "", s.count * esz, s.count,
-                    t * 1e6, tmax[0] * 1e6, algbw, busbw, (long long)wsum);
+                    t * 1e6, tmax[0] * 1e6, algbw, busbw, (long long)wsum, loop_max * 1e6);
             fflush(o->csv);
         }
     }

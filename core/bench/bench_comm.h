@@ -5,8 +5,12 @@
  * For each size from min to max (times factor) every rank runs `warmup`
  * untimed and `iters` timed iterations of the operation; each iteration is
  * timed on every rank, the iteration's time is the slowest rank's, and the
- * reported time is the median over iterations (the convention of the peers
- * in /work/shared/peers). algbw = S / time; busbw = algbw times the
+ * reported time is the median over iterations (the peers' "time" in
+ * /work/shared/peers, except that they put no barrier between iterations).
+ * Then the same `iters` run back to back with no barrier between them and
+ * "loop" is their total / iters on the slowest rank: nccl-tests' time and
+ * the peers' "loop" figure, closer to a training step where collectives
+ * follow each other. algbw = S / time; busbw = algbw times the
  * nccl-tests factor: allreduce 2(n-1)/n, allgather / reduce_scatter /
  * alltoall (n-1)/n, broadcast and sendrecv 1. S is the nccl-tests size:
  * allreduce, broadcast, sendrecv: the buffer; allgather: the gathered
@@ -14,7 +18,8 @@
  * (and the CSV's algo column) names the algorithm the operation ran, with
  * AUTO resolved for that size (plait_comm_last_algorithm).
  *
- * #wrong counts, over all ranks and every iteration (warm-up and timed),
+ * #wrong counts, over all ranks and every iteration (warm-up and timed, and
+ * the last of the back-to-back loop, the only one whose result survives),
  * the elements that differ from the expected result, computed independently
  * from closed-form inputs (small integers, so every sum is exact). Before
  * each iteration the receive buffer is overwritten with a sentinel, so an

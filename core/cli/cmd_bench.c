@@ -32,7 +32,9 @@ static const char bench_usage[] =
     "algbw, busbw, #wrong (elements differing from the expected result, checked on every\n"
     "iteration) and algo (the algorithm that ran: --algo or [comm] algorithm, auto resolved by\n"
     "size). busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather, reduce_scatter\n"
-    "and alltoall, 1 for broadcast and sendrecv.\n"
+    "and alltoall, 1 for broadcast and sendrecv. time is the median of iterations timed alone\n"
+    "after a barrier; loop runs the same iterations back to back (nccl-tests' time) and\n"
+    "reports total / iters of the slowest rank.\n"
     "\n"
     "  -n N              ranks (processes started by plait's launcher)\n"
     "  --op OP           allreduce | reduce_scatter | allgather | broadcast | alltoall | sendrecv\n"
@@ -247,7 +249,7 @@ static int bench_comm(int argc, char **argv) {
             return 1;
         }
         fprintf(csv, "op,ranks,transport,algo,dtype,redop,size_bytes,count,time_us,time_min_us,algbw_GBps,"
-                     "busbw_GBps,wrong\n");
+                     "busbw_GBps,wrong,loop_us\n");
         o.csv = csv;
     }
     int rc = 0;

@@ -78,13 +78,15 @@ static void test_every_op_clean(void **state) {
             if (line[0] == '#') continue;
             unsigned long long size, count;
             char type[16], redop[16];
-            double t, algbw, busbw;
+            char algo[16];
+            double t, algbw, busbw, loop;
             long long w;
-            assert_int_equal(sscanf(line, "%llu %llu %15s %15s %lf %lf %lf %lld", &size, &count, type, redop,
-                                    &t, &algbw, &busbw, &w), 8);
+            assert_int_equal(sscanf(line, "%llu %llu %15s %15s %lf %lf %lf %lld %15s %lf", &size, &count, type,
+                                    redop, &t, &algbw, &busbw, &w, algo, &loop), 10);
             assert_int_equal(w, 0);
             assert_int_equal(size, count * 4);
             assert_true(t > 0);
+            assert_true(loop > 0);
             assert_true(fabs(algbw - size / t / 1e3) <= 0.002 + 0.01 * algbw);
             assert_true(fabs(busbw - algbw * factor) <= 0.002 + 0.01 * busbw);
             rows++;
@@ -103,18 +105,20 @@ static void test_wrong_results_are_counted(void **state) {
     uint64_t wrong = 0;
     char *csv = NULL;
     char *text = bench(2, PLAIT_BENCH_ALLREDUCE, PLAIT_BENCH_FAULT_FLIP, &wrong, &csv);
-    /* one flipped element per iteration (1 warm-up + 3 timed) on 5 sizes */
-    assert_int_equal(wrong, 5 * 4);
-    assert_non_null(strstr(text, "Total #wrong         : 20"));
+    /* one flipped element per checked result (1 warm-up + 3 timed + the
+     * back-to-back loop's last) on 5 sizes */
+    assert_int_equal(wrong, 5 * 5);
+    assert_non_null(strstr(text, "Total #wrong         : 25"));
     free(text);
     free(csv);
 }
 
-/* Timed iterations after the first write nothing: each must be caught, not
- * pass on the result the first one left in the buffer. */
+/* Timed iterations after the first write nothing, nor does the
+ * back-to-back loop: each must be caught, not pass on the result the first
+ * one left in the buffer. */
 static void test_stale_results_are_counted(void **state) {
     (void)state;
-    const int n = 2, stale_iters = 2; /* timed iterations 1 and 2 of 0..2 */
+    const int n = 2, stale_iters = 2 + 1; /* timed iterations 1 and 2 of 0..2, and the loop */
     uint64_t wrong = 0, expected = 0;
     char *csv = NULL;
     char *text = bench(n, PLAIT_BENCH_ALLREDUCE, PLAIT_BENCH_FAULT_STALE, &wrong, &csv);

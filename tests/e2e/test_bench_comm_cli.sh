@@ -15,6 +15,7 @@ $P bench comm -n 4 --op allreduce --min 4K --max 64M >"$out" 2>&1 || fail "bench
 [ "$(rows "$out" | wc -l)" = 15 ] || fail "expected 15 rows (4K..64M): $(cat "$out")"
 [ "$(rows "$out" | awk '{ print $1 }' | tail -n 1)" = 67108864 ] || fail "the last row is not 64M: $(cat "$out")"
 rows "$out" | awk '$8 != 0 { print; bad = 1 } END { exit bad }' || fail "rows with #wrong: $(cat "$out")"
+rows "$out" | awk '!($10 > 0) { print; bad = 1 } END { exit bad }' || fail "rows without a loop time: $(cat "$out")"
 grep -q "^# Total #wrong         : 0$" "$out" || fail "no total: $(cat "$out")"
 # [comm] algorithm = auto on 4 ranks: the tree below 16 MiB, rhd from there (coll_exec.c's crossover)
 rows "$out" | awk '($1 < 16777216 && $9 != "tree") || ($1 >= 16777216 && $9 != "rhd") { print; bad = 1 } END { exit bad }' ||
@@ -24,12 +25,13 @@ rows "$out" | awk '($1 < 16777216 && $9 != "tree") || ($1 >= 16777216 && $9 != "
 csv=$E2E_WORK/bench.csv
 $P bench comm -n 2 --op allreduce --min 4K --max 64K --iters 3 --warmup 1 --csv "$csv" >"$out" 2>&1 ||
   fail "bench comm --csv failed: $(tail -n 5 "$out")"
-head -n 1 "$csv" | grep -q "^op,ranks,transport,algo,dtype,redop,size_bytes,count,time_us,time_min_us,algbw_GBps,busbw_GBps,wrong$" ||
+head -n 1 "$csv" | grep -q "^op,ranks,transport,algo,dtype,redop,size_bytes,count,time_us,time_min_us,algbw_GBps,busbw_GBps,wrong,loop_us$" ||
   fail "CSV header: $(head -n 1 "$csv")"
 [ "$(tail -n +2 "$csv" | wc -l)" = 5 ] || fail "expected 5 CSV rows: $(cat "$csv")"
-diff <(rows "$out" | awk '{ print $1, $2, $3, $4, $8 }') \
-  <(tail -n +2 "$csv" | awk -F, '$1 == "allreduce" && $2 == 2 && $3 == "tcp" { print $7, $8, $5, $6, $13 }') ||
+diff <(rows "$out" | awk '{ print $1, $2, $3, $4, $8, $9 }') \
+  <(tail -n +2 "$csv" | awk -F, '$1 == "allreduce" && $2 == 2 && $3 == "tcp" && $14 > 0 { print $7, $8, $5, $6, $13, $4 }') ||
   fail "the CSV rows differ from the table's"
+
 
 # [comm] algorithm from the command line and from the environment reaches the collectives
 small="bench comm -n 2 --op allreduce --min 4K --max 64K --factor 4 --iters 1 --warmup 0"
@@ -39,11 +41,11 @@ grep -q "algorithm \[comm\] algorithm = rhd" "$out" || fail "the header does not
 PLAIT_COMM_ALGORITHM=ring $P $small >"$out" 2>&1 || fail "bench comm PLAIT_COMM_ALGORITHM=ring: $(cat "$out")"
 [ "$(rows "$out" | awk '{ print $9 }' | sort -u)" = ring ] || fail "PLAIT_COMM_ALGORITHM=ring did not run ring: $(cat "$out")"
 
-# a wrong result: every iteration counted (1 warm-up + 3 timed per size), exit 1, in the CSV too
+# a wrong result: every checked result counted (1 warm-up + 3 timed + the loop's last per size), exit 1, in the CSV too
 if $P bench comm -n 2 --op allreduce --min 4K --max 16K --iters 3 --warmup 1 --csv "$csv" --corrupt >"$out" 2>&1; then
   fail "bench comm exited 0 with wrong results: $(cat "$out")"
 fi
-[ "$(rows "$out" | awk '{ print $8 }' | sort -u)" = 4 ] || fail "#wrong is not 4 on every row: $(cat "$out")"
-grep -q "plait bench comm: 12 wrong elements" "$out" || fail "no wrong-elements message: $(cat "$out")"
-[ "$(tail -n +2 "$csv" | awk -F, '{ print $13 }' | sort -u)" = 4 ] || fail "CSV #wrong: $(cat "$csv")"
+[ "$(rows "$out" | awk '{ print $8 }' | sort -u)" = 5 ] || fail "#wrong is not 5 on every row: $(cat "$out")"
+grep -q "plait bench comm: 15 wrong elements" "$out" || fail "no wrong-elements message: $(cat "$out")"
+[ "$(tail -n +2 "$csv" | awk -F, '{ print $13 }' | sort -u)" = 5 ] || fail "CSV #wrong: $(cat "$csv")"
 echo "bench comm OK"
