@@ -32,6 +32,15 @@ diff <(rows "$out" | awk '{ print $1, $2, $3, $4, $8, $9 }') \
   <(tail -n +2 "$csv" | awk -F, '$1 == "allreduce" && $2 == 2 && $3 == "tcp" && $14 > 0 { print $7, $8, $5, $6, $13, $4 }') ||
   fail "the CSV rows differ from the table's"
 
+# waiting callers that sleep at once (no polling first) get the same results
+$P bench comm -n 4 --op allreduce --min 4K --max 1M --factor 16 --iters 5 comm.tcp.spin_us=0 >"$out" 2>&1 ||
+  fail "bench comm comm.tcp.spin_us=0 failed: $(tail -n 5 "$out")"
+[ "$(rows "$out" | wc -l)" = 3 ] && grep -q "^# Total #wrong         : 0$" "$out" ||
+  fail "comm.tcp.spin_us=0: $(cat "$out")"
+if $P bench comm -n 2 --op allreduce --min 4K --max 4K comm.tcp.spin_us=-1 >"$out" 2>&1; then
+  fail "comm.tcp.spin_us=-1 was accepted"
+fi
+grep -q "spin_us" "$out" || fail "the spin_us error does not name the key: $(cat "$out")"
 
 # [comm] algorithm from the command line and from the environment reaches the collectives
 small="bench comm -n 2 --op allreduce --min 4K --max 64K --factor 4 --iters 1 --warmup 0"

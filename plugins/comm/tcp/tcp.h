@@ -49,6 +49,7 @@ typedef struct tcp_settings {
     int progress_thread;
     int cma;             /* single copy to same-host peers allowed */
     uint64_t cma_min;    /* from this message size on */
+    double spin_s;       /* a waiting caller polls this long before sleeping */
 } tcp_settings;
 
 /* One queued piece of a send: header + payload slice. */

@@ -37,6 +37,9 @@ static const plait_param_decl g_params[] = {
      "(every byte through the sockets)"},
     P("cma_min", PLAIT_PARAM_BYTES, "256K", 1, 1125899906842624.0, 0,
       "messages of at least this size go by single copy to same-host ranks (with cma = auto)"),
+    P("spin_us", PLAIT_PARAM_INT, "50", 0, 100000, 0,
+      "microseconds a waiting caller polls its sockets, yielding the CPU between polls, before it sleeps in "
+      "epoll: a reply that comes sooner skips the sleep and wake-up (0 = sleep at once)"),
     P("progress_thread", PLAIT_PARAM_BOOL, "true", 1, 0, PLAIT_PARAM_HIDDEN,
       "testing: move large transfers from a background thread while the caller computes (false: only inside "
       "test/wait)"),

@@ -25,6 +25,7 @@ plait_status tcp_read_settings(const plait_host *h, const plait_config *cfg, tcp
     s->progress_thread = (int)plait_cfg_int(h, cfg, "comm.tcp", "progress_thread");
     s->cma = strcmp(plait_cfg_str(h, cfg, "comm.tcp", "cma"), "off") != 0;
     s->cma_min = (uint64_t)plait_cfg_int(h, cfg, "comm.tcp", "cma_min");
+    s->spin_s = (double)plait_cfg_int(h, cfg, "comm.tcp", "spin_us") * 1e-6;
     if (s->streams < 1 || s->chunk_size < 4096 || s->max_message < 1)
         return h->set_error(PLAIT_ERR_INVALID_CONFIG,
                             "[comm.tcp] settings could not be read (streams %d, chunk_size %llu); "
