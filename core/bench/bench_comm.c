@@ -152,6 +152,15 @@ static int cmp_double(const void *a, const void *b) {
 
 #define SENTINEL 0xA5
 
+/* Before every checked operation: the sentinel, or for the broadcast
+ * root its own data. */
+static void reset_recv(unsigned char *recv, const unsigned char *exp, size_t bytes, int bcast_root) {
+    if (bcast_root)
+        memcpy(recv, exp, bytes);
+    else
+        memset(recv, SENTINEL, bytes);
+}
+
 /* One iteration; the receive buffer was reset by the caller. */
 static plait_status one_op(plait_comm *comm, const plait_bench_comm_opts *o, const plait_coll_opts *co,
                            void *send, void *recv, const shape *s) {
@@ -246,10 +255,7 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
          * timed region, and the barrier after the reset starts the ranks
          * together, so no rank's time includes another rank's checking. */
         for (int it = -o->warmup; it < o->iters; it++) {
-            if (bcast_root)
-                memcpy(recv, exp, s.recv * esz);
-            else
-                memset(recv, SENTINEL, s.recv * esz);
+            reset_recv(recv, exp, s.recv * esz, bcast_root);
             if ((st = api->barrier(comm, NULL, NULL)) != PLAIT_OK) goto out;
             double t0 = now();
             if (o->fault != PLAIT_BENCH_FAULT_STALE || it < 1) st = one_op(comm, o, &co, send, recv, &s);
@@ -264,10 +270,7 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
          * `iters` operations with no barrier between them, so a rank that
          * finishes early starts the next one as in a training step. Only
          * the last result survives to be checked; it is. */
-        if (bcast_root)
-            memcpy(recv, exp, s.recv * esz);
-        else
-            memset(recv, SENTINEL, s.recv * esz);
+        reset_recv(recv, exp, s.recv * esz, bcast_root);
         if ((st = api->barrier(comm, NULL, NULL)) != PLAIT_OK) goto out;
         double l0 = now();
         for (int it = 0; it < o->iters && o->fault != PLAIT_BENCH_FAULT_STALE; it++)
