@@ -161,6 +161,14 @@ static void reset_recv(unsigned char *recv, const unsigned char *exp, size_t byt
         memset(recv, SENTINEL, bytes);
 }
 
+/* Elements of an operation's result that differ from the expected one,
+ * after the injected fault (--corrupt flips one element on rank 0). */
+static uint64_t check_result(const plait_bench_comm_opts *o, int me, unsigned char *recv, const unsigned char *exp,
+                             size_t count, size_t esz) {
+    if (o->fault == PLAIT_BENCH_FAULT_FLIP && me == 0 && count) recv[0] ^= 1;
+    return count_wrong(recv, exp, count, esz);
+}
+
 /* One iteration; the receive buffer was reset by the caller. */
 static plait_status one_op(plait_comm *comm, const plait_bench_comm_opts *o, const plait_coll_opts *co,
                            void *send, void *recv, const shape *s) {
@@ -263,8 +271,7 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
             if (st != PLAIT_OK) goto out;
             if (o->op != PLAIT_BENCH_SENDRECV) ran = plait_comm_last_algorithm(comm);
             if (it >= 0) times[it] = dt;
-            if (o->fault == PLAIT_BENCH_FAULT_FLIP && me == 0 && s.recv) recv[0] ^= 1;
-            wrong += count_wrong(recv, exp, s.recv, esz);
+            wrong += check_result(o, me, recv, exp, s.recv, esz);
         }
         /* The back-to-back figure (nccl-tests' time, the peers' "loop"):
          * `iters` operations with no barrier between them, so a rank that
@@ -276,8 +283,7 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
         for (int it = 0; it < o->iters && o->fault != PLAIT_BENCH_FAULT_STALE; it++)
             if ((st = one_op(comm, o, &co, send, recv, &s)) != PLAIT_OK) goto out;
         double loop = (now() - l0) / o->iters, loop_max = 0;
-        if (o->fault == PLAIT_BENCH_FAULT_FLIP && me == 0 && s.recv) recv[0] ^= 1;
-        wrong += count_wrong(recv, exp, s.recv, esz);
+        wrong += check_result(o, me, recv, exp, s.recv, esz);
         /* the slowest rank per iteration and per loop; #wrong over all ranks */
         int64_t w = (int64_t)wrong, wsum = 0;
         if ((st = api->allreduce(comm, times, tmax, (size_t)o->iters, PLAIT_F64, PLAIT_MAX, NULL, NULL)) != PLAIT_OK ||
