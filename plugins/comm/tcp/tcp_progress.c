@@ -65,7 +65,8 @@ static void caller_poll(tcp_engine *e, int timeout_ms) {
     pthread_mutex_unlock(&e->mu);
     int n = 0;
     if (timeout_ms > 0 && e->cfg.spin_s > 0) {
-        double until = e->host->now() + e->cfg.spin_s;
+        double spin = e->cfg.spin_s < timeout_ms * 1e-3 ? e->cfg.spin_s : timeout_ms * 1e-3; /* not past the deadline */
+        double until = e->host->now() + spin;
         while ((n = epoll_wait(e->cep, evs, MAX_EVENTS, 0)) == 0 && e->host->now() < until) sched_yield();
     }
     if (n == 0) n = epoll_wait(e->cep, evs, MAX_EVENTS, timeout_ms);
