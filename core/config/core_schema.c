@@ -20,7 +20,7 @@ static const char *const resume_choices[] = {"no", "auto", "yes", NULL};
 static const char *const progress_choices[] = {"auto", "tty", "plain", "off", NULL};
 static const char *const arch_choices[] = {"gpt", "mlp", NULL};
 static const char *const format_choices[] = {"auto", "text", "u16", NULL};
-static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", NULL};
+static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", NULL};
 
 static const plait_param_decl run_keys[] = {
@@ -77,7 +77,8 @@ static const plait_param_decl comm_keys[] = {
     KEY("timeout", F, "300", 0.01, 1e7, NULL, SAME,
         "seconds any wait may block before the operation fails naming the peers it waited on"),
     KEY("algorithm", E, "auto", 1, 0, algo_choices, SAME,
-        "collective algorithm: auto (by size and ranks), ring, rhd, tree, direct, ordered"),
+        "collective algorithm: auto (by size, ranks and hosts), ring, rhd, tree, direct, ordered, hier (hierarchical "
+        "across hosts; allreduce, reduce_scatter, allgather)"),
     KEY("check_collectives", B, "false", 1, 0, NULL, SAME,
         "compare each collective's (op, size, dtype) across ranks and report a mismatch"),
     KEY("rendezvous", S, "", 1, 0, NULL, SAME,
