@@ -7,6 +7,7 @@
 
 #include "comm/bootstrap.h"
 #include "comm/net.h"
+#include "launch/slurm_env.h"
 #include "runtime/error.h"
 
 extern char **environ;
@@ -90,7 +91,9 @@ plait_status plait_job_env_detect(char *const *envp, const char *rendezvous, pla
     if (env_get(envp, "PLAIT_RANK")) {
         e.launcher = PLAIT_LAUNCHER_PLAIT;
         st = read_ranks(envp, &e, "PLAIT_RANK", "PLAIT_WORLD_SIZE", "PLAIT_LOCAL_RANK", "PLAIT_LOCAL_SIZE");
-        e.all_local = 1;
+        int nodes = env_int(envp, "PLAIT_NNODES", 1, BIG); /* set by a launcher of a multi-host job */
+        if (nodes == -2) return PLAIT_ERR_INVALID_CONFIG;
+        e.all_local = nodes <= 1;
     } else if (env_get(envp, "OMPI_COMM_WORLD_RANK")) {
         e.launcher = PLAIT_LAUNCHER_MPI;
         st = read_ranks(envp, &e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
@@ -166,6 +169,17 @@ plait_status plait_job_env_detect(char *const *envp, const char *rendezvous, pla
                  env_get(envp, "MASTER_PORT"));
         addr = joined;
         what = "MASTER_ADDR/MASTER_PORT";
+    } else if (e.launcher == PLAIT_LAUNCHER_SLURM && !e.all_local) {
+        /* srun over several nodes and nobody exported MASTER_ADDR: rank 0
+         * runs on the step's first node */
+        char host[256];
+        int port = 0;
+        st = plait_slurm_store_address(envp, host, sizeof host, &port);
+        if (st != PLAIT_OK) return st;
+        snprintf(joined, sizeof joined, "%s%s%s:%d", strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
+                 port);
+        addr = joined;
+        what = "SLURM_STEP_NODELIST (first node)";
     }
     if (addr) {
         st = plait_net_split_hostport(addr, what, e.store_host, sizeof e.store_host, &e.store_port);
