@@ -189,13 +189,20 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
         return 1;
     }
     plait_job_env env;
-    /* --nnodes makes this process one host's launcher whatever the
+    /* --nnodes (even 1) makes this process one host's launcher whatever the
      * environment says (under `srun --ntasks-per-node=1` it is a Slurm task) */
-    if (g_job.nnodes <= 1 &&
+    if (g_job.nnodes < 1 &&
         ((world <= 1 && restarts <= 0) || plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) != PLAIT_OK ||
          env.launcher != PLAIT_LAUNCHER_NONE))
         return 0;
     int nodes = g_job.nnodes > 1 ? g_job.nnodes : 1;
+    if (g_job.nnodes >= 1 && getenv("PLAIT_RANK")) {
+        fprintf(stderr, "plait: --nnodes is for each host's launcher: this process is already rank %s of a plait "
+                        "job\n", getenv("PLAIT_RANK"));
+        *exit_code = 2;
+        plait_config_free(cfg);
+        return 1;
+    }
     /* a layout mistake is reported once, here, not by every rank */
     if (plait_layout_preflight(cfg) != PLAIT_OK) {
         plait_cli_print_error(context);
