@@ -46,7 +46,7 @@
 
 #define HIER_AUTO_MIN_BYTES (64u << 10)
 
-/* Tag phases of the steps. */
+/* Tag phases of the steps (the allreduce pipeline's stages 0..3 in order). */
 enum { PH_INTRA_RS = 0, PH_INTER_RS = 1, PH_INTER_AG = 2, PH_INTRA_AG = 3 };
 
 int plait_hier_shape(const plait_comm *comm, int *hosts, int *per_host) {
@@ -110,27 +110,29 @@ static plait_status hier_plan(plait_coll_ctx *c, hier *p) {
     return PLAIT_OK;
 }
 
-/* One direct exchange with k peers: to peer j goes sbuf[j] (sbytes[j]),
- * from peer j comes rbuf[j] (rbytes[j]); entries with a negative peer are
- * skipped. Receives first, then sends, then wait for all. */
+/* One transfer of a direct exchange: to `peer` goes sbuf (sbytes), from it
+ * comes rbuf (rbytes), on tag phase `phase`; a negative peer is skipped. */
 typedef struct xfer {
     int peer;
     const void *sbuf;
     size_t sbytes;
     void *rbuf;
     size_t rbytes;
+    unsigned phase;
 } xfer;
 
-static plait_status exchange(plait_coll_ctx *c, const xfer *x, int k, unsigned phase) {
+/* Post every receive, then every send, then wait for all. */
+static plait_status exchange(plait_coll_ctx *c, const xfer *x, int k) {
     int *h = malloc(sizeof(int) * 2 * (size_t)(k > 0 ? k : 1));
     if (!h) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     for (int j = 0; j < 2 * k; j++) h[j] = -1;
     plait_status st = PLAIT_OK;
     for (int j = 0; st == PLAIT_OK && j < k; j++)
-        if (x[j].peer >= 0 && x[j].rbytes) st = plait_coll_irecv(c, x[j].rbuf, x[j].rbytes, x[j].peer, phase, &h[j]);
+        if (x[j].peer >= 0 && x[j].rbytes)
+            st = plait_coll_irecv(c, x[j].rbuf, x[j].rbytes, x[j].peer, x[j].phase, &h[j]);
     for (int j = 0; st == PLAIT_OK && j < k; j++)
         if (x[j].peer >= 0 && x[j].sbytes)
-            st = plait_coll_isend(c, x[j].sbuf, x[j].sbytes, x[j].peer, phase, &h[k + j]);
+            st = plait_coll_isend(c, x[j].sbuf, x[j].sbytes, x[j].peer, x[j].phase, &h[k + j]);
     if (st == PLAIT_OK) st = plait_coll_waitall(c, h, 2 * k);
     free(h);
     return st;
@@ -145,29 +147,97 @@ static xfer *xfers(int k) {
 
 /* ---- allreduce ----------------------------------------------------------- */
 
-/* Reduce-scatter of `len` elements at `buf` (in place) among `k` peers
- * (peer[j], me = j == mine) then allgather: the allreduce of one part within
- * a column. `tmp` holds k-1 sub-parts. */
-static plait_status column_allreduce(plait_coll_ctx *c, char *buf, size_t len, const int *peer, int k, int mine,
-                                     char *tmp, xfer *x) {
-    const plait_coll_args *a = c->a;
-    size_t esz = c->esz, o0 = plait_part_offset(len, k, mine), mlen = plait_part_offset(len, k, mine + 1) - o0;
-    for (int j = 0, t = 0; j < k; j++) {
-        size_t o = plait_part_offset(len, k, j), n = plait_part_offset(len, k, j + 1) - o;
-        x[j] = (xfer){j == mine ? -1 : peer[j], buf + o * esz, n * esz, j == mine ? NULL : tmp + (size_t)t * mlen * esz,
-                      j == mine ? 0 : mlen * esz};
-        if (j != mine) t++;
+/* The vector is cut into pieces that flow through the four steps as a
+ * pipeline (a wavefront): in tick t piece t is reduce-scattered within the
+ * host, piece t-1 reduce-scattered across hosts, piece t-2 allgathered
+ * across hosts and piece t-3 allgathered within the host, all posted at once.
+ * So the link between hosts is busy while the host's own copies and
+ * reductions run, instead of idle during the first and last steps. Pieces
+ * of at least HIER_PIECE_BYTES, at most HIER_MAX_PIECES. */
+#define HIER_PIECE_BYTES (1u << 20)
+#define HIER_MAX_PIECES 8
+
+/* Piece k: elements [q0, q0+m); my part of it [po, po+plen); my column's
+ * share of that part [so, so+slen). */
+typedef struct piece {
+    size_t q0, m, po, plen, so, slen;
+} piece;
+
+static piece piece_of(const hier *p, size_t count, int pieces, int k) {
+    piece x;
+    x.q0 = plait_part_offset(count, pieces, k);
+    x.m = plait_part_offset(count, pieces, k + 1) - x.q0;
+    x.po = x.q0 + plait_part_offset(x.m, p->l, p->li);
+    x.plen = x.q0 + plait_part_offset(x.m, p->l, p->li + 1) - x.po;
+    x.so = x.po + plait_part_offset(x.plen, p->h, p->host);
+    x.slen = x.po + plait_part_offset(x.plen, p->h, p->host + 1) - x.so;
+    return x;
+}
+
+/* What one allreduce pipeline works with. */
+typedef struct ar {
+    plait_coll_ctx *c;
+    const hier *p;
+    const char *send;
+    char *recv;
+    size_t count, esz;
+    int pieces;
+    char *abuf, *bbuf; /* landing areas: (l-1) parts, (h-1) column shares */
+} ar;
+
+/* Append the transfers of `stage` (0..3) of piece k to x[*n]. */
+static void stage_xfers(const ar *w, int stage, int k, xfer *x, int *n) {
+    const hier *p = w->p;
+    size_t esz = w->esz;
+    piece q = piece_of(p, w->count, w->pieces, k);
+    int intra = stage == 0 || stage == 3, groups = intra ? p->l : p->h, mine = intra ? p->li : p->host;
+    for (int j = 0, t = 0; j < groups; j++) {
+        if (j == mine) continue;
+        int peer = intra ? p->m[p->host * p->l + j] : p->m[j * p->l + p->li];
+        size_t o, len;
+        if (intra) {
+            o = q.q0 + plait_part_offset(q.m, p->l, j);
+            len = q.q0 + plait_part_offset(q.m, p->l, j + 1) - o;
+        } else {
+            o = q.po + plait_part_offset(q.plen, p->h, j);
+            len = q.po + plait_part_offset(q.plen, p->h, j + 1) - o;
+        }
+        xfer *e = &x[(*n)++];
+        switch (stage) { /* the stage is also the tag phase (PH_*) */
+        case 0: /* part j of my piece to local index j; theirs of my part lands in abuf */
+            *e = (xfer){peer, w->send + o * esz, len * esz, w->abuf + (size_t)t * q.plen * esz, q.plen * esz, PH_INTRA_RS};
+            break;
+        case 1: /* share j of my reduced part to host j's column member; theirs of my share to bbuf */
+            *e = (xfer){peer, w->recv + o * esz, len * esz, w->bbuf + (size_t)t * q.slen * esz, q.slen * esz, PH_INTER_RS};
+            break;
+        case 2: /* my finished share to every column member; theirs into place */
+            *e = (xfer){peer, w->recv + q.so * esz, q.slen * esz, w->recv + o * esz, len * esz, PH_INTER_AG};
+            break;
+        default: /* my finished part to every local peer; theirs into place */
+            *e = (xfer){peer, w->recv + q.po * esz, q.plen * esz, w->recv + o * esz, len * esz, PH_INTRA_AG};
+            break;
+        }
+        t++;
     }
-    plait_status st = exchange(c, x, k, PH_INTER_RS);
-    if (st != PLAIT_OK) return st;
-    for (int t = 0; t < k - 1; t++)
-        plait_reduce(buf + o0 * esz, buf + o0 * esz, tmp + (size_t)t * mlen * esz, mlen, a->dtype, a->op);
-    if (a->op == PLAIT_AVG) plait_reduce_finish_avg(buf + o0 * esz, mlen, a->dtype, c->size);
-    for (int j = 0; j < k; j++) {
-        size_t o = plait_part_offset(len, k, j), n = plait_part_offset(len, k, j + 1) - o;
-        x[j] = (xfer){j == mine ? -1 : peer[j], buf + o0 * esz, mlen * esz, buf + o * esz, j == mine ? 0 : n * esz};
+}
+
+/* The reduction after stage 0 or 1 of piece k has landed. */
+static void stage_reduce(const ar *w, int stage, int k) {
+    const plait_coll_args *a = w->c->a;
+    const hier *p = w->p;
+    size_t esz = w->esz;
+    piece q = piece_of(p, w->count, w->pieces, k);
+    if (stage == 0) {
+        char *part = w->recv + q.po * esz;
+        plait_coll_copy(part, w->send + q.po * esz, q.plen * esz);
+        for (int t = 0; t < p->l - 1; t++)
+            plait_reduce(part, part, w->abuf + (size_t)t * q.plen * esz, q.plen, a->dtype, a->op);
+    } else if (stage == 1) {
+        char *share = w->recv + q.so * esz;
+        for (int t = 0; t < p->h - 1; t++)
+            plait_reduce(share, share, w->bbuf + (size_t)t * q.slen * esz, q.slen, a->dtype, a->op);
+        if (a->op == PLAIT_AVG) plait_reduce_finish_avg(share, q.slen, a->dtype, w->c->size);
     }
-    return exchange(c, x, k, PH_INTER_AG);
 }
 
 plait_status plait_hier_allreduce(plait_coll_ctx *c) {
@@ -175,44 +245,34 @@ plait_status plait_hier_allreduce(plait_coll_ctx *c) {
     hier p;
     plait_status st = hier_plan(c, &p);
     if (st != PLAIT_OK) return st;
-    size_t esz = c->esz, count = a->count;
-    const char *send = a->send;
-    char *recv = a->recv;
-    int l = p.l, h = p.h, k = l > h ? l : h;
-    size_t o0 = plait_part_offset(count, l, p.li), plen = plait_part_offset(count, l, p.li + 1) - o0;
-    size_t sub = plen / (size_t)h + 1;
-    size_t need = ((size_t)(l - 1) * plen + (size_t)(h - 1) * sub) * esz;
-    char *tmp = plait_coll_scratch(c, need ? need : 1);
-    xfer *x = tmp ? xfers(k) : NULL;
-    int *col = malloc(sizeof(int) * (size_t)h);
-    if (!tmp || !x || !col) {
-        st = tmp && x ? plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory") : PLAIT_ERR_NO_MEMORY;
-        goto out;
+    ar w = {.c = c, .p = &p, .send = a->send, .recv = a->recv, .count = a->count, .esz = c->esz};
+    size_t bytes = a->count * c->esz;
+    w.pieces = bytes / HIER_PIECE_BYTES > HIER_MAX_PIECES ? HIER_MAX_PIECES : (int)(bytes / HIER_PIECE_BYTES);
+    if (w.pieces < 1) w.pieces = 1;
+    size_t max_plen = 0, max_slen = 0;
+    for (int k = 0; k < w.pieces; k++) {
+        piece q = piece_of(&p, w.count, w.pieces, k);
+        if (q.plen > max_plen) max_plen = q.plen;
+        if (q.slen > max_slen) max_slen = q.slen;
     }
-    /* 1. within the host: part j of my vector to local index j */
-    for (int j = 0, t = 0; j < l; j++) {
-        size_t o = plait_part_offset(count, l, j), n = plait_part_offset(count, l, j + 1) - o;
-        int me = j == p.li;
-        x[j] = (xfer){me ? -1 : p.m[p.host * l + j], send + o * esz, n * esz,
-                      me ? NULL : tmp + (size_t)t * plen * esz, me ? 0 : plen * esz};
-        if (!me) t++;
+    size_t abytes = (size_t)(p.l - 1) * max_plen * w.esz, bbytes = (size_t)(p.h - 1) * max_slen * w.esz;
+    char *tmp = plait_coll_scratch(c, abytes + bbytes ? abytes + bbytes : 1);
+    xfer *x = tmp ? xfers(2 * (p.l - 1) + 2 * (p.h - 1)) : NULL;
+    if (!x) {
+        free(p.m);
+        return PLAIT_ERR_NO_MEMORY;
     }
-    if ((st = exchange(c, x, l, PH_INTRA_RS)) != PLAIT_OK) goto out;
-    char *part = recv + o0 * esz;
-    plait_coll_copy(part, send + o0 * esz, plen * esz);
-    for (int t = 0; t < l - 1; t++) plait_reduce(part, part, tmp + (size_t)t * plen * esz, plen, a->dtype, a->op);
-    /* 2. across hosts, within my column */
-    for (int g = 0; g < h; g++) col[g] = p.m[g * l + p.li];
-    if ((st = column_allreduce(c, part, plen, col, h, p.host, tmp, x)) != PLAIT_OK) goto out;
-    /* 3. within the host: every part to everyone */
-    for (int j = 0; j < l; j++) {
-        size_t o = plait_part_offset(count, l, j), n = plait_part_offset(count, l, j + 1) - o;
-        int me = j == p.li;
-        x[j] = (xfer){me ? -1 : p.m[p.host * l + j], part, plen * esz, recv + o * esz, me ? 0 : n * esz};
+    w.abuf = tmp;
+    w.bbuf = tmp + abytes;
+    /* tick t: stage s of piece t - s, for every stage whose piece exists */
+    for (int t = 0; st == PLAIT_OK && t < w.pieces + 3; t++) {
+        int n = 0;
+        for (int s = 0; s < 4; s++)
+            if (t - s >= 0 && t - s < w.pieces) stage_xfers(&w, s, t - s, x, &n);
+        if ((st = exchange(c, x, n)) != PLAIT_OK) break;
+        for (int s = 0; s < 2; s++)
+            if (t - s >= 0 && t - s < w.pieces) stage_reduce(&w, s, t - s);
     }
-    st = exchange(c, x, l, PH_INTRA_AG);
-out:
-    free(col);
     free(x);
     free(p.m);
     return st;
@@ -243,10 +303,10 @@ plait_status plait_hier_reduce_scatter(plait_coll_ctx *c) {
         if (j == p.li) continue;
         for (int g = 0; g < h; g++, n++)
             x[n] = (xfer){p.m[p.host * l + j], send + (size_t)p.m[g * l + j] * blk, blk,
-                          tmp + ((size_t)t * (size_t)h + (size_t)g) * blk, blk};
+                          tmp + ((size_t)t * (size_t)h + (size_t)g) * blk, blk, PH_INTRA_RS};
         t++;
     }
-    if ((st = exchange(c, x, n, PH_INTRA_RS)) != PLAIT_OK) goto out;
+    if ((st = exchange(c, x, n)) != PLAIT_OK) goto out;
     for (int g = 0; g < h; g++) {
         char *d = partial + (size_t)g * blk;
         memcpy(d, send + (size_t)p.m[g * l + p.li] * blk, blk);
@@ -257,10 +317,10 @@ plait_status plait_hier_reduce_scatter(plait_coll_ctx *c) {
     n = 0;
     for (int g = 0, t = 0; g < h; g++) {
         if (g == p.host) continue;
-        x[n++] = (xfer){p.m[g * l + p.li], partial + (size_t)g * blk, blk, theirs + (size_t)t * blk, blk};
+        x[n++] = (xfer){p.m[g * l + p.li], partial + (size_t)g * blk, blk, theirs + (size_t)t * blk, blk, PH_INTER_RS};
         t++;
     }
-    if ((st = exchange(c, x, n, PH_INTER_RS)) != PLAIT_OK) goto out;
+    if ((st = exchange(c, x, n)) != PLAIT_OK) goto out;
     char *mine = partial + (size_t)p.host * blk;
     for (int t = 0; t < h - 1; t++) plait_reduce(mine, mine, theirs + (size_t)t * blk, a->count, a->dtype, a->op);
     if (a->op == PLAIT_AVG) plait_reduce_finish_avg(mine, a->count, a->dtype, c->size);
@@ -292,18 +352,19 @@ plait_status plait_hier_allgather(plait_coll_ctx *c) {
     for (int g = 0; g < h; g++) {
         if (g == p.host) continue;
         int peer = p.m[g * l + p.li];
-        x[n++] = (xfer){peer, recv + (size_t)c->rank * blk, blk, recv + (size_t)peer * blk, blk};
+        x[n++] = (xfer){peer, recv + (size_t)c->rank * blk, blk, recv + (size_t)peer * blk, blk, PH_INTER_AG};
     }
-    if ((st = exchange(c, x, n, PH_INTER_AG)) != PLAIT_OK) goto out;
+    if ((st = exchange(c, x, n)) != PLAIT_OK) goto out;
     /* 2. within the host: my column's blocks to each local peer, theirs to me */
     n = 0;
     for (int j = 0; j < l; j++) {
         if (j == p.li) continue;
         int peer = p.m[p.host * l + j];
         for (int g = 0; g < h; g++, n++)
-            x[n] = (xfer){peer, recv + (size_t)p.m[g * l + p.li] * blk, blk, recv + (size_t)p.m[g * l + j] * blk, blk};
+            x[n] = (xfer){peer, recv + (size_t)p.m[g * l + p.li] * blk, blk, recv + (size_t)p.m[g * l + j] * blk, blk,
+                          PH_INTRA_AG};
     }
-    st = exchange(c, x, n, PH_INTRA_AG);
+    st = exchange(c, x, n);
 out:
     free(x);
     free(p.m);

@@ -1,8 +1,8 @@
 /*
  * Hierarchical collectives (coll_hier.c) on in-process ranks that pretend to
  * live on several hosts (plait_comm_set_hosts): every element right for
- * allreduce (sum, avg, in place), reduce_scatter and allgather on 2x2, 3x2,
- * 2x3 and interleaved placements; AUTO picks them only across hosts and from
+ * allreduce (sum, avg, in place; pipelined in pieces when large),
+ * reduce_scatter and allgather on 2x2, 3x2, 2x3 and interleaved placements; AUTO picks them only across hosts and from
  * 64 KiB on; irregular layouts fall back to the flat algorithms; a split
  * inherits its members' hosts.
  */
@@ -140,6 +140,20 @@ static void test_forced_hier_is_right(void **state) {
     assert_int_equal(ran(4, two_by_two, PLAIT_COLL_REDUCE_SCATTER, PLAIT_ALGO_HIER, PLAIT_AVG, 1, 0), PLAIT_ALGO_HIER);
 }
 
+/* Large allreduces run as a pipeline of up to 8 pieces of at least 1 MiB
+ * (3 and 8 pieces here, sizes not divisible by anything), in and out of place. */
+static void test_pipelined_allreduce(void **state) {
+    (void)state;
+    static const size_t counts[] = {(3u << 20) / 4 + 5, (9u << 20) / 4 + 3};
+    for (size_t k = 0; k < 2; k++) {
+        assert_int_equal(ran(4, two_by_two, PLAIT_COLL_ALLREDUCE, PLAIT_ALGO_HIER, PLAIT_SUM, counts[k], 0), PLAIT_ALGO_HIER);
+        assert_int_equal(ran(6, interleaved, PLAIT_COLL_ALLREDUCE, PLAIT_ALGO_HIER, PLAIT_SUM, counts[k], 1),
+                         PLAIT_ALGO_HIER);
+        assert_int_equal(ran(6, three_by_two, PLAIT_COLL_ALLREDUCE, PLAIT_ALGO_AUTO, PLAIT_SUM, counts[k], 0),
+                         PLAIT_ALGO_HIER);
+    }
+}
+
 /* AUTO: hierarchical across hosts from 64 KiB, flat below it and on one host;
  * irregular layouts (3 ranks on 2 hosts, one rank per host) never. */
 static void test_auto_choice(void **state) {
@@ -227,6 +241,7 @@ int main(void) {
     plait_runtime_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forced_hier_is_right),
+        cmocka_unit_test(test_pipelined_allreduce),
         cmocka_unit_test(test_auto_choice),
         cmocka_unit_test(test_split_inherits_hosts),
         cmocka_unit_test(test_threads_world_is_one_host),
