@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "bench/sgemm_peak.h"
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
 #include "runtime/error.h"
 #include "runtime/host.h"
 #include "train/run.h"

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "comm/launch.h"
+#include "launch/launch.h"
 #include "plugin/loader.h"
 #include "runtime/log.h"
 #include "runtime/runtime.h"

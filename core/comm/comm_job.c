@@ -1,4 +1,4 @@
-/* The world communicator of a joined job (comm/bootstrap.h), and the
+/* The world communicator of a joined job (launch/bootstrap.h), and the
  * bootstrap factory splits use: store-backed bootstraps over subsets. */
 #include "comm/comm_job.h"
 

@@ -19,8 +19,8 @@
 #include "runtime/error.h"
 #include "runtime/host.h"
 #include "runtime/log.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_shard.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_shard.h"
 #include "train/run_internal.h"
 
 plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir, plait_resume_mode mode, char **dir) {

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/net.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/host.h"
 #include "runtime/log.h"
@@ -152,7 +152,7 @@ static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *bu
 static void debug_sleep(const plait_run *run, int units, plait_step_timing *t) {
     if (run->debug_sleep_s <= 0) return;
     double t0 = now_s();
-    plait_net_sleep(run->debug_sleep_s * units);
+    plait_clock_sleep(run->debug_sleep_s * units);
     t->compute_s += now_s() - t0;
 }
 

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 
 #include "bench/sgemm_peak.h"
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
 #include "comm/comm.h"
 #include "runtime/error.h"
 #include "runtime/host.h"

@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "comm/launch.h"
+#include "launch/launch.h"
 #include "runtime/runtime.h"
 
 static const char *driver(void) {

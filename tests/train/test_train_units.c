@@ -12,9 +12,9 @@
 #include <cmocka.h>
 
 #include "runtime/error.h"
-#include "train/batch.h"
+#include "layout/batch.h"
 #include "train/grad_tree.h"
-#include "train/mesh.h"
+#include "layout/mesh.h"
 #include "train/run_source.h"
 
 static void test_batch_derivations(void **state) {

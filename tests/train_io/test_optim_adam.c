@@ -12,7 +12,7 @@
 #include "optim/common/optim_common.h"
 #include "plugin/loader.h"
 #include "runtime/host.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "train/data.h"
 
 /* ---- test host: the core's vector kernels and a fake world ---------------- */

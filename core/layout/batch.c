@@ -1,4 +1,4 @@
-#include "train/batch.h"
+#include "layout/batch.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -11,9 +11,9 @@
 
 #include "runtime/error.h"
 #include "runtime/log.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_dir.h"
-#include "train/checkpoint_fs.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_fs.h"
 
 int plait_ckpt_parse_dir_name(const char *name, int64_t *step) {
     size_t plen = strlen(PLAIT_CKPT_DIR_PREFIX);

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "train/checkpoint.h"
-#include "train/safetensors_json.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors_json.h"
 
 #define PLAIT_CKPT_FORMAT_NAME "plait-checkpoint"
 /* 2: "data" (the training data's identity) replaced format 1's "rng_state"

@@ -1,5 +1,5 @@
 /* The safetensors writer (safetensors.h); the reader is in safetensors.c. */
-#include "train/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
-#include "train/checkpoint_fs.h"
-#include "train/safetensors_crc32c.h"
-#include "train/safetensors_json.h"
+#include "checkpoint/checkpoint_fs.h"
+#include "checkpoint/safetensors_crc32c.h"
+#include "checkpoint/safetensors_json.h"
 
 #define CRC_PREFIX PLAIT_ST_CRC_PREFIX
 #define HEADER_CRC_KEY PLAIT_ST_HEADER_CRC_KEY

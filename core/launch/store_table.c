@@ -1,4 +1,4 @@
-#include "comm/store_table.h"
+#include "launch/store_table.h"
 
 #include <stdlib.h>
 #include <string.h>

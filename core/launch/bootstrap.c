@@ -1,5 +1,5 @@
 /* Joining the job and the plait_bootstrap implementations (see bootstrap.h). */
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm/net.h"
-#include "comm/rendezvous_file.h"
+#include "launch/net.h"
+#include "launch/rendezvous_file.h"
 #include "config/config.h"
 #include "runtime/error.h"
 #include "runtime/host.h"
@@ -297,7 +297,7 @@ static plait_status connect_store(plait_job *job, const char *host, int port, co
     else snprintf(job->store_addr, sizeof job->store_addr, "%s:%d", host, port);
     char what[400];
     snprintf(what, sizeof what, "the job's store (hosted by rank 0) at %s", job->store_addr);
-    double left = deadline - plait_net_now();
+    double left = deadline - plait_clock_now();
     plait_status st = plait_store_connect(host, port, token, job->rank, left > 0.01 ? left : 0.01, what,
                                           &job->store);
     if (st != PLAIT_OK)
@@ -343,7 +343,7 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
     job->timeout = opts->timeout_s > 0 ? opts->timeout_s : 300;
     job->rank = e->rank;
     job->size = e->size;
-    double t0 = plait_net_now(), deadline = t0 + job->timeout;
+    double t0 = plait_clock_now(), deadline = t0 + job->timeout;
     int private_file = strcmp(e->store_source, "private rendezvous file") == 0;
 
     char token[PLAIT_STORE_MAX_TOKEN + 1];
@@ -365,9 +365,9 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
             st = plait_rdv_file_wait(path, deadline, &file_port, token, sizeof token);
             if (st != PLAIT_OK) break;
             if (!e->store_host[0]) port = file_port;
-            double left = deadline - plait_net_now();
-            st = connect_store(job, host, port, token, plait_net_now() + (left < 2 ? left : 2));
-            if (st == PLAIT_OK || plait_net_now() >= deadline) break;
+            double left = deadline - plait_clock_now();
+            st = connect_store(job, host, port, token, plait_clock_now() + (left < 2 ? left : 2));
+            if (st == PLAIT_OK || plait_clock_now() >= deadline) break;
             st = PLAIT_OK; /* retry with a fresh look at the file */
         }
     } else {
@@ -391,7 +391,7 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
         goto fail;
     }
     int nm = 0;
-    double left = deadline - plait_net_now();
+    double left = deadline - plait_clock_now();
     st = plait_store_gather(job->store, "job/join/", job->size, job->rank, &mine, all, sizeof mine,
                             left > 0.01 ? left : 0.01, missing, &nm);
     if (st == PLAIT_ERR_TIMEOUT && nm > 0) {
@@ -437,7 +437,7 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
     if (job->size > 1) plait_log_set_rank(job->rank);
     PLAIT_DEBUG(COMPONENT, "joined as rank %d of %d (local %d of %d) via %s; store %s (%s); %d math threads; %.3f s",
                 job->rank, job->size, job->local_rank, job->local_size, plait_job_launcher_name(e->launcher),
-                job->store_addr, e->store_source, threads, plait_net_now() - t0);
+                job->store_addr, e->store_source, threads, plait_clock_now() - t0);
     *out = job;
     return PLAIT_OK;
 fail:

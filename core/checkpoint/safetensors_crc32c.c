@@ -1,4 +1,4 @@
-#include "train/safetensors_crc32c.h"
+#include "checkpoint/safetensors_crc32c.h"
 
 #include <pthread.h>
 #include <string.h>

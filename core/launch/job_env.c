@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/bootstrap.h"
-#include "comm/net.h"
+#include "launch/bootstrap.h"
+#include "launch/net.h"
 #include "runtime/error.h"
 
 extern char **environ;

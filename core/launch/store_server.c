@@ -17,10 +17,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm/net.h"
-#include "comm/store.h"
-#include "comm/store_table.h"
-#include "comm/store_wire.h"
+#include "launch/net.h"
+#include "launch/store.h"
+#include "launch/store_table.h"
+#include "launch/store_wire.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -227,7 +227,7 @@ static int park(struct conn *c, uint8_t op, const char *key, size_t klen, uint32
     c->op = op;
     c->n = n;
     c->parked = 1;
-    c->deadline = plait_net_now() + timeout_s;
+    c->deadline = plait_clock_now() + timeout_s;
     return 0;
 }
 
@@ -422,7 +422,7 @@ static void on_accept(plait_store_server *s) {
         }
         c->fd = fd;
         c->rank = -1;
-        c->hello_deadline = plait_net_now() + s->hello_timeout;
+        c->hello_deadline = plait_clock_now() + s->hello_timeout;
         plait_net_peer_str(fd, c->peer, sizeof c->peer);
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -439,7 +439,7 @@ static void on_accept(plait_store_server *s) {
 
 /* Expire hello and wait deadlines; returns ms until the next one (-1 none). */
 static int expire(plait_store_server *s) {
-    double now = plait_net_now(), next = -1;
+    double now = plait_clock_now(), next = -1;
     for (struct conn *c = s->conns, *nx; c; c = nx) {
         nx = c->next;
         if (!c->authed) {
@@ -474,7 +474,7 @@ static void *server_main(void *arg) {
         pthread_mutex_unlock(&s->lock);
         if (stop) {
             if (s->n_authed == 0) break;
-            if (plait_net_now() >= drain) {
+            if (plait_clock_now() >= drain) {
                 if (drain > 0) {
                     char list[256] = "";
                     size_t off = 0;
@@ -485,7 +485,7 @@ static void *server_main(void *arg) {
                 }
                 break;
             }
-            int dms = (int)((drain - plait_net_now()) * 1000) + 1;
+            int dms = (int)((drain - plait_clock_now()) * 1000) + 1;
             if (timeout < 0 || dms < timeout) timeout = dms;
         }
         int n = epoll_wait(s->ep, evs, 64, timeout);
@@ -614,7 +614,7 @@ void plait_store_server_stop(plait_store_server *s, double drain_s) {
     if (!s) return;
     pthread_mutex_lock(&s->lock);
     s->stop = 1;
-    s->drain_deadline = drain_s > 0 ? plait_net_now() + drain_s : 0;
+    s->drain_deadline = drain_s > 0 ? plait_clock_now() + drain_s : 0;
     pthread_mutex_unlock(&s->lock);
     uint64_t one = 1;
     if (write(s->wake_fd, &one, sizeof one) < 0) {

@@ -1,5 +1,5 @@
 /* The local launcher (see launch.h). */
-#include "comm/launch.h"
+#include "launch/launch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#include "comm/net.h"
+#include "launch/net.h"
 #include "runtime/error.h"
 
 extern char **environ;
@@ -376,7 +376,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
     double term_at = -1, kill_at = -1;
     if (st != PLAIT_OK && started > 0) { /* could not start everyone: stop the rest */
         signal_all(procs, n, pgid, SIGTERM);
-        kill_at = plait_net_now() + grace;
+        kill_at = plait_clock_now() + grace;
     }
     struct pollfd *pfds = calloc(2 * (size_t)n + 1, sizeof *pfds);
     int have_pidfds = 1;
@@ -390,7 +390,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
             if (procs[r].alive && procs[r].pidfd >= 0) pfds[np++] = (struct pollfd){procs[r].pidfd, POLLIN, 0};
         }
         int timeout = -1;
-        double now = plait_net_now();
+        double now = plait_clock_now();
         double next = term_at >= 0 ? term_at : kill_at;
         if (kill_at >= 0 && (next < 0 || kill_at < next)) next = kill_at;
         if (next >= 0) timeout = next > now ? (int)((next - now) * 1000) + 1 : 0;
@@ -404,7 +404,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
             interrupts++;
             int_sig = (int)si.ssi_signo;
             signal_all(procs, n, pgid, interrupts == 1 ? int_sig : SIGKILL);
-            if (interrupts == 1) kill_at = plait_net_now() + 10 * grace;
+            if (interrupts == 1) kill_at = plait_clock_now() + 10 * grace;
         }
         {
             int newly[2] = {-1, -1}; /* first failure by signal / by exit this round */
@@ -428,10 +428,10 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
                 /* a rank killed by a signal is the cause; ranks exiting with
                  * an error at the same moment are usually its victims */
                 first = newly[0] >= 0 ? newly[0] : newly[1];
-                if (!interrupts) term_at = plait_net_now() + grace;
+                if (!interrupts) term_at = plait_clock_now() + grace;
             }
         }
-        now = plait_net_now();
+        now = plait_clock_now();
         if (term_at >= 0 && now >= term_at) {
             signal_all(procs, n, pgid, SIGTERM);
             term_at = -1;

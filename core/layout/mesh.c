@@ -1,4 +1,4 @@
-#include "train/mesh.h"
+#include "layout/mesh.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "comm/rendezvous_file.h"
+#include "launch/rendezvous_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm/net.h"
-#include "comm/store.h"
+#include "launch/net.h"
+#include "launch/store.h"
 #include "runtime/error.h"
 
 static plait_status safe_dir(const char *dir) {
@@ -91,7 +91,7 @@ plait_status plait_rdv_file_wait(const char *path, double deadline, int *port, c
                                  size_t token_cap) {
     for (;;) {
         if (try_read(path, port, token, token_cap)) return PLAIT_OK;
-        if (plait_net_now() >= deadline)
+        if (plait_clock_now() >= deadline)
             return plait_set_error(PLAIT_ERR_TIMEOUT,
                                    "rank 0 did not publish the job's rendezvous file %s in time: rank 0 "
                                    "never joined the job or is stuck", path);

@@ -36,7 +36,7 @@
 #define PLAIT_CORE_BOOTSTRAP_H
 
 #include <plait/comm.h>
-#include "comm/store.h"
+#include "launch/store.h"
 
 typedef struct plait_config plait_config;
 

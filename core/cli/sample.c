@@ -1,4 +1,4 @@
-#include "train/sample.h"
+#include "cli/sample.h"
 
 #include <errno.h>
 #include <math.h>
@@ -8,7 +8,7 @@
 #include "model/kernels.h"
 #include "runtime/error.h"
 #include "runtime/host.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 #include "train/run_source.h"

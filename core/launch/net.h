@@ -12,10 +12,8 @@
 #include <sys/socket.h>
 #include <plait/types.h>
 
-/* Monotonic seconds (CLOCK_MONOTONIC). */
-double plait_net_now(void);
-/* Sleep `seconds` (resumed after signals; uses no CPU). */
-void plait_net_sleep(double seconds);
+#include "runtime/clock.h" /* deadlines are plait_clock_now() seconds */
+
 
 /* Split "host:port" ("[v6]:port" for IPv6) into its parts. `host` receives
  * at most `host_cap` bytes. Returns PLAIT_ERR_INVALID_CONFIG naming `what`
@@ -40,7 +38,7 @@ const char *plait_net_peer_str(int fd, char *buf, size_t cap);
 int plait_net_listen(const struct sockaddr *addr, socklen_t len, int backlog);
 
 /* Connect to `addr`, retrying refused/unreachable attempts every ~50 ms
- * until `deadline` (plait_net_now() seconds). Returns a blocking,
+ * until `deadline` (plait_clock_now() seconds). Returns a blocking,
  * close-on-exec socket with TCP_NODELAY, or -1 with an error naming the
  * address, `what` and the last errno text. */
 int plait_net_connect_retry(const struct sockaddr *addr, socklen_t len, double deadline,

@@ -18,7 +18,7 @@ plait_status plait_rdv_file_path(const char *job_id, char *path, size_t cap);
 plait_status plait_rdv_file_publish(const char *path, int port, const char *token);
 /* Wait (sleeping ~20 ms between looks) until the file exists, is ours,
  * mode 0600, well-formed and written by a live process; then return its
- * port and token. PLAIT_ERR_TIMEOUT after `deadline` (plait_net_now()). */
+ * port and token. PLAIT_ERR_TIMEOUT after `deadline` (plait_clock_now()). */
 plait_status plait_rdv_file_wait(const char *path, double deadline, int *port, char *token,
                                  size_t token_cap);
 void plait_rdv_file_remove(const char *path);

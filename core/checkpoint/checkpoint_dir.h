@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 /* 0 and *step if `name` is "ckpt-<1..18 digits>", else -1. */
 int plait_ckpt_parse_dir_name(const char *name, int64_t *step);

@@ -1,4 +1,4 @@
-#include "train/safetensors_json.h"
+#include "checkpoint/safetensors_json.h"
 
 #include <stdarg.h>
 #include <stdio.h>

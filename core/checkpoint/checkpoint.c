@@ -1,4 +1,4 @@
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,12 +12,12 @@
 
 #include "runtime/error.h"
 #include "runtime/log.h"
-#include "train/checkpoint_dir.h"
-#include "train/checkpoint_fs.h"
-#include "train/checkpoint_shard.h"
-#include "train/checkpoint_state.h"
-#include "train/safetensors_crc32c.h"
-#include "train/safetensors_json.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_fs.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/safetensors_crc32c.h"
+#include "checkpoint/safetensors_json.h"
 
 #define MAX_STATE_BYTES (16u << 20)
 

@@ -11,9 +11,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "comm/net.h"
-#include "comm/store.h"
-#include "comm/store_wire.h"
+#include "launch/net.h"
+#include "launch/store.h"
+#include "launch/store_wire.h"
 #include "runtime/error.h"
 
 #define MAX_REPLY (256u << 20)
@@ -102,7 +102,7 @@ plait_status plait_store_connect(const char *host, int port, const char *token, 
     else snprintf(st->what, sizeof st->what, "the store at %s", st->address);
     plait_status s = plait_net_resolve(host, port, &st->addr, &st->addr_len);
     int fd = -1;
-    if (s == PLAIT_OK) s = open_conn(st, plait_net_now() + timeout_s, &fd);
+    if (s == PLAIT_OK) s = open_conn(st, plait_clock_now() + timeout_s, &fd);
     if (s != PLAIT_OK) {
         pthread_mutex_destroy(&st->lock);
         free(st);
@@ -146,7 +146,7 @@ static plait_status take(plait_store *st, struct sconn **out) {
     c = malloc(sizeof *c);
     if (!c) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     double t = st->connect_timeout < 30 ? 30 : st->connect_timeout;
-    plait_status s = open_conn(st, plait_net_now() + t, &c->fd);
+    plait_status s = open_conn(st, plait_clock_now() + t, &c->fd);
     if (s != PLAIT_OK) {
         free(c);
         return s;
@@ -186,7 +186,7 @@ static plait_status request(plait_store *st, uint8_t op, const char *key, const 
     struct sconn *c = NULL;
     plait_status s = take(st, &c);
     if (s != PLAIT_OK) return s;
-    double deadline = plait_net_now() + (timeout_s > 0 ? timeout_s : 0) + REPLY_GRACE_S;
+    double deadline = plait_clock_now() + (timeout_s > 0 ? timeout_s : 0) + REPLY_GRACE_S;
     /* header+key in one small buffer; values written as they are */
     unsigned char head[sizeof h + PLAIT_STORE_MAX_KEY];
     memcpy(head, &h, sizeof h);

@@ -64,7 +64,7 @@
 #include <stdint.h>
 #include <plait/model.h>
 
-#include "train/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 #define PLAIT_CKPT_MODEL_FILE "model.safetensors"
 #define PLAIT_CKPT_OPTIM_FILE "optim.safetensors"

@@ -1,4 +1,4 @@
-#include "train/checkpoint_state.h"
+#include "checkpoint/checkpoint_state.h"
 
 #include <inttypes.h>
 #include <limits.h>

@@ -1,4 +1,4 @@
-#include "train/checkpoint_fs.h"
+#include "checkpoint/checkpoint_fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
-#include "train/safetensors_crc32c.h"
+#include "checkpoint/safetensors_crc32c.h"
 
 plait_status plait_fs_pwrite_all(int fd, const void *buf, size_t n, uint64_t offset, const char *path) {
     const char *p = buf;

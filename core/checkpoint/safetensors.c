@@ -1,4 +1,4 @@
-#include "train/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
-#include "train/safetensors_crc32c.h"
-#include "train/safetensors_json.h"
+#include "checkpoint/safetensors_crc32c.h"
+#include "checkpoint/safetensors_json.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors files are little-endian; plait reads them on little-endian hosts only"

@@ -1,4 +1,4 @@
-#include "train/checkpoint_shard.h"
+#include "checkpoint/checkpoint_shard.h"
 
 #include <string.h>
 

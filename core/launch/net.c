@@ -1,4 +1,4 @@
-#include "comm/net.h"
+#include "launch/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,12 +15,6 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
-
-double plait_net_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 plait_status plait_net_split_hostport(const char *text, const char *what, char *host, size_t host_cap,
                                       int *port) {
@@ -123,12 +117,6 @@ int plait_net_listen(const struct sockaddr *addr, socklen_t len, int backlog) {
     return fd;
 }
 
-void plait_net_sleep(double seconds) {
-    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
 /* One non-blocking connect bounded by `deadline`; returns fd or -1 (errno). */
 static int connect_once(const struct sockaddr *addr, socklen_t len, double deadline) {
     int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -141,7 +129,7 @@ static int connect_once(const struct sockaddr *addr, socklen_t len, double deadl
             return -1;
         }
         for (;;) {
-            double left = deadline - plait_net_now();
+            double left = deadline - plait_clock_now();
             if (left <= 0) {
                 close(fd);
                 errno = ETIMEDOUT;
@@ -186,8 +174,8 @@ int plait_net_connect_retry(const struct sockaddr *addr, socklen_t len, double d
         if (last != ECONNREFUSED && last != ENETUNREACH && last != EHOSTUNREACH &&
             last != ETIMEDOUT && last != ECONNRESET && last != EAGAIN)
             break;
-        if (plait_net_now() + 0.05 >= deadline) break;
-        plait_net_sleep(0.05);
+        if (plait_clock_now() + 0.05 >= deadline) break;
+        plait_clock_sleep(0.05);
     }
     plait_set_error(last == ETIMEDOUT ? PLAIT_ERR_TIMEOUT : PLAIT_ERR_SYSTEM,
                     "cannot connect to %s at %s: %s", what,
@@ -197,7 +185,7 @@ int plait_net_connect_retry(const struct sockaddr *addr, socklen_t len, double d
 
 static int wait_fd(int fd, short events, double deadline) {
     for (;;) {
-        double left = deadline - plait_net_now();
+        double left = deadline - plait_clock_now();
         if (left <= 0) {
             errno = ETIMEDOUT;
             return -1;
