@@ -6,8 +6,9 @@
 #include <string.h>
 
 #include "model/kernels.h"
+#include "comm/comm.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "checkpoint/checkpoint.h"
 #include "train/run.h"
 #include "train/run_internal.h"
@@ -162,7 +163,7 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         else ctx = grown;
     }
     if (st == PLAIT_OK && n == 0) ctx[n++] = '\n' < V ? '\n' : 0; /* an empty prompt starts a new line */
-    plait_kernels_set_threads(plait_host_table()->math_threads());
+    plait_kernels_set_threads(1); /* sampling joins no job: one math thread */
     int32_t *window = st == PLAIT_OK ? calloc((size_t)T, sizeof(int32_t)) : NULL;
     if (st == PLAIT_OK && !window) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 1;

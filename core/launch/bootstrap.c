@@ -13,7 +13,6 @@
 #include "launch/rendezvous_file.h"
 #include "config/config.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
 #include "runtime/log.h"
 
 #define COMPONENT "job"
@@ -30,6 +29,7 @@ struct plait_job {
     plait_job_env env;
     double timeout;
     int rank, size, local_rank, local_size;
+    int math_threads;           /* this rank's share of the host's cores */
     plait_store_server *server; /* rank 0 */
     plait_store *store;
     char store_addr[300];
@@ -426,7 +426,7 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
         threads = cores_available() / job->local_size;
         if (threads < 1) threads = 1;
     }
-    plait_host_set_math_threads(threads);
+    job->math_threads = threads;
 
     bs_impl *w = bs_new(job, 0, job->size, NULL, job->rank);
     if (!w) {
@@ -468,6 +468,7 @@ int plait_job_rank(const plait_job *job) { return job->rank; }
 int plait_job_size(const plait_job *job) { return job->size; }
 int plait_job_local_rank(const plait_job *job) { return job->local_rank; }
 int plait_job_local_size(const plait_job *job) { return job->local_size; }
+int plait_job_math_threads(const plait_job *job) { return job->math_threads; }
 double plait_job_timeout(const plait_job *job) { return job->timeout; }
 plait_job_launcher plait_job_launcher_kind(const plait_job *job) { return job->env.launcher; }
 const char *plait_job_store_address(const plait_job *job) { return job->store_addr; }

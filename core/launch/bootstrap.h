@@ -84,7 +84,7 @@ typedef struct plait_job_options {
 
 /* Join the job: detect the launcher, start the store (rank 0), connect to
  * it, wait until every rank has joined, compute local rank/size and set the
- * rank's math threads (plait_host_set_math_threads). Collective over all
+ * rank's math threads (plait_job_math_threads). Collective over all
  * ranks. Reads [comm] timeout, [comm] rendezvous and [run] threads from
  * `cfg`. A rank that does not join within the timeout makes the others fail
  * with "rank R never joined the job within T s". The caller owns *out and
@@ -103,6 +103,9 @@ int plait_job_rank(const plait_job *job);
 int plait_job_size(const plait_job *job);
 int plait_job_local_rank(const plait_job *job);
 int plait_job_local_size(const plait_job *job);
+/* The math threads this rank should use: [run] threads, else PLAIT_MATH_THREADS,
+ * else the host's cores / local ranks (at least 1). */
+int plait_job_math_threads(const plait_job *job);
 double plait_job_timeout(const plait_job *job);
 plait_job_launcher plait_job_launcher_kind(const plait_job *job);
 /* "host:port" of the store; where it came from (plait_job_env.store_source). */

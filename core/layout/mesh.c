@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "comm/comm.h"
 
 static const char *const axis_names[3] = {"dp", "tp", "pp"};
 
@@ -53,12 +53,11 @@ plait_status plait_mesh_layout(const plait_config *cfg, int sizes[3], int axes[3
 }
 
 plait_status plait_mesh_build(const plait_config *cfg, plait_comm *world, plait_mesh *mesh) {
-    const plait_coll_api *coll = plait_host_table()->coll;
     int sizes[3], axes[3], c[3];
     plait_status st = plait_mesh_layout(cfg, sizes, axes);
     if (st != PLAIT_OK) return st;
     const char *order = plait_config_str(cfg, "parallel", "order");
-    int world_size = coll->size(world), rank = coll->rank(world);
+    int world_size = plait_comm_size(world), rank = plait_comm_rank(world);
     if (sizes[0] * sizes[1] * sizes[2] != world_size)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "[parallel] dp %d x tp %d x pp %d = %d ranks, but the job has %d; set the "
@@ -80,14 +79,14 @@ plait_status plait_mesh_build(const plait_config *cfg, plait_comm *world, plait_
     mesh->order = order;
     /* Each group: members share the other two coordinates; key = own coordinate. */
     int tp = mesh->tp, dp = mesh->dp;
-    st = coll->split(world, c[PLAIT_AXIS_TP] + tp * c[PLAIT_AXIS_PP], c[PLAIT_AXIS_DP], "dp", &mesh->dp_comm);
+    st = plait_comm_split(world, c[PLAIT_AXIS_TP] + tp * c[PLAIT_AXIS_PP], c[PLAIT_AXIS_DP], "dp", &mesh->dp_comm);
     if (st == PLAIT_OK)
-        st = coll->split(world, c[PLAIT_AXIS_DP] + dp * c[PLAIT_AXIS_PP], c[PLAIT_AXIS_TP], "tp", &mesh->tp_comm);
+        st = plait_comm_split(world, c[PLAIT_AXIS_DP] + dp * c[PLAIT_AXIS_PP], c[PLAIT_AXIS_TP], "tp", &mesh->tp_comm);
     if (st == PLAIT_OK)
-        st = coll->split(world, c[PLAIT_AXIS_DP] + dp * c[PLAIT_AXIS_TP], c[PLAIT_AXIS_PP], "pp", &mesh->pp_comm);
+        st = plait_comm_split(world, c[PLAIT_AXIS_DP] + dp * c[PLAIT_AXIS_TP], c[PLAIT_AXIS_PP], "pp", &mesh->pp_comm);
     if (st == PLAIT_OK) {
         int edge = mesh->pp > 1 && (mesh->pp_rank == 0 || mesh->pp_rank == mesh->pp - 1);
-        st = coll->split(world, edge ? c[PLAIT_AXIS_DP] + dp * c[PLAIT_AXIS_TP] : -1, c[PLAIT_AXIS_PP], "embed",
+        st = plait_comm_split(world, edge ? c[PLAIT_AXIS_DP] + dp * c[PLAIT_AXIS_TP] : -1, c[PLAIT_AXIS_PP], "embed",
                          &mesh->embed_comm);
     }
     if (st != PLAIT_OK) {
@@ -98,10 +97,9 @@ plait_status plait_mesh_build(const plait_config *cfg, plait_comm *world, plait_
 }
 
 void plait_mesh_release(plait_mesh *mesh) {
-    const plait_coll_api *coll = plait_host_table()->coll;
     plait_comm **comms[] = {&mesh->dp_comm, &mesh->tp_comm, &mesh->pp_comm, &mesh->embed_comm};
     for (int i = 0; i < 4; i++) {
-        if (*comms[i]) coll->comm_free(*comms[i]);
+        if (*comms[i]) plait_comm_free(*comms[i]);
         *comms[i] = NULL;
     }
 }

@@ -43,9 +43,10 @@
 #include "config/config.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
 #include "../../plugins/comm/tcp/tcp_wire.h"
+#include "host/host_table.h"
 
 static int g_rank = -1;
 static const plait_comm_ops *g_ops;
@@ -533,6 +534,7 @@ static void run_ringbench(plait_job *job, void *world) {
 }
 
 int main(int argc, char **argv) {
+    plait_host_install(); /* plugins are handed the core's host table */
     plait_log_init_from_env();
     /* `tcp_p2p_driver -n N mode ...`: run N ranks of ourselves under plait's launcher */
     int nranks = 0;

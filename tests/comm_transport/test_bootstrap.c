@@ -21,7 +21,8 @@
 #include "launch/rendezvous_file.h"
 #include "launch/net.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
+#include "host/host_table.h"
 
 #define assert_contains(haystack, needle)                                                  \
     do {                                                                                   \
@@ -397,6 +398,7 @@ static void test_join_private_rendezvous_file(void **state) {
 }
 
 int main(void) {
+    plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_detect_single_process),
         cmocka_unit_test(test_detect_plait),

@@ -25,8 +25,9 @@
 #include "config/config.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "../../plugins/comm/tcp/tcp_wire.h"
+#include "host/host_table.h"
 
 #define STREAMS 2
 
@@ -464,6 +465,7 @@ static void test_ifname_prefix_works(void **state) {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void) {
+    plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
         T(test_valid_message_from_fake),
         T(test_random_bytes_fail_the_operation),

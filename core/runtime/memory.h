@@ -1,23 +1,20 @@
 /*
- * The host API table given to plugins, and the core's tagged allocator
- * behind it (every allocation is counted per tag for the memory report).
+ * Memory accounting: the core's tagged allocator (every allocation is
+ * counted per tag for the memory report; plugins reach it as
+ * host->alloc/free) and the process's resident set size.
  */
-#ifndef PLAIT_CORE_HOST_H
-#define PLAIT_CORE_HOST_H
+#ifndef PLAIT_CORE_MEMORY_H
+#define PLAIT_CORE_MEMORY_H
 
-#include <plait/host.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <plait/types.h>
 
-/* The process-wide table. Fields for modules not yet installed are NULL. */
-const plait_host *plait_host_table(void);
-
-/* Installed by the modules that implement them, at startup (runtime_init.c).
- * Not thread-safe: call before any plugin is loaded. */
-void plait_host_set_coll(const plait_coll_api *coll);
-void plait_host_set_kernels(const plait_kernels *kernels);
-void plait_host_set_init_values(plait_status (*fn)(const plait_param *, size_t, size_t, float *));
-void plait_host_set_math_threads(int threads);
-
-/* Tagged allocator (also host->alloc/free). Thread-safe. */
+/* Tagged allocator. plait_alloc returns memory of `bytes` aligned to
+ * max(align, 64) (a power of two) owned by the caller until plait_free;
+ * NULL with the error set when out of memory or for device memory (the core
+ * allocates host memory only). `tag` (copied; NULL = "untagged") names the
+ * account in the memory report. Thread-safe. */
 void *plait_alloc(size_t bytes, plait_mem_kind kind, size_t align, const char *tag);
 void plait_free(void *ptr);
 

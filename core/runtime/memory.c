@@ -1,14 +1,11 @@
-#include "runtime/host.h"
+#include "runtime/memory.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "config/config.h"
-#include "plugin/loader.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -125,69 +122,3 @@ void plait_peak_rss_rewind(uint64_t before) {
     }
 }
 uint64_t plait_current_rss(void) { return proc_status_kb("VmRSS:"); }
-
-/* ---- the table ---------------------------------------------------------- */
-
-static void host_vlog(plait_log_level level, const char *component, const char *fmt, va_list ap) {
-    plait_vlog(level, component, fmt, ap);
-}
-
-static void host_log(plait_log_level level, const char *component, const char *fmt, ...) PLAIT_PRINTF(3, 4);
-static void host_log(plait_log_level level, const char *component, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    plait_vlog(level, component, fmt, ap);
-    va_end(ap);
-}
-
-static plait_status host_set_error(plait_status status, const char *fmt, ...) PLAIT_PRINTF(2, 3);
-static plait_status host_set_error(plait_status status, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    plait_vset_error(status, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-static double host_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static const void *host_plugin_ops(uint32_t kind, const char *name) {
-    const plait_plugin_desc *d = plait_plugin_load(kind, name);
-    return d ? d->ops : NULL;
-}
-
-static int g_math_threads = 1;
-static int host_math_threads(void) { return g_math_threads; }
-
-static plait_host g_host = {
-    .struct_size = sizeof(plait_host),
-    .abi_version = PLAIT_ABI_VERSION,
-    .core_version = PLAIT_VERSION,
-    .log = host_log,
-    .vlog = host_vlog,
-    .log_enabled = plait_log_enabled,
-    .set_error = host_set_error,
-    .last_error = plait_last_error,
-    .status_name = plait_status_name,
-    .alloc = plait_alloc,
-    .free = plait_free,
-    .config_get = plait_config_get,
-    .now = host_now,
-    .coll = NULL,
-    .kernels = NULL,
-    .plugin_ops = host_plugin_ops,
-    .math_threads = host_math_threads,
-    .init_values = NULL,
-};
-
-const plait_host *plait_host_table(void) { return &g_host; }
-void plait_host_set_coll(const plait_coll_api *coll) { g_host.coll = coll; }
-void plait_host_set_kernels(const plait_kernels *kernels) { g_host.kernels = kernels; }
-void plait_host_set_init_values(plait_status (*fn)(const plait_param *, size_t, size_t, float *)) {
-    g_host.init_values = fn;
-}
-void plait_host_set_math_threads(int threads) { g_math_threads = threads > 0 ? threads : 1; }
