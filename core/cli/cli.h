@@ -67,7 +67,7 @@ int plait_cli_take_job_options(int *argc, char **argv, plait_cli_job_opts *o, co
 void plait_cli_set_job_options(const plait_cli_job_opts *o);
 
 /* `plait <command> ... -n N`: run N local ranks of argv (with -n already
- * removed) under the launcher (comm/launch.h) and return the exit code the
+ * removed) under the launcher (launch/launch.h) and return the exit code the
  * CLI should exit with. Refuses to nest inside a running job. */
 int plait_cli_launch(int nranks, int argc, char **argv);
 

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "comm/bootstrap.h"
-#include "comm/launch.h"
-#include "comm/net.h"
+#include "launch/bootstrap.h"
+#include "launch/launch.h"
+#include "launch/net.h"
 #include "launch/restart.h"
 #include "launch/slurm_env.h"
 #include "runtime/error.h"

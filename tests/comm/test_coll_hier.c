@@ -18,7 +18,7 @@
 #include "comm/comm_threads.h"
 #include "comm/comm_topo.h"
 #include "runtime/error.h"
-#include "runtime/runtime.h"
+#include "host/host_table.h"
 
 #define MAXR 8
 
@@ -238,7 +238,7 @@ static void test_threads_world_is_one_host(void **state) {
 }
 
 int main(void) {
-    plait_runtime_init();
+    plait_host_install();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forced_hier_is_right),
         cmocka_unit_test(test_pipelined_allreduce),

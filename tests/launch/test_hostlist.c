@@ -13,7 +13,7 @@
 
 #include "launch/hostlist.h"
 #include "runtime/error.h"
-#include "runtime/runtime.h"
+#include "host/host_table.h"
 
 /* Expand and compare with a space-separated expectation. */
 static void expect(const char *list, const char *want) {
@@ -79,7 +79,7 @@ static void test_errors(void **state) {
 }
 
 int main(void) {
-    plait_runtime_init();
+    plait_host_install();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expansions),
         cmocka_unit_test(test_first),

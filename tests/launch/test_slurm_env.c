@@ -13,10 +13,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
 #include "launch/slurm_env.h"
 #include "runtime/error.h"
-#include "runtime/runtime.h"
+#include "host/host_table.h"
 
 static void test_derived_address(void **state) {
     (void)state;
@@ -78,7 +78,7 @@ static void test_refusals(void **state) {
 }
 
 int main(void) {
-    plait_runtime_init();
+    plait_host_install();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_derived_address),
         cmocka_unit_test(test_master_port_and_batch_list),
