@@ -14,6 +14,10 @@
 #include <stddef.h>
 #include <plait/types.h>
 
+/* The value of `name` in `envp` (an environ-style array), NULL if absent.
+ * Shared with the job environment's detection (job_env.c). */
+const char *plait_env_lookup(char *const *envp, const char *name);
+
 /* PLAIT_OK with host/port filled, or PLAIT_ERR_INVALID_CONFIG naming the
  * variable when neither node list is set, a list or MASTER_PORT is
  * malformed, or SLURM_JOB_ID is missing. `envp` NULL = the process
