@@ -7,6 +7,7 @@ extern const plait_command plait_cmd_config;
 extern const plait_command plait_cmd_bench;
 extern const plait_command plait_cmd_train;
 extern const plait_command plait_cmd_sample;
+extern const plait_command plait_cmd_plan;
 
 const plait_command *const plait_commands[] = {
     &plait_cmd_train,
@@ -14,6 +15,7 @@ const plait_command *const plait_commands[] = {
     &plait_cmd_config,
     &plait_cmd_plugins,
     &plait_cmd_bench,
+    &plait_cmd_plan,
     &plait_cmd_help,
     NULL,
 };

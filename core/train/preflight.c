@@ -18,7 +18,9 @@ static void release_plan(plait_run *run) {
     memset(&run->plan, 0, sizeof run->plan);
 }
 
-plait_status plait_layout_preflight(plait_config *cfg) {
+plait_status plait_layout_preflight(plait_config *cfg) { return plait_layout_preflight_visit(cfg, NULL, NULL); }
+
+plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit visit, void *ctx) {
     int sizes[3], axes[3], c[3];
     plait_status st = plait_mesh_layout(cfg, sizes, axes);
     if (st != PLAIT_OK) return st;
@@ -43,6 +45,10 @@ plait_status plait_layout_preflight(plait_config *cfg) {
                                 .pp_rank = c[PLAIT_AXIS_PP], .world_rank = r, .world_size = world,
                                 .order = order};
         st = plait_run_load_parallel(&run);
+        if (st == PLAIT_OK && visit) {
+            plait_layout_rank seen = {.mesh = &run.mesh, .spec = run.spec, .batch = &run.batch, .plan = &run.plan};
+            visit(ctx, &seen);
+        }
         release_plan(&run);
         /* one rank's failure is the layout's unless the others plan fine */
         if (st != PLAIT_OK && r > 0)
