@@ -87,10 +87,16 @@ void plait_cli_layout_args_free(plait_cli_layout_args *a) {
 
 plait_status plait_cli_layout_load(void *ctx, int n, char *const *overrides, plait_config **out) {
     plait_cli_layout_args *a = ctx;
-    char **all = calloc((size_t)(a->n_over + n) + 1, sizeof *all);
+    char **all = calloc((size_t)(a->n_over + n) + 2, sizeof *all);
     if (!all) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     for (int i = 0; i < a->n_over; i++) all[i] = a->over[i];
     for (int i = 0; i < n; i++) all[a->n_over + i] = overrides[i];
+    /* quiet: the plugins' start-up notes for every candidate would bury the
+     * table (a user's own run.log_level comes first and wins) */
+    int quiet = 1;
+    for (int i = 0; i < a->n_over; i++) quiet &= strncmp(a->over[i], "run.log_level=", 14) != 0;
+    char level[] = "run.log_level=warn";
+    if (quiet && !getenv("PLAIT_LOG_LEVEL")) all[a->n_over + n++] = level;
     plait_status st = plait_cli_load_config(a->config, a->n_over + n, all, out);
     free(all);
     return st;
