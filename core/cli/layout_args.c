@@ -95,7 +95,7 @@ plait_status plait_cli_layout_load(void *ctx, int n, char *const *overrides, pla
      * table (a user's own run.log_level comes first and wins) */
     int quiet = 1;
     for (int i = 0; i < a->n_over; i++) quiet &= strncmp(a->over[i], "run.log_level=", 14) != 0;
-    char level[] = "run.log_level=warn";
+    char level[] = "run.log_level=error";
     if (quiet && !getenv("PLAIT_LOG_LEVEL")) all[a->n_over + n++] = level;
     plait_status st = plait_cli_load_config(a->config, a->n_over + n, all, out);
     free(all);
@@ -134,6 +134,10 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
         }
     } else {
         plait_cluster_default(cluster);
+    }
+    if (plait_cluster_check_ranks(cluster, a->ranks) != PLAIT_OK) {
+        plait_cli_print_error(NULL);
+        return 1;
     }
     if (cluster->peak_flops <= 0) /* this machine: its SGEMM rate with every core */
         cluster->peak_flops = plait_sgemm_peak(cluster->units_per_node, 0.3);

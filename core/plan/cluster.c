@@ -31,7 +31,7 @@ static const plait_param_decl node_keys[] = {
         "share of peak_gflops a training step's compute reaches (GEMMs at the model's shapes, elementwise work)"),
     KEY("memory_bandwidth", PLAIT_PARAM_FLOAT, "20", 0.001, 1e6, NULL,
         "GB/s per GPU, or per node for kind = cpu (the optimizer step is bound by it)"),
-    KEY("process_mb", PLAIT_PARAM_FLOAT, "6.5", 0, 1e9, NULL,
+    KEY("process_mb", PLAIT_PARAM_FLOAT, "8.5", 0, 1e9, NULL,
         "MiB every rank holds besides the model: code, libraries, the data, the runtime"),
 };
 static const plait_param_decl intra_keys[] = {
@@ -124,6 +124,15 @@ plait_status plait_cluster_load(const char *path, plait_cluster *out) { return b
 void plait_cluster_default(plait_cluster *out) {
     if (build(NULL, out) != PLAIT_OK) memset(out, 0, sizeof *out); /* the defaults above are valid */
     snprintf(out->name, sizeof out->name, "this machine (defaults of configs/clusters/this-machine.ini)");
+}
+
+plait_status plait_cluster_check_ranks(const plait_cluster *c, int ranks) {
+    if (c->gpu && (long)ranks > (long)c->nodes * c->units_per_node)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: %d ranks need %d GPUs; the cluster has %d node%s x %d GPUs = %d", c->name, ranks,
+                               ranks, c->nodes, c->nodes == 1 ? "" : "s", c->units_per_node,
+                               c->nodes * c->units_per_node);
+    return PLAIT_OK;
 }
 
 int plait_cluster_ranks_per_node(const plait_cluster *c, int ranks) {

@@ -43,6 +43,10 @@ plait_status plait_cluster_load(const char *path, plait_cluster *out);
  * caller measures the SGEMM rate). */
 void plait_cluster_default(plait_cluster *out);
 
+/* PLAIT_ERR_INVALID_CONFIG when a job of `ranks` does not fit the cluster
+ * (more ranks than GPUs). */
+plait_status plait_cluster_check_ranks(const plait_cluster *c, int ranks);
+
 /* Ranks on one node for a job of `ranks` (a GPU cluster: one per GPU; CPUs:
  * the ranks spread evenly over the nodes, rounded up). */
 int plait_cluster_ranks_per_node(const plait_cluster *c, int ranks);

@@ -250,8 +250,47 @@ double plait_plan_mem_limit(const plait_cluster *c, int ranks) {
     return c->gpu ? c->memory : c->memory / plait_cluster_ranks_per_node(c, ranks);
 }
 
-static int zero_stage_of(const char *optim) {
-    return strncmp(optim, "zero", 4) == 0 ? atoi(optim + 4) : 0;
+/* The optimizer's ZeRO stage and the bucket its gradients move in: the
+ * layout's bucket, else the config's ([parallel.dp] or [optim.zeroN]
+ * bucket_size), else the plugins' default 25 MB. */
+static void optim_of(const plait_config *cfg, int bucket_mb, int *zero, double *bucket) {
+    const char *optim = plait_config_str(cfg, "optim", "plugin");
+    *zero = strncmp(optim, "zero", 4) == 0 ? atoi(optim + 4) : 0;
+    *bucket = bucket_mb > 0 ? bucket_mb * 1e6 : 25e6;
+    plait_value v;
+    char sec[48];
+    snprintf(sec, sizeof sec, *zero ? "optim.%s" : "parallel.dp", optim);
+    if (bucket_mb == 0 && plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK) *bucket = (double)v.i;
+}
+
+/* Every rank's cost through the preflight (col->ranks allocated here). */
+static plait_status plan_ranks(plait_config *cfg, collect *col) {
+    int world = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
+                      plait_config_int(cfg, "parallel", "pp"));
+    col->n = 0;
+    col->cap = world;
+    col->ranks = calloc((size_t)world, sizeof(plait_plan_rank));
+    if (!col->ranks) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_status st = plait_layout_preflight_visit(cfg, visit, col);
+    if (st == PLAIT_OK && col->n != world)
+        st = plait_set_error(PLAIT_ERR_INTERNAL, "the preflight planned %d of %d ranks", col->n, world);
+    return st;
+}
+
+plait_status plait_plan_config_memory(plait_config *cfg, const plait_cluster *c, plait_plan_mem *per_rank, int cap,
+                                      int *n) {
+    collect col;
+    plait_status st = plan_ranks(cfg, &col);
+    int zero;
+    double bucket;
+    optim_of(cfg, 0, &zero, &bucket);
+    *n = 0;
+    for (int i = 0; st == PLAIT_OK && i < col.n && i < cap; i++) {
+        plait_plan_memory(&col.ranks[i], zero, bucket, c->process_bytes, &per_rank[i]);
+        *n = i + 1;
+    }
+    free(col.ranks);
+    return st;
 }
 
 plait_status plait_plan_evaluate(const plait_plan_layout *l, int64_t global_batch, plait_plan_loader load,
@@ -263,17 +302,15 @@ plait_status plait_plan_evaluate(const plait_plan_layout *l, int64_t global_batc
     int n = plait_plan_layout_overrides(l, global_batch, ov);
     for (int i = 0; i < n; i++) ptr[i] = ov[i];
     plait_config *cfg = NULL;
+    collect col = {0};
     plait_status st = load(ctx, n, ptr, &cfg);
-    int world = l->dp * l->tp * l->pp;
-    collect col = {.ranks = calloc((size_t)world, sizeof(plait_plan_rank)), .n = 0, .cap = world};
-    if (!col.ranks) {
-        plait_config_free(cfg);
-        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-    }
-    if (st == PLAIT_OK) st = plait_layout_preflight_visit(cfg, visit, &col);
-    if (st == PLAIT_OK && col.n != world)
-        st = plait_set_error(PLAIT_ERR_INTERNAL, "the preflight planned %d of %d ranks", col.n, world);
+    if (st == PLAIT_OK) st = plan_ranks(cfg, &col);
     if (st != PLAIT_OK) {
+        if (st == PLAIT_ERR_NO_MEMORY) {
+            plait_config_free(cfg);
+            free(col.ranks);
+            return st;
+        }
         snprintf(out->why, sizeof out->why, "%s", plait_last_error());
         plait_clear_error();
         plait_config_free(cfg);
@@ -281,13 +318,9 @@ plait_status plait_plan_evaluate(const plait_plan_layout *l, int64_t global_batc
         return PLAIT_OK;
     }
     out->valid = 1;
-    int zero = zero_stage_of(l->optim);
-    /* the bucket the plugins use: the layout's, else the config's */
-    double bucket = l->bucket_mb > 0 ? l->bucket_mb * 1e6 : 25e6;
-    plait_value v;
-    char sec[48];
-    snprintf(sec, sizeof sec, zero ? "optim.%s" : "parallel.dp", l->optim);
-    if (l->bucket_mb == 0 && plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK) bucket = (double)v.i;
+    int zero, world = col.n;
+    double bucket;
+    optim_of(cfg, l->bucket_mb, &zero, &bucket);
     for (int i = 0; i < world; i++) {
         plait_plan_mem m;
         plait_plan_memory(&col.ranks[i], zero, bucket, c->process_bytes, &m);

@@ -93,6 +93,12 @@ typedef struct plait_plan_result {
 plait_status plait_plan_evaluate(const plait_plan_layout *l, int64_t global_batch, plait_plan_loader load,
                                  void *ctx, const plait_cluster *c, double mem_limit, plait_plan_result *out);
 
+/* The predicted memory of each rank of the layout `cfg` (finalized, as for
+ * plait_layout_preflight) describes, in world order: up to `cap` rows, the
+ * count in *n. Errors are the preflight's. */
+plait_status plait_plan_config_memory(plait_config *cfg, const plait_cluster *c, plait_plan_mem *per_rank, int cap,
+                                      int *n);
+
 /* Memory limit per rank on cluster `c` for a job of `ranks`. */
 double plait_plan_mem_limit(const plait_cluster *c, int ranks);
 
