@@ -200,7 +200,7 @@ plait_status plait_sweep_run(const plait_sweep_opts *o, plait_sweep_row *rows, s
     if (st != PLAIT_OK) return st;
     if (mkdir(o->log_dir, 0755) != 0 && errno != EEXIST)
         return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot create: %s", o->log_dir, strerror(errno));
-    size_t todo = 0, done = 0;
+    size_t todo = 0, done = 0, failed = 0;
     for (size_t i = 0; i < n; i++) todo += rows[i].plan.valid && rows[i].plan.fits && rows[i].state == 0;
     double start = now_s();
     for (size_t i = 0; i < n; i++) {
@@ -220,34 +220,44 @@ plait_status plait_sweep_run(const plait_sweep_opts *o, plait_sweep_row *rows, s
         fflush(progress);
         run_layout(o, r, i);
         done++;
-        if (r->state == 2) fprintf(progress, "sweep: %s failed: %s\n", name, r->note);
+        if (r->state == 2) {
+            failed++;
+            fprintf(progress, "sweep: %s failed: %s\n", name, r->note);
+        }
         st = append_csv(o->csv, r);
         if (st != PLAIT_OK) return st;
     }
     char el[32];
     fmt_time(now_s() - start, el, sizeof el);
-    fprintf(progress, "sweep: %zu layout%s measured in %s; results in %s\n", done, done == 1 ? "" : "s", el, o->csv);
+    fprintf(progress, "sweep: %zu layout%s measured, %zu failed, in %s; results in %s\n", done - failed,
+            done - failed == 1 ? "" : "s", failed, el, o->csv);
     return PLAIT_OK;
 }
 
-static int by_measured(const plait_sweep_row *x, const plait_sweep_row *y) {
+int plait_sweep_row_view(const plait_sweep_row *r, plait_sweep_view *v) {
+    if (r->state != 1) return 0;
+    plait_plan_layout_name(&r->plan.layout, v->name, sizeof v->name);
+    v->pred_ms = 1e3 * r->plan.time.step;
+    v->pred_mib = r->plan.mem.total / 1048576.0;
+    v->step_err = r->ms_per_step > 0 ? (v->pred_ms - r->ms_per_step) / r->ms_per_step : 0;
+    v->mem_err = r->peak_mib > 0 ? (v->pred_mib - r->peak_mib) / r->peak_mib : 0;
+    return 1;
+}
+
+/* measured first, fastest first; ties by name, so the order is the same
+ * on every run */
+static int by_measured(const void *a, const void *b) {
+    const plait_sweep_row *x = a, *y = b;
     int kx = x->state == 1, ky = y->state == 1;
     if (kx != ky) return ky - kx;
     if (kx && x->tokens_per_s != y->tokens_per_s) return x->tokens_per_s < y->tokens_per_s ? 1 : -1;
-    return 0;
+    char nx[128], ny[128];
+    plait_plan_layout_name(&x->plan.layout, nx, sizeof nx);
+    plait_plan_layout_name(&y->plan.layout, ny, sizeof ny);
+    return strcmp(nx, ny);
 }
 
-void plait_sweep_rank(plait_sweep_row *rows, size_t n) {
-    for (size_t i = 1; i < n; i++) {
-        plait_sweep_row t = rows[i];
-        size_t j = i;
-        while (j > 0 && by_measured(&rows[j - 1], &t) > 0) {
-            rows[j] = rows[j - 1];
-            j--;
-        }
-        rows[j] = t;
-    }
-}
+void plait_sweep_rank(plait_sweep_row *rows, size_t n) { qsort(rows, n, sizeof *rows, by_measured); }
 
 static void ranks_of(const double *x, size_t n, double *rank) {
     for (size_t i = 0; i < n; i++) {
@@ -294,17 +304,16 @@ void plait_sweep_print(FILE *out, const plait_sweep_row *rows, size_t n) {
     double worst_t = 0, worst_m = 0;
     for (size_t i = 0; i < n; i++) {
         const plait_sweep_row *r = &rows[i];
-        if (r->state != 1) continue;
-        char name[128];
-        plait_plan_layout_name(&r->plan.layout, name, sizeof name);
-        double pms = 1e3 * r->plan.time.step, pmem = r->plan.mem.total / 1048576.0;
-        double et = r->ms_per_step > 0 ? (pms - r->ms_per_step) / r->ms_per_step : 0;
-        double em = r->peak_mib > 0 ? (pmem - r->peak_mib) / r->peak_mib : 0;
-        if (fabs(et) > fabs(worst_t)) worst_t = et;
-        if (fabs(em) > fabs(worst_m)) worst_m = em;
-        fprintf(out, "  %-4zu %-36s %9.0f %5.1f%% %8.1f %8.1f %7.1f %7.1f %7.2f %7.2f %7.2f %8.1f | %9.0f %8.1f %+6.1f%% %8.1f %+6.1f%%\n",
-                k + 1, name, r->tokens_per_s, 100 * r->mfu, r->ms_per_step, r->compute_ms, r->comm_ms, r->idle_ms,
-                r->dp_mb, r->tp_mb, r->pp_mb, r->peak_mib, r->plan.tokens_per_s, pms, 100 * et, pmem, 100 * em);
+        plait_sweep_view v;
+        if (!plait_sweep_row_view(r, &v)) continue;
+        if (fabs(v.step_err) > fabs(worst_t)) worst_t = v.step_err;
+        if (fabs(v.mem_err) > fabs(worst_m)) worst_m = v.mem_err;
+        fprintf(out,
+                "  %-4zu %-36s %9.0f %5.1f%% %8.1f %8.1f %7.1f %7.1f %7.2f %7.2f %7.2f %8.1f | %9.0f %8.1f %+6.1f%% "
+                "%8.1f %+6.1f%%\n",
+                k + 1, v.name, r->tokens_per_s, 100 * r->mfu, r->ms_per_step, r->compute_ms, r->comm_ms, r->idle_ms,
+                r->dp_mb, r->tp_mb, r->pp_mb, r->peak_mib, r->plan.tokens_per_s, v.pred_ms, 100 * v.step_err,
+                v.pred_mib, 100 * v.mem_err);
         if (pt && mt) {
             pt[k] = r->plan.tokens_per_s;
             mt[k] = r->tokens_per_s;

@@ -44,7 +44,19 @@ typedef struct plait_sweep_row {
  * error). */
 plait_status plait_sweep_run(const plait_sweep_opts *o, plait_sweep_row *rows, size_t n, FILE *progress);
 
-/* Sort measured rows first by measured tokens/s, best first (stable). */
+/* A measured row as the table, the plots and the report show it. */
+typedef struct plait_sweep_view {
+    char name[128];       /* plait_plan_layout_name */
+    double pred_ms;       /* predicted ms per step */
+    double pred_mib;      /* predicted memory of the largest rank */
+    double step_err;      /* (predicted - measured) / measured */
+    double mem_err;
+} plait_sweep_view;
+/* Fill `v` for a measured row and return 1; 0 (v untouched) otherwise. */
+int plait_sweep_row_view(const plait_sweep_row *r, plait_sweep_view *v);
+
+/* Sort measured rows first by measured tokens/s, best first (equal ones
+ * by name). */
 void plait_sweep_rank(plait_sweep_row *rows, size_t n);
 
 /* The ranked table, prediction beside measurement, and the model's

@@ -17,15 +17,13 @@ static plait_status write_data(const char *path, const plait_sweep_row *rows, si
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         const plait_sweep_row *r = &rows[i];
-        if (r->state != 1) continue;
-        char name[128];
-        plait_plan_layout_name(&r->plan.layout, name, sizeof name);
-        double pms = 1e3 * r->plan.time.step;
-        fprintf(f, "%zu \"%s\" %.1f %.1f %.3f %.3f %.3f %.1f %.1f %.3f %.3f\n", k++, name, r->tokens_per_s,
-                r->plan.tokens_per_s, r->compute_ms, r->comm_ms, r->idle_ms, r->peak_mib,
-                r->plan.mem.total / 1048576.0, r->ms_per_step, pms);
+        plait_sweep_view v;
+        if (!plait_sweep_row_view(r, &v)) continue;
+        fprintf(f, "%zu \"%s\" %.1f %.1f %.3f %.3f %.3f %.1f %.1f %.3f %.3f\n", k++, v.name, r->tokens_per_s,
+                r->plan.tokens_per_s, r->compute_ms, r->comm_ms, r->idle_ms, r->peak_mib, v.pred_mib, r->ms_per_step,
+                v.pred_ms);
         if (r->ms_per_step > *max_ms) *max_ms = r->ms_per_step;
-        if (pms > *max_ms) *max_ms = pms;
+        if (v.pred_ms > *max_ms) *max_ms = v.pred_ms;
     }
     if (fclose(f) != 0) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
     return PLAIT_OK;
@@ -85,14 +83,11 @@ static plait_status write_markdown(const char *path, const plait_sweep_row *rows
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         const plait_sweep_row *r = &rows[i];
-        if (r->state != 1) continue;
-        char name[128];
-        plait_plan_layout_name(&r->plan.layout, name, sizeof name);
-        double pms = 1e3 * r->plan.time.step, pmem = r->plan.mem.total / 1048576.0;
+        plait_sweep_view v;
+        if (!plait_sweep_row_view(r, &v)) continue;
         fprintf(f, "| %zu | %s | %.0f | %.1f%% | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %+.1f%% | %.1f | %+.1f%% |\n",
-                ++k, name, r->tokens_per_s, 100 * r->mfu, r->ms_per_step, r->compute_ms, r->comm_ms, r->idle_ms,
-                r->peak_mib, pms, 100 * (pms - r->ms_per_step) / r->ms_per_step, pmem,
-                100 * (pmem - r->peak_mib) / r->peak_mib);
+                ++k, v.name, r->tokens_per_s, 100 * r->mfu, r->ms_per_step, r->compute_ms, r->comm_ms, r->idle_ms,
+                r->peak_mib, v.pred_ms, 100 * v.step_err, v.pred_mib, 100 * v.mem_err);
     }
     fprintf(f, "\n");
     for (size_t i = 0; i < n; i++) {

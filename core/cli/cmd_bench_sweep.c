@@ -11,7 +11,6 @@
 #include "cli/layout_args.h"
 #include "plan/plan_table.h"
 #include "runtime/error.h"
-#include "runtime/log.h"
 
 int plait_cli_bench_sweep(int argc, char **argv);
 
@@ -25,16 +24,14 @@ static void load_average(char *buf, size_t len) {
 
 int plait_cli_bench_sweep(int argc, char **argv) {
     plait_cli_layout_args a;
-    int rc = plait_cli_layout_args_parse(argc, argv, 1, "bench sweep", &a);
     plait_cluster cluster;
-    if (!getenv("PLAIT_LOG_LEVEL")) (void)plait_log_configure("warn");
-    if (rc == 0) rc = plait_cli_layout_setup(&a, &cluster) ? 1 : 0;
+    plait_plan_result *res = NULL;
+    size_t n = 0, usable = 0;
+    int rc = plait_cli_layout_plan(argc, argv, 1, "bench sweep", &a, &cluster, &res, &n, &usable);
     if (rc != 0) {
         plait_cli_layout_args_free(&a);
         return rc;
     }
-    size_t n = plait_plan_enumerate(&a.axes, NULL, 0);
-    plait_plan_layout *lay = calloc(n + 1, sizeof *lay);
     plait_sweep_row *rows = calloc(n + 1, sizeof *rows);
     char csv[1024], logs[1100];
     if (a.csv) snprintf(csv, sizeof csv, "%s", a.csv);
@@ -45,27 +42,18 @@ int plait_cli_bench_sweep(int argc, char **argv) {
                           .global_batch = a.axes.global_batch, .steps = a.steps, .warmup = a.warmup,
                           .max_minutes = a.max_minutes, .csv = csv, .log_dir = logs,
                           .mem_limit = a.mem_limit > 0 ? a.mem_limit : plait_plan_mem_limit(&cluster, a.ranks)};
-    plait_status st = lay && rows ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-    if (st == PLAIT_OK && a.report && mkdir(a.report, 0755) != 0 && errno != EEXIST)
-        st = plait_set_error(PLAIT_ERR_SYSTEM, "--report %s: cannot create: %s", a.report, strerror(errno));
-    if (st == PLAIT_OK) plait_plan_enumerate(&a.axes, lay, n);
-    size_t usable = 0;
-    for (size_t i = 0; st == PLAIT_OK && i < n; i++) {
-        st = plait_plan_evaluate(&lay[i], a.axes.global_batch, plait_cli_layout_load, &a, &cluster, a.mem_limit,
-                                 &rows[i].plan);
-        usable += rows[i].plan.valid && rows[i].plan.fits;
-    }
+    plait_status st = rows ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    for (size_t i = 0; rows && i < n; i++) rows[i].plan = res[i];
     if (st == PLAIT_OK && !usable) {
-        plait_plan_result *res = calloc(n + 1, sizeof *res);
-        for (size_t i = 0; res && i < n; i++) res[i] = rows[i].plan;
-        if (res) plait_plan_print_skipped(stdout, res, n);
-        free(res);
+        plait_plan_print_skipped(stdout, res, n);
         fprintf(stderr, "plait: error: bench sweep: none of the %zu layouts of %d ranks is valid and fits (reasons "
                         "above); nothing to measure\n",
                 n, a.ranks);
         rc = 1;
     } else if (st == PLAIT_OK) {
-        st = plait_sweep_run(&o, rows, n, stderr);
+        if (a.report && mkdir(a.report, 0755) != 0 && errno != EEXIST)
+            st = plait_set_error(PLAIT_ERR_SYSTEM, "--report %s: cannot create: %s", a.report, strerror(errno));
+        if (st == PLAIT_OK) st = plait_sweep_run(&o, rows, n, stderr);
     }
     if (st == PLAIT_OK && rc == 0) {
         plait_sweep_rank(rows, n);
@@ -95,7 +83,7 @@ int plait_cli_bench_sweep(int argc, char **argv) {
         plait_cli_print_error("bench sweep");
         rc = 1;
     }
-    free(lay);
+    free(res);
     free(rows);
     plait_cli_layout_args_free(&a);
     return rc;

@@ -6,49 +6,23 @@
 #include "cli/cli.h"
 #include "cli/layout_args.h"
 #include "plan/plan_table.h"
-#include "runtime/error.h"
-#include "runtime/log.h"
 
 static int cmd_plan(int argc, char **argv) {
     plait_cli_layout_args a;
-    int rc = plait_cli_layout_args_parse(argc, argv, 0, "plan", &a);
     plait_cluster cluster;
-    /* the plugins' start-up notes for every candidate would bury the table */
-    if (!getenv("PLAIT_LOG_LEVEL")) (void)plait_log_configure("warn");
-    if (rc == 0) rc = plait_cli_layout_setup(&a, &cluster) ? 1 : 0;
-    if (rc != 0) {
-        plait_cli_layout_args_free(&a);
-        return rc;
-    }
-    size_t n = plait_plan_enumerate(&a.axes, NULL, 0);
-    plait_plan_layout *lay = calloc(n + 1, sizeof *lay);
-    plait_plan_result *res = calloc(n + 1, sizeof *res);
-    if (!lay || !res) {
-        fprintf(stderr, "plait: error: out of memory\n");
-        free(lay);
-        free(res);
-        plait_cli_layout_args_free(&a);
-        return 1;
-    }
-    plait_plan_enumerate(&a.axes, lay, n);
-    plait_status st = PLAIT_OK;
-    for (size_t i = 0; st == PLAIT_OK && i < n; i++)
-        st = plait_plan_evaluate(&lay[i], a.axes.global_batch, plait_cli_layout_load, &a, &cluster, a.mem_limit,
-                                 &res[i]);
-    if (st != PLAIT_OK) {
-        plait_cli_print_error("plan");
-        rc = 1;
-    } else {
+    plait_plan_result *res = NULL;
+    size_t n = 0, usable = 0;
+    int rc = plait_cli_layout_plan(argc, argv, 0, "plan", &a, &cluster, &res, &n, &usable);
+    if (rc == 0) {
         plait_plan_rank_results(res, n);
         plait_plan_print_header(stdout, a.config, a.ranks, &cluster, a.mem_limit);
-        size_t usable = plait_plan_print_table(stdout, res, n);
+        plait_plan_print_table(stdout, res, n);
         plait_plan_print_skipped(stdout, res, n);
         if (!usable) {
             fprintf(stderr, "plait: error: plan: no layout of %d ranks is valid and fits (reasons above)\n", a.ranks);
             rc = 1;
         }
     }
-    free(lay);
     free(res);
     plait_cli_layout_args_free(&a);
     return rc;

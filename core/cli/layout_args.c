@@ -8,6 +8,7 @@
 #include "bench/sgemm_peak.h"
 #include "cli/cli.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "train/batch.h"
 
 static int bad(const char *cmd, const char *what, const char *arg) {
@@ -141,5 +142,34 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     }
     if (cluster->peak_flops <= 0) /* this machine: its SGEMM rate with every core */
         cluster->peak_flops = plait_sgemm_peak(cluster->units_per_node, 0.3);
+    return 0;
+}
+
+int plait_cli_layout_plan(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,
+                          plait_cluster *cluster, plait_plan_result **res, size_t *n, size_t *usable) {
+    *res = NULL;
+    *n = *usable = 0;
+    int rc = plait_cli_layout_args_parse(argc, argv, sweep, cmd, a);
+    /* the plugins' start-up notes for every candidate would bury the table */
+    if (!getenv("PLAIT_LOG_LEVEL")) (void)plait_log_configure("warn");
+    if (rc == 0) rc = plait_cli_layout_setup(a, cluster) ? 1 : 0;
+    if (rc != 0) return rc;
+    size_t count = plait_plan_enumerate(&a->axes, NULL, 0);
+    plait_plan_layout *lay = calloc(count + 1, sizeof *lay);
+    plait_plan_result *r = calloc(count + 1, sizeof *r);
+    plait_status st = lay && r ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    if (st == PLAIT_OK) plait_plan_enumerate(&a->axes, lay, count);
+    for (size_t i = 0; st == PLAIT_OK && i < count; i++) {
+        st = plait_plan_evaluate(&lay[i], a->axes.global_batch, plait_cli_layout_load, a, cluster, a->mem_limit, &r[i]);
+        *usable += r[i].valid && r[i].fits;
+    }
+    free(lay);
+    if (st != PLAIT_OK) {
+        plait_cli_print_error(cmd);
+        free(r);
+        return 1;
+    }
+    *res = r;
+    *n = count;
     return 0;
 }

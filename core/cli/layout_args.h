@@ -35,6 +35,13 @@ void plait_cli_layout_args_free(plait_cli_layout_args *a);
  * Prints errors as "plait: error: ..." and returns 1, or 0. */
 int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster);
 
+/* The front `plan` and `bench sweep` share: parse, quiet the plugins' logs,
+ * set up, enumerate every layout and evaluate each. On success returns 0
+ * with *res (malloc'd, *n entries, in enumeration order, free() it) and
+ * *usable (valid and fitting); else the exit code, errors printed. */
+int plait_cli_layout_plan(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,
+                          plait_cluster *cluster, plait_plan_result **res, size_t *n, size_t *usable);
+
 /* plait_plan_loader for `a` (ctx): the file, the user's overrides, then the
  * layout's. */
 plait_status plait_cli_layout_load(void *ctx, int n, char *const *overrides, plait_config **out);

@@ -34,16 +34,16 @@ static const plait_param_decl node_keys[] = {
     KEY("process_mb", PLAIT_PARAM_FLOAT, "8.5", 0, 1e9, NULL,
         "MiB every rank holds besides the model: code, libraries, the data, the runtime"),
 };
-static const plait_param_decl intra_keys[] = {
-    KEY("kind", PLAIT_PARAM_ENUM, "shm", 1, 0, intra_kinds, "link between ranks of one node"),
-    KEY("bandwidth", PLAIT_PARAM_FLOAT, "2.2", 0.001, 1e6, NULL, "GB/s one rank moves through it"),
-    KEY("latency_us", PLAIT_PARAM_FLOAT, "20", 0, 1e7, NULL, "microseconds per message"),
-};
-static const plait_param_decl inter_keys[] = {
-    KEY("kind", PLAIT_PARAM_ENUM, "none", 1, 0, inter_kinds, "network between nodes (none: one node)"),
-    KEY("bandwidth", PLAIT_PARAM_FLOAT, "1", 0.001, 1e6, NULL, "GB/s one rank moves through it"),
-    KEY("latency_us", PLAIT_PARAM_FLOAT, "50", 0, 1e7, NULL, "microseconds per message"),
-};
+/* Both link sections have the same keys; only the kinds and defaults differ. */
+#define LINK_KEYS(kinds, kind_default, kind_doc, bw_default, latency_default)                     \
+    {                                                                                             \
+        KEY("kind", PLAIT_PARAM_ENUM, kind_default, 1, 0, kinds, kind_doc),                       \
+            KEY("bandwidth", PLAIT_PARAM_FLOAT, bw_default, 0.001, 1e6, NULL, "GB/s one rank moves through it"), \
+            KEY("latency_us", PLAIT_PARAM_FLOAT, latency_default, 0, 1e7, NULL, "microseconds per message"),    \
+    }
+static const plait_param_decl intra_keys[] = LINK_KEYS(intra_kinds, "shm", "link between ranks of one node", "2.2", "15");
+static const plait_param_decl inter_keys[] =
+    LINK_KEYS(inter_kinds, "none", "network between nodes (none: one node)", "1", "50");
 
 #define DECLARE(sec, arr) \
     plait_config_declare(cfg, sec, arr, sizeof(arr) / sizeof(arr[0]), sizeof(arr[0]), "cluster file")

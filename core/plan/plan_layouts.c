@@ -345,18 +345,7 @@ static int by_speed(const void *a, const void *b) {
     int kx = x->valid && x->fits, ky = y->valid && y->fits;
     if (kx != ky) return ky - kx;
     if (x->tokens_per_s != y->tokens_per_s) return x->tokens_per_s < y->tokens_per_s ? 1 : -1;
-    return 0;
+    return memcmp(&x->layout, &y->layout, sizeof x->layout); /* the same order every run */
 }
 
-void plait_plan_rank_results(plait_plan_result *r, size_t n) {
-    /* insertion sort: stable, and layouts are few */
-    for (size_t i = 1; i < n; i++) {
-        plait_plan_result t = r[i];
-        size_t j = i;
-        while (j > 0 && by_speed(&r[j - 1], &t) > 0) {
-            r[j] = r[j - 1];
-            j--;
-        }
-        r[j] = t;
-    }
-}
+void plait_plan_rank_results(plait_plan_result *r, size_t n) { qsort(r, n, sizeof *r, by_speed); }

@@ -102,7 +102,8 @@ plait_status plait_plan_config_memory(plait_config *cfg, const plait_cluster *c,
 /* Memory limit per rank on cluster `c` for a job of `ranks`. */
 double plait_plan_mem_limit(const plait_cluster *c, int ranks);
 
-/* Sort valid results first, by predicted tokens/s, best first (stable). */
+/* Sort valid, fitting results first, by predicted tokens/s, best first
+ * (equal ones in a fixed order). */
 void plait_plan_rank_results(plait_plan_result *r, size_t n);
 
 #endif

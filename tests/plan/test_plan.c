@@ -74,19 +74,13 @@ static void test_memory_zero_formulas(void **state) {
     NEAR(m.buffers, 2.5e6);
 }
 
+/* 1 node of 2 GPUs: 1 TFLOP/s at half efficiency, 100 GB/s memory, links of
+ * 10 GB/s and 10 us */
 static plait_cluster gpu_cluster(void) {
-    plait_cluster c;
-    memset(&c, 0, sizeof c);
-    c.nodes = 1;
-    c.gpu = 1;
-    c.units_per_node = 2;
-    c.memory = 1e10;
-    c.peak_flops = 1e12;
-    c.efficiency = 0.5;
-    c.memory_bandwidth = 1e11;
-    c.intra = (plait_link){.kind = "nvlink", .bandwidth = 1e10, .latency = 1e-5};
-    c.inter = (plait_link){.kind = "none", .bandwidth = 1e9, .latency = 1e-5};
-    return c;
+    return (plait_cluster){.nodes = 1, .gpu = 1, .units_per_node = 2, .memory = 1e10, .peak_flops = 1e12,
+                           .efficiency = 0.5, .memory_bandwidth = 1e11,
+                           .intra = {.kind = "nvlink", .bandwidth = 1e10, .latency = 1e-5},
+                           .inter = {.kind = "none", .bandwidth = 1e9, .latency = 1e-5}};
 }
 
 static void test_time_pipeline_on_gpus(void **state) {
