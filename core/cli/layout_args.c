@@ -9,7 +9,7 @@
 #include "cli/cli.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
-#include "train/batch.h"
+#include "layout/batch.h"
 
 static int bad(const char *cmd, const char *what, const char *arg) {
     fprintf(stderr, "plait %s: %s '%s'; 'plait help %s' lists the options\n", cmd, what, arg,

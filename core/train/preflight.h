@@ -15,7 +15,7 @@
 #include <plait/types.h>
 
 #include "config/config.h"
-#include "train/batch.h"
+#include "layout/batch.h"
 
 /* Check `cfg` (finalized, plugins declared) for a run of dp x tp x pp ranks.
  * Sets the derived [data] values in `cfg` (origin "derived"), as a rank
