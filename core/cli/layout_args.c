@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/sgemm_peak.h"
+#include "model/sgemm_peak.h"
 #include "cli/cli.h"
 #include "runtime/error.h"
 #include "runtime/log.h"

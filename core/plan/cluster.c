@@ -9,40 +9,40 @@
 #include "runtime/error.h"
 
 #define KEY(k, type, def, lo, hi, choices, doc) \
-    {sizeof(plait_param_decl), 0, (k), (type), (def), (lo), (hi), (choices), (doc)}
+    {sizeof(plait_key_decl), 0, (k), (type), (def), (lo), (hi), (choices), (doc)}
 
 static const char *const node_kinds[] = {"cpu", "gpu", NULL};
 static const char *const intra_kinds[] = {"shm", "nvlink", "pcie", NULL};
 static const char *const inter_kinds[] = {"none", "infiniband", "roce", "ethernet", NULL};
 
-static const plait_param_decl cluster_keys[] = {
-    KEY("name", PLAIT_PARAM_STRING, "", 1, 0, NULL, "what the file describes, shown by plait plan"),
-    KEY("nodes", PLAIT_PARAM_INT, "1", 1, 1e6, NULL, "nodes (hosts)"),
+static const plait_key_decl cluster_keys[] = {
+    KEY("name", PLAIT_KEY_STRING, "", 1, 0, NULL, "what the file describes, shown by plait plan"),
+    KEY("nodes", PLAIT_KEY_INT, "1", 1, 1e6, NULL, "nodes (hosts)"),
 };
-static const plait_param_decl node_keys[] = {
-    KEY("kind", PLAIT_PARAM_ENUM, "cpu", 1, 0, node_kinds, "cpu (ranks share the cores) or gpu (a rank per GPU)"),
-    KEY("gpus", PLAIT_PARAM_INT, "0", 0, 1024, NULL, "GPUs per node (kind = gpu)"),
-    KEY("cores", PLAIT_PARAM_INT, "0", 0, 65536, NULL, "CPU cores per node (kind = cpu; 0 = this machine's)"),
-    KEY("memory", PLAIT_PARAM_BYTES, "0", 0, 1e18, NULL,
+static const plait_key_decl node_keys[] = {
+    KEY("kind", PLAIT_KEY_ENUM, "cpu", 1, 0, node_kinds, "cpu (ranks share the cores) or gpu (a rank per GPU)"),
+    KEY("gpus", PLAIT_KEY_INT, "0", 0, 1024, NULL, "GPUs per node (kind = gpu)"),
+    KEY("cores", PLAIT_KEY_INT, "0", 0, 65536, NULL, "CPU cores per node (kind = cpu; 0 = this machine's)"),
+    KEY("memory", PLAIT_KEY_BYTES, "0", 0, 1e18, NULL,
         "memory per GPU, or per node for kind = cpu (0 = this machine's MemTotal)"),
-    KEY("peak_gflops", PLAIT_PARAM_FLOAT, "0", 0, 1e12, NULL,
+    KEY("peak_gflops", PLAIT_KEY_FLOAT, "0", 0, 1e12, NULL,
         "dense fp32 GFLOP/s per GPU, or per node for kind = cpu (0 = measure this machine's SGEMM)"),
-    KEY("efficiency", PLAIT_PARAM_FLOAT, "0.7", 0.01, 1, NULL,
+    KEY("efficiency", PLAIT_KEY_FLOAT, "0.7", 0.01, 1, NULL,
         "share of peak_gflops a training step's compute reaches (GEMMs at the model's shapes, elementwise work)"),
-    KEY("memory_bandwidth", PLAIT_PARAM_FLOAT, "20", 0.001, 1e6, NULL,
+    KEY("memory_bandwidth", PLAIT_KEY_FLOAT, "20", 0.001, 1e6, NULL,
         "GB/s per GPU, or per node for kind = cpu (the optimizer step is bound by it)"),
-    KEY("process_mb", PLAIT_PARAM_FLOAT, "8.5", 0, 1e9, NULL,
+    KEY("process_mb", PLAIT_KEY_FLOAT, "8.5", 0, 1e9, NULL,
         "MiB every rank holds besides the model: code, libraries, the data, the runtime"),
 };
 /* Both link sections have the same keys; only the kinds and defaults differ. */
 #define LINK_KEYS(kinds, kind_default, kind_doc, bw_default, latency_default)                     \
     {                                                                                             \
-        KEY("kind", PLAIT_PARAM_ENUM, kind_default, 1, 0, kinds, kind_doc),                       \
-            KEY("bandwidth", PLAIT_PARAM_FLOAT, bw_default, 0.001, 1e6, NULL, "GB/s one rank moves through it"), \
-            KEY("latency_us", PLAIT_PARAM_FLOAT, latency_default, 0, 1e7, NULL, "microseconds per message"),    \
+        KEY("kind", PLAIT_KEY_ENUM, kind_default, 1, 0, kinds, kind_doc),                       \
+            KEY("bandwidth", PLAIT_KEY_FLOAT, bw_default, 0.001, 1e6, NULL, "GB/s one rank moves through it"), \
+            KEY("latency_us", PLAIT_KEY_FLOAT, latency_default, 0, 1e7, NULL, "microseconds per message"),    \
     }
-static const plait_param_decl intra_keys[] = LINK_KEYS(intra_kinds, "shm", "link between ranks of one node", "2.2", "15");
-static const plait_param_decl inter_keys[] =
+static const plait_key_decl intra_keys[] = LINK_KEYS(intra_kinds, "shm", "link between ranks of one node", "2.2", "15");
+static const plait_key_decl inter_keys[] =
     LINK_KEYS(inter_kinds, "none", "network between nodes (none: one node)", "1", "50");
 
 #define DECLARE(sec, arr) \
