@@ -31,6 +31,9 @@ static const plait_param_decl run_keys[] = {
         "run directory for logs, metrics.csv and checkpoints; empty = runs/<config file name>"),
     KEY("resume", E, "no", 1, 0, resume_choices, SAME,
         "continue from the latest complete checkpoint: no, auto (if one exists), yes (must exist)"),
+    KEY("init_from", S, "", 1, 0, NULL, SAME,
+        "start a fresh run from pretrained weights: a safetensors file (or a directory holding "
+        "model.safetensors) in the Hugging Face GPT-2 or plait/nanoGPT layout; empty = random init"),
     KEY("ckpt_every", I, "0", 0, 1e12, NULL, SAME, "checkpoint every N steps (0 = only at the end)"),
     KEY("keep_checkpoints", I, "2", 1, 1000, NULL, 0, "how many recent checkpoints to keep"),
     KEY("eval_every", I, "0", 0, 1e12, NULL, SAME, "validation loss every N steps (0 = only at the end)"),
