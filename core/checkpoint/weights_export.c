@@ -63,7 +63,7 @@ static plait_status put(plait_st_writer *w, const char *name, const plait_st_ten
     if (!transpose) return plait_st_writer_write(w, name, t->data, t->numel);
     const int64_t rows = t->shape[0], cols = t->shape[1];
     float *buf = malloc(t->bytes ? t->bytes : 4);
-    if (!buf) return plait_set_error(PLAIT_ERR_NO_MEMORY, "export: out of memory for '%s'", name);
+    if (!buf) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory exporting '%s'", name);
     for (int64_t o = 0; o < rows; o++)
         for (int64_t i = 0; i < cols; i++) buf[i * rows + o] = t->data[o * cols + i];
     plait_status st = plait_st_writer_write(w, name, buf, t->numel);
@@ -106,7 +106,7 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
                                   char *used, size_t cap) {
     struct stat sb;
     if (stat(checkpoint, &sb) != 0)
-        return plait_set_error(PLAIT_ERR_SYSTEM, "export: checkpoint %s: %s", checkpoint, strerror(errno));
+        return plait_set_error(PLAIT_ERR_SYSTEM, "checkpoint %s: %s", checkpoint, strerror(errno));
     plait_ckpt *ck = NULL;
     plait_status st = plait_ckpt_open(checkpoint, &ck);
     if (st != PLAIT_OK) {
@@ -118,7 +118,7 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
     model_shape m;
     st = read_shape(ck, &m);
     if (st == PLAIT_OK && mkdir(out_dir, 0755) != 0 && errno != EEXIST)
-        st = plait_set_error(PLAIT_ERR_SYSTEM, "export: cannot create %s: %s", out_dir, strerror(errno));
+        st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot create %s: %s", out_dir, strerror(errno));
     size_t len = strlen(out_dir) + 32;
     char *path = malloc(len);
     if (st == PLAIT_OK && !path) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
