@@ -179,6 +179,16 @@ static plait_status check_head(plait_weights *w, const plait_st_tensor *head) {
     return PLAIT_OK;
 }
 
+/* Shapes cannot tell the head count: a plait checkpoint records it. */
+static plait_status check_heads(const plait_weights *w) {
+    const char *v = plait_st_metadata(w->st, "plait.model.n_head");
+    if (!v || atoll(v) == (long long)w->spec->n_head) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "weights %s: the model was trained with n_head = %s, the config has n_head = %d (the "
+                           "shapes agree, the attention would not)",
+                           w->path, v, (int)w->spec->n_head);
+}
+
 plait_status plait_weights_open(const char *path, const plait_model_spec *spec, plait_weights **out) {
     *out = NULL;
     if (strcmp(spec->arch, "gpt") != 0)
@@ -215,6 +225,7 @@ plait_status plait_weights_open(const char *path, const plait_model_spec *spec, 
     if (st == PLAIT_OK) st = map_tensors(w, &head);
     if (st == PLAIT_OK) st = check_shapes(w);
     if (st == PLAIT_OK) st = check_head(w, head);
+    if (st == PLAIT_OK) st = check_heads(w);
     if (st != PLAIT_OK) goto fail;
     *out = w;
     return PLAIT_OK;

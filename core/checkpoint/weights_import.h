@@ -12,7 +12,8 @@
  * be present with the shape the config gives (in the file's layout), and
  * every tensor in the file must be a parameter of this model or one of
  * GPT-2's mask buffers (attn.bias, attn.masked_bias, ignored); a stored
- * lm_head.weight must equal the token table (plait ties them). Two
+ * lm_head.weight must equal the token table (plait ties them); a plait
+ * checkpoint's recorded n_head (metadata) must be the config's. Two
  * relaxations, as nanoGPT and llm.c make them: a token table with fewer
  * rows than [model] vocab_size (GPT-2's 50257 in a vocabulary padded to
  * 50304) gets zero rows after its own, and a position table with more rows

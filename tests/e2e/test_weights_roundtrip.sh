@@ -5,7 +5,8 @@
 # step at lr 0 writes them into a checkpoint); a model trained from it,
 # exported as hf and as nanogpt, imports back bit-identical; a resumed run
 # keeps its checkpoint over init_from; a shape mismatch stops the run
-# before anything is written, naming the file, the tensor and both shapes;
+# before anything is written, naming the file, the tensor and both shapes
+# (a plait checkpoint's head count too);
 # export's bad arguments are refused.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/weights_lib.sh"
@@ -45,6 +46,9 @@ fi
 grep -q "$HF: tensor 'transformer.wte.weight' has shape \[50, 32\], the config needs \[40, 32\]" "$E2E_WORK/bad.out" ||
   fail "unclear mismatch error: $(tail -n 3 "$E2E_WORK/bad.out")"
 ! ls "$E2E_WORK/bad" 2>/dev/null | grep -q ckpt || fail "a refused run wrote a checkpoint"
+out=$("$PLAIT_BIN" train "$CFG" run.out_dir="$E2E_WORK/bad" run.init_from="$(last_ckpt trained)" model.n_head=8 2>&1) &&
+  fail "a checkpoint of 4 heads was accepted for 8"
+grep -q "trained with n_head = 4, the config has n_head = 8" <<<"$out" || fail "unclear n_head error: $out"
 out=$("$PLAIT_BIN" export "$E2E_WORK/trained" --format onnx --out "$E2E_WORK/x" 2>&1) && fail "--format onnx accepted"
 grep -q "must be hf" <<<"$out" || fail "unclear --format error: $out"
 out=$("$PLAIT_BIN" export "$E2E_WORK/nothing-here" --format hf --out "$E2E_WORK/x" 2>&1) && fail "a missing checkpoint exported"

@@ -87,12 +87,12 @@ static void check_arch(const char *arch_ini, int is_gpt) {
     }
     /* the losses moved: the comparison covered changing parameters */
     assert_true(t[0].loss[STEPS - 1][0] != t[0].loss[0][0]);
-    /* memory: B=2, T=64, C=64, H=4, 2 blocks, 2 slots. Selective drops per
+    /* memory: B=2, T=32, C=32, H=4, 2 blocks, 2 slots. Selective drops per
      * block and slot the probabilities (B·H·T² floats, GPT) and the GELU
      * output (B·T·4C) and adds one shared copy of each; full keeps nothing
      * of a block but shares one block's worth. */
-    const uint64_t f = sizeof(float), BT = 2 * 64, C = 64;
-    const uint64_t att = is_gpt ? 2 * 4 * 64 * 64 : 0, gelu = BT * 4 * C;
+    const uint64_t f = sizeof(float), BT = 2 * 32, C = 32;
+    const uint64_t att = is_gpt ? 2 * 4 * 32 * 32 : 0, gelu = BT * 4 * C;
     const uint64_t blocks = 2 * SLOTS;
     printf("%s activation bytes: none %llu, selective %llu, full %llu\n", is_gpt ? "gpt" : "mlp",
            (unsigned long long)t[0].act_bytes, (unsigned long long)t[1].act_bytes,
@@ -104,15 +104,15 @@ static void check_arch(const char *arch_ini, int is_gpt) {
 
 static void test_gpt(void **state) {
     (void)state;
-    check_arch("[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 64\n"
-               "block_size = 64\nvocab_size = 100",
+    check_arch("[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 32\n"
+               "block_size = 32\nvocab_size = 100",
                1);
 }
 
 static void test_mlp(void **state) {
     (void)state;
-    check_arch("[run]\nseed = 5\n[model]\narch = mlp\nn_layer = 2\nn_embd = 64\n"
-               "block_size = 64\nvocab_size = 100",
+    check_arch("[run]\nseed = 5\n[model]\narch = mlp\nn_layer = 2\nn_embd = 32\n"
+               "block_size = 32\nvocab_size = 100",
                0);
 }
 
