@@ -8,9 +8,9 @@
 
 #include "checkpoint/gpt2_names.h"
 #include "runtime/error.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_fs.h"
-#include "train/safetensors.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_fs.h"
+#include "checkpoint/safetensors.h"
 
 typedef struct model_shape {
     long long n_layer, n_head, n_embd, block_size, vocab_size;

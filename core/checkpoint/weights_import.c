@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 
 #include "runtime/error.h"
-#include "train/checkpoint_shard.h"
-#include "train/safetensors.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/safetensors.h"
 
 #define NAME_CAP 512
 

@@ -10,8 +10,8 @@
 #ifndef PLAIT_CORE_RUN_SOURCE_H
 #define PLAIT_CORE_RUN_SOURCE_H
 
+#include "checkpoint/checkpoint.h"
 #include "checkpoint/weights_import.h"
-#include "train/checkpoint.h"
 #include "train/run.h"
 
 typedef struct plait_run_source {

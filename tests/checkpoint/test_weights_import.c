@@ -24,8 +24,8 @@
 #include "checkpoint/weights_import.h"
 #include "model/model_harness.h"
 #include "runtime/error.h"
-#include "train/checkpoint_shard.h"
-#include "train/safetensors.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/safetensors.h"
 
 enum { L = 2, H = 4, C = 32, T = 24, V = 50, B = 2 };
 

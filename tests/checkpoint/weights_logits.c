@@ -12,7 +12,7 @@
 #include "checkpoint/weights_import.h"
 #include "model/model_harness.h"
 #include "runtime/error.h"
-#include "train/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 static int die(const char *what) {
     fprintf(stderr, "weights_logits: %s: %s\n", what, plait_last_error());
