@@ -6,6 +6,8 @@
  * init_from, as nanoGPT's init_from = 'resume' does). Either way a
  * plait_value_source that the core uses for its own parameter storage and
  * passes to the optimizer's materialize().
+ *
+ * Not thread-safe: one thread drives a run (train/run.h).
  */
 #ifndef PLAIT_CORE_RUN_SOURCE_H
 #define PLAIT_CORE_RUN_SOURCE_H
