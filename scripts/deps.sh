@@ -18,6 +18,7 @@ packages=(
   procps                             # ps/pkill used by fault tests
   iproute2                           # ip netns, tc: the multi-host namespace tests
   slurmctld slurmd slurm-client munge  # a real Slurm for tests/e2e/test_slurm.sh (slurm-wlm without its docs)
+  gnuplot-nox                        # plait bench sweep --report: PNG plots
 )
 
 if [[ "${1:-}" == "--list" ]]; then
