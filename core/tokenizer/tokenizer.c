@@ -250,7 +250,18 @@ static plait_status encode_piece(const plait_tokenizer *t, piece_work *w, const 
  * repeats its words, and a hit skips the merging. */
 #define CACHE_PIECE_BYTES 64
 
-plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out) {
+/* Ids are handed to a stream's sink in batches of about this many. */
+#define STREAM_BATCH 65536
+
+typedef struct stream_sink {
+    plait_status (*sink)(void *ctx, const int32_t *ids, size_t n, size_t done);
+    void *ctx;
+} stream_sink;
+
+/* Encode into `out`; with a sink, `out` is emptied into it whenever it
+ * holds a batch, and at the end. */
+static plait_status encode_into(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out,
+                                const stream_sink *sink) {
     const unsigned char *s = text;
     piece_work w = {0};
     plait_bytes_map cache = {0};   /* piece -> (start in `memo` << 8 | count) */
@@ -274,6 +285,10 @@ plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, 
             }
         }
         pos = end;
+        if (st == PLAIT_OK && sink && (out->len >= STREAM_BATCH || pos == len)) {
+            st = sink->sink(sink->ctx, out->ids, out->len, pos);
+            out->len = 0;
+        }
     }
     free(w.id);
     free(w.next);
@@ -281,6 +296,20 @@ plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, 
     free(w.heap);
     plait_bytes_map_free(&cache);
     plait_token_buf_free(&memo);
+    return st;
+}
+
+plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out) {
+    return encode_into(t, text, len, out, NULL);
+}
+
+plait_status plait_tokenizer_encode_stream(const plait_tokenizer *t, const void *text, size_t len,
+                                           plait_status (*sink)(void *ctx, const int32_t *ids, size_t n, size_t done),
+                                           void *ctx) {
+    plait_token_buf buf = {0};
+    stream_sink s = {sink, ctx};
+    plait_status st = encode_into(t, text, len, &buf, &s);
+    plait_token_buf_free(&buf);
     return st;
 }
 
