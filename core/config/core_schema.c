@@ -64,6 +64,10 @@ static const plait_param_decl data_keys[] = {
         "a list or glob of shards (comma or space separated) is read back to back"),
     KEY("val_path", S, "", 1, 0, NULL, SAME,
         "validation data, the same syntax (empty = hold out the tail of path by val_fraction)"),
+    KEY("tokenizer", S, "", 1, 0, NULL, SAME,
+        "the tokenizer the data was made with (a directory with vocab.json + merges.txt, or tokenizer.json); "
+        "checked against vocab_size and recorded in checkpoints so plait sample encodes and decodes text "
+        "(empty = none: bytes when vocab_size is 256, token ids otherwise)"),
     KEY("format", E, "auto", 1, 0, format_choices, SAME,
         "data format: auto (by extension: .bin = bin), text, bin (llm.c header with uint16 or uint32 "
         "tokens, or raw uint16; u16 is the old name)"),

@@ -11,6 +11,7 @@
 #include "runtime/error.h"
 #include "train/safetensors_crc32c.h"
 #include "train/token_file.h"
+#include "tokenizer/tokenizer.h"
 
 /* The token stream is the training files, then the validation files, back
  * to back; `start[i]` is file i's first index in it. */
@@ -23,6 +24,7 @@ struct plait_data {
     int64_t n_tokens;
     int64_t n_train, n_val;  /* train = [0, n_train), val = [n_train, n_tokens) */
     uint32_t train_crc;      /* CRC32C of the training split's tokens as stored */
+    char tokenizer[PATH_MAX]; /* [data] tokenizer, absolute; "" when none */
     int32_t seq_len;
     uint64_t seed;
 };
@@ -217,6 +219,32 @@ static plait_status expand(const plait_config *cfg, const char *key, const char 
     return st;
 }
 
+/* [data] tokenizer: found like the data, loaded once to check that its ids
+ * fit the model's vocabulary; its absolute path goes into checkpoints. */
+static plait_status check_tokenizer(const plait_config *cfg, int32_t vocab_size, char *resolved, size_t cap) {
+    const char *value = plait_config_str(cfg, "data", "tokenizer");
+    resolved[0] = '\0';
+    if (!value || !*value) return PLAIT_OK;
+    name_list found = {0};
+    plait_status st = expand(cfg, "tokenizer", value, &found);
+    if (st == PLAIT_OK && found.n != 1)
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] tokenizer = %s: names %d places; give one directory",
+                             value, found.n);
+    plait_tokenizer *t = NULL;
+    if (st == PLAIT_OK) st = plait_tokenizer_load(found.names[0], &t);
+    if (st == PLAIT_OK && plait_tokenizer_vocab_size(t) > vocab_size)
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                             "[data] tokenizer = %s has %d ids but [model] vocab_size = %d; the model's vocabulary "
+                             "must hold every id (pad it up, e.g. GPT-2's 50257 to 50304)",
+                             value, plait_tokenizer_vocab_size(t), vocab_size);
+    if (st == PLAIT_OK && !realpath(found.names[0], resolved))
+        st = plait_set_error(PLAIT_ERR_SYSTEM, "[data] tokenizer = %s: %s", found.names[0], strerror(errno));
+    if (st == PLAIT_OK && strlen(resolved) >= cap) resolved[0] = '\0';
+    plait_tokenizer_free(t);
+    free_names(&found);
+    return st;
+}
+
 plait_status plait_data_open_config(const plait_config *cfg, plait_data **out) {
     *out = NULL;
     const char *path = plait_config_str(cfg, "data", "path");
@@ -234,7 +262,9 @@ plait_status plait_data_open_config(const plait_config *cfg, plait_data **out) {
     if (!path || !*path)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] path is empty: name a token or text file");
     name_list train = {0}, val = {0};
-    plait_status st = expand(cfg, "path", path, &train);
+    char tokenizer[PATH_MAX];
+    plait_status st = check_tokenizer(cfg, o.vocab_size, tokenizer, sizeof tokenizer);
+    if (st == PLAIT_OK) st = expand(cfg, "path", path, &train);
     if (st == PLAIT_OK && val_path && *val_path) st = expand(cfg, "val_path", val_path, &val);
     if (st == PLAIT_OK) {
         o.paths = (const char *const *)train.names;
@@ -243,12 +273,14 @@ plait_status plait_data_open_config(const plait_config *cfg, plait_data **out) {
         o.n_val_paths = val.n;
         st = plait_data_open(&o, out);
     }
+    if (st == PLAIT_OK) snprintf((*out)->tokenizer, sizeof (*out)->tokenizer, "%s", tokenizer);
     free_names(&train);
     free_names(&val);
     return st;
 }
 
 const char *plait_data_path(const plait_data *d) { return d->path; }
+const char *plait_data_tokenizer(const plait_data *d) { return d->tokenizer; }
 plait_data_format plait_data_format_of(const plait_data *d) { return d->format; }
 int plait_data_has_llmc_header(const plait_data *d) { return d->files[0].llmc_header; }
 int64_t plait_data_tokens(const plait_data *d) { return d->n_tokens; }

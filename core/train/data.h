@@ -103,6 +103,11 @@ plait_status plait_data_open_config(const plait_config *cfg, plait_data **out);
 /* Unmap and free. NULL is ignored. */
 void plait_data_close(plait_data *d);
 
+/* [data] tokenizer as an absolute path ("" when unset or opened without a
+ * config). plait_data_open_config loads it once and refuses one with more
+ * ids than [model] vocab_size. */
+const char *plait_data_tokenizer(const plait_data *d);
+
 /* Facts of an open file. */
 /* The path actually opened, or the first file's and "(+N more)". */
 const char *plait_data_path(const plait_data *d);
