@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
-#include "train/safetensors_crc32c.h"
-#include "train/token_file.h"
+#include "checkpoint/safetensors_crc32c.h"
 #include "tokenizer/tokenizer.h"
+#include "train/token_file.h"
 
 /* The token stream is the training files, then the validation files, back
  * to back; `start[i]` is file i's first index in it. */
