@@ -19,6 +19,7 @@
 static const char *const resume_choices[] = {"no", "auto", "yes", NULL};
 static const char *const progress_choices[] = {"auto", "tty", "plain", "off", NULL};
 static const char *const arch_choices[] = {"gpt", "mlp", NULL};
+static const char *const recompute_choices[] = {"none", "selective", "full", NULL};
 static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", NULL};
@@ -30,6 +31,9 @@ static const plait_key_decl run_keys[] = {
         "run directory for logs, metrics.csv and checkpoints; empty = runs/<config file name>"),
     KEY("resume", E, "no", 1, 0, resume_choices, SAME,
         "continue from the latest complete checkpoint: no, auto (if one exists), yes (must exist)"),
+    KEY("init_from", S, "", 1, 0, NULL, SAME,
+        "start a fresh run from pretrained weights: a safetensors file (or a directory holding "
+        "model.safetensors) in the Hugging Face GPT-2 or plait/nanoGPT layout; empty = random init"),
     KEY("ckpt_every", I, "0", 0, 1e12, NULL, SAME, "checkpoint every N steps (0 = only at the end)"),
     KEY("keep_checkpoints", I, "2", 1, 1000, NULL, 0, "how many recent checkpoints to keep"),
     KEY("eval_every", I, "0", 0, 1e12, NULL, SAME, "validation loss every N steps (0 = only at the end)"),
@@ -56,6 +60,9 @@ static const plait_key_decl model_keys[] = {
     KEY("n_embd", I, "128", 1, 65536, NULL, SAME, "embedding width (must be a multiple of n_head)"),
     KEY("block_size", I, "128", 1, 1048576, NULL, SAME, "sequence length (context) in tokens"),
     KEY("vocab_size", I, "256", 2, 10000000, NULL, SAME, "vocabulary size (256 = bytes)"),
+    KEY("recompute", E, "none", 1, 0, recompute_choices, SAME,
+        "activation checkpointing: none (keep every activation), selective (recompute the attention "
+        "probabilities and the GELU in backward), full (keep only each block's input, rerun its forward)"),
 };
 
 static const plait_key_decl data_keys[] = {
