@@ -20,7 +20,7 @@ static const char *const resume_choices[] = {"no", "auto", "yes", NULL};
 static const char *const progress_choices[] = {"auto", "tty", "plain", "off", NULL};
 static const char *const arch_choices[] = {"gpt", "mlp", NULL};
 static const char *const recompute_choices[] = {"none", "selective", "full", NULL};
-static const char *const format_choices[] = {"auto", "text", "u16", NULL};
+static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", NULL};
 
@@ -69,10 +69,19 @@ static const plait_key_decl model_keys[] = {
 
 static const plait_key_decl data_keys[] = {
     KEY("path", S, "data/corpus.txt", 1, 0, NULL, SAME,
-        "training data: a text file (bytes are tokens) or a uint16 token file (.bin)"),
+        "training data: a text file (bytes are tokens) or token files (.bin, as plait data prepare writes); "
+        "a list or glob of shards (comma or space separated) is read back to back"),
+    KEY("val_path", S, "", 1, 0, NULL, SAME,
+        "validation data, the same syntax (empty = hold out the tail of path by val_fraction)"),
+    KEY("tokenizer", S, "", 1, 0, NULL, SAME,
+        "the tokenizer the data was made with (a directory with vocab.json + merges.txt, or tokenizer.json); "
+        "checked against vocab_size and recorded in checkpoints so plait sample encodes and decodes text "
+        "(empty = none: bytes when vocab_size is 256, token ids otherwise)"),
     KEY("format", E, "auto", 1, 0, format_choices, SAME,
-        "data format: auto (by extension: .bin = u16), text, u16"),
-    KEY("val_fraction", F, "0.1", 0, 0.9, NULL, SAME, "share of the data held out for validation (the tail)"),
+        "data format: auto (by extension: .bin = bin), text, bin (llm.c header with uint16 or uint32 "
+        "tokens, or raw uint16; u16 is the old name)"),
+    KEY("val_fraction", F, "0.1", 0, 0.9, NULL, SAME,
+        "share of the data held out for validation (the tail); not used when val_path is set"),
     KEY("global_batch", I, "0", 0, 1e9, NULL, SAME,
         "sequences per optimizer step over all ranks (0 = derive from the other two)"),
     KEY("micro_batch", I, "0", 0, 1e9, NULL, SAME,
