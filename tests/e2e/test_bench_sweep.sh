@@ -56,6 +56,13 @@ sweep -n 3 --csv "$W/three.csv" >"$W/three.out" 2>"$W/three.err" || fail "sweep 
 grep -q "^# skipped: dp1 tp3 pp1 .*n_head" "$W/three.out" || fail "tp 3 skipped without naming n_head: $(grep tp3 "$W/three.out")"
 [ "$(ls "$W/three.csv.logs"/*.log | wc -l)" -eq 2 ] || fail "not exactly the 2 valid layouts ran: $(ls "$W/three.csv.logs")"
 
+# plait plan lists the same layouts (-n is its own, not the launcher's)
+"$PLAIT_BIN" plan "$CFG" -n 2 >"$W/plan.out" 2>"$W/plan.err" || fail "plait plan: $(cat "$W/plan.err")"
+planned=$(grep -E '^  [0-9]+ ' "$W/plan.out" | sed -E 's/^  [0-9]+ +//; s/ (adam|zero[123]) .*/ \1/' | sort)
+[ "$planned" = "$(sort <<<"$want")" ] || fail "plait plan's layouts:
+$planned"
+if "$PLAIT_BIN" plan "$CFG" --ranks 5 >"$W/plan5.out" 2>&1; then fail "plait plan of 5 ranks exited 0"; fi
+
 # 5 ranks: nothing is valid
 if sweep -n 5 --csv "$W/five.csv" >"$W/five.out" 2>"$W/five.err"; then fail "an all-invalid sweep exited 0"; fi
 grep -q "none of the .* layouts of 5 ranks is valid" "$W/five.err" || fail "no summary: $(cat "$W/five.err")"
