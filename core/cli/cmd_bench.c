@@ -58,7 +58,7 @@ static const char bench_usage[] =
     "  --iters I         timed iterations per size (default 20)\n"
     "  --dtype T         f32 | f64 | f16 | bf16 | i32 | i64 | u8 (default f32)\n"
     "  --redop OP        sum | prod | min | max | avg (default sum)\n"
-    "  --algo A          auto | ring | rhd | tree | direct | ordered (default: [comm] algorithm)\n"
+    "  --algo A          auto | ring | rhd | tree | direct | ordered | hier (default: [comm] algorithm)\n"
     "  --root R          broadcast root (default 0)\n"
     "  --comm NAME       comm plugin (default: [comm] plugin), or 'threads': every rank a thread\n"
     "                    of this process over the in-process transport (with --threads N)\n"

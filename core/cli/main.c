@@ -44,6 +44,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "plait: %s\n", bad);
         return 2;
     }
+    plait_cli_job_opts job;
+    if (plait_cli_take_job_options(&argc, argv, &job, &bad) != 0) {
+        fprintf(stderr, "plait: %s\n", bad);
+        return 2;
+    }
+    plait_cli_set_job_options(&job);
     if (nranks > 0) return plait_cli_launch(nranks, argc, argv);
     plait_host_install();
     int rc = c->run(argc - 1, argv + 1);
