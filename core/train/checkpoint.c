@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,6 +290,23 @@ void plait_ckpt_close(plait_ckpt *ck) {
     free(ck);
 }
 
+/* A checkpoint whose checksums agree can still hold NaN or Inf (saved from a
+ * run that diverged, or written by another tool): loading it would sample
+ * garbage or fail later with an unrelated message, so it is refused here,
+ * naming the tensor. */
+static plait_status refuse_non_finite(const char *dir, const char *file, const plait_st_file *f) {
+    for (size_t i = 0; i < plait_st_count(f); i++) {
+        const plait_st_tensor *t = plait_st_tensor_at(f, i);
+        for (size_t k = 0; k < t->numel; k++)
+            if (!isfinite(t->data[k]))
+                return plait_ckpt_refuse(dir, file,
+                                         "tensor %s holds a non-finite value (%s) at element %zu of %zu: the run "
+                                         "that saved it had diverged; resume from an earlier checkpoint",
+                                         t->name, isnan(t->data[k]) ? "NaN" : "Inf", k, t->numel);
+    }
+    return PLAIT_OK;
+}
+
 static plait_status read_marker(const char *dir, int64_t *step, uint32_t *state_crc) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/" PLAIT_CKPT_MARKER_FILE, dir);
@@ -365,8 +383,13 @@ plait_status plait_ckpt_open(const char *dir, plait_ckpt **out) {
         else if (crc != facts[f].crc)
             st = plait_ckpt_refuse(ck->dir, file_names[f], "checksum mismatch (manifest %08x, file %08x): the file is corrupted",
                         facts[f].crc, crc);
-        else if ((st = plait_st_open(path, 0, &ck->st[f])) != PLAIT_OK)
+        /* The manifest vouches for the bytes; each tensor's own checksum in
+         * the header is checked too, so a file re-signed after an edit of one
+         * tensor is still caught, naming the tensor. */
+        else if ((st = plait_st_open(path, PLAIT_ST_VERIFY, &ck->st[f])) != PLAIT_OK)
             st = plait_wrap_error(st, "checkpoint %s refused", ck->dir);
+        else
+            st = refuse_non_finite(ck->dir, file_names[f], ck->st[f]);
     }
     free(text);
     if (st != PLAIT_OK) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/regular_file.h"
 #include "train/safetensors_crc32c.h"
 
 #define LLMC_MAGIC_U16 20240520u
@@ -111,20 +112,15 @@ static plait_status check_tokens(const plait_data *d, int32_t vocab_size) {
 }
 
 static plait_status map_file(plait_data *d) {
-    int fd = open(d->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return plait_set_error(PLAIT_ERR_SYSTEM, "cannot open data file %s: %s", d->path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
+    int fd;
+    uint64_t size;
+    plait_status ost = plait_open_regular(d->path, "data file", PLAIT_ERR_INVALID_CONFIG, &fd, &size);
+    if (ost != PLAIT_OK) return ost;
+    if (size > SIZE_MAX) {
         close(fd);
-        return plait_set_error(PLAIT_ERR_SYSTEM, "data file %s: %s", d->path, strerror(err));
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "data file %s is too large for this machine", d->path);
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "data file %s is not a regular file", d->path);
-    }
-    d->map_bytes = (size_t)st.st_size;
+    d->map_bytes = (size_t)size;
     if (d->map_bytes == 0) {
         close(fd);
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "data file %s is empty", d->path);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/regular_file.h"
 #include "train/safetensors_crc32c.h"
 #include "train/safetensors_json.h"
 
@@ -274,19 +275,19 @@ plait_status plait_st_open(const char *path, unsigned flags, plait_st_file **out
     plait_st_file *f = calloc(1, sizeof *f);
     if (!f) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory opening %s", path);
     snprintf(f->path, sizeof f->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        plait_status st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot open %s: %s", path, strerror(errno));
+    int fd;
+    uint64_t size;
+    plait_status ost = plait_open_regular(path, "safetensors file", PLAIT_ERR_SYSTEM, &fd, &size);
+    if (ost != PLAIT_OK) {
         free(f);
-        return st;
+        return ost;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (size > SIZE_MAX) {
         close(fd);
         free(f);
-        return plait_set_error(PLAIT_ERR_SYSTEM, "%s is not a readable regular file", path);
+        return plait_set_error(PLAIT_ERR_SYSTEM, "%s is too large for this machine", path);
     }
-    f->map_bytes = (size_t)sb.st_size;
+    f->map_bytes = (size_t)size;
     if (f->map_bytes > 0) {
         void *p = mmap(NULL, f->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {

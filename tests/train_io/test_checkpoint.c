@@ -5,8 +5,10 @@
 #include "train_io_test.h"
 
 #include <inttypes.h>
+#include <math.h>
 
 #include "train/checkpoint.h"
+#include "train/checkpoint_fs.h"
 #include "train/checkpoint_shard.h"
 #include "train/safetensors_crc32c.h"
 
@@ -70,6 +72,10 @@ static void fill(float *buf, int p, int which, size_t n) {
     for (size_t i = 0; i < n; i++) buf[i] = value_of(p, which, i);
 }
 
+/* When set, save() writes this value into element 1 of parameter g_poison_param's tensor. */
+static int g_poison_param = -1;
+static float g_poison_value;
+
 /* Save a full checkpoint of the spec at `step`; `crash` for simulated crashes. */
 static plait_status save(const char *out_dir, int64_t step, plait_ckpt_crash crash, int keep) {
     plait_ckpt_writer *w;
@@ -90,6 +96,7 @@ static plait_status save(const char *out_dir, int64_t step, plait_ckpt_crash cra
             assert_int_equal(plait_ckpt_write(w, name, buf, p->numel), PLAIT_OK);
         }
         fill(buf, i, 0, p->numel);
+        if (i == g_poison_param) buf[1] = g_poison_value;
         assert_int_equal(plait_ckpt_write(w, p->name, buf, 1), PLAIT_OK); /* in two chunks */
         assert_int_equal(plait_ckpt_write(w, p->name, buf + 1, p->numel - 1), PLAIT_OK);
     }
@@ -455,6 +462,87 @@ static void test_writer_misuse(void **state) {
     assert_int_equal(access(path, F_OK), -1);
 }
 
+/* Only regular files are read: a FIFO or a link to /dev/zero in place of a
+ * checkpoint file is refused at once, never waited on or read forever. */
+static void test_refuses_special_files(void **state) {
+    (void)state;
+    char out[PATH_MAX], dir[PATH_MAX], path[PATH_MAX], saved[PATH_MAX];
+    snprintf(out, sizeof out, "%s/special", scratch);
+    assert_int_equal(save(out, 3, PLAIT_CKPT_CRASH_NONE, 0), PLAIT_OK);
+    snprintf(dir, sizeof dir, "%s/ckpt-00000003", out);
+    snprintf(saved, sizeof saved, "%s/special-saved", scratch);
+    const char *files[] = {"model.safetensors", "optim.safetensors", "state.json", "COMPLETE"};
+    alarm(30); /* a hang fails the test instead of stalling the suite */
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        assert_int_equal(rename(path, saved), 0);
+        plait_ckpt *ck = NULL;
+        assert_int_equal(mkfifo(path, 0600), 0);
+        assert_int_not_equal(plait_ckpt_open(dir, &ck), PLAIT_OK);
+        assert_error_contains(files[i]);
+        assert_error_contains("is a FIFO, not a regular file");
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(symlink("/dev/zero", path), 0);
+        assert_int_not_equal(plait_ckpt_open(dir, &ck), PLAIT_OK);
+        assert_error_contains("is a character device, not a regular file");
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(rename(saved, path), 0);
+        assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_OK);
+        plait_ckpt_close(ck);
+    }
+    plait_st_file *f;
+    snprintf(path, sizeof path, "%s/fifo", scratch);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_not_equal(plait_st_open(path, PLAIT_ST_VERIFY, &f), PLAIT_OK);
+    assert_error_contains("is a FIFO");
+    unlink(path);
+    alarm(0);
+}
+
+/* NaN or Inf in a checkpoint whose checksums all agree: refused at load, naming the tensor. */
+static void test_refuses_non_finite(void **state) {
+    (void)state;
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int b = 0; b < 3; b++) {
+        char out[PATH_MAX], dir[PATH_MAX];
+        snprintf(out, sizeof out, "%s/nonfinite%d", scratch, b);
+        g_poison_param = 3;
+        g_poison_value = bad[b];
+        plait_status saved = save(out, 2, PLAIT_CKPT_CRASH_NONE, 0);
+        g_poison_param = -1;
+        assert_int_equal(saved, PLAIT_OK);
+        snprintf(dir, sizeof dir, "%s/ckpt-00000002", out);
+        plait_ckpt *ck = NULL;
+        assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_ERR_PROTOCOL);
+        assert_null(ck);
+        assert_error_contains("model.safetensors: tensor transformer.h.0.attn.c_attn.weight holds a non-finite value");
+        assert_error_contains(b ? "(Inf) at element 1 of 48" : "(NaN) at element 1 of 48");
+    }
+}
+
+/* A tensor edited and the manifest re-signed to match the edited file: the
+ * tensor's own checksum in the safetensors header still catches it. */
+static void test_tensor_crc_behind_manifest(void **state) {
+    (void)state;
+    char out[PATH_MAX], dir[PATH_MAX], path[PATH_MAX], from[64], to[64];
+    snprintf(out, sizeof out, "%s/tensorcrc", scratch);
+    assert_int_equal(save(out, 2, PLAIT_CKPT_CRASH_NONE, 0), PLAIT_OK);
+    snprintf(dir, sizeof dir, "%s/ckpt-00000002", out);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    uint64_t bytes;
+    uint32_t before, after;
+    assert_int_equal(plait_fs_file_crc32c(path, &bytes, &before), PLAIT_OK);
+    flip_bit(path, file_size(path) - 2, 0); /* a float of the last tensor, still finite */
+    assert_int_equal(plait_fs_file_crc32c(path, &bytes, &after), PLAIT_OK);
+    snprintf(from, sizeof from, "\"crc32c\": \"%08x\"", before);
+    snprintf(to, sizeof to, "\"crc32c\": \"%08x\"", after);
+    rewrite_state(dir, from, to);
+    plait_ckpt *ck = NULL;
+    assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("checksum mismatch (stored");
+    assert_error_contains("its data was altered");
+}
+
 int main(void) {
     build_spec();
     const struct CMUnitTest tests[] = {
@@ -466,6 +554,9 @@ int main(void) {
         cmocka_unit_test(test_state_formats),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_writer_misuse),
+        cmocka_unit_test(test_refuses_special_files),
+        cmocka_unit_test(test_refuses_non_finite),
+        cmocka_unit_test(test_tensor_crc_behind_manifest),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
