@@ -24,6 +24,8 @@
 
 static const char *const file_names[2] = {PLAIT_CKPT_MODEL_FILE, PLAIT_CKPT_OPTIM_FILE};
 
+const char *const plait_ckpt_model_keys[] = {"arch", "n_layer", "n_head", "n_embd", "block_size", "vocab_size", NULL};
+
 /* ======================================================================== */
 /* names                                                                     */
 /* ======================================================================== */

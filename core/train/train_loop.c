@@ -19,6 +19,8 @@
 #include "runtime/host.h"
 #include "runtime/log.h"
 #include "train/metrics.h"
+#include "train/out_dir_lock.h"
+#include "train/preflight.h"
 #include "train/progress.h"
 #include "train/run.h"
 #include "train/run_ckpt.h"
@@ -115,23 +117,42 @@ static int open_rank_log(const char *out_dir, int rank) {
     return -1;
 }
 
+static plait_status train_in(plait_config *cfg, const plait_train_options *opts, const char *out_dir,
+                             int log_rank);
+
 plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     char out_dir[4096];
     plait_train_out_dir(cfg, out_dir, sizeof out_dir);
-    plait_status st = make_dirs(out_dir);
+    plait_status st = plait_check_evaluation(cfg);
+    if (st == PLAIT_OK) st = make_dirs(out_dir);
     if (st != PLAIT_OK) return st;
+    plait_job_env env;
+    int detected = plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) == PLAIT_OK;
+    /* Rank 0 (the writer of metrics and checkpoints) holds the run directory
+     * for the run's life, before it writes anything there. */
+    int lock_fd = -1;
+    if (!detected || env.rank == 0) {
+        st = plait_out_dir_lock(out_dir, &lock_fd);
+        if (st != PLAIT_OK) return st;
+    }
     /* The rank's log from the start, so that a failure while the run is
      * built (keys that differ across ranks, a peer that never joins) is in
      * it too: the launcher's environment names the rank before the join. */
-    plait_job_env env;
     int log_rank = -1;
-    if (plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) == PLAIT_OK) {
+    if (detected) {
         plait_log_set_rank(env.size > 1 ? env.rank : -1);
         if (open_rank_log(out_dir, env.rank) == 0) log_rank = env.rank;
     }
+    st = train_in(cfg, opts, out_dir, log_rank);
+    plait_out_dir_unlock(lock_fd);
+    return st;
+}
 
+/* The run itself, in `out_dir` (created; locked by rank 0). */
+static plait_status train_in(plait_config *cfg, const plait_train_options *opts, const char *out_dir,
+                             int log_rank) {
     char *resume_dir = NULL;
-    st = plait_run_find_resume(cfg, out_dir, opts->resume, &resume_dir);
+    plait_status st = plait_run_find_resume(cfg, out_dir, opts->resume, &resume_dir);
     if (st != PLAIT_OK) return st;
     plait_run *run = NULL;
     st = plait_run_open(cfg, resume_dir, &run);
@@ -159,6 +180,9 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 0);
     int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
     int64_t ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
+    /* No validation split (val_fraction = 0, which preflight allows only with
+     * eval_every = 0): the run trains on all the data and skips the final evaluation. */
+    int has_val = plait_config_float(cfg, "data", "val_fraction") > 0;
     double started = plait_host_table()->now();
     int64_t first_step = run->step;
     double loss = NAN, val_loss = -1;
@@ -169,7 +193,13 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         int64_t done = run->step; /* steps completed */
         loss = res.loss;
         val_loss = -1;
-        if ((eval_every > 0 && done % eval_every == 0) || done == run->steps) {
+        /* The checkpoint is saved before the evaluation of the same step, so
+         * an evaluation that fails never costs the checkpoint. */
+        if ((ckpt_every > 0 && done % ckpt_every == 0) || done == run->steps) {
+            st = plait_run_save(run, out_dir);
+            if (st != PLAIT_OK) break;
+        }
+        if (has_val && ((eval_every > 0 && done % eval_every == 0) || done == run->steps)) {
             st = plait_run_eval(run, &val_loss);
             if (st != PLAIT_OK) break;
         }
@@ -181,11 +211,8 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
             plait_run_fill_metrics(run, &metrics, &res, val_loss);
             st = plait_metrics_row(&metrics);
         }
-        if (st == PLAIT_OK && ckpt_every > 0 && done % ckpt_every == 0 && done != run->steps)
-            st = plait_run_save(run, out_dir);
     }
     int trained = run->step > first_step;
-    if (st == PLAIT_OK && trained) st = plait_run_save(run, out_dir);
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 1);
     if (rank == 0) {
         plait_progress_finish(&progress);

@@ -11,6 +11,7 @@
 #include "train/checkpoint_fs.h"
 #include "train/checkpoint_shard.h"
 #include "train/safetensors_crc32c.h"
+#include "train/sample.h"
 
 static char scratch[PATH_MAX];
 
@@ -75,6 +76,8 @@ static void fill(float *buf, int p, int which, size_t n) {
 /* When set, save() writes this value into element 1 of parameter g_poison_param's tensor. */
 static int g_poison_param = -1;
 static float g_poison_value;
+/* When set, extra model-file metadata: key, value, ..., NULL. */
+static const char *const *g_model_meta;
 
 /* Save a full checkpoint of the spec at `step`; `crash` for simulated crashes. */
 static plait_status save(const char *out_dir, int64_t step, plait_ckpt_crash crash, int keep) {
@@ -83,6 +86,9 @@ static plait_status save(const char *out_dir, int64_t step, plait_ckpt_crash cra
     if (st != PLAIT_OK) return st;
     assert_int_equal(plait_ckpt_declare_model(w, &g_spec, adam_states), PLAIT_OK);
     assert_int_equal(plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, "n_embd", "4"), PLAIT_OK);
+    for (size_t m = 0; g_model_meta && g_model_meta[m]; m += 2)
+        assert_int_equal(plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, g_model_meta[m], g_model_meta[m + 1]),
+                         PLAIT_OK);
     assert_int_equal(plait_ckpt_set_meta(w, "config", "[model]\nn_embd = 4\n"), PLAIT_OK);
     float buf[64];
     /* Tensors in reverse order, optimizer state first: any order is fine. */
@@ -543,6 +549,36 @@ static void test_tensor_crc_behind_manifest(void **state) {
     assert_error_contains("its data was altered");
 }
 
+/* plait sample on a checkpoint whose model metadata is out of range blames
+ * the checkpoint's metadata (no command-line override was given); on one of
+ * a checkpoint's files it asks for the directory. */
+static void test_sample_blames_the_checkpoint(void **state) {
+    (void)state;
+    static const char *const meta[] = {"plait.model.arch", "gpt", "plait.model.n_layer", "1",
+                                       "plait.model.n_head", "0", "plait.model.n_embd", "4",
+                                       "plait.model.block_size", "8", "plait.model.vocab_size", "10", NULL};
+    char out[PATH_MAX], dir[PATH_MAX], file[PATH_MAX + 32];
+    snprintf(out, sizeof out, "%s/samplemeta", scratch);
+    g_model_meta = meta;
+    plait_status saved = save(out, 2, PLAIT_CKPT_CRASH_NONE, 0);
+    g_model_meta = NULL;
+    assert_int_equal(saved, PLAIT_OK);
+    snprintf(dir, sizeof dir, "%s/ckpt-00000002", out);
+    FILE *sink = tmpfile();
+    assert_non_null(sink);
+    plait_sample_options o = {.checkpoint = dir, .prompt = "", .tokens = 1};
+    assert_int_not_equal(plait_sample(&o, sink), PLAIT_OK);
+    assert_error_contains("model.safetensors (metadata plait.model.*):4: key 'n_head'");
+    assert_error_contains("n_head");
+    if (strstr(plait_last_error(), "command line")) fail_msg("blames the command line: %s", plait_last_error());
+    snprintf(file, sizeof file, "%s/model.safetensors", dir);
+    o.checkpoint = file;
+    assert_int_equal(plait_sample(&o, sink), PLAIT_ERR_INVALID_ARG);
+    assert_error_contains("is a file; plait sample reads a checkpoint directory");
+    assert_error_contains(dir);
+    fclose(sink);
+}
+
 int main(void) {
     build_spec();
     const struct CMUnitTest tests[] = {
@@ -557,6 +593,7 @@ int main(void) {
         cmocka_unit_test(test_refuses_special_files),
         cmocka_unit_test(test_refuses_non_finite),
         cmocka_unit_test(test_tensor_crc_behind_manifest),
+        cmocka_unit_test(test_sample_blames_the_checkpoint),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
