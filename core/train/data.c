@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/map_guard.h"
 #include "runtime/regular_file.h"
 #include "train/safetensors_crc32c.h"
 
@@ -276,6 +277,19 @@ int64_t plait_data_sequence_start(const plait_data *d, plait_data_split split, i
     return (int64_t)(((unsigned __int128)h * range) >> 64);
 }
 
+/* The error when the mapped file could no longer be read: what it is now. */
+static plait_status file_changed(const plait_data *d) {
+    struct stat sb;
+    char now[128];
+    if (stat(d->path, &sb) != 0) snprintf(now, sizeof now, "it is gone (%s)", strerror(errno));
+    else snprintf(now, sizeof now, "it now has %lld bytes", (long long)sb.st_size);
+    return plait_set_error(PLAIT_ERR_SYSTEM,
+                           "data file %s changed while the run was reading it: it had %zu bytes when opened and %s "
+                           "(truncated or replaced by another process?); a run needs its data file unchanged: "
+                           "restore it, then continue with --resume",
+                           d->path, d->map_bytes, now);
+}
+
 plait_status plait_data_batch(const plait_data *d, plait_data_split split, int64_t step,
                               int64_t micro_batch, int32_t B, int32_t T, int32_t *tokens,
                               int32_t *targets) {
@@ -289,6 +303,14 @@ plait_status plait_data_batch(const plait_data *d, plait_data_split split, int64
                                "validation batch requested from %s but [data] val_fraction = 0 "
                                "leaves no validation split",
                                d->path);
+    /* Another process may truncate the mapped file under the run: its pages
+     * then raise SIGBUS, which the guard turns into this error. */
+    plait_map_guard guard;
+    plait_map_guard_enter(&guard, d->map, d->map_bytes);
+    if (sigsetjmp(guard.jump, 1) != 0) {
+        plait_map_guard_leave(&guard);
+        return file_changed(d);
+    }
     for (int32_t r = 0; r < B; r++) {
         int64_t start = plait_data_sequence_start(d, split, step, micro_batch * B + r);
         int32_t *tok = tokens + (size_t)r * (size_t)T;
@@ -304,5 +326,6 @@ plait_status plait_data_batch(const plait_data *d, plait_data_split split, int64
                 for (int32_t t = 0; t < T; t++) tgt[t] = plait_data_token(d, start + t + 1);
         }
     }
+    plait_map_guard_leave(&guard);
     return PLAIT_OK;
 }

@@ -8,7 +8,9 @@
 #  - resume = auto where every checkpoint is incomplete is refused and
 #    metrics.csv keeps its rows;
 #  - a second run in a running run's out_dir is refused naming the holder
-#    (pid, host), and the first run finishes with all its metrics rows.
+#    (pid, host), and the first run finishes with all its metrics rows;
+#  - the (memory-mapped) data file truncated during a run: every rank ends
+#    with an error naming the file and both sizes, none dies of SIGBUS.
 source "$(dirname "$0")/lib.sh"
 
 # refused NAME EXPECTED ARGS...: plait train exits non-zero printing EXPECTED
@@ -79,4 +81,26 @@ wait $first || fail "the first run failed beside the refused second: $(tail -n 3
 [ "$(column shared step | tr '\n' ' ')" = "$(seq -s ' ' 1 200) " ] || fail "the first run lost metrics rows: $(wc -l <"$E2E_WORK/shared/metrics.csv") lines"
 # the lock ends with its run: the directory resumes
 train shared run.steps=210 parallel.dp=2 --resume
+# --- 3. the data file truncated under a running job
+cp data/corpus.txt "$E2E_WORK/shrinking.txt"
+size=$(stat -c %s "$E2E_WORK/shrinking.txt")
+rm -rf "${E2E_WORK:?}/shrink"
+"$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/shrink" "data.path=$E2E_WORK/shrinking.txt" run.steps=100000 \
+  parallel.dp=2 >"$E2E_WORK/shrink.out" 2>&1 &
+job=$!
+for _ in $(seq 300); do
+  [ -f "$E2E_WORK/shrink/metrics.csv" ] && [ "$(wc -l <"$E2E_WORK/shrink/metrics.csv")" -gt 3 ] && break
+  sleep 0.1
+done
+truncate -s 4096 "$E2E_WORK/shrinking.txt"
+for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then kill $job; fail "the job still ran 30 s after its data file was truncated"; fi
+rc=0
+wait $job || rc=$?
+[ $rc -ne 0 ] || fail "the job exited 0 after its data file was truncated"
+! grep -q "SIGBUS" "$E2E_WORK/shrink.out" || fail "a rank died of SIGBUS: $(grep SIGBUS "$E2E_WORK/shrink.out")"
+for r in 0 1; do
+  grep -qF "data file $E2E_WORK/shrinking.txt changed while the run was reading it: it had $size bytes when opened and it now has 4096 bytes" \
+    "$E2E_WORK/shrink/rank-$r.log" || fail "rank $r did not name the data file and both sizes: $(tail -n 2 "$E2E_WORK/shrink/rank-$r.log")"
+done
 echo "ok"
