@@ -108,6 +108,22 @@ static double progress_peak(const plait_run *run, const plait_progress *progress
     return peak;
 }
 
+/* [run] progress (or the command's choice). "auto" draws in place on a
+ * terminal, but mpirun gives rank 0 a pseudo-terminal even when the job's
+ * output is redirected to a file, and srun and torchrun-style launchers
+ * collect output into logs: under them "auto" means plain lines ("tty"
+ * still draws in place). */
+static const char *progress_mode(const plait_config *cfg, const char *given) {
+    const char *mode = given ? given : plait_config_str(cfg, "run", "progress");
+    plait_job_env env;
+    if (strcmp(mode, "auto") == 0 &&
+        plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) == PLAIT_OK &&
+        (env.launcher == PLAIT_LAUNCHER_MPI || env.launcher == PLAIT_LAUNCHER_SLURM ||
+         env.launcher == PLAIT_LAUNCHER_TORCHRUN))
+        return "plain";
+    return mode;
+}
+
 /* Log to <out_dir>/rank-<rank>.log. Returns 0, or -1 (warned) if it cannot. */
 static int open_rank_log(const char *out_dir, int rank) {
     char log_path[4200];
@@ -171,7 +187,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         snprintf(path, sizeof path, "%s/metrics.csv", out_dir);
         st = plait_metrics_open(&metrics, path, resume_dir != NULL, run->step);
         add_columns(&metrics, run->mesh.pp);
-        plait_progress_init(&progress, opts->progress ? opts->progress : plait_config_str(cfg, "run", "progress"),
+        plait_progress_init(&progress, progress_mode(cfg, opts->progress),
                             stdout, run->steps, plait_run_flops_per_token(run), 0);
         plait_run_print_summary(run, out_dir, resume_dir);
         progress.peak_flops = progress_peak(run, &progress);
