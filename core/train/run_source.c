@@ -61,6 +61,7 @@ plait_status plait_run_source_open(plait_run *run, const char *resume_dir, plait
     }
     plait_status st = plait_ckpt_open(resume_dir, &src->ck);
     if (st == PLAIT_OK) st = check_model_keys(run->cfg, src->ck);
+    if (st == PLAIT_OK) st = plait_ckpt_check_finite(src->ck);
     if (st != PLAIT_OK) {
         plait_run_source_close(src);
         return st;

@@ -39,6 +39,7 @@ struct plait_st_file {
 
 const char *plait_st_path(const plait_st_file *f) { return f->path; }
 size_t plait_st_count(const plait_st_file *f) { return f->n; }
+uint64_t plait_st_data_start(const plait_st_file *f) { return 8 + (uint64_t)f->header_len; }
 const plait_st_tensor *plait_st_tensor_at(const plait_st_file *f, size_t i) { return i < f->n ? &f->t[i] : NULL; }
 
 /* qsort has no context argument: the tensors being sorted, per thread. */

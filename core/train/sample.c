@@ -147,6 +147,11 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         if (plait_ckpt_open_latest(o->checkpoint, &ck) != PLAIT_OK || !ck)
             return plait_set_error(st, "%s", msg);
     }
+    st = plait_ckpt_check_finite(ck);
+    if (st != PLAIT_OK) {
+        plait_ckpt_close(ck);
+        return st;
+    }
     plait_run run;
     memset(&run, 0, sizeof run);
     plait_run_source src;

@@ -519,10 +519,18 @@ static void test_refuses_non_finite(void **state) {
         assert_int_equal(saved, PLAIT_OK);
         snprintf(dir, sizeof dir, "%s/ckpt-00000002", out);
         plait_ckpt *ck = NULL;
-        assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_ERR_PROTOCOL);
-        assert_null(ck);
+        /* tools may open it; using its values (resume, sample) is refused */
+        assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_OK);
+        assert_int_equal(plait_ckpt_check_finite(ck), PLAIT_ERR_PROTOCOL);
+        plait_ckpt_close(ck);
         assert_error_contains("model.safetensors: tensor transformer.h.0.attn.c_attn.weight holds a non-finite value");
         assert_error_contains(b ? "(Inf) at element 1 of 48" : "(NaN) at element 1 of 48");
+        /* plait sample refuses it the same way */
+        FILE *sink = tmpfile();
+        plait_sample_options o = {.checkpoint = dir, .prompt = "", .tokens = 1};
+        assert_int_not_equal(plait_sample(&o, sink), PLAIT_OK);
+        fclose(sink);
+        assert_error_contains("tensor transformer.h.0.attn.c_attn.weight holds a non-finite value");
     }
 }
 
