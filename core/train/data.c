@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "checkpoint/safetensors_crc32c.h"
 #include "runtime/map_guard.h"
 #include "runtime/regular_file.h"
-#include "train/safetensors_crc32c.h"
 
 #define LLMC_MAGIC_U16 20240520u
 #define LLMC_MAGIC_U32 20240801u

@@ -7,11 +7,11 @@
 #include <inttypes.h>
 #include <math.h>
 
-#include "train/checkpoint.h"
-#include "train/checkpoint_fs.h"
-#include "train/checkpoint_shard.h"
-#include "train/safetensors_crc32c.h"
-#include "train/sample.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/safetensors_crc32c.h"
+#include "checkpoint/checkpoint_fs.h"
+#include "cli/sample.h"
 
 static char scratch[PATH_MAX];
 
