@@ -16,10 +16,12 @@
  *   GATHER  key = prefix, value: u32 n, u32 index, contribution   -> OK (u32 len, bytes) * n
  *                                                                  | TIMEOUT value: u32 missing[]
  * A malformed request gets BAD_REQUEST and the connection is closed. Once a
- * client that spoke the protocol failed AUTH (a rank with another job token),
- * every wait (GET with a timeout, GATHER), parked or new, is answered
- * ABORTED with the reason as its value: the job cannot start, so nobody
- * waits out its timeout.
+ * client that spoke the protocol failed AUTH or gave up on the server's proof
+ * (a rank with another job token), every GATHER, parked or new, that still
+ * misses that rank's contribution is answered ABORTED with the reason as its
+ * value: it can never complete, so nobody waits out its timeout.
+ *
+ * Definitions only (no functions, no state).
  */
 #ifndef PLAIT_CORE_STORE_WIRE_H
 #define PLAIT_CORE_STORE_WIRE_H
