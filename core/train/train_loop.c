@@ -210,6 +210,9 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         int64_t done = run->step; /* steps completed */
         loss = res.loss;
         val_loss = -1;
+        /* The row's measurements (memory included) are the step's, taken
+         * before a checkpoint save adds its buffers. */
+        if (rank == 0) plait_run_fill_metrics(run, &metrics, &res, -1);
         /* The checkpoint is saved before the evaluation of the same step, so
          * an evaluation that fails never costs the checkpoint. */
         if ((ckpt_every > 0 && done % ckpt_every == 0) || done == run->steps) {
@@ -225,7 +228,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
             double tps = (double)tokens_per_step / res.t.step_s;
             double eta = (double)(run->steps - done) * elapsed / (double)(done - first_step);
             plait_progress_step(&progress, done, res.loss, val_loss, res.lr, tps, eta);
-            plait_run_fill_metrics(run, &metrics, &res, val_loss);
+            if (val_loss >= 0) plait_metrics_set_named(&metrics, "val_loss", val_loss);
             st = plait_metrics_row(&metrics);
         }
     }
