@@ -9,9 +9,9 @@ static struct sigaction previous;
 static pthread_once_t installed = PTHREAD_ONCE_INIT;
 
 static void on_sigbus(int sig, siginfo_t *info, void *uctx) {
-    const unsigned char *addr = info ? (const unsigned char *)info->si_addr : NULL;
+    const void *addr = info ? info->si_addr : NULL;
     for (plait_map_guard *g = innermost; g; g = g->outer)
-        if (addr >= g->lo && addr < g->hi) {
+        if (g->covers(g->ctx, addr)) {
             innermost = g->outer;
             siglongjmp(g->jump, 1);
         }
@@ -38,10 +38,10 @@ static void install(void) {
     sigaction(SIGBUS, &sa, &previous);
 }
 
-void plait_map_guard_enter(plait_map_guard *g, const void *map, size_t bytes) {
+void plait_map_guard_enter(plait_map_guard *g, plait_map_guard_covers covers, const void *ctx) {
     pthread_once(&installed, install);
-    g->lo = map;
-    g->hi = (const unsigned char *)map + bytes;
+    g->covers = covers;
+    g->ctx = ctx;
     g->outer = innermost;
     innermost = g;
 }

@@ -11,7 +11,7 @@
  * expression of an `if`):
  *
  *     plait_map_guard g;
- *     plait_map_guard_enter(&g, map, map_bytes);
+ *     plait_map_guard_enter(&g, covers, ctx);   // covers(ctx, addr): is addr in a guarded mapping?
  *     if (sigsetjmp(g.jump, 1) != 0) {
  *         plait_map_guard_leave(&g);
  *         return <error naming the file>;   // locals changed since sigsetjmp are indeterminate
@@ -19,8 +19,8 @@
  *     ... read the mapping ...
  *     plait_map_guard_leave(&g);
  *
- * Guards nest per thread (the innermost covers its range; a fault outside it
- * goes to the next). Thread-safe: each thread has its own guards; the SIGBUS
+ * Guards nest per thread (the innermost that covers the address takes the
+ * fault; one that covers none goes to the previous disposition). Thread-safe: each thread has its own guards; the SIGBUS
  * handler is installed once per process.
  */
 #ifndef PLAIT_CORE_RUNTIME_MAP_GUARD_H
@@ -29,13 +29,18 @@
 #include <setjmp.h>
 #include <stddef.h>
 
+/* Whether `addr` lies in one of the guarded mappings; called from the
+ * signal handler, so it may only read memory (no locks, no allocation). */
+typedef int (*plait_map_guard_covers)(const void *ctx, const void *addr);
+
 typedef struct plait_map_guard {
     sigjmp_buf jump;
-    const unsigned char *lo, *hi;
+    plait_map_guard_covers covers;
+    const void *ctx;
     struct plait_map_guard *outer;
 } plait_map_guard;
 
-void plait_map_guard_enter(plait_map_guard *g, const void *map, size_t bytes);
+void plait_map_guard_enter(plait_map_guard *g, plait_map_guard_covers covers, const void *ctx);
 void plait_map_guard_leave(plait_map_guard *g);
 
 #endif
