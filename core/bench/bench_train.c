@@ -13,9 +13,11 @@
 #include <string.h>
 
 #include "bench/sgemm_peak.h"
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
+#include "comm/comm.h"
+#include "model/kernels.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "train/run.h"
 
 #define MB (1024.0 * 1024.0)
@@ -32,7 +34,6 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
     plait_run *run = NULL;
     plait_status st = plait_run_open(cfg, NULL, &run);
     if (st != PLAIT_OK) return st;
-    const plait_coll_api *coll = plait_host_table()->coll;
     int rank = run->mesh.world_rank, world = run->mesh.world_size;
     /* the machine's peak with every core this host's ranks share, measured
      * by rank 0 while the others wait (sleeping); each size timed for 0.3 s,
@@ -40,7 +41,7 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
     int threads = plait_sgemm_peak_threads(plait_job_local_size(run->job));
     double peak = 0;
     if (rank == 0) peak = plait_sgemm_peak(threads, 0.3);
-    if (world > 1) st = coll->barrier(run->world, NULL, NULL);
+    if (world > 1) st = plait_comm_barrier(run->world, NULL, NULL);
     int64_t total = o->warmup + o->steps;
     double *rows = calloc((size_t)total * N_FIELDS, sizeof(double));
     if (!rows) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
@@ -62,7 +63,7 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         v[F_PP] = (double)r.t.pp_bytes;
         v[F_OPT] = (double)r.t.optim_bytes;
         v[F_RSS] = (double)plait_peak_rss();
-        if (world > 1) st = coll->allreduce(run->world, v, v, N_FIELDS, PLAIT_F64, PLAIT_MAX, NULL, NULL);
+        if (world > 1) st = plait_comm_allreduce(run->world, v, v, N_FIELDS, PLAIT_F64, PLAIT_MAX, NULL, NULL);
     }
     if (st == PLAIT_OK && rank == 0) {
         double med[N_FIELDS];
@@ -83,8 +84,8 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
                 "SGEMM peak %.1f GFLOP/s (%d threads); loss %.4f -> %.4f\n",
                 plait_config_path(cfg) ? plait_config_path(cfg) : "", run->spec->arch, run->mesh.dp, run->mesh.tp,
                 run->mesh.pp, plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"),
-                world, world == 1 ? "" : "s", plait_host_table()->math_threads(),
-                plait_host_table()->math_threads() == 1 ? "" : "s", (long long)run->batch.global_batch,
+                world, world == 1 ? "" : "s", plait_kernels_threads(),
+                plait_kernels_threads() == 1 ? "" : "s", (long long)run->batch.global_batch,
                 run->block_size, tokens, (long long)o->steps, (long long)o->warmup, peak / 1e9, threads,
                 first_loss, last_loss);
         fprintf(out, "# %9s %10s %6s %10s %9s %8s %9s %9s %9s %9s %11s\n", "ms/step", "tokens/s", "MFU", "compute_ms",
@@ -103,7 +104,7 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
                 fprintf(f, "%s,%d,%d,%d,%s,%s,%d,%d,%.3f,%.1f,%.4f,%.3f,%.3f,%.3f,%.0f,%.0f,%.0f,%.0f,%.1f\n",
                         plait_config_path(cfg) ? plait_config_path(cfg) : "", run->mesh.dp, run->mesh.tp, run->mesh.pp,
                         plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"), world,
-                        plait_host_table()->math_threads(), 1e3 * med[F_STEP], tps, mfu, 1e3 * med[F_COMPUTE],
+                        plait_kernels_threads(), 1e3 * med[F_STEP], tps, mfu, 1e3 * med[F_COMPUTE],
                         1e3 * med[F_COMM], 1e3 * med[F_IDLE], med[F_DP], med[F_TP], med[F_PP], med[F_OPT],
                         med[F_RSS] / MB);
                 fclose(f);

@@ -20,9 +20,9 @@
 
 #include "config/config.h"
 #include "model/model.h"
-#include "train/batch.h"
+#include "layout/batch.h"
 #include "train/grad_tree.h"
-#include "train/mesh.h"
+#include "layout/mesh.h"
 
 struct plait_job;
 struct plait_data;

@@ -16,11 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_shard.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_shard.h"
 #include "train/run_internal.h"
 
 plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir, plait_resume_mode mode, char **dir) {
@@ -71,7 +72,6 @@ static size_t global_numel(const plait_param *p) {
  * calls it for every (g, which) in the same order. */
 static plait_status gather_full(plait_run *run, int32_t g, const char *which, uint32_t tag, float *full,
                                 float *slice, float *slices) {
-    const plait_coll_api *coll = plait_host_table()->coll;
     const plait_param *gp = &run->spec->params[g];
     int32_t stage = run->plan.layer_stage[gp->layer];
     int owner = owner_of_stage(run, stage);
@@ -85,7 +85,7 @@ static plait_status gather_full(plait_run *run, int32_t g, const char *which, ui
         if (st == PLAIT_OK && dp0) {
             int tp = run->mesh.tp;
             if (tp > 1)
-                st = coll->gather(run->mesh.tp_comm, slice, slices, lp->numel, PLAIT_F32, 0, NULL, NULL);
+                st = plait_comm_gather(run->mesh.tp_comm, slice, slices, lp->numel, PLAIT_F32, 0, NULL, NULL);
             if (st == PLAIT_OK && me == owner) {
                 if (tp == 1 || lp->shard.parts <= 1) {
                     memcpy(full, slice, global_numel(gp) * sizeof(float));
@@ -97,12 +97,12 @@ static plait_status gather_full(plait_run *run, int32_t g, const char *which, ui
                     }
                 }
                 if (st == PLAIT_OK && owner != 0)
-                    st = coll->send(run->world, full, global_numel(gp), PLAIT_F32, 0, tag, NULL, NULL);
+                    st = plait_comm_send(run->world, full, global_numel(gp), PLAIT_F32, 0, tag, NULL);
             }
         }
     }
     if (st == PLAIT_OK && me == 0 && owner != 0)
-        st = coll->recv(run->world, full, global_numel(gp), PLAIT_F32, owner, tag, NULL, NULL);
+        st = plait_comm_recv(run->world, full, global_numel(gp), PLAIT_F32, owner, tag, NULL);
     return st;
 }
 
@@ -126,7 +126,6 @@ static plait_status write_model_meta(plait_run *run, plait_ckpt_writer *w) {
 }
 
 plait_status plait_run_save(plait_run *run, const char *out_dir) {
-    const plait_coll_api *coll = plait_host_table()->coll;
     const plait_model_spec *spec = run->spec;
     int me = run->mesh.world_rank;
     size_t max_global = 0, max_local = 0;
@@ -152,7 +151,7 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
     }
     /* Everyone learns whether rank 0 could start, so nobody waits for it. */
     int ok = st == PLAIT_OK;
-    plait_status cst = coll->broadcast(run->world, &ok, 1, PLAIT_I32, 0, NULL, NULL);
+    plait_status cst = plait_comm_broadcast(run->world, &ok, 1, PLAIT_I32, 0, NULL, NULL);
     if (cst != PLAIT_OK) st = cst;
     else if (!ok && me != 0) st = plait_set_error(PLAIT_ERR_SYSTEM, "rank 0 could not start the checkpoint");
     const char *const *states = run->opt->state_names;
@@ -193,7 +192,7 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
     plait_free(slices);
     /* The save is complete only when rank 0 committed; tell everyone. */
     ok = st == PLAIT_OK;
-    cst = coll->allreduce(run->world, &ok, &ok, 1, PLAIT_I32, PLAIT_MIN, NULL, NULL);
+    cst = plait_comm_allreduce(run->world, &ok, &ok, 1, PLAIT_I32, PLAIT_MIN, NULL, NULL);
     if (st == PLAIT_OK && cst != PLAIT_OK) st = cst;
     if (st == PLAIT_OK && !ok) st = plait_set_error(PLAIT_ERR_SYSTEM, "saving the checkpoint failed on another rank");
     if (st != PLAIT_OK) return plait_wrap_error(st, "checkpoint at step %" PRId64, run->step);

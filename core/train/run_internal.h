@@ -2,7 +2,7 @@
 #ifndef PLAIT_CORE_RUN_INTERNAL_H
 #define PLAIT_CORE_RUN_INTERNAL_H
 
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "train/run.h"
 
 /* Data of global micro-batch `global_mb` of `step` (split 0 = train, 1 =

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 

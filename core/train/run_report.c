@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/run_ckpt.h"
 
@@ -76,7 +77,7 @@ plait_status plait_run_gather_memory(plait_run *run, double *rows) {
     memcpy(r, mine, sizeof mine);
     if (world == 1) return PLAIT_OK;
     /* one row per rank, zeros elsewhere: the sum is a gather */
-    return plait_host_table()->coll->allreduce(run->world, rows, rows, (size_t)world * PLAIT_RUN_MEM_FIELDS,
+    return plait_comm_allreduce(run->world, rows, rows, (size_t)world * PLAIT_RUN_MEM_FIELDS,
                                                PLAIT_F64, PLAIT_SUM, NULL, NULL);
 }
 

@@ -4,7 +4,7 @@
 
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/run.h"
 #include "train/run_internal.h"
@@ -77,7 +77,7 @@ plait_status plait_run_load_parallel(plait_run *run) {
                                    "plugin = hybrid to combine dp, tp and pp",
                                    axis_label[a], sizes[a], name, axis_label[a]);
     plait_parallel_init init = {.struct_size = sizeof init,
-                                .host = plait_host_table(),
+                                .host = plait_plugin_host(),
                                 .config = run->cfg,
                                 .mesh = &run->mesh,
                                 .model = run->spec,
@@ -112,7 +112,7 @@ static plait_status load_optim(plait_run *run) {
 
 static plait_status create_optim(plait_run *run, const plait_value_source *src) {
     plait_optim_init init = {.struct_size = sizeof init,
-                             .host = plait_host_table(),
+                             .host = plait_plugin_host(),
                              .config = run->cfg,
                              .params = &run->params,
                              .dp_comm = run->mesh.dp_comm,

@@ -17,24 +17,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/net.h"
+#include "runtime/clock.h"
+#include "comm/comm.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 
-static double now_s(void) { return plait_host_table()->now(); }
+static double now_s(void) { return plait_clock_now(); }
 
 /* ---- activation slots ------------------------------------------------ */
 
 static plait_status wait_slot_sends(plait_run *run, int32_t slot) {
-    const plait_coll_api *coll = plait_host_table()->coll;
     plait_status st = PLAIT_OK;
     for (int k = 0; k < 2; k++) {
         plait_request **r = &run->send_req[slot * 2 + k];
         if (*r) {
-            plait_status w = coll->wait(*r);
+            plait_status w = plait_request_wait(*r);
             if (st == PLAIT_OK) st = w;
             *r = NULL;
         }
@@ -45,13 +45,12 @@ static plait_status wait_slot_sends(plait_run *run, int32_t slot) {
 /* 1 once every send posted from the slot's buffers has completed (polls,
  * never blocks). */
 static plait_status slot_sends_done(plait_run *run, int32_t slot, int *done) {
-    const plait_coll_api *coll = plait_host_table()->coll;
     *done = 1;
     for (int k = 0; k < 2; k++) {
         plait_request **r = &run->send_req[slot * 2 + k];
         if (!*r) continue;
         int d = 0;
-        plait_status st = coll->test(*r, &d);
+        plait_status st = plait_request_test(*r, &d);
         if (st != PLAIT_OK) {
             *r = NULL; /* test released it */
             return st;
@@ -116,32 +115,29 @@ static uint32_t pp_tag(int dir, int32_t boundary, int32_t mb) {
 
 static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint32_t tag, const char *what,
                             plait_step_timing *t) {
-    const plait_coll_api *coll = plait_host_table()->coll;
     double t0 = now_s();
-    plait_coll_opts opts = {.struct_size = sizeof opts, .label = what};
-    plait_status st = coll->recv(run->mesh.pp_comm, buf, plait_model_boundary_numel(run->model), PLAIT_F32,
-                                 from_stage, tag, &opts, NULL);
+    (void)what; /* point-to-point operations carry no label */
+    plait_status st = plait_comm_recv(run->mesh.pp_comm, buf, plait_model_boundary_numel(run->model), PLAIT_F32,
+                                      from_stage, tag, NULL);
     t->idle_s += now_s() - t0;
     return st;
 }
 
 static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *buf, int32_t to_stage, uint32_t tag,
                             const char *what, plait_step_timing *t) {
-    const plait_coll_api *coll = plait_host_table()->coll;
     /* At most one pending send of each kind per slot. A slot sends one
      * activation and one gradient per step, so this never waits in practice;
      * the other kind's send is left alone (waiting for it could deadlock as
      * in get_slot). */
     plait_request **r = &run->send_req[slot * 2 + k];
     if (*r) {
-        plait_status w = coll->wait(*r);
+        plait_status w = plait_request_wait(*r);
         *r = NULL;
         if (w != PLAIT_OK) return w;
     }
-    plait_coll_opts opts = {.struct_size = sizeof opts, .label = what};
+    (void)what; /* point-to-point operations carry no label */
     t->pp_bytes += plait_model_boundary_numel(run->model) * sizeof(float);
-    return coll->send(run->mesh.pp_comm, buf, plait_model_boundary_numel(run->model), PLAIT_F32, to_stage, tag,
-                      &opts, r);
+    return plait_comm_send(run->mesh.pp_comm, buf, plait_model_boundary_numel(run->model), PLAIT_F32, to_stage, tag, r);
 }
 
 /* ---- compute ------------------------------------------------------------ */
@@ -152,7 +148,7 @@ static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *bu
 static void debug_sleep(const plait_run *run, int units, plait_step_timing *t) {
     if (run->debug_sleep_s <= 0) return;
     double t0 = now_s();
-    plait_net_sleep(run->debug_sleep_s * units);
+    plait_clock_sleep(run->debug_sleep_s * units);
     t->compute_s += now_s() - t0;
 }
 
@@ -279,12 +275,11 @@ static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
  * measuring the bubble costs no extra collective. */
 static plait_status global_loss(plait_run *run, double *loss, plait_step_timing *t) {
     int64_t n = run->batch.global_batch / run->batch.micro_batch;
-    const plait_coll_api *coll = plait_host_table()->coll;
     plait_status st = PLAIT_OK;
     plait_coll_opts opts = {.struct_size = sizeof opts, .label = "step loss"};
     double t0 = now_s();
     if (run->mesh.world_size > 1)
-        st = coll->allreduce(run->world, run->mb_loss, run->mb_loss, (size_t)n + 2 * (size_t)run->mesh.pp, PLAIT_F64,
+        st = plait_comm_allreduce(run->world, run->mb_loss, run->mb_loss, (size_t)n + 2 * (size_t)run->mesh.pp, PLAIT_F64,
                              PLAIT_SUM, &opts, NULL);
     t->comm_s += now_s() - t0;
     if (st != PLAIT_OK) return st;

@@ -13,10 +13,11 @@
 #include <sys/stat.h>
 
 #include "bench/sgemm_peak.h"
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
 #include "comm/comm.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/metrics.h"
 #include "train/progress.h"
@@ -159,7 +160,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 0);
     int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
     int64_t ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
-    double started = plait_host_table()->now();
+    double started = plait_clock_now();
     int64_t first_step = run->step;
     double loss = NAN, val_loss = -1;
     while (st == PLAIT_OK && run->step < run->steps) {
@@ -174,7 +175,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
             if (st != PLAIT_OK) break;
         }
         if (rank == 0) {
-            double elapsed = plait_host_table()->now() - started;
+            double elapsed = plait_clock_now() - started;
             double tps = (double)tokens_per_step / res.t.step_s;
             double eta = (double)(run->steps - done) * elapsed / (double)(done - first_step);
             plait_progress_step(&progress, done, res.loss, val_loss, res.lr, tps, eta);
