@@ -4,6 +4,7 @@
 #include <stdarg.h>
 
 #include "comm/comm.h"
+#include "comm/sum_tree.h"
 #include "config/config.h"
 #include "model/kernels.h"
 #include "model/model.h"
@@ -59,6 +60,7 @@ static void build(void) {
         .plugin_ops = host_plugin_ops,
         .math_threads = plait_kernels_threads,
         .init_values = plait_model_init_values,
+        .sum_tree = plait_sum_tree_api_table(),
     };
 }
 

@@ -21,7 +21,7 @@
 #include "config/config.h"
 #include "model/model.h"
 #include "layout/batch.h"
-#include "train/grad_tree.h"
+#include "comm/sum_tree.h"
 #include "layout/mesh.h"
 
 struct plait_job;
@@ -101,7 +101,7 @@ typedef struct plait_run {
     struct plait_data *data;
 
     /* deterministic accumulation */
-    plait_grad_tree *tree;
+    plait_sum_tree *tree;
     float *grad_scratch;
 
     /* per-step scratch */

@@ -141,7 +141,8 @@ static plait_status alloc_step_scratch(plait_run *run) {
         !run->stage_idle_sum || !run->tokens || !run->targets)
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     if (run->deterministic && m > 1 && run->grad_flat) {
-        plait_status st = plait_grad_tree_create(run->flat_numel, m, &run->tree);
+        plait_status st = plait_sum_tree_create(run->flat_numel, PLAIT_F32, PLAIT_SUM, m, "deterministic accumulation",
+                                                &run->tree);
         if (st != PLAIT_OK) return st;
         run->grad_scratch = plait_alloc(run->flat_numel * sizeof(float) + 64, PLAIT_MEM_HOST, 64,
                                         "deterministic accumulation");
@@ -214,7 +215,7 @@ void plait_run_close(plait_run *run) {
     if (run->opt && run->opt_state) run->opt->destroy(run->opt_state);
     if (run->par && run->par_state) run->par->destroy(run->par_state);
     plait_model_free(run->model);
-    plait_grad_tree_free(run->tree);
+    plait_sum_tree_free(run->tree);
     plait_free(run->grad_scratch);
     plait_run_free_params(run);
     free(run->plan.shards);

@@ -206,7 +206,8 @@ static plait_status fold_grads(plait_run *run, int32_t layer, int32_t mb) {
     for (int32_t i = 0; i < run->params.n_params; i++) {
         plait_param *p = &run->params.params[i];
         if (p->layer != layer) continue;
-        plait_status st = plait_grad_tree_add(run->tree, mb, run->grad_scratch, run->grad_flat, p->flat_offset, p->numel);
+        plait_status st = plait_sum_tree_add(run->tree, mb, run->grad_scratch + p->flat_offset,
+                                             run->grad_flat + p->flat_offset, p->flat_offset, p->numel, NULL);
         if (st != PLAIT_OK) return st;
     }
     return PLAIT_OK;
@@ -283,7 +284,7 @@ static plait_status global_loss(plait_run *run, double *loss, plait_step_timing 
                              PLAIT_SUM, &opts, NULL);
     t->comm_s += now_s() - t0;
     if (st != PLAIT_OK) return st;
-    *loss = plait_tree_sum(run->mb_loss, n) / ((double)run->batch.global_batch * run->block_size);
+    *loss = plait_sum_tree_f64(run->mb_loss, (int32_t)n) / ((double)run->batch.global_batch * run->block_size);
     return PLAIT_OK;
 }
 

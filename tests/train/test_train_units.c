@@ -13,7 +13,7 @@
 
 #include "runtime/error.h"
 #include "layout/batch.h"
-#include "train/grad_tree.h"
+#include "comm/sum_tree.h"
 #include "layout/mesh.h"
 #include "train/run_source.h"
 #include "host/host_table.h"
@@ -80,16 +80,16 @@ static float tree_f(const float *v, int32_t n) {
 }
 
 static void run_tree(const float *mbs, int32_t m, size_t n, float *out) {
-    plait_grad_tree *t = NULL;
-    assert_int_equal(plait_grad_tree_create(n, m, &t), PLAIT_OK);
+    plait_sum_tree *t = NULL;
+    assert_int_equal(plait_sum_tree_create(n, PLAIT_F32, PLAIT_SUM, m, "test tree", &t), PLAIT_OK);
     float *fresh = malloc(n * sizeof(float));
     for (int32_t j = 0; j < m; j++) {
         memcpy(fresh, mbs + (size_t)j * n, n * sizeof(float));
-        assert_int_equal(plait_grad_tree_add(t, j, fresh, out, 0, n / 2), PLAIT_OK);
-        assert_int_equal(plait_grad_tree_add(t, j, fresh, out, n / 2, n - n / 2), PLAIT_OK);
+        assert_int_equal(plait_sum_tree_add(t, j, fresh, out, 0, n / 2, NULL), PLAIT_OK);
+        assert_int_equal(plait_sum_tree_add(t, j, fresh + n / 2, out + n / 2, n / 2, n - n / 2, NULL), PLAIT_OK);
     }
     free(fresh);
-    plait_grad_tree_free(t);
+    plait_sum_tree_free(t);
 }
 
 /* The accumulator equals the reference tree bit for bit, and splitting the
@@ -123,7 +123,7 @@ static void test_grad_tree_bits(void **state) {
         free(mbs);
     }
     double d[5] = {1e16, 1, -1e16, 1, 3};
-    assert_true(plait_tree_sum(d, 5) == ((1e16 + 1) + (-1e16 + 1)) + 3);
+    assert_true(plait_sum_tree_f64(d, 5) == ((1e16 + 1) + (-1e16 + 1)) + 3);
 }
 
 /* A resume continues the interrupted run's data position; another seed or

@@ -40,7 +40,7 @@ static void zero_destroy(void *sp) {
     h->free(z->copy_gshard);
     h->free(z->pshard);
     h->free(z->whole_grad);
-    optim_tree_free(&z->tree);
+    if (z->tree) z->tree_api->destroy(z->tree);
     zero_pool_free(z);
     zero_plan_free(z);
     free(z->trace_prev);
@@ -74,6 +74,19 @@ static plait_status zero_create(int stage, const plait_optim_init *init, void **
     z->micro_batches = init->local_micro_batches > 0 ? init->local_micro_batches : 1;
     z->deterministic = init->deterministic;
     z->tree_mode = stage >= 2 && z->deterministic && z->micro_batches > 1;
+    if (z->tree_mode) {
+        /* The accumulation must be the core's tree, bit for bit: no fallback. */
+        const plait_sum_tree_api *api = PLAIT_HOST_HAS(host, sum_tree) ? host->sum_tree : NULL;
+        if (!api || api->struct_size < offsetof(plait_sum_tree_api, destroy) + sizeof api->destroy) {
+            free(z);
+            return host->set_error(PLAIT_ERR_UNSUPPORTED,
+                                   "%s: deterministic accumulation needs the host's summation tree "
+                                   "(host->sum_tree, ABI 1.1); this core is ABI %u.%u",
+                                   name, PLAIT_ABI_VERSION_MAJOR(host->abi_version),
+                                   PLAIT_ABI_VERSION_MINOR(host->abi_version));
+        }
+        z->tree_api = api;
+    }
     char section[32];
     snprintf(section, sizeof section, "optim.%s", name);
     plait_value v;
@@ -207,10 +220,11 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
             return PLAIT_ERR_NO_MEMORY;
     }
     if (z->stage == 3 && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards"))) return PLAIT_ERR_NO_MEMORY;
-    if (z->tree_mode && !z->tree.host) {
+    if (z->tree_mode && !z->tree) {
         char tag[64];
         snprintf(tag, sizeof tag, "%s deterministic accumulation", z->name);
-        plait_status st = optim_tree_init(&z->tree, h, z->tree_numel, z->micro_batches, tag);
+        plait_status st =
+            z->tree_api->create(z->tree_numel, PLAIT_F32, PLAIT_SUM, z->micro_batches, tag, &z->tree);
         if (st != PLAIT_OK) return st;
     }
     if (z->stage == 3) {
@@ -357,7 +371,8 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     } else {
         m.buffer_bytes += 4 * (uint64_t)z->copy_shard_numel + 4 * (uint64_t)z->whole_numel;
         if (z->tree_mode) {
-            uint64_t tree = optim_tree_bytes(&z->tree), tplan = (uint64_t)optim_tree_max_levels(z->micro_batches) * 4 * z->tree_numel;
+            uint64_t tree = z->tree ? z->tree_api->bytes(z->tree) : 0,
+                     tplan = (uint64_t)z->tree_api->max_levels(z->micro_batches) * 4 * z->tree_numel;
             m.buffer_bytes += tree > tplan ? tree : tplan;
         }
     }

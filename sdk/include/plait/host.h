@@ -23,6 +23,7 @@
 #include <plait/coll.h>
 #include <plait/kernels.h>
 #include <plait/model.h>
+#include <plait/sum_tree.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -95,6 +96,12 @@ typedef struct plait_host {
      * [offset, offset+count) of `param` (a plait_param from the run's set). */
     plait_status (*init_values)(const plait_param *param, size_t offset, size_t count,
                                 float *dst);
+
+    /* --- ABI 1.1 ------------------------------------------------------ */
+    /* The core's deterministic summation tree (plait/sum_tree.h): sums that
+     * must be bit-identical to the core's, whatever the layout. Check
+     * PLAIT_HOST_HAS(host, sum_tree) (or declare abi_minor >= 1). */
+    const plait_sum_tree_api *sum_tree;
 } plait_host;
 
 /* True if `host` (a table from a possibly older core) has member `field`. */
