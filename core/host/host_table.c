@@ -6,6 +6,7 @@
 #include "comm/comm.h"
 #include "comm/sum_tree.h"
 #include "config/config.h"
+#include "layout/grad_order.h"
 #include "model/kernels.h"
 #include "model/model.h"
 #include "plugin/loader.h"
@@ -61,6 +62,7 @@ static void build(void) {
         .math_threads = plait_kernels_threads,
         .init_values = plait_model_init_values,
         .sum_tree = plait_sum_tree_api_table(),
+        .grad_finish_order = plait_grad_finish_order,
     };
 }
 

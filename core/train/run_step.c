@@ -19,6 +19,7 @@
 
 #include "runtime/clock.h"
 #include "comm/comm.h"
+#include "layout/grad_order.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -260,11 +261,29 @@ static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
         if (st == PLAIT_OK) st = w;
     }
     t->idle_s += now_s() - t0;
-    t0 = now_s();
-    if (st == PLAIT_OK && run->par->finish_grads) st = run->par->finish_grads(run->par_state);
-    if (st == PLAIT_OK && run->opt->finish_grads) st = run->opt->finish_grads(run->opt_state);
-    t->comm_s += now_s() - t0;
-    if (st == PLAIT_OK) combine_tied_grads(run);
+    /* In the one finish order (layout/grad_order.h). The parallel plugin
+     * finishes all its axes in one call, in that order itself. */
+    const plait_grad_finisher *order;
+    int32_t n_order = plait_grad_finish_order(&order);
+    int par_done = 0;
+    for (int32_t i = 0; st == PLAIT_OK && i < n_order; i++) {
+        t0 = now_s();
+        switch (order[i]) {
+        case PLAIT_GRAD_FINISH_DP:
+        case PLAIT_GRAD_FINISH_PP:
+        case PLAIT_GRAD_FINISH_TP:
+            if (!par_done && run->par->finish_grads) st = run->par->finish_grads(run->par_state);
+            par_done = 1;
+            break;
+        case PLAIT_GRAD_FINISH_OPTIM:
+            if (run->opt->finish_grads) st = run->opt->finish_grads(run->opt_state);
+            break;
+        case PLAIT_GRAD_FINISH_TIED:
+            combine_tied_grads(run);
+            continue; /* local arithmetic, not communication */
+        }
+        t->comm_s += now_s() - t0;
+    }
     return st;
 }
 

@@ -23,6 +23,7 @@
 #include <plait/coll.h>
 #include <plait/kernels.h>
 #include <plait/model.h>
+#include <plait/parallel.h>
 #include <plait/sum_tree.h>
 
 #ifdef __cplusplus
@@ -102,6 +103,10 @@ typedef struct plait_host {
      * must be bit-identical to the core's, whatever the layout. Check
      * PLAIT_HOST_HAS(host, sum_tree) (or declare abi_minor >= 1). */
     const plait_sum_tree_api *sum_tree;
+    /* The order in which a step's gradients finish (plait_grad_finisher in
+     * plait/parallel.h): stores a static array in *order (valid until the
+     * core exits) and returns its length. */
+    int32_t (*grad_finish_order)(const plait_grad_finisher **order);
 } plait_host;
 
 /* True if `host` (a table from a possibly older core) has member `field`. */

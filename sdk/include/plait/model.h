@@ -57,10 +57,11 @@ enum {
     /* Set by the core (ABI 1.0 addition, on this rank's parameters only) on
      * either member of a tied pair whose other member sits on another
      * pipeline stage (wte on the first stage, its copy on the last). The
-     * parallel plugin sums the pair's gradient over the embedding group in
-     * its finish_grads, which runs before the optimizer's: an optimizer that
-     * owns gradients (ZeRO-2/3) must keep such a parameter's local gradient
-     * whole in `grad` until then and reduce it over DP afterwards. */
+     * parallel plugin sums the pair's gradient over the embedding group
+     * (PLAIT_GRAD_FINISH_PP, before PLAIT_GRAD_FINISH_OPTIM in the finish
+     * order, plait_grad_finisher): an optimizer that owns gradients
+     * (ZeRO-2/3) must keep such a parameter's local gradient whole in `grad`
+     * until then and reduce it over DP afterwards. */
     PLAIT_PARAM_TIED_REMOTE = 1u << 2
 };
 

@@ -39,7 +39,8 @@ extern "C" {
  * minor loads and works unchanged in a newer core):
  *   1.0  the first release
  *   1.1  plait_host.sum_tree: the core's deterministic summation tree
- *        (plait/sum_tree.h) */
+ *        (plait/sum_tree.h); plait_host.grad_finish_order: the order in
+ *        which a step's gradients finish (plait_grad_finisher) */
 #define PLAIT_ABI_MAJOR 1
 #define PLAIT_ABI_MINOR 1
 #define PLAIT_ABI_VERSION ((uint32_t)((PLAIT_ABI_MAJOR << 16) | PLAIT_ABI_MINOR))
