@@ -133,27 +133,27 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     int32_t *ctx = NULL;
     double *probs = NULL;
     st = config_from_checkpoint(ck, &run.cfg);
-    if (st == PLAIT_OK) st = plait_model_describe(run.cfg, 1, &run.desc);
+    if (st == PLAIT_OK) st = plait_model_describe(run.cfg, 1, &run.model.desc);
     if (st == PLAIT_OK) {
-        run.spec = plait_model_desc_spec(run.desc);
-        run.batch = (plait_batch){.global_batch = 1, .micro_batch = 1, .accumulation = 1, .dp = 1};
-        run.block_size = run.spec->block_size;
+        run.model.spec = plait_model_desc_spec(run.model.desc);
+        run.layout.batch = (plait_batch){.global_batch = 1, .micro_batch = 1, .accumulation = 1, .dp = 1};
+        run.model.block_size = run.model.spec->block_size;
         st = plait_run_prefill_plan(&run);
     }
     if (st == PLAIT_OK) st = plait_run_build_params(&run);
     if (st == PLAIT_OK) st = plait_run_alloc_storage(&run);
     if (st == PLAIT_OK) {
-        plait_ckpt_source_init(&src.cks, ck, run.spec, &run.params);
+        plait_ckpt_source_init(&src.cks, ck, run.model.spec, &run.params.set);
         src.source = src.cks.src;
         src.ck = NULL; /* closed below, not by the source */
         have_src = 1;
         st = plait_run_source_fill_params(&run, &src);
     }
     if (st == PLAIT_OK) {
-        plait_model_layout layout = {.plan = &run.plan, .stage = 0, .params = &run.params, .max_slots = 1};
-        st = plait_model_create(run.desc, &layout, &run.model);
+        plait_model_layout layout = {.plan = &run.layout.plan, .stage = 0, .params = &run.params.set, .max_slots = 1};
+        st = plait_model_create(run.model.desc, &layout, &run.model.instance);
     }
-    int32_t V = run.spec ? run.spec->vocab_size : 0, T = run.block_size;
+    int32_t V = run.model.spec ? run.model.spec->vocab_size : 0, T = run.model.block_size;
     int64_t n = 0;
     if (st == PLAIT_OK) st = parse_prompt(o->prompt ? o->prompt : "", V, &ctx, &n);
     if (st == PLAIT_OK) {
@@ -176,10 +176,10 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         int64_t start = n > T ? n - T : 0, len = n - start;
         memset(window, 0, sizeof(int32_t) * (size_t)T);
         memcpy(window, ctx + start, sizeof(int32_t) * (size_t)len);
-        st = plait_model_set_batch(run.model, 0, window, NULL);
-        for (int32_t l = 0; st == PLAIT_OK && l < run.spec->n_layers; l++) st = plait_model_forward_layer(run.model, l, 0);
+        st = plait_model_set_batch(run.model.instance, 0, window, NULL);
+        for (int32_t l = 0; st == PLAIT_OK && l < run.model.spec->n_layers; l++) st = plait_model_forward_layer(run.model.instance, l, 0);
         if (st != PLAIT_OK) break;
-        const float *logits = plait_model_logits(run.model, 0) + (size_t)(len - 1) * (size_t)run.plan.vocab_padded;
+        const float *logits = plait_model_logits(run.model.instance, 0) + (size_t)(len - 1) * (size_t)run.layout.plan.vocab_padded;
         int32_t next = pick(logits, V, o->temperature, o->top_k, &rng, probs);
         ctx[n++] = next;
         if (V <= 256) fputc(next, out);
@@ -191,13 +191,13 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     free(probs);
     free(ctx);
     (void)have_src;
-    plait_model_free(run.model);
+    plait_model_free(run.model.instance);
     plait_run_free_params(&run);
-    free(run.plan.shards);
-    free(run.plan.layer_stage);
-    free(run.plan.layer_chunk);
-    free(run.plan.schedule);
-    plait_model_desc_free(run.desc);
+    free(run.layout.plan.shards);
+    free(run.layout.plan.layer_stage);
+    free(run.layout.plan.layer_chunk);
+    free(run.layout.plan.schedule);
+    plait_model_desc_free(run.model.desc);
     plait_config_free(run.cfg);
     plait_ckpt_close(ck);
     return st;
