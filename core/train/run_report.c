@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "model/tied.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -39,7 +40,7 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
     const plait_model_spec *s = run->model.spec;
     double n = 0;
     for (int32_t g = 0; g < s->n_params; g++) {
-        if (s->params[g].flags & PLAIT_PARAM_TIED_COPY) continue;
+        if (plait_tied_is_copy(&s->params[g])) continue;
         double e = 1;
         for (int d = 0; d < s->params[g].ndim; d++) e *= (double)s->params[g].shape[d];
         n += e;

@@ -20,6 +20,7 @@
 #include "runtime/clock.h"
 #include "comm/comm.h"
 #include "layout/grad_order.h"
+#include "model/tied.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -269,18 +270,11 @@ static plait_status backward_chunk(plait_run *run, int32_t chunk, int32_t mb, pl
     return st;
 }
 
-/* Sum the tied copy's gradient into its local original (embedding part +
- * head part, the canonical order), when the core owns gradients. */
+/* Sum the tied copy's gradient into its local original (model/tied.h),
+ * when the core owns gradients. */
 static void combine_tied_grads(plait_run *run) {
     if (run->optim.flags & PLAIT_OPTIM_REDUCES_GRADS) return; /* the optimizer does it after reducing */
-    for (int32_t i = 0; i < run->params.set.n_params; i++) {
-        plait_param *p = &run->params.set.params[i];
-        if (!(p->flags & PLAIT_PARAM_TIED_COPY) || p->tied_to < 0) continue;
-        int32_t o = run->params.local_of_global[p->tied_to];
-        if (o < 0) continue;
-        float *dst = run->params.set.params[o].grad;
-        for (size_t k = 0; k < p->numel; k++) dst[k] = dst[k] + p->grad[k];
-    }
+    plait_tied_fold_grads(&run->params.set);
 }
 
 static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {

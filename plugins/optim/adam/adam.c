@@ -94,7 +94,7 @@ static plait_status adam_create(const plait_optim_init *init, void **out) {
         adam_destroy(a);
         return st;
     }
-    for (int32_t i = 0; i < n; i++) a->owns_state[i] = !optim_tied_to_local(a->params, &a->params->params[i]);
+    for (int32_t i = 0; i < n; i++) a->owns_state[i] = plait_tied_local_original(a->params, &a->params->params[i]) < 0;
     *out = a;
     return PLAIT_OK;
 }
@@ -132,7 +132,7 @@ static plait_status adam_materialize(void *sp, const plait_value_source *src) {
     }
     for (int32_t i = 0; i < set->n_params; i++) {
         if (a->owns_state[i]) continue;
-        int32_t orig = optim_local_index(set, set->params[i].tied_to);
+        int32_t orig = plait_tied_local_original(set, &set->params[i]);
         a->exp_avg[i] = a->exp_avg[orig];
         a->exp_avg_sq[i] = a->exp_avg_sq[orig];
     }
@@ -203,7 +203,7 @@ static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_opt
 
 static plait_status adam_export(void *sp, int32_t param_index, const char *which, float *dst) {
     adam *a = sp;
-    int32_t i = optim_local_index(a->params, param_index);
+    int32_t i = plait_param_set_find(a->params, param_index);
     if (i < 0)
         return a->host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": parameter %d is not held by this rank", param_index);
     const plait_param *p = &a->params->params[i];

@@ -105,18 +105,6 @@ int optim_counts_in_norm(const optim_topology *topo, const plait_param *p) {
     return 1;
 }
 
-int32_t optim_local_index(const plait_param_set *set, int32_t global) {
-    /* Local parameters are in global order: try the direct position first. */
-    if (global >= 0 && global < set->n_params && set->params[global].index == global) return global;
-    for (int32_t i = 0; i < set->n_params; i++)
-        if (set->params[i].index == global) return i;
-    return -1;
-}
-
-int optim_tied_to_local(const plait_param_set *set, const plait_param *p) {
-    return (p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && optim_local_index(set, p->tied_to) >= 0;
-}
-
 void optim_sumsq_to_wire(const plait_sumsq_acc *acc, int64_t *wire) {
     for (int e = 0; e < PLAIT_SUMSQ_BINS; e++) {
         uint64_t lo = acc->bin[e][0], hi = acc->bin[e][1];

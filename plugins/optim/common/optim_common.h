@@ -103,13 +103,6 @@ plait_status optim_topology_from_init(const plait_optim_init *init, optim_topolo
  * (replicated-gradient) rule above. */
 int optim_counts_in_norm(const optim_topology *topo, const plait_param *p);
 
-/* Index of the local parameter whose global index is `global`, or -1. */
-int32_t optim_local_index(const plait_param_set *set, int32_t global);
-
-/* 1 if `p` is a tied copy whose original is also held by this rank (they
- * share storage and state: the optimizer skips the copy). */
-int optim_tied_to_local(const plait_param_set *set, const plait_param *p);
-
 /* Sum `local` over `world` exactly and return the global Σ g² as a double
  * (+Inf if any element anywhere was not finite). world == NULL or a
  * single-rank world: no communication. *bytes_sent (may be NULL) receives

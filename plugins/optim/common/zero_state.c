@@ -112,16 +112,16 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
         return st;
     }
     z->topo.dp_rank = 0; /* each rank counts its own slices of the reduced gradient */
-    /* A tied copy on another zero_stage than its original is kept whole (zero.h);
-     * a core too old to flag it (PLAIT_PARAM_TIED_REMOTE) leaves the original
-     * unmarked on its zero_stage, so such a layout is refused. */
+    /* A tied copy on another pipeline stage than its original is kept whole
+     * (zero.h); a core too old to flag it (PLAIT_PARAM_TIED_REMOTE) leaves the
+     * original unmarked on its stage, so such a layout is refused. */
     for (int32_t i = 0; zero_stage >= 2 && i < z->params->n_params; i++) {
         const plait_param *p = &z->params->params[i];
-        if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && !optim_tied_to_local(z->params, p) &&
+        if (plait_tied_original(p) >= 0 && plait_tied_local_original(z->params, p) < 0 &&
             !(p->flags & PLAIT_PARAM_TIED_REMOTE)) {
             zero_destroy(z);
             return host->set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "%s: %s is tied to a parameter on another pipeline zero_stage; its gradient must be "
+                                   "%s: %s is tied to a parameter on another pipeline stage; its gradient must be "
                                    "summed whole across the embedding group, which a sharded gradient cannot be. "
                                    "Use [optim] plugin = zero1 with pipeline parallelism",
                                    name, p->name);
@@ -304,10 +304,10 @@ static plait_status zero_after_backward(void *sp, int32_t layer, int32_t mb, int
 static plait_status zero_export(void *sp, int32_t param_index, const char *which, float *dst) {
     zero *z = sp;
     const plait_host *h = z->host;
-    int32_t i = optim_local_index(z->params, param_index);
+    int32_t i = plait_param_set_find(z->params, param_index);
     if (i < 0) return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: parameter %d is not held by this rank", z->name, param_index);
-    if (optim_tied_to_local(z->params, &z->params->params[i]))
-        i = optim_local_index(z->params, z->params->params[i].tied_to); /* shares the original's everything */
+    int32_t orig = plait_tied_local_original(z->params, &z->params->params[i]);
+    if (orig >= 0) i = orig; /* shares the original's everything */
     const plait_param *p = &z->params->params[i];
     if (!z->materialized) return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: export before materialize()", z->name);
     const float *base;
