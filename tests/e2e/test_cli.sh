@@ -11,7 +11,7 @@ $P --version | grep -q "plugin ABI v1.0" || fail "--version"
 help=$($P help train) && grep -q -- "--resume" <<<"$help" || fail "help train"
 out=$($P plugins)
 for k in "comm +tcp" "parallel +dp" "parallel +tp" "parallel +pp" "parallel +hybrid" "optim +adam"; do
-  grep -Eq "^$k +[0-9.]+ +1\.0 +available" <<<"$out" || fail "plait plugins does not list $k: $out"
+  grep -Eq "^$k +[0-9.]+ +1\.[0-9]+ +available" <<<"$out" || fail "plait plugins does not list $k: $out"
 done
 
 # a plugin for ABI v2 next to good ones: refused, named, both versions; the run goes on

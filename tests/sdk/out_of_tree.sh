@@ -9,7 +9,7 @@ test -f "$prefix/include/plait/plugin.h"
 test -f "$prefix/lib/pkgconfig/plait.pc" || test -f "$prefix/lib/x86_64-linux-gnu/pkgconfig/plait.pc"
 
 # 1. CMake package
-cmake -S "$src/sdk/example" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >/dev/null
+cmake -S "$src/sdk/examples/sgd" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >/dev/null
 cmake --build "$work/cmake-build" >/dev/null
 lib=$(find "$work/cmake-build" -name 'libplait-optim-sgd.so' | head -n1)
 test -n "$lib"
@@ -18,7 +18,7 @@ test -n "$lib"
 pcdir=$(dirname "$(find "$prefix" -name plait.pc | head -n1)")
 mkdir -p "$work/pc-build"
 cc -std=c17 -Wall -Wextra -Werror -fPIC -shared $(PKG_CONFIG_PATH=$pcdir pkg-config --cflags plait) \
-   "$src/sdk/example/sgd.c" -o "$work/pc-build/libplait-optim-sgd.so"
+   "$src/sdk/examples/sgd/sgd.c" -o "$work/pc-build/libplait-optim-sgd.so"
 # the entry symbol is the only export
 exports=$(nm -D --defined-only "$work/pc-build/libplait-optim-sgd.so" | awk '$2 == "T" {print $3}')
 [ "$exports" = "plait_plugin_v1" ] || { echo "unexpected exports: $exports"; exit 1; }
