@@ -423,7 +423,7 @@ static void uds_abort(void *comm, const char *reason) {
     if (!f->lost_reason[0]) snprintf(f->lost_reason, sizeof f->lost_reason, "uds: aborted: %s", reason);
     for (int p = 0; p < f->size; p++) {
         if (f->peers[p].fd >= 0) shutdown(f->peers[p].fd, SHUT_RDWR);
-        if (p != f->rank) lose_peer(f, p, f->lost_reason);
+        if (p != f->rank) lose_peer(f, p, "is cut off: this rank aborted its communication");
     }
     pthread_mutex_unlock(&f->mu);
 }
