@@ -383,8 +383,8 @@ void kit_check_progress(kit_p2p *k, kit_outcome *o) {
     if (st != PLAIT_OK)
         kit_fail(o, "progress", "rank %d: test() failed: %s", k->rank, plait_last_error());
     else if (!rdone || !sdone)
-        kit_fail(o, "progress", "rank %d: a %zu-byte %s still pending after %g s of test() calls: without "
-                 "PLAIT_COMM_ASYNC_PROGRESS, test() itself must move data", k->rank, bytes,
+        kit_fail(o, "progress", "rank %d: a %zu-byte %s still pending after %g s of test() calls: without the "
+                 "flag PLAIT_COMM_ASYNC_PROGRESS, test() itself must move data", k->rank, bytes,
                  !rdone ? "receive was" : "send was", k->timeout_s);
     else if (got != bytes || intact(rb, got, prev_rank(k), 0x50u, 0))
         kit_fail(o, "delivery", "rank %d: the %zu-byte message arrived altered", k->rank, bytes);
@@ -419,8 +419,8 @@ void kit_check_timeout(kit_p2p *k, kit_outcome *o) {
     plait_status w = k->ops->wait(k->comm, rr, 0.2, NULL);
     double took = plait_net_now() - t0;
     if (w != PLAIT_ERR_TIMEOUT) {
-        kit_fail(o, "timeout", "rank %d: wait(0.2 s) on a receive nobody had sent returned '%s' (%s), not "
-                 "PLAIT_ERR_TIMEOUT", k->rank, plait_status_name(w), w == PLAIT_OK ? "" : plait_last_error());
+        kit_fail(o, "timeout", "rank %d: wait(0.2 s) on a receive nobody had sent returned '%s' (%s), "
+                 "not PLAIT_ERR_TIMEOUT", k->rank, plait_status_name(w), w == PLAIT_OK ? "" : plait_last_error());
         rr = NULL;
     } else if (took > 0.2 + 2.0) {
         kit_fail(o, "timeout", "rank %d: wait(0.2 s) returned after %.1f s", k->rank, took);

@@ -18,14 +18,14 @@ static const struct {
                  "pending request forward; test() alone completes a request whose peer does its part"},
     {"timeout", "plait/comm.h [timeout]: wait() whose timeout expires returns PLAIT_ERR_TIMEOUT and leaves the "
                 "request pending; a later wait completes it"},
-    {"loss", "plait/comm.h [loss]: a dead peer fails every pending and later request with it with "
-             "PLAIT_ERR_PEER_LOST; abort() fails the communicator's requests at once"},
+    {"loss", "plait/comm.h [loss]: a dead peer fails every pending and later request with it "
+             "with PLAIT_ERR_PEER_LOST; abort() fails the communicator's requests at once"},
     {"cleanup", "plait/comm.h [cleanup]: after destroy() of every communicator the plugin holds no file "
                 "descriptors or threads it created for them"},
     {"tags", "plait/comm.h [tags]: every uint32_t is a valid tag and distinct tags never match each other"},
     {"zero", "plait/comm.h [zero]: zero-byte messages match and complete receives and keep their place in order"},
-    {"truncation", "plait/comm.h irecv: a message longer than the receive buffer fails that request with "
-                   "PLAIT_ERR_PROTOCOL, never an overrun, and later messages still arrive"},
+    {"truncation", "plait/comm.h irecv: a message longer than the receive buffer fails that request "
+                   "with PLAIT_ERR_PROTOCOL, never an overrun, and later messages still arrive"},
     {"collectives", "plait/comm.h: the core builds every collective on isend/irecv; each must give the "
                     "exact result (#wrong 0) for every dtype"},
     {"split", "plait/comm.h derive: a child communicator over a subset, in the order given, keeps its "
