@@ -13,9 +13,11 @@
 #include <string.h>
 
 #include "bench/sgemm_peak.h"
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
+#include "comm/comm.h"
+#include "model/kernels.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "train/run.h"
 
 #define MB (1024.0 * 1024.0)
@@ -32,15 +34,14 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
     plait_run *run = NULL;
     plait_status st = plait_run_open(cfg, NULL, &run);
     if (st != PLAIT_OK) return st;
-    const plait_coll_api *coll = plait_host_table()->coll;
-    int rank = run->mesh.world_rank, world = run->mesh.world_size;
+    int rank = run->world.mesh.world_rank, world = run->world.mesh.world_size;
     /* the machine's peak with every core this host's ranks share, measured
      * by rank 0 while the others wait (sleeping); each size timed for 0.3 s,
      * long enough on a shared machine to catch a quiet moment */
-    int threads = plait_sgemm_peak_threads(plait_job_local_size(run->job));
+    int threads = plait_sgemm_peak_threads(plait_job_local_size(run->world.job));
     double peak = 0;
     if (rank == 0) peak = plait_sgemm_peak(threads, 0.3);
-    if (world > 1) st = coll->barrier(run->world, NULL, NULL);
+    if (world > 1) st = plait_comm_barrier(run->world.comm, NULL, NULL);
     int64_t total = o->warmup + o->steps;
     double *rows = calloc((size_t)total * N_FIELDS, sizeof(double));
     if (!rows) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
@@ -62,7 +63,7 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         v[F_PP] = (double)r.t.pp_bytes;
         v[F_OPT] = (double)r.t.optim_bytes;
         v[F_RSS] = (double)plait_peak_rss();
-        if (world > 1) st = coll->allreduce(run->world, v, v, N_FIELDS, PLAIT_F64, PLAIT_MAX, NULL, NULL);
+        if (world > 1) st = plait_comm_allreduce(run->world.comm, v, v, N_FIELDS, PLAIT_F64, PLAIT_MAX, NULL, NULL);
     }
     if (st == PLAIT_OK && rank == 0) {
         double med[N_FIELDS];
@@ -73,7 +74,7 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
             med[f] = col[o->steps / 2];
         }
         free(col);
-        double tokens = (double)run->batch.global_batch * run->block_size;
+        double tokens = (double)run->layout.batch.global_batch * run->model.block_size;
         double tps = tokens / med[F_STEP];
         double fpt = plait_run_flops_per_token(run);
         double mfu = peak > 0 ? tps * fpt / peak : 0;
@@ -81,11 +82,11 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
                 "# plait bench train %s: %s, dp %d x tp %d x pp %d (%s), optimizer %s, %d rank%s x %d thread%s\n"
                 "# global batch %lld x %d tokens = %.0f tokens/step; %lld timed steps after %lld warm-up; "
                 "SGEMM peak %.1f GFLOP/s (%d threads); loss %.4f -> %.4f\n",
-                plait_config_path(cfg) ? plait_config_path(cfg) : "", run->spec->arch, run->mesh.dp, run->mesh.tp,
-                run->mesh.pp, plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"),
-                world, world == 1 ? "" : "s", plait_host_table()->math_threads(),
-                plait_host_table()->math_threads() == 1 ? "" : "s", (long long)run->batch.global_batch,
-                run->block_size, tokens, (long long)o->steps, (long long)o->warmup, peak / 1e9, threads,
+                plait_config_path(cfg) ? plait_config_path(cfg) : "", run->model.spec->arch, run->world.mesh.dp, run->world.mesh.tp,
+                run->world.mesh.pp, plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"),
+                world, world == 1 ? "" : "s", plait_kernels_threads(),
+                plait_kernels_threads() == 1 ? "" : "s", (long long)run->layout.batch.global_batch,
+                run->model.block_size, tokens, (long long)o->steps, (long long)o->warmup, peak / 1e9, threads,
                 first_loss, last_loss);
         fprintf(out, "# %9s %10s %6s %10s %9s %8s %9s %9s %9s %9s %11s\n", "ms/step", "tokens/s", "MFU", "compute_ms",
                 "comm_ms", "idle_ms", "dp_MB", "tp_MB", "pp_MB", "optim_MB", "peak_rss_MB");
@@ -101,9 +102,9 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
                     fprintf(f, "config,dp,tp,pp,parallel,optim,ranks,threads,ms_per_step,tokens_per_s,mfu,compute_ms,"
                                "comm_ms,idle_ms,dp_bytes,tp_bytes,pp_bytes,optim_bytes,peak_rss_mb\n");
                 fprintf(f, "%s,%d,%d,%d,%s,%s,%d,%d,%.3f,%.1f,%.4f,%.3f,%.3f,%.3f,%.0f,%.0f,%.0f,%.0f,%.1f\n",
-                        plait_config_path(cfg) ? plait_config_path(cfg) : "", run->mesh.dp, run->mesh.tp, run->mesh.pp,
+                        plait_config_path(cfg) ? plait_config_path(cfg) : "", run->world.mesh.dp, run->world.mesh.tp, run->world.mesh.pp,
                         plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"), world,
-                        plait_host_table()->math_threads(), 1e3 * med[F_STEP], tps, mfu, 1e3 * med[F_COMPUTE],
+                        plait_kernels_threads(), 1e3 * med[F_STEP], tps, mfu, 1e3 * med[F_COMPUTE],
                         1e3 * med[F_COMM], 1e3 * med[F_IDLE], med[F_DP], med[F_TP], med[F_PP], med[F_OPT],
                         med[F_RSS] / MB);
                 fclose(f);
@@ -113,7 +114,7 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         }
     }
     free(rows);
-    if (st != PLAIT_OK) run->failed = 1;
+    if (st != PLAIT_OK) run->world.failed = 1;
     plait_run_close(run);
     return st;
 }

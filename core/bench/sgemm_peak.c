@@ -4,11 +4,12 @@
 #include <unistd.h>
 
 #include "model/kernels.h"
-#include "runtime/host.h"
+#include "runtime/clock.h"
+#include "runtime/memory.h"
 
 int plait_sgemm_peak_threads(int local_ranks) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = plait_host_table()->math_threads() * (local_ranks > 0 ? local_ranks : 1);
+    int threads = plait_kernels_threads() * (local_ranks > 0 ? local_ranks : 1);
     if (cores > 0 && threads > cores) threads = (int)cores;
     return threads;
 }
@@ -16,7 +17,7 @@ int plait_sgemm_peak_threads(int local_ranks) {
 /* The best rate rather than the mean: on a shared machine a measurement
  * that catches a slow moment would understate the peak and inflate MFU. */
 double plait_sgemm_peak(int threads, double seconds) {
-    const plait_kernels *k = plait_host_table()->kernels;
+    const plait_kernels *k = plait_kernels_table();
     const int64_t sizes[2] = {1024, 2048};
     const int64_t nmax = 2048;
     uint64_t rss_before = plait_peak_rss();
@@ -29,13 +30,13 @@ double plait_sgemm_peak(int threads, double seconds) {
     for (int s = 0; s < 2; s++) {
         int64_t n = sizes[s];
         k->sgemm(0, 1, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n); /* warm-up */
-        double start = plait_host_table()->now();
+        double start = plait_clock_now();
         do {
-            double t0 = plait_host_table()->now();
+            double t0 = plait_clock_now();
             k->sgemm(0, 1, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n);
-            double flops = 2.0 * (double)n * n * n / (plait_host_table()->now() - t0);
+            double flops = 2.0 * (double)n * n * n / (plait_clock_now() - t0);
             if (flops > best) best = flops;
-        } while (plait_host_table()->now() - start < seconds);
+        } while (plait_clock_now() - start < seconds);
     }
     plait_kernels_set_threads(before);
     plait_free(a);

@@ -8,10 +8,11 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
 #include "conformance/kit_comm.h"
 #include "conformance/kit_report.h"
 #include "config/config_value.h"
+#include "host/host_table.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 
@@ -94,7 +95,7 @@ static int comm_rank(const kit_args *a, const plait_plugin_desc *d) {
     snprintf(rep->title, sizeof rep->title, "plait plugin test: comm/%s %s (needs ABI %u.%u; this plait %d.%d), "
              "%d ranks, timeout %g s\n  %s", d->name, d->version, d->abi_major, d->abi_minor, PLAIT_ABI_MAJOR,
              PLAIT_ABI_MINOR, plait_job_size(job), a->timeout_s, a->path);
-    kit_comm_opts o = {.timeout_s = a->timeout_s, .large_bytes = (size_t)a->large, .lose_peer = 1};
+    kit_comm_opts o = {.host = plait_host_table(), .timeout_s = a->timeout_s, .large_bytes = (size_t)a->large, .lose_peer = 1};
     plait_kit_comm_run(job, d, cfg, &o, rep);
     int rc = 0;
     if (plait_job_rank(job) == 0) {

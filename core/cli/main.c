@@ -2,10 +2,10 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "comm/launch.h"
+#include "launch/launch.h"
 #include "plugin/loader.h"
 #include "runtime/log.h"
-#include "runtime/runtime.h"
+#include "host/host_table.h"
 
 int main(int argc, char **argv) {
     plait_log_init_from_env();
@@ -40,8 +40,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (nranks > 0) return plait_cli_launch(nranks, argc, argv);
-    plait_runtime_init();
+    plait_host_install();
     int rc = c->run(argc - 1, argv + 1);
-    plait_runtime_shutdown();
+    plait_host_uninstall();
     return rc;
 }

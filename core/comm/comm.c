@@ -6,8 +6,9 @@
 #include <string.h>
 
 #include "comm/request.h"
+#include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
 
 static const char *const algo_names[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "native"};
@@ -163,7 +164,7 @@ plait_status plait_comm_create_world(const plait_comm_ops *ops, const plait_conf
     if (factory) c->factory = *factory;
 
     plait_comm_init ia = {.struct_size = sizeof ia,
-                          .host = plait_host_table(),
+                          .host = plait_plugin_host(),
                           .config = config,
                           .bootstrap = bootstrap,
                           .world_rank = c->rank,

@@ -1,5 +1,5 @@
 /*
- * Glue between the job (comm/bootstrap.h: launcher detection, rendezvous
+ * Glue between the job (launch/bootstrap.h: launcher detection, rendezvous
  * store, world bootstrap) and the core communicator (comm/comm.h).
  */
 #ifndef PLAIT_CORE_COMM_JOB_H
@@ -7,7 +7,7 @@
 
 #include <plait/plugin.h>
 
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
 #include "comm/comm.h"
 
 /* A factory whose bootstraps are plait_job_bootstrap_for() views of the

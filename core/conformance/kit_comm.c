@@ -11,7 +11,6 @@
 #include "comm/comm.h"
 #include "comm/comm_job.h"
 #include "comm/reduce.h"
-#include "runtime/host.h"
 
 /* Entries of a /proc/self directory (file descriptors, threads). */
 static int count_entries(const char *dir) {
@@ -54,8 +53,8 @@ static void run_check(kit_p2p *k, const char *name, const char *rule, p2p_check 
 
 /* A plugin communicator over the whole job on a fresh bootstrap namespace,
  * so repeated init() calls never read each other's keys. */
-static plait_status raw_init(plait_job *job, const plait_config *cfg, const char *key, kit_p2p *k,
-                             plait_bootstrap **bs_out) {
+static plait_status raw_init(plait_job *job, const plait_config *cfg, const plait_host *host, const char *key,
+                             kit_p2p *k, plait_bootstrap **bs_out) {
     int n = plait_job_size(job), *members = malloc(sizeof(int) * (size_t)n);
     if (!members) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     for (int i = 0; i < n; i++) members[i] = i;
@@ -64,8 +63,7 @@ static plait_status raw_init(plait_job *job, const plait_config *cfg, const char
     if (st == PLAIT_OK) st = plait_job_bootstrap_for(job, id, n, members, bs_out);
     free(members);
     if (st != PLAIT_OK) return st;
-    /* the host table is the plugin's window on the core: the kit hands it over like the communicator does */
-    plait_comm_init args = {.struct_size = sizeof args, .host = plait_host_table(), .config = cfg,
+    plait_comm_init args = {.struct_size = sizeof args, .host = host, .config = cfg,
                             .bootstrap = *bs_out, .world_rank = plait_job_rank(job), .world_size = n};
     st = k->ops->init(&args, &k->comm);
     if (st != PLAIT_OK) {
@@ -174,7 +172,7 @@ void plait_kit_comm_run(plait_job *job, const plait_plugin_desc *desc, const pla
                  .timeout_s = opts->timeout_s, .large_bytes = opts->large_bytes, .bs = world};
     plait_bootstrap *bs_a = NULL, *bs_b = NULL;
     kit_outcome o = {0};
-    if (raw_init(job, cfg, "kit/a", &k, &bs_a) != PLAIT_OK)
+    if (raw_init(job, cfg, opts->host, "kit/a", &k, &bs_a) != PLAIT_OK)
         kit_fail(&o, "setup", "rank %d: init(): %s", k.rank, plait_last_error());
     else
         snprintf(o.why, sizeof o.why, "%d ranks, flags 0x%x%s", k.size, desc->ops ? k.ops->flags : 0,
@@ -207,7 +205,7 @@ void plait_kit_comm_run(plait_job *job, const plait_plugin_desc *desc, const pla
     kit_p2p kb = k;
     kb.comm = NULL;
     kit_outcome ao = {0};
-    if (raw_init(job, cfg, "kit/b", &kb, &bs_b) != PLAIT_OK)
+    if (raw_init(job, cfg, opts->host, "kit/b", &kb, &bs_b) != PLAIT_OK)
         kit_fail(&ao, "setup", "rank %d: a second init(): %s", k.rank, plait_last_error());
     else if (world->barrier(world->ctx) == PLAIT_OK)
         kit_check_abort(&kb, &ao);
@@ -219,7 +217,7 @@ void plait_kit_comm_run(plait_job *job, const plait_plugin_desc *desc, const pla
     /* last: one rank exits in the middle; only the survivors report (rank 0's view) */
     plait_bootstrap *bs_c = NULL;
     kit_outcome lo = {0};
-    if (raw_init(job, cfg, "kit/c", &k, &bs_c) != PLAIT_OK)
+    if (raw_init(job, cfg, opts->host, "kit/c", &k, &bs_c) != PLAIT_OK)
         kit_fail(&lo, "setup", "rank %d: a third init(): %s", k.rank, plait_last_error());
     else
         kit_check_peer_lost(&k, &lo);

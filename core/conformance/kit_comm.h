@@ -19,10 +19,11 @@
 #include <plait/comm.h>
 #include <plait/plugin.h>
 
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
 #include "conformance/kit_report.h"
 
 typedef struct kit_comm_opts {
+    const plait_host *host; /* the host table handed to the plugin (the CLI's) */
     double timeout_s;     /* the longest one check waits */
     size_t large_bytes;   /* size of the large-message check */
     int lose_peer;        /* end with the peer-lost check: the last rank exits in the middle of it */

@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm/net.h"
+#include "runtime/clock.h"
 
 typedef struct aborter {
     kit_p2p *k;
@@ -52,9 +52,9 @@ void kit_check_abort(kit_p2p *k, kit_outcome *o) {
         kit_fail(o, "setup", "rank %d: cannot start a thread", k->rank);
         return;
     }
-    double t0 = plait_net_now();
+    double t0 = plait_clock_now();
     st = k->ops->wait(k->comm, rr, k->timeout_s, NULL);
-    double took = plait_net_now() - t0;
+    double took = plait_clock_now() - t0;
     pthread_join(t, NULL);
     const char *bad = judge_failure(st, took, a.delay_s + 2.0);
     if (*bad) {
@@ -67,11 +67,11 @@ void kit_check_abort(kit_p2p *k, kit_outcome *o) {
     void *sr = NULL;
     b.ptr = sb;
     b.bytes = sizeof sb;
-    t0 = plait_net_now();
+    t0 = plait_clock_now();
     st = k->ops->isend(k->comm, &b, (k->rank + 1) % k->size, 0x71u, NULL, &sr);
     if (st == PLAIT_OK) st = k->ops->wait(k->comm, sr, k->timeout_s, NULL);
     else if (st == PLAIT_ERR_TIMEOUT) st = PLAIT_ERR_INTERNAL; /* posting cannot time out */
-    took = plait_net_now() - t0;
+    took = plait_clock_now() - t0;
     bad = judge_failure(st, took, 2.0);
     if (*bad && st == PLAIT_OK) bad = "completed after abort()";
     if (*bad) {
@@ -91,10 +91,10 @@ void kit_check_peer_lost(kit_p2p *k, kit_outcome *o) {
     char *rb = malloc(64);
     void *rr = NULL;
     plait_buffer b = {.ptr = rb, .bytes = 64, .kind = PLAIT_MEM_HOST, .device = -1};
-    double t0 = plait_net_now();
+    double t0 = plait_clock_now();
     plait_status st = rb ? k->ops->irecv(k->comm, &b, victim, 0x72u, NULL, &rr) : PLAIT_ERR_NO_MEMORY;
     if (st == PLAIT_OK) st = k->ops->wait(k->comm, rr, k->timeout_s, NULL);
-    double took = plait_net_now() - t0;
+    double took = plait_clock_now() - t0;
     if (st == PLAIT_OK || st == PLAIT_ERR_TIMEOUT) {
         kit_fail(o, "loss", "rank %d: a receive from rank %d, which exited, %s", k->rank, victim,
                  st == PLAIT_OK ? "completed" : "was still pending when the wait timed out");

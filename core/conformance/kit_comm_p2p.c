@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "comm/net.h"
+#include "runtime/clock.h"
 
 void kit_fail(kit_outcome *o, const char *rule, const char *fmt, ...) {
     if (o->verdict == KIT_FAIL) return;
@@ -58,7 +58,7 @@ static plait_status post(kit_p2p *k, int is_send, void *buf, size_t bytes, int p
 
 /* wait() with what is left until `deadline` (at least a millisecond). */
 static plait_status wait_until(kit_p2p *k, void *req, double deadline, size_t *bytes) {
-    double left = deadline - plait_net_now();
+    double left = deadline - plait_clock_now();
     return k->ops->wait(k->comm, req, left > 1e-3 ? left : 1e-3, bytes);
 }
 
@@ -141,7 +141,7 @@ void kit_check_order(kit_p2p *k, kit_outcome *o) {
         kit_fail(o, "order", "rank %d: posting a message failed: %s", k->rank, plait_last_error());
         goto out;
     }
-    double deadline = plait_net_now() + k->timeout_s;
+    double deadline = plait_clock_now() + k->timeout_s;
     for (size_t i = 0; i < per; i++)
         if (rreq[i]) {
             rst[i] = wait_until(k, rreq[i], deadline, &got[i]);
@@ -201,7 +201,7 @@ static void ring_exchange(kit_p2p *k, kit_outcome *o, const char *rule, int n, c
         st = sb[i] ? post(k, 1, sb[i], sizes[i], next_rank(k), tags[i], &sr[i]) : PLAIT_ERR_NO_MEMORY;
     }
     if (st != PLAIT_OK) kit_fail(o, rule, "rank %d: posting failed: %s", k->rank, plait_last_error());
-    double deadline = plait_net_now() + k->timeout_s;
+    double deadline = plait_clock_now() + k->timeout_s;
     for (int i = 0; i < n; i++) {
         if (!rr[i]) continue;
         size_t got = 0;
@@ -266,7 +266,7 @@ void kit_check_posting(kit_p2p *k, kit_outcome *o) {
     if (st == PLAIT_OK) st = k->bs->barrier(k->bs->ctx);
     for (int i = 0; i < 2 && st == PLAIT_OK; i++) st = post(k, 0, rb[i], sizes[i], prev_rank(k), tags[i], &rr[i]);
     if (st != PLAIT_OK) kit_fail(o, "posting", "rank %d: posting failed: %s", k->rank, plait_last_error());
-    double deadline = plait_net_now() + k->timeout_s;
+    double deadline = plait_clock_now() + k->timeout_s;
     for (int i = 0; i < 2; i++) {
         if (!rr[i]) continue;
         size_t got = 0;
@@ -315,7 +315,7 @@ void kit_check_truncation(kit_p2p *k, kit_outcome *o) {
     if (st == PLAIT_OK) st = post(k, 1, sb, LONG, next_rank(k), 0x40u, &s1);
     if (st == PLAIT_OK) st = post(k, 1, sb2, 16, next_rank(k), 0x40u, &s2);
     if (st != PLAIT_OK) kit_fail(o, "truncation", "rank %d: posting failed: %s", k->rank, plait_last_error());
-    double deadline = plait_net_now() + k->timeout_s;
+    double deadline = plait_clock_now() + k->timeout_s;
     size_t got = 0;
     plait_status w = r1 ? wait_until(k, r1, deadline, &got) : PLAIT_ERR_INTERNAL;
     if (w == PLAIT_ERR_TIMEOUT)
@@ -365,10 +365,10 @@ void kit_check_progress(kit_p2p *k, kit_outcome *o) {
         return; /* buffers stay: a request may be pending */
     }
     /* only test(), a millisecond apart, as the core does while it computes */
-    double deadline = plait_net_now() + k->timeout_s;
+    double deadline = plait_clock_now() + k->timeout_s;
     int rdone = 0, sdone = 0;
     size_t got = 0;
-    while ((!rdone || !sdone) && plait_net_now() < deadline) {
+    while ((!rdone || !sdone) && plait_clock_now() < deadline) {
         if (!rdone) {
             st = k->ops->test(k->comm, rr, &rdone, &got);
             if (st != PLAIT_OK) break;
@@ -390,8 +390,8 @@ void kit_check_progress(kit_p2p *k, kit_outcome *o) {
         kit_fail(o, "delivery", "rank %d: the %zu-byte message arrived altered", k->rank, bytes);
     if (st != PLAIT_OK || !rdone || !sdone) {
         /* finish with wait() so the next checks start clean; keep buffers if that fails too */
-        if ((rdone || wait_until(k, rr, plait_net_now() + k->timeout_s, NULL) != PLAIT_ERR_TIMEOUT) &&
-            (sdone || wait_until(k, sr, plait_net_now() + k->timeout_s, NULL) != PLAIT_ERR_TIMEOUT)) {
+        if ((rdone || wait_until(k, rr, plait_clock_now() + k->timeout_s, NULL) != PLAIT_ERR_TIMEOUT) &&
+            (sdone || wait_until(k, sr, plait_clock_now() + k->timeout_s, NULL) != PLAIT_ERR_TIMEOUT)) {
             free(sb);
             free(rb);
         }
@@ -415,9 +415,9 @@ void kit_check_timeout(kit_p2p *k, kit_outcome *o) {
         kit_fail(o, "timeout", "rank %d: posting a receive failed: %s", k->rank, plait_last_error());
         return;
     }
-    double t0 = plait_net_now();
+    double t0 = plait_clock_now();
     plait_status w = k->ops->wait(k->comm, rr, 0.2, NULL);
-    double took = plait_net_now() - t0;
+    double took = plait_clock_now() - t0;
     if (w != PLAIT_ERR_TIMEOUT) {
         kit_fail(o, "timeout", "rank %d: wait(0.2 s) on a receive nobody had sent returned '%s' (%s), "
                  "not PLAIT_ERR_TIMEOUT", k->rank, plait_status_name(w), w == PLAIT_OK ? "" : plait_last_error());
@@ -428,7 +428,7 @@ void kit_check_timeout(kit_p2p *k, kit_outcome *o) {
     /* now the message is sent; the same request must complete */
     st = k->bs->barrier(k->bs->ctx);
     if (st == PLAIT_OK) st = post(k, 1, sb, 32, next_rank(k), 0x60u, &sr);
-    double deadline = plait_net_now() + k->timeout_s;
+    double deadline = plait_clock_now() + k->timeout_s;
     size_t got = 0;
     if (rr) {
         w = wait_until(k, rr, deadline, &got);

@@ -10,7 +10,7 @@
 #include "model/kernels.h"
 #include "model/model_internal.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 
 #define ALIGN_FLOATS 16 /* 64-byte alignment of every buffer inside a slot */
 

@@ -13,11 +13,11 @@ static plait_status init_read(void *ctx, int32_t index, const char *which, size_
     plait_run *run = ctx;
     if (strcmp(which, "param") != 0)
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "a fresh run has no optimizer state '%s'", which);
-    int32_t l = run->local_of_global[index];
+    int32_t l = run->params.local_of_global[index];
     if (l < 0) return plait_set_error(PLAIT_ERR_INVALID_ARG, "parameter %d is not on this rank", index);
-    plait_param as = run->params.params[l];
+    plait_param as = run->params.set.params[l];
     if ((as.flags & PLAIT_PARAM_TIED_COPY) && as.tied_to >= 0) {
-        as.name = run->spec->params[as.tied_to].name;
+        as.name = run->model.spec->params[as.tied_to].name;
         as.index = as.tied_to;
     }
     return plait_model_init_values(&as, offset, count, dst);
@@ -32,16 +32,16 @@ plait_status plait_run_source_open(plait_run *run, const char *resume_dir, plait
     }
     plait_status st = plait_ckpt_open(resume_dir, &src->ck);
     if (st != PLAIT_OK) return st;
-    plait_ckpt_source_init(&src->cks, src->ck, run->spec, &run->params);
+    plait_ckpt_source_init(&src->cks, src->ck, run->model.spec, &run->params.set);
     src->source = src->cks.src;
     return PLAIT_OK;
 }
 
 plait_status plait_run_source_fill_params(plait_run *run, plait_run_source *src) {
-    for (int32_t i = 0; i < run->params.n_params; i++) {
-        plait_param *p = &run->params.params[i];
+    for (int32_t i = 0; i < run->params.set.n_params; i++) {
+        plait_param *p = &run->params.set.params[i];
         int shared = 0;
-        for (int32_t j = 0; j < i && !shared; j++) shared = run->params.params[j].data == p->data;
+        for (int32_t j = 0; j < i && !shared; j++) shared = run->params.set.params[j].data == p->data;
         if (shared) continue;
         plait_status st = src->source.read(src->source.ctx, p->index, "param", 0, p->numel, p->data);
         if (st != PLAIT_OK) return plait_wrap_error(st, "initial values of %s", p->name);
@@ -98,10 +98,10 @@ plait_status plait_run_source_restore_state(plait_run *run, plait_run_source *sr
     plait_run_data_record(run, &now);
     unsigned differs;
     plait_status st = plait_run_check_resume(state, plait_ckpt_dir(src->ck), run->seed, &now,
-                                             run->mesh.world_rank == 0, &differs);
+                                             run->world.mesh.world_rank == 0, &differs);
     if (st != PLAIT_OK) return st;
     run->step = state->step;
-    if (run->opt->set_step) run->opt->set_step(run->opt_state, state->optim_step);
+    if (run->optim.ops->set_step) run->optim.ops->set_step(run->optim.state, state->optim_step);
     return PLAIT_OK;
 }
 

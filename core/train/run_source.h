@@ -7,7 +7,7 @@
 #ifndef PLAIT_CORE_RUN_SOURCE_H
 #define PLAIT_CORE_RUN_SOURCE_H
 
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "train/run.h"
 
 typedef struct plait_run_source {

@@ -31,7 +31,8 @@
 #include "plugin/loader.h"
 #include "plugin/plugin_check.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
+#include "host/host_table.h"
 
 static char *const g_noenv[] = {NULL};
 
@@ -257,6 +258,7 @@ static void test_verbs(void **state) {
 #endif
 
 int main(void) {
+    plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
 #ifdef HAVE_NCCL_PLUGIN
         cmocka_unit_test(test_nccl),

@@ -30,7 +30,8 @@
 #include "mock_gpu.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
+#include "host/host_table.h"
 
 #define MAXR 8
 
@@ -525,6 +526,7 @@ static void test_no_driver(void **state) {
 }
 
 int main(void) {
+    plait_host_install(); /* plugins are handed the core's host table */
     g_desc = plait_plugin_load(PLAIT_KIND_COMM, "nccl");
     if (!g_desc) {
         fprintf(stderr, "cannot load the nccl plugin: %s\n", plait_last_error());
