@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/sgemm_peak.h"
+#include "model/sgemm_peak.h"
 #include "launch/bootstrap.h"
 #include "comm/comm.h"
 #include "model/kernels.h"

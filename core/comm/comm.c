@@ -76,7 +76,7 @@ static uint32_t child_comm_id(uint32_t parent, uint32_t split_no, uint32_t color
 /* ---- creation -------------------------------------------------------- */
 
 static int ops_complete(const plait_comm_ops *ops) {
-    return ops && ops->struct_size >= offsetof(plait_comm_ops, coll) + sizeof ops->coll &&
+    return ops && ops->struct_size >= offsetof(plait_comm_ops, native_coll) + sizeof ops->native_coll &&
            ops->init && ops->derive && ops->destroy && ops->isend && ops->irecv && ops->test &&
            ops->wait;
 }

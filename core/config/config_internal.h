@@ -8,7 +8,7 @@
 struct cfg_decl {
     char *section;
     char *owner;
-    plait_param_decl decl;  /* strings owned (copied) */
+    plait_key_decl decl;  /* strings owned (copied) */
     size_t order;
     /* effective value after finalize */
     int has_value;

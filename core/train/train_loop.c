@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "bench/sgemm_peak.h"
+#include "model/sgemm_peak.h"
 #include "launch/bootstrap.h"
 #include "comm/comm.h"
 #include "runtime/clock.h"

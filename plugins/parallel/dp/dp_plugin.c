@@ -334,17 +334,17 @@ static const plait_parallel_ops dp_ops = {
     .destroy = dp_destroy,
 };
 
-static const plait_param_decl dp_params[] = {
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "bucket_size", PLAIT_PARAM_BYTES, "25M", 4, 1099511627776.0,
+static const plait_key_decl dp_params[] = {
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "25M", 4, 1099511627776.0,
      NULL, "gradient bucket size; each bucket's all-reduce starts once its gradients are final"},
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "overlap", PLAIT_PARAM_BOOL, "true", 1, 0, NULL,
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "overlap", PLAIT_KEY_BOOL, "true", 1, 0, NULL,
      "start bucket reductions during the backward pass (false: all after it)"},
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL | PLAIT_PARAM_HIDDEN, "debug_skip_reduce", PLAIT_PARAM_BOOL,
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL | PLAIT_KEY_HIDDEN, "debug_skip_reduce", PLAIT_KEY_BOOL,
      "false", 1, 0, NULL, "debug: skip gradient communication (wrong results; measures its overhead)"},
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "verify_params", PLAIT_PARAM_BOOL, "true", 1, 0, NULL,
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "verify_params", PLAIT_KEY_BOOL, "true", 1, 0, NULL,
      "check by checksum that replicas are identical after the initial broadcast"},
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL | PLAIT_PARAM_HIDDEN, "debug_perturb_replicas",
-     PLAIT_PARAM_ENUM, "off", 1, 0, perturb_choices,
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL | PLAIT_KEY_HIDDEN, "debug_perturb_replicas",
+     PLAIT_KEY_ENUM, "off", 1, 0, perturb_choices,
      "debug: DP ranks > 0 shift their parameters before the initial broadcast (it must repair them) or after "
      "it (verify_params must fail); tests the broadcast and the checksum"},
 };
@@ -360,7 +360,7 @@ static const plait_plugin_desc dp_desc = {
     .description = "data parallelism: replicas, bucketed gradient all-reduce overlapped with backward",
     .params = dp_params,
     .n_params = sizeof dp_params / sizeof dp_params[0],
-    .param_size = sizeof(plait_param_decl),
+    .param_size = sizeof(plait_key_decl),
     .ops = &dp_ops,
 };
 

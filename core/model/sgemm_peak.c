@@ -1,4 +1,4 @@
-#include "bench/sgemm_peak.h"
+#include "model/sgemm_peak.h"
 
 #include <stdint.h>
 #include <unistd.h>
