@@ -198,7 +198,7 @@ static int bench_comm(int argc, char **argv) {
         return usage_error("%s", "--op is required");
     }
     plait_config *cfg = NULL;
-    if (plait_cli_load_comm_config(comm_name, n_over, over, &cfg) != PLAIT_OK) {
+    if (plait_cli_load_plugin_config(PLAIT_KIND_COMM, comm_name, NULL, n_over, over, &cfg) != PLAIT_OK) {
         free(over);
         plait_cli_print_error("configuration");
         return 2;

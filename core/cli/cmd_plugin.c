@@ -10,9 +10,9 @@
 #include "cli/cli.h"
 #include "launch/bootstrap.h"
 #include "conformance/kit_comm.h"
+#include "conformance/kit_optim.h"
 #include "conformance/kit_report.h"
 #include "config/config_value.h"
-#include "host/host_table.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 
@@ -38,10 +38,19 @@ static const char plugin_usage[] =
     "  cleanup      no file descriptor or thread left after destroy()\n"
     "  peer-lost    the last rank exits mid-operation: receives from it fail with 'peer lost'\n"
     "\n"
+    "optim plugins, in this process, on three parameters the kit owns (4.1 K elements):\n"
+    "  step-math    3 steps against the reference math its state names imply (exp_avg, exp_avg_sq:\n"
+    "               AdamW; momentum: SGD with momentum), with warmup, cosine decay, clipping by the\n"
+    "               global norm and weight decay; the lr and norm it reports\n"
+    "  state-restore  state exported after 2 steps and materialized anew continues bit for bit\n"
+    "  memory       memory() counts parameters, gradients and each state tensor (4 B per element)\n"
+    "  (plugins that own storage or reduce gradients themselves, like ZeRO, are not checked yet)\n"
+    "\n"
     "  --ranks LIST   rank counts, comma-separated, each 2..64 (default 2,4,8)\n"
     "  --timeout S    the longest any check waits, seconds (default 10)\n"
     "  --large SIZE   bytes of the large message (default 16M)\n"
-    "  section.key=value  configuration for the plugin's init, e.g. comm.tcp.streams=1\n"
+    "  section.key=value  configuration for the plugin, e.g. comm.tcp.streams=1 (optim: after the kit's\n"
+    "                 own [optim] values: lr 0.05, warmup 1, decay over 4 steps, grad_clip 0.5)\n"
     "\n"
     "Exit status: 0 when every check passed, 1 when one failed, 2 for usage errors.\n";
 
@@ -76,7 +85,7 @@ static uint32_t kind_of_path(const char *path) {
 /* One rank of a comm job: run the checks, rank 0 prints the table. */
 static int comm_rank(const kit_args *a, const plait_plugin_desc *d) {
     plait_config *cfg = NULL;
-    if (plait_cli_load_comm_config(a->path, a->n_over, a->over, &cfg) != PLAIT_OK) {
+    if (plait_cli_load_plugin_config(PLAIT_KIND_COMM, a->path, NULL, a->n_over, a->over, &cfg) != PLAIT_OK) {
         plait_cli_print_error("configuration");
         return 2;
     }
@@ -95,7 +104,7 @@ static int comm_rank(const kit_args *a, const plait_plugin_desc *d) {
     snprintf(rep->title, sizeof rep->title, "plait plugin test: comm/%s %s (needs ABI %u.%u; this plait %d.%d), "
              "%d ranks, timeout %g s\n  %s", d->name, d->version, d->abi_major, d->abi_minor, PLAIT_ABI_MAJOR,
              PLAIT_ABI_MINOR, plait_job_size(job), a->timeout_s, a->path);
-    kit_comm_opts o = {.host = plait_host_table(), .timeout_s = a->timeout_s, .large_bytes = (size_t)a->large, .lose_peer = 1};
+    kit_comm_opts o = {.host = plait_plugin_host(), .timeout_s = a->timeout_s, .large_bytes = (size_t)a->large, .lose_peer = 1};
     plait_kit_comm_run(job, d, cfg, &o, rep);
     int rc = 0;
     if (plait_job_rank(job) == 0) {
@@ -105,6 +114,30 @@ static int comm_rank(const kit_args *a, const plait_plugin_desc *d) {
     }
     free(rep);
     plait_job_leave(job, 1); /* a rank exited on purpose: nobody waits for it */
+    plait_config_free(cfg);
+    return rc;
+}
+
+/* An optimizer: one process, the kit's [optim] settings, then the user's. */
+static int optim_test(const kit_args *a, const plait_plugin_desc *d) {
+    plait_config *cfg = NULL;
+    if (plait_cli_load_plugin_config(PLAIT_KIND_OPTIM, a->path, kit_optim_overrides, a->n_over, a->over, &cfg) !=
+        PLAIT_OK) {
+        plait_cli_print_error("configuration");
+        return 2;
+    }
+    kit_report *rep = calloc(1, sizeof *rep);
+    if (!rep) {
+        plait_config_free(cfg);
+        return 1;
+    }
+    snprintf(rep->title, sizeof rep->title, "plait plugin test: optim/%s %s (needs ABI %u.%u; this plait %d.%d)\n  %s",
+             d->name, d->version, d->abi_major, d->abi_minor, PLAIT_ABI_MAJOR, PLAIT_ABI_MINOR, a->path);
+    plait_kit_optim_run(d, cfg, plait_plugin_host(), rep);
+    kit_report_print(rep, stdout);
+    int rc = kit_report_failures(rep) ? 1 : 0;
+    printf("plait plugin test: %s %s\n", a->path, rc ? "FAILED" : "passed every check");
+    free(rep);
     plait_config_free(cfg);
     return rc;
 }
@@ -190,13 +223,14 @@ static int plugin_test(int argc, char **argv) {
             plait_cli_print_error("plugin test");
             rc = 1;
         }
-        if (d && kind != PLAIT_KIND_COMM) {
-            fprintf(stderr, "plait plugin test: checking %s plugins is not implemented yet; comm plugins are\n",
-                    plait_kind_name(kind));
+        if (d && kind == PLAIT_KIND_PARALLEL) {
+            fprintf(stderr, "plait plugin test: checking parallel plugins is not implemented yet; comm and optim "
+                            "plugins are\n");
             rc = 2;
         }
     }
-    if (!rc) rc = getenv("PLAIT_RANK") ? comm_rank(&a, d) : comm_jobs(&a, argc, argv);
+    if (!rc && kind == PLAIT_KIND_OPTIM) rc = optim_test(&a, d);
+    else if (!rc) rc = getenv("PLAIT_RANK") ? comm_rank(&a, d) : comm_jobs(&a, argc, argv);
     free(a.over);
     return rc;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # usage: abi_compat.sh PLAIT V10_DIR NOW_DIR WORK_DIR SOURCE_DIR
-# The example plugins built against the frozen ABI v1.0 headers (V10_DIR)
+# A transport and an optimizer built against the frozen ABI v1.0 headers (V10_DIR)
 # load in today's core, pass the conformance kit, and train exactly like
 # the same sources built against today's headers (NOW_DIR).
 set -euo pipefail

@@ -16,6 +16,9 @@
  * Collective tags (bit 31 set) pass through untouched, so the core's
  * collectives keep working and each copy fails its own rule.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* nanosleep */
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
