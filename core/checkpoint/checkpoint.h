@@ -57,8 +57,8 @@
  * concurrent: an open checkpoint is read-only and every accessor is
  * thread-safe. Files are memory-mapped, so readers touch only what they use.
  */
-#ifndef PLAIT_CORE_TRAIN_CHECKPOINT_H
-#define PLAIT_CORE_TRAIN_CHECKPOINT_H
+#ifndef PLAIT_CORE_CHECKPOINT_H
+#define PLAIT_CORE_CHECKPOINT_H
 
 #include <stddef.h>
 #include <stdint.h>

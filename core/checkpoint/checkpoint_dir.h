@@ -1,9 +1,12 @@
 /*
  * Internal helpers shared by the checkpoint writer and reader: directory
  * names ("ckpt-<digits>", at least 8 digits written) and scanning.
+ *
+ * Thread-safety: no shared state; the directories themselves are written
+ * by one rank's run thread (rank 0), so no two writers race in-process.
  */
-#ifndef PLAIT_CORE_TRAIN_CHECKPOINT_DIR_H
-#define PLAIT_CORE_TRAIN_CHECKPOINT_DIR_H
+#ifndef PLAIT_CORE_CHECKPOINT_DIR_H
+#define PLAIT_CORE_CHECKPOINT_DIR_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * error (naming the path and the errno text) and returns PLAIT_ERR_SYSTEM on
  * failure. Thread-safe (no shared state).
  */
-#ifndef PLAIT_CORE_TRAIN_CHECKPOINT_FS_H
-#define PLAIT_CORE_TRAIN_CHECKPOINT_FS_H
+#ifndef PLAIT_CORE_CHECKPOINT_FS_H
+#define PLAIT_CORE_CHECKPOINT_FS_H
 
 #include <stddef.h>
 #include <stdint.h>

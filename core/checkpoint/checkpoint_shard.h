@@ -9,8 +9,8 @@
  * full tensors, and to assemble full tensors from slices when saving.
  * Pure functions, thread-safe.
  */
-#ifndef PLAIT_CORE_TRAIN_CHECKPOINT_SHARD_H
-#define PLAIT_CORE_TRAIN_CHECKPOINT_SHARD_H
+#ifndef PLAIT_CORE_CHECKPOINT_SHARD_H
+#define PLAIT_CORE_CHECKPOINT_SHARD_H
 
 #include <stddef.h>
 #include <stdint.h>

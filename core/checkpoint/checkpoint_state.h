@@ -2,9 +2,12 @@
  * state.json of a checkpoint (its format is in checkpoint.h): the run state,
  * the manifest of the two tensor files and the free-form meta, rendered and
  * parsed strictly. Internal to the checkpoint module.
+ *
+ * Thread-safety: pure functions over caller-owned structs and buffers (no
+ * shared state); safe from any thread.
  */
-#ifndef PLAIT_CORE_TRAIN_CHECKPOINT_STATE_H
-#define PLAIT_CORE_TRAIN_CHECKPOINT_STATE_H
+#ifndef PLAIT_CORE_CHECKPOINT_STATE_H
+#define PLAIT_CORE_CHECKPOINT_STATE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -25,8 +25,8 @@
  *
  * Little-endian hosts only (x86-64, aarch64), as the format itself.
  */
-#ifndef PLAIT_CORE_TRAIN_SAFETENSORS_H
-#define PLAIT_CORE_TRAIN_SAFETENSORS_H
+#ifndef PLAIT_CORE_CHECKPOINT_SAFETENSORS_H
+#define PLAIT_CORE_CHECKPOINT_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>

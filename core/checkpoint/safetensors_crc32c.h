@@ -3,8 +3,8 @@
  * Uses the SSE4.2 crc32 instruction when the CPU has it (checked once at run
  * time), a table otherwise; both give the same values. Thread-safe.
  */
-#ifndef PLAIT_CORE_TRAIN_SAFETENSORS_CRC32C_H
-#define PLAIT_CORE_TRAIN_SAFETENSORS_CRC32C_H
+#ifndef PLAIT_CORE_CHECKPOINT_SAFETENSORS_CRC32C_H
+#define PLAIT_CORE_CHECKPOINT_SAFETENSORS_CRC32C_H
 
 #include <stddef.h>
 #include <stdint.h>

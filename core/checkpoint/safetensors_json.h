@@ -16,8 +16,8 @@
  * Thread-safety: a document is immutable after parsing; different documents
  * are independent.
  */
-#ifndef PLAIT_CORE_TRAIN_SAFETENSORS_JSON_H
-#define PLAIT_CORE_TRAIN_SAFETENSORS_JSON_H
+#ifndef PLAIT_CORE_CHECKPOINT_SAFETENSORS_JSON_H
+#define PLAIT_CORE_CHECKPOINT_SAFETENSORS_JSON_H
 
 #include <stddef.h>
 #include <stdint.h>

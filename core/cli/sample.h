@@ -5,6 +5,9 @@
  * is greedy argmax decoding). Each new token runs the model over the last
  * block_size tokens of the context (no key/value cache: the models plait
  * trains here are small enough that this costs milliseconds).
+ *
+ * Not thread-safe: it sets the process's math threads; the CLI calls it
+ * once from its main thread.
  */
 #ifndef PLAIT_CORE_SAMPLE_H
 #define PLAIT_CORE_SAMPLE_H

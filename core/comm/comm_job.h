@@ -1,6 +1,10 @@
 /*
  * Glue between the job (launch/bootstrap.h: launcher detection, rendezvous
  * store, world bootstrap) and the core communicator (comm/comm.h).
+ *
+ * Thread-safety: creating the world is collective over the job's ranks and
+ * made by one thread per rank; the bootstrap factory may be called from any
+ * thread that creates a communicator (splits serialise on the job's store).
  */
 #ifndef PLAIT_CORE_COMM_JOB_H
 #define PLAIT_CORE_COMM_JOB_H

@@ -1,4 +1,8 @@
-/* Shared between the config/ sources; not for other modules. */
+/* Shared between the config/ sources; not for other modules.
+ *
+ * Thread-safety: a config is built by one thread (declare, load,
+ * finalize); after finalize it is read-only and any thread may read it.
+ */
 #ifndef PLAIT_CORE_CONFIG_INTERNAL_H
 #define PLAIT_CORE_CONFIG_INTERNAL_H
 

@@ -1,5 +1,7 @@
 /*
  * Parsing and describing typed configuration values (internal to config/).
+ *
+ * Thread-safety: pure parsing and formatting functions (no shared state).
  */
 #ifndef PLAIT_CORE_CONFIG_VALUE_H
 #define PLAIT_CORE_CONFIG_VALUE_H

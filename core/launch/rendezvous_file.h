@@ -4,6 +4,8 @@
  * node): rank 0 publishes its store's port and a fresh token in a mode-0600
  * file inside a per-user mode-0700 directory; the other ranks wait for it.
  * See bootstrap.h for where it lives.
+ *
+ * Thread-safety: no shared state; each rank uses it from its joining thread.
  */
 #ifndef PLAIT_CORE_RENDEZVOUS_FILE_H
 #define PLAIT_CORE_RENDEZVOUS_FILE_H

@@ -12,6 +12,8 @@
  *   GATHER  key = prefix, value: u32 n, u32 index, contribution   -> OK (u32 len, bytes) * n
  *                                                                  | TIMEOUT value: u32 missing[]
  * A malformed request gets BAD_REQUEST and the connection is closed.
+ *
+ * Definitions only (no functions, no state).
  */
 #ifndef PLAIT_CORE_STORE_WIRE_H
 #define PLAIT_CORE_STORE_WIRE_H

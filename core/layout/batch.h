@@ -5,6 +5,8 @@
  * defaults fill in (micro_batch 8, accumulation_steps 1); give none and the
  * run uses micro_batch 8, accumulation_steps 1. A contradiction, or a global
  * batch that the layout cannot split evenly, is one error naming all three.
+ *
+ * Thread-safety: pure arithmetic over caller-owned structs.
  */
 #ifndef PLAIT_CORE_BATCH_H
 #define PLAIT_CORE_BATCH_H

@@ -2,6 +2,9 @@
  * The 3-D device mesh dp × tp × pp over the world. `order` lists the axes
  * innermost first (default "tp,dp,pp": tensor-parallel ranks are neighbours,
  * so they share a host and its fastest links, as Megatron-LM lays them out).
+ *
+ * Thread-safety: creating and releasing the group communicators is
+ * collective over the world, made by the thread that drives the run.
  */
 #ifndef PLAIT_CORE_MESH_H
 #define PLAIT_CORE_MESH_H

@@ -1,6 +1,9 @@
 /*
  * Shared by the model's files (model_desc.c, param_init.c, shard.c, gpt*.c,
  * mlp.c): the description's layout and the executable model's state.
+ *
+ * Not thread-safe: one thread drives a model (the kernels it calls use
+ * the math thread pool themselves).
  */
 #ifndef PLAIT_CORE_MODEL_INTERNAL_H
 #define PLAIT_CORE_MODEL_INTERNAL_H

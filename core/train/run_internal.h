@@ -1,4 +1,7 @@
-/* Functions shared by the run_*.c files; not for other modules. */
+/* Functions shared by the run_*.c files; not for other modules.
+ *
+ * Not thread-safe: one thread drives a run (train/run.h).
+ */
 #ifndef PLAIT_CORE_RUN_INTERNAL_H
 #define PLAIT_CORE_RUN_INTERNAL_H
 

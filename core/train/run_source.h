@@ -3,6 +3,8 @@
  * initialisation of a fresh run, or a checkpoint (any layout's). Either way a
  * plait_value_source that the core uses for its own parameter storage and
  * passes to the optimizer's materialize().
+ *
+ * Not thread-safe: one thread drives a run (train/run.h).
  */
 #ifndef PLAIT_CORE_RUN_SOURCE_H
 #define PLAIT_CORE_RUN_SOURCE_H
