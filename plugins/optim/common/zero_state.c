@@ -99,16 +99,16 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
         return st;
     }
     z->topo.dp_rank = 0; /* each rank counts its own slices of the reduced gradient */
-    /* A tied copy on another zero_stage than its original is kept whole (zero.h);
+    /* A tied copy on another pipeline stage than its original is kept whole (zero.h);
      * a core too old to flag it (PLAIT_PARAM_TIED_REMOTE) leaves the original
-     * unmarked on its zero_stage, so such a layout is refused. */
+     * unmarked on its stage, so such a layout is refused. */
     for (int32_t i = 0; zero_stage >= 2 && i < z->params->n_params; i++) {
         const plait_param *p = &z->params->params[i];
         if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && !plait_optim_tied_to_local(z->params, p) &&
             !(p->flags & PLAIT_PARAM_TIED_REMOTE)) {
             zero_destroy(z);
             return host->set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "%s: %s is tied to a parameter on another pipeline zero_stage; its gradient must be "
+                                   "%s: %s is tied to a parameter on another pipeline stage; its gradient must be "
                                    "summed whole across the embedding group, which a sharded gradient cannot be. "
                                    "Use [optim] plugin = zero1 with pipeline parallelism",
                                    name, p->name);
