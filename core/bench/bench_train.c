@@ -28,7 +28,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Per step, the slowest rank's numbers (max over the world). */
-enum { F_STEP, F_COMPUTE, F_COMM, F_IDLE, F_DP, F_TP, F_PP, F_OPT, F_RSS, N_FIELDS };
+enum { F_STEP, F_COMPUTE, F_COMM, F_IDLE, F_DP, F_TP, F_PP, F_OPT, F_ACT, F_RSS, N_FIELDS };
 
 plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_opts *o, FILE *out) {
     plait_run *run = NULL;
@@ -62,6 +62,7 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         v[F_TP] = (double)r.t.tp_bytes;
         v[F_PP] = (double)r.t.pp_bytes;
         v[F_OPT] = (double)r.t.optim_bytes;
+        v[F_ACT] = (double)plait_model_activation_bytes(run->model.instance);
         v[F_RSS] = (double)plait_peak_rss();
         if (world > 1) st = plait_comm_allreduce(run->world.comm, v, v, N_FIELDS, PLAIT_F64, PLAIT_MAX, NULL, NULL);
     }
@@ -79,34 +80,39 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         double fpt = plait_run_flops_per_token(run);
         double mfu = peak > 0 ? tps * fpt / peak : 0;
         fprintf(out,
-                "# plait bench train %s: %s, dp %d x tp %d x pp %d (%s), optimizer %s, %d rank%s x %d thread%s\n"
+                "# plait bench train %s: %s (recompute %s), dp %d x tp %d x pp %d (%s), optimizer %s, %d rank%s x "
+                "%d thread%s\n"
                 "# global batch %lld x %d tokens = %.0f tokens/step; %lld timed steps after %lld warm-up; "
                 "SGEMM peak %.1f GFLOP/s (%d threads); loss %.4f -> %.4f\n",
-                plait_config_path(cfg) ? plait_config_path(cfg) : "", run->model.spec->arch, run->world.mesh.dp, run->world.mesh.tp,
+                plait_config_path(cfg) ? plait_config_path(cfg) : "", run->model.spec->arch,
+                plait_config_str(cfg, "model", "recompute"), run->world.mesh.dp, run->world.mesh.tp,
                 run->world.mesh.pp, plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"),
                 world, world == 1 ? "" : "s", plait_kernels_threads(),
                 plait_kernels_threads() == 1 ? "" : "s", (long long)run->layout.batch.global_batch,
                 run->model.block_size, tokens, (long long)o->steps, (long long)o->warmup, peak / 1e9, threads,
                 first_loss, last_loss);
-        fprintf(out, "# %9s %10s %6s %10s %9s %8s %9s %9s %9s %9s %11s\n", "ms/step", "tokens/s", "MFU", "compute_ms",
-                "comm_ms", "idle_ms", "dp_MB", "tp_MB", "pp_MB", "optim_MB", "peak_rss_MB");
-        fprintf(out, "  %9.1f %10.0f %5.1f%% %10.1f %9.1f %8.1f %9.2f %9.2f %9.2f %9.2f %11.1f\n", 1e3 * med[F_STEP],
-                tps, 100 * mfu, 1e3 * med[F_COMPUTE], 1e3 * med[F_COMM], 1e3 * med[F_IDLE], med[F_DP] / MB,
-                med[F_TP] / MB, med[F_PP] / MB, med[F_OPT] / MB, med[F_RSS] / MB);
+        fprintf(out, "# %9s %10s %6s %10s %9s %8s %9s %9s %9s %9s %9s %11s\n", "ms/step", "tokens/s", "MFU",
+                "compute_ms", "comm_ms", "idle_ms", "dp_MB", "tp_MB", "pp_MB", "optim_MB", "act_MB", "peak_rss_MB");
+        fprintf(out, "  %9.1f %10.0f %5.1f%% %10.1f %9.1f %8.1f %9.2f %9.2f %9.2f %9.2f %9.2f %11.1f\n",
+                1e3 * med[F_STEP], tps, 100 * mfu, 1e3 * med[F_COMPUTE], 1e3 * med[F_COMM], 1e3 * med[F_IDLE],
+                med[F_DP] / MB, med[F_TP] / MB, med[F_PP] / MB, med[F_OPT] / MB, med[F_ACT] / MB, med[F_RSS] / MB);
         fprintf(out, "# times: median over steps of the slowest rank; bytes: payload each rank sent per step "
-                     "(max over ranks); peak RSS: max over ranks\n");
+                     "(max over ranks); act: activation memory (saved activations, backward scratch, recompute "
+                     "buffers), max over ranks; peak RSS: max over ranks\n");
         if (o->csv) {
             FILE *f = fopen(o->csv, "a");
             if (f) {
                 if (ftell(f) == 0)
                     fprintf(f, "config,dp,tp,pp,parallel,optim,ranks,threads,ms_per_step,tokens_per_s,mfu,compute_ms,"
-                               "comm_ms,idle_ms,dp_bytes,tp_bytes,pp_bytes,optim_bytes,peak_rss_mb\n");
-                fprintf(f, "%s,%d,%d,%d,%s,%s,%d,%d,%.3f,%.1f,%.4f,%.3f,%.3f,%.3f,%.0f,%.0f,%.0f,%.0f,%.1f\n",
-                        plait_config_path(cfg) ? plait_config_path(cfg) : "", run->world.mesh.dp, run->world.mesh.tp, run->world.mesh.pp,
+                               "comm_ms,idle_ms,dp_bytes,tp_bytes,pp_bytes,optim_bytes,peak_rss_mb,activation_bytes,"
+                               "recompute\n");
+                fprintf(f, "%s,%d,%d,%d,%s,%s,%d,%d,%.3f,%.1f,%.4f,%.3f,%.3f,%.3f,%.0f,%.0f,%.0f,%.0f,%.1f,%.0f,%s\n",
+                        plait_config_path(cfg) ? plait_config_path(cfg) : "", run->world.mesh.dp, run->world.mesh.tp,
+                        run->world.mesh.pp,
                         plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"), world,
                         plait_kernels_threads(), 1e3 * med[F_STEP], tps, mfu, 1e3 * med[F_COMPUTE],
                         1e3 * med[F_COMM], 1e3 * med[F_IDLE], med[F_DP], med[F_TP], med[F_PP], med[F_OPT],
-                        med[F_RSS] / MB);
+                        med[F_RSS] / MB, med[F_ACT], plait_config_str(cfg, "model", "recompute"));
                 fclose(f);
             } else {
                 st = plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot append the CSV row", o->csv);

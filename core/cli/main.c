@@ -35,7 +35,10 @@ int main(int argc, char **argv) {
      * N ranks running the same command line without it. */
     int nranks = 0;
     const char *bad = NULL;
-    if (plait_launch_take_nranks(&argc, argv, &nranks, &bad) != 0) {
+    /* ...except where -n N is the command's own: the ranks a sweep's layouts
+     * have (the sweep itself is one process that starts each layout) */
+    int own_n = argc > 2 && strcmp(argv[1], "bench") == 0 && strcmp(argv[2], "sweep") == 0;
+    if (!own_n && plait_launch_take_nranks(&argc, argv, &nranks, &bad) != 0) {
         fprintf(stderr, "plait: %s\n", bad);
         return 2;
     }

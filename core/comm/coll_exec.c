@@ -49,12 +49,6 @@
 #define KiB (1u << 10)
 #define MiB (1u << 20)
 
-const char *plait_coll_kind_name(plait_coll_kind kind) {
-    static const char *const names[] = {"allreduce", "reduce_scatter", "allgather",
-                                        "broadcast", "reduce",         "gather",
-                                        "scatter",   "alltoall",       "barrier"};
-    return (unsigned)kind < PLAIT_COLL_KIND_COUNT ? names[kind] : "?";
-}
 
 typedef plait_status (*algo_fn)(plait_coll_ctx *);
 

@@ -19,7 +19,8 @@
 static const char *const resume_choices[] = {"no", "auto", "yes", NULL};
 static const char *const progress_choices[] = {"auto", "tty", "plain", "off", NULL};
 static const char *const arch_choices[] = {"gpt", "mlp", NULL};
-static const char *const format_choices[] = {"auto", "text", "u16", NULL};
+static const char *const recompute_choices[] = {"none", "selective", "full", NULL};
+static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", NULL};
 
@@ -30,6 +31,9 @@ static const plait_key_decl run_keys[] = {
         "run directory for logs, metrics.csv and checkpoints; empty = runs/<config file name>"),
     KEY("resume", E, "no", 1, 0, resume_choices, SAME,
         "continue from the latest complete checkpoint: no, auto (if one exists), yes (must exist)"),
+    KEY("init_from", S, "", 1, 0, NULL, SAME,
+        "start a fresh run from pretrained weights: a safetensors file (or a directory holding "
+        "model.safetensors) in the Hugging Face GPT-2 or plait/nanoGPT layout; empty = random init"),
     KEY("ckpt_every", I, "0", 0, 1e12, NULL, SAME, "checkpoint every N steps (0 = only at the end)"),
     KEY("keep_checkpoints", I, "2", 1, 1000, NULL, 0, "how many recent checkpoints to keep"),
     KEY("eval_every", I, "0", 0, 1e12, NULL, SAME, "validation loss every N steps (0 = only at the end)"),
@@ -56,14 +60,26 @@ static const plait_key_decl model_keys[] = {
     KEY("n_embd", I, "128", 1, 65536, NULL, SAME, "embedding width (must be a multiple of n_head)"),
     KEY("block_size", I, "128", 1, 1048576, NULL, SAME, "sequence length (context) in tokens"),
     KEY("vocab_size", I, "256", 2, 10000000, NULL, SAME, "vocabulary size (256 = bytes)"),
+    KEY("recompute", E, "none", 1, 0, recompute_choices, SAME,
+        "activation checkpointing: none (keep every activation), selective (recompute the attention "
+        "probabilities and the GELU in backward), full (keep only each block's input, rerun its forward)"),
 };
 
 static const plait_key_decl data_keys[] = {
     KEY("path", S, "data/corpus.txt", 1, 0, NULL, SAME,
-        "training data: a text file (bytes are tokens) or a uint16 token file (.bin)"),
+        "training data: a text file (bytes are tokens) or token files (.bin, as plait data prepare writes); "
+        "a list or glob of shards (comma or space separated) is read back to back"),
+    KEY("val_path", S, "", 1, 0, NULL, SAME,
+        "validation data, the same syntax (empty = hold out the tail of path by val_fraction)"),
+    KEY("tokenizer", S, "", 1, 0, NULL, SAME,
+        "the tokenizer the data was made with (a directory with vocab.json + merges.txt, or tokenizer.json); "
+        "checked against vocab_size and recorded in checkpoints so plait sample encodes and decodes text "
+        "(empty = none: bytes when vocab_size is 256, token ids otherwise)"),
     KEY("format", E, "auto", 1, 0, format_choices, SAME,
-        "data format: auto (by extension: .bin = u16), text, u16"),
-    KEY("val_fraction", F, "0.1", 0, 0.9, NULL, SAME, "share of the data held out for validation (the tail)"),
+        "data format: auto (by extension: .bin = bin), text, bin (llm.c header with uint16 or uint32 "
+        "tokens, or raw uint16; u16 is the old name)"),
+    KEY("val_fraction", F, "0.1", 0, 0.9, NULL, SAME,
+        "share of the data held out for validation (the tail); not used when val_path is set"),
     KEY("global_batch", I, "0", 0, 1e9, NULL, SAME,
         "sequences per optimizer step over all ranks (0 = derive from the other two)"),
     KEY("micro_batch", I, "0", 0, 1e9, NULL, SAME,
