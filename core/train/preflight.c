@@ -21,7 +21,9 @@ static void release_plan(plait_run *run) {
     run->layout.first_layer = run->layout.last_layer = NULL;
 }
 
-plait_status plait_layout_preflight(plait_config *cfg) {
+plait_status plait_layout_preflight(plait_config *cfg) { return plait_layout_preflight_visit(cfg, NULL, NULL); }
+
+plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit visit, void *ctx) {
     int sizes[3], axes[3], c[3];
     plait_status st = plait_mesh_layout(cfg, sizes, axes);
     if (st != PLAIT_OK) return st;
@@ -46,6 +48,11 @@ plait_status plait_layout_preflight(plait_config *cfg) {
                                 .pp_rank = c[PLAIT_AXIS_PP], .world_rank = r, .world_size = world,
                                 .order = order};
         st = plait_run_load_parallel(&run);
+        if (st == PLAIT_OK && visit) {
+            plait_layout_rank seen = {.mesh = &run.world.mesh, .spec = run.model.spec, .batch = &run.layout.batch,
+                                      .plan = &run.layout.plan};
+            visit(ctx, &seen);
+        }
         release_plan(&run);
         /* one rank's failure is the layout's unless the others plan fine */
         if (st != PLAIT_OK && r > 0)
