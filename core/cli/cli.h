@@ -27,6 +27,15 @@ extern const plait_command *const plait_commands[];
 plait_status plait_cli_load_config(const char *path, int n_overrides, char *const *overrides,
                                    plait_config **out);
 
+/* The configuration of a command that runs one plugin by itself (bench
+ * comm, plugin test): the core sections, the section of `plugin` of `kind`
+ * (a name or a path; NULL = [comm] plugin as configured, for comm;
+ * "threads" = the in-process transport, no section), the overrides `first`
+ * (NULL-terminated, may be NULL) then `over`, and the environment,
+ * finalized. */
+plait_status plait_cli_load_plugin_config(uint32_t kind, const char *plugin, const char *const *first,
+                                          int n_over, char *const *over, plait_config **out);
+
 /* Check [run] log_level of a finalized config (an error names where it was
  * set) and apply it unless PLAIT_LOG_LEVEL is set, which wins. */
 plait_status plait_cli_apply_log_level(const plait_config *cfg);
@@ -46,6 +55,25 @@ const plait_command *plait_cli_find_command(const char *name);
 /* Print "plait: error: <msg>" for the thread's last error (and report it
  * to the launcher when this process is a rank of `plait -n`). */
 void plait_cli_print_error(const char *context);
+
+/* Options of the launcher that every command takes, like -n:
+ *   --nnodes N       the job spans N hosts, one launcher each (torchrun's
+ *                    --nnodes); rank 0's host from MASTER_ADDR/MASTER_PORT,
+ *                    [comm] rendezvous or a Slurm allocation's first node,
+ *                    the shared secret from PLAIT_JOB_TOKEN
+ *   --node-rank K    this host's index (default SLURM_NODEID under Slurm)
+ *   --max-restarts K plait train: relaunch a failed job from its latest
+ *                    complete checkpoint up to K times (launch/restart.h) */
+typedef struct plait_cli_job_opts {
+    int nnodes;       /* 0 = not given */
+    int node_rank;    /* -1 = not given */
+    int max_restarts; /* -1 = not given ([run] max_restarts) */
+} plait_cli_job_opts;
+/* Remove those options from argv (after argv[0]); 0, or -1 with a static
+ * message in *err for a missing or out-of-range value. */
+int plait_cli_take_job_options(int *argc, char **argv, plait_cli_job_opts *o, const char **err);
+/* Remember them for plait_cli_launch*() (main thread, before any launch). */
+void plait_cli_set_job_options(const plait_cli_job_opts *o);
 
 /* `plait <command> ... -n N`: run N local ranks of argv (with -n already
  * removed) under the launcher (launch/launch.h) and return the exit code the

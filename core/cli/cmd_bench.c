@@ -29,7 +29,8 @@ static const char bench_usage[] =
     "by tokens/s with 'plait plan's prediction beside; invalid layouts are listed with why. Rows are\n"
     "appended to --csv (default DIR/sweep.csv with --report, else sweep.csv) as each layout ends;\n"
     "the same command again continues from it. --report DIR writes report.md and PNG plots\n"
-    "(gnuplot). --max-minutes starts no layout after M minutes. Exit 1 when no layout is valid\n"
+    "(gnuplot). --max-minutes starts no layout after M minutes. --cluster, --comm-csv and\n"
+    "--mem-limit are plan's (plait help plan). Exit 1 when no layout is valid\n"
     "or one fails.\n"
     "\n"
     "bench train: steady-state training throughput of CONFIG's layout (dp x tp x pp local ranks, as\n"
@@ -57,7 +58,7 @@ static const char bench_usage[] =
     "  --iters I         timed iterations per size (default 20)\n"
     "  --dtype T         f32 | f64 | f16 | bf16 | i32 | i64 | u8 (default f32)\n"
     "  --redop OP        sum | prod | min | max | avg (default sum)\n"
-    "  --algo A          auto | ring | rhd | tree | direct | ordered (default: [comm] algorithm)\n"
+    "  --algo A          auto | ring | rhd | tree | direct | ordered | hier (default: [comm] algorithm)\n"
     "  --root R          broadcast root (default 0)\n"
     "  --comm NAME       comm plugin (default: [comm] plugin), or 'threads': every rank a thread\n"
     "                    of this process over the in-process transport (with --threads N)\n"
@@ -95,34 +96,6 @@ static int redop_parse(const char *s) {
     for (int i = 0; i < PLAIT_REDOP_COUNT_V1; i++)
         if (strcmp(s, plait_redop_name((plait_redop)i)) == 0) return i;
     return -1;
-}
-
-/* The configuration: core sections, the comm plugin's section (when a real
- * plugin is used), overrides, environment. */
-static plait_status load_config(const char *plugin, int n_over, char **over, plait_config **out) {
-    plait_config *cfg = plait_config_new();
-    if (!cfg) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-    plait_status st = plait_config_declare_core(cfg);
-    for (int i = 0; st == PLAIT_OK && i < n_over; i++) st = plait_config_add_override(cfg, over[i]);
-    /* the plugin whose section to declare: --comm, else [comm] plugin */
-    if (!plugin) plugin = plait_config_pending_text(cfg, "comm", "plugin", NULL);
-    if (st == PLAIT_OK && plugin && strcmp(plugin, "threads") != 0) {
-        const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, plugin);
-        if (!d) st = plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "comm plugin '%s'", plugin);
-        char section[128];
-        if (d) snprintf(section, sizeof section, "comm.%s", d->name);
-        if (d && d->n_params && !plait_config_has_section(cfg, section))
-            st = plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin");
-    }
-    if (st == PLAIT_OK) plait_cli_declare_env_sections(cfg);
-    if (st == PLAIT_OK) st = plait_config_finalize(cfg, NULL);
-    if (st == PLAIT_OK) st = plait_cli_apply_log_level(cfg);
-    if (st != PLAIT_OK) {
-        plait_config_free(cfg);
-        return st;
-    }
-    *out = cfg;
-    return PLAIT_OK;
 }
 
 typedef struct threads_run {
@@ -238,7 +211,7 @@ static int bench_comm(int argc, char **argv) {
         return usage_error("%s", "--op is required");
     }
     plait_config *cfg = NULL;
-    if (load_config(comm_name, n_over, over, &cfg) != PLAIT_OK) {
+    if (plait_cli_load_plugin_config(PLAIT_KIND_COMM, comm_name, NULL, n_over, over, &cfg) != PLAIT_OK) {
         free(over);
         plait_cli_print_error("configuration");
         return 2;

@@ -21,7 +21,7 @@ static const char *const progress_choices[] = {"auto", "tty", "plain", "off", NU
 static const char *const arch_choices[] = {"gpt", "mlp", NULL};
 static const char *const recompute_choices[] = {"none", "selective", "full", NULL};
 static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
-static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", NULL};
+static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", NULL};
 
 static const plait_key_decl run_keys[] = {
@@ -31,6 +31,8 @@ static const plait_key_decl run_keys[] = {
         "run directory for logs, metrics.csv and checkpoints; empty = runs/<config file name>"),
     KEY("resume", E, "no", 1, 0, resume_choices, SAME,
         "continue from the latest complete checkpoint: no, auto (if one exists), yes (must exist)"),
+    KEY("max_restarts", I, "0", 0, 1000, NULL, 0,
+        "relaunch a failed job from its latest complete checkpoint up to this many times (--max-restarts)"),
     KEY("init_from", S, "", 1, 0, NULL, SAME,
         "start a fresh run from pretrained weights: a safetensors file (or a directory holding "
         "model.safetensors) in the Hugging Face GPT-2 or plait/nanoGPT layout; empty = random init"),
@@ -93,7 +95,8 @@ static const plait_key_decl comm_keys[] = {
     KEY("timeout", F, "300", 0.01, 1e7, NULL, SAME,
         "seconds any wait may block before the operation fails naming the peers it waited on"),
     KEY("algorithm", E, "auto", 1, 0, algo_choices, SAME,
-        "collective algorithm: auto (by size and ranks), ring, rhd, tree, direct, ordered"),
+        "collective algorithm: auto (by size, ranks and hosts), ring, rhd, tree, direct, ordered, hier (hierarchical "
+        "across hosts; allreduce, reduce_scatter, allgather)"),
     KEY("check_collectives", B, "false", 1, 0, NULL, SAME,
         "compare each collective's (op, size, dtype) across ranks and report a mismatch"),
     KEY("rendezvous", S, "", 1, 0, NULL, SAME,

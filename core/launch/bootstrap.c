@@ -13,14 +13,15 @@
 #include "launch/rendezvous_file.h"
 #include "config/config.h"
 #include "runtime/error.h"
+#include "runtime/host_identity.h"
 #include "runtime/log.h"
 
 #define COMPONENT "job"
 
 /* What every rank tells the others at join. */
 struct join_info {
-    char host[64];
-    char boot_id[40];
+    char host[64];   /* for messages */
+    uint64_t host_key; /* runtime/host_identity.h: name, boot id, network namespace */
     int32_t pid;
     int32_t rank;
 };
@@ -44,6 +45,7 @@ typedef struct bs_impl {
     plait_bootstrap pub; /* first: a plait_bootstrap* is a bs_impl* */
     plait_job *job;
     int *members;        /* world ranks; NULL = identity (world) */
+    int *host_of;        /* member -> the job's host number (plait_bootstrap.host_of) */
     pthread_mutex_t lock;
     uint32_t ag_seq, bar_seq;
     char ns[32];
@@ -122,9 +124,17 @@ static plait_status bs_barrier(void *ctx) {
 static bs_impl *bs_new(plait_job *job, uint32_t comm_id, int n, const int *members, int rank) {
     bs_impl *b = calloc(1, sizeof *b);
     if (!b) return NULL;
+    b->host_of = malloc(sizeof(int) * (size_t)n);
+    if (!b->host_of) {
+        free(b);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) b->host_of[i] = job->host_of[members ? members[i] : i];
+    b->pub.host_of = b->host_of;
     if (members) {
         b->members = malloc(sizeof(int) * (size_t)n);
         if (!b->members) {
+            free(b->host_of);
             free(b);
             return NULL;
         }
@@ -160,6 +170,7 @@ void plait_bootstrap_free(plait_bootstrap *bs) {
     if (!bs) return;
     bs_impl *b = (bs_impl *)bs;
     pthread_mutex_destroy(&b->lock);
+    free(b->host_of);
     free(b->members);
     free(b);
 }
@@ -219,16 +230,6 @@ plait_status plait_job_new_comm_id(plait_job *job, const char *group_key, int le
 }
 
 /* ---- join --------------------------------------------------------------- */
-
-static void read_boot_id(char *out, size_t cap) {
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    out[0] = '\0';
-    if (f) {
-        if (!fgets(out, (int)cap, f)) out[0] = '\0';
-        fclose(f);
-    }
-    out[strcspn(out, "\n")] = '\0';
-}
 
 static int cores_available(void) {
     cpu_set_t set;
@@ -314,8 +315,7 @@ static plait_status place_ranks(plait_job *job, const struct join_info *all) {
     for (int r = 0; r < job->size; r++) {
         job->host_of[r] = -1;
         for (int q = 0; q < r; q++)
-            if (strncmp(all[q].host, all[r].host, sizeof all[r].host) == 0 &&
-                strncmp(all[q].boot_id, all[r].boot_id, sizeof all[r].boot_id) == 0) {
+            if (all[q].host_key == all[r].host_key) {
                 job->host_of[r] = job->host_of[q];
                 break;
             }
@@ -379,7 +379,7 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
     struct join_info mine;
     memset(&mine, 0, sizeof mine);
     gethostname(mine.host, sizeof mine.host - 1);
-    read_boot_id(mine.boot_id, sizeof mine.boot_id);
+    mine.host_key = plait_host_key();
     mine.pid = (int32_t)getpid();
     mine.rank = job->rank;
     struct join_info *all = calloc((size_t)job->size, sizeof *all);

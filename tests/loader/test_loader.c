@@ -123,6 +123,17 @@ static void test_file_name_kind_mismatch(void **state) {
                          "itself optim/kindswap; rename the file libplait-optim-kindswap.so");
 }
 
+/* A descriptor that lies about its kind (comm, with an optim function table)
+ * is refused by the table's size, before anything in it is called. */
+static void test_kind_lie(void **state) {
+    (void)state;
+    plait_clear_error();
+    assert_null(plait_plugin_load(PLAIT_KIND_COMM, "kindlie"));
+    const char *msg = plait_last_error();
+    assert_contains(msg, "libplait-comm-kindlie.so: comm/kindlie function table is");
+    assert_contains(msg, "smaller than ABI v1.0's");
+}
+
 /* A descriptor of an unknown kind is refused; so is a load for one. */
 static void test_unknown_kind(void **state) {
     (void)state;
@@ -284,6 +295,7 @@ int main(void) {
         cmocka_unit_test(test_first_directory_wins),
         cmocka_unit_test(test_file_name_kind_mismatch),
         cmocka_unit_test(test_unknown_kind),
+        cmocka_unit_test(test_kind_lie),
         cmocka_unit_test(test_abi_major_symbol),
         cmocka_unit_test(test_abi_major_descriptor),
         cmocka_unit_test(test_missing_symbol),

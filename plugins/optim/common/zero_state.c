@@ -81,7 +81,7 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
             free(z);
             return host->set_error(PLAIT_ERR_UNSUPPORTED,
                                    "%s: deterministic accumulation needs the host's summation tree "
-                                   "(host->sum_tree, ABI 1.1); this core is ABI %u.%u",
+                                   "(host->sum_tree, ABI 1.2); this core is ABI %u.%u",
                                    name, PLAIT_ABI_VERSION_MAJOR(host->abi_version),
                                    PLAIT_ABI_VERSION_MINOR(host->abi_version));
         }
@@ -90,8 +90,8 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     char section[32];
     snprintf(section, sizeof section, "optim.%s", name);
     plait_value v;
-    plait_status st = optim_read_hparams(host, init->config, &z->hp);
-    if (st == PLAIT_OK) st = optim_topology_from_init(init, &z->topo);
+    plait_status st = plait_optim_read_hparams(host, init->config, &z->hp);
+    if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &z->topo);
     if (st == PLAIT_OK) st = host->config_get(init->config, section, "bucket_size", &v);
     if (st == PLAIT_OK) {
         z->bucket_elems = (size_t)v.i / sizeof(float);

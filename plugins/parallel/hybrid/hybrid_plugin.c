@@ -24,7 +24,7 @@ typedef struct hybrid_state {
 /* The axes in the order the core finishes gradients (plait_grad_finisher). */
 static plait_status finish_order(const plait_host *host, hybrid_state *s) {
     if (!PLAIT_HOST_HAS(host, grad_finish_order))
-        return host->set_error(PLAIT_ERR_UNSUPPORTED, "hybrid: the host has no grad_finish_order (ABI 1.1); this core is ABI %u.%u",
+        return host->set_error(PLAIT_ERR_UNSUPPORTED, "hybrid: the host has no grad_finish_order (ABI 1.2); this core is ABI %u.%u",
                                PLAIT_ABI_VERSION_MAJOR(host->abi_version), PLAIT_ABI_VERSION_MINOR(host->abi_version));
     const plait_grad_finisher *order;
     int32_t n = host->grad_finish_order(&order);

@@ -98,7 +98,7 @@ typedef struct plait_host {
     plait_status (*init_values)(const plait_param *param, size_t offset, size_t count,
                                 float *dst);
 
-    /* --- ABI 1.1 ------------------------------------------------------ */
+    /* --- ABI 1.2 ------------------------------------------------------ */
     /* The core's deterministic summation tree (plait/sum_tree.h): sums that
      * must be bit-identical to the core's, whatever the layout. Check
      * PLAIT_HOST_HAS(host, sum_tree) (or declare abi_minor >= 1). */

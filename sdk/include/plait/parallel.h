@@ -165,7 +165,7 @@ enum {
 };
 
 /* Who finishes a step's gradients once the last backward is done, in the
- * order the core defines (host->grad_finish_order, ABI 1.1; one definition,
+ * order the core defines (host->grad_finish_order, ABI 1.2; one definition,
  * core/layout/grad_order.c, which the core's step executor and the hybrid
  * plugin both walk):
  *   1. DP:    the parallel plugin sums over the DP group (buckets started in

@@ -35,14 +35,9 @@
 extern "C" {
 #endif
 
-/* Minor versions of ABI 1 (each only appends; a plugin built for an older
- * minor loads and works unchanged in a newer core):
- *   1.0  the first release
- *   1.1  plait_host.sum_tree: the core's deterministic summation tree
- *        (plait/sum_tree.h); plait_host.grad_finish_order: the order in
- *        which a step's gradients finish (plait_grad_finisher) */
+/* Minor versions of ABI 1: sdk/README.md lists what each added. */
 #define PLAIT_ABI_MAJOR 1
-#define PLAIT_ABI_MINOR 1
+#define PLAIT_ABI_MINOR 2
 #define PLAIT_ABI_VERSION ((uint32_t)((PLAIT_ABI_MAJOR << 16) | PLAIT_ABI_MINOR))
 #define PLAIT_ABI_VERSION_MAJOR(v) ((uint32_t)(v) >> 16)
 #define PLAIT_ABI_VERSION_MINOR(v) ((uint32_t)(v)&0xffffu)

@@ -1,5 +1,5 @@
 /*
- * plait SDK — the deterministic summation tree (ABI 1.1 addition).
+ * plait SDK — the deterministic summation tree (ABI 1.2 addition).
  *
  * The one tree by which the core sums anything whose bits must not depend
  * on the layout: micro-batch gradients in deterministic mode ([run]
