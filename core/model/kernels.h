@@ -6,12 +6,14 @@
  *
  * Threads: plait_kernels_set_threads(n) sets how many threads the kernels
  * use (the caller plus n-1 sleeping workers). Matrix products run OpenBLAS
- * single-threaded on a partition of the output that depends only on the
- * shapes, never on n: OpenBLAS's own threading splits work by thread count
+ * single-threaded on a partition of the output into tiles that depends only
+ * on the shapes, never on n (plait_k_sgemm_tiles): OpenBLAS's own threading splits work by thread count
  * and its results then differ in the last bit between 1 and 2 threads
  * (measured with OpenBLAS 0.3.21), so plait does the threading itself.
- * Every reduction (bias, LayerNorm weight and embedding gradients, row sums)
- * runs in a fixed order: results are bit-identical for any thread count.
+ * Every other kernel is cut into fixed blocks of rows, columns or elements,
+ * and every reduction (bias, LayerNorm weight and embedding gradients, row
+ * sums) runs in a fixed order: results are bit-identical for any thread
+ * count.
  *
  * All kernels are reentrant; none allocates or fails. Preconditions are
  * assert()ed in debug builds only.
@@ -39,6 +41,10 @@ int plait_kernels_threads(void);
 void plait_k_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                    int64_t ldc);
+/* The partition plait_k_sgemm uses for C[M,N] with inner dimension K: tiles
+ * of *tm x *tn (optional outputs); returns the number of tiles. A function
+ * of the shape only (at most 128 tiles, none below 2^18 multiply-adds). */
+int64_t plait_k_sgemm_tiles(int64_t M, int64_t N, int64_t K, int64_t *tm, int64_t *tn);
 
 /* ---- linear layers ----------------------------------------------------- */
 void plait_k_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
