@@ -3,12 +3,16 @@
 
 #include "cli/cli.h"
 #include "comm/launch.h"
+#include "cpu/blas.h"
 #include "plugin/loader.h"
 #include "runtime/log.h"
 #include "runtime/runtime.h"
 
 int main(int argc, char **argv) {
     plait_log_init_from_env();
+    /* before anything uses the BLAS: may re-execute this process once with
+     * OPENBLAS_CORETYPE set (see cpu/blas.h) */
+    plait_blas_autoselect(argv);
     if (argc < 2) {
         plait_cli_print_overview(stderr);
         return 2;

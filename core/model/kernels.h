@@ -35,6 +35,20 @@ const plait_kernels *plait_kernels_table(void);
 void plait_kernels_set_threads(int threads);
 int plait_kernels_threads(void);
 
+/* The operands of plait_k_sgemm ([run] precision, see kernels_bf16.c):
+ * FP32 (the default); BF16 rounds them to bfloat16 and runs the BLAS's
+ * cblas_sbgemm (fp32 accumulation and output); BF16_EMULATED rounds them
+ * the same way and multiplies with cblas_sgemm (for testing the numerics on
+ * CPUs without bf16 instructions). Attention's inner products stay fp32.
+ * Returns 0, or -1 for an unknown mode or BF16 with a BLAS that has no
+ * cblas_sbgemm (the mode is then unchanged). Process-wide; set it as the
+ * threads are set. */
+enum { PLAIT_KERNELS_FP32 = 0, PLAIT_KERNELS_BF16 = 1, PLAIT_KERNELS_BF16_EMULATED = 2 };
+int plait_kernels_set_precision(int precision);
+int plait_kernels_precision(void);
+/* x rounded to the nearest bfloat16 (ties to even; NaN stays NaN). */
+float plait_bf16_round(float x);
+
 /* ---- BLAS -------------------------------------------------------------- */
 /* Row-major C[M,N] = alpha*op(A) @ op(B) + beta*C (trans_a/trans_b nonzero
  * = transposed), threaded over a shape-determined partition of C. */

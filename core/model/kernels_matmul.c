@@ -9,6 +9,7 @@
 #include "model/kernels.h"
 #include "model/kernels_internal.h"
 #include "model/kernels_pool.h"
+#include "runtime/log.h"
 
 /* The output C[M,N] is cut into tiles of tm x tn (the last row and column
  * of tiles shorter), and each tile is one single-threaded cblas_sgemm over
@@ -29,6 +30,7 @@ typedef struct sgemm_job {
     float alpha, beta;
     const float *A, *B;
     float *C;
+    const plait_bf16_operands *bf16; /* NULL in fp32 */
 } sgemm_job;
 
 void plait_k_blas_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
@@ -68,6 +70,11 @@ static void sgemm_tile(void *vjob, int64_t tile) {
     int64_t r0 = tile / j->tiles_n * j->tm, c0 = tile % j->tiles_n * j->tn;
     int64_t rows = j->M - r0 < j->tm ? j->M - r0 : j->tm;
     int64_t cols = j->N - c0 < j->tn ? j->N - c0 : j->tn;
+    if (j->bf16) {
+        plait_k_bf16_gemm(j->trans_a, j->trans_b, rows, cols, j->K, j->alpha, j->bf16, r0, c0, j->beta,
+                          j->C + r0 * j->ldc + c0, j->ldc);
+        return;
+    }
     const float *A = j->trans_a ? j->A + r0 : j->A + r0 * j->lda;
     const float *B = j->trans_b ? j->B + c0 * j->ldb : j->B + c0;
     plait_k_blas_gemm(j->trans_a, j->trans_b, rows, cols, j->K, j->alpha, A, j->lda, B, j->ldb,
@@ -79,7 +86,17 @@ void plait_k_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, fl
                    int64_t ldc) {
     if (M <= 0 || N <= 0) return;
     plait_kernels_ensure_init();
-    sgemm_job j = {trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, 0, 0, alpha, beta, A, B, C};
+    sgemm_job j = {trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, 0, 0, alpha, beta, A, B, C, NULL};
+    plait_bf16_operands op;
+    /* bf16: the operands rounded once per product, then the same tiles (out
+     * of memory for the copies: the fp32 product, with a warning) */
+    if (plait_kernels_precision() != PLAIT_KERNELS_FP32 && K > 0) {
+        if (plait_k_bf16_operands(trans_a, trans_b, M, N, K, A, lda, B, ldb, &op) == 0)
+            j.bf16 = &op;
+        else
+            plait_log(PLAIT_LOG_WARN, "kernels", "no memory for bf16 copies of a %lldx%lldx%lld product; it runs in fp32",
+                      (long long)M, (long long)N, (long long)K);
+    }
     int64_t tiles = plait_k_sgemm_tiles(M, N, K, &j.tm, &j.tn);
     j.tiles_n = ceil_div(N, j.tn);
     plait_pool_run(tiles, sgemm_tile, &j);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "train/precision.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 
@@ -21,6 +22,8 @@ static void release_plan(plait_run *run) {
 plait_status plait_layout_preflight(plait_config *cfg) {
     int sizes[3], axes[3], c[3];
     plait_status st = plait_mesh_layout(cfg, sizes, axes);
+    int precision;
+    if (st == PLAIT_OK) st = plait_precision_from_config(cfg, &precision);
     if (st != PLAIT_OK) return st;
     const char *order = plait_config_str(cfg, "parallel", "order");
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/compute_line.h"
 #include "runtime/error.h"
 #include "runtime/host.h"
 #include "runtime/log.h"
@@ -53,6 +54,10 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
            run->batch.global_batch, run->batch.dp, run->batch.micro_batch, run->batch.accumulation,
            run->batch.global_batch * run->block_size, run->deterministic ? ", deterministic" : "");
     if (run->plan.summary[0]) printf("plait: %s\n", run->plan.summary);
+    char compute[512];
+    plait_compute_line(compute, sizeof compute, plait_host_table()->math_threads(),
+                       plait_config_str(run->cfg, "run", "precision"));
+    printf("plait: compute %s\n", compute);
     run_memory m;
     collect_memory(run, &m);
     printf("plait: memory on rank 0: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB, buffers "

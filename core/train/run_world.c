@@ -10,6 +10,7 @@
 #include "model/kernels.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
+#include "train/precision.h"
 #include "runtime/host.h"
 #include "runtime/log.h"
 #include "train/run.h"
@@ -75,6 +76,11 @@ plait_status plait_run_open_world(plait_run *run) {
     if (st != PLAIT_OK) return st;
     plait_log_set_rank(plait_job_size(run->job) > 1 ? plait_job_rank(run->job) : -1);
     plait_kernels_set_threads(plait_host_table()->math_threads());
+    int precision = PLAIT_KERNELS_FP32;
+    st = plait_precision_from_config(run->cfg, &precision);
+    if (st == PLAIT_OK && plait_kernels_set_precision(precision) != 0)
+        st = plait_set_error(PLAIT_ERR_INTERNAL, "the kernels refused precision mode %d", precision);
+    if (st != PLAIT_OK) return st;
     return plait_job_size(run->job) > 1 ? check_same_config(run) : PLAIT_OK;
 }
 
