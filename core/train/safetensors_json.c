@@ -27,6 +27,7 @@ typedef struct parser {
     const char *what;
     plait_json_doc *doc;
     int failed;
+    int any;   /* accept true, false, null and real numbers */
 } parser;
 
 static void *arena_alloc(plait_json_doc *doc, size_t n) {
@@ -211,13 +212,78 @@ static plait_status parse_int(parser *p, int64_t *out) {
         v = v * 10 + d;
         p->pos++;
     }
-    if (c == '.' || c == 'e' || c == 'E')
+    if ((c == '.' || c == 'e' || c == 'E') && !p->any)
         return fail(p, "only integers are allowed here (no fraction or exponent)");
     *out = neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
     return PLAIT_OK;
 }
 
 static plait_status parse_value(parser *p, plait_json *node, int depth);
+
+static int by_key(const void *a, const void *b) {
+    const plait_json *x = *(const plait_json *const *)a, *y = *(const plait_json *const *)b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->key_pos > y->key_pos) - (x->key_pos < y->key_pos);
+}
+
+/* Member names must be unique: sorted by name (then position), a repeat is
+ * a neighbour; the later of the first repeated pair is reported. Sorting
+ * keeps this O(n log n) for objects of 50 000 members (a vocabulary). */
+static plait_status check_unique_keys(parser *p, const plait_json *node) {
+    if (node->count < 2) return PLAIT_OK;
+    const plait_json **v = malloc(node->count * sizeof *v);
+    if (!v) return fail(p, "out of memory");
+    size_t n = 0;
+    for (const plait_json *c = node->child; c; c = c->next) v[n++] = c;
+    qsort(v, n, sizeof *v, by_key);
+    const plait_json *dup = NULL;
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(v[i - 1]->key, v[i]->key) == 0 && (!dup || v[i]->key_pos < dup->key_pos)) dup = v[i];
+    free(v);
+    if (!dup) return PLAIT_OK;
+    p->pos = dup->key_pos;
+    return fail(p, "duplicate member name \"%s\"", dup->key);
+}
+
+/* true, false, null (plait_json_parse_any only). */
+static plait_status parse_literal(parser *p, plait_json *node) {
+    static const struct { const char *word; plait_json_type type; int64_t num; } words[] = {
+        {"true", PLAIT_JSON_BOOL, 1}, {"false", PLAIT_JSON_BOOL, 0}, {"null", PLAIT_JSON_NULL, 0}};
+    if (!p->any) return fail(p, "true, false and null are not used by this format");
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = strlen(words[i].word);
+        if (p->len - p->pos >= n && memcmp(p->s + p->pos, words[i].word, n) == 0) {
+            node->type = words[i].type;
+            node->num = words[i].num;
+            p->pos += n;
+            return PLAIT_OK;
+        }
+    }
+    return fail(p, "expected a value, found %s", describe(peek(p)));
+}
+
+/* A number with a fraction or exponent (plait_json_parse_any only): the
+ * integer part was parsed from `start`; RFC 8259's grammar for the rest. */
+static plait_status parse_real_tail(parser *p, plait_json *node, size_t start) {
+    if (peek(p) == '.') {
+        p->pos++;
+        if (peek(p) < '0' || peek(p) > '9') return fail(p, "expected a digit after '.'");
+        while (peek(p) >= '0' && peek(p) <= '9') p->pos++;
+    }
+    if (peek(p) == 'e' || peek(p) == 'E') {
+        p->pos++;
+        if (peek(p) == '+' || peek(p) == '-') p->pos++;
+        if (peek(p) < '0' || peek(p) > '9') return fail(p, "expected a digit in the exponent");
+        while (peek(p) >= '0' && peek(p) <= '9') p->pos++;
+    }
+    char buf[64];
+    size_t n = p->pos - start < sizeof buf - 1 ? p->pos - start : sizeof buf - 1;
+    memcpy(buf, p->s + start, n);
+    buf[n] = '\0';
+    node->type = PLAIT_JSON_REAL;
+    node->real = strtod(buf, NULL);
+    return PLAIT_OK;
+}
 
 static plait_status parse_container(parser *p, plait_json *node, int depth, int is_object) {
     char close = is_object ? '}' : ']';
@@ -237,15 +303,10 @@ static plait_status parse_container(parser *p, plait_json *node, int depth, int 
         memset(child, 0, sizeof *child);
         if (is_object) {
             if (peek(p) != '"') return fail(p, "expected a member name in quotes, found %s", describe(peek(p)));
-            size_t key_pos = p->pos;
+            child->key_pos = p->pos;
             size_t key_len;
             if (parse_string(p, &child->key, &key_len) != PLAIT_OK) return PLAIT_ERR_PROTOCOL;
             if (strlen(child->key) != key_len) return fail(p, "member name contains NUL");
-            for (plait_json *c = node->child; c; c = c->next)
-                if (strcmp(c->key, child->key) == 0) {
-                    p->pos = key_pos;
-                    return fail(p, "duplicate member name \"%s\"", child->key);
-                }
             skip_ws(p);
             if (peek(p) != ':') return fail(p, "expected ':' after a member name, found %s", describe(peek(p)));
             p->pos++;
@@ -265,7 +326,7 @@ static plait_status parse_container(parser *p, plait_json *node, int depth, int 
         }
         if (c == close) {
             p->pos++;
-            return PLAIT_OK;
+            return is_object ? check_unique_keys(p, node) : PLAIT_OK;
         }
         return fail(p, "expected ',' or '%c', found %s", close, describe(c));
     }
@@ -283,19 +344,21 @@ static plait_status parse_value(parser *p, plait_json *node, int depth) {
     } else if (c == '-' || (c >= '0' && c <= '9')) {
         node->type = PLAIT_JSON_INT;
         st = parse_int(p, &node->num);
+        if (st == PLAIT_OK && p->any && (peek(p) == '.' || peek(p) == 'e' || peek(p) == 'E'))
+            st = parse_real_tail(p, node, node->pos);
     } else if (c == 't' || c == 'f' || c == 'n')
-        st = fail(p, "true, false and null are not used by this format");
+        st = parse_literal(p, node);
     else
         st = fail(p, "expected a value, found %s", describe(c));
     node->end = p->pos;
     return st;
 }
 
-plait_status plait_json_parse(const char *text, size_t len, const char *what, plait_json_doc **out) {
+static plait_status parse_document(const char *text, size_t len, const char *what, int any, plait_json_doc **out) {
     *out = NULL;
     plait_json_doc *doc = calloc(1, sizeof *doc);
     if (!doc) return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", what);
-    parser p = {.s = text, .len = len, .what = what, .doc = doc};
+    parser p = {.s = text, .len = len, .what = what, .doc = doc, .any = any};
     doc->root = arena_alloc(doc, sizeof *doc->root);
     if (!doc->root) {
         plait_json_free(doc);
@@ -314,6 +377,14 @@ plait_status plait_json_parse(const char *text, size_t len, const char *what, pl
     }
     *out = doc;
     return PLAIT_OK;
+}
+
+plait_status plait_json_parse(const char *text, size_t len, const char *what, plait_json_doc **out) {
+    return parse_document(text, len, what, 0, out);
+}
+
+plait_status plait_json_parse_any(const char *text, size_t len, const char *what, plait_json_doc **out) {
+    return parse_document(text, len, what, 1, out);
 }
 
 void plait_json_free(plait_json_doc *doc) {

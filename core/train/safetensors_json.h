@@ -9,7 +9,9 @@
  * exponent, no leading zeros); keys are unique within an object; nesting is
  * at most 32 deep; after the top-level value only whitespace may follow.
  * true, false, null and non-integer numbers are refused ("not used by the
- * formats plait reads") rather than silently accepted.
+ * formats plait reads") rather than silently accepted, except by
+ * plait_json_parse_any (for documents such as Hugging Face's tokenizer.json
+ * that use them).
  *
  * Thread-safety: a document is immutable after parsing; different documents
  * are independent.
@@ -25,7 +27,10 @@ typedef enum plait_json_type {
     PLAIT_JSON_OBJECT = 0,
     PLAIT_JSON_ARRAY = 1,
     PLAIT_JSON_STRING = 2,
-    PLAIT_JSON_INT = 3
+    PLAIT_JSON_INT = 3,
+    PLAIT_JSON_BOOL = 4,   /* plait_json_parse_any only: num is 0 or 1 */
+    PLAIT_JSON_NULL = 5,   /* plait_json_parse_any only */
+    PLAIT_JSON_REAL = 6    /* plait_json_parse_any only: a number with a fraction or exponent, in real */
 } plait_json_type;
 
 typedef struct plait_json plait_json;
@@ -41,6 +46,8 @@ struct plait_json {
     size_t count;          /* OBJECT/ARRAY: number of children */
     plait_json *child;     /* OBJECT/ARRAY: first child, in source order */
     plait_json *next;      /* next sibling */
+    size_t key_pos;        /* member of an object: byte offset of its name's opening quote */
+    double real;           /* REAL */
 };
 
 typedef struct plait_json_doc plait_json_doc;
@@ -49,6 +56,8 @@ typedef struct plait_json_doc plait_json_doc;
  * PLAIT_ERR_PROTOCOL with "<what>: byte N: <problem>". The caller frees *out
  * with plait_json_free. */
 plait_status plait_json_parse(const char *text, size_t len, const char *what, plait_json_doc **out);
+/* The same, also accepting true, false, null and non-integer numbers. */
+plait_status plait_json_parse_any(const char *text, size_t len, const char *what, plait_json_doc **out);
 void plait_json_free(plait_json_doc *doc);
 const plait_json *plait_json_root(const plait_json_doc *doc);
 /* Member `key` of an object, or NULL (also NULL when `obj` is not an object). */

@@ -1,0 +1,314 @@
+/* The tokenizer object: building its tables, encoding and decoding. */
+#include "tokenizer/tokenizer_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "tokenizer/pretokenize.h"
+
+plait_tokenizer *plait_tokenizer_new(const char *source) {
+    plait_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    snprintf(t->source, sizeof t->source, "%s", source ? source : "");
+    for (int i = 0; i < 256; i++) t->byte_id[i] = -1;
+    t->eot = -1;
+    return t;
+}
+
+void plait_tokenizer_free(plait_tokenizer *t) {
+    if (!t) return;
+    plait_bytes_map_free(&t->tokens);
+    plait_u64_map_free(&t->merge_rank);
+    free(t->entry_of_id);
+    free(t->merged);
+    free(t->merges);
+    free(t);
+}
+
+plait_status plait_tokenizer_add_token(plait_tokenizer *t, const unsigned char *bytes, size_t len, int32_t id,
+                                       const char *what, size_t offset) {
+    if (id < 0)
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: token id %d is negative", what, offset, id);
+    if (len == 0)
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: empty token (id %d)", what, offset, id);
+    int inserted = 0;
+    int64_t *v = plait_bytes_map_upsert(&t->tokens, bytes, len, id, &inserted);
+    if (!v) return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", what);
+    if (!inserted)
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: token id %d has the same bytes as id %lld",
+                               what, offset, id, (long long)*v);
+    if (id >= t->n_ids) t->n_ids = id + 1;
+    if (len == 1) t->byte_id[bytes[0]] = id;
+    if (len == 13 && memcmp(bytes, "<|endoftext|>", 13) == 0) t->eot = id;
+    return PLAIT_OK;
+}
+
+plait_status plait_tokenizer_finish_vocab(plait_tokenizer *t, const char *what) {
+    free(t->entry_of_id);
+    free(t->merged);
+    t->entry_of_id = malloc(sizeof(int32_t) * (size_t)(t->n_ids ? t->n_ids : 1));
+    t->merged = calloc((size_t)(t->n_ids ? t->n_ids : 1), 1);
+    if (!t->entry_of_id || !t->merged) return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", what);
+    for (int32_t i = 0; i < t->n_ids; i++) t->entry_of_id[i] = -1;
+    for (size_t e = 0; e < t->tokens.count; e++) {
+        int32_t id = (int32_t)t->tokens.values[e];
+        if (t->entry_of_id[id] >= 0)
+            return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: token id %d is used twice", what, id);
+        t->entry_of_id[id] = (int32_t)e;
+    }
+    for (int32_t i = 0; i < t->n_ids; i++)
+        if (t->entry_of_id[i] < 0)
+            return plait_set_error(PLAIT_ERR_PROTOCOL,
+                                   "%s: no token has id %d, but ids go up to %d (ids must be 0..N-1)", what, i,
+                                   t->n_ids - 1);
+    for (int b = 0; b < 256; b++)
+        if (t->byte_id[b] < 0)
+            return plait_set_error(PLAIT_ERR_PROTOCOL,
+                                   "%s: byte 0x%02x has no token of its own; a byte-level BPE vocabulary holds "
+                                   "all 256 single bytes",
+                                   what, b);
+    return PLAIT_OK;
+}
+
+plait_status plait_tokenizer_add_merge(plait_tokenizer *t, int32_t a, int32_t b, const char *what, size_t line,
+                                       size_t offset) {
+    const unsigned char *ba, *bb;
+    size_t la, lb;
+    if (plait_tokenizer_token(t, a, &ba, &la) != PLAIT_OK || plait_tokenizer_token(t, b, &bb, &lb) != PLAIT_OK)
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: line %zu (byte %zu): merge of unknown ids %d and %d", what,
+                               line, offset, a, b);
+    unsigned char stack[256], *joined = la + lb <= sizeof stack ? stack : malloc(la + lb);
+    if (!joined) return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", what);
+    memcpy(joined, ba, la);
+    memcpy(joined + la, bb, lb);
+    int64_t *r = plait_bytes_map_find(&t->tokens, joined, la + lb);
+    if (joined != stack) free(joined);
+    if (!r)
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "%s: line %zu (byte %zu): merging tokens %d and %d makes a token that is not in "
+                               "the vocabulary",
+                               what, line, offset, a, b);
+    /* Every part must be a byte or made by an earlier merge, the order BPE
+     * training produces; encoding relies on it (a new pair always ranks
+     * after the merge that formed it). */
+    int32_t parts[2] = {a, b};
+    for (int k = 0; k < 2; k++)
+        if ((k == 0 ? la : lb) > 1 && !t->merged[parts[k]])
+            return plait_set_error(PLAIT_ERR_PROTOCOL,
+                                   "%s: line %zu (byte %zu): token %d is neither a byte nor made by an earlier "
+                                   "merge (merges must come in the order they were learned)",
+                                   what, line, offset, parts[k]);
+    int inserted = 0;
+    int64_t *slot = plait_u64_map_upsert(&t->merge_rank, plait_pair_key(a, b), t->n_merges, &inserted);
+    if (!slot) return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", what);
+    if (!inserted)
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: line %zu (byte %zu): the merge of %d and %d repeats "
+                                                   "merge %lld",
+                               what, line, offset, a, b, (long long)*slot);
+    if (t->n_merges == t->merges_cap) {
+        int32_t cap = t->merges_cap ? t->merges_cap * 2 : 1024;
+        plait_bpe_merge *m = realloc(t->merges, sizeof *m * (size_t)cap);
+        if (!m) return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", what);
+        t->merges = m;
+        t->merges_cap = cap;
+    }
+    t->merges[t->n_merges++] = (plait_bpe_merge){a, b, (int32_t)*r};
+    t->merged[*r] = 1;
+    return PLAIT_OK;
+}
+
+int32_t plait_tokenizer_vocab_size(const plait_tokenizer *t) { return t->n_ids; }
+int32_t plait_tokenizer_merges(const plait_tokenizer *t) { return t->n_merges; }
+int32_t plait_tokenizer_eot(const plait_tokenizer *t) { return t->eot; }
+const char *plait_tokenizer_source(const plait_tokenizer *t) { return t->source; }
+
+plait_status plait_tokenizer_token(const plait_tokenizer *t, int32_t id, const unsigned char **bytes, size_t *len) {
+    if (id < 0 || id >= t->n_ids || !t->entry_of_id)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "token id %d is out of range (the vocabulary has ids 0..%d)",
+                               id, t->n_ids - 1);
+    *bytes = plait_bytes_map_key(&t->tokens, (size_t)t->entry_of_id[id], len);
+    return PLAIT_OK;
+}
+
+plait_status plait_token_buf_push(plait_token_buf *b, int32_t id) {
+    if (b->len == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 1024;
+        int32_t *p = realloc(b->ids, cap * sizeof *p);
+        if (!p) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory holding %zu token ids", b->len);
+        b->ids = p;
+        b->cap = cap;
+    }
+    b->ids[b->len++] = id;
+    return PLAIT_OK;
+}
+
+void plait_token_buf_free(plait_token_buf *b) {
+    free(b->ids);
+    *b = (plait_token_buf){0};
+}
+
+/* ---- encoding one piece ---------------------------------------------------
+ * Symbols form a linked list over the piece's bytes; candidate pairs sit in
+ * a binary heap ordered by (rank, position of the left symbol), so the best
+ * merge is applied at every place it occurs, left to right, before any later
+ * one: GPT-2's order, in O(n log n) instead of its O(n^2) rescans. A heap
+ * entry is stale when its left symbol died, got a new right neighbour, or
+ * changed id; it is then skipped. */
+
+typedef struct pair_entry {
+    int32_t rank, left, right;
+} pair_entry;
+
+typedef struct piece_work {
+    int32_t *id, *next, *prev;
+    pair_entry *heap;
+    size_t heap_len, cap;
+} piece_work;
+
+static int entry_less(pair_entry x, pair_entry y) { return x.rank != y.rank ? x.rank < y.rank : x.left < y.left; }
+
+static void heap_push(piece_work *w, pair_entry e) {
+    size_t i = w->heap_len++;
+    while (i > 0 && entry_less(e, w->heap[(i - 1) / 2])) {
+        w->heap[i] = w->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    w->heap[i] = e;
+}
+
+static pair_entry heap_pop(piece_work *w) {
+    pair_entry top = w->heap[0], last = w->heap[--w->heap_len];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= w->heap_len) break;
+        if (c + 1 < w->heap_len && entry_less(w->heap[c + 1], w->heap[c])) c++;
+        if (!entry_less(w->heap[c], last)) break;
+        w->heap[i] = w->heap[c];
+        i = c;
+    }
+    w->heap[i] = last;
+    return top;
+}
+
+static void push_pair(const plait_tokenizer *t, piece_work *w, int32_t left) {
+    if (left < 0 || w->next[left] < 0) return;
+    const int64_t *r = plait_u64_map_find(&t->merge_rank, plait_pair_key(w->id[left], w->id[w->next[left]]));
+    if (r) heap_push(w, (pair_entry){(int32_t)*r, left, w->next[left]});
+}
+
+static int work_reserve(piece_work *w, size_t n) {
+    if (n <= w->cap) return 0;
+    size_t cap = w->cap ? w->cap : 64;
+    while (cap < n) cap *= 2;
+    int32_t *a = realloc(w->id, cap * sizeof *a);
+    if (a) w->id = a;
+    int32_t *b = realloc(w->next, cap * sizeof *b);
+    if (b) w->next = b;
+    int32_t *c = realloc(w->prev, cap * sizeof *c);
+    if (c) w->prev = c;
+    /* each merge adds at most two entries to the n - 1 first ones */
+    pair_entry *h = realloc(w->heap, 3 * cap * sizeof *h);
+    if (h) w->heap = h;
+    if (!a || !b || !c || !h) return -1;
+    w->cap = cap;
+    return 0;
+}
+
+static plait_status encode_piece(const plait_tokenizer *t, piece_work *w, const unsigned char *s, size_t n,
+                                 plait_token_buf *out) {
+    if (n > INT32_MAX / 4)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "a run of %zu bytes without a break is too long to encode", n);
+    if (work_reserve(w, n) != 0) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory encoding");
+    for (size_t i = 0; i < n; i++) {
+        w->id[i] = t->byte_id[s[i]];
+        w->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+        w->prev[i] = (int32_t)i - 1;
+    }
+    w->heap_len = 0;
+    for (size_t i = 0; i + 1 < n; i++) push_pair(t, w, (int32_t)i);
+    while (w->heap_len) {
+        pair_entry e = heap_pop(w);
+        if (w->next[e.left] != e.right || w->id[e.left] < 0) continue;
+        const plait_bpe_merge *m = &t->merges[e.rank];
+        if (w->id[e.left] != m->a || w->id[e.right] != m->b) continue;
+        w->id[e.left] = m->result;
+        w->id[e.right] = -1;
+        w->next[e.left] = w->next[e.right];
+        if (w->next[e.left] >= 0) w->prev[w->next[e.left]] = e.left;
+        push_pair(t, w, w->prev[e.left]);
+        push_pair(t, w, e.left);
+    }
+    for (int32_t i = 0; i >= 0; i = w->next[i])
+        if (plait_token_buf_push(out, w->id[i]) != PLAIT_OK) return PLAIT_ERR_NO_MEMORY;
+    return PLAIT_OK;
+}
+
+/* Pieces up to this long are remembered within one encode call: text
+ * repeats its words, and a hit skips the merging. */
+#define CACHE_PIECE_BYTES 64
+
+plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out) {
+    const unsigned char *s = text;
+    piece_work w = {0};
+    plait_bytes_map cache = {0};   /* piece -> (start in `memo` << 8 | count) */
+    plait_token_buf memo = {0};
+    plait_status st = PLAIT_OK;
+    for (size_t pos = 0; st == PLAIT_OK && pos < len;) {
+        size_t end = plait_pretokenize_next(s, len, pos), n = end - pos;
+        int64_t *hit = n <= CACHE_PIECE_BYTES ? plait_bytes_map_find(&cache, s + pos, n) : NULL;
+        if (hit) {
+            size_t start = (size_t)(*hit >> 8), count = (size_t)(*hit & 0xff);
+            for (size_t k = 0; st == PLAIT_OK && k < count; k++) st = plait_token_buf_push(out, memo.ids[start + k]);
+        } else {
+            size_t before = out->len;
+            st = encode_piece(t, &w, s + pos, n, out);
+            if (st == PLAIT_OK && n <= CACHE_PIECE_BYTES) {
+                size_t start = memo.len;
+                for (size_t k = before; st == PLAIT_OK && k < out->len; k++) st = plait_token_buf_push(&memo, out->ids[k]);
+                if (st == PLAIT_OK &&
+                    !plait_bytes_map_upsert(&cache, s + pos, n, (int64_t)start << 8 | (int64_t)(out->len - before), NULL))
+                    st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory encoding");
+            }
+        }
+        pos = end;
+    }
+    free(w.id);
+    free(w.next);
+    free(w.prev);
+    free(w.heap);
+    plait_bytes_map_free(&cache);
+    plait_token_buf_free(&memo);
+    return st;
+}
+
+plait_status plait_tokenizer_decode(const plait_tokenizer *t, const int32_t *ids, size_t n, char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *b;
+        size_t l;
+        if (plait_tokenizer_token(t, ids[i], &b, &l) != PLAIT_OK)
+            return plait_set_error(PLAIT_ERR_INVALID_ARG, "token %zu of %zu: id %d is out of range (the vocabulary "
+                                                          "has ids 0..%d)",
+                                   i, n, ids[i], t->n_ids - 1);
+        total += l;
+    }
+    char *buf = malloc(total + 1);
+    if (!buf) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory decoding %zu tokens", n);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *b;
+        size_t l;
+        plait_tokenizer_token(t, ids[i], &b, &l);
+        memcpy(buf + k, b, l);
+        k += l;
+    }
+    buf[k] = '\0';
+    *out = buf;
+    *len = k;
+    return PLAIT_OK;
+}

@@ -1,0 +1,75 @@
+/*
+ * A byte-level BPE tokenizer, GPT-2's kind: text is cut into pieces by
+ * GPT-2's pattern (pretokenize.h), each piece's bytes start as one token
+ * each, and merges are applied lowest rank first (every occurrence of the
+ * best pair, left to right) until none applies. Ids and merges come from
+ * GPT-2's files (vocab.json + merges.txt, bytes written with byte_map.h's
+ * characters) or a Hugging Face tokenizer.json whose model is BPE, or from
+ * plait_tokenizer_train (tokenizer_train.h). Encoding any bytes and decoding
+ * the ids gives the bytes back exactly; text is never interpreted as special
+ * tokens ("<|endoftext|>" in a file is ordinary text, as in GPT-2's
+ * encoder.py); plait_tokenizer_eot names the end-of-text id for callers that
+ * separate documents with it.
+ *
+ * Ownership: the caller owns a loaded tokenizer (plait_tokenizer_free).
+ * Thread-safety: immutable after loading; every function taking a const
+ * tokenizer may run concurrently. Errors: PLAIT_ERR_SYSTEM (a file cannot be
+ * read), PLAIT_ERR_PROTOCOL (a malformed file: the message names the file and
+ * the byte offset, and the line for merges.txt), PLAIT_ERR_INVALID_ARG (an id
+ * out of range), PLAIT_ERR_NO_MEMORY.
+ */
+#ifndef PLAIT_CORE_TOKENIZER_TOKENIZER_H
+#define PLAIT_CORE_TOKENIZER_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <plait/types.h>
+
+typedef struct plait_tokenizer plait_tokenizer;
+
+/* Ids appended by encode; the caller frees ids (free) or reuses the buffer. */
+typedef struct plait_token_buf {
+    int32_t *ids;
+    size_t len, cap;
+} plait_token_buf;
+
+/* `path` is a directory holding tokenizer.json, or vocab.json and merges.txt
+ * (tokenizer.json wins when both are there), or a tokenizer.json file. */
+plait_status plait_tokenizer_load(const char *path, plait_tokenizer **out);
+/* GPT-2's two files. */
+plait_status plait_tokenizer_load_gpt2(const char *vocab_json, const char *merges_txt, plait_tokenizer **out);
+/* A Hugging Face tokenizer.json with "model": {"type": "BPE", ...} and a
+ * ByteLevel (or no) pre-tokenizer; added_tokens join the vocabulary. */
+plait_status plait_tokenizer_load_hf(const char *tokenizer_json, plait_tokenizer **out);
+void plait_tokenizer_free(plait_tokenizer *t);
+
+/* Number of ids (one more than the largest). */
+int32_t plait_tokenizer_vocab_size(const plait_tokenizer *t);
+/* Number of merges. */
+int32_t plait_tokenizer_merges(const plait_tokenizer *t);
+/* The id of "<|endoftext|>", or -1 when the vocabulary has none. */
+int32_t plait_tokenizer_eot(const plait_tokenizer *t);
+/* Where it was loaded from ("" for a trained one). */
+const char *plait_tokenizer_source(const plait_tokenizer *t);
+
+/* Append the ids of `len` bytes of `text` (any bytes) to `out`. */
+plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out);
+/* The bytes of token `id` (not NUL-terminated): PLAIT_ERR_INVALID_ARG when
+ * id is outside [0, vocab_size). */
+plait_status plait_tokenizer_token(const plait_tokenizer *t, int32_t id, const unsigned char **bytes, size_t *len);
+/* Decode n ids into a malloc'd buffer (NUL-terminated for convenience; *len
+ * excludes it). An id out of range is PLAIT_ERR_INVALID_ARG naming its
+ * position; nothing is returned then. */
+plait_status plait_tokenizer_decode(const plait_tokenizer *t, const int32_t *ids, size_t n, char **out, size_t *len);
+
+/* Write vocab.json and merges.txt (GPT-2's format) into `dir`, created if
+ * missing; the two files replace any there together (built in a sibling
+ * staging directory, then swapped in), so a reader never sees half of a
+ * tokenizer. */
+plait_status plait_tokenizer_save(const plait_tokenizer *t, const char *dir);
+
+/* Append ids to a buffer (grows it); PLAIT_ERR_NO_MEMORY on failure. */
+plait_status plait_token_buf_push(plait_token_buf *b, int32_t id);
+void plait_token_buf_free(plait_token_buf *b);
+
+#endif

@@ -1,0 +1,257 @@
+/* Reading GPT-2's vocab.json + merges.txt and Hugging Face's tokenizer.json. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runtime/error.h"
+#include "tokenizer/byte_map.h"
+#include "tokenizer/tokenizer_internal.h"
+#include "tokenizer/unicode_class.h"
+#include "train/checkpoint_fs.h"
+#include "train/safetensors_json.h"
+
+#define MAX_FILE_BYTES ((size_t)1 << 30)
+
+/* Token text in GPT-2's byte alphabet -> bytes (at most `len` of them). */
+static plait_status alphabet_to_bytes(const char *s, size_t len, unsigned char *out, size_t *n, const char *what,
+                                      size_t offset) {
+    size_t k = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        i += plait_utf8_next((const unsigned char *)s + i, len - i, &cp);
+        int b = plait_unicode_to_byte(cp);
+        if (b < 0)
+            return plait_set_error(PLAIT_ERR_PROTOCOL,
+                                   "%s: byte %zu: token \"%.*s\" has the character U+%04X, which GPT-2's byte "
+                                   "alphabet does not use (not a byte-level BPE vocabulary?)",
+                                   what, offset, (int)(len < 80 ? len : 80), s, (unsigned)cp);
+        out[k++] = (unsigned char)b;
+    }
+    *n = k;
+    return PLAIT_OK;
+}
+
+/* The id of a token given in the byte alphabet, or -1. */
+static plait_status lookup(const plait_tokenizer *t, const char *s, size_t len, int32_t *id, const char *what,
+                           size_t line, size_t offset) {
+    unsigned char stack[512] = {0}, *bytes = len <= sizeof stack ? stack : malloc(len);
+    if (!bytes) return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", what);
+    size_t n = 0;
+    plait_status st = alphabet_to_bytes(s, len, bytes, &n, what, offset);
+    const int64_t *v = st == PLAIT_OK ? plait_bytes_map_find(&t->tokens, bytes, n) : NULL;
+    if (bytes != stack) free(bytes);
+    if (st != PLAIT_OK) return st;
+    if (!v)
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: line %zu (byte %zu): merge part \"%.*s\" is not in the "
+                                                   "vocabulary",
+                               what, line, offset, (int)(len < 80 ? len : 80), s);
+    *id = (int32_t)*v;
+    return PLAIT_OK;
+}
+
+static plait_status merge_strings(plait_tokenizer *t, const char *a, size_t la, const char *b, size_t lb,
+                                  const char *what, size_t line, size_t offset) {
+    int32_t ia, ib;
+    plait_status st = lookup(t, a, la, &ia, what, line, offset);
+    if (st == PLAIT_OK) st = lookup(t, b, lb, &ib, what, line, offset + la + 1);
+    if (st == PLAIT_OK) st = plait_tokenizer_add_merge(t, ia, ib, what, line, offset);
+    return st;
+}
+
+/* {"token": id, ...} in the byte alphabet. */
+static plait_status add_vocab(plait_tokenizer *t, const plait_json *obj, const char *what) {
+    if (!obj || obj->type != PLAIT_JSON_OBJECT)
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: the vocabulary must be a JSON object of "
+                                                   "\"token\": id",
+                               what, obj ? obj->pos : 0);
+    unsigned char *bytes = NULL;
+    size_t cap = 0;
+    plait_status st = PLAIT_OK;
+    for (const plait_json *c = obj->child; st == PLAIT_OK && c; c = c->next) {
+        if (c->type != PLAIT_JSON_INT || c->num < 0 || c->num > INT32_MAX - 1) {
+            st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: the id of token \"%.80s\" must be an integer "
+                                                     "0..%d",
+                                 what, c->pos, c->key, INT32_MAX - 1);
+            break;
+        }
+        size_t len = strlen(c->key), n = 0;
+        if (len > cap) {
+            unsigned char *p = realloc(bytes, len);
+            if (!p) {
+                st = plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", what);
+                break;
+            }
+            bytes = p;
+            cap = len;
+        }
+        st = alphabet_to_bytes(c->key, len, bytes, &n, what, c->key_pos);
+        if (st == PLAIT_OK) st = plait_tokenizer_add_token(t, bytes, n, (int32_t)c->num, what, c->key_pos);
+    }
+    free(bytes);
+    return st;
+}
+
+static plait_status read_json(const char *path, plait_json_doc **doc) {
+    char *text = NULL;
+    size_t len = 0;
+    plait_status st = plait_fs_read_small_file(path, MAX_FILE_BYTES, &text, &len);
+    if (st == PLAIT_OK) st = plait_json_parse_any(text, len, path, doc);
+    free(text);
+    return st;
+}
+
+/* merges.txt: an optional "#version" first line, then "a b" per line. */
+static plait_status add_merges_txt(plait_tokenizer *t, const char *path) {
+    char *text = NULL;
+    size_t len = 0;
+    plait_status st = plait_fs_read_small_file(path, MAX_FILE_BYTES, &text, &len);
+    size_t line = 0;
+    for (size_t pos = 0; st == PLAIT_OK && pos < len;) {
+        char *nl = memchr(text + pos, '\n', len - pos);
+        size_t end = nl ? (size_t)(nl - text) : len, stop = end;
+        line++;
+        if (stop > pos && text[stop - 1] == '\r') stop--;
+        if (stop > pos && !(line == 1 && strncmp(text + pos, "#version", 8) == 0)) {
+            const char *sp = memchr(text + pos, ' ', stop - pos);
+            size_t la = sp ? (size_t)(sp - (text + pos)) : 0;
+            if (!sp || la == 0 || la + 1 >= stop - pos || memchr(sp + 1, ' ', (size_t)(text + stop - sp - 1)))
+                st = plait_set_error(PLAIT_ERR_PROTOCOL,
+                                     "%s: line %zu (byte %zu): expected two tokens separated by one space, found "
+                                     "\"%.*s\"",
+                                     path, line, pos, (int)(stop - pos < 80 ? stop - pos : 80), text + pos);
+            else
+                st = merge_strings(t, text + pos, la, sp + 1, stop - pos - la - 1, path, line, pos);
+        }
+        pos = end + 1;
+    }
+    free(text);
+    return st;
+}
+
+plait_status plait_tokenizer_load_gpt2(const char *vocab_json, const char *merges_txt, plait_tokenizer **out) {
+    *out = NULL;
+    plait_tokenizer *t = plait_tokenizer_new(vocab_json);
+    if (!t) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory loading %s", vocab_json);
+    plait_json_doc *doc = NULL;
+    plait_status st = read_json(vocab_json, &doc);
+    if (st == PLAIT_OK) st = add_vocab(t, plait_json_root(doc), vocab_json);
+    if (st == PLAIT_OK) st = plait_tokenizer_finish_vocab(t, vocab_json);
+    plait_json_free(doc);
+    if (st == PLAIT_OK) st = add_merges_txt(t, merges_txt);
+    if (st != PLAIT_OK) {
+        plait_tokenizer_free(t);
+        return st;
+    }
+    *out = t;
+    return PLAIT_OK;
+}
+
+static int is_string(const plait_json *j, const char *s) {
+    return j && j->type == PLAIT_JSON_STRING && strcmp(j->str, s) == 0;
+}
+
+/* added_tokens: [{"id": N, "content": "raw text", ...}]; ids the model's
+ * vocabulary already has are skipped (GPT-2's <|endoftext|> is in both). */
+static plait_status add_added_tokens(plait_tokenizer *t, const plait_json *arr, const plait_json *vocab,
+                                     const char *what) {
+    if (!arr || arr->type == PLAIT_JSON_NULL) return PLAIT_OK;
+    if (arr->type != PLAIT_JSON_ARRAY)
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: \"added_tokens\" must be an array", what, arr->pos);
+    for (const plait_json *a = arr->child; a; a = a->next) {
+        const plait_json *id = plait_json_get(a, "id"), *content = plait_json_get(a, "content");
+        if (!id || id->type != PLAIT_JSON_INT || id->num < 0 || id->num > INT32_MAX - 1 || !content ||
+            content->type != PLAIT_JSON_STRING || content->str_len == 0)
+            return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: an added token needs an integer \"id\" and "
+                                                       "a non-empty \"content\"",
+                                   what, a->pos);
+        int known = 0;
+        for (const plait_json *v = vocab->child; v && !known; v = v->next) known = v->num == id->num;
+        if (known) continue;
+        plait_status st = plait_tokenizer_add_token(t, (const unsigned char *)content->str, content->str_len,
+                                                    (int32_t)id->num, what, content->pos);
+        if (st != PLAIT_OK) return st;
+    }
+    return PLAIT_OK;
+}
+
+static plait_status check_hf_kind(const plait_json *root, const plait_json *model, const char *what) {
+    if (!model || model->type != PLAIT_JSON_OBJECT)
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: no \"model\" object (not a tokenizer.json?)", what,
+                               root->pos);
+    const plait_json *type = plait_json_get(model, "type");
+    if (type && !is_string(type, "BPE"))
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: model type \"%s\" is not supported; plait reads "
+                                                   "byte-level BPE (\"type\": \"BPE\")",
+                               what, type->pos, type->type == PLAIT_JSON_STRING ? type->str : "?");
+    const plait_json *pre = plait_json_get(root, "pre_tokenizer");
+    if (pre && pre->type != PLAIT_JSON_NULL && !is_string(plait_json_get(pre, "type"), "ByteLevel"))
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: the pre-tokenizer must be ByteLevel (GPT-2's); "
+                                                   "other pre-tokenizers are not supported",
+                               what, pre->pos);
+    return PLAIT_OK;
+}
+
+plait_status plait_tokenizer_load_hf(const char *path, plait_tokenizer **out) {
+    *out = NULL;
+    plait_tokenizer *t = plait_tokenizer_new(path);
+    if (!t) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory loading %s", path);
+    plait_json_doc *doc = NULL;
+    plait_status st = read_json(path, &doc);
+    const plait_json *root = doc ? plait_json_root(doc) : NULL;
+    const plait_json *model = plait_json_get(root, "model");
+    if (st == PLAIT_OK) st = check_hf_kind(root, model, path);
+    const plait_json *vocab = plait_json_get(model, "vocab"), *merges = plait_json_get(model, "merges");
+    if (st == PLAIT_OK) st = add_vocab(t, vocab, path);
+    if (st == PLAIT_OK) st = add_added_tokens(t, plait_json_get(root, "added_tokens"), vocab, path);
+    if (st == PLAIT_OK) st = plait_tokenizer_finish_vocab(t, path);
+    if (st == PLAIT_OK && (!merges || merges->type != PLAIT_JSON_ARRAY))
+        st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: \"model\" has no \"merges\" array", path, model->pos);
+    size_t line = 0;
+    for (const plait_json *m = st == PLAIT_OK ? merges->child : NULL; st == PLAIT_OK && m; m = m->next) {
+        line++;
+        /* "a b" (the older layout) or ["a", "b"] (tokenizers >= 0.20) */
+        if (m->type == PLAIT_JSON_STRING) {
+            const char *sp = strchr(m->str, ' ');
+            if (!sp || sp == m->str || !sp[1] || strchr(sp + 1, ' '))
+                st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: merge %zu must be \"a b\", found \"%.80s\"",
+                                     path, m->pos, line, m->str);
+            else
+                st = merge_strings(t, m->str, (size_t)(sp - m->str), sp + 1, strlen(sp + 1), path, line, m->pos);
+        } else if (m->type == PLAIT_JSON_ARRAY && m->count == 2 && m->child->type == PLAIT_JSON_STRING &&
+                   m->child->next->type == PLAIT_JSON_STRING) {
+            st = merge_strings(t, m->child->str, m->child->str_len, m->child->next->str, m->child->next->str_len, path,
+                               line, m->pos);
+        } else {
+            st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: merge %zu must be \"a b\" or [\"a\", \"b\"]", path,
+                                 m->pos, line);
+        }
+    }
+    plait_json_free(doc);
+    if (st != PLAIT_OK) {
+        plait_tokenizer_free(t);
+        return st;
+    }
+    *out = t;
+    return PLAIT_OK;
+}
+
+static int is_file(const char *path) {
+    struct stat s;
+    return stat(path, &s) == 0 && S_ISREG(s.st_mode);
+}
+
+plait_status plait_tokenizer_load(const char *path, plait_tokenizer **out) {
+    *out = NULL;
+    char a[PATH_MAX], b[PATH_MAX];
+    if (is_file(path)) return plait_tokenizer_load_hf(path, out);
+    snprintf(a, sizeof a, "%s/tokenizer.json", path);
+    if (is_file(a)) return plait_tokenizer_load_hf(a, out);
+    snprintf(a, sizeof a, "%s/vocab.json", path);
+    snprintf(b, sizeof b, "%s/merges.txt", path);
+    if (is_file(a) && is_file(b)) return plait_tokenizer_load_gpt2(a, b, out);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "tokenizer %s: not a tokenizer.json file, nor a directory holding tokenizer.json or "
+                           "vocab.json and merges.txt",
+                           path);
+}

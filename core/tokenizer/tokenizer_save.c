@@ -1,0 +1,70 @@
+/* Writing a tokenizer in GPT-2's format: vocab.json and merges.txt. */
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "runtime/staged_dir.h"
+#include "tokenizer/byte_map.h"
+#include "tokenizer/tokenizer_internal.h"
+#include "train/safetensors_json.h"
+
+/* Token bytes in GPT-2's byte alphabet, as UTF-8. */
+static void append_alphabet(plait_jbuf *b, const unsigned char *bytes, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t cp = plait_byte_to_unicode(bytes[i]);
+        char u[2];
+        if (cp < 0x80) {
+            u[0] = (char)cp;
+            plait_jbuf_append(b, u, 1);
+        } else { /* the alphabet stays below U+0800: two bytes */
+            u[0] = (char)(0xc0 | cp >> 6);
+            u[1] = (char)(0x80 | (cp & 0x3f));
+            plait_jbuf_append(b, u, 2);
+        }
+    }
+}
+
+static int tokenizer_file(const char *name) {
+    return !strcmp(name, "vocab.json") || !strcmp(name, "merges.txt") || !strcmp(name, "tokenizer.json");
+}
+
+plait_status plait_tokenizer_save(const plait_tokenizer *t, const char *dir) {
+    plait_jbuf vocab = {0}, merges = {0}, text = {0};
+    plait_jbuf_puts(&vocab, "{");
+    for (int32_t id = 0; id < t->n_ids; id++) {
+        const unsigned char *bytes;
+        size_t n;
+        plait_tokenizer_token(t, id, &bytes, &n);
+        plait_jbuf_free(&text);
+        append_alphabet(&text, bytes, n);
+        if (id) plait_jbuf_puts(&vocab, ", ");
+        plait_jbuf_string(&vocab, text.data ? text.data : "");
+        plait_jbuf_printf(&vocab, ": %d", id);
+    }
+    plait_jbuf_puts(&vocab, "}");
+    plait_jbuf_puts(&merges, "#version: 0.2\n");
+    for (int32_t r = 0; r < t->n_merges; r++) {
+        const unsigned char *bytes;
+        size_t n;
+        plait_tokenizer_token(t, t->merges[r].a, &bytes, &n);
+        append_alphabet(&merges, bytes, n);
+        plait_jbuf_puts(&merges, " ");
+        plait_tokenizer_token(t, t->merges[r].b, &bytes, &n);
+        append_alphabet(&merges, bytes, n);
+        plait_jbuf_puts(&merges, "\n");
+    }
+    plait_jbuf_free(&text);
+    plait_status st = PLAIT_OK;
+    if (vocab.failed || merges.failed) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory writing %s", dir);
+    plait_staged_dir d;
+    if (st == PLAIT_OK) st = plait_staged_dir_begin(&d, dir, tokenizer_file);
+    if (st == PLAIT_OK) {
+        st = plait_staged_dir_write(&d, "vocab.json", vocab.data, vocab.len);
+        if (st == PLAIT_OK) st = plait_staged_dir_write(&d, "merges.txt", merges.data, merges.len);
+        if (st == PLAIT_OK) st = plait_staged_dir_commit(&d);
+        if (st != PLAIT_OK) plait_staged_dir_abort(&d);
+    }
+    plait_jbuf_free(&vocab);
+    plait_jbuf_free(&merges);
+    return st;
+}
