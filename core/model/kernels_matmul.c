@@ -21,7 +21,7 @@
  * below SGEMM_MIN_TILE_MACS multiply-adds (then waking a thread and packing
  * operands again costs more than it saves). */
 #define SGEMM_TILES 128
-#define SGEMM_MIN_TILE_MACS (1ll << 18)
+#define SGEMM_MIN_TILE_MACS (1ll << 22)
 #define SGEMM_GRAIN 32
 
 typedef struct sgemm_job {

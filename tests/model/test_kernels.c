@@ -115,8 +115,9 @@ static void naive_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
 
 static void test_sgemm(void **state) {
     (void)state;
-    /* small (one call) and large (split over parts) shapes, all transposes */
-    const int64_t shapes[][3] = {{3, 5, 7}, {200, 130, 150}, {96, 330, 70}, {257, 64, 129}};
+    /* small (one call) and large shapes (520 x 390 x 130: 8 tiles, ragged
+     * at both edges), all transposes */
+    const int64_t shapes[][3] = {{3, 5, 7}, {200, 130, 150}, {96, 330, 70}, {257, 64, 129}, {520, 390, 130}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
@@ -161,10 +162,13 @@ static void test_sgemm(void **state) {
 static void test_sgemm_tiles(void **state) {
     (void)state;
     int64_t tm, tn;
+    /* the shape test_sgemm checks against the reference is really cut */
+    assert_int_equal(plait_k_sgemm_tiles(520, 390, 130, &tm, &tn), 8);
+    assert_true(520 % tm != 0 && 390 % tn != 0);
     int64_t n = plait_k_sgemm_tiles(4096, 768, 256, &tm, &tn);
     assert_true(n >= 64);
     assert_int_equal(n, ((4096 + tm - 1) / tm) * ((768 + tn - 1) / tn));
-    assert_true(tm * tn * 256 >= (1 << 18));
+    assert_true(tm * tn * 256 >= (1 << 22));
     assert_true(tm % 32 == 0 && tn % 32 == 0);
     /* the weight gradient's shape (OC x C over K = B*T) too */
     assert_true(plait_k_sgemm_tiles(768, 256, 4096, NULL, NULL) >= 64);

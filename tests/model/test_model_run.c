@@ -25,9 +25,9 @@
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
-/* Big enough that products are split into parts and attention runs on
- * both threads. */
-static const char *GPT_INI = "[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 64\n"
+/* Big enough that products are cut into several tiles (the MLP's 256 x 512
+ * x 128 into 4) and attention runs on every thread. */
+static const char *GPT_INI = "[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 128\n"
                              "block_size = 64\nvocab_size = 100\n";
 static const char *MLP_INI = "[run]\nseed = 5\n[model]\narch = mlp\nn_layer = 2\nn_embd = 64\n"
                              "block_size = 64\nvocab_size = 100\n";
