@@ -5,7 +5,11 @@
 # bytes and peak RSS) are both at hand:
 #   tp   — 2 ranks: dp = 2 against tp = 2 (and one process for reference)
 #   pp   — 4 ranks, m = 8: gpipe, 1f1b, interleaved (virtual_stages = 2)
-# Usage: [BENCH_REPS=R] scripts/bench-layouts.sh [tp|pp|all] [BUILD] [STEPS]
+#   sweep — 4 ranks, every layout (dp x tp x pp, each pipeline schedule) through
+#          `plait bench sweep`, plan beside measurement, report and plots in
+#          $BENCH_OUT/sweep (the acceptance sweep of docs/benchmarks.md; about
+#          3 minutes on a quiet 2-core machine). Not part of `all`.
+# Usage: [BENCH_REPS=R] scripts/bench-layouts.sh [tp|pp|all|sweep] [BUILD] [STEPS]
 # Figures are medians over steps 3..STEPS (the first two warm up). With
 # BENCH_REPS = R > 1 the layouts run R times, round-robin, and each layout's
 # figures come from its fastest run (the one least disturbed by other work
@@ -17,6 +21,16 @@ plait=$build/bin/plait
 cfg=configs/gpt-small.ini
 out=${BENCH_OUT:-runs/bench-layouts}
 mkdir -p "$out"
+
+if [ "$what" = sweep ]; then
+  # a fresh sweep each time (the CSV would otherwise resume); the load
+  # before and after goes into the report's notes
+  rm -rf "${out:?}/sweep"
+  echo "load before: $(uptime)"
+  "$plait" bench sweep "$cfg" -n 4 --axes dp,tp,pp,schedule --steps "${steps}" --warmup 2 --report "$out/sweep"
+  echo "load after: $(uptime)"
+  exit 0
+fi
 
 reps=${BENCH_REPS:-1}
 run1() { # DIR overrides...

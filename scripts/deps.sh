@@ -16,6 +16,7 @@ packages=(
   libibverbs-dev                     # verbs comm plugin (built when found)
   openmpi-bin                        # tests that join an external mpirun
   procps                             # ps/pkill used by fault tests
+  gnuplot-nox                        # plait bench sweep --report: PNG plots
 )
 
 if [[ "${1:-}" == "--list" ]]; then

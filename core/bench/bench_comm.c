@@ -8,7 +8,7 @@
 #include "comm/comm.h"
 #include "comm/reduce.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 
 static const char *const op_names[] = {"allreduce", "reduce_scatter", "allgather",
                                        "broadcast", "alltoall",       "sendrecv"};

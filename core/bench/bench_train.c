@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
+#include "comm/comm.h"
 #include "cpu/compute_line.h"
+#include "model/kernels.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "train/mfu_peak.h"
 #include "train/run.h"
 
@@ -27,20 +29,19 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Per step, the slowest rank's numbers (max over the world). */
-enum { F_STEP, F_COMPUTE, F_COMM, F_IDLE, F_DP, F_TP, F_PP, F_OPT, F_RSS, N_FIELDS };
+enum { F_STEP, F_COMPUTE, F_COMM, F_IDLE, F_DP, F_TP, F_PP, F_OPT, F_ACT, F_RSS, N_FIELDS };
 
 plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_opts *o, FILE *out) {
     plait_run *run = NULL;
     plait_status st = plait_run_open(cfg, NULL, &run);
     if (st != PLAIT_OK) return st;
-    const plait_coll_api *coll = plait_host_table()->coll;
-    int rank = run->mesh.world_rank, world = run->mesh.world_size;
+    int rank = run->world.mesh.world_rank, world = run->world.mesh.world_size;
     /* the peak (train/mfu_peak.h: one rank's threads, measured by rank 0
      * while the others wait, cached per machine) */
     plait_mfu_peak peak = {0};
     if (rank == 0)
-        plait_mfu_peak_get(cfg, plait_host_table()->math_threads(), plait_job_local_size(run->job), world, &peak);
-    if (world > 1) st = coll->barrier(run->world, NULL, NULL);
+        plait_mfu_peak_get(cfg, plait_kernels_threads(), plait_job_local_size(run->world.job), world, &peak);
+    if (world > 1) st = plait_comm_barrier(run->world.comm, NULL, NULL);
     int64_t total = o->warmup + o->steps;
     double *rows = calloc((size_t)total * N_FIELDS, sizeof(double));
     if (!rows) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
@@ -61,8 +62,9 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         v[F_TP] = (double)r.t.tp_bytes;
         v[F_PP] = (double)r.t.pp_bytes;
         v[F_OPT] = (double)r.t.optim_bytes;
+        v[F_ACT] = (double)plait_model_activation_bytes(run->model.instance);
         v[F_RSS] = (double)plait_peak_rss();
-        if (world > 1) st = coll->allreduce(run->world, v, v, N_FIELDS, PLAIT_F64, PLAIT_MAX, NULL, NULL);
+        if (world > 1) st = plait_comm_allreduce(run->world.comm, v, v, N_FIELDS, PLAIT_F64, PLAIT_MAX, NULL, NULL);
     }
     if (st == PLAIT_OK && rank == 0) {
         double med[N_FIELDS];
@@ -73,44 +75,48 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
             med[f] = col[o->steps / 2];
         }
         free(col);
-        double tokens = (double)run->batch.global_batch * run->block_size;
+        double tokens = (double)run->layout.batch.global_batch * run->model.block_size;
         double tps = tokens / med[F_STEP];
         double fpt = plait_run_flops_per_token(run);
         char mfu_text[64], compute[512];
         double mfu = plait_mfu_text(tps * fpt, peak.flops, mfu_text, sizeof mfu_text);
-        plait_compute_line(compute, sizeof compute, plait_host_table()->math_threads(),
-                           plait_config_str(cfg, "run", "precision"));
+        plait_compute_line(compute, sizeof compute, plait_kernels_threads(), plait_config_str(cfg, "run", "precision"));
         fprintf(out,
-                "# plait bench train %s: %s, dp %d x tp %d x pp %d (%s), optimizer %s, %d rank%s x %d thread%s\n"
+                "# plait bench train %s: %s (recompute %s), dp %d x tp %d x pp %d (%s), optimizer %s, %d rank%s x "
+                "%d thread%s\n"
                 "# compute %s\n"
                 "# global batch %lld x %d tokens = %.0f tokens/step; %lld timed steps after %lld warm-up; "
                 "loss %.4f -> %.4f\n"
                 "# MFU against %.1f GFLOP/s: %d rank%s x %s\n",
-                plait_config_path(cfg) ? plait_config_path(cfg) : "", run->spec->arch, run->mesh.dp, run->mesh.tp,
-                run->mesh.pp, plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"),
-                world, world == 1 ? "" : "s", plait_host_table()->math_threads(),
-                plait_host_table()->math_threads() == 1 ? "" : "s", compute, (long long)run->batch.global_batch,
-                run->block_size, tokens, (long long)o->steps, (long long)o->warmup, first_loss, last_loss,
+                plait_config_path(cfg) ? plait_config_path(cfg) : "", run->model.spec->arch,
+                plait_config_str(cfg, "model", "recompute"), run->world.mesh.dp, run->world.mesh.tp,
+                run->world.mesh.pp, plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"),
+                world, world == 1 ? "" : "s", plait_kernels_threads(),
+                plait_kernels_threads() == 1 ? "" : "s", compute, (long long)run->layout.batch.global_batch,
+                run->model.block_size, tokens, (long long)o->steps, (long long)o->warmup, first_loss, last_loss,
                 peak.flops / 1e9, peak.ranks, peak.ranks == 1 ? "" : "s", peak.source);
-        fprintf(out, "# %9s %10s %6s %10s %9s %8s %9s %9s %9s %9s %11s\n", "ms/step", "tokens/s", "MFU", "compute_ms",
-                "comm_ms", "idle_ms", "dp_MB", "tp_MB", "pp_MB", "optim_MB", "peak_rss_MB");
-        fprintf(out, "  %9.1f %10.0f %6s %10.1f %9.1f %8.1f %9.2f %9.2f %9.2f %9.2f %11.1f\n", 1e3 * med[F_STEP],
-                tps, mfu_text, 1e3 * med[F_COMPUTE], 1e3 * med[F_COMM], 1e3 * med[F_IDLE], med[F_DP] / MB,
-                med[F_TP] / MB, med[F_PP] / MB, med[F_OPT] / MB, med[F_RSS] / MB);
+        fprintf(out, "# %9s %10s %6s %10s %9s %8s %9s %9s %9s %9s %9s %11s\n", "ms/step", "tokens/s", "MFU",
+                "compute_ms", "comm_ms", "idle_ms", "dp_MB", "tp_MB", "pp_MB", "optim_MB", "act_MB", "peak_rss_MB");
+        fprintf(out, "  %9.1f %10.0f %6s %10.1f %9.1f %8.1f %9.2f %9.2f %9.2f %9.2f %9.2f %11.1f\n",
+                1e3 * med[F_STEP], tps, mfu_text, 1e3 * med[F_COMPUTE], 1e3 * med[F_COMM], 1e3 * med[F_IDLE],
+                med[F_DP] / MB, med[F_TP] / MB, med[F_PP] / MB, med[F_OPT] / MB, med[F_ACT] / MB, med[F_RSS] / MB);
         fprintf(out, "# times: median over steps of the slowest rank; bytes: payload each rank sent per step "
-                     "(max over ranks); peak RSS: max over ranks\n");
+                     "(max over ranks); act: activation memory (saved activations, backward scratch, recompute "
+                     "buffers), max over ranks; peak RSS: max over ranks\n");
         if (o->csv) {
             FILE *f = fopen(o->csv, "a");
             if (f) {
                 if (ftell(f) == 0)
                     fprintf(f, "config,dp,tp,pp,parallel,optim,ranks,threads,ms_per_step,tokens_per_s,mfu,compute_ms,"
-                               "comm_ms,idle_ms,dp_bytes,tp_bytes,pp_bytes,optim_bytes,peak_rss_mb\n");
-                fprintf(f, "%s,%d,%d,%d,%s,%s,%d,%d,%.3f,%.1f,%.4f,%.3f,%.3f,%.3f,%.0f,%.0f,%.0f,%.0f,%.1f\n",
-                        plait_config_path(cfg) ? plait_config_path(cfg) : "", run->mesh.dp, run->mesh.tp, run->mesh.pp,
+                               "comm_ms,idle_ms,dp_bytes,tp_bytes,pp_bytes,optim_bytes,peak_rss_mb,activation_bytes,"
+                               "recompute\n");
+                fprintf(f, "%s,%d,%d,%d,%s,%s,%d,%d,%.3f,%.1f,%.4f,%.3f,%.3f,%.3f,%.0f,%.0f,%.0f,%.0f,%.1f,%.0f,%s\n",
+                        plait_config_path(cfg) ? plait_config_path(cfg) : "", run->world.mesh.dp, run->world.mesh.tp,
+                        run->world.mesh.pp,
                         plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"), world,
-                        plait_host_table()->math_threads(), 1e3 * med[F_STEP], tps, mfu, 1e3 * med[F_COMPUTE],
+                        plait_kernels_threads(), 1e3 * med[F_STEP], tps, mfu, 1e3 * med[F_COMPUTE],
                         1e3 * med[F_COMM], 1e3 * med[F_IDLE], med[F_DP], med[F_TP], med[F_PP], med[F_OPT],
-                        med[F_RSS] / MB);
+                        med[F_RSS] / MB, med[F_ACT], plait_config_str(cfg, "model", "recompute"));
                 fclose(f);
             } else {
                 st = plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot append the CSV row", o->csv);
@@ -118,7 +124,7 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         }
     }
     free(rows);
-    if (st != PLAIT_OK) run->failed = 1;
+    if (st != PLAIT_OK) run->world.failed = 1;
     plait_run_close(run);
     return st;
 }

@@ -1,5 +1,8 @@
 /*
  * `plait bench train`: steady-state training throughput of a layout.
+ *
+ * Not thread-safe: the CLI runs one benchmark on its main thread; it sets
+ * the process's math threads and drives a run (train/run.h).
  */
 #ifndef PLAIT_CORE_BENCH_TRAIN_H
 #define PLAIT_CORE_BENCH_TRAIN_H

@@ -48,7 +48,7 @@ const plait_command *plait_cli_find_command(const char *name);
 void plait_cli_print_error(const char *context);
 
 /* `plait <command> ... -n N`: run N local ranks of argv (with -n already
- * removed) under the launcher (comm/launch.h) and return the exit code the
+ * removed) under the launcher (launch/launch.h) and return the exit code the
  * CLI should exit with. Refuses to nest inside a running job. */
 int plait_cli_launch(int nranks, int argc, char **argv);
 

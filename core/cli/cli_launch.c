@@ -3,8 +3,8 @@
 #include <stdlib.h>
 
 #include "cli/cli.h"
-#include "comm/bootstrap.h"
-#include "comm/launch.h"
+#include "launch/bootstrap.h"
+#include "launch/launch.h"
 #include "runtime/error.h"
 #include "train/preflight.h"
 

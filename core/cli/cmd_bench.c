@@ -15,10 +15,22 @@
 #include "runtime/error.h"
 
 int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv);
+int plait_cli_bench_sweep(int argc, char **argv);
 
 static const char bench_usage[] =
     "usage: plait bench train CONFIG [--steps S] [--warmup W] [--csv FILE] [section.key=value ...]\n"
     "       plait bench comm [-n N] --op OP [options] [section.key=value ...]\n"
+    "       plait bench sweep CONFIG -n N [--axes LIST] [--AXIS VALUES] [--steps S] [--warmup W]\n"
+    "                         [--max-minutes M] [--csv FILE] [--report DIR] [section.key=value ...]\n"
+    "\n"
+    "bench sweep: every valid layout of N ranks along the axes (default dp,tp,pp,schedule; all:\n"
+    "dp,tp,pp,schedule,chunks,optim,micro_batch,bucket_mb,comm; --dp 1,2 etc. bound an axis), each\n"
+    "measured by 'plait bench train' (S timed steps, default 6, after W warm-up, default 2), ranked\n"
+    "by tokens/s with 'plait plan's prediction beside; invalid layouts are listed with why. Rows are\n"
+    "appended to --csv (default DIR/sweep.csv with --report, else sweep.csv) as each layout ends;\n"
+    "the same command again continues from it. --report DIR writes report.md and PNG plots\n"
+    "(gnuplot). --max-minutes starts no layout after M minutes. Exit 1 when no layout is valid\n"
+    "or one fails.\n"
     "\n"
     "bench train: steady-state training throughput of CONFIG's layout (dp x tp x pp local ranks, as\n"
     "'plait train' starts them): median step time of the slowest rank over S timed steps (default\n"
@@ -300,9 +312,10 @@ static int cmd_bench(int argc, char **argv) {
     if (strcmp(argv[1], "comm") == 0) return bench_comm(argc - 1, argv + 1);
     /* argv - 1 is the program's full command line (commands get it from index 1) */
     if (strcmp(argv[1], "train") == 0) return plait_cli_bench_train(argc - 1, argv + 1, argc + 1, argv - 1);
-    fprintf(stderr, "plait bench: no benchmark '%s' (available: comm, train)\n", argv[1]);
+    if (strcmp(argv[1], "sweep") == 0) return plait_cli_bench_sweep(argc - 1, argv + 1);
+    fprintf(stderr, "plait bench: no benchmark '%s' (available: comm, train, sweep)\n", argv[1]);
     return 2;
 }
 
-const plait_command plait_cmd_bench = {"bench", "benchmarks: 'plait bench train' (throughput), 'plait bench comm' (collectives)",
+const plait_command plait_cmd_bench = {"bench", "benchmarks: 'plait bench train' (throughput), 'plait bench comm' (collectives), 'plait bench sweep' (layouts)",
                                        bench_usage, cmd_bench};

@@ -1,9 +1,33 @@
 /* plait config check|show FILE [section.key=value ...] */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "plan/plan_layouts.h"
 #include "train/preflight.h"
+
+/* What `plait plan` predicts each rank of the layout will hold, on this
+ * machine's defaults (the runtime's own bytes included). */
+static void print_memory(plait_config *cfg) {
+    plait_cluster c;
+    plait_cluster_default(&c);
+    int world = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
+                      plait_config_int(cfg, "parallel", "pp"));
+    plait_plan_mem *m = calloc((size_t)world, sizeof *m);
+    int n = 0;
+    if (!m || plait_plan_config_memory(cfg, &c, m, world, &n) != PLAIT_OK) {
+        free(m);
+        return; /* the preflight above passed: nothing new to say */
+    }
+    const double MiB = 1048576.0;
+    printf("predicted memory per rank (MiB; plait plan's model, see docs/plan.md):\n"
+           "  rank  parameters  gradients  optimizer  activations  buffers  runtime    total\n");
+    for (int r = 0; r < n; r++)
+        printf("  %4d  %10.1f  %9.1f  %9.1f  %11.1f  %7.1f  %7.1f  %7.1f\n", r, m[r].param / MiB, m[r].grad / MiB,
+               m[r].state / MiB, m[r].activations / MiB, m[r].buffers / MiB, m[r].process / MiB, m[r].total / MiB);
+    free(m);
+}
 
 static int cmd_config(int argc, char **argv) {
     if (argc < 3 || (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "show") != 0)) {
@@ -22,10 +46,12 @@ static int cmd_config(int argc, char **argv) {
         plait_config_free(cfg);
         return 1;
     }
-    if (strcmp(argv[1], "show") == 0)
+    if (strcmp(argv[1], "show") == 0) {
         plait_config_show(cfg, stdout);
-    else
+    } else {
         printf("%s: ok\n", argv[2]);
+        print_memory(cfg);
+    }
     plait_config_free(cfg);
     return 0;
 }
@@ -37,7 +63,7 @@ const plait_command plait_cmd_config = {
     "check: validate FILE against every declared key (core sections and the selected plugins'\n"
     "       sections); exit 0 if valid, 1 with every problem listed as FILE:LINE: ... if not.\n"
     "       The layout is checked too: batch arithmetic for dp, the model against tp and pp,\n"
-    "       and every rank's plan.\n"
+    "       and every rank's plan; then the memory 'plait plan' predicts for each rank.\n"
     "show:  print the effective configuration: each key's value, where it came from (default,\n"
     "       FILE:LINE, environment PLAIT_<SECTION>_<KEY>, command line, derived) and its doc.\n",
     cmd_config};

@@ -7,15 +7,19 @@ extern const plait_command plait_cmd_config;
 extern const plait_command plait_cmd_bench;
 extern const plait_command plait_cmd_train;
 extern const plait_command plait_cmd_sample;
+extern const plait_command plait_cmd_plan;
+extern const plait_command plait_cmd_export;
 extern const plait_command plait_cmd_tokenizer;
 
 const plait_command *const plait_commands[] = {
     &plait_cmd_train,
     &plait_cmd_sample,
+    &plait_cmd_export,
     &plait_cmd_tokenizer,
     &plait_cmd_config,
     &plait_cmd_plugins,
     &plait_cmd_bench,
+    &plait_cmd_plan,
     &plait_cmd_help,
     NULL,
 };

@@ -2,11 +2,11 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "comm/launch.h"
 #include "cpu/blas.h"
+#include "launch/launch.h"
 #include "plugin/loader.h"
 #include "runtime/log.h"
-#include "runtime/runtime.h"
+#include "host/host_table.h"
 
 int main(int argc, char **argv) {
     plait_log_init_from_env();
@@ -39,13 +39,16 @@ int main(int argc, char **argv) {
      * N ranks running the same command line without it. */
     int nranks = 0;
     const char *bad = NULL;
-    if (plait_launch_take_nranks(&argc, argv, &nranks, &bad) != 0) {
+    /* ...except where -n N is the command's own: the ranks a sweep's layouts
+     * have (the sweep itself is one process that starts each layout) */
+    int own_n = argc > 2 && strcmp(argv[1], "bench") == 0 && strcmp(argv[2], "sweep") == 0;
+    if (!own_n && plait_launch_take_nranks(&argc, argv, &nranks, &bad) != 0) {
         fprintf(stderr, "plait: %s\n", bad);
         return 2;
     }
     if (nranks > 0) return plait_cli_launch(nranks, argc, argv);
-    plait_runtime_init();
+    plait_host_install();
     int rc = c->run(argc - 1, argv + 1);
-    plait_runtime_shutdown();
+    plait_host_uninstall();
     return rc;
 }

@@ -1,5 +1,7 @@
 /*
- * The plait_coll_api table (host->coll): argument checks, normalisation of
+ * The core's collectives on a communicator (comm/comm.h: plait_comm_allreduce,
+ * ...), which the core calls directly and plugins reach through the
+ * plait_coll_api table (host->coll): argument checks, normalisation of
  * in-place forms, and hand-off to the communicator's executor.
  */
 #include <stdio.h>
@@ -8,12 +10,12 @@
 #include "comm/coll.h"
 #include "runtime/error.h"
 
-static int api_rank(const plait_comm *comm) { return comm->rank; }
-static int api_size(const plait_comm *comm) { return comm->size; }
-static int api_world_rank(const plait_comm *comm, int rank) {
+int plait_comm_rank(const plait_comm *comm) { return comm->rank; }
+int plait_comm_size(const plait_comm *comm) { return comm->size; }
+int plait_comm_world_rank(const plait_comm *comm, int rank) {
     return rank >= 0 && rank < comm->size ? comm->world_ranks[rank] : -1;
 }
-static const char *api_name(const plait_comm *comm) { return comm->name; }
+const char *plait_comm_name(const plait_comm *comm) { return comm->name; }
 
 static int has_reduction(plait_coll_kind k) {
     return k == PLAIT_COLL_ALLREDUCE || k == PLAIT_COLL_REDUCE_SCATTER || k == PLAIT_COLL_REDUCE;
@@ -104,7 +106,7 @@ static plait_status issue(plait_comm *comm, plait_coll_args *a, const plait_coll
     return plait_comm_submit(comm, a, req);
 }
 
-static plait_status api_allreduce(plait_comm *comm, const void *send, void *recv, size_t count,
+plait_status plait_comm_allreduce(plait_comm *comm, const void *send, void *recv, size_t count,
                                   plait_dtype dtype, plait_redop op, const plait_coll_opts *opts,
                                   plait_request **req) {
     plait_coll_args a = {.kind = PLAIT_COLL_ALLREDUCE, .send = send, .recv = recv, .count = count,
@@ -112,7 +114,7 @@ static plait_status api_allreduce(plait_comm *comm, const void *send, void *recv
     return issue(comm, &a, opts, req);
 }
 
-static plait_status api_reduce_scatter(plait_comm *comm, const void *send, void *recv, size_t count,
+plait_status plait_comm_reduce_scatter(plait_comm *comm, const void *send, void *recv, size_t count,
                                        plait_dtype dtype, plait_redop op,
                                        const plait_coll_opts *opts, plait_request **req) {
     plait_coll_args a = {.kind = PLAIT_COLL_REDUCE_SCATTER, .send = send, .recv = recv,
@@ -120,7 +122,7 @@ static plait_status api_reduce_scatter(plait_comm *comm, const void *send, void 
     return issue(comm, &a, opts, req);
 }
 
-static plait_status api_allgather(plait_comm *comm, const void *send, void *recv, size_t count,
+plait_status plait_comm_allgather(plait_comm *comm, const void *send, void *recv, size_t count,
                                   plait_dtype dtype, const plait_coll_opts *opts,
                                   plait_request **req) {
     plait_coll_args a = {.kind = PLAIT_COLL_ALLGATHER, .send = send, .recv = recv, .count = count,
@@ -128,14 +130,14 @@ static plait_status api_allgather(plait_comm *comm, const void *send, void *recv
     return issue(comm, &a, opts, req);
 }
 
-static plait_status api_broadcast(plait_comm *comm, void *buf, size_t count, plait_dtype dtype,
+plait_status plait_comm_broadcast(plait_comm *comm, void *buf, size_t count, plait_dtype dtype,
                                   int root, const plait_coll_opts *opts, plait_request **req) {
     plait_coll_args a = {.kind = PLAIT_COLL_BROADCAST, .send = buf, .recv = buf, .count = count,
                          .dtype = dtype, .root = root};
     return issue(comm, &a, opts, req);
 }
 
-static plait_status api_reduce(plait_comm *comm, const void *send, void *recv, size_t count,
+plait_status plait_comm_reduce(plait_comm *comm, const void *send, void *recv, size_t count,
                                plait_dtype dtype, plait_redop op, int root,
                                const plait_coll_opts *opts, plait_request **req) {
     plait_coll_args a = {.kind = PLAIT_COLL_REDUCE, .send = send, .recv = recv, .count = count,
@@ -143,7 +145,7 @@ static plait_status api_reduce(plait_comm *comm, const void *send, void *recv, s
     return issue(comm, &a, opts, req);
 }
 
-static plait_status api_gather(plait_comm *comm, const void *send, void *recv, size_t count,
+plait_status plait_comm_gather(plait_comm *comm, const void *send, void *recv, size_t count,
                                plait_dtype dtype, int root, const plait_coll_opts *opts,
                                plait_request **req) {
     plait_coll_args a = {.kind = PLAIT_COLL_GATHER, .send = send, .recv = recv, .count = count,
@@ -151,7 +153,7 @@ static plait_status api_gather(plait_comm *comm, const void *send, void *recv, s
     return issue(comm, &a, opts, req);
 }
 
-static plait_status api_scatter(plait_comm *comm, const void *send, void *recv, size_t count,
+plait_status plait_comm_scatter(plait_comm *comm, const void *send, void *recv, size_t count,
                                 plait_dtype dtype, int root, const plait_coll_opts *opts,
                                 plait_request **req) {
     plait_coll_args a = {.kind = PLAIT_COLL_SCATTER, .send = send, .recv = recv, .count = count,
@@ -159,7 +161,7 @@ static plait_status api_scatter(plait_comm *comm, const void *send, void *recv, 
     return issue(comm, &a, opts, req);
 }
 
-static plait_status api_alltoall(plait_comm *comm, const void *send, void *recv, size_t count,
+plait_status plait_comm_alltoall(plait_comm *comm, const void *send, void *recv, size_t count,
                                  plait_dtype dtype, const plait_coll_opts *opts,
                                  plait_request **req) {
     plait_coll_args a = {.kind = PLAIT_COLL_ALLTOALL, .send = send, .recv = recv, .count = count,
@@ -167,7 +169,7 @@ static plait_status api_alltoall(plait_comm *comm, const void *send, void *recv,
     return issue(comm, &a, opts, req);
 }
 
-static plait_status api_barrier(plait_comm *comm, const plait_coll_opts *opts, plait_request **req) {
+plait_status plait_comm_barrier(plait_comm *comm, const plait_coll_opts *opts, plait_request **req) {
     plait_coll_args a = {.kind = PLAIT_COLL_BARRIER};
     return issue(comm, &a, opts, req);
 }
@@ -195,19 +197,19 @@ static plait_status api_split(plait_comm *comm, int color, int key, const char *
 
 static const plait_coll_api table = {
     .struct_size = sizeof(plait_coll_api),
-    .rank = api_rank,
-    .size = api_size,
-    .world_rank = api_world_rank,
-    .name = api_name,
-    .allreduce = api_allreduce,
-    .reduce_scatter = api_reduce_scatter,
-    .allgather = api_allgather,
-    .broadcast = api_broadcast,
-    .reduce = api_reduce,
-    .gather = api_gather,
-    .scatter = api_scatter,
-    .alltoall = api_alltoall,
-    .barrier = api_barrier,
+    .rank = plait_comm_rank,
+    .size = plait_comm_size,
+    .world_rank = plait_comm_world_rank,
+    .name = plait_comm_name,
+    .allreduce = plait_comm_allreduce,
+    .reduce_scatter = plait_comm_reduce_scatter,
+    .allgather = plait_comm_allgather,
+    .broadcast = plait_comm_broadcast,
+    .reduce = plait_comm_reduce,
+    .gather = plait_comm_gather,
+    .scatter = plait_comm_scatter,
+    .alltoall = plait_comm_alltoall,
+    .barrier = plait_comm_barrier,
     .send = api_send,
     .recv = api_recv,
     .wait = plait_request_wait,

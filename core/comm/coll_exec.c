@@ -49,12 +49,6 @@
 #define KiB (1u << 10)
 #define MiB (1u << 20)
 
-const char *plait_coll_kind_name(plait_coll_kind kind) {
-    static const char *const names[] = {"allreduce", "reduce_scatter", "allgather",
-                                        "broadcast", "reduce",         "gather",
-                                        "scatter",   "alltoall",       "barrier"};
-    return (unsigned)kind < PLAIT_COLL_KIND_COUNT ? names[kind] : "?";
-}
 
 typedef plait_status (*algo_fn)(plait_coll_ctx *);
 
@@ -226,7 +220,7 @@ static plait_status check_fingerprint(plait_coll_ctx *c) {
 static plait_status run_native(plait_coll_ctx *c, int *used) {
     const plait_coll_args *a = c->a;
     plait_comm *comm = c->comm;
-    const plait_comm_coll_ops *co = comm->ops->coll;
+    const plait_native_coll_ops *co = comm->ops->native_coll;
     *used = 0;
     if (!co) return PLAIT_OK;
     size_t n = (size_t)c->size, b = a->count * c->esz;
@@ -234,7 +228,7 @@ static plait_status run_native(plait_coll_ctx *c, int *used) {
     plait_buffer r = {.ptr = a->recv, .bytes = b, .kind = a->mem_kind, .device = -1};
     void *preq = NULL;
     plait_status st = PLAIT_ERR_UNSUPPORTED;
-#define HAS(f) (co->struct_size >= offsetof(plait_comm_coll_ops, f) + sizeof co->f && co->f)
+#define HAS(f) (co->struct_size >= offsetof(plait_native_coll_ops, f) + sizeof co->f && co->f)
     switch (a->kind) {
     case PLAIT_COLL_ALLREDUCE:
         if (HAS(allreduce)) st = co->allreduce(comm->pcoll, &s, &r, a->count, a->dtype, a->op, a->stream, &preq);
@@ -332,7 +326,7 @@ plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args) {
         run_alone(&a, c.esz);
         goto out;
     }
-    if (requested == PLAIT_ALGO_NATIVE || (requested == PLAIT_ALGO_AUTO && comm->ops->coll)) {
+    if (requested == PLAIT_ALGO_NATIVE || (requested == PLAIT_ALGO_AUTO && comm->ops->native_coll)) {
         int used = 0;
         c.algo = PLAIT_ALGO_NATIVE;
         st = run_native(&c, &used);

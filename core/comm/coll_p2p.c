@@ -9,7 +9,7 @@
 
 #include "comm/coll.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 
 void plait_coll_describe(const plait_coll_ctx *c, char *buf, size_t len) {
     const plait_coll_args *a = c->a;

@@ -1,4 +1,5 @@
-/* Communicator creation, split, release, counters and failure state. */
+/* Communicator creation, split, release and counters (the failure state is
+ * comm_state.c, the names of algorithms coll_names.c). */
 #include "comm/comm.h"
 
 #include <stdio.h>
@@ -6,21 +7,13 @@
 #include <string.h>
 
 #include "comm/request.h"
+#include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
 
-static const char *const algo_names[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "native"};
 
-const char *plait_coll_algo_name(plait_coll_algo algo) {
-    return (unsigned)algo < sizeof algo_names / sizeof algo_names[0] ? algo_names[algo] : "?";
-}
 
-int plait_coll_algo_parse(const char *name) {
-    for (unsigned i = 0; i < sizeof algo_names / sizeof algo_names[0]; i++)
-        if (name && strcmp(name, algo_names[i]) == 0) return (int)i;
-    return -1;
-}
 
 void plait_comm_settings_default(plait_comm_settings *s) {
     s->timeout_s = 300.0;
@@ -45,10 +38,6 @@ plait_status plait_comm_settings_from_config(const plait_config *cfg, plait_comm
     return PLAIT_OK;
 }
 
-void plait_comm_where(const plait_comm *comm, char *buf, size_t len) {
-    snprintf(buf, len, "comm '%s' rank %d/%d (world rank %d)", comm->name, comm->rank, comm->size,
-             comm->world_ranks[comm->rank]);
-}
 
 /* ---- ids ------------------------------------------------------------- */
 
@@ -75,7 +64,7 @@ static uint32_t child_comm_id(uint32_t parent, uint32_t split_no, uint32_t color
 /* ---- creation -------------------------------------------------------- */
 
 static int ops_complete(const plait_comm_ops *ops) {
-    return ops && ops->struct_size >= offsetof(plait_comm_ops, coll) + sizeof ops->coll &&
+    return ops && ops->struct_size >= offsetof(plait_comm_ops, native_coll) + sizeof ops->native_coll &&
            ops->init && ops->derive && ops->destroy && ops->isend && ops->irecv && ops->test &&
            ops->wait;
 }
@@ -163,7 +152,7 @@ plait_status plait_comm_create_world(const plait_comm_ops *ops, const plait_conf
     if (factory) c->factory = *factory;
 
     plait_comm_init ia = {.struct_size = sizeof ia,
-                          .host = plait_host_table(),
+                          .host = plait_plugin_host(),
                           .config = config,
                           .bootstrap = bootstrap,
                           .world_rank = c->rank,
@@ -381,44 +370,4 @@ int plait_comm_last_algorithm(const plait_comm *comm) {
 void plait_comm_set_algorithm(plait_comm *comm, plait_coll_algo algo) { comm->settings.algorithm = algo; }
 void plait_comm_set_timeout(plait_comm *comm, double timeout_s) { comm->settings.timeout_s = timeout_s; }
 
-/* ---- failure ------------------------------------------------------------- */
 
-void plait_comm_fail(plait_comm *comm, plait_status status, const char *message) {
-    pthread_mutex_lock(&comm->lock);
-    int first = comm->failed == PLAIT_OK;
-    if (first) {
-        comm->failed = status == PLAIT_OK ? PLAIT_ERR_INTERNAL : status;
-        comm->failure = strdup(message ? message : "");
-    }
-    pthread_mutex_unlock(&comm->lock);
-    if (!first) return;
-    PLAIT_ERROR("comm", "%s", message ? message : "communicator failed");
-    if (!comm->ops->abort) return;
-    /* Peers are told why (the transport carries a few hundred bytes). A
-     * failure caused by another rank's going down passes on that rank's own
-     * account — the text after the last "is going down: " — instead of the
-     * whole nested chain: after a few hops of nesting the root cause (which
-     * rank died, in which operation) would be cut off, and in a pipeline the
-     * far stages learn of a lost rank only this way. */
-    const char *why = message ? message : "communicator failed";
-    const char *root = NULL;
-    for (const char *p = strstr(why, "is going down: "); p; p = strstr(p + 1, "is going down: ")) root = p;
-    char relay[1024];
-    if (root) {
-        snprintf(relay, sizeof relay, "world rank %d stopped after %s",
-                 comm->world_ranks ? comm->world_ranks[comm->rank] : comm->rank, root + strlen("is going down: "));
-        why = relay;
-    }
-    comm->ops->abort(comm->pcoll, why);
-    comm->ops->abort(comm->pp2p, why);
-}
-
-plait_status plait_comm_check_usable(plait_comm *comm) {
-    pthread_mutex_lock(&comm->lock);
-    plait_status st = comm->failed;
-    if (st != PLAIT_OK)
-        plait_set_error(st, "communicator '%s' is unusable after an earlier error: %s", comm->name,
-                        comm->failure ? comm->failure : "");
-    pthread_mutex_unlock(&comm->lock);
-    return st;
-}

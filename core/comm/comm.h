@@ -224,7 +224,38 @@ plait_status plait_comm_check_usable(plait_comm *comm);
 /* "comm 'dp' rank 1/4 (world rank 5)" into buf. */
 void plait_comm_where(const plait_comm *comm, char *buf, size_t len);
 
-/* The host API's collective table (host->coll), coll_api.c. */
+/* ---- collectives (coll_api.c) --------------------------------------- */
+/* The core calls these directly; plugins reach the same functions through
+ * host->coll (plait_coll_api_table). Semantics, blocking/async rules (req
+ * NULL = blocking; otherwise *req is owned by the caller until a wait or a
+ * test that reports done) and errors are those of sdk/include/plait/coll.h.
+ * Thread-safe in the sense of coll.h: one thread issues on a communicator. */
+int plait_comm_rank(const plait_comm *comm);
+int plait_comm_size(const plait_comm *comm);
+int plait_comm_world_rank(const plait_comm *comm, int rank);
+const char *plait_comm_name(const plait_comm *comm);
+plait_status plait_comm_allreduce(plait_comm *comm, const void *send, void *recv, size_t count,
+                                  plait_dtype dtype, plait_redop op, const plait_coll_opts *opts,
+                                  plait_request **req);
+plait_status plait_comm_reduce_scatter(plait_comm *comm, const void *send, void *recv, size_t count,
+                                       plait_dtype dtype, plait_redop op, const plait_coll_opts *opts,
+                                       plait_request **req);
+plait_status plait_comm_allgather(plait_comm *comm, const void *send, void *recv, size_t count,
+                                  plait_dtype dtype, const plait_coll_opts *opts, plait_request **req);
+plait_status plait_comm_broadcast(plait_comm *comm, void *buf, size_t count, plait_dtype dtype, int root,
+                                  const plait_coll_opts *opts, plait_request **req);
+plait_status plait_comm_reduce(plait_comm *comm, const void *send, void *recv, size_t count,
+                               plait_dtype dtype, plait_redop op, int root, const plait_coll_opts *opts,
+                               plait_request **req);
+plait_status plait_comm_gather(plait_comm *comm, const void *send, void *recv, size_t count,
+                               plait_dtype dtype, int root, const plait_coll_opts *opts, plait_request **req);
+plait_status plait_comm_scatter(plait_comm *comm, const void *send, void *recv, size_t count,
+                                plait_dtype dtype, int root, const plait_coll_opts *opts, plait_request **req);
+plait_status plait_comm_alltoall(plait_comm *comm, const void *send, void *recv, size_t count,
+                                 plait_dtype dtype, const plait_coll_opts *opts, plait_request **req);
+plait_status plait_comm_barrier(plait_comm *comm, const plait_coll_opts *opts, plait_request **req);
+
+/* The table of the functions above handed to plugins as host->coll. */
 const plait_coll_api *plait_coll_api_table(void);
 
 /* ---- executor (comm_exec.c) ---------------------------------------- */

@@ -1,9 +1,10 @@
-/* The world communicator of a joined job (comm/bootstrap.h), and the
+/* The world communicator of a joined job (launch/bootstrap.h), and the
  * bootstrap factory splits use: store-backed bootstraps over subsets. */
 #include "comm/comm_job.h"
 
+#include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 
 static plait_status job_create(void *ctx, uint32_t comm_id, int rank, int size, const int *world_ranks,
                                plait_bootstrap **out) {
@@ -29,7 +30,7 @@ plait_status plait_comm_create_job_world(plait_job *job, const plait_comm_ops *o
 plait_status plait_comm_plugin_usable(const plait_plugin_desc *desc, plait_mem_kind kind) {
     if (desc->probe) {
         plait_clear_error();
-        if (desc->probe(plait_host_table()) != PLAIT_OK)
+        if (desc->probe(plait_plugin_host()) != PLAIT_OK)
             return plait_wrap_error(PLAIT_ERR_UNSUPPORTED, "[comm] plugin = %s cannot run here", desc->name);
     }
     const plait_comm_ops *ops = desc->ops;

@@ -1,13 +1,17 @@
 /*
- * Glue between the job (comm/bootstrap.h: launcher detection, rendezvous
+ * Glue between the job (launch/bootstrap.h: launcher detection, rendezvous
  * store, world bootstrap) and the core communicator (comm/comm.h).
+ *
+ * Thread-safety: creating the world is collective over the job's ranks and
+ * made by one thread per rank; the bootstrap factory may be called from any
+ * thread that creates a communicator (splits serialise on the job's store).
  */
 #ifndef PLAIT_CORE_COMM_JOB_H
 #define PLAIT_CORE_COMM_JOB_H
 
 #include <plait/plugin.h>
 
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
 #include "comm/comm.h"
 
 /* A factory whose bootstraps are plait_job_bootstrap_for() views of the

@@ -78,16 +78,16 @@ int plait_config_has_section(const plait_config *cfg, const char *section) {
 plait_status plait_config_declare(plait_config *cfg, const char *section, const void *decls,
                                   size_t n, size_t stride, const char *owner) {
     for (size_t i = 0; i < n; i++) {
-        const plait_param_decl *src = (const plait_param_decl *)((const char *)decls + i * stride);
-        plait_param_decl d = {0};
+        const plait_key_decl *src = (const plait_key_decl *)((const char *)decls + i * stride);
+        plait_key_decl d = {0};
         size_t sz = src->struct_size < sizeof d ? src->struct_size : sizeof d;
-        if (sz < offsetof(plait_param_decl, doc) + sizeof(const char *) || !src->key)
+        if (sz < offsetof(plait_key_decl, doc) + sizeof(const char *) || !src->key)
             return plait_set_error(PLAIT_ERR_ABI, "%s: declaration %zu of [%s] is malformed "
                                                   "(struct_size %u)", owner, i, section, src->struct_size);
         memcpy(&d, src, sz);
         if (plait_config_find(cfg, section, d.key))
             return plait_set_error(PLAIT_ERR_INTERNAL, "%s declares [%s] %s twice", owner, section, d.key);
-        if (!d.default_value && !(d.flags & PLAIT_PARAM_REQUIRED))
+        if (!d.default_value && !(d.flags & PLAIT_KEY_REQUIRED))
             return plait_set_error(PLAIT_ERR_INTERNAL, "%s: [%s] %s has no default and is not required",
                                    owner, section, d.key);
         if (cfg->n_decls == cfg->cap_decls) {
@@ -102,7 +102,7 @@ plait_status plait_config_declare(plait_config *cfg, const char *section, const 
         e->section = xstrdup(section);
         e->owner = xstrdup(owner);
         e->decl = d;
-        e->decl.struct_size = sizeof(plait_param_decl);
+        e->decl.struct_size = sizeof(plait_key_decl);
         e->decl.key = xstrdup(d.key);
         e->decl.default_value = xstrdup(d.default_value);
         e->decl.doc = xstrdup(d.doc ? d.doc : "");

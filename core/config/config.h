@@ -30,7 +30,7 @@ plait_config *plait_config_new(void);
 void plait_config_free(plait_config *cfg);
 
 /* Declare the keys of `section`. `decls` is read with stride `stride`
- * (the declarer's sizeof(plait_param_decl)); each element's own struct_size
+ * (the declarer's sizeof(plait_key_decl)); each element's own struct_size
  * says how much of it is valid. Everything is copied. `owner` is shown in
  * messages ("core", "plugin comm/tcp"). Declaring an existing key again is
  * PLAIT_ERR_INTERNAL. */
@@ -101,7 +101,7 @@ const char *plait_config_path(const plait_config *cfg);
 /* Print the effective configuration: every section and key with its value,
  * origin and doc. */
 void plait_config_show(const plait_config *cfg, FILE *out);
-/* Canonical text "section.key=value\n" of every PLAIT_PARAM_SAME_ON_ALL key,
+/* Canonical text "section.key=value\n" of every PLAIT_KEY_SAME_ON_ALL key,
  * in a fixed order, for cross-rank comparison. Caller frees. */
 char *plait_config_fingerprint(const plait_config *cfg);
 

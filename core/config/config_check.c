@@ -78,7 +78,7 @@ static void set_value(struct cfg_decl *d, const char *text, plait_value_origin o
     d->list_storage = storage;
     d->value = v;
     d->value.s = d->value_text; /* point into our own copy */
-    if (d->value.type == PLAIT_PARAM_ENUM) d->value.s = d->decl.choices[d->value.i];
+    if (d->value.type == PLAIT_KEY_ENUM) d->value.s = d->decl.choices[d->value.i];
     d->origin = origin;
     d->has_value = 1;
 }

@@ -1,4 +1,8 @@
-/* Shared between the config/ sources; not for other modules. */
+/* Shared between the config/ sources; not for other modules.
+ *
+ * Thread-safety: a config is built by one thread (declare, load,
+ * finalize); after finalize it is read-only and any thread may read it.
+ */
 #ifndef PLAIT_CORE_CONFIG_INTERNAL_H
 #define PLAIT_CORE_CONFIG_INTERNAL_H
 
@@ -8,7 +12,7 @@
 struct cfg_decl {
     char *section;
     char *owner;
-    plait_param_decl decl;  /* strings owned (copied) */
+    plait_key_decl decl;  /* strings owned (copied) */
     size_t order;
     /* effective value after finalize */
     int has_value;

@@ -23,11 +23,11 @@ void plait_config_show(const plait_config *cfg, FILE *out) {
         for (size_t j = i; j < cfg->n_decls; j++) {
             const struct cfg_decl *d = &cfg->decls[j];
             if (strcmp(d->section, sec) != 0) continue;
-            if ((d->decl.flags & PLAIT_PARAM_HIDDEN) && d->origin == PLAIT_ORIGIN_DEFAULT) continue;
+            if ((d->decl.flags & PLAIT_KEY_HIDDEN) && d->origin == PLAIT_ORIGIN_DEFAULT) continue;
             char line[512];
             snprintf(line, sizeof line, "%s = %s", d->decl.key, d->has_value ? d->value_text : "(unset)");
             fprintf(out, "%-40s ; [%s] %s%s\n", line, d->where ? d->where : "default", d->decl.doc,
-                    (d->decl.flags & PLAIT_PARAM_SAME_ON_ALL) ? " (same on all ranks)" : "");
+                    (d->decl.flags & PLAIT_KEY_SAME_ON_ALL) ? " (same on all ranks)" : "");
         }
     }
 }
@@ -39,7 +39,7 @@ char *plait_config_fingerprint(const plait_config *cfg) {
     buf[0] = '\0';
     for (size_t i = 0; i < cfg->n_decls; i++) {
         const struct cfg_decl *d = &cfg->decls[i];
-        if (!(d->decl.flags & PLAIT_PARAM_SAME_ON_ALL) || !d->has_value) continue;
+        if (!(d->decl.flags & PLAIT_KEY_SAME_ON_ALL) || !d->has_value) continue;
         size_t need = strlen(d->section) + strlen(d->decl.key) + strlen(d->value_text) + 4;
         if (len + need >= cap) {
             while (len + need >= cap) cap *= 2;

@@ -10,15 +10,15 @@
 #include <string.h>
 #include <strings.h>
 
-const char *plait_param_type_name(plait_param_type type) {
+const char *plait_param_type_name(plait_key_type type) {
     switch (type) {
-    case PLAIT_PARAM_INT: return "int";
-    case PLAIT_PARAM_FLOAT: return "float";
-    case PLAIT_PARAM_BOOL: return "bool";
-    case PLAIT_PARAM_STRING: return "string";
-    case PLAIT_PARAM_ENUM: return "enum";
-    case PLAIT_PARAM_LIST: return "list";
-    case PLAIT_PARAM_BYTES: return "byte size";
+    case PLAIT_KEY_INT: return "int";
+    case PLAIT_KEY_FLOAT: return "float";
+    case PLAIT_KEY_BOOL: return "bool";
+    case PLAIT_KEY_STRING: return "string";
+    case PLAIT_KEY_ENUM: return "enum";
+    case PLAIT_KEY_LIST: return "list";
+    case PLAIT_KEY_BYTES: return "byte size";
     }
     return "?";
 }
@@ -61,31 +61,31 @@ void plait_format_bytes(uint64_t bytes, char *buf, size_t len) {
     snprintf(buf, len, "%" PRIu64, bytes);
 }
 
-static int range_set(const plait_param_decl *d) { return d->min <= d->max; }
+static int range_set(const plait_key_decl *d) { return d->min <= d->max; }
 
-static void fmt_num(const plait_param_decl *d, double v, char *buf, size_t len) {
-    if (d->type == PLAIT_PARAM_BYTES && v >= 0) {
+static void fmt_num(const plait_key_decl *d, double v, char *buf, size_t len) {
+    if (d->type == PLAIT_KEY_BYTES && v >= 0) {
         plait_format_bytes((uint64_t)v, buf, len);
-    } else if (d->type == PLAIT_PARAM_INT) {
+    } else if (d->type == PLAIT_KEY_INT) {
         snprintf(buf, len, "%.0f", v);
     } else {
         snprintf(buf, len, "%g", v);
     }
 }
 
-void plait_value_describe(const plait_param_decl *d, char *buf, size_t len) {
+void plait_value_describe(const plait_key_decl *d, char *buf, size_t len) {
     size_t n = 0;
-    if ((d->type == PLAIT_PARAM_ENUM || d->type == PLAIT_PARAM_LIST) && d->choices) {
-        n += (size_t)snprintf(buf + n, len - n, "%s", d->type == PLAIT_PARAM_ENUM ? "one of: " : "comma-separated list of: ");
+    if ((d->type == PLAIT_KEY_ENUM || d->type == PLAIT_KEY_LIST) && d->choices) {
+        n += (size_t)snprintf(buf + n, len - n, "%s", d->type == PLAIT_KEY_ENUM ? "one of: " : "comma-separated list of: ");
         for (int i = 0; d->choices[i] && n < len; i++)
             n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", d->choices[i]);
         return;
     }
-    n += (size_t)snprintf(buf, len, "%s", d->type == PLAIT_PARAM_BYTES ? "byte size (e.g. 4096, 64K, 25M, 1G)" :
-                                           d->type == PLAIT_PARAM_BOOL ? "bool (true/false)" :
+    n += (size_t)snprintf(buf, len, "%s", d->type == PLAIT_KEY_BYTES ? "byte size (e.g. 4096, 64K, 25M, 1G)" :
+                                           d->type == PLAIT_KEY_BOOL ? "bool (true/false)" :
                                            plait_param_type_name(d->type));
     if (range_set(d) && n < len &&
-        (d->type == PLAIT_PARAM_INT || d->type == PLAIT_PARAM_FLOAT || d->type == PLAIT_PARAM_BYTES)) {
+        (d->type == PLAIT_KEY_INT || d->type == PLAIT_KEY_FLOAT || d->type == PLAIT_KEY_BYTES)) {
         char lo[32], hi[32];
         fmt_num(d, d->min, lo, sizeof lo);
         fmt_num(d, d->max, hi, sizeof hi);
@@ -93,7 +93,7 @@ void plait_value_describe(const plait_param_decl *d, char *buf, size_t len) {
     }
 }
 
-static int check_range(const plait_param_decl *d, double v, const char *text, char *why, size_t wl) {
+static int check_range(const plait_key_decl *d, double v, const char *text, char *why, size_t wl) {
     if (!range_set(d) || (v >= d->min && v <= d->max)) return 0;
     char lo[32], hi[32];
     fmt_num(d, d->min, lo, sizeof lo);
@@ -102,13 +102,13 @@ static int check_range(const plait_param_decl *d, double v, const char *text, ch
     return -1;
 }
 
-static int in_choices(const plait_param_decl *d, const char *s) {
+static int in_choices(const plait_key_decl *d, const char *s) {
     for (int i = 0; d->choices && d->choices[i]; i++)
         if (strcmp(d->choices[i], s) == 0) return i;
     return -1;
 }
 
-static void choice_error(const plait_param_decl *d, const char *s, char *why, size_t wl) {
+static void choice_error(const plait_key_decl *d, const char *s, char *why, size_t wl) {
     size_t n = 0;
     for (int i = 0; d->choices && d->choices[i]; i++) n++;
     const char *hint = plait_suggest(s, (const char *const *)d->choices, n);
@@ -130,14 +130,14 @@ static char *trim_dup(const char *b, const char *e) {
     return s;
 }
 
-int plait_value_parse(const plait_param_decl *d, const char *text, plait_value *out,
+int plait_value_parse(const plait_key_decl *d, const char *text, plait_value *out,
                       char ***list_storage, char *why, size_t wl) {
     memset(out, 0, sizeof *out);
     out->type = d->type;
     out->s = text;
     char *end = NULL;
     switch (d->type) {
-    case PLAIT_PARAM_INT: {
+    case PLAIT_KEY_INT: {
         errno = 0;
         long long v = strtoll(text, &end, 10);
         if (errno == ERANGE) {
@@ -152,7 +152,7 @@ int plait_value_parse(const plait_param_decl *d, const char *text, plait_value *
         out->f = (double)v;
         return check_range(d, (double)v, text, why, wl);
     }
-    case PLAIT_PARAM_FLOAT: {
+    case PLAIT_KEY_FLOAT: {
         errno = 0;
         double v = strtod(text, &end);
         if (end == text || *end || errno == ERANGE || !isfinite(v)) {
@@ -164,7 +164,7 @@ int plait_value_parse(const plait_param_decl *d, const char *text, plait_value *
         out->i = v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
         return check_range(d, v, text, why, wl);
     }
-    case PLAIT_PARAM_BOOL: {
+    case PLAIT_KEY_BOOL: {
         static const char *const yes[] = {"true", "yes", "on", "1"};
         static const char *const no[] = {"false", "no", "off", "0"};
         for (int i = 0; i < 4; i++) {
@@ -174,13 +174,13 @@ int plait_value_parse(const plait_param_decl *d, const char *text, plait_value *
         snprintf(why, wl, "value '%s' is not a bool (use true or false)", text);
         return -1;
     }
-    case PLAIT_PARAM_STRING:
-        if ((d->flags & PLAIT_PARAM_REQUIRED) && !*text) {
+    case PLAIT_KEY_STRING:
+        if ((d->flags & PLAIT_KEY_REQUIRED) && !*text) {
             snprintf(why, wl, "value must not be empty");
             return -1;
         }
         return 0;
-    case PLAIT_PARAM_ENUM: {
+    case PLAIT_KEY_ENUM: {
         int idx = in_choices(d, text);
         if (idx < 0) {
             choice_error(d, text, why, wl);
@@ -189,7 +189,7 @@ int plait_value_parse(const plait_param_decl *d, const char *text, plait_value *
         out->i = idx;
         return 0;
     }
-    case PLAIT_PARAM_LIST: {
+    case PLAIT_KEY_LIST: {
         size_t cap = 1;
         for (const char *p = text; *p; p++) cap += *p == ',';
         char **items = calloc(cap + 1, sizeof *items);
@@ -223,7 +223,7 @@ int plait_value_parse(const plait_param_decl *d, const char *text, plait_value *
         out->list_len = n;
         return 0;
     }
-    case PLAIT_PARAM_BYTES: {
+    case PLAIT_KEY_BYTES: {
         uint64_t v;
         if (plait_parse_bytes(text, &v) != 0) {
             snprintf(why, wl, "value '%s' is not a byte size (examples: 4096, 64K, 25M, 1G)", text);

@@ -1,5 +1,7 @@
 /*
  * Parsing and describing typed configuration values (internal to config/).
+ *
+ * Thread-safety: pure parsing and formatting functions (no shared state).
  */
 #ifndef PLAIT_CORE_CONFIG_VALUE_H
 #define PLAIT_CORE_CONFIG_VALUE_H
@@ -11,14 +13,14 @@
  * allocated into *list_storage, which the caller frees with free()) and
  * returns 0. On failure writes a reason ("'abc' is not an integer") into
  * `why` and returns -1. Ranges and choices are checked here. */
-int plait_value_parse(const plait_param_decl *decl, const char *text, plait_value *out,
+int plait_value_parse(const plait_key_decl *decl, const char *text, plait_value *out,
                       char ***list_storage, char *why, size_t why_len);
 
 /* "int in [1, 64]", "one of: ring, tree", "byte size (e.g. 64K, 25M) in [0, 1G]". */
-void plait_value_describe(const plait_param_decl *decl, char *buf, size_t len);
+void plait_value_describe(const plait_key_decl *decl, char *buf, size_t len);
 
 /* Type name: "int", "float", ... */
-const char *plait_param_type_name(plait_param_type type);
+const char *plait_param_type_name(plait_key_type type);
 
 /* Parse a byte size ("25M", "4096", "1GiB"); returns 0 or -1. */
 int plait_parse_bytes(const char *text, uint64_t *out);

@@ -6,31 +6,35 @@
 #include "config/config.h"
 
 #define KEY(k, type, def, lo, hi, choices, flags, doc) \
-    {sizeof(plait_param_decl), (flags), (k), (type), (def), (lo), (hi), (choices), (doc)}
+    {sizeof(plait_key_decl), (flags), (k), (type), (def), (lo), (hi), (choices), (doc)}
 
-#define SAME PLAIT_PARAM_SAME_ON_ALL
-#define I PLAIT_PARAM_INT
-#define F PLAIT_PARAM_FLOAT
-#define B PLAIT_PARAM_BOOL
-#define S PLAIT_PARAM_STRING
-#define E PLAIT_PARAM_ENUM
-#define Z PLAIT_PARAM_BYTES
+#define SAME PLAIT_KEY_SAME_ON_ALL
+#define I PLAIT_KEY_INT
+#define F PLAIT_KEY_FLOAT
+#define B PLAIT_KEY_BOOL
+#define S PLAIT_KEY_STRING
+#define E PLAIT_KEY_ENUM
+#define Z PLAIT_KEY_BYTES
 
 static const char *const resume_choices[] = {"no", "auto", "yes", NULL};
 static const char *const progress_choices[] = {"auto", "tty", "plain", "off", NULL};
 static const char *const arch_choices[] = {"gpt", "mlp", NULL};
+static const char *const recompute_choices[] = {"none", "selective", "full", NULL};
 static const char *const format_choices[] = {"auto", "text", "u16", NULL};
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", NULL};
 static const char *const precision_choices[] = {"fp32", "tf32", "bf16", NULL};
 
-static const plait_param_decl run_keys[] = {
+static const plait_key_decl run_keys[] = {
     KEY("seed", I, "1337", 0, 9.2e18, NULL, SAME, "seed for initial weights, data sampling and generation"),
     KEY("steps", I, "100", 0, 1e12, NULL, SAME, "optimizer steps to train (total, counting resumed ones)"),
     KEY("out_dir", S, "", 1, 0, NULL, 0,
         "run directory for logs, metrics.csv and checkpoints; empty = runs/<config file name>"),
     KEY("resume", E, "no", 1, 0, resume_choices, SAME,
         "continue from the latest complete checkpoint: no, auto (if one exists), yes (must exist)"),
+    KEY("init_from", S, "", 1, 0, NULL, SAME,
+        "start a fresh run from pretrained weights: a safetensors file (or a directory holding "
+        "model.safetensors) in the Hugging Face GPT-2 or plait/nanoGPT layout; empty = random init"),
     KEY("ckpt_every", I, "0", 0, 1e12, NULL, SAME, "checkpoint every N steps (0 = only at the end)"),
     KEY("keep_checkpoints", I, "2", 1, 1000, NULL, 0, "how many recent checkpoints to keep"),
     KEY("eval_every", I, "0", 0, 1e12, NULL, SAME, "validation loss every N steps (0 = only at the end)"),
@@ -45,29 +49,32 @@ static const plait_param_decl run_keys[] = {
     KEY("precision", E, "fp32", 1, 0, precision_choices, SAME,
         "matrix products: fp32; bf16 = bf16 operands, fp32 accumulation, fp32 master weights and optimizer "
         "state (CPUs with AVX512_BF16 or AMX); tf32 = GPUs only (see docs/precision.md)"),
-    KEY("debug_cpu_hide", S, "", 1, 0, NULL, SAME | PLAIT_PARAM_HIDDEN,
+    KEY("debug_cpu_hide", S, "", 1, 0, NULL, SAME | PLAIT_KEY_HIDDEN,
         "for tests: CPU features to treat as absent, comma-separated (avx2, avx512, avx512_bf16, amx_bf16)"),
-    KEY("debug_bf16_emulate", B, "false", 1, 0, NULL, SAME | PLAIT_PARAM_HIDDEN,
+    KEY("debug_bf16_emulate", B, "false", 1, 0, NULL, SAME | PLAIT_KEY_HIDDEN,
         "for tests: precision = bf16 without bf16 instructions: operands rounded to bf16, multiplied by "
         "the fp32 SGEMM (same numbers, slower)"),
     KEY("mfu_peak", F, "0", 0, 1e12, NULL, 0,
         "GFLOP/s the progress line's MFU is measured against (0 = measure SGEMM with every local rank's "
         "threads for about a second at start, only when progress is shown)"),
-    KEY("debug_compute_sleep_ms", F, "0", 0, 60000, NULL, SAME | PLAIT_PARAM_HIDDEN,
+    KEY("debug_compute_sleep_ms", F, "0", 0, 60000, NULL, SAME | PLAIT_KEY_HIDDEN,
         "for tests: every FORWARD of a model chunk also sleeps this many ms and every BACKWARD twice that, "
         "so pipeline timing is set by the schedule, not by CPU contention (0 = off)"),
 };
 
-static const plait_param_decl model_keys[] = {
+static const plait_key_decl model_keys[] = {
     KEY("arch", E, "gpt", 1, 0, arch_choices, SAME, "model: gpt (GPT-2 decoder) or mlp (small test model)"),
     KEY("n_layer", I, "4", 1, 4096, NULL, SAME, "transformer blocks (mlp: hidden layers)"),
     KEY("n_head", I, "4", 1, 1024, NULL, SAME, "attention heads per block"),
     KEY("n_embd", I, "128", 1, 65536, NULL, SAME, "embedding width (must be a multiple of n_head)"),
     KEY("block_size", I, "128", 1, 1048576, NULL, SAME, "sequence length (context) in tokens"),
     KEY("vocab_size", I, "256", 2, 10000000, NULL, SAME, "vocabulary size (256 = bytes)"),
+    KEY("recompute", E, "none", 1, 0, recompute_choices, SAME,
+        "activation checkpointing: none (keep every activation), selective (recompute the attention "
+        "probabilities and the GELU in backward), full (keep only each block's input, rerun its forward)"),
 };
 
-static const plait_param_decl data_keys[] = {
+static const plait_key_decl data_keys[] = {
     KEY("path", S, "data/corpus.txt", 1, 0, NULL, SAME,
         "training data: a text file (bytes are tokens) or a uint16 token file (.bin)"),
     KEY("format", E, "auto", 1, 0, format_choices, SAME,
@@ -81,7 +88,7 @@ static const plait_param_decl data_keys[] = {
         "micro-batches per rank per step (0 = derive; 1 if nothing is given)"),
 };
 
-static const plait_param_decl comm_keys[] = {
+static const plait_key_decl comm_keys[] = {
     KEY("plugin", S, "tcp", 1, 0, NULL, SAME, "comm plugin: tcp, nccl, verbs, or a path to a .so"),
     KEY("timeout", F, "300", 0.01, 1e7, NULL, SAME,
         "seconds any wait may block before the operation fails naming the peers it waited on"),
@@ -93,7 +100,7 @@ static const plait_param_decl comm_keys[] = {
         "host:port of rank 0's store for multi-node jobs (empty = local, or from the launcher's env)"),
 };
 
-static const plait_param_decl parallel_keys[] = {
+static const plait_key_decl parallel_keys[] = {
     KEY("plugin", S, "dp", 1, 0, NULL, SAME, "parallel plugin: dp, tp, pp, hybrid, or a path"),
     KEY("dp", I, "1", 1, 1e6, NULL, SAME, "data-parallel size"),
     KEY("tp", I, "1", 1, 1e6, NULL, SAME, "tensor-parallel size"),
@@ -102,7 +109,7 @@ static const plait_param_decl parallel_keys[] = {
         "mesh axis order, innermost (neighbouring ranks) first"),
 };
 
-static const plait_param_decl optim_keys[] = {
+static const plait_key_decl optim_keys[] = {
     KEY("plugin", S, "adam", 1, 0, NULL, SAME, "optimizer plugin: adam, zero1, zero2, zero3, or a path"),
     KEY("lr", F, "1e-3", 0, 10, NULL, SAME, "peak learning rate"),
     KEY("min_lr", F, "1e-4", 0, 10, NULL, SAME, "learning rate at the end of the decay"),

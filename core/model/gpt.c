@@ -4,13 +4,14 @@
  * layer bodies are in gpt_layers.c (embedding, attention, head) and mlp.c
  * (the MLP half of a block, which is the whole block of the MLP arch).
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/kernels.h"
 #include "model/model_internal.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 
 #define ALIGN_FLOATS 16 /* 64-byte alignment of every buffer inside a slot */
 
@@ -244,6 +245,7 @@ void plait_model_free(plait_model *m) {
     if (m->slots)
         for (int32_t i = 0; i < m->max_slots; i++) slot_release(m, &m->slots[i]);
     plait_free(m->scratch);
+    plait_free(m->rc_mem);
     free(m->slots);
     free(m->param);
     free(m->local_layer);
@@ -278,20 +280,27 @@ static size_t slot_layout(plait_model *m, model_slot *s, float *base) {
     for (int64_t l = 1; l <= L; l++) {
         if (!slot_has(m, s, l)) continue;
         block_acts *a = &s->blocks[l - 1];
+        /* the parts [model] recompute drops point at the shared buffers */
+#define KEEP(field, n)                                                     \
+    do {                                                                   \
+        if (plait_recompute_keeps(m, offsetof(block_acts, field))) TAKE(a->field, n); \
+    } while (0)
         if (m->desc->is_gpt) {
-            TAKE(a->ln1, BT * C);
-            TAKE(a->ln1_mean, BT);
-            TAKE(a->ln1_rstd, BT);
-            TAKE(a->qkv, BT * 3 * m->Cl);
-            TAKE(a->att, m->B * m->NHl * m->T * m->T);
-            TAKE(a->atty, BT * m->Cl);
-            TAKE(a->res2, BT * C);
+            KEEP(ln1, BT * C);
+            KEEP(ln1_mean, BT);
+            KEEP(ln1_rstd, BT);
+            KEEP(qkv, BT * 3 * m->Cl);
+            KEEP(att, m->B * m->NHl * m->T * m->T);
+            KEEP(atty, BT * m->Cl);
+            KEEP(res2, BT * C);
         }
-        TAKE(a->ln2, BT * C);
-        TAKE(a->ln2_mean, BT);
-        TAKE(a->ln2_rstd, BT);
-        TAKE(a->fch, BT * m->Fl);
-        TAKE(a->fcg, BT * m->Fl);
+        KEEP(ln2, BT * C);
+        KEEP(ln2_mean, BT);
+        KEEP(ln2_rstd, BT);
+        KEEP(fch, BT * m->Fl);
+        KEEP(fcg, BT * m->Fl);
+#undef KEEP
+        if (base) plait_recompute_share(m, a);
     }
     if (slot_has(m, s, L + 1)) {
         TAKE(s->lnf, BT * C);
@@ -305,6 +314,18 @@ static size_t slot_layout(plait_model *m, model_slot *s, float *base) {
     return off;
 }
 
+/* The shared recompute buffers (recompute.c), allocated with the first slot. */
+static plait_status recompute_get(plait_model *m) {
+    size_t n = plait_recompute_floats(m);
+    if (m->rc_mem || n == 0) return PLAIT_OK;
+    m->rc_mem = plait_alloc(n * sizeof(float), PLAIT_MEM_HOST, 64, "activations");
+    if (!m->rc_mem) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: recompute buffers");
+    m->rc_bytes = n * sizeof(float);
+    m->act_bytes += m->rc_bytes;
+    plait_recompute_layout(m, m->rc_mem);
+    return PLAIT_OK;
+}
+
 static plait_status slot_get(plait_model *m, int32_t slot, model_slot **out) {
     if (slot < 0 || slot >= m->max_slots)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
@@ -312,6 +333,8 @@ static plait_status slot_get(plait_model *m, int32_t slot, model_slot **out) {
                                (int)slot, (int)m->max_slots);
     model_slot *s = &m->slots[slot];
     if (!s->allocated) {
+        plait_status st = recompute_get(m);
+        if (st != PLAIT_OK) return st;
         s->bound = calloc((size_t)m->desc->n_layer + 1, sizeof *s->bound);
         s->blocks = calloc((size_t)m->desc->n_layer + 1, sizeof *s->blocks);
         if (!s->bound || !s->blocks) {
@@ -436,6 +459,8 @@ plait_status plait_model_backward_layer(plait_model *m, int32_t layer, int32_t s
     const int32_t L = m->desc->n_layer;
     if (layer == 0) return plait_gpt_embedding_backward(m, s);
     if (layer == L + 1) return plait_gpt_head_backward(m, s);
+    st = plait_recompute_block(m, s, layer);
+    if (st != PLAIT_OK) return st;
     const float *dy = s->gbuf[layer & 1];
     float *dx = s->gbuf[(layer - 1) & 1];
     const float *x = s->bound[layer - 1];

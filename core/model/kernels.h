@@ -91,6 +91,11 @@ void plait_k_gelu_backward(float *dinp, const float *inp, const float *dout, siz
 /* As in kernels.h: att's upper triangle (j > i) is written with zeros. */
 void plait_k_attention_forward(float *out, float *att, const float *qkv, int64_t B, int64_t T,
                                int64_t NH, int64_t HS);
+/* The probabilities `att` alone, exactly as plait_k_attention_forward
+ * computes them (the same products and softmax, bit for bit), without the
+ * output: what a backward needs when the forward did not keep them. */
+void plait_k_attention_probs(float *att, const float *qkv, int64_t B, int64_t T, int64_t NH,
+                             int64_t HS);
 void plait_k_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                                 const float *att, int64_t B, int64_t T, int64_t NH, int64_t HS);
 

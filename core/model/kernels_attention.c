@@ -45,6 +45,8 @@ PLAIT_SIMD_CLONES static void softmax_causal_rows(float *att, int64_t i0, int64_
     }
 }
 
+/* One (batch, head) item; with j->out NULL only the probabilities (the
+ * same products and softmax, so the same bits). */
 static void attention_forward_item(void *vj, int64_t item) {
     const attn_job *j = vj;
     const int64_t T = j->T, HS = j->HS, NH = j->NH;
@@ -54,15 +56,16 @@ static void attention_forward_item(void *vj, int64_t item) {
     const float *k = q + Cl;
     const float *v = q + 2 * Cl;
     float *att = j->att + item * T * T;
-    float *out = j->out + b * T * Cl + h * HS;
+    float *out = j->out ? j->out + b * T * Cl + h * HS : NULL;
     const float scale = 1.0f / sqrtf((float)HS);
     for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
         int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T;
         plait_k_blas_gemm(0, 1, i1 - i0, i1, HS, scale, q + i0 * C3, C3, k, C3, 0.0f,
                           att + i0 * T, T);
         softmax_causal_rows(att, i0, i1, T);
-        plait_k_blas_gemm(0, 0, i1 - i0, HS, i1, 1.0f, att + i0 * T, T, v, C3, 0.0f,
-                          out + i0 * Cl, Cl);
+        if (out)
+            plait_k_blas_gemm(0, 0, i1 - i0, HS, i1, 1.0f, att + i0 * T, T, v, C3, 0.0f,
+                              out + i0 * Cl, Cl);
     }
 }
 
@@ -70,6 +73,13 @@ void plait_k_attention_forward(float *out, float *att, const float *qkv, int64_t
                                int64_t NH, int64_t HS) {
     plait_kernels_ensure_init();
     attn_job j = {out, att, qkv, NULL, NULL, B, T, NH, HS};
+    plait_pool_run(B * NH, attention_forward_item, &j);
+}
+
+void plait_k_attention_probs(float *att, const float *qkv, int64_t B, int64_t T, int64_t NH,
+                             int64_t HS) {
+    plait_kernels_ensure_init();
+    attn_job j = {NULL, att, qkv, NULL, NULL, B, T, NH, HS};
     plait_pool_run(B * NH, attention_forward_item, &j);
 }
 

@@ -4,6 +4,8 @@
  * and row reductions over a fixed set of 8 lanes, so every sum is computed
  * in one fixed order (deterministic, and independent of the vector width
  * the compiler picks).
+ *
+ * Thread-safety: pure inline functions.
  */
 #ifndef PLAIT_CORE_KERNELS_MATH_H
 #define PLAIT_CORE_KERNELS_MATH_H

@@ -10,8 +10,8 @@
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
-plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r,
-                                    float *y) {
+plait_status plait_mlp_half_forward_act(plait_model *m, model_slot *s, int32_t layer,
+                                        const float *r) {
     const plait_model_desc *d = m->desc;
     const int32_t l = layer - 1;
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
@@ -20,18 +20,28 @@ plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer
     DATA(ln_b, desc_block_param(d, l, BP_LN2_B), layer);
     DATA(w_fc, desc_block_param(d, l, BP_FC_W), layer);
     DATA(b_fc, desc_block_param(d, l, BP_FC_B), layer);
-    DATA(w_proj, desc_block_param(d, l, BP_MPROJ_W), layer);
-    DATA(b_proj, desc_block_param(d, l, BP_MPROJ_B), layer);
-
     plait_k_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, r, ln_w, ln_b, BT, C);
     plait_k_matmul_forward(a->fch, a->ln2, w_fc, b_fc, BT, C, F);
     plait_k_gelu_forward(a->fcg, a->fch, (size_t)(BT * F));
+    return PLAIT_OK;
+}
+
+plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r,
+                                    float *y) {
+    const plait_model_desc *d = m->desc;
+    const int32_t l = layer - 1;
+    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
+    block_acts *a = &s->blocks[l];
+    DATA(w_proj, desc_block_param(d, l, BP_MPROJ_W), layer);
+    DATA(b_proj, desc_block_param(d, l, BP_MPROJ_B), layer);
+    plait_status st = plait_mlp_half_forward_act(m, s, layer, r);
+    if (st != PLAIT_OK) return st;
     if (!m->tp_ops) {
         plait_k_matmul_forward_residual(y, r, a->fcg, w_proj, b_proj, BT, F, C);
         return PLAIT_OK;
     }
     plait_k_matmul_forward(y, a->fcg, w_proj, NULL, BT, F, C);
-    plait_status st = m->tp_ops->exit_forward(m->tp_ops->ctx, y, (size_t)(BT * C));
+    st = m->tp_ops->exit_forward(m->tp_ops->ctx, y, (size_t)(BT * C));
     if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce after mlp.c_proj", layer);
     plait_k_add_bias_residual(y, r, b_proj, BT, C);
     return PLAIT_OK;

@@ -104,6 +104,12 @@ static plait_status build(plait_model_desc *d) {
          * ln_1 (C+2), qkv (3C), its output (C), residual (C), probabilities (H·T) */
         double per_token = (double)(10 * C + 2);
         if (d->is_gpt) per_token += (double)(6 * C + 2 + H * T);
+        /* recompute: selective drops the GELU output (4C) and the
+         * probabilities (H·T); full keeps the block's output alone */
+        if (d->recompute == PLAIT_RECOMPUTE_SELECTIVE)
+            per_token -= (double)(4 * C) + (d->is_gpt ? (double)(H * T) : 0.0);
+        else if (d->recompute == PLAIT_RECOMPUTE_FULL)
+            per_token = (double)C;
         d->layers[ly].activation_bytes = (size_t)(B * (double)T * per_token * 4.0);
     }
     /* head */
@@ -155,6 +161,10 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
     plait_model_desc *d = calloc(1, sizeof *d);
     if (!d) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model description: out of memory");
     d->is_gpt = is_gpt;
+    const char *rc = plait_config_str(cfg, "model", "recompute");
+    d->recompute = strcmp(rc, "full") == 0        ? PLAIT_RECOMPUTE_FULL
+                   : strcmp(rc, "selective") == 0 ? PLAIT_RECOMPUTE_SELECTIVE
+                                                  : PLAIT_RECOMPUTE_NONE;
     d->n_layer = (int32_t)n_layer;
     d->n_head = (int32_t)n_head;
     d->n_embd = (int32_t)n_embd;

@@ -1,6 +1,9 @@
 /*
  * Shared by the model's files (model_desc.c, param_init.c, shard.c, gpt*.c,
  * mlp.c): the description's layout and the executable model's state.
+ *
+ * Not thread-safe: one thread drives a model (the kernels it calls use
+ * the math thread pool themselves).
  */
 #ifndef PLAIT_CORE_MODEL_INTERNAL_H
 #define PLAIT_CORE_MODEL_INTERNAL_H
@@ -18,9 +21,17 @@ enum {
 #define BP_MLP_FIRST BP_LN2_W
 #define BP_MLP_COUNT (BP_COUNT - BP_MLP_FIRST)
 
+/* [model] recompute: what a block's forward keeps for its backward. */
+typedef enum plait_recompute {
+    PLAIT_RECOMPUTE_NONE = 0,      /* every activation the backward reads */
+    PLAIT_RECOMPUTE_SELECTIVE = 1, /* all but the attention probabilities and the GELU output */
+    PLAIT_RECOMPUTE_FULL = 2       /* only the block's input (the residual stream) */
+} plait_recompute;
+
 struct plait_model_desc {
     plait_model_spec spec;
     int is_gpt;                  /* 0 = mlp arch */
+    plait_recompute recompute;
     int32_t n_layer, n_head, n_embd, block_size, vocab_size, micro_batch;
     plait_layer *layers;
     plait_param *params;
@@ -53,7 +64,11 @@ int64_t plait_shard_local_len(const plait_param *p);
 
 /* ---- the executable model (gpt.c, gpt_layers.c, mlp.c) ----------------- */
 
-/* What one block's forward saves for its backward (NULL parts absent). */
+/* What one block's forward saves for its backward (NULL parts absent).
+ * Under recompute, the parts a slot does not keep point into the model's
+ * shared recompute buffers (plait_model.rc): the forward writes them as
+ * scratch and the block's backward recomputes them there first
+ * (recompute.c). */
 typedef struct block_acts {
     float *ln1, *ln1_mean, *ln1_rstd; /* attention half (GPT only) */
     float *qkv, *att, *atty, *res2;
@@ -95,6 +110,11 @@ struct plait_model {
     float *scratch;
     size_t scratch_bytes;
     float *s_dln, *s_dfc, *s_datty, *s_dqkv, *s_datt, *s_rows;
+    /* recompute buffers shared by every block and slot (recompute.c):
+     * selective holds att and fcg here, full every part of a block */
+    block_acts rc;
+    float *rc_mem;
+    size_t rc_bytes;
     uint64_t act_bytes;
 };
 
@@ -121,9 +141,29 @@ plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t
                                     float *dx);
 plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r,
                               float *y);
+/* The MLP half's forward up to the GELU (ln_2, c_fc, GELU into the block's
+ * acts), without c_proj: what its backward reads. */
+plait_status plait_mlp_half_forward_act(plait_model *m, model_slot *s, int32_t layer,
+                                        const float *r);
 plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r,
                                const float *dy, float *dr);
 plait_status plait_gpt_head_forward(plait_model *m, model_slot *s);
 plait_status plait_gpt_head_backward(plait_model *m, model_slot *s);
+
+/* ---- recompute (recompute.c) ----------------------------------------------- */
+
+/* Floats of the shared recompute buffers for the model's mode (0 for none). */
+size_t plait_recompute_floats(const plait_model *m);
+/* Point the parts of `a` that the mode does not keep in a slot at the shared
+ * buffers laid out from `base` (plait_recompute_floats() floats). */
+void plait_recompute_layout(plait_model *m, float *base);
+void plait_recompute_share(plait_model *m, block_acts *a);
+/* 1 if a slot keeps part `which` of a block's acts (an offsetof into
+ * block_acts) under the model's mode. */
+int plait_recompute_keeps(const plait_model *m, size_t which);
+/* Before the backward of block `layer` of slot s: recompute into the
+ * shared buffers what the mode dropped, from what the slot kept, with the
+ * forward's own kernels on the same inputs (so bit-identical). */
+plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer);
 
 #endif

@@ -17,7 +17,6 @@
 
 #include "plugin/plugin_check.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
 #include "runtime/log.h"
 
 #ifndef PLAIT_INSTALL_PLUGIN_DIR_ABS
@@ -39,6 +38,13 @@ static struct {
     size_t n_dirs;
     int dirs_ready;
 } g_loader = {PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, NULL, 0, NULL, 0, 0};
+
+/* Handed to every plugin's entry, probe and (through plait_plugin_host)
+ * init functions; set once at start-up, before any load. */
+static const plait_host *g_plugin_host;
+
+void plait_loader_set_host(const plait_host *host) { g_plugin_host = host; }
+const plait_host *plait_plugin_host(void) { return g_plugin_host; }
 
 static char *xstrdup(const char *s) {
     size_t n = strlen(s) + 1;
@@ -147,10 +153,15 @@ static plait_status open_file(const char *path, struct loaded_file **out) {
                                "it with the plait SDK and define PLAIT_PLUGIN_ENTRY with PLAIT_EXPORT)",
                                real, PLAIT_PLUGIN_ENTRY_NAME);
     }
+    if (!g_plugin_host) {
+        dlclose(h);
+        return plait_set_error(PLAIT_ERR_INTERNAL, "%s: no host table was installed before loading plugins "
+                                                   "(call plait_host_install() at start-up)", real);
+    }
     const plait_plugin_desc *const *descs = NULL;
     size_t n = 0;
     plait_clear_error();
-    plait_status st = entry(PLAIT_ABI_VERSION, plait_host_table(), &descs, &n);
+    plait_status st = entry(PLAIT_ABI_VERSION, g_plugin_host, &descs, &n);
     if (st != PLAIT_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", plait_last_error());
@@ -381,7 +392,7 @@ size_t plait_plugins_scan(plait_plugin_row **rows_out) {
                 row->available = 1;
                 if (desc->probe) {
                     plait_clear_error();
-                    if (desc->probe(plait_host_table()) != PLAIT_OK) {
+                    if (desc->probe(g_plugin_host) != PLAIT_OK) {
                         row->available = 0;
                         snprintf(row->status, sizeof row->status, "%s", plait_last_error());
                     }

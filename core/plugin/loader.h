@@ -14,10 +14,20 @@
 #define PLAIT_CORE_LOADER_H
 
 #include <stddef.h>
+#include <plait/host.h>
 #include <plait/plugin.h>
 
 /* Size of a v1.0 descriptor: anything smaller is refused. */
 #define PLAIT_DESC_V1_0_SIZE (offsetof(plait_plugin_desc, uses) + sizeof(const char *const *))
+
+/* The host table handed to every plugin (host/host_table.h installs it at
+ * start-up; tests may install their own). Not thread-safe with loading:
+ * set before the first plugin is loaded. The table must outlive every
+ * plugin. Until one is set, plait_plugin_load fails (PLAIT_ERR_INTERNAL). */
+void plait_loader_set_host(const plait_host *host);
+/* The table plugins were handed, for the init arguments the core passes to
+ * plugin objects (comm, parallel, optim); NULL before plait_loader_set_host. */
+const plait_host *plait_plugin_host(void);
 
 /* Load (once) and return the plugin `name` (or a path) of `kind`. On error
  * returns NULL with a message that names the file and what to do; when the

@@ -2,6 +2,8 @@
  * Checks run on every plugin descriptor before anything in it is called:
  * size, magic, ABI major/minor, kind, name, parameter table, and the kind's
  * function table (minimum size, required functions present).
+ *
+ * Thread-safety: pure checks of a descriptor (no shared state).
  */
 #ifndef PLAIT_CORE_PLUGIN_CHECK_H
 #define PLAIT_CORE_PLUGIN_CHECK_H

@@ -8,8 +8,8 @@
 #include "tokenizer/byte_map.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/unicode_class.h"
-#include "train/checkpoint_fs.h"
-#include "train/safetensors_json.h"
+#include "checkpoint/checkpoint_fs.h"
+#include "checkpoint/safetensors_json.h"
 
 #define MAX_FILE_BYTES ((size_t)1 << 30)
 

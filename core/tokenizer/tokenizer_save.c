@@ -6,7 +6,7 @@
 #include "runtime/staged_dir.h"
 #include "tokenizer/byte_map.h"
 #include "tokenizer/tokenizer_internal.h"
-#include "train/safetensors_json.h"
+#include "checkpoint/safetensors_json.h"
 
 /* Token bytes in GPT-2's byte alphabet, as UTF-8. */
 static void append_alphabet(plait_jbuf *b, const unsigned char *bytes, size_t n) {

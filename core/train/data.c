@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
-#include "train/safetensors_crc32c.h"
+#include "checkpoint/safetensors_crc32c.h"
 
 #define LLMC_MAGIC_U16 20240520u
 #define LLMC_MAGIC_U32 20240801u

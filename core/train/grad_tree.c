@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 
 #define MAX_LEVELS 40
 

@@ -13,42 +13,7 @@
 #include "cpu/blas.h"
 #include "cpu/cpu_features.h"
 #include "model/kernels.h"
-#include "runtime/host.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* The best rate rather than the mean: on a shared machine a measurement
- * that catches a slow moment would understate the peak and inflate MFU. */
-double plait_gemm_rate(int threads, double seconds) {
-    const int64_t sizes[2] = {1024, 2048};
-    const int64_t nmax = 2048;
-    uint64_t rss_before = plait_peak_rss();
-    float *a = plait_alloc((size_t)(3 * nmax * nmax) * sizeof(float), PLAIT_MEM_HOST, 64, "benchmark");
-    if (!a) return 0;
-    for (int64_t i = 0; i < 3 * nmax * nmax; i++) a[i] = (float)((i * 7919) % 1000) * 1e-3f;
-    int before = plait_kernels_threads();
-    plait_kernels_set_threads(threads);
-    double best = 0;
-    for (int s = 0; s < 2; s++) {
-        int64_t n = sizes[s];
-        plait_k_sgemm(0, 1, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n); /* warm-up */
-        double start = now_s();
-        do {
-            double t0 = now_s();
-            plait_k_sgemm(0, 1, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n);
-            double flops = 2.0 * (double)n * n * n / (now_s() - t0);
-            if (flops > best) best = flops;
-        } while (now_s() - start < seconds);
-    }
-    plait_kernels_set_threads(before);
-    plait_free(a);
-    plait_peak_rss_rewind(rss_before);
-    return best;
-}
+#include "model/sgemm_peak.h"
 
 static const char *precision_name(void) {
     switch (plait_kernels_precision()) {
@@ -162,7 +127,7 @@ void plait_mfu_peak_get(const plait_config *cfg, int threads, int local_ranks, i
     /* a cached rate is checked by a short measurement every run and raised
      * when this one is faster: the entry converges on the machine's best
      * even if its first measurement caught a busy moment */
-    double now = plait_gemm_rate(threads, cached > 0 ? 0.05 : 0.25) / 1e9;
+    double now = plait_sgemm_peak(threads, cached > 0 ? 0.05 : 0.25) / 1e9;
     double gflops = now > cached ? now : cached;
     int stored = have_path && now > cached && cache_store(path, key, now) == 0;
     if (cached > 0 && !stored) {

@@ -3,7 +3,8 @@
  * and `plait bench train`).
  *
  * A rank's peak is the GEMM rate of its own math threads, in the run's
- * precision, measured by rank 0 at start while the other ranks wait in a
+ * precision (plait_sgemm_peak: products go through plait_k_sgemm, so bf16
+ * is measured in bf16), measured by rank 0 at start while the other ranks wait in a
  * collective (so no other rank computes), or given as [run] mfu_peak. It is
  * measured once per machine and cached: the file
  * ${XDG_CACHE_HOME:-~/.cache}/plait/peak.tsv holds one line per (CPU, BLAS
@@ -37,11 +38,6 @@ typedef struct plait_mfu_peak {
 /* The peak for ranks of `threads` math threads, `local_ranks` of them on
  * this host, `world` in all, in the kernels' current precision. */
 void plait_mfu_peak_get(const plait_config *cfg, int threads, int local_ranks, int world, plait_mfu_peak *out);
-
-/* The GEMM rate (FLOP/s) of square products of 1024 and 2048 with `threads`
- * threads in the kernels' current precision, the best of each size timed
- * for `seconds` after an untimed warm-up. 0 when out of memory. */
-double plait_gemm_rate(int threads, double seconds);
 
 /* MFU = achieved / peak as "31.2%", "n/a" (no peak) or "error: 123% of the
  * peak" (above 100%: a measurement error, not a figure). Returns the

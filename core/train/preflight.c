@@ -10,16 +10,21 @@
 
 /* Release what plait_run_load_parallel built for one rank. */
 static void release_plan(plait_run *run) {
-    if (run->par && run->par_state) run->par->destroy(run->par_state);
-    run->par_state = NULL;
-    free(run->plan.shards);
-    free(run->plan.layer_stage);
-    free(run->plan.layer_chunk);
-    free(run->plan.schedule);
-    memset(&run->plan, 0, sizeof run->plan);
+    if (run->parallel.ops && run->parallel.state) run->parallel.ops->destroy(run->parallel.state);
+    run->parallel.state = NULL;
+    free(run->layout.plan.shards);
+    free(run->layout.plan.layer_stage);
+    free(run->layout.plan.layer_chunk);
+    free(run->layout.plan.schedule);
+    memset(&run->layout.plan, 0, sizeof run->layout.plan);
+    free(run->layout.first_layer);
+    free(run->layout.last_layer);
+    run->layout.first_layer = run->layout.last_layer = NULL;
 }
 
-plait_status plait_layout_preflight(plait_config *cfg) {
+plait_status plait_layout_preflight(plait_config *cfg) { return plait_layout_preflight_visit(cfg, NULL, NULL); }
+
+plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit visit, void *ctx) {
     int sizes[3], axes[3], c[3];
     plait_status st = plait_mesh_layout(cfg, sizes, axes);
     int precision;
@@ -31,27 +36,32 @@ plait_status plait_layout_preflight(plait_config *cfg) {
     memset(&run, 0, sizeof run);
     run.cfg = cfg;
     run.deterministic = plait_config_bool(cfg, "run", "deterministic");
-    run.block_size = (int32_t)plait_config_int(cfg, "model", "block_size");
-    st = plait_batch_from_config(cfg, &run.batch);
-    if (st == PLAIT_OK) st = plait_model_describe(cfg, (int32_t)run.batch.micro_batch, &run.desc);
+    run.model.block_size = (int32_t)plait_config_int(cfg, "model", "block_size");
+    st = plait_batch_from_config(cfg, &run.layout.batch);
+    if (st == PLAIT_OK) st = plait_model_describe(cfg, (int32_t)run.layout.batch.micro_batch, &run.model.desc);
     if (st != PLAIT_OK) return st;
-    run.spec = plait_model_desc_spec(run.desc);
+    run.model.spec = plait_model_desc_spec(run.model.desc);
 
     int world = sizes[0] * sizes[1] * sizes[2];
     for (int r = 0; st == PLAIT_OK && r < world; r++) {
         plait_mesh_coords(r, sizes, axes, c);
-        run.mesh = (plait_mesh){.struct_size = sizeof run.mesh,
+        run.world.mesh = (plait_mesh){.struct_size = sizeof run.world.mesh,
                                 .dp = sizes[PLAIT_AXIS_DP], .tp = sizes[PLAIT_AXIS_TP], .pp = sizes[PLAIT_AXIS_PP],
                                 .dp_rank = c[PLAIT_AXIS_DP], .tp_rank = c[PLAIT_AXIS_TP],
                                 .pp_rank = c[PLAIT_AXIS_PP], .world_rank = r, .world_size = world,
                                 .order = order};
         st = plait_run_load_parallel(&run);
+        if (st == PLAIT_OK && visit) {
+            plait_layout_rank seen = {.mesh = &run.world.mesh, .spec = run.model.spec, .batch = &run.layout.batch,
+                                      .plan = &run.layout.plan};
+            visit(ctx, &seen);
+        }
         release_plan(&run);
         /* one rank's failure is the layout's unless the others plan fine */
         if (st != PLAIT_OK && r > 0)
             st = plait_wrap_error(st, "rank %d (dp %d, tp %d, pp %d) of the layout", r, c[PLAIT_AXIS_DP],
                                   c[PLAIT_AXIS_TP], c[PLAIT_AXIS_PP]);
     }
-    plait_model_desc_free(run.desc);
+    plait_model_desc_free(run.model.desc);
     return st;
 }

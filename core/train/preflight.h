@@ -11,9 +11,11 @@
 #ifndef PLAIT_CORE_PREFLIGHT_H
 #define PLAIT_CORE_PREFLIGHT_H
 
+#include <plait/parallel.h>
 #include <plait/types.h>
 
 #include "config/config.h"
+#include "layout/batch.h"
 
 /* Check `cfg` (finalized, plugins declared) for a run of dp x tp x pp ranks.
  * Sets the derived [data] values in `cfg` (origin "derived"), as a rank
@@ -24,5 +26,20 @@
  * rank's mesh coordinates added when only some ranks are affected. Not
  * thread-safe (uses the calling thread's error slot). */
 plait_status plait_layout_preflight(plait_config *cfg);
+
+/* What one rank's check saw, for a caller that predicts the layout's cost
+ * (core/plan): the rank's mesh, the global model, the batch and the plan the
+ * parallel plugin made. Valid only during the call. */
+typedef struct plait_layout_rank {
+    const plait_mesh *mesh;
+    const plait_model_spec *spec;
+    const plait_batch *batch;
+    const plait_plan *plan;
+} plait_layout_rank;
+typedef void (*plait_layout_visit)(void *ctx, const plait_layout_rank *rank);
+
+/* plait_layout_preflight, calling `visit` (may be NULL) with each rank's
+ * plan after it planned without error. */
+plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit visit, void *ctx);
 
 #endif

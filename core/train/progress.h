@@ -2,6 +2,8 @@
  * The progress display on rank 0: one line that updates in place on a
  * terminal (carriage return + clear to end of line) and plain lines when
  * output is piped. Shows step, loss, lr, tokens/s, ETA and an MFU estimate.
+ *
+ * Not thread-safe: rank 0's run thread prints progress.
  */
 #ifndef PLAIT_CORE_PROGRESS_H
 #define PLAIT_CORE_PROGRESS_H

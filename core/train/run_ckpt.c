@@ -16,11 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_shard.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_shard.h"
 #include "train/run_internal.h"
 
 plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir, plait_resume_mode mode, char **dir) {
@@ -55,8 +56,8 @@ plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir,
 
 /* World rank of (dp 0, tp 0, stage). */
 static int owner_of_stage(const plait_run *run, int32_t stage) {
-    int axes[3], sizes[3] = {run->mesh.dp, run->mesh.tp, run->mesh.pp}, c[3] = {0, 0, stage};
-    if (plait_mesh_parse_order(run->mesh.order, axes) != PLAIT_OK) return 0;
+    int axes[3], sizes[3] = {run->world.mesh.dp, run->world.mesh.tp, run->world.mesh.pp}, c[3] = {0, 0, stage};
+    if (plait_mesh_parse_order(run->world.mesh.order, axes) != PLAIT_OK) return 0;
     return plait_mesh_rank_of(c, sizes, axes);
 }
 
@@ -71,21 +72,20 @@ static size_t global_numel(const plait_param *p) {
  * calls it for every (g, which) in the same order. */
 static plait_status gather_full(plait_run *run, int32_t g, const char *which, uint32_t tag, float *full,
                                 float *slice, float *slices) {
-    const plait_coll_api *coll = plait_host_table()->coll;
-    const plait_param *gp = &run->spec->params[g];
-    int32_t stage = run->plan.layer_stage[gp->layer];
+    const plait_param *gp = &run->model.spec->params[g];
+    int32_t stage = run->layout.plan.layer_stage[gp->layer];
     int owner = owner_of_stage(run, stage);
-    int me = run->mesh.world_rank;
+    int me = run->world.mesh.world_rank;
     plait_status st = PLAIT_OK;
-    if (run->stage == stage) {
-        int32_t l = run->local_of_global[g];
-        const plait_param *lp = &run->params.params[l];
-        int dp0 = run->mesh.dp_rank == 0;
-        st = run->opt->export_tensor(run->opt_state, g, which, dp0 ? slice : NULL);
+    if (run->layout.stage == stage) {
+        int32_t l = run->params.local_of_global[g];
+        const plait_param *lp = &run->params.set.params[l];
+        int dp0 = run->world.mesh.dp_rank == 0;
+        st = run->optim.ops->export_tensor(run->optim.state, g, which, dp0 ? slice : NULL);
         if (st == PLAIT_OK && dp0) {
-            int tp = run->mesh.tp;
+            int tp = run->world.mesh.tp;
             if (tp > 1)
-                st = coll->gather(run->mesh.tp_comm, slice, slices, lp->numel, PLAIT_F32, 0, NULL, NULL);
+                st = plait_comm_gather(run->world.mesh.tp_comm, slice, slices, lp->numel, PLAIT_F32, 0, NULL, NULL);
             if (st == PLAIT_OK && me == owner) {
                 if (tp == 1 || lp->shard.parts <= 1) {
                     memcpy(full, slice, global_numel(gp) * sizeof(float));
@@ -97,17 +97,17 @@ static plait_status gather_full(plait_run *run, int32_t g, const char *which, ui
                     }
                 }
                 if (st == PLAIT_OK && owner != 0)
-                    st = coll->send(run->world, full, global_numel(gp), PLAIT_F32, 0, tag, NULL, NULL);
+                    st = plait_comm_send(run->world.comm, full, global_numel(gp), PLAIT_F32, 0, tag, NULL);
             }
         }
     }
     if (st == PLAIT_OK && me == 0 && owner != 0)
-        st = coll->recv(run->world, full, global_numel(gp), PLAIT_F32, owner, tag, NULL, NULL);
+        st = plait_comm_recv(run->world.comm, full, global_numel(gp), PLAIT_F32, owner, tag, NULL);
     return st;
 }
 
 static void layout_text(const plait_run *run, char *buf, size_t len) {
-    snprintf(buf, len, "dp%d x tp%d x pp%d, %s, %s", run->mesh.dp, run->mesh.tp, run->mesh.pp,
+    snprintf(buf, len, "dp%d x tp%d x pp%d, %s, %s", run->world.mesh.dp, run->world.mesh.tp, run->world.mesh.pp,
              plait_config_str(run->cfg, "parallel", "plugin"), plait_config_str(run->cfg, "optim", "plugin"));
 }
 
@@ -126,19 +126,18 @@ static plait_status write_model_meta(plait_run *run, plait_ckpt_writer *w) {
 }
 
 plait_status plait_run_save(plait_run *run, const char *out_dir) {
-    const plait_coll_api *coll = plait_host_table()->coll;
-    const plait_model_spec *spec = run->spec;
-    int me = run->mesh.world_rank;
+    const plait_model_spec *spec = run->model.spec;
+    int me = run->world.mesh.world_rank;
     size_t max_global = 0, max_local = 0;
     for (int32_t g = 0; g < spec->n_params; g++)
         if (global_numel(&spec->params[g]) > max_global) max_global = global_numel(&spec->params[g]);
-    for (int32_t i = 0; i < run->params.n_params; i++)
-        if (run->params.params[i].numel > max_local) max_local = run->params.params[i].numel;
+    for (int32_t i = 0; i < run->params.set.n_params; i++)
+        if (run->params.set.params[i].numel > max_local) max_local = run->params.set.params[i].numel;
     float *full = plait_alloc((max_global + max_local) * sizeof(float) + 64, PLAIT_MEM_HOST, 64, "checkpoint buffer");
-    float *slices = run->mesh.tp > 1 ? plait_alloc(max_local * (size_t)run->mesh.tp * sizeof(float) + 64,
+    float *slices = run->world.mesh.tp > 1 ? plait_alloc(max_local * (size_t)run->world.mesh.tp * sizeof(float) + 64,
                                                    PLAIT_MEM_HOST, 64, "checkpoint buffer")
                                      : NULL;
-    if (!full || (run->mesh.tp > 1 && !slices)) {
+    if (!full || (run->world.mesh.tp > 1 && !slices)) {
         plait_free(full);
         return PLAIT_ERR_NO_MEMORY;
     }
@@ -147,15 +146,15 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
     plait_status st = PLAIT_OK;
     if (me == 0) {
         st = plait_ckpt_writer_begin(out_dir, run->step, &w);
-        if (st == PLAIT_OK) st = plait_ckpt_declare_model(w, spec, run->opt->state_names);
+        if (st == PLAIT_OK) st = plait_ckpt_declare_model(w, spec, run->optim.ops->state_names);
         if (st == PLAIT_OK) st = write_model_meta(run, w);
     }
     /* Everyone learns whether rank 0 could start, so nobody waits for it. */
     int ok = st == PLAIT_OK;
-    plait_status cst = coll->broadcast(run->world, &ok, 1, PLAIT_I32, 0, NULL, NULL);
+    plait_status cst = plait_comm_broadcast(run->world.comm, &ok, 1, PLAIT_I32, 0, NULL, NULL);
     if (cst != PLAIT_OK) st = cst;
     else if (!ok && me != 0) st = plait_set_error(PLAIT_ERR_SYSTEM, "rank 0 could not start the checkpoint");
-    const char *const *states = run->opt->state_names;
+    const char *const *states = run->optim.ops->state_names;
     uint32_t tag = 0x5a000000u;
     for (int32_t g = 0; st == PLAIT_OK && g < spec->n_params; g++) {
         if (!plait_ckpt_param_stored(spec, g)) continue;
@@ -180,7 +179,7 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
             plait_ckpt_state state = {.step = run->step,
                                       .seed = run->seed,
                                       .data_step = run->step,
-                                      .optim_step = run->opt->get_step ? run->opt->get_step(run->opt_state) : run->step,
+                                      .optim_step = run->optim.ops->get_step ? run->optim.ops->get_step(run->optim.state) : run->step,
                                       .has_data = 1,
                                       .layout = layout};
             plait_run_data_record(run, &state.data);
@@ -193,7 +192,7 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
     plait_free(slices);
     /* The save is complete only when rank 0 committed; tell everyone. */
     ok = st == PLAIT_OK;
-    cst = coll->allreduce(run->world, &ok, &ok, 1, PLAIT_I32, PLAIT_MIN, NULL, NULL);
+    cst = plait_comm_allreduce(run->world.comm, &ok, &ok, 1, PLAIT_I32, PLAIT_MIN, NULL, NULL);
     if (st == PLAIT_OK && cst != PLAIT_OK) st = cst;
     if (st == PLAIT_OK && !ok) st = plait_set_error(PLAIT_ERR_SYSTEM, "saving the checkpoint failed on another rank");
     if (st != PLAIT_OK) return plait_wrap_error(st, "checkpoint at step %" PRId64, run->step);

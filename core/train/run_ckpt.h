@@ -3,6 +3,9 @@
  * gathered from whatever layout wrote them and scattered into whatever layout
  * reads them; optimizer state under the Adam family's shared names; the run
  * state (step, seed, data position) beside them. Plus the run's reports.
+ *
+ * Not thread-safe: one thread drives a run (train/run.h); saving and
+ * loading are collective over the run's world.
  */
 #ifndef PLAIT_CORE_RUN_CKPT_H
 #define PLAIT_CORE_RUN_CKPT_H

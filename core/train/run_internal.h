@@ -1,8 +1,11 @@
-/* Functions shared by the run_*.c files; not for other modules. */
+/* Functions shared by the run_*.c files; not for other modules.
+ *
+ * Not thread-safe: one thread drives a run (train/run.h).
+ */
 #ifndef PLAIT_CORE_RUN_INTERNAL_H
 #define PLAIT_CORE_RUN_INTERNAL_H
 
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "train/run.h"
 
 /* Data of global micro-batch `global_mb` of `step` (split 0 = train, 1 =
@@ -25,6 +28,16 @@ plait_status plait_run_prefill_plan(plait_run *run);
  * with a mesh whose communicators are NULL). Fills run->par, run->par_state,
  * run->plan, run->stage and the local chunks' layer ranges. */
 plait_status plait_run_load_parallel(plait_run *run);
+
+/* The step executor's state (run_step.c): allocate for the run's plan and
+ * batch; close is safe on a zeroed struct. */
+plait_status plait_step_exec_open(plait_run *run);
+void plait_step_exec_close(plait_step_exec *exec);
+
+/* Deterministic mode with several local micro-batches: the summation tree
+ * and scratch that accumulate gradients in a fixed order (run_params.c;
+ * freed by plait_run_free_params). */
+plait_status plait_run_open_accumulation(plait_run *run);
 
 /* Storage and initial values (run_params.c). */
 plait_status plait_run_alloc_storage(plait_run *run);

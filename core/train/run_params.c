@@ -8,28 +8,28 @@
 #include <string.h>
 
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 
 plait_status plait_run_build_params(plait_run *run) {
-    const plait_model_spec *spec = run->spec;
+    const plait_model_spec *spec = run->model.spec;
     int32_t n = 0;
-    run->local_of_global = malloc(sizeof(int32_t) * (size_t)spec->n_params);
+    run->params.local_of_global = malloc(sizeof(int32_t) * (size_t)spec->n_params);
     plait_param *params = calloc((size_t)spec->n_params, sizeof *params);
-    if (!run->local_of_global || !params) {
+    if (!run->params.local_of_global || !params) {
         free(params);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory building parameters");
     }
     size_t offset = 0;
     for (int32_t g = 0; g < spec->n_params; g++) {
-        run->local_of_global[g] = -1;
+        run->params.local_of_global[g] = -1;
         const plait_param *src = &spec->params[g];
-        if (run->plan.layer_stage[src->layer] != run->stage) continue;
+        if (run->layout.plan.layer_stage[src->layer] != run->layout.stage) continue;
         plait_param *p = &params[n];
         *p = *src;
         p->struct_size = sizeof *p;
-        plait_status st = plait_param_apply_shard(p, &run->plan.shards[g]);
+        plait_status st = plait_param_apply_shard(p, &run->layout.plan.shards[g]);
         if (st != PLAIT_OK) {
             free(params);
             return st;
@@ -38,7 +38,7 @@ plait_status plait_run_build_params(plait_run *run) {
         offset += p->numel;
         /* keep 16-float (64-byte) alignment between tensors for the kernels */
         offset = (offset + 15) & ~(size_t)15;
-        run->local_of_global[g] = n++;
+        run->params.local_of_global[g] = n++;
     }
     /* Tied pairs split across pipeline stages: both local members are
      * flagged, so an optimizer owning gradients keeps them whole for the
@@ -47,57 +47,57 @@ plait_status plait_run_build_params(plait_run *run) {
         const plait_param *c = &spec->params[g];
         if (!(c->flags & PLAIT_PARAM_TIED_COPY) || c->tied_to < 0 || c->tied_to >= spec->n_params) continue;
         int32_t o = c->tied_to;
-        if (run->plan.layer_stage[c->layer] == run->plan.layer_stage[spec->params[o].layer]) continue;
-        if (run->local_of_global[g] >= 0) params[run->local_of_global[g]].flags |= PLAIT_PARAM_TIED_REMOTE;
-        if (run->local_of_global[o] >= 0) params[run->local_of_global[o]].flags |= PLAIT_PARAM_TIED_REMOTE;
+        if (run->layout.plan.layer_stage[c->layer] == run->layout.plan.layer_stage[spec->params[o].layer]) continue;
+        if (run->params.local_of_global[g] >= 0) params[run->params.local_of_global[g]].flags |= PLAIT_PARAM_TIED_REMOTE;
+        if (run->params.local_of_global[o] >= 0) params[run->params.local_of_global[o]].flags |= PLAIT_PARAM_TIED_REMOTE;
     }
-    run->params.struct_size = sizeof run->params;
-    run->params.params = params;
-    run->params.n_params = n;
-    run->params.layers = spec->layers;
-    run->params.n_layers_total = spec->n_layers;
-    run->params.numel = 0;
+    run->params.set.struct_size = sizeof run->params.set;
+    run->params.set.params = params;
+    run->params.set.n_params = n;
+    run->params.set.layers = spec->layers;
+    run->params.set.n_layers_total = spec->n_layers;
+    run->params.set.numel = 0;
     int32_t local_layers = 0;
-    for (int32_t l = 0; l < spec->n_layers; l++) local_layers += run->plan.layer_stage[l] == run->stage;
-    run->params.n_layers = local_layers;
-    for (int32_t i = 0; i < n; i++) run->params.numel += params[i].numel;
-    run->flat_numel = offset;
+    for (int32_t l = 0; l < spec->n_layers; l++) local_layers += run->layout.plan.layer_stage[l] == run->layout.stage;
+    run->params.set.n_layers = local_layers;
+    for (int32_t i = 0; i < n; i++) run->params.set.numel += params[i].numel;
+    run->params.flat_numel = offset;
     return PLAIT_OK;
 }
 
 /* The local original of a tied copy, if any. */
 static const plait_param *tied_original(const plait_run *run, const plait_param *p) {
     if (!(p->flags & PLAIT_PARAM_TIED_COPY) || p->tied_to < 0) return NULL;
-    int32_t l = run->local_of_global[p->tied_to];
-    return l >= 0 ? &run->params.params[l] : NULL;
+    int32_t l = run->params.local_of_global[p->tied_to];
+    return l >= 0 ? &run->params.set.params[l] : NULL;
 }
 
 
 plait_status plait_run_alloc_storage(plait_run *run) {
-    size_t bytes = run->flat_numel * sizeof(float);
-    if (!(run->opt_flags & PLAIT_OPTIM_OWNS_PARAMS)) {
-        run->data_flat = plait_alloc(bytes ? bytes : 64, PLAIT_MEM_HOST, 64, "parameters");
-        if (!run->data_flat) return PLAIT_ERR_NO_MEMORY;
-        memset(run->data_flat, 0, bytes);
-        run->params.data_flat = run->data_flat;
+    size_t bytes = run->params.flat_numel * sizeof(float);
+    if (!(run->optim.flags & PLAIT_OPTIM_OWNS_PARAMS)) {
+        run->params.data_flat = plait_alloc(bytes ? bytes : 64, PLAIT_MEM_HOST, 64, "parameters");
+        if (!run->params.data_flat) return PLAIT_ERR_NO_MEMORY;
+        memset(run->params.data_flat, 0, bytes);
+        run->params.set.data_flat = run->params.data_flat;
     }
-    if (!(run->opt_flags & PLAIT_OPTIM_OWNS_GRADS)) {
-        run->grad_flat = plait_alloc(bytes ? bytes : 64, PLAIT_MEM_HOST, 64, "gradients");
-        if (!run->grad_flat) return PLAIT_ERR_NO_MEMORY;
-        memset(run->grad_flat, 0, bytes);
-        run->params.grad_flat = run->grad_flat;
+    if (!(run->optim.flags & PLAIT_OPTIM_OWNS_GRADS)) {
+        run->params.grad_flat = plait_alloc(bytes ? bytes : 64, PLAIT_MEM_HOST, 64, "gradients");
+        if (!run->params.grad_flat) return PLAIT_ERR_NO_MEMORY;
+        memset(run->params.grad_flat, 0, bytes);
+        run->params.set.grad_flat = run->params.grad_flat;
     }
-    for (int32_t i = 0; i < run->params.n_params; i++) {
-        plait_param *p = &run->params.params[i];
-        if (run->data_flat) p->data = run->data_flat + p->flat_offset;
-        if (run->grad_flat) p->grad = run->grad_flat + p->flat_offset;
+    for (int32_t i = 0; i < run->params.set.n_params; i++) {
+        plait_param *p = &run->params.set.params[i];
+        if (run->params.data_flat) p->data = run->params.data_flat + p->flat_offset;
+        if (run->params.grad_flat) p->grad = run->params.grad_flat + p->flat_offset;
     }
     /* A tied copy on the same rank as its original shares the original's
      * values (one tensor in the model) but keeps its own gradient. */
-    for (int32_t i = 0; i < run->params.n_params; i++) {
-        plait_param *p = &run->params.params[i];
+    for (int32_t i = 0; i < run->params.set.n_params; i++) {
+        plait_param *p = &run->params.set.params[i];
         const plait_param *orig = tied_original(run, p);
-        if (orig && run->data_flat) p->data = orig->data;
+        if (orig && run->params.data_flat) p->data = orig->data;
     }
     return PLAIT_OK;
 }
@@ -107,13 +107,13 @@ plait_status plait_run_alloc_storage(plait_run *run) {
  * original's name), so both pipeline ends start equal. */
 
 plait_status plait_run_init_values(plait_run *run) {
-    if (!run->data_flat) return PLAIT_OK;
-    for (int32_t i = 0; i < run->params.n_params; i++) {
-        plait_param *p = &run->params.params[i];
+    if (!run->params.data_flat) return PLAIT_OK;
+    for (int32_t i = 0; i < run->params.set.n_params; i++) {
+        plait_param *p = &run->params.set.params[i];
         if (tied_original(run, p)) continue; /* shares storage */
         plait_param as = *p;
         if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0) {
-            as.name = run->spec->params[p->tied_to].name;
+            as.name = run->model.spec->params[p->tied_to].name;
             as.index = p->tied_to;
         }
         plait_status st = plait_model_init_values(&as, 0, p->numel, p->data);
@@ -123,17 +123,21 @@ plait_status plait_run_init_values(plait_run *run) {
 }
 
 void plait_run_free_params(plait_run *run) {
-    plait_free(run->data_flat);
-    plait_free(run->grad_flat);
-    run->data_flat = run->grad_flat = NULL;
-    free(run->params.params);
-    run->params.params = NULL;
-    free(run->local_of_global);
-    run->local_of_global = NULL;
+    plait_grad_tree_free(run->params.tree);
+    run->params.tree = NULL;
+    plait_free(run->params.grad_scratch);
+    run->params.grad_scratch = NULL;
+    plait_free(run->params.data_flat);
+    plait_free(run->params.grad_flat);
+    run->params.data_flat = run->params.grad_flat = NULL;
+    free(run->params.set.params);
+    run->params.set.params = NULL;
+    free(run->params.local_of_global);
+    run->params.local_of_global = NULL;
 }
 
 double plait_run_flops_per_token(const plait_run *run) {
-    const plait_model_spec *s = run->spec;
+    const plait_model_spec *s = run->model.spec;
     double n = 0;
     for (int32_t g = 0; g < s->n_params; g++) {
         const plait_param *p = &s->params[g];
@@ -144,4 +148,14 @@ double plait_run_flops_per_token(const plait_run *run) {
     }
     double attn = strcmp(s->arch, "gpt") == 0 ? 12.0 * s->n_layer * s->n_embd * s->block_size : 0;
     return 6.0 * n + attn;
+}
+
+plait_status plait_run_open_accumulation(plait_run *run) {
+    int32_t m = run->layout.plan.micro_batches;
+    if (!run->deterministic || m <= 1 || !run->params.grad_flat) return PLAIT_OK;
+    plait_status st = plait_grad_tree_create(run->params.flat_numel, m, &run->params.tree);
+    if (st != PLAIT_OK) return st;
+    run->params.grad_scratch =
+        plait_alloc(run->params.flat_numel * sizeof(float) + 64, PLAIT_MEM_HOST, 64, "deterministic accumulation");
+    return run->params.grad_scratch ? PLAIT_OK : PLAIT_ERR_NO_MEMORY;
 }

@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "cpu/compute_line.h"
+#include "launch/bootstrap.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/run_ckpt.h"
 
@@ -25,18 +27,18 @@ typedef struct run_memory {
 
 static void collect_memory(plait_run *run, run_memory *m) {
     plait_optim_memory om = {.struct_size = sizeof om};
-    run->opt->memory(run->opt_state, &om);
+    run->optim.ops->memory(run->optim.state, &om);
     m->param = (double)om.param_bytes;
     m->grad = (double)om.grad_bytes;
     m->state = (double)om.state_bytes;
     m->buffers = (double)om.buffer_bytes + (double)plait_mem_usage_of("deterministic accumulation") +
                  (double)plait_mem_usage_of("checkpoint buffer");
-    m->activations = run->model ? (double)plait_model_activation_bytes(run->model) : 0;
+    m->activations = run->model.instance ? (double)plait_model_activation_bytes(run->model.instance) : 0;
     m->rss_peak = (double)plait_peak_rss();
 }
 
 void plait_run_print_summary(plait_run *run, const char *out_dir, const char *resumed_from) {
-    const plait_model_spec *s = run->spec;
+    const plait_model_spec *s = run->model.spec;
     double n = 0;
     for (int32_t g = 0; g < s->n_params; g++) {
         if (s->params[g].flags & PLAIT_PARAM_TIED_COPY) continue;
@@ -46,16 +48,16 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
     }
     printf("plait: %s n_layer=%d n_head=%d n_embd=%d block=%d vocab=%d: %.2fM parameters\n", s->arch, s->n_layer,
            s->n_head, s->n_embd, s->block_size, s->vocab_size, n / 1e6);
-    printf("plait: layout dp=%d tp=%d pp=%d (%s, order %s), optimizer %s, comm %s\n", run->mesh.dp, run->mesh.tp,
-           run->mesh.pp, plait_config_str(run->cfg, "parallel", "plugin"), run->mesh.order,
+    printf("plait: layout dp=%d tp=%d pp=%d (%s, order %s), optimizer %s, comm %s\n", run->world.mesh.dp, run->world.mesh.tp,
+           run->world.mesh.pp, plait_config_str(run->cfg, "parallel", "plugin"), run->world.mesh.order,
            plait_config_str(run->cfg, "optim", "plugin"), plait_config_str(run->cfg, "comm", "plugin"));
     printf("plait: global batch %" PRId64 " = dp %" PRId64 " x micro-batch %" PRId64 " x accumulation %" PRId64
            " (%" PRId64 " tokens/step)%s\n",
-           run->batch.global_batch, run->batch.dp, run->batch.micro_batch, run->batch.accumulation,
-           run->batch.global_batch * run->block_size, run->deterministic ? ", deterministic" : "");
-    if (run->plan.summary[0]) printf("plait: %s\n", run->plan.summary);
+           run->layout.batch.global_batch, run->layout.batch.dp, run->layout.batch.micro_batch, run->layout.batch.accumulation,
+           run->layout.batch.global_batch * run->model.block_size, run->deterministic ? ", deterministic" : "");
+    if (run->layout.plan.summary[0]) printf("plait: %s\n", run->layout.plan.summary);
     char compute[512];
-    plait_compute_line(compute, sizeof compute, plait_host_table()->math_threads(),
+    plait_compute_line(compute, sizeof compute, plait_job_math_threads(run->world.job),
                        plait_config_str(run->cfg, "run", "precision"));
     printf("plait: compute %s\n", compute);
     run_memory m;
@@ -69,26 +71,26 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
 }
 
 plait_status plait_run_gather_memory(plait_run *run, double *rows) {
-    int world = run->mesh.world_size;
+    int world = run->world.mesh.world_size;
     memset(rows, 0, sizeof(double) * (size_t)world * PLAIT_RUN_MEM_FIELDS);
     run_memory m;
     collect_memory(run, &m);
-    double *r = rows + (size_t)run->mesh.world_rank * PLAIT_RUN_MEM_FIELDS;
-    const plait_step_timing *t = &run->last_step;
-    const double mine[PLAIT_RUN_MEM_FIELDS] = {run->mesh.dp_rank, run->mesh.tp_rank, run->mesh.pp_rank,
+    double *r = rows + (size_t)run->world.mesh.world_rank * PLAIT_RUN_MEM_FIELDS;
+    const plait_step_timing *t = &run->timing.last_step;
+    const double mine[PLAIT_RUN_MEM_FIELDS] = {run->world.mesh.dp_rank, run->world.mesh.tp_rank, run->world.mesh.pp_rank,
                                                m.param, m.grad, m.state, m.buffers, m.activations, m.rss_peak,
                                                (double)t->dp_bytes, (double)t->tp_bytes, (double)t->pp_bytes};
     memcpy(r, mine, sizeof mine);
     if (world == 1) return PLAIT_OK;
     /* one row per rank, zeros elsewhere: the sum is a gather */
-    return plait_host_table()->coll->allreduce(run->world, rows, rows, (size_t)world * PLAIT_RUN_MEM_FIELDS,
+    return plait_comm_allreduce(run->world.comm, rows, rows, (size_t)world * PLAIT_RUN_MEM_FIELDS,
                                                PLAIT_F64, PLAIT_SUM, NULL, NULL);
 }
 
 void plait_run_print_memory_table(const plait_run *run, const double *rows) {
-    if (run->mesh.world_size == 1) return;
+    if (run->world.mesh.world_size == 1) return;
     printf("plait: memory per rank (MB):  rank  dp tp pp  parameters  gradients  optimizer  buffers  peak RSS\n");
-    for (int r = 0; r < run->mesh.world_size; r++) {
+    for (int r = 0; r < run->world.mesh.world_size; r++) {
         const double *v = rows + (size_t)r * PLAIT_RUN_MEM_FIELDS;
         printf("plait:                        %4d  %2.0f %2.0f %2.0f  %10.2f  %9.2f  %9.2f  %7.2f  %8.1f\n", r, v[0],
                v[1], v[2], v[3] / MB, v[4] / MB, v[5] / MB, v[6] / MB, v[8] / MB);
@@ -101,7 +103,7 @@ plait_status plait_run_write_memory_csv(const plait_run *run, const double *rows
     if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write the memory report", path);
     fprintf(f, "rank,dp,tp,pp,param_bytes,grad_bytes,optim_state_bytes,buffer_bytes,activation_bytes,"
                "peak_rss_bytes,dp_bytes,tp_bytes,pp_bytes\n");
-    for (int r = 0; r < run->mesh.world_size; r++) {
+    for (int r = 0; r < run->world.mesh.world_size; r++) {
         const double *v = rows + (size_t)r * PLAIT_RUN_MEM_FIELDS;
         fprintf(f, "%d", r);
         for (int k = 0; k < PLAIT_RUN_MEM_FIELDS; k++) fprintf(f, ",%.0f", v[k]);
@@ -112,27 +114,27 @@ plait_status plait_run_write_memory_csv(const plait_run *run, const double *rows
 }
 
 void plait_run_print_bubble(const plait_run *run) {
-    int32_t pp = run->mesh.pp;
-    int64_t steps = run->bubble_steps - 1;
-    if (pp < 2 || steps < 1 || run->pipe_span_sum <= 0) return;
+    int32_t pp = run->world.mesh.pp;
+    int64_t steps = run->timing.bubble_steps - 1;
+    if (pp < 2 || steps < 1 || run->timing.pipe_span_sum <= 0) return;
     char per_stage[512] = "";
     size_t used = 0;
     double share = 0;
     for (int32_t s = 0; s < pp; s++) {
-        double x = run->stage_idle_sum[s] / run->pipe_span_sum;
+        double x = run->timing.stage_idle_sum[s] / run->timing.pipe_span_sum;
         share += x / pp;
         if (used < sizeof per_stage)
             used += (size_t)snprintf(per_stage + used, sizeof per_stage - used, "%s%.1f%%", s ? " " : "", 100 * x);
     }
     printf("plait: pipeline idle measured %.1f%% of the pipeline phase (mean of stages: %s; %lld steps, "
            "%.1f ms/step), expected %s\n",
-           100 * share, per_stage, (long long)steps, 1e3 * run->pipe_span_sum / (double)steps, run->plan.summary);
+           100 * share, per_stage, (long long)steps, 1e3 * run->timing.pipe_span_sum / (double)steps, run->layout.plan.summary);
     fflush(stdout);
 }
 
 void plait_run_fill_metrics(plait_run *run, plait_metrics *mt, const plait_step_result *r, double val_loss) {
     const plait_step_timing *t = &r->t;
-    double tokens = (double)run->batch.global_batch * run->block_size;
+    double tokens = (double)run->layout.batch.global_batch * run->model.block_size;
     plait_metrics_set_named(mt, "step", (double)run->step);
     plait_metrics_set_named(mt, "loss", r->loss);
     if (val_loss >= 0) plait_metrics_set_named(mt, "val_loss", val_loss);
@@ -145,12 +147,12 @@ void plait_run_fill_metrics(plait_run *run, plait_metrics *mt, const plait_step_
     plait_metrics_set_named(mt, "idle_ms", 1e3 * t->idle_s);
     plait_metrics_set_named(mt, "tp_ms", 1e3 * t->tp_s);
     plait_metrics_set_named(mt, "bubble_measured", r->bubble);
-    if (run->plan.bubble_formula >= 0) plait_metrics_set_named(mt, "bubble_formula", run->plan.bubble_formula);
+    if (run->layout.plan.bubble_formula >= 0) plait_metrics_set_named(mt, "bubble_formula", run->layout.plan.bubble_formula);
     plait_metrics_set_named(mt, "pipe_span_ms", 1e3 * r->pipe_span_s);
-    for (int32_t s = 0; s < run->mesh.pp; s++) {
+    for (int32_t s = 0; s < run->world.mesh.pp; s++) {
         char name[32];
         snprintf(name, sizeof name, "idle_ms_stage%d", (int)s);
-        plait_metrics_set_named(mt, name, 1e3 * run->stage_idle_s[s]);
+        plait_metrics_set_named(mt, name, 1e3 * run->timing.stage_idle_s[s]);
     }
     plait_metrics_set_named(mt, "dp_bytes", (double)t->dp_bytes);
     plait_metrics_set_named(mt, "tp_bytes", (double)t->tp_bytes);

@@ -4,7 +4,7 @@
 
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/run.h"
 #include "train/run_internal.h"
@@ -13,8 +13,8 @@
 /* The single-process plan every parallel plugin starts from: nothing split,
  * every layer on stage 0, forward then backward per micro-batch. */
 plait_status plait_run_prefill_plan(plait_run *run) {
-    const plait_model_spec *spec = run->spec;
-    plait_plan *plan = &run->plan;
+    const plait_model_spec *spec = run->model.spec;
+    plait_plan *plan = &run->layout.plan;
     memset(plan, 0, sizeof *plan);
     plan->struct_size = sizeof *plan;
     plan->n_params = spec->n_params;
@@ -22,7 +22,7 @@ plait_status plait_run_prefill_plan(plait_run *run) {
     plan->n_layers = spec->n_layers;
     plan->layer_stage = calloc((size_t)spec->n_layers, sizeof(int32_t));
     plan->layer_chunk = calloc((size_t)spec->n_layers, sizeof(int32_t));
-    plan->micro_batches = (int32_t)run->batch.accumulation;
+    plan->micro_batches = (int32_t)run->layout.batch.accumulation;
     plan->capacity = 2 * (size_t)plan->micro_batches + 2;
     plan->schedule = calloc(plan->capacity, sizeof(plait_instr));
     if (!plan->shards || !plan->layer_stage || !plan->layer_chunk || !plan->schedule)
@@ -48,15 +48,15 @@ plait_status plait_run_prefill_plan(plait_run *run) {
 }
 
 static plait_status run_plugin_plan(plait_run *run) {
-    plait_status st = run->par->plan(run->par_state, &run->plan);
-    if (st == PLAIT_ERR_NO_MEMORY && run->plan.n_instr > run->plan.capacity) {
-        size_t cap = run->plan.n_instr;
-        plait_instr *bigger = realloc(run->plan.schedule, cap * sizeof *bigger);
+    plait_status st = run->parallel.ops->plan(run->parallel.state, &run->layout.plan);
+    if (st == PLAIT_ERR_NO_MEMORY && run->layout.plan.n_instr > run->layout.plan.capacity) {
+        size_t cap = run->layout.plan.n_instr;
+        plait_instr *bigger = realloc(run->layout.plan.schedule, cap * sizeof *bigger);
         if (!bigger) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the schedule");
-        run->plan.schedule = bigger;
-        run->plan.capacity = cap;
-        run->plan.n_instr = 0;
-        st = run->par->plan(run->par_state, &run->plan);
+        run->layout.plan.schedule = bigger;
+        run->layout.plan.capacity = cap;
+        run->layout.plan.n_instr = 0;
+        st = run->parallel.ops->plan(run->parallel.state, &run->layout.plan);
     }
     return st;
 }
@@ -67,36 +67,43 @@ plait_status plait_run_load_parallel(plait_run *run) {
     const char *name = plait_config_str(run->cfg, "parallel", "plugin");
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_PARALLEL, name);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[parallel] plugin = %s", name);
-    run->par = d->ops;
-    int sizes[3] = {run->mesh.dp, run->mesh.tp, run->mesh.pp};
+    run->parallel.ops = d->ops;
+    int sizes[3] = {run->world.mesh.dp, run->world.mesh.tp, run->world.mesh.pp};
     const uint32_t bits[3] = {PLAIT_PARALLEL_AXIS_DP, PLAIT_PARALLEL_AXIS_TP, PLAIT_PARALLEL_AXIS_PP};
     for (int a = 0; a < 3; a++)
-        if (sizes[a] > 1 && !(run->par->axes & bits[a]))
+        if (sizes[a] > 1 && !(run->parallel.ops->axes & bits[a]))
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                    "[parallel] %s = %d, but plugin '%s' does not implement %s parallelism; use "
                                    "plugin = hybrid to combine dp, tp and pp",
                                    axis_label[a], sizes[a], name, axis_label[a]);
     plait_parallel_init init = {.struct_size = sizeof init,
-                                .host = plait_host_table(),
+                                .host = plait_plugin_host(),
                                 .config = run->cfg,
-                                .mesh = &run->mesh,
-                                .model = run->spec,
+                                .mesh = &run->world.mesh,
+                                .model = run->model.spec,
                                 .deterministic = run->deterministic};
-    plait_status st = run->par->create(&init, &run->par_state);
+    plait_status st = run->parallel.ops->create(&init, &run->parallel.state);
     if (st == PLAIT_OK) st = plait_run_prefill_plan(run);
     if (st == PLAIT_OK) st = run_plugin_plan(run);
     if (st != PLAIT_OK) return plait_wrap_error(st, "parallel plugin %s", name);
-    run->stage = run->mesh.pp_rank;
-    for (int32_t c = 0; c < 64; c++) run->first_layer[c] = run->last_layer[c] = -1;
-    if (run->plan.chunks < 1 || run->plan.chunks > 64)
-        return plait_set_error(PLAIT_ERR_INTERNAL, "plan has %d model chunks per stage (1..64)", run->plan.chunks);
-    for (int32_t l = 0; l < run->spec->n_layers; l++) {
-        if (run->plan.layer_stage[l] != run->stage) continue;
-        int32_t c = run->plan.layer_chunk[l];
-        if (run->first_layer[c] < 0) run->first_layer[c] = l;
-        if (run->last_layer[c] >= 0 && run->last_layer[c] != l - 1)
-            return plait_set_error(PLAIT_ERR_INTERNAL, "plan: chunk %d of stage %d is not contiguous", c, run->stage);
-        run->last_layer[c] = l;
+    run->layout.stage = run->world.mesh.pp_rank;
+    int32_t chunks = run->layout.plan.chunks;
+    if (chunks < 1)
+        return plait_set_error(PLAIT_ERR_INTERNAL, "plan has %d model chunks per stage (at least 1)", chunks);
+    free(run->layout.first_layer);
+    free(run->layout.last_layer);
+    run->layout.first_layer = malloc(sizeof(int32_t) * (size_t)chunks);
+    run->layout.last_layer = malloc(sizeof(int32_t) * (size_t)chunks);
+    if (!run->layout.first_layer || !run->layout.last_layer)
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for %d model chunks", chunks);
+    for (int32_t c = 0; c < chunks; c++) run->layout.first_layer[c] = run->layout.last_layer[c] = -1;
+    for (int32_t l = 0; l < run->model.spec->n_layers; l++) {
+        if (run->layout.plan.layer_stage[l] != run->layout.stage) continue;
+        int32_t c = run->layout.plan.layer_chunk[l];
+        if (run->layout.first_layer[c] < 0) run->layout.first_layer[c] = l;
+        if (run->layout.last_layer[c] >= 0 && run->layout.last_layer[c] != l - 1)
+            return plait_set_error(PLAIT_ERR_INTERNAL, "plan: chunk %d of stage %d is not contiguous", c, run->layout.stage);
+        run->layout.last_layer[c] = l;
     }
     return PLAIT_OK;
 }
@@ -105,50 +112,25 @@ static plait_status load_optim(plait_run *run) {
     const char *name = plait_config_str(run->cfg, "optim", "plugin");
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, name);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[optim] plugin = %s", name);
-    run->opt = d->ops;
-    run->opt_flags = run->opt->flags;
+    run->optim.ops = d->ops;
+    run->optim.flags = run->optim.ops->flags;
     return PLAIT_OK;
 }
 
 static plait_status create_optim(plait_run *run, const plait_value_source *src) {
     plait_optim_init init = {.struct_size = sizeof init,
-                             .host = plait_host_table(),
+                             .host = plait_plugin_host(),
                              .config = run->cfg,
-                             .params = &run->params,
-                             .dp_comm = run->mesh.dp_comm,
-                             .world = run->world,
-                             .local_micro_batches = run->plan.micro_batches,
+                             .params = &run->params.set,
+                             .dp_comm = run->world.mesh.dp_comm,
+                             .world = run->world.comm,
+                             .local_micro_batches = run->layout.plan.micro_batches,
                              .deterministic = run->deterministic};
-    plait_status st = run->opt->create(&init, &run->opt_state);
-    if (st == PLAIT_OK) st = run->opt->materialize(run->opt_state, src);
+    plait_status st = run->optim.ops->create(&init, &run->optim.state);
+    if (st == PLAIT_OK) st = run->optim.ops->materialize(run->optim.state, src);
     return st != PLAIT_OK ? plait_wrap_error(st, "optimizer %s", plait_config_str(run->cfg, "optim", "plugin")) : st;
 }
 
-static plait_status alloc_step_scratch(plait_run *run) {
-    int32_t m = run->plan.micro_batches;
-    run->max_slots = run->plan.chunks * m;
-    int64_t n_global = run->batch.global_batch / run->batch.micro_batch;
-    size_t bt = (size_t)run->batch.micro_batch * (size_t)run->block_size;
-    run->slot_of = malloc(sizeof(int32_t) * (size_t)run->max_slots);
-    run->slot_busy = calloc((size_t)run->max_slots, 1);
-    run->send_req = calloc((size_t)run->max_slots * 2, sizeof(plait_request *));
-    run->mb_loss = calloc((size_t)n_global + 2 * (size_t)run->mesh.pp, sizeof(double));
-    run->stage_idle_s = calloc((size_t)run->mesh.pp, sizeof(double));
-    run->stage_idle_sum = calloc((size_t)run->mesh.pp, sizeof(double));
-    run->tokens = malloc(bt * sizeof(int32_t));
-    run->targets = malloc(bt * sizeof(int32_t));
-    if (!run->slot_of || !run->slot_busy || !run->send_req || !run->mb_loss || !run->stage_idle_s ||
-        !run->stage_idle_sum || !run->tokens || !run->targets)
-        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-    if (run->deterministic && m > 1 && run->grad_flat) {
-        plait_status st = plait_grad_tree_create(run->flat_numel, m, &run->tree);
-        if (st != PLAIT_OK) return st;
-        run->grad_scratch = plait_alloc(run->flat_numel * sizeof(float) + 64, PLAIT_MEM_HOST, 64,
-                                        "deterministic accumulation");
-        if (!run->grad_scratch) return PLAIT_ERR_NO_MEMORY;
-    }
-    return PLAIT_OK;
-}
 
 plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run **out) {
     plait_run *run = calloc(1, sizeof *run);
@@ -158,13 +140,13 @@ plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run
     run->seed = (uint64_t)plait_config_int(cfg, "run", "seed");
     run->deterministic = plait_config_bool(cfg, "run", "deterministic");
     run->debug_sleep_s = plait_config_float(cfg, "run", "debug_compute_sleep_ms") / 1e3;
-    run->block_size = (int32_t)plait_config_int(cfg, "model", "block_size");
+    run->model.block_size = (int32_t)plait_config_int(cfg, "model", "block_size");
     plait_model_set_seed(run->seed);
     plait_status st = plait_run_open_world(run);
-    if (st == PLAIT_OK) st = plait_mesh_build(cfg, run->world, &run->mesh);
-    if (st == PLAIT_OK) st = plait_batch_from_config(cfg, &run->batch);
-    if (st == PLAIT_OK) st = plait_model_describe(cfg, (int32_t)run->batch.micro_batch, &run->desc);
-    if (st == PLAIT_OK) run->spec = plait_model_desc_spec(run->desc);
+    if (st == PLAIT_OK) st = plait_mesh_build(cfg, run->world.comm, &run->world.mesh);
+    if (st == PLAIT_OK) st = plait_batch_from_config(cfg, &run->layout.batch);
+    if (st == PLAIT_OK) st = plait_model_describe(cfg, (int32_t)run->layout.batch.micro_batch, &run->model.desc);
+    if (st == PLAIT_OK) run->model.spec = plait_model_desc_spec(run->model.desc);
     if (st == PLAIT_OK) st = plait_run_load_parallel(run);
     if (st == PLAIT_OK) st = load_optim(run);
     if (st == PLAIT_OK) st = plait_run_build_params(run);
@@ -177,33 +159,35 @@ plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run
     }
     /* Core-owned parameters are filled here; an optimizer owning them fills
      * its shards in materialize() from the same source. */
-    if (st == PLAIT_OK && run->data_flat) st = plait_run_source_fill_params(run, &source);
+    if (st == PLAIT_OK && run->params.data_flat) st = plait_run_source_fill_params(run, &source);
     if (st == PLAIT_OK) {
-        plait_model_layout layout = {.plan = &run->plan, .stage = run->stage, .params = &run->params,
-                                     .max_slots = run->plan.chunks * run->plan.micro_batches};
-        st = plait_model_create(run->desc, &layout, &run->model);
+        plait_model_layout layout = {.plan = &run->layout.plan, .stage = run->layout.stage, .params = &run->params.set,
+                                     .max_slots = run->layout.plan.chunks * run->layout.plan.micro_batches};
+        st = plait_model_create(run->model.desc, &layout, &run->model.instance);
     }
     if (st == PLAIT_OK) st = create_optim(run, &source.source);
-    if (st == PLAIT_OK && run->par->bind) {
+    if (st == PLAIT_OK && run->parallel.ops->bind) {
         plait_parallel_bind bind = {.struct_size = sizeof bind,
-                                    .params = &run->params,
-                                    .optim_reduces_grads = (run->opt_flags & PLAIT_OPTIM_REDUCES_GRADS) != 0,
+                                    .params = &run->params.set,
+                                    .optim_reduces_grads = (run->optim.flags & PLAIT_OPTIM_REDUCES_GRADS) != 0,
                                     .grads_prescaled = 1};
-        st = run->par->bind(run->par_state, &bind);
+        st = run->parallel.ops->bind(run->parallel.state, &bind);
     }
     if (st == PLAIT_OK) st = plait_run_data_open(run);
-    if (st == PLAIT_OK) st = alloc_step_scratch(run);
+    if (st == PLAIT_OK) st = plait_step_exec_open(run);
+    if (st == PLAIT_OK) st = plait_stage_timing_open(&run->timing, run->world.mesh.pp);
+    if (st == PLAIT_OK) st = plait_run_open_accumulation(run);
     if (st == PLAIT_OK && have_source) st = plait_run_source_restore_state(run, &source);
     if (have_source) plait_run_source_close(&source);
     if (st == PLAIT_OK)
-        plait_model_set_loss_scale(run->model, 1.0f / (float)((double)run->batch.global_batch * run->block_size));
+        plait_model_set_loss_scale(run->model.instance, 1.0f / (float)((double)run->layout.batch.global_batch * run->model.block_size));
     if (st != PLAIT_OK) {
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", plait_last_error());
         plait_run_close(run);
         return plait_set_error(st, "%s", msg);
     }
-    run->flops_per_token = (uint64_t)plait_run_flops_per_token(run);
+    run->model.flops_per_token = (uint64_t)plait_run_flops_per_token(run);
     *out = run;
     return PLAIT_OK;
 }
@@ -211,26 +195,20 @@ plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run
 void plait_run_close(plait_run *run) {
     if (!run) return;
     plait_run_data_close(run);
-    if (run->opt && run->opt_state) run->opt->destroy(run->opt_state);
-    if (run->par && run->par_state) run->par->destroy(run->par_state);
-    plait_model_free(run->model);
-    plait_grad_tree_free(run->tree);
-    plait_free(run->grad_scratch);
+    if (run->optim.ops && run->optim.state) run->optim.ops->destroy(run->optim.state);
+    if (run->parallel.ops && run->parallel.state) run->parallel.ops->destroy(run->parallel.state);
+    plait_model_free(run->model.instance);
     plait_run_free_params(run);
-    free(run->plan.shards);
-    free(run->plan.layer_stage);
-    free(run->plan.layer_chunk);
-    free(run->plan.schedule);
-    free(run->slot_of);
-    free(run->slot_busy);
-    free(run->send_req);
-    free(run->mb_loss);
-    free(run->stage_idle_s);
-    free(run->stage_idle_sum);
-    free(run->tokens);
-    free(run->targets);
-    plait_model_desc_free(run->desc);
-    if (run->world) plait_mesh_release(&run->mesh);
+    free(run->layout.plan.shards);
+    free(run->layout.plan.layer_stage);
+    free(run->layout.plan.layer_chunk);
+    free(run->layout.plan.schedule);
+    free(run->layout.first_layer);
+    free(run->layout.last_layer);
+    plait_step_exec_close(&run->exec);
+    plait_stage_timing_close(&run->timing);
+    plait_model_desc_free(run->model.desc);
+    if (run->world.comm) plait_mesh_release(&run->world.mesh);
     plait_run_close_world(run);
     free(run);
 }

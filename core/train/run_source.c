@@ -13,35 +13,64 @@ static plait_status init_read(void *ctx, int32_t index, const char *which, size_
     plait_run *run = ctx;
     if (strcmp(which, "param") != 0)
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "a fresh run has no optimizer state '%s'", which);
-    int32_t l = run->local_of_global[index];
+    int32_t l = run->params.local_of_global[index];
     if (l < 0) return plait_set_error(PLAIT_ERR_INVALID_ARG, "parameter %d is not on this rank", index);
-    plait_param as = run->params.params[l];
+    plait_param as = run->params.set.params[l];
     if ((as.flags & PLAIT_PARAM_TIED_COPY) && as.tied_to >= 0) {
-        as.name = run->spec->params[as.tied_to].name;
+        as.name = run->model.spec->params[as.tied_to].name;
         as.index = as.tied_to;
     }
     return plait_model_init_values(&as, offset, count, dst);
 }
 
+/* A fresh run from [run] init_from: the parameters only. */
+static plait_status weights_read(void *ctx, int32_t index, const char *which, size_t offset, size_t count,
+                                 float *dst) {
+    plait_run_source *src = ctx;
+    plait_run *run = src->run;
+    if (strcmp(which, "param") != 0)
+        return plait_set_error(PLAIT_ERR_UNSUPPORTED, "pretrained weights have no optimizer state '%s'", which);
+    int32_t l = run->params.local_of_global[index];
+    if (l < 0) return plait_set_error(PLAIT_ERR_INVALID_ARG, "parameter %d is not on this rank", index);
+    return plait_weights_read(src->weights, &run->params.set.params[l], offset, count, dst);
+}
+
+static plait_status open_weights(plait_run *run, const char *path, plait_run_source *src) {
+    plait_status st = plait_weights_open(path, run->model.spec, &src->weights);
+    if (st != PLAIT_OK) return st;
+    if (run->world.mesh.world_rank == 0) {
+        const char *note = plait_weights_note(src->weights);
+        PLAIT_INFO("train", "initial weights from %s (%s)%s%s", plait_weights_path(src->weights),
+                   plait_gpt2_layout_name(plait_weights_layout(src->weights)), *note ? ": " : "", note);
+    }
+    src->source = (plait_value_source){.struct_size = sizeof(plait_value_source), .ctx = src, .read = weights_read};
+    return PLAIT_OK;
+}
+
 plait_status plait_run_source_open(plait_run *run, const char *resume_dir, plait_run_source *src) {
     memset(src, 0, sizeof *src);
     src->run = run;
+    const char *init_from = plait_config_str(run->cfg, "run", "init_from");
+    if (!resume_dir && init_from && *init_from) return open_weights(run, init_from, src);
     if (!resume_dir) {
         src->source = (plait_value_source){.struct_size = sizeof(plait_value_source), .ctx = run, .read = init_read};
         return PLAIT_OK;
     }
+    if (init_from && *init_from && run->world.mesh.world_rank == 0)
+        PLAIT_INFO("train", "resuming from %s: [run] init_from = %s applies to fresh runs only", resume_dir,
+                   init_from);
     plait_status st = plait_ckpt_open(resume_dir, &src->ck);
     if (st != PLAIT_OK) return st;
-    plait_ckpt_source_init(&src->cks, src->ck, run->spec, &run->params);
+    plait_ckpt_source_init(&src->cks, src->ck, run->model.spec, &run->params.set);
     src->source = src->cks.src;
     return PLAIT_OK;
 }
 
 plait_status plait_run_source_fill_params(plait_run *run, plait_run_source *src) {
-    for (int32_t i = 0; i < run->params.n_params; i++) {
-        plait_param *p = &run->params.params[i];
+    for (int32_t i = 0; i < run->params.set.n_params; i++) {
+        plait_param *p = &run->params.set.params[i];
         int shared = 0;
-        for (int32_t j = 0; j < i && !shared; j++) shared = run->params.params[j].data == p->data;
+        for (int32_t j = 0; j < i && !shared; j++) shared = run->params.set.params[j].data == p->data;
         if (shared) continue;
         plait_status st = src->source.read(src->source.ctx, p->index, "param", 0, p->numel, p->data);
         if (st != PLAIT_OK) return plait_wrap_error(st, "initial values of %s", p->name);
@@ -98,14 +127,16 @@ plait_status plait_run_source_restore_state(plait_run *run, plait_run_source *sr
     plait_run_data_record(run, &now);
     unsigned differs;
     plait_status st = plait_run_check_resume(state, plait_ckpt_dir(src->ck), run->seed, &now,
-                                             run->mesh.world_rank == 0, &differs);
+                                             run->world.mesh.world_rank == 0, &differs);
     if (st != PLAIT_OK) return st;
     run->step = state->step;
-    if (run->opt->set_step) run->opt->set_step(run->opt_state, state->optim_step);
+    if (run->optim.ops->set_step) run->optim.ops->set_step(run->optim.state, state->optim_step);
     return PLAIT_OK;
 }
 
 void plait_run_source_close(plait_run_source *src) {
     if (src->ck) plait_ckpt_close(src->ck);
     src->ck = NULL;
+    plait_weights_close(src->weights);
+    src->weights = NULL;
 }

@@ -1,13 +1,19 @@
 /*
  * Where a run's initial values come from: the layout-independent
- * initialisation of a fresh run, or a checkpoint (any layout's). Either way a
+ * initialisation of a fresh run, pretrained weights for a fresh run with
+ * [run] init_from (weights only: the optimizer starts from zero state, the
+ * step from 0), or a checkpoint (any layout's; a resumed run ignores
+ * init_from, as nanoGPT's init_from = 'resume' does). Either way a
  * plait_value_source that the core uses for its own parameter storage and
  * passes to the optimizer's materialize().
+ *
+ * Not thread-safe: one thread drives a run (train/run.h).
  */
 #ifndef PLAIT_CORE_RUN_SOURCE_H
 #define PLAIT_CORE_RUN_SOURCE_H
 
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/weights_import.h"
 #include "train/run.h"
 
 typedef struct plait_run_source {
@@ -15,9 +21,11 @@ typedef struct plait_run_source {
     plait_run *run;
     plait_ckpt *ck;             /* NULL for a fresh run */
     plait_ckpt_source cks;
+    plait_weights *weights;     /* [run] init_from of a fresh run, or NULL */
 } plait_run_source;
 
-/* resume_dir NULL: fresh values. Else open and verify that checkpoint. */
+/* resume_dir NULL: fresh values ([run] init_from's weights, checked
+ * against the model, when set). Else open and verify that checkpoint. */
 plait_status plait_run_source_open(plait_run *run, const char *resume_dir, plait_run_source *src);
 /* Fill the core-owned parameter storage from the source. */
 plait_status plait_run_source_fill_params(plait_run *run, plait_run_source *src);

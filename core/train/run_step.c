@@ -17,24 +17,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/net.h"
+#include "runtime/clock.h"
+#include "comm/comm.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 
-static double now_s(void) { return plait_host_table()->now(); }
+static double now_s(void) { return plait_clock_now(); }
 
 /* ---- activation slots ------------------------------------------------ */
 
 static plait_status wait_slot_sends(plait_run *run, int32_t slot) {
-    const plait_coll_api *coll = plait_host_table()->coll;
     plait_status st = PLAIT_OK;
     for (int k = 0; k < 2; k++) {
-        plait_request **r = &run->send_req[slot * 2 + k];
+        plait_request **r = &run->exec.send_req[slot * 2 + k];
         if (*r) {
-            plait_status w = coll->wait(*r);
+            plait_status w = plait_request_wait(*r);
             if (st == PLAIT_OK) st = w;
             *r = NULL;
         }
@@ -45,13 +45,12 @@ static plait_status wait_slot_sends(plait_run *run, int32_t slot) {
 /* 1 once every send posted from the slot's buffers has completed (polls,
  * never blocks). */
 static plait_status slot_sends_done(plait_run *run, int32_t slot, int *done) {
-    const plait_coll_api *coll = plait_host_table()->coll;
     *done = 1;
     for (int k = 0; k < 2; k++) {
-        plait_request **r = &run->send_req[slot * 2 + k];
+        plait_request **r = &run->exec.send_req[slot * 2 + k];
         if (!*r) continue;
         int d = 0;
-        plait_status st = coll->test(*r, &d);
+        plait_status st = plait_request_test(*r, &d);
         if (st != PLAIT_OK) {
             *r = NULL; /* test released it */
             return st;
@@ -73,39 +72,39 @@ static plait_status slot_sends_done(plait_run *run, int32_t slot, int *done) {
  * each (chunk, mb) takes a slot once per step, and sends are all finished
  * at the end of every step. */
 static plait_status get_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t *slot) {
-    int32_t m = run->plan.micro_batches;
+    int32_t m = run->layout.plan.micro_batches;
     int32_t key = chunk * m + mb;
-    if (run->slot_of[key] >= 0) {
-        *slot = run->slot_of[key];
+    if (run->exec.slot_of[key] >= 0) {
+        *slot = run->exec.slot_of[key];
         return PLAIT_OK;
     }
-    for (int32_t s = chunk * m; s < (chunk + 1) * m && s < run->max_slots; s++) {
-        if (run->slot_busy[s]) continue;
+    for (int32_t s = chunk * m; s < (chunk + 1) * m && s < run->exec.max_slots; s++) {
+        if (run->exec.slot_busy[s]) continue;
         int done = 0;
         plait_status st = slot_sends_done(run, s, &done);
         if (st != PLAIT_OK) return st;
         if (!done) continue; /* its buffers are still being sent */
-        st = plait_model_slot_layers(run->model, s, run->first_layer[chunk], run->last_layer[chunk]);
+        st = plait_model_slot_layers(run->model.instance, s, run->layout.first_layer[chunk], run->layout.last_layer[chunk]);
         if (st != PLAIT_OK) return st;
-        run->slot_busy[s] = 1;
-        run->slot_of[key] = s;
-        if (s + 1 > run->n_slots_used) run->n_slots_used = s + 1;
+        run->exec.slot_busy[s] = 1;
+        run->exec.slot_of[key] = s;
+        if (s + 1 > run->exec.n_slots_used) run->exec.n_slots_used = s + 1;
         *slot = s;
         return PLAIT_OK;
     }
-    return plait_set_error(PLAIT_ERR_INTERNAL, "schedule holds more than %d micro-batches in flight", run->max_slots);
+    return plait_set_error(PLAIT_ERR_INTERNAL, "schedule holds more than %d micro-batches in flight", run->exec.max_slots);
 }
 
 static void release_slot(plait_run *run, int32_t chunk, int32_t mb) {
-    int32_t key = chunk * run->plan.micro_batches + mb;
-    if (run->slot_of[key] >= 0) run->slot_busy[run->slot_of[key]] = 0;
-    run->slot_of[key] = -1;
+    int32_t key = chunk * run->layout.plan.micro_batches + mb;
+    if (run->exec.slot_of[key] >= 0) run->exec.slot_busy[run->exec.slot_of[key]] = 0;
+    run->exec.slot_of[key] = -1;
 }
 
 /* ---- pipeline neighbours ---------------------------------------------- */
 
 /* Stage (pp rank) that runs global layer `layer`. */
-static int32_t stage_of(const plait_run *run, int32_t layer) { return run->plan.layer_stage[layer]; }
+static int32_t stage_of(const plait_run *run, int32_t layer) { return run->layout.plan.layer_stage[layer]; }
 
 /* Tag of the activation (dir 0) or gradient (dir 1) crossing the boundary
  * after layer `boundary` for local micro-batch `mb`; both sides compute it
@@ -116,32 +115,59 @@ static uint32_t pp_tag(int dir, int32_t boundary, int32_t mb) {
 
 static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint32_t tag, const char *what,
                             plait_step_timing *t) {
-    const plait_coll_api *coll = plait_host_table()->coll;
     double t0 = now_s();
-    plait_coll_opts opts = {.struct_size = sizeof opts, .label = what};
-    plait_status st = coll->recv(run->mesh.pp_comm, buf, plait_model_boundary_numel(run->model), PLAIT_F32,
-                                 from_stage, tag, &opts, NULL);
+    (void)what; /* point-to-point operations carry no label */
+    plait_status st = plait_comm_recv(run->world.mesh.pp_comm, buf, plait_model_boundary_numel(run->model.instance), PLAIT_F32,
+                                      from_stage, tag, NULL);
     t->idle_s += now_s() - t0;
     return st;
 }
 
 static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *buf, int32_t to_stage, uint32_t tag,
                             const char *what, plait_step_timing *t) {
-    const plait_coll_api *coll = plait_host_table()->coll;
     /* At most one pending send of each kind per slot. A slot sends one
      * activation and one gradient per step, so this never waits in practice;
      * the other kind's send is left alone (waiting for it could deadlock as
      * in get_slot). */
-    plait_request **r = &run->send_req[slot * 2 + k];
+    plait_request **r = &run->exec.send_req[slot * 2 + k];
     if (*r) {
-        plait_status w = coll->wait(*r);
+        plait_status w = plait_request_wait(*r);
         *r = NULL;
         if (w != PLAIT_OK) return w;
     }
-    plait_coll_opts opts = {.struct_size = sizeof opts, .label = what};
-    t->pp_bytes += plait_model_boundary_numel(run->model) * sizeof(float);
-    return coll->send(run->mesh.pp_comm, buf, plait_model_boundary_numel(run->model), PLAIT_F32, to_stage, tag,
-                      &opts, r);
+    (void)what; /* point-to-point operations carry no label */
+    t->pp_bytes += plait_model_boundary_numel(run->model.instance) * sizeof(float);
+    return plait_comm_send(run->world.mesh.pp_comm, buf, plait_model_boundary_numel(run->model.instance), PLAIT_F32, to_stage, tag, r);
+}
+
+/* ---- the executor's state ----------------------------------------------- */
+
+plait_status plait_step_exec_open(plait_run *run) {
+    plait_step_exec *e = &run->exec;
+    e->max_slots = run->layout.plan.chunks * run->layout.plan.micro_batches;
+    int64_t n_global = run->layout.batch.global_batch / run->layout.batch.micro_batch;
+    size_t bt = (size_t)run->layout.batch.micro_batch * (size_t)run->model.block_size;
+    e->slot_of = malloc(sizeof(int32_t) * (size_t)e->max_slots);
+    e->slot_busy = calloc((size_t)e->max_slots, 1);
+    e->send_req = calloc((size_t)e->max_slots * 2, sizeof(plait_request *));
+    e->step_sums = calloc((size_t)(n_global + plait_stage_times_len(run->world.mesh.pp)), sizeof(double));
+    e->tokens = malloc(bt * sizeof(int32_t));
+    e->targets = malloc(bt * sizeof(int32_t));
+    if (!e->slot_of || !e->slot_busy || !e->send_req || !e->step_sums || !e->tokens || !e->targets)
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the step executor");
+    e->mb_loss = e->step_sums;
+    e->stage_times = e->step_sums + n_global;
+    return PLAIT_OK;
+}
+
+void plait_step_exec_close(plait_step_exec *e) {
+    free(e->slot_of);
+    free(e->slot_busy);
+    free(e->send_req);
+    free(e->step_sums);
+    free(e->tokens);
+    free(e->targets);
+    *e = (plait_step_exec){0};
 }
 
 /* ---- compute ------------------------------------------------------------ */
@@ -152,21 +178,21 @@ static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *bu
 static void debug_sleep(const plait_run *run, int units, plait_step_timing *t) {
     if (run->debug_sleep_s <= 0) return;
     double t0 = now_s();
-    plait_net_sleep(run->debug_sleep_s * units);
+    plait_clock_sleep(run->debug_sleep_s * units);
     t->compute_s += now_s() - t0;
 }
 
 static int chunk_has(const plait_run *run, int32_t chunk, int32_t layer) {
-    return run->first_layer[chunk] <= layer && layer <= run->last_layer[chunk];
+    return run->layout.first_layer[chunk] <= layer && layer <= run->layout.last_layer[chunk];
 }
 
 static plait_status load_batch(plait_run *run, int32_t slot, int32_t chunk, int split, int64_t step,
                                int64_t global_mb) {
-    int32_t head = run->spec->n_layers - 1;
+    int32_t head = run->model.spec->n_layers - 1;
     if (!chunk_has(run, chunk, 0) && !chunk_has(run, chunk, head)) return PLAIT_OK;
-    plait_status st = plait_run_fetch_batch(run, split, step, global_mb, run->tokens, run->targets);
+    plait_status st = plait_run_fetch_batch(run, split, step, global_mb, run->exec.tokens, run->exec.targets);
     if (st != PLAIT_OK) return st;
-    return plait_model_set_batch(run->model, slot, run->tokens, run->targets);
+    return plait_model_set_batch(run->model.instance, slot, run->exec.tokens, run->exec.targets);
 }
 
 static plait_status forward_chunk(plait_run *run, int32_t chunk, int32_t mb, int split, int64_t step,
@@ -176,17 +202,17 @@ static plait_status forward_chunk(plait_run *run, int32_t chunk, int32_t mb, int
     if (st == PLAIT_OK) st = load_batch(run, slot, chunk, split, step, global_mb);
     /* Optimizer hooks are communication (ZeRO-3 gathers, ZeRO-2 reductions):
      * their time counts as such; the layers' is compute. */
-    for (int32_t l = run->first_layer[chunk]; st == PLAIT_OK && l <= run->last_layer[chunk]; l++) {
+    for (int32_t l = run->layout.first_layer[chunk]; st == PLAIT_OK && l <= run->layout.last_layer[chunk]; l++) {
         double t0 = now_s();
-        if (run->opt->before_forward) st = run->opt->before_forward(run->opt_state, l, mb);
+        if (run->optim.ops->before_forward) st = run->optim.ops->before_forward(run->optim.state, l, mb);
         double t1 = now_s();
-        if (st == PLAIT_OK) st = plait_model_forward_layer(run->model, l, slot);
+        if (st == PLAIT_OK) st = plait_model_forward_layer(run->model.instance, l, slot);
         double t2 = now_s();
-        if (st == PLAIT_OK && run->opt->after_forward) st = run->opt->after_forward(run->opt_state, l, mb);
+        if (st == PLAIT_OK && run->optim.ops->after_forward) st = run->optim.ops->after_forward(run->optim.state, l, mb);
         t->comm_s += (t1 - t0) + (now_s() - t2);
     }
-    if (st == PLAIT_OK && chunk_has(run, chunk, run->spec->n_layers - 1) && run->mesh.tp_rank == 0)
-        run->mb_loss[global_mb] = plait_model_loss_sum(run->model, slot);
+    if (st == PLAIT_OK && chunk_has(run, chunk, run->model.spec->n_layers - 1) && run->world.mesh.tp_rank == 0)
+        run->exec.mb_loss[global_mb] = plait_model_loss_sum(run->model.instance, slot);
     if (st == PLAIT_OK) debug_sleep(run, 1, t);
     return st;
 }
@@ -194,23 +220,23 @@ static plait_status forward_chunk(plait_run *run, int32_t chunk, int32_t mb, int
 /* Deterministic mode: a layer's gradients of one micro-batch go to scratch
  * and are folded into the canonical tree right after its backward. */
 static void redirect_grads(plait_run *run, int32_t layer, int to_scratch) {
-    for (int32_t i = 0; i < run->params.n_params; i++) {
-        plait_param *p = &run->params.params[i];
+    for (int32_t i = 0; i < run->params.set.n_params; i++) {
+        plait_param *p = &run->params.set.params[i];
         if (p->layer != layer) continue;
         if (to_scratch) {
-            p->grad = run->grad_scratch + p->flat_offset;
+            p->grad = run->params.grad_scratch + p->flat_offset;
             memset(p->grad, 0, p->numel * sizeof(float));
         } else {
-            p->grad = run->grad_flat + p->flat_offset;
+            p->grad = run->params.grad_flat + p->flat_offset;
         }
     }
 }
 
 static plait_status fold_grads(plait_run *run, int32_t layer, int32_t mb) {
-    for (int32_t i = 0; i < run->params.n_params; i++) {
-        plait_param *p = &run->params.params[i];
+    for (int32_t i = 0; i < run->params.set.n_params; i++) {
+        plait_param *p = &run->params.set.params[i];
         if (p->layer != layer) continue;
-        plait_status st = plait_grad_tree_add(run->tree, mb, run->grad_scratch, run->grad_flat, p->flat_offset, p->numel);
+        plait_status st = plait_grad_tree_add(run->params.tree, mb, run->params.grad_scratch, run->params.grad_flat, p->flat_offset, p->numel);
         if (st != PLAIT_OK) return st;
     }
     return PLAIT_OK;
@@ -219,38 +245,38 @@ static plait_status fold_grads(plait_run *run, int32_t layer, int32_t mb) {
 static plait_status backward_chunk(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
     int32_t slot;
     plait_status st = get_slot(run, chunk, mb, &slot);
-    int last = mb == run->plan.micro_batches - 1;
-    for (int32_t l = run->last_layer[chunk]; st == PLAIT_OK && l >= run->first_layer[chunk]; l--) {
+    int last = mb == run->layout.plan.micro_batches - 1;
+    for (int32_t l = run->layout.last_layer[chunk]; st == PLAIT_OK && l >= run->layout.first_layer[chunk]; l--) {
         double t0 = now_s();
-        if (run->opt->before_backward) st = run->opt->before_backward(run->opt_state, l, mb);
+        if (run->optim.ops->before_backward) st = run->optim.ops->before_backward(run->optim.state, l, mb);
         double t1 = now_s();
-        if (st == PLAIT_OK && run->tree) redirect_grads(run, l, 1);
-        if (st == PLAIT_OK) st = plait_model_backward_layer(run->model, l, slot);
-        if (run->tree) {
+        if (st == PLAIT_OK && run->params.tree) redirect_grads(run, l, 1);
+        if (st == PLAIT_OK) st = plait_model_backward_layer(run->model.instance, l, slot);
+        if (run->params.tree) {
             redirect_grads(run, l, 0);
             if (st == PLAIT_OK) st = fold_grads(run, l, mb);
         }
         double t2 = now_s();
-        if (st == PLAIT_OK && run->opt->after_backward) st = run->opt->after_backward(run->opt_state, l, mb, last);
-        if (st == PLAIT_OK && run->par->grads_ready) st = run->par->grads_ready(run->par_state, l, mb, last);
+        if (st == PLAIT_OK && run->optim.ops->after_backward) st = run->optim.ops->after_backward(run->optim.state, l, mb, last);
+        if (st == PLAIT_OK && run->parallel.ops->grads_ready) st = run->parallel.ops->grads_ready(run->parallel.state, l, mb, last);
         t->comm_s += (t1 - t0) + (now_s() - t2);
     }
     if (st == PLAIT_OK) debug_sleep(run, 2, t);
     /* A chunk that sends its input gradient keeps the slot until SEND_GRAD. */
-    if (run->first_layer[chunk] == 0) release_slot(run, chunk, mb);
+    if (run->layout.first_layer[chunk] == 0) release_slot(run, chunk, mb);
     return st;
 }
 
 /* Sum the tied copy's gradient into its local original (embedding part +
  * head part, the canonical order), when the core owns gradients. */
 static void combine_tied_grads(plait_run *run) {
-    if (run->opt_flags & PLAIT_OPTIM_REDUCES_GRADS) return; /* the optimizer does it after reducing */
-    for (int32_t i = 0; i < run->params.n_params; i++) {
-        plait_param *p = &run->params.params[i];
+    if (run->optim.flags & PLAIT_OPTIM_REDUCES_GRADS) return; /* the optimizer does it after reducing */
+    for (int32_t i = 0; i < run->params.set.n_params; i++) {
+        plait_param *p = &run->params.set.params[i];
         if (!(p->flags & PLAIT_PARAM_TIED_COPY) || p->tied_to < 0) continue;
-        int32_t o = run->local_of_global[p->tied_to];
+        int32_t o = run->params.local_of_global[p->tied_to];
         if (o < 0) continue;
-        float *dst = run->params.params[o].grad;
+        float *dst = run->params.set.params[o].grad;
         for (size_t k = 0; k < p->numel; k++) dst[k] = dst[k] + p->grad[k];
     }
 }
@@ -258,14 +284,14 @@ static void combine_tied_grads(plait_run *run) {
 static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
     double t0 = now_s();
     plait_status st = PLAIT_OK;
-    for (int32_t s = 0; s < run->max_slots; s++) {
+    for (int32_t s = 0; s < run->exec.max_slots; s++) {
         plait_status w = wait_slot_sends(run, s);
         if (st == PLAIT_OK) st = w;
     }
     t->idle_s += now_s() - t0;
     t0 = now_s();
-    if (st == PLAIT_OK && run->par->finish_grads) st = run->par->finish_grads(run->par_state);
-    if (st == PLAIT_OK && run->opt->finish_grads) st = run->opt->finish_grads(run->opt_state);
+    if (st == PLAIT_OK && run->parallel.ops->finish_grads) st = run->parallel.ops->finish_grads(run->parallel.state);
+    if (st == PLAIT_OK && run->optim.ops->finish_grads) st = run->optim.ops->finish_grads(run->optim.state);
     t->comm_s += now_s() - t0;
     if (st == PLAIT_OK) combine_tied_grads(run);
     return st;
@@ -278,31 +304,30 @@ static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
  * after the losses; each rank adds its share of its stage's mean), so
  * measuring the bubble costs no extra collective. */
 static plait_status global_loss(plait_run *run, double *loss, plait_step_timing *t) {
-    int64_t n = run->batch.global_batch / run->batch.micro_batch;
-    const plait_coll_api *coll = plait_host_table()->coll;
+    int64_t n = run->layout.batch.global_batch / run->layout.batch.micro_batch;
     plait_status st = PLAIT_OK;
     plait_coll_opts opts = {.struct_size = sizeof opts, .label = "step loss"};
     double t0 = now_s();
-    if (run->mesh.world_size > 1)
-        st = coll->allreduce(run->world, run->mb_loss, run->mb_loss, (size_t)n + 2 * (size_t)run->mesh.pp, PLAIT_F64,
+    if (run->world.mesh.world_size > 1)
+        st = plait_comm_allreduce(run->world.comm, run->exec.step_sums, run->exec.step_sums, (size_t)(n + plait_stage_times_len(run->world.mesh.pp)), PLAIT_F64,
                              PLAIT_SUM, &opts, NULL);
     t->comm_s += now_s() - t0;
     if (st != PLAIT_OK) return st;
-    *loss = plait_tree_sum(run->mb_loss, n) / ((double)run->batch.global_batch * run->block_size);
+    *loss = plait_tree_sum(run->exec.mb_loss, n) / ((double)run->layout.batch.global_batch * run->model.block_size);
     return PLAIT_OK;
 }
 
 plait_status plait_run_execute(plait_run *run, int split, int64_t step, int train, plait_step_timing *t,
                                plait_optim_step_out *out) {
-    const plait_plan *plan = &run->plan;
-    int64_t n_global = run->batch.global_batch / run->batch.micro_batch;
-    memset(run->mb_loss, 0, sizeof(double) * ((size_t)n_global + 2 * (size_t)run->mesh.pp));
+    const plait_plan *plan = &run->layout.plan;
+    int64_t n_global = run->layout.batch.global_batch / run->layout.batch.micro_batch;
+    memset(run->exec.step_sums, 0, sizeof(double) * (size_t)(n_global + plait_stage_times_len(run->world.mesh.pp)));
     /* The pipeline phase runs from here to REDUCE_GRADS; time blocked on
      * pipeline neighbours inside it is idle, the rest is this stage's work. */
     double phase_start = now_s(), idle_before = t->idle_s;
     t->pipe_end_s = t->fb_s = 0;
-    for (int32_t k = 0; k < plan->chunks * plan->micro_batches; k++) run->slot_of[k] = -1;
-    memset(run->slot_busy, 0, (size_t)run->max_slots);
+    for (int32_t k = 0; k < plan->chunks * plan->micro_batches; k++) run->exec.slot_of[k] = -1;
+    memset(run->exec.slot_busy, 0, (size_t)run->exec.max_slots);
     plait_status st = PLAIT_OK;
     for (size_t i = 0; st == PLAIT_OK && i < plan->n_instr; i++) {
         const plait_instr *in = &plan->schedule[i];
@@ -312,43 +337,43 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
         switch ((plait_instr_op)in->op) {
         case PLAIT_INSTR_FORWARD:
             st = forward_chunk(run, c, mb, split, step, gmb, t);
-            if (st == PLAIT_OK && !train && run->last_layer[c] == run->spec->n_layers - 1) release_slot(run, c, mb);
+            if (st == PLAIT_OK && !train && run->layout.last_layer[c] == run->model.spec->n_layers - 1) release_slot(run, c, mb);
             break;
         case PLAIT_INSTR_BACKWARD:
             if (train) st = backward_chunk(run, c, mb, t);
             break;
         case PLAIT_INSTR_RECV_ACT: {
-            int32_t b = run->first_layer[c] - 1;
+            int32_t b = run->layout.first_layer[c] - 1;
             st = get_slot(run, c, mb, &slot);
             if (st == PLAIT_OK)
-                st = pp_recv(run, plait_model_boundary(run->model, slot, b), stage_of(run, b), pp_tag(0, b, mb),
+                st = pp_recv(run, plait_model_boundary(run->model.instance, slot, b), stage_of(run, b), pp_tag(0, b, mb),
                              "pipeline activation", t);
             break;
         }
         case PLAIT_INSTR_SEND_ACT: {
-            int32_t b = run->last_layer[c];
+            int32_t b = run->layout.last_layer[c];
             st = get_slot(run, c, mb, &slot);
             if (st == PLAIT_OK)
-                st = pp_send(run, slot, 0, plait_model_boundary(run->model, slot, b), stage_of(run, b + 1),
+                st = pp_send(run, slot, 0, plait_model_boundary(run->model.instance, slot, b), stage_of(run, b + 1),
                              pp_tag(0, b, mb), "pipeline activation", t);
             if (st == PLAIT_OK && !train) release_slot(run, c, mb);
             break;
         }
         case PLAIT_INSTR_RECV_GRAD: {
             if (!train) break;
-            int32_t b = run->last_layer[c];
+            int32_t b = run->layout.last_layer[c];
             st = get_slot(run, c, mb, &slot);
             if (st == PLAIT_OK)
-                st = pp_recv(run, plait_model_boundary_grad(run->model, slot, b), stage_of(run, b + 1),
+                st = pp_recv(run, plait_model_boundary_grad(run->model.instance, slot, b), stage_of(run, b + 1),
                              pp_tag(1, b, mb), "pipeline gradient", t);
             break;
         }
         case PLAIT_INSTR_SEND_GRAD: {
             if (!train) break;
-            int32_t b = run->first_layer[c] - 1;
+            int32_t b = run->layout.first_layer[c] - 1;
             st = get_slot(run, c, mb, &slot);
             if (st == PLAIT_OK)
-                st = pp_send(run, slot, 1, plait_model_boundary_grad(run->model, slot, b), stage_of(run, b),
+                st = pp_send(run, slot, 1, plait_model_boundary_grad(run->model.instance, slot, b), stage_of(run, b),
                              pp_tag(1, b, mb), "pipeline gradient", t);
             release_slot(run, c, mb);
             break;
@@ -361,7 +386,7 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
         case PLAIT_INSTR_OPTIM_STEP:
             if (train) {
                 plait_optim_step_in sin = {.struct_size = sizeof sin, .step = step};
-                st = run->opt->step(run->opt_state, &sin, out);
+                st = run->optim.ops->step(run->optim.state, &sin, out);
                 t->comm_s += out->wait_seconds; /* 0 from a plugin that predates the field */
             }
             break;
@@ -375,7 +400,7 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
     }
     /* Sends still in flight finish before the buffers are touched again. */
     double t0 = now_s();
-    for (int32_t s = 0; s < run->max_slots; s++) {
+    for (int32_t s = 0; s < run->exec.max_slots; s++) {
         plait_status w = wait_slot_sends(run, s);
         if (st == PLAIT_OK) st = w;
     }
@@ -383,57 +408,26 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
     return st;
 }
 
-/* Each stage's busy time and pipeline end, as this rank's share of its
- * stage's mean, into the slots after the losses (summed by global_loss). */
-static void put_stage_times(plait_run *run, const plait_step_timing *t) {
-    int64_t n = run->batch.global_batch / run->batch.micro_batch;
-    double share = 1.0 / ((double)run->mesh.dp * run->mesh.tp);
-    run->mb_loss[n + run->stage] = t->fb_s * share;
-    run->mb_loss[n + run->mesh.pp + run->stage] = t->pipe_end_s * share;
-}
-
-/* The measured bubble from the summed stage times: the phase spans until
- * the last stage to finish; a stage is idle for the span minus its busy
- * time (as tests/pp's simulator counts it). */
-static void take_stage_times(plait_run *run, plait_step_result *res) {
-    int64_t n = run->batch.global_batch / run->batch.micro_batch;
-    int32_t pp = run->mesh.pp;
-    double span = 0, share = 0;
-    for (int32_t s = 0; s < pp; s++)
-        if (run->mb_loss[n + pp + s] > span) span = run->mb_loss[n + pp + s];
-    for (int32_t s = 0; s < pp; s++) {
-        double idle = span - run->mb_loss[n + s];
-        run->stage_idle_s[s] = idle > 0 ? idle : 0;
-        share += span > 0 ? run->stage_idle_s[s] / span : 0;
-    }
-    res->pipe_span_s = span;
-    res->bubble = share / pp;
-    /* the run's first step warms caches and allocates activations: the
-     * end-of-run average leaves it out */
-    if (run->bubble_steps++ > 0) {
-        run->pipe_span_sum += span;
-        for (int32_t s = 0; s < pp; s++) run->stage_idle_sum[s] += run->stage_idle_s[s];
-    }
-}
-
 plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     memset(res, 0, sizeof *res);
     double t0 = now_s();
-    if (run->grad_flat) memset(run->grad_flat, 0, run->flat_numel * sizeof(float));
+    if (run->params.grad_flat) memset(run->params.grad_flat, 0, run->params.flat_numel * sizeof(float));
     plait_status st = PLAIT_OK;
-    if (run->par->begin_step) st = run->par->begin_step(run->par_state, run->step);
+    if (run->parallel.ops->begin_step) st = run->parallel.ops->begin_step(run->parallel.state, run->step);
     plait_optim_step_out out = {.struct_size = sizeof out};
     if (st == PLAIT_OK) st = plait_run_execute(run, 0, run->step, 1, &res->t, &out);
-    if (st == PLAIT_OK) put_stage_times(run, &res->t);
+    if (st == PLAIT_OK)
+        plait_stage_times_put(run->exec.stage_times, run->world.mesh.pp, run->layout.stage,
+                              1.0 / ((double)run->world.mesh.dp * run->world.mesh.tp), &res->t);
     if (st == PLAIT_OK) st = global_loss(run, &res->loss, &res->t);
     if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step);
-    take_stage_times(run, res);
+    plait_stage_timing_take(&run->timing, run->exec.stage_times, res);
     res->lr = out.lr;
     res->grad_norm = out.grad_norm;
     res->t.optim_bytes = out.bytes_sent;
-    if (run->par->step_stats) {
+    if (run->parallel.ops->step_stats) {
         plait_parallel_stats ps = {.struct_size = sizeof ps};
-        run->par->step_stats(run->par_state, &ps);
+        run->parallel.ops->step_stats(run->parallel.state, &ps);
         res->t.dp_bytes = ps.axis_bytes[0];
         res->t.tp_bytes = ps.axis_bytes[1];
         res->t.pp_bytes += ps.axis_bytes[2]; /* the trainer counted the pipeline's sends */
@@ -444,7 +438,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     }
     res->t.step_s = now_s() - t0;
     res->t.compute_s = res->t.step_s - res->t.comm_s - res->t.idle_s;
-    run->last_step = res->t;
+    run->timing.last_step = res->t;
     run->step++;
     return PLAIT_OK;
 }
@@ -455,7 +449,7 @@ plait_status plait_run_eval(plait_run *run, double *val_loss) {
      * validation micro-batches (indexed by the pass, not the training step). */
     double total = 0;
     plait_step_timing t = {0};
-    int64_t per_pass = run->batch.global_batch / run->batch.micro_batch;
+    int64_t per_pass = run->layout.batch.global_batch / run->layout.batch.micro_batch;
     int64_t passes = (batches + per_pass - 1) / per_pass;
     for (int64_t p = 0; p < passes; p++) {
         plait_status st = plait_run_execute(run, 1, p, 0, &t, NULL);

@@ -9,26 +9,26 @@
 #include "comm/comm_job.h"
 #include "model/kernels.h"
 #include "plugin/loader.h"
+#include "comm/comm.h"
 #include "runtime/error.h"
-#include "train/precision.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
+#include "train/precision.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 
 /* Rank 0's fingerprint of the must-agree keys goes to everyone; a rank that
  * differs names its differing lines, and every rank fails together. */
 static plait_status check_same_config(plait_run *run) {
-    const plait_coll_api *coll = plait_host_table()->coll;
     char *mine = plait_config_fingerprint(run->cfg);
     if (!mine) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     int64_t len = (int64_t)strlen(mine) + 1;
-    plait_status st = coll->broadcast(run->world, &len, 1, PLAIT_I64, 0, NULL, NULL);
+    plait_status st = plait_comm_broadcast(run->world.comm, &len, 1, PLAIT_I64, 0, NULL, NULL);
     char *root = st == PLAIT_OK ? malloc((size_t)len) : NULL;
     if (st == PLAIT_OK && !root) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     if (st == PLAIT_OK) {
-        if (coll->rank(run->world) == 0) memcpy(root, mine, (size_t)len);
-        st = coll->broadcast(run->world, root, (size_t)len, PLAIT_U8, 0, NULL, NULL);
+        if (plait_comm_rank(run->world.comm) == 0) memcpy(root, mine, (size_t)len);
+        st = plait_comm_broadcast(run->world.comm, root, (size_t)len, PLAIT_U8, 0, NULL, NULL);
     }
     int differs = st == PLAIT_OK && strcmp(root, mine) != 0;
     char diff[1024] = "";
@@ -47,7 +47,7 @@ static plait_status check_same_config(plait_run *run) {
         }
     }
     int any = differs;
-    if (st == PLAIT_OK) st = coll->allreduce(run->world, &any, &any, 1, PLAIT_I32, PLAIT_MAX, NULL, NULL);
+    if (st == PLAIT_OK) st = plait_comm_allreduce(run->world.comm, &any, &any, 1, PLAIT_I32, PLAIT_MAX, NULL, NULL);
     free(root);
     free(mine);
     if (st != PLAIT_OK) return st;
@@ -55,7 +55,7 @@ static plait_status check_same_config(plait_run *run) {
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "rank %d's configuration differs from rank 0's in a key that must be equal on every "
                                "rank: %s",
-                               coll->rank(run->world), diff);
+                               plait_comm_rank(run->world.comm), diff);
     if (any)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "the ranks' configurations differ in keys that must be equal (see the differing "
@@ -71,22 +71,22 @@ plait_status plait_run_open_world(plait_run *run) {
     if (st != PLAIT_OK) return st;
     plait_comm_settings settings;
     st = plait_comm_settings_from_config(run->cfg, &settings);
-    if (st == PLAIT_OK) st = plait_job_join(run->cfg, &run->job);
-    if (st == PLAIT_OK) st = plait_comm_create_job_world(run->job, d->ops, run->cfg, &settings, &run->world);
+    if (st == PLAIT_OK) st = plait_job_join(run->cfg, &run->world.job);
+    if (st == PLAIT_OK) st = plait_comm_create_job_world(run->world.job, d->ops, run->cfg, &settings, &run->world.comm);
     if (st != PLAIT_OK) return st;
-    plait_log_set_rank(plait_job_size(run->job) > 1 ? plait_job_rank(run->job) : -1);
-    plait_kernels_set_threads(plait_host_table()->math_threads());
+    plait_log_set_rank(plait_job_size(run->world.job) > 1 ? plait_job_rank(run->world.job) : -1);
+    plait_kernels_set_threads(plait_job_math_threads(run->world.job));
     int precision = PLAIT_KERNELS_FP32;
     st = plait_precision_from_config(run->cfg, &precision);
     if (st == PLAIT_OK && plait_kernels_set_precision(precision) != 0)
         st = plait_set_error(PLAIT_ERR_INTERNAL, "the kernels refused precision mode %d", precision);
     if (st != PLAIT_OK) return st;
-    return plait_job_size(run->job) > 1 ? check_same_config(run) : PLAIT_OK;
+    return plait_job_size(run->world.job) > 1 ? check_same_config(run) : PLAIT_OK;
 }
 
 void plait_run_close_world(plait_run *run) {
-    if (run->world) plait_comm_free(run->world);
-    run->world = NULL;
-    if (run->job) plait_job_leave(run->job, run->failed);
-    run->job = NULL;
+    if (run->world.comm) plait_comm_free(run->world.comm);
+    run->world.comm = NULL;
+    if (run->world.job) plait_job_leave(run->world.job, run->world.failed);
+    run->world.job = NULL;
 }

@@ -12,10 +12,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
 #include "comm/comm.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/metrics.h"
 #include "train/mfu_peak.h"
@@ -74,10 +75,10 @@ static void add_columns(plait_metrics *m, int32_t pp) {
  * per axis are known then).
  * Collective over the world. */
 static plait_status report_memory(plait_run *run, const char *out_dir, int at_end) {
-    double *rows = malloc(sizeof(double) * (size_t)run->mesh.world_size * PLAIT_RUN_MEM_FIELDS);
+    double *rows = malloc(sizeof(double) * (size_t)run->world.mesh.world_size * PLAIT_RUN_MEM_FIELDS);
     if (!rows) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     plait_status st = plait_run_gather_memory(run, rows);
-    if (st == PLAIT_OK && run->mesh.world_rank == 0) {
+    if (st == PLAIT_OK && run->world.mesh.world_rank == 0) {
         if (at_end) {
             char path[4200];
             snprintf(path, sizeof path, "%s/memory.csv", out_dir);
@@ -97,8 +98,8 @@ static plait_status report_memory(plait_run *run, const char *out_dir, int at_en
 static double job_peak(const plait_run *run, const plait_progress *progress) {
     if (progress->mode == PLAIT_PROGRESS_OFF && !(plait_config_float(run->cfg, "run", "mfu_peak") > 0)) return 0;
     plait_mfu_peak peak;
-    plait_mfu_peak_get(run->cfg, plait_host_table()->math_threads(), plait_job_local_size(run->job),
-                       run->mesh.world_size, &peak);
+    plait_mfu_peak_get(run->cfg, plait_job_math_threads(run->world.job), plait_job_local_size(run->world.job),
+                       run->world.mesh.world_size, &peak);
     printf("plait: MFU against %.1f GFLOP/s: %d rank%s x %s\n", peak.flops / 1e9, peak.ranks,
            peak.ranks == 1 ? "" : "s", peak.source);
     fflush(stdout);
@@ -138,17 +139,17 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         free(resume_dir);
         return st;
     }
-    int rank = run->mesh.world_rank;
+    int rank = run->world.mesh.world_rank;
     if (rank != log_rank) (void)open_rank_log(out_dir, rank);
 
     plait_metrics metrics = {0};
     plait_progress progress;
-    int64_t tokens_per_step = run->batch.global_batch * run->block_size;
+    int64_t tokens_per_step = run->layout.batch.global_batch * run->model.block_size;
     if (rank == 0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/metrics.csv", out_dir);
         st = plait_metrics_open(&metrics, path, resume_dir != NULL, run->step);
-        add_columns(&metrics, run->mesh.pp);
+        add_columns(&metrics, run->world.mesh.pp);
         plait_progress_init(&progress, opts->progress ? opts->progress : plait_config_str(cfg, "run", "progress"),
                             stdout, run->steps, plait_run_flops_per_token(run), 0);
         plait_run_print_summary(run, out_dir, resume_dir);
@@ -158,7 +159,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 0);
     int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
     int64_t ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
-    double started = plait_host_table()->now();
+    double started = plait_clock_now();
     int64_t first_step = run->step;
     double loss = NAN, val_loss = -1;
     while (st == PLAIT_OK && run->step < run->steps) {
@@ -173,7 +174,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
             if (st != PLAIT_OK) break;
         }
         if (rank == 0) {
-            double elapsed = plait_host_table()->now() - started;
+            double elapsed = plait_clock_now() - started;
             double tps = (double)tokens_per_step / res.t.step_s;
             double eta = (double)(run->steps - done) * elapsed / (double)(done - first_step);
             plait_progress_step(&progress, done, res.loss, val_loss, res.lr, tps, eta);
@@ -210,10 +211,10 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         /* The job is going down: every peer learns why (the comm plugin passes
          * the reason on), so all ranks report the root cause, not just the
          * neighbour that vanished. */
-        run->failed = 1;
+        run->world.failed = 1;
         char why[2200];
-        snprintf(why, sizeof why, "rank %d stopped: %s", run->mesh.world_rank, msg);
-        plait_comm_fail(run->world, st, why);
+        snprintf(why, sizeof why, "rank %d stopped: %s", run->world.mesh.world_rank, msg);
+        plait_comm_fail(run->world.comm, st, why);
         plait_run_close(run);
         return plait_set_error(st, "%s", msg);
     }

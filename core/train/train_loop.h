@@ -1,5 +1,7 @@
 /*
  * The training loop behind `plait train` (and the ranks it spawns).
+ *
+ * Not thread-safe: the thread that drives the run runs the loop.
  */
 #ifndef PLAIT_CORE_TRAIN_LOOP_H
 #define PLAIT_CORE_TRAIN_LOOP_H

@@ -26,7 +26,7 @@
 #include "config/config.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/runtime.h"
+#include "host/host_table.h"
 
 static const plait_coll_api *api;
 
@@ -156,7 +156,7 @@ static int kill_during_allreduce(plait_comm *world, int victim) {
 }
 
 int main(int argc, char **argv) {
-    plait_runtime_init();
+    plait_host_install();
     api = plait_coll_api_table();
     plait_config *cfg = plait_config_new();
     if (plait_config_declare_core(cfg) != PLAIT_OK) return fail("config");

@@ -16,7 +16,7 @@
 #include "bench/bench_comm.h"
 #include "comm/comm_threads.h"
 #include "runtime/error.h"
-#include "runtime/runtime.h"
+#include "host/host_table.h"
 
 typedef struct run {
     plait_threads_world *w;
@@ -129,7 +129,7 @@ static void test_stale_results_are_counted(void **state) {
 }
 
 int main(void) {
-    plait_runtime_init();
+    plait_host_install();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_op_clean),
         cmocka_unit_test(test_wrong_results_are_counted),

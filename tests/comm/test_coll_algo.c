@@ -16,7 +16,7 @@
 #include "comm/comm_threads.h"
 #include "config/config.h"
 #include "runtime/error.h"
-#include "runtime/runtime.h"
+#include "host/host_table.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -169,7 +169,7 @@ static void test_config_algorithm_reaches_collectives(void **state) {
 }
 
 int main(void) {
-    plait_runtime_init();
+    plait_host_install();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_crossovers),
         cmocka_unit_test(test_auto_runs_each_side_of_the_crossover),

@@ -15,7 +15,7 @@
 #include "comm/comm_threads.h"
 #include "comm/conformance.h"
 #include "runtime/error.h"
-#include "runtime/runtime.h"
+#include "host/host_table.h"
 
 typedef struct shared {
     plait_threads_world *w;
@@ -72,7 +72,7 @@ static void test_5_ranks(void **state) { (void)state; run_on(5); }
 static void test_8_ranks(void **state) { (void)state; run_on(8); }
 
 int main(void) {
-    plait_runtime_init();
+    plait_host_install();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_1_rank),  cmocka_unit_test(test_2_ranks), cmocka_unit_test(test_3_ranks),
         cmocka_unit_test(test_4_ranks), cmocka_unit_test(test_5_ranks), cmocka_unit_test(test_8_ranks),

@@ -24,8 +24,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "comm/launch.h"
-#include "runtime/runtime.h"
+#include "launch/launch.h"
+#include "host/host_table.h"
 
 static const char *driver(void) {
     const char *d = getenv("PLAIT_COLL_DRIVER");
@@ -188,7 +188,7 @@ static void test_tcp_4_ranks_mpirun(void **state) {
 }
 
 int main(void) {
-    plait_runtime_init();
+    plait_host_install();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tcp_1_rank_plait_launcher),
         cmocka_unit_test(test_tcp_2_ranks_plait_launcher),

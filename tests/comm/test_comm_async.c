@@ -17,7 +17,7 @@
 
 #include "comm/comm_threads.h"
 #include "runtime/error.h"
-#include "runtime/runtime.h"
+#include "host/host_table.h"
 
 #define N 4
 #define MAXERR 512
@@ -231,7 +231,7 @@ static void test_point_to_point(void **state) {
 }
 
 int main(void) {
-    plait_runtime_init();
+    plait_host_install();
     api = plait_coll_api_table();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_async_progress_and_order),

@@ -18,7 +18,7 @@
 
 #include "comm/comm_threads.h"
 #include "runtime/error.h"
-#include "runtime/runtime.h"
+#include "host/host_table.h"
 
 #define N 4
 #define MAXMSG 2048
@@ -232,7 +232,7 @@ static void test_count_mismatch_is_an_error(void **state) {
 }
 
 int main(void) {
-    plait_runtime_init();
+    plait_host_install();
     api = plait_coll_api_table();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stalled_rank_fails_the_others),

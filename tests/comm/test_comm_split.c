@@ -16,7 +16,7 @@
 
 #include "comm/comm_threads.h"
 #include "runtime/error.h"
-#include "runtime/runtime.h"
+#include "host/host_table.h"
 
 #define N 6
 #define MAXERR 512
@@ -219,7 +219,7 @@ static void test_two_splits_at_once(void **state) {
 }
 
 int main(void) {
-    plait_runtime_init();
+    plait_host_install();
     api = plait_coll_api_table();
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_splits_at_once)};
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,7 +31,8 @@
 #include "plugin/loader.h"
 #include "plugin/plugin_check.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
+#include "host/host_table.h"
 
 static char *const g_noenv[] = {NULL};
 
@@ -101,7 +102,7 @@ static void check_common(const plait_plugin_desc *d, const char *name) {
     assert_non_null(d->probe);
     assert_true(d->n_params > 0);
     for (uint32_t i = 0; i < d->n_params; i++) {
-        const plait_param_decl *p = (const plait_param_decl *)((const char *)d->params + (size_t)i * d->param_size);
+        const plait_key_decl *p = (const plait_key_decl *)((const char *)d->params + (size_t)i * d->param_size);
         assert_non_null(p->doc);
         assert_true(strlen(p->doc) > 20);
     }
@@ -185,13 +186,13 @@ static void test_nccl(void **state) {
     const plait_comm_ops *ops = d->ops;
     assert_int_equal(ops->mem_kinds, PLAIT_MEM_KIND_BIT(PLAIT_MEM_CUDA));
     assert_true(ops->flags & PLAIT_COMM_CUDA_STREAMS);
-    assert_non_null(ops->coll);
-    assert_non_null(ops->coll->allreduce);
-    assert_non_null(ops->coll->reduce_scatter);
-    assert_non_null(ops->coll->allgather);
-    assert_non_null(ops->coll->broadcast);
-    assert_non_null(ops->coll->reduce);
-    assert_non_null(ops->coll->alltoall);
+    assert_non_null(ops->native_coll);
+    assert_non_null(ops->native_coll->allreduce);
+    assert_non_null(ops->native_coll->reduce_scatter);
+    assert_non_null(ops->native_coll->allgather);
+    assert_non_null(ops->native_coll->broadcast);
+    assert_non_null(ops->native_coll->reduce);
+    assert_non_null(ops->native_coll->alltoall);
     assert_non_null(ops->stream_create);
     assert_non_null(ops->stream_sync);
     assert_non_null(ops->stream_destroy);
@@ -231,7 +232,7 @@ static void test_verbs(void **state) {
     assert_int_equal(ops->mem_kinds, PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST) | PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST_PINNED));
     assert_non_null(ops->reg);
     assert_non_null(ops->dereg);
-    assert_null(ops->coll);
+    assert_null(ops->native_coll);
 
     long printed = -1;
     int threads = -1, fds = -1;
@@ -257,6 +258,7 @@ static void test_verbs(void **state) {
 #endif
 
 int main(void) {
+    plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
 #ifdef HAVE_NCCL_PLUGIN
         cmocka_unit_test(test_nccl),

@@ -30,7 +30,8 @@
 #include "mock_gpu.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
+#include "host/host_table.h"
 
 #define MAXR 8
 
@@ -385,7 +386,7 @@ static void body_host_memory(int rank, plait_comm *w, job *j) {
     CHECK(j, st == PLAIT_ERR_UNSUPPORTED, "host allreduce gave %s", plait_status_name(st));
     CHECK(j, strstr(plait_last_error(), "moves CUDA device memory only") != NULL, "message: %s", plait_last_error());
     int launches = mock_gpu_launches();
-    const plait_comm_coll_ops *co = w->ops->coll;
+    const plait_native_coll_ops *co = w->ops->native_coll;
     plait_buffer hb = {&x, 4, PLAIT_MEM_HOST, -1};
     void *req = NULL;
     CHECK(j, co->allreduce(w->pcoll, &hb, &hb, 1, PLAIT_F32, PLAIT_SUM, NULL, &req) == PLAIT_ERR_UNSUPPORTED,
@@ -525,6 +526,7 @@ static void test_no_driver(void **state) {
 }
 
 int main(void) {
+    plait_host_install(); /* plugins are handed the core's host table */
     g_desc = plait_plugin_load(PLAIT_KIND_COMM, "nccl");
     if (!g_desc) {
         fprintf(stderr, "cannot load the nccl plugin: %s\n", plait_last_error());

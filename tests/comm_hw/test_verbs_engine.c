@@ -19,8 +19,9 @@
 
 #include "fake_fabric.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "verbs.h"
+#include "host/host_table.h"
 
 typedef struct net {
     int n;
@@ -527,6 +528,7 @@ static void test_incast_beyond_the_receive_queue(void **state) {
 }
 
 int main(void) {
+    plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eager_both_orders),
         cmocka_unit_test(test_rendezvous_both_orders_in_pieces),

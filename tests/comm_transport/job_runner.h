@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "comm/launch.h"
-#include "comm/net.h"
+#include "launch/launch.h"
+#include "launch/net.h"
 
 #define assert_contains(haystack, needle)                                                  \
     do {                                                                                   \
@@ -77,9 +77,9 @@ static inline void launch_driver(int n, const char *const *args, const char *con
     o.grace_s = grace;
     o.stdout_fd = o.stderr_fd = fd;
     o.quiet = 1;
-    double t0 = plait_net_now();
+    double t0 = plait_clock_now();
     plait_status st = plait_launch_local(&o, &out->res);
-    out->seconds = plait_net_now() - t0;
+    out->seconds = plait_clock_now() - t0;
     close(fd);
     out->output = slurp(path);
     unlink(path);
@@ -90,7 +90,7 @@ static inline void launch_driver(int n, const char *const *args, const char *con
 static inline void run_command(char *const argv[], char *const envp[], job_outcome *out) {
     char path[64];
     int fd = out_file(path, sizeof path);
-    double t0 = plait_net_now();
+    double t0 = plait_clock_now();
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fd, 1);
@@ -101,7 +101,7 @@ static inline void run_command(char *const argv[], char *const envp[], job_outco
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    out->seconds = plait_net_now() - t0;
+    out->seconds = plait_clock_now() - t0;
     close(fd);
     out->output = slurp(path);
     unlink(path);

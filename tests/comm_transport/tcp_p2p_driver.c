@@ -34,18 +34,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm/bootstrap.h"
+#include "launch/bootstrap.h"
 #include "comm/comm_job.h"
 #include "comm/conformance.h"
-#include "comm/launch.h"
-#include "comm/net.h"
-#include "comm/store_wire.h"
+#include "launch/launch.h"
+#include "launch/net.h"
+#include "launch/store_wire.h"
 #include "config/config.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "runtime/log.h"
 #include "../../plugins/comm/tcp/tcp_wire.h"
+#include "host/host_table.h"
 
 static int g_rank = -1;
 static const plait_comm_ops *g_ops;
@@ -308,7 +309,7 @@ static int dial(const char *host, int port, int refusal_ok, const char *what) {
     struct sockaddr_storage ss;
     socklen_t sl;
     CHECK(plait_net_resolve(host, port, &ss, &sl), "resolve");
-    double deadline = plait_net_now() + (refusal_ok ? 0.01 : 5);
+    double deadline = plait_clock_now() + (refusal_ok ? 0.01 : 5);
     int fd = plait_net_connect_retry((struct sockaddr *)&ss, sl, deadline, "stray target");
     if (fd < 0 && refusal_ok && strstr(plait_last_error(), "refused")) {
         fprintf(stderr, "driver: stray %s: rejected as expected (port closed)\n", what);
@@ -321,7 +322,7 @@ static int dial(const char *host, int port, int refusal_ok, const char *what) {
 /* The other side must close the connection (EOF or reset) within 5 s. */
 static void expect_closed(int fd, const char *what) {
     char b[512];
-    double deadline = plait_net_now() + 10;
+    double deadline = plait_clock_now() + 10;
     for (;;) {
         if (plait_net_read_all(fd, b, 1, deadline) != 0) {
             if (errno == ETIMEDOUT) die("stray: %s was not rejected", what);
@@ -340,7 +341,7 @@ static void stray_store(plait_job *job) {
     /* random bytes, then a well-formed hello with a wrong token */
     plait_net_random(junk, sizeof junk);
     int fd = dial(host, port, 0, "");
-    plait_net_write_all(fd, junk, sizeof junk, plait_net_now() + 5);
+    plait_net_write_all(fd, junk, sizeof junk, plait_clock_now() + 5);
     expect_closed(fd, "random bytes to the store");
     fd = dial(host, port, 0, "");
     unsigned char hello[sizeof(store_req_hdr) + 8 + 10];
@@ -351,7 +352,7 @@ static void stray_store(plait_job *job) {
     memcpy(hello + sizeof h, &ver, 4);
     memcpy(hello + sizeof h + 4, &rk, 4);
     memcpy(hello + sizeof h + 8, "wrongtoken", 10);
-    plait_net_write_all(fd, hello, sizeof hello, plait_net_now() + 5);
+    plait_net_write_all(fd, hello, sizeof hello, plait_clock_now() + 5);
     expect_closed(fd, "wrong token to the store");
 }
 
@@ -374,13 +375,13 @@ static void stray_transport_open(plait_job *job, int first, int *fds) {
         fds[2 * r] = dial(ip, info.port, 1, "random bytes to a transport port");
         if (fds[2 * r] >= 0) {
             plait_net_random(junk, sizeof junk);
-            plait_net_write_all(fds[2 * r], junk, sizeof junk, plait_net_now() + 5);
+            plait_net_write_all(fds[2 * r], junk, sizeof junk, plait_clock_now() + 5);
         }
         fds[2 * r + 1] = dial(ip, info.port, 1, "wrong secret to a transport port");
         if (fds[2 * r + 1] >= 0) {
             tcp_hello th = {TCP_HELLO_MAGIC, TCP_WIRE_VERSION, 0, 0, r, plait_job_size(job), 1, 0, {0}};
             memset(th.secret, 0x5a, sizeof th.secret);
-            plait_net_write_all(fds[2 * r + 1], &th, sizeof th, plait_net_now() + 5);
+            plait_net_write_all(fds[2 * r + 1], &th, sizeof th, plait_clock_now() + 5);
         }
     }
 }
@@ -424,7 +425,7 @@ static void run_pingpong(plait_job *job, void *world) {
         plait_buffer pb = hb(b, n);
         double t0 = 0;
         for (int i = -iters[k] / 10 - 1; i < iters[k]; i++) {
-            if (i == 0) t0 = plait_net_now();
+            if (i == 0) t0 = plait_clock_now();
             void *req;
             if (rank == 0) {
                 CHECK(g_ops->isend(world, &pb, peer, 3, NULL, &req), "pp send");
@@ -438,7 +439,7 @@ static void run_pingpong(plait_job *job, void *world) {
                 wait_ok(world, req, n, "pp send");
             }
         }
-        double t = (plait_net_now() - t0) / iters[k] / 2;
+        double t = (plait_clock_now() - t0) / iters[k] / 2;
         if (rank == 0)
             printf("pingpong %10zu bytes: %9.2f us one-way, %8.3f GB/s\n", n, t * 1e6, (double)n / t / 1e9);
         free(b);
@@ -510,13 +511,13 @@ static void run_ringbench(plait_job *job, void *world) {
         struct rusage ru0, ru1;
         for (int it = -2; it < iters; it++) {
             if (it == 0) {
-                t0 = plait_net_now();
+                t0 = plait_clock_now();
                 getrusage(RUSAGE_SELF, &ru0);
             }
             if (small) rd_allreduce_traffic(world, rank, size, buf, tmp, count);
             else ring_allreduce_traffic(world, rank, size, buf, tmp, count, pieces);
         }
-        double t = (plait_net_now() - t0) / iters;
+        double t = (plait_clock_now() - t0) / iters;
         getrusage(RUSAGE_SELF, &ru1);
         double cpu = ((double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) + 1e-6 * (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) +
                       (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) + 1e-6 * (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec)) / iters;
@@ -533,6 +534,7 @@ static void run_ringbench(plait_job *job, void *world) {
 }
 
 int main(int argc, char **argv) {
+    plait_host_install(); /* plugins are handed the core's host table */
     plait_log_init_from_env();
     /* `tcp_p2p_driver -n N mode ...`: run N ranks of ourselves under plait's launcher */
     int nranks = 0;

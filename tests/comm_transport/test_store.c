@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
-#include "comm/net.h"
-#include "comm/store.h"
-#include "comm/store_wire.h"
+#include "launch/net.h"
+#include "launch/store.h"
+#include "launch/store_wire.h"
 #include "runtime/error.h"
 
 #define TOKEN "0123456789abcdef-test-token"
@@ -106,15 +106,15 @@ static void test_get_waits_and_times_out(void **state) {
     pthread_create(&t, NULL, delayed_set, &a);
     char buf[8];
     size_t len = 0;
-    double t0 = plait_net_now();
+    double t0 = plait_clock_now();
     assert_int_equal(plait_store_get(st, "w1", buf, sizeof buf, &len, 5), PLAIT_OK);
     assert_int_equal(len, 4);
-    assert_true(plait_net_now() - t0 < 4);
+    assert_true(plait_clock_now() - t0 < 4);
     pthread_join(t, NULL);
     /* timeout names the key */
-    t0 = plait_net_now();
+    t0 = plait_clock_now();
     assert_int_equal(plait_store_get(st, "never", buf, sizeof buf, &len, 0.2), PLAIT_ERR_TIMEOUT);
-    double el = plait_net_now() - t0;
+    double el = plait_clock_now() - t0;
     assert_true(el >= 0.15 && el < 3);
     assert_contains(plait_last_error(), "'never'");
     /* the connection is still usable after a timeout */
@@ -187,11 +187,11 @@ static void test_gather_timeout_names_missing(void **state) {
     struct gather_arg other = {.index = 2, .n = 4, .timeout = 0.3, .prefix = "gt/"};
     pthread_t t;
     pthread_create(&t, NULL, gather_thread, &other);
-    double t0 = plait_net_now();
+    double t0 = plait_clock_now();
     plait_status s = plait_store_gather(st, "gt/", 4, 0, &mine, all, sizeof mine, 0.3, missing, &nm);
     pthread_join(t, NULL);
     assert_int_equal(s, PLAIT_ERR_TIMEOUT);
-    assert_true(plait_net_now() - t0 < 3);
+    assert_true(plait_clock_now() - t0 < 3);
     assert_int_equal(nm, 2);
     assert_int_equal(missing[0], 1);
     assert_int_equal(missing[1], 3);
@@ -205,7 +205,7 @@ static int raw_connect(void) {
     struct sockaddr_storage ss;
     socklen_t sl;
     assert_int_equal(plait_net_resolve("127.0.0.1", g_port, &ss, &sl), PLAIT_OK);
-    int fd = plait_net_connect_retry((struct sockaddr *)&ss, sl, plait_net_now() + 5, "store");
+    int fd = plait_net_connect_retry((struct sockaddr *)&ss, sl, plait_clock_now() + 5, "store");
     assert_true(fd >= 0);
     return fd;
 }
@@ -213,7 +213,7 @@ static int raw_connect(void) {
 /* The server closes the connection: reads drain to EOF (or reset). */
 static void assert_closed_by_server(int fd) {
     char buf[256];
-    double deadline = plait_net_now() + 5;
+    double deadline = plait_clock_now() + 5;
     for (;;) {
         int r = plait_net_read_all(fd, buf, 1, deadline);
         if (r != 0) {
@@ -263,7 +263,7 @@ static void test_random_bytes_rejected(void **state) {
         plait_net_random(junk, sizeof junk);
         if (round == 2) memset(junk, 0, 16); /* all-zero header */
         int fd = raw_connect();
-        plait_net_write_all(fd, junk, sizeof junk, plait_net_now() + 2);
+        plait_net_write_all(fd, junk, sizeof junk, plait_clock_now() + 2);
         assert_closed_by_server(fd);
     }
     assert_int_equal(plait_store_server_rejected(g_srv), before + 3);
@@ -278,7 +278,7 @@ static void test_oversized_frames_rejected(void **state) {
     /* HELLO claiming a huge token */
     int fd = raw_connect();
     store_req_hdr h = {STORE_REQ_MAGIC, STORE_HELLO, 0, 0, 1u << 30, 0};
-    plait_net_write_all(fd, &h, sizeof h, plait_net_now() + 2);
+    plait_net_write_all(fd, &h, sizeof h, plait_clock_now() + 2);
     assert_closed_by_server(fd);
     /* an authenticated client announcing a value beyond the limit */
     fd = raw_connect();
@@ -290,17 +290,17 @@ static void test_oversized_frames_rejected(void **state) {
     memcpy(hello + sizeof hh, &ver, 4);
     memcpy(hello + sizeof hh + 4, &rank, 4);
     memcpy(hello + sizeof hh + 8, TOKEN, sizeof TOKEN - 1);
-    plait_net_write_all(fd, hello, sizeof hello, plait_net_now() + 2);
+    plait_net_write_all(fd, hello, sizeof hello, plait_clock_now() + 2);
     store_rep_hdr r;
-    assert_int_equal(plait_net_read_all(fd, &r, sizeof r, plait_net_now() + 2), 0);
+    assert_int_equal(plait_net_read_all(fd, &r, sizeof r, plait_clock_now() + 2), 0);
     assert_int_equal(r.status, STORE_OK);
     store_req_hdr big = {STORE_REQ_MAGIC, STORE_SET, 0, 1, PLAIT_STORE_MAX_VALUE + 1000u, 0};
-    plait_net_write_all(fd, &big, sizeof big, plait_net_now() + 2);
+    plait_net_write_all(fd, &big, sizeof big, plait_clock_now() + 2);
     assert_closed_by_server(fd);
     /* a key that claims more than the key limit */
     fd = raw_connect();
     store_req_hdr bigkey = {STORE_REQ_MAGIC, STORE_HELLO, 0, 60000, 8, 0};
-    plait_net_write_all(fd, &bigkey, sizeof bigkey, plait_net_now() + 2);
+    plait_net_write_all(fd, &bigkey, sizeof bigkey, plait_clock_now() + 2);
     assert_closed_by_server(fd);
     assert_int_equal(plait_store_server_rejected(g_srv), before + 3);
     check_good_client_still_works();
@@ -310,9 +310,9 @@ static void test_silent_client_dropped(void **state) {
     (void)state;
     uint64_t before = plait_store_server_rejected(g_srv);
     int fd = raw_connect(); /* says nothing; the hello deadline is 0.5 s */
-    double t0 = plait_net_now();
+    double t0 = plait_clock_now();
     assert_closed_by_server(fd);
-    assert_true(plait_net_now() - t0 < 4);
+    assert_true(plait_clock_now() - t0 < 4);
     assert_int_equal(plait_store_server_rejected(g_srv), before + 1);
 }
 
@@ -329,15 +329,15 @@ static void test_unknown_op_after_auth(void **state) {
     memcpy(hello + sizeof hh, &ver, 4);
     memcpy(hello + sizeof hh + 4, &rank, 4);
     memcpy(hello + sizeof hh + 8, TOKEN, sizeof TOKEN - 1);
-    plait_net_write_all(fd, hello, sizeof hello, plait_net_now() + 2);
+    plait_net_write_all(fd, hello, sizeof hello, plait_clock_now() + 2);
     store_rep_hdr r;
-    assert_int_equal(plait_net_read_all(fd, &r, sizeof r, plait_net_now() + 2), 0);
+    assert_int_equal(plait_net_read_all(fd, &r, sizeof r, plait_clock_now() + 2), 0);
     store_req_hdr odd = {STORE_REQ_MAGIC, 99, 0, 1, 0, 0};
     unsigned char frame[sizeof odd + 1];
     memcpy(frame, &odd, sizeof odd);
     frame[sizeof odd] = 'k';
-    plait_net_write_all(fd, frame, sizeof frame, plait_net_now() + 2);
-    assert_int_equal(plait_net_read_all(fd, &r, sizeof r, plait_net_now() + 2), 0);
+    plait_net_write_all(fd, frame, sizeof frame, plait_clock_now() + 2);
+    assert_int_equal(plait_net_read_all(fd, &r, sizeof r, plait_clock_now() + 2), 0);
     assert_int_equal(r.status, STORE_BAD_REQUEST);
     assert_closed_by_server(fd);
     assert_int_equal(plait_store_server_rejected(g_srv), before + 1);
@@ -371,9 +371,9 @@ static void test_stop_drains_then_clients_see_loss(void **state) {
     struct closer_arg ca = {a, 0.2};
     pthread_create(&t, NULL, close_later, &ca);
     /* b never leaves: stop returns after the 0.6 s drain */
-    double t0 = plait_net_now();
+    double t0 = plait_clock_now();
     plait_store_server_stop(srv, 0.6);
-    double el = plait_net_now() - t0;
+    double el = plait_clock_now() - t0;
     pthread_join(t, NULL);
     assert_true(el >= 0.5 && el < 3);
     char buf[4];
@@ -396,10 +396,10 @@ static void test_connect_refused_times_out(void **state) {
     int port = ntohs(((struct sockaddr_in *)&got)->sin_port);
     close(fd);
     plait_store *st = NULL;
-    double t0 = plait_net_now();
+    double t0 = plait_clock_now();
     plait_status s = plait_store_connect("127.0.0.1", port, TOKEN, 1, 0.3, "the job's store (rank 0)", &st);
     assert_int_not_equal(s, PLAIT_OK);
-    assert_true(plait_net_now() - t0 < 3);
+    assert_true(plait_clock_now() - t0 < 3);
     assert_contains(plait_last_error(), "rank 0");
 }
 

@@ -20,11 +20,11 @@
     } while (0)
 
 static const char *const colors[] = {"red", "green", "blue", NULL};
-static const plait_param_decl test_keys[] = {
-    {sizeof(plait_param_decl), PLAIT_PARAM_REQUIRED, "must", PLAIT_PARAM_STRING, NULL, 1, 0, NULL, "a required key"},
-    {sizeof(plait_param_decl), 0, "size", PLAIT_PARAM_BYTES, "25M", 0, 1099511627776.0, NULL, "a byte size"},
-    {sizeof(plait_param_decl), 0, "colors", PLAIT_PARAM_LIST, "red,blue", 1, 0, colors, "a list"},
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "flag", PLAIT_PARAM_BOOL, "false", 1, 0, NULL, "a bool"},
+static const plait_key_decl test_keys[] = {
+    {sizeof(plait_key_decl), PLAIT_KEY_REQUIRED, "must", PLAIT_KEY_STRING, NULL, 1, 0, NULL, "a required key"},
+    {sizeof(plait_key_decl), 0, "size", PLAIT_KEY_BYTES, "25M", 0, 1099511627776.0, NULL, "a byte size"},
+    {sizeof(plait_key_decl), 0, "colors", PLAIT_KEY_LIST, "red,blue", 1, 0, colors, "a list"},
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "flag", PLAIT_KEY_BOOL, "false", 1, 0, NULL, "a bool"},
 };
 
 static plait_config *fresh(void) {

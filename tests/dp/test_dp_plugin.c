@@ -30,7 +30,8 @@
 #include "config/config.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
+#include "host/host_table.h"
 
 /* ---- a recording DP group: this rank is DP rank 0 of 2 -------------------- */
 
@@ -127,9 +128,14 @@ static plait_param_set g_set;
 static const plait_plugin_desc *g_desc;
 static const plait_parallel_ops *g_ops;
 
+/* The host handed to the plugin under test: the core's, with fake collectives. */
+static plait_host g_test_host;
+
 static int setup(void **state) {
     (void)state;
-    plait_host_set_coll(&fake_coll);
+    plait_host_install();
+    g_test_host = *plait_host_table();
+    g_test_host.coll = &fake_coll; /* handed to the plugin through its init argument */
     g_desc = plait_plugin_load(PLAIT_KIND_PARALLEL, "dp");
     if (!g_desc) {
         fprintf(stderr, "cannot load the dp plugin: %s\n", plait_last_error());
@@ -171,7 +177,7 @@ static void *make_dp(const char *ini, int deterministic) {
     if (plait_config_finalize(g_cfg, envp) != PLAIT_OK) fail_msg("config: %s", plait_last_error());
     g_mesh = (plait_mesh){.struct_size = sizeof g_mesh, .dp = 2, .tp = 1, .pp = 1, .world_size = 2,
                           .dp_comm = DP_COMM, .order = "tp,dp,pp"};
-    plait_parallel_init init = {.struct_size = sizeof init, .host = plait_host_table(), .config = g_cfg,
+    plait_parallel_init init = {.struct_size = sizeof init, .host = &g_test_host, .config = g_cfg,
                                 .mesh = &g_mesh, .deterministic = deterministic};
     void *st = NULL;
     assert_int_equal(g_ops->create(&init, &st), PLAIT_OK);

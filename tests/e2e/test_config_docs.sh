@@ -8,4 +8,12 @@ for f in configs/*.ini; do
   [ -z "$bare" ] || fail "keys without a comment:
 $bare"
 done
-echo "config docs OK: $(ls configs/*.ini | wc -l) configs"
+# the cluster files of plait plan: they load, and every key is commented too
+for f in configs/clusters/*.ini; do
+  "$PLAIT_BIN" plan configs/gpt-tiny.ini --ranks 1 --cluster "$f" >/dev/null 2>"$E2E_WORK/plan.err" ||
+    fail "$f: $(cat "$E2E_WORK/plan.err")"
+  bare=$(awk '/^[A-Za-z_0-9.]+ *=/ && !/;/ { printf "%s:%d: %s\n", FILENAME, FNR, $0 }' "$f")
+  [ -z "$bare" ] || fail "keys without a comment:
+$bare"
+done
+echo "config docs OK: $(ls configs/*.ini | wc -l) configs, $(ls configs/clusters/*.ini | wc -l) cluster files"

@@ -12,6 +12,7 @@
 
 #include "plugin/loader.h"
 #include "runtime/error.h"
+#include "host/host_table.h"
 
 static const char *plugin_dir(void) {
     const char *d = getenv("PLAIT_TEST_PLUGIN_DIR");
@@ -267,6 +268,7 @@ static void test_scan_shadowed_and_unknown_file_kind(void **state) {
 }
 
 int main(void) {
+    plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_search_dirs_in_order),
         cmocka_unit_test(test_not_found_lists_dirs),

@@ -49,8 +49,8 @@ static const plait_optim_ops ops = {
     .destroy = fake_destroy,
 };
 
-static const plait_param_decl params[] = {
-    {sizeof(plait_param_decl), 0, "knob", PLAIT_PARAM_INT, "3", 1, 10, NULL, "a test knob"},
+static const plait_key_decl params[] = {
+    {sizeof(plait_key_decl), 0, "knob", PLAIT_KEY_INT, "3", 1, 10, NULL, "a test knob"},
 };
 
 #ifdef VARIANT_SHORT_DESC
@@ -96,7 +96,7 @@ static const plait_plugin_desc desc = {
     .description = "loader test plugin",
     .params = params,
     .n_params = 1,
-    .param_size = sizeof(plait_param_decl),
+    .param_size = sizeof(plait_key_decl),
     .ops = &ops,
 };
 

@@ -18,7 +18,7 @@
 #include "model/kernels.h"
 #include "model/model_harness.h"
 #include "model/model_internal.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 
 #define PEAK_GFLOPS 172.8
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 
 static int fail(const char *what) {
     fprintf(stderr, "harness: %s: %s\n", what, plait_last_error());

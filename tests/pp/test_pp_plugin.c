@@ -23,8 +23,9 @@
 #include "config/config.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "schedule.h"
+#include "host/host_table.h"
 
 /* ---- a fake embedding group ---------------------------------------------- */
 
@@ -138,9 +139,14 @@ static const plait_plugin_desc *g_desc;
 static const plait_parallel_ops *g_ops;
 static gpt g_gpt;
 
+/* The host handed to the plugin under test: the core's, with fake collectives. */
+static plait_host g_test_host;
+
 static int setup(void **state) {
     (void)state;
-    plait_host_set_coll(&fake_coll);
+    plait_host_install();
+    g_test_host = *plait_host_table();
+    g_test_host.coll = &fake_coll; /* handed to the plugin through its init argument */
     g_desc = plait_plugin_load(PLAIT_KIND_PARALLEL, "pp");
     if (!g_desc) {
         fprintf(stderr, "cannot load the pp plugin: %s\n", plait_last_error());
@@ -171,7 +177,7 @@ static plait_mesh make_mesh(int pp, int stage, fake_comm *embed) {
 }
 
 static plait_status create(const plait_config *cfg, const plait_mesh *mesh, int deterministic, void **st) {
-    plait_parallel_init init = {.struct_size = sizeof init, .host = plait_host_table(), .config = cfg,
+    plait_parallel_init init = {.struct_size = sizeof init, .host = &g_test_host, .config = cfg,
                                 .mesh = mesh, .model = &g_gpt.spec, .deterministic = deterministic};
     *st = NULL;
     return g_ops->create(&init, st);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 typedef enum compare_mode { MODE_TENSOR, MODE_ELEMENT, MODE_BITS } compare_mode;
 

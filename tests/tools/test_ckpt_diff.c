@@ -21,7 +21,7 @@
 
 #include "runtime/error.h"
 #include "tools/ckpt_compare.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "train_io/train_io_test.h"
 
 typedef struct tensor_spec {

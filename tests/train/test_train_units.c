@@ -12,10 +12,11 @@
 #include <cmocka.h>
 
 #include "runtime/error.h"
-#include "train/batch.h"
+#include "layout/batch.h"
 #include "train/grad_tree.h"
-#include "train/mesh.h"
+#include "layout/mesh.h"
 #include "train/run_source.h"
+#include "host/host_table.h"
 
 static void test_batch_derivations(void **state) {
     (void)state;
@@ -163,6 +164,7 @@ static void test_resume_checks(void **state) {
 }
 
 int main(void) {
+    plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_derivations),
         cmocka_unit_test(test_mesh_coords_roundtrip),

@@ -6,9 +6,9 @@
 
 #include <inttypes.h>
 
-#include "train/checkpoint.h"
-#include "train/checkpoint_shard.h"
-#include "train/safetensors_crc32c.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/safetensors_crc32c.h"
 
 static char scratch[PATH_MAX];
 

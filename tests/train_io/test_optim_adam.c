@@ -11,9 +11,10 @@
 #include "model/kernels_vector.h"
 #include "optim/common/optim_common.h"
 #include "plugin/loader.h"
-#include "runtime/host.h"
-#include "train/checkpoint.h"
+#include "runtime/memory.h"
+#include "checkpoint/checkpoint.h"
 #include "train/data.h"
+#include "host/host_table.h"
 
 /* ---- test host: the core's vector kernels and a fake world ---------------- */
 
@@ -75,10 +76,16 @@ static const plait_coll_api fake_coll = {
 
 static const plait_optim_ops *ops;
 
+/* The host handed to the plugin under test: the core's, with the kernels
+ * and fake collectives above. */
+static plait_host g_test_host;
+
 static int setup(void **state) {
     (void)state;
-    plait_host_set_kernels(&test_kernels);
-    plait_host_set_coll(&fake_coll);
+    plait_host_install();
+    g_test_host = *plait_host_table();
+    g_test_host.kernels = &test_kernels;
+    g_test_host.coll = &fake_coll;
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, "adam");
     if (!d) {
         fprintf(stderr, "cannot load the adam plugin: %s\n", plait_last_error());
@@ -149,7 +156,7 @@ static const char *reference_ini = "[run]\nsteps = 100\n"
                                    "beta1 = 0.9\nbeta2 = 0.95\neps = 1e-8\nweight_decay = 0.1\ngrad_clip = 1.0\n";
 
 static void *create(plait_config *cfg, plait_param_set *set) {
-    plait_optim_init init = {.struct_size = sizeof init, .host = plait_host_table(), .config = cfg,
+    plait_optim_init init = {.struct_size = sizeof init, .host = &g_test_host, .config = cfg,
                              .params = set, .dp_comm = fake_dp, .world = fake_world, .local_micro_batches = 1};
     void *st = NULL;
     plait_status s = ops->create(&init, &st);
@@ -192,7 +199,7 @@ static void test_lr_schedule(void **state) {
 
     /* lr_decay_steps = 0 means [run] steps. */
     plait_config *cfg = config_from("[run]\nsteps = 40\n[optim]\nlr_schedule = constant\n");
-    assert_int_equal(optim_read_hparams(plait_host_table(), cfg, &hp), PLAIT_OK);
+    assert_int_equal(optim_read_hparams(&g_test_host, cfg, &hp), PLAIT_OK);
     assert_int_equal(hp.decay_steps, 40);
     assert_int_equal(hp.schedule, OPTIM_SCHEDULE_CONSTANT);
     assert_true(hp.lr == 1e-3 && hp.beta2 == 0.95 && hp.grad_clip == 1.0);
@@ -492,7 +499,7 @@ static void test_norm_rule(void **state) {
     plait_config *cfg = config_from("[parallel]\ntp = 2\n");
     plait_param ps[2] = {p, split};
     plait_param_set set = {.struct_size = sizeof set, .n_params = 2, .params = ps};
-    plait_optim_init init = {.struct_size = sizeof init, .host = plait_host_table(), .config = cfg, .params = &set};
+    plait_optim_init init = {.struct_size = sizeof init, .host = &g_test_host, .config = cfg, .params = &set};
     optim_topology topo;
     assert_int_equal(optim_topology_from_init(&init, &topo), PLAIT_OK);
     assert_true(topo.tp == 2 && topo.tp_rank == 1 && topo.dp_rank == 0);

@@ -2,9 +2,9 @@
  * JSON subset parser, CRC32C. */
 #include "train_io_test.h"
 
-#include "train/safetensors.h"
-#include "train/safetensors_crc32c.h"
-#include "train/safetensors_json.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors_crc32c.h"
+#include "checkpoint/safetensors_json.h"
 
 static char scratch[PATH_MAX];
 

@@ -17,6 +17,7 @@
 
 #include "plugin/loader.h"
 #include "zero/zero_harness.h"
+#include "host/host_table.h"
 
 static zh_model uneven;
 
@@ -101,6 +102,7 @@ static void test_round_trip_and_resume(void **state) {
 }
 
 int main(void) {
+    plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_and_resume),
     };

@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
+#include "host/host_table.h"
 
 static void test_configs_validate(void **state) {
     (void)state;
@@ -41,6 +42,7 @@ static void test_configs_validate(void **state) {
 }
 
 int main(void) {
+    plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_configs_validate)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,8 +38,9 @@
 #include "config/config.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/memory.h"
 #include "zero/zero_harness.h"
+#include "host/host_table.h"
 
 static zh_model even, uneven, deep;
 
@@ -368,7 +369,7 @@ static void solo_open(solo *s, const char *plugin, int lone_copy) {
 }
 
 static void *solo_create(solo *s, plait_status want) {
-    plait_optim_init init = {.struct_size = sizeof init, .host = plait_host_table(), .config = s->cfg,
+    plait_optim_init init = {.struct_size = sizeof init, .host = zh_host(), .config = s->cfg,
                              .params = &s->set, .dp_comm = s->world, .world = s->world, .local_micro_batches = 1};
     void *st = NULL;
     plait_status got = s->ops->create(&init, &st);
@@ -456,6 +457,7 @@ static void test_errors(void **state) {
 }
 
 int main(void) {
+    plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory_even_is_exact),
         cmocka_unit_test(test_memory_uneven),

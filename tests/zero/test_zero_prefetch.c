@@ -24,6 +24,7 @@
 #include "plugin/loader.h"
 #include "zero.h"
 #include "zero/zero_harness.h"
+#include "host/host_table.h"
 
 static zh_model uneven; /* C = 24, V = 37, T = 13: 5 layers, uneven shards */
 
@@ -155,6 +156,7 @@ static void test_prefetch_small_units(void **state) {
 }
 
 int main(void) {
+    plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefetch_one_unit_per_layer),
         cmocka_unit_test(test_prefetch_small_units),

@@ -118,8 +118,11 @@ typedef struct zh_run {
     char err[ZH_MAX_RANKS][512];
 } zh_run;
 
-/* Load the host tables (kernels, collectives) once per process. */
+/* Install the core's host table for plugin loading and build the test host
+ * (the core's table with the harness's vector kernels) once per process. */
 void zh_setup_host(void);
+/* The test host handed to plugins through their init arguments. */
+const plait_host *zh_host(void);
 /* Run; returns 0 if every rank succeeded, else -1 with messages in err[]. */
 int zh_run_exec(zh_run *r);
 void zh_run_free(zh_run *r);

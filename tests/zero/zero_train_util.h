@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "train/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 /* A fresh scratch directory (removed by the caller with `rm -rf` semantics). */
 static inline void zt_scratch(char *buf, size_t cap, const char *tag) {

@@ -1,5 +1,5 @@
 /*
- * The NCCL plugin's native collectives (plait_comm_coll_ops) and streams.
+ * The NCCL plugin's native collectives (plait_native_coll_ops) and streams.
  *
  * Every collective checks what it can before touching anything, so an
  * unsupported dtype, operator or memory kind answers PLAIT_ERR_UNSUPPORTED
@@ -269,8 +269,8 @@ static plait_status op_alltoall(void *comm, const plait_buffer *send, const plai
     return run(comm, &a, req);
 }
 
-const plait_comm_coll_ops pnccl_coll_ops = {
-    .struct_size = sizeof(plait_comm_coll_ops),
+const plait_native_coll_ops pnccl_coll_ops = {
+    .struct_size = sizeof(plait_native_coll_ops),
     .allreduce = op_allreduce,
     .reduce_scatter = op_reduce_scatter,
     .allgather = op_allgather,

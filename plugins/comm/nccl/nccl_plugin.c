@@ -12,19 +12,19 @@
 
 const plait_host *pnccl_host;
 
-#define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_param_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
+#define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_key_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
 
-static const plait_param_decl g_params[] = {
-    P("device", PLAIT_PARAM_INT, "-1", -1, 1023, 0,
+static const plait_key_decl g_params[] = {
+    P("device", PLAIT_KEY_INT, "-1", -1, 1023, 0,
       "CUDA device this rank drives; -1 = the local rank modulo the number of visible devices (choose which "
       "devices are visible with CUDA_VISIBLE_DEVICES)"),
-    P("nonblocking", PLAIT_PARAM_BOOL, "true", 1, 0, 0,
+    P("nonblocking", PLAIT_KEY_BOOL, "true", 1, 0, 0,
       "create NCCL communicators in nonblocking mode, so initialisation and launches honour [comm] timeout and "
       "can be aborted; false = NCCL's blocking mode (a stuck peer can then block a launch indefinitely)"),
-    P("net", PLAIT_PARAM_STRING, "", 1, 0, PLAIT_PARAM_SAME_ON_ALL,
+    P("net", PLAIT_KEY_STRING, "", 1, 0, PLAIT_KEY_SAME_ON_ALL,
       "network NCCL uses between hosts (ncclConfig_t.netName, like NCCL_NET): IB, Socket, or a network plugin's "
       "name; empty = NCCL's choice"),
-    P("poll_us", PLAIT_PARAM_INT, "200", 1, 100000, 0,
+    P("poll_us", PLAIT_KEY_INT, "200", 1, 100000, 0,
       "longest sleep, in microseconds, between two checks of a pending operation in wait() (the sleep starts "
       "short and doubles); lower = less latency, more CPU"),
 };
@@ -468,7 +468,7 @@ static const plait_comm_ops g_ops = {
     .irecv = op_irecv,
     .test = op_test,
     .wait = op_wait,
-    .coll = &pnccl_coll_ops,
+    .native_coll = &pnccl_coll_ops,
     .stream_create = pnccl_stream_create,
     .stream_sync = pnccl_stream_sync,
     .stream_destroy = pnccl_stream_destroy,
@@ -485,7 +485,7 @@ static const plait_plugin_desc g_desc = {
     .description = "NVIDIA NCCL on CUDA GPUs: native collectives on device memory, CUDA streams",
     .params = g_params,
     .n_params = sizeof g_params / sizeof g_params[0],
-    .param_size = sizeof(plait_param_decl),
+    .param_size = sizeof(plait_key_decl),
     .probe = nccl_probe,
     .ops = &g_ops,
     .uses = NULL,

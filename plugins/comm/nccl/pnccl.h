@@ -150,7 +150,7 @@ plait_status pnccl_check_async(pnccl_comm *c);
  * kernels when `credit_completed`), then ncclCommAbort. Idempotent. */
 void pnccl_go_down(pnccl_comm *c, plait_status st, const char *why, int credit_completed);
 
-extern const plait_comm_coll_ops pnccl_coll_ops;
+extern const plait_native_coll_ops pnccl_coll_ops;
 plait_status pnccl_stream_create(void *comm, plait_stream **stream);
 plait_status pnccl_stream_sync(void *comm, plait_stream *stream, double timeout_s);
 void pnccl_stream_destroy(void *comm, plait_stream *stream);

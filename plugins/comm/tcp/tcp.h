@@ -16,8 +16,11 @@
  * advance while the caller computes; a caller never waits for it (if both
  * are in epoll_wait, both wake, and the progress thread then goes back to
  * sleep). Sends are written inline by the posting thread when the stream's
- * queue is empty. Nobody spins: waiting is epoll_wait or a condition
- * variable, both with deadlines.
+ * queue is empty. Spinning is bounded: a waiting caller first polls its
+ * sockets for up to [comm.tcp] spin_us (default 50 us, sched_yield between
+ * polls, never past the wait's own deadline) because a reply often arrives
+ * within microseconds; then it sleeps in epoll_wait. Every other wait is
+ * epoll_wait or a condition variable, all with deadlines.
  */
 #ifndef PLAIT_TCP_H
 #define PLAIT_TCP_H

@@ -15,32 +15,32 @@
 
 static const plait_host *g_host;
 
-#define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_param_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
+#define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_key_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
 
 static const char *const g_cma_choices[] = {"auto", "off", NULL};
 
-static const plait_param_decl g_params[] = {
-    P("streams", PLAIT_PARAM_INT, "2", 1, 16, PLAIT_PARAM_SAME_ON_ALL,
+static const plait_key_decl g_params[] = {
+    P("streams", PLAIT_KEY_INT, "2", 1, 16, PLAIT_KEY_SAME_ON_ALL,
       "sockets per pair of ranks; messages above chunk_size are striped over them"),
-    P("ifname", PLAIT_PARAM_STRING, "", 1, 0, 0,
+    P("ifname", PLAIT_KEY_STRING, "", 1, 0, 0,
       "network interface (exact name, else prefix, as NCCL_SOCKET_IFNAME); empty = loopback when every rank "
       "is on this host, else the first interface that is up and not loopback/docker/virbr/veth"),
-    P("sndbuf", PLAIT_PARAM_BYTES, "0", 0, 1073741824.0, 0, "socket send buffer (SO_SNDBUF); 0 = kernel autotuning"),
-    P("rcvbuf", PLAIT_PARAM_BYTES, "0", 0, 1073741824.0, 0,
+    P("sndbuf", PLAIT_KEY_BYTES, "0", 0, 1073741824.0, 0, "socket send buffer (SO_SNDBUF); 0 = kernel autotuning"),
+    P("rcvbuf", PLAIT_KEY_BYTES, "0", 0, 1073741824.0, 0,
       "socket receive buffer (SO_RCVBUF); 0 = kernel autotuning"),
-    P("chunk_size", PLAIT_PARAM_BYTES, "512K", 4096, 1073741824.0, PLAIT_PARAM_SAME_ON_ALL,
+    P("chunk_size", PLAIT_KEY_BYTES, "512K", 4096, 1073741824.0, PLAIT_KEY_SAME_ON_ALL,
       "largest frame payload: longer messages are cut into chunks of this size and striped over the streams"),
-    P("max_message", PLAIT_PARAM_BYTES, "64G", 1, 1125899906842624.0, 0,
+    P("max_message", PLAIT_KEY_BYTES, "64G", 1, 1125899906842624.0, 0,
       "largest message accepted from a peer; a frame announcing more is treated as garbage"),
-    {sizeof(plait_param_decl), 0, "cma", PLAIT_PARAM_ENUM, "auto", 1, 0, g_cma_choices,
+    {sizeof(plait_key_decl), 0, "cma", PLAIT_KEY_ENUM, "auto", 1, 0, g_cma_choices,
      "single copy to ranks on the same host: auto (where process_vm_readv is allowed, tested at start-up) or off "
      "(every byte through the sockets)"},
-    P("cma_min", PLAIT_PARAM_BYTES, "256K", 1, 1125899906842624.0, 0,
+    P("cma_min", PLAIT_KEY_BYTES, "256K", 1, 1125899906842624.0, 0,
       "messages of at least this size go by single copy to same-host ranks (with cma = auto)"),
-    P("spin_us", PLAIT_PARAM_INT, "50", 0, 100000, 0,
+    P("spin_us", PLAIT_KEY_INT, "50", 0, 100000, 0,
       "microseconds a waiting caller polls its sockets, yielding the CPU between polls, before it sleeps in "
       "epoll: a reply that comes sooner skips the sleep and wake-up (0 = sleep at once)"),
-    P("progress_thread", PLAIT_PARAM_BOOL, "true", 1, 0, PLAIT_PARAM_HIDDEN,
+    P("progress_thread", PLAIT_KEY_BOOL, "true", 1, 0, PLAIT_KEY_HIDDEN,
       "testing: move large transfers from a background thread while the caller computes (false: only inside "
       "test/wait)"),
 };
@@ -303,7 +303,7 @@ static const plait_comm_ops g_ops = {
     .irecv = op_irecv,
     .test = op_test,
     .wait = op_wait,
-    .coll = NULL,
+    .native_coll = NULL,
 };
 
 static const plait_plugin_desc g_desc = {
@@ -317,7 +317,7 @@ static const plait_plugin_desc g_desc = {
     .description = "TCP sockets: every pair of ranks, striped streams, epoll progress (works everywhere)",
     .params = g_params,
     .n_params = sizeof g_params / sizeof g_params[0],
-    .param_size = sizeof(plait_param_decl),
+    .param_size = sizeof(plait_key_decl),
     .probe = tcp_probe,
     .ops = &g_ops,
     .uses = NULL,

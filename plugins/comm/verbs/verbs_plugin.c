@@ -12,31 +12,31 @@
 
 static const plait_host *g_host;
 
-#define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_param_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
+#define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_key_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
 
-static const plait_param_decl g_params[] = {
-    P("device", PLAIT_PARAM_STRING, "", 1, 0, 0,
+static const plait_key_decl g_params[] = {
+    P("device", PLAIT_KEY_STRING, "", 1, 0, 0,
       "RDMA device, optionally with its port, as NCCL_IB_HCA: mlx5_0 or mlx5_0:1; empty = the first device with an "
       "active port"),
-    P("port", PLAIT_PARAM_INT, "0", 0, 255, 0, "port of the device; 0 = its first active port"),
-    P("gid_index", PLAIT_PARAM_INT, "-1", -1, 1023, 0,
+    P("port", PLAIT_KEY_INT, "0", 0, 255, 0, "port of the device; 0 = its first active port"),
+    P("gid_index", PLAIT_KEY_INT, "-1", -1, 1023, 0,
       "GID table index (RoCE, or routed InfiniBand); -1 = InfiniBand: none, RoCE: a RoCE v2 GID with an IPv4 "
       "address, else the first RoCE v2 one"),
-    P("eager_max", PLAIT_PARAM_BYTES, "8K", 64, 1048576.0, PLAIT_PARAM_SAME_ON_ALL,
+    P("eager_max", PLAIT_KEY_BYTES, "8K", 64, 1048576.0, PLAIT_KEY_SAME_ON_ALL,
       "messages up to this size are copied through bounce buffers; longer ones are read by the receiver with RDMA "
       "READ straight from the sender's buffer"),
-    P("credits", PLAIT_PARAM_INT, "64", 2, 65535, 0,
+    P("credits", PLAIT_KEY_INT, "64", 2, 65535, 0,
       "eager and control messages a peer may have in flight to this rank before it waits for a credit grant"),
-    P("rx_depth", PLAIT_PARAM_INT, "512", 16, 1048576, 0, "receive bounce buffers in the shared receive queue"),
-    P("tx_depth", PLAIT_PARAM_INT, "256", 16, 1048576, 0, "bounce buffers for eager sends and control messages, shared by all peers"),
-    P("sq_depth", PLAIT_PARAM_INT, "128", 4, 65536, 0, "work requests in flight per queue pair (sends and READs)"),
-    P("max_read", PLAIT_PARAM_BYTES, "1G", 4096, 2147483648.0, 0, "largest single RDMA READ; longer messages are read in pieces"),
-    P("ib_timeout", PLAIT_PARAM_INT, "18", 1, 31, 0,
+    P("rx_depth", PLAIT_KEY_INT, "512", 16, 1048576, 0, "receive bounce buffers in the shared receive queue"),
+    P("tx_depth", PLAIT_KEY_INT, "256", 16, 1048576, 0, "bounce buffers for eager sends and control messages, shared by all peers"),
+    P("sq_depth", PLAIT_KEY_INT, "128", 4, 65536, 0, "work requests in flight per queue pair (sends and READs)"),
+    P("max_read", PLAIT_KEY_BYTES, "1G", 4096, 2147483648.0, 0, "largest single RDMA READ; longer messages are read in pieces"),
+    P("ib_timeout", PLAIT_KEY_INT, "18", 1, 31, 0,
       "transport ACK timeout exponent: 4.096 us * 2^x per try (18: about 1 s), like NCCL_IB_TIMEOUT"),
-    P("retry_cnt", PLAIT_PARAM_INT, "7", 0, 7, 0, "transport retries before a connection is declared broken"),
-    P("sl", PLAIT_PARAM_INT, "0", 0, 15, 0, "InfiniBand service level, like NCCL_IB_SL"),
-    P("traffic_class", PLAIT_PARAM_INT, "0", 0, 255, 0, "traffic class of RoCE / routed packets, like NCCL_IB_TC"),
-    P("max_message", PLAIT_PARAM_BYTES, "64G", 1, 1125899906842624.0, 0,
+    P("retry_cnt", PLAIT_KEY_INT, "7", 0, 7, 0, "transport retries before a connection is declared broken"),
+    P("sl", PLAIT_KEY_INT, "0", 0, 15, 0, "InfiniBand service level, like NCCL_IB_SL"),
+    P("traffic_class", PLAIT_KEY_INT, "0", 0, 255, 0, "traffic class of RoCE / routed packets, like NCCL_IB_TC"),
+    P("max_message", PLAIT_KEY_BYTES, "64G", 1, 1125899906842624.0, 0,
       "largest message accepted from a peer; an RTS announcing more is treated as garbage"),
 };
 
@@ -196,7 +196,7 @@ static const plait_comm_ops g_ops = {
     .irecv = op_irecv,
     .test = op_test,
     .wait = op_wait,
-    .coll = NULL,
+    .native_coll = NULL,
 };
 
 static const plait_plugin_desc g_desc = {
@@ -210,7 +210,7 @@ static const plait_plugin_desc g_desc = {
     .description = "RDMA over InfiniBand / RoCE (libibverbs): RC queue pairs, eager + RDMA-READ rendezvous",
     .params = g_params,
     .n_params = sizeof g_params / sizeof g_params[0],
-    .param_size = sizeof(plait_param_decl),
+    .param_size = sizeof(plait_key_decl),
     .probe = verbs_probe,
     .ops = &g_ops,
     .uses = NULL,

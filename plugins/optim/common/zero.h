@@ -146,7 +146,7 @@ typedef struct zero_flight {
 enum { ZERO_FLIGHT_RS = 1, ZERO_FLIGHT_AG_STEP = 2 };
 
 typedef struct zero {
-    int stage;
+    int zero_stage;           /* ZeRO stage 1, 2 or 3 (not a pipeline stage) */
     const char *name;             /* "zero1" ... */
     const plait_host *host;
     const plait_config *cfg;
@@ -268,7 +268,7 @@ plait_status zero_ag_complete(zero *z, const zero_flight *f);
 extern const plait_optim_ops zero_ops_stage1, zero_ops_stage2, zero_ops_stage3;
 /* Keys every stage declares in [optim.zeroN] (bucket_size, max_inflight)
  * followed by zero3's prefetch_layers. */
-extern const plait_param_decl zero_param_decls[3];
+extern const plait_key_decl zero_param_decls[3];
 /* Start accounting a step's traffic at its first hook. */
 void zero_begin_traffic(zero *z);
 

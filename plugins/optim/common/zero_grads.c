@@ -89,7 +89,7 @@ static plait_status start_rs_owned(zero *z, int32_t ui, float *buf) {
 }
 
 plait_status zero_rs_complete(zero *z, const zero_flight *f) {
-    if (z->stage != 1) return PLAIT_OK; /* the slice landed in place */
+    if (z->zero_stage != 1) return PLAIT_OK; /* the slice landed in place */
     const zero_unit *u = &z->units[f->unit];
     const float *recv = f->buf + u->padded;
     size_t lo = zero_lo(z, u);
@@ -102,7 +102,7 @@ plait_status zero_rs_complete(zero *z, const zero_flight *f) {
 
 plait_status zero_before_backward_grads(zero *z, int32_t layer, int32_t mb) {
     (void)mb;
-    if (z->stage == 1) return PLAIT_OK;
+    if (z->zero_stage == 1) return PLAIT_OK;
     for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
         int32_t ui = z->grad_units[k];
         zero_unit *u = &z->units[ui];
@@ -122,7 +122,7 @@ plait_status zero_before_backward_grads(zero *z, int32_t layer, int32_t mb) {
 }
 
 plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int last) {
-    if (z->stage == 1) {
+    if (z->zero_stage == 1) {
         if (!last || z->defer_rs) return PLAIT_OK;
         for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
             plait_status st = start_rs_stage1(z, z->grad_units[k]);
@@ -163,7 +163,7 @@ static void add_tied(zero *z) {
         const zero_unit *c = &z->units[ci];
         if (!c->copy) continue;
         const zero_unit *o = &z->units[c->original];
-        if (z->stage == 1) {
+        if (z->zero_stage == 1) {
             /* Both units hold one parameter of equal size: their segments match. */
             for (int32_t s = 0; s < c->n_seg && s < o->n_seg; s++) {
                 const zero_seg *cs = &z->segs[c->seg_first + s], *os = &z->segs[o->seg_first + s];
@@ -206,12 +206,12 @@ plait_status zero_finish_grads(void *state) {
                                     u->layer);
         /* Stage 1 units whose layer saw no last backward reduce now, in unit
          * order (the same on every rank). */
-        else if (z->stage == 1 && u->rs_issued == 0)
+        else if (z->zero_stage == 1 && u->rs_issued == 0)
             st = start_rs_stage1(z, ui);
     }
     plait_status d = zero_flight_drain(z);
     if (st == PLAIT_OK) st = d;
-    if (z->stage == 3) {
+    if (z->zero_stage == 3) {
         d = zero_release_all(z);
         if (st == PLAIT_OK) st = d;
     }
@@ -219,7 +219,7 @@ plait_status zero_finish_grads(void *state) {
     /* Stages 2/3: a unit without any backward this step has zero gradient. */
     for (int32_t ui = 0; ui < z->n_units; ui++) {
         zero_unit *u = &z->units[ui];
-        if (z->stage != 1 && u->rs_issued == 0) z->host->kernels->zero(grad_slice(z, u), u->shard);
+        if (z->zero_stage != 1 && u->rs_issued == 0) z->host->kernels->zero(grad_slice(z, u), u->shard);
         u->rs_issued = 0;
     }
     add_tied(z);

@@ -69,7 +69,7 @@ plait_status zero_plan(zero *z) {
     for (int32_t i = 0; i < np; i++) {
         const plait_param *p = &set->params[i];
         int copy = optim_tied_to_local(set, p);
-        int whole = z->stage >= 2 && (p->flags & PLAIT_PARAM_TIED_REMOTE);
+        int whole = z->zero_stage >= 2 && (p->flags & PLAIT_PARAM_TIED_REMOTE);
         int alone = copy || whole || has_local_copy(set, i) || p->numel >= z->bucket_elems;
         size_t off = cur ? align_up(cur->numel, ZERO_ALIGN) : 0;
         int fits = cur && !alone && !cur_alone && cur->layer == p->layer && off + p->numel <= z->bucket_elems;

@@ -29,9 +29,9 @@ uint64_t zero_planned_buffer_bytes(const zero *z) {
     }
     size_t P = z->max_unit, f = (size_t)z->max_inflight;
     size_t elems;
-    if (z->stage == 1) elems = f * (P + P / (size_t)z->n);
+    if (z->zero_stage == 1) elems = f * (P + P / (size_t)z->n);
     else elems = per_layer + f * P;
-    if (z->stage == 3) elems += (size_t)(z->prefetch + 1) * gather_per_layer;
+    if (z->zero_stage == 3) elems += (size_t)(z->prefetch + 1) * gather_per_layer;
     return (uint64_t)elems * sizeof(float);
 }
 

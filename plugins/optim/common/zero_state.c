@@ -28,12 +28,12 @@ static void zero_destroy(void *sp) {
     if (!z) return;
     const plait_host *h = z->host;
     (void)zero_flight_drain(z);
-    if (z->stage == 3 && z->units) (void)zero_release_all(z);
+    if (z->zero_stage == 3 && z->units) (void)zero_release_all(z);
     for (int32_t ui = 0; ui < z->n_units; ui++) zero_buf_put(z, z->units[ui].gbuf);
-    if (z->params && z->stage >= 2)
+    if (z->params && z->zero_stage >= 2)
         for (int32_t i = 0; i < z->params->n_params; i++) {
             z->params->params[i].grad = NULL;
-            if (z->stage == 3) z->params->params[i].data = NULL;
+            if (z->zero_stage == 3) z->params->params[i].data = NULL;
         }
     h->free(z->state);
     h->free(z->gshard);
@@ -48,10 +48,10 @@ static void zero_destroy(void *sp) {
     free(z);
 }
 
-static plait_status zero_create(int stage, const plait_optim_init *init, void **out) {
+static plait_status zero_create(int zero_stage, const plait_optim_init *init, void **out) {
     *out = NULL;
     const plait_host *host = init->host;
-    const char *name = stage == 1 ? "zero1" : stage == 2 ? "zero2" : "zero3";
+    const char *name = zero_stage == 1 ? "zero1" : zero_stage == 2 ? "zero2" : "zero3";
     if (init->struct_size < offsetof(plait_optim_init, deterministic) + sizeof init->deterministic)
         return host->set_error(PLAIT_ERR_ABI, "%s: plait_optim_init of %u bytes is older than this plugin", name,
                                init->struct_size);
@@ -62,7 +62,7 @@ static plait_status zero_create(int stage, const plait_optim_init *init, void **
     if (!init->dp_comm) return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: no DP communicator", name);
     zero *z = calloc(1, sizeof *z);
     if (!z) return host->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", name);
-    z->stage = stage;
+    z->zero_stage = zero_stage;
     z->name = name;
     z->host = host;
     z->cfg = init->config;
@@ -73,7 +73,7 @@ static plait_status zero_create(int stage, const plait_optim_init *init, void **
     z->rank = host->coll->rank(z->dp);
     z->micro_batches = init->local_micro_batches > 0 ? init->local_micro_batches : 1;
     z->deterministic = init->deterministic;
-    z->tree_mode = stage >= 2 && z->deterministic && z->micro_batches > 1;
+    z->tree_mode = zero_stage >= 2 && z->deterministic && z->micro_batches > 1;
     char section[32];
     snprintf(section, sizeof section, "optim.%s", name);
     plait_value v;
@@ -87,28 +87,28 @@ static plait_status zero_create(int stage, const plait_optim_init *init, void **
     }
     if (st == PLAIT_OK) {
         z->max_inflight = (int)v.i;
-        if (stage == 3) st = host->config_get(init->config, section, "prefetch_layers", &v);
+        if (zero_stage == 3) st = host->config_get(init->config, section, "prefetch_layers", &v);
     }
-    if (st == PLAIT_OK && stage == 3) z->prefetch = (int)v.i;
+    if (st == PLAIT_OK && zero_stage == 3) z->prefetch = (int)v.i;
     if (st == PLAIT_OK) {
         st = host->config_get(init->config, "parallel", "pp", &v);
-        z->defer_rs = st == PLAIT_OK && stage == 1 && v.i > 1;
+        z->defer_rs = st == PLAIT_OK && zero_stage == 1 && v.i > 1;
     }
     if (st != PLAIT_OK) {
         zero_destroy(z);
         return st;
     }
     z->topo.dp_rank = 0; /* each rank counts its own slices of the reduced gradient */
-    /* A tied copy on another stage than its original is kept whole (zero.h);
+    /* A tied copy on another zero_stage than its original is kept whole (zero.h);
      * a core too old to flag it (PLAIT_PARAM_TIED_REMOTE) leaves the original
-     * unmarked on its stage, so such a layout is refused. */
-    for (int32_t i = 0; stage >= 2 && i < z->params->n_params; i++) {
+     * unmarked on its zero_stage, so such a layout is refused. */
+    for (int32_t i = 0; zero_stage >= 2 && i < z->params->n_params; i++) {
         const plait_param *p = &z->params->params[i];
         if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && !optim_tied_to_local(z->params, p) &&
             !(p->flags & PLAIT_PARAM_TIED_REMOTE)) {
             zero_destroy(z);
             return host->set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "%s: %s is tied to a parameter on another pipeline stage; its gradient must be "
+                                   "%s: %s is tied to a parameter on another pipeline zero_stage; its gradient must be "
                                    "summed whole across the embedding group, which a sharded gradient cannot be. "
                                    "Use [optim] plugin = zero1 with pipeline parallelism",
                                    name, p->name);
@@ -118,7 +118,7 @@ static plait_status zero_create(int stage, const plait_optim_init *init, void **
     for (int32_t i = 0; i < z->params->n_params; i++)
         if (z->first_layer < 0 || z->params->params[i].layer < z->first_layer) z->first_layer = z->params->params[i].layer;
     st = zero_plan(z);
-    if (st == PLAIT_OK && stage == 3) st = zero_trace_seed(z);
+    if (st == PLAIT_OK && zero_stage == 3) st = zero_trace_seed(z);
     if (st == PLAIT_OK) {
         z->flight = calloc((size_t)z->max_inflight + 1, sizeof *z->flight);
         z->cap_flight = z->max_inflight + 1;
@@ -128,12 +128,12 @@ static plait_status zero_create(int stage, const plait_optim_init *init, void **
         zero_destroy(z);
         return st;
     }
-    if (stage >= 2)
+    if (zero_stage >= 2)
         for (int32_t i = 0; i < z->params->n_params; i++) {
             z->params->params[i].grad = NULL;
-            if (stage == 3) z->params->params[i].data = NULL;
+            if (zero_stage == 3) z->params->params[i].data = NULL;
         }
-    if (stage >= 2 && z->whole_numel > 0) {
+    if (zero_stage >= 2 && z->whole_numel > 0) {
         char tag[64];
         snprintf(tag, sizeof tag, "%s tied gradients", name);
         z->whole_grad = host->alloc(z->whole_numel * sizeof(float), PLAIT_MEM_HOST, 64, tag);
@@ -201,19 +201,19 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
     const plait_host *h = z->host;
     size_t S = z->shard_numel;
     if (!z->state && !(z->state = alloc_zeroed(z, 2 * S, "optimizer state"))) return PLAIT_ERR_NO_MEMORY;
-    if (z->stage >= 2) {
+    if (z->zero_stage >= 2) {
         if (!z->gshard && !(z->gshard = alloc_zeroed(z, S, "gradient shards"))) return PLAIT_ERR_NO_MEMORY;
         if (!z->copy_gshard && !(z->copy_gshard = alloc_zeroed(z, z->copy_shard_numel, "tied gradient shards")))
             return PLAIT_ERR_NO_MEMORY;
     }
-    if (z->stage == 3 && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards"))) return PLAIT_ERR_NO_MEMORY;
+    if (z->zero_stage == 3 && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards"))) return PLAIT_ERR_NO_MEMORY;
     if (z->tree_mode && !z->tree.host) {
         char tag[64];
         snprintf(tag, sizeof tag, "%s deterministic accumulation", z->name);
         plait_status st = optim_tree_init(&z->tree, h, z->tree_numel, z->micro_batches, tag);
         if (st != PLAIT_OK) return st;
     }
-    if (z->stage == 3) {
+    if (z->zero_stage == 3) {
         const plait_param *absent = NULL, *present = NULL;
         if (read_slices(z, src, "param", z->pshard, &absent, &present) < 0) return PLAIT_ERR_PROTOCOL;
         if (absent)
@@ -257,7 +257,7 @@ static plait_status zero_before_forward(void *sp, int32_t layer, int32_t mb) {
      * gathers of evaluation passes before it are not the step's traffic. */
     if (mb == 0 && layer == z->first_layer) z->in_step = 0;
     zero_begin_traffic(z);
-    return z->stage == 3 ? zero_acquire_layer(z, ZERO_EV_FWD, layer) : PLAIT_OK;
+    return z->zero_stage == 3 ? zero_acquire_layer(z, ZERO_EV_FWD, layer) : PLAIT_OK;
 }
 
 static plait_status zero_after_forward(void *sp, int32_t layer, int32_t mb) {
@@ -265,7 +265,7 @@ static plait_status zero_after_forward(void *sp, int32_t layer, int32_t mb) {
     zero *z = sp;
     plait_status st = check_layer(z, layer);
     if (st != PLAIT_OK) return st;
-    return z->stage == 3 ? zero_release_layer(z, layer) : PLAIT_OK;
+    return z->zero_stage == 3 ? zero_release_layer(z, layer) : PLAIT_OK;
 }
 
 static plait_status zero_before_backward(void *sp, int32_t layer, int32_t mb) {
@@ -273,7 +273,7 @@ static plait_status zero_before_backward(void *sp, int32_t layer, int32_t mb) {
     plait_status st = check_layer(z, layer);
     if (st != PLAIT_OK) return st;
     zero_begin_traffic(z);
-    if (z->stage == 3) st = zero_acquire_layer(z, ZERO_EV_BWD, layer);
+    if (z->zero_stage == 3) st = zero_acquire_layer(z, ZERO_EV_BWD, layer);
     return st == PLAIT_OK ? zero_before_backward_grads(z, layer, mb) : st;
 }
 
@@ -283,7 +283,7 @@ static plait_status zero_after_backward(void *sp, int32_t layer, int32_t mb, int
     if (st != PLAIT_OK) return st;
     zero_begin_traffic(z);
     st = zero_after_backward_grads(z, layer, mb, last);
-    if (st == PLAIT_OK && z->stage == 3) st = zero_release_layer(z, layer);
+    if (st == PLAIT_OK && z->zero_stage == 3) st = zero_release_layer(z, layer);
     return st;
 }
 
@@ -299,7 +299,7 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
     const float *base;
     int which_id;
     if (strcmp(which, "param") == 0) {
-        if (z->stage != 3) {
+        if (z->zero_stage != 3) {
             if (z->rank == 0 && dst) h->kernels->copy(dst, p->data, p->numel);
             return PLAIT_OK;
         }
@@ -345,12 +345,12 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     zero *z = sp;
     plait_optim_memory m = {.struct_size = sizeof m};
     uint64_t S = z->shard_numel, psi = z->psi;
-    m.param_bytes = 4 * (z->stage == 3 ? S : psi);
-    m.grad_bytes = 4 * (z->stage == 1 ? psi : S);
+    m.param_bytes = 4 * (z->zero_stage == 3 ? S : psi);
+    m.grad_bytes = 4 * (z->zero_stage == 1 ? psi : S);
     m.state_bytes = 8 * S;
     uint64_t pool = z->pool_bytes, plan = zero_planned_buffer_bytes(z);
     m.buffer_bytes = pool > plan ? pool : plan;
-    if (z->stage == 1) {
+    if (z->zero_stage == 1) {
         /* The core keeps the tied copies' own gradients. */
         for (int32_t ui = 0; ui < z->n_units; ui++)
             if (z->units[ui].copy) m.buffer_bytes += 4 * (uint64_t)z->params->params[z->units[ui].first].numel;
@@ -382,12 +382,12 @@ const plait_optim_ops zero_ops_stage2 = ZERO_OPS(2, PLAIT_OPTIM_REDUCES_GRADS | 
 const plait_optim_ops zero_ops_stage3 =
     ZERO_OPS(3, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_OWNS_PARAMS);
 
-const plait_param_decl zero_param_decls[3] = {
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "bucket_size", PLAIT_PARAM_BYTES, "25M", 4, 1099511627776.0,
+const plait_key_decl zero_param_decls[3] = {
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "25M", 4, 1099511627776.0,
      NULL, "largest unit of sharding: a layer's parameters are reduced, gathered and sharded in pieces of at most "
            "this size (a larger tensor is a piece alone)"},
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "max_inflight", PLAIT_PARAM_INT, "2", 1, 64, NULL,
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "max_inflight", PLAIT_KEY_INT, "2", 1, 64, NULL,
      "reduce-scatters (and step all-gathers) in flight at once, each holding one unit-sized buffer"},
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "prefetch_layers", PLAIT_PARAM_INT, "1", 0, 64, NULL,
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "prefetch_layers", PLAIT_KEY_INT, "1", 0, 64, NULL,
      "layers whose parameter all-gather starts before their hook arrives (following the previous step's order)"},
 };

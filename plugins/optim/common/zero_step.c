@@ -9,12 +9,12 @@
 #include "zero.h"
 
 static float *grad_ptr(zero *z, const zero_unit *u, const zero_seg *g) {
-    if (z->stage == 1) return z->params->params[g->param].grad + g->param_off;
+    if (z->zero_stage == 1) return z->params->params[g->param].grad + g->param_off;
     return z->gshard + u->shard_off + (g->unit_off - zero_lo(z, u));
 }
 
 static float *param_ptr(zero *z, const zero_unit *u, const zero_seg *g) {
-    if (z->stage == 3) return z->pshard + u->shard_off + (g->unit_off - zero_lo(z, u));
+    if (z->zero_stage == 3) return z->pshard + u->shard_off + (g->unit_off - zero_lo(z, u));
     return z->params->params[g->param].data + g->param_off;
 }
 
@@ -61,7 +61,7 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
     if (z->n_flight > 0)
         return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: step() with gradient reductions in flight (the core "
                                                       "must call finish_grads first)", z->name);
-    for (int32_t i = 0; z->stage == 1 && i < z->params->n_params; i++)
+    for (int32_t i = 0; z->zero_stage == 1 && i < z->params->n_params; i++)
         if (!z->params->params[i].grad || !z->params->params[i].data)
             return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: parameter %s has no storage", z->name,
                                    z->params->params[i].name);
@@ -102,12 +102,12 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
     }
 
     /* Stages 1/2: every rank needs every updated parameter. */
-    for (int32_t ui = 0; z->stage != 3 && ui < z->n_units && st == PLAIT_OK; ui++)
+    for (int32_t ui = 0; z->zero_stage != 3 && ui < z->n_units && st == PLAIT_OK; ui++)
         if (!z->units[ui].copy) st = start_ag(z, ui);
     plait_status d = zero_flight_drain(z);
     if (st == PLAIT_OK) st = d;
     if (st != PLAIT_OK) return st;
-    if (z->stage == 3) zero_trace_commit(z);
+    if (z->zero_stage == 3) zero_trace_commit(z);
 
     plait_comm_stats now = {.struct_size = sizeof now};
     uint64_t sent = 0;

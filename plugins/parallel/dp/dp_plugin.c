@@ -29,8 +29,6 @@
 
 #include "dp_buckets.h"
 
-static const plait_host *host;
-
 /* debug_perturb_replicas: every rank initialises identically from the seed,
  * so without help no test could tell whether the initial broadcast and the
  * checksum work. DP ranks > 0 shift their parameters before the broadcast
@@ -39,6 +37,7 @@ enum { PERTURB_OFF, PERTURB_BEFORE, PERTURB_AFTER };
 static const char *const perturb_choices[] = {"off", "before", "after", NULL};
 
 typedef struct dp_state {
+    const plait_host *host; /* init->host: logging, errors, collectives */
     const plait_mesh *mesh;
     const plait_config *config;
     int deterministic;
@@ -62,8 +61,10 @@ typedef struct dp_state {
 } dp_state;
 
 static plait_status dp_create(const plait_parallel_init *init, void **out) {
+    const plait_host *host = init->host;
     dp_state *s = calloc(1, sizeof *s);
     if (!s) return host->set_error(PLAIT_ERR_NO_MEMORY, "dp: out of memory");
+    s->host = host;
     s->mesh = init->mesh;
     s->config = init->config;
     s->deterministic = init->deterministic;
@@ -78,6 +79,7 @@ static plait_status dp_create(const plait_parallel_init *init, void **out) {
 
 static plait_status dp_plan(void *state, plait_plan *plan) {
     dp_state *s = state;
+    const plait_host *host = s->host;
     plan->first_micro_batch = (int64_t)s->mesh->dp_rank * plan->micro_batches;
     if (s->mesh->dp > 1 && s->deterministic && (plan->micro_batches & (plan->micro_batches - 1)) != 0)
         return host->set_error(PLAIT_ERR_INVALID_CONFIG,
@@ -112,6 +114,7 @@ static int owns_storage(const plait_param_set *set, int32_t i) {
 }
 
 static void perturb_replica(const dp_state *s, plait_param_set *set) {
+    const plait_host *host = s->host;
     if (s->mesh->dp_rank == 0) return;
     float delta = 0.01f * (float)s->mesh->dp_rank;
     for (int32_t i = 0; i < set->n_params; i++) {
@@ -124,6 +127,7 @@ static void perturb_replica(const dp_state *s, plait_param_set *set) {
 }
 
 static plait_status broadcast_and_verify(dp_state *s, plait_param_set *set) {
+    const plait_host *host = s->host;
     const plait_coll_api *coll = host->coll;
     plait_comm *dp = s->mesh->dp_comm;
     if (s->perturb == PERTURB_BEFORE) perturb_replica(s, set);
@@ -158,6 +162,7 @@ static plait_status broadcast_and_verify(dp_state *s, plait_param_set *set) {
  * parameter, caller frees). A copy whose original sits on another pipeline
  * stage is summed over the embedding group first and reduced as usual. */
 static plait_status plan_folds(dp_state *s, const plait_param_set *set, uint8_t **skip) {
+    const plait_host *host = s->host;
     *skip = calloc((size_t)set->n_params + 1, 1);
     s->folds = calloc((size_t)set->n_params + 1, sizeof *s->folds);
     if (!*skip || !s->folds) return host->set_error(PLAIT_ERR_NO_MEMORY, "dp: out of memory");
@@ -200,6 +205,7 @@ static int layer_has_fold(const dp_state *s, int32_t layer) {
 
 static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     dp_state *s = state;
+    const plait_host *host = s->host;
     if (s->mesh->dp == 1) return PLAIT_OK;
     plait_status st = broadcast_and_verify(s, bind->params);
     if (st != PLAIT_OK) return st;
@@ -220,6 +226,7 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
 static plait_status dp_begin_step(void *state, int64_t step) {
     (void)step;
     dp_state *s = state;
+    const plait_host *host = s->host;
     memset(&s->stats, 0, sizeof s->stats);
     s->stats.struct_size = sizeof s->stats;
     if (s->mesh->dp > 1) {
@@ -233,6 +240,7 @@ static plait_status dp_begin_step(void *state, int64_t step) {
 }
 
 static plait_status start_bucket(dp_state *s, dp_bucket *b, uint32_t in_call) {
+    const plait_host *host = s->host;
     b->started = 1;
     b->started_in_call = in_call;
     if (s->skip_reduce) return PLAIT_OK;
@@ -264,6 +272,7 @@ static plait_status dp_grads_ready(void *state, int32_t layer, int32_t mb, int l
 
 static plait_status dp_finish_grads(void *state) {
     dp_state *s = state;
+    const plait_host *host = s->host;
     if (!s->reduce) return PLAIT_OK;
     double t0 = host->now();
     plait_status st = PLAIT_OK;
@@ -291,6 +300,7 @@ static plait_status dp_finish_grads(void *state) {
 
 static void dp_step_stats(void *state, plait_parallel_stats *out) {
     dp_state *s = state;
+    const plait_host *host = s->host;
     /* When the optimizer reduces (ZeRO), the DP group's traffic is its own
      * and it reports it (plait_optim_step_out.bytes_sent): not counted twice. */
     if (s->mesh->dp > 1 && s->reduce) {
@@ -324,17 +334,17 @@ static const plait_parallel_ops dp_ops = {
     .destroy = dp_destroy,
 };
 
-static const plait_param_decl dp_params[] = {
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "bucket_size", PLAIT_PARAM_BYTES, "25M", 4, 1099511627776.0,
+static const plait_key_decl dp_params[] = {
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "25M", 4, 1099511627776.0,
      NULL, "gradient bucket size; each bucket's all-reduce starts once its gradients are final"},
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "overlap", PLAIT_PARAM_BOOL, "true", 1, 0, NULL,
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "overlap", PLAIT_KEY_BOOL, "true", 1, 0, NULL,
      "start bucket reductions during the backward pass (false: all after it)"},
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL | PLAIT_PARAM_HIDDEN, "debug_skip_reduce", PLAIT_PARAM_BOOL,
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL | PLAIT_KEY_HIDDEN, "debug_skip_reduce", PLAIT_KEY_BOOL,
      "false", 1, 0, NULL, "debug: skip gradient communication (wrong results; measures its overhead)"},
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "verify_params", PLAIT_PARAM_BOOL, "true", 1, 0, NULL,
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "verify_params", PLAIT_KEY_BOOL, "true", 1, 0, NULL,
      "check by checksum that replicas are identical after the initial broadcast"},
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL | PLAIT_PARAM_HIDDEN, "debug_perturb_replicas",
-     PLAIT_PARAM_ENUM, "off", 1, 0, perturb_choices,
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL | PLAIT_KEY_HIDDEN, "debug_perturb_replicas",
+     PLAIT_KEY_ENUM, "off", 1, 0, perturb_choices,
      "debug: DP ranks > 0 shift their parameters before the initial broadcast (it must repair them) or after "
      "it (verify_params must fail); tests the broadcast and the checksum"},
 };
@@ -350,7 +360,7 @@ static const plait_plugin_desc dp_desc = {
     .description = "data parallelism: replicas, bucketed gradient all-reduce overlapped with backward",
     .params = dp_params,
     .n_params = sizeof dp_params / sizeof dp_params[0],
-    .param_size = sizeof(plait_param_decl),
+    .param_size = sizeof(plait_key_decl),
     .ops = &dp_ops,
 };
 
@@ -361,7 +371,7 @@ PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host
 PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
                                             const plait_plugin_desc *const **descs, size_t *count) {
     (void)host_abi;
-    host = h;
+    (void)h; /* every instance uses the host of its init argument */
     *descs = dp_list;
     *count = 1;
     return PLAIT_OK;

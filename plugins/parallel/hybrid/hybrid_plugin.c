@@ -11,7 +11,6 @@
 
 #include <plait/plait.h>
 
-static const plait_host *host;
 
 enum { AX_DP, AX_TP, AX_PP, N_AX };
 static const char *const ax_name[N_AX] = {"dp", "tp", "pp"};
@@ -30,6 +29,7 @@ static void hybrid_destroy(void *state) {
 }
 
 static plait_status hybrid_create(const plait_parallel_init *init, void **out) {
+    const plait_host *host = init->host;
     hybrid_state *s = calloc(1, sizeof *s);
     if (!s) return host->set_error(PLAIT_ERR_NO_MEMORY, "hybrid: out of memory");
     const int sizes[N_AX] = {init->mesh->dp, init->mesh->tp, init->mesh->pp};
@@ -155,7 +155,7 @@ PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host
 PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
                                             const plait_plugin_desc *const **descs, size_t *count) {
     (void)host_abi;
-    host = h;
+    (void)h; /* every instance uses the host of its init argument */
     *descs = hybrid_list;
     *count = 1;
     return PLAIT_OK;

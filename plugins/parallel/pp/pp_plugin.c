@@ -25,15 +25,15 @@
 
 static const char *const schedule_choices[] = {"gpipe", "1f1b", "interleaved", NULL};
 
-static const plait_param_decl pp_params[] = {
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "schedule", PLAIT_PARAM_ENUM, "1f1b", 1, 0,
+static const plait_key_decl pp_params[] = {
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "schedule", PLAIT_KEY_ENUM, "1f1b", 1, 0,
      schedule_choices,
      "pipeline schedule: gpipe (all forward, then all backward), 1f1b, interleaved (needs "
      "virtual_stages >= 2)"},
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "virtual_stages", PLAIT_PARAM_INT, "1", 1,
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "virtual_stages", PLAIT_KEY_INT, "1", 1,
      PP_MAX_CHUNKS, NULL,
      "model chunks per stage: >= 2 with schedule = interleaved (or looped gpipe), 1 otherwise"},
-    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "stages", PLAIT_PARAM_STRING, "", 1, 0, NULL,
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "stages", PLAIT_KEY_STRING, "", 1, 0, NULL,
      "explicit partition: pp x virtual_stages layer ranges in model order, e.g. 0-3,4-7 (layer 0 = "
      "embedding, n_layer+1 = head); empty = balanced by compute cost"},
 };
@@ -358,7 +358,7 @@ static const plait_plugin_desc pp_desc = {
     .description = "pipeline parallelism: contiguous stages, gpipe / 1f1b / interleaved schedules",
     .params = pp_params,
     .n_params = sizeof pp_params / sizeof pp_params[0],
-    .param_size = sizeof(plait_param_decl),
+    .param_size = sizeof(plait_key_decl),
     .probe = NULL,
     .ops = &pp_ops,
     .uses = NULL,

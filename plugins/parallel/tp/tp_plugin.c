@@ -27,9 +27,8 @@
 
 #include <plait/plait.h>
 
-static const plait_host *host;
-
 typedef struct tp_state {
+    const plait_host *host; /* init->host: logging, errors, collectives */
     const plait_mesh *mesh;
     const plait_model_spec *model;
     plait_tp_ops ops;
@@ -39,6 +38,7 @@ typedef struct tp_state {
 static plait_status allreduce(tp_state *s, float *x, size_t count, plait_redop op, const char *label) {
     if (s->mesh->tp == 1 || count == 0) return PLAIT_OK;
     plait_coll_opts opts = {.struct_size = sizeof opts, .label = label};
+    const plait_host *host = s->host;
     double t0 = host->now();
     plait_status st = host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, NULL);
     s->stats.wait_seconds += host->now() - t0;
@@ -53,6 +53,7 @@ static plait_status op_reduce_max(void *ctx, float *x, size_t n) { return allred
 static plait_status op_reduce_sum(void *ctx, float *x, size_t n) { return allreduce(ctx, x, n, PLAIT_SUM, "tp cross-entropy sum"); }
 
 static plait_status tp_create(const plait_parallel_init *init, void **out) {
+    const plait_host *host = init->host;
     const plait_model_spec *m = init->model;
     int tp = init->mesh->tp;
     if (tp > 1 && strcmp(m->arch, "gpt") == 0 && m->n_head % tp != 0)
@@ -65,6 +66,7 @@ static plait_status tp_create(const plait_parallel_init *init, void **out) {
                                "[parallel] tp = %d does not divide the MLP width 4 x n_embd = %d", tp, 4 * m->n_embd);
     tp_state *s = calloc(1, sizeof *s);
     if (!s) return host->set_error(PLAIT_ERR_NO_MEMORY, "tp: out of memory");
+    s->host = host;
     s->mesh = init->mesh;
     s->model = m;
     s->ops = (plait_tp_ops){.struct_size = sizeof(plait_tp_ops),
@@ -79,6 +81,7 @@ static plait_status tp_create(const plait_parallel_init *init, void **out) {
 
 static plait_status tp_plan(void *state, plait_plan *plan) {
     tp_state *s = state;
+    const plait_host *host = s->host;
     int tp = s->mesh->tp;
     if (tp == 1) return PLAIT_OK;
     int64_t vocab = s->model->vocab_size;
@@ -159,7 +162,7 @@ PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host
 PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
                                             const plait_plugin_desc *const **descs, size_t *count) {
     (void)host_abi;
-    host = h;
+    (void)h; /* every instance uses the host of its init argument */
     *descs = tp_list;
     *count = 1;
     return PLAIT_OK;

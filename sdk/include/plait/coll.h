@@ -10,7 +10,10 @@
  *     (count, dtype, op, root); `[comm] check_collectives = true` verifies this.
  *   - `req == NULL` makes the call blocking. Otherwise it returns at once with
  *     a request the caller must finish with wait() (or test() until done);
- *     buffers stay untouched by the caller until then. Collectives on one
+ *     buffers stay untouched by the caller until then. The request is owned
+ *     by the caller until that wait (or the test that reports done) releases
+ *     it. A request never finished still runs, and comm_free waits for it,
+ *     but its memory is never released: finish every request. Collectives on one
  *     communicator execute in issue order; a blocking call waits for earlier
  *     asynchronous ones on the same communicator.
  *   - `send == recv` means in place where MPI allows it.

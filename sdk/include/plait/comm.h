@@ -81,7 +81,7 @@ typedef struct plait_comm_derive {
  * returns a request completed through plait_comm_ops.test/wait. Returning
  * PLAIT_ERR_UNSUPPORTED without side effects makes the core use its own
  * algorithm for that call. */
-typedef struct plait_comm_coll_ops {
+typedef struct plait_native_coll_ops {
     uint32_t struct_size;
     plait_status (*allreduce)(void *comm, const plait_buffer *send, const plait_buffer *recv,
                               size_t count, plait_dtype dtype, plait_redop op,
@@ -98,7 +98,7 @@ typedef struct plait_comm_coll_ops {
                            plait_stream *stream, void **req);
     plait_status (*alltoall)(void *comm, const plait_buffer *send, const plait_buffer *recv,
                              size_t count, plait_dtype dtype, plait_stream *stream, void **req);
-} plait_comm_coll_ops;
+} plait_native_coll_ops;
 
 /* Capability flags of a comm plugin. */
 enum {
@@ -160,20 +160,36 @@ typedef struct plait_comm_ops {
      * request is released too. */
     plait_status (*test)(void *comm, void *req, int *done, size_t *bytes);
 
-    /* Block until the request completes, sleeping rather than spinning (ranks
-     * oversubscribe cores). Returns PLAIT_ERR_TIMEOUT after `timeout_s` with
+    /* Block until the request completes. Ranks oversubscribe cores, so a
+     * wait must sleep rather than spin; a short, bounded poll before sleeping
+     * is fine (the tcp plugin polls up to [comm.tcp] spin_us, 50 us by
+     * default, yielding the core between polls). Returns PLAIT_ERR_TIMEOUT after `timeout_s` with
      * the request still pending (the caller may wait again or abort); any
      * other return releases the request. */
     plait_status (*wait)(void *comm, void *req, double timeout_s, size_t *bytes);
 
-    /* Native collectives; NULL when the plugin has none. */
-    const plait_comm_coll_ops *coll;
+    /* Native collectives; NULL when the plugin has none. ("coll" alone names
+     * the core's collectives, host->coll; SDK 1.0 called this field `coll`,
+     * which stays as an alias of the same pointer unless
+     * PLAIT_NO_SDK_1_0_NAMES is defined.) */
+#ifdef PLAIT_NO_SDK_1_0_NAMES
+    const plait_native_coll_ops *native_coll;
+#else
+    union {
+        const plait_native_coll_ops *native_coll;
+        const plait_native_coll_ops *coll;
+    };
+#endif
 
     /* Streams for device memory (PLAIT_COMM_CUDA_STREAMS). All optional. */
     plait_status (*stream_create)(void *comm, plait_stream **stream);
     plait_status (*stream_sync)(void *comm, plait_stream *stream, double timeout_s);
     void (*stream_destroy)(void *comm, plait_stream *stream);
 } plait_comm_ops;
+
+#ifndef PLAIT_NO_SDK_1_0_NAMES
+typedef plait_native_coll_ops plait_comm_coll_ops; /* the SDK 1.0 name */
+#endif
 
 #ifdef __cplusplus
 }

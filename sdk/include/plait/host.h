@@ -102,22 +102,36 @@ typedef struct plait_host {
     ((host)->struct_size >= offsetof(plait_host, field) + sizeof((host)->field) &&   \
      (host)->field != NULL)
 
-/* Convenience readers for declared keys; they return the default type's
- * zero value if the key is undeclared (after config_get set the error). */
+/* Convenience readers for declared keys. Reading a key the plugin did not
+ * declare is a bug in the plugin: the reader logs it as an error naming the
+ * section and key (with config_get's message) and returns the type's zero
+ * value, so the mistake is visible at once instead of silently becoming 0. */
+static inline void plait_cfg_report_(const plait_host *h, const char *sec, const char *key) {
+    h->log(PLAIT_LOG_ERROR, "config", "[%s] %s could not be read (%s); using 0: declare the key in the plugin's "
+           "parameter table", sec, key, h->last_error());
+}
 static inline int64_t plait_cfg_int(const plait_host *h, const plait_config *c, const char *sec,
                                     const char *key) {
     plait_value v;
-    return h->config_get(c, sec, key, &v) == PLAIT_OK ? v.i : 0;
+    if (h->config_get(c, sec, key, &v) == PLAIT_OK) return v.i;
+    plait_cfg_report_(h, sec, key);
+    return 0;
 }
 static inline double plait_cfg_float(const plait_host *h, const plait_config *c, const char *sec,
                                      const char *key) {
     plait_value v;
-    return h->config_get(c, sec, key, &v) == PLAIT_OK ? v.f : 0.0;
+    if (h->config_get(c, sec, key, &v) == PLAIT_OK) return v.f;
+    plait_cfg_report_(h, sec, key);
+    return 0.0;
 }
 static inline const char *plait_cfg_str(const plait_host *h, const plait_config *c,
                                         const char *sec, const char *key) {
     plait_value v;
-    return h->config_get(c, sec, key, &v) == PLAIT_OK && v.s ? v.s : "";
+    if (h->config_get(c, sec, key, &v) != PLAIT_OK) {
+        plait_cfg_report_(h, sec, key);
+        return "";
+    }
+    return v.s ? v.s : "";
 }
 
 #ifdef __cplusplus

@@ -46,8 +46,9 @@ typedef struct plait_shard {
     int64_t padded_len; /* length of `dim` after padding; = shape[dim] when unpadded */
 } plait_shard;
 
-/* Parameter flags. */
-enum {
+/* A model parameter's flags (plait_param.flags); a configuration key's
+ * flags are plait_key_flag (config.h). */
+typedef enum plait_param_flag {
     PLAIT_PARAM_NO_DECAY = 1u << 0,  /* biases, LayerNorm, (by nanoGPT's rule: every tensor with ndim < 2) */
     /* A second copy of a tied parameter living on another pipeline stage
      * (the output head's copy of the token embedding). Its gradient is summed
@@ -62,7 +63,7 @@ enum {
      * owns gradients (ZeRO-2/3) must keep such a parameter's local gradient
      * whole in `grad` until then and reduce it over DP afterwards. */
     PLAIT_PARAM_TIED_REMOTE = 1u << 2
-};
+} plait_param_flag;
 
 typedef struct plait_param {
     uint32_t struct_size;

@@ -87,7 +87,9 @@ typedef struct plait_optim_ops {
     uint32_t flags;              /* PLAIT_OPTIM_* */
     /* Names of the per-parameter state tensors, NULL-terminated
      * (Adam: "exp_avg", "exp_avg_sq"). Checkpoints store each as
-     * "optim.<state>.<param name>" so Adam-family plugins resume each other. */
+     * "optim.<state>.<param name>" so Adam-family plugins resume each other.
+     * Owned by the plugin (a static array in practice); read by the core at
+     * any time while the plugin is loaded, never freed by it. */
     const char *const *state_names;
 
     plait_status (*create)(const plait_optim_init *init, void **state);

@@ -72,7 +72,12 @@ typedef struct plait_instr {
  * input gradient in backward; `exit` is all-reduce of the partial output in
  * forward and identity in backward. The vocab-parallel cross-entropy uses
  * `reduce_max`/`reduce_sum` on small per-token vectors. Each function operates
- * in place on `count` floats and is blocking. NULL table = no TP. */
+ * in place on `count` floats and is blocking. NULL table = no TP.
+ * Ownership and lifetime: the table and its `ctx` belong to the parallel
+ * plugin's state; they must stay valid from plan() until the plugin's
+ * destroy(), and the core stops calling them before destroy(). The model
+ * calls them only from the thread that drives the run, inside forward and
+ * backward, so they need no locking of their own. */
 typedef struct plait_tp_ops {
     uint32_t struct_size;
     void *ctx;
@@ -109,7 +114,8 @@ typedef struct plait_plan {
      * returns PLAIT_ERR_NO_MEMORY, and the core retries with that capacity. */
     plait_instr *schedule;
     size_t n_instr, capacity;
-    /* TP operators handed to the model (NULL without TP). */
+    /* TP operators handed to the model (NULL without TP); owned by the
+     * plugin's state, valid until its destroy() (see plait_tp_ops). */
     const plait_tp_ops *tp_ops;
     /* Text shown at startup ("pp=4 1f1b: bubble (p-1)/(m+p-1) = 27.3%"). */
     char summary[256];

@@ -69,8 +69,8 @@ typedef struct plait_plugin_desc {
     const char *description;       /* one line for `plait plugins` */
 
     /* Keys of the plugin's own section "[<kind>.<name>]". `param_size` is
-     * sizeof(plait_param_decl) as compiled by the plugin. */
-    const plait_param_decl *params;
+     * sizeof(plait_key_decl) as compiled by the plugin. */
+    const plait_key_decl *params;
     uint32_t n_params;
     uint32_t param_size;
 

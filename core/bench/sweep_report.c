@@ -1,0 +1,130 @@
+/* `plait bench sweep --report DIR`: gnuplot PNGs and a markdown report. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "bench/bench_sweep.h"
+#include "runtime/error.h"
+
+static plait_status write_data(const char *path, const plait_sweep_row *rows, size_t n, double *max_ms) {
+    FILE *f = fopen(path, "w");
+    if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "# idx layout tokens_s pred_tokens_s compute_ms comm_ms idle_ms peak_mib pred_mib meas_ms pred_ms\n");
+    *max_ms = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const plait_sweep_row *r = &rows[i];
+        plait_sweep_view v;
+        if (!plait_sweep_row_view(r, &v)) continue;
+        fprintf(f, "%zu \"%s\" %.1f %.1f %.3f %.3f %.3f %.1f %.1f %.3f %.3f\n", k++, v.name, r->tokens_per_s,
+                r->plan.tokens_per_s, r->compute_ms, r->comm_ms, r->idle_ms, r->peak_mib, v.pred_mib, r->ms_per_step,
+                v.pred_ms);
+        if (r->ms_per_step > *max_ms) *max_ms = r->ms_per_step;
+        if (v.pred_ms > *max_ms) *max_ms = v.pred_ms;
+    }
+    if (fclose(f) != 0) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+    return PLAIT_OK;
+}
+
+static plait_status write_script(const char *path, double limit_mib, double max_ms) {
+    FILE *f = fopen(path, "w");
+    if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f,
+            "set terminal pngcairo size 1100,650 noenhanced font ',10'\n"
+            "set datafile separator whitespace\n"
+            "set key top right\n"
+            "set grid ytics\n"
+            "set xtics rotate by -35 left\n"
+            "set bmargin 9\n"
+            "set style fill solid 0.8 border -1\n"
+            "set output 'tokens.png'\n"
+            "set title 'tokens/s per layout, best first (measured; predicted beside)'\n"
+            "set ylabel 'tokens/s'\n"
+            "set style data histograms\n"
+            "set style histogram clustered gap 1\n"
+            "plot 'sweep.dat' using 3:xtic(2) title 'measured', '' using 4 title 'predicted (plait plan)'\n"
+            "set output 'split.png'\n"
+            "set title 'step time split per layout (slowest rank, median step)'\n"
+            "set ylabel 'ms per step'\n"
+            "set style histogram rowstacked\n"
+            "plot 'sweep.dat' using 5:xtic(2) title 'compute', '' using 6 title 'communication', '' using 7 title "
+            "'idle'\n"
+            "set output 'memory.png'\n"
+            "set title 'peak memory per rank (the largest rank) against the limit'\n"
+            "set ylabel 'MiB'\n"
+            "set style histogram clustered gap 1\n"
+            "plot 'sweep.dat' using 8:xtic(2) title 'measured peak RSS', '' using 9 title 'predicted', %.1f with "
+            "lines lw 2 title 'limit %.0f MiB'\n"
+            "set output 'predicted.png'\n"
+            "set title 'predicted against measured step time'\n"
+            "unset style\n"
+            "set xtics norotate\n"
+            "set bmargin\n"
+            "set xlabel 'measured ms per step'\n"
+            "set ylabel 'predicted ms per step'\n"
+            "set xrange [0:%.1f]\n"
+            "set yrange [0:%.1f]\n"
+            "set size square\n"
+            "plot 'sweep.dat' using 10:11 with points pt 7 ps 1.5 title 'layouts', x with lines title 'y = x'\n",
+            limit_mib, limit_mib, 1.1 * max_ms, 1.1 * max_ms);
+    if (fclose(f) != 0) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+    return PLAIT_OK;
+}
+
+static plait_status write_markdown(const char *path, const plait_sweep_row *rows, size_t n, const char *header) {
+    FILE *f = fopen(path, "w");
+    if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "# plait bench sweep\n\n%s\n", header);
+    fprintf(f, "| rank | layout | tokens/s | MFU | ms/step | compute | comm | idle | peak MiB | predicted ms/step | "
+               "error | predicted MiB | error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const plait_sweep_row *r = &rows[i];
+        plait_sweep_view v;
+        if (!plait_sweep_row_view(r, &v)) continue;
+        fprintf(f, "| %zu | %s | %.0f | %.1f%% | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %+.1f%% | %.1f | %+.1f%% |\n",
+                ++k, v.name, r->tokens_per_s, 100 * r->mfu, r->ms_per_step, r->compute_ms, r->comm_ms, r->idle_ms,
+                r->peak_mib, v.pred_ms, 100 * v.step_err, v.pred_mib, 100 * v.mem_err);
+    }
+    fprintf(f, "\n");
+    for (size_t i = 0; i < n; i++) {
+        char name[128];
+        plait_plan_layout_name(&rows[i].plan.layout, name, sizeof name);
+        if (!rows[i].plan.valid || !rows[i].plan.fits) fprintf(f, "- skipped: %s: %s\n", name, rows[i].plan.why);
+        else if (rows[i].state != 1) fprintf(f, "- not measured: %s: %s\n", name, rows[i].note);
+    }
+    fprintf(f, "\n![tokens/s per layout](tokens.png)\n\n![step split](split.png)\n\n"
+               "![peak memory per rank](memory.png)\n\n![predicted against measured step time](predicted.png)\n");
+    if (fclose(f) != 0) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+    return PLAIT_OK;
+}
+
+plait_status plait_sweep_report(const char *dir, const plait_sweep_opts *o, const plait_sweep_row *rows, size_t n,
+                                const char *header) {
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot create the report directory: %s", dir, strerror(errno));
+    char path[1024];
+    double max_ms = 0;
+    snprintf(path, sizeof path, "%s/sweep.dat", dir);
+    plait_status st = write_data(path, rows, n, &max_ms);
+    snprintf(path, sizeof path, "%s/plots.gp", dir);
+    if (st == PLAIT_OK) st = write_script(path, o->mem_limit / 1048576.0, max_ms > 0 ? max_ms : 1);
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    if (st == PLAIT_OK) st = write_markdown(path, rows, n, header);
+    if (st != PLAIT_OK) return st;
+    /* gnuplot reads sweep.dat and writes the PNGs relative to DIR */
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot plots.gp", dir);
+    if (strchr(dir, '\''))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "--report %s: a directory name with a quote", dir);
+    int rc = system(cmd);
+    if (rc != 0)
+        return plait_set_error(PLAIT_ERR_SYSTEM,
+                               "%s/plots.gp: gnuplot failed (exit %d); is it installed? scripts/deps.sh installs "
+                               "gnuplot-nox",
+                               dir, WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+    return PLAIT_OK;
+}

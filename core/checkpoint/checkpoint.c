@@ -1,0 +1,474 @@
+#include "checkpoint/checkpoint.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_fs.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/checkpoint_state.h"
+#include "checkpoint/safetensors_crc32c.h"
+#include "checkpoint/safetensors_json.h"
+
+#define MAX_STATE_BYTES (16u << 20)
+
+static const char *const file_names[2] = {PLAIT_CKPT_MODEL_FILE, PLAIT_CKPT_OPTIM_FILE};
+
+/* ======================================================================== */
+/* names                                                                     */
+/* ======================================================================== */
+
+const char *plait_ckpt_param_name(const plait_model_spec *spec, int32_t i) {
+    const plait_param *p = &spec->params[i];
+    if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && p->tied_to < spec->n_params)
+        return spec->params[p->tied_to].name;
+    return p->name;
+}
+
+int plait_ckpt_param_stored(const plait_model_spec *spec, int32_t i) {
+    return !(spec->params[i].flags & PLAIT_PARAM_TIED_COPY);
+}
+
+int plait_ckpt_optim_name(char *buf, size_t cap, const char *state, const char *param_name) {
+    return snprintf(buf, cap, "optim.%s.%s", state, param_name);
+}
+
+/* ======================================================================== */
+/* writer                                                                    */
+/* ======================================================================== */
+
+struct plait_ckpt_writer {
+    char out_dir[PATH_MAX];
+    char dir[PATH_MAX];
+    int64_t step;
+    plait_st_writer *st[2];
+    char **meta_key, **meta_val;
+    size_t n_meta, meta_cap;
+    plait_ckpt_crash crash;
+};
+
+static plait_status mkdir_p(const char *path) {
+    char buf[PATH_MAX];
+    if ((size_t)snprintf(buf, sizeof buf, "%s", path) >= sizeof buf)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "path too long: %s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return plait_set_error(PLAIT_ERR_SYSTEM, "creating directory %s: %s", buf, strerror(errno));
+        *p = saved;
+        if (!saved) break;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return plait_set_error(PLAIT_ERR_SYSTEM, "%s is not a directory", path);
+    return PLAIT_OK;
+}
+
+const char *plait_ckpt_writer_dir(const plait_ckpt_writer *w) { return w->dir; }
+void plait_ckpt_writer_crash_at(plait_ckpt_writer *w, plait_ckpt_crash point) { w->crash = point; }
+
+static void writer_free(plait_ckpt_writer *w) {
+    for (size_t i = 0; i < w->n_meta; i++) {
+        free(w->meta_key[i]);
+        free(w->meta_val[i]);
+    }
+    free(w->meta_key);
+    free(w->meta_val);
+    free(w);
+}
+
+void plait_ckpt_writer_abort(plait_ckpt_writer *w) {
+    if (!w) return;
+    for (int f = 0; f < 2; f++) plait_st_writer_abort(w->st[f]);
+    writer_free(w);
+}
+
+plait_status plait_ckpt_writer_begin(const char *out_dir, int64_t step, plait_ckpt_writer **out) {
+    *out = NULL;
+    if (step < 0) return plait_set_error(PLAIT_ERR_INVALID_ARG, "checkpoint step %lld is negative", (long long)step);
+    plait_ckpt_writer *w = calloc(1, sizeof *w);
+    if (!w) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    snprintf(w->out_dir, sizeof w->out_dir, "%s", out_dir);
+    plait_ckpt_dir_path(w->dir, sizeof w->dir, out_dir, step);
+    w->step = step;
+    plait_status st = mkdir_p(out_dir);
+    /* A previous attempt at this step: make it incomplete before touching it. */
+    char marker[PATH_MAX];
+    snprintf(marker, sizeof marker, "%s/" PLAIT_CKPT_MARKER_FILE, w->dir);
+    if (st == PLAIT_OK && unlink(marker) == 0) st = plait_fs_fsync_dir(w->dir);
+    if (st == PLAIT_OK && mkdir(w->dir, 0755) != 0 && errno != EEXIST)
+        st = plait_set_error(PLAIT_ERR_SYSTEM, "creating checkpoint directory %s: %s", w->dir, strerror(errno));
+    if (st == PLAIT_OK) st = plait_fs_fsync_dir(out_dir);
+    for (int f = 0; f < 2 && st == PLAIT_OK; f++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", w->dir, file_names[f]);
+        st = plait_st_writer_create(path, &w->st[f]);
+    }
+    if (st != PLAIT_OK) {
+        plait_ckpt_writer_abort(w);
+        return st;
+    }
+    *out = w;
+    return PLAIT_OK;
+}
+
+plait_status plait_ckpt_declare(plait_ckpt_writer *w, plait_ckpt_file file, const char *name, int32_t ndim,
+                                const int64_t *shape) {
+    if (file != PLAIT_CKPT_MODEL && file != PLAIT_CKPT_OPTIM)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "unknown checkpoint file %d", (int)file);
+    int other = file == PLAIT_CKPT_MODEL ? PLAIT_CKPT_OPTIM : PLAIT_CKPT_MODEL;
+    if (plait_st_writer_has(w->st[other], name))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s: tensor %s already declared in %s", w->dir, name,
+                               file_names[other]);
+    return plait_st_writer_declare(w->st[file], name, ndim, shape);
+}
+
+plait_status plait_ckpt_declare_model(plait_ckpt_writer *w, const plait_model_spec *spec,
+                                      const char *const *state_names) {
+    for (int32_t i = 0; i < spec->n_params; i++) {
+        if (!plait_ckpt_param_stored(spec, i)) continue;
+        const plait_param *p = &spec->params[i];
+        plait_status st = plait_ckpt_declare(w, PLAIT_CKPT_MODEL, p->name, p->ndim, p->shape);
+        if (st != PLAIT_OK) return st;
+    }
+    for (size_t s = 0; state_names && state_names[s]; s++)
+        for (int32_t i = 0; i < spec->n_params; i++) {
+            if (!plait_ckpt_param_stored(spec, i)) continue;
+            const plait_param *p = &spec->params[i];
+            char name[1024];
+            if ((size_t)plait_ckpt_optim_name(name, sizeof name, state_names[s], p->name) >= sizeof name)
+                return plait_set_error(PLAIT_ERR_INVALID_ARG, "tensor name too long: optim.%s.%s", state_names[s],
+                                       p->name);
+            plait_status st = plait_ckpt_declare(w, PLAIT_CKPT_OPTIM, name, p->ndim, p->shape);
+            if (st != PLAIT_OK) return st;
+        }
+    return PLAIT_OK;
+}
+
+plait_status plait_ckpt_file_metadata(plait_ckpt_writer *w, plait_ckpt_file file, const char *key,
+                                      const char *value) {
+    if (file != PLAIT_CKPT_MODEL && file != PLAIT_CKPT_OPTIM)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "unknown checkpoint file %d", (int)file);
+    return plait_st_writer_metadata(w->st[file], key, value);
+}
+
+plait_status plait_ckpt_set_meta(plait_ckpt_writer *w, const char *key, const char *value) {
+    for (size_t i = 0; i < w->n_meta; i++)
+        if (strcmp(w->meta_key[i], key) == 0) {
+            char *v = strdup(value);
+            if (!v) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+            free(w->meta_val[i]);
+            w->meta_val[i] = v;
+            return PLAIT_OK;
+        }
+    if (w->n_meta == w->meta_cap) {
+        size_t cap = w->meta_cap ? 2 * w->meta_cap : 8;
+        char **k = realloc(w->meta_key, cap * sizeof *k);
+        if (k) w->meta_key = k;
+        char **v = realloc(w->meta_val, cap * sizeof *v);
+        if (v) w->meta_val = v;
+        if (!k || !v) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+        w->meta_cap = cap;
+    }
+    char *k = strdup(key), *v = strdup(value);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    }
+    w->meta_key[w->n_meta] = k;
+    w->meta_val[w->n_meta++] = v;
+    return PLAIT_OK;
+}
+
+plait_status plait_ckpt_write(plait_ckpt_writer *w, const char *name, const float *data, size_t count) {
+    for (int f = 0; f < 2; f++)
+        if (plait_st_writer_has(w->st[f], name)) return plait_st_writer_write(w->st[f], name, data, count);
+    return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s: tensor %s was not declared", w->dir, name);
+}
+
+static plait_status write_state(const plait_ckpt_writer *w, const plait_ckpt_state *s,
+                                const plait_ckpt_file_fact *facts, uint32_t *crc_out) {
+    plait_jbuf b = {0};
+    plait_ckpt_state_render(&b, s, facts, w->meta_key, w->meta_val, w->n_meta);
+    if (b.failed) {
+        plait_jbuf_free(&b);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory writing %s", PLAIT_CKPT_STATE_FILE);
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/" PLAIT_CKPT_STATE_FILE, w->dir);
+    *crc_out = plait_crc32c(0, b.data, b.len);
+    plait_status st = plait_fs_write_file_atomic(path, b.data, b.len);
+    plait_jbuf_free(&b);
+    return st;
+}
+
+static plait_status simulated_crash(plait_ckpt_writer *w) {
+    for (int f = 0; f < 2; f++) plait_st_writer_abandon(w->st[f]);
+    plait_status st = plait_set_error(PLAIT_ERR_INTERNAL, "simulated crash while saving %s", w->dir);
+    writer_free(w);
+    return st;
+}
+
+plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *state, int keep) {
+    if (state->step != w->step) {
+        plait_status st = plait_set_error(PLAIT_ERR_INVALID_ARG, "checkpoint %s: state says step %lld",
+                                          w->dir, (long long)state->step);
+        plait_ckpt_writer_abort(w);
+        return st;
+    }
+    plait_ckpt_file_fact facts[2] = {{0, 0}, {0, 0}};
+    plait_status st = PLAIT_OK;
+    for (int f = 0; f < 2 && st == PLAIT_OK; f++) {
+        st = plait_st_writer_finish(w->st[f], NULL);
+        if (st == PLAIT_OK && w->crash == PLAIT_CKPT_CRASH_BEFORE_RENAME) return simulated_crash(w);
+        if (st == PLAIT_OK) {
+            st = plait_st_writer_commit(w->st[f]);
+            if (st == PLAIT_OK) w->st[f] = NULL;
+        }
+    }
+    /* Read back what landed: the manifest checksums the bytes on disk. */
+    for (int f = 0; f < 2 && st == PLAIT_OK; f++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", w->dir, file_names[f]);
+        st = plait_fs_file_crc32c(path, &facts[f].bytes, &facts[f].crc);
+    }
+    uint32_t state_crc = 0;
+    if (st == PLAIT_OK) st = write_state(w, state, facts, &state_crc);
+    if (st == PLAIT_OK && w->crash == PLAIT_CKPT_CRASH_BEFORE_MARKER) return simulated_crash(w);
+    if (st == PLAIT_OK) {
+        char marker[128], path[PATH_MAX];
+        int n = snprintf(marker, sizeof marker, PLAIT_CKPT_FORMAT_NAME " step=%lld " PLAIT_CKPT_STATE_FILE " crc32c=%08x\n",
+                         (long long)w->step, state_crc);
+        snprintf(path, sizeof path, "%s/" PLAIT_CKPT_MARKER_FILE, w->dir);
+        st = plait_fs_write_file_atomic(path, marker, (size_t)n);
+    }
+    if (st != PLAIT_OK) {
+        plait_status err = plait_wrap_error(st, "saving checkpoint %s", w->dir);
+        plait_ckpt_writer_abort(w);
+        return err;
+    }
+    plait_log(PLAIT_LOG_INFO, "checkpoint", "saved step %lld to %s (%.1f MB)", (long long)w->step, w->dir,
+              (double)(facts[0].bytes + facts[1].bytes) / 1e6);
+    char out_dir[PATH_MAX];
+    snprintf(out_dir, sizeof out_dir, "%s", w->out_dir);
+    writer_free(w);
+    if (keep > 0 && plait_ckpt_prune(out_dir, keep) != PLAIT_OK)
+        plait_log(PLAIT_LOG_WARN, "checkpoint", "the checkpoint was saved but pruning old ones failed: %s",
+                  plait_last_error());
+    return PLAIT_OK;
+}
+
+/* ======================================================================== */
+/* reader                                                                    */
+/* ======================================================================== */
+
+struct plait_ckpt {
+    char dir[PATH_MAX];
+    plait_ckpt_state state;
+    plait_json_doc *doc;
+    const plait_json *meta;
+    plait_st_file *st[2];
+};
+
+void plait_ckpt_close(plait_ckpt *ck) {
+    if (!ck) return;
+    for (int f = 0; f < 2; f++) plait_st_close(ck->st[f]);
+    plait_json_free(ck->doc);
+    free(ck);
+}
+
+static plait_status read_marker(const char *dir, int64_t *step, uint32_t *state_crc) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/" PLAIT_CKPT_MARKER_FILE, dir);
+    if (access(path, F_OK) != 0)
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "checkpoint %s is incomplete: no %s marker (the save was interrupted)", dir,
+                               PLAIT_CKPT_MARKER_FILE);
+    char *text;
+    size_t len;
+    plait_status st = plait_fs_read_small_file(path, 256, &text, &len);
+    if (st != PLAIT_OK) return plait_ckpt_refuse(dir, PLAIT_CKPT_MARKER_FILE, "%s", plait_last_error());
+    long long s;
+    char crc[9];
+    int consumed = 0;
+    int ok = sscanf(text, PLAIT_CKPT_FORMAT_NAME " step=%lld " PLAIT_CKPT_STATE_FILE " crc32c=%8[0-9a-f]\n%n", &s, crc,
+                    &consumed) == 2 &&
+             (size_t)consumed == len && text[len - 1] == '\n';
+    uint64_t c = 0;
+    if (ok) ok = plait_json_hex(crc, 8, &c) == 0 && s >= 0;
+    free(text);
+    if (!ok) return plait_ckpt_refuse(dir, PLAIT_CKPT_MARKER_FILE, "malformed marker");
+    *step = s;
+    *state_crc = (uint32_t)c;
+    return PLAIT_OK;
+}
+
+plait_status plait_ckpt_open(const char *dir, plait_ckpt **out) {
+    *out = NULL;
+    plait_ckpt *ck = calloc(1, sizeof *ck);
+    if (!ck) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    snprintf(ck->dir, sizeof ck->dir, "%s", dir);
+    size_t dl = strlen(ck->dir);
+    while (dl > 1 && ck->dir[dl - 1] == '/') ck->dir[--dl] = '\0';
+
+    int64_t marker_step = 0;
+    uint32_t state_crc = 0;
+    plait_status st = read_marker(ck->dir, &marker_step, &state_crc);
+    char *text = NULL;
+    size_t len = 0;
+    plait_ckpt_file_fact facts[2] = {{0, 0}, {0, 0}};
+    if (st == PLAIT_OK) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/" PLAIT_CKPT_STATE_FILE, ck->dir);
+        st = plait_fs_read_small_file(path, MAX_STATE_BYTES, &text, &len);
+        if (st != PLAIT_OK) st = plait_ckpt_refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "%s", plait_last_error());
+    }
+    if (st == PLAIT_OK && plait_crc32c(0, text, len) != state_crc)
+        st = plait_ckpt_refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "checksum mismatch with the %s marker (file altered)",
+                    PLAIT_CKPT_MARKER_FILE);
+    if (st == PLAIT_OK) st = plait_ckpt_state_parse(ck->dir, text, len, &ck->doc, &ck->state, &ck->meta, facts);
+    if (st == PLAIT_OK && ck->state.step != marker_step)
+        st = plait_ckpt_refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "step %lld differs from the marker's %lld",
+                    (long long)ck->state.step, (long long)marker_step);
+    const char *base = strrchr(ck->dir, '/');
+    int64_t dir_step;
+    if (st == PLAIT_OK && plait_ckpt_parse_dir_name(base ? base + 1 : ck->dir, &dir_step) == 0 &&
+        dir_step != ck->state.step)
+        st = plait_ckpt_refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "step %lld does not match the directory name",
+                    (long long)ck->state.step);
+    for (int f = 0; f < 2 && st == PLAIT_OK; f++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", ck->dir, file_names[f]);
+        uint64_t bytes;
+        uint32_t crc;
+        st = plait_fs_file_crc32c(path, &bytes, &crc);
+        if (st != PLAIT_OK) {
+            st = plait_ckpt_refuse(ck->dir, file_names[f], "%s", plait_last_error());
+            break;
+        }
+        if (bytes != facts[f].bytes)
+            st = plait_ckpt_refuse(ck->dir, file_names[f], "%s: %llu bytes but the manifest says %llu",
+                        bytes < facts[f].bytes ? "truncated" : "wrong size", (unsigned long long)bytes,
+                        (unsigned long long)facts[f].bytes);
+        else if (crc != facts[f].crc)
+            st = plait_ckpt_refuse(ck->dir, file_names[f], "checksum mismatch (manifest %08x, file %08x): the file is corrupted",
+                        facts[f].crc, crc);
+        else if ((st = plait_st_open(path, 0, &ck->st[f])) != PLAIT_OK)
+            st = plait_wrap_error(st, "checkpoint %s refused", ck->dir);
+    }
+    free(text);
+    if (st != PLAIT_OK) {
+        plait_ckpt_close(ck);
+        return st;
+    }
+    *out = ck;
+    return PLAIT_OK;
+}
+
+const char *plait_ckpt_dir(const plait_ckpt *ck) { return ck->dir; }
+const plait_ckpt_state *plait_ckpt_state_of(const plait_ckpt *ck) { return &ck->state; }
+
+const char *plait_ckpt_meta(const plait_ckpt *ck, const char *key) {
+    const plait_json *v = plait_json_get(ck->meta, key);
+    return v ? v->str : NULL;
+}
+
+const char *plait_ckpt_file_meta(const plait_ckpt *ck, plait_ckpt_file file, const char *key) {
+    if (file != PLAIT_CKPT_MODEL && file != PLAIT_CKPT_OPTIM) return NULL;
+    return plait_st_metadata(ck->st[file], key);
+}
+
+const plait_st_file *plait_ckpt_st(const plait_ckpt *ck, plait_ckpt_file file) {
+    return file == PLAIT_CKPT_MODEL || file == PLAIT_CKPT_OPTIM ? ck->st[file] : NULL;
+}
+
+const plait_st_tensor *plait_ckpt_tensor(const plait_ckpt *ck, const char *name) {
+    const plait_st_tensor *t = plait_st_find(ck->st[PLAIT_CKPT_MODEL], name);
+    return t ? t : plait_st_find(ck->st[PLAIT_CKPT_OPTIM], name);
+}
+
+plait_status plait_ckpt_read(const plait_ckpt *ck, const char *name, size_t offset, size_t count, float *dst) {
+    const plait_st_tensor *t = plait_ckpt_tensor(ck, name);
+    if (!t) return plait_set_error(PLAIT_ERR_UNSUPPORTED, "checkpoint %s has no tensor %s", ck->dir, name);
+    if (offset > t->numel || count > t->numel - offset)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "checkpoint %s: elements [%zu, %zu) of %s exceed its %zu",
+                               ck->dir, offset, offset + count, name, t->numel);
+    memcpy(dst, t->data + offset, count * sizeof *dst);
+    return PLAIT_OK;
+}
+
+static void shape_text(char *buf, size_t cap, int32_t ndim, const int64_t *shape) {
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int32_t d = 0; d < ndim && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+plait_status plait_ckpt_read_slice(const plait_ckpt *ck, const char *name, const plait_param *param,
+                                   size_t offset, size_t count, float *dst) {
+    const plait_st_tensor *t = plait_ckpt_tensor(ck, name);
+    if (!t) return plait_set_error(PLAIT_ERR_UNSUPPORTED, "checkpoint %s has no tensor %s", ck->dir, name);
+    int same = t->ndim == param->ndim;
+    for (int32_t d = 0; same && d < t->ndim; d++) same = t->shape[d] == param->shape[d];
+    if (!same) {
+        char a[128], b[128];
+        shape_text(a, sizeof a, t->ndim, t->shape);
+        shape_text(b, sizeof b, param->ndim, param->shape);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "checkpoint %s: tensor %s has shape %s but the model's %s is %s; the "
+                               "checkpoint was saved from a different [model] configuration",
+                               ck->dir, name, a, param->name, b);
+    }
+    plait_status st = plait_shard_extract(t->ndim, t->shape, &param->shard, t->data, offset, count, dst);
+    if (st != PLAIT_OK) return plait_wrap_error(st, "reading %s from checkpoint %s", name, ck->dir);
+    return PLAIT_OK;
+}
+
+static plait_status source_read(void *ctx, int32_t param_index, const char *which, size_t offset, size_t count,
+                                float *dst) {
+    const plait_ckpt_source *s = ctx;
+    if (param_index < 0 || param_index >= s->spec->n_params)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "checkpoint source: no parameter %d", param_index);
+    const plait_param *local = NULL;
+    for (int32_t i = 0; i < s->local->n_params && !local; i++)
+        if (s->local->params[i].index == param_index) local = &s->local->params[i];
+    if (!local)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "checkpoint source: parameter %s is not held by this rank",
+                               s->spec->params[param_index].name);
+    const char *base = plait_ckpt_param_name(s->spec, param_index);
+    if (strcmp(which, "param") == 0) {
+        plait_status st = plait_ckpt_read_slice(s->ck, base, local, offset, count, dst);
+        if (st == PLAIT_ERR_UNSUPPORTED)
+            return plait_set_error(PLAIT_ERR_PROTOCOL,
+                                   "checkpoint %s has no tensor %s: it was saved from a different model",
+                                   s->ck->dir, base);
+        return st;
+    }
+    char name[1024];
+    if ((size_t)plait_ckpt_optim_name(name, sizeof name, which, base) >= sizeof name)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "tensor name too long: optim.%s.%s", which, base);
+    return plait_ckpt_read_slice(s->ck, name, local, offset, count, dst);
+}
+
+void plait_ckpt_source_init(plait_ckpt_source *s, const plait_ckpt *ck, const plait_model_spec *spec,
+                            const plait_param_set *local) {
+    memset(s, 0, sizeof *s);
+    s->src.struct_size = sizeof s->src;
+    s->src.ctx = s;
+    s->src.read = source_read;
+    s->ck = ck;
+    s->spec = spec;
+    s->local = local;
+}

@@ -1,0 +1,222 @@
+/*
+ * Checkpoints: full, unsharded float32 tensors under global names, so any
+ * layout (DP/TP/PP/ZeRO, any sizes) resumes any other layout's checkpoint.
+ *
+ * On disk, under the run directory:
+ *   <out_dir>/ckpt-<step, 8+ digits>/
+ *       model.safetensors   model tensors, nanoGPT names and PyTorch layouts
+ *                           ("transformer.wte.weight" [vocab, n_embd],
+ *                           "transformer.h.0.attn.c_attn.weight" [3C, C] as
+ *                           nn.Linear stores [out, in], ...). A tied copy
+ *                           (lm_head.weight, PLAIT_PARAM_TIED_COPY) is not
+ *                           stored: it is transformer.wte.weight.
+ *       optim.safetensors   optimizer state, "optim.<state>.<param name>" —
+ *                           "optim.exp_avg.transformer.wte.weight",
+ *                           "optim.exp_avg_sq.transformer.wte.weight" for the
+ *                           Adam family (plait_optim_ops.state_names), same
+ *                           global shapes as the parameter.
+ *       state.json          run state and manifest (below)
+ *       COMPLETE            completion marker, written last
+ * Both .safetensors files carry their own CRC32C checksums (safetensors.h).
+ *
+ * state.json (one JSON object):
+ *   "format": "plait-checkpoint", "format_version": 2, "plait_version",
+ *   "step"        optimizer steps completed = the step training resumes at,
+ *   "seed"        [run] seed. The trainer keeps no generator state: initial
+ *                 values and batches are counter-based functions of the seed
+ *                 (and the parameter and element, or the step and sequence,
+ *                 data.h), so the seed and the data position are the whole
+ *                 of the run's randomness,
+ *   "data_step"   data position: the step whose batches are read next
+ *                 (= "step"; kept so a reader need not know that),
+ *   "optim_step"  the optimizer's own step count (plait_optim_ops.get_step),
+ *   "data"        the training data read: {"path" (informational: data
+ *                 moves between machines), "tokens" in the file,
+ *                 "train_tokens" in its training split, "train_crc32c" of
+ *                 the training split's bytes (8 hex digits)},
+ *   "layout"      informational ("dp=2 tp=1 pp=1 optim=adam"): never used
+ *                 to refuse a resume,
+ *   "files"       {"model.safetensors": {"bytes": N, "crc32c": "xxxxxxxx"}, ...},
+ *   "meta"        free-form string pairs from the trainer.
+ * COMPLETE holds one line: "plait-checkpoint step=<N> state.json crc32c=<hex>".
+ * Format 1 (before "data") is still read: its "rng_state" (always 0) is
+ * ignored and has_data is 0. What a resumed run checks against this state is
+ * in run_source.h.
+ *
+ * Atomicity. Every file is written as "<name>.tmp", fsync'd, renamed, and
+ * the directory fsync'd; the marker goes last, after the manifest. A
+ * directory without a valid marker is incomplete. Opening checks, in order:
+ * marker present and well-formed, state.json's CRC, state.json's syntax and
+ * step (= the directory's), each file's size and CRC32C against the
+ * manifest, then each safetensors header strictly. Any failure refuses the
+ * checkpoint with a message naming the file and what is wrong.
+ * plait_ckpt_open_latest() walks checkpoints newest first and skips (with a
+ * warning) every incomplete or damaged one.
+ *
+ * Writing is single-writer (one process writes a given out_dir); reading is
+ * concurrent: an open checkpoint is read-only and every accessor is
+ * thread-safe. Files are memory-mapped, so readers touch only what they use.
+ */
+#ifndef PLAIT_CORE_CHECKPOINT_H
+#define PLAIT_CORE_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <plait/model.h>
+
+#include "checkpoint/safetensors.h"
+
+#define PLAIT_CKPT_MODEL_FILE "model.safetensors"
+#define PLAIT_CKPT_OPTIM_FILE "optim.safetensors"
+#define PLAIT_CKPT_STATE_FILE "state.json"
+#define PLAIT_CKPT_MARKER_FILE "COMPLETE"
+#define PLAIT_CKPT_DIR_PREFIX "ckpt-"
+
+typedef enum plait_ckpt_file {
+    PLAIT_CKPT_MODEL = 0,
+    PLAIT_CKPT_OPTIM = 1
+} plait_ckpt_file;
+
+/* The training data a run read, as identified in a checkpoint. */
+typedef struct plait_ckpt_data {
+    const char *path;        /* as opened (informational); may be NULL when writing */
+    int64_t tokens;          /* tokens in the file */
+    int64_t train_tokens;    /* of which in the training split */
+    uint32_t train_crc32c;   /* CRC32C of the training split's bytes */
+} plait_ckpt_data;
+
+/* Run state saved beside the tensors. */
+typedef struct plait_ckpt_state {
+    int64_t step;        /* optimizer steps completed (the resume step) */
+    uint64_t seed;       /* [run] seed */
+    int64_t data_step;   /* next step whose batches are read */
+    int64_t optim_step;  /* plait_optim_ops.get_step() */
+    int has_data;        /* `data` was recorded (0 only when reading format 1) */
+    plait_ckpt_data data;
+    const char *layout;  /* informational; may be NULL when writing */
+} plait_ckpt_state;
+
+/* ---- names -------------------------------------------------------------- */
+
+/* Name under which parameter `param_index` of `spec` is stored: its own
+ * name, or the tied original's for a PLAIT_PARAM_TIED_COPY. */
+const char *plait_ckpt_param_name(const plait_model_spec *spec, int32_t param_index);
+/* 1 if parameter `param_index` has its own tensors in a checkpoint (0 for tied copies). */
+int plait_ckpt_param_stored(const plait_model_spec *spec, int32_t param_index);
+/* "optim.<state>.<param_name>" into buf; returns the length it needs (like snprintf). */
+int plait_ckpt_optim_name(char *buf, size_t cap, const char *state, const char *param_name);
+
+/* ---- writing -------------------------------------------------------------
+ * begin → declare* (+ file metadata, meta) → write* (tensors in any order,
+ * each in consecutive chunks, so rank 0 can gather and write one tensor at a
+ * time) → commit. One thread at a time. */
+typedef struct plait_ckpt_writer plait_ckpt_writer;
+
+/* Start checkpoint `step` under out_dir (created if missing, like mkdir -p).
+ * If ckpt-<step> exists already (a crash, or the same step saved again), its
+ * marker is removed first, so it is incomplete until this commit ends. */
+plait_status plait_ckpt_writer_begin(const char *out_dir, int64_t step, plait_ckpt_writer **out);
+/* Declare a tensor of `file` (global shape). */
+plait_status plait_ckpt_declare(plait_ckpt_writer *w, plait_ckpt_file file, const char *name,
+                                int32_t ndim, const int64_t *shape);
+/* Declare every stored parameter of `spec` in MODEL (global order, tied
+ * copies skipped) and, for each name in the NULL-terminated `state_names`
+ * (may be NULL), "optim.<state>.<param>" in OPTIM. */
+plait_status plait_ckpt_declare_model(plait_ckpt_writer *w, const plait_model_spec *spec,
+                                      const char *const *state_names);
+/* __metadata__ entry of one safetensors file (e.g. the model config). */
+plait_status plait_ckpt_file_metadata(plait_ckpt_writer *w, plait_ckpt_file file, const char *key,
+                                      const char *value);
+/* Free-form entry of state.json's "meta" object (strings copied). */
+plait_status plait_ckpt_set_meta(plait_ckpt_writer *w, const char *key, const char *value);
+/* Append the next `count` elements of tensor `name` (either file). */
+plait_status plait_ckpt_write(plait_ckpt_writer *w, const char *name, const float *data, size_t count);
+/* Finish both files, write state.json and COMPLETE (all atomically, fsync'd),
+ * then keep only the newest `keep` complete checkpoints (keep <= 0: keep
+ * all; see plait_ckpt_prune). Frees `w` whatever the result; on failure the
+ * temp files are removed and the checkpoint stays incomplete. */
+plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *state, int keep);
+/* Give up: remove temp files, free. NULL is ignored. */
+void plait_ckpt_writer_abort(plait_ckpt_writer *w);
+/* The checkpoint directory being written. */
+const char *plait_ckpt_writer_dir(const plait_ckpt_writer *w);
+
+/* Testing: make commit stop as a crash would at `point`, leaving every file
+ * as it is (commit then returns PLAIT_ERR_INTERNAL "simulated crash"). */
+typedef enum plait_ckpt_crash {
+    PLAIT_CKPT_CRASH_NONE = 0,
+    PLAIT_CKPT_CRASH_BEFORE_RENAME = 1, /* model file written and fsync'd as .tmp, not renamed */
+    PLAIT_CKPT_CRASH_BEFORE_MARKER = 2  /* every file in place except COMPLETE */
+} plait_ckpt_crash;
+void plait_ckpt_writer_crash_at(plait_ckpt_writer *w, plait_ckpt_crash point);
+
+/* ---- reading ------------------------------------------------------------- */
+typedef struct plait_ckpt plait_ckpt;
+
+/* Open and fully verify the checkpoint directory `dir` (see above). Errors:
+ * PLAIT_ERR_PROTOCOL (incomplete or damaged; the message names the file and
+ * the problem), PLAIT_ERR_SYSTEM (cannot read). Caller closes *out. */
+plait_status plait_ckpt_open(const char *dir, plait_ckpt **out);
+/* The newest checkpoint under out_dir that opens cleanly, skipping (and
+ * logging a warning for) incomplete or damaged ones. *out = NULL and
+ * PLAIT_OK when there is none (a missing out_dir counts as none). */
+plait_status plait_ckpt_open_latest(const char *out_dir, plait_ckpt **out);
+void plait_ckpt_close(plait_ckpt *ck);
+
+const char *plait_ckpt_dir(const plait_ckpt *ck);
+/* The run state (strings owned by ck). */
+const plait_ckpt_state *plait_ckpt_state_of(const plait_ckpt *ck);
+/* state.json "meta" value, or NULL. */
+const char *plait_ckpt_meta(const plait_ckpt *ck, const char *key);
+/* __metadata__ value of one file, or NULL. */
+const char *plait_ckpt_file_meta(const plait_ckpt *ck, plait_ckpt_file file, const char *key);
+/* The open safetensors file (for listing tensors). */
+const plait_st_file *plait_ckpt_st(const plait_ckpt *ck, plait_ckpt_file file);
+/* Tensor `name` from either file, or NULL. Its data is mapped, read-only. */
+const plait_st_tensor *plait_ckpt_tensor(const plait_ckpt *ck, const char *name);
+/* Copy elements [offset, offset+count) of tensor `name` (global, row-major).
+ * PLAIT_ERR_UNSUPPORTED if absent, PLAIT_ERR_INVALID_ARG if out of range. */
+plait_status plait_ckpt_read(const plait_ckpt *ck, const char *name, size_t offset, size_t count,
+                             float *dst);
+/* Fill local elements [offset, offset+count) of `param`'s slice (its shard,
+ * padding = 0) from tensor `name`, whose shape must equal param->shape
+ * (else PLAIT_ERR_INVALID_CONFIG naming both shapes: a different model). */
+plait_status plait_ckpt_read_slice(const plait_ckpt *ck, const char *name, const plait_param *param,
+                                   size_t offset, size_t count, float *dst);
+
+/* A plait_value_source over a checkpoint, for plait_optim_ops.materialize():
+ * which = "param" reads the parameter, any other `which` reads
+ * "optim.<which>.<name>" (PLAIT_ERR_UNSUPPORTED when the checkpoint has no
+ * such tensor, so the optimizer zero-fills). `param_index` is the global
+ * parameter index (plait_param.index); the parameter is looked up in
+ * `local` for its shard. Tied copies read their original's tensors. All
+ * pointers are borrowed and must outlive the source. Thread-safe. */
+typedef struct plait_ckpt_source {
+    plait_value_source src;       /* pass &s.src */
+    const plait_ckpt *ck;
+    const plait_model_spec *spec;
+    const plait_param_set *local;
+} plait_ckpt_source;
+void plait_ckpt_source_init(plait_ckpt_source *s, const plait_ckpt *ck, const plait_model_spec *spec,
+                            const plait_param_set *local);
+
+/* ---- housekeeping ---------------------------------------------------------- */
+
+/* Keep the newest `keep` complete checkpoints under out_dir and delete the
+ * older complete ones, plus incomplete ones older than the newest complete
+ * one (crash leftovers). Deletion removes the marker first, so a
+ * half-deleted checkpoint is never taken for complete. Only directories
+ * named ckpt-<digits> holding plain files are touched. keep <= 0: nothing. */
+plait_status plait_ckpt_prune(const char *out_dir, int keep);
+
+/* Steps of the checkpoint directories under out_dir (complete or not),
+ * ascending, with their completeness (marker present). Returns the count
+ * (<= cap written); -1 if out_dir cannot be read. For tests and `plait`
+ * tools. */
+typedef struct plait_ckpt_entry {
+    int64_t step;
+    int has_marker;
+} plait_ckpt_entry;
+int plait_ckpt_list(const char *out_dir, plait_ckpt_entry *out, int cap);
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * The mapping between a global tensor and one rank's slice of it
+ * (plait_shard, see <plait/model.h>): dimension `dim`, padded to
+ * `padded_len`, is viewed as `groups` equal groups, each cut into `parts`
+ * slices; the rank holds slice `index` of every group, concatenated. Global
+ * positions >= the real length are padding (zeros locally, absent globally).
+ *
+ * Used to fill a rank's parameters and optimizer state from a checkpoint's
+ * full tensors, and to assemble full tensors from slices when saving.
+ * Pure functions, thread-safe.
+ */
+#ifndef PLAIT_CORE_CHECKPOINT_SHARD_H
+#define PLAIT_CORE_CHECKPOINT_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <plait/model.h>
+
+/* Elements of the slice (padding included). Sets *out; PLAIT_ERR_INVALID_ARG
+ * if the shard does not fit the shape (dim out of range, padded_len below
+ * the real length or not divisible by groups*parts, index >= parts). */
+plait_status plait_shard_numel(int32_t ndim, const int64_t *shape, const plait_shard *shard,
+                               size_t *out);
+
+/* Copy local elements [offset, offset+count) of the slice out of the full
+ * tensor `global` (row-major, `shape`) into dst; padding positions get 0. */
+plait_status plait_shard_extract(int32_t ndim, const int64_t *shape, const plait_shard *shard,
+                                 const float *global, size_t offset, size_t count, float *dst);
+
+/* The inverse for a whole slice: write every non-padding element of `local`
+ * to its place in `global`. */
+plait_status plait_shard_insert(int32_t ndim, const int64_t *shape, const plait_shard *shard,
+                                const float *local, float *global);
+
+#endif

@@ -1,0 +1,90 @@
+/* plait bench sweep CONFIG -n N [axes options] [--steps S] [--max-minutes M] [--csv FILE] [--report DIR] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "bench/bench_sweep.h"
+#include "cli/cli.h"
+#include "cli/layout_args.h"
+#include "plan/plan_table.h"
+#include "runtime/error.h"
+
+int plait_cli_bench_sweep(int argc, char **argv);
+
+static void load_average(char *buf, size_t len) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    double a = 0, b = 0, c = 0;
+    if (f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3) snprintf(buf, len, "%.2f, %.2f, %.2f", a, b, c);
+    else snprintf(buf, len, "unknown");
+    if (f) fclose(f);
+}
+
+int plait_cli_bench_sweep(int argc, char **argv) {
+    plait_cli_layout_args a;
+    plait_cluster cluster;
+    plait_plan_result *res = NULL;
+    size_t n = 0, usable = 0;
+    int rc = plait_cli_layout_plan(argc, argv, 1, "bench sweep", &a, &cluster, &res, &n, &usable);
+    if (rc != 0) {
+        plait_cli_layout_args_free(&a);
+        return rc;
+    }
+    plait_sweep_row *rows = calloc(n + 1, sizeof *rows);
+    char csv[1024], logs[1100];
+    if (a.csv) snprintf(csv, sizeof csv, "%s", a.csv);
+    else if (a.report) snprintf(csv, sizeof csv, "%s/sweep.csv", a.report);
+    else snprintf(csv, sizeof csv, "sweep.csv");
+    snprintf(logs, sizeof logs, "%s.logs", csv);
+    plait_sweep_opts o = {.config = a.config, .overrides = a.over, .n_overrides = a.n_over,
+                          .global_batch = a.axes.global_batch, .steps = a.steps, .warmup = a.warmup,
+                          .max_minutes = a.max_minutes, .csv = csv, .log_dir = logs,
+                          .mem_limit = a.mem_limit > 0 ? a.mem_limit : plait_plan_mem_limit(&cluster, a.ranks)};
+    plait_status st = rows ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    for (size_t i = 0; rows && i < n; i++) rows[i].plan = res[i];
+    if (st == PLAIT_OK && !usable) {
+        plait_plan_print_skipped(stdout, res, n);
+        fprintf(stderr, "plait: error: bench sweep: none of the %zu layouts of %d ranks is valid and fits (reasons "
+                        "above); nothing to measure\n",
+                n, a.ranks);
+        rc = 1;
+    } else if (st == PLAIT_OK) {
+        if (a.report && mkdir(a.report, 0755) != 0 && errno != EEXIST)
+            st = plait_set_error(PLAIT_ERR_SYSTEM, "--report %s: cannot create: %s", a.report, strerror(errno));
+        if (st == PLAIT_OK) st = plait_sweep_run(&o, rows, n, stderr);
+    }
+    if (st == PLAIT_OK && rc == 0) {
+        plait_sweep_rank(rows, n);
+        char load[64], when[64];
+        load_average(load, sizeof load);
+        time_t t = time(NULL);
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&t));
+        char header[1024];
+        snprintf(header, sizeof header,
+                 "%s, %d ranks, %s; %d timed steps after %d warm-up per layout; SGEMM peak %.1f GFLOP/s; "
+                 "load average %s at the end (%s)\n",
+                 a.config, a.ranks, cluster.name, a.steps, a.warmup, cluster.peak_flops / 1e9, load, when);
+        printf("# plait bench sweep %s", header);
+        plait_sweep_print(stdout, rows, n);
+        if (a.report) {
+            st = plait_sweep_report(a.report, &o, rows, n, header);
+            if (st == PLAIT_OK) printf("# report: %s/report.md (tokens.png, split.png, memory.png, predicted.png)\n", a.report);
+        }
+        int measured = 0, failed = 0;
+        for (size_t i = 0; i < n; i++) {
+            measured += rows[i].state == 1;
+            failed += rows[i].state == 2;
+        }
+        if (failed || !measured) rc = 1;
+    }
+    if (st != PLAIT_OK) {
+        plait_cli_print_error("bench sweep");
+        rc = 1;
+    }
+    free(res);
+    free(rows);
+    plait_cli_layout_args_free(&a);
+    return rc;
+}

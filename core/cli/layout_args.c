@@ -1,0 +1,175 @@
+/* Options shared by `plait plan` and `plait bench sweep`, and their loader. */
+#include "cli/layout_args.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/sgemm_peak.h"
+#include "cli/cli.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "layout/batch.h"
+
+static int bad(const char *cmd, const char *what, const char *arg) {
+    fprintf(stderr, "plait %s: %s '%s'; 'plait help %s' lists the options\n", cmd, what, arg,
+            strncmp(cmd, "bench", 5) == 0 ? "bench" : cmd);
+    return 2;
+}
+
+int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a) {
+    memset(a, 0, sizeof *a);
+    a->steps = 6;
+    a->warmup = 2;
+    a->over = calloc((size_t)argc + 1, sizeof *a->over);
+    if (!a->over) return bad(cmd, "out of memory at", argv[0]);
+    const char *axes = "dp,tp,pp,schedule";
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (o[0] != '-') {
+            if (!a->config && !strchr(o, '=')) a->config = o;
+            else if (strchr(o, '=')) a->over[a->n_over++] = argv[i];
+            else return bad(cmd, "unexpected argument", o);
+            continue;
+        }
+        if (!v) return bad(cmd, "a value is missing after", o);
+        char *end = NULL;
+        i++;
+        if (!strcmp(o, "--ranks") || !strcmp(o, "-n")) {
+            a->ranks = (int)strtol(v, &end, 10);
+            if (*end || a->ranks < 1 || a->ranks > 4096) return bad(cmd, "ranks must be 1..4096, not", v);
+        } else if (!strcmp(o, "--cluster")) {
+            a->cluster = v;
+        } else if (!strcmp(o, "--axes")) {
+            axes = v;
+        } else if (!strcmp(o, "--mem-limit")) {
+            a->mem_limit = strtod(v, &end) * 1048576.0;
+            if (*end || a->mem_limit <= 0) return bad(cmd, "--mem-limit takes MiB per rank, not", v);
+        } else if (sweep && !strcmp(o, "--steps")) {
+            a->steps = (int)strtol(v, &end, 10);
+            if (*end || a->steps < 1) return bad(cmd, "--steps must be >= 1, not", v);
+        } else if (sweep && !strcmp(o, "--warmup")) {
+            a->warmup = (int)strtol(v, &end, 10);
+            if (*end || a->warmup < 0) return bad(cmd, "--warmup must be >= 0, not", v);
+        } else if (sweep && !strcmp(o, "--max-minutes")) {
+            a->max_minutes = strtod(v, &end);
+            if (*end || a->max_minutes <= 0) return bad(cmd, "--max-minutes must be > 0, not", v);
+        } else if (sweep && !strcmp(o, "--csv")) {
+            a->csv = v;
+        } else if (sweep && !strcmp(o, "--report")) {
+            a->report = v;
+        } else if (!strncmp(o, "--", 2) && plait_plan_axes_values(&a->axes, o + 2, v) == PLAIT_OK) {
+            /* --dp 1,2 / --schedule gpipe,1f1b / --micro_batch 1,2 ... */
+        } else {
+            plait_clear_error();
+            return bad(cmd, "unknown option", o);
+        }
+    }
+    if (!a->config || !a->ranks) {
+        fprintf(stderr, "usage: plait %s CONFIG %s N [options] (see 'plait help %s')\n", cmd,
+                sweep ? "-n" : "--ranks", strncmp(cmd, "bench", 5) == 0 ? "bench" : cmd);
+        return 2;
+    }
+    /* explicit values (--tp 1,2) made their axes vary already; --axes adds */
+    unsigned explicit_axes = a->axes.vary;
+    if (plait_plan_axes_parse(&a->axes, axes) != PLAIT_OK) {
+        fprintf(stderr, "plait %s: --axes: %s\n", cmd, plait_last_error());
+        return 2;
+    }
+    a->axes.vary |= explicit_axes;
+    a->axes.ranks = a->ranks;
+    return 0;
+}
+
+void plait_cli_layout_args_free(plait_cli_layout_args *a) {
+    free(a->over);
+    a->over = NULL;
+}
+
+plait_status plait_cli_layout_load(void *ctx, int n, char *const *overrides, plait_config **out) {
+    plait_cli_layout_args *a = ctx;
+    char **all = calloc((size_t)(a->n_over + n) + 2, sizeof *all);
+    if (!all) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < a->n_over; i++) all[i] = a->over[i];
+    for (int i = 0; i < n; i++) all[a->n_over + i] = overrides[i];
+    /* quiet: the plugins' start-up notes for every candidate would bury the
+     * table (a user's own run.log_level comes first and wins) */
+    int quiet = 1;
+    for (int i = 0; i < a->n_over; i++) quiet &= strncmp(a->over[i], "run.log_level=", 14) != 0;
+    char level[] = "run.log_level=error";
+    if (quiet && !getenv("PLAIT_LOG_LEVEL")) all[a->n_over + n++] = level;
+    plait_status st = plait_cli_load_config(a->config, a->n_over + n, all, out);
+    free(all);
+    return st;
+}
+
+static const char *str_or(const plait_config *cfg, const char *sec, const char *key, const char *dflt) {
+    plait_value v;
+    return plait_config_get(cfg, sec, key, &v) == PLAIT_OK && v.s ? v.s : dflt;
+}
+
+int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
+    plait_config *cfg = NULL;
+    plait_batch batch;
+    if (plait_cli_load_config(a->config, a->n_over, a->over, &cfg) != PLAIT_OK ||
+        plait_batch_from_config(cfg, &batch) != PLAIT_OK) {
+        plait_cli_print_error(a->config);
+        plait_config_free(cfg);
+        return 1;
+    }
+    plait_plan_layout *b = &a->axes.base;
+    b->dp = (int)plait_config_int(cfg, "parallel", "dp");
+    b->tp = (int)plait_config_int(cfg, "parallel", "tp");
+    b->pp = (int)plait_config_int(cfg, "parallel", "pp");
+    snprintf(b->schedule, sizeof b->schedule, "%s", str_or(cfg, "parallel.pp", "schedule", "1f1b"));
+    plait_value v;
+    b->chunks = plait_config_get(cfg, "parallel.pp", "virtual_stages", &v) == PLAIT_OK ? (int)v.i : 1;
+    snprintf(b->optim, sizeof b->optim, "%s", plait_config_str(cfg, "optim", "plugin"));
+    snprintf(b->comm, sizeof b->comm, "%s", plait_config_str(cfg, "comm", "plugin"));
+    a->axes.global_batch = batch.global_batch;
+    plait_config_free(cfg);
+    if (a->cluster) {
+        if (plait_cluster_load(a->cluster, cluster) != PLAIT_OK) {
+            plait_cli_print_error(a->cluster);
+            return 1;
+        }
+    } else {
+        plait_cluster_default(cluster);
+    }
+    if (plait_cluster_check_ranks(cluster, a->ranks) != PLAIT_OK) {
+        plait_cli_print_error(NULL);
+        return 1;
+    }
+    if (cluster->peak_flops <= 0) /* this machine: its SGEMM rate with every core */
+        cluster->peak_flops = plait_sgemm_peak(cluster->units_per_node, 0.3);
+    return 0;
+}
+
+int plait_cli_layout_plan(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,
+                          plait_cluster *cluster, plait_plan_result **res, size_t *n, size_t *usable) {
+    *res = NULL;
+    *n = *usable = 0;
+    int rc = plait_cli_layout_args_parse(argc, argv, sweep, cmd, a);
+    /* the plugins' start-up notes for every candidate would bury the table */
+    if (!getenv("PLAIT_LOG_LEVEL")) (void)plait_log_configure("warn");
+    if (rc == 0) rc = plait_cli_layout_setup(a, cluster) ? 1 : 0;
+    if (rc != 0) return rc;
+    size_t count = plait_plan_enumerate(&a->axes, NULL, 0);
+    plait_plan_layout *lay = calloc(count + 1, sizeof *lay);
+    plait_plan_result *r = calloc(count + 1, sizeof *r);
+    plait_status st = lay && r ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    if (st == PLAIT_OK) plait_plan_enumerate(&a->axes, lay, count);
+    for (size_t i = 0; st == PLAIT_OK && i < count; i++) {
+        st = plait_plan_evaluate(&lay[i], a->axes.global_batch, plait_cli_layout_load, a, cluster, a->mem_limit, &r[i]);
+        *usable += r[i].valid && r[i].fits;
+    }
+    free(lay);
+    if (st != PLAIT_OK) {
+        plait_cli_print_error(cmd);
+        free(r);
+        return 1;
+    }
+    *res = r;
+    *n = count;
+    return 0;
+}

@@ -1,0 +1,204 @@
+#include "cli/sample.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/kernels.h"
+#include "comm/comm.h"
+#include "runtime/error.h"
+#include "runtime/memory.h"
+#include "checkpoint/checkpoint.h"
+#include "train/run.h"
+#include "train/run_internal.h"
+#include "train/run_source.h"
+
+static const char *const model_keys[] = {"arch", "n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
+
+/* A configuration holding the checkpoint's [model] keys (everything else default). */
+static plait_status config_from_checkpoint(const plait_ckpt *ck, plait_config **out) {
+    plait_config *cfg = plait_config_new();
+    if (!cfg) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_status st = plait_config_declare_core(cfg);
+    for (size_t i = 0; st == PLAIT_OK && i < sizeof model_keys / sizeof model_keys[0]; i++) {
+        char key[64], assign[256];
+        snprintf(key, sizeof key, "plait.model.%s", model_keys[i]);
+        const char *v = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, key);
+        if (!v) {
+            st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s: the model file has no '%s' metadata (not written by "
+                                                     "plait train?)",
+                                 plait_ckpt_dir(ck), key);
+            break;
+        }
+        snprintf(assign, sizeof assign, "model.%s=%s", model_keys[i], v);
+        st = plait_config_add_override(cfg, assign);
+    }
+    if (st == PLAIT_OK) st = plait_config_finalize(cfg, (char *const[]){NULL});
+    if (st != PLAIT_OK) {
+        plait_config_free(cfg);
+        return st;
+    }
+    *out = cfg;
+    return PLAIT_OK;
+}
+
+/* xorshift64*: the sampler's own generator, seeded by --seed. */
+static double next_uniform(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return (double)((*s * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
+static int32_t pick(const float *logits, int32_t V, double temperature, int32_t top_k, uint64_t *rng, double *p) {
+    int32_t best = 0;
+    for (int32_t v = 1; v < V; v++)
+        if (logits[v] > logits[best]) best = v;
+    if (temperature <= 0) return best;
+    /* top-k threshold: the k-th largest logit */
+    float threshold = -INFINITY;
+    if (top_k > 0 && top_k < V) {
+        float *copy = malloc(sizeof(float) * (size_t)V);
+        if (copy) {
+            memcpy(copy, logits, sizeof(float) * (size_t)V);
+            for (int32_t i = 0; i < top_k; i++) { /* partial selection; V is small */
+                int32_t m = i;
+                for (int32_t j = i + 1; j < V; j++)
+                    if (copy[j] > copy[m]) m = j;
+                float t = copy[i];
+                copy[i] = copy[m];
+                copy[m] = t;
+            }
+            threshold = copy[top_k - 1];
+            free(copy);
+        }
+    }
+    double sum = 0;
+    for (int32_t v = 0; v < V; v++) {
+        p[v] = logits[v] >= threshold ? exp(((double)logits[v] - logits[best]) / temperature) : 0;
+        sum += p[v];
+    }
+    double u = next_uniform(rng) * sum;
+    for (int32_t v = 0; v < V; v++) {
+        u -= p[v];
+        if (u <= 0 && p[v] > 0) return v;
+    }
+    return best;
+}
+
+static plait_status parse_prompt(const char *prompt, int32_t vocab, int32_t **out, int64_t *n) {
+    size_t len = strlen(prompt);
+    int32_t *t = malloc(sizeof(int32_t) * (len + 1));
+    if (!t) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    int64_t k = 0;
+    if (vocab <= 256) {
+        for (size_t i = 0; i < len; i++) t[k++] = (unsigned char)prompt[i];
+    } else {
+        const char *p = prompt;
+        while (*p) {
+            char *end;
+            errno = 0;
+            long v = strtol(p, &end, 10);
+            if (end == p || errno || v < 0 || v >= vocab) {
+                free(t);
+                return plait_set_error(PLAIT_ERR_INVALID_ARG, "--prompt: with a %d-token vocabulary give token ids "
+                                                              "(0..%d) separated by spaces",
+                                       vocab, vocab - 1);
+            }
+            t[k++] = (int32_t)v;
+            p = end;
+            while (*p == ' ') p++;
+        }
+    }
+    *out = t;
+    *n = k;
+    return PLAIT_OK;
+}
+
+plait_status plait_sample(const plait_sample_options *o, FILE *out) {
+    plait_ckpt *ck = NULL;
+    plait_status st = plait_ckpt_open(o->checkpoint, &ck);
+    if (st != PLAIT_OK) {
+        /* a run directory: its latest complete checkpoint */
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", plait_last_error());
+        if (plait_ckpt_open_latest(o->checkpoint, &ck) != PLAIT_OK || !ck)
+            return plait_set_error(st, "%s", msg);
+    }
+    plait_run run;
+    memset(&run, 0, sizeof run);
+    plait_run_source src;
+    int have_src = 0;
+    int32_t *ctx = NULL;
+    double *probs = NULL;
+    st = config_from_checkpoint(ck, &run.cfg);
+    if (st == PLAIT_OK) st = plait_model_describe(run.cfg, 1, &run.model.desc);
+    if (st == PLAIT_OK) {
+        run.model.spec = plait_model_desc_spec(run.model.desc);
+        run.layout.batch = (plait_batch){.global_batch = 1, .micro_batch = 1, .accumulation = 1, .dp = 1};
+        run.model.block_size = run.model.spec->block_size;
+        st = plait_run_prefill_plan(&run);
+    }
+    if (st == PLAIT_OK) st = plait_run_build_params(&run);
+    if (st == PLAIT_OK) st = plait_run_alloc_storage(&run);
+    if (st == PLAIT_OK) {
+        plait_ckpt_source_init(&src.cks, ck, run.model.spec, &run.params.set);
+        src.source = src.cks.src;
+        src.ck = NULL; /* closed below, not by the source */
+        have_src = 1;
+        st = plait_run_source_fill_params(&run, &src);
+    }
+    if (st == PLAIT_OK) {
+        plait_model_layout layout = {.plan = &run.layout.plan, .stage = 0, .params = &run.params.set, .max_slots = 1};
+        st = plait_model_create(run.model.desc, &layout, &run.model.instance);
+    }
+    int32_t V = run.model.spec ? run.model.spec->vocab_size : 0, T = run.model.block_size;
+    int64_t n = 0;
+    if (st == PLAIT_OK) st = parse_prompt(o->prompt ? o->prompt : "", V, &ctx, &n);
+    if (st == PLAIT_OK) {
+        int32_t *grown = realloc(ctx, sizeof(int32_t) * (size_t)(n + o->tokens + 1));
+        probs = malloc(sizeof(double) * (size_t)V);
+        if (!grown || !probs) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+        else ctx = grown;
+    }
+    if (st == PLAIT_OK && n == 0) ctx[n++] = '\n' < V ? '\n' : 0; /* an empty prompt starts a new line */
+    plait_kernels_set_threads(1); /* sampling joins no job: one math thread */
+    int32_t *window = st == PLAIT_OK ? calloc((size_t)T, sizeof(int32_t)) : NULL;
+    if (st == PLAIT_OK && !window) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 1;
+    if (st == PLAIT_OK) {
+        for (int64_t i = 0; i < n; i++)
+            if (V <= 256) fputc(ctx[i], out);
+            else fprintf(out, "%d ", ctx[i]);
+    }
+    for (int64_t g = 0; st == PLAIT_OK && g < o->tokens; g++) {
+        int64_t start = n > T ? n - T : 0, len = n - start;
+        memset(window, 0, sizeof(int32_t) * (size_t)T);
+        memcpy(window, ctx + start, sizeof(int32_t) * (size_t)len);
+        st = plait_model_set_batch(run.model.instance, 0, window, NULL);
+        for (int32_t l = 0; st == PLAIT_OK && l < run.model.spec->n_layers; l++) st = plait_model_forward_layer(run.model.instance, l, 0);
+        if (st != PLAIT_OK) break;
+        const float *logits = plait_model_logits(run.model.instance, 0) + (size_t)(len - 1) * (size_t)run.layout.plan.vocab_padded;
+        int32_t next = pick(logits, V, o->temperature, o->top_k, &rng, probs);
+        ctx[n++] = next;
+        if (V <= 256) fputc(next, out);
+        else fprintf(out, "%d ", next);
+        fflush(out);
+    }
+    if (st == PLAIT_OK) fputc('\n', out);
+    free(window);
+    free(probs);
+    free(ctx);
+    (void)have_src;
+    plait_model_free(run.model.instance);
+    plait_run_free_params(&run);
+    free(run.layout.plan.shards);
+    free(run.layout.plan.layer_stage);
+    free(run.layout.plan.layer_chunk);
+    free(run.layout.plan.schedule);
+    plait_model_desc_free(run.model.desc);
+    plait_config_free(run.cfg);
+    plait_ckpt_close(ck);
+    return st;
+}

@@ -1,0 +1,33 @@
+/*
+ * Text generation from a checkpoint (`plait sample`): rebuilds the model from
+ * the [model] keys stored in the checkpoint, loads its weights on one process
+ * and samples tokens one at a time (temperature, top-k, seed; temperature 0
+ * is greedy argmax decoding). Each new token runs the model over the last
+ * block_size tokens of the context (no key/value cache: the models plait
+ * trains here are small enough that this costs milliseconds).
+ *
+ * Not thread-safe: it sets the process's math threads; the CLI calls it
+ * once from its main thread.
+ */
+#ifndef PLAIT_CORE_SAMPLE_H
+#define PLAIT_CORE_SAMPLE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <plait/types.h>
+
+typedef struct plait_sample_options {
+    const char *checkpoint;  /* a ckpt-<step> directory, or a run directory (its latest checkpoint) */
+    const char *prompt;      /* bytes (vocab 256) or space-separated token ids */
+    int64_t tokens;          /* how many to generate */
+    double temperature;      /* 0 = argmax */
+    int32_t top_k;           /* 0 = all */
+    uint64_t seed;
+} plait_sample_options;
+
+/* Generate and write the prompt followed by the new tokens to `out`
+ * (as bytes when the vocabulary is 256, else as token ids). */
+plait_status plait_sample(const plait_sample_options *opts, FILE *out);
+
+#endif

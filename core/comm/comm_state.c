@@ -1,0 +1,57 @@
+/* A communicator's failure state: the first error recorded wins, the plugin
+ * communicators are aborted so peers learn why, and every later call fails
+ * naming it. Called by the executor, the collective algorithms and the
+ * point-to-point layer; calls nothing else of core/comm, so it breaks no
+ * call chain into a circle. Thread-safe (comm->lock). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+void plait_comm_where(const plait_comm *comm, char *buf, size_t len) {
+    snprintf(buf, len, "comm '%s' rank %d/%d (world rank %d)", comm->name, comm->rank, comm->size,
+             comm->world_ranks[comm->rank]);
+}
+
+void plait_comm_fail(plait_comm *comm, plait_status status, const char *message) {
+    pthread_mutex_lock(&comm->lock);
+    int first = comm->failed == PLAIT_OK;
+    if (first) {
+        comm->failed = status == PLAIT_OK ? PLAIT_ERR_INTERNAL : status;
+        comm->failure = strdup(message ? message : "");
+    }
+    pthread_mutex_unlock(&comm->lock);
+    if (!first) return;
+    PLAIT_ERROR("comm", "%s", message ? message : "communicator failed");
+    if (!comm->ops->abort) return;
+    /* Peers are told why (the transport carries a few hundred bytes). A
+     * failure caused by another rank's going down passes on that rank's own
+     * account — the text after the last "is going down: " — instead of the
+     * whole nested chain: after a few hops of nesting the root cause (which
+     * rank died, in which operation) would be cut off, and in a pipeline the
+     * far stages learn of a lost rank only this way. */
+    const char *why = message ? message : "communicator failed";
+    const char *root = NULL;
+    for (const char *p = strstr(why, "is going down: "); p; p = strstr(p + 1, "is going down: ")) root = p;
+    char relay[1024];
+    if (root) {
+        snprintf(relay, sizeof relay, "world rank %d stopped after %s",
+                 comm->world_ranks ? comm->world_ranks[comm->rank] : comm->rank, root + strlen("is going down: "));
+        why = relay;
+    }
+    comm->ops->abort(comm->pcoll, why);
+    comm->ops->abort(comm->pp2p, why);
+}
+
+plait_status plait_comm_check_usable(plait_comm *comm) {
+    pthread_mutex_lock(&comm->lock);
+    plait_status st = comm->failed;
+    if (st != PLAIT_OK)
+        plait_set_error(st, "communicator '%s' is unusable after an earlier error: %s", comm->name,
+                        comm->failure ? comm->failure : "");
+    pthread_mutex_unlock(&comm->lock);
+    return st;
+}

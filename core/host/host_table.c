@@ -1,0 +1,72 @@
+#include "host/host_table.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+
+#include "comm/comm.h"
+#include "config/config.h"
+#include "model/kernels.h"
+#include "model/model.h"
+#include "plugin/loader.h"
+#include "runtime/clock.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "runtime/memory.h"
+
+/* Variadic entries cannot point at the core's va_list functions directly. */
+static void host_log(plait_log_level level, const char *component, const char *fmt, ...) PLAIT_PRINTF(3, 4);
+static void host_log(plait_log_level level, const char *component, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    plait_vlog(level, component, fmt, ap);
+    va_end(ap);
+}
+
+static plait_status host_set_error(plait_status status, const char *fmt, ...) PLAIT_PRINTF(2, 3);
+static plait_status host_set_error(plait_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    plait_vset_error(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static const void *host_plugin_ops(uint32_t kind, const char *name) {
+    const plait_plugin_desc *d = plait_plugin_load(kind, name);
+    return d ? d->ops : NULL;
+}
+
+static plait_host g_host;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void build(void) {
+    g_host = (plait_host){
+        .struct_size = sizeof(plait_host),
+        .abi_version = PLAIT_ABI_VERSION,
+        .core_version = PLAIT_VERSION,
+        .log = host_log,
+        .vlog = plait_vlog,
+        .log_enabled = plait_log_enabled,
+        .set_error = host_set_error,
+        .last_error = plait_last_error,
+        .status_name = plait_status_name,
+        .alloc = plait_alloc,
+        .free = plait_free,
+        .config_get = plait_config_get,
+        .now = plait_clock_now,
+        .coll = plait_coll_api_table(),
+        .kernels = plait_kernels_table(),
+        .plugin_ops = host_plugin_ops,
+        .math_threads = plait_kernels_threads,
+        .init_values = plait_model_init_values,
+    };
+}
+
+const plait_host *plait_host_table(void) {
+    pthread_once(&g_once, build);
+    return &g_host;
+}
+
+void plait_host_install(void) { plait_loader_set_host(plait_host_table()); }
+
+void plait_host_uninstall(void) { plait_plugins_unload_all(); }

@@ -1,0 +1,503 @@
+/* The local launcher (see launch.h). */
+#include "launch/launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "launch/net.h"
+#include "runtime/error.h"
+
+extern char **environ;
+
+#define LAST_LINE 1024
+
+struct rank_proc {
+    pid_t pid;
+    int pidfd;         /* readable when the rank ends; -1 if unavailable */
+    int alive;
+    int status;        /* from waitpid */
+    int report_fd;     /* read end, -1 when closed */
+    char partial[LAST_LINE];
+    size_t partial_len;
+    char last[LAST_LINE];
+    int external_signal; /* killed by a signal the launcher did not send: a root cause */
+};
+
+/* ---- in a rank ---------------------------------------------------------- */
+
+static pthread_once_t g_report_once = PTHREAD_ONCE_INIT;
+static int g_report_fd = -1;
+
+static void report_init(void) {
+    const char *v = getenv("PLAIT_REPORT_FD");
+    if (!v) return;
+    char *end = NULL;
+    long fd = strtol(v, &end, 10);
+    if (end && !*end && fd > 2 && fd < (1 << 20) && fcntl((int)fd, F_GETFD) >= 0) g_report_fd = (int)fd;
+}
+
+void plait_launch_report_error(const char *message) {
+    pthread_once(&g_report_once, report_init);
+    if (g_report_fd < 0 || !message) return;
+    char line[LAST_LINE];
+    size_t n = 0;
+    for (const char *p = message; *p && n + 4 < sizeof line; p++) {
+        if (*p == '\n') {
+            if (p[1] == '\0') break;
+            line[n++] = ' ';
+            line[n++] = '|';
+            line[n++] = ' ';
+        } else {
+            line[n++] = *p;
+        }
+    }
+    line[n++] = '\n';
+    /* one write below PIPE_BUF: never interleaved */
+    ssize_t w = write(g_report_fd, line, n);
+    (void)w;
+}
+
+/* ---- argv --------------------------------------------------------------- */
+
+static int parse_n(const char *s, int *n) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 1 || v > 4096) return -1;
+    *n = (int)v;
+    return 0;
+}
+
+int plait_launch_take_nranks(int *argc, char **argv, int *nranks, const char **err) {
+    *nranks = 0;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+        int used = 1;
+        if (strcmp(a, "--") == 0) break;
+        if (strcmp(a, "-n") == 0 || strcmp(a, "--nranks") == 0) {
+            if (i + 1 >= *argc) {
+                *err = "-n needs a number of ranks (1..4096)";
+                return -1;
+            }
+            val = argv[i + 1];
+            used = 2;
+        } else if (strncmp(a, "--nranks=", 9) == 0) {
+            val = a + 9;
+        } else if (strncmp(a, "-n", 2) == 0 && a[2] >= '0' && a[2] <= '9') {
+            val = a + 2;
+        } else {
+            continue;
+        }
+        if (parse_n(val, nranks) != 0) {
+            *err = "-n needs a number of ranks in 1..4096";
+            return -1;
+        }
+        for (int j = i; j + used <= *argc; j++) argv[j] = argv[j + used];
+        *argc -= used;
+        i--;
+    }
+    return 0;
+}
+
+/* ---- launcher ----------------------------------------------------------- */
+
+static int cores_available(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static const char *const g_owned_vars[] = {
+    "PLAIT_RANK", "PLAIT_WORLD_SIZE", "PLAIT_LOCAL_RANK", "PLAIT_LOCAL_SIZE", "PLAIT_STORE_ADDR",
+    "PLAIT_JOB_TOKEN", "PLAIT_STORE_FD", "PLAIT_REPORT_FD", "PLAIT_MATH_THREADS",
+    "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", NULL};
+
+static int owned(const char *entry) {
+    for (int i = 0; g_owned_vars[i]; i++) {
+        size_t n = strlen(g_owned_vars[i]);
+        if (strncmp(entry, g_owned_vars[i], n) == 0 && entry[n] == '=') return 1;
+    }
+    return 0;
+}
+
+/* Build one rank's environment (malloc'd array of malloc'd strings). */
+static char **rank_env(const plait_launch_opts *o, int rank, int port, const char *token, int listen_fd,
+                       int report_fd, int threads) {
+    size_t n = 0, extra = 0;
+    while (environ[n]) n++;
+    while (o->extra_env && o->extra_env[extra]) extra++;
+    char **env = calloc(n + extra + 16, sizeof *env);
+    if (!env) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!owned(environ[i])) env[k++] = strdup(environ[i]);
+    char buf[512];
+#define ADD(...) (snprintf(buf, sizeof buf, __VA_ARGS__), env[k++] = strdup(buf))
+    ADD("PLAIT_RANK=%d", rank);
+    ADD("PLAIT_WORLD_SIZE=%d", o->nranks);
+    ADD("PLAIT_LOCAL_RANK=%d", rank);
+    ADD("PLAIT_LOCAL_SIZE=%d", o->nranks);
+    ADD("PLAIT_STORE_ADDR=127.0.0.1:%d", port);
+    ADD("PLAIT_JOB_TOKEN=%s", token);
+    ADD("PLAIT_REPORT_FD=%d", report_fd);
+    ADD("PLAIT_MATH_THREADS=%d", threads);
+    ADD("OPENBLAS_NUM_THREADS=%d", threads);
+    ADD("OMP_NUM_THREADS=%d", threads);
+    if (rank == 0) ADD("PLAIT_STORE_FD=%d", listen_fd);
+#undef ADD
+    for (size_t i = 0; i < extra; i++) env[k++] = strdup(o->extra_env[i]);
+    for (size_t i = 0; i < k; i++)
+        if (!env[i]) return NULL; /* leaks on OOM; the launch fails anyway */
+    return env;
+}
+
+static void free_env(char **env) {
+    if (!env) return;
+    for (char **p = env; *p; p++) free(*p);
+    free(env);
+}
+
+/* Read what a rank reported; keep its last complete line. */
+static void drain_report(struct rank_proc *p) {
+    while (p->report_fd >= 0) {
+        char buf[4096];
+        ssize_t r = read(p->report_fd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (r <= 0) {
+            if (p->partial_len) { /* a last line without newline */
+                p->partial[p->partial_len] = '\0';
+                memcpy(p->last, p->partial, p->partial_len + 1);
+                p->partial_len = 0;
+            }
+            close(p->report_fd);
+            p->report_fd = -1;
+            return;
+        }
+        for (ssize_t i = 0; i < r; i++) {
+            if (buf[i] == '\n') {
+                p->partial[p->partial_len] = '\0';
+                if (p->partial_len) memcpy(p->last, p->partial, p->partial_len + 1);
+                p->partial_len = 0;
+            } else if (p->partial_len + 1 < sizeof p->partial) {
+                p->partial[p->partial_len++] = buf[i];
+            }
+        }
+    }
+}
+
+static const char *signame(int sig) {
+    const char *d = sigabbrev_np(sig);
+    static __thread char buf[32];
+    snprintf(buf, sizeof buf, "SIG%s", d ? d : "?");
+    return buf;
+}
+
+static void describe(const struct rank_proc *p, int rank, char *out, size_t cap) {
+    if (WIFSIGNALED(p->status)) {
+        snprintf(out, cap, "rank %d was killed by %s%s%s", rank, signame(WTERMSIG(p->status)),
+                 p->last[0] ? "; its last error: " : "", p->last);
+    } else if (p->last[0]) {
+        snprintf(out, cap, "rank %d failed: %s", rank, p->last);
+    } else {
+        snprintf(out, cap, "rank %d failed with exit code %d (it reported no error)", rank,
+                 WEXITSTATUS(p->status));
+    }
+}
+
+/* Signal every rank still running, and their process group (so helpers
+ * they started go too). */
+static int g_launcher_signalled; /* the launcher has signalled its ranks */
+
+static void signal_all(struct rank_proc *procs, int n, pid_t pgid, int sig) {
+    int any = 0;
+    g_launcher_signalled = 1;
+    for (int r = 0; r < n; r++)
+        if (procs[r].alive) {
+            kill(procs[r].pid, sig);
+            any = 1;
+        }
+    if (pgid > 0 && (any || sig == SIGKILL)) killpg(pgid, sig);
+}
+
+static int failed(int status) {
+    return WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
+}
+
+plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result *res) {
+    memset(res, 0, sizeof *res);
+    res->failed_rank = -1;
+    g_launcher_signalled = 0;
+    int n = o->nranks;
+    if (n < 1 || !o->argv || !o->argv[0])
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "launch: need at least one rank and a command line");
+    double grace = o->grace_s > 0 ? o->grace_s : 3.0;
+    const char *exe = o->exe ? o->exe : "/proc/self/exe";
+    /* Resolve /proc/self/exe now: the children must run this very binary. */
+    char self[4096];
+    if (!o->exe) {
+        ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (l > 0) {
+            self[l] = '\0';
+            exe = self;
+        }
+    }
+    int threads = 0;
+    const char *mt = getenv("PLAIT_MATH_THREADS");
+    if (mt) threads = atoi(mt);
+    if (threads <= 0) threads = cores_available() / n;
+    if (threads < 1) threads = 1;
+
+    unsigned char raw[24];
+    char token[64];
+    plait_status st = plait_net_random(raw, sizeof raw);
+    if (st != PLAIT_OK) return st;
+    plait_net_hex(raw, sizeof raw, token);
+
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int listen_fd = plait_net_listen((struct sockaddr *)&sa, sizeof sa, 1024);
+    if (listen_fd < 0) return plait_wrap_error(PLAIT_ERR_SYSTEM, "launch: creating the job's store socket");
+    socklen_t sl = sizeof sa;
+    getsockname(listen_fd, (struct sockaddr *)&sa, &sl);
+    int port = ntohs(sa.sin_port);
+
+    struct rank_proc *procs = calloc((size_t)n, sizeof *procs);
+    int *report_w = malloc(sizeof(int) * (size_t)n);
+    if (!procs || !report_w) {
+        free(procs);
+        free(report_w);
+        close(listen_fd);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int r = 0; r < n; r++) {
+        procs[r].report_fd = report_w[r] = -1;
+        procs[r].pidfd = -1;
+    }
+
+    sigset_t mask, old_mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &mask, &old_mask);
+    int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sfd < 0) {
+        st = plait_set_error(PLAIT_ERR_SYSTEM, "launch: signalfd: %s", strerror(errno));
+        pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+        close(listen_fd);
+        free(procs);
+        free(report_w);
+        return st;
+    }
+
+    pid_t launcher = getpid();
+    pid_t pgid = 0;
+    int started = 0;
+    for (int r = 0; r < n; r++) {
+        int pfd[2];
+        if (pipe2(pfd, O_CLOEXEC) != 0) {
+            st = plait_set_error(PLAIT_ERR_SYSTEM, "launch: pipe: %s", strerror(errno));
+            break;
+        }
+        procs[r].report_fd = pfd[0];
+        report_w[r] = pfd[1];
+        plait_net_set_nonblocking(pfd[0]);
+        char **env = rank_env(o, r, port, token, listen_fd, pfd[1], threads);
+        if (!env) {
+            st = plait_set_error(PLAIT_ERR_NO_MEMORY, "launch: out of memory");
+            break;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+            st = plait_set_error(PLAIT_ERR_SYSTEM, "launch: fork: %s", strerror(errno));
+            free_env(env);
+            break;
+        }
+        if (pid == 0) {
+            /* child: only async-signal-safe calls until exec */
+            setpgid(0, pgid);
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            if (getppid() != launcher) _exit(126);
+            if (o->stdout_fd >= 0) dup2(o->stdout_fd, STDOUT_FILENO);
+            if (o->stderr_fd >= 0) dup2(o->stderr_fd, STDERR_FILENO);
+            fcntl(pfd[1], F_SETFD, 0);
+            if (r == 0) fcntl(listen_fd, F_SETFD, 0);
+            signal(SIGINT, SIG_DFL);
+            signal(SIGTERM, SIG_DFL);
+            signal(SIGHUP, SIG_DFL);
+            signal(SIGPIPE, SIG_DFL);
+            pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+            execve(exe, o->argv, env);
+            char msg[512];
+            int len = snprintf(msg, sizeof msg, "cannot execute %s: %s\n", exe, strerror(errno));
+            if (len > 0 && write(pfd[1], msg, (size_t)len) < 0) {
+            }
+            _exit(127);
+        }
+        setpgid(pid, pgid); /* also in the parent: no race with the first kill */
+        if (pgid == 0) pgid = pid;
+        free_env(env);
+        close(pfd[1]);
+        report_w[r] = -1;
+        procs[r].pid = pid;
+        procs[r].alive = 1;
+        /* pidfds tell us about our own children only, so a launcher inside a
+         * bigger program (tests) never needs SIGCHLD or reaps others' children */
+        procs[r].pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        started++;
+    }
+    close(listen_fd); /* rank 0 has its own copy */
+    for (int r = 0; r < n; r++)
+        if (report_w[r] >= 0) close(report_w[r]);
+    free(report_w);
+
+    int alive = started;
+    int first = -1;
+    int interrupts = 0, int_sig = 0;
+    double term_at = -1, kill_at = -1;
+    if (st != PLAIT_OK && started > 0) { /* could not start everyone: stop the rest */
+        signal_all(procs, n, pgid, SIGTERM);
+        kill_at = plait_clock_now() + grace;
+    }
+    struct pollfd *pfds = calloc(2 * (size_t)n + 1, sizeof *pfds);
+    int have_pidfds = 1;
+    for (int r = 0; r < n; r++)
+        if (procs[r].alive && procs[r].pidfd < 0) have_pidfds = 0;
+    while (alive > 0 && pfds) {
+        int np = 0;
+        pfds[np++] = (struct pollfd){sfd, POLLIN, 0};
+        for (int r = 0; r < n; r++) {
+            if (procs[r].report_fd >= 0) pfds[np++] = (struct pollfd){procs[r].report_fd, POLLIN, 0};
+            if (procs[r].alive && procs[r].pidfd >= 0) pfds[np++] = (struct pollfd){procs[r].pidfd, POLLIN, 0};
+        }
+        int timeout = -1;
+        double now = plait_clock_now();
+        double next = term_at >= 0 ? term_at : kill_at;
+        if (kill_at >= 0 && (next < 0 || kill_at < next)) next = kill_at;
+        if (next >= 0) timeout = next > now ? (int)((next - now) * 1000) + 1 : 0;
+        if (!have_pidfds && (timeout < 0 || timeout > 100)) timeout = 100; /* old kernel: look every 0.1 s */
+        int rc = poll(pfds, (nfds_t)np, timeout);
+        if (rc < 0 && errno != EINTR) break;
+        for (int r = 0; r < n; r++)
+            if (procs[r].report_fd >= 0) drain_report(&procs[r]);
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+            interrupts++;
+            int_sig = (int)si.ssi_signo;
+            signal_all(procs, n, pgid, interrupts == 1 ? int_sig : SIGKILL);
+            if (interrupts == 1) kill_at = plait_clock_now() + 10 * grace;
+        }
+        {
+            int newly[2] = {-1, -1}; /* first failure by signal / by exit this round */
+            for (int r = 0; r < n; r++) {
+                if (!procs[r].alive) continue;
+                int status;
+                pid_t w = waitpid(procs[r].pid, &status, WNOHANG);
+                if (w != procs[r].pid) continue;
+                procs[r].alive = 0;
+                procs[r].status = status;
+                if (procs[r].pidfd >= 0) close(procs[r].pidfd);
+                procs[r].pidfd = -1;
+                alive--;
+                if (failed(status)) {
+                    int k = WIFSIGNALED(status) ? 0 : 1;
+                    procs[r].external_signal = k == 0 && !g_launcher_signalled;
+                    if (newly[k] < 0) newly[k] = r;
+                }
+            }
+            if (first < 0 && (newly[0] >= 0 || newly[1] >= 0)) {
+                /* a rank killed by a signal is the cause; ranks exiting with
+                 * an error at the same moment are usually its victims */
+                first = newly[0] >= 0 ? newly[0] : newly[1];
+                if (!interrupts) term_at = plait_clock_now() + grace;
+            }
+        }
+        now = plait_clock_now();
+        if (term_at >= 0 && now >= term_at) {
+            signal_all(procs, n, pgid, SIGTERM);
+            term_at = -1;
+            kill_at = now + grace;
+        }
+        if (kill_at >= 0 && now >= kill_at) {
+            signal_all(procs, n, pgid, SIGKILL);
+            kill_at = -1;
+        }
+    }
+    free(pfds);
+    for (int r = 0; r < n; r++) {
+        /* the rank is gone and what it wrote is in the pipe; never block
+         * here (a process it left behind may still hold the pipe open) */
+        drain_report(&procs[r]);
+        if (procs[r].partial_len) {
+            procs[r].partial[procs[r].partial_len] = '\0';
+            memcpy(procs[r].last, procs[r].partial, procs[r].partial_len + 1);
+        }
+        if (procs[r].report_fd >= 0) close(procs[r].report_fd);
+        if (procs[r].pidfd >= 0) close(procs[r].pidfd);
+    }
+    close(sfd);
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+    /* an abnormal end takes down what the ranks left behind in their group */
+    if ((interrupts || first >= 0) && pgid > 0) killpg(pgid, SIGKILL);
+
+    if (interrupts) {
+        res->interrupted = 1;
+        res->exit_code = 128 + int_sig;
+        snprintf(res->message, sizeof res->message, "interrupted by %s; stopped %d rank%s", signame(int_sig), n,
+                 n == 1 ? "" : "s");
+    }
+    /* A rank killed from outside is the cause even when a peer that lost it
+     * exited first (ranks notice a dead peer faster than waitpid reports it). */
+    if (first >= 0 && !procs[first].external_signal)
+        for (int r = 0; r < n; r++)
+            if (procs[r].external_signal) {
+                first = r;
+                break;
+            }
+    if (first >= 0) {
+        struct rank_proc *p = &procs[first];
+        res->failed_rank = first;
+        res->term_signal = WIFSIGNALED(p->status) ? WTERMSIG(p->status) : 0;
+        if (!interrupts)
+            res->exit_code = res->term_signal ? 128 + res->term_signal : WEXITSTATUS(p->status);
+        if (!interrupts) describe(p, first, res->message, sizeof res->message);
+    }
+    if (!o->quiet && res->message[0]) {
+        fprintf(stderr, "plait: %s\n", res->message);
+        /* the others, briefly */
+        char others[1024];
+        size_t off = 0;
+        for (int r = 0; r < n && off + 48 < sizeof others; r++) {
+            if (r == first || !procs[r].pid || !failed(procs[r].status)) continue;
+            if (WIFSIGNALED(procs[r].status))
+                off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (%s)", off ? "," : "", r,
+                                        signame(WTERMSIG(procs[r].status)));
+            else
+                off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (exit %d)", off ? "," : "",
+                                        r, WEXITSTATUS(procs[r].status));
+        }
+        if (off) fprintf(stderr, "plait: also ended abnormally:%s\n", others);
+    }
+    free(procs);
+    if (st != PLAIT_OK) return st;
+    return PLAIT_OK;
+}

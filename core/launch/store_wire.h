@@ -1,0 +1,63 @@
+/*
+ * Wire format of the rendezvous store (little-endian on the wire; plait
+ * runs on little-endian hosts and checks it at compile time).
+ *
+ * Request:  store_req_hdr, then key_len bytes of key, then val_len bytes.
+ * Reply:    store_rep_hdr, then val_len bytes.
+ *
+ *   HELLO   key "",  value: u32 version, i32 rank, token bytes   -> OK | DENIED (then closed)
+ *   SET     key, value                                            -> OK
+ *   GET     key, timeout_ms (0 = no wait)                         -> OK value | NOT_FOUND | TIMEOUT
+ *   ADD     key, value: i64 delta                                 -> OK value: i64 new value
+ *   GATHER  key = prefix, value: u32 n, u32 index, contribution   -> OK (u32 len, bytes) * n
+ *                                                                  | TIMEOUT value: u32 missing[]
+ * A malformed request gets BAD_REQUEST and the connection is closed.
+ *
+ * Definitions only (no functions, no state).
+ */
+#ifndef PLAIT_CORE_STORE_WIRE_H
+#define PLAIT_CORE_STORE_WIRE_H
+
+#include <stdint.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the plait store protocol assumes a little-endian host"
+#endif
+
+#define STORE_REQ_MAGIC 0x514b4c50u /* "PLKQ" */
+#define STORE_REP_MAGIC 0x524b4c50u /* "PLKR" */
+#define STORE_PROTO_VERSION 1u
+#define STORE_MAX_GATHER 65536
+
+enum store_op { STORE_HELLO = 1, STORE_SET = 2, STORE_GET = 3, STORE_ADD = 4, STORE_GATHER = 5 };
+
+enum store_rep_status {
+    STORE_OK = 0,
+    STORE_NOT_FOUND = 1,
+    STORE_TIMEOUT = 2,
+    STORE_BAD_REQUEST = 3,
+    STORE_DENIED = 4,
+    STORE_TOO_LARGE = 5
+};
+
+typedef struct store_req_hdr {
+    uint32_t magic;
+    uint8_t op;
+    uint8_t flags;
+    uint16_t key_len;
+    uint32_t val_len;
+    uint32_t timeout_ms;
+} store_req_hdr;
+
+typedef struct store_rep_hdr {
+    uint32_t magic;
+    uint8_t status;
+    uint8_t pad[3];
+    uint32_t val_len;
+    uint32_t reserved;
+} store_rep_hdr;
+
+_Static_assert(sizeof(store_req_hdr) == 16, "store request header is 16 bytes");
+_Static_assert(sizeof(store_rep_hdr) == 16, "store reply header is 16 bytes");
+
+#endif

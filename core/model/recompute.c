@@ -1,0 +1,122 @@
+/*
+ * Activation recomputation ([model] recompute), as Megatron-LM calls it:
+ *
+ *   none       a slot keeps everything a block's backward reads;
+ *   selective  a slot drops the attention probabilities (B·H·T² floats per
+ *              block, the largest part at long contexts) and the GELU's
+ *              output; the backward recomputes the probabilities from the
+ *              saved q, k (scores and softmax, no att·V) and the GELU from
+ *              its saved input (c_fc's output), which is cheap next to the
+ *              matrix products, as llm.c's recompute=1 does;
+ *   full       a slot keeps only each block's input (the residual stream it
+ *              holds anyway as the pipeline's boundary buffers); the
+ *              backward reruns the block's forward up to the GELU (c_proj
+ *              of the MLP is not needed) before differentiating it.
+ *
+ * Dropped parts live in one set of buffers shared by every block and slot:
+ * the forward writes them as scratch, and plait_recompute_block() refills
+ * them right before the block's backward. The recomputation calls the
+ * forward's own kernels on the same inputs and parameters, which are
+ * deterministic for a given shape, so gradients are bit-identical to
+ * recompute = none. Under tensor parallelism a full recompute repeats the
+ * all-reduce after attn.c_proj (Megatron does the same; counted in tp_bytes).
+ */
+#include <stddef.h>
+
+#include "model/kernels.h"
+#include "model/model_internal.h"
+#include "runtime/error.h"
+
+#define ALIGN_FLOATS 16
+
+static size_t align_up(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS; }
+
+/* The parts of a block's acts, with their sizes in floats; gpt_only parts
+ * are absent from the MLP arch. */
+typedef struct part {
+    size_t field;
+    int gpt_only;
+    int selective; /* dropped by selective too */
+} part;
+
+static const part parts[] = {
+    {offsetof(block_acts, ln1), 1, 0},      {offsetof(block_acts, ln1_mean), 1, 0},
+    {offsetof(block_acts, ln1_rstd), 1, 0}, {offsetof(block_acts, qkv), 1, 0},
+    {offsetof(block_acts, att), 1, 1},      {offsetof(block_acts, atty), 1, 0},
+    {offsetof(block_acts, res2), 1, 0},     {offsetof(block_acts, ln2), 0, 0},
+    {offsetof(block_acts, ln2_mean), 0, 0}, {offsetof(block_acts, ln2_rstd), 0, 0},
+    {offsetof(block_acts, fch), 0, 0},      {offsetof(block_acts, fcg), 0, 1},
+};
+#define N_PARTS (sizeof parts / sizeof parts[0])
+
+static size_t part_floats(const plait_model *m, size_t field) {
+    const int64_t BT = m->B * m->T, C = m->C;
+    if (field == offsetof(block_acts, ln1) || field == offsetof(block_acts, res2) ||
+        field == offsetof(block_acts, ln2))
+        return (size_t)(BT * C);
+    if (field == offsetof(block_acts, qkv)) return (size_t)(BT * 3 * m->Cl);
+    if (field == offsetof(block_acts, att)) return (size_t)(m->B * m->NHl * m->T * m->T);
+    if (field == offsetof(block_acts, atty)) return (size_t)(BT * m->Cl);
+    if (field == offsetof(block_acts, fch) || field == offsetof(block_acts, fcg))
+        return (size_t)(BT * m->Fl);
+    return (size_t)BT; /* means and reciprocal deviations */
+}
+
+static float **part_ptr(block_acts *a, size_t field) { return (float **)((char *)a + field); }
+
+static int dropped(const plait_model *m, const part *p) {
+    if (p->gpt_only && !m->desc->is_gpt) return 0;
+    switch (m->desc->recompute) {
+    case PLAIT_RECOMPUTE_FULL: return 1;
+    case PLAIT_RECOMPUTE_SELECTIVE: return p->selective;
+    default: return 0;
+    }
+}
+
+int plait_recompute_keeps(const plait_model *m, size_t which) {
+    for (size_t i = 0; i < N_PARTS; i++)
+        if (parts[i].field == which) return !dropped(m, &parts[i]);
+    return 1;
+}
+
+size_t plait_recompute_floats(const plait_model *m) {
+    size_t n = 0;
+    for (size_t i = 0; i < N_PARTS; i++)
+        if (dropped(m, &parts[i])) n += align_up(part_floats(m, parts[i].field));
+    return n;
+}
+
+void plait_recompute_layout(plait_model *m, float *base) {
+    size_t off = 0;
+    for (size_t i = 0; i < N_PARTS; i++) {
+        if (!dropped(m, &parts[i])) continue;
+        *part_ptr(&m->rc, parts[i].field) = base + off;
+        off += align_up(part_floats(m, parts[i].field));
+    }
+}
+
+void plait_recompute_share(plait_model *m, block_acts *a) {
+    for (size_t i = 0; i < N_PARTS; i++)
+        if (dropped(m, &parts[i]))
+            *part_ptr(a, parts[i].field) = *part_ptr(&m->rc, parts[i].field);
+}
+
+plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer) {
+    block_acts *a = &s->blocks[layer - 1];
+    switch (m->desc->recompute) {
+    case PLAIT_RECOMPUTE_SELECTIVE:
+        if (m->desc->is_gpt)
+            plait_k_attention_probs(a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
+        plait_k_gelu_forward(a->fcg, a->fch, (size_t)(m->B * m->T * m->Fl));
+        return PLAIT_OK;
+    case PLAIT_RECOMPUTE_FULL: {
+        const float *x = s->bound[layer - 1];
+        if (m->desc->is_gpt) {
+            plait_status st = plait_gpt_attention_forward(m, s, layer, x);
+            if (st != PLAIT_OK) return st;
+        }
+        return plait_mlp_half_forward_act(m, s, layer, m->desc->is_gpt ? a->res2 : x);
+    }
+    default: return PLAIT_OK;
+    }
+}

@@ -1,0 +1,22 @@
+/*
+ * This machine's SGEMM rate, the peak that MFU figures are measured against
+ * (`plait bench train` and the progress line of `plait train`).
+ */
+#ifndef PLAIT_CORE_SGEMM_PEAK_H
+#define PLAIT_CORE_SGEMM_PEAK_H
+
+/* Threads a peak measurement should use so that it reflects the cores the
+ * job's ranks on this host share: this rank's math threads times
+ * `local_ranks`, at most the online cores. */
+int plait_sgemm_peak_threads(int local_ranks);
+
+/* Best SGEMM rate (FLOP/s) of square products of 1024 and 2048 with
+ * `threads` threads, each size timed for at least `seconds` after an untimed
+ * warm-up call (so at least one timed call per size, whatever `seconds`).
+ * Restores the kernels' thread count, and the peak RSS (its 48 MB of
+ * operands are freed and not the caller's: plait_peak_rss_rewind). 0 when
+ * the operands cannot be allocated. Not thread-safe (it sets the process's
+ * BLAS threads). */
+double plait_sgemm_peak(int threads, double seconds);
+
+#endif

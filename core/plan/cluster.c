@@ -1,0 +1,147 @@
+/* CLUSTER.ini through the config machinery (FILE:LINE errors, allowed values). */
+#include "plan/cluster.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "runtime/error.h"
+
+#define KEY(k, type, def, lo, hi, choices, doc) \
+    {sizeof(plait_key_decl), 0, (k), (type), (def), (lo), (hi), (choices), (doc)}
+
+static const char *const node_kinds[] = {"cpu", "gpu", NULL};
+static const char *const intra_kinds[] = {"shm", "nvlink", "pcie", NULL};
+static const char *const inter_kinds[] = {"none", "infiniband", "roce", "ethernet", NULL};
+
+static const plait_key_decl cluster_keys[] = {
+    KEY("name", PLAIT_KEY_STRING, "", 1, 0, NULL, "what the file describes, shown by plait plan"),
+    KEY("nodes", PLAIT_KEY_INT, "1", 1, 1e6, NULL, "nodes (hosts)"),
+};
+static const plait_key_decl node_keys[] = {
+    KEY("kind", PLAIT_KEY_ENUM, "cpu", 1, 0, node_kinds, "cpu (ranks share the cores) or gpu (a rank per GPU)"),
+    KEY("gpus", PLAIT_KEY_INT, "0", 0, 1024, NULL, "GPUs per node (kind = gpu)"),
+    KEY("cores", PLAIT_KEY_INT, "0", 0, 65536, NULL, "CPU cores per node (kind = cpu; 0 = this machine's)"),
+    KEY("memory", PLAIT_KEY_BYTES, "0", 0, 1e18, NULL,
+        "memory per GPU, or per node for kind = cpu (0 = this machine's MemTotal)"),
+    KEY("peak_gflops", PLAIT_KEY_FLOAT, "0", 0, 1e12, NULL,
+        "dense fp32 GFLOP/s per GPU, or per node for kind = cpu (0 = measure this machine's SGEMM)"),
+    KEY("efficiency", PLAIT_KEY_FLOAT, "0.7", 0.01, 1, NULL,
+        "share of peak_gflops a training step's compute reaches (GEMMs at the model's shapes, elementwise work)"),
+    KEY("memory_bandwidth", PLAIT_KEY_FLOAT, "20", 0.001, 1e6, NULL,
+        "GB/s per GPU, or per node for kind = cpu (the optimizer step is bound by it)"),
+    KEY("process_mb", PLAIT_KEY_FLOAT, "8.5", 0, 1e9, NULL,
+        "MiB every rank holds besides the model: code, libraries, the data, the runtime"),
+};
+/* Both link sections have the same keys; only the kinds and defaults differ. */
+#define LINK_KEYS(kinds, kind_default, kind_doc, bw_default, latency_default)                     \
+    {                                                                                             \
+        KEY("kind", PLAIT_KEY_ENUM, kind_default, 1, 0, kinds, kind_doc),                       \
+            KEY("bandwidth", PLAIT_KEY_FLOAT, bw_default, 0.001, 1e6, NULL, "GB/s one rank moves through it"), \
+            KEY("latency_us", PLAIT_KEY_FLOAT, latency_default, 0, 1e7, NULL, "microseconds per message"),    \
+    }
+static const plait_key_decl intra_keys[] = LINK_KEYS(intra_kinds, "shm", "link between ranks of one node", "2.2", "15");
+static const plait_key_decl inter_keys[] =
+    LINK_KEYS(inter_kinds, "none", "network between nodes (none: one node)", "1", "50");
+
+#define DECLARE(sec, arr) \
+    plait_config_declare(cfg, sec, arr, sizeof(arr) / sizeof(arr[0]), sizeof(arr[0]), "cluster file")
+
+static void read_link(const plait_config *cfg, const char *sec, plait_link *l) {
+    snprintf(l->kind, sizeof l->kind, "%s", plait_config_str(cfg, sec, "kind"));
+    l->bandwidth = plait_config_float(cfg, sec, "bandwidth") * 1e9;
+    l->latency = plait_config_float(cfg, sec, "latency_us") * 1e-6;
+}
+
+static double mem_total(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    double kb = 0;
+    if (f) {
+        if (fscanf(f, "MemTotal: %lf kB", &kb) != 1) kb = 0;
+        fclose(f);
+    }
+    return kb * 1024.0;
+}
+
+static int online_cores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Fill `out` from a finalized config holding the cluster sections. */
+static plait_status read_cluster(const plait_config *cfg, const char *name, plait_cluster *out) {
+    memset(out, 0, sizeof *out);
+    const char *n = plait_config_str(cfg, "cluster", "name");
+    snprintf(out->name, sizeof out->name, "%s", n && *n ? n : name);
+    out->nodes = (int)plait_config_int(cfg, "cluster", "nodes");
+    out->gpu = strcmp(plait_config_str(cfg, "node", "kind"), "gpu") == 0;
+    out->units_per_node = (int)plait_config_int(cfg, "node", out->gpu ? "gpus" : "cores");
+    if (!out->gpu && out->units_per_node == 0) out->units_per_node = online_cores();
+    plait_value v;
+    out->memory = plait_config_get(cfg, "node", "memory", &v) == PLAIT_OK ? (double)v.i : 0;
+    if (out->memory == 0 && !out->gpu) out->memory = mem_total();
+    out->peak_flops = plait_config_float(cfg, "node", "peak_gflops") * 1e9;
+    out->efficiency = plait_config_float(cfg, "node", "efficiency");
+    out->memory_bandwidth = plait_config_float(cfg, "node", "memory_bandwidth") * 1e9;
+    out->process_bytes = plait_config_float(cfg, "node", "process_mb") * 1048576.0;
+    read_link(cfg, "intra", &out->intra);
+    read_link(cfg, "inter", &out->inter);
+    if (out->gpu && (out->units_per_node < 1 || out->memory <= 0 || out->peak_flops <= 0)) {
+        const char *where = NULL;
+        plait_config_origin(cfg, "node", "kind", &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [node] kind = gpu needs gpus >= 1, memory > 0 and peak_gflops > 0 "
+                               "(a GPU cannot be measured from here)",
+                               where ? where : name);
+    }
+    if (out->nodes > 1 && strcmp(out->inter.kind, "none") == 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [cluster] nodes = %d needs an [inter] network: kind = infiniband, roce "
+                               "or ethernet, with bandwidth and latency_us",
+                               name, out->nodes);
+    return PLAIT_OK;
+}
+
+static plait_status build(const char *path, plait_cluster *out) {
+    plait_config *cfg = plait_config_new();
+    if (!cfg) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_status st = DECLARE("cluster", cluster_keys);
+    if (st == PLAIT_OK) st = DECLARE("node", node_keys);
+    if (st == PLAIT_OK) st = DECLARE("intra", intra_keys);
+    if (st == PLAIT_OK) st = DECLARE("inter", inter_keys);
+    if (st == PLAIT_OK && path) st = plait_config_load_file(cfg, path);
+    /* no environment: a cluster file says everything itself */
+    char *const no_env[] = {NULL};
+    if (st == PLAIT_OK) st = plait_config_finalize(cfg, no_env);
+    if (st == PLAIT_OK) st = read_cluster(cfg, path ? path : "this machine", out);
+    plait_config_free(cfg);
+    return st;
+}
+
+plait_status plait_cluster_load(const char *path, plait_cluster *out) { return build(path, out); }
+
+void plait_cluster_default(plait_cluster *out) {
+    if (build(NULL, out) != PLAIT_OK) memset(out, 0, sizeof *out); /* the defaults above are valid */
+    snprintf(out->name, sizeof out->name, "this machine (defaults of configs/clusters/this-machine.ini)");
+}
+
+plait_status plait_cluster_check_ranks(const plait_cluster *c, int ranks) {
+    if (c->gpu && (long)ranks > (long)c->nodes * c->units_per_node)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: %d ranks need %d GPUs; the cluster has %d node%s x %d GPUs = %d", c->name, ranks,
+                               ranks, c->nodes, c->nodes == 1 ? "" : "s", c->units_per_node,
+                               c->nodes * c->units_per_node);
+    return PLAIT_OK;
+}
+
+int plait_cluster_ranks_per_node(const plait_cluster *c, int ranks) {
+    if (c->gpu) return c->units_per_node;
+    int n = c->nodes > 0 ? c->nodes : 1;
+    return (ranks + n - 1) / n;
+}
+
+const plait_link *plait_cluster_link(const plait_cluster *c, int ranks, int size, int stride) {
+    int per_node = plait_cluster_ranks_per_node(c, ranks);
+    return c->nodes > 1 && (long)size * stride > per_node ? &c->inter : &c->intra;
+}

@@ -1,0 +1,59 @@
+/*
+ * A cluster description for `plait plan`: nodes, the compute and memory of
+ * each, and the links between ranks (CLUSTER.ini, see configs/clusters/).
+ *
+ * Parsed by the config machinery (config/config.h), so a mistake is
+ * "FILE:LINE: [section] key ..." with the allowed values, like a run config.
+ * The struct is plain data: no ownership, copy freely; thread-safe to read.
+ */
+#ifndef PLAIT_CORE_PLAN_CLUSTER_H
+#define PLAIT_CORE_PLAN_CLUSTER_H
+
+#include <plait/types.h>
+
+/* One class of link, in the alpha-beta model: sending S bytes takes
+ * latency + S / bandwidth. */
+typedef struct plait_link {
+    char kind[16];      /* shm, nvlink, pcie, infiniband, roce, ethernet, none */
+    double bandwidth;   /* bytes/s one rank can push through it */
+    double latency;     /* seconds per message (alpha) */
+} plait_link;
+
+typedef struct plait_cluster {
+    char name[128];        /* the file, or "this machine" */
+    int nodes;
+    int gpu;               /* 1: a rank per GPU; 0: ranks share the node's CPU cores */
+    int units_per_node;    /* GPUs, or CPU cores */
+    double memory;         /* bytes per GPU, or per node for CPUs (shared by its ranks) */
+    double peak_flops;     /* FLOP/s per GPU, or per node for CPUs (all cores); 0 = measure here */
+    double efficiency;     /* share of peak_flops a training step's compute reaches */
+    double memory_bandwidth; /* bytes/s per GPU, or per node for CPUs */
+    double process_bytes;  /* bytes every rank holds besides the model (runtime, libraries, data) */
+    plait_link intra;      /* between ranks of one node */
+    plait_link inter;      /* between nodes */
+} plait_cluster;
+
+/* Read CLUSTER.ini. Errors: PLAIT_ERR_INVALID_CONFIG with every problem as
+ * FILE:LINE (or the file alone for a missing key) and what is allowed;
+ * PLAIT_ERR_SYSTEM when the file cannot be read. */
+plait_status plait_cluster_load(const char *path, plait_cluster *out);
+
+/* The default: this machine, a CPU node whose cores the ranks share, with
+ * the figures measured here (docs/benchmarks.md) and peak_flops 0 (the
+ * caller measures the SGEMM rate). */
+void plait_cluster_default(plait_cluster *out);
+
+/* PLAIT_ERR_INVALID_CONFIG when a job of `ranks` does not fit the cluster
+ * (more ranks than GPUs). */
+plait_status plait_cluster_check_ranks(const plait_cluster *c, int ranks);
+
+/* Ranks on one node for a job of `ranks` (a GPU cluster: one per GPU; CPUs:
+ * the ranks spread evenly over the nodes, rounded up). */
+int plait_cluster_ranks_per_node(const plait_cluster *c, int ranks);
+
+/* The link a group of `size` ranks whose members are `stride` world ranks
+ * apart uses (ranks are placed node by node): intra when the whole group
+ * fits in one node's ranks, inter otherwise. */
+const plait_link *plait_cluster_link(const plait_cluster *c, int ranks, int size, int stride);
+
+#endif

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# `plait bench sweep` end to end on the tiny GPT (2 blocks, 4 heads, global
+# batch 8): every valid layout of 2 ranks is measured once and appears once
+# in the CSV; the table is ranked by measured tokens/s; the report's PNGs
+# are PNG images; the predicted peak memory per rank is within 12% of the
+# measured peak RSS on each layout; a second run continues from the CSV and
+# measures nothing again; with 3 ranks the invalid layouts are skipped with
+# their reason and never started; with 5 ranks every layout is invalid and
+# the sweep says why for each and exits non-zero.
+source "$(dirname "$0")/lib.sh"
+W=$E2E_WORK
+rm -rf "$W/rep" "$W/three" "$W/five"
+sweep() { "$PLAIT_BIN" bench sweep "$CFG" --steps 2 --warmup 1 "$@"; }
+
+sweep -n 2 --report "$W/rep" >"$W/sweep.out" 2>"$W/sweep.err" || { cat "$W/sweep.out" "$W/sweep.err"; fail "sweep of 2 ranks"; }
+csv=$W/rep/sweep.csv
+want="dp1 tp1 pp2 gpipe mb1 adam
+dp1 tp1 pp2 1f1b mb1 adam
+dp1 tp1 pp2 interleaved v2 mb1 adam
+dp1 tp2 pp1 mb8 adam
+dp2 tp1 pp1 mb4 adam"
+got=$(awk -F, 'NR > 1 && $11 == "ok" { print $1 }' "$csv" | sort)
+[ "$got" = "$(sort <<<"$want")" ] || fail "the CSV's measured layouts:
+$got
+expected:
+$want"
+# ranked: the table's tokens/s (third field of its rows) never rises
+rows=$(awk '/^  [0-9]+ / { print }' "$W/sweep.out")
+[ "$(wc -l <<<"$rows")" -eq 5 ] || fail "the table has not 5 rows: $rows"
+awk -v prev=1e30 '{ for (i = 1; i <= NF; i++) if ($i ~ /^(adam|zero[123])$/) { t = $(i + 1); break }
+  if (t + 0 > prev + 0) bad = 1; prev = t } END { exit bad }' <<<"$rows" || fail "the table is not ranked by tokens/s:
+$rows"
+grep -q "Spearman rho of tokens/s" "$W/sweep.out" || fail "no agreement line"
+# the plots: PNG signature and a non-empty IHDR
+for p in tokens split memory predicted; do
+  f=$W/rep/$p.png
+  [ -s "$f" ] || fail "$p.png missing"
+  [ "$(od -An -tx1 -N8 "$f" | tr -d ' \n')" = "89504e470d0a1a0a" ] || fail "$p.png is not a PNG"
+  w=$(od -An -tu1 -j16 -N4 "$f" | awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
+  [ "$w" -gt 100 ] || fail "$p.png is $w pixels wide"
+done
+grep -q "!\[tokens/s per layout\](tokens.png)" "$W/rep/report.md" || fail "report.md does not show the plots"
+# memory model against measurement
+awk -F, 'NR > 1 { e = ($27 - $21) / $21; if (e < 0) e = -e; printf "%s: predicted %.1f MiB, measured %.1f MiB\n", $1, $27, $21; if (e > 0.12) bad = 1 }
+  END { exit bad }' "$csv" >"$W/mem.txt" || fail "predicted memory off by more than 12%:
+$(cat "$W/mem.txt")"
+# an interrupted sweep continues from its CSV: nothing left to measure
+sweep -n 2 --report "$W/rep" >"$W/again.out" 2>"$W/again.err" || fail "second sweep: $(cat "$W/again.err")"
+grep -q "^sweep: 0 layouts measured" "$W/again.err" || fail "the second sweep measured again: $(cat "$W/again.err")"
+[ "$(awk 'NR > 1' "$csv" | wc -l)" -eq 5 ] || fail "the CSV grew on the second sweep"
+
+# 3 ranks: dp 3 (8 sequences) and tp 3 (4 heads) are invalid, and so is
+# interleaving 3 stages x 2 chunks over 4 layers; only pp 3 gpipe and 1f1b run
+sweep -n 3 --csv "$W/three.csv" >"$W/three.out" 2>"$W/three.err" || fail "sweep of 3 ranks: $(cat "$W/three.err")"
+[ "$(grep -c '^# skipped: ' "$W/three.out")" -eq 3 ] || fail "not 3 skipped layouts: $(cat "$W/three.out")"
+grep -q "^# skipped: dp1 tp3 pp1 .*n_head" "$W/three.out" || fail "tp 3 skipped without naming n_head: $(grep tp3 "$W/three.out")"
+[ "$(ls "$W/three.csv.logs"/*.log | wc -l)" -eq 2 ] || fail "not exactly the 2 valid layouts ran: $(ls "$W/three.csv.logs")"
+
+# 5 ranks: nothing is valid
+if sweep -n 5 --csv "$W/five.csv" >"$W/five.out" 2>"$W/five.err"; then fail "an all-invalid sweep exited 0"; fi
+grep -q "none of the .* layouts of 5 ranks is valid" "$W/five.err" || fail "no summary: $(cat "$W/five.err")"
+[ "$(grep -c '^# skipped: ' "$W/five.out")" -ge 4 ] || fail "the reasons are missing: $(cat "$W/five.out")"
+[ ! -e "$W/five.csv" ] || fail "an all-invalid sweep wrote a CSV"
+echo "bench sweep OK: $(wc -l <<<"$rows") layouts ranked; $(tr '\n' ';' <"$W/mem.txt")"

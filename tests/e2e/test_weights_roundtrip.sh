@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Weights in and out (issue 17), without PyTorch: [run] init_from of the
+# committed Hugging Face GPT-2 fixture gives the same parameters, bit for
+# bit, in one process, dp 2 x tp 2 x pp 2 and dp 2 x pp 2 with ZeRO-3 (one
+# step at lr 0 writes them into a checkpoint); a model trained from it,
+# exported as hf and as nanogpt, imports back bit-identical; a resumed run
+# keeps its checkpoint over init_from; a shape mismatch stops the run
+# before anything is written, naming the file, the tensor and both shapes
+# (a plait checkpoint's head count too);
+# export's bad arguments are refused.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/weights_lib.sh"
+Z="run.steps=1 optim.lr=0 optim.min_lr=0 run.init_from=$HF"
+train imp_one $Z
+train imp_d3 $Z parallel.plugin=hybrid parallel.dp=2 parallel.tp=2 parallel.pp=2 data.micro_batch=1
+train imp_z3 $Z parallel.plugin=hybrid parallel.dp=2 parallel.pp=2 optim.plugin=zero3 data.micro_batch=1
+grep -q "initial weights from $HF (Hugging Face GPT2LMHeadModel" "$E2E_WORK/imp_one.out" ||
+  fail "no line naming the weights and their layout"
+for r in imp_d3 imp_z3; do same_params imp_one $r 0; done
+
+# trained from the fixture, exported both ways, imported back
+train trained run.steps=5 run.init_from=$HF
+for fmt in hf nanogpt; do
+  "$PLAIT_BIN" export "$E2E_WORK/trained" --format $fmt --out "$E2E_WORK/exp_$fmt" >"$E2E_WORK/exp_$fmt.out" 2>&1 ||
+    fail "export --format $fmt: $(cat "$E2E_WORK/exp_$fmt.out")"
+  [ -s "$E2E_WORK/exp_$fmt/config.json" ] && [ -s "$E2E_WORK/exp_$fmt/model.safetensors" ] || fail "export $fmt: files missing"
+  ! ls "$E2E_WORK/exp_$fmt" | grep -q tmp || fail "export $fmt left a temporary file"
+  train back_$fmt run.steps=1 optim.lr=0 optim.min_lr=0 run.init_from="$E2E_WORK/exp_$fmt"
+  same_params trained back_$fmt 0
+done
+grep -q '"model_type": "gpt2"' "$E2E_WORK/exp_hf/config.json" && grep -q '"n_head": 4' "$E2E_WORK/exp_hf/config.json" ||
+  fail "hf config.json: $(cat "$E2E_WORK/exp_hf/config.json")"
+grep -q '"block_size": 24' "$E2E_WORK/exp_nanogpt/config.json" || fail "nanogpt config.json"
+grep -q "plait/nanoGPT" "$E2E_WORK/back_nanogpt.out" || fail "the nanogpt export was not read as the Linear layout"
+
+# a resumed run continues its checkpoint; init_from is for fresh runs
+train trained --resume run.steps=6 run.init_from=$HF
+grep -q "applies to fresh runs only" "$E2E_WORK/trained.out" || fail "resume did not say init_from is ignored"
+[ "$(column trained step | tail -n 1)" = 6 ] || fail "resume did not continue to step 6"
+
+# mismatches: nothing written, the tensor and both shapes named
+rm -rf "$E2E_WORK/bad"
+if "$PLAIT_BIN" train "$CFG" run.out_dir="$E2E_WORK/bad" run.init_from="$HF" model.vocab_size=40 >"$E2E_WORK/bad.out" 2>&1; then
+  fail "a 40-token config accepted 50-row weights"
+fi
+grep -q "$HF: tensor 'transformer.wte.weight' has shape \[50, 32\], the config needs \[40, 32\]" "$E2E_WORK/bad.out" ||
+  fail "unclear mismatch error: $(tail -n 3 "$E2E_WORK/bad.out")"
+! ls "$E2E_WORK/bad" 2>/dev/null | grep -q ckpt || fail "a refused run wrote a checkpoint"
+out=$("$PLAIT_BIN" train "$CFG" run.out_dir="$E2E_WORK/bad" run.init_from="$(last_ckpt trained)" model.n_head=8 2>&1) &&
+  fail "a checkpoint of 4 heads was accepted for 8"
+grep -q "trained with n_head = 4, the config has n_head = 8" <<<"$out" || fail "unclear n_head error: $out"
+out=$("$PLAIT_BIN" export "$E2E_WORK/trained" --format onnx --out "$E2E_WORK/x" 2>&1) && fail "--format onnx accepted"
+grep -q "must be hf" <<<"$out" || fail "unclear --format error: $out"
+out=$("$PLAIT_BIN" export "$E2E_WORK/nothing-here" --format hf --out "$E2E_WORK/x" 2>&1) && fail "a missing checkpoint exported"
+grep -q "nothing-here: No such file" <<<"$out" || fail "unclear missing-checkpoint error: $out"
+[ ! -e "$E2E_WORK/x" ] || fail "a failed export created its output directory"
+echo "weights round trip OK"

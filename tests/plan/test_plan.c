@@ -1,0 +1,285 @@
+/*
+ * The cost model of `plait plan` against hand-computed cases: the
+ * alpha-beta link times, the bubble formula, memory by the ZeRO formulas,
+ * the step time of a pipeline on GPUs and of ranks sharing CPU cores;
+ * Spearman's rho; the layouts the enumeration yields; CLUSTER.ini parsing
+ * (the shipped examples and errors with FILE:LINE and the allowed values).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "bench/bench_sweep.h"
+#include "plan/cluster.h"
+#include "plan/plan.h"
+#include "plan/plan_layouts.h"
+#include "runtime/error.h"
+
+#define NEAR(a, b) assert_true(fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-15)
+
+static void test_link_formulas(void **state) {
+    (void)state;
+    plait_link l = {.bandwidth = 1e9, .latency = 1e-5};
+    /* ring all-reduce of 4 MB over 4 ranks: 6 steps of 1 MB */
+    NEAR(plait_plan_allreduce_s(&l, 4, 4e6), 6 * (1e-5 + 1e-3));
+    NEAR(plait_plan_gather_s(&l, 4, 4e6), 3 * (1e-5 + 1e-3));
+    NEAR(plait_plan_p2p_s(&l, 4e6), 1e-5 + 4e-3);
+    assert_true(plait_plan_allreduce_s(&l, 1, 4e6) == 0);
+    assert_true(plait_plan_gather_s(&l, 1, 4e6) == 0);
+}
+
+static void test_bubble(void **state) {
+    (void)state;
+    NEAR(plait_plan_bubble(4, 8, 1), 3.0 / 11.0);
+    NEAR(plait_plan_bubble(4, 8, 2), 3.0 / 19.0);
+    NEAR(plait_plan_bubble(2, 1, 1), 0.5);
+    assert_true(plait_plan_bubble(1, 8, 1) == 0);
+}
+
+static void test_memory_zero_formulas(void **state) {
+    (void)state;
+    plait_plan_rank r = {.dp = 4, .tp = 1, .pp = 1, .param_numel = 1e6, .largest_layer_numel = 2e5, .act_bytes = 1e7};
+    plait_plan_mem m;
+    /* plain DP: 16 bytes per parameter, a bucket (the whole 4 MB gradient)
+     * of collective scratch plus a quarter */
+    plait_plan_memory(&r, 0, 25e6, 1e6, &m);
+    NEAR(m.param + m.grad + m.state, 16e6);
+    NEAR(m.buffers, 5e6);
+    NEAR(m.total, 16e6 + 1e7 + 5e6 + 1e6);
+    /* ZeRO-1: 8Ψ + 8Ψ/N; two units of 0.8 MB and their shards */
+    plait_plan_memory(&r, 1, 25e6, 1e6, &m);
+    NEAR(m.param + m.grad + m.state, 8e6 + 8e6 / 4);
+    NEAR(m.buffers, 2 * (8e5 + 2e5));
+    NEAR(m.total, 10e6 + 1e7 + 2e6 + 1e6);
+    /* ZeRO-2: 4Ψ + 12Ψ/N; a layer's gradients and two units */
+    plait_plan_memory(&r, 2, 25e6, 1e6, &m);
+    NEAR(m.param + m.grad + m.state, 4e6 + 12e6 / 4);
+    NEAR(m.buffers, 3 * 8e5);
+    /* ZeRO-3: 16Ψ/N; plus the running and the prefetched layer */
+    plait_plan_memory(&r, 3, 25e6, 1e6, &m);
+    NEAR(m.param + m.grad + m.state, 16e6 / 4);
+    NEAR(m.buffers, 5 * 8e5);
+    NEAR(m.total, 4e6 + 1e7 + 4e6 + 1e6);
+    /* TP: the largest TP all-reduce sets the scratch */
+    plait_plan_rank t = {.dp = 1, .tp = 2, .pp = 1, .param_numel = 1e6, .tp_msgs = 10, .tp_msg_bytes = 2e6};
+    plait_plan_memory(&t, 0, 25e6, 0, &m);
+    NEAR(m.buffers, 2.5e6);
+}
+
+/* 1 node of 2 GPUs: 1 TFLOP/s at half efficiency, 100 GB/s memory, links of
+ * 10 GB/s and 10 us */
+static plait_cluster gpu_cluster(void) {
+    return (plait_cluster){.nodes = 1, .gpu = 1, .units_per_node = 2, .memory = 1e10, .peak_flops = 1e12,
+                           .efficiency = 0.5, .memory_bandwidth = 1e11,
+                           .intra = {.kind = "nvlink", .bandwidth = 1e10, .latency = 1e-5},
+                           .inter = {.kind = "none", .bandwidth = 1e9, .latency = 1e-5}};
+}
+
+static void test_time_pipeline_on_gpus(void **state) {
+    (void)state;
+    plait_cluster c = gpu_cluster();
+    /* pp = 2, m = 4: each stage 1e11 FLOPs at 1e12 x 0.5 = 0.2 s, 4 sends of
+     * 1 MB at 10 GB/s + 10 us; the bubble 1/5 stretches the busy time by
+     * 1/(1 - 1/5); AdamW moves 28 bytes per parameter at 100 GB/s */
+    plait_plan_rank r[2];
+    for (int i = 0; i < 2; i++)
+        r[i] = (plait_plan_rank){.dp = 1, .tp = 1, .pp = 2, .node_rank = i, .micro_batches = 4, .chunks = 1,
+                                 .param_numel = 1e6, .flops = 1e11, .pp_msgs = 4, .pp_msg_bytes = 1e6, .bubble = 0.2};
+    plait_plan_time t;
+    plait_plan_step_time(r, 2, 0, 25e6, &c, &t);
+    double pp = 4 * (1e-5 + 1e6 / 1e10), span = (0.2 + pp) / 0.8;
+    NEAR(t.compute, 0.2);
+    NEAR(t.comm, pp);
+    NEAR(t.idle, span - 0.2 - pp);
+    NEAR(t.optim, 28e6 / 1e11);
+    NEAR(t.step, span + 28e6 / 1e11);
+    NEAR(t.pp_bytes, 4e6);
+}
+
+static void test_time_shared_cpu_cores(void **state) {
+    (void)state;
+    plait_cluster c = gpu_cluster();
+    c.gpu = 0;
+    c.units_per_node = 2;   /* 2 cores, 4 ranks: each alone gets 1 core */
+    c.peak_flops = 2e11;    /* the node */
+    c.efficiency = 1;
+    c.memory_bandwidth = 1e10;
+    c.intra = (plait_link){.kind = "shm", .bandwidth = 1e9, .latency = 1e-5};
+    plait_plan_rank r[4];
+    for (int i = 0; i < 4; i++)
+        r[i] = (plait_plan_rank){.dp = 4, .tp = 1, .pp = 1, .node_rank = i, .micro_batches = 1, .chunks = 1,
+                                 .param_numel = 1e6, .flops = 1e11};
+    plait_plan_time t;
+    plait_plan_step_time(r, 4, 0, 25e6, &c, &t);
+    /* alone a rank would take 1 s, but the node does 4e11 FLOPs at 2e11/s:
+     * 2 s; the 4 MB gradient is one bucket, the last, so its all-reduce is
+     * not hidden; the four ranks' AdamW share the node's bandwidth */
+    double ar = 6 * (1e-5 + 1e6 / 1e9);
+    NEAR(t.compute, 2.0);
+    NEAR(t.comm, ar);
+    NEAR(t.optim, 4 * 28e6 / 1e10);
+    NEAR(t.step, 2.0 + ar + 4 * 28e6 / 1e10);
+    NEAR(t.dp_bytes, 2.0 * 3 / 4 * 4e6);
+    /* with a 1 MB bucket, 3 of the 4 MB hide behind the backward pass */
+    plait_plan_step_time(r, 4, 0, 1e6, &c, &t);
+    NEAR(t.comm, 6 * (1e-5 + 0.25e6 / 1e9));
+}
+
+static void test_spearman(void **state) {
+    (void)state;
+    double x[5] = {1, 2, 3, 4, 5}, up[5] = {10, 20, 30, 40, 50}, down[5] = {5, 4, 3, 2, 1}, tie[5] = {5, 6, 7, 8, 7};
+    NEAR(plait_spearman(x, up, 5), 1.0);
+    NEAR(plait_spearman(x, down, 5), -1.0);
+    /* ranks of tie: 1, 2, 3.5, 5, 3.5 -> rho = 8 / sqrt(10 x 9.5) */
+    NEAR(plait_spearman(x, tie, 5), 8.0 / sqrt(95.0));
+}
+
+static plait_plan_axes axes4(const char *list) {
+    plait_plan_axes a;
+    memset(&a, 0, sizeof a);
+    a.ranks = 4;
+    a.global_batch = 8;
+    a.base = (plait_plan_layout){.dp = 1, .tp = 1, .pp = 1, .schedule = "1f1b", .chunks = 1, .optim = "adam",
+                                 .comm = "tcp"};
+    assert_int_equal(plait_plan_axes_parse(&a, list), PLAIT_OK);
+    return a;
+}
+
+static void test_enumerate_default_axes(void **state) {
+    (void)state;
+    plait_plan_axes a = axes4("dp,tp,pp,schedule");
+    plait_plan_layout l[64];
+    size_t n = plait_plan_enumerate(&a, l, 64);
+    /* dp x tp x pp = 4: (1,1,4) (1,2,2) (1,4,1) (2,1,2) (2,2,1) (4,1,1);
+     * the three with a pipeline once per schedule */
+    static const char *const want[] = {
+        "dp1 tp1 pp4 gpipe mb1 adam", "dp1 tp1 pp4 1f1b mb1 adam", "dp1 tp1 pp4 interleaved v2 mb1 adam",
+        "dp1 tp2 pp2 gpipe mb1 adam", "dp1 tp2 pp2 1f1b mb1 adam", "dp1 tp2 pp2 interleaved v2 mb1 adam",
+        "dp1 tp4 pp1 mb8 adam",       "dp2 tp1 pp2 gpipe mb1 adam", "dp2 tp1 pp2 1f1b mb1 adam",
+        "dp2 tp1 pp2 interleaved v2 mb1 adam", "dp2 tp2 pp1 mb4 adam", "dp4 tp1 pp1 mb2 adam"};
+    assert_int_equal(n, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < n; i++) {
+        char name[128];
+        plait_plan_layout_name(&l[i], name, sizeof name);
+        assert_string_equal(name, want[i]);
+    }
+    /* the overrides that make the config into a layout */
+    char ov[16][96];
+    int k = plait_plan_layout_overrides(&l[5], 8, ov);
+    int seen = 0;
+    for (int i = 0; i < k; i++)
+        seen += !strcmp(ov[i], "parallel.tp=2") + !strcmp(ov[i], "parallel.pp.schedule=interleaved") +
+                !strcmp(ov[i], "parallel.pp.virtual_stages=2") + !strcmp(ov[i], "parallel.plugin=hybrid") +
+                !strcmp(ov[i], "data.global_batch=8") + !strcmp(ov[i], "data.micro_batch=1");
+    assert_int_equal(seen, 6);
+}
+
+static void test_enumerate_bounds_and_optim(void **state) {
+    (void)state;
+    plait_plan_axes a = axes4("dp,tp,pp,schedule,optim");
+    /* ZeRO only where there is DP: 7 layouts with dp = 1 (adam), 4 x 4 with
+     * dp = 2, 4 with dp = 4 */
+    assert_int_equal(plait_plan_enumerate(&a, NULL, 0), 7 + 16 + 4);
+    /* bounds: tp in {1}, pp in {1, 2}, one schedule */
+    a = axes4("dp,tp,pp,schedule");
+    assert_int_equal(plait_plan_axes_values(&a, "tp", "1"), PLAIT_OK);
+    assert_int_equal(plait_plan_axes_values(&a, "pp", "1,2"), PLAIT_OK);
+    assert_int_equal(plait_plan_axes_values(&a, "schedule", "1f1b"), PLAIT_OK);
+    plait_plan_layout l[8];
+    assert_int_equal(plait_plan_enumerate(&a, l, 8), 2);
+    assert_true(l[0].dp == 2 && l[0].pp == 2 && !strcmp(l[0].schedule, "1f1b"));
+    assert_true(l[1].dp == 4 && l[1].pp == 1);
+    /* micro-batches: every divisor of the per-replica batch */
+    a = axes4("micro_batch");
+    a.base.dp = 2;
+    a.ranks = 2;
+    assert_int_equal(plait_plan_enumerate(&a, l, 8), 3); /* 4 per replica: 1, 2, 4 */
+    /* mistakes name what is allowed */
+    assert_int_equal(plait_plan_axes_parse(&a, "dp,tensor"), PLAIT_ERR_INVALID_ARG);
+    assert_non_null(strstr(plait_last_error(), "unknown axis 'tensor'"));
+    assert_non_null(strstr(plait_last_error(), "micro_batch"));
+    assert_int_equal(plait_plan_axes_values(&a, "schedule", "zigzag"), PLAIT_ERR_INVALID_ARG);
+    assert_non_null(strstr(plait_last_error(), "gpipe, 1f1b, interleaved"));
+    assert_int_equal(plait_plan_axes_values(&a, "tp", "0"), PLAIT_ERR_INVALID_ARG);
+}
+
+static char *source_path(const char *rel) {
+    static char buf[1024];
+    const char *src = getenv("PLAIT_SOURCE_DIR");
+    snprintf(buf, sizeof buf, "%s/%s", src ? src : ".", rel);
+    return buf;
+}
+
+static void test_cluster_examples(void **state) {
+    (void)state;
+    plait_cluster c;
+    assert_int_equal(plait_cluster_load(source_path("configs/clusters/dgx-a100.ini"), &c), PLAIT_OK);
+    assert_true(c.gpu && c.nodes == 1 && c.units_per_node == 8);
+    NEAR(c.memory, 80.0 * 1024 * 1024 * 1024);
+    NEAR(c.peak_flops, 19.5e12);
+    NEAR(c.intra.bandwidth, 300e9);
+    assert_string_equal(c.intra.kind, "nvlink");
+    assert_int_equal(plait_cluster_check_ranks(&c, 8), PLAIT_OK);
+    assert_int_equal(plait_cluster_check_ranks(&c, 16), PLAIT_ERR_INVALID_CONFIG);
+    assert_int_equal(plait_cluster_load(source_path("configs/clusters/dgx-a100-2node.ini"), &c), PLAIT_OK);
+    assert_true(c.nodes == 2 && !strcmp(c.inter.kind, "infiniband"));
+    NEAR(c.inter.bandwidth, 25e9);
+    /* 16 ranks, tp innermost: a TP group of 8 stays on NVLink, the DP pair
+     * of ranks 8 apart crosses the network */
+    assert_ptr_equal(plait_cluster_link(&c, 16, 8, 1), &c.intra);
+    assert_ptr_equal(plait_cluster_link(&c, 16, 2, 8), &c.inter);
+    assert_int_equal(plait_cluster_load(source_path("configs/clusters/this-machine.ini"), &c), PLAIT_OK);
+    assert_true(!c.gpu && c.units_per_node >= 1 && c.memory > 0 && c.peak_flops == 0);
+}
+
+static void test_cluster_errors(void **state) {
+    (void)state;
+    char path[] = "/tmp/plait-cluster-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *text = "[cluster]\nnodes = 2\n[node]\nkind = tpu\nefficiency = 2\n[intra]\nbandwith = 3\n";
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    plait_cluster c;
+    assert_int_equal(plait_cluster_load(path, &c), PLAIT_ERR_INVALID_CONFIG);
+    const char *e = plait_last_error();
+    char want[1100];
+    snprintf(want, sizeof want, "%s:4", path); /* kind = tpu, with the allowed kinds */
+    assert_non_null(strstr(e, want));
+    assert_non_null(strstr(e, "cpu"));
+    assert_non_null(strstr(e, "gpu"));
+    snprintf(want, sizeof want, "%s:5", path); /* efficiency out of range */
+    assert_non_null(strstr(e, want));
+    snprintf(want, sizeof want, "%s:7", path); /* a misspelt key */
+    assert_non_null(strstr(e, want));
+    assert_non_null(strstr(e, "bandwidth"));
+    /* two nodes need a network */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    text = "[cluster]\nnodes = 2\n";
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    assert_int_equal(plait_cluster_load(path, &c), PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), "[inter]"));
+    unlink(path);
+    assert_int_equal(plait_cluster_load("/nonexistent/cluster.ini", &c) == PLAIT_OK, 0);
+    assert_non_null(strstr(plait_last_error(), "/nonexistent/cluster.ini"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_link_formulas),           cmocka_unit_test(test_bubble),
+        cmocka_unit_test(test_memory_zero_formulas),    cmocka_unit_test(test_time_pipeline_on_gpus),
+        cmocka_unit_test(test_time_shared_cpu_cores),   cmocka_unit_test(test_spearman),
+        cmocka_unit_test(test_enumerate_default_axes),  cmocka_unit_test(test_enumerate_bounds_and_optim),
+        cmocka_unit_test(test_cluster_examples),        cmocka_unit_test(test_cluster_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
