@@ -9,11 +9,12 @@
 #include "bench/bench_sweep.h"
 #include "runtime/error.h"
 
-static plait_status write_data(const char *path, const plait_sweep_row *rows, size_t n, double *max_ms) {
+static plait_status write_data(const char *path, const plait_sweep_row *rows, size_t n, double *max_ms,
+                               double *max_mib) {
     FILE *f = fopen(path, "w");
     if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
     fprintf(f, "# idx layout tokens_s pred_tokens_s compute_ms comm_ms idle_ms peak_mib pred_mib meas_ms pred_ms\n");
-    *max_ms = 0;
+    *max_ms = *max_mib = 0;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         const plait_sweep_row *r = &rows[i];
@@ -24,12 +25,26 @@ static plait_status write_data(const char *path, const plait_sweep_row *rows, si
                 v.pred_ms);
         if (r->ms_per_step > *max_ms) *max_ms = r->ms_per_step;
         if (v.pred_ms > *max_ms) *max_ms = v.pred_ms;
+        if (r->peak_mib > *max_mib) *max_mib = r->peak_mib;
+        if (v.pred_mib > *max_mib) *max_mib = v.pred_mib;
     }
     if (fclose(f) != 0) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
     return PLAIT_OK;
 }
 
-static plait_status write_script(const char *path, double limit_mib, double max_ms) {
+static plait_status write_script(const char *path, double limit_mib, double max_ms, double max_mib) {
+    /* a limit far above every bar would flatten them: then it is named, not drawn */
+    char memory_plot[512];
+    if (limit_mib > 0 && limit_mib < 3 * max_mib)
+        snprintf(memory_plot, sizeof memory_plot,
+                 "plot 'sweep.dat' using 8:xtic(2) title 'measured peak RSS', '' using 9 title 'predicted', %.1f with "
+                 "lines lw 2 title 'limit %.0f MiB'",
+                 limit_mib, limit_mib);
+    else
+        snprintf(memory_plot, sizeof memory_plot,
+                 "plot 'sweep.dat' using 8:xtic(2) title 'measured peak RSS', '' using 9 title 'predicted (limit %.0f "
+                 "MiB, off the scale)'",
+                 limit_mib);
     FILE *f = fopen(path, "w");
     if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
     fprintf(f,
@@ -39,7 +54,9 @@ static plait_status write_script(const char *path, double limit_mib, double max_
             "set grid ytics\n"
             "set xtics rotate by -35 left\n"
             "set bmargin 9\n"
+            "set rmargin 14\n"
             "set style fill solid 0.8 border -1\n"
+            "set yrange [0:*]\n"
             "set output 'tokens.png'\n"
             "set title 'tokens/s per layout, best first (measured; predicted beside)'\n"
             "set ylabel 'tokens/s'\n"
@@ -56,8 +73,7 @@ static plait_status write_script(const char *path, double limit_mib, double max_
             "set title 'peak memory per rank (the largest rank) against the limit'\n"
             "set ylabel 'MiB'\n"
             "set style histogram clustered gap 1\n"
-            "plot 'sweep.dat' using 8:xtic(2) title 'measured peak RSS', '' using 9 title 'predicted', %.1f with "
-            "lines lw 2 title 'limit %.0f MiB'\n"
+            "%s\n"
             "set output 'predicted.png'\n"
             "set title 'predicted against measured step time'\n"
             "unset style\n"
@@ -69,7 +85,7 @@ static plait_status write_script(const char *path, double limit_mib, double max_
             "set yrange [0:%.1f]\n"
             "set size square\n"
             "plot 'sweep.dat' using 10:11 with points pt 7 ps 1.5 title 'layouts', x with lines title 'y = x'\n",
-            limit_mib, limit_mib, 1.1 * max_ms, 1.1 * max_ms);
+            memory_plot, 1.1 * max_ms, 1.1 * max_ms);
     if (fclose(f) != 0) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
     return PLAIT_OK;
 }
@@ -107,11 +123,11 @@ plait_status plait_sweep_report(const char *dir, const plait_sweep_opts *o, cons
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot create the report directory: %s", dir, strerror(errno));
     char path[1024];
-    double max_ms = 0;
+    double max_ms = 0, max_mib = 0;
     snprintf(path, sizeof path, "%s/sweep.dat", dir);
-    plait_status st = write_data(path, rows, n, &max_ms);
+    plait_status st = write_data(path, rows, n, &max_ms, &max_mib);
     snprintf(path, sizeof path, "%s/plots.gp", dir);
-    if (st == PLAIT_OK) st = write_script(path, o->mem_limit / 1048576.0, max_ms > 0 ? max_ms : 1);
+    if (st == PLAIT_OK) st = write_script(path, o->mem_limit / 1048576.0, max_ms > 0 ? max_ms : 1, max_mib);
     snprintf(path, sizeof path, "%s/report.md", dir);
     if (st == PLAIT_OK) st = write_markdown(path, rows, n, header);
     if (st != PLAIT_OK) return st;

@@ -47,6 +47,25 @@ const plait_command *plait_cli_find_command(const char *name);
  * to the launcher when this process is a rank of `plait -n`). */
 void plait_cli_print_error(const char *context);
 
+/* Options of the launcher that every command takes, like -n:
+ *   --nnodes N       the job spans N hosts, one launcher each (torchrun's
+ *                    --nnodes); rank 0's host from MASTER_ADDR/MASTER_PORT,
+ *                    [comm] rendezvous or a Slurm allocation's first node,
+ *                    the shared secret from PLAIT_JOB_TOKEN
+ *   --node-rank K    this host's index (default SLURM_NODEID under Slurm)
+ *   --max-restarts K plait train: relaunch a failed job from its latest
+ *                    complete checkpoint up to K times (launch/restart.h) */
+typedef struct plait_cli_job_opts {
+    int nnodes;       /* 0 = not given */
+    int node_rank;    /* -1 = not given */
+    int max_restarts; /* -1 = not given ([run] max_restarts) */
+} plait_cli_job_opts;
+/* Remove those options from argv (after argv[0]); 0, or -1 with a static
+ * message in *err for a missing or out-of-range value. */
+int plait_cli_take_job_options(int *argc, char **argv, plait_cli_job_opts *o, const char **err);
+/* Remember them for plait_cli_launch*() (main thread, before any launch). */
+void plait_cli_set_job_options(const plait_cli_job_opts *o);
+
 /* `plait <command> ... -n N`: run N local ranks of argv (with -n already
  * removed) under the launcher (launch/launch.h) and return the exit code the
  * CLI should exit with. Refuses to nest inside a running job. */

@@ -1,15 +1,127 @@
-/* `plait <command> -n N`: the CLI side of the local launcher. */
+/* `plait <command> -n N` and layouts that need several ranks: the CLI side
+ * of the local launcher, on one host or one launcher per host (--nnodes),
+ * with automatic restarts of `plait train` (--max-restarts). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 #include "launch/bootstrap.h"
 #include "launch/launch.h"
+#include "launch/net.h"
+#include "launch/restart.h"
+#include "launch/slurm_env.h"
 #include "runtime/error.h"
 #include "train/preflight.h"
 
-int plait_cli_launch(int nranks, int argc, char **argv) {
-    (void)argc;
+static plait_cli_job_opts g_job = {.nnodes = 0, .node_rank = -1, .max_restarts = -1};
+
+void plait_cli_set_job_options(const plait_cli_job_opts *o) { g_job = *o; }
+
+/* "--name V" or "--name=V" at argv[i]: the value (NULL if absent) and how
+ * many arguments it took; 0 if argv[i] is not that option. */
+static int option_value(char **argv, int argc, int i, const char *name, const char **value) {
+    size_t n = strlen(name);
+    if (strncmp(argv[i], name, n) != 0) return 0;
+    if (argv[i][n] == '=') {
+        *value = argv[i] + n + 1;
+        return 1;
+    }
+    if (argv[i][n] != '\0') return 0;
+    *value = i + 1 < argc ? argv[i + 1] : NULL;
+    return 2;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+    char *end = NULL;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int plait_cli_take_job_options(int *argc, char **argv, plait_cli_job_opts *o, const char **err) {
+    static const struct {
+        const char *name;
+        int lo, hi;
+        const char *msg;
+    } opts[] = {{"--nnodes", 1, 65536, "--nnodes needs a number of hosts in 1..65536"},
+                {"--node-rank", 0, 65535, "--node-rank needs this host's index in 0..65535"},
+                {"--max-restarts", 0, 1000, "--max-restarts needs a number in 0..1000"}};
+    *o = (plait_cli_job_opts){.nnodes = 0, .node_rank = -1, .max_restarts = -1};
+    int *field[] = {&o->nnodes, &o->node_rank, &o->max_restarts};
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--") == 0) break;
+        for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
+            const char *v = NULL;
+            int used = option_value(argv, *argc, i, opts[k].name, &v);
+            if (!used) continue;
+            if (parse_int(v, opts[k].lo, opts[k].hi, field[k]) != 0) {
+                *err = opts[k].msg;
+                return -1;
+            }
+            for (int j = i; j + used <= *argc; j++) argv[j] = argv[j + used];
+            *argc -= used;
+            i--;
+            break;
+        }
+    }
+    if (o->nnodes > 0 && o->node_rank >= o->nnodes) {
+        *err = "--node-rank must be below --nnodes";
+        return -1;
+    }
+    return 0;
+}
+
+/* Fill the multi-host part of `lo` from the options and the environment:
+ * this host's index (--node-rank, else SLURM_NODEID under Slurm), rank 0's
+ * host and port (`rendezvous`, else MASTER_ADDR/MASTER_PORT, else the first
+ * node of a Slurm allocation) and the job's token (PLAIT_JOB_TOKEN). */
+static plait_status multi_host(plait_launch_opts *lo, const char *rendezvous, char *host, size_t cap) {
+    lo->nnodes = g_job.nnodes;
+    lo->node_rank = g_job.node_rank;
+    if (lo->node_rank < 0 && getenv("SLURM_NODEID") && parse_int(getenv("SLURM_NODEID"), 0, 65535, &lo->node_rank))
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "SLURM_NODEID='%s' is not a node index", getenv("SLURM_NODEID"));
+    if (lo->node_rank < 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "--nnodes %d needs --node-rank (this host's index, 0 on the "
+                                                         "host of rank 0)", lo->nnodes);
+    if (lo->node_rank >= lo->nnodes)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "this host's index %d is not below --nnodes %d",
+                               lo->node_rank, lo->nnodes);
+    plait_status st;
+    const char *addr = getenv("MASTER_ADDR");
+    if (rendezvous && *rendezvous) {
+        st = plait_net_split_hostport(rendezvous, "[comm] rendezvous", host, cap, &lo->store_port);
+    } else if (addr && *addr) {
+        const char *port = getenv("MASTER_PORT");
+        if (!port || parse_int(port, 1, 65535, &lo->store_port) != 0)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "MASTER_ADDR is set but MASTER_PORT is %s%s%s",
+                                   port ? "'" : "not set", port ? port : "", port ? "', not a port" : "");
+        snprintf(host, cap, "%s", addr);
+        st = PLAIT_OK;
+    } else if (getenv("SLURM_NODELIST") || getenv("SLURM_STEP_NODELIST")) {
+        st = plait_slurm_store_address(NULL, host, cap, &lo->store_port);
+    } else {
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "--nnodes %d: nothing says where rank 0's store is; set MASTER_ADDR and "
+                               "MASTER_PORT (rank 0's host, a free port) or [comm] rendezvous on every host",
+                               lo->nnodes);
+    }
+    if (st != PLAIT_OK) return st;
+    lo->store_host = host;
+    lo->token = getenv("PLAIT_JOB_TOKEN");
+    if (!lo->token || !*lo->token || strlen(lo->token) > PLAIT_STORE_MAX_TOKEN)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "--nnodes %d: set the same secret PLAIT_JOB_TOKEN (1..%d bytes) on every host, "
+                               "e.g. export PLAIT_JOB_TOKEN=$(head -c 24 /dev/urandom | base64)",
+                               lo->nnodes, PLAIT_STORE_MAX_TOKEN);
+    return PLAIT_OK;
+}
+
+/* Launch `nranks` local ranks of argv (per host with --nnodes); with
+ * max_restarts > 0, relaunch a failed job from its latest complete
+ * checkpoint (argv gains run.resume=auto) up to that many times. */
+static int launch(int nranks, int argc, char **argv, const char *rendezvous, int max_restarts) {
     if (getenv("PLAIT_RANK")) {
         fprintf(stderr, "plait: -n is for the outer command: this process is already rank %s of a "
                         "plait job\n", getenv("PLAIT_RANK"));
@@ -17,31 +129,92 @@ int plait_cli_launch(int nranks, int argc, char **argv) {
     }
     plait_launch_opts o = {0};
     o.nranks = nranks;
-    o.argv = argv; /* argv[0] stays "plait"; the binary is /proc/self/exe */
     o.stdout_fd = o.stderr_fd = -1;
     const char *g = getenv("PLAIT_LAUNCH_GRACE");
     o.grace_s = g ? atof(g) : 0;
-    plait_launch_result res;
-    if (plait_launch_local(&o, &res) != PLAIT_OK) {
+    char host[256];
+    if (g_job.nnodes > 1 && multi_host(&o, rendezvous, host, sizeof host) != PLAIT_OK) {
         plait_cli_print_error("launch");
+        return 2;
+    }
+    /* argv plus room for "run.resume=auto" */
+    char **args = calloc((size_t)argc + 2, sizeof *args);
+    if (!args) {
+        fprintf(stderr, "plait: out of memory\n");
         return 1;
     }
-    return res.exit_code;
+    memcpy(args, argv, sizeof *args * (size_t)argc);
+    o.argv = args; /* args[0] stays "plait"; the binary is /proc/self/exe */
+    int code = 1;
+    char reason[sizeof ((plait_launch_result *)0)->message] = "";
+    for (int attempt = 0;; attempt++) {
+        char *env[PLAIT_RESTART_ENV_MAX];
+        plait_restart_env(attempt, max_restarts, reason, env);
+        o.extra_env = env;
+        plait_launch_result res;
+        plait_status st = plait_launch_local(&o, &res);
+        plait_restart_env_free(env);
+        if (st != PLAIT_OK) {
+            plait_cli_print_error("launch");
+            break;
+        }
+        code = res.exit_code;
+        if (code == 0 || res.interrupted || attempt >= max_restarts) break;
+        snprintf(reason, sizeof reason, "%s", res.message);
+        fprintf(stderr, "plait: restart %d of %d: relaunching %d rank%s from the latest complete checkpoint\n",
+                attempt + 1, max_restarts, nranks, nranks == 1 ? "" : "s");
+        args[argc] = "run.resume=auto";
+    }
+    free(args);
+    return code;
+}
+
+int plait_cli_launch(int nranks, int argc, char **argv) {
+    if (g_job.max_restarts > 0) {
+        fprintf(stderr, "plait: --max-restarts is for `plait train` (a restart resumes from a checkpoint)\n");
+        return 2;
+    }
+    return launch(nranks, argc, argv, NULL, 0);
 }
 
 int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv, int *exit_code) {
     int64_t world = plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                     plait_config_int(cfg, "parallel", "pp");
+    int restarts = strcmp(context, "train") == 0 ? (int)plait_config_int(cfg, "run", "max_restarts") : 0;
+    if (g_job.max_restarts >= 0) restarts = g_job.max_restarts;
+    if (g_job.max_restarts > 0 && strcmp(context, "train") != 0) {
+        fprintf(stderr, "plait: --max-restarts is for `plait train` (a restart resumes from a checkpoint)\n");
+        *exit_code = 2;
+        plait_config_free(cfg);
+        return 1;
+    }
     plait_job_env env;
-    if (world <= 1 || plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) != PLAIT_OK ||
-        env.launcher != PLAIT_LAUNCHER_NONE)
+    /* --nnodes (even 1) makes this process one host's launcher whatever the
+     * environment says (under `srun --ntasks-per-node=1` it is a Slurm task) */
+    if (g_job.nnodes < 1 &&
+        ((world <= 1 && restarts <= 0) || plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) != PLAIT_OK ||
+         env.launcher != PLAIT_LAUNCHER_NONE))
         return 0;
+    int nodes = g_job.nnodes > 1 ? g_job.nnodes : 1;
+    if (g_job.nnodes >= 1 && getenv("PLAIT_RANK")) {
+        fprintf(stderr, "plait: --nnodes is for each host's launcher: this process is already rank %s of a plait "
+                        "job\n", getenv("PLAIT_RANK"));
+        *exit_code = 2;
+        plait_config_free(cfg);
+        return 1;
+    }
     /* a layout mistake is reported once, here, not by every rank */
     if (plait_layout_preflight(cfg) != PLAIT_OK) {
         plait_cli_print_error(context);
         *exit_code = 1;
+    } else if (world % nodes) {
+        fprintf(stderr, "plait: %s: the layout's %lld ranks (dp x tp x pp) do not split evenly over --nnodes %d\n",
+                context, (long long)world, nodes);
+        *exit_code = 2;
     } else {
-        *exit_code = plait_cli_launch((int)world, argc, argv);
+        char rdv[300];
+        snprintf(rdv, sizeof rdv, "%s", plait_config_str(cfg, "comm", "rendezvous"));
+        *exit_code = launch((int)(world / nodes), argc, argv, rdv, restarts);
     }
     plait_config_free(cfg);
     return 1;

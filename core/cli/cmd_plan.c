@@ -30,8 +30,8 @@ static int cmd_plan(int argc, char **argv) {
 
 const plait_command plait_cmd_plan = {
     "plan", "predict step time and memory per rank of every layout of N ranks",
-    "usage: plait plan CONFIG --ranks N [--cluster CLUSTER.ini] [--axes LIST] [--AXIS VALUES ...]\n"
-    "                  [--mem-limit MiB] [section.key=value ...]\n"
+    "usage: plait plan CONFIG --ranks N [--cluster CLUSTER.ini] [--comm-csv FILE] [--axes LIST]\n"
+    "                  [--AXIS VALUES ...] [--mem-limit MiB] [section.key=value ...]\n"
     "\n"
     "Enumerates every layout of N ranks along the chosen axes (default dp,tp,pp,schedule; all:\n"
     "dp,tp,pp,schedule,chunks,optim,micro_batch,bucket_mb,comm), checks each as 'plait train' would\n"
@@ -44,6 +44,8 @@ const plait_command plait_cmd_plan = {
     "\n"
     "  --ranks N          world size (also -n N)\n"
     "  --cluster FILE     the cluster (configs/clusters/*.ini); default: this machine\n"
+    "  --comm-csv FILE    calibrate the intra-node link (latency, bandwidth) from a\n"
+    "                     'plait bench comm -n N --op allreduce --csv FILE' table\n"
     "  --axes LIST        axes to vary; the others keep the config's setting\n"
     "  --dp/--tp/--pp/--schedule/--chunks/--optim/--micro_batch/--bucket_mb/--comm VALUES\n"
     "                     the values an axis takes (comma-separated; makes it vary)\n"

@@ -19,7 +19,7 @@ static int bad(const char *fmt, ...) {
 }
 
 static int known_option(const char *a) {
-    static const char *const options[] = {"--prompt", "--tokens", "--temperature", "--top-k", "--seed"};
+    static const char *const options[] = {"--prompt", "--tokens", "--temperature", "--top-k", "--seed", "--tokenizer"};
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
         if (!strcmp(a, options[i])) return 1;
     return 0;
@@ -40,6 +40,8 @@ static int cmd_sample(int argc, char **argv) {
         i++;
         if (!strcmp(a, "--prompt")) {
             o.prompt = v;
+        } else if (!strcmp(a, "--tokenizer")) {
+            o.tokenizer = v;
         } else if (!strcmp(a, "--tokens")) {
             o.tokens = strtoll(v, &end, 10);
             if (!*v || *end || o.tokens < 0 || o.tokens > 1000000) return bad("--tokens %s: must be 0..1000000", v);
@@ -66,10 +68,14 @@ static int cmd_sample(int argc, char **argv) {
 
 const plait_command plait_cmd_sample = {
     "sample", "generate text from a checkpoint",
-    "usage: plait sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n\n"
+    "usage: plait sample CHECKPOINT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+    "                    [--tokenizer DIR]\n\n"
     "CHECKPOINT is a checkpoint directory (runs/NAME/ckpt-<step>) or a run directory (its latest\n"
     "complete checkpoint). The model is rebuilt from the checkpoint alone, on one process.\n"
-    "  --prompt TEXT        start of the text (bytes; token ids for vocabularies larger than 256)\n"
+    "  --prompt TEXT        start of the text, encoded with the run's tokenizer (without one: bytes,\n"
+    "                       or token ids for vocabularies larger than 256)\n"
+    "  --tokenizer DIR      the tokenizer to encode and decode with (default: the one [data] tokenizer\n"
+    "                       named when the run was trained, recorded in the checkpoint)\n"
     "  --tokens N           tokens to generate (default 200)\n"
     "  --temperature T      softmax temperature (default 0.8); 0 = greedy (argmax) decoding\n"
     "  --top-k K            sample among the K most likely tokens only (default 0 = all)\n"

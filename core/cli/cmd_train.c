@@ -53,7 +53,8 @@ static int cmd_train(int argc, char **argv) {
 
 const plait_command plait_cmd_train = {
     "train", "train a model: plait train CONFIG [section.key=value ...] [--resume]",
-    "usage: plait train CONFIG [section.key=value ...] [--resume] [--progress auto|tty|plain|off]\n\n"
+    "usage: plait train CONFIG [section.key=value ...] [--resume] [--progress auto|tty|plain|off]\n"
+    "                   [--max-restarts K] [--nnodes N --node-rank K]\n\n"
     "Trains the model CONFIG describes. A layout of dp x tp x pp > 1 ranks starts that many local\n"
     "ranks over the comm plugin (TCP by default); under mpirun, srun or a torchrun-style environment\n"
     "this process is one rank of the job instead. Rank 0 shows progress; every rank logs to\n"
@@ -64,5 +65,12 @@ const plait_command plait_cmd_train = {
     "  --progress M   progress display (step, loss, lr, tokens/s, MFU, ETA): auto (in place on a\n"
     "                 terminal), tty, plain, off; MFU is against [run] mfu_peak GFLOP/s, or an\n"
     "                 SGEMM peak measured at start when that is 0\n"
+    "  --max-restarts K  when a rank fails, stop the job, then relaunch every rank from the latest\n"
+    "                 complete checkpoint, up to K times ([run] max_restarts; logged in rank 0's log,\n"
+    "                 the restarts column of metrics.csv and on stderr)\n"
+    "  --nnodes N --node-rank K  one launcher per host: this host starts its share of the layout's\n"
+    "                 ranks; rank 0's host from MASTER_ADDR/MASTER_PORT (or [comm] rendezvous, or a\n"
+    "                 Slurm allocation's first node), the same PLAIT_JOB_TOKEN on every host\n"
+    "                 (docs/multi-node.md)\n"
     "  section.key=value  override any config key, e.g. optim.lr=3e-4 run.steps=50\n",
     cmd_train};

@@ -10,12 +10,14 @@ extern const plait_command plait_cmd_sample;
 extern const plait_command plait_cmd_plan;
 extern const plait_command plait_cmd_export;
 extern const plait_command plait_cmd_tokenizer;
+extern const plait_command plait_cmd_data;
 
 const plait_command *const plait_commands[] = {
     &plait_cmd_train,
     &plait_cmd_sample,
     &plait_cmd_export,
     &plait_cmd_tokenizer,
+    &plait_cmd_data,
     &plait_cmd_config,
     &plait_cmd_plugins,
     &plait_cmd_bench,

@@ -40,6 +40,8 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
             if (*end || a->ranks < 1 || a->ranks > 4096) return bad(cmd, "ranks must be 1..4096, not", v);
         } else if (!strcmp(o, "--cluster")) {
             a->cluster = v;
+        } else if (!strcmp(o, "--comm-csv")) {
+            a->comm_csv = v;
         } else if (!strcmp(o, "--axes")) {
             axes = v;
         } else if (!strcmp(o, "--mem-limit")) {
@@ -135,6 +137,10 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
         }
     } else {
         plait_cluster_default(cluster);
+    }
+    if (a->comm_csv && plait_cluster_fit_comm(cluster, a->comm_csv) != PLAIT_OK) {
+        plait_cli_print_error("--comm-csv");
+        return 1;
     }
     if (plait_cluster_check_ranks(cluster, a->ranks) != PLAIT_OK) {
         plait_cli_print_error(NULL);

@@ -15,6 +15,7 @@ typedef struct plait_cli_layout_args {
     const char *config;
     int ranks;
     const char *cluster;      /* CLUSTER.ini, or NULL: this machine */
+    const char *comm_csv;     /* a bench comm CSV calibrating the intra-node link, or NULL */
     double mem_limit;         /* bytes per rank, 0 = the cluster's */
     plait_plan_axes axes;
     char **over;              /* the user's overrides (malloc'd array of argv pointers) */

@@ -39,13 +39,21 @@ int main(int argc, char **argv) {
      * N ranks running the same command line without it. */
     int nranks = 0;
     const char *bad = NULL;
-    /* ...except where -n N is the command's own: the ranks a sweep's layouts
-     * have (the sweep itself is one process that starts each layout) */
-    int own_n = argc > 2 && strcmp(argv[1], "bench") == 0 && strcmp(argv[2], "sweep") == 0;
+    /* ...except where -n N is the command's own: the ranks the layouts of
+     * `plan` and `bench sweep` have (both run as one process; the sweep
+     * starts each layout's ranks itself) */
+    int own_n = strcmp(argv[1], "plan") == 0 ||
+                (argc > 2 && strcmp(argv[1], "bench") == 0 && strcmp(argv[2], "sweep") == 0);
     if (!own_n && plait_launch_take_nranks(&argc, argv, &nranks, &bad) != 0) {
         fprintf(stderr, "plait: %s\n", bad);
         return 2;
     }
+    plait_cli_job_opts job;
+    if (plait_cli_take_job_options(&argc, argv, &job, &bad) != 0) {
+        fprintf(stderr, "plait: %s\n", bad);
+        return 2;
+    }
+    plait_cli_set_job_options(&job);
     if (nranks > 0) return plait_cli_launch(nranks, argc, argv);
     plait_host_install();
     int rc = c->run(argc - 1, argv + 1);

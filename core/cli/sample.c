@@ -13,6 +13,7 @@
 #include "train/run.h"
 #include "train/run_internal.h"
 #include "train/run_source.h"
+#include "tokenizer/tokenizer.h"
 
 static const char *const model_keys[] = {"arch", "n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
 
@@ -116,6 +117,43 @@ static plait_status parse_prompt(const char *prompt, int32_t vocab, int32_t **ou
     return PLAIT_OK;
 }
 
+/* The run's tokenizer: --tokenizer, else the one recorded at training. */
+static plait_status open_tokenizer(const plait_sample_options *o, const plait_ckpt *ck, plait_tokenizer **tok) {
+    *tok = NULL;
+    const char *path = o->tokenizer ? o->tokenizer : plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.data.tokenizer");
+    if (!path || !*path) return PLAIT_OK;
+    plait_status st = plait_tokenizer_load(path, tok);
+    if (st != PLAIT_OK && !o->tokenizer)
+        return plait_set_error(st, "%s (the tokenizer this run was trained with; give --tokenizer DIR if it moved)",
+                               plait_last_error());
+    return st;
+}
+
+/* The prompt's ids through the tokenizer (an empty prompt: <|endoftext|>,
+ * or a newline when the vocabulary has no such token). */
+static plait_status encode_prompt(const plait_tokenizer *tok, const char *prompt, int32_t **out, int64_t *n) {
+    plait_token_buf ids = {0};
+    plait_status st = plait_tokenizer_encode(tok, prompt, strlen(prompt), &ids);
+    if (st == PLAIT_OK && ids.len == 0)
+        st = plait_tokenizer_eot(tok) >= 0 ? plait_token_buf_push(&ids, plait_tokenizer_eot(tok))
+                                           : plait_tokenizer_encode(tok, "\n", 1, &ids);
+    if (st != PLAIT_OK) {
+        plait_token_buf_free(&ids);
+        return st;
+    }
+    *out = ids.ids ? ids.ids : malloc(sizeof(int32_t));
+    *n = (int64_t)ids.len;
+    return *out ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+}
+
+static void write_token(const plait_tokenizer *tok, int32_t V, int32_t id, FILE *out) {
+    const unsigned char *bytes;
+    size_t len;
+    if (tok && plait_tokenizer_token(tok, id, &bytes, &len) == PLAIT_OK) fwrite(bytes, 1, len, out);
+    else if (V <= 256) fputc(id, out);
+    else fprintf(out, "%d ", id);
+}
+
 plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     plait_ckpt *ck = NULL;
     plait_status st = plait_ckpt_open(o->checkpoint, &ck);
@@ -130,6 +168,7 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     memset(&run, 0, sizeof run);
     plait_run_source src;
     int have_src = 0;
+    plait_tokenizer *tok = NULL;
     int32_t *ctx = NULL;
     double *probs = NULL;
     st = config_from_checkpoint(ck, &run.cfg);
@@ -155,7 +194,14 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     }
     int32_t V = run.model.spec ? run.model.spec->vocab_size : 0, T = run.model.block_size;
     int64_t n = 0;
-    if (st == PLAIT_OK) st = parse_prompt(o->prompt ? o->prompt : "", V, &ctx, &n);
+    if (st == PLAIT_OK) st = open_tokenizer(o, ck, &tok);
+    /* sample only ids the tokenizer has (GPT-2's 50257 of a padded 50304) */
+    int32_t V_pick = tok && plait_tokenizer_vocab_size(tok) < V ? plait_tokenizer_vocab_size(tok) : V;
+    if (st == PLAIT_OK && tok && plait_tokenizer_vocab_size(tok) > V)
+        st = plait_set_error(PLAIT_ERR_INVALID_ARG, "tokenizer %s has %d ids, more than the model's %d",
+                             plait_tokenizer_source(tok), plait_tokenizer_vocab_size(tok), V);
+    if (st == PLAIT_OK)
+        st = tok ? encode_prompt(tok, o->prompt ? o->prompt : "", &ctx, &n) : parse_prompt(o->prompt ? o->prompt : "", V, &ctx, &n);
     if (st == PLAIT_OK) {
         int32_t *grown = realloc(ctx, sizeof(int32_t) * (size_t)(n + o->tokens + 1));
         probs = malloc(sizeof(double) * (size_t)V);
@@ -167,11 +213,8 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     int32_t *window = st == PLAIT_OK ? calloc((size_t)T, sizeof(int32_t)) : NULL;
     if (st == PLAIT_OK && !window) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 1;
-    if (st == PLAIT_OK) {
-        for (int64_t i = 0; i < n; i++)
-            if (V <= 256) fputc(ctx[i], out);
-            else fprintf(out, "%d ", ctx[i]);
-    }
+    if (st == PLAIT_OK && tok) fputs(o->prompt ? o->prompt : "", out); /* the prompt as given, not an <|endoftext|> */
+    for (int64_t i = 0; st == PLAIT_OK && !tok && i < n; i++) write_token(NULL, V, ctx[i], out);
     for (int64_t g = 0; st == PLAIT_OK && g < o->tokens; g++) {
         int64_t start = n > T ? n - T : 0, len = n - start;
         memset(window, 0, sizeof(int32_t) * (size_t)T);
@@ -180,10 +223,9 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         for (int32_t l = 0; st == PLAIT_OK && l < run.model.spec->n_layers; l++) st = plait_model_forward_layer(run.model.instance, l, 0);
         if (st != PLAIT_OK) break;
         const float *logits = plait_model_logits(run.model.instance, 0) + (size_t)(len - 1) * (size_t)run.layout.plan.vocab_padded;
-        int32_t next = pick(logits, V, o->temperature, o->top_k, &rng, probs);
+        int32_t next = pick(logits, V_pick, o->temperature, o->top_k, &rng, probs);
         ctx[n++] = next;
-        if (V <= 256) fputc(next, out);
-        else fprintf(out, "%d ", next);
+        write_token(tok, V, next, out);
         fflush(out);
     }
     if (st == PLAIT_OK) fputc('\n', out);
@@ -200,5 +242,6 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     plait_model_desc_free(run.model.desc);
     plait_config_free(run.cfg);
     plait_ckpt_close(ck);
+    plait_tokenizer_free(tok);
     return st;
 }

@@ -19,15 +19,21 @@
 
 typedef struct plait_sample_options {
     const char *checkpoint;  /* a ckpt-<step> directory, or a run directory (its latest checkpoint) */
-    const char *prompt;      /* bytes (vocab 256) or space-separated token ids */
+    const char *prompt;      /* text when there is a tokenizer or the vocab is 256, else space-separated ids */
+    const char *tokenizer;   /* overrides the checkpoint's plait.data.tokenizer (NULL = use it) */
     int64_t tokens;          /* how many to generate */
     double temperature;      /* 0 = argmax */
     int32_t top_k;           /* 0 = all */
     uint64_t seed;
 } plait_sample_options;
 
-/* Generate and write the prompt followed by the new tokens to `out`
- * (as bytes when the vocabulary is 256, else as token ids). */
+/* Generate and write the prompt followed by the new tokens to `out`. With a
+ * tokenizer (--tokenizer, or the one the run was trained with, recorded in
+ * the checkpoint from [data] tokenizer) the prompt is encoded with it, the
+ * output decoded, and only its ids are sampled (a padded vocabulary's extra
+ * ids never are); without one, text is bytes when the vocabulary is 256 and
+ * token ids otherwise. An empty prompt starts from <|endoftext|> when the
+ * tokenizer has it (a newline without a tokenizer). */
 plait_status plait_sample(const plait_sample_options *opts, FILE *out);
 
 #endif

@@ -65,6 +65,9 @@ void plait_coll_drain(plait_coll_ctx *c);
  * measurements are in coll_exec.c. */
 plait_coll_algo plait_coll_auto_algo(plait_coll_kind kind, size_t bytes, int n);
 
+/* An algorithm's entry point. */
+typedef plait_status (*plait_coll_algo_fn)(plait_coll_ctx *c);
+
 /* Helpers shared by the algorithms. */
 static inline char *plait_byte_ptr(const void *p, size_t elems, size_t esz) {
     return (char *)(uintptr_t)p + elems * esz;
@@ -115,6 +118,20 @@ plait_status plait_direct_broadcast(plait_coll_ctx *c);
 plait_status plait_direct_gather(plait_coll_ctx *c);
 plait_status plait_direct_scatter(plait_coll_ctx *c);
 plait_status plait_dissemination_barrier(plait_coll_ctx *c);
+
+/* coll_hier.c: hierarchical (within the host, across hosts, within again). */
+plait_status plait_hier_allreduce(plait_coll_ctx *c);
+plait_status plait_hier_reduce_scatter(plait_coll_ctx *c);
+plait_status plait_hier_allgather(plait_coll_ctx *c);
+/* 1 when `comm`'s members span H > 1 hosts with L > 1 on each (*hosts = H,
+ * *per_host = L); 0 otherwise (hierarchical does not apply). */
+int plait_hier_shape(const plait_comm *comm, int *hosts, int *per_host);
+/* The hierarchical implementation to run for `kind` when `requested` is
+ * HIER (wherever it applies) or AUTO (where it applies and `bytes`, the
+ * nccl-tests size, is large enough to gain from it); NULL = use the flat
+ * choice. */
+plait_coll_algo_fn plait_hier_choose(const plait_comm *comm, plait_coll_kind kind, plait_coll_algo requested,
+                                     size_t bytes);
 
 /* coll_ordered.c: reductions in the canonical order (deterministic mode). */
 plait_status plait_ordered_allreduce(plait_coll_ctx *c);

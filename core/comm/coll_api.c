@@ -49,7 +49,7 @@ static plait_status issue(plait_comm *comm, plait_coll_args *a, const plait_coll
     }
     int n = comm->size, r = comm->rank;
     size_t esz = plait_dtype_size(a->dtype);
-    if ((unsigned)a->algo > PLAIT_ALGO_NATIVE)
+    if ((unsigned)a->algo > PLAIT_ALGO_HIER)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s on '%s': unknown algorithm %d", what,
                                comm->name, (int)a->algo);
     if (a->kind == PLAIT_COLL_BARRIER) {

@@ -350,7 +350,8 @@ plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args) {
         goto out;
     }
     c.algo = requested;
-    if (requested != PLAIT_ALGO_AUTO && requested != PLAIT_ALGO_NATIVE) fn = lookup(a.kind, requested);
+    if ((fn = plait_hier_choose(comm, a.kind, requested, op_bytes(&c))) != NULL) c.algo = PLAIT_ALGO_HIER;
+    else if (requested != PLAIT_ALGO_AUTO && requested != PLAIT_ALGO_NATIVE) fn = lookup(a.kind, requested);
     if (!fn) {
         c.algo = plait_coll_auto_algo(a.kind, op_bytes(&c), c.size);
         fn = lookup(a.kind, c.algo);

@@ -11,7 +11,7 @@ const char *plait_coll_kind_name(plait_coll_kind kind) {
     return (unsigned)kind < PLAIT_COLL_KIND_COUNT ? names[kind] : "?";
 }
 
-static const char *const algo_names[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "native"};
+static const char *const algo_names[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "native", "hier"};
 
 const char *plait_coll_algo_name(plait_coll_algo algo) {
     return (unsigned)algo < sizeof algo_names / sizeof algo_names[0] ? algo_names[algo] : "?";

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm_topo.h"
 #include "comm/request.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
@@ -95,6 +96,7 @@ static void comm_release_memory(plait_comm *c) {
     pthread_mutex_destroy(&c->p2p_lock);
     if (!c->scratch_leaked) plait_free(c->scratch);
     free(c->failure);
+    plait_comm_topo_free(c);
     free(c->world_ranks);
     free(c);
 }
@@ -163,9 +165,14 @@ plait_status plait_comm_create_world(const plait_comm_ops *ops, const plait_conf
         comm_release_memory(c);
         return st;
     }
-    int *members = malloc((size_t)c->size * sizeof(int));
+    st = plait_comm_topo_init_world(c, bootstrap);
+    int *members = st == PLAIT_OK ? malloc((size_t)c->size * sizeof(int)) : NULL;
     if (!members) {
         ops->destroy(c->pcoll);
+        if (st != PLAIT_OK) {
+            comm_release_memory(c);
+            return st;
+        }
         comm_release_memory(c);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     }
@@ -288,6 +295,10 @@ plait_status plait_comm_split(plait_comm *comm, int color, int key, const char *
     child->factory = comm->factory;
     child->parent = comm;
     child->id = child_comm_id(comm->id, split_no, (uint32_t)color, 0);
+    if ((st = plait_comm_topo_inherit(child, comm, members)) != PLAIT_OK) {
+        comm_release_memory(child);
+        goto done;
+    }
 
     acquire_exclusive(comm);
     st = derive_plugin(child, comm->pcoll, child->id, members, &child->pcoll);

@@ -139,6 +139,8 @@ struct plait_comm {
     char name[32];
     int rank, size;
     int *world_ranks;     /* member -> world rank */
+    int *host_of;         /* member -> host index (comm_topo.h); NULL = all on one host */
+    int n_hosts;
     uint32_t id;          /* comm id of pcoll's bootstrap (0 = world) */
     struct plait_comm *parent;
     int children;         /* live children (freed before this one) */

@@ -20,8 +20,8 @@ static const char *const resume_choices[] = {"no", "auto", "yes", NULL};
 static const char *const progress_choices[] = {"auto", "tty", "plain", "off", NULL};
 static const char *const arch_choices[] = {"gpt", "mlp", NULL};
 static const char *const recompute_choices[] = {"none", "selective", "full", NULL};
-static const char *const format_choices[] = {"auto", "text", "u16", NULL};
-static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", NULL};
+static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
+static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", NULL};
 static const char *const precision_choices[] = {"fp32", "tf32", "bf16", NULL};
 
@@ -32,6 +32,8 @@ static const plait_key_decl run_keys[] = {
         "run directory for logs, metrics.csv and checkpoints; empty = runs/<config file name>"),
     KEY("resume", E, "no", 1, 0, resume_choices, SAME,
         "continue from the latest complete checkpoint: no, auto (if one exists), yes (must exist)"),
+    KEY("max_restarts", I, "0", 0, 1000, NULL, 0,
+        "relaunch a failed job from its latest complete checkpoint up to this many times (--max-restarts)"),
     KEY("init_from", S, "", 1, 0, NULL, SAME,
         "start a fresh run from pretrained weights: a safetensors file (or a directory holding "
         "model.safetensors) in the Hugging Face GPT-2 or plait/nanoGPT layout; empty = random init"),
@@ -76,10 +78,19 @@ static const plait_key_decl model_keys[] = {
 
 static const plait_key_decl data_keys[] = {
     KEY("path", S, "data/corpus.txt", 1, 0, NULL, SAME,
-        "training data: a text file (bytes are tokens) or a uint16 token file (.bin)"),
+        "training data: a text file (bytes are tokens) or token files (.bin, as plait data prepare writes); "
+        "a list or glob of shards (comma or space separated) is read back to back"),
+    KEY("val_path", S, "", 1, 0, NULL, SAME,
+        "validation data, the same syntax (empty = hold out the tail of path by val_fraction)"),
+    KEY("tokenizer", S, "", 1, 0, NULL, SAME,
+        "the tokenizer the data was made with (a directory with vocab.json + merges.txt, or tokenizer.json); "
+        "checked against vocab_size and recorded in checkpoints so plait sample encodes and decodes text "
+        "(empty = none: bytes when vocab_size is 256, token ids otherwise)"),
     KEY("format", E, "auto", 1, 0, format_choices, SAME,
-        "data format: auto (by extension: .bin = u16), text, u16"),
-    KEY("val_fraction", F, "0.1", 0, 0.9, NULL, SAME, "share of the data held out for validation (the tail)"),
+        "data format: auto (by extension: .bin = bin), text, bin (llm.c header with uint16 or uint32 "
+        "tokens, or raw uint16; u16 is the old name)"),
+    KEY("val_fraction", F, "0.1", 0, 0.9, NULL, SAME,
+        "share of the data held out for validation (the tail); not used when val_path is set"),
     KEY("global_batch", I, "0", 0, 1e9, NULL, SAME,
         "sequences per optimizer step over all ranks (0 = derive from the other two)"),
     KEY("micro_batch", I, "0", 0, 1e9, NULL, SAME,
@@ -93,7 +104,8 @@ static const plait_key_decl comm_keys[] = {
     KEY("timeout", F, "300", 0.01, 1e7, NULL, SAME,
         "seconds any wait may block before the operation fails naming the peers it waited on"),
     KEY("algorithm", E, "auto", 1, 0, algo_choices, SAME,
-        "collective algorithm: auto (by size and ranks), ring, rhd, tree, direct, ordered"),
+        "collective algorithm: auto (by size, ranks and hosts), ring, rhd, tree, direct, ordered, hier (hierarchical "
+        "across hosts; allreduce, reduce_scatter, allgather)"),
     KEY("check_collectives", B, "false", 1, 0, NULL, SAME,
         "compare each collective's (op, size, dtype) across ranks and report a mismatch"),
     KEY("rendezvous", S, "", 1, 0, NULL, SAME,

@@ -13,14 +13,15 @@
 #include "launch/rendezvous_file.h"
 #include "config/config.h"
 #include "runtime/error.h"
+#include "runtime/host_identity.h"
 #include "runtime/log.h"
 
 #define COMPONENT "job"
 
 /* What every rank tells the others at join. */
 struct join_info {
-    char host[64];
-    char boot_id[40];
+    char host[64];   /* for messages */
+    uint64_t host_key; /* runtime/host_identity.h: name, boot id, network namespace */
     int32_t pid;
     int32_t rank;
 };
@@ -220,16 +221,6 @@ plait_status plait_job_new_comm_id(plait_job *job, const char *group_key, int le
 
 /* ---- join --------------------------------------------------------------- */
 
-static void read_boot_id(char *out, size_t cap) {
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    out[0] = '\0';
-    if (f) {
-        if (!fgets(out, (int)cap, f)) out[0] = '\0';
-        fclose(f);
-    }
-    out[strcspn(out, "\n")] = '\0';
-}
-
 static int cores_available(void) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
@@ -314,8 +305,7 @@ static plait_status place_ranks(plait_job *job, const struct join_info *all) {
     for (int r = 0; r < job->size; r++) {
         job->host_of[r] = -1;
         for (int q = 0; q < r; q++)
-            if (strncmp(all[q].host, all[r].host, sizeof all[r].host) == 0 &&
-                strncmp(all[q].boot_id, all[r].boot_id, sizeof all[r].boot_id) == 0) {
+            if (all[q].host_key == all[r].host_key) {
                 job->host_of[r] = job->host_of[q];
                 break;
             }
@@ -379,7 +369,7 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
     struct join_info mine;
     memset(&mine, 0, sizeof mine);
     gethostname(mine.host, sizeof mine.host - 1);
-    read_boot_id(mine.boot_id, sizeof mine.boot_id);
+    mine.host_key = plait_host_key();
     mine.pid = (int32_t)getpid();
     mine.rank = job->rank;
     struct join_info *all = calloc((size_t)job->size, sizeof *all);

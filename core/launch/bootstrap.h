@@ -8,6 +8,8 @@
  *      PLAIT_WORLD_SIZE, PLAIT_LOCAL_RANK, PLAIT_LOCAL_SIZE, PLAIT_STORE_ADDR
  *      (host:port), PLAIT_JOB_TOKEN; rank 0 also inherits the store's
  *      listening socket (PLAIT_STORE_FD), so no port can be taken in between.
+ *      PLAIT_NNODES > 1: one such launcher per host (`--nnodes`), so the
+ *      ranks do not all run here.
  *   2. Open MPI's mpirun: OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK / _LOCAL_SIZE.
  *   3. Slurm's srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NNODES
  *      (only inside a job step, i.e. with SLURM_STEP_ID set; a batch script
@@ -18,7 +20,8 @@
  *
  * The store (hosted by rank 0, which binds the address below) is found at:
  *   PLAIT_STORE_ADDR (plait launcher), else `[comm] rendezvous` = host:port,
- *   else MASTER_ADDR:MASTER_PORT, else — only when the launcher says every
+ *   else MASTER_ADDR:MASTER_PORT, else for srun over several nodes the
+ *   first node of SLURM_STEP_NODELIST (launch/slurm_env.h), else — only when the launcher says every
  *   rank runs on this host (mpirun/srun on one node) — through a private
  *   rendezvous file: rank 0 binds 127.0.0.1 on a free port and publishes the
  *   port and a fresh random token in
@@ -57,6 +60,7 @@ typedef struct plait_job_env {
     char store_host[256];        /* "" = not given */
     int store_port;
     const char *store_source;    /* "PLAIT_STORE_ADDR", "[comm] rendezvous", "MASTER_ADDR/MASTER_PORT",
+                                    "SLURM_STEP_NODELIST (first node)",
                                     "private rendezvous file", or "in-process" (single process) */
     int store_fd;                /* inherited listening socket for rank 0, else -1 */
     char token[PLAIT_STORE_MAX_TOKEN + 1]; /* "" = not given */

@@ -7,20 +7,15 @@
 
 #include "launch/bootstrap.h"
 #include "launch/net.h"
+#include "launch/slurm_env.h"
 #include "runtime/error.h"
 
 extern char **environ;
 
-static const char *env_get(char *const *envp, const char *name) {
-    size_t n = strlen(name);
-    for (; envp && *envp; envp++)
-        if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=') return *envp + n + 1;
-    return NULL;
-}
 
 /* Parse an integer variable; -1 if absent; -2 (error set) if malformed. */
 static int env_int(char *const *envp, const char *name, int lo, int hi) {
-    const char *v = env_get(envp, name);
+    const char *v = plait_env_lookup(envp, name);
     if (!v) return -1;
     char *end = NULL;
     errno = 0;
@@ -87,34 +82,36 @@ plait_status plait_job_env_detect(char *const *envp, const char *rendezvous, pla
     e.store_fd = -1;
     plait_status st = PLAIT_OK;
 
-    if (env_get(envp, "PLAIT_RANK")) {
+    if (plait_env_lookup(envp, "PLAIT_RANK")) {
         e.launcher = PLAIT_LAUNCHER_PLAIT;
         st = read_ranks(envp, &e, "PLAIT_RANK", "PLAIT_WORLD_SIZE", "PLAIT_LOCAL_RANK", "PLAIT_LOCAL_SIZE");
-        e.all_local = 1;
-    } else if (env_get(envp, "OMPI_COMM_WORLD_RANK")) {
+        int nodes = env_int(envp, "PLAIT_NNODES", 1, BIG); /* set by a launcher of a multi-host job */
+        if (nodes == -2) return PLAIT_ERR_INVALID_CONFIG;
+        e.all_local = nodes <= 1;
+    } else if (plait_env_lookup(envp, "OMPI_COMM_WORLD_RANK")) {
         e.launcher = PLAIT_LAUNCHER_MPI;
         st = read_ranks(envp, &e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                         "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE");
-        const char *nodes = env_get(envp, "OMPI_MCA_orte_num_nodes");
+        const char *nodes = plait_env_lookup(envp, "OMPI_MCA_orte_num_nodes");
         e.all_local = (e.local_size > 0 && e.local_size == e.size) || (nodes && strcmp(nodes, "1") == 0);
-        const char *jid = env_get(envp, "OMPI_MCA_ess_base_jobid");
-        if (!jid) jid = env_get(envp, "PMIX_NAMESPACE");
+        const char *jid = plait_env_lookup(envp, "OMPI_MCA_ess_base_jobid");
+        if (!jid) jid = plait_env_lookup(envp, "PMIX_NAMESPACE");
         set_job_id(&e, "mpi", jid, NULL);
-    } else if (env_get(envp, "SLURM_PROCID") && env_get(envp, "SLURM_STEP_ID")) {
+    } else if (plait_env_lookup(envp, "SLURM_PROCID") && plait_env_lookup(envp, "SLURM_STEP_ID")) {
         e.launcher = PLAIT_LAUNCHER_SLURM;
-        st = read_ranks(envp, &e, "SLURM_PROCID", env_get(envp, "SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_NPROCS",
+        st = read_ranks(envp, &e, "SLURM_PROCID", plait_env_lookup(envp, "SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_NPROCS",
                         "SLURM_LOCALID", NULL);
-        const char *nodes = env_get(envp, "SLURM_STEP_NUM_NODES");
-        if (!nodes) nodes = env_get(envp, "SLURM_NNODES");
+        const char *nodes = plait_env_lookup(envp, "SLURM_STEP_NUM_NODES");
+        if (!nodes) nodes = plait_env_lookup(envp, "SLURM_NNODES");
         e.all_local = nodes && strcmp(nodes, "1") == 0;
-        set_job_id(&e, "slurm", env_get(envp, "SLURM_JOB_ID"), env_get(envp, "SLURM_STEP_ID"));
-    } else if (env_get(envp, "RANK") && env_get(envp, "WORLD_SIZE")) {
+        set_job_id(&e, "slurm", plait_env_lookup(envp, "SLURM_JOB_ID"), plait_env_lookup(envp, "SLURM_STEP_ID"));
+    } else if (plait_env_lookup(envp, "RANK") && plait_env_lookup(envp, "WORLD_SIZE")) {
         e.launcher = PLAIT_LAUNCHER_TORCHRUN;
         st = read_ranks(envp, &e, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
         e.all_local = e.local_size > 0 && e.local_size == e.size;
-        const char *port = env_get(envp, "MASTER_PORT");
-        set_job_id(&e, "torch", port ? port : env_get(envp, "TORCHELASTIC_RUN_ID"),
-                   port ? env_get(envp, "TORCHELASTIC_RUN_ID") : NULL);
+        const char *port = plait_env_lookup(envp, "MASTER_PORT");
+        set_job_id(&e, "torch", port ? port : plait_env_lookup(envp, "TORCHELASTIC_RUN_ID"),
+                   port ? plait_env_lookup(envp, "TORCHELASTIC_RUN_ID") : NULL);
     } else {
         e.launcher = PLAIT_LAUNCHER_NONE;
         e.rank = 0;
@@ -132,7 +129,7 @@ plait_status plait_job_env_detect(char *const *envp, const char *rendezvous, pla
     if (mt == -2) return PLAIT_ERR_INVALID_CONFIG;
     e.math_threads = mt > 0 ? mt : 0;
 
-    const char *token = env_get(envp, "PLAIT_JOB_TOKEN");
+    const char *token = plait_env_lookup(envp, "PLAIT_JOB_TOKEN");
     if (token) {
         if (!*token || strlen(token) > PLAIT_STORE_MAX_TOKEN)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "PLAIT_JOB_TOKEN must be 1..%d bytes",
@@ -144,7 +141,7 @@ plait_status plait_job_env_detect(char *const *envp, const char *rendezvous, pla
     const char *addr = NULL, *what = NULL;
     char joined[300];
     if (e.launcher == PLAIT_LAUNCHER_PLAIT) {
-        addr = env_get(envp, "PLAIT_STORE_ADDR");
+        addr = plait_env_lookup(envp, "PLAIT_STORE_ADDR");
         what = "PLAIT_STORE_ADDR";
         if (!addr)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "PLAIT_RANK is set but PLAIT_STORE_ADDR is not: "
@@ -158,14 +155,25 @@ plait_status plait_job_env_detect(char *const *envp, const char *rendezvous, pla
     } else if (rendezvous && *rendezvous) {
         addr = rendezvous;
         what = "[comm] rendezvous";
-    } else if (e.launcher != PLAIT_LAUNCHER_NONE && env_get(envp, "MASTER_ADDR")) {
-        if (!env_get(envp, "MASTER_PORT"))
+    } else if (e.launcher != PLAIT_LAUNCHER_NONE && plait_env_lookup(envp, "MASTER_ADDR")) {
+        if (!plait_env_lookup(envp, "MASTER_PORT"))
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "MASTER_ADDR is set but MASTER_PORT is not");
-        snprintf(joined, sizeof joined, "%s%s%s:%s", strchr(env_get(envp, "MASTER_ADDR"), ':') ? "[" : "",
-                 env_get(envp, "MASTER_ADDR"), strchr(env_get(envp, "MASTER_ADDR"), ':') ? "]" : "",
-                 env_get(envp, "MASTER_PORT"));
+        snprintf(joined, sizeof joined, "%s%s%s:%s", strchr(plait_env_lookup(envp, "MASTER_ADDR"), ':') ? "[" : "",
+                 plait_env_lookup(envp, "MASTER_ADDR"), strchr(plait_env_lookup(envp, "MASTER_ADDR"), ':') ? "]" : "",
+                 plait_env_lookup(envp, "MASTER_PORT"));
         addr = joined;
         what = "MASTER_ADDR/MASTER_PORT";
+    } else if (e.launcher == PLAIT_LAUNCHER_SLURM && !e.all_local) {
+        /* srun over several nodes and nobody exported MASTER_ADDR: rank 0
+         * runs on the step's first node */
+        char host[256];
+        int port = 0;
+        st = plait_slurm_store_address(envp, host, sizeof host, &port);
+        if (st != PLAIT_OK) return st;
+        snprintf(joined, sizeof joined, "%s%s%s:%d", strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
+                 port);
+        addr = joined;
+        what = "SLURM_STEP_NODELIST (first node)";
     }
     if (addr) {
         st = plait_net_split_hostport(addr, what, e.store_host, sizeof e.store_host, &e.store_port);

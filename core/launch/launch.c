@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "launch/net.h"
+#include "launch/store.h"
 #include "runtime/error.h"
 
 extern char **environ;
@@ -126,7 +127,8 @@ static int cores_available(void) {
 
 static const char *const g_owned_vars[] = {
     "PLAIT_RANK", "PLAIT_WORLD_SIZE", "PLAIT_LOCAL_RANK", "PLAIT_LOCAL_SIZE", "PLAIT_STORE_ADDR",
-    "PLAIT_JOB_TOKEN", "PLAIT_STORE_FD", "PLAIT_REPORT_FD", "PLAIT_MATH_THREADS",
+    "PLAIT_JOB_TOKEN", "PLAIT_STORE_FD", "PLAIT_REPORT_FD", "PLAIT_MATH_THREADS", "PLAIT_NNODES",
+    "PLAIT_RESTART_COUNT", "PLAIT_MAX_RESTARTS", "PLAIT_RESTART_REASON",
     "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", NULL};
 
 static int owned(const char *entry) {
@@ -138,8 +140,9 @@ static int owned(const char *entry) {
 }
 
 /* Build one rank's environment (malloc'd array of malloc'd strings). */
-static char **rank_env(const plait_launch_opts *o, int rank, int port, const char *token, int listen_fd,
-                       int report_fd, int threads) {
+static char **rank_env(const plait_launch_opts *o, int rank, const char *store_addr, const char *token,
+                       int listen_fd, int report_fd, int threads) {
+    int nodes = o->nnodes > 1 ? o->nnodes : 1, node = nodes > 1 ? o->node_rank : 0;
     size_t n = 0, extra = 0;
     while (environ[n]) n++;
     while (o->extra_env && o->extra_env[extra]) extra++;
@@ -150,17 +153,18 @@ static char **rank_env(const plait_launch_opts *o, int rank, int port, const cha
         if (!owned(environ[i])) env[k++] = strdup(environ[i]);
     char buf[512];
 #define ADD(...) (snprintf(buf, sizeof buf, __VA_ARGS__), env[k++] = strdup(buf))
-    ADD("PLAIT_RANK=%d", rank);
-    ADD("PLAIT_WORLD_SIZE=%d", o->nranks);
+    ADD("PLAIT_RANK=%d", node * o->nranks + rank);
+    ADD("PLAIT_WORLD_SIZE=%d", nodes * o->nranks);
     ADD("PLAIT_LOCAL_RANK=%d", rank);
     ADD("PLAIT_LOCAL_SIZE=%d", o->nranks);
-    ADD("PLAIT_STORE_ADDR=127.0.0.1:%d", port);
+    ADD("PLAIT_NNODES=%d", nodes);
+    ADD("PLAIT_STORE_ADDR=%s", store_addr);
     ADD("PLAIT_JOB_TOKEN=%s", token);
     ADD("PLAIT_REPORT_FD=%d", report_fd);
     ADD("PLAIT_MATH_THREADS=%d", threads);
     ADD("OPENBLAS_NUM_THREADS=%d", threads);
     ADD("OMP_NUM_THREADS=%d", threads);
-    if (rank == 0) ADD("PLAIT_STORE_FD=%d", listen_fd);
+    if (rank == 0 && listen_fd >= 0) ADD("PLAIT_STORE_FD=%d", listen_fd);
 #undef ADD
     for (size_t i = 0; i < extra; i++) env[k++] = strdup(o->extra_env[i]);
     for (size_t i = 0; i < k; i++)
@@ -237,6 +241,29 @@ static void signal_all(struct rank_proc *procs, int n, pid_t pgid, int sig) {
     if (pgid > 0 && (any || sig == SIGKILL)) killpg(pgid, sig);
 }
 
+/* The store's listening socket: loopback on a free port for a job on this
+ * host; `host`:`port` for node 0 of a multi-host job (all addresses when the
+ * name is not one of this host's, as behind NAT). -1 with the error set. */
+static int store_listener(const char *host, int port) {
+    if (!host) {
+        struct sockaddr_in sa = {0};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        return plait_net_listen((struct sockaddr *)&sa, sizeof sa, 1024);
+    }
+    struct sockaddr_storage ss;
+    socklen_t len = 0;
+    if (plait_net_resolve(host, port, &ss, &len) != PLAIT_OK) return -1;
+    int fd = plait_net_listen((struct sockaddr *)&ss, len, 1024);
+    if (fd < 0 && strstr(plait_last_error(), strerror(EADDRNOTAVAIL))) {
+        struct sockaddr_in any = {0};
+        any.sin_family = AF_INET;
+        any.sin_port = htons((uint16_t)port);
+        fd = plait_net_listen((struct sockaddr *)&any, sizeof any, 1024);
+    }
+    return fd;
+}
+
 static int failed(int status) {
     return WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
 }
@@ -265,20 +292,35 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
     if (threads <= 0) threads = cores_available() / n;
     if (threads < 1) threads = 1;
 
-    unsigned char raw[24];
-    char token[64];
-    plait_status st = plait_net_random(raw, sizeof raw);
-    if (st != PLAIT_OK) return st;
-    plait_net_hex(raw, sizeof raw, token);
-
-    struct sockaddr_in sa = {0};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int listen_fd = plait_net_listen((struct sockaddr *)&sa, sizeof sa, 1024);
-    if (listen_fd < 0) return plait_wrap_error(PLAIT_ERR_SYSTEM, "launch: creating the job's store socket");
-    socklen_t sl = sizeof sa;
-    getsockname(listen_fd, (struct sockaddr *)&sa, &sl);
-    int port = ntohs(sa.sin_port);
+    int multi = o->nnodes > 1;
+    if (multi && (o->node_rank < 0 || o->node_rank >= o->nnodes || !o->store_host || !*o->store_host ||
+                  o->store_port < 1 || o->store_port > 65535 || !o->token || !*o->token))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "launch: a job on %d hosts needs this host's rank "
+                               "(0..%d), rank 0's host and port and the job's token", o->nnodes, o->nnodes - 1);
+    char token[PLAIT_STORE_MAX_TOKEN + 1];
+    plait_status st = PLAIT_OK;
+    if (multi) {
+        snprintf(token, sizeof token, "%s", o->token);
+    } else {
+        unsigned char raw[24];
+        if ((st = plait_net_random(raw, sizeof raw)) != PLAIT_OK) return st;
+        plait_net_hex(raw, sizeof raw, token);
+    }
+    char store_addr[300];
+    int listen_fd = -1;
+    if (!multi || o->node_rank == 0) {
+        listen_fd = store_listener(multi ? o->store_host : NULL, multi ? o->store_port : 0);
+        if (listen_fd < 0) return plait_wrap_error(PLAIT_ERR_SYSTEM, "launch: creating the job's store socket");
+    }
+    if (multi) {
+        snprintf(store_addr, sizeof store_addr, "%s%s%s:%d", strchr(o->store_host, ':') ? "[" : "", o->store_host,
+                 strchr(o->store_host, ':') ? "]" : "", o->store_port);
+    } else {
+        struct sockaddr_in sa = {0};
+        socklen_t sl = sizeof sa;
+        getsockname(listen_fd, (struct sockaddr *)&sa, &sl);
+        snprintf(store_addr, sizeof store_addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+    }
 
     struct rank_proc *procs = calloc((size_t)n, sizeof *procs);
     int *report_w = malloc(sizeof(int) * (size_t)n);
@@ -321,7 +363,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
         procs[r].report_fd = pfd[0];
         report_w[r] = pfd[1];
         plait_net_set_nonblocking(pfd[0]);
-        char **env = rank_env(o, r, port, token, listen_fd, pfd[1], threads);
+        char **env = rank_env(o, r, store_addr, token, listen_fd, pfd[1], threads);
         if (!env) {
             st = plait_set_error(PLAIT_ERR_NO_MEMORY, "launch: out of memory");
             break;
@@ -340,7 +382,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
             if (o->stdout_fd >= 0) dup2(o->stdout_fd, STDOUT_FILENO);
             if (o->stderr_fd >= 0) dup2(o->stderr_fd, STDERR_FILENO);
             fcntl(pfd[1], F_SETFD, 0);
-            if (r == 0) fcntl(listen_fd, F_SETFD, 0);
+            if (r == 0 && listen_fd >= 0) fcntl(listen_fd, F_SETFD, 0);
             signal(SIGINT, SIG_DFL);
             signal(SIGTERM, SIG_DFL);
             signal(SIGHUP, SIG_DFL);
@@ -365,7 +407,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
         procs[r].pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         started++;
     }
-    close(listen_fd); /* rank 0 has its own copy */
+    if (listen_fd >= 0) close(listen_fd); /* rank 0 has its own copy */
     for (int r = 0; r < n; r++)
         if (report_w[r] >= 0) close(report_w[r]);
     free(report_w);

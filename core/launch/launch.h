@@ -11,6 +11,13 @@
  * (PLAIT_STORE_FD), so the address is fixed before any rank starts and no
  * other process can take the port; it serves nothing itself.
  *
+ * Several hosts (torchrun's --nnodes/--node-rank): one launcher per host,
+ * each with `nnodes` and its `node_rank`, starts ranks node_rank·N ..
+ * node_rank·N + N-1 of a world of nnodes·N; every rank gets
+ * PLAIT_STORE_ADDR = store_host:store_port (MASTER_ADDR:MASTER_PORT), the
+ * shared PLAIT_JOB_TOKEN and PLAIT_NNODES; node 0's launcher binds that
+ * address itself and hands the socket to rank 0, as on one host.
+ *
  * Supervision: the ranks run in their own process group and die with the
  * launcher (PR_SET_PDEATHSIG). Ctrl-C / SIGTERM / SIGHUP are forwarded once;
  * a second one kills the ranks. When a rank fails (non-zero exit or a
@@ -32,6 +39,11 @@ typedef struct plait_launch_opts {
     double grace_s;           /* after the first failure, before SIGTERM/SIGKILL; <= 0 = 3 s */
     int stdout_fd, stderr_fd; /* the ranks' stdout/stderr; -1 = inherit */
     int quiet;                /* 1: do not print the summary to stderr */
+    int nnodes;               /* hosts of the job, one launcher each; <= 1 = this host only */
+    int node_rank;            /* this launcher's host, 0..nnodes-1 */
+    const char *store_host;   /* nnodes > 1: rank 0's host (MASTER_ADDR) */
+    int store_port;           /* nnodes > 1: its port (MASTER_PORT) */
+    const char *token;        /* nnodes > 1: the job's shared PLAIT_JOB_TOKEN; else NULL (a fresh one) */
 } plait_launch_opts;
 
 typedef struct plait_launch_result {

@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm/comm_topo.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "comm/comm.h"
 
 static const char *const axis_names[3] = {"dp", "tp", "pp"};
@@ -52,6 +54,19 @@ plait_status plait_mesh_layout(const plait_config *cfg, int sizes[3], int axes[3
     return plait_mesh_parse_order(plait_config_str(cfg, "parallel", "order"), axes);
 }
 
+/* Tensor parallelism all-reduces activations in every layer: its group
+ * belongs on one host (rank order puts tp innermost so that consecutive
+ * ranks, which launchers place together, form it). Say so when a group
+ * spans hosts (its first member speaks for it). */
+static void warn_spanning_tp(const plait_mesh *mesh, const char *order) {
+    int hosts = plait_comm_n_hosts(mesh->tp_comm);
+    if (mesh->tp < 2 || mesh->tp_rank != 0 || hosts < 2) return;
+    PLAIT_WARN("mesh", "the tp group of world rank %d (tp = %d, order %s) spans %d hosts: its all-reduces in every "
+                       "layer cross the network; give each host a multiple of tp ranks and keep tp first in "
+                       "[parallel] order",
+               mesh->world_rank, mesh->tp, order, hosts);
+}
+
 plait_status plait_mesh_build(const plait_config *cfg, plait_comm *world, plait_mesh *mesh) {
     int sizes[3], axes[3], c[3];
     plait_status st = plait_mesh_layout(cfg, sizes, axes);
@@ -93,6 +108,7 @@ plait_status plait_mesh_build(const plait_config *cfg, plait_comm *world, plait_
         plait_mesh_release(mesh);
         return plait_wrap_error(st, "building the dp x tp x pp mesh");
     }
+    warn_spanning_tp(mesh, order);
     return PLAIT_OK;
 }
 

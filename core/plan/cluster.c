@@ -1,7 +1,9 @@
 /* CLUSTER.ini through the config machinery (FILE:LINE errors, allowed values). */
 #include "plan/cluster.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -144,4 +146,74 @@ int plait_cluster_ranks_per_node(const plait_cluster *c, int ranks) {
 const plait_link *plait_cluster_link(const plait_cluster *c, int ranks, int size, int stride) {
     int per_node = plait_cluster_ranks_per_node(c, ranks);
     return c->nodes > 1 && (long)size * stride > per_node ? &c->inter : &c->intra;
+}
+
+/* Column `name` of a CSV header line, or -1. */
+static int csv_column(char *header, const char *name) {
+    int k = 0;
+    for (char *p = strtok(header, ",\n"); p; p = strtok(NULL, ",\n"), k++)
+        if (strcmp(p, name) == 0) return k;
+    return -1;
+}
+
+plait_status plait_cluster_fit_comm(plait_cluster *c, const char *csv_path) {
+    FILE *f = fopen(csv_path, "r");
+    if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot read: %s", csv_path, strerror(errno));
+    char line[2048], head[2048];
+    int col_op = -1, col_n = -1, col_s = -1, col_t = -1, lineno = 1;
+    if (fgets(line, sizeof line, f)) {
+        snprintf(head, sizeof head, "%s", line);
+        col_op = csv_column(head, "op");
+        snprintf(head, sizeof head, "%s", line);
+        col_n = csv_column(head, "ranks");
+        snprintf(head, sizeof head, "%s", line);
+        col_s = csv_column(head, "size_bytes");
+        snprintf(head, sizeof head, "%s", line);
+        col_t = csv_column(head, "time_us");
+    }
+    if (col_op < 0 || col_n < 0 || col_s < 0 || col_t < 0) {
+        fclose(f);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s:1: not a 'plait bench comm --csv' table (needs the columns op, ranks, "
+                               "size_bytes, time_us)",
+                               csv_path);
+    }
+    /* t = a + b.x with x = 2(n-1)/n . S: a = 2(n-1) alpha, b = 1 / beta */
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, steps = 0;
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *field[32];
+        int k = 0;
+        for (char *p = strtok(line, ",\n"); p && k < 32; p = strtok(NULL, ",\n")) field[k++] = p;
+        int need = col_op > col_n ? col_op : col_n;
+        need = need > col_s ? need : col_s;
+        need = need > col_t ? need : col_t;
+        if (k <= need || strcmp(field[col_op], "allreduce") != 0) continue;
+        double n = atof(field[col_n]), S = atof(field[col_s]), t = atof(field[col_t]) * 1e-6;
+        if (n < 2 || S <= 0 || t <= 0) {
+            fclose(f);
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s:%d: an allreduce row needs ranks >= 2, size > 0 "
+                                                             "and time > 0", csv_path, lineno);
+        }
+        double x = 2 * (n - 1) / n * S;
+        sx += x;
+        sy += t;
+        sxx += x * x;
+        sxy += x * t;
+        steps += 2 * (n - 1);
+        rows++;
+    }
+    fclose(f);
+    double den = rows * sxx - sx * sx;
+    if (rows < 2 || den <= 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: needs allreduce rows of at least two sizes to fit latency and bandwidth", csv_path);
+    double b = (rows * sxy - sx * sy) / den, a = (sy - b * sx) / rows;
+    if (b <= 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: the times do not grow with the size; measure larger sizes (--max 64M)", csv_path);
+    c->intra.bandwidth = 1 / b;
+    c->intra.latency = a > 0 ? a / (steps / rows) : 0;
+    return PLAIT_OK;
 }

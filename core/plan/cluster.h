@@ -43,6 +43,13 @@ plait_status plait_cluster_load(const char *path, plait_cluster *out);
  * caller measures the SGEMM rate). */
 void plait_cluster_default(plait_cluster *out);
 
+/* Calibrate the intra-node link from a `plait bench comm --op allreduce
+ * --csv FILE` table: a least-squares fit of its per-iteration times to the
+ * ring's 2(n-1)(alpha + S/(n.beta)), which sets intra.latency (alpha) and
+ * intra.bandwidth (beta). Errors name the file (and line) when it cannot be
+ * read, is not such a table, or has fewer than two allreduce sizes. */
+plait_status plait_cluster_fit_comm(plait_cluster *c, const char *csv_path);
+
 /* PLAIT_ERR_INVALID_CONFIG when a job of `ranks` does not fit the cluster
  * (more ranks than GPUs). */
 plait_status plait_cluster_check_ranks(const plait_cluster *c, int ranks);

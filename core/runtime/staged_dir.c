@@ -45,6 +45,18 @@ static void parent_of(const char *path, char *out, size_t cap) {
     else snprintf(out, cap, "%.*s", (int)(slash - path), path);
 }
 
+/* mkdir -p of the directory that will hold `path`. */
+static plait_status make_parents(const char *path) {
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; (p = strchr(p, '/')) != NULL; p++) {
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return sys_error("cannot create", buf);
+        *p = '/';
+    }
+    return PLAIT_OK;
+}
+
 plait_status plait_staged_dir_begin(plait_staged_dir *d, const char *dest, int (*owned)(const char *name)) {
     memset(d, 0, sizeof *d);
     size_t n = strlen(dest);
@@ -55,6 +67,8 @@ plait_status plait_staged_dir_begin(plait_staged_dir *d, const char *dest, int (
     snprintf(d->staging, sizeof d->staging, "%s.staging-%ld", d->dest, (long)getpid());
     d->owned = owned;
     remove_flat(d->staging);
+    plait_status st = make_parents(d->staging);
+    if (st != PLAIT_OK) return st;
     if (mkdir(d->staging, 0777) != 0) return sys_error("cannot create", d->staging);
     return PLAIT_OK;
 }

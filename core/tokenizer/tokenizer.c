@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "tokenizer/heap.h"
 #include "tokenizer/pretokenize.h"
 
 plait_tokenizer *plait_tokenizer_new(const char *source) {
@@ -163,40 +164,21 @@ typedef struct pair_entry {
 
 typedef struct piece_work {
     int32_t *id, *next, *prev;
-    pair_entry *heap;
-    size_t heap_len, cap;
+    plait_heap heap;          /* of pair_entry */
+    size_t cap;
 } piece_work;
 
-static int entry_less(pair_entry x, pair_entry y) { return x.rank != y.rank ? x.rank < y.rank : x.left < y.left; }
-
-static void heap_push(piece_work *w, pair_entry e) {
-    size_t i = w->heap_len++;
-    while (i > 0 && entry_less(e, w->heap[(i - 1) / 2])) {
-        w->heap[i] = w->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    w->heap[i] = e;
-}
-
-static pair_entry heap_pop(piece_work *w) {
-    pair_entry top = w->heap[0], last = w->heap[--w->heap_len];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= w->heap_len) break;
-        if (c + 1 < w->heap_len && entry_less(w->heap[c + 1], w->heap[c])) c++;
-        if (!entry_less(w->heap[c], last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    w->heap[i] = last;
-    return top;
+static int entry_before(const void *a, const void *b) {
+    const pair_entry *x = a, *y = b;
+    return x->rank != y->rank ? x->rank < y->rank : x->left < y->left;
 }
 
 static void push_pair(const plait_tokenizer *t, piece_work *w, int32_t left) {
     if (left < 0 || w->next[left] < 0) return;
     const int64_t *r = plait_u64_map_find(&t->merge_rank, plait_pair_key(w->id[left], w->id[w->next[left]]));
-    if (r) heap_push(w, (pair_entry){(int32_t)*r, left, w->next[left]});
+    if (!r) return;
+    pair_entry e = {(int32_t)*r, left, w->next[left]};
+    plait_heap_push(&w->heap, &e); /* never grows: room was reserved for the piece */
 }
 
 static int work_reserve(piece_work *w, size_t n) {
@@ -210,9 +192,7 @@ static int work_reserve(piece_work *w, size_t n) {
     int32_t *c = realloc(w->prev, cap * sizeof *c);
     if (c) w->prev = c;
     /* each merge adds at most two entries to the n - 1 first ones */
-    pair_entry *h = realloc(w->heap, 3 * cap * sizeof *h);
-    if (h) w->heap = h;
-    if (!a || !b || !c || !h) return -1;
+    if (!a || !b || !c || plait_heap_reserve(&w->heap, 3 * cap) != 0) return -1;
     w->cap = cap;
     return 0;
 }
@@ -227,10 +207,11 @@ static plait_status encode_piece(const plait_tokenizer *t, piece_work *w, const 
         w->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
         w->prev[i] = (int32_t)i - 1;
     }
-    w->heap_len = 0;
+    w->heap.len = 0;
     for (size_t i = 0; i + 1 < n; i++) push_pair(t, w, (int32_t)i);
-    while (w->heap_len) {
-        pair_entry e = heap_pop(w);
+    while (w->heap.len) {
+        pair_entry e;
+        plait_heap_pop(&w->heap, &e);
         if (w->next[e.left] != e.right || w->id[e.left] < 0) continue;
         const plait_bpe_merge *m = &t->merges[e.rank];
         if (w->id[e.left] != m->a || w->id[e.right] != m->b) continue;
@@ -250,9 +231,21 @@ static plait_status encode_piece(const plait_tokenizer *t, piece_work *w, const 
  * repeats its words, and a hit skips the merging. */
 #define CACHE_PIECE_BYTES 64
 
-plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out) {
+/* Ids are handed to a stream's sink in batches of about this many. */
+#define STREAM_BATCH 65536
+
+typedef struct stream_sink {
+    plait_status (*sink)(void *ctx, const int32_t *ids, size_t n, size_t done);
+    void *ctx;
+} stream_sink;
+
+/* Encode into `out`; with a sink, `out` is emptied into it whenever it
+ * holds a batch, and at the end. */
+static plait_status encode_into(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out,
+                                const stream_sink *sink) {
     const unsigned char *s = text;
     piece_work w = {0};
+    plait_heap_init(&w.heap, sizeof(pair_entry), entry_before);
     plait_bytes_map cache = {0};   /* piece -> (start in `memo` << 8 | count) */
     plait_token_buf memo = {0};
     plait_status st = PLAIT_OK;
@@ -274,13 +267,31 @@ plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, 
             }
         }
         pos = end;
+        if (st == PLAIT_OK && sink && (out->len >= STREAM_BATCH || pos == len)) {
+            st = sink->sink(sink->ctx, out->ids, out->len, pos);
+            out->len = 0;
+        }
     }
     free(w.id);
     free(w.next);
     free(w.prev);
-    free(w.heap);
+    plait_heap_free(&w.heap);
     plait_bytes_map_free(&cache);
     plait_token_buf_free(&memo);
+    return st;
+}
+
+plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out) {
+    return encode_into(t, text, len, out, NULL);
+}
+
+plait_status plait_tokenizer_encode_stream(const plait_tokenizer *t, const void *text, size_t len,
+                                           plait_status (*sink)(void *ctx, const int32_t *ids, size_t n, size_t done),
+                                           void *ctx) {
+    plait_token_buf buf = {0};
+    stream_sink s = {sink, ctx};
+    plait_status st = encode_into(t, text, len, &buf, &s);
+    plait_token_buf_free(&buf);
     return st;
 }
 

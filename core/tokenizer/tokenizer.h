@@ -54,6 +54,13 @@ const char *plait_tokenizer_source(const plait_tokenizer *t);
 
 /* Append the ids of `len` bytes of `text` (any bytes) to `out`. */
 plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out);
+/* The same, handing the ids to `sink` in batches (at most about 64K at a
+ * time, in order) instead of keeping them: for texts larger than memory
+ * should hold as ids. The ids are exactly those of plait_tokenizer_encode on
+ * the whole text. A sink error stops the encoding and is returned. */
+plait_status plait_tokenizer_encode_stream(const plait_tokenizer *t, const void *text, size_t len,
+                                           plait_status (*sink)(void *ctx, const int32_t *ids, size_t n, size_t done),
+                                           void *ctx);
 /* The bytes of token `id` (not NUL-terminated): PLAIT_ERR_INVALID_ARG when
  * id is outside [0, vocab_size). */
 plait_status plait_tokenizer_token(const plait_tokenizer *t, int32_t id, const unsigned char **bytes, size_t *len);
@@ -65,8 +72,14 @@ plait_status plait_tokenizer_decode(const plait_tokenizer *t, const int32_t *ids
 /* Write vocab.json and merges.txt (GPT-2's format) into `dir`, created if
  * missing; the two files replace any there together (built in a sibling
  * staging directory, then swapped in), so a reader never sees half of a
- * tokenizer. */
+ * tokenizer. A `dir` holding other files is refused (staged_dir.h). */
 plait_status plait_tokenizer_save(const plait_tokenizer *t, const char *dir);
+/* Write vocab.json and merges.txt into a staging directory someone else
+ * commits (runtime/staged_dir.h), e.g. beside a prepared dataset. */
+struct plait_staged_dir;
+plait_status plait_tokenizer_write_staged(const plait_tokenizer *t, const struct plait_staged_dir *d);
+/* vocab.json, merges.txt, tokenizer.json: the names a tokenizer directory holds. */
+int plait_tokenizer_file_name(const char *name);
 
 /* Append ids to a buffer (grows it); PLAIT_ERR_NO_MEMORY on failure. */
 plait_status plait_token_buf_push(plait_token_buf *b, int32_t id);

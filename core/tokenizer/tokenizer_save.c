@@ -24,11 +24,11 @@ static void append_alphabet(plait_jbuf *b, const unsigned char *bytes, size_t n)
     }
 }
 
-static int tokenizer_file(const char *name) {
+int plait_tokenizer_file_name(const char *name) {
     return !strcmp(name, "vocab.json") || !strcmp(name, "merges.txt") || !strcmp(name, "tokenizer.json");
 }
 
-plait_status plait_tokenizer_save(const plait_tokenizer *t, const char *dir) {
+plait_status plait_tokenizer_write_staged(const plait_tokenizer *t, const plait_staged_dir *d) {
     plait_jbuf vocab = {0}, merges = {0}, text = {0};
     plait_jbuf_puts(&vocab, "{");
     for (int32_t id = 0; id < t->n_ids; id++) {
@@ -55,16 +55,20 @@ plait_status plait_tokenizer_save(const plait_tokenizer *t, const char *dir) {
     }
     plait_jbuf_free(&text);
     plait_status st = PLAIT_OK;
-    if (vocab.failed || merges.failed) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory writing %s", dir);
-    plait_staged_dir d;
-    if (st == PLAIT_OK) st = plait_staged_dir_begin(&d, dir, tokenizer_file);
-    if (st == PLAIT_OK) {
-        st = plait_staged_dir_write(&d, "vocab.json", vocab.data, vocab.len);
-        if (st == PLAIT_OK) st = plait_staged_dir_write(&d, "merges.txt", merges.data, merges.len);
-        if (st == PLAIT_OK) st = plait_staged_dir_commit(&d);
-        if (st != PLAIT_OK) plait_staged_dir_abort(&d);
-    }
+    if (vocab.failed || merges.failed) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory writing %s", d->dest);
+    if (st == PLAIT_OK) st = plait_staged_dir_write(d, "vocab.json", vocab.data, vocab.len);
+    if (st == PLAIT_OK) st = plait_staged_dir_write(d, "merges.txt", merges.data, merges.len);
     plait_jbuf_free(&vocab);
     plait_jbuf_free(&merges);
+    return st;
+}
+
+plait_status plait_tokenizer_save(const plait_tokenizer *t, const char *dir) {
+    plait_staged_dir d;
+    plait_status st = plait_staged_dir_begin(&d, dir, plait_tokenizer_file_name);
+    if (st != PLAIT_OK) return st;
+    st = plait_tokenizer_write_staged(t, &d);
+    if (st == PLAIT_OK) st = plait_staged_dir_commit(&d);
+    if (st != PLAIT_OK) plait_staged_dir_abort(&d);
     return st;
 }

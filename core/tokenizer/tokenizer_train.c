@@ -5,6 +5,7 @@
 
 #include "runtime/error.h"
 #include "tokenizer/byte_map.h"
+#include "tokenizer/heap.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer_internal.h"
 
@@ -36,50 +37,21 @@ typedef struct trainer {
     plait_u64_map pair_index; /* pair key -> index in stats */
     pair_stat *stats;
     size_t n_stats, stats_cap;
-    heap_entry *heap;
-    size_t heap_len, heap_cap;
+    plait_heap heap;          /* of heap_entry: candidate pairs, stale ones skipped */
     plait_bytes_map vocab;    /* token bytes -> id, ids in order */
     plait_bpe_merge *merges;
     int32_t n_merges, merges_cap;
     int failed;               /* out of memory somewhere */
 } trainer;
 
-static int better(heap_entry x, heap_entry y) { return x.count != y.count ? x.count > y.count : x.key < y.key; }
-
-static void heap_push(trainer *t, int64_t count, uint64_t key) {
-    if (count <= 0) return;
-    if (t->heap_len == t->heap_cap) {
-        size_t cap = t->heap_cap ? t->heap_cap * 2 : 4096;
-        heap_entry *h = realloc(t->heap, cap * sizeof *h);
-        if (!h) {
-            t->failed = 1;
-            return;
-        }
-        t->heap = h;
-        t->heap_cap = cap;
-    }
-    heap_entry e = {count, key};
-    size_t i = t->heap_len++;
-    while (i > 0 && better(e, t->heap[(i - 1) / 2])) {
-        t->heap[i] = t->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    t->heap[i] = e;
+static int more_frequent(const void *a, const void *b) {
+    const heap_entry *x = a, *y = b;
+    return x->count != y->count ? x->count > y->count : x->key < y->key;
 }
 
-static heap_entry heap_pop(trainer *t) {
-    heap_entry top = t->heap[0], last = t->heap[--t->heap_len];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= t->heap_len) break;
-        if (c + 1 < t->heap_len && better(t->heap[c + 1], t->heap[c])) c++;
-        if (!better(t->heap[c], last)) break;
-        t->heap[i] = t->heap[c];
-        i = c;
-    }
-    t->heap[i] = last;
-    return top;
+static void heap_push(trainer *t, int64_t count, uint64_t key) {
+    heap_entry e = {count, key};
+    if (count > 0 && plait_heap_push(&t->heap, &e) != 0) t->failed = 1;
 }
 
 static pair_stat *stat_of(trainer *t, uint64_t key) {
@@ -248,7 +220,7 @@ static void free_trainer(trainer *t) {
     free(t->words);
     for (size_t i = 0; i < t->n_stats; i++) free(t->stats[i].words);
     free(t->stats);
-    free(t->heap);
+    plait_heap_free(&t->heap);
     free(t->merges);
     plait_u64_map_free(&t->pair_index);
     plait_bytes_map_free(&t->vocab);
@@ -286,6 +258,7 @@ plait_status plait_tokenizer_train(const plait_tokenizer_train_options *o, const
                                "vocabulary size %d is out of range: 257 (the 256 bytes and <|endoftext|>) .. %d",
                                o->vocab_size, MAX_VOCAB);
     trainer t = {0};
+    plait_heap_init(&t.heap, sizeof(heap_entry), more_frequent);
     for (int i = 0; i < 256 && !t.failed; i++) {
         unsigned char b = plait_byte_in_vocab_order(i);
         if (!plait_bytes_map_upsert(&t.vocab, &b, 1, i, NULL)) t.failed = 1;
@@ -295,8 +268,9 @@ plait_status plait_tokenizer_train(const plait_tokenizer_train_options *o, const
     for (size_t i = 0; st == PLAIT_OK && i < t.pair_index.cap && !t.failed; i++)
         if (t.pair_index.keys[i] != UINT64_MAX) heap_push(&t, t.stats[t.pair_index.values[i]].count, t.pair_index.keys[i]);
     /* the vocabulary ends with <|endoftext|>, so learn until size - 1 */
-    while (st == PLAIT_OK && !t.failed && (int32_t)t.vocab.count < o->vocab_size - 1 && t.heap_len) {
-        heap_entry e = heap_pop(&t);
+    while (st == PLAIT_OK && !t.failed && (int32_t)t.vocab.count < o->vocab_size - 1 && t.heap.len) {
+        heap_entry e;
+        plait_heap_pop(&t.heap, &e);
         const int64_t *idx = plait_u64_map_find(&t.pair_index, e.key);
         if (!idx || t.stats[*idx].count != e.count) continue; /* stale */
         if (e.count < 2) break;                                 /* nothing repeats any more */

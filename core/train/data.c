@@ -1,44 +1,48 @@
 #include "train/data.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/error.h"
 #include "checkpoint/safetensors_crc32c.h"
+#include "tokenizer/tokenizer.h"
+#include "train/token_file.h"
 
-#define LLMC_MAGIC_U16 20240520u
-#define LLMC_MAGIC_U32 20240801u
-#define LLMC_HEADER_BYTES (256 * 4)
-
+/* The token stream is the training files, then the validation files, back
+ * to back; `start[i]` is file i's first index in it. */
 struct plait_data {
-    char path[PATH_MAX];
+    char path[PATH_MAX];     /* the only file, or the first one and how many more */
     plait_data_format format;
-    int llmc_header;
-    const uint8_t *map;      /* whole file */
-    size_t map_bytes;
-    const uint8_t *tokens;   /* first token byte */
+    plait_token_file *files;
+    int64_t *start;          /* n_files + 1 entries */
+    int n_files;
     int64_t n_tokens;
     int64_t n_train, n_val;  /* train = [0, n_train), val = [n_train, n_tokens) */
-    uint32_t train_crc;      /* CRC32C of the training split's bytes */
+    uint32_t train_crc;      /* CRC32C of the training split's tokens as stored */
+    char tokenizer[PATH_MAX]; /* [data] tokenizer, absolute; "" when none */
     int32_t seq_len;
     uint64_t seed;
 };
 
-static uint32_t read_le32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+/* The file holding token `index` (binary search over the starts). */
+static int file_of(const plait_data *d, int64_t index) {
+    int lo = 0, hi = d->n_files - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (d->start[mid] <= index) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
 }
 
 int32_t plait_data_token(const plait_data *d, int64_t index) {
-    if (d->format == PLAIT_DATA_FORMAT_TEXT) return d->tokens[index];
-    const uint8_t *p = d->tokens + 2 * (size_t)index;
-    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8);
+    int k = d->n_files == 1 ? 0 : file_of(d, index);
+    return plait_token_file_at(&d->files[k], index - d->start[k]);
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -46,182 +50,210 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Interpret the mapped bytes: header, token count, token width. */
-static plait_status parse_layout(plait_data *d) {
-    if (d->format == PLAIT_DATA_FORMAT_TEXT) {
-        d->tokens = d->map;
-        d->n_tokens = (int64_t)d->map_bytes;
-        return PLAIT_OK;
-    }
-    if (d->map_bytes >= 4 && read_le32(d->map) == LLMC_MAGIC_U32)
-        return plait_set_error(PLAIT_ERR_PROTOCOL,
-                               "%s: llm.c token file with uint32 tokens (magic %u) is not supported; "
-                               "plait reads uint16 tokens (magic %u, or raw uint16)",
-                               d->path, LLMC_MAGIC_U32, LLMC_MAGIC_U16);
-    if (d->map_bytes >= 4 && read_le32(d->map) == LLMC_MAGIC_U16) {
-        if (d->map_bytes < LLMC_HEADER_BYTES)
-            return plait_set_error(PLAIT_ERR_PROTOCOL,
-                                   "%s: starts with llm.c's magic %u but is only %zu bytes, shorter "
-                                   "than its %d-byte header (truncated file?)",
-                                   d->path, LLMC_MAGIC_U16, d->map_bytes, LLMC_HEADER_BYTES);
-        uint32_t version = read_le32(d->map + 4);
-        if (version != 1)
-            return plait_set_error(PLAIT_ERR_PROTOCOL,
-                                   "%s: llm.c header version %u is not supported (expected 1: uint16 tokens)",
-                                   d->path, version);
-        uint64_t count = read_le32(d->map + 8);
-        uint64_t want = LLMC_HEADER_BYTES + 2 * count;
-        if (want != d->map_bytes)
-            return plait_set_error(PLAIT_ERR_PROTOCOL,
-                                   "%s: llm.c header says %llu tokens (%llu bytes with the header) but the "
-                                   "file has %zu bytes (truncated or not an llm.c token file)",
-                                   d->path, (unsigned long long)count, (unsigned long long)want,
-                                   d->map_bytes);
-        d->llmc_header = 1;
-        d->tokens = d->map + LLMC_HEADER_BYTES;
-        d->n_tokens = (int64_t)count;
-        return PLAIT_OK;
-    }
-    if (d->map_bytes % 2)
-        return plait_set_error(PLAIT_ERR_PROTOCOL,
-                               "%s: %zu bytes is not a whole number of uint16 tokens (truncated file, "
-                               "or a text file? set [data] format = text)",
-                               d->path, d->map_bytes);
-    d->tokens = d->map;
-    d->n_tokens = (int64_t)(d->map_bytes / 2);
-    return PLAIT_OK;
+static plait_data_format format_of_file(const plait_token_file *f) {
+    return f->width == 1 ? PLAIT_DATA_FORMAT_TEXT : f->width == 2 ? PLAIT_DATA_FORMAT_U16 : PLAIT_DATA_FORMAT_U32;
 }
 
-static plait_status check_tokens(const plait_data *d, int32_t vocab_size) {
-    int32_t limit = d->format == PLAIT_DATA_FORMAT_TEXT ? 256 : 65536;
-    if (vocab_size >= limit) return PLAIT_OK;
-    for (int64_t i = 0; i < d->n_tokens; i++) {
-        int32_t t = plait_data_token(d, i);
-        if (t >= vocab_size) {
-            size_t width = d->format == PLAIT_DATA_FORMAT_TEXT ? 1 : 2;
-            size_t offset = (size_t)(d->tokens - d->map) + (size_t)i * width;
-            return plait_set_error(PLAIT_ERR_PROTOCOL,
-                                   "%s: token %d at byte offset %zu (token index %lld) is not below "
-                                   "[model] vocab_size = %d; the file does not match the model's "
-                                   "vocabulary",
-                                   d->path, t, offset, (long long)i, vocab_size);
-        }
+/* Map every file (training ones first), check their tokens, number them. */
+static plait_status open_files(plait_data *d, const plait_data_options *o, int n_train_files,
+                               const char *const *names) {
+    d->files = calloc((size_t)d->n_files, sizeof *d->files);
+    d->start = calloc((size_t)d->n_files + 1, sizeof *d->start);
+    if (!d->files || !d->start) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory opening %s", names[0]);
+    for (int i = 0; i < d->n_files; i++) {
+        int text = o->format == PLAIT_DATA_FORMAT_TEXT ||
+                   (o->format == PLAIT_DATA_FORMAT_AUTO && !ends_with(names[i], ".bin"));
+        plait_status st = plait_token_file_open(names[i], text, &d->files[i]);
+        if (st == PLAIT_OK) st = plait_token_file_check(&d->files[i], o->vocab_size);
+        if (st != PLAIT_OK) return st;
+        d->start[i + 1] = d->start[i] + d->files[i].n_tokens;
+        if (i == n_train_files - 1) d->n_train = d->start[i + 1];
     }
-    return PLAIT_OK;
-}
-
-static plait_status map_file(plait_data *d) {
-    int fd = open(d->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return plait_set_error(PLAIT_ERR_SYSTEM, "cannot open data file %s: %s", d->path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
-        close(fd);
-        return plait_set_error(PLAIT_ERR_SYSTEM, "data file %s: %s", d->path, strerror(err));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "data file %s is not a regular file", d->path);
-    }
-    d->map_bytes = (size_t)st.st_size;
-    if (d->map_bytes == 0) {
-        close(fd);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "data file %s is empty", d->path);
-    }
-    void *p = mmap(NULL, d->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    int err = errno;
-    close(fd);
-    if (p == MAP_FAILED)
-        return plait_set_error(PLAIT_ERR_SYSTEM, "cannot map data file %s (%zu bytes): %s", d->path,
-                               d->map_bytes, strerror(err));
-    d->map = p;
+    d->n_tokens = d->start[d->n_files];
+    d->format = format_of_file(&d->files[0]);
     return PLAIT_OK;
 }
 
 plait_status plait_data_open(const plait_data_options *opts, plait_data **out) {
     *out = NULL;
-    if (!opts || !opts->path || !*opts->path)
+    const char *const *train = opts ? opts->paths : NULL;
+    int n_train = opts ? opts->n_paths : 0;
+    if (opts && !train && opts->path && *opts->path) {
+        train = &opts->path;
+        n_train = 1;
+    }
+    if (!opts || n_train < 1 || !train[0] || !*train[0])
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] path is empty: name a token or text file");
-    if (opts->seq_len < 1 || opts->vocab_size < 2 || !(opts->val_fraction >= 0 && opts->val_fraction < 1))
+    if (opts->seq_len < 1 || opts->vocab_size < 2 || !(opts->val_fraction >= 0 && opts->val_fraction < 1) ||
+        opts->n_val_paths < 0)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "data options out of range: seq_len %d, vocab_size %d, val_fraction %g",
                                opts->seq_len, opts->vocab_size, opts->val_fraction);
     plait_data *d = calloc(1, sizeof *d);
-    if (!d) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory opening %s", opts->path);
-    snprintf(d->path, sizeof d->path, "%s", opts->path);
-    d->format = opts->format;
-    if (d->format == PLAIT_DATA_FORMAT_AUTO)
-        d->format = ends_with(d->path, ".bin") ? PLAIT_DATA_FORMAT_U16 : PLAIT_DATA_FORMAT_TEXT;
+    const char **names = calloc((size_t)(n_train + opts->n_val_paths), sizeof *names);
+    if (!d || !names) {
+        free(d);
+        free(names);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory opening %s", train[0]);
+    }
+    for (int i = 0; i < n_train; i++) names[i] = train[i];
+    for (int i = 0; i < opts->n_val_paths; i++) names[n_train + i] = opts->val_paths[i];
+    d->n_files = n_train + opts->n_val_paths;
+    if (d->n_files == 1) snprintf(d->path, sizeof d->path, "%s", names[0]);
+    else snprintf(d->path, sizeof d->path, "%s (+%d more)", names[0], d->n_files - 1);
     d->seq_len = opts->seq_len;
     d->seed = opts->seed;
 
-    plait_status st = map_file(d);
-    if (st == PLAIT_OK) st = parse_layout(d);
-    if (st == PLAIT_OK) st = check_tokens(d, opts->vocab_size);
+    plait_status st = open_files(d, opts, n_train, names);
+    free(names);
     if (st != PLAIT_OK) {
         plait_data_close(d);
         return st;
     }
-    d->n_val = (int64_t)((double)d->n_tokens * opts->val_fraction);
-    d->n_train = d->n_tokens - d->n_val;
+    /* without validation files, the tail of the training files */
+    double val_fraction = opts->n_val_paths ? 0 : opts->val_fraction;
+    if (!opts->n_val_paths) d->n_train = d->n_tokens - (int64_t)((double)d->n_tokens * val_fraction);
+    d->n_val = d->n_tokens - d->n_train;
     int64_t need = (int64_t)opts->seq_len + 1;
-    if (d->n_train < need || (opts->val_fraction > 0 && d->n_val < need)) {
-        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "data file %s is too short: %lld tokens give %lld for training and %lld "
-                               "for validation ([data] val_fraction = %g), but each split needs at least "
-                               "[model] block_size + 1 = %lld tokens; use a longer file, a smaller "
-                               "block_size, or a different val_fraction",
-                               opts->path, (long long)d->n_tokens, (long long)d->n_train,
-                               (long long)d->n_val, opts->val_fraction, (long long)need);
+    if (d->n_train < need || ((val_fraction > 0 || opts->n_val_paths) && d->n_val < need)) {
+        if (opts->n_val_paths)
+            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                 "data %s is too short: %lld training tokens and %lld validation tokens ([data] "
+                                 "val_path), but each needs at least [model] block_size + 1 = %lld tokens",
+                                 d->path, (long long)d->n_train, (long long)d->n_val, (long long)need);
+        else
+            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                 "data file %s is too short: %lld tokens give %lld for training and %lld "
+                                 "for validation ([data] val_fraction = %g), but each split needs at least "
+                                 "[model] block_size + 1 = %lld tokens; use a longer file, a smaller "
+                                 "block_size, or a different val_fraction",
+                                 d->path, (long long)d->n_tokens, (long long)d->n_train, (long long)d->n_val,
+                                 opts->val_fraction, (long long)need);
         plait_data_close(d);
         return st;
     }
-    size_t token_bytes = d->format == PLAIT_DATA_FORMAT_TEXT ? 1 : 2;
-    d->train_crc = plait_crc32c(0, d->tokens, (size_t)d->n_train * token_bytes);
+    /* the CRC covers the training tokens as stored, file by file */
+    uint32_t crc = 0;
+    for (int i = 0; i < d->n_files && d->start[i] < d->n_train; i++) {
+        int64_t n = (d->start[i + 1] < d->n_train ? d->start[i + 1] : d->n_train) - d->start[i];
+        crc = plait_crc32c(crc, d->files[i].tokens, (size_t)n * (size_t)d->files[i].width);
+    }
+    d->train_crc = crc;
     *out = d;
     return PLAIT_OK;
 }
 
 void plait_data_close(plait_data *d) {
     if (!d) return;
-    if (d->map) munmap((void *)d->map, d->map_bytes);
+    for (int i = 0; d->files && i < d->n_files; i++) plait_token_file_close(&d->files[i]);
+    free(d->files);
+    free(d->start);
     free(d);
 }
 
-/* A relative path is looked up in the CWD, next to the config file, then in
- * the source tree. */
-static int resolve_path(const plait_config *cfg, const char *path, char *out, size_t cap,
-                        char *tried, size_t tried_cap) {
-    snprintf(out, cap, "%s", path);
-    snprintf(tried, tried_cap, "%s", path);
-    if (path[0] == '/' || access(path, F_OK) == 0) return 0;
-    const char *cfg_path = plait_config_path(cfg);
-    if (cfg_path && strchr(cfg_path, '/')) {
-        int dir_len = (int)(strrchr(cfg_path, '/') - cfg_path);
-        snprintf(out, cap, "%.*s/%s", dir_len, cfg_path, path);
-        size_t used = strlen(tried);
-        snprintf(tried + used, tried_cap - used, ", %s", out);
-        if (access(out, F_OK) == 0) return 0;
+/* A list of paths and glob patterns, separated by commas or white space,
+ * into file names: each pattern's matches sorted (glob's order), in the
+ * order the patterns are written. A relative pattern is looked up in the
+ * CWD, next to the config file, then in the source tree (the first place
+ * where it matches anything). */
+typedef struct name_list {
+    char **names;
+    int n, cap;
+} name_list;
+
+static void free_names(name_list *l) {
+    for (int i = 0; i < l->n; i++) free(l->names[i]);
+    free(l->names);
+    memset(l, 0, sizeof *l);
+}
+
+static int add_matches(name_list *l, const char *pattern) {
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0) return 0;
+    int added = 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        if (l->n == l->cap) {
+            int cap = l->cap ? 2 * l->cap : 16;
+            char **p = realloc(l->names, sizeof *p * (size_t)cap);
+            if (!p) break;
+            l->names = p;
+            l->cap = cap;
+        }
+        l->names[l->n] = strdup(g.gl_pathv[i]);
+        if (!l->names[l->n]) break;
+        l->n++;
+        added++;
     }
+    globfree(&g);
+    return added;
+}
+
+static plait_status expand(const plait_config *cfg, const char *key, const char *value, name_list *out) {
+    char *copy = strdup(value);
+    if (!copy) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_status st = PLAIT_OK;
+    char *save = NULL;
+    for (char *p = strtok_r(copy, ", \t\n", &save); st == PLAIT_OK && p; p = strtok_r(NULL, ", \t\n", &save)) {
+        char buf[PATH_MAX], tried[3 * PATH_MAX + 8];
+        snprintf(tried, sizeof tried, "%s", p);
+        int found = add_matches(out, p);
+        const char *cfg_path = plait_config_path(cfg);
+        if (!found && p[0] != '/' && cfg_path && strchr(cfg_path, '/')) {
+            snprintf(buf, sizeof buf, "%.*s/%s", (int)(strrchr(cfg_path, '/') - cfg_path), cfg_path, p);
+            size_t used = strlen(tried);
+            snprintf(tried + used, sizeof tried - used, ", %s", buf);
+            found = add_matches(out, buf);
+        }
 #ifdef PLAIT_SOURCE_DIR
-    snprintf(out, cap, "%s/%s", PLAIT_SOURCE_DIR, path);
-    size_t used = strlen(tried);
-    snprintf(tried + used, tried_cap - used, ", %s", out);
-    if (access(out, F_OK) == 0) return 0;
+        if (!found && p[0] != '/') {
+            snprintf(buf, sizeof buf, "%s/%s", PLAIT_SOURCE_DIR, p);
+            size_t used = strlen(tried);
+            snprintf(tried + used, sizeof tried - used, ", %s", buf);
+            found = add_matches(out, buf);
+        }
 #endif
-    return -1;
+        if (!found)
+            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] %s = %s: no such file (tried %s)", key, p, tried);
+    }
+    free(copy);
+    return st;
+}
+
+/* [data] tokenizer: found like the data, loaded once to check that its ids
+ * fit the model's vocabulary; its absolute path goes into checkpoints. */
+static plait_status check_tokenizer(const plait_config *cfg, int32_t vocab_size, char *resolved, size_t cap) {
+    const char *value = plait_config_str(cfg, "data", "tokenizer");
+    resolved[0] = '\0';
+    if (!value || !*value) return PLAIT_OK;
+    name_list found = {0};
+    plait_status st = expand(cfg, "tokenizer", value, &found);
+    if (st == PLAIT_OK && found.n != 1)
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] tokenizer = %s: names %d places; give one directory",
+                             value, found.n);
+    plait_tokenizer *t = NULL;
+    if (st == PLAIT_OK) st = plait_tokenizer_load(found.names[0], &t);
+    if (st == PLAIT_OK && plait_tokenizer_vocab_size(t) > vocab_size)
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                             "[data] tokenizer = %s has %d ids but [model] vocab_size = %d; the model's vocabulary "
+                             "must hold every id (pad it up, e.g. GPT-2's 50257 to 50304)",
+                             value, plait_tokenizer_vocab_size(t), vocab_size);
+    if (st == PLAIT_OK && !realpath(found.names[0], resolved))
+        st = plait_set_error(PLAIT_ERR_SYSTEM, "[data] tokenizer = %s: %s", found.names[0], strerror(errno));
+    if (st == PLAIT_OK && strlen(resolved) >= cap) resolved[0] = '\0';
+    plait_tokenizer_free(t);
+    free_names(&found);
+    return st;
 }
 
 plait_status plait_data_open_config(const plait_config *cfg, plait_data **out) {
     *out = NULL;
     const char *path = plait_config_str(cfg, "data", "path");
+    const char *val_path = plait_config_str(cfg, "data", "val_path");
     const char *format = plait_config_str(cfg, "data", "format");
     plait_data_options o = {
-        .path = path,
-        .format = strcmp(format, "text") == 0  ? PLAIT_DATA_FORMAT_TEXT
-                  : strcmp(format, "u16") == 0 ? PLAIT_DATA_FORMAT_U16
-                                               : PLAIT_DATA_FORMAT_AUTO,
+        .format = strcmp(format, "text") == 0                                  ? PLAIT_DATA_FORMAT_TEXT
+                  : strcmp(format, "u16") == 0 || strcmp(format, "bin") == 0 ? PLAIT_DATA_FORMAT_U16
+                                                                               : PLAIT_DATA_FORMAT_AUTO,
         .val_fraction = plait_config_float(cfg, "data", "val_fraction"),
         .vocab_size = (int32_t)plait_config_int(cfg, "model", "vocab_size"),
         .seq_len = (int32_t)plait_config_int(cfg, "model", "block_size"),
@@ -229,17 +261,28 @@ plait_status plait_data_open_config(const plait_config *cfg, plait_data **out) {
     };
     if (!path || !*path)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] path is empty: name a token or text file");
-    char resolved[PATH_MAX], tried[3 * PATH_MAX + 8];
-    if (resolve_path(cfg, path, resolved, sizeof resolved, tried, sizeof tried) != 0)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[data] path = %s: no such file (tried %s)", path, tried);
-    o.path = resolved;
-    return plait_data_open(&o, out);
+    name_list train = {0}, val = {0};
+    char tokenizer[PATH_MAX];
+    plait_status st = check_tokenizer(cfg, o.vocab_size, tokenizer, sizeof tokenizer);
+    if (st == PLAIT_OK) st = expand(cfg, "path", path, &train);
+    if (st == PLAIT_OK && val_path && *val_path) st = expand(cfg, "val_path", val_path, &val);
+    if (st == PLAIT_OK) {
+        o.paths = (const char *const *)train.names;
+        o.n_paths = train.n;
+        o.val_paths = (const char *const *)val.names;
+        o.n_val_paths = val.n;
+        st = plait_data_open(&o, out);
+    }
+    if (st == PLAIT_OK) snprintf((*out)->tokenizer, sizeof (*out)->tokenizer, "%s", tokenizer);
+    free_names(&train);
+    free_names(&val);
+    return st;
 }
 
 const char *plait_data_path(const plait_data *d) { return d->path; }
+const char *plait_data_tokenizer(const plait_data *d) { return d->tokenizer; }
 plait_data_format plait_data_format_of(const plait_data *d) { return d->format; }
-int plait_data_has_llmc_header(const plait_data *d) { return d->llmc_header; }
+int plait_data_has_llmc_header(const plait_data *d) { return d->files[0].llmc_header; }
 int64_t plait_data_tokens(const plait_data *d) { return d->n_tokens; }
 uint32_t plait_data_train_crc32c(const plait_data *d) { return d->train_crc; }
 
@@ -297,12 +340,19 @@ plait_status plait_data_batch(const plait_data *d, plait_data_split split, int64
         int64_t start = plait_data_sequence_start(d, split, step, micro_batch * B + r);
         int32_t *tok = tokens + (size_t)r * (size_t)T;
         int32_t *tgt = targets ? targets + (size_t)r * (size_t)T : NULL;
-        if (d->format == PLAIT_DATA_FORMAT_TEXT) {
-            const uint8_t *p = d->tokens + start;
+        int k = d->n_files == 1 ? 0 : file_of(d, start);
+        const plait_token_file *f = &d->files[k];
+        if (start + T + 1 <= d->start[k + 1] && f->width == 1) { /* one text file: bytes */
+            const uint8_t *p = f->tokens + (start - d->start[k]);
             for (int32_t t = 0; t < T; t++) tok[t] = p[t];
             if (tgt)
                 for (int32_t t = 0; t < T; t++) tgt[t] = p[t + 1];
-        } else {
+        } else if (start + T + 1 <= d->start[k + 1]) { /* inside one file */
+            int64_t base = start - d->start[k];
+            for (int32_t t = 0; t < T; t++) tok[t] = plait_token_file_at(f, base + t);
+            if (tgt)
+                for (int32_t t = 0; t < T; t++) tgt[t] = plait_token_file_at(f, base + t + 1);
+        } else { /* across a file boundary */
             for (int32_t t = 0; t < T; t++) tok[t] = plait_data_token(d, start + t);
             if (tgt)
                 for (int32_t t = 0; t < T; t++) tgt[t] = plait_data_token(d, start + t + 1);

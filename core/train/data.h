@@ -4,21 +4,27 @@
  * the step and the global position of each sequence in the step — never on
  * the rank that reads it or on how the global batch is cut into micro-batches.
  *
- * File formats ([data] format):
+ * The data is one file or several (a list or glob of shards, read back to
+ * back in the order given, each pattern's matches sorted), and optionally a
+ * separate validation set ([data] val_path, the same syntax).
+ *
+ * File formats ([data] format), per file:
  *   text  every byte is one token (vocab 256 at most; a smaller vocab_size
  *         makes bytes >= vocab_size an error).
- *   u16   little-endian uint16 tokens, as nanoGPT's prepare.py writes them
- *         (raw, no header), or llm.c's layout: a header of 256 little-endian
- *         int32 with header[0] = 20240520 (magic), header[1] = 1 (version),
- *         header[2] = token count, then the tokens. A file starting with the
- *         magic is read as llm.c's; the file size must then equal
- *         1024 + 2 * count exactly. llm.c's uint32 variant (magic 20240801)
- *         is refused with a message. Raw files must have an even size.
- *   auto  u16 if the file name ends in ".bin", text otherwise.
+ *   bin   (also spelt u16) a token file (token_file.h): llm.c's layout, a
+ *         header of 256 little-endian int32 with the magic, version and token
+ *         count, then uint16 tokens (magic 20240520, version 1) or uint32
+ *         tokens (magic 20240801, version 7); or raw little-endian uint16 as
+ *         nanoGPT's prepare.py writes them. The file size must match the
+ *         header's count exactly; raw files must have an even size.
+ *   auto  bin if the file name ends in ".bin", text otherwise.
  * Every token is checked against vocab_size once, at open.
  *
- * Split: the last floor(n * val_fraction) tokens are the validation split,
- * the rest (the head) the training split. Each split in use must hold at
+ * Split: with val_path, the validation split is those files and the training
+ * split all of path's; without it, the last floor(n * val_fraction) tokens
+ * are the validation split and the rest (the head) the training split.
+ * Token indices below run over the training files then the validation
+ * files; a training sequence may run across two training files. Each split in use must hold at
  * least seq_len + 1 tokens (a sequence plus its last target).
  *
  * Sampling. A step's global batch is a list of sequences numbered
@@ -56,13 +62,18 @@ typedef enum plait_data_split {
 typedef enum plait_data_format {
     PLAIT_DATA_FORMAT_AUTO = 0,
     PLAIT_DATA_FORMAT_TEXT = 1,
-    PLAIT_DATA_FORMAT_U16 = 2
+    PLAIT_DATA_FORMAT_U16 = 2,   /* for options: any token file ("bin") */
+    PLAIT_DATA_FORMAT_U32 = 3    /* only reported: an llm.c uint32 file */
 } plait_data_format;
 
 typedef struct plait_data_options {
-    const char *path;          /* file to map; relative paths are relative to the CWD */
+    const char *path;          /* the file to map when paths is NULL; relative to the CWD */
+    const char *const *paths;  /* training files, in order (n_paths of them), or NULL */
+    int n_paths;
+    const char *const *val_paths; /* validation files (n_val_paths, may be 0) */
+    int n_val_paths;
     plait_data_format format;
-    double val_fraction;       /* share of tokens held out (the tail), 0 <= f < 1 */
+    double val_fraction;       /* share of tokens held out (the tail), 0 <= f < 1; unused with val_paths */
     int32_t vocab_size;        /* every token must be below it */
     int32_t seq_len;           /* T: each split in use must hold T+1 tokens */
     uint64_t seed;             /* [run] seed */
@@ -80,28 +91,35 @@ typedef struct plait_data plait_data;
  * The caller owns *out (plait_data_close). */
 plait_status plait_data_open(const plait_data_options *opts, plait_data **out);
 
-/* The same with the options from the configuration: [data] path, format,
- * val_fraction; [model] vocab_size, block_size; [run] seed. A relative path
- * that does not exist in the CWD is also tried relative to the directory of
- * the config file and then to the plait source tree (so the bundled
- * data/corpus.txt is found from a build directory); the error lists every
- * place tried. */
+/* The same with the options from the configuration: [data] path, val_path,
+ * format, val_fraction; [model] vocab_size, block_size; [run] seed. path and
+ * val_path are lists of files or glob patterns separated by commas or
+ * spaces. A relative pattern that matches nothing in the CWD is also tried
+ * relative to the directory of the config file and then to the plait source
+ * tree (so the bundled data/corpus.txt is found from a build directory); the
+ * error lists every place tried. */
 plait_status plait_data_open_config(const plait_config *cfg, plait_data **out);
 
 /* Unmap and free. NULL is ignored. */
 void plait_data_close(plait_data *d);
 
+/* [data] tokenizer as an absolute path ("" when unset or opened without a
+ * config). plait_data_open_config loads it once and refuses one with more
+ * ids than [model] vocab_size. */
+const char *plait_data_tokenizer(const plait_data *d);
+
 /* Facts of an open file. */
-const char *plait_data_path(const plait_data *d);          /* the path actually opened */
-plait_data_format plait_data_format_of(const plait_data *d); /* TEXT or U16, never AUTO */
-int plait_data_has_llmc_header(const plait_data *d);
-int64_t plait_data_tokens(const plait_data *d);             /* all tokens in the file */
+/* The path actually opened, or the first file's and "(+N more)". */
+const char *plait_data_path(const plait_data *d);
+plait_data_format plait_data_format_of(const plait_data *d); /* the first file's: TEXT, U16 or U32 */
+int plait_data_has_llmc_header(const plait_data *d);         /* the first file's */
+int64_t plait_data_tokens(const plait_data *d);             /* all tokens, both splits */
 /* Tokens in a split (0 for VAL when val_fraction is 0). */
 int64_t plait_data_split_tokens(const plait_data *d, plait_data_split split);
 /* CRC32C of the training split's bytes (computed at open): with the token
  * counts, what identifies the training data in a checkpoint. */
 uint32_t plait_data_train_crc32c(const plait_data *d);
-/* Token `index` (0-based over the whole file, no split). */
+/* Token `index` (0-based over the training then the validation files). */
 int32_t plait_data_token(const plait_data *d, int64_t index);
 
 /* Position (token index within the whole file) where sequence `sequence`

@@ -22,6 +22,7 @@
 #include "runtime/log.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_shard.h"
+#include "train/data.h"
 #include "train/run_internal.h"
 
 plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir, plait_resume_mode mode, char **dir) {
@@ -122,7 +123,9 @@ static plait_status write_model_meta(plait_run *run, plait_ckpt_writer *w) {
         if (st == PLAIT_OK) st = plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, k, v.s);
         if (st != PLAIT_OK) return st;
     }
-    return PLAIT_OK;
+    /* the tokenizer the run's data was made with, for `plait sample` */
+    const char *tokenizer = run->data ? plait_data_tokenizer(run->data) : "";
+    return *tokenizer ? plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, "plait.data.tokenizer", tokenizer) : PLAIT_OK;
 }
 
 plait_status plait_run_save(plait_run *run, const char *out_dir) {

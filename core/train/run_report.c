@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "cpu/compute_line.h"
 #include "launch/bootstrap.h"
+#include "launch/restart.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -136,6 +137,7 @@ void plait_run_fill_metrics(plait_run *run, plait_metrics *mt, const plait_step_
     const plait_step_timing *t = &r->t;
     double tokens = (double)run->layout.batch.global_batch * run->model.block_size;
     plait_metrics_set_named(mt, "step", (double)run->step);
+    plait_metrics_set_named(mt, "restarts", (double)plait_restart_count()); /* launch/restart.h */
     plait_metrics_set_named(mt, "loss", r->loss);
     if (val_loss >= 0) plait_metrics_set_named(mt, "val_loss", val_loss);
     plait_metrics_set_named(mt, "lr", r->lr);

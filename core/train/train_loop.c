@@ -14,6 +14,7 @@
 
 #include "launch/bootstrap.h"
 #include "comm/comm.h"
+#include "launch/restart.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
@@ -59,7 +60,7 @@ static void add_columns(plait_metrics *m, int32_t pp) {
         "step", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "compute_ms", "comm_ms",
         "idle_ms", "peak_rss_mb", "dp_bytes", "tp_bytes", "pp_bytes", "optim_bytes", "early_buckets",
         "param_mb", "grad_mb", "optim_state_mb", "buffer_mb", "activation_mb", "tp_ms", "bubble_measured",
-        "bubble_formula", "pipe_span_ms", "time_s", "tokens_seen", "mfu"};
+        "bubble_formula", "pipe_span_ms", "restarts", "time_s", "tokens_seen", "mfu"};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) plait_metrics_column(m, cols[i]);
     /* each pipeline stage's idle time (the bubble), as the step's span over
      * all stages (pipe_span_ms) minus the stage's busy time */
@@ -153,6 +154,13 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         plait_progress_init(&progress, opts->progress ? opts->progress : plait_config_str(cfg, "run", "progress"),
                             stdout, run->steps, plait_run_flops_per_token(run), 0);
         plait_run_print_summary(run, out_dir, resume_dir);
+        if (plait_restart_count() > 0) {
+            /* the launcher relaunched the job (--max-restarts): say so in
+             * the log and on the console, with the failure that caused it */
+            PLAIT_WARN("train", "restart %d of at most %d after: %s; resuming at step %lld from %s",
+                       plait_restart_count(), plait_restart_max(), plait_restart_reason(), (long long)run->step,
+                       resume_dir ? resume_dir : "the start (no complete checkpoint yet)");
+        }
         progress.peak_flops = job_peak(run, &progress);
     }
     free(resume_dir);

@@ -5,11 +5,13 @@
 # are PNG images; the predicted peak memory per rank is within 12% of the
 # measured peak RSS on each layout; a second run continues from the CSV and
 # measures nothing again; with 3 ranks the invalid layouts are skipped with
-# their reason and never started; with 5 ranks every layout is invalid and
-# the sweep says why for each and exits non-zero.
+# their reason and never started; `plait plan` lists the same layouts and
+# marks every one over --mem-limit; --max-minutes starts no layout after the
+# limit; with 5 ranks every layout is invalid and the sweep says why for each
+# and exits non-zero.
 source "$(dirname "$0")/lib.sh"
 W=$E2E_WORK
-rm -rf "$W/rep" "$W/three" "$W/five"
+rm -rf "$W/rep" "$W/three"* "$W/five"* "$W/max"*
 sweep() { "$PLAIT_BIN" bench sweep "$CFG" --steps 2 --warmup 1 "$@"; }
 
 sweep -n 2 --report "$W/rep" >"$W/sweep.out" 2>"$W/sweep.err" || { cat "$W/sweep.out" "$W/sweep.err"; fail "sweep of 2 ranks"; }
@@ -55,6 +57,21 @@ sweep -n 3 --csv "$W/three.csv" >"$W/three.out" 2>"$W/three.err" || fail "sweep 
 [ "$(grep -c '^# skipped: ' "$W/three.out")" -eq 3 ] || fail "not 3 skipped layouts: $(cat "$W/three.out")"
 grep -q "^# skipped: dp1 tp3 pp1 .*n_head" "$W/three.out" || fail "tp 3 skipped without naming n_head: $(grep tp3 "$W/three.out")"
 [ "$(ls "$W/three.csv.logs"/*.log | wc -l)" -eq 2 ] || fail "not exactly the 2 valid layouts ran: $(ls "$W/three.csv.logs")"
+
+# plait plan lists the same layouts (-n is its own, not the launcher's)
+"$PLAIT_BIN" plan "$CFG" -n 2 >"$W/plan.out" 2>"$W/plan.err" || fail "plait plan: $(cat "$W/plan.err")"
+planned=$(grep -E '^  [0-9]+ ' "$W/plan.out" | sed -E 's/^  [0-9]+ +//; s/ (adam|zero[123]) .*/ \1/' | sort)
+[ "$planned" = "$(sort <<<"$want")" ] || fail "plait plan's layouts:
+$planned"
+if "$PLAIT_BIN" plan "$CFG" --ranks 5 >"$W/plan5.out" 2>&1; then fail "plait plan of 5 ranks exited 0"; fi
+
+# --mem-limit: over it, nothing fits, and plan says so for each layout
+if "$PLAIT_BIN" plan "$CFG" -n 2 --mem-limit 1 >"$W/plan1.out" 2>&1; then fail "nothing fits 1 MiB, yet plan exited 0"; fi
+[ "$(grep -c '^# does not fit: .*memory over the limit' "$W/plan1.out")" -eq 5 ] || fail "not 5 layouts over 1 MiB: $(cat "$W/plan1.out")"
+# --max-minutes: the first layout starts, no other does
+sweep -n 2 --max-minutes 0.0001 --csv "$W/max.csv" >"$W/max.out" 2>"$W/max.err" || fail "max-minutes sweep: $(cat "$W/max.err")"
+[ "$(awk 'NR > 1' "$W/max.csv" | wc -l)" -eq 1 ] || fail "--max-minutes ran more than one layout"
+[ "$(grep -c '^# not measured: .*--max-minutes' "$W/max.out")" -eq 4 ] || fail "the others are not listed: $(cat "$W/max.out")"
 
 # 5 ranks: nothing is valid
 if sweep -n 5 --csv "$W/five.csv" >"$W/five.out" 2>"$W/five.err"; then fail "an all-invalid sweep exited 0"; fi

@@ -273,6 +273,33 @@ static void test_cluster_errors(void **state) {
     assert_non_null(strstr(plait_last_error(), "/nonexistent/cluster.ini"));
 }
 
+static void test_fit_comm(void **state) {
+    (void)state;
+    char path[] = "/tmp/plait-comm-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    /* a bench comm table of a ring with alpha = 20 us, beta = 2 GB/s over
+     * 4 ranks (and a broadcast row the fit must ignore) */
+    fprintf(f, "op,ranks,transport,algo,dtype,redop,size_bytes,count,time_us,time_min_us,algbw_GBps,busbw_GBps,"
+               "wrong,loop_us\n");
+    for (double S = 4096; S <= 64 << 20; S *= 4)
+        fprintf(f, "allreduce,4,tcp,ring,f32,sum,%.0f,%.0f,%.6f,0,0,0,0,0\n", S, S / 4,
+                1e6 * (6 * 20e-6 + 1.5 * S / 2e9));
+    fprintf(f, "broadcast,4,tcp,tree,f32,sum,4096,1024,99999,0,0,0,0,0\n");
+    fclose(f);
+    plait_cluster c = gpu_cluster();
+    assert_int_equal(plait_cluster_fit_comm(&c, path), PLAIT_OK);
+    assert_true(fabs(c.intra.latency - 20e-6) < 1e-9);
+    assert_true(fabs(c.intra.bandwidth - 2e9) < 1e3);
+    f = fopen(path, "w");
+    fprintf(f, "size,time\n1,2\n");
+    fclose(f);
+    assert_int_equal(plait_cluster_fit_comm(&c, path), PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), ":1: not a 'plait bench comm --csv' table"));
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_link_formulas),           cmocka_unit_test(test_bubble),
@@ -280,6 +307,7 @@ int main(void) {
         cmocka_unit_test(test_time_shared_cpu_cores),   cmocka_unit_test(test_spearman),
         cmocka_unit_test(test_enumerate_default_axes),  cmocka_unit_test(test_enumerate_bounds_and_optim),
         cmocka_unit_test(test_cluster_examples),        cmocka_unit_test(test_cluster_errors),
+        cmocka_unit_test(test_fit_comm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

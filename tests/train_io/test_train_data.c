@@ -226,12 +226,12 @@ static void test_bad_files(void **state) {
     assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_AUTO, 256, 8, 0.1), PLAIT_ERR_PROTOCOL);
     assert_error_contains("whole number of uint16 tokens");
 
-    /* llm.c's uint32 variant. */
+    /* llm.c's uint32 variant with a wrong version (7 is its uint32 version). */
     snprintf(path, sizeof path, "%s/u32.bin", scratch);
     int32_t h[256] = {20240801, 1, 0};
     write_bytes(path, h, sizeof h);
     assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_AUTO, 256, 8, 0.1), PLAIT_ERR_PROTOCOL);
-    assert_error_contains("uint32 tokens");
+    assert_error_contains("u32.bin: byte 4: llm.c header version 1 is not supported with magic 20240801");
 
     /* Too short for one sequence, in either split. */
     snprintf(path, sizeof path, "%s/tiny.txt", scratch);

@@ -94,7 +94,7 @@ typedef struct tcp_addr_info {
     /* single copy between ranks of one host */
     int32_t pid;
     uint32_t reserved;
-    uint64_t host_key;    /* hash of host name and kernel boot id */
+    uint64_t host_key;    /* hash of host name, kernel boot id and network namespace */
     uint64_t cookie_addr; /* where `cookie` lives in this process */
     uint8_t cookie[16];
     uint8_t pad[8];

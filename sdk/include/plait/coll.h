@@ -45,7 +45,12 @@ typedef enum plait_coll_algo {
      * contributions in rank order. Bit-identical across runs and algorithms;
      * used by deterministic mode. */
     PLAIT_ALGO_ORDERED = 5,
-    PLAIT_ALGO_NATIVE = 6   /* the comm plugin's own collective */
+    PLAIT_ALGO_NATIVE = 6,  /* the comm plugin's own collective */
+    /* Within each host, across hosts with one rank per host, within each
+     * host again (allreduce, reduce_scatter, allgather on communicators whose
+     * members span several hosts with equally many on each; elsewhere the
+     * AUTO choice). Added after 1.0: an older core refuses it as unknown. */
+    PLAIT_ALGO_HIER = 7
 } plait_coll_algo;
 
 /* Per-call options; NULL means all defaults. */

@@ -1,0 +1,138 @@
+/* plait data prepare INPUT... --tokenizer DIR --out DIR [--val-fraction F] [--shard-tokens N] [--dtype D] */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "train/data_prepare.h"
+
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "plait data: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "; 'plait help data' lists the options\n");
+    return 2;
+}
+
+typedef struct bar {
+    int tty;
+    double start, last;
+} bar;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A progress bar in place on a terminal; plain lines (at most one every 5
+ * seconds) when stderr is piped. */
+static void progress(void *ctx, uint64_t done, uint64_t total, int64_t tokens) {
+    bar *b = ctx;
+    double t = now_s();
+    if (done < total && t - b->last < (b->tty ? 0.2 : 5.0)) return;
+    b->last = t;
+    double frac = total ? (double)done / (double)total : 1;
+    double rate = t > b->start ? (double)done / (t - b->start) / 1e6 : 0;
+    char cells[31];
+    int filled = (int)(frac * 30);
+    for (int i = 0; i < 30; i++) cells[i] = i < filled ? '#' : '.';
+    cells[30] = '\0';
+    fprintf(stderr, "%sprepare [%s] %5.1f%%  %.1f/%.1f MB  %lld tokens  %.2f MB/s%s", b->tty ? "\r" : "", cells,
+            100 * frac, (double)done / 1e6, (double)total / 1e6, (long long)tokens, rate, b->tty ? "\033[K" : "\n");
+    if (b->tty && done >= total) fputc('\n', stderr);
+}
+
+static int cmd_prepare(int argc, char **argv) {
+    const char *tok_dir = NULL, *out = NULL;
+    double val = 0.1;
+    long long shard = 100000000;
+    int dtype = 0, n = 0;
+    const char **inputs = calloc((size_t)argc, sizeof *inputs);
+    if (!inputs) return 1;
+    int rc = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (a[0] != '-' || !a[1]) {
+            inputs[n++] = a;
+            continue;
+        }
+        if (strcmp(a, "--tokenizer") && strcmp(a, "--out") && strcmp(a, "--val-fraction") &&
+            strcmp(a, "--shard-tokens") && strcmp(a, "--dtype")) {
+            rc = bad("unknown option '%s'", a);
+            break;
+        }
+        if (!v) {
+            rc = bad("%s needs a value", a);
+            break;
+        }
+        i++;
+        if (!strcmp(a, "--tokenizer")) tok_dir = v;
+        else if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--val-fraction")) {
+            val = strtod(v, &end);
+            if (!*v || *end || !(val >= 0 && val < 1)) rc = bad("--val-fraction %s: must be 0 <= F < 1", v);
+        } else if (!strcmp(a, "--shard-tokens")) {
+            shard = strtoll(v, &end, 10);
+            if (!*v || *end || shard < 1 || shard > 2147483647LL) rc = bad("--shard-tokens %s: must be 1..2147483647", v);
+        } else {
+            dtype = !strcmp(v, "u16") ? 2 : !strcmp(v, "u32") ? 4 : !strcmp(v, "auto") ? 0 : -1;
+            if (dtype < 0) rc = bad("--dtype %s: must be auto, u16 or u32", v);
+        }
+    }
+    if (!rc && (!n || !tok_dir || !out)) rc = bad("prepare needs INPUT..., --tokenizer DIR and --out DIR");
+    if (rc) {
+        free(inputs);
+        return rc;
+    }
+    plait_tokenizer *tok = NULL;
+    plait_status st = plait_tokenizer_load(tok_dir, &tok);
+    bar b = {.tty = isatty(2), .start = now_s()};
+    plait_prepare_options o = {.inputs = inputs, .n_inputs = n, .tokenizer = tok, .out_dir = out, .val_fraction = val,
+                               .shard_tokens = shard, .dtype_bytes = dtype, .progress = progress, .ctx = &b};
+    plait_prepare_result r;
+    if (st == PLAIT_OK) st = plait_data_prepare(&o, &r);
+    if (st == PLAIT_OK) {
+        int64_t tokens = r.train_tokens + r.val_tokens;
+        printf("wrote %s: %lld training tokens in %d shard%s, %lld validation tokens in %d shard%s (uint%d); "
+               "%llu bytes of text, %.2f bytes per token\n",
+               out, (long long)r.train_tokens, r.train_shards, r.train_shards == 1 ? "" : "s", (long long)r.val_tokens,
+               r.val_shards, r.val_shards == 1 ? "" : "s", 8 * r.dtype_bytes, (unsigned long long)r.bytes,
+               tokens ? (double)r.bytes / (double)tokens : 0.0);
+    }
+    plait_tokenizer_free(tok);
+    free(inputs);
+    if (st != PLAIT_OK) {
+        plait_cli_print_error("data prepare");
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_data(int argc, char **argv) {
+    if (argc < 2) return bad("give a subcommand: prepare");
+    if (!strcmp(argv[1], "prepare")) return cmd_prepare(argc - 1, argv + 1);
+    return bad("no subcommand '%s'", argv[1]);
+}
+
+const plait_command plait_cmd_data = {
+    "data", "tokenize text into token files for training",
+    "usage: plait data prepare INPUT... --tokenizer DIR --out DIR [--val-fraction F] [--shard-tokens N]\n"
+    "                          [--dtype auto|u16|u32]\n\n"
+    "Encodes each INPUT file (one document each, preceded by <|endoftext|> when the vocabulary has it)\n"
+    "and writes llm.c's token files into DIR: train_000000.bin, ... and val_000000.bin, ..., plus the\n"
+    "tokenizer's vocab.json and merges.txt. Train with [data] path = DIR/train_*.bin and\n"
+    "val_path = DIR/val_*.bin.\n"
+    "  --tokenizer DIR      vocab.json + merges.txt (GPT-2's, or from plait tokenizer train) or tokenizer.json\n"
+    "  --out DIR            output directory; replaced whole, and only if it holds nothing but such files\n"
+    "  --val-fraction F     the last F of the input bytes, from a line start, is the validation set (default 0.1)\n"
+    "  --shard-tokens N     tokens per shard file (default 100000000, as llm.c's)\n"
+    "  --dtype D            auto (uint16 up to 65536 ids, uint32 above; default), u16 or u32\n",
+    cmd_data};

@@ -1,0 +1,372 @@
+/*
+ * Hierarchical collectives: within each host, across hosts with one rank per
+ * host, within each host again — so the slow link between hosts carries each
+ * byte once per host instead of once per rank that the flat algorithms route
+ * over it. NCCL's two-level rings/trees and Horovod's hierarchical allreduce
+ * are the anchors; the idea is theirs, the code is plait's own.
+ *
+ * They apply to communicators whose members sit on H > 1 hosts with the same
+ * number L > 1 of members on each (comm_topo.h). Member i of host h is the
+ * i-th member of that host in rank order ("local index" i); the members with
+ * local index i on every host form column i. With S the bytes of the vector:
+ *
+ *   allreduce       1. reduce-scatter within the host: local index i owns part
+ *                      i (S/L bytes) and receives it from each local peer;
+ *                   2. allreduce of part i within column i (direct
+ *                      reduce-scatter then allgather of its H sub-parts);
+ *                   3. allgather within the host: every part to every peer.
+ *                   Each host sends 2(H-1)/H·S across hosts (the ring's
+ *                   optimum for H ranks); a flat ring over H·L ranks in rank
+ *                   order sends 2(HL-1)/(HL)·S per host boundary crossing and
+ *                   Rabenseifner sends its largest halves between hosts.
+ *   reduce_scatter  1. within the host, local index i collects the host's
+ *                      contributions to the blocks of column i;
+ *                   2. within column i, each member gets its block's partial
+ *                      sums from the other hosts.
+ *   allgather       1. within column i, every member gets the column's blocks;
+ *                   2. within the host, every member gets the other columns'.
+ *
+ * Every step is a direct exchange (all receives posted, then all sends), which
+ * is right for the small L and H of real jobs (8 GPUs or a few dozen cores
+ * per host, tens of hosts). Reductions add contributions in local-index and
+ * host order, so results are reproducible for a given placement; they are not
+ * the ordered algorithm's canonical tree (deterministic mode keeps using
+ * that).
+ *
+ * AUTO picks these on communicators that span hosts from HIER_AUTO_MIN_BYTES
+ * on: below it a flat algorithm's fewer steps win (a handful of messages
+ * whatever the link); measured in docs/multi-node.md.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/coll.h"
+#include "comm/comm_topo.h"
+#include "runtime/error.h"
+
+#define HIER_AUTO_MIN_BYTES (64u << 10)
+
+/* Tag phases of the steps (the allreduce pipeline's stages 0..3 in order). */
+enum { PH_INTRA_RS = 0, PH_INTER_RS = 1, PH_INTER_AG = 2, PH_INTRA_AG = 3 };
+
+int plait_hier_shape(const plait_comm *comm, int *hosts, int *per_host) {
+    int h = plait_comm_n_hosts(comm);
+    if (h < 2 || comm->size % h) return 0;
+    int l = comm->size / h;
+    if (l < 2) return 0;
+    int counts[64] = {0};
+    int *cnt = h <= 64 ? counts : calloc((size_t)h, sizeof(int));
+    if (!cnt) return 0;
+    int regular = 1;
+    for (int r = 0; r < comm->size; r++) cnt[plait_comm_host_of(comm, r)]++;
+    for (int g = 0; g < h; g++) regular &= cnt[g] == l;
+    if (cnt != counts) free(cnt);
+    if (!regular) return 0;
+    *hosts = h;
+    *per_host = l;
+    return 1;
+}
+
+plait_coll_algo_fn plait_hier_choose(const plait_comm *comm, plait_coll_kind kind, plait_coll_algo requested,
+                                     size_t bytes) {
+    if (requested != PLAIT_ALGO_HIER && requested != PLAIT_ALGO_AUTO) return NULL;
+    int h, l;
+    if (!plait_hier_shape(comm, &h, &l)) return NULL;
+    if (requested == PLAIT_ALGO_AUTO && bytes < HIER_AUTO_MIN_BYTES) return NULL;
+    switch (kind) {
+    case PLAIT_COLL_ALLREDUCE: return plait_hier_allreduce;
+    case PLAIT_COLL_REDUCE_SCATTER: return plait_hier_reduce_scatter;
+    case PLAIT_COLL_ALLGATHER: return plait_hier_allgather;
+    default: return NULL;
+    }
+}
+
+/* The placement: m[g*l + i] = comm rank of local index i on host g. */
+typedef struct hier {
+    int h, l;     /* hosts, members per host */
+    int host, li; /* mine */
+    int *m;
+} hier;
+
+static plait_status hier_plan(plait_coll_ctx *c, hier *p) {
+    memset(p, 0, sizeof *p);
+    if (!plait_hier_shape(c->comm, &p->h, &p->l))
+        return plait_set_error(PLAIT_ERR_INTERNAL, "hierarchical collective on a communicator without a "
+                                                   "regular host layout");
+    p->m = malloc(sizeof(int) * (size_t)c->size);
+    int *fill = calloc((size_t)p->h, sizeof(int));
+    if (!p->m || !fill) {
+        free(p->m);
+        free(fill);
+        p->m = NULL;
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int r = 0; r < c->size; r++) {
+        int g = plait_comm_host_of(c->comm, r);
+        if (r == c->rank) p->host = g, p->li = fill[g];
+        p->m[g * p->l + fill[g]++] = r;
+    }
+    free(fill);
+    return PLAIT_OK;
+}
+
+/* One transfer of a direct exchange: to `peer` goes sbuf (sbytes), from it
+ * comes rbuf (rbytes), on tag phase `phase`; a negative peer is skipped. */
+typedef struct xfer {
+    int peer;
+    const void *sbuf;
+    size_t sbytes;
+    void *rbuf;
+    size_t rbytes;
+    unsigned phase;
+} xfer;
+
+/* Post every receive, then every send, then wait for all. */
+static plait_status exchange(plait_coll_ctx *c, const xfer *x, int k) {
+    int *h = malloc(sizeof(int) * 2 * (size_t)(k > 0 ? k : 1));
+    if (!h) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    for (int j = 0; j < 2 * k; j++) h[j] = -1;
+    plait_status st = PLAIT_OK;
+    for (int j = 0; st == PLAIT_OK && j < k; j++)
+        if (x[j].peer >= 0 && x[j].rbytes)
+            st = plait_coll_irecv(c, x[j].rbuf, x[j].rbytes, x[j].peer, x[j].phase, &h[j]);
+    for (int j = 0; st == PLAIT_OK && j < k; j++)
+        if (x[j].peer >= 0 && x[j].sbytes)
+            st = plait_coll_isend(c, x[j].sbuf, x[j].sbytes, x[j].peer, x[j].phase, &h[k + j]);
+    if (st == PLAIT_OK) st = plait_coll_waitall(c, h, 2 * k);
+    free(h);
+    return st;
+}
+
+static xfer *xfers(int k) {
+    xfer *x = calloc((size_t)k, sizeof *x);
+    if (!x) plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    for (int j = 0; x && j < k; j++) x[j].peer = -1;
+    return x;
+}
+
+/* ---- allreduce ----------------------------------------------------------- */
+
+/* The vector is cut into pieces that flow through the four steps as a
+ * pipeline (a wavefront): in tick t piece t is reduce-scattered within the
+ * host, piece t-1 reduce-scattered across hosts, piece t-2 allgathered
+ * across hosts and piece t-3 allgathered within the host, all posted at once.
+ * So the link between hosts is busy while the host's own copies and
+ * reductions run, instead of idle during the first and last steps. Pieces
+ * of at least HIER_PIECE_BYTES, at most HIER_MAX_PIECES. */
+#define HIER_PIECE_BYTES (1u << 20)
+#define HIER_MAX_PIECES 8
+
+/* Piece k: elements [q0, q0+m); my part of it [po, po+plen); my column's
+ * share of that part [so, so+slen). */
+typedef struct piece {
+    size_t q0, m, po, plen, so, slen;
+} piece;
+
+static piece piece_of(const hier *p, size_t count, int pieces, int k) {
+    piece x;
+    x.q0 = plait_part_offset(count, pieces, k);
+    x.m = plait_part_offset(count, pieces, k + 1) - x.q0;
+    x.po = x.q0 + plait_part_offset(x.m, p->l, p->li);
+    x.plen = x.q0 + plait_part_offset(x.m, p->l, p->li + 1) - x.po;
+    x.so = x.po + plait_part_offset(x.plen, p->h, p->host);
+    x.slen = x.po + plait_part_offset(x.plen, p->h, p->host + 1) - x.so;
+    return x;
+}
+
+/* What one allreduce pipeline works with. */
+typedef struct ar {
+    plait_coll_ctx *c;
+    const hier *p;
+    const char *send;
+    char *recv;
+    size_t count, esz;
+    int pieces;
+    char *abuf, *bbuf; /* landing areas: (l-1) parts, (h-1) column shares */
+} ar;
+
+/* Append the transfers of `stage` (0..3) of piece k to x[*n]. */
+static void stage_xfers(const ar *w, int stage, int k, xfer *x, int *n) {
+    const hier *p = w->p;
+    size_t esz = w->esz;
+    piece q = piece_of(p, w->count, w->pieces, k);
+    int intra = stage == 0 || stage == 3, groups = intra ? p->l : p->h, mine = intra ? p->li : p->host;
+    for (int j = 0, t = 0; j < groups; j++) {
+        if (j == mine) continue;
+        int peer = intra ? p->m[p->host * p->l + j] : p->m[j * p->l + p->li];
+        size_t o, len;
+        if (intra) {
+            o = q.q0 + plait_part_offset(q.m, p->l, j);
+            len = q.q0 + plait_part_offset(q.m, p->l, j + 1) - o;
+        } else {
+            o = q.po + plait_part_offset(q.plen, p->h, j);
+            len = q.po + plait_part_offset(q.plen, p->h, j + 1) - o;
+        }
+        xfer *e = &x[(*n)++];
+        switch (stage) { /* the stage is also the tag phase (PH_*) */
+        case 0: /* part j of my piece to local index j; theirs of my part lands in abuf */
+            *e = (xfer){peer, w->send + o * esz, len * esz, w->abuf + (size_t)t * q.plen * esz, q.plen * esz, PH_INTRA_RS};
+            break;
+        case 1: /* share j of my reduced part to host j's column member; theirs of my share to bbuf */
+            *e = (xfer){peer, w->recv + o * esz, len * esz, w->bbuf + (size_t)t * q.slen * esz, q.slen * esz, PH_INTER_RS};
+            break;
+        case 2: /* my finished share to every column member; theirs into place */
+            *e = (xfer){peer, w->recv + q.so * esz, q.slen * esz, w->recv + o * esz, len * esz, PH_INTER_AG};
+            break;
+        default: /* my finished part to every local peer; theirs into place */
+            *e = (xfer){peer, w->recv + q.po * esz, q.plen * esz, w->recv + o * esz, len * esz, PH_INTRA_AG};
+            break;
+        }
+        t++;
+    }
+}
+
+/* The reduction after stage 0 or 1 of piece k has landed. */
+static void stage_reduce(const ar *w, int stage, int k) {
+    const plait_coll_args *a = w->c->a;
+    const hier *p = w->p;
+    size_t esz = w->esz;
+    piece q = piece_of(p, w->count, w->pieces, k);
+    if (stage == 0) {
+        char *part = w->recv + q.po * esz;
+        plait_coll_copy(part, w->send + q.po * esz, q.plen * esz);
+        for (int t = 0; t < p->l - 1; t++)
+            plait_reduce(part, part, w->abuf + (size_t)t * q.plen * esz, q.plen, a->dtype, a->op);
+    } else if (stage == 1) {
+        char *share = w->recv + q.so * esz;
+        for (int t = 0; t < p->h - 1; t++)
+            plait_reduce(share, share, w->bbuf + (size_t)t * q.slen * esz, q.slen, a->dtype, a->op);
+        if (a->op == PLAIT_AVG) plait_reduce_finish_avg(share, q.slen, a->dtype, w->c->size);
+    }
+}
+
+plait_status plait_hier_allreduce(plait_coll_ctx *c) {
+    const plait_coll_args *a = c->a;
+    hier p;
+    plait_status st = hier_plan(c, &p);
+    if (st != PLAIT_OK) return st;
+    ar w = {.c = c, .p = &p, .send = a->send, .recv = a->recv, .count = a->count, .esz = c->esz};
+    size_t bytes = a->count * c->esz;
+    w.pieces = bytes / HIER_PIECE_BYTES > HIER_MAX_PIECES ? HIER_MAX_PIECES : (int)(bytes / HIER_PIECE_BYTES);
+    if (w.pieces < 1) w.pieces = 1;
+    size_t max_plen = 0, max_slen = 0;
+    for (int k = 0; k < w.pieces; k++) {
+        piece q = piece_of(&p, w.count, w.pieces, k);
+        if (q.plen > max_plen) max_plen = q.plen;
+        if (q.slen > max_slen) max_slen = q.slen;
+    }
+    size_t abytes = (size_t)(p.l - 1) * max_plen * w.esz, bbytes = (size_t)(p.h - 1) * max_slen * w.esz;
+    char *tmp = plait_coll_scratch(c, abytes + bbytes ? abytes + bbytes : 1);
+    xfer *x = tmp ? xfers(2 * (p.l - 1) + 2 * (p.h - 1)) : NULL;
+    if (!x) {
+        free(p.m);
+        return PLAIT_ERR_NO_MEMORY;
+    }
+    w.abuf = tmp;
+    w.bbuf = tmp + abytes;
+    /* tick t: stage s of piece t - s, for every stage whose piece exists */
+    for (int t = 0; st == PLAIT_OK && t < w.pieces + 3; t++) {
+        int n = 0;
+        for (int s = 0; s < 4; s++)
+            if (t - s >= 0 && t - s < w.pieces) stage_xfers(&w, s, t - s, x, &n);
+        if ((st = exchange(c, x, n)) != PLAIT_OK) break;
+        for (int s = 0; s < 2; s++)
+            if (t - s >= 0 && t - s < w.pieces) stage_reduce(&w, s, t - s);
+    }
+    free(x);
+    free(p.m);
+    return st;
+}
+
+/* ---- reduce_scatter ------------------------------------------------------ */
+
+plait_status plait_hier_reduce_scatter(plait_coll_ctx *c) {
+    const plait_coll_args *a = c->a;
+    hier p;
+    plait_status st = hier_plan(c, &p);
+    if (st != PLAIT_OK) return st;
+    size_t esz = c->esz, blk = a->count * esz;
+    const char *send = a->send;
+    int l = p.l, h = p.h;
+    /* tmp: [l-1][h] blocks from local peers, then [h] partial sums, then [h-1] from other hosts */
+    char *tmp = plait_coll_scratch(c, ((size_t)(l - 1) * (size_t)h + (size_t)h + (size_t)(h - 1)) * blk);
+    char *partial = tmp ? tmp + (size_t)(l - 1) * (size_t)h * blk : NULL, *theirs = partial ? partial + (size_t)h * blk : NULL;
+    int k = (l > h ? l : h) * h;
+    xfer *x = tmp ? xfers(k) : NULL;
+    if (!tmp || !x) {
+        st = PLAIT_ERR_NO_MEMORY;
+        goto out;
+    }
+    /* 1. within the host: the blocks of column j go to local index j */
+    int n = 0;
+    for (int j = 0, t = 0; j < l; j++) {
+        if (j == p.li) continue;
+        for (int g = 0; g < h; g++, n++)
+            x[n] = (xfer){p.m[p.host * l + j], send + (size_t)p.m[g * l + j] * blk, blk,
+                          tmp + ((size_t)t * (size_t)h + (size_t)g) * blk, blk, PH_INTRA_RS};
+        t++;
+    }
+    if ((st = exchange(c, x, n)) != PLAIT_OK) goto out;
+    for (int g = 0; g < h; g++) {
+        char *d = partial + (size_t)g * blk;
+        memcpy(d, send + (size_t)p.m[g * l + p.li] * blk, blk);
+        for (int t = 0; t < l - 1; t++)
+            plait_reduce(d, d, tmp + ((size_t)t * (size_t)h + (size_t)g) * blk, a->count, a->dtype, a->op);
+    }
+    /* 2. across hosts: each column member gets its block's partial sums */
+    n = 0;
+    for (int g = 0, t = 0; g < h; g++) {
+        if (g == p.host) continue;
+        x[n++] = (xfer){p.m[g * l + p.li], partial + (size_t)g * blk, blk, theirs + (size_t)t * blk, blk, PH_INTER_RS};
+        t++;
+    }
+    if ((st = exchange(c, x, n)) != PLAIT_OK) goto out;
+    char *mine = partial + (size_t)p.host * blk;
+    for (int t = 0; t < h - 1; t++) plait_reduce(mine, mine, theirs + (size_t)t * blk, a->count, a->dtype, a->op);
+    if (a->op == PLAIT_AVG) plait_reduce_finish_avg(mine, a->count, a->dtype, c->size);
+    memcpy(a->recv, mine, blk);
+out:
+    free(x);
+    free(p.m);
+    return st;
+}
+
+/* ---- allgather ----------------------------------------------------------- */
+
+plait_status plait_hier_allgather(plait_coll_ctx *c) {
+    const plait_coll_args *a = c->a;
+    hier p;
+    plait_status st = hier_plan(c, &p);
+    if (st != PLAIT_OK) return st;
+    size_t blk = a->count * c->esz;
+    char *recv = a->recv;
+    int l = p.l, h = p.h;
+    xfer *x = xfers((l > h ? l : h) * h);
+    if (!x) {
+        free(p.m);
+        return PLAIT_ERR_NO_MEMORY;
+    }
+    plait_coll_copy(recv + (size_t)c->rank * blk, a->send, blk);
+    /* 1. across hosts, within my column */
+    int n = 0;
+    for (int g = 0; g < h; g++) {
+        if (g == p.host) continue;
+        int peer = p.m[g * l + p.li];
+        x[n++] = (xfer){peer, recv + (size_t)c->rank * blk, blk, recv + (size_t)peer * blk, blk, PH_INTER_AG};
+    }
+    if ((st = exchange(c, x, n)) != PLAIT_OK) goto out;
+    /* 2. within the host: my column's blocks to each local peer, theirs to me */
+    n = 0;
+    for (int j = 0; j < l; j++) {
+        if (j == p.li) continue;
+        int peer = p.m[p.host * l + j];
+        for (int g = 0; g < h; g++, n++)
+            x[n] = (xfer){peer, recv + (size_t)p.m[g * l + p.li] * blk, blk, recv + (size_t)p.m[g * l + j] * blk, blk,
+                          PH_INTRA_AG};
+    }
+    st = exchange(c, x, n);
+out:
+    free(x);
+    free(p.m);
+    return st;
+}

@@ -1,0 +1,39 @@
+/* The restart facts passed from the launcher to its ranks (restart.h). */
+#include "launch/restart.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void plait_restart_env(int attempt, int max_restarts, const char *reason, char **env) {
+    char buf[2200];
+    int k = 0;
+    snprintf(buf, sizeof buf, "PLAIT_RESTART_COUNT=%d", attempt);
+    if ((env[k] = strdup(buf))) k++;
+    snprintf(buf, sizeof buf, "PLAIT_MAX_RESTARTS=%d", max_restarts);
+    if ((env[k] = strdup(buf))) k++;
+    if (reason && *reason) {
+        snprintf(buf, sizeof buf, "PLAIT_RESTART_REASON=%s", reason);
+        if ((env[k] = strdup(buf))) k++;
+    }
+    env[k] = NULL;
+}
+
+void plait_restart_env_free(char **env) {
+    for (int i = 0; env[i]; i++) free(env[i]);
+}
+
+static int env_count(const char *name) {
+    const char *v = getenv(name);
+    char *end = NULL;
+    long n = v ? strtol(v, &end, 10) : 0;
+    return v && *v && !*end && n >= 0 && n <= 1000000 ? (int)n : 0;
+}
+
+int plait_restart_count(void) { return env_count("PLAIT_RESTART_COUNT"); }
+int plait_restart_max(void) { return env_count("PLAIT_MAX_RESTARTS"); }
+
+const char *plait_restart_reason(void) {
+    const char *v = getenv("PLAIT_RESTART_REASON");
+    return v ? v : "";
+}

@@ -1,0 +1,162 @@
+#include "train/data_prepare.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "runtime/mapped_file.h"
+#include "runtime/staged_dir.h"
+#include "train/token_file.h"
+
+/* One output split (train or val): its current shard and the counts. */
+typedef struct shard_stream {
+    const char *split;           /* "train" or "val" */
+    plait_staged_dir *dir;
+    plait_token_writer w;
+    int open;
+    int shards;
+    int64_t tokens;
+    int64_t shard_tokens;
+    int width;
+} shard_stream;
+
+typedef struct prepare_run {
+    const plait_prepare_options *o;
+    shard_stream *stream;        /* where ids go now */
+    uint64_t bytes_before;       /* input bytes of earlier pieces */
+    uint64_t bytes_total;
+    int64_t tokens;
+} prepare_run;
+
+static int owned(const char *name) {
+    size_t n = strlen(name);
+    int bin = n > 4 && !strcmp(name + n - 4, ".bin");
+    return (bin && (!strncmp(name, "train_", 6) || !strncmp(name, "val_", 4))) || plait_tokenizer_file_name(name);
+}
+
+static plait_status close_shard(shard_stream *s) {
+    if (!s->open) return PLAIT_OK;
+    s->open = 0;
+    return plait_token_writer_close(&s->w);
+}
+
+static plait_status stream_write(shard_stream *s, const int32_t *ids, size_t n) {
+    while (n > 0) {
+        if (!s->open) {
+            char name[64], path[PATH_MAX + 80];
+            snprintf(name, sizeof name, "%s_%06d.bin", s->split, s->shards);
+            plait_status st = plait_token_writer_open(&s->w, plait_staged_dir_path(s->dir, name, path, sizeof path),
+                                                      s->width);
+            if (st != PLAIT_OK) return st;
+            s->open = 1;
+            s->shards++;
+        }
+        int64_t room = s->shard_tokens - s->w.count;
+        size_t k = (int64_t)n < room ? n : (size_t)room;
+        plait_status st = plait_token_writer_append(&s->w, ids, k);
+        if (st != PLAIT_OK) return st;
+        s->tokens += (int64_t)k;
+        ids += k;
+        n -= k;
+        if (s->w.count == s->shard_tokens && (st = close_shard(s)) != PLAIT_OK) return st;
+    }
+    return PLAIT_OK;
+}
+
+static plait_status sink(void *ctx, const int32_t *ids, size_t n, size_t done) {
+    prepare_run *r = ctx;
+    r->tokens += (int64_t)n;
+    if (r->o->progress) r->o->progress(r->o->ctx, r->bytes_before + done, r->bytes_total, r->tokens);
+    return stream_write(r->stream, ids, n);
+}
+
+/* Encode bytes [from, to) of a file into a split, a document start first
+ * when `doc_start`. */
+static plait_status encode_part(prepare_run *r, shard_stream *s, const unsigned char *text, size_t from, size_t to,
+                                int doc_start) {
+    r->stream = s;
+    int32_t eot = plait_tokenizer_eot(r->o->tokenizer);
+    if (doc_start && eot >= 0) {
+        plait_status st = stream_write(s, &eot, 1);
+        if (st != PLAIT_OK) return st;
+        r->tokens++;
+    }
+    plait_status st = to > from ? plait_tokenizer_encode_stream(r->o->tokenizer, text + from, to - from, sink, r)
+                                : PLAIT_OK;
+    r->bytes_before += to - from;
+    return st;
+}
+
+/* Where the validation part starts in the concatenated input: the first
+ * line start at or after the byte share, or the exact byte if no line
+ * starts later. Returns the global byte offset. */
+static uint64_t val_start(const plait_mapped_file *files, int n, uint64_t total, double fraction) {
+    if (fraction <= 0) return total;
+    uint64_t cut = total - (uint64_t)((double)total * fraction), base = 0;
+    for (int i = 0; i < n; i++) {
+        if (cut < base + files[i].len) {
+            for (uint64_t p = cut; p < base + files[i].len; p++)
+                if (p == base || files[i].data[p - base - 1] == '\n') return p;
+            return cut;
+        }
+        base += files[i].len;
+    }
+    return total;
+}
+
+plait_status plait_data_prepare(const plait_prepare_options *o, plait_prepare_result *result) {
+    memset(result, 0, sizeof *result);
+    int32_t vocab = plait_tokenizer_vocab_size(o->tokenizer);
+    int width = o->dtype_bytes ? o->dtype_bytes : vocab <= 65536 ? 2 : 4;
+    if (width == 2 && vocab > 65536)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "tokenizer %s: a vocabulary of %d ids does not fit uint16 tokens (at most 65536); "
+                               "use uint32 (--dtype u32, or auto); nothing was written",
+                               plait_tokenizer_source(o->tokenizer), vocab);
+    if (o->n_inputs < 1 || o->shard_tokens < 1 || o->shard_tokens > INT32_MAX || !(o->val_fraction >= 0 && o->val_fraction < 1))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "data prepare: needs inputs, 1 <= shard tokens <= %d and "
+                                                      "0 <= val fraction < 1",
+                               INT32_MAX);
+    plait_mapped_file *files = calloc((size_t)o->n_inputs, sizeof *files);
+    if (!files) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_status st = PLAIT_OK;
+    uint64_t total = 0;
+    for (int i = 0; st == PLAIT_OK && i < o->n_inputs; i++) {
+        st = plait_mapped_file_open(o->inputs[i], &files[i]);
+        total += files[i].len;
+    }
+    plait_staged_dir dir;
+    int staged = 0;
+    if (st == PLAIT_OK) st = plait_staged_dir_begin(&dir, o->out_dir, owned);
+    staged = st == PLAIT_OK;
+    shard_stream train = {.split = "train", .dir = &dir, .shard_tokens = o->shard_tokens, .width = width};
+    shard_stream val = {.split = "val", .dir = &dir, .shard_tokens = o->shard_tokens, .width = width};
+    prepare_run r = {.o = o, .bytes_total = total};
+    uint64_t vstart = val_start(files, o->n_inputs, total, o->val_fraction), base = 0;
+    for (int i = 0; st == PLAIT_OK && i < o->n_inputs; i++) {
+        uint64_t len = files[i].len, cut = vstart < base ? 0 : vstart - base < len ? vstart - base : len;
+        if (cut > 0 || vstart > base) st = encode_part(&r, &train, files[i].data, 0, cut, 1);
+        if (st == PLAIT_OK && cut < len) st = encode_part(&r, &val, files[i].data, cut, len, cut == 0);
+        base += len;
+    }
+    if (st == PLAIT_OK && o->val_fraction > 0 && val.tokens == 0)
+        st = plait_set_error(PLAIT_ERR_INVALID_ARG, "data prepare: --val-fraction %g of %llu bytes leaves no "
+                                                    "validation text",
+                             o->val_fraction, (unsigned long long)total);
+    if (st == PLAIT_OK) st = close_shard(&train);
+    if (st == PLAIT_OK) st = close_shard(&val);
+    if (st == PLAIT_OK) st = plait_tokenizer_write_staged(o->tokenizer, &dir);
+    if (st == PLAIT_OK) st = plait_staged_dir_commit(&dir);
+    if (st != PLAIT_OK) {
+        if (train.open) plait_token_writer_abort(&train.w);
+        if (val.open) plait_token_writer_abort(&val.w);
+        if (staged) plait_staged_dir_abort(&dir);
+    }
+    for (int i = 0; i < o->n_inputs; i++) plait_mapped_file_close(&files[i]);
+    free(files);
+    if (st == PLAIT_OK)
+        *result = (plait_prepare_result){.bytes = total, .train_tokens = train.tokens, .val_tokens = val.tokens,
+                                         .train_shards = train.shards, .val_shards = val.shards, .dtype_bytes = width};
+    return st;
+}

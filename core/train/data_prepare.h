@@ -1,0 +1,55 @@
+/*
+ * Turning text into token files for training (`plait data prepare`), as
+ * llm.c's and nanoGPT's prepare scripts do: every input file is one
+ * document, encoded with a tokenizer and, when the vocabulary has
+ * "<|endoftext|>", preceded by it (llm.c's convention: each document starts
+ * with the end-of-text token). The last `val_fraction` of the input bytes
+ * (taken from the start of a line, so no word is cut) is encoded separately
+ * as the validation set, the way nanoGPT's prepare.py splits its text.
+ *
+ * Output, in one directory that appears whole (runtime/staged_dir.h):
+ *   train_000000.bin, train_000001.bin, ...  llm.c's layout (token_file.h),
+ *   val_000000.bin, ...                      shard_tokens tokens per shard
+ *                                            (the last one of each shorter);
+ *   vocab.json, merges.txt                   the tokenizer, so the directory
+ *                                            names its own vocabulary.
+ * Tokens are uint16 while the vocabulary has at most 65536 ids, uint32
+ * above (or as `dtype` forces; a vocabulary too large for a forced uint16 is
+ * refused before anything is written).
+ *
+ * Thread-safety: reentrant. Errors: those of the tokenizer, the token
+ * writer and the staged directory, each naming the file; nothing is left in
+ * the output directory on error.
+ */
+#ifndef PLAIT_CORE_TRAIN_DATA_PREPARE_H
+#define PLAIT_CORE_TRAIN_DATA_PREPARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <plait/types.h>
+
+#include "tokenizer/tokenizer.h"
+
+typedef struct plait_prepare_options {
+    const char *const *inputs;   /* text files, in order */
+    int n_inputs;
+    const plait_tokenizer *tokenizer;
+    const char *out_dir;
+    double val_fraction;         /* 0 <= f < 1 */
+    int64_t shard_tokens;        /* tokens per shard, >= 1 */
+    int dtype_bytes;             /* 0 = by vocabulary, 2 = uint16, 4 = uint32 */
+    /* progress (may be NULL): bytes of input done and in all, tokens so far */
+    void (*progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total, int64_t tokens);
+    void *ctx;
+} plait_prepare_options;
+
+typedef struct plait_prepare_result {
+    uint64_t bytes;
+    int64_t train_tokens, val_tokens;
+    int train_shards, val_shards;
+    int dtype_bytes;
+} plait_prepare_result;
+
+plait_status plait_data_prepare(const plait_prepare_options *o, plait_prepare_result *result);
+
+#endif

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Text to tokens to a trained model and back, as a user runs it: plait
+# tokenizer train, plait data prepare (shards), plait train on the shards
+# with the tokenizer named, plait sample encoding the prompt and decoding
+# the output with it. Also: encode/decode round trip through the CLI, and
+# bad inputs (a shard with a bad header, a malformed vocab.json, a token id
+# out of range) failing with the file and the offset.
+source "$(dirname "$0")/lib.sh"
+W=$E2E_WORK
+rm -rf "$W/tok" "$W/ds"
+"$PLAIT_BIN" tokenizer train data/corpus.txt --vocab 1024 --out "$W/tok" >"$W/train-tok.out" 2>&1 ||
+  fail "tokenizer train: $(cat "$W/train-tok.out")"
+grep -q "1024 tokens (767 merges)" "$W/train-tok.out" || fail "tokenizer train: $(cat "$W/train-tok.out")"
+
+# encode then decode is byte-exact, on text and on arbitrary bytes
+"$PLAIT_BIN" tokenizer encode "$W/tok" data/corpus.txt >"$W/ids"
+"$PLAIT_BIN" tokenizer decode "$W/tok" "$W/ids" | cmp -s - data/corpus.txt || fail "corpus round trip differs"
+head -c 20000 /dev/urandom >"$W/noise"
+"$PLAIT_BIN" tokenizer encode data/tokenizers/gpt2 "$W/noise" | "$PLAIT_BIN" tokenizer decode data/tokenizers/gpt2 |
+  cmp -s - "$W/noise" || fail "random bytes do not round trip through GPT-2's tokenizer"
+echo "round trips OK: corpus $(wc -w <"$W/ids") tokens for $(stat -c %s data/corpus.txt) bytes"
+
+"$PLAIT_BIN" data prepare data/corpus.txt --tokenizer "$W/tok" --out "$W/ds" --shard-tokens 40000 \
+  >"$W/prepare.out" 2>"$W/prepare.err" || fail "data prepare: $(cat "$W/prepare.err")"
+grep -Eq "training tokens in 4 shards, [0-9]+ validation tokens in 1 shard \(uint16\)" "$W/prepare.out" ||
+  fail "data prepare: $(cat "$W/prepare.out")"
+grep -q "100.0%" "$W/prepare.err" || fail "no progress bar reached 100%: $(cat "$W/prepare.err")"
+ls "$W"/ds/train_00000[0-3].bin "$W/ds/val_000000.bin" "$W/ds/vocab.json" "$W/ds/merges.txt" >/dev/null
+
+CFG=$PLAIT_SOURCE_DIR/tests/e2e/tiny.ini
+train bpe run.steps=4 model.vocab_size=1024 "data.path=$W/ds/train_*.bin" "data.val_path=$W/ds/val_*.bin" \
+  "data.tokenizer=$W/ds"
+"$PLAIT_BIN" sample "$W/bpe" --prompt "LOVE, n." --tokens 20 --temperature 0 >"$W/sample.out" 2>"$W/sample.err" ||
+  fail "sample: $(cat "$W/sample.err")"
+[ "$(head -c 8 "$W/sample.out")" = "LOVE, n." ] || fail "sample does not start with the prompt: $(head -c 60 "$W/sample.out")"
+# decoded text, not ids: 20 tokens of at least a byte each after the prompt, then a newline
+[ "$(stat -c %s "$W/sample.out")" -ge $((8 + 20 + 1)) ] || fail "sample output too short: $(cat "$W/sample.out")"
+! grep -Eq '^LOVE, n\.[0-9]+ ([0-9]+ )+$' "$W/sample.out" || fail "sample printed token ids: $(cat "$W/sample.out")"
+# a tokenizer with more ids than the model is refused
+! "$PLAIT_BIN" sample "$W/bpe" --tokenizer data/tokenizers/gpt2 --tokens 2 >/dev/null 2>"$W/sample2.err" ||
+  fail "GPT-2's tokenizer accepted for a 1024-token model"
+grep -q "50257 ids, more than the model's 1024" "$W/sample2.err" || fail "sample: $(cat "$W/sample2.err")"
+echo "sample OK: $(head -c 80 "$W/sample.out" | tr '\n' ' ')"
+
+# a shard with a bad header: the file and the offset of the field
+cp "$W/ds/val_000000.bin" "$W/bad.bin"
+printf '\x05' | dd of="$W/bad.bin" bs=1 seek=8 conv=notrunc status=none
+! "$PLAIT_BIN" train "$CFG" model.vocab_size=1024 "data.path=$W/ds/train_*.bin" "data.val_path=$W/bad.bin" \
+  "run.out_dir=$W/badrun" >"$W/bad.out" 2>&1 || fail "a shard with a bad header was accepted"
+grep -Eq "bad.bin: byte 8: llm.c header says [0-9]+ tokens .* but the file has [0-9]+ bytes" "$W/bad.out" || fail "bad header: $(tail -3 "$W/bad.out")"
+# a model vocabulary smaller than the data's ids: the file and the byte offset
+! "$PLAIT_BIN" train "$CFG" model.vocab_size=300 "data.path=$W/ds/train_*.bin" "data.val_path=$W/ds/val_*.bin" \
+  "run.out_dir=$W/badrun" >"$W/small.out" 2>&1 || fail "tokens beyond vocab_size were accepted"
+grep -Eq "train_000000.bin: token [0-9]+ at byte offset [0-9]+ \(token index [0-9]+\) is not below \[model\] vocab_size = 300" \
+  "$W/small.out" || fail "vocab too small: $(tail -3 "$W/small.out")"
+# a malformed vocab.json and an id out of range for decode
+mkdir -p "$W/broken" && cp "$W/tok/merges.txt" "$W/broken/" && head -c 500 "$W/tok/vocab.json" >"$W/broken/vocab.json"
+! "$PLAIT_BIN" tokenizer encode "$W/broken" data/corpus.txt >/dev/null 2>"$W/broken.err" || fail "a truncated vocab.json loaded"
+grep -q "broken/vocab.json: byte 500" "$W/broken.err" || fail "truncated vocab.json: $(cat "$W/broken.err")"
+! echo "5 1024 7" | "$PLAIT_BIN" tokenizer decode "$W/tok" >/dev/null 2>"$W/decode.err" || fail "id 1024 decoded"
+grep -q "stdin: byte 2: expected a token id 0..1023" "$W/decode.err" || fail "decode: $(cat "$W/decode.err")"
+echo "bad inputs OK"
