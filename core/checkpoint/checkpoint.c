@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +19,13 @@
 #include "checkpoint/checkpoint_state.h"
 #include "checkpoint/safetensors_crc32c.h"
 #include "checkpoint/safetensors_json.h"
+#include "runtime/regular_file.h"
 
 #define MAX_STATE_BYTES (16u << 20)
 
 static const char *const file_names[2] = {PLAIT_CKPT_MODEL_FILE, PLAIT_CKPT_OPTIM_FILE};
+
+const char *const plait_ckpt_model_keys[] = {"arch", "n_layer", "n_head", "n_embd", "block_size", "vocab_size", NULL};
 
 /* ======================================================================== */
 /* names                                                                     */
@@ -289,6 +293,55 @@ void plait_ckpt_close(plait_ckpt *ck) {
     free(ck);
 }
 
+/* Each tensor's own checksum (from the safetensors header), read with
+ * pread in chunks rather than through the mapping: touching every page of
+ * the mapping would add the whole file to every rank's resident memory,
+ * where a ZeRO-3 or TP rank reads only its shard. With `finite`, also
+ * refuse NaN and Inf, naming the tensor. */
+static plait_status scan_tensors(const char *dir, const char *file, const plait_st_file *f, int finite) {
+    int fd;
+    uint64_t size;
+    plait_status st = plait_open_regular(plait_st_path(f), "checkpoint file", PLAIT_ERR_PROTOCOL, &fd, &size);
+    if (st != PLAIT_OK) return plait_ckpt_refuse(dir, file, "%s", plait_last_error());
+    enum { CHUNK = 1 << 18 }; /* floats */
+    float *buf = malloc(CHUNK * sizeof(float));
+    if (!buf) {
+        close(fd);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory checking %s/%s", dir, file);
+    }
+    for (size_t i = 0; st == PLAIT_OK && i < plait_st_count(f); i++) {
+        const plait_st_tensor *t = plait_st_tensor_at(f, i);
+        uint32_t crc = 0;
+        for (size_t k = 0; st == PLAIT_OK && k < t->numel; k += CHUNK) {
+            size_t n = t->numel - k < CHUNK ? t->numel - k : CHUNK;
+            st = plait_fs_pread_all(fd, buf, n * sizeof(float), plait_st_data_start(f) + t->offset + 4 * k,
+                                    plait_st_path(f));
+            if (st != PLAIT_OK) break;
+            crc = plait_crc32c(crc, buf, n * sizeof(float));
+            for (size_t j = 0; finite && j < n; j++)
+                if (!isfinite(buf[j]))
+                    st = plait_ckpt_refuse(dir, file,
+                                           "tensor %s holds a non-finite value (%s) at element %zu of %zu: the run "
+                                           "that saved it had diverged; resume from an earlier checkpoint",
+                                           t->name, isnan(buf[j]) ? "NaN" : "Inf", k + j, t->numel);
+        }
+        if (st == PLAIT_OK && t->has_crc && crc != t->crc)
+            st = plait_ckpt_refuse(dir, file,
+                                   "tensor %s: checksum mismatch (stored %08x, computed %08x): its data was altered "
+                                   "(the file was re-signed after an edit?)",
+                                   t->name, t->crc, crc);
+    }
+    free(buf);
+    close(fd);
+    return st;
+}
+
+plait_status plait_ckpt_check_finite(const plait_ckpt *ck) {
+    plait_status st = PLAIT_OK;
+    for (int f = 0; f < 2 && st == PLAIT_OK; f++) st = scan_tensors(ck->dir, file_names[f], ck->st[f], 1);
+    return st;
+}
+
 static plait_status read_marker(const char *dir, int64_t *step, uint32_t *state_crc) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/" PLAIT_CKPT_MARKER_FILE, dir);
@@ -367,6 +420,11 @@ plait_status plait_ckpt_open(const char *dir, plait_ckpt **out) {
                         facts[f].crc, crc);
         else if ((st = plait_st_open(path, 0, &ck->st[f])) != PLAIT_OK)
             st = plait_wrap_error(st, "checkpoint %s refused", ck->dir);
+        /* The manifest vouches for the bytes; each tensor's own checksum in
+         * the header is checked too, so a file re-signed after an edit of one
+         * tensor is still caught, naming the tensor. */
+        else
+            st = scan_tensors(ck->dir, file_names[f], ck->st[f], 0);
     }
     free(text);
     if (st != PLAIT_OK) {

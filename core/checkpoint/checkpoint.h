@@ -213,6 +213,18 @@ plait_status plait_ckpt_prune(const char *out_dir, int keep);
  * ascending, with their completeness (marker present). Returns the count
  * (<= cap written); -1 if out_dir cannot be read. For tests and `plait`
  * tools. */
+/* Refuse a checkpoint holding NaN or Inf (a diverged run's, or another
+ * tool's): PLAIT_ERR_PROTOCOL naming the file, the tensor and the element.
+ * Called before its values are used (resume, sample); plait_ckpt_open
+ * itself accepts them so that tools can inspect such checkpoints. Reads
+ * every tensor (pread, not the mapping). */
+plait_status plait_ckpt_check_finite(const plait_ckpt *ck);
+
+/* The [model] keys that define a model's shape, NULL-terminated: plait
+ * train stores each in the model file's metadata as "plait.model.<key>"; a
+ * resume must match every one and `plait sample` rebuilds the model from them. */
+extern const char *const plait_ckpt_model_keys[];
+
 typedef struct plait_ckpt_entry {
     int64_t step;
     int has_marker;

@@ -11,6 +11,7 @@
 
 #include "runtime/error.h"
 #include "checkpoint/safetensors_crc32c.h"
+#include "runtime/regular_file.h"
 
 plait_status plait_fs_pwrite_all(int fd, const void *buf, size_t n, uint64_t offset, const char *path) {
     const char *p = buf;
@@ -96,25 +97,21 @@ plait_status plait_fs_write_file_atomic(const char *path, const void *data, size
 
 plait_status plait_fs_read_small_file(const char *path, size_t max_bytes, char **out, size_t *len) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return plait_set_error(PLAIT_ERR_SYSTEM, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
-        close(fd);
-        return plait_set_error(PLAIT_ERR_SYSTEM, "cannot stat %s: %s", path, strerror(err));
-    }
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max_bytes) {
+    int fd;
+    uint64_t size;
+    plait_status s = plait_open_regular(path, "file", PLAIT_ERR_PROTOCOL, &fd, &size);
+    if (s != PLAIT_OK) return s;
+    if (size > max_bytes) {
         close(fd);
         return plait_set_error(PLAIT_ERR_PROTOCOL, "%s is not a regular file of at most %zu bytes", path, max_bytes);
     }
-    size_t n = (size_t)st.st_size;
+    size_t n = (size_t)size;
     char *buf = malloc(n + 1);
     if (!buf) {
         close(fd);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory reading %s", path);
     }
-    plait_status s = plait_fs_pread_all(fd, buf, n, 0, path);
+    s = plait_fs_pread_all(fd, buf, n, 0, path);
     close(fd);
     if (s != PLAIT_OK) {
         free(buf);
@@ -127,8 +124,12 @@ plait_status plait_fs_read_small_file(const char *path, size_t max_bytes, char *
 }
 
 plait_status plait_fs_file_crc32c(const char *path, uint64_t *bytes, uint32_t *crc) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return plait_set_error(PLAIT_ERR_SYSTEM, "cannot open %s: %s", path, strerror(errno));
+    *bytes = 0;
+    *crc = 0;
+    int fd;
+    uint64_t size;
+    plait_status st = plait_open_regular(path, "file", PLAIT_ERR_PROTOCOL, &fd, &size);
+    if (st != PLAIT_OK) return st;
     enum { CHUNK = 1 << 20 };
     char *buf = malloc(CHUNK);
     if (!buf) {
@@ -137,9 +138,10 @@ plait_status plait_fs_file_crc32c(const char *path, uint64_t *bytes, uint32_t *c
     }
     uint32_t c = 0;
     uint64_t total = 0;
-    plait_status st = PLAIT_OK;
-    for (;;) {
-        ssize_t r = read(fd, buf, CHUNK);
+    /* Never past the size at open: a file that grows (or never ends) is not read forever. */
+    while (total < size) {
+        uint64_t left = size - total;
+        ssize_t r = read(fd, buf, left < CHUNK ? (size_t)left : CHUNK);
         if (r < 0) {
             if (errno == EINTR) continue;
             st = plait_set_error(PLAIT_ERR_SYSTEM, "reading %s: %s", path, strerror(errno));

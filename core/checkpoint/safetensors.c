@@ -14,6 +14,7 @@
 #include "runtime/error.h"
 #include "checkpoint/safetensors_crc32c.h"
 #include "checkpoint/safetensors_json.h"
+#include "runtime/regular_file.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors files are little-endian; plait reads them on little-endian hosts only"
@@ -38,6 +39,7 @@ struct plait_st_file {
 
 const char *plait_st_path(const plait_st_file *f) { return f->path; }
 size_t plait_st_count(const plait_st_file *f) { return f->n; }
+uint64_t plait_st_data_start(const plait_st_file *f) { return 8 + (uint64_t)f->header_len; }
 const plait_st_tensor *plait_st_tensor_at(const plait_st_file *f, size_t i) { return i < f->n ? &f->t[i] : NULL; }
 
 /* qsort has no context argument: the tensors being sorted, per thread. */
@@ -274,19 +276,19 @@ plait_status plait_st_open(const char *path, unsigned flags, plait_st_file **out
     plait_st_file *f = calloc(1, sizeof *f);
     if (!f) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory opening %s", path);
     snprintf(f->path, sizeof f->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        plait_status st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot open %s: %s", path, strerror(errno));
+    int fd;
+    uint64_t size;
+    plait_status ost = plait_open_regular(path, "safetensors file", PLAIT_ERR_SYSTEM, &fd, &size);
+    if (ost != PLAIT_OK) {
         free(f);
-        return st;
+        return ost;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (size > SIZE_MAX) {
         close(fd);
         free(f);
-        return plait_set_error(PLAIT_ERR_SYSTEM, "%s is not a readable regular file", path);
+        return plait_set_error(PLAIT_ERR_SYSTEM, "%s is too large for this machine", path);
     }
-    f->map_bytes = (size_t)sb.st_size;
+    f->map_bytes = (size_t)size;
     if (f->map_bytes > 0) {
         void *p = mmap(NULL, f->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {

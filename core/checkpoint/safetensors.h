@@ -110,6 +110,8 @@ const plait_st_tensor *plait_st_tensor_at(const plait_st_file *f, size_t i);
 const plait_st_tensor *plait_st_find(const plait_st_file *f, const char *name);
 /* __metadata__ value of `key`, or NULL. */
 const char *plait_st_metadata(const plait_st_file *f, const char *key);
+/* File offset of the data section (a tensor's bytes start at this plus its offset). */
+uint64_t plait_st_data_start(const plait_st_file *f);
 /* Verify one tensor's checksum now (PLAIT_OK when the file has none). */
 plait_status plait_st_verify_tensor(const plait_st_file *f, const plait_st_tensor *t);
 

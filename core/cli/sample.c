@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "model/kernels.h"
 #include "comm/comm.h"
@@ -15,26 +17,29 @@
 #include "train/run_source.h"
 #include "tokenizer/tokenizer.h"
 
-static const char *const model_keys[] = {"arch", "n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
-
-/* A configuration holding the checkpoint's [model] keys (everything else default). */
+/* A configuration holding the checkpoint's [model] keys (everything else
+ * default). They are read as a config text named after the model file, so a
+ * bad value is reported as the checkpoint's, never as a command-line override. */
 static plait_status config_from_checkpoint(const plait_ckpt *ck, plait_config **out) {
     plait_config *cfg = plait_config_new();
     if (!cfg) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     plait_status st = plait_config_declare_core(cfg);
-    for (size_t i = 0; st == PLAIT_OK && i < sizeof model_keys / sizeof model_keys[0]; i++) {
-        char key[64], assign[256];
-        snprintf(key, sizeof key, "plait.model.%s", model_keys[i]);
+    char text[2048], where[4200];
+    size_t len = (size_t)snprintf(text, sizeof text, "[model]\n");
+    for (size_t i = 0; st == PLAIT_OK && plait_ckpt_model_keys[i]; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "plait.model.%s", plait_ckpt_model_keys[i]);
         const char *v = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, key);
-        if (!v) {
-            st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s: the model file has no '%s' metadata (not written by "
-                                                     "plait train?)",
-                                 plait_ckpt_dir(ck), key);
+        if (!v || strpbrk(v, "\n\r;#") || strlen(v) > 100) {
+            st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s/" PLAIT_CKPT_MODEL_FILE ": the '%s' metadata is %s (not "
+                                                     "written by plait train?)",
+                                 plait_ckpt_dir(ck), key, v ? "not a single short value" : "missing");
             break;
         }
-        snprintf(assign, sizeof assign, "model.%s=%s", model_keys[i], v);
-        st = plait_config_add_override(cfg, assign);
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s = %s\n", plait_ckpt_model_keys[i], v);
     }
+    snprintf(where, sizeof where, "%s/" PLAIT_CKPT_MODEL_FILE " (metadata plait.model.*)", plait_ckpt_dir(ck));
+    if (st == PLAIT_OK) st = plait_config_load_string(cfg, where, text);
     if (st == PLAIT_OK) st = plait_config_finalize(cfg, (char *const[]){NULL});
     if (st != PLAIT_OK) {
         plait_config_free(cfg);
@@ -42,6 +47,21 @@ static plait_status config_from_checkpoint(const plait_ckpt *ck, plait_config **
     }
     *out = cfg;
     return PLAIT_OK;
+}
+
+/* `plait sample DIR/model.safetensors`: the checkpoint is the directory. */
+static plait_status refuse_file_path(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || S_ISDIR(sb.st_mode)) return PLAIT_OK;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) *slash = '\0';
+    else snprintf(dir, sizeof dir, "%s", slash ? "/" : ".");
+    return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                           "%s is a file; plait sample reads a checkpoint directory (ckpt-<step>) or a run "
+                           "directory: try 'plait sample %s'",
+                           path, dir);
 }
 
 /* xorshift64*: the sampler's own generator, seeded by --seed. */
@@ -156,13 +176,20 @@ static void write_token(const plait_tokenizer *tok, int32_t V, int32_t id, FILE 
 
 plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     plait_ckpt *ck = NULL;
-    plait_status st = plait_ckpt_open(o->checkpoint, &ck);
+    plait_status st = refuse_file_path(o->checkpoint);
+    if (st != PLAIT_OK) return st;
+    st = plait_ckpt_open(o->checkpoint, &ck);
     if (st != PLAIT_OK) {
         /* a run directory: its latest complete checkpoint */
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", plait_last_error());
         if (plait_ckpt_open_latest(o->checkpoint, &ck) != PLAIT_OK || !ck)
             return plait_set_error(st, "%s", msg);
+    }
+    st = plait_ckpt_check_finite(ck);
+    if (st != PLAIT_OK) {
+        plait_ckpt_close(ck);
+        return st;
     }
     plait_run run;
     memset(&run, 0, sizeof run);

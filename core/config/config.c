@@ -8,12 +8,15 @@
 #include <errno.h>
 #include <ini.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config/config_internal.h"
 #include "config/config_value.h"
 #include "runtime/error.h"
+#include "runtime/regular_file.h"
 
 extern char **environ;
 
@@ -163,6 +166,7 @@ struct ini_state {
     int errors;
     char msg[4096];
     size_t msg_len;
+    char *long_name, *long_value; /* the last line too long for inih, split here */
 };
 
 static void ini_problem(struct ini_state *st, const char *fmt, ...) PLAIT_PRINTF(2, 3);
@@ -179,6 +183,52 @@ static void ini_problem(struct ini_state *st, const char *fmt, ...) {
     st->errors++;
 }
 
+/* inih (this Debian build) reads lines into a fixed 200-byte buffer, but a
+ * value that works on the command line must work in a file too. A longer
+ * line is split here as inih splits one (name, '=' or ':', value, an inline
+ * ';' comment after whitespace, surrounding spaces trimmed) and inih gets a
+ * stand-in line whose name the handler swaps back. A control byte starts the
+ * stand-in's name so that no valid key can be mistaken for it. */
+#define LONG_LINE_NAME "\x01long"
+
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
+    return s;
+}
+
+/* The line to hand inih in place of the long line b[0, len). */
+static const char *split_long_line(struct ini_state *st, const char *b, size_t len) {
+    free(st->long_name);
+    free(st->long_value);
+    st->long_name = st->long_value = NULL;
+    /* Continuation lines (leading space) and section headers are left to inih's
+     * too-long error; so are lines without '=' or ':' (a syntax error either way). */
+    if (isspace((unsigned char)b[0]) || b[0] == '[') return NULL;
+    if (b[0] == ';' || b[0] == '#') return "\n";
+    char *line = malloc(len + 1);
+    if (!line) return NULL;
+    memcpy(line, b, len);
+    line[len] = '\0';
+    char *p = line;
+    while (*p && *p != '=' && *p != ':' && !(*p == ';' && p > line && isspace((unsigned char)p[-1]))) p++;
+    if (*p != '=' && *p != ':') {
+        free(line);
+        return "?\n";
+    }
+    *p++ = '\0';
+    for (char *c = p; *c; c++)
+        if (*c == ';' && c > p && isspace((unsigned char)c[-1])) {
+            *c = '\0';
+            break;
+        }
+    st->long_name = xstrdup(trim(line));
+    st->long_value = xstrdup(trim(p));
+    free(line);
+    return LONG_LINE_NAME "=\n";
+}
+
 static char *read_ini_line(char *str, int num, void *stream) {
     struct ini_state *st = stream;
     if (!st->text[st->pos]) return NULL;
@@ -187,9 +237,13 @@ static char *read_ini_line(char *str, int num, void *stream) {
     size_t len = nl ? (size_t)(nl - b) + 1 : strlen(b);
     st->line++;
     if (len > (size_t)num - 1) {
-        ini_problem(st, "%s:%d: line is longer than %d characters", st->name, st->line, num - 2);
-        str[0] = '\n';
-        str[1] = '\0';
+        const char *stand_in = split_long_line(st, b, len);
+        if (!stand_in) {
+            ini_problem(st, "%s:%d: line is longer than %d characters (a section header or continuation line)",
+                        st->name, st->line, num - 2);
+            stand_in = "\n";
+        }
+        snprintf(str, (size_t)num, "%s", stand_in);
     } else {
         memcpy(str, b, len);
         str[len] = '\0';
@@ -209,6 +263,10 @@ static int valid_name(const char *s, int allow_dot) {
 
 static int handle_ini_entry(void *user, const char *section, const char *key, const char *value) {
     struct ini_state *st = user;
+    if (st->long_name && strcmp(key, LONG_LINE_NAME) == 0) {
+        key = st->long_name;
+        value = st->long_value;
+    }
     if (!*section) {
         ini_problem(st, "%s:%d: key '%s' appears before any [section]", st->name, st->line, key);
         return 1;
@@ -249,40 +307,45 @@ plait_status plait_config_load_string(plait_config *cfg, const char *name, const
         ini_problem(&st, "%s: cannot parse (inih error %d)", name, rc);
     }
     if (!cfg->path) cfg->path = xstrdup(name);
+    free(st.long_name);
+    free(st.long_value);
     if (st.errors) return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s", st.msg);
     return PLAIT_OK;
 }
 
 plait_status plait_config_load_file(plait_config *cfg, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: cannot open config file: %s", path,
-                               strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (n < cap - 1) break;
-        if (cap > (64u << 20)) {
-            free(buf);
-            fclose(f);
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: larger than 64 MiB; not a config file", path);
-        }
-        char *nb = realloc(buf, cap *= 2);
-        if (!nb) free(buf);
-        buf = nb;
+    int fd;
+    uint64_t size;
+    plait_status st = plait_open_regular(path, "config file", PLAIT_ERR_INVALID_CONFIG, &fd, &size);
+    if (st == PLAIT_ERR_SYSTEM) {
+        /* A config that cannot be opened is a config error (the CLI's exit code for it). */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", plait_last_error());
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: %s", path, why);
     }
-    int read_error = ferror(f);
-    fclose(f);
-    if (!buf) return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory reading config", path);
-    buf[n] = '\0';
-    if (read_error || memchr(buf, '\0', n)) {
+    if (st != PLAIT_OK) return st;
+    if (size > (64u << 20)) {
+        close(fd);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: larger than 64 MiB; not a config file", path);
+    }
+    size_t n = (size_t)size;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        close(fd);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory reading config", path);
+    }
+    st = plait_read_exact(fd, buf, n, path);
+    close(fd);
+    if (st != PLAIT_OK) {
         free(buf);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: %s", path,
-                               read_error ? "read error" : "contains NUL bytes; not a text file");
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: read error", path);
     }
-    plait_status st = plait_config_load_string(cfg, path, buf);
+    buf[n] = '\0';
+    if (memchr(buf, '\0', n)) {
+        free(buf);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: contains NUL bytes; not a text file", path);
+    }
+    st = plait_config_load_string(cfg, path, buf);
     free(buf);
     return st;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -357,7 +358,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
     for (int r = 0; r < n; r++) {
         int pfd[2];
         if (pipe2(pfd, O_CLOEXEC) != 0) {
-            st = plait_set_error(PLAIT_ERR_SYSTEM, "launch: pipe: %s", strerror(errno));
+            st = plait_set_error(PLAIT_ERR_SYSTEM, "pipe: %s", strerror(errno));
             break;
         }
         procs[r].report_fd = pfd[0];
@@ -370,7 +371,13 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
         }
         pid_t pid = fork();
         if (pid < 0) {
-            st = plait_set_error(PLAIT_ERR_SYSTEM, "launch: fork: %s", strerror(errno));
+            int err = errno;
+            struct rlimit lim;
+            char hint[128] = "";
+            if (err == EAGAIN && getrlimit(RLIMIT_NPROC, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+                snprintf(hint, sizeof hint, " (this user may run %llu processes: ulimit -u)",
+                         (unsigned long long)lim.rlim_cur);
+            st = plait_set_error(PLAIT_ERR_SYSTEM, "fork: %s%s", strerror(err), hint);
             free_env(env);
             break;
         }
@@ -411,6 +418,9 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
     for (int r = 0; r < n; r++)
         if (report_w[r] >= 0) close(report_w[r]);
     free(report_w);
+    /* A start that failed is the cause; the ranks stopped for it are not. */
+    char start_error[1024] = "";
+    if (st != PLAIT_OK) snprintf(start_error, sizeof start_error, "%s", plait_last_error());
 
     int alive = started;
     int first = -1;
@@ -515,6 +525,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
                 first = r;
                 break;
             }
+    if (st != PLAIT_OK) first = -1; /* the ranks that ended were stopped by the launcher */
     if (first >= 0) {
         struct rank_proc *p = &procs[first];
         res->failed_rank = first;
@@ -540,6 +551,9 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
         if (off) fprintf(stderr, "plait: also ended abnormally:%s\n", others);
     }
     free(procs);
-    if (st != PLAIT_OK) return st;
+    if (st != PLAIT_OK)
+        return plait_set_error(st, "could not start rank %d of %d: %s; the %d rank%s already started %s stopped",
+                               started, n, start_error, started, started == 1 ? "" : "s",
+                               started == 1 ? "was" : "were");
     return PLAIT_OK;
 }

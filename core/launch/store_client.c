@@ -13,6 +13,7 @@
 
 #include "launch/net.h"
 #include "launch/store.h"
+#include "launch/store_auth.h"
 #include "launch/store_wire.h"
 #include "runtime/error.h"
 
@@ -46,31 +47,81 @@ static plait_status lost(plait_store *st, const char *doing, int err) {
                            st->what, doing, strerror(err));
 }
 
-/* Open and authenticate one connection before `deadline`. */
+/* The handshake failed on the wire: the reason for the caller. */
+static plait_status handshake_lost(plait_store *st, int err) {
+    if (err == ETIMEDOUT)
+        return plait_set_error(PLAIT_ERR_TIMEOUT,
+                               "%s did not answer within the timeout: rank 0 never joined the job or is stuck",
+                               st->what);
+    return plait_set_error(PLAIT_ERR_PEER_LOST,
+                           "%s closed the connection during the handshake (%s): wrong job token or rank 0 exited",
+                           st->what, strerror(err));
+}
+
+/* Open and authenticate one connection before `deadline` (store_auth.h):
+ * the store proves it knows the job token before this rank sends anything
+ * but a random nonce, then this rank proves it. */
 static plait_status open_conn(plait_store *st, double deadline, int *out) {
     int fd = plait_net_connect_retry((struct sockaddr *)&st->addr, st->addr_len, deadline, st->what);
     if (fd < 0) return PLAIT_ERR_TIMEOUT; /* message set by connect_retry */
     size_t tl = strlen(st->token);
-    unsigned char msg[sizeof(store_req_hdr) + 8 + PLAIT_STORE_MAX_TOKEN];
-    store_req_hdr h = {STORE_REQ_MAGIC, STORE_HELLO, 0, 0, (uint32_t)(8 + tl), 0};
+    unsigned char msg[sizeof(store_req_hdr) + 4 + STORE_PROOF_BYTES];
+    unsigned char nc[STORE_NONCE_BYTES], answer[STORE_NONCE_BYTES + STORE_PROOF_BYTES];
+    if (store_auth_nonce(nc) != 0) {
+        close(fd);
+        return plait_set_error(PLAIT_ERR_SYSTEM, "no random bytes for the store handshake (getrandom failed)");
+    }
+    store_req_hdr h = {STORE_REQ_MAGIC, STORE_HELLO, 0, 0, 4 + STORE_NONCE_BYTES, 0};
     uint32_t version = STORE_PROTO_VERSION;
-    int32_t rank = st->rank;
     memcpy(msg, &h, sizeof h);
     memcpy(msg + sizeof h, &version, 4);
-    memcpy(msg + sizeof h + 4, &rank, 4);
-    memcpy(msg + sizeof h + 8, st->token, tl);
+    memcpy(msg + sizeof h + 4, nc, STORE_NONCE_BYTES);
     store_rep_hdr r;
-    if (plait_net_write_all(fd, msg, sizeof h + 8 + tl, deadline) != 0 ||
+    if (plait_net_write_all(fd, msg, sizeof h + 4 + STORE_NONCE_BYTES, deadline) != 0 ||
         plait_net_read_all(fd, &r, sizeof r, deadline) != 0) {
         int e = errno;
         close(fd);
-        if (e == ETIMEDOUT)
-            return plait_set_error(PLAIT_ERR_TIMEOUT,
-                                   "%s did not answer within the timeout: rank 0 never joined the job "
-                                   "or is stuck", st->what);
-        return plait_set_error(PLAIT_ERR_PEER_LOST,
-                               "%s closed the connection during the handshake (%s): wrong job token "
-                               "or rank 0 exited", st->what, strerror(e));
+        return handshake_lost(st, e);
+    }
+    if (r.magic == STORE_REP_MAGIC && r.status == STORE_DENIED) {
+        close(fd);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s refused this rank's HELLO: another plait version (store protocol %u here)",
+                               st->what, STORE_PROTO_VERSION);
+    }
+    int proven = r.magic == STORE_REP_MAGIC && r.status == STORE_OK && r.val_len == sizeof answer &&
+                 plait_net_read_all(fd, answer, sizeof answer, deadline) == 0;
+    if (proven) {
+        unsigned char want[STORE_PROOF_BYTES];
+        store_auth_server_proof(st->token, tl, nc, answer, want);
+        proven = plait_net_ct_equal(answer + STORE_NONCE_BYTES, STORE_PROOF_BYTES, want, sizeof want);
+    }
+    if (!proven) {
+        /* Tell a real store (whose token differs) which rank gave up, so
+         * the ranks waiting for it stop at once; a squatter learns nothing
+         * it did not know. */
+        store_req_hdr g = {STORE_REQ_MAGIC, STORE_AUTH, STORE_AUTH_GAVE_UP, 0, 4, 0};
+        int32_t me = st->rank;
+        memcpy(msg, &g, sizeof g);
+        memcpy(msg + sizeof g, &me, 4);
+        (void)plait_net_write_all(fd, msg, sizeof g + 4, plait_clock_now() + 1);
+        close(fd);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s could not be authenticated: the process there does not prove it knows the job "
+                               "token (another job's store with another PLAIT_JOB_TOKEN, or another program holding "
+                               "the port); nothing but a random challenge was sent to it",
+                               st->what);
+    }
+    h = (store_req_hdr){STORE_REQ_MAGIC, STORE_AUTH, 0, 0, 4 + STORE_PROOF_BYTES, 0};
+    int32_t rank = st->rank;
+    memcpy(msg, &h, sizeof h);
+    memcpy(msg + sizeof h, &rank, 4);
+    store_auth_client_proof(st->token, tl, nc, answer, rank, msg + sizeof h + 4);
+    if (plait_net_write_all(fd, msg, sizeof h + 4 + STORE_PROOF_BYTES, deadline) != 0 ||
+        plait_net_read_all(fd, &r, sizeof r, deadline) != 0) {
+        int e = errno;
+        close(fd);
+        return handshake_lost(st, e);
     }
     if (r.magic != STORE_REP_MAGIC || r.status != STORE_OK || r.val_len != 0) {
         close(fd);
@@ -227,6 +278,14 @@ static plait_status request(plait_store *st, uint8_t op, const char *key, const 
     return PLAIT_OK;
 }
 
+/* A wait answered ABORTED: the store's reason why the job cannot start. */
+static plait_status aborted(plait_store *st, unsigned char *rep, size_t rl, const char *doing) {
+    plait_status s = plait_set_error(PLAIT_ERR_PEER_LOST, "%s stopped the job while %s: %.*s", st->what, doing,
+                                     (int)(rl < 512 ? rl : 512), rep ? (const char *)rep : "");
+    free(rep);
+    return s;
+}
+
 static plait_status unexpected(plait_store *st, uint8_t status, const char *doing) {
     if (status == STORE_TOO_LARGE)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s: the reply would exceed the store's limits (%s)",
@@ -256,6 +315,7 @@ plait_status plait_store_get(plait_store *st, const char *key, void *value, size
     size_t rl;
     plait_status s = request(st, STORE_GET, key, NULL, 0, NULL, 0, timeout_s, doing, &status, &rep, &rl);
     if (s != PLAIT_OK) return s;
+    if (status == STORE_ABORTED) return aborted(st, rep, rl, doing);
     if (status == STORE_OK) {
         if (value && rl && cap) memcpy(value, rep, rl < cap ? rl : cap);
         if (len) *len = rl;
@@ -304,6 +364,7 @@ plait_status plait_store_gather(plait_store *st, const char *prefix, int n, int 
     plait_status s = request(st, STORE_GATHER, prefix, head, sizeof head, mine, bytes,
                              timeout_s > 0 ? timeout_s : 1e-3, doing, &status, &rep, &rl);
     if (s != PLAIT_OK) return s;
+    if (status == STORE_ABORTED) return aborted(st, rep, rl, doing);
     if (status == STORE_TIMEOUT) {
         int m = (int)(rl / 4);
         char list[512] = "";

@@ -19,6 +19,7 @@
 
 #include "launch/net.h"
 #include "launch/store.h"
+#include "launch/store_auth.h"
 #include "launch/store_table.h"
 #include "launch/store_wire.h"
 #include "runtime/error.h"
@@ -32,6 +33,8 @@ struct conn {
     struct conn *next, *prev;
     int fd;
     int authed;
+    int said_hello;   /* HELLO answered; AUTH expected next */
+    unsigned char nc[STORE_NONCE_BYTES], ns[STORE_NONCE_BYTES];
     int rank;
     double hello_deadline;
     char peer[64];
@@ -63,6 +66,11 @@ struct plait_store_server {
     int n_conns, n_authed;
     store_table table;
     atomic_uint_fast64_t rejected;
+    /* Ranks refused for a wrong job token: a gather still missing one of
+     * them can never complete, so it is answered ABORTED with the reason. */
+    int refused[16];
+    int n_refused;
+    char failed[512];
 };
 
 /* ---- connections -------------------------------------------------------- */
@@ -161,6 +169,12 @@ static int gather_ready(plait_store_server *s, struct conn *c, int final) {
         if (!e) missing++;
         else total += 4 + e->vlen;
     }
+    for (int i = 0; missing && i < s->n_refused; i++) {
+        if (s->refused[i] < 0 || (uint32_t)s->refused[i] >= c->n) continue;
+        int kl = snprintf(key + plen, sizeof key - plen, "%d", s->refused[i]);
+        if (!store_table_find(&s->table, key, plen + (size_t)kl))
+            return reply(c, STORE_ABORTED, s->failed, strlen(s->failed)) == 0 ? 1 : -1;
+    }
     if (missing && !final) return 0;
     if (missing) { /* deadline passed: report who is missing */
         uint32_t *list = malloc(missing * sizeof *list);
@@ -231,40 +245,90 @@ static int park(struct conn *c, uint8_t op, const char *key, size_t klen, uint32
     return 0;
 }
 
-/* Handle one complete request frame. Returns 0, or -1 after closing `c`. */
-static int handle(plait_store_server *s, struct conn *c, const store_req_hdr *h, const char *key,
-                  const unsigned char *val) {
-    size_t kl = h->key_len, vl = h->val_len;
-    if (!c->authed) {
+/* Answer every parked gather that waits for a refused rank with the reason. */
+static void abort_waiters(plait_store_server *s) {
+    for (struct conn *c = s->conns, *nx; c; c = nx) {
+        nx = c->next;
+        if (!c->parked || c->op != STORE_GATHER) continue;
+        int r = try_parked(s, c, 0);
+        if (r == 0) continue;
+        unpark(c);
+        if (r < 0 || flush(s, c) != 0) conn_close(s, c);
+    }
+}
+
+/* The handshake (store_auth.h). Returns 0, or -1 after closing `c`. */
+static int authenticate(plait_store_server *s, struct conn *c, const store_req_hdr *h, const unsigned char *val) {
+    size_t vl = h->val_len;
+    if (!c->said_hello) {
         if (h->op != STORE_HELLO) {
             reject(s, c, "first request is not HELLO (op %u)", h->op);
             return -1;
         }
-        uint32_t version;
-        int32_t rank;
-        if (vl < 8) {
-            reject(s, c, "HELLO of %zu bytes is too short", vl);
-            return -1;
-        }
-        memcpy(&version, val, 4);
-        memcpy(&rank, val + 4, 4);
-        if (version != STORE_PROTO_VERSION) {
+        uint32_t version = 0;
+        if (vl >= 4) memcpy(&version, val, 4);
+        if (vl >= 4 && version != STORE_PROTO_VERSION) {
             reply(c, STORE_DENIED, NULL, 0);
-            reject(s, c, "protocol version %u, expected %u (mixed plait versions?)", version,
-                   STORE_PROTO_VERSION);
+            reject(s, c, "protocol version %u, expected %u (mixed plait versions?)", version, STORE_PROTO_VERSION);
             return -1;
         }
-        if (!plait_net_ct_equal(val + 8, vl - 8, s->token, s->token_len)) {
-            reply(c, STORE_DENIED, NULL, 0);
-            reject(s, c, "wrong job token (claimed rank %d)", rank);
+        if (vl != 4 + STORE_NONCE_BYTES) {
+            reject(s, c, "HELLO of %zu bytes, expected %d", vl, 4 + STORE_NONCE_BYTES);
             return -1;
         }
-        c->authed = 1;
-        c->rank = rank;
-        s->n_authed++;
-        if (reply(c, STORE_OK, NULL, 0) != 0) goto oom;
+        memcpy(c->nc, val + 4, STORE_NONCE_BYTES);
+        unsigned char answer[STORE_NONCE_BYTES + STORE_PROOF_BYTES];
+        if (store_auth_nonce(c->ns) != 0) {
+            reject(s, c, "no random bytes for the server nonce (getrandom failed)");
+            return -1;
+        }
+        memcpy(answer, c->ns, STORE_NONCE_BYTES);
+        store_auth_server_proof(s->token, s->token_len, c->nc, c->ns, answer + STORE_NONCE_BYTES);
+        c->said_hello = 1;
+        if (reply(c, STORE_OK, answer, sizeof answer) != 0) {
+            conn_close(s, c);
+            return -1;
+        }
         return 0;
     }
+    int gave_up = h->op == STORE_AUTH && (h->flags & STORE_AUTH_GAVE_UP) && vl == 4;
+    if (h->op != STORE_AUTH || (vl != 4 + STORE_PROOF_BYTES && !gave_up)) {
+        reject(s, c, "expected AUTH after HELLO (op %u, %zu bytes)", h->op, vl);
+        return -1;
+    }
+    int32_t rank;
+    memcpy(&rank, val, 4);
+    unsigned char want[STORE_PROOF_BYTES];
+    store_auth_client_proof(s->token, s->token_len, c->nc, c->ns, rank, want);
+    if (gave_up || !plait_net_ct_equal(val + 4, STORE_PROOF_BYTES, want, sizeof want)) {
+        reply(c, STORE_DENIED, NULL, 0);
+        /* It spoke the protocol (and could not verify this store, or failed
+         * to prove the token), so it is most likely a rank of this job
+         * started with another PLAIT_JOB_TOKEN: the job cannot start. */
+        if (s->n_refused < (int)(sizeof s->refused / sizeof s->refused[0])) s->refused[s->n_refused++] = rank;
+        snprintf(s->failed, sizeof s->failed,
+                 "rank %d (connecting from %s) was refused by the job's store: its job token differs from "
+                 "rank 0's (PLAIT_JOB_TOKEN must be the same on every rank)",
+                 (int)rank, c->peer);
+        reject(s, c, "wrong job token (claimed rank %d)", (int)rank);
+        abort_waiters(s);
+        return -1;
+    }
+    c->authed = 1;
+    c->rank = rank;
+    s->n_authed++;
+    if (reply(c, STORE_OK, NULL, 0) != 0) {
+        conn_close(s, c);
+        return -1;
+    }
+    return 0;
+}
+
+/* Handle one complete request frame. Returns 0, or -1 after closing `c`. */
+static int handle(plait_store_server *s, struct conn *c, const store_req_hdr *h, const char *key,
+                  const unsigned char *val) {
+    size_t kl = h->key_len, vl = h->val_len;
+    if (!c->authed) return authenticate(s, c, h, val);
     PLAIT_DEBUG(COMPONENT, "rank %d: op %u key '%.*s' (%zu bytes)", c->rank, h->op, (int)kl, key, vl);
     switch (h->op) {
     case STORE_SET:
@@ -368,7 +432,7 @@ static void on_readable(plait_store_server *s, struct conn *c) {
                 return;
             }
             if (h.key_len > PLAIT_STORE_MAX_KEY || h.val_len > PLAIT_STORE_MAX_VALUE + 8 ||
-                (!c->authed && (h.key_len != 0 || h.val_len > 8 + PLAIT_STORE_MAX_TOKEN))) {
+                (!c->authed && (h.key_len != 0 || h.val_len > 4 + STORE_PROOF_BYTES))) {
                 reject(s, c, "oversized frame (key %u bytes, value %u bytes)", h.key_len, h.val_len);
                 return;
             }

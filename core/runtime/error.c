@@ -7,8 +7,44 @@
 
 static _Thread_local char error_text[PLAIT_ERROR_MAX];
 
+/* Length of the valid UTF-8 sequence at s (not a C1 control), or 0. */
+static size_t utf8_len(const unsigned char *s) {
+    size_t n = s[0] > 0xf4 ? 0 : s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+    if (n == 0) return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if (n == 2 && s[0] == 0xc2 && s[1] < 0xa0) return 0;            /* U+0080..U+009F: C1 controls */
+    if (n == 3 && s[0] == 0xe0 && s[1] < 0xa0) return 0;            /* overlong */
+    if (n == 3 && s[0] == 0xed && s[1] >= 0xa0) return 0;           /* surrogates */
+    if (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;
+    return n;
+}
+
+/* Messages quote what users and peers gave (config text, file names,
+ * metadata); they end up on terminals and in logs, so control bytes and
+ * invalid UTF-8 are written as \xNN instead of raw (an escape sequence in a
+ * config must not drive the terminal). Newlines and tabs stay. */
+static void store_printable(const char *raw) {
+    const unsigned char *s = (const unsigned char *)raw;
+    size_t o = 0;
+    while (*s && o + 5 < sizeof error_text) {
+        size_t n = *s < 0x80 ? 1 : utf8_len(s);
+        if ((*s < 0x20 && *s != '\n' && *s != '\t') || *s == 0x7f || n == 0) {
+            o += (size_t)snprintf(error_text + o, sizeof error_text - o, "\\x%02x", *s);
+            s++;
+            continue;
+        }
+        memcpy(error_text + o, s, n);
+        o += n;
+        s += n;
+    }
+    error_text[o] = '\0';
+}
+
 plait_status plait_vset_error(plait_status status, const char *fmt, va_list ap) {
-    vsnprintf(error_text, sizeof error_text, fmt, ap);
+    char raw[PLAIT_ERROR_MAX];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    store_printable(raw);
     return status;
 }
 
@@ -28,7 +64,9 @@ plait_status plait_wrap_error(plait_status status, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, error_text, sizeof old);
-    snprintf(error_text, sizeof error_text, "%s: %s", prefix, old);
+    char raw[PLAIT_ERROR_MAX];
+    snprintf(raw, sizeof raw, "%s: %s", prefix, old);
+    store_printable(raw);
     return status;
 }
 

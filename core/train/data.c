@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/map_guard.h"
 #include "checkpoint/safetensors_crc32c.h"
 #include "tokenizer/tokenizer.h"
 #include "train/token_file.h"
@@ -323,6 +325,36 @@ int64_t plait_data_sequence_start(const plait_data *d, plait_data_split split, i
     return (int64_t)(((unsigned __int128)h * range) >> 64);
 }
 
+/* For the SIGBUS guard: is `addr` in one of the mapped files? */
+static int maps_cover(const void *ctx, const void *addr) {
+    const plait_data *d = ctx;
+    const uint8_t *a = addr;
+    for (int i = 0; i < d->n_files; i++)
+        if (a >= d->files[i].map && a < d->files[i].map + d->files[i].map_bytes) return 1;
+    return 0;
+}
+
+/* The error when a mapped file could no longer be read: which, and what it is now. */
+static plait_status file_changed(const plait_data *d) {
+    for (int i = 0; i < d->n_files; i++) {
+        const plait_token_file *f = &d->files[i];
+        struct stat sb;
+        if (stat(f->path, &sb) == 0 && (uint64_t)sb.st_size == f->map_bytes) continue;
+        char now[128];
+        if (stat(f->path, &sb) != 0) snprintf(now, sizeof now, "it is gone (%s)", strerror(errno));
+        else snprintf(now, sizeof now, "it now has %lld bytes", (long long)sb.st_size);
+        return plait_set_error(PLAIT_ERR_SYSTEM,
+                               "data file %s changed while the run was reading it: it had %zu bytes when opened and "
+                               "%s (truncated or replaced by another process?); a run needs its data files "
+                               "unchanged: restore it, then continue with --resume",
+                               f->path, f->map_bytes, now);
+    }
+    return plait_set_error(PLAIT_ERR_SYSTEM,
+                           "a data file of %s could not be read (SIGBUS: changed by another process, or an I/O "
+                           "error); restore the data, then continue with --resume",
+                           d->path);
+}
+
 plait_status plait_data_batch(const plait_data *d, plait_data_split split, int64_t step,
                               int64_t micro_batch, int32_t B, int32_t T, int32_t *tokens,
                               int32_t *targets) {
@@ -336,6 +368,14 @@ plait_status plait_data_batch(const plait_data *d, plait_data_split split, int64
                                "validation batch requested from %s but [data] val_fraction = 0 "
                                "leaves no validation split",
                                d->path);
+    /* Another process may truncate a mapped file under the run: its pages
+     * then raise SIGBUS, which the guard turns into this error. */
+    plait_map_guard guard;
+    plait_map_guard_enter(&guard, maps_cover, d);
+    if (sigsetjmp(guard.jump, 1) != 0) {
+        plait_map_guard_leave(&guard);
+        return file_changed(d);
+    }
     for (int32_t r = 0; r < B; r++) {
         int64_t start = plait_data_sequence_start(d, split, step, micro_batch * B + r);
         int32_t *tok = tokens + (size_t)r * (size_t)T;
@@ -358,5 +398,6 @@ plait_status plait_data_batch(const plait_data *d, plait_data_split split, int64
                 for (int32_t t = 0; t < T; t++) tgt[t] = plait_data_token(d, start + t + 1);
         }
     }
+    plait_map_guard_leave(&guard);
     return PLAIT_OK;
 }

@@ -22,11 +22,28 @@ static void release_plan(plait_run *run) {
     run->layout.first_layer = run->layout.last_layer = NULL;
 }
 
+/* Periodic evaluation needs a validation split: caught here rather than by
+ * every rank at its first evaluation, after training time was spent. */
+plait_status plait_check_evaluation(const plait_config *cfg) {
+    int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
+    if (eval_every == 0 || plait_config_float(cfg, "data", "val_fraction") > 0) return PLAIT_OK;
+    const char *ev_where = "", *vf_where = "";
+    plait_config_origin(cfg, "run", "eval_every", &ev_where);
+    plait_config_origin(cfg, "data", "val_fraction", &vf_where);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [run] eval_every = %lld asks for a validation loss, but %s: [data] val_fraction = 0 "
+                           "holds no data out for it; set val_fraction above 0 (e.g. 0.1) or eval_every = 0 (with "
+                           "val_fraction = 0 the run then trains on all the data and skips evaluation)",
+                           ev_where, (long long)eval_every, vf_where);
+}
+
 plait_status plait_layout_preflight(plait_config *cfg) { return plait_layout_preflight_visit(cfg, NULL, NULL); }
 
 plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit visit, void *ctx) {
     int sizes[3], axes[3], c[3];
-    plait_status st = plait_mesh_layout(cfg, sizes, axes);
+    plait_status st = plait_check_evaluation(cfg);
+    if (st != PLAIT_OK) return st;
+    st = plait_mesh_layout(cfg, sizes, axes);
     int precision;
     if (st == PLAIT_OK) st = plait_precision_from_config(cfg, &precision);
     if (st != PLAIT_OK) return st;

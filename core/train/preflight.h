@@ -27,6 +27,13 @@
  * thread-safe (uses the calling thread's error slot). */
 plait_status plait_layout_preflight(plait_config *cfg);
 
+/* The part of the preflight every rank repeats before it trains (a run of
+ * one process, or ranks started by mpirun, srun or torchrun, skip the
+ * launcher's preflight): periodic evaluation ([run] eval_every > 0) needs a
+ * validation split ([data] val_fraction > 0). PLAIT_ERR_INVALID_CONFIG
+ * naming both keys and where they were set. */
+plait_status plait_check_evaluation(const plait_config *cfg);
+
 /* What one rank's check saw, for a caller that predicts the layout's cost
  * (core/plan): the rank's mesh, the global model, the batch and the plan the
  * parallel plugin made. Valid only during the call. */

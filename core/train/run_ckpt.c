@@ -37,6 +37,18 @@ plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir,
         if (must)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                    "--resume: no complete checkpoint in %s (nothing to resume from)", out_dir);
+        /* Checkpoint directories but none complete (every save interrupted or
+         * damaged): starting over from step 0 would overwrite the old run's
+         * metrics.csv and, at its first save, its leftovers. */
+        plait_ckpt_entry e[1];
+        int n = plait_ckpt_list(out_dir, e, 1);
+        if (n > 0)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "%s holds %d checkpoint director%s (the first: ckpt-%08lld) but none is complete "
+                                   "(saves interrupted, or damaged: see the warnings above), so there is nothing to "
+                                   "resume from, and a fresh run here would overwrite that run's metrics.csv; move "
+                                   "them away or choose another [run] out_dir",
+                                   out_dir, n, n == 1 ? "y" : "ies", (long long)e[0].step);
         return PLAIT_OK;
     }
     if (!may) {
@@ -114,12 +126,11 @@ static void layout_text(const plait_run *run, char *buf, size_t len) {
 
 /* [model] keys, so `plait sample` rebuilds the model from the checkpoint alone. */
 static plait_status write_model_meta(plait_run *run, plait_ckpt_writer *w) {
-    static const char *const keys[] = {"arch", "n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    for (size_t i = 0; plait_ckpt_model_keys[i]; i++) {
         char k[64];
-        snprintf(k, sizeof k, "plait.model.%s", keys[i]);
+        snprintf(k, sizeof k, "plait.model.%s", plait_ckpt_model_keys[i]);
         plait_value v;
-        plait_status st = plait_config_get(run->cfg, "model", keys[i], &v);
+        plait_status st = plait_config_get(run->cfg, "model", plait_ckpt_model_keys[i], &v);
         if (st == PLAIT_OK) st = plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, k, v.s);
         if (st != PLAIT_OK) return st;
     }

@@ -1,5 +1,6 @@
 #include "train/run_source.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "runtime/error.h"
@@ -21,6 +22,34 @@ static plait_status init_read(void *ctx, int32_t index, const char *which, size_
         as.index = as.tied_to;
     }
     return plait_model_init_values(&as, offset, count, dst);
+}
+
+/* A resume continues the same model: fewer layers or another n_head would
+ * load a subset of the tensors (or all of them, reshaped in meaning) without
+ * complaint, and pruning would later delete the original checkpoints. Every
+ * key that defines the model must match the checkpoint's (checkpoints that
+ * predate the metadata are checked by tensor shapes alone). */
+static plait_status check_model_keys(const plait_config *cfg, const plait_ckpt *ck) {
+    for (size_t i = 0; plait_ckpt_model_keys[i]; i++) {
+        const char *key = plait_ckpt_model_keys[i];
+        char meta[64];
+        snprintf(meta, sizeof meta, "plait.model.%s", key);
+        const char *was = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, meta);
+        plait_value v;
+        if (!was || plait_config_get(cfg, "model", key, &v) != PLAIT_OK) continue;
+        char now[64];
+        if (v.type == PLAIT_KEY_INT) snprintf(now, sizeof now, "%lld", (long long)v.i);
+        else snprintf(now, sizeof now, "%s", v.s ? v.s : "");
+        if (strcmp(was, now) == 0) continue;
+        const char *where = "";
+        plait_config_origin(cfg, "model", key, &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "cannot resume from %s: it holds a model with [model] %s = %s, but this run has %s = "
+                               "%s (%s); a resume continues the same model: give model.%s=%s to continue it, or "
+                               "start the new model fresh in another [run] out_dir",
+                               plait_ckpt_dir(ck), key, was, key, now, where, key, was);
+    }
+    return PLAIT_OK;
 }
 
 /* A fresh run from [run] init_from: the parameters only. */
@@ -60,7 +89,12 @@ plait_status plait_run_source_open(plait_run *run, const char *resume_dir, plait
         PLAIT_INFO("train", "resuming from %s: [run] init_from = %s applies to fresh runs only", resume_dir,
                    init_from);
     plait_status st = plait_ckpt_open(resume_dir, &src->ck);
-    if (st != PLAIT_OK) return st;
+    if (st == PLAIT_OK) st = check_model_keys(run->cfg, src->ck);
+    if (st == PLAIT_OK) st = plait_ckpt_check_finite(src->ck);
+    if (st != PLAIT_OK) {
+        plait_run_source_close(src);
+        return st;
+    }
     plait_ckpt_source_init(&src->cks, src->ck, run->model.spec, &run->params.set);
     src->source = src->cks.src;
     return PLAIT_OK;

@@ -9,25 +9,22 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/regular_file.h"
 
 static uint32_t read_le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static plait_status map_file(plait_token_file *f) {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return plait_set_error(PLAIT_ERR_SYSTEM, "cannot open data file %s: %s", f->path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
+    int fd;
+    uint64_t size;
+    plait_status ost = plait_open_regular(f->path, "data file", PLAIT_ERR_INVALID_CONFIG, &fd, &size);
+    if (ost != PLAIT_OK) return ost;
+    if (size > SIZE_MAX) {
         close(fd);
-        return plait_set_error(PLAIT_ERR_SYSTEM, "data file %s: %s", f->path, strerror(err));
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "data file %s is too large for this machine", f->path);
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "data file %s is not a regular file", f->path);
-    }
-    f->map_bytes = (size_t)st.st_size;
+    f->map_bytes = (size_t)size;
     if (f->map_bytes == 0) {
         close(fd);
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "data file %s is empty", f->path);

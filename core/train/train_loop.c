@@ -21,6 +21,8 @@
 #include "runtime/log.h"
 #include "train/metrics.h"
 #include "train/mfu_peak.h"
+#include "train/out_dir_lock.h"
+#include "train/preflight.h"
 #include "train/progress.h"
 #include "train/run.h"
 #include "train/run_ckpt.h"
@@ -107,6 +109,22 @@ static double job_peak(const plait_run *run, const plait_progress *progress) {
     return peak.flops;
 }
 
+/* [run] progress (or the command's choice). "auto" draws in place on a
+ * terminal, but mpirun gives rank 0 a pseudo-terminal even when the job's
+ * output is redirected to a file, and srun and torchrun-style launchers
+ * collect output into logs: under them "auto" means plain lines ("tty"
+ * still draws in place). */
+static const char *progress_mode(const plait_config *cfg, const char *given) {
+    const char *mode = given ? given : plait_config_str(cfg, "run", "progress");
+    plait_job_env env;
+    if (strcmp(mode, "auto") == 0 &&
+        plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) == PLAIT_OK &&
+        (env.launcher == PLAIT_LAUNCHER_MPI || env.launcher == PLAIT_LAUNCHER_SLURM ||
+         env.launcher == PLAIT_LAUNCHER_TORCHRUN))
+        return "plain";
+    return mode;
+}
+
 /* Log to <out_dir>/rank-<rank>.log. Returns 0, or -1 (warned) if it cannot. */
 static int open_rank_log(const char *out_dir, int rank) {
     char log_path[4200];
@@ -116,23 +134,42 @@ static int open_rank_log(const char *out_dir, int rank) {
     return -1;
 }
 
+static plait_status train_in(plait_config *cfg, const plait_train_options *opts, const char *out_dir,
+                             int log_rank);
+
 plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     char out_dir[4096];
     plait_train_out_dir(cfg, out_dir, sizeof out_dir);
-    plait_status st = make_dirs(out_dir);
+    plait_status st = plait_check_evaluation(cfg);
+    if (st == PLAIT_OK) st = make_dirs(out_dir);
     if (st != PLAIT_OK) return st;
+    plait_job_env env;
+    int detected = plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) == PLAIT_OK;
+    /* Rank 0 (the writer of metrics and checkpoints) holds the run directory
+     * for the run's life, before it writes anything there. */
+    int lock_fd = -1;
+    if (!detected || env.rank == 0) {
+        st = plait_out_dir_lock(out_dir, &lock_fd);
+        if (st != PLAIT_OK) return st;
+    }
     /* The rank's log from the start, so that a failure while the run is
      * built (keys that differ across ranks, a peer that never joins) is in
      * it too: the launcher's environment names the rank before the join. */
-    plait_job_env env;
     int log_rank = -1;
-    if (plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) == PLAIT_OK) {
+    if (detected) {
         plait_log_set_rank(env.size > 1 ? env.rank : -1);
         if (open_rank_log(out_dir, env.rank) == 0) log_rank = env.rank;
     }
+    st = train_in(cfg, opts, out_dir, log_rank);
+    plait_out_dir_unlock(lock_fd);
+    return st;
+}
 
+/* The run itself, in `out_dir` (created; locked by rank 0). */
+static plait_status train_in(plait_config *cfg, const plait_train_options *opts, const char *out_dir,
+                             int log_rank) {
     char *resume_dir = NULL;
-    st = plait_run_find_resume(cfg, out_dir, opts->resume, &resume_dir);
+    plait_status st = plait_run_find_resume(cfg, out_dir, opts->resume, &resume_dir);
     if (st != PLAIT_OK) return st;
     plait_run *run = NULL;
     st = plait_run_open(cfg, resume_dir, &run);
@@ -151,7 +188,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         snprintf(path, sizeof path, "%s/metrics.csv", out_dir);
         st = plait_metrics_open(&metrics, path, resume_dir != NULL, run->step);
         add_columns(&metrics, run->world.mesh.pp);
-        plait_progress_init(&progress, opts->progress ? opts->progress : plait_config_str(cfg, "run", "progress"),
+        plait_progress_init(&progress, progress_mode(cfg, opts->progress),
                             stdout, run->steps, plait_run_flops_per_token(run), 0);
         plait_run_print_summary(run, out_dir, resume_dir);
         if (plait_restart_count() > 0) {
@@ -167,6 +204,9 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 0);
     int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
     int64_t ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
+    /* No validation split (val_fraction = 0, which preflight allows only with
+     * eval_every = 0): the run trains on all the data and skips the final evaluation. */
+    int has_val = plait_config_float(cfg, "data", "val_fraction") > 0;
     double started = plait_clock_now();
     int64_t first_step = run->step;
     double loss = NAN, val_loss = -1;
@@ -177,7 +217,16 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         int64_t done = run->step; /* steps completed */
         loss = res.loss;
         val_loss = -1;
-        if ((eval_every > 0 && done % eval_every == 0) || done == run->steps) {
+        /* The row's measurements (memory included) are the step's, taken
+         * before a checkpoint save adds its buffers. */
+        if (rank == 0) plait_run_fill_metrics(run, &metrics, &res, -1);
+        /* The checkpoint is saved before the evaluation of the same step, so
+         * an evaluation that fails never costs the checkpoint. */
+        if ((ckpt_every > 0 && done % ckpt_every == 0) || done == run->steps) {
+            st = plait_run_save(run, out_dir);
+            if (st != PLAIT_OK) break;
+        }
+        if (has_val && ((eval_every > 0 && done % eval_every == 0) || done == run->steps)) {
             st = plait_run_eval(run, &val_loss);
             if (st != PLAIT_OK) break;
         }
@@ -186,7 +235,7 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
             double tps = (double)tokens_per_step / res.t.step_s;
             double eta = (double)(run->steps - done) * elapsed / (double)(done - first_step);
             plait_progress_step(&progress, done, res.loss, val_loss, res.lr, tps, eta);
-            plait_run_fill_metrics(run, &metrics, &res, val_loss);
+            if (val_loss >= 0) plait_metrics_set_named(&metrics, "val_loss", val_loss);
             char mfu_text[64];
             plait_metrics_set_named(&metrics, "time_s", elapsed);
             plait_metrics_set_named(&metrics, "tokens_seen", (double)done * (double)tokens_per_step);
@@ -194,11 +243,8 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
                                                                     progress.peak_flops, mfu_text, sizeof mfu_text));
             st = plait_metrics_row(&metrics);
         }
-        if (st == PLAIT_OK && ckpt_every > 0 && done % ckpt_every == 0 && done != run->steps)
-            st = plait_run_save(run, out_dir);
     }
     int trained = run->step > first_step;
-    if (st == PLAIT_OK && trained) st = plait_run_save(run, out_dir);
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 1);
     if (rank == 0) {
         plait_progress_finish(&progress);

@@ -9,7 +9,7 @@
  *                  connections with identical tags. Every byte is checked.
  *   nojoin R       rank R sleeps instead of joining; the others must fail.
  *   kill R         ring of 32 MiB transfers; rank R SIGKILLs itself midway.
- *   stray          rank 0 sends random bytes and a wrong token to the store
+ *   stray          rank 0 sends random bytes and a handshake without the token to the store
  *                  and random bytes and a wrong secret to every transport
  *                  port while the world communicator (the core's, over
  *                  tcp) sets up, and again after; then everyone runs
@@ -343,15 +343,22 @@ static void stray_store(plait_job *job) {
     int fd = dial(host, port, 0, "");
     plait_net_write_all(fd, junk, sizeof junk, plait_clock_now() + 5);
     expect_closed(fd, "random bytes to the store");
+    /* a well-formed handshake with a proof made without the token, claiming
+     * a rank outside the job (a stray process: the job goes on) */
     fd = dial(host, port, 0, "");
-    unsigned char hello[sizeof(store_req_hdr) + 8 + 10];
-    store_req_hdr h = {STORE_REQ_MAGIC, STORE_HELLO, 0, 0, 8 + 10, 0};
+    unsigned char hello[sizeof(store_req_hdr) + 4 + 32], answer[sizeof(store_rep_hdr) + 64];
+    store_req_hdr h = {STORE_REQ_MAGIC, STORE_HELLO, 0, 0, 4 + 32, 0};
     uint32_t ver = STORE_PROTO_VERSION;
-    int32_t rk = 1;
     memcpy(hello, &h, sizeof h);
     memcpy(hello + sizeof h, &ver, 4);
-    memcpy(hello + sizeof h + 4, &rk, 4);
-    memcpy(hello + sizeof h + 8, "wrongtoken", 10);
+    plait_net_random(hello + sizeof h + 4, 32);
+    plait_net_write_all(fd, hello, sizeof hello, plait_clock_now() + 5);
+    plait_net_read_all(fd, answer, sizeof answer, plait_clock_now() + 5);
+    h = (store_req_hdr){STORE_REQ_MAGIC, STORE_AUTH, 0, 0, 4 + 32, 0};
+    int32_t rk = 1000;
+    memcpy(hello, &h, sizeof h);
+    memcpy(hello + sizeof h, &rk, 4);
+    plait_net_random(hello + sizeof h + 4, 32);
     plait_net_write_all(fd, hello, sizeof hello, plait_clock_now() + 5);
     expect_closed(fd, "wrong token to the store");
 }

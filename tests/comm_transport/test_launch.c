@@ -8,7 +8,11 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <sys/resource.h>
+
 #include "job_runner.h"
+#include "runtime/error.h"
 
 /* Run `script` with /bin/sh as every rank. */
 static void launch_sh(int n, const char *script, double grace, job_outcome *out) {
@@ -121,6 +125,67 @@ static void test_exec_failure(void **state) {
     assert_contains(res.message, "cannot execute /nonexistent/binary");
 }
 
+/* Processes of user `uid` now (each thread counts against RLIMIT_NPROC). */
+static long threads_of(uid_t uid) {
+    long count = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char path[300], line[256];
+        snprintf(path, sizeof path, "/proc/%s/status", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        long real = -1, threads = 0;
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "Uid: %ld", &real) == 1) continue;
+            sscanf(line, "Threads: %ld", &threads);
+        }
+        fclose(f);
+        if (real == (long)uid) count += threads;
+    }
+    if (d) closedir(d);
+    return count;
+}
+
+/* A launch that hits the process limit (the issue's dp=1000) reports the
+ * fork failure as the cause, not the ranks it then had to stop. Run as an
+ * unprivileged user (root is exempt from RLIMIT_NPROC) in a child. */
+static void test_fork_failure_is_the_cause(void **state) {
+    (void)state;
+    const uid_t nobody = 65534;
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(pfd[0]);
+        dup2(pfd[1], STDERR_FILENO);
+        rlim_t allow = (rlim_t)threads_of(nobody) + 3;
+        struct rlimit lim = {allow, allow};
+        if (setrlimit(RLIMIT_NPROC, &lim) != 0 || setgid(nobody) != 0 || setuid(nobody) != 0) _exit(77);
+        job_outcome o;
+        launch_sh(12, "exec sleep 30", 0.3, &o);
+        const char *err = plait_last_error();
+        int ok = o.exit_code == -1 && strstr(err, "could not start rank ") && strstr(err, " of 12: fork: ") &&
+                 strstr(err, "already started were stopped") && !strstr(o.res.message, "killed by") &&
+                 o.seconds < 10;
+        fprintf(stderr, "exit %d, error '%s', launcher message '%s', %.1f s\n", o.exit_code, err, o.res.message,
+                o.seconds);
+        _exit(ok ? 0 : 1);
+    }
+    close(pfd[1]);
+    char report[4096] = "";
+    ssize_t got, len = 0;
+    while ((got = read(pfd[0], report + len, sizeof report - 1 - (size_t)len)) > 0) len += got;
+    report[len] = '\0';
+    close(pfd[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77) skip(); /* cannot become an unprivileged user here */
+    if (WEXITSTATUS(status) != 0) fail_msg("%s", report);
+}
+
 /* The launcher forwards SIGINT to the ranks and exits 130. */
 static void test_ctrl_c_forwarded(void **state) {
     (void)state;
@@ -228,8 +293,20 @@ static void test_cli_dash_n(void **state) {
     outcome_free(&o);
     /* nested -n inside a rank is refused */
     char *nested[] = {(char *)bin, "plugins", "-n", "2", NULL};
-    char *env[] = {"PLAIT_RANK=0", NULL};
+    /* The caller's environment without its PLAIT_ variables, plus
+     * PLAIT_RANK=0: the libraries may come from LD_LIBRARY_PATH (HPC
+     * modules, the GPU machine), so the environment is not emptied. */
+    extern char **environ;
+    size_t n_env = 0;
+    while (environ[n_env]) n_env++;
+    char **env = calloc(n_env + 2, sizeof *env);
+    assert_non_null(env);
+    size_t k = 0;
+    env[k++] = "PLAIT_RANK=0";
+    for (size_t i = 0; i < n_env; i++)
+        if (strncmp(environ[i], "PLAIT_", 6) != 0) env[k++] = environ[i];
     run_command(nested, env, &o);
+    free(env);
     assert_int_equal(o.exit_code, 2);
     assert_contains(o.output, "already rank 0");
     outcome_free(&o);
@@ -243,6 +320,7 @@ int main(void) {
         cmocka_unit_test(test_killed_rank_is_the_cause),
         cmocka_unit_test(test_ranks_ignoring_sigterm_are_killed),
         cmocka_unit_test(test_exec_failure),
+        cmocka_unit_test(test_fork_failure_is_the_cause),
         cmocka_unit_test(test_ctrl_c_forwarded),
         cmocka_unit_test(test_take_nranks),
         cmocka_unit_test(test_cli_dash_n),

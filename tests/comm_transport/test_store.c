@@ -16,7 +16,9 @@
 #include <cmocka.h>
 
 #include "launch/net.h"
+#include "launch/hmac_sha256.h"
 #include "launch/store.h"
+#include "launch/store_auth.h"
 #include "launch/store_wire.h"
 #include "runtime/error.h"
 
@@ -210,6 +212,35 @@ static int raw_connect(void) {
     return fd;
 }
 
+/* A raw connection through the handshake (store_auth.h), as `rank`. */
+static int raw_authenticated(int32_t rank) {
+    int fd = raw_connect();
+    unsigned char msg[sizeof(store_req_hdr) + 4 + STORE_PROOF_BYTES], nc[STORE_NONCE_BYTES];
+    unsigned char answer[STORE_NONCE_BYTES + STORE_PROOF_BYTES], want[STORE_PROOF_BYTES];
+    assert_int_equal(store_auth_nonce(nc), 0);
+    store_req_hdr h = {STORE_REQ_MAGIC, STORE_HELLO, 0, 0, 4 + STORE_NONCE_BYTES, 0};
+    uint32_t ver = STORE_PROTO_VERSION;
+    memcpy(msg, &h, sizeof h);
+    memcpy(msg + sizeof h, &ver, 4);
+    memcpy(msg + sizeof h + 4, nc, STORE_NONCE_BYTES);
+    assert_int_equal(plait_net_write_all(fd, msg, sizeof h + 4 + STORE_NONCE_BYTES, plait_clock_now() + 2), 0);
+    store_rep_hdr r;
+    assert_int_equal(plait_net_read_all(fd, &r, sizeof r, plait_clock_now() + 2), 0);
+    assert_int_equal(r.status, STORE_OK);
+    assert_int_equal(r.val_len, sizeof answer);
+    assert_int_equal(plait_net_read_all(fd, answer, sizeof answer, plait_clock_now() + 2), 0);
+    store_auth_server_proof(TOKEN, sizeof TOKEN - 1, nc, answer, want);
+    assert_memory_equal(answer + STORE_NONCE_BYTES, want, sizeof want);
+    h = (store_req_hdr){STORE_REQ_MAGIC, STORE_AUTH, 0, 0, 4 + STORE_PROOF_BYTES, 0};
+    memcpy(msg, &h, sizeof h);
+    memcpy(msg + sizeof h, &rank, 4);
+    store_auth_client_proof(TOKEN, sizeof TOKEN - 1, nc, answer, rank, msg + sizeof h + 4);
+    assert_int_equal(plait_net_write_all(fd, msg, sizeof msg, plait_clock_now() + 2), 0);
+    assert_int_equal(plait_net_read_all(fd, &r, sizeof r, plait_clock_now() + 2), 0);
+    assert_int_equal(r.status, STORE_OK);
+    return fd;
+}
+
 /* The server closes the connection: reads drain to EOF (or reset). */
 static void assert_closed_by_server(int fd) {
     char buf[256];
@@ -247,6 +278,8 @@ static void test_wrong_token_rejected(void **state) {
     /* a prefix of the right token is wrong too */
     s = plait_store_connect("127.0.0.1", g_port, "0123456789abcdef", 7, 2, NULL, &bad);
     assert_int_not_equal(s, PLAIT_OK);
+    /* the client gave up without waiting for the server to count it */
+    for (int i = 0; i < 200 && plait_store_server_rejected(g_srv) < before + 2; i++) usleep(10000);
     assert_int_equal(plait_store_server_rejected(g_srv), before + 2);
     /* an existing client is unaffected */
     assert_int_equal(plait_store_set(good, "still", "ok", 2), PLAIT_OK);
@@ -281,19 +314,7 @@ static void test_oversized_frames_rejected(void **state) {
     plait_net_write_all(fd, &h, sizeof h, plait_clock_now() + 2);
     assert_closed_by_server(fd);
     /* an authenticated client announcing a value beyond the limit */
-    fd = raw_connect();
-    unsigned char hello[sizeof h + 8 + sizeof TOKEN - 1];
-    store_req_hdr hh = {STORE_REQ_MAGIC, STORE_HELLO, 0, 0, 8 + sizeof TOKEN - 1, 0};
-    uint32_t ver = STORE_PROTO_VERSION;
-    int32_t rank = 5;
-    memcpy(hello, &hh, sizeof hh);
-    memcpy(hello + sizeof hh, &ver, 4);
-    memcpy(hello + sizeof hh + 4, &rank, 4);
-    memcpy(hello + sizeof hh + 8, TOKEN, sizeof TOKEN - 1);
-    plait_net_write_all(fd, hello, sizeof hello, plait_clock_now() + 2);
-    store_rep_hdr r;
-    assert_int_equal(plait_net_read_all(fd, &r, sizeof r, plait_clock_now() + 2), 0);
-    assert_int_equal(r.status, STORE_OK);
+    fd = raw_authenticated(5);
     store_req_hdr big = {STORE_REQ_MAGIC, STORE_SET, 0, 1, PLAIT_STORE_MAX_VALUE + 1000u, 0};
     plait_net_write_all(fd, &big, sizeof big, plait_clock_now() + 2);
     assert_closed_by_server(fd);
@@ -320,18 +341,8 @@ static void test_unknown_op_after_auth(void **state) {
     (void)state;
     plait_store *good = client(0);
     uint64_t before = plait_store_server_rejected(g_srv);
-    int fd = raw_connect();
-    unsigned char hello[sizeof(store_req_hdr) + 8 + sizeof TOKEN - 1];
-    store_req_hdr hh = {STORE_REQ_MAGIC, STORE_HELLO, 0, 0, 8 + sizeof TOKEN - 1, 0};
-    uint32_t ver = STORE_PROTO_VERSION;
-    int32_t rank = 5;
-    memcpy(hello, &hh, sizeof hh);
-    memcpy(hello + sizeof hh, &ver, 4);
-    memcpy(hello + sizeof hh + 4, &rank, 4);
-    memcpy(hello + sizeof hh + 8, TOKEN, sizeof TOKEN - 1);
-    plait_net_write_all(fd, hello, sizeof hello, plait_clock_now() + 2);
+    int fd = raw_authenticated(5);
     store_rep_hdr r;
-    assert_int_equal(plait_net_read_all(fd, &r, sizeof r, plait_clock_now() + 2), 0);
     store_req_hdr odd = {STORE_REQ_MAGIC, 99, 0, 1, 0, 0};
     unsigned char frame[sizeof odd + 1];
     memcpy(frame, &odd, sizeof odd);
@@ -403,9 +414,153 @@ static void test_connect_refused_times_out(void **state) {
     assert_contains(plait_last_error(), "rank 0");
 }
 
+/* SHA-256 and HMAC-SHA-256 against FIPS 180-4's and RFC 4231's vectors. */
+static void test_hmac_sha256_vectors(void **state) {
+    (void)state;
+    struct { const char *key; size_t kl; const char *msg; size_t ml; const char *hex; } v[] = {
+        {NULL, 0, "abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b", 20, "Hi There", 8,
+         "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
+        {"Jefe", 4, "what do ya want for nothing?", 28,
+         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+    };
+    char hex[65];
+    unsigned char out[32];
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        if (!v[i].key) {
+            plait_sha256 sh;
+            plait_sha256_init(&sh);
+            plait_sha256_update(&sh, v[i].msg, v[i].ml);
+            plait_sha256_final(&sh, out);
+        } else {
+            const void *parts[] = {v[i].msg};
+            plait_hmac_sha256(v[i].key, v[i].kl, parts, &v[i].ml, 1, out);
+        }
+        for (int b = 0; b < 32; b++) snprintf(hex + 2 * b, 3, "%02x", out[b]);
+        assert_string_equal(hex, v[i].hex);
+    }
+    /* a key longer than a block (hashed first), the message in two parts */
+    unsigned char key[131];
+    memset(key, 0xaa, sizeof key);
+    const char *m = "Test Using Larger Than Block-Size Key - Hash Key First";
+    const void *parts[] = {m, m + 10};
+    size_t lens[] = {10, strlen(m) - 10};
+    plait_hmac_sha256(key, sizeof key, parts, lens, 2, out);
+    for (int b = 0; b < 32; b++) snprintf(hex + 2 * b, 3, "%02x", out[b]);
+    assert_string_equal(hex, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    /* 1000 bytes: many blocks through the streaming interface */
+    plait_sha256 sh;
+    plait_sha256_init(&sh);
+    for (int i = 0; i < 1000; i++) plait_sha256_update(&sh, "a", 1);
+    plait_sha256_final(&sh, out);
+    for (int b = 0; b < 32; b++) snprintf(hex + 2 * b, 3, "%02x", out[b]);
+    assert_string_equal(hex, "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
+}
+
+/* A process squatting on the store's port (it answers like a store, but
+ * without the token) learns nothing: the rank sees it cannot authenticate
+ * the store and sends only a random challenge and its rank number. */
+struct squatter {
+    int listen_fd;
+    unsigned char got[4096];
+    size_t len;
+};
+
+static void *squat(void *arg) {
+    struct squatter *q = arg;
+    int fd = accept(q->listen_fd, NULL, NULL);
+    if (fd < 0) return NULL;
+    double deadline = plait_clock_now() + 5;
+    /* read the first frame, answer as a store would, then take whatever comes until the rank closes */
+    if (plait_net_read_all(fd, q->got, sizeof(store_req_hdr) + 4 + STORE_NONCE_BYTES, deadline) == 0) {
+        q->len = sizeof(store_req_hdr) + 4 + STORE_NONCE_BYTES;
+        unsigned char fake[sizeof(store_rep_hdr) + STORE_NONCE_BYTES + STORE_PROOF_BYTES];
+        store_rep_hdr r = {STORE_REP_MAGIC, STORE_OK, {0, 0, 0}, STORE_NONCE_BYTES + STORE_PROOF_BYTES, 0};
+        memcpy(fake, &r, sizeof r);
+        plait_net_random(fake + sizeof r, sizeof fake - sizeof r);
+        plait_net_write_all(fd, fake, sizeof fake, deadline);
+        while (q->len < sizeof q->got && plait_net_read_all(fd, q->got + q->len, 1, deadline) == 0) q->len++;
+    }
+    close(fd);
+    return NULL;
+}
+
+static void test_squatter_learns_nothing(void **state) {
+    (void)state;
+    struct squatter q = {0};
+    q.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(q.listen_fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(q.listen_fd, 4), 0);
+    socklen_t al = sizeof a;
+    getsockname(q.listen_fd, (struct sockaddr *)&a, &al);
+    pthread_t t;
+    pthread_create(&t, NULL, squat, &q);
+    plait_store *st = NULL;
+    plait_status s = plait_store_connect("127.0.0.1", ntohs(a.sin_port), TOKEN, 3, 5, NULL, &st);
+    pthread_join(t, NULL);
+    close(q.listen_fd);
+    assert_int_not_equal(s, PLAIT_OK);
+    assert_null(st);
+    assert_contains(plait_last_error(), "could not be authenticated");
+    /* no trace of the token; a HELLO (version and nonce) and the rank's give-up notice, nothing else */
+    assert_null(memmem(q.got, q.len, TOKEN, sizeof TOKEN - 1));
+    assert_null(memmem(q.got, q.len, "0123456789", 10));
+    assert_int_equal(q.len, sizeof(store_req_hdr) + 4 + STORE_NONCE_BYTES + sizeof(store_req_hdr) + 4);
+}
+
+struct gather_result {
+    plait_store *st;
+    plait_status status;
+    double seconds;
+    char message[1024];
+};
+
+static void *join_gather(void *arg) {
+    struct gather_result *g = arg;
+    int mine = 0, all[2];
+    double t0 = plait_clock_now();
+    g->status = plait_store_gather(g->st, "job/join/", 2, 0, &mine, all, sizeof mine, 20, NULL, NULL);
+    g->seconds = plait_clock_now() - t0;
+    snprintf(g->message, sizeof g->message, "%s", plait_last_error());
+    return NULL;
+}
+
+/* A rank with another job token: rank 0, waiting for it in the join, stops
+ * at once with the reason instead of waiting out its timeout. */
+static void test_token_mismatch_stops_waiters(void **state) {
+    (void)state;
+    plait_store_server *srv;
+    assert_int_equal(plait_store_server_start(-1, "127.0.0.1", 0, TOKEN, 5, &srv), PLAIT_OK);
+    int port = plait_store_server_port(srv);
+    struct gather_result g = {0};
+    assert_int_equal(plait_store_connect("127.0.0.1", port, TOKEN, 0, 5, NULL, &g.st), PLAIT_OK);
+    pthread_t t;
+    pthread_create(&t, NULL, join_gather, &g);
+    usleep(100 * 1000); /* rank 0 is waiting in the gather */
+    plait_store *bad = NULL;
+    assert_int_not_equal(plait_store_connect("127.0.0.1", port, "another-token", 1, 5, NULL, &bad), PLAIT_OK);
+    assert_contains(plait_last_error(), "could not be authenticated");
+    pthread_join(t, NULL);
+    assert_int_equal(g.status, PLAIT_ERR_PEER_LOST);
+    assert_true(g.seconds < 5);
+    assert_contains(g.message, "rank 1 (connecting from 127.0.0.1:");
+    assert_contains(g.message, "its job token differs from rank 0's");
+    /* a later gather waiting for rank 1 stops too; one among others still completes */
+    int one = 1, two[2];
+    assert_int_equal(plait_store_gather(g.st, "other/", 2, 0, &one, two, sizeof one, 10, NULL, NULL),
+                     PLAIT_ERR_PEER_LOST);
+    assert_int_equal(plait_store_gather(g.st, "solo/", 1, 0, &one, two, sizeof one, 10, NULL, NULL), PLAIT_OK);
+    plait_store_close(g.st);
+    plait_store_server_stop(srv, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_set_get_add),
+        cmocka_unit_test(test_hmac_sha256_vectors),
+        cmocka_unit_test(test_squatter_learns_nothing),
+        cmocka_unit_test(test_token_mismatch_stops_waiters),
         cmocka_unit_test(test_get_waits_and_times_out),
         cmocka_unit_test(test_same_client_two_threads),
         cmocka_unit_test(test_gather_and_add_concurrent),

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -40,9 +42,12 @@ static plait_config *fresh(void) {
 static plait_status check(const char *text, char *const *env, plait_config **keep) {
     static char *const no_env[] = {NULL};
     plait_config *cfg = fresh();
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s\n[comm.test]\nmust = x\n", text);
+    size_t cap = strlen(text) + 64;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    snprintf(buf, cap, "%s\n[comm.test]\nmust = x\n", text);
     plait_status st = plait_config_load_string(cfg, "t.ini", buf);
+    free(buf);
     if (st == PLAIT_OK) st = plait_config_finalize(cfg, env ? env : no_env);
     if (keep && st == PLAIT_OK)
         *keep = cfg;
@@ -196,14 +201,83 @@ static void test_syntax_errors(void **state) {
                      PLAIT_ERR_INVALID_CONFIG);
     assert_contains(plait_last_error(), "s.ini:4: [run] key 'seed' is given twice (first on line 2)");
     plait_config_free(cfg);
-    char longline[400];
-    memset(longline, 'a', sizeof longline);
-    memcpy(longline, "[run]\nout_dir = ", 16);
-    longline[sizeof longline - 1] = '\0';
-    cfg = fresh();
-    assert_int_equal(plait_config_load_string(cfg, "s.ini", longline), PLAIT_ERR_INVALID_CONFIG);
-    assert_contains(plait_last_error(), "s.ini:2: line is longer than");
+}
+
+/* A line of any length is read as the same value would be on the command
+ * line (inih's own buffer holds 200 bytes), inline comment and spaces
+ * trimmed; a section header that long is still refused. */
+static void test_long_lines(void **state) {
+    (void)state;
+    static char text[12000], want[10000];
+    memset(want, 'a', sizeof want - 1);
+    want[sizeof want - 1] = '\0';
+    memcpy(want, "runs/", 5);
+    snprintf(text, sizeof text, "[run]\nout_dir  =   %s   ; a comment\nseed = 5\n", want);
+    plait_config *cfg = NULL;
+    if (check(text, NULL, &cfg) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    assert_string_equal(plait_config_str(cfg, "run", "out_dir"), want);
+    assert_int_equal(plait_config_int(cfg, "run", "seed"), 5);
     plait_config_free(cfg);
+    /* the same on the command line */
+    cfg = fresh();
+    static char arg[10100];
+    snprintf(arg, sizeof arg, "run.out_dir=%s", want);
+    assert_int_equal(plait_config_add_override(cfg, arg), PLAIT_OK);
+    plait_config_free(cfg);
+    /* exactly at, and just past, inih's limit; a long unknown key still names its line */
+    for (size_t n = 190; n < 215; n++) {
+        char line[512];
+        snprintf(line, sizeof line, "[run]\nout_dir = %.*s\n", (int)n, want);
+        if (check(line, NULL, &cfg) != PLAIT_OK) fail_msg("%zu: %s", n, plait_last_error());
+        assert_int_equal(strlen(plait_config_str(cfg, "run", "out_dir")), n);
+        plait_config_free(cfg);
+    }
+    snprintf(text, sizeof text, "[run]\nout_dirx = %s\n", want);
+    assert_int_equal(check(text, NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "t.ini:2:");
+    assert_contains(plait_last_error(), "out_dirx");
+    snprintf(text, sizeof text, "[%s]\n", want);
+    assert_int_equal(check(text, NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "t.ini:1: line is longer than");
+    snprintf(text, sizeof text, "[run]\n%s\n", want);
+    assert_int_equal(check(text, NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "t.ini:2: syntax error");
+}
+
+/* Binary garbage and escape sequences in a config never reach the terminal raw. */
+static void test_garbage_is_escaped(void **state) {
+    (void)state;
+    assert_int_equal(check("[run]\n\x1b[2J\x1b]0;owned\x07\xff\xfe = \x9b" "1m\n", NULL, NULL),
+                     PLAIT_ERR_INVALID_CONFIG);
+    const char *msg = plait_last_error();
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++)
+        if ((*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7f || *c >= 0x80)
+            fail_msg("raw byte 0x%02x in: %s", *c, msg);
+    assert_contains(msg, "\\x1b[2J");
+    assert_contains(msg, "\\xff\\xfe");
+    assert_contains(msg, "t.ini:2:");
+    /* valid UTF-8 is kept as it is */
+    assert_int_equal(check("[run]\nout_dïr = 1\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "out_dïr");
+}
+
+/* A FIFO or a device given as the config file is refused at once. */
+static void test_config_special_files(void **state) {
+    (void)state;
+    char dir[] = "/tmp/plait-cfg-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/fifo.ini", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    alarm(30); /* a hang fails the test instead of stalling the suite */
+    plait_config *cfg = fresh();
+    assert_int_equal(plait_config_load_file(cfg, path), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "is a FIFO, not a regular file");
+    assert_int_equal(plait_config_load_file(cfg, "/dev/zero"), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "is a character device");
+    alarm(0);
+    plait_config_free(cfg);
+    unlink(path);
+    rmdir(dir);
 }
 
 static void test_env_and_cli_overrides(void **state) {
@@ -400,7 +474,8 @@ int main(void) {
         cmocka_unit_test(test_env_and_cli_overrides),  cmocka_unit_test(test_all_problems_listed),
         cmocka_unit_test(test_derived_value),          cmocka_unit_test(test_value_helpers),
         cmocka_unit_test(test_env_vs_command_line_precedence), cmocka_unit_test(test_misspelt_env_var),
-        cmocka_unit_test(test_env_plugin_sections),    cmocka_unit_test(test_every_value_error_names_file_and_line),
+        cmocka_unit_test(test_env_plugin_sections),    cmocka_unit_test(test_long_lines),
+        cmocka_unit_test(test_garbage_is_escaped),     cmocka_unit_test(test_config_special_files),    cmocka_unit_test(test_every_value_error_names_file_and_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,4 +89,21 @@ rss_measured=$(column measured peak_rss_mb | tail -n 1)
 rss_quiet=$(column quiet peak_rss_mb | tail -n 1)
 awk -v a="$rss_measured" -v b="$rss_quiet" 'BEGIN { exit !(a < b + 8) }' ||
   fail "peak RSS $rss_measured MB with the SGEMM measurement, $rss_quiet MB without"
+# under an external launcher "auto" means plain lines even on a terminal:
+# mpirun gives rank 0 a pseudo-terminal while the job's output goes to a log
+# (script(1) gives the torchrun-style rank one; its pty turns \n into \r\n)
+in_place() { sed 's/\r$//' "$1" | grep -c $'\r\|\x1b' || true; }
+rm -rf "${E2E_WORK:?}/launched"
+script -qec "PLAIT_JOB_TOKEN=e2e-progress-token RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 \
+  MASTER_PORT=$((20000 + RANDOM % 20000)) $PLAIT_BIN train $CFG run.out_dir=$E2E_WORK/launched $A run.progress=auto" \
+  /dev/null >"$E2E_WORK/launched.out" 2>&1 || fail "torchrun-style run failed: $(tail -n 3 "$E2E_WORK/launched.out")"
+[ "$(in_place "$E2E_WORK/launched.out")" = 0 ] || fail "torchrun-style rank on a terminal drew the progress in place"
+grep -q "^step .*/6 " "$E2E_WORK/launched.out" || fail "torchrun-style rank printed no plain progress lines"
+if command -v mpirun >/dev/null; then
+  rm -rf "${E2E_WORK:?}/mpi-progress"
+  mpirun --allow-run-as-root --oversubscribe -np 1 "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/mpi-progress" $A \
+    run.progress=auto >"$E2E_WORK/mpi-progress.out" 2>&1 || fail "mpirun run failed: $(tail -n 3 "$E2E_WORK/mpi-progress.out")"
+  [ "$(in_place "$E2E_WORK/mpi-progress.out")" = 0 ] || fail "under mpirun the redirected log holds in-place progress"
+  grep -q "^step " "$E2E_WORK/mpi-progress.out" || fail "under mpirun no plain progress lines"
+fi
 echo "progress OK"

@@ -5,10 +5,13 @@
 #include "train_io_test.h"
 
 #include <inttypes.h>
+#include <math.h>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/safetensors_crc32c.h"
+#include "checkpoint/checkpoint_fs.h"
+#include "cli/sample.h"
 
 static char scratch[PATH_MAX];
 
@@ -70,6 +73,12 @@ static void fill(float *buf, int p, int which, size_t n) {
     for (size_t i = 0; i < n; i++) buf[i] = value_of(p, which, i);
 }
 
+/* When set, save() writes this value into element 1 of parameter g_poison_param's tensor. */
+static int g_poison_param = -1;
+static float g_poison_value;
+/* When set, extra model-file metadata: key, value, ..., NULL. */
+static const char *const *g_model_meta;
+
 /* Save a full checkpoint of the spec at `step`; `crash` for simulated crashes. */
 static plait_status save(const char *out_dir, int64_t step, plait_ckpt_crash crash, int keep) {
     plait_ckpt_writer *w;
@@ -77,6 +86,9 @@ static plait_status save(const char *out_dir, int64_t step, plait_ckpt_crash cra
     if (st != PLAIT_OK) return st;
     assert_int_equal(plait_ckpt_declare_model(w, &g_spec, adam_states), PLAIT_OK);
     assert_int_equal(plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, "n_embd", "4"), PLAIT_OK);
+    for (size_t m = 0; g_model_meta && g_model_meta[m]; m += 2)
+        assert_int_equal(plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, g_model_meta[m], g_model_meta[m + 1]),
+                         PLAIT_OK);
     assert_int_equal(plait_ckpt_set_meta(w, "config", "[model]\nn_embd = 4\n"), PLAIT_OK);
     float buf[64];
     /* Tensors in reverse order, optimizer state first: any order is fine. */
@@ -90,6 +102,7 @@ static plait_status save(const char *out_dir, int64_t step, plait_ckpt_crash cra
             assert_int_equal(plait_ckpt_write(w, name, buf, p->numel), PLAIT_OK);
         }
         fill(buf, i, 0, p->numel);
+        if (i == g_poison_param) buf[1] = g_poison_value;
         assert_int_equal(plait_ckpt_write(w, p->name, buf, 1), PLAIT_OK); /* in two chunks */
         assert_int_equal(plait_ckpt_write(w, p->name, buf + 1, p->numel - 1), PLAIT_OK);
     }
@@ -455,6 +468,125 @@ static void test_writer_misuse(void **state) {
     assert_int_equal(access(path, F_OK), -1);
 }
 
+/* Only regular files are read: a FIFO or a link to /dev/zero in place of a
+ * checkpoint file is refused at once, never waited on or read forever. */
+static void test_refuses_special_files(void **state) {
+    (void)state;
+    char out[PATH_MAX], dir[PATH_MAX], path[PATH_MAX], saved[PATH_MAX];
+    snprintf(out, sizeof out, "%s/special", scratch);
+    assert_int_equal(save(out, 3, PLAIT_CKPT_CRASH_NONE, 0), PLAIT_OK);
+    snprintf(dir, sizeof dir, "%s/ckpt-00000003", out);
+    snprintf(saved, sizeof saved, "%s/special-saved", scratch);
+    const char *files[] = {"model.safetensors", "optim.safetensors", "state.json", "COMPLETE"};
+    alarm(30); /* a hang fails the test instead of stalling the suite */
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        assert_int_equal(rename(path, saved), 0);
+        plait_ckpt *ck = NULL;
+        assert_int_equal(mkfifo(path, 0600), 0);
+        assert_int_not_equal(plait_ckpt_open(dir, &ck), PLAIT_OK);
+        assert_error_contains(files[i]);
+        assert_error_contains("is a FIFO, not a regular file");
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(symlink("/dev/zero", path), 0);
+        assert_int_not_equal(plait_ckpt_open(dir, &ck), PLAIT_OK);
+        assert_error_contains("is a character device, not a regular file");
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(rename(saved, path), 0);
+        assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_OK);
+        plait_ckpt_close(ck);
+    }
+    plait_st_file *f;
+    snprintf(path, sizeof path, "%s/fifo", scratch);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_not_equal(plait_st_open(path, PLAIT_ST_VERIFY, &f), PLAIT_OK);
+    assert_error_contains("is a FIFO");
+    unlink(path);
+    alarm(0);
+}
+
+/* NaN or Inf in a checkpoint whose checksums all agree: refused at load, naming the tensor. */
+static void test_refuses_non_finite(void **state) {
+    (void)state;
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int b = 0; b < 3; b++) {
+        char out[PATH_MAX], dir[PATH_MAX];
+        snprintf(out, sizeof out, "%s/nonfinite%d", scratch, b);
+        g_poison_param = 3;
+        g_poison_value = bad[b];
+        plait_status saved = save(out, 2, PLAIT_CKPT_CRASH_NONE, 0);
+        g_poison_param = -1;
+        assert_int_equal(saved, PLAIT_OK);
+        snprintf(dir, sizeof dir, "%s/ckpt-00000002", out);
+        plait_ckpt *ck = NULL;
+        /* tools may open it; using its values (resume, sample) is refused */
+        assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_OK);
+        assert_int_equal(plait_ckpt_check_finite(ck), PLAIT_ERR_PROTOCOL);
+        plait_ckpt_close(ck);
+        assert_error_contains("model.safetensors: tensor transformer.h.0.attn.c_attn.weight holds a non-finite value");
+        assert_error_contains(b ? "(Inf) at element 1 of 48" : "(NaN) at element 1 of 48");
+        /* plait sample refuses it the same way */
+        FILE *sink = tmpfile();
+        plait_sample_options o = {.checkpoint = dir, .prompt = "", .tokens = 1};
+        assert_int_not_equal(plait_sample(&o, sink), PLAIT_OK);
+        fclose(sink);
+        assert_error_contains("tensor transformer.h.0.attn.c_attn.weight holds a non-finite value");
+    }
+}
+
+/* A tensor edited and the manifest re-signed to match the edited file: the
+ * tensor's own checksum in the safetensors header still catches it. */
+static void test_tensor_crc_behind_manifest(void **state) {
+    (void)state;
+    char out[PATH_MAX], dir[PATH_MAX], path[PATH_MAX], from[64], to[64];
+    snprintf(out, sizeof out, "%s/tensorcrc", scratch);
+    assert_int_equal(save(out, 2, PLAIT_CKPT_CRASH_NONE, 0), PLAIT_OK);
+    snprintf(dir, sizeof dir, "%s/ckpt-00000002", out);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    uint64_t bytes;
+    uint32_t before, after;
+    assert_int_equal(plait_fs_file_crc32c(path, &bytes, &before), PLAIT_OK);
+    flip_bit(path, file_size(path) - 2, 0); /* a float of the last tensor, still finite */
+    assert_int_equal(plait_fs_file_crc32c(path, &bytes, &after), PLAIT_OK);
+    snprintf(from, sizeof from, "\"crc32c\": \"%08x\"", before);
+    snprintf(to, sizeof to, "\"crc32c\": \"%08x\"", after);
+    rewrite_state(dir, from, to);
+    plait_ckpt *ck = NULL;
+    assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("checksum mismatch (stored");
+    assert_error_contains("its data was altered");
+}
+
+/* plait sample on a checkpoint whose model metadata is out of range blames
+ * the checkpoint's metadata (no command-line override was given); on one of
+ * a checkpoint's files it asks for the directory. */
+static void test_sample_blames_the_checkpoint(void **state) {
+    (void)state;
+    static const char *const meta[] = {"plait.model.arch", "gpt", "plait.model.n_layer", "1",
+                                       "plait.model.n_head", "0", "plait.model.n_embd", "4",
+                                       "plait.model.block_size", "8", "plait.model.vocab_size", "10", NULL};
+    char out[PATH_MAX], dir[PATH_MAX], file[PATH_MAX + 32];
+    snprintf(out, sizeof out, "%s/samplemeta", scratch);
+    g_model_meta = meta;
+    plait_status saved = save(out, 2, PLAIT_CKPT_CRASH_NONE, 0);
+    g_model_meta = NULL;
+    assert_int_equal(saved, PLAIT_OK);
+    snprintf(dir, sizeof dir, "%s/ckpt-00000002", out);
+    FILE *sink = tmpfile();
+    assert_non_null(sink);
+    plait_sample_options o = {.checkpoint = dir, .prompt = "", .tokens = 1};
+    assert_int_not_equal(plait_sample(&o, sink), PLAIT_OK);
+    assert_error_contains("model.safetensors (metadata plait.model.*):4: key 'n_head'");
+    assert_error_contains("n_head");
+    if (strstr(plait_last_error(), "command line")) fail_msg("blames the command line: %s", plait_last_error());
+    snprintf(file, sizeof file, "%s/model.safetensors", dir);
+    o.checkpoint = file;
+    assert_int_equal(plait_sample(&o, sink), PLAIT_ERR_INVALID_ARG);
+    assert_error_contains("is a file; plait sample reads a checkpoint directory");
+    assert_error_contains(dir);
+    fclose(sink);
+}
+
 int main(void) {
     build_spec();
     const struct CMUnitTest tests[] = {
@@ -466,6 +598,10 @@ int main(void) {
         cmocka_unit_test(test_state_formats),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_writer_misuse),
+        cmocka_unit_test(test_refuses_special_files),
+        cmocka_unit_test(test_refuses_non_finite),
+        cmocka_unit_test(test_tensor_crc_behind_manifest),
+        cmocka_unit_test(test_sample_blames_the_checkpoint),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Careless and hostile use of `plait train` (issue 18): each case is refused
+# with a message naming the cause, and nothing of an earlier run is lost.
+#  - a resume with another model shape (fewer layers, another n_head) is
+#    refused naming the key and both values; the checkpoints stay;
+#  - eval_every with val_fraction = 0 is refused before any rank starts, and
+#    val_fraction = 0 alone trains on all the data and still checkpoints;
+#  - resume = auto where every checkpoint is incomplete is refused and
+#    metrics.csv keeps its rows;
+#  - a second run in a running run's out_dir is refused naming the holder
+#    (pid, host), and the first run finishes with all its metrics rows;
+#  - the (memory-mapped) data file truncated during a run: every rank ends
+#    with an error naming the file and both sizes, none dies of SIGBUS.
+source "$(dirname "$0")/lib.sh"
+
+# refused NAME EXPECTED ARGS...: plait train exits non-zero printing EXPECTED
+refused() {
+  local name=$1 want=$2; shift 2
+  if "$PLAIT_BIN" train "$CFG" "$@" >"$E2E_WORK/$name.out" 2>&1; then
+    fail "$name: plait train $* succeeded: $(tail -n 3 "$E2E_WORK/$name.out")"
+  fi
+  grep -qF -- "$want" "$E2E_WORK/$name.out" || fail "$name: unclear refusal: $(tail -n 3 "$E2E_WORK/$name.out")"
+}
+
+# --- 1. another model shape on resume
+train shape run.steps=4 run.ckpt_every=2
+before=$(ls "$E2E_WORK/shape")
+refused shape-layers "holds a model with [model] n_layer = 2, but this run has n_layer = 1 (command line 'model.n_layer=1')" \
+  "run.out_dir=$E2E_WORK/shape" run.steps=8 --resume model.n_layer=1
+grep -qF "give model.n_layer=2 to continue it, or start the new model fresh in another [run] out_dir" "$E2E_WORK/shape-layers.out" ||
+  fail "the refusal does not say how to continue or start fresh: $(tail -n 1 "$E2E_WORK/shape-layers.out")"
+refused shape-heads "[model] n_head = 4, but this run has n_head = 2" "run.out_dir=$E2E_WORK/shape" run.steps=8 --resume model.n_head=2
+refused shape-auto "[model] n_embd = 64, but this run has n_embd = 32" "run.out_dir=$E2E_WORK/shape" run.steps=8 run.resume=auto model.n_embd=32
+[ "$(ls "$E2E_WORK/shape")" = "$before" ] || fail "a refused resume changed the run directory: $(ls "$E2E_WORK/shape")"
+train shape run.steps=6 --resume # the same model continues
+grep -q "^6," "$E2E_WORK/shape/metrics.csv" || fail "the matching resume did not continue to step 6"
+
+# --- 2. evaluation without a validation split
+rm -rf "${E2E_WORK:?}/noval-refused"
+for cmd in "config check" train; do
+  out=$E2E_WORK/noval-check.out
+  # shellcheck disable=SC2086
+  if "$PLAIT_BIN" $cmd "$CFG" "run.out_dir=$E2E_WORK/noval-refused" data.val_fraction=0 run.eval_every=2 run.steps=4 >"$out" 2>&1; then
+    fail "plait $cmd accepted eval_every = 2 with val_fraction = 0"
+  fi
+  grep -qF "[run] eval_every = 2 asks for a validation loss, but command line 'data.val_fraction=0': [data] val_fraction = 0" "$out" ||
+    fail "plait $cmd: unclear refusal: $(tail -n 2 "$out")"
+done
+[ ! -e "$E2E_WORK/noval-refused/metrics.csv" ] || fail "a rank started training with eval_every and no validation split"
+train noval run.steps=4 data.val_fraction=0 parallel.dp=2
+[ -f "$E2E_WORK/noval/ckpt-00000004/COMPLETE" ] || fail "val_fraction = 0: no final checkpoint"
+[ -z "$(column noval val_loss | tr -d '\n')" ] || fail "val_fraction = 0 reported a validation loss: $(column noval val_loss | tr '\n' ' ')"
+train noval run.steps=6 data.val_fraction=0 parallel.dp=2 --resume
+[ -f "$E2E_WORK/noval/ckpt-00000006/COMPLETE" ] || fail "val_fraction = 0: the resumed run saved no checkpoint"
+
+# --- 7. resume = auto with only incomplete checkpoints
+train partial run.steps=4 run.ckpt_every=2
+rm "$E2E_WORK"/partial/ckpt-*/COMPLETE
+cp "$E2E_WORK/partial/metrics.csv" "$E2E_WORK/partial-metrics.csv"
+refused partial-auto "holds 2 checkpoint directories (the first: ckpt-00000002) but none is complete" \
+  "run.out_dir=$E2E_WORK/partial" run.steps=4 run.resume=auto
+cmp -s "$E2E_WORK/partial/metrics.csv" "$E2E_WORK/partial-metrics.csv" || fail "resume = auto rewrote metrics.csv"
+refused partial-fresh "none is complete" "run.out_dir=$E2E_WORK/partial" run.steps=4
+cmp -s "$E2E_WORK/partial/metrics.csv" "$E2E_WORK/partial-metrics.csv" || fail "a fresh run rewrote metrics.csv"
+
+# --- 6. two runs in one out_dir
+rm -rf "${E2E_WORK:?}/shared"
+"$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/shared" run.steps=200 run.ckpt_every=50 parallel.dp=2 \
+  >"$E2E_WORK/shared-first.out" 2>&1 &
+first=$!
+for _ in $(seq 300); do
+  [ -f "$E2E_WORK/shared/metrics.csv" ] && [ "$(wc -l <"$E2E_WORK/shared/metrics.csv")" -gt 3 ] && break
+  kill -0 $first 2>/dev/null || break
+  sleep 0.1
+done
+kill -0 $first 2>/dev/null || fail "the first run ended before the second started: $(tail -n 3 "$E2E_WORK/shared-first.out")"
+holder=$(pgrep -P $first | while read -r pid; do if grep -zqx PLAIT_RANK=0 /proc/$pid/environ 2>/dev/null; then echo "$pid"; fi; done)
+refused shared-second "run directory $E2E_WORK/shared is in use by another run (pid $holder on host $(hostname)" \
+  "run.out_dir=$E2E_WORK/shared" run.steps=200 run.ckpt_every=50 parallel.dp=2
+wait $first || fail "the first run failed beside the refused second: $(tail -n 3 "$E2E_WORK/shared-first.out")"
+[ "$(column shared step | tr '\n' ' ')" = "$(seq -s ' ' 1 200) " ] || fail "the first run lost metrics rows: $(wc -l <"$E2E_WORK/shared/metrics.csv") lines"
+# the lock ends with its run: the directory resumes
+train shared run.steps=210 parallel.dp=2 --resume
+# --- 3. the data file truncated under a running job
+cp data/corpus.txt "$E2E_WORK/shrinking.txt"
+size=$(stat -c %s "$E2E_WORK/shrinking.txt")
+rm -rf "${E2E_WORK:?}/shrink"
+"$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/shrink" "data.path=$E2E_WORK/shrinking.txt" run.steps=100000 \
+  parallel.dp=2 >"$E2E_WORK/shrink.out" 2>&1 &
+job=$!
+for _ in $(seq 300); do
+  [ -f "$E2E_WORK/shrink/metrics.csv" ] && [ "$(wc -l <"$E2E_WORK/shrink/metrics.csv")" -gt 3 ] && break
+  sleep 0.1
+done
+truncate -s 4096 "$E2E_WORK/shrinking.txt"
+for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then kill $job; fail "the job still ran 30 s after its data file was truncated"; fi
+rc=0
+wait $job || rc=$?
+[ $rc -ne 0 ] || fail "the job exited 0 after its data file was truncated"
+! grep -q "SIGBUS" "$E2E_WORK/shrink.out" || fail "a rank died of SIGBUS: $(grep SIGBUS "$E2E_WORK/shrink.out")"
+for r in 0 1; do
+  grep -qF "data file $E2E_WORK/shrinking.txt changed while the run was reading it: it had $size bytes when opened and it now has 4096 bytes" \
+    "$E2E_WORK/shrink/rank-$r.log" || fail "rank $r did not name the data file and both sizes: $(tail -n 2 "$E2E_WORK/shrink/rank-$r.log")"
+done
+echo "ok"

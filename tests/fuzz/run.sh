@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Run every libFuzzer target for a bounded time (CI): new inputs go to a
+# scratch directory, the committed corpus is read; a crash, leak or
+# sanitizer report fails the run and leaves the input in the scratch
+# directory (add it to tests/fuzz/corpus/<target>/ with the fix).
+#   tests/fuzz/run.sh BUILD_DIR [SECONDS_PER_TARGET]
+set -euo pipefail
+build=${1:?usage: run.sh BUILD_DIR [SECONDS]}
+seconds=${2:-5}
+cd "$(dirname "$0")/../.."
+out=$(mktemp -d /tmp/plait-fuzz-XXXXXX)
+status=0
+for target in config checkpoint store; do
+  mkdir -p "$out/$target"
+  echo "fuzz_$target: ${seconds}s over tests/fuzz/corpus/$target"
+  if ! (cd "$out/$target" && "$OLDPWD/$build/tests/fuzz_$target" -max_total_time="$seconds" -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out/$target/" "$out/$target" "$OLDPWD/tests/fuzz/corpus/$target" \
+        >"$out/$target.log" 2>&1); then
+    tail -n 40 "$out/$target.log"
+    echo "fuzz_$target FAILED: the input is in $out/$target (crash-*, leak-*, timeout-*)"
+    status=1
+  else
+    grep -E "stat::number_of_executed_units|Done [0-9]+ runs" "$out/$target.log" | tail -n 1
+  fi
+done
+[ $status -ne 0 ] || rm -rf "$out"
+exit $status
