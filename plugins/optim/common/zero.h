@@ -156,8 +156,8 @@ typedef struct zero {
     int32_t micro_batches;
     int deterministic;
     int tree_mode;                /* deterministic with accumulation and owned gradients */
-    optim_hparams hp;
-    optim_topology topo;          /* dp_rank forced to 0: every rank counts its slices */
+    plait_optim_hparams hp;
+    plait_optim_topology topo;          /* dp_rank forced to 0: every rank counts its slices */
     size_t bucket_elems;
     int max_inflight;
     int prefetch;

@@ -77,8 +77,8 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     char section[32];
     snprintf(section, sizeof section, "optim.%s", name);
     plait_value v;
-    plait_status st = optim_read_hparams(host, init->config, &z->hp);
-    if (st == PLAIT_OK) st = optim_topology_from_init(init, &z->topo);
+    plait_status st = plait_optim_read_hparams(host, init->config, &z->hp);
+    if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &z->topo);
     if (st == PLAIT_OK) st = host->config_get(init->config, section, "bucket_size", &v);
     if (st == PLAIT_OK) {
         z->bucket_elems = (size_t)v.i / sizeof(float);
@@ -99,16 +99,16 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
         return st;
     }
     z->topo.dp_rank = 0; /* each rank counts its own slices of the reduced gradient */
-    /* A tied copy on another zero_stage than its original is kept whole (zero.h);
+    /* A tied copy on another pipeline stage than its original is kept whole (zero.h);
      * a core too old to flag it (PLAIT_PARAM_TIED_REMOTE) leaves the original
-     * unmarked on its zero_stage, so such a layout is refused. */
+     * unmarked on its stage, so such a layout is refused. */
     for (int32_t i = 0; zero_stage >= 2 && i < z->params->n_params; i++) {
         const plait_param *p = &z->params->params[i];
-        if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && !optim_tied_to_local(z->params, p) &&
+        if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && !plait_optim_tied_to_local(z->params, p) &&
             !(p->flags & PLAIT_PARAM_TIED_REMOTE)) {
             zero_destroy(z);
             return host->set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "%s: %s is tied to a parameter on another pipeline zero_stage; its gradient must be "
+                                   "%s: %s is tied to a parameter on another pipeline stage; its gradient must be "
                                    "summed whole across the embedding group, which a sharded gradient cannot be. "
                                    "Use [optim] plugin = zero1 with pipeline parallelism",
                                    name, p->name);
@@ -290,10 +290,10 @@ static plait_status zero_after_backward(void *sp, int32_t layer, int32_t mb, int
 static plait_status zero_export(void *sp, int32_t param_index, const char *which, float *dst) {
     zero *z = sp;
     const plait_host *h = z->host;
-    int32_t i = optim_local_index(z->params, param_index);
+    int32_t i = plait_optim_local_index(z->params, param_index);
     if (i < 0) return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: parameter %d is not held by this rank", z->name, param_index);
-    if (optim_tied_to_local(z->params, &z->params->params[i]))
-        i = optim_local_index(z->params, z->params->params[i].tied_to); /* shares the original's everything */
+    if (plait_optim_tied_to_local(z->params, &z->params->params[i]))
+        i = plait_optim_local_index(z->params, z->params->params[i].tied_to); /* shares the original's everything */
     const plait_param *p = &z->params->params[i];
     if (!z->materialized) return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: export before materialize()", z->name);
     const float *base;
