@@ -12,12 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/sgemm_peak.h"
 #include "launch/bootstrap.h"
 #include "comm/comm.h"
+#include "cpu/compute_line.h"
 #include "model/kernels.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
+#include "train/mfu_peak.h"
 #include "train/run.h"
 
 #define MB (1024.0 * 1024.0)
@@ -35,12 +36,11 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
     plait_status st = plait_run_open(cfg, NULL, &run);
     if (st != PLAIT_OK) return st;
     int rank = run->world.mesh.world_rank, world = run->world.mesh.world_size;
-    /* the machine's peak with every core this host's ranks share, measured
-     * by rank 0 while the others wait (sleeping); each size timed for 0.3 s,
-     * long enough on a shared machine to catch a quiet moment */
-    int threads = plait_sgemm_peak_threads(plait_job_local_size(run->world.job));
-    double peak = 0;
-    if (rank == 0) peak = plait_sgemm_peak(threads, 0.3);
+    /* the peak (train/mfu_peak.h: one rank's threads, measured by rank 0
+     * while the others wait, cached per machine) */
+    plait_mfu_peak peak = {0};
+    if (rank == 0)
+        plait_mfu_peak_get(cfg, plait_kernels_threads(), plait_job_local_size(run->world.job), world, &peak);
     if (world > 1) st = plait_comm_barrier(run->world.comm, NULL, NULL);
     int64_t total = o->warmup + o->steps;
     double *rows = calloc((size_t)total * N_FIELDS, sizeof(double));
@@ -78,23 +78,27 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         double tokens = (double)run->layout.batch.global_batch * run->model.block_size;
         double tps = tokens / med[F_STEP];
         double fpt = plait_run_flops_per_token(run);
-        double mfu = peak > 0 ? tps * fpt / peak : 0;
+        char mfu_text[64], compute[512];
+        double mfu = plait_mfu_text(tps * fpt, peak.flops, mfu_text, sizeof mfu_text);
+        plait_compute_line(compute, sizeof compute, plait_kernels_threads(), plait_config_str(cfg, "run", "precision"));
         fprintf(out,
                 "# plait bench train %s: %s (recompute %s), dp %d x tp %d x pp %d (%s), optimizer %s, %d rank%s x "
                 "%d thread%s\n"
+                "# compute %s\n"
                 "# global batch %lld x %d tokens = %.0f tokens/step; %lld timed steps after %lld warm-up; "
-                "SGEMM peak %.1f GFLOP/s (%d threads); loss %.4f -> %.4f\n",
+                "loss %.4f -> %.4f\n"
+                "# MFU against %.1f GFLOP/s: %d rank%s x %s\n",
                 plait_config_path(cfg) ? plait_config_path(cfg) : "", run->model.spec->arch,
                 plait_config_str(cfg, "model", "recompute"), run->world.mesh.dp, run->world.mesh.tp,
                 run->world.mesh.pp, plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"),
                 world, world == 1 ? "" : "s", plait_kernels_threads(),
-                plait_kernels_threads() == 1 ? "" : "s", (long long)run->layout.batch.global_batch,
-                run->model.block_size, tokens, (long long)o->steps, (long long)o->warmup, peak / 1e9, threads,
-                first_loss, last_loss);
+                plait_kernels_threads() == 1 ? "" : "s", compute, (long long)run->layout.batch.global_batch,
+                run->model.block_size, tokens, (long long)o->steps, (long long)o->warmup, first_loss, last_loss,
+                peak.flops / 1e9, peak.ranks, peak.ranks == 1 ? "" : "s", peak.source);
         fprintf(out, "# %9s %10s %6s %10s %9s %8s %9s %9s %9s %9s %9s %11s\n", "ms/step", "tokens/s", "MFU",
                 "compute_ms", "comm_ms", "idle_ms", "dp_MB", "tp_MB", "pp_MB", "optim_MB", "act_MB", "peak_rss_MB");
-        fprintf(out, "  %9.1f %10.0f %5.1f%% %10.1f %9.1f %8.1f %9.2f %9.2f %9.2f %9.2f %9.2f %11.1f\n",
-                1e3 * med[F_STEP], tps, 100 * mfu, 1e3 * med[F_COMPUTE], 1e3 * med[F_COMM], 1e3 * med[F_IDLE],
+        fprintf(out, "  %9.1f %10.0f %6s %10.1f %9.1f %8.1f %9.2f %9.2f %9.2f %9.2f %9.2f %11.1f\n",
+                1e3 * med[F_STEP], tps, mfu_text, 1e3 * med[F_COMPUTE], 1e3 * med[F_COMM], 1e3 * med[F_IDLE],
                 med[F_DP] / MB, med[F_TP] / MB, med[F_PP] / MB, med[F_OPT] / MB, med[F_ACT] / MB, med[F_RSS] / MB);
         fprintf(out, "# times: median over steps of the slowest rank; bytes: payload each rank sent per step "
                      "(max over ranks); act: activation memory (saved activations, backward scratch, recompute "

@@ -19,6 +19,7 @@
 #include "checkpoint/checkpoint_state.h"
 #include "checkpoint/safetensors_crc32c.h"
 #include "checkpoint/safetensors_json.h"
+#include "model/tied.h"
 #include "runtime/regular_file.h"
 
 #define MAX_STATE_BYTES (16u << 20)
@@ -32,14 +33,11 @@ const char *const plait_ckpt_model_keys[] = {"arch", "n_layer", "n_head", "n_emb
 /* ======================================================================== */
 
 const char *plait_ckpt_param_name(const plait_model_spec *spec, int32_t i) {
-    const plait_param *p = &spec->params[i];
-    if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && p->tied_to < spec->n_params)
-        return spec->params[p->tied_to].name;
-    return p->name;
+    return plait_tied_source(spec, &spec->params[i])->name;
 }
 
 int plait_ckpt_param_stored(const plait_model_spec *spec, int32_t i) {
-    return !(spec->params[i].flags & PLAIT_PARAM_TIED_COPY);
+    return !plait_tied_is_copy(&spec->params[i]);
 }
 
 int plait_ckpt_optim_name(char *buf, size_t cap, const char *state, const char *param_name) {

@@ -27,6 +27,15 @@ extern const plait_command *const plait_commands[];
 plait_status plait_cli_load_config(const char *path, int n_overrides, char *const *overrides,
                                    plait_config **out);
 
+/* The configuration of a command that runs one plugin by itself (bench
+ * comm, plugin test): the core sections, the section of `plugin` of `kind`
+ * (a name or a path; NULL = [comm] plugin as configured, for comm;
+ * "threads" = the in-process transport, no section), the overrides `first`
+ * (NULL-terminated, may be NULL) then `over`, and the environment,
+ * finalized. */
+plait_status plait_cli_load_plugin_config(uint32_t kind, const char *plugin, const char *const *first,
+                                          int n_over, char *const *over, plait_config **out);
+
 /* Check [run] log_level of a finalized config (an error names where it was
  * set) and apply it unless PLAIT_LOG_LEVEL is set, which wins. */
 plait_status plait_cli_apply_log_level(const plait_config *cfg);

@@ -98,34 +98,6 @@ static int redop_parse(const char *s) {
     return -1;
 }
 
-/* The configuration: core sections, the comm plugin's section (when a real
- * plugin is used), overrides, environment. */
-static plait_status load_config(const char *plugin, int n_over, char **over, plait_config **out) {
-    plait_config *cfg = plait_config_new();
-    if (!cfg) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-    plait_status st = plait_config_declare_core(cfg);
-    for (int i = 0; st == PLAIT_OK && i < n_over; i++) st = plait_config_add_override(cfg, over[i]);
-    /* the plugin whose section to declare: --comm, else [comm] plugin */
-    if (!plugin) plugin = plait_config_pending_text(cfg, "comm", "plugin", NULL);
-    if (st == PLAIT_OK && plugin && strcmp(plugin, "threads") != 0) {
-        const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, plugin);
-        if (!d) st = plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "comm plugin '%s'", plugin);
-        char section[128];
-        if (d) snprintf(section, sizeof section, "comm.%s", d->name);
-        if (d && d->n_params && !plait_config_has_section(cfg, section))
-            st = plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin");
-    }
-    if (st == PLAIT_OK) plait_cli_declare_env_sections(cfg);
-    if (st == PLAIT_OK) st = plait_config_finalize(cfg, NULL);
-    if (st == PLAIT_OK) st = plait_cli_apply_log_level(cfg);
-    if (st != PLAIT_OK) {
-        plait_config_free(cfg);
-        return st;
-    }
-    *out = cfg;
-    return PLAIT_OK;
-}
-
 typedef struct threads_run {
     plait_threads_world *w;
     plait_comm_settings settings;
@@ -239,7 +211,7 @@ static int bench_comm(int argc, char **argv) {
         return usage_error("%s", "--op is required");
     }
     plait_config *cfg = NULL;
-    if (load_config(comm_name, n_over, over, &cfg) != PLAIT_OK) {
+    if (plait_cli_load_plugin_config(PLAIT_KIND_COMM, comm_name, NULL, n_over, over, &cfg) != PLAIT_OK) {
         free(over);
         plait_cli_print_error("configuration");
         return 2;

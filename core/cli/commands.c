@@ -3,6 +3,7 @@
 
 extern const plait_command plait_cmd_help;
 extern const plait_command plait_cmd_plugins;
+extern const plait_command plait_cmd_plugin;
 extern const plait_command plait_cmd_config;
 extern const plait_command plait_cmd_bench;
 extern const plait_command plait_cmd_train;
@@ -20,6 +21,7 @@ const plait_command *const plait_commands[] = {
     &plait_cmd_data,
     &plait_cmd_config,
     &plait_cmd_plugins,
+    &plait_cmd_plugin,
     &plait_cmd_bench,
     &plait_cmd_plan,
     &plait_cmd_help,

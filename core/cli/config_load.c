@@ -104,3 +104,31 @@ void plait_cli_print_error(const char *context) {
     plait_log_file_only(PLAIT_LOG_ERROR, "plait", "%s", line);
     plait_launch_report_error(line);
 }
+
+plait_status plait_cli_load_plugin_config(uint32_t kind, const char *plugin, const char *const *first,
+                                          int n_over, char *const *over, plait_config **out) {
+    plait_config *cfg = plait_config_new();
+    if (!cfg) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_status st = plait_config_declare_core(cfg);
+    for (int i = 0; st == PLAIT_OK && first && first[i]; i++) st = plait_config_add_override(cfg, first[i]);
+    for (int i = 0; st == PLAIT_OK && i < n_over; i++) st = plait_config_add_override(cfg, over[i]);
+    /* the plugin whose section to declare: the one named, else [comm] plugin */
+    if (!plugin && kind == PLAIT_KIND_COMM) plugin = plait_config_pending_text(cfg, "comm", "plugin", NULL);
+    if (st == PLAIT_OK && plugin && strcmp(plugin, "threads") != 0) {
+        const plait_plugin_desc *d = plait_plugin_load(kind, plugin);
+        if (!d) st = plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "%s plugin '%s'", plait_kind_name(kind), plugin);
+        char section[128];
+        if (d) snprintf(section, sizeof section, "%s.%s", plait_kind_name(kind), d->name);
+        if (d && d->n_params && !plait_config_has_section(cfg, section))
+            st = plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin");
+    }
+    if (st == PLAIT_OK) plait_cli_declare_env_sections(cfg);
+    if (st == PLAIT_OK) st = plait_config_finalize(cfg, NULL);
+    if (st == PLAIT_OK) st = plait_cli_apply_log_level(cfg);
+    if (st != PLAIT_OK) {
+        plait_config_free(cfg);
+        return st;
+    }
+    *out = cfg;
+    return PLAIT_OK;
+}

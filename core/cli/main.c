@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cpu/blas.h"
 #include "launch/launch.h"
 #include "plugin/loader.h"
 #include "runtime/log.h"
@@ -9,6 +10,9 @@
 
 int main(int argc, char **argv) {
     plait_log_init_from_env();
+    /* before anything uses the BLAS: may re-execute this process once with
+     * OPENBLAS_CORETYPE set (see cpu/blas.h) */
+    plait_blas_autoselect(argv);
     if (argc < 2) {
         plait_cli_print_overview(stderr);
         return 2;

@@ -137,13 +137,5 @@ plait_coll_algo_fn plait_hier_choose(const plait_comm *comm, plait_coll_kind kin
 plait_status plait_ordered_allreduce(plait_coll_ctx *c);
 plait_status plait_ordered_reduce_scatter(plait_coll_ctx *c);
 plait_status plait_ordered_reduce(plait_coll_ctx *c);
-/* dst = left-complete pairwise tree over leaves[0..n) (rank order), `count`
- * elements each: tree(lo,hi) = tree(lo,mid) op tree(mid,hi) with mid = lo +
- * the largest power of two below hi-lo, evaluated bottom-up. work[i] is a
- * writable buffer of `count` elements for leaf i (it may be leaves[i] itself
- * when that is scratch); dst may be separate memory or any work buffer.
- * Exposed for tests. */
-void plait_ordered_tree(void *dst, const void *const *leaves, void *const *work, int n,
-                        size_t count, plait_dtype dtype, plait_redop op);
 
 #endif

@@ -1,8 +1,7 @@
 /*
- * PLAIT_ALGO_ORDERED: reductions whose every element is the left-complete
- * pairwise tree over the members' contributions in rank order,
- *     tree(lo,hi) = tree(lo,mid) op tree(mid,hi), mid = lo + 2^floor(log2(hi-lo-1)),
- * whatever the chunking, the transport or the timing, so deterministic-mode
+ * PLAIT_ALGO_ORDERED: reductions whose every element is the deterministic
+ * summation tree (comm/sum_tree.h) over the members' contributions in rank
+ * order, whatever the chunking, the transport or the timing, so deterministic-mode
  * data parallelism is bit-identical from run to run.
  *
  * How: the vector is cut into one segment per owner. Every rank sends each
@@ -17,30 +16,10 @@
 #include <string.h>
 
 #include "comm/coll.h"
+#include "comm/sum_tree.h"
 #include "runtime/error.h"
 
 #define ORDERED_CHUNK_BYTES (256u << 10)
-
-void plait_ordered_tree(void *dst, const void *const *leaves, void *const *work, int n,
-                        size_t count, plait_dtype dtype, plait_redop op) {
-    if (n == 1) {
-        plait_coll_copy(dst, leaves[0], count * plait_dtype_size(dtype));
-        return;
-    }
-    /* Bottom-up with doubling stride s: at level s the subtree starting at
-     * i (a multiple of 2s) absorbs the one starting at i+s. That is the same
-     * tree as the recursive definition. A partial result for index j lives in
-     * work[j] once level 1 wrote it, i.e. when j+1 < n; before that (and for
-     * a lone last element) it is the leaf itself. */
-    for (int s = 1; s < n; s *= 2) {
-        int last = 2 * s >= n;
-        for (int i = 0; i + s < n; i += 2 * s) {
-            const void *x = s > 1 && i + 1 < n ? work[i] : leaves[i];
-            const void *y = s > 1 && i + s + 1 < n ? work[i + s] : leaves[i + s];
-            plait_reduce(last ? dst : work[i], x, y, count, dtype, op);
-        }
-    }
-}
 
 /* Owner-computes ordered reduction. Segment q is elements [off[q], off[q+1])
  * of the full vector (send); this rank's reduced segment goes to dst. */
@@ -101,7 +80,7 @@ static plait_status ordered_core(plait_coll_ctx *c, const size_t *off, char *dst
                 work[q] = buf[i & 1] + (size_t)q * pb;
                 leaves[q] = q == r ? (const void *)(send + (off[r] + at) * esz) : work[q];
             }
-            plait_ordered_tree(dst + at * esz, leaves, work, n, len, a->dtype, a->op);
+            plait_sum_tree_fold(dst + at * esz, leaves, work, n, len, a->dtype, a->op);
             if (a->op == PLAIT_AVG) plait_reduce_finish_avg(dst + at * esz, len, a->dtype, n);
         }
         st = plait_coll_waitall(c, sh, n);

@@ -64,6 +64,7 @@ typedef struct tboot {
     uint32_t magic;
     plait_threads_world *w;
     uint64_t round;
+    int *host_of;     /* all zeros: every thread-rank is on this host */
 } tboot;
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -480,6 +481,11 @@ plait_status plait_threads_bootstrap_new(plait_threads_world *w, uint32_t comm_i
                                          plait_bootstrap **out) {
     tboot *b = calloc(1, sizeof *b);
     if (!b) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    b->host_of = calloc((size_t)size, sizeof *b->host_of);
+    if (!b->host_of) {
+        free(b);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    }
     b->magic = BOOT_MAGIC;
     b->w = w;
     b->pub = (plait_bootstrap){.struct_size = sizeof(plait_bootstrap),
@@ -493,13 +499,17 @@ plait_status plait_threads_bootstrap_new(plait_threads_world *w, uint32_t comm_i
                                .set = b_set,
                                .get = b_get,
                                .allgather = b_allgather,
-                               .barrier = b_barrier};
+                               .barrier = b_barrier,
+                               .host_of = b->host_of};
     *out = &b->pub;
     return PLAIT_OK;
 }
 
 void plait_threads_bootstrap_free(plait_bootstrap *bs) {
-    if (bs) free(bs->ctx); /* pub is the first member of the tboot */
+    if (!bs) return;
+    tboot *b = bs->ctx; /* pub is the first member of the tboot */
+    free(b->host_of);
+    free(b);
 }
 
 static plait_status factory_create(void *ctx, uint32_t comm_id, int rank, int size,

@@ -23,6 +23,7 @@ static const char *const recompute_choices[] = {"none", "selective", "full", NUL
 static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", NULL};
+static const char *const precision_choices[] = {"fp32", "tf32", "bf16", NULL};
 
 static const plait_key_decl run_keys[] = {
     KEY("seed", I, "1337", 0, 9.2e18, NULL, SAME, "seed for initial weights, data sampling and generation"),
@@ -47,6 +48,14 @@ static const plait_key_decl run_keys[] = {
     KEY("progress", E, "auto", 1, 0, progress_choices, 0,
         "progress display on rank 0: auto (in place on a terminal), tty, plain lines, off"),
     KEY("threads", I, "0", 0, 1024, NULL, 0, "math threads per rank (0 = cores / local ranks)"),
+    KEY("precision", E, "fp32", 1, 0, precision_choices, SAME,
+        "matrix products: fp32; bf16 = bf16 operands, fp32 accumulation, fp32 master weights and optimizer "
+        "state (CPUs with AVX512_BF16 or AMX); tf32 = GPUs only (see docs/precision.md)"),
+    KEY("debug_cpu_hide", S, "", 1, 0, NULL, SAME | PLAIT_KEY_HIDDEN,
+        "for tests: CPU features to treat as absent, comma-separated (avx2, avx512, avx512_bf16, amx_bf16)"),
+    KEY("debug_bf16_emulate", B, "false", 1, 0, NULL, SAME | PLAIT_KEY_HIDDEN,
+        "for tests: precision = bf16 without bf16 instructions: operands rounded to bf16, multiplied by "
+        "the fp32 SGEMM (same numbers, slower)"),
     KEY("mfu_peak", F, "0", 0, 1e12, NULL, 0,
         "GFLOP/s the progress line's MFU is measured against (0 = measure SGEMM with every local rank's "
         "threads for about a second at start, only when progress is shown)"),

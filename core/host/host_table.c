@@ -4,7 +4,9 @@
 #include <stdarg.h>
 
 #include "comm/comm.h"
+#include "comm/sum_tree.h"
 #include "config/config.h"
+#include "layout/grad_order.h"
 #include "model/kernels.h"
 #include "model/model.h"
 #include "plugin/loader.h"
@@ -59,6 +61,8 @@ static void build(void) {
         .plugin_ops = host_plugin_ops,
         .math_threads = plait_kernels_threads,
         .init_values = plait_model_init_values,
+        .sum_tree = plait_sum_tree_api_table(),
+        .grad_finish_order = plait_grad_finish_order,
     };
 }
 

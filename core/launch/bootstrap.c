@@ -45,6 +45,7 @@ typedef struct bs_impl {
     plait_bootstrap pub; /* first: a plait_bootstrap* is a bs_impl* */
     plait_job *job;
     int *members;        /* world ranks; NULL = identity (world) */
+    int *host_of;        /* member -> the job's host number (plait_bootstrap.host_of) */
     pthread_mutex_t lock;
     uint32_t ag_seq, bar_seq;
     char ns[32];
@@ -123,9 +124,17 @@ static plait_status bs_barrier(void *ctx) {
 static bs_impl *bs_new(plait_job *job, uint32_t comm_id, int n, const int *members, int rank) {
     bs_impl *b = calloc(1, sizeof *b);
     if (!b) return NULL;
+    b->host_of = malloc(sizeof(int) * (size_t)n);
+    if (!b->host_of) {
+        free(b);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) b->host_of[i] = job->host_of[members ? members[i] : i];
+    b->pub.host_of = b->host_of;
     if (members) {
         b->members = malloc(sizeof(int) * (size_t)n);
         if (!b->members) {
+            free(b->host_of);
             free(b);
             return NULL;
         }
@@ -161,6 +170,7 @@ void plait_bootstrap_free(plait_bootstrap *bs) {
     if (!bs) return;
     bs_impl *b = (bs_impl *)bs;
     pthread_mutex_destroy(&b->lock);
+    free(b->host_of);
     free(b->members);
     free(b);
 }

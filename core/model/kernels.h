@@ -6,12 +6,14 @@
  *
  * Threads: plait_kernels_set_threads(n) sets how many threads the kernels
  * use (the caller plus n-1 sleeping workers). Matrix products run OpenBLAS
- * single-threaded on a partition of the output that depends only on the
- * shapes, never on n: OpenBLAS's own threading splits work by thread count
+ * single-threaded on a partition of the output into tiles that depends only
+ * on the shapes, never on n (plait_k_sgemm_tiles): OpenBLAS's own threading splits work by thread count
  * and its results then differ in the last bit between 1 and 2 threads
  * (measured with OpenBLAS 0.3.21), so plait does the threading itself.
- * Every reduction (bias, LayerNorm weight and embedding gradients, row sums)
- * runs in a fixed order: results are bit-identical for any thread count.
+ * Every other kernel is cut into fixed blocks of rows, columns or elements,
+ * and every reduction (bias, LayerNorm weight and embedding gradients, row
+ * sums) runs in a fixed order: results are bit-identical for any thread
+ * count.
  *
  * All kernels are reentrant; none allocates or fails. Preconditions are
  * assert()ed in debug builds only.
@@ -33,12 +35,30 @@ const plait_kernels *plait_kernels_table(void);
 void plait_kernels_set_threads(int threads);
 int plait_kernels_threads(void);
 
+/* The operands of plait_k_sgemm ([run] precision, see kernels_bf16.c):
+ * FP32 (the default); BF16 rounds them to bfloat16 and runs the BLAS's
+ * cblas_sbgemm (fp32 accumulation and output); BF16_EMULATED rounds them
+ * the same way and multiplies with cblas_sgemm (for testing the numerics on
+ * CPUs without bf16 instructions). Attention's inner products stay fp32.
+ * Returns 0, or -1 for an unknown mode or BF16 with a BLAS that has no
+ * cblas_sbgemm (the mode is then unchanged). Process-wide; set it as the
+ * threads are set. */
+enum { PLAIT_KERNELS_FP32 = 0, PLAIT_KERNELS_BF16 = 1, PLAIT_KERNELS_BF16_EMULATED = 2 };
+int plait_kernels_set_precision(int precision);
+int plait_kernels_precision(void);
+/* x rounded to the nearest bfloat16 (ties to even; NaN stays NaN). */
+float plait_bf16_round(float x);
+
 /* ---- BLAS -------------------------------------------------------------- */
 /* Row-major C[M,N] = alpha*op(A) @ op(B) + beta*C (trans_a/trans_b nonzero
  * = transposed), threaded over a shape-determined partition of C. */
 void plait_k_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                    int64_t ldc);
+/* The partition plait_k_sgemm uses for C[M,N] with inner dimension K: tiles
+ * of *tm x *tn (optional outputs); returns the number of tiles. A function
+ * of the shape only (at most 128 tiles, none below 2^22 multiply-adds). */
+int64_t plait_k_sgemm_tiles(int64_t M, int64_t N, int64_t K, int64_t *tm, int64_t *tn);
 
 /* ---- linear layers ----------------------------------------------------- */
 void plait_k_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,

@@ -16,6 +16,23 @@ void plait_k_blas_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                        float *C, int64_t ldc);
 
+/* bf16 copies of a product's operands (kernels_bf16.c), packed: A as
+ * stored (trans_a: K x M) with row stride lda, B likewise. native: uint16
+ * bf16 values for cblas_sbgemm; else fp32 values rounded to bf16. They live
+ * in the calling thread's scratch until its next call. */
+typedef struct plait_bf16_operands {
+    const void *A, *B;
+    int64_t lda, ldb;
+    int native;
+} plait_bf16_operands;
+/* Returns 0, or -1 when the scratch cannot grow. */
+int plait_k_bf16_operands(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, plait_bf16_operands *out);
+/* The tile of C at rows r0.., columns c0.. (M x N of it) from the copies. */
+void plait_k_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const plait_bf16_operands *op, int64_t r0, int64_t c0, float beta, float *C,
+                       int64_t ldc);
+
 /* Hot elementwise loops are compiled for AVX-512, AVX2 and baseline x86-64
  * and the best one is picked at load time (the binary must run on any
  * x86-64, so there is no -march). Every clone computes the same fixed-order

@@ -71,10 +71,16 @@ static void ce_backward_item(void *vj, int64_t item) {
     ce_backward_rows(j, r0, r0 + CE_ROWS < j->BT ? r0 + CE_ROWS : j->BT);
 }
 
+static void rowmax_rows(void *vj, int64_t r0, int64_t r1) {
+    const ce_job *j = vj;
+    for (int64_t r = r0; r < r1; r++)
+        j->out[r] = j->n_valid > 0 ? plait_max(j->logits + r * j->Vl, j->n_valid) : -INFINITY;
+}
+
 void plait_k_logits_rowmax(float *rowmax, const float *logits, int64_t BT, int64_t Vl,
                            int64_t n_valid) {
-    for (int64_t r = 0; r < BT; r++)
-        rowmax[r] = n_valid > 0 ? plait_max(logits + r * Vl, n_valid) : -INFINITY;
+    ce_job j = {rowmax, logits, NULL, NULL, BT, Vl, n_valid, 0, 0.0f};
+    plait_pool_for(BT, CE_ROWS, rowmax_rows, &j);
 }
 
 void plait_k_logits_sumexp(float *sumexp, const float *logits, const float *rowmax, int64_t BT,
@@ -98,17 +104,38 @@ void plait_k_crossentropy_backward(float *dlogits, const float *logits, const fl
     plait_pool_run((BT + CE_ROWS - 1) / CE_ROWS, ce_backward_item, &j);
 }
 
+typedef struct ce_full_job {
+    float *losses, *dlogits;
+    const float *logits;
+    const int32_t *targets;
+    int64_t V;
+    float scale;
+} ce_full_job;
+
+/* The whole-vocabulary loss on rows [r0, r1): the vocab-parallel pieces
+ * with one rank's columns being all of them, one row at a time. */
+static void ce_full_rows(void *vj, int64_t r0, int64_t r1) {
+    const ce_full_job *j = vj;
+    const int64_t V = j->V;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *l = j->logits + r * V;
+        const int32_t *tg = j->targets + r;
+        float m = plait_max(l, V), s, t;
+        ce_job row = {&s, l, &m, tg, 1, V, V, 0, j->scale};
+        sumexp_rows(&row, 0, 1);
+        int64_t c = *tg;
+        t = *tg >= 0 && c < V ? l[c] : 0.0f;
+        float lse = m + logf(s);
+        j->losses[r] = *tg >= 0 ? lse - t : 0.0f;
+        if (j->dlogits) {
+            ce_job back = {j->dlogits + r * V, l, &lse, tg, 1, V, V, 0, j->scale};
+            ce_backward_rows(&back, 0, 1);
+        }
+    }
+}
+
 void plait_k_crossentropy(float *losses, float *dlogits, const float *logits,
                           const int32_t *targets, int64_t BT, int64_t V, float dloss_scale) {
-    for (int64_t r = 0; r < BT; r++) {
-        const float *l = logits + r * V;
-        float m, s, t;
-        plait_k_logits_rowmax(&m, l, 1, V, V);
-        plait_k_logits_sumexp(&s, l, &m, 1, V, V);
-        plait_k_logits_target(&t, l, targets + r, 0, 1, V, V);
-        float lse = m + logf(s);
-        losses[r] = targets[r] >= 0 ? lse - t : 0.0f;
-        if (dlogits) plait_k_crossentropy_backward(dlogits + r * V, l, &lse, targets + r, 0, 1, V, V,
-                                                   dloss_scale);
-    }
+    ce_full_job j = {losses, dlogits, logits, targets, V, dloss_scale};
+    plait_pool_for(BT, CE_ROWS, ce_full_rows, &j);
 }

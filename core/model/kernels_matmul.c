@@ -9,20 +9,28 @@
 #include "model/kernels.h"
 #include "model/kernels_internal.h"
 #include "model/kernels_pool.h"
+#include "runtime/log.h"
 
-/* A product smaller than this many multiply-adds runs in one call: waking a
- * worker costs more than it saves. */
-#define SGEMM_SPLIT_MIN_MACS (1ll << 21)
-#define SGEMM_MAX_PARTS 4
-/* Part boundaries are multiples of this (OpenBLAS micro-kernel widths). */
+/* The output C[M,N] is cut into tiles of tm x tn (the last row and column
+ * of tiles shorter), and each tile is one single-threaded cblas_sgemm over
+ * the whole K: every element of C is computed by the same call sequence
+ * whatever the thread count. The tile size depends only on (M, N, K):
+ * starting from the whole product, the longer side is halved (rounded up to
+ * SGEMM_GRAIN, the micro-kernels' widths) until there are SGEMM_TILES tiles
+ * (enough for 64 threads with room to balance load) or a tile would fall
+ * below SGEMM_MIN_TILE_MACS multiply-adds (then waking a thread and packing
+ * operands again costs more than it saves). */
+#define SGEMM_TILES 128
+#define SGEMM_MIN_TILE_MACS (1ll << 22)
 #define SGEMM_GRAIN 32
 
 typedef struct sgemm_job {
-    int trans_a, trans_b, split_rows;
-    int64_t M, N, K, lda, ldb, ldc, part_len;
+    int trans_a, trans_b;
+    int64_t M, N, K, lda, ldb, ldc, tm, tn, tiles_n;
     float alpha, beta;
     const float *A, *B;
     float *C;
+    const plait_bf16_operands *bf16; /* NULL in fp32 */
 } sgemm_job;
 
 void plait_k_blas_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
@@ -34,20 +42,43 @@ void plait_k_blas_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
                 (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
 }
 
-static void sgemm_part(void *vjob, int64_t part) {
-    const sgemm_job *j = vjob;
-    int64_t lo = part * j->part_len;
-    if (j->split_rows) {
-        int64_t rows = j->M - lo < j->part_len ? j->M - lo : j->part_len;
-        const float *A = j->trans_a ? j->A + lo : j->A + lo * j->lda;
-        plait_k_blas_gemm(j->trans_a, j->trans_b, rows, j->N, j->K, j->alpha, A, j->lda, j->B,
-                          j->ldb, j->beta, j->C + lo * j->ldc, j->ldc);
-    } else {
-        int64_t cols = j->N - lo < j->part_len ? j->N - lo : j->part_len;
-        const float *B = j->trans_b ? j->B + lo * j->ldb : j->B + lo;
-        plait_k_blas_gemm(j->trans_a, j->trans_b, j->M, cols, j->K, j->alpha, j->A, j->lda, B,
-                          j->ldb, j->beta, j->C + lo, j->ldc);
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static int64_t halve(int64_t len) { return ceil_div(ceil_div(len, 2), SGEMM_GRAIN) * SGEMM_GRAIN; }
+
+int64_t plait_k_sgemm_tiles(int64_t M, int64_t N, int64_t K, int64_t *tm_out, int64_t *tn_out) {
+    int64_t tm = M, tn = N;
+    while (ceil_div(M, tm) * ceil_div(N, tn) < SGEMM_TILES) {
+        /* the longer side first; the other when the longer cannot shrink */
+        int64_t nm = halve(tm), nn = halve(tn);
+        int can_m = nm < tm && nm * tn * K >= SGEMM_MIN_TILE_MACS;
+        int can_n = nn < tn && tm * nn * K >= SGEMM_MIN_TILE_MACS;
+        if (can_m && (tm >= tn || !can_n))
+            tm = nm;
+        else if (can_n)
+            tn = nn;
+        else
+            break;
     }
+    if (tm_out) *tm_out = tm;
+    if (tn_out) *tn_out = tn;
+    return ceil_div(M, tm) * ceil_div(N, tn);
+}
+
+static void sgemm_tile(void *vjob, int64_t tile) {
+    const sgemm_job *j = vjob;
+    int64_t r0 = tile / j->tiles_n * j->tm, c0 = tile % j->tiles_n * j->tn;
+    int64_t rows = j->M - r0 < j->tm ? j->M - r0 : j->tm;
+    int64_t cols = j->N - c0 < j->tn ? j->N - c0 : j->tn;
+    if (j->bf16) {
+        plait_k_bf16_gemm(j->trans_a, j->trans_b, rows, cols, j->K, j->alpha, j->bf16, r0, c0, j->beta,
+                          j->C + r0 * j->ldc + c0, j->ldc);
+        return;
+    }
+    const float *A = j->trans_a ? j->A + r0 : j->A + r0 * j->lda;
+    const float *B = j->trans_b ? j->B + c0 * j->ldb : j->B + c0;
+    plait_k_blas_gemm(j->trans_a, j->trans_b, rows, cols, j->K, j->alpha, A, j->lda, B, j->ldb,
+                      j->beta, j->C + r0 * j->ldc + c0, j->ldc);
 }
 
 void plait_k_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
@@ -55,48 +86,75 @@ void plait_k_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, fl
                    int64_t ldc) {
     if (M <= 0 || N <= 0) return;
     plait_kernels_ensure_init();
-    sgemm_job j = {trans_a, trans_b, M >= N, M, N, K, lda, ldb, ldc, 0, alpha, beta, A, B, C};
-    int64_t dim = j.split_rows ? M : N;
-    int64_t parts = 1;
-    while (parts < SGEMM_MAX_PARTS && M * N * K / (parts * 2) >= SGEMM_SPLIT_MIN_MACS &&
-           dim / (parts * 2) >= SGEMM_GRAIN)
-        parts *= 2;
-    if (parts == 1) {
-        plait_k_blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
+    sgemm_job j = {trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, 0, 0, alpha, beta, A, B, C, NULL};
+    plait_bf16_operands op;
+    /* bf16: the operands rounded once per product, then the same tiles (out
+     * of memory for the copies: the fp32 product, with a warning) */
+    if (plait_kernels_precision() != PLAIT_KERNELS_FP32 && K > 0) {
+        if (plait_k_bf16_operands(trans_a, trans_b, M, N, K, A, lda, B, ldb, &op) == 0)
+            j.bf16 = &op;
+        else
+            plait_log(PLAIT_LOG_WARN, "kernels", "no memory for bf16 copies of a %lldx%lldx%lld product; it runs in fp32",
+                      (long long)M, (long long)N, (long long)K);
     }
-    int64_t len = (dim + parts - 1) / parts;
-    j.part_len = (len + SGEMM_GRAIN - 1) / SGEMM_GRAIN * SGEMM_GRAIN;
-    plait_pool_run((dim + j.part_len - 1) / j.part_len, sgemm_part, &j);
+    int64_t tiles = plait_k_sgemm_tiles(M, N, K, &j.tm, &j.tn);
+    j.tiles_n = ceil_div(N, j.tn);
+    plait_pool_run(tiles, sgemm_tile, &j);
 }
 
-static void fill_rows(float *out, const float *row, int64_t rows, int64_t cols) {
-    for (int64_t r = 0; r < rows; r++) memcpy(out + r * cols, row, (size_t)cols * sizeof *out);
+/* Row blocks of the memory-bound epilogues (fixed, as every cut here). */
+#define ROWS_CHUNK 64
+
+typedef struct rows_job {
+    float *out;
+    const float *res, *bias;
+    int64_t C;
+    int add;
+} rows_job;
+
+/* out = bias in every row */
+static void fill_rows(void *vj, int64_t r0, int64_t r1) {
+    const rows_job *j = vj;
+    for (int64_t r = r0; r < r1; r++) memcpy(j->out + r * j->C, j->bias, (size_t)j->C * sizeof(float));
+}
+
+/* out = res + bias, or out += res + bias when `add` (bias may be NULL;
+ * out may be res when not adding) */
+static void res_bias_rows(void *vj, int64_t r0, int64_t r1) {
+    const rows_job *j = vj;
+    const int64_t C = j->C;
+    const float *b = j->bias;
+    for (int64_t r = r0; r < r1; r++) {
+        float *o = j->out + r * C;
+        const float *x = j->res + r * C;
+        if (j->add && b)
+            for (int64_t c = 0; c < C; c++) o[c] += x[c] + b[c];
+        else if (j->add)
+            for (int64_t c = 0; c < C; c++) o[c] += x[c];
+        else if (b)
+            for (int64_t c = 0; c < C; c++) o[c] = x[c] + b[c];
+        else if (o != x)
+            memcpy(o, x, (size_t)C * sizeof *o);
+    }
 }
 
 void plait_k_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                             int64_t BT, int64_t C, int64_t OC) {
-    if (bias) fill_rows(out, bias, BT, OC);
+    rows_job j = {out, NULL, bias, OC, 0};
+    if (bias) plait_pool_for(BT, ROWS_CHUNK, fill_rows, &j);
     plait_k_sgemm(0, 1, BT, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC);
 }
 
 void plait_k_matmul_forward_residual(float *out, const float *res, const float *inp,
                                      const float *weight, const float *bias, int64_t BT,
                                      int64_t C, int64_t OC) {
-    if (bias) {
-        for (int64_t r = 0; r < BT; r++) {
-            float *o = out + r * OC;
-            const float *x = res + r * OC;
-            for (int64_t c = 0; c < OC; c++) o[c] = x[c] + bias[c];
-        }
-    } else if (out != res) {
-        memcpy(out, res, (size_t)(BT * OC) * sizeof *out);
-    }
+    rows_job j = {out, res, bias, OC, 0};
+    if (bias || out != res) plait_pool_for(BT, ROWS_CHUNK, res_bias_rows, &j);
     plait_k_sgemm(0, 1, BT, OC, C, 1.0f, inp, C, weight, C, 1.0f, out, OC);
 }
 
 /* Column blocks: each column is summed over the rows in row order. */
-#define BIAS_COLS 128
+#define BIAS_COLS 32
 
 typedef struct bias_job {
     float *dbias;
@@ -130,12 +188,6 @@ void plait_k_matmul_backward(float *dinp, float *dweight, float *dbias, const fl
 
 void plait_k_add_bias_residual(float *x, const float *res, const float *bias, int64_t BT,
                                int64_t C) {
-    for (int64_t r = 0; r < BT; r++) {
-        float *o = x + r * C;
-        const float *s = res + r * C;
-        if (bias)
-            for (int64_t c = 0; c < C; c++) o[c] += s[c] + bias[c];
-        else
-            for (int64_t c = 0; c < C; c++) o[c] += s[c];
-    }
+    rows_job j = {x, res, bias, C, 1};
+    plait_pool_for(BT, ROWS_CHUNK, res_bias_rows, &j);
 }

@@ -15,7 +15,7 @@
 
 #define LN_EPS 1e-5f
 #define LN_ROWS 32 /* rows per work item */
-#define LN_COLS 64 /* columns per work item of the parameter gradients */
+#define LN_COLS 16 /* columns per work item of the parameter gradients */
 
 typedef struct ln_job {
     float *out, *mean, *rstd;          /* forward */

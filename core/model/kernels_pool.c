@@ -89,6 +89,29 @@ void plait_pool_run(int64_t n_items, plait_pool_fn fn, void *ctx) {
     pthread_mutex_unlock(&g_pool.busy);
 }
 
+typedef struct range_job {
+    plait_pool_range_fn fn;
+    void *ctx;
+    int64_t n, chunk;
+} range_job;
+
+static void range_item(void *vj, int64_t item) {
+    const range_job *j = vj;
+    int64_t lo = item * j->chunk, hi = lo + j->chunk < j->n ? lo + j->chunk : j->n;
+    j->fn(j->ctx, lo, hi);
+}
+
+void plait_pool_for(int64_t n, int64_t chunk, plait_pool_range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (chunk < 1) chunk = 1;
+    if (n <= chunk) {
+        fn(ctx, 0, n);
+        return;
+    }
+    range_job j = {fn, ctx, n, chunk};
+    plait_pool_run((n + chunk - 1) / chunk, range_item, &j);
+}
+
 static void stop_workers(void) {
     pthread_mutex_lock(&g_pool.lock);
     g_pool.quit = 1;

@@ -19,6 +19,12 @@
 typedef void (*plait_pool_fn)(void *ctx, int64_t item);
 void plait_pool_run(int64_t n_items, plait_pool_fn fn, void *ctx);
 
+/* Runs fn(ctx, lo, hi) over [0, n) cut into ranges of `chunk` (the last
+ * one shorter), with plait_pool_run: the cut depends only on n and chunk,
+ * so any per-range result is the same for every thread count. */
+typedef void (*plait_pool_range_fn)(void *ctx, int64_t lo, int64_t hi);
+void plait_pool_for(int64_t n, int64_t chunk, plait_pool_range_fn fn, void *ctx);
+
 /* Sets the number of threads (>= 1) used by plait_pool_run, starting or
  * stopping workers. Must not be called while a plait_pool_run is in
  * progress on another thread. Never fails: if a worker cannot be started,

@@ -1,7 +1,25 @@
 #include "model/kernels_vector.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
+
+#include "model/kernels_internal.h"
+#include "model/kernels_pool.h"
+
+/* Element blocks of the threaded vector kernels: a fixed cut, and each
+ * element's result depends on that element alone (or, for the exact Σx²,
+ * on integer sums that any order gives exactly), so every thread count
+ * gives the same bits. */
+#define VEC_CHUNK PLAIT_ELEMWISE_CHUNK
+
+typedef struct vec_job {
+    float *y, *m, *v;
+    const float *x;
+    float a;
+    const plait_adamw_args *args;
+    plait_sumsq_acc *acc;
+} vec_job;
 
 void plait_k_zero(float *x, size_t n) { memset(x, 0, n * sizeof *x); }
 
@@ -9,12 +27,29 @@ void plait_k_copy(float *dst, const float *src, size_t n) {
     if (dst != src) memmove(dst, src, n * sizeof *dst);
 }
 
+static void scale_range(void *vj, int64_t lo, int64_t hi) {
+    const vec_job *j = vj;
+    float *restrict x = j->y;
+    const float a = j->a;
+    for (int64_t i = lo; i < hi; i++) x[i] *= a;
+}
+
 void plait_k_scale(float *x, size_t n, float a) {
-    for (size_t i = 0; i < n; i++) x[i] *= a;
+    vec_job j = {.y = x, .a = a};
+    plait_pool_for((int64_t)n, VEC_CHUNK, scale_range, &j);
+}
+
+static void axpy_range(void *vj, int64_t lo, int64_t hi) {
+    const vec_job *j = vj;
+    float *restrict y = j->y;
+    const float *restrict x = j->x;
+    const float a = j->a;
+    for (int64_t i = lo; i < hi; i++) y[i] += a * x[i];
 }
 
 void plait_k_axpy(float *y, const float *x, size_t n, float a) {
-    for (size_t i = 0; i < n; i++) y[i] += a * x[i];
+    vec_job j = {.y = y, .x = x, .a = a};
+    plait_pool_for((int64_t)n, VEC_CHUNK, axpy_range, &j);
 }
 
 double plait_k_sumsq(const float *x, size_t n) {
@@ -25,32 +60,41 @@ double plait_k_sumsq(const float *x, size_t n) {
 
 /* Decoupled weight decay, then Adam with bias correction, in the order
  * PyTorch's AdamW (foreach=False) applies them, in float32. */
-void plait_k_adamw(float *param, const float *grad, float *m, float *v, size_t n,
-                   const plait_adamw_args *a) {
+static void adamw_range(void *vj, int64_t lo, int64_t hi) {
+    const vec_job *j = vj;
+    const plait_adamw_args *a = j->args;
     const float b1 = a->beta1, b2 = a->beta2;
     const double bc1 = 1.0 - pow((double)a->beta1, (double)a->step);
     const double bc2 = 1.0 - pow((double)a->beta2, (double)a->step);
     const float step_size = (float)((double)a->lr / bc1);
     const float bc2_sqrt = (float)sqrt(bc2);
     const float decay = 1.0f - a->lr * a->weight_decay;
-    const float gs = a->grad_scale;
-    for (size_t i = 0; i < n; i++) {
+    const float gs = a->grad_scale, eps = a->eps;
+    float *restrict param = j->y, *restrict m = j->m, *restrict v = j->v;
+    const float *restrict grad = j->x;
+    for (int64_t i = lo; i < hi; i++) {
         float g = grad[i] * gs;
         float p = param[i] * decay;
         float mi = b1 * m[i] + (1.0f - b1) * g;
         float vi = b2 * v[i] + (1.0f - b2) * g * g;
         m[i] = mi;
         v[i] = vi;
-        float denom = sqrtf(vi) / bc2_sqrt + a->eps;
+        float denom = sqrtf(vi) / bc2_sqrt + eps;
         param[i] = p - step_size * (mi / denom);
     }
+}
+
+void plait_k_adamw(float *param, const float *grad, float *m, float *v, size_t n,
+                   const plait_adamw_args *a) {
+    vec_job j = {.y = param, .m = m, .v = v, .x = grad, .args = a};
+    plait_pool_for((int64_t)n, VEC_CHUNK, adamw_range, &j);
 }
 
 /* x = m · 2^(e-150) with m < 2^24 (implicit bit added for normals; denormals
  * share bin 1's scale), so x² = m² · 2^(2e-300) and m² < 2^48: the bin for
  * exponent e accumulates Σ m² exactly in 128 bits (2^80 additions before
  * overflow). */
-void plait_k_sumsq_exact(plait_sumsq_acc *acc, const float *x, size_t n) {
+static void sumsq_exact_serial(plait_sumsq_acc *acc, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) {
         uint32_t bits;
         memcpy(&bits, &x[i], sizeof bits);
@@ -71,6 +115,29 @@ void plait_k_sumsq_exact(plait_sumsq_acc *acc, const float *x, size_t n) {
         acc->bin[e][1] += lo < sq;
         acc->bin[e][0] = lo;
     }
+}
+
+/* Each block into its own accumulator, merged into the caller's under a
+ * lock: integer sums, exact in any merge order. */
+static pthread_mutex_t g_sumsq_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void sumsq_exact_range(void *vj, int64_t lo, int64_t hi) {
+    const vec_job *j = vj;
+    plait_sumsq_acc part;
+    memset(&part, 0, sizeof part);
+    sumsq_exact_serial(&part, j->x + lo, (size_t)(hi - lo));
+    pthread_mutex_lock(&g_sumsq_lock);
+    plait_k_sumsq_merge(j->acc, &part);
+    pthread_mutex_unlock(&g_sumsq_lock);
+}
+
+void plait_k_sumsq_exact(plait_sumsq_acc *acc, const float *x, size_t n) {
+    if (n <= VEC_CHUNK) {
+        sumsq_exact_serial(acc, x, n);
+        return;
+    }
+    vec_job j = {.x = x, .acc = acc};
+    plait_pool_for((int64_t)n, VEC_CHUNK, sumsq_exact_range, &j);
 }
 
 void plait_k_sumsq_merge(plait_sumsq_acc *dst, const plait_sumsq_acc *src) {

@@ -1,6 +1,8 @@
 /*
  * Vector kernels used by optimizers: fills, copies, axpy, sums of squares
- * (plain and exact), and the AdamW update. Single-threaded (memory-bound),
+ * (plain and exact), and the AdamW update. scale, axpy, adamw and
+ * sumsq_exact run on the kernels' threads over fixed element blocks; the
+ * others are single-threaded (memory-bound). All
  * deterministic (fixed order), reentrant. Entries of host->kernels.
  */
 #ifndef PLAIT_CORE_KERNELS_VECTOR_H

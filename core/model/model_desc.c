@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/model_internal.h"
+#include "model/tied.h"
 #include "runtime/error.h"
 
 static char *keep_name(plait_model_desc *d, const char *fmt, int a) {
@@ -126,7 +127,7 @@ static plait_status build(plait_model_desc *d) {
 
     d->spec.total_numel = 0;
     for (int32_t i = 0; i < d->spec.n_params; i++)
-        if (!(d->params[i].flags & PLAIT_PARAM_TIED_COPY)) d->spec.total_numel += d->params[i].numel;
+        if (!plait_tied_is_copy(&d->params[i])) d->spec.total_numel += d->params[i].numel;
     return PLAIT_OK;
 }
 

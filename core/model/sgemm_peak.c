@@ -1,18 +1,10 @@
 #include "model/sgemm_peak.h"
 
 #include <stdint.h>
-#include <unistd.h>
 
 #include "model/kernels.h"
 #include "runtime/clock.h"
 #include "runtime/memory.h"
-
-int plait_sgemm_peak_threads(int local_ranks) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = plait_kernels_threads() * (local_ranks > 0 ? local_ranks : 1);
-    if (cores > 0 && threads > cores) threads = (int)cores;
-    return threads;
-}
 
 /* The best rate rather than the mean: on a shared machine a measurement
  * that catches a slow moment would understate the peak and inflate MFU. */

@@ -1,14 +1,10 @@
 /*
- * This machine's SGEMM rate, the peak that MFU figures are measured against
- * (`plait bench train` and the progress line of `plait train`).
+ * This machine's SGEMM rate with a given number of threads, in the kernels'
+ * precision: the measurement behind the MFU peak (train/mfu_peak.h) and
+ * `plait plan`'s compute rate.
  */
 #ifndef PLAIT_CORE_SGEMM_PEAK_H
 #define PLAIT_CORE_SGEMM_PEAK_H
-
-/* Threads a peak measurement should use so that it reflects the cores the
- * job's ranks on this host share: this rank's math threads times
- * `local_ranks`, at most the online cores. */
-int plait_sgemm_peak_threads(int local_ranks);
 
 /* Best SGEMM rate (FLOP/s) of square products of 1024 and 2048 with
  * `threads` threads, each size timed for at least `seconds` after an untimed

@@ -33,7 +33,7 @@ static const plait_key_decl node_keys[] = {
         "share of peak_gflops a training step's compute reaches (GEMMs at the model's shapes, elementwise work)"),
     KEY("memory_bandwidth", PLAIT_KEY_FLOAT, "20", 0.001, 1e6, NULL,
         "GB/s per GPU, or per node for kind = cpu (the optimizer step is bound by it)"),
-    KEY("process_mb", PLAIT_KEY_FLOAT, "8.5", 0, 1e9, NULL,
+    KEY("process_mb", PLAIT_KEY_FLOAT, "7", 0, 1e9, NULL,
         "MiB every rank holds besides the model: code, libraries, the data, the runtime"),
 };
 /* Both link sections have the same keys; only the kinds and defaults differ. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "train/precision.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 
@@ -43,6 +44,8 @@ plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit 
     plait_status st = plait_check_evaluation(cfg);
     if (st != PLAIT_OK) return st;
     st = plait_mesh_layout(cfg, sizes, axes);
+    int precision;
+    if (st == PLAIT_OK) st = plait_precision_from_config(cfg, &precision);
     if (st != PLAIT_OK) return st;
     const char *order = plait_config_str(cfg, "parallel", "order");
 

@@ -5,6 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "train/mfu_peak.h"
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -43,11 +45,14 @@ static void fmt_eta(double s, char *buf, size_t len) {
 void plait_progress_step(plait_progress *p, int64_t step, double loss, double val_loss, double lr,
                          double tokens_per_s, double eta) {
     if (p->mode == PLAIT_PROGRESS_OFF) return;
-    char line[256], eta_text[32], val[32] = "", mfu[32] = "";
+    char line[320], eta_text[32], val[32] = "", mfu[80] = "";
     fmt_eta(eta, eta_text, sizeof eta_text);
     if (val_loss >= 0) snprintf(val, sizeof val, " val %.4f", val_loss);
-    if (p->peak_flops > 0 && p->flops_per_token > 0)
-        snprintf(mfu, sizeof mfu, " | MFU %4.1f%%", 100.0 * tokens_per_s * p->flops_per_token / p->peak_flops);
+    if (p->peak_flops > 0 && p->flops_per_token > 0) {
+        char text[48];
+        plait_mfu_text(tokens_per_s * p->flops_per_token, p->peak_flops, text, sizeof text);
+        snprintf(mfu, sizeof mfu, " | MFU %s", text);
+    }
     snprintf(line, sizeof line, "step %5lld/%lld | loss %.4f%s | lr %.2e | %8.0f tok/s%s | ETA %s",
              (long long)step, (long long)p->total_steps, loss, val, lr, tokens_per_s, mfu, eta_text);
     if (p->mode == PLAIT_PROGRESS_TTY) {

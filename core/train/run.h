@@ -21,7 +21,7 @@
 #include "config/config.h"
 #include "model/model.h"
 #include "layout/batch.h"
-#include "train/grad_tree.h"
+#include "comm/sum_tree.h"
 #include "layout/mesh.h"
 #include "train/step_timing.h"
 
@@ -76,7 +76,7 @@ typedef struct plait_run_params {
     int32_t *local_of_global; /* global param index -> local index, or -1 */
     float *data_flat, *grad_flat;
     size_t flat_numel;
-    plait_grad_tree *tree;    /* deterministic mode: accumulation over micro-batches */
+    plait_sum_tree *tree;     /* deterministic mode: accumulation over micro-batches */
     float *grad_scratch;
 } plait_run_params;
 

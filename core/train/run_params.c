@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/tied.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "train/run.h"
@@ -43,14 +44,7 @@ plait_status plait_run_build_params(plait_run *run) {
     /* Tied pairs split across pipeline stages: both local members are
      * flagged, so an optimizer owning gradients keeps them whole for the
      * embedding group's sum (PLAIT_PARAM_TIED_REMOTE). */
-    for (int32_t g = 0; g < spec->n_params; g++) {
-        const plait_param *c = &spec->params[g];
-        if (!(c->flags & PLAIT_PARAM_TIED_COPY) || c->tied_to < 0 || c->tied_to >= spec->n_params) continue;
-        int32_t o = c->tied_to;
-        if (run->layout.plan.layer_stage[c->layer] == run->layout.plan.layer_stage[spec->params[o].layer]) continue;
-        if (run->params.local_of_global[g] >= 0) params[run->params.local_of_global[g]].flags |= PLAIT_PARAM_TIED_REMOTE;
-        if (run->params.local_of_global[o] >= 0) params[run->params.local_of_global[o]].flags |= PLAIT_PARAM_TIED_REMOTE;
-    }
+    plait_tied_mark_remote(spec, run->layout.plan.layer_stage, params, run->params.local_of_global);
     run->params.set.struct_size = sizeof run->params.set;
     run->params.set.params = params;
     run->params.set.n_params = n;
@@ -65,12 +59,6 @@ plait_status plait_run_build_params(plait_run *run) {
     return PLAIT_OK;
 }
 
-/* The local original of a tied copy, if any. */
-static const plait_param *tied_original(const plait_run *run, const plait_param *p) {
-    if (!(p->flags & PLAIT_PARAM_TIED_COPY) || p->tied_to < 0) return NULL;
-    int32_t l = run->params.local_of_global[p->tied_to];
-    return l >= 0 ? &run->params.set.params[l] : NULL;
-}
 
 
 plait_status plait_run_alloc_storage(plait_run *run) {
@@ -96,8 +84,8 @@ plait_status plait_run_alloc_storage(plait_run *run) {
      * values (one tensor in the model) but keeps its own gradient. */
     for (int32_t i = 0; i < run->params.set.n_params; i++) {
         plait_param *p = &run->params.set.params[i];
-        const plait_param *orig = tied_original(run, p);
-        if (orig && run->params.data_flat) p->data = orig->data;
+        int32_t orig = plait_tied_local_original(&run->params.set, p);
+        if (orig >= 0 && run->params.data_flat) p->data = run->params.set.params[orig].data;
     }
     return PLAIT_OK;
 }
@@ -110,12 +98,8 @@ plait_status plait_run_init_values(plait_run *run) {
     if (!run->params.data_flat) return PLAIT_OK;
     for (int32_t i = 0; i < run->params.set.n_params; i++) {
         plait_param *p = &run->params.set.params[i];
-        if (tied_original(run, p)) continue; /* shares storage */
-        plait_param as = *p;
-        if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0) {
-            as.name = run->model.spec->params[p->tied_to].name;
-            as.index = p->tied_to;
-        }
+        if (plait_tied_local_original(&run->params.set, p) >= 0) continue; /* shares storage */
+        plait_param as = plait_tied_init_as(run->model.spec, p);
         plait_status st = plait_model_init_values(&as, 0, p->numel, p->data);
         if (st != PLAIT_OK) return st;
     }
@@ -123,7 +107,7 @@ plait_status plait_run_init_values(plait_run *run) {
 }
 
 void plait_run_free_params(plait_run *run) {
-    plait_grad_tree_free(run->params.tree);
+    plait_sum_tree_free(run->params.tree);
     run->params.tree = NULL;
     plait_free(run->params.grad_scratch);
     run->params.grad_scratch = NULL;
@@ -153,7 +137,8 @@ double plait_run_flops_per_token(const plait_run *run) {
 plait_status plait_run_open_accumulation(plait_run *run) {
     int32_t m = run->layout.plan.micro_batches;
     if (!run->deterministic || m <= 1 || !run->params.grad_flat) return PLAIT_OK;
-    plait_status st = plait_grad_tree_create(run->params.flat_numel, m, &run->params.tree);
+    plait_status st = plait_sum_tree_create(run->params.flat_numel, PLAIT_F32, PLAIT_SUM, m, "deterministic accumulation",
+                                            &run->params.tree);
     if (st != PLAIT_OK) return st;
     run->params.grad_scratch =
         plait_alloc(run->params.flat_numel * sizeof(float) + 64, PLAIT_MEM_HOST, 64, "deterministic accumulation");

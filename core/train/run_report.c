@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "cpu/compute_line.h"
+#include "launch/bootstrap.h"
+#include "model/tied.h"
 #include "launch/restart.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
@@ -40,7 +43,7 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
     const plait_model_spec *s = run->model.spec;
     double n = 0;
     for (int32_t g = 0; g < s->n_params; g++) {
-        if (s->params[g].flags & PLAIT_PARAM_TIED_COPY) continue;
+        if (plait_tied_is_copy(&s->params[g])) continue;
         double e = 1;
         for (int d = 0; d < s->params[g].ndim; d++) e *= (double)s->params[g].shape[d];
         n += e;
@@ -55,6 +58,10 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
            run->layout.batch.global_batch, run->layout.batch.dp, run->layout.batch.micro_batch, run->layout.batch.accumulation,
            run->layout.batch.global_batch * run->model.block_size, run->deterministic ? ", deterministic" : "");
     if (run->layout.plan.summary[0]) printf("plait: %s\n", run->layout.plan.summary);
+    char compute[512];
+    plait_compute_line(compute, sizeof compute, plait_job_math_threads(run->world.job),
+                       plait_config_str(run->cfg, "run", "precision"));
+    printf("plait: compute %s\n", compute);
     run_memory m;
     collect_memory(run, &m);
     printf("plait: memory on rank 0: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB, buffers "

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "model/tied.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "train/run_internal.h"
@@ -16,11 +17,7 @@ static plait_status init_read(void *ctx, int32_t index, const char *which, size_
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "a fresh run has no optimizer state '%s'", which);
     int32_t l = run->params.local_of_global[index];
     if (l < 0) return plait_set_error(PLAIT_ERR_INVALID_ARG, "parameter %d is not on this rank", index);
-    plait_param as = run->params.set.params[l];
-    if ((as.flags & PLAIT_PARAM_TIED_COPY) && as.tied_to >= 0) {
-        as.name = run->model.spec->params[as.tied_to].name;
-        as.index = as.tied_to;
-    }
+    plait_param as = plait_tied_init_as(run->model.spec, &run->params.set.params[l]);
     return plait_model_init_values(&as, offset, count, dst);
 }
 

@@ -19,6 +19,8 @@
 
 #include "runtime/clock.h"
 #include "comm/comm.h"
+#include "layout/grad_order.h"
+#include "model/tied.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -236,7 +238,8 @@ static plait_status fold_grads(plait_run *run, int32_t layer, int32_t mb) {
     for (int32_t i = 0; i < run->params.set.n_params; i++) {
         plait_param *p = &run->params.set.params[i];
         if (p->layer != layer) continue;
-        plait_status st = plait_grad_tree_add(run->params.tree, mb, run->params.grad_scratch, run->params.grad_flat, p->flat_offset, p->numel);
+        plait_status st = plait_sum_tree_add(run->params.tree, mb, run->params.grad_scratch + p->flat_offset,
+                                             run->params.grad_flat + p->flat_offset, p->flat_offset, p->numel, NULL);
         if (st != PLAIT_OK) return st;
     }
     return PLAIT_OK;
@@ -267,18 +270,11 @@ static plait_status backward_chunk(plait_run *run, int32_t chunk, int32_t mb, pl
     return st;
 }
 
-/* Sum the tied copy's gradient into its local original (embedding part +
- * head part, the canonical order), when the core owns gradients. */
+/* Sum the tied copy's gradient into its local original (model/tied.h),
+ * when the core owns gradients. */
 static void combine_tied_grads(plait_run *run) {
     if (run->optim.flags & PLAIT_OPTIM_REDUCES_GRADS) return; /* the optimizer does it after reducing */
-    for (int32_t i = 0; i < run->params.set.n_params; i++) {
-        plait_param *p = &run->params.set.params[i];
-        if (!(p->flags & PLAIT_PARAM_TIED_COPY) || p->tied_to < 0) continue;
-        int32_t o = run->params.local_of_global[p->tied_to];
-        if (o < 0) continue;
-        float *dst = run->params.set.params[o].grad;
-        for (size_t k = 0; k < p->numel; k++) dst[k] = dst[k] + p->grad[k];
-    }
+    plait_tied_fold_grads(&run->params.set);
 }
 
 static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
@@ -289,11 +285,29 @@ static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
         if (st == PLAIT_OK) st = w;
     }
     t->idle_s += now_s() - t0;
-    t0 = now_s();
-    if (st == PLAIT_OK && run->parallel.ops->finish_grads) st = run->parallel.ops->finish_grads(run->parallel.state);
-    if (st == PLAIT_OK && run->optim.ops->finish_grads) st = run->optim.ops->finish_grads(run->optim.state);
-    t->comm_s += now_s() - t0;
-    if (st == PLAIT_OK) combine_tied_grads(run);
+    /* In the one finish order (layout/grad_order.h). The parallel plugin
+     * finishes all its axes in one call, in that order itself. */
+    const plait_grad_finisher *order;
+    int32_t n_order = plait_grad_finish_order(&order);
+    int par_done = 0;
+    for (int32_t i = 0; st == PLAIT_OK && i < n_order; i++) {
+        t0 = now_s();
+        switch (order[i]) {
+        case PLAIT_GRAD_FINISH_DP:
+        case PLAIT_GRAD_FINISH_PP:
+        case PLAIT_GRAD_FINISH_TP:
+            if (!par_done && run->parallel.ops->finish_grads) st = run->parallel.ops->finish_grads(run->parallel.state);
+            par_done = 1;
+            break;
+        case PLAIT_GRAD_FINISH_OPTIM:
+            if (run->optim.ops->finish_grads) st = run->optim.ops->finish_grads(run->optim.state);
+            break;
+        case PLAIT_GRAD_FINISH_TIED:
+            combine_tied_grads(run);
+            continue; /* local arithmetic, not communication */
+        }
+        t->comm_s += now_s() - t0;
+    }
     return st;
 }
 
@@ -313,7 +327,7 @@ static plait_status global_loss(plait_run *run, double *loss, plait_step_timing 
                              PLAIT_SUM, &opts, NULL);
     t->comm_s += now_s() - t0;
     if (st != PLAIT_OK) return st;
-    *loss = plait_tree_sum(run->exec.mb_loss, n) / ((double)run->layout.batch.global_batch * run->model.block_size);
+    *loss = plait_sum_tree_f64(run->exec.mb_loss, (int32_t)n) / ((double)run->layout.batch.global_batch * run->model.block_size);
     return PLAIT_OK;
 }
 

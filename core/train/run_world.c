@@ -13,6 +13,7 @@
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
+#include "train/precision.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 
@@ -75,6 +76,11 @@ plait_status plait_run_open_world(plait_run *run) {
     if (st != PLAIT_OK) return st;
     plait_log_set_rank(plait_job_size(run->world.job) > 1 ? plait_job_rank(run->world.job) : -1);
     plait_kernels_set_threads(plait_job_math_threads(run->world.job));
+    int precision = PLAIT_KERNELS_FP32;
+    st = plait_precision_from_config(run->cfg, &precision);
+    if (st == PLAIT_OK && plait_kernels_set_precision(precision) != 0)
+        st = plait_set_error(PLAIT_ERR_INTERNAL, "the kernels refused precision mode %d", precision);
+    if (st != PLAIT_OK) return st;
     return plait_job_size(run->world.job) > 1 ? check_same_config(run) : PLAIT_OK;
 }
 

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "model/sgemm_peak.h"
 #include "launch/bootstrap.h"
 #include "comm/comm.h"
 #include "launch/restart.h"
@@ -21,6 +20,7 @@
 #include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/metrics.h"
+#include "train/mfu_peak.h"
 #include "train/out_dir_lock.h"
 #include "train/preflight.h"
 #include "train/progress.h"
@@ -62,7 +62,7 @@ static void add_columns(plait_metrics *m, int32_t pp) {
         "step", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "compute_ms", "comm_ms",
         "idle_ms", "peak_rss_mb", "dp_bytes", "tp_bytes", "pp_bytes", "optim_bytes", "early_buckets",
         "param_mb", "grad_mb", "optim_state_mb", "buffer_mb", "activation_mb", "tp_ms", "bubble_measured",
-        "bubble_formula", "pipe_span_ms", "restarts"};
+        "bubble_formula", "pipe_span_ms", "restarts", "time_s", "tokens_seen", "mfu"};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) plait_metrics_column(m, cols[i]);
     /* each pipeline stage's idle time (the bubble), as the step's span over
      * all stages (pipe_span_ms) minus the stage's busy time */
@@ -94,20 +94,19 @@ static plait_status report_memory(plait_run *run, const char *out_dir, int at_en
     return st;
 }
 
-/* Rank 0: the FLOP/s the progress line's MFU is measured against: [run]
- * mfu_peak, or when that is 0 this host's SGEMM rate with the threads of all
- * its ranks (the others wait meanwhile in the next collective, so they do not
- * compete for the cores). A run that shows no progress does not measure. */
-static double progress_peak(const plait_run *run, const plait_progress *progress) {
-    if (progress->mode == PLAIT_PROGRESS_OFF) return 0;
-    double given = plait_config_float(run->cfg, "run", "mfu_peak");
-    if (given > 0) return given * 1e9;
-    int threads = plait_sgemm_peak_threads(plait_job_local_size(run->world.job));
-    double peak = plait_sgemm_peak(threads, 0.05);
-    printf("plait: MFU against a measured SGEMM peak of %.1f GFLOP/s (%d thread%s; [run] mfu_peak sets it)\n",
-           peak / 1e9, threads, threads == 1 ? "" : "s");
+/* Rank 0: the peak MFU is measured against (see train/mfu_peak.h), while
+ * the other ranks wait in the next collective (so they do not compete for
+ * the cores). A run that shows no progress measures nothing (its metrics
+ * have no MFU unless [run] mfu_peak gives the peak). */
+static double job_peak(const plait_run *run, const plait_progress *progress) {
+    if (progress->mode == PLAIT_PROGRESS_OFF && !(plait_config_float(run->cfg, "run", "mfu_peak") > 0)) return 0;
+    plait_mfu_peak peak;
+    plait_mfu_peak_get(run->cfg, plait_job_math_threads(run->world.job), plait_job_local_size(run->world.job),
+                       run->world.mesh.world_size, &peak);
+    printf("plait: MFU against %.1f GFLOP/s: %d rank%s x %s\n", peak.flops / 1e9, peak.ranks,
+           peak.ranks == 1 ? "" : "s", peak.source);
     fflush(stdout);
-    return peak;
+    return peak.flops;
 }
 
 /* [run] progress (or the command's choice). "auto" draws in place on a
@@ -199,7 +198,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
                        plait_restart_count(), plait_restart_max(), plait_restart_reason(), (long long)run->step,
                        resume_dir ? resume_dir : "the start (no complete checkpoint yet)");
         }
-        progress.peak_flops = progress_peak(run, &progress);
+        progress.peak_flops = job_peak(run, &progress);
     }
     free(resume_dir);
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 0);
@@ -237,6 +236,11 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
             double eta = (double)(run->steps - done) * elapsed / (double)(done - first_step);
             plait_progress_step(&progress, done, res.loss, val_loss, res.lr, tps, eta);
             if (val_loss >= 0) plait_metrics_set_named(&metrics, "val_loss", val_loss);
+            char mfu_text[64];
+            plait_metrics_set_named(&metrics, "time_s", elapsed);
+            plait_metrics_set_named(&metrics, "tokens_seen", (double)done * (double)tokens_per_step);
+            plait_metrics_set_named(&metrics, "mfu", plait_mfu_text(tps * plait_run_flops_per_token(run),
+                                                                    progress.peak_flops, mfu_text, sizeof mfu_text));
             st = plait_metrics_row(&metrics);
         }
     }

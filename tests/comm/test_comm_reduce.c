@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "comm/coll.h"
+#include "comm/sum_tree.h"
 #include "comm/reduce.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -249,7 +250,7 @@ static void test_ordered_tree_matches_definition(void **state) {
         }
         float want[37];
         for (size_t e = 0; e < count; e++) want[e] = tree_ref(leaf, 0, n, e);
-        plait_ordered_tree(dst, (const void *const *)leaf, (void *const *)work, n, count, PLAIT_F32, PLAIT_SUM);
+        plait_sum_tree_fold(dst, (const void *const *)leaf, (void *const *)work, n, count, PLAIT_F32, PLAIT_SUM);
         if (memcmp(dst, want, sizeof want)) fail_msg("n=%d: ordered tree differs from the definition", n);
         /* a left-to-right sum differs for some n, so the test can tell orders apart */
         for (int i = 0; i < n; i++) free(leaf[i]), free(work[i]);
@@ -258,7 +259,7 @@ static void test_ordered_tree_matches_definition(void **state) {
     float a[3][4] = {{1e8f, 1, 2, 3}, {-1e8f, 4, 5, 6}, {1, 7, 8, 9}};
     float *leaves[3] = {a[0], a[1], a[2]};
     float want0 = (1e8f + -1e8f) + 1.0f;
-    plait_ordered_tree(a[0], (const void *const *)leaves, (void *const *)leaves, 3, 4, PLAIT_F32, PLAIT_SUM);
+    plait_sum_tree_fold(a[0], (const void *const *)leaves, (void *const *)leaves, 3, 4, PLAIT_F32, PLAIT_SUM);
     assert_true(a[0][0] == want0);
     assert_true(a[0][3] == 18.0f);
 }

@@ -34,9 +34,9 @@ checked=0
 if [ -e "$PLUGDIR/libplait-comm-nccl.so" ]; then
   checked=$((checked + 1))
   if [ -e /proc/driver/nvidia ] || [ -e /dev/nvidia0 ]; then
-    grep -Eq "^comm +nccl +[0-9.]+ +1\.0 +available" <<<"$plugins" || fail "nccl not available on a GPU machine: $plugins"
+    grep -Eq "^comm +nccl +[0-9.]+ +1\.[0-9]+ +available" <<<"$plugins" || fail "nccl not available on a GPU machine: $plugins"
   else
-    grep -Eq "^comm +nccl +[0-9.]+ +1\.0 +unavailable" <<<"$plugins" || fail "nccl not listed unavailable: $plugins"
+    grep -Eq "^comm +nccl +[0-9.]+ +1\.[0-9]+ +unavailable" <<<"$plugins" || fail "nccl not listed unavailable: $plugins"
     grep -Eq -- "-> no CUDA device found \(cudaGetDeviceCount: " <<<"$plugins" || fail "no reason for nccl: $plugins"
     why="\[comm\] plugin = nccl cannot run here: no CUDA device found"
     run_fails bench_nccl "$P" bench comm -n 2 --op allreduce --comm nccl --min 4K --max 4K
@@ -59,9 +59,9 @@ fi
 if [ -e "$PLUGDIR/libplait-comm-verbs.so" ]; then
   checked=$((checked + 1))
   if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
-    grep -Eq "^comm +verbs +[0-9.]+ +1\.0 +(available|unavailable)" <<<"$plugins" || fail "verbs not listed: $plugins"
+    grep -Eq "^comm +verbs +[0-9.]+ +1\.[0-9]+ +(available|unavailable)" <<<"$plugins" || fail "verbs not listed: $plugins"
   else
-    grep -Eq "^comm +verbs +[0-9.]+ +1\.0 +unavailable" <<<"$plugins" || fail "verbs not listed unavailable: $plugins"
+    grep -Eq "^comm +verbs +[0-9.]+ +1\.[0-9]+ +unavailable" <<<"$plugins" || fail "verbs not listed unavailable: $plugins"
     grep -Eq -- "-> no RDMA device found \(ibv_get_device_list: " <<<"$plugins" || fail "no reason for verbs: $plugins"
     why="\[comm\] plugin = verbs cannot run here: no RDMA device found"
     run_fails bench_verbs "$P" bench comm -n 2 --op allreduce --comm verbs --min 4K --max 4K

@@ -254,6 +254,9 @@ static void test_join_torchrun_threads(void **state) {
         assert_int_equal(w->rank, r);
         assert_int_equal(w->size, N);
         assert_int_equal(w->comm_id, 0);
+        /* ABI v1.1's host map: every member on this one host */
+        assert_true(PLAIT_BOOTSTRAP_HAS_HOSTS(w));
+        for (int j = 0; j < N; j++) assert_int_equal(w->host_of[j], w->host_of[0]);
     }
     /* world allgather in rank order */
     pthread_t t[N];
@@ -284,6 +287,9 @@ static void test_join_torchrun_threads(void **state) {
     assert_int_equal(b0->rank, 1);
     assert_int_equal(b0->local_size, 2);
     assert_int_equal(b0->local_rank, 1);
+    assert_true(PLAIT_BOOTSTRAP_HAS_HOSTS(b0));
+    assert_int_equal(b0->host_of[0], plait_job_world(a[0].job)->host_of[2]); /* member 0 is world rank 2 */
+    assert_int_equal(b0->host_of[1], b0->host_of[0]);
     assert_int_equal(plait_job_bootstrap_for(a[1].job, id2, 2, members, &b1), PLAIT_ERR_INVALID_ARG);
     assert_contains(plait_last_error(), "not a member");
     int dup[2] = {1, 1};

@@ -5,7 +5,8 @@
 # layer hooks, the all-gather-free step) and a pipeline (pp = 2, where idle
 # is the bubble). The header has the columns the issue promises, and they are
 # filled on every row. val_loss is filled exactly at the multiples of
-# [run] eval_every and at the last step.
+# [run] eval_every and at the last step. time_s grows and tokens_seen counts
+# the global batch's tokens (the mfu column is checked in test_progress.sh).
 source "$(dirname "$0")/lib.sh"
 A="run.steps=12"
 
@@ -33,7 +34,7 @@ positive() {
 # every row (val_loss only where an evaluation ran: see below).
 has_columns() {
   local csv=$E2E_WORK/$1/metrics.csv col
-  for col in step loss val_loss lr tokens_per_s step_ms compute_ms comm_ms idle_ms peak_rss_mb; do
+  for col in step loss val_loss lr tokens_per_s step_ms compute_ms comm_ms idle_ms peak_rss_mb time_s tokens_seen; do
     head -n 1 "$csv" | tr ',' '\n' | grep -qx "$col" || fail "$1: metrics.csv has no column $col: $(head -n 1 "$csv")"
     [ "$col" = val_loss ] && continue
     [ "$(column "$1" "$col" | grep -c '^$')" = 0 ] || fail "$1: column $col is empty on some row"
@@ -63,4 +64,11 @@ paste -d' ' <(column eval step) <(column eval val_loss) | awk '
     n++ }
   END { if (n != 10) { printf "%d rows, not 10\n", n; bad = 1 } exit bad }' ||
   fail "eval: val_loss is not filled exactly at multiples of eval_every and the last step"
+# time since start grows; tokens seen = step x global batch x block (8 x 32
+# in tiny.ini); mfu is a column, empty without a peak (progress off here)
+paste -d' ' <(column eval step) <(column eval time_s) <(column eval tokens_seen) | awk '
+  { if ($2 <= last) { printf "step %s: time_s %s after %s\n", $1, $2, last; bad = 1 } last = $2
+    if ($3 != $1 * 8 * 32) { printf "step %s: tokens_seen %s, expected %d\n", $1, $3, $1 * 256; bad = 1 } }
+  END { exit bad }' || fail "eval: time_s or tokens_seen wrong"
+head -n 1 "$E2E_WORK/eval/metrics.csv" | tr ',' '\n' | grep -qx mfu || fail "metrics.csv has no mfu column"
 echo "metrics OK"

@@ -78,6 +78,8 @@ static const plait_key_decl params[] = {
 #endif
 #ifdef VARIANT_BAD_KIND
 #define DESC_KIND 7u
+#elif defined(VARIANT_COMM_KIND)
+#define DESC_KIND PLAIT_KIND_COMM /* a lie: the table below is an optim table */
 #else
 #define DESC_KIND PLAIT_KIND_OPTIM
 #endif

@@ -115,8 +115,9 @@ static void naive_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
 
 static void test_sgemm(void **state) {
     (void)state;
-    /* small (one call) and large (split over parts) shapes, all transposes */
-    const int64_t shapes[][3] = {{3, 5, 7}, {200, 130, 150}, {96, 330, 70}, {257, 64, 129}};
+    /* small (one call) and large shapes (520 x 390 x 130: 8 tiles, ragged
+     * at both edges), all transposes */
+    const int64_t shapes[][3] = {{3, 5, 7}, {200, 130, 150}, {96, 330, 70}, {257, 64, 129}, {520, 390, 130}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
@@ -132,9 +133,12 @@ static void test_sgemm(void **state) {
                 memcpy(c2, C.f, (size_t)(M * ldc) * sizeof(float));
                 plait_kernels_set_threads(1);
                 plait_k_sgemm(ta, tb, M, N, K, 0.5f, A.f, lda, B.f, ldb, 0.25f, c1, ldc);
-                plait_kernels_set_threads(2);
-                plait_k_sgemm(ta, tb, M, N, K, 0.5f, A.f, lda, B.f, ldb, 0.25f, c2, ldc);
-                assert_memory_equal(c1, c2, (size_t)(M * ldc) * sizeof(float));
+                for (int t = 2; t <= 8; t += t < 3 ? 1 : 5) { /* 2, 3, 8 threads */
+                    memcpy(c2, C.f, (size_t)(M * ldc) * sizeof(float));
+                    plait_kernels_set_threads(t);
+                    plait_k_sgemm(ta, tb, M, N, K, 0.5f, A.f, lda, B.f, ldb, 0.25f, c2, ldc);
+                    assert_memory_equal(c1, c2, (size_t)(M * ldc) * sizeof(float));
+                }
                 float *packed = fzeros((size_t)(M * N));
                 for (int64_t i = 0; i < M; i++) {
                     memcpy(packed + i * N, c1 + i * ldc, (size_t)N * sizeof(float));
@@ -151,6 +155,81 @@ static void test_sgemm(void **state) {
                 arr_free(&C);
             }
     plait_kernels_set_threads(1);
+}
+
+/* The tile partition: a function of the shape alone, enough tiles for 64
+ * threads on a training-sized product, covering C exactly, none tiny. */
+static void test_sgemm_tiles(void **state) {
+    (void)state;
+    int64_t tm, tn;
+    /* the shape test_sgemm checks against the reference is really cut */
+    assert_int_equal(plait_k_sgemm_tiles(520, 390, 130, &tm, &tn), 8);
+    assert_true(520 % tm != 0 && 390 % tn != 0);
+    int64_t n = plait_k_sgemm_tiles(4096, 768, 256, &tm, &tn);
+    assert_true(n >= 64);
+    assert_int_equal(n, ((4096 + tm - 1) / tm) * ((768 + tn - 1) / tn));
+    assert_true(tm * tn * 256 >= (1 << 22));
+    assert_true(tm % 32 == 0 && tn % 32 == 0);
+    /* the weight gradient's shape (OC x C over K = B*T) too */
+    assert_true(plait_k_sgemm_tiles(768, 256, 4096, NULL, NULL) >= 64);
+    /* small products stay one call */
+    assert_int_equal(plait_k_sgemm_tiles(3, 5, 7, NULL, NULL), 1);
+    assert_int_equal(plait_k_sgemm_tiles(64, 64, 64, &tm, &tn), 1);
+    assert_true(tm == 64 && tn == 64);
+    /* the thread count plays no part */
+    int64_t tm2, tn2;
+    plait_kernels_set_threads(3);
+    assert_int_equal(plait_k_sgemm_tiles(4096, 768, 256, &tm2, &tn2), n);
+    plait_kernels_set_threads(1);
+    plait_k_sgemm_tiles(4096, 768, 256, &tm, &tn);
+    assert_true(tm == tm2 && tn == tn2);
+}
+
+/* The optimizer's vector kernels: same bits with 1, 2, 3 and 8 threads over
+ * several element blocks (with a ragged last one). */
+static void test_vector_threads(void **state) {
+    (void)state;
+    const size_t n = 100003;
+    arr p0 = arr_rand(n, 1, 0), g = arr_rand(n, 1, 0), m0 = arr_rand(n, 1, 0), v0 = arr_rand(n, 1, 0);
+    for (size_t i = 0; i < n; i++) v0.f[i] = fabsf(v0.f[i]);
+    plait_adamw_args args = {sizeof args, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f};
+    float *ref = NULL;
+    plait_sumsq_acc ref_acc;
+    const int counts[] = {1, 2, 3, 8};
+    for (size_t c = 0; c < 4; c++) {
+        plait_kernels_set_threads(counts[c]);
+        float *buf = fzeros(4 * n);
+        float *p = buf, *m = buf + n, *v = buf + 2 * n, *y = buf + 3 * n;
+        memcpy(p, p0.f, n * sizeof(float));
+        memcpy(m, m0.f, n * sizeof(float));
+        memcpy(v, v0.f, n * sizeof(float));
+        memcpy(y, g.f, n * sizeof(float));
+        plait_k_adamw(p, g.f, m, v, n, &args);
+        plait_k_axpy(y, p, n, 0.3f);
+        plait_k_scale(y, n, 1.7f);
+        plait_sumsq_acc acc;
+        memset(&acc, 0, sizeof acc);
+        plait_k_sumsq_exact(&acc, y, n);
+        if (c == 0) {
+            ref = buf;
+            ref_acc = acc;
+            /* the update did something: most parameters moved */
+            size_t moved = 0;
+            for (size_t i = 0; i < n; i++) moved += p[i] != p0.f[i];
+            assert_true(moved > n * 9 / 10);
+            assert_true(plait_k_sumsq_value(&acc) > 0);
+        } else {
+            assert_memory_equal(ref, buf, 4 * n * sizeof(float));
+            assert_memory_equal(&ref_acc, &acc, sizeof acc);
+            free(buf);
+        }
+    }
+    plait_kernels_set_threads(1);
+    free(ref);
+    arr_free(&p0);
+    arr_free(&g);
+    arr_free(&m0);
+    arr_free(&v0);
 }
 
 /* ---- matmul -------------------------------------------------------------- */
@@ -630,6 +709,7 @@ static void test_crossentropy(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgemm),           cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_sgemm_tiles),     cmocka_unit_test(test_vector_threads),
         cmocka_unit_test(test_layernorm),       cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_attention_small), cmocka_unit_test(test_attention_tiled),
         cmocka_unit_test(test_bias_residual),   cmocka_unit_test(test_embedding),       cmocka_unit_test(test_crossentropy),

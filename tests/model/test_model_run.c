@@ -1,5 +1,5 @@
 /*
- * Running the model: bit-identical results with 1 and 2 math threads;
+ * Running the model: bit-identical results with 1, 2, 3 and 8 math threads;
  * tensor parallelism (tp = 2, 4 "ranks" as threads with an in-process
  * all-reduce) against the unsharded model, layer by layer (every layer's
  * output and the gradient reaching it, the logits of the vocab-parallel
@@ -25,9 +25,9 @@
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
-/* Big enough that products are split into parts and attention runs on
- * both threads. */
-static const char *GPT_INI = "[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 64\n"
+/* Big enough that products are cut into several tiles (the MLP's 256 x 512
+ * x 128 into 4) and attention runs on every thread. */
+static const char *GPT_INI = "[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 128\n"
                              "block_size = 64\nvocab_size = 100\n";
 static const char *MLP_INI = "[run]\nseed = 5\n[model]\narch = mlp\nn_layer = 2\nn_embd = 64\n"
                              "block_size = 64\nvocab_size = 100\n";
@@ -73,13 +73,17 @@ static void check_thread_invariance(const char *ini) {
     result r1, r2;
     plait_kernels_set_threads(1);
     run_once(&h, &r1, 3);
-    plait_kernels_set_threads(2);
-    assert_int_equal(plait_kernels_threads(), 2);
-    run_once(&h, &r2, 3);
-    plait_kernels_set_threads(1);
-    assert_true(r1.loss == r2.loss);
-    assert_memory_equal(r1.logits, r2.logits, r1.n_logits * sizeof(float));
-    assert_memory_equal(r1.grads, r2.grads, r1.n_grads * sizeof(float));
+    static const int counts[] = {2, 3, 8};
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        plait_kernels_set_threads(counts[c]);
+        assert_int_equal(plait_kernels_threads(), counts[c]);
+        run_once(&h, &r2, 3);
+        plait_kernels_set_threads(1);
+        assert_true(r1.loss == r2.loss);
+        assert_memory_equal(r1.logits, r2.logits, r1.n_logits * sizeof(float));
+        assert_memory_equal(r1.grads, r2.grads, r1.n_grads * sizeof(float));
+        if (c + 1 < sizeof counts / sizeof counts[0]) result_free(&r2);
+    }
     /* and the gradients are not trivially zero */
     size_t nonzero = 0;
     for (size_t i = 0; i < r1.n_grads; i++) nonzero += r1.grads[i] != 0.0f;

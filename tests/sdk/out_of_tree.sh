@@ -9,7 +9,7 @@ test -f "$prefix/include/plait/plugin.h"
 test -f "$prefix/lib/pkgconfig/plait.pc" || test -f "$prefix/lib/x86_64-linux-gnu/pkgconfig/plait.pc"
 
 # 1. CMake package
-cmake -S "$src/sdk/example" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >/dev/null
+cmake -S "$src/sdk/examples/sgd" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >/dev/null
 cmake --build "$work/cmake-build" >/dev/null
 lib=$(find "$work/cmake-build" -name 'libplait-optim-sgd.so' | head -n1)
 test -n "$lib"
@@ -18,7 +18,8 @@ test -n "$lib"
 pcdir=$(dirname "$(find "$prefix" -name plait.pc | head -n1)")
 mkdir -p "$work/pc-build"
 cc -std=c17 -Wall -Wextra -Werror -fPIC -shared $(PKG_CONFIG_PATH=$pcdir pkg-config --cflags plait) \
-   "$src/sdk/example/sgd.c" -o "$work/pc-build/libplait-optim-sgd.so"
+   "$src/sdk/examples/sgd/sgd.c" $(PKG_CONFIG_PATH=$pcdir pkg-config --libs plait) -Wl,--no-undefined \
+   -o "$work/pc-build/libplait-optim-sgd.so"
 # the entry symbol is the only export
 exports=$(nm -D --defined-only "$work/pc-build/libplait-optim-sgd.so" | awk '$2 == "T" {print $3}')
 [ "$exports" = "plait_plugin_v1" ] || { echo "unexpected exports: $exports"; exit 1; }
@@ -26,5 +27,5 @@ exports=$(nm -D --defined-only "$work/pc-build/libplait-optim-sgd.so" | awk '$2 
 # 3. plait lists it, with its ABI, from PLAIT_PLUGIN_PATH
 out=$(PLAIT_PLUGIN_PATH=$(dirname "$lib") "$build/bin/plait" plugins)
 echo "$out"
-echo "$out" | grep -E '^optim +sgd +1\.0\.0 +1\.0 +available' >/dev/null
+echo "$out" | grep -E '^optim +sgd +1\.1\.0 +1\.0 +available' >/dev/null
 echo "out-of-tree plugin OK"

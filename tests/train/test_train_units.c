@@ -13,8 +13,9 @@
 
 #include "runtime/error.h"
 #include "layout/batch.h"
-#include "train/grad_tree.h"
+#include "comm/sum_tree.h"
 #include "layout/mesh.h"
+#include "model/tied.h"
 #include "train/run_source.h"
 #include "host/host_table.h"
 
@@ -80,16 +81,16 @@ static float tree_f(const float *v, int32_t n) {
 }
 
 static void run_tree(const float *mbs, int32_t m, size_t n, float *out) {
-    plait_grad_tree *t = NULL;
-    assert_int_equal(plait_grad_tree_create(n, m, &t), PLAIT_OK);
+    plait_sum_tree *t = NULL;
+    assert_int_equal(plait_sum_tree_create(n, PLAIT_F32, PLAIT_SUM, m, "test tree", &t), PLAIT_OK);
     float *fresh = malloc(n * sizeof(float));
     for (int32_t j = 0; j < m; j++) {
         memcpy(fresh, mbs + (size_t)j * n, n * sizeof(float));
-        assert_int_equal(plait_grad_tree_add(t, j, fresh, out, 0, n / 2), PLAIT_OK);
-        assert_int_equal(plait_grad_tree_add(t, j, fresh, out, n / 2, n - n / 2), PLAIT_OK);
+        assert_int_equal(plait_sum_tree_add(t, j, fresh, out, 0, n / 2, NULL), PLAIT_OK);
+        assert_int_equal(plait_sum_tree_add(t, j, fresh + n / 2, out + n / 2, n / 2, n - n / 2, NULL), PLAIT_OK);
     }
     free(fresh);
-    plait_grad_tree_free(t);
+    plait_sum_tree_free(t);
 }
 
 /* The accumulator equals the reference tree bit for bit, and splitting the
@@ -123,12 +124,63 @@ static void test_grad_tree_bits(void **state) {
         free(mbs);
     }
     double d[5] = {1e16, 1, -1e16, 1, 3};
-    assert_true(plait_tree_sum(d, 5) == ((1e16 + 1) + (-1e16 + 1)) + 3);
+    assert_true(plait_sum_tree_f64(d, 5) == ((1e16 + 1) + (-1e16 + 1)) + 3);
 }
 
 /* A resume continues the interrupted run's data position; another seed or
  * other data is reported (and warned about), never silently taken; a state
  * whose data position is not its step is refused. */
+/* The tied weight's rules (model/tied.h, plait/model.h): a copy reads and is
+ * stored as its original, pairs across stages are flagged on both local
+ * members, and the fold is original + copy, only when both are local. */
+static void test_tied_weight(void **state) {
+    (void)state;
+    plait_param g[3] = {
+        {.name = "transformer.wte.weight", .index = 0, .layer = 0, .tied_to = -1, .numel = 2},
+        {.name = "h.0.w", .index = 1, .layer = 1, .tied_to = -1, .numel = 2},
+        {.name = "lm_head.weight", .index = 2, .layer = 2, .flags = PLAIT_PARAM_TIED_COPY, .tied_to = 0, .numel = 2},
+    };
+    plait_model_spec spec = {.struct_size = sizeof spec, .n_params = 3, .params = g};
+    assert_int_equal(plait_tied_original(&g[2]), 0);
+    assert_int_equal(plait_tied_original(&g[1]), -1);
+    assert_true(plait_tied_is_copy(&g[2]) && !plait_tied_is_copy(&g[0]));
+    assert_string_equal(plait_tied_source(&spec, &g[2])->name, "transformer.wte.weight");
+    assert_ptr_equal(plait_tied_source(&spec, &g[1]), &g[1]);
+    plait_param as = plait_tied_init_as(&spec, &g[2]);
+    assert_string_equal(as.name, "transformer.wte.weight");
+    assert_int_equal(as.index, 0);
+    assert_int_equal(as.layer, 2); /* the rest stays the copy's */
+
+    /* one stage holds all: no remote flags; the fold adds the copy in */
+    float gw[2] = {1e8f, 1}, gh[2] = {0, 0}, gc[2] = {-1e8f, 3};
+    plait_param local[3] = {g[0], g[1], g[2]};
+    local[0].grad = gw, local[1].grad = gh, local[2].grad = gc;
+    int32_t all[3] = {0, 1, 2}, one_stage[3] = {0, 0, 0}, split[3] = {0, 0, 1};
+    plait_tied_mark_remote(&spec, one_stage, local, all);
+    for (int i = 0; i < 3; i++) assert_false(local[i].flags & PLAIT_PARAM_TIED_REMOTE);
+    plait_param_set set = {.struct_size = sizeof set, .n_params = 3, .params = local};
+    assert_int_equal(plait_tied_local_original(&set, &local[2]), 0);
+    plait_tied_fold_grads(&set);
+    assert_true(gw[0] == 0.0f && gw[1] == 4.0f);
+    assert_true(gc[0] == -1e8f); /* the copy keeps its own gradient */
+
+    /* embedding and head on different stages: both local members flagged */
+    plait_tied_mark_remote(&spec, split, local, all);
+    assert_true(local[0].flags & PLAIT_PARAM_TIED_REMOTE);
+    assert_false(local[1].flags & PLAIT_PARAM_TIED_REMOTE);
+    assert_true(local[2].flags & PLAIT_PARAM_TIED_REMOTE);
+    /* the last stage alone: only the copy is here, and nothing is folded */
+    plait_param last[1] = {g[2]};
+    last[0].grad = gc;
+    int32_t map[3] = {-1, -1, 0};
+    plait_tied_mark_remote(&spec, split, last, map);
+    assert_true(last[0].flags & PLAIT_PARAM_TIED_REMOTE);
+    plait_param_set last_set = {.struct_size = sizeof last_set, .n_params = 1, .params = last};
+    assert_int_equal(plait_tied_local_original(&last_set, &last[0]), -1);
+    plait_tied_fold_grads(&last_set);
+    assert_true(gc[0] == -1e8f && gc[1] == 3.0f);
+}
+
 static void test_resume_checks(void **state) {
     (void)state;
     plait_ckpt_data data = {.path = "a.txt", .tokens = 1000, .train_tokens = 900, .train_crc32c = 0x1234abcdu};
@@ -169,6 +221,7 @@ int main(void) {
         cmocka_unit_test(test_batch_derivations),
         cmocka_unit_test(test_mesh_coords_roundtrip),
         cmocka_unit_test(test_grad_tree_bits),
+        cmocka_unit_test(test_tied_weight),
         cmocka_unit_test(test_resume_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -38,7 +38,7 @@ static int world_tag, dp_tag;
 static plait_comm *const fake_world = (plait_comm *)&world_tag;
 static plait_comm *const fake_dp = (plait_comm *)&dp_tag;
 static int world_size = 1, dp_rank = 0;
-static int64_t peer_wire[OPTIM_SUMSQ_WIRE_COUNT];
+static int64_t peer_wire[PLAIT_OPTIM_SUMSQ_WIRE_COUNT];
 static uint64_t sent_bytes;
 static int allreduces;
 
@@ -52,7 +52,7 @@ static plait_status fake_allreduce(plait_comm *c, const void *send, void *recv, 
     assert_ptr_equal(c, fake_world);
     assert_int_equal(dtype, PLAIT_I64);
     assert_int_equal(op, PLAIT_SUM);
-    assert_int_equal(count, OPTIM_SUMSQ_WIRE_COUNT);
+    assert_int_equal(count, PLAIT_OPTIM_SUMSQ_WIRE_COUNT);
     const int64_t *s = send;
     int64_t *r = recv;
     for (size_t i = 0; i < count; i++) r[i] = s[i] + (world_size > 1 ? peer_wire[i] : 0);
@@ -179,35 +179,35 @@ static void assert_close(float got, float want, const char *what, int i) {
 
 static void test_lr_schedule(void **state) {
     (void)state;
-    optim_hparams hp = {.lr = 1e-2, .min_lr = 1e-3, .warmup_steps = 2, .decay_steps = 6};
-    assert_true(fabs(optim_lr_at(&hp, 0) - 1e-2 / 3) < 1e-15); /* step 0 already moves */
-    assert_true(fabs(optim_lr_at(&hp, 1) - 2e-2 / 3) < 1e-15);
-    assert_true(fabs(optim_lr_at(&hp, 2) - 1e-2) < 1e-17);      /* peak after warmup */
-    assert_true(fabs(optim_lr_at(&hp, 4) - (1e-3 + 0.5 * 9e-3)) < 1e-15); /* half way down */
-    assert_true(optim_lr_at(&hp, 6) == 1e-3);
-    assert_true(optim_lr_at(&hp, 1000) == 1e-3);
-    for (int64_t s = 2; s < 6; s++) assert_true(optim_lr_at(&hp, s + 1) < optim_lr_at(&hp, s));
-    hp.schedule = OPTIM_SCHEDULE_CONSTANT;
-    assert_true(optim_lr_at(&hp, 0) == 1e-2 / 3);
-    assert_true(optim_lr_at(&hp, 2) == 1e-2 && optim_lr_at(&hp, 500) == 1e-2);
-    hp.schedule = OPTIM_SCHEDULE_COSINE;
+    plait_optim_hparams hp = {.lr = 1e-2, .min_lr = 1e-3, .warmup_steps = 2, .decay_steps = 6};
+    assert_true(fabs(plait_optim_lr_at(&hp, 0) - 1e-2 / 3) < 1e-15); /* step 0 already moves */
+    assert_true(fabs(plait_optim_lr_at(&hp, 1) - 2e-2 / 3) < 1e-15);
+    assert_true(fabs(plait_optim_lr_at(&hp, 2) - 1e-2) < 1e-17);      /* peak after warmup */
+    assert_true(fabs(plait_optim_lr_at(&hp, 4) - (1e-3 + 0.5 * 9e-3)) < 1e-15); /* half way down */
+    assert_true(plait_optim_lr_at(&hp, 6) == 1e-3);
+    assert_true(plait_optim_lr_at(&hp, 1000) == 1e-3);
+    for (int64_t s = 2; s < 6; s++) assert_true(plait_optim_lr_at(&hp, s + 1) < plait_optim_lr_at(&hp, s));
+    hp.schedule = PLAIT_LR_CONSTANT;
+    assert_true(plait_optim_lr_at(&hp, 0) == 1e-2 / 3);
+    assert_true(plait_optim_lr_at(&hp, 2) == 1e-2 && plait_optim_lr_at(&hp, 500) == 1e-2);
+    hp.schedule = PLAIT_LR_COSINE;
     hp.decay_steps = 1; /* decay ends before warmup does */
-    assert_true(optim_lr_at(&hp, 1) == 2e-2 / 3 && optim_lr_at(&hp, 2) == 1e-3);
+    assert_true(plait_optim_lr_at(&hp, 1) == 2e-2 / 3 && plait_optim_lr_at(&hp, 2) == 1e-3);
     hp.warmup_steps = 0;
     hp.decay_steps = 10;
-    assert_true(fabs(optim_lr_at(&hp, 0) - 1e-2) < 1e-17);
+    assert_true(fabs(plait_optim_lr_at(&hp, 0) - 1e-2) < 1e-17);
 
     /* lr_decay_steps = 0 means [run] steps. */
     plait_config *cfg = config_from("[run]\nsteps = 40\n[optim]\nlr_schedule = constant\n");
-    assert_int_equal(optim_read_hparams(&g_test_host, cfg, &hp), PLAIT_OK);
+    assert_int_equal(plait_optim_read_hparams(&g_test_host, cfg, &hp), PLAIT_OK);
     assert_int_equal(hp.decay_steps, 40);
-    assert_int_equal(hp.schedule, OPTIM_SCHEDULE_CONSTANT);
+    assert_int_equal(hp.schedule, PLAIT_LR_CONSTANT);
     assert_true(hp.lr == 1e-3 && hp.beta2 == 0.95 && hp.grad_clip == 1.0);
     plait_config_free(cfg);
 
-    assert_true(optim_clip_scale(1.0, 2.0) == 1.0 / (2.0 + 1e-6));
-    assert_true(optim_clip_scale(1.0, 0.5) == 1.0);
-    assert_true(optim_clip_scale(0.0, 100.0) == 1.0);
+    assert_true(plait_optim_clip_scale(1.0, 2.0) == 1.0 / (2.0 + 1e-6));
+    assert_true(plait_optim_clip_scale(1.0, 0.5) == 1.0);
+    assert_true(plait_optim_clip_scale(0.0, 100.0) == 1.0);
 }
 
 /* ---- against PyTorch ------------------------------------------------------ */
@@ -484,27 +484,27 @@ static void test_norm_rule(void **state) {
     split.shard.index = 1;
     plait_param copy = p;
     copy.flags = PLAIT_PARAM_TIED_COPY;
-    optim_topology one = {.dp_rank = 0, .tp = 1, .tp_rank = 0};
-    assert_true(optim_counts_in_norm(&one, &p));
-    assert_false(optim_counts_in_norm(&one, &copy));
-    optim_topology dp1 = {.dp_rank = 1, .tp = 1};
-    assert_false(optim_counts_in_norm(&dp1, &p));
-    optim_topology tp0 = {.dp_rank = 0, .tp = 2, .tp_rank = 0}, tp1 = {.dp_rank = 0, .tp = 2, .tp_rank = 1};
-    assert_true(optim_counts_in_norm(&tp0, &p));
-    assert_false(optim_counts_in_norm(&tp1, &p)); /* replicated over TP: rank 0 only */
-    assert_true(optim_counts_in_norm(&tp0, &split));
-    assert_true(optim_counts_in_norm(&tp1, &split)); /* disjoint slices: every TP rank */
+    plait_optim_topology one = {.dp_rank = 0, .tp = 1, .tp_rank = 0};
+    assert_true(plait_optim_counts_in_norm(&one, &p));
+    assert_false(plait_optim_counts_in_norm(&one, &copy));
+    plait_optim_topology dp1 = {.dp_rank = 1, .tp = 1};
+    assert_false(plait_optim_counts_in_norm(&dp1, &p));
+    plait_optim_topology tp0 = {.dp_rank = 0, .tp = 2, .tp_rank = 0}, tp1 = {.dp_rank = 0, .tp = 2, .tp_rank = 1};
+    assert_true(plait_optim_counts_in_norm(&tp0, &p));
+    assert_false(plait_optim_counts_in_norm(&tp1, &p)); /* replicated over TP: rank 0 only */
+    assert_true(plait_optim_counts_in_norm(&tp0, &split));
+    assert_true(plait_optim_counts_in_norm(&tp1, &split)); /* disjoint slices: every TP rank */
 
     /* The TP rank is read from the split parameters. */
     plait_config *cfg = config_from("[parallel]\ntp = 2\n");
     plait_param ps[2] = {p, split};
     plait_param_set set = {.struct_size = sizeof set, .n_params = 2, .params = ps};
     plait_optim_init init = {.struct_size = sizeof init, .host = &g_test_host, .config = cfg, .params = &set};
-    optim_topology topo;
-    assert_int_equal(optim_topology_from_init(&init, &topo), PLAIT_OK);
+    plait_optim_topology topo;
+    assert_int_equal(plait_optim_topology_from_init(&init, &topo), PLAIT_OK);
     assert_true(topo.tp == 2 && topo.tp_rank == 1 && topo.dp_rank == 0);
     set.n_params = 1; /* nothing split although tp = 2 */
-    assert_int_equal(optim_topology_from_init(&init, &topo), PLAIT_ERR_INTERNAL);
+    assert_int_equal(plait_optim_topology_from_init(&init, &topo), PLAIT_ERR_INTERNAL);
     plait_config_free(cfg);
 }
 
@@ -527,20 +527,20 @@ static void test_norm_is_layout_independent(void **state) {
     const int cuts[][4] = {{1, 2, 3, 4}, {N / 3, N / 2, N - 1, N}, {7, 11, 4000, 4999}};
     for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
         /* Five "ranks": [0,c0) [c0,c1) [c1,c2) [c2,c3) [c3,N); wires summed as int64. */
-        int64_t sum[OPTIM_SUMSQ_WIRE_COUNT] = {0};
+        int64_t sum[PLAIT_OPTIM_SUMSQ_WIRE_COUNT] = {0};
         int lo = 0;
         for (int r = 0; r <= 4; r++) {
             int hi = r < 4 ? cuts[c][r] : N;
             plait_sumsq_acc acc;
             memset(&acc, 0, sizeof acc);
             plait_k_sumsq_exact(&acc, g + lo, (size_t)(hi - lo));
-            int64_t wire[OPTIM_SUMSQ_WIRE_COUNT];
-            optim_sumsq_to_wire(&acc, wire);
-            for (int k = 0; k < OPTIM_SUMSQ_WIRE_COUNT; k++) sum[k] += wire[k];
+            int64_t wire[PLAIT_OPTIM_SUMSQ_WIRE_COUNT];
+            plait_optim_sumsq_to_wire(&acc, wire);
+            for (int k = 0; k < PLAIT_OPTIM_SUMSQ_WIRE_COUNT; k++) sum[k] += wire[k];
             lo = hi;
         }
         plait_sumsq_acc merged;
-        optim_sumsq_from_wire(sum, &merged);
+        plait_optim_sumsq_from_wire(sum, &merged);
         double got = plait_k_sumsq_value(&merged);
         assert_memory_equal(&got, &want, sizeof got);
     }
@@ -552,7 +552,7 @@ static void test_norm_is_layout_independent(void **state) {
     plait_sumsq_acc peer;
     memset(&peer, 0, sizeof peer);
     plait_k_sumsq_exact(&peer, g + 1000, N - 1000);
-    optim_sumsq_to_wire(&peer, peer_wire);
+    plait_optim_sumsq_to_wire(&peer, peer_wire);
     plait_config *cfg = config_from("[optim]\ngrad_clip = 0\nlr = 0\nmin_lr = 0\n");
     plait_param p = {.struct_size = sizeof p, .name = "g", .ndim = 1, .shape = {1000}, .numel = 1000,
                      .shard = {.dim = -1, .parts = 1}, .tied_to = -1};
@@ -567,7 +567,7 @@ static void test_norm_is_layout_independent(void **state) {
     double want_norm = sqrt(want);
     assert_memory_equal(&out.grad_norm, &want_norm, sizeof want_norm);
     assert_int_equal(allreduces, 1);
-    assert_int_equal(out.bytes_sent, OPTIM_SUMSQ_WIRE_COUNT * 8);
+    assert_int_equal(out.bytes_sent, PLAIT_OPTIM_SUMSQ_WIRE_COUNT * 8);
     ops->destroy(st);
     /* DP rank 1 contributes nothing of its own: the norm is the peers' part. */
     dp_rank = 1;

@@ -10,7 +10,7 @@
  *   - ZeRO-3 under pipeline-like hook orders (GPipe, 1F1B), evaluation passes
  *     between steps, and different prefetch depths: still bit-identical;
  *   - small units (a layer split in several), one collective in flight;
- *   - the plugin-side deterministic tree equals the core's bit for bit.
+ *   - the tree plugins reach through host->sum_tree is the core's, bit for bit.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,10 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim_tree.h"
+#include "comm/sum_tree.h"
 #include "plugin/loader.h"
 #include "runtime/memory.h"
-#include "train/grad_tree.h"
 #include "zero/zero_harness.h"
 #include "host/host_table.h"
 
@@ -183,38 +182,54 @@ static void test_small_units(void **state) {
     zh_run_free(&ref);
 }
 
-/* The plugin's tree is the core's, bit for bit, range by range. */
+/* What a plugin reaches through host->sum_tree is the core's one tree: fed
+ * range by range (streaming, as ZeRO-2/3 do) it equals the all-at-once fold
+ * of the ordered collectives bit for bit; wrong calls are errors. */
 static void test_tree_matches_core(void **state) {
     (void)state;
+    const plait_host *h = zh_host();
+    assert_true(PLAIT_HOST_HAS(h, sum_tree));
+    const plait_sum_tree_api *api = h->sum_tree;
     const size_t n = 1000;
-    float *fresh = malloc(n * sizeof(float)), *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    float *mbs = malloc(9 * n * sizeof(float)), *fresh = malloc(n * sizeof(float));
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float)), *work[9];
+    const void *leaves[9];
+    for (int32_t j = 0; j < 9; j++) {
+        work[j] = malloc(n * sizeof(float));
+        leaves[j] = mbs + (size_t)j * n;
+        for (size_t i = 0; i < n; i++) /* wide exponents so the order shows */
+            mbs[(size_t)j * n + i] =
+                (float)ldexp(sin((double)(i * 7 + (size_t)j * 13 + 1)), (int)((i + (size_t)j) % 40) - 20);
+    }
     for (int32_t m = 1; m <= 9; m++) {
-        optim_tree t;
-        plait_grad_tree *core = NULL;
-        assert_int_equal(optim_tree_init(&t, zh_host(), n, m, "test tree"), PLAIT_OK);
-        assert_int_equal(plait_grad_tree_create(n, m, &core), PLAIT_OK);
+        plait_sum_tree *t = NULL;
+        assert_int_equal(api->create(n, PLAIT_F32, PLAIT_SUM, m, "test tree", &t), PLAIT_OK);
         for (int32_t j = 0; j < m; j++) {
-            for (size_t i = 0; i < n; i++) {
-                /* wide exponents so the order shows */
-                fresh[i] = (float)ldexp(sin((double)(i * 7 + (size_t)j * 13 + 1)), (int)((i + (size_t)j) % 40) - 20);
-            }
-            /* core: whole vector in two ranges; plugin: three other ranges */
-            assert_int_equal(plait_grad_tree_add(core, j, fresh, a, 0, 600), PLAIT_OK);
-            assert_int_equal(plait_grad_tree_add(core, j, fresh, a, 600, 400), PLAIT_OK);
+            memcpy(fresh, mbs + (size_t)j * n, n * sizeof(float)); /* the plugin reuses its buffer */
             size_t cuts[] = {0, 17, 555, n};
             for (int c = 0; c < 3; c++) {
                 int done = -1;
-                assert_int_equal(optim_tree_add(&t, j, fresh + cuts[c], b + cuts[c], cuts[c], cuts[c + 1] - cuts[c], &done),
+                assert_int_equal(api->add(t, j, fresh + cuts[c], b + cuts[c], cuts[c], cuts[c + 1] - cuts[c], &done),
                                  PLAIT_OK);
                 assert_int_equal(done, j == m - 1);
             }
         }
+        plait_sum_tree_fold(a, leaves, (void *const *)work, m, n, PLAIT_F32, PLAIT_SUM);
         assert_memory_equal(a, b, n * sizeof(float));
-        assert_true(optim_tree_bytes(&t) <= (size_t)optim_tree_max_levels(m) * n * sizeof(float));
-        optim_tree_free(&t);
-        plait_grad_tree_free(core);
+        assert_true(api->bytes(t) <= (size_t)api->max_levels(m) * n * sizeof(float));
+        assert_true(m == 1 || api->bytes(t) > 0);
+        /* out of range: refused with a message, the tree untouched */
+        assert_int_equal(api->add(t, m, fresh, b, 0, 1, NULL), PLAIT_ERR_INVALID_ARG);
+        assert_int_equal(api->add(t, 0, fresh, b, 990, 11, NULL), PLAIT_ERR_INVALID_ARG);
+        assert_non_null(strstr(h->last_error(), "test tree"));
+        api->destroy(t);
     }
-    free(fresh), free(a), free(b);
+    plait_sum_tree *t = NULL;
+    assert_int_equal(api->create(n, PLAIT_F32, PLAIT_SUM, 0, "test tree", &t), PLAIT_ERR_INVALID_ARG);
+    assert_null(t);
+    api->destroy(NULL);
+    for (int32_t j = 0; j < 9; j++) free(work[j]);
+    free(mbs), free(fresh), free(a), free(b);
 }
 
 int main(void) {

@@ -13,7 +13,7 @@
 #include "plugin/loader.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
-#include "train/grad_tree.h"
+#include "comm/sum_tree.h"
 #include "host/host_table.h"
 
 static const char *const which_name[ZH_WHICH] = {"param", "exp_avg", "exp_avg_sq"};
@@ -200,7 +200,7 @@ typedef struct rank_ctx {
     plait_param_set set;
     float *data_flat, *grad_flat, *scratch;
     size_t flat;
-    plait_grad_tree *tree;
+    plait_sum_tree *tree;
     void *opt;
     int64_t step;     /* step being run, relative to the run (0-based) */
     int in_eval;
@@ -285,7 +285,7 @@ static int alloc_core_storage(rank_ctx *c, source_ctx *src) {
         c->set.grad_flat = c->grad_flat;
         for (int32_t i = 0; i < m->n_params; i++) c->params[i].grad = c->grad_flat + c->params[i].flat_offset;
         if (c->r->det && c->r->m > 1) {
-            if (plait_grad_tree_create(c->flat, c->r->m, &c->tree) != PLAIT_OK) return failst(c, "grad tree");
+            if (plait_sum_tree_create(c->flat, PLAIT_F32, PLAIT_SUM, c->r->m, "deterministic accumulation", &c->tree) != PLAIT_OK) return failst(c, "grad tree");
             c->scratch = aligned_alloc(64, (c->flat + 16) * sizeof(float));
         }
     }
@@ -387,7 +387,7 @@ static int backward(rank_ctx *c, int32_t mb) {
             redirect(c, l, 0);
             for (int32_t i = 0; i < c->set.n_params; i++) {
                 plait_param *p = &c->params[i];
-                if (p->layer == l && plait_grad_tree_add(c->tree, mb, c->scratch, c->grad_flat, p->flat_offset, p->numel) != PLAIT_OK)
+                if (p->layer == l && plait_sum_tree_add(c->tree, mb, c->scratch + p->flat_offset, c->grad_flat + p->flat_offset, p->flat_offset, p->numel, NULL) != PLAIT_OK)
                     return failst(c, "grad tree");
             }
         }
@@ -565,7 +565,7 @@ static void rank_main(int rank, void *arg) {
     if (record_tags(&c, 1)) goto out;
 out:
     if (c.opt) sh->ops->destroy(c.opt);
-    plait_grad_tree_free(c.tree);
+    plait_sum_tree_free(c.tree);
     free(c.data_flat);
     free(c.grad_flat);
     free(c.scratch);

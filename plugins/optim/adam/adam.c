@@ -4,7 +4,7 @@
  * core owns parameter and gradient storage, and gradients arrive already
  * reduced over the DP group.
  *
- * Per step: the exact global gradient norm (optim_common.h: each distinct
+ * Per step: the exact global gradient norm (plait/optim_util.h: each distinct
  * gradient counted once over the world, summed in integers), clipping by
  * [optim] grad_clip, the learning rate of the schedule, then
  * host->kernels->adamw on each parameter — weight decay only on parameters
@@ -38,8 +38,8 @@ typedef struct adam {
     const plait_config *cfg;
     plait_param_set *params;
     plait_comm *world;
-    optim_hparams hp;
-    optim_topology topo;
+    plait_optim_hparams hp;
+    plait_optim_topology topo;
     int64_t updates;        /* AdamW steps taken (bias-correction count) */
     float *state;           /* host->alloc: exp_avg of every owner, then exp_avg_sq */
     size_t state_numel;     /* elements in each half */
@@ -88,13 +88,13 @@ static plait_status adam_create(const plait_optim_init *init, void **out) {
     a->cfg = init->config;
     a->params = init->params;
     a->world = init->world;
-    plait_status st = optim_read_hparams(host, init->config, &a->hp);
-    if (st == PLAIT_OK) st = optim_topology_from_init(init, &a->topo);
+    plait_status st = plait_optim_read_hparams(host, init->config, &a->hp);
+    if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &a->topo);
     if (st != PLAIT_OK) {
         adam_destroy(a);
         return st;
     }
-    for (int32_t i = 0; i < n; i++) a->owns_state[i] = !optim_tied_to_local(a->params, &a->params->params[i]);
+    for (int32_t i = 0; i < n; i++) a->owns_state[i] = plait_tied_local_original(a->params, &a->params->params[i]) < 0;
     *out = a;
     return PLAIT_OK;
 }
@@ -132,7 +132,7 @@ static plait_status adam_materialize(void *sp, const plait_value_source *src) {
     }
     for (int32_t i = 0; i < set->n_params; i++) {
         if (a->owns_state[i]) continue;
-        int32_t orig = optim_local_index(set, set->params[i].tied_to);
+        int32_t orig = plait_tied_local_original(set, &set->params[i]);
         a->exp_avg[i] = a->exp_avg[orig];
         a->exp_avg_sq[i] = a->exp_avg_sq[orig];
     }
@@ -171,24 +171,15 @@ static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_opt
     plait_param_set *set = a->params;
     if (!a->state) return host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": step() before materialize()");
 
-    plait_sumsq_acc acc;
-    memset(&acc, 0, sizeof acc);
-    for (int32_t i = 0; i < set->n_params; i++) {
-        const plait_param *p = &set->params[i];
-        if (!optim_counts_in_norm(&a->topo, p)) continue;
-        if (!p->grad) return host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": parameter %s has no gradient storage", p->name);
-        k->sumsq_exact(&acc, p->grad, p->numel);
-    }
-    double sumsq;
+    double norm = 0;
     uint64_t sent = 0;
-    double waited_before = optim_wait_seconds(host, a->world, NULL);
-    plait_status st = optim_global_sumsq(host, a->world, &acc, &sumsq, &sent);
+    double waited_before = plait_optim_wait_seconds(host, a->world, NULL);
+    plait_status st = plait_optim_grad_norm(host, &a->topo, set, a->world, &norm, &sent);
     if (st != PLAIT_OK) return st;
-    double norm = sqrt(sumsq);
     plait_adamw_args args;
     st = optim_begin_update(host, NAME, &a->hp, in->step, norm, &a->updates, &args);
     if (st != PLAIT_OK) return st;
-    double lr = optim_lr_at(&a->hp, in->step); /* reported in double, as before */
+    double lr = plait_optim_lr_at(&a->hp, in->step); /* reported in double, as before */
     for (int32_t i = 0; i < set->n_params; i++) {
         if (!a->owns_state[i]) continue;
         plait_param *p = &set->params[i];
@@ -197,13 +188,13 @@ static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_opt
         args.weight_decay = (p->flags & PLAIT_PARAM_NO_DECAY) ? 0.0f : (float)a->hp.weight_decay;
         k->adamw(p->data, p->grad, a->exp_avg[i], a->exp_avg_sq[i], p->numel, &args);
     }
-    optim_report_step(out, lr, norm, sent, optim_wait_seconds(host, a->world, NULL) - waited_before);
+    plait_optim_report_step(out, lr, norm, sent, plait_optim_wait_seconds(host, a->world, NULL) - waited_before);
     return PLAIT_OK;
 }
 
 static plait_status adam_export(void *sp, int32_t param_index, const char *which, float *dst) {
     adam *a = sp;
-    int32_t i = optim_local_index(a->params, param_index);
+    int32_t i = plait_param_set_find(a->params, param_index);
     if (i < 0)
         return a->host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": parameter %d is not held by this rank", param_index);
     const plait_param *p = &a->params->params[i];

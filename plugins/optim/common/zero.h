@@ -38,7 +38,7 @@
  * that follows after_backward, every micro-batch (DeepSpeed's way); the
  * running sum lives only in the rank's slice. Deterministic mode with
  * accumulation keeps the full local gradient in the canonical tree instead
- * (optim_tree.h) and reduce-scatters once, at the last micro-batch: per-
+ * (the core's, host->sum_tree) and reduce-scatters once, at the last micro-batch: per-
  * micro-batch reduction would change the summation order. All reductions in
  * deterministic mode use PLAIT_ALGO_ORDERED (elementwise, so shard
  * boundaries do not matter), which makes every stage bit-identical to plain
@@ -84,7 +84,6 @@
 #include <plait/plugin.h>
 
 #include "optim_common.h"
-#include "optim_tree.h"
 
 /* Floats each parameter's packed offset is aligned to (64 bytes). */
 #define ZERO_ALIGN 16
@@ -156,8 +155,8 @@ typedef struct zero {
     int32_t micro_batches;
     int deterministic;
     int tree_mode;                /* deterministic with accumulation and owned gradients */
-    optim_hparams hp;
-    optim_topology topo;          /* dp_rank forced to 0: every rank counts its slices */
+    plait_optim_hparams hp;
+    plait_optim_topology topo;          /* dp_rank forced to 0: every rank counts its slices */
     size_t bucket_elems;
     int max_inflight;
     int prefetch;
@@ -196,7 +195,8 @@ typedef struct zero {
     size_t pool_bytes;
     zero_flight *flight;          /* FIFO of in-flight collectives holding pool buffers */
     int32_t n_flight, cap_flight;
-    optim_tree tree;
+    const plait_sum_tree_api *tree_api; /* host->sum_tree, checked at create (tree_mode) */
+    plait_sum_tree *tree;              /* created in materialize (tree_mode) */
 
     /* stage 3 prefetch trace */
     int32_t *trace_prev, n_prev, cap_prev;

@@ -142,7 +142,7 @@ plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int l
         for (int32_t m = 0; m < u->count; m++) z->params->params[u->first + m].grad = NULL;
         if (z->tree_mode) {
             int done = 0;
-            plait_status st = optim_tree_add(&z->tree, mb, buf, buf, u->tree_off, u->numel, &done);
+            plait_status st = z->tree_api->add(z->tree, mb, buf, buf, u->tree_off, u->numel, &done);
             if (st != PLAIT_OK || !done) {
                 zero_buf_put(z, buf);
                 if (st != PLAIT_OK) return st;

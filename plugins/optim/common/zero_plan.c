@@ -10,7 +10,7 @@ static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 static int has_local_copy(const plait_param_set *set, int32_t i) {
     for (int32_t j = 0; j < set->n_params; j++) {
         const plait_param *c = &set->params[j];
-        if (j != i && c->tied_to == set->params[i].index && optim_tied_to_local(set, c)) return 1;
+        if (j != i && plait_tied_local_original(set, c) == i) return 1;
     }
     return 0;
 }
@@ -68,7 +68,7 @@ plait_status zero_plan(zero *z) {
     int cur_alone = 0;
     for (int32_t i = 0; i < np; i++) {
         const plait_param *p = &set->params[i];
-        int copy = optim_tied_to_local(set, p);
+        int copy = plait_tied_local_original(set, p) >= 0;
         int whole = z->zero_stage >= 2 && (p->flags & PLAIT_PARAM_TIED_REMOTE);
         int alone = copy || whole || has_local_copy(set, i) || p->numel >= z->bucket_elems;
         size_t off = cur ? align_up(cur->numel, ZERO_ALIGN) : 0;
@@ -105,7 +105,7 @@ plait_status zero_plan(zero *z) {
         }
         if (un->copy) {
             const plait_param *c = &set->params[un->first];
-            int32_t o = optim_local_index(set, c->tied_to);
+            int32_t o = plait_tied_local_original(set, c);
             const plait_param *orig = &set->params[o];
             if (orig->numel != c->numel)
                 return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: tied parameters %s (%zu elements) and %s (%zu) differ "

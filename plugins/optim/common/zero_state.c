@@ -40,7 +40,7 @@ static void zero_destroy(void *sp) {
     h->free(z->copy_gshard);
     h->free(z->pshard);
     h->free(z->whole_grad);
-    optim_tree_free(&z->tree);
+    if (z->tree) z->tree_api->destroy(z->tree);
     zero_pool_free(z);
     zero_plan_free(z);
     free(z->trace_prev);
@@ -74,11 +74,24 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     z->micro_batches = init->local_micro_batches > 0 ? init->local_micro_batches : 1;
     z->deterministic = init->deterministic;
     z->tree_mode = zero_stage >= 2 && z->deterministic && z->micro_batches > 1;
+    if (z->tree_mode) {
+        /* The accumulation must be the core's tree, bit for bit: no fallback. */
+        const plait_sum_tree_api *api = PLAIT_HOST_HAS(host, sum_tree) ? host->sum_tree : NULL;
+        if (!api || api->struct_size < offsetof(plait_sum_tree_api, destroy) + sizeof api->destroy) {
+            free(z);
+            return host->set_error(PLAIT_ERR_UNSUPPORTED,
+                                   "%s: deterministic accumulation needs the host's summation tree "
+                                   "(host->sum_tree, ABI 1.2); this core is ABI %u.%u",
+                                   name, PLAIT_ABI_VERSION_MAJOR(host->abi_version),
+                                   PLAIT_ABI_VERSION_MINOR(host->abi_version));
+        }
+        z->tree_api = api;
+    }
     char section[32];
     snprintf(section, sizeof section, "optim.%s", name);
     plait_value v;
-    plait_status st = optim_read_hparams(host, init->config, &z->hp);
-    if (st == PLAIT_OK) st = optim_topology_from_init(init, &z->topo);
+    plait_status st = plait_optim_read_hparams(host, init->config, &z->hp);
+    if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &z->topo);
     if (st == PLAIT_OK) st = host->config_get(init->config, section, "bucket_size", &v);
     if (st == PLAIT_OK) {
         z->bucket_elems = (size_t)v.i / sizeof(float);
@@ -99,12 +112,12 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
         return st;
     }
     z->topo.dp_rank = 0; /* each rank counts its own slices of the reduced gradient */
-    /* A tied copy on another pipeline stage than its original is kept whole (zero.h);
-     * a core too old to flag it (PLAIT_PARAM_TIED_REMOTE) leaves the original
-     * unmarked on its stage, so such a layout is refused. */
+    /* A tied copy on another pipeline stage than its original is kept whole
+     * (zero.h); a core too old to flag it (PLAIT_PARAM_TIED_REMOTE) leaves the
+     * original unmarked on its stage, so such a layout is refused. */
     for (int32_t i = 0; zero_stage >= 2 && i < z->params->n_params; i++) {
         const plait_param *p = &z->params->params[i];
-        if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && !optim_tied_to_local(z->params, p) &&
+        if (plait_tied_original(p) >= 0 && plait_tied_local_original(z->params, p) < 0 &&
             !(p->flags & PLAIT_PARAM_TIED_REMOTE)) {
             zero_destroy(z);
             return host->set_error(PLAIT_ERR_INVALID_CONFIG,
@@ -207,10 +220,11 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
             return PLAIT_ERR_NO_MEMORY;
     }
     if (z->zero_stage == 3 && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards"))) return PLAIT_ERR_NO_MEMORY;
-    if (z->tree_mode && !z->tree.host) {
+    if (z->tree_mode && !z->tree) {
         char tag[64];
         snprintf(tag, sizeof tag, "%s deterministic accumulation", z->name);
-        plait_status st = optim_tree_init(&z->tree, h, z->tree_numel, z->micro_batches, tag);
+        plait_status st =
+            z->tree_api->create(z->tree_numel, PLAIT_F32, PLAIT_SUM, z->micro_batches, tag, &z->tree);
         if (st != PLAIT_OK) return st;
     }
     if (z->zero_stage == 3) {
@@ -290,10 +304,10 @@ static plait_status zero_after_backward(void *sp, int32_t layer, int32_t mb, int
 static plait_status zero_export(void *sp, int32_t param_index, const char *which, float *dst) {
     zero *z = sp;
     const plait_host *h = z->host;
-    int32_t i = optim_local_index(z->params, param_index);
+    int32_t i = plait_param_set_find(z->params, param_index);
     if (i < 0) return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: parameter %d is not held by this rank", z->name, param_index);
-    if (optim_tied_to_local(z->params, &z->params->params[i]))
-        i = optim_local_index(z->params, z->params->params[i].tied_to); /* shares the original's everything */
+    int32_t orig = plait_tied_local_original(z->params, &z->params->params[i]);
+    if (orig >= 0) i = orig; /* shares the original's everything */
     const plait_param *p = &z->params->params[i];
     if (!z->materialized) return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: export before materialize()", z->name);
     const float *base;
@@ -357,7 +371,8 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     } else {
         m.buffer_bytes += 4 * (uint64_t)z->copy_shard_numel + 4 * (uint64_t)z->whole_numel;
         if (z->tree_mode) {
-            uint64_t tree = optim_tree_bytes(&z->tree), tplan = (uint64_t)optim_tree_max_levels(z->micro_batches) * 4 * z->tree_numel;
+            uint64_t tree = z->tree ? z->tree_api->bytes(z->tree) : 0,
+                     tplan = (uint64_t)z->tree_api->max_levels(z->micro_batches) * 4 * z->tree_numel;
             m.buffer_bytes += tree > tplan ? tree : tplan;
         }
     }

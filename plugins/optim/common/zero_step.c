@@ -57,7 +57,7 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
     const plait_kernels *k = host->kernels;
     if (!z->materialized) return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: step() before materialize()", z->name);
     zero_begin_traffic(z);
-    double waited_before = optim_wait_seconds(host, z->dp, z->world);
+    double waited_before = plait_optim_wait_seconds(host, z->dp, z->world);
     if (z->n_flight > 0)
         return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: step() with gradient reductions in flight (the core "
                                                       "must call finish_grads first)", z->name);
@@ -75,18 +75,18 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
         if (u->copy) continue;
         for (int32_t s = 0; s < u->n_seg; s++) {
             const zero_seg *g = &z->segs[u->seg_first + s];
-            if (optim_counts_in_norm(&z->topo, &z->params->params[g->param])) k->sumsq_exact(&acc, grad_ptr(z, u, g), g->len);
+            if (plait_optim_counts_in_norm(&z->topo, &z->params->params[g->param])) k->sumsq_exact(&acc, grad_ptr(z, u, g), g->len);
         }
     }
-    double sumsq;
+    double sumsq = 0;
     uint64_t norm_bytes = 0;
-    plait_status st = optim_global_sumsq(host, z->world, &acc, &sumsq, &norm_bytes);
+    plait_status st = plait_optim_global_sumsq(host, z->world, &acc, &sumsq, &norm_bytes);
     if (st != PLAIT_OK) return st;
     double norm = sqrt(sumsq);
     plait_adamw_args args;
     st = optim_begin_update(host, z->name, &z->hp, in->step, norm, &z->updates, &args);
     if (st != PLAIT_OK) return st;
-    double lr = optim_lr_at(&z->hp, in->step); /* reported in double */
+    double lr = plait_optim_lr_at(&z->hp, in->step); /* reported in double */
     float *m = z->state, *v = z->state + z->shard_numel;
     for (int32_t ui = 0; ui < z->n_units; ui++) {
         const zero_unit *u = &z->units[ui];
@@ -117,6 +117,6 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
     }
     if (z->dp != z->world) sent += norm_bytes; /* otherwise already in the DP counter */
     z->in_step = 0;
-    optim_report_step(out, lr, norm, sent, optim_wait_seconds(host, z->dp, z->world) - waited_before);
+    plait_optim_report_step(out, lr, norm, sent, plait_optim_wait_seconds(host, z->dp, z->world) - waited_before);
     return PLAIT_OK;
 }

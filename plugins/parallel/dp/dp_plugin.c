@@ -168,16 +168,12 @@ static plait_status plan_folds(dp_state *s, const plait_param_set *set, uint8_t 
     if (!*skip || !s->folds) return host->set_error(PLAIT_ERR_NO_MEMORY, "dp: out of memory");
     for (int32_t i = 0; i < set->n_params; i++) {
         const plait_param *c = &set->params[i];
-        if (!(c->flags & PLAIT_PARAM_TIED_COPY) || c->tied_to < 0 || !c->grad) continue;
-        for (int32_t o = 0; o < set->n_params; o++) {
-            const plait_param *p = &set->params[o];
-            if (p->index != c->tied_to || !p->grad || p->numel != c->numel) continue;
-            s->folds[s->n_folds][0] = i;
-            s->folds[s->n_folds][1] = o;
-            s->n_folds++;
-            (*skip)[i] = 1;
-            break;
-        }
+        int32_t o = plait_tied_local_original(set, c);
+        if (o < 0 || !c->grad || !set->params[o].grad || set->params[o].numel != c->numel) continue;
+        s->folds[s->n_folds][0] = i;
+        s->folds[s->n_folds][1] = o;
+        s->n_folds++;
+        (*skip)[i] = 1;
     }
     return PLAIT_OK;
 }

@@ -1,9 +1,8 @@
 /*
  * Hybrid (3-D) parallelism by composition: the dp, tp and pp plugins each
  * handle their axis of the mesh and this plugin calls them in a fixed order —
- * plans dp, tp, pp (each edits its own part of the plan); gradients finish dp
- * first (DP/bucket sums), then pp (the embedding group's tied-gradient sum over
- * already DP-reduced values), then tp. An axis of size 1 is not loaded at all,
+ * plans dp, tp, pp (each edits its own part of the plan); gradients finish in
+ * the core's order (host->grad_finish_order: dp, then pp, then tp). An axis of size 1 is not loaded at all,
  * so `plugin = hybrid` works with whichever plugins a layout needs.
  */
 #include <stdlib.h>
@@ -18,7 +17,26 @@ static const char *const ax_name[N_AX] = {"dp", "tp", "pp"};
 typedef struct hybrid_state {
     const plait_parallel_ops *ops[N_AX];
     void *state[N_AX];
+    int finish[N_AX]; /* the axes in the core's gradient finish order */
+    int n_finish;
 } hybrid_state;
+
+/* The axes in the order the core finishes gradients (plait_grad_finisher). */
+static plait_status finish_order(const plait_host *host, hybrid_state *s) {
+    if (!PLAIT_HOST_HAS(host, grad_finish_order))
+        return host->set_error(PLAIT_ERR_UNSUPPORTED, "hybrid: the host has no grad_finish_order (ABI 1.2); this core is ABI %u.%u",
+                               PLAIT_ABI_VERSION_MAJOR(host->abi_version), PLAIT_ABI_VERSION_MINOR(host->abi_version));
+    const plait_grad_finisher *order;
+    int32_t n = host->grad_finish_order(&order);
+    for (int32_t i = 0; i < n; i++) {
+        int a = order[i] == PLAIT_GRAD_FINISH_DP ? AX_DP
+                : order[i] == PLAIT_GRAD_FINISH_PP ? AX_PP
+                : order[i] == PLAIT_GRAD_FINISH_TP ? AX_TP
+                                                   : -1; /* the optimizer's and the core's steps follow ours */
+        if (a >= 0 && s->n_finish < N_AX) s->finish[s->n_finish++] = a;
+    }
+    return PLAIT_OK;
+}
 
 static void hybrid_destroy(void *state) {
     hybrid_state *s = state;
@@ -32,6 +50,11 @@ static plait_status hybrid_create(const plait_parallel_init *init, void **out) {
     const plait_host *host = init->host;
     hybrid_state *s = calloc(1, sizeof *s);
     if (!s) return host->set_error(PLAIT_ERR_NO_MEMORY, "hybrid: out of memory");
+    plait_status fst = finish_order(host, s);
+    if (fst != PLAIT_OK) {
+        free(s);
+        return fst;
+    }
     const int sizes[N_AX] = {init->mesh->dp, init->mesh->tp, init->mesh->pp};
     for (int a = 0; a < N_AX; a++) {
         if (a != AX_DP && sizes[a] == 1) continue;
@@ -93,9 +116,8 @@ static plait_status hybrid_grads_ready(void *state, int32_t layer, int32_t mb, i
 
 static plait_status hybrid_finish_grads(void *state) {
     hybrid_state *s = state;
-    static const int order[N_AX] = {AX_DP, AX_PP, AX_TP};
-    for (int i = 0; i < N_AX; i++) {
-        int a = order[i];
+    for (int i = 0; i < s->n_finish; i++) {
+        int a = s->finish[i];
         if (!s->ops[a] || !s->ops[a]->finish_grads) continue;
         plait_status st = s->ops[a]->finish_grads(s->state[a]);
         if (st != PLAIT_OK) return st;

@@ -139,17 +139,18 @@ static plait_status find_tied(pp_state *s) {
     const plait_model_spec *md = s->model;
     int32_t n = 0;
     for (int32_t i = 0; i < md->n_params; i++)
-        if ((md->params[i].flags & PLAIT_PARAM_TIED_COPY) && md->params[i].tied_to >= 0) n++;
+        if (plait_tied_original(&md->params[i]) >= 0) n++;
     if (!n) return PLAIT_OK;
     s->tied = h->alloc((size_t)n * sizeof *s->tied, PLAIT_MEM_HOST, 0, "pp plan");
     if (!s->tied) return PLAIT_ERR_NO_MEMORY;
     for (int32_t i = 0; i < md->n_params; i++) {
         const plait_param *copy = &md->params[i];
-        if (!(copy->flags & PLAIT_PARAM_TIED_COPY) || copy->tied_to < 0) continue;
-        if (copy->tied_to >= md->n_params)
-            return h->set_error(PLAIT_ERR_INTERNAL, "parameter %s is tied to index %d of %d", copy->name,
-                                copy->tied_to, md->n_params);
-        const plait_param *orig = &md->params[copy->tied_to];
+        int32_t o = plait_tied_original(copy);
+        if (o < 0) continue;
+        if (o >= md->n_params)
+            return h->set_error(PLAIT_ERR_INTERNAL, "parameter %s is tied to index %d of %d", copy->name, o,
+                                md->n_params);
+        const plait_param *orig = &md->params[o];
         int32_t so = stage_of_layer(s, orig->layer), sc = stage_of_layer(s, copy->layer);
         if (so == sc) continue; /* one rank holds both: the core sums them locally */
         if (!((so == 0 && sc == s->p - 1) || (so == s->p - 1 && sc == 0)))

@@ -17,6 +17,63 @@
  *   - a plugin may run its own progress threads (the TCP plugin does).
  * Errors: a function returning anything but PLAIT_OK has called
  * host->set_error() with a message naming the peer and what failed.
+ *
+ * Point-to-point rules (what the core's collectives rely on; `plait plugin
+ * test` checks each of them and names the rule a failure breaks):
+ *   [order]    Messages of one (sender, receiver, communicator, tag) are
+ *              matched to receives in the order both sides posted them.
+ *              Nothing is promised across different tags or peers.
+ *   [delivery] Every send whose request completed is delivered to a matching
+ *              receive; no message is lost, duplicated or altered.
+ *   [posting]  Sends and receives may be posted in either order, at every
+ *              size: a message that arrives before its irecv is held (or its
+ *              sender is held) until the receive comes, never dropped. An
+ *              isend need NOT complete before its irecv is posted: a
+ *              transport may hold a large send until the receiver is ready
+ *              (tcp's single-copy path does), and the core never waits on a
+ *              send before posting the receives its peers need.
+ *   [progress] Without PLAIT_COMM_ASYNC_PROGRESS, the plugin moves data only
+ *              inside its own calls: every isend, irecv, test and wait call
+ *              (on any communicator of the plugin) must advance every pending
+ *              request, not just the one it is about. Repeated test() calls
+ *              alone must complete a request whose peer does its part; the
+ *              core relies on that while it computes. wait() on one request
+ *              must keep the others moving (a rank waiting on a receive is
+ *              often the only thing that can flush its own send).
+ *   [timeout]  wait() with a timeout that expires returns PLAIT_ERR_TIMEOUT
+ *              and leaves the request pending: a later wait/test may still
+ *              complete it.
+ *   [loss]     When a peer dies, every pending and later request with that
+ *              peer fails with PLAIT_ERR_PEER_LOST within the wait's timeout,
+ *              naming the peer. abort() makes every pending and later request
+ *              of the communicator fail at once.
+ *   [cleanup]  After destroy() of every communicator, the plugin holds no
+ *              file descriptors, threads or memory it created for them.
+ *   [tags]     Tags are full 32-bit values: every uint32_t is a valid tag and
+ *              distinct tags never match each other; a transport must not
+ *              reserve tag bits for itself. The core's collectives use tags
+ *              with bit 31 set (1<<31 | (sequence mod 4)<<7 | phase < 128:
+ *              at most 512 per communicator); user send/recv tags are below
+ *              2^31. A transport may keep state per (peer, communicator,
+ *              tag) until the communicator is destroyed: the set of tags in
+ *              use is bounded, never an ever-growing counter.
+ *   [zero]     Zero-byte messages are real messages: they match and complete
+ *              receives and keep their place in the [order] rule.
+ *
+ * Delegating to another transport. A plugin may use another comm plugin for
+ * some peers, typically shared memory within a host and the network across
+ * hosts: in init(), read the host map (plait_bootstrap.host_of, ABI v1.1),
+ * get the other plugin's table with host->plugin_ops(PLAIT_KIND_COMM, "tcp")
+ * and call its init() with the same `plait_comm_init` (it is collective over
+ * all ranks, so every rank must create the delegate, even one with no remote
+ * peer); derive() and destroy() likewise forward to the delegate's derive()
+ * and destroy(). Each request then belongs to one of the two transports; the
+ * delegating plugin wraps the delegate's request handle with a tag saying
+ * whose it is, and its test()/wait() must advance both (the [progress] rule
+ * holds for the pair). The delegate's own bootstrap keys are namespaced by
+ * the core per communicator, not per plugin: prefix your keys with your
+ * plugin's name ("tcp." is taken by tcp), and call the bootstrap's
+ * allgather/barrier in the same order on every rank.
  */
 #ifndef PLAIT_COMM_H
 #define PLAIT_COMM_H
@@ -52,7 +109,21 @@ typedef struct plait_bootstrap {
     plait_status (*allgather)(void *ctx, const void *mine, void *all, size_t bytes);
     /* Returns when every member has entered. */
     plait_status (*barrier)(void *ctx);
+
+    /* --- ABI v1.1 (check PLAIT_BOOTSTRAP_HAS_HOSTS before reading) ------- */
+    /* Which members share a host: `size` entries, host_of[i] is a number
+     * for member i's host (hostname + kernel boot id), equal for members on
+     * the same host and different otherwise; the same number on every member
+     * and in every communicator of the job (the job numbers its hosts
+     * 0, 1, ... by their lowest world rank). Owned by the bootstrap. A
+     * transport uses it to pick a shared-memory path for same-host peers and
+     * the network for the others (see "Delegating" below). */
+    const int *host_of;
 } plait_bootstrap;
+
+/* True if `bs` (from a possibly older core) carries the host map. */
+#define PLAIT_BOOTSTRAP_HAS_HOSTS(bs)                                                              \
+    ((bs)->struct_size >= offsetof(plait_bootstrap, host_of) + sizeof(const int *) && (bs)->host_of != NULL)
 
 /* Arguments of plait_comm_ops.init: the world communicator. */
 typedef struct plait_comm_init {

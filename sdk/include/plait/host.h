@@ -23,6 +23,8 @@
 #include <plait/coll.h>
 #include <plait/kernels.h>
 #include <plait/model.h>
+#include <plait/parallel.h>
+#include <plait/sum_tree.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -95,6 +97,16 @@ typedef struct plait_host {
      * [offset, offset+count) of `param` (a plait_param from the run's set). */
     plait_status (*init_values)(const plait_param *param, size_t offset, size_t count,
                                 float *dst);
+
+    /* --- ABI 1.2 ------------------------------------------------------ */
+    /* The core's deterministic summation tree (plait/sum_tree.h): sums that
+     * must be bit-identical to the core's, whatever the layout. Check
+     * PLAIT_HOST_HAS(host, sum_tree) (or declare abi_minor >= 1). */
+    const plait_sum_tree_api *sum_tree;
+    /* The order in which a step's gradients finish (plait_grad_finisher in
+     * plait/parallel.h): stores a static array in *order (valid until the
+     * core exits) and returns its length. */
+    int32_t (*grad_finish_order)(const plait_grad_finisher **order);
 } plait_host;
 
 /* True if `host` (a table from a possibly older core) has member `field`. */

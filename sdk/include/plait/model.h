@@ -58,10 +58,11 @@ typedef enum plait_param_flag {
     /* Set by the core (ABI 1.0 addition, on this rank's parameters only) on
      * either member of a tied pair whose other member sits on another
      * pipeline stage (wte on the first stage, its copy on the last). The
-     * parallel plugin sums the pair's gradient over the embedding group in
-     * its finish_grads, which runs before the optimizer's: an optimizer that
-     * owns gradients (ZeRO-2/3) must keep such a parameter's local gradient
-     * whole in `grad` until then and reduce it over DP afterwards. */
+     * parallel plugin sums the pair's gradient over the embedding group
+     * (PLAIT_GRAD_FINISH_PP, before PLAIT_GRAD_FINISH_OPTIM in the finish
+     * order, plait_grad_finisher): an optimizer that owns gradients
+     * (ZeRO-2/3) must keep such a parameter's local gradient whole in `grad`
+     * until then and reduce it over DP afterwards. */
     PLAIT_PARAM_TIED_REMOTE = 1u << 2
 } plait_param_flag;
 
@@ -131,6 +132,49 @@ typedef struct plait_param_set {
     float *data_flat;            /* core-owned flat storage, or NULL (see plait_param.flat_offset) */
     float *grad_flat;
 } plait_param_set;
+
+/* ---- the tied weight ------------------------------------------------------
+ * GPT ties the output head to the token embedding: "lm_head.weight"
+ * (PLAIT_PARAM_TIED_COPY, tied_to = the index of "transformer.wte.weight")
+ * is a second copy of the same tensor. The rules, stated once (the core's
+ * side is core/model/tied.c):
+ *   - values: the copy always holds its original's values (initialised and
+ *     checkpointed under the original's name; one tensor when one rank holds
+ *     both, then `data` aliases the original's);
+ *   - gradients: the copy keeps its own; the pair's gradient is original +
+ *     copy, in that order. When one rank holds both, whoever reduces the
+ *     gradients folds it (the core after the reductions, the DP plugin before
+ *     them in default mode, an optimizer with PLAIT_OPTIM_REDUCES_GRADS
+ *     after reducing); when they sit on different pipeline stages
+ *     (PLAIT_PARAM_TIED_REMOTE) the parallel plugin sums the pair over the
+ *     embedding group (PLAIT_GRAD_FINISH_PP);
+ *   - counting: the copy is counted once, as its original (parameter counts,
+ *     gradient norm, optimizer state, checkpoints).
+ * These helpers answer the questions a plugin asks; pure, thread-safe. */
+
+/* The global index of the parameter `p` is a tied copy of, or -1 when `p`
+ * is not a tied copy. */
+static inline int32_t plait_tied_original(const plait_param *p) {
+    return (p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 ? p->tied_to : -1;
+}
+
+/* The position in `set` of the parameter with global index `global`, or -1
+ * (sets are in global order, so the direct position is tried first). */
+static inline int32_t plait_param_set_find(const plait_param_set *set, int32_t global) {
+    if (global < 0) return -1;
+    if (global < set->n_params && set->params[global].index == global) return global;
+    for (int32_t i = 0; i < set->n_params; i++)
+        if (set->params[i].index == global) return i;
+    return -1;
+}
+
+/* The position in `set` of the original of tied copy `p` when this rank holds
+ * both (they share values; the copy's gradient is folded into the
+ * original's), or -1 (no tied copy, or its original is on another stage). */
+static inline int32_t plait_tied_local_original(const plait_param_set *set, const plait_param *p) {
+    int32_t o = plait_tied_original(p);
+    return o < 0 ? -1 : plait_param_set_find(set, o);
+}
 
 /* Sources of initial or restored values, read by whoever owns storage.
  * `which` names the tensor: "param", or an optimizer state name

@@ -164,6 +164,32 @@ enum {
     PLAIT_PARALLEL_AXIS_PP = 1u << 2
 };
 
+/* Who finishes a step's gradients once the last backward is done, in the
+ * order the core defines (host->grad_finish_order, ABI 1.2; one definition,
+ * core/layout/grad_order.c, which the core's step executor and the hybrid
+ * plugin both walk):
+ *   1. DP:    the parallel plugin sums over the DP group (buckets started in
+ *             grads_ready are completed);
+ *   2. PP:    the parallel plugin sums each tied pair (PLAIT_PARAM_TIED_REMOTE)
+ *             over the embedding group, on DP-reduced values;
+ *   3. TP:    the parallel plugin's tensor-parallel finish;
+ *   4. OPTIM: the optimizer's finish_grads (ZeRO reduce-scatters; an
+ *             optimizer with PLAIT_OPTIM_REDUCES_GRADS adds its tied copies
+ *             there, after reducing);
+ *   5. TIED:  the core adds a local tied copy's gradient to its original
+ *             (when the core owns gradients).
+ * A plugin implementing several axes finishes them in this order inside its
+ * one finish_grads. Within the backward, per layer (last layer first) and
+ * micro-batch: the model's backward, the deterministic tree's fold, the
+ * optimizer's after_backward, the parallel plugin's grads_ready. */
+typedef enum plait_grad_finisher {
+    PLAIT_GRAD_FINISH_DP = 1,
+    PLAIT_GRAD_FINISH_PP = 2,
+    PLAIT_GRAD_FINISH_TP = 3,
+    PLAIT_GRAD_FINISH_OPTIM = 4,
+    PLAIT_GRAD_FINISH_TIED = 5
+} plait_grad_finisher;
+
 typedef struct plait_parallel_ops {
     uint32_t struct_size;
     /* PLAIT_PARALLEL_AXIS_* this plugin implements; the core refuses a mesh
@@ -182,8 +208,9 @@ typedef struct plait_parallel_ops {
      * gradients; `last` is 1 on the last local micro-batch of the step (the
      * moment a DP plugin may start reducing that layer's bucket). Optional. */
     plait_status (*grads_ready)(void *state, int32_t layer, int32_t mb, int last);
-    /* Complete every reduction started this step; on return gradients hold
-     * the sum over the DP group (and the embedding group). Optional. */
+    /* Complete every reduction started this step, axes in the order of
+     * plait_grad_finisher; on return gradients hold the sum over the DP
+     * group (and the embedding group). Optional. */
     plait_status (*finish_grads)(void *state);
     /* Counters of the last step (since begin_step) for metrics. Optional. */
     void (*step_stats)(void *state, plait_parallel_stats *out);

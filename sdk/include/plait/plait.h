@@ -9,6 +9,7 @@
 #include <plait/config.h>
 #include <plait/coll.h>
 #include <plait/kernels.h>
+#include <plait/sum_tree.h>
 #include <plait/host.h>
 #include <plait/model.h>
 #include <plait/comm.h>

@@ -116,8 +116,8 @@ static const plait_optim_ops sgd_ops = {
     .destroy = sgd_destroy,
 };
 
-static const plait_key_decl sgd_params[] = {
-    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "momentum", PLAIT_KEY_FLOAT, "0.9", 0, 1, NULL,
+static const plait_param_decl sgd_params[] = {
+    {sizeof(plait_param_decl), PLAIT_PARAM_SAME_ON_ALL, "momentum", PLAIT_PARAM_FLOAT, "0.9", 0, 1, NULL,
      "momentum factor"},
 };
 
@@ -132,7 +132,7 @@ static const plait_plugin_desc sgd_desc = {
     .description = "SGD with momentum (example out-of-tree plugin)",
     .params = sgd_params,
     .n_params = 1,
-    .param_size = sizeof(plait_key_decl),
+    .param_size = sizeof(plait_param_decl),
     .ops = &sgd_ops,
 };
 

@@ -1,0 +1,337 @@
+/* The optim checks of `plait plugin test` (see kit_optim.h). */
+#include "conformance/kit_optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <plait/optim_util.h>
+
+
+const char *const kit_optim_overrides[] = {
+    "optim.lr=0.05",        "optim.min_lr=0.005",  "optim.warmup_steps=1", "optim.lr_decay_steps=4",
+    "optim.lr_schedule=cosine", "optim.grad_clip=0.5", "optim.weight_decay=0.1", "optim.beta1=0.9",
+    "optim.beta2=0.95",     "optim.eps=1e-8",      "run.steps=4",          NULL,
+};
+
+enum { N_PARAMS = 3, STEPS = 3 };
+static const size_t kit_numel[N_PARAMS] = {10, 5, 4099};
+static const char *const kit_names[N_PARAMS] = {"kit.w", "kit.b", "kit.big"};
+
+/* A parameter set whose storage the kit owns (as the core does). */
+typedef struct kit_params {
+    plait_param params[N_PARAMS];
+    plait_param_set set;
+    float *data, *grad;
+    size_t numel;
+} kit_params;
+
+static int params_init(kit_params *kp) {
+    memset(kp, 0, sizeof *kp);
+    for (int i = 0; i < N_PARAMS; i++) kp->numel += kit_numel[i];
+    kp->data = calloc(kp->numel, sizeof(float));
+    kp->grad = calloc(kp->numel, sizeof(float));
+    if (!kp->data || !kp->grad) return -1;
+    size_t off = 0;
+    for (int i = 0; i < N_PARAMS; i++) {
+        plait_param *p = &kp->params[i];
+        *p = (plait_param){.struct_size = sizeof *p, .flags = i == 1 ? PLAIT_PARAM_NO_DECAY : 0u,
+                           .name = kit_names[i], .index = i, .layer = i, .ndim = 1,
+                           .shape = {(int64_t)kit_numel[i]}, .tp_role = PLAIT_TP_REPLICATE,
+                           .shard = {.dim = -1, .parts = 1}, .local_shape = {(int64_t)kit_numel[i]},
+                           .numel = kit_numel[i], .tied_to = -1, .data = kp->data + off,
+                           .grad = kp->grad + off, .flat_offset = off};
+        for (size_t j = 0; j < kit_numel[i]; j++) p->data[j] = (float)(0.02 * sin(0.1 * (double)(off + j) + 1.0));
+        off += kit_numel[i];
+    }
+    kp->set = (plait_param_set){.struct_size = sizeof kp->set, .n_params = N_PARAMS, .params = kp->params,
+                                .numel = kp->numel, .data_flat = kp->data, .grad_flat = kp->grad};
+    return 0;
+}
+
+static void params_free(kit_params *kp) {
+    free(kp->data);
+    free(kp->grad);
+}
+
+/* Gradients of step s: large enough that grad_clip 0.5 acts. */
+static void set_grads(kit_params *kp, int64_t s) {
+    for (size_t j = 0; j < kp->numel; j++) kp->grad[j] = (float)(0.3 * sin(0.37 * (double)j + 1.3 * (double)s));
+}
+
+/* ---- the reference update ------------------------------------------------ */
+
+typedef enum kit_math { KIT_MATH_NONE, KIT_MATH_ADAMW, KIT_MATH_SGD } kit_math;
+
+static int names_are(const char *const *names, const char *a, const char *b) {
+    if (!names || !names[0] || strcmp(names[0], a) != 0) return 0;
+    if (!b) return names[1] == NULL;
+    return names[1] && strcmp(names[1], b) == 0 && names[2] == NULL;
+}
+
+typedef struct kit_ref {
+    kit_math math;
+    plait_optim_hparams hp;
+    double momentum;
+    double *p, *m, *v;
+    int64_t t;
+} kit_ref;
+
+/* One step of the reference in double, from the float gradients in kp. */
+static void ref_step(kit_ref *r, const kit_params *kp, int64_t s, double *lr_out, double *norm_out) {
+    double sumsq = 0;
+    for (size_t j = 0; j < kp->numel; j++) sumsq += (double)kp->grad[j] * (double)kp->grad[j];
+    double norm = sqrt(sumsq), clip = plait_optim_clip_scale(r->hp.grad_clip, norm);
+    double lr = plait_optim_lr_at(&r->hp, s);
+    r->t++;
+    double bc1 = 1.0 - pow(r->hp.beta1, (double)r->t), bc2 = 1.0 - pow(r->hp.beta2, (double)r->t);
+    size_t off = 0;
+    for (int i = 0; i < N_PARAMS; i++) {
+        double wd = i == 1 ? 0.0 : r->hp.weight_decay;
+        for (size_t j = off; j < off + kit_numel[i]; j++) {
+            double g = (double)kp->grad[j] * clip;
+            r->p[j] *= 1.0 - lr * wd;
+            if (r->math == KIT_MATH_ADAMW) {
+                r->m[j] = r->hp.beta1 * r->m[j] + (1 - r->hp.beta1) * g;
+                r->v[j] = r->hp.beta2 * r->v[j] + (1 - r->hp.beta2) * g * g;
+                r->p[j] -= lr * (r->m[j] / bc1) / (sqrt(r->v[j] / bc2) + r->hp.eps);
+            } else {
+                r->m[j] = r->momentum * r->m[j] + g;
+                r->p[j] -= lr * r->m[j];
+            }
+        }
+        off += kit_numel[i];
+    }
+    *lr_out = lr;
+    *norm_out = norm;
+}
+
+/* ---- driving the plugin -------------------------------------------------- */
+
+typedef struct kit_optim {
+    const plait_optim_ops *ops;
+    void *state;
+    kit_params kp;
+} kit_optim;
+
+/* A value source over exported tensors (restore) or none (fresh). */
+typedef struct kit_saved {
+    int n_names;
+    const char *const *names;
+    float *tensors;  /* [1 + n_names][numel]: "param", then each state */
+    size_t numel;
+} kit_saved;
+
+static plait_status saved_read(void *ctx, int32_t index, const char *which, size_t offset, size_t count,
+                               float *dst) {
+    const kit_saved *sv = ctx;
+    if (!sv || index < 0 || index >= N_PARAMS) return PLAIT_ERR_UNSUPPORTED;
+    size_t base = 0;
+    for (int i = 0; i < index; i++) base += kit_numel[i];
+    for (int k = 0; k <= sv->n_names; k++)
+        if (strcmp(which, k ? sv->names[k - 1] : "param") == 0) {
+            memcpy(dst, sv->tensors + (size_t)k * sv->numel + base + offset, count * sizeof(float));
+            return PLAIT_OK;
+        }
+    return PLAIT_ERR_UNSUPPORTED;
+}
+
+static plait_status optim_open(const plait_plugin_desc *d, const plait_config *cfg, const plait_host *host,
+                               const kit_saved *from, kit_optim *o) {
+    o->ops = d->ops;
+    o->state = NULL;
+    if (params_init(&o->kp) != 0) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    if (from) memcpy(o->kp.data, from->tensors, o->kp.numel * sizeof(float));
+    plait_optim_init init = {.struct_size = sizeof init, .host = host, .config = cfg,
+                             .params = &o->kp.set, .local_micro_batches = 1};
+    plait_status st = o->ops->create(&init, &o->state);
+    plait_value_source src = {.struct_size = sizeof src, .ctx = (void *)from, .read = saved_read};
+    if (st == PLAIT_OK) st = o->ops->materialize(o->state, &src);
+    return st;
+}
+
+static void optim_close(kit_optim *o) {
+    if (o->state) o->ops->destroy(o->state);
+    params_free(&o->kp);
+}
+
+static plait_status optim_step(kit_optim *o, int64_t s, plait_optim_step_out *out) {
+    set_grads(&o->kp, s);
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+    plait_optim_step_in in = {.struct_size = sizeof in, .step = s};
+    if (o->ops->finish_grads) {
+        plait_status st = o->ops->finish_grads(o->state);
+        if (st != PLAIT_OK) return st;
+    }
+    return o->ops->step(o->state, &in, out);
+}
+
+/* Export "param" and every state into sv->tensors. */
+static plait_status optim_export(kit_optim *o, kit_saved *sv) {
+    for (int k = 0; k <= sv->n_names; k++) {
+        size_t off = 0;
+        for (int i = 0; i < N_PARAMS; i++) {
+            plait_status st = o->ops->export_tensor(o->state, i, k ? sv->names[k - 1] : "param",
+                                                    sv->tensors + (size_t)k * sv->numel + off);
+            if (st != PLAIT_OK) return st;
+            off += kit_numel[i];
+        }
+    }
+    return PLAIT_OK;
+}
+
+/* ---- the checks ------------------------------------------------------------ */
+
+static void check_math(const plait_plugin_desc *d, const plait_config *cfg, const plait_host *host,
+                        kit_report *rep) {
+    const plait_optim_ops *ops = d->ops;
+    kit_ref r = {0};
+    r.math = names_are(ops->state_names, "exp_avg", "exp_avg_sq") ? KIT_MATH_ADAMW
+             : names_are(ops->state_names, "momentum", NULL)         ? KIT_MATH_SGD
+                                                                      : KIT_MATH_NONE;
+    if (r.math == KIT_MATH_NONE) {
+        kit_report_add(rep, "step-math", "optim-math", KIT_SKIP, "no reference for state names %s... (the kit knows "
+                       "AdamW: exp_avg, exp_avg_sq; SGD: momentum)", ops->state_names && ops->state_names[0] ?
+                       ops->state_names[0] : "(none)");
+        return;
+    }
+    plait_optim_read_hparams(host, cfg, &r.hp);
+    if (r.math == KIT_MATH_SGD) {
+        char section[96];
+        snprintf(section, sizeof section, "optim.%s", d->name);
+        plait_value v;
+        r.momentum = plait_config_get(cfg, section, "momentum", &v) == PLAIT_OK ? v.f : 0.0;
+        plait_clear_error();
+    }
+    kit_optim o;
+    plait_status st = optim_open(d, cfg, host, NULL, &o);
+    r.p = calloc(o.kp.numel, sizeof(double));
+    r.m = calloc(o.kp.numel, sizeof(double));
+    r.v = calloc(o.kp.numel, sizeof(double));
+    if (st == PLAIT_OK && (!r.p || !r.m || !r.v)) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    for (size_t j = 0; st == PLAIT_OK && j < o.kp.numel; j++) r.p[j] = o.kp.data[j];
+    char why[KIT_WHY_LEN] = "";
+    for (int64_t s = 0; st == PLAIT_OK && s < STEPS && !why[0]; s++) {
+        plait_optim_step_out out;
+        st = optim_step(&o, s, &out);
+        if (st != PLAIT_OK) break;
+        double lr, norm;
+        ref_step(&r, &o.kp, s, &lr, &norm);
+        if (fabs(out.lr - lr) > 1e-12 * lr)
+            snprintf(why, sizeof why, "step %lld: reported lr %.9g, the schedule gives %.9g", (long long)s, out.lr, lr);
+        else if (fabs(out.grad_norm - norm) > 1e-6 * norm)
+            snprintf(why, sizeof why, "step %lld: reported gradient norm %.9g, the gradients' is %.9g", (long long)s,
+                     out.grad_norm, norm);
+        for (size_t j = 0; !why[0] && j < o.kp.numel; j++)
+            if (fabs((double)o.kp.data[j] - r.p[j]) > 1e-6 + 1e-5 * fabs(r.p[j]))
+                snprintf(why, sizeof why, "step %lld: element %zu is %.9g, the %s reference gives %.9g (lr %.4g, "
+                         "clip scale %.4g, weight decay %.3g)", (long long)s, j, (double)o.kp.data[j],
+                         r.math == KIT_MATH_ADAMW ? "AdamW" : "SGD", r.p[j], lr,
+                         plait_optim_clip_scale(r.hp.grad_clip, norm), j < kit_numel[0] ? r.hp.weight_decay : 0.0);
+    }
+    if (st != PLAIT_OK)
+        kit_report_add(rep, "step-math", "optim-math", KIT_FAIL, "%s", plait_last_error());
+    else if (why[0])
+        kit_report_add(rep, "step-math", "optim-math", KIT_FAIL, "%s", why);
+    else
+        kit_report_add(rep, "step-math", "optim-math", KIT_PASS, "%d steps match %s (warmup, cosine, clipping, "
+                       "weight decay)", STEPS, r.math == KIT_MATH_ADAMW ? "AdamW" : "SGD with momentum");
+    free(r.p);
+    free(r.m);
+    free(r.v);
+    optim_close(&o);
+}
+
+static int count_names(const char *const *names) {
+    int n = 0;
+    while (names && names[n]) n++;
+    return n;
+}
+
+static void check_state(const plait_plugin_desc *d, const plait_config *cfg, const plait_host *host,
+                         kit_report *rep) {
+    const plait_optim_ops *ops = d->ops;
+    kit_saved sv = {.n_names = count_names(ops->state_names), .names = ops->state_names};
+    kit_optim a, b;
+    memset(&b, 0, sizeof b);
+    plait_status st = optim_open(d, cfg, host, NULL, &a);
+    sv.numel = a.kp.numel;
+    size_t all = (size_t)(sv.n_names + 1) * sv.numel;
+    sv.tensors = calloc(all, sizeof(float));
+    float *again = calloc(all, sizeof(float));
+    if (st == PLAIT_OK && (!sv.tensors || !again)) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_optim_step_out out;
+    for (int64_t s = 0; st == PLAIT_OK && s < 2; s++) st = optim_step(&a, s, &out);
+    if (st == PLAIT_OK) st = optim_export(&a, &sv);
+    int opened_b = 0;
+    if (st == PLAIT_OK) {
+        st = optim_open(d, cfg, host, &sv, &b);
+        opened_b = 1;
+    }
+    if (st == PLAIT_OK && ops->get_step && ops->set_step) ops->set_step(b.state, ops->get_step(a.state));
+    if (st == PLAIT_OK) st = optim_step(&a, 2, &out);
+    if (st == PLAIT_OK) st = optim_step(&b, 2, &out);
+    if (st == PLAIT_OK) st = optim_export(&a, &sv);
+    kit_saved sb = sv;
+    sb.tensors = again;
+    if (st == PLAIT_OK) st = optim_export(&b, &sb);
+    if (st != PLAIT_OK) {
+        kit_report_add(rep, "state-restore", "optim-state", KIT_FAIL, "%s", plait_last_error());
+    } else {
+        size_t bad = all;
+        for (size_t j = 0; j < all && bad == all; j++)
+            if (memcmp(&sv.tensors[j], &again[j], sizeof(float)) != 0) bad = j;
+        if (bad < all)
+            kit_report_add(rep, "state-restore", "optim-state", KIT_FAIL, "after a save and restore at step 2, "
+                           "step 3's %s differs at element %zu (%.9g, uninterrupted %.9g)",
+                           bad / sv.numel ? sv.names[bad / sv.numel - 1] : "param", bad % sv.numel,
+                           (double)again[bad], (double)sv.tensors[bad]);
+        else
+            kit_report_add(rep, "state-restore", "optim-state", KIT_PASS, "param and %d state tensor%s restored after "
+                           "2 steps; step 3 bit-identical", sv.n_names, sv.n_names == 1 ? "" : "s");
+    }
+    if (opened_b) optim_close(&b);
+    optim_close(&a);
+    free(sv.tensors);
+    free(again);
+}
+
+static void check_memory(const plait_plugin_desc *d, const plait_config *cfg, const plait_host *host,
+                          kit_report *rep) {
+    const plait_optim_ops *ops = d->ops;
+    kit_optim o;
+    plait_status st = optim_open(d, cfg, host, NULL, &o);
+    if (st != PLAIT_OK) {
+        kit_report_add(rep, "memory", "optim-memory", KIT_FAIL, "%s", plait_last_error());
+        optim_close(&o);
+        return;
+    }
+    plait_optim_memory m = {.struct_size = sizeof m};
+    ops->memory(o.state, &m);
+    uint64_t bytes = o.kp.numel * sizeof(float), states = (uint64_t)count_names(ops->state_names);
+    if (m.param_bytes != bytes || m.grad_bytes != bytes || m.state_bytes != states * bytes)
+        kit_report_add(rep, "memory", "optim-memory", KIT_FAIL, "memory() reports parameters %llu B, gradients %llu B, "
+                       "state %llu B for %zu elements with %llu state tensor(s): expected %llu, %llu and %llu",
+                       (unsigned long long)m.param_bytes, (unsigned long long)m.grad_bytes,
+                       (unsigned long long)m.state_bytes, o.kp.numel, (unsigned long long)states,
+                       (unsigned long long)bytes, (unsigned long long)bytes, (unsigned long long)(states * bytes));
+    else
+        kit_report_add(rep, "memory", "optim-memory", KIT_PASS, "parameters, gradients %llu B each, state %llu B",
+                       (unsigned long long)bytes, (unsigned long long)(states * bytes));
+    optim_close(&o);
+}
+
+void plait_kit_optim_run(const plait_plugin_desc *desc, const plait_config *cfg, const plait_host *host,
+                         kit_report *rep) {
+    const plait_optim_ops *ops = desc->ops;
+    if (ops->flags & (PLAIT_OPTIM_OWNS_PARAMS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_REDUCES_GRADS)) {
+        kit_report_add(rep, "(all)", "optim-math", KIT_SKIP, "the plugin owns parameter or gradient storage or "
+                       "reduces gradients itself (flags 0x%x): it needs a data-parallel group, which this kit does not "
+                       "build yet", ops->flags);
+        return;
+    }
+    check_math(desc, cfg, host, rep);
+    check_state(desc, cfg, host, rep);
+    check_memory(desc, cfg, host, rep);
+}

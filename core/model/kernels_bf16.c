@@ -1,0 +1,157 @@
+/*
+ * bf16 matrix products ([run] precision = bf16): the operands of every
+ * plait_k_sgemm are rounded to bfloat16 (round to nearest even, as
+ * PyTorch's .to(torch.bfloat16)), multiplied with fp32 accumulation into the
+ * fp32 output. Master weights, gradients and optimizer state stay fp32;
+ * only the products' inputs lose precision, as in llm.c's and Megatron's
+ * bf16 modes.
+ *
+ * Native: the BLAS's cblas_sbgemm on bf16 copies of the operands (a CPU
+ * with AVX512_BF16 or AMX runs it at twice the fp32 rate or more).
+ * Emulated (a testing mode for CPUs without them): the operands rounded to
+ * bf16 but kept in fp32 storage, multiplied by cblas_sgemm. Products of two
+ * bf16 values are exact in fp32, so both compute the same numbers up to the
+ * order of the fp32 sums.
+ *
+ * The copies live in per-thread scratch buffers that grow to the largest
+ * product and are freed when the thread ends.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/blas.h"
+#include "model/kernels.h"
+#include "model/kernels_internal.h"
+#include "model/kernels_pool.h"
+
+static int g_precision = PLAIT_KERNELS_FP32;
+static plait_sbgemm_fn g_sbgemm;
+
+int plait_kernels_set_precision(int precision) {
+    if (precision == PLAIT_KERNELS_BF16) {
+        plait_sbgemm_fn fn = plait_blas_sbgemm();
+        if (!fn) return -1;
+        g_sbgemm = fn;
+    } else if (precision != PLAIT_KERNELS_FP32 && precision != PLAIT_KERNELS_BF16_EMULATED) {
+        return -1;
+    }
+    g_precision = precision;
+    return 0;
+}
+
+int plait_kernels_precision(void) { return g_precision; }
+
+static uint32_t round_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u) return (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) : u;
+    return u + 0x7fffu + ((u >> 16) & 1u);
+}
+
+float plait_bf16_round(float x) {
+    uint32_t u = round_bits(x) & 0xffff0000u;
+    float y;
+    memcpy(&y, &u, sizeof y);
+    return y;
+}
+
+/* ---- per-thread scratch ------------------------------------------------- */
+typedef struct scratch {
+    void *buf[2];
+    size_t cap[2];
+} scratch;
+
+static pthread_key_t g_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p) {
+    scratch *s = p;
+    free(s->buf[0]);
+    free(s->buf[1]);
+    free(s);
+}
+
+static void make_key(void) { (void)pthread_key_create(&g_key, scratch_free); }
+
+static void *scratch_get(int which, size_t bytes) {
+    pthread_once(&g_key_once, make_key);
+    scratch *s = pthread_getspecific(g_key);
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s || pthread_setspecific(g_key, s) != 0) {
+            free(s);
+            return NULL;
+        }
+    }
+    if (s->cap[which] < bytes) {
+        void *p = realloc(s->buf[which], bytes);
+        if (!p) return NULL;
+        s->buf[which] = p;
+        s->cap[which] = bytes;
+    }
+    return s->buf[which];
+}
+
+/* ---- conversion --------------------------------------------------------- */
+typedef struct convert_job {
+    const float *src;
+    void *dst;
+    int64_t cols, ld;
+    int native;
+} convert_job;
+
+static void convert_rows(void *vj, int64_t r0, int64_t r1) {
+    const convert_job *j = vj;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *s = j->src + r * j->ld;
+        if (j->native) {
+            uint16_t *d = (uint16_t *)j->dst + r * j->cols;
+            for (int64_t c = 0; c < j->cols; c++) d[c] = (uint16_t)(round_bits(s[c]) >> 16);
+        } else {
+            float *d = (float *)j->dst + r * j->cols;
+            for (int64_t c = 0; c < j->cols; c++) d[c] = plait_bf16_round(s[c]);
+        }
+    }
+}
+
+/* A stored matrix of rows x cols (row stride ld) as a packed bf16 copy in
+ * scratch `which`; NULL when out of memory. */
+static void *convert(int which, const float *src, int64_t rows, int64_t cols, int64_t ld, int native) {
+    void *dst = scratch_get(which, (size_t)(rows * cols) * (native ? sizeof(uint16_t) : sizeof(float)));
+    if (!dst) return NULL;
+    convert_job j = {src, dst, cols, ld, native};
+    plait_pool_for(rows, 64, convert_rows, &j);
+    return dst;
+}
+
+int plait_k_bf16_operands(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, plait_bf16_operands *out) {
+    int native = g_precision == PLAIT_KERNELS_BF16;
+    int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+    int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+    out->native = native;
+    out->A = convert(0, A, a_rows, a_cols, lda, native);
+    out->B = convert(1, B, b_rows, b_cols, ldb, native);
+    out->lda = a_cols;
+    out->ldb = b_cols;
+    return out->A && out->B ? 0 : -1;
+}
+
+void plait_k_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const plait_bf16_operands *op, int64_t r0, int64_t c0, float beta, float *C,
+                       int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (op->native) {
+        const uint16_t *A = op->A, *B = op->B;
+        A += trans_a ? r0 : r0 * op->lda;
+        B += trans_b ? c0 * op->ldb : c0;
+        g_sbgemm(101 /* CblasRowMajor */, trans_a ? 112 : 111, trans_b ? 112 : 111, (int)M, (int)N, (int)K,
+                 alpha, A, (int)op->lda, B, (int)op->ldb, beta, C, (int)ldc);
+    } else {
+        const float *A = op->A, *B = op->B;
+        A += trans_a ? r0 : r0 * op->lda;
+        B += trans_b ? c0 * op->ldb : c0;
+        plait_k_blas_gemm(trans_a, trans_b, M, N, K, alpha, A, op->lda, B, op->ldb, beta, C, ldc);
+    }
+}

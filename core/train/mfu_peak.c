@@ -1,0 +1,164 @@
+#include "train/mfu_peak.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu/blas.h"
+#include "cpu/cpu_features.h"
+#include "model/kernels.h"
+#include "model/sgemm_peak.h"
+
+static const char *precision_name(void) {
+    switch (plait_kernels_precision()) {
+    case PLAIT_KERNELS_BF16: return "bf16";
+    case PLAIT_KERNELS_BF16_EMULATED: return "bf16-emulated";
+    default: return "fp32";
+    }
+}
+
+static int cache_path(char *buf, size_t len) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n;
+    if (xdg && *xdg)
+        n = snprintf(buf, len, "%s/plait/peak.tsv", xdg);
+    else if (home && *home)
+        n = snprintf(buf, len, "%s/.cache/plait/peak.tsv", home);
+    else
+        return -1;
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* The cached rate for `key` (GFLOP/s) and when it was measured; 0 if none. */
+static double cache_lookup(const char *path, const char *key, long long *when) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[1024];
+    double found = 0;
+    size_t klen = strlen(key);
+    while (fgets(line, sizeof line, f)) {
+        double g;
+        long long t;
+        if (strncmp(line, key, klen) == 0 && line[klen] == '\t' && sscanf(line + klen + 1, "%lf\t%lld", &g, &t) == 2 &&
+            g > 0) {
+            found = g;
+            *when = t;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static int make_parent(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return 0;
+}
+
+/* Other keys' lines kept, this key's replaced; written to a temporary file
+ * and renamed, so concurrent runs never see a half-written cache. */
+static int cache_store(const char *path, const char *key, double gflops) {
+    if (make_parent(path) != 0) return -1;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *out = fopen(tmp, "w");
+    if (!out) return -1;
+    FILE *in = fopen(path, "r");
+    size_t klen = strlen(key);
+    if (in) {
+        char line[1024];
+        while (fgets(line, sizeof line, in))
+            if (!(strncmp(line, key, klen) == 0 && line[klen] == '\t')) fputs(line, out);
+        fclose(in);
+    }
+    fprintf(out, "%s\t%.3f\t%lld\n", key, gflops, (long long)time(NULL));
+    int bad = ferror(out);
+    if (fclose(out) != 0 || bad || rename(tmp, path) != 0) {
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+void plait_mfu_peak_get(const plait_config *cfg, int threads, int local_ranks, int world, plait_mfu_peak *out) {
+    memset(out, 0, sizeof *out);
+    if (threads < 1) threads = 1;
+    if (local_ranks < 1) local_ranks = 1;
+    if (world < local_ranks) world = local_ranks;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int fit = cores > 0 ? (int)(cores / threads) : local_ranks;
+    if (fit < 1) fit = 1;
+    if (fit > local_ranks) fit = local_ranks;
+    out->ranks = fit * (world / local_ranks);
+
+    double given = cfg ? plait_config_float(cfg, "run", "mfu_peak") : 0;
+    char what[128];
+    snprintf(what, sizeof what, "%d thread%s, %s", threads, threads == 1 ? "" : "s", precision_name());
+    if (given > 0) {
+        /* the key is the job's peak, as it always was */
+        out->flops = given * 1e9;
+        out->rank_flops = out->flops / out->ranks;
+        snprintf(out->source, sizeof out->source, "%.1f GFLOP/s from [run] mfu_peak", given);
+        return;
+    }
+    plait_cpu_features f;
+    plait_cpu_detect(&f);
+    char blas[256], key[512], path[4096];
+    plait_blas_describe(blas, sizeof blas);
+    /* "OpenBLAS 0.3.21, Zen kernels (...)": the kernels without how they were chosen */
+    char *paren = strchr(blas, '(');
+    if (paren && paren > blas) paren[-1] = '\0';
+    snprintf(key, sizeof key, "%s|%s|%dt|%s", f.brand[0] ? f.brand : f.vendor, blas, threads, precision_name());
+    long long when = 0;
+    int have_path = cache_path(path, sizeof path) == 0;
+    double cached = have_path ? cache_lookup(path, key, &when) : 0;
+    /* a cached rate is checked by a short measurement every run and raised
+     * when this one is faster: the entry converges on the machine's best
+     * even if its first measurement caught a busy moment */
+    double now = plait_sgemm_peak(threads, cached > 0 ? 0.05 : 0.25) / 1e9;
+    double gflops = now > cached ? now : cached;
+    int stored = have_path && now > cached && cache_store(path, key, now) == 0;
+    if (cached > 0 && !stored) {
+        char date[32] = "?";
+        time_t t = (time_t)when;
+        struct tm tm;
+        if (gmtime_r(&t, &tm)) strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
+        snprintf(out->source, sizeof out->source,
+                 "the best GEMM rate of one rank's %s on this machine, %.1f GFLOP/s (measured %s, cached in %s; "
+                 "%.1f now)",
+                 what, gflops, date, path, now);
+    } else {
+        snprintf(out->source, sizeof out->source,
+                 "the best GEMM rate of one rank's %s on this machine, %.1f GFLOP/s (measured now%s%s%s)", what,
+                 gflops, stored ? ", cached in " : "; not cached: ", stored ? path : "no writable cache",
+                 cached > 0 ? ", above the cached rate" : "");
+    }
+    out->rank_flops = gflops * 1e9;
+    out->flops = out->rank_flops * out->ranks;
+}
+
+double plait_mfu_text(double achieved, double peak, char *buf, size_t len) {
+    if (!(peak > 0) || !(achieved >= 0)) {
+        snprintf(buf, len, "n/a");
+        return NAN;
+    }
+    double mfu = achieved / peak;
+    if (mfu > 1.0) {
+        snprintf(buf, len, "error: %.0f%% of the peak", 100 * mfu);
+        return NAN;
+    }
+    snprintf(buf, len, "%.1f%%", 100 * mfu);
+    return mfu;
+}

@@ -1,0 +1,293 @@
+/*
+ * plait SDK — helpers every optimizer plugin needs, shared with plait's own
+ * (adam, zero1/2/3 use exactly these): the [optim] hyperparameters, the
+ * learning-rate schedule, clipping by the exact global gradient norm, the
+ * rule of which gradients count in that norm, and the step report.
+ *
+ * Header-only, built on ABI v1.0 host functions (config_get, kernels, coll),
+ * so a plugin using them still declares abi_minor 0 and loads in every 1.x
+ * core. Link with -lm (plait_add_plugin does). All functions are reentrant;
+ * errors are reported through host->set_error and the returned status.
+ *
+ * Learning-rate schedule (step s counts from 0, as plait_optim_step_in.step):
+ *   warmup  s < W:        lr * (s + 1) / (W + 1)         (nanoGPT's current
+ *                          rule: step 0 already moves, with lr / (W + 1))
+ *   cosine  W <= s <= D:  min_lr + (lr - min_lr) * (1 + cos(pi * (s - W) / (D - W))) / 2
+ *           s > D:        min_lr
+ *           (D <= W: min_lr from step W on)
+ *   constant  s >= W:     lr                            ([optim] lr_schedule = constant)
+ * where W = [optim] warmup_steps and D = [optim] lr_decay_steps, or
+ * [run] steps when that is 0. Computed in double.
+ *
+ * Gradient clipping ([optim] grad_clip = c > 0), as
+ * torch.nn.utils.clip_grad_norm_: with the global L2 norm n of every
+ * gradient, the gradients are scaled by c / (n + 1e-6) when that is below 1.
+ *
+ * Which gradients count in the norm. Every distinct gradient element of the
+ * model must be counted exactly once over the whole world:
+ *   - DP: replicas hold equal reduced gradients; only DP rank 0 counts
+ *     (a ZeRO plugin passes its own rule: each rank counts its shard).
+ *   - TP: a parameter this rank holds whole (shard.parts <= 1) while
+ *     [parallel] tp > 1 is replicated on every TP rank: only TP rank 0
+ *     counts it. Split parameters count on every TP rank (their slices are
+ *     disjoint; padding positions hold zero gradient and add nothing).
+ *   - PP: stages hold different layers; each counts its own.
+ *   - Tied copies (PLAIT_PARAM_TIED_COPY: lm_head.weight) never count: the
+ *     original (transformer.wte.weight) holds the same, complete gradient.
+ * The TP rank is read from any split parameter's shard.index (all split
+ * parameters of a rank share it).
+ *
+ * Exactness. Each rank accumulates Σ g² with host->kernels->sumsq_exact into
+ * a plait_sumsq_acc (integer bins). The accumulators are summed over the
+ * world with one all-reduce of int64 SUM over 32-bit limbs of every bin
+ * (integer addition is associative, so any algorithm and rank count gives
+ * the same bits), then carried back into 128-bit bins and rounded once with
+ * sumsq_value. The norm is therefore bit-identical for every layout.
+ */
+#ifndef PLAIT_OPTIM_UTIL_H
+#define PLAIT_OPTIM_UTIL_H
+
+#include <math.h>
+#include <string.h>
+
+#include <plait/host.h>
+#include <plait/optim.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum plait_lr_schedule { PLAIT_LR_COSINE = 0, PLAIT_LR_CONSTANT = 1 } plait_lr_schedule;
+
+/* The Adam-family keys of [optim] (declared by the core for every optimizer). */
+typedef struct plait_optim_hparams {
+    double lr, min_lr;
+    plait_lr_schedule schedule;
+    int64_t warmup_steps;
+    int64_t decay_steps;   /* resolved: lr_decay_steps, or [run] steps when 0 */
+    double beta1, beta2, eps, weight_decay;
+    double grad_clip;      /* 0 = no clipping */
+} plait_optim_hparams;
+
+/* Read [optim] (and [run] steps). Fails only if a key is undeclared. */
+static inline plait_status plait_optim_read_hparams(const plait_host *host, const plait_config *cfg,
+                                                    plait_optim_hparams *out) {
+    memset(out, 0, sizeof *out);
+    struct {
+        const char *key;
+        double *dst;
+    } floats[] = {
+        {"lr", &out->lr},       {"min_lr", &out->min_lr}, {"beta1", &out->beta1},         {"beta2", &out->beta2},
+        {"eps", &out->eps},     {"weight_decay", &out->weight_decay}, {"grad_clip", &out->grad_clip},
+    };
+    plait_value v;
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
+        plait_status st = host->config_get(cfg, "optim", floats[i].key, &v);
+        if (st != PLAIT_OK) return st;
+        *floats[i].dst = v.f;
+    }
+    plait_status st = host->config_get(cfg, "optim", "warmup_steps", &v);
+    if (st != PLAIT_OK) return st;
+    out->warmup_steps = v.i;
+    if ((st = host->config_get(cfg, "optim", "lr_decay_steps", &v)) != PLAIT_OK) return st;
+    out->decay_steps = v.i;
+    if (out->decay_steps == 0) {
+        if ((st = host->config_get(cfg, "run", "steps", &v)) != PLAIT_OK) return st;
+        out->decay_steps = v.i;
+    }
+    if ((st = host->config_get(cfg, "optim", "lr_schedule", &v)) != PLAIT_OK) return st;
+    out->schedule = v.s && strcmp(v.s, "constant") == 0 ? PLAIT_LR_CONSTANT : PLAIT_LR_COSINE;
+    return PLAIT_OK;
+}
+
+/* Learning rate for 0-based step `step` (see above). */
+static inline double plait_optim_lr_at(const plait_optim_hparams *hp, int64_t step) {
+    int64_t W = hp->warmup_steps, D = hp->decay_steps;
+    if (step < 0) step = 0;
+    if (step < W) return hp->lr * (double)(step + 1) / (double)(W + 1);
+    if (hp->schedule == PLAIT_LR_CONSTANT) return hp->lr;
+    if (step >= D) return hp->min_lr; /* also covers D <= W */
+    double ratio = (double)(step - W) / (double)(D - W);
+    double coeff = 0.5 * (1.0 + cos(3.14159265358979323846 * ratio));
+    return hp->min_lr + coeff * (hp->lr - hp->min_lr);
+}
+
+/* Gradient multiplier for clipping at global norm `norm` (1 = unchanged). */
+static inline double plait_optim_clip_scale(double grad_clip, double norm) {
+    if (grad_clip <= 0) return 1.0;
+    double scale = grad_clip / (norm + 1e-6);
+    return scale < 1.0 ? scale : 1.0;
+}
+
+/* This rank's place, for the norm rule. */
+typedef struct plait_optim_topology {
+    int32_t dp_rank;     /* rank in the DP group (0 without one) */
+    int32_t tp;          /* [parallel] tp */
+    int32_t tp_rank;     /* from the split parameters' shard.index (0 if none) */
+} plait_optim_topology;
+
+/* Derive the topology from the init arguments; fails if tp > 1 while no
+ * local parameter is split (the rank could not tell its TP rank). */
+static inline plait_status plait_optim_topology_from_init(const plait_optim_init *init,
+                                                          plait_optim_topology *out) {
+    const plait_host *host = init->host;
+    memset(out, 0, sizeof *out);
+    out->dp_rank = init->dp_comm && host->coll ? host->coll->rank(init->dp_comm) : 0;
+    plait_value v;
+    out->tp = host->config_get(init->config, "parallel", "tp", &v) == PLAIT_OK && v.i > 1 ? (int32_t)v.i : 1;
+    const char *first = NULL;
+    int found = 0;
+    for (int32_t i = 0; i < init->params->n_params; i++) {
+        const plait_shard *s = &init->params->params[i].shard;
+        if (s->dim < 0 || s->parts <= 1) continue;
+        if (found && s->index != out->tp_rank)
+            return host->set_error(PLAIT_ERR_INTERNAL,
+                                   "optimizer: parameters %s and %s are split with different TP indices (%d, %d)",
+                                   first, init->params->params[i].name, out->tp_rank, s->index);
+        out->tp_rank = s->index;
+        first = init->params->params[i].name;
+        found = 1;
+    }
+    if (out->tp > 1 && !found)
+        return host->set_error(PLAIT_ERR_INTERNAL,
+                               "optimizer: [parallel] tp = %d but no local parameter is split, so this rank "
+                               "cannot tell its TP rank for the gradient norm",
+                               out->tp);
+    return PLAIT_OK;
+}
+
+/* 1 if this rank counts `p`'s gradient in the global norm under the plain
+ * (replicated-gradient) rule above. */
+static inline int plait_optim_counts_in_norm(const plait_optim_topology *topo, const plait_param *p) {
+    if (p->flags & PLAIT_PARAM_TIED_COPY) return 0;
+    if (topo->dp_rank != 0) return 0;
+    int split = p->shard.dim >= 0 && p->shard.parts > 1;
+    if (topo->tp > 1 && !split && topo->tp_rank != 0) return 0;
+    return 1;
+}
+
+/* Index of the local parameter whose global index is `global`, or -1. */
+static inline int32_t plait_optim_local_index(const plait_param_set *set, int32_t global) {
+    /* Local parameters are in global order: try the direct position first. */
+    if (global >= 0 && global < set->n_params && set->params[global].index == global) return global;
+    for (int32_t i = 0; i < set->n_params; i++)
+        if (set->params[i].index == global) return i;
+    return -1;
+}
+
+/* 1 if `p` is a tied copy whose original is also held by this rank (they
+ * share storage and state: the optimizer skips the copy). */
+static inline int plait_optim_tied_to_local(const plait_param_set *set, const plait_param *p) {
+    return (p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && plait_optim_local_index(set, p->tied_to) >= 0;
+}
+
+/* The limb encoding used on the wire: 4 int64 per bin (32-bit limbs of lo
+ * then hi, least significant first) followed by the non-finite count. */
+#define PLAIT_OPTIM_SUMSQ_WIRE_COUNT (PLAIT_SUMSQ_BINS * 4 + 1)
+static inline void plait_optim_sumsq_to_wire(const plait_sumsq_acc *acc, int64_t *wire) {
+    for (int e = 0; e < PLAIT_SUMSQ_BINS; e++) {
+        uint64_t lo = acc->bin[e][0], hi = acc->bin[e][1];
+        wire[4 * e + 0] = (int64_t)(lo & 0xffffffffu);
+        wire[4 * e + 1] = (int64_t)(lo >> 32);
+        wire[4 * e + 2] = (int64_t)(hi & 0xffffffffu);
+        wire[4 * e + 3] = (int64_t)(hi >> 32);
+    }
+    wire[4 * PLAIT_SUMSQ_BINS] = (int64_t)acc->nonfinite;
+}
+
+/* Limb sums stay below 2^63 for fewer than 2^31 ranks; the carry into 128
+ * bits wraps only past 2^128, which Σ m² (< 2^48 per element) cannot reach. */
+static inline void plait_optim_sumsq_from_wire(const int64_t *wire, plait_sumsq_acc *acc) {
+    for (int e = 0; e < PLAIT_SUMSQ_BINS; e++) {
+        unsigned __int128 v = (unsigned __int128)(uint64_t)wire[4 * e + 0] +
+                              ((unsigned __int128)(uint64_t)wire[4 * e + 1] << 32) +
+                              ((unsigned __int128)(uint64_t)wire[4 * e + 2] << 64) +
+                              ((unsigned __int128)(uint64_t)wire[4 * e + 3] << 96);
+        acc->bin[e][0] = (uint64_t)v;
+        acc->bin[e][1] = (uint64_t)(v >> 64);
+    }
+    acc->nonfinite = (uint64_t)wire[4 * PLAIT_SUMSQ_BINS];
+}
+
+/* Sum `local` over `world` exactly and return the global Σ g² as a double
+ * (+Inf if any element anywhere was not finite). world == NULL or a
+ * single-rank world: no communication. *bytes_sent (may be NULL) receives
+ * the bytes this rank sent (from the communicator's counters). Collective
+ * over `world`. */
+static inline plait_status plait_optim_global_sumsq(const plait_host *host, plait_comm *world,
+                                                    const plait_sumsq_acc *local, double *sumsq,
+                                                    uint64_t *bytes_sent) {
+    if (bytes_sent) *bytes_sent = 0;
+    if (!host->kernels) return host->set_error(PLAIT_ERR_UNSUPPORTED, "optimizer: the host has no kernel library");
+    if (!world || !host->coll || host->coll->size(world) <= 1) {
+        if (world && !host->coll)
+            return host->set_error(PLAIT_ERR_UNSUPPORTED, "optimizer: a world communicator but no host collectives");
+        *sumsq = host->kernels->sumsq_value(local);
+        return PLAIT_OK;
+    }
+    int64_t wire[PLAIT_OPTIM_SUMSQ_WIRE_COUNT];
+    plait_optim_sumsq_to_wire(local, wire);
+    plait_comm_stats before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
+    if (host->coll->stats) host->coll->stats(world, &before);
+    plait_coll_opts opts = {.struct_size = sizeof opts, .algo = PLAIT_ALGO_AUTO, .label = "optim grad norm"};
+    plait_status st = host->coll->allreduce(world, wire, wire, PLAIT_OPTIM_SUMSQ_WIRE_COUNT, PLAIT_I64, PLAIT_SUM,
+                                            &opts, NULL);
+    if (st != PLAIT_OK) return st;
+    if (host->coll->stats) {
+        host->coll->stats(world, &after);
+        if (bytes_sent) *bytes_sent = after.bytes_sent - before.bytes_sent;
+    }
+    plait_sumsq_acc global;
+    plait_optim_sumsq_from_wire(wire, &global);
+    *sumsq = host->kernels->sumsq_value(&global);
+    return PLAIT_OK;
+}
+
+/* The global L2 norm of the gradients of `set` held as plain replicated
+ * gradients (the core owns them; plain DP, TP, PP), by the rule above.
+ * Collective over `world`. Fails if a counted parameter has no gradient. */
+static inline plait_status plait_optim_grad_norm(const plait_host *host, const plait_optim_topology *topo,
+                                                 const plait_param_set *set, plait_comm *world, double *norm,
+                                                 uint64_t *bytes_sent) {
+    plait_sumsq_acc acc;
+    memset(&acc, 0, sizeof acc);
+    for (int32_t i = 0; i < set->n_params; i++) {
+        const plait_param *p = &set->params[i];
+        if (!plait_optim_counts_in_norm(topo, p)) continue;
+        if (!p->grad)
+            return host->set_error(PLAIT_ERR_INVALID_ARG, "optimizer: parameter %s has no gradient storage", p->name);
+        host->kernels->sumsq_exact(&acc, p->grad, p->numel);
+    }
+    double sumsq = 0;
+    plait_status st = plait_optim_global_sumsq(host, world, &acc, &sumsq, bytes_sent);
+    if (st == PLAIT_OK) *norm = sqrt(sumsq);
+    return st;
+}
+
+/* Seconds the training thread has been blocked on communicator `a` and on
+ * `b` (NULL, or the same as `a`, adds nothing) since they were created; the
+ * difference of two calls around step() is its wait_seconds. 0 when the
+ * host has no communicator statistics. */
+static inline double plait_optim_comm_wait(const plait_host *host, plait_comm *c) {
+    if (!c || !host->coll || !host->coll->stats) return 0;
+    plait_comm_stats s = {.struct_size = sizeof s};
+    host->coll->stats(c, &s);
+    return s.wait_seconds;
+}
+static inline double plait_optim_wait_seconds(const plait_host *host, plait_comm *a, plait_comm *b) {
+    return plait_optim_comm_wait(host, a) + (b != a ? plait_optim_comm_wait(host, b) : 0);
+}
+
+/* Fill step()'s report `out` (NULL ignored) up to its struct_size. */
+static inline void plait_optim_report_step(plait_optim_step_out *out, double lr, double grad_norm,
+                                           uint64_t bytes_sent, double wait_seconds) {
+    if (!out) return;
+    plait_optim_step_out r = {.struct_size = sizeof r, .lr = lr, .grad_norm = grad_norm, .bytes_sent = bytes_sent,
+                              .wait_seconds = wait_seconds};
+    plait_fill_versioned(out, &r, (uint32_t)sizeof r);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PLAIT_OPTIM_UTIL_H */

@@ -1,0 +1,134 @@
+/*
+ * plait SDK — the core's collectives, as plugins see them (host->coll).
+ *
+ * Every communicator (world, and the DP/TP/PP groups split from it) is a
+ * core `plait_comm`. Collectives run the core's algorithms over the comm
+ * plugin's p2p, or the plugin's native collective when it has one.
+ *
+ * Rules shared by every collective:
+ *   - All members call it in the same order with matching arguments
+ *     (count, dtype, op, root); `[comm] check_collectives = true` verifies this.
+ *   - `req == NULL` makes the call blocking. Otherwise it returns at once with
+ *     a request the caller must finish with wait() (or test() until done);
+ *     buffers stay untouched by the caller until then. Collectives on one
+ *     communicator execute in issue order; a blocking call waits for earlier
+ *     asynchronous ones on the same communicator.
+ *   - `send == recv` means in place where MPI allows it.
+ *   - A wait longer than the communicator's timeout fails with
+ *     PLAIT_ERR_TIMEOUT, and a lost peer with PLAIT_ERR_PEER_LOST; the message
+ *     names the operation, its sequence number, size and the peers waited on.
+ *     After such an error the communicator is unusable (every later call fails).
+ *   - Thread safety: calls on one communicator from several threads are
+ *     serialised by the core; different communicators are independent.
+ */
+#ifndef PLAIT_COLL_H
+#define PLAIT_COLL_H
+
+#include <plait/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Algorithm choice (`[comm] algorithm`, or per call). */
+typedef enum plait_coll_algo {
+    PLAIT_ALGO_AUTO = 0,    /* by message size and group size */
+    PLAIT_ALGO_RING = 1,    /* chunked, pipelined ring: bandwidth-optimal */
+    PLAIT_ALGO_RHD = 2,     /* recursive halving-doubling: latency-optimal */
+    PLAIT_ALGO_TREE = 3,    /* binomial tree (rooted ops, small messages) */
+    PLAIT_ALGO_DIRECT = 4,  /* every rank exchanges with every other directly */
+    /* Reductions in one canonical order that depends only on the group size:
+     * the result for element i is the left-complete pairwise tree over member
+     * contributions in rank order. Bit-identical across runs and algorithms;
+     * used by deterministic mode. */
+    PLAIT_ALGO_ORDERED = 5,
+    PLAIT_ALGO_NATIVE = 6   /* the comm plugin's own collective */
+} plait_coll_algo;
+
+/* Per-call options; NULL means all defaults. */
+typedef struct plait_coll_opts {
+    uint32_t struct_size;
+    plait_coll_algo algo;   /* AUTO = the communicator's configured choice */
+    plait_mem_kind mem_kind;/* of both send and recv buffers */
+    plait_stream *stream;   /* device collectives only */
+    const char *label;      /* short name for errors and traces ("dp bucket 3"); may be NULL */
+} plait_coll_opts;
+
+/* Counters kept per communicator since its creation. */
+typedef struct plait_comm_stats {
+    uint32_t struct_size;
+    uint64_t bytes_sent;     /* payload bytes this rank handed to the transport */
+    uint64_t bytes_received;
+    uint64_t collectives;    /* collectives started */
+    double wait_seconds;     /* time the calling threads spent blocked in wait */
+} plait_comm_stats;
+
+typedef struct plait_coll_api {
+    uint32_t struct_size;
+
+    /* Rank of the caller and member count. Never fail. */
+    int (*rank)(const plait_comm *comm);
+    int (*size)(const plait_comm *comm);
+    /* World rank of member `rank` (for messages). */
+    int (*world_rank)(const plait_comm *comm, int rank);
+    /* Short name of the communicator ("world", "dp", "tp", "pp", ...). */
+    const char *(*name)(const plait_comm *comm);
+
+    plait_status (*allreduce)(plait_comm *comm, const void *send, void *recv, size_t count,
+                              plait_dtype dtype, plait_redop op, const plait_coll_opts *opts,
+                              plait_request **req);
+    /* send: size*count elements; recv: count elements (this rank's block). */
+    plait_status (*reduce_scatter)(plait_comm *comm, const void *send, void *recv, size_t count,
+                                   plait_dtype dtype, plait_redop op, const plait_coll_opts *opts,
+                                   plait_request **req);
+    /* send: count elements; recv: size*count elements in rank order. */
+    plait_status (*allgather)(plait_comm *comm, const void *send, void *recv, size_t count,
+                              plait_dtype dtype, const plait_coll_opts *opts, plait_request **req);
+    plait_status (*broadcast)(plait_comm *comm, void *buf, size_t count, plait_dtype dtype,
+                              int root, const plait_coll_opts *opts, plait_request **req);
+    /* recv is only written (and may be NULL) on non-root ranks. */
+    plait_status (*reduce)(plait_comm *comm, const void *send, void *recv, size_t count,
+                           plait_dtype dtype, plait_redop op, int root,
+                           const plait_coll_opts *opts, plait_request **req);
+    /* root's recv: size*count elements; others' recv may be NULL. */
+    plait_status (*gather)(plait_comm *comm, const void *send, void *recv, size_t count,
+                           plait_dtype dtype, int root, const plait_coll_opts *opts,
+                           plait_request **req);
+    /* root's send: size*count elements; others' send may be NULL. */
+    plait_status (*scatter)(plait_comm *comm, const void *send, void *recv, size_t count,
+                            plait_dtype dtype, int root, const plait_coll_opts *opts,
+                            plait_request **req);
+    /* send and recv: size*count elements; block j of send goes to rank j. */
+    plait_status (*alltoall)(plait_comm *comm, const void *send, void *recv, size_t count,
+                             plait_dtype dtype, const plait_coll_opts *opts, plait_request **req);
+    plait_status (*barrier)(plait_comm *comm, const plait_coll_opts *opts, plait_request **req);
+
+    /* Point-to-point on a communicator (peer = rank in `comm`). Matching is by
+     * (peer, tag); order is kept per (peer, tag). */
+    plait_status (*send)(plait_comm *comm, const void *buf, size_t count, plait_dtype dtype,
+                         int peer, uint32_t tag, const plait_coll_opts *opts, plait_request **req);
+    plait_status (*recv)(plait_comm *comm, void *buf, size_t count, plait_dtype dtype,
+                         int peer, uint32_t tag, const plait_coll_opts *opts, plait_request **req);
+
+    /* Finish a request: wait blocks (sleeping) and releases it; test releases
+     * it once *done is 1. Errors release the request. */
+    plait_status (*wait)(plait_request *req);
+    plait_status (*test)(plait_request *req, int *done);
+
+    /* Collective over `comm`: members with equal `color` form a new
+     * communicator, ordered by (key, old rank). color < 0: the caller joins
+     * none and *out is NULL. The new communicator is named `name` (copied).
+     * The caller owns *out and releases it with comm_free(). */
+    plait_status (*split)(plait_comm *comm, int color, int key, const char *name,
+                          plait_comm **out);
+    /* Release a communicator from split(). Not collective. */
+    void (*comm_free)(plait_comm *comm);
+
+    /* Copy the communicator's counters into *out (fills up to out->struct_size). */
+    void (*stats)(const plait_comm *comm, plait_comm_stats *out);
+} plait_coll_api;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PLAIT_COLL_H */

@@ -1,0 +1,181 @@
+/*
+ * plait SDK — communication plugins (kind PLAIT_KIND_COMM).
+ *
+ * A comm plugin moves bytes between ranks: point-to-point sends and receives
+ * on a communicator. The core builds every collective (allreduce, allgather,
+ * ...) on top of that p2p layer, once, for all transports. A plugin whose
+ * hardware has better collectives (NCCL) may also provide native ones in
+ * `plait_comm_coll_ops`; the core calls those when present and falls back to
+ * its own algorithms when one is NULL or answers PLAIT_ERR_UNSUPPORTED for a
+ * given dtype, operator or memory kind.
+ *
+ * Threading model, for every function below unless stated otherwise:
+ *   - one communicator is used by at most one core thread at a time
+ *     (the core serialises its own calls per communicator);
+ *   - different communicators of the same plugin may be used concurrently
+ *     from different threads;
+ *   - a plugin may run its own progress threads (the TCP plugin does).
+ * Errors: a function returning anything but PLAIT_OK has called
+ * host->set_error() with a message naming the peer and what failed.
+ */
+#ifndef PLAIT_COMM_H
+#define PLAIT_COMM_H
+
+#include <plait/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Rendezvous services the core lends a plugin while it creates a
+ * communicator: a key-value store shared by the communicator's members
+ * (hosted by world rank 0; keys are namespaced per communicator by the core,
+ * so plugins may use short names such as "addr.3"). Valid only during the
+ * init/derive call it is passed to. All functions are blocking and
+ * thread-safe; they fail with PLAIT_ERR_TIMEOUT after `timeout_s`. */
+typedef struct plait_bootstrap {
+    uint32_t struct_size;
+    int rank;           /* this process's rank in the communicator being built */
+    int size;           /* number of members */
+    int local_rank;     /* index among members on this host */
+    int local_size;     /* members on this host */
+    uint32_t comm_id;   /* equal on all members, unique within the job; 0 = world */
+    double timeout_s;   /* the job's [comm] timeout */
+    void *ctx;          /* pass back to the functions below */
+    /* Store `len` bytes under `key` (copied). */
+    plait_status (*set)(void *ctx, const char *key, const void *value, size_t len);
+    /* Wait until `key` exists, then copy at most `cap` bytes into `value`;
+     * `*len` receives the stored length (which may exceed `cap`). */
+    plait_status (*get)(void *ctx, const char *key, void *value, size_t cap, size_t *len);
+    /* Every member contributes `bytes` from `mine`; `all` (size*bytes) receives
+     * the contributions in rank order. */
+    plait_status (*allgather)(void *ctx, const void *mine, void *all, size_t bytes);
+    /* Returns when every member has entered. */
+    plait_status (*barrier)(void *ctx);
+} plait_bootstrap;
+
+/* Arguments of plait_comm_ops.init: the world communicator. */
+typedef struct plait_comm_init {
+    uint32_t struct_size;
+    const struct plait_host *host;
+    const plait_config *config; /* read the plugin's own section through host->config_get */
+    const plait_bootstrap *bootstrap;
+    int world_rank, world_size;
+} plait_comm_init;
+
+/* Arguments of plait_comm_ops.derive: a communicator over a subset of the
+ * parent's members, in the order given by `members` (parent ranks). */
+typedef struct plait_comm_derive {
+    uint32_t struct_size;
+    const plait_bootstrap *bootstrap; /* over the child's members */
+    int size;                         /* members in the child */
+    const int *members;               /* size entries: parent rank of child rank i */
+    int rank;                         /* this process's rank in the child */
+} plait_comm_derive;
+
+/* Native collectives a plugin may offer. Each pointer may be NULL. Buffers
+ * follow the MPI/NCCL conventions: counts are element counts; reduce_scatter's
+ * `count` is the per-rank result count (send holds size*count elements);
+ * allgather's `count` is the per-rank contribution. `send` may equal `recv`
+ * (in place) where the layout allows it. The operation is asynchronous: it
+ * returns a request completed through plait_comm_ops.test/wait. Returning
+ * PLAIT_ERR_UNSUPPORTED without side effects makes the core use its own
+ * algorithm for that call. */
+typedef struct plait_comm_coll_ops {
+    uint32_t struct_size;
+    plait_status (*allreduce)(void *comm, const plait_buffer *send, const plait_buffer *recv,
+                              size_t count, plait_dtype dtype, plait_redop op,
+                              plait_stream *stream, void **req);
+    plait_status (*reduce_scatter)(void *comm, const plait_buffer *send, const plait_buffer *recv,
+                                   size_t count, plait_dtype dtype, plait_redop op,
+                                   plait_stream *stream, void **req);
+    plait_status (*allgather)(void *comm, const plait_buffer *send, const plait_buffer *recv,
+                              size_t count, plait_dtype dtype, plait_stream *stream, void **req);
+    plait_status (*broadcast)(void *comm, const plait_buffer *buf, size_t count, plait_dtype dtype,
+                              int root, plait_stream *stream, void **req);
+    plait_status (*reduce)(void *comm, const plait_buffer *send, const plait_buffer *recv,
+                           size_t count, plait_dtype dtype, plait_redop op, int root,
+                           plait_stream *stream, void **req);
+    plait_status (*alltoall)(void *comm, const plait_buffer *send, const plait_buffer *recv,
+                             size_t count, plait_dtype dtype, plait_stream *stream, void **req);
+} plait_comm_coll_ops;
+
+/* Capability flags of a comm plugin. */
+enum {
+    /* Requests complete without the caller calling test/wait (a progress
+     * thread or hardware drives them). Without it the core calls test()
+     * periodically while overlapping communication with compute. */
+    PLAIT_COMM_ASYNC_PROGRESS = 1u << 0,
+    /* The plugin's streams are CUDA streams (plait_stream* is a cudaStream_t). */
+    PLAIT_COMM_CUDA_STREAMS = 1u << 1
+};
+
+/* The function table of a comm plugin (plait_plugin_desc.ops). */
+typedef struct plait_comm_ops {
+    uint32_t struct_size;
+    uint32_t flags;     /* PLAIT_COMM_* */
+    uint32_t mem_kinds; /* PLAIT_MEM_KIND_BIT() of kinds isend/irecv accept directly */
+
+    /* Create the world communicator. Collective over all ranks: every rank
+     * calls it with the same bootstrap. On success *comm is the plugin's
+     * state, owned by the plugin until destroy(). */
+    plait_status (*init)(const plait_comm_init *args, void **comm);
+
+    /* Create a child communicator over a subset of `parent`'s members
+     * (the core's split()). Collective over the child's members only. The
+     * child may share connections with the parent; it must keep its traffic
+     * separate (different frames, tags or queues). Required. */
+    plait_status (*derive)(void *parent, const plait_comm_derive *args, void **child);
+
+    /* Release a communicator. Every request on it has completed or failed.
+     * Children are destroyed before their parent. Never fails. */
+    void (*destroy)(void *comm);
+
+    /* Fail every pending and future operation on `comm` quickly with
+     * PLAIT_ERR_PEER_LOST and `reason`. Called by the core, from any thread,
+     * when the job is going down. Optional (NULL: the core waits for timeouts). */
+    void (*abort)(void *comm, const char *reason);
+
+    /* Register memory with the transport (RDMA, GPUDirect). Optional: NULL
+     * means buffers need no registration and `mr` is always NULL. The handle
+     * stays valid until dereg(); the memory must outlive it. */
+    plait_status (*reg)(void *comm, const plait_buffer *buf, void **mr);
+    void (*dereg)(void *comm, void *mr);
+
+    /* Post a send of `buf` to `peer` with `tag`. The buffer must stay untouched
+     * until the request completes. Messages between one (sender, receiver,
+     * tag) triple are delivered in the order posted. `mr` is from reg() or NULL.
+     * Zero-byte messages are legal and must still match a receive. */
+    plait_status (*isend)(void *comm, const plait_buffer *buf, int peer, uint32_t tag,
+                          void *mr, void **req);
+
+    /* Post a receive into `buf` from `peer` with `tag`. A message longer than
+     * `buf->bytes` fails the request with PLAIT_ERR_PROTOCOL (never an overrun);
+     * a shorter one completes with its actual length. */
+    plait_status (*irecv)(void *comm, const plait_buffer *buf, int peer, uint32_t tag,
+                          void *mr, void **req);
+
+    /* Non-blocking check. On completion (*done = 1) the request is released
+     * and *bytes (if not NULL) holds the bytes moved; on an error return the
+     * request is released too. */
+    plait_status (*test)(void *comm, void *req, int *done, size_t *bytes);
+
+    /* Block until the request completes, sleeping rather than spinning (ranks
+     * oversubscribe cores). Returns PLAIT_ERR_TIMEOUT after `timeout_s` with
+     * the request still pending (the caller may wait again or abort); any
+     * other return releases the request. */
+    plait_status (*wait)(void *comm, void *req, double timeout_s, size_t *bytes);
+
+    /* Native collectives; NULL when the plugin has none. */
+    const plait_comm_coll_ops *coll;
+
+    /* Streams for device memory (PLAIT_COMM_CUDA_STREAMS). All optional. */
+    plait_status (*stream_create)(void *comm, plait_stream **stream);
+    plait_status (*stream_sync)(void *comm, plait_stream *stream, double timeout_s);
+    void (*stream_destroy)(void *comm, plait_stream *stream);
+} plait_comm_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PLAIT_COMM_H */

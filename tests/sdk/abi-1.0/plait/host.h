@@ -1,0 +1,126 @@
+/*
+ * plait SDK — the host API: everything a plugin may ask of the core.
+ *
+ * The core passes one `plait_host` table to a plugin's entry function and
+ * to every create/init call. Plugins never link against the core; they call
+ * through this table only (Redis modules and SQLite extensions work the same
+ * way), so a plugin keeps working with later cores of the same ABI major.
+ *
+ * Growth rule: fields are only ever appended. A plugin that needs a field
+ * added in ABI minor N checks `PLAIT_HOST_HAS(host, field)` first (or
+ * declares abi_minor >= N in its descriptor, which makes older cores refuse
+ * it at load time instead of letting it call a missing function).
+ *
+ * The table and everything it points to stay valid until the plugin is
+ * unloaded. Every function is thread-safe unless stated otherwise.
+ */
+#ifndef PLAIT_HOST_H
+#define PLAIT_HOST_H
+
+#include <stdarg.h>
+#include <plait/types.h>
+#include <plait/config.h>
+#include <plait/coll.h>
+#include <plait/kernels.h>
+#include <plait/model.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct plait_host {
+    uint32_t struct_size;
+    uint32_t abi_version;          /* PLAIT_ABI_VERSION of the core: major << 16 | minor */
+    const char *core_version;      /* "0.1.0" */
+
+    /* --- logging ------------------------------------------------------ */
+    /* Log one line at `level` as `component` (the plugin's name). The core
+     * adds the rank prefix and newline, filters by PLAIT_LOG_LEVEL /
+     * [run] log_level, and writes to stderr and the rank's log file.
+     * Usable from the entry call on, from any thread. */
+    void (*log)(plait_log_level level, const char *component, const char *fmt, ...)
+        PLAIT_PRINTF(3, 4);
+    void (*vlog)(plait_log_level level, const char *component, const char *fmt, va_list ap);
+    /* 1 if a line at `level` would be written (skip expensive formatting). */
+    int (*log_enabled)(plait_log_level level);
+
+    /* --- errors ------------------------------------------------------- */
+    /* Record the calling thread's error message and return `status`, so a
+     * plugin writes `return host->set_error(PLAIT_ERR_SYSTEM, "...", ...)`.
+     * The core copies the text; it owns message memory. */
+    plait_status (*set_error)(plait_status status, const char *fmt, ...) PLAIT_PRINTF(2, 3);
+    /* The calling thread's last message ("" if none). Valid until the next
+     * set_error on this thread. */
+    const char *(*last_error)(void);
+    /* Static name of a status ("timeout", "peer lost", ...). */
+    const char *(*status_name)(plait_status status);
+
+    /* --- memory ------------------------------------------------------- */
+    /* Allocate `bytes` of `kind` aligned to `align` (power of two, >= 64 is
+     * used when smaller). Returns NULL and sets the error on failure; counts
+     * toward the rank's memory report under `tag` ("zero3 gather buffer").
+     * Host memory is returned uninitialised. */
+    void *(*alloc)(size_t bytes, plait_mem_kind kind, size_t align, const char *tag);
+    /* Release memory from alloc(); NULL is ignored. */
+    void (*free)(void *ptr);
+
+    /* --- configuration ------------------------------------------------ */
+    /* Read an effective, validated value. `section` is e.g. "optim" or
+     * "comm.tcp". Fails with PLAIT_ERR_INVALID_ARG (and a message) only for
+     * a key nobody declared — a programming error. */
+    plait_status (*config_get)(const plait_config *cfg, const char *section, const char *key,
+                               plait_value *out);
+
+    /* --- time --------------------------------------------------------- */
+    /* Monotonic seconds since an arbitrary origin (CLOCK_MONOTONIC). */
+    double (*now)(void);
+
+    /* --- the core's collectives and kernels --------------------------- */
+    const plait_coll_api *coll;
+    const plait_kernels *kernels;
+
+    /* --- other plugins ------------------------------------------------ */
+    /* The function table (plait_plugin_desc.ops) of the loaded or loadable
+     * plugin `name` of `kind` (a plait_plugin_kind), loading it if needed;
+     * NULL with the loader's message as error if it cannot be loaded. Used
+     * by composing plugins (hybrid parallel). */
+    const void *(*plugin_ops)(uint32_t kind, const char *name);
+
+    /* --- run facts ---------------------------------------------------- */
+    /* Number of math threads this rank should use (cores / local ranks). */
+    int (*math_threads)(void);
+    /* Initial value source for a parameter slice (layout-independent init):
+     * the value of each element depends only on the seed, the parameter's
+     * global name and the element's global index. Fills local elements
+     * [offset, offset+count) of `param` (a plait_param from the run's set). */
+    plait_status (*init_values)(const plait_param *param, size_t offset, size_t count,
+                                float *dst);
+} plait_host;
+
+/* True if `host` (a table from a possibly older core) has member `field`. */
+#define PLAIT_HOST_HAS(host, field)                                                  \
+    ((host)->struct_size >= offsetof(plait_host, field) + sizeof((host)->field) &&   \
+     (host)->field != NULL)
+
+/* Convenience readers for declared keys; they return the default type's
+ * zero value if the key is undeclared (after config_get set the error). */
+static inline int64_t plait_cfg_int(const plait_host *h, const plait_config *c, const char *sec,
+                                    const char *key) {
+    plait_value v;
+    return h->config_get(c, sec, key, &v) == PLAIT_OK ? v.i : 0;
+}
+static inline double plait_cfg_float(const plait_host *h, const plait_config *c, const char *sec,
+                                     const char *key) {
+    plait_value v;
+    return h->config_get(c, sec, key, &v) == PLAIT_OK ? v.f : 0.0;
+}
+static inline const char *plait_cfg_str(const plait_host *h, const plait_config *c,
+                                        const char *sec, const char *key) {
+    plait_value v;
+    return h->config_get(c, sec, key, &v) == PLAIT_OK && v.s ? v.s : "";
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PLAIT_HOST_H */

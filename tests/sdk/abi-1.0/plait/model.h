@@ -1,0 +1,152 @@
+/*
+ * plait SDK — how parallel and optimizer plugins see the model.
+ *
+ * The core owns the model (GPT, MLP). It describes it to plugins as an
+ * ordered list of *layers* (units of placement and of ZeRO-3 gathering:
+ * the embedding, each transformer block, the final norm + head) and an
+ * ordered list of *parameters*, each with its global name and shape
+ * (nanoGPT names, PyTorch layout) and the slice of it this rank holds.
+ *
+ * All structures here are owned by the core and stay valid for the whole
+ * run unless stated otherwise. Plugins may read them from any thread; they
+ * write only the fields documented as theirs.
+ */
+#ifndef PLAIT_MODEL_H
+#define PLAIT_MODEL_H
+
+#include <plait/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PLAIT_MAX_DIMS 4
+
+/* How a parameter may be split by tensor parallelism (declared by the model,
+ * Megatron-LM's vocabulary). */
+typedef enum plait_tp_role {
+    PLAIT_TP_REPLICATE = 0, /* every TP rank holds all of it (LayerNorm, wpe, row-parallel bias) */
+    PLAIT_TP_COLUMN = 1,    /* output features split: dim 0 of a [out, in] weight or of its bias */
+    PLAIT_TP_ROW = 2,       /* input features split: dim 1 of a [out, in] weight */
+    PLAIT_TP_VOCAB = 3      /* vocabulary rows split: dim 0 of the token embedding, padded */
+} plait_tp_role;
+
+/* The piece of a global tensor one rank holds. Dimension `dim` of the global
+ * shape, padded to `padded_len`, is viewed as `groups` equal consecutive
+ * groups (3 for a fused q,k,v projection); each group is cut into `parts`
+ * equal slices and this rank holds slice `index` of every group, concatenated
+ * in group order. Padding positions (global index >= the real length) hold
+ * zeros and receive zero gradient.
+ * dim = -1 (or parts = 1) means the whole tensor. */
+typedef struct plait_shard {
+    int32_t dim;
+    int32_t parts;
+    int32_t index;
+    int32_t groups;
+    int64_t padded_len; /* length of `dim` after padding; = shape[dim] when unpadded */
+} plait_shard;
+
+/* Parameter flags. */
+enum {
+    PLAIT_PARAM_NO_DECAY = 1u << 0,  /* biases, LayerNorm, (by nanoGPT's rule: every tensor with ndim < 2) */
+    /* A second copy of a tied parameter living on another pipeline stage
+     * (the output head's copy of the token embedding). Its gradient is summed
+     * with the original's across the embedding group; checkpoints store only
+     * the original (`tied_to`). */
+    PLAIT_PARAM_TIED_COPY = 1u << 1,
+    /* Set by the core (ABI 1.0 addition, on this rank's parameters only) on
+     * either member of a tied pair whose other member sits on another
+     * pipeline stage (wte on the first stage, its copy on the last). The
+     * parallel plugin sums the pair's gradient over the embedding group in
+     * its finish_grads, which runs before the optimizer's: an optimizer that
+     * owns gradients (ZeRO-2/3) must keep such a parameter's local gradient
+     * whole in `grad` until then and reduce it over DP afterwards. */
+    PLAIT_PARAM_TIED_REMOTE = 1u << 2
+};
+
+typedef struct plait_param {
+    uint32_t struct_size;
+    uint32_t flags;              /* PLAIT_PARAM_* */
+    const char *name;            /* global name, e.g. "transformer.h.0.attn.c_attn.weight" */
+    int32_t index;               /* position in the global parameter list */
+    int32_t layer;               /* global index of the owning layer */
+    int32_t ndim;
+    int64_t shape[PLAIT_MAX_DIMS];       /* global, unpadded */
+    plait_tp_role tp_role;
+    plait_shard shard;                   /* this rank's slice (TP) */
+    int64_t local_shape[PLAIT_MAX_DIMS]; /* shape of the slice this rank holds */
+    size_t numel;                        /* elements of the local slice */
+    int32_t tied_to;             /* global index of the tied original, or -1 */
+
+    /* Storage of the local slice (float32, row-major). Written by whoever owns
+     * the storage (the core, or an optimizer with PLAIT_OPTIM_OWNS_PARAMS /
+     * _OWNS_GRADS). May be NULL while released (ZeRO-3 between gathers,
+     * ZeRO-2 non-owned gradients); the model only touches `data` of a layer
+     * between before_forward/after_forward (before_backward/after_backward)
+     * of that layer, and `grad` during that layer's backward. */
+    float *data;
+    float *grad;
+    size_t flat_offset;          /* offset in the core's flat buffers (when the core owns them) */
+} plait_param;
+
+/* A layer: the unit of pipeline placement and of ZeRO-3 parameter gathering. */
+typedef struct plait_layer {
+    uint32_t struct_size;
+    const char *name;            /* "embedding", "h.3", "head" */
+    int32_t index;               /* global layer index, 0 = first */
+    int32_t first_param;         /* its parameters are params[first_param .. first_param+n_params) */
+    int32_t n_params;
+    double flops_per_token;      /* forward cost estimate, for pipeline balancing */
+    size_t activation_bytes;     /* activation memory per micro-batch (one copy), for planning */
+} plait_layer;
+
+/* The global model as the core built it from the config, before any split. */
+typedef struct plait_model_spec {
+    uint32_t struct_size;
+    const char *arch;            /* "gpt" or "mlp" */
+    int32_t n_layer, n_head, n_embd, block_size, vocab_size;
+    int32_t micro_batch;         /* sequences per micro-batch */
+    int32_t n_layers;            /* entries in `layers` (embedding + blocks + head for GPT) */
+    const plait_layer *layers;
+    /* entries in `params`: the global list. data/grad are unset; `shard` is
+     * the unsplit layout (parts 1) naming what a TP split would cut: `dim`
+     * (0 for COLUMN/VOCAB, 1 for ROW, -1 for REPLICATE) and `groups` (3 for
+     * the fused q,k,v projection), so a TP plugin sets parts, index and, for
+     * the vocabulary, padded_len. */
+    int32_t n_params;
+    const plait_param *params;
+    size_t total_numel;          /* Σ global numel, tied copies counted once */
+} plait_model_spec;
+
+/* The parameters this rank holds after planning, in global order. */
+typedef struct plait_param_set {
+    uint32_t struct_size;
+    int32_t n_params;
+    plait_param *params;         /* plugins may write data/grad when they own that storage */
+    int32_t n_layers;            /* layers with at least one local parameter */
+    const plait_layer *layers;   /* global layer descriptors, indexed by layer index */
+    int32_t n_layers_total;
+    size_t numel;                /* Σ local numel */
+    float *data_flat;            /* core-owned flat storage, or NULL (see plait_param.flat_offset) */
+    float *grad_flat;
+} plait_param_set;
+
+/* Sources of initial or restored values, read by whoever owns storage.
+ * `which` names the tensor: "param", or an optimizer state name
+ * ("exp_avg", "exp_avg_sq"). Fills `count` elements of the *local slice*
+ * (shard layout) of parameter `param_index`, starting at local element
+ * `offset`. Returns PLAIT_ERR_UNSUPPORTED when the source has no such tensor
+ * (a fresh run has no optimizer state; the owner then zero-fills).
+ * Thread-safe; may be called only during plait_optim_ops.materialize(). */
+typedef struct plait_value_source {
+    uint32_t struct_size;
+    void *ctx;
+    /* param_index: the global index (plait_param.index). */
+    plait_status (*read)(void *ctx, int32_t param_index, const char *which, size_t offset,
+                         size_t count, float *dst);
+} plait_value_source;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PLAIT_MODEL_H */

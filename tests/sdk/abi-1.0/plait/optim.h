@@ -1,0 +1,131 @@
+/*
+ * plait SDK — optimizer plugins (kind PLAIT_KIND_OPTIM).
+ *
+ * An optimizer plugin decides what each rank holds of the parameters, their
+ * gradients and the optimizer state, and updates the parameters. The Adam(W)
+ * arithmetic itself lives once in the core (host->kernels->adamw); plain Adam
+ * and ZeRO-1/2/3 differ only in what they keep and when they communicate.
+ *
+ * Hyperparameters shared by the Adam family (lr, min_lr, warmup_steps,
+ * lr_decay_steps, beta1, beta2, eps, weight_decay, grad_clip) are declared by
+ * the core in [optim], so switching `[optim] plugin = adam` to `zero3` is a
+ * one-line change; a plugin's own keys live in [optim.<name>].
+ *
+ * Call sequence per run:
+ *   create → materialize → (per step: hooks … → finish_grads → step) → destroy
+ * Hooks are called from the training thread, in model order for forward and
+ * reverse order for backward, once per layer and local micro-batch.
+ */
+#ifndef PLAIT_OPTIM_H
+#define PLAIT_OPTIM_H
+
+#include <plait/types.h>
+#include <plait/model.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Ownership flags (plait_optim_ops.flags). */
+enum {
+    /* The plugin allocates parameter storage and sets plait_param.data
+     * (ZeRO-3). Otherwise the core allocates one flat buffer. */
+    PLAIT_OPTIM_OWNS_PARAMS = 1u << 0,
+    /* The plugin allocates gradient storage and sets plait_param.grad
+     * (ZeRO-2/3). Otherwise the core allocates one flat buffer. */
+    PLAIT_OPTIM_OWNS_GRADS = 1u << 1,
+    /* The plugin reduces gradients over the DP group itself
+     * (reduce-scatter); the DP axis then does no gradient all-reduce. */
+    PLAIT_OPTIM_REDUCES_GRADS = 1u << 2
+};
+
+typedef struct plait_optim_init {
+    uint32_t struct_size;
+    const struct plait_host *host;
+    const plait_config *config;
+    plait_param_set *params;     /* this rank's parameters (TP/PP-local) */
+    plait_comm *dp_comm;         /* the group that replicates these parameters */
+    plait_comm *world;
+    int32_t local_micro_batches; /* per step on this rank (gradient accumulation) */
+    int deterministic;           /* [run] deterministic: reduce in canonical order */
+} plait_optim_init;
+
+/* Per-step facts passed to step(). */
+typedef struct plait_optim_step_in {
+    uint32_t struct_size;
+    int64_t step;                /* 0-based optimizer step being taken */
+} plait_optim_step_in;
+
+/* What step() reports back for the progress line and metrics. The core
+ * zero-fills it and sets struct_size to its own size; a plugin writes only
+ * the fields that struct_size covers (plait_fill_versioned does that), so a
+ * field a plugin does not know stays 0. */
+typedef struct plait_optim_step_out {
+    uint32_t struct_size;
+    double lr;                   /* learning rate used */
+    double grad_norm;            /* global L2 norm before clipping (all ranks, all shards) */
+    uint64_t bytes_sent;         /* bytes this rank sent for the optimizer this step */
+    /* Seconds step() was blocked waiting on communication (the global-norm
+     * all-reduce, ZeRO's parameter all-gather): metrics.csv counts them as
+     * communication and the rest of step() as compute. Left 0 by plugins
+     * built before the field existed (all of step() is then compute). */
+    double wait_seconds;
+} plait_optim_step_out;
+
+/* Bytes this rank holds, for the memory report (ZeRO paper accounting). */
+typedef struct plait_optim_memory {
+    uint32_t struct_size;
+    uint64_t param_bytes;        /* persistent parameter storage */
+    uint64_t grad_bytes;         /* persistent gradient storage */
+    uint64_t state_bytes;        /* optimizer state (fp32: master copy if any, moments) */
+    uint64_t buffer_bytes;       /* declared working buffers (buckets, gathered layers) */
+    uint64_t padding_elems;      /* elements added to make shards equal */
+} plait_optim_memory;
+
+typedef struct plait_optim_ops {
+    uint32_t struct_size;
+    uint32_t flags;              /* PLAIT_OPTIM_* */
+    /* Names of the per-parameter state tensors, NULL-terminated
+     * (Adam: "exp_avg", "exp_avg_sq"). Checkpoints store each as
+     * "optim.<state>.<param name>" so Adam-family plugins resume each other. */
+    const char *const *state_names;
+
+    plait_status (*create)(const plait_optim_init *init, void **state);
+    /* Allocate what the plugin owns and fill it from `src` (initial values or
+     * a checkpoint). For tensors `src` lacks (optimizer state of a fresh run)
+     * fill zeros. When the core owns parameter storage it has filled it
+     * already. Collective over the DP group. */
+    plait_status (*materialize)(void *state, const plait_value_source *src);
+
+    /* Layer hooks. ZeRO-3 gathers a layer's parameters in before_* and
+     * releases them in after_*; ZeRO-2 reduce-scatters a layer's gradients in
+     * after_backward. `last` is 1 on the last local micro-batch. Optional. */
+    plait_status (*before_forward)(void *state, int32_t layer, int32_t mb);
+    plait_status (*after_forward)(void *state, int32_t layer, int32_t mb);
+    plait_status (*before_backward)(void *state, int32_t layer, int32_t mb);
+    plait_status (*after_backward)(void *state, int32_t layer, int32_t mb, int last);
+
+    /* Complete every gradient reduction the plugin started. Optional. */
+    plait_status (*finish_grads)(void *state);
+    /* Clip by the global norm and update. Collective over the world. */
+    plait_status (*step)(void *state, const plait_optim_step_in *in, plait_optim_step_out *out);
+
+    /* Checkpointing: write into `dst` the whole local slice (TP shard layout)
+     * of parameter `param_index` (the global index, plait_param.index)'s tensor `which` ("param" or a state name),
+     * gathered over the DP group. Collective over the DP group; `dst` is only
+     * written on DP rank 0 and may be NULL elsewhere. */
+    plait_status (*export_tensor)(void *state, int32_t param_index, const char *which, float *dst);
+    /* Optimizer scalars saved with the checkpoint (e.g. the step count used
+     * by bias correction). Optional. */
+    int64_t (*get_step)(void *state);
+    void (*set_step)(void *state, int64_t step);
+
+    /* Fill the memory report. Never fails. */
+    void (*memory)(void *state, plait_optim_memory *out);
+    void (*destroy)(void *state);
+} plait_optim_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PLAIT_OPTIM_H */

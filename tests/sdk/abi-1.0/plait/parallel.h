@@ -1,0 +1,190 @@
+/*
+ * plait SDK — parallelism plugins (kind PLAIT_KIND_PARALLEL).
+ *
+ * The world is a 3-D mesh dp × pp × tp built by the core from [parallel]
+ * (`dp`, `tp`, `pp`, `order`); the core splits the world communicator into
+ * the DP, TP and PP groups. A parallel plugin turns that mesh into a *plan*
+ * — which layers this rank runs (PP), which slice of each parameter it holds
+ * (TP), which micro-batches it computes (DP), and the per-step list of
+ * instructions (the schedule) — and takes part in the step through hooks:
+ * gradient-ready notifications (DP bucket reduction), the tensor-parallel
+ * conjugate operators called by the model (TP), and gradient finishing.
+ *
+ * Each of dp, tp, pp is a single-axis plugin; `hybrid` composes them
+ * (host->plugin_ops() gives it the others). The core calls, per run:
+ *   create → plan → bind → (per step: begin_step → hooks → finish_grads) → destroy
+ * create and plan must not communicate: before starting a job's ranks (and
+ * in `plait config check`) the core calls create → plan → destroy once for
+ * every rank's mesh coordinates, with NULL communicators, so that a layout
+ * mistake is reported once instead of by every rank.
+ * All calls come from the training thread unless stated otherwise; errors
+ * are reported with host->set_error().
+ */
+#ifndef PLAIT_PARALLEL_H
+#define PLAIT_PARALLEL_H
+
+#include <plait/types.h>
+#include <plait/model.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* This rank's place in the mesh and its groups. Communicators are owned by
+ * the core and live for the whole run. */
+typedef struct plait_mesh {
+    uint32_t struct_size;
+    int32_t dp, tp, pp;               /* axis sizes; world size = dp*tp*pp */
+    int32_t dp_rank, tp_rank, pp_rank;
+    int32_t world_rank, world_size;
+    plait_comm *world;
+    plait_comm *dp_comm;              /* same tp_rank and pp_rank */
+    plait_comm *tp_comm;              /* same dp_rank and pp_rank */
+    plait_comm *pp_comm;              /* same dp_rank and tp_rank; rank = pp_rank */
+    /* First and last pipeline stage of this pipeline (same dp, tp ranks) when
+     * pp > 1 and this rank is on one of them; NULL otherwise. */
+    plait_comm *embed_comm;
+    const char *order;                /* e.g. "tp,dp,pp": innermost first */
+} plait_mesh;
+
+/* Step-schedule instructions: a pure list per stage, testable without
+ * communication. Sends are asynchronous (posted, completed before the buffer
+ * is reused or at REDUCE_GRADS); receives block until the data is there. */
+typedef enum plait_instr_op {
+    PLAIT_INSTR_FORWARD = 1,      /* forward of model chunk `chunk` for micro-batch `mb` */
+    PLAIT_INSTR_BACKWARD = 2,     /* backward of the same */
+    PLAIT_INSTR_RECV_ACT = 3,     /* receive the chunk's input activation from the previous stage */
+    PLAIT_INSTR_SEND_ACT = 4,     /* send the chunk's output activation to the next stage */
+    PLAIT_INSTR_RECV_GRAD = 5,    /* receive the gradient of the chunk's output from the next stage */
+    PLAIT_INSTR_SEND_GRAD = 6,    /* send the gradient of the chunk's input to the previous stage */
+    PLAIT_INSTR_REDUCE_GRADS = 7, /* finish every gradient reduction (DP, ZeRO, embedding group) */
+    PLAIT_INSTR_OPTIM_STEP = 8
+} plait_instr_op;
+
+typedef struct plait_instr {
+    uint16_t op;      /* plait_instr_op */
+    uint16_t chunk;   /* model chunk on this stage (0 unless interleaved) */
+    int32_t mb;       /* micro-batch index within this rank's micro-batches, or -1 */
+} plait_instr;
+
+/* Tensor-parallel conjugate operators, called by the model on the TP group
+ * (Megatron's f and g): `enter` is identity in forward and all-reduce of the
+ * input gradient in backward; `exit` is all-reduce of the partial output in
+ * forward and identity in backward. The vocab-parallel cross-entropy uses
+ * `reduce_max`/`reduce_sum` on small per-token vectors. Each function operates
+ * in place on `count` floats and is blocking. NULL table = no TP. */
+typedef struct plait_tp_ops {
+    uint32_t struct_size;
+    void *ctx;
+    plait_status (*enter_backward)(void *ctx, float *grad, size_t count); /* f, backward */
+    plait_status (*exit_forward)(void *ctx, float *out, size_t count);    /* g, forward */
+    plait_status (*reduce_max)(void *ctx, float *x, size_t count);
+    plait_status (*reduce_sum)(void *ctx, float *x, size_t count);
+} plait_tp_ops;
+
+/* The plan a parallel plugin fills in plan(). The core prefills the
+ * single-process plan (everything local, no split, the plain
+ * forward/backward schedule), then each plugin edits the parts of its axis.
+ * Arrays are allocated by the core with the sizes given. */
+typedef struct plait_plan {
+    uint32_t struct_size;
+    /* Per global parameter: this rank's slice (TP). */
+    int32_t n_params;
+    plait_shard *shards;
+    /* Per global layer: pipeline stage and model chunk (virtual stage) that
+     * runs it. Chunk c of stage s holds a contiguous range of layers;
+     * in model order chunks run (c=0,s=0), (0,1), ..., (0,pp-1), (1,0), ... */
+    int32_t n_layers;
+    int32_t *layer_stage;
+    int32_t *layer_chunk;
+    int32_t chunks;              /* model chunks per stage (virtual_stages), >= 1 */
+    /* Vocabulary after padding (TP): a multiple of tp. */
+    int32_t vocab_padded;
+    /* Micro-batches: this rank computes `micro_batches` of them, global
+     * micro-batch indices first_micro_batch + [0, micro_batches). */
+    int32_t micro_batches;
+    int64_t first_micro_batch;
+    /* The per-step schedule for this rank. The core provides `capacity`
+     * entries; a plugin needing more sets n_instr to the needed count and
+     * returns PLAIT_ERR_NO_MEMORY, and the core retries with that capacity. */
+    plait_instr *schedule;
+    size_t n_instr, capacity;
+    /* TP operators handed to the model (NULL without TP). */
+    const plait_tp_ops *tp_ops;
+    /* Text shown at startup ("pp=4 1f1b: bubble (p-1)/(m+p-1) = 27.3%"). */
+    char summary[256];
+    /* Expected idle share of the schedule (the bubble), or -1 if none. */
+    double bubble_formula;
+} plait_plan;
+
+typedef struct plait_parallel_init {
+    uint32_t struct_size;
+    const struct plait_host *host;
+    const plait_config *config;
+    const plait_mesh *mesh;
+    const plait_model_spec *model;
+    int deterministic;           /* [run] deterministic */
+} plait_parallel_init;
+
+/* What the plugin gets once storage exists (bind). */
+typedef struct plait_parallel_bind {
+    uint32_t struct_size;
+    plait_param_set *params;
+    /* The optimizer reduces gradients over the DP group itself (ZeRO-2/3):
+     * the DP axis must not all-reduce them. */
+    int optim_reduces_grads;
+    /* Gradients are divided by the global token count before reduction,
+     * so DP sums (it never averages twice). Always 1 in ABI v1. */
+    int grads_prescaled;
+} plait_parallel_bind;
+
+/* Per-step counters a parallel plugin reports (fills up to struct_size). */
+typedef struct plait_parallel_stats {
+    uint32_t struct_size;
+    uint64_t bytes_sent;        /* payload bytes this rank sent for the axis */
+    double wait_seconds;        /* time the training thread was blocked on the axis's communication */
+    uint32_t reductions;        /* gradient reductions (buckets) completed */
+    uint32_t early_reductions;  /* ... of which were started before the backward pass ended */
+    /* The same split by mesh axis (index: 0 dp, 1 tp, 2 pp); a single-axis
+     * plugin fills its own entry, a composing plugin all of them. */
+    uint64_t axis_bytes[3];
+    double axis_wait_seconds[3];
+} plait_parallel_stats;
+
+/* Mesh axes a parallel plugin handles (plait_parallel_ops.axes). */
+enum {
+    PLAIT_PARALLEL_AXIS_DP = 1u << 0,
+    PLAIT_PARALLEL_AXIS_TP = 1u << 1,
+    PLAIT_PARALLEL_AXIS_PP = 1u << 2
+};
+
+typedef struct plait_parallel_ops {
+    uint32_t struct_size;
+    /* PLAIT_PARALLEL_AXIS_* this plugin implements; the core refuses a mesh
+     * with an axis > 1 that the selected plugin does not handle. */
+    uint32_t axes;
+    /* Check the layout against the model (e.g. n_head % tp) and create state. */
+    plait_status (*create)(const plait_parallel_init *init, void **state);
+    /* Edit the core-prefilled plan for this plugin's axis. */
+    plait_status (*plan)(void *state, plait_plan *plan);
+    /* Storage exists and holds the initial values: e.g. broadcast parameters
+     * from DP rank 0 and verify a checksum; set up gradient buckets. */
+    plait_status (*bind)(void *state, const plait_parallel_bind *bind);
+    /* A step begins (step counts from 0 in the run, resumed steps included). */
+    plait_status (*begin_step)(void *state, int64_t step);
+    /* Layer `layer`'s backward for local micro-batch `mb` has produced its
+     * gradients; `last` is 1 on the last local micro-batch of the step (the
+     * moment a DP plugin may start reducing that layer's bucket). Optional. */
+    plait_status (*grads_ready)(void *state, int32_t layer, int32_t mb, int last);
+    /* Complete every reduction started this step; on return gradients hold
+     * the sum over the DP group (and the embedding group). Optional. */
+    plait_status (*finish_grads)(void *state);
+    /* Counters of the last step (since begin_step) for metrics. Optional. */
+    void (*step_stats)(void *state, plait_parallel_stats *out);
+    void (*destroy)(void *state);
+} plait_parallel_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PLAIT_PARALLEL_H */

@@ -1,0 +1,121 @@
+/*
+ * plait SDK — plugin descriptor and entry point (ABI v1).
+ *
+ * A plugin is a shared object named libplait-<kind>-<name>.so that exports
+ * exactly one symbol, PLAIT_PLUGIN_ENTRY (`plait_plugin_v1` for ABI major 1):
+ *
+ *     static const plait_plugin_desc my_desc = {
+ *         .struct_size = sizeof(plait_plugin_desc), .magic = PLAIT_PLUGIN_MAGIC,
+ *         .abi_major = PLAIT_ABI_MAJOR, .abi_minor = PLAIT_ABI_MINOR,
+ *         .kind = PLAIT_KIND_COMM, .name = "mynet", .version = "1.0.0", ...,
+ *         .ops = &my_comm_ops };
+ *     static const plait_plugin_desc *const my_list[] = { &my_desc };
+ *     PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
+ *                                                 const plait_plugin_desc *const **descs,
+ *                                                 size_t *count) {
+ *         *descs = my_list; *count = 1; return PLAIT_OK;
+ *     }
+ *
+ * A later ABI major exports `plait_plugin_v2` and the core keeps a shim for
+ * v1, so old plugins keep loading; a plugin built for a major the core does
+ * not know is refused with both versions named, never called.
+ *
+ * Before calling anything in a descriptor the loader checks: magic, ABI major
+ * and minor (a plugin needing a newer minor than the core is refused),
+ * struct_size >= the v1.0 size, kind, and that the name matches the file.
+ */
+#ifndef PLAIT_PLUGIN_H
+#define PLAIT_PLUGIN_H
+
+#include <plait/types.h>
+#include <plait/config.h>
+#include <plait/host.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PLAIT_ABI_MAJOR 1
+#define PLAIT_ABI_MINOR 0
+#define PLAIT_ABI_VERSION ((uint32_t)((PLAIT_ABI_MAJOR << 16) | PLAIT_ABI_MINOR))
+#define PLAIT_ABI_VERSION_MAJOR(v) ((uint32_t)(v) >> 16)
+#define PLAIT_ABI_VERSION_MINOR(v) ((uint32_t)(v)&0xffffu)
+
+/* "PLAT" */
+#define PLAIT_PLUGIN_MAGIC 0x504c4154u
+
+#define PLAIT_STRINGIFY_(x) #x
+#define PLAIT_STRINGIFY(x) PLAIT_STRINGIFY_(x)
+#define PLAIT_CONCAT_(a, b) a##b
+#define PLAIT_CONCAT(a, b) PLAIT_CONCAT_(a, b)
+/* The entry symbol for this SDK's ABI major: plait_plugin_v1. */
+#define PLAIT_PLUGIN_ENTRY PLAIT_CONCAT(plait_plugin_v, PLAIT_ABI_MAJOR)
+#define PLAIT_PLUGIN_ENTRY_NAME "plait_plugin_v" PLAIT_STRINGIFY(PLAIT_ABI_MAJOR)
+
+typedef enum plait_plugin_kind {
+    PLAIT_KIND_COMM = 1,     /* ops: plait_comm_ops (comm.h) */
+    PLAIT_KIND_PARALLEL = 2, /* ops: plait_parallel_ops (parallel.h) */
+    PLAIT_KIND_OPTIM = 3     /* ops: plait_optim_ops (optim.h) */
+} plait_plugin_kind;
+
+typedef struct plait_plugin_desc {
+    uint32_t struct_size;          /* sizeof(plait_plugin_desc) as compiled by the plugin */
+    uint32_t magic;                /* PLAIT_PLUGIN_MAGIC */
+    uint16_t abi_major;            /* PLAIT_ABI_MAJOR the plugin was built with */
+    uint16_t abi_minor;            /* lowest core ABI minor it needs (usually PLAIT_ABI_MINOR) */
+    uint32_t kind;                 /* plait_plugin_kind */
+    const char *name;              /* [a-z0-9_]+; the file is libplait-<kind>-<name>.so */
+    const char *version;           /* the plugin's own version, e.g. "1.2.0" */
+    const char *description;       /* one line for `plait plugins` */
+
+    /* Keys of the plugin's own section "[<kind>.<name>]". `param_size` is
+     * sizeof(plait_param_decl) as compiled by the plugin. */
+    const plait_param_decl *params;
+    uint32_t n_params;
+    uint32_t param_size;
+
+    /* Is the plugin usable on this machine? Called by `plait plugins` and
+     * before selection. Returns PLAIT_OK, or PLAIT_ERR_UNSUPPORTED with the
+     * reason set through host->set_error ("no CUDA device found"). Must not
+     * print, must not hang, must not leave threads or state behind.
+     * NULL = always available. */
+    plait_status (*probe)(const plait_host *host);
+
+    /* The kind's function table: const plait_comm_ops*, ... Its first field
+     * is its struct_size. */
+    const void *ops;
+
+    /* Names of other plugins of the same kind this one composes
+     * (hybrid uses "dp", "tp", "pp"), NULL-terminated, or NULL. The core
+     * declares their config sections too and loads them on demand. */
+    const char *const *uses;
+} plait_plugin_desc;
+
+/* Signature of the entry symbol. Called once per process after dlopen, with
+ * the core's ABI version and host table (which outlive the plugin). Fills
+ * *descs with an array of *count descriptors the plugin owns (static data).
+ * May refuse (PLAIT_ERR_ABI, message via host->set_error) if `host_abi` is too
+ * old. Must not start threads or touch devices: do that in create/init. */
+typedef plait_status (*plait_plugin_entry_v1_fn)(uint32_t host_abi, const plait_host *host,
+                                                 const plait_plugin_desc *const **descs,
+                                                 size_t *count);
+
+/* The entry symbol's prototype, so a plugin only writes the definition:
+ *     PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, ...) { ... } */
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
+                                            const plait_plugin_desc *const **descs, size_t *count);
+
+/* Name of a kind as used in file names and sections: "comm", "parallel", "optim". */
+static inline const char *plait_kind_name(uint32_t kind) {
+    switch (kind) {
+    case PLAIT_KIND_COMM: return "comm";
+    case PLAIT_KIND_PARALLEL: return "parallel";
+    case PLAIT_KIND_OPTIM: return "optim";
+    default: return "unknown";
+    }
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PLAIT_PLUGIN_H */

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# usage: kit_broken.sh PLAIT PLUGIN_DIR NAME CHECK RULE
+# `plait plugin test` on libplait-comm-NAME.so (the inner "uds" found through
+# PLAIT_PLUGIN_PATH) must fail, with the row CHECK failing on rule RULE and
+# the rule's statement printed. CHECK "-": the plugin must pass every check.
+set -euo pipefail
+plait=$1 dir=$2 name=$3 check=$4 rule=$5
+# a passing plugin on 2 and 3 ranks; a broken one on 2 (each failing check waits out the timeout)
+ranks=2 timeout=1; [ "$check" = - ] && ranks=2,3 timeout=10
+fail() { echo "FAIL: $*" >&2; exit 1; }
+set +e
+out=$(PLAIT_PLUGIN_PATH=$dir "$plait" plugin test "$dir/libplait-comm-$name.so" --ranks "$ranks" --timeout "$timeout" --large 1M 2>&1)
+rc=$?
+set -e
+echo "$out"
+if [ "$check" = - ]; then
+  [ $rc -eq 0 ] || fail "$name: plait plugin test exited $rc"
+  grep -Eq "^  13 checks: 13 passed, 0 failed" <<<"$out" || fail "$name: not every check passed"
+  grep -q "passed every check on 2, 3 ranks" <<<"$out" || fail "$name: no final verdict"
+  echo "kit: $name passes"
+  exit 0
+fi
+[ $rc -eq 1 ] || fail "$name: plait plugin test exited $rc, not 1"
+grep -Eq "^  $check +$rule +FAIL +rank [0-9]+: " <<<"$out" || fail "$name: the '$check' row does not fail on rule [$rule]"
+grep -Eq "^  rule \[$rule\] plait/comm.h" <<<"$out" || fail "$name: the statement of rule [$rule] is not printed"
+grep -q "FAILED on 1 of 1 rank counts" <<<"$out" || fail "$name: no final verdict"
+echo "kit: $name fails '$check' on rule [$rule]"
