@@ -21,6 +21,7 @@
 #include <plait/types.h>
 #include <plait/config.h>
 #include <plait/coll.h>
+#include <plait/device.h>
 #include <plait/kernels.h>
 #include <plait/model.h>
 #include <plait/parallel.h>
@@ -61,7 +62,10 @@ typedef struct plait_host {
     /* Allocate `bytes` of `kind` aligned to `align` (power of two, >= 64 is
      * used when smaller). Returns NULL and sets the error on failure; counts
      * toward the rank's memory report under `tag` ("zero3 gather buffer").
-     * Host memory is returned uninitialised. */
+     * Host memory is returned uninitialised. From ABI 1.3, the device's
+     * kind (device_info->mem_kind) is the open device's memory (counted
+     * under `tag` too); PLAIT_MEM_HOST_PINNED is page-locked host memory
+     * when the device has it, else plain host memory. */
     void *(*alloc)(size_t bytes, plait_mem_kind kind, size_t align, const char *tag);
     /* Release memory from alloc(); NULL is ignored. */
     void (*free)(void *ptr);
@@ -107,6 +111,18 @@ typedef struct plait_host {
      * plait/parallel.h): stores a static array in *order (valid until the
      * core exits) and returns its length. */
     int32_t (*grad_finish_order)(const plait_grad_finisher **order);
+
+    /* --- ABI 1.3 ------------------------------------------------------ */
+    /* The rank's open device ([device] plugin, plait/device.h) and what it
+     * is. Set before any parallel or optim plugin is created; `kernels`
+     * above are then this device's kernels. Tensor memory is
+     * host->alloc(bytes, device_info->mem_kind, ...); host code touches it
+     * only through kernels, device->copy and the collectives. NULL in a core
+     * older than 1.3 (everything is host memory there). Parallel and optim
+     * plugins declaring abi_minor < 3 are refused when the device's memory
+     * is not host memory: they were written before device memory existed. */
+    const plait_device_ops *device;
+    const plait_device_info *device_info;
 } plait_host;
 
 /* True if `host` (a table from a possibly older core) has member `field`. */

@@ -1,7 +1,10 @@
 /*
  * plait SDK — the core's CPU kernel library, as plugins see it (host->kernels).
  *
- * float32, row-major, host memory. Shapes follow llm.c's naming: B batch,
+ * float32, row-major. Until ABI 1.2 these were host memory only; from ABI 1.3
+ * host->kernels are the kernels of the rank's open device (plait/device.h):
+ * every tensor pointer is then the device's memory (host memory on the cpu
+ * device), except the sumsq_value accumulator, which is a host copy. Shapes follow llm.c's naming: B batch,
  * T time (sequence), C channels, OC output channels, NH heads, HS head size,
  * V vocabulary. Matrix products go through OpenBLAS (cblas_sgemm) with the
  * thread count the core set for this rank.
@@ -68,7 +71,10 @@ typedef struct plait_kernels {
     /* One AdamW update of n elements in place. m, v are the moments. */
     void (*adamw)(float *param, const float *grad, float *m, float *v, size_t n,
                   const plait_adamw_args *args);
-    /* acc += Σ x[i]^2, exactly (see plait_sumsq_acc). */
+    /* acc += Σ x[i]^2, exactly (see plait_sumsq_acc). acc is device memory
+     * (host->alloc of the device's kind), like x; so is both sides of
+     * sumsq_merge. sumsq_value reads a host copy of an accumulator (taken
+     * with the device's copy(), which is that step's synchronisation). */
     void (*sumsq_exact)(plait_sumsq_acc *acc, const float *x, size_t n);
     /* dst += src, exactly. */
     void (*sumsq_merge)(plait_sumsq_acc *dst, const plait_sumsq_acc *src);
@@ -115,6 +121,61 @@ typedef struct plait_kernels {
      * A negative target marks a row without loss (loss 0, gradient 0). */
     void (*crossentropy)(float *losses, float *dlogits, const float *logits,
                          const int32_t *targets, int64_t BT, int64_t V, float dloss_scale);
+
+    /* --- ABI 1.3: the rest of what the GPT model runs ------------------ */
+    /* Present when PLAIT_HOST_HAS(host, device) (or struct_size covers
+     * them). Same conventions as above; with a device open (plait/device.h)
+     * every pointer below and above is device memory, except where stated. */
+    /* out[BT,OC] = res[BT,OC] + inp @ weight^T + bias (bias may be NULL);
+     * out may equal res. */
+    void (*matmul_forward_residual)(float *out, const float *res, const float *inp,
+                                    const float *weight, const float *bias, int64_t BT, int64_t C,
+                                    int64_t OC);
+    /* x[BT,C] += res[BT,C] + bias[C] (bias may be NULL). */
+    void (*add_bias_residual)(float *x, const float *res, const float *bias, int64_t BT,
+                              int64_t C);
+    /* dbias[OC] += Σ over rows of dout[BT,OC], rows in order. */
+    void (*bias_backward)(float *dbias, const float *dout, int64_t BT, int64_t OC);
+    /* The probabilities attention_forward saves, bit for bit, without the
+     * output (activation recomputation). */
+    void (*attention_probs)(float *att, const float *qkv, int64_t B, int64_t T, int64_t NH,
+                            int64_t HS);
+    /* Vocabulary-parallel embedding: wte holds rows [vocab_start,
+     * vocab_start+n_rows); other tokens contribute zero rows; wpe (may be
+     * NULL) is added to every position. Backward: dwte rows of local tokens
+     * += (deterministic: the same sums in the same order every run), dwpe
+     * (may be NULL) += . */
+    void (*embedding_forward_vocab)(float *out, const int32_t *tokens, const float *wte,
+                                    int64_t vocab_start, int64_t n_rows, const float *wpe,
+                                    int64_t B, int64_t T, int64_t C);
+    void (*embedding_backward_vocab)(float *dwte, float *dwpe, const float *dout,
+                                     const int32_t *tokens, int64_t vocab_start, int64_t n_rows,
+                                     int64_t B, int64_t T, int64_t C);
+    /* out[b,t,:] += wpe[t,:]. */
+    void (*add_positions)(float *out, const float *wpe, int64_t B, int64_t T, int64_t C);
+    /* Vocabulary-parallel cross-entropy in pieces (the TP group combines
+     * rowmax with a max, sumexp and tlogit with sums between them).
+     * logits[BT,Vl] hold columns [vocab_start, vocab_start+Vl), the first
+     * n_valid real; a negative target means no loss (0) and no gradient. */
+    void (*logits_rowmax)(float *rowmax, const float *logits, int64_t BT, int64_t Vl,
+                          int64_t n_valid);
+    void (*logits_sumexp)(float *sumexp, const float *logits, const float *rowmax, int64_t BT,
+                          int64_t Vl, int64_t n_valid);
+    void (*logits_target)(float *tlogit, const float *logits, const int32_t *targets,
+                          int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid);
+    /* lse[r] = rowmax[r] + log(sumexp[r]) (in place: lse may equal rowmax);
+     * losses[r] = lse[r] - tlogit[r] for targets >= 0, else 0 (losses may
+     * equal tlogit); then *loss_sum (one double in device memory) += Σ
+     * losses[r] summed in double in row order. */
+    void (*loss_rows)(float *losses, float *lse, const float *rowmax, const float *sumexp,
+                      const float *tlogit, const int32_t *targets, int64_t BT, double *loss_sum);
+    /* dlogits = (exp(logit - lse[r]) - onehot) * scale on valid columns, 0
+     * on padding and on rows with a negative target; may be in place. */
+    void (*crossentropy_backward)(float *dlogits, const float *logits, const float *lse,
+                                  const int32_t *targets, int64_t vocab_start, int64_t BT,
+                                  int64_t Vl, int64_t n_valid, float scale);
+    /* n doubles at dst = 0 (device memory; loss and norm accumulators). */
+    void (*zero_f64)(double *dst, size_t n);
 } plait_kernels;
 
 #ifdef __cplusplus

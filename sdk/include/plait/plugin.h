@@ -37,7 +37,7 @@ extern "C" {
 
 /* Minor versions of ABI 1: sdk/README.md lists what each added. */
 #define PLAIT_ABI_MAJOR 1
-#define PLAIT_ABI_MINOR 2
+#define PLAIT_ABI_MINOR 3
 #define PLAIT_ABI_VERSION ((uint32_t)((PLAIT_ABI_MAJOR << 16) | PLAIT_ABI_MINOR))
 #define PLAIT_ABI_VERSION_MAJOR(v) ((uint32_t)(v) >> 16)
 #define PLAIT_ABI_VERSION_MINOR(v) ((uint32_t)(v)&0xffffu)
@@ -56,7 +56,8 @@ extern "C" {
 typedef enum plait_plugin_kind {
     PLAIT_KIND_COMM = 1,     /* ops: plait_comm_ops (comm.h) */
     PLAIT_KIND_PARALLEL = 2, /* ops: plait_parallel_ops (parallel.h) */
-    PLAIT_KIND_OPTIM = 3     /* ops: plait_optim_ops (optim.h) */
+    PLAIT_KIND_OPTIM = 3,    /* ops: plait_optim_ops (optim.h) */
+    PLAIT_KIND_DEVICE = 4    /* ops: plait_device_ops (device.h); ABI 1.3 */
 } plait_plugin_kind;
 
 typedef struct plait_plugin_desc {
@@ -106,12 +107,13 @@ typedef plait_status (*plait_plugin_entry_v1_fn)(uint32_t host_abi, const plait_
 PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
                                             const plait_plugin_desc *const **descs, size_t *count);
 
-/* Name of a kind as used in file names and sections: "comm", "parallel", "optim". */
+/* Name of a kind as used in file names and sections: "comm", "parallel", "optim", "device". */
 static inline const char *plait_kind_name(uint32_t kind) {
     switch (kind) {
     case PLAIT_KIND_COMM: return "comm";
     case PLAIT_KIND_PARALLEL: return "parallel";
     case PLAIT_KIND_OPTIM: return "optim";
+    case PLAIT_KIND_DEVICE: return "device";
     default: return "unknown";
     }
 }

@@ -1,0 +1,133 @@
+/*
+ * plait SDK — a compute device (ABI 1.3): where a rank's tensors live and the
+ * kernels that compute on them.
+ *
+ * A device plugin (kind PLAIT_KIND_DEVICE, file libplait-device-<name>.so,
+ * selected by `[device] plugin`) provides one `plait_device_ops` table.
+ * plait ships two: `cpu` (host memory, the core's CPU kernels) and `cuda`
+ * (one NVIDIA GPU: device memory, CUDA kernels, cuBLASLt). A rank opens at
+ * most one device, once, after the launcher has forked it and before any
+ * other plugin is created; it stays open until the rank exits. Everything
+ * in this table is therefore process-wide: there is no device handle.
+ *
+ * Memory. Parameters, gradients, optimizer state and activations live in
+ * the device's memory (`info.mem_kind`: PLAIT_MEM_HOST for cpu,
+ * PLAIT_MEM_CUDA for cuda). Plugins get it through host->alloc(bytes,
+ * host->device_info->mem_kind, ...) and must never dereference it on the
+ * host: they read and write tensor data only through host->kernels (which,
+ * from ABI 1.3 on, are the open device's kernels), copy() and the
+ * collectives. Host-side control data (a loss, a norm, a few counters)
+ * travels with copy().
+ *
+ * Ordering. Kernels and copies run in one stream, in the order they are
+ * called, asynchronously to the calling thread where the device allows
+ * (cuda). A copy to the host returns when the bytes are there, so it orders
+ * after everything queued before it: it is the host's synchronisation point
+ * (the trainer reads the loss once per step that way). synchronize() waits
+ * for everything queued and reports an error a kernel raised
+ * asynchronously. On the cpu device every call completes before it returns.
+ *
+ * Precision ([run] precision): kernels compute in float32 storage; with
+ * PLAIT_PRECISION_TF32 the matrix products may use TF32 tensor cores, with
+ * PLAIT_PRECISION_BF16 their operands are rounded to bfloat16 and
+ * accumulated in float32. Parameters (master weights), gradients, optimizer
+ * state and every reduction stay float32 in all modes. A device that cannot
+ * honour a mode refuses it in open() with PLAIT_ERR_UNSUPPORTED and a reason.
+ *
+ * Thread-safety: open/close once per process from the main thread; alloc,
+ * free and memory_stats from any thread; copy, fill_zero, synchronize and
+ * the kernels from the thread that runs the model (the comm plugins' own
+ * threads never call them).
+ *
+ * Errors: functions returning plait_status set the message with
+ * host->set_error. alloc returns NULL with the message set.
+ */
+#ifndef PLAIT_DEVICE_H
+#define PLAIT_DEVICE_H
+
+#include <plait/types.h>
+#include <plait/config.h>
+#include <plait/kernels.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct plait_host;
+
+/* [run] precision. */
+typedef enum plait_precision {
+    PLAIT_PRECISION_FP32 = 0,
+    PLAIT_PRECISION_TF32 = 1,
+    PLAIT_PRECISION_BF16 = 2
+} plait_precision;
+
+/* Direction of copy(). */
+typedef enum plait_copy_dir {
+    PLAIT_COPY_TO_DEVICE = 0,   /* host memory -> device memory */
+    PLAIT_COPY_TO_HOST = 1,     /* device memory -> host memory; returns when done */
+    PLAIT_COPY_ON_DEVICE = 2    /* device memory -> device memory */
+} plait_copy_dir;
+
+/* What open() found. Filled by the plugin up to the caller's struct_size. */
+typedef struct plait_device_info {
+    uint32_t struct_size;
+    plait_mem_kind mem_kind;   /* where alloc() memory lives */
+    int32_t ordinal;           /* the GPU's ordinal among the visible ones; -1 on the cpu device */
+    char name[128];            /* "NVIDIA H100 80GB HBM3", "cpu" */
+    uint64_t memory_bytes;     /* total device memory; 0 for host memory */
+    double peak_flops_bf16;    /* datasheet dense bf16 FLOP/s; 0 if unknown */
+    double peak_flops_tf32;    /* datasheet dense tf32 FLOP/s; 0 if unknown */
+} plait_device_info;
+
+/* Arguments of open(). */
+typedef struct plait_device_open_args {
+    uint32_t struct_size;
+    const plait_config *cfg;   /* the run's configuration ([device.<name>] keys) */
+    int32_t ordinal;           /* [device] ordinal resolved by the core: >= 0, or -1 for "any" */
+    int32_t math_threads;      /* host threads this rank may use */
+    plait_precision precision; /* [run] precision */
+    int32_t deterministic;     /* [run] deterministic: bit-identical repeats required */
+} plait_device_open_args;
+
+typedef struct plait_device_ops {
+    uint32_t struct_size;
+
+    /* Devices of this kind visible to this process, counted without
+     * initialising a driver context in the caller (CUDA does not survive
+     * fork: the launcher calls this before it forks ranks), e.g. from sysfs
+     * or in a child process. 0 with a reason set when there are none. */
+    plait_status (*count)(const struct plait_host *host, int32_t *out);
+
+    /* Open the device for this process (see the header comment). */
+    plait_status (*open)(const struct plait_host *host, const plait_device_open_args *args,
+                         plait_device_info *info);
+    /* Release everything; nothing of the device may be used afterwards. */
+    void (*close)(void);
+
+    /* Device memory of `bytes` (aligned to at least 256 bytes), counted
+     * under `tag` in the rank's memory report. NULL and an error on failure.
+     * free(NULL) is ignored. The core's host->alloc routes
+     * info.mem_kind allocations here. */
+    void *(*alloc)(size_t bytes, const char *tag);
+    void (*free)(void *ptr);
+
+    /* Copy `bytes` in the device's stream order (see the header comment). */
+    plait_status (*copy)(void *dst, const void *src, size_t bytes, plait_copy_dir dir);
+    /* Set `bytes` of device memory to zero, in stream order. */
+    plait_status (*fill_zero)(void *dst, size_t bytes);
+    /* Wait for everything queued; report a kernel's asynchronous failure. */
+    plait_status (*synchronize)(void);
+
+    /* Bytes of device memory allocated now and at most since open(). */
+    void (*memory_stats)(uint64_t *in_use, uint64_t *peak);
+
+    /* The kernels on this device's memory (the same contract as
+     * plait/kernels.h; pointers are device pointers). Valid after open(). */
+    const plait_kernels *(*kernels)(void);
+} plait_device_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PLAIT_DEVICE_H */
