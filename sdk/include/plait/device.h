@@ -35,9 +35,11 @@
  * honour a mode refuses it in open() with PLAIT_ERR_UNSUPPORTED and a reason.
  *
  * Thread-safety: open/close once per process from the main thread; alloc,
- * free and memory_stats from any thread; copy, fill_zero, synchronize and
- * the kernels from the thread that runs the model (the comm plugins' own
- * threads never call them).
+ * free, memory_stats and copy from any thread (a copy orders after what was
+ * queued before it on the device's stream, whichever thread queued it: the
+ * core's staging of device buffers for host transports calls it from the
+ * collective's thread); fill_zero, synchronize and the kernels from the
+ * thread that runs the model.
  *
  * Errors: functions returning plait_status set the message with
  * host->set_error. alloc returns NULL with the message set.
