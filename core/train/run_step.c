@@ -120,8 +120,8 @@ static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint
                             plait_step_timing *t) {
     double t0 = now_s();
     (void)what; /* point-to-point operations carry no label */
-    plait_status st = plait_comm_recv(run->world.mesh.pp_comm, buf, plait_model_boundary_numel(run->model.instance), PLAIT_F32,
-                                      from_stage, tag, NULL);
+    plait_status st = plait_comm_p2p(run->world.mesh.pp_comm, 0, buf, plait_model_boundary_numel(run->model.instance),
+                                     PLAIT_F32, from_stage, tag, plait_device_mem_kind(), NULL);
     t->idle_s += now_s() - t0;
     return st;
 }
@@ -140,7 +140,8 @@ static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *bu
     }
     (void)what; /* point-to-point operations carry no label */
     t->pp_bytes += plait_model_boundary_numel(run->model.instance) * sizeof(float);
-    return plait_comm_send(run->world.mesh.pp_comm, buf, plait_model_boundary_numel(run->model.instance), PLAIT_F32, to_stage, tag, r);
+    return plait_comm_p2p(run->world.mesh.pp_comm, 1, buf, plait_model_boundary_numel(run->model.instance), PLAIT_F32,
+                          to_stage, tag, plait_device_mem_kind(), r);
 }
 
 /* ---- the executor's state ----------------------------------------------- */

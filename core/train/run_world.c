@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm_device.h"
 #include "comm/comm_job.h"
 #include "device/device.h"
 #include "host/host_table.h"
@@ -69,7 +70,7 @@ plait_status plait_run_open_world(plait_run *run) {
     const char *name = plait_config_str(run->cfg, "comm", "plugin");
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, name);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[comm] plugin = %s", name);
-    plait_status st = plait_comm_plugin_usable(d, PLAIT_MEM_HOST); /* tensors live in host memory */
+    plait_status st = plait_comm_plugin_usable(d, PLAIT_MEM_HOST); /* host buffers: the core stages device tensors */
     if (st != PLAIT_OK) return st;
     plait_comm_settings settings;
     st = plait_comm_settings_from_config(run->cfg, &settings);
@@ -84,6 +85,8 @@ plait_status plait_run_open_world(plait_run *run) {
                                plait_job_math_threads(run->world.job));
         run->world.device_open = st == PLAIT_OK;
         plait_host_attach_device();
+        /* the collectives stage the device's buffers for host transports */
+        if (st == PLAIT_OK) plait_comm_set_device(plait_device_mem_kind(), plait_device_ops_open()->copy);
     }
     if (st == PLAIT_OK) st = plait_comm_create_job_world(run->world.job, d->ops, run->cfg, &settings, &run->world.comm);
     if (st != PLAIT_OK) return st;
@@ -102,6 +105,7 @@ void plait_run_close_world(plait_run *run) {
     if (run->world.job) plait_job_leave(run->world.job, run->world.failed);
     run->world.job = NULL;
     if (run->world.device_open) {
+        plait_comm_set_device(PLAIT_MEM_HOST, NULL);
         plait_device_close();
         plait_host_attach_device();
     }
