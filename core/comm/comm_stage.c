@@ -37,6 +37,10 @@ struct plait_stage {
     size_t buf_bytes;
 
     p2p_buf p2p[P2P_CACHE];
+
+    char *dev[2];                /* device scratch (send, recv) */
+    size_t dev_bytes[2];
+    void (*dev_free)(void *);
 };
 
 plait_status plait_stage_copy_now(const plait_stage_copy *j) {
@@ -123,6 +127,7 @@ void plait_stage_free(plait_stage *s, int leaked) {
         for (int i = 0; i < 4; i++) plait_free(s->bufs[i]);
         for (int i = 0; i < P2P_CACHE; i++)
             if (!s->p2p[i].in_use) plait_free(s->p2p[i].ptr);
+        for (int i = 0; i < 2 && s->dev_free; i++) s->dev_free(s->dev[i]);
     }
     free(s);
 }
@@ -139,6 +144,25 @@ plait_status plait_stage_buffers(plait_stage *s, size_t bytes, char *bufs[4]) {
         s->buf_bytes = bytes;
     }
     memcpy(bufs, s->bufs, sizeof s->bufs);
+    return PLAIT_OK;
+}
+
+plait_status plait_stage_device_buffers(plait_stage *s, const plait_comm_device *dev, size_t send_bytes,
+                                        size_t recv_bytes, char *out[2]) {
+    size_t want[2] = {send_bytes ? send_bytes : 1, recv_bytes ? recv_bytes : 1};
+    for (int i = 0; i < 2; i++) {
+        if (s->dev[i] && s->dev_bytes[i] >= want[i] && s->dev_free == dev->free) continue;
+        if (s->dev[i] && s->dev_free) s->dev_free(s->dev[i]);
+        s->dev[i] = NULL;
+        s->dev_bytes[i] = 0;
+        s->dev_free = dev->free;
+        size_t bytes = want[i] < 4096 ? 4096 : want[i];
+        if (!(s->dev[i] = dev->alloc(bytes, STAGE_TAG)))
+            return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "device scratch of %zu B for host buffers", bytes);
+        s->dev_bytes[i] = bytes;
+    }
+    out[0] = s->dev[0];
+    out[1] = s->dev[1];
     return PLAIT_OK;
 }
 

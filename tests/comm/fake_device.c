@@ -70,17 +70,23 @@ static plait_status fake_copy(void *dst, const void *src, size_t bytes, plait_co
     return PLAIT_OK;
 }
 
+static void *fake_alloc_tagged(size_t bytes, const char *tag) {
+    (void)tag;
+    return fake_device_alloc(bytes);
+}
+
 void fake_device_open(size_t bytes) {
     g.size = bytes;
     g.base = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     g.shadow = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (g.base == MAP_FAILED || g.shadow == MAP_FAILED) abort();
     g.n_allocs = 0;
-    plait_comm_set_device(PLAIT_MEM_CUDA, fake_copy);
+    plait_comm_device d = {PLAIT_MEM_CUDA, fake_copy, fake_alloc_tagged, fake_device_free};
+    plait_comm_set_device(&d);
 }
 
 void fake_device_close(void) {
-    plait_comm_set_device(PLAIT_MEM_HOST, NULL);
+    plait_comm_set_device(NULL);
     if (fake_device_in_use() != 0) {
         fprintf(stderr, "fake device: %zu B still allocated at close\n", fake_device_in_use());
         abort();

@@ -436,11 +436,11 @@ static void lone_main(int rank, void *arg) {
 /* With no device registered, device buffers are refused, never dereferenced. */
 static void test_no_device_refused(void **state) {
     (void)state;
-    plait_comm_copy_fn keep = plait_comm_device_copy();
-    plait_comm_set_device(PLAIT_MEM_HOST, NULL);
+    plait_comm_device keep = *plait_comm_device_get();
+    plait_comm_set_device(NULL);
     shared *sh = world_new(2, 5.0);
     assert_int_equal(plait_threads_run(2, lone_main, sh), PLAIT_OK);
-    plait_comm_set_device(PLAIT_MEM_CUDA, keep);
+    plait_comm_set_device(&keep);
     for (int r = 0; r < 2; r++) {
         fprintf(stderr, "rank %d: %s\n", r, sh->msg[r]);
         assert_int_equal(sh->st[r], PLAIT_ERR_UNSUPPORTED);
