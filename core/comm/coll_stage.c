@@ -184,7 +184,10 @@ static plait_status staged(plait_comm *comm, const plait_coll_args *a) {
         c.mem_kind = host_kind;
         if (!whole) c.algo = algo;
         if (k > 0) c.internal = 1; /* check_collectives looked at the first chunk */
-        if ((st = plait_coll_execute(comm, &c)) != PLAIT_OK) {
+        plait_stage_mark_transfer(sg, 1);
+        st = plait_coll_execute(comm, &c);
+        plait_stage_mark_transfer(sg, 0);
+        if (st != PLAIT_OK) {
             failed = "transferring";
             break;
         }

@@ -4,6 +4,7 @@
 #include "comm/comm_stage.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,9 @@ struct plait_stage {
 
     p2p_buf p2p[P2P_CACHE];
 
+    _Atomic int in_transfer;     /* the collective's thread is in a chunk's transfer */
+    _Atomic uint64_t copies, overlapped;
+
     char *dev[2];                /* device scratch (send, recv) */
     size_t dev_bytes[2];
     void (*dev_free)(void *);
@@ -68,7 +72,12 @@ static void *stager_main(void *arg) {
         int skip = s->skip || s->err != PLAIT_OK;
         s->running = 1;
         pthread_mutex_unlock(&s->lock);
+        int during = atomic_load(&s->in_transfer);
         plait_status st = skip ? PLAIT_OK : plait_stage_copy_now(&job);
+        if (!skip) {
+            atomic_fetch_add(&s->copies, 1);
+            if (during || atomic_load(&s->in_transfer)) atomic_fetch_add(&s->overlapped, 1);
+        }
         pthread_mutex_lock(&s->lock);
         if (st != PLAIT_OK && s->err == PLAIT_OK) {
             s->err = st;
@@ -174,6 +183,14 @@ plait_status plait_stage_post(plait_stage *s, const plait_stage_copy *job, uint6
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     return PLAIT_OK;
+}
+
+void plait_stage_mark_transfer(plait_stage *s, int on) { atomic_store(&s->in_transfer, on); }
+
+void plait_stage_counts(const plait_stage *s, uint64_t *copies, uint64_t *overlapped) {
+    plait_stage *m = (plait_stage *)(uintptr_t)s;
+    *copies = atomic_load(&m->copies);
+    *overlapped = atomic_load(&m->overlapped);
 }
 
 uint64_t plait_stage_posted(const plait_stage *s) {

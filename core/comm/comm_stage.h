@@ -65,6 +65,12 @@ plait_status plait_stage_wait(plait_stage *s, uint64_t ticket);
  * stage is ready for the next collective. */
 void plait_stage_cancel(plait_stage *s);
 
+/* The collective's thread marks the transfer of a chunk (on = 1 before,
+ * 0 after); copies that start or end during one are counted as overlapped. */
+void plait_stage_mark_transfer(plait_stage *s, int on);
+/* Copies run so far, and how many of them overlapped a transfer. */
+void plait_stage_counts(const plait_stage *s, uint64_t *copies, uint64_t *overlapped);
+
 /* Tickets posted so far. */
 uint64_t plait_stage_posted(const plait_stage *s);
 

@@ -26,6 +26,7 @@ static struct {
     uint64_t fault_skip;
     double stall_s;
     int fault_armed;
+    _Atomic unsigned delay_us;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int in_dev(const void *p, size_t bytes) {
@@ -62,6 +63,11 @@ static plait_status fake_copy(void *dst, const void *src, size_t bytes, plait_co
     if (fault_hit(dev)) {
         if (g.stall_s <= 0) return plait_set_error(PLAIT_ERR_SYSTEM, "fake device: injected copy failure");
         struct timespec ts = {(time_t)g.stall_s, (long)((g.stall_s - (double)(time_t)g.stall_s) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    unsigned us = atomic_load(&g.delay_us);
+    if (us) {
+        struct timespec ts = {0, (long)us * 1000};
         nanosleep(&ts, NULL);
     }
     char *d = in_dev(dst, bytes) ? g.shadow + ((char *)dst - g.base) : dst;
@@ -165,3 +171,5 @@ void fake_device_fault_clear(void) {
     g.fault_armed = 0;
     pthread_mutex_unlock(&g.lock);
 }
+
+void fake_device_set_delay(unsigned us) { atomic_store(&g.delay_us, us); }
