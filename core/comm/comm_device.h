@@ -5,11 +5,12 @@
  * control data (a loss, a norm, a barrier) on a transport that moves device
  * memory only (nccl) needs device scratch memory as well.
  *
- * By default this is the rank's open device (core/device, a lower layer),
- * when its memory is not host memory. Tests register a stand-in instead
- * (plait_comm_set_device), which takes precedence until cleared. With
- * neither, device-kind buffers are refused with a message instead of being
- * dereferenced.
+ * A registered device (plait_comm_set_device: the run registers its open
+ * device, tests a stand-in) takes precedence until cleared; with none
+ * registered, it is the rank's open device (core/device, a lower layer)
+ * when its memory is not host memory (so `plait bench comm --mem device`
+ * needs no registration). With neither, device-kind buffers are refused
+ * with a message instead of being dereferenced.
  *
  * Thread-safety: set/clear while no collective is running; the getters
  * from any thread.
@@ -31,11 +32,11 @@ typedef struct plait_comm_device {
     void (*free)(void *ptr);
 } plait_comm_device;
 
-/* Register a stand-in device (copied) in place of the open one. NULL, a
- * host kind or a NULL copy clears the registration. */
+/* Register a device (copied). NULL, a host kind or a NULL copy clears the
+ * registration. */
 void plait_comm_set_device(const plait_comm_device *dev);
 
-/* The registered stand-in, else the open device when its memory is not
+/* The registered device, else the open device when its memory is not
  * host memory, else NULL. The pointer stays valid until the next
  * plait_comm_set_device or the device's close. */
 const plait_comm_device *plait_comm_device_get(void);
