@@ -214,7 +214,7 @@ static plait_status open_file(const char *path, struct loaded_file **out) {
 }
 
 uint32_t plait_kind_parse(const char *name) {
-    for (uint32_t k = PLAIT_KIND_COMM; k <= PLAIT_KIND_OPTIM; k++)
+    for (uint32_t k = PLAIT_KIND_COMM; k <= PLAIT_KIND_DEVICE; k++)
         if (strcmp(plait_kind_name(k), name) == 0) return k;
     return 0;
 }
@@ -226,7 +226,7 @@ static plait_status check_file_name(const struct loaded_file *f, const char *kin
     if (!kind)
         return plait_set_error(PLAIT_ERR_ABI,
                                "%s: the file name says kind '%s', which this plait does not know (comm, "
-                               "parallel, optim); rename the file libplait-%s-%s.so after the plugin inside",
+                               "parallel, optim, device); rename the file libplait-%s-%s.so after the plugin inside",
                                f->path, kind_text, plait_kind_name(inside->kind), inside->name);
     for (size_t j = 0; j < f->n; j++)
         if (f->descs[j]->kind == kind && strcmp(f->descs[j]->name, name) == 0) return PLAIT_OK;
@@ -238,10 +238,10 @@ static plait_status check_file_name(const struct loaded_file *f, const char *kin
 }
 
 const plait_plugin_desc *plait_plugin_load(uint32_t kind, const char *name) {
-    if (kind < PLAIT_KIND_COMM || kind > PLAIT_KIND_OPTIM) {
+    if (kind < PLAIT_KIND_COMM || kind > PLAIT_KIND_DEVICE) {
         plait_set_error(PLAIT_ERR_INVALID_ARG, "plugin '%s': unknown plugin kind %u (this plait knows comm=%d, "
-                                               "parallel=%d, optim=%d)",
-                        name, kind, PLAIT_KIND_COMM, PLAIT_KIND_PARALLEL, PLAIT_KIND_OPTIM);
+                                               "parallel=%d, optim=%d, device=%d)",
+                        name, kind, PLAIT_KIND_COMM, PLAIT_KIND_PARALLEL, PLAIT_KIND_OPTIM, PLAIT_KIND_DEVICE);
         return NULL;
     }
     pthread_mutex_lock(&g_loader.lock);

@@ -14,6 +14,7 @@ static size_t min_ops_size(uint32_t kind) {
     case PLAIT_KIND_COMM: return END_OF(plait_comm_ops, stream_destroy);
     case PLAIT_KIND_PARALLEL: return END_OF(plait_parallel_ops, destroy);
     case PLAIT_KIND_OPTIM: return END_OF(plait_optim_ops, destroy);
+    case PLAIT_KIND_DEVICE: return END_OF(plait_device_ops, kernels);
     default: return 0;
     }
 }
@@ -49,6 +50,20 @@ static const char *missing_required(uint32_t kind, const void *ops) {
         if (!o->destroy) return "destroy";
         return NULL;
     }
+    case PLAIT_KIND_DEVICE: {
+        const plait_device_ops *o = ops;
+        if (!o->count) return "count";
+        if (!o->open) return "open";
+        if (!o->close) return "close";
+        if (!o->alloc) return "alloc";
+        if (!o->free) return "free";
+        if (!o->copy) return "copy";
+        if (!o->fill_zero) return "fill_zero";
+        if (!o->synchronize) return "synchronize";
+        if (!o->memory_stats) return "memory_stats";
+        if (!o->kernels) return "kernels";
+        return NULL;
+    }
     }
     return "ops";
 }
@@ -80,9 +95,9 @@ plait_status plait_check_descriptor(const char *path, const plait_plugin_desc *d
         return plait_set_error(PLAIT_ERR_ABI,
                                "%s: needs plait ABI v%u.%u but this plait provides v%d.%d; upgrade plait",
                                path, d->abi_major, d->abi_minor, PLAIT_ABI_MAJOR, PLAIT_ABI_MINOR);
-    if (d->kind < PLAIT_KIND_COMM || d->kind > PLAIT_KIND_OPTIM)
+    if (d->kind < PLAIT_KIND_COMM || d->kind > PLAIT_KIND_DEVICE)
         return plait_set_error(PLAIT_ERR_ABI, "%s: unknown plugin kind %u (this plait knows comm=1, "
-                                              "parallel=2, optim=3)",
+                                              "parallel=2, optim=3, device=4)",
                                path, d->kind);
     if (!valid_name(d->name))
         return plait_set_error(PLAIT_ERR_ABI, "%s: plugin name '%s' is not valid (1-48 of a-z, 0-9, _)", path,

@@ -277,7 +277,7 @@ static void test_scan_shadowed_and_unknown_file_kind(void **state) {
             odd = 1;
             assert_false(rows[i].loaded);
             assert_contains(rows[i].status, "libplait-widget-odd.so: the file name says kind 'widget', which this "
-                                            "plait does not know (comm, parallel, optim); rename the file "
+                                            "plait does not know (comm, parallel, optim, device); rename the file "
                                             "libplait-optim-odd.so");
         }
     }
