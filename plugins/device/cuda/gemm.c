@@ -116,9 +116,8 @@ static int choose_algo(gemm_plan *p, int bias) {
     if (!lt_ok(pc_lt.pref_create(&pref), "preference")) return 0;
     uint64_t ws = pc_lt.workspace_bytes;
     uint32_t scheme = pc.deterministic ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_MASK;
-    /* after bf16 conversion the operands sit at the scratch's start */
-    uint32_t aa = pc.precision == PLAIT_PRECISION_BF16 ? 16 : p->key.align_b;
-    uint32_t ab = pc.precision == PLAIT_PRECISION_BF16 ? 16 : p->key.align_a;
+    /* cuBLASLt's A is our B (see the top) */
+    uint32_t aa = p->key.align_b, ab = p->key.align_a;
     int ok = pc_lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) == 0 &&
              pc_lt.pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme, sizeof scheme) == 0 &&
              pc_lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa) == 0 &&
@@ -160,7 +159,7 @@ static gemm_plan *prepare(const gemm_key *k) {
                          k->stride_a) &&
              make_layout(&p->lc, CUDA_R_32F, k->N, k->M, k->ldc, k->batch, k->stride_c);
     if (ok) {
-        p->bias_epilogue = k->has_bias && choose_algo(p, 1);
+        p->bias_epilogue = k->has_bias == 1 && choose_algo(p, 1);
         if (!p->bias_epilogue && !choose_algo(p, 0)) {
             pc_fail("cuda: cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %lld, transposes %d%d)",
                     (long long)k->M, (long long)k->N, (long long)k->K, (long long)k->batch, k->trans_a,
@@ -224,13 +223,17 @@ void pc_gemm_run(const pc_gemm *g) {
     memset(&k, 0, sizeof k);
     k.trans_a = g->trans_a;
     k.trans_b = g->trans_b;
-    k.has_bias = g->bias != NULL;
+    /* the epilogue is only asked to read a 16-byte aligned bias (2: a
+     * bias the separate kernel adds) */
+    k.has_bias = !g->bias ? 0 : (uintptr_t)g->bias % 16 == 0 ? 1 : 2;
     k.M = g->M, k.N = g->N, k.K = g->K;
     k.lda = g->lda, k.ldb = g->ldb, k.ldc = g->ldc;
     k.batch = g->batch;
     k.stride_a = g->batch > 1 ? g->stride_a : 0;
     k.stride_b = g->batch > 1 ? g->stride_b : 0;
     k.stride_c = g->batch > 1 ? g->stride_c : 0;
+    /* bf16 copies start at their scratch's (aligned) start: only the
+     * strides count */
     size_t esz = bf16 ? 2 : 4;
     k.align_a = alignment(bf16 ? NULL : g->A, k.lda, k.stride_a, esz);
     k.align_b = alignment(bf16 ? NULL : g->B, k.ldb, k.stride_b, esz);

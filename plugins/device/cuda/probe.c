@@ -11,15 +11,24 @@
  * list of indices or UUID prefixes, cut at the first entry that names no
  * GPU (so "0,7,1" on a 2-GPU machine is one device).
  *
+ * Where neither exists (a driver that exposes neither, in some container),
+ * the count is asked of the driver itself in a forked child that loads
+ * libcuda.so.1, calls cuInit and cuDeviceGetCount, and exits: the calling
+ * process never initialises CUDA.
+ *
  * The root of both paths is PLAIT_CUDA_SYSFS_ROOT when that is set: it
- * exists only so tests can present a pretend driver tree; users never need
- * it.
+ * exists only so tests can present a pretend driver tree (which is then the
+ * whole world: no child is asked); users never need it.
  */
 #include <ctype.h>
 #include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "pcuda.h"
 
@@ -127,6 +136,56 @@ static int apply_visible(const gpu_list *g, const char *vis) {
     return count;
 }
 
+/* The driver's own count, from a forked child (see the top); -1 with the
+ * child's reason in `why` when it has none. */
+static int count_in_child(char *why, size_t why_len) {
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        char msg[256] = "";
+        int n = -1;
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            snprintf(msg, sizeof msg, "libcuda.so.1 cannot be loaded: %s", dlerror());
+        } else {
+            int (*init)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
+            int (*get)(int *) = (int (*)(int *))dlsym(lib, "cuDeviceGetCount");
+            int rc = init && get ? init(0) : -1;
+            if (rc == 0) rc = get(&n);
+            if (rc != 0) {
+                n = -1;
+                snprintf(msg, sizeof msg, "the CUDA driver library loads but cuInit/cuDeviceGetCount fail (CUresult %d)", rc);
+            }
+        }
+        char out[sizeof msg + 16];
+        int len = snprintf(out, sizeof out, "%d %s", n, msg);
+        ssize_t w = write(fds[1], out, (size_t)len);
+        _exit(w == len ? 0 : 1);
+    }
+    close(fds[1]);
+    char in[300] = "";
+    size_t got = 0;
+    for (ssize_t r; got < sizeof in - 1 && ((r = read(fds[0], in + got, sizeof in - 1 - got)) > 0 || (r < 0 && errno == EINTR));)
+        got += r > 0 ? (size_t)r : 0;
+    close(fds[0]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    in[got] = '\0';
+    char *rest = NULL;
+    long n = strtol(in, &rest, 10);
+    if (rest == in) return -1;
+    if (n < 0 && rest && *rest == ' ') snprintf(why, why_len, "%s", rest + 1);
+    return (int)n;
+}
+
 int pc_visible_gpus(char *why, size_t why_len) {
     gpu_list g;
     memset(&g, 0, sizeof g);
@@ -135,9 +194,13 @@ int pc_visible_gpus(char *why, size_t why_len) {
     if (n < 0) {
         n = list_dev_nodes(&g);
         if (n <= 0) {
+            char child[300] = "";
+            int c = *r ? -1 : count_in_child(child, sizeof child); /* the driver knows what CUDA_VISIBLE_DEVICES leaves */
+            if (c > 0) return c;
+            if (c == 0) snprintf(child, sizeof child, "the CUDA driver counts no visible GPU");
             snprintf(why, why_len,
-                     "no NVIDIA driver: %s/proc/driver/nvidia/gpus does not exist and %s/dev has no nvidiaN node",
-                     r, r);
+                     "no NVIDIA driver: %s/proc/driver/nvidia/gpus does not exist, %s/dev has no nvidiaN node%s%s",
+                     r, r, child[0] ? ", and " : "", child);
             return 0;
         }
     } else if (n == 0) {
