@@ -153,12 +153,19 @@ static int cmp_double(const void *a, const void *b) {
 #define SENTINEL 0xA5
 
 /* Before every checked operation: the sentinel, or for the broadcast
- * root its own data. */
-static void reset_recv(unsigned char *recv, const unsigned char *exp, size_t bytes, int bcast_root) {
+ * root its own data; copied to the device buffer `drecv` when there is one. */
+static plait_status reset_recv(const plait_bench_mem *dm, void *drecv, unsigned char *recv,
+                               const unsigned char *exp, size_t bytes, int bcast_root) {
     if (bcast_root)
         memcpy(recv, exp, bytes);
     else
         memset(recv, SENTINEL, bytes);
+    return dm && bytes ? dm->copy(drecv, recv, bytes, PLAIT_COPY_TO_DEVICE) : PLAIT_OK;
+}
+
+/* The result into host memory: from the device buffer when there is one. */
+static plait_status fetch_result(const plait_bench_mem *dm, unsigned char *recv, const void *drecv, size_t bytes) {
+    return dm && bytes ? dm->copy(recv, drecv, bytes, PLAIT_COPY_TO_HOST) : PLAIT_OK;
 }
 
 /* Elements of an operation's result that differ from the expected one,
@@ -200,10 +207,12 @@ static void header(const plait_comm *comm, const plait_bench_comm_opts *o, int n
         snprintf(algo, sizeof algo, "[comm] algorithm = %s", plait_coll_algo_name(comm->settings.algorithm));
     else
         snprintf(algo, sizeof algo, "%s", plait_coll_algo_name(o->algo));
-    fprintf(out, "# plait bench comm: %s on %d rank%s (%s), %s%s%s, algorithm %s\n",
+    const char *mem = o->mem && o->mem->kind != PLAIT_MEM_HOST ? o->mem->name : "host";
+    fprintf(out, "# plait bench comm: %s on %d rank%s (%s), %s%s%s, algorithm %s, %s memory%s\n",
             plait_bench_op_name(o->op), n, n == 1 ? "" : "s", o->transport ? o->transport : "?",
             plait_dtype_name(o->dtype), is_reduction(o->op) ? " " : "",
-            is_reduction(o->op) ? plait_redop_name(o->redop) : "", algo);
+            is_reduction(o->op) ? plait_redop_name(o->redop) : "", algo, mem,
+            strcmp(mem, "host") ? " (results copied back to be checked)" : "");
     fprintf(out, "# warmup %d, iters %d; time = median over iterations of the slowest rank, each iteration "
                  "timed alone after a barrier (bandwidths from it); loop = the same iterations back to back, "
                  "total / iters on the slowest rank; every result checked\n#\n",
@@ -235,13 +244,24 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
     unsigned char *recv = plait_alloc(rb ? rb : 64, PLAIT_MEM_HOST, 4096, "bench recv");
     unsigned char *exp = plait_alloc(rb ? rb : 64, PLAIT_MEM_HOST, 4096, "bench expected");
     double *times = malloc((size_t)o->iters * sizeof(double)), *tmax = malloc((size_t)o->iters * sizeof(double));
+    /* device buffers, if any; send/recv above are then their host images */
+    const plait_bench_mem *dm = o->mem && o->mem->kind != PLAIT_MEM_HOST ? o->mem : NULL;
+    unsigned char *dsend = dm ? dm->alloc(sb ? sb : 64, "bench send") : NULL;
+    unsigned char *drecv = dm ? dm->alloc(rb ? rb : 64, "bench recv") : NULL;
     plait_status st = PLAIT_OK;
+    if (dm && (!dsend || !drecv)) {
+        st = plait_wrap_error(PLAIT_ERR_NO_MEMORY, "bench: %s buffers for %llu bytes", dm->name,
+                              (unsigned long long)o->max_bytes);
+        goto out;
+    }
     if (!send || !recv || !exp || !times || !tmax) {
         st = plait_set_error(PLAIT_ERR_NO_MEMORY, "bench: cannot allocate buffers for %llu bytes",
                              (unsigned long long)o->max_bytes);
         goto out;
     }
-    plait_coll_opts co = {.struct_size = sizeof co, .algo = o->algo, .label = "bench"};
+    plait_coll_opts co = {.struct_size = sizeof co, .algo = o->algo, .mem_kind = dm ? dm->kind : PLAIT_MEM_HOST,
+                          .label = "bench"};
+    void *op_send = dm ? dsend : send, *op_recv = dm ? drecv : recv;
     if (me == 0 && out) header(comm, o, n, out);
     double bus_sum = 0;
     int rows = 0;
@@ -252,6 +272,7 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
         if (s.count == 0 || s.count * esz == last) continue; /* rounding gave the same size */
         last = s.count * esz;
         for (size_t i = 0; i < s.send; i++) store(send, o->dtype, i, input(o, me, i));
+        if (dm && (st = dm->copy(dsend, send, s.send * esz, PLAIT_COPY_TO_DEVICE)) != PLAIT_OK) goto out;
         fill_expected(o, &s, n, me, exp);
         int bcast_root = o->op == PLAIT_BENCH_BROADCAST && me == o->root;
         uint64_t wrong = 0;
@@ -263,26 +284,28 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
          * timed region, and the barrier after the reset starts the ranks
          * together, so no rank's time includes another rank's checking. */
         for (int it = -o->warmup; it < o->iters; it++) {
-            reset_recv(recv, exp, s.recv * esz, bcast_root);
+            if ((st = reset_recv(dm, drecv, recv, exp, s.recv * esz, bcast_root)) != PLAIT_OK) goto out;
             if ((st = api->barrier(comm, NULL, NULL)) != PLAIT_OK) goto out;
             double t0 = now();
-            if (o->fault != PLAIT_BENCH_FAULT_STALE || it < 1) st = one_op(comm, o, &co, send, recv, &s);
+            if (o->fault != PLAIT_BENCH_FAULT_STALE || it < 1) st = one_op(comm, o, &co, op_send, op_recv, &s);
             double dt = now() - t0;
             if (st != PLAIT_OK) goto out;
             if (o->op != PLAIT_BENCH_SENDRECV) ran = plait_comm_last_algorithm(comm);
             if (it >= 0) times[it] = dt;
+            if ((st = fetch_result(dm, recv, drecv, s.recv * esz)) != PLAIT_OK) goto out;
             wrong += check_result(o, me, recv, exp, s.recv, esz);
         }
         /* The back-to-back figure (nccl-tests' time, the peers' "loop"):
          * `iters` operations with no barrier between them, so a rank that
          * finishes early starts the next one as in a training step. Only
          * the last result survives to be checked; it is. */
-        reset_recv(recv, exp, s.recv * esz, bcast_root);
+        if ((st = reset_recv(dm, drecv, recv, exp, s.recv * esz, bcast_root)) != PLAIT_OK) goto out;
         if ((st = api->barrier(comm, NULL, NULL)) != PLAIT_OK) goto out;
         double l0 = now();
         for (int it = 0; it < o->iters && o->fault != PLAIT_BENCH_FAULT_STALE; it++)
-            if ((st = one_op(comm, o, &co, send, recv, &s)) != PLAIT_OK) goto out;
+            if ((st = one_op(comm, o, &co, op_send, op_recv, &s)) != PLAIT_OK) goto out;
         double loop = (now() - l0) / o->iters, loop_max = 0;
+        if ((st = fetch_result(dm, recv, drecv, s.recv * esz)) != PLAIT_OK) goto out;
         wrong += check_result(o, me, recv, exp, s.recv, esz);
         /* the slowest rank per iteration and per loop; #wrong over all ranks */
         int64_t w = (int64_t)wrong, wsum = 0;
@@ -318,6 +341,7 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
         fflush(out);
     }
 out:
+    if (dm) dm->free(dsend), dm->free(drecv);
     plait_free(send);
     plait_free(recv);
     plait_free(exp);

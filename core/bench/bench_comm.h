@@ -28,6 +28,12 @@
  * barrier that starts the ranks together once every rank has checked and
  * reset (on 2 cores shared by 4 ranks, a rank still checking would
  * otherwise stretch the others' time).
+ *
+ * With device buffers (opts.mem), inputs and the reset are copied to the
+ * device and every result is copied back before it is checked, all outside
+ * the timed region; the operation runs on the device buffers, through the
+ * comm plugin when it moves device memory (nccl), else through the core's
+ * pinned host staging (docs/transport.md).
  */
 #ifndef PLAIT_CORE_BENCH_COMM_H
 #define PLAIT_CORE_BENCH_COMM_H
@@ -36,6 +42,7 @@
 #include <stdint.h>
 
 #include <plait/coll.h>
+#include <plait/device.h>
 
 typedef enum plait_bench_op {
     PLAIT_BENCH_ALLREDUCE = 0,
@@ -56,6 +63,18 @@ typedef enum plait_bench_fault {
                                 transport that writes nothing would (tests) */
 } plait_bench_fault;
 
+/* Where the measured buffers live: host memory, or device memory reached
+ * through these functions (the open device: plait/device.h's alloc, free,
+ * copy). Device buffers are filled and reset by copies to the device and
+ * checked after a copy back, none of it timed. */
+typedef struct plait_bench_mem {
+    plait_mem_kind kind;    /* PLAIT_MEM_HOST: plain host buffers, the rest unused */
+    const char *name;       /* shown in the header ("cuda", "sim") */
+    void *(*alloc)(size_t bytes, const char *tag);
+    void (*free)(void *ptr);
+    plait_status (*copy)(void *dst, const void *src, size_t bytes, plait_copy_dir dir);
+} plait_bench_mem;
+
 typedef struct plait_bench_comm_opts {
     plait_bench_op op;
     uint64_t min_bytes, max_bytes;
@@ -68,6 +87,7 @@ typedef struct plait_bench_comm_opts {
     const char *transport;  /* shown in the header ("tcp", "threads") */
     FILE *csv;              /* rank 0 appends rows; NULL = none */
     plait_bench_fault fault;
+    const plait_bench_mem *mem; /* NULL = host memory */
 } plait_bench_comm_opts;
 
 /* "allreduce", ...; parse returns -1 for an unknown name. */

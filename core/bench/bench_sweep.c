@@ -2,19 +2,16 @@
 #include "bench/bench_sweep.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/self_child.h"
 
-extern char **environ;
 
 #define CSV_HEADER                                                                                          \
     "layout,dp,tp,pp,schedule,chunks,optim,micro_batch,bucket_mb,comm,status,tokens_per_s,ms_per_step,mfu,"  \
@@ -90,18 +87,6 @@ static plait_status append_csv(const char *path, const plait_sweep_row *r) {
 }
 
 /* The last line of a file (a failed layout's last words). */
-static void last_line(const char *path, char *buf, size_t len) {
-    buf[0] = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    char line[1024];
-    while (fgets(line, sizeof line, f))
-        if (line[0] != '\n') snprintf(buf, len, "%s", line);
-    fclose(f);
-    size_t k = strlen(buf);
-    if (k && buf[k - 1] == '\n') buf[k - 1] = 0;
-}
-
 /* One layout: `plait bench train CONFIG --csv TMP overrides...` as a child. */
 static void run_layout(const plait_sweep_opts *o, plait_sweep_row *r, size_t index) {
     char logp[1024], csvp[1024], steps[16], warm[16];
@@ -133,22 +118,12 @@ static void run_layout(const plait_sweep_opts *o, plait_sweep_row *r, size_t ind
     for (int i = 0; i < nov; i++) argv[a++] = ov[i];
     argv[a++] = "run.progress=off";
     argv[a] = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
-    pid_t pid;
-    int err = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
+    int rc = plait_self_child_run(argv, logp);
     free(argv);
-    int status = 0;
-    if (err == 0)
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        }
-    if (err != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (rc != 0) {
         r->state = 2;
         char last[200];
-        last_line(logp, last, sizeof last);
+        plait_file_last_line(logp, last, sizeof last);
         snprintf(r->note, sizeof r->note, "%s (%s)", last[0] ? last : "bench train failed", logp);
         return;
     }

@@ -10,6 +10,7 @@
 #include "runtime/error.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/safetensors.h"
+#include "model/tied.h"
 
 #define NAME_CAP 512
 
@@ -52,7 +53,7 @@ static plait_status shape_error(const plait_weights *w, const plait_st_tensor *t
 /* The parameter's global index by canonical name, or -1. */
 static int32_t param_of(const plait_model_spec *spec, const char *name) {
     for (int32_t i = 0; i < spec->n_params; i++)
-        if (!(spec->params[i].flags & PLAIT_PARAM_TIED_COPY) && strcmp(spec->params[i].name, name) == 0) return i;
+        if (!plait_tied_is_copy(&spec->params[i]) && strcmp(spec->params[i].name, name) == 0) return i;
     return -1;
 }
 
@@ -132,7 +133,7 @@ static plait_status check_shapes(plait_weights *w) {
     const plait_model_spec *s = w->spec;
     for (int32_t gi = 0; gi < s->n_params; gi++) {
         const plait_param *p = &s->params[gi];
-        if (p->flags & PLAIT_PARAM_TIED_COPY) continue;
+        if (plait_tied_is_copy(p)) continue;
         const plait_st_tensor *t = w->tensor[gi];
         if (!t)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
@@ -286,8 +287,7 @@ plait_status plait_weights_read(plait_weights *w, const plait_param *param, size
     int32_t gi = param->index;
     if (gi < 0 || gi >= w->spec->n_params)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "weights: parameter index %d out of range", (int)gi);
-    if ((w->spec->params[gi].flags & PLAIT_PARAM_TIED_COPY) && w->spec->params[gi].tied_to >= 0)
-        gi = w->spec->params[gi].tied_to;
+    gi = plait_tied_source(w->spec, &w->spec->params[gi])->index;
     pthread_mutex_lock(&w->lock);
     const float *full = NULL;
     plait_status st = full_tensor(w, gi, &full);

@@ -105,6 +105,24 @@ void plait_cli_print_error(const char *context) {
     plait_launch_report_error(line);
 }
 
+/* Declare [<kind>.<name>] for plugin `plugin` (a name or a path; NULL or
+ * "threads", the in-process transport, have none), and for the plugins it
+ * composes. */
+static plait_status declare_plugin_section(plait_config *cfg, uint32_t kind, const char *plugin) {
+    if (!plugin || strcmp(plugin, "threads") == 0) return PLAIT_OK;
+    const plait_plugin_desc *d = plait_plugin_load(kind, plugin);
+    if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "%s plugin '%s'", plait_kind_name(kind), plugin);
+    char section[128];
+    snprintf(section, sizeof section, "%s.%s", plait_kind_name(kind), d->name);
+    plait_status st = PLAIT_OK;
+    if (d->n_params && !plait_config_has_section(cfg, section))
+        st = plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin");
+    /* and those of the plugins it composes (plait_plugin_desc.uses) */
+    for (int i = 0; st == PLAIT_OK && d->uses && d->uses[i]; i++)
+        if (strcmp(d->uses[i], d->name) != 0) st = declare_plugin_section(cfg, kind, d->uses[i]);
+    return st;
+}
+
 plait_status plait_cli_load_plugin_config(uint32_t kind, const char *plugin, const char *const *first,
                                           int n_over, char *const *over, plait_config **out) {
     plait_config *cfg = plait_config_new();
@@ -114,14 +132,10 @@ plait_status plait_cli_load_plugin_config(uint32_t kind, const char *plugin, con
     for (int i = 0; st == PLAIT_OK && i < n_over; i++) st = plait_config_add_override(cfg, over[i]);
     /* the plugin whose section to declare: the one named, else [comm] plugin */
     if (!plugin && kind == PLAIT_KIND_COMM) plugin = plait_config_pending_text(cfg, "comm", "plugin", NULL);
-    if (st == PLAIT_OK && plugin && strcmp(plugin, "threads") != 0) {
-        const plait_plugin_desc *d = plait_plugin_load(kind, plugin);
-        if (!d) st = plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "%s plugin '%s'", plait_kind_name(kind), plugin);
-        char section[128];
-        if (d) snprintf(section, sizeof section, "%s.%s", plait_kind_name(kind), d->name);
-        if (d && d->n_params && !plait_config_has_section(cfg, section))
-            st = plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin");
-    }
+    if (st == PLAIT_OK) st = declare_plugin_section(cfg, kind, plugin);
+    /* an optimizer under test may need a group: the transport's keys too */
+    if (st == PLAIT_OK && kind == PLAIT_KIND_OPTIM)
+        st = declare_plugin_section(cfg, PLAIT_KIND_COMM, plait_config_pending_text(cfg, "comm", "plugin", NULL));
     if (st == PLAIT_OK) plait_cli_declare_env_sections(cfg);
     if (st == PLAIT_OK) st = plait_config_finalize(cfg, NULL);
     if (st == PLAIT_OK) st = plait_cli_apply_log_level(cfg);

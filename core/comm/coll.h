@@ -64,6 +64,9 @@ void plait_coll_drain(plait_coll_ctx *c);
  * gather, scatter and alltoall) on `n` ranks; the crossovers and their
  * measurements are in coll_exec.c. */
 plait_coll_algo plait_coll_auto_algo(plait_coll_kind kind, size_t bytes, int n);
+/* The core algorithm plait_coll_execute runs for `a` on host buffers when
+ * no native collective takes it (the staging pins chunks to it). */
+plait_coll_algo plait_coll_resolve_algo(const plait_comm *comm, const plait_coll_args *a);
 
 /* An algorithm's entry point. */
 typedef plait_status (*plait_coll_algo_fn)(plait_coll_ctx *c);

@@ -174,19 +174,23 @@ plait_status plait_comm_barrier(plait_comm *comm, const plait_coll_opts *opts, p
     return issue(comm, &a, opts, req);
 }
 
+static plait_mem_kind opts_mem_kind(const plait_coll_opts *opts) {
+    if (opts && opts->struct_size >= offsetof(plait_coll_opts, mem_kind) + sizeof opts->mem_kind)
+        return opts->mem_kind;
+    return PLAIT_MEM_HOST;
+}
+
 static plait_status api_send(plait_comm *comm, const void *buf, size_t count, plait_dtype dtype,
                              int peer, uint32_t tag, const plait_coll_opts *opts,
                              plait_request **req) {
-    (void)opts;
     if (!comm) return plait_set_error(PLAIT_ERR_INVALID_ARG, "send: NULL communicator");
-    return plait_comm_send(comm, buf, count, dtype, peer, tag, req);
+    return plait_comm_p2p(comm, 1, buf, count, dtype, peer, tag, opts_mem_kind(opts), req);
 }
 
 static plait_status api_recv(plait_comm *comm, void *buf, size_t count, plait_dtype dtype, int peer,
                              uint32_t tag, const plait_coll_opts *opts, plait_request **req) {
-    (void)opts;
     if (!comm) return plait_set_error(PLAIT_ERR_INVALID_ARG, "recv: NULL communicator");
-    return plait_comm_recv(comm, buf, count, dtype, peer, tag, req);
+    return plait_comm_p2p(comm, 0, buf, count, dtype, peer, tag, opts_mem_kind(opts), req);
 }
 
 static plait_status api_split(plait_comm *comm, int color, int key, const char *name,

@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "comm/coll.h"
+#include "comm/comm_device.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -53,14 +54,14 @@
 typedef plait_status (*algo_fn)(plait_coll_ctx *);
 
 /* Bytes of the whole operation in the nccl-tests sense (for AUTO). */
-static size_t op_bytes(const plait_coll_ctx *c) {
-    size_t b = c->a->count * c->esz;
-    switch (c->a->kind) {
+static size_t op_bytes(const plait_coll_args *a, int n) {
+    size_t b = a->count * plait_dtype_size(a->dtype);
+    switch (a->kind) {
     case PLAIT_COLL_REDUCE_SCATTER:
     case PLAIT_COLL_ALLGATHER:
     case PLAIT_COLL_GATHER:
     case PLAIT_COLL_SCATTER:
-    case PLAIT_COLL_ALLTOALL: return b * (size_t)c->size;
+    case PLAIT_COLL_ALLTOALL: return b * (size_t)n;
     default: return b;
     }
 }
@@ -139,6 +140,24 @@ static algo_fn lookup(plait_coll_kind kind, plait_coll_algo algo) {
     case PLAIT_COLL_BARRIER: return plait_dissemination_barrier;
     default: return NULL;
     }
+}
+
+/* The core algorithm for `a` (native collectives aside): the requested
+ * one where it exists for this collective, else AUTO's choice. */
+static plait_coll_algo resolve(const plait_comm *comm, const plait_coll_args *a, algo_fn *fn) {
+    plait_coll_algo requested = a->algo == PLAIT_ALGO_AUTO ? comm->settings.algorithm : a->algo;
+    size_t bytes = op_bytes(a, comm->size);
+    if ((*fn = plait_hier_choose(comm, a->kind, requested, bytes)) != NULL) return PLAIT_ALGO_HIER;
+    if (requested != PLAIT_ALGO_AUTO && requested != PLAIT_ALGO_NATIVE && (*fn = lookup(a->kind, requested)))
+        return requested;
+    plait_coll_algo algo = plait_coll_auto_algo(a->kind, bytes, comm->size);
+    *fn = lookup(a->kind, algo);
+    return algo;
+}
+
+plait_coll_algo plait_coll_resolve_algo(const plait_comm *comm, const plait_coll_args *a) {
+    algo_fn fn;
+    return resolve(comm, a, &fn);
 }
 
 /* ---- check_collectives ----------------------------------------------- */
@@ -341,21 +360,17 @@ plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args) {
             goto out;
         }
     }
-    if (a.mem_kind == PLAIT_MEM_CUDA) {
+    if (!plait_mem_is_host(a.mem_kind)) {
+        /* reached only when the transport moves this memory itself (coll_stage.c
+         * stages it otherwise), but has no native form of this collective */
         char d[512];
         plait_coll_describe(&c, d, sizeof d);
-        st = plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s: device buffers need the comm plugin's "
-                                                    "native collectives; the core's algorithms "
-                                                    "reduce in host memory", d);
+        st = plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s: device buffers on a transport that moves device "
+                                                    "memory need its native collectives; the core's "
+                                                    "algorithms reduce in host memory", d);
         goto out;
     }
-    c.algo = requested;
-    if ((fn = plait_hier_choose(comm, a.kind, requested, op_bytes(&c))) != NULL) c.algo = PLAIT_ALGO_HIER;
-    else if (requested != PLAIT_ALGO_AUTO && requested != PLAIT_ALGO_NATIVE) fn = lookup(a.kind, requested);
-    if (!fn) {
-        c.algo = plait_coll_auto_algo(a.kind, op_bytes(&c), c.size);
-        fn = lookup(a.kind, c.algo);
-    }
+    c.algo = resolve(comm, &a, &fn);
     if ((st = fix_in_place(&c, &a, &temp, &user_recv)) != PLAIT_OK) goto out;
     atomic_store(&comm->last_algo, (int)c.algo);
     st = fn(&c);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm_stage.h"
 #include "comm/comm_topo.h"
 #include "comm/request.h"
 #include "plugin/loader.h"
@@ -20,6 +21,7 @@ void plait_comm_settings_default(plait_comm_settings *s) {
     s->timeout_s = 300.0;
     s->algorithm = PLAIT_ALGO_AUTO;
     s->check_collectives = 0;
+    s->staging_chunk = (size_t)4 << 20;
 }
 
 plait_status plait_comm_settings_from_config(const plait_config *cfg, plait_comm_settings *s) {
@@ -36,6 +38,8 @@ plait_status plait_comm_settings_from_config(const plait_config *cfg, plait_comm
     s->algorithm = (plait_coll_algo)algo;
     if ((st = plait_config_get(cfg, "comm", "check_collectives", &v)) != PLAIT_OK) return st;
     s->check_collectives = (int)v.i;
+    if ((st = plait_config_get(cfg, "comm", "staging_chunk", &v)) != PLAIT_OK) return st;
+    s->staging_chunk = (size_t)v.i;
     return PLAIT_OK;
 }
 
@@ -347,6 +351,7 @@ void plait_comm_free(plait_comm *comm) {
     int started = comm->worker_started;
     pthread_mutex_unlock(&comm->lock);
     if (started) pthread_join(comm->worker, NULL);
+    plait_stage_free(comm->stage, comm->scratch_leaked);
     if (!comm->scratch_leaked) {
         comm->ops->destroy(comm->pp2p);
         comm->ops->destroy(comm->pcoll);

@@ -83,9 +83,10 @@ typedef struct plait_comm_settings {
     double timeout_s;           /* [comm] timeout: every wait */
     plait_coll_algo algorithm;  /* [comm] algorithm: default for AUTO calls */
     int check_collectives;      /* [comm] check_collectives */
+    size_t staging_chunk;       /* [comm] staging_chunk: bytes per staged chunk of device buffers */
 } plait_comm_settings;
 
-/* timeout 300 s, AUTO, no checks. */
+/* timeout 300 s, AUTO, no checks, 4 MiB staging chunks. */
 void plait_comm_settings_default(plait_comm_settings *s);
 /* Read the [comm] keys of a finalized configuration. */
 plait_status plait_comm_settings_from_config(const plait_config *cfg, plait_comm_settings *s);
@@ -134,6 +135,7 @@ typedef struct plait_coll_args {
 /* ---- the communicator ------------------------------------------------ */
 
 typedef struct plait_request plait_request;
+typedef struct plait_stage plait_stage; /* comm_stage.h */
 
 struct plait_comm {
     char name[32];
@@ -174,6 +176,10 @@ struct plait_comm {
     void *scratch;
     size_t scratch_bytes;
     int scratch_leaked;        /* a failed op may still be written into it */
+
+    /* staging of device buffers for a host-memory transport (comm_stage.h);
+     * NULL until first needed */
+    plait_stage *stage;
 
     /* counters */
     _Atomic uint64_t bytes_sent, bytes_received, collectives, wait_ns;
@@ -274,9 +280,17 @@ plait_status plait_comm_send(plait_comm *comm, const void *buf, size_t count, pl
                              int peer, uint32_t tag, plait_request **req);
 plait_status plait_comm_recv(plait_comm *comm, void *buf, size_t count, plait_dtype dtype,
                              int peer, uint32_t tag, plait_request **req);
+/* Either, on memory of `kind` (device memory is staged for a host-memory
+ * transport). */
+plait_status plait_comm_p2p(plait_comm *comm, int is_send, const void *buf, size_t count, plait_dtype dtype,
+                            int peer, uint32_t tag, plait_mem_kind kind, plait_request **req);
 
-/* Runs one collective on the calling thread (coll_exec.c); used by the
- * executor. */
+/* Runs one collective on the calling thread; used by the executor: the
+ * buffers go to the transport, or through staging for device memory on a
+ * host-memory transport (coll_stage.c). */
+plait_status plait_coll_run(plait_comm *comm, const plait_coll_args *args);
+
+/* Runs one collective on buffers the transport takes (coll_exec.c). */
 plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args);
 
 /* Tags: user tags live below 2^31; collective messages use

@@ -24,7 +24,7 @@ static uint64_t now_ns(void) {
 static plait_status run_one(plait_comm *comm, const plait_coll_args *args) {
     plait_status st = plait_comm_check_usable(comm);
     if (st != PLAIT_OK) return st;
-    st = plait_coll_execute(comm, args);
+    st = plait_coll_run(comm, args);
     if (st != PLAIT_OK && st != PLAIT_ERR_UNSUPPORTED && st != PLAIT_ERR_NO_MEMORY)
         plait_comm_fail(comm, st, plait_last_error());
     return st;

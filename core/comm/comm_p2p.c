@@ -4,6 +4,13 @@
  * a wait holds it while sleeping in the plugin (the plugin lets one thread
  * use a communicator at a time), so drive one communicator's p2p requests
  * from one thread.
+ *
+ * Device buffers on a host-memory transport travel through a pinned buffer
+ * of the communicator's staging pool (comm_stage.h), whole: a send copies
+ * out, then sends; a receive copies back once the message is in. One
+ * message on the wire whatever the memory on either side, so a device
+ * buffer and a host buffer can be peers; the copies are not overlapped
+ * with the transfer (the collectives' staging is).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +18,7 @@
 #include <time.h>
 
 #include "comm/comm.h"
+#include "comm/comm_stage.h"
 #include "comm/reduce.h"
 #include "comm/request.h"
 #include "runtime/error.h"
@@ -30,8 +38,44 @@ void plait_p2p_describe(const plait_request *r, char *buf, size_t len) {
              where);
 }
 
+/* The buffer the transport gets for `buf` of `kind`: itself where the
+ * transport declares the kind (pinned host memory goes as host memory),
+ * else a staging buffer, filled from the device for a send. */
+static plait_status transport_buffer(plait_comm *comm, plait_request *r, void *buf, plait_mem_kind kind,
+                                     plait_buffer *b) {
+    *b = (plait_buffer){.ptr = buf, .bytes = r->bytes, .kind = kind, .device = -1};
+    if (comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(kind)) return PLAIT_OK;
+    b->kind = PLAIT_MEM_HOST;
+    if (plait_mem_is_host(kind) || !r->bytes) return PLAIT_OK;
+    plait_stage *sg = NULL;
+    plait_status st = plait_stage_of(comm, &sg);
+    if (st != PLAIT_OK) return st;
+    if (!(r->staged = plait_stage_borrow(sg, r->bytes))) return PLAIT_ERR_NO_MEMORY;
+    r->dev = buf;
+    b->ptr = r->staged;
+    if (comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST_PINNED)) b->kind = PLAIT_MEM_HOST_PINNED;
+    if (!r->is_send) return PLAIT_OK;
+    plait_stage_copy j = {.dir = PLAIT_COPY_TO_HOST, .host = r->staged, .dev = buf, .bytes = r->bytes, .blocks = 1};
+    st = plait_stage_copy_now(&j);
+    return st == PLAIT_OK ? st : plait_wrap_error(st, "staging a device buffer");
+}
+
+/* Release the staging buffer; a completed receive first copies it back. */
+static plait_status unstage(plait_request *r, int received) {
+    if (!r->staged) return PLAIT_OK;
+    plait_status st = PLAIT_OK;
+    if (received) {
+        plait_stage_copy j = {.dir = PLAIT_COPY_TO_DEVICE, .host = r->staged, .dev = r->dev, .bytes = r->bytes,
+                              .blocks = 1};
+        st = plait_stage_copy_now(&j);
+    }
+    plait_stage_give_back(r->comm->stage, r->staged);
+    r->staged = NULL;
+    return st;
+}
+
 static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count, plait_dtype dtype,
-                         int peer, uint32_t tag, plait_request **req) {
+                         int peer, uint32_t tag, plait_mem_kind kind, plait_request **req) {
     if (req) *req = NULL;
     plait_status st = plait_comm_check_usable(comm);
     if (st != PLAIT_OK) return st;
@@ -57,7 +101,14 @@ static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count,
     r->is_send = is_send;
     r->bytes = count * esz;
     r->tag = tag;
-    plait_buffer b = {.ptr = buf, .bytes = r->bytes, .kind = PLAIT_MEM_HOST, .device = -1};
+    plait_buffer b;
+    if ((st = transport_buffer(comm, r, buf, kind, &b)) != PLAIT_OK) {
+        char d[256];
+        plait_p2p_describe(r, d, sizeof d);
+        (void)unstage(r, 0);
+        free(r);
+        return plait_wrap_error(st, "%s", d);
+    }
     pthread_mutex_lock(&comm->p2p_lock);
     r->p2p_seq = ++comm->p2p_seq;
     st = is_send ? comm->ops->isend(comm->pp2p, &b, peer, tag, NULL, &r->preq)
@@ -66,6 +117,7 @@ static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count,
     if (st != PLAIT_OK) {
         char d[256];
         plait_p2p_describe(r, d, sizeof d);
+        (void)unstage(r, 0);
         free(r);
         return plait_wrap_error(st, "%s", d);
     }
@@ -79,20 +131,31 @@ static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count,
 
 plait_status plait_comm_send(plait_comm *comm, const void *buf, size_t count, plait_dtype dtype,
                              int peer, uint32_t tag, plait_request **req) {
-    return post(comm, 1, (void *)(uintptr_t)buf, count, dtype, peer, tag, req);
+    return post(comm, 1, (void *)(uintptr_t)buf, count, dtype, peer, tag, PLAIT_MEM_HOST, req);
 }
 
 plait_status plait_comm_recv(plait_comm *comm, void *buf, size_t count, plait_dtype dtype,
                              int peer, uint32_t tag, plait_request **req) {
-    return post(comm, 0, buf, count, dtype, peer, tag, req);
+    return post(comm, 0, buf, count, dtype, peer, tag, PLAIT_MEM_HOST, req);
+}
+
+plait_status plait_comm_p2p(plait_comm *comm, int is_send, const void *buf, size_t count, plait_dtype dtype,
+                            int peer, uint32_t tag, plait_mem_kind kind, plait_request **req) {
+    return post(comm, is_send, (void *)(uintptr_t)buf, count, dtype, peer, tag, kind, req);
 }
 
 static plait_status finish(plait_request *r, plait_status st, size_t bytes) {
     plait_comm *comm = r->comm;
     if (st == PLAIT_OK) {
         if (!r->is_send) atomic_fetch_add(&comm->bytes_received, bytes);
+        st = unstage(r, !r->is_send);
+        if (st != PLAIT_OK) {
+            char d[256];
+            plait_p2p_describe(r, d, sizeof d);
+            plait_wrap_error(st, "%s", d);
+        }
         free(r);
-        return PLAIT_OK;
+        return st;
     }
     char d[256];
     plait_p2p_describe(r, d, sizeof d);
@@ -108,14 +171,16 @@ static plait_status finish(plait_request *r, plait_status st, size_t bytes) {
         snprintf(msg, sizeof msg, "%s", plait_last_error());
         if (comm->ops->abort) {
             pthread_mutex_lock(&comm->p2p_lock);
-            (void)comm->ops->wait(comm->pp2p, r->preq, 1.0, NULL);
+            plait_status released = comm->ops->wait(comm->pp2p, r->preq, 1.0, NULL);
             pthread_mutex_unlock(&comm->p2p_lock);
+            if (released != PLAIT_ERR_TIMEOUT) (void)unstage(r, 0);
             free(r);
         } /* else: leaked on purpose; the plugin may still write the buffer */
         plait_set_error(st, "%s", msg);
         return st;
     }
     plait_comm_fail(comm, st, plait_last_error());
+    (void)unstage(r, 0);
     free(r);
     return st;
 }

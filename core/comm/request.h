@@ -28,6 +28,8 @@ struct plait_request {
     size_t bytes;
     uint32_t tag;
     uint64_t p2p_seq;
+    void *staged;             /* pinned copy of a device buffer (comm_stage.h), or NULL */
+    void *dev;                /* the device buffer it stands for */
 };
 
 /* Describe a p2p request for messages. */

@@ -108,6 +108,9 @@ static const plait_key_decl comm_keys[] = {
         "across hosts; allreduce, reduce_scatter, allgather)"),
     KEY("check_collectives", B, "false", 1, 0, NULL, SAME,
         "compare each collective's (op, size, dtype) across ranks and report a mismatch"),
+    KEY("staging_chunk", I, "4194304", 256, 1073741824, NULL, SAME,
+        "bytes per chunk when device buffers cross a host-memory transport through pinned host memory "
+        "(copy-out of one chunk overlaps the transfer of the previous; docs/transport.md)"),
     KEY("rendezvous", S, "", 1, 0, NULL, SAME,
         "host:port of rank 0's store for multi-node jobs (empty = local, or from the launcher's env)"),
 };

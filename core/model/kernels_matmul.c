@@ -18,10 +18,17 @@
  * starting from the whole product, the longer side is halved (rounded up to
  * SGEMM_GRAIN, the micro-kernels' widths) until there are SGEMM_TILES tiles
  * (enough for 64 threads with room to balance load) or a tile would fall
- * below SGEMM_MIN_TILE_MACS multiply-adds (then waking a thread and packing
- * operands again costs more than it saves). */
+ * below SGEMM_MIN_TILE_MACS multiply-adds. Each tile packs its own panels
+ * of A (tm x K) and B (K x tn), so packing costs (tm + tn) / (tm * tn) per
+ * multiply-add: at 2^22 (tiles of 128 x 128 at K = 256) OpenBLAS's copy
+ * routines took 18% of a gpt-small step against 9% under its own threading
+ * (perf, 2 threads) and the step was 15% slower; at 2^26 (512 x 512) the
+ * step's CPU time is back at OpenBLAS's own (measured 9.5 s vs 9.7-10.5 s of
+ * user time for 6 steps; 11.0 s at 2^22). Products of GPT-2 124M's size
+ * still get up to 128 tiles; small models use fewer threads than a large
+ * machine has, which costs less than packing every panel many times. */
 #define SGEMM_TILES 128
-#define SGEMM_MIN_TILE_MACS (1ll << 22)
+#define SGEMM_MIN_TILE_MACS (1ll << 26)
 #define SGEMM_GRAIN 32
 
 typedef struct sgemm_job {

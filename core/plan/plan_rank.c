@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "model/tied.h"
 
 /* The model aligns every buffer of a slot to 16 floats (model/gpt.c). */
 static double al(double n) { return (double)(((long long)n + 15) / 16 * 16); }
@@ -68,7 +69,7 @@ void plait_plan_rank_from_plan(const plait_layout_rank *lr, plait_plan_rank *out
     for (int32_t g = 0; g < spec->n_params; g++) {
         const plait_param *p = &spec->params[g];
         if (!LOCAL(p->layer)) continue;
-        if ((p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && LOCAL(spec->params[p->tied_to].layer)) continue;
+        if (plait_tied_is_copy(p) && LOCAL(plait_tied_source(spec, p)->layer)) continue;
         double e = plan->shards ? shard_numel(p, &plan->shards[g]) : (double)p->numel;
         out->param_numel += e;
         if (p->layer < 4096) layer_numel[p->layer] += e;

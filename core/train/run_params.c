@@ -125,7 +125,7 @@ double plait_run_flops_per_token(const plait_run *run) {
     double n = 0;
     for (int32_t g = 0; g < s->n_params; g++) {
         const plait_param *p = &s->params[g];
-        if ((p->flags & PLAIT_PARAM_TIED_COPY) || strcmp(p->name, "transformer.wpe.weight") == 0) continue;
+        if (plait_tied_is_copy(p) || strcmp(p->name, "transformer.wpe.weight") == 0) continue;
         double numel = 1;
         for (int d = 0; d < p->ndim; d++) numel *= (double)p->shape[d];
         n += numel;

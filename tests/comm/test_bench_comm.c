@@ -2,7 +2,10 @@
  * plait bench comm on the in-process transport: every operation prints one
  * row per size with #wrong 0, busbw = algbw x the nccl-tests factor, the
  * CSV has the same rows, and a wrong result in any iteration (one flipped
- * element, or an iteration that writes nothing) is counted in #wrong.
+ * element, or an iteration that writes nothing) is counted in #wrong; all
+ * of it also with device buffers (fake_device.c: memory the host cannot
+ * touch, staged in several chunks per size), where results are checked
+ * after copying them back.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +18,7 @@
 
 #include "bench/bench_comm.h"
 #include "comm/comm_threads.h"
+#include "comm/fake_device.h"
 #include "runtime/error.h"
 #include "host/host_table.h"
 
@@ -26,10 +30,29 @@ typedef struct run {
     uint64_t wrong[8];
 } run;
 
+/* Device buffers for the runs that set it (NULL = host memory). */
+static const plait_bench_mem *g_mem;
+
+static void *dev_alloc(size_t bytes, const char *tag) {
+    (void)tag;
+    return fake_device_alloc(bytes);
+}
+
+static plait_status dev_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
+    if (dir == PLAIT_COPY_TO_HOST) fake_device_download(dst, src, bytes);
+    else fake_device_upload(dst, src, bytes);
+    return PLAIT_OK;
+}
+
+static const plait_bench_mem fake_mem = {PLAIT_MEM_CUDA, "fake-device", dev_alloc, fake_device_free, dev_copy};
+
 static void rank_main(int r, void *arg) {
     run *x = arg;
     plait_comm *c = NULL;
-    x->st[r] = plait_threads_comm_world(x->w, r, NULL, &c);
+    plait_comm_settings set;
+    plait_comm_settings_default(&set);
+    set.staging_chunk = 4096; /* 1K-256K messages: one to 64 chunks */
+    x->st[r] = plait_threads_comm_world(x->w, r, &set, &c);
     if (x->st[r] == PLAIT_OK) x->st[r] = plait_bench_comm_run(c, &x->o, r == 0 ? x->out : NULL, &x->wrong[r]);
     plait_comm_free(c);
 }
@@ -44,7 +67,7 @@ static char *bench(int n, plait_bench_op op, plait_bench_fault fault, uint64_t *
     x->w = plait_threads_world_new(n, 30);
     x->o = (plait_bench_comm_opts){.op = op, .min_bytes = 1024, .max_bytes = 256 << 10, .factor = 4,
                                    .warmup = 1, .iters = 3, .dtype = PLAIT_F32, .redop = PLAIT_SUM,
-                                   .transport = "threads", .csv = csvf, .fault = fault};
+                                   .transport = "threads", .csv = csvf, .fault = fault, .mem = g_mem};
     assert_int_equal(plait_threads_run(n, rank_main, x), PLAIT_OK);
     for (int r = 0; r < n; r++) {
         if (x->st[r] != PLAIT_OK) fail_msg("rank %d: %s", r, plait_last_error());
@@ -59,8 +82,7 @@ static char *bench(int n, plait_bench_op op, plait_bench_fault fault, uint64_t *
     return text;
 }
 
-static void test_every_op_clean(void **state) {
-    (void)state;
+static void every_op_clean(void) {
     const int n = 3;
     for (int op = 0; op < PLAIT_BENCH_OP_COUNT; op++) {
         uint64_t wrong = 99;
@@ -69,6 +91,7 @@ static void test_every_op_clean(void **state) {
         assert_int_equal(wrong, 0);
         assert_non_null(strstr(text, "#wrong"));
         assert_non_null(strstr(text, plait_bench_op_name((plait_bench_op)op)));
+        assert_non_null(strstr(text, g_mem ? "fake-device memory (results copied back to be checked)" : "host memory"));
         /* rows: sizes 1K, 4K, 16K, 64K, 256K (rounded to multiples of n for some ops) */
         int rows = 0;
         double factor = op == PLAIT_BENCH_ALLREDUCE ? 2.0 * (n - 1) / n
@@ -100,6 +123,28 @@ static void test_every_op_clean(void **state) {
     }
 }
 
+static void test_every_op_clean(void **state) {
+    (void)state;
+    every_op_clean();
+}
+
+static void with_device(void (*fn)(void **), const char *what) {
+    uint64_t copies = fake_device_copies_on_stager();
+    g_mem = &fake_mem;
+    fn(NULL);
+    g_mem = NULL;
+    /* the operations really went through the staging (every op has one) */
+    fprintf(stderr, "%s on device buffers: %llu staged copies\n", what,
+            (unsigned long long)(fake_device_copies_on_stager() - copies));
+    assert_true(fake_device_copies_on_stager() - copies > 0);
+    assert_int_equal(fake_device_in_use(), 0);
+}
+
+static void test_every_op_clean_device(void **state) {
+    (void)state;
+    with_device(test_every_op_clean, "every op");
+}
+
 static void test_wrong_results_are_counted(void **state) {
     (void)state;
     uint64_t wrong = 0;
@@ -128,12 +173,28 @@ static void test_stale_results_are_counted(void **state) {
     free(csv);
 }
 
+static void test_wrong_results_are_counted_device(void **state) {
+    (void)state;
+    with_device(test_wrong_results_are_counted, "flipped results");
+}
+
+static void test_stale_results_are_counted_device(void **state) {
+    (void)state;
+    with_device(test_stale_results_are_counted, "stale results");
+}
+
 int main(void) {
     plait_host_install();
+    fake_device_open((size_t)1 << 30);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_op_clean),
         cmocka_unit_test(test_wrong_results_are_counted),
         cmocka_unit_test(test_stale_results_are_counted),
+        cmocka_unit_test(test_every_op_clean_device),
+        cmocka_unit_test(test_wrong_results_are_counted_device),
+        cmocka_unit_test(test_stale_results_are_counted_device),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    fake_device_close();
+    return rc;
 }

@@ -115,9 +115,9 @@ static void naive_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
 
 static void test_sgemm(void **state) {
     (void)state;
-    /* small (one call) and large shapes (520 x 390 x 130: 8 tiles, ragged
+    /* small (one call) and large shapes (1040 x 780 x 400: 4 tiles, ragged
      * at both edges), all transposes */
-    const int64_t shapes[][3] = {{3, 5, 7}, {200, 130, 150}, {96, 330, 70}, {257, 64, 129}, {520, 390, 130}};
+    const int64_t shapes[][3] = {{3, 5, 7}, {200, 130, 150}, {96, 330, 70}, {257, 64, 129}, {1040, 780, 400}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
@@ -163,15 +163,16 @@ static void test_sgemm_tiles(void **state) {
     (void)state;
     int64_t tm, tn;
     /* the shape test_sgemm checks against the reference is really cut */
-    assert_int_equal(plait_k_sgemm_tiles(520, 390, 130, &tm, &tn), 8);
-    assert_true(520 % tm != 0 && 390 % tn != 0);
-    int64_t n = plait_k_sgemm_tiles(4096, 768, 256, &tm, &tn);
+    assert_int_equal(plait_k_sgemm_tiles(1040, 780, 400, &tm, &tn), 4);
+    assert_true(1040 % tm != 0 && 780 % tn != 0);
+    /* GPT-2 124M's products at batch 16 x 1024: enough tiles for 64 threads */
+    int64_t n = plait_k_sgemm_tiles(16384, 2304, 768, &tm, &tn);
     assert_true(n >= 64);
-    assert_int_equal(n, ((4096 + tm - 1) / tm) * ((768 + tn - 1) / tn));
-    assert_true(tm * tn * 256 >= (1 << 22));
+    assert_int_equal(n, ((16384 + tm - 1) / tm) * ((2304 + tn - 1) / tn));
+    assert_true(tm * tn * 768 >= (1 << 26));
     assert_true(tm % 32 == 0 && tn % 32 == 0);
     /* the weight gradient's shape (OC x C over K = B*T) too */
-    assert_true(plait_k_sgemm_tiles(768, 256, 4096, NULL, NULL) >= 64);
+    assert_true(plait_k_sgemm_tiles(2304, 768, 16384, NULL, NULL) >= 64);
     /* small products stay one call */
     assert_int_equal(plait_k_sgemm_tiles(3, 5, 7, NULL, NULL), 1);
     assert_int_equal(plait_k_sgemm_tiles(64, 64, 64, &tm, &tn), 1);
@@ -179,9 +180,9 @@ static void test_sgemm_tiles(void **state) {
     /* the thread count plays no part */
     int64_t tm2, tn2;
     plait_kernels_set_threads(3);
-    assert_int_equal(plait_k_sgemm_tiles(4096, 768, 256, &tm2, &tn2), n);
+    assert_int_equal(plait_k_sgemm_tiles(16384, 2304, 768, &tm2, &tn2), n);
     plait_kernels_set_threads(1);
-    plait_k_sgemm_tiles(4096, 768, 256, &tm, &tn);
+    plait_k_sgemm_tiles(16384, 2304, 768, &tm, &tn);
     assert_true(tm == tm2 && tn == tn2);
 }
 

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# usage: kit_optim.sh PLAIT ADAM_SO SGD_SO OLD_SGD_SO
+# usage: kit_optim.sh PLAIT ADAM_SO SGD_SO OLD_SGD_SO PLUGIN_DIR KIT_PLUGIN_DIR
 # plait plugin test on optimizers: adam and the SGD example pass every check;
 # the SGD example of ABI v1.0 (constant lr, no clipping, no weight decay, no
 # parameter or gradient bytes reported) fails the math and memory checks on
-# their rules, and its state still restores bit for bit.
+# their rules, and its state still restores bit for bit. zero1-3 pass on
+# data-parallel groups of 2 and 4 ranks; broken copies of zero1 (averaging
+# instead of summing the group's gradients; reporting the whole state as the
+# rank's) fail on the math and memory rules.
 set -euo pipefail
-plait=$1 adam=$2 sgd=$3 old=$4
+plait=$1 adam=$2 sgd=$3 old=$4 dir=$5 kit=$6
 fail() { echo "FAIL: $*" >&2; exit 1; }
 for so in "$adam" "$sgd"; do
   out=$("$plait" plugin test "$so" 2>&1) || { echo "$out"; fail "$so did not pass"; }
@@ -22,4 +25,26 @@ grep -Eq "^  step-math +optim-math +FAIL +step 0: " <<<"$out" || fail "no step-m
 grep -Eq "^  state-restore +optim-state +pass" <<<"$out" || fail "state-restore should pass"
 grep -Eq "^  memory +optim-memory +FAIL +memory\(\) reports parameters 0 B" <<<"$out" || fail "no memory failure"
 grep -Eq "^  rule \[optim-math\] plait/optim.h" <<<"$out" || fail "the rule is not printed"
+for z in zero1 zero2 zero3; do
+  out=$("$plait" plugin test "$dir/libplait-optim-$z.so" 2>&1) || { echo "$out"; fail "$z did not pass"; }
+  grep -v '^\[r' <<<"$out"
+  grep -q "a data-parallel group of 4 ranks over tcp" <<<"$out" || fail "$z: no group of 4"
+  grep -q "passed every check on 2, 4 ranks" <<<"$out" || fail "$z: not passed on 2 and 4 ranks"
+done
+# SO: the broken copy fails (exit 1) on 2 ranks; its output is in $out
+broken() {
+  set +e
+  out=$("$plait" plugin test "$kit/libplait-optim-$1.so" --ranks 2 2>&1)
+  local rc=$?
+  set -e
+  echo "$out"
+  [ $rc -eq 1 ] || fail "$1: exit $rc"
+}
+broken zero_average
+grep -Eq "^  step-math +optim-math +FAIL +step 0: reported gradient norm .* does the plugin sum them" <<<"$out" ||
+  fail "zero_average: no step-math failure on the group's sum"
+broken zero_memory
+grep -Eq "^  memory +optim-memory +FAIL +memory\(\) on rank 0 of 2 .* equal shard of each state tensor" <<<"$out" ||
+  fail "zero_memory: no memory failure naming the shard"
+grep -Eq "^  step-math +optim-math +pass" <<<"$out" || fail "zero_memory: its math is right"
 echo "kit optim OK"

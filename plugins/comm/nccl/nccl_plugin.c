@@ -156,9 +156,11 @@ static plait_status agree(const plait_host *h, const plait_bootstrap *bs, const 
         for (int q = p + 1; q < bs->size && st == PLAIT_OK; q++)
             if (strcmp(all[p].host, all[q].host) == 0 && strcmp(all[p].bus_id, all[q].bus_id) == 0)
                 st = h->set_error(PLAIT_ERR_INVALID_CONFIG,
-                                  "nccl: world ranks %d and %d would both drive GPU %d (%s) on host %s; NCCL needs one "
-                                  "GPU per rank: start at most as many ranks per host as it has GPUs, or give each "
-                                  "rank its own [comm.nccl] device",
+                                  "nccl: world ranks %d and %d would both drive GPU %d (%s) on host %s; NCCL does not "
+                                  "support two ranks on one GPU and may hang, so it was not started: start at most as "
+                                  "many ranks per host as it has GPUs (one rank per GPU is the default), give each "
+                                  "rank its own [comm.nccl] device, or share a GPU over a host transport "
+                                  "([comm] plugin = tcp stages device buffers)",
                                   world_of ? world_of[p] : p, world_of ? world_of[q] : q, all[p].device,
                                   all[p].bus_id, all[p].host);
     if (st == PLAIT_OK) *uid = all[0].uid;

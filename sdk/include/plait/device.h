@@ -35,7 +35,7 @@
  * honour a mode refuses it in open() with PLAIT_ERR_UNSUPPORTED and a reason.
  *
  * Thread-safety: open/close once per process from the main thread; alloc,
- * free, memory_stats and copy from any thread (a copy orders after what was
+ * free, alloc_pinned, free_pinned, memory_stats and copy from any thread (a copy orders after what was
  * queued before it on the device's stream, whichever thread queued it: the
  * core's staging of device buffers for host transports calls it from the
  * collective's thread); fill_zero, synchronize and the kernels from the
@@ -127,6 +127,15 @@ typedef struct plait_device_ops {
     /* The kernels on this device's memory (the same contract as
      * plait/kernels.h; pointers are device pointers). Valid after open(). */
     const plait_kernels *(*kernels)(void);
+
+    /* Page-locked host memory of `bytes` (cudaHostAlloc), which copy()
+     * moves at full bus speed and asynchronously; counted under `tag`. The
+     * core's host->alloc routes PLAIT_MEM_HOST_PINNED here, and its staging
+     * of device buffers for host-memory transports pools it. Host code may
+     * dereference it. NULL members, or NULL with a reason, mean "none": the
+     * core then uses plain host memory. Any thread. */
+    void *(*alloc_pinned)(size_t bytes, const char *tag);
+    void (*free_pinned)(void *ptr);
 } plait_device_ops;
 
 #ifdef __cplusplus

@@ -166,19 +166,18 @@ static inline int plait_optim_counts_in_norm(const plait_optim_topology *topo, c
     return 1;
 }
 
-/* Index of the local parameter whose global index is `global`, or -1. */
+/* Index of the local parameter whose global index is `global`, or -1.
+ * The same as plait_param_set_find (plait/model.h), which it predates;
+ * kept for plugins written against ABI 1.1. */
 static inline int32_t plait_optim_local_index(const plait_param_set *set, int32_t global) {
-    /* Local parameters are in global order: try the direct position first. */
-    if (global >= 0 && global < set->n_params && set->params[global].index == global) return global;
-    for (int32_t i = 0; i < set->n_params; i++)
-        if (set->params[i].index == global) return i;
-    return -1;
+    return plait_param_set_find(set, global);
 }
 
 /* 1 if `p` is a tied copy whose original is also held by this rank (they
- * share storage and state: the optimizer skips the copy). */
+ * share storage and state: the optimizer skips the copy). The same rule as
+ * plait_tied_local_original (plait/model.h) >= 0. */
 static inline int plait_optim_tied_to_local(const plait_param_set *set, const plait_param *p) {
-    return (p->flags & PLAIT_PARAM_TIED_COPY) && p->tied_to >= 0 && plait_optim_local_index(set, p->tied_to) >= 0;
+    return plait_tied_local_original(set, p) >= 0;
 }
 
 /* The limb encoding used on the wire: 4 int64 per bin (32-bit limbs of lo

@@ -1,0 +1,223 @@
+/*
+ * Where a collective's buffers go: straight to the transport when it moves
+ * their memory kind (plait_comm_ops.mem_kinds), else, for device memory on a
+ * host-memory transport (tcp, verbs, threads), through pinned host staging.
+ * The core never hands a transport a kind it did not declare: pinned host
+ * memory goes as plain host memory to a transport that declares only that.
+ *
+ * Staging. The device buffers are cut into chunks of about [comm]
+ * staging_chunk bytes (m elements; for collectives whose buffers hold one
+ * block per rank, m elements of every block, so the host side of a chunk is
+ * at most staging_chunk bytes). Each chunk is one collective of the same
+ * kind and algorithm on pinned host buffers, so the reduction happens in
+ * host memory exactly as it does for host buffers. Two chunk slots
+ * alternate (a double buffer per direction: slot k%2 has an input and an
+ * output buffer). The communicator's copy thread (comm_stage.h) makes every
+ * device copy, in FIFO order: while this thread transfers chunk k, the copy
+ * thread copies chunk k+1 out of the device and chunk k-1's result back in.
+ * Before chunk k runs, this thread waits only for the jobs queued up to
+ * chunk k's copy-out (which include chunk k-2's copy-back, the last reader
+ * of slot k%2).
+ *
+ * Bit-identical to host buffers. A chunk runs the algorithm the whole
+ * message would run (AUTO resolved once, for the whole size), and every
+ * element keeps its block, so it is combined in the same order whenever
+ * that order does not depend on where the element sits in the buffer
+ * (tree, chain, direct, ordered; ring and recursive halving per block for
+ * reduce_scatter). Where it does (floating-point allreduce by ring or
+ * recursive halving-doubling, hierarchical reductions, or a plugin's native
+ * collective, whose order is its own), the message is staged whole: one
+ * chunk, the pool grown to it, the copies still done by the copy thread but
+ * with nothing to overlap. Two ranks are exempt for sums, products and
+ * averages: a + b and b + a are the same IEEE number.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/coll.h"
+#include "comm/comm_device.h"
+#include "comm/comm_stage.h"
+#include "runtime/error.h"
+
+static int declared(const plait_comm *comm, plait_mem_kind kind) {
+    return (comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(kind)) != 0;
+}
+
+/* One side of a staged collective on this rank: the device buffer (NULL
+ * when this rank has none) and its blocks of `count` elements. */
+typedef struct side {
+    char *dev;
+    int blocks;
+} side;
+
+/* Blocks per rank-sized buffer of `kind`: n where a buffer holds one block
+ * per rank on some rank, else 1. The same on every rank (the chunk size
+ * derives from it). */
+static int max_blocks(plait_coll_kind kind, int n) {
+    switch (kind) {
+    case PLAIT_COLL_REDUCE_SCATTER:
+    case PLAIT_COLL_ALLGATHER:
+    case PLAIT_COLL_GATHER:
+    case PLAIT_COLL_SCATTER:
+    case PLAIT_COLL_ALLTOALL: return n;
+    default: return 1;
+    }
+}
+
+static void sides_of(const plait_comm *comm, const plait_coll_args *a, side *in, side *out) {
+    int n = comm->size, root = a->root == comm->rank;
+    char *s = (char *)(uintptr_t)a->send, *r = a->recv;
+    *in = (side){s, 1};
+    *out = (side){r, 1};
+    switch (a->kind) {
+    case PLAIT_COLL_REDUCE_SCATTER: in->blocks = n; break;
+    case PLAIT_COLL_ALLGATHER: out->blocks = n; break;
+    case PLAIT_COLL_BROADCAST: /* in place on recv: the root's goes out, the others' come back */
+        *in = (side){root ? r : NULL, 1};
+        *out = (side){root ? NULL : r, 1};
+        break;
+    case PLAIT_COLL_REDUCE: out->dev = root ? r : NULL; break;
+    case PLAIT_COLL_GATHER: *out = (side){root ? r : NULL, n}; break;
+    case PLAIT_COLL_SCATTER: *in = (side){root ? s : NULL, n}; break;
+    case PLAIT_COLL_ALLTOALL: in->blocks = out->blocks = n; break;
+    default: break;
+    }
+}
+
+static int is_float(plait_dtype t) {
+    return t == PLAIT_F32 || t == PLAIT_F64 || t == PLAIT_F16 || t == PLAIT_BF16;
+}
+
+/* Must the message be staged whole to stay bit-identical (see the top)? */
+static int stage_whole(const plait_comm *comm, const plait_coll_args *a, plait_coll_algo algo) {
+    plait_coll_algo requested = a->algo == PLAIT_ALGO_AUTO ? comm->settings.algorithm : a->algo;
+    if (comm->ops->native_coll && (requested == PLAIT_ALGO_AUTO || requested == PLAIT_ALGO_NATIVE)) return 1;
+    if (a->kind != PLAIT_COLL_ALLREDUCE && a->kind != PLAIT_COLL_REDUCE_SCATTER) return 0;
+    if (algo == PLAIT_ALGO_HIER) return 1;
+    if (a->kind == PLAIT_COLL_REDUCE_SCATTER || !is_float(a->dtype)) return 0;
+    if (algo != PLAIT_ALGO_RING && algo != PLAIT_ALGO_RHD) return 0;
+    return !(comm->size == 2 && (a->op == PLAIT_SUM || a->op == PLAIT_PROD || a->op == PLAIT_AVG));
+}
+
+static plait_stage_copy job_of(plait_copy_dir dir, char *host, const side *sd, size_t count, size_t off,
+                               size_t m, size_t esz) {
+    return (plait_stage_copy){.dir = dir,
+                              .host = host,
+                              .dev = sd->dev + off * esz,
+                              .bytes = m * esz,
+                              .host_stride = m * esz,
+                              .dev_stride = count * esz,
+                              .blocks = sd->blocks};
+}
+
+/* A group of one on device memory: a device-to-device copy. */
+static plait_status run_alone_on_device(const plait_coll_args *a) {
+    if (a->kind == PLAIT_COLL_BROADCAST || a->kind == PLAIT_COLL_BARRIER || a->send == a->recv || !a->recv)
+        return PLAIT_OK;
+    plait_comm_copy_fn copy = plait_comm_device_copy();
+    if (!copy)
+        return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s of device memory, but no device is open to copy it",
+                               plait_coll_kind_name(a->kind));
+    return copy(a->recv, a->send, a->count * plait_dtype_size(a->dtype), PLAIT_COPY_ON_DEVICE);
+}
+
+static plait_status staged(plait_comm *comm, const plait_coll_args *a) {
+    char what[160];
+    snprintf(what, sizeof what, "%s #%llu%s%s%s of %zu elements in device memory, staged through pinned host memory",
+             plait_coll_kind_name(a->kind), (unsigned long long)a->seq, a->label[0] ? " '" : "", a->label,
+             a->label[0] ? "'" : "", a->count);
+    if (!plait_comm_device_copy())
+        return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s: no device is open to copy it (device memory kind %d)",
+                               what, (int)a->mem_kind);
+    if (comm->size == 1) return run_alone_on_device(a);
+    plait_stage *sg = NULL;
+    plait_status st = plait_stage_of(comm, &sg);
+    if (st != PLAIT_OK) return plait_wrap_error(st, "%s", what);
+
+    int n = comm->size;
+    size_t esz = plait_dtype_size(a->dtype), count = a->count;
+    plait_coll_algo algo = plait_coll_resolve_algo(comm, a);
+    int whole = stage_whole(comm, a, algo);
+    size_t blocks = (size_t)max_blocks(a->kind, n);
+    size_t m = whole ? count : comm->settings.staging_chunk / (esz * blocks);
+    if (m == 0) m = 1;
+    if (m > count) m = count;
+    size_t chunks = (count + m - 1) / m;
+    char *buf[4];
+    if ((st = plait_stage_buffers(sg, m * esz * blocks, buf)) != PLAIT_OK) return plait_wrap_error(st, "%s", what);
+
+    side in, out;
+    sides_of(comm, a, &in, &out);
+    int bcast = a->kind == PLAIT_COLL_BROADCAST;
+    plait_mem_kind host_kind = declared(comm, PLAIT_MEM_HOST_PINNED) ? PLAIT_MEM_HOST_PINNED : PLAIT_MEM_HOST;
+    uint64_t ready[4] = {0}; /* ready[k&3]: the ticket chunk k waits for */
+    const char *failed = NULL;
+
+#define CHUNK_LEN(k) ((k) + 1 == chunks ? count - (k) * m : m)
+#define POST_OUT(k)                                                                                        \
+    do {                                                                                                   \
+        if (in.dev) {                                                                                      \
+            plait_stage_copy j = job_of(PLAIT_COPY_TO_HOST, buf[(k) & 1], &in, count, (k) * m, CHUNK_LEN(k), esz); \
+            (void)plait_stage_post(sg, &j, &ready[(k) & 3]);                                               \
+        } else {                                                                                           \
+            ready[(k) & 3] = plait_stage_posted(sg);                                                       \
+        }                                                                                                  \
+    } while (0)
+
+    POST_OUT(0);
+    if (chunks > 1) POST_OUT(1);
+    size_t k = 0;
+    for (; k < chunks; k++) {
+        size_t len = CHUNK_LEN(k);
+        if ((st = plait_stage_wait(sg, ready[k & 3])) != PLAIT_OK) {
+            failed = "copying out";
+            break;
+        }
+        char *hin = buf[k & 1], *hout = bcast ? hin : buf[2 + (k & 1)];
+        plait_coll_args c = *a;
+        c.count = len;
+        c.send = in.dev || bcast ? hin : NULL;
+        c.recv = out.dev || bcast ? hout : NULL;
+        c.mem_kind = host_kind;
+        if (!whole) c.algo = algo;
+        if (k > 0) c.internal = 1; /* check_collectives looked at the first chunk */
+        if ((st = plait_coll_execute(comm, &c)) != PLAIT_OK) {
+            failed = "transferring";
+            break;
+        }
+        if (out.dev) {
+            plait_stage_copy j = job_of(PLAIT_COPY_TO_DEVICE, hout, &out, count, k * m, len, esz);
+            uint64_t t;
+            (void)plait_stage_post(sg, &j, &t);
+        }
+        if (k + 2 < chunks) POST_OUT(k + 2);
+    }
+#undef POST_OUT
+#undef CHUNK_LEN
+    if (!failed && (st = plait_stage_wait(sg, plait_stage_posted(sg))) != PLAIT_OK) {
+        failed = "copying back";
+        k = chunks - 1;
+    }
+    if (!failed) return PLAIT_OK;
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", plait_last_error());
+    plait_stage_cancel(sg);
+    if (chunks == 1)
+        return plait_set_error(st, "%s (whole, %s): %s", what, failed, msg);
+    return plait_set_error(st, "%s (chunk %zu of %zu, %s): %s", what, k + 1, chunks, failed, msg);
+}
+
+plait_status plait_coll_run(plait_comm *comm, const plait_coll_args *args) {
+    plait_mem_kind kind = args->mem_kind;
+    if (args->kind == PLAIT_COLL_BARRIER || args->count == 0 || declared(comm, kind) ||
+        (kind == PLAIT_MEM_HOST_PINNED && !declared(comm, PLAIT_MEM_HOST))) {
+        return plait_coll_execute(comm, args);
+    }
+    if (plait_mem_is_host(kind)) { /* pinned memory is host memory too */
+        plait_coll_args a = *args;
+        a.mem_kind = PLAIT_MEM_HOST;
+        return plait_coll_execute(comm, &a);
+    }
+    return staged(comm, args);
+}

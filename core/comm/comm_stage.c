@@ -1,0 +1,232 @@
+/*
+ * The staging pool and copy thread of a communicator (comm_stage.h).
+ */
+#include "comm/comm_stage.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "runtime/memory.h"
+
+#define QUEUE 8       /* the pipeline keeps at most three jobs queued */
+#define P2P_CACHE 8   /* idle point-to-point buffers kept for reuse */
+#define STAGE_ALIGN 4096
+#define STAGE_TAG "comm staging"
+
+typedef struct p2p_buf {
+    void *ptr;
+    size_t bytes;
+    int in_use;
+} p2p_buf;
+
+struct plait_stage {
+    char name[32];
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;         /* queue changed, a job finished */
+    plait_stage_copy queue[QUEUE];
+    uint64_t posted, done;       /* tickets: queue holds (done, posted] */
+    int stopping, running, skip;
+    plait_status err;
+    char msg[1024];
+
+    char *bufs[4];
+    size_t buf_bytes;
+
+    p2p_buf p2p[P2P_CACHE];
+};
+
+plait_status plait_stage_copy_now(const plait_stage_copy *j) {
+    plait_comm_copy_fn copy = plait_comm_device_copy();
+    if (!copy)
+        return plait_set_error(PLAIT_ERR_UNSUPPORTED, "device memory to stage, but no device is open to copy it");
+    for (int b = 0; b < j->blocks; b++) {
+        char *h = j->host + (size_t)b * j->host_stride, *d = j->dev + (size_t)b * j->dev_stride;
+        plait_status st = j->dir == PLAIT_COPY_TO_HOST ? copy(h, d, j->bytes, j->dir) : copy(d, h, j->bytes, j->dir);
+        if (st != PLAIT_OK)
+            return plait_wrap_error(st, "copying %zu B %s the device", j->bytes,
+                                    j->dir == PLAIT_COPY_TO_HOST ? "from" : "to");
+    }
+    return PLAIT_OK;
+}
+
+static void *stager_main(void *arg) {
+    plait_stage *s = arg;
+    pthread_setname_np(pthread_self(), s->name);
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->stopping && s->done == s->posted) pthread_cond_wait(&s->cond, &s->lock);
+        if (s->done == s->posted) break; /* stopping, nothing queued */
+        plait_stage_copy job = s->queue[s->done % QUEUE];
+        int skip = s->skip || s->err != PLAIT_OK;
+        s->running = 1;
+        pthread_mutex_unlock(&s->lock);
+        plait_status st = skip ? PLAIT_OK : plait_stage_copy_now(&job);
+        pthread_mutex_lock(&s->lock);
+        if (st != PLAIT_OK && s->err == PLAIT_OK) {
+            s->err = st;
+            snprintf(s->msg, sizeof s->msg, "%s", plait_last_error());
+        }
+        s->running = 0;
+        s->done++;
+        pthread_cond_broadcast(&s->cond);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+plait_status plait_stage_of(plait_comm *comm, plait_stage **out) {
+    pthread_mutex_lock(&comm->lock);
+    plait_stage *s = comm->stage;
+    if (s) {
+        pthread_mutex_unlock(&comm->lock);
+        *out = s;
+        return PLAIT_OK;
+    }
+    s = calloc(1, sizeof *s);
+    if (!s) {
+        pthread_mutex_unlock(&comm->lock);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the staging of '%s'", comm->name);
+    }
+    snprintf(s->name, sizeof s->name, "plait-stg-%.5s", comm->name);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    int rc = pthread_create(&s->thread, NULL, stager_main, s);
+    if (rc != 0) {
+        pthread_mutex_unlock(&comm->lock);
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->cond);
+        free(s);
+        return plait_set_error(PLAIT_ERR_SYSTEM, "cannot start the staging thread of '%s': %s", comm->name,
+                               strerror(rc));
+    }
+    comm->stage = s;
+    pthread_mutex_unlock(&comm->lock);
+    *out = s;
+    return PLAIT_OK;
+}
+
+void plait_stage_free(plait_stage *s, int leaked) {
+    if (!s) return;
+    pthread_mutex_lock(&s->lock);
+    s->stopping = 1;
+    s->skip = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    if (!leaked) {
+        for (int i = 0; i < 4; i++) plait_free(s->bufs[i]);
+        for (int i = 0; i < P2P_CACHE; i++)
+            if (!s->p2p[i].in_use) plait_free(s->p2p[i].ptr);
+    }
+    free(s);
+}
+
+plait_status plait_stage_buffers(plait_stage *s, size_t bytes, char *bufs[4]) {
+    if (bytes > s->buf_bytes || !s->bufs[0]) {
+        for (int i = 0; i < 4; i++) plait_free(s->bufs[i]), s->bufs[i] = NULL;
+        s->buf_bytes = 0;
+        for (int i = 0; i < 4; i++) {
+            s->bufs[i] = plait_alloc(bytes ? bytes : 1, PLAIT_MEM_HOST_PINNED, STAGE_ALIGN, STAGE_TAG);
+            if (!s->bufs[i])
+                return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "staging buffers of %zu B", bytes);
+        }
+        s->buf_bytes = bytes;
+    }
+    memcpy(bufs, s->bufs, sizeof s->bufs);
+    return PLAIT_OK;
+}
+
+plait_status plait_stage_post(plait_stage *s, const plait_stage_copy *job, uint64_t *ticket) {
+    pthread_mutex_lock(&s->lock);
+    while (s->posted - s->done >= QUEUE) pthread_cond_wait(&s->cond, &s->lock);
+    s->queue[s->posted % QUEUE] = *job;
+    *ticket = ++s->posted;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    return PLAIT_OK;
+}
+
+uint64_t plait_stage_posted(const plait_stage *s) {
+    plait_stage *m = (plait_stage *)(uintptr_t)s;
+    pthread_mutex_lock(&m->lock);
+    uint64_t p = m->posted;
+    pthread_mutex_unlock(&m->lock);
+    return p;
+}
+
+plait_status plait_stage_wait(plait_stage *s, uint64_t ticket) {
+    pthread_mutex_lock(&s->lock);
+    while (s->done < ticket && s->err == PLAIT_OK) pthread_cond_wait(&s->cond, &s->lock);
+    plait_status st = s->err;
+    if (st != PLAIT_OK) plait_set_error(st, "%s", s->msg);
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+void plait_stage_cancel(plait_stage *s) {
+    pthread_mutex_lock(&s->lock);
+    s->skip = 1;
+    while (s->done < s->posted) pthread_cond_wait(&s->cond, &s->lock);
+    s->skip = 0;
+    s->err = PLAIT_OK;
+    s->msg[0] = 0;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void *plait_stage_borrow(plait_stage *s, size_t bytes) {
+    pthread_mutex_lock(&s->lock);
+    int best = -1, empty = -1;
+    for (int i = 0; i < P2P_CACHE; i++) {
+        p2p_buf *b = &s->p2p[i];
+        if (b->in_use) continue;
+        if (!b->ptr) {
+            if (empty < 0) empty = i;
+        } else if (b->bytes >= bytes && (best < 0 || b->bytes < s->p2p[best].bytes)) {
+            best = i;
+        }
+    }
+    if (best >= 0) {
+        s->p2p[best].in_use = 1;
+        void *p = s->p2p[best].ptr;
+        pthread_mutex_unlock(&s->lock);
+        return p;
+    }
+    if (empty < 0) /* the cache is full of smaller idle buffers: drop one */
+        for (int i = 0; i < P2P_CACHE && empty < 0; i++)
+            if (!s->p2p[i].in_use) {
+                plait_free(s->p2p[i].ptr);
+                s->p2p[i].ptr = NULL;
+                empty = i;
+            }
+    if (empty >= 0) s->p2p[empty].in_use = 1; /* reserve the entry */
+    pthread_mutex_unlock(&s->lock);
+    void *p = plait_alloc(bytes ? bytes : 1, PLAIT_MEM_HOST_PINNED, STAGE_ALIGN, STAGE_TAG);
+    pthread_mutex_lock(&s->lock);
+    if (empty >= 0) {
+        s->p2p[empty].ptr = p;
+        s->p2p[empty].bytes = bytes;
+        s->p2p[empty].in_use = p != NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!p) plait_wrap_error(PLAIT_ERR_NO_MEMORY, "a staging buffer of %zu B", bytes);
+    return p; /* with every entry busy: uncached, freed by give_back */
+}
+
+void plait_stage_give_back(plait_stage *s, void *buf) {
+    if (!buf) return;
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < P2P_CACHE; i++)
+        if (s->p2p[i].ptr == buf) {
+            s->p2p[i].in_use = 0;
+            pthread_mutex_unlock(&s->lock);
+            return;
+        }
+    pthread_mutex_unlock(&s->lock);
+    plait_free(buf);
+}

@@ -1,0 +1,33 @@
+/*
+ * A stand-in device for the staging tests: memory the host cannot
+ * dereference (a PROT_NONE reservation; any host access is a segfault) whose
+ * bytes live in a shadow mapping that only copy() reaches, as a GPU's do.
+ * Registered with core/comm as the open device (kind PLAIT_MEM_CUDA).
+ * Thread-safe. fake_device_fail_after / fake_device_stall_after make the
+ * n-th later copy of the calling rank fail or sleep (fault tests).
+ */
+#ifndef PLAIT_TESTS_FAKE_DEVICE_H
+#define PLAIT_TESTS_FAKE_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <plait/device.h>
+
+void fake_device_open(size_t bytes);  /* reserve and register */
+void fake_device_close(void);         /* unregister and unmap; asserts nothing is allocated */
+void *fake_device_alloc(size_t bytes);
+void fake_device_free(void *p);
+size_t fake_device_in_use(void);
+/* host <-> device helpers for tests (through copy()) */
+void fake_device_upload(void *dev, const void *host, size_t bytes);
+void fake_device_download(void *host, const void *dev, size_t bytes);
+/* copies so far, and those made by a thread named "plait-stg-*" */
+uint64_t fake_device_copies(void);
+uint64_t fake_device_copies_on_stager(void);
+/* fault injection for copies whose device address lies in [lo, lo+len):
+ * after `skip` such copies, the next fails (or sleeps `stall_s`) */
+void fake_device_fault(const void *lo, size_t len, uint64_t skip, double stall_s);
+void fake_device_fault_clear(void);
+
+#endif
