@@ -15,7 +15,7 @@
 #include "launch/bootstrap.h"
 #include "comm/comm.h"
 #include "cpu/compute_line.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "train/mfu_peak.h"

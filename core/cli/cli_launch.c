@@ -12,6 +12,7 @@
 #include "launch/restart.h"
 #include "launch/slurm_env.h"
 #include "runtime/error.h"
+#include "device/device.h"
 #include "train/preflight.h"
 
 static plait_cli_job_opts g_job = {.nnodes = 0, .node_rank = -1, .max_restarts = -1};
@@ -185,6 +186,14 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
     if (g_job.max_restarts > 0 && strcmp(context, "train") != 0) {
         fprintf(stderr, "plait: --max-restarts is for `plait train` (a restart resumes from a checkpoint)\n");
         *exit_code = 2;
+        plait_config_free(cfg);
+        return 1;
+    }
+    /* no device of [device] plugin's kind: stop before any rank starts (the
+     * count never creates a driver context here, so forking stays safe) */
+    if (plait_device_preflight(cfg) != PLAIT_OK) {
+        plait_cli_print_error(context);
+        *exit_code = 1;
         plait_config_free(cfg);
         return 1;
     }

@@ -68,8 +68,8 @@ plait_status plait_cli_load_config(const char *path, int n_overrides, char *cons
     if (st == PLAIT_OK && path) st = plait_config_load_file(cfg, path);
     for (int i = 0; st == PLAIT_OK && i < n_overrides; i++) st = plait_config_add_override(cfg, overrides[i]);
     /* The selected plugins, by the precedence finalize will apply. */
-    static const char *const selectors[] = {"comm", "parallel", "optim"};
-    for (int i = 0; st == PLAIT_OK && i < 3; i++) {
+    static const char *const selectors[] = {"comm", "parallel", "optim", "device"};
+    for (int i = 0; st == PLAIT_OK && i < 4; i++) {
         const char *name = plait_config_pending_text(cfg, selectors[i], "plugin", NULL);
         if (!name || !*name) continue;
         if (declare_plugin(cfg, plait_kind_parse(selectors[i]), name, 0) != PLAIT_OK)

@@ -7,8 +7,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "comm/comm.h"
+#include "device/device.h"
+#include "host/host_table.h"
+#include "plugin/loader.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "checkpoint/checkpoint.h"
@@ -198,6 +201,7 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     plait_tokenizer *tok = NULL;
     int32_t *ctx = NULL;
     double *probs = NULL;
+    float *row = NULL; /* the last position's logits, read from the device */
     st = config_from_checkpoint(ck, &run.cfg);
     if (st == PLAIT_OK) st = plait_model_describe(run.cfg, 1, &run.model.desc);
     if (st == PLAIT_OK) {
@@ -205,6 +209,13 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         run.layout.batch = (plait_batch){.global_batch = 1, .micro_batch = 1, .accumulation = 1, .dp = 1};
         run.model.block_size = run.model.spec->block_size;
         st = plait_run_prefill_plan(&run);
+    }
+    /* [device] plugin (PLAIT_DEVICE_PLUGIN): sampling joins no job, one math thread */
+    int device_open = 0;
+    if (st == PLAIT_OK) {
+        st = plait_device_open(plait_plugin_host(), run.cfg, 0, 1);
+        device_open = st == PLAIT_OK;
+        plait_host_attach_device();
     }
     if (st == PLAIT_OK) st = plait_run_build_params(&run);
     if (st == PLAIT_OK) st = plait_run_alloc_storage(&run);
@@ -232,7 +243,8 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     if (st == PLAIT_OK) {
         int32_t *grown = realloc(ctx, sizeof(int32_t) * (size_t)(n + o->tokens + 1));
         probs = malloc(sizeof(double) * (size_t)V);
-        if (!grown || !probs) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+        row = malloc(sizeof(float) * (size_t)V);
+        if (!grown || !probs || !row) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
         else ctx = grown;
     }
     if (st == PLAIT_OK && n == 0) ctx[n++] = '\n' < V ? '\n' : 0; /* an empty prompt starts a new line */
@@ -250,7 +262,9 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         for (int32_t l = 0; st == PLAIT_OK && l < run.model.spec->n_layers; l++) st = plait_model_forward_layer(run.model.instance, l, 0);
         if (st != PLAIT_OK) break;
         const float *logits = plait_model_logits(run.model.instance, 0) + (size_t)(len - 1) * (size_t)run.layout.plan.vocab_padded;
-        int32_t next = pick(logits, V_pick, o->temperature, o->top_k, &rng, probs);
+        st = plait_device_copy(row, logits, sizeof(float) * (size_t)V, PLAIT_COPY_TO_HOST);
+        if (st != PLAIT_OK) break;
+        int32_t next = pick(row, V_pick, o->temperature, o->top_k, &rng, probs);
         ctx[n++] = next;
         write_token(tok, V, next, out);
         fflush(out);
@@ -262,6 +276,11 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     (void)have_src;
     plait_model_free(run.model.instance);
     plait_run_free_params(&run);
+    free(row);
+    if (device_open) {
+        plait_device_close();
+        plait_host_attach_device();
+    }
     free(run.layout.plan.shards);
     free(run.layout.plan.layer_stage);
     free(run.layout.plan.layer_chunk);

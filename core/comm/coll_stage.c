@@ -1,7 +1,9 @@
 /*
  * Where a collective's buffers go: straight to the transport when it moves
  * their memory kind (plait_comm_ops.mem_kinds), else, for device memory on a
- * host-memory transport (tcp, verbs, threads), through pinned host staging.
+ * host-memory transport (tcp, verbs, threads), through pinned host staging,
+ * and for host memory on a transport that moves device memory only (nccl),
+ * through device scratch memory (through_device, below).
  * The core never hands a transport a kind it did not declare: pinned host
  * memory goes as plain host memory to a transport that declares only that.
  *
@@ -44,10 +46,10 @@ static int declared(const plait_comm *comm, plait_mem_kind kind) {
     return (comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(kind)) != 0;
 }
 
-/* One side of a staged collective on this rank: the device buffer (NULL
+/* One side of a staged collective on this rank: the caller's buffer (NULL
  * when this rank has none) and its blocks of `count` elements. */
 typedef struct side {
-    char *dev;
+    char *buf;
     int blocks;
 } side;
 
@@ -77,7 +79,7 @@ static void sides_of(const plait_comm *comm, const plait_coll_args *a, side *in,
         *in = (side){root ? r : NULL, 1};
         *out = (side){root ? NULL : r, 1};
         break;
-    case PLAIT_COLL_REDUCE: out->dev = root ? r : NULL; break;
+    case PLAIT_COLL_REDUCE: out->buf = root ? r : NULL; break;
     case PLAIT_COLL_GATHER: *out = (side){root ? r : NULL, n}; break;
     case PLAIT_COLL_SCATTER: *in = (side){root ? s : NULL, n}; break;
     case PLAIT_COLL_ALLTOALL: in->blocks = out->blocks = n; break;
@@ -104,7 +106,7 @@ static plait_stage_copy job_of(plait_copy_dir dir, char *host, const side *sd, s
                                size_t m, size_t esz) {
     return (plait_stage_copy){.dir = dir,
                               .host = host,
-                              .dev = sd->dev + off * esz,
+                              .dev = sd->buf + off * esz,
                               .bytes = m * esz,
                               .host_stride = m * esz,
                               .dev_stride = count * esz,
@@ -157,7 +159,7 @@ static plait_status staged(plait_comm *comm, const plait_coll_args *a) {
 #define CHUNK_LEN(k) ((k) + 1 == chunks ? count - (k) * m : m)
 #define POST_OUT(k)                                                                                        \
     do {                                                                                                   \
-        if (in.dev) {                                                                                      \
+        if (in.buf) {                                                                                      \
             plait_stage_copy j = job_of(PLAIT_COPY_TO_HOST, buf[(k) & 1], &in, count, (k) * m, CHUNK_LEN(k), esz); \
             (void)plait_stage_post(sg, &j, &ready[(k) & 3]);                                               \
         } else {                                                                                           \
@@ -177,16 +179,19 @@ static plait_status staged(plait_comm *comm, const plait_coll_args *a) {
         char *hin = buf[k & 1], *hout = bcast ? hin : buf[2 + (k & 1)];
         plait_coll_args c = *a;
         c.count = len;
-        c.send = in.dev || bcast ? hin : NULL;
-        c.recv = out.dev || bcast ? hout : NULL;
+        c.send = in.buf || bcast ? hin : NULL;
+        c.recv = out.buf || bcast ? hout : NULL;
         c.mem_kind = host_kind;
         if (!whole) c.algo = algo;
         if (k > 0) c.internal = 1; /* check_collectives looked at the first chunk */
-        if ((st = plait_coll_execute(comm, &c)) != PLAIT_OK) {
+        plait_stage_mark_transfer(sg, 1);
+        st = plait_coll_execute(comm, &c);
+        plait_stage_mark_transfer(sg, 0);
+        if (st != PLAIT_OK) {
             failed = "transferring";
             break;
         }
-        if (out.dev) {
+        if (out.buf) {
             plait_stage_copy j = job_of(PLAIT_COPY_TO_DEVICE, hout, &out, count, k * m, len, esz);
             uint64_t t;
             (void)plait_stage_post(sg, &j, &t);
@@ -208,16 +213,60 @@ static plait_status staged(plait_comm *comm, const plait_coll_args *a) {
     return plait_set_error(st, "%s (chunk %zu of %zu, %s): %s", what, k + 1, chunks, failed, msg);
 }
 
+/* Host buffers on a transport that moves device memory only (nccl): the
+ * run's control data (a loss, norms, a barrier). Copied whole into the
+ * communicator's device scratch, reduced by the plugin's native collective
+ * there, copied back; a barrier is a one-element allreduce. */
+static plait_status through_device(plait_comm *comm, const plait_coll_args *a, const plait_comm_device *dev) {
+    plait_coll_args c = *a;
+    int32_t token = 0, token_out = 0;
+    if (a->kind == PLAIT_COLL_BARRIER) {
+        c.kind = PLAIT_COLL_ALLREDUCE;
+        c.send = &token;
+        c.recv = &token_out;
+        c.count = 1;
+        c.dtype = PLAIT_I32;
+        c.op = PLAIT_SUM;
+    }
+    if (comm->size == 1) return plait_coll_execute(comm, a); /* host copies only */
+    side in, out;
+    sides_of(comm, &c, &in, &out);
+    int bcast = c.kind == PLAIT_COLL_BROADCAST;
+    size_t esz = plait_dtype_size(c.dtype);
+    size_t bin = in.buf ? c.count * esz * (size_t)in.blocks : 0;
+    size_t bout = out.buf ? c.count * esz * (size_t)out.blocks : 0;
+    if (bcast) bout = bin = c.count * esz;
+    plait_stage *sg = NULL;
+    char *d[2];
+    plait_status st = plait_stage_of(comm, &sg);
+    if (st == PLAIT_OK) st = plait_stage_device_buffers(sg, dev, bin, bout, d);
+    char *din = bcast ? d[1] : d[0];
+    if (st == PLAIT_OK && in.buf) st = dev->copy(din, in.buf, bin, PLAIT_COPY_TO_DEVICE);
+    if (st == PLAIT_OK) {
+        c.send = in.buf || bcast ? din : NULL;
+        c.recv = out.buf || bcast ? d[1] : NULL;
+        c.mem_kind = dev->kind;
+        st = plait_coll_execute(comm, &c);
+    }
+    if (st == PLAIT_OK && out.buf) st = dev->copy(out.buf, d[1], bout, PLAIT_COPY_TO_HOST);
+    if (st == PLAIT_OK) return st;
+    return plait_wrap_error(st, "%s #%llu%s%s%s in host memory, carried through device memory (the comm plugin moves "
+                                "device memory only)",
+                            plait_coll_kind_name(a->kind), (unsigned long long)a->seq, a->label[0] ? " '" : "",
+                            a->label, a->label[0] ? "'" : "");
+}
+
 plait_status plait_coll_run(plait_comm *comm, const plait_coll_args *args) {
     plait_mem_kind kind = args->mem_kind;
-    if (args->kind == PLAIT_COLL_BARRIER || args->count == 0 || declared(comm, kind) ||
-        (kind == PLAIT_MEM_HOST_PINNED && !declared(comm, PLAIT_MEM_HOST))) {
+    if ((args->count == 0 && args->kind != PLAIT_COLL_BARRIER) || declared(comm, kind))
         return plait_coll_execute(comm, args);
-    }
-    if (plait_mem_is_host(kind)) { /* pinned memory is host memory too */
+    if (!plait_mem_is_host(kind)) return staged(comm, args);
+    if (declared(comm, PLAIT_MEM_HOST)) { /* pinned memory is host memory too */
         plait_coll_args a = *args;
         a.mem_kind = PLAIT_MEM_HOST;
         return plait_coll_execute(comm, &a);
     }
-    return staged(comm, args);
+    const plait_comm_device *dev = plait_comm_device_get();
+    if (dev && dev->alloc && dev->free && declared(comm, dev->kind)) return through_device(comm, args, dev);
+    return plait_coll_execute(comm, args); /* the transport refuses it, saying why */
 }

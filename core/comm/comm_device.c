@@ -1,18 +1,24 @@
-/* The device registration of comm_device.h: two process-wide values set
- * while nothing runs, read by the threads that stage device buffers. */
+/* The device registration of comm_device.h: one process-wide record, set
+ * while nothing runs, read by the threads that stage buffers. */
 #include "comm/comm_device.h"
 
 #include <stdatomic.h>
 
-static _Atomic(plait_comm_copy_fn) g_copy;
-static _Atomic int g_kind; /* plait_mem_kind */
+static plait_comm_device g_dev;
+static _Atomic(const plait_comm_device *) g_current;
 
-void plait_comm_set_device(plait_mem_kind kind, plait_comm_copy_fn copy) {
-    if (plait_mem_is_host(kind) || !copy) kind = PLAIT_MEM_HOST, copy = NULL;
-    atomic_store(&g_copy, copy);
-    atomic_store(&g_kind, (int)kind);
+void plait_comm_set_device(const plait_comm_device *dev) {
+    if (!dev || plait_mem_is_host(dev->kind) || !dev->copy) {
+        atomic_store(&g_current, NULL);
+        return;
+    }
+    g_dev = *dev;
+    atomic_store(&g_current, &g_dev);
 }
 
-plait_comm_copy_fn plait_comm_device_copy(void) { return atomic_load(&g_copy); }
+const plait_comm_device *plait_comm_device_get(void) { return atomic_load(&g_current); }
 
-plait_mem_kind plait_comm_device_kind(void) { return (plait_mem_kind)atomic_load(&g_kind); }
+plait_comm_copy_fn plait_comm_device_copy(void) {
+    const plait_comm_device *d = atomic_load(&g_current);
+    return d ? d->copy : NULL;
+}

@@ -1,13 +1,16 @@
 /*
- * The open device as the communicators see it: its memory kind and its
- * copy function, which the staging of device buffers for host-memory
- * transports needs (comm_stage.h). The device layer registers them once the
- * device is open and clears them before it closes; core/comm never calls
- * upward to find them. With nothing registered, device-kind buffers are
- * refused with a message instead of being dereferenced.
+ * The open device as the communicators see it: its memory kind, its copy
+ * function, and its memory allocator. The staging of device buffers for
+ * host-memory transports needs the copy (coll_stage.c, comm_stage.h); host
+ * control data (a loss, a norm, a barrier) on a transport that moves device
+ * memory only (nccl) needs device scratch memory as well. The device layer
+ * registers them once the device is open and clears them before it closes;
+ * core/comm never calls upward to find them. With nothing registered,
+ * device-kind buffers are refused with a message instead of being
+ * dereferenced.
  *
  * Thread-safety: set/clear from the thread that opens and closes the
- * device, while no collective is running; the getters from any thread.
+ * device, while no collective is running; plait_comm_device from any thread.
  */
 #ifndef PLAIT_CORE_COMM_DEVICE_H
 #define PLAIT_CORE_COMM_DEVICE_H
@@ -17,16 +20,25 @@
 /* Copy `bytes` in the device's stream order (plait_device_ops.copy). */
 typedef plait_status (*plait_comm_copy_fn)(void *dst, const void *src, size_t bytes, plait_copy_dir dir);
 
-/* Register the open device: `kind` is its memory (plait_device_info.mem_kind),
- * `copy` its copy function. kind PLAIT_MEM_HOST (the cpu device) or copy
- * NULL clears the registration. */
-void plait_comm_set_device(plait_mem_kind kind, plait_comm_copy_fn copy);
+typedef struct plait_comm_device {
+    plait_mem_kind kind;      /* plait_device_info.mem_kind */
+    plait_comm_copy_fn copy;  /* plait_device_ops.copy */
+    /* device memory (plait_device_ops.alloc/free); may be NULL, and then
+     * host buffers cannot cross a transport that moves device memory only */
+    void *(*alloc)(size_t bytes, const char *tag);
+    void (*free)(void *ptr);
+} plait_comm_device;
+
+/* Register the open device (copied). NULL, a host kind or a NULL copy
+ * clears the registration. */
+void plait_comm_set_device(const plait_comm_device *dev);
+
+/* The registered device, or NULL. The pointer stays valid until the next
+ * plait_comm_set_device. */
+const plait_comm_device *plait_comm_device_get(void);
 
 /* The registered copy function, or NULL. */
 plait_comm_copy_fn plait_comm_device_copy(void);
-
-/* The registered device's memory kind; PLAIT_MEM_HOST when none is. */
-plait_mem_kind plait_comm_device_kind(void);
 
 /* Memory the host can dereference (host, pinned host). */
 static inline int plait_mem_is_host(plait_mem_kind kind) {

@@ -4,6 +4,7 @@
 #include "comm/comm_stage.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,13 @@ struct plait_stage {
     size_t buf_bytes;
 
     p2p_buf p2p[P2P_CACHE];
+
+    _Atomic int in_transfer;     /* the collective's thread is in a chunk's transfer */
+    _Atomic uint64_t copies, overlapped;
+
+    char *dev[2];                /* device scratch (send, recv) */
+    size_t dev_bytes[2];
+    void (*dev_free)(void *);
 };
 
 plait_status plait_stage_copy_now(const plait_stage_copy *j) {
@@ -64,7 +72,12 @@ static void *stager_main(void *arg) {
         int skip = s->skip || s->err != PLAIT_OK;
         s->running = 1;
         pthread_mutex_unlock(&s->lock);
+        int during = atomic_load(&s->in_transfer);
         plait_status st = skip ? PLAIT_OK : plait_stage_copy_now(&job);
+        if (!skip) {
+            atomic_fetch_add(&s->copies, 1);
+            if (during || atomic_load(&s->in_transfer)) atomic_fetch_add(&s->overlapped, 1);
+        }
         pthread_mutex_lock(&s->lock);
         if (st != PLAIT_OK && s->err == PLAIT_OK) {
             s->err = st;
@@ -123,6 +136,7 @@ void plait_stage_free(plait_stage *s, int leaked) {
         for (int i = 0; i < 4; i++) plait_free(s->bufs[i]);
         for (int i = 0; i < P2P_CACHE; i++)
             if (!s->p2p[i].in_use) plait_free(s->p2p[i].ptr);
+        for (int i = 0; i < 2 && s->dev_free; i++) s->dev_free(s->dev[i]);
     }
     free(s);
 }
@@ -142,6 +156,25 @@ plait_status plait_stage_buffers(plait_stage *s, size_t bytes, char *bufs[4]) {
     return PLAIT_OK;
 }
 
+plait_status plait_stage_device_buffers(plait_stage *s, const plait_comm_device *dev, size_t send_bytes,
+                                        size_t recv_bytes, char *out[2]) {
+    size_t want[2] = {send_bytes ? send_bytes : 1, recv_bytes ? recv_bytes : 1};
+    for (int i = 0; i < 2; i++) {
+        if (s->dev[i] && s->dev_bytes[i] >= want[i] && s->dev_free == dev->free) continue;
+        if (s->dev[i] && s->dev_free) s->dev_free(s->dev[i]);
+        s->dev[i] = NULL;
+        s->dev_bytes[i] = 0;
+        s->dev_free = dev->free;
+        size_t bytes = want[i] < 4096 ? 4096 : want[i];
+        if (!(s->dev[i] = dev->alloc(bytes, STAGE_TAG)))
+            return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "device scratch of %zu B for host buffers", bytes);
+        s->dev_bytes[i] = bytes;
+    }
+    out[0] = s->dev[0];
+    out[1] = s->dev[1];
+    return PLAIT_OK;
+}
+
 plait_status plait_stage_post(plait_stage *s, const plait_stage_copy *job, uint64_t *ticket) {
     pthread_mutex_lock(&s->lock);
     while (s->posted - s->done >= QUEUE) pthread_cond_wait(&s->cond, &s->lock);
@@ -150,6 +183,14 @@ plait_status plait_stage_post(plait_stage *s, const plait_stage_copy *job, uint6
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     return PLAIT_OK;
+}
+
+void plait_stage_mark_transfer(plait_stage *s, int on) { atomic_store(&s->in_transfer, on); }
+
+void plait_stage_counts(const plait_stage *s, uint64_t *copies, uint64_t *overlapped) {
+    plait_stage *m = (plait_stage *)(uintptr_t)s;
+    *copies = atomic_load(&m->copies);
+    *overlapped = atomic_load(&m->overlapped);
 }
 
 uint64_t plait_stage_posted(const plait_stage *s) {

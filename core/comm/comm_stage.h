@@ -12,7 +12,9 @@
  * The pool: four collective buffers (two chunks in flight, each with an
  * input and an output half), grown to the largest need and kept for the
  * communicator's lifetime, and a cache of point-to-point buffers. All of it
- * is host->alloc(PLAIT_MEM_HOST_PINNED) memory, tagged "comm staging".
+ * is host->alloc(PLAIT_MEM_HOST_PINNED) memory, tagged "comm staging". The
+ * other way round, two device buffers carry host control data over a
+ * transport that moves device memory only (nccl).
  *
  * Thread-safety: one collective at a time uses the collective buffers and
  * the queue (the communicator's executor guarantees it); borrow/give_back
@@ -46,6 +48,12 @@ void plait_stage_free(plait_stage *s, int leaked);
  * bufs[2..3] outputs of chunk slots 0 and 1. Call with no job queued. */
 plait_status plait_stage_buffers(plait_stage *s, size_t bytes, char *bufs[4]);
 
+/* Two device buffers (send, recv) of at least the given sizes, from the
+ * registered device, for host buffers on a transport that moves device
+ * memory only; kept with the pool. */
+plait_status plait_stage_device_buffers(plait_stage *s, const plait_comm_device *dev, size_t send_bytes,
+                                        size_t recv_bytes, char *out[2]);
+
 /* Queue a copy job; *ticket is its number (1, 2, ...). */
 plait_status plait_stage_post(plait_stage *s, const plait_stage_copy *job, uint64_t *ticket);
 
@@ -56,6 +64,12 @@ plait_status plait_stage_wait(plait_stage *s, uint64_t ticket);
 /* Skip what is queued, wait for the running job, forget the error: the
  * stage is ready for the next collective. */
 void plait_stage_cancel(plait_stage *s);
+
+/* The collective's thread marks the transfer of a chunk (on = 1 before,
+ * 0 after); copies that start or end during one are counted as overlapped. */
+void plait_stage_mark_transfer(plait_stage *s, int on);
+/* Copies run so far, and how many of them overlapped a transfer. */
+void plait_stage_counts(const plait_stage *s, uint64_t *copies, uint64_t *overlapped);
 
 /* Tickets posted so far. */
 uint64_t plait_stage_posted(const plait_stage *s);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "comm/reduce.h"
+#include "device/device.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 
@@ -20,6 +21,10 @@ struct plait_sum_tree {
      * elements, allocated on first use unless preset by the caller). */
     void *level[MAX_LEVELS];
     int preset; /* level[] was lent by the caller: never allocated or freed here */
+    /* A streaming tree created while a device whose memory is not host
+     * memory is open works on tensors in that memory: levels are device
+     * allocations, merges the device's kernels (float sums only). */
+    int on_device;
     /* All at once: the block starting at leaf i lives in work[i]; pending[k]
      * points at level k's block (a leaf itself while it is a single leaf). */
     void *const *work;
@@ -29,8 +34,33 @@ struct plait_sum_tree {
 
 static void *level(plait_sum_tree *t, int k) {
     if (!t->level[k] && !t->preset)
-        t->level[k] = plait_alloc((t->count ? t->count : 1) * t->esz, PLAIT_MEM_HOST, 64, t->tag);
+        t->level[k] = t->on_device ? plait_device_alloc((t->count ? t->count : 1) * t->esz, t->tag)
+                                   : plait_alloc((t->count ? t->count : 1) * t->esz, PLAIT_MEM_HOST, 64, t->tag);
     return t->level[k];
+}
+
+/* dst = a + b (a the earlier block). On the device: axpy with 1, which is
+ * y + 1·x = y + x exactly, and float addition is commutative, so the bits
+ * are plait_reduce's. */
+static void merge(plait_sum_tree *t, void *dst, const void *a, const void *b, size_t n) {
+    if (!t->on_device) {
+        plait_reduce(dst, a, b, n, t->dtype, t->op);
+        return;
+    }
+    const plait_kernels *k = plait_device_kernels();
+    if (dst == b) {
+        k->axpy(dst, a, n, 1.0f);
+        return;
+    }
+    if (dst != a) k->copy(dst, a, n);
+    k->axpy(dst, b, n, 1.0f);
+}
+
+static void copy_block(plait_sum_tree *t, void *dst, const void *src, size_t n) {
+    if (t->on_device)
+        plait_device_kernels()->copy(dst, src, n);
+    else
+        memcpy(dst, src, n * t->esz);
 }
 
 /* Where the merge of level k's block (starting at leaf `start`) with the
@@ -53,13 +83,12 @@ static const void *pending(plait_sum_tree *t, int k, size_t off) {
  * are folded in, smallest (latest) first, the final sum going to `total`. */
 static plait_status add_leaf(plait_sum_tree *t, int32_t j, const void *value, void *total, size_t off,
                              size_t n) {
-    size_t bytes = n * t->esz;
     const void *carry = value;
     int k = 0;
     for (; (j >> k) & 1; k++) {
         void *dst = merge_slot(t, k, j + 1 - (int32_t)(2u << k), off);
         if (!dst) return PLAIT_ERR_NO_MEMORY;
-        plait_reduce(dst, pending(t, k, off), carry, n, t->dtype, t->op);
+        merge(t, dst, pending(t, k, off), carry, n);
         carry = dst;
     }
     if (j != t->m - 1) {
@@ -68,7 +97,7 @@ static plait_status add_leaf(plait_sum_tree *t, int32_t j, const void *value, vo
         } else {
             char *l = level(t, k);
             if (!l) return PLAIT_ERR_NO_MEMORY;
-            if (l + off * t->esz != carry) memcpy(l + off * t->esz, carry, bytes);
+            if (l + off * t->esz != carry) copy_block(t, l + off * t->esz, carry, n);
         }
         return PLAIT_OK;
     }
@@ -81,10 +110,10 @@ static plait_status add_leaf(plait_sum_tree *t, int32_t j, const void *value, vo
         int32_t start = (int32_t)(m & ~((2u << b) - 1u));
         void *dst = b == top ? total : merge_slot(t, b, start, off);
         if (!dst) return PLAIT_ERR_NO_MEMORY;
-        plait_reduce(dst, pending(t, b, off), carry, n, t->dtype, t->op);
+        merge(t, dst, pending(t, b, off), carry, n);
         carry = dst;
     }
-    if (carry != total) memcpy(total, carry, bytes);
+    if (carry != total) copy_block(t, total, carry, n);
     return PLAIT_OK;
 }
 
@@ -109,6 +138,12 @@ plait_status plait_sum_tree_create(size_t count, plait_dtype dtype, plait_redop 
     t->op = op;
     t->m = leaves;
     snprintf(t->tag, sizeof t->tag, "%s", tag ? tag : "sum tree");
+    t->on_device = plait_device_mem_kind() != PLAIT_MEM_HOST;
+    if (t->on_device && (dtype != PLAIT_F32 || op != PLAIT_SUM)) {
+        free(t);
+        return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s: a tree over device memory sums float32 only",
+                               tag ? tag : "sum tree");
+    }
     *out = t;
     return PLAIT_OK;
 }
@@ -142,7 +177,12 @@ int32_t plait_sum_tree_max_levels(int32_t leaves) {
 
 void plait_sum_tree_free(plait_sum_tree *t) {
     if (!t) return;
-    for (int k = 0; k < MAX_LEVELS; k++) plait_free(t->level[k]);
+    for (int k = 0; k < MAX_LEVELS; k++) {
+        if (t->on_device)
+            plait_device_free(t->level[k]);
+        else
+            plait_free(t->level[k]);
+    }
     free(t);
 }
 

@@ -50,7 +50,7 @@ static const plait_key_decl run_keys[] = {
     KEY("threads", I, "0", 0, 1024, NULL, 0, "math threads per rank (0 = cores / local ranks)"),
     KEY("precision", E, "fp32", 1, 0, precision_choices, SAME,
         "matrix products: fp32; bf16 = bf16 operands, fp32 accumulation, fp32 master weights and optimizer "
-        "state (CPUs with AVX512_BF16 or AMX); tf32 = GPUs only (see docs/precision.md)"),
+        "state (CPUs with AVX512_BF16 or AMX, or a GPU); tf32 = GPUs only (see docs/precision.md)"),
     KEY("debug_cpu_hide", S, "", 1, 0, NULL, SAME | PLAIT_KEY_HIDDEN,
         "for tests: CPU features to treat as absent, comma-separated (avx2, avx512, avx512_bf16, amx_bf16)"),
     KEY("debug_bf16_emulate", B, "false", 1, 0, NULL, SAME | PLAIT_KEY_HIDDEN,
@@ -140,6 +140,14 @@ static const plait_key_decl optim_keys[] = {
     KEY("grad_clip", F, "1.0", 0, 1e9, NULL, SAME, "clip the global gradient norm to this (0 = off)"),
 };
 
+static const plait_key_decl device_keys[] = {
+    KEY("plugin", S, "cpu", 1, 0, NULL, SAME,
+        "compute device: cpu (host memory, the CPU kernels), cuda (one NVIDIA GPU per rank), or another "
+        "installed device plugin or a path (`plait plugins` lists them)"),
+    KEY("ordinal", I, "-1", -1, 1e6, NULL, 0,
+        "which of the visible devices this rank uses (-1 = the local rank modulo the visible devices)"),
+};
+
 #define DECLARE(sec, arr)                                                                          \
     do {                                                                                           \
         plait_status st_ = plait_config_declare(cfg, sec, arr, sizeof(arr) / sizeof(arr[0]),       \
@@ -154,5 +162,6 @@ plait_status plait_config_declare_core(plait_config *cfg) {
     DECLARE("comm", comm_keys);
     DECLARE("parallel", parallel_keys);
     DECLARE("optim", optim_keys);
+    DECLARE("device", device_keys);
     return PLAIT_OK;
 }

@@ -1,7 +1,6 @@
 #include "cpu/blas.h"
 
 #include <cblas.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,9 +65,3 @@ void plait_blas_describe(char *buf, size_t len) {
     snprintf(buf, len, "%s, %s kernels (%s)", version, core ? core : "unknown", how);
 }
 
-plait_sbgemm_fn plait_blas_sbgemm(void) {
-    plait_sbgemm_fn fn;
-    void *sym = dlsym(RTLD_DEFAULT, "cblas_sbgemm");
-    memcpy(&fn, &sym, sizeof fn);
-    return fn;
-}

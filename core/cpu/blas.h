@@ -9,6 +9,7 @@
  * is read only when the library loads, so plait_blas_autoselect, called
  * first thing in main, sets it from cpuid's features and re-executes the
  * process once; the ranks plait starts inherit it.
+ * (The BLAS's bf16 GEMM is looked up by the kernels: kernels/kernels.h.)
  *
  * Thread-safety: plait_blas_autoselect only from main before any thread;
  * the rest are reentrant. Errors: none (a failed re-exec logs a warning and
@@ -40,12 +41,5 @@ void plait_blas_autoselect(char **argv);
  * set by hand)". */
 void plait_blas_describe(char *buf, size_t len);
 
-/* cblas_sbgemm of the loaded BLAS (row-major C = alpha op(A) op(B) + beta C
- * with bf16 A and B, fp32 C), or NULL when the BLAS has none (Debian's
- * OpenBLAS 0.3.21 is built without BUILD_BFLOAT16). */
-typedef void (*plait_sbgemm_fn)(int order, int trans_a, int trans_b, int M, int N, int K, float alpha,
-                                const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
-                                int ldc);
-plait_sbgemm_fn plait_blas_sbgemm(void);
 
 #endif

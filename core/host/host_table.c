@@ -6,8 +6,9 @@
 #include "comm/comm.h"
 #include "comm/sum_tree.h"
 #include "config/config.h"
+#include "device/device.h"
 #include "layout/grad_order.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "plugin/loader.h"
 #include "runtime/clock.h"
@@ -38,6 +39,19 @@ static const void *host_plugin_ops(uint32_t kind, const char *name) {
     return d ? d->ops : NULL;
 }
 
+/* host->alloc: the open device's memory kind goes to the device. */
+static void *host_alloc(size_t bytes, plait_mem_kind kind, size_t align, const char *tag) {
+    if (kind != PLAIT_MEM_HOST && kind == plait_device_mem_kind()) {
+        if (align > 256) {
+            plait_set_error(PLAIT_ERR_INVALID_ARG, "device memory is aligned to 256 bytes, not %zu", align);
+            return NULL;
+        }
+        return plait_device_alloc(bytes, tag);
+    }
+    if (kind == PLAIT_MEM_HOST_PINNED) kind = PLAIT_MEM_HOST; /* no device offers page-locked memory (yet) */
+    return plait_alloc(bytes, kind, align, tag);
+}
+
 static plait_host g_host;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -52,8 +66,8 @@ static void build(void) {
         .set_error = host_set_error,
         .last_error = plait_last_error,
         .status_name = plait_status_name,
-        .alloc = plait_alloc,
-        .free = plait_free,
+        .alloc = host_alloc,
+        .free = plait_device_free,
         .config_get = plait_config_get,
         .now = plait_clock_now,
         .coll = plait_coll_api_table(),
@@ -71,6 +85,17 @@ const plait_host *plait_host_table(void) {
     return &g_host;
 }
 
-void plait_host_install(void) { plait_loader_set_host(plait_host_table()); }
+void plait_host_attach_device(void) {
+    (void)plait_host_table();
+    const plait_kernels *k = plait_device_kernels_open();
+    g_host.kernels = k ? k : plait_kernels_table();
+    g_host.device = plait_device_ops_open();
+    g_host.device_info = plait_device_info_open();
+}
+
+void plait_host_install(void) {
+    plait_kernels_set_log(plait_log);
+    plait_loader_set_host(plait_host_table());
+}
 
 void plait_host_uninstall(void) { plait_plugins_unload_all(); }

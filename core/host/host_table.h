@@ -24,6 +24,12 @@ const plait_host *plait_host_table(void);
  * plugin loading. */
 void plait_host_install(void);
 
+/* After plait_device_open (device/device.h) and before any plugin object
+ * is created: host->device, host->device_info and host->kernels become the
+ * open device's (and the core's CPU kernels again, device NULL, after
+ * plait_device_close). Not thread-safe with plugins using the table. */
+void plait_host_attach_device(void);
+
 /* Unload every plugin (plait_plugins_unload_all). Call at exit, after every
  * plugin object was destroyed. */
 void plait_host_uninstall(void);

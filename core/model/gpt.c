@@ -4,11 +4,13 @@
  * layer bodies are in gpt_layers.c (embedding, attention, head) and mlp.c
  * (the MLP half of a block, which is the whole block of the MLP arch).
  */
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/kernels.h"
+#include "device/device.h"
+#include "kernels/kernels.h"
 #include "model/model_internal.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
@@ -183,6 +185,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     plait_model *m = calloc(1, sizeof *m);
     if (!m) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
     m->desc = desc;
+    m->k = plait_device_kernels();
     m->plan = plan;
     m->tp_ops = plan->tp_ops;
     m->stage = layout->stage;
@@ -192,7 +195,8 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     m->local_layer = calloc((size_t)m->n_layers, 1);
     m->slots = calloc((size_t)m->max_slots, sizeof *m->slots);
     plait_status st = PLAIT_OK;
-    if (!m->param || !m->local_layer || !m->slots) {
+    m->loss_dev = plait_device_alloc(sizeof(double) * (size_t)m->max_slots, "activations");
+    if (!m->param || !m->local_layer || !m->slots || !m->loss_dev) {
         st = plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
         goto fail;
     }
@@ -227,7 +231,7 @@ plait_status plait_model_slot_layers(plait_model *m, int32_t slot, int32_t first
 
 static void slot_release(plait_model *m, model_slot *s) {
     if (s->mem) {
-        plait_free(s->mem);
+        plait_device_free(s->mem);
         m->act_bytes -= s->mem_bytes;
     }
     free(s->bound);
@@ -244,8 +248,9 @@ void plait_model_free(plait_model *m) {
     if (!m) return;
     if (m->slots)
         for (int32_t i = 0; i < m->max_slots; i++) slot_release(m, &m->slots[i]);
-    plait_free(m->scratch);
-    plait_free(m->rc_mem);
+    plait_device_free(m->scratch);
+    plait_device_free(m->rc_mem);
+    plait_device_free(m->loss_dev);
     free(m->slots);
     free(m->param);
     free(m->local_layer);
@@ -308,6 +313,7 @@ static size_t slot_layout(plait_model *m, model_slot *s, float *base) {
         TAKE(s->lnf_rstd, BT);
         TAKE(s->logits, BT * m->Vl);
         TAKE(s->lse, BT);
+        TAKE(s->sumexp, BT);
         TAKE(s->losses, BT);
     }
 #undef TAKE
@@ -318,7 +324,7 @@ static size_t slot_layout(plait_model *m, model_slot *s, float *base) {
 static plait_status recompute_get(plait_model *m) {
     size_t n = plait_recompute_floats(m);
     if (m->rc_mem || n == 0) return PLAIT_OK;
-    m->rc_mem = plait_alloc(n * sizeof(float), PLAIT_MEM_HOST, 64, "activations");
+    m->rc_mem = plait_device_alloc(n * sizeof(float), "activations");
     if (!m->rc_mem) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: recompute buffers");
     m->rc_bytes = n * sizeof(float);
     m->act_bytes += m->rc_bytes;
@@ -343,7 +349,7 @@ static plait_status slot_get(plait_model *m, int32_t slot, model_slot **out) {
         }
         size_t n = slot_layout(m, s, NULL);
         s->mem_bytes = n * sizeof(float);
-        s->mem = plait_alloc(s->mem_bytes, PLAIT_MEM_HOST, 64, "activations");
+        s->mem = plait_device_alloc(s->mem_bytes, "activations");
         if (!s->mem) {
             s->mem_bytes = 0;
             slot_release(m, s);
@@ -369,7 +375,7 @@ static plait_status scratch_get(plait_model *m) {
                        align_up((size_t)(3 * BT))};
     size_t total = 0;
     for (int i = 0; i < 6; i++) total += sizes[i];
-    m->scratch = plait_alloc(total * sizeof(float), PLAIT_MEM_HOST, 64, "activations");
+    m->scratch = plait_device_alloc(total * sizeof(float), "activations");
     if (!m->scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: backward scratch");
     m->scratch_bytes = total * sizeof(float);
     m->act_bytes += m->scratch_bytes;
@@ -407,8 +413,11 @@ plait_status plait_model_set_batch(plait_model *m, int32_t slot, const int32_t *
                                        pass ? "target" : "token", (int)src[i], (long long)i,
                                        (long long)m->V);
     }
-    if (tokens) memcpy(s->tokens, tokens, (size_t)n * sizeof *tokens);
-    if (targets) memcpy(s->targets, targets, (size_t)n * sizeof *targets);
+    /* the upload: checked on the host above, copied to the device here */
+    if (tokens) st = plait_device_copy(s->tokens, tokens, (size_t)n * sizeof *tokens, PLAIT_COPY_TO_DEVICE);
+    if (targets && st == PLAIT_OK)
+        st = plait_device_copy(s->targets, targets, (size_t)n * sizeof *targets, PLAIT_COPY_TO_DEVICE);
+    if (st != PLAIT_OK) return plait_wrap_error(st, "model: uploading micro-batch %d", (int)slot);
     s->has_tokens |= tokens != NULL;
     s->has_targets |= targets != NULL;
     return PLAIT_OK;
@@ -470,9 +479,16 @@ plait_status plait_model_backward_layer(plait_model *m, int32_t layer, int32_t s
     return st;
 }
 
+const double *plait_model_loss_sum_device(const plait_model *m, int32_t slot) {
+    if (slot < 0 || slot >= m->max_slots || !m->slots[slot].has_loss) return NULL;
+    return m->loss_dev + slot;
+}
+
 double plait_model_loss_sum(const plait_model *m, int32_t slot) {
-    if (slot < 0 || slot >= m->max_slots || !m->slots[slot].has_loss) return 0.0;
-    return m->slots[slot].loss_sum;
+    const double *dev = plait_model_loss_sum_device(m, slot);
+    double sum = 0.0;
+    if (dev && plait_device_copy(&sum, dev, sizeof sum, PLAIT_COPY_TO_HOST) != PLAIT_OK) return NAN;
+    return sum;
 }
 
 const float *plait_model_logits(const plait_model *m, int32_t slot) {

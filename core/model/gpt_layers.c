@@ -7,10 +7,6 @@
  * vocabulary-parallel embedding, and a cross-entropy that combines per-row
  * max, Σexp and target logit across ranks instead of gathering logits.
  */
-#include <math.h>
-#include <string.h>
-
-#include "model/kernels.h"
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
@@ -25,17 +21,17 @@ plait_status plait_gpt_embedding_forward(plait_model *m, model_slot *s) {
     DATA(wpe, d->p_wpe, 0);
     float *out = s->bound[0];
     if (!m->tp_ops) {
-        plait_k_embedding_forward_vocab(out, s->tokens, wte, m->vocab_start, m->Vl, wpe, m->B,
+        m->k->embedding_forward_vocab(out, s->tokens, wte, m->vocab_start, m->Vl, wpe, m->B,
                                         m->T, m->C);
         return PLAIT_OK;
     }
     /* each rank contributes its vocabulary rows, zeros elsewhere; g sums them
      * exactly (x + 0 = x), then the replicated positions are added */
-    plait_k_embedding_forward_vocab(out, s->tokens, wte, m->vocab_start, m->Vl, NULL, m->B, m->T,
+    m->k->embedding_forward_vocab(out, s->tokens, wte, m->vocab_start, m->Vl, NULL, m->B, m->T,
                                     m->C);
     plait_status st = m->tp_ops->exit_forward(m->tp_ops->ctx, out, (size_t)(m->B * m->T * m->C));
     if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce of the embedding", 0);
-    plait_k_add_positions(out, wpe, m->B, m->T, m->C);
+    m->k->add_positions(out, wpe, m->B, m->T, m->C);
     return PLAIT_OK;
 }
 
@@ -43,7 +39,7 @@ plait_status plait_gpt_embedding_backward(plait_model *m, model_slot *s) {
     const plait_model_desc *d = m->desc;
     GRAD(dwte, d->p_wte, 0);
     GRAD(dwpe, d->p_wpe, 0);
-    plait_k_embedding_backward_vocab(dwte, dwpe, s->gbuf[0], s->tokens, m->vocab_start, m->Vl,
+    m->k->embedding_backward_vocab(dwte, dwpe, s->gbuf[0], s->tokens, m->vocab_start, m->Vl,
                                      m->B, m->T, m->C);
     return PLAIT_OK;
 }
@@ -63,17 +59,17 @@ plait_status plait_gpt_attention_forward(plait_model *m, model_slot *s, int32_t 
     DATA(w_proj, desc_block_param(d, l, BP_APROJ_W), layer);
     DATA(b_proj, desc_block_param(d, l, BP_APROJ_B), layer);
 
-    plait_k_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, ln_w, ln_b, BT, C);
-    plait_k_matmul_forward(a->qkv, a->ln1, w_attn, b_attn, BT, C, 3 * Cl);
-    plait_k_attention_forward(a->atty, a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
+    m->k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, ln_w, ln_b, BT, C);
+    m->k->matmul_forward(a->qkv, a->ln1, w_attn, b_attn, BT, C, 3 * Cl);
+    m->k->attention_forward(a->atty, a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
     if (!m->tp_ops) {
-        plait_k_matmul_forward_residual(a->res2, x, a->atty, w_proj, b_proj, BT, Cl, C);
+        m->k->matmul_forward_residual(a->res2, x, a->atty, w_proj, b_proj, BT, Cl, C);
         return PLAIT_OK;
     }
-    plait_k_matmul_forward(a->res2, a->atty, w_proj, NULL, BT, Cl, C);
+    m->k->matmul_forward(a->res2, a->atty, w_proj, NULL, BT, Cl, C);
     plait_status st = m->tp_ops->exit_forward(m->tp_ops->ctx, a->res2, (size_t)(BT * C));
     if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce after attn.c_proj", layer);
-    plait_k_add_bias_residual(a->res2, x, b_proj, BT, C);
+    m->k->add_bias_residual(a->res2, x, b_proj, BT, C);
     return PLAIT_OK;
 }
 
@@ -94,25 +90,25 @@ plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t
     GRAD(g_proj_w, desc_block_param(d, l, BP_APROJ_W), layer);
     GRAD(g_proj_b, desc_block_param(d, l, BP_APROJ_B), layer);
 
-    plait_k_matmul_backward(m->s_datty, g_proj_w, g_proj_b, dx, a->atty, w_proj, BT, Cl, C);
-    plait_k_attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T,
+    m->k->matmul_backward(m->s_datty, g_proj_w, g_proj_b, dx, a->atty, w_proj, BT, Cl, C);
+    m->k->attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T,
                                m->NHl, m->HS);
     /* The key bias cannot change the output (softmax is invariant to adding
      * the same q·b_k to every key's score), so its gradient is exactly zero;
      * computed, it is rounding noise that Adam would amplify into ±lr steps
      * and that would differ between layouts. Keep it at exactly zero: save
      * that slice of the accumulator around the update (s_datt is free now). */
-    memcpy(m->s_datt, g_attn_b + Cl, (size_t)Cl * sizeof(float));
-    plait_k_matmul_backward(m->s_dln, g_attn_w, g_attn_b, m->s_dqkv, a->ln1, w_attn, BT, C,
+    m->k->copy(m->s_datt, g_attn_b + Cl, (size_t)Cl);
+    m->k->matmul_backward(m->s_dln, g_attn_w, g_attn_b, m->s_dqkv, a->ln1, w_attn, BT, C,
                             3 * Cl);
-    memcpy(g_attn_b + Cl, m->s_datt, (size_t)Cl * sizeof(float));
+    m->k->copy(g_attn_b + Cl, m->s_datt, (size_t)Cl);
     if (m->tp_ops) {
         plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
         if (st != PLAIT_OK)
             return plait_model_tp_error(m, st, "all-reduce of the gradient before attn.c_attn",
                                         layer);
     }
-    plait_k_layernorm_backward(dx, g_ln_w, g_ln_b, m->s_dln, x, ln_w, a->ln1_mean, a->ln1_rstd,
+    m->k->layernorm_backward(dx, g_ln_w, g_ln_b, m->s_dln, x, ln_w, a->ln1_mean, a->ln1_rstd,
                                BT, C);
     return PLAIT_OK;
 }
@@ -126,9 +122,9 @@ plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
     DATA(ln_w, d->p_lnf_w, layer);
     DATA(ln_b, d->p_lnf_b, layer);
     DATA(w, d->p_lm_head, layer);
-    plait_k_layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], ln_w, ln_b,
+    m->k->layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], ln_w, ln_b,
                               BT, C);
-    plait_k_matmul_forward(s->logits, s->lnf, w, NULL, BT, C, Vl);
+    m->k->matmul_forward(s->logits, s->lnf, w, NULL, BT, C, Vl);
     s->has_logits = 1;
     s->has_loss = 0;
     if (!s->has_targets) return PLAIT_OK;
@@ -137,23 +133,22 @@ plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
      * across the TP group (logits are never gathered) */
     const plait_tp_ops *tp = m->tp_ops;
     plait_status st = PLAIT_OK;
-    float *lse = s->lse, *tmp = s->losses;
-    plait_k_logits_rowmax(lse, s->logits, BT, Vl, m->vocab_valid);
+    float *lse = s->lse, *sumexp = s->sumexp, *tlogit = s->losses;
+    m->k->logits_rowmax(lse, s->logits, BT, Vl, m->vocab_valid);
     if (tp && (st = tp->reduce_max(tp->ctx, lse, (size_t)BT)) != PLAIT_OK)
         return plait_model_tp_error(m, st, "max of the logits", layer);
-    plait_k_logits_sumexp(tmp, s->logits, lse, BT, Vl, m->vocab_valid);
-    if (tp && (st = tp->reduce_sum(tp->ctx, tmp, (size_t)BT)) != PLAIT_OK)
+    m->k->logits_sumexp(sumexp, s->logits, lse, BT, Vl, m->vocab_valid);
+    if (tp && (st = tp->reduce_sum(tp->ctx, sumexp, (size_t)BT)) != PLAIT_OK)
         return plait_model_tp_error(m, st, "sum of exp(logits)", layer);
-    for (int64_t r = 0; r < BT; r++) lse[r] += logf(tmp[r]);
-    plait_k_logits_target(tmp, s->logits, s->targets, m->vocab_start, BT, Vl, m->vocab_valid);
-    if (tp && (st = tp->reduce_sum(tp->ctx, tmp, (size_t)BT)) != PLAIT_OK)
+    m->k->logits_target(tlogit, s->logits, s->targets, m->vocab_start, BT, Vl, m->vocab_valid);
+    if (tp && (st = tp->reduce_sum(tp->ctx, tlogit, (size_t)BT)) != PLAIT_OK)
         return plait_model_tp_error(m, st, "sum of the target logits", layer);
-    double sum = 0.0;
-    for (int64_t r = 0; r < BT; r++) {
-        tmp[r] = s->targets[r] >= 0 ? lse[r] - tmp[r] : 0.0f;
-        sum += tmp[r];
-    }
-    s->loss_sum = sum;
+    /* lse in place of the max, the row losses in place of the target
+     * logits, their sum into the slot's loss accumulator (device memory:
+     * the trainer reads every slot's once per step) */
+    double *loss_sum = m->loss_dev + (s - m->slots);
+    m->k->zero_f64(loss_sum, 1);
+    m->k->loss_rows(tlogit, lse, lse, sumexp, tlogit, s->targets, BT, loss_sum);
     s->has_loss = 1;
     return PLAIT_OK;
 }
@@ -172,18 +167,18 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s) {
     GRAD(g_ln_b, d->p_lnf_b, layer);
     GRAD(g_w, d->p_lm_head, layer);
     /* the logits become their gradient, in place */
-    plait_k_crossentropy_backward(s->logits, s->logits, s->lse, s->targets, m->vocab_start, BT, Vl,
+    m->k->crossentropy_backward(s->logits, s->logits, s->lse, s->targets, m->vocab_start, BT, Vl,
                                   m->vocab_valid, m->loss_scale);
     s->has_logits = 0;
-    plait_k_matmul_backward(m->s_dln, g_w, NULL, s->logits, s->lnf, w, BT, C, Vl);
+    m->k->matmul_backward(m->s_dln, g_w, NULL, s->logits, s->lnf, w, BT, C, Vl);
     if (m->tp_ops) {
         plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
         if (st != PLAIT_OK)
             return plait_model_tp_error(m, st, "all-reduce of the gradient before lm_head", layer);
     }
     float *dx = s->gbuf[d->n_layer & 1];
-    memset(dx, 0, (size_t)(BT * C) * sizeof *dx);
-    plait_k_layernorm_backward(dx, g_ln_w, g_ln_b, m->s_dln, s->bound[d->n_layer], ln_w,
+    m->k->zero(dx, (size_t)(BT * C));
+    m->k->layernorm_backward(dx, g_ln_w, g_ln_b, m->s_dln, s->bound[d->n_layer], ln_w,
                                s->lnf_mean, s->lnf_rstd, BT, C);
     return PLAIT_OK;
 }

@@ -4,9 +4,6 @@
  * Under tensor parallelism c_fc is column-parallel and c_proj row-parallel
  * (Megatron's MLP): f before c_fc, g after c_proj, then the replicated bias.
  */
-#include <string.h>
-
-#include "model/kernels.h"
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
@@ -20,9 +17,9 @@ plait_status plait_mlp_half_forward_act(plait_model *m, model_slot *s, int32_t l
     DATA(ln_b, desc_block_param(d, l, BP_LN2_B), layer);
     DATA(w_fc, desc_block_param(d, l, BP_FC_W), layer);
     DATA(b_fc, desc_block_param(d, l, BP_FC_B), layer);
-    plait_k_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, r, ln_w, ln_b, BT, C);
-    plait_k_matmul_forward(a->fch, a->ln2, w_fc, b_fc, BT, C, F);
-    plait_k_gelu_forward(a->fcg, a->fch, (size_t)(BT * F));
+    m->k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, r, ln_w, ln_b, BT, C);
+    m->k->matmul_forward(a->fch, a->ln2, w_fc, b_fc, BT, C, F);
+    m->k->gelu_forward(a->fcg, a->fch, (size_t)(BT * F));
     return PLAIT_OK;
 }
 
@@ -37,13 +34,13 @@ plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer
     plait_status st = plait_mlp_half_forward_act(m, s, layer, r);
     if (st != PLAIT_OK) return st;
     if (!m->tp_ops) {
-        plait_k_matmul_forward_residual(y, r, a->fcg, w_proj, b_proj, BT, F, C);
+        m->k->matmul_forward_residual(y, r, a->fcg, w_proj, b_proj, BT, F, C);
         return PLAIT_OK;
     }
-    plait_k_matmul_forward(y, a->fcg, w_proj, NULL, BT, F, C);
+    m->k->matmul_forward(y, a->fcg, w_proj, NULL, BT, F, C);
     st = m->tp_ops->exit_forward(m->tp_ops->ctx, y, (size_t)(BT * C));
     if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce after mlp.c_proj", layer);
-    plait_k_add_bias_residual(y, r, b_proj, BT, C);
+    m->k->add_bias_residual(y, r, b_proj, BT, C);
     return PLAIT_OK;
 }
 
@@ -64,17 +61,17 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
     GRAD(g_proj_w, desc_block_param(d, l, BP_MPROJ_W), layer);
     GRAD(g_proj_b, desc_block_param(d, l, BP_MPROJ_B), layer);
 
-    plait_k_matmul_backward(m->s_dfc, g_proj_w, g_proj_b, dy, a->fcg, w_proj, BT, F, C);
-    plait_k_gelu_backward(m->s_dfc, a->fch, m->s_dfc, (size_t)(BT * F));
-    plait_k_matmul_backward(m->s_dln, g_fc_w, g_fc_b, m->s_dfc, a->ln2, w_fc, BT, C, F);
+    m->k->matmul_backward(m->s_dfc, g_proj_w, g_proj_b, dy, a->fcg, w_proj, BT, F, C);
+    m->k->gelu_backward(m->s_dfc, a->fch, m->s_dfc, (size_t)(BT * F));
+    m->k->matmul_backward(m->s_dln, g_fc_w, g_fc_b, m->s_dfc, a->ln2, w_fc, BT, C, F);
     if (m->tp_ops) {
         plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
         if (st != PLAIT_OK)
             return plait_model_tp_error(m, st, "all-reduce of the gradient before mlp.c_fc",
                                         layer);
     }
-    memcpy(dr, dy, (size_t)(BT * C) * sizeof *dr);
-    plait_k_layernorm_backward(dr, g_ln_w, g_ln_b, m->s_dln, r, ln_w, a->ln2_mean, a->ln2_rstd,
+    m->k->copy(dr, dy, (size_t)(BT * C));
+    m->k->layernorm_backward(dr, g_ln_w, g_ln_b, m->s_dln, r, ln_w, a->ln2_mean, a->ln2_rstd,
                                BT, C);
     return PLAIT_OK;
 }

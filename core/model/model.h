@@ -28,6 +28,11 @@
  * twice on B·T floats in forward, and enter_backward once (B·T·C) in
  * backward. With plan->tp_ops NULL the model is the plain single-rank one.
  *
+ * Device: the model computes through the open device's kernel table
+ * (device/device.h; the core's CPU kernels when none is open) and every
+ * buffer it allocates, and every parameter and gradient it is given, is
+ * the device's memory: nothing here reads tensor data on the host.
+ *
  * Thread-safety: a model is used by one thread at a time.
  * Determinism: for a given layout, results do not depend on the number of
  * math threads (bit-identical with 1 or N threads).
@@ -124,12 +129,18 @@ plait_status plait_model_backward_layer(plait_model *m, int32_t layer, int32_t s
 
 /* Σ token losses of the slot's last head forward (valid on the head's rank;
  * 0 before any forward with targets). Targets < 0 mark positions without
- * a loss (they contribute 0 and no gradient). */
+ * a loss (they contribute 0 and no gradient). The sum lives in device
+ * memory: plait_model_loss_sum_device points at it (NULL without a loss),
+ * for a trainer that gathers every micro-batch's and reads them once;
+ * plait_model_loss_sum copies it to the host (a synchronisation with the
+ * device; NaN if the copy fails). */
+const double *plait_model_loss_sum_device(const plait_model *m, int32_t slot);
 double plait_model_loss_sum(const plait_model *m, int32_t slot);
 /* Logits of the last head forward: [B,T,V_local] (V_local = padded vocab / tp;
- * this rank's columns start at tp_rank·V_local; padding columns hold 0).
- * NULL before a forward and after the head's backward, which turns the
- * buffer into the logits' gradient in place. */
+ * this rank's columns start at tp_rank·V_local; padding columns hold 0), in
+ * device memory like every tensor of the model (plait_device_copy reads
+ * them). NULL before a forward and after the head's backward, which turns
+ * the buffer into the logits' gradient in place. */
 const float *plait_model_logits(const plait_model *m, int32_t slot);
 
 /* Residual-stream buffer [B,T,C] holding the output of `layer` (and, for the

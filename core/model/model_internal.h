@@ -8,6 +8,8 @@
 #ifndef PLAIT_CORE_MODEL_INTERNAL_H
 #define PLAIT_CORE_MODEL_INTERNAL_H
 
+#include <plait/kernels.h>
+
 #include "model/model.h"
 
 /* Parameters of one block, in nanoGPT order (indices relative to the
@@ -87,12 +89,13 @@ typedef struct model_slot {
     float **bound;                    /* [n_layer+1]: output of layer l, or NULL */
     float *gbuf[2];                   /* boundary gradients, by layer parity */
     block_acts *blocks;               /* [n_layer], by block index */
-    float *lnf, *lnf_mean, *lnf_rstd, *logits, *lse, *losses;
-    double loss_sum;
+    float *lnf, *lnf_mean, *lnf_rstd, *logits, *lse, *sumexp, *losses;
 } model_slot;
 
 struct plait_model {
     const plait_model_desc *desc;
+    const plait_kernels *k;           /* the open device's kernels (the CPU's when none is open) */
+    double *loss_dev;                 /* [max_slots] Σ token losses per slot, device memory */
     const plait_plan *plan;
     const plait_tp_ops *tp_ops;       /* NULL = no tensor parallelism */
     int32_t stage;

@@ -23,7 +23,6 @@
  */
 #include <stddef.h>
 
-#include "model/kernels.h"
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
@@ -106,8 +105,8 @@ plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer)
     switch (m->desc->recompute) {
     case PLAIT_RECOMPUTE_SELECTIVE:
         if (m->desc->is_gpt)
-            plait_k_attention_probs(a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
-        plait_k_gelu_forward(a->fcg, a->fch, (size_t)(m->B * m->T * m->Fl));
+            m->k->attention_probs(a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
+        m->k->gelu_forward(a->fcg, a->fch, (size_t)(m->B * m->T * m->Fl));
         return PLAIT_OK;
     case PLAIT_RECOMPUTE_FULL: {
         const float *x = s->bound[layer - 1];

@@ -2,7 +2,7 @@
 
 #include <stdint.h>
 
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "runtime/clock.h"
 #include "runtime/memory.h"
 

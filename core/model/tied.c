@@ -29,12 +29,12 @@ void plait_tied_mark_remote(const plait_model_spec *spec, const int32_t *layer_s
     }
 }
 
-void plait_tied_fold_grads(plait_param_set *set) {
+void plait_tied_fold_grads(plait_param_set *set, const plait_kernels *k) {
     for (int32_t i = 0; i < set->n_params; i++) {
         const plait_param *copy = &set->params[i];
         int32_t o = plait_tied_local_original(set, copy);
         if (o < 0) continue;
-        float *dst = set->params[o].grad;
-        for (size_t k = 0; k < copy->numel; k++) dst[k] = dst[k] + copy->grad[k];
+        /* y += 1·x is y + x exactly (1·x is x), in the device's memory */
+        k->axpy(set->params[o].grad, copy->grad, copy->numel, 1.0f);
     }
 }

@@ -14,6 +14,7 @@
 #define PLAIT_CORE_MODEL_TIED_H
 
 #include <stdint.h>
+#include <plait/kernels.h>
 #include <plait/model.h>
 
 /* 1 if `p` is a tied copy: counted, initialised and checkpointed as its
@@ -36,7 +37,8 @@ void plait_tied_mark_remote(const plait_model_spec *spec, const int32_t *layer_s
 
 /* original.grad += copy.grad (that order) for every tied pair this rank
  * holds both members of: the fold of a gradient owner (the core's, after the
- * reductions). */
-void plait_tied_fold_grads(plait_param_set *set);
+ * reductions), computed with `k` (the device's kernels: gradients are
+ * device memory). */
+void plait_tied_fold_grads(plait_param_set *set, const plait_kernels *k);
 
 #endif

@@ -14,7 +14,7 @@ static size_t min_ops_size(uint32_t kind) {
     case PLAIT_KIND_COMM: return END_OF(plait_comm_ops, stream_destroy);
     case PLAIT_KIND_PARALLEL: return END_OF(plait_parallel_ops, destroy);
     case PLAIT_KIND_OPTIM: return END_OF(plait_optim_ops, destroy);
-    case PLAIT_KIND_DEVICE: return END_OF(plait_device_ops, kernels);
+    case PLAIT_KIND_DEVICE: return END_OF(plait_device_ops, kernels); /* ABI 1.3's first */
     default: return 0;
     }
 }
@@ -99,6 +99,10 @@ plait_status plait_check_descriptor(const char *path, const plait_plugin_desc *d
         return plait_set_error(PLAIT_ERR_ABI, "%s: unknown plugin kind %u (this plait knows comm=1, "
                                               "parallel=2, optim=3, device=4)",
                                path, d->kind);
+    if (d->kind == PLAIT_KIND_DEVICE && d->abi_minor < 3)
+        return plait_set_error(PLAIT_ERR_ABI, "%s: device plugin %s declares ABI v1.%u, but device plugins "
+                                              "exist from v1.3 on; rebuild it against this plait's SDK",
+                               path, d->name ? d->name : "?", d->abi_minor);
     if (!valid_name(d->name))
         return plait_set_error(PLAIT_ERR_ABI, "%s: plugin name '%s' is not valid (1-48 of a-z, 0-9, _)", path,
                                d->name ? d->name : "(null)");

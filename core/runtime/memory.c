@@ -35,8 +35,8 @@ static int tag_index(const char *tag) {
 
 void *plait_alloc(size_t bytes, plait_mem_kind kind, size_t align, const char *tag) {
     if (kind == PLAIT_MEM_CUDA) {
-        plait_set_error(PLAIT_ERR_UNSUPPORTED, "the core allocates host memory only; device memory "
-                                               "belongs to the comm plugin that owns the device");
+        plait_set_error(PLAIT_ERR_UNSUPPORTED, "this allocator holds host memory only; device memory "
+                                               "comes from the open device (core/device)");
         return NULL;
     }
     if (align < HEADER) align = HEADER;
@@ -53,21 +53,31 @@ void *plait_alloc(size_t bytes, plait_mem_kind kind, size_t align, const char *t
     struct block_header *h = (struct block_header *)(user - sizeof(struct block_header));
     h->bytes = bytes;
     h->offset = align;
+    h->tag = plait_mem_account_add(tag, bytes);
+    return user;
+}
+
+int plait_mem_account_add(const char *tag, uint64_t bytes) {
     pthread_mutex_lock(&g_mem.lock);
-    h->tag = tag_index(tag);
-    plait_mem_usage *u = &g_mem.tags[h->tag];
+    int i = tag_index(tag);
+    plait_mem_usage *u = &g_mem.tags[i];
     u->bytes += bytes;
     if (u->bytes > u->peak) u->peak = u->bytes;
     pthread_mutex_unlock(&g_mem.lock);
-    return user;
+    return i;
+}
+
+void plait_mem_account_sub(int account, uint64_t bytes) {
+    if (account < 0 || account >= MAX_TAGS) return;
+    pthread_mutex_lock(&g_mem.lock);
+    g_mem.tags[account].bytes -= bytes;
+    pthread_mutex_unlock(&g_mem.lock);
 }
 
 void plait_free(void *ptr) {
     if (!ptr) return;
     struct block_header *h = (struct block_header *)((char *)ptr - sizeof(struct block_header));
-    pthread_mutex_lock(&g_mem.lock);
-    g_mem.tags[h->tag].bytes -= h->bytes;
-    pthread_mutex_unlock(&g_mem.lock);
+    plait_mem_account_sub(h->tag, h->bytes);
     free((char *)ptr - h->offset);
 }
 

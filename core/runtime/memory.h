@@ -18,6 +18,13 @@
 void *plait_alloc(size_t bytes, plait_mem_kind kind, size_t align, const char *tag);
 void plait_free(void *ptr);
 
+/* Count memory some other allocator holds (a device's, core/device) in the
+ * report: plait_mem_account_add adds `bytes` under `tag` and returns the
+ * account's index for plait_mem_account_sub, which takes them off.
+ * Thread-safe. */
+int plait_mem_account_add(const char *tag, uint64_t bytes);
+void plait_mem_account_sub(int account, uint64_t bytes);
+
 /* Bytes currently held and the high-water mark under `tag` (NULL = all tags). */
 typedef struct plait_mem_usage {
     char tag[48];

@@ -12,7 +12,7 @@
 
 #include "cpu/blas.h"
 #include "cpu/cpu_features.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "model/sgemm_peak.h"
 
 static const char *precision_name(void) {

@@ -5,7 +5,7 @@
 
 #include "cpu/blas.h"
 #include "cpu/cpu_features.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "runtime/error.h"
 
 plait_status plait_precision_from_config(const plait_config *cfg, int *mode) {
@@ -13,6 +13,8 @@ plait_status plait_precision_from_config(const plait_config *cfg, int *mode) {
     const char *where = NULL;
     plait_config_origin(cfg, "run", "precision", &where);
     *mode = PLAIT_KERNELS_FP32;
+    /* another device judges the mode itself, in its open() */
+    if (strcmp(plait_config_str(cfg, "device", "plugin"), "cpu") != 0) return PLAIT_OK;
     if (strcmp(p, "fp32") == 0) return PLAIT_OK;
     if (strcmp(p, "tf32") == 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
@@ -44,7 +46,7 @@ plait_status plait_precision_from_config(const plait_config *cfg, int *mode) {
                                "one (%s) has neither (it has: %s); use precision = fp32",
                                where, f.brand[0] ? f.brand : "unknown", have);
     }
-    if (!plait_blas_sbgemm()) {
+    if (!plait_kernels_sbgemm()) {
         char blas[256];
         plait_blas_describe(blas, sizeof blas);
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,

@@ -8,6 +8,10 @@
  * switches (a CPU without a feature; the bf16 numbers without the
  * instructions).
  *
+ * These are the cpu device's rules ([device] plugin = cpu); any other
+ * device accepts or refuses the mode in its open() (the core's own CPU
+ * kernels then stay fp32).
+ *
  * Thread-safety: reentrant. Errors: PLAIT_ERR_INVALID_CONFIG naming the
  * key's FILE:LINE (or its other origin), the value and what is missing.
  */

@@ -37,6 +37,7 @@ typedef struct plait_run_world {
     plait_comm *comm;         /* the world */
     plait_mesh mesh;          /* dp x tp x pp and the group communicators (layout/mesh.h) */
     int failed;               /* set on error: the job is left without waiting for others */
+    int device_open;          /* this run opened the process's device (device/device.h) */
 } plait_run_world;
 
 /* The model this rank runs (run_setup.c). */
@@ -93,6 +94,8 @@ typedef struct plait_step_exec {
      * pipeline costs no extra collective. Two named views into it: */
     double *step_sums;        /* [n_micro_batches + 2 * pp] */
     double *mb_loss;          /* = step_sums: loss sum per global micro-batch */
+    double *mb_loss_dev;      /* [n_micro_batches] device memory: the head's loss sums, gathered
+                               * during the step and read into mb_loss once at its end */
     double *stage_times;      /* = step_sums + n_micro_batches: see train/step_timing.h */
 } plait_step_exec;
 

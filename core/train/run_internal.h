@@ -39,9 +39,8 @@ void plait_step_exec_close(plait_step_exec *exec);
  * freed by plait_run_free_params). */
 plait_status plait_run_open_accumulation(plait_run *run);
 
-/* Storage and initial values (run_params.c). */
+/* Parameter and gradient storage in the device's memory (run_params.c). */
 plait_status plait_run_alloc_storage(plait_run *run);
-plait_status plait_run_init_values(plait_run *run);
 
 /* Data (run_data.c). */
 plait_status plait_run_data_open(plait_run *run);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/device.h"
 #include "model/tied.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
@@ -64,15 +65,15 @@ plait_status plait_run_build_params(plait_run *run) {
 plait_status plait_run_alloc_storage(plait_run *run) {
     size_t bytes = run->params.flat_numel * sizeof(float);
     if (!(run->optim.flags & PLAIT_OPTIM_OWNS_PARAMS)) {
-        run->params.data_flat = plait_alloc(bytes ? bytes : 64, PLAIT_MEM_HOST, 64, "parameters");
+        run->params.data_flat = plait_device_alloc(bytes ? bytes : 64, "parameters");
         if (!run->params.data_flat) return PLAIT_ERR_NO_MEMORY;
-        memset(run->params.data_flat, 0, bytes);
+        plait_device_kernels()->zero(run->params.data_flat, run->params.flat_numel);
         run->params.set.data_flat = run->params.data_flat;
     }
     if (!(run->optim.flags & PLAIT_OPTIM_OWNS_GRADS)) {
-        run->params.grad_flat = plait_alloc(bytes ? bytes : 64, PLAIT_MEM_HOST, 64, "gradients");
+        run->params.grad_flat = plait_device_alloc(bytes ? bytes : 64, "gradients");
         if (!run->params.grad_flat) return PLAIT_ERR_NO_MEMORY;
-        memset(run->params.grad_flat, 0, bytes);
+        plait_device_kernels()->zero(run->params.grad_flat, run->params.flat_numel);
         run->params.set.grad_flat = run->params.grad_flat;
     }
     for (int32_t i = 0; i < run->params.set.n_params; i++) {
@@ -90,29 +91,13 @@ plait_status plait_run_alloc_storage(plait_run *run) {
     return PLAIT_OK;
 }
 
-/* Fill the core-owned parameter storage with the layout-independent initial
- * values. A tied copy takes its original's values (initialised by the
- * original's name), so both pipeline ends start equal. */
-
-plait_status plait_run_init_values(plait_run *run) {
-    if (!run->params.data_flat) return PLAIT_OK;
-    for (int32_t i = 0; i < run->params.set.n_params; i++) {
-        plait_param *p = &run->params.set.params[i];
-        if (plait_tied_local_original(&run->params.set, p) >= 0) continue; /* shares storage */
-        plait_param as = plait_tied_init_as(run->model.spec, p);
-        plait_status st = plait_model_init_values(&as, 0, p->numel, p->data);
-        if (st != PLAIT_OK) return st;
-    }
-    return PLAIT_OK;
-}
-
 void plait_run_free_params(plait_run *run) {
     plait_sum_tree_free(run->params.tree);
     run->params.tree = NULL;
-    plait_free(run->params.grad_scratch);
+    plait_device_free(run->params.grad_scratch);
     run->params.grad_scratch = NULL;
-    plait_free(run->params.data_flat);
-    plait_free(run->params.grad_flat);
+    plait_device_free(run->params.data_flat);
+    plait_device_free(run->params.grad_flat);
     run->params.data_flat = run->params.grad_flat = NULL;
     free(run->params.set.params);
     run->params.set.params = NULL;
@@ -140,7 +125,6 @@ plait_status plait_run_open_accumulation(plait_run *run) {
     plait_status st = plait_sum_tree_create(run->params.flat_numel, PLAIT_F32, PLAIT_SUM, m, "deterministic accumulation",
                                             &run->params.tree);
     if (st != PLAIT_OK) return st;
-    run->params.grad_scratch =
-        plait_alloc(run->params.flat_numel * sizeof(float) + 64, PLAIT_MEM_HOST, 64, "deterministic accumulation");
+    run->params.grad_scratch = plait_device_alloc(run->params.flat_numel * sizeof(float) + 64, "deterministic accumulation");
     return run->params.grad_scratch ? PLAIT_OK : PLAIT_ERR_NO_MEMORY;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "plugin/loader.h"
+#include "device/device.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -67,6 +68,7 @@ plait_status plait_run_load_parallel(plait_run *run) {
     const char *name = plait_config_str(run->cfg, "parallel", "plugin");
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_PARALLEL, name);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[parallel] plugin = %s", name);
+    if (plait_device_check_plugin(d) != PLAIT_OK) return PLAIT_ERR_ABI;
     run->parallel.ops = d->ops;
     int sizes[3] = {run->world.mesh.dp, run->world.mesh.tp, run->world.mesh.pp};
     const uint32_t bits[3] = {PLAIT_PARALLEL_AXIS_DP, PLAIT_PARALLEL_AXIS_TP, PLAIT_PARALLEL_AXIS_PP};
@@ -112,6 +114,7 @@ static plait_status load_optim(plait_run *run) {
     const char *name = plait_config_str(run->cfg, "optim", "plugin");
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, name);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[optim] plugin = %s", name);
+    if (plait_device_check_plugin(d) != PLAIT_OK) return PLAIT_ERR_ABI;
     run->optim.ops = d->ops;
     run->optim.flags = run->optim.ops->flags;
     return PLAIT_OK;

@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "device/device.h"
 #include "model/tied.h"
+#include "runtime/memory.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "train/run_internal.h"
@@ -97,16 +99,26 @@ plait_status plait_run_source_open(plait_run *run, const char *resume_dir, plait
     return PLAIT_OK;
 }
 
+/* The source writes host memory; the parameters are the device's: each
+ * tensor goes through one host staging buffer (the largest tensor's size). */
 plait_status plait_run_source_fill_params(plait_run *run, plait_run_source *src) {
-    for (int32_t i = 0; i < run->params.set.n_params; i++) {
+    size_t most = 1;
+    for (int32_t i = 0; i < run->params.set.n_params; i++)
+        if (run->params.set.params[i].numel > most) most = run->params.set.params[i].numel;
+    float *stage = plait_alloc(most * sizeof(float), PLAIT_MEM_HOST, 64, "parameter staging");
+    if (!stage) return PLAIT_ERR_NO_MEMORY;
+    plait_status st = PLAIT_OK;
+    for (int32_t i = 0; st == PLAIT_OK && i < run->params.set.n_params; i++) {
         plait_param *p = &run->params.set.params[i];
         int shared = 0;
         for (int32_t j = 0; j < i && !shared; j++) shared = run->params.set.params[j].data == p->data;
         if (shared) continue;
-        plait_status st = src->source.read(src->source.ctx, p->index, "param", 0, p->numel, p->data);
-        if (st != PLAIT_OK) return plait_wrap_error(st, "initial values of %s", p->name);
+        st = src->source.read(src->source.ctx, p->index, "param", 0, p->numel, stage);
+        if (st == PLAIT_OK) st = plait_device_copy(p->data, stage, p->numel * sizeof(float), PLAIT_COPY_TO_DEVICE);
+        if (st != PLAIT_OK) st = plait_wrap_error(st, "initial values of %s", p->name);
     }
-    return PLAIT_OK;
+    plait_free(stage);
+    return st;
 }
 
 plait_status plait_run_check_resume(const plait_ckpt_state *saved, const char *dir, uint64_t seed,

@@ -21,6 +21,7 @@
 #include "comm/comm.h"
 #include "layout/grad_order.h"
 #include "model/tied.h"
+#include "device/device.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -119,8 +120,8 @@ static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint
                             plait_step_timing *t) {
     double t0 = now_s();
     (void)what; /* point-to-point operations carry no label */
-    plait_status st = plait_comm_recv(run->world.mesh.pp_comm, buf, plait_model_boundary_numel(run->model.instance), PLAIT_F32,
-                                      from_stage, tag, NULL);
+    plait_status st = plait_comm_p2p(run->world.mesh.pp_comm, 0, buf, plait_model_boundary_numel(run->model.instance),
+                                     PLAIT_F32, from_stage, tag, plait_device_mem_kind(), NULL);
     t->idle_s += now_s() - t0;
     return st;
 }
@@ -139,7 +140,8 @@ static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *bu
     }
     (void)what; /* point-to-point operations carry no label */
     t->pp_bytes += plait_model_boundary_numel(run->model.instance) * sizeof(float);
-    return plait_comm_send(run->world.mesh.pp_comm, buf, plait_model_boundary_numel(run->model.instance), PLAIT_F32, to_stage, tag, r);
+    return plait_comm_p2p(run->world.mesh.pp_comm, 1, buf, plait_model_boundary_numel(run->model.instance), PLAIT_F32,
+                          to_stage, tag, plait_device_mem_kind(), r);
 }
 
 /* ---- the executor's state ----------------------------------------------- */
@@ -155,7 +157,9 @@ plait_status plait_step_exec_open(plait_run *run) {
     e->step_sums = calloc((size_t)(n_global + plait_stage_times_len(run->world.mesh.pp)), sizeof(double));
     e->tokens = malloc(bt * sizeof(int32_t));
     e->targets = malloc(bt * sizeof(int32_t));
-    if (!e->slot_of || !e->slot_busy || !e->send_req || !e->step_sums || !e->tokens || !e->targets)
+    e->mb_loss_dev = plait_device_alloc(sizeof(double) * (size_t)n_global, "activations");
+    if (!e->slot_of || !e->slot_busy || !e->send_req || !e->step_sums || !e->tokens || !e->targets ||
+        !e->mb_loss_dev)
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the step executor");
     e->mb_loss = e->step_sums;
     e->stage_times = e->step_sums + n_global;
@@ -169,6 +173,7 @@ void plait_step_exec_close(plait_step_exec *e) {
     free(e->step_sums);
     free(e->tokens);
     free(e->targets);
+    plait_device_free(e->mb_loss_dev);
     *e = (plait_step_exec){0};
 }
 
@@ -213,8 +218,12 @@ static plait_status forward_chunk(plait_run *run, int32_t chunk, int32_t mb, int
         if (st == PLAIT_OK && run->optim.ops->after_forward) st = run->optim.ops->after_forward(run->optim.state, l, mb);
         t->comm_s += (t1 - t0) + (now_s() - t2);
     }
-    if (st == PLAIT_OK && chunk_has(run, chunk, run->model.spec->n_layers - 1) && run->world.mesh.tp_rank == 0)
-        run->exec.mb_loss[global_mb] = plait_model_loss_sum(run->model.instance, slot);
+    /* the loss sum stays on the device until the step's end (global_loss) */
+    if (st == PLAIT_OK && chunk_has(run, chunk, run->model.spec->n_layers - 1) && run->world.mesh.tp_rank == 0) {
+        const double *sum = plait_model_loss_sum_device(run->model.instance, slot);
+        if (sum)
+            st = plait_device_copy(run->exec.mb_loss_dev + global_mb, sum, sizeof(double), PLAIT_COPY_ON_DEVICE);
+    }
     if (st == PLAIT_OK) debug_sleep(run, 1, t);
     return st;
 }
@@ -227,7 +236,7 @@ static void redirect_grads(plait_run *run, int32_t layer, int to_scratch) {
         if (p->layer != layer) continue;
         if (to_scratch) {
             p->grad = run->params.grad_scratch + p->flat_offset;
-            memset(p->grad, 0, p->numel * sizeof(float));
+            plait_device_kernels()->zero(p->grad, p->numel);
         } else {
             p->grad = run->params.grad_flat + p->flat_offset;
         }
@@ -274,7 +283,7 @@ static plait_status backward_chunk(plait_run *run, int32_t chunk, int32_t mb, pl
  * when the core owns gradients. */
 static void combine_tied_grads(plait_run *run) {
     if (run->optim.flags & PLAIT_OPTIM_REDUCES_GRADS) return; /* the optimizer does it after reducing */
-    plait_tied_fold_grads(&run->params.set);
+    plait_tied_fold_grads(&run->params.set, plait_device_kernels());
 }
 
 static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
@@ -322,7 +331,9 @@ static plait_status global_loss(plait_run *run, double *loss, plait_step_timing 
     plait_status st = PLAIT_OK;
     plait_coll_opts opts = {.struct_size = sizeof opts, .label = "step loss"};
     double t0 = now_s();
-    if (run->world.mesh.world_size > 1)
+    /* the step's one read of the loss: every micro-batch's sum at once */
+    st = plait_device_copy(run->exec.mb_loss, run->exec.mb_loss_dev, sizeof(double) * (size_t)n, PLAIT_COPY_TO_HOST);
+    if (st == PLAIT_OK && run->world.mesh.world_size > 1)
         st = plait_comm_allreduce(run->world.comm, run->exec.step_sums, run->exec.step_sums, (size_t)(n + plait_stage_times_len(run->world.mesh.pp)), PLAIT_F64,
                              PLAIT_SUM, &opts, NULL);
     t->comm_s += now_s() - t0;
@@ -336,6 +347,7 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
     const plait_plan *plan = &run->layout.plan;
     int64_t n_global = run->layout.batch.global_batch / run->layout.batch.micro_batch;
     memset(run->exec.step_sums, 0, sizeof(double) * (size_t)(n_global + plait_stage_times_len(run->world.mesh.pp)));
+    plait_device_kernels()->zero_f64(run->exec.mb_loss_dev, (size_t)n_global);
     /* The pipeline phase runs from here to REDUCE_GRADS; time blocked on
      * pipeline neighbours inside it is idle, the rest is this stage's work. */
     double phase_start = now_s(), idle_before = t->idle_s;
@@ -425,7 +437,7 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
 plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     memset(res, 0, sizeof *res);
     double t0 = now_s();
-    if (run->params.grad_flat) memset(run->params.grad_flat, 0, run->params.flat_numel * sizeof(float));
+    if (run->params.grad_flat) plait_device_kernels()->zero(run->params.grad_flat, run->params.flat_numel);
     plait_status st = PLAIT_OK;
     if (run->parallel.ops->begin_step) st = run->parallel.ops->begin_step(run->parallel.state, run->step);
     plait_optim_step_out out = {.struct_size = sizeof out};

@@ -6,8 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm_device.h"
 #include "comm/comm_job.h"
-#include "model/kernels.h"
+#include "device/device.h"
+#include "host/host_table.h"
+#include "kernels/kernels.h"
 #include "plugin/loader.h"
 #include "comm/comm.h"
 #include "runtime/error.h"
@@ -67,18 +70,36 @@ plait_status plait_run_open_world(plait_run *run) {
     const char *name = plait_config_str(run->cfg, "comm", "plugin");
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, name);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[comm] plugin = %s", name);
-    plait_status st = plait_comm_plugin_usable(d, PLAIT_MEM_HOST); /* tensors live in host memory */
+    plait_status st = plait_comm_plugin_usable(d, PLAIT_MEM_HOST); /* host buffers: the core stages device tensors */
     if (st != PLAIT_OK) return st;
     plait_comm_settings settings;
     st = plait_comm_settings_from_config(run->cfg, &settings);
     if (st == PLAIT_OK) st = plait_job_join(run->cfg, &run->world.job);
+    /* the cpu device's precision rules name the config line; check them
+     * before the device is opened with that precision */
+    int precision = PLAIT_KERNELS_FP32;
+    if (st == PLAIT_OK) st = plait_precision_from_config(run->cfg, &precision);
+    /* the device first: after the fork, before any other plugin object */
+    if (st == PLAIT_OK) {
+        st = plait_device_open(plait_plugin_host(), run->cfg, plait_job_local_rank(run->world.job),
+                               plait_job_math_threads(run->world.job));
+        run->world.device_open = st == PLAIT_OK;
+        plait_host_attach_device();
+        /* the collectives stage the device's buffers for host transports */
+        if (st == PLAIT_OK) {
+            plait_comm_device dev = {.kind = plait_device_mem_kind(),
+                                     .copy = plait_device_ops_open()->copy,
+                                     .alloc = plait_device_alloc,
+                                     .free = plait_device_free};
+            plait_comm_set_device(&dev);
+        }
+    }
     if (st == PLAIT_OK) st = plait_comm_create_job_world(run->world.job, d->ops, run->cfg, &settings, &run->world.comm);
     if (st != PLAIT_OK) return st;
     plait_log_set_rank(plait_job_size(run->world.job) > 1 ? plait_job_rank(run->world.job) : -1);
     plait_kernels_set_threads(plait_job_math_threads(run->world.job));
-    int precision = PLAIT_KERNELS_FP32;
-    st = plait_precision_from_config(run->cfg, &precision);
-    if (st == PLAIT_OK && plait_kernels_set_precision(precision) != 0)
+    /* the core's own CPU kernels (the SGEMM peak behind MFU) match the rank's */
+    if (plait_kernels_set_precision(precision) != 0)
         st = plait_set_error(PLAIT_ERR_INTERNAL, "the kernels refused precision mode %d", precision);
     if (st != PLAIT_OK) return st;
     return plait_job_size(run->world.job) > 1 ? check_same_config(run) : PLAIT_OK;
@@ -89,4 +110,10 @@ void plait_run_close_world(plait_run *run) {
     run->world.comm = NULL;
     if (run->world.job) plait_job_leave(run->world.job, run->world.failed);
     run->world.job = NULL;
+    if (run->world.device_open) {
+        plait_comm_set_device(NULL);
+        plait_device_close();
+        plait_host_attach_device();
+    }
+    run->world.device_open = 0;
 }

@@ -30,6 +30,12 @@ for dir in core/*/; do
                  sed -E 's/^([0-9]+):[[:space:]]*#[[:space:]]*include[[:space:]]*"([a-z_]+)\/.*/\1:\2/')
     done
 done
+# The CPU kernels are linked into the cpu device plugin too, which cannot link
+# the core: they include no other folder of it.
+if grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[a-z_]*/' core/kernels/*.[ch] | grep -v '"kernels/'; then
+    echo "FAIL: core/kernels includes another folder of the core (it is linked into the cpu device plugin)"
+    bad=1
+fi
 # The host table is the plugins' door into the core, not the core's own.
 if grep -rn 'plait_host_table()' core --include=*.c | grep -v '^core/host/host_table.c:'; then
     echo "FAIL: plait_host_table() is called outside core/host (modules call each other directly)"

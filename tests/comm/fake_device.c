@@ -26,6 +26,7 @@ static struct {
     uint64_t fault_skip;
     double stall_s;
     int fault_armed;
+    _Atomic unsigned delay_us;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int in_dev(const void *p, size_t bytes) {
@@ -64,10 +65,20 @@ static plait_status fake_copy(void *dst, const void *src, size_t bytes, plait_co
         struct timespec ts = {(time_t)g.stall_s, (long)((g.stall_s - (double)(time_t)g.stall_s) * 1e9)};
         nanosleep(&ts, NULL);
     }
+    unsigned us = atomic_load(&g.delay_us);
+    if (us) {
+        struct timespec ts = {0, (long)us * 1000};
+        nanosleep(&ts, NULL);
+    }
     char *d = in_dev(dst, bytes) ? g.shadow + ((char *)dst - g.base) : dst;
     const char *s = in_dev(src, bytes) ? g.shadow + ((const char *)src - g.base) : src;
     memmove(d, s, bytes);
     return PLAIT_OK;
+}
+
+static void *fake_alloc_tagged(size_t bytes, const char *tag) {
+    (void)tag;
+    return fake_device_alloc(bytes);
 }
 
 void fake_device_open(size_t bytes) {
@@ -76,11 +87,12 @@ void fake_device_open(size_t bytes) {
     g.shadow = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (g.base == MAP_FAILED || g.shadow == MAP_FAILED) abort();
     g.n_allocs = 0;
-    plait_comm_set_device(PLAIT_MEM_CUDA, fake_copy);
+    plait_comm_device d = {PLAIT_MEM_CUDA, fake_copy, fake_alloc_tagged, fake_device_free};
+    plait_comm_set_device(&d);
 }
 
 void fake_device_close(void) {
-    plait_comm_set_device(PLAIT_MEM_HOST, NULL);
+    plait_comm_set_device(NULL);
     if (fake_device_in_use() != 0) {
         fprintf(stderr, "fake device: %zu B still allocated at close\n", fake_device_in_use());
         abort();
@@ -159,3 +171,5 @@ void fake_device_fault_clear(void) {
     g.fault_armed = 0;
     pthread_mutex_unlock(&g.lock);
 }
+
+void fake_device_set_delay(unsigned us) { atomic_store(&g.delay_us, us); }

@@ -29,5 +29,7 @@ uint64_t fake_device_copies_on_stager(void);
  * after `skip` such copies, the next fails (or sleeps `stall_s`) */
 void fake_device_fault(const void *lo, size_t len, uint64_t skip, double stall_s);
 void fake_device_fault_clear(void);
+/* every copy takes at least `us` microseconds (a slow bus) */
+void fake_device_set_delay(unsigned us);
 
 #endif

@@ -8,8 +8,9 @@
  * id through the child bootstrap), grouped send/receive that would deadlock
  * one by one, nonblocking launches that stay in progress, blocking mode,
  * timeouts that keep the request, abort reaching the peer as a remote
- * error, NCCL's asynchronous errors, user streams, and that nothing leaks
- * (communicators, temporaries) and no misuse is seen.
+ * error, NCCL's asynchronous errors, user streams, host control data (a
+ * loss, a barrier) carried through device scratch when a device is open,
+ * and that nothing leaks (communicators, temporaries) and no misuse is seen.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -23,7 +24,10 @@
 
 #include <cmocka.h>
 
+#include <cuda_runtime.h>
+
 #include "comm/comm.h"
+#include "comm/comm_device.h"
 #include "comm/comm_threads.h"
 #include "comm/request.h"
 #include "config/config.h"
@@ -394,6 +398,44 @@ static void body_host_memory(int rank, plait_comm *w, job *j) {
     CHECK(j, req == NULL && mock_gpu_launches() == launches, "refusal had side effects");
 }
 
+/* Host control data with a device open: the loss allreduce, a broadcast of
+ * a config hash, an allgather of counters and a barrier all work through
+ * the device scratch, with exact results. */
+static void body_host_control(int rank, plait_comm *w, job *j) {
+    const plait_coll_api *api = plait_coll_api_table();
+    int n = j->n;
+    float loss[3] = {(float)rank + 0.5f, 2.0f, (float)(rank * rank)}, sum[3] = {0};
+    plait_status st = api->allreduce(w, loss, sum, 3, PLAIT_F32, PLAIT_SUM, NULL, NULL);
+    CHECK(j, st == PLAIT_OK, "host allreduce: %s", plait_last_error());
+    float want0 = 0, want2 = 0;
+    for (int q = 0; q < n; q++) want0 += (float)q + 0.5f, want2 += (float)(q * q);
+    CHECK(j, sum[0] == want0 && sum[1] == 2.0f * (float)n && sum[2] == want2, "allreduce gave %g %g %g", sum[0],
+          sum[1], sum[2]);
+    uint64_t hash = rank == 1 ? 0x1234567890abcdefull : 0;
+    st = api->broadcast(w, &hash, 1, PLAIT_I64, 1, NULL, NULL);
+    CHECK(j, st == PLAIT_OK && hash == 0x1234567890abcdefull, "broadcast: %s", plait_last_error());
+    int32_t mine = 10 + rank, all[MAXR] = {0};
+    st = api->allgather(w, &mine, all, 1, PLAIT_I32, NULL, NULL);
+    for (int q = 0; q < n && st == PLAIT_OK; q++) CHECK(j, all[q] == 10 + q, "allgather[%d] = %d", q, all[q]);
+    st = api->barrier(w, NULL, NULL);
+    CHECK(j, st == PLAIT_OK, "barrier: %s", plait_last_error());
+}
+
+/* The stand-in's device memory is host memory: the device's copy is a memcpy. */
+static plait_status mock_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
+    (void)dir;
+    memcpy(dst, src, bytes);
+    return PLAIT_OK;
+}
+
+static void *mock_alloc(size_t bytes, const char *tag) {
+    (void)tag;
+    void *p = NULL;
+    return cudaMalloc(&p, bytes) == cudaSuccess ? p : NULL;
+}
+
+static void mock_free(void *p) { cudaFree(p); }
+
 /* ---- tests ------------------------------------------------------------------------- */
 
 static void test_probe(void **state) {
@@ -483,6 +525,16 @@ static void test_host_memory_refused(void **state) {
     assert_int_equal(mock_gpu_misuse(), 0);
 }
 
+static void test_host_control_data(void **state) {
+    (void)state;
+    plait_comm_device dev = {PLAIT_MEM_CUDA, mock_copy, mock_alloc, mock_free};
+    plait_comm_set_device(&dev);
+    job j;
+    run_job(&j, 3, NULL, NULL, body_host_control);
+    plait_comm_set_device(NULL);
+    expect_clean(&j); /* the device scratch went with the communicators */
+}
+
 static void test_two_ranks_one_gpu(void **state) {
     (void)state;
     mock_gpu_reset(1);
@@ -544,6 +596,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_async_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_memory_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_host_control_data, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_ranks_one_gpu, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_device_on_one_rank, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_driver, setup, teardown),

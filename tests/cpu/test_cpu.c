@@ -18,7 +18,7 @@
 #include "cpu/blas.h"
 #include "cpu/compute_line.h"
 #include "cpu/cpu_features.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 
 static plait_cpu_features with(int avx2, int avx512, int bf16) {
     plait_cpu_features f;

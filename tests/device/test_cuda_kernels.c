@@ -20,7 +20,7 @@
 
 #include "device/kcase.h"
 #include "host/host_table.h"
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 
@@ -35,41 +35,9 @@
 
 /* ---- the CPU reference table -------------------------------------------- */
 
-/* loss_rows as plait/kernels.h states it (the core has no CPU version of
- * its own at the time of writing) */
-static void ref_loss_rows(float *losses, float *lse, const float *rowmax, const float *sumexp, const float *tlogit,
-                          const int32_t *targets, int64_t n, double *loss_sum) {
-    double s = 0;
-    for (int64_t r = 0; r < n; r++) {
-        float tl = tlogit[r];
-        lse[r] = rowmax[r] + logf(sumexp[r]);
-        losses[r] = targets[r] >= 0 ? lse[r] - tl : 0.0f;
-        s += (double)losses[r];
-    }
-    *loss_sum += s;
-}
-
-static void ref_zero_f64(double *x, size_t n) { memset(x, 0, n * sizeof *x); }
-
 static plait_kernels g_cpu;
 
-static void cpu_table(void) {
-    g_cpu = *plait_kernels_table();
-    g_cpu.struct_size = sizeof g_cpu;
-    g_cpu.matmul_forward_residual = plait_k_matmul_forward_residual;
-    g_cpu.add_bias_residual = plait_k_add_bias_residual;
-    g_cpu.bias_backward = plait_k_bias_backward;
-    g_cpu.attention_probs = plait_k_attention_probs;
-    g_cpu.embedding_forward_vocab = plait_k_embedding_forward_vocab;
-    g_cpu.embedding_backward_vocab = plait_k_embedding_backward_vocab;
-    g_cpu.add_positions = plait_k_add_positions;
-    g_cpu.logits_rowmax = plait_k_logits_rowmax;
-    g_cpu.logits_sumexp = plait_k_logits_sumexp;
-    g_cpu.logits_target = plait_k_logits_target;
-    g_cpu.loss_rows = ref_loss_rows;
-    g_cpu.crossentropy_backward = plait_k_crossentropy_backward;
-    g_cpu.zero_f64 = ref_zero_f64;
-}
+static void cpu_table(void) { g_cpu = *plait_kernels_table(); }
 
 /* ---- cases ---------------------------------------------------------------- */
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/kernels.h"
+#include "kernels/kernels.h"
 #include "model/model_harness.h"
 #include "model/model_internal.h"
 #include "runtime/error.h"

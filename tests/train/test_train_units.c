@@ -13,6 +13,7 @@
 
 #include "runtime/error.h"
 #include "layout/batch.h"
+#include "kernels/kernels.h"
 #include "comm/sum_tree.h"
 #include "layout/mesh.h"
 #include "model/tied.h"
@@ -160,7 +161,7 @@ static void test_tied_weight(void **state) {
     for (int i = 0; i < 3; i++) assert_false(local[i].flags & PLAIT_PARAM_TIED_REMOTE);
     plait_param_set set = {.struct_size = sizeof set, .n_params = 3, .params = local};
     assert_int_equal(plait_tied_local_original(&set, &local[2]), 0);
-    plait_tied_fold_grads(&set);
+    plait_tied_fold_grads(&set, plait_kernels_table());
     assert_true(gw[0] == 0.0f && gw[1] == 4.0f);
     assert_true(gc[0] == -1e8f); /* the copy keeps its own gradient */
 
@@ -177,7 +178,7 @@ static void test_tied_weight(void **state) {
     assert_true(last[0].flags & PLAIT_PARAM_TIED_REMOTE);
     plait_param_set last_set = {.struct_size = sizeof last_set, .n_params = 1, .params = last};
     assert_int_equal(plait_tied_local_original(&last_set, &last[0]), -1);
-    plait_tied_fold_grads(&last_set);
+    plait_tied_fold_grads(&last_set, plait_kernels_table());
     assert_true(gc[0] == -1e8f && gc[1] == 3.0f);
 }
 

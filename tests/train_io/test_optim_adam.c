@@ -8,7 +8,7 @@
 
 #include <plait/plugin.h>
 
-#include "model/kernels_vector.h"
+#include "kernels/kernels_vector.h"
 #include "optim/common/optim_common.h"
 #include "plugin/loader.h"
 #include "runtime/memory.h"

@@ -9,7 +9,7 @@
 #include "comm/comm.h"
 #include "comm/comm_threads.h"
 #include "config/config.h"
-#include "model/kernels_vector.h"
+#include "kernels/kernels_vector.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"

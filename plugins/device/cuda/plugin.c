@@ -22,17 +22,20 @@ static const plait_key_decl g_params[] = {
       "size on every run keeps the chosen algorithms, and so the results, the same"),
 };
 
+/* None found is not a failure of count() (plait/device.h): *out = 0 and
+ * the reason set, phrased as the whole message the core prints. */
 static plait_status cuda_count(const plait_host *host, int32_t *out) {
     char why[512];
     int n = pc_visible_gpus(why, sizeof why);
-    *out = n;
-    if (n <= 0) return host->set_error(PLAIT_ERR_UNSUPPORTED, "no CUDA device found (%s)", why);
+    *out = n > 0 ? n : 0;
+    if (n <= 0) (void)host->set_error(PLAIT_ERR_UNSUPPORTED, "no CUDA device found (%s)", why);
     return PLAIT_OK;
 }
 
 static plait_status cuda_probe(const plait_host *host) {
-    int32_t n = 0;
-    return cuda_count(host, &n);
+    char why[512];
+    if (pc_visible_gpus(why, sizeof why) > 0) return PLAIT_OK;
+    return host->set_error(PLAIT_ERR_UNSUPPORTED, "no CUDA device found (%s)", why);
 }
 
 static const plait_kernels *cuda_kernels(void) { return pc.is_open ? pc_kernels() : NULL; }

@@ -98,7 +98,11 @@ typedef struct plait_device_ops {
     /* Devices of this kind visible to this process, counted without
      * initialising a driver context in the caller (CUDA does not survive
      * fork: the launcher calls this before it forks ranks), e.g. from sysfs
-     * or in a child process. 0 with a reason set when there are none. */
+     * or in a child process. When there are none: *out = 0, PLAIT_OK, and
+     * the reason set with host->set_error, phrased for the user as the
+     * whole error ("no CUDA device found (no NVIDIA driver is loaded:
+     * /proc/driver/nvidia/version is absent)"); the core prints it, naming
+     * the [device] plugin key, and starts no rank. */
     plait_status (*count)(const struct plait_host *host, int32_t *out);
 
     /* Open the device for this process (see the header comment). */

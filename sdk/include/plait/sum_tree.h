@@ -26,6 +26,13 @@
  * copies of the vector, allocated with host->alloc on first use under the
  * creator's tag (the documented memory cost of deterministic mode).
  *
+ * Device memory (ABI 1.3): a tree created while the rank's device keeps
+ * tensors outside host memory (host->device_info->mem_kind not
+ * PLAIT_MEM_HOST) works on that memory: value, total and its levels are
+ * device memory, merged with the device's kernels in the same order, so the
+ * bits are the host tree's. Such a tree sums PLAIT_F32 only (create fails
+ * with PLAIT_ERR_UNSUPPORTED otherwise).
+ *
  * Ownership and lifetime: the core allocates the tree in create and frees it
  * and its level arrays in destroy; the values and totals stay the caller's.
  * Thread-safety: one tree is used by one thread at a time; separate trees

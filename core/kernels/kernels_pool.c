@@ -1,10 +1,10 @@
-#include "model/kernels_pool.h"
+#include "kernels/kernels_pool.h"
+#include "kernels/kernels_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
-#include "runtime/log.h"
 
 #define POOL_MAX_THREADS 256
 
@@ -133,8 +133,7 @@ void plait_pool_set_threads(int threads) {
         for (int i = 0; i < threads - 1; i++) {
             int rc = pthread_create(&g_pool.workers[i], NULL, worker_main, NULL);
             if (rc != 0) {
-                plait_log(PLAIT_LOG_WARN, "kernels",
-                          "cannot start math thread %d of %d (%s); continuing with %d", i + 2,
+                plait_kernels_warn("cannot start math thread %d of %d (%s); continuing with %d", i + 2,
                           threads, strerror(rc), i + 1);
                 break;
             }

@@ -4,10 +4,10 @@
  * Written as x·σ(2u) (since 1 + tanh(u) = 2σ(2u)): one exp per element,
  * no cancellation for large |x|, vectorisable. Threaded over fixed chunks.
  */
-#include "model/kernels.h"
-#include "model/kernels_internal.h"
-#include "model/kernels_math.h"
-#include "model/kernels_pool.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/kernels_math.h"
+#include "kernels/kernels_pool.h"
 
 #define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_K1 0.044715f

@@ -16,21 +16,28 @@
  * The copies live in per-thread scratch buffers that grow to the largest
  * product and are freed when the thread ends.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/blas.h"
-#include "model/kernels.h"
-#include "model/kernels_internal.h"
-#include "model/kernels_pool.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/kernels_pool.h"
 
 static int g_precision = PLAIT_KERNELS_FP32;
 static plait_sbgemm_fn g_sbgemm;
 
+plait_sbgemm_fn plait_kernels_sbgemm(void) {
+    plait_sbgemm_fn fn;
+    void *sym = dlsym(RTLD_DEFAULT, "cblas_sbgemm");
+    memcpy(&fn, &sym, sizeof fn);
+    return fn;
+}
+
 int plait_kernels_set_precision(int precision) {
     if (precision == PLAIT_KERNELS_BF16) {
-        plait_sbgemm_fn fn = plait_blas_sbgemm();
+        plait_sbgemm_fn fn = plait_kernels_sbgemm();
         if (!fn) return -1;
         g_sbgemm = fn;
     } else if (precision != PLAIT_KERNELS_FP32 && precision != PLAIT_KERNELS_BF16_EMULATED) {

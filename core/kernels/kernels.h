@@ -1,8 +1,16 @@
 /*
- * The core's CPU kernel library: the functions behind host->kernels
- * (sdk/include/plait/kernels.h states the shapes and conventions), plus the
- * variants the model needs for tensor parallelism (vocabulary-parallel
- * embedding and cross-entropy) and fused forms (bias + residual).
+ * plait's CPU kernel library: the functions behind the cpu device's kernel
+ * table (sdk/include/plait/kernels.h states the shapes and conventions).
+ *
+ * Self-contained: it includes no other folder of the core and calls
+ * nothing of it, because it is built once as a static library
+ * (plait_cpu_kernels, position-independent) linked into two places: libplait
+ * (the core's own host-side math: the SGEMM peak, reference results in
+ * tests) and the cpu device plugin (plugins/device/cpu), which cannot link
+ * the core. Each copy has its own thread pool and precision; the core's
+ * trainer computes through the open device's table, never through these
+ * functions directly. Warnings go to the logger set by
+ * plait_kernels_set_log (the core's log, or host->log in a plugin).
  *
  * Threads: plait_kernels_set_threads(n) sets how many threads the kernels
  * use (the caller plus n-1 sleeping workers). Matrix products run OpenBLAS
@@ -23,10 +31,18 @@
 
 #include <plait/kernels.h>
 
-#include "model/kernels_vector.h"
+#include "kernels/kernels_vector.h"
 
-/* The table installed as host->kernels (static storage). */
+/* The whole library as one table (static storage): the cpu device's
+ * kernels, and the core's host->kernels before a device is open. */
 const plait_kernels *plait_kernels_table(void);
+
+/* Where warnings go (a math thread that cannot start, a bf16 product that
+ * falls back to fp32): a logger with host->log's signature. NULL (the
+ * default) writes them to stderr. Set it once, before the first kernel. */
+typedef void (*plait_kernels_log_fn)(plait_log_level level, const char *component, const char *fmt, ...)
+    PLAIT_PRINTF(3, 4);
+void plait_kernels_set_log(plait_kernels_log_fn fn);
 
 /* Threads the kernels use on this rank (>= 1; 0 or less means 1). Sets
  * OpenBLAS to 1 thread (see above) and sizes the worker pool. Call from the
@@ -46,6 +62,13 @@ int plait_kernels_threads(void);
 enum { PLAIT_KERNELS_FP32 = 0, PLAIT_KERNELS_BF16 = 1, PLAIT_KERNELS_BF16_EMULATED = 2 };
 int plait_kernels_set_precision(int precision);
 int plait_kernels_precision(void);
+/* cblas_sbgemm of the loaded BLAS (row-major C = alpha op(A) op(B) + beta C
+ * with bf16 A and B, fp32 C), or NULL when the BLAS has none (Debian's
+ * OpenBLAS 0.3.21 is built without BUILD_BFLOAT16). */
+typedef void (*plait_sbgemm_fn)(int order, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                                const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
+                                int ldc);
+plait_sbgemm_fn plait_kernels_sbgemm(void);
 /* x rounded to the nearest bfloat16 (ties to even; NaN stays NaN). */
 float plait_bf16_round(float x);
 
@@ -134,6 +157,11 @@ void plait_k_logits_sumexp(float *sumexp, const float *logits, const float *rowm
  * columns, else 0 (so a sum over ranks gives the target logit). */
 void plait_k_logits_target(float *tlogit, const float *logits, const int32_t *targets,
                            int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid);
+/* lse[r] = rowmax[r] + logf(sumexp[r]) (lse may equal rowmax); losses[r] =
+ * lse[r] - tlogit[r] for targets >= 0, else 0 (losses may equal tlogit);
+ * *loss_sum += Σ losses[r], summed in double in row order. */
+void plait_k_loss_rows(float *losses, float *lse, const float *rowmax, const float *sumexp,
+                       const float *tlogit, const int32_t *targets, int64_t BT, double *loss_sum);
 /* dlogits = (exp(logit - lse[r]) - onehot) * scale on valid columns, 0 on
  * padding and on rows with a negative target. dlogits may equal logits. */
 void plait_k_crossentropy_backward(float *dlogits, const float *logits, const float *lse,

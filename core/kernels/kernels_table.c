@@ -3,10 +3,12 @@
  */
 #include <cblas.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 
-#include "model/kernels.h"
-#include "model/kernels_internal.h"
-#include "model/kernels_pool.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/kernels_pool.h"
 
 static void sgemm_entry(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                         const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
@@ -37,9 +39,38 @@ static const plait_kernels g_table = {
     .embedding_forward = plait_k_embedding_forward,
     .embedding_backward = plait_k_embedding_backward,
     .crossentropy = plait_k_crossentropy,
+    .matmul_forward_residual = plait_k_matmul_forward_residual,
+    .add_bias_residual = plait_k_add_bias_residual,
+    .bias_backward = plait_k_bias_backward,
+    .attention_probs = plait_k_attention_probs,
+    .embedding_forward_vocab = plait_k_embedding_forward_vocab,
+    .embedding_backward_vocab = plait_k_embedding_backward_vocab,
+    .add_positions = plait_k_add_positions,
+    .logits_rowmax = plait_k_logits_rowmax,
+    .logits_sumexp = plait_k_logits_sumexp,
+    .logits_target = plait_k_logits_target,
+    .loss_rows = plait_k_loss_rows,
+    .crossentropy_backward = plait_k_crossentropy_backward,
+    .zero_f64 = plait_k_zero_f64,
 };
 
 const plait_kernels *plait_kernels_table(void) { return &g_table; }
+
+static plait_kernels_log_fn g_log;
+
+void plait_kernels_set_log(plait_kernels_log_fn fn) { g_log = fn; }
+
+void plait_kernels_warn(const char *fmt, ...) {
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (g_log)
+        g_log(PLAIT_LOG_WARN, "kernels", "%s", line);
+    else
+        fprintf(stderr, "plait: warning: kernels: %s\n", line);
+}
 
 static pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
 

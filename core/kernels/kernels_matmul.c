@@ -6,10 +6,9 @@
 #include <cblas.h>
 #include <string.h>
 
-#include "model/kernels.h"
-#include "model/kernels_internal.h"
-#include "model/kernels_pool.h"
-#include "runtime/log.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/kernels_pool.h"
 
 /* The output C[M,N] is cut into tiles of tm x tn (the last row and column
  * of tiles shorter), and each tile is one single-threaded cblas_sgemm over
@@ -101,7 +100,7 @@ void plait_k_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, fl
         if (plait_k_bf16_operands(trans_a, trans_b, M, N, K, A, lda, B, ldb, &op) == 0)
             j.bf16 = &op;
         else
-            plait_log(PLAIT_LOG_WARN, "kernels", "no memory for bf16 copies of a %lldx%lldx%lld product; it runs in fp32",
+            plait_kernels_warn("no memory for bf16 copies of a %lldx%lldx%lld product; it runs in fp32",
                       (long long)M, (long long)N, (long long)K);
     }
     int64_t tiles = plait_k_sgemm_tiles(M, N, K, &j.tm, &j.tn);

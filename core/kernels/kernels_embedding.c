@@ -9,8 +9,8 @@
  */
 #include <string.h>
 
-#include "model/kernels.h"
-#include "model/kernels_pool.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_pool.h"
 
 #define EMB_ROWS 64  /* token positions per work item (forward) */
 #define EMB_TABLE 8  /* table rows per work item (backward), at least */

@@ -15,10 +15,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "model/kernels.h"
-#include "model/kernels_internal.h"
-#include "model/kernels_math.h"
-#include "model/kernels_pool.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/kernels_math.h"
+#include "kernels/kernels_pool.h"
 
 #define ATT_TILE 64
 

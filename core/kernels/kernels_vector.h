@@ -11,6 +11,7 @@
 #include <plait/kernels.h>
 
 void plait_k_zero(float *x, size_t n);
+void plait_k_zero_f64(double *x, size_t n);
 void plait_k_copy(float *dst, const float *src, size_t n);
 void plait_k_scale(float *x, size_t n, float a);
 void plait_k_axpy(float *y, const float *x, size_t n, float a);

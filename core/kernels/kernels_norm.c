@@ -8,10 +8,10 @@
  */
 #include <math.h>
 
-#include "model/kernels.h"
-#include "model/kernels_internal.h"
-#include "model/kernels_math.h"
-#include "model/kernels_pool.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/kernels_math.h"
+#include "kernels/kernels_pool.h"
 
 #define LN_EPS 1e-5f
 #define LN_ROWS 32 /* rows per work item */

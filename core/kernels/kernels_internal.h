@@ -5,6 +5,11 @@
 #define PLAIT_CORE_KERNELS_INTERNAL_H
 
 #include <stdint.h>
+#include <plait/types.h>
+
+/* A warning through the logger of plait_kernels_set_log (component
+ * "kernels"). */
+void plait_kernels_warn(const char *fmt, ...) PLAIT_PRINTF(1, 2);
 
 /* One-time setup before the first BLAS call: OpenBLAS to one thread (plait
  * threads products itself, deterministically). Cheap after the first call;

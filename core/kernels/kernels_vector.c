@@ -1,11 +1,11 @@
-#include "model/kernels_vector.h"
+#include "kernels/kernels_vector.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
 
-#include "model/kernels_internal.h"
-#include "model/kernels_pool.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/kernels_pool.h"
 
 /* Element blocks of the threaded vector kernels: a fixed cut, and each
  * element's result depends on that element alone (or, for the exact Σx²,
@@ -22,6 +22,8 @@ typedef struct vec_job {
 } vec_job;
 
 void plait_k_zero(float *x, size_t n) { memset(x, 0, n * sizeof *x); }
+
+void plait_k_zero_f64(double *x, size_t n) { memset(x, 0, n * sizeof *x); }
 
 void plait_k_copy(float *dst, const float *src, size_t n) {
     if (dst != src) memmove(dst, src, n * sizeof *dst);

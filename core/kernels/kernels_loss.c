@@ -7,10 +7,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "model/kernels.h"
-#include "model/kernels_internal.h"
-#include "model/kernels_math.h"
-#include "model/kernels_pool.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/kernels_math.h"
+#include "kernels/kernels_pool.h"
 
 #define CE_ROWS 32
 
@@ -95,6 +95,18 @@ void plait_k_logits_target(float *tlogit, const float *logits, const int32_t *ta
         int64_t c = (int64_t)targets[r] - vocab_start;
         tlogit[r] = targets[r] >= 0 && c >= 0 && c < n_valid ? logits[r * Vl + c] : 0.0f;
     }
+}
+
+void plait_k_loss_rows(float *losses, float *lse, const float *rowmax, const float *sumexp,
+                       const float *tlogit, const int32_t *targets, int64_t BT, double *loss_sum) {
+    /* serial: BT values, and the double sum must run in row order */
+    double sum = 0.0;
+    for (int64_t r = 0; r < BT; r++) {
+        lse[r] = rowmax[r] + logf(sumexp[r]);
+        losses[r] = targets[r] >= 0 ? lse[r] - tlogit[r] : 0.0f;
+        sum += losses[r];
+    }
+    *loss_sum += sum;
 }
 
 void plait_k_crossentropy_backward(float *dlogits, const float *logits, const float *lse,

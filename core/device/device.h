@@ -1,0 +1,85 @@
+/*
+ * The rank's compute device ([device] plugin, sdk/include/plait/device.h):
+ * finding it before any rank starts, opening it once per process, and its
+ * memory.
+ *
+ * A process opens at most one device, after the launcher forked it (CUDA
+ * does not survive fork) and before any other plugin is created, and keeps
+ * it until exit. Until then, and in commands that open none, tensors are
+ * host memory and the kernels are the core's CPU kernels (core/kernels).
+ *
+ * Memory: plait_device_alloc returns the device's memory (host memory on a
+ * device whose memory kind is PLAIT_MEM_HOST), counted under its tag in the
+ * rank's memory report (runtime/memory.h) like host allocations. Host code
+ * never dereferences it: it goes through the device's kernels and
+ * plait_device_copy.
+ *
+ * Thread-safety: open/close from the main thread before/after everything
+ * else; alloc, free, owns and copy from any thread; the rest read state
+ * fixed at open. Errors: plait_status with the message set (runtime/error.h).
+ */
+#ifndef PLAIT_CORE_DEVICE_H
+#define PLAIT_CORE_DEVICE_H
+
+#include <stddef.h>
+#include <plait/device.h>
+#include <plait/host.h>
+#include <plait/plugin.h>
+
+#include "config/config.h"
+
+/* Before any rank starts: load [device] plugin, probe it and count its
+ * devices (count() never creates a driver context in the caller). None
+ * found fails with the plugin's reason ("no CUDA device found (...)"), the
+ * key's FILE:LINE and what to do. Nothing is opened. */
+plait_status plait_device_preflight(const plait_config *cfg);
+
+/* [run] precision as the SDK's enum. */
+plait_precision plait_device_precision(const plait_config *cfg);
+
+/* Open [device] plugin for this process: resolve [device] ordinal (-1 = the
+ * local rank modulo the visible devices; an ordinal beyond them fails
+ * naming the key) and call the plugin's open(). `host` is the table handed
+ * to the plugin. Fails if a device is already open. */
+plait_status plait_device_open(const plait_host *host, const plait_config *cfg, int local_rank,
+                               int math_threads);
+/* Close the open device (nothing if none). Every device allocation must be
+ * freed before. */
+void plait_device_close(void);
+
+/* The open device: its ops, what open() found, its plugin's descriptor;
+ * NULL when none is open. */
+const plait_device_ops *plait_device_ops_open(void);
+const plait_device_info *plait_device_info_open(void);
+const plait_plugin_desc *plait_device_desc_open(void);
+
+/* The open device's kernels, or NULL when none is open. */
+const plait_kernels *plait_device_kernels_open(void);
+/* The kernels tensors are computed with: the open device's, else the
+ * core's CPU kernels (core/kernels: host memory). */
+const plait_kernels *plait_device_kernels(void);
+
+/* Memory kind of tensors: the open device's, PLAIT_MEM_HOST when none. */
+plait_mem_kind plait_device_mem_kind(void);
+
+/* `bytes` of tensor memory (aligned to 256 bytes) counted under `tag`:
+ * the open device's memory, or host memory (runtime/memory.h) when none is
+ * open or the device's memory is host memory. NULL with the error set. */
+void *plait_device_alloc(size_t bytes, const char *tag);
+/* Free memory from plait_device_alloc (or from the device through
+ * host->alloc); NULL is ignored. */
+void plait_device_free(void *ptr);
+/* 1 if `ptr` is a live allocation of the open device's own allocator. */
+int plait_device_owns(const void *ptr);
+
+/* Copy through the open device (memcpy when none is open or its memory is
+ * host memory). */
+plait_status plait_device_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir);
+
+/* A parallel or optim plugin `d` may run on the open device: plugins
+ * declaring ABI minor < 3 predate device memory and are refused when the
+ * device's memory is not host memory (PLAIT_ERR_ABI, naming the plugin,
+ * its minor and the device). */
+plait_status plait_device_check_plugin(const plait_plugin_desc *d);
+
+#endif
