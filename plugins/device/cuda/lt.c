@@ -33,10 +33,11 @@ static void *g_lib;
     X(pref_set, "cublasLtMatmulPreferenceSetAttribute")                                                      \
     X(heuristic, "cublasLtMatmulAlgoGetHeuristic")
 
-/* The soname of the CUDA 13 library this plugin was compiled against,
- * then the unversioned name as a fallback (a later ABI refuses to load the
- * symbols below, and we say so). */
-static const char *const g_names[] = {"libcublasLt.so." PLAIT_STRINGIFY(PC_CUBLAS_MAJOR), "libcublasLt.so"};
+/* The soname of the cuBLAS major this plugin was compiled against, the
+ * unversioned name, then the toolkit's directory at build time (a library
+ * lacking a symbol below is refused, naming it). */
+static const char *const g_names[] = {"libcublasLt.so." PLAIT_STRINGIFY(PC_CUBLAS_MAJOR), "libcublasLt.so",
+                                      PC_CUDA_LIB_DIR "/libcublasLt.so." PLAIT_STRINGIFY(PC_CUBLAS_MAJOR)};
 
 int pc_lt_open(size_t workspace_bytes) {
     const plait_host *h = pc.host;
