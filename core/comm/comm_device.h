@@ -1,16 +1,19 @@
 /*
- * The open device as the communicators see it: its memory kind, its copy
+ * The device as the communicators see it: its memory kind, its copy
  * function, and its memory allocator. The staging of device buffers for
  * host-memory transports needs the copy (coll_stage.c, comm_stage.h); host
  * control data (a loss, a norm, a barrier) on a transport that moves device
- * memory only (nccl) needs device scratch memory as well. The device layer
- * registers them once the device is open and clears them before it closes;
- * core/comm never calls upward to find them. With nothing registered,
- * device-kind buffers are refused with a message instead of being
- * dereferenced.
+ * memory only (nccl) needs device scratch memory as well.
  *
- * Thread-safety: set/clear from the thread that opens and closes the
- * device, while no collective is running; plait_comm_device from any thread.
+ * A registered device (plait_comm_set_device: the run registers its open
+ * device, tests a stand-in) takes precedence until cleared; with none
+ * registered, it is the rank's open device (core/device, a lower layer)
+ * when its memory is not host memory (so `plait bench comm --mem device`
+ * needs no registration). With neither, device-kind buffers are refused
+ * with a message instead of being dereferenced.
+ *
+ * Thread-safety: set/clear while no collective is running; the getters
+ * from any thread.
  */
 #ifndef PLAIT_CORE_COMM_DEVICE_H
 #define PLAIT_CORE_COMM_DEVICE_H
@@ -29,15 +32,16 @@ typedef struct plait_comm_device {
     void (*free)(void *ptr);
 } plait_comm_device;
 
-/* Register the open device (copied). NULL, a host kind or a NULL copy
- * clears the registration. */
+/* Register a device (copied). NULL, a host kind or a NULL copy clears the
+ * registration. */
 void plait_comm_set_device(const plait_comm_device *dev);
 
-/* The registered device, or NULL. The pointer stays valid until the next
- * plait_comm_set_device. */
+/* The registered device, else the open device when its memory is not
+ * host memory, else NULL. The pointer stays valid until the next
+ * plait_comm_set_device or the device's close. */
 const plait_comm_device *plait_comm_device_get(void);
 
-/* The registered copy function, or NULL. */
+/* plait_comm_device_get()'s copy function, or NULL. */
 plait_comm_copy_fn plait_comm_device_copy(void);
 
 /* Memory the host can dereference (host, pinned host). */

@@ -39,8 +39,9 @@ struct plait_stage {
 
     p2p_buf p2p[P2P_CACHE];
 
-    _Atomic int in_transfer;     /* the collective's thread is in a chunk's transfer */
-    _Atomic uint64_t copies, overlapped;
+    _Atomic uint64_t copy_events; /* +1 at the start and at the end of a copy: odd = copying */
+    uint64_t transfer_mark;       /* copy_events when the running transfer started */
+    _Atomic uint64_t transfers, overlapped;
 
     char *dev[2];                /* device scratch (send, recv) */
     size_t dev_bytes[2];
@@ -72,12 +73,9 @@ static void *stager_main(void *arg) {
         int skip = s->skip || s->err != PLAIT_OK;
         s->running = 1;
         pthread_mutex_unlock(&s->lock);
-        int during = atomic_load(&s->in_transfer);
+        if (!skip) atomic_fetch_add(&s->copy_events, 1);
         plait_status st = skip ? PLAIT_OK : plait_stage_copy_now(&job);
-        if (!skip) {
-            atomic_fetch_add(&s->copies, 1);
-            if (during || atomic_load(&s->in_transfer)) atomic_fetch_add(&s->overlapped, 1);
-        }
+        if (!skip) atomic_fetch_add(&s->copy_events, 1);
         pthread_mutex_lock(&s->lock);
         if (st != PLAIT_OK && s->err == PLAIT_OK) {
             s->err = st;
@@ -185,11 +183,19 @@ plait_status plait_stage_post(plait_stage *s, const plait_stage_copy *job, uint6
     return PLAIT_OK;
 }
 
-void plait_stage_mark_transfer(plait_stage *s, int on) { atomic_store(&s->in_transfer, on); }
+void plait_stage_mark_transfer(plait_stage *s, int on) {
+    uint64_t e = atomic_load(&s->copy_events);
+    if (on) {
+        s->transfer_mark = e;
+        return;
+    }
+    atomic_fetch_add(&s->transfers, 1);
+    if ((s->transfer_mark & 1) || e != s->transfer_mark) atomic_fetch_add(&s->overlapped, 1);
+}
 
-void plait_stage_counts(const plait_stage *s, uint64_t *copies, uint64_t *overlapped) {
+void plait_stage_counts(const plait_stage *s, uint64_t *transfers, uint64_t *overlapped) {
     plait_stage *m = (plait_stage *)(uintptr_t)s;
-    *copies = atomic_load(&m->copies);
+    *transfers = atomic_load(&m->transfers);
     *overlapped = atomic_load(&m->overlapped);
 }
 

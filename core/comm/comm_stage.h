@@ -66,10 +66,11 @@ plait_status plait_stage_wait(plait_stage *s, uint64_t ticket);
 void plait_stage_cancel(plait_stage *s);
 
 /* The collective's thread marks the transfer of a chunk (on = 1 before,
- * 0 after); copies that start or end during one are counted as overlapped. */
+ * 0 after); a transfer during which a copy was running (one was at its
+ * start, or one started or ended before its end) counts as overlapped. */
 void plait_stage_mark_transfer(plait_stage *s, int on);
-/* Copies run so far, and how many of them overlapped a transfer. */
-void plait_stage_counts(const plait_stage *s, uint64_t *copies, uint64_t *overlapped);
+/* Chunk transfers so far, and how many of them overlapped a copy. */
+void plait_stage_counts(const plait_stage *s, uint64_t *transfers, uint64_t *overlapped);
 
 /* Tickets posted so far. */
 uint64_t plait_stage_posted(const plait_stage *s);

@@ -445,29 +445,25 @@ static void pipe_main(int rank, void *arg) {
     free(h);
 }
 
-/* With a slow bus (200 us a copy), the copy thread's copies overlap the
- * chunks' transfers: chunk k+1's copy-out is queued before chunk k's
+/* With a slow bus (200 us a copy), the chunks' transfers run while the
+ * copy thread copies: chunk k+1's copy-out is queued before chunk k's
  * transfer starts. A pipeline that serialised copies and transfers would
- * count none. */
+ * count none. All 48 overlap here when the machine is quiet; a rank's
+ * thread descheduled long enough for the copy thread to run dry loses a
+ * few (46 of 48 seen under ASan on the loaded machine). */
 static void test_copies_overlap_transfers(void **state) {
     (void)state;
     pipe_run p = {.sh = world_new(2, 30.0)};
     fake_device_set_delay(200);
     assert_int_equal(plait_threads_run(2, pipe_main, &p), PLAIT_OK);
     fake_device_set_delay(0);
-    uint64_t overlapped = 0;
     for (int r = 0; r < 2; r++) {
-        fprintf(stderr, "rank %d: %llu staged copies, %llu overlapped a transfer\n", r,
+        fprintf(stderr, "rank %d: %llu chunk transfers, %llu overlapped a device copy\n", r,
                 (unsigned long long)p.copies[r], (unsigned long long)p.overlapped[r]);
         assert_int_equal(p.sh->st[r], PLAIT_OK);
-        assert_int_equal(p.copies[r], 2 * PIPE_CHUNKS); /* one copy-out and one copy-back per chunk */
-        overlapped += p.overlapped[r];
+        assert_int_equal(p.copies[r], PIPE_CHUNKS);
+        assert_true(p.overlapped[r] >= PIPE_CHUNKS / 2);
     }
-    /* Which rank's transfers last long depends on who arrives last (the
-     * other finds its peer waiting), so the count is summed: about one per
-     * chunk (38-96 of 96 seen here), 0 if copies and transfers were
-     * serialised. */
-    assert_true(overlapped >= PIPE_CHUNKS / 4);
     world_free(p.sh);
 }
 

@@ -550,6 +550,34 @@ static void test_two_ranks_one_gpu(void **state) {
     assert_int_equal(mock_gpu_misuse(), 0);
 }
 
+/* With a CUDA device open, NCCL drives that device's GPU: both ranks'
+ * devices at ordinal 1 (as [device] ordinal = 1 would give) are refused as
+ * two ranks on GPU 1, though two GPUs are visible and local ranks 0 and 1
+ * would otherwise pick GPUs 0 and 1. */
+static void test_follows_open_device(void **state) {
+    (void)state;
+    mock_gpu_reset(2);
+    static plait_host host;
+    static plait_device_info info;
+    host = *plait_plugin_host();
+    info = (plait_device_info){.struct_size = sizeof info, .mem_kind = PLAIT_MEM_CUDA, .ordinal = 1};
+    host.device_info = &info;
+    const plait_host *keep = plait_plugin_host();
+    plait_loader_set_host(&host);
+    job j;
+    run_job(&j, 2, NULL, NULL, NULL);
+    plait_loader_set_host(keep);
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(j.init_st[r], PLAIT_ERR_INVALID_CONFIG);
+        if (!strstr(j.init_err[r], "world ranks 0 and 1 would both drive GPU 1"))
+            fail_msg("rank %d: %s", r, j.init_err[r]);
+    }
+    assert_int_equal(mock_gpu_live_comms(), 0);
+    /* and without the device, the same job runs: local rank -> GPU */
+    run_job(&j, 2, NULL, NULL, NULL);
+    expect_clean(&j);
+}
+
 static void test_bad_device_on_one_rank(void **state) {
     (void)state;
     mock_gpu_reset(2);
@@ -597,6 +625,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_streams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_memory_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_control_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_follows_open_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_ranks_one_gpu, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_device_on_one_rank, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_driver, setup, teardown),

@@ -159,8 +159,8 @@ static plait_status agree(const plait_host *h, const plait_bootstrap *bs, const 
                                   "nccl: world ranks %d and %d would both drive GPU %d (%s) on host %s; NCCL does not "
                                   "support two ranks on one GPU and may hang, so it was not started: start at most as "
                                   "many ranks per host as it has GPUs (one rank per GPU is the default), give each "
-                                  "rank its own [comm.nccl] device, or share a GPU over a host transport "
-                                  "([comm] plugin = tcp stages device buffers)",
+                                  "rank its own GPU ([device] ordinal or [comm.nccl] device), or share a GPU over a "
+                                  "host transport ([comm] plugin = tcp stages device buffers)",
                                   world_of ? world_of[p] : p, world_of ? world_of[q] : q, all[p].device,
                                   all[p].bus_id, all[p].host);
     if (st == PLAIT_OK) *uid = all[0].uid;
@@ -298,11 +298,18 @@ static plait_status nccl_init(const plait_comm_init *args, void **out) {
     int count = 0;
     if (st == PLAIT_OK) st = count_devices(h, &count);
     if (st == PLAIT_OK) {
-        c->device = pnccl_pick_device(c->cfg.device, bs->local_rank, count);
+        /* NCCL must drive the GPU the rank's tensors live on: with a CUDA
+         * device open ([device] plugin = cuda) and no [comm.nccl] device,
+         * that device's ordinal */
+        int configured = c->cfg.device, from_device = 0;
+        if (configured < 0 && PLAIT_HOST_HAS(h, device_info) && h->device_info &&
+            h->device_info->mem_kind == PLAIT_MEM_CUDA && h->device_info->ordinal >= 0)
+            configured = h->device_info->ordinal, from_device = 1;
+        c->device = pnccl_pick_device(configured, bs->local_rank, count);
         if (c->device < 0)
-            st = h->set_error(PLAIT_ERR_INVALID_CONFIG,
-                              "[comm.nccl] device = %d, but rank %d sees only %d CUDA device%s (0..%d)", c->cfg.device,
-                              c->rank, count, count == 1 ? "" : "s", count - 1);
+            st = h->set_error(PLAIT_ERR_INVALID_CONFIG, "%s = %d, but rank %d sees only %d CUDA device%s (0..%d)",
+                              from_device ? "the open device's ordinal" : "[comm.nccl] device", configured, c->rank,
+                              count, count == 1 ? "" : "s", count - 1);
     }
     mine.device = c->device;
     if (st == PLAIT_OK) st = make_stream(c, &mine);
