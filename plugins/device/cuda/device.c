@@ -134,7 +134,11 @@ plait_status pc_open(const plait_host *host, const plait_device_open_args *args,
     if (e != cudaSuccess)
         return open_failed(host->set_error(PLAIT_ERR_SYSTEM, "cuda: setting up GPU %d (stream, scratch): %s",
                                            ordinal, cudaGetErrorString(e)));
-    int64_t ws_mib = args->cfg ? plait_cfg_int(host, args->cfg, "device.cuda", "workspace_mib") : PC_WORKSPACE_MIB;
+    /* the default where the section was not declared (a caller that opens
+     * the device without the core's configuration) */
+    int64_t ws_mib = PC_WORKSPACE_MIB;
+    plait_value v;
+    if (args->cfg && host->config_get(args->cfg, "device.cuda", "workspace_mib", &v) == PLAIT_OK) ws_mib = v.i;
     if (pc_lt_open((size_t)(ws_mib > 0 ? ws_mib : 0) << 20) != 0) return open_failed(PLAIT_ERR_SYSTEM);
     pc_memory_reset();
 
