@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/comm_device.h"
 #include "comm/comm_job.h"
 #include "device/device.h"
 #include "host/host_table.h"
@@ -85,14 +84,6 @@ plait_status plait_run_open_world(plait_run *run) {
                                plait_job_math_threads(run->world.job));
         run->world.device_open = st == PLAIT_OK;
         plait_host_attach_device();
-        /* the collectives stage the device's buffers for host transports */
-        if (st == PLAIT_OK) {
-            plait_comm_device dev = {.kind = plait_device_mem_kind(),
-                                     .copy = plait_device_ops_open()->copy,
-                                     .alloc = plait_device_alloc,
-                                     .free = plait_device_free};
-            plait_comm_set_device(&dev);
-        }
     }
     if (st == PLAIT_OK) st = plait_comm_create_job_world(run->world.job, d->ops, run->cfg, &settings, &run->world.comm);
     if (st != PLAIT_OK) return st;
@@ -111,7 +102,6 @@ void plait_run_close_world(plait_run *run) {
     if (run->world.job) plait_job_leave(run->world.job, run->world.failed);
     run->world.job = NULL;
     if (run->world.device_open) {
-        plait_comm_set_device(NULL);
         plait_device_close();
         plait_host_attach_device();
     }
