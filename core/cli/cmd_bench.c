@@ -11,6 +11,7 @@
 #include "comm/comm_threads.h"
 #include "comm/reduce.h"
 #include "config/config_value.h"
+#include "device/device.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 
@@ -63,6 +64,11 @@ static const char bench_usage[] =
     "  --comm NAME       comm plugin (default: [comm] plugin), or 'threads': every rank a thread\n"
     "                    of this process over the in-process transport (with --threads N)\n"
     "  --threads N       ranks of an in-process ('--comm threads') run (default 1)\n"
+    "  --mem M           host | device (default host): where the buffers live. device = the rank's\n"
+    "                    [device] plugin (cuda: its GPU, local rank -> ordinal; sim: the test\n"
+    "                    device); results are copied back to be checked. A transport that moves the\n"
+    "                    device's memory (nccl) gets the buffers, a host transport (tcp, threads)\n"
+    "                    has them staged through pinned host memory ([comm] staging_chunk)\n"
     "  --csv FILE        also write the rows as CSV\n"
     "  --corrupt         flip one element of rank 0's result in every iteration, to see #wrong and\n"
     "                    the exit status catch a wrong result\n"
@@ -98,6 +104,28 @@ static int redop_parse(const char *s) {
     return -1;
 }
 
+/* The open device's buffers for the bench (--mem device). */
+static plait_bench_mem device_mem(void) {
+    const plait_plugin_desc *d = plait_device_desc_open();
+    return (plait_bench_mem){plait_device_mem_kind(), d ? d->name : "device", plait_device_alloc,
+                             plait_device_free, plait_device_copy};
+}
+
+/* Open [device] plugin in this process for --mem device; a device whose
+ * memory is host memory (cpu) is refused: there is nothing to stage. */
+static plait_status open_device(const plait_config *cfg, int local_rank, plait_bench_mem *mem) {
+    plait_status st = plait_device_open(plait_plugin_host(), cfg, local_rank, 1);
+    if (st != PLAIT_OK) return plait_wrap_error(st, "--mem device");
+    *mem = device_mem();
+    if (mem->kind == PLAIT_MEM_HOST) {
+        plait_device_close();
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "--mem device: [device] plugin = %s keeps its memory in host "
+                                                         "memory; name a device with its own memory ([device] plugin = "
+                                                         "cuda)", mem->name);
+    }
+    return PLAIT_OK;
+}
+
 typedef struct threads_run {
     plait_threads_world *w;
     plait_comm_settings settings;
@@ -122,20 +150,31 @@ static void bench_rank(int rank, void *arg) {
 /* A run over a comm plugin: this process is one rank of the job (started
  * by `plait ... -n N`, mpirun, srun, torchrun, or alone). */
 static int bench_job(const plait_config *cfg, const char *plugin, const plait_comm_settings *settings,
-                     const plait_bench_comm_opts *o) {
+                     const plait_bench_comm_opts *opts, int on_device) {
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, plugin);
-    if (!d || plait_comm_plugin_usable(d, PLAIT_MEM_HOST) != PLAIT_OK) { /* the bench's buffers are host memory */
+    /* host buffers need a host transport; device buffers take either (a host
+     * transport stages them), checked once the device is open */
+    if (!d || (!on_device && plait_comm_plugin_usable(d, PLAIT_MEM_HOST) != PLAIT_OK)) {
         plait_cli_print_error("bench comm");
         return 1;
     }
     plait_job *job = NULL;
     plait_comm *comm = NULL;
     uint64_t wrong = 0;
+    plait_bench_comm_opts o = *opts;
+    plait_bench_mem mem;
     plait_status st = plait_job_join(cfg, &job);
+    if (st == PLAIT_OK && on_device) {
+        st = open_device(cfg, plait_job_local_rank(job), &mem);
+        o.mem = &mem;
+        if (st == PLAIT_OK && plait_comm_plugin_usable(d, PLAIT_MEM_HOST) != PLAIT_OK)
+            st = plait_comm_plugin_usable(d, mem.kind);
+    }
     if (st == PLAIT_OK) st = plait_comm_create_job_world(job, d->ops, cfg, settings, &comm);
-    if (st == PLAIT_OK) st = plait_bench_comm_run(comm, o, plait_job_rank(job) == 0 ? stdout : NULL, &wrong);
+    if (st == PLAIT_OK) st = plait_bench_comm_run(comm, &o, plait_job_rank(job) == 0 ? stdout : NULL, &wrong);
     if (st != PLAIT_OK) plait_cli_print_error("bench comm");
     plait_comm_free(comm);
+    plait_device_close();
     plait_job_leave(job, st != PLAIT_OK);
     if (st == PLAIT_OK && wrong && (!job || plait_job_rank(job) == 0))
         fprintf(stderr, "plait bench comm: %llu wrong elements\n", (unsigned long long)wrong);
@@ -147,7 +186,7 @@ static int bench_comm(int argc, char **argv) {
                                .factor = 2.0, .warmup = 5, .iters = 20, .dtype = PLAIT_F32,
                                .redop = PLAIT_SUM, .algo = PLAIT_ALGO_AUTO};
     const char *comm_name = NULL, *csv_path = NULL;
-    int threads = 0;
+    int threads = 0, on_device = 0;
     char **over = calloc((size_t)argc + 1, sizeof *over);
     int n_over = 0;
     for (int i = 1; i < argc; i++) {
@@ -197,6 +236,12 @@ static int bench_comm(int argc, char **argv) {
             if (parse_int(v, 1, 4096, &threads)) { free(over); return usage_error("bad --threads '%s'", v); }
         } else if (!strcmp(a, "--csv")) {
             csv_path = v;
+        } else if (!strcmp(a, "--mem")) {
+            if (strcmp(v, "host") && strcmp(v, "device")) {
+                free(over);
+                return usage_error("--mem is host or device, not '%s'", v);
+            }
+            on_device = !strcmp(v, "device");
         } else if (!takes && strchr(a, '=')) {
             over[n_over++] = argv[i];
             continue;
@@ -256,6 +301,17 @@ static int bench_comm(int argc, char **argv) {
         }
         t->settings = settings;
         t->opts = o;
+        plait_bench_mem mem;
+        if (on_device) { /* one device for the process, shared by its thread ranks */
+            if (open_device(cfg, 0, &mem) != PLAIT_OK) {
+                plait_cli_print_error("bench comm");
+                plait_threads_world_free(t->w);
+                free(t);
+                rc = 1;
+                goto done;
+            }
+            t->opts.mem = &mem;
+        }
         if (plait_threads_run(n, bench_rank, t) != PLAIT_OK) {
             plait_cli_print_error("bench comm");
             rc = 1;
@@ -268,8 +324,9 @@ static int bench_comm(int argc, char **argv) {
         }
         plait_threads_world_free(t->w);
         free(t);
+        plait_device_close();
     } else {
-        rc = bench_job(cfg, comm_name, &settings, &o);
+        rc = bench_job(cfg, comm_name, &settings, &o, on_device);
     }
 done:
     if (csv) fclose(csv);

@@ -1,0 +1,259 @@
+/*
+ * Row-major matrix products on cuBLASLt (column-major underneath: C = A·B
+ * row-major is Cᵀ = Bᵀ·Aᵀ column-major, so the operands swap places).
+ *
+ * Precision (open()'s [run] precision):
+ *   fp32  float32 operands, CUBLAS_COMPUTE_32F;
+ *   tf32  float32 operands, CUBLAS_COMPUTE_32F_FAST_TF32 (TF32 tensor cores);
+ *   bf16  the operands are first rounded to bfloat16 into scratch buffers
+ *         (round to nearest even), multiplied on bf16 tensor cores with
+ *         float32 accumulation and a float32 result. Activations stay float32
+ *         in memory in this first version; storing them in bf16 is the
+ *         performance step after it (docs/gpu.md).
+ *
+ * Determinism: each distinct product (shapes, strides, pointer alignment)
+ * is prepared once — descriptors and the algorithm cuBLASLt's heuristic
+ * returns first — and reused for the rest of the run, with the fixed
+ * workspace of open(). In deterministic mode the heuristic may only choose
+ * algorithms without split-K reduction. The heuristic answers the same for
+ * the same GPU and library, so two runs use the same algorithms.
+ *
+ * A bias is added by cuBLASLt's BIAS epilogue when an algorithm offers it,
+ * else by a separate kernel after the product.
+ *
+ * Not yet run on a GPU (docs/gpu.md).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "lt.h"
+
+#define CACHE_SLOTS 128
+
+typedef struct gemm_key {
+    int trans_a, trans_b, has_bias;
+    int64_t M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c, batch;
+    uint32_t align_a, align_b, align_c;
+} gemm_key;
+
+typedef struct gemm_plan {
+    gemm_key key;
+    int used;
+    int bias_epilogue; /* the algorithm adds the bias itself */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+static gemm_plan g_cache[CACHE_SLOTS];
+static int g_next_slot;
+
+/* bf16 copies of the two operands (grow-only, reused by every product) */
+static void *g_bf16[2];
+static size_t g_bf16_bytes[2];
+
+static void plan_release(gemm_plan *p) {
+    if (p->desc) pc_lt.desc_destroy(p->desc);
+    if (p->la) pc_lt.layout_destroy(p->la);
+    if (p->lb) pc_lt.layout_destroy(p->lb);
+    if (p->lc) pc_lt.layout_destroy(p->lc);
+    memset(p, 0, sizeof *p);
+}
+
+void pc_gemm_forget(void) {
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (g_cache[i].used) plan_release(&g_cache[i]);
+    g_next_slot = 0;
+    for (int i = 0; i < 2; i++) {
+        if (g_bf16[i]) cudaFree(g_bf16[i]);
+        g_bf16[i] = NULL;
+        g_bf16_bytes[i] = 0;
+    }
+}
+
+/* The largest power of two (at most 16) dividing the address and the byte
+ * strides: what the kernels may assume about vector loads. */
+static uint32_t alignment(const void *p, int64_t ld, int64_t stride, size_t elem) {
+    uint64_t v = (uint64_t)(uintptr_t)p | (uint64_t)ld * elem | (uint64_t)stride * elem | 16u;
+    return (uint32_t)(v & (~v + 1));
+}
+
+static cudaDataType_t operand_type(void) {
+    return pc.precision == PLAIT_PRECISION_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+static int lt_ok(cublasStatus_t s, const char *what) {
+    if (s == CUBLAS_STATUS_SUCCESS) return 1;
+    pc_fail("cuda: cuBLASLt %s: %s", what, pc_lt.status_string(s));
+    return 0;
+}
+
+static int make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld,
+                       int64_t batch, int64_t stride) {
+    if (!lt_ok(pc_lt.layout_create(l, t, (uint64_t)rows, (uint64_t)cols, ld), "layout")) return 0;
+    if (batch > 1) {
+        int32_t count = (int32_t)batch;
+        if (!lt_ok(pc_lt.layout_set(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count), "batch count") ||
+            !lt_ok(pc_lt.layout_set(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+                   "batch stride"))
+            return 0;
+    }
+    return 1;
+}
+
+/* The first algorithm the heuristic offers for `p` (with the bias
+ * epilogue when `bias`); 0 if none. */
+static int choose_algo(gemm_plan *p, int bias) {
+    cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) != CUBLAS_STATUS_SUCCESS)
+        return 0;
+    if (bias) {
+        cudaDataType_t bt = CUDA_R_32F;
+        if (pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) != CUBLAS_STATUS_SUCCESS)
+            return 0;
+    }
+    cublasLtMatmulPreference_t pref = NULL;
+    if (!lt_ok(pc_lt.pref_create(&pref), "preference")) return 0;
+    uint64_t ws = pc_lt.workspace_bytes;
+    uint32_t scheme = pc.deterministic ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_MASK;
+    /* cuBLASLt's A is our B (see the top) */
+    uint32_t aa = p->key.align_b, ab = p->key.align_a;
+    int ok = pc_lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) == 0 &&
+             pc_lt.pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme, sizeof scheme) == 0 &&
+             pc_lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa) == 0 &&
+             pc_lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab) == 0 &&
+             pc_lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &p->key.align_c,
+                            sizeof p->key.align_c) == 0 &&
+             pc_lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &p->key.align_c,
+                            sizeof p->key.align_c) == 0;
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (ok && pc_lt.heuristic(pc_lt.handle, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found) ==
+                  CUBLAS_STATUS_SUCCESS &&
+        found > 0)
+        p->algo = res.algo;
+    else
+        found = 0;
+    pc_lt.pref_destroy(pref);
+    return found > 0;
+}
+
+static gemm_plan *prepare(const gemm_key *k) {
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (g_cache[i].used && memcmp(&g_cache[i].key, k, sizeof *k) == 0) return &g_cache[i];
+    gemm_plan *p = &g_cache[g_next_slot];
+    g_next_slot = (g_next_slot + 1) % CACHE_SLOTS;
+    if (p->used) plan_release(p);
+    p->key = *k;
+    cublasComputeType_t ct = pc.precision == PLAIT_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cudaDataType_t ot = operand_type();
+    /* column-major: Cᵀ[N,M] = op(B)ᵀ[N,K] · op(A)ᵀ[K,M] */
+    cublasOperation_t ta = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t tb = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int ok = lt_ok(pc_lt.desc_create(&p->desc, ct, CUDA_R_32F), "descriptor") &&
+             lt_ok(pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa") &&
+             lt_ok(pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb") &&
+             make_layout(&p->la, ot, k->trans_b ? k->K : k->N, k->trans_b ? k->N : k->K, k->ldb, k->batch,
+                         k->stride_b) &&
+             make_layout(&p->lb, ot, k->trans_a ? k->M : k->K, k->trans_a ? k->K : k->M, k->lda, k->batch,
+                         k->stride_a) &&
+             make_layout(&p->lc, CUDA_R_32F, k->N, k->M, k->ldc, k->batch, k->stride_c);
+    if (ok) {
+        p->bias_epilogue = k->has_bias == 1 && choose_algo(p, 1);
+        if (!p->bias_epilogue && !choose_algo(p, 0)) {
+            pc_fail("cuda: cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %lld, transposes %d%d)",
+                    (long long)k->M, (long long)k->N, (long long)k->K, (long long)k->batch, k->trans_a,
+                    k->trans_b);
+            ok = 0;
+        }
+    }
+    if (!ok) {
+        plan_release(p);
+        return NULL;
+    }
+    p->used = 1;
+    return p;
+}
+
+/* Elements a row-major operand spans: rows x cols at leading dimension ld, batches at stride. */
+static size_t span(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+    return (size_t)((batch - 1) * stride + (rows - 1) * ld + cols);
+}
+
+/* The operand's span rounded to bfloat16 in scratch `which`, same layout. */
+static const void *to_bf16(int which, const float *src, size_t n) {
+    size_t bytes = n * 2;
+    if (bytes > g_bf16_bytes[which]) {
+        /* the old buffer may still be read by a queued product */
+        cudaStreamSynchronize(pc.stream);
+        if (g_bf16[which]) cudaFree(g_bf16[which]);
+        g_bf16_bytes[which] = 0;
+        if (cudaMalloc(&g_bf16[which], bytes) != cudaSuccess) {
+            (void)cudaGetLastError();
+            g_bf16[which] = NULL;
+            pc_fail("cuda: no device memory for a %zu-byte bf16 operand copy", bytes);
+            return NULL;
+        }
+        g_bf16_bytes[which] = bytes;
+    }
+    pc_launch_to_bf16(g_bf16[which], src, n);
+    return g_bf16[which];
+}
+
+void pc_gemm_run(const pc_gemm *g) {
+    if (g->M <= 0 || g->N <= 0 || g->batch <= 0) return;
+    if (g->K <= 0) { /* C = beta*C (+ bias): no product; cuBLASLt refuses K = 0 */
+        for (int64_t b = 0; b < g->batch; b++) {
+            float *c = g->C + b * g->stride_c;
+            if (g->beta == 0.0f) /* as BLAS: beta 0 writes zeros, whatever C held */
+                cudaMemset2DAsync(c, (size_t)g->ldc * 4, 0, (size_t)g->N * 4, (size_t)g->M, pc.stream);
+            else if (g->beta != 1.0f)
+                for (int64_t r = 0; r < g->M; r++) pc_launch_scale(c + r * g->ldc, (size_t)g->N, g->beta);
+            if (g->bias) pc_launch_res_bias(c, c, g->bias, g->M, g->N, 0);
+        }
+        return;
+    }
+    if (g->bias && g->ldc != g->N) {
+        pc_fail("cuda: internal: a product with a bias needs ldc == N (%lld != %lld)", (long long)g->ldc,
+                (long long)g->N);
+        return;
+    }
+    int bf16 = pc.precision == PLAIT_PRECISION_BF16;
+    gemm_key k;
+    memset(&k, 0, sizeof k);
+    k.trans_a = g->trans_a;
+    k.trans_b = g->trans_b;
+    /* the epilogue is only asked to read a 16-byte aligned bias (2: a
+     * bias the separate kernel adds) */
+    k.has_bias = !g->bias ? 0 : (uintptr_t)g->bias % 16 == 0 ? 1 : 2;
+    k.M = g->M, k.N = g->N, k.K = g->K;
+    k.lda = g->lda, k.ldb = g->ldb, k.ldc = g->ldc;
+    k.batch = g->batch;
+    k.stride_a = g->batch > 1 ? g->stride_a : 0;
+    k.stride_b = g->batch > 1 ? g->stride_b : 0;
+    k.stride_c = g->batch > 1 ? g->stride_c : 0;
+    /* bf16 copies start at their scratch's (aligned) start: only the
+     * strides count */
+    size_t esz = bf16 ? 2 : 4;
+    k.align_a = alignment(bf16 ? NULL : g->A, k.lda, k.stride_a, esz);
+    k.align_b = alignment(bf16 ? NULL : g->B, k.ldb, k.stride_b, esz);
+    k.align_c = alignment(g->C, k.ldc, k.stride_c, 4);
+    gemm_plan *p = prepare(&k);
+    if (!p) return;
+    const void *A = g->A, *B = g->B;
+    if (bf16) {
+        A = to_bf16(0, g->A, span(g->trans_a ? g->K : g->M, g->trans_a ? g->M : g->K, g->lda, k.batch, k.stride_a));
+        B = to_bf16(1, g->B, span(g->trans_b ? g->N : g->K, g->trans_b ? g->K : g->N, g->ldb, k.batch, k.stride_b));
+        if (!A || !B) return;
+    }
+    if (p->bias_epilogue &&
+        !lt_ok(pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias), "bias"))
+        return;
+    if (!lt_ok(pc_lt.matmul(pc_lt.handle, p->desc, &g->alpha, B, p->la, A, p->lb, &g->beta, g->C, p->lc, g->C,
+                            p->lc, &p->algo, pc_lt.workspace, pc_lt.workspace_bytes, pc.stream),
+               "matmul"))
+        return;
+    if (g->bias && !p->bias_epilogue)
+        for (int64_t b = 0; b < g->batch; b++)
+            pc_launch_res_bias(g->C + b * k.stride_c, g->C + b * k.stride_c, g->bias, g->M, g->N, 0);
+}

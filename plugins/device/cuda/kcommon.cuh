@@ -1,0 +1,61 @@
+/*
+ * Shared pieces of the plugin's CUDA kernels: launch shapes and the
+ * reductions. Every reduction here has a fixed shape (lane-strided partial
+ * sums, then a butterfly over the warp, then the warps' results in warp
+ * order), so the same inputs give the same bits on every run: no atomics
+ * on floating-point values anywhere in the plugin.
+ */
+#ifndef PLAIT_PCUDA_KCOMMON_CUH
+#define PLAIT_PCUDA_KCOMMON_CUH
+
+#include <stdint.h>
+
+#include "pcuda.h"
+
+#define PC_THREADS 256
+#define PC_WARP 32
+
+/* Blocks for n elements at PC_THREADS per block, at most 2^20 (the
+ * kernels stride over the rest). */
+static inline unsigned pc_blocks(size_t n) {
+    size_t b = (n + PC_THREADS - 1) / PC_THREADS;
+    if (b < 1) b = 1;
+    return b > (1u << 20) ? (1u << 20) : (unsigned)b;
+}
+
+#define PC_GRID_STRIDE(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+template <typename T> __device__ inline T pc_warp_sum(T v) {
+    for (int o = PC_WARP / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ inline float pc_warp_max(float v) {
+    for (int o = PC_WARP / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every
+ * thread gets the total. `shared` holds 32 values. */
+template <typename T> __device__ inline T pc_block_sum(T v, T *shared) {
+    const int lane = threadIdx.x % PC_WARP, warp = threadIdx.x / PC_WARP, warps = blockDim.x / PC_WARP;
+    v = pc_warp_sum(v);
+    __syncthreads(); /* `shared` may still be read by a previous call */
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    T t = lane < warps ? shared[lane] : T(0);
+    return pc_warp_sum(t);
+}
+
+__device__ inline float pc_block_max(float v, float *shared) {
+    const int lane = threadIdx.x % PC_WARP, warp = threadIdx.x / PC_WARP, warps = blockDim.x / PC_WARP;
+    v = pc_warp_max(v);
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    float t = lane < warps ? shared[lane] : -INFINITY;
+    return pc_warp_max(t);
+}
+
+#endif

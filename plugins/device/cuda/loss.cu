@@ -1,0 +1,168 @@
+/*
+ * Softmax cross-entropy over the vocabulary, whole (fused: one block per
+ * row computes max, Σexp, the loss and the gradient in place, never
+ * storing probabilities) or vocabulary-parallel in pieces (rowmax, sumexp,
+ * target logit, loss rows, backward; the TP group combines the pieces).
+ * Only the first n_valid columns are classes (the rest is vocabulary
+ * padding: gradient 0); a negative target means no loss and no gradient.
+ * Block reductions have a fixed shape, and the loss sum runs in double in
+ * row order on one thread. Not yet run on a GPU.
+ */
+#include "kcommon.cuh"
+
+#define ROWS_PER_LOSS_CHUNK 1024
+
+__device__ static float row_max(const float *l, int64_t n, float *sh) {
+    float m = -INFINITY;
+    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) m = fmaxf(m, l[c]);
+    return pc_block_max(m, sh);
+}
+
+__device__ static float row_sumexp(const float *l, int64_t n, float m, float *sh) {
+    float s = 0;
+    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) s += expf(l[c] - m);
+    return pc_block_sum(s, sh);
+}
+
+/* d = (exp(l − lse) − onehot)·scale over the valid columns, 0 on padding;
+ * every thread reads its element before writing it (in place allowed) */
+__device__ static void row_backward(float *d, const float *l, int64_t Vl, int64_t n_valid, float lse, int64_t t,
+                                    float scale) {
+    for (int64_t c = threadIdx.x; c < Vl; c += blockDim.x) {
+        float v = 0.0f;
+        if (c < n_valid) {
+            v = expf(l[c] - lse) * scale;
+            if (c == t) v -= scale;
+        }
+        d[c] = v;
+    }
+}
+
+__global__ static void crossentropy_kernel(float *losses, float *dlogits, const float *logits,
+                                           const int32_t *targets, int64_t V, float scale) {
+    __shared__ float sh[32];
+    const int64_t r = blockIdx.x;
+    const float *l = logits + r * V;
+    const int64_t t = targets[r];
+    float m = row_max(l, V, sh);
+    float s = row_sumexp(l, V, m, sh);
+    float tl = t >= 0 && t < V ? l[t] : 0.0f;
+    float lse = m + logf(s);
+    if (threadIdx.x == 0) losses[r] = t >= 0 ? lse - tl : 0.0f;
+    if (!dlogits) return;
+    __syncthreads(); /* every thread has read l[t] before it may be overwritten */
+    float *d = dlogits + r * V;
+    if (t < 0) {
+        for (int64_t c = threadIdx.x; c < V; c += blockDim.x) d[c] = 0.0f;
+        return;
+    }
+    row_backward(d, l, V, V, lse, t, scale);
+}
+
+__global__ static void rowmax_kernel(float *rowmax, const float *logits, int64_t Vl, int64_t n_valid) {
+    __shared__ float sh[32];
+    float m = row_max(logits + (int64_t)blockIdx.x * Vl, n_valid, sh);
+    if (threadIdx.x == 0) rowmax[blockIdx.x] = m;
+}
+
+__global__ static void sumexp_kernel(float *sumexp, const float *logits, const float *rowmax, int64_t Vl,
+                                     int64_t n_valid) {
+    __shared__ float sh[32];
+    float s = row_sumexp(logits + (int64_t)blockIdx.x * Vl, n_valid, rowmax[blockIdx.x], sh);
+    if (threadIdx.x == 0) sumexp[blockIdx.x] = s;
+}
+
+__global__ static void target_kernel(float *tlogit, const float *logits, const int32_t *targets,
+                                     int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid) {
+    PC_GRID_STRIDE(r, (size_t)BT) {
+        int64_t c = (int64_t)targets[r] - vocab_start;
+        tlogit[r] = targets[r] >= 0 && c >= 0 && c < n_valid ? logits[(int64_t)r * Vl + c] : 0.0f;
+    }
+}
+
+/* One block: rows in chunks; each thread its row's lse and loss, then
+ * thread 0 adds the chunk's losses in row order in double. */
+__global__ static void loss_rows_kernel(float *losses, float *lse, const float *rowmax, const float *sumexp,
+                                        const float *tlogit, const int32_t *targets, int64_t BT,
+                                        double *loss_sum) {
+    __shared__ float chunk[ROWS_PER_LOSS_CHUNK];
+    double total = 0;
+    for (int64_t r0 = 0; r0 < BT; r0 += ROWS_PER_LOSS_CHUNK) {
+        int64_t r = r0 + threadIdx.x;
+        if (r < BT) {
+            float tl = tlogit[r];
+            float z = rowmax[r] + logf(sumexp[r]);
+            float loss = targets[r] >= 0 ? z - tl : 0.0f;
+            lse[r] = z;
+            losses[r] = loss;
+            chunk[threadIdx.x] = loss;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int64_t n = BT - r0 < ROWS_PER_LOSS_CHUNK ? BT - r0 : ROWS_PER_LOSS_CHUNK;
+            for (int64_t k = 0; k < n; k++) total += (double)chunk[k];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *loss_sum += total;
+}
+
+__global__ static void ce_backward_kernel(float *dlogits, const float *logits, const float *lse,
+                                          const int32_t *targets, int64_t vocab_start, int64_t Vl, int64_t n_valid,
+                                          float scale) {
+    const int64_t r = blockIdx.x;
+    float *d = dlogits + r * Vl;
+    if (targets[r] < 0) {
+        for (int64_t c = threadIdx.x; c < Vl; c += blockDim.x) d[c] = 0.0f;
+        return;
+    }
+    row_backward(d, logits + r * Vl, Vl, n_valid, lse[r], (int64_t)targets[r] - vocab_start, scale);
+}
+
+extern "C" {
+
+void pc_launch_crossentropy(float *losses, float *dlogits, const float *logits, const int32_t *targets, int64_t BT,
+                            int64_t V, float scale) {
+    if (BT <= 0) return;
+    crossentropy_kernel<<<(unsigned)BT, PC_THREADS * 2, 0, pc.stream>>>(losses, dlogits, logits, targets, V, scale);
+    pc_check_launch("crossentropy");
+}
+
+void pc_launch_logits_rowmax(float *rowmax, const float *logits, int64_t BT, int64_t Vl, int64_t n_valid) {
+    if (BT <= 0) return;
+    rowmax_kernel<<<(unsigned)BT, PC_THREADS, 0, pc.stream>>>(rowmax, logits, Vl, n_valid);
+    pc_check_launch("logits_rowmax");
+}
+
+void pc_launch_logits_sumexp(float *sumexp, const float *logits, const float *rowmax, int64_t BT, int64_t Vl,
+                             int64_t n_valid) {
+    if (BT <= 0) return;
+    sumexp_kernel<<<(unsigned)BT, PC_THREADS, 0, pc.stream>>>(sumexp, logits, rowmax, Vl, n_valid);
+    pc_check_launch("logits_sumexp");
+}
+
+void pc_launch_logits_target(float *tlogit, const float *logits, const int32_t *targets, int64_t vocab_start,
+                             int64_t BT, int64_t Vl, int64_t n_valid) {
+    if (BT <= 0) return;
+    target_kernel<<<pc_blocks((size_t)BT), PC_THREADS, 0, pc.stream>>>(tlogit, logits, targets, vocab_start, BT, Vl,
+                                                                       n_valid);
+    pc_check_launch("logits_target");
+}
+
+void pc_launch_loss_rows(float *losses, float *lse, const float *rowmax, const float *sumexp, const float *tlogit,
+                         const int32_t *targets, int64_t BT, double *loss_sum) {
+    if (BT <= 0) return;
+    loss_rows_kernel<<<1, ROWS_PER_LOSS_CHUNK, 0, pc.stream>>>(losses, lse, rowmax, sumexp, tlogit, targets, BT,
+                                                               loss_sum);
+    pc_check_launch("loss_rows");
+}
+
+void pc_launch_crossentropy_backward(float *dlogits, const float *logits, const float *lse, const int32_t *targets,
+                                     int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid, float scale) {
+    if (BT <= 0) return;
+    ce_backward_kernel<<<(unsigned)BT, PC_THREADS, 0, pc.stream>>>(dlogits, logits, lse, targets, vocab_start, Vl,
+                                                                   n_valid, scale);
+    pc_check_launch("crossentropy_backward");
+}
+
+} /* extern "C" */

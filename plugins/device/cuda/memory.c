@@ -1,0 +1,164 @@
+/*
+ * Device memory and the stream's data movement: alloc/free (cudaMalloc,
+ * counted per allocation so memory_stats can report the bytes in use and
+ * the peak), copy (cudaMemcpyAsync on the device's stream; a copy to the
+ * host then waits for the stream), fill_zero (cudaMemsetAsync),
+ * synchronize (the stream, CUDA's sticky errors, and any failure a kernel
+ * recorded).
+ *
+ * alloc, free, copy and memory_stats may be called from any thread
+ * (plait/device.h): each first makes the device current on the calling
+ * thread (CUDA's current device is per thread), and the allocation table
+ * is under a lock.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pcuda.h"
+
+#define TABLE_BUCKETS 4096
+
+typedef struct block {
+    void *ptr;
+    size_t bytes;
+    const char *tag; /* static string of the caller, for messages */
+    struct block *next;
+} block;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static block *g_table[TABLE_BUCKETS];
+static uint64_t g_in_use, g_peak;
+
+static size_t bucket(const void *p) { return ((uintptr_t)p >> 8) % TABLE_BUCKETS; }
+
+static int make_current(void) { return cudaSetDevice(pc.ordinal) == cudaSuccess; }
+
+void pc_memory_reset(void) {
+    pthread_mutex_lock(&g_lock);
+    g_in_use = g_peak = 0;
+    pthread_mutex_unlock(&g_lock);
+}
+
+size_t pc_memory_release_all(void) {
+    size_t n = 0;
+    pthread_mutex_lock(&g_lock);
+    for (size_t b = 0; b < TABLE_BUCKETS; b++) {
+        while (g_table[b]) {
+            block *k = g_table[b];
+            g_table[b] = k->next;
+            cudaFree(k->ptr);
+            free(k);
+            n++;
+        }
+    }
+    g_in_use = 0;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+void *pc_alloc(size_t bytes, const char *tag) {
+    if (!pc.is_open) {
+        pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: alloc of %zu bytes (%s) before the device was opened",
+                           bytes, tag ? tag : "untagged");
+        return NULL;
+    }
+    block *k = malloc(sizeof *k);
+    if (!k) {
+        pc.host->set_error(PLAIT_ERR_NO_MEMORY, "cuda: out of host memory for the allocation table");
+        return NULL;
+    }
+    void *p = NULL;
+    cudaError_t e = make_current() ? cudaMalloc(&p, bytes ? bytes : 1) : cudaGetLastError();
+    if (e != cudaSuccess) {
+        free(k);
+        (void)cudaGetLastError(); /* an out-of-memory is not sticky: clear it */
+        uint64_t used, peak;
+        pc_memory_stats(&used, &peak);
+        pc.host->set_error(e == cudaErrorMemoryAllocation ? PLAIT_ERR_NO_MEMORY : PLAIT_ERR_SYSTEM,
+                           "cuda: cudaMalloc of %zu bytes for %s on GPU %d failed: %s (plait holds %llu bytes "
+                           "there, at most %llu so far)",
+                           bytes, tag ? tag : "untagged", pc.ordinal, cudaGetErrorString(e),
+                           (unsigned long long)used, (unsigned long long)peak);
+        return NULL;
+    }
+    k->ptr = p;
+    k->bytes = bytes;
+    k->tag = tag;
+    pthread_mutex_lock(&g_lock);
+    size_t b = bucket(p);
+    k->next = g_table[b];
+    g_table[b] = k;
+    g_in_use += bytes;
+    if (g_in_use > g_peak) g_peak = g_in_use;
+    pthread_mutex_unlock(&g_lock);
+    return p;
+}
+
+void pc_free(void *ptr) {
+    if (!ptr) return;
+    block *found = NULL;
+    pthread_mutex_lock(&g_lock);
+    for (block **pp = &g_table[bucket(ptr)]; *pp; pp = &(*pp)->next) {
+        if ((*pp)->ptr == ptr) {
+            found = *pp;
+            *pp = found->next;
+            g_in_use -= found->bytes;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (!found) {
+        /* not ours: a caller bug; freeing it would corrupt CUDA's heap */
+        pc.host->log(PLAIT_LOG_ERROR, "cuda", "free(%p): not a pointer this device allocated; ignored", ptr);
+        return;
+    }
+    if (make_current()) cudaFree(ptr);
+    free(found);
+}
+
+void pc_memory_stats(uint64_t *in_use, uint64_t *peak) {
+    pthread_mutex_lock(&g_lock);
+    if (in_use) *in_use = g_in_use;
+    if (peak) *peak = g_peak;
+    pthread_mutex_unlock(&g_lock);
+}
+
+static plait_status cuda_status(cudaError_t e, const char *what) {
+    return pc.host->set_error(PLAIT_ERR_SYSTEM, "cuda: %s on GPU %d failed: %s (%s)", what, pc.ordinal,
+                              cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+plait_status pc_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
+    if (!pc.is_open) return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: copy before the device was opened");
+    if (bytes == 0) return PLAIT_OK;
+    static const enum cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                                                cudaMemcpyDeviceToDevice};
+    if ((unsigned)dir > PLAIT_COPY_ON_DEVICE)
+        return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: copy direction %d is not one of plait_copy_dir",
+                                  (int)dir);
+    if (!make_current()) return cuda_status(cudaGetLastError(), "cudaSetDevice");
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kinds[dir], pc.stream);
+    if (e != cudaSuccess) return cuda_status(e, "cudaMemcpyAsync");
+    if (dir != PLAIT_COPY_TO_HOST) return PLAIT_OK;
+    /* the host's synchronisation point: report what the step raised */
+    e = cudaStreamSynchronize(pc.stream);
+    if (e != cudaSuccess) return cuda_status(e, "a kernel or copy before this copy to the host");
+    return pc_take_failure();
+}
+
+plait_status pc_fill_zero(void *dst, size_t bytes) {
+    if (!pc.is_open) return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: fill_zero before the device was opened");
+    if (bytes == 0) return PLAIT_OK;
+    cudaError_t e = cudaMemsetAsync(dst, 0, bytes, pc.stream);
+    return e == cudaSuccess ? PLAIT_OK : cuda_status(e, "cudaMemsetAsync");
+}
+
+plait_status pc_synchronize(void) {
+    if (!pc.is_open) return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: synchronize before the device was opened");
+    cudaError_t e = cudaStreamSynchronize(pc.stream);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_status(e, "a queued kernel or copy");
+    return pc_take_failure();
+}

@@ -1,0 +1,100 @@
+/*
+ * LayerNorm over C (eps 1e-5), forward and backward, with the CPU kernel's
+ * formulas (core/model/kernels_norm.c). One warp per row for the row-wise
+ * work (sums lane-strided, then a butterfly: a fixed order); the weight
+ * and bias gradients one thread per column, rows in order, added into the
+ * accumulated value as the CPU does. dinp accumulates (the residual
+ * stream). Not yet run on a GPU.
+ */
+#include "kcommon.cuh"
+
+#define LN_EPS 1e-5f
+#define LN_WARPS 8 /* rows per block */
+
+__global__ static void ln_forward_kernel(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                                         const float *b, int64_t BT, int64_t C) {
+    int64_t r = (int64_t)blockIdx.x * LN_WARPS + threadIdx.x / PC_WARP;
+    if (r >= BT) return;
+    const int lane = threadIdx.x % PC_WARP;
+    const float *x = inp + r * C;
+    float *o = out + r * C;
+    const float inv_c = 1.0f / (float)C;
+    float s = 0;
+    for (int64_t c = lane; c < C; c += PC_WARP) s += x[c];
+    float m = pc_warp_sum(s) * inv_c;
+    float v = 0;
+    for (int64_t c = lane; c < C; c += PC_WARP) {
+        float d = x[c] - m;
+        v += d * d;
+    }
+    float rs = 1.0f / sqrtf(pc_warp_sum(v) * inv_c + LN_EPS);
+    for (int64_t c = lane; c < C; c += PC_WARP) o[c] = (x[c] - m) * rs * w[c] + b[c];
+    if (lane == 0) {
+        if (mean) mean[r] = m;
+        if (rstd) rstd[r] = rs;
+    }
+}
+
+/* dinp += (w·dout − mean(w·dout) − norm·mean(w·dout·norm))·rstd */
+__global__ static void ln_backward_rows_kernel(float *dinp, const float *dout, const float *inp, const float *w,
+                                               const float *mean, const float *rstd, int64_t BT, int64_t C) {
+    int64_t r = (int64_t)blockIdx.x * LN_WARPS + threadIdx.x / PC_WARP;
+    if (r >= BT) return;
+    const int lane = threadIdx.x % PC_WARP;
+    const float *x = inp + r * C, *d = dout + r * C;
+    float *dx = dinp + r * C;
+    const float m = mean[r], s = rstd[r], inv_c = 1.0f / (float)C;
+    float a1 = 0, a2 = 0;
+    for (int64_t c = lane; c < C; c += PC_WARP) {
+        float n = (x[c] - m) * s;
+        float dn = w[c] * d[c];
+        a1 += dn;
+        a2 += dn * n;
+    }
+    float dn_mean = pc_warp_sum(a1) * inv_c, dnn_mean = pc_warp_sum(a2) * inv_c;
+    for (int64_t c = lane; c < C; c += PC_WARP) {
+        float n = (x[c] - m) * s;
+        dx[c] += (w[c] * d[c] - dn_mean - n * dnn_mean) * s;
+    }
+}
+
+__global__ static void ln_backward_params_kernel(float *dw, float *db, const float *dout, const float *inp,
+                                                 const float *mean, const float *rstd, int64_t BT, int64_t C) {
+    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float aw = dw ? dw[c] : 0.0f, ab = db ? db[c] : 0.0f;
+    for (int64_t r = 0; r < BT; r++) {
+        float d = dout[r * C + c];
+        aw += (inp[r * C + c] - mean[r]) * rstd[r] * d;
+        ab += d;
+    }
+    if (dw) dw[c] = aw;
+    if (db) db[c] = ab;
+}
+
+static unsigned row_blocks(int64_t BT) { return (unsigned)((BT + LN_WARPS - 1) / LN_WARPS); }
+
+extern "C" {
+
+void pc_launch_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                                 const float *bias, int64_t BT, int64_t C) {
+    if (BT <= 0) return;
+    ln_forward_kernel<<<row_blocks(BT), LN_WARPS * PC_WARP, 0, pc.stream>>>(out, mean, rstd, inp, weight, bias, BT,
+                                                                           C);
+    pc_check_launch("layernorm_forward");
+}
+
+void pc_launch_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                  const float *weight, const float *mean, const float *rstd, int64_t BT,
+                                  int64_t C) {
+    if (BT <= 0 || C <= 0) return;
+    if (dinp)
+        ln_backward_rows_kernel<<<row_blocks(BT), LN_WARPS * PC_WARP, 0, pc.stream>>>(dinp, dout, inp, weight,
+                                                                                     mean, rstd, BT, C);
+    if (dweight || dbias)
+        ln_backward_params_kernel<<<(unsigned)((C + PC_THREADS - 1) / PC_THREADS), PC_THREADS, 0, pc.stream>>>(
+            dweight, dbias, dout, inp, mean, rstd, BT, C);
+    pc_check_launch("layernorm_backward");
+}
+
+} /* extern "C" */

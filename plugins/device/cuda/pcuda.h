@@ -1,0 +1,171 @@
+/*
+ * The cuda device plugin's shared state and internal interfaces (not part of
+ * the SDK). Included by the C files and by the .cu kernel files (compiled as
+ * C++ by nvcc, hence the extern "C" block).
+ *
+ * One device per process (plait/device.h): the state is one global, set up
+ * by open() and torn down by close(). Kernels are queued on pc.stream from
+ * the model's thread; alloc/free/copy may come from any thread and take
+ * pc.lock where they touch shared state.
+ *
+ * Errors: kernels cannot fail (plait/kernels.h), so a launch or library
+ * failure inside one is recorded with pc_fail() and reported by the next
+ * synchronize() (or copy to the host), together with CUDA's sticky errors.
+ */
+#ifndef PLAIT_PCUDA_H
+#define PLAIT_PCUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include <plait/device.h>
+#include <plait/host.h>
+#include <plait/kernels.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pc_state {
+    const plait_host *host;
+    int is_open;
+    int ordinal;
+    cudaStream_t stream;
+    plait_precision precision;
+    int deterministic;
+    int sm_count;
+    /* fixed scratch made at open(): partial sums of sumsq, the host copy of
+     * its result (pinned) */
+    double *reduce_partials;  /* PC_REDUCE_BLOCKS doubles, device */
+    double *reduce_host;      /* 1 double, pinned host */
+} pc_state;
+
+extern pc_state pc;
+
+/* Blocks of the two-pass reductions (a fixed count: the summation order
+ * depends on n alone, never on the GPU). */
+#define PC_REDUCE_BLOCKS 256
+
+/* Record the first asynchronous failure (printf-style); the next
+ * synchronize() returns it. Thread-safe. */
+void pc_fail(const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* After a launch: record a launch error of `what`, if any. */
+void pc_check_launch(const char *what);
+/* The recorded failure as a plait_status with the message set, clearing it;
+ * PLAIT_OK if none. */
+plait_status pc_take_failure(void);
+
+/* ---- device.c: open/close ------------------------------------------------- */
+plait_status pc_open(const plait_host *host, const plait_device_open_args *args, plait_device_info *info);
+void pc_close(void);
+/* [device.cuda] workspace_mib's default: cuBLASLt's workspace */
+#define PC_WORKSPACE_MIB 32
+
+/* ---- probe.c: devices visible, without touching the driver ---------------- */
+/* Number of NVIDIA GPUs this process may use: the driver's list in procfs
+ * (or its /dev/nvidiaN nodes) filtered by CUDA_VISIBLE_DEVICES. 0 with a
+ * reason in `why` when none. Reads files only: no CUDA call. The root of
+ * those paths is PLAIT_CUDA_SYSFS_ROOT when set (tests only). */
+int pc_visible_gpus(char *why, size_t why_len);
+
+/* ---- memory.c: the plait_device_ops memory functions ------------------------ */
+void *pc_alloc(size_t bytes, const char *tag);
+void pc_free(void *ptr);
+plait_status pc_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir);
+plait_status pc_fill_zero(void *dst, size_t bytes);
+plait_status pc_synchronize(void);
+void pc_memory_stats(uint64_t *in_use, uint64_t *peak);
+void pc_memory_reset(void);
+/* Memory still allocated at close(): freed, their count returned. */
+size_t pc_memory_release_all(void);
+
+/* ---- lt.c / gemm.c: cuBLASLt --------------------------------------------- */
+/* Load libcublasLt and create the handle and workspace; 0 or -1 with the
+ * reason set through pc.host->set_error. */
+int pc_lt_open(size_t workspace_bytes);
+void pc_lt_close(void);
+
+/* One row-major product (or a batch of them at fixed strides):
+ * C = alpha * op(A) @ op(B) + beta * C (+ bias[N] on every row when bias is
+ * non-NULL), in the open precision. */
+typedef struct pc_gemm {
+    int trans_a, trans_b;
+    int64_t M, N, K;
+    float alpha, beta;
+    const float *A;
+    int64_t lda, stride_a;
+    const float *B;
+    int64_t ldb, stride_b;
+    float *C;
+    int64_t ldc, stride_c;
+    int64_t batch; /* >= 1 */
+    const float *bias;
+} pc_gemm;
+void pc_gemm_run(const pc_gemm *g);
+
+/* ---- kernel launchers (.cu files); all queue on pc.stream ---------------- */
+/* convert.cu: n floats to bfloat16 (round to nearest even) */
+void pc_launch_to_bf16(void *dst, const float *src, size_t n);
+/* vector.cu */
+void pc_launch_scale(float *x, size_t n, float a);
+void pc_launch_axpy(float *y, const float *x, size_t n, float a);
+void pc_launch_adamw(float *param, const float *grad, float *m, float *v, size_t n, float beta1,
+                     float beta2, float step_size, float bc2_sqrt, float decay, float grad_scale,
+                     float eps);
+/* Σ x² in double into pc.reduce_partials[0] (two passes, fixed order). */
+void pc_launch_sumsq(const float *x, size_t n);
+void pc_launch_res_bias(float *out, const float *res, const float *bias, int64_t rows, int64_t C,
+                        int add);
+void pc_launch_bias_backward(float *dbias, const float *dout, int64_t BT, int64_t OC);
+/* sumsq.cu */
+void pc_launch_sumsq_exact(plait_sumsq_acc *acc, const float *x, size_t n);
+void pc_launch_sumsq_merge(plait_sumsq_acc *dst, const plait_sumsq_acc *src);
+/* norm.cu */
+void pc_launch_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                                 const float *weight, const float *bias, int64_t BT, int64_t C);
+void pc_launch_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                  const float *inp, const float *weight, const float *mean,
+                                  const float *rstd, int64_t BT, int64_t C);
+/* gelu.cu */
+void pc_launch_gelu_forward(float *out, const float *inp, size_t n);
+void pc_launch_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+/* softmax.cu: attention's causal softmax over [rows of T] and its backward */
+void pc_launch_softmax_causal(float *att, int64_t BNH, int64_t T);
+void pc_launch_softmax_causal_backward(float *datt, const float *att, int64_t BNH, int64_t T);
+/* embedding.cu */
+void pc_launch_embedding_forward(float *out, const int32_t *tokens, const float *wte,
+                                 int64_t vocab_start, int64_t n_rows, const float *wpe, int64_t B,
+                                 int64_t T, int64_t C);
+void pc_launch_embedding_backward(float *dwte, float *dwpe, const float *dout,
+                                  const int32_t *tokens, int64_t vocab_start, int64_t n_rows,
+                                  int64_t B, int64_t T, int64_t C);
+void pc_launch_add_positions(float *out, const float *wpe, int64_t B, int64_t T, int64_t C);
+/* loss.cu */
+void pc_launch_crossentropy(float *losses, float *dlogits, const float *logits,
+                            const int32_t *targets, int64_t BT, int64_t V, float scale);
+void pc_launch_logits_rowmax(float *rowmax, const float *logits, int64_t BT, int64_t Vl,
+                             int64_t n_valid);
+void pc_launch_logits_sumexp(float *sumexp, const float *logits, const float *rowmax, int64_t BT,
+                             int64_t Vl, int64_t n_valid);
+void pc_launch_logits_target(float *tlogit, const float *logits, const int32_t *targets,
+                             int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid);
+void pc_launch_loss_rows(float *losses, float *lse, const float *rowmax, const float *sumexp,
+                         const float *tlogit, const int32_t *targets, int64_t BT,
+                         double *loss_sum);
+void pc_launch_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+                                     const int32_t *targets, int64_t vocab_start, int64_t BT,
+                                     int64_t Vl, int64_t n_valid, float scale);
+
+/* The kernel table (kernels.c). */
+const plait_kernels *pc_kernels(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

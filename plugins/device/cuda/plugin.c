@@ -1,0 +1,85 @@
+/*
+ * The cuda device plugin: its descriptor, [device.cuda] keys, probe and
+ * count, and the plait_device_ops table.
+ *
+ * Loading this file must work on any machine: the CUDA runtime is linked
+ * statically (it loads libcuda.so.1 itself on the first CUDA call, which
+ * only open() makes) and cuBLASLt is loaded by open() (lt.c). probe() and
+ * count() read the driver's files only (probe.c) and make no CUDA call, so
+ * the launcher may ask before it forks ranks.
+ */
+#include <string.h>
+
+#include <plait/plugin.h>
+
+#include "pcuda.h"
+
+#define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_key_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
+
+static const plait_key_decl g_params[] = {
+    P("workspace_mib", PLAIT_KEY_INT, PLAIT_STRINGIFY(PC_WORKSPACE_MIB), 0, 4096, 0,
+      "cuBLASLt workspace in MiB, allocated once at open (0 = none: fewer GEMM algorithms qualify); the same "
+      "size on every run keeps the chosen algorithms, and so the results, the same"),
+};
+
+/* None found is not a failure of count() (plait/device.h): *out = 0 and
+ * the reason set, phrased as the whole message the core prints. */
+static plait_status cuda_count(const plait_host *host, int32_t *out) {
+    char why[512];
+    int n = pc_visible_gpus(why, sizeof why);
+    *out = n > 0 ? n : 0;
+    if (n <= 0) (void)host->set_error(PLAIT_ERR_UNSUPPORTED, "no CUDA device found (%s)", why);
+    return PLAIT_OK;
+}
+
+static plait_status cuda_probe(const plait_host *host) {
+    char why[512];
+    if (pc_visible_gpus(why, sizeof why) > 0) return PLAIT_OK;
+    return host->set_error(PLAIT_ERR_UNSUPPORTED, "no CUDA device found (%s)", why);
+}
+
+static const plait_kernels *cuda_kernels(void) { return pc.is_open ? pc_kernels() : NULL; }
+
+static const plait_device_ops g_ops = {
+    .struct_size = sizeof(plait_device_ops),
+    .count = cuda_count,
+    .open = pc_open,
+    .close = pc_close,
+    .alloc = pc_alloc,
+    .free = pc_free,
+    .copy = pc_copy,
+    .fill_zero = pc_fill_zero,
+    .synchronize = pc_synchronize,
+    .memory_stats = pc_memory_stats,
+    .kernels = cuda_kernels,
+};
+
+static const plait_plugin_desc g_desc = {
+    .struct_size = sizeof(plait_plugin_desc),
+    .magic = PLAIT_PLUGIN_MAGIC,
+    .abi_major = PLAIT_ABI_MAJOR,
+    .abi_minor = 3,
+    .kind = PLAIT_KIND_DEVICE,
+    .name = "cuda",
+    .version = "0.1.0",
+    .description = "one NVIDIA GPU: device memory, CUDA kernels, cuBLASLt GEMMs (fp32, tf32, bf16 operands)",
+    .params = g_params,
+    .n_params = sizeof g_params / sizeof g_params[0],
+    .param_size = sizeof(plait_key_decl),
+    .probe = cuda_probe,
+    .ops = &g_ops,
+};
+
+static const plait_plugin_desc *const g_list[] = {&g_desc};
+
+PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
+                                            const plait_plugin_desc *const **descs, size_t *count) {
+    if (PLAIT_ABI_VERSION_MAJOR(host_abi) != PLAIT_ABI_MAJOR || PLAIT_ABI_VERSION_MINOR(host_abi) < 3)
+        return host->set_error(PLAIT_ERR_ABI,
+                               "device/cuda needs plait ABI 1.3 (the device layer) or later; this plait is %u.%u",
+                               PLAIT_ABI_VERSION_MAJOR(host_abi), PLAIT_ABI_VERSION_MINOR(host_abi));
+    pc.host = host;
+    *descs = g_list;
+    *count = 1;
+    return PLAIT_OK;
+}

@@ -1,0 +1,121 @@
+/*
+ * Vector kernels: scale, axpy, AdamW, Σx² in double, and the row-wise
+ * bias / residual epilogues of the linear layers with the bias gradient.
+ * Element-wise kernels compute each element from that element alone; the
+ * two reductions (Σx², the bias gradient) have fixed orders, the bias
+ * gradient the CPU kernel's own (each column summed over rows in row
+ * order, starting from the accumulated value). Not yet run on a GPU.
+ */
+#include "kcommon.cuh"
+
+__global__ static void scale_kernel(float *x, size_t n, float a) {
+    PC_GRID_STRIDE(i, n) x[i] *= a;
+}
+
+__global__ static void axpy_kernel(float *y, const float *x, size_t n, float a) {
+    PC_GRID_STRIDE(i, n) y[i] += a * x[i];
+}
+
+/* The CPU kernel's operations in its order (core/model/kernels_vector.c). */
+__global__ static void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n, float b1,
+                                    float b2, float step_size, float bc2_sqrt, float decay, float gs, float eps) {
+    PC_GRID_STRIDE(i, n) {
+        float g = grad[i] * gs;
+        float p = param[i] * decay;
+        float mi = b1 * m[i] + (1.0f - b1) * g;
+        float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        float denom = sqrtf(vi) / bc2_sqrt + eps;
+        param[i] = p - step_size * (mi / denom);
+    }
+}
+
+/* Pass 1: block b sums elements b*256+t, b*256+t+G*256, ... per thread in
+ * index order, then over the block; pass 2 sums the G partials. The order
+ * depends on n only. */
+__global__ static void sumsq_partial_kernel(double *partials, const float *x, size_t n) {
+    __shared__ double sh[32];
+    double s = 0;
+    PC_GRID_STRIDE(i, n) s += (double)x[i] * (double)x[i];
+    s = pc_block_sum(s, sh);
+    if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
+__global__ static void sumsq_final_kernel(double *partials) {
+    __shared__ double sh[32];
+    double s = pc_block_sum(partials[threadIdx.x], sh);
+    if (threadIdx.x == 0) partials[0] = s;
+}
+
+/* out = res + bias, or out += res + bias when `add` (bias may be NULL;
+ * out may be res when not adding) */
+__global__ static void res_bias_kernel(float *out, const float *res, const float *bias, size_t rows, size_t C,
+                                       int add) {
+    PC_GRID_STRIDE(i, rows * C) {
+        float x = res[i];
+        if (bias) x += bias[i % C];
+        out[i] = add ? out[i] + x : x;
+    }
+}
+
+__global__ static void res_add_bias_kernel(float *out, const float *res, const float *bias, size_t rows, size_t C) {
+    /* out += res + bias, in the CPU's association: o + (x + b) */
+    PC_GRID_STRIDE(i, rows * C) out[i] += res[i] + bias[i % C];
+}
+
+/* One thread per column: dbias[c] += dout[r][c] for r in order. */
+__global__ static void bias_backward_kernel(float *dbias, const float *dout, int64_t BT, int64_t OC) {
+    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= OC) return;
+    float acc = dbias[c];
+    for (int64_t r = 0; r < BT; r++) acc += dout[r * OC + c];
+    dbias[c] = acc;
+}
+
+extern "C" {
+
+void pc_launch_scale(float *x, size_t n, float a) {
+    if (!n) return;
+    scale_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(x, n, a);
+    pc_check_launch("scale");
+}
+
+void pc_launch_axpy(float *y, const float *x, size_t n, float a) {
+    if (!n) return;
+    axpy_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(y, x, n, a);
+    pc_check_launch("axpy");
+}
+
+void pc_launch_adamw(float *param, const float *grad, float *m, float *v, size_t n, float beta1, float beta2,
+                     float step_size, float bc2_sqrt, float decay, float grad_scale, float eps) {
+    if (!n) return;
+    adamw_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(param, grad, m, v, n, beta1, beta2, step_size,
+                                                             bc2_sqrt, decay, grad_scale, eps);
+    pc_check_launch("adamw");
+}
+
+void pc_launch_sumsq(const float *x, size_t n) {
+    sumsq_partial_kernel<<<PC_REDUCE_BLOCKS, PC_THREADS, 0, pc.stream>>>(pc.reduce_partials, x, n);
+    sumsq_final_kernel<<<1, PC_REDUCE_BLOCKS, 0, pc.stream>>>(pc.reduce_partials);
+    pc_check_launch("sumsq");
+}
+
+void pc_launch_res_bias(float *out, const float *res, const float *bias, int64_t rows, int64_t C, int add) {
+    size_t n = (size_t)rows * (size_t)C;
+    if (!n) return;
+    if (add && bias)
+        res_add_bias_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(out, res, bias, (size_t)rows, (size_t)C);
+    else
+        res_bias_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(out, res, bias, (size_t)rows, (size_t)C, add);
+    pc_check_launch("bias/residual");
+}
+
+void pc_launch_bias_backward(float *dbias, const float *dout, int64_t BT, int64_t OC) {
+    if (OC <= 0) return;
+    bias_backward_kernel<<<(unsigned)((OC + PC_THREADS - 1) / PC_THREADS), PC_THREADS, 0, pc.stream>>>(dbias, dout,
+                                                                                                       BT, OC);
+    pc_check_launch("bias_backward");
+}
+
+} /* extern "C" */

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# `plait bench comm --mem device` on the sim device (memory the host cannot
+# dereference): every operation over the in-process transport and over tcp
+# with real processes has #wrong 0, its results copied back to be checked,
+# the buffers staged through pinned host memory; a flipped result is
+# caught after the copy back; a device whose memory is host memory and a
+# bad --mem are refused.
+source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
+mkdir -p "$E2E_WORK"
+B=("$PLAIT_BIN" bench comm --iters 2 --warmup 1 --factor 16 device.plugin=sim comm.staging_chunk=65536)
+
+check_clean() { # check_clean NAME: every row #wrong 0, the header names sim memory
+  local out=$E2E_WORK/$1.out
+  grep -q "sim memory (results copied back to be checked)" "$out" || fail "$1: header: $(head -n 1 "$out")"
+  awk '$1 ~ /^[0-9]+$/ && NF == 10 { rows++; if ($8 != 0) bad = 1 } END { exit (bad || rows < 2) }' "$out" ||
+    fail "$1: $(cat "$out")"
+  grep -q "Total #wrong         : 0" "$out" || fail "$1: $(tail -n 2 "$out")"
+}
+
+for op in allreduce reduce_scatter allgather broadcast alltoall sendrecv; do
+  "${B[@]}" --comm threads --threads 3 --op "$op" --mem device --min 1K --max 4M >"$E2E_WORK/threads-$op.out" 2>&1 ||
+    fail "threads $op: $(cat "$E2E_WORK/threads-$op.out")"
+  check_clean "threads-$op"
+done
+for op in allreduce reduce_scatter sendrecv; do
+  "${B[@]}" -n 2 --op "$op" --mem device --min 4K --max 1M >"$E2E_WORK/tcp-$op.out" 2>&1 ||
+    fail "tcp $op: $(cat "$E2E_WORK/tcp-$op.out")"
+  check_clean "tcp-$op"
+done
+
+# a wrong result is seen after the copy back
+if "${B[@]}" --comm threads --threads 2 --op allreduce --mem device --min 4K --max 4K --corrupt \
+  >"$E2E_WORK/corrupt.out" 2>&1; then
+  fail "--corrupt on device memory exited 0"
+fi
+grep -q "Total #wrong         : 4" "$E2E_WORK/corrupt.out" || fail "corrupt: $(cat "$E2E_WORK/corrupt.out")"
+
+# refusals
+if "$PLAIT_BIN" bench comm --comm threads --op allreduce --mem device device.plugin=cpu >"$E2E_WORK/cpu.out" 2>&1; then
+  fail "--mem device on the cpu device ran"
+fi
+grep -q "keeps its memory in host memory" "$E2E_WORK/cpu.out" || fail "cpu: $(cat "$E2E_WORK/cpu.out")"
+rc=0
+"$PLAIT_BIN" bench comm --op allreduce --mem gpu >"$E2E_WORK/badmem.out" 2>&1 || rc=$?
+[ $rc -eq 2 ] || fail "--mem gpu: exit $rc, not a usage error (2)"
+grep -q -- "--mem is host or device, not 'gpu'" "$E2E_WORK/badmem.out" || fail "badmem: $(cat "$E2E_WORK/badmem.out")"
+echo "bench comm --mem device: 6 ops over threads, 3 over tcp, #wrong 0; corrupt and refusals caught"

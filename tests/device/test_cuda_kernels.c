@@ -1,0 +1,407 @@
+/*
+ * Every kernel of the cuda device against the core's CPU kernel, on fresh
+ * random inputs each run (the seed is printed; PLAIT_TEST_SEED repeats a
+ * run), outputs poisoned with NaN before each call, in the precision given
+ * as argv[1] (fp32, tf32 or bf16; GEMM-based results within 1e-5, 1e-3 and
+ * 2e-2 relative, element-wise kernels within 1e-5, the exact Σx²
+ * accumulator and the embedding gradients bit for bit), each case run
+ * twice on the device and required bit-identical. Plus the device's memory
+ * functions.
+ *
+ * Label `gpu`: where no CUDA device is found this exits 77, which ctest
+ * reports as skipped (never as passed). Not yet run on a GPU at the time of
+ * writing (docs/gpu.md says what has).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "device/kcase.h"
+#include "host/host_table.h"
+#include "kernels/kernels.h"
+#include "plugin/loader.h"
+#include "runtime/error.h"
+
+#define B 2
+#define T 67
+#define NH 3
+#define HS 32
+#define C (NH * HS)
+#define OC 160
+#define BT (B * T)
+#define V 1000
+
+/* ---- the CPU reference table -------------------------------------------- */
+
+static plait_kernels g_cpu;
+
+static void cpu_table(void) { g_cpu = *plait_kernels_table(); }
+
+/* ---- cases ---------------------------------------------------------------- */
+
+static void case_sgemm(kc_ctx *x) {
+    static const char *names[] = {"C=A.B", "C=A.Bt", "C=At.B", "C=At.Bt"};
+    const int64_t M = 37, N = 53, K = 70;
+    for (int t = 0; t < 4; t++) {
+        int ta = t / 2, tb = t % 2;
+        int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+        float *A = kc_rand(x, (size_t)((ta ? K : M) * lda), -1, 1);
+        float *Bm = kc_rand(x, (size_t)((tb ? N : K) * ldb), -1, 1);
+        float *Cm = kc_rand(x, (size_t)(M * ldc), -1, 1);
+        x->k->sgemm(ta, tb, M, N, K, 1.25f, A, lda, Bm, ldb, 0.5f, Cm, ldc);
+        kc_result(x, names[t], Cm, (size_t)(M * ldc), KC_GEMM);
+    }
+    /* beta = 0 overwrites whatever C held (NaN included) */
+    float *A = kc_rand(x, (size_t)(BT * C), -1, 1), *W = kc_rand(x, (size_t)(OC * C), -1, 1);
+    float *Cm = kc_out(x, (size_t)(BT * OC));
+    x->k->sgemm(0, 1, BT, OC, C, 1.0f, A, C, W, C, 0.0f, Cm, OC);
+    kc_result(x, "beta=0", Cm, (size_t)(BT * OC), KC_GEMM);
+}
+
+static void case_matmul(kc_ctx *x) {
+    float *inp = kc_rand(x, BT * C, -1, 1), *w = kc_rand(x, OC * C, -0.5f, 0.5f), *bias = kc_rand(x, OC, -1, 1);
+    float *out = kc_out(x, BT * OC), *out_nb = kc_out(x, BT * OC);
+    x->k->matmul_forward(out, inp, w, bias, BT, C, OC);
+    x->k->matmul_forward(out_nb, inp, w, NULL, BT, C, OC);
+    kc_result(x, "forward+bias", out, BT * OC, KC_GEMM);
+    kc_result(x, "forward", out_nb, BT * OC, KC_GEMM);
+    float *res = kc_rand(x, BT * OC, -1, 1), *out_r = kc_out(x, BT * OC);
+    x->k->matmul_forward_residual(out_r, res, inp, w, bias, BT, C, OC);
+    kc_result(x, "forward_residual", out_r, BT * OC, KC_GEMM);
+    float *inplace = kc_rand(x, BT * OC, -1, 1);
+    x->k->matmul_forward_residual(inplace, inplace, inp, w, NULL, BT, C, OC);
+    kc_result(x, "forward_residual in place", inplace, BT * OC, KC_GEMM);
+    float *dout = kc_rand(x, BT * OC, -1, 1), *dinp = kc_out(x, BT * C);
+    float *dw = kc_rand(x, OC * C, -1, 1), *db = kc_rand(x, OC, -1, 1);
+    x->k->matmul_backward(dinp, dw, db, dout, inp, w, BT, C, OC);
+    kc_result(x, "backward dinp", dinp, BT * C, KC_GEMM);
+    kc_result(x, "backward dweight+=", dw, OC * C, KC_GEMM);
+    kc_result(x, "backward dbias+=", db, OC, KC_EXACT); /* rows in order, as the CPU */
+}
+
+static void case_bias(kc_ctx *x) {
+    float *xs = kc_rand(x, BT * C, -1, 1), *res = kc_rand(x, BT * C, -1, 1), *bias = kc_rand(x, C, -1, 1);
+    x->k->add_bias_residual(xs, res, bias, BT, C);
+    kc_result(x, "add_bias_residual", xs, BT * C, KC_EXACT);
+    float *xs2 = kc_rand(x, BT * C, -1, 1);
+    x->k->add_bias_residual(xs2, res, NULL, BT, C);
+    kc_result(x, "add_residual", xs2, BT * C, KC_EXACT);
+    float *db = kc_rand(x, OC, -1, 1), *dout = kc_rand(x, BT * OC, -1, 1);
+    x->k->bias_backward(db, dout, BT, OC);
+    kc_result(x, "bias_backward", db, OC, KC_EXACT);
+}
+
+static void case_layernorm(kc_ctx *x) {
+    float *inp = kc_rand(x, BT * C, -2, 3), *w = kc_rand(x, C, 0.5f, 1.5f), *b = kc_rand(x, C, -1, 1);
+    float *out = kc_out(x, BT * C), *mean = kc_out(x, BT), *rstd = kc_out(x, BT);
+    x->k->layernorm_forward(out, mean, rstd, inp, w, b, BT, C);
+    kc_result(x, "forward out", out, BT * C, KC_ELEMWISE);
+    kc_result(x, "forward mean", mean, BT, KC_ELEMWISE);
+    kc_result(x, "forward rstd", rstd, BT, KC_ELEMWISE);
+    float *dout = kc_rand(x, BT * C, -1, 1), *dinp = kc_rand(x, BT * C, -1, 1);
+    float *dw = kc_rand(x, C, -1, 1), *db = kc_rand(x, C, -1, 1);
+    x->k->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, BT, C);
+    kc_result(x, "backward dinp+=", dinp, BT * C, KC_ELEMWISE);
+    kc_result(x, "backward dweight+=", dw, C, KC_ELEMWISE);
+    kc_result(x, "backward dbias+=", db, C, KC_ELEMWISE);
+}
+
+static void case_gelu(kc_ctx *x) {
+    const size_t n = 10007;
+    float *inp = kc_rand(x, n, -6, 6), *out = kc_out(x, n);
+    x->k->gelu_forward(out, inp, n);
+    kc_result(x, "forward", out, n, KC_ELEMWISE);
+    float *dout = kc_rand(x, n, -1, 1), *dinp = kc_out(x, n);
+    x->k->gelu_backward(dinp, inp, dout, n);
+    kc_result(x, "backward", dinp, n, KC_ELEMWISE);
+    x->k->gelu_backward(dout, inp, dout, n); /* dinp == dout */
+    kc_result(x, "backward in place", dout, n, KC_ELEMWISE);
+    x->k->gelu_forward(inp, inp, n); /* out == inp */
+    kc_result(x, "forward in place", inp, n, KC_ELEMWISE);
+}
+
+static void case_attention(kc_ctx *x) {
+    const size_t natt = (size_t)B * NH * T * T;
+    float *qkv = kc_rand(x, BT * 3 * C, -1, 1), *out = kc_out(x, BT * C), *att = kc_out(x, natt);
+    x->k->attention_forward(out, att, qkv, B, T, NH, HS);
+    kc_result(x, "forward out", out, BT * C, KC_GEMM);
+    kc_result(x, "forward att", att, natt, KC_GEMM);
+    float *probs = kc_out(x, natt);
+    x->k->attention_probs(probs, qkv, B, T, NH, HS);
+    kc_same(x, "probs == forward's att", probs, att, natt * sizeof(float));
+    float *dout = kc_rand(x, BT * C, -1, 1), *dqkv = kc_out(x, BT * 3 * C), *scratch = kc_out(x, natt);
+    x->k->attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
+    kc_result(x, "backward dqkv", dqkv, BT * 3 * C, KC_GEMM);
+}
+
+static void case_embedding(kc_ctx *x) {
+    /* tokens from a narrow range repeat often: the gradient's order matters */
+    int32_t *tok = kc_ints(x, BT, 280, 340, 0);
+    float *wte = kc_rand(x, V * C, -1, 1), *wpe = kc_rand(x, T * C, -1, 1), *out = kc_out(x, BT * C);
+    x->k->embedding_forward(out, tok, wte, wpe, B, T, C);
+    kc_result(x, "forward", out, BT * C, KC_EXACT);
+    float *dout = kc_rand(x, BT * C, -1, 1), *dwte = kc_rand(x, V * C, -1, 1), *dwpe = kc_rand(x, T * C, -1, 1);
+    x->k->embedding_backward(dwte, dwpe, dout, tok, B, T, C);
+    kc_result(x, "backward dwte+=", dwte, V * C, KC_EXACT);
+    kc_result(x, "backward dwpe+=", dwpe, T * C, KC_EXACT);
+    /* vocabulary-parallel: rows [300, 320) here; other tokens give zero rows */
+    const int64_t start = 300, rows = 20;
+    float *wl = kc_rand(x, rows * C, -1, 1), *outv = kc_out(x, BT * C), *outn = kc_out(x, BT * C);
+    x->k->embedding_forward_vocab(outv, tok, wl, start, rows, wpe, B, T, C);
+    x->k->embedding_forward_vocab(outn, tok, wl, start, rows, NULL, B, T, C);
+    kc_result(x, "vocab forward", outv, BT * C, KC_EXACT);
+    kc_result(x, "vocab forward, no positions", outn, BT * C, KC_EXACT);
+    float *dwl = kc_rand(x, rows * C, -1, 1), *dwpe2 = kc_rand(x, T * C, -1, 1);
+    x->k->embedding_backward_vocab(dwl, dwpe2, dout, tok, start, rows, B, T, C);
+    kc_result(x, "vocab backward dwte+=", dwl, rows * C, KC_EXACT);
+    kc_result(x, "vocab backward dwpe+=", dwpe2, T * C, KC_EXACT);
+    float *o = kc_rand(x, BT * C, -1, 1);
+    x->k->add_positions(o, wpe, B, T, C);
+    kc_result(x, "add_positions", o, BT * C, KC_EXACT);
+}
+
+static void case_crossentropy(kc_ctx *x) {
+    int32_t *tg = kc_ints(x, BT, 0, V, 7); /* every 7th row without a target */
+    float *logits = kc_rand(x, BT * V, -4, 4), *losses = kc_out(x, BT), *dl = kc_out(x, BT * V);
+    x->k->crossentropy(losses, dl, logits, tg, BT, V, 1.0f / BT);
+    kc_result(x, "losses", losses, BT, KC_ELEMWISE);
+    kc_result(x, "dlogits", dl, BT * V, KC_ELEMWISE);
+    float *ev = kc_out(x, BT);
+    x->k->crossentropy(ev, NULL, logits, tg, BT, V, 1.0f);
+    kc_result(x, "losses, evaluation", ev, BT, KC_ELEMWISE);
+    float *inpl = kc_rand(x, BT * V, -4, 4), *l2 = kc_out(x, BT);
+    x->k->crossentropy(l2, inpl, inpl, tg, BT, V, 0.5f); /* dlogits == logits */
+    kc_result(x, "dlogits in place", inpl, BT * V, KC_ELEMWISE);
+    kc_result(x, "losses (in place run)", l2, BT, KC_ELEMWISE);
+}
+
+static void case_vocab_loss(kc_ctx *x) {
+    /* this rank: columns [600, 900), the last 10 of them padding */
+    const int64_t start = 600, Vl = 300, valid = 290;
+    int32_t *tg = kc_ints(x, BT, 0, V, 5);
+    float *logits = kc_rand(x, BT * Vl, -4, 4);
+    float *mx = kc_out(x, BT), *se = kc_out(x, BT), *tl = kc_out(x, BT);
+    x->k->logits_rowmax(mx, logits, BT, Vl, valid);
+    x->k->logits_sumexp(se, logits, mx, BT, Vl, valid);
+    x->k->logits_target(tl, logits, tg, start, BT, Vl, valid);
+    kc_result(x, "rowmax", mx, BT, KC_EXACT);
+    kc_result(x, "sumexp", se, BT, KC_ELEMWISE);
+    kc_result(x, "target logit", tl, BT, KC_EXACT);
+    const double half = 0.5;
+    double *sum = kc_bytes(x, &half, sizeof half);
+    float *lse = kc_out(x, BT), *losses = kc_out(x, BT);
+    x->k->loss_rows(losses, lse, mx, se, tl, tg, BT, sum);
+    kc_result(x, "loss_rows lse", lse, BT, KC_ELEMWISE);
+    kc_result(x, "loss_rows losses", losses, BT, KC_ELEMWISE);
+    kc_result(x, "loss_rows sum+=", sum, 1, KC_ELEMWISE);
+    /* in place: lse over rowmax, losses over tlogit */
+    x->k->loss_rows(tl, mx, mx, se, tl, tg, BT, sum);
+    kc_result(x, "loss_rows in place", tl, BT, KC_ELEMWISE);
+    float *dl = kc_out(x, BT * Vl);
+    x->k->crossentropy_backward(dl, logits, lse, tg, start, BT, Vl, valid, 1.0f / BT);
+    kc_result(x, "backward", dl, BT * Vl, KC_ELEMWISE);
+    x->k->crossentropy_backward(logits, logits, lse, tg, start, BT, Vl, valid, 2.0f);
+    kc_result(x, "backward in place", logits, BT * Vl, KC_ELEMWISE);
+    double *z = kc_bytes(x, &half, sizeof half);
+    x->k->zero_f64(z, 1);
+    kc_result(x, "zero_f64", z, 1, KC_EXACT);
+}
+
+static void case_vector(kc_ctx *x) {
+    const size_t n = 70001;
+    float *a = kc_rand(x, n, -1, 1), *b = kc_rand(x, n, -1, 1), *c = kc_out(x, n);
+    x->k->copy(c, a, n);
+    kc_result(x, "copy", c, n, KC_EXACT);
+    x->k->scale(c, n, 0.75f);
+    kc_result(x, "scale", c, n, KC_EXACT);
+    x->k->axpy(c, b, n, -1.5f);
+    kc_result(x, "axpy", c, n, KC_ELEMWISE);
+    kc_value(x, "sumsq", x->k->sumsq(c, n), KC_ELEMWISE);
+    x->k->zero(c, n);
+    kc_result(x, "zero", c, n, KC_EXACT);
+    float *p = kc_rand(x, n, -1, 1), *g = kc_rand(x, n, -1, 1), *m = kc_rand(x, n, -0.1f, 0.1f);
+    float *v = kc_rand(x, n, 0, 0.01f);
+    plait_adamw_args args = {sizeof args, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f};
+    x->k->adamw(p, g, m, v, n, &args);
+    kc_result(x, "adamw param", p, n, KC_ELEMWISE);
+    kc_result(x, "adamw m", m, n, KC_ELEMWISE);
+    kc_result(x, "adamw v", v, n, KC_ELEMWISE);
+}
+
+/* Values over the whole float range: normals of every exponent, denormals,
+ * zeros of both signs; `special` adds an Inf and a NaN. */
+static float *wide_values(kc_ctx *x, size_t n, int special) {
+    float *h = malloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = kc_next(x);
+        uint32_t bits = (uint32_t)(r & 0x807fffffu) | (uint32_t)((r >> 32) % 255) << 23;
+        if (i % 97 == 0) bits &= 0x807fffffu; /* denormal or zero */
+        memcpy(&h[i], &bits, sizeof bits);
+    }
+    if (special) {
+        h[n / 3] = INFINITY;
+        h[n / 2] = NAN;
+    }
+    float *p = kc_bytes(x, h, n * sizeof *h);
+    free(h);
+    return p;
+}
+
+static void case_sumsq_exact(kc_ctx *x) {
+    const size_t n = 200003;
+    static const plait_sumsq_acc zero;
+    float *vals = wide_values(x, n, 0), *more = wide_values(x, 1001, 1);
+    plait_sumsq_acc *acc = kc_bytes(x, &zero, sizeof zero), *acc2 = kc_bytes(x, &zero, sizeof zero);
+    x->k->sumsq_exact(acc, vals, n / 2);
+    x->k->sumsq_exact(acc, vals + n / 2, n - n / 2);
+    kc_result_add(x, "accumulator", acc, sizeof *acc, 1, KC_EXACT);
+    const plait_sumsq_acc *h = kc_host_copy(x, acc, sizeof *acc);
+    kc_value(x, "value", x->k->sumsq_value(h), KC_EXACT);
+    x->k->sumsq_exact(acc2, more, 1001);
+    x->k->sumsq_merge(acc2, acc);
+    kc_result_add(x, "merged with Inf and NaN", acc2, sizeof *acc2, 1, KC_EXACT);
+    kc_value(x, "value with Inf and NaN", x->k->sumsq_value(kc_host_copy(x, acc2, sizeof *acc2)), KC_EXACT);
+}
+
+/* ---- the device's memory functions ------------------------------------------ */
+
+static int check_memory(const plait_device_ops *d) {
+    int fails = 0;
+#define EXPECT(cond)                                                                                                \
+    do {                                                                                                            \
+        if (!(cond)) {                                                                                              \
+            printf("FAIL memory: %s (%s)\n", #cond, plait_last_error());                                             \
+            fails++;                                                                                                \
+        }                                                                                                           \
+    } while (0)
+    uint64_t used0, peak0, used, peak;
+    d->memory_stats(&used0, &peak0);
+    const size_t n = 1 << 20;
+    float *a = d->alloc(n * sizeof(float), "test a"), *b = d->alloc(n * sizeof(float), "test b");
+    EXPECT(a && b && ((uintptr_t)a % 256) == 0 && ((uintptr_t)b % 256) == 0);
+    d->memory_stats(&used, &peak);
+    EXPECT(used == used0 + 2 * n * sizeof(float) && peak >= used);
+    float *h = malloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = (float)i;
+    EXPECT(d->copy(a, h, n * sizeof *h, PLAIT_COPY_TO_DEVICE) == PLAIT_OK);
+    EXPECT(d->copy(b, a, n * sizeof *h, PLAIT_COPY_ON_DEVICE) == PLAIT_OK);
+    EXPECT(d->fill_zero(b, 16 * sizeof *h) == PLAIT_OK);
+    memset(h, 0xff, n * sizeof *h);
+    EXPECT(d->copy(h, b, n * sizeof *h, PLAIT_COPY_TO_HOST) == PLAIT_OK);
+    int right = 1;
+    for (size_t i = 0; i < n; i++) right &= h[i] == (i < 16 ? 0.0f : (float)i);
+    EXPECT(right);
+    EXPECT(d->synchronize() == PLAIT_OK);
+    d->free(a);
+    d->free(b);
+    d->free(NULL);
+    d->memory_stats(&used, &peak);
+    EXPECT(used == used0 && peak >= used0 + 2 * n * sizeof(float));
+    /* far more than any GPU has: NULL, with the request named */
+    plait_clear_error();
+    EXPECT(d->alloc((size_t)1 << 52, "too big") == NULL);
+    EXPECT(strstr(plait_last_error(), "too big") != NULL);
+    EXPECT(d->synchronize() == PLAIT_OK); /* an out-of-memory is not sticky */
+    free(h);
+    return fails;
+#undef EXPECT
+}
+
+/* ---- the harness checked on the CPU (runs everywhere) ------------------------ */
+
+static void *host_alloc(size_t bytes, const char *tag) {
+    (void)tag;
+    void *p = NULL;
+    return posix_memalign(&p, 256, bytes) == 0 ? p : NULL;
+}
+static plait_status host_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
+    (void)dir;
+    memmove(dst, src, bytes);
+    return PLAIT_OK;
+}
+static plait_status host_sync(void) { return PLAIT_OK; }
+
+/* leaves the last element unwritten */
+static void short_gelu(float *out, const float *inp, size_t n) { plait_k_gelu_forward(out, inp, n - 1); }
+
+static uint64_t g_calls;
+/* a different answer on every call */
+static void drifting_scale(float *x, size_t n, float a) { plait_k_scale(x, n, a * (1.0f + 1e-6f * (float)++g_calls)); }
+
+static int run_cases(const plait_kernels *k, const plait_device_ops *d, double tol, uint64_t seed);
+
+/* The CPU kernels as the "device" must pass every case; a kernel that
+ * leaves an element unwritten, or answers differently on a repeat, must
+ * fail. */
+static int selfcheck(void) {
+    plait_device_ops host = {.struct_size = sizeof host, .alloc = host_alloc, .free = free, .copy = host_copy,
+                             .synchronize = host_sync};
+    cpu_table();
+    int fails = run_cases(&g_cpu, &host, 1e-5, 42);
+    printf("self-check, CPU against CPU: %d failures (want 0)\n", fails);
+    plait_kernels broken = g_cpu;
+    broken.gelu_forward = short_gelu;
+    broken.scale = drifting_scale;
+    int caught = run_cases(&broken, &host, 1e-5, 42);
+    printf("self-check, broken kernels: %d failures (want at least 2)\n", caught);
+    return fails == 0 && caught >= 2 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "fp32";
+    if (strcmp(mode, "selfcheck") == 0) return selfcheck();
+    plait_precision prec = PLAIT_PRECISION_FP32;
+    double tol = 1e-5;
+    if (strcmp(mode, "tf32") == 0) prec = PLAIT_PRECISION_TF32, tol = 1e-3;
+    else if (strcmp(mode, "bf16") == 0) prec = PLAIT_PRECISION_BF16, tol = 2e-2;
+    else if (strcmp(mode, "fp32") != 0) {
+        fprintf(stderr, "usage: %s fp32|tf32|bf16\n", argv[0]);
+        return 2;
+    }
+    plait_host_install();
+    const plait_plugin_desc *desc = plait_plugin_load(PLAIT_KIND_DEVICE, "cuda");
+    if (!desc) {
+        fprintf(stderr, "FATAL: %s\n", plait_last_error());
+        return 1;
+    }
+    const plait_device_ops *d = desc->ops;
+    int32_t count = 0;
+    if (d->count(plait_host_table(), &count) != PLAIT_OK || count < 1) {
+        printf("SKIP: %s\n", plait_last_error());
+        return 77;
+    }
+    plait_device_open_args args = {sizeof args, NULL, 0, 1, prec, 1};
+    plait_device_info info = {.struct_size = sizeof info};
+    if (d->open(plait_host_table(), &args, &info) != PLAIT_OK) {
+        fprintf(stderr, "FATAL: open: %s\n", plait_last_error());
+        return 1;
+    }
+    printf("device: %s, %.1f GiB, precision %s\n", info.name, (double)info.memory_bytes / (1 << 30), mode);
+    cpu_table();
+    const plait_kernels *k = d->kernels();
+    uint64_t seed = getenv("PLAIT_TEST_SEED") ? strtoull(getenv("PLAIT_TEST_SEED"), NULL, 0)
+                                              : (uint64_t)time(NULL) * 2654435761u;
+    printf("seed: %llu (PLAIT_TEST_SEED repeats it)\n", (unsigned long long)seed);
+    int fails = check_memory(d) + run_cases(k, d, tol, seed);
+    d->close();
+    printf("%s: %d failure%s\n", fails ? "FAILED" : "passed", fails, fails == 1 ? "" : "s");
+    return fails ? 1 : 0;
+}
+
+static int run_cases(const plait_kernels *k, const plait_device_ops *d, double tol, uint64_t seed) {
+    static const struct {
+        const char *name;
+        kc_case_fn fn;
+    } cases[] = {
+        {"sgemm", case_sgemm},           {"matmul", case_matmul},         {"bias", case_bias},
+        {"layernorm", case_layernorm},   {"gelu", case_gelu},             {"attention", case_attention},
+        {"embedding", case_embedding},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
+        {"vector", case_vector},         {"sumsq_exact", case_sumsq_exact},
+    };
+    int fails = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        fails += kc_run(cases[i].name, cases[i].fn, &g_cpu, k, d, tol, seed + i);
+    return fails;
+}
