@@ -178,6 +178,30 @@ int plait_cli_launch(int nranks, int argc, char **argv) {
     return launch(nranks, argc, argv, NULL, 0);
 }
 
+/* NCCL drives one GPU per rank: ranks of one host sharing a device under
+ * [comm] plugin = nccl are refused before any rank starts (NCCL does not
+ * support it and may hang), as the nccl plugin refuses them before NCCL's
+ * init where plait's launcher did not start the ranks. Each rank's device
+ * is [device] ordinal, or local rank modulo the `devices` visible. */
+static int nccl_would_share_a_gpu(const plait_config *cfg, const char *context, int per_host, int32_t devices) {
+    const char *dev = plait_config_str(cfg, "device", "plugin");
+    if (strcmp(plait_config_str(cfg, "comm", "plugin"), "nccl") != 0 || strcmp(dev, "cpu") == 0 || per_host < 2)
+        return 0;
+    int64_t ordinal = plait_config_int(cfg, "device", "ordinal");
+    if (ordinal < 0 && per_host <= devices) return 0;
+    if (ordinal >= 0)
+        fprintf(stderr, "plait: %s: %d ranks on this host would all drive %s device %lld ([device] ordinal)",
+                context, per_host, dev, (long long)ordinal);
+    else
+        fprintf(stderr, "plait: %s: %d ranks on this host would share %d %s device%s", context, per_host, (int)devices,
+                dev, devices == 1 ? "" : "s");
+    fprintf(stderr, " under [comm] plugin = nccl: NCCL does not support two ranks on one GPU and may hang, so no rank "
+                    "was started; start at most one rank per GPU (%d here; [device] ordinal = -1 gives each local rank "
+                    "its own), or share GPUs over [comm] plugin = tcp, which stages device buffers through host "
+                    "memory\n", (int)devices);
+    return 1;
+}
+
 int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv, int *exit_code) {
     int64_t world = plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                     plait_config_int(cfg, "parallel", "pp");
@@ -191,7 +215,8 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
     }
     /* no device of [device] plugin's kind: stop before any rank starts (the
      * count never creates a driver context here, so forking stays safe) */
-    if (plait_device_preflight(cfg) != PLAIT_OK) {
+    int32_t devices = 0;
+    if (plait_device_preflight_count(cfg, &devices) != PLAIT_OK) {
         plait_cli_print_error(context);
         *exit_code = 1;
         plait_config_free(cfg);
@@ -215,6 +240,8 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
     /* a layout mistake is reported once, here, not by every rank */
     if (plait_layout_preflight(cfg) != PLAIT_OK) {
         plait_cli_print_error(context);
+        *exit_code = 1;
+    } else if (nccl_would_share_a_gpu(cfg, context, (int)(world / nodes), devices)) {
         *exit_code = 1;
     } else if (world % nodes) {
         fprintf(stderr, "plait: %s: the layout's %lld ranks (dp x tp x pp) do not split evenly over --nnodes %d\n",

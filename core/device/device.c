@@ -112,11 +112,16 @@ static plait_status count_devices(const plait_config *cfg, const plait_plugin_de
                            key_where(cfg, "plugin"), d->name, reason);
 }
 
-plait_status plait_device_preflight(const plait_config *cfg) {
+plait_status plait_device_preflight_count(const plait_config *cfg, int32_t *count) {
+    *count = 0;
     const plait_plugin_desc *d = load_device(cfg);
     if (!d) return PLAIT_ERR_INVALID_CONFIG;
+    return count_devices(cfg, d, count);
+}
+
+plait_status plait_device_preflight(const plait_config *cfg) {
     int32_t n;
-    return count_devices(cfg, d, &n);
+    return plait_device_preflight_count(cfg, &n);
 }
 
 plait_precision plait_device_precision(const plait_config *cfg) {

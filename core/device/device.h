@@ -33,6 +33,8 @@
  * found fails with the plugin's reason ("no CUDA device found (...)"), the
  * key's FILE:LINE and what to do. Nothing is opened. */
 plait_status plait_device_preflight(const plait_config *cfg);
+/* The same, with the number of devices found in *count. */
+plait_status plait_device_preflight_count(const plait_config *cfg, int32_t *count);
 
 /* [run] precision as the SDK's enum. */
 plait_precision plait_device_precision(const plait_config *cfg);
