@@ -14,6 +14,10 @@
  * - a tied copy on the same rank (the head's copy of wte) is folded into
  *   its original before the original's bucket starts and never reduced on
  *   its own, except in deterministic mode (the canonical order).
+ * Every test runs twice: on the plain test host, and on the offset host
+ * (tests/support/offset_host.h) with parameters and gradients in its device
+ * memory, which faults on any host access: the plugin must reach them only
+ * through kernels, the device's copy and collectives that name the kind.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +36,7 @@
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "host/host_table.h"
+#include "support/offset_host.h"
 
 /* ---- a recording DP group: this rank is DP rank 0 of 2 -------------------- */
 
@@ -46,7 +51,7 @@ typedef struct recorder {
 } recorder;
 
 static recorder g_rec;
-static float *g_grad_flat; /* the model's gradients (set up below) */
+static float *g_grad_flat; /* the model's gradients as the collectives see them (host addresses) */
 static int g_comm_token, g_req_token;
 #define DP_COMM ((plait_comm *)(void *)&g_comm_token)
 #define REQUEST ((plait_request *)(void *)&g_req_token)
@@ -123,19 +128,34 @@ enum { N_LAYERS = 4, NUMEL = 16 };
 
 static plait_param g_params[N_LAYERS];
 static plait_layer g_layers[N_LAYERS];
-static float g_data[N_LAYERS * NUMEL], g_grad[N_LAYERS * NUMEL];
+static float g_host_data[N_LAYERS * NUMEL], g_host_grad[N_LAYERS * NUMEL];
+/* Host views of the parameters and gradients the plugin gets (the arrays
+ * above, or the offset device's memory behind its pointers). */
+static float *g_data, *g_grad;
 static plait_param_set g_set;
 static const plait_plugin_desc *g_desc;
 static const plait_parallel_ops *g_ops;
 
-/* The host handed to the plugin under test: the core's, with fake collectives. */
-static plait_host g_test_host;
+/* The host handed to the plugin under test: the core's, with fake
+ * collectives; g_device_host: the offset host over it. */
+static plait_host g_test_host, g_device_host;
+static const plait_host *g_host;
 
-static int setup(void **state) {
-    (void)state;
+static int setup_on(int device) {
     plait_host_install();
     g_test_host = *plait_host_table();
     g_test_host.coll = &fake_coll; /* handed to the plugin through its init argument */
+    g_device_host = g_test_host;
+    oh_install(&g_device_host);
+    g_host = device ? &g_device_host : &g_test_host;
+    float *data = g_host_data, *grad = g_host_grad; /* what the plugin sees */
+    if (device) {
+        data = g_host->alloc(sizeof g_host_data, g_host->device_info->mem_kind, 64, "test parameters");
+        grad = g_host->alloc(sizeof g_host_grad, g_host->device_info->mem_kind, 64, "test gradients");
+        if (!data || !grad) return -1;
+    }
+    g_data = oh_real(data);
+    g_grad = oh_real(grad);
     g_desc = plait_plugin_load(PLAIT_KIND_PARALLEL, "dp");
     if (!g_desc) {
         fprintf(stderr, "cannot load the dp plugin: %s\n", plait_last_error());
@@ -151,13 +171,32 @@ static int setup(void **state) {
         g_params[l] = (plait_param){.struct_size = sizeof(plait_param), .name = names[l], .index = l, .layer = l,
                                     .ndim = 1, .shape = {NUMEL}, .shard = {.dim = -1, .parts = 1},
                                     .local_shape = {NUMEL}, .numel = NUMEL, .tied_to = -1,
-                                    .data = g_data + l * NUMEL, .grad = g_grad + l * NUMEL,
+                                    .data = data + l * NUMEL, .grad = grad + l * NUMEL,
                                     .flat_offset = (size_t)l * NUMEL};
     }
     g_grad_flat = g_grad;
     g_set = (plait_param_set){.struct_size = sizeof g_set, .n_params = N_LAYERS, .params = g_params,
                               .n_layers = N_LAYERS, .layers = g_layers, .n_layers_total = N_LAYERS,
-                              .numel = N_LAYERS * NUMEL, .data_flat = g_data, .grad_flat = g_grad};
+                              .numel = N_LAYERS * NUMEL, .data_flat = data, .grad_flat = grad};
+    return 0;
+}
+
+static int setup(void **state) {
+    (void)state;
+    return setup_on(0);
+}
+
+static int setup_device(void **state) {
+    (void)state;
+    return setup_on(1);
+}
+
+static int teardown(void **state) {
+    (void)state;
+    if (g_host == &g_device_host) {
+        g_host->free(g_set.data_flat);
+        g_host->free(g_set.grad_flat);
+    }
     return 0;
 }
 
@@ -177,7 +216,7 @@ static void *make_dp(const char *ini, int deterministic) {
     if (plait_config_finalize(g_cfg, envp) != PLAIT_OK) fail_msg("config: %s", plait_last_error());
     g_mesh = (plait_mesh){.struct_size = sizeof g_mesh, .dp = 2, .tp = 1, .pp = 1, .world_size = 2,
                           .dp_comm = DP_COMM, .order = "tp,dp,pp"};
-    plait_parallel_init init = {.struct_size = sizeof init, .host = &g_test_host, .config = g_cfg,
+    plait_parallel_init init = {.struct_size = sizeof init, .host = g_host, .config = g_cfg,
                                 .mesh = &g_mesh, .deterministic = deterministic};
     void *st = NULL;
     assert_int_equal(g_ops->create(&init, &st), PLAIT_OK);
@@ -313,5 +352,6 @@ int main(void) {
         cmocka_unit_test(test_no_overlap_starts_in_finish),
         cmocka_unit_test(test_tied_copy_folded_before_reduction),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    int failed = cmocka_run_group_tests_name("host memory", tests, setup, teardown);
+    return failed + cmocka_run_group_tests_name("offset device memory", tests, setup_device, teardown);
 }

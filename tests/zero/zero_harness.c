@@ -15,6 +15,7 @@
 #include "runtime/memory.h"
 #include "comm/sum_tree.h"
 #include "host/host_table.h"
+#include "support/offset_host.h"
 
 static const char *const which_name[ZH_WHICH] = {"param", "exp_avg", "exp_avg_sq"};
 
@@ -169,16 +170,28 @@ static const plait_kernels test_kernels = {
 
 /* The host the plugins under test are handed (their init argument): the
  * core's table with the vector kernels above. */
-static plait_host g_test_host;
+static plait_host g_test_host, g_device_host;
 
 void zh_setup_host(void) {
     plait_host_install();
     g_test_host = *plait_host_table();
     g_test_host.kernels = &test_kernels;
     g_test_host.coll = plait_coll_api_table();
+    g_device_host = g_test_host;
+    oh_install(&g_device_host);
 }
 
 const plait_host *zh_host(void) { return &g_test_host; }
+const plait_host *zh_device_host(void) { return &g_device_host; }
+
+/* The bench plays the core: on the offset device it reads and writes its
+ * storage (and the plugin's, in checks) through the host address. */
+#define H(p) ((float *)oh_real(p))
+static float *bench_alloc(const plait_host *h, size_t numel, const char *tag) {
+    float *p = h->alloc(numel * sizeof(float), h->device_info ? h->device_info->mem_kind : PLAIT_MEM_HOST, 64, tag);
+    if (p) memset(H(p), 0, numel * sizeof(float));
+    return p;
+}
 
 /* ---- one rank ----------------------------------------------------------- */
 
@@ -266,8 +279,7 @@ static int alloc_core_storage(rank_ctx *c, source_ctx *src) {
     uint32_t flags = c->sh->ops->flags;
     const zh_model *m = c->r->model;
     if (!(flags & PLAIT_OPTIM_OWNS_PARAMS)) {
-        c->data_flat = aligned_alloc(64, (c->flat + 16) * sizeof(float));
-        memset(c->data_flat, 0, (c->flat + 16) * sizeof(float));
+        c->data_flat = bench_alloc(c->host, c->flat + 16, "bench parameters");
         c->set.data_flat = c->data_flat;
         for (int32_t i = 0; i < m->n_params; i++) c->params[i].data = c->data_flat + c->params[i].flat_offset;
         for (int32_t i = 0; i < m->n_params; i++) {
@@ -275,18 +287,17 @@ static int alloc_core_storage(rank_ctx *c, source_ctx *src) {
                 c->params[i].data = c->params[m->p[i].tied_to].data;
                 continue;
             }
-            if (source_read(src, i, "param", 0, c->params[i].numel, c->params[i].data) != PLAIT_OK)
+            if (source_read(src, i, "param", 0, c->params[i].numel, H(c->params[i].data)) != PLAIT_OK)
                 return failst(c, "initial values");
         }
     }
     if (!(flags & PLAIT_OPTIM_OWNS_GRADS)) {
-        c->grad_flat = aligned_alloc(64, (c->flat + 16) * sizeof(float));
-        memset(c->grad_flat, 0, (c->flat + 16) * sizeof(float));
+        c->grad_flat = bench_alloc(c->host, c->flat + 16, "bench gradients");
         c->set.grad_flat = c->grad_flat;
         for (int32_t i = 0; i < m->n_params; i++) c->params[i].grad = c->grad_flat + c->params[i].flat_offset;
         if (c->r->det && c->r->m > 1) {
             if (plait_sum_tree_create(c->flat, PLAIT_F32, PLAIT_SUM, c->r->m, "deterministic accumulation", &c->tree) != PLAIT_OK) return failst(c, "grad tree");
-            c->scratch = aligned_alloc(64, (c->flat + 16) * sizeof(float));
+            c->scratch = bench_alloc(c->host, c->flat + 16, "bench scratch");
         }
     }
     return 0;
@@ -311,7 +322,7 @@ static int check_layer(rank_ctx *c, int32_t layer, int backward) {
         /* Before the first step the values are known; later ones need `expect`. */
         if (!c->r->expect && c->step - (c->in_eval ? 0 : 1) >= 0) continue;
         for (size_t k = 0; k < p->numel; k++) {
-            float want = expected(c, i, k), got = p->data[k];
+            float want = expected(c, i, k), got = H(p->data)[k];
             int ok = c->r->expect_tol == 0 ? memcmp(&want, &got, sizeof got) == 0
                                           : fabs((double)got - want) <= c->r->expect_tol * (fabs((double)want) + 1e-3);
             if (!ok)
@@ -330,8 +341,9 @@ static void fake_backward(rank_ctx *c, int32_t layer, int32_t mb) {
     for (int32_t i = 0; i < m->n_params; i++) {
         if (m->p[i].layer != layer) continue;
         plait_param *p = &c->params[i];
+        float *grad = H(p->grad), *data = H(p->data);
         for (size_t k = 0; k < p->numel; k++)
-            p->grad[k] += m->p[i].amp * unit_noise(step, gmb, (uint64_t)i, k) + 0.05f * p->data[k];
+            grad[k] += m->p[i].amp * unit_noise(step, gmb, (uint64_t)i, k) + 0.05f * data[k];
     }
 }
 
@@ -341,7 +353,7 @@ static void redirect(rank_ctx *c, int32_t layer, int to_scratch) {
         if (p->layer != layer) continue;
         if (to_scratch) {
             p->grad = c->scratch + p->flat_offset;
-            memset(p->grad, 0, p->numel * sizeof(float));
+            memset(H(p->grad), 0, p->numel * sizeof(float));
         } else {
             p->grad = c->grad_flat + p->flat_offset;
         }
@@ -387,7 +399,7 @@ static int backward(rank_ctx *c, int32_t mb) {
             redirect(c, l, 0);
             for (int32_t i = 0; i < c->set.n_params; i++) {
                 plait_param *p = &c->params[i];
-                if (p->layer == l && plait_sum_tree_add(c->tree, mb, c->scratch + p->flat_offset, c->grad_flat + p->flat_offset, p->flat_offset, p->numel, NULL) != PLAIT_OK)
+                if (p->layer == l && plait_sum_tree_add(c->tree, mb, H(c->scratch + p->flat_offset), H(c->grad_flat + p->flat_offset), p->flat_offset, p->numel, NULL) != PLAIT_OK)
                     return failst(c, "grad tree");
             }
         }
@@ -405,7 +417,8 @@ static int core_reduce(rank_ctx *c, uint64_t *bytes) {
     if (c->r->n > 1) {
         plait_comm_stats a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
         coll->stats(c->world, &a);
-        plait_coll_opts o = {.struct_size = sizeof o, .algo = c->r->det ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO};
+        plait_coll_opts o = {.struct_size = sizeof o, .algo = c->r->det ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
+                             .mem_kind = c->host->device_info ? c->host->device_info->mem_kind : PLAIT_MEM_HOST};
         if (coll->allreduce(c->world, c->grad_flat, c->grad_flat, c->flat, PLAIT_F32, PLAIT_SUM, &o, NULL) != PLAIT_OK)
             return failst(c, "DP all-reduce");
         coll->stats(c->world, &b);
@@ -419,8 +432,9 @@ static void core_combine_tied(rank_ctx *c) {
     for (int32_t i = 0; i < c->set.n_params; i++) {
         plait_param *p = &c->params[i];
         if (!(p->flags & PLAIT_PARAM_TIED_COPY) || p->tied_to < 0) continue;
-        float *dst = c->params[p->tied_to].grad;
-        for (size_t k = 0; k < p->numel; k++) dst[k] = dst[k] + p->grad[k];
+        float *dst = H(c->params[p->tied_to].grad);
+        const float *src = H(p->grad);
+        for (size_t k = 0; k < p->numel; k++) dst[k] = dst[k] + src[k];
     }
 }
 
@@ -445,7 +459,7 @@ static int check_replicas(rank_ctx *c, const zh_snapshot *ref) {
     const zh_model *m = c->r->model;
     for (int32_t i = 0; i < m->n_params; i++) {
         int32_t g = m->p[i].tied_to >= 0 ? m->p[i].tied_to : i;
-        if (memcmp(c->params[i].data, ref->t[0][g], c->params[i].numel * sizeof(float)) != 0)
+        if (memcmp(H(c->params[i].data), ref->t[0][g], c->params[i].numel * sizeof(float)) != 0)
             return fail(c, "parameter %s differs from DP rank 0's after the step", c->params[i].name);
     }
     return 0;
@@ -457,7 +471,7 @@ static int run_steps(rank_ctx *c) {
     for (c->step = 0; c->step < r->steps; c->step++) {
         int64_t s = c->step;
         uint64_t bytes = 0;
-        if (c->grad_flat) memset(c->grad_flat, 0, c->flat * sizeof(float));
+        if (c->grad_flat) memset(H(c->grad_flat), 0, c->flat * sizeof(float));
         int m = r->m;
         switch (r->order) {
         case ZH_ORDER_GPIPE:
@@ -531,7 +545,7 @@ static int record_tags(rank_ctx *c, int end) {
 static void rank_main(int rank, void *arg) {
     shared *sh = arg;
     zh_run *r = sh->r;
-    rank_ctx c = {.sh = sh, .r = r, .rank = rank, .host = zh_host()};
+    rank_ctx c = {.sh = sh, .r = r, .rank = rank, .host = r->device ? zh_device_host() : zh_host()};
     plait_comm_settings set;
     plait_comm_settings_default(&set);
     set.timeout_s = 60;
@@ -566,9 +580,9 @@ static void rank_main(int rank, void *arg) {
 out:
     if (c.opt) sh->ops->destroy(c.opt);
     plait_sum_tree_free(c.tree);
-    free(c.data_flat);
-    free(c.grad_flat);
-    free(c.scratch);
+    c.host->free(c.data_flat);
+    c.host->free(c.grad_flat);
+    c.host->free(c.scratch);
     plait_comm_free(c.world);
 }
 

@@ -90,6 +90,11 @@ typedef struct zh_run {
     const zh_snapshot *from;    /* initial values (and state) or NULL: fresh */
     const zh_snapshot *expect;  /* expected params before each step [steps] or NULL */
     double expect_tol;          /* 0: bitwise */
+    /* 1: the plugin gets the offset host (tests/support/offset_host.h): a
+     * device whose memory faults on any host access; the bench's own
+     * parameter and gradient storage is that device's memory too, as the
+     * core's is on a GPU. */
+    int device;
     /* Called on every rank (its own thread) while a layer runs: after
      * before_forward / before_backward and the data check, before the
      * after_ hook. `opt_state` is the plugin's state, for white-box tests;
@@ -121,8 +126,10 @@ typedef struct zh_run {
 /* Install the core's host table for plugin loading and build the test host
  * (the core's table with the harness's vector kernels) once per process. */
 void zh_setup_host(void);
-/* The test host handed to plugins through their init arguments. */
+/* The test host handed to plugins through their init arguments (device:
+ * the offset host over it). */
 const plait_host *zh_host(void);
+const plait_host *zh_device_host(void);
 /* Run; returns 0 if every rank succeeded, else -1 with messages in err[]. */
 int zh_run_exec(zh_run *r);
 void zh_run_free(zh_run *r);

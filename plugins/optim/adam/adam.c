@@ -21,6 +21,11 @@
  *
  * Parameter indices in export_tensor() and in the value source given to
  * materialize() are global indices (plait_param.index).
+ *
+ * Device-agnostic (plait/device_util.h): the moments and the norm
+ * accumulator are the device's memory, touched only by host->kernels; the
+ * value source and export_tensor's dst are host memory, crossed with the
+ * device's copy.
  */
 #include <math.h>
 #include <stdio.h>
@@ -41,11 +46,12 @@ typedef struct adam {
     plait_optim_hparams hp;
     plait_optim_topology topo;
     int64_t updates;        /* AdamW steps taken (bias-correction count) */
-    float *state;           /* host->alloc: exp_avg of every owner, then exp_avg_sq */
+    float *state;           /* tensor memory: exp_avg of every owner, then exp_avg_sq */
     size_t state_numel;     /* elements in each half */
     float **exp_avg;        /* per local parameter; a tied copy points at its original's */
     float **exp_avg_sq;
     uint8_t *owns_state;    /* 1 if the parameter is updated by this rank's step */
+    plait_optim_norm norm;  /* the exact Σ g² accumulator (tensor memory) */
 } adam;
 
 static const char *const state_names[] = {"exp_avg", "exp_avg_sq", NULL};
@@ -54,6 +60,7 @@ static void adam_destroy(void *sp) {
     adam *a = sp;
     if (!a) return;
     a->host->free(a->state);
+    plait_optim_norm_free(a->host, &a->norm);
     free(a->exp_avg);
     free(a->exp_avg_sq);
     free(a->owns_state);
@@ -90,6 +97,7 @@ static plait_status adam_create(const plait_optim_init *init, void **out) {
     a->world = init->world;
     plait_status st = plait_optim_read_hparams(host, init->config, &a->hp);
     if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &a->topo);
+    if (st == PLAIT_OK) st = plait_optim_norm_init(host, &a->norm);
     if (st != PLAIT_OK) {
         adam_destroy(a);
         return st;
@@ -102,11 +110,9 @@ static plait_status adam_create(const plait_optim_init *init, void **out) {
 /* Fill `count` elements of state `which` of parameter p: 1 if the source had
  * it, 0 if it did not (zeros written), -1 on error. */
 static int fill_state(adam *a, const plait_value_source *src, const plait_param *p, const char *which, float *dst) {
-    if (src && src->read) {
-        plait_status st = src->read(src->ctx, p->index, which, 0, p->numel, dst);
-        if (st == PLAIT_OK) return 1;
-        if (st != PLAIT_ERR_UNSUPPORTED) return -1;
-    }
+    plait_status st = plait_tensor_read(a->host, src, p->index, which, 0, p->numel, dst);
+    if (st == PLAIT_OK) return 1;
+    if (st != PLAIT_ERR_UNSUPPORTED) return -1;
     a->host->kernels->zero(dst, p->numel);
     return 0;
 }
@@ -121,7 +127,7 @@ static plait_status adam_materialize(void *sp, const plait_value_source *src) {
     for (int32_t i = 0; i < set->n_params; i++)
         if (a->owns_state[i]) total += set->params[i].numel;
     a->state_numel = total;
-    a->state = host->alloc((total > 0 ? 2 * total : 1) * sizeof(float), PLAIT_MEM_HOST, 64, "optimizer state");
+    a->state = plait_tensor_alloc(host, 2 * total, "optimizer state");
     if (!a->state) return PLAIT_ERR_NO_MEMORY; /* alloc set the message */
     size_t off = 0;
     for (int32_t i = 0; i < set->n_params; i++) {
@@ -174,7 +180,7 @@ static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_opt
     double norm = 0;
     uint64_t sent = 0;
     double waited_before = plait_optim_wait_seconds(host, a->world, NULL);
-    plait_status st = plait_optim_grad_norm(host, &a->topo, set, a->world, &norm, &sent);
+    plait_status st = plait_optim_grad_norm_acc(host, &a->topo, set, a->world, &a->norm, &norm, &sent);
     if (st != PLAIT_OK) return st;
     plait_adamw_args args;
     st = optim_begin_update(host, NAME, &a->hp, in->step, norm, &a->updates, &args);
@@ -206,8 +212,7 @@ static plait_status adam_export(void *sp, int32_t param_index, const char *which
     if (!src)
         return a->host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": %s of %s does not exist yet (materialize first)",
                                   which, p->name);
-    if (dst) a->host->kernels->copy(dst, src, p->numel);
-    return PLAIT_OK;
+    return dst ? plait_tensor_to_host(a->host, dst, src, p->numel) : PLAIT_OK;
 }
 
 static int64_t adam_get_step(void *sp) { return ((adam *)sp)->updates; }

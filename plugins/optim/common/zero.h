@@ -179,7 +179,8 @@ typedef struct zero {
     size_t tree_numel;
     size_t max_unit;              /* largest padded unit */
 
-    /* storage */
+    /* storage: tensor memory (the device's; plait/device_util.h), touched
+     * only through host->kernels, the collectives and the device's copy */
     float *state;                 /* exp_avg [S] then exp_avg_sq [S] */
     float *gshard;                /* stages 2/3: reduced gradient slices [S] */
     float *copy_gshard;           /* stages 2/3: tied copies' slices */
@@ -188,6 +189,7 @@ typedef struct zero {
     size_t whole_numel;
     int materialized;
     int64_t updates;
+    plait_optim_norm norm;        /* the exact Σ g² accumulator of this rank's slices */
 
     /* working buffers */
     zero_buf *pool;

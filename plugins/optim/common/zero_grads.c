@@ -8,23 +8,22 @@
 #include "zero.h"
 
 static plait_coll_opts rs_opts(const zero *z) {
-    return (plait_coll_opts){.struct_size = sizeof(plait_coll_opts),
-                             .algo = z->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
-                             .mem_kind = PLAIT_MEM_HOST,
-                             .label = "zero gradient reduce-scatter"};
+    return plait_tensor_coll_opts(z->host, z->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
+                                  "zero gradient reduce-scatter");
 }
 
 /* Zero the parts of a packed unit buffer that hold no parameter: alignment
  * gaps and the padding after the last member. */
 static void zero_gaps(const zero *z, const zero_unit *u, float *buf) {
+    const plait_kernels *k = z->host->kernels;
     size_t end = 0;
-    for (int32_t k = 0; k < u->count; k++) {
-        int32_t i = u->first + k;
+    for (int32_t m = 0; m < u->count; m++) {
+        int32_t i = u->first + m;
         size_t off = z->param_off[i];
-        if (off > end) memset(buf + end, 0, (off - end) * sizeof(float));
+        if (off > end) k->zero(buf + end, off - end);
         end = off + z->params->params[i].numel;
     }
-    if (u->padded > end) memset(buf + end, 0, (u->padded - end) * sizeof(float));
+    if (u->padded > end) k->zero(buf + end, u->padded - end);
 }
 
 /* Where unit u's reduced slice goes (stages 2/3). */
@@ -155,10 +154,10 @@ plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int l
     return PLAIT_OK;
 }
 
-/* original slice += copy slice, for every tied pair held by this rank. */
+/* original slice += copy slice, for every tied pair held by this rank
+ * (axpy with a = 1: y + 1.0f*x is exactly y + x, the canonical sum). */
 static void add_tied(zero *z) {
     const plait_kernels *k = z->host->kernels;
-    (void)k;
     for (int32_t ci = 0; ci < z->n_units; ci++) {
         const zero_unit *c = &z->units[ci];
         if (!c->copy) continue;
@@ -167,14 +166,11 @@ static void add_tied(zero *z) {
             /* Both units hold one parameter of equal size: their segments match. */
             for (int32_t s = 0; s < c->n_seg && s < o->n_seg; s++) {
                 const zero_seg *cs = &z->segs[c->seg_first + s], *os = &z->segs[o->seg_first + s];
-                float *dst = z->params->params[os->param].grad + os->param_off;
-                const float *src = z->params->params[cs->param].grad + cs->param_off;
-                for (size_t i = 0; i < cs->len; i++) dst[i] = dst[i] + src[i];
+                k->axpy(z->params->params[os->param].grad + os->param_off,
+                        z->params->params[cs->param].grad + cs->param_off, cs->len, 1.0f);
             }
         } else {
-            float *dst = z->gshard + o->shard_off;
-            const float *src = z->copy_gshard + c->shard_off;
-            for (size_t i = 0; i < c->shard; i++) dst[i] = dst[i] + src[i];
+            k->axpy(z->gshard + o->shard_off, z->copy_gshard + c->shard_off, c->shard, 1.0f);
         }
     }
 }

@@ -98,7 +98,7 @@ float *zero_buf_get(zero *z, size_t numel) {
     }
     char tag[64];
     snprintf(tag, sizeof tag, "%s buffers", z->name);
-    float *p = z->host->alloc(numel * sizeof(float), PLAIT_MEM_HOST, 64, tag);
+    float *p = plait_tensor_alloc(z->host, numel, tag); /* tensor memory: collectives and kernels use it */
     if (!p) return NULL; /* alloc set the message */
     z->pool[z->n_pool] = (zero_buf){.ptr = p, .numel = numel};
     z->pool_bytes += numel * sizeof(float);

@@ -40,6 +40,7 @@ static void zero_destroy(void *sp) {
     h->free(z->copy_gshard);
     h->free(z->pshard);
     h->free(z->whole_grad);
+    plait_optim_norm_free(h, &z->norm);
     if (z->tree) z->tree_api->destroy(z->tree);
     zero_pool_free(z);
     zero_plan_free(z);
@@ -92,6 +93,7 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     plait_value v;
     plait_status st = plait_optim_read_hparams(host, init->config, &z->hp);
     if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &z->topo);
+    if (st == PLAIT_OK) st = plait_optim_norm_init(host, &z->norm);
     if (st == PLAIT_OK) st = host->config_get(init->config, section, "bucket_size", &v);
     if (st == PLAIT_OK) {
         z->bucket_elems = (size_t)v.i / sizeof(float);
@@ -149,7 +151,7 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     if (zero_stage >= 2 && z->whole_numel > 0) {
         char tag[64];
         snprintf(tag, sizeof tag, "%s tied gradients", name);
-        z->whole_grad = host->alloc(z->whole_numel * sizeof(float), PLAIT_MEM_HOST, 64, tag);
+        z->whole_grad = plait_tensor_alloc(host, z->whole_numel, tag);
         if (!z->whole_grad) {
             zero_destroy(z);
             return PLAIT_ERR_NO_MEMORY;
@@ -173,7 +175,7 @@ static plait_status create3(const plait_optim_init *init, void **out) { return z
 static float *alloc_zeroed(zero *z, size_t numel, const char *what) {
     char tag[64];
     snprintf(tag, sizeof tag, "%s %s", z->name, what);
-    float *p = z->host->alloc((numel ? numel : 1) * sizeof(float), PLAIT_MEM_HOST, 64, tag);
+    float *p = plait_tensor_alloc(z->host, numel, tag);
     if (p) z->host->kernels->zero(p, numel ? numel : 1);
     return p;
 }
@@ -191,8 +193,7 @@ static int read_slices(zero *z, const plait_value_source *src, const char *which
             const zero_seg *g = &z->segs[u->seg_first + s];
             const plait_param *p = &z->params->params[g->param];
             float *dst = base + u->shard_off + (g->unit_off - lo);
-            plait_status st = src && src->read ? src->read(src->ctx, p->index, which, g->param_off, g->len, dst)
-                                               : PLAIT_ERR_UNSUPPORTED;
+            plait_status st = plait_tensor_read(z->host, src, p->index, which, g->param_off, g->len, dst);
             if (st == PLAIT_OK) {
                 if (!*present) *present = p;
             } else if (st == PLAIT_ERR_UNSUPPORTED) {
@@ -313,10 +314,7 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
     const float *base;
     int which_id;
     if (strcmp(which, "param") == 0) {
-        if (z->zero_stage != 3) {
-            if (z->rank == 0 && dst) h->kernels->copy(dst, p->data, p->numel);
-            return PLAIT_OK;
-        }
+        if (z->zero_stage != 3) return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
         base = z->pshard, which_id = 0;
     } else if (strcmp(which, "exp_avg") == 0) {
         base = z->state, which_id = 1;
@@ -326,7 +324,8 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
         return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: unknown tensor \"%s\" of %s", z->name, which, p->name);
     }
     /* Rank q holds [q*shard, (q+1)*shard) of the unit; each sends its part of
-     * the parameter to rank 0, which assembles it in dst. */
+     * the parameter to rank 0, which assembles it in dst (host memory; a
+     * rank-0 call without dst receives into a pool buffer instead). */
     const zero_unit *u = &z->units[z->unit_of_param[i]];
     size_t a = z->param_off[i], b = a + p->numel;
     float *scratch = NULL;
@@ -335,17 +334,21 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
         if (!scratch) return PLAIT_ERR_NO_MEMORY;
         dst = scratch;
     }
+    plait_coll_opts dev = plait_tensor_coll_opts(h, PLAIT_ALGO_AUTO, "zero checkpoint export");
+    plait_coll_opts into = dev;
+    if (!scratch) into.mem_kind = PLAIT_MEM_HOST;
     plait_status st = PLAIT_OK;
     for (int q = 0; q < z->n && st == PLAIT_OK; q++) {
         size_t lo = (size_t)q * u->shard, hi = lo + u->shard;
         size_t s = a > lo ? a : lo, e = b < hi ? b : hi;
         if (s >= e) continue;
         const float *mine = base + u->shard_off + (s - lo);
-        if (z->rank == 0 && q == 0) h->kernels->copy(dst + (s - a), mine, e - s);
+        if (z->rank == 0 && q == 0)
+            st = scratch ? PLAIT_OK : plait_tensor_to_host(h, dst + (s - a), mine, e - s);
         else if (z->rank == q)
-            st = h->coll->send(z->dp, mine, e - s, PLAIT_F32, 0, ZERO_EXPORT_TAG + (uint32_t)which_id, NULL, NULL);
+            st = h->coll->send(z->dp, mine, e - s, PLAIT_F32, 0, ZERO_EXPORT_TAG + (uint32_t)which_id, &dev, NULL);
         else if (z->rank == 0)
-            st = h->coll->recv(z->dp, dst + (s - a), e - s, PLAIT_F32, q, ZERO_EXPORT_TAG + (uint32_t)which_id, NULL,
+            st = h->coll->recv(z->dp, dst + (s - a), e - s, PLAIT_F32, q, ZERO_EXPORT_TAG + (uint32_t)which_id, &into,
                                NULL);
     }
     zero_buf_put(z, scratch);

@@ -31,8 +31,7 @@ static plait_status start_ag(zero *z, int32_t ui) {
         const zero_seg *g = &z->segs[u->seg_first + s];
         z->host->kernels->copy(buf + g->unit_off, param_ptr(z, u, g), g->len);
     }
-    plait_coll_opts o = {.struct_size = sizeof o, .algo = PLAIT_ALGO_AUTO, .mem_kind = PLAIT_MEM_HOST,
-                         .label = "zero parameter all-gather"};
+    plait_coll_opts o = plait_tensor_coll_opts(z->host, PLAIT_ALGO_AUTO, "zero parameter all-gather");
     plait_request *req = NULL;
     st = z->host->coll->allgather(z->dp, buf, buf, u->shard, PLAIT_F32, &o, &req);
     if (st != PLAIT_OK) {
@@ -68,19 +67,20 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
 
     /* Exact Σ g² of this rank's slices; the slices of all ranks cover every
      * gradient element once. */
-    plait_sumsq_acc acc;
-    memset(&acc, 0, sizeof acc);
+    plait_status st = plait_optim_norm_begin(host, &z->norm);
+    if (st != PLAIT_OK) return st;
     for (int32_t ui = 0; ui < z->n_units; ui++) {
         const zero_unit *u = &z->units[ui];
         if (u->copy) continue;
         for (int32_t s = 0; s < u->n_seg; s++) {
             const zero_seg *g = &z->segs[u->seg_first + s];
-            if (plait_optim_counts_in_norm(&z->topo, &z->params->params[g->param])) k->sumsq_exact(&acc, grad_ptr(z, u, g), g->len);
+            if (plait_optim_counts_in_norm(&z->topo, &z->params->params[g->param]))
+                plait_optim_norm_add(host, &z->norm, grad_ptr(z, u, g), g->len);
         }
     }
     double sumsq = 0;
     uint64_t norm_bytes = 0;
-    plait_status st = plait_optim_global_sumsq(host, z->world, &acc, &sumsq, &norm_bytes);
+    st = plait_optim_norm_finish(host, &z->norm, z->world, &sumsq, &norm_bytes);
     if (st != PLAIT_OK) return st;
     double norm = sqrt(sumsq);
     plait_adamw_args args;

@@ -21,11 +21,17 @@
  * (a third of GPT-2 small's gradient). Deterministic mode reduces the two
  * separately and the core adds them after, the canonical order that every
  * layout, one process included, follows.
+ *
+ * Device-agnostic (plait/device_util.h): gradients and parameters are the
+ * device's memory; the plugin reduces them with the collectives, folds with
+ * host->kernels, and reads them on the host only through the device's copy
+ * (the start-up checksum and the debug perturbation, in staged chunks).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include <plait/plait.h>
+#include <plait/device_util.h>
 
 #include "dp_buckets.h"
 
@@ -90,17 +96,33 @@ static plait_status dp_plan(void *state, plait_plan *plan) {
     return PLAIT_OK;
 }
 
+/* A host buffer for staged reads of tensor memory (start-up and debug
+ * paths only). NULL with the message set. */
+static float *stage_alloc(const plait_host *host) {
+    return host->alloc(PLAIT_TENSOR_STAGE_FLOATS * sizeof(float), PLAIT_MEM_HOST_PINNED, 64, "dp staging");
+}
+
 /* FNV-1a over the parameter bytes: cheap, and any difference between replicas
- * shows (the broadcast makes them equal; this proves it). */
-static uint64_t params_checksum(const plait_param_set *set) {
+ * shows (the broadcast makes them equal; this proves it). The bytes come to
+ * the host in chunks through the device's copy. */
+static plait_status params_checksum(const plait_host *host, const plait_param_set *set, uint64_t *out) {
     uint64_t h = 1469598103934665603ull;
-    for (int32_t i = 0; i < set->n_params; i++) {
+    float *stage = stage_alloc(host);
+    if (!stage) return PLAIT_ERR_NO_MEMORY;
+    plait_status st = PLAIT_OK;
+    for (int32_t i = 0; i < set->n_params && st == PLAIT_OK; i++) {
         if (!set->params[i].data) continue; /* held in shards by the optimizer (ZeRO-3) */
-        const unsigned char *p = (const unsigned char *)set->params[i].data;
-        size_t n = set->params[i].numel * sizeof(float);
-        for (size_t k = 0; k < n; k++) h = (h ^ p[k]) * 1099511628211ull;
+        for (size_t at = 0; at < set->params[i].numel && st == PLAIT_OK; at += PLAIT_TENSOR_STAGE_FLOATS) {
+            size_t n = set->params[i].numel - at;
+            if (n > PLAIT_TENSOR_STAGE_FLOATS) n = PLAIT_TENSOR_STAGE_FLOATS;
+            st = plait_tensor_to_host(host, stage, set->params[i].data + at, n);
+            const unsigned char *p = (const unsigned char *)stage;
+            for (size_t k = 0; st == PLAIT_OK && k < n * sizeof(float); k++) h = (h ^ p[k]) * 1099511628211ull;
+        }
     }
-    return h;
+    host->free(stage);
+    *out = h;
+    return st;
 }
 
 /* Parameter i holds values of its own here: not sharded away (ZeRO-3) and not
@@ -113,37 +135,52 @@ static int owns_storage(const plait_param_set *set, int32_t i) {
     return 1;
 }
 
-static void perturb_replica(const dp_state *s, plait_param_set *set) {
+/* Debug only: a round trip through a host buffer (the kernels have no
+ * "add a constant"; this path is not worth one). */
+static plait_status perturb_replica(const dp_state *s, plait_param_set *set) {
     const plait_host *host = s->host;
-    if (s->mesh->dp_rank == 0) return;
+    if (s->mesh->dp_rank == 0) return PLAIT_OK;
     float delta = 0.01f * (float)s->mesh->dp_rank;
-    for (int32_t i = 0; i < set->n_params; i++) {
+    float *stage = stage_alloc(host);
+    if (!stage) return PLAIT_ERR_NO_MEMORY;
+    plait_status st = PLAIT_OK;
+    for (int32_t i = 0; i < set->n_params && st == PLAIT_OK; i++) {
         if (!owns_storage(set, i)) continue;
-        float *v = set->params[i].data;
-        for (size_t k = 0; k < set->params[i].numel; k++) v[k] += delta;
+        for (size_t at = 0; at < set->params[i].numel && st == PLAIT_OK; at += PLAIT_TENSOR_STAGE_FLOATS) {
+            size_t n = set->params[i].numel - at;
+            if (n > PLAIT_TENSOR_STAGE_FLOATS) n = PLAIT_TENSOR_STAGE_FLOATS;
+            float *v = set->params[i].data + at;
+            st = plait_tensor_to_host(host, stage, v, n);
+            for (size_t k = 0; st == PLAIT_OK && k < n; k++) stage[k] += delta;
+            if (st == PLAIT_OK) st = plait_tensor_from_host(host, v, stage, n);
+        }
     }
+    host->free(stage);
     host->log(PLAIT_LOG_WARN, "dp", "debug_perturb_replicas: DP rank %d shifted its parameters by %g %s the broadcast",
               s->mesh->dp_rank, (double)delta, s->perturb == PERTURB_BEFORE ? "before" : "after");
+    return st;
 }
 
 static plait_status broadcast_and_verify(dp_state *s, plait_param_set *set) {
     const plait_host *host = s->host;
     const plait_coll_api *coll = host->coll;
     plait_comm *dp = s->mesh->dp_comm;
-    if (s->perturb == PERTURB_BEFORE) perturb_replica(s, set);
-    for (int32_t i = 0; i < set->n_params; i++) {
+    plait_status st = s->perturb == PERTURB_BEFORE ? perturb_replica(s, set) : PLAIT_OK;
+    plait_coll_opts opts = plait_tensor_coll_opts(host, PLAIT_ALGO_AUTO, "dp initial broadcast");
+    for (int32_t i = 0; i < set->n_params && st == PLAIT_OK; i++) {
         if (!owns_storage(set, i)) continue;
         plait_param *p = &set->params[i];
-        plait_status st = coll->broadcast(dp, p->data, p->numel, PLAIT_F32, 0, NULL, NULL);
-        if (st != PLAIT_OK) return st;
+        st = coll->broadcast(dp, p->data, p->numel, PLAIT_F32, 0, &opts, NULL);
     }
-    if (s->perturb == PERTURB_AFTER) perturb_replica(s, set);
-    if (!s->verify_params) return PLAIT_OK;
-    uint64_t mine = params_checksum(set);
+    if (st == PLAIT_OK && s->perturb == PERTURB_AFTER) st = perturb_replica(s, set);
+    if (st != PLAIT_OK || !s->verify_params) return st;
+    uint64_t mine = 0;
+    st = params_checksum(host, set, &mine);
+    if (st != PLAIT_OK) return st;
     int n = s->mesh->dp;
     uint64_t *all = malloc(sizeof(uint64_t) * (size_t)n);
     if (!all) return host->set_error(PLAIT_ERR_NO_MEMORY, "dp: out of memory");
-    plait_status st = coll->allgather(dp, &mine, all, 1, PLAIT_I64, NULL, NULL);
+    st = coll->allgather(dp, &mine, all, 1, PLAIT_I64, NULL, NULL); /* host memory: the default kind */
     for (int r = 1; st == PLAIT_OK && r < n; r++)
         if (all[r] != all[0])
             st = host->set_error(PLAIT_ERR_INTERNAL,
@@ -180,15 +217,17 @@ static plait_status plan_folds(dp_state *s, const plait_param_set *set, uint8_t 
 
 /* Add each copy's gradient to its original's and clear the copy, so the
  * core's own tied sum after the reduction adds nothing. Called once per
- * step, when the last micro-batch's gradients of the originals are final. */
+ * step, when the last micro-batch's gradients of the originals are final.
+ * axpy with a = 1: y + 1.0f*x is exactly y + x. */
 static void fold_tied(dp_state *s) {
     if (s->folded) return;
     s->folded = 1;
+    const plait_kernels *k = s->host->kernels;
     plait_param *ps = s->buckets.params->params;
     for (int32_t f = 0; f < s->n_folds; f++) {
         plait_param *c = &ps[s->folds[f][0]], *o = &ps[s->folds[f][1]];
-        for (size_t k = 0; k < c->numel; k++) o->grad[k] += c->grad[k];
-        memset(c->grad, 0, c->numel * sizeof(float));
+        k->axpy(o->grad, c->grad, c->numel, 1.0f);
+        k->zero(c->grad, c->numel);
     }
 }
 
@@ -240,9 +279,8 @@ static plait_status start_bucket(dp_state *s, dp_bucket *b, uint32_t in_call) {
     b->started = 1;
     b->started_in_call = in_call;
     if (s->skip_reduce) return PLAIT_OK;
-    plait_coll_opts opts = {.struct_size = sizeof opts,
-                            .algo = s->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
-                            .label = "dp gradient bucket"};
+    plait_coll_opts opts = plait_tensor_coll_opts(host, s->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
+                                                  "dp gradient bucket");
     return host->coll->allreduce(s->mesh->dp_comm, b->grad, b->grad, b->count, PLAIT_F32, PLAIT_SUM, &opts,
                                  &b->req);
 }

@@ -16,6 +16,7 @@
 
 #include <plait/plugin.h>
 #include <plait/parallel.h>
+#include <plait/device_util.h>
 
 #include "partition.h"
 #include "schedule.h"
@@ -303,10 +304,8 @@ static plait_status pp_finish_grads(void *state) {
     plait_comm_stats before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
     h->coll->stats(comm, &before);
     double t0 = h->now();
-    plait_coll_opts opts = {.struct_size = sizeof opts,
-                            .algo = s->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
-                            .mem_kind = PLAIT_MEM_HOST,
-                            .label = "pp tied embedding grad"};
+    plait_coll_opts opts = plait_tensor_coll_opts(h, s->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
+                                                  "pp tied embedding grad");
     for (int32_t t = 0; t < s->n_tied; t++) {
         if (s->tied[t].local < 0) continue;
         plait_param *prm = local_param(s, s->tied[t].local);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include <plait/plait.h>
+#include <plait/device_util.h>
 
 typedef struct tp_state {
     const plait_host *host; /* init->host: logging, errors, collectives */
@@ -37,8 +38,8 @@ typedef struct tp_state {
 
 static plait_status allreduce(tp_state *s, float *x, size_t count, plait_redop op, const char *label) {
     if (s->mesh->tp == 1 || count == 0) return PLAIT_OK;
-    plait_coll_opts opts = {.struct_size = sizeof opts, .label = label};
     const plait_host *host = s->host;
+    plait_coll_opts opts = plait_tensor_coll_opts(host, PLAIT_ALGO_AUTO, label); /* activations: tensor memory */
     double t0 = host->now();
     plait_status st = host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, NULL);
     s->stats.wait_seconds += host->now() - t0;

@@ -13,6 +13,11 @@
  * the same for every layout). Its own key is [optim.sgd] momentum. It
  * reports what it holds (parameters and gradients, owned by the core but
  * counted for this rank, and the momentum) for the start-up memory report.
+ *
+ * Device-agnostic (plait/device_util.h): the momentum lives in the device's
+ * memory like the parameters; the plugin computes only with host->kernels
+ * and crosses to host memory only with the device's copy, so the same
+ * plugin trains on the cpu device and on a GPU. Hence abi_minor 3.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,12 +36,14 @@ typedef struct sgd_state {
     float **momentum;       /* per local parameter; a tied copy points at its original's */
     uint8_t *owned;         /* 1 if momentum[i] was allocated for parameter i */
     int64_t step;
+    plait_optim_norm norm;  /* the exact Σ g² accumulator, in the device's memory */
 } sgd_state;
 
 static void sgd_destroy(void *state) {
     sgd_state *s = state;
     for (int32_t i = 0; s->momentum && s->owned && i < s->params->n_params; i++)
         if (s->owned[i]) host->free(s->momentum[i]);
+    plait_optim_norm_free(host, &s->norm);
     free(s->momentum);
     free(s->owned);
     free(s);
@@ -53,6 +60,7 @@ static plait_status sgd_create(const plait_optim_init *init, void **out) {
     plait_status st = s->momentum && s->owned ? PLAIT_OK : host->set_error(PLAIT_ERR_NO_MEMORY, "sgd: out of memory");
     if (st == PLAIT_OK) st = plait_optim_read_hparams(host, init->config, &s->hp);
     if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &s->topo);
+    if (st == PLAIT_OK) st = plait_optim_norm_init(host, &s->norm);
     if (st != PLAIT_OK) {
         sgd_destroy(s);
         return st;
@@ -66,11 +74,11 @@ static plait_status sgd_materialize(void *state, const plait_value_source *src) 
     for (int32_t i = 0; i < s->params->n_params; i++) {
         plait_param *p = &s->params->params[i];
         if (plait_optim_tied_to_local(s->params, p)) continue; /* shares its original's, below */
-        s->momentum[i] = host->alloc(p->numel * sizeof(float), PLAIT_MEM_HOST, 64, "optimizer state");
+        s->momentum[i] = plait_tensor_alloc(host, p->numel, "optimizer state");
         if (!s->momentum[i]) return PLAIT_ERR_NO_MEMORY;
         s->owned[i] = 1;
-        if (src->read(src->ctx, p->index, "momentum", 0, p->numel, s->momentum[i]) != PLAIT_OK)
-            memset(s->momentum[i], 0, p->numel * sizeof(float));
+        if (plait_tensor_read(host, src, p->index, "momentum", 0, p->numel, s->momentum[i]) != PLAIT_OK)
+            host->kernels->zero(s->momentum[i], p->numel);
     }
     for (int32_t i = 0; i < s->params->n_params; i++)
         if (!s->owned[i]) s->momentum[i] = s->momentum[plait_optim_local_index(s->params, s->params->params[i].tied_to)];
@@ -81,7 +89,7 @@ static plait_status sgd_step(void *state, const plait_optim_step_in *in, plait_o
     sgd_state *s = state;
     double waited = plait_optim_wait_seconds(host, s->world, NULL), norm = 0;
     uint64_t sent = 0;
-    plait_status st = plait_optim_grad_norm(host, &s->topo, s->params, s->world, &norm, &sent);
+    plait_status st = plait_optim_grad_norm_acc(host, &s->topo, s->params, s->world, &s->norm, &norm, &sent);
     if (st != PLAIT_OK) return st;
     if (!(norm < 1e300)) /* NaN or Inf: change nothing */
         return host->set_error(PLAIT_ERR_INVALID_ARG, "sgd: the gradient norm at step %lld is not finite: training "
@@ -108,10 +116,10 @@ static plait_status sgd_export(void *state, int32_t index, const char *which, fl
     if (i < 0) return host->set_error(PLAIT_ERR_INVALID_ARG, "sgd: parameter %d is not local", index);
     plait_param *p = &s->params->params[i];
     if (!dst) return PLAIT_OK;
-    if (strcmp(which, "param") == 0) memcpy(dst, p->data, p->numel * sizeof(float));
-    else if (strcmp(which, "momentum") == 0) memcpy(dst, s->momentum[i], p->numel * sizeof(float));
-    else return host->set_error(PLAIT_ERR_UNSUPPORTED, "sgd has no state '%s'", which);
-    return PLAIT_OK;
+    /* dst is host memory (the checkpoint writer's) */
+    if (strcmp(which, "param") == 0) return plait_tensor_to_host(host, dst, p->data, p->numel);
+    if (strcmp(which, "momentum") == 0) return plait_tensor_to_host(host, dst, s->momentum[i], p->numel);
+    return host->set_error(PLAIT_ERR_UNSUPPORTED, "sgd has no state '%s'", which);
 }
 
 static int64_t sgd_get_step(void *state) { return ((sgd_state *)state)->step; }
@@ -163,10 +171,10 @@ static const plait_plugin_desc sgd_desc = {
     .struct_size = sizeof(plait_plugin_desc),
     .magic = PLAIT_PLUGIN_MAGIC,
     .abi_major = PLAIT_ABI_MAJOR,
-    .abi_minor = 0, /* plait/optim_util.h is header-only over v1.0 functions: loads in every 1.x core */
+    .abi_minor = 3, /* keeps tensors in device memory (ABI 1.3); cores before 1.3 refuse it */
     .kind = PLAIT_KIND_OPTIM,
     .name = "sgd",
-    .version = "1.1.0",
+    .version = "1.2.0",
     .description = "SGD with momentum, schedule and clipping (example out-of-tree plugin)",
     .params = sgd_params,
     .n_params = 1,

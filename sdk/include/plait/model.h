@@ -186,7 +186,10 @@ static inline int32_t plait_tied_local_original(const plait_param_set *set, cons
 typedef struct plait_value_source {
     uint32_t struct_size;
     void *ctx;
-    /* param_index: the global index (plait_param.index). */
+    /* param_index: the global index (plait_param.index). `dst` is host
+     * memory (count floats): with a device open (ABI 1.3) a plugin reads
+     * into a host buffer and copies it to the device (plait_tensor_read in
+     * plait/device_util.h). */
     plait_status (*read)(void *ctx, int32_t param_index, const char *which, size_t offset,
                          size_t count, float *dst);
 } plait_value_source;

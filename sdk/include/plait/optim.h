@@ -115,7 +115,9 @@ typedef struct plait_optim_ops {
     /* Checkpointing: write into `dst` the whole local slice (TP shard layout)
      * of parameter `param_index` (the global index, plait_param.index)'s tensor `which` ("param" or a state name),
      * gathered over the DP group. Collective over the DP group; `dst` is only
-     * written on DP rank 0 and may be NULL elsewhere. */
+     * written on DP rank 0 and may be NULL elsewhere. `dst` is host memory:
+     * with a device open (ABI 1.3) the plugin copies its tensors out with
+     * the device's copy (plait_tensor_to_host in plait/device_util.h). */
     plait_status (*export_tensor)(void *state, int32_t param_index, const char *which, float *dst);
     /* Optimizer scalars saved with the checkpoint (e.g. the step count used
      * by bias correction). Optional. */

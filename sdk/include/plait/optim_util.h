@@ -4,10 +4,12 @@
  * learning-rate schedule, clipping by the exact global gradient norm, the
  * rule of which gradients count in that norm, and the step report.
  *
- * Header-only, built on ABI v1.0 host functions (config_get, kernels, coll),
- * so a plugin using them still declares abi_minor 0 and loads in every 1.x
- * core. Link with -lm (plait_add_plugin does). All functions are reentrant;
- * errors are reported through host->set_error and the returned status.
+ * Header-only, built on ABI v1.0 host functions (config_get, kernels, coll)
+ * and, where the core has them, the 1.3 device (plait/device_util.h): the
+ * helpers work in every 1.x core. A plugin that keeps its tensors in device
+ * memory declares abi_minor 3 (see plait/device_util.h). Link with -lm
+ * (plait_add_plugin does). All functions are reentrant; errors are reported
+ * through host->set_error and the returned status.
  *
  * Learning-rate schedule (step s counts from 0, as plait_optim_step_in.step):
  *   warmup  s < W:        lr * (s + 1) / (W + 1)         (nanoGPT's current
@@ -38,7 +40,8 @@
  * parameters of a rank share it).
  *
  * Exactness. Each rank accumulates Σ g² with host->kernels->sumsq_exact into
- * a plait_sumsq_acc (integer bins). The accumulators are summed over the
+ * a plait_sumsq_acc (integer bins) in device memory (plait_optim_norm), then
+ * copies it to the host once per step. The host copies are summed over the
  * world with one all-reduce of int64 SUM over 32-bit limbs of every bin
  * (integer addition is associative, so any algorithm and rank count gives
  * the same bits), then carried back into 128-bit bins and rounded once with
@@ -51,6 +54,7 @@
 #include <string.h>
 
 #include <plait/host.h>
+#include <plait/device_util.h>
 #include <plait/optim.h>
 
 #ifdef __cplusplus
@@ -242,24 +246,75 @@ static inline plait_status plait_optim_global_sumsq(const plait_host *host, plai
     return PLAIT_OK;
 }
 
+/* A rank's exact Σ g² accumulator in tensor memory (the device's, or host
+ * memory without one): kernels add to it where the gradients are, and one
+ * copy per step brings it to the host. Create once (plait_optim_norm_init,
+ * with the plugin), free with plait_optim_norm_free. */
+typedef struct plait_optim_norm {
+    plait_sumsq_acc *acc; /* tensor memory (plait_tensor_alloc's kind) */
+} plait_optim_norm;
+
+static inline plait_status plait_optim_norm_init(const plait_host *host, plait_optim_norm *n) {
+    n->acc = (plait_sumsq_acc *)host->alloc(sizeof(plait_sumsq_acc), plait_tensor_kind(host), 64,
+                                            "optimizer norm accumulator");
+    return n->acc ? PLAIT_OK : PLAIT_ERR_NO_MEMORY; /* alloc set the message */
+}
+static inline void plait_optim_norm_free(const plait_host *host, plait_optim_norm *n) {
+    host->free(n->acc);
+    n->acc = NULL;
+}
+/* Start a step's sum: the accumulator becomes zero (in the device's stream). */
+static inline plait_status plait_optim_norm_begin(const plait_host *host, plait_optim_norm *n) {
+    if (plait_has_device(host)) return host->device->fill_zero(n->acc, sizeof *n->acc);
+    memset(n->acc, 0, sizeof *n->acc);
+    return PLAIT_OK;
+}
+/* acc += Σ x[i]², exactly (x: n floats of tensor memory). */
+static inline void plait_optim_norm_add(const plait_host *host, plait_optim_norm *n, const float *x, size_t count) {
+    host->kernels->sumsq_exact(n->acc, x, count);
+}
+/* The global Σ g² over `world` (plait_optim_global_sumsq) of every rank's
+ * accumulator: one copy to the host, then the exact all-reduce of host data. */
+static inline plait_status plait_optim_norm_finish(const plait_host *host, plait_optim_norm *n, plait_comm *world,
+                                                   double *sumsq, uint64_t *bytes_sent) {
+    plait_sumsq_acc local;
+    plait_status st = plait_tensor_copy(host, &local, n->acc, sizeof local, PLAIT_COPY_TO_HOST);
+    if (st != PLAIT_OK) return st;
+    return plait_optim_global_sumsq(host, world, &local, sumsq, bytes_sent);
+}
+
 /* The global L2 norm of the gradients of `set` held as plain replicated
- * gradients (the core owns them; plain DP, TP, PP), by the rule above.
- * Collective over `world`. Fails if a counted parameter has no gradient. */
-static inline plait_status plait_optim_grad_norm(const plait_host *host, const plait_optim_topology *topo,
-                                                 const plait_param_set *set, plait_comm *world, double *norm,
-                                                 uint64_t *bytes_sent) {
-    plait_sumsq_acc acc;
-    memset(&acc, 0, sizeof acc);
+ * gradients (the core owns them; plain DP, TP, PP), by the rule above,
+ * accumulated in `acc` (plait_optim_norm_init). Collective over `world`.
+ * Fails if a counted parameter has no gradient. */
+static inline plait_status plait_optim_grad_norm_acc(const plait_host *host, const plait_optim_topology *topo,
+                                                     const plait_param_set *set, plait_comm *world,
+                                                     plait_optim_norm *acc, double *norm, uint64_t *bytes_sent) {
+    plait_status st = plait_optim_norm_begin(host, acc);
+    if (st != PLAIT_OK) return st;
     for (int32_t i = 0; i < set->n_params; i++) {
         const plait_param *p = &set->params[i];
         if (!plait_optim_counts_in_norm(topo, p)) continue;
         if (!p->grad)
             return host->set_error(PLAIT_ERR_INVALID_ARG, "optimizer: parameter %s has no gradient storage", p->name);
-        host->kernels->sumsq_exact(&acc, p->grad, p->numel);
+        plait_optim_norm_add(host, acc, p->grad, p->numel);
     }
     double sumsq = 0;
-    plait_status st = plait_optim_global_sumsq(host, world, &acc, &sumsq, bytes_sent);
+    st = plait_optim_norm_finish(host, acc, world, &sumsq, bytes_sent);
     if (st == PLAIT_OK) *norm = sqrt(sumsq);
+    return st;
+}
+
+/* plait_optim_grad_norm_acc with an accumulator of its own for this call
+ * (allocated and freed each time: a plugin calling it every step keeps a
+ * plait_optim_norm instead). */
+static inline plait_status plait_optim_grad_norm(const plait_host *host, const plait_optim_topology *topo,
+                                                 const plait_param_set *set, plait_comm *world, double *norm,
+                                                 uint64_t *bytes_sent) {
+    plait_optim_norm acc;
+    plait_status st = plait_optim_norm_init(host, &acc);
+    if (st == PLAIT_OK) st = plait_optim_grad_norm_acc(host, topo, set, world, &acc, norm, bytes_sent);
+    plait_optim_norm_free(host, &acc);
     return st;
 }
 
