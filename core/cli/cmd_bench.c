@@ -175,8 +175,9 @@ static int bench_job(const plait_config *cfg, const char *plugin, const plait_co
     if (st != PLAIT_OK) plait_cli_print_error("bench comm");
     plait_comm_free(comm);
     plait_device_close();
+    int rank0 = !job || plait_job_rank(job) == 0; /* the job is gone after leave */
     plait_job_leave(job, st != PLAIT_OK);
-    if (st == PLAIT_OK && wrong && (!job || plait_job_rank(job) == 0))
+    if (st == PLAIT_OK && wrong && rank0)
         fprintf(stderr, "plait bench comm: %llu wrong elements\n", (unsigned long long)wrong);
     return st != PLAIT_OK || wrong ? 1 : 0;
 }
