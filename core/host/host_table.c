@@ -86,7 +86,7 @@ const plait_host *plait_host_table(void) {
 }
 
 void plait_host_attach_device(void) {
-    (void)plait_host_table();
+    pthread_once(&g_once, build);
     const plait_kernels *k = plait_device_kernels_open();
     g_host.kernels = k ? k : plait_kernels_table();
     g_host.device = plait_device_ops_open();
