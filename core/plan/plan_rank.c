@@ -12,7 +12,33 @@ static double al(double n) { return (double)(((long long)n + 15) / 16 * 16); }
 typedef struct shape {
     double B, T, C, Cl, NHl, Fl, Vl;
     int L, gpt;
+    int recompute; /* 0 none, 1 selective, 2 full (plait_layout_rank) */
 } shape;
+
+/* Floats of a block's saved tensors (model/recompute.c's parts, in their
+ * order): those a slot keeps for each block (kept = 1), or those the
+ * model keeps once for every block to recompute into (kept = 0).
+ * Selective drops the attention probabilities and the GELU output; full
+ * drops them all. */
+static double block_floats(const shape *s, int kept) {
+    double BT = s->B * s->T;
+    const struct {
+        double floats;
+        int gpt_only, selective;
+    } parts[] = {{al(BT * s->C), 1, 0},      {al(BT), 1, 0},       {al(BT), 1, 0},
+                 {al(BT * 3 * s->Cl), 1, 0}, {al(s->B * s->NHl * s->T * s->T), 1, 1},
+                 {al(BT * s->Cl), 1, 0},     {al(BT * s->C), 1, 0}, {al(BT * s->C), 0, 0},
+                 {al(BT), 0, 0},             {al(BT), 0, 0},       {al(BT * s->Fl), 0, 0},
+                 {al(BT * s->Fl), 0, 1}};
+    double f = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        if (parts[i].gpt_only && !s->gpt) continue;
+        int dropped = s->recompute == 2 || (s->recompute == 1 && parts[i].selective);
+        if (dropped != !kept) continue;
+        f += parts[i].floats;
+    }
+    return f;
+}
 
 /* Floats one activation slot holds for layers [first, last] of this rank
  * (model/gpt.c slot_layout): token and target ids, two gradient buffers,
@@ -23,23 +49,20 @@ static double slot_floats(const shape *s, int first, int last) {
 #define HAS(l) ((l) >= first && (l) <= last)
     for (int l = 0; l <= s->L; l++)
         if (HAS(l) || HAS(l + 1)) f += al(BT * s->C);
-    for (int l = 1; l <= s->L; l++) {
-        if (!HAS(l)) continue;
-        if (s->gpt)
-            f += al(BT * s->C) + 2 * al(BT) + al(BT * 3 * s->Cl) + al(s->B * s->NHl * s->T * s->T) +
-                 al(BT * s->Cl) + al(BT * s->C);
-        f += al(BT * s->C) + 2 * al(BT) + 2 * al(BT * s->Fl);
-    }
+    for (int l = 1; l <= s->L; l++)
+        if (HAS(l)) f += block_floats(s, 1);
     if (HAS(s->L + 1)) f += al(BT * s->C) + 2 * al(BT) + al(BT * s->Vl) + 2 * al(BT);
 #undef HAS
     return f;
 }
 
-/* The backward scratch all slots share (model/gpt.c scratch_get). */
+/* The backward scratch all slots share (model/gpt.c scratch_get), and
+ * under recompute the one block's worth of dropped tensors it recomputes
+ * into (model/recompute.c). */
 static double scratch_floats(const shape *s) {
     double BT = s->B * s->T;
     return al(BT * s->C) + al(BT * s->Fl) + al(BT * s->Cl) + al(BT * 3 * s->Cl) +
-           (s->gpt ? al(s->B * s->NHl * s->T * s->T) : 0) + al(3 * BT);
+           (s->gpt ? al(s->B * s->NHl * s->T * s->T) : 0) + al(3 * BT) + block_floats(s, 0);
 }
 
 static double shard_numel(const plait_param *g, const plait_shard *sh) {
@@ -87,7 +110,7 @@ void plait_plan_rank_from_plan(const plait_layout_rank *lr, plait_plan_rank *out
      * their forward and their backward in the schedule, times the chunk's
      * slot; plus the shared backward scratch */
     shape s = {.B = (double)lr->batch->micro_batch, .T = spec->block_size, .C = spec->n_embd,
-               .L = L, .gpt = strcmp(spec->arch, "gpt") == 0};
+               .L = L, .gpt = strcmp(spec->arch, "gpt") == 0, .recompute = lr->recompute};
     double NH = s.gpt ? spec->n_head : 1, HS = s.gpt ? s.C / NH : s.C;
     s.NHl = NH / mesh->tp;
     s.Cl = s.NHl * HS;

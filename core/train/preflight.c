@@ -69,8 +69,10 @@ plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit 
                                 .order = order};
         st = plait_run_load_parallel(&run);
         if (st == PLAIT_OK && visit) {
+            const char *rc = plait_config_str(cfg, "model", "recompute");
             plait_layout_rank seen = {.mesh = &run.world.mesh, .spec = run.model.spec, .batch = &run.layout.batch,
-                                      .plan = &run.layout.plan};
+                                      .plan = &run.layout.plan,
+                                      .recompute = strcmp(rc, "full") == 0 ? 2 : strcmp(rc, "selective") == 0};
             visit(ctx, &seen);
         }
         release_plan(&run);

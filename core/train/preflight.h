@@ -42,6 +42,7 @@ typedef struct plait_layout_rank {
     const plait_model_spec *spec;
     const plait_batch *batch;
     const plait_plan *plan;
+    int recompute;   /* [model] recompute: 0 none, 1 selective, 2 full */
 } plait_layout_rank;
 typedef void (*plait_layout_visit)(void *ctx, const plait_layout_rank *rank);
 

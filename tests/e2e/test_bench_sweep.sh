@@ -46,6 +46,18 @@ grep -q "!\[tokens/s per layout\](tokens.png)" "$W/rep/report.md" || fail "repor
 awk -F, 'NR > 1 { e = ($27 - $21) / $21; if (e < 0) e = -e; printf "%s: predicted %.1f MiB, measured %.1f MiB\n", $1, $27, $21; if (e > 0.12) bad = 1 }
   END { exit bad }' "$csv" >"$W/mem.txt" || fail "predicted memory off by more than 12%:
 $(cat "$W/mem.txt")"
+# activations by recompute mode: plan's prediction (config check) against
+# what the model allocates (bench train's act_MB), and the modes differ
+prev=1e30
+for rc in none selective full; do
+  pred=$("$PLAIT_BIN" config check "$CFG" model.recompute=$rc 2>&1 | awk '/rank +parameters/ { getline; print $5 }')
+  meas=$("$PLAIT_BIN" bench train "$CFG" model.recompute=$rc --steps 1 --warmup 1 2>&1 |
+    awk '!/^#/ && NF > 5 { v = $(NF - 1) } END { print v }')
+  # (config check prints one decimal: 0.05 MiB of rounding)
+  awk -v p="$pred" -v m="$meas" -v prev="$prev" 'BEGIN { e = p - m; if (e < 0) e = -e; exit !(m > 0 && e <= 0.05 + 0.01 * m && p < prev) }' ||
+    fail "recompute=$rc: predicted activations $pred MiB, measured $meas MiB (previous mode $prev)"
+  prev=$pred
+done
 # an interrupted sweep continues from its CSV: nothing left to measure
 sweep -n 2 --report "$W/rep" >"$W/again.out" 2>"$W/again.err" || fail "second sweep: $(cat "$W/again.err")"
 grep -q "^sweep: 0 layouts measured" "$W/again.err" || fail "the second sweep measured again: $(cat "$W/again.err")"
