@@ -183,8 +183,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
     (void)kind;
     LOCK();
     mop *o = new_op(OP_COPY);
-    o->dst = dst;
-    o->src = src;
+    o->dst = mock_host_ptr(dst);
+    o->src = mock_host_ptr(src);
     o->n = n;
     place(s, o);
     pump();
