@@ -184,6 +184,11 @@ int run_op(mop *o) {
         o->done = 1;
         return 1;
     }
+    case OP_WAIT:
+        for (size_t i = 0; o->wait_s && i < o->wait_upto; i++)
+            if (!o->wait_s->ops[i]->done) return 0;
+        o->done = 1;
+        return 1;
     default: {
         int changed = 0, left = 0;
         for (int i = 0; i < o->nsub; i++)

@@ -21,7 +21,7 @@ typedef struct mop mop;
 typedef struct msub msub;
 typedef struct mclique mclique;
 
-enum { OP_GROUP, OP_COPY, OP_FREE };
+enum { OP_GROUP, OP_COPY, OP_FREE, OP_WAIT };
 enum { SUB_COLL, SUB_SEND, SUB_RECV };
 enum { C_ALLREDUCE, C_REDUCE, C_BCAST, C_ALLGATHER, C_RS };
 
@@ -47,6 +47,8 @@ struct mop {
     void *dst;
     const void *src;
     size_t n;
+    struct CUstream_st *wait_s; /* OP_WAIT: until wait_s's first wait_upto operations ran */
+    size_t wait_upto;
     mop *all_next;
 };
 
