@@ -90,6 +90,7 @@ at_least dp2pp2_zero3-nccl send calls $((4 * STEPS * 4))
 
 # The comparison can fail: the stand-in adds 1.0 to one element of the first
 # gradient allreduce's result on both ranks, and the run must differ.
+# shellcheck disable=SC2086
 PLAIT_MOCK_NCCL_CORRUPT=1 on_nccl corrupt-nccl 2 $S parallel.dp=2
 if cmp -s "$(last_ckpt dp2_adam-cpu)/model.safetensors" "$(last_ckpt corrupt-nccl)/model.safetensors"; then
   fail "a corrupted gradient allreduce left the parameters identical: the comparison cannot fail"
