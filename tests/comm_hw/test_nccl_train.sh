@@ -10,7 +10,9 @@
 # whatever the order). The stand-in's counters prove NCCL carried the
 # gradients (and the activations), so a run falling back to anything else
 # fails; a run whose stand-in corrupts one gradient allreduce must differ,
-# so the comparison can fail.
+# so the comparison can fail. A rank killed mid-step, or stopped (alive but
+# silent), ends the survivor with an error naming the step and the
+# operation: the stand-in's liveness check, or [comm] timeout; never a hang.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 : "${MOCK_GPU_LIB:?}"
 CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -96,3 +98,43 @@ if cmp -s "$(last_ckpt dp2_adam-cpu)/model.safetensors" "$(last_ckpt corrupt-ncc
   fail "a corrupted gradient allreduce left the parameters identical: the comparison cannot fail"
 fi
 echo "corrupting one allreduce in the stand-in is caught (parameters differ from cpu/tcp)"
+
+# lose_peer NAME SIGNAL TIMEOUT EXPECTED: dp 2 over the stand-in; once steps
+# are running, rank 1 gets SIGNAL; rank 0 must exit 1 by itself within
+# TIMEOUT + 10 s with EXPECTED in its error, and no rank may be left.
+lose_peer() {
+  local name=$1 sig=$2 timeout=$3 want=$4 out=$E2E_WORK/$1 log=$E2E_WORK/$1.out
+  rm -rf "$out"
+  PLAIT_LAUNCH_GRACE=1 PLAIT_SIM_DEVICES=2 PLAIT_MOCK_GPUS=2 LD_PRELOAD=$MOCK_GPU_LIB \
+    "$PLAIT_BIN" train "$CFG" "run.out_dir=$out" run.steps=1000 run.eval_every=0 run.ckpt_every=0 run.progress=off \
+    parallel.dp=2 device.plugin=sim comm.plugin=nccl "comm.timeout=$timeout" >"$log" 2>&1 &
+  local launcher=$! victim="" pid
+  for _ in $(seq 600); do
+    [ -f "$out/metrics.csv" ] && [ "$(wc -l <"$out/metrics.csv")" -gt 2 ] && break
+    kill -0 $launcher 2>/dev/null || break
+    sleep 0.1
+  done
+  for pid in $(pgrep -P $launcher); do
+    if grep -zqx "PLAIT_RANK=1" /proc/"$pid"/environ 2>/dev/null; then victim=$pid; fi
+  done
+  [ -n "$victim" ] || { kill $launcher; fail "$name: rank 1 not found running: $(tail -n 5 "$log")"; }
+  kill -"$sig" "$victim"
+  local t0=$SECONDS rc=0
+  while kill -0 $launcher 2>/dev/null; do
+    if [ $((SECONDS - t0)) -gt $((timeout + 10)) ]; then
+      kill $launcher
+      kill -9 "$victim" 2>/dev/null || true
+      fail "$name: still running $((timeout + 10)) s after rank 1 got SIG$sig"
+    fi
+    sleep 0.1
+  done
+  wait $launcher || rc=$?
+  [ $rc -ne 0 ] || fail "$name: the launcher exited 0"
+  grep -q "also ended abnormally: rank 0 (exit 1)\|rank 0 failed" "$log" || fail "$name: rank 0 did not exit 1: $(tail -n 4 "$log")"
+  grep -E "^plait: error: train: step [0-9]+: .*(allreduce|reduce_scatter|allgather|broadcast) #" "$log" | grep -qF "$want" ||
+    fail "$name: rank 0's error names no step, operation or '$want': $(grep 'error' "$log" | tail -n 1)"
+  ! kill -0 "$victim" 2>/dev/null || fail "$name: rank 1 (pid $victim) is still there"
+  echo "$name: rank 1 got SIG$sig; rank 0 ended in $((SECONDS - t0)) s: $(grep -o "step [0-9]*: [a-z_]* #[0-9]*" "$log" | head -n 1) ... $want"
+}
+lose_peer killed KILL 30 "exited without leaving it"
+lose_peer stopped STOP 2 "did not finish within 2 s"
