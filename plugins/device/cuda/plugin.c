@@ -52,6 +52,13 @@ static const plait_device_ops g_ops = {
     .synchronize = pc_synchronize,
     .memory_stats = pc_memory_stats,
     .kernels = cuda_kernels,
+    .event_create = pc_event_create,
+    .event_destroy = pc_event_destroy,
+    .event_record = pc_event_record,
+    .event_wait = pc_event_wait,
+    .event_synchronize = pc_event_synchronize,
+    .copy_on = pc_copy_on,
+    .event_native = pc_event_native,
 };
 
 static const plait_plugin_desc g_desc = {
