@@ -83,6 +83,10 @@ at_least dp2_adam-nccl allreduce bytes $((2 * STEPS * P))
 at_least dp2_zero2-nccl reduce_scatter bytes $((2 * STEPS * P))
 at_least dp2_zero2-nccl allgather bytes $((2 * STEPS * P))
 [ "$(nccl_total dp2_zero2-nccl allreduce bytes)" -lt "$P" ] || fail "dp2_zero2: gradients went through allreduce"
+# the run's own accounting sees it too (metrics dp_bytes: what each step
+# handed the transport)
+dpb=$(column dp2_adam-nccl dp_bytes | head -n 1)
+awk -v b="$dpb" -v p="$P" 'BEGIN { exit !(b >= p) }' || fail "dp2_adam over nccl: dp_bytes $dpb < $P"
 # pp 2: activations forward and gradients back as grouped sends, one per
 # micro-batch each way (4 micro-batches of 2 x 128 x 128 floats)
 at_least pp2-nccl send calls $((2 * STEPS * 4))
