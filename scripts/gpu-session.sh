@@ -3,8 +3,9 @@
 # within about 9 minutes, logs and a summary.md written to $OUT. docs/gpu.md
 # ("Verifying on a GPU") says how to run it and what it prints.
 #
-#   scripts/gpu-session.sh --pack [BUILD]   here, after building: ../shared/gpu/bundle.sh
-#                                           BUILD, plus the peers' scripts into .gpu/peers
+#   scripts/gpu-session.sh --pack [BUILD]   here, after building: the peers' scripts and
+#                                           the commit into BUILD/peers, then
+#                                           ../shared/gpu/bundle.sh BUILD (writes .gpu/)
 #   bash .gpu/on-device.sh bash scripts/gpu-session.sh
 #                                           there (the device tool's run, carry [".gpu"])
 #   scripts/gpu-session.sh --dry-run        here: every part on the cpu and sim devices
@@ -26,13 +27,17 @@ if [ "${1:-}" = --pack ]; then
   build=${2:-build}
   bundle=${PLAIT_GPU_BUNDLE:-$root/../shared/gpu/bundle.sh}
   peers=${PLAIT_PEERS_SRC:-$root/../shared/peers/src}
-  [ -x "$bundle" ] || [ -f "$bundle" ] || { echo "gpu-session: no bundle script at $bundle" >&2; exit 1; }
-  bash "$bundle" "$build" || exit 1
-  mkdir -p .gpu/peers
+  [ -f "$bundle" ] || { echo "gpu-session: no bundle script at $bundle" >&2; exit 1; }
+  [ -d "$build" ] || { echo "gpu-session: no build directory '$build': build first" >&2; exit 1; }
+  # the peers and the commit go inside the build directory, which the
+  # bundle's tree carries to the same absolute path there (../shared does
+  # not travel, and .gpu/ is left outside the unpacked tree)
+  mkdir -p "$build/peers"
   for f in gpt_gpu_bench.py train_gpt.py; do
-    cp "$peers/$f" .gpu/peers/ || { echo "gpu-session: cannot copy the peer $peers/$f" >&2; exit 1; }
+    cp "$peers/$f" "$build/peers/" || { echo "gpu-session: cannot copy the peer $peers/$f" >&2; exit 1; }
   done
-  { git rev-parse HEAD; git status --short | wc -l | sed 's/$/ files differ from that commit/'; } >.gpu/commit.txt 2>/dev/null
+  { git rev-parse HEAD; git status --short | wc -l | sed 's/$/ files differ from that commit/'; } >"$build/peers/commit.txt" 2>/dev/null
+  bash "$bundle" "$build" || exit 1
   echo "packed: .gpu/ ($(du -sh .gpu | cut -f1)); run there: bash .gpu/on-device.sh bash scripts/gpu-session.sh (carry .gpu)"
   exit 0
 fi
@@ -46,7 +51,7 @@ OUT=${OUT:-$root/runs/gpu-session$([ $DRY = 1 ] && echo -dry)}
 TOTAL=${PLAIT_GPU_SESSION_BUDGET:-540}
 # the GPU machine's python3 has PyTorch 2.11 with CUDA; here Debian's has 1.13 (CPU)
 PY=${PLAIT_PYTHON:-$([ $DRY = 1 ] && [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)}
-PEERS=${PLAIT_PEERS:-$root/.gpu/peers}
+PEERS=${PLAIT_PEERS:-$BUILD/peers}
 [ -d "$PEERS" ] || PEERS=$root/../shared/peers/src
 W=$OUT/work
 mkdir -p "$W"
@@ -134,7 +139,7 @@ say "started $(date -u '+%F %T') UTC on $(hostname), ${TOTAL}s budget; logs: $W 
 # ---- 1. the machine --------------------------------------------------------
 if part "1. machine" 20; then
   {
-    cat .gpu/commit.txt 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo "commit unknown"
+    cat "$BUILD/peers/commit.txt" 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo "commit unknown"
     nvidia-smi 2>&1 || echo "no nvidia-smi"
     nproc
     lscpu 2>/dev/null | grep -E 'Model name|^CPU\(s\)|Flags' | cut -c1-300
@@ -159,7 +164,7 @@ if part "2. ctest -L gpu" 150; then
          if ($i == "worst" && $(i + 1) > w[t]) w[t] = $(i + 1); if ($i == "normwise" && $(i + 1) > nw[t]) nw[t] = $(i + 1) } }
        END { for (t in w) printf "    reference fixtures on %s: largest error %.3f of the elementwise bound, normwise %.2e\n", name[t], w[t], nw[t] }' \
     "$W/gputests.log" | sort | tee -a "$SUMMARY"
-  grep -hE 'max relative loss difference|bit-identical|SKIP:' "$W/gputests.log" | sed 's/^[0-9]*: //' | sort -u | sed 's/^/    /' | tee -a "$SUMMARY"
+  grep -hE 'max relative loss difference|bit-identical|within 1e-5|SKIP:' "$W/gputests.log" | sed 's/^[0-9]*: //' | sort -u | sed 's/^/    /' | tee -a "$SUMMARY"
   if [ $DRY = 1 ]; then
     # the comparisons the gpu tests make, with sim posing as the GPU
     rc=$(run selfchecks.log 120 ctest --test-dir "$BUILD" -R 'test_gpu_training_selfcheck|test_device_reference_sim|test_cuda_kernels_selfcheck' --output-on-failure)
