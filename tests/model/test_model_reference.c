@@ -331,7 +331,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_mlp_matches_pytorch),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    plait_device_close();
+    if (g_run.device) {
+        plait_device_close();
+        plait_host_attach_device(); /* back to the CPU kernels before the plugins go */
+        plait_host_uninstall();
+    }
     plait_config_free(g_cfg);
     return rc;
 }
