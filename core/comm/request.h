@@ -7,6 +7,7 @@
 #define PLAIT_CORE_COMM_REQUEST_H
 
 #include "comm/comm.h"
+#include "comm/comm_device.h"
 
 enum { PLAIT_REQ_COLL = 1, PLAIT_REQ_P2P = 2 };
 
@@ -32,6 +33,9 @@ struct plait_request {
     void *dev;                /* the device buffer it stands for */
     struct plait_device_event *ready; /* device memory: touched only after it (comm_device.h) */
     int own_ready;                    /* recorded by the core: released with the request */
+    void *scratch;            /* device copy of a host buffer for a device-only transport, or NULL */
+    void *host;               /* the host buffer it stands for */
+    const plait_comm_device *scratch_dev; /* whose memory `scratch` is */
 };
 
 /* Describe a p2p request for messages. */

@@ -11,6 +11,9 @@
  * the addresses back and call plait's CPU kernels, so its results are the
  * cpu device's, bit for bit. fp32 only.
  *
+ * It reports one device, or $PLAIT_SIM_DEVICES; they all share the host's
+ * memory, each rank using the ordinal it was given.
+ *
  * It is asynchronous the way a GPU is, only more so, so that ordering bugs
  * show on a CPU: kernels, fill_zero and copies to the device are QUEUED on
  * its compute stream and run only when something waits for them (a copy to
@@ -177,7 +180,10 @@ static plait_status sim_count(const plait_host *host, int32_t *out) {
     return host->set_error(PLAIT_OK, "no NODEV device found (the nodev test device never has one)");
 #else
     (void)host;
-    *out = 1;
+    /* PLAIT_SIM_DEVICES: how many devices this host seems to have (default
+     * 1), so tests can start one rank per "GPU" under [comm] plugin = nccl */
+    const char *e = getenv("PLAIT_SIM_DEVICES");
+    *out = e && atoi(e) > 0 ? atoi(e) : 1;
     return PLAIT_OK;
 #endif
 }
