@@ -301,7 +301,11 @@ static plait_status through_device(plait_comm *comm, const plait_coll_args *a, c
         c.send = in.buf || bcast ? din : NULL;
         c.recv = out.buf || bcast ? d[1] : NULL;
         c.mem_kind = dev->kind;
+        /* the copy in ran on the compute stream; the transport's own stream
+         * (nccl's) follows it only through an event (plait/device.h) */
+        c.ready = plait_comm_ready_take(dev->kind, NULL, &c.own_ready);
         st = run_declared(comm, &c);
+        plait_comm_ready_release(c.ready, c.own_ready);
     }
     if (st == PLAIT_OK && out.buf) st = dev->copy(out.buf, d[1], bout, PLAIT_COPY_TO_HOST);
     if (st == PLAIT_OK) return st;

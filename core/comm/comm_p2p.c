@@ -55,9 +55,11 @@ static plait_status through_device(plait_comm *comm, plait_request *r, void *buf
     r->scratch_dev = dev;
     r->host = buf;
     *b = (plait_buffer){.ptr = r->scratch, .bytes = r->bytes, .kind = dev->kind, .device = -1};
-    if (!r->is_send) return PLAIT_OK;
-    plait_status st = dev->copy(r->scratch, buf, r->bytes, PLAIT_COPY_TO_DEVICE);
-    return st == PLAIT_OK ? st : plait_wrap_error(st, "carrying a host buffer through device memory");
+    plait_status st = r->is_send ? dev->copy(r->scratch, buf, r->bytes, PLAIT_COPY_TO_DEVICE) : PLAIT_OK;
+    if (st != PLAIT_OK) return plait_wrap_error(st, "carrying a host buffer through device memory");
+    /* the transport's stream follows the copy in only through an event */
+    r->ready = plait_comm_ready_take(dev->kind, NULL, &r->own_ready);
+    return PLAIT_OK;
 }
 
 /* The buffer the transport gets for `buf` of `kind`: itself where the
