@@ -220,6 +220,14 @@ static void write_stats(void) {
 static void sim_close(void) {
     sim_run_all();
     write_stats();
+    /* the queue's array: the plugin may be unloaded after close, and then
+     * nothing would point at it (LeakSanitizer reports it) */
+    pthread_mutex_lock(&g_q.lock);
+    free(g_q.ops);
+    g_q.ops = NULL;
+    g_q.base += g_q.n;
+    g_q.cap = g_q.n = g_q.head = 0;
+    pthread_mutex_unlock(&g_q.lock);
     plait_kernels_set_threads(1);
 }
 
