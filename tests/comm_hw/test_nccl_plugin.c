@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -438,16 +439,45 @@ static void mock_free(void *p) { cudaFree(p); }
 
 /* ---- tests ------------------------------------------------------------------------- */
 
+/* A pretend NVIDIA driver tree (PLAIT_CUDA_SYSFS_ROOT) under `root` with
+ * `gpus` GPUs listed in procfs. */
+static void pretend_driver(const char *root, int gpus) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s/proc/driver/nvidia/gpus' '%s/dev'", root, root, root);
+    assert_int_equal(system(cmd), 0);
+    for (int g = 0; g < gpus; g++) {
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s/proc/driver/nvidia/gpus/0000:%02x:00.0'", root, 0x10 + g);
+        assert_int_equal(system(cmd), 0);
+    }
+}
+
+/* The probe counts GPUs from the driver's files and makes no CUDA call:
+ * with the stand-in runtime answering "no driver" it still finds the
+ * pretend driver's GPUs, and the reasons it gives are the driver files'. */
 static void test_probe(void **state) {
     (void)state;
+    char root[64];
+    snprintf(root, sizeof root, "/tmp/plait-nccl-probe-%d", (int)getpid());
+    pretend_driver(root, 2);
+    setenv("PLAIT_CUDA_SYSFS_ROOT", root, 1);
+    mock_gpu_no_driver(); /* any CUDA runtime call would now say so */
     assert_int_equal(g_desc->probe(plait_host_table()), PLAIT_OK);
-    mock_gpu_reset(0);
+    setenv("CUDA_VISIBLE_DEVICES", "7", 1);
     assert_int_equal(g_desc->probe(plait_host_table()), PLAIT_ERR_UNSUPPORTED);
-    assert_non_null(strstr(plait_last_error(), "no CUDA device found (the CUDA runtime sees none"));
-    mock_gpu_no_driver();
+    if (!strstr(plait_last_error(), "no CUDA device found (CUDA_VISIBLE_DEVICES=\"7\" leaves none of the 2 GPUs visible)"))
+        fail_msg("%s", plait_last_error());
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    pretend_driver(root, 0);
     assert_int_equal(g_desc->probe(plait_host_table()), PLAIT_ERR_UNSUPPORTED);
-    assert_non_null(strstr(plait_last_error(), "no CUDA device found (cudaGetDeviceCount: cudaErrorInsufficientDriver"));
-    assert_non_null(strstr(plait_last_error(), "no NVIDIA driver is loaded"));
+    if (!strstr(plait_last_error(), "no CUDA device found (the NVIDIA driver lists no GPU in "))
+        fail_msg("%s", plait_last_error());
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(g_desc->probe(plait_host_table()), PLAIT_ERR_UNSUPPORTED);
+    if (!strstr(plait_last_error(), "no CUDA device found (no NVIDIA driver: "))
+        fail_msg("%s", plait_last_error());
+    unsetenv("PLAIT_CUDA_SYSFS_ROOT");
 }
 
 static void test_collectives(void **state) {
@@ -594,6 +624,8 @@ static void test_bad_device_on_one_rank(void **state) {
     assert_int_equal(mock_gpu_live_comms(), 0);
 }
 
+/* What the probe cannot see from the driver's files, init() (in the rank,
+ * where CUDA is used anyway) reports from the CUDA runtime. */
 static void test_no_driver(void **state) {
     (void)state;
     mock_gpu_no_driver();
@@ -601,7 +633,17 @@ static void test_no_driver(void **state) {
     run_job(&j, 2, NULL, NULL, NULL);
     for (int r = 0; r < 2; r++) {
         assert_int_equal(j.init_st[r], PLAIT_ERR_UNSUPPORTED);
-        if (!strstr(j.init_err[r], "no CUDA device found")) fail_msg("rank %d: %s", r, j.init_err[r]);
+        if (!strstr(j.init_err[r], "no CUDA device found (cudaGetDeviceCount: cudaErrorInsufficientDriver") ||
+            !strstr(j.init_err[r], "no NVIDIA driver is loaded"))
+            fail_msg("rank %d: %s", r, j.init_err[r]);
+    }
+    assert_int_equal(mock_gpu_live_comms(), 0);
+    mock_gpu_reset(0);
+    run_job(&j, 2, NULL, NULL, NULL);
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(j.init_st[r], PLAIT_ERR_UNSUPPORTED);
+        if (!strstr(j.init_err[r], "no CUDA device found (the CUDA runtime sees none"))
+            fail_msg("rank %d: %s", r, j.init_err[r]);
     }
     assert_int_equal(mock_gpu_live_comms(), 0);
 }

@@ -67,13 +67,6 @@ void pc_close(void);
 /* [device.cuda] workspace_mib's default: cuBLASLt's workspace */
 #define PC_WORKSPACE_MIB 32
 
-/* ---- probe.c: devices visible, without touching the driver ---------------- */
-/* Number of NVIDIA GPUs this process may use: the driver's list in procfs
- * (or its /dev/nvidiaN nodes) filtered by CUDA_VISIBLE_DEVICES. 0 with a
- * reason in `why` when none. Reads files only: no CUDA call. The root of
- * those paths is PLAIT_CUDA_SYSFS_ROOT when set (tests only). */
-int pc_visible_gpus(char *why, size_t why_len);
-
 /* ---- memory.c: the plait_device_ops memory functions ------------------------ */
 void *pc_alloc(size_t bytes, const char *tag);
 void pc_free(void *ptr);
