@@ -2,9 +2,9 @@
 # `plait bench comm --mem device` on the sim device (memory the host cannot
 # dereference): every operation over the in-process transport and over tcp
 # with real processes has #wrong 0, its results copied back to be checked,
-# the buffers staged through pinned host memory; a flipped result is
-# caught after the copy back; a device whose memory is host memory and a
-# bad --mem are refused.
+# the buffers staged through pinned host memory (the device's alloc_pinned,
+# every block given back); a flipped result is caught after the copy back; a
+# device whose memory is host memory and a bad --mem are refused.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 mkdir -p "$E2E_WORK"
 B=("$PLAIT_BIN" bench comm --iters 2 --warmup 1 --factor 16 device.plugin=sim comm.staging_chunk=65536)
@@ -27,6 +27,22 @@ for op in allreduce reduce_scatter sendrecv; do
     fail "tcp $op: $(cat "$E2E_WORK/tcp-$op.out")"
   check_clean "tcp-$op"
 done
+
+# the staging pool's host buffers are the device's page-locked memory
+# (alloc_pinned; the sim device counts it and says so at close), all given back
+pinned_used() { # pinned_used NAME: every rank's device saw alloc_pinned calls and got them all back
+  local out=$E2E_WORK/$1.out
+  grep -Eq "sim: closed: [1-9][0-9]* page-locked allocations \(alloc_pinned\), 0 still live" "$out" ||
+    fail "$1: the staging pool did not use the device's page-locked memory: $(grep "sim: closed" "$out")"
+  ! grep -E "sim: closed: .* [1-9][0-9]* still live" "$out" || fail "$1: page-locked memory left at close"
+}
+PLAIT_LOG_LEVEL=info "${B[@]}" --comm threads --threads 2 --op allreduce --mem device --min 64K --max 1M \
+  >"$E2E_WORK/pinned-threads.out" 2>&1 || fail "pinned threads: $(cat "$E2E_WORK/pinned-threads.out")"
+pinned_used pinned-threads
+PLAIT_LOG_LEVEL=info "${B[@]}" -n 2 --op sendrecv --mem device --min 4K --max 64K \
+  >"$E2E_WORK/pinned-tcp.out" 2>&1 || fail "pinned tcp: $(cat "$E2E_WORK/pinned-tcp.out")"
+pinned_used pinned-tcp
+[ "$(grep -c "sim: closed: [1-9]" "$E2E_WORK/pinned-tcp.out")" -eq 2 ] || fail "pinned tcp: not every rank: $(cat "$E2E_WORK/pinned-tcp.out")"
 
 # a wrong result is seen after the copy back
 if "${B[@]}" --comm threads --threads 2 --op allreduce --mem device --min 4K --max 4K --corrupt \

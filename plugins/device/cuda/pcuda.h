@@ -74,6 +74,8 @@ plait_status pc_copy(void *dst, const void *src, size_t bytes, plait_copy_dir di
 plait_status pc_fill_zero(void *dst, size_t bytes);
 plait_status pc_synchronize(void);
 void pc_memory_stats(uint64_t *in_use, uint64_t *peak);
+void *pc_alloc_pinned(size_t bytes, const char *tag);
+void pc_free_pinned(void *ptr);
 void pc_memory_reset(void);
 /* Memory still allocated at close(): freed, their count returned. */
 size_t pc_memory_release_all(void);

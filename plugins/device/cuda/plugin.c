@@ -53,6 +53,8 @@ static const plait_device_ops g_ops = {
     .synchronize = pc_synchronize,
     .memory_stats = pc_memory_stats,
     .kernels = cuda_kernels,
+    .alloc_pinned = pc_alloc_pinned,
+    .free_pinned = pc_free_pinned,
 };
 
 static const plait_plugin_desc g_desc = {
