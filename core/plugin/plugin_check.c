@@ -68,6 +68,18 @@ static const char *missing_required(uint32_t kind, const void *ops) {
     return "ops";
 }
 
+/* A device's events (ABI 1.4) are all or none, and a device declaring 1.4
+ * has them: what is wrong, or NULL. A 1.3 device (its table ends before
+ * them) has none and is fine. */
+static const char *missing_events(const plait_device_ops *o, uint16_t abi_minor) {
+    if (o->struct_size < END_OF(plait_device_ops, event_native))
+        return abi_minor >= 4 ? "its function table ends before the event functions" : NULL;
+    int set = !!o->event_create + !!o->event_destroy + !!o->event_record + !!o->event_wait +
+              !!o->event_synchronize + !!o->copy_on + !!o->event_native;
+    if (set == 7 || (set == 0 && abi_minor < 4)) return NULL;
+    return set == 0 ? "it has no event functions" : "it sets only some of its event functions";
+}
+
 static int valid_name(const char *s) {
     if (!s || !*s || strlen(s) > 48) return 0;
     for (; *s; s++)
@@ -122,5 +134,10 @@ plait_status plait_check_descriptor(const char *path, const plait_plugin_desc *d
     if (missing)
         return plait_set_error(PLAIT_ERR_ABI, "%s: %s/%s lacks the required function '%s'", path,
                                plait_kind_name(d->kind), d->name, missing);
+    if (d->kind == PLAIT_KIND_DEVICE && (missing = missing_events(d->ops, d->abi_minor)) != NULL)
+        return plait_set_error(PLAIT_ERR_ABI,
+                               "%s: device/%s declares ABI v1.%u but %s; a device's streams and events "
+                               "(plait/device.h, ABI 1.4) come all or none",
+                               path, d->name, d->abi_minor, missing);
     return PLAIT_OK;
 }

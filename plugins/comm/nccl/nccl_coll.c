@@ -339,3 +339,30 @@ void pnccl_stream_destroy(void *comm, plait_stream *stream) {
     cudaStreamDestroy((cudaStream_t)(void *)stream);
     pthread_mutex_unlock(&c->mu);
 }
+
+/* ABI 1.4: the core hands over a device event (a cudaEvent_t recorded on
+ * the compute stream after the kernels that produce a buffer): the stream
+ * that will run the next operation waits for it on the GPU, so no host
+ * thread blocks on the compute stream. Queued point-to-point operations run
+ * on c->stream too, so waiting there covers them. */
+plait_status pnccl_wait_event(void *comm, plait_stream *stream, void *native_event) {
+    pnccl_comm *c = comm;
+    if (!native_event) return PLAIT_OK;
+    pthread_mutex_lock(&c->mu);
+    plait_status st = PLAIT_OK;
+    if (c->aborted) {
+        st = c->host->set_error(c->fail_status, "nccl: waiting for a device event on communicator %u: %s", c->id,
+                                c->why);
+    } else {
+        cudaSetDevice(c->device);
+        cudaStream_t s = stream ? (cudaStream_t)(void *)stream : c->stream;
+        cudaError_t e = cudaStreamWaitEvent(s, (cudaEvent_t)native_event, 0);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            st = c->host->set_error(PLAIT_ERR_SYSTEM, "nccl: cudaStreamWaitEvent on GPU %d: %s", c->device,
+                                    cudaGetErrorString(e));
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}

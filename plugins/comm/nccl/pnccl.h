@@ -154,6 +154,8 @@ extern const plait_native_coll_ops pnccl_coll_ops;
 plait_status pnccl_stream_create(void *comm, plait_stream **stream);
 plait_status pnccl_stream_sync(void *comm, plait_stream *stream, double timeout_s);
 void pnccl_stream_destroy(void *comm, plait_stream *stream);
+/* plait_comm_ops.wait_event (ABI 1.4): the stream waits on the GPU. */
+plait_status pnccl_wait_event(void *comm, plait_stream *stream, void *native_event);
 
 /* "rank 3" or "rank 1 of communicator 7 (world rank 3)". */
 void pnccl_peer_name(const pnccl_comm *c, int peer, char *buf, size_t cap);

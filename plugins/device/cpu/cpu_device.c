@@ -3,7 +3,8 @@
  * memory, computed by plait's CPU kernels (core/kernels, linked into this
  * plugin as a static library; libplait has its own copy for its host-side
  * math). Every call completes before it returns, so there is nothing to
- * synchronise.
+ * synchronise: its two streams (plait/device.h, ABI 1.4) are the calling
+ * threads, and every event is complete when recorded.
  *
  * open() sizes the kernels' thread pool to the rank's math threads and sets
  * their precision: fp32, or bf16 (the BLAS's cblas_sbgemm, or with [run]
@@ -93,6 +94,32 @@ static plait_status cpu_fill_zero(void *dst, size_t bytes) {
 
 static plait_status cpu_synchronize(void) { return PLAIT_OK; }
 
+/* ---- streams and events (ABI 1.4): all work is done when queued ---------- */
+
+/* Every event is this one token: there is no state to tell apart. */
+static char g_event_token;
+
+static plait_device_event *cpu_event_create(void) { return (plait_device_event *)(void *)&g_event_token; }
+static void cpu_event_destroy(plait_device_event *ev) { (void)ev; }
+static plait_status cpu_event_at(plait_device_event *ev, plait_device_stream stream) {
+    (void)ev;
+    (void)stream;
+    return PLAIT_OK;
+}
+static plait_status cpu_event_synchronize(plait_device_event *ev) {
+    (void)ev;
+    return PLAIT_OK;
+}
+static plait_status cpu_copy_on(plait_device_stream stream, void *dst, const void *src, size_t bytes,
+                                plait_copy_dir dir) {
+    (void)stream;
+    return cpu_copy(dst, src, bytes, dir);
+}
+static void *cpu_event_native(plait_device_event *ev) {
+    (void)ev;
+    return NULL;
+}
+
 static void cpu_memory_stats(uint64_t *in_use, uint64_t *peak) {
     *in_use = atomic_load(&g_in_use);
     *peak = atomic_load(&g_peak);
@@ -110,6 +137,13 @@ static const plait_device_ops cpu_ops = {
     .synchronize = cpu_synchronize,
     .memory_stats = cpu_memory_stats,
     .kernels = plait_kernels_table,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_at,
+    .event_wait = cpu_event_at,
+    .event_synchronize = cpu_event_synchronize,
+    .copy_on = cpu_copy_on,
+    .event_native = cpu_event_native,
 };
 
 static const plait_plugin_desc cpu_desc = {

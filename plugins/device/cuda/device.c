@@ -1,6 +1,6 @@
 /*
  * The device's life cycle: open() binds this process to one GPU (its
- * stream, cuBLASLt, fixed scratch) and describes it; close() releases all
+ * compute and communication streams, cuBLASLt, fixed scratch) and describes it; close() releases all
  * of it. Also the record of asynchronous failures (pcuda.h).
  *
  * Not yet run on a GPU: this code is compiled and linked in CI, and its
@@ -129,11 +129,12 @@ plait_status pc_open(const plait_host *host, const plait_device_open_args *args,
                                            ordinal, prop.name, prop.major, prop.minor));
     pc.sm_count = prop.multiProcessorCount;
     e = cudaStreamCreateWithFlags(&pc.stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&pc.comm_stream, cudaStreamNonBlocking);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&pc.reduce_partials, PC_REDUCE_BLOCKS * sizeof(double));
     if (e == cudaSuccess) e = cudaMallocHost((void **)&pc.reduce_host, sizeof(double));
     if (e != cudaSuccess)
-        return open_failed(host->set_error(PLAIT_ERR_SYSTEM, "cuda: setting up GPU %d (stream, scratch): %s",
+        return open_failed(host->set_error(PLAIT_ERR_SYSTEM, "cuda: setting up GPU %d (streams, scratch): %s",
                                            ordinal, cudaGetErrorString(e)));
     /* the default where the section was not declared (a caller that opens
      * the device without the core's configuration) */
@@ -165,6 +166,7 @@ plait_status pc_open(const plait_host *host, const plait_device_open_args *args,
 void pc_close(void) {
     if (!pc.is_open) return;
     if (pc.stream) cudaStreamSynchronize(pc.stream);
+    if (pc.comm_stream) cudaStreamSynchronize(pc.comm_stream);
     pc_lt_close();
     size_t leaked = pc_memory_release_all();
     if (leaked)
@@ -173,6 +175,7 @@ void pc_close(void) {
     if (pc.reduce_partials) cudaFree(pc.reduce_partials);
     if (pc.reduce_host) cudaFreeHost(pc.reduce_host);
     if (pc.stream) cudaStreamDestroy(pc.stream);
+    if (pc.comm_stream) cudaStreamDestroy(pc.comm_stream);
     pthread_mutex_lock(&g_fail_lock);
     g_fail[0] = '\0';
     pthread_mutex_unlock(&g_fail_lock);

@@ -33,7 +33,7 @@ static uint64_t g_in_use, g_peak;
 
 static size_t bucket(const void *p) { return ((uintptr_t)p >> 8) % TABLE_BUCKETS; }
 
-static int make_current(void) { return cudaSetDevice(pc.ordinal) == cudaSuccess; }
+int pc_make_current(void) { return cudaSetDevice(pc.ordinal) == cudaSuccess; }
 
 void pc_memory_reset(void) {
     pthread_mutex_lock(&g_lock);
@@ -70,7 +70,7 @@ void *pc_alloc(size_t bytes, const char *tag) {
         return NULL;
     }
     void *p = NULL;
-    cudaError_t e = make_current() ? cudaMalloc(&p, bytes ? bytes : 1) : cudaGetLastError();
+    cudaError_t e = pc_make_current() ? cudaMalloc(&p, bytes ? bytes : 1) : cudaGetLastError();
     if (e != cudaSuccess) {
         free(k);
         (void)cudaGetLastError(); /* an out-of-memory is not sticky: clear it */
@@ -114,7 +114,7 @@ void pc_free(void *ptr) {
         pc.host->log(PLAIT_LOG_ERROR, "cuda", "free(%p): not a pointer this device allocated; ignored", ptr);
         return;
     }
-    if (make_current()) cudaFree(ptr);
+    if (pc_make_current()) cudaFree(ptr);
     free(found);
 }
 
@@ -151,12 +151,12 @@ void pc_memory_stats(uint64_t *in_use, uint64_t *peak) {
     pthread_mutex_unlock(&g_lock);
 }
 
-static plait_status cuda_status(cudaError_t e, const char *what) {
+plait_status pc_cuda_status(cudaError_t e, const char *what) {
     return pc.host->set_error(PLAIT_ERR_SYSTEM, "cuda: %s on GPU %d failed: %s (%s)", what, pc.ordinal,
                               cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-plait_status pc_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
+plait_status pc_copy_on(plait_device_stream stream, void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
     if (!pc.is_open) return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: copy before the device was opened");
     if (bytes == 0) return PLAIT_OK;
     static const enum cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
@@ -164,27 +164,42 @@ plait_status pc_copy(void *dst, const void *src, size_t bytes, plait_copy_dir di
     if ((unsigned)dir > PLAIT_COPY_ON_DEVICE)
         return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: copy direction %d is not one of plait_copy_dir",
                                   (int)dir);
-    if (!make_current()) return cuda_status(cudaGetLastError(), "cudaSetDevice");
-    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kinds[dir], pc.stream);
-    if (e != cudaSuccess) return cuda_status(e, "cudaMemcpyAsync");
-    if (dir != PLAIT_COPY_TO_HOST) return PLAIT_OK;
-    /* the host's synchronisation point: report what the step raised */
-    e = cudaStreamSynchronize(pc.stream);
-    if (e != cudaSuccess) return cuda_status(e, "a kernel or copy before this copy to the host");
-    return pc_take_failure();
+    if ((unsigned)stream > PLAIT_STREAM_COMM)
+        return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: stream %d is not one of plait_device_stream",
+                                  (int)stream);
+    if (!pc_make_current()) return pc_cuda_status(cudaGetLastError(), "cudaSetDevice");
+    cudaStream_t s = stream == PLAIT_STREAM_COMM ? pc.comm_stream : pc.stream;
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kinds[dir], s);
+    if (e != cudaSuccess) return pc_cuda_status(e, "cudaMemcpyAsync");
+    if (stream == PLAIT_STREAM_COMPUTE) {
+        if (dir != PLAIT_COPY_TO_HOST) return PLAIT_OK;
+        /* the host's synchronisation point: report what the step raised */
+        e = cudaStreamSynchronize(s);
+        if (e != cudaSuccess) return pc_cuda_status(e, "a kernel or copy before this copy to the host");
+        return pc_take_failure();
+    }
+    /* The communication stream: the core's staging reuses the host side as
+     * soon as this returns (plait/device.h), in both directions. */
+    if (dir == PLAIT_COPY_ON_DEVICE) return PLAIT_OK;
+    e = cudaStreamSynchronize(s);
+    return e == cudaSuccess ? PLAIT_OK : pc_cuda_status(e, "a copy on the communication stream");
+}
+
+plait_status pc_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
+    return pc_copy_on(PLAIT_STREAM_COMPUTE, dst, src, bytes, dir);
 }
 
 plait_status pc_fill_zero(void *dst, size_t bytes) {
     if (!pc.is_open) return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: fill_zero before the device was opened");
     if (bytes == 0) return PLAIT_OK;
     cudaError_t e = cudaMemsetAsync(dst, 0, bytes, pc.stream);
-    return e == cudaSuccess ? PLAIT_OK : cuda_status(e, "cudaMemsetAsync");
+    return e == cudaSuccess ? PLAIT_OK : pc_cuda_status(e, "cudaMemsetAsync");
 }
 
 plait_status pc_synchronize(void) {
     if (!pc.is_open) return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: synchronize before the device was opened");
     cudaError_t e = cudaStreamSynchronize(pc.stream);
     if (e == cudaSuccess) e = cudaGetLastError();
-    if (e != cudaSuccess) return cuda_status(e, "a queued kernel or copy");
+    if (e != cudaSuccess) return pc_cuda_status(e, "a queued kernel or copy");
     return pc_take_failure();
 }

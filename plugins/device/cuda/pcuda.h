@@ -32,7 +32,8 @@ typedef struct pc_state {
     const plait_host *host;
     int is_open;
     int ordinal;
-    cudaStream_t stream;
+    cudaStream_t stream;        /* the compute stream (plait/device.h) */
+    cudaStream_t comm_stream;   /* the communication stream (ABI 1.4) */
     plait_precision precision;
     int deterministic;
     int sm_count;
@@ -71,6 +72,20 @@ void pc_close(void);
 void *pc_alloc(size_t bytes, const char *tag);
 void pc_free(void *ptr);
 plait_status pc_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir);
+plait_status pc_copy_on(plait_device_stream stream, void *dst, const void *src, size_t bytes, plait_copy_dir dir);
+/* Make this process's GPU current on the calling thread (CUDA's current
+ * device is per thread); 0 if CUDA refused. */
+int pc_make_current(void);
+/* A failed CUDA call as a plait_status with the message set. */
+plait_status pc_cuda_status(cudaError_t e, const char *what);
+
+/* ---- events.c: streams and events (ABI 1.4) -------------------------------- */
+plait_device_event *pc_event_create(void);
+void pc_event_destroy(plait_device_event *ev);
+plait_status pc_event_record(plait_device_event *ev, plait_device_stream stream);
+plait_status pc_event_wait(plait_device_event *ev, plait_device_stream stream);
+plait_status pc_event_synchronize(plait_device_event *ev);
+void *pc_event_native(plait_device_event *ev);
 plait_status pc_fill_zero(void *dst, size_t bytes);
 plait_status pc_synchronize(void);
 void pc_memory_stats(uint64_t *in_use, uint64_t *peak);

@@ -55,6 +55,13 @@ static const plait_device_ops g_ops = {
     .kernels = cuda_kernels,
     .alloc_pinned = pc_alloc_pinned,
     .free_pinned = pc_free_pinned,
+    .event_create = pc_event_create,
+    .event_destroy = pc_event_destroy,
+    .event_record = pc_event_record,
+    .event_wait = pc_event_wait,
+    .event_synchronize = pc_event_synchronize,
+    .copy_on = pc_copy_on,
+    .event_native = pc_event_native,
 };
 
 static const plait_plugin_desc g_desc = {

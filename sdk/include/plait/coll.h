@@ -60,6 +60,15 @@ typedef struct plait_coll_opts {
     plait_mem_kind mem_kind;/* of both send and recv buffers */
     plait_stream *stream;   /* device collectives only */
     const char *label;      /* short name for errors and traces ("dp bucket 3"); may be NULL */
+    /* ABI 1.4. Device buffers: the collective (and a send or receive) reads
+     * and writes them only after this event of the open device
+     * (plait/device.h), recorded on the compute stream after the last kernel
+     * that writes or reads them (a DP bucket: after its last gradient's
+     * backward kernel). NULL: the point of the call (the core records an
+     * event there). Ignored for host memory and on a device without events.
+     * The caller keeps the event alive, and does not record it again,
+     * until the request finishes. */
+    struct plait_device_event *ready;
 } plait_coll_opts;
 
 /* Counters kept per communicator since its creation. */

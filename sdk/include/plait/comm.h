@@ -256,6 +256,17 @@ typedef struct plait_comm_ops {
     plait_status (*stream_create)(void *comm, plait_stream **stream);
     plait_status (*stream_sync)(void *comm, plait_stream *stream, double timeout_s);
     void (*stream_destroy)(void *comm, plait_stream *stream);
+
+    /* --- ABI 1.4 ------------------------------------------------------- */
+    /* Make `stream` (NULL: the communicator's own) wait on the device, not
+     * on the host, for `native_event` — a device event's native handle
+     * (plait_device_ops.event_native: a cudaEvent_t under
+     * PLAIT_COMM_CUDA_STREAMS) — before the next operation posted on it
+     * runs. The core calls it just before handing the plugin a native
+     * collective or a send/receive of device memory whose plait_coll_opts
+     * named a ready event, from the thread that posts it. Optional: NULL
+     * makes the core wait for the event on the host first. */
+    plait_status (*wait_event)(void *comm, plait_stream *stream, void *native_event);
 } plait_comm_ops;
 
 #ifndef PLAIT_NO_SDK_1_0_NAMES

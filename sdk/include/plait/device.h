@@ -1,6 +1,6 @@
 /*
- * plait SDK — a compute device (ABI 1.3): where a rank's tensors live and the
- * kernels that compute on them.
+ * plait SDK — a compute device (ABI 1.3; streams and events 1.4): where a
+ * rank's tensors live and the kernels that compute on them.
  *
  * A device plugin (kind PLAIT_KIND_DEVICE, file libplait-device-<name>.so,
  * selected by `[device] plugin`) provides one `plait_device_ops` table.
@@ -26,6 +26,55 @@
  * (the trainer reads the loss once per step that way). synchronize() waits
  * for everything queued and reports an error a kernel raised
  * asynchronously. On the cpu device every call completes before it returns.
+ * That stream is the compute stream (PLAIT_STREAM_COMPUTE below).
+ *
+ * Streams and events (ABI 1.4; the members after free_pinned). A device
+ * with them has a second stream, the communication stream
+ * (PLAIT_STREAM_COMM), on which the core moves device buffers for the
+ * collectives (copy_on), and events that order one stream after a point of
+ * the other without blocking the host — the way a GPU overlaps gradient
+ * reduction with the backward kernels (PyTorch DDP's reducer and NCCL
+ * itself work so). The rules:
+ *
+ *  - event_record(ev, s) marks the point of stream s after everything
+ *    queued on s so far, whichever thread queued it. Any thread may record.
+ *    Recording again moves the mark; a wait or synchronize uses the mark
+ *    current when it is called. An event never recorded is complete.
+ *  - event_wait(ev, s): work queued on stream s after this call starts only
+ *    after ev's mark completed. The calling thread does not block (on a GPU
+ *    it is cudaStreamWaitEvent). Any thread.
+ *  - event_synchronize(ev) blocks the calling thread until ev's mark
+ *    completed, and reports an asynchronous failure of the work before it.
+ *    Any thread; this is a host synchronisation, but only up to the mark.
+ *  - copy_on(s, ...) is copy() in the order of stream s. On the
+ *    communication stream it does NOT follow the compute stream: device
+ *    memory the compute stream writes or reads must be ordered with an event
+ *    first (event_wait on PLAIT_STREAM_COMM, or event_synchronize). Copies
+ *    to or from host memory return when the host memory may be read or
+ *    reused (the bytes are there, or taken); device-to-device ones are
+ *    queued. Compute reading what the communication stream wrote orders
+ *    with an event recorded on PLAIT_STREAM_COMM and event_wait on
+ *    PLAIT_STREAM_COMPUTE, or by the host having seen the copy return.
+ *  - The collectives: plait_coll_opts.ready (plait/coll.h) names the event
+ *    after which a collective may touch its device buffers (NULL: the core
+ *    records one on the compute stream when the collective is called). The
+ *    core's staging for host transports waits for it on the copy thread
+ *    (event_synchronize, never a device-wide synchronize) and copies on the
+ *    communication stream; a comm plugin moving device memory itself gets
+ *    its native handle (event_native: a cudaEvent_t on cuda) and makes its
+ *    own stream wait (plait_comm_ops.wait_event, plait/comm.h).
+ *
+ * Lifetime: event_create makes an event (NULL and the message set on
+ * failure); event_destroy releases it once no event_synchronize on it is
+ * running (waits already queued on a stream stay valid). Events belong to
+ * the open device and are destroyed before close().
+ *
+ * A device without these members (its struct_size stops before
+ * event_create: a plugin built against 1.3) has the compute stream only;
+ * the core then copies staged buffers with copy(), which follows the
+ * compute stream (PLAIT_DEVICE_HAS_EVENTS below tells which). A device
+ * whose kernels run before they return (cpu) implements them trivially:
+ * every mark is complete when recorded.
  *
  * Precision ([run] precision): kernels compute in float32 storage; with
  * PLAIT_PRECISION_TF32 the matrix products may use TF32 tensor cores, with
@@ -35,7 +84,8 @@
  * honour a mode refuses it in open() with PLAIT_ERR_UNSUPPORTED and a reason.
  *
  * Thread-safety: open/close once per process from the main thread; alloc,
- * free, alloc_pinned, free_pinned, memory_stats and copy from any thread (a copy orders after what was
+ * free, alloc_pinned, free_pinned, memory_stats, copy and (1.4) the event
+ * functions and copy_on from any thread (a copy orders after what was
  * queued before it on the device's stream, whichever thread queued it: the
  * core's staging of device buffers for host transports calls it from the
  * collective's thread); fill_zero, synchronize and the kernels from the
@@ -46,6 +96,8 @@
  */
 #ifndef PLAIT_DEVICE_H
 #define PLAIT_DEVICE_H
+
+#include <stddef.h>
 
 #include <plait/types.h>
 #include <plait/config.h>
@@ -63,6 +115,15 @@ typedef enum plait_precision {
     PLAIT_PRECISION_TF32 = 1,
     PLAIT_PRECISION_BF16 = 2
 } plait_precision;
+
+/* The device's streams (ABI 1.4). */
+typedef enum plait_device_stream {
+    PLAIT_STREAM_COMPUTE = 0, /* kernels, fill_zero, copy(): the one stream of ABI 1.3 */
+    PLAIT_STREAM_COMM = 1     /* the communication stream: the collectives' copies */
+} plait_device_stream;
+
+/* A point in a stream (ABI 1.4): made by event_create, the device's own. */
+typedef struct plait_device_event plait_device_event;
 
 /* Direction of copy(). */
 typedef enum plait_copy_dir {
@@ -141,7 +202,27 @@ typedef struct plait_device_ops {
      * core then uses plain host memory. Any thread. */
     void *(*alloc_pinned)(size_t bytes, const char *tag);
     void (*free_pinned)(void *ptr);
+
+    /* --- ABI 1.4: streams and events (see the header comment) --------- */
+    /* All or none: a device with events sets every member below. */
+    plait_device_event *(*event_create)(void);
+    void (*event_destroy)(plait_device_event *ev);
+    plait_status (*event_record)(plait_device_event *ev, plait_device_stream stream);
+    plait_status (*event_wait)(plait_device_event *ev, plait_device_stream stream);
+    plait_status (*event_synchronize)(plait_device_event *ev);
+    plait_status (*copy_on)(plait_device_stream stream, void *dst, const void *src, size_t bytes,
+                            plait_copy_dir dir);
+    /* The event's native handle for a comm plugin sharing the device's
+     * driver (a cudaEvent_t on cuda), or NULL where there is none (cpu). */
+    void *(*event_native)(plait_device_event *ev);
 } plait_device_ops;
+
+/* True if device table `ops` (from a possibly older plugin) has streams and
+ * events (ABI 1.4). */
+#define PLAIT_DEVICE_HAS_EVENTS(ops)                                                                   \
+    ((ops) != NULL &&                                                                                  \
+     (ops)->struct_size >= offsetof(plait_device_ops, event_native) + sizeof((ops)->event_native) &&   \
+     (ops)->event_create != NULL)
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,70 @@
+/*
+ * Streams and events (plait/device.h, ABI 1.4): a plait_device_event is a
+ * cudaEvent_t (timing disabled: the cheapest kind, and all ordering needs);
+ * PLAIT_STREAM_COMPUTE is pc.stream, PLAIT_STREAM_COMM pc.comm_stream.
+ * event_wait is cudaStreamWaitEvent, so neither stream ever blocks the host
+ * to order after the other. The native handle goes to the NCCL plugin
+ * unchanged: a cudaEvent_t is the driver's CUevent, valid in every CUDA
+ * runtime of the process (this plugin links the runtime statically, the
+ * NCCL plugin dynamically; both use the device's primary context).
+ *
+ * Not yet run on a GPU: compiled and linked in CI only (docs/gpu.md).
+ * Any thread may call these (CUDA's event calls are thread-safe); each
+ * first makes the device current on the calling thread.
+ */
+#include "pcuda.h"
+
+static cudaStream_t stream_of(plait_device_stream s) { return s == PLAIT_STREAM_COMM ? pc.comm_stream : pc.stream; }
+
+static plait_status check(plait_device_event *ev, plait_device_stream s, int use_stream, const char *what) {
+    if (!pc.is_open) return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: %s before the device was opened", what);
+    if (!ev) return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: %s of a NULL event", what);
+    if (use_stream && (unsigned)s > PLAIT_STREAM_COMM)
+        return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: %s on stream %d, not one of plait_device_stream",
+                                  what, (int)s);
+    if (!pc_make_current()) return pc_cuda_status(cudaGetLastError(), "cudaSetDevice");
+    return PLAIT_OK;
+}
+
+plait_device_event *pc_event_create(void) {
+    if (!pc.is_open) {
+        pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: event_create before the device was opened");
+        return NULL;
+    }
+    cudaEvent_t e = NULL;
+    cudaError_t err = pc_make_current() ? cudaEventCreateWithFlags(&e, cudaEventDisableTiming) : cudaGetLastError();
+    if (err != cudaSuccess) {
+        (void)pc_cuda_status(err, "cudaEventCreateWithFlags");
+        return NULL;
+    }
+    return (plait_device_event *)(void *)e;
+}
+
+void pc_event_destroy(plait_device_event *ev) {
+    if (!ev || !pc.is_open || !pc_make_current()) return;
+    cudaEventDestroy((cudaEvent_t)(void *)ev);
+}
+
+plait_status pc_event_record(plait_device_event *ev, plait_device_stream stream) {
+    plait_status st = check(ev, stream, 1, "event_record");
+    if (st != PLAIT_OK) return st;
+    cudaError_t e = cudaEventRecord((cudaEvent_t)(void *)ev, stream_of(stream));
+    return e == cudaSuccess ? PLAIT_OK : pc_cuda_status(e, "cudaEventRecord");
+}
+
+plait_status pc_event_wait(plait_device_event *ev, plait_device_stream stream) {
+    plait_status st = check(ev, stream, 1, "event_wait");
+    if (st != PLAIT_OK) return st;
+    cudaError_t e = cudaStreamWaitEvent(stream_of(stream), (cudaEvent_t)(void *)ev, 0);
+    return e == cudaSuccess ? PLAIT_OK : pc_cuda_status(e, "cudaStreamWaitEvent");
+}
+
+plait_status pc_event_synchronize(plait_device_event *ev) {
+    plait_status st = check(ev, PLAIT_STREAM_COMPUTE, 0, "event_synchronize");
+    if (st != PLAIT_OK) return st;
+    cudaError_t e = cudaEventSynchronize((cudaEvent_t)(void *)ev);
+    if (e != cudaSuccess) return pc_cuda_status(e, "the work before an event");
+    return pc_take_failure();
+}
+
+void *pc_event_native(plait_device_event *ev) { return ev; }
