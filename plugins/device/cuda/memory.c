@@ -129,7 +129,7 @@ void *pc_alloc_pinned(size_t bytes, const char *tag) {
         return NULL;
     }
     void *p = NULL;
-    cudaError_t e = make_current() ? cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) : cudaGetLastError();
+    cudaError_t e = pc_make_current() ? cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) : cudaGetLastError();
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         pc.host->set_error(e == cudaErrorMemoryAllocation ? PLAIT_ERR_NO_MEMORY : PLAIT_ERR_SYSTEM,
@@ -141,7 +141,7 @@ void *pc_alloc_pinned(size_t bytes, const char *tag) {
 }
 
 void pc_free_pinned(void *ptr) {
-    if (ptr && make_current()) cudaFreeHost(ptr);
+    if (ptr && pc_make_current()) cudaFreeHost(ptr);
 }
 
 void pc_memory_stats(uint64_t *in_use, uint64_t *peak) {
