@@ -228,10 +228,12 @@ static void stage_reduce(const ar *w, int stage, int k) {
     size_t esz = w->esz;
     piece q = piece_of(p, w->count, w->pieces, k);
     if (stage == 0) {
+        /* mine + local index order's contributions; the first addition
+         * reads my input directly (no copy of it into place first) */
         char *part = w->recv + q.po * esz;
-        plait_coll_copy(part, w->send + q.po * esz, q.plen * esz);
         for (int t = 0; t < p->l - 1; t++)
-            plait_reduce(part, part, w->abuf + (size_t)t * q.plen * esz, q.plen, a->dtype, a->op);
+            plait_reduce(part, t ? part : w->send + q.po * esz, w->abuf + (size_t)t * q.plen * esz, q.plen, a->dtype,
+                         a->op);
     } else if (stage == 1) {
         char *share = w->recv + q.so * esz;
         for (int t = 0; t < p->h - 1; t++)

@@ -11,6 +11,11 @@
  * message on the wire whatever the memory on either side, so a device
  * buffer and a host buffer can be peers; the copies are not overlapped
  * with the transfer (the collectives' staging is).
+ *
+ * Host buffers on a transport that moves device memory only (nccl; the
+ * run's control data, a checkpoint's gathered shards) travel the other way
+ * round: through a device scratch buffer of the message's size, filled
+ * before a send, copied back after a receive, freed with the request.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +43,22 @@ void plait_p2p_describe(const plait_request *r, char *buf, size_t len) {
              where);
 }
 
+/* A host buffer's device stand-in for a transport that moves device memory
+ * only; without a device (or one the transport does not move) the host
+ * buffer goes as it is and the transport refuses it, saying why. */
+static plait_status through_device(plait_comm *comm, plait_request *r, void *buf, plait_buffer *b) {
+    const plait_comm_device *dev = plait_comm_device_get();
+    if (!dev || !dev->alloc || !dev->free || !(comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(dev->kind))) return PLAIT_OK;
+    if (!(r->scratch = dev->alloc(r->bytes, "comm p2p scratch")))
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "no device memory for a %zu-byte scratch buffer", r->bytes);
+    r->scratch_dev = dev;
+    r->host = buf;
+    *b = (plait_buffer){.ptr = r->scratch, .bytes = r->bytes, .kind = dev->kind, .device = -1};
+    if (!r->is_send) return PLAIT_OK;
+    plait_status st = dev->copy(r->scratch, buf, r->bytes, PLAIT_COPY_TO_DEVICE);
+    return st == PLAIT_OK ? st : plait_wrap_error(st, "carrying a host buffer through device memory");
+}
+
 /* The buffer the transport gets for `buf` of `kind`: itself where the
  * transport declares the kind (pinned host memory goes as host memory),
  * else a staging buffer, filled from the device for a send. */
@@ -46,6 +67,8 @@ static plait_status transport_buffer(plait_comm *comm, plait_request *r, void *b
     *b = (plait_buffer){.ptr = buf, .bytes = r->bytes, .kind = kind, .device = -1};
     if (comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(kind)) return PLAIT_OK;
     b->kind = PLAIT_MEM_HOST;
+    if (plait_mem_is_host(kind) && !(comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST)) && r->bytes)
+        return through_device(comm, r, buf, b);
     if (plait_mem_is_host(kind) || !r->bytes) return PLAIT_OK;
     plait_stage *sg = NULL;
     plait_status st = plait_stage_of(comm, &sg);
@@ -62,8 +85,13 @@ static plait_status transport_buffer(plait_comm *comm, plait_request *r, void *b
 
 /* Release the staging buffer; a completed receive first copies it back. */
 static plait_status unstage(plait_request *r, int received) {
-    if (!r->staged) return PLAIT_OK;
     plait_status st = PLAIT_OK;
+    if (r->scratch) {
+        if (received) st = r->scratch_dev->copy(r->host, r->scratch, r->bytes, PLAIT_COPY_TO_HOST);
+        r->scratch_dev->free(r->scratch);
+        r->scratch = NULL;
+    }
+    if (!r->staged) return st;
     if (received) {
         plait_stage_copy j = {.dir = PLAIT_COPY_TO_DEVICE, .host = r->staged, .dev = r->dev, .bytes = r->bytes,
                               .blocks = 1};

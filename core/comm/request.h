@@ -7,6 +7,7 @@
 #define PLAIT_CORE_COMM_REQUEST_H
 
 #include "comm/comm.h"
+#include "comm/comm_device.h"
 
 enum { PLAIT_REQ_COLL = 1, PLAIT_REQ_P2P = 2 };
 
@@ -30,6 +31,9 @@ struct plait_request {
     uint64_t p2p_seq;
     void *staged;             /* pinned copy of a device buffer (comm_stage.h), or NULL */
     void *dev;                /* the device buffer it stands for */
+    void *scratch;            /* device copy of a host buffer for a device-only transport, or NULL */
+    void *host;               /* the host buffer it stands for */
+    const plait_comm_device *scratch_dev; /* whose memory `scratch` is */
 };
 
 /* Describe a p2p request for messages. */

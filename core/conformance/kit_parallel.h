@@ -4,7 +4,7 @@
  * plugin with several axes, their products up to 2 x 2 x 2), on a small GPT
  * the kit describes itself (4 blocks, 4 heads, width 32, context 16, bytes
  * as tokens; kit_parallel_write_config):
- *   plan-layers    every rank's plan gives each layer of the model exactly
+ *   plan           every rank's plan gives each layer of the model exactly
  *                  one pipeline stage and model chunk, all ranks agree, and
  *                  in model order the (chunk, stage) virtual stages run
  *                  0, 1, ..., V-1 with none empty;
@@ -24,8 +24,9 @@
  *                  relative (a row-parallel product sums its partial
  *                  results in another order: plait's own tp is held to the
  *                  same bound).
- * The plan checks call the plugin's create and plan for every rank without
- * communicators, as the core's preflight does (train/preflight.h).
+ * The plan rules are the core's own (train/plan_check.h): the kit runs the
+ * preflight that `plait train` runs before it starts a rank (create and plan
+ * for every rank without communicators) and names the rule a plan breaks.
  * Not thread-safe; the report is filled by the calling thread.
  */
 #ifndef PLAIT_CORE_KIT_PARALLEL_H

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "train/plan_check.h"
 #include "train/precision.h"
 #include "train/run.h"
 #include "train/run_internal.h"
@@ -60,6 +61,8 @@ plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit 
     run.model.spec = plait_model_desc_spec(run.model.desc);
 
     int world = sizes[0] * sizes[1] * sizes[2];
+    plait_plan_set *plans = plait_plan_set_new(sizes[PLAIT_AXIS_DP], sizes[PLAIT_AXIS_TP], sizes[PLAIT_AXIS_PP]);
+    if (!plans) st = PLAIT_ERR_NO_MEMORY;
     for (int r = 0; st == PLAIT_OK && r < world; r++) {
         plait_mesh_coords(r, sizes, axes, c);
         run.world.mesh = (plait_mesh){.struct_size = sizeof run.world.mesh,
@@ -68,12 +71,13 @@ plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit 
                                 .pp_rank = c[PLAIT_AXIS_PP], .world_rank = r, .world_size = world,
                                 .order = order};
         st = plait_run_load_parallel(&run);
-        if (st == PLAIT_OK && visit) {
+        if (st == PLAIT_OK) {
             const char *rc = plait_config_str(cfg, "model", "recompute");
             plait_layout_rank seen = {.mesh = &run.world.mesh, .spec = run.model.spec, .batch = &run.layout.batch,
                                       .plan = &run.layout.plan,
                                       .recompute = strcmp(rc, "full") == 0 ? 2 : strcmp(rc, "selective") == 0};
-            visit(ctx, &seen);
+            plait_plan_set_add(plans, &seen);
+            if (visit) visit(ctx, &seen);
         }
         release_plan(&run);
         /* one rank's failure is the layout's unless the others plan fine */
@@ -81,6 +85,20 @@ plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit 
             st = plait_wrap_error(st, "rank %d (dp %d, tp %d, pp %d) of the layout", r, c[PLAIT_AXIS_DP],
                                   c[PLAIT_AXIS_TP], c[PLAIT_AXIS_PP]);
     }
+    /* each rank's plan was fine alone; now the rules between them */
+    char why[512];
+    const char *rule = st == PLAIT_OK ? plait_plan_set_check(plans, why, sizeof why) : NULL;
+    if (rule) {
+        const char *where = "";
+        plait_config_origin(cfg, "parallel", "plugin", &where);
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                             "%s: [parallel] plugin = %s: its plans for dp %d x tp %d x pp %d break the rule [%s] of "
+                             "plait/parallel.h, so no rank was started: %s (`plait plugin test` checks a plugin "
+                             "against every rule)",
+                             where, plait_config_str(cfg, "parallel", "plugin"), sizes[PLAIT_AXIS_DP],
+                             sizes[PLAIT_AXIS_TP], sizes[PLAIT_AXIS_PP], rule, why);
+    }
+    plait_plan_set_free(plans);
     plait_model_desc_free(run.model.desc);
     return st;
 }

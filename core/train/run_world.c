@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm_device.h"
 #include "comm/comm_job.h"
 #include "device/device.h"
 #include "host/host_table.h"
@@ -69,7 +70,13 @@ plait_status plait_run_open_world(plait_run *run) {
     const char *name = plait_config_str(run->cfg, "comm", "plugin");
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, name);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[comm] plugin = %s", name);
-    plait_status st = plait_comm_plugin_usable(d, PLAIT_MEM_HOST); /* host buffers: the core stages device tensors */
+    /* On the cpu device the buffers are host memory: the transport must move
+     * it, checked before joining so every rank fails at once. On another
+     * device the check waits for its memory kind (below): a host transport
+     * stages device tensors, one that moves device memory only (nccl) takes
+     * them directly. */
+    int on_device = strcmp(plait_config_str(run->cfg, "device", "plugin"), "cpu") != 0;
+    plait_status st = on_device ? PLAIT_OK : plait_comm_plugin_usable(d, PLAIT_MEM_HOST);
     if (st != PLAIT_OK) return st;
     plait_comm_settings settings;
     st = plait_comm_settings_from_config(run->cfg, &settings);
@@ -84,6 +91,10 @@ plait_status plait_run_open_world(plait_run *run) {
                                plait_job_math_threads(run->world.job));
         run->world.device_open = st == PLAIT_OK;
         plait_host_attach_device();
+    }
+    if (st == PLAIT_OK && on_device && plait_comm_plugin_usable(d, PLAIT_MEM_HOST) != PLAIT_OK) {
+        plait_mem_kind kind = plait_device_mem_kind();
+        st = plait_comm_plugin_usable(d, plait_mem_is_host(kind) ? PLAIT_MEM_HOST : kind);
     }
     if (st == PLAIT_OK) st = plait_comm_create_job_world(run->world.job, d->ops, run->cfg, &settings, &run->world.comm);
     if (st != PLAIT_OK) return st;

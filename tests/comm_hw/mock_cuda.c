@@ -125,6 +125,24 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) {
     return cudaSuccess;
 }
 
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags) {
+    (void)flags;
+    LOCK();
+    struct CUevent_st *known = g.events;
+    while (known && known != ev) known = known->all_next;
+    if (!s) misuse("cudaStreamWaitEvent on the legacy default stream");
+    else if (!known || ev->destroyed) misuse("cudaStreamWaitEvent on an event the stand-in did not create (or destroyed)");
+    else {
+        mop *o = new_op(OP_WAIT); /* the record current now; an unrecorded event is complete */
+        o->wait_s = ev->recorded ? ev->s : NULL;
+        o->wait_upto = ev->recorded ? ev->upto : 0;
+        place(s, o);
+        pump();
+    }
+    UNLOCK();
+    return cudaSuccess;
+}
+
 cudaError_t cudaEventQuery(cudaEvent_t ev) {
     LOCK();
     pump();
@@ -183,8 +201,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
     (void)kind;
     LOCK();
     mop *o = new_op(OP_COPY);
-    o->dst = dst;
-    o->src = src;
+    o->dst = mock_host_ptr(dst);
+    o->src = mock_host_ptr(src);
     o->n = n;
     place(s, o);
     pump();

@@ -35,13 +35,13 @@ const char *ncclGetErrorString(ncclResult_t r) {
 const char *ncclGetLastError(ncclComm_t c) { return c ? c->last : g.last; }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
-    LOCK();
-    uint64_t k = ++g.next_clique;
-    UNLOCK();
-    memset(id, 0, sizeof *id);
-    memcpy(id->internal, "MOCKNCCL", 8);
-    memcpy(id->internal + 8, &k, sizeof k);
-    return ncclSuccess;
+    ncclResult_t r = clique_new_id(id);
+    if (r != ncclSuccess) {
+        LOCK();
+        snprintf(g.last, sizeof g.last, "mock: cannot create a shared segment for a unique id");
+        UNLOCK();
+    }
+    return r;
 }
 
 /* A call on communicator `c`: live, not in progress, this thread's device. */
@@ -56,58 +56,45 @@ static int usable(struct ncclComm *c, const char *what) {
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int n, ncclUniqueId id, int rank, ncclConfig_t *cfg) {
-    uint64_t k;
-    memcpy(&k, id.internal + 8, sizeof k);
     if (memcmp(id.internal, "MOCKNCCL", 8) != 0 || n < 1 || n > MAXR || rank < 0 || rank >= n) return ncclInvalidArgument;
-    LOCK();
-    mclique *cl = NULL;
-    for (int i = 0; i < g.ncl; i++)
-        if (g.cliques[i]->id == k) cl = g.cliques[i];
-    if (!cl) {
-        cl = calloc(1, sizeof *cl);
-        cl->id = k;
-        cl->n = n;
-        g.cliques[g.ncl++] = cl;
-    }
-    if (cl->n != n || cl->members[rank]) {
-        snprintf(g.last, sizeof g.last, "mock: rank %d joined twice or with another size", rank);
-        UNLOCK();
-        return ncclInvalidArgument;
-    }
-    for (int r = 0; r < n; r++)
-        if (cl->members[r] && cl->members[r]->dev == tl_dev) {
-            snprintf(g.last, sizeof g.last, "Duplicate GPU detected : rank %d and rank %d both on CUDA device %d",
-                     rank, r, tl_dev);
-            UNLOCK();
-            return ncclInvalidUsage;
-        }
     struct ncclComm *c = calloc(1, sizeof *c);
-    c->cl = cl;
+    if (!c) return ncclSystemError;
     c->rank = rank;
     c->n = n;
     c->dev = tl_dev;
     c->blocking = !cfg || cfg->blocking != 0;
+    LOCK();
+    char why[256];
+    ncclResult_t res = clique_join(c, &id, why, sizeof why);
+    if (res != ncclSuccess) {
+        snprintf(g.last, sizeof g.last, "%s", why);
+        UNLOCK();
+        free(c);
+        return res;
+    }
     c->all_next = g.comms;
     g.comms = c;
-    cl->members[rank] = c;
-    cl->joined++;
-    pthread_cond_broadcast(&g.cv);
     *out = c;
-    ncclResult_t res = ncclSuccess;
     if (!c->blocking) {
         c->state = ncclInProgress;
         c->polls = g.inprog_polls;
         res = ncclInProgress;
     } else {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 30;
-        while (cl->joined < n)
-            if (pthread_cond_timedwait(&g.cv, &g.mu, &ts) == ETIMEDOUT) {
-                snprintf(c->last, sizeof c->last, "mock: timed out waiting for %d ranks", n - cl->joined);
+        /* every member joins from its own thread or process: poll */
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (clique_joined(c) < n) {
+            UNLOCK();
+            nanosleep(&(struct timespec){0, 200000}, NULL);
+            LOCK();
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec >= 30) {
+                snprintf(c->last, sizeof c->last, "mock: timed out waiting for %d ranks", n - clique_joined(c));
                 res = ncclSystemError;
                 break;
             }
+        }
+        clique_sweep_created(0);
     }
     UNLOCK();
     return res;
@@ -120,6 +107,12 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *err) {
         misuse("ncclCommGetAsyncError on a %s communicator", !c ? "NULL" : c->aborted ? "aborted" : "destroyed");
         UNLOCK();
         return ncclInvalidArgument;
+    }
+    clique_sweep_created(0);
+    char why[256];
+    if (c->async_err == ncclSuccess && clique_peer_failed(c, why, sizeof why)) {
+        c->async_err = ncclRemoteError;
+        snprintf(c->last, sizeof c->last, "%s", why);
     }
     if (c->async_err != ncclSuccess) {
         *err = c->async_err;
@@ -143,7 +136,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *err) {
                         !s->ops[i]->done)
                         busy = 1;
             if (!busy) c->state = ncclSuccess;
-        } else if (c->cl->joined == c->n) {
+        } else if (clique_joined(c) == c->n) {
             c->state = ncclSuccess; /* init done */
         }
     }
@@ -162,14 +155,9 @@ ncclResult_t ncclCommAbort(ncclComm_t c) {
     }
     c->aborted = 1;
     c->pending = NULL;
-    for (int r = 0; r < c->n; r++) {
-        struct ncclComm *m = c->cl->members[r];
-        if (m && m != c && !m->aborted && !m->destroyed && m->async_err == ncclSuccess) {
-            m->async_err = ncclRemoteError;
-            snprintf(m->last, sizeof m->last, "mock: rank %d of the communicator aborted", c->rank);
-        }
-    }
-    pump(); /* its kernels end */
+    clique_leave(c, 1); /* the peers see a remote error */
+    pump();             /* its kernels end */
+    mock_write_stats();
     UNLOCK();
     return ncclSuccess;
 }
@@ -203,6 +191,8 @@ ncclResult_t ncclCommDestroy(ncclComm_t c) {
                     !s->ops[i]->done)
                     misuse("ncclCommDestroy with operations pending");
         c->destroyed = 1;
+        clique_leave(c, 0);
+        mock_write_stats();
     }
     UNLOCK();
     return ncclSuccess;

@@ -375,7 +375,13 @@ static void body_streams(int rank, plait_comm *w, job *j) {
     o.stream = s;
     int64_t v[8];
     for (int i = 0; i < 8; i++) v[i] = rank + i;
+    /* ABI 1.4: the stream waits for a device event (cudaStreamWaitEvent) */
+    cudaEvent_t ev = NULL;
+    CHECK(j, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess, "cudaEventCreate");
+    CHECK(j, cudaEventRecord(ev, (cudaStream_t)(void *)s) == cudaSuccess, "cudaEventRecord");
+    CHECK_OK(j, ops->wait_event(w->pcoll, s, ev));
     CHECK_OK(j, plait_coll_api_table()->allreduce(w, v, v, 8, PLAIT_I64, PLAIT_SUM, &o, NULL));
+    cudaEventDestroy(ev);
     CHECK_OK(j, ops->stream_sync(w->pcoll, s, 5.0));
     CHECK_OK(j, ops->stream_sync(w->pcoll, NULL, 5.0));
     for (int i = 0; i < 8; i++) CHECK(j, v[i] == w->size * i + w->size * (w->size - 1) / 2, "stream allreduce [%d]", i);

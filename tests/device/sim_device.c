@@ -14,6 +14,9 @@
  * line at close at level info) so tests can check what the core routes
  * there.
  *
+ * It reports one device, or $PLAIT_SIM_DEVICES; they all share the host's
+ * memory, each rank using the ordinal it was given.
+ *
  * nodev (built with SIM_NO_DEVICE): count() finds none, with a reason,
  * as the cuda device does on a machine without a GPU: the clean-failure
  * path before any rank starts.
@@ -51,7 +54,10 @@ static plait_status sim_count(const plait_host *host, int32_t *out) {
     return host->set_error(PLAIT_OK, "no NODEV device found (the nodev test device never has one)");
 #else
     (void)host;
-    *out = 1;
+    /* PLAIT_SIM_DEVICES: how many devices this host seems to have (default
+     * 1), so tests can start one rank per "GPU" under [comm] plugin = nccl */
+    const char *e = getenv("PLAIT_SIM_DEVICES");
+    *out = e && atoi(e) > 0 ? atoi(e) : 1;
     return PLAIT_OK;
 #endif
 }

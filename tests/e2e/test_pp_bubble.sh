@@ -14,6 +14,8 @@
 # simulator measures for these lists (idle = (p-1) + (v-1)·max(0, p-m)
 # chunk-steps, checked there for tF:tB = 1:2 among others); the tolerance
 # covers the real model's compute and the messages, a few ms per step.
+# F = 40 ms keeps them small beside the sleeps even on a loaded machine (at
+# 20 ms the shares drifted past the tolerance at load 10 on 2 cores).
 #
 # Activation memory per rank (memory.csv): 1F1B holds p - s micro-batches on
 # stage s where GPipe holds all m, so every stage's activations are smaller
@@ -21,7 +23,7 @@
 # chunk-micro-batches of half a stage each (8 x 1/2 < 8 at s = 0), also
 # below GPipe.
 source "$(dirname "$0")/lib.sh"
-SLEEP_MS=20 TOL=0.03 STEPS=6
+SLEEP_MS=40 TOL=0.03 STEPS=6
 B="run.steps=$STEPS parallel.plugin=hybrid parallel.pp=4 data.micro_batch=1 model.n_layer=6"
 B="$B run.debug_compute_sleep_ms=$SLEEP_MS"
 train gpipe $B parallel.pp.schedule=gpipe

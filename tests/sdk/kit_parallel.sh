@@ -32,4 +32,22 @@ batches|plan dp2|plan-batches
 schedule|plan pp2|plan-schedule
 losses|losses dp2|losses
 LIST
+# plait train runs the same plan rules before it starts a rank: a broken
+# plugin is refused, naming the rule, and nothing is trained.
+src=$(cd "$(dirname "$0")/../.." && pwd)
+while IFS='|' read -r name layout rule; do
+  set +e
+  out=$(cd "$src" && "$plait" train configs/gpt-tiny.ini "parallel.plugin=$kit/libplait-parallel-par_$name.so" $layout \
+    run.steps=2 "run.out_dir=$TMPDIR/train-$name" 2>&1)
+  rc=$?
+  set -e
+  [ $rc -ne 0 ] || fail "train with par_$name: exit 0, expected a refusal"
+  grep -q "break the rule \[$rule\] of plait/parallel.h, so no rank was started" <<<"$out" ||
+    { echo "$out"; fail "train with par_$name: the refusal does not name rule [$rule]"; }
+  [ ! -e "$TMPDIR/train-$name/metrics.csv" ] || fail "train with par_$name: trained anyway"
+done <<'LIST'
+shards|parallel.tp=2|plan-shards
+batches|parallel.dp=2|plan-batches
+schedule|parallel.pp=2|plan-schedule
+LIST
 echo "kit parallel OK"

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# `plait train` through the real nccl plugin on device-kind buffers, without
+# a GPU: the stand-in CUDA runtime and NCCL (libplait_mock_gpu.so, preloaded
+# into every rank) carries the collectives and sends between the ranks'
+# processes, the sim test device holds the tensors (memory the host cannot
+# dereference: a host loop on it faults). Layouts dp 2 (adam), dp 2 (zero2),
+# pp 2 and dp 2 x pp 2 (zero3) give losses bit-identical to, and
+# checkpoints byte-identical with, the same runs on the cpu device over tcp
+# (every reduction here is over 2 ranks, and a + b is one IEEE number
+# whatever the order). The stand-in's counters prove NCCL carried the
+# gradients (and the activations), so a run falling back to anything else
+# fails; a run whose stand-in corrupts one gradient allreduce must differ,
+# so the comparison can fail. A rank killed mid-step, or stopped (alive but
+# silent), ends the survivor with an error naming the step and the
+# operation: the stand-in's liveness check, or [comm] timeout; never a hang.
+source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
+: "${MOCK_GPU_LIB:?}"
+CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
+STEPS=3
+S="run.steps=$STEPS run.eval_every=0 run.ckpt_every=0 run.progress=off"
+H="parallel.plugin=hybrid data.micro_batch=1"
+# a sanitizer build's runtime comes after the preloaded stand-in
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+
+# on_nccl NAME RANKS ARGS...: train over the stand-in, one "GPU" per rank;
+# its per-process counters land in $E2E_WORK/NAME.stats/
+on_nccl() {
+  local name=$1 ranks=$2
+  shift 2
+  rm -rf "${E2E_WORK:?}/$name.stats"
+  mkdir -p "$E2E_WORK/$name.stats"
+  PLAIT_MOCK_NCCL_STATS=$E2E_WORK/$name.stats PLAIT_SIM_DEVICES=$ranks PLAIT_MOCK_GPUS=$ranks \
+    LD_PRELOAD=$MOCK_GPU_LIB train "$name" "$@" device.plugin=sim comm.plugin=nccl
+  grep -q "comm nccl" "$E2E_WORK/$name.out" || fail "$name did not run over nccl: $(head -n 20 "$E2E_WORK/$name.out")"
+}
+
+# nccl_total NAME OP calls|bytes: summed over the run's processes
+nccl_total() {
+  local col=2
+  [ "$3" = bytes ] && col=3
+  cat "$E2E_WORK/$1.stats"/nccl-stats.* | awk -v op="$2" -v c=$col '$1 == op { s += $c } END { printf "%.0f\n", s }'
+}
+
+# at_least NAME OP calls|bytes MIN: a counter reached MIN
+at_least() {
+  local got
+  got=$(nccl_total "$1" "$2" "$3")
+  [ "$got" -ge "$4" ] || fail "$1: NCCL $2 $3 = $got, expected at least $4 (did training bypass NCCL?)"
+  echo "$1: NCCL $2 $3 $got (>= $4)"
+}
+
+# same_run NAME: the nccl run equals the cpu/tcp one, bit for bit
+same_run() {
+  same_losses "$1-cpu" "$1-nccl" 0
+  for f in model.safetensors optim.safetensors; do
+    cmp "$(last_ckpt "$1-cpu")/$f" "$(last_ckpt "$1-nccl")/$f" || fail "$1: $f differs between cpu/tcp and sim/nccl"
+  done
+  echo "$1: sim over nccl bit-identical to cpu over tcp (final loss $(column "$1-nccl" loss | tail -n 1))"
+}
+
+layouts=(
+  "dp2_adam|2|parallel.dp=2"
+  "dp2_zero2|2|parallel.dp=2 optim.plugin=zero2 data.micro_batch=2"
+  "pp2|2|parallel.plugin=pp parallel.dp=1 parallel.pp=2 data.micro_batch=2"
+  "dp2pp2_zero3|4|$H parallel.dp=2 parallel.pp=2 optim.plugin=zero3"
+)
+for l in "${layouts[@]}"; do
+  IFS='|' read -r name ranks args <<<"$l"
+  # shellcheck disable=SC2086 # args are separate overrides
+  train "$name-cpu" $S $args device.plugin=cpu
+  # shellcheck disable=SC2086
+  on_nccl "$name-nccl" "$ranks" $S $args
+  same_run "$name"
+done
+
+# What NCCL carried: P = the model's bytes (every gradient, every parameter).
+P=$(stat -c %s "$(last_ckpt dp2_adam-cpu)/model.safetensors")
+P=$((P * 95 / 100)) # less the safetensors header
+# dp 2, adam: every step allreduces every gradient on both ranks
+at_least dp2_adam-nccl allreduce bytes $((2 * STEPS * P))
+# zero2: gradients reduce-scattered (per micro-batch), parameters allgathered,
+# not allreduced
+at_least dp2_zero2-nccl reduce_scatter bytes $((2 * STEPS * P))
+at_least dp2_zero2-nccl allgather bytes $((2 * STEPS * P))
+[ "$(nccl_total dp2_zero2-nccl allreduce bytes)" -lt "$P" ] || fail "dp2_zero2: gradients went through allreduce"
+# pp 2: activations forward and gradients back as grouped sends, one per
+# micro-batch each way (4 micro-batches of 2 x 128 x 128 floats)
+at_least pp2-nccl send calls $((2 * STEPS * 4))
+at_least pp2-nccl recv bytes $((2 * STEPS * 4 * 2 * 128 * 128 * 4))
+at_least dp2pp2_zero3-nccl reduce_scatter bytes $((2 * STEPS * P / 2))
+at_least dp2pp2_zero3-nccl send calls $((4 * STEPS * 4))
+
+# The comparison can fail: the stand-in adds 1.0 to one element of the first
+# gradient allreduce's result on both ranks, and the run must differ.
+# shellcheck disable=SC2086
+PLAIT_MOCK_NCCL_CORRUPT=1 on_nccl corrupt-nccl 2 $S parallel.dp=2
+if cmp -s "$(last_ckpt dp2_adam-cpu)/model.safetensors" "$(last_ckpt corrupt-nccl)/model.safetensors"; then
+  fail "a corrupted gradient allreduce left the parameters identical: the comparison cannot fail"
+fi
+echo "corrupting one allreduce in the stand-in is caught (parameters differ from cpu/tcp)"
+
+# lose_peer NAME SIGNAL TIMEOUT EXPECTED: dp 2 over the stand-in; once steps
+# are running, rank 1 gets SIGNAL; rank 0 must exit 1 by itself within
+# TIMEOUT + 10 s with EXPECTED in its error, and no rank may be left.
+lose_peer() {
+  local name=$1 sig=$2 timeout=$3 want=$4 out=$E2E_WORK/$1 log=$E2E_WORK/$1.out
+  rm -rf "$out"
+  PLAIT_LAUNCH_GRACE=1 PLAIT_SIM_DEVICES=2 PLAIT_MOCK_GPUS=2 LD_PRELOAD=$MOCK_GPU_LIB \
+    "$PLAIT_BIN" train "$CFG" "run.out_dir=$out" run.steps=1000 run.eval_every=0 run.ckpt_every=0 run.progress=off \
+    parallel.dp=2 device.plugin=sim comm.plugin=nccl "comm.timeout=$timeout" >"$log" 2>&1 &
+  local launcher=$! victim="" pid
+  for _ in $(seq 600); do
+    [ -f "$out/metrics.csv" ] && [ "$(wc -l <"$out/metrics.csv")" -gt 2 ] && break
+    kill -0 $launcher 2>/dev/null || break
+    sleep 0.1
+  done
+  for pid in $(pgrep -P $launcher); do
+    if grep -zqx "PLAIT_RANK=1" /proc/"$pid"/environ 2>/dev/null; then victim=$pid; fi
+  done
+  [ -n "$victim" ] || { kill $launcher; fail "$name: rank 1 not found running: $(tail -n 5 "$log")"; }
+  kill -"$sig" "$victim"
+  local t0=$SECONDS rc=0
+  while kill -0 $launcher 2>/dev/null; do
+    if [ $((SECONDS - t0)) -gt $((timeout + 10)) ]; then
+      kill $launcher
+      kill -9 "$victim" 2>/dev/null || true
+      fail "$name: still running $((timeout + 10)) s after rank 1 got SIG$sig"
+    fi
+    sleep 0.1
+  done
+  wait $launcher || rc=$?
+  [ $rc -ne 0 ] || fail "$name: the launcher exited 0"
+  grep -q "also ended abnormally: rank 0 (exit 1)\|rank 0 failed" "$log" || fail "$name: rank 0 did not exit 1: $(tail -n 4 "$log")"
+  grep -E "^plait: error: train: step [0-9]+: .*(allreduce|reduce_scatter|allgather|broadcast) #" "$log" | grep -qF "$want" ||
+    fail "$name: rank 0's error names no step, operation or '$want': $(grep 'error' "$log" | tail -n 1)"
+  ! kill -0 "$victim" 2>/dev/null || fail "$name: rank 1 (pid $victim) is still there"
+  echo "$name: rank 1 got SIG$sig; rank 0 ended in $((SECONDS - t0)) s: $(grep -o "step [0-9]*: [a-z_]* #[0-9]*" "$log" | head -n 1) ... $want"
+}
+lose_peer killed KILL 30 "exited without leaving it"
+lose_peer stopped STOP 2 "did not finish within 2 s"
