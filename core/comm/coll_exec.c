@@ -292,6 +292,17 @@ static plait_status run_native(plait_coll_ctx *c, int *used) {
         return plait_set_error(st, "%s", msg);
     }
     if (st != PLAIT_OK) return plait_wrap_error(st, "%s: the plugin's native collective", d);
+    /* what this rank handed the transport and got back (its own algorithm
+     * moves the bytes out of sight): the input and the output buffers */
+    int root = a->root == c->rank;
+    size_t in = s.bytes, out = r.bytes;
+    if (a->kind == PLAIT_COLL_BROADCAST) {
+        in = root ? b : 0;
+        out = root ? 0 : b;
+    }
+    if (a->kind == PLAIT_COLL_REDUCE && !root) out = 0;
+    atomic_fetch_add(&comm->bytes_sent, in);
+    atomic_fetch_add(&comm->bytes_received, out);
     return PLAIT_OK;
 }
 

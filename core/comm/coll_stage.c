@@ -213,6 +213,53 @@ static plait_status staged(plait_comm *comm, const plait_coll_args *a) {
     return plait_set_error(st, "%s (chunk %zu of %zu, %s): %s", what, k + 1, chunks, failed, msg);
 }
 
+/* Gather and scatter of device memory on a transport that moves it itself
+ * through native collectives that lack them (NCCL has neither): a gather is
+ * an allgather into the root's buffer (into device scratch elsewhere), a
+ * scatter a broadcast of the root's whole buffer (into device scratch
+ * elsewhere) followed by a device copy of each rank's block. They serve
+ * rare rooted transfers (a checkpoint's shards), so moving n blocks to
+ * every rank instead of one does not matter. */
+static int rooted_by_native(const plait_comm *comm, const plait_coll_args *a) {
+    return (a->kind == PLAIT_COLL_GATHER || a->kind == PLAIT_COLL_SCATTER) && !plait_mem_is_host(a->mem_kind) &&
+           comm->ops->native_coll && comm->size > 1 && a->count;
+}
+
+static plait_status rooted_on_device(plait_comm *comm, const plait_coll_args *a) {
+    const plait_comm_device *dev = plait_comm_device_get();
+    int root = a->root == comm->rank;
+    size_t blk = a->count * plait_dtype_size(a->dtype), all = blk * (size_t)comm->size;
+    if (!root && (!dev || !dev->alloc || !dev->free || !dev->copy))
+        return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s of device memory on '%s': no device to hold the other "
+                                                      "ranks' blocks", plait_coll_kind_name(a->kind), comm->name);
+    char *tmp = root ? NULL : dev->alloc(all, "comm gather/scatter scratch");
+    if (!root && !tmp)
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s on '%s': no device memory for %zu bytes of scratch",
+                               plait_coll_kind_name(a->kind), comm->name, all);
+    plait_coll_args c = *a;
+    if (a->kind == PLAIT_COLL_GATHER) {
+        c.kind = PLAIT_COLL_ALLGATHER;
+        c.recv = root ? a->recv : tmp;
+    } else {
+        c.kind = PLAIT_COLL_BROADCAST;
+        c.count = a->count * (size_t)comm->size;
+        c.recv = root ? (void *)(uintptr_t)a->send : tmp;
+        c.send = c.recv;
+    }
+    plait_status st = plait_coll_execute(comm, &c);
+    if (st == PLAIT_OK && a->kind == PLAIT_COLL_SCATTER) {
+        const char *mine = (const char *)c.recv + (size_t)comm->rank * blk;
+        if (mine != (const char *)a->recv) st = dev->copy(a->recv, mine, blk, PLAIT_COPY_ON_DEVICE);
+    }
+    if (tmp && st != PLAIT_ERR_TIMEOUT) dev->free(tmp); /* else the plugin may still write into it */
+    return st;
+}
+
+/* A collective on memory the transport moves itself. */
+static plait_status run_declared(plait_comm *comm, const plait_coll_args *a) {
+    return rooted_by_native(comm, a) ? rooted_on_device(comm, a) : plait_coll_execute(comm, a);
+}
+
 /* Host buffers on a transport that moves device memory only (nccl): the
  * run's control data (a loss, norms, a barrier). Copied whole into the
  * communicator's device scratch, reduced by the plugin's native collective
@@ -246,7 +293,7 @@ static plait_status through_device(plait_comm *comm, const plait_coll_args *a, c
         c.send = in.buf || bcast ? din : NULL;
         c.recv = out.buf || bcast ? d[1] : NULL;
         c.mem_kind = dev->kind;
-        st = plait_coll_execute(comm, &c);
+        st = run_declared(comm, &c);
     }
     if (st == PLAIT_OK && out.buf) st = dev->copy(out.buf, d[1], bout, PLAIT_COPY_TO_HOST);
     if (st == PLAIT_OK) return st;
@@ -258,8 +305,8 @@ static plait_status through_device(plait_comm *comm, const plait_coll_args *a, c
 
 plait_status plait_coll_run(plait_comm *comm, const plait_coll_args *args) {
     plait_mem_kind kind = args->mem_kind;
-    if ((args->count == 0 && args->kind != PLAIT_COLL_BARRIER) || declared(comm, kind))
-        return plait_coll_execute(comm, args);
+    if (args->count == 0 && args->kind != PLAIT_COLL_BARRIER) return plait_coll_execute(comm, args);
+    if (declared(comm, kind)) return run_declared(comm, args);
     if (!plait_mem_is_host(kind)) return staged(comm, args);
     if (declared(comm, PLAIT_MEM_HOST)) { /* pinned memory is host memory too */
         plait_coll_args a = *args;

@@ -457,7 +457,8 @@ static int coll_step(msub *x) {
         for (int r = 0; r < n; r++)
             if (atomic_load(&sh->m[r].cdone) < x->seq) return 0; /* a region may still be read */
         if (too_large(x, in_bytes)) return 1;
-        if (x->ckind != C_BCAST || x->root == me) memcpy(coll_region(cl, me), mock_host_ptr(x->send), in_bytes);
+        if (in_bytes && (x->ckind != C_BCAST || x->root == me))
+            memcpy(coll_region(cl, me), mock_host_ptr(x->send), in_bytes);
         m->ckind = x->ckind;
         m->count = x->count;
         m->dt = (int)x->dt;
@@ -482,9 +483,11 @@ static int coll_step(msub *x) {
     case C_REDUCE:
         if (me == x->root) reduce_into(out, src, n, 0, x->count, x->dt, x->op);
         break;
-    case C_BCAST: memcpy(out, src[x->root], blk); break;
+    case C_BCAST:
+        if (blk) memcpy(out, src[x->root], blk);
+        break;
     case C_ALLGATHER:
-        for (int r = 0; r < n; r++) memcpy(out + (size_t)r * blk, src[r], blk);
+        for (int r = 0; r < n && blk; r++) memcpy(out + (size_t)r * blk, src[r], blk);
         break;
     case C_RS: reduce_into(out, src, n, (size_t)me * x->count, x->count, x->dt, x->op); break;
     }
@@ -504,7 +507,7 @@ static int send_step(msub *x) {
     int changed = 0;
     if (atomic_load(&ch->sent) == x->seq && atomic_load(&ch->recvd) == x->seq) {
         if (too_large(x, bytes)) return 1;
-        memcpy(chan_region(c->cl, c->rank, x->peer), mock_host_ptr(x->send), bytes);
+        if (bytes) memcpy(chan_region(c->cl, c->rank, x->peer), mock_host_ptr(x->send), bytes);
         ch->count = x->count;
         ch->dt = (int)x->dt;
         atomic_store(&ch->sent, x->seq + 1);

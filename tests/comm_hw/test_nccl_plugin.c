@@ -424,6 +424,26 @@ static void body_host_control(int rank, plait_comm *w, job *j) {
     int32_t mine = 10 + rank, all[MAXR] = {0};
     st = api->allgather(w, &mine, all, 1, PLAIT_I32, NULL, NULL);
     for (int q = 0; q < n && st == PLAIT_OK; q++) CHECK(j, all[q] == 10 + q, "allgather[%d] = %d", q, all[q]);
+    /* gather and scatter: NCCL has neither; an allgather / a broadcast on
+     * device scratch stands in */
+    int32_t got[MAXR] = {0}, part = -1, parts[MAXR];
+    st = api->gather(w, &mine, got, 1, PLAIT_I32, 2, NULL, NULL);
+    CHECK(j, st == PLAIT_OK, "gather: %s", plait_last_error());
+    for (int q = 0; q < n && st == PLAIT_OK; q++)
+        CHECK(j, got[q] == (rank == 2 ? 10 + q : 0), "gather[%d] on rank %d = %d", q, rank, got[q]);
+    for (int q = 0; q < n; q++) parts[q] = rank == 1 ? 100 + q : -7;
+    st = api->scatter(w, parts, &part, 1, PLAIT_I32, 1, NULL, NULL);
+    CHECK(j, st == PLAIT_OK && part == 100 + rank, "scatter gave %d: %s", part, plait_last_error());
+    /* host sends and receives go through device scratch too */
+    int64_t token = 1000 + rank, from = 0;
+    if (rank < 2) {
+        plait_request *rr = NULL, *sr = NULL;
+        CHECK_OK(j, api->recv(w, &from, 1, PLAIT_I64, 1 - rank, 5, NULL, &rr));
+        CHECK_OK(j, api->send(w, &token, 1, PLAIT_I64, 1 - rank, 5, NULL, &sr));
+        if (rr) CHECK_OK(j, api->wait(rr));
+        if (sr) CHECK_OK(j, api->wait(sr));
+        CHECK(j, from == 1000 + (1 - rank), "host receive on rank %d gave %lld", rank, (long long)from);
+    }
     st = api->barrier(w, NULL, NULL);
     CHECK(j, st == PLAIT_OK, "barrier: %s", plait_last_error());
 }

@@ -4,7 +4,7 @@
 # into every rank) carries the collectives and sends between the ranks'
 # processes, the sim test device holds the tensors (memory the host cannot
 # dereference: a host loop on it faults). Layouts dp 2 (adam), dp 2 (zero2),
-# pp 2 and dp 2 x pp 2 (zero3) give losses bit-identical to, and
+# pp 2, tp 2 and dp 2 x pp 2 (zero3) give losses bit-identical to, and
 # checkpoints byte-identical with, the same runs on the cpu device over tcp
 # (every reduction here is over 2 ranks, and a + b is one IEEE number
 # whatever the order). The stand-in's counters prove NCCL carried the
@@ -73,6 +73,7 @@ layouts=(
   "dp2_adam|2|parallel.dp=2"
   "dp2_zero2|2|parallel.dp=2 optim.plugin=zero2 data.micro_batch=2"
   "pp2|2|parallel.plugin=pp parallel.dp=1 parallel.pp=2 data.micro_batch=2"
+  "tp2|2|parallel.plugin=tp parallel.dp=1 parallel.tp=2"
   "dp2pp2_zero3|4|$H parallel.dp=2 parallel.pp=2 optim.plugin=zero3"
 )
 for l in "${layouts[@]}"; do
@@ -94,10 +95,16 @@ at_least dp2_adam-nccl allreduce bytes $((2 * STEPS * P))
 at_least dp2_zero2-nccl reduce_scatter bytes $((2 * STEPS * P))
 at_least dp2_zero2-nccl allgather bytes $((2 * STEPS * P))
 [ "$(nccl_total dp2_zero2-nccl allreduce bytes)" -lt "$P" ] || fail "dp2_zero2: gradients went through allreduce"
+# the run's own accounting sees it too (metrics dp_bytes: what each step
+# handed the transport)
+dpb=$(column dp2_adam-nccl dp_bytes | head -n 1)
+awk -v b="$dpb" -v p="$P" 'BEGIN { exit !(b >= p) }' || fail "dp2_adam over nccl: dp_bytes $dpb < $P"
 # pp 2: activations forward and gradients back as grouped sends, one per
 # micro-batch each way (4 micro-batches of 2 x 128 x 128 floats)
 at_least pp2-nccl send calls $((2 * STEPS * 4))
 at_least pp2-nccl recv bytes $((2 * STEPS * 4 * 2 * 128 * 128 * 4))
+# tp 2: the row-parallel layers' activations and gradients allreduced
+at_least tp2-nccl allreduce bytes $((2 * STEPS * P))
 at_least dp2pp2_zero3-nccl reduce_scatter bytes $((2 * STEPS * P / 2))
 at_least dp2pp2_zero3-nccl send calls $((4 * STEPS * 4))
 

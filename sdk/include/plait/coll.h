@@ -74,7 +74,9 @@ typedef struct plait_coll_opts {
 /* Counters kept per communicator since its creation. */
 typedef struct plait_comm_stats {
     uint32_t struct_size;
-    uint64_t bytes_sent;     /* payload bytes this rank handed to the transport */
+    uint64_t bytes_sent;     /* payload bytes this rank handed to the transport (a native
+                              * collective: its whole input buffer, as the plugin's own
+                              * algorithm moves it out of the core's sight) */
     uint64_t bytes_received;
     uint64_t collectives;    /* collectives started */
     double wait_seconds;     /* time the calling threads spent blocked in wait */
