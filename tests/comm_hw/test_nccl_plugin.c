@@ -59,6 +59,7 @@ struct job {
 };
 
 static const plait_plugin_desc *g_desc;
+static int g_check_collectives; /* [comm] check_collectives of the next run_job */
 static char *const g_noenv[] = {NULL};
 
 static void record_fail(job *j, int line, const char *fmt, ...) PLAIT_PRINTF(3, 4);
@@ -124,6 +125,7 @@ static void run_job(job *j, int n, const char *text, const char *const *per_rank
     j->body = body;
     plait_comm_settings_default(&j->settings);
     j->settings.timeout_s = 20.0;
+    j->settings.check_collectives = g_check_collectives;
     pthread_mutex_init(&j->mu, NULL);
     pthread_barrier_init(&j->bar, NULL, (unsigned)n);
     assert_int_equal(plait_threads_run(n, rank_main, j), PLAIT_OK);
@@ -448,6 +450,24 @@ static void body_host_control(int rank, plait_comm *w, job *j) {
     CHECK(j, st == PLAIT_OK, "barrier: %s", plait_last_error());
 }
 
+/* [comm] check_collectives on, under nccl: the fingerprints travel as host
+ * control data too; the host and device collectives above pass, and a
+ * gather on one rank against an allgather elsewhere is caught, naming both
+ * calls, before anything moves. */
+static void body_checked(int rank, plait_comm *w, job *j) {
+    body_host_control(rank, w, j);
+    collectives(rank, w, j, &dev_opts);
+    const plait_coll_api *api = plait_coll_api_table();
+    int32_t mine = rank, all[MAXR] = {0};
+    plait_status st = rank == 0 ? api->gather(w, &mine, all, 1, PLAIT_I32, 0, NULL, NULL)
+                                : api->allgather(w, &mine, all, 1, PLAIT_I32, NULL, NULL);
+    CHECK(j, st == PLAIT_ERR_INVALID_ARG, "mismatched collectives gave %s", plait_status_name(st));
+    CHECK(j, strstr(plait_last_error(), "the ranks called different collectives") &&
+                 strstr(plait_last_error(), "rank 0 called gather(count 1, i32, root 0)") &&
+                 strstr(plait_last_error(), "allgather(count 1, i32"),
+          "message: %s", plait_last_error());
+}
+
 /* The stand-in's device memory is host memory: the device's copy is a memcpy. */
 static plait_status mock_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
     (void)dir;
@@ -591,6 +611,18 @@ static void test_host_control_data(void **state) {
     expect_clean(&j); /* the device scratch went with the communicators */
 }
 
+static void test_checked_collectives(void **state) {
+    (void)state;
+    plait_comm_device dev = {PLAIT_MEM_CUDA, mock_copy, mock_alloc, mock_free};
+    plait_comm_set_device(&dev);
+    job j;
+    g_check_collectives = 1;
+    run_job(&j, 3, NULL, NULL, body_checked);
+    g_check_collectives = 0;
+    plait_comm_set_device(NULL);
+    expect_clean(&j);
+}
+
 static void test_two_ranks_one_gpu(void **state) {
     (void)state;
     mock_gpu_reset(1);
@@ -693,6 +725,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_streams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_memory_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_control_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checked_collectives, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follows_open_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_ranks_one_gpu, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_device_on_one_rank, setup, teardown),
