@@ -4,7 +4,8 @@
 # with real processes has #wrong 0, its results copied back to be checked,
 # the buffers staged through pinned host memory (the device's alloc_pinned,
 # every block given back); a flipped result is caught after the copy back; a
-# device whose memory is host memory and a bad --mem are refused.
+# device whose memory is host memory and a bad --mem are refused; --mem cuda
+# selects the cuda device (here: its clean "no CUDA device found" failure).
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 mkdir -p "$E2E_WORK"
 B=("$PLAIT_BIN" bench comm --iters 2 --warmup 1 --factor 16 device.plugin=sim comm.staging_chunk=65536)
@@ -59,5 +60,32 @@ grep -q "keeps its memory in host memory" "$E2E_WORK/cpu.out" || fail "cpu: $(ca
 rc=0
 "$PLAIT_BIN" bench comm --op allreduce --mem gpu >"$E2E_WORK/badmem.out" 2>&1 || rc=$?
 [ $rc -eq 2 ] || fail "--mem gpu: exit $rc, not a usage error (2)"
-grep -q -- "--mem is host or device, not 'gpu'" "$E2E_WORK/badmem.out" || fail "badmem: $(cat "$E2E_WORK/badmem.out")"
-echo "bench comm --mem device: 6 ops over threads, 3 over tcp, #wrong 0; corrupt and refusals caught"
+grep -q -- "--mem is host, cuda or device, not 'gpu'" "$E2E_WORK/badmem.out" || fail "badmem: $(cat "$E2E_WORK/badmem.out")"
+
+# --mem cuda (issue 14's spelling) is --mem device with [device] plugin = cuda:
+# without a GPU it stops with the cuda device's reason, on a GPU it runs
+rc=0
+"$PLAIT_BIN" bench comm --comm threads --threads 2 --op allreduce --mem cuda --min 4K --max 64K --iters 2 --warmup 1 \
+  >"$E2E_WORK/cuda.out" 2>&1 || rc=$?
+cuda_line=$("$PLAIT_BIN" plugins 2>/dev/null | grep -E '^device +cuda ' || true)
+if [ -z "$cuda_line" ]; then
+  [ $rc -eq 1 ] || fail "--mem cuda without the cuda plugin: exit $rc: $(cat "$E2E_WORK/cuda.out")"
+  grep -qF "key 'plugin' in [device]: 'cuda' cannot be loaded" "$E2E_WORK/cuda.out" ||
+    fail "--mem cuda without the cuda plugin: $(cat "$E2E_WORK/cuda.out")"
+elif [[ $cuda_line == *" available "* ]]; then
+  [ $rc -eq 0 ] || fail "--mem cuda on a GPU: exit $rc: $(cat "$E2E_WORK/cuda.out")"
+  grep -q "Total #wrong         : 0" "$E2E_WORK/cuda.out" || fail "--mem cuda on a GPU: $(cat "$E2E_WORK/cuda.out")"
+else
+  [ $rc -eq 1 ] || fail "--mem cuda without a GPU: exit $rc: $(cat "$E2E_WORK/cuda.out")"
+  for want in "plait: error: bench comm: --mem cuda: " "[device] plugin = cuda: no CUDA device found ("; do
+    grep -qF -- "$want" "$E2E_WORK/cuda.out" || fail "--mem cuda without a GPU: $(cat "$E2E_WORK/cuda.out")"
+  done
+  [ "$(wc -l <"$E2E_WORK/cuda.out")" -eq 1 ] || fail "--mem cuda printed more than one line: $(cat "$E2E_WORK/cuda.out")"
+fi
+# it names the device itself: another [device] plugin beside it is a usage error
+rc=0
+"$PLAIT_BIN" bench comm --op allreduce --mem cuda device.plugin=sim >"$E2E_WORK/cudasim.out" 2>&1 || rc=$?
+[ $rc -eq 2 ] || fail "--mem cuda device.plugin=sim: exit $rc, not a usage error (2)"
+grep -qF -- "--mem cuda puts the buffers on the GPU ([device] plugin = cuda), but command line 'device.plugin=sim' names [device] plugin = sim; use --mem device" \
+  "$E2E_WORK/cudasim.out" || fail "cudasim: $(cat "$E2E_WORK/cudasim.out")"
+echo "bench comm --mem device: 6 ops over threads, 3 over tcp, #wrong 0; staging pool page-locked; corrupt and refusals caught; --mem cuda: $(head -c 120 "$E2E_WORK/cuda.out")"
