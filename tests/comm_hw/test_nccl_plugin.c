@@ -12,6 +12,7 @@
  * loss, a barrier) carried through device scratch when a device is open,
  * and that nothing leaks (communicators, temporaries) and no misuse is seen.
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -526,13 +527,29 @@ static void test_probe(void **state) {
     unsetenv("PLAIT_CUDA_SYSFS_ROOT");
 }
 
+/* Open file descriptors of this process (the stand-in's shared segments
+ * must not outlive their communicators). */
+static int open_fds(void) {
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n;
+}
+
 static void test_collectives(void **state) {
     (void)state;
     job j;
+    int fds = open_fds();
     run_job(&j, 4, NULL, NULL, body_collectives);
     expect_clean(&j);
     assert_true(mock_gpu_launches() > 20);
     assert_int_equal(mock_gpu_aborts(), 0);
+    assert_int_equal(open_fds(), fds);
+    /* every completed operation was counted, with its bytes */
+    assert_true(mock_gpu_op_calls(MOCK_OP_ALLREDUCE) >= 4 && mock_gpu_op_bytes(MOCK_OP_ALLREDUCE) > 0);
+    assert_true(mock_gpu_op_calls(MOCK_OP_SEND) == mock_gpu_op_calls(MOCK_OP_RECV));
 }
 
 static void test_collectives_three_ranks(void **state) {
