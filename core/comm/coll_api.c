@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "comm/coll.h"
+#include "comm/comm_device.h"
 #include "runtime/error.h"
 
 int plait_comm_rank(const plait_comm *comm) { return comm->rank; }
@@ -46,6 +47,7 @@ static plait_status issue(plait_comm *comm, plait_coll_args *a, const plait_coll
             a->stream = opts->stream;
         if (opts->struct_size >= offsetof(plait_coll_opts, label) + sizeof opts->label && opts->label)
             snprintf(a->label, sizeof a->label, "%s", opts->label);
+        if (opts->struct_size >= offsetof(plait_coll_opts, ready) + sizeof opts->ready) a->ready = opts->ready;
     }
     int n = comm->size, r = comm->rank;
     size_t esz = plait_dtype_size(a->dtype);
@@ -103,6 +105,9 @@ static plait_status issue(plait_comm *comm, plait_coll_args *a, const plait_coll
     case PLAIT_COLL_BROADCAST: a->send = a->recv; break;
     default: break;
     }
+    /* the point after which the device buffers may be touched: taken here,
+     * on the caller's thread, at the call (plait/device.h) */
+    a->ready = a->count ? plait_comm_ready_take(a->mem_kind, a->ready, &a->own_ready) : NULL;
     return plait_comm_submit(comm, a, req);
 }
 
@@ -180,17 +185,22 @@ static plait_mem_kind opts_mem_kind(const plait_coll_opts *opts) {
     return PLAIT_MEM_HOST;
 }
 
+static struct plait_device_event *opts_ready(const plait_coll_opts *opts) {
+    if (opts && opts->struct_size >= offsetof(plait_coll_opts, ready) + sizeof opts->ready) return opts->ready;
+    return NULL;
+}
+
 static plait_status api_send(plait_comm *comm, const void *buf, size_t count, plait_dtype dtype,
                              int peer, uint32_t tag, const plait_coll_opts *opts,
                              plait_request **req) {
     if (!comm) return plait_set_error(PLAIT_ERR_INVALID_ARG, "send: NULL communicator");
-    return plait_comm_p2p(comm, 1, buf, count, dtype, peer, tag, opts_mem_kind(opts), req);
+    return plait_comm_p2p_after(comm, 1, buf, count, dtype, peer, tag, opts_mem_kind(opts), opts_ready(opts), req);
 }
 
 static plait_status api_recv(plait_comm *comm, void *buf, size_t count, plait_dtype dtype, int peer,
                              uint32_t tag, const plait_coll_opts *opts, plait_request **req) {
     if (!comm) return plait_set_error(PLAIT_ERR_INVALID_ARG, "recv: NULL communicator");
-    return plait_comm_p2p(comm, 0, buf, count, dtype, peer, tag, opts_mem_kind(opts), req);
+    return plait_comm_p2p_after(comm, 0, buf, count, dtype, peer, tag, opts_mem_kind(opts), opts_ready(opts), req);
 }
 
 static plait_status api_split(plait_comm *comm, int color, int key, const char *name,

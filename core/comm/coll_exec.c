@@ -268,7 +268,9 @@ static plait_status run_native(plait_coll_ctx *c, int *used) {
     plait_buffer s = {.ptr = (void *)(uintptr_t)a->send, .bytes = b, .kind = a->mem_kind, .device = -1};
     plait_buffer r = {.ptr = a->recv, .bytes = b, .kind = a->mem_kind, .device = -1};
     void *preq = NULL;
-    plait_status st = PLAIT_ERR_UNSUPPORTED;
+    plait_status st = plait_comm_ready_native(comm->ops, comm->pcoll, a->mem_kind, a->ready, a->stream);
+    if (st != PLAIT_OK) return st;
+    st = PLAIT_ERR_UNSUPPORTED;
 #define HAS(f) (co->struct_size >= offsetof(plait_native_coll_ops, f) + sizeof co->f && co->f)
     switch (a->kind) {
     case PLAIT_COLL_ALLREDUCE:

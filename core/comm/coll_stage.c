@@ -103,14 +103,15 @@ static int stage_whole(const plait_comm *comm, const plait_coll_args *a, plait_c
 }
 
 static plait_stage_copy job_of(plait_copy_dir dir, char *host, const side *sd, size_t count, size_t off,
-                               size_t m, size_t esz) {
+                               size_t m, size_t esz, int on_comm) {
     return (plait_stage_copy){.dir = dir,
                               .host = host,
                               .dev = sd->buf + off * esz,
                               .bytes = m * esz,
                               .host_stride = m * esz,
                               .dev_stride = count * esz,
-                              .blocks = sd->blocks};
+                              .blocks = sd->blocks,
+                              .on_comm = on_comm};
 }
 
 /* A group of one on device memory: a device-to-device copy. */
@@ -155,12 +156,19 @@ static plait_status staged(plait_comm *comm, const plait_coll_args *a) {
     plait_mem_kind host_kind = declared(comm, PLAIT_MEM_HOST_PINNED) ? PLAIT_MEM_HOST_PINNED : PLAIT_MEM_HOST;
     uint64_t ready[4] = {0}; /* ready[k&3]: the ticket chunk k waits for */
     const char *failed = NULL;
+    /* With a ready event (ABI 1.4 device) the copies run on the device's
+     * communication stream once the compute stream has passed the event:
+     * this thread waits for that point only, never for the whole device,
+     * and the compute stream keeps running what was queued after it. */
+    int on_comm = a->ready != NULL;
+    if (on_comm && (st = plait_comm_ready_wait(a->ready)) != PLAIT_OK) return plait_wrap_error(st, "%s", what);
 
 #define CHUNK_LEN(k) ((k) + 1 == chunks ? count - (k) * m : m)
 #define POST_OUT(k)                                                                                        \
     do {                                                                                                   \
         if (in.buf) {                                                                                      \
-            plait_stage_copy j = job_of(PLAIT_COPY_TO_HOST, buf[(k) & 1], &in, count, (k) * m, CHUNK_LEN(k), esz); \
+            plait_stage_copy j =                                                                           \
+                job_of(PLAIT_COPY_TO_HOST, buf[(k) & 1], &in, count, (k) * m, CHUNK_LEN(k), esz, on_comm); \
             (void)plait_stage_post(sg, &j, &ready[(k) & 3]);                                               \
         } else {                                                                                           \
             ready[(k) & 3] = plait_stage_posted(sg);                                                       \
@@ -192,7 +200,7 @@ static plait_status staged(plait_comm *comm, const plait_coll_args *a) {
             break;
         }
         if (out.buf) {
-            plait_stage_copy j = job_of(PLAIT_COPY_TO_DEVICE, hout, &out, count, k * m, len, esz);
+            plait_stage_copy j = job_of(PLAIT_COPY_TO_DEVICE, hout, &out, count, k * m, len, esz, on_comm);
             uint64_t t;
             (void)plait_stage_post(sg, &j, &t);
         }
@@ -303,7 +311,11 @@ static plait_status through_device(plait_comm *comm, const plait_coll_args *a, c
         c.send = in.buf || bcast ? din : NULL;
         c.recv = out.buf || bcast ? d[1] : NULL;
         c.mem_kind = dev->kind;
+        /* the copy in ran on the compute stream; the transport's own stream
+         * (nccl's) follows it only through an event (plait/device.h) */
+        c.ready = plait_comm_ready_take(dev->kind, NULL, &c.own_ready);
         st = run_declared(comm, &c);
+        plait_comm_ready_release(c.ready, c.own_ready);
     }
     if (st == PLAIT_OK && out.buf) st = dev->copy(out.buf, d[1], bout, PLAIT_COPY_TO_HOST);
     if (st == PLAIT_OK) return st;

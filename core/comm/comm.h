@@ -130,6 +130,10 @@ typedef struct plait_coll_args {
     char label[48];
     uint64_t seq;     /* set at issue */
     int internal;     /* core-internal (split's exchange): no fingerprint check */
+    /* device buffers: touched only after this compute-stream event
+     * (plait_coll_opts.ready; comm_device.h); NULL = compute-stream order */
+    struct plait_device_event *ready;
+    int own_ready;    /* the core recorded `ready` at the call: released when the collective ends */
 } plait_coll_args;
 
 /* ---- the communicator ------------------------------------------------ */
@@ -232,6 +236,15 @@ plait_status plait_comm_check_usable(plait_comm *comm);
 /* "comm 'dp' rank 1/4 (world rank 5)" into buf. */
 void plait_comm_where(const plait_comm *comm, char *buf, size_t len);
 
+/* Before the comm plugin (`ops`, its communicator `pcomm`) gets device
+ * buffers of `kind` directly (a native collective, or a send/receive of
+ * memory it declares) whose ready event is `ready` (comm_device.h; NULL:
+ * none): its stream (`stream`, NULL = its own) waits for the event on the device where the plugin can
+ * (plait_comm_ops.wait_event with the event's native handle), else this
+ * thread waits for it. Host memory needs nothing. */
+plait_status plait_comm_ready_native(const plait_comm_ops *ops, void *pcomm, plait_mem_kind kind,
+                                     struct plait_device_event *ready, plait_stream *stream);
+
 /* ---- collectives (coll_api.c) --------------------------------------- */
 /* The core calls these directly; plugins reach the same functions through
  * host->coll (plait_coll_api_table). Semantics, blocking/async rules (req
@@ -284,6 +297,11 @@ plait_status plait_comm_recv(plait_comm *comm, void *buf, size_t count, plait_dt
  * transport). */
 plait_status plait_comm_p2p(plait_comm *comm, int is_send, const void *buf, size_t count, plait_dtype dtype,
                             int peer, uint32_t tag, plait_mem_kind kind, plait_request **req);
+/* The same, touching device memory only after compute-stream event `ready`
+ * (plait_coll_opts.ready; NULL: the point of the call). */
+plait_status plait_comm_p2p_after(plait_comm *comm, int is_send, const void *buf, size_t count, plait_dtype dtype,
+                                  int peer, uint32_t tag, plait_mem_kind kind, struct plait_device_event *ready,
+                                  plait_request **req);
 
 /* Runs one collective on the calling thread; used by the executor: the
  * buffers go to the transport, or through staging for device memory on a

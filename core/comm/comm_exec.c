@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "comm/comm.h"
+#include "comm/comm_device.h"
 #include "comm/request.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -23,8 +24,12 @@ static uint64_t now_ns(void) {
  * communicator failed (the message stays the thread's error). */
 static plait_status run_one(plait_comm *comm, const plait_coll_args *args) {
     plait_status st = plait_comm_check_usable(comm);
-    if (st != PLAIT_OK) return st;
+    if (st != PLAIT_OK) {
+        plait_comm_ready_release(args->ready, args->own_ready);
+        return st;
+    }
     st = plait_coll_run(comm, args);
+    plait_comm_ready_release(args->ready, args->own_ready);
     if (st != PLAIT_OK && st != PLAIT_ERR_UNSUPPORTED && st != PLAIT_ERR_NO_MEMORY)
         plait_comm_fail(comm, st, plait_last_error());
     return st;
@@ -94,6 +99,7 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
     pthread_mutex_lock(&comm->lock);
     if (comm->failed != PLAIT_OK) {
         pthread_mutex_unlock(&comm->lock);
+        plait_comm_ready_release(args->ready, args->own_ready);
         return plait_comm_check_usable(comm);
     }
     uint64_t seq = ++comm->next_seq;
@@ -117,6 +123,7 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
     plait_request *r = calloc(1, sizeof *r);
     if (!r) {
         pthread_mutex_unlock(&comm->lock);
+        plait_comm_ready_release(args->ready, args->own_ready);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory queueing a collective");
     }
     r->kind = PLAIT_REQ_COLL;
@@ -128,6 +135,7 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
         /* the sequence number is taken: the communicator cannot stay consistent */
         pthread_mutex_unlock(&comm->lock);
         free(r);
+        plait_comm_ready_release(args->ready, args->own_ready);
         plait_comm_fail(comm, st, plait_last_error());
         return st;
     }

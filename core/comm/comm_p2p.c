@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "comm/comm.h"
+#include "comm/comm_device.h"
 #include "comm/comm_stage.h"
 #include "comm/reduce.h"
 #include "comm/request.h"
@@ -54,9 +55,11 @@ static plait_status through_device(plait_comm *comm, plait_request *r, void *buf
     r->scratch_dev = dev;
     r->host = buf;
     *b = (plait_buffer){.ptr = r->scratch, .bytes = r->bytes, .kind = dev->kind, .device = -1};
-    if (!r->is_send) return PLAIT_OK;
-    plait_status st = dev->copy(r->scratch, buf, r->bytes, PLAIT_COPY_TO_DEVICE);
-    return st == PLAIT_OK ? st : plait_wrap_error(st, "carrying a host buffer through device memory");
+    plait_status st = r->is_send ? dev->copy(r->scratch, buf, r->bytes, PLAIT_COPY_TO_DEVICE) : PLAIT_OK;
+    if (st != PLAIT_OK) return plait_wrap_error(st, "carrying a host buffer through device memory");
+    /* the transport's stream follows the copy in only through an event */
+    r->ready = plait_comm_ready_take(dev->kind, NULL, &r->own_ready);
+    return PLAIT_OK;
 }
 
 /* The buffer the transport gets for `buf` of `kind`: itself where the
@@ -78,7 +81,9 @@ static plait_status transport_buffer(plait_comm *comm, plait_request *r, void *b
     b->ptr = r->staged;
     if (comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST_PINNED)) b->kind = PLAIT_MEM_HOST_PINNED;
     if (!r->is_send) return PLAIT_OK;
-    plait_stage_copy j = {.dir = PLAIT_COPY_TO_HOST, .host = r->staged, .dev = buf, .bytes = r->bytes, .blocks = 1};
+    if (r->ready && (st = plait_comm_ready_wait(r->ready)) != PLAIT_OK) return st;
+    plait_stage_copy j = {.dir = PLAIT_COPY_TO_HOST, .host = r->staged, .dev = buf, .bytes = r->bytes, .blocks = 1,
+                          .on_comm = r->ready != NULL};
     st = plait_stage_copy_now(&j);
     return st == PLAIT_OK ? st : plait_wrap_error(st, "staging a device buffer");
 }
@@ -93,17 +98,26 @@ static plait_status unstage(plait_request *r, int received) {
     }
     if (!r->staged) return st;
     if (received) {
+        /* the buffer's earlier readers on the compute stream come first */
+        if (r->ready) st = plait_comm_ready_wait(r->ready);
         plait_stage_copy j = {.dir = PLAIT_COPY_TO_DEVICE, .host = r->staged, .dev = r->dev, .bytes = r->bytes,
-                              .blocks = 1};
-        st = plait_stage_copy_now(&j);
+                              .blocks = 1, .on_comm = r->ready != NULL};
+        if (st == PLAIT_OK) st = plait_stage_copy_now(&j);
     }
     plait_stage_give_back(r->comm->stage, r->staged);
     r->staged = NULL;
     return st;
 }
 
+/* A request's end: its staging buffer back (unstage) and its event released. */
+static void release(plait_request *r) {
+    plait_comm_ready_release(r->ready, r->own_ready);
+    free(r);
+}
+
 static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count, plait_dtype dtype,
-                         int peer, uint32_t tag, plait_mem_kind kind, plait_request **req) {
+                         int peer, uint32_t tag, plait_mem_kind kind, plait_device_event *ready,
+                         plait_request **req) {
     if (req) *req = NULL;
     plait_status st = plait_comm_check_usable(comm);
     if (st != PLAIT_OK) return st;
@@ -129,24 +143,28 @@ static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count,
     r->is_send = is_send;
     r->bytes = count * esz;
     r->tag = tag;
+    r->ready = count ? plait_comm_ready_take(kind, ready, &r->own_ready) : NULL;
     plait_buffer b;
     if ((st = transport_buffer(comm, r, buf, kind, &b)) != PLAIT_OK) {
         char d[256];
         plait_p2p_describe(r, d, sizeof d);
         (void)unstage(r, 0);
-        free(r);
+        release(r);
         return plait_wrap_error(st, "%s", d);
     }
     pthread_mutex_lock(&comm->p2p_lock);
     r->p2p_seq = ++comm->p2p_seq;
-    st = is_send ? comm->ops->isend(comm->pp2p, &b, peer, tag, NULL, &r->preq)
-                 : comm->ops->irecv(comm->pp2p, &b, peer, tag, NULL, &r->preq);
+    /* device memory the transport moves itself: its stream follows the event */
+    if (!r->staged) st = plait_comm_ready_native(comm->ops, comm->pp2p, b.kind, r->ready, NULL);
+    if (st == PLAIT_OK)
+        st = is_send ? comm->ops->isend(comm->pp2p, &b, peer, tag, NULL, &r->preq)
+                     : comm->ops->irecv(comm->pp2p, &b, peer, tag, NULL, &r->preq);
     pthread_mutex_unlock(&comm->p2p_lock);
     if (st != PLAIT_OK) {
         char d[256];
         plait_p2p_describe(r, d, sizeof d);
         (void)unstage(r, 0);
-        free(r);
+        release(r);
         return plait_wrap_error(st, "%s", d);
     }
     if (is_send) atomic_fetch_add(&comm->bytes_sent, r->bytes);
@@ -159,17 +177,23 @@ static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count,
 
 plait_status plait_comm_send(plait_comm *comm, const void *buf, size_t count, plait_dtype dtype,
                              int peer, uint32_t tag, plait_request **req) {
-    return post(comm, 1, (void *)(uintptr_t)buf, count, dtype, peer, tag, PLAIT_MEM_HOST, req);
+    return post(comm, 1, (void *)(uintptr_t)buf, count, dtype, peer, tag, PLAIT_MEM_HOST, NULL, req);
 }
 
 plait_status plait_comm_recv(plait_comm *comm, void *buf, size_t count, plait_dtype dtype,
                              int peer, uint32_t tag, plait_request **req) {
-    return post(comm, 0, buf, count, dtype, peer, tag, PLAIT_MEM_HOST, req);
+    return post(comm, 0, buf, count, dtype, peer, tag, PLAIT_MEM_HOST, NULL, req);
 }
 
 plait_status plait_comm_p2p(plait_comm *comm, int is_send, const void *buf, size_t count, plait_dtype dtype,
                             int peer, uint32_t tag, plait_mem_kind kind, plait_request **req) {
-    return post(comm, is_send, (void *)(uintptr_t)buf, count, dtype, peer, tag, kind, req);
+    return post(comm, is_send, (void *)(uintptr_t)buf, count, dtype, peer, tag, kind, NULL, req);
+}
+
+plait_status plait_comm_p2p_after(plait_comm *comm, int is_send, const void *buf, size_t count, plait_dtype dtype,
+                                  int peer, uint32_t tag, plait_mem_kind kind, struct plait_device_event *ready,
+                                  plait_request **req) {
+    return post(comm, is_send, (void *)(uintptr_t)buf, count, dtype, peer, tag, kind, ready, req);
 }
 
 static plait_status finish(plait_request *r, plait_status st, size_t bytes) {
@@ -182,7 +206,7 @@ static plait_status finish(plait_request *r, plait_status st, size_t bytes) {
             plait_p2p_describe(r, d, sizeof d);
             plait_wrap_error(st, "%s", d);
         }
-        free(r);
+        release(r);
         return st;
     }
     char d[256];
@@ -202,14 +226,14 @@ static plait_status finish(plait_request *r, plait_status st, size_t bytes) {
             plait_status released = comm->ops->wait(comm->pp2p, r->preq, 1.0, NULL);
             pthread_mutex_unlock(&comm->p2p_lock);
             if (released != PLAIT_ERR_TIMEOUT) (void)unstage(r, 0);
-            free(r);
+            release(r);
         } /* else: leaked on purpose; the plugin may still write the buffer */
         plait_set_error(st, "%s", msg);
         return st;
     }
     plait_comm_fail(comm, st, plait_last_error());
     (void)unstage(r, 0);
-    free(r);
+    release(r);
     return st;
 }
 

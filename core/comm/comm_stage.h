@@ -35,6 +35,9 @@ typedef struct plait_stage_copy {
     char *dev;
     size_t bytes, host_stride, dev_stride;
     int blocks;
+    /* on the device's communication stream (the operation waited for its
+     * ready event, comm_device.h); 0: with copy(), in compute-stream order */
+    int on_comm;
 } plait_stage_copy;
 
 /* The communicator's stage, created (thread started) on first use. */

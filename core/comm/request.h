@@ -31,6 +31,8 @@ struct plait_request {
     uint64_t p2p_seq;
     void *staged;             /* pinned copy of a device buffer (comm_stage.h), or NULL */
     void *dev;                /* the device buffer it stands for */
+    struct plait_device_event *ready; /* device memory: touched only after it (comm_device.h) */
+    int own_ready;                    /* recorded by the core: released with the request */
     void *scratch;            /* device copy of a host buffer for a device-only transport, or NULL */
     void *host;               /* the host buffer it stands for */
     const plait_comm_device *scratch_dev; /* whose memory `scratch` is */

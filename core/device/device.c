@@ -189,6 +189,10 @@ const plait_device_ops *plait_device_ops_open(void) { return g_dev.ops; }
 const plait_device_info *plait_device_info_open(void) { return g_dev.ops ? &g_dev.info : NULL; }
 const plait_plugin_desc *plait_device_desc_open(void) { return g_dev.desc; }
 const plait_kernels *plait_device_kernels_open(void) { return g_dev.kernels; }
+const plait_device_ops *plait_device_events_open(void) {
+    if (!g_dev.ops || g_dev.info.mem_kind == PLAIT_MEM_HOST) return NULL;
+    return PLAIT_DEVICE_HAS_EVENTS(g_dev.ops) ? g_dev.ops : NULL;
+}
 const plait_kernels *plait_device_kernels(void) { return g_dev.kernels ? g_dev.kernels : plait_kernels_table(); }
 
 plait_mem_kind plait_device_mem_kind(void) { return g_dev.ops ? g_dev.info.mem_kind : PLAIT_MEM_HOST; }

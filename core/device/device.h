@@ -55,6 +55,12 @@ const plait_device_ops *plait_device_ops_open(void);
 const plait_device_info *plait_device_info_open(void);
 const plait_plugin_desc *plait_device_desc_open(void);
 
+/* The open device's table when it has streams and events (ABI 1.4,
+ * PLAIT_DEVICE_HAS_EVENTS) and its memory is not host memory, else NULL
+ * (no device, the cpu device, or a 1.3 device plugin: everything then
+ * follows the compute stream). */
+const plait_device_ops *plait_device_events_open(void);
+
 /* The open device's kernels, or NULL when none is open. */
 const plait_kernels *plait_device_kernels_open(void);
 /* The kernels tensors are computed with: the open device's, else the

@@ -17,15 +17,44 @@
  * It reports one device, or $PLAIT_SIM_DEVICES; they all share the host's
  * memory, each rank using the ordinal it was given.
  *
+ * It is asynchronous the way a GPU is, only more so, so that ordering bugs
+ * show on a CPU: kernels, fill_zero and copies to the device are QUEUED on
+ * its compute stream and run only when something waits for them (a copy to
+ * the host, synchronize(), a kernel that returns a value, an event, free,
+ * or a queue grown past SIM_QUEUE_MAX) — by whichever thread waits, in
+ * queue order, one at a time. A copy to the device takes its host bytes at
+ * the call. The communication stream (ABI 1.4, plait/device.h) is the
+ * calling thread itself: copy_on(PLAIT_STREAM_COMM) happens at once and
+ * does NOT run the compute queue, so a staging copy that did not wait for
+ * its ready event reads the gradients as they were before the backward
+ * kernels ran: stale data, deterministically.
+ *
+ * Test switches (environment, read at open):
+ *   PLAIT_SIM_DEBUG_SKIP_WAITS=1  event_synchronize and event_wait do not
+ *       wait: the ordering they provide is gone, and tests show that runs
+ *       then go wrong (the events are load-bearing).
+ *   PLAIT_SIM_STATS=FILE  at close, append one line per process: the host
+ *       synchronisations the model's thread (the one that opened the
+ *       device) made: synchronize(), copies to the host and value-returning
+ *       kernels on the compute stream, event_synchronize; and what the
+ *       other threads did (copies on each stream, event waits).
+ *
+ * sim13 (built with SIM_ABI_1_3): the same device as a plugin built
+ * against ABI 1.3: no streams or events, so the core stages with copy(),
+ * which follows the compute stream.
+ *
  * nodev (built with SIM_NO_DEVICE): count() finds none, with a reason,
  * as the cuda device does on a machine without a GPU: the clean-failure
  * path before any rank starts.
  */
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <plait/device.h>
 #include <plait/host.h>
@@ -35,6 +64,8 @@
 
 #define SIM_OFFSET ((uintptr_t)1 << 62)
 #define HEADER 256
+/* queued operations before the enqueuing thread runs them itself */
+#define SIM_QUEUE_MAX 65536
 
 static const plait_host *g_host;
 static _Atomic uint64_t g_in_use, g_peak;
@@ -46,6 +77,105 @@ static _Atomic uint64_t g_pinned_allocs, g_pinned_live; /* alloc_pinned calls; b
 #define HF(p) ((float *)H(p))
 #define HC(p) ((const float *)H(p))
 #define HI(p) ((const int32_t *)H(p))
+
+/* ---- the compute stream: a queue run by whoever waits ---------------------- */
+
+typedef union sim_slot {
+    int64_t i;
+    float f;
+    const void *p;
+} sim_slot;
+
+/* One queued operation: a runner and its arguments; `extra` (malloc'ed,
+ * freed after the run) holds host bytes taken at the call. */
+typedef struct sim_op {
+    void (*run)(const struct sim_op *o);
+    sim_slot a[13];
+    void *extra;
+} sim_op;
+
+static struct {
+    pthread_mutex_t lock;   /* ops, n, head, base */
+    pthread_mutex_t exec;   /* one runner at a time, in order */
+    sim_op *ops;
+    size_t cap, n, head;    /* ops[head..n) are queued */
+    uint64_t base;          /* stream position of ops[0] */
+} g_q = {.lock = PTHREAD_MUTEX_INITIALIZER, .exec = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_t g_model_thread;
+static int g_skip_waits;
+static struct {
+    _Atomic uint64_t model_syncs, model_event_syncs, other_event_syncs, other_compute_copies, comm_copies, ops;
+} g_stats;
+
+static int on_model_thread(void) { return pthread_equal(pthread_self(), g_model_thread); }
+
+/* Stream position after everything queued so far. */
+static uint64_t sim_queued(void) {
+    pthread_mutex_lock(&g_q.lock);
+    uint64_t pos = g_q.base + g_q.n;
+    pthread_mutex_unlock(&g_q.lock);
+    return pos;
+}
+
+/* Run the queue up to stream position `pos` on this thread. */
+static void sim_run_to(uint64_t pos) {
+    pthread_mutex_lock(&g_q.exec);
+    for (;;) {
+        pthread_mutex_lock(&g_q.lock);
+        if (g_q.head == g_q.n) { /* all done: start the array over */
+            g_q.base += g_q.n;
+            g_q.head = g_q.n = 0;
+        }
+        if (g_q.head == g_q.n || g_q.base + g_q.head >= pos) {
+            pthread_mutex_unlock(&g_q.lock);
+            break;
+        }
+        sim_op o = g_q.ops[g_q.head]; /* a copy: the array may move while it runs */
+        pthread_mutex_unlock(&g_q.lock);
+        o.run(&o);
+        free(o.extra);
+        pthread_mutex_lock(&g_q.lock);
+        g_q.head++;
+        pthread_mutex_unlock(&g_q.lock);
+    }
+    pthread_mutex_unlock(&g_q.exec);
+}
+
+static void sim_run_all(void) { sim_run_to(sim_queued()); }
+
+/* A host synchronisation of the compute stream (counted for the model's thread). */
+static void sim_host_sync(void) {
+    if (on_model_thread()) atomic_fetch_add(&g_stats.model_syncs, 1);
+    sim_run_all();
+}
+
+static void sim_enqueue(const sim_op *o) {
+    atomic_fetch_add(&g_stats.ops, 1);
+    pthread_mutex_lock(&g_q.lock);
+    if (g_q.n == g_q.cap) {
+        size_t cap = g_q.cap ? 2 * g_q.cap : 1024;
+        sim_op *bigger = realloc(g_q.ops, cap * sizeof *bigger);
+        if (!bigger) { /* run it now instead: still in order, once the queue is done */
+            pthread_mutex_unlock(&g_q.lock);
+            sim_run_all();
+            o->run(o);
+            free(o->extra);
+            return;
+        }
+        g_q.ops = bigger;
+        g_q.cap = cap;
+    }
+    g_q.ops[g_q.n++] = *o;
+    size_t pending = g_q.n - g_q.head;
+    pthread_mutex_unlock(&g_q.lock);
+    if (pending > SIM_QUEUE_MAX) sim_run_all();
+}
+
+#define P(x) ((sim_slot){.p = (const void *)(x)})
+#define I(x) ((sim_slot){.i = (int64_t)(x)})
+#define F(x) ((sim_slot){.f = (x)})
+#define Q(runner, ...) sim_enqueue(&(sim_op){.run = (runner), .a = {__VA_ARGS__}})
 
 static plait_status sim_count(const plait_host *host, int32_t *out) {
 #ifdef SIM_NO_DEVICE
@@ -68,13 +198,40 @@ static plait_status sim_open(const plait_host *host, const plait_device_open_arg
     if (args->precision != PLAIT_PRECISION_FP32)
         return host->set_error(PLAIT_ERR_UNSUPPORTED, "the sim test device computes in fp32 only");
     plait_kernels_set_threads(args->math_threads);
+    g_model_thread = pthread_self();
+    const char *skip = getenv("PLAIT_SIM_DEBUG_SKIP_WAITS");
+    g_skip_waits = skip && skip[0] == '1';
+    if (g_skip_waits) host->log(PLAIT_LOG_WARN, "sim", "PLAIT_SIM_DEBUG_SKIP_WAITS: events order nothing (a test)");
     plait_device_info mine = {.struct_size = sizeof mine, .mem_kind = PLAIT_MEM_CUDA, .ordinal = args->ordinal};
     snprintf(mine.name, sizeof mine.name, "sim (host memory at non-canonical addresses)");
     plait_fill_versioned(info, &mine, sizeof mine);
     return PLAIT_OK;
 }
 
+static void write_stats(void) {
+    const char *path = getenv("PLAIT_SIM_STATS");
+    if (!path || !path[0]) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    fprintf(f, "pid=%ld model_syncs=%llu model_event_syncs=%llu other_event_syncs=%llu other_compute_copies=%llu "
+               "comm_copies=%llu ops=%llu\n",
+            (long)getpid(), (unsigned long long)g_stats.model_syncs, (unsigned long long)g_stats.model_event_syncs,
+            (unsigned long long)g_stats.other_event_syncs, (unsigned long long)g_stats.other_compute_copies,
+            (unsigned long long)g_stats.comm_copies, (unsigned long long)g_stats.ops);
+    fclose(f);
+}
+
 static void sim_close(void) {
+    sim_run_all();
+    write_stats();
+    /* the queue's array: the plugin may be unloaded after close, and then
+     * nothing would point at it (LeakSanitizer reports it) */
+    pthread_mutex_lock(&g_q.lock);
+    free(g_q.ops);
+    g_q.ops = NULL;
+    g_q.base += g_q.n;
+    g_q.cap = g_q.n = g_q.head = 0;
+    pthread_mutex_unlock(&g_q.lock);
     plait_kernels_set_threads(1);
     /* what the core routed to alloc_pinned, for tests that check it */
     if (g_host)
@@ -126,6 +283,7 @@ static void *sim_alloc(size_t bytes, const char *tag) {
 
 static void sim_free(void *ptr) {
     if (!ptr) return;
+    sim_run_all(); /* queued work may still use it (cudaFree waits too) */
     char *base = (char *)HN(ptr) - HEADER;
     size_t bytes;
     memcpy(&bytes, base, sizeof bytes);
@@ -133,8 +291,12 @@ static void sim_free(void *ptr) {
     free(base);
 }
 
-static plait_status sim_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
-    if (!bytes) return PLAIT_OK;
+static void r_copy_to_device(const sim_op *o) { memcpy(HN(o->a[0].p), o->extra, (size_t)o->a[1].i); }
+static void r_copy_on_device(const sim_op *o) { memmove(HN(o->a[0].p), HN(o->a[1].p), (size_t)o->a[2].i); }
+static void r_fill_zero(const sim_op *o) { memset(HN(o->a[0].p), 0, (size_t)o->a[1].i); }
+
+/* Copy at once on the calling thread (the communication stream). */
+static plait_status copy_now(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
     switch (dir) {
     case PLAIT_COPY_TO_DEVICE: memcpy(HN(dst), src, bytes); break;
     case PLAIT_COPY_TO_HOST: memcpy(dst, HN(src), bytes); break;
@@ -144,122 +306,335 @@ static plait_status sim_copy(void *dst, const void *src, size_t bytes, plait_cop
     return PLAIT_OK;
 }
 
+/* On the compute stream: to the host waits for the queue; the others queue. */
+static plait_status sim_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
+    if (!bytes) return PLAIT_OK;
+    if (!on_model_thread()) atomic_fetch_add(&g_stats.other_compute_copies, 1);
+    switch (dir) {
+    case PLAIT_COPY_TO_HOST: sim_host_sync(); return copy_now(dst, src, bytes, dir);
+    case PLAIT_COPY_ON_DEVICE: Q(r_copy_on_device, P(dst), P(src), I(bytes)); return PLAIT_OK;
+    case PLAIT_COPY_TO_DEVICE: {
+        void *taken = malloc(bytes); /* the caller may reuse its buffer at once */
+        if (!taken) return g_host->set_error(PLAIT_ERR_NO_MEMORY, "sim device: cannot queue a %zu-byte copy", bytes);
+        memcpy(taken, src, bytes);
+        sim_enqueue(&(sim_op){.run = r_copy_to_device, .a = {P(dst), I(bytes)}, .extra = taken});
+        return PLAIT_OK;
+    }
+    default: return g_host->set_error(PLAIT_ERR_INVALID_ARG, "sim device: copy direction %d", (int)dir);
+    }
+}
+
 static plait_status sim_fill_zero(void *dst, size_t bytes) {
-    if (bytes) memset(HN(dst), 0, bytes);
+    if (bytes) Q(r_fill_zero, P(dst), I(bytes));
     return PLAIT_OK;
 }
 
-static plait_status sim_synchronize(void) { return PLAIT_OK; }
+static plait_status sim_synchronize(void) {
+    sim_host_sync();
+    return PLAIT_OK;
+}
+
+#ifndef SIM_ABI_1_3 /* a 1.3 plugin has none of this */
+/* ---- streams and events (ABI 1.4) -------------------------------------- */
+
+/* A mark in the compute stream; 0 = complete (never recorded, or recorded
+ * on the communication stream, which is always done when its call returns). */
+struct plait_device_event {
+    _Atomic uint64_t pos;
+};
+
+static plait_device_event *sim_event_create(void) {
+    plait_device_event *ev = calloc(1, sizeof *ev);
+    if (!ev) g_host->set_error(PLAIT_ERR_NO_MEMORY, "sim device: out of memory for an event");
+    return ev;
+}
+
+static void sim_event_destroy(plait_device_event *ev) { free(ev); }
+
+static plait_status sim_event_record(plait_device_event *ev, plait_device_stream stream) {
+    if (!ev) return g_host->set_error(PLAIT_ERR_INVALID_ARG, "sim device: event_record of a NULL event");
+    atomic_store(&ev->pos, stream == PLAIT_STREAM_COMPUTE ? sim_queued() : 0);
+    return PLAIT_OK;
+}
+
+/* Run the compute stream up to the event's mark (unless the test switch
+ * says not to). */
+static void reach(const plait_device_event *ev) {
+    if (!g_skip_waits) sim_run_to(atomic_load(&ev->pos));
+}
+
+static plait_status sim_event_wait(plait_device_event *ev, plait_device_stream stream) {
+    if (!ev) return g_host->set_error(PLAIT_ERR_INVALID_ARG, "sim device: event_wait of a NULL event");
+    /* The compute stream already follows its own marks and the
+     * communication stream's are complete; the communication stream runs
+     * on its callers, so waiting there is running the queue now. */
+    if (stream == PLAIT_STREAM_COMM) reach(ev);
+    return PLAIT_OK;
+}
+
+static plait_status sim_event_synchronize(plait_device_event *ev) {
+    if (!ev) return g_host->set_error(PLAIT_ERR_INVALID_ARG, "sim device: event_synchronize of a NULL event");
+    atomic_fetch_add(on_model_thread() ? &g_stats.model_event_syncs : &g_stats.other_event_syncs, 1);
+    reach(ev);
+    return PLAIT_OK;
+}
+
+static plait_status sim_copy_on(plait_device_stream stream, void *dst, const void *src, size_t bytes,
+                                plait_copy_dir dir) {
+    if (stream == PLAIT_STREAM_COMPUTE) return sim_copy(dst, src, bytes, dir);
+    if (!bytes) return PLAIT_OK;
+    atomic_fetch_add(&g_stats.comm_copies, 1);
+    return copy_now(dst, src, bytes, dir);
+}
+
+static void *sim_event_native(plait_device_event *ev) {
+    (void)ev;
+    return NULL; /* no driver to share */
+}
+#endif
 
 static void sim_memory_stats(uint64_t *in_use, uint64_t *peak) {
     *in_use = atomic_load(&g_in_use);
     *peak = atomic_load(&g_peak);
 }
 
-/* ---- the kernels: addresses translated, then the CPU kernels ------------ */
+/* ---- the kernels: queued; run with addresses translated by the CPU kernels -- */
 
+static void r_sgemm(const sim_op *o) {
+    plait_k_sgemm(o->a[0].i, o->a[1].i, o->a[2].i, o->a[3].i, o->a[4].i, o->a[5].f, HC(o->a[6].p), o->a[7].i,
+        HC(o->a[8].p), o->a[9].i, o->a[10].f, HF(o->a[11].p), o->a[12].i);
+}
 static void k_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    plait_k_sgemm(ta, tb, M, N, K, alpha, HC(A), lda, HC(B), ldb, beta, HF(C), ldc);
+    Q(r_sgemm, I(ta), I(tb), I(M), I(N), I(K), F(alpha), P(A), I(lda), P(B), I(ldb), F(beta), P(C), I(ldc));
 }
-static void k_zero(float *x, size_t n) { plait_k_zero(HF(x), n); }
-static void k_copy(float *dst, const float *src, size_t n) { plait_k_copy(HF(dst), HC(src), n); }
-static void k_scale(float *x, size_t n, float a) { plait_k_scale(HF(x), n, a); }
-static void k_axpy(float *y, const float *x, size_t n, float a) { plait_k_axpy(HF(y), HC(x), n, a); }
-static double k_sumsq(const float *x, size_t n) { return plait_k_sumsq(HC(x), n); }
-static void k_adamw(float *p, const float *g, float *m, float *v, size_t n, const plait_adamw_args *a) {
-    plait_k_adamw(HF(p), HC(g), HF(m), HF(v), n, a);
+static void r_zero(const sim_op *o) {
+    plait_k_zero(HF(o->a[0].p), o->a[1].i);
+}
+static void k_zero(float *x, size_t n) {
+    Q(r_zero, P(x), I(n));
+}
+static void r_copy(const sim_op *o) {
+    plait_k_copy(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i);
+}
+static void k_copy(float *dst, const float *src, size_t n) {
+    Q(r_copy, P(dst), P(src), I(n));
+}
+static void r_scale(const sim_op *o) {
+    plait_k_scale(HF(o->a[0].p), o->a[1].i, o->a[2].f);
+}
+static void k_scale(float *x, size_t n, float a) {
+    Q(r_scale, P(x), I(n), F(a));
+}
+static void r_axpy(const sim_op *o) {
+    plait_k_axpy(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i, o->a[3].f);
+}
+static void k_axpy(float *y, const float *x, size_t n, float a) {
+    Q(r_axpy, P(y), P(x), I(n), F(a));
+}
+static void r_sumsq_exact(const sim_op *o) {
+    plait_k_sumsq_exact(H(o->a[0].p), HC(o->a[1].p), o->a[2].i);
 }
 static void k_sumsq_exact(plait_sumsq_acc *acc, const float *x, size_t n) {
-    plait_k_sumsq_exact(H(acc), HC(x), n);
+    Q(r_sumsq_exact, P(acc), P(x), I(n));
+}
+static void r_sumsq_merge(const sim_op *o) {
+    plait_k_sumsq_merge(H(o->a[0].p), H(o->a[1].p));
 }
 static void k_sumsq_merge(plait_sumsq_acc *dst, const plait_sumsq_acc *src) {
-    plait_k_sumsq_merge(H(dst), H(src));
+    Q(r_sumsq_merge, P(dst), P(src));
+}
+static void r_matmul_forward(const sim_op *o) {
+    plait_k_matmul_forward(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), o->a[4].i, o->a[5].i, o->a[6].i);
 }
 static void k_matmul_forward(float *out, const float *inp, const float *w, const float *b, int64_t BT, int64_t C,
                              int64_t OC) {
-    plait_k_matmul_forward(HF(out), HC(inp), HC(w), HC(b), BT, C, OC);
+    Q(r_matmul_forward, P(out), P(inp), P(w), P(b), I(BT), I(C), I(OC));
+}
+static void r_matmul_backward(const sim_op *o) {
+    plait_k_matmul_backward(HF(o->a[0].p), HF(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p), HC(o->a[5].p),
+        o->a[6].i, o->a[7].i, o->a[8].i);
 }
 static void k_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                               int64_t BT, int64_t C, int64_t OC) {
-    plait_k_matmul_backward(HF(dinp), HF(dw), HF(db), HC(dout), HC(inp), HC(w), BT, C, OC);
+    Q(r_matmul_backward, P(dinp), P(dw), P(db), P(dout), P(inp), P(w), I(BT), I(C), I(OC));
+}
+static void r_layernorm_forward(const sim_op *o) {
+    plait_k_layernorm_forward(HF(o->a[0].p), HF(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
+        HC(o->a[5].p), o->a[6].i, o->a[7].i);
 }
 static void k_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                                 const float *b, int64_t BT, int64_t C) {
-    plait_k_layernorm_forward(HF(out), HF(mean), HF(rstd), HC(inp), HC(w), HC(b), BT, C);
+    Q(r_layernorm_forward, P(out), P(mean), P(rstd), P(inp), P(w), P(b), I(BT), I(C));
+}
+static void r_layernorm_backward(const sim_op *o) {
+    plait_k_layernorm_backward(HF(o->a[0].p), HF(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
+        HC(o->a[5].p), HC(o->a[6].p), HC(o->a[7].p), o->a[8].i, o->a[9].i);
 }
 static void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                  const float *w, const float *mean, const float *rstd, int64_t BT, int64_t C) {
-    plait_k_layernorm_backward(HF(dinp), HF(dw), HF(db), HC(dout), HC(inp), HC(w), HC(mean), HC(rstd), BT, C);
+    Q(r_layernorm_backward, P(dinp), P(dw), P(db), P(dout), P(inp), P(w), P(mean), P(rstd), I(BT), I(C));
 }
-static void k_gelu_forward(float *out, const float *inp, size_t n) { plait_k_gelu_forward(HF(out), HC(inp), n); }
+static void r_gelu_forward(const sim_op *o) {
+    plait_k_gelu_forward(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i);
+}
+static void k_gelu_forward(float *out, const float *inp, size_t n) {
+    Q(r_gelu_forward, P(out), P(inp), I(n));
+}
+static void r_gelu_backward(const sim_op *o) {
+    plait_k_gelu_backward(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), o->a[3].i);
+}
 static void k_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
-    plait_k_gelu_backward(HF(dinp), HC(inp), HC(dout), n);
+    Q(r_gelu_backward, P(dinp), P(inp), P(dout), I(n));
+}
+static void r_attention_forward(const sim_op *o) {
+    plait_k_attention_forward(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), o->a[3].i, o->a[4].i, o->a[5].i, o->a[6].i);
 }
 static void k_attention_forward(float *out, float *att, const float *qkv, int64_t B, int64_t T, int64_t NH,
                                 int64_t HS) {
-    plait_k_attention_forward(HF(out), HF(att), HC(qkv), B, T, NH, HS);
+    Q(r_attention_forward, P(out), P(att), P(qkv), I(B), I(T), I(NH), I(HS));
+}
+static void r_attention_backward(const sim_op *o) {
+    plait_k_attention_backward(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p), o->a[5].i,
+        o->a[6].i, o->a[7].i, o->a[8].i);
 }
 static void k_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *att,
                                  int64_t B, int64_t T, int64_t NH, int64_t HS) {
-    plait_k_attention_backward(HF(dqkv), HF(scratch), HC(dout), HC(qkv), HC(att), B, T, NH, HS);
+    Q(r_attention_backward, P(dqkv), P(scratch), P(dout), P(qkv), P(att), I(B), I(T), I(NH), I(HS));
+}
+static void r_embedding_forward(const sim_op *o) {
+    plait_k_embedding_forward(HF(o->a[0].p), HI(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), o->a[4].i, o->a[5].i,
+        o->a[6].i);
 }
 static void k_embedding_forward(float *out, const int32_t *tok, const float *wte, const float *wpe, int64_t B,
                                 int64_t T, int64_t C) {
-    plait_k_embedding_forward(HF(out), HI(tok), HC(wte), HC(wpe), B, T, C);
+    Q(r_embedding_forward, P(out), P(tok), P(wte), P(wpe), I(B), I(T), I(C));
+}
+static void r_embedding_backward(const sim_op *o) {
+    plait_k_embedding_backward(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HI(o->a[3].p), o->a[4].i, o->a[5].i,
+        o->a[6].i);
 }
 static void k_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok, int64_t B,
                                  int64_t T, int64_t C) {
-    plait_k_embedding_backward(HF(dwte), HF(dwpe), HC(dout), HI(tok), B, T, C);
+    Q(r_embedding_backward, P(dwte), P(dwpe), P(dout), P(tok), I(B), I(T), I(C));
+}
+static void r_crossentropy(const sim_op *o) {
+    plait_k_crossentropy(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HI(o->a[3].p), o->a[4].i, o->a[5].i, o->a[6].f);
 }
 static void k_crossentropy(float *losses, float *dlogits, const float *logits, const int32_t *targets, int64_t BT,
                            int64_t V, float scale) {
-    plait_k_crossentropy(HF(losses), HF(dlogits), HC(logits), HI(targets), BT, V, scale);
+    Q(r_crossentropy, P(losses), P(dlogits), P(logits), P(targets), I(BT), I(V), F(scale));
+}
+static void r_matmul_forward_residual(const sim_op *o) {
+    plait_k_matmul_forward_residual(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
+        o->a[5].i, o->a[6].i, o->a[7].i);
 }
 static void k_matmul_forward_residual(float *out, const float *res, const float *inp, const float *w, const float *b,
                                       int64_t BT, int64_t C, int64_t OC) {
-    plait_k_matmul_forward_residual(HF(out), HC(res), HC(inp), HC(w), HC(b), BT, C, OC);
+    Q(r_matmul_forward_residual, P(out), P(res), P(inp), P(w), P(b), I(BT), I(C), I(OC));
+}
+static void r_add_bias_residual(const sim_op *o) {
+    plait_k_add_bias_residual(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), o->a[3].i, o->a[4].i);
 }
 static void k_add_bias_residual(float *x, const float *res, const float *b, int64_t BT, int64_t C) {
-    plait_k_add_bias_residual(HF(x), HC(res), HC(b), BT, C);
+    Q(r_add_bias_residual, P(x), P(res), P(b), I(BT), I(C));
+}
+static void r_bias_backward(const sim_op *o) {
+    plait_k_bias_backward(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i, o->a[3].i);
 }
 static void k_bias_backward(float *db, const float *dout, int64_t BT, int64_t OC) {
-    plait_k_bias_backward(HF(db), HC(dout), BT, OC);
+    Q(r_bias_backward, P(db), P(dout), I(BT), I(OC));
+}
+static void r_attention_probs(const sim_op *o) {
+    plait_k_attention_probs(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i, o->a[3].i, o->a[4].i, o->a[5].i);
 }
 static void k_attention_probs(float *att, const float *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS) {
-    plait_k_attention_probs(HF(att), HC(qkv), B, T, NH, HS);
+    Q(r_attention_probs, P(att), P(qkv), I(B), I(T), I(NH), I(HS));
+}
+static void r_embedding_forward_vocab(const sim_op *o) {
+    plait_k_embedding_forward_vocab(HF(o->a[0].p), HI(o->a[1].p), HC(o->a[2].p), o->a[3].i, o->a[4].i, HC(o->a[5].p),
+        o->a[6].i, o->a[7].i, o->a[8].i);
 }
 static void k_embedding_forward_vocab(float *out, const int32_t *tok, const float *wte, int64_t vs, int64_t nr,
                                       const float *wpe, int64_t B, int64_t T, int64_t C) {
-    plait_k_embedding_forward_vocab(HF(out), HI(tok), HC(wte), vs, nr, HC(wpe), B, T, C);
+    Q(r_embedding_forward_vocab, P(out), P(tok), P(wte), I(vs), I(nr), P(wpe), I(B), I(T), I(C));
+}
+static void r_embedding_backward_vocab(const sim_op *o) {
+    plait_k_embedding_backward_vocab(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HI(o->a[3].p), o->a[4].i, o->a[5].i,
+        o->a[6].i, o->a[7].i, o->a[8].i);
 }
 static void k_embedding_backward_vocab(float *dwte, float *dwpe, const float *dout, const int32_t *tok, int64_t vs,
                                        int64_t nr, int64_t B, int64_t T, int64_t C) {
-    plait_k_embedding_backward_vocab(HF(dwte), HF(dwpe), HC(dout), HI(tok), vs, nr, B, T, C);
+    Q(r_embedding_backward_vocab, P(dwte), P(dwpe), P(dout), P(tok), I(vs), I(nr), I(B), I(T), I(C));
+}
+static void r_add_positions(const sim_op *o) {
+    plait_k_add_positions(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i, o->a[3].i, o->a[4].i);
 }
 static void k_add_positions(float *out, const float *wpe, int64_t B, int64_t T, int64_t C) {
-    plait_k_add_positions(HF(out), HC(wpe), B, T, C);
+    Q(r_add_positions, P(out), P(wpe), I(B), I(T), I(C));
+}
+static void r_logits_rowmax(const sim_op *o) {
+    plait_k_logits_rowmax(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i, o->a[3].i, o->a[4].i);
 }
 static void k_logits_rowmax(float *rowmax, const float *logits, int64_t BT, int64_t Vl, int64_t nv) {
-    plait_k_logits_rowmax(HF(rowmax), HC(logits), BT, Vl, nv);
+    Q(r_logits_rowmax, P(rowmax), P(logits), I(BT), I(Vl), I(nv));
+}
+static void r_logits_sumexp(const sim_op *o) {
+    plait_k_logits_sumexp(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), o->a[3].i, o->a[4].i, o->a[5].i);
 }
 static void k_logits_sumexp(float *sumexp, const float *logits, const float *rowmax, int64_t BT, int64_t Vl,
                             int64_t nv) {
-    plait_k_logits_sumexp(HF(sumexp), HC(logits), HC(rowmax), BT, Vl, nv);
+    Q(r_logits_sumexp, P(sumexp), P(logits), P(rowmax), I(BT), I(Vl), I(nv));
+}
+static void r_logits_target(const sim_op *o) {
+    plait_k_logits_target(HF(o->a[0].p), HC(o->a[1].p), HI(o->a[2].p), o->a[3].i, o->a[4].i, o->a[5].i, o->a[6].i);
 }
 static void k_logits_target(float *tlogit, const float *logits, const int32_t *targets, int64_t vs, int64_t BT,
                             int64_t Vl, int64_t nv) {
-    plait_k_logits_target(HF(tlogit), HC(logits), HI(targets), vs, BT, Vl, nv);
+    Q(r_logits_target, P(tlogit), P(logits), P(targets), I(vs), I(BT), I(Vl), I(nv));
+}
+static void r_loss_rows(const sim_op *o) {
+    plait_k_loss_rows(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p), HI(o->a[5].p),
+        o->a[6].i, H(o->a[7].p));
 }
 static void k_loss_rows(float *losses, float *lse, const float *rowmax, const float *sumexp, const float *tlogit,
                         const int32_t *targets, int64_t BT, double *loss_sum) {
-    plait_k_loss_rows(HF(losses), HF(lse), HC(rowmax), HC(sumexp), HC(tlogit), HI(targets), BT, H(loss_sum));
+    Q(r_loss_rows, P(losses), P(lse), P(rowmax), P(sumexp), P(tlogit), P(targets), I(BT), P(loss_sum));
+}
+static void r_crossentropy_backward(const sim_op *o) {
+    plait_k_crossentropy_backward(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), HI(o->a[3].p), o->a[4].i, o->a[5].i,
+        o->a[6].i, o->a[7].i, o->a[8].f);
 }
 static void k_crossentropy_backward(float *dlogits, const float *logits, const float *lse, const int32_t *targets,
                                     int64_t vs, int64_t BT, int64_t Vl, int64_t nv, float scale) {
-    plait_k_crossentropy_backward(HF(dlogits), HC(logits), HC(lse), HI(targets), vs, BT, Vl, nv, scale);
+    Q(r_crossentropy_backward, P(dlogits), P(logits), P(lse), P(targets), I(vs), I(BT), I(Vl), I(nv), F(scale));
 }
-static void k_zero_f64(double *dst, size_t n) { plait_k_zero_f64(H(dst), n); }
+static void r_zero_f64(const sim_op *o) {
+    plait_k_zero_f64(H(o->a[0].p), o->a[1].i);
+}
+static void k_zero_f64(double *dst, size_t n) {
+    Q(r_zero_f64, P(dst), I(n));
+}
+
+/* Returns a value to the host: waits for the queue, then runs here. */
+static double k_sumsq(const float *x, size_t n) {
+    sim_host_sync();
+    return plait_k_sumsq(HC(x), n);
+}
+/* The arguments are host memory of the caller's: taken at the call. */
+static void r_adamw(const sim_op *o) {
+    plait_k_adamw(HF(o->a[0].p), HC(o->a[1].p), HF(o->a[2].p), HF(o->a[3].p), (size_t)o->a[4].i, o->extra);
+}
+static void k_adamw(float *p, const float *g, float *m, float *v, size_t n, const plait_adamw_args *a) {
+    plait_adamw_args *taken = malloc(sizeof *taken);
+    if (!taken) { /* no room to queue it: run it in order now */
+        sim_run_all();
+        plait_k_adamw(HF(p), HC(g), HF(m), HF(v), n, a);
+        return;
+    }
+    memcpy(taken, a, sizeof *taken);
+    sim_enqueue(&(sim_op){.run = r_adamw, .a = {P(p), P(g), P(m), P(v), I(n)}, .extra = taken});
+}
 
 static const plait_kernels sim_kernels = {
     .struct_size = sizeof(plait_kernels),
@@ -302,7 +677,18 @@ static const plait_kernels sim_kernels = {
 static const plait_kernels *sim_kernel_table(void) { return &sim_kernels; }
 
 static const plait_device_ops sim_ops = {
+#ifdef SIM_ABI_1_3 /* the table of a plugin built against 1.3 ends here */
+    .struct_size = offsetof(plait_device_ops, event_create),
+#else
     .struct_size = sizeof(plait_device_ops),
+    .event_create = sim_event_create,
+    .event_destroy = sim_event_destroy,
+    .event_record = sim_event_record,
+    .event_wait = sim_event_wait,
+    .event_synchronize = sim_event_synchronize,
+    .copy_on = sim_copy_on,
+    .event_native = sim_event_native,
+#endif
     .count = sim_count,
     .open = sim_open,
     .close = sim_close,
@@ -321,11 +707,15 @@ static const plait_plugin_desc sim_desc = {
     .struct_size = sizeof(plait_plugin_desc),
     .magic = PLAIT_PLUGIN_MAGIC,
     .abi_major = PLAIT_ABI_MAJOR,
+#ifdef SIM_ABI_1_3
     .abi_minor = 3,
+#else
+    .abi_minor = PLAIT_ABI_MINOR,
+#endif
     .kind = PLAIT_KIND_DEVICE,
     .name = SIM_NAME,
     .version = "0.0.1",
-    .description = "test device: host memory at non-canonical addresses, the CPU kernels (tests only)",
+    .description = "test device: host memory at non-canonical addresses, the CPU kernels queued and run late (tests only)",
     .ops = &sim_ops,
 };
 

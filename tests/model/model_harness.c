@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/device.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 
@@ -72,15 +73,27 @@ int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harn
         p->flat_offset = total;
         total += p->numel;
     }
-    h->data = plait_alloc(total * sizeof(float), PLAIT_MEM_HOST, 64, "params");
-    h->grad = plait_alloc(total * sizeof(float), PLAIT_MEM_HOST, 64, "grads");
+    /* the open device's memory (host memory when none is open, or the
+     * device keeps tensors in host memory); initial values go through a
+     * host copy where the host cannot write it */
+    h->on_device = plait_device_mem_kind() != PLAIT_MEM_HOST;
+    h->data = plait_device_alloc(total * sizeof(float), "params");
+    h->grad = plait_device_alloc(total * sizeof(float), "grads");
     if (!h->data || !h->grad) return fail("alloc");
+    float *init = h->on_device ? malloc(total * sizeof(float)) : h->data;
+    if (!init) return fail("alloc");
     for (int32_t i = 0; i < np; i++) {
         plait_param *p = &h->params[i];
         p->data = h->data + p->flat_offset;
         p->grad = h->grad + p->flat_offset;
-        if (plait_model_init_values(p, 0, p->numel, p->data) != PLAIT_OK) return fail("init");
+        if (plait_model_init_values(p, 0, p->numel, init + p->flat_offset) != PLAIT_OK) return fail("init");
     }
+    plait_status up = PLAIT_OK;
+    if (h->on_device) {
+        up = plait_device_copy(h->data, init, total * sizeof(float), PLAIT_COPY_TO_DEVICE);
+        free(init);
+    }
+    if (up != PLAIT_OK) return fail("upload");
     for (int32_t i = 0; i < np; i++)
         if (h->params[i].flags & PLAIT_PARAM_TIED_COPY)
             h->params[i].data = h->params[h->params[i].tied_to].data;
@@ -101,8 +114,8 @@ int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harn
 
 void harness_free(harness *h) {
     plait_model_free(h->model);
-    plait_free(h->data);
-    plait_free(h->grad);
+    plait_device_free(h->data);
+    plait_device_free(h->grad);
     free(h->params);
     free(h->shards);
     free(h->layer_stage);
@@ -118,7 +131,14 @@ plait_param *harness_param(harness *h, const char *name) {
     return NULL;
 }
 
-void harness_zero_grads(harness *h) { memset(h->grad, 0, h->set.numel * sizeof(float)); }
+void harness_zero_grads(harness *h) {
+    if (!h->on_device) {
+        memset(h->grad, 0, h->set.numel * sizeof(float));
+        return;
+    }
+    if (plait_device_ops_open()->fill_zero(h->grad, h->set.numel * sizeof(float)) != PLAIT_OK)
+        fail("zero gradients");
+}
 
 plait_status harness_forward(harness *h, const int32_t *tokens, const int32_t *targets) {
     plait_status st = plait_model_set_batch(h->model, 0, tokens, targets);

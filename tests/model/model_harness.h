@@ -3,6 +3,9 @@
  * benchmark: config from INI text, the description, a plan (optionally a
  * Megatron TP split), flat parameter and gradient storage with initial
  * values, the model, and a forward+backward of one micro-batch.
+ * Storage is the open device's memory (device/device.h) when a device with
+ * its own memory is open before harness_init (on_device), host memory
+ * otherwise.
  */
 #ifndef PLAIT_TESTS_MODEL_HARNESS_H
 #define PLAIT_TESTS_MODEL_HARNESS_H
@@ -22,6 +25,8 @@ typedef struct harness {
     plait_param_set set;
     plait_param *params;
     float *data, *grad;      /* flat storage (lm_head's data aliases wte's) */
+    int on_device;           /* data and grad are the open device's memory (host code
+                                must not touch them: plait_device_copy) */
     plait_model *model;
     int32_t B, T, V, C;
     int32_t tp, tp_rank;

@@ -17,6 +17,11 @@ typedef struct dp_bucket {
     int32_t pending;      /* parameters whose gradient is not final yet */
     int32_t first_layer, last_layer;
     plait_request *req;   /* in-flight all-reduce, or NULL */
+    /* recorded on the compute stream when the bucket starts, right after
+     * its last gradient's backward kernel was queued: the all-reduce
+     * touches the bucket only after it (plait_coll_opts.ready); NULL on a
+     * device without events (ABI 1.4, plait/device.h) */
+    plait_device_event *ready;
     int started;
     /* 1-based index of the step's grads_ready call that started the bucket;
      * 0 when finish_grads started it. */

@@ -25,7 +25,10 @@
  * Device-agnostic (plait/device_util.h): gradients and parameters are the
  * device's memory; the plugin reduces them with the collectives, folds with
  * host->kernels, and reads them on the host only through the device's copy
- * (the start-up checksum and the debug perturbation, in staged chunks).
+ * (the start-up checksum and the debug perturbation, in staged chunks). On
+ * a device with events (ABI 1.4) each bucket records one on the compute
+ * stream as it starts and hands it to its all-reduce (plait_coll_opts.ready),
+ * so launching a bucket never synchronises the host with the device.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +257,9 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     st = dp_buckets_plan(host, bind->params, skip, s->bucket_bytes, &s->buckets);
     free(skip);
     if (st != PLAIT_OK) return st;
+    if (plait_tensor_kind(host) != PLAIT_MEM_HOST && PLAIT_DEVICE_HAS_EVENTS(host->device))
+        for (int32_t i = 0; i < s->buckets.n; i++)
+            if (!(s->buckets.b[i].ready = host->device->event_create())) return PLAIT_ERR_NO_MEMORY;
     host->log(PLAIT_LOG_DEBUG, "dp", "%d gradient bucket(s) of at most %zu bytes", s->buckets.n, s->bucket_bytes);
     return PLAIT_OK;
 }
@@ -281,6 +287,15 @@ static plait_status start_bucket(dp_state *s, dp_bucket *b, uint32_t in_call) {
     if (s->skip_reduce) return PLAIT_OK;
     plait_coll_opts opts = plait_tensor_coll_opts(host, s->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
                                                   "dp gradient bucket");
+    /* No host synchronisation: the event marks where the compute stream
+     * will have produced the bucket; the reduction waits for that point on
+     * the communication side while the backward of earlier layers goes on
+     * being queued and run. */
+    if (b->ready) {
+        plait_status st = host->device->event_record(b->ready, PLAIT_STREAM_COMPUTE);
+        if (st != PLAIT_OK) return st;
+        opts.ready = b->ready;
+    }
     return host->coll->allreduce(s->mesh->dp_comm, b->grad, b->grad, b->count, PLAIT_F32, PLAIT_SUM, &opts,
                                  &b->req);
 }
@@ -350,6 +365,8 @@ static void dp_step_stats(void *state, plait_parallel_stats *out) {
 static void dp_destroy(void *state) {
     dp_state *s = state;
     if (!s) return;
+    for (int32_t i = 0; i < s->buckets.n; i++)
+        if (s->buckets.b[i].ready) s->host->device->event_destroy(s->buckets.b[i].ready);
     dp_buckets_free(&s->buckets);
     free(s->folds);
     free(s);

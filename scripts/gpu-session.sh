@@ -1,0 +1,338 @@
+#!/usr/bin/env bash
+# Everything plait wants from one call on the GPU machine (issues 13, 14, 16),
+# within about 9 minutes, logs and a summary.md written to $OUT. docs/gpu.md
+# ("Verifying on a GPU") says how to run it and what it prints.
+#
+#   scripts/gpu-session.sh --pack [BUILD]   here, after building: the peers' scripts and
+#                                           the commit into BUILD/peers, then
+#                                           ../shared/gpu/bundle.sh BUILD (writes .gpu/)
+#   bash .gpu/on-device.sh bash scripts/gpu-session.sh
+#                                           there (the device tool's run, carry [".gpu"])
+#   scripts/gpu-session.sh --dry-run        here: every part on the cpu and sim devices
+#                                           with small sizes (PLAIT_GPU_SESSION_DEVICE=sim)
+#
+# The parts, by value, each with a time budget enforced by timeout (a hang
+# costs its budget, never the call): gpu tests; the whole suite at -j8;
+# bench train GPT-2 124M bf16/tf32/fp32 beside PyTorch; bench comm on device
+# memory (nccl 1 rank, tcp staging 2 ranks) beside pinned cudaMemcpy; GPT-2
+# 124M on 2 ranks sharing the GPU over tcp staging; the CPU figures of issue
+# 16 (OPENBLAS_CORETYPE unset). A part that would not fit in the time left is
+# skipped and says so in summary.md.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+
+if [ "${1:-}" = --pack ]; then
+  build=${2:-build}
+  bundle=${PLAIT_GPU_BUNDLE:-$root/../shared/gpu/bundle.sh}
+  peers=${PLAIT_PEERS_SRC:-$root/../shared/peers/src}
+  [ -f "$bundle" ] || { echo "gpu-session: no bundle script at $bundle" >&2; exit 1; }
+  [ -d "$build" ] || { echo "gpu-session: no build directory '$build': build first" >&2; exit 1; }
+  # the peers and the commit go inside the build directory, which the
+  # bundle's tree carries to the same absolute path there (../shared does
+  # not travel, and .gpu/ is left outside the unpacked tree)
+  mkdir -p "$build/peers"
+  for f in gpt_gpu_bench.py train_gpt.py; do
+    cp "$peers/$f" "$build/peers/" || { echo "gpu-session: cannot copy the peer $peers/$f" >&2; exit 1; }
+  done
+  { git rev-parse HEAD; git status --short | wc -l | sed 's/$/ files differ from that commit/'; } >"$build/peers/commit.txt" 2>/dev/null
+  bash "$bundle" "$build" || exit 1
+  echo "packed: .gpu/ ($(du -sh .gpu | cut -f1)); run there: bash .gpu/on-device.sh bash scripts/gpu-session.sh (carry .gpu)"
+  exit 0
+fi
+
+DRY=0
+[ "${1:-}" = --dry-run ] && DRY=1
+DEV=${PLAIT_GPU_SESSION_DEVICE:-$([ $DRY = 1 ] && echo sim || echo cuda)}
+BUILD=${PLAIT_BUILD:-$root/build}
+PLAIT=$BUILD/bin/plait
+OUT=${OUT:-$root/runs/gpu-session$([ $DRY = 1 ] && echo -dry)}
+TOTAL=${PLAIT_GPU_SESSION_BUDGET:-540}
+# the GPU machine's python3 has PyTorch 2.11 with CUDA; here Debian's has 1.13 (CPU)
+PY=${PLAIT_PYTHON:-$([ $DRY = 1 ] && [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)}
+PEERS=${PLAIT_PEERS:-$BUILD/peers}
+[ -d "$PEERS" ] || PEERS=$root/../shared/peers/src
+W=$OUT/work
+mkdir -p "$W"
+SUMMARY=$OUT/summary.md
+START=$(date +%s)
+[ -x "$PLAIT" ] || { echo "gpu-session: no $PLAIT: build first" >&2; exit 1; }
+if [ "$DEV" = sim ]; then
+  # the sim test device stands in for the GPU (tests/device/sim_device.c): fp32 only
+  export PLAIT_PLUGIN_PATH=$BUILD/tests/device-plugins${PLAIT_PLUGIN_PATH:+:$PLAIT_PLUGIN_PATH}
+fi
+NCPU=$(nproc)
+[ $DRY = 1 ] && NCPU=2
+
+left() { echo $((START + TOTAL - $(date +%s))); }
+say() { echo "$*" | tee -a "$SUMMARY"; }
+
+# part TITLE BUDGET: starts a part that may take BUDGET seconds (less if less
+# is left); returns 1 (skip it) when under 20 s would be left for it.
+part() {
+  local l
+  l=$(left)
+  PART_END=$(($(date +%s) + ($2 < l ? $2 : l)))
+  say ""
+  say "## $1"
+  if [ "$l" -lt 20 ]; then
+    say "not run: only ${l}s of the session's ${TOTAL}s were left"
+    return 1
+  fi
+  echo "(budget $2 s, $l s left in the session)" >>"$SUMMARY"
+  return 0
+}
+
+# run LOG SECONDS CMD...: CMD with its output in $W/LOG, stopped after
+# min(SECONDS, what is left of the part); prints the exit status (124: timed out).
+run() {
+  local log=$W/$1 limit=$2 rc=0
+  shift 2
+  local l=$((PART_END - $(date +%s)))
+  [ "$limit" -gt "$l" ] && limit=$l
+  if [ "$limit" -lt 5 ]; then
+    echo "not started: the part's time is spent" >"$log"
+    echo 124
+    return
+  fi
+  { echo "\$ $*"; echo "(timeout ${limit}s, $(date -u +%T))"; } >"$log"
+  timeout -k 5 "$limit" "$@" >>"$log" 2>&1 || rc=$?
+  echo "(exit $rc, $(date -u +%T))" >>"$log"
+  echo $rc
+}
+
+# ctest_counts LOG: "P passed, S skipped, F failed of N" (ctest's own
+# percentage counts a skipped test as passed)
+ctest_counts() {
+  awk '/tests passed, [0-9]+ tests failed out of/ { f = $4; n = $NF } / Passed / { p++ } /\*\*\*Skipped/ { s++ }
+       END { if (n == "") print "no ctest summary (stopped?)"; else printf "%d passed, %d skipped, %d failed of %d\n", p, s, f, n }' "$W/$1"
+}
+
+status_word() { case $1 in 0) echo ok ;; 77) echo skipped ;; 124 | 137) echo "TIMED OUT" ;; *) echo "FAILED (exit $1)" ;; esac; }
+
+# gpu-memory sampler: the largest memory.used nvidia-smi reports while a
+# command runs (the process's whole footprint, CUDA context included)
+smi_peak_start() {
+  SMI_LOG=$W/smi-$1.csv
+  SMI_PID=
+  command -v nvidia-smi >/dev/null || return 0
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$SMI_LOG" 2>/dev/null &
+  SMI_PID=$!
+}
+smi_peak_stop() {
+  [ -n "${SMI_PID:-}" ] || { echo "n/a"; return; }
+  kill "$SMI_PID" 2>/dev/null
+  wait "$SMI_PID" 2>/dev/null
+  sort -n "$SMI_LOG" | tail -n 1 | awk '{ printf "%.1f GB", $1 * 1048576 / 1e9 }'
+}
+
+# bench_row LOG: "ms/step tokens/s" from a `plait bench train` table
+bench_row() { awk '/^# +ms\/step/ { getline; print $1, $2; exit }' "$W/$1"; }
+peer_field() { sed -n "s/.*RESULT .*$2=\([^ ]*\).*/\1/p" "$W/$1" | tail -n 1; }
+
+: >"$SUMMARY"
+say "# plait GPU session ($( [ $DRY = 1 ] && echo "DRY RUN on $DEV: no GPU figure here" || echo "device $DEV"))"
+say ""
+say "started $(date -u '+%F %T') UTC on $(hostname), ${TOTAL}s budget; logs: $W (and all.tar.gz)"
+
+# ---- 1. the machine --------------------------------------------------------
+if part "1. machine" 20; then
+  {
+    # git where the checkout has it (here), else what --pack recorded (there)
+    git rev-parse HEAD 2>/dev/null || cat "$BUILD/peers/commit.txt" 2>/dev/null || echo "commit unknown"
+    nvidia-smi 2>&1 || echo "no nvidia-smi"
+    nproc
+    lscpu 2>/dev/null | grep -E 'Model name|^CPU\(s\)|Flags' | cut -c1-300
+    "$PLAIT" plugins 2>&1 | grep -A1 -E '^device'
+  } >"$W/machine.log" 2>&1
+  say "commit: $(head -n 1 "$W/machine.log")"
+  say "GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo none)"
+  say "CPU: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p'), $(nproc) cores"
+  say "device plugins: $("$PLAIT" plugins 2>&1 | grep -E '^device' | awk '{ print $2 ": " $5 }' | paste -sd';' -)"
+fi
+
+# ---- 2. the gpu tests ------------------------------------------------------
+if part "2. ctest -L gpu" 200; then
+  # -V: every test's own lines (the reference tests' errors per tensor, the
+  # loss curves' largest differences) go to the log, passing or not
+  rc=$(PLAIT_TEST_VERBOSE=1 run gputests.log 200 ctest --test-dir "$BUILD" -L gpu -V --timeout 140)
+  say "ctest -L gpu: $(status_word "$rc"); $(ctest_counts gputests.log)"
+  grep -E '^ *[0-9]+/[0-9]+ Test +#' "$W/gputests.log" | sed 's/^ */    /' | tee -a "$SUMMARY"
+  # the largest error of each reference test, as a share of its bound and normwise
+  awk '/^[0-9]+: Test command: .*test_model_reference/ { n = $1; sub(/:$/, "", n); name[n] = $(NF - 1) " " $NF; gsub(/"/, "", name[n]) }
+       / worst [0-9.e+-]+ of tolerance/ { split($0, a, ":"); t = a[1]; for (i = 1; i <= NF; i++) {
+         if ($i == "worst" && $(i + 1) > w[t]) w[t] = $(i + 1); if ($i == "normwise" && $(i + 1) > nw[t]) nw[t] = $(i + 1) } }
+       END { for (t in w) printf "    reference fixtures on %s: largest error %.3f of the elementwise bound, normwise %.2e\n", name[t], w[t], nw[t] }' \
+    "$W/gputests.log" | sort | tee -a "$SUMMARY"
+  grep -hE 'max relative loss difference|relative difference of the means|bit-identical|within 1e-5|SKIP:' "$W/gputests.log" | sed 's/^[0-9]*: //' | sort -u | sed 's/^/    /' | tee -a "$SUMMARY"
+  if [ $DRY = 1 ]; then
+    # the comparisons the gpu tests make, with sim posing as the GPU
+    rc=$(run selfchecks.log 120 ctest --test-dir "$BUILD" -R '_selfcheck$|test_device_reference_sim' --output-on-failure)
+    say "sim self-checks of the gpu tests' comparisons: $(status_word "$rc"); $(ctest_counts selfchecks.log)"
+  fi
+fi
+
+# ---- 3. the whole suite ----------------------------------------------------
+if part "3. the whole suite at -j8 (gpu label in part 2)" 130; then
+  if [ $DRY = 1 ]; then
+    sel=(-R '^test_(config|device_select)$') # the whole suite takes ~14 min on 2 cores: two tests stand in
+  else
+    sel=(-LE gpu)
+  fi
+  rc=$(run suite.log 130 ctest --test-dir "$BUILD" -j8 "${sel[@]}" --timeout 120)
+  say "suite: $(status_word "$rc"); $(ctest_counts suite.log)"
+  sed -n '/The following tests FAILED/,$p' "$W/suite.log" | grep -E '^\s+[0-9]+ - ' | sed 's/^\s*/    FAILED /' | tee -a "$SUMMARY"
+  grep -E '\*\*\*Timeout|Not Run' "$W/suite.log" | sed 's/^ */    /' | tee -a "$SUMMARY"
+fi
+
+# ---- 4. GPT-2 124M on the GPU beside PyTorch -------------------------------
+if [ $DRY = 1 ]; then
+  MODEL=configs/gpt-tiny.ini BSTEPS=(--steps 3 --warmup 1) PEER_ARGS=(--n_layer 4 --n_head 4 --n_embd 128 --block 128 --vocab 256 --batch 8)
+else
+  MODEL=configs/gpt2-124m.ini BSTEPS=(--steps 10 --warmup 3) PEER_ARGS=(--n_layer 12 --n_head 12 --n_embd 768 --block 1024 --vocab 50304 --batch 16)
+fi
+# FLOPs per token, 6N + 12LCT (N without the position embedding), from the config
+flops_per_token() {
+  "$PLAIT" config show "$MODEL" 2>/dev/null | awk -F'[ =;]+' '
+    $1 == "n_layer" { L = $2 } $1 == "n_embd" { C = $2 } $1 == "block_size" { T = $2 } $1 == "vocab_size" { V = $2 }
+    END { N = V * C + L * (12 * C * C + 13 * C) + 2 * C; printf "%.0f", 6 * N + 12 * L * C * T }'
+}
+if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 170; then
+  if [ "$MODEL" = configs/gpt2-124m.ini ] && ! ls runs/data/corpus-gpt2/train_*.bin >/dev/null 2>&1; then
+    rc=$(run prepare.log 30 "$PLAIT" data prepare data/corpus.txt --tokenizer data/tokenizers/gpt2 --out runs/data/corpus-gpt2 --val-fraction 0.1)
+    say "data prepare (GPT-2 tokens of the corpus): $(status_word "$rc")"
+  fi
+  rc=$(run peaks.log 30 "$PY" scripts/gpu-peaks.py)
+  GEMM=$(peer_field peaks.log gemm_bf16_TFLOPs)
+  say "measured bf16 GEMM (PyTorch, 8192^3): ${GEMM:-n/a} TFLOP/s ($(status_word "$rc"); datasheet H100 SXM 989)"
+  FPT=$(flops_per_token)
+  say ""
+  say "| run | ms/step | tokens/s | MFU vs 989 | MFU vs measured GEMM | peak GPU memory | status |"
+  say "|---|---|---|---|---|---|---|"
+  mfu() { awk -v t="$1" -v f="$FPT" -v p="$2" 'BEGIN { if (t == "" || p == "" || p == 0) print "n/a"; else printf "%.1f%%", 100 * t * f / (p * 1e12) }'; }
+  plait_bench() { # precision
+    local p=$1 pp=$1 name=plait-$1
+    [ "$DEV" = sim ] && pp=fp32 # sim computes in fp32 only
+    smi_peak_start "$name"
+    rc=$(run "$name.log" 50 "$PLAIT" bench train "$MODEL" "${BSTEPS[@]}" device.plugin="$DEV" run.precision="$pp")
+    local mem ms tps
+    mem=$(smi_peak_stop)
+    read -r ms tps <<<"$(bench_row "$name.log")"
+    say "| plait $p$([ "$pp" != "$p" ] && echo " (fp32 on sim)") | ${ms:-} | ${tps:-} | $(mfu "${tps:-}" 989) | $(mfu "${tps:-}" "$GEMM") | $mem (nvidia-smi) | $(status_word "$rc") |"
+  }
+  peer_bench() { # label args...
+    local label=$1 name
+    name=torch-$(tr -c 'a-zA-Z0-9\n' '_' <<<"$1")
+    shift
+    smi_peak_start "$name"
+    if [ -f "$PEERS/gpt_gpu_bench.py" ] && [ $DRY = 1 ]; then
+      # the peer needs CUDA: the dry run only checks that it is there and parses its arguments
+      rc=$(run "$name.log" 30 "$PY" "$PEERS/gpt_gpu_bench.py" "${PEER_ARGS[@]}" "$@" --help)
+      [ "$rc" = 0 ] && rc=77
+    elif [ -f "$PEERS/gpt_gpu_bench.py" ]; then
+      rc=$(run "$name.log" 90 "$PY" "$PEERS/gpt_gpu_bench.py" "${PEER_ARGS[@]}" "$@")
+    else
+      echo "no $PEERS/gpt_gpu_bench.py: pack with scripts/gpu-session.sh --pack" >"$W/$name.log"
+      rc=1
+    fi
+    local mem
+    mem=$(smi_peak_stop)
+    local tps ms
+    tps=$(peer_field "$name.log" tokens_per_s)
+    ms=$(peer_field "$name.log" ms_per_step)
+    say "| PyTorch $label | ${ms} | ${tps} | $(mfu "$tps" 989) | $(mfu "$tps" "$GEMM") | $mem (nvidia-smi), $(peer_field "$name.log" peak_mem_GB) GB allocated | $(status_word "$rc") |"
+  }
+  plait_bench bf16
+  peer_bench "bf16 eager"
+  plait_bench tf32
+  peer_bench "fp32/tf32 eager" --fp32
+  plait_bench fp32
+  peer_bench "bf16 compiled" --compile
+  say ""
+  say "FLOPs/token 6N+12LCT = $FPT; plait's own MFU column (against the CPU's GEMM peak) is in the logs, not here"
+fi
+
+# ---- 5. bench comm on device memory ----------------------------------------
+if part "5. bench comm --mem device ($DEV): nccl 1 rank, tcp staging 2 ranks, pinned cudaMemcpy beside" 60; then
+  BC=("$PLAIT" bench comm --op allreduce --mem device --iters 10 --warmup 3 device.plugin="$DEV")
+  if [ "$DEV" = sim ]; then
+    size=(--min 1M --max 4M --factor 4) # the dry run: small
+    NCCL=(--comm threads --threads 1)  # no NCCL here: the in-process transport stands in
+  else
+    size=(--min 8 --max 64M --factor 8)
+    NCCL=(-n 1 comm.plugin=nccl)
+  fi
+  rc=$(run comm-nccl.log 25 "${BC[@]}" "${size[@]}" "${NCCL[@]}")
+  say "$([ "$DEV" = sim ] && echo "in-process transport standing in for nccl" || echo nccl), 1 rank: $(status_word "$rc"); smallest row (latency floor): $(awk '$1 ~ /^[0-9]+$/ && NF >= 10 { print $1 " B: " $5 " us timed alone, " $10 " us per iteration back to back (nccl-tests time)"; exit }' "$W/comm-nccl.log")"
+  rc=$(run comm-tcp.log 30 "${BC[@]}" "${size[@]}" -n 2 comm.plugin=tcp)
+  row=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { last = $0 } END { print last }' "$W/comm-tcp.log")
+  say "tcp staging, 2 ranks: $(status_word "$rc"); largest row: size time(us) algbw busbw = $(awk '{ print $1, $5, $6, $7 }' <<<"$row")"
+  rc=$(run comm-threads.log 20 "${BC[@]}" "${size[@]}" --comm threads --threads 2)
+  trow=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { last = $0 } END { print last }' "$W/comm-threads.log")
+  say "in-process staging, 2 ranks: $(status_word "$rc"); largest row: $(awk '{ print $1, $5, $6, $7 }' <<<"$trow")"
+  if [ -s "$W/peaks.log" ]; then
+    h2d=$(peer_field peaks.log h2d_GBps)
+    d2h=$(peer_field peaks.log d2h_GBps)
+    say "pinned cudaMemcpy 64 MiB (PyTorch, part 4): host->device ${h2d:-n/a} GB/s, device->host ${d2h:-n/a} GB/s"
+    awk -v a="$(awk '{ print $6 }' <<<"$row")" -v h="$h2d" -v d="$d2h" 'BEGIN {
+      if (a == "" || h == "" || d == "") { print "staging / pinned copy: n/a"; exit }
+      m = h < d ? h : d; printf "tcp staging algbw / slower pinned direction = %.0f%% (issue 14 target: >= 80%%)\n", 100 * a / m }' | tee -a "$SUMMARY"
+  fi
+fi
+
+# ---- 6. GPT-2 124M, 2 ranks sharing the GPU over tcp staging ---------------
+if part "6. $(basename "$MODEL" .ini): 2 ranks sharing the GPU over tcp staging (exposed DP communication)" 60; then
+  pp=bf16
+  [ "$DEV" = sim ] && pp=fp32
+  rc=$(run dp2.log 60 "$PLAIT" bench train "$MODEL" "${BSTEPS[@]}" device.plugin="$DEV" run.precision=$pp parallel.dp=2 comm.plugin=tcp)
+  say "dp 2 over tcp ($pp): $(status_word "$rc") (bench train's split: on a device with streams the host's compute time is the time to queue the kernels, and waiting for them can land in comm_ms: read it with the log)"
+  awk '/^# +ms\/step/ { getline; printf "ms/step %s, tokens/s %s, compute %s ms, exposed comm %s ms (%.1f%% of the step; issue 14 target <= 10%%), idle %s ms\n", $1, $2, $4, $5, 100 * $5 / $1, $6; exit }' "$W/dp2.log" | tee -a "$SUMMARY"
+fi
+
+# ---- 7. issue 16's CPU figures (OPENBLAS_CORETYPE unset) ---------------------
+if part "7. CPU: gpt-small, global batch 16, OPENBLAS_CORETYPE unset, beside PyTorch" 150; then
+  T=$NCPU
+  CPUB=(--steps 5 --warmup 2)
+  [ $DRY = 1 ] && CPUB=(--steps 2 --warmup 1)
+  cpu_plait() { # name args...
+    local name=$1
+    shift
+    run "$name.log" 40 env -u OPENBLAS_CORETYPE "$PLAIT" bench train configs/gpt-small.ini "${CPUB[@]}" \
+      data.global_batch=16 device.plugin=cpu "$@" >/dev/null
+    local ms tps
+    read -r ms tps <<<"$(bench_row "$name.log")"
+    echo "${tps:-}"
+  }
+  p16=$(cpu_plait "cpu-1x$T" "run.threads=$T")
+  say "plait 1 rank x $T threads: ${p16:-n/a} tokens/s  ($(grep -m1 -E '^# compute' "$W/cpu-1x$T.log" | cut -c3-))"
+  p1=$(cpu_plait cpu-1x1 run.threads=1)
+  say "plait 1 rank x 1 thread: ${p1:-n/a} tokens/s"
+  pr=$(cpu_plait "cpu-${T}x1" "parallel.dp=$T" run.threads=1)
+  say "plait $T ranks x 1 thread: ${pr:-n/a} tokens/s"
+  S=(--n_layer 8 --n_head 8 --n_embd 256 --block 256 --warmup 2 --steps 5)
+  [ $DRY = 1 ] && S=(--n_layer 8 --n_head 8 --n_embd 256 --block 256 --warmup 1 --steps 2)
+  if [ -f "$PEERS/train_gpt.py" ]; then
+    # (the dry run's 2 loaded cores need longer for PyTorch's 4096-token steps)
+    tt=$([ $DRY = 1 ] && echo 100 || echo 45)
+    rc=$(run "torch-cpu-1x$T.log" "$tt" env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=PASSIVE "$PY" "$PEERS/train_gpt.py" "${S[@]}" --batch 16 --threads "$T")
+    t16=$(sed -n 's/.*tok_s=\([0-9.]*\).*/\1/p' "$W/torch-cpu-1x$T.log" | tail -n 1)
+    say "PyTorch 1 process x $T threads: ${t16:-n/a} tokens/s ($(status_word "$rc"))"
+    rc=$(run "torch-ddp$T.log" "$tt" env -u OPENBLAS_CORETYPE "$PY" "$PEERS/train_gpt.py" "${S[@]}" --batch $((16 / T)) --threads 1 --ddp "$T" --port 29611)
+    td=$(sed -n 's/.*tok_s=\([0-9.]*\).*/\1/p' "$W/torch-ddp$T.log" | tail -n 1)
+    say "PyTorch DDP $T x 1 thread: ${td:-n/a} tokens/s ($(status_word "$rc"))"
+  else
+    say "PyTorch CPU peers not run: no $PEERS/train_gpt.py (pack with scripts/gpu-session.sh --pack)"
+  fi
+  awk -v a="${p16:-}" -v b="${t16:-}" -v c="${p1:-}" -v d="${pr:-}" -v e="${td:-}" -v t="$T" 'function r(x, y) { return (x == "" || y == "" || y == 0) ? "n/a" : sprintf("%.2fx", x / y) }
+    BEGIN { printf "ratios: plait 1x%s / PyTorch %s threads = %s (target >= 1.0); plait 1x%s / 1x1 = %s (target >= 8); plait %sx1 / DDP %s = %s (target >= 1.3)\n", t, t, r(a, b), t, r(a, c), t, t, r(d, e) }' | tee -a "$SUMMARY"
+fi
+
+say ""
+say "finished $(date -u '+%T') UTC after $(($(date +%s) - START)) s"
+tar -C "$OUT" -czf "$OUT/all.tar.gz" work 2>/dev/null
+# what comes back from the device is at most 8 files, 2 folders down: the
+# summary, the archive and the main logs
+for f in gputests.log suite.log machine.log; do [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"; done
+rm -rf "${W:?}"
+echo "summary: $SUMMARY"
