@@ -64,11 +64,12 @@ static const char bench_usage[] =
     "  --comm NAME       comm plugin (default: [comm] plugin), or 'threads': every rank a thread\n"
     "                    of this process over the in-process transport (with --threads N)\n"
     "  --threads N       ranks of an in-process ('--comm threads') run (default 1)\n"
-    "  --mem M           host | device (default host): where the buffers live. device = the rank's\n"
-    "                    [device] plugin (cuda: its GPU, local rank -> ordinal; sim: the test\n"
-    "                    device); results are copied back to be checked. A transport that moves the\n"
-    "                    device's memory (nccl) gets the buffers, a host transport (tcp, threads)\n"
-    "                    has them staged through pinned host memory ([comm] staging_chunk)\n"
+    "  --mem M           host | cuda | device (default host): where the buffers live. cuda = the\n"
+    "                    rank's GPU (device.plugin=cuda; local rank -> ordinal, [device] ordinal);\n"
+    "                    device = the [device] plugin's memory (cuda, or sim: the test device);\n"
+    "                    results are copied back to be checked. A transport that moves the device's\n"
+    "                    memory (nccl) gets the buffers, a host transport (tcp, threads) has them\n"
+    "                    staged through pinned host memory ([comm] staging_chunk)\n"
     "  --csv FILE        also write the rows as CSV\n"
     "  --corrupt         flip one element of rank 0's result in every iteration, to see #wrong and\n"
     "                    the exit status catch a wrong result\n"
@@ -111,11 +112,15 @@ static plait_bench_mem device_mem(void) {
                              plait_device_free, plait_device_copy};
 }
 
-/* Open [device] plugin in this process for --mem device; a device whose
- * memory is host memory (cpu) is refused: there is nothing to stage. */
+/* --mem cuda is --mem device with [device] plugin = cuda (nccl-tests'
+ * device buffers, as issue 14 names it). */
+static const char *g_mem_name = "device";
+
+/* Open [device] plugin in this process for --mem device/cuda; a device
+ * whose memory is host memory (cpu) is refused: there is nothing to stage. */
 static plait_status open_device(const plait_config *cfg, int local_rank, plait_bench_mem *mem) {
     plait_status st = plait_device_open(plait_plugin_host(), cfg, local_rank, 1);
-    if (st != PLAIT_OK) return plait_wrap_error(st, "--mem device");
+    if (st != PLAIT_OK) return plait_wrap_error(st, "--mem %s", g_mem_name);
     *mem = device_mem();
     if (mem->kind == PLAIT_MEM_HOST) {
         plait_device_close();
@@ -238,11 +243,12 @@ static int bench_comm(int argc, char **argv) {
         } else if (!strcmp(a, "--csv")) {
             csv_path = v;
         } else if (!strcmp(a, "--mem")) {
-            if (strcmp(v, "host") && strcmp(v, "device")) {
+            if (strcmp(v, "host") && strcmp(v, "device") && strcmp(v, "cuda")) {
                 free(over);
-                return usage_error("--mem is host or device, not '%s'", v);
+                return usage_error("--mem is host, cuda or device, not '%s'", v);
             }
-            on_device = !strcmp(v, "device");
+            on_device = strcmp(v, "host") != 0;
+            g_mem_name = on_device ? v : "device";
         } else if (!takes && strchr(a, '=')) {
             over[n_over++] = argv[i];
             continue;
@@ -257,12 +263,24 @@ static int bench_comm(int argc, char **argv) {
         return usage_error("%s", "--op is required");
     }
     plait_config *cfg = NULL;
-    if (plait_cli_load_plugin_config(PLAIT_KIND_COMM, comm_name, NULL, n_over, over, &cfg) != PLAIT_OK) {
+    int cuda = !strcmp(g_mem_name, "cuda");
+    static const char *const cuda_first[] = {"device.plugin=cuda", NULL};
+    if (plait_cli_load_plugin_config(PLAIT_KIND_COMM, comm_name, cuda ? cuda_first : NULL, n_over, over, &cfg) !=
+        PLAIT_OK) {
         free(over);
         plait_cli_print_error("configuration");
         return 2;
     }
     free(over);
+    if (cuda && strcmp(plait_config_str(cfg, "device", "plugin"), "cuda") != 0) {
+        const char *where = NULL;
+        plait_config_origin(cfg, "device", "plugin", &where);
+        fprintf(stderr, "plait bench comm: --mem cuda puts the buffers on the GPU ([device] plugin = cuda), but %s "
+                        "names [device] plugin = %s; use --mem device for that device's memory\n",
+                where ? where : "the configuration", plait_config_str(cfg, "device", "plugin"));
+        plait_config_free(cfg);
+        return 2;
+    }
     if (!comm_name) comm_name = plait_config_str(cfg, "comm", "plugin");
     plait_comm_settings settings;
     if (plait_comm_settings_from_config(cfg, &settings) != PLAIT_OK) {

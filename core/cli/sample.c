@@ -15,9 +15,11 @@
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "checkpoint/checkpoint.h"
+#include "cli/cli.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 #include "train/run_source.h"
+#include "train/precision.h"
 #include "tokenizer/tokenizer.h"
 
 /* A configuration holding the checkpoint's [model] keys (everything else
@@ -210,13 +212,21 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         run.model.block_size = run.model.spec->block_size;
         st = plait_run_prefill_plan(&run);
     }
-    /* [device] plugin (PLAIT_DEVICE_PLUGIN): sampling joins no job, one math thread */
-    int device_open = 0;
+    /* the device and precision as `plait train` chooses them (the run's
+     * config, PLAIT_* variables, overrides); sampling joins no job, one
+     * math thread */
+    plait_config *dev_cfg = NULL;
+    int device_open = 0, precision = PLAIT_KERNELS_FP32;
+    if (st == PLAIT_OK) st = plait_cli_load_config(o->config, o->n_overrides, o->overrides, &dev_cfg);
+    if (st == PLAIT_OK) st = plait_precision_from_config(dev_cfg, &precision);
     if (st == PLAIT_OK) {
-        st = plait_device_open(plait_plugin_host(), run.cfg, 0, 1);
+        st = plait_device_open(plait_plugin_host(), dev_cfg, 0, 1);
         device_open = st == PLAIT_OK;
         plait_host_attach_device();
     }
+    /* the core's own CPU kernels compute as the device's do (run_world.c) */
+    if (st == PLAIT_OK && plait_kernels_set_precision(precision) != 0)
+        st = plait_set_error(PLAIT_ERR_INTERNAL, "the kernels refused precision mode %d", precision);
     if (st == PLAIT_OK) st = plait_run_build_params(&run);
     if (st == PLAIT_OK) st = plait_run_alloc_storage(&run);
     if (st == PLAIT_OK) {
@@ -281,6 +291,8 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         plait_device_close();
         plait_host_attach_device();
     }
+    plait_kernels_set_precision(PLAIT_KERNELS_FP32);
+    plait_config_free(dev_cfg);
     free(run.layout.plan.shards);
     free(run.layout.plan.layer_stage);
     free(run.layout.plan.layer_chunk);

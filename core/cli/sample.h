@@ -25,6 +25,15 @@ typedef struct plait_sample_options {
     double temperature;      /* 0 = argmax */
     int32_t top_k;           /* 0 = all */
     uint64_t seed;
+    /* Where and how it computes, as `plait train` chooses: the run's config
+     * file (NULL = none), then PLAIT_* variables, then the overrides
+     * (section.key=value; callers keep them to [device], [device.*] and
+     * [run]). Only [device] (plugin, ordinal, its plugin's keys) and [run]
+     * (precision, deterministic, log_level) are used; the model is the
+     * checkpoint's, whatever the file's [model] says. */
+    const char *config;
+    int n_overrides;
+    char *const *overrides;
 } plait_sample_options;
 
 /* Generate and write the prompt followed by the new tokens to `out`. With a

@@ -195,12 +195,34 @@ static int describe_fp(const fingerprint *f, char *buf, size_t len) {
                     f->root);
 }
 
+/* Every rank's fingerprint into `all`: over the transport's point-to-point
+ * on host memory where it moves host memory; else (nccl moves device
+ * memory only) as an internal allgather of host bytes, which the core
+ * carries through device scratch (coll_stage.c) like the run's other
+ * control data. */
+static plait_status gather_fingerprints(plait_coll_ctx *c, const fingerprint *mine, fingerprint *all) {
+    const plait_comm *comm = c->comm;
+    if (comm->ops->mem_kinds & (PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST) | PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST_PINNED)))
+        return plait_rhd_allgather_bytes(c, mine, all, sizeof *mine, PLAIT_PHASE_CHECK);
+    plait_coll_args a = {.kind = PLAIT_COLL_ALLGATHER,
+                         .send = mine,
+                         .recv = all,
+                         .count = sizeof *mine,
+                         .dtype = PLAIT_U8,
+                         .algo = PLAIT_ALGO_AUTO,
+                         .mem_kind = PLAIT_MEM_HOST,
+                         .label = "check_collectives",
+                         .seq = c->a->seq,
+                         .internal = 1};
+    return plait_coll_run(c->comm, &a);
+}
+
 static plait_status check_fingerprint(plait_coll_ctx *c) {
     int n = c->size;
     fingerprint mine = fingerprint_of(c->a);
     fingerprint *all = malloc((size_t)n * sizeof *all);
     if (!all) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-    plait_status st = plait_rhd_allgather_bytes(c, &mine, all, sizeof mine, PLAIT_PHASE_CHECK);
+    plait_status st = gather_fingerprints(c, &mine, all);
     if (st != PLAIT_OK) {
         free(all);
         return plait_wrap_error(st, "exchanging collective fingerprints");
@@ -342,6 +364,28 @@ static plait_status fix_in_place(plait_coll_ctx *c, plait_coll_args *a, void **t
     return PLAIT_OK;
 }
 
+/* After a failure with requests in flight: fail fast (abort so what is in
+ * flight completes with an error), then release them; this thread's
+ * message is kept. */
+static void release(plait_coll_ctx *c, plait_status st) {
+    if (st == PLAIT_OK || !c->active) return;
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", plait_last_error());
+    plait_comm_fail(c->comm, st, msg);
+    plait_coll_drain(c);
+    plait_set_error(st, "%s", msg);
+}
+
+plait_status plait_coll_check(plait_comm *comm, const plait_coll_args *args) {
+    if (!comm->settings.check_collectives || args->internal || comm->size <= 1) return PLAIT_OK;
+    plait_coll_ctx c = {.comm = comm, .a = args, .rank = comm->rank, .size = comm->size,
+                        .esz = plait_dtype_size(args->dtype), .free_slot = -1};
+    plait_status st = check_fingerprint(&c);
+    release(&c, st);
+    free(c.slots);
+    return st;
+}
+
 plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args) {
     plait_coll_args a = *args;
     plait_coll_ctx c = {.comm = comm, .a = &a, .rank = comm->rank, .size = comm->size,
@@ -389,15 +433,7 @@ plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args) {
     st = fn(&c);
     if (st == PLAIT_OK && user_recv) memcpy(user_recv, temp, a.count * c.esz);
 out:
-    if (st != PLAIT_OK && c.active) {
-        /* fail fast: abort so what is in flight completes with an error,
-         * then release it; keep this thread's message */
-        char msg[2048];
-        snprintf(msg, sizeof msg, "%s", plait_last_error());
-        plait_comm_fail(comm, st, msg);
-        plait_coll_drain(&c);
-        plait_set_error(st, "%s", msg);
-    }
+    release(&c, st);
     if (!c.active) free(temp); /* else the plugin may still write into it */
     free(c.slots);
     return st;

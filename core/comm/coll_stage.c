@@ -234,6 +234,11 @@ static int rooted_by_native(const plait_comm *comm, const plait_coll_args *a) {
 }
 
 static plait_status rooted_on_device(plait_comm *comm, const plait_coll_args *a) {
+    /* [comm] check_collectives compares the call as made (a gather on one
+     * rank against an allgather elsewhere is a mismatch), not what it
+     * becomes here */
+    plait_status st = plait_coll_check(comm, a);
+    if (st != PLAIT_OK) return st;
     const plait_comm_device *dev = plait_comm_device_get();
     int root = a->root == comm->rank;
     size_t blk = a->count * plait_dtype_size(a->dtype), all = blk * (size_t)comm->size;
@@ -245,6 +250,7 @@ static plait_status rooted_on_device(plait_comm *comm, const plait_coll_args *a)
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s on '%s': no device memory for %zu bytes of scratch",
                                plait_coll_kind_name(a->kind), comm->name, all);
     plait_coll_args c = *a;
+    c.internal = 1; /* checked above */
     if (a->kind == PLAIT_COLL_GATHER) {
         c.kind = PLAIT_COLL_ALLGATHER;
         c.recv = root ? a->recv : tmp;
@@ -254,7 +260,7 @@ static plait_status rooted_on_device(plait_comm *comm, const plait_coll_args *a)
         c.recv = root ? (void *)(uintptr_t)a->send : tmp;
         c.send = c.recv;
     }
-    plait_status st = plait_coll_execute(comm, &c);
+    st = plait_coll_execute(comm, &c);
     if (st == PLAIT_OK && a->kind == PLAIT_COLL_SCATTER) {
         const char *mine = (const char *)c.recv + (size_t)comm->rank * blk;
         if (mine != (const char *)a->recv) st = dev->copy(a->recv, mine, blk, PLAIT_COPY_ON_DEVICE);
@@ -271,9 +277,14 @@ static plait_status run_declared(plait_comm *comm, const plait_coll_args *a) {
 /* Host buffers on a transport that moves device memory only (nccl): the
  * run's control data (a loss, norms, a barrier). Copied whole into the
  * communicator's device scratch, reduced by the plugin's native collective
- * there, copied back; a barrier is a one-element allreduce. */
+ * there, copied back; a barrier is a one-element allreduce. [comm]
+ * check_collectives compares the call as made, before it becomes another. */
 static plait_status through_device(plait_comm *comm, const plait_coll_args *a, const plait_comm_device *dev) {
+    if (comm->size == 1) return plait_coll_execute(comm, a); /* host copies only */
+    plait_status st = plait_coll_check(comm, a);
+    if (st != PLAIT_OK) return st;
     plait_coll_args c = *a;
+    c.internal = 1; /* checked above */
     int32_t token = 0, token_out = 0;
     if (a->kind == PLAIT_COLL_BARRIER) {
         c.kind = PLAIT_COLL_ALLREDUCE;
@@ -283,7 +294,6 @@ static plait_status through_device(plait_comm *comm, const plait_coll_args *a, c
         c.dtype = PLAIT_I32;
         c.op = PLAIT_SUM;
     }
-    if (comm->size == 1) return plait_coll_execute(comm, a); /* host copies only */
     side in, out;
     sides_of(comm, &c, &in, &out);
     int bcast = c.kind == PLAIT_COLL_BROADCAST;
@@ -293,7 +303,7 @@ static plait_status through_device(plait_comm *comm, const plait_coll_args *a, c
     if (bcast) bout = bin = c.count * esz;
     plait_stage *sg = NULL;
     char *d[2];
-    plait_status st = plait_stage_of(comm, &sg);
+    st = plait_stage_of(comm, &sg);
     if (st == PLAIT_OK) st = plait_stage_device_buffers(sg, dev, bin, bout, d);
     char *din = bcast ? d[1] : d[0];
     if (st == PLAIT_OK && in.buf) st = dev->copy(din, in.buf, bin, PLAIT_COPY_TO_DEVICE);

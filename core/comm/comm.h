@@ -310,6 +310,11 @@ plait_status plait_coll_run(plait_comm *comm, const plait_coll_args *args);
 
 /* Runs one collective on buffers the transport takes (coll_exec.c). */
 plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args);
+/* [comm] check_collectives for `args` alone (what plait_coll_execute does
+ * first): every rank's call compared, a mismatch named; PLAIT_OK when the
+ * check is off, the call is internal or the group has one rank. For
+ * callers that run a collective as another one (coll_stage.c). */
+plait_status plait_coll_check(plait_comm *comm, const plait_coll_args *args);
 
 /* Tags: user tags live below 2^31; collective messages use
  * 1 << 31 | (seq mod 4) << 7 | phase, phase < 128.

@@ -1,5 +1,8 @@
 /*
- * The staging pool and copy thread of a communicator (comm_stage.h).
+ * The staging pool and copy thread of a communicator (comm_stage.h). The
+ * pool's host buffers are page-locked where the open device offers it
+ * (plait_device_alloc_pinned: cudaHostAlloc on cuda), so its copies run at
+ * full bus speed and asynchronously; plain host memory otherwise.
  */
 #include "comm/comm_stage.h"
 
@@ -9,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/device.h"
 #include "runtime/error.h"
-#include "runtime/memory.h"
 
 #define QUEUE 8       /* the pipeline keeps at most three jobs queued */
 #define P2P_CACHE 8   /* idle point-to-point buffers kept for reuse */
@@ -129,9 +132,9 @@ void plait_stage_free(plait_stage *s, int leaked) {
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
     if (!leaked) {
-        for (int i = 0; i < 4; i++) plait_free(s->bufs[i]);
+        for (int i = 0; i < 4; i++) plait_device_free(s->bufs[i]);
         for (int i = 0; i < P2P_CACHE; i++)
-            if (!s->p2p[i].in_use) plait_free(s->p2p[i].ptr);
+            if (!s->p2p[i].in_use) plait_device_free(s->p2p[i].ptr);
         for (int i = 0; i < 2 && s->dev_free; i++) s->dev_free(s->dev[i]);
     }
     free(s);
@@ -139,10 +142,10 @@ void plait_stage_free(plait_stage *s, int leaked) {
 
 plait_status plait_stage_buffers(plait_stage *s, size_t bytes, char *bufs[4]) {
     if (bytes > s->buf_bytes || !s->bufs[0]) {
-        for (int i = 0; i < 4; i++) plait_free(s->bufs[i]), s->bufs[i] = NULL;
+        for (int i = 0; i < 4; i++) plait_device_free(s->bufs[i]), s->bufs[i] = NULL;
         s->buf_bytes = 0;
         for (int i = 0; i < 4; i++) {
-            s->bufs[i] = plait_alloc(bytes ? bytes : 1, PLAIT_MEM_HOST_PINNED, STAGE_ALIGN, STAGE_TAG);
+            s->bufs[i] = plait_device_alloc_pinned(bytes ? bytes : 1, STAGE_ALIGN, STAGE_TAG);
             if (!s->bufs[i])
                 return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "staging buffers of %zu B", bytes);
         }
@@ -245,13 +248,13 @@ void *plait_stage_borrow(plait_stage *s, size_t bytes) {
     if (empty < 0) /* the cache is full of smaller idle buffers: drop one */
         for (int i = 0; i < P2P_CACHE && empty < 0; i++)
             if (!s->p2p[i].in_use) {
-                plait_free(s->p2p[i].ptr);
+                plait_device_free(s->p2p[i].ptr);
                 s->p2p[i].ptr = NULL;
                 empty = i;
             }
     if (empty >= 0) s->p2p[empty].in_use = 1; /* reserve the entry */
     pthread_mutex_unlock(&s->lock);
-    void *p = plait_alloc(bytes ? bytes : 1, PLAIT_MEM_HOST_PINNED, STAGE_ALIGN, STAGE_TAG);
+    void *p = plait_device_alloc_pinned(bytes ? bytes : 1, STAGE_ALIGN, STAGE_TAG);
     pthread_mutex_lock(&s->lock);
     if (empty >= 0) {
         s->p2p[empty].ptr = p;
@@ -273,5 +276,5 @@ void plait_stage_give_back(plait_stage *s, void *buf) {
             return;
         }
     pthread_mutex_unlock(&s->lock);
-    plait_free(buf);
+    plait_device_free(buf);
 }

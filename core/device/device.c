@@ -1,6 +1,7 @@
 #include "device/device.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ typedef struct dev_block {
     uintptr_t ptr; /* 0 = empty, 1 = tombstone */
     size_t bytes;
     int account;
+    int pinned; /* the device's page-locked host memory (alloc_pinned), not device memory */
 } dev_block;
 
 static struct {
@@ -51,7 +53,7 @@ static dev_block *find_block(uintptr_t p) {
 }
 
 /* Caller holds the lock. Returns 0, or -1 out of memory. */
-static int insert_block(uintptr_t p, size_t bytes, int account) {
+static int insert_block(uintptr_t p, size_t bytes, int account, int pinned) {
     if ((g_blocks.used + 1) * 2 > g_blocks.cap) {
         size_t cap = g_blocks.cap ? g_blocks.cap * 2 : 256;
         dev_block *old = g_blocks.slots, *fresh = calloc(cap, sizeof *fresh);
@@ -72,7 +74,7 @@ static int insert_block(uintptr_t p, size_t bytes, int account) {
     size_t i = slot_of(p, g_blocks.cap);
     while (g_blocks.slots[i].ptr > 1) i = (i + 1) & (g_blocks.cap - 1);
     if (g_blocks.slots[i].ptr == 0) g_blocks.used++;
-    g_blocks.slots[i] = (dev_block){p, bytes, account};
+    g_blocks.slots[i] = (dev_block){p, bytes, account, pinned};
     return 0;
 }
 
@@ -197,6 +199,23 @@ plait_mem_kind plait_device_mem_kind(void) { return g_dev.ops ? g_dev.info.mem_k
 
 /* ---- memory ------------------------------------------------------------ */
 
+/* Count `p` (from the device's alloc or alloc_pinned) under `tag` and
+ * record it for free; on failure it is handed back and NULL returned. */
+static void *record(void *p, size_t bytes, const char *tag, int pinned) {
+    int account = plait_mem_account_add(tag, bytes);
+    pthread_mutex_lock(&g_blocks.lock);
+    int bad = insert_block((uintptr_t)p, bytes, account, pinned);
+    pthread_mutex_unlock(&g_blocks.lock);
+    if (bad) {
+        plait_mem_account_sub(account, bytes);
+        if (pinned) g_dev.ops->free_pinned(p);
+        else g_dev.ops->free(p);
+        plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory recording a device allocation");
+        return NULL;
+    }
+    return p;
+}
+
 void *plait_device_alloc(size_t bytes, const char *tag) {
     if (!g_dev.ops || g_dev.info.mem_kind == PLAIT_MEM_HOST) return plait_alloc(bytes, PLAIT_MEM_HOST, 256, tag);
     void *p = g_dev.ops->alloc(bytes ? bytes : 1, tag);
@@ -206,23 +225,43 @@ void *plait_device_alloc(size_t bytes, const char *tag) {
                             bytes, tag ? tag : "?");
         return NULL;
     }
-    int account = plait_mem_account_add(tag, bytes);
-    pthread_mutex_lock(&g_blocks.lock);
-    int bad = insert_block((uintptr_t)p, bytes, account);
-    pthread_mutex_unlock(&g_blocks.lock);
-    if (bad) {
-        plait_mem_account_sub(account, bytes);
-        g_dev.ops->free(p);
-        plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory recording a device allocation");
+    return record(p, bytes, tag, 0);
+}
+
+/* alloc_pinned and free_pinned arrived with ABI 1.3's table: a shorter
+ * table, or NULL members, mean the device has none. */
+static int has_pinned(void) {
+    const plait_device_ops *o = g_dev.ops;
+    return o && o->struct_size >= offsetof(plait_device_ops, free_pinned) + sizeof o->free_pinned &&
+           o->alloc_pinned && o->free_pinned;
+}
+
+void *plait_device_alloc_pinned(size_t bytes, size_t align, const char *tag) {
+    if (!has_pinned() || align > PLAIT_DEVICE_PINNED_ALIGN)
+        return plait_alloc(bytes, PLAIT_MEM_HOST, align, tag);
+    plait_clear_error();
+    void *p = g_dev.ops->alloc_pinned(bytes ? bytes : 1, tag);
+    if (!p) {
+        /* "none" (plait/device.h): plain host memory serves, only slower */
+        plait_log(PLAIT_LOG_DEBUG, "device", "%s device: no page-locked memory for %zu bytes of %s (%s); using "
+                                             "plain host memory", g_dev.desc->name, bytes, tag ? tag : "?",
+                  plait_last_error()[0] ? plait_last_error() : "none offered");
+        return plait_alloc(bytes, PLAIT_MEM_HOST, align, tag);
+    }
+    if (align > 1 && (uintptr_t)p % align) {
+        g_dev.ops->free_pinned(p);
+        plait_set_error(PLAIT_ERR_ABI, "%s device: alloc_pinned returned %p, not aligned to %zu bytes",
+                        g_dev.desc->name, p, align);
         return NULL;
     }
-    return p;
+    return record(p, bytes, tag, 1);
 }
 
 int plait_device_owns(const void *ptr) {
     if (!ptr) return 0;
     pthread_mutex_lock(&g_blocks.lock);
-    int owns = find_block((uintptr_t)ptr) != NULL;
+    const dev_block *b = find_block((uintptr_t)ptr);
+    int owns = b && !b->pinned;
     pthread_mutex_unlock(&g_blocks.lock);
     return owns;
 }
@@ -231,7 +270,7 @@ void plait_device_free(void *ptr) {
     if (!ptr) return;
     pthread_mutex_lock(&g_blocks.lock);
     dev_block *b = find_block((uintptr_t)ptr);
-    dev_block seen = b ? *b : (dev_block){0, 0, -1};
+    dev_block seen = b ? *b : (dev_block){0, 0, -1, 0};
     if (b) b->ptr = 1;
     pthread_mutex_unlock(&g_blocks.lock);
     if (!seen.ptr) {
@@ -239,7 +278,8 @@ void plait_device_free(void *ptr) {
         return;
     }
     plait_mem_account_sub(seen.account, seen.bytes);
-    g_dev.ops->free(ptr);
+    if (seen.pinned) g_dev.ops->free_pinned(ptr);
+    else g_dev.ops->free(ptr);
 }
 
 plait_status plait_device_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {

@@ -74,10 +74,23 @@ plait_mem_kind plait_device_mem_kind(void);
  * the open device's memory, or host memory (runtime/memory.h) when none is
  * open or the device's memory is host memory. NULL with the error set. */
 void *plait_device_alloc(size_t bytes, const char *tag);
-/* Free memory from plait_device_alloc (or from the device through
- * host->alloc); NULL is ignored. */
+/* Alignment the device's page-locked memory is asked for at most: a page,
+ * as cudaHostAlloc's (plait/device.h); a larger `align` gets plain host
+ * memory. */
+#define PLAIT_DEVICE_PINNED_ALIGN 4096
+/* `bytes` of page-locked host memory (PLAIT_MEM_HOST_PINNED: host->alloc
+ * routes it here), aligned to `align`: the open device's alloc_pinned
+ * (cudaHostAlloc on cuda), which its copy() moves at full bus speed; plain
+ * host memory where no device is open, the device has none or refuses.
+ * Counted under `tag` either way. Host code may dereference it. NULL with
+ * the error set when not even host memory is left. */
+void *plait_device_alloc_pinned(size_t bytes, size_t align, const char *tag);
+/* Free memory from plait_device_alloc, plait_device_alloc_pinned (or from
+ * the device through host->alloc); NULL is ignored. Everything the device
+ * handed out must be freed before plait_device_close. */
 void plait_device_free(void *ptr);
-/* 1 if `ptr` is a live allocation of the open device's own allocator. */
+/* 1 if `ptr` is a live allocation of the open device's own allocator
+ * (device memory; not its page-locked host memory). */
 int plait_device_owns(const void *ptr);
 
 /* Copy through the open device (memcpy when none is open or its memory is

@@ -39,7 +39,9 @@ static const void *host_plugin_ops(uint32_t kind, const char *name) {
     return d ? d->ops : NULL;
 }
 
-/* host->alloc: the open device's memory kind goes to the device. */
+/* host->alloc: the open device's memory kind goes to the device, and so
+ * does page-locked host memory (its alloc_pinned, where it has one);
+ * host->free (plait_device_free) tells them apart. */
 static void *host_alloc(size_t bytes, plait_mem_kind kind, size_t align, const char *tag) {
     if (kind != PLAIT_MEM_HOST && kind == plait_device_mem_kind()) {
         if (align > 256) {
@@ -48,7 +50,7 @@ static void *host_alloc(size_t bytes, plait_mem_kind kind, size_t align, const c
         }
         return plait_device_alloc(bytes, tag);
     }
-    if (kind == PLAIT_MEM_HOST_PINNED) kind = PLAIT_MEM_HOST; /* no device offers page-locked memory (yet) */
+    if (kind == PLAIT_MEM_HOST_PINNED) return plait_device_alloc_pinned(bytes, align, tag);
     return plait_alloc(bytes, kind, align, tag);
 }
 

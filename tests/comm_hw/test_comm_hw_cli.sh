@@ -37,7 +37,7 @@ if [ -e "$PLUGDIR/libplait-comm-nccl.so" ]; then
     grep -Eq "^comm +nccl +[0-9.]+ +1\.[0-9]+ +available" <<<"$plugins" || fail "nccl not available on a GPU machine: $plugins"
   else
     grep -Eq "^comm +nccl +[0-9.]+ +1\.[0-9]+ +unavailable" <<<"$plugins" || fail "nccl not listed unavailable: $plugins"
-    grep -Eq -- "-> no CUDA device found \(cudaGetDeviceCount: " <<<"$plugins" || fail "no reason for nccl: $plugins"
+    grep -Eq -- "-> no CUDA device found \(no NVIDIA driver: " <<<"$plugins" || fail "no reason for nccl: $plugins"
     why="\[comm\] plugin = nccl cannot run here: no CUDA device found"
     run_fails bench_nccl "$P" bench comm -n 2 --op allreduce --comm nccl --min 4K --max 4K
     grep -q "$why" "$WORK/bench_nccl.out" || fail "bench: $(cat "$WORK/bench_nccl.out")"

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -198,27 +199,31 @@ static void test_nccl(void **state) {
     assert_non_null(ops->stream_destroy);
     assert_null(ops->reg);
 
+    /* The probe counts GPUs from the driver's files and makes no CUDA call
+     * (the loader probes in processes that fork ranks later): it opens no
+     * descriptor and starts no thread, on a GPU machine too, where the CUDA
+     * runtime, once initialised, keeps a dozen descriptors open. Probed
+     * once before counting: without driver files the count is asked of the
+     * driver in a forked child, and OpenBLAS (in libplait) stops its idle
+     * threads at any fork of this process, which would show as threads
+     * gone. */
+    (void)d->probe(plait_host_table());
     long printed = -1;
     int threads = -1, fds = -1;
     plait_status st = quiet_probe(d, &printed, &threads, &fds);
     assert_int_equal(printed, 0);
+    assert_int_equal(fds, 0);
+    assert_int_equal(threads, 0);
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1); /* no child left, not even a zombie */
     if (have_nvidia_driver()) {
-        assert_int_equal(st, PLAIT_OK);
-        /* A real CUDA runtime initialises on the first call and keeps its own
-         * descriptors open for the process's life (13 on an H100 with CUDA
-         * 13): not the probe's. What the probe itself must not do is leak,
-         * so a second probe, with the runtime up, opens none. */
-        assert_int_equal(quiet_probe(d, &printed, &threads, &fds), PLAIT_OK);
-        assert_int_equal(printed, 0);
-        assert_int_equal(fds, 0);
+        if (st != PLAIT_OK) fail_msg("the nccl probe fails on a machine with an NVIDIA driver: %s", plait_last_error());
         return;
     }
-    assert_int_equal(fds, 0);
     assert_int_equal(st, PLAIT_ERR_UNSUPPORTED);
-    assert_non_null(strstr(plait_last_error(), "no CUDA device found (cudaGetDeviceCount: "));
-    assert_int_equal(threads, 0);
+    assert_non_null(strstr(plait_last_error(), "no CUDA device found (no NVIDIA driver: "));
     /* the same again: no state was left that changes the answer */
     assert_int_equal(quiet_probe(d, &printed, &threads, &fds), PLAIT_ERR_UNSUPPORTED);
+    assert_int_equal(fds, 0);
     expect_init_fails(d, "comm.nccl", "no CUDA device found");
 
     expect_config_error(d, "comm.nccl", "[comm.nccl]\ndevice = -3\n", "key 'device' in [comm.nccl]: value '-3' is out of range [-1, 1023]");

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -59,6 +60,7 @@ struct job {
 };
 
 static const plait_plugin_desc *g_desc;
+static int g_check_collectives; /* [comm] check_collectives of the next run_job */
 static char *const g_noenv[] = {NULL};
 
 static void record_fail(job *j, int line, const char *fmt, ...) PLAIT_PRINTF(3, 4);
@@ -124,6 +126,7 @@ static void run_job(job *j, int n, const char *text, const char *const *per_rank
     j->body = body;
     plait_comm_settings_default(&j->settings);
     j->settings.timeout_s = 20.0;
+    j->settings.check_collectives = g_check_collectives;
     pthread_mutex_init(&j->mu, NULL);
     pthread_barrier_init(&j->bar, NULL, (unsigned)n);
     assert_int_equal(plait_threads_run(n, rank_main, j), PLAIT_OK);
@@ -448,6 +451,24 @@ static void body_host_control(int rank, plait_comm *w, job *j) {
     CHECK(j, st == PLAIT_OK, "barrier: %s", plait_last_error());
 }
 
+/* [comm] check_collectives on, under nccl: the fingerprints travel as host
+ * control data too; the host and device collectives above pass, and a
+ * gather on one rank against an allgather elsewhere is caught, naming both
+ * calls, before anything moves. */
+static void body_checked(int rank, plait_comm *w, job *j) {
+    body_host_control(rank, w, j);
+    collectives(rank, w, j, &dev_opts);
+    const plait_coll_api *api = plait_coll_api_table();
+    int32_t mine = rank, all[MAXR] = {0};
+    plait_status st = rank == 0 ? api->gather(w, &mine, all, 1, PLAIT_I32, 0, NULL, NULL)
+                                : api->allgather(w, &mine, all, 1, PLAIT_I32, NULL, NULL);
+    CHECK(j, st == PLAIT_ERR_INVALID_ARG, "mismatched collectives gave %s", plait_status_name(st));
+    CHECK(j, strstr(plait_last_error(), "the ranks called different collectives") &&
+                 strstr(plait_last_error(), "rank 0 called gather(count 1, i32, root 0)") &&
+                 strstr(plait_last_error(), "allgather(count 1, i32"),
+          "message: %s", plait_last_error());
+}
+
 /* The stand-in's device memory is host memory: the device's copy is a memcpy. */
 static plait_status mock_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
     (void)dir;
@@ -465,16 +486,45 @@ static void mock_free(void *p) { cudaFree(p); }
 
 /* ---- tests ------------------------------------------------------------------------- */
 
+/* A pretend NVIDIA driver tree (PLAIT_CUDA_SYSFS_ROOT) under `root` with
+ * `gpus` GPUs listed in procfs. */
+static void pretend_driver(const char *root, int gpus) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s/proc/driver/nvidia/gpus' '%s/dev'", root, root, root);
+    assert_int_equal(system(cmd), 0);
+    for (int g = 0; g < gpus; g++) {
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s/proc/driver/nvidia/gpus/0000:%02x:00.0'", root, 0x10 + g);
+        assert_int_equal(system(cmd), 0);
+    }
+}
+
+/* The probe counts GPUs from the driver's files and makes no CUDA call:
+ * with the stand-in runtime answering "no driver" it still finds the
+ * pretend driver's GPUs, and the reasons it gives are the driver files'. */
 static void test_probe(void **state) {
     (void)state;
+    char root[64];
+    snprintf(root, sizeof root, "/tmp/plait-nccl-probe-%d", (int)getpid());
+    pretend_driver(root, 2);
+    setenv("PLAIT_CUDA_SYSFS_ROOT", root, 1);
+    mock_gpu_no_driver(); /* any CUDA runtime call would now say so */
     assert_int_equal(g_desc->probe(plait_host_table()), PLAIT_OK);
-    mock_gpu_reset(0);
+    setenv("CUDA_VISIBLE_DEVICES", "7", 1);
     assert_int_equal(g_desc->probe(plait_host_table()), PLAIT_ERR_UNSUPPORTED);
-    assert_non_null(strstr(plait_last_error(), "no CUDA device found (the CUDA runtime sees none"));
-    mock_gpu_no_driver();
+    if (!strstr(plait_last_error(), "no CUDA device found (CUDA_VISIBLE_DEVICES=\"7\" leaves none of the 2 GPUs visible)"))
+        fail_msg("%s", plait_last_error());
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    pretend_driver(root, 0);
     assert_int_equal(g_desc->probe(plait_host_table()), PLAIT_ERR_UNSUPPORTED);
-    assert_non_null(strstr(plait_last_error(), "no CUDA device found (cudaGetDeviceCount: cudaErrorInsufficientDriver"));
-    assert_non_null(strstr(plait_last_error(), "no NVIDIA driver is loaded"));
+    if (!strstr(plait_last_error(), "no CUDA device found (the NVIDIA driver lists no GPU in "))
+        fail_msg("%s", plait_last_error());
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(g_desc->probe(plait_host_table()), PLAIT_ERR_UNSUPPORTED);
+    if (!strstr(plait_last_error(), "no CUDA device found (no NVIDIA driver: "))
+        fail_msg("%s", plait_last_error());
+    unsetenv("PLAIT_CUDA_SYSFS_ROOT");
 }
 
 /* Open file descriptors of this process (the stand-in's shared segments
@@ -578,6 +628,18 @@ static void test_host_control_data(void **state) {
     expect_clean(&j); /* the device scratch went with the communicators */
 }
 
+static void test_checked_collectives(void **state) {
+    (void)state;
+    plait_comm_device dev = {PLAIT_MEM_CUDA, mock_copy, mock_alloc, mock_free};
+    plait_comm_set_device(&dev);
+    job j;
+    g_check_collectives = 1;
+    run_job(&j, 3, NULL, NULL, body_checked);
+    g_check_collectives = 0;
+    plait_comm_set_device(NULL);
+    expect_clean(&j);
+}
+
 static void test_two_ranks_one_gpu(void **state) {
     (void)state;
     mock_gpu_reset(1);
@@ -637,6 +699,8 @@ static void test_bad_device_on_one_rank(void **state) {
     assert_int_equal(mock_gpu_live_comms(), 0);
 }
 
+/* What the probe cannot see from the driver's files, init() (in the rank,
+ * where CUDA is used anyway) reports from the CUDA runtime. */
 static void test_no_driver(void **state) {
     (void)state;
     mock_gpu_no_driver();
@@ -644,7 +708,17 @@ static void test_no_driver(void **state) {
     run_job(&j, 2, NULL, NULL, NULL);
     for (int r = 0; r < 2; r++) {
         assert_int_equal(j.init_st[r], PLAIT_ERR_UNSUPPORTED);
-        if (!strstr(j.init_err[r], "no CUDA device found")) fail_msg("rank %d: %s", r, j.init_err[r]);
+        if (!strstr(j.init_err[r], "no CUDA device found (cudaGetDeviceCount: cudaErrorInsufficientDriver") ||
+            !strstr(j.init_err[r], "no NVIDIA driver is loaded"))
+            fail_msg("rank %d: %s", r, j.init_err[r]);
+    }
+    assert_int_equal(mock_gpu_live_comms(), 0);
+    mock_gpu_reset(0);
+    run_job(&j, 2, NULL, NULL, NULL);
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(j.init_st[r], PLAIT_ERR_UNSUPPORTED);
+        if (!strstr(j.init_err[r], "no CUDA device found (the CUDA runtime sees none"))
+            fail_msg("rank %d: %s", r, j.init_err[r]);
     }
     assert_int_equal(mock_gpu_live_comms(), 0);
 }
@@ -668,6 +742,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_streams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_memory_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_control_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checked_collectives, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follows_open_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_ranks_one_gpu, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_device_on_one_rank, setup, teardown),

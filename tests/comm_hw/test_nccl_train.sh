@@ -22,6 +22,16 @@ H="parallel.plugin=hybrid data.micro_batch=1"
 # a sanitizer build's runtime comes after the preloaded stand-in
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 
+# The nccl plugin's probe counts GPUs from the NVIDIA driver's files, never
+# asking CUDA (so the stand-in cannot answer it): a pretend driver tree
+# (PLAIT_CUDA_SYSFS_ROOT) lists as many GPUs as the stand-in has.
+pretend_driver() { # pretend_driver GPUS: export PLAIT_CUDA_SYSFS_ROOT for GPUS GPUs
+  local root=$E2E_WORK/driver-$1 g
+  rm -rf "$root"
+  for ((g = 0; g < $1; g++)); do mkdir -p "$root/proc/driver/nvidia/gpus/0000:$((16 + g)):00.0"; done
+  export PLAIT_CUDA_SYSFS_ROOT=$root
+}
+
 # on_nccl NAME RANKS ARGS...: train over the stand-in, one "GPU" per rank;
 # its per-process counters land in $E2E_WORK/NAME.stats/
 on_nccl() {
@@ -29,6 +39,7 @@ on_nccl() {
   shift 2
   rm -rf "${E2E_WORK:?}/$name.stats"
   mkdir -p "$E2E_WORK/$name.stats"
+  pretend_driver "$ranks"
   PLAIT_MOCK_NCCL_STATS=$E2E_WORK/$name.stats PLAIT_SIM_DEVICES=$ranks PLAIT_MOCK_GPUS=$ranks \
     LD_PRELOAD=$MOCK_GPU_LIB train "$name" "$@" device.plugin=sim comm.plugin=nccl
   grep -q "comm nccl" "$E2E_WORK/$name.out" || fail "$name did not run over nccl: $(head -n 20 "$E2E_WORK/$name.out")"
@@ -112,6 +123,7 @@ echo "corrupting one allreduce in the stand-in is caught (parameters differ from
 lose_peer() {
   local name=$1 sig=$2 timeout=$3 want=$4 out=$E2E_WORK/$1 log=$E2E_WORK/$1.out
   rm -rf "$out"
+  pretend_driver 2
   PLAIT_LAUNCH_GRACE=1 PLAIT_SIM_DEVICES=2 PLAIT_MOCK_GPUS=2 LD_PRELOAD=$MOCK_GPU_LIB \
     "$PLAIT_BIN" train "$CFG" "run.out_dir=$out" run.steps=1000 run.eval_every=0 run.ckpt_every=0 run.progress=off \
     parallel.dp=2 device.plugin=sim comm.plugin=nccl "comm.timeout=$timeout" >"$log" 2>&1 &

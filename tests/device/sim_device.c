@@ -9,7 +9,10 @@
  * PLAIT_MEM_CUDA (so the comm layer stages it for host transports and
  * plugins declaring ABI < 1.3 are refused); its kernels and copies translate
  * the addresses back and call plait's CPU kernels, so its results are the
- * cpu device's, bit for bit. fp32 only.
+ * cpu device's, bit for bit. fp32 only. Its page-locked memory
+ * (alloc_pinned) is plain host memory, counted (sim_pinned_counts, and a
+ * line at close at level info) so tests can check what the core routes
+ * there.
  *
  * It reports one device, or $PLAIT_SIM_DEVICES; they all share the host's
  * memory, each rank using the ordinal it was given.
@@ -66,6 +69,7 @@
 
 static const plait_host *g_host;
 static _Atomic uint64_t g_in_use, g_peak;
+static _Atomic uint64_t g_pinned_allocs, g_pinned_live; /* alloc_pinned calls; blocks not yet freed */
 
 /* device address -> host address (HN: never NULL) */
 #define HN(p) ((void *)((uintptr_t)(p) - SIM_OFFSET))
@@ -229,6 +233,38 @@ static void sim_close(void) {
     g_q.cap = g_q.n = g_q.head = 0;
     pthread_mutex_unlock(&g_q.lock);
     plait_kernels_set_threads(1);
+    /* what the core routed to alloc_pinned, for tests that check it */
+    if (g_host)
+        g_host->log(PLAIT_LOG_INFO, SIM_NAME, "closed: %llu page-locked allocations (alloc_pinned), %llu still live",
+                    (unsigned long long)atomic_load(&g_pinned_allocs), (unsigned long long)atomic_load(&g_pinned_live));
+}
+
+/* "Page-locked" memory: plain host memory (the host may use it), page
+ * aligned as cudaHostAlloc's, counted so tests see what the core routed
+ * here (host->alloc of PLAIT_MEM_HOST_PINNED, the comm staging pool). */
+static void *sim_alloc_pinned(size_t bytes, const char *tag) {
+    (void)tag;
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0) {
+        g_host->set_error(PLAIT_ERR_NO_MEMORY, "sim device: cannot allocate %zu page-locked bytes", bytes);
+        return NULL;
+    }
+    atomic_fetch_add(&g_pinned_allocs, 1);
+    atomic_fetch_add(&g_pinned_live, 1);
+    return p;
+}
+
+static void sim_free_pinned(void *ptr) {
+    if (!ptr) return;
+    atomic_fetch_sub(&g_pinned_live, 1);
+    free(ptr);
+}
+
+/* For tests (found with dlsym): alloc_pinned calls so far, blocks live. */
+PLAIT_EXPORT void sim_pinned_counts(uint64_t *allocs, uint64_t *live);
+PLAIT_EXPORT void sim_pinned_counts(uint64_t *allocs, uint64_t *live) {
+    *allocs = atomic_load(&g_pinned_allocs);
+    *live = atomic_load(&g_pinned_live);
 }
 
 static void *sim_alloc(size_t bytes, const char *tag) {
@@ -663,6 +699,8 @@ static const plait_device_ops sim_ops = {
     .synchronize = sim_synchronize,
     .memory_stats = sim_memory_stats,
     .kernels = sim_kernel_table,
+    .alloc_pinned = sim_alloc_pinned,
+    .free_pinned = sim_free_pinned,
 };
 
 static const plait_plugin_desc sim_desc = {

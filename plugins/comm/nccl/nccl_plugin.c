@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nvidia_gpus.h"
 #include "pnccl.h"
 
 const plait_host *pnccl_host;
@@ -40,8 +41,9 @@ static const char *cuda_hint(cudaError_t e) {
     }
 }
 
-/* The number of visible devices, or a PLAIT_ERR_UNSUPPORTED naming why
- * there is none. Leaves no CUDA error behind. */
+/* The number of devices the CUDA runtime sees, or a PLAIT_ERR_UNSUPPORTED
+ * naming why there is none (init(), in a rank about to use CUDA anyway).
+ * Leaves no CUDA error behind. */
 static plait_status count_devices(const plait_host *h, int *count) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -60,10 +62,18 @@ static plait_status count_devices(const plait_host *h, int *count) {
     return PLAIT_OK;
 }
 
+/* Whether NCCL could run here, without touching CUDA: the loader probes in
+ * `plait plugins` and before a rank uses the plugin, and a process that
+ * has initialised the CUDA runtime must not fork ranks (CUDA does not
+ * survive fork), nor should a listing keep the runtime's descriptors open.
+ * So the GPUs are counted from the driver's files, as the cuda device
+ * counts them (plugins/common/nvidia); ncclGetVersion only reports the
+ * version linked in. What only CUDA itself can tell (a driver older than
+ * the runtime) is reported by init(), in the rank, where CUDA is used. */
 static plait_status nccl_probe(const plait_host *h) {
-    int n = 0;
-    plait_status st = count_devices(h, &n);
-    if (st != PLAIT_OK) return st;
+    char why[512];
+    if (nvidia_visible_gpus(why, sizeof why) < 1)
+        return h->set_error(PLAIT_ERR_UNSUPPORTED, "no CUDA device found (%s)", why);
     int v = 0;
     if (ncclGetVersion(&v) != ncclSuccess || v < NCCL_VERSION(2, 14, 0))
         return h->set_error(PLAIT_ERR_UNSUPPORTED, "the NCCL library loaded (version code %d) is older than 2.14",

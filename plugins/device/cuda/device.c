@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nvidia_gpus.h"
 #include "pcuda.h"
 
 pc_state pc;
@@ -91,7 +92,7 @@ plait_status pc_open(const plait_host *host, const plait_device_open_args *args,
     memset(&pc, 0, sizeof pc);
     pc.host = host;
     char why[512];
-    int visible = pc_visible_gpus(why, sizeof why);
+    int visible = nvidia_visible_gpus(why, sizeof why);
     if (visible <= 0) return host->set_error(PLAIT_ERR_UNSUPPORTED, "no CUDA device found (%s)", why);
     int ordinal = args->ordinal < 0 ? 0 : args->ordinal;
     if (ordinal >= visible)

@@ -118,6 +118,32 @@ void pc_free(void *ptr) {
     free(found);
 }
 
+/* Page-locked host memory (cudaHostAlloc, portable to every context):
+ * copies to and from it run at full bus speed and asynchronously. The core
+ * counts it under its tag and frees it through free_pinned; it is host
+ * memory, not counted in memory_stats. */
+void *pc_alloc_pinned(size_t bytes, const char *tag) {
+    if (!pc.is_open) {
+        pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: alloc_pinned of %zu bytes (%s) before the device was opened",
+                           bytes, tag ? tag : "untagged");
+        return NULL;
+    }
+    void *p = NULL;
+    cudaError_t e = pc_make_current() ? cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) : cudaGetLastError();
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        pc.host->set_error(e == cudaErrorMemoryAllocation ? PLAIT_ERR_NO_MEMORY : PLAIT_ERR_SYSTEM,
+                           "cuda: cudaHostAlloc of %zu bytes for %s failed: %s", bytes, tag ? tag : "untagged",
+                           cudaGetErrorString(e));
+        return NULL;
+    }
+    return p;
+}
+
+void pc_free_pinned(void *ptr) {
+    if (ptr && pc_make_current()) cudaFreeHost(ptr);
+}
+
 void pc_memory_stats(uint64_t *in_use, uint64_t *peak) {
     pthread_mutex_lock(&g_lock);
     if (in_use) *in_use = g_in_use;

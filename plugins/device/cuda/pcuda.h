@@ -68,13 +68,6 @@ void pc_close(void);
 /* [device.cuda] workspace_mib's default: cuBLASLt's workspace */
 #define PC_WORKSPACE_MIB 32
 
-/* ---- probe.c: devices visible, without touching the driver ---------------- */
-/* Number of NVIDIA GPUs this process may use: the driver's list in procfs
- * (or its /dev/nvidiaN nodes) filtered by CUDA_VISIBLE_DEVICES. 0 with a
- * reason in `why` when none. Reads files only: no CUDA call. The root of
- * those paths is PLAIT_CUDA_SYSFS_ROOT when set (tests only). */
-int pc_visible_gpus(char *why, size_t why_len);
-
 /* ---- memory.c: the plait_device_ops memory functions ------------------------ */
 void *pc_alloc(size_t bytes, const char *tag);
 void pc_free(void *ptr);
@@ -96,6 +89,8 @@ void *pc_event_native(plait_device_event *ev);
 plait_status pc_fill_zero(void *dst, size_t bytes);
 plait_status pc_synchronize(void);
 void pc_memory_stats(uint64_t *in_use, uint64_t *peak);
+void *pc_alloc_pinned(size_t bytes, const char *tag);
+void pc_free_pinned(void *ptr);
 void pc_memory_reset(void);
 /* Memory still allocated at close(): freed, their count returned. */
 size_t pc_memory_release_all(void);

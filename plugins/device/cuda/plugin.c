@@ -5,13 +5,14 @@
  * Loading this file must work on any machine: the CUDA runtime is linked
  * statically (it loads libcuda.so.1 itself on the first CUDA call, which
  * only open() makes) and cuBLASLt is loaded by open() (lt.c). probe() and
- * count() read the driver's files only (probe.c) and make no CUDA call, so
+ * count() read the driver's files only (plugins/common/nvidia) and make no CUDA call, so
  * the launcher may ask before it forks ranks.
  */
 #include <string.h>
 
 #include <plait/plugin.h>
 
+#include "nvidia_gpus.h"
 #include "pcuda.h"
 
 #define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_key_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
@@ -26,7 +27,7 @@ static const plait_key_decl g_params[] = {
  * the reason set, phrased as the whole message the core prints. */
 static plait_status cuda_count(const plait_host *host, int32_t *out) {
     char why[512];
-    int n = pc_visible_gpus(why, sizeof why);
+    int n = nvidia_visible_gpus(why, sizeof why);
     *out = n > 0 ? n : 0;
     if (n <= 0) (void)host->set_error(PLAIT_ERR_UNSUPPORTED, "no CUDA device found (%s)", why);
     return PLAIT_OK;
@@ -34,7 +35,7 @@ static plait_status cuda_count(const plait_host *host, int32_t *out) {
 
 static plait_status cuda_probe(const plait_host *host) {
     char why[512];
-    if (pc_visible_gpus(why, sizeof why) > 0) return PLAIT_OK;
+    if (nvidia_visible_gpus(why, sizeof why) > 0) return PLAIT_OK;
     return host->set_error(PLAIT_ERR_UNSUPPORTED, "no CUDA device found (%s)", why);
 }
 
@@ -52,6 +53,8 @@ static const plait_device_ops g_ops = {
     .synchronize = pc_synchronize,
     .memory_stats = pc_memory_stats,
     .kernels = cuda_kernels,
+    .alloc_pinned = pc_alloc_pinned,
+    .free_pinned = pc_free_pinned,
     .event_create = pc_event_create,
     .event_destroy = pc_event_destroy,
     .event_record = pc_event_record,

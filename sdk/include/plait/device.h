@@ -193,8 +193,9 @@ typedef struct plait_device_ops {
      * plait/kernels.h; pointers are device pointers). Valid after open(). */
     const plait_kernels *(*kernels)(void);
 
-    /* Page-locked host memory of `bytes` (cudaHostAlloc), which copy()
-     * moves at full bus speed and asynchronously; counted under `tag`. The
+    /* Page-locked host memory of `bytes` (cudaHostAlloc), aligned to a
+     * page (4096 bytes) at least, which copy() moves at full bus speed and
+     * asynchronously; the core counts it under `tag`. The
      * core's host->alloc routes PLAIT_MEM_HOST_PINNED here, and its staging
      * of device buffers for host-memory transports pools it. Host code may
      * dereference it. NULL members, or NULL with a reason, mean "none": the

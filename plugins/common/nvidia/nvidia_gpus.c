@@ -1,9 +1,12 @@
 /*
- * How many GPUs this process could use, found without the CUDA driver.
+ * How many GPUs this process could use, found without the CUDA driver
+ * (nvidia_gpus.h). Shared by the plugins that drive NVIDIA GPUs: the cuda
+ * device's probe and count, and the nccl comm plugin's probe.
  *
  * The launcher asks before it forks ranks, and a process that has
- * initialised CUDA cannot use it in a forked child, so nothing here calls
- * CUDA or loads libcuda: the NVIDIA kernel driver lists its GPUs in
+ * initialised CUDA cannot use it in a forked child (nor should `plait
+ * plugins` or a probe pay for the runtime's start-up and keep its
+ * descriptors), so nothing here calls CUDA or loads libcuda: the NVIDIA kernel driver lists its GPUs in
  * /proc/driver/nvidia/gpus/<pci-bus-id>/ (with an `information` file
  * holding "GPU UUID: GPU-..."); where that directory is missing (some
  * containers) the device nodes /dev/nvidia0, /dev/nvidia1, ... are counted.
@@ -30,7 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pcuda.h"
+#include "nvidia_gpus.h"
 
 #define MAX_GPUS 64
 
@@ -186,7 +189,7 @@ static int count_in_child(char *why, size_t why_len) {
     return (int)n;
 }
 
-int pc_visible_gpus(char *why, size_t why_len) {
+int nvidia_visible_gpus(char *why, size_t why_len) {
     gpu_list g;
     memset(&g, 0, sizeof g);
     const char *r = root();
