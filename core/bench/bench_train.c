@@ -8,6 +8,7 @@
 #include "bench/bench_train.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "launch/bootstrap.h"
 #include "comm/comm.h"
 #include "cpu/compute_line.h"
+#include "device/device.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
@@ -29,7 +31,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Per step, the slowest rank's numbers (max over the world). */
-enum { F_STEP, F_COMPUTE, F_COMM, F_IDLE, F_DP, F_TP, F_PP, F_OPT, F_ACT, F_RSS, N_FIELDS };
+enum { F_STEP, F_COMPUTE, F_COMM, F_IDLE, F_DP, F_TP, F_PP, F_OPT, F_ACT, F_RSS, F_DEV, N_FIELDS };
 
 plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_opts *o, FILE *out) {
     plait_run *run = NULL;
@@ -39,7 +41,10 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
     /* the peak (train/mfu_peak.h: one rank's threads, measured by rank 0
      * while the others wait, cached per machine) */
     plait_mfu_peak peak = {0};
-    if (rank == 0)
+    /* a GPU's rate is measured after the timed steps instead, so its
+     * buffers never count in the peak device memory reported below */
+    int device_gemm = plait_device_mem_kind() != PLAIT_MEM_HOST;
+    if (rank == 0 && !device_gemm)
         plait_mfu_peak_get(cfg, plait_kernels_threads(), plait_job_local_size(run->world.job), world, &peak);
     if (world > 1) st = plait_comm_barrier(run->world.comm, NULL, NULL);
     int64_t total = o->warmup + o->steps;
@@ -64,7 +69,17 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         v[F_OPT] = (double)r.t.optim_bytes;
         v[F_ACT] = (double)plait_model_activation_bytes(run->model.instance);
         v[F_RSS] = (double)plait_peak_rss();
+        /* a device's own memory (a GPU's): its allocator's peak since open */
+        uint64_t dev_in_use = 0, dev_peak = 0;
+        if (plait_device_mem_kind() != PLAIT_MEM_HOST && plait_device_ops_open())
+            plait_device_ops_open()->memory_stats(&dev_in_use, &dev_peak);
+        v[F_DEV] = (double)dev_peak;
         if (world > 1) st = plait_comm_allreduce(run->world.comm, v, v, N_FIELDS, PLAIT_F64, PLAIT_MAX, NULL, NULL);
+    }
+    if (st == PLAIT_OK && device_gemm) {
+        if (rank == 0)
+            plait_mfu_peak_get(cfg, plait_kernels_threads(), plait_job_local_size(run->world.job), world, &peak);
+        if (world > 1) st = plait_comm_barrier(run->world.comm, NULL, NULL);
     }
     if (st == PLAIT_OK && rank == 0) {
         double med[N_FIELDS];
@@ -100,6 +115,18 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         fprintf(out, "  %9.1f %10.0f %6s %10.1f %9.1f %8.1f %9.2f %9.2f %9.2f %9.2f %9.2f %11.1f\n",
                 1e3 * med[F_STEP], tps, mfu_text, 1e3 * med[F_COMPUTE], 1e3 * med[F_COMM], 1e3 * med[F_IDLE],
                 med[F_DP] / MB, med[F_TP] / MB, med[F_PP] / MB, med[F_OPT] / MB, med[F_ACT] / MB, med[F_RSS] / MB);
+        if (device_gemm && plait_device_info_open()) {
+            char sheet[160] = "no datasheet peak for this precision on this device";
+            if (peak.datasheet_flops > 0) {
+                char mfu_sheet[64];
+                plait_mfu_text(tps * fpt, peak.datasheet_flops, mfu_sheet, sizeof mfu_sheet);
+                snprintf(sheet, sizeof sheet, "MFU %s against the datasheet's %.1f TFLOP/s", mfu_sheet,
+                         peak.datasheet_flops / 1e12);
+            }
+            fprintf(out, "# device %s: peak device memory %.1f MiB (max over ranks; the allocator's peak during the "
+                         "steps); %s (the MFU column is against the measured GEMM rate)\n",
+                    plait_device_info_open()->name, med[F_DEV] / MB, sheet);
+        }
         fprintf(out, "# times: median over steps of the slowest rank; bytes: payload each rank sent per step "
                      "(max over ranks); act: activation memory (saved activations, backward scratch, recompute "
                      "buffers), max over ranks; peak RSS: max over ranks\n");

@@ -12,8 +12,10 @@
 
 #include "cpu/blas.h"
 #include "cpu/cpu_features.h"
+#include "device/device.h"
 #include "kernels/kernels.h"
 #include "model/sgemm_peak.h"
+#include "runtime/clock.h"
 
 static const char *precision_name(void) {
     switch (plait_kernels_precision()) {
@@ -92,6 +94,61 @@ static int cache_store(const char *path, const char *key, double gflops) {
     return 0;
 }
 
+/* The open device's GEMM rate in FLOP/s, through its own kernels and memory:
+ * square products from 512 up to 4096 (doubling while one takes under
+ * 5 ms, so a slow device is not kept for seconds), repeated for ~0.2 s, the
+ * best call counted; 0 when the device cannot allocate or synchronize. */
+static double device_gemm_rate(void) {
+    const plait_device_ops *ops = plait_device_ops_open();
+    const plait_kernels *k = plait_device_kernels();
+    const int64_t max_n = 4096;
+    size_t bytes = (size_t)max_n * max_n * sizeof(float);
+    float *a = plait_device_alloc(bytes, "mfu-peak"), *b = plait_device_alloc(bytes, "mfu-peak"),
+          *c = plait_device_alloc(bytes, "mfu-peak");
+    double best = 0;
+    if (ops && k && a && b && c && ops->fill_zero(a, bytes) == PLAIT_OK && ops->fill_zero(b, bytes) == PLAIT_OK &&
+        ops->synchronize() == PLAIT_OK) {
+        int64_t n = 512;
+        double spent = 0;
+        for (int calls = 0; spent < 0.2 && calls < 1000; calls++) {
+            double t0 = plait_clock_now();
+            k->sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+            if (ops->synchronize() != PLAIT_OK) break;
+            double dt = plait_clock_now() - t0, rate = dt > 0 ? 2.0 * (double)n * n * n / dt : 0;
+            spent += dt;
+            if (rate > best) best = rate;
+            if (dt < 0.005 && n < max_n) n *= 2, best = 0; /* too small to measure well: the rate of larger products */
+        }
+    }
+    plait_device_free(a);
+    plait_device_free(b);
+    plait_device_free(c);
+    return best;
+}
+
+/* A device that is not host memory (a GPU): its measured GEMM rate, the
+ * datasheet's beside it; every rank is assumed to have a device of its own
+ * (launch gives one per rank under nccl; ranks sharing one over a host
+ * transport make the job's peak too high and MFU too low). */
+static int device_peak(const plait_config *cfg, int world, plait_mfu_peak *out) {
+    const plait_device_info *info = plait_device_info_open();
+    if (!info || plait_device_mem_kind() == PLAIT_MEM_HOST) return 0;
+    plait_precision pr = cfg ? plait_device_precision(cfg) : PLAIT_PRECISION_FP32;
+    const char *pr_name = pr == PLAIT_PRECISION_BF16 ? "bf16" : pr == PLAIT_PRECISION_TF32 ? "tf32" : "fp32";
+    double sheet = pr == PLAIT_PRECISION_BF16 ? info->peak_flops_bf16 : pr == PLAIT_PRECISION_TF32 ? info->peak_flops_tf32 : 0;
+    double rate = device_gemm_rate();
+    out->ranks = world;
+    out->rank_flops = rate;
+    out->flops = rate * world;
+    out->datasheet_flops = sheet * world;
+    char sheet_text[96] = "no datasheet peak for this precision";
+    if (sheet > 0) snprintf(sheet_text, sizeof sheet_text, "datasheet %.1f TFLOP/s", sheet / 1e12);
+    snprintf(out->source, sizeof out->source,
+             "the GEMM rate of %s measured now through its kernels in %s, %.1f GFLOP/s (%s)", info->name, pr_name,
+             rate / 1e9, sheet_text);
+    return 1;
+}
+
 void plait_mfu_peak_get(const plait_config *cfg, int threads, int local_ranks, int world, plait_mfu_peak *out) {
     memset(out, 0, sizeof *out);
     if (threads < 1) threads = 1;
@@ -113,6 +170,7 @@ void plait_mfu_peak_get(const plait_config *cfg, int threads, int local_ranks, i
         snprintf(out->source, sizeof out->source, "%.1f GFLOP/s from [run] mfu_peak", given);
         return;
     }
+    if (device_peak(cfg, world, out)) return;
     plait_cpu_features f;
     plait_cpu_detect(&f);
     char blas[256], key[512], path[4096];

@@ -14,6 +14,12 @@
  * ranks whose threads have cores of their own: per host, min(local ranks,
  * cores / threads), at least 1, times the hosts (hosts alike).
  *
+ * On a device whose memory is not host memory (a GPU), the peak is instead
+ * the device's GEMM rate through its own kernels in the run's precision,
+ * measured by rank 0 at start (~0.2 s, not cached), with the datasheet's
+ * peak (plait_device_info) kept beside it as the second denominator; every
+ * rank is counted as having a device of its own.
+ *
  * An MFU above 100% means the peak was measured wrong (a busy machine, a
  * stale cache entry): plait_mfu_text says so instead of printing a figure.
  *
@@ -31,6 +37,7 @@
 typedef struct plait_mfu_peak {
     double rank_flops; /* one rank's peak, FLOP/s (0: none) */
     double flops;      /* the job's */
+    double datasheet_flops; /* on a GPU: the job's datasheet peak in the run's precision (0: none, or a CPU) */
     int ranks;         /* the ranks counted in the job's peak */
     char source[512];  /* where it came from, for the start-up line */
 } plait_mfu_peak;
