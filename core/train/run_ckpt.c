@@ -170,22 +170,28 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
     else if (!ok && me != 0) st = plait_set_error(PLAIT_ERR_SYSTEM, "rank 0 could not start the checkpoint");
     const char *const *states = run->optim.ops->state_names;
     uint32_t tag = 0x5a000000u;
+    /* Rank 0's writing fails alone (a full disk): it keeps taking part in
+     * the gathers, writing nothing more, so the owners' sends still find
+     * their receive and every rank reaches the outcome below at once with
+     * rank 0's reason, instead of waiting for [comm] timeout. */
+    plait_status wst = PLAIT_OK;
     for (int32_t g = 0; st == PLAIT_OK && g < spec->n_params; g++) {
         if (!plait_ckpt_param_stored(spec, g)) continue;
         const char *pname = plait_ckpt_param_name(spec, g);
         for (int k = -1; st == PLAIT_OK && (k < 0 || (states && states[k])); k++) {
             const char *which = k < 0 ? "param" : states[k];
             st = gather_full(run, g, which, tag++, full, slice, slices);
-            if (st == PLAIT_OK && me == 0) {
+            if (st == PLAIT_OK && me == 0 && wst == PLAIT_OK) {
                 char name[512];
                 if (k < 0)
                     snprintf(name, sizeof name, "%s", pname);
                 else
                     plait_ckpt_optim_name(name, sizeof name, which, pname);
-                st = plait_ckpt_write(w, name, full, global_numel(&spec->params[g]));
+                wst = plait_ckpt_write(w, name, full, global_numel(&spec->params[g]));
             }
         }
     }
+    if (st == PLAIT_OK) st = wst;
     if (me == 0) {
         if (st == PLAIT_OK) {
             char layout[256];

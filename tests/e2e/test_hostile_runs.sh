@@ -10,7 +10,12 @@
 #  - a second run in a running run's out_dir is refused naming the holder
 #    (pid, host), and the first run finishes with all its metrics rows;
 #  - the (memory-mapped) data file truncated during a run: every rank ends
-#    with an error naming the file and both sizes, none dies of SIGBUS.
+#    with an error naming the file and both sizes, none dies of SIGBUS;
+#  - the disk filling while rank 0 writes a pipeline-parallel checkpoint
+#    (a 6 MiB tmpfs; needs root, said and skipped otherwise): every rank
+#    ends at once naming the file, the byte and "No space left on device"
+#    (rank 0 used to stop receiving and leave the other stage's owner
+#    waiting in its send until [comm] timeout, the cause never printed).
 source "$(dirname "$0")/lib.sh"
 
 # refused NAME EXPECTED ARGS...: plait train exits non-zero printing EXPECTED
@@ -103,4 +108,21 @@ for r in 0 1; do
   grep -qF "data file $E2E_WORK/shrinking.txt changed while the run was reading it: it had $size bytes when opened and it now has 4096 bytes" \
     "$E2E_WORK/shrink/rank-$r.log" || fail "rank $r did not name the data file and both sizes: $(tail -n 2 "$E2E_WORK/shrink/rank-$r.log")"
 done
+# --- 8. the disk fills during a checkpoint
+full=$E2E_WORK/full
+mkdir -p "$full"
+if mount -t tmpfs -o size=6m tmpfs "$full" 2>/dev/null; then
+  start=$SECONDS rc=0
+  (cd "$PLAIT_SOURCE_DIR" && timeout 120 "$PLAIT_BIN" train configs/gpt-tiny.ini -n 2 parallel.plugin=hybrid \
+    parallel.pp=2 run.steps=2 run.ckpt_every=2 comm.timeout=60 "run.out_dir=$full/run") >"$E2E_WORK/full.out" 2>&1 || rc=$?
+  took=$((SECONDS - start))
+  umount "$full"
+  [ $rc -ne 0 ] || fail "disk full: plait train exited 0"
+  grep -q "checkpoint at step 2: writing .*/ckpt-00000002/.*\.tmp at byte [0-9]*: No space left on device" \
+    "$E2E_WORK/full.out" || fail "disk full: the cause is not named: $(tail -n 4 "$E2E_WORK/full.out")"
+  [ $took -lt 30 ] || fail "disk full: the job took $took s (the ranks waited for [comm] timeout = 60 s)"
+  echo "disk full during a checkpoint: ended in $took s naming the cause"
+else
+  echo "disk full during a checkpoint: skipped (mounting a tmpfs needs root)"
+fi
 echo "ok"
