@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "device/device.h"
+#include "device/event_pool.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -16,6 +17,7 @@ static plait_comm_device g_dev;
 static _Atomic(const plait_comm_device *) g_current;
 
 void plait_comm_set_device(const plait_comm_device *dev) {
+    plait_event_pool_drain(); /* the pooled events may be the old device's */
     if (!dev || plait_mem_is_host(dev->kind) || !dev->copy) {
         atomic_store(&g_current, NULL);
         return;
@@ -60,9 +62,9 @@ plait_device_event *plait_comm_ready_take(plait_mem_kind kind, plait_device_even
     /* The point of the call: everything queued on the compute stream so far
      * (which includes the last kernel touching the buffers, as the caller
      * must not touch them after the call). */
-    plait_device_event *e = ev->event_create();
+    plait_device_event *e = plait_event_pool_get(ev);
     if (e && ev->event_record(e, PLAIT_STREAM_COMPUTE) != PLAIT_OK) {
-        ev->event_destroy(e);
+        plait_event_pool_put(ev, e);
         e = NULL;
     }
     if (!e) {
@@ -78,7 +80,7 @@ plait_device_event *plait_comm_ready_take(plait_mem_kind kind, plait_device_even
 
 void plait_comm_ready_release(plait_device_event *e, int owned) {
     const plait_device_ops *ev = plait_comm_device_events();
-    if (e && owned && ev) ev->event_destroy(e);
+    if (e && owned && ev) plait_event_pool_put(ev, e);
 }
 
 plait_status plait_comm_ready_wait(plait_device_event *e) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/event_pool.h"
 #include "kernels/kernels.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
@@ -176,6 +177,7 @@ plait_status plait_device_open(const plait_host *host, const plait_config *cfg, 
 
 void plait_device_close(void) {
     if (!g_dev.ops) return;
+    plait_event_pool_drain(); /* its events are the device's */
     g_dev.ops->close();
     memset(&g_dev, 0, sizeof g_dev);
     pthread_mutex_lock(&g_blocks.lock);

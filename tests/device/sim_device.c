@@ -36,8 +36,9 @@
  *   PLAIT_SIM_STATS=FILE  at close, append one line per process: the host
  *       synchronisations the model's thread (the one that opened the
  *       device) made: synchronize(), copies to the host and value-returning
- *       kernels on the compute stream, event_synchronize; and what the
- *       other threads did (copies on each stream, event waits).
+ *       kernels on the compute stream, event_synchronize; what the
+ *       other threads did (copies on each stream, event waits); the
+ *       events created, and those still alive at close (a leak).
  *
  * sim13 (built with SIM_ABI_1_3): the same device as a plugin built
  * against ABI 1.3: no streams or events, so the core stages with copy(),
@@ -105,7 +106,8 @@ static struct {
 static pthread_t g_model_thread;
 static int g_skip_waits;
 static struct {
-    _Atomic uint64_t model_syncs, model_event_syncs, other_event_syncs, other_compute_copies, comm_copies, ops;
+    _Atomic uint64_t model_syncs, model_event_syncs, other_event_syncs, other_compute_copies, comm_copies, ops,
+        event_creates, events_live;
 } g_stats;
 
 static int on_model_thread(void) { return pthread_equal(pthread_self(), g_model_thread); }
@@ -214,10 +216,11 @@ static void write_stats(void) {
     FILE *f = fopen(path, "a");
     if (!f) return;
     fprintf(f, "pid=%ld model_syncs=%llu model_event_syncs=%llu other_event_syncs=%llu other_compute_copies=%llu "
-               "comm_copies=%llu ops=%llu\n",
+               "comm_copies=%llu ops=%llu event_creates=%llu events_live=%llu\n",
             (long)getpid(), (unsigned long long)g_stats.model_syncs, (unsigned long long)g_stats.model_event_syncs,
             (unsigned long long)g_stats.other_event_syncs, (unsigned long long)g_stats.other_compute_copies,
-            (unsigned long long)g_stats.comm_copies, (unsigned long long)g_stats.ops);
+            (unsigned long long)g_stats.comm_copies, (unsigned long long)g_stats.ops,
+            (unsigned long long)g_stats.event_creates, (unsigned long long)g_stats.events_live);
     fclose(f);
 }
 
@@ -345,11 +348,19 @@ struct plait_device_event {
 
 static plait_device_event *sim_event_create(void) {
     plait_device_event *ev = calloc(1, sizeof *ev);
-    if (!ev) g_host->set_error(PLAIT_ERR_NO_MEMORY, "sim device: out of memory for an event");
+    if (!ev) {
+        g_host->set_error(PLAIT_ERR_NO_MEMORY, "sim device: out of memory for an event");
+        return NULL;
+    }
+    atomic_fetch_add(&g_stats.event_creates, 1);
+    atomic_fetch_add(&g_stats.events_live, 1);
     return ev;
 }
 
-static void sim_event_destroy(plait_device_event *ev) { free(ev); }
+static void sim_event_destroy(plait_device_event *ev) {
+    if (ev) atomic_fetch_sub(&g_stats.events_live, 1);
+    free(ev);
+}
 
 static plait_status sim_event_record(plait_device_event *ev, plait_device_stream stream) {
     if (!ev) return g_host->set_error(PLAIT_ERR_INVALID_ARG, "sim device: event_record of a NULL event");

@@ -9,9 +9,13 @@
 #     synchronisation per bucket; at most 2 a step: the loss and the
 #     gradient norm), the staging waits once per bucket for its event (on
 #     its own thread) and never copies on the compute stream.
-#  2. A device plugin built against ABI 1.3 (sim13: no events) still loads
+#  2. The ready events the core records itself (a ZeRO-3 gather names
+#     none) come from its event pool: after the first step a run creates
+#     no device event (22 a step and rank without the pool), and none is
+#     left alive at close.
+#  3. A device plugin built against ABI 1.3 (sim13: no events) still loads
 #     and trains bit-identically: staging follows its compute stream.
-#  3. With the sim's waits switched off (PLAIT_SIM_DEBUG_SKIP_WAITS), dp 2
+#  4. With the sim's waits switched off (PLAIT_SIM_DEBUG_SKIP_WAITS), dp 2
 #     (gradient buckets) and dp 2 with zero3 (parameter gathers) go wrong
 #     (other losses, or a stop on a non-finite norm where a gather read a
 #     buffer never written): the events carry the ordering, and this test
@@ -55,6 +59,17 @@ for b in 25M 4K; do
 done
 # shellcheck disable=SC2154 # set by the eval above
 [ "$syncs_25M" = "$syncs_4K" ] || fail "host synchronisations a step depend on the bucket count: $syncs_25M (1 bucket) vs $syncs_4K"
+
+for steps in 2 3; do
+  rm -f "$E2E_WORK/stats-zero3-$steps"
+  PLAIT_SIM_STATS="$E2E_WORK/stats-zero3-$steps" train "sim-zero3-$steps" $S run.steps=$steps device.plugin=sim \
+    optim.plugin=zero3
+done
+same_losses cpu_zero3 sim-zero3-3 0
+creates=$(per_step zero3 event_creates) live=$(total "$E2E_WORK/stats-zero3-3" events_live)
+echo "zero3: $(total "$E2E_WORK/stats-zero3-3" event_creates) device events created in 3 steps on 2 ranks, $creates a step and rank after the first, $live alive at close"
+[ "$creates" = 0 ] || fail "zero3: $creates device events created a step and rank (the core's ready events are not pooled)"
+[ "$live" = 0 ] || fail "zero3: $live device events still alive when the device closed"
 
 train sim13 $S run.steps=3 device.plugin=sim13
 same_losses cpu sim13 0
