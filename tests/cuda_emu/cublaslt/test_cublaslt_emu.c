@@ -549,6 +549,18 @@ static void test_refuse_layouts(void **state) {
     refuse_layout(2, CUDA_R_64F, 6, 5, 6, CUBLAS_STATUS_NOT_SUPPORTED, "C CUDA_R_64F");
 }
 
+/* D's batch stride set to `stride` after the heuristic: cublasLtMatmul
+ * refuses naming `why`, D untouched. */
+static void refuse_d_stride(fx *f, int64_t stride, const char *why) {
+    assert_int_equal(
+        cublasLtMatrixLayoutSetAttribute(f->ld, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+        0);
+    float *before = snapshot(f);
+    REFUSED(fx_matmul(f), CUBLAS_STATUS_INVALID_VALUE, why);
+    assert_d_untouched(f, before);
+    free(before);
+}
+
 static void test_refuse_batches(void **state) {
     (void)state;
     spec s = {.m = 4, .n = 3, .k = 2, .batch = 2, .alpha = 1.0f, .beta = 0.0f};
@@ -562,32 +574,16 @@ static void test_refuse_batches(void **state) {
     assert_int_equal(cublasLtMatrixLayoutSetAttribute(f.lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &two, sizeof two), 0);
     assert_int_equal(fx_heuristic(&f), CUBLAS_STATUS_SUCCESS);
     /* D's batches on top of each other */
-    int64_t stride = 5;
-    assert_int_equal(
-        cublasLtMatrixLayoutSetAttribute(f.ld, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
-        0);
-    float *before = snapshot(&f);
-    REFUSED(fx_matmul(&f), CUBLAS_STATUS_INVALID_VALUE, "D's batches overlap: batch 0 and batch 1 share an element (stride 5, ld 4, 4 x 3)");
-    assert_d_untouched(&f, before);
-    free(before);
+    refuse_d_stride(&f, 5, "D's batches overlap: batch 0 and batch 1 share an element (stride 5, ld 4, 4 x 3)");
     fx_free(&f);
-    /* interleaved batches one row too close: batch 2 starts inside batch 1 */
+    /* interleaved batches (stride 4, ld 12) one row too close: batch 1
+     * starts inside batch 0 */
     spec h = {.m = 4, .n = 3, .k = 2, .batch = 3, .interleave = 1, .alpha = 1.0f, .beta = 0.0f};
     fx_init(&f, &h, 0);
     assert_int_equal(fx_heuristic(&f), CUBLAS_STATUS_SUCCESS);
-    stride = 3;
-    assert_int_equal(
-        cublasLtMatrixLayoutSetAttribute(f.ld, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
-        0);
-    REFUSED(fx_matmul(&f), CUBLAS_STATUS_INVALID_VALUE,
-            "batch 0 and batch 1 share an element (stride 3, ld 12");
+    refuse_d_stride(&f, 3, "batch 0 and batch 1 share an element (stride 3, ld 12");
     /* or too far: batch 1's second column reaches back into batch 0's */
-    stride = 9;
-    assert_int_equal(
-        cublasLtMatrixLayoutSetAttribute(f.ld, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
-        0);
-    REFUSED(fx_matmul(&f), CUBLAS_STATUS_INVALID_VALUE,
-            "batch 0 and batch 1 share an element (stride 9, ld 12");
+    refuse_d_stride(&f, 9, "batch 0 and batch 1 share an element (stride 9, ld 12");
     fx_free(&f);
 }
 
