@@ -102,14 +102,17 @@ static int make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t rows
 }
 
 /* The first algorithm the heuristic offers for `p` (with the bias
- * epilogue when `bias`); 0 if none. */
-static int choose_algo(gemm_plan *p, int bias) {
+ * epilogue when `bias` is non-NULL: the heuristic reads the bias pointer
+ * to know its alignment, and every later call of this plan passes one as
+ * aligned, 16 bytes, gemm_key.has_bias); 0 if none. */
+static int choose_algo(gemm_plan *p, const float *bias) {
     cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     if (pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) != CUBLAS_STATUS_SUCCESS)
         return 0;
     if (bias) {
         cudaDataType_t bt = CUDA_R_32F;
-        if (pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) != CUBLAS_STATUS_SUCCESS)
+        if (pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) != CUBLAS_STATUS_SUCCESS ||
+            pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != CUBLAS_STATUS_SUCCESS)
             return 0;
     }
     cublasLtMatmulPreference_t pref = NULL;
@@ -130,7 +133,7 @@ static int choose_algo(gemm_plan *p, int bias) {
     int found = 0;
     if (ok && pc_lt.heuristic(pc_lt.handle, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found) ==
                   CUBLAS_STATUS_SUCCESS &&
-        found > 0)
+        found > 0 && res.state == CUBLAS_STATUS_SUCCESS)
         p->algo = res.algo;
     else
         found = 0;
@@ -138,7 +141,7 @@ static int choose_algo(gemm_plan *p, int bias) {
     return found > 0;
 }
 
-static gemm_plan *prepare(const gemm_key *k) {
+static gemm_plan *prepare(const gemm_key *k, const float *bias) {
     for (int i = 0; i < CACHE_SLOTS; i++)
         if (g_cache[i].used && memcmp(&g_cache[i].key, k, sizeof *k) == 0) return &g_cache[i];
     gemm_plan *p = &g_cache[g_next_slot];
@@ -159,8 +162,8 @@ static gemm_plan *prepare(const gemm_key *k) {
                          k->stride_a) &&
              make_layout(&p->lc, CUDA_R_32F, k->N, k->M, k->ldc, k->batch, k->stride_c);
     if (ok) {
-        p->bias_epilogue = k->has_bias == 1 && choose_algo(p, 1);
-        if (!p->bias_epilogue && !choose_algo(p, 0)) {
+        p->bias_epilogue = k->has_bias == 1 && choose_algo(p, bias);
+        if (!p->bias_epilogue && !choose_algo(p, NULL)) {
             pc_fail("cuda: cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %lld, transposes %d%d)",
                     (long long)k->M, (long long)k->N, (long long)k->K, (long long)k->batch, k->trans_a,
                     k->trans_b);
@@ -238,7 +241,7 @@ void pc_gemm_run(const pc_gemm *g) {
     k.align_a = alignment(bf16 ? NULL : g->A, k.lda, k.stride_a, esz);
     k.align_b = alignment(bf16 ? NULL : g->B, k.ldb, k.stride_b, esz);
     k.align_c = alignment(g->C, k.ldc, k.stride_c, 4);
-    gemm_plan *p = prepare(&k);
+    gemm_plan *p = prepare(&k, g->bias);
     if (!p) return;
     const void *A = g->A, *B = g->B;
     if (bf16) {
