@@ -361,7 +361,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     plait_host_install();
-    const plait_plugin_desc *desc = plait_plugin_load(PLAIT_KIND_DEVICE, "cuda");
+    /* PLAIT_TEST_CUDA_PLUGIN=cuda_emu: the same checks on the CPU emulator
+     * (tests/cuda_emu), which runs the plugin's own kernel source */
+    const char *plugin = getenv("PLAIT_TEST_CUDA_PLUGIN") ? getenv("PLAIT_TEST_CUDA_PLUGIN") : "cuda";
+    const plait_plugin_desc *desc = plait_plugin_load(PLAIT_KIND_DEVICE, plugin);
     if (!desc) {
         fprintf(stderr, "FATAL: %s\n", plait_last_error());
         return 1;
@@ -390,6 +393,14 @@ int main(int argc, char **argv) {
     return fails ? 1 : 0;
 }
 
+/* `name` is one of the comma-separated names in `list` */
+static int listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
 static int run_cases(const plait_kernels *k, const plait_device_ops *d, double tol, uint64_t seed) {
     static const struct {
         const char *name;
@@ -400,8 +411,11 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         {"embedding", case_embedding},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
         {"vector", case_vector},         {"sumsq_exact", case_sumsq_exact},
     };
+    /* PLAIT_TEST_CASES=name,name,...: only those (when chasing one kernel) */
+    const char *only = getenv("PLAIT_TEST_CASES");
     int fails = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        fails += kc_run(cases[i].name, cases[i].fn, &g_cpu, k, d, tol, seed + i);
+        if (!only || listed(only, cases[i].name))
+            fails += kc_run(cases[i].name, cases[i].fn, &g_cpu, k, d, tol, seed + i);
     return fails;
 }

@@ -11,14 +11,19 @@
 #     posing as the GPU on 2 steps (dp 2, pp 2, tp 2; no nccl: there is none
 #     here, test_nccl_train covers it with the stand-in), and a checkpoint
 #     differing in one byte rejected.
+#   test_gpu_layouts.sh emu        the GPU's layouts (no nccl) on cuda_emu, the
+#     cuda plugin's own source on the CPU emulator (tests/cuda_emu; label
+#     cuda_emu), every rank with its own emulated GPU 0.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
 MODE=${1:-gpu}
 if [ "$MODE" = selfcheck ]; then
   DEV=sim STEPS=2 layouts=("dp2|parallel.dp=2" "pp2|parallel.pp=2" "tp2|parallel.tp=2")
+elif [ "$MODE" = emu ]; then
+  DEV=cuda_emu STEPS=2 layouts=("dp2|parallel.dp=2" "pp2|parallel.pp=2" "tp2|parallel.tp=2")
 else
-  [ "$MODE" = gpu ] || fail "usage: test_gpu_layouts.sh [selfcheck]"
+  [ "$MODE" = gpu ] || fail "usage: test_gpu_layouts.sh [selfcheck|emu]"
   line=$("$PLAIT_BIN" plugins 2>&1 | grep -A1 -E '^device +cuda ' || true)
   [ -n "$line" ] || { echo "SKIP: the cuda device plugin is not built"; exit 77; }
   case "$line" in *" available "*) ;; *) echo "SKIP: no CUDA device: $(sed -n 2p <<<"$line" | sed 's/^ *-> *//')"; exit 77 ;; esac
@@ -45,7 +50,7 @@ if [ "$MODE" = gpu ]; then
   same_losses one nccl1 0
   same_params one nccl1 bits
   echo "nccl, 1 rank: trains, bit-identical to one rank over tcp"
-else
+elif [ "$MODE" = selfcheck ]; then
   rm -rf "${E2E_WORK:?}/byte" && cp -r "$E2E_WORK/dp2" "$E2E_WORK/byte"
   f=$(last_ckpt byte)/model.safetensors
   size=$(stat -c %s "$f")

@@ -15,10 +15,17 @@
 #     differing in one byte are all caught.
 #     sim computes in fp32 only, so its "bf16" run is fp32 (the comparison is
 #     what is checked here, not bf16 arithmetic).
+#   test_gpu_training.sh emu            the GPU's checks, same bounds, on
+#     cuda_emu, the cuda plugin's own source on the CPU emulator (tests/cuda_emu;
+#     label cuda_emu): its kernels, memory and GEMM plumbing with real bf16
+#     operand rounding, no GPU. The emulator runs a GPU thread per element
+#     (~40x slower than the cpu device), so: 20 steps of 2 sequences, bf16
+#     windows of 5 steps.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
 MODE=${1:-gpu}
+EXTRA=() # keys only the emulator run adds
 
 # max_rel NAME REF TOL: every step's loss of run NAME within TOL relative of
 # run REF's (the CPU curve); prints the largest relative difference and its
@@ -88,14 +95,16 @@ fake() {
 
 if [ "$MODE" = selfcheck ]; then
   DEV=sim STEPS=6 FP=fp32 LOW=fp32 WIN=3
+elif [ "$MODE" = emu ]; then
+  DEV=cuda_emu STEPS=20 FP=fp32 LOW=bf16 WIN=5 EXTRA=(data.global_batch=2)
 else
-  [ "$MODE" = gpu ] || fail "usage: test_gpu_training.sh [selfcheck]"
+  [ "$MODE" = gpu ] || fail "usage: test_gpu_training.sh [selfcheck|emu]"
   line=$("$PLAIT_BIN" plugins 2>&1 | grep -A1 -E '^device +cuda ' || true)
   [ -n "$line" ] || { echo "SKIP: the cuda device plugin is not built"; exit 77; }
   case "$line" in *" available "*) ;; *) echo "SKIP: no CUDA device: $(sed -n 2p <<<"$line" | sed 's/^ *-> *//')"; exit 77 ;; esac
   DEV=cuda STEPS=200 FP=fp32 LOW=bf16 WIN=10
 fi
-S=("run.steps=$STEPS" run.eval_every=0 "run.ckpt_every=$STEPS" run.progress=off)
+S=("run.steps=$STEPS" run.eval_every=0 "run.ckpt_every=$STEPS" run.progress=off "${EXTRA[@]}")
 train cpu "${S[@]}" device.plugin=cpu run.precision=fp32
 train dev_fp32 "${S[@]}" device.plugin=$DEV run.precision=$FP
 train dev_low_a "${S[@]}" device.plugin=$DEV run.precision=$LOW run.deterministic=true
@@ -134,5 +143,5 @@ if [ "$MODE" = selfcheck ]; then
   expect_fail "an optimizer checkpoint differing in one byte" bit_identical dev_low_a byte
   echo "self-check: the comparisons pass on sim ($STEPS steps) and catch every wrong curve"
 else
-  echo "cuda: 200 steps fp32 within 1e-4 and bf16 within 2% (10-step means) of the cpu curve; two deterministic bf16 runs bit-identical"
+  echo "$DEV: $STEPS steps fp32 within 1e-4 and bf16 within 2% ($WIN-step means) of the cpu curve; two deterministic bf16 runs bit-identical"
 fi

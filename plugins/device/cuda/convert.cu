@@ -12,6 +12,6 @@ __global__ static void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size
 
 extern "C" void pc_launch_to_bf16(void *dst, const float *src, size_t n) {
     if (!n) return;
-    to_bf16_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>((__nv_bfloat16 *)dst, src, n);
+    PC_LAUNCH(to_bf16_kernel, pc_blocks(n), PC_THREADS)((__nv_bfloat16 *)dst, src, n);
     pc_check_launch("to_bf16");
 }

@@ -68,8 +68,8 @@ void pc_launch_embedding_forward(float *out, const int32_t *tokens, const float 
                                  int64_t n_rows, const float *wpe, int64_t B, int64_t T, int64_t C) {
     size_t n = (size_t)(B * T * C);
     if (!n) return;
-    emb_forward_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(out, tokens, wte, vocab_start, n_rows, wpe, T,
-                                                                   (size_t)(B * T), C);
+    PC_LAUNCH(emb_forward_kernel, pc_blocks(n), PC_THREADS)(
+        out, tokens, wte, vocab_start, n_rows, wpe, T, (size_t)(B * T), C);
     pc_check_launch("embedding_forward");
 }
 
@@ -78,16 +78,16 @@ void pc_launch_embedding_backward(float *dwte, float *dwpe, const float *dout, c
     if (B * T * C <= 0) return;
     if (dwte) {
         unsigned owners = n_rows < EMB_OWNERS ? (unsigned)(n_rows > 0 ? n_rows : 1) : EMB_OWNERS;
-        dwte_kernel<<<owners, PC_THREADS, 0, pc.stream>>>(dwte, dout, tokens, vocab_start, n_rows, B * T, C);
+        PC_LAUNCH(dwte_kernel, owners, PC_THREADS)(dwte, dout, tokens, vocab_start, n_rows, B * T, C);
     }
-    if (dwpe) dwpe_kernel<<<pc_blocks((size_t)(T * C)), PC_THREADS, 0, pc.stream>>>(dwpe, dout, B, T, C);
+    if (dwpe) PC_LAUNCH(dwpe_kernel, pc_blocks((size_t)(T * C)), PC_THREADS)(dwpe, dout, B, T, C);
     pc_check_launch("embedding_backward");
 }
 
 void pc_launch_add_positions(float *out, const float *wpe, int64_t B, int64_t T, int64_t C) {
     size_t n = (size_t)(B * T * C);
     if (!n) return;
-    add_positions_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(out, wpe, n, (size_t)(T * C));
+    PC_LAUNCH(add_positions_kernel, pc_blocks(n), PC_THREADS)(out, wpe, n, (size_t)(T * C));
     pc_check_launch("add_positions");
 }
 

@@ -32,13 +32,13 @@ extern "C" {
 
 void pc_launch_gelu_forward(float *out, const float *inp, size_t n) {
     if (!n) return;
-    gelu_forward_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(out, inp, n);
+    PC_LAUNCH(gelu_forward_kernel, pc_blocks(n), PC_THREADS)(out, inp, n);
     pc_check_launch("gelu_forward");
 }
 
 void pc_launch_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
     if (!n) return;
-    gelu_backward_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(dinp, inp, dout, n);
+    PC_LAUNCH(gelu_backward_kernel, pc_blocks(n), PC_THREADS)(dinp, inp, dout, n);
     pc_check_launch("gelu_backward");
 }
 

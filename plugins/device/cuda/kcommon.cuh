@@ -12,6 +12,17 @@
 
 #include "pcuda.h"
 
+/* Every launch: PC_LAUNCH(kernel, blocks, threads)(arguments...), queued on
+ * the compute stream without dynamic shared memory. Under PLAIT_CUDA_EMU
+ * (the CPU emulator of tests/cuda_emu, which the host compiler builds this
+ * same source for) it runs the kernel there instead: CUDA's <<<>>> is not
+ * C++ a host compiler can read. */
+#ifdef PLAIT_CUDA_EMU
+#define PC_LAUNCH(kernel, blocks, threads) pc_emu_launcher(#kernel, kernel, (blocks), (threads))
+#else
+#define PC_LAUNCH(kernel, blocks, threads) kernel<<<(blocks), (threads), 0, pc.stream>>>
+#endif
+
 #define PC_THREADS 256
 #define PC_WARP 32
 

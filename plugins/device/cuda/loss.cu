@@ -124,44 +124,42 @@ extern "C" {
 void pc_launch_crossentropy(float *losses, float *dlogits, const float *logits, const int32_t *targets, int64_t BT,
                             int64_t V, float scale) {
     if (BT <= 0) return;
-    crossentropy_kernel<<<(unsigned)BT, PC_THREADS * 2, 0, pc.stream>>>(losses, dlogits, logits, targets, V, scale);
+    PC_LAUNCH(crossentropy_kernel, (unsigned)BT, PC_THREADS * 2)(losses, dlogits, logits, targets, V, scale);
     pc_check_launch("crossentropy");
 }
 
 void pc_launch_logits_rowmax(float *rowmax, const float *logits, int64_t BT, int64_t Vl, int64_t n_valid) {
     if (BT <= 0) return;
-    rowmax_kernel<<<(unsigned)BT, PC_THREADS, 0, pc.stream>>>(rowmax, logits, Vl, n_valid);
+    PC_LAUNCH(rowmax_kernel, (unsigned)BT, PC_THREADS)(rowmax, logits, Vl, n_valid);
     pc_check_launch("logits_rowmax");
 }
 
 void pc_launch_logits_sumexp(float *sumexp, const float *logits, const float *rowmax, int64_t BT, int64_t Vl,
                              int64_t n_valid) {
     if (BT <= 0) return;
-    sumexp_kernel<<<(unsigned)BT, PC_THREADS, 0, pc.stream>>>(sumexp, logits, rowmax, Vl, n_valid);
+    PC_LAUNCH(sumexp_kernel, (unsigned)BT, PC_THREADS)(sumexp, logits, rowmax, Vl, n_valid);
     pc_check_launch("logits_sumexp");
 }
 
 void pc_launch_logits_target(float *tlogit, const float *logits, const int32_t *targets, int64_t vocab_start,
                              int64_t BT, int64_t Vl, int64_t n_valid) {
     if (BT <= 0) return;
-    target_kernel<<<pc_blocks((size_t)BT), PC_THREADS, 0, pc.stream>>>(tlogit, logits, targets, vocab_start, BT, Vl,
-                                                                       n_valid);
+    PC_LAUNCH(target_kernel, pc_blocks((size_t)BT), PC_THREADS)(tlogit, logits, targets, vocab_start, BT, Vl, n_valid);
     pc_check_launch("logits_target");
 }
 
 void pc_launch_loss_rows(float *losses, float *lse, const float *rowmax, const float *sumexp, const float *tlogit,
                          const int32_t *targets, int64_t BT, double *loss_sum) {
     if (BT <= 0) return;
-    loss_rows_kernel<<<1, ROWS_PER_LOSS_CHUNK, 0, pc.stream>>>(losses, lse, rowmax, sumexp, tlogit, targets, BT,
-                                                               loss_sum);
+    PC_LAUNCH(loss_rows_kernel, 1, ROWS_PER_LOSS_CHUNK)(losses, lse, rowmax, sumexp, tlogit, targets, BT, loss_sum);
     pc_check_launch("loss_rows");
 }
 
 void pc_launch_crossentropy_backward(float *dlogits, const float *logits, const float *lse, const int32_t *targets,
                                      int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid, float scale) {
     if (BT <= 0) return;
-    ce_backward_kernel<<<(unsigned)BT, PC_THREADS, 0, pc.stream>>>(dlogits, logits, lse, targets, vocab_start, Vl,
-                                                                   n_valid, scale);
+    PC_LAUNCH(ce_backward_kernel, (unsigned)BT, PC_THREADS)(
+        dlogits, logits, lse, targets, vocab_start, Vl, n_valid, scale);
     pc_check_launch("crossentropy_backward");
 }
 

@@ -4,6 +4,7 @@
  * and every process that merely probes would otherwise pay, and the plugin
  * must load on machines without it. The functions plait uses are looked up
  * once into pc_lt; the handle and the fixed workspace live until close().
+ * The emulated build (tests/cuda_emu) loads a stand-in from PC_LT_LIBRARY.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -36,8 +37,12 @@ static void *g_lib;
 /* The soname of the cuBLAS major this plugin was compiled against, the
  * unversioned name, then the toolkit's directory at build time (a library
  * lacking a symbol below is refused, naming it). */
+#ifdef PC_LT_LIBRARY /* the emulated build (tests/cuda_emu): its cuBLASLt stand-in, by path */
+static const char *const g_names[] = {PC_LT_LIBRARY};
+#else
 static const char *const g_names[] = {"libcublasLt.so." PLAIT_STRINGIFY(PC_CUBLAS_MAJOR), "libcublasLt.so",
                                       PC_CUDA_LIB_DIR "/libcublasLt.so." PLAIT_STRINGIFY(PC_CUBLAS_MAJOR)};
+#endif
 
 int pc_lt_open(size_t workspace_bytes) {
     const plait_host *h = pc.host;

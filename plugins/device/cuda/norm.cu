@@ -79,8 +79,7 @@ extern "C" {
 void pc_launch_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                                  const float *bias, int64_t BT, int64_t C) {
     if (BT <= 0) return;
-    ln_forward_kernel<<<row_blocks(BT), LN_WARPS * PC_WARP, 0, pc.stream>>>(out, mean, rstd, inp, weight, bias, BT,
-                                                                           C);
+    PC_LAUNCH(ln_forward_kernel, row_blocks(BT), LN_WARPS * PC_WARP)(out, mean, rstd, inp, weight, bias, BT, C);
     pc_check_launch("layernorm_forward");
 }
 
@@ -89,10 +88,10 @@ void pc_launch_layernorm_backward(float *dinp, float *dweight, float *dbias, con
                                   int64_t C) {
     if (BT <= 0 || C <= 0) return;
     if (dinp)
-        ln_backward_rows_kernel<<<row_blocks(BT), LN_WARPS * PC_WARP, 0, pc.stream>>>(dinp, dout, inp, weight,
-                                                                                     mean, rstd, BT, C);
+        PC_LAUNCH(ln_backward_rows_kernel, row_blocks(BT), LN_WARPS * PC_WARP)(
+            dinp, dout, inp, weight, mean, rstd, BT, C);
     if (dweight || dbias)
-        ln_backward_params_kernel<<<(unsigned)((C + PC_THREADS - 1) / PC_THREADS), PC_THREADS, 0, pc.stream>>>(
+        PC_LAUNCH(ln_backward_params_kernel, (unsigned)((C + PC_THREADS - 1) / PC_THREADS), PC_THREADS)(
             dweight, dbias, dout, inp, mean, rstd, BT, C);
     pc_check_launch("layernorm_backward");
 }

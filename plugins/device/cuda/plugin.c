@@ -15,6 +15,12 @@
 #include "nvidia_gpus.h"
 #include "pcuda.h"
 
+/* The emulated build (tests/cuda_emu) is the same plugin under another
+ * name, so both can be installed side by side. */
+#ifndef PC_PLUGIN_NAME
+#define PC_PLUGIN_NAME "cuda"
+#endif
+
 #define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_key_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
 
 static const plait_key_decl g_params[] = {
@@ -70,7 +76,7 @@ static const plait_plugin_desc g_desc = {
     .abi_major = PLAIT_ABI_MAJOR,
     .abi_minor = 3,
     .kind = PLAIT_KIND_DEVICE,
-    .name = "cuda",
+    .name = PC_PLUGIN_NAME,
     .version = "0.1.0",
     .description = "one NVIDIA GPU: device memory, CUDA kernels, cuBLASLt GEMMs (fp32, tf32, bf16 operands)",
     .params = g_params,

@@ -49,14 +49,13 @@ extern "C" {
 
 void pc_launch_softmax_causal(float *att, int64_t BNH, int64_t T) {
     if (BNH * T <= 0) return;
-    softmax_causal_kernel<<<blocks_for(BNH * T), SM_WARPS * PC_WARP, 0, pc.stream>>>(att, BNH * T, T);
+    PC_LAUNCH(softmax_causal_kernel, blocks_for(BNH * T), SM_WARPS * PC_WARP)(att, BNH * T, T);
     pc_check_launch("attention softmax");
 }
 
 void pc_launch_softmax_causal_backward(float *datt, const float *att, int64_t BNH, int64_t T) {
     if (BNH * T <= 0) return;
-    softmax_causal_backward_kernel<<<blocks_for(BNH * T), SM_WARPS * PC_WARP, 0, pc.stream>>>(datt, att, BNH * T,
-                                                                                            T);
+    PC_LAUNCH(softmax_causal_backward_kernel, blocks_for(BNH * T), SM_WARPS * PC_WARP)(datt, att, BNH * T, T);
     pc_check_launch("attention softmax backward");
 }
 

@@ -66,12 +66,12 @@ void pc_launch_sumsq_exact(plait_sumsq_acc *acc, const float *x, size_t n) {
     /* enough blocks to fill the GPU; each merges its 256 bins once */
     size_t want = (n + 4 * PC_THREADS - 1) / (4 * PC_THREADS);
     unsigned blocks = (unsigned)(want < (size_t)pc.sm_count * 4 ? want : (size_t)pc.sm_count * 4);
-    sumsq_exact_kernel<<<blocks ? blocks : 1, PC_THREADS, 0, pc.stream>>>(acc, x, n);
+    PC_LAUNCH(sumsq_exact_kernel, blocks ? blocks : 1, PC_THREADS)(acc, x, n);
     pc_check_launch("sumsq_exact");
 }
 
 void pc_launch_sumsq_merge(plait_sumsq_acc *dst, const plait_sumsq_acc *src) {
-    sumsq_merge_kernel<<<1, PLAIT_SUMSQ_BINS, 0, pc.stream>>>(dst, src);
+    PC_LAUNCH(sumsq_merge_kernel, 1, PLAIT_SUMSQ_BINS)(dst, src);
     pc_check_launch("sumsq_merge");
 }
 

@@ -77,27 +77,27 @@ extern "C" {
 
 void pc_launch_scale(float *x, size_t n, float a) {
     if (!n) return;
-    scale_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(x, n, a);
+    PC_LAUNCH(scale_kernel, pc_blocks(n), PC_THREADS)(x, n, a);
     pc_check_launch("scale");
 }
 
 void pc_launch_axpy(float *y, const float *x, size_t n, float a) {
     if (!n) return;
-    axpy_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(y, x, n, a);
+    PC_LAUNCH(axpy_kernel, pc_blocks(n), PC_THREADS)(y, x, n, a);
     pc_check_launch("axpy");
 }
 
 void pc_launch_adamw(float *param, const float *grad, float *m, float *v, size_t n, float beta1, float beta2,
                      float step_size, float bc2_sqrt, float decay, float grad_scale, float eps) {
     if (!n) return;
-    adamw_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(param, grad, m, v, n, beta1, beta2, step_size,
-                                                             bc2_sqrt, decay, grad_scale, eps);
+    PC_LAUNCH(adamw_kernel, pc_blocks(n), PC_THREADS)(
+        param, grad, m, v, n, beta1, beta2, step_size, bc2_sqrt, decay, grad_scale, eps);
     pc_check_launch("adamw");
 }
 
 void pc_launch_sumsq(const float *x, size_t n) {
-    sumsq_partial_kernel<<<PC_REDUCE_BLOCKS, PC_THREADS, 0, pc.stream>>>(pc.reduce_partials, x, n);
-    sumsq_final_kernel<<<1, PC_REDUCE_BLOCKS, 0, pc.stream>>>(pc.reduce_partials);
+    PC_LAUNCH(sumsq_partial_kernel, PC_REDUCE_BLOCKS, PC_THREADS)(pc.reduce_partials, x, n);
+    PC_LAUNCH(sumsq_final_kernel, 1, PC_REDUCE_BLOCKS)(pc.reduce_partials);
     pc_check_launch("sumsq");
 }
 
@@ -105,16 +105,15 @@ void pc_launch_res_bias(float *out, const float *res, const float *bias, int64_t
     size_t n = (size_t)rows * (size_t)C;
     if (!n) return;
     if (add && bias)
-        res_add_bias_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(out, res, bias, (size_t)rows, (size_t)C);
+        PC_LAUNCH(res_add_bias_kernel, pc_blocks(n), PC_THREADS)(out, res, bias, (size_t)rows, (size_t)C);
     else
-        res_bias_kernel<<<pc_blocks(n), PC_THREADS, 0, pc.stream>>>(out, res, bias, (size_t)rows, (size_t)C, add);
+        PC_LAUNCH(res_bias_kernel, pc_blocks(n), PC_THREADS)(out, res, bias, (size_t)rows, (size_t)C, add);
     pc_check_launch("bias/residual");
 }
 
 void pc_launch_bias_backward(float *dbias, const float *dout, int64_t BT, int64_t OC) {
     if (OC <= 0) return;
-    bias_backward_kernel<<<(unsigned)((OC + PC_THREADS - 1) / PC_THREADS), PC_THREADS, 0, pc.stream>>>(dbias, dout,
-                                                                                                       BT, OC);
+    PC_LAUNCH(bias_backward_kernel, (unsigned)((OC + PC_THREADS - 1) / PC_THREADS), PC_THREADS)(dbias, dout, BT, OC);
     pc_check_launch("bias_backward");
 }
 

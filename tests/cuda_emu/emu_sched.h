@@ -1,0 +1,63 @@
+/*
+ * The CUDA emulator's thread scheduler: runs a kernel's threads on the CPU,
+ * each GPU thread on its own small stack (a fiber), the blocks one after
+ * the other on the calling OS thread. Test infrastructure only (never
+ * installed): it lets the cuda device plugin's own kernel source run where
+ * there is no GPU, so the kernels' indexing, reductions and barriers are
+ * exercised in CI (docs/gpu.md, "The CUDA emulator").
+ *
+ * What it models: 1-D grids and blocks (what the plugin launches), the
+ * block barrier (__syncthreads) and full-warp shuffles, each waited for by
+ * exactly the threads that must reach it. Threads run until they block, in
+ * a shuffled order that changes from launch to launch, so a result that
+ * depends on an order the hardware does not promise (a missing barrier, a
+ * read of another thread's write) tends to come out wrong instead of
+ * happening to work. What it does not model: memory-model races inside
+ * one step, timing, occupancy, and the GPU's floating-point library (expf
+ * and friends are the host's, a few ulp from CUDA's).
+ *
+ * Errors (a barrier not reached by every thread, a shuffle with a lane that
+ * exited or sits at another barrier, a bad launch shape) abandon the launch,
+ * print one line naming the kernel, block and thread, and are kept for
+ * pc_emu_take_failure(): the emulated runtime turns them into CUDA's
+ * sticky launch failure.
+ *
+ * Thread-safety: launches from any OS thread, one at a time (a lock: the
+ * kernels' __shared__ arrays are static storage, one block's at a time);
+ * kernels must not be launched from inside a kernel.
+ */
+#ifndef PLAIT_CUDA_EMU_SCHED_H
+#define PLAIT_CUDA_EMU_SCHED_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Run body(ctx) once for every thread of a grid of `grid` blocks of
+ * `block` threads (the y and z extents must be 1). Returns 0, or -1 after a
+ * failure (printed and recorded). */
+int pc_emu_run(const char *kernel, const unsigned grid[3], const unsigned block[3], void (*body)(void *),
+               void *ctx);
+
+/* Inside a kernel: the running thread's threadIdx, blockIdx, blockDim and
+ * gridDim (which = 0..3), three values each. Outside one: aborts. */
+const unsigned *pc_emu_builtin(int which);
+
+/* Inside a kernel: __syncthreads(). */
+void pc_emu_syncthreads(void);
+
+/* Inside a kernel: a full-warp shuffle. Publishes `bytes` (at most 8) of
+ * `mine`, waits for every lane of the warp, and copies lane `src_lane`'s
+ * value into `out`. `mask` must be 0xffffffff (all the plugin uses). */
+void pc_emu_shuffle(unsigned mask, const void *mine, void *out, size_t bytes, unsigned src_lane);
+
+/* The first failure recorded by any launch in this process, or NULL; the
+ * string stays valid for the life of the process. Thread-safe. */
+const char *pc_emu_failure(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

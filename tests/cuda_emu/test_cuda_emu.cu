@@ -1,0 +1,161 @@
+/*
+ * The CUDA emulator against kernels whose right answer or whose fault is
+ * known: a block reduction comes out right; the same reduction without
+ * its barrier comes out wrong under the emulator's thread orders (so the
+ * orders do expose a missing barrier); a barrier in divergent code, a
+ * shuffle after lanes exited, a host pointer handed to a kernel and a
+ * launch of too many threads, a barrier a launch site reaches only after
+ * its first launch (which ran without fibers) are each refused with the runtime's error
+ * sticky afterwards, as CUDA's launch failures are. Compiled by the host
+ * C++ compiler with emu_kernel.h force-included, like the plugin's
+ * kernels; each fault runs in a child process (a failure is sticky for
+ * the rest of a process).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PC_LAUNCH(kernel, blocks, threads) pc_emu_launcher(#kernel, kernel, (blocks), (threads))
+#define THREADS 256
+
+/* every thread adds its value into shared memory in a fixed tree */
+__global__ static void tree_sum(float *out, const float *in, int barrier) {
+    __shared__ float s[THREADS];
+    unsigned t = threadIdx.x;
+    s[t] = in[blockIdx.x * THREADS + t];
+    if (barrier) __syncthreads();
+    for (unsigned span = THREADS / 2; span > 0; span /= 2) {
+        if (t < span) s[t] += s[t + span];
+        if (barrier) __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+__global__ static void warp_sum(float *out, const float *in) {
+    float v = in[blockIdx.x * blockDim.x + threadIdx.x];
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (threadIdx.x % 32 == 0) out[(blockIdx.x * blockDim.x + threadIdx.x) / 32] = v;
+}
+
+__global__ static void divergent_barrier(float *out) {
+    if (threadIdx.x < 64) return;
+    __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
+
+__global__ static void shuffle_after_exit(float *out) {
+    if (threadIdx.x % 32 >= 16) return;
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+}
+
+__global__ static void write_one(float *out) { out[threadIdx.x] = 1.0f; }
+
+/* a barrier only when asked: after a launch without one, the emulator runs
+ * this site without fibers, and must refuse the barrier loudly */
+__global__ static void barrier_if(float *out, int wait) {
+    if (wait) __syncthreads();
+    out[threadIdx.x] = 2.0f;
+}
+
+static int failures;
+
+static void check(int ok, const char *what) {
+    printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+    if (!ok) failures++;
+}
+
+static float *device_floats(size_t n) {
+    void *p = NULL;
+    if (cudaMalloc(&p, n * sizeof(float)) != cudaSuccess) {
+        fprintf(stderr, "FATAL: cudaMalloc\n");
+        exit(1);
+    }
+    return (float *)p;
+}
+
+/* Run `fn` in a child; 1 if the launch failed, the failure was sticky
+ * afterwards and the child said so. */
+static int refused(void (*fn)(void)) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        fn();
+        cudaError_t first = cudaGetLastError();
+        void *p = NULL;
+        cudaError_t later = cudaMalloc(&p, 16);
+        _exit(first == cudaErrorLaunchFailure && later == cudaErrorLaunchFailure ? 3 : 4);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 3;
+}
+
+static void launch_divergent(void) { PC_LAUNCH(divergent_barrier, 1, THREADS)(device_floats(THREADS)); }
+static void launch_shuffle_after_exit(void) { PC_LAUNCH(shuffle_after_exit, 1, 64)(device_floats(64)); }
+static void launch_host_pointer(void) {
+    static float host[THREADS];
+    PC_LAUNCH(write_one, 1, THREADS)(host);
+}
+static void launch_late_barrier(void) {
+    float *out = device_floats(THREADS);
+    for (int wait = 0; wait < 2; wait++) PC_LAUNCH(barrier_if, 1, THREADS)(out, wait);
+}
+static void launch_too_many(void) { PC_LAUNCH(write_one, 1, 2048)(device_floats(2048)); }
+
+int main(void) {
+    enum { BLOCKS = 37 };
+    float *in = device_floats(BLOCKS * THREADS), *out = device_floats(BLOCKS * THREADS);
+    float host[BLOCKS * THREADS], want[BLOCKS * THREADS];
+    /* integers: every order of addition gives the same sum */
+    for (int i = 0; i < BLOCKS * THREADS; i++) host[i] = (float)((i * 7919) % 1000);
+    cudaMemcpy(in, host, sizeof host, cudaMemcpyHostToDevice);
+
+    for (int b = 0; b < BLOCKS; b++) {
+        want[b] = 0;
+        for (int t = 0; t < THREADS; t++) want[b] += host[b * THREADS + t];
+    }
+    PC_LAUNCH(tree_sum, BLOCKS, THREADS)(out, in, 1);
+    cudaMemcpy(host, out, BLOCKS * sizeof(float), cudaMemcpyDeviceToHost);
+    int same = cudaGetLastError() == cudaSuccess;
+    for (int b = 0; b < BLOCKS; b++) same &= host[b] == want[b];
+    check(same, "a block tree sum with its barriers is exact in every block");
+
+    PC_LAUNCH(tree_sum, BLOCKS, THREADS)(out, in, 0);
+    cudaMemcpy(host, out, BLOCKS * sizeof(float), cudaMemcpyDeviceToHost);
+    int wrong = 0;
+    for (int b = 0; b < BLOCKS; b++) wrong += host[b] != want[b];
+    printf("     without its barriers: %d of %d block sums wrong\n", wrong, BLOCKS);
+    check(wrong > 0, "the same sum without its barriers comes out wrong (the thread orders expose it)");
+
+    PC_LAUNCH(warp_sum, BLOCKS, THREADS)(out, in);
+    cudaMemcpy(host, out, BLOCKS * THREADS / 32 * sizeof(float), cudaMemcpyDeviceToHost);
+    float src[BLOCKS * THREADS];
+    cudaMemcpy(src, in, sizeof src, cudaMemcpyDeviceToHost);
+    same = 1;
+    for (int w = 0; w < BLOCKS * THREADS / 32; w++) {
+        float s = 0;
+        for (int l = 0; l < 32; l++) s += src[w * 32 + l];
+        same &= host[w] == s;
+    }
+    check(same, "warp butterfly sums are exact");
+
+    check(refused(launch_divergent), "a __syncthreads some threads exited before is a sticky launch failure");
+    check(refused(launch_shuffle_after_exit), "a full-warp shuffle after half the lanes exited is refused");
+    check(refused(launch_host_pointer), "a pageable host pointer given to a kernel is refused");
+    check(refused(launch_too_many), "a block of 2048 threads is refused");
+    check(refused(launch_late_barrier), "a barrier first reached on a launch site's second launch is refused");
+
+    void *p = NULL;
+    check(cudaMemcpy(host, in, 16, cudaMemcpyHostToDevice) == cudaErrorInvalidValue,
+          "a copy whose direction does not match where its pointers live is refused");
+    (void)cudaGetLastError();
+    check(cudaFree(host) == cudaErrorInvalidValue, "freeing a pointer the runtime did not hand out is refused");
+    (void)cudaGetLastError();
+    check(cudaMalloc(&p, (size_t)17 << 30) == cudaErrorMemoryAllocation, "more than the 16 GiB device is refused");
+    (void)cudaGetLastError();
+    check(cudaMalloc(&p, 64) == cudaSuccess && ((const unsigned char *)p)[5] == 0xff,
+          "fresh device memory is poisoned (0xff bytes: NaN as floats)");
+    printf("%s: %d failure%s\n", failures ? "FAILED" : "passed", failures, failures == 1 ? "" : "s");
+    return failures ? 1 : 0;
+}
