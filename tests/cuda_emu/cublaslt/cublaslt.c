@@ -1,0 +1,678 @@
+/*
+ * A cuBLASLt stand-in for the CUDA emulator (test infrastructure, never
+ * installed): the 14 functions the cuda device plugin looks up (LT_SYMBOLS
+ * in plugins/device/cuda/lt.c), compiled against the toolkit's own
+ * <cublasLt.h> so every type, enum value and signature is NVIDIA's, computing
+ * on the CPU. "Device memory" is host memory under the emulator, so the
+ * operands are read in place; every call is synchronous and the stream is
+ * ignored.
+ *
+ * What it computes (NVIDIA's cuBLASLt semantics, column-major throughout):
+ *   D = alpha * op(A) * op(B) + beta * C (+ bias[row])
+ * with op() = TRANSA/TRANSB (N or T), A/B of CUDA_R_32F or CUDA_R_16BF,
+ * C/D of CUDA_R_32F, scale type CUDA_R_32F, compute CUBLAS_COMPUTE_32F or
+ * CUBLAS_COMPUTE_32F_FAST_TF32 (32F operands only), strided batches
+ * (BATCH_COUNT, STRIDED_BATCH_OFFSET in elements), epilogue DEFAULT or BIAS
+ * (one float per row of D, broadcast across D's columns, per batch at
+ * BIAS_BATCH_STRIDE). beta == 0 does not read C: NaN in C stays out of D, as
+ * BLAS and cuBLAS specify for beta == 0.
+ *
+ * Arithmetic: the operands are widened to float (bf16 exactly, TF32 by
+ * rounding, see tf32_round) and op(A)·op(B) is one single-call OpenBLAS
+ * sgemm with alpha 1 into a scratch tile, so each element is a float sum in
+ * the order of OpenBLAS's kernel for that shape: the same call gives the
+ * same bits. alpha, beta·C and the bias are then applied per element as
+ * alpha·t, fmaf(beta, c, ·), + bias (written out, so no compiler contracts
+ * them differently).
+ *
+ * Strictness is the point: a GPU library misused tends to give wrong numbers
+ * or a crash far away, so every call checks what NVIDIA documents (and a
+ * little more, marked "stricter than cuBLASLt" where real cuBLASLt would
+ * accept) and refuses with CUBLAS_STATUS_INVALID_VALUE or NOT_SUPPORTED and
+ * one line on stderr, "cublasLt-emu: <function>: <why>", leaving D
+ * untouched. Alignment promises: the heuristic records in the opaque
+ * cublasLtMatmulAlgo_t the MIN_ALIGNMENT_{A,B,C,D}_BYTES of the preference
+ * it was given (and the bias pointer's alignment it saw, see
+ * BIAS_ALIGN_CAP), the preference's MAX_WORKSPACE_BYTES, the compute type,
+ * operand types and epilogue; cublasLtMatmul refuses pointers less aligned
+ * than promised, a workspace above the promised maximum and a descriptor
+ * that no longer matches the algorithm.
+ *
+ * Thread-safety: descriptors and handles are plain heap objects with no
+ * shared state; concurrent calls on distinct objects are safe, as in
+ * cuBLASLt. Errors: the cublasStatus_t of each function, as above.
+ */
+#include <cblas.h>
+#include <cublasLt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The exported functions (exports.map keeps every other symbol local). */
+#define LT_EXPORT __attribute__((visibility("default")))
+
+enum { MAGIC_HANDLE = 0x4c54484e, MAGIC_LAYOUT = 0x4c544c59, MAGIC_DESC = 0x4c544453, MAGIC_PREF = 0x4c545046 };
+#define ALGO_MAGIC 0x706c61697445ull /* "plaitE": an algo this library's heuristic wrote */
+/* cuBLASLt's default for every MIN_ALIGNMENT_*_BYTES preference. */
+#define DEFAULT_ALIGN 256u
+/* The bias has no preference of its own: NVIDIA says the heuristic reads
+ * the BIAS_POINTER value to learn its alignment. A NULL pointer (the
+ * plugin's case: it sets the pointer only before cublasLtMatmul) says
+ * nothing, so the emulated algorithm assumes what 16-byte vector loads need;
+ * a non-NULL pointer's alignment counts up to the same cap. */
+#define BIAS_ALIGN_CAP 16u
+
+struct cublasLtContext {
+    uint32_t magic;
+};
+
+typedef struct lt_layout {
+    uint32_t magic;
+    int32_t type; /* cudaDataType */
+    int32_t order;
+    uint64_t rows, cols;
+    int64_t ld;
+    int32_t batch;
+    int64_t stride;
+    uint32_t batch_mode;
+} lt_layout;
+
+typedef struct lt_desc {
+    uint32_t magic;
+    int32_t compute, scale, pointer_mode, trans_a, trans_b, trans_c;
+    uint32_t epilogue;
+    const void *bias;
+    int64_t bias_stride;
+    int32_t bias_type; /* -1: D's type */
+} lt_desc;
+
+typedef struct lt_pref {
+    uint32_t magic;
+    uint32_t search_mode, reduction_mask;
+    uint64_t max_workspace, impl_mask;
+    uint32_t align[4]; /* A, B, C, D */
+    float max_waves;
+} lt_pref;
+
+/* What the heuristic promised, inside cublasLtMatmulAlgo_t's 64 bytes. */
+typedef struct algo_rec {
+    uint64_t magic;
+    uint64_t max_workspace;
+    uint32_t align[4];
+    uint32_t bias_align;
+    uint32_t epilogue;
+    int32_t compute, ab_type;
+} algo_rec;
+_Static_assert(sizeof(algo_rec) <= sizeof(cublasLtMatmulAlgo_t), "algo_rec must fit cublasLtMatmulAlgo_t");
+
+/* One matmul, validated: the dimensions of D = op(A)[m,k] · op(B)[k,n]. */
+typedef struct problem {
+    const lt_desc *d;
+    const lt_layout *a, *b, *c, *dl;
+    int64_t m, n, k;
+} problem;
+
+__attribute__((format(printf, 3, 4))) static cublasStatus_t refuse(cublasStatus_t s, const char *fn, const char *fmt,
+                                                                    ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "cublasLt-emu: %s: %s\n", fn, msg);
+    return s;
+}
+
+/* ---- objects ------------------------------------------------------------ */
+
+/* Handles, layouts, descriptors and preferences are calloc'd structs whose
+ * first member is their kind's magic, so a pointer of the wrong kind, or one
+ * already destroyed, is refused rather than used. */
+static void *obj_new(size_t size, uint32_t magic) {
+    uint32_t *p = calloc(1, size);
+    if (p) *p = magic;
+    return p;
+}
+
+static cublasStatus_t obj_destroy(void *obj, uint32_t magic, const char *fn) {
+    uint32_t *p = obj;
+    if (!p) return CUBLAS_STATUS_SUCCESS; /* as free(NULL) */
+    if (*p != magic) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not an object of the kind it destroys");
+    *p = 0;
+    free(p);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- handle and status ---------------------------------------------- */
+
+LT_EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) {
+    if (!handle) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtCreate", "lightHandle is NULL");
+    struct cublasLtContext *h = obj_new(sizeof *h, MAGIC_HANDLE);
+    if (!h) return refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtCreate", "out of memory");
+    *handle = h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+LT_EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
+    if (!handle || handle->magic != MAGIC_HANDLE)
+        return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtDestroy", "not a handle from cublasLtCreate");
+    return obj_destroy(handle, MAGIC_HANDLE, "cublasLtDestroy");
+}
+
+LT_EXPORT const char *cublasLtGetStatusString(cublasStatus_t status) {
+    switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "an absent device architectural feature is required";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory space failed";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "an error was detected when checking the current licensing";
+    }
+    return "unknown status";
+}
+
+/* ---- attribute plumbing ---------------------------------------------- */
+
+/* cuBLASLt's SetAttribute contract: buf non-NULL and sizeInBytes exactly
+ * the attribute's size, else INVALID_VALUE. */
+static cublasStatus_t take(void *dst, size_t want, const void *buf, size_t size, const char *fn, const char *attr) {
+    if (!buf) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: buf is NULL", attr);
+    if (size != want)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: sizeInBytes %zu, the attribute is %zu bytes", attr, size,
+                      want);
+    memcpy(dst, buf, want);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+#define TAKE(field, name) take(&(field), sizeof(field), buf, sizeInBytes, fn, name)
+
+/* ---- matrix layouts --------------------------------------------------- */
+
+static lt_layout *as_layout(cublasLtMatrixLayout_t l) {
+    lt_layout *p = (lt_layout *)(void *)l;
+    return p && p->magic == MAGIC_LAYOUT ? p : NULL;
+}
+
+LT_EXPORT cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout, cudaDataType type,
+                                                    uint64_t rows, uint64_t cols, int64_t ld) {
+    if (!matLayout) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate", "matLayout is NULL");
+    lt_layout *l = obj_new(sizeof *l, MAGIC_LAYOUT);
+    if (!l) return refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatrixLayoutCreate", "out of memory");
+    *l = (lt_layout){.magic = MAGIC_LAYOUT, .type = type, .order = CUBLASLT_ORDER_COL, .rows = rows,
+                     .cols = cols, .ld = ld, .batch = 1};
+    *matLayout = (cublasLtMatrixLayout_t)(void *)l;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+LT_EXPORT cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout) {
+    return obj_destroy(matLayout, MAGIC_LAYOUT, "cublasLtMatrixLayoutDestroy");
+}
+
+LT_EXPORT cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout,
+                                                          cublasLtMatrixLayoutAttribute_t attr, const void *buf,
+                                                          size_t sizeInBytes) {
+    static const char fn[] = "cublasLtMatrixLayoutSetAttribute";
+    lt_layout *l = as_layout(matLayout);
+    if (!l) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a layout from cublasLtMatrixLayoutCreate");
+    switch (attr) {
+    case CUBLASLT_MATRIX_LAYOUT_TYPE: return TAKE(l->type, "TYPE"); /* uint32_t: the same 4 bytes */
+    case CUBLASLT_MATRIX_LAYOUT_ORDER: return TAKE(l->order, "ORDER");
+    case CUBLASLT_MATRIX_LAYOUT_ROWS: return TAKE(l->rows, "ROWS");
+    case CUBLASLT_MATRIX_LAYOUT_COLS: return TAKE(l->cols, "COLS");
+    case CUBLASLT_MATRIX_LAYOUT_LD: return TAKE(l->ld, "LD");
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: return TAKE(l->batch, "BATCH_COUNT");
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: return TAKE(l->stride, "STRIDED_BATCH_OFFSET");
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_MODE: return TAKE(l->batch_mode, "BATCH_MODE");
+    default: break;
+    }
+    return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "layout attribute %d is not emulated (TYPE, ORDER, ROWS, COLS, "
+                  "LD, BATCH_COUNT, STRIDED_BATCH_OFFSET and BATCH_MODE are)", (int)attr);
+}
+
+/* ---- matmul descriptors ----------------------------------------------- */
+
+static lt_desc *as_desc(cublasLtMatmulDesc_t d) {
+    lt_desc *p = (lt_desc *)(void *)d;
+    return p && p->magic == MAGIC_DESC ? p : NULL;
+}
+
+LT_EXPORT cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc, cublasComputeType_t computeType,
+                                                  cudaDataType_t scaleType) {
+    if (!matmulDesc) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescCreate", "matmulDesc is NULL");
+    lt_desc *d = obj_new(sizeof *d, MAGIC_DESC);
+    if (!d) return refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatmulDescCreate", "out of memory");
+    *d = (lt_desc){.magic = MAGIC_DESC, .compute = computeType, .scale = scaleType,
+                   .pointer_mode = CUBLASLT_POINTER_MODE_HOST, .trans_a = CUBLAS_OP_N, .trans_b = CUBLAS_OP_N,
+                   .trans_c = CUBLAS_OP_N, .epilogue = CUBLASLT_EPILOGUE_DEFAULT, .bias_type = -1};
+    *matmulDesc = (cublasLtMatmulDesc_t)(void *)d;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+LT_EXPORT cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc) {
+    return obj_destroy(matmulDesc, MAGIC_DESC, "cublasLtMatmulDescDestroy");
+}
+
+LT_EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
+                                                        cublasLtMatmulDescAttributes_t attr, const void *buf,
+                                                        size_t sizeInBytes) {
+    static const char fn[] = "cublasLtMatmulDescSetAttribute";
+    lt_desc *d = as_desc(matmulDesc);
+    if (!d) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a descriptor from cublasLtMatmulDescCreate");
+    switch (attr) {
+    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: return TAKE(d->compute, "COMPUTE_TYPE");
+    case CUBLASLT_MATMUL_DESC_SCALE_TYPE: return TAKE(d->scale, "SCALE_TYPE");
+    case CUBLASLT_MATMUL_DESC_POINTER_MODE: return TAKE(d->pointer_mode, "POINTER_MODE");
+    case CUBLASLT_MATMUL_DESC_TRANSA: return TAKE(d->trans_a, "TRANSA");
+    case CUBLASLT_MATMUL_DESC_TRANSB: return TAKE(d->trans_b, "TRANSB");
+    case CUBLASLT_MATMUL_DESC_TRANSC: return TAKE(d->trans_c, "TRANSC");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: return TAKE(d->epilogue, "EPILOGUE");
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return TAKE(d->bias, "BIAS_POINTER");
+    case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: return TAKE(d->bias_stride, "BIAS_BATCH_STRIDE");
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return TAKE(d->bias_type, "BIAS_DATA_TYPE");
+    default: break;
+    }
+    return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "matmul attribute %d is not emulated (COMPUTE_TYPE, SCALE_TYPE, "
+                  "POINTER_MODE, TRANSA/B/C, EPILOGUE, BIAS_POINTER, BIAS_BATCH_STRIDE and BIAS_DATA_TYPE are)",
+                  (int)attr);
+}
+
+/* ---- heuristic preferences -------------------------------------------- */
+
+static lt_pref *as_pref(cublasLtMatmulPreference_t p) {
+    lt_pref *q = (lt_pref *)(void *)p;
+    return q && q->magic == MAGIC_PREF ? q : NULL;
+}
+
+LT_EXPORT cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref) {
+    if (!pref) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceCreate", "pref is NULL");
+    lt_pref *p = obj_new(sizeof *p, MAGIC_PREF);
+    if (!p) return refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatmulPreferenceCreate", "out of memory");
+    /* NVIDIA's defaults: best fit, no workspace, every reduction scheme and
+     * implementation, 256-byte alignment of every matrix */
+    *p = (lt_pref){.magic = MAGIC_PREF, .search_mode = CUBLASLT_SEARCH_BEST_FIT,
+                   .reduction_mask = CUBLASLT_REDUCTION_SCHEME_MASK, .impl_mask = UINT64_MAX,
+                   .align = {DEFAULT_ALIGN, DEFAULT_ALIGN, DEFAULT_ALIGN, DEFAULT_ALIGN}};
+    *pref = (cublasLtMatmulPreference_t)(void *)p;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+LT_EXPORT cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
+    return obj_destroy(pref, MAGIC_PREF, "cublasLtMatmulPreferenceDestroy");
+}
+
+LT_EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                              cublasLtMatmulPreferenceAttributes_t attr,
+                                                              const void *buf, size_t sizeInBytes) {
+    static const char fn[] = "cublasLtMatmulPreferenceSetAttribute";
+    lt_pref *p = as_pref(pref);
+    if (!p) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a preference from cublasLtMatmulPreferenceCreate");
+    switch (attr) {
+    case CUBLASLT_MATMUL_PREF_SEARCH_MODE: return TAKE(p->search_mode, "SEARCH_MODE");
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: return TAKE(p->max_workspace, "MAX_WORKSPACE_BYTES");
+    case CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK: return TAKE(p->reduction_mask, "REDUCTION_SCHEME_MASK");
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: return TAKE(p->align[0], "MIN_ALIGNMENT_A_BYTES");
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: return TAKE(p->align[1], "MIN_ALIGNMENT_B_BYTES");
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: return TAKE(p->align[2], "MIN_ALIGNMENT_C_BYTES");
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: return TAKE(p->align[3], "MIN_ALIGNMENT_D_BYTES");
+    case CUBLASLT_MATMUL_PREF_MAX_WAVES_COUNT: return TAKE(p->max_waves, "MAX_WAVES_COUNT");
+    case CUBLASLT_MATMUL_PREF_IMPL_MASK: return TAKE(p->impl_mask, "IMPL_MASK");
+    default: break;
+    }
+    return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "preference attribute %d is not emulated", (int)attr);
+}
+
+/* ---- validation -------------------------------------------------------- */
+
+static const char *type_name(int32_t t) {
+    switch (t) {
+    case CUDA_R_32F: return "CUDA_R_32F";
+    case CUDA_R_16BF: return "CUDA_R_16BF";
+    case CUDA_R_16F: return "CUDA_R_16F";
+    case CUDA_R_64F: return "CUDA_R_64F";
+    default: return "a type the emulator does not name";
+    }
+}
+
+static size_t type_size(int32_t t) { return t == CUDA_R_16BF ? 2 : 4; }
+
+/* One layout on its own: column order, positive shape, ld >= rows (NVIDIA:
+ * "must be large enough so that matrix memory locations are not
+ * overlapping"), a batch count >= 1 with a non-negative stride. */
+static cublasStatus_t check_layout(const lt_layout *l, const char *name, const char *fn) {
+    if (!l) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s is not a layout from cublasLtMatrixLayoutCreate", name);
+    if (l->order != CUBLASLT_ORDER_COL)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "%s: order %d; only CUBLASLT_ORDER_COL is emulated", name,
+                      l->order);
+    if (l->batch_mode != CUBLASLT_BATCH_MODE_STRIDED)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "%s: batch mode %u; only strided batches are emulated", name,
+                      l->batch_mode);
+    if (l->rows == 0 || l->cols == 0 || l->rows > INT32_MAX || l->cols > INT32_MAX)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: %llu x %llu; rows and columns must be in 1..2^31-1",
+                      name, (unsigned long long)l->rows, (unsigned long long)l->cols);
+    if (l->ld < 0 || (uint64_t)l->ld < l->rows)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: ld %lld < rows %llu (column-major: ld must be >= rows)",
+                      name, (long long)l->ld, (unsigned long long)l->rows);
+    if (l->batch < 1) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: batch count %d < 1", name, l->batch);
+    if (l->stride < 0)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: batch stride %lld < 0", name, (long long)l->stride);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The matmul's descriptor and four layouts together: what cuBLASLt
+ * supports in the set the emulator implements, and dimensions that agree. */
+static cublasStatus_t check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
+                                    cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D, problem *p, const char *fn) {
+    cublasStatus_t s;
+    const lt_desc *d = as_desc(desc);
+    if (!d) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a matmul descriptor from cublasLtMatmulDescCreate");
+    p->d = d;
+    p->a = as_layout(A), p->b = as_layout(B), p->c = as_layout(C), p->dl = as_layout(D);
+    if ((s = check_layout(p->a, "Adesc", fn)) || (s = check_layout(p->b, "Bdesc", fn)) ||
+        (s = check_layout(p->c, "Cdesc", fn)) || (s = check_layout(p->dl, "Ddesc", fn)))
+        return s;
+    if (d->compute != CUBLAS_COMPUTE_32F && d->compute != CUBLAS_COMPUTE_32F_FAST_TF32)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "compute type %d; the emulator implements CUBLAS_COMPUTE_32F "
+                      "and CUBLAS_COMPUTE_32F_FAST_TF32", d->compute);
+    if (d->scale != CUDA_R_32F)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "scale type %s; 32F compute scales in CUDA_R_32F",
+                      type_name(d->scale));
+    if (d->pointer_mode != CUBLASLT_POINTER_MODE_HOST)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "pointer mode %d; only CUBLASLT_POINTER_MODE_HOST is emulated",
+                      d->pointer_mode);
+    if (d->trans_c != CUBLAS_OP_N)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "TRANSC %d; cuBLASLt supports only CUBLAS_OP_N", d->trans_c);
+    if ((d->trans_a != CUBLAS_OP_N && d->trans_a != CUBLAS_OP_T) ||
+        (d->trans_b != CUBLAS_OP_N && d->trans_b != CUBLAS_OP_T))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "TRANSA %d / TRANSB %d; real operands take CUBLAS_OP_N or "
+                      "CUBLAS_OP_T", d->trans_a, d->trans_b);
+    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "epilogue %u; the emulator implements DEFAULT and BIAS",
+                      d->epilogue);
+    /* types: NVIDIA's table for 32F compute has A/B 32F or 16BF (the same
+     * for both) with C/D 32F; FAST_TF32 takes 32F operands only */
+    const lt_layout *a = p->a, *b = p->b, *c = p->c, *dl = p->dl;
+    if ((a->type != CUDA_R_32F && a->type != CUDA_R_16BF) || b->type != a->type)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "A %s with B %s; the emulator takes A and B both CUDA_R_32F "
+                      "or both CUDA_R_16BF", type_name(a->type), type_name(b->type));
+    if (c->type != CUDA_R_32F || dl->type != CUDA_R_32F)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "C %s, D %s; the emulator takes C and D of CUDA_R_32F",
+                      type_name(c->type), type_name(dl->type));
+    if (d->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && a->type != CUDA_R_32F)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "CUBLAS_COMPUTE_32F_FAST_TF32 with %s operands; it takes "
+                      "CUDA_R_32F operands", type_name(a->type));
+    /* dimensions: op(A) m x k, op(B) k x n, C and D m x n */
+    int64_t am = (int64_t)(d->trans_a == CUBLAS_OP_N ? a->rows : a->cols);
+    int64_t ak = (int64_t)(d->trans_a == CUBLAS_OP_N ? a->cols : a->rows);
+    int64_t bk = (int64_t)(d->trans_b == CUBLAS_OP_N ? b->rows : b->cols);
+    int64_t bn = (int64_t)(d->trans_b == CUBLAS_OP_N ? b->cols : b->rows);
+    if (ak != bk)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "op(A) is %lld x %lld but op(B) is %lld x %lld: inner "
+                      "dimensions differ", (long long)am, (long long)ak, (long long)bk, (long long)bn);
+    if ((int64_t)dl->rows != am || (int64_t)dl->cols != bn)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "D is %llu x %llu but op(A)·op(B) is %lld x %lld",
+                      (unsigned long long)dl->rows, (unsigned long long)dl->cols, (long long)am, (long long)bn);
+    if (c->rows != dl->rows || c->cols != dl->cols)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "C is %llu x %llu but D is %llu x %llu",
+                      (unsigned long long)c->rows, (unsigned long long)c->cols, (unsigned long long)dl->rows,
+                      (unsigned long long)dl->cols);
+    if (a->batch != dl->batch || b->batch != dl->batch || c->batch != dl->batch)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "batch counts differ: A %d, B %d, C %d, D %d", a->batch,
+                      b->batch, c->batch, dl->batch);
+    /* stricter than cuBLASLt, which does not check: D's batches must not
+     * overlap, or the batches' writes race on a GPU */
+    if (dl->batch > 1 && dl->stride < (dl->ld * (int64_t)(dl->cols - 1) + (int64_t)dl->rows))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "D's batches overlap: stride %lld < %lld elements per matrix",
+                      (long long)dl->stride, (long long)(dl->ld * (int64_t)(dl->cols - 1) + (int64_t)dl->rows));
+    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) {
+        /* NVIDIA: the bias has D's type (CUDA_R_32F here) unless set */
+        if (d->bias_type != -1 && d->bias_type != CUDA_R_32F)
+            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "bias data type %s; with D of CUDA_R_32F the emulator "
+                          "takes a CUDA_R_32F bias", type_name(d->bias_type));
+        if (d->bias_stride < 0)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "bias batch stride %lld < 0", (long long)d->bias_stride);
+    }
+    p->m = am, p->n = bn, p->k = ak;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The largest power of two dividing the address, capped at `cap`. */
+static uint32_t addr_align(const void *ptr, uint32_t cap) {
+    uintptr_t v = (uintptr_t)ptr | cap;
+    return (uint32_t)(v & (~v + 1));
+}
+
+/* The numerical implementation the emulated algorithm reports
+ * (cublasLtNumericalImplFlags_t), for the preference's IMPL_MASK. */
+static uint64_t impl_flags(const problem *p) {
+    if (p->a->type == CUDA_R_16BF)
+        return CUBLASLT_NUMERICAL_IMPL_FLAGS_HMMA | CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F |
+               CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16BF;
+    if (p->d->compute == CUBLAS_COMPUTE_32F_FAST_TF32)
+        return CUBLASLT_NUMERICAL_IMPL_FLAGS_HMMA | CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F |
+               CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32;
+    return CUBLASLT_NUMERICAL_IMPL_FLAGS_FMA | CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F |
+           CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_32F;
+}
+
+/* ---- the heuristic ----------------------------------------------------- */
+
+LT_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle,
+                                                        cublasLtMatmulDesc_t operationDesc,
+                                                        cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
+                                                        cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+                                                        cublasLtMatmulPreference_t preference, int requestedAlgoCount,
+                                                        cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
+                                                        int *returnAlgoCount) {
+    static const char fn[] = "cublasLtMatmulAlgoGetHeuristic";
+    if (returnAlgoCount) *returnAlgoCount = 0;
+    if (!lightHandle || lightHandle->magic != MAGIC_HANDLE)
+        return refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "not a handle from cublasLtCreate");
+    if (requestedAlgoCount < 1)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "requestedAlgoCount %d < 1", requestedAlgoCount);
+    if (!heuristicResultsArray || !returnAlgoCount)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "heuristicResultsArray or returnAlgoCount is NULL");
+    const lt_pref *pref = as_pref(preference);
+    if (!pref) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a preference from cublasLtMatmulPreferenceCreate");
+    problem p;
+    cublasStatus_t s = check_problem(operationDesc, Adesc, Bdesc, Cdesc, Ddesc, &p, fn);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (pref->search_mode != CUBLASLT_SEARCH_BEST_FIT)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "search mode %u; only CUBLASLT_SEARCH_BEST_FIT is emulated",
+                      pref->search_mode);
+    for (int i = 0; i < 4; i++)
+        if (pref->align[i] == 0 || (pref->align[i] & (pref->align[i] - 1)))
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "MIN_ALIGNMENT_%c_BYTES %u is not a power of two",
+                          "ABCD"[i], pref->align[i]);
+    /* the one algorithm: no split-K (any reduction mask admits it), no
+     * workspace, one wave; a preference excluding its implementation or
+     * asking for fewer waves leaves nothing, which cuBLASLt answers with
+     * NOT_SUPPORTED */
+    uint64_t impl = impl_flags(&p);
+    if ((impl & pref->impl_mask) != impl)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "IMPL_MASK 0x%llx excludes the only algorithm (0x%llx)",
+                      (unsigned long long)pref->impl_mask, (unsigned long long)impl);
+    if (pref->max_waves > 0.0f && pref->max_waves < 1.0f)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "MAX_WAVES_COUNT %g excludes the only algorithm (1 wave)",
+                      (double)pref->max_waves);
+    algo_rec r = {.magic = ALGO_MAGIC,
+                  .max_workspace = pref->max_workspace,
+                  .align = {pref->align[0], pref->align[1], pref->align[2], pref->align[3]},
+                  .bias_align = addr_align(p.d->bias, BIAS_ALIGN_CAP),
+                  .epilogue = p.d->epilogue,
+                  .compute = p.d->compute,
+                  .ab_type = p.a->type};
+    cublasLtMatmulHeuristicResult_t *res = &heuristicResultsArray[0];
+    memset(res, 0, sizeof *res);
+    memcpy(res->algo.data, &r, sizeof r);
+    res->workspaceSize = 0;
+    res->state = CUBLAS_STATUS_SUCCESS;
+    res->wavesCount = 1.0f;
+    *returnAlgoCount = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- the product -------------------------------------------------------- */
+
+/* float -> TF32 (8-bit exponent, 10-bit mantissa, kept in a float): round
+ * to nearest with ties away from zero on the 13 dropped bits. Chosen
+ * because it is what the GPU's conversion instruction cvt.rna.tf32.f32
+ * does, which the sm_80+ TF32 GEMM kernels use to feed fp32 operands to the
+ * tensor cores (truncation, what a tensor core does with raw fp32 bits, and
+ * round-to-even differ from it only in the last TF32 bit). A carry into the
+ * exponent is the right answer (to the next power of two, or to infinity
+ * past the largest finite TF32, as cvt.rna without .satfinite). Inf and NaN
+ * pass unchanged (a NaN keeps a mantissa bit set so it stays a NaN). */
+static float tf32_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) {
+        if (u & 0x007fffffu) u |= 0x00400000u;
+    } else {
+        u = (u + 0x1000u) & ~0x1fffu;
+    }
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* bf16 is float's upper half: widening is exact */
+static float bf16_to_float(uint16_t h) {
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = (uint32_t)h << 16};
+    return v.f;
+}
+
+/* Matrix `l`'s batch `bi` at `base` as floats, column-major with leading
+ * dimension *ld: the memory itself when no conversion is due, else a packed
+ * copy in `scratch` (rows x cols). */
+static const float *operand(const void *base, const lt_layout *l, int64_t bi, int tf32, float *scratch, int64_t *ld) {
+    size_t esz = type_size(l->type);
+    const char *m = (const char *)base + (size_t)(bi * l->stride) * esz;
+    if (l->type == CUDA_R_32F && !tf32) {
+        *ld = l->ld;
+        return (const float *)(const void *)m;
+    }
+    int64_t rows = (int64_t)l->rows, cols = (int64_t)l->cols;
+    for (int64_t j = 0; j < cols; j++)
+        for (int64_t i = 0; i < rows; i++) {
+            size_t off = (size_t)(i + j * l->ld);
+            float v;
+            if (l->type == CUDA_R_16BF) {
+                uint16_t h;
+                memcpy(&h, m + off * 2, 2);
+                v = bf16_to_float(h);
+            } else {
+                memcpy(&v, m + off * 4, 4);
+                v = tf32_round(v);
+            }
+            scratch[i + j * rows] = v;
+        }
+    *ld = rows;
+    return scratch;
+}
+
+static cublasStatus_t check_pointer(const void *ptr, uint32_t promised, char which, const char *fn) {
+    if (!ptr) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%c is NULL", which);
+    if ((uintptr_t)ptr % promised)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%c at %p is only %u-byte aligned; the algorithm was chosen "
+                      "with MIN_ALIGNMENT_%c_BYTES %u", which, ptr, addr_align(ptr, promised), which, promised);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
+                                        const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc, const void *B,
+                                        cublasLtMatrixLayout_t Bdesc, const void *beta, const void *C,
+                                        cublasLtMatrixLayout_t Cdesc, void *D, cublasLtMatrixLayout_t Ddesc,
+                                        const cublasLtMatmulAlgo_t *algo, void *workspace,
+                                        size_t workspaceSizeInBytes, cudaStream_t stream) {
+    static const char fn[] = "cublasLtMatmul";
+    (void)stream; /* every emulated call completes before it returns */
+    if (!lightHandle || lightHandle->magic != MAGIC_HANDLE)
+        return refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "not a handle from cublasLtCreate");
+    problem p;
+    cublasStatus_t s = check_problem(computeDesc, Adesc, Bdesc, Cdesc, Ddesc, &p, fn);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (!alpha || !beta) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "alpha or beta is NULL");
+    float fa, fb;
+    memcpy(&fa, alpha, 4);
+    memcpy(&fb, beta, 4);
+    /* NVIDIA: a NULL algo makes cublasLtMatmul query the heuristic itself;
+     * the emulated one then promises what the pointers give */
+    algo_rec r = {.magic = ALGO_MAGIC, .max_workspace = workspaceSizeInBytes, .align = {1, 1, 1, 1},
+                  .bias_align = 1, .epilogue = p.d->epilogue, .compute = p.d->compute, .ab_type = p.a->type};
+    if (algo) {
+        memcpy(&r, algo->data, sizeof r);
+        if (r.magic != ALGO_MAGIC)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "algo was not written by cublasLtMatmulAlgoGetHeuristic");
+        if (r.epilogue != p.d->epilogue || r.compute != p.d->compute || r.ab_type != p.a->type)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "the descriptor no longer matches the algorithm: chosen "
+                          "for epilogue %u, compute %d, A/B %s; called with epilogue %u, compute %d, A/B %s",
+                          r.epilogue, r.compute, type_name(r.ab_type), p.d->epilogue, p.d->compute,
+                          type_name(p.a->type));
+    }
+    if ((s = check_pointer(A, r.align[0], 'A', fn)) || (s = check_pointer(B, r.align[1], 'B', fn)) ||
+        (s = check_pointer(D, r.align[3], 'D', fn)))
+        return s;
+    /* C is not read when beta is 0 (BLAS semantics), so it may be NULL then */
+    if ((C || fb != 0.0f) && (s = check_pointer(C, r.align[2], 'C', fn))) return s;
+    /* NVIDIA: in-place (C == D) needs C's layout to be D's */
+    if (C == D && (p.c->ld != p.dl->ld || p.c->stride != p.dl->stride))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "in place (C == D) with C's ld %lld / stride %lld but D's "
+                      "%lld / %lld", (long long)p.c->ld, (long long)p.c->stride, (long long)p.dl->ld,
+                      (long long)p.dl->stride);
+    const float *bias = p.d->bias;
+    if (p.d->epilogue == CUBLASLT_EPILOGUE_BIAS) {
+        if (!bias) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "epilogue BIAS with a NULL BIAS_POINTER");
+        if ((uintptr_t)bias % r.bias_align)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "bias at %p is only %u-byte aligned; the algorithm was "
+                          "chosen for a %u-byte aligned bias", (const void *)bias, addr_align(bias, r.bias_align),
+                          r.bias_align);
+    }
+    /* stricter than cuBLASLt, which only needs the algorithm's own
+     * workspace: a plugin passing a workspace other than the one it
+     * promised the heuristic is refused */
+    if (workspaceSizeInBytes > r.max_workspace)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "workspaceSizeInBytes %zu exceeds the %llu bytes of "
+                      "MAX_WORKSPACE_BYTES the algorithm was chosen with", workspaceSizeInBytes,
+                      (unsigned long long)r.max_workspace);
+    if (workspaceSizeInBytes && !workspace)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "workspace is NULL with workspaceSizeInBytes %zu",
+                      workspaceSizeInBytes);
+
+    int tf32 = p.d->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+    int convert = tf32 || p.a->type != CUDA_R_32F;
+    size_t na = convert ? (size_t)(p.a->rows * p.a->cols) : 0, nb = convert ? (size_t)(p.b->rows * p.b->cols) : 0;
+    size_t nt = (size_t)(p.m * p.n);
+    float *scratch = malloc((na + nb + nt) * sizeof(float));
+    if (!scratch) return refuse(CUBLAS_STATUS_ALLOC_FAILED, fn, "no memory for a %zu-float scratch", na + nb + nt);
+    float *sa = scratch, *sb = scratch + na, *t = scratch + na + nb;
+    const float *cf = C;
+    float *df = D;
+    for (int64_t bi = 0; bi < p.dl->batch; bi++) {
+        int64_t lda, ldb;
+        const float *a = operand(A, p.a, bi, tf32, sa, &lda), *b = operand(B, p.b, bi, tf32, sb, &ldb);
+        cblas_sgemm(CblasColMajor, p.d->trans_a == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
+                    p.d->trans_b == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, (blasint)p.m, (blasint)p.n,
+                    (blasint)p.k, 1.0f, a, (blasint)lda, b, (blasint)ldb, 0.0f, t, (blasint)p.m);
+        const float *cb = cf ? cf + bi * p.c->stride : NULL;
+        float *db = df + bi * p.dl->stride;
+        const float *bb = bias ? bias + bi * p.d->bias_stride : NULL;
+        for (int64_t j = 0; j < p.n; j++)
+            for (int64_t i = 0; i < p.m; i++) {
+                float v = fa * t[i + j * p.m];
+                if (fb != 0.0f) v = fmaf(fb, cb[i + j * p.c->ld], v);
+                if (p.d->epilogue == CUBLASLT_EPILOGUE_BIAS) v = v + bb[i];
+                db[i + j * p.dl->ld] = v;
+            }
+    }
+    free(scratch);
+    return CUBLAS_STATUS_SUCCESS;
+}
