@@ -365,6 +365,21 @@ static cublasStatus_t check_layout(const lt_layout *l, const char *name, const c
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* The first batch b > 0 of `l` holding an element of batch 0, or 0 when
+ * the batches are disjoint. Batches may interleave (the plugin's attention
+ * heads: stride = rows, ld = rows x heads), so this is not a range test:
+ * batch b shares an element with batch 0 iff b*stride = di + dj*ld for some
+ * |di| < rows, |dj| < cols, and since ld >= rows only dj = q and q + 1 (q,
+ * r = divmod(b*stride, ld)) can give such a di. */
+static int64_t batches_collide(const lt_layout *l) {
+    int64_t rows = (int64_t)l->rows, cols = (int64_t)l->cols;
+    for (int64_t b = 1; b < l->batch; b++) {
+        int64_t d = b * l->stride, q = d / l->ld, r = d % l->ld;
+        if ((r < rows && q < cols) || (l->ld - r < rows && q + 1 < cols)) return b;
+    }
+    return 0;
+}
+
 /* The matmul's descriptor and four layouts together: what cuBLASLt
  * supports in the set the emulator implements, and dimensions that agree. */
 static cublasStatus_t check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
@@ -426,10 +441,12 @@ static cublasStatus_t check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLay
         return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "batch counts differ: A %d, B %d, C %d, D %d", a->batch,
                       b->batch, c->batch, dl->batch);
     /* stricter than cuBLASLt, which does not check: D's batches must not
-     * overlap, or the batches' writes race on a GPU */
-    if (dl->batch > 1 && dl->stride < (dl->ld * (int64_t)(dl->cols - 1) + (int64_t)dl->rows))
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "D's batches overlap: stride %lld < %lld elements per matrix",
-                      (long long)dl->stride, (long long)(dl->ld * (int64_t)(dl->cols - 1) + (int64_t)dl->rows));
+     * share an element, or the batches' writes race on a GPU */
+    int64_t shared = batches_collide(dl);
+    if (shared)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "D's batches overlap: batch 0 and batch %lld share an element "
+                      "(stride %lld, ld %lld, %llu x %llu)", (long long)shared, (long long)dl->stride,
+                      (long long)dl->ld, (unsigned long long)dl->rows, (unsigned long long)dl->cols);
     if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) {
         /* NVIDIA: the bias has D's type (CUDA_R_32F here) unless set */
         if (d->bias_type != -1 && d->bias_type != CUDA_R_32F)

@@ -33,6 +33,7 @@ typedef struct spec {
     int64_t pad_d;               /* D's ld = m + pad_d (C's layout when pad_d == pad_c) */
     int batch;
     int64_t gap;                 /* batch stride = ld * cols + gap */
+    int interleave;              /* instead: batch stride = rows, ld = rows * batch + pad (attention heads) */
     int bf16, tf32, bias, in_place;
     int64_t bias_stride;
     float alpha, beta;
@@ -118,10 +119,16 @@ static void fx_init(fx *f, const spec *s, int random_floats) {
     f->lda = f->ar + p->pad_a, f->ldb = f->br + p->pad_b, f->ldc = p->m + p->pad_c, f->ldd = p->m + p->pad_d;
     if (p->in_place) f->ldd = f->ldc;
     int64_t bt = p->batch;
-    f->sa = bt > 1 ? f->lda * f->ac + p->gap : 0;
-    f->sb = bt > 1 ? f->ldb * f->bc + p->gap : 0;
-    f->sc = bt > 1 ? f->ldc * p->n + p->gap : 0;
-    f->sd = p->in_place ? f->sc : bt > 1 ? f->ldd * p->n + p->gap : 0;
+    if (p->interleave) {
+        f->lda += f->ar * (bt - 1), f->ldb += f->br * (bt - 1), f->ldc += p->m * (bt - 1), f->ldd += p->m * (bt - 1);
+        f->sa = f->ar, f->sb = f->br, f->sc = f->sd = p->m;
+    } else {
+        f->sa = bt > 1 ? f->lda * f->ac + p->gap : 0;
+        f->sb = bt > 1 ? f->ldb * f->bc + p->gap : 0;
+        f->sc = bt > 1 ? f->ldc * p->n + p->gap : 0;
+        f->sd = bt > 1 ? f->ldd * p->n + p->gap : 0;
+    }
+    if (p->in_place) f->sd = f->sc;
     f->nA = (size_t)((bt - 1) * f->sa + f->lda * f->ac);
     f->nB = (size_t)((bt - 1) * f->sb + f->ldb * f->bc);
     f->nC = (size_t)((bt - 1) * f->sc + f->ldc * p->n);
@@ -333,6 +340,11 @@ static void test_batched_strided(void **state) {
         check_case(&s, 0, 0);
         s.bias_stride = 8; /* a bias per batch */
         check_case(&s, 0, 0);
+        /* interleaved batches (the plugin's attention heads): stride =
+         * rows, ld = rows x batch */
+        spec h = {.ta = t & 1, .tb = t >> 1, .m = 8, .n = 6, .k = 8, .batch = 4, .interleave = 1, .pad_d = 3,
+                  .alpha = 0.125f, .beta = 0.0f};
+        check_case(&h, 0, 0);
     }
 }
 
@@ -537,6 +549,18 @@ static void test_refuse_layouts(void **state) {
     refuse_layout(2, CUDA_R_64F, 6, 5, 6, CUBLAS_STATUS_NOT_SUPPORTED, "C CUDA_R_64F");
 }
 
+/* D's batch stride set to `stride` after the heuristic: cublasLtMatmul
+ * refuses naming `why`, D untouched. */
+static void refuse_d_stride(fx *f, int64_t stride, const char *why) {
+    assert_int_equal(
+        cublasLtMatrixLayoutSetAttribute(f->ld, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+        0);
+    float *before = snapshot(f);
+    REFUSED(fx_matmul(f), CUBLAS_STATUS_INVALID_VALUE, why);
+    assert_d_untouched(f, before);
+    free(before);
+}
+
 static void test_refuse_batches(void **state) {
     (void)state;
     spec s = {.m = 4, .n = 3, .k = 2, .batch = 2, .alpha = 1.0f, .beta = 0.0f};
@@ -550,14 +574,16 @@ static void test_refuse_batches(void **state) {
     assert_int_equal(cublasLtMatrixLayoutSetAttribute(f.lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &two, sizeof two), 0);
     assert_int_equal(fx_heuristic(&f), CUBLAS_STATUS_SUCCESS);
     /* D's batches on top of each other */
-    int64_t stride = 5;
-    assert_int_equal(
-        cublasLtMatrixLayoutSetAttribute(f.ld, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
-        0);
-    float *before = snapshot(&f);
-    REFUSED(fx_matmul(&f), CUBLAS_STATUS_INVALID_VALUE, "D's batches overlap: stride 5 < 12");
-    assert_d_untouched(&f, before);
-    free(before);
+    refuse_d_stride(&f, 5, "D's batches overlap: batch 0 and batch 1 share an element (stride 5, ld 4, 4 x 3)");
+    fx_free(&f);
+    /* interleaved batches (stride 4, ld 12) one row too close: batch 1
+     * starts inside batch 0 */
+    spec h = {.m = 4, .n = 3, .k = 2, .batch = 3, .interleave = 1, .alpha = 1.0f, .beta = 0.0f};
+    fx_init(&f, &h, 0);
+    assert_int_equal(fx_heuristic(&f), CUBLAS_STATUS_SUCCESS);
+    refuse_d_stride(&f, 3, "batch 0 and batch 1 share an element (stride 3, ld 12");
+    /* or too far: batch 1's second column reaches back into batch 0's */
+    refuse_d_stride(&f, 9, "batch 0 and batch 1 share an element (stride 9, ld 12");
     fx_free(&f);
 }
 
