@@ -231,6 +231,7 @@ static const plait_coll_api table = {
     .split = api_split,
     .comm_free = plait_comm_free,
     .stats = plait_comm_get_stats,
+    .wait_device = plait_request_wait_device,
 };
 
 const plait_coll_api *plait_coll_api_table(void) { return &table; }

@@ -304,6 +304,10 @@ static plait_status run_native(plait_coll_ctx *c, int *used) {
     char d[512];
     plait_coll_describe(c, d, sizeof d);
     if (st != PLAIT_OK) return plait_wrap_error(st, "%s: the plugin's native collective", d);
+    /* posted: a waiter for the device may go on once its end is marked on
+     * the plugin's stream; this thread still waits for it on the host (errors,
+     * timeouts, the plugin's request) before the next collective */
+    if (a->req) plait_request_mark_posted(a->req, plait_comm_done_mark(comm->ops, comm->pcoll, a->mem_kind, a->stream));
     st = comm->ops->wait(comm->pcoll, preq, comm->settings.timeout_s, NULL);
     if (st == PLAIT_ERR_TIMEOUT) {
         plait_set_error(st, "%s: the plugin's native collective did not finish within %g s", d,

@@ -186,6 +186,7 @@ static plait_status staged(plait_comm *comm, const plait_coll_args *a) {
         }
         char *hin = buf[k & 1], *hout = bcast ? hin : buf[2 + (k & 1)];
         plait_coll_args c = *a;
+        c.req = NULL; /* one chunk of it */
         c.count = len;
         c.send = in.buf || bcast ? hin : NULL;
         c.recv = out.buf || bcast ? hout : NULL;
@@ -251,6 +252,7 @@ static plait_status rooted_on_device(plait_comm *comm, const plait_coll_args *a)
                                plait_coll_kind_name(a->kind), comm->name, all);
     plait_coll_args c = *a;
     c.internal = 1; /* checked above */
+    c.req = NULL;   /* its result is not ready when this part was posted */
     if (a->kind == PLAIT_COLL_GATHER) {
         c.kind = PLAIT_COLL_ALLGATHER;
         c.recv = root ? a->recv : tmp;
@@ -285,6 +287,7 @@ static plait_status through_device(plait_comm *comm, const plait_coll_args *a, c
     if (st != PLAIT_OK) return st;
     plait_coll_args c = *a;
     c.internal = 1; /* checked above */
+    c.req = NULL;   /* its result is not ready when this part was posted */
     int32_t token = 0, token_out = 0;
     if (a->kind == PLAIT_COLL_BARRIER) {
         c.kind = PLAIT_COLL_ALLREDUCE;

@@ -134,6 +134,9 @@ typedef struct plait_coll_args {
      * (plait_coll_opts.ready; comm_device.h); NULL = compute-stream order */
     struct plait_device_event *ready;
     int own_ready;    /* the core recorded `ready` at the call: released when the collective ends */
+    /* the queued request this runs for (NULL: a blocking call run inline):
+     * a native collective marks it posted (comm_exec.c) */
+    struct plait_request *req;
 } plait_coll_args;
 
 /* ---- the communicator ------------------------------------------------ */
@@ -245,6 +248,23 @@ void plait_comm_where(const plait_comm *comm, char *buf, size_t len);
 plait_status plait_comm_ready_native(const plait_comm_ops *ops, void *pcomm, plait_mem_kind kind,
                                      struct plait_device_event *ready, plait_stream *stream);
 
+/* Right after the comm plugin (`ops`, `pcomm`) posted an operation on device
+ * buffers of `kind` on `stream` (NULL = its own): a device event (from the
+ * core's pool) that the plugin recorded there after it
+ * (plait_comm_ops.record_event), so the compute stream can wait for the
+ * result on the device; NULL where the memory is host memory, the device
+ * has no events with native handles, or the plugin cannot record one (a
+ * failure is logged once). Release it with plait_comm_ready_release(ev, 1)
+ * once the operation completed. */
+struct plait_device_event *plait_comm_done_mark(const plait_comm_ops *ops, void *pcomm, plait_mem_kind kind,
+                                                plait_stream *stream);
+
+/* A collective running for request `req` (plait_coll_args.req; NULL does
+ * nothing) was posted, and `done` (from plait_comm_done_mark) marks its
+ * completion on the device: wait_device may return now
+ * (plait_request_wait_device). Called by the thread running it. */
+void plait_request_mark_posted(struct plait_request *req, struct plait_device_event *done);
+
 /* ---- collectives (coll_api.c) --------------------------------------- */
 /* The core calls these directly; plugins reach the same functions through
  * host->coll (plait_coll_api_table). Semantics, blocking/async rules (req
@@ -287,6 +307,11 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
 /* Finish any request (collective or p2p). */
 plait_status plait_request_wait(plait_request *req);
 plait_status plait_request_test(plait_request *req, int *done);
+/* Finish a request for the device's compute stream (plait_coll_api.wait_device,
+ * plait/coll.h): a collective marked posted (plait_request_mark_posted) is
+ * released once the compute stream waits for its mark; everything else
+ * is plait_request_wait. */
+plait_status plait_request_wait_device(plait_request *req);
 
 /* User point-to-point (comm_p2p.c). */
 plait_status plait_comm_send(plait_comm *comm, const void *buf, size_t count, plait_dtype dtype,

@@ -90,6 +90,13 @@ plait_status plait_comm_ready_wait(plait_device_event *e) {
     return st == PLAIT_OK ? st : plait_wrap_error(st, "waiting for the compute stream to reach a buffer's ready event");
 }
 
+plait_status plait_comm_done_wait(plait_device_event *e) {
+    const plait_device_ops *ev = plait_comm_device_events();
+    if (!e || !ev) return plait_set_error(PLAIT_ERR_INVALID_ARG, "no device event to wait for");
+    plait_status st = ev->event_wait(e, PLAIT_STREAM_COMPUTE);
+    return st == PLAIT_OK ? st : plait_wrap_error(st, "making the compute stream wait for a collective's end");
+}
+
 plait_status plait_comm_stage_copy(int on_comm, void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
     const plait_device_ops *ev = on_comm ? plait_comm_device_events() : NULL;
     if (ev) return ev->copy_on(PLAIT_STREAM_COMM, dst, src, bytes, dir);
@@ -110,4 +117,24 @@ plait_status plait_comm_ready_native(const plait_comm_ops *ops, void *pcomm, pla
         return st == PLAIT_OK ? st : plait_wrap_error(st, "ordering the comm plugin's stream after a ready event");
     }
     return plait_comm_ready_wait(ready);
+}
+
+plait_device_event *plait_comm_done_mark(const plait_comm_ops *ops, void *pcomm, plait_mem_kind kind,
+                                         plait_stream *stream) {
+    const plait_device_ops *ev = plait_mem_is_host(kind) ? NULL : plait_comm_device_events();
+    if (!ev || ops->struct_size < offsetof(plait_comm_ops, record_event) + sizeof ops->record_event ||
+        !ops->record_event)
+        return NULL;
+    plait_device_event *e = plait_event_pool_get(ev);
+    void *native = e ? ev->event_native(e) : NULL;
+    plait_status st = native ? ops->record_event(pcomm, stream, native) : PLAIT_ERR_UNSUPPORTED;
+    if (st == PLAIT_OK) return e;
+    if (e) plait_event_pool_put(ev, e);
+    if (native) {
+        static _Atomic int warned;
+        if (!atomic_exchange(&warned, 1))
+            plait_log(PLAIT_LOG_WARN, "comm", "the comm plugin cannot record a completion event (%s); results of "
+                                              "device collectives are waited for on the host instead", plait_last_error());
+    }
+    return NULL;
 }

@@ -65,6 +65,11 @@ void plait_comm_ready_release(plait_device_event *ev, int owned);
  * the compute stream completed. */
 plait_status plait_comm_ready_wait(plait_device_event *ev);
 
+/* Make the compute stream wait on the device for `ev` (a completion mark
+ * recorded by the comm plugin: plait_comm_done_mark); no host thread
+ * blocks. An error is set and returned when the device refuses. */
+plait_status plait_comm_done_wait(plait_device_event *ev);
+
 /* Copy staged bytes between device and host memory: on the communication
  * stream when `on_comm` (the operation had a ready event and has waited
  * for it), else with the device's copy, which follows the compute stream. */

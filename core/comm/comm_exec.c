@@ -60,6 +60,16 @@ static void *worker_main(void *arg) {
         r->message = msg;
         r->done = 1;
         pthread_cond_broadcast(&comm->done_cond);
+        if (r->detached) {
+            /* its waiter is gone (wait_device): a failure after the mark
+             * must still reach the next call on this communicator */
+            pthread_mutex_unlock(&comm->lock);
+            if (st != PLAIT_OK) plait_comm_fail(comm, st, msg ? msg : "collective failed");
+            plait_comm_ready_release(r->done_ev, 1);
+            free(msg);
+            free(r);
+            pthread_mutex_lock(&comm->lock);
+        }
     }
     pthread_mutex_unlock(&comm->lock);
     return NULL;
@@ -89,9 +99,44 @@ static plait_status finish_coll(plait_request *r, int *done, int block) {
     if (!is_done) return PLAIT_OK;
     plait_status st = r->status;
     if (st != PLAIT_OK) plait_set_error(st, "%s", r->message ? r->message : "collective failed");
+    plait_comm_ready_release(r->done_ev, 1);
     free(r->message);
     free(r);
     return st;
+}
+
+void plait_request_mark_posted(plait_request *r, plait_device_event *done) {
+    if (!r) {
+        plait_comm_ready_release(done, 1);
+        return;
+    }
+    pthread_mutex_lock(&r->comm->lock);
+    r->done_ev = done;
+    r->posted = done != NULL;
+    pthread_cond_broadcast(&r->comm->done_cond);
+    pthread_mutex_unlock(&r->comm->lock);
+}
+
+plait_status plait_request_wait_device(plait_request *r) {
+    if (!r) return plait_set_error(PLAIT_ERR_INVALID_ARG, "wait_device() on a NULL request");
+    if (r->kind == PLAIT_REQ_P2P) return plait_p2p_wait(r);
+    plait_comm *comm = r->comm;
+    uint64_t t0 = now_ns();
+    pthread_mutex_lock(&comm->lock);
+    while (!r->done && !r->posted) pthread_cond_wait(&comm->done_cond, &comm->lock);
+    int posted_only = !r->done;
+    pthread_mutex_unlock(&comm->lock);
+    atomic_fetch_add(&comm->wait_ns, now_ns() - t0);
+    if (!posted_only) return finish_coll(r, NULL, 1);
+    /* done_ev stays the request's until it is released: the running
+     * thread does not touch it before `detached` */
+    if (plait_comm_done_wait(r->done_ev) != PLAIT_OK) return finish_coll(r, NULL, 1); /* the host, then */
+    pthread_mutex_lock(&comm->lock);
+    int done = r->done;
+    if (!done) r->detached = 1;
+    pthread_mutex_unlock(&comm->lock);
+    if (done) return finish_coll(r, NULL, 1);
+    return plait_comm_check_usable(comm);
 }
 
 plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, plait_request **req) {
@@ -130,6 +175,7 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
     r->comm = comm;
     r->args = *args;
     r->args.seq = seq;
+    r->args.req = req ? r : NULL; /* a blocking caller waits for the end anyway */
     plait_status st = ensure_worker(comm);
     if (st != PLAIT_OK) {
         /* the sequence number is taken: the communicator cannot stay consistent */

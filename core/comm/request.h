@@ -21,6 +21,12 @@ struct plait_request {
     int done;
     plait_status status;
     char *message;            /* error text from the executing thread (malloc) */
+    /* device-side completion (plait_request_mark_posted): the collective
+     * was posted and `done_ev` marks its end on the device; `detached`: its
+     * waiter left after making the compute stream wait for it, and the
+     * executing thread releases the request when it finishes */
+    struct plait_device_event *done_ev;
+    int posted, detached;
 
     /* p2p: owned by the thread that waits on it */
     void *preq;

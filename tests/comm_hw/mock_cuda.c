@@ -31,6 +31,11 @@ cudaError_t cudaSetDevice(int device) {
     return cudaSuccess;
 }
 
+cudaError_t cudaGetDevice(int *device) {
+    *device = tl_dev;
+    return cudaSuccess;
+}
+
 cudaError_t cudaGetLastError(void) {
     cudaError_t e = tl_err;
     tl_err = cudaSuccess;

@@ -340,29 +340,45 @@ void pnccl_stream_destroy(void *comm, plait_stream *stream) {
     pthread_mutex_unlock(&c->mu);
 }
 
+/* An event and a stream of the communicator's GPU (NULL: its own), under
+ * its mutex: `record` the event there, else make the stream wait for it. */
+static plait_status event_on_stream(pnccl_comm *c, plait_stream *stream, void *native_event, int record) {
+    const char *what = record ? "cudaEventRecord" : "cudaStreamWaitEvent";
+    pthread_mutex_lock(&c->mu);
+    plait_status st = PLAIT_OK;
+    if (c->aborted) {
+        st = c->host->set_error(c->fail_status, "nccl: %s on communicator %u: %s", what, c->id, c->why);
+    } else {
+        cudaSetDevice(c->device);
+        /* an event recorded before a launch still in progress would precede it */
+        if (record) st = pnccl_launch_queued(c, 1);
+        cudaStream_t s = stream ? (cudaStream_t)(void *)stream : c->stream;
+        cudaError_t e = cudaSuccess;
+        if (st == PLAIT_OK)
+            e = record ? cudaEventRecord((cudaEvent_t)native_event, s) : cudaStreamWaitEvent(s, (cudaEvent_t)native_event, 0);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            st = c->host->set_error(PLAIT_ERR_SYSTEM, "nccl: %s on GPU %d: %s", what, c->device, cudaGetErrorString(e));
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
 /* ABI 1.4: the core hands over a device event (a cudaEvent_t recorded on
  * the compute stream after the kernels that produce a buffer): the stream
  * that will run the next operation waits for it on the GPU, so no host
  * thread blocks on the compute stream. Queued point-to-point operations run
  * on c->stream too, so waiting there covers them. */
 plait_status pnccl_wait_event(void *comm, plait_stream *stream, void *native_event) {
+    return native_event ? event_on_stream(comm, stream, native_event, 0) : PLAIT_OK;
+}
+
+/* ABI 1.5: the core marks a collective's end on the stream it was posted
+ * on, so the compute stream can wait for it on the GPU (plait/coll.h,
+ * wait_device). */
+plait_status pnccl_record_event(void *comm, plait_stream *stream, void *native_event) {
     pnccl_comm *c = comm;
-    if (!native_event) return PLAIT_OK;
-    pthread_mutex_lock(&c->mu);
-    plait_status st = PLAIT_OK;
-    if (c->aborted) {
-        st = c->host->set_error(c->fail_status, "nccl: waiting for a device event on communicator %u: %s", c->id,
-                                c->why);
-    } else {
-        cudaSetDevice(c->device);
-        cudaStream_t s = stream ? (cudaStream_t)(void *)stream : c->stream;
-        cudaError_t e = cudaStreamWaitEvent(s, (cudaEvent_t)native_event, 0);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            st = c->host->set_error(PLAIT_ERR_SYSTEM, "nccl: cudaStreamWaitEvent on GPU %d: %s", c->device,
-                                    cudaGetErrorString(e));
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    return st;
+    if (!native_event) return c->host->set_error(PLAIT_ERR_INVALID_ARG, "nccl: record_event of a NULL event");
+    return event_on_stream(c, stream, native_event, 1);
 }

@@ -492,6 +492,7 @@ static const plait_comm_ops g_ops = {
     .stream_sync = pnccl_stream_sync,
     .stream_destroy = pnccl_stream_destroy,
     .wait_event = pnccl_wait_event,
+    .record_event = pnccl_record_event,
 };
 
 static const plait_plugin_desc g_desc = {

@@ -156,6 +156,8 @@ plait_status pnccl_stream_sync(void *comm, plait_stream *stream, double timeout_
 void pnccl_stream_destroy(void *comm, plait_stream *stream);
 /* plait_comm_ops.wait_event (ABI 1.4): the stream waits on the GPU. */
 plait_status pnccl_wait_event(void *comm, plait_stream *stream, void *native_event);
+/* ABI 1.5: record a device event after what was posted on the stream. */
+plait_status pnccl_record_event(void *comm, plait_stream *stream, void *native_event);
 
 /* "rank 3" or "rank 1 of communicator 7 (world rank 3)". */
 void pnccl_peer_name(const pnccl_comm *c, int peer, char *buf, size_t cap);

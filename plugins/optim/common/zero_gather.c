@@ -4,7 +4,8 @@
  * hooks arrived in during the previous step.
  *
  * Prefetch is a prediction only: every gather a hook needs is started (if
- * not already) and waited for in that hook, so any order of hooks — pipeline
+ * not already) and waited for in that hook (on the device where the comm
+ * plugin allows: finish_gather), so any order of hooks — pipeline
  * schedules interleaving micro-batches, evaluation passes — gathers
  * correctly. All DP ranks see the same hook sequence, so they issue the same
  * collectives in the same order.
@@ -54,10 +55,16 @@ static plait_status start_gather(zero *z, int32_t ui) {
     return PLAIT_OK;
 }
 
+/* The layer's kernels read the gathered parameters on the compute stream
+ * only, so where the comm plugin marks the gather's end on the device
+ * (nccl) that stream waits for it there and the host goes on queueing
+ * (plait/coll.h, wait_device; a host transport's result still arrives
+ * through the host, and a core before ABI 1.5 has only wait). */
 static plait_status finish_gather(zero *z, int32_t ui) {
     zero_unit *u = &z->units[ui];
     if (!u->ag_req) return PLAIT_OK;
-    plait_status st = z->host->coll->wait(u->ag_req);
+    const plait_coll_api *coll = z->host->coll;
+    plait_status st = PLAIT_COLL_HAS(coll, wait_device) ? coll->wait_device(u->ag_req) : coll->wait(u->ag_req);
     u->ag_req = NULL;
     return st;
 }

@@ -336,7 +336,11 @@ static plait_status dp_finish_grads(void *state) {
     for (int32_t i = 0; i < s->buckets.n; i++) {
         dp_bucket *b = &s->buckets.b[i];
         if (b->req) {
-            plait_status w = host->coll->wait(b->req);
+            /* the optimizer's kernels read the sums on the compute stream:
+             * where the comm plugin marks a reduction's end on the device
+             * (nccl), that stream waits for it there (plait/coll.h) */
+            plait_status w = PLAIT_COLL_HAS(host->coll, wait_device) ? host->coll->wait_device(b->req)
+                                                                     : host->coll->wait(b->req);
             b->req = NULL;
             if (st == PLAIT_OK) st = w;
         }

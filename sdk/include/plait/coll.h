@@ -145,7 +145,31 @@ typedef struct plait_coll_api {
 
     /* Copy the communicator's counters into *out (fills up to out->struct_size). */
     void (*stats)(const plait_comm *comm, plait_comm_stats *out);
+
+    /* ABI 1.5 (check PLAIT_COLL_HAS(coll, wait_device); fall back to wait).
+     * Finish a request whose result only the open device's compute stream
+     * will read (kernels queued after this call, or copies through the
+     * device, which follow that stream). Where the operation's completion
+     * is marked by a device event — device memory moved by a comm plugin
+     * that records one on its stream (plait_comm_ops.record_event: nccl) —
+     * this returns as soon as the mark exists (the collective was posted),
+     * after making the compute stream wait for it on the device
+     * (plait_device_ops.event_wait): no host thread waits for the transfer.
+     * Elsewhere — host memory, a host transport, whose result arrives
+     * through the host (staged device memory is copied back before the
+     * request completes), a device or plugin without events — it is wait().
+     * Either way the request is released and the buffers belong to the
+     * caller again, for work on the compute stream; the host must not read
+     * device memory behind the stream's back. Errors: as wait(); a
+     * collective that fails after its mark made the communicator unusable,
+     * and the next call or wait on it reports the error. */
+    plait_status (*wait_device)(plait_request *req);
 } plait_coll_api;
+
+/* True if `coll` (a table from a possibly older core) has member `field`. */
+#define PLAIT_COLL_HAS(coll, field)                                                  \
+    ((coll)->struct_size >= offsetof(plait_coll_api, field) + sizeof((coll)->field) && \
+     (coll)->field != NULL)
 
 #ifdef __cplusplus
 }

@@ -267,6 +267,20 @@ typedef struct plait_comm_ops {
      * named a ready event, from the thread that posts it. Optional: NULL
      * makes the core wait for the event on the host first. */
     plait_status (*wait_event)(void *comm, plait_stream *stream, void *native_event);
+
+    /* --- ABI 1.5 ------------------------------------------------------- */
+    /* Record `native_event` (a device event's native handle, as for
+     * wait_event) on `stream` (NULL: the communicator's own) after every
+     * operation posted on it so far, so that the device's compute stream
+     * can wait for their completion on the device instead of a host thread
+     * waiting for them (plait_coll_api.wait_device, plait/coll.h). The core
+     * calls it right after a native collective was posted, from the thread
+     * that posted it, and keeps the event alive (never recording it
+     * elsewhere) until that collective's request completed. Errors: a
+     * status with the message set; the core then falls back to its host
+     * wait. Optional: NULL means the consumers of this plugin's results
+     * always wait on the host. */
+    plait_status (*record_event)(void *comm, plait_stream *stream, void *native_event);
 } plait_comm_ops;
 
 #ifndef PLAIT_NO_SDK_1_0_NAMES
