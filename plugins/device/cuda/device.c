@@ -168,6 +168,7 @@ void pc_close(void) {
     if (pc.stream) cudaStreamSynchronize(pc.stream);
     if (pc.comm_stream) cudaStreamSynchronize(pc.comm_stream);
     pc_lt_close();
+    pc_scratch_release();
     size_t leaked = pc_memory_release_all();
     if (leaked)
         pc.host->log(PLAIT_LOG_DEBUG, "cuda", "close: %zu allocation%s still held, freed", leaked,

@@ -203,3 +203,30 @@ plait_status pc_synchronize(void) {
     if (e != cudaSuccess) return pc_cuda_status(e, "a queued kernel or copy");
     return pc_take_failure();
 }
+
+/* ---- scratch for partial results --------------------------------------------- */
+
+static void *g_scratch;
+static size_t g_scratch_bytes;
+
+void *pc_scratch(size_t bytes) {
+    if (bytes <= g_scratch_bytes) return g_scratch;
+    cudaStreamSynchronize(pc.stream);
+    if (g_scratch) cudaFree(g_scratch);
+    g_scratch = NULL;
+    g_scratch_bytes = 0;
+    if (cudaMalloc(&g_scratch, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        g_scratch = NULL;
+        pc_fail("cuda: no device memory for %zu bytes of kernel scratch (column sums)", bytes);
+        return NULL;
+    }
+    g_scratch_bytes = bytes;
+    return g_scratch;
+}
+
+void pc_scratch_release(void) {
+    if (g_scratch) cudaFree(g_scratch);
+    g_scratch = NULL;
+    g_scratch_bytes = 0;
+}

@@ -2,8 +2,8 @@
  * LayerNorm over C (eps 1e-5), forward and backward, with the CPU kernel's
  * formulas (core/model/kernels_norm.c). One warp per row for the row-wise
  * work (sums lane-strided, then a butterfly: a fixed order); the weight
- * and bias gradients one thread per column, rows in order, added into the
- * accumulated value as the CPU does. dinp accumulates (the residual
+ * and bias gradients as column sums over row chunks (pcuda.h), added into
+ * the accumulated values. dinp accumulates (the residual
  * stream). Not yet run on a GPU.
  */
 #include "kcommon.cuh"
@@ -58,18 +58,24 @@ __global__ static void ln_backward_rows_kernel(float *dinp, const float *dout, c
     }
 }
 
-__global__ static void ln_backward_params_kernel(float *dw, float *db, const float *dout, const float *inp,
-                                                 const float *mean, const float *rstd, int64_t BT, int64_t C) {
-    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+/* Pass 1 of the weight and bias gradients (pcuda.h, column sums): block b
+ * handles chunk b / colblocks and 256 columns; each thread sums its
+ * column's terms over the chunk's rows in order. */
+__global__ static void ln_params_partial_kernel(float *part_w, float *part_b, const float *dout, const float *inp,
+                                                const float *mean, const float *rstd, int64_t BT, int64_t C,
+                                                unsigned colblocks) {
+    const int64_t chunk = blockIdx.x / colblocks;
+    const int64_t c = (int64_t)(blockIdx.x % colblocks) * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    float aw = dw ? dw[c] : 0.0f, ab = db ? db[c] : 0.0f;
-    for (int64_t r = 0; r < BT; r++) {
+    const int64_t r1 = (chunk + 1) * PC_COL_ROWS < BT ? (chunk + 1) * PC_COL_ROWS : BT;
+    float aw = 0.0f, ab = 0.0f;
+    for (int64_t r = chunk * PC_COL_ROWS; r < r1; r++) {
         float d = dout[r * C + c];
         aw += (inp[r * C + c] - mean[r]) * rstd[r] * d;
         ab += d;
     }
-    if (dw) dw[c] = aw;
-    if (db) db[c] = ab;
+    if (part_w) part_w[chunk * C + c] = aw;
+    if (part_b) part_b[chunk * C + c] = ab;
 }
 
 static unsigned row_blocks(int64_t BT) { return (unsigned)((BT + LN_WARPS - 1) / LN_WARPS); }
@@ -90,9 +96,17 @@ void pc_launch_layernorm_backward(float *dinp, float *dweight, float *dbias, con
     if (dinp)
         PC_LAUNCH(ln_backward_rows_kernel, row_blocks(BT), LN_WARPS * PC_WARP)(
             dinp, dout, inp, weight, mean, rstd, BT, C);
-    if (dweight || dbias)
-        PC_LAUNCH(ln_backward_params_kernel, (unsigned)((C + PC_THREADS - 1) / PC_THREADS), PC_THREADS)(
-            dweight, dbias, dout, inp, mean, rstd, BT, C);
+    if (dweight || dbias) {
+        const int64_t chunks = pc_col_chunks(BT);
+        const unsigned colblocks = (unsigned)((C + PC_THREADS - 1) / PC_THREADS);
+        float *part = (float *)pc_scratch((size_t)(2 * chunks * C) * sizeof(float));
+        if (!part) return;
+        float *part_w = dweight ? part : NULL, *part_b = dbias ? part + chunks * C : NULL;
+        PC_LAUNCH(ln_params_partial_kernel, (unsigned)(colblocks * chunks), PC_THREADS)(
+            part_w, part_b, dout, inp, mean, rstd, BT, C, colblocks);
+        if (dweight) pc_launch_col_finish(dweight, part_w, chunks, C);
+        if (dbias) pc_launch_col_finish(dbias, part_b, chunks, C);
+    }
     pc_check_launch("layernorm_backward");
 }
 

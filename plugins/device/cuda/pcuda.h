@@ -92,6 +92,12 @@ void pc_memory_stats(uint64_t *in_use, uint64_t *peak);
 void *pc_alloc_pinned(size_t bytes, const char *tag);
 void pc_free_pinned(void *ptr);
 void pc_memory_reset(void);
+/* Grow-only device scratch for kernels' partial results (the column sums
+ * of vector.cu and norm.cu), at least `bytes`; growing waits for the
+ * compute stream (queued kernels may still read the old one). NULL after
+ * recording the failure (pc_fail). Model thread only; freed by close(). */
+void *pc_scratch(size_t bytes);
+void pc_scratch_release(void);
 /* Memory still allocated at close(): freed, their count returned. */
 size_t pc_memory_release_all(void);
 
@@ -133,6 +139,14 @@ void pc_launch_sumsq(const float *x, size_t n);
 void pc_launch_res_bias(float *out, const float *res, const float *bias, int64_t rows, int64_t C,
                         int add);
 void pc_launch_bias_backward(float *dbias, const float *dout, int64_t BT, int64_t OC);
+/* Column sums in two passes, for the parameter gradients (bias, LayerNorm):
+ * rows in chunks of PC_COL_ROWS, each chunk's column sums (rows in order)
+ * into partials[chunk][C], then acc[c] += the chunks' sums in chunk order.
+ * Deterministic (the order depends on BT alone); not the CPU's single
+ * running sum, so equal to it within rounding, not bit for bit. */
+#define PC_COL_ROWS 64
+static inline int64_t pc_col_chunks(int64_t BT) { return (BT + PC_COL_ROWS - 1) / PC_COL_ROWS; }
+void pc_launch_col_finish(float *acc, const float *partials, int64_t chunks, int64_t C);
 /* sumsq.cu */
 void pc_launch_sumsq_exact(plait_sumsq_acc *acc, const float *x, size_t n);
 void pc_launch_sumsq_merge(plait_sumsq_acc *dst, const plait_sumsq_acc *src);

@@ -2,9 +2,9 @@
  * Vector kernels: scale, axpy, AdamW, Σx² in double, and the row-wise
  * bias / residual epilogues of the linear layers with the bias gradient.
  * Element-wise kernels compute each element from that element alone; the
- * two reductions (Σx², the bias gradient) have fixed orders, the bias
- * gradient the CPU kernel's own (each column summed over rows in row
- * order, starting from the accumulated value). Not yet run on a GPU.
+ * two reductions (Σx², the bias gradient) have fixed orders that depend
+ * on the sizes alone (the bias gradient in row chunks: pcuda.h's column
+ * sums). Not yet run on a GPU.
  */
 #include "kcommon.cuh"
 
@@ -64,13 +64,29 @@ __global__ static void res_add_bias_kernel(float *out, const float *res, const f
     PC_GRID_STRIDE(i, rows * C) out[i] += res[i] + bias[i % C];
 }
 
-/* One thread per column: dbias[c] += dout[r][c] for r in order. */
-__global__ static void bias_backward_kernel(float *dbias, const float *dout, int64_t BT, int64_t OC) {
-    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+/* Pass 1 of the bias gradient (pcuda.h, column sums): block b handles
+ * chunk b / colblocks and 256 columns of it; each thread sums its column
+ * over the chunk's rows in order. One thread per column over all rows (the
+ * CPU's order) left a GPT-2 layer's 768..3072 columns to 3..12 blocks
+ * walking 16k rows each. */
+__global__ static void bias_partial_kernel(float *part, const float *dout, int64_t BT, int64_t OC,
+                                           unsigned colblocks) {
+    const int64_t chunk = blockIdx.x / colblocks;
+    const int64_t c = (int64_t)(blockIdx.x % colblocks) * blockDim.x + threadIdx.x;
     if (c >= OC) return;
-    float acc = dbias[c];
-    for (int64_t r = 0; r < BT; r++) acc += dout[r * OC + c];
-    dbias[c] = acc;
+    const int64_t r1 = (chunk + 1) * PC_COL_ROWS < BT ? (chunk + 1) * PC_COL_ROWS : BT;
+    float s = 0.0f;
+    for (int64_t r = chunk * PC_COL_ROWS; r < r1; r++) s += dout[r * OC + c];
+    part[chunk * OC + c] = s;
+}
+
+/* Pass 2: acc[c] += the chunks' sums, in chunk order. */
+__global__ static void col_finish_kernel(float *acc, const float *part, int64_t chunks, int64_t C) {
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float a = 0.0f;
+    for (int64_t k = 0; k < chunks; k++) a += part[k * C + c];
+    acc[c] += a;
 }
 
 extern "C" {
@@ -111,9 +127,18 @@ void pc_launch_res_bias(float *out, const float *res, const float *bias, int64_t
     pc_check_launch("bias/residual");
 }
 
+void pc_launch_col_finish(float *acc, const float *partials, int64_t chunks, int64_t C) {
+    PC_LAUNCH(col_finish_kernel, (unsigned)((C + PC_THREADS - 1) / PC_THREADS), PC_THREADS)(acc, partials, chunks, C);
+}
+
 void pc_launch_bias_backward(float *dbias, const float *dout, int64_t BT, int64_t OC) {
-    if (OC <= 0) return;
-    PC_LAUNCH(bias_backward_kernel, (unsigned)((OC + PC_THREADS - 1) / PC_THREADS), PC_THREADS)(dbias, dout, BT, OC);
+    if (OC <= 0 || BT <= 0) return;
+    const int64_t chunks = pc_col_chunks(BT);
+    const unsigned colblocks = (unsigned)((OC + PC_THREADS - 1) / PC_THREADS);
+    float *part = (float *)pc_scratch((size_t)(chunks * OC) * sizeof(float));
+    if (!part) return;
+    PC_LAUNCH(bias_partial_kernel, (unsigned)(colblocks * chunks), PC_THREADS)(part, dout, BT, OC, colblocks);
+    pc_launch_col_finish(dbias, part, chunks, OC);
     pc_check_launch("bias_backward");
 }
 
