@@ -13,7 +13,9 @@
 #     differing in one byte rejected.
 #   test_gpu_layouts.sh emu        the GPU's layouts (no nccl) on cuda_emu, the
 #     cuda plugin's own source on the CPU emulator (tests/cuda_emu; label
-#     cuda_emu), every rank with its own emulated GPU 0.
+#     cuda_emu), every rank with its own emulated GPU 0; plus dp 2 with zero3
+#     (sharded optimizer, gathered parameters, the exact norm's accumulators
+#     merged across ranks) bit-identical to one rank with adam.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -21,7 +23,8 @@ MODE=${1:-gpu}
 if [ "$MODE" = selfcheck ]; then
   DEV=sim STEPS=2 layouts=("dp2|parallel.dp=2" "pp2|parallel.pp=2" "tp2|parallel.tp=2")
 elif [ "$MODE" = emu ]; then
-  DEV=cuda_emu STEPS=2 layouts=("dp2|parallel.dp=2" "pp2|parallel.pp=2" "tp2|parallel.tp=2")
+  DEV=cuda_emu STEPS=2 layouts=("dp2|parallel.dp=2" "pp2|parallel.pp=2" "tp2|parallel.tp=2"
+    "dp2_zero3|parallel.dp=2 optim.plugin=zero3")
 else
   [ "$MODE" = gpu ] || fail "usage: test_gpu_layouts.sh [selfcheck|emu]"
   line=$("$PLAIT_BIN" plugins 2>&1 | grep -A1 -E '^device +cuda ' || true)
@@ -34,7 +37,8 @@ D=("run.steps=$STEPS" run.eval_every=0 "run.ckpt_every=$STEPS" run.progress=off 
 train one "${D[@]}" comm.plugin=tcp
 for l in "${layouts[@]}"; do
   name=${l%%|*} arg=${l#*|}
-  train "$name" "${D[@]}" "$arg" comm.plugin=tcp
+  # shellcheck disable=SC2086 # $arg may hold several overrides
+  train "$name" "${D[@]}" $arg comm.plugin=tcp
   if [ "$name" = tp2 ]; then
     same_losses one tp2 1e-5
     same_params one tp2 1e-4 # as test_3d_equivalence: the losses are the 1e-5 bound

@@ -47,4 +47,13 @@ sample_fails tf32 1 "command line 'run.precision=tf32': key 'precision' in [run]
 sample_fails model 2 "'model.n_layer=3': the model is the checkpoint's" model.n_layer=3
 sample_fails optim 2 "sample uses [device] and [run] settings only" optim.lr=1
 sample_fails nodev 1 "no NODEV device found" device.plugin=nodev
+# the cuda plugin's own code on the CPU emulator (tests/cuda_emu), where
+# built: greedy text identical to the cpu device's (its kernels sum in other
+# orders; the logits' last bits do not change a 12-token argmax here)
+if [ -e "$PLAIT_PLUGIN_PATH/libplait-device-cuda_emu.so" ]; then
+  sample_ok emu device.plugin=cuda_emu run.precision=fp32
+  opened emu cuda_emu
+  cmp "$E2E_WORK/cpu" "$E2E_WORK/emu" || fail "cuda_emu sampled other text than cpu"
+  echo "plait sample on cuda_emu: the same text as cpu"
+fi
 echo "plait sample: sim chosen by override, --config and PLAIT_DEVICE_PLUGIN (text identical to cpu); precision, ordinal and [model] handled"
