@@ -19,6 +19,8 @@
  * name, so both can be installed side by side. */
 #ifndef PC_PLUGIN_NAME
 #define PC_PLUGIN_NAME "cuda"
+#define PC_PLUGIN_DESCRIPTION \
+    "one NVIDIA GPU: device memory, CUDA kernels, cuBLASLt GEMMs (fp32, tf32, bf16 operands)"
 #endif
 
 #define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_key_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
@@ -78,7 +80,7 @@ static const plait_plugin_desc g_desc = {
     .kind = PLAIT_KIND_DEVICE,
     .name = PC_PLUGIN_NAME,
     .version = "0.1.0",
-    .description = "one NVIDIA GPU: device memory, CUDA kernels, cuBLASLt GEMMs (fp32, tf32, bf16 operands)",
+    .description = PC_PLUGIN_DESCRIPTION,
     .params = g_params,
     .n_params = sizeof g_params / sizeof g_params[0],
     .param_size = sizeof(plait_key_decl),
