@@ -11,6 +11,8 @@
  * error, NCCL's asynchronous errors, user streams, host control data (a
  * loss, a barrier) carried through device scratch when a device is open,
  * and that nothing leaks (communicators, temporaries) and no misuse is seen.
+ * Device-side completion (wait_device) is test_nccl_wait_device.c's; the
+ * harness both use is nccl_job.c.
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -34,135 +36,11 @@
 #include "comm/request.h"
 #include "config/config.h"
 #include "mock_gpu.h"
+#include "nccl_job.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "host/host_table.h"
-
-#define MAXR 8
-
-typedef struct job job;
-typedef void (*body_fn)(int rank, plait_comm *world, job *j);
-
-struct job {
-    int n;
-    plait_threads_world *w;
-    const plait_comm_ops *ops;
-    plait_config *cfg[MAXR];
-    body_fn body;
-    plait_comm_settings settings;
-    plait_status init_st[MAXR];
-    char init_err[MAXR][640];
-    pthread_mutex_t mu;
-    int failures;
-    char failure[1024];
-    pthread_barrier_t bar;
-};
-
-static const plait_plugin_desc *g_desc;
-static int g_check_collectives; /* [comm] check_collectives of the next run_job */
-static char *const g_noenv[] = {NULL};
-
-static void record_fail(job *j, int line, const char *fmt, ...) PLAIT_PRINTF(3, 4);
-static void record_fail(job *j, int line, const char *fmt, ...) {
-    pthread_mutex_lock(&j->mu);
-    if (j->failures++ == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = snprintf(j->failure, sizeof j->failure, "line %d: ", line);
-        vsnprintf(j->failure + k, sizeof j->failure - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
-    pthread_mutex_unlock(&j->mu);
-}
-
-#define CHECK(j, cond, ...)                                                                                            \
-    do {                                                                                                               \
-        if (!(cond)) record_fail((j), __LINE__, __VA_ARGS__);                                                          \
-    } while (0)
-#define CHECK_OK(j, expr)                                                                                              \
-    do {                                                                                                               \
-        plait_status st_ = (expr);                                                                                     \
-        if (st_ != PLAIT_OK) record_fail((j), __LINE__, "%s: %s", #expr, plait_last_error());                          \
-    } while (0)
-
-static plait_config *make_config(const char *text) {
-    plait_config *cfg = plait_config_new();
-    assert_int_equal(plait_config_declare_core(cfg), PLAIT_OK);
-    assert_int_equal(plait_config_declare(cfg, "comm.nccl", g_desc->params, g_desc->n_params, g_desc->param_size,
-                                          "plugin comm/nccl"),
-                     PLAIT_OK);
-    if (text) assert_int_equal(plait_config_load_string(cfg, "test.ini", text), PLAIT_OK);
-    plait_status st = plait_config_finalize(cfg, g_noenv);
-    if (st != PLAIT_OK) fail_msg("config: %s", plait_last_error());
-    return cfg;
-}
-
-static void rank_main(int rank, void *arg) {
-    job *j = arg;
-    plait_bootstrap *bs = NULL;
-    plait_status st = plait_threads_bootstrap_new(j->w, 0, rank, j->n, &bs);
-    plait_comm *world = NULL;
-    if (st == PLAIT_OK) {
-        plait_bootstrap_factory f = plait_threads_factory(j->w);
-        st = plait_comm_create_world(j->ops, j->cfg[rank], bs, &f, &j->settings, "world", &world);
-        plait_threads_bootstrap_free(bs);
-    }
-    j->init_st[rank] = st;
-    if (st != PLAIT_OK) snprintf(j->init_err[rank], sizeof j->init_err[rank], "%s", plait_last_error());
-    if (st == PLAIT_OK && j->body) j->body(rank, world, j);
-    plait_comm_free(world);
-}
-
-/* Run `body` on n ranks; every rank uses config text `per_rank[r]` (or
- * `text` when per_rank is NULL). */
-static void run_job(job *j, int n, const char *text, const char *const *per_rank, body_fn body) {
-    memset(j, 0, sizeof *j);
-    j->n = n;
-    j->w = plait_threads_world_new(n, 20.0);
-    assert_non_null(j->w);
-    j->ops = g_desc->ops;
-    for (int r = 0; r < n; r++) j->cfg[r] = make_config(per_rank ? per_rank[r] : text);
-    j->body = body;
-    plait_comm_settings_default(&j->settings);
-    j->settings.timeout_s = 20.0;
-    j->settings.check_collectives = g_check_collectives;
-    pthread_mutex_init(&j->mu, NULL);
-    pthread_barrier_init(&j->bar, NULL, (unsigned)n);
-    assert_int_equal(plait_threads_run(n, rank_main, j), PLAIT_OK);
-    for (int r = 0; r < n; r++) plait_config_free(j->cfg[r]);
-    plait_threads_world_free(j->w);
-    pthread_barrier_destroy(&j->bar);
-    pthread_mutex_destroy(&j->mu);
-}
-
-static void expect_clean(const job *j) {
-    if (j->failures) fail_msg("%d check(s) failed; first: %s", j->failures, j->failure);
-    for (int r = 0; r < j->n; r++)
-        if (j->init_st[r] != PLAIT_OK) fail_msg("rank %d init: %s", r, j->init_err[r]);
-    if (mock_gpu_misuse()) fail_msg("the plugin misused CUDA/NCCL: %s", mock_gpu_misuse_text());
-    assert_int_equal(mock_gpu_live_comms(), 0);
-    assert_int_equal(mock_gpu_live_allocations(), 0);
-}
-
-static int setup(void **state) {
-    (void)state;
-    mock_gpu_reset(4);
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    mock_gpu_reset(4);
-    return 0;
-}
-
-static void nap(void) {
-    struct timespec ts = {0, 100000};
-    nanosleep(&ts, NULL);
-}
-
-static const plait_coll_opts dev_opts = {sizeof(plait_coll_opts), PLAIT_ALGO_AUTO, PLAIT_MEM_CUDA, NULL, "test"};
 
 /* ---- bodies ------------------------------------------------------------------- */
 
@@ -469,155 +347,6 @@ static void body_checked(int rank, plait_comm *w, job *j) {
           "message: %s", plait_last_error());
 }
 
-/* The stand-in's device memory is host memory: the device's copy is a memcpy. */
-static plait_status mock_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
-    (void)dir;
-    memcpy(dst, src, bytes);
-    return PLAIT_OK;
-}
-
-static void *mock_alloc(size_t bytes, const char *tag) {
-    (void)tag;
-    void *p = NULL;
-    return cudaMalloc(&p, bytes) == cudaSuccess ? p : NULL;
-}
-
-static void mock_free(void *p) { cudaFree(p); }
-
-/* ---- a device with events over the stand-in (device-side completion) ---- */
-
-/* A device event of the fake device below: one stand-in event per GPU,
- * since the rank threads (one GPU each) share the core's event pool. */
-struct plait_device_event {
-    cudaEvent_t per[MAXR];
-    int recorded_on; /* the GPU of the latest record; -1: never recorded */
-};
-
-/* each GPU's compute stream: a rank's, also when its communicator's thread
- * records there (host data carried through device scratch) */
-static cudaStream_t g_compute[MAXR];
-static _Atomic int g_ev_live, g_host_syncs, g_compute_waits; /* rank 0 counts while rank 1 waits */
-
-static int current_gpu(void) {
-    int d = 0;
-    cudaGetDevice(&d);
-    return d;
-}
-
-static cudaEvent_t per_gpu(plait_device_event *ev, int d) {
-    if (!ev->per[d]) cudaEventCreateWithFlags(&ev->per[d], cudaEventDisableTiming);
-    return ev->per[d];
-}
-
-static plait_device_event *fe_create(void) {
-    plait_device_event *ev = calloc(1, sizeof *ev);
-    ev->recorded_on = -1;
-    g_ev_live++;
-    return ev;
-}
-static void fe_destroy(plait_device_event *ev) {
-    for (int d = 0; d < MAXR; d++)
-        if (ev->per[d]) cudaEventDestroy(ev->per[d]);
-    free(ev);
-    g_ev_live--;
-}
-static plait_status fe_record(plait_device_event *ev, plait_device_stream s) {
-    if (s != PLAIT_STREAM_COMPUTE) return plait_set_error(PLAIT_ERR_UNSUPPORTED, "fake device: comm-stream record");
-    ev->recorded_on = current_gpu();
-    return cudaEventRecord(per_gpu(ev, ev->recorded_on), g_compute[ev->recorded_on]) == cudaSuccess ? PLAIT_OK
-                                                                                                    : PLAIT_ERR_SYSTEM;
-}
-static plait_status fe_wait(plait_device_event *ev, plait_device_stream s) {
-    if (s != PLAIT_STREAM_COMPUTE) return plait_set_error(PLAIT_ERR_UNSUPPORTED, "fake device: comm-stream wait");
-    g_compute_waits++;
-    int d = current_gpu();
-    return cudaStreamWaitEvent(g_compute[d], per_gpu(ev, d), 0) == cudaSuccess ? PLAIT_OK : PLAIT_ERR_SYSTEM;
-}
-static plait_status fe_synchronize(plait_device_event *ev) {
-    g_host_syncs++;
-    while (cudaEventQuery(per_gpu(ev, ev->recorded_on >= 0 ? ev->recorded_on : current_gpu())) == cudaErrorNotReady)
-        nap();
-    return PLAIT_OK;
-}
-/* Recorded on the compute stream: that GPU's; a mark the comm plugin is
- * about to record: the GPU current on its (the executing) thread. */
-static void *fe_native(plait_device_event *ev) {
-    return per_gpu(ev, ev->recorded_on >= 0 ? ev->recorded_on : current_gpu());
-}
-static plait_status fe_copy_on(plait_device_stream s, void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
-    (void)s;
-    return mock_copy(dst, src, bytes, dir);
-}
-
-static const plait_device_ops fake_events = {
-    .struct_size = sizeof(plait_device_ops),
-    .copy_on = fe_copy_on,
-    .event_create = fe_create,
-    .event_destroy = fe_destroy,
-    .event_record = fe_record,
-    .event_wait = fe_wait,
-    .event_synchronize = fe_synchronize,
-    .event_native = fe_native,
-};
-
-/* Wait on the host for everything queued on this rank's compute stream. */
-static void compute_drain(void) {
-    cudaEvent_t e = NULL;
-    cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
-    cudaEventRecord(e, g_compute[current_gpu()]);
-    while (cudaEventQuery(e) == cudaErrorNotReady) nap();
-    cudaEventDestroy(e);
-}
-
-static _Atomic int g_rank0_back; /* rank 0's wait_device returned */
-
-/* wait_device on an NCCL all-gather returns before the collective can have
- * run (rank 1 issues its part only after rank 0's call returned), with no
- * host synchronisation, and a copy queued on the compute stream after it
- * still reads the gathered result: the compute stream waits for the
- * plugin's completion mark on the device. */
-static void body_wait_device(int rank, plait_comm *w, job *j) {
-    const plait_coll_api *api = plait_coll_api_table();
-    cudaSetDevice(rank);
-    cudaStreamCreateWithFlags(&g_compute[rank], cudaStreamNonBlocking);
-    int32_t *send = mock_alloc(4 * sizeof *send, "test"), *recv = mock_alloc(4 * MAXR * sizeof *recv, "test");
-    int32_t out[4 * MAXR];
-    for (int i = 0; i < 4; i++) send[i] = 100 * rank + i + 1;
-    memset(recv, 0xff, 4 * (size_t)w->size * sizeof *recv);
-    memset(out, 0, sizeof out);
-    if (rank == 1) { /* rank 0's wait must not need this rank's part */
-        for (int tries = 0; tries < 50000 && !g_rank0_back; tries++) nap(); /* 5 s */
-        CHECK(j, g_rank0_back, "rank 0's wait_device waited on the host for the all-gather to finish");
-    }
-    plait_request *req = NULL;
-    CHECK_OK(j, api->allgather(w, send, recv, 4, PLAIT_I32, &dev_opts, &req));
-    int syncs = g_host_syncs, waits = g_compute_waits;
-    CHECK(j, PLAIT_COLL_HAS(api, wait_device), "no wait_device in the core's table");
-    CHECK_OK(j, api->wait_device(req));
-    CHECK(j, g_host_syncs == syncs, "wait_device synchronised the host with the device");
-    /* rank 1 alone runs now; its gather may be over before it waits (then
-     * the host has seen it end and no device wait is needed) */
-    if (rank == 0) CHECK(j, g_compute_waits == waits + 1, "%d compute-stream waits", g_compute_waits - waits);
-    /* queued after wait_device: runs only once the all-gather did */
-    cudaMemcpyAsync(out, recv, 4 * (size_t)w->size * sizeof *recv, cudaMemcpyDeviceToHost, g_compute[rank]);
-    if (rank == 0) {
-        CHECK(j, out[0] == 0, "the compute stream's copy ran before the all-gather");
-        g_rank0_back = 1;
-    }
-    compute_drain();
-    for (int q = 0; q < w->size; q++)
-        for (int i = 0; i < 4; i++)
-            CHECK(j, out[4 * q + i] == 100 * q + i + 1, "rank %d: gathered [%d][%d] = %d", rank, q, i, out[4 * q + i]);
-    /* the communicator stays usable; a later host wait sees the ring in order */
-    int32_t x = 1;
-    CHECK_OK(j, api->allreduce(w, &x, &x, 1, PLAIT_I32, PLAIT_SUM, NULL, NULL));
-    CHECK(j, x == w->size, "allreduce after wait_device: %d", x);
-    mock_free(send);
-    mock_free(recv);
-    pthread_barrier_wait(&j->bar); /* no thread records on it any more */
-    cudaStreamDestroy(g_compute[rank]);
-}
-
 /* ---- tests ------------------------------------------------------------------------- */
 
 /* A pretend NVIDIA driver tree (PLAIT_CUDA_SYSFS_ROOT) under `root` with
@@ -762,19 +491,6 @@ static void test_host_control_data(void **state) {
     expect_clean(&j); /* the device scratch went with the communicators */
 }
 
-static void test_wait_device(void **state) {
-    (void)state;
-    plait_comm_device dev = {PLAIT_MEM_CUDA, mock_copy, mock_alloc, mock_free, &fake_events};
-    plait_comm_set_device(&dev);
-    g_rank0_back = 0;
-    g_host_syncs = g_compute_waits = 0;
-    job j;
-    run_job(&j, 2, NULL, NULL, body_wait_device);
-    plait_comm_set_device(NULL); /* drains the core's event pool */
-    expect_clean(&j);
-    assert_int_equal(g_ev_live, 0);
-}
-
 static void test_checked_collectives(void **state) {
     (void)state;
     plait_comm_device dev = {PLAIT_MEM_CUDA, mock_copy, mock_alloc, mock_free};
@@ -871,12 +587,6 @@ static void test_no_driver(void **state) {
 }
 
 int main(void) {
-    plait_host_install(); /* plugins are handed the core's host table */
-    g_desc = plait_plugin_load(PLAIT_KIND_COMM, "nccl");
-    if (!g_desc) {
-        fprintf(stderr, "cannot load the nccl plugin: %s\n", plait_last_error());
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_probe, setup, teardown),
         cmocka_unit_test_setup_teardown(test_collectives, setup, teardown),
@@ -890,13 +600,10 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_host_memory_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_control_data, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checked_collectives, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wait_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follows_open_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_ranks_one_gpu, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_device_on_one_rank, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_driver, setup, teardown),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    plait_plugins_unload_all();
-    return rc;
+    return nccl_job_main("test_nccl_plugin", tests, sizeof tests / sizeof tests[0]);
 }
