@@ -5,6 +5,8 @@
 # OPENBLAS_CORETYPE set, the ranks it launches inherit it, and the start-up
 # line says so; a hand-set OPENBLAS_CORETYPE is respected.
 source "$(dirname "$0")/lib.sh"
+# a core type set in the environment that runs the tests would hide the selection
+unset OPENBLAS_CORETYPE
 S="run.steps=2 run.ckpt_every=0"
 avx2=$(grep -m1 -wo avx2 /proc/cpuinfo || true)
 avx512=$(grep -m1 -wo avx512bw /proc/cpuinfo || true)

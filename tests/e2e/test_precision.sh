@@ -24,7 +24,7 @@ refused() { # refused NAME EXPECTED-TEXT ARGS...
 refused nobf16 "$ini:$line: key 'precision' in [run]: bf16 needs a CPU with AVX512_BF16 or AMX_BF16" \
   "$ini" run.debug_cpu_hide=avx512_bf16,amx_bf16
 refused nobf16_dp "$ini:$line: key 'precision' in [run]: bf16 needs a CPU with AVX512_BF16 or AMX_BF16" \
-  "$ini" run.debug_cpu_hide=AVX512 run.debug_cpu_hide=amx_bf16 parallel.dp=2
+  "$ini" run.debug_cpu_hide=AVX512,amx_bf16 parallel.dp=2
 refused tf32 "key 'precision' in [run]: tf32 is TensorFloat-32" "$CFG" run.precision=tf32
 refused badhide "key 'debug_cpu_hide' in [run]: 'sse9' is not a CPU feature" "$CFG" run.precision=bf16 \
   run.debug_cpu_hide=avx2,sse9
