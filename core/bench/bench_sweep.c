@@ -204,8 +204,9 @@ plait_status plait_sweep_run(const plait_sweep_opts *o, plait_sweep_row *rows, s
     }
     char el[32];
     fmt_time(now_s() - start, el, sizeof el);
-    fprintf(progress, "sweep: %zu layout%s measured, %zu failed, in %s; results in %s\n", done - failed,
-            done - failed == 1 ? "" : "s", failed, el, o->csv);
+    fprintf(progress, "sweep: %zu layout%s measured, %zu failed, in %s; results %s%s\n", done - failed,
+            done - failed == 1 ? "" : "s", failed, el, o->csv_is_scratch ? "below" : "in ",
+            o->csv_is_scratch ? "" : o->csv);
     return PLAIT_OK;
 }
 

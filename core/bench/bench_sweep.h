@@ -24,6 +24,7 @@ typedef struct plait_sweep_opts {
     int steps, warmup;              /* per layout, as `bench train --steps --warmup` */
     double max_minutes;             /* start no layout after this many minutes (0 = no limit) */
     const char *csv;                /* results (required) */
+    int csv_is_scratch;             /* the CSV is removed after the sweep: the table is the result */
     const char *log_dir;            /* each layout's output, <log_dir>/<n>.log */
     double mem_limit;               /* bytes per rank, for the memory plot's line */
 } plait_sweep_opts;

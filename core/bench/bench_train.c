@@ -30,8 +30,24 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Per step, the slowest rank's numbers (max over the world). */
+/* Per step: the step time and its split of the slowest rank (one rank's, so
+ * compute + comm + idle = step), then the largest count of any rank for the
+ * rest (bytes, memory). */
 enum { F_STEP, F_COMPUTE, F_COMM, F_IDLE, F_DP, F_TP, F_PP, F_OPT, F_ACT, F_RSS, F_DEV, N_FIELDS };
+enum { N_SPLIT = 4 }; /* step, compute, comm, idle: each rank's own, gathered */
+
+/* The step whose time is the median of the timed steps (rows after `warmup`). */
+static int64_t median_step(const double *rows, int64_t warmup, int64_t steps) {
+    double *col = malloc(sizeof(double) * (size_t)steps);
+    if (!col) return warmup;
+    for (int64_t s = 0; s < steps; s++) col[s] = rows[(warmup + s) * N_FIELDS + F_STEP];
+    qsort(col, (size_t)steps, sizeof(double), cmp_double);
+    double med = col[steps / 2];
+    free(col);
+    for (int64_t s = 0; s < steps; s++)
+        if (rows[(warmup + s) * N_FIELDS + F_STEP] == med) return warmup + s;
+    return warmup;
+}
 
 plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_opts *o, FILE *out) {
     plait_run *run = NULL;
@@ -49,7 +65,10 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
     if (world > 1) st = plait_comm_barrier(run->world.comm, NULL, NULL);
     int64_t total = o->warmup + o->steps;
     double *rows = calloc((size_t)total * N_FIELDS, sizeof(double));
-    if (!rows) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    /* the step's vector: N_FIELDS maxima, then every rank's split in its
+     * own slot (zeros elsewhere: the maximum gathers them) */
+    double *v = calloc(N_FIELDS + (size_t)N_SPLIT * (size_t)world, sizeof(double));
+    if (!rows || !v) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     run->steps = run->step + total;
     double first_loss = NAN, last_loss = NAN;
     for (int64_t s = 0; st == PLAIT_OK && s < total; s++) {
@@ -58,11 +77,12 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         if (st != PLAIT_OK) break;
         if (s == 0) first_loss = r.loss;
         last_loss = r.loss;
-        double *v = rows + s * N_FIELDS;
-        v[F_STEP] = r.t.step_s;
-        v[F_COMPUTE] = r.t.compute_s;
-        v[F_COMM] = r.t.comm_s;
-        v[F_IDLE] = r.t.idle_s;
+        memset(v, 0, sizeof(double) * (N_FIELDS + (size_t)N_SPLIT * (size_t)world));
+        double *mine = v + N_FIELDS + (size_t)N_SPLIT * (size_t)rank;
+        mine[0] = r.t.step_s;
+        mine[1] = r.t.compute_s;
+        mine[2] = r.t.comm_s;
+        mine[3] = r.t.idle_s;
         v[F_DP] = (double)r.t.dp_bytes;
         v[F_TP] = (double)r.t.tp_bytes;
         v[F_PP] = (double)r.t.pp_bytes;
@@ -74,22 +94,35 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         if (plait_device_mem_kind() != PLAIT_MEM_HOST && plait_device_ops_open())
             plait_device_ops_open()->memory_stats(&dev_in_use, &dev_peak);
         v[F_DEV] = (double)dev_peak;
-        if (world > 1) st = plait_comm_allreduce(run->world.comm, v, v, N_FIELDS, PLAIT_F64, PLAIT_MAX, NULL, NULL);
+        if (world > 1)
+            st = plait_comm_allreduce(run->world.comm, v, v, N_FIELDS + (size_t)N_SPLIT * (size_t)world, PLAIT_F64,
+                                      PLAIT_MAX, NULL, NULL);
+        /* the slowest rank's step and its own split */
+        int slow = 0;
+        for (int q = 1; q < world; q++)
+            if (v[N_FIELDS + N_SPLIT * q] > v[N_FIELDS + N_SPLIT * slow]) slow = q;
+        memcpy(v + F_STEP, v + N_FIELDS + N_SPLIT * slow, sizeof(double) * N_SPLIT);
+        memcpy(rows + s * N_FIELDS, v, sizeof(double) * N_FIELDS);
     }
+    free(v);
     if (st == PLAIT_OK && device_gemm) {
         if (rank == 0)
             plait_mfu_peak_get(cfg, plait_kernels_threads(), plait_job_local_size(run->world.job), world, &peak);
         if (world > 1) st = plait_comm_barrier(run->world.comm, NULL, NULL);
     }
     if (st == PLAIT_OK && rank == 0) {
-        double med[N_FIELDS];
+        double med[N_FIELDS] = {0};
         double *col = malloc(sizeof(double) * (size_t)o->steps);
-        for (int f = 0; f < N_FIELDS; f++) {
+        for (int f = 0; col && f < N_FIELDS; f++) {
             for (int64_t s = 0; s < o->steps; s++) col[s] = rows[(o->warmup + s) * N_FIELDS + f];
             qsort(col, (size_t)o->steps, sizeof(double), cmp_double);
             med[f] = col[o->steps / 2];
         }
         free(col);
+        /* the time and split of one step, the median one: its parts add up
+         * to it (medians of each part separately would not) */
+        memcpy(med + F_STEP, rows + median_step(rows, o->warmup, o->steps) * N_FIELDS + F_STEP,
+               sizeof(double) * N_SPLIT);
         double tokens = (double)run->layout.batch.global_batch * run->model.block_size;
         double tps = tokens / med[F_STEP];
         double fpt = plait_run_flops_per_token(run);
@@ -127,8 +160,8 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
                          "steps); %s (the MFU column is against the measured GEMM rate)\n",
                     plait_device_info_open()->name, med[F_DEV] / MB, sheet);
         }
-        fprintf(out, "# times: median over steps of the slowest rank; bytes: payload each rank sent per step "
-                     "(max over ranks); act: activation memory (saved activations, backward scratch, recompute "
+        fprintf(out, "# times: the median step of the slowest rank, split into compute + comm + idle = ms/step; "
+                     "bytes: payload each rank sent per step (max over ranks); act: activation memory (saved activations, backward scratch, recompute "
                      "buffers), max over ranks; peak RSS: max over ranks\n");
         if (o->csv) {
             FILE *f = fopen(o->csv, "a");

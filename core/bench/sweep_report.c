@@ -10,11 +10,12 @@
 #include "runtime/error.h"
 
 static plait_status write_data(const char *path, const plait_sweep_row *rows, size_t n, double *max_ms,
-                               double *max_mib) {
+                               double *max_mib, size_t *max_name) {
     FILE *f = fopen(path, "w");
     if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
     fprintf(f, "# idx layout tokens_s pred_tokens_s compute_ms comm_ms idle_ms peak_mib pred_mib meas_ms pred_ms\n");
     *max_ms = *max_mib = 0;
+    *max_name = 0;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         const plait_sweep_row *r = &rows[i];
@@ -27,34 +28,51 @@ static plait_status write_data(const char *path, const plait_sweep_row *rows, si
         if (v.pred_ms > *max_ms) *max_ms = v.pred_ms;
         if (r->peak_mib > *max_mib) *max_mib = r->peak_mib;
         if (v.pred_mib > *max_mib) *max_mib = v.pred_mib;
+        if (strlen(v.name) > *max_name) *max_name = strlen(v.name);
     }
     if (fclose(f) != 0) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
     return PLAIT_OK;
 }
 
-static plait_status write_script(const char *path, double limit_mib, double max_ms, double max_mib) {
+/* The layout names are x tic labels rotated by 35 degrees, each starting at
+ * its bar and running down to the right: the bottom margin (in lines) holds
+ * their drop, the right margin (in characters) the last one's run and the
+ * key, so no name is cut off (measured at this font: a character drops 0.31
+ * lines and runs 0.75 characters to the right). */
+static void label_margins(size_t longest, int *bottom, int *right) {
+    *bottom = 2 + (int)(0.31 * (double)longest + 0.99);
+    *right = 2 + (int)(0.75 * (double)longest + 0.99);
+    if (*right < 26) *right = 26; /* the key's widest entry */
+}
+
+static plait_status write_script(const char *path, double limit_mib, double max_ms, double max_mib,
+                                 size_t longest_name) {
+    int bottom, right;
+    label_margins(longest_name, &bottom, &right);
     /* a limit far above every bar would flatten them: then it is named, not drawn */
     char memory_plot[512];
     if (limit_mib > 0 && limit_mib < 3 * max_mib)
         snprintf(memory_plot, sizeof memory_plot,
+                 "set title 'peak memory per rank (the largest rank) against the limit'\n"
                  "plot 'sweep.dat' using 8:xtic(2) title 'measured peak RSS', '' using 9 title 'predicted', %.1f with "
                  "lines lw 2 title 'limit %.0f MiB'",
                  limit_mib, limit_mib);
     else
         snprintf(memory_plot, sizeof memory_plot,
-                 "plot 'sweep.dat' using 8:xtic(2) title 'measured peak RSS', '' using 9 title 'predicted (limit %.0f "
-                 "MiB, off the scale)'",
+                 "set title 'peak memory per rank (the largest rank); the limit, %.0f MiB, is off the scale'\n"
+                 "plot 'sweep.dat' using 8:xtic(2) title 'measured peak RSS', '' using 9 title 'predicted'",
                  limit_mib);
     FILE *f = fopen(path, "w");
     if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
     fprintf(f,
             "set terminal pngcairo size 1100,650 noenhanced font ',10'\n"
             "set datafile separator whitespace\n"
-            "set key top right\n"
+            /* beside the plot, where no bar can hide an entry */
+            "set key outside right top vertical\n"
             "set grid ytics\n"
             "set xtics rotate by -35 left\n"
-            "set bmargin 9\n"
-            "set rmargin 14\n"
+            "set bmargin %d\n"
+            "set rmargin %d\n"
             "set style fill solid 0.8 border -1\n"
             "set yrange [0:*]\n"
             "set output 'tokens.png'\n"
@@ -64,13 +82,12 @@ static plait_status write_script(const char *path, double limit_mib, double max_
             "set style histogram clustered gap 1\n"
             "plot 'sweep.dat' using 3:xtic(2) title 'measured', '' using 4 title 'predicted (plait plan)'\n"
             "set output 'split.png'\n"
-            "set title 'step time split per layout (slowest rank, median step)'\n"
+            "set title 'step time split per layout: the median step of the slowest rank, its parts adding up to it'\n"
             "set ylabel 'ms per step'\n"
             "set style histogram rowstacked\n"
             "plot 'sweep.dat' using 5:xtic(2) title 'compute', '' using 6 title 'communication', '' using 7 title "
-            "'idle'\n"
+            "'idle', '' using 0:10 with points pt 7 ps 1.3 lc rgb 'black' title 'measured ms/step'\n"
             "set output 'memory.png'\n"
-            "set title 'peak memory per rank (the largest rank) against the limit'\n"
             "set ylabel 'MiB'\n"
             "set style histogram clustered gap 1\n"
             "%s\n"
@@ -79,13 +96,14 @@ static plait_status write_script(const char *path, double limit_mib, double max_
             "unset style\n"
             "set xtics norotate\n"
             "set bmargin\n"
+            "set rmargin\n"
             "set xlabel 'measured ms per step'\n"
             "set ylabel 'predicted ms per step'\n"
             "set xrange [0:%.1f]\n"
             "set yrange [0:%.1f]\n"
             "set size square\n"
             "plot 'sweep.dat' using 10:11 with points pt 7 ps 1.5 title 'layouts', x with lines title 'y = x'\n",
-            memory_plot, 1.1 * max_ms, 1.1 * max_ms);
+            bottom, right, memory_plot, 1.1 * max_ms, 1.1 * max_ms);
     if (fclose(f) != 0) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
     return PLAIT_OK;
 }
@@ -124,10 +142,12 @@ plait_status plait_sweep_report(const char *dir, const plait_sweep_opts *o, cons
         return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot create the report directory: %s", dir, strerror(errno));
     char path[1024];
     double max_ms = 0, max_mib = 0;
+    size_t longest = 0;
     snprintf(path, sizeof path, "%s/sweep.dat", dir);
-    plait_status st = write_data(path, rows, n, &max_ms, &max_mib);
+    plait_status st = write_data(path, rows, n, &max_ms, &max_mib, &longest);
     snprintf(path, sizeof path, "%s/plots.gp", dir);
-    if (st == PLAIT_OK) st = write_script(path, o->mem_limit / 1048576.0, max_ms > 0 ? max_ms : 1, max_mib);
+    if (st == PLAIT_OK)
+        st = write_script(path, o->mem_limit / 1048576.0, max_ms > 0 ? max_ms : 1, max_mib, longest);
     snprintf(path, sizeof path, "%s/report.md", dir);
     if (st == PLAIT_OK) st = write_markdown(path, rows, n, header);
     if (st != PLAIT_OK) return st;

@@ -11,6 +11,7 @@
 #include "cli/layout_args.h"
 #include "plan/plan_table.h"
 #include "runtime/error.h"
+#include "runtime/scratch_dir.h"
 
 int plait_cli_bench_sweep(int argc, char **argv);
 
@@ -33,16 +34,22 @@ int plait_cli_bench_sweep(int argc, char **argv) {
         return rc;
     }
     plait_sweep_row *rows = calloc(n + 1, sizeof *rows);
-    char csv[1024], logs[1100];
+    /* Results go where the user says (--csv, or --report's directory); with
+     * neither, the table on stdout is the result and the CSV and the
+     * layouts' output live in a scratch directory, removed at the end
+     * unless a layout failed (then its log explains why). */
+    char csv[4200], logs[4300], scratch[4096] = "";
+    plait_status st = rows ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     if (a.csv) snprintf(csv, sizeof csv, "%s", a.csv);
     else if (a.report) snprintf(csv, sizeof csv, "%s/sweep.csv", a.report);
-    else snprintf(csv, sizeof csv, "sweep.csv");
+    else if (st == PLAIT_OK && (st = plait_scratch_dir_make("plait-sweep", scratch, sizeof scratch)) == PLAIT_OK)
+        snprintf(csv, sizeof csv, "%s/sweep.csv", scratch);
     snprintf(logs, sizeof logs, "%s.logs", csv);
     plait_sweep_opts o = {.config = a.config, .overrides = a.over, .n_overrides = a.n_over,
                           .global_batch = a.axes.global_batch, .steps = a.steps, .warmup = a.warmup,
-                          .max_minutes = a.max_minutes, .csv = csv, .log_dir = logs,
+                          .max_minutes = a.max_minutes, .csv = csv, .csv_is_scratch = scratch[0] != 0,
+                          .log_dir = logs,
                           .mem_limit = a.mem_limit > 0 ? a.mem_limit : plait_plan_mem_limit(&cluster, a.ranks)};
-    plait_status st = rows ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     for (size_t i = 0; rows && i < n; i++) rows[i].plan = res[i];
     if (st == PLAIT_OK && !usable) {
         plait_plan_print_skipped(stdout, res, n);
@@ -78,7 +85,11 @@ int plait_cli_bench_sweep(int argc, char **argv) {
             failed += rows[i].state == 2;
         }
         if (failed || !measured) rc = 1;
+        if (scratch[0] && failed)
+            fprintf(stderr, "sweep: the failed layouts' output is kept in %s\n", logs);
     }
+    if (scratch[0] && rc == 0 && st == PLAIT_OK && plait_scratch_dir_remove(scratch) != PLAIT_OK)
+        fprintf(stderr, "plait: warning: bench sweep: %s\n", plait_last_error());
     if (st != PLAIT_OK) {
         plait_cli_print_error("bench sweep");
         rc = 1;

@@ -3,7 +3,6 @@
  * plugin's axes allow (plans here, losses through `plait train` children).
  * The checks live in core/conformance/kit_parallel.c. */
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 #include "conformance/kit_parallel.h"
 #include "conformance/kit_report.h"
 #include "runtime/error.h"
+#include "runtime/scratch_dir.h"
 #include "runtime/self_child.h"
 
 /* `plait train INI over... extra...` with its output in LOG; 0 when it exited 0. */
@@ -31,21 +31,11 @@ static int train_child(const char *ini, int n_over, char *const *over, const cha
     return plait_self_child_run(argv, log) == 0 ? 0 : -1;
 }
 
-static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 int plait_cli_plugin_test_parallel(const char *path, const plait_plugin_desc *d, int n_over, char *const *over) {
     const plait_parallel_ops *ops = d->ops;
-    char dir[] = "/tmp/plait-kit-XXXXXX", ini[4096];
-    const char *tmp = getenv("TMPDIR");
-    char dirbuf[4096];
-    snprintf(dirbuf, sizeof dirbuf, "%s/plait-kit-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    char *work = mkdtemp(dirbuf);
-    if (!work) work = mkdtemp(dir);
-    if (!work) {
-        fprintf(stderr, "plait plugin test: cannot create a work directory: %s\n", strerror(errno));
+    char ini[4096], work[4096];
+    if (plait_scratch_dir_make("plait-kit", work, sizeof work) != PLAIT_OK) {
+        fprintf(stderr, "plait plugin test: %s\n", plait_last_error());
         return 1;
     }
     if (kit_parallel_write_config(work, ini, sizeof ini) != 0) {
@@ -125,8 +115,7 @@ int plait_cli_plugin_test_parallel(const char *path, const plait_plugin_desc *d,
         printf("plait plugin test: %s FAILED (runs and logs kept in %s)\n", path, work);
     else {
         printf("plait plugin test: %s passed every check on %d layouts\n", path, n);
-        if (nftw(work, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-            fprintf(stderr, "plait plugin test: could not remove %s: %s\n", work, strerror(errno));
+        if (plait_scratch_dir_remove(work) != PLAIT_OK) fprintf(stderr, "plait plugin test: %s\n", plait_last_error());
     }
     free(rep);
     return rc;

@@ -4,7 +4,9 @@
 # in the CSV; the table is ranked by measured tokens/s; the report's PNGs
 # are PNG images; the predicted peak memory per rank is within 12% of the
 # measured peak RSS on each layout; a second run continues from the CSV and
-# measures nothing again; with 3 ranks the invalid layouts are skipped with
+# measures nothing again; without --csv or --report nothing is left behind;
+# the split adds up to the step time and the plots keep their legends and
+# names in view; with 3 ranks the invalid layouts are skipped with
 # their reason and never started; `plait plan` lists the same layouts and
 # marks every one over --mem-limit; --max-minutes starts no layout after the
 # limit; with 5 ranks every layout is invalid and the sweep says why for each
@@ -42,6 +44,20 @@ for p in tokens split memory predicted; do
   [ "$w" -gt 100 ] || fail "$p.png is $w pixels wide"
 done
 grep -q "!\[tokens/s per layout\](tokens.png)" "$W/rep/report.md" || fail "report.md does not show the plots"
+# the split is one rank's one step: compute + comm + idle = ms/step (the
+# CSV's 3 decimals of rounding), as the split plot stacks them
+awk -F, 'NR > 1 && $11 == "ok" { d = $15 + $16 + $17 - $13; if (d < 0) d = -d
+  if (d > 0.003) { printf "%s: %.3f + %.3f + %.3f ms against %.3f ms/step\n", $1, $15, $16, $17, $13; bad = 1 } }
+  END { exit bad }' "$csv" >"$W/split.txt" || fail "the step split does not add up to the step time:
+$(cat "$W/split.txt")"
+# the legends sit beside the plots (no bar hides them) and no layout name
+# is cut off at the image's edge
+grep -q "^set key outside" "$W/rep/plots.gp" || fail "the plots' key is not outside the plot area"
+if command -v python3 >/dev/null; then
+  python3 "$PLAIT_SOURCE_DIR/tests/e2e/png_edges.py" "$W"/rep/{tokens,split,memory}.png || fail "a plot is cut off"
+else
+  echo "python3 not found: the PNGs' edges are not checked"
+fi
 # memory model against measurement
 awk -F, 'NR > 1 { e = ($27 - $21) / $21; if (e < 0) e = -e; printf "%s: predicted %.1f MiB, measured %.1f MiB\n", $1, $27, $21; if (e > 0.12) bad = 1 }
   END { exit bad }' "$csv" >"$W/mem.txt" || fail "predicted memory off by more than 12%:
@@ -62,6 +78,14 @@ done
 sweep -n 2 --report "$W/rep" >"$W/again.out" 2>"$W/again.err" || fail "second sweep: $(cat "$W/again.err")"
 grep -q "^sweep: 0 layouts measured" "$W/again.err" || fail "the second sweep measured again: $(cat "$W/again.err")"
 [ "$(awk 'NR > 1' "$csv" | wc -l)" -eq 5 ] || fail "the CSV grew on the second sweep"
+
+# without --csv or --report nothing is left behind: the table is the result
+mkdir -p "$W/cwd" "$W/tmp"
+(cd "$W/cwd" && TMPDIR=$W/tmp "$PLAIT_BIN" bench sweep "$CFG" --steps 1 --warmup 0 -n 2 --dp 2 --tp 1 --pp 1 \
+  >"$W/bare.out" 2>"$W/bare.err") || fail "sweep without --csv: $(cat "$W/bare.err")"
+grep -q "^  1 .*dp2 tp1 pp1" "$W/bare.out" || fail "sweep without --csv printed no table: $(cat "$W/bare.out")"
+left=$(find "$W/cwd" "$W/tmp" -mindepth 1)
+[ -z "$left" ] || fail "sweep without --csv left files: $left"
 
 # 3 ranks: dp 3 (8 sequences) and tp 3 (4 heads) are invalid, and so is
 # interleaving 3 stages x 2 chunks over 4 layers; only pp 3 gpipe and 1f1b run
