@@ -26,7 +26,9 @@ static struct {
     int file_fd;
     int initialized;
     struct timespec start;
-} g_log = {PTHREAD_MUTEX_INITIALIZER, PLAIT_LOG_INFO, 0, {{{0}, 0}}, -1, -1, 0, {0, 0}};
+    int status_fd;        /* the in-place line's descriptor, -1 = none */
+    char status[512];     /* its text */
+} g_log = {PTHREAD_MUTEX_INITIALIZER, PLAIT_LOG_INFO, 0, {{{0}, 0}}, -1, -1, 0, {0, 0}, -1, ""};
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 
@@ -151,6 +153,24 @@ static void write_all(int fd, const char *p, size_t n) {
     }
 }
 
+void plait_log_set_status_line(int fd, const char *text) {
+    pthread_mutex_lock(&g_log.lock);
+    g_log.status_fd = text ? fd : -1;
+    snprintf(g_log.status, sizeof g_log.status, "%s", text && fd >= 0 ? text : "");
+    pthread_mutex_unlock(&g_log.lock);
+}
+
+/* A line for stderr; an in-place line showing is cleared first and drawn
+ * again below it. */
+static void write_stderr(const char *line, size_t len) {
+    static const char clear[] = "\r\033[K";
+    pthread_mutex_lock(&g_log.lock);
+    if (g_log.status_fd >= 0) write_all(g_log.status_fd, clear, sizeof clear - 1);
+    write_all(STDERR_FILENO, line, len);
+    if (g_log.status_fd >= 0) write_all(g_log.status_fd, g_log.status, strlen(g_log.status));
+    pthread_mutex_unlock(&g_log.lock);
+}
+
 static void emit(plait_log_level level, const char *component, int to_stderr, const char *fmt, va_list ap) {
     log_init_once();
     struct timespec now;
@@ -171,7 +191,7 @@ static void emit(plait_log_level level, const char *component, int to_stderr, co
     if (len > sizeof line - 2) len = sizeof line - 2;
     while (len > 0 && line[len - 1] == '\n') len--;
     line[len++] = '\n';
-    if (to_stderr) write_all(STDERR_FILENO, line, len);
+    if (to_stderr) write_stderr(line, len);
     pthread_mutex_lock(&g_log.lock);
     if (g_log.file_fd >= 0) write_all(g_log.file_fd, line, len);
     pthread_mutex_unlock(&g_log.lock);

@@ -38,6 +38,14 @@ void plait_vlog(plait_log_level level, const char *component, const char *fmt, v
  * the caller already printed its own way (the CLI's final error), so the
  * rank's log holds them too. Thread-safe. */
 void plait_log_file_only(plait_log_level level, const char *component, const char *fmt, ...) PLAIT_PRINTF(3, 4);
+/* A line drawn in place on a terminal (rank 0's progress line) on file
+ * descriptor `fd`: while one is set, a log line written to stderr first
+ * clears it (carriage return, clear to the end of the line, on `fd`), then
+ * draws it again, so log lines start on a line of their own instead of
+ * being appended to it. `text` (copied; without a newline) NULL or fd < 0
+ * sets none. Thread-safe; the caller writes the line itself and flushes it
+ * before calling. */
+void plait_log_set_status_line(int fd, const char *text);
 const char *plait_log_level_name(plait_log_level level);
 /* Parse "error|warn|info|debug|trace"; -1 if unknown. */
 int plait_log_level_parse(const char *name);

@@ -2,9 +2,11 @@
 
 #include <stdarg.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/log.h"
 #include "train/mfu_peak.h"
 
 static double now_s(void) {
@@ -56,12 +58,20 @@ void plait_progress_step(plait_progress *p, int64_t step, double loss, double va
     snprintf(line, sizeof line, "step %5lld/%lld | loss %.4f%s | lr %.2e | %8.0f tok/s%s | ETA %s",
              (long long)step, (long long)p->total_steps, loss, val, lr, tokens_per_s, mfu, eta_text);
     if (p->mode == PLAIT_PROGRESS_TTY) {
+        /* a line wider than the terminal wraps, and the carriage return
+         * then redraws only its last row: cut it to the width */
+        struct winsize ws;
+        if (ioctl(fileno(p->out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && strlen(line) >= ws.ws_col)
+            line[ws.ws_col - 1] = '\0';
         fprintf(p->out, "\r\033[K%s", line);
         p->line_open = 1;
         if (val_loss >= 0) { /* keep evaluation results visible */
             fputc('\n', p->out);
             p->line_open = 0;
         }
+        fflush(p->out);
+        /* log lines (a checkpoint saved) go above it, not after it */
+        plait_log_set_status_line(fileno(p->out), p->line_open ? line : NULL);
     } else {
         /* piped output: one line a second at most, plus evaluations and the end */
         double t = now_s();
@@ -72,10 +82,16 @@ void plait_progress_step(plait_progress *p, int64_t step, double loss, double va
     fflush(p->out);
 }
 
+/* End the in-place line: what follows starts on a line of its own. */
+static void close_line(plait_progress *p) {
+    if (p->line_open) fputc('\n', p->out);
+    if (p->line_open) plait_log_set_status_line(-1, NULL);
+    p->line_open = 0;
+}
+
 void plait_progress_note(plait_progress *p, const char *fmt, ...) {
     if (p->mode == PLAIT_PROGRESS_OFF) return;
-    if (p->line_open) fputc('\n', p->out);
-    p->line_open = 0;
+    close_line(p);
     va_list ap;
     va_start(ap, fmt);
     vfprintf(p->out, fmt, ap);
@@ -85,7 +101,6 @@ void plait_progress_note(plait_progress *p, const char *fmt, ...) {
 }
 
 void plait_progress_finish(plait_progress *p) {
-    if (p->line_open) fputc('\n', p->out);
-    p->line_open = 0;
+    close_line(p);
     if (p->out) fflush(p->out);
 }
