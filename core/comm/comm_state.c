@@ -25,21 +25,27 @@ void plait_comm_fail(plait_comm *comm, plait_status status, const char *message)
     }
     pthread_mutex_unlock(&comm->lock);
     if (!first) return;
-    PLAIT_ERROR("comm", "%s", message ? message : "communicator failed");
+    /* The failure reaches the caller as its error, which the command prints
+     * once; the rank's log file keeps this account too (and stderr at
+     * debug level), so it is not said twice on the console. */
+    if (plait_log_enabled_for(PLAIT_LOG_DEBUG, "comm"))
+        plait_log(PLAIT_LOG_ERROR, "comm", "%s", message ? message : "communicator failed");
+    else
+        plait_log_file_only(PLAIT_LOG_ERROR, "comm", "%s", message ? message : "communicator failed");
     if (!comm->ops->abort) return;
     /* Peers are told why (the transport carries a few hundred bytes). A
      * failure caused by another rank's going down passes on that rank's own
-     * account — the text after the last "is going down: " — instead of the
-     * whole nested chain: after a few hops of nesting the root cause (which
-     * rank died, in which operation) would be cut off, and in a pipeline the
-     * far stages learn of a lost rank only this way. */
+     * account (plait_error_relayed: the innermost one) instead of the whole
+     * nested chain: after a few hops of nesting the root cause (which rank
+     * died, in which operation) would be cut off, and in a pipeline the far
+     * stages learn of a lost rank only this way. */
     const char *why = message ? message : "communicator failed";
-    const char *root = NULL;
-    for (const char *p = strstr(why, "is going down: "); p; p = strstr(p + 1, "is going down: ")) root = p;
+    int origin;
+    const char *root = plait_error_relayed(why, &origin);
     char relay[1024];
     if (root) {
         snprintf(relay, sizeof relay, "world rank %d stopped after %s",
-                 comm->world_ranks ? comm->world_ranks[comm->rank] : comm->rank, root + strlen("is going down: "));
+                 comm->world_ranks ? comm->world_ranks[comm->rank] : comm->rank, root);
         why = relay;
     }
     comm->ops->abort(comm->pcoll, why);

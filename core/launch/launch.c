@@ -525,6 +525,23 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
                 first = r;
                 break;
             }
+    /* A rank whose error relays another rank's going down stopped because
+     * of it: the root cause is the rank its error names when that one
+     * failed first-hand here, else the first rank here that did. */
+    int origin;
+    if (first >= 0 && !procs[first].external_signal && plait_error_relayed(procs[first].last, &origin)) {
+        int local = origin - (o->nnodes > 1 ? o->node_rank : 0) * n, ignored;
+        if (local >= 0 && local < n && procs[local].pid && failed(procs[local].status) &&
+            !plait_error_relayed(procs[local].last, &ignored)) {
+            first = local;
+        } else {
+            for (int r = 0; r < n; r++)
+                if (procs[r].pid && failed(procs[r].status) && !plait_error_relayed(procs[r].last, &ignored)) {
+                    first = r;
+                    break;
+                }
+        }
+    }
     if (st != PLAIT_OK) first = -1; /* the ranks that ended were stopped by the launcher */
     if (first >= 0) {
         struct rank_proc *p = &procs[first];

@@ -90,3 +90,21 @@ const char *plait_status_name(plait_status status) {
     }
     return "unknown status";
 }
+
+const char *plait_error_relayed(const char *message, int *origin) {
+    static const char *const marks[] = {"is going down: ", " stopped after "};
+    *origin = -1;
+    /* the chain nests to the right: the last mark precedes the innermost account */
+    const char *root = NULL;
+    for (size_t m = 0; m < sizeof marks / sizeof marks[0]; m++)
+        for (const char *p = strstr(message, marks[m]); p; p = strstr(p + 1, marks[m]))
+            if (!root || p + strlen(marks[m]) > root) root = p + strlen(marks[m]);
+    if (!root) return NULL;
+    int n = -1, used = 0;
+    const char *w = strstr(root, "(world rank ");
+    if ((sscanf(root, "rank %d stopped%n", &n, &used) == 1 && used > 0) ||
+        (sscanf(root, "world rank %d%n", &n, &used) == 1 && used > 0) ||
+        (w && sscanf(w, "(world rank %d)%n", &n, &used) == 1 && used > 0))
+        *origin = n >= 0 ? n : -1;
+    return root;
+}

@@ -21,4 +21,15 @@ void plait_clear_error(void);
 /* Static lower-case name of a status ("timeout"). */
 const char *plait_status_name(plait_status status);
 
+/* Whether a failure message is second-hand: a rank going down tells its
+ * peers why (the transports write "rank N is going down: REASON"), and a
+ * rank that stops because of another says "... stopped after REASON" (the
+ * core's relay "world rank N stopped after REASON", a rank's short final
+ * error "stopped after world rank N failed"), so a chain of them nests to
+ * the right. Returns NULL for a first-hand failure; else the innermost
+ * account (a pointer into `message`), with *origin the world rank it names
+ * ("rank N stopped...", "world rank N..." or the first "(world rank N)"),
+ * -1 when it names none. Pure; thread-safe. */
+const char *plait_error_relayed(const char *message, int *origin);
+
 #endif

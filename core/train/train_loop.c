@@ -269,7 +269,21 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         char why[2200];
         snprintf(why, sizeof why, "rank %d stopped: %s", run->world.mesh.world_rank, msg);
         plait_comm_fail(run->world.comm, st, why);
+        long long step = (long long)run->step;
+        int me = run->world.mesh.world_rank;
         plait_run_close(run);
+        /* A rank that stops because another one failed says so in one
+         * short line pointing to that rank, whose own error names the
+         * failure in full (the chain stays in this rank's log). */
+        int origin;
+        if (plait_error_relayed(msg, &origin)) {
+            plait_log_file_only(PLAIT_LOG_ERROR, "train", "%s", msg);
+            if (origin >= 0)
+                return plait_set_error(st, "step %lld: world rank %d stopped after world rank %d failed (its error "
+                                           "names the cause)", step, me, origin);
+            return plait_set_error(st, "step %lld: world rank %d stopped after another rank failed (its error names "
+                                       "the cause)", step, me);
+        }
         return plait_set_error(st, "%s", msg);
     }
     plait_run_close(run);

@@ -100,6 +100,22 @@ static void test_killed_rank_is_the_cause(void **state) {
     outcome_free(&o);
 }
 
+static void test_first_hand_failure_is_the_cause(void **state) {
+    (void)state;
+    job_outcome o;
+    /* rank 1 stops first, because of rank 2 (its error relays rank 2's);
+     * rank 2, which failed first-hand, ends a moment later */
+    launch_sh(3,
+              "if [ $PLAIT_RANK = 1 ]; then echo 'train: step 7: world rank 1 stopped after world rank 2 failed (its "
+              "error names the cause)' > /proc/$$/fd/$PLAIT_REPORT_FD; exit 1; fi; "
+              "if [ $PLAIT_RANK = 2 ]; then sleep 0.2; echo 'train: step 7: out of memory in the optimizer' "
+              "> /proc/$$/fd/$PLAIT_REPORT_FD; exit 1; fi; exec sleep 30",
+              2.0, &o);
+    assert_int_equal(o.res.failed_rank, 2);
+    assert_string_equal(o.res.message, "rank 2 failed: train: step 7: out of memory in the optimizer");
+    outcome_free(&o);
+}
+
 static void test_ranks_ignoring_sigterm_are_killed(void **state) {
     (void)state;
     job_outcome o;
@@ -318,6 +334,7 @@ int main(void) {
         cmocka_unit_test(test_failure_names_rank_and_last_error),
         cmocka_unit_test(test_failure_without_report),
         cmocka_unit_test(test_killed_rank_is_the_cause),
+        cmocka_unit_test(test_first_hand_failure_is_the_cause),
         cmocka_unit_test(test_ranks_ignoring_sigterm_are_killed),
         cmocka_unit_test(test_exec_failure),
         cmocka_unit_test(test_fork_failure_is_the_cause),

@@ -147,6 +147,22 @@ kill_midstep() {
   in_step=$(grep -Ec "^plait: error: train: step [0-9]+: " "$log" || true)
   [ "$in_step" = $survivors ] ||
     fail "$name: $in_step of $survivors ranks ended with an error naming the training step they were in"
+  # the console names the failure once per rank: a rank that lost the
+  # victim itself says so in full, one that stopped because of another
+  # says so in one short line naming that rank, whose own line is there;
+  # no chain of relayed errors, no per-layer log lines repeating it
+  ! grep -Eq "is going down|stopped after .* stopped after|^\[r[0-9]+\] .* (comm|tcp) error: " "$log" ||
+    fail "$name: the console repeats the failure: $(grep -E "is going down|stopped after|(comm|tcp) error: " "$log" | head -n 2)"
+  local line origin
+  while IFS= read -r line; do
+    if [[ $line =~ stopped\ after\ world\ rank\ ([0-9]+)\ failed ]]; then
+      origin=${BASH_REMATCH[1]}
+      grep -F "(world rank $origin)" "$log" | grep "^plait: error: train: .*(world rank $victim)" >/dev/null ||
+        fail "$name: a rank stopped after rank $origin, whose error does not name the lost rank $victim: $line"
+    else
+      grep -qF "(world rank $victim)" <<<"$line" || fail "$name: an error that names neither the lost rank nor the rank it stopped after: $line"
+    fi
+  done < <(grep "^plait: error: train: " "$log")
   # what the survivors were doing when they lost the victim (for the log)
   grep -h " error: " "$out"/rank-*.log | grep -Eo "$op ('[^']*'|from rank [0-9]+|to rank [0-9]+)" | sort -u |
     sed 's/^/killed during: /'

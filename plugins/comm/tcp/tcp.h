@@ -235,7 +235,6 @@ void tcp_ubuf_put(tcp_engine *e, void *p, size_t cap);
 tcp_comm *tcp_comm_by_id(tcp_engine *e, uint32_t id);
 void tcp_conn_close(tcp_engine *e, tcp_conn *c);
 void tcp_fail_peer(tcp_engine *e, int p, plait_status st, const char *why);
-void tcp_fail_peer_as(tcp_engine *e, int p, plait_status st, const char *why, int quiet);
 void tcp_protocol_error(tcp_engine *e, tcp_conn *c, const char *fmt, ...) PLAIT_PRINTF(3, 4);
 void tcp_io_error(tcp_engine *e, tcp_conn *c, int err);
 void tcp_set_events(tcp_engine *e, tcp_conn *c, uint32_t ev);

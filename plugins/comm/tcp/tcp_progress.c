@@ -200,7 +200,7 @@ void tcp_abort(tcp_comm *cm, const char *reason) {
             for (int p = 0; p < e->size; p++)
                 if (p != e->rank) tcp_send_abort_notice(e, p, cm->abort_why);
             for (int p = 0; p < e->size; p++)
-                if (p != e->rank) tcp_fail_peer_as(e, p, PLAIT_ERR_PEER_LOST, why, 1);
+                if (p != e->rank) tcp_fail_peer(e, p, PLAIT_ERR_PEER_LOST, why);
         } else {
             /* this communicator's requests; a half-written frame poisons its
              * stream, so such a peer's connections go too */
@@ -210,7 +210,7 @@ void tcp_abort(tcp_comm *cm, const char *reason) {
                 for (int s = 0; s < e->cfg.streams; s++)
                     for (tcp_chunk *k = e->peers[p].conns[s].txq; k; k = k->next)
                         if (k->req->kind != TCP_CTRL && k->req->comm == cm && k->sent > 0) poisoned = 1;
-                if (poisoned) tcp_fail_peer_as(e, p, PLAIT_ERR_PEER_LOST, why, 1);
+                if (poisoned) tcp_fail_peer(e, p, PLAIT_ERR_PEER_LOST, why);
             }
             for (int p = 0; p < e->size; p++) {
                 if (p == e->rank || e->peers[p].lost) continue;

@@ -202,7 +202,7 @@ static void parse_staged(tcp_engine *e, tcp_conn *c) {
                 for (char *q = why; *q; q++)
                     if ((unsigned char)*q < 32) *q = ' '; /* text from the wire: keep logs clean */
                 snprintf(msg, sizeof msg, "rank %d is going down: %s", c->peer, why);
-                tcp_fail_peer_as(e, c->peer, PLAIT_ERR_PEER_LOST, msg, 0);
+                tcp_fail_peer(e, c->peer, PLAIT_ERR_PEER_LOST, msg);
                 return;
             }
             c->rx_pos += sizeof h;

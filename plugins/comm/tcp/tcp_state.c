@@ -231,16 +231,12 @@ void tcp_conn_close(tcp_engine *e, tcp_conn *c) {
 
 /* Fail everything that involves world rank `p` and close its connections.
  * `why` says what happened ("connection reset by peer"). */
-void tcp_fail_peer_as(tcp_engine *e, int p, plait_status st, const char *why, int quiet);
-void tcp_fail_peer(tcp_engine *e, int p, plait_status st, const char *why) { tcp_fail_peer_as(e, p, st, why, 0); }
-
-void tcp_fail_peer_as(tcp_engine *e, int p, plait_status st, const char *why, int quiet) {
+void tcp_fail_peer(tcp_engine *e, int p, plait_status st, const char *why) {
     tcp_peer *peer = &e->peers[p];
     if (peer->lost) return;
     peer->lost = 1;
     peer->lost_status = st;
     snprintf(peer->lost_why, sizeof peer->lost_why, "%s", why);
-    int had_pending = 0;
     /* sends */
     for (int s = 0; peer->conns && s < e->cfg.streams; s++) {
         tcp_conn *c = &peer->conns[s];
@@ -253,7 +249,6 @@ void tcp_fail_peer_as(tcp_engine *e, int p, plait_status st, const char *why, in
                 tcp_peer_name(k->req->comm, p, name, sizeof name);
                 tcp_req_fail(e, k->req, st, "tcp: send of %zu bytes (tag %u) to %s failed: %s", k->req->cap,
                          k->req->tag, name, why);
-                had_pending = 1;
             }
         }
         tcp_conn_close(e, c);
@@ -266,7 +261,6 @@ void tcp_fail_peer_as(tcp_engine *e, int p, plait_status st, const char *why, in
             char name[96];
             tcp_peer_name(r->comm, p, name, sizeof name);
             tcp_req_fail(e, r, st, "tcp: send of %zu bytes (tag %u) to %s failed: %s", r->cap, r->tag, name, why);
-            had_pending = 1;
         }
     }
     peer->awaiting = NULL;
@@ -279,7 +273,6 @@ void tcp_fail_peer_as(tcp_engine *e, int p, plait_status st, const char *why, in
                 tcp_peer_name(r->comm, p, name, sizeof name);
                 tcp_req_fail(e, r, st, "tcp: receive (tag %u, up to %zu bytes) from %s failed: %s", r->tag, r->cap,
                          name, why);
-                had_pending = 1;
             }
             ch->posted = ch->posted_tail = NULL;
             for (tcp_inmsg *m = ch->msgs, *nx; m; m = nx) {
@@ -290,8 +283,7 @@ void tcp_fail_peer_as(tcp_engine *e, int p, plait_status st, const char *why, in
                     tcp_req_fail(e, m->req, st, "tcp: receive of %llu bytes (tag %u) from %s failed after %llu bytes: %s",
                              (unsigned long long)m->len, m->req->tag, name, (unsigned long long)m->got, why);
                     m->req->msg = NULL;
-                    had_pending = 1;
-                    tcp_msg_unlink(ch, m);
+                        tcp_msg_unlink(ch, m);
                     tcp_msg_free(e, m);
                 } else if (m->got < m->len) { /* partial unexpected message: useless now */
                     tcp_msg_unlink(ch, m);
@@ -299,8 +291,9 @@ void tcp_fail_peer_as(tcp_engine *e, int p, plait_status st, const char *why, in
                 }
             }
         }
-    e->host->log(had_pending && !quiet ? PLAIT_LOG_ERROR : PLAIT_LOG_DEBUG, TCP_COMPONENT, "lost rank %d (%s): %s",
-                 p, peer->addr, why);
+    /* A pending operation fails with this reason in its error, which its
+     * caller reports: said again here only for debugging. */
+    e->host->log(PLAIT_LOG_DEBUG, TCP_COMPONENT, "lost rank %d (%s): %s", p, peer->addr, why);
 }
 
 void tcp_protocol_error(tcp_engine *e, tcp_conn *c, const char *fmt, ...) PLAIT_PRINTF(3, 4);

@@ -1,0 +1,54 @@
+/* plait_error_relayed: telling a failure a rank saw itself from one it
+ * stopped for (another rank's account relayed inside it), and which rank
+ * failed first, through the chains the transports and the core build. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "runtime/error.h"
+
+static void test_first_hand(void **state) {
+    (void)state;
+    int origin = 7;
+    assert_null(plait_error_relayed("step 3: allreduce #12 'dp gradient bucket' on comm 'dp' rank 0/4 (world rank 0): "
+                                    "receiving from rank 2 (world rank 2): rank 2 closed the connection", &origin));
+    assert_int_equal(origin, -1);
+    assert_null(plait_error_relayed("rank 0 stopped: step 3: out of memory", &origin));
+}
+
+static void test_chains(void **state) {
+    (void)state;
+    int origin;
+    /* a transport's relay of a peer's account (its own op names world rank 0) */
+    const char *m = "step 3: allreduce #12 on comm 'dp' rank 1/4 (world rank 1): receiving from rank 0 (world rank 0): "
+                    "tcp: receive failed: rank 0 is going down: allreduce #12 on comm 'dp' rank 0/4 (world rank 0): "
+                    "receiving from rank 2 (world rank 2): rank 2 closed the connection";
+    const char *root = plait_error_relayed(m, &origin);
+    assert_non_null(root);
+    assert_int_equal(strncmp(root, "allreduce #12 on comm 'dp' rank 0/4", 35), 0);
+    assert_int_equal(origin, 0);
+    /* the trainer's account passed on, through the core's relay, twice */
+    m = "step 9: send to rank 1: rank 1 is going down: world rank 5 stopped after rank 3 stopped: step 9: recv #4 "
+        "(world rank 3): rank 6 closed the connection";
+    root = plait_error_relayed(m, &origin);
+    assert_non_null(root);
+    assert_int_equal(strncmp(root, "rank 3 stopped: step 9", 22), 0);
+    assert_int_equal(origin, 3);
+    /* a rank's short final error */
+    assert_non_null(plait_error_relayed("train: step 7: world rank 1 stopped after world rank 2 failed (its error "
+                                        "names the cause)", &origin));
+    assert_int_equal(origin, 2);
+    /* a relay naming nobody */
+    assert_non_null(plait_error_relayed("rank 1 is going down: aborted", &origin));
+    assert_int_equal(origin, -1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_first_hand),
+        cmocka_unit_test(test_chains),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
