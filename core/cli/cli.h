@@ -15,6 +15,10 @@ typedef struct plait_command {
     const char *summary;   /* one line for `plait help` */
     const char *usage;     /* full text for `plait help <name>` */
     int (*run)(int argc, char **argv); /* argv[0] is the command name */
+    /* Optional: what `plait <command> -n N` checks once, in the launcher,
+     * before any rank starts (argv as for run); 0 to start the ranks, else
+     * the exit code, the error printed. */
+    int (*before_launch)(int argc, char **argv);
 } plait_command;
 
 /* All commands, NULL-terminated (commands.c). */

@@ -216,7 +216,13 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
     /* no device of [device] plugin's kind: stop before any rank starts (the
      * count never creates a driver context here, so forking stays safe) */
     int32_t devices = 0;
-    if (plait_device_preflight_count(cfg, &devices) != PLAIT_OK) {
+    plait_status dst = plait_device_preflight_count(cfg, &devices);
+    if (dst != PLAIT_OK) {
+        if (dst != PLAIT_ERR_INVALID_CONFIG) {
+            char why[2048];
+            snprintf(why, sizeof why, "%s", plait_last_error());
+            plait_set_error(dst, "%s; no rank was started (use [device] plugin = cpu to train on the CPU)", why);
+        }
         plait_cli_print_error(context);
         *exit_code = 1;
         plait_config_free(cfg);

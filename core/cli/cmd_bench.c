@@ -119,11 +119,26 @@ static plait_bench_mem device_mem(void) {
  * device buffers, as issue 14 names it). */
 static const char *g_mem_name = "device";
 
+/* A device for --mem: none found is a benchmark that cannot run here.
+ * Under --mem cuda the key's origin is --mem itself, already named. */
+static void device_advice(const char *after) {
+    char why[2048];
+    const char *own = "command line 'device.plugin=cuda': ";
+    const char *text = plait_last_error();
+    if (!strcmp(g_mem_name, "cuda") && !strncmp(text, own, strlen(own))) text += strlen(own);
+    snprintf(why, sizeof why, "%s", text);
+    plait_set_error(PLAIT_ERR_UNSUPPORTED, "--mem %s: %s; --mem %s measures collectives on that device's memory and "
+                                           "needs one (--mem host measures host buffers)%s",
+                    g_mem_name, why, g_mem_name, after);
+}
+
 /* Open [device] plugin in this process for --mem device/cuda; a device
  * whose memory is host memory (cpu) is refused: there is nothing to stage. */
 static plait_status open_device(const plait_config *cfg, int local_rank, plait_bench_mem *mem) {
     plait_status st = plait_device_open(plait_plugin_host(), cfg, local_rank, 1);
-    if (st != PLAIT_OK) return plait_wrap_error(st, "--mem %s", g_mem_name);
+    if (st == PLAIT_ERR_UNSUPPORTED) device_advice("");
+    else if (st != PLAIT_OK) plait_wrap_error(st, "--mem %s", g_mem_name);
+    if (st != PLAIT_OK) return st;
     *mem = device_mem();
     if (mem->kind == PLAIT_MEM_HOST) {
         plait_device_close();
@@ -190,100 +205,137 @@ static int bench_job(const plait_config *cfg, const char *plugin, const plait_co
     return st != PLAIT_OK || wrong ? 1 : 0;
 }
 
-static int bench_comm(int argc, char **argv) {
-    plait_bench_comm_opts o = {.op = PLAIT_BENCH_OP_COUNT, .min_bytes = 4096, .max_bytes = 256ull << 20,
-                               .factor = 2.0, .warmup = 5, .iters = 20, .dtype = PLAIT_F32,
-                               .redop = PLAIT_SUM, .algo = PLAIT_ALGO_AUTO};
-    const char *comm_name = NULL, *csv_path = NULL;
-    int threads = 0, on_device = 0;
-    char **over = calloc((size_t)argc + 1, sizeof *over);
-    int n_over = 0;
+/* bench comm's command line. */
+typedef struct comm_args {
+    plait_bench_comm_opts o;
+    const char *comm_name, *csv_path;
+    int threads, on_device;
+    char **over; /* section.key=value, n_over of them (owned) */
+    int n_over;
+} comm_args;
+
+/* Parse argv into *a; 0, or the usage error's exit code (printed). */
+static int parse_comm_args(int argc, char **argv, comm_args *a) {
+    *a = (comm_args){.o = {.op = PLAIT_BENCH_OP_COUNT, .min_bytes = 4096, .max_bytes = 256ull << 20, .factor = 2.0,
+                           .warmup = 5, .iters = 20, .dtype = PLAIT_F32, .redop = PLAIT_SUM, .algo = PLAIT_ALGO_AUTO}};
+    plait_bench_comm_opts *o = &a->o;
+    a->over = calloc((size_t)argc + 1, sizeof *a->over);
+    if (!a->over) return usage_error("%s", "out of memory");
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--corrupt")) { /* the only option without a value */
-            o.fault = PLAIT_BENCH_FAULT_FLIP;
+        const char *arg = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(arg, "--corrupt")) { /* the only option without a value */
+            o->fault = PLAIT_BENCH_FAULT_FLIP;
             continue;
         }
-        int takes = a[0] == '-' && strcmp(a, "--") != 0;
-        if (takes && !v) {
-            free(over);
-            return usage_error("%s needs a value", a);
-        }
-        if (!strcmp(a, "--op")) {
+        int takes = arg[0] == '-' && strcmp(arg, "--") != 0;
+        if (takes && !v) return usage_error("%s needs a value", arg);
+        if (!strcmp(arg, "--op")) {
             int x = plait_bench_op_parse(v);
-            if (x < 0) { free(over); return usage_error("unknown --op '%s'", v); }
-            o.op = (plait_bench_op)x;
-        } else if (!strcmp(a, "--min") || !strcmp(a, "--max")) {
+            if (x < 0) return usage_error("unknown --op '%s'", v);
+            o->op = (plait_bench_op)x;
+        } else if (!strcmp(arg, "--min") || !strcmp(arg, "--max")) {
             uint64_t b;
-            if (plait_parse_bytes(v, &b) != 0 || b == 0) { free(over); return usage_error("bad size '%s'", v); }
-            if (a[3] == 'i') o.min_bytes = b; else o.max_bytes = b;
-        } else if (!strcmp(a, "--factor")) {
+            if (plait_parse_bytes(v, &b) != 0 || b == 0) return usage_error("bad size '%s'", v);
+            if (arg[3] == 'i') o->min_bytes = b; else o->max_bytes = b;
+        } else if (!strcmp(arg, "--factor")) {
             char *end = NULL;
-            o.factor = strtod(v, &end);
-            if (!end || *end || !(o.factor > 1.0)) { free(over); return usage_error("--factor must be > 1, not '%s'", v); }
-        } else if (!strcmp(a, "--warmup")) {
-            if (parse_int(v, 0, 1000000, &o.warmup)) { free(over); return usage_error("bad --warmup '%s'", v); }
-        } else if (!strcmp(a, "--iters")) {
-            if (parse_int(v, 1, 1000000, &o.iters)) { free(over); return usage_error("bad --iters '%s'", v); }
-        } else if (!strcmp(a, "--dtype")) {
+            o->factor = strtod(v, &end);
+            if (!end || *end || !(o->factor > 1.0)) return usage_error("--factor must be > 1, not '%s'", v);
+        } else if (!strcmp(arg, "--warmup")) {
+            if (parse_int(v, 0, 1000000, &o->warmup)) return usage_error("bad --warmup '%s'", v);
+        } else if (!strcmp(arg, "--iters")) {
+            if (parse_int(v, 1, 1000000, &o->iters)) return usage_error("bad --iters '%s'", v);
+        } else if (!strcmp(arg, "--dtype")) {
             int x = dtype_parse(v);
-            if (x < 0) { free(over); return usage_error("unknown --dtype '%s'", v); }
-            o.dtype = (plait_dtype)x;
-        } else if (!strcmp(a, "--redop")) {
+            if (x < 0) return usage_error("unknown --dtype '%s'", v);
+            o->dtype = (plait_dtype)x;
+        } else if (!strcmp(arg, "--redop")) {
             int x = redop_parse(v);
-            if (x < 0) { free(over); return usage_error("unknown --redop '%s'", v); }
-            o.redop = (plait_redop)x;
-        } else if (!strcmp(a, "--algo")) {
+            if (x < 0) return usage_error("unknown --redop '%s'", v);
+            o->redop = (plait_redop)x;
+        } else if (!strcmp(arg, "--algo")) {
             int x = plait_coll_algo_parse(v);
-            if (x < 0) { free(over); return usage_error("unknown --algo '%s'", v); }
-            o.algo = (plait_coll_algo)x;
-        } else if (!strcmp(a, "--root")) {
-            if (parse_int(v, 0, 1 << 30, &o.root)) { free(over); return usage_error("bad --root '%s'", v); }
-        } else if (!strcmp(a, "--comm")) {
-            comm_name = v;
-        } else if (!strcmp(a, "--threads")) {
-            if (parse_int(v, 1, 4096, &threads)) { free(over); return usage_error("bad --threads '%s'", v); }
-        } else if (!strcmp(a, "--csv")) {
-            csv_path = v;
-        } else if (!strcmp(a, "--mem")) {
-            if (strcmp(v, "host") && strcmp(v, "device") && strcmp(v, "cuda")) {
-                free(over);
+            if (x < 0) return usage_error("unknown --algo '%s'", v);
+            o->algo = (plait_coll_algo)x;
+        } else if (!strcmp(arg, "--root")) {
+            if (parse_int(v, 0, 1 << 30, &o->root)) return usage_error("bad --root '%s'", v);
+        } else if (!strcmp(arg, "--comm")) {
+            a->comm_name = v;
+        } else if (!strcmp(arg, "--threads")) {
+            if (parse_int(v, 1, 4096, &a->threads)) return usage_error("bad --threads '%s'", v);
+        } else if (!strcmp(arg, "--csv")) {
+            a->csv_path = v;
+        } else if (!strcmp(arg, "--mem")) {
+            if (strcmp(v, "host") && strcmp(v, "device") && strcmp(v, "cuda"))
                 return usage_error("--mem is host, cuda or device, not '%s'", v);
-            }
-            on_device = strcmp(v, "host") != 0;
-            g_mem_name = on_device ? v : "device";
-        } else if (!takes && strchr(a, '=')) {
-            over[n_over++] = argv[i];
+            a->on_device = strcmp(v, "host") != 0;
+            g_mem_name = a->on_device ? v : "device";
+        } else if (!takes && strchr(arg, '=')) {
+            a->over[a->n_over++] = argv[i];
             continue;
         } else {
-            free(over);
-            return usage_error("unknown argument '%s'", a);
+            return usage_error("unknown argument '%s'", arg);
         }
         i++;
     }
-    if (o.op == PLAIT_BENCH_OP_COUNT) {
-        free(over);
-        return usage_error("%s", "--op is required");
-    }
-    plait_config *cfg = NULL;
+    if (o->op == PLAIT_BENCH_OP_COUNT) return usage_error("%s", "--op is required");
+    return 0;
+}
+
+/* The configuration of the run: the comm plugin's, [device] plugin = cuda
+ * for --mem cuda; 0, or the exit code (the error printed). */
+static int load_comm_config(const comm_args *a, plait_config **cfg) {
     int cuda = !strcmp(g_mem_name, "cuda");
     static const char *const cuda_first[] = {"device.plugin=cuda", NULL};
-    if (plait_cli_load_plugin_config(PLAIT_KIND_COMM, comm_name, cuda ? cuda_first : NULL, n_over, over, &cfg) !=
-        PLAIT_OK) {
-        free(over);
+    if (plait_cli_load_plugin_config(PLAIT_KIND_COMM, a->comm_name, cuda ? cuda_first : NULL, a->n_over, a->over,
+                                     cfg) != PLAIT_OK) {
         plait_cli_print_error("configuration");
         return 2;
     }
-    free(over);
-    if (cuda && strcmp(plait_config_str(cfg, "device", "plugin"), "cuda") != 0) {
+    if (cuda && strcmp(plait_config_str(*cfg, "device", "plugin"), "cuda") != 0) {
         const char *where = NULL;
-        plait_config_origin(cfg, "device", "plugin", &where);
+        plait_config_origin(*cfg, "device", "plugin", &where);
         fprintf(stderr, "plait bench comm: --mem cuda puts the buffers on the GPU ([device] plugin = cuda), but %s "
                         "names [device] plugin = %s; use --mem device for that device's memory\n",
-                where ? where : "the configuration", plait_config_str(cfg, "device", "plugin"));
-        plait_config_free(cfg);
+                where ? where : "the configuration", plait_config_str(*cfg, "device", "plugin"));
+        plait_config_free(*cfg);
+        *cfg = NULL;
         return 2;
     }
+    return 0;
+}
+
+/* `plait bench comm ... -n N`: no device for --mem is said once, by the
+ * launcher, before any rank starts. */
+static int bench_before_launch(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "comm") != 0) return 0;
+    comm_args a;
+    int rc = parse_comm_args(argc - 1, argv + 1, &a);
+    plait_config *cfg = NULL;
+    if (rc == 0 && a.on_device) rc = load_comm_config(&a, &cfg);
+    int32_t devices = 0;
+    plait_status st = rc == 0 && cfg ? plait_device_preflight_count(cfg, &devices) : PLAIT_OK;
+    if (st != PLAIT_OK) {
+        if (st == PLAIT_ERR_INVALID_CONFIG) plait_wrap_error(st, "--mem %s", g_mem_name);
+        else device_advice("; no rank was started");
+        plait_cli_print_error("bench comm");
+        rc = 1;
+    }
+    plait_config_free(cfg);
+    free(a.over);
+    return rc;
+}
+
+static int bench_comm(int argc, char **argv) {
+    comm_args a;
+    int rc = parse_comm_args(argc, argv, &a);
+    plait_config *cfg = NULL;
+    if (rc == 0) rc = load_comm_config(&a, &cfg);
+    free(a.over);
+    if (rc != 0) return rc;
+    plait_bench_comm_opts o = a.o;
+    const char *comm_name = a.comm_name, *csv_path = a.csv_path;
+    int threads = a.threads, on_device = a.on_device;
     if (!comm_name) comm_name = plait_config_str(cfg, "comm", "plugin");
     plait_comm_settings settings;
     if (plait_comm_settings_from_config(cfg, &settings) != PLAIT_OK) {
@@ -304,7 +356,6 @@ static int bench_comm(int argc, char **argv) {
                      "busbw_GBps,wrong,loop_us\n");
         o.csv = csv;
     }
-    int rc = 0;
     if (strcmp(comm_name, "threads") == 0) {
         if (getenv("PLAIT_RANK")) {
             fprintf(stderr, "plait bench comm: the in-process transport runs its ranks as threads of "
@@ -370,4 +421,4 @@ static int cmd_bench(int argc, char **argv) {
 }
 
 const plait_command plait_cmd_bench = {"bench", "benchmarks: 'plait bench train' (throughput), 'plait bench comm' (collectives), 'plait bench sweep' (layouts)",
-                                       bench_usage, cmd_bench};
+                                       bench_usage, cmd_bench, bench_before_launch};

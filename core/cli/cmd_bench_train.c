@@ -38,7 +38,7 @@ int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv
     }
     plait_config *cfg = NULL;
     if (plait_cli_load_config(path, n_over, over, &cfg) != PLAIT_OK) {
-        plait_cli_print_error(path);
+        plait_cli_print_error("bench train"); /* its errors name the file */
         free(over);
         return 1;
     }

@@ -34,7 +34,7 @@ static int cmd_train(int argc, char **argv) {
     }
     plait_config *cfg = NULL;
     if (plait_cli_load_config(path, n_over, over, &cfg) != PLAIT_OK) {
-        plait_cli_print_error(path);
+        plait_cli_print_error("train"); /* its errors name the file */
         free(over);
         return 1;
     }

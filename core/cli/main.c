@@ -54,8 +54,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     plait_cli_set_job_options(&job);
-    if (nranks > 0) return plait_cli_launch(nranks, argc, argv);
     plait_host_install();
+    if (nranks > 0) {
+        /* one check for the whole job, not the same error from every rank */
+        int rc = c->before_launch ? c->before_launch(argc - 1, argv + 1) : 0;
+        plait_host_uninstall();
+        return rc ? rc : plait_cli_launch(nranks, argc, argv);
+    }
     int rc = c->run(argc - 1, argv + 1);
     plait_host_uninstall();
     return rc;

@@ -318,10 +318,11 @@ plait_status plait_config_load_file(plait_config *cfg, const char *path) {
     uint64_t size;
     plait_status st = plait_open_regular(path, "config file", PLAIT_ERR_INVALID_CONFIG, &fd, &size);
     if (st == PLAIT_ERR_SYSTEM) {
-        /* A config that cannot be opened is a config error (the CLI's exit code for it). */
+        /* A config that cannot be opened is a config error (the CLI's exit
+         * code for it); the message names the file already. */
         char why[1024];
         snprintf(why, sizeof why, "%s", plait_last_error());
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s: %s", path, why);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s", why);
     }
     if (st != PLAIT_OK) return st;
     if (size > (64u << 20)) {

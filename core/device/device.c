@@ -110,9 +110,7 @@ static plait_status count_devices(const plait_config *cfg, const plait_plugin_de
     char reason[1024];
     snprintf(reason, sizeof reason, "%s", plait_last_error()[0] ? plait_last_error() : "it reports 0 devices");
     return plait_set_error(st == PLAIT_OK ? PLAIT_ERR_UNSUPPORTED : st,
-                           "%s: [device] plugin = %s: %s; no rank was started (use [device] plugin = cpu to train "
-                           "on the CPU)",
-                           key_where(cfg, "plugin"), d->name, reason);
+                           "%s: [device] plugin = %s: %s", key_where(cfg, "plugin"), d->name, reason);
 }
 
 plait_status plait_device_preflight_count(const plait_config *cfg, int32_t *count) {

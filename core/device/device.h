@@ -30,8 +30,9 @@
 
 /* Before any rank starts: load [device] plugin, probe it and count its
  * devices (count() never creates a driver context in the caller). None
- * found fails with the plugin's reason ("no CUDA device found (...)"), the
- * key's FILE:LINE and what to do. Nothing is opened. */
+ * found fails with the plugin's reason ("no CUDA device found (...)") and
+ * the key's FILE:LINE; the caller adds what to do, which depends on the
+ * command. Nothing is opened. */
 plait_status plait_device_preflight(const plait_config *cfg);
 /* The same, with the number of devices found in *count. */
 plait_status plait_device_preflight_count(const plait_config *cfg, int32_t *count);

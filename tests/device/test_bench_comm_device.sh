@@ -81,6 +81,16 @@ else
     grep -qF -- "$want" "$E2E_WORK/cuda.out" || fail "--mem cuda without a GPU: $(cat "$E2E_WORK/cuda.out")"
   done
   [ "$(wc -l <"$E2E_WORK/cuda.out")" -eq 1 ] || fail "--mem cuda printed more than one line: $(cat "$E2E_WORK/cuda.out")"
+  # with -n the launcher says it once, before any rank, with advice for a benchmark
+  rc=0
+  "$PLAIT_BIN" bench comm -n 2 --op allreduce --mem cuda --min 4K --max 64K >"$E2E_WORK/cuda2.out" 2>&1 || rc=$?
+  [ $rc -eq 1 ] || fail "--mem cuda -n 2 without a GPU: exit $rc: $(cat "$E2E_WORK/cuda2.out")"
+  [ "$(wc -l <"$E2E_WORK/cuda2.out")" -eq 1 ] || fail "--mem cuda -n 2 printed more than one line: $(cat "$E2E_WORK/cuda2.out")"
+  for want in "plait: error: bench comm: --mem cuda: [device] plugin = cuda: no CUDA device found (" \
+    "(--mem host measures host buffers); no rank was started"; do
+    grep -qF -- "$want" "$E2E_WORK/cuda2.out" || fail "--mem cuda -n 2 without a GPU: $(cat "$E2E_WORK/cuda2.out")"
+  done
+  ! grep -q "train on the CPU" "$E2E_WORK/cuda.out" "$E2E_WORK/cuda2.out" || fail "a benchmark advised training on the CPU"
 fi
 # it names the device itself: another [device] plugin beside it is a usage error
 rc=0

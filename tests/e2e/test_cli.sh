@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CLI as a user meets it: version, plugins (a plugin built for another ABI
 # major is refused with both versions and the rest still load and run),
-# config check with a misspelt key (file, line, key, suggestion), config show
+# config check with a misspelt key (file, line, key, suggestion), a missing
+# config named once, config show
 # with origins, and ranks whose must-agree keys differ.
 source "$(dirname "$0")/lib.sh"
 P=$PLAIT_BIN
@@ -29,6 +30,13 @@ if $P config check "$bad" >"$E2E_WORK/check.out" 2>&1; then fail "config check a
 grep -q "$bad:4: key 'lerning_rate' is not known in \[optim\]; did you mean 'lr'?" "$E2E_WORK/check.out" ||
   fail "unexpected message: $(cat "$E2E_WORK/check.out")"
 $P config check "$CFG" | grep -q ": ok" || fail "config check of a good file"
+# a config that does not exist: named once, by every command that reads one
+for cmd in "config check" train "bench train"; do
+  if $P $cmd "$E2E_WORK/nope.ini" >"$E2E_WORK/nope.out" 2>&1; then fail "$cmd ran without its config"; fi
+  [ "$(grep -o "nope.ini" "$E2E_WORK/nope.out" | wc -l)" -eq 1 ] || fail "$cmd: the missing file is not named once: $(cat "$E2E_WORK/nope.out")"
+  grep -q "cannot open config file $E2E_WORK/nope.ini: No such file or directory" "$E2E_WORK/nope.out" ||
+    fail "$cmd: $(cat "$E2E_WORK/nope.out")"
+done
 
 # layout mistakes are found before any rank starts, and said once: batch
 # arithmetic that cannot hold for the layout's dp, heads not divisible by tp,
