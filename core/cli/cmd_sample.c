@@ -87,7 +87,7 @@ static int sample_args(int argc, char **argv, plait_sample_options *o, char **ov
 }
 
 static int cmd_sample(int argc, char **argv) {
-    plait_sample_options o = {.prompt = "", .tokens = 200, .temperature = 0.8, .top_k = 0, .seed = 1};
+    plait_sample_options o = {.prompt = NULL, .tokens = 200, .temperature = 0.8, .top_k = 0, .seed = 1};
     char **over = calloc((size_t)argc + 1, sizeof *over);
     if (!over) return bad("out of memory");
     int rc = sample_args(argc, argv, &o, over);
@@ -108,7 +108,8 @@ const plait_command plait_cmd_sample = {
     "--config (the run's config file; its [model] is ignored: the checkpoint's is used), PLAIT_*\n"
     "variables (PLAIT_DEVICE_PLUGIN=cuda) and device.* / run.* overrides, later ones winning.\n"
     "  --prompt TEXT        start of the text, encoded with the run's tokenizer (without one: bytes,\n"
-    "                       or token ids for vocabularies larger than 256)\n"
+    "                       or token ids for vocabularies larger than 256); default \"" PLAIT_SAMPLE_DEFAULT_PROMPT "\"\n"
+    "                       (said on stderr); '' starts from <|endoftext|>, or a line break\n"
     "  --tokenizer DIR      the tokenizer to encode and decode with (default: the one [data] tokenizer\n"
     "                       named when the run was trained, recorded in the checkpoint)\n"
     "  --tokens N           tokens to generate (default 200)\n"

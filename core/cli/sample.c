@@ -248,8 +248,13 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     if (st == PLAIT_OK && tok && plait_tokenizer_vocab_size(tok) > V)
         st = plait_set_error(PLAIT_ERR_INVALID_ARG, "tokenizer %s has %d ids, more than the model's %d",
                              plait_tokenizer_source(tok), plait_tokenizer_vocab_size(tok), V);
+    /* no prompt: the default text, where there is text to give */
+    const char *prompt = o->prompt ? o->prompt : tok || V <= 256 ? PLAIT_SAMPLE_DEFAULT_PROMPT : "";
+    if (st == PLAIT_OK && !o->prompt && *prompt)
+        fprintf(stderr, "plait sample: no --prompt given: starting from \"%s\" (the default; --prompt TEXT "
+                        "chooses another, --prompt '' starts from nothing)\n", prompt);
     if (st == PLAIT_OK)
-        st = tok ? encode_prompt(tok, o->prompt ? o->prompt : "", &ctx, &n) : parse_prompt(o->prompt ? o->prompt : "", V, &ctx, &n);
+        st = tok ? encode_prompt(tok, prompt, &ctx, &n) : parse_prompt(prompt, V, &ctx, &n);
     if (st == PLAIT_OK) {
         int32_t *grown = realloc(ctx, sizeof(int32_t) * (size_t)(n + o->tokens + 1));
         probs = malloc(sizeof(double) * (size_t)V);
@@ -262,7 +267,7 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     int32_t *window = st == PLAIT_OK ? calloc((size_t)T, sizeof(int32_t)) : NULL;
     if (st == PLAIT_OK && !window) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 1;
-    if (st == PLAIT_OK && tok) fputs(o->prompt ? o->prompt : "", out); /* the prompt as given, not an <|endoftext|> */
+    if (st == PLAIT_OK && tok) fputs(prompt, out); /* the prompt as given, not an <|endoftext|> */
     for (int64_t i = 0; st == PLAIT_OK && !tok && i < n; i++) write_token(NULL, V, ctx[i], out);
     for (int64_t g = 0; st == PLAIT_OK && g < o->tokens; g++) {
         int64_t start = n > T ? n - T : 0, len = n - start;

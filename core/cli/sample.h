@@ -17,9 +17,15 @@
 
 #include <plait/types.h>
 
+/* The prompt when none is given: the start of an English sentence, which
+ * every text model trained here can continue (an empty one would start at
+ * a line break, and a model of an indented text then writes spaces). */
+#define PLAIT_SAMPLE_DEFAULT_PROMPT "The"
+
 typedef struct plait_sample_options {
     const char *checkpoint;  /* a ckpt-<step> directory, or a run directory (its latest checkpoint) */
-    const char *prompt;      /* text when there is a tokenizer or the vocab is 256, else space-separated ids */
+    const char *prompt;      /* text when there is a tokenizer or the vocab is 256, else space-separated ids;
+                                NULL = PLAIT_SAMPLE_DEFAULT_PROMPT, said on stderr */
     const char *tokenizer;   /* overrides the checkpoint's plait.data.tokenizer (NULL = use it) */
     int64_t tokens;          /* how many to generate */
     double temperature;      /* 0 = argmax */
@@ -41,8 +47,11 @@ typedef struct plait_sample_options {
  * the checkpoint from [data] tokenizer) the prompt is encoded with it, the
  * output decoded, and only its ids are sampled (a padded vocabulary's extra
  * ids never are); without one, text is bytes when the vocabulary is 256 and
- * token ids otherwise. An empty prompt starts from <|endoftext|> when the
- * tokenizer has it (a newline without a tokenizer). */
+ * token ids otherwise. No prompt (NULL) is PLAIT_SAMPLE_DEFAULT_PROMPT,
+ * which a line on stderr names; an empty one starts from <|endoftext|> when
+ * the tokenizer has it (a newline without a tokenizer). With a vocabulary
+ * of token ids and no tokenizer there is no default text: NULL is an empty
+ * prompt. */
 plait_status plait_sample(const plait_sample_options *opts, FILE *out);
 
 #endif

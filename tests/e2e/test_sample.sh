@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `plait sample` on a briefly trained tiny model: greedy decoding
 # (--temperature 0) ignores the seed and continues the prompt; --top-k 1 is
-# greedy at any temperature; sampling is repeatable by seed and varies with
-# it. Bad options exit 2 naming the option; a checkpoint with a corrupted
+# greedy at any temperature; no --prompt is the default prompt, said on
+# stderr; sampling is repeatable by seed and varies with it. Bad options exit 2 naming the option; a checkpoint with a corrupted
 # model file is refused, naming the file.
 source "$(dirname "$0")/lib.sh"
 train sampled run.steps=6
@@ -26,6 +26,14 @@ cmp -s "$E2E_WORK/greedy1" "$E2E_WORK/greedy2" || fail "greedy decoding depends 
 
 sample topk1 "$(last_ckpt sampled)" --prompt "$P" --tokens $N --temperature 0.8 --top-k 1 --seed 5
 cmp -s "$E2E_WORK/greedy1" "$E2E_WORK/topk1" || fail "--top-k 1 differs from greedy decoding"
+
+# no --prompt: the documented default, named on stderr; the same as giving it
+sample noprompt "$RUN" --tokens $N --temperature 0
+sample theprompt "$RUN" --prompt "The" --tokens $N --temperature 0
+cmp -s "$E2E_WORK/noprompt" "$E2E_WORK/theprompt" || fail "no --prompt is not the default prompt \"The\""
+grep -qF 'no --prompt given: starting from "The" (the default' "$E2E_WORK/noprompt.err" ||
+  fail "no --prompt: the default is not named: $(cat "$E2E_WORK/noprompt.err")"
+[ ! -s "$E2E_WORK/theprompt.err" ] || fail "a given prompt was announced: $(cat "$E2E_WORK/theprompt.err")"
 
 sample seed7a "$RUN" --prompt "$P" --tokens $N --temperature 1 --seed 7
 sample seed7b "$RUN" --prompt "$P" --tokens $N --temperature 1 --seed 7
