@@ -60,6 +60,7 @@ grep -Eq '^step .*\| MFU error: [0-9]+% of the peak \|' "$E2E_WORK/low.out" ||
 # peak 0 (the default) and [run] progress = plain: measured at start with
 # this rank's threads, cached per machine (here in a fresh cache directory),
 # and the lines use it
+shared_cache=$XDG_CACHE_HOME
 export XDG_CACHE_HOME=$E2E_WORK/cache
 rm -rf "$XDG_CACHE_HOME"
 train measured $A run.progress=plain run.threads=2
@@ -78,7 +79,7 @@ train cached $A run.progress=plain run.threads=2
 grep -Eq "^plait: MFU against .*(cached in $XDG_CACHE_HOME/plait/peak.tsv; [0-9.]+ now\)|measured now, cached in .*, above the cached rate\))" "$E2E_WORK/cached.out" ||
   fail "the second run did not use the cache: $(grep '^plait: MFU' "$E2E_WORK/cached.out")"
 [ "$(wc -l <"$XDG_CACHE_HOME/plait/peak.tsv")" = 1 ] || fail "the cache holds more than one line for one key"
-unset XDG_CACHE_HOME
+export XDG_CACHE_HOME=$shared_cache
 
 # progress off (what the other tests use): nothing shown, nothing measured
 train quiet $A run.progress=off
