@@ -210,6 +210,7 @@ static plait_status forward_chunk(plait_run *run, int32_t chunk, int32_t mb, int
     /* Optimizer hooks are communication (ZeRO-3 gathers, ZeRO-2 reductions):
      * their time counts as such; the layers' is compute. */
     for (int32_t l = run->layout.first_layer[chunk]; st == PLAIT_OK && l <= run->layout.last_layer[chunk]; l++) {
+        if (run->exec.on_layer) run->exec.on_layer(run->exec.on_layer_ctx, 0, l, mb);
         double t0 = now_s();
         if (run->optim.ops->before_forward) st = run->optim.ops->before_forward(run->optim.state, l, mb);
         double t1 = now_s();
@@ -259,6 +260,7 @@ static plait_status backward_chunk(plait_run *run, int32_t chunk, int32_t mb, pl
     plait_status st = get_slot(run, chunk, mb, &slot);
     int last = mb == run->layout.plan.micro_batches - 1;
     for (int32_t l = run->layout.last_layer[chunk]; st == PLAIT_OK && l >= run->layout.first_layer[chunk]; l--) {
+        if (run->exec.on_layer) run->exec.on_layer(run->exec.on_layer_ctx, 1, l, mb);
         double t0 = now_s();
         if (run->optim.ops->before_backward) st = run->optim.ops->before_backward(run->optim.state, l, mb);
         double t1 = now_s();

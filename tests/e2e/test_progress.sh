@@ -6,7 +6,8 @@
 # start, caches it per machine and says where the peak came from, and the
 # measurement's 48 MB of operands do not count in the run's peak RSS; an MFU
 # above 100% is shown as an error, never as a figure, and left out of
-# metrics.csv; with progress off nothing is measured or shown.
+# metrics.csv; a step longer than 5 s shows where it is; with progress off
+# nothing is measured or shown.
 source "$(dirname "$0")/lib.sh"
 A="run.steps=6 run.eval_every=2"
 LINE='^step +[0-9]+/6 \| loss [0-9]+\.[0-9]{4}( val [0-9]+\.[0-9]{4})? \| lr [0-9]\.[0-9]{2}e[-+][0-9]{2} \| +[0-9]+ tok/s \| MFU( +[0-9]+\.[0-9]%| error: [0-9]+% of the peak) \| ETA [0-9]+m[0-9]{2}s$'
@@ -80,6 +81,14 @@ grep -Eq "^plait: MFU against .*(cached in $XDG_CACHE_HOME/plait/peak.tsv; [0-9.
   fail "the second run did not use the cache: $(grep '^plait: MFU' "$E2E_WORK/cached.out")"
 [ "$(wc -l <"$XDG_CACHE_HOME/plait/peak.tsv")" = 1 ] || fail "the cache holds more than one line for one key"
 export XDG_CACHE_HOME=$shared_cache
+
+# a long step shows where it is: piped, a line every 10 s once the step has
+# run 5 s (debug_compute_sleep_ms: a forward sleeps 1.5 s, a backward 3 s;
+# two micro-batches make a 9 s step whose second half is past 5 s)
+train longstep run.steps=1 run.progress=plain run.mfu_peak=200 run.debug_compute_sleep_ms=1500 data.micro_batch=4 data.val_fraction=0
+grep -Eq '^step +1/1 \| (forward|backward), layer [0-9]+/[0-9]+, micro-batch 2/2 \| [5-9] s into the step$' \
+  "$E2E_WORK/longstep.out" || fail "a 9 s step showed no progress within it: $(grep '^step' "$E2E_WORK/longstep.out")"
+[ "$(grep -c 'into the step' "$E2E_WORK/longstep.out")" -eq 1 ] || fail "more than one line within 10 s of a step"
 
 # progress off (what the other tests use): nothing shown, nothing measured
 train quiet $A run.progress=off
