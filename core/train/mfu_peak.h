@@ -11,8 +11,8 @@
  * holds one line per (machine: host name and machine-id, CPU, cores, BLAS
  * kernels, threads, precision) with the rate, when and over how many tries
  * it was measured. Later runs use that figure as it is, so MFU is
- * comparable from run to run on one machine; `plait doctor --peak`
- * measures it again and replaces it. The job's peak is the rank's times the
+ * comparable from run to run on one machine; removing its line measures
+ * it again. The job's peak is the rank's times the
  * ranks whose threads have cores of their own: per host, min(local ranks,
  * cores / threads), at least 1, times the hosts (hosts alike).
  *

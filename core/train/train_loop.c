@@ -281,6 +281,10 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
     if (st != PLAIT_OK) {
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", plait_last_error());
+        /* memory, said as memory, with what needs less */
+        if (st == PLAIT_ERR_NO_MEMORY && strlen(msg) + 200 < sizeof msg)
+            strcat(msg, " (`plait config check` predicts each rank's memory and names what fits: a smaller "
+                        "data.micro_batch, model.recompute, a ZeRO stage)");
         /* The job is going down: every peer learns why (the comm plugin passes
          * the reason on), so all ranks report the root cause, not just the
          * neighbour that vanished. */
