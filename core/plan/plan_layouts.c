@@ -45,7 +45,7 @@ static int is_text_axis(int a) {
 plait_status plait_plan_axes_values(plait_plan_axes *axes, const char *axis, const char *values) {
     int a = axis_index(axis, strlen(axis));
     if (a < 0) return unknown_axis(axis, strlen(axis));
-    static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
+    static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "zb1", NULL};
     static const char *const optims[] = {"adam", "zero1", "zero2", "zero3", NULL};
     axes->n[a] = 0;
     for (const char *p = values; *p;) {
@@ -62,7 +62,7 @@ plait_status plait_plan_axes_values(plait_plan_axes *axes, const char *axis, con
             for (int i = 0; allowed && allowed[i]; i++) ok |= strcmp(allowed[i], axes->text[a][k]) == 0;
             if (!ok)
                 return plait_set_error(PLAIT_ERR_INVALID_ARG, "--%s: '%s' is not one of %s", axis, axes->text[a][k],
-                                       a == PLAIT_AXIS_N_SCHEDULE ? "gpipe, 1f1b, interleaved"
+                                       a == PLAIT_AXIS_N_SCHEDULE ? "gpipe, 1f1b, interleaved, zb1"
                                                                   : "adam, zero1, zero2, zero3");
         } else {
             char buf[32], *end = NULL;
