@@ -93,4 +93,12 @@ int plait_cli_launch(int nranks, int argc, char **argv);
  * preflight error ("train"). */
 int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv, int *exit_code);
 
+/* For train and bench train, before plait_cli_launch_layout: refuse a
+ * layout that does not fit this host's memory (cli/memory_check.h), in the
+ * process that would start the ranks (or, under mpirun, srun or torchrun,
+ * in each rank, for the ranks on its host); nothing in a rank plait's own
+ * launcher started, which checked already. `path` and the overrides are
+ * the command's. PLAIT_OK or the error to print. */
+plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_over, char *const *over);
+
 #endif

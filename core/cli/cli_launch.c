@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/memory_check.h"
 #include "launch/bootstrap.h"
 #include "launch/launch.h"
 #include "launch/net.h"
@@ -200,6 +201,22 @@ static int nccl_would_share_a_gpu(const plait_config *cfg, const char *context, 
                     "its own), or share GPUs over [comm] plugin = tcp, which stages device buffers through host "
                     "memory\n", (int)devices);
     return 1;
+}
+
+plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_over, char *const *over) {
+    if (getenv("PLAIT_RANK")) return PLAIT_OK; /* its launcher checked */
+    int64_t world = plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
+                    plait_config_int(cfg, "parallel", "pp");
+    int local = (int)world;
+    plait_job_env env;
+    if (g_job.nnodes > 1)
+        local = (int)(world / g_job.nnodes);
+    else if (g_job.nnodes < 1 &&
+             plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) == PLAIT_OK &&
+             env.launcher != PLAIT_LAUNCHER_NONE && env.local_size > 0)
+        local = env.local_size;
+    plait_clear_error();
+    return plait_cli_memory_check(cfg, path, n_over, over, local);
 }
 
 int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv, int *exit_code) {

@@ -42,6 +42,12 @@ int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv
         free(over);
         return 1;
     }
+    if (plait_cli_check_memory(cfg, path, n_over, over) != PLAIT_OK) {
+        plait_cli_print_error("bench train");
+        plait_config_free(cfg);
+        free(over);
+        return 1;
+    }
     free(over);
     int code;
     if (plait_cli_launch_layout(cfg, "bench train", full_argc, full_argv, &code)) return code;

@@ -4,22 +4,15 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "plan/plan_layouts.h"
+#include "cli/memory_check.h"
 #include "train/preflight.h"
 
 /* What `plait plan` predicts each rank of the layout will hold, on this
  * machine's defaults (the runtime's own bytes included). */
 static void print_memory(plait_config *cfg) {
-    plait_cluster c;
-    plait_cluster_default(&c);
-    int world = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
-                      plait_config_int(cfg, "parallel", "pp"));
-    plait_plan_mem *m = calloc((size_t)world, sizeof *m);
     int n = 0;
-    if (!m || plait_plan_config_memory(cfg, &c, m, world, &n) != PLAIT_OK) {
-        free(m);
-        return; /* the preflight above passed: nothing new to say */
-    }
+    plait_plan_mem *m = plait_cli_predict_memory(cfg, &n);
+    if (!m) return; /* the preflight above passed: nothing new to say */
     const double MiB = 1048576.0;
     printf("predicted memory per rank (MiB; plait plan's model, see docs/plan.md):\n"
            "  rank  parameters  gradients  optimizer  activations  buffers  runtime    total\n");
@@ -48,12 +41,20 @@ static int cmd_config(int argc, char **argv) {
     }
     if (strcmp(argv[1], "show") == 0) {
         plait_config_show(cfg, stdout);
+        plait_config_free(cfg);
+        return 0;
+    }
+    /* what train would refuse, check refuses: the table, then the verdict */
+    print_memory(cfg);
+    int rc = 0;
+    if (plait_cli_memory_check(cfg, argv[2], argc - 3, argv + 3, 0) != PLAIT_OK) {
+        plait_cli_print_error(NULL);
+        rc = 1;
     } else {
         printf("%s: ok\n", argv[2]);
-        print_memory(cfg);
     }
     plait_config_free(cfg);
-    return 0;
+    return rc;
 }
 
 const plait_command plait_cmd_config = {
@@ -63,7 +64,8 @@ const plait_command plait_cmd_config = {
     "check: validate FILE against every declared key (core sections and the selected plugins'\n"
     "       sections); exit 0 if valid, 1 with every problem listed as FILE:LINE: ... if not.\n"
     "       The layout is checked too: batch arithmetic for dp, the model against tp and pp,\n"
-    "       and every rank's plan; then the memory 'plait plan' predicts for each rank.\n"
+    "       and every rank's plan; then the memory 'plait plan' predicts for each rank, refused\n"
+    "       (exit 1, naming what would fit) when the ranks on this host would not fit its memory.\n"
     "show:  print the effective configuration: each key's value, where it came from (default,\n"
     "       FILE:LINE, environment PLAIT_<SECTION>_<KEY>, command line, derived) and its doc.\n",
     cmd_config};

@@ -3,10 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
+#include "runtime/phase.h"
 #include "train/data_prepare.h"
 
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -20,33 +19,24 @@ static int bad(const char *fmt, ...) {
     return 2;
 }
 
-typedef struct bar {
-    int tty;
-    double start, last;
-} bar;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* A progress bar in place on a terminal; plain lines (at most one every 5
- * seconds) when stderr is piped. */
+/* The bar (runtime/phase.h: in place on a terminal, plain lines now and
+ * then when piped, and a closing line). */
 static void progress(void *ctx, uint64_t done, uint64_t total, int64_t tokens) {
-    bar *b = ctx;
-    double t = now_s();
-    if (done < total && t - b->last < (b->tty ? 0.2 : 5.0)) return;
-    b->last = t;
+    plait_phase *p = ctx;
+    if (done < total && !plait_phase_due(p)) return;
+    double t = plait_phase_elapsed(p);
     double frac = total ? (double)done / (double)total : 1;
-    double rate = t > b->start ? (double)done / (t - b->start) / 1e6 : 0;
+    double rate = t > 0 ? (double)done / t / 1e6 : 0;
     char cells[31];
     int filled = (int)(frac * 30);
     for (int i = 0; i < 30; i++) cells[i] = i < filled ? '#' : '.';
     cells[30] = '\0';
-    fprintf(stderr, "%sprepare [%s] %5.1f%%  %.1f/%.1f MB  %lld tokens  %.2f MB/s%s", b->tty ? "\r" : "", cells,
-            100 * frac, (double)done / 1e6, (double)total / 1e6, (long long)tokens, rate, b->tty ? "\033[K" : "\n");
-    if (b->tty && done >= total) fputc('\n', stderr);
+    if (done < total)
+        plait_phase_report(p, "prepare [%s] %5.1f%%  %.1f/%.1f MB  %lld tokens  %.2f MB/s", cells, 100 * frac,
+                           (double)done / 1e6, (double)total / 1e6, (long long)tokens, rate);
+    else
+        plait_phase_end(p, "prepare [%s] %5.1f%%  %.1f/%.1f MB  %lld tokens  %.2f MB/s", cells, 100 * frac,
+                        (double)done / 1e6, (double)total / 1e6, (long long)tokens, rate);
 }
 
 static int cmd_prepare(int argc, char **argv) {
@@ -94,9 +84,10 @@ static int cmd_prepare(int argc, char **argv) {
     }
     plait_tokenizer *tok = NULL;
     plait_status st = plait_tokenizer_load(tok_dir, &tok);
-    bar b = {.tty = isatty(2), .start = now_s()};
+    plait_phase bar;
+    plait_phase_begin(&bar, stderr, -1);
     plait_prepare_options o = {.inputs = inputs, .n_inputs = n, .tokenizer = tok, .out_dir = out, .val_fraction = val,
-                               .shard_tokens = shard, .dtype_bytes = dtype, .progress = progress, .ctx = &b};
+                               .shard_tokens = shard, .dtype_bytes = dtype, .progress = progress, .ctx = &bar};
     plait_prepare_result r;
     if (st == PLAIT_OK) st = plait_data_prepare(&o, &r);
     if (st == PLAIT_OK) {

@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "runtime/error.h"
 #include "runtime/mapped_file.h"
+#include "runtime/phase.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_train.h"
 
@@ -25,13 +25,8 @@ static int bad(const char *fmt, ...) {
 }
 
 static void train_progress(void *ctx, int32_t now, int32_t wanted) {
-    double *last = ctx;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-    if (t - *last < 0.5) return;
-    *last = t;
-    fprintf(stderr, "\rlearning merges: vocabulary %d / %d", now, wanted);
+    plait_phase *p = ctx;
+    plait_phase_report(p, "learning merges: vocabulary %d / %d (%.0f s)", now, wanted, plait_phase_elapsed(p));
 }
 
 static int cmd_train(int argc, char **argv) {
@@ -78,11 +73,14 @@ static int cmd_train(int argc, char **argv) {
         lens[i] = files[i].len;
         total += files[i].len;
     }
-    double last = 0;
-    plait_tokenizer_train_options o = {.vocab_size = (int32_t)vocab, .progress = train_progress, .ctx = &last};
+    plait_phase phase;
+    plait_phase_begin(&phase, stderr, -1);
+    plait_tokenizer_train_options o = {.vocab_size = (int32_t)vocab, .progress = train_progress, .ctx = &phase};
     plait_tokenizer *tok = NULL;
     if (st == PLAIT_OK) st = plait_tokenizer_train(&o, texts, lens, (size_t)n, &tok);
-    if (st == PLAIT_OK) fprintf(stderr, "\rlearning merges: vocabulary %d / %ld\n", plait_tokenizer_vocab_size(tok), vocab);
+    if (st == PLAIT_OK)
+        plait_phase_end(&phase, "learning merges: vocabulary %d / %ld in %.1f s", plait_tokenizer_vocab_size(tok), vocab,
+                        plait_phase_elapsed(&phase));
     if (st == PLAIT_OK) st = plait_tokenizer_save(tok, out);
     if (st == PLAIT_OK) {
         printf("wrote %s/vocab.json and %s/merges.txt: %d tokens (%d merges) learned from %zu bytes in %d file%s\n",

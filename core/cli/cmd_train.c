@@ -38,6 +38,13 @@ static int cmd_train(int argc, char **argv) {
         free(over);
         return 1;
     }
+    /* a layout that cannot fit is refused before any rank starts */
+    if (plait_cli_check_memory(cfg, path, n_over, over) != PLAIT_OK) {
+        plait_cli_print_error("train");
+        plait_config_free(cfg);
+        free(over);
+        return 1;
+    }
     free(over);
     /* Not started by any launcher and the layout needs several ranks: this
      * process becomes the local launcher of that many (argv - 1 is the full

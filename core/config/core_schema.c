@@ -48,6 +48,9 @@ static const plait_key_decl run_keys[] = {
     KEY("progress", E, "auto", 1, 0, progress_choices, 0,
         "progress display on rank 0: auto (in place on a terminal), tty, plain lines, off"),
     KEY("threads", I, "0", 0, 1024, NULL, 0, "math threads per rank (0 = cores / local ranks)"),
+    KEY("memory_check", B, "true", 1, 0, NULL, 0,
+        "refuse, before any rank starts, a layout whose memory (plait plan's prediction per rank) exceeds "
+        "what this host's ranks have, naming what would fit; false = start it anyway"),
     KEY("precision", E, "fp32", 1, 0, precision_choices, SAME,
         "matrix products: fp32; bf16 = bf16 operands, fp32 accumulation, fp32 master weights and optimizer "
         "state (CPUs with AVX512_BF16 or AMX, or a GPU); tf32 = GPUs only (see docs/precision.md)"),
@@ -57,8 +60,9 @@ static const plait_key_decl run_keys[] = {
         "for tests: precision = bf16 without bf16 instructions: operands rounded to bf16, multiplied by "
         "the fp32 SGEMM (same numbers, slower)"),
     KEY("mfu_peak", F, "0", 0, 1e12, NULL, 0,
-        "GFLOP/s the progress line's MFU is measured against (0 = measure SGEMM with every local rank's "
-        "threads for about a second at start, only when progress is shown)"),
+        "GFLOP/s the progress line's MFU is measured against (0 = one rank's GEMM rate times the ranks with "
+        "cores of their own: measured once per machine, the best of 5 tries, and cached; only when progress "
+        "is shown)"),
     KEY("debug_compute_sleep_ms", F, "0", 0, 60000, NULL, SAME | PLAIT_KEY_HIDDEN,
         "for tests: every FORWARD of a model chunk also sleeps this many ms and every BACKWARD twice that, "
         "so pipeline timing is set by the schedule, not by CPU contention (0 = off)"),

@@ -221,8 +221,8 @@ void *plait_device_alloc(size_t bytes, const char *tag) {
     void *p = g_dev.ops->alloc(bytes ? bytes : 1, tag);
     if (!p) {
         if (!plait_last_error()[0])
-            plait_set_error(PLAIT_ERR_NO_MEMORY, "%s device: cannot allocate %zu bytes for %s", g_dev.desc->name,
-                            bytes, tag ? tag : "?");
+            plait_set_error(PLAIT_ERR_NO_MEMORY, "out of %s device memory: cannot allocate %zu bytes for %s",
+                            g_dev.desc->name, bytes, tag ? tag : "?");
         return NULL;
     }
     return record(p, bytes, tag, 0);

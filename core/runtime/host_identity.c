@@ -24,6 +24,13 @@ void plait_host_identity(char *buf, size_t cap) {
     snprintf(buf, cap, "%s/%s/%s", host, boot, net);
 }
 
+void plait_machine_identity(char *buf, size_t cap) {
+    char host[256] = "", id[64] = "";
+    if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    read_line("/etc/machine-id", id, sizeof id);
+    snprintf(buf, cap, "%s/%s", host, id);
+}
+
 uint64_t plait_host_key(void) {
     char id[400];
     plait_host_identity(id, sizeof id);

@@ -19,6 +19,11 @@
 /* "hostname/boot-id/net:[inode]" into buf (truncated to cap). */
 void plait_host_identity(char *buf, size_t cap);
 
+/* The machine, lasting across reboots (unlike plait_host_identity): "host
+ * name/machine-id" (/etc/machine-id; empty where unreadable), for what is
+ * measured once per machine and cached (the MFU peak). */
+void plait_machine_identity(char *buf, size_t cap);
+
 /* A 64-bit FNV-1a hash of plait_host_identity(). */
 uint64_t plait_host_key(void);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/host_memory.h"
 #include "runtime/log.h"
 
 #define MAX_TAGS 64
@@ -46,7 +47,10 @@ void *plait_alloc(size_t bytes, plait_mem_kind kind, size_t align, const char *t
     }
     void *base = NULL;
     if (bytes > SIZE_MAX - align || posix_memalign(&base, align, bytes + align) != 0) {
-        plait_set_error(PLAIT_ERR_NO_MEMORY, "cannot allocate %zu bytes for %s", bytes, tag ? tag : "?");
+        char want[32], held[32];
+        plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory: cannot allocate %s (%zu bytes) for %s; this process "
+                        "holds %s", plait_bytes_text((double)bytes, want, sizeof want), bytes, tag ? tag : "?",
+                        plait_bytes_text((double)plait_current_rss(), held, sizeof held));
         return NULL;
     }
     char *user = (char *)base + align;
@@ -98,27 +102,12 @@ uint64_t plait_mem_usage_of(const char *tag) {
     return total;
 }
 
-static uint64_t proc_status_kb(const char *field) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    uint64_t kb = 0;
-    size_t fl = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, field, fl) == 0) {
-            kb = strtoull(line + fl, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return kb * 1024;
-}
-
 /* The peak before the last rewind: the kernel's high-water mark restarts
  * from the current RSS, so earlier peaks are kept here. */
 static _Atomic uint64_t g_rss_floor;
 
 uint64_t plait_peak_rss(void) {
-    uint64_t hwm = proc_status_kb("VmHWM:"), floor = atomic_load(&g_rss_floor);
+    uint64_t hwm = plait_proc_kb("/proc/self/status", "VmHWM:"), floor = atomic_load(&g_rss_floor);
     return hwm > floor ? hwm : floor;
 }
 
@@ -131,4 +120,4 @@ void plait_peak_rss_rewind(uint64_t before) {
     while (before > floor && !atomic_compare_exchange_weak(&g_rss_floor, &floor, before)) {
     }
 }
-uint64_t plait_current_rss(void) { return proc_status_kb("VmRSS:"); }
+uint64_t plait_current_rss(void) { return plait_proc_kb("/proc/self/status", "VmRSS:"); }

@@ -6,11 +6,13 @@
  * precision (plait_sgemm_peak: products go through plait_k_sgemm, so bf16
  * is measured in bf16), measured by rank 0 at start while the other ranks wait in a
  * collective (so no other rank computes), or given as [run] mfu_peak. It is
- * measured once per machine and cached: the file
- * ${XDG_CACHE_HOME:-~/.cache}/plait/peak.tsv holds one line per (CPU, BLAS
- * kernels, threads, precision); later runs measure briefly (~0.2 s) and
- * raise the entry when they are faster, so it converges on the machine's
- * best rate even if the first measurement caught a busy moment. The job's peak is the rank's times the
+ * measured once per machine (PLAIT_CPU_PEAK_TRIES short tries, the best
+ * kept: ~1 s) and cached: the file ${XDG_CACHE_HOME:-~/.cache}/plait/peak.tsv
+ * holds one line per (machine: host name and machine-id, CPU, cores, BLAS
+ * kernels, threads, precision) with the rate, when and over how many tries
+ * it was measured. Later runs use that figure as it is, so MFU is
+ * comparable from run to run on one machine; removing its line measures
+ * it again. The job's peak is the rank's times the
  * ranks whose threads have cores of their own: per host, min(local ranks,
  * cores / threads), at least 1, times the hosts (hosts alike).
  *
@@ -41,6 +43,22 @@ typedef struct plait_mfu_peak {
     int ranks;         /* the ranks counted in the job's peak */
     char source[512];  /* where it came from, for the start-up line */
 } plait_mfu_peak;
+
+/* One rank's GEMM rate on this CPU, as the MFU peak takes it. */
+#define PLAIT_CPU_PEAK_TRIES 5
+typedef struct plait_cpu_peak {
+    double flops;       /* FLOP/s, 0 when it could not be measured */
+    long long when;     /* unix time of the measurement */
+    int tries;          /* how many tries it is the best of (0: a cache line from before tries were recorded) */
+    int from_cache;     /* read from the cache, not measured now */
+    int stored;         /* measured now and written to the cache */
+    char path[4096];    /* the cache file ("" when there is no home to keep one in) */
+    char key[512];      /* its line's key: machine, CPU, cores, BLAS kernels, threads, precision */
+} plait_cpu_peak;
+/* The rate for `threads` math threads in the kernels' current precision:
+ * the cache's figure for this machine, or (none cached, or `remeasure`)
+ * measured now over PLAIT_CPU_PEAK_TRIES tries and cached. */
+void plait_cpu_peak_get(int threads, int remeasure, plait_cpu_peak *out);
 
 /* The peak for ranks of `threads` math threads, `local_ranks` of them on
  * this host, `world` in all, in the kernels' current precision. */

@@ -2,11 +2,11 @@
 
 #include <stdarg.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "runtime/log.h"
+#include "runtime/phase.h"
 #include "train/mfu_peak.h"
 
 static double now_s(void) {
@@ -58,11 +58,7 @@ void plait_progress_step(plait_progress *p, int64_t step, double loss, double va
     snprintf(line, sizeof line, "step %5lld/%lld | loss %.4f%s | lr %.2e | %8.0f tok/s%s | ETA %s",
              (long long)step, (long long)p->total_steps, loss, val, lr, tokens_per_s, mfu, eta_text);
     if (p->mode == PLAIT_PROGRESS_TTY) {
-        /* a line wider than the terminal wraps, and the carriage return
-         * then redraws only its last row: cut it to the width */
-        struct winsize ws;
-        if (ioctl(fileno(p->out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && strlen(line) >= ws.ws_col)
-            line[ws.ws_col - 1] = '\0';
+        plait_phase_fit(p->out, line);
         fprintf(p->out, "\r\033[K%s", line);
         p->line_open = 1;
         if (val_loss >= 0) { /* keep evaluation results visible */
@@ -80,6 +76,30 @@ void plait_progress_step(plait_progress *p, int64_t step, double loss, double va
         p->last_print = t;
     }
     fflush(p->out);
+}
+
+void plait_progress_step_begin(plait_progress *p, int64_t step) {
+    if (p->mode == PLAIT_PROGRESS_OFF) return;
+    plait_phase_begin(&p->within, p->out, p->mode == PLAIT_PROGRESS_TTY);
+    p->step_running = step;
+    p->evaluating = 0;
+}
+
+void plait_progress_eval_begin(plait_progress *p, int64_t step) {
+    plait_progress_step_begin(p, step);
+    p->evaluating = 1;
+}
+
+void plait_progress_layer(plait_progress *p, int backward, int32_t layer, int32_t n_layers, int32_t mb,
+                          int32_t n_mb) {
+    if (p->mode == PLAIT_PROGRESS_OFF || !p->step_running) return;
+    double t = plait_phase_elapsed(&p->within);
+    if (t < PLAIT_PROGRESS_WITHIN_S || !plait_phase_due(&p->within)) return;
+    plait_phase_report(&p->within, "%s %5lld/%lld | %s, layer %d/%d, micro-batch %d/%d | %.0f s into the %s",
+                       p->evaluating ? "evaluation after step" : "step", (long long)p->step_running,
+                       (long long)p->total_steps, backward ? "backward" : "forward", layer + 1, n_layers, mb + 1,
+                       n_mb, t, p->evaluating ? "evaluation" : "step");
+    if (p->mode == PLAIT_PROGRESS_TTY) p->line_open = 1;
 }
 
 /* End the in-place line: what follows starts on a line of its own. */

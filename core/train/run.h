@@ -98,6 +98,10 @@ typedef struct plait_step_exec {
     double *mb_loss_dev;      /* [n_micro_batches] device memory: the head's loss sums, gathered
                                * during the step and read into mb_loss once at its end */
     double *stage_times;      /* = step_sums + n_micro_batches: see train/step_timing.h */
+    /* Called before each layer's forward and backward (rank 0's progress
+     * within a long step: train/progress.h); NULL = none. */
+    void (*on_layer)(void *ctx, int backward, int32_t layer, int32_t mb);
+    void *on_layer_ctx;
 } plait_step_exec;
 
 typedef struct plait_run {

@@ -228,6 +228,7 @@ static plait_status forward_chunk(plait_run *run, int32_t chunk, int32_t mb, int
     /* Optimizer hooks are communication (ZeRO-3 gathers, ZeRO-2 reductions):
      * their time counts as such; the layers' is compute. */
     for (int32_t l = run->layout.first_layer[chunk]; st == PLAIT_OK && l <= run->layout.last_layer[chunk]; l++) {
+        if (run->exec.on_layer) run->exec.on_layer(run->exec.on_layer_ctx, 0, l, mb);
         double t0 = now_s();
         if (run->optim.ops->before_forward) st = run->optim.ops->before_forward(run->optim.state, l, mb);
         double t1 = now_s();
@@ -318,10 +319,12 @@ static plait_status backward_grads_layer(plait_run *run, int32_t l, int32_t mb, 
 static plait_status backward_chunk(plait_run *run, plait_instr_op op, int32_t chunk, int32_t mb, plait_step_timing *t) {
     int32_t slot;
     plait_status st = get_slot(run, chunk, mb, &slot);
-    for (int32_t l = run->layout.last_layer[chunk]; st == PLAIT_OK && l >= run->layout.first_layer[chunk]; l--)
+    for (int32_t l = run->layout.last_layer[chunk]; st == PLAIT_OK && l >= run->layout.first_layer[chunk]; l--) {
+        if (run->exec.on_layer) run->exec.on_layer(run->exec.on_layer_ctx, 1, l, mb);
         st = op == PLAIT_INSTR_BACKWARD_INPUT
                  ? backward_input_layer(run, l, mb, slot, t)
                  : backward_grads_layer(run, l, mb, slot, op == PLAIT_INSTR_BACKWARD_WEIGHT, t);
+    }
     if (st == PLAIT_OK) debug_sleep(run, op == PLAIT_INSTR_BACKWARD ? 2 : 1, t);
     /* A chunk that sends its input gradient keeps the slot until SEND_GRAD,
      * a split one until its weight half. */

@@ -109,6 +109,18 @@ static double job_peak(const plait_run *run, const plait_progress *progress) {
     return peak.flops;
 }
 
+/* Rank 0's step executor hook: where a long step is (train/progress.h). */
+typedef struct layer_watch {
+    plait_progress *progress;
+    const plait_run *run;
+} layer_watch;
+
+static void on_layer(void *ctx, int backward, int32_t layer, int32_t mb) {
+    layer_watch *w = ctx;
+    plait_progress_layer(w->progress, backward, layer, w->run->model.spec->n_layers, mb,
+                         w->run->layout.plan.micro_batches);
+}
+
 /* [run] progress (or the command's choice). "auto" draws in place on a
  * terminal, but mpirun gives rank 0 a pseudo-terminal even when the job's
  * output is redirected to a file, and srun and torchrun-style launchers
@@ -210,8 +222,14 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
     double started = plait_clock_now();
     int64_t first_step = run->step;
     double loss = NAN, val_loss = -1;
+    layer_watch watch = {.progress = &progress, .run = run};
+    if (rank == 0) {
+        run->exec.on_layer = on_layer;
+        run->exec.on_layer_ctx = &watch;
+    }
     while (st == PLAIT_OK && run->step < run->steps) {
         plait_step_result res;
+        if (rank == 0) plait_progress_step_begin(&progress, run->step + 1);
         st = plait_run_step(run, &res);
         if (st != PLAIT_OK) break;
         int64_t done = run->step; /* steps completed */
@@ -227,6 +245,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
             if (st != PLAIT_OK) break;
         }
         if (has_val && ((eval_every > 0 && done % eval_every == 0) || done == run->steps)) {
+            if (rank == 0) plait_progress_eval_begin(&progress, done);
             st = plait_run_eval(run, &val_loss);
             if (st != PLAIT_OK) break;
         }
@@ -262,6 +281,10 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
     if (st != PLAIT_OK) {
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", plait_last_error());
+        /* memory, said as memory, with what needs less */
+        if (st == PLAIT_ERR_NO_MEMORY && strlen(msg) + 200 < sizeof msg)
+            strcat(msg, " (`plait config check` predicts each rank's memory and names what fits: a smaller "
+                        "data.micro_batch, model.recompute, a ZeRO stage)");
         /* The job is going down: every peer learns why (the comm plugin passes
          * the reason on), so all ranks report the root cause, not just the
          * neighbour that vanished. */

@@ -206,6 +206,10 @@ static plait_status sim_open(const plait_host *host, const plait_device_open_arg
     if (g_skip_waits) host->log(PLAIT_LOG_WARN, "sim", "PLAIT_SIM_DEBUG_SKIP_WAITS: events order nothing (a test)");
     plait_device_info mine = {.struct_size = sizeof mine, .mem_kind = PLAIT_MEM_CUDA, .ordinal = args->ordinal};
     snprintf(mine.name, sizeof mine.name, "sim (host memory at non-canonical addresses)");
+    /* PLAIT_SIM_MEMORY_MB: the memory it says it has (default 0: unknown),
+     * for tests of what is checked against a device's memory */
+    const char *mb = getenv("PLAIT_SIM_MEMORY_MB");
+    if (mb && atoll(mb) > 0) mine.memory_bytes = (uint64_t)atoll(mb) << 20;
     plait_fill_versioned(info, &mine, sizeof mine);
     return PLAIT_OK;
 }

@@ -5,8 +5,26 @@ set -euo pipefail
 CFG=${CFG:-$PLAIT_SOURCE_DIR/tests/e2e/tiny.ini}
 cd "$PLAIT_SOURCE_DIR"
 mkdir -p "$E2E_WORK"
+# plait's per-user cache (the MFU peak) lives in the build tree, not in ~
+export XDG_CACHE_HOME=$(dirname "$(dirname "$E2E_WORK")")/cache
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# at_exit CMD: run CMD when the test ends, however it ends (one EXIT trap
+# for the test: use this, not trap). Then a test that passed (or skipped)
+# removes its $E2E_WORK; a failed one keeps it for its outputs, as does
+# E2E_KEEP=1.
+E2E_AT_EXIT=()
+at_exit() { E2E_AT_EXIT+=("$1"); }
+e2e_exit() {
+  local rc=$? c
+  for c in "${E2E_AT_EXIT[@]}"; do eval "$c" || true; done
+  if { [ $rc -eq 0 ] || [ $rc -eq 77 ]; } && [ -z "${E2E_KEEP:-}" ]; then
+    cd / && rm -rf "${E2E_WORK:?}"
+  fi
+  exit $rc
+}
+trap e2e_exit EXIT
 
 # train NAME [args...]: a run into $E2E_WORK/NAME; its output in NAME.out.
 # The run directory starts empty unless the run resumes (--resume or

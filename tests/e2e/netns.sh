@@ -12,8 +12,8 @@
 #                         created (not root, no CAP_SYS_ADMIN, no ip/tc)
 #   on_host I CMD...      run CMD on host I (its namespaces, its host name)
 #   host_addr I           host I's address
-#   netns_down            delete everything netns_up made (also on EXIT, via
-#                         the trap netns_up installs: a failed test cleans up)
+#   netns_down            delete everything netns_up made (also when the test
+#                         ends, via lib.sh's at_exit: a failed test cleans up)
 #
 # Only addresses inside these namespaces (10.77.<id>.0/24) and loopback are
 # ever used; <id> is derived from the test's process id, so two tests running
@@ -37,7 +37,7 @@ netns_up() {
   [ -z "$rate" ] || command -v tc >/dev/null || netns_skip "the tc command (iproute2) is not installed"
   command -v unshare >/dev/null || netns_skip "unshare (util-linux) is not installed"
   [ "$(id -u)" -eq 0 ] || netns_skip "network namespaces need root (running as uid $(id -u))"
-  trap netns_down EXIT
+  at_exit netns_down
   local err
   err=$(ip netns add "${NETNS_P}br" 2>&1) || netns_skip "cannot create a network namespace here: $err"
   unshare --uts true 2>/dev/null || netns_skip "cannot create a UTS namespace here"

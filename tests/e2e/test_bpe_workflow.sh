@@ -11,6 +11,10 @@ rm -rf "$W/tok" "$W/ds"
 "$PLAIT_BIN" tokenizer train data/corpus.txt --vocab 1024 --out "$W/tok" >"$W/train-tok.out" 2>&1 ||
   fail "tokenizer train: $(cat "$W/train-tok.out")"
 grep -q "1024 tokens (767 merges)" "$W/train-tok.out" || fail "tokenizer train: $(cat "$W/train-tok.out")"
+# piped, its progress is plain lines ending with the phase's closing line
+! grep -q $'\r' "$W/train-tok.out" || fail "tokenizer train wrote carriage returns into a pipe"
+grep -Eq "^learning merges: vocabulary 1024 / 1024 in [0-9.]+ s$" "$W/train-tok.out" ||
+  fail "tokenizer train: no closing progress line: $(cat "$W/train-tok.out")"
 
 # encode then decode is byte-exact, on text and on arbitrary bytes
 "$PLAIT_BIN" tokenizer encode "$W/tok" data/corpus.txt >"$W/ids"
@@ -25,6 +29,7 @@ echo "round trips OK: corpus $(wc -w <"$W/ids") tokens for $(stat -c %s data/cor
 grep -Eq "training tokens in 4 shards, [0-9]+ validation tokens in 1 shard \(uint16\)" "$W/prepare.out" ||
   fail "data prepare: $(cat "$W/prepare.out")"
 grep -q "100.0%" "$W/prepare.err" || fail "no progress bar reached 100%: $(cat "$W/prepare.err")"
+! grep -q $'\r' "$W/prepare.err" || fail "data prepare wrote carriage returns into a pipe"
 ls "$W"/ds/train_00000[0-3].bin "$W/ds/val_000000.bin" "$W/ds/vocab.json" "$W/ds/merges.txt" >/dev/null
 
 CFG=$PLAIT_SOURCE_DIR/tests/e2e/tiny.ini

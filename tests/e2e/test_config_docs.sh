@@ -2,8 +2,11 @@
 # The configs users start from: each is valid, and every key in them carries
 # a comment (inline '; ...'), so a reader never has to guess what a value does.
 source "$(dirname "$0")/lib.sh"
+# (valid anywhere: whether a config fits this machine's memory is another
+# question, which gpt2-124m's 24 GiB at micro-batch 16 answers no on a small
+# one; test_memory_fit checks that answer)
 for f in configs/*.ini; do
-  "$PLAIT_BIN" config check "$f" >/dev/null 2>"$E2E_WORK/check.err" || fail "$f: $(cat "$E2E_WORK/check.err")"
+  "$PLAIT_BIN" config check "$f" run.memory_check=false >/dev/null 2>"$E2E_WORK/check.err" || fail "$f: $(cat "$E2E_WORK/check.err")"
   bare=$(awk '/^[A-Za-z_0-9.]+ *=/ && !/;/ { printf "%s:%d: %s\n", FILENAME, FNR, $0 }' "$f")
   [ -z "$bare" ] || fail "keys without a comment:
 $bare"

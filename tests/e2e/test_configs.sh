@@ -3,10 +3,17 @@
 # layout (gpt-3d starts 8 ranks) and ends with a complete checkpoint and a
 # finite loss on every step. Configs that need prepared data say how in
 # comment lines starting with '; $ ': those commands run first, as written
-# (from the source tree, `plait` being the build's), so the documented
-# preparation is what the test uses.
+# (`plait` being the build's), so the documented preparation is what the
+# test uses. They and the runs work in a copy of the source tree's layout
+# under $E2E_WORK (data/ and configs/ linked from the source), so what they
+# write (runs/data/...) never lands in the source tree.
 source "$(dirname "$0")/lib.sh"
 plait() { "$PLAIT_BIN" "$@"; }
+tree=$E2E_WORK/tree
+rm -rf "$tree" && mkdir -p "$tree"
+ln -s "$PLAIT_SOURCE_DIR/data" "$tree/data"
+ln -s "$PLAIT_SOURCE_DIR/configs" "$tree/configs"
+cd "$tree"
 while IFS= read -r cmd; do
   echo "preparing: $cmd"
   eval "$cmd" >"$E2E_WORK/prepare.out" 2>&1 || { cat "$E2E_WORK/prepare.out" >&2; fail "documented command failed: $cmd"; }

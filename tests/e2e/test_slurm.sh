@@ -28,7 +28,7 @@ cleanup() {
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$RT"
 }
-trap cleanup EXIT
+at_exit cleanup
 mkdir -p "$RT/state" "$RT/spool" "$RT/munge"
 # munged wants its socket's directory searchable by everyone, its key private
 chmod 711 "$RT"

@@ -1,0 +1,78 @@
+#include "runtime/host_memory.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+
+uint64_t plait_proc_kb(const char *path, const char *field) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256];
+    uint64_t kb = 0;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && sscanf(line + n, "%" SCNu64, &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
+/* A cgroup file's number; UINT64_MAX for "max" or an unreadable file. */
+static uint64_t cgroup_value(const char *group, const char *file) {
+    char path[512], text[64] = "";
+    snprintf(path, sizeof path, "/sys/fs/cgroup%s/%s", group, file);
+    FILE *f = fopen(path, "r");
+    if (!f) return UINT64_MAX;
+    uint64_t v = UINT64_MAX;
+    if (fgets(text, sizeof text, f) && strncmp(text, "max", 3) != 0 && sscanf(text, "%" SCNu64, &v) != 1)
+        v = UINT64_MAX;
+    fclose(f);
+    return v;
+}
+
+void plait_host_memory_read(plait_host_memory *out) {
+    memset(out, 0, sizeof *out);
+    out->total = plait_proc_kb("/proc/meminfo", "MemTotal:");
+    out->available = plait_proc_kb("/proc/meminfo", "MemAvailable:");
+    out->cgroup_limit = UINT64_MAX;
+    /* cgroup v2: "0::/path"; the limit that binds is the smallest on the
+     * way up to the root */
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "0::", 3) != 0) continue;
+        line[strcspn(line, "\n")] = '\0';
+        char group[256];
+        snprintf(group, sizeof group, "%s", strcmp(line + 3, "/") == 0 ? "" : line + 3);
+        for (;;) {
+            uint64_t lim = cgroup_value(group, "memory.max");
+            if (lim < out->cgroup_limit) {
+                out->cgroup_limit = lim;
+                out->cgroup_used = cgroup_value(group, "memory.current");
+                if (out->cgroup_used == UINT64_MAX) out->cgroup_used = 0;
+                snprintf(out->cgroup, sizeof out->cgroup, "%s", group[0] ? group : "/");
+            }
+            char *slash = strrchr(group, '/');
+            if (!slash) break;
+            *slash = '\0';
+        }
+    }
+    if (f) fclose(f);
+    struct rlimit rl;
+    out->process_limit = getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (uint64_t)rl.rlim_cur
+                                                                                         : UINT64_MAX;
+    out->usable = out->available ? out->available : UINT64_MAX;
+    if (out->cgroup_limit != UINT64_MAX) {
+        uint64_t left = out->cgroup_limit > out->cgroup_used ? out->cgroup_limit - out->cgroup_used : 0;
+        if (left < out->usable) out->usable = left;
+    }
+}
+
+const char *plait_bytes_text(double bytes, char *buf, size_t cap) {
+    double mib = bytes / 1048576.0;
+    if (mib >= 10240)
+        snprintf(buf, cap, "%.1f GiB", mib / 1024);
+    else
+        snprintf(buf, cap, "%.0f MiB", mib);
+    return buf;
+}
