@@ -4,7 +4,10 @@
 # metrics.csv (step time, TP time, per-stage idle) and memory.csv (per-rank
 # bytes and peak RSS) are both at hand:
 #   tp   — 2 ranks: dp = 2 against tp = 2 (and one process for reference)
-#   pp   — 4 ranks, m = 8: gpipe, 1f1b, interleaved (virtual_stages = 2)
+#   pp   — 4 ranks, m = 8: gpipe, 1f1b, interleaved (virtual_stages = 2), zb1;
+#          BENCH_SLEEP_MS = F adds [run] debug_compute_sleep_ms = F (a forward
+#          F ms of sleep, a backward 2F, each half of zb1's F) so that the
+#          schedule alone sets the timing on a machine with fewer cores than ranks
 #   sweep — 4 ranks, every layout (dp x tp x pp, each pipeline schedule) through
 #          `plait bench sweep`, plan beside measurement, report and plots in
 #          $BENCH_OUT/sweep (the acceptance sweep of docs/benchmarks.md; about
@@ -84,12 +87,12 @@ if [ "$what" = tp ] || [ "$what" = all ]; then
 fi
 
 if [ "$what" = pp ] || [ "$what" = all ]; then
-  P="parallel.pp=4 data.micro_batch=1"
+  P="parallel.pp=4 data.micro_batch=1 run.debug_compute_sleep_ms=${BENCH_SLEEP_MS:-0}"
   runs "gpipe:$P parallel.pp.schedule=gpipe" "1f1b:$P parallel.pp.schedule=1f1b" \
-    "interleaved:$P parallel.pp.schedule=interleaved parallel.pp.virtual_stages=2"
+    "interleaved:$P parallel.pp.schedule=interleaved parallel.pp.virtual_stages=2" "zb1:$P parallel.pp.schedule=zb1"
   printf '\n%-12s %9s %9s %10s %10s %32s %22s %26s\n' schedule tokens/s step_ms "idle meas" formula \
     "idle ms stage 0/1/2/3" "activations MB/rank" "peak RSS MB/rank"
-  for n in gpipe 1f1b interleaved; do
+  for n in gpipe 1f1b interleaved zb1; do
     printf '%-12s %9.0f %9.1f %9.1f%% %9.1f%% %32s %22s %26s\n' $n "$(med $n tokens_per_s)" "$(med $n step_ms)" \
       "$(awk -v x="$(med $n bubble_measured)" 'BEGIN { print 100 * x }')" \
       "$(awk -v x="$(med $n bubble_formula)" 'BEGIN { print 100 * x }')" \

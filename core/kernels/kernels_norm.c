@@ -126,6 +126,7 @@ void plait_k_layernorm_backward(float *dinp, float *dweight, float *dbias, const
                                 const float *rstd, int64_t BT, int64_t C) {
     ln_job j = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .inp = inp, .weight = weight,
                 .dout = dout, .mean_in = mean, .rstd_in = rstd, .BT = BT, .C = C};
-    plait_pool_run((BT + LN_ROWS - 1) / LN_ROWS, ln_backward_item, &j);
-    plait_pool_run((C + LN_COLS - 1) / LN_COLS, ln_param_item, &j);
+    /* the two parts are independent (a split backward runs them apart) */
+    if (dinp) plait_pool_run((BT + LN_ROWS - 1) / LN_ROWS, ln_backward_item, &j);
+    if (dweight) plait_pool_run((C + LN_COLS - 1) / LN_COLS, ln_param_item, &j);
 }

@@ -191,6 +191,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     m->stage = layout->stage;
     m->n_layers = desc->spec.n_layers;
     m->max_slots = layout->max_slots;
+    m->split = layout->split_backward != 0;
     m->param = calloc((size_t)desc->spec.n_params, sizeof *m->param);
     m->local_layer = calloc((size_t)m->n_layers, 1);
     m->slots = calloc((size_t)m->max_slots, sizeof *m->slots);
@@ -236,6 +237,8 @@ static void slot_release(plait_model *m, model_slot *s) {
     }
     free(s->bound);
     free(s->blocks);
+    free(s->wg);
+    free(s->weight_due);
     int ranged = s->ranged;
     int32_t first = s->first, last = s->last;
     memset(s, 0, sizeof *s);
@@ -266,6 +269,40 @@ void plait_model_free(plait_model *m) {
 static int slot_has(const plait_model *m, const model_slot *s, int64_t l) {
     if (l < 0 || l >= m->n_layers || !m->local_layer[l]) return 0;
     return !s->ranged || (l >= s->first && l <= s->last);
+}
+
+/* A block's stash for its weight half (block_grads): in the slot's own
+ * buffers that the input half leaves dead where there are such (recompute
+ * none: c_attn's and c_fc's outputs, the attention probabilities when they
+ * hold two residual-stream tensors), the rest laid out from `base` (NULL:
+ * just measure). Returns the floats taken from base. */
+static size_t stash_layout(plait_model *m, block_acts *a, block_grads *g, float *base) {
+    const int64_t BT = m->B * m->T, C = m->C;
+    const int gpt = m->desc->is_gpt, none = m->desc->recompute == PLAIT_RECOMPUTE_NONE;
+    const int att_room = gpt && none && m->NHl * m->T >= 2 * C;
+    size_t off = 0;
+#define STASH(ptr, n)                                                  \
+    do {                                                               \
+        if (base) (ptr) = base + off;                                  \
+        off += align_up((size_t)(n));                                  \
+    } while (0)
+    STASH(g->dy, BT * C);
+    STASH(g->dln2, BT * C);
+    if (none) g->dfch = a->fch;
+    else STASH(g->dfch, BT * m->Fl);
+    if (gpt) {
+        if (none) g->dqkv = a->qkv;
+        else STASH(g->dqkv, BT * 3 * m->Cl);
+        if (att_room) {
+            g->dres2 = a->att;
+            g->dln1 = a->att ? a->att + BT * C : NULL;
+        } else {
+            STASH(g->dres2, BT * C);
+            STASH(g->dln1, BT * C);
+        }
+    }
+#undef STASH
+    return off;
 }
 
 static size_t slot_layout(plait_model *m, model_slot *s, float *base) {
@@ -306,6 +343,7 @@ static size_t slot_layout(plait_model *m, model_slot *s, float *base) {
         KEEP(fcg, BT * m->Fl);
 #undef KEEP
         if (base) plait_recompute_share(m, a);
+        if (m->split) off += stash_layout(m, a, &s->wg[l - 1], base ? base + off : NULL);
     }
     if (slot_has(m, s, L + 1)) {
         TAKE(s->lnf, BT * C);
@@ -315,6 +353,7 @@ static size_t slot_layout(plait_model *m, model_slot *s, float *base) {
         TAKE(s->lse, BT);
         TAKE(s->sumexp, BT);
         TAKE(s->losses, BT);
+        if (m->split) TAKE(s->head_dln, BT * C);
     }
 #undef TAKE
     return off;
@@ -343,7 +382,11 @@ static plait_status slot_get(plait_model *m, int32_t slot, model_slot **out) {
         if (st != PLAIT_OK) return st;
         s->bound = calloc((size_t)m->desc->n_layer + 1, sizeof *s->bound);
         s->blocks = calloc((size_t)m->desc->n_layer + 1, sizeof *s->blocks);
-        if (!s->bound || !s->blocks) {
+        if (m->split) {
+            s->wg = calloc((size_t)m->desc->n_layer + 1, sizeof *s->wg);
+            s->weight_due = calloc((size_t)m->n_layers, 1);
+        }
+        if (!s->bound || !s->blocks || (m->split && (!s->wg || !s->weight_due))) {
             slot_release(m, s);
             return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
         }
@@ -445,6 +488,11 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
     if (st == PLAIT_OK) st = slot_get(m, slot, &s);
     if (st == PLAIT_OK) st = check_slot_layer(m, s, slot, layer);
     if (st != PLAIT_OK) return st;
+    /* the forward writes what the pending weight half reads */
+    if (s->weight_due && s->weight_due[layer])
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: forward of layer %s in slot %d before the weight half of its last backward",
+                               layer_name(m, layer), (int)slot);
     const int32_t L = m->desc->n_layer;
     if (layer == 0) return plait_gpt_embedding_forward(m, s);
     if (layer == L + 1) return plait_gpt_head_forward(m, s);
@@ -458,25 +506,57 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
     return plait_mlp_half_forward(m, s, layer, r, s->bound[layer]);
 }
 
-plait_status plait_model_backward_layer(plait_model *m, int32_t layer, int32_t slot) {
+static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, bwd_part part) {
+    static const char *const what[] = {"", "input half of the backward", "weight half of the backward", "backward"};
     model_slot *s = NULL;
-    plait_status st = check_layer(m, layer, "backward");
+    plait_status st = check_layer(m, layer, what[part]);
     if (st == PLAIT_OK) st = slot_get(m, slot, &s);
     if (st == PLAIT_OK) st = check_slot_layer(m, s, slot, layer);
     if (st == PLAIT_OK) st = scratch_get(m);
     if (st != PLAIT_OK) return st;
+    if (part != BWD_ALL && !m->split)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: the %s of layer %s needs a model laid out for a split backward",
+                               what[part], layer_name(m, layer));
+    int due = s->weight_due ? s->weight_due[layer] : 0;
+    if (part == BWD_WEIGHT ? !due : due)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: %s of layer %s in slot %d %s", what[part],
+                               layer_name(m, layer), (int)slot,
+                               due ? "while its weight half is still due" : "before its input half");
     const int32_t L = m->desc->n_layer;
-    if (layer == 0) return plait_gpt_embedding_backward(m, s);
-    if (layer == L + 1) return plait_gpt_head_backward(m, s);
-    st = plait_recompute_block(m, s, layer);
-    if (st != PLAIT_OK) return st;
-    const float *dy = s->gbuf[layer & 1];
-    float *dx = s->gbuf[(layer - 1) & 1];
-    const float *x = s->bound[layer - 1];
-    const float *r = m->desc->is_gpt ? s->blocks[layer - 1].res2 : x;
-    st = plait_mlp_half_backward(m, s, layer, r, dy, dx);
-    if (st == PLAIT_OK && m->desc->is_gpt) st = plait_gpt_attention_backward(m, s, layer, x, dx);
+    if (layer == 0) {
+        /* the embedding has no input gradient: all of it is weights */
+        if (part & BWD_WEIGHT) st = plait_gpt_embedding_backward(m, s);
+    } else if (layer == L + 1) {
+        st = plait_gpt_head_backward(m, s, part, part == BWD_ALL ? m->s_dln : s->head_dln);
+    } else {
+        /* the weight half reads the recomputed activations too: whatever
+         * ran in between may have overwritten the shared buffers */
+        st = plait_recompute_block(m, s, layer, part == BWD_WEIGHT);
+        float *dy = s->gbuf[layer & 1];
+        float *dx = s->gbuf[(layer - 1) & 1];
+        const float *x = s->bound[layer - 1];
+        const float *r = m->desc->is_gpt ? s->blocks[layer - 1].res2 : x;
+        block_grads one_pass = {.dy = dy, .dfch = m->s_dfc, .dln2 = m->s_dln, .dres2 = dx, .dqkv = m->s_dqkv,
+                                .dln1 = m->s_dln};
+        const block_grads *g = part == BWD_ALL ? &one_pass : &s->wg[layer - 1];
+        if (st == PLAIT_OK) st = plait_mlp_half_backward(m, s, layer, r, dy, dx, part, g);
+        if (st == PLAIT_OK && m->desc->is_gpt) st = plait_gpt_attention_backward(m, s, layer, x, dx, part, g);
+    }
+    if (st == PLAIT_OK && part != BWD_ALL) s->weight_due[layer] = part == BWD_INPUT;
     return st;
+}
+
+plait_status plait_model_backward_layer(plait_model *m, int32_t layer, int32_t slot) {
+    return backward_part(m, layer, slot, BWD_ALL);
+}
+
+plait_status plait_model_backward_input(plait_model *m, int32_t layer, int32_t slot) {
+    return backward_part(m, layer, slot, BWD_INPUT);
+}
+
+plait_status plait_model_backward_weight(plait_model *m, int32_t layer, int32_t slot) {
+    return backward_part(m, layer, slot, BWD_WEIGHT);
 }
 
 const double *plait_model_loss_sum_device(const plait_model *m, int32_t slot) {

@@ -73,43 +73,76 @@ plait_status plait_gpt_attention_forward(plait_model *m, model_slot *s, int32_t 
     return PLAIT_OK;
 }
 
-/* On entry dx holds d(res2); on return d(x). */
-plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t layer,
-                                          const float *x, float *dx) {
+/* The attention half's input gradient up to (not including) ln_1: with dx
+ * holding d(res2), leaves d(ln_1's output), TP-reduced, in the scratch
+ * s_dln and c_attn's output gradient in s_dqkv. */
+static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t layer, const float *dx) {
     const plait_model_desc *d = m->desc;
     const int32_t l = layer - 1;
     const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
     block_acts *a = &s->blocks[l];
-    DATA(ln_w, desc_block_param(d, l, BP_LN1_W), layer);
     DATA(w_attn, desc_block_param(d, l, BP_ATTN_W), layer);
     DATA(w_proj, desc_block_param(d, l, BP_APROJ_W), layer);
+    m->k->matmul_backward(m->s_datty, NULL, NULL, dx, a->atty, w_proj, BT, Cl, C);
+    m->k->attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T, m->NHl, m->HS);
+    m->k->matmul_backward(m->s_dln, NULL, NULL, m->s_dqkv, a->ln1, w_attn, BT, C, 3 * Cl);
+    if (m->tp_ops) {
+        plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
+        if (st != PLAIT_OK)
+            return plait_model_tp_error(m, st, "all-reduce of the gradient before attn.c_attn", layer);
+    }
+    return PLAIT_OK;
+}
+
+/* c_proj's, c_attn's and ln_1's gradients from g; reads no parameter. */
+static plait_status attention_weight_grads(plait_model *m, model_slot *s, int32_t layer, const float *x,
+                                           const block_grads *g) {
+    const plait_model_desc *d = m->desc;
+    const int32_t l = layer - 1;
+    const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
+    block_acts *a = &s->blocks[l];
     GRAD(g_ln_w, desc_block_param(d, l, BP_LN1_W), layer);
     GRAD(g_ln_b, desc_block_param(d, l, BP_LN1_B), layer);
     GRAD(g_attn_w, desc_block_param(d, l, BP_ATTN_W), layer);
     GRAD(g_attn_b, desc_block_param(d, l, BP_ATTN_B), layer);
     GRAD(g_proj_w, desc_block_param(d, l, BP_APROJ_W), layer);
     GRAD(g_proj_b, desc_block_param(d, l, BP_APROJ_B), layer);
-
-    m->k->matmul_backward(m->s_datty, g_proj_w, g_proj_b, dx, a->atty, w_proj, BT, Cl, C);
-    m->k->attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T,
-                               m->NHl, m->HS);
+    m->k->matmul_backward(NULL, g_proj_w, g_proj_b, g->dres2, a->atty, NULL, BT, Cl, C);
     /* The key bias cannot change the output (softmax is invariant to adding
      * the same q·b_k to every key's score), so its gradient is exactly zero;
      * computed, it is rounding noise that Adam would amplify into ±lr steps
      * and that would differ between layouts. Keep it at exactly zero: save
-     * that slice of the accumulator around the update (s_datt is free now). */
+     * that slice of the accumulator around the update (s_datt is free: the
+     * attention backward is done). */
     m->k->copy(m->s_datt, g_attn_b + Cl, (size_t)Cl);
-    m->k->matmul_backward(m->s_dln, g_attn_w, g_attn_b, m->s_dqkv, a->ln1, w_attn, BT, C,
-                            3 * Cl);
+    m->k->matmul_backward(NULL, g_attn_w, g_attn_b, g->dqkv, a->ln1, NULL, BT, C, 3 * Cl);
     m->k->copy(g_attn_b + Cl, m->s_datt, (size_t)Cl);
-    if (m->tp_ops) {
-        plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
-        if (st != PLAIT_OK)
-            return plait_model_tp_error(m, st, "all-reduce of the gradient before attn.c_attn",
-                                        layer);
+    m->k->layernorm_backward(NULL, g_ln_w, g_ln_b, g->dln1, x, NULL, a->ln1_mean, a->ln1_rstd, BT, C);
+    return PLAIT_OK;
+}
+
+/* On entry dx holds d(res2); the input half leaves d(x) there (and, under a
+ * split backward, d(res2), dqkv and dln1 in g); the weight half reads g. In
+ * one pass (BWD_ALL, g the scratch and dx itself) the weight half runs
+ * before ln_1's input gradient overwrites d(res2). */
+plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x, float *dx,
+                                          bwd_part part, const block_grads *g) {
+    const plait_model_desc *d = m->desc;
+    const int32_t l = layer - 1;
+    const int64_t BT = m->B * m->T, C = m->C;
+    block_acts *a = &s->blocks[l];
+    plait_status st = PLAIT_OK;
+    if (part & BWD_INPUT) st = attention_input_grads(m, s, layer, dx);
+    if (st != PLAIT_OK) return st;
+    if (part == BWD_INPUT) {
+        plait_model_keep(m, g->dres2, dx, (size_t)(BT * C));
+        plait_model_keep(m, g->dqkv, m->s_dqkv, (size_t)(BT * 3 * m->Cl));
+        plait_model_keep(m, g->dln1, m->s_dln, (size_t)(BT * C));
     }
-    m->k->layernorm_backward(dx, g_ln_w, g_ln_b, m->s_dln, x, ln_w, a->ln1_mean, a->ln1_rstd,
-                               BT, C);
+    if (part & BWD_WEIGHT) st = attention_weight_grads(m, s, layer, x, g);
+    if (st != PLAIT_OK || !(part & BWD_INPUT)) return st;
+    DATA(ln_w, desc_block_param(d, l, BP_LN1_W), layer);
+    m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, x, ln_w, a->ln1_mean, a->ln1_rstd, BT, C);
     return PLAIT_OK;
 }
 
@@ -153,32 +186,44 @@ plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
     return PLAIT_OK;
 }
 
-plait_status plait_gpt_head_backward(plait_model *m, model_slot *s) {
+/* The input half turns the logits into their gradient (in place, kept in
+ * the slot for the weight half), leaves d(ln_f's output), TP-reduced, in
+ * dln (the scratch, or the slot's stash) and d(input) in the gradient
+ * buffer; the weight half adds lm_head's and ln_f's gradients. */
+plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part part, float *dln) {
     const plait_model_desc *d = m->desc;
     const int32_t layer = d->n_layer + 1;
     const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
-    if (!s->has_loss || !s->has_logits)
-        return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "model: backward of the head needs a forward with targets since "
-                               "the last backward of this slot");
-    DATA(ln_w, d->p_lnf_w, layer);
-    DATA(w, d->p_lm_head, layer);
-    GRAD(g_ln_w, d->p_lnf_w, layer);
-    GRAD(g_ln_b, d->p_lnf_b, layer);
-    GRAD(g_w, d->p_lm_head, layer);
-    /* the logits become their gradient, in place */
-    m->k->crossentropy_backward(s->logits, s->logits, s->lse, s->targets, m->vocab_start, BT, Vl,
-                                  m->vocab_valid, m->loss_scale);
-    s->has_logits = 0;
-    m->k->matmul_backward(m->s_dln, g_w, NULL, s->logits, s->lnf, w, BT, C, Vl);
-    if (m->tp_ops) {
-        plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
-        if (st != PLAIT_OK)
-            return plait_model_tp_error(m, st, "all-reduce of the gradient before lm_head", layer);
+    if (part & BWD_INPUT) {
+        if (!s->has_loss || !s->has_logits)
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "model: backward of the head needs a forward with targets since "
+                                   "the last backward of this slot");
+        DATA(ln_w, d->p_lnf_w, layer);
+        DATA(w, d->p_lm_head, layer);
+        /* the logits become their gradient, in place */
+        m->k->crossentropy_backward(s->logits, s->logits, s->lse, s->targets, m->vocab_start, BT, Vl,
+                                    m->vocab_valid, m->loss_scale);
+        s->has_logits = 0;
+        m->k->matmul_backward(m->s_dln, NULL, NULL, s->logits, s->lnf, w, BT, C, Vl);
+        if (m->tp_ops) {
+            plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
+            if (st != PLAIT_OK)
+                return plait_model_tp_error(m, st, "all-reduce of the gradient before lm_head", layer);
+        }
+        plait_model_keep(m, dln, m->s_dln, (size_t)(BT * C));
+        float *dx = s->gbuf[d->n_layer & 1];
+        m->k->zero(dx, (size_t)(BT * C));
+        m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, s->bound[d->n_layer], ln_w, s->lnf_mean,
+                                 s->lnf_rstd, BT, C);
     }
-    float *dx = s->gbuf[d->n_layer & 1];
-    m->k->zero(dx, (size_t)(BT * C));
-    m->k->layernorm_backward(dx, g_ln_w, g_ln_b, m->s_dln, s->bound[d->n_layer], ln_w,
-                               s->lnf_mean, s->lnf_rstd, BT, C);
+    if (part & BWD_WEIGHT) {
+        GRAD(g_ln_w, d->p_lnf_w, layer);
+        GRAD(g_ln_b, d->p_lnf_b, layer);
+        GRAD(g_w, d->p_lm_head, layer);
+        m->k->matmul_backward(NULL, g_w, NULL, s->logits, s->lnf, NULL, BT, C, Vl);
+        m->k->layernorm_backward(NULL, g_ln_w, g_ln_b, dln, s->bound[d->n_layer], NULL, s->lnf_mean,
+                                 s->lnf_rstd, BT, C);
+    }
     return PLAIT_OK;
 }

@@ -44,34 +44,44 @@ plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer
     return PLAIT_OK;
 }
 
-/* dr (overwritten) = d(r) from dy = d(y). */
+/* The input half: dr (overwritten) = d(r) from dy = d(y), leaving dfch and
+ * dln2 in g (the scratch in one pass; copied into the slot's stash, with dy,
+ * when the backward is split). The weight half: c_proj's, c_fc's and
+ * ln_2's gradients from g; it reads no parameter. */
 plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r,
-                                     const float *dy, float *dr) {
+                                     const float *dy, float *dr, bwd_part part, const block_grads *g) {
     const plait_model_desc *d = m->desc;
     const int32_t l = layer - 1;
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
     block_acts *a = &s->blocks[l];
-    DATA(ln_w, desc_block_param(d, l, BP_LN2_W), layer);
-    DATA(w_fc, desc_block_param(d, l, BP_FC_W), layer);
-    DATA(w_proj, desc_block_param(d, l, BP_MPROJ_W), layer);
-    GRAD(g_ln_w, desc_block_param(d, l, BP_LN2_W), layer);
-    GRAD(g_ln_b, desc_block_param(d, l, BP_LN2_B), layer);
-    GRAD(g_fc_w, desc_block_param(d, l, BP_FC_W), layer);
-    GRAD(g_fc_b, desc_block_param(d, l, BP_FC_B), layer);
-    GRAD(g_proj_w, desc_block_param(d, l, BP_MPROJ_W), layer);
-    GRAD(g_proj_b, desc_block_param(d, l, BP_MPROJ_B), layer);
-
-    m->k->matmul_backward(m->s_dfc, g_proj_w, g_proj_b, dy, a->fcg, w_proj, BT, F, C);
-    m->k->gelu_backward(m->s_dfc, a->fch, m->s_dfc, (size_t)(BT * F));
-    m->k->matmul_backward(m->s_dln, g_fc_w, g_fc_b, m->s_dfc, a->ln2, w_fc, BT, C, F);
-    if (m->tp_ops) {
-        plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
-        if (st != PLAIT_OK)
-            return plait_model_tp_error(m, st, "all-reduce of the gradient before mlp.c_fc",
-                                        layer);
+    if (part & BWD_INPUT) {
+        DATA(ln_w, desc_block_param(d, l, BP_LN2_W), layer);
+        DATA(w_fc, desc_block_param(d, l, BP_FC_W), layer);
+        DATA(w_proj, desc_block_param(d, l, BP_MPROJ_W), layer);
+        m->k->matmul_backward(m->s_dfc, NULL, NULL, dy, a->fcg, w_proj, BT, F, C);
+        m->k->gelu_backward(m->s_dfc, a->fch, m->s_dfc, (size_t)(BT * F));
+        m->k->matmul_backward(m->s_dln, NULL, NULL, m->s_dfc, a->ln2, w_fc, BT, C, F);
+        if (m->tp_ops) {
+            plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
+            if (st != PLAIT_OK)
+                return plait_model_tp_error(m, st, "all-reduce of the gradient before mlp.c_fc", layer);
+        }
+        plait_model_keep(m, g->dfch, m->s_dfc, (size_t)(BT * F));
+        plait_model_keep(m, g->dln2, m->s_dln, (size_t)(BT * C));
+        plait_model_keep(m, g->dy, dy, (size_t)(BT * C));
+        m->k->copy(dr, dy, (size_t)(BT * C));
+        m->k->layernorm_backward(dr, NULL, NULL, m->s_dln, r, ln_w, a->ln2_mean, a->ln2_rstd, BT, C);
     }
-    m->k->copy(dr, dy, (size_t)(BT * C));
-    m->k->layernorm_backward(dr, g_ln_w, g_ln_b, m->s_dln, r, ln_w, a->ln2_mean, a->ln2_rstd,
-                               BT, C);
+    if (part & BWD_WEIGHT) {
+        GRAD(g_ln_w, desc_block_param(d, l, BP_LN2_W), layer);
+        GRAD(g_ln_b, desc_block_param(d, l, BP_LN2_B), layer);
+        GRAD(g_fc_w, desc_block_param(d, l, BP_FC_W), layer);
+        GRAD(g_fc_b, desc_block_param(d, l, BP_FC_B), layer);
+        GRAD(g_proj_w, desc_block_param(d, l, BP_MPROJ_W), layer);
+        GRAD(g_proj_b, desc_block_param(d, l, BP_MPROJ_B), layer);
+        m->k->matmul_backward(NULL, g_proj_w, g_proj_b, g->dy, a->fcg, NULL, BT, F, C);
+        m->k->matmul_backward(NULL, g_fc_w, g_fc_b, g->dfch, a->ln2, NULL, BT, C, F);
+        m->k->layernorm_backward(NULL, g_ln_w, g_ln_b, g->dln2, r, NULL, a->ln2_mean, a->ln2_rstd, BT, C);
+    }
     return PLAIT_OK;
 }

@@ -93,6 +93,10 @@ typedef struct plait_model_layout {
     int32_t stage;              /* this rank's pipeline stage */
     plait_param_set *params;    /* local params; data/grad read at each call */
     int32_t max_slots;          /* activation slots to allow (>= 1) */
+    /* The schedule splits backwards (plait_model_backward_input/_weight):
+     * each slot then keeps, per block, the gradients its weight half reads
+     * (with recompute none mostly in buffers the input half leaves dead). */
+    int split_backward;
 } plait_model_layout;
 
 /* Build the local model: the layers with layer_stage == stage. Allocates
@@ -126,6 +130,15 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
  * slot, accumulates (+=) into its parameters' grads, writes the gradient of
  * its input. The head starts from the loss. */
 plait_status plait_model_backward_layer(plait_model *m, int32_t layer, int32_t slot);
+/* The same backward in two halves (zero-bubble schedules; a model created
+ * with split_backward): backward_input writes the gradient of the layer's
+ * input, as backward_layer does, and keeps in the slot what the other half
+ * reads; backward_weight, later, accumulates the parameters' gradients
+ * (reading no parameter). The pair gives backward_layer's bits. Between
+ * them the slot's layer may not run forward again, nor either half twice
+ * (PLAIT_ERR_INVALID_ARG); other layers and slots may run. */
+plait_status plait_model_backward_input(plait_model *m, int32_t layer, int32_t slot);
+plait_status plait_model_backward_weight(plait_model *m, int32_t layer, int32_t slot);
 
 /* Σ token losses of the slot's last head forward (valid on the head's rank;
  * 0 before any forward with targets). Targets < 0 mark positions without

@@ -78,6 +78,31 @@ typedef struct block_acts {
     float *fch, *fcg;                 /* c_fc output, and after GELU */
 } block_acts;
 
+/* Which part of a layer's backward to run (plait_model_backward_input /
+ * _weight, or both: plait_model_backward_layer). */
+typedef enum bwd_part {
+    BWD_INPUT = 1,  /* the gradient of the layer's input */
+    BWD_WEIGHT = 2, /* its parameters' gradients */
+    BWD_ALL = 3
+} bwd_part;
+
+/* What a block's weight half reads and its input half computes: the
+ * gradients at the outputs of its parameterised operations. Under a split
+ * backward each slot keeps them per block from the input half to the
+ * weight half: where the slot holds a buffer that is dead after the input
+ * half (recompute none: c_attn's output for dqkv, c_fc's for dfch, the
+ * attention probabilities for dres2 and dln1 when large enough) the
+ * gradient lives there, the rest in the slot's own stash. In one pass they
+ * point at the backward scratch. */
+typedef struct block_grads {
+    float *dy;    /* gradient of the block's output = mlp.c_proj's [BT,C] */
+    float *dfch;  /* of c_fc's output, through the GELU [BT,Fl] */
+    float *dln2;  /* of ln_2's output, TP-reduced [BT,C] */
+    float *dres2; /* of res2 = attn.c_proj's output [BT,C] (GPT) */
+    float *dqkv;  /* of c_attn's output [BT,3Cl] (GPT) */
+    float *dln1;  /* of ln_1's output, TP-reduced [BT,C] (GPT) */
+} block_grads;
+
 typedef struct model_slot {
     int allocated;
     int ranged;                       /* holds only layers first..last (plait_model_slot_layers) */
@@ -90,6 +115,12 @@ typedef struct model_slot {
     float *gbuf[2];                   /* boundary gradients, by layer parity */
     block_acts *blocks;               /* [n_layer], by block index */
     float *lnf, *lnf_mean, *lnf_rstd, *logits, *lse, *sumexp, *losses;
+    /* split backward: per block (by block index), the head's ln_f output
+     * gradient, and which layers' weight halves are due (0/1 per layer);
+     * the head's weight half reads the logits' gradient from `logits` */
+    block_grads *wg;
+    float *head_dln;
+    uint8_t *weight_due;
 } model_slot;
 
 struct plait_model {
@@ -108,6 +139,7 @@ struct plait_model {
     int64_t Vl, vocab_start, vocab_valid; /* local vocabulary rows */
     float loss_scale;
     int32_t max_slots;
+    int split;                        /* the backward runs in two halves (zero-bubble schedules) */
     model_slot *slots;
     /* shared scratch for backward, allocated on first use */
     float *scratch;
@@ -135,13 +167,22 @@ float *plait_model_pgrad(plait_model *m, int32_t gi, int32_t layer);
     if (!var) return PLAIT_ERR_INVALID_ARG
 
 plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *what, int32_t layer);
+/* Copy n floats from src to dst unless they are the same buffer (the
+ * weight half's inputs: kept in the slot under a split backward, read in
+ * place from the scratch in one pass). */
+static inline void plait_model_keep(plait_model *m, float *dst, const float *src, size_t n) {
+    if (dst != src) m->k->copy(dst, src, n);
+}
 
-/* Layer bodies (gpt_layers.c, mlp.c). `s` is an allocated slot. */
+/* Layer bodies (gpt_layers.c, mlp.c). `s` is an allocated slot. A
+ * backward runs `part` of the layer (bwd_part); the weight half reads what
+ * the input half left in `g` (the slot's stash under a split backward, the
+ * scratch in one pass). */
 plait_status plait_gpt_embedding_forward(plait_model *m, model_slot *s);
 plait_status plait_gpt_embedding_backward(plait_model *m, model_slot *s);
 plait_status plait_gpt_attention_forward(plait_model *m, model_slot *s, int32_t layer, const float *x);
 plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x,
-                                    float *dx);
+                                          float *dx, bwd_part part, const block_grads *g);
 plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r,
                               float *y);
 /* The MLP half's forward up to the GELU (ln_2, c_fc, GELU into the block's
@@ -149,9 +190,9 @@ plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer
 plait_status plait_mlp_half_forward_act(plait_model *m, model_slot *s, int32_t layer,
                                         const float *r);
 plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r,
-                               const float *dy, float *dr);
+                                     const float *dy, float *dr, bwd_part part, const block_grads *g);
 plait_status plait_gpt_head_forward(plait_model *m, model_slot *s);
-plait_status plait_gpt_head_backward(plait_model *m, model_slot *s);
+plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part part, float *dln);
 
 /* ---- recompute (recompute.c) ----------------------------------------------- */
 
@@ -166,7 +207,8 @@ void plait_recompute_share(plait_model *m, block_acts *a);
 int plait_recompute_keeps(const plait_model *m, size_t which);
 /* Before the backward of block `layer` of slot s: recompute into the
  * shared buffers what the mode dropped, from what the slot kept, with the
- * forward's own kernels on the same inputs (so bit-identical). */
-plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer);
+ * forward's own kernels on the same inputs (so bit-identical). With
+ * weights_only, only what the weight half of a split backward reads. */
+plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer, int weights_only);
 
 #endif

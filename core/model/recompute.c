@@ -100,11 +100,12 @@ void plait_recompute_share(plait_model *m, block_acts *a) {
             *part_ptr(a, parts[i].field) = *part_ptr(&m->rc, parts[i].field);
 }
 
-plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer) {
+plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer, int weights_only) {
     block_acts *a = &s->blocks[layer - 1];
     switch (m->desc->recompute) {
     case PLAIT_RECOMPUTE_SELECTIVE:
-        if (m->desc->is_gpt)
+        /* the weight half reads the GELU's output, not the probabilities */
+        if (m->desc->is_gpt && !weights_only)
             m->k->attention_probs(a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
         m->k->gelu_forward(a->fcg, a->fch, (size_t)(m->B * m->T * m->Fl));
         return PLAIT_OK;

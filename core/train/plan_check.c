@@ -196,11 +196,29 @@ static int check_schedule(const plait_plan_set *ps, char *why, size_t cap) {
             for (int mb = 0; mb < r->micro_batches; mb++) {
                 int nf = count_instr(r, PLAIT_INSTR_FORWARD, c, mb), nb = count_instr(r, PLAIT_INSTR_BACKWARD, c, mb);
                 long f = find_instr(r, PLAIT_INSTR_FORWARD, c, mb), b = find_instr(r, PLAIT_INSTR_BACKWARD, c, mb);
+                /* a split backward: its input half stands for the backward
+                 * (the gradient it sends), its weight half must follow */
+                int ni = count_instr(r, PLAIT_INSTR_BACKWARD_INPUT, c, mb);
+                int nw = count_instr(r, PLAIT_INSTR_BACKWARD_WEIGHT, c, mb);
+                long w = find_instr(r, PLAIT_INSTR_BACKWARD_WEIGHT, c, mb);
+                if (nb == 0 && ni == 1 && nw == 1) {
+                    b = find_instr(r, PLAIT_INSTR_BACKWARD_INPUT, c, mb);
+                    if (w < b)
+                        return snprintf(why, cap, "rank %d (pp %d): chunk %d micro-batch %d computes its weight "
+                                        "gradients before its input gradient", a, r->pp_rank, c, mb), -1;
+                    nb = 1;
+                } else if (ni || nw) {
+                    return snprintf(why, cap, "rank %d (pp %d): chunk %d micro-batch %d has %d backwards, %d input "
+                                    "halves and %d weight halves (one backward, or one of each half)", a,
+                                    r->pp_rank, c, mb, nb, ni, nw), -1;
+                } else {
+                    w = b;
+                }
                 if (nf != 1 || nb != 1 || b < f)
                     return snprintf(why, cap, "rank %d (pp %d): chunk %d micro-batch %d has %d forwards and %d "
                                     "backwards%s", a, r->pp_rank, c, mb, nf, nb,
                                     nf == 1 && nb == 1 ? ", the backward first" : ""), -1;
-                if (b > last_bwd) last_bwd = b;
+                if (w > last_bwd) last_bwd = w;
                 long ra = find_instr(r, PLAIT_INSTR_RECV_ACT, c, mb), sa = find_instr(r, PLAIT_INSTR_SEND_ACT, c, mb);
                 long rg = find_instr(r, PLAIT_INSTR_RECV_GRAD, c, mb), sg = find_instr(r, PLAIT_INSTR_SEND_GRAD, c, mb);
                 const char *bad = NULL;
@@ -221,7 +239,8 @@ static int check_schedule(const plait_plan_set *ps, char *why, size_t cap) {
             const plait_instr *in = &r->schedule[i];
             if (in->op == PLAIT_INSTR_REDUCE_GRADS) red = (long)i, n_red++;
             if (in->op == PLAIT_INSTR_OPTIM_STEP) opt = (long)i, n_opt++;
-            if ((in->op == PLAIT_INSTR_FORWARD || in->op == PLAIT_INSTR_BACKWARD) &&
+            if ((in->op == PLAIT_INSTR_FORWARD || in->op == PLAIT_INSTR_BACKWARD ||
+                 in->op == PLAIT_INSTR_BACKWARD_INPUT || in->op == PLAIT_INSTR_BACKWARD_WEIGHT) &&
                 (in->chunk >= r->chunks || in->mb < 0 || in->mb >= r->micro_batches))
                 return snprintf(why, cap, "rank %d: instruction %zu names chunk %d micro-batch %d (it has %d chunks, "
                                 "%d micro-batches)", a, i, in->chunk, in->mb, r->chunks, r->micro_batches), -1;

@@ -87,6 +87,7 @@ typedef struct plait_step_exec {
     int32_t n_slots_used;
     uint8_t *slot_busy;
     int32_t max_slots;
+    int split_backward;       /* the schedule splits backwards: a slot is released after its weight half */
     plait_request **send_req; /* [max_slots * 2] pending sends per slot (act, grad) */
     int32_t *tokens, *targets;
     /* The one buffer the step's closing all-reduce sums (global_loss): the
@@ -107,7 +108,8 @@ typedef struct plait_run {
     plait_config *cfg;
     int deterministic;
     /* [run] debug_compute_sleep_ms in seconds: each FORWARD of a chunk also
-     * sleeps this long, each BACKWARD twice (tests of the measured bubble) */
+     * sleeps this long, each BACKWARD twice, each half of a split backward
+     * once (tests of the measured bubble) */
     double debug_sleep_s;
     int64_t steps;            /* [run] steps */
     int64_t step;             /* next step to run (0-based) */

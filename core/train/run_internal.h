@@ -29,6 +29,14 @@ plait_status plait_run_prefill_plan(plait_run *run);
  * run->plan, run->stage and the local chunks' layer ranges. */
 plait_status plait_run_load_parallel(plait_run *run);
 
+/* 1 if the plan's schedule splits backwards into input and weight halves
+ * (PLAIT_INSTR_BACKWARD_INPUT: zero-bubble schedules). */
+int plait_plan_splits_backward(const plait_plan *plan);
+/* A split backward runs the device's backward kernels in halves (SDK 1.6,
+ * plait/kernels.h): refused, naming the plugin, on a device plugin that
+ * declares an older minor. */
+plait_status plait_run_check_split_device(void);
+
 /* The step executor's state (run_step.c): allocate for the run's plan and
  * batch; close is safe on a zeroed struct. */
 plait_status plait_step_exec_open(plait_run *run);

@@ -163,9 +163,12 @@ plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run
     /* Core-owned parameters are filled here; an optimizer owning them fills
      * its shards in materialize() from the same source. */
     if (st == PLAIT_OK && run->params.data_flat) st = plait_run_source_fill_params(run, &source);
+    int split = plait_plan_splits_backward(&run->layout.plan);
+    if (st == PLAIT_OK && split) st = plait_run_check_split_device();
     if (st == PLAIT_OK) {
         plait_model_layout layout = {.plan = &run->layout.plan, .stage = run->layout.stage, .params = &run->params.set,
-                                     .max_slots = run->layout.plan.chunks * run->layout.plan.micro_batches};
+                                     .max_slots = run->layout.plan.chunks * run->layout.plan.micro_batches,
+                                     .split_backward = split};
         st = plait_model_create(run->model.desc, &layout, &run->model.instance);
     }
     if (st == PLAIT_OK) st = create_optim(run, &source.source);

@@ -146,9 +146,27 @@ static plait_status pp_send(plait_run *run, int32_t slot, int k, const float *bu
 
 /* ---- the executor's state ----------------------------------------------- */
 
+int plait_plan_splits_backward(const plait_plan *plan) {
+    for (size_t i = 0; i < plan->n_instr; i++)
+        if (plan->schedule[i].op == PLAIT_INSTR_BACKWARD_INPUT) return 1;
+    return 0;
+}
+
+plait_status plait_run_check_split_device(void) {
+    const plait_plugin_desc *d = plait_device_desc_open();
+    if (!d || d->abi_minor >= 6) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_ABI,
+                           "the pipeline schedule splits each backward into input and weight halves, which "
+                           "calls the device's backward kernels with one half's outputs NULL (plait ABI 1.6), "
+                           "but device plugin '%s' declares ABI %u.%u; use a schedule without the split "
+                           "([parallel.pp] schedule = 1f1b) or a device plugin built for 1.6",
+                           d->name, (unsigned)d->abi_major, (unsigned)d->abi_minor);
+}
+
 plait_status plait_step_exec_open(plait_run *run) {
     plait_step_exec *e = &run->exec;
     e->max_slots = run->layout.plan.chunks * run->layout.plan.micro_batches;
+    e->split_backward = plait_plan_splits_backward(&run->layout.plan);
     int64_t n_global = run->layout.batch.global_batch / run->layout.batch.micro_batch;
     size_t bt = (size_t)run->layout.batch.micro_batch * (size_t)run->model.block_size;
     e->slot_of = malloc(sizeof(int32_t) * (size_t)e->max_slots);
@@ -255,29 +273,63 @@ static plait_status fold_grads(plait_run *run, int32_t layer, int32_t mb) {
     return PLAIT_OK;
 }
 
-static plait_status backward_chunk(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
+/* The input half of a split backward needs the layer's parameters, not
+ * their gradients: the optimizer's forward hooks bracket it (ZeRO-3 gathers
+ * and releases them; plait/optim.h). */
+static plait_status backward_input_layer(plait_run *run, int32_t l, int32_t mb, int32_t slot, plait_step_timing *t) {
+    double t0 = now_s();
+    plait_status st = PLAIT_OK;
+    if (run->optim.ops->before_forward) st = run->optim.ops->before_forward(run->optim.state, l, mb);
+    double t1 = now_s();
+    if (st == PLAIT_OK) st = plait_model_backward_input(run->model.instance, l, slot);
+    double t2 = now_s();
+    if (st == PLAIT_OK && run->optim.ops->after_forward) st = run->optim.ops->after_forward(run->optim.state, l, mb);
+    t->comm_s += (t1 - t0) + (now_s() - t2);
+    return st;
+}
+
+/* The gradients of layer l's parameters for micro-batch mb: the whole
+ * backward (BACKWARD), or the weight half of a split one (BACKWARD_WEIGHT),
+ * between the optimizer's backward hooks, followed by the parallel plugin's
+ * gradient-ready call. */
+static plait_status backward_grads_layer(plait_run *run, int32_t l, int32_t mb, int32_t slot, int weight_half,
+                                         plait_step_timing *t) {
+    int last = mb == run->layout.plan.micro_batches - 1;
+    double t0 = now_s();
+    plait_status st = PLAIT_OK;
+    if (run->optim.ops->before_backward) st = run->optim.ops->before_backward(run->optim.state, l, mb);
+    double t1 = now_s();
+    if (st == PLAIT_OK && run->params.tree) redirect_grads(run, l, 1);
+    if (st == PLAIT_OK)
+        st = weight_half ? plait_model_backward_weight(run->model.instance, l, slot)
+                         : plait_model_backward_layer(run->model.instance, l, slot);
+    if (run->params.tree) {
+        redirect_grads(run, l, 0);
+        if (st == PLAIT_OK) st = fold_grads(run, l, mb);
+    }
+    double t2 = now_s();
+    if (st == PLAIT_OK && run->optim.ops->after_backward) st = run->optim.ops->after_backward(run->optim.state, l, mb, last);
+    if (st == PLAIT_OK && run->parallel.ops->grads_ready) st = run->parallel.ops->grads_ready(run->parallel.state, l, mb, last);
+    t->comm_s += (t1 - t0) + (now_s() - t2);
+    return st;
+}
+
+/* BACKWARD, BACKWARD_INPUT or BACKWARD_WEIGHT of (chunk, mb), layers last
+ * to first. */
+static plait_status backward_chunk(plait_run *run, plait_instr_op op, int32_t chunk, int32_t mb, plait_step_timing *t) {
     int32_t slot;
     plait_status st = get_slot(run, chunk, mb, &slot);
-    int last = mb == run->layout.plan.micro_batches - 1;
     for (int32_t l = run->layout.last_layer[chunk]; st == PLAIT_OK && l >= run->layout.first_layer[chunk]; l--) {
         if (run->exec.on_layer) run->exec.on_layer(run->exec.on_layer_ctx, 1, l, mb);
-        double t0 = now_s();
-        if (run->optim.ops->before_backward) st = run->optim.ops->before_backward(run->optim.state, l, mb);
-        double t1 = now_s();
-        if (st == PLAIT_OK && run->params.tree) redirect_grads(run, l, 1);
-        if (st == PLAIT_OK) st = plait_model_backward_layer(run->model.instance, l, slot);
-        if (run->params.tree) {
-            redirect_grads(run, l, 0);
-            if (st == PLAIT_OK) st = fold_grads(run, l, mb);
-        }
-        double t2 = now_s();
-        if (st == PLAIT_OK && run->optim.ops->after_backward) st = run->optim.ops->after_backward(run->optim.state, l, mb, last);
-        if (st == PLAIT_OK && run->parallel.ops->grads_ready) st = run->parallel.ops->grads_ready(run->parallel.state, l, mb, last);
-        t->comm_s += (t1 - t0) + (now_s() - t2);
+        st = op == PLAIT_INSTR_BACKWARD_INPUT
+                 ? backward_input_layer(run, l, mb, slot, t)
+                 : backward_grads_layer(run, l, mb, slot, op == PLAIT_INSTR_BACKWARD_WEIGHT, t);
     }
-    if (st == PLAIT_OK) debug_sleep(run, 2, t);
-    /* A chunk that sends its input gradient keeps the slot until SEND_GRAD. */
-    if (run->layout.first_layer[chunk] == 0) release_slot(run, chunk, mb);
+    if (st == PLAIT_OK) debug_sleep(run, op == PLAIT_INSTR_BACKWARD ? 2 : 1, t);
+    /* A chunk that sends its input gradient keeps the slot until SEND_GRAD,
+     * a split one until its weight half. */
+    if (op == PLAIT_INSTR_BACKWARD_WEIGHT || (op == PLAIT_INSTR_BACKWARD && run->layout.first_layer[chunk] == 0))
+        release_slot(run, chunk, mb);
     return st;
 }
 
@@ -368,7 +420,9 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
             if (st == PLAIT_OK && !train && run->layout.last_layer[c] == run->model.spec->n_layers - 1) release_slot(run, c, mb);
             break;
         case PLAIT_INSTR_BACKWARD:
-            if (train) st = backward_chunk(run, c, mb, t);
+        case PLAIT_INSTR_BACKWARD_INPUT:
+        case PLAIT_INSTR_BACKWARD_WEIGHT:
+            if (train) st = backward_chunk(run, (plait_instr_op)in->op, c, mb, t);
             break;
         case PLAIT_INSTR_RECV_ACT: {
             int32_t b = run->layout.first_layer[c] - 1;
@@ -403,7 +457,7 @@ plait_status plait_run_execute(plait_run *run, int split, int64_t step, int trai
             if (st == PLAIT_OK)
                 st = pp_send(run, slot, 1, plait_model_boundary_grad(run->model.instance, slot, b), stage_of(run, b),
                              pp_tag(1, b, mb), "pipeline gradient", t);
-            release_slot(run, c, mb);
+            if (!run->exec.split_backward) release_slot(run, c, mb);
             break;
         }
         case PLAIT_INSTR_REDUCE_GRADS:

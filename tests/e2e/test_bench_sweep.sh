@@ -13,7 +13,7 @@
 # and exits non-zero.
 source "$(dirname "$0")/lib.sh"
 W=$E2E_WORK
-rm -rf "$W/rep" "$W/three"* "$W/five"* "$W/max"*
+rm -rf "$W/rep" "$W/three"* "$W/five"* "$W/max"* "$W/zb"*
 sweep() { "$PLAIT_BIN" bench sweep "$CFG" --steps 2 --warmup 1 "$@"; }
 
 sweep -n 2 --report "$W/rep" >"$W/sweep.out" 2>"$W/sweep.err" || { cat "$W/sweep.out" "$W/sweep.err"; fail "sweep of 2 ranks"; }
@@ -108,6 +108,14 @@ if "$PLAIT_BIN" plan "$CFG" -n 2 --mem-limit 1 >"$W/plan1.out" 2>&1; then fail "
 sweep -n 2 --max-minutes 0.0001 --csv "$W/max.csv" >"$W/max.out" 2>"$W/max.err" || fail "max-minutes sweep: $(cat "$W/max.err")"
 [ "$(awk 'NR > 1' "$W/max.csv" | wc -l)" -eq 1 ] || fail "--max-minutes ran more than one layout"
 [ "$(grep -c '^# not measured: .*--max-minutes' "$W/max.out")" -eq 4 ] || fail "the others are not listed: $(cat "$W/max.out")"
+
+# the zero-bubble schedule, named: planned with its own bubble and measured
+"$PLAIT_BIN" plan "$CFG" -n 2 --dp 1 --tp 1 --pp 2 --schedule 1f1b,zb1 >"$W/planzb.out" 2>&1 ||
+  fail "plait plan --schedule zb1: $(cat "$W/planzb.out")"
+grep -q "^  [12] .*dp1 tp1 pp2 zb1 mb1 adam" "$W/planzb.out" || fail "plait plan lists no zb1 layout: $(cat "$W/planzb.out")"
+sweep -n 2 --dp 1 --tp 1 --pp 2 --schedule zb1 --csv "$W/zb.csv" >"$W/zb.out" 2>"$W/zb.err" || fail "sweep of zb1: $(cat "$W/zb.err")"
+[ "$(awk -F, 'NR > 1 && $11 == "ok" { print $1 }' "$W/zb.csv")" = "dp1 tp1 pp2 zb1 mb1 adam" ] ||
+  fail "the zb1 sweep did not measure its layout: $(cat "$W/zb.csv")"
 
 # 5 ranks: nothing is valid
 if sweep -n 5 --csv "$W/five.csv" >"$W/five.out" 2>"$W/five.err"; then fail "an all-invalid sweep exited 0"; fi

@@ -5,11 +5,13 @@
 # stage's busy time), the measured idle share (bubble_measured, the mean over
 # stages of idle / span) and the schedule's formula (bubble_formula:
 # (p-1)/(m+p-1) for gpipe and 1f1b, (p-1)/(v*m+p-1) for interleaved with
-# m >= p); rank 0 ends with the measured share beside the formula.
+# m >= p, (p-1)/(3m+p-1) for zb1); rank 0 ends with the measured share
+# beside the formula.
 #
 # The measured share is checked against the formula: [run]
 # debug_compute_sleep_ms = F makes every FORWARD of a chunk take F ms more
-# and every BACKWARD 2F, asleep, so 4 ranks on 2 busy cores do not contend
+# and every BACKWARD 2F (each half of zb1's split backward F), asleep, so
+# 4 ranks on 2 busy cores do not contend
 # and the schedule's timing dominates. The formula is what tests/pp's
 # simulator measures for these lists (idle = (p-1) + (v-1)·max(0, p-m)
 # chunk-steps, checked there for tF:tB = 1:2 among others); the tolerance
@@ -21,7 +23,10 @@
 # stage s where GPipe holds all m, so every stage's activations are smaller
 # under 1F1B; the interleaved schedule holds at most p - s + (v-1)p
 # chunk-micro-batches of half a stage each (8 x 1/2 < 8 at s = 0), also
-# below GPipe.
+# below GPipe. zb1 holds p micro-batches on every stage, as many as 1F1B's
+# stage 0 (p/(p-s) times 1F1B's on stage s), each with two residual-stream
+# gradients per block more for the weight halves: per micro-batch held, a
+# stage's activations stay within 20% of 1F1B's.
 source "$(dirname "$0")/lib.sh"
 SLEEP_MS=40 TOL=0.03 STEPS=6
 B="run.steps=$STEPS parallel.plugin=hybrid parallel.pp=4 data.micro_batch=1 model.n_layer=6"
@@ -29,6 +34,7 @@ B="$B run.debug_compute_sleep_ms=$SLEEP_MS"
 train gpipe $B parallel.pp.schedule=gpipe
 train 1f1b  $B parallel.pp.schedule=1f1b
 train inter $B parallel.pp.schedule=interleaved parallel.pp.virtual_stages=2
+train zb1   $B parallel.pp.schedule=zb1
 
 # near NAME WHAT GOT WANT: |GOT - WANT| <= TOL (shares as fractions).
 near() {
@@ -71,6 +77,7 @@ check() { # NAME FORMULA-VALUE FORMULA-TEXT
 check gpipe 0.272727 "gpipe m=8: bubble \(p-1\)/\(m\+p-1\) = 27.3%"
 check 1f1b  0.272727 "1f1b m=8: bubble \(p-1\)/\(m\+p-1\) = 27.3%"
 check inter 0.157895 "interleaved v=2 m=8: bubble \(p-1\)/\(v\*m\+p-1\) = 15.8%"
+check zb1   0.111111 "zb1 m=8: bubble \(p-1\)/\(3m\+p-1\) = 11.1%"
 for s in 0 1 2 3; do
   g=$(mem gpipe $s activation_bytes) f=$(mem 1f1b $s activation_bytes)
   [ "$f" -lt "$g" ] || fail "stage $s: 1F1B holds $f activation bytes, GPipe $g"
@@ -78,4 +85,10 @@ for s in 0 1 2 3; do
     fail "stage $s: interleaved holds $(mem inter $s activation_bytes) activation bytes, GPipe $g"
   echo "stage $s activations: gpipe $g B, 1f1b $f B, interleaved $(mem inter $s activation_bytes) B"
 done
-echo "pp bubble OK: measured $(median gpipe bubble_measured) / $(median 1f1b bubble_measured) / $(median inter bubble_measured) (gpipe / 1f1b / interleaved)"
+for s in 0 1 2 3; do
+  z=$(mem zb1 $s activation_bytes) f=$(mem 1f1b $s activation_bytes)
+  awk -v z="$z" -v f="$f" -v s="$s" 'BEGIN { exit !(z / 4 <= 1.2 * f / (4 - s)) }' ||
+    fail "stage $s: zb1 holds $z activation bytes for 4 micro-batches, 1F1B $f for $((4 - s))"
+  echo "stage $s activations: 1f1b $f B ($((4 - s)) micro-batches), zb1 $z B (4)"
+done
+echo "pp bubble OK: measured $(median gpipe bubble_measured) / $(median 1f1b bubble_measured) / $(median inter bubble_measured) / $(median zb1 bubble_measured) (gpipe / 1f1b / interleaved / zb1)"

@@ -107,7 +107,8 @@ int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harn
     h->set.data_flat = h->data;
     h->set.grad_flat = h->grad;
     harness_zero_grads(h);
-    plait_model_layout lay = {&h->plan, o->stage, &h->set, o->max_slots > 0 ? o->max_slots : 1};
+    plait_model_layout lay = {&h->plan, o->stage, &h->set, o->max_slots > 0 ? o->max_slots : 1,
+                              o->split_backward};
     if (plait_model_create(h->desc, &lay, &h->model) != PLAIT_OK) return fail("create");
     return 0;
 }
@@ -160,4 +161,48 @@ void harness_tokens(int32_t *dst, size_t n, int32_t V, uint32_t seed) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         dst[i] = (int32_t)((s >> 33) % (uint64_t)V);
     }
+}
+
+int harness_trace_run(const char *ini, int32_t micro_batch, const harness_opts *o, harness_trace *t) {
+    harness h;
+    if (harness_init_ex(&h, ini, micro_batch, o) != 0) return -1;
+    const size_t n = (size_t)h.B * (size_t)h.T;
+    const int32_t slots = o->max_slots > 0 ? o->max_slots : 1, L = h.spec->n_layers;
+    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
+    t->numel = h.set.numel;
+    t->loss = malloc((size_t)t->steps * (size_t)slots * sizeof *t->loss);
+    t->grads = malloc((size_t)t->steps * t->numel * sizeof(float));
+    plait_status st = tok && tgt && t->loss && t->grads && !h.on_device ? PLAIT_OK : PLAIT_ERR_NO_MEMORY;
+    for (int step = 0; st == PLAIT_OK && step < t->steps; step++) {
+        harness_zero_grads(&h);
+        for (int32_t s = 0; st == PLAIT_OK && s < slots; s++) {
+            harness_tokens(tok, n, h.V, (uint32_t)(100 * step + 2 * s));
+            harness_tokens(tgt, n, h.V, (uint32_t)(100 * step + 2 * s + 1));
+            st = plait_model_set_batch(h.model, s, tok, tgt);
+            for (int32_t l = 0; st == PLAIT_OK && l < L; l++) st = plait_model_forward_layer(h.model, l, s);
+            t->loss[step * slots + s] = plait_model_loss_sum(h.model, s);
+        }
+        for (int32_t s = slots - 1; st == PLAIT_OK && s >= 0; s--)
+            for (int32_t l = L - 1; st == PLAIT_OK && l >= 0; l--)
+                st = o->split_backward ? plait_model_backward_input(h.model, l, s)
+                                       : plait_model_backward_layer(h.model, l, s);
+        for (int32_t s = slots - 1; o->split_backward && st == PLAIT_OK && s >= 0; s--)
+            for (int32_t l = L - 1; st == PLAIT_OK && l >= 0; l--) st = plait_model_backward_weight(h.model, l, s);
+        if (st != PLAIT_OK) break;
+        memcpy(t->grads + (size_t)step * t->numel, h.grad, t->numel * sizeof(float));
+        for (size_t i = 0; i < t->numel; i++) h.data[i] -= 0.05f * h.grad[i];
+    }
+    if (st != PLAIT_OK) fprintf(stderr, "harness_trace_run: %s\n", plait_last_error());
+    t->act_bytes = plait_model_activation_bytes(h.model);
+    free(tok);
+    free(tgt);
+    harness_free(&h);
+    return st == PLAIT_OK ? 0 : -1;
+}
+
+void harness_trace_free(harness_trace *t) {
+    free(t->loss);
+    free(t->grads);
+    t->loss = NULL;
+    t->grads = NULL;
 }

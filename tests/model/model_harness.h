@@ -44,6 +44,7 @@ typedef struct harness_opts {
     const int32_t *layer_stage; /* NULL: every layer on stage 0 */
     int32_t stage;
     int32_t max_slots;          /* 0 = 1 */
+    int split_backward;         /* plait_model_layout.split_backward */
 } harness_opts;
 int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harness_opts *o);
 void harness_free(harness *h);
@@ -57,6 +58,24 @@ void harness_zero_grads(harness *h);
 plait_status harness_step(harness *h, const int32_t *tokens, const int32_t *targets);
 /* Forward only. */
 plait_status harness_forward(harness *h, const int32_t *tokens, const int32_t *targets);
+
+/* `steps` steps of plain SGD (lr 0.05, so every step sees new parameters)
+ * with o->max_slots micro-batches in flight the way a pipeline interleaves
+ * them: the forwards of slots 0, 1, ..., then the backwards last slot
+ * first (with o->split_backward: every slot's input halves, then the
+ * weight halves in the same order, so gradients accumulate in the same
+ * order). Records each slot's loss sum (loss[step * slots + slot]) and the
+ * gradients after each step ([steps][numel]), and the activation bytes at
+ * the end. Host memory only. Returns 0, or -1 after printing the error. */
+typedef struct harness_trace {
+    int steps;        /* set by the caller */
+    double *loss;
+    float *grads;
+    size_t numel;
+    uint64_t act_bytes;
+} harness_trace;
+int harness_trace_run(const char *ini, int32_t micro_batch, const harness_opts *o, harness_trace *t);
+void harness_trace_free(harness_trace *t);
 
 /* Deterministic pseudo-random tokens in [0, V). */
 void harness_tokens(int32_t *dst, size_t n, int32_t V, uint32_t seed);

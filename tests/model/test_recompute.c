@@ -24,59 +24,23 @@
 
 static const char *const modes[] = {"none", "selective", "full"};
 
-typedef struct trace {
-    double loss[STEPS][SLOTS];
-    float *grads; /* [STEPS][numel] */
-    size_t numel;
-    uint64_t act_bytes;
-} trace;
-
-static void run(const char *arch_ini, const char *mode, trace *t) {
+static void run(const char *arch_ini, const char *mode, harness_trace *t) {
     char ini[512];
     snprintf(ini, sizeof ini, "%s\nrecompute = %s\n", arch_ini, mode);
-    harness h;
     harness_opts o = {.tp = 1, .max_slots = SLOTS};
-    assert_int_equal(harness_init_ex(&h, ini, 2, &o), 0);
-    const size_t n = (size_t)h.B * (size_t)h.T;
-    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
-    assert_non_null(tok);
-    assert_non_null(tgt);
-    t->numel = h.set.numel;
-    t->grads = malloc(STEPS * t->numel * sizeof(float));
-    assert_non_null(t->grads);
-    const int32_t L = h.spec->n_layers;
-    for (int step = 0; step < STEPS; step++) {
-        harness_zero_grads(&h);
-        for (int32_t s = 0; s < SLOTS; s++) {
-            harness_tokens(tok, n, h.V, (uint32_t)(100 * step + 2 * s));
-            harness_tokens(tgt, n, h.V, (uint32_t)(100 * step + 2 * s + 1));
-            assert_int_equal(plait_model_set_batch(h.model, s, tok, tgt), PLAIT_OK);
-            for (int32_t l = 0; l < L; l++)
-                assert_int_equal(plait_model_forward_layer(h.model, l, s), PLAIT_OK);
-            t->loss[step][s] = plait_model_loss_sum(h.model, s);
-        }
-        for (int32_t s = SLOTS - 1; s >= 0; s--)
-            for (int32_t l = L - 1; l >= 0; l--)
-                assert_int_equal(plait_model_backward_layer(h.model, l, s), PLAIT_OK);
-        memcpy(t->grads + (size_t)step * t->numel, h.grad, t->numel * sizeof(float));
-        /* plain SGD, so every step sees new parameters */
-        for (size_t i = 0; i < t->numel; i++) h.data[i] -= 0.05f * h.grad[i];
-    }
-    t->act_bytes = plait_model_activation_bytes(h.model);
-    free(tok);
-    free(tgt);
-    harness_free(&h);
+    t->steps = STEPS;
+    assert_int_equal(harness_trace_run(ini, 2, &o, t), 0);
 }
 
 static void check_arch(const char *arch_ini, int is_gpt) {
-    trace t[3];
+    harness_trace t[3];
     for (int m = 0; m < 3; m++) run(arch_ini, modes[m], &t[m]);
     for (int m = 1; m < 3; m++) {
         for (int step = 0; step < STEPS; step++)
             for (int s = 0; s < SLOTS; s++)
-                if (t[m].loss[step][s] != t[0].loss[step][s])
+                if (t[m].loss[step * SLOTS + s] != t[0].loss[step * SLOTS + s])
                     fail_msg("recompute = %s: step %d slot %d loss %.17g, none %.17g", modes[m],
-                             step, s, t[m].loss[step][s], t[0].loss[step][s]);
+                             step, s, t[m].loss[step * SLOTS + s], t[0].loss[step * SLOTS + s]);
         assert_int_equal(t[m].numel, t[0].numel);
         size_t total = STEPS * t[0].numel;
         for (size_t i = 0; i < total; i++)
@@ -86,7 +50,7 @@ static void check_arch(const char *arch_ini, int is_gpt) {
                          (double)t[0].grads[i]);
     }
     /* the losses moved: the comparison covered changing parameters */
-    assert_true(t[0].loss[STEPS - 1][0] != t[0].loss[0][0]);
+    assert_true(t[0].loss[(STEPS - 1) * SLOTS] != t[0].loss[0]);
     /* memory: B=2, T=32, C=32, H=4, 2 blocks, 2 slots. Selective drops per
      * block and slot the probabilities (B·H·T² floats, GPT) and the GELU
      * output (B·T·4C) and adds one shared copy of each; full keeps nothing
@@ -99,7 +63,7 @@ static void check_arch(const char *arch_ini, int is_gpt) {
            (unsigned long long)t[2].act_bytes);
     assert_true(t[0].act_bytes - t[1].act_bytes >= (blocks - 1) * (att + gelu) * f);
     assert_true(t[1].act_bytes > t[2].act_bytes);
-    for (int m = 0; m < 3; m++) free(t[m].grads);
+    for (int m = 0; m < 3; m++) harness_trace_free(&t[m]);
 }
 
 static void test_gpt(void **state) {

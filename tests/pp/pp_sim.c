@@ -32,14 +32,16 @@ typedef struct sim {
     uint8_t *reduced, *stepped;
     /* per (stage, chunk, mb) */
     uint8_t *recv_act, *fwd, *sent_act, *recv_grad, *bwd, *sent_grad;
+    uint8_t *split, *wgt; /* BACKWARD_INPUT ran (the weight half is due); weights done */
     int64_t *fwd_start, *bwd_end, *act_taken, *grad_taken;
     link_queue *links; /* (src * p + dst) * 2 + kind */
 } sim;
 
 static const char *const op_names[] = {"?", "FORWARD", "BACKWARD", "RECV_ACT", "SEND_ACT",
-                                       "RECV_GRAD", "SEND_GRAD", "REDUCE_GRADS", "OPTIM_STEP"};
+                                       "RECV_GRAD", "SEND_GRAD", "REDUCE_GRADS", "OPTIM_STEP",
+                                       "BACKWARD_INPUT", "BACKWARD_WEIGHT"};
 
-const char *pp_sim_op_name(int op) { return op >= 1 && op <= 8 ? op_names[op] : "?"; }
+const char *pp_sim_op_name(int op) { return op >= 1 && op <= PLAIT_INSTR_BACKWARD_WEIGHT ? op_names[op] : "?"; }
 
 const char *pp_sim_verdict_name(pp_sim_verdict v) {
     static const char *const names[] = {"ok", "bad instruction", "dependency", "order",
@@ -119,7 +121,7 @@ static int step(sim *S, int32_t s) {
     char what[64];
     describe(in, what, sizeof what);
     int op = in->op;
-    if (op < PLAIT_INSTR_FORWARD || op > PLAIT_INSTR_OPTIM_STEP)
+    if (op < PLAIT_INSTR_FORWARD || op > PLAIT_INSTR_BACKWARD_WEIGHT)
         return report(S, PP_SIM_BAD_INSTR, "stage %d #%zu: unknown op %d", s, i, op);
     if (S->stepped[s])
         return report(S, PP_SIM_BAD_INSTR, "stage %d #%zu: %s after OPTIM_STEP", s, i, what);
@@ -137,10 +139,12 @@ static int step(sim *S, int32_t s) {
             return 0;
         }
         for (int32_t c = 0; c < S->v; c++)
-            for (int32_t j = 0; j < S->m; j++)
-                if (!S->bwd[at(S, s, c, j)])
-                    return report(S, PP_SIM_DEPENDENCY,
-                                  "stage %d #%zu: REDUCE_GRADS before BACKWARD(chunk %d, mb %d)", s, i, c, j);
+            for (int32_t j = 0; j < S->m; j++) {
+                size_t x = at(S, s, c, j);
+                if (!S->bwd[x] || !S->wgt[x])
+                    return report(S, PP_SIM_DEPENDENCY, "stage %d #%zu: REDUCE_GRADS before %s(chunk %d, mb %d)", s,
+                                  i, S->split[x] ? "BACKWARD_WEIGHT" : "BACKWARD", c, j);
+            }
         if (S->reduce_arrive[s] < 0) S->reduce_arrive[s] = S->clock[s];
         if (S->outstanding[s] > 0) return 1;
         int64_t done = S->clock[s];
@@ -175,7 +179,8 @@ static int step(sim *S, int32_t s) {
         if (++S->live[s] > st->peak_live) st->peak_live = S->live[s];
         return 0;
     case PLAIT_INSTR_BACKWARD:
-        if (S->bwd[x]) return report(S, PP_SIM_DEPENDENCY, "stage %d #%zu: %s twice", s, i, what);
+    case PLAIT_INSTR_BACKWARD_INPUT:
+        if (S->bwd[x]) return report(S, PP_SIM_DEPENDENCY, "stage %d #%zu: %s twice (a backward ran already)", s, i, what);
         if (!S->fwd[x]) return report(S, PP_SIM_DEPENDENCY, "stage %d #%zu: %s before its FORWARD", s, i, what);
         if (k < S->V - 1 && !S->recv_grad[x])
             return report(S, PP_SIM_DEPENDENCY,
@@ -183,6 +188,21 @@ static int step(sim *S, int32_t s) {
         S->bwd[x] = 1;
         S->clock[s] += S->cfg->t_backward;
         st->busy += S->cfg->t_backward;
+        S->bwd_end[x] = S->clock[s];
+        if (op == PLAIT_INSTR_BACKWARD_INPUT) {
+            S->split[x] = 1; /* live until its weight half */
+            return 0;
+        }
+        S->wgt[x] = 1;
+        S->live[s]--;
+        return 0;
+    case PLAIT_INSTR_BACKWARD_WEIGHT:
+        if (S->wgt[x]) return report(S, PP_SIM_DEPENDENCY, "stage %d #%zu: %s twice (weights done already)", s, i, what);
+        if (!S->split[x])
+            return report(S, PP_SIM_DEPENDENCY, "stage %d #%zu: %s before its BACKWARD_INPUT", s, i, what);
+        S->wgt[x] = 1;
+        S->clock[s] += S->cfg->t_weight;
+        st->busy += S->cfg->t_weight;
         S->bwd_end[x] = S->clock[s];
         S->live[s]--;
         return 0;
@@ -286,6 +306,7 @@ static void sim_free(sim *S) {
     free(S->last_received), free(S->reduced), free(S->stepped);
     free(S->recv_act), free(S->fwd), free(S->sent_act), free(S->recv_grad), free(S->bwd), free(S->sent_grad);
     free(S->fwd_start), free(S->bwd_end), free(S->act_taken), free(S->grad_taken);
+    free(S->split), free(S->wgt);
 }
 
 static int sim_alloc(sim *S) {
@@ -300,12 +321,14 @@ static int sim_alloc(sim *S) {
     S->stepped = calloc(p, 1);
     S->recv_act = calloc(n, 1), S->fwd = calloc(n, 1), S->sent_act = calloc(n, 1);
     S->recv_grad = calloc(n, 1), S->bwd = calloc(n, 1), S->sent_grad = calloc(n, 1);
+    S->split = calloc(n, 1), S->wgt = calloc(n, 1);
     S->fwd_start = calloc(n, sizeof(int64_t)), S->bwd_end = calloc(n, sizeof(int64_t));
     S->act_taken = calloc(n, sizeof(int64_t)), S->grad_taken = calloc(n, sizeof(int64_t));
     S->links = calloc(p * p * 2, sizeof *S->links);
     if (!S->pc || !S->clock || !S->live || !S->reduce_arrive || !S->outstanding || !S->last_received ||
         !S->reduced || !S->stepped || !S->recv_act || !S->fwd || !S->sent_act || !S->recv_grad || !S->bwd ||
-        !S->sent_grad || !S->fwd_start || !S->bwd_end || !S->act_taken || !S->grad_taken || !S->links)
+        !S->sent_grad || !S->fwd_start || !S->bwd_end || !S->act_taken || !S->grad_taken || !S->links ||
+        !S->split || !S->wgt)
         return -1;
     for (size_t s = 0; s < p; s++) S->reduce_arrive[s] = -1;
     for (size_t l = 0; l < p * p * 2; l++)
@@ -319,9 +342,9 @@ static void final_checks(sim *S) {
         for (int32_t c = 0; c < S->v; c++)
             for (int32_t j = 0; j < S->m; j++) {
                 size_t x = at(S, s, c, j);
-                if (!S->fwd[x] || !S->bwd[x]) {
+                if (!S->fwd[x] || !S->bwd[x] || !S->wgt[x]) {
                     report(S, PP_SIM_INCOMPLETE, "stage %d never ran %s(chunk %d, mb %d)", s,
-                           S->fwd[x] ? "BACKWARD" : "FORWARD", c, j);
+                           !S->fwd[x] ? "FORWARD" : S->split[x] ? "BACKWARD_WEIGHT" : "BACKWARD", c, j);
                     return;
                 }
             }

@@ -3,7 +3,8 @@
  *
  * Every stage runs its list in order with its own clock:
  *   FORWARD takes t_forward, BACKWARD t_backward (per chunk and micro-batch;
- *   the tests use 1 and 2, and also other ratios);
+ *   the tests use 1 and 2, and also other ratios); a split backward takes
+ *   t_backward for BACKWARD_INPUT and t_weight for BACKWARD_WEIGHT;
  *   SEND_* is posted instantly: the data exists from the sender's clock on;
  *   RECV_* blocks until the matching data exists, then the clock jumps to
  *   max(clock, time the data was sent). Messages travel on directed links
@@ -25,9 +26,13 @@
  * instructions left, with what each waits for), an unmatched receive or
  * send, and work missing at the end.
  *
+ * A (chunk, mb) gets either BACKWARD or BACKWARD_INPUT then BACKWARD_WEIGHT;
+ * SEND_GRAD needs the input gradient (BACKWARD or BACKWARD_INPUT),
+ * REDUCE_GRADS every weight gradient too.
+ *
  * Measures per stage: busy time, idle = makespan - busy (blocked in receives,
  * in REDUCE_GRADS, or done before the slowest stage), peak live activations
- * ((chunk, mb) between its FORWARD and its BACKWARD), and peak held slots
+ * ((chunk, mb) between its FORWARD and its BACKWARD or BACKWARD_WEIGHT), and peak held slots
  * (a (chunk, mb) also counts until its sends have been received: the
  * buffers an executor needs if it never waits to reuse one).
  *
@@ -45,6 +50,7 @@ typedef struct pp_sim_config {
     int32_t chunks;        /* v: model chunks per stage */
     int32_t micro_batches; /* m */
     int64_t t_forward, t_backward;
+    int64_t t_weight;      /* BACKWARD_WEIGHT (lists that split the backward) */
 } pp_sim_config;
 
 typedef enum pp_sim_verdict {

@@ -231,6 +231,8 @@ static void test_create_errors(void **state) {
     expect_create_error("[parallel.pp]\nschedule = interleaved\nvirtual_stages = 3\n", 4,
                         "makes 12 model chunks, but the model has only 8 layers");
     expect_create_error("[parallel.pp]\nschedule = interleaved\nvirtual_stages = 2\n", 1, "needs [parallel] pp >= 2");
+    expect_create_error("[parallel.pp]\nschedule = zb1\nvirtual_stages = 2\n", 4,
+                        "virtual_stages = 2 needs schedule = interleaved (zb1 runs one model chunk per stage)");
     expect_create_error("[parallel.pp]\nstages = 0-2,4-6,7\n", 3, "[parallel.pp] stages: gap: layer 3 is in no stage");
     expect_create_error("[parallel.pp]\nstages = 0-3,4-7\n", 4, "2 ranges given, need pp x virtual_stages = 4");
     expect_create_error("[parallel.pp]\nstages = 0-3,4-8\n", 2, "goes past the last layer 7");
@@ -267,6 +269,27 @@ static void test_plan_1f1b(void **state) {
         assert_string_equal(b.plan.summary, "pp=4 1f1b m=8: bubble (p-1)/(m+p-1) = 27.3%");
         g_ops->destroy(st);
     }
+    plait_config_free(cfg);
+}
+
+/* zb1: the ZB-H1 list with its own formula (a third of 1F1B's bubble). */
+static void test_plan_zb1(void **state) {
+    (void)state;
+    plait_config *cfg = make_config("[parallel]\npp = 4\n[parallel.pp]\nschedule = zb1\n");
+    plait_mesh mesh = make_mesh(4, 1, NULL);
+    void *st;
+    assert_int_equal(create(cfg, &mesh, 0, &st), PLAIT_OK);
+    plan_buf b;
+    prefill(&b, 8, 1024);
+    assert_int_equal(g_ops->plan(st, &b.plan), PLAIT_OK);
+    plait_instr want[1024];
+    size_t n;
+    assert_int_equal(pp_schedule_build(PP_SCHEDULE_ZB1, 4, 1, 8, 1, want, 1024, &n, NULL, 0), PLAIT_OK);
+    assert_int_equal(b.plan.n_instr, n);
+    assert_memory_equal(b.instr, want, n * sizeof(plait_instr));
+    assert_float_equal(b.plan.bubble_formula, 3.0 / 27.0, 1e-12);
+    assert_string_equal(b.plan.summary, "pp=4 zb1 m=8: bubble (p-1)/(3m+p-1) = 11.1%");
+    g_ops->destroy(st);
     plait_config_free(cfg);
 }
 
@@ -417,6 +440,7 @@ int main(void) {
         cmocka_unit_test(test_descriptor),
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_plan_1f1b),
+        cmocka_unit_test(test_plan_zb1),
         cmocka_unit_test(test_plan_interleaved_explicit),
         cmocka_unit_test(test_finish_grads_tied_embedding),
     };

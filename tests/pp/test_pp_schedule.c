@@ -449,6 +449,160 @@ static void test_build_errors(void **state) {
     assert_string_equal(pp_schedule_name(PP_SCHEDULE_GPIPE), "gpipe");
 }
 
+/* ---- zero bubble (ZB-H1) ------------------------------------------------- */
+
+/* Idle per stage, written out from schedule.h: with equal pass times t any
+ * m gives ((p-1) + max(0, p-m)) * t; m >= p gives (p-1)*max(tF, tB, tF+tB-tW)
+ * for any times. -1 where neither form applies. */
+static int64_t expect_zb1_idle(int32_t p, int32_t m, int64_t tf, int64_t tb, int64_t tw) {
+    if (tf == tb && tb == tw) return ((p - 1) + (p > m ? p - m : 0)) * tf;
+    if (m < p) return -1;
+    int64_t x = tf > tb ? tf : tb;
+    if (tf + tb - tw > x) x = tf + tb - tw;
+    return (p - 1) * x;
+}
+
+static void check_zb1(int32_t p, int32_t m, int64_t tf, int64_t tb, int64_t tw) {
+    lists L;
+    plait_status st = build_all(PP_SCHEDULE_ZB1, p, m, 1, &L);
+    if (st != PLAIT_OK) fail_msg("zb1 p=%d m=%d: build failed (%d)", p, m, st);
+    pp_sim_config cfg = {.stages = p, .chunks = 1, .micro_batches = m, .t_forward = tf, .t_backward = tb,
+                         .t_weight = tw};
+    const plait_instr *ptrs[16];
+    for (int32_t s = 0; s < p; s++) ptrs[s] = L.items[s];
+    pp_sim_result res;
+    pp_sim_verdict verdict = pp_sim_run(&cfg, ptrs, L.len, &res);
+    if (verdict != PP_SIM_OK) fail_msg("zb1 p=%d m=%d: %s: %s", p, m, pp_sim_verdict_name(verdict), res.message);
+    int64_t want = expect_zb1_idle(p, m, tf, tb, tw), busy = (int64_t)m * (tf + tb + tw);
+    for (int32_t s = 0; s < p; s++) {
+        const pp_sim_stage *x = &res.stage[s];
+        assert_int_equal(x->busy, busy);
+        if (want >= 0 && x->idle != want)
+            fail_msg("zb1 p=%d m=%d tF=%lld tB=%lld tW=%lld: stage %d idle %lld, formula %lld", p, m, (long long)tf,
+                     (long long)tb, (long long)tw, s, (long long)x->idle, (long long)want);
+        /* never idler than 1F1B with the whole backward (tB + tW) */
+        assert_true(x->idle <= (p - 1) * (tf + tb + tw));
+        int64_t live = p < m ? p : m;
+        if (x->peak_live != live)
+            fail_msg("zb1 p=%d m=%d: stage %d holds %lld micro-batches, bound %lld", p, m, s, (long long)x->peak_live,
+                     (long long)live);
+        assert_int_equal(pp_schedule_peak_live(PP_SCHEDULE_ZB1, p, s, m, 1), live);
+        assert_true(x->peak_held >= x->peak_live && x->peak_held <= x->peak_live + 1);
+    }
+    if (tf == tb && tb == tw) {
+        assert_int_equal(pp_schedule_idle_steps(PP_SCHEDULE_ZB1, p, m, 1) * tf, want);
+        assert_float_equal(pp_schedule_bubble(PP_SCHEDULE_ZB1, p, m, 1), (double)want / (double)res.makespan, 1e-12);
+    }
+    pp_sim_result_free(&res);
+    lists_free(&L);
+}
+
+/* Every stage count and micro-batch count, equal and unequal pass times. */
+static void test_zb1_sweep(void **state) {
+    (void)state;
+    static const int64_t costs[][3] = {{1, 1, 1}, {2, 2, 2}, {1, 2, 1}, {2, 1, 1}, {1, 1, 2},
+                                       {3, 2, 2}, {2, 3, 1}, {1, 3, 4}};
+    for (int32_t p = 1; p <= 8; p++)
+        for (int32_t m = 1; m <= 17; m++)
+            for (size_t c = 0; c < sizeof costs / sizeof costs[0]; c++)
+                check_zb1(p, m, costs[c][0], costs[c][1], costs[c][2]);
+}
+
+/* Without its weight halves and with BACKWARD_INPUT read as BACKWARD, a zb1
+ * list is the 1F1B list, instruction for instruction: the same messages in
+ * the same order; and the weight halves come in micro-batch order, each
+ * after its input half, so gradients accumulate as under 1F1B. */
+static void test_zb1_is_1f1b_plus_weights(void **state) {
+    (void)state;
+    for (int32_t p = 1; p <= 6; p++)
+        for (int32_t m = 1; m <= 12; m++) {
+            lists a, z;
+            assert_int_equal(build_all(PP_SCHEDULE_1F1B, p, m, 1, &a), PLAIT_OK);
+            assert_int_equal(build_all(PP_SCHEDULE_ZB1, p, m, 1, &z), PLAIT_OK);
+            for (int32_t s = 0; s < p; s++) {
+                size_t k = 0;
+                int32_t next_w = 0;
+                for (size_t i = 0; i < z.len[s]; i++) {
+                    plait_instr in = z.items[s][i];
+                    if (in.op == PLAIT_INSTR_BACKWARD_WEIGHT) {
+                        assert_int_equal(in.mb, next_w++);
+                        continue;
+                    }
+                    if (in.op == PLAIT_INSTR_BACKWARD_INPUT) in.op = PLAIT_INSTR_BACKWARD;
+                    assert_true(k < a.len[s]);
+                    assert_memory_equal(&in, &a.items[s][k], sizeof in);
+                    k++;
+                }
+                assert_int_equal(k, a.len[s]);
+                assert_int_equal(next_w, m);
+                assert_int_equal(z.len[s], a.len[s] + (size_t)m);
+            }
+            lists_free(&a);
+            lists_free(&z);
+        }
+}
+
+/* The exact list of a small case: stage 1 of 2 (the last), m = 3, holds two
+ * weight halves back (s = 1) and does them at the end. */
+static void test_zb1_literal(void **state) {
+    (void)state;
+    const plait_instr want0[] = {I(FORWARD, 0, 0), I(SEND_ACT, 0, 0),
+                                 I(FORWARD, 0, 1), I(SEND_ACT, 0, 1),
+                                 I(RECV_GRAD, 0, 0), I(BACKWARD_INPUT, 0, 0), I(BACKWARD_WEIGHT, 0, 0),
+                                 I(FORWARD, 0, 2), I(SEND_ACT, 0, 2),
+                                 I(RECV_GRAD, 0, 1), I(BACKWARD_INPUT, 0, 1), I(BACKWARD_WEIGHT, 0, 1),
+                                 I(RECV_GRAD, 0, 2), I(BACKWARD_INPUT, 0, 2), I(BACKWARD_WEIGHT, 0, 2), END};
+    const plait_instr want1[] = {I(RECV_ACT, 0, 0), I(FORWARD, 0, 0), I(BACKWARD_INPUT, 0, 0), I(SEND_GRAD, 0, 0),
+                                 I(RECV_ACT, 0, 1), I(FORWARD, 0, 1), I(BACKWARD_INPUT, 0, 1), I(SEND_GRAD, 0, 1),
+                                 I(BACKWARD_WEIGHT, 0, 0),
+                                 I(RECV_ACT, 0, 2), I(FORWARD, 0, 2), I(BACKWARD_INPUT, 0, 2), I(SEND_GRAD, 0, 2),
+                                 I(BACKWARD_WEIGHT, 0, 1), I(BACKWARD_WEIGHT, 0, 2), END};
+    plait_instr got[32];
+    size_t n = 0;
+    assert_int_equal(pp_schedule_build(PP_SCHEDULE_ZB1, 2, 0, 3, 1, got, 32, &n, NULL, 0), PLAIT_OK);
+    assert_int_equal(n, sizeof want0 / sizeof want0[0]);
+    assert_memory_equal(got, want0, sizeof want0);
+    assert_int_equal(pp_schedule_build(PP_SCHEDULE_ZB1, 2, 1, 3, 1, got, 32, &n, NULL, 0), PLAIT_OK);
+    assert_int_equal(n, sizeof want1 / sizeof want1[0]);
+    assert_memory_equal(got, want1, sizeof want1);
+    char err[256] = "";
+    assert_int_equal(pp_schedule_check(PP_SCHEDULE_ZB1, 4, 0, 8, 2, err, sizeof err), PLAIT_ERR_INVALID_ARG);
+    assert_non_null(strstr(err, "zb1 runs one model chunk per stage"));
+    pp_schedule_kind k;
+    assert_int_equal(pp_schedule_parse("zb1", &k), 0);
+    assert_int_equal(k, PP_SCHEDULE_ZB1);
+    assert_string_equal(pp_schedule_bubble_formula(PP_SCHEDULE_ZB1, 4, 8, 1), "(p-1)/(3m+p-1)");
+    assert_string_equal(pp_schedule_bubble_formula(PP_SCHEDULE_ZB1, 4, 2, 1), "(2p-m-1)/(2m+2p-1)");
+    /* a third of 1F1B's idle time at m = 8, p = 4: 3 passes of 27 against 9 of 33 */
+    assert_float_equal(pp_schedule_bubble(PP_SCHEDULE_ZB1, 4, 8, 1), 3.0 / 27.0, 1e-15);
+}
+
+/* The simulator catches a broken split backward. */
+static void test_sim_detects_split_errors(void **state) {
+    (void)state;
+    pp_sim_result res;
+    const plait_instr a[] = {I(FORWARD, 0, 0), I(BACKWARD_WEIGHT, 0, 0), I(BACKWARD_INPUT, 0, 0), END};
+    const plait_instr *pa[] = {a};
+    size_t la[] = {5};
+    expect_verdict(run_raw(1, 1, 1, pa, la, &res), PP_SIM_DEPENDENCY, &res, "before its BACKWARD_INPUT");
+    pp_sim_result_free(&res);
+    const plait_instr b[] = {I(FORWARD, 0, 0), I(BACKWARD_INPUT, 0, 0), END};
+    const plait_instr *pb[] = {b};
+    size_t lb[] = {4};
+    expect_verdict(run_raw(1, 1, 1, pb, lb, &res), PP_SIM_DEPENDENCY, &res, "REDUCE_GRADS before BACKWARD_WEIGHT");
+    pp_sim_result_free(&res);
+    const plait_instr c[] = {I(FORWARD, 0, 0), I(BACKWARD, 0, 0), I(BACKWARD_INPUT, 0, 0), END};
+    const plait_instr *pc[] = {c};
+    size_t lc[] = {5};
+    expect_verdict(run_raw(1, 1, 1, pc, lc, &res), PP_SIM_DEPENDENCY, &res, "twice");
+    pp_sim_result_free(&res);
+    const plait_instr d[] = {I(FORWARD, 0, 0), I(BACKWARD_INPUT, 0, 0)};
+    const plait_instr *pd[] = {d};
+    size_t ld[] = {2};
+    expect_verdict(run_raw(1, 1, 1, pd, ld, &res), PP_SIM_INCOMPLETE, &res, "never ran BACKWARD_WEIGHT(chunk 0, mb 0)");
+    pp_sim_result_free(&res);
+}
+
 static void test_formula_text(void **state) {
     (void)state;
     assert_string_equal(pp_schedule_bubble_formula(PP_SCHEDULE_1F1B, 4, 2, 1), "(p-1)/(m+p-1)");
@@ -477,6 +631,10 @@ int main(void) {
         cmocka_unit_test(test_1f1b_literal),
         cmocka_unit_test(test_build_errors),
         cmocka_unit_test(test_formula_text),
+        cmocka_unit_test(test_zb1_sweep),
+        cmocka_unit_test(test_zb1_is_1f1b_plus_weights),
+        cmocka_unit_test(test_zb1_literal),
+        cmocka_unit_test(test_sim_detects_split_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,13 +24,14 @@
 #define COMPONENT "pp"
 #define SECTION "parallel.pp"
 
-static const char *const schedule_choices[] = {"gpipe", "1f1b", "interleaved", NULL};
+static const char *const schedule_choices[] = {"gpipe", "1f1b", "interleaved", "zb1", NULL};
 
 static const plait_key_decl pp_params[] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "schedule", PLAIT_KEY_ENUM, "1f1b", 1, 0,
      schedule_choices,
      "pipeline schedule: gpipe (all forward, then all backward), 1f1b, interleaved (needs "
-     "virtual_stages >= 2)"},
+     "virtual_stages >= 2), zb1 (zero bubble ZB-H1: 1f1b with each backward split into input and "
+     "weight gradients, the weight halves filling the bubble)"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "virtual_stages", PLAIT_KEY_INT, "1", 1,
      PP_MAX_CHUNKS, NULL,
      "model chunks per stage: >= 2 with schedule = interleaved (or looped gpipe), 1 otherwise"},
@@ -80,7 +81,7 @@ static plait_status read_config(pp_state *s, const plait_parallel_init *init, co
     plait_status st = h->config_get(init->config, SECTION, "schedule", &val);
     if (st != PLAIT_OK) return st;
     if (pp_schedule_parse(val.s, &s->kind) != 0)
-        return h->set_error(PLAIT_ERR_INVALID_CONFIG, "[%s] schedule = %s: use gpipe, 1f1b or interleaved",
+        return h->set_error(PLAIT_ERR_INVALID_CONFIG, "[%s] schedule = %s: use gpipe, 1f1b, interleaved or zb1",
                             SECTION, val.s ? val.s : "");
     if ((st = h->config_get(init->config, SECTION, "virtual_stages", &val)) != PLAIT_OK) return st;
     s->v = (int32_t)val.i;
@@ -96,10 +97,10 @@ static plait_status check_layout(const pp_state *s) {
                             "[%s] schedule = interleaved needs virtual_stages >= 2 (it is %d); "
                             "with one chunk per stage use schedule = 1f1b",
                             SECTION, s->v);
-    if (s->kind == PP_SCHEDULE_1F1B && s->v != 1)
+    if ((s->kind == PP_SCHEDULE_1F1B || s->kind == PP_SCHEDULE_ZB1) && s->v != 1)
         return h->set_error(PLAIT_ERR_INVALID_CONFIG,
-                            "[%s] virtual_stages = %d needs schedule = interleaved (1f1b runs one model "
-                            "chunk per stage)", SECTION, s->v);
+                            "[%s] virtual_stages = %d needs schedule = interleaved (%s runs one model "
+                            "chunk per stage)", SECTION, s->v, pp_schedule_name(s->kind));
     if (s->v > 1 && s->p < 2)
         return h->set_error(PLAIT_ERR_INVALID_CONFIG,
                             "[%s] virtual_stages = %d needs [parallel] pp >= 2 (pp is %d)", SECTION, s->v, s->p);
@@ -355,7 +356,7 @@ static const plait_plugin_desc pp_desc = {
     .kind = PLAIT_KIND_PARALLEL,
     .name = "pp",
     .version = "0.1.0",
-    .description = "pipeline parallelism: contiguous stages, gpipe / 1f1b / interleaved schedules",
+    .description = "pipeline parallelism: contiguous stages, gpipe / 1f1b / interleaved / zb1 schedules",
     .params = pp_params,
     .n_params = sizeof pp_params / sizeof pp_params[0],
     .param_size = sizeof(plait_key_decl),

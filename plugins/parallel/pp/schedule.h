@@ -73,6 +73,29 @@
  *                          (Megatron-LM's order keeps 2(p-s-1) + (v-1)p + 1
  *                          live; with asynchronous sends p-s-1 warm-up
  *                          steps suffice)
+ *     zb1:                 min(p, m) (live until BACKWARD_WEIGHT)
+ *
+ * Zero bubble, ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", 2024):
+ * "zb1", one chunk per stage. The backward of each micro-batch is split in
+ * two: BACKWARD_INPUT (the gradient of the stage's input, which the previous
+ * stage waits for) and BACKWARD_WEIGHT (its parameters' gradients, which
+ * nobody waits for). Stage s runs 1F1B's warm-up W_s = min(m, p-s-1)
+ * forwards, then for each remaining forward: FORWARD, BACKWARD_INPUT, and
+ * the oldest BACKWARD_WEIGHT once more than s of them are pending; then the
+ * remaining BACKWARD_INPUTs, each followed by the oldest pending
+ * BACKWARD_WEIGHT; then the rest of them. Every stage thus holds up to
+ * min(p, m) micro-batches between their FORWARD and their BACKWARD_WEIGHT,
+ * as many as 1F1B's first stage: the peak over the pipeline is 1F1B's.
+ * Weight gradients are computed in micro-batch order, as 1F1B computes
+ * them, so every accumulation sees the same operands in the same order.
+ * With forward, input-gradient and weight-gradient passes of times tF, tB,
+ * tW, every stage is busy m*(tF+tB+tW) and idle
+ *     (p-1) * max(tF, tB, tF+tB-tW)                  when m >= p,
+ * against 1F1B's (p-1)*(tF+tB+tW); with tF = tB = tW = t (the paper's
+ * assumption), for any m, idle I*t with
+ *     I = (p-1) + max(0, p-m)        bubble I / (3m + I):
+ *     m >= p:  (p-1)/(3m+p-1)        m < p:  (2p-m-1)/(2m+2p-1)
+ * (a third of 1F1B's idle time when m >= p). The simulator checks both.
  *
  * Everything here is pure: no I/O, no globals, no allocation; thread-safe.
  */
@@ -86,21 +109,25 @@
 typedef enum pp_schedule_kind {
     PP_SCHEDULE_GPIPE = 0,
     PP_SCHEDULE_1F1B = 1,
-    PP_SCHEDULE_INTERLEAVED = 2
+    PP_SCHEDULE_INTERLEAVED = 2,
+    PP_SCHEDULE_ZB1 = 3 /* ZB-H1: backward split into input and weight gradients */
 } pp_schedule_kind;
+
+/* 1 if the kind's lists split each backward (BACKWARD_INPUT, BACKWARD_WEIGHT). */
+static inline int pp_schedule_splits_backward(pp_schedule_kind kind) { return kind == PP_SCHEDULE_ZB1; }
 
 /* Upper limits accepted by the builders (far beyond any sensible run). */
 #define PP_MAX_STAGES 4096
 #define PP_MAX_CHUNKS 64
 #define PP_MAX_MICRO_BATCHES (1 << 20)
 
-/* "gpipe", "1f1b", "interleaved"; "?" for an unknown kind. */
+/* "gpipe", "1f1b", "interleaved", "zb1"; "?" for an unknown kind. */
 const char *pp_schedule_name(pp_schedule_kind kind);
 /* Parse a schedule name; returns 0 and sets *kind, or -1 if unknown. */
 int pp_schedule_parse(const char *name, pp_schedule_kind *kind);
 
 /* Check (kind, p, stage, m, v): p >= 1, 0 <= stage < p, m >= 1, v >= 1,
- * 1F1B needs v = 1, v >= 2 needs p >= 2 (a chunk never sends to itself),
+ * 1F1B and zb1 need v = 1, v >= 2 needs p >= 2 (a chunk never sends to itself),
  * sizes within the PP_MAX_* limits. Returns PLAIT_OK, or
  * PLAIT_ERR_INVALID_ARG with a message in err (may be NULL; err_len bytes,
  * always terminated). */
@@ -125,9 +152,12 @@ plait_status pp_schedule_build(pp_schedule_kind kind, int32_t p, int32_t stage, 
                                size_t err_len);
 
 /* I = (p-1) + (v-1)*max(0, p-m): each stage's idle time in units of one
- * chunk's (tF + tB). Same on every stage. 0 for invalid arguments. */
+ * chunk's (tF + tB). Same on every stage. 0 for invalid arguments.
+ * zb1: I = (p-1) + max(0, p-m) in units of one pass, the forward, the
+ * input gradient and the weight gradient each taking that long. */
 int64_t pp_schedule_idle_steps(pp_schedule_kind kind, int32_t p, int32_t m, int32_t v);
-/* The bubble I / (m*v + I) in [0, 1); 0 for invalid arguments. */
+/* The bubble I / (m*v + I) in [0, 1) (zb1: I / (3m + I)); 0 for invalid
+ * arguments. */
 double pp_schedule_bubble(pp_schedule_kind kind, int32_t p, int32_t m, int32_t v);
 /* The bubble formula as text for the chosen case, e.g. "(p-1)/(m+p-1)". */
 const char *pp_schedule_bubble_formula(pp_schedule_kind kind, int32_t p, int32_t m, int32_t v);

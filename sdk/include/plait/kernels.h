@@ -86,14 +86,21 @@ typedef struct plait_kernels {
     /* out[BT,OC] = inp[BT,C] @ weight[OC,C]^T + bias[OC] (bias may be NULL). */
     void (*matmul_forward)(float *out, const float *inp, const float *weight, const float *bias,
                            int64_t BT, int64_t C, int64_t OC);
-    /* dinp (overwritten; may be NULL), dweight += , dbias += (may be NULL). */
+    /* dinp (overwritten; may be NULL), dweight += , dbias += (may be NULL).
+     * ABI 1.6: dweight may be NULL too (dbias then NULL as well), and
+     * weight is only read for dinp (NULL allowed without it); computing
+     * dinp and dweight in two calls gives the bits of one call (a split
+     * backward does: the input gradient first, the weights' later). */
     void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int64_t BT, int64_t C,
                             int64_t OC);
     /* LayerNorm over C with eps 1e-5; saves mean and rstd [BT] for backward. */
     void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp,
                               const float *weight, const float *bias, int64_t BT, int64_t C);
-    /* dinp += (residual stream), dweight += , dbias += . */
+    /* dinp += (residual stream), dweight += , dbias += . ABI 1.6: dinp may
+     * be NULL (weight is then not read and may be NULL), or dweight and
+     * dbias both NULL; the parts computed in separate calls equal one
+     * call's bits. */
     void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
                                const float *inp, const float *weight, const float *mean,
                                const float *rstd, int64_t BT, int64_t C);

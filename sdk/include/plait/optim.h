@@ -101,7 +101,13 @@ typedef struct plait_optim_ops {
 
     /* Layer hooks. ZeRO-3 gathers a layer's parameters in before_* and
      * releases them in after_*; ZeRO-2 reduce-scatters a layer's gradients in
-     * after_backward. `last` is 1 on the last local micro-batch. Optional. */
+     * after_backward. `last` is 1 on the last local micro-batch. Optional.
+     * Under a schedule that splits the backward (PLAIT_INSTR_BACKWARD_INPUT
+     * and _WEIGHT, ABI 1.6) the input half of a layer's backward, which
+     * reads the parameters but writes no gradient, is bracketed by
+     * before_forward/after_forward, and the weight half, which writes the
+     * gradients, by before_backward/after_backward; a layer's weight halves
+     * come in micro-batch order, so `last` still ends its step. */
     plait_status (*before_forward)(void *state, int32_t layer, int32_t mb);
     plait_status (*after_forward)(void *state, int32_t layer, int32_t mb);
     plait_status (*before_backward)(void *state, int32_t layer, int32_t mb);

@@ -58,7 +58,18 @@ typedef enum plait_instr_op {
     PLAIT_INSTR_RECV_GRAD = 5,    /* receive the gradient of the chunk's output from the next stage */
     PLAIT_INSTR_SEND_GRAD = 6,    /* send the gradient of the chunk's input to the previous stage */
     PLAIT_INSTR_REDUCE_GRADS = 7, /* finish every gradient reduction (DP, ZeRO, embedding group) */
-    PLAIT_INSTR_OPTIM_STEP = 8
+    PLAIT_INSTR_OPTIM_STEP = 8,
+    /* ABI 1.6: the backward of (chunk, mb) in two halves, for zero-bubble
+     * schedules. BACKWARD_INPUT computes the gradient of the chunk's input
+     * (what SEND_GRAD sends; it needs the gradient of the output, as
+     * BACKWARD does); BACKWARD_WEIGHT, later, the gradients of the chunk's
+     * parameters. A list gives each (chunk, mb) either one BACKWARD or
+     * BACKWARD_INPUT followed by BACKWARD_WEIGHT; the pair computes the
+     * same bits as BACKWARD. A core older than 1.6 refuses them as unknown
+     * instructions, so a plugin emitting them declares abi_minor >= 6 or
+     * checks host->abi_version. */
+    PLAIT_INSTR_BACKWARD_INPUT = 9,
+    PLAIT_INSTR_BACKWARD_WEIGHT = 10
 } plait_instr_op;
 
 typedef struct plait_instr {

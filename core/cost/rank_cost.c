@@ -1,5 +1,5 @@
 /* A rank's FLOPs, parameters, activations and messages from its plan. */
-#include "plan/plan_rank.h"
+#include "cost/rank_cost.h"
 
 #include <string.h>
 
@@ -13,6 +13,7 @@ typedef struct shape {
     double B, T, C, Cl, NHl, Fl, Vl;
     int L, gpt;
     int recompute; /* 0 none, 1 selective, 2 full (plait_layout_rank) */
+    int split;     /* the schedule splits backwards (zb1) */
 } shape;
 
 /* Floats of a block's saved tensors (model/recompute.c's parts, in their
@@ -40,6 +41,19 @@ static double block_floats(const shape *s, int kept) {
     return f;
 }
 
+/* Floats a block's slot keeps for the weight half of a split backward
+ * (model/gpt.c stash_layout): the block output's and ln_2's gradients,
+ * the rest in buffers the input half leaves dead where recompute is none
+ * (c_fc's and c_attn's outputs; the probabilities when they hold two
+ * residual-stream tensors). */
+static double stash_floats(const shape *s) {
+    double BT = s->B * s->T, f = 2 * al(BT * s->C);
+    int none = s->recompute == 0;
+    if (!none) f += al(BT * s->Fl) + (s->gpt ? al(BT * 3 * s->Cl) : 0);
+    if (s->gpt && !(none && s->NHl * s->T >= 2 * s->C)) f += 2 * al(BT * s->C);
+    return f;
+}
+
 /* Floats one activation slot holds for layers [first, last] of this rank
  * (model/gpt.c slot_layout): token and target ids, two gradient buffers,
  * the residual stream at every boundary the slot touches, each block's
@@ -50,8 +64,8 @@ static double slot_floats(const shape *s, int first, int last) {
     for (int l = 0; l <= s->L; l++)
         if (HAS(l) || HAS(l + 1)) f += al(BT * s->C);
     for (int l = 1; l <= s->L; l++)
-        if (HAS(l)) f += block_floats(s, 1);
-    if (HAS(s->L + 1)) f += al(BT * s->C) + 2 * al(BT) + al(BT * s->Vl) + 2 * al(BT);
+        if (HAS(l)) f += block_floats(s, 1) + (s->split ? stash_floats(s) : 0);
+    if (HAS(s->L + 1)) f += al(BT * s->C) + 2 * al(BT) + al(BT * s->Vl) + 2 * al(BT) + (s->split ? al(BT * s->C) : 0);
 #undef HAS
     return f;
 }
@@ -71,7 +85,7 @@ static double shard_numel(const plait_param *g, const plait_shard *sh) {
     return (double)p.numel;
 }
 
-void plait_plan_rank_from_plan(const plait_layout_rank *lr, plait_plan_rank *out) {
+void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_cost_rank *out) {
     const plait_model_spec *spec = lr->spec;
     const plait_plan *plan = lr->plan;
     const plait_mesh *mesh = lr->mesh;
@@ -111,6 +125,7 @@ void plait_plan_rank_from_plan(const plait_layout_rank *lr, plait_plan_rank *out
      * slot; plus the shared backward scratch */
     shape s = {.B = (double)lr->batch->micro_batch, .T = spec->block_size, .C = spec->n_embd,
                .L = L, .gpt = strcmp(spec->arch, "gpt") == 0, .recompute = lr->recompute};
+    for (size_t i = 0; i < plan->n_instr && !s.split; i++) s.split = plan->schedule[i].op == PLAIT_INSTR_BACKWARD_INPUT;
     double NH = s.gpt ? spec->n_head : 1, HS = s.gpt ? s.C / NH : s.C;
     s.NHl = NH / mesh->tp;
     s.Cl = s.NHl * HS;
@@ -130,7 +145,8 @@ void plait_plan_rank_from_plan(const plait_layout_rank *lr, plait_plan_rank *out
             const plait_instr *in = &plan->schedule[i];
             if (in->chunk != c) continue;
             if (in->op == PLAIT_INSTR_FORWARD && ++live > peak) peak = live;
-            if (in->op == PLAIT_INSTR_BACKWARD) live--;
+            /* a split backward holds the slot until its weight half */
+            if (in->op == PLAIT_INSTR_BACKWARD || in->op == PLAIT_INSTR_BACKWARD_WEIGHT) live--;
         }
         if (peak < 1) peak = 1;
         out->act_bytes += 4.0 * peak * slot_floats(&s, first, last);
@@ -160,7 +176,7 @@ void plait_plan_rank_from_plan(const plait_layout_rank *lr, plait_plan_rank *out
         out->pp_msgs = sends * plan->micro_batches;
         out->pp_msg_bytes = bsh;
         out->bubble = plan->bubble_formula > 0 ? plan->bubble_formula
-                                               : plait_plan_bubble(mesh->pp, plan->micro_batches, out->chunks);
+                                               : plait_cost_bubble(mesh->pp, plan->micro_batches, out->chunks);
     }
 #undef LOCAL
 }
