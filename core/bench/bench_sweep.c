@@ -53,7 +53,7 @@ static plait_status load_csv(const char *path, plait_sweep_row *rows, size_t n) 
         if (k < 27 || strcmp(field[10], "ok") != 0) continue;
         for (size_t i = 0; i < n; i++) {
             char name[128];
-            plait_plan_layout_name(&rows[i].plan.layout, name, sizeof name);
+            plait_cost_layout_name(&rows[i].predicted.layout, name, sizeof name);
             if (strcmp(name, field[0]) != 0) continue;
             plait_sweep_row *r = &rows[i];
             r->state = 1;
@@ -71,17 +71,17 @@ static plait_status append_csv(const char *path, const plait_sweep_row *r) {
     FILE *f = fopen(path, "a");
     if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot append: %s", path, strerror(errno));
     if (ftell(f) == 0) fputs(CSV_HEADER, f);
-    const plait_plan_layout *l = &r->plan.layout;
-    const plait_plan_time *t = &r->plan.time;
+    const plait_cost_layout *l = &r->predicted.layout;
+    const plait_cost_time *t = &r->predicted.time;
     char name[128];
-    plait_plan_layout_name(l, name, sizeof name);
+    plait_cost_layout_name(l, name, sizeof name);
     fprintf(f, "%s,%d,%d,%d,%s,%d,%s,%lld,%d,%s,%s,%.1f,%.3f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.1f,%.3f,%.3f,"
                "%.3f,%.3f,%.1f\n",
             name, l->dp, l->tp, l->pp, l->schedule[0] ? l->schedule : "-", l->chunks, l->optim,
             (long long)l->micro_batch, l->bucket_mb, l->comm, r->state == 1 ? "ok" : "failed", r->tokens_per_s,
             r->ms_per_step, r->mfu, r->compute_ms, r->comm_ms, r->idle_ms, r->dp_mb, r->tp_mb, r->pp_mb, r->peak_mib,
-            r->plan.tokens_per_s, 1e3 * t->step, 1e3 * t->compute, 1e3 * t->comm, 1e3 * t->idle,
-            r->plan.mem.total / 1048576.0);
+            r->predicted.tokens_per_s, 1e3 * t->step, 1e3 * t->compute, 1e3 * t->comm, 1e3 * t->idle,
+            r->predicted.mem.total / 1048576.0);
     if (fclose(f) != 0) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot append: %s", path, strerror(errno));
     return PLAIT_OK;
 }
@@ -96,7 +96,7 @@ static void run_layout(const plait_sweep_opts *o, plait_sweep_row *r, size_t ind
     snprintf(warm, sizeof warm, "%d", o->warmup);
     unlink(csvp);
     char ov[16][96];
-    int nov = plait_plan_layout_overrides(&r->plan.layout, o->global_batch, ov);
+    int nov = plait_cost_layout_overrides(&r->predicted.layout, o->global_batch, ov);
     const char **argv = calloc((size_t)(o->n_overrides + nov + 16), sizeof *argv);
     if (!argv) {
         r->state = 2;
@@ -176,14 +176,14 @@ plait_status plait_sweep_run(const plait_sweep_opts *o, plait_sweep_row *rows, s
     if (mkdir(o->log_dir, 0755) != 0 && errno != EEXIST)
         return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot create: %s", o->log_dir, strerror(errno));
     size_t todo = 0, done = 0, failed = 0;
-    for (size_t i = 0; i < n; i++) todo += rows[i].plan.valid && rows[i].plan.fits && rows[i].state == 0;
+    for (size_t i = 0; i < n; i++) todo += rows[i].predicted.valid && rows[i].predicted.fits && rows[i].state == 0;
     double start = now_s();
     for (size_t i = 0; i < n; i++) {
         plait_sweep_row *r = &rows[i];
-        if (!r->plan.valid || !r->plan.fits || r->state != 0) continue;
+        if (!r->predicted.valid || !r->predicted.fits || r->state != 0) continue;
         double elapsed = now_s() - start;
         char name[128], el[32], eta[32];
-        plait_plan_layout_name(&r->plan.layout, name, sizeof name);
+        plait_cost_layout_name(&r->predicted.layout, name, sizeof name);
         if (o->max_minutes > 0 && elapsed > 60 * o->max_minutes) {
             snprintf(r->note, sizeof r->note, "not run: --max-minutes %.1f reached", o->max_minutes);
             continue;
@@ -212,9 +212,9 @@ plait_status plait_sweep_run(const plait_sweep_opts *o, plait_sweep_row *rows, s
 
 int plait_sweep_row_view(const plait_sweep_row *r, plait_sweep_view *v) {
     if (r->state != 1) return 0;
-    plait_plan_layout_name(&r->plan.layout, v->name, sizeof v->name);
-    v->pred_ms = 1e3 * r->plan.time.step;
-    v->pred_mib = r->plan.mem.total / 1048576.0;
+    plait_cost_layout_name(&r->predicted.layout, v->name, sizeof v->name);
+    v->pred_ms = 1e3 * r->predicted.time.step;
+    v->pred_mib = r->predicted.mem.total / 1048576.0;
     v->step_err = r->ms_per_step > 0 ? (v->pred_ms - r->ms_per_step) / r->ms_per_step : 0;
     v->mem_err = r->peak_mib > 0 ? (v->pred_mib - r->peak_mib) / r->peak_mib : 0;
     return 1;
@@ -228,8 +228,8 @@ static int by_measured(const void *a, const void *b) {
     if (kx != ky) return ky - kx;
     if (kx && x->tokens_per_s != y->tokens_per_s) return x->tokens_per_s < y->tokens_per_s ? 1 : -1;
     char nx[128], ny[128];
-    plait_plan_layout_name(&x->plan.layout, nx, sizeof nx);
-    plait_plan_layout_name(&y->plan.layout, ny, sizeof ny);
+    plait_cost_layout_name(&x->predicted.layout, nx, sizeof nx);
+    plait_cost_layout_name(&y->predicted.layout, ny, sizeof ny);
     return strcmp(nx, ny);
 }
 
@@ -288,19 +288,19 @@ void plait_sweep_print(FILE *out, const plait_sweep_row *rows, size_t n) {
                 "  %-4zu %-36s %9.0f %5.1f%% %8.1f %8.1f %7.1f %7.1f %7.2f %7.2f %7.2f %8.1f | %9.0f %8.1f %+6.1f%% "
                 "%8.1f %+6.1f%%\n",
                 k + 1, v.name, r->tokens_per_s, 100 * r->mfu, r->ms_per_step, r->compute_ms, r->comm_ms, r->idle_ms,
-                r->dp_mb, r->tp_mb, r->pp_mb, r->peak_mib, r->plan.tokens_per_s, v.pred_ms, 100 * v.step_err,
+                r->dp_mb, r->tp_mb, r->pp_mb, r->peak_mib, r->predicted.tokens_per_s, v.pred_ms, 100 * v.step_err,
                 v.pred_mib, 100 * v.mem_err);
         if (pt && mt) {
-            pt[k] = r->plan.tokens_per_s;
+            pt[k] = r->predicted.tokens_per_s;
             mt[k] = r->tokens_per_s;
         }
         k++;
     }
     for (size_t i = 0; i < n; i++) {
         char name[128];
-        plait_plan_layout_name(&rows[i].plan.layout, name, sizeof name);
-        if (!rows[i].plan.valid) fprintf(out, "# skipped: %s: %s\n", name, rows[i].plan.why);
-        else if (!rows[i].plan.fits) fprintf(out, "# skipped: %s: %s\n", name, rows[i].plan.why);
+        plait_cost_layout_name(&rows[i].predicted.layout, name, sizeof name);
+        if (!rows[i].predicted.valid) fprintf(out, "# skipped: %s: %s\n", name, rows[i].predicted.why);
+        else if (!rows[i].predicted.fits) fprintf(out, "# skipped: %s: %s\n", name, rows[i].predicted.why);
         else if (rows[i].state != 1) fprintf(out, "# not measured: %s: %s\n", name, rows[i].note);
     }
     if (k >= 2 && pt && mt)

@@ -14,7 +14,7 @@
 
 #include <stdio.h>
 
-#include "plan/plan_layouts.h"
+#include "cost/layouts.h"
 
 typedef struct plait_sweep_opts {
     const char *config;             /* the config file */
@@ -31,7 +31,7 @@ typedef struct plait_sweep_opts {
 
 /* What one layout measured (the slowest rank's medians, as bench train). */
 typedef struct plait_sweep_row {
-    plait_plan_result plan;          /* the prediction (and the layout) */
+    plait_cost_result predicted;         /* the prediction (and the layout) */
     int state;                       /* 0 not run, 1 measured, 2 failed */
     char note[256];                  /* why it failed */
     double ms_per_step, tokens_per_s, mfu, compute_ms, comm_ms, idle_ms;
@@ -47,7 +47,7 @@ plait_status plait_sweep_run(const plait_sweep_opts *o, plait_sweep_row *rows, s
 
 /* A measured row as the table, the plots and the report show it. */
 typedef struct plait_sweep_view {
-    char name[128];       /* plait_plan_layout_name */
+    char name[128];       /* plait_cost_layout_name */
     double pred_ms;       /* predicted ms per step */
     double pred_mib;      /* predicted memory of the largest rank */
     double step_err;      /* (predicted - measured) / measured */

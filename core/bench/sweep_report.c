@@ -22,7 +22,7 @@ static plait_status write_data(const char *path, const plait_sweep_row *rows, si
         plait_sweep_view v;
         if (!plait_sweep_row_view(r, &v)) continue;
         fprintf(f, "%zu \"%s\" %.1f %.1f %.3f %.3f %.3f %.1f %.1f %.3f %.3f\n", k++, v.name, r->tokens_per_s,
-                r->plan.tokens_per_s, r->compute_ms, r->comm_ms, r->idle_ms, r->peak_mib, v.pred_mib, r->ms_per_step,
+                r->predicted.tokens_per_s, r->compute_ms, r->comm_ms, r->idle_ms, r->peak_mib, v.pred_mib, r->ms_per_step,
                 v.pred_ms);
         if (r->ms_per_step > *max_ms) *max_ms = r->ms_per_step;
         if (v.pred_ms > *max_ms) *max_ms = v.pred_ms;
@@ -126,8 +126,8 @@ static plait_status write_markdown(const char *path, const plait_sweep_row *rows
     fprintf(f, "\n");
     for (size_t i = 0; i < n; i++) {
         char name[128];
-        plait_plan_layout_name(&rows[i].plan.layout, name, sizeof name);
-        if (!rows[i].plan.valid || !rows[i].plan.fits) fprintf(f, "- skipped: %s: %s\n", name, rows[i].plan.why);
+        plait_cost_layout_name(&rows[i].predicted.layout, name, sizeof name);
+        if (!rows[i].predicted.valid || !rows[i].predicted.fits) fprintf(f, "- skipped: %s: %s\n", name, rows[i].predicted.why);
         else if (rows[i].state != 1) fprintf(f, "- not measured: %s: %s\n", name, rows[i].note);
     }
     fprintf(f, "\n![tokens/s per layout](tokens.png)\n\n![step split](split.png)\n\n"

@@ -31,6 +31,11 @@ extern const plait_command *const plait_commands[];
 plait_status plait_cli_load_config(const char *path, int n_overrides, char *const *overrides,
                                    plait_config **out);
 
+/* A command's argument that is no option: the config file (the first one
+ * without '=', into *path), else a section.key=value override (appended to
+ * over, *n_over of them). */
+void plait_cli_take_positional(char *arg, const char **path, char **over, int *n_over);
+
 /* The configuration of a command that runs one plugin by itself (bench
  * comm, plugin test): the core sections, the section of `plugin` of `kind`
  * (a name or a path; NULL = [comm] plugin as configured, for comm;

@@ -9,7 +9,7 @@
 #include "bench/bench_sweep.h"
 #include "cli/cli.h"
 #include "cli/layout_args.h"
-#include "plan/plan_table.h"
+#include "cost/table.h"
 #include "runtime/error.h"
 #include "runtime/scratch_dir.h"
 
@@ -26,9 +26,9 @@ static void load_average(char *buf, size_t len) {
 int plait_cli_bench_sweep(int argc, char **argv) {
     plait_cli_layout_args a;
     plait_cluster cluster;
-    plait_plan_result *res = NULL;
+    plait_cost_result *res = NULL;
     size_t n = 0, usable = 0;
-    int rc = plait_cli_layout_plan(argc, argv, 1, "bench sweep", &a, &cluster, &res, &n, &usable);
+    int rc = plait_cli_layout_predict(argc, argv, 1, "bench sweep", &a, &cluster, &res, &n, &usable);
     if (rc != 0) {
         plait_cli_layout_args_free(&a);
         return rc;
@@ -49,10 +49,10 @@ int plait_cli_bench_sweep(int argc, char **argv) {
                           .global_batch = a.axes.global_batch, .steps = a.steps, .warmup = a.warmup,
                           .max_minutes = a.max_minutes, .csv = csv, .csv_is_scratch = scratch[0] != 0,
                           .log_dir = logs,
-                          .mem_limit = a.mem_limit > 0 ? a.mem_limit : plait_plan_mem_limit(&cluster, a.ranks)};
-    for (size_t i = 0; rows && i < n; i++) rows[i].plan = res[i];
+                          .mem_limit = a.mem_limit > 0 ? a.mem_limit : plait_cost_mem_limit(&cluster, a.ranks)};
+    for (size_t i = 0; rows && i < n; i++) rows[i].predicted = res[i];
     if (st == PLAIT_OK && !usable) {
-        plait_plan_print_skipped(stdout, res, n);
+        plait_cost_print_skipped(stdout, res, n);
         fprintf(stderr, "plait: error: bench sweep: none of the %zu layouts of %d ranks is valid and fits (reasons "
                         "above); nothing to measure\n",
                 n, a.ranks);

@@ -25,10 +25,8 @@ int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv
             fprintf(stderr, "plait bench train: unknown option '%s'; 'plait help bench' lists them\n", a);
             free(over);
             return 2;
-        } else if (!path && !strchr(a, '=')) {
-            path = a;
         } else {
-            over[n_over++] = argv[i];
+            plait_cli_take_positional(argv[i], &path, over, &n_over);
         }
     }
     if (!path || o.steps < 1 || o.warmup < 0) {

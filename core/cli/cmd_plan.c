@@ -5,19 +5,19 @@
 
 #include "cli/cli.h"
 #include "cli/layout_args.h"
-#include "plan/plan_table.h"
+#include "cost/table.h"
 
 static int cmd_plan(int argc, char **argv) {
     plait_cli_layout_args a;
     plait_cluster cluster;
-    plait_plan_result *res = NULL;
+    plait_cost_result *res = NULL;
     size_t n = 0, usable = 0;
-    int rc = plait_cli_layout_plan(argc, argv, 0, "plan", &a, &cluster, &res, &n, &usable);
+    int rc = plait_cli_layout_predict(argc, argv, 0, "plan", &a, &cluster, &res, &n, &usable);
     if (rc == 0) {
-        plait_plan_rank_results(res, n);
-        plait_plan_print_header(stdout, a.config, a.ranks, &cluster, a.mem_limit);
-        plait_plan_print_table(stdout, res, n);
-        plait_plan_print_skipped(stdout, res, n);
+        plait_cost_sort_results(res, n);
+        plait_cost_print_header(stdout, a.config, a.ranks, &cluster, a.mem_limit);
+        plait_cost_print_table(stdout, res, n);
+        plait_cost_print_skipped(stdout, res, n);
         if (!usable) {
             fprintf(stderr, "plait: error: plan: no layout of %d ranks is valid and fits (reasons above)\n", a.ranks);
             rc = 1;

@@ -21,10 +21,8 @@ static int cmd_train(int argc, char **argv) {
             fprintf(stderr, "plait train: unknown option '%s'; 'plait help train' lists them\n", argv[i]);
             free(over);
             return 2;
-        } else if (!path && !strchr(argv[i], '=')) {
-            path = argv[i];
         } else {
-            over[n_over++] = argv[i];
+            plait_cli_take_positional(argv[i], &path, over, &n_over);
         }
     }
     if (!path) {

@@ -46,6 +46,13 @@ void plait_cli_declare_env_sections(plait_config *cfg) {
     plait_clear_error();
 }
 
+void plait_cli_take_positional(char *arg, const char **path, char **over, int *n_over) {
+    if (!*path && !strchr(arg, '='))
+        *path = arg;
+    else
+        over[(*n_over)++] = arg;
+}
+
 plait_status plait_cli_apply_log_level(const plait_config *cfg) {
     const char *where = NULL;
     const char *spec = plait_config_str(cfg, "run", "log_level");

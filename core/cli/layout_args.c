@@ -60,7 +60,7 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
             a->csv = v;
         } else if (sweep && !strcmp(o, "--report")) {
             a->report = v;
-        } else if (!strncmp(o, "--", 2) && plait_plan_axes_values(&a->axes, o + 2, v) == PLAIT_OK) {
+        } else if (!strncmp(o, "--", 2) && plait_cost_axes_values(&a->axes, o + 2, v) == PLAIT_OK) {
             /* --dp 1,2 / --schedule gpipe,1f1b / --micro_batch 1,2 ... */
         } else {
             plait_clear_error();
@@ -74,7 +74,7 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
     }
     /* explicit values (--tp 1,2) made their axes vary already; --axes adds */
     unsigned explicit_axes = a->axes.vary;
-    if (plait_plan_axes_parse(&a->axes, axes) != PLAIT_OK) {
+    if (plait_cost_axes_parse(&a->axes, axes) != PLAIT_OK) {
         fprintf(stderr, "plait %s: --axes: %s\n", cmd, plait_last_error());
         return 2;
     }
@@ -119,7 +119,7 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
         plait_config_free(cfg);
         return 1;
     }
-    plait_plan_layout *b = &a->axes.base;
+    plait_cost_layout *b = &a->axes.base;
     b->dp = (int)plait_config_int(cfg, "parallel", "dp");
     b->tp = (int)plait_config_int(cfg, "parallel", "tp");
     b->pp = (int)plait_config_int(cfg, "parallel", "pp");
@@ -151,8 +151,8 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     return 0;
 }
 
-int plait_cli_layout_plan(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,
-                          plait_cluster *cluster, plait_plan_result **res, size_t *n, size_t *usable) {
+int plait_cli_layout_predict(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,
+                          plait_cluster *cluster, plait_cost_result **res, size_t *n, size_t *usable) {
     *res = NULL;
     *n = *usable = 0;
     int rc = plait_cli_layout_args_parse(argc, argv, sweep, cmd, a);
@@ -160,13 +160,13 @@ int plait_cli_layout_plan(int argc, char **argv, int sweep, const char *cmd, pla
     if (!getenv("PLAIT_LOG_LEVEL")) (void)plait_log_configure("warn");
     if (rc == 0) rc = plait_cli_layout_setup(a, cluster) ? 1 : 0;
     if (rc != 0) return rc;
-    size_t count = plait_plan_enumerate(&a->axes, NULL, 0);
-    plait_plan_layout *lay = calloc(count + 1, sizeof *lay);
-    plait_plan_result *r = calloc(count + 1, sizeof *r);
+    size_t count = plait_cost_enumerate(&a->axes, NULL, 0);
+    plait_cost_layout *lay = calloc(count + 1, sizeof *lay);
+    plait_cost_result *r = calloc(count + 1, sizeof *r);
     plait_status st = lay && r ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-    if (st == PLAIT_OK) plait_plan_enumerate(&a->axes, lay, count);
+    if (st == PLAIT_OK) plait_cost_enumerate(&a->axes, lay, count);
     for (size_t i = 0; st == PLAIT_OK && i < count; i++) {
-        st = plait_plan_evaluate(&lay[i], a->axes.global_batch, plait_cli_layout_load, a, cluster, a->mem_limit, &r[i]);
+        st = plait_cost_evaluate(&lay[i], a->axes.global_batch, plait_cli_layout_load, a, cluster, a->mem_limit, &r[i]);
         *usable += r[i].valid && r[i].fits;
     }
     free(lay);

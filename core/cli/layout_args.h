@@ -2,14 +2,14 @@
  * The options `plait plan` and `plait bench sweep` share: the config, the
  * ranks, the cluster, the axes and their values, the memory limit, and the
  * user's `section.key=value` overrides; and the loader that turns the config
- * plus a layout's overrides into a finalized config (plan/plan_layouts.h).
+ * plus a layout's overrides into a finalized config (cost/layouts.h).
  * Not thread-safe; the struct points into argv (no ownership beyond `over`,
  * freed by plait_cli_layout_args_free).
  */
 #ifndef PLAIT_CLI_LAYOUT_ARGS_H
 #define PLAIT_CLI_LAYOUT_ARGS_H
 
-#include "plan/plan_layouts.h"
+#include "cost/layouts.h"
 
 typedef struct plait_cli_layout_args {
     const char *config;
@@ -17,7 +17,7 @@ typedef struct plait_cli_layout_args {
     const char *cluster;      /* CLUSTER.ini, or NULL: this machine */
     const char *comm_csv;     /* a bench comm CSV calibrating the intra-node link, or NULL */
     double mem_limit;         /* bytes per rank, 0 = the cluster's */
-    plait_plan_axes axes;
+    plait_cost_axes axes;
     char **over;              /* the user's overrides (malloc'd array of argv pointers) */
     int n_over;
     /* bench sweep only */
@@ -40,10 +40,10 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster);
  * set up, enumerate every layout and evaluate each. On success returns 0
  * with *res (malloc'd, *n entries, in enumeration order, free() it) and
  * *usable (valid and fitting); else the exit code, errors printed. */
-int plait_cli_layout_plan(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,
-                          plait_cluster *cluster, plait_plan_result **res, size_t *n, size_t *usable);
+int plait_cli_layout_predict(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,
+                          plait_cluster *cluster, plait_cost_result **res, size_t *n, size_t *usable);
 
-/* plait_plan_loader for `a` (ctx): the file, the user's overrides, then the
+/* plait_cost_loader for `a` (ctx): the file, the user's overrides, then the
  * layout's. */
 plait_status plait_cli_layout_load(void *ctx, int n, char *const *overrides, plait_config **out);
 

@@ -11,7 +11,7 @@
 
 #include "cli/cli.h"
 #include "device/device.h"
-#include "plan/plan_layouts.h"
+#include "cost/layouts.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 #include "runtime/host_memory.h"
@@ -29,25 +29,25 @@ typedef struct room {
 typedef struct need {
     int ok;                /* predicted at all */
     double bytes;          /* the largest need: one host's ranks together, or one rank's device */
-    plait_plan_mem worst;  /* the rank needing the most */
+    plait_cost_mem worst;  /* the rank needing the most */
 } need;
 
 /* The prediction for `cfg`: on a device, the largest rank without the
  * runtime (which stays in host memory); on the host, the largest sum over
  * one host's `local` consecutive ranks (plait's launcher puts consecutive
  * world ranks on a host). */
-plait_plan_mem *plait_cli_predict_memory(plait_config *cfg, int *n) {
+plait_cost_mem *plait_cli_predict_memory(plait_config *cfg, int *n) {
     plait_cluster c;
     plait_cluster_default(&c);
     int world = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                       plait_config_int(cfg, "parallel", "pp"));
-    plait_plan_mem *m = calloc((size_t)world, sizeof *m);
+    plait_cost_mem *m = calloc((size_t)world, sizeof *m);
     *n = 0;
     if (!m) {
         plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
         return NULL;
     }
-    if (plait_plan_config_memory(cfg, &c, m, world, n) != PLAIT_OK || *n < 1) {
+    if (plait_cost_config_memory(cfg, &c, m, world, n) != PLAIT_OK || *n < 1) {
         free(m);
         return NULL;
     }
@@ -57,7 +57,7 @@ plait_plan_mem *plait_cli_predict_memory(plait_config *cfg, int *n) {
 static need predict(plait_config *cfg, int local, int on_device) {
     need n = {0};
     int got = 0;
-    plait_plan_mem *m = plait_cli_predict_memory(cfg, &got);
+    plait_cost_mem *m = plait_cli_predict_memory(cfg, &got);
     if (!m) {
         plait_clear_error();
         return n;
@@ -156,7 +156,7 @@ static int fits(const need *n, const room *r) {
 }
 
 /* The rank's parts, largest first: "activations 21.8 GiB, optimizer state 950 MiB, ...". */
-static void largest_parts(const plait_plan_mem *m, int on_device, char *buf, size_t cap) {
+static void largest_parts(const plait_cost_mem *m, int on_device, char *buf, size_t cap) {
     typedef struct part {
         const char *name;
         double bytes;

@@ -21,12 +21,12 @@
 
 #include "config/config.h"
 
-#include "plan/plan.h"
+#include "cost/cost.h"
 
 /* What plait plan predicts for each rank of `cfg` (finalized), in world
  * order, on this machine's defaults: a malloc'd array of *n (the caller
  * frees it), or NULL (the preflight's error set) when it has no layout. */
-plait_plan_mem *plait_cli_predict_memory(plait_config *cfg, int *n);
+plait_cost_mem *plait_cli_predict_memory(plait_config *cfg, int *n);
 
 /* Check `cfg` (finalized; loaded from `path` with the overrides `over`,
  * which rebuild its variants for the suggestions) for `local_ranks` ranks

@@ -44,6 +44,10 @@ void plait_blas_autoselect(char **argv) {
     unsetenv("OPENBLAS_CORETYPE");
 }
 
+const char *plait_blas_core_in_use(void) { return openblas_get_corename(); }
+
+int plait_blas_core_set_by_hand(void) { return getenv("OPENBLAS_CORETYPE") && !getenv(SELECTED_VAR); }
+
 void plait_blas_describe(char *buf, size_t len) {
     char version[64] = "OpenBLAS";
     const char *config = openblas_get_config();

@@ -36,6 +36,13 @@ const char *plait_blas_pick_core(const char *detected, const plait_cpu_features 
  * that core. */
 void plait_blas_autoselect(char **argv);
 
+/* The OpenBLAS core whose kernels run in this process ("Haswell"), NULL if
+ * unknown. */
+const char *plait_blas_core_in_use(void);
+/* Whether they were set by hand (OPENBLAS_CORETYPE in the environment, not
+ * by plait_blas_autoselect). */
+int plait_blas_core_set_by_hand(void);
+
 /* "OpenBLAS 0.3.21, Haswell kernels (selected by plait from cpuid; OpenBLAS
  * detected Prescott)", or "(as OpenBLAS detected)", or "(OPENBLAS_CORETYPE
  * set by hand)". */

@@ -231,7 +231,7 @@ plait_status plait_job_new_comm_id(plait_job *job, const char *group_key, int le
 
 /* ---- join --------------------------------------------------------------- */
 
-static int cores_available(void) {
+int plait_cores_available(void) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
         int n = CPU_COUNT(&set);
@@ -423,7 +423,7 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
 
     int threads = opts->math_threads > 0 ? opts->math_threads : e->math_threads;
     if (threads <= 0) {
-        threads = cores_available() / job->local_size;
+        threads = plait_cores_available() / job->local_size;
         if (threads < 1) threads = 1;
     }
     job->math_threads = threads;

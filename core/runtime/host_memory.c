@@ -17,17 +17,39 @@ uint64_t plait_proc_kb(const char *path, const char *field) {
     return kb * 1024;
 }
 
-/* A cgroup file's number; UINT64_MAX for "max" or an unreadable file. */
-static uint64_t cgroup_value(const char *group, const char *file) {
-    char path[512], text[64] = "";
-    snprintf(path, sizeof path, "/sys/fs/cgroup%s/%s", group, file);
+/* A cgroup file's number under `dir`; UINT64_MAX for "max", a v1 "no
+ * limit" (2^63 rounded to pages) or an unreadable file. */
+static uint64_t cgroup_value(const char *dir, const char *group, const char *file) {
+    char path[600], text[64] = "";
+    snprintf(path, sizeof path, "%s%s/%s", dir, group, file);
     FILE *f = fopen(path, "r");
     if (!f) return UINT64_MAX;
     uint64_t v = UINT64_MAX;
     if (fgets(text, sizeof text, f) && strncmp(text, "max", 3) != 0 && sscanf(text, "%" SCNu64, &v) != 1)
         v = UINT64_MAX;
     fclose(f);
-    return v;
+    return v >= (UINT64_C(1) << 62) ? UINT64_MAX : v;
+}
+
+/* The smallest limit on the way from `group` up to the root of the
+ * hierarchy mounted at `dir`: cgroup v2 (memory.max, memory.current) or v1
+ * (memory.limit_in_bytes, memory.usage_in_bytes). */
+static void cgroup_limit(plait_host_memory *out, const char *dir, const char *path, const char *limit_file,
+                         const char *used_file) {
+    char group[256];
+    snprintf(group, sizeof group, "%s", strcmp(path, "/") == 0 ? "" : path);
+    for (;;) {
+        uint64_t lim = cgroup_value(dir, group, limit_file);
+        if (lim < out->cgroup_limit) {
+            out->cgroup_limit = lim;
+            out->cgroup_used = cgroup_value(dir, group, used_file);
+            if (out->cgroup_used == UINT64_MAX) out->cgroup_used = 0;
+            snprintf(out->cgroup, sizeof out->cgroup, "%s", group[0] ? group : "/");
+        }
+        char *slash = strrchr(group, '/');
+        if (!slash) break;
+        *slash = '\0';
+    }
 }
 
 void plait_host_memory_read(plait_host_memory *out) {
@@ -35,27 +57,17 @@ void plait_host_memory_read(plait_host_memory *out) {
     out->total = plait_proc_kb("/proc/meminfo", "MemTotal:");
     out->available = plait_proc_kb("/proc/meminfo", "MemAvailable:");
     out->cgroup_limit = UINT64_MAX;
-    /* cgroup v2: "0::/path"; the limit that binds is the smallest on the
-     * way up to the root */
+    /* "0::/path" (v2) and "N:memory:/path" (v1) */
     FILE *f = fopen("/proc/self/cgroup", "r");
     char line[512];
     while (f && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "0::", 3) != 0) continue;
         line[strcspn(line, "\n")] = '\0';
-        char group[256];
-        snprintf(group, sizeof group, "%s", strcmp(line + 3, "/") == 0 ? "" : line + 3);
-        for (;;) {
-            uint64_t lim = cgroup_value(group, "memory.max");
-            if (lim < out->cgroup_limit) {
-                out->cgroup_limit = lim;
-                out->cgroup_used = cgroup_value(group, "memory.current");
-                if (out->cgroup_used == UINT64_MAX) out->cgroup_used = 0;
-                snprintf(out->cgroup, sizeof out->cgroup, "%s", group[0] ? group : "/");
-            }
-            char *slash = strrchr(group, '/');
-            if (!slash) break;
-            *slash = '\0';
-        }
+        const char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        if (strncmp(line, "0::", 3) == 0)
+            cgroup_limit(out, "/sys/fs/cgroup", c2 + 1, "memory.max", "memory.current");
+        else if (c2 - c1 == 7 && strncmp(c1 + 1, "memory", 6) == 0)
+            cgroup_limit(out, "/sys/fs/cgroup/memory", c2 + 1, "memory.limit_in_bytes", "memory.usage_in_bytes");
     }
     if (f) fclose(f);
     struct rlimit rl;

@@ -176,7 +176,7 @@ void plait_mfu_peak_get(const plait_config *cfg, int threads, int local_ranks, i
     }
     if (device_peak(cfg, world, out)) return;
     plait_cpu_peak cpu;
-    plait_cpu_peak_get(threads, 0, &cpu);
+    plait_cpu_peak_get(threads, PLAIT_PEAK_CACHED_OR_MEASURED, &cpu);
     char date[32] = "?";
     time_t t = (time_t)cpu.when;
     struct tm tm;
@@ -196,7 +196,7 @@ void plait_mfu_peak_get(const plait_config *cfg, int threads, int local_ranks, i
     out->flops = out->rank_flops * out->ranks;
 }
 
-void plait_cpu_peak_get(int threads, int remeasure, plait_cpu_peak *out) {
+void plait_cpu_peak_get(int threads, plait_peak_how how, plait_cpu_peak *out) {
     memset(out, 0, sizeof *out);
     if (threads < 1) threads = 1;
     plait_cpu_features f;
@@ -213,12 +213,14 @@ void plait_cpu_peak_get(int threads, int remeasure, plait_cpu_peak *out) {
     if (!have_path) out->path[0] = '\0';
     /* A cached rate is used as it is, without measuring again: the figure
      * MFU is divided by stays the same from run to run on one machine. */
-    double cached = have_path && !remeasure ? cache_lookup(out->path, out->key, &out->when, &out->tries) : 0;
+    double cached = have_path && how != PLAIT_PEAK_MEASURED ? cache_lookup(out->path, out->key, &out->when,
+                                                                            &out->tries) : 0;
     if (cached > 0) {
         out->flops = cached * 1e9;
         out->from_cache = 1;
         return;
     }
+    if (how == PLAIT_PEAK_CACHED_ONLY) return;
     /* Several short tries, the best kept: one try can land on a moment
      * when something else holds the cores. */
     double best = 0;

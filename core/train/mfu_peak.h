@@ -11,8 +11,8 @@
  * holds one line per (machine: host name and machine-id, CPU, cores, BLAS
  * kernels, threads, precision) with the rate, when and over how many tries
  * it was measured. Later runs use that figure as it is, so MFU is
- * comparable from run to run on one machine; removing its line measures
- * it again. The job's peak is the rank's times the
+ * comparable from run to run on one machine; `plait doctor --peak`
+ * measures it again and replaces it. The job's peak is the rank's times the
  * ranks whose threads have cores of their own: per host, min(local ranks,
  * cores / threads), at least 1, times the hosts (hosts alike).
  *
@@ -55,10 +55,16 @@ typedef struct plait_cpu_peak {
     char path[4096];    /* the cache file ("" when there is no home to keep one in) */
     char key[512];      /* its line's key: machine, CPU, cores, BLAS kernels, threads, precision */
 } plait_cpu_peak;
+/* How plait_cpu_peak_get gets it. */
+typedef enum {
+    PLAIT_PEAK_CACHED_OR_MEASURED, /* the cache's figure, else measured now and cached */
+    PLAIT_PEAK_MEASURED,           /* measured now and cached, replacing the cache's figure */
+    PLAIT_PEAK_CACHED_ONLY         /* the cache's figure or nothing (flops 0): no measurement */
+} plait_peak_how;
 /* The rate for `threads` math threads in the kernels' current precision:
- * the cache's figure for this machine, or (none cached, or `remeasure`)
- * measured now over PLAIT_CPU_PEAK_TRIES tries and cached. */
-void plait_cpu_peak_get(int threads, int remeasure, plait_cpu_peak *out);
+ * the cache's figure for this machine, or measured now over
+ * PLAIT_CPU_PEAK_TRIES tries and cached, as `how` says. */
+void plait_cpu_peak_get(int threads, plait_peak_how how, plait_cpu_peak *out);
 
 /* The peak for ranks of `threads` math threads, `local_ranks` of them on
  * this host, `world` in all, in the kernels' current precision. */

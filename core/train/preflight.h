@@ -35,7 +35,7 @@ plait_status plait_layout_preflight(plait_config *cfg);
 plait_status plait_check_evaluation(const plait_config *cfg);
 
 /* What one rank's check saw, for a caller that predicts the layout's cost
- * (core/plan): the rank's mesh, the global model, the batch and the plan the
+ * (core/cost): the rank's mesh, the global model, the batch and the plan the
  * parallel plugin made. Valid only during the call. */
 typedef struct plait_layout_rank {
     const plait_mesh *mesh;

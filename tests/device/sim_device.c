@@ -718,6 +718,25 @@ static const plait_device_ops sim_ops = {
     .free_pinned = sim_free_pinned,
 };
 
+#ifndef SIM_ABI_1_3
+/* What plait doctor shows of it: its devices, as a GPU's report would, and
+ * a problem with its fix when PLAIT_SIM_PROBLEM names one (tests of
+ * doctor's device lines). */
+static void sim_report(const plait_host *host, const plait_config *cfg, plait_report_fn line, void *ctx) {
+    (void)cfg;
+    int32_t n = 0;
+    char text[256];
+    if (sim_count(host, &n) == PLAIT_OK && n > 0) {
+        const char *mb = getenv("PLAIT_SIM_MEMORY_MB");
+        snprintf(text, sizeof text, "%d simulated device%s (PLAIT_SIM_DEVICES), %s MiB each (PLAIT_SIM_MEMORY_MB)",
+                 (int)n, n == 1 ? "" : "s", mb && *mb ? mb : "unknown");
+        line(ctx, text, NULL);
+    }
+    const char *problem = getenv("PLAIT_SIM_PROBLEM");
+    if (problem && *problem) line(ctx, problem, "the fix PLAIT_SIM_PROBLEM asks for");
+}
+#endif
+
 static const plait_plugin_desc sim_desc = {
     .struct_size = sizeof(plait_plugin_desc),
     .magic = PLAIT_PLUGIN_MAGIC,
@@ -732,6 +751,9 @@ static const plait_plugin_desc sim_desc = {
     .version = "0.0.1",
     .description = "test device: host memory at non-canonical addresses, the CPU kernels queued and run late (tests only)",
     .ops = &sim_ops,
+#ifndef SIM_ABI_1_3
+    .report = sim_report,
+#endif
 };
 
 static const plait_plugin_desc *const sim_list[] = {&sim_desc};

@@ -18,9 +18,9 @@
 #include <cmocka.h>
 
 #include "bench/bench_sweep.h"
-#include "plan/cluster.h"
-#include "plan/plan.h"
-#include "plan/plan_layouts.h"
+#include "cost/cluster.h"
+#include "cost/cost.h"
+#include "cost/layouts.h"
 #include "runtime/error.h"
 
 #define NEAR(a, b) assert_true(fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-15)
@@ -29,48 +29,48 @@ static void test_link_formulas(void **state) {
     (void)state;
     plait_link l = {.bandwidth = 1e9, .latency = 1e-5};
     /* ring all-reduce of 4 MB over 4 ranks: 6 steps of 1 MB */
-    NEAR(plait_plan_allreduce_s(&l, 4, 4e6), 6 * (1e-5 + 1e-3));
-    NEAR(plait_plan_gather_s(&l, 4, 4e6), 3 * (1e-5 + 1e-3));
-    NEAR(plait_plan_p2p_s(&l, 4e6), 1e-5 + 4e-3);
-    assert_true(plait_plan_allreduce_s(&l, 1, 4e6) == 0);
-    assert_true(plait_plan_gather_s(&l, 1, 4e6) == 0);
+    NEAR(plait_cost_allreduce_s(&l, 4, 4e6), 6 * (1e-5 + 1e-3));
+    NEAR(plait_cost_gather_s(&l, 4, 4e6), 3 * (1e-5 + 1e-3));
+    NEAR(plait_cost_p2p_s(&l, 4e6), 1e-5 + 4e-3);
+    assert_true(plait_cost_allreduce_s(&l, 1, 4e6) == 0);
+    assert_true(plait_cost_gather_s(&l, 1, 4e6) == 0);
 }
 
 static void test_bubble(void **state) {
     (void)state;
-    NEAR(plait_plan_bubble(4, 8, 1), 3.0 / 11.0);
-    NEAR(plait_plan_bubble(4, 8, 2), 3.0 / 19.0);
-    NEAR(plait_plan_bubble(2, 1, 1), 0.5);
-    assert_true(plait_plan_bubble(1, 8, 1) == 0);
+    NEAR(plait_cost_bubble(4, 8, 1), 3.0 / 11.0);
+    NEAR(plait_cost_bubble(4, 8, 2), 3.0 / 19.0);
+    NEAR(plait_cost_bubble(2, 1, 1), 0.5);
+    assert_true(plait_cost_bubble(1, 8, 1) == 0);
 }
 
 static void test_memory_zero_formulas(void **state) {
     (void)state;
-    plait_plan_rank r = {.dp = 4, .tp = 1, .pp = 1, .param_numel = 1e6, .largest_layer_numel = 2e5, .act_bytes = 1e7};
-    plait_plan_mem m;
+    plait_cost_rank r = {.dp = 4, .tp = 1, .pp = 1, .param_numel = 1e6, .largest_layer_numel = 2e5, .act_bytes = 1e7};
+    plait_cost_mem m;
     /* plain DP: 16 bytes per parameter, a bucket (the whole 4 MB gradient)
      * of collective scratch plus a quarter */
-    plait_plan_memory(&r, 0, 25e6, 1e6, &m);
+    plait_cost_memory(&r, 0, 25e6, 1e6, &m);
     NEAR(m.param + m.grad + m.state, 16e6);
     NEAR(m.buffers, 5e6);
     NEAR(m.total, 16e6 + 1e7 + 5e6 + 1e6);
     /* ZeRO-1: 8Ψ + 8Ψ/N; two units of 0.8 MB and their shards */
-    plait_plan_memory(&r, 1, 25e6, 1e6, &m);
+    plait_cost_memory(&r, 1, 25e6, 1e6, &m);
     NEAR(m.param + m.grad + m.state, 8e6 + 8e6 / 4);
     NEAR(m.buffers, 2 * (8e5 + 2e5));
     NEAR(m.total, 10e6 + 1e7 + 2e6 + 1e6);
     /* ZeRO-2: 4Ψ + 12Ψ/N; a layer's gradients and two units */
-    plait_plan_memory(&r, 2, 25e6, 1e6, &m);
+    plait_cost_memory(&r, 2, 25e6, 1e6, &m);
     NEAR(m.param + m.grad + m.state, 4e6 + 12e6 / 4);
     NEAR(m.buffers, 3 * 8e5);
     /* ZeRO-3: 16Ψ/N; plus the running and the prefetched layer */
-    plait_plan_memory(&r, 3, 25e6, 1e6, &m);
+    plait_cost_memory(&r, 3, 25e6, 1e6, &m);
     NEAR(m.param + m.grad + m.state, 16e6 / 4);
     NEAR(m.buffers, 5 * 8e5);
     NEAR(m.total, 4e6 + 1e7 + 4e6 + 1e6);
     /* TP: the largest TP all-reduce sets the scratch */
-    plait_plan_rank t = {.dp = 1, .tp = 2, .pp = 1, .param_numel = 1e6, .tp_msgs = 10, .tp_msg_bytes = 2e6};
-    plait_plan_memory(&t, 0, 25e6, 0, &m);
+    plait_cost_rank t = {.dp = 1, .tp = 2, .pp = 1, .param_numel = 1e6, .tp_msgs = 10, .tp_msg_bytes = 2e6};
+    plait_cost_memory(&t, 0, 25e6, 0, &m);
     NEAR(m.buffers, 2.5e6);
 }
 
@@ -89,12 +89,12 @@ static void test_time_pipeline_on_gpus(void **state) {
     /* pp = 2, m = 4: each stage 1e11 FLOPs at 1e12 x 0.5 = 0.2 s, 4 sends of
      * 1 MB at 10 GB/s + 10 us; the bubble 1/5 stretches the busy time by
      * 1/(1 - 1/5); AdamW moves 28 bytes per parameter at 100 GB/s */
-    plait_plan_rank r[2];
+    plait_cost_rank r[2];
     for (int i = 0; i < 2; i++)
-        r[i] = (plait_plan_rank){.dp = 1, .tp = 1, .pp = 2, .node_rank = i, .micro_batches = 4, .chunks = 1,
+        r[i] = (plait_cost_rank){.dp = 1, .tp = 1, .pp = 2, .node_rank = i, .micro_batches = 4, .chunks = 1,
                                  .param_numel = 1e6, .flops = 1e11, .pp_msgs = 4, .pp_msg_bytes = 1e6, .bubble = 0.2};
-    plait_plan_time t;
-    plait_plan_step_time(r, 2, 0, 25e6, &c, &t);
+    plait_cost_time t;
+    plait_cost_step_time(r, 2, 0, 25e6, &c, &t);
     double pp = 4 * (1e-5 + 1e6 / 1e10), span = (0.2 + pp) / 0.8;
     NEAR(t.compute, 0.2);
     NEAR(t.comm, pp);
@@ -113,12 +113,12 @@ static void test_time_shared_cpu_cores(void **state) {
     c.efficiency = 1;
     c.memory_bandwidth = 1e10;
     c.intra = (plait_link){.kind = "shm", .bandwidth = 1e9, .latency = 1e-5};
-    plait_plan_rank r[4];
+    plait_cost_rank r[4];
     for (int i = 0; i < 4; i++)
-        r[i] = (plait_plan_rank){.dp = 4, .tp = 1, .pp = 1, .node_rank = i, .micro_batches = 1, .chunks = 1,
+        r[i] = (plait_cost_rank){.dp = 4, .tp = 1, .pp = 1, .node_rank = i, .micro_batches = 1, .chunks = 1,
                                  .param_numel = 1e6, .flops = 1e11};
-    plait_plan_time t;
-    plait_plan_step_time(r, 4, 0, 25e6, &c, &t);
+    plait_cost_time t;
+    plait_cost_step_time(r, 4, 0, 25e6, &c, &t);
     /* alone a rank would take 1 s, but the node does 4e11 FLOPs at 2e11/s:
      * 2 s; the 4 MB gradient is one bucket, the last, so its all-reduce is
      * not hidden; the four ranks' AdamW share the node's bandwidth */
@@ -129,7 +129,7 @@ static void test_time_shared_cpu_cores(void **state) {
     NEAR(t.step, 2.0 + ar + 4 * 28e6 / 1e10);
     NEAR(t.dp_bytes, 2.0 * 3 / 4 * 4e6);
     /* with a 1 MB bucket, 3 of the 4 MB hide behind the backward pass */
-    plait_plan_step_time(r, 4, 0, 1e6, &c, &t);
+    plait_cost_step_time(r, 4, 0, 1e6, &c, &t);
     NEAR(t.comm, 6 * (1e-5 + 0.25e6 / 1e9));
 }
 
@@ -142,22 +142,22 @@ static void test_spearman(void **state) {
     NEAR(plait_spearman(x, tie, 5), 8.0 / sqrt(95.0));
 }
 
-static plait_plan_axes axes4(const char *list) {
-    plait_plan_axes a;
+static plait_cost_axes axes4(const char *list) {
+    plait_cost_axes a;
     memset(&a, 0, sizeof a);
     a.ranks = 4;
     a.global_batch = 8;
-    a.base = (plait_plan_layout){.dp = 1, .tp = 1, .pp = 1, .schedule = "1f1b", .chunks = 1, .optim = "adam",
+    a.base = (plait_cost_layout){.dp = 1, .tp = 1, .pp = 1, .schedule = "1f1b", .chunks = 1, .optim = "adam",
                                  .comm = "tcp"};
-    assert_int_equal(plait_plan_axes_parse(&a, list), PLAIT_OK);
+    assert_int_equal(plait_cost_axes_parse(&a, list), PLAIT_OK);
     return a;
 }
 
 static void test_enumerate_default_axes(void **state) {
     (void)state;
-    plait_plan_axes a = axes4("dp,tp,pp,schedule");
-    plait_plan_layout l[64];
-    size_t n = plait_plan_enumerate(&a, l, 64);
+    plait_cost_axes a = axes4("dp,tp,pp,schedule");
+    plait_cost_layout l[64];
+    size_t n = plait_cost_enumerate(&a, l, 64);
     /* dp x tp x pp = 4: (1,1,4) (1,2,2) (1,4,1) (2,1,2) (2,2,1) (4,1,1);
      * the three with a pipeline once per schedule */
     static const char *const want[] = {
@@ -168,12 +168,12 @@ static void test_enumerate_default_axes(void **state) {
     assert_int_equal(n, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < n; i++) {
         char name[128];
-        plait_plan_layout_name(&l[i], name, sizeof name);
+        plait_cost_layout_name(&l[i], name, sizeof name);
         assert_string_equal(name, want[i]);
     }
     /* the overrides that make the config into a layout */
     char ov[16][96];
-    int k = plait_plan_layout_overrides(&l[5], 8, ov);
+    int k = plait_cost_layout_overrides(&l[5], 8, ov);
     int seen = 0;
     for (int i = 0; i < k; i++)
         seen += !strcmp(ov[i], "parallel.tp=2") + !strcmp(ov[i], "parallel.pp.schedule=interleaved") +
@@ -184,31 +184,31 @@ static void test_enumerate_default_axes(void **state) {
 
 static void test_enumerate_bounds_and_optim(void **state) {
     (void)state;
-    plait_plan_axes a = axes4("dp,tp,pp,schedule,optim");
+    plait_cost_axes a = axes4("dp,tp,pp,schedule,optim");
     /* ZeRO only where there is DP: 7 layouts with dp = 1 (adam), 4 x 4 with
      * dp = 2, 4 with dp = 4 */
-    assert_int_equal(plait_plan_enumerate(&a, NULL, 0), 7 + 16 + 4);
+    assert_int_equal(plait_cost_enumerate(&a, NULL, 0), 7 + 16 + 4);
     /* bounds: tp in {1}, pp in {1, 2}, one schedule */
     a = axes4("dp,tp,pp,schedule");
-    assert_int_equal(plait_plan_axes_values(&a, "tp", "1"), PLAIT_OK);
-    assert_int_equal(plait_plan_axes_values(&a, "pp", "1,2"), PLAIT_OK);
-    assert_int_equal(plait_plan_axes_values(&a, "schedule", "1f1b"), PLAIT_OK);
-    plait_plan_layout l[8];
-    assert_int_equal(plait_plan_enumerate(&a, l, 8), 2);
+    assert_int_equal(plait_cost_axes_values(&a, "tp", "1"), PLAIT_OK);
+    assert_int_equal(plait_cost_axes_values(&a, "pp", "1,2"), PLAIT_OK);
+    assert_int_equal(plait_cost_axes_values(&a, "schedule", "1f1b"), PLAIT_OK);
+    plait_cost_layout l[8];
+    assert_int_equal(plait_cost_enumerate(&a, l, 8), 2);
     assert_true(l[0].dp == 2 && l[0].pp == 2 && !strcmp(l[0].schedule, "1f1b"));
     assert_true(l[1].dp == 4 && l[1].pp == 1);
     /* micro-batches: every divisor of the per-replica batch */
     a = axes4("micro_batch");
     a.base.dp = 2;
     a.ranks = 2;
-    assert_int_equal(plait_plan_enumerate(&a, l, 8), 3); /* 4 per replica: 1, 2, 4 */
+    assert_int_equal(plait_cost_enumerate(&a, l, 8), 3); /* 4 per replica: 1, 2, 4 */
     /* mistakes name what is allowed */
-    assert_int_equal(plait_plan_axes_parse(&a, "dp,tensor"), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_cost_axes_parse(&a, "dp,tensor"), PLAIT_ERR_INVALID_ARG);
     assert_non_null(strstr(plait_last_error(), "unknown axis 'tensor'"));
     assert_non_null(strstr(plait_last_error(), "micro_batch"));
-    assert_int_equal(plait_plan_axes_values(&a, "schedule", "zigzag"), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_cost_axes_values(&a, "schedule", "zigzag"), PLAIT_ERR_INVALID_ARG);
     assert_non_null(strstr(plait_last_error(), "gpipe, 1f1b, interleaved"));
-    assert_int_equal(plait_plan_axes_values(&a, "tp", "0"), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_cost_axes_values(&a, "tp", "0"), PLAIT_ERR_INVALID_ARG);
 }
 
 static char *source_path(const char *rel) {

@@ -510,6 +510,7 @@ static const plait_plugin_desc g_desc = {
     .probe = nccl_probe,
     .ops = &g_ops,
     .uses = NULL,
+    .report = nccl_report,
 };
 
 static const plait_plugin_desc *const g_list[] = {&g_desc};

@@ -162,4 +162,7 @@ plait_status pnccl_record_event(void *comm, plait_stream *stream, void *native_e
 /* "rank 3" or "rank 1 of communicator 7 (world rank 3)". */
 void pnccl_peer_name(const pnccl_comm *c, int peer, char *buf, size_t cap);
 
+/* nccl_report.c: what plait doctor shows (plait_plugin_desc.report). */
+void nccl_report(const plait_host *h, const plait_config *cfg, plait_report_fn line, void *ctx);
+
 #endif

@@ -205,6 +205,9 @@ struct tcp_engine {
 #define TCP_RX_BUF (64u * 1024u)
 #define TCP_RX_READ (16u * 1024u)
 
+/* tcp_report.c: what plait doctor shows (plait_plugin_desc.report). */
+void tcp_report(const plait_host *h, const plait_config *cfg, plait_report_fn line, void *ctx);
+
 /* tcp_setup.c */
 plait_status tcp_read_settings(const plait_host *host, const plait_config *cfg, tcp_settings *out);
 /* Pick the address to listen on (ifname, loopback for one-host jobs, else

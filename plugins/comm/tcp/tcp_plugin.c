@@ -321,6 +321,7 @@ static const plait_plugin_desc g_desc = {
     .probe = tcp_probe,
     .ops = &g_ops,
     .uses = NULL,
+    .report = tcp_report,
 };
 
 static const plait_plugin_desc *const g_list[] = {&g_desc};

@@ -315,4 +315,7 @@ plait_status vb_check_buffer(vb_engine *e, const plait_buffer *b);
 /* A user registration (from vb_reg) covering [p, p+len), or NULL. */
 const vb_mr *vb_usable_mr(const vb_mr *mr, const void *p, size_t len);
 
+/* verbs_report.c: what plait doctor shows (plait_plugin_desc.report). */
+void vb_report(const plait_host *h, const plait_config *cfg, plait_report_fn line, void *ctx);
+
 #endif

@@ -214,6 +214,7 @@ static const plait_plugin_desc g_desc = {
     .probe = verbs_probe,
     .ops = &g_ops,
     .uses = NULL,
+    .report = vb_report,
 };
 
 static const plait_plugin_desc *const g_list[] = {&g_desc};

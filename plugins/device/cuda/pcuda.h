@@ -23,6 +23,7 @@
 #include <plait/device.h>
 #include <plait/host.h>
 #include <plait/kernels.h>
+#include <plait/plugin.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -192,4 +193,7 @@ const plait_kernels *pc_kernels(void);
 #ifdef __cplusplus
 }
 #endif
+/* report.c: what plait doctor shows (plait_plugin_desc.report). */
+void pc_report(const plait_host *h, const plait_config *cfg, plait_report_fn line, void *ctx);
+
 #endif

@@ -86,6 +86,8 @@ static const plait_plugin_desc g_desc = {
     .param_size = sizeof(plait_key_decl),
     .probe = cuda_probe,
     .ops = &g_ops,
+    .uses = NULL,
+    .report = pc_report,
 };
 
 static const plait_plugin_desc *const g_list[] = {&g_desc};

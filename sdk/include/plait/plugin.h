@@ -60,6 +60,12 @@ typedef enum plait_plugin_kind {
     PLAIT_KIND_DEVICE = 4    /* ops: plait_device_ops (device.h); ABI 1.3 */
 } plait_plugin_kind;
 
+/* How a plugin tells `plait doctor` what it found (ABI 1.6): one fact per
+ * call ("driver 550.54.15, CUDA 12.4"); for a problem, `fix` says what to do
+ * about it ("update the driver to 550 or later"), NULL for a plain fact.
+ * Both strings are copied before the call returns. */
+typedef void (*plait_report_fn)(void *ctx, const char *fact, const char *fix);
+
 typedef struct plait_plugin_desc {
     uint32_t struct_size;          /* sizeof(plait_plugin_desc) as compiled by the plugin */
     uint32_t magic;                /* PLAIT_PLUGIN_MAGIC */
@@ -91,7 +97,24 @@ typedef struct plait_plugin_desc {
      * (hybrid uses "dp", "tp", "pp"), NULL-terminated, or NULL. The core
      * declares their config sections too and loads them on demand. */
     const char *const *uses;
+
+    /* ABI 1.6, optional (NULL, or a descriptor from an older SDK without
+     * it: check PLAIT_PLUGIN_HAS(desc, report)). What `plait doctor` shows
+     * of the plugin on this machine beyond its probe: versions, what it
+     * would use and why (the devices, the network interface), and each
+     * problem with its fix, one `line` call each. `cfg` is the
+     * configuration doctor was given when it holds the plugin's section,
+     * else NULL (then the keys' defaults apply). Same rules as probe: must
+     * not print, hang, or leave threads, state or a driver context in the
+     * caller behind (read files, or ask a child process). */
+    void (*report)(const plait_host *host, const plait_config *cfg, plait_report_fn line, void *ctx);
 } plait_plugin_desc;
+
+/* True if descriptor `d` (from a plugin built against a possibly older SDK)
+ * has member `field` set. */
+#define PLAIT_PLUGIN_HAS(d, field)                                                     \
+    ((d)->struct_size >= offsetof(plait_plugin_desc, field) + sizeof((d)->field) &&   \
+     (d)->field != NULL)
 
 /* Signature of the entry symbol. Called once per process after dlopen, with
  * the core's ABI version and host table (which outlive the plugin). Fills

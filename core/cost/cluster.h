@@ -6,8 +6,8 @@
  * "FILE:LINE: [section] key ..." with the allowed values, like a run config.
  * The struct is plain data: no ownership, copy freely; thread-safe to read.
  */
-#ifndef PLAIT_CORE_PLAN_CLUSTER_H
-#define PLAIT_CORE_PLAN_CLUSTER_H
+#ifndef PLAIT_CORE_COST_CLUSTER_H
+#define PLAIT_CORE_COST_CLUSTER_H
 
 #include <plait/types.h>
 

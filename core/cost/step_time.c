@@ -1,21 +1,21 @@
 /* Step time: compute, alpha-beta communication, pipeline bubble, overlap. */
-#include "plan/plan.h"
+#include "cost/cost.h"
 
 #include <string.h>
 
-double plait_plan_allreduce_s(const plait_link *l, int n, double bytes) {
+double plait_cost_allreduce_s(const plait_link *l, int n, double bytes) {
     if (n <= 1) return 0;
     return 2.0 * (n - 1) * (l->latency + bytes / n / l->bandwidth);
 }
 
-double plait_plan_gather_s(const plait_link *l, int n, double bytes) {
+double plait_cost_gather_s(const plait_link *l, int n, double bytes) {
     if (n <= 1) return 0;
     return (n - 1) * (l->latency + bytes / n / l->bandwidth);
 }
 
-double plait_plan_p2p_s(const plait_link *l, double bytes) { return l->latency + bytes / l->bandwidth; }
+double plait_cost_p2p_s(const plait_link *l, double bytes) { return l->latency + bytes / l->bandwidth; }
 
-double plait_plan_bubble(int p, int m, int v) {
+double plait_cost_bubble(int p, int m, int v) {
     if (p <= 1 || m < 1) return 0;
     if (v < 1) v = 1;
     return (double)(p - 1) / ((double)v * m + p - 1);
@@ -25,7 +25,7 @@ double plait_plan_bubble(int p, int m, int v) {
  * them: plain DP all-reduces 4Ψ; ZeRO-1/2 reduce-scatter 4Ψ and all-gather
  * the updated 4Ψ; ZeRO-3 all-gathers the parameters for the forward and
  * again for the backward pass and reduce-scatters the gradients (1.5x). */
-static void dp_times(const plait_plan_rank *r, int zero_stage, double bucket_bytes, const plait_link *l,
+static void dp_times(const plait_cost_rank *r, int zero_stage, double bucket_bytes, const plait_link *l,
                      double *hidden_s, double *exposed_s, double *bytes) {
     double S = 4 * r->param_numel;
     int n = r->dp;
@@ -33,23 +33,23 @@ static void dp_times(const plait_plan_rank *r, int zero_stage, double bucket_byt
     if (n <= 1) return;
     double last = S < bucket_bytes ? S : bucket_bytes;
     if (zero_stage == 0) {
-        *hidden_s = plait_plan_allreduce_s(l, n, S - last);
-        *exposed_s = plait_plan_allreduce_s(l, n, last);
+        *hidden_s = plait_cost_allreduce_s(l, n, S - last);
+        *exposed_s = plait_cost_allreduce_s(l, n, last);
         *bytes = 2.0 * (n - 1) / n * S;
     } else if (zero_stage < 3) {
-        *hidden_s = plait_plan_gather_s(l, n, S - last);
-        *exposed_s = plait_plan_gather_s(l, n, last) + plait_plan_gather_s(l, n, S);
+        *hidden_s = plait_cost_gather_s(l, n, S - last);
+        *exposed_s = plait_cost_gather_s(l, n, last) + plait_cost_gather_s(l, n, S);
         *bytes = 2.0 * (n - 1) / n * S;
     } else {
         double U = 4 * r->largest_layer_numel;
-        *hidden_s = 3 * plait_plan_gather_s(l, n, S) - plait_plan_gather_s(l, n, U);
-        *exposed_s = plait_plan_gather_s(l, n, U);
+        *hidden_s = 3 * plait_cost_gather_s(l, n, S) - plait_cost_gather_s(l, n, U);
+        *exposed_s = plait_cost_gather_s(l, n, U);
         *bytes = 3.0 * (n - 1) / n * S;
     }
 }
 
-void plait_plan_step_time(const plait_plan_rank *ranks, int n, int zero_stage, double bucket_bytes,
-                          const plait_cluster *c, plait_plan_time *out) {
+void plait_cost_step_time(const plait_cost_rank *ranks, int n, int zero_stage, double bucket_bytes,
+                          const plait_cluster *c, plait_cost_time *out) {
     memset(out, 0, sizeof *out);
     if (n < 1) return;
     int per_node = plait_cluster_ranks_per_node(c, n);
@@ -61,7 +61,7 @@ void plait_plan_step_time(const plait_plan_rank *ranks, int n, int zero_stage, d
     double node_rate = unit_rate * units;
     int threads = c->gpu ? 1 : (units / per_node > 1 ? units / per_node : 1);
     double alone = unit_rate * threads * c->efficiency;
-    const plait_plan_rank *r0 = &ranks[0];
+    const plait_cost_rank *r0 = &ranks[0];
     int tp = r0->tp, dp = r0->dp;
     const plait_link *tp_link = plait_cluster_link(c, n, tp, 1);
     const plait_link *dp_link = plait_cluster_link(c, n, dp, tp);
@@ -84,10 +84,10 @@ void plait_plan_step_time(const plait_plan_rank *ranks, int n, int zero_stage, d
         if (opt > opt_max) opt_max = opt;
     }
     for (int i = 0; i < n; i++) {
-        const plait_plan_rank *r = &ranks[i];
+        const plait_cost_rank *r = &ranks[i];
         double compute = r->flops / alone;
-        double tp_s = r->tp_msgs * plait_plan_allreduce_s(tp_link, r->tp, r->tp_msg_bytes);
-        double pp_s = r->pp_msgs * plait_plan_p2p_s(pp_link, r->pp_msg_bytes);
+        double tp_s = r->tp_msgs * plait_cost_allreduce_s(tp_link, r->tp, r->tp_msg_bytes);
+        double pp_s = r->pp_msgs * plait_cost_p2p_s(pp_link, r->pp_msg_bytes);
         double busy = compute + tp_s + pp_s;
         double span = busy / (1 - r->bubble);
         if (span > crit) {

@@ -1,5 +1,5 @@
 /* CLUSTER.ini through the config machinery (FILE:LINE errors, allowed values). */
-#include "plan/cluster.h"
+#include "cost/cluster.h"
 
 #include <errno.h>
 #include <stdio.h>

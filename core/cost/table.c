@@ -1,10 +1,10 @@
 /* The text table of `plait plan`. */
-#include "plan/plan_table.h"
+#include "cost/table.h"
 
 #define MiB 1048576.0
 
-void plait_plan_print_header(FILE *out, const char *config, int ranks, const plait_cluster *c, double mem_limit) {
-    double limit = mem_limit > 0 ? mem_limit : plait_plan_mem_limit(c, ranks);
+void plait_cost_print_header(FILE *out, const char *config, int ranks, const plait_cluster *c, double mem_limit) {
+    double limit = mem_limit > 0 ? mem_limit : plait_cost_mem_limit(c, ranks);
     fprintf(out, "# plait plan %s: %d ranks on %s\n", config, ranks, c->name);
     fprintf(out, "# %d node%s x %d %s, peak %.1f GFLOP/s per %s x efficiency %.2f; intra %s %.1f GB/s %.1f us",
             c->nodes, c->nodes == 1 ? "" : "s", c->units_per_node, c->gpu ? "GPUs" : "cores", c->peak_flops / 1e9,
@@ -16,13 +16,13 @@ void plait_plan_print_header(FILE *out, const char *config, int ranks, const pla
             "compute", "comm", "idle", "optim", "dp_MB", "tp_MB", "mem_MiB", "fits");
 }
 
-size_t plait_plan_print_table(FILE *out, const plait_plan_result *r, size_t n) {
+size_t plait_cost_print_table(FILE *out, const plait_cost_result *r, size_t n) {
     size_t fit = 0, row = 0;
     for (size_t i = 0; i < n; i++) {
         if (!r[i].valid) continue;
         char name[128];
-        plait_plan_layout_name(&r[i].layout, name, sizeof name);
-        const plait_plan_time *t = &r[i].time;
+        plait_cost_layout_name(&r[i].layout, name, sizeof name);
+        const plait_cost_time *t = &r[i].time;
         fprintf(out, "  %-4zu %-36s %10.0f %9.1f %9.1f %8.1f %8.1f %8.1f %9.2f %9.2f %9.1f %5s\n", ++row, name,
                 r[i].tokens_per_s, 1e3 * t->step, 1e3 * t->compute, 1e3 * t->comm, 1e3 * t->idle, 1e3 * t->optim,
                 t->dp_bytes / MiB, t->tp_bytes / MiB, r[i].mem.total / MiB, r[i].fits ? "yes" : "NO");
@@ -31,18 +31,18 @@ size_t plait_plan_print_table(FILE *out, const plait_plan_result *r, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (r[i].valid && !r[i].fits) {
             char name[128];
-            plait_plan_layout_name(&r[i].layout, name, sizeof name);
+            plait_cost_layout_name(&r[i].layout, name, sizeof name);
             fprintf(out, "# does not fit: %s: %s\n", name, r[i].why);
         }
     return fit;
 }
 
-size_t plait_plan_print_skipped(FILE *out, const plait_plan_result *r, size_t n) {
+size_t plait_cost_print_skipped(FILE *out, const plait_cost_result *r, size_t n) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (r[i].valid) continue;
         char name[128];
-        plait_plan_layout_name(&r[i].layout, name, sizeof name);
+        plait_cost_layout_name(&r[i].layout, name, sizeof name);
         fprintf(out, "# skipped: %s: %s\n", name, r[i].why);
         k++;
     }

@@ -1,5 +1,5 @@
 /* A rank's FLOPs, parameters, activations and messages from its plan. */
-#include "plan/plan_rank.h"
+#include "cost/rank_cost.h"
 
 #include <string.h>
 
@@ -85,7 +85,7 @@ static double shard_numel(const plait_param *g, const plait_shard *sh) {
     return (double)p.numel;
 }
 
-void plait_plan_rank_from_plan(const plait_layout_rank *lr, plait_plan_rank *out) {
+void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_cost_rank *out) {
     const plait_model_spec *spec = lr->spec;
     const plait_plan *plan = lr->plan;
     const plait_mesh *mesh = lr->mesh;
@@ -176,7 +176,7 @@ void plait_plan_rank_from_plan(const plait_layout_rank *lr, plait_plan_rank *out
         out->pp_msgs = sends * plan->micro_batches;
         out->pp_msg_bytes = bsh;
         out->bubble = plan->bubble_formula > 0 ? plan->bubble_formula
-                                               : plait_plan_bubble(mesh->pp, plan->micro_batches, out->chunks);
+                                               : plait_cost_bubble(mesh->pp, plan->micro_batches, out->chunks);
     }
 #undef LOCAL
 }

@@ -1,10 +1,10 @@
 /* Memory per rank: the ZeRO paper's accounting plus activations and buffers. */
-#include "plan/plan.h"
+#include "cost/cost.h"
 
 #include <string.h>
 
-void plait_plan_memory(const plait_plan_rank *r, int zero_stage, double bucket_bytes, double process_bytes,
-                       plait_plan_mem *out) {
+void plait_cost_memory(const plait_cost_rank *r, int zero_stage, double bucket_bytes, double process_bytes,
+                       plait_cost_mem *out) {
     memset(out, 0, sizeof *out);
     double psi = r->param_numel, n = r->dp > 0 ? r->dp : 1;
     /* fp32 everywhere: 4 bytes of parameter, 4 of gradient, 8 of Adam moments */

@@ -1,21 +1,21 @@
 /* Enumerating layouts along the chosen axes and evaluating each. */
-#include "plan/plan_layouts.h"
+#include "cost/layouts.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/plan_rank.h"
+#include "cost/rank_cost.h"
 #include "runtime/error.h"
 #include "train/preflight.h"
 
-const char *const plait_plan_axis_names[PLAIT_AXIS_N_COUNT] = {"dp", "tp", "pp", "schedule", "chunks",
+const char *const plait_cost_axis_names[PLAIT_AXIS_N_COUNT] = {"dp", "tp", "pp", "schedule", "chunks",
                                                               "optim", "micro_batch", "bucket_mb", "comm"};
 
 static int axis_index(const char *name, size_t len) {
     for (int a = 0; a < PLAIT_AXIS_N_COUNT; a++)
-        if (strlen(plait_plan_axis_names[a]) == len && strncmp(plait_plan_axis_names[a], name, len) == 0) return a;
+        if (strlen(plait_cost_axis_names[a]) == len && strncmp(plait_cost_axis_names[a], name, len) == 0) return a;
     return -1;
 }
 
@@ -26,7 +26,7 @@ static plait_status unknown_axis(const char *name, size_t len) {
                            (int)len, name);
 }
 
-plait_status plait_plan_axes_parse(plait_plan_axes *axes, const char *list) {
+plait_status plait_cost_axes_parse(plait_cost_axes *axes, const char *list) {
     axes->vary = 0;
     for (const char *p = list; *p;) {
         size_t len = strcspn(p, ",");
@@ -42,7 +42,7 @@ static int is_text_axis(int a) {
     return a == PLAIT_AXIS_N_SCHEDULE || a == PLAIT_AXIS_N_OPTIM || a == PLAIT_AXIS_N_COMM;
 }
 
-plait_status plait_plan_axes_values(plait_plan_axes *axes, const char *axis, const char *values) {
+plait_status plait_cost_axes_values(plait_cost_axes *axes, const char *axis, const char *values) {
     int a = axis_index(axis, strlen(axis));
     if (a < 0) return unknown_axis(axis, strlen(axis));
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "zb1", NULL};
@@ -50,8 +50,8 @@ plait_status plait_plan_axes_values(plait_plan_axes *axes, const char *axis, con
     axes->n[a] = 0;
     for (const char *p = values; *p;) {
         size_t len = strcspn(p, ",");
-        if (axes->n[a] == PLAIT_PLAN_MAX_VALUES)
-            return plait_set_error(PLAIT_ERR_INVALID_ARG, "--%s: at most %d values", axis, PLAIT_PLAN_MAX_VALUES);
+        if (axes->n[a] == PLAIT_COST_MAX_VALUES)
+            return plait_set_error(PLAIT_ERR_INVALID_ARG, "--%s: at most %d values", axis, PLAIT_COST_MAX_VALUES);
         if (len == 0 || len >= 32)
             return plait_set_error(PLAIT_ERR_INVALID_ARG, "--%s '%s': an empty or too long value", axis, values);
         int k = axes->n[a];
@@ -82,7 +82,7 @@ plait_status plait_plan_axes_values(plait_plan_axes *axes, const char *axis, con
 }
 
 /* The values an axis takes for a layout with sizes dp/pp fixed so far. */
-static int axis_values(const plait_plan_axes *x, int a, int dp, int pp, int64_t *num, const char **text) {
+static int axis_values(const plait_cost_axes *x, int a, int dp, int pp, int64_t *num, const char **text) {
     int vary = (x->vary >> a) & 1u, n = 0;
     if (vary && x->n[a] > 0) {
         for (int i = 0; i < x->n[a]; i++) {
@@ -101,7 +101,7 @@ static int axis_values(const plait_plan_axes *x, int a, int dp, int pp, int64_t 
             num[n++] = base;
             break;
         }
-        for (int d = 1; d <= x->ranks && n < PLAIT_PLAN_MAX_VALUES; d++)
+        for (int d = 1; d <= x->ranks && n < PLAIT_COST_MAX_VALUES; d++)
             if (x->ranks % d == 0) num[n++] = d;
         break;
     }
@@ -132,7 +132,7 @@ static int axis_values(const plait_plan_axes *x, int a, int dp, int pp, int64_t 
             num[n++] = pp > 1 ? 1 : (per > 0 ? per : 1);
             break;
         }
-        for (int64_t m = 1; m <= per && n < PLAIT_PLAN_MAX_VALUES; m++)
+        for (int64_t m = 1; m <= per && n < PLAIT_COST_MAX_VALUES; m++)
             if (per % m == 0) num[n++] = m;
         break;
     }
@@ -150,9 +150,9 @@ static int axis_values(const plait_plan_axes *x, int a, int dp, int pp, int64_t 
     return n;
 }
 
-size_t plait_plan_enumerate(const plait_plan_axes *x, plait_plan_layout *out, size_t cap) {
-    int64_t v[PLAIT_AXIS_N_COUNT][PLAIT_PLAN_MAX_VALUES];
-    const char *t[PLAIT_AXIS_N_COUNT][PLAIT_PLAN_MAX_VALUES];
+size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, size_t cap) {
+    int64_t v[PLAIT_AXIS_N_COUNT][PLAIT_COST_MAX_VALUES];
+    const char *t[PLAIT_AXIS_N_COUNT][PLAIT_COST_MAX_VALUES];
     size_t count = 0;
     int nd = axis_values(x, PLAIT_AXIS_N_DP, 0, 0, v[0], t[0]);
     int nt = axis_values(x, PLAIT_AXIS_N_TP, 0, 0, v[1], t[1]);
@@ -171,7 +171,7 @@ size_t plait_plan_enumerate(const plait_plan_axes *x, plait_plan_layout *out, si
                 if (dp == 1) n[PLAIT_AXIS_N_BUCKET_MB] = 1;
                 int i[PLAIT_AXIS_N_COUNT] = {0};
                 for (;;) {
-                    plait_plan_layout l;
+                    plait_cost_layout l;
                     memset(&l, 0, sizeof l);
                     l.dp = dp;
                     l.tp = tp;
@@ -203,7 +203,7 @@ size_t plait_plan_enumerate(const plait_plan_axes *x, plait_plan_layout *out, si
     return count;
 }
 
-void plait_plan_layout_name(const plait_plan_layout *l, char *buf, size_t len) {
+void plait_cost_layout_name(const plait_cost_layout *l, char *buf, size_t len) {
     int n = snprintf(buf, len, "dp%d tp%d pp%d", l->dp, l->tp, l->pp);
     if (n < 0 || (size_t)n >= len) return;
     if (l->pp > 1) n += snprintf(buf + n, len - (size_t)n, " %s", l->schedule);
@@ -213,7 +213,7 @@ void plait_plan_layout_name(const plait_plan_layout *l, char *buf, size_t len) {
     if ((size_t)n < len && strcmp(l->comm, "tcp") != 0) snprintf(buf + n, len - (size_t)n, " %s", l->comm);
 }
 
-int plait_plan_layout_overrides(const plait_plan_layout *l, int64_t global_batch, char out[][96]) {
+int plait_cost_layout_overrides(const plait_cost_layout *l, int64_t global_batch, char out[][96]) {
     int n = 0;
     snprintf(out[n++], 96, "parallel.dp=%d", l->dp);
     snprintf(out[n++], 96, "parallel.tp=%d", l->tp);
@@ -237,16 +237,16 @@ int plait_plan_layout_overrides(const plait_plan_layout *l, int64_t global_batch
 }
 
 typedef struct collect {
-    plait_plan_rank *ranks;
+    plait_cost_rank *ranks;
     int n, cap;
 } collect;
 
 static void visit(void *ctx, const plait_layout_rank *r) {
     collect *c = ctx;
-    if (c->n < c->cap) plait_plan_rank_from_plan(r, &c->ranks[c->n++]);
+    if (c->n < c->cap) plait_cost_rank_from_plan(r, &c->ranks[c->n++]);
 }
 
-double plait_plan_mem_limit(const plait_cluster *c, int ranks) {
+double plait_cost_mem_limit(const plait_cluster *c, int ranks) {
     return c->gpu ? c->memory : c->memory / plait_cluster_ranks_per_node(c, ranks);
 }
 
@@ -264,12 +264,12 @@ static void optim_of(const plait_config *cfg, int bucket_mb, int *zero, double *
 }
 
 /* Every rank's cost through the preflight (col->ranks allocated here). */
-static plait_status plan_ranks(plait_config *cfg, collect *col) {
+static plait_status rank_costs(plait_config *cfg, collect *col) {
     int world = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                       plait_config_int(cfg, "parallel", "pp"));
     col->n = 0;
     col->cap = world;
-    col->ranks = calloc((size_t)world, sizeof(plait_plan_rank));
+    col->ranks = calloc((size_t)world, sizeof(plait_cost_rank));
     if (!col->ranks) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     plait_status st = plait_layout_preflight_visit(cfg, visit, col);
     if (st == PLAIT_OK && col->n != world)
@@ -277,34 +277,34 @@ static plait_status plan_ranks(plait_config *cfg, collect *col) {
     return st;
 }
 
-plait_status plait_plan_config_memory(plait_config *cfg, const plait_cluster *c, plait_plan_mem *per_rank, int cap,
+plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c, plait_cost_mem *per_rank, int cap,
                                       int *n) {
     collect col;
-    plait_status st = plan_ranks(cfg, &col);
+    plait_status st = rank_costs(cfg, &col);
     int zero;
     double bucket;
     optim_of(cfg, 0, &zero, &bucket);
     *n = 0;
     for (int i = 0; st == PLAIT_OK && i < col.n && i < cap; i++) {
-        plait_plan_memory(&col.ranks[i], zero, bucket, c->process_bytes, &per_rank[i]);
+        plait_cost_memory(&col.ranks[i], zero, bucket, c->process_bytes, &per_rank[i]);
         *n = i + 1;
     }
     free(col.ranks);
     return st;
 }
 
-plait_status plait_plan_evaluate(const plait_plan_layout *l, int64_t global_batch, plait_plan_loader load,
-                                 void *ctx, const plait_cluster *c, double mem_limit, plait_plan_result *out) {
+plait_status plait_cost_evaluate(const plait_cost_layout *l, int64_t global_batch, plait_cost_loader load,
+                                 void *ctx, const plait_cluster *c, double mem_limit, plait_cost_result *out) {
     memset(out, 0, sizeof *out);
     out->layout = *l;
     char ov[16][96];
     char *ptr[16];
-    int n = plait_plan_layout_overrides(l, global_batch, ov);
+    int n = plait_cost_layout_overrides(l, global_batch, ov);
     for (int i = 0; i < n; i++) ptr[i] = ov[i];
     plait_config *cfg = NULL;
     collect col = {0};
     plait_status st = load(ctx, n, ptr, &cfg);
-    if (st == PLAIT_OK) st = plan_ranks(cfg, &col);
+    if (st == PLAIT_OK) st = rank_costs(cfg, &col);
     if (st != PLAIT_OK) {
         if (st == PLAIT_ERR_NO_MEMORY) {
             plait_config_free(cfg);
@@ -322,15 +322,15 @@ plait_status plait_plan_evaluate(const plait_plan_layout *l, int64_t global_batc
     double bucket;
     optim_of(cfg, l->bucket_mb, &zero, &bucket);
     for (int i = 0; i < world; i++) {
-        plait_plan_mem m;
-        plait_plan_memory(&col.ranks[i], zero, bucket, c->process_bytes, &m);
+        plait_cost_mem m;
+        plait_cost_memory(&col.ranks[i], zero, bucket, c->process_bytes, &m);
         if (m.total > out->mem.total) out->mem = m;
         out->flops_per_step += col.ranks[i].flops;
     }
-    plait_plan_step_time(col.ranks, world, zero, bucket, c, &out->time);
+    plait_cost_step_time(col.ranks, world, zero, bucket, c, &out->time);
     out->tokens_per_step = (double)global_batch * (double)plait_config_int(cfg, "model", "block_size");
     out->tokens_per_s = out->time.step > 0 ? out->tokens_per_step / out->time.step : 0;
-    double limit = mem_limit > 0 ? mem_limit : plait_plan_mem_limit(c, world);
+    double limit = mem_limit > 0 ? mem_limit : plait_cost_mem_limit(c, world);
     out->fits = !(limit > 0 && out->mem.total > limit);
     if (!out->fits)
         snprintf(out->why, sizeof out->why, "memory over the limit: %.1f MiB per rank predicted, %.1f MiB allowed",
@@ -341,11 +341,11 @@ plait_status plait_plan_evaluate(const plait_plan_layout *l, int64_t global_batc
 }
 
 static int by_speed(const void *a, const void *b) {
-    const plait_plan_result *x = a, *y = b;
+    const plait_cost_result *x = a, *y = b;
     int kx = x->valid && x->fits, ky = y->valid && y->fits;
     if (kx != ky) return ky - kx;
     if (x->tokens_per_s != y->tokens_per_s) return x->tokens_per_s < y->tokens_per_s ? 1 : -1;
     return memcmp(&x->layout, &y->layout, sizeof x->layout); /* the same order every run */
 }
 
-void plait_plan_rank_results(plait_plan_result *r, size_t n) { qsort(r, n, sizeof *r, by_speed); }
+void plait_cost_sort_results(plait_cost_result *r, size_t n) { qsort(r, n, sizeof *r, by_speed); }

@@ -5,8 +5,8 @@
  *
  * Every function here is pure arithmetic on plain structs (no I/O, no
  * allocation, thread-safe), so the formulas are unit-tested by hand-computed
- * cases (tests/plan). plan_rank.c derives a plait_plan_rank from the plan the
- * parallel plugin made (train/preflight.h); plan_layouts.h enumerates and
+ * cases (tests/plan). rank_cost.c derives a plait_cost_rank from the plan the
+ * parallel plugin made (train/preflight.h); layouts.h enumerates and
  * evaluates whole layouts.
  *
  * The formulas (docs/plan.md explains each):
@@ -26,13 +26,13 @@
  *            except its last bucket; the optimizer step bound by memory
  *            bandwidth.
  */
-#ifndef PLAIT_CORE_PLAN_H
-#define PLAIT_CORE_PLAN_H
+#ifndef PLAIT_CORE_COST_H
+#define PLAIT_CORE_COST_H
 
-#include "plan/cluster.h"
+#include "cost/cluster.h"
 
 /* What one rank does in one optimizer step. */
-typedef struct plait_plan_rank {
+typedef struct plait_cost_rank {
     int dp, tp, pp;              /* layout sizes */
     int node_rank;               /* world rank (for placing it on a node) */
     int micro_batches;           /* m: micro-batches this rank runs per step */
@@ -44,44 +44,44 @@ typedef struct plait_plan_rank {
     double tp_msgs, tp_msg_bytes;/* TP all-reduces per step and the payload of each */
     double pp_msgs, pp_msg_bytes;/* pipeline sends per step (activations and gradients) and each's size */
     double bubble;               /* the schedule's idle share, 0 without a pipeline */
-} plait_plan_rank;
+} plait_cost_rank;
 
 /* Optimizer sharding: 0 = adam (plain DP), 1..3 = ZeRO stage. */
-typedef struct plait_plan_mem {
+typedef struct plait_cost_mem {
     double param, grad, state;   /* bytes, by the ZeRO formulas */
     double activations;
     double buffers;              /* collective scratch, ZeRO working buffers */
     double process;              /* the runtime itself */
     double total;
-} plait_plan_mem;
+} plait_cost_mem;
 
 /* Memory of one rank. bucket_bytes: the DP/ZeRO bucket size. */
-void plait_plan_memory(const plait_plan_rank *r, int zero_stage, double bucket_bytes, double process_bytes,
-                       plait_plan_mem *out);
+void plait_cost_memory(const plait_cost_rank *r, int zero_stage, double bucket_bytes, double process_bytes,
+                       plait_cost_mem *out);
 
 /* Alpha-beta times (seconds) on a link: ring all-reduce over n ranks,
  * 2(n-1) steps of S/n bytes; reduce-scatter and all-gather (n-1) steps of
  * S/n; a point-to-point send of S bytes. 0 for n <= 1. */
-double plait_plan_allreduce_s(const plait_link *l, int n, double bytes);
-double plait_plan_gather_s(const plait_link *l, int n, double bytes);
-double plait_plan_p2p_s(const plait_link *l, double bytes);
+double plait_cost_allreduce_s(const plait_link *l, int n, double bytes);
+double plait_cost_gather_s(const plait_link *l, int n, double bytes);
+double plait_cost_p2p_s(const plait_link *l, double bytes);
 
 /* The pipeline's idle share: (p-1)/(m+p-1), and (p-1)/(v.m+p-1) with v > 1
  * chunks per stage (interleaved). 0 for p = 1. */
-double plait_plan_bubble(int p, int m, int v);
+double plait_cost_bubble(int p, int m, int v);
 
-typedef struct plait_plan_time {
+typedef struct plait_cost_time {
     double step;        /* seconds per optimizer step */
     double compute;     /* the busiest rank's compute */
     double comm;        /* communication not hidden by compute: TP, PP, exposed DP */
     double idle;        /* pipeline bubble */
     double optim;       /* optimizer step */
     double dp_bytes, tp_bytes, pp_bytes; /* bytes the busiest rank sends per step, by axis */
-} plait_plan_time;
+} plait_cost_time;
 
 /* Step time of a layout from its ranks' costs (n = world size, ranks in
  * world order), on cluster `c` (peak_flops must be > 0). */
-void plait_plan_step_time(const plait_plan_rank *ranks, int n, int zero_stage, double bucket_bytes,
-                          const plait_cluster *c, plait_plan_time *out);
+void plait_cost_step_time(const plait_cost_rank *ranks, int n, int zero_stage, double bucket_bytes,
+                          const plait_cluster *c, plait_cost_time *out);
 
 #endif

@@ -1,0 +1,115 @@
+/* plait doctor: the plugins found, what each would use here (its report,
+ * ABI 1.6), the devices opened to ask what they are (doctor.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <plait/plugin.h>
+
+#include "device/device.h"
+#include "doctor/doctor.h"
+#include "plugin/loader.h"
+#include "runtime/error.h"
+#include "runtime/host_memory.h"
+
+typedef struct report_ctx {
+    plait_doctor *d;
+    const char *label;
+} report_ctx;
+
+static void on_report(void *ctx, const char *fact, const char *fix) {
+    report_ctx *r = ctx;
+    if (fix) plait_doctor_problem(r->d, r->label, fix, "%s", fact);
+    else plait_doctor_line(r->d, "", "%s", fact);
+}
+
+/* The configuration for a plugin's report: the doctor's when it holds the
+ * plugin's section (its keys as configured), else none (their defaults). */
+static const plait_config *config_for(const plait_doctor *d, const char *kind, const char *name) {
+    char section[96];
+    snprintf(section, sizeof section, "%s.%s", kind, name);
+    return d->cfg && plait_config_has_section(d->cfg, section) ? d->cfg : NULL;
+}
+
+/* Is `name` the plugin the configuration selects for `kind`? */
+static int selected(const plait_doctor *d, const char *kind, const char *name) {
+    return d->cfg && strcmp(plait_config_str(d->cfg, kind, "plugin"), name) == 0;
+}
+
+/* A device plugin that is available: open its first device to ask what it
+ * is (doctor forks nothing afterwards, so a driver context does no harm). */
+static void device_details(plait_doctor *d, const char *name) {
+    plait_config *cfg = plait_config_new();
+    char sel[96];
+    snprintf(sel, sizeof sel, "device.plugin=%s", name);
+    plait_status st = cfg ? plait_config_declare_core(cfg) : PLAIT_ERR_NO_MEMORY;
+    if (st == PLAIT_OK) st = plait_config_add_override(cfg, sel);
+    if (st == PLAIT_OK) st = plait_config_finalize(cfg, (char *[]){NULL});
+    int32_t count = 0;
+    if (st == PLAIT_OK && plait_device_preflight_count(cfg, &count) != PLAIT_OK) {
+        /* the plugin's own words, without the key's origin doctor set */
+        const char *why = plait_last_error(), *own = strstr(why, ": [device] plugin = ");
+        plait_doctor_line(d, "", "no device found%s", own ? strchr(own + 2, ':') : why);
+        st = PLAIT_ERR_UNSUPPORTED;
+    } else if (st == PLAIT_OK && (st = plait_device_open(plait_plugin_host(), cfg, 0, 1)) != PLAIT_OK) {
+        plait_doctor_line(d, "", "%d device%s; the first did not open: %s", count, count == 1 ? "" : "s",
+                          plait_last_error());
+    }
+    if (st == PLAIT_OK) {
+        const plait_device_info *info = plait_device_info_open();
+        char mem[32] = "host memory", peaks[128] = "";
+        if (info->mem_kind != PLAIT_MEM_HOST && info->memory_bytes)
+            plait_bytes_text((double)info->memory_bytes, mem, sizeof mem);
+        else if (info->mem_kind != PLAIT_MEM_HOST)
+            snprintf(mem, sizeof mem, "memory of its own (size unknown)");
+        if (info->peak_flops_bf16 > 0 || info->peak_flops_tf32 > 0)
+            snprintf(peaks, sizeof peaks, "; datasheet %.0f TFLOP/s bf16, %.0f tf32", info->peak_flops_bf16 / 1e12,
+                     info->peak_flops_tf32 / 1e12);
+        plait_doctor_line(d, "", "%d device%s; the first: %s, %s%s", count, count == 1 ? "" : "s", info->name, mem,
+                          peaks);
+        plait_device_close();
+    }
+    plait_clear_error();
+    plait_config_free(cfg);
+}
+
+void plait_doctor_plugins(plait_doctor *d) {
+    plait_plugin_row *rows = NULL;
+    size_t n = plait_plugins_scan(&rows);
+    /* devices first, then transports, then the rest: what a run runs on */
+    static const char *const order[] = {"device", "comm", "parallel", "optim"};
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++)
+        for (size_t i = 0; i < n; i++) {
+            const plait_plugin_row *r = &rows[i];
+            if (strcmp(r->kind, order[k]) != 0) continue;
+            char label[96];
+            snprintf(label, sizeof label, "%s %s", r->kind, r->name);
+            const char *chosen = selected(d, r->kind, r->name) ? " (the configuration's)" : "";
+            if (!r->loaded) {
+                if (r->status[0] == 's') continue; /* shadowed by one found earlier: that one is listed */
+                plait_doctor_problem(d, label, "rebuild it for this plait, or remove it from the plugin path",
+                                     "%s refused: %s", r->path, r->status);
+                continue;
+            }
+            const plait_plugin_desc *desc = plait_plugin_load(plait_kind_parse(r->kind), r->name);
+            plait_clear_error();
+            if (!r->available) {
+                plait_doctor_line(d, label, "unavailable%s: %s", chosen, r->status);
+            } else {
+                plait_doctor_line(d, label, "available%s: %s (%s, ABI %s)", chosen,
+                                  desc && desc->description ? desc->description : "", r->version, r->abi);
+                if (!strcmp(r->kind, "device") && strcmp(r->name, "cpu") != 0) device_details(d, r->name);
+            }
+            if (desc && PLAIT_PLUGIN_HAS(desc, report)) {
+                report_ctx rc = {d, label};
+                desc->report(plait_plugin_host(), config_for(d, r->kind, r->name), on_report, &rc);
+                plait_clear_error();
+            }
+            if (!r->available && *chosen)
+                plait_doctor_problem(d, label, "choose an available one, or run where it is",
+                                     "the configuration selects it, but it cannot run here");
+        }
+    if (n == 0) plait_doctor_problem(d, "plugins", "build plait (make), or set PLAIT_PLUGIN_PATH to where they are",
+                                     "no plugins found");
+    free(rows);
+}
