@@ -136,6 +136,13 @@ int plait_hier_shape(const plait_comm *comm, int *hosts, int *per_host);
 plait_coll_algo_fn plait_hier_choose(const plait_comm *comm, plait_coll_kind kind, plait_coll_algo requested,
                                      size_t bytes);
 
+/* coll_compress.c: a compressed allgather (plait_coll_args.compression):
+ * every rank's block encoded once, the encoded blocks allgathered with the
+ * algorithm AUTO picks for their size, every block (its own too) decoded.
+ * Compressed sums run the ordered and hierarchical algorithms below, which
+ * encode what they send (comm/compress.h). */
+plait_status plait_compress_allgather(plait_coll_ctx *c);
+
 /* coll_ordered.c: reductions in the canonical order (deterministic mode). */
 plait_status plait_ordered_allreduce(plait_coll_ctx *c);
 plait_status plait_ordered_reduce_scatter(plait_coll_ctx *c);

@@ -9,6 +9,7 @@
 
 #include "comm/coll.h"
 #include "comm/comm_device.h"
+#include "comm/compress.h"
 #include "runtime/error.h"
 
 int plait_comm_rank(const plait_comm *comm) { return comm->rank; }
@@ -33,6 +34,27 @@ static int partial_overlap(const void *a, size_t na, const void *b, size_t nb) {
     return x < y + nb && y < x + na;
 }
 
+/* A compressed collective (plait/coll.h, comm/compress.h): which ones exist. */
+static plait_status check_compression(const plait_comm *comm, const plait_coll_args *a) {
+    const char *what = plait_coll_kind_name(a->kind), *scheme = plait_compress_name(a->compression);
+    if ((unsigned)a->compression > PLAIT_COMPRESS_ONEBIT)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s on '%s': unknown compression %u", what, comm->name,
+                               (unsigned)a->compression);
+    int reduces = a->kind == PLAIT_COLL_ALLREDUCE || a->kind == PLAIT_COLL_REDUCE_SCATTER;
+    if (a->dtype != PLAIT_F32 || !(reduces ? a->op == PLAIT_SUM : a->kind == PLAIT_COLL_ALLGATHER))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "%s on '%s': %s compression carries float32 sums (allreduce, reduce_scatter) and "
+                               "float32 allgathers, not %s%s%s", what, comm->name, scheme,
+                               plait_dtype_name(a->dtype), reduces ? " " : "", reduces ? plait_redop_name(a->op) : "");
+    if (a->kind == PLAIT_COLL_ALLGATHER && a->compression != PLAIT_COMPRESS_BF16)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "allgather on '%s': %s compression is for sums; an allgather "
+                                                      "takes bf16 only", comm->name, scheme);
+    if (a->compression == PLAIT_COMPRESS_ONEBIT && !a->residual && a->count)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s on '%s': onebit compression needs its error-feedback "
+                                                      "state (plait_coll_opts.residual)", what, comm->name);
+    return PLAIT_OK;
+}
+
 /* Check, normalise and submit. `a` has kind, buffers, count, dtype, op, root. */
 static plait_status issue(plait_comm *comm, plait_coll_args *a, const plait_coll_opts *opts,
                           plait_request **req) {
@@ -48,6 +70,10 @@ static plait_status issue(plait_comm *comm, plait_coll_args *a, const plait_coll
         if (opts->struct_size >= offsetof(plait_coll_opts, label) + sizeof opts->label && opts->label)
             snprintf(a->label, sizeof a->label, "%s", opts->label);
         if (opts->struct_size >= offsetof(plait_coll_opts, ready) + sizeof opts->ready) a->ready = opts->ready;
+        if (opts->struct_size >= offsetof(plait_coll_opts, residual) + sizeof opts->residual) {
+            a->compression = (plait_compression)opts->compression;
+            a->residual = opts->residual;
+        }
     }
     int n = comm->size, r = comm->rank;
     size_t esz = plait_dtype_size(a->dtype);
@@ -65,6 +91,10 @@ static plait_status issue(plait_comm *comm, plait_coll_args *a, const plait_coll
     if (has_reduction(a->kind) && (unsigned)a->op >= PLAIT_REDOP_COUNT_V1)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s on '%s': unknown reduction operator %d",
                                what, comm->name, (int)a->op);
+    if (a->compression != PLAIT_COMPRESS_NONE) {
+        plait_status st = check_compression(comm, a);
+        if (st != PLAIT_OK) return st;
+    }
     if (has_root(a->kind) && (a->root < 0 || a->root >= n))
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s on '%s': root %d is not a rank (size %d)",
                                what, comm->name, a->root, n);

@@ -44,6 +44,7 @@
 
 #include "comm/coll.h"
 #include "comm/comm_device.h"
+#include "comm/compress.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -147,7 +148,21 @@ static algo_fn lookup(plait_coll_kind kind, plait_coll_algo algo) {
 static plait_coll_algo resolve(const plait_comm *comm, const plait_coll_args *a, algo_fn *fn) {
     plait_coll_algo requested = a->algo == PLAIT_ALGO_AUTO ? comm->settings.algorithm : a->algo;
     size_t bytes = op_bytes(a, comm->size);
-    if ((*fn = plait_hier_choose(comm, a->kind, requested, bytes)) != NULL) return PLAIT_ALGO_HIER;
+    if (a->compression != PLAIT_COMPRESS_NONE && a->kind == PLAIT_COLL_ALLGATHER) {
+        /* encoded blocks through an allgather of their own (coll_compress.c) */
+        *fn = plait_compress_allgather;
+        return plait_coll_auto_algo(a->kind, bytes, comm->size);
+    }
+    /* onebit keeps its error feedback per contribution: only the ordered
+     * algorithm sends each contribution whole, once */
+    if (a->compression != PLAIT_COMPRESS_ONEBIT && (*fn = plait_hier_choose(comm, a->kind, requested, bytes)) != NULL)
+        return PLAIT_ALGO_HIER;
+    if (a->compression != PLAIT_COMPRESS_NONE) {
+        /* compressed sums: the ordered (direct) algorithm encodes what it
+         * sends, as the hierarchical one does (comm/compress.h) */
+        *fn = lookup(a->kind, PLAIT_ALGO_ORDERED);
+        return PLAIT_ALGO_ORDERED;
+    }
     if (requested != PLAIT_ALGO_AUTO && requested != PLAIT_ALGO_NATIVE && (*fn = lookup(a->kind, requested)))
         return requested;
     plait_coll_algo algo = plait_coll_auto_algo(a->kind, bytes, comm->size);
@@ -166,10 +181,11 @@ typedef struct fingerprint {
     uint32_t kind, dtype, op;
     int32_t root;
     uint64_t count, seq;
+    uint32_t compression, pad;
 } fingerprint;
 
 static fingerprint fingerprint_of(const plait_coll_args *a) {
-    fingerprint f = {(uint32_t)a->kind, (uint32_t)a->dtype, 0, 0, a->count, a->seq};
+    fingerprint f = {(uint32_t)a->kind, (uint32_t)a->dtype, 0, 0, a->count, a->seq, (uint32_t)a->compression, 0};
     if (a->kind == PLAIT_COLL_BARRIER) f.dtype = 0, f.count = 0;
     if (a->kind == PLAIT_COLL_ALLREDUCE || a->kind == PLAIT_COLL_REDUCE_SCATTER ||
         a->kind == PLAIT_COLL_REDUCE)
@@ -182,7 +198,7 @@ static fingerprint fingerprint_of(const plait_coll_args *a) {
 
 static int describe_fp(const fingerprint *f, char *buf, size_t len) {
     plait_coll_kind k = (plait_coll_kind)f->kind;
-    return snprintf(buf, len, "%s(count %llu, %s%s%s, root %d)", plait_coll_kind_name(k),
+    return snprintf(buf, len, "%s(count %llu, %s%s%s, root %d%s%s)", plait_coll_kind_name(k),
                     (unsigned long long)f->count, plait_dtype_name((plait_dtype)f->dtype),
                     f->op || k == PLAIT_COLL_ALLREDUCE || k == PLAIT_COLL_REDUCE_SCATTER ||
                             k == PLAIT_COLL_REDUCE
@@ -192,7 +208,8 @@ static int describe_fp(const fingerprint *f, char *buf, size_t len) {
                             k == PLAIT_COLL_REDUCE
                         ? plait_redop_name((plait_redop)f->op)
                         : "",
-                    f->root);
+                    f->root, f->compression ? ", compressed " : "",
+                    f->compression ? plait_compress_name((plait_compression)f->compression) : "");
 }
 
 /* Every rank's fingerprint into `all`: over the transport's point-to-point
@@ -406,7 +423,17 @@ plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args) {
         run_alone(&a, c.esz);
         goto out;
     }
-    if (requested == PLAIT_ALGO_NATIVE || (requested == PLAIT_ALGO_AUTO && comm->ops->native_coll)) {
+    if (a.compression != PLAIT_COMPRESS_NONE && !plait_mem_is_host(a.mem_kind)) {
+        char d[512];
+        plait_coll_describe(&c, d, sizeof d);
+        st = plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s: %s compression runs the core's algorithms in host memory, "
+                                                    "but the comm plugin moves this device memory itself (as nccl "
+                                                    "does); use a transport that moves host memory (tcp, verbs) "
+                                                    "or no compression", d, plait_compress_name(a.compression));
+        goto out;
+    }
+    if (a.compression == PLAIT_COMPRESS_NONE &&
+        (requested == PLAIT_ALGO_NATIVE || (requested == PLAIT_ALGO_AUTO && comm->ops->native_coll))) {
         int used = 0;
         c.algo = PLAIT_ALGO_NATIVE;
         st = run_native(&c, &used);

@@ -36,12 +36,21 @@
  * AUTO picks these on communicators that span hosts from HIER_AUTO_MIN_BYTES
  * on: below it a flat algorithm's fewer steps win (a handful of messages
  * whatever the link); measured in docs/multi-node.md.
+ *
+ * Compressed (bf16 and int8, plait_coll_args.compression, comm/compress.h;
+ * onebit's error feedback runs the ordered algorithm): every message
+ * carries encoded values. A rank encodes what it contributes to each step's
+ * sum, and rounds its own share the same way, so a sum does not depend on
+ * who holds it; the finished share is encoded once across hosts, and
+ * within the host each rank passes on the encodings it holds, so every
+ * rank decodes the same bytes and ends with the same values.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm/coll.h"
 #include "comm/comm_topo.h"
+#include "comm/compress.h"
 #include "runtime/error.h"
 
 #define HIER_AUTO_MIN_BYTES (64u << 10)
@@ -174,6 +183,18 @@ static piece piece_of(const hier *p, size_t count, int pieces, int k) {
     return x;
 }
 
+/* Part j of piece q (within the host): [*o, *o + *len). */
+static void part_of(const hier *p, const piece *q, int j, size_t *o, size_t *len) {
+    *o = q->q0 + plait_part_offset(q->m, p->l, j);
+    *len = q->q0 + plait_part_offset(q->m, p->l, j + 1) - *o;
+}
+
+/* Share g of the part [po, po + plen) (across hosts). */
+static void share_of(const hier *p, size_t po, size_t plen, int g, size_t *o, size_t *len) {
+    *o = po + plait_part_offset(plen, p->h, g);
+    *len = po + plait_part_offset(plen, p->h, g + 1) - *o;
+}
+
 /* What one allreduce pipeline works with. */
 typedef struct ar {
     plait_coll_ctx *c;
@@ -183,7 +204,109 @@ typedef struct ar {
     size_t count, esz;
     int pieces;
     char *abuf, *bbuf; /* landing areas: (l-1) parts, (h-1) column shares */
+    /* compressed: the scheme; encoded parts out and in (l-1 slots of e0
+     * bytes each), shares out and in (h-1 slots of e1), the encodings of
+     * my finished part by piece parity (its h shares packed in host order,
+     * each from a 4-byte boundary: pk bytes at most), and the local peers'
+     * (l-1 slots of pk) */
+    plait_compression z;
+    size_t e0, e1, pk;
+    char *e0s, *e0r, *e1s, *e1r, *pe[2], *e3r;
 } ar;
+
+static size_t al4(size_t n) { return (n + 3) & ~(size_t)3; }
+static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Offset of share g in the packed encoding of the part [po, po + plen). */
+static size_t packed_at(const ar *w, size_t po, size_t plen, int g) {
+    size_t at = 0;
+    for (int j = 0; j < g; j++) {
+        size_t o, len;
+        share_of(w->p, po, plen, j, &o, &len);
+        at += al4(plait_compress_bytes(w->z, len));
+    }
+    return at;
+}
+
+/* The compressed transfers of `stage` of piece k (as stage_xfers). */
+static void zstage_xfers(const ar *w, int stage, int k, xfer *x, int *n) {
+    const hier *p = w->p;
+    piece q = piece_of(p, w->count, w->pieces, k);
+    int intra = stage == 0 || stage == 3, groups = intra ? p->l : p->h, mine = intra ? p->li : p->host;
+    char *pk = w->pe[k & 1];
+    for (int j = 0, t = 0; j < groups; j++) {
+        if (j == mine) continue;
+        int peer = intra ? p->m[p->host * p->l + j] : p->m[j * p->l + p->li];
+        size_t o, len;
+        if (intra) part_of(p, &q, j, &o, &len);
+        else share_of(p, q.po, q.plen, j, &o, &len);
+        xfer *e = &x[(*n)++];
+        switch (stage) {
+        case 0: /* part j of my contribution, encoded; theirs of my part */
+            *e = (xfer){peer, w->e0s + (size_t)t * w->e0, plait_compress_bytes(w->z, len), w->e0r + (size_t)t * w->e0,
+                        plait_compress_bytes(w->z, q.plen), PH_INTRA_RS};
+            break;
+        case 1: /* share j of my reduced part, encoded; theirs of my share */
+            *e = (xfer){peer, w->e1s + (size_t)t * w->e1, plait_compress_bytes(w->z, len), w->e1r + (size_t)t * w->e1,
+                        plait_compress_bytes(w->z, q.slen), PH_INTER_RS};
+            break;
+        case 2: /* my finished share's encoding; theirs into their place in the packed part */
+            *e = (xfer){peer, pk + packed_at(w, q.po, q.plen, p->host), plait_compress_bytes(w->z, q.slen),
+                        pk + packed_at(w, q.po, q.plen, j), plait_compress_bytes(w->z, len), PH_INTER_AG};
+            break;
+        default: /* my packed part; theirs */
+            *e = (xfer){peer, pk, packed_at(w, q.po, q.plen, p->h), w->e3r + (size_t)t * w->pk,
+                        packed_at(w, o, len, p->h), PH_INTRA_AG};
+            break;
+        }
+        t++;
+    }
+}
+
+/* Before the exchange of `stage` of piece k (decode = 0): encode what it
+ * sends, rounding what this rank keeps of it the same way; after it
+ * (decode = 1): decode what came into place. */
+static void zstage_codec(const ar *w, int stage, int k, int decode) {
+    const hier *p = w->p;
+    const float *send = (const float *)(const void *)w->send;
+    float *recv = (float *)(void *)w->recv;
+    piece q = piece_of(p, w->count, w->pieces, k);
+    char *pk = w->pe[k & 1];
+    if (stage == 0 && !decode) plait_compress_round_trip(w->z, recv + q.po, send + q.po, q.plen, NULL);
+    if (stage == 1 && !decode) plait_compress_round_trip(w->z, recv + q.so, recv + q.so, q.slen, NULL);
+    if (stage == 2 && !decode) {
+        char *e = pk + packed_at(w, q.po, q.plen, p->host);
+        plait_compress_encode(w->z, e, recv + q.so, q.slen, NULL);
+        plait_compress_decode(w->z, recv + q.so, e, q.slen);
+        return;
+    }
+    int intra = stage == 0 || stage == 3, groups = intra ? p->l : p->h, mine = intra ? p->li : p->host;
+    for (int j = 0, t = 0; j < groups; j++) {
+        if (j == mine) continue;
+        size_t o, len;
+        if (intra) part_of(p, &q, j, &o, &len);
+        else share_of(p, q.po, q.plen, j, &o, &len);
+        if (stage == 0 && !decode)
+            plait_compress_encode(w->z, w->e0s + (size_t)t * w->e0, send + o, len, NULL);
+        else if (stage == 0)
+            plait_compress_decode(w->z, (float *)(void *)(w->abuf + (size_t)t * q.plen * w->esz),
+                                  w->e0r + (size_t)t * w->e0, q.plen);
+        else if (stage == 1 && !decode)
+            plait_compress_encode(w->z, w->e1s + (size_t)t * w->e1, recv + o, len, NULL);
+        else if (stage == 1)
+            plait_compress_decode(w->z, (float *)(void *)(w->bbuf + (size_t)t * q.slen * w->esz),
+                                  w->e1r + (size_t)t * w->e1, q.slen);
+        else if (stage == 2)
+            plait_compress_decode(w->z, recv + o, pk + packed_at(w, q.po, q.plen, j), len);
+        else if (stage == 3 && decode)
+            for (int g = 0; g < p->h; g++) { /* local peer j's part: its h shares */
+                size_t so, sl;
+                share_of(p, o, len, g, &so, &sl);
+                plait_compress_decode(w->z, recv + so, w->e3r + (size_t)t * w->pk + packed_at(w, o, len, g), sl);
+            }
+        t++;
+    }
+}
 
 /* Append the transfers of `stage` (0..3) of piece k to x[*n]. */
 static void stage_xfers(const ar *w, int stage, int k, xfer *x, int *n) {
@@ -229,11 +352,12 @@ static void stage_reduce(const ar *w, int stage, int k) {
     piece q = piece_of(p, w->count, w->pieces, k);
     if (stage == 0) {
         /* mine + local index order's contributions; the first addition
-         * reads my input directly (no copy of it into place first) */
+         * reads my input directly (no copy of it into place first; when
+         * compressed, my rounded input is in place already) */
         char *part = w->recv + q.po * esz;
         for (int t = 0; t < p->l - 1; t++)
-            plait_reduce(part, t ? part : w->send + q.po * esz, w->abuf + (size_t)t * q.plen * esz, q.plen, a->dtype,
-                         a->op);
+            plait_reduce(part, t || w->z ? part : w->send + q.po * esz, w->abuf + (size_t)t * q.plen * esz, q.plen,
+                         a->dtype, a->op);
     } else if (stage == 1) {
         char *share = w->recv + q.so * esz;
         for (int t = 0; t < p->h - 1; t++)
@@ -257,8 +381,18 @@ plait_status plait_hier_allreduce(plait_coll_ctx *c) {
         if (q.plen > max_plen) max_plen = q.plen;
         if (q.slen > max_slen) max_slen = q.slen;
     }
-    size_t abytes = (size_t)(p.l - 1) * max_plen * w.esz, bbytes = (size_t)(p.h - 1) * max_slen * w.esz;
-    char *tmp = plait_coll_scratch(c, abytes + bbytes ? abytes + bbytes : 1);
+    size_t abytes = al64((size_t)(p.l - 1) * max_plen * w.esz), bbytes = al64((size_t)(p.h - 1) * max_slen * w.esz);
+    size_t ebytes = 0;
+    if ((w.z = a->compression) != PLAIT_COMPRESS_NONE) {
+        /* bounds: a piece's part (any local index) and a part's share */
+        size_t maxm = (w.count + (size_t)w.pieces - 1) / (size_t)w.pieces;
+        size_t maxpart = (maxm + (size_t)p.l - 1) / (size_t)p.l, maxshare = (maxpart + (size_t)p.h - 1) / (size_t)p.h;
+        w.e0 = al64(plait_compress_bytes(w.z, maxpart));
+        w.e1 = al64(plait_compress_bytes(w.z, maxshare));
+        w.pk = al64((size_t)p.h * al4(plait_compress_bytes(w.z, maxshare)));
+        ebytes = 2 * (size_t)(p.l - 1) * w.e0 + 2 * (size_t)(p.h - 1) * w.e1 + (size_t)(p.l + 1) * w.pk;
+    }
+    char *tmp = plait_coll_scratch(c, abytes + bbytes + ebytes ? abytes + bbytes + ebytes : 1);
     xfer *x = tmp ? xfers(2 * (p.l - 1) + 2 * (p.h - 1)) : NULL;
     if (!x) {
         free(p.m);
@@ -266,15 +400,32 @@ plait_status plait_hier_allreduce(plait_coll_ctx *c) {
     }
     w.abuf = tmp;
     w.bbuf = tmp + abytes;
+    if (w.z) {
+        w.e0s = w.bbuf + bbytes;
+        w.e0r = w.e0s + (size_t)(p.l - 1) * w.e0;
+        w.e1s = w.e0r + (size_t)(p.l - 1) * w.e0;
+        w.e1r = w.e1s + (size_t)(p.h - 1) * w.e1;
+        w.pe[0] = w.e1r + (size_t)(p.h - 1) * w.e1;
+        w.pe[1] = w.pe[0] + w.pk;
+        w.e3r = w.pe[1] + w.pk;
+    }
     /* tick t: stage s of piece t - s, for every stage whose piece exists */
+#define LIVE(s) (t - (s) >= 0 && t - (s) < w.pieces)
     for (int t = 0; st == PLAIT_OK && t < w.pieces + 3; t++) {
         int n = 0;
+        for (int s = 0; w.z && s < 3; s++)
+            if (LIVE(s)) zstage_codec(&w, s, t - s, 0);
         for (int s = 0; s < 4; s++)
-            if (t - s >= 0 && t - s < w.pieces) stage_xfers(&w, s, t - s, x, &n);
+            if (LIVE(s)) (w.z ? zstage_xfers : stage_xfers)(&w, s, t - s, x, &n);
         if ((st = exchange(c, x, n)) != PLAIT_OK) break;
-        for (int s = 0; s < 2; s++)
-            if (t - s >= 0 && t - s < w.pieces) stage_reduce(&w, s, t - s);
+        for (int s = 0; w.z && s < 4; s++)
+            if (LIVE(s) && s != 0 && s != 1) zstage_codec(&w, s, t - s, 1);
+        for (int s = 0; s < 2; s++) {
+            if (LIVE(s) && w.z) zstage_codec(&w, s, t - s, 1);
+            if (LIVE(s)) stage_reduce(&w, s, t - s);
+        }
     }
+#undef LIVE
     free(x);
     free(p.m);
     return st;
@@ -291,8 +442,14 @@ plait_status plait_hier_reduce_scatter(plait_coll_ctx *c) {
     const char *send = a->send;
     int l = p.l, h = p.h;
     /* tmp: [l-1][h] blocks from local peers, then [h] partial sums, then [h-1] from other hosts */
-    char *tmp = plait_coll_scratch(c, ((size_t)(l - 1) * (size_t)h + (size_t)h + (size_t)(h - 1)) * blk);
+    /* compressed: every block sent goes encoded (eb bytes each), and my own
+     * contributions and partial sums are rounded the same way */
+    plait_compression z = a->compression;
+    size_t eb = z ? al64(plait_compress_bytes(z, a->count)) : 0, zb = plait_compress_bytes(z, a->count);
+    size_t nx = (size_t)(l - 1) * (size_t)h + (size_t)(h - 1); /* blocks in each direction, both steps */
+    char *tmp = plait_coll_scratch(c, ((size_t)(l - 1) * (size_t)h + (size_t)h + (size_t)(h - 1)) * blk + 2 * nx * eb);
     char *partial = tmp ? tmp + (size_t)(l - 1) * (size_t)h * blk : NULL, *theirs = partial ? partial + (size_t)h * blk : NULL;
+    char *es = theirs ? theirs + (size_t)(h - 1) * blk : NULL, *er = es ? es + nx * eb : NULL;
     int k = (l > h ? l : h) * h;
     xfer *x = tmp ? xfers(k) : NULL;
     if (!tmp || !x) {
@@ -303,26 +460,43 @@ plait_status plait_hier_reduce_scatter(plait_coll_ctx *c) {
     int n = 0;
     for (int j = 0, t = 0; j < l; j++) {
         if (j == p.li) continue;
-        for (int g = 0; g < h; g++, n++)
-            x[n] = (xfer){p.m[p.host * l + j], send + (size_t)p.m[g * l + j] * blk, blk,
-                          tmp + ((size_t)t * (size_t)h + (size_t)g) * blk, blk, PH_INTRA_RS};
+        for (int g = 0; g < h; g++, n++) {
+            const char *b = send + (size_t)p.m[g * l + j] * blk;
+            char *land = tmp + ((size_t)t * (size_t)h + (size_t)g) * blk;
+            if (z) plait_compress_encode(z, es + (size_t)n * eb, (const float *)(const void *)b, a->count, NULL);
+            x[n] = z ? (xfer){p.m[p.host * l + j], es + (size_t)n * eb, zb, er + (size_t)n * eb, zb, PH_INTRA_RS}
+                     : (xfer){p.m[p.host * l + j], b, blk, land, blk, PH_INTRA_RS};
+        }
         t++;
     }
     if ((st = exchange(c, x, n)) != PLAIT_OK) goto out;
+    for (int i = 0; z && i < n; i++) /* slot i is (t, g) in order: its landing place */
+        plait_compress_decode(z, (float *)(void *)(tmp + (size_t)i * blk), er + (size_t)i * eb, a->count);
     for (int g = 0; g < h; g++) {
         char *d = partial + (size_t)g * blk;
-        memcpy(d, send + (size_t)p.m[g * l + p.li] * blk, blk);
+        const float *mine_g = (const float *)(const void *)(send + (size_t)p.m[g * l + p.li] * blk);
+        if (z) plait_compress_round_trip(z, (float *)(void *)d, mine_g, a->count, NULL);
+        else memcpy(d, mine_g, blk);
         for (int t = 0; t < l - 1; t++)
             plait_reduce(d, d, tmp + ((size_t)t * (size_t)h + (size_t)g) * blk, a->count, a->dtype, a->op);
     }
     /* 2. across hosts: each column member gets its block's partial sums */
     n = 0;
     for (int g = 0, t = 0; g < h; g++) {
-        if (g == p.host) continue;
-        x[n++] = (xfer){p.m[g * l + p.li], partial + (size_t)g * blk, blk, theirs + (size_t)t * blk, blk, PH_INTER_RS};
+        char *pg = partial + (size_t)g * blk;
+        if (g == p.host) {
+            if (z) plait_compress_round_trip(z, (float *)(void *)pg, (const float *)(const void *)pg, a->count, NULL);
+            continue;
+        }
+        if (z) plait_compress_encode(z, es + (size_t)n * eb, (const float *)(const void *)pg, a->count, NULL);
+        x[n] = z ? (xfer){p.m[g * l + p.li], es + (size_t)n * eb, zb, er + (size_t)n * eb, zb, PH_INTER_RS}
+                 : (xfer){p.m[g * l + p.li], pg, blk, theirs + (size_t)t * blk, blk, PH_INTER_RS};
+        n++;
         t++;
     }
     if ((st = exchange(c, x, n)) != PLAIT_OK) goto out;
+    for (int t = 0; z && t < n; t++)
+        plait_compress_decode(z, (float *)(void *)(theirs + (size_t)t * blk), er + (size_t)t * eb, a->count);
     char *mine = partial + (size_t)p.host * blk;
     for (int t = 0; t < h - 1; t++) plait_reduce(mine, mine, theirs + (size_t)t * blk, a->count, a->dtype, a->op);
     if (a->op == PLAIT_AVG) plait_reduce_finish_avg(mine, a->count, a->dtype, c->size);

@@ -31,7 +31,9 @@
  * collective, whose order is its own), the message is staged whole: one
  * chunk, the pool grown to it, the copies still done by the copy thread but
  * with nothing to overlap. Two ranks are exempt for sums, products and
- * averages: a + b and b + a are the same IEEE number.
+ * averages: a + b and b + a are the same IEEE number. Compressed
+ * collectives are staged whole too (their blocks count from the buffer's
+ * start), with onebit's error feedback copied in before and back after.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,7 @@
 #include "comm/comm_device.h"
 #include "comm/comm_stage.h"
 #include "runtime/error.h"
+#include "runtime/memory.h"
 
 static int declared(const plait_comm *comm, plait_mem_kind kind) {
     return (comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(kind)) != 0;
@@ -94,6 +97,7 @@ static int is_float(plait_dtype t) {
 /* Must the message be staged whole to stay bit-identical (see the top)? */
 static int stage_whole(const plait_comm *comm, const plait_coll_args *a, plait_coll_algo algo) {
     plait_coll_algo requested = a->algo == PLAIT_ALGO_AUTO ? comm->settings.algorithm : a->algo;
+    if (a->compression != PLAIT_COMPRESS_NONE) return 1; /* blocks and parts count from the whole buffer */
     if (comm->ops->native_coll && (requested == PLAIT_ALGO_AUTO || requested == PLAIT_ALGO_NATIVE)) return 1;
     if (a->kind != PLAIT_COLL_ALLREDUCE && a->kind != PLAIT_COLL_REDUCE_SCATTER) return 0;
     if (algo == PLAIT_ALGO_HIER) return 1;
@@ -125,7 +129,36 @@ static plait_status run_alone_on_device(const plait_coll_args *a) {
     return copy(a->recv, a->send, a->count * plait_dtype_size(a->dtype), PLAIT_COPY_ON_DEVICE);
 }
 
+/* Floats of onebit's error-feedback state for `a` (plait/coll.h). */
+static size_t residual_floats(const plait_comm *comm, const plait_coll_args *a) {
+    if (a->compression != PLAIT_COMPRESS_ONEBIT || !a->residual) return 0;
+    return a->kind == PLAIT_COLL_ALLREDUCE ? plait_coll_residual_allreduce(a->count, comm->size)
+                                           : plait_coll_residual_reduce_scatter(a->count, comm->size);
+}
+
+static plait_status staged_chunks(plait_comm *comm, const plait_coll_args *a);
+
+/* A compressed collective's error feedback in device memory comes to the
+ * host for it and goes back after (the collective is staged whole). */
 static plait_status staged(plait_comm *comm, const plait_coll_args *a) {
+    size_t rn = comm->size > 1 ? residual_floats(comm, a) : 0;
+    if (!rn) return staged_chunks(comm, a);
+    plait_comm_copy_fn copy = plait_comm_device_copy();
+    float *host = copy ? plait_alloc(rn * sizeof(float), PLAIT_MEM_HOST, 64, "comm staging") : NULL;
+    if (!host)
+        return plait_set_error(copy ? PLAIT_ERR_NO_MEMORY : PLAIT_ERR_UNSUPPORTED,
+                               "%s of device memory: %s for its error feedback (%zu floats)",
+                               plait_coll_kind_name(a->kind), copy ? "no host memory" : "no device to copy it", rn);
+    plait_coll_args c = *a;
+    c.residual = host;
+    plait_status st = copy(host, a->residual, rn * sizeof(float), PLAIT_COPY_TO_HOST);
+    if (st == PLAIT_OK) st = staged_chunks(comm, &c);
+    if (st == PLAIT_OK) st = copy(a->residual, host, rn * sizeof(float), PLAIT_COPY_TO_DEVICE);
+    if (st == PLAIT_OK || !comm->scratch_leaked) plait_free(host);
+    return st;
+}
+
+static plait_status staged_chunks(plait_comm *comm, const plait_coll_args *a) {
     char what[160];
     snprintf(what, sizeof what, "%s #%llu%s%s%s of %zu elements in device memory, staged through pinned host memory",
              plait_coll_kind_name(a->kind), (unsigned long long)a->seq, a->label[0] ? " '" : "", a->label,

@@ -137,6 +137,11 @@ typedef struct plait_coll_args {
     /* the queued request this runs for (NULL: a blocking call run inline):
      * a native collective marks it posted (comm_exec.c) */
     struct plait_request *req;
+    /* the wire format (plait_coll_opts.compression, comm/compress.h) and
+     * onebit's error-feedback state (host memory once it reaches an
+     * algorithm: staging copies a device one in and out) */
+    plait_compression compression;
+    float *residual;
 } plait_coll_args;
 
 /* ---- the communicator ------------------------------------------------ */

@@ -71,6 +71,16 @@
  * for the step; correctness never depends on it. A tied copy's data points at
  * its original's gathered unit while its layer runs.
  *
+ * Compression ([optim.zeroN] grad_compression, ABI 1.6, plait/coll.h):
+ * the gradient reduce-scatters travel as bf16, int8 or onebit (onebit's
+ * error feedback: one residual per unit, a unit's padded size, counted in
+ * buffer_bytes); each slice's owner gets the float32 sum of the compressed
+ * contributions. Stage 3 may gather parameters as bf16 ([optim.zero3]
+ * param_gather): every rank, the slice's owner too, computes with the
+ * rounded values while the shards and their update stay float32. Stages
+ * 1/2 gather the updated parameters in float32: the core's copy is the
+ * master there.
+ *
  * Stages 1/2 all-gather updated parameters into the core's storage at the
  * end of step(). Communication per step (ring algorithms): stages 1/2 move
  * 2(N-1)/N·Ψ like an all-reduce; stage 3 adds a second parameter gather
@@ -114,6 +124,7 @@ typedef struct zero_unit {
 
     float *gbuf;           /* stages 2/3: gradient buffer between before_ and after_backward */
     int32_t rs_issued;     /* reductions issued this step */
+    size_t res_off;        /* onebit: its error feedback in the residual array */
     /* stage 3 parameters */
     float *pbuf;           /* gathered unit, or NULL */
     plait_request *ag_req; /* gather in flight */
@@ -161,6 +172,8 @@ typedef struct zero {
     int max_inflight;
     int prefetch;
     int defer_rs;
+    plait_compression compression; /* [optim.zeroN] grad_compression: the reduce-scatters' wire format */
+    plait_compression param_gather; /* stage 3, [optim.zero3] param_gather: bf16 or none */
     int32_t first_layer;          /* lowest layer with a local parameter */                 /* stage 1 under pp > 1: reduce in finish_grads only */
 
     /* plan */
@@ -186,6 +199,8 @@ typedef struct zero {
     float *copy_gshard;           /* stages 2/3: tied copies' slices */
     float *pshard;                /* stage 3: parameter slices [S] */
     float *whole_grad;            /* stages 2/3: gradients of whole units [whole_numel] */
+    float *residual;              /* onebit: every unit's error feedback (res_off) */
+    size_t residual_numel;
     size_t whole_numel;
     int materialized;
     int64_t updates;
@@ -268,9 +283,9 @@ plait_status zero_ag_complete(zero *z, const zero_flight *f);
 /* ---- zero_state.c ------------------------------------------------------ */
 /* The plugins' function tables, one per stage. */
 extern const plait_optim_ops zero_ops_stage1, zero_ops_stage2, zero_ops_stage3;
-/* Keys every stage declares in [optim.zeroN] (bucket_size, max_inflight)
- * followed by zero3's prefetch_layers. */
-extern const plait_key_decl zero_param_decls[3];
+/* Keys every stage declares in [optim.zeroN] (bucket_size, max_inflight,
+ * grad_compression) followed by zero3's prefetch_layers and param_gather. */
+extern const plait_key_decl zero_param_decls[5];
 /* Start accounting a step's traffic at its first hook. */
 void zero_begin_traffic(zero *z);
 

@@ -44,6 +44,7 @@ static plait_status start_gather(zero *z, int32_t ui) {
     if (!buf) return PLAIT_ERR_NO_MEMORY;
     z->host->kernels->copy(buf + zero_lo(z, u), z->pshard + u->shard_off, u->shard);
     plait_coll_opts o = plait_tensor_coll_opts(z->host, PLAIT_ALGO_AUTO, "zero3 parameter all-gather");
+    o.compression = (uint32_t)z->param_gather;
     plait_status st = z->host->coll->allgather(z->dp, buf, buf, u->shard, PLAIT_F32, &o, &u->ag_req);
     if (st != PLAIT_OK) {
         zero_buf_put(z, buf);

@@ -7,9 +7,12 @@
 
 #include "zero.h"
 
-static plait_coll_opts rs_opts(const zero *z) {
-    return plait_tensor_coll_opts(z->host, z->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
-                                  "zero gradient reduce-scatter");
+static plait_coll_opts rs_opts(const zero *z, const zero_unit *u) {
+    plait_coll_opts o = plait_tensor_coll_opts(z->host, z->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
+                                               "zero gradient reduce-scatter");
+    o.compression = (uint32_t)z->compression;
+    o.residual = z->residual ? z->residual + u->res_off : NULL;
+    return o;
 }
 
 /* Zero the parts of a packed unit buffer that hold no parameter: alignment
@@ -49,7 +52,7 @@ static plait_status start_rs_stage1(zero *z, int32_t ui) {
         }
         z->host->kernels->copy(buf + z->param_off[u->first + k], p->grad, p->numel);
     }
-    plait_coll_opts o = rs_opts(z);
+    plait_coll_opts o = rs_opts(z, u);
     plait_request *req = NULL;
     st = z->host->coll->reduce_scatter(z->dp, buf, buf + u->padded, u->shard, PLAIT_F32, PLAIT_SUM, &o, &req);
     if (st != PLAIT_OK) {
@@ -76,7 +79,7 @@ static plait_status start_rs_owned(zero *z, int32_t ui, float *buf) {
         zero_buf_put(z, buf);
         return st;
     }
-    plait_coll_opts o = rs_opts(z);
+    plait_coll_opts o = rs_opts(z, u);
     plait_request *req = NULL;
     st = z->host->coll->reduce_scatter(z->dp, buf, slice, u->shard, PLAIT_F32, PLAIT_SUM, &o, &req);
     if (st != PLAIT_OK) {

@@ -40,6 +40,7 @@ static void zero_destroy(void *sp) {
     h->free(z->copy_gshard);
     h->free(z->pshard);
     h->free(z->whole_grad);
+    h->free(z->residual);
     plait_optim_norm_free(h, &z->norm);
     if (z->tree) z->tree_api->destroy(z->tree);
     zero_pool_free(z);
@@ -102,9 +103,17 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     }
     if (st == PLAIT_OK) {
         z->max_inflight = (int)v.i;
+        st = host->config_get(init->config, section, "grad_compression", &v);
+    }
+    if (st == PLAIT_OK) {
+        z->compression = (plait_compression)v.i;
         if (zero_stage == 3) st = host->config_get(init->config, section, "prefetch_layers", &v);
     }
-    if (st == PLAIT_OK && zero_stage == 3) z->prefetch = (int)v.i;
+    if (st == PLAIT_OK && zero_stage == 3) {
+        z->prefetch = (int)v.i;
+        st = host->config_get(init->config, section, "param_gather", &v);
+        z->param_gather = v.i ? PLAIT_COMPRESS_BF16 : PLAIT_COMPRESS_NONE;
+    }
     if (st == PLAIT_OK) {
         st = host->config_get(init->config, "parallel", "pp", &v);
         z->defer_rs = st == PLAIT_OK && zero_stage == 1 && v.i > 1;
@@ -221,6 +230,14 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
             return PLAIT_ERR_NO_MEMORY;
     }
     if (z->zero_stage == 3 && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards"))) return PLAIT_ERR_NO_MEMORY;
+    if (z->compression == PLAIT_COMPRESS_ONEBIT && !z->residual && z->n > 1) {
+        /* onebit's error feedback: a unit's reduce-scatter input, every unit */
+        for (int32_t ui = 0; ui < z->n_units; ui++) {
+            z->units[ui].res_off = z->residual_numel;
+            z->residual_numel += plait_coll_residual_reduce_scatter(z->units[ui].shard, z->n);
+        }
+        if (!(z->residual = alloc_zeroed(z, z->residual_numel, "error feedback"))) return PLAIT_ERR_NO_MEMORY;
+    }
     if (z->tree_mode && !z->tree) {
         char tag[64];
         snprintf(tag, sizeof tag, "%s deterministic accumulation", z->name);
@@ -379,6 +396,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
             m.buffer_bytes += tree > tplan ? tree : tplan;
         }
     }
+    m.buffer_bytes += 4 * (uint64_t)z->residual_numel; /* onebit's error feedback */
     m.padding_elems = S * (uint64_t)z->n - psi;
     plait_fill_versioned(out, &m, (uint32_t)sizeof m);
 }
@@ -400,12 +418,22 @@ const plait_optim_ops zero_ops_stage2 = ZERO_OPS(2, PLAIT_OPTIM_REDUCES_GRADS | 
 const plait_optim_ops zero_ops_stage3 =
     ZERO_OPS(3, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_OWNS_PARAMS);
 
-const plait_key_decl zero_param_decls[3] = {
+static const char *const compression_choices[] = PLAIT_COMPRESSION_NAMES;
+static const char *const gather_choices[] = {"fp32", "bf16", NULL};
+
+const plait_key_decl zero_param_decls[5] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "25M", 4, 1099511627776.0,
      NULL, "largest unit of sharding: a layer's parameters are reduced, gathered and sharded in pieces of at most "
            "this size (a larger tensor is a piece alone)"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "max_inflight", PLAIT_KEY_INT, "2", 1, 64, NULL,
      "reduce-scatters (and step all-gathers) in flight at once, each holding one unit-sized buffer"},
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "grad_compression", PLAIT_KEY_ENUM, "none", 1, 0,
+     compression_choices,
+     "wire format of the gradient reduce-scatters: none (float32), bf16 (half the bytes), int8 (a quarter, "
+     "per-block scales), onebit (1/28: signs and block means with error feedback); sums stay float32"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "prefetch_layers", PLAIT_KEY_INT, "1", 0, 64, NULL,
      "layers whose parameter all-gather starts before their hook arrives (following the previous step's order)"},
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "param_gather", PLAIT_KEY_ENUM, "fp32", 1, 0, gather_choices,
+     "wire format of the parameter all-gathers before each layer: fp32, or bf16 (half the bytes; the layers then "
+     "compute with the bf16-rounded parameters, the shards and the update stay float32)"},
 };

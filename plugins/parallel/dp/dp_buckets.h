@@ -22,6 +22,9 @@ typedef struct dp_bucket {
      * touches the bucket only after it (plait_coll_opts.ready); NULL on a
      * device without events (ABI 1.4, plait/device.h) */
     plait_device_event *ready;
+    /* onebit compression's error feedback for this bucket (device memory,
+     * plait_coll_residual_allreduce floats), or NULL */
+    float *residual;
     int started;
     /* 1-based index of the step's grads_ready call that started the bucket;
      * 0 when finish_grads started it. */

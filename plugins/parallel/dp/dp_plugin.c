@@ -29,6 +29,12 @@
  * a device with events (ABI 1.4) each bucket records one on the compute
  * stream as it starts and hands it to its all-reduce (plait_coll_opts.ready),
  * so launching a bucket never synchronises the host with the device.
+ *
+ * [parallel.dp] grad_compression picks the all-reduces' wire format (ABI
+ * 1.6, plait/coll.h): bf16, int8 or onebit; onebit's error feedback lives
+ * in one residual per bucket (twice the bucket's floats, device memory).
+ * In deterministic mode a compressed run repeats bit for bit and does not
+ * depend on the host placement, but it is not one process's arithmetic.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +50,7 @@
  * (which must undo it) or after it (which the checksum must catch). */
 enum { PERTURB_OFF, PERTURB_BEFORE, PERTURB_AFTER };
 static const char *const perturb_choices[] = {"off", "before", "after", NULL};
+static const char *const compression_choices[] = PLAIT_COMPRESSION_NAMES;
 
 typedef struct dp_state {
     const plait_host *host; /* init->host: logging, errors, collectives */
@@ -55,6 +62,7 @@ typedef struct dp_state {
     int verify_params;
     int perturb;              /* debug: PERTURB_* */
     size_t bucket_bytes;
+    plait_compression compression; /* [parallel.dp] grad_compression */
     dp_buckets buckets;
     int reduce;               /* 0 when dp == 1 or the optimizer reduces */
     /* grads_ready calls so far this step: a bucket overlapped the backward
@@ -82,6 +90,7 @@ static plait_status dp_create(const plait_parallel_init *init, void **out) {
     s->verify_params = (int)plait_cfg_int(host, init->config, "parallel.dp", "verify_params");
     s->perturb = (int)plait_cfg_int(host, init->config, "parallel.dp", "debug_perturb_replicas");
     s->bucket_bytes = (size_t)plait_cfg_int(host, init->config, "parallel.dp", "bucket_size");
+    s->compression = (plait_compression)plait_cfg_int(host, init->config, "parallel.dp", "grad_compression");
     *out = s;
     return PLAIT_OK;
 }
@@ -248,6 +257,11 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     plait_status st = broadcast_and_verify(s, bind->params);
     if (st != PLAIT_OK) return st;
     s->reduce = !bind->optim_reduces_grads;
+    if (!s->reduce && s->compression != PLAIT_COMPRESS_NONE)
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[parallel.dp] grad_compression = %s does nothing here: the optimizer reduces the "
+                               "gradients itself (ZeRO); set its own key instead ([optim.zero1|2|3] "
+                               "grad_compression)", compression_choices[s->compression]);
     if (!s->reduce) return PLAIT_OK;
     uint8_t *skip = NULL;
     if (!s->deterministic) {
@@ -260,6 +274,16 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     if (plait_tensor_kind(host) != PLAIT_MEM_HOST && PLAIT_DEVICE_HAS_EVENTS(host->device))
         for (int32_t i = 0; i < s->buckets.n; i++)
             if (!(s->buckets.b[i].ready = host->device->event_create())) return PLAIT_ERR_NO_MEMORY;
+    for (int32_t i = 0; s->compression == PLAIT_COMPRESS_ONEBIT && i < s->buckets.n; i++) {
+        dp_bucket *b = &s->buckets.b[i];
+        size_t n = plait_coll_residual_allreduce(b->count, s->mesh->dp);
+        if (!(b->residual = host->alloc(n * sizeof(float), plait_tensor_kind(host), 64, "dp error feedback")))
+            return PLAIT_ERR_NO_MEMORY;
+        host->kernels->zero(b->residual, n);
+    }
+    if (s->compression != PLAIT_COMPRESS_NONE && s->mesh->world_rank == 0)
+        host->log(PLAIT_LOG_INFO, "dp", "gradient all-reduces travel as %s%s", compression_choices[s->compression],
+                  s->compression == PLAIT_COMPRESS_ONEBIT ? " with error feedback" : "");
     host->log(PLAIT_LOG_DEBUG, "dp", "%d gradient bucket(s) of at most %zu bytes", s->buckets.n, s->bucket_bytes);
     return PLAIT_OK;
 }
@@ -287,6 +311,8 @@ static plait_status start_bucket(dp_state *s, dp_bucket *b, uint32_t in_call) {
     if (s->skip_reduce) return PLAIT_OK;
     plait_coll_opts opts = plait_tensor_coll_opts(host, s->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
                                                   "dp gradient bucket");
+    opts.compression = (uint32_t)s->compression;
+    opts.residual = b->residual;
     /* No host synchronisation: the event marks where the compute stream
      * will have produced the bucket; the reduction waits for that point on
      * the communication side while the backward of earlier layers goes on
@@ -369,8 +395,10 @@ static void dp_step_stats(void *state, plait_parallel_stats *out) {
 static void dp_destroy(void *state) {
     dp_state *s = state;
     if (!s) return;
-    for (int32_t i = 0; i < s->buckets.n; i++)
+    for (int32_t i = 0; i < s->buckets.n; i++) {
         if (s->buckets.b[i].ready) s->host->device->event_destroy(s->buckets.b[i].ready);
+        s->host->free(s->buckets.b[i].residual);
+    }
     dp_buckets_free(&s->buckets);
     free(s->folds);
     free(s);
@@ -394,6 +422,10 @@ static const plait_key_decl dp_params[] = {
      NULL, "gradient bucket size; each bucket's all-reduce starts once its gradients are final"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "overlap", PLAIT_KEY_BOOL, "true", 1, 0, NULL,
      "start bucket reductions during the backward pass (false: all after it)"},
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "grad_compression", PLAIT_KEY_ENUM, "none", 1, 0,
+     compression_choices,
+     "wire format of the gradient all-reduces: none (float32), bf16 (half the bytes), int8 (a quarter, "
+     "per-block scales), onebit (1/28: signs and block means with error feedback); sums stay float32"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL | PLAIT_KEY_HIDDEN, "debug_skip_reduce", PLAIT_KEY_BOOL,
      "false", 1, 0, NULL, "debug: skip gradient communication (wrong results; measures its overhead)"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "verify_params", PLAIT_KEY_BOOL, "true", 1, 0, NULL,

@@ -53,6 +53,45 @@ typedef enum plait_coll_algo {
     PLAIT_ALGO_HIER = 7
 } plait_coll_algo;
 
+/* ABI 1.6: how the float32 values of a sum travel between ranks (the
+ * collective's wire format, so every comm plugin carries it). Reductions
+ * still add in float32; only what crosses a link is compressed. Each value
+ * is compressed once where it enters a link (a rank's contribution, or a
+ * partial or final sum), and the sender keeps the value the receivers
+ * decode, so every rank ends with the same result:
+ *   allreduce       every rank gets the same values (the sum's compressed form);
+ *   reduce_scatter  each block's owner gets the float32 sum of the
+ *                   compressed contributions;
+ *   allgather       (bf16 only) every block as its compressed form, the
+ *                   sender's own block too.
+ * Only PLAIT_F32 with PLAIT_SUM (allgather: any f32), and only over a
+ * transport that moves host memory (the core's algorithms run them:
+ * ordered/direct within a host or in deterministic mode, hierarchical
+ * across hosts, where only the links between hosts carry compressed data
+ * in the hierarchical form); PLAIT_ERR_INVALID_ARG / _UNSUPPORTED otherwise.
+ * Deterministic for a given group, algorithm and host placement; bf16 is
+ * per element, int8 and onebit scale blocks of 256 values counted from
+ * each message's start. */
+typedef enum plait_compression {
+    PLAIT_COMPRESS_NONE = 0,
+    PLAIT_COMPRESS_BF16 = 1,  /* 2 bytes a value, round to nearest even */
+    PLAIT_COMPRESS_INT8 = 2,  /* 1 byte a value + a float scale (max|x|/127) per 256 */
+    PLAIT_COMPRESS_ONEBIT = 3 /* sign bits + a float scale (mean|x|) per 256, with error
+                               * feedback: needs plait_coll_opts.residual */
+} plait_compression;
+
+/* The schemes' names in enum order, NULL-terminated: the choices of a
+ * plugin's PLAIT_KEY_ENUM key ("grad_compression"), whose index is the
+ * plait_compression value. */
+#define PLAIT_COMPRESSION_NAMES {"none", "bf16", "int8", "onebit", NULL}
+
+/* Floats of the error-feedback state (plait_coll_opts.residual) a
+ * PLAIT_COMPRESS_ONEBIT collective of `count` elements on `n` ranks needs:
+ * an allreduce 2*count (what its contribution lost, what its sums lost), a
+ * reduce_scatter n*count (its whole input). */
+static inline size_t plait_coll_residual_allreduce(size_t count, int n) { (void)n; return 2 * count; }
+static inline size_t plait_coll_residual_reduce_scatter(size_t count, int n) { return (size_t)n * count; }
+
 /* Per-call options; NULL means all defaults. */
 typedef struct plait_coll_opts {
     uint32_t struct_size;
@@ -69,6 +108,17 @@ typedef struct plait_coll_opts {
      * The caller keeps the event alive, and does not record it again,
      * until the request finishes. */
     struct plait_device_event *ready;
+    /* ABI 1.6: the wire format (plait_compression; 0 = float32 as given).
+     * Check the core's minor (host->abi_version) before setting it: an
+     * older core ignores the field. */
+    uint32_t compression;
+    /* ABI 1.6, PLAIT_COMPRESS_ONEBIT: the caller's error-feedback state,
+     * plait_coll_residual_*() floats in the buffers' memory, zero before the
+     * first call, kept untouched between the calls of one reduction (one
+     * per tensor or bucket it reduces every step); the collective reads and
+     * updates it. Required by onebit (PLAIT_ERR_INVALID_ARG without it),
+     * ignored by the other schemes. */
+    float *residual;
 } plait_coll_opts;
 
 /* Counters kept per communicator since its creation. */
