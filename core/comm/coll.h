@@ -14,7 +14,7 @@
 #ifndef PLAIT_CORE_COMM_COLL_H
 #define PLAIT_CORE_COMM_COLL_H
 
-#include "comm/comm.h"
+#include "comm/comm_state.h"
 #include "comm/reduce.h"
 
 /* One in-flight plugin request of the running collective. */
@@ -58,6 +58,29 @@ void *plait_coll_scratch(plait_coll_ctx *c, size_t bytes);
 void plait_coll_describe(const plait_coll_ctx *c, char *buf, size_t len);
 /* Release what a failed collective left in flight (after an abort). */
 void plait_coll_drain(plait_coll_ctx *c);
+
+/* Runs one collective on buffers the transport takes (coll_exec.c). */
+plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args);
+/* [comm] check_collectives for `args` alone (what plait_coll_execute does
+ * first), over a transport that moves host memory: every rank's call
+ * compared, a mismatch named; PLAIT_OK when the check is off, the call is
+ * internal or the group has one rank. For callers that run a collective as
+ * another one (coll_stage.c). */
+plait_status plait_coll_check(plait_comm *comm, const plait_coll_args *args);
+
+/* The check's two halves for a caller that carries the exchange itself
+ * (coll_stage.c, on a transport that moves device memory only): this
+ * rank's fingerprint of `a`, and every rank's (`all`, comm->size of them)
+ * compared, a mismatch named with `algo` in the collective's description. */
+typedef struct plait_coll_fingerprint {
+    uint32_t kind, dtype, op;
+    int32_t root;
+    uint64_t count, seq;
+    uint32_t compression, pad;
+} plait_coll_fingerprint;
+plait_coll_fingerprint plait_coll_fingerprint_of(const plait_coll_args *a);
+plait_status plait_coll_fingerprints_agree(plait_comm *comm, const plait_coll_args *a, plait_coll_algo algo,
+                                          const plait_coll_fingerprint *all);
 
 /* The algorithm AUTO runs for a collective of `kind` moving `bytes` (the
  * nccl-tests size: the whole buffer, n blocks for reduce_scatter, allgather,

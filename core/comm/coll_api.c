@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm/comm.h"
+
 #include "comm/coll.h"
 #include "comm/comm_device.h"
 #include "comm/compress.h"
@@ -137,7 +139,7 @@ static plait_status issue(plait_comm *comm, plait_coll_args *a, const plait_coll
     }
     /* the point after which the device buffers may be touched: taken here,
      * on the caller's thread, at the call (plait/device.h) */
-    a->ready = a->count ? plait_comm_ready_take(a->mem_kind, a->ready, &a->own_ready) : NULL;
+    a->ready = a->count ? plait_comm_ready_take(plait_comm_device_of(comm), a->mem_kind, a->ready, &a->own_ready) : NULL;
     return plait_comm_submit(comm, a, req);
 }
 

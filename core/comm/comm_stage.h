@@ -23,8 +23,7 @@
 #ifndef PLAIT_CORE_COMM_STAGE_H
 #define PLAIT_CORE_COMM_STAGE_H
 
-#include "comm/comm.h"
-#include "comm/comm_device.h"
+#include "comm/comm_state.h"
 
 /* One copy job: `blocks` pieces of `bytes` each; piece b moves between
  * host + b*host_stride and dev + b*dev_stride in direction `dir`
@@ -38,6 +37,7 @@ typedef struct plait_stage_copy {
     /* on the device's communication stream (the operation waited for its
      * ready event, comm_device.h); 0: with copy(), in compute-stream order */
     int on_comm;
+    const plait_comm_device *device; /* whose copies */
 } plait_stage_copy;
 
 /* The communicator's stage, created (thread started) on first use. */
