@@ -9,9 +9,9 @@
 
 #include "comm/comm.h"
 
-#include "comm/coll.h"
-#include "comm/comm_device.h"
-#include "comm/compress.h"
+#include "coll/coll.h"
+#include "commstate/comm_device.h"
+#include "coll/compress.h"
 #include "runtime/error.h"
 
 int plait_comm_rank(const plait_comm *comm) { return comm->rank; }
@@ -36,7 +36,7 @@ static int partial_overlap(const void *a, size_t na, const void *b, size_t nb) {
     return x < y + nb && y < x + na;
 }
 
-/* A compressed collective (plait/coll.h, comm/compress.h): which ones exist. */
+/* A compressed collective (plait/coll.h, coll/compress.h): which ones exist. */
 static plait_status check_compression(const plait_comm *comm, const plait_coll_args *a) {
     const char *what = plait_coll_kind_name(a->kind), *scheme = plait_compress_name(a->compression);
     if ((unsigned)a->compression > PLAIT_COMPRESS_ONEBIT)

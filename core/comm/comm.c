@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/comm_stage.h"
-#include "comm/comm_topo.h"
-#include "comm/request.h"
+#include "staging/staging.h"
+#include "commstate/comm_topo.h"
+#include "commstate/request.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"

@@ -48,7 +48,7 @@
 #ifndef PLAIT_CORE_COMM_H
 #define PLAIT_CORE_COMM_H
 
-#include "comm/comm_state.h"
+#include "commstate/comm_state.h"
 #include "config/config.h"
 
 /* ---- settings -------------------------------------------------------- */

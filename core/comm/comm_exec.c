@@ -9,10 +9,10 @@
 #include <time.h>
 
 #include "comm/comm.h"
-#include "comm/coll_stage.h"
-#include "comm/comm_device.h"
+#include "staging/coll_staging.h"
+#include "commstate/comm_device.h"
 #include "comm/comm_p2p.h"
-#include "comm/request.h"
+#include "commstate/request.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 

@@ -6,7 +6,7 @@
  * from one thread.
  *
  * Device buffers on a host-memory transport travel through a pinned buffer
- * of the communicator's staging pool (comm_stage.h), whole: a send copies
+ * of the communicator's staging pool (staging.h), whole: a send copies
  * out, then sends; a receive copies back once the message is in. One
  * message on the wire whatever the memory on either side, so a device
  * buffer and a host buffer can be peers; the copies are not overlapped
@@ -23,11 +23,11 @@
 #include <time.h>
 
 #include "comm/comm.h"
-#include "comm/comm_device.h"
-#include "comm/comm_stage.h"
-#include "comm/reduce.h"
+#include "commstate/comm_device.h"
+#include "staging/staging.h"
+#include "coll/reduce.h"
 #include "comm/comm_p2p.h"
-#include "comm/request.h"
+#include "commstate/request.h"
 #include "runtime/error.h"
 
 static uint64_t now_ns(void) {

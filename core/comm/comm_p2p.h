@@ -5,7 +5,7 @@
 #ifndef PLAIT_CORE_COMM_P2P_H
 #define PLAIT_CORE_COMM_P2P_H
 
-#include "comm/request.h"
+#include "commstate/request.h"
 
 /* Describe a p2p request for messages. */
 void plait_p2p_describe(const plait_request *r, char *buf, size_t len);

@@ -9,7 +9,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "comm/comm_device.h"
+#include "commstate/comm_device.h"
 #include "runtime/error.h"
 
 #define MAX_ALLOCS 4096

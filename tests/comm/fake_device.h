@@ -15,7 +15,7 @@
 
 #include <plait/device.h>
 
-#include "comm/comm_device.h"
+#include "commstate/comm_device.h"
 
 void fake_device_open(size_t bytes);  /* reserve */
 void fake_device_close(void);         /* unmap; asserts nothing is allocated */

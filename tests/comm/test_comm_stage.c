@@ -1,5 +1,5 @@
 /*
- * Device buffers on a host-memory transport (core/comm/coll_stage.c): every
+ * Device buffers on a host-memory transport (core/staging/coll_staging.c): every
  * collective, dtype and operator at 2-4 ranks, staged in chunks through
  * pinned host memory, gives the same bits as the same collective on host
  * buffers (#wrong counts the elements that differ), at sizes below, at and
@@ -20,10 +20,10 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "comm/comm_device.h"
-#include "comm/comm_stage.h"
+#include "commstate/comm_device.h"
+#include "staging/staging.h"
 #include "comm/comm_threads.h"
-#include "comm/reduce.h"
+#include "coll/reduce.h"
 #include "comm/fake_device.h"
 #include "host/host_table.h"
 #include "runtime/error.h"

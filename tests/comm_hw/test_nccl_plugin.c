@@ -31,9 +31,9 @@
 #include <cuda_runtime.h>
 
 #include "comm/comm.h"
-#include "comm/comm_device.h"
+#include "commstate/comm_device.h"
 #include "comm/comm_threads.h"
-#include "comm/request.h"
+#include "commstate/request.h"
 #include "config/config.h"
 #include "mock_gpu.h"
 #include "nccl_job.h"

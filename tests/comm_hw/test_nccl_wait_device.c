@@ -14,7 +14,7 @@
 
 #include <cuda_runtime.h>
 
-#include "comm/comm_device.h"
+#include "commstate/comm_device.h"
 #include "device/event_pool.h"
 #include "host/host_table.h"
 #include "mock_gpu.h"

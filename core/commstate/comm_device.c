@@ -1,6 +1,6 @@
 /* The device of comm_device.h: what a communicator was handed at creation
  * (the rank's open device, core/device, or a test's stand-in). */
-#include "comm/comm_device.h"
+#include "commstate/comm_device.h"
 
 #include <stddef.h>
 

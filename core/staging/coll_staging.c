@@ -14,7 +14,7 @@
  * kind and algorithm on pinned host buffers, so the reduction happens in
  * host memory exactly as it does for host buffers. Two chunk slots
  * alternate (a double buffer per direction: slot k%2 has an input and an
- * output buffer). The communicator's copy thread (comm_stage.h) makes every
+ * output buffer). The communicator's copy thread (staging.h) makes every
  * device copy, in FIFO order: while this thread transfers chunk k, the copy
  * thread copies chunk k+1 out of the device and chunk k-1's result back in.
  * Before chunk k runs, this thread waits only for the jobs queued up to
@@ -39,11 +39,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll_stage.h"
+#include "staging/coll_staging.h"
 
-#include "comm/coll.h"
-#include "comm/comm_device.h"
-#include "comm/comm_stage.h"
+#include "coll/coll.h"
+#include "commstate/comm_device.h"
+#include "staging/staging.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 

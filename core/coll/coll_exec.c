@@ -42,10 +42,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll.h"
-#include "comm/comm_device.h"
-#include "comm/compress.h"
-#include "comm/request.h"
+#include "coll/coll.h"
+#include "commstate/comm_device.h"
+#include "coll/compress.h"
+#include "commstate/request.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -160,7 +160,7 @@ static plait_coll_algo resolve(const plait_comm *comm, const plait_coll_args *a,
         return PLAIT_ALGO_HIER;
     if (a->compression != PLAIT_COMPRESS_NONE) {
         /* compressed sums: the ordered (direct) algorithm encodes what it
-         * sends, as the hierarchical one does (comm/compress.h) */
+         * sends, as the hierarchical one does (coll/compress.h) */
         *fn = lookup(a->kind, PLAIT_ALGO_ORDERED);
         return PLAIT_ALGO_ORDERED;
     }
@@ -448,7 +448,7 @@ plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args) {
         }
     }
     if (!plait_mem_is_host(a.mem_kind)) {
-        /* reached only when the transport moves this memory itself (coll_stage.c
+        /* reached only when the transport moves this memory itself (coll_staging.c
          * stages it otherwise), but has no native form of this collective */
         char d[512];
         plait_coll_describe(&c, d, sizeof d);

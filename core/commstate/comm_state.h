@@ -17,7 +17,7 @@
 #include <plait/coll.h>
 #include <plait/comm.h>
 
-#include "comm/comm_device.h"
+#include "commstate/comm_device.h"
 
 /* ---- bootstrap factory (provided by the world bootstrap) ----------------- */
 
@@ -99,7 +99,7 @@ typedef struct plait_coll_args {
     /* the queued request this runs for (NULL: a blocking call run inline):
      * a native collective marks it posted (comm_exec.c) */
     struct plait_request *req;
-    /* the wire format (plait_coll_opts.compression, comm/compress.h) and
+    /* the wire format (plait_coll_opts.compression, coll/compress.h) and
      * onebit's error-feedback state (host memory once it reaches an
      * algorithm: staging copies a device one in and out) */
     plait_compression compression;
@@ -109,7 +109,7 @@ typedef struct plait_coll_args {
 /* ---- the communicator ------------------------------------------------ */
 
 typedef struct plait_request plait_request;
-typedef struct plait_stage plait_stage; /* comm_stage.h */
+typedef struct plait_stage plait_stage; /* staging.h */
 
 struct plait_comm {
     char name[32];
@@ -155,7 +155,7 @@ struct plait_comm {
      * device); kind PLAIT_MEM_HOST when there is none (plait_comm_device_of) */
     plait_comm_device device;
 
-    /* staging of device buffers for a host-memory transport (comm_stage.h);
+    /* staging of device buffers for a host-memory transport (staging.h);
      * NULL until first needed */
     plait_stage *stage;
 

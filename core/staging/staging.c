@@ -1,10 +1,10 @@
 /*
- * The staging pool and copy thread of a communicator (comm_stage.h). The
+ * The staging pool and copy thread of a communicator (staging.h). The
  * pool's host buffers are page-locked where the open device offers it
  * (plait_device_alloc_pinned: cudaHostAlloc on cuda), so its copies run at
  * full bus speed and asynchronously; plain host memory otherwise.
  */
-#include "comm/comm_stage.h"
+#include "staging/staging.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

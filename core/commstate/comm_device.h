@@ -1,8 +1,8 @@
 /*
  * The device as the communicators see it: its memory kind, its copy
  * function, its memory allocator, and its streams and events. The staging
- * of device buffers for host-memory transports needs the copy (coll_stage.c,
- * comm_stage.h); host control data (a loss, a norm, a barrier) on a
+ * of device buffers for host-memory transports needs the copy (coll_staging.c,
+ * staging.h); host control data (a loss, a norm, a barrier) on a
  * transport that moves device memory only (nccl) needs device scratch
  * memory as well.
  *

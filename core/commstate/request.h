@@ -8,7 +8,7 @@
 #ifndef PLAIT_CORE_COMM_REQUEST_H
 #define PLAIT_CORE_COMM_REQUEST_H
 
-#include "comm/comm_state.h"
+#include "commstate/comm_state.h"
 
 enum { PLAIT_REQ_COLL = 1, PLAIT_REQ_P2P = 2 };
 
@@ -36,7 +36,7 @@ struct plait_request {
     size_t bytes;
     uint32_t tag;
     uint64_t p2p_seq;
-    void *staged;             /* pinned copy of a device buffer (comm_stage.h), or NULL */
+    void *staged;             /* pinned copy of a device buffer (staging.h), or NULL */
     void *dev;                /* the device buffer it stands for */
     struct plait_device_event *ready; /* device memory: touched only after it (comm_device.h) */
     int own_ready;                    /* recorded by the core: released with the request */

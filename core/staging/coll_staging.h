@@ -1,11 +1,11 @@
 /*
- * The staging layer's entry: where one collective's buffers go (coll_stage.c
+ * The staging layer's entry: where one collective's buffers go (coll_staging.c
  * explains it). The executor (comm_exec.c) runs every collective through it.
  */
 #ifndef PLAIT_CORE_COMM_COLL_STAGE_H
 #define PLAIT_CORE_COMM_COLL_STAGE_H
 
-#include "comm/comm_state.h"
+#include "commstate/comm_state.h"
 
 /* Runs one collective on the calling thread: the buffers go to the
  * transport, through pinned host memory for device memory on a host-memory

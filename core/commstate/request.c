@@ -1,5 +1,5 @@
 /* The mark a running collective leaves on its request (request.h). */
-#include "comm/request.h"
+#include "commstate/request.h"
 
 void plait_request_mark_posted(plait_request *r, plait_device_event *done) {
     pthread_mutex_lock(&r->comm->lock);
