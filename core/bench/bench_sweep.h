@@ -95,6 +95,10 @@ double plait_spearman(const double *x, const double *y, size_t n);
 
 /* PNG plots through gnuplot and report.md in `dir` (created). Errors name
  * the file or say gnuplot is missing. */
+/* Whether `dir` may take a report: not a run's or a checkpoint's
+ * directory, and any report.md there a sweep's (out_file.h). Checked before
+ * the sweep starts, and again before writing. */
+plait_status plait_sweep_report_check(const char *dir);
 plait_status plait_sweep_report(const char *dir, const plait_sweep_opts *o, const plait_sweep_row *rows, size_t n,
                                 const char *header);
 

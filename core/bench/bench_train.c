@@ -19,6 +19,7 @@
 #include "device/device.h"
 #include "kernels/kernels.h"
 #include "runtime/error.h"
+#include "runtime/out_file.h"
 #include "runtime/memory.h"
 #include "train/mfu_peak.h"
 #include "train/run.h"
@@ -48,6 +49,10 @@ static int64_t median_step(const double *rows, int64_t warmup, int64_t steps) {
         if (rows[(warmup + s) * N_FIELDS + F_STEP] == med) return warmup + s;
     return warmup;
 }
+
+const char plait_bench_train_csv_header[] =
+    "config,dp,tp,pp,parallel,optim,ranks,threads,ms_per_step,tokens_per_s,mfu,compute_ms,comm_ms,idle_ms,dp_bytes,"
+    "tp_bytes,pp_bytes,optim_bytes,peak_rss_mb,activation_bytes,recompute\n";
 
 plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_opts *o, FILE *out) {
     plait_run *run = NULL;
@@ -164,12 +169,12 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
                      "bytes: payload each rank sent per step (max over ranks); act: activation memory (saved activations, backward scratch, recompute "
                      "buffers), max over ranks; peak RSS: max over ranks\n");
         if (o->csv) {
-            FILE *f = fopen(o->csv, "a");
+            const char *header = plait_bench_train_csv_header;
+            FILE *f = NULL;
+            st = plait_out_check_own(o->csv, header, "--csv");
+            if (st == PLAIT_OK) st = plait_out_fopen(o->csv, "a", &f);
             if (f) {
-                if (ftell(f) == 0)
-                    fprintf(f, "config,dp,tp,pp,parallel,optim,ranks,threads,ms_per_step,tokens_per_s,mfu,compute_ms,"
-                               "comm_ms,idle_ms,dp_bytes,tp_bytes,pp_bytes,optim_bytes,peak_rss_mb,activation_bytes,"
-                               "recompute\n");
+                if (ftell(f) == 0) fputs(header, f);
                 fprintf(f, "%s,%d,%d,%d,%s,%s,%d,%d,%.3f,%.1f,%.4f,%.3f,%.3f,%.3f,%.0f,%.0f,%.0f,%.0f,%.1f,%.0f,%s\n",
                         plait_config_path(cfg) ? plait_config_path(cfg) : "", run->world.mesh.dp, run->world.mesh.tp,
                         run->world.mesh.pp,
@@ -177,9 +182,7 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
                         plait_kernels_threads(), 1e3 * med[F_STEP], tps, mfu, 1e3 * med[F_COMPUTE],
                         1e3 * med[F_COMM], 1e3 * med[F_IDLE], med[F_DP], med[F_TP], med[F_PP], med[F_OPT],
                         med[F_RSS] / MB, med[F_ACT], plait_config_str(cfg, "model", "recompute"));
-                fclose(f);
-            } else {
-                st = plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot append the CSV row", o->csv);
+                if (fclose(f) != 0) st = plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot append the CSV row", o->csv);
             }
         }
     }

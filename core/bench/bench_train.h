@@ -21,4 +21,8 @@ typedef struct plait_bench_train_opts {
 /* Run as this rank of the job (collective); rank 0 prints the table to `out`. */
 plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_opts *o, FILE *out);
 
+/* The first line of the CSV --csv appends to; an existing file with
+ * another first line is refused (runtime/out_file.h), before any rank starts. */
+extern const char plait_bench_train_csv_header[];
+
 #endif

@@ -7,12 +7,15 @@
 #include <sys/wait.h>
 
 #include "bench/bench_sweep.h"
+#include "checkpoint/checkpoint.h"
 #include "runtime/error.h"
+#include "runtime/out_file.h"
 
 static plait_status write_data(const char *path, const plait_sweep_row *rows, size_t n, double *max_ms,
                                double *max_mib, size_t *max_name) {
-    FILE *f = fopen(path, "w");
-    if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+    FILE *f;
+    plait_status opened = plait_out_fopen(path, "w", &f); /* never through a link */
+    if (opened != PLAIT_OK) return opened;
     fprintf(f, "# idx layout tokens_s pred_tokens_s compute_ms comm_ms idle_ms peak_mib pred_mib meas_ms pred_ms\n");
     *max_ms = *max_mib = 0;
     *max_name = 0;
@@ -62,8 +65,9 @@ static plait_status write_script(const char *path, double limit_mib, double max_
                  "set title 'peak memory per rank (the largest rank); the limit, %.0f MiB, is off the scale'\n"
                  "plot 'sweep.dat' using 8:xtic(2) title 'measured peak RSS', '' using 9 title 'predicted'",
                  limit_mib);
-    FILE *f = fopen(path, "w");
-    if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+    FILE *f;
+    plait_status opened = plait_out_fopen(path, "w", &f); /* never through a link */
+    if (opened != PLAIT_OK) return opened;
     fprintf(f,
             "set terminal pngcairo size 1100,650 noenhanced font ',10'\n"
             "set datafile separator whitespace\n"
@@ -109,8 +113,9 @@ static plait_status write_script(const char *path, double limit_mib, double max_
 }
 
 static plait_status write_markdown(const char *path, const plait_sweep_row *rows, size_t n, const char *header) {
-    FILE *f = fopen(path, "w");
-    if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+    FILE *f;
+    plait_status opened = plait_out_fopen(path, "w", &f); /* never through a link */
+    if (opened != PLAIT_OK) return opened;
     fprintf(f, "# plait bench sweep\n\n%s\n", header);
     fprintf(f, "| rank | layout | tokens/s | spread | MFU | ms/step | compute | comm | idle | peak MiB | predicted "
                "ms/step | error | predicted MiB | error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -139,11 +144,22 @@ static plait_status write_markdown(const char *path, const plait_sweep_row *rows
     return PLAIT_OK;
 }
 
+plait_status plait_sweep_report_check(const char *dir) {
+    const char *role = plait_ckpt_dir_role(dir);
+    if (role)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "--report %s is a %s: choose another directory", dir, role);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    return plait_out_check_own(path, "# plait bench sweep\n", "--report");
+}
+
 plait_status plait_sweep_report(const char *dir, const plait_sweep_opts *o, const plait_sweep_row *rows, size_t n,
                                 const char *header) {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot create the report directory: %s", dir, strerror(errno));
     char path[1024];
+    plait_status own = plait_sweep_report_check(dir);
+    if (own != PLAIT_OK) return own;
     double max_ms = 0, max_mib = 0;
     size_t longest = 0;
     snprintf(path, sizeof path, "%s/sweep.dat", dir);

@@ -1,5 +1,6 @@
 #include "checkpoint/checkpoint.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -20,6 +21,7 @@
 #include "checkpoint/safetensors_crc32c.h"
 #include "checkpoint/safetensors_json.h"
 #include "model/tied.h"
+#include "runtime/out_file.h"
 #include "runtime/regular_file.h"
 
 #define MAX_STATE_BYTES (16u << 20)
@@ -56,6 +58,7 @@ struct plait_ckpt_writer {
     char **meta_key, **meta_val;
     size_t n_meta, meta_cap;
     plait_ckpt_crash crash;
+    int64_t protect; /* never pruned (the checkpoint the run resumed from); -1 none */
 };
 
 static plait_status mkdir_p(const char *path) {
@@ -78,6 +81,7 @@ static plait_status mkdir_p(const char *path) {
 }
 
 const char *plait_ckpt_writer_dir(const plait_ckpt_writer *w) { return w->dir; }
+void plait_ckpt_writer_protect(plait_ckpt_writer *w, int64_t step) { w->protect = step; }
 void plait_ckpt_writer_crash_at(plait_ckpt_writer *w, plait_ckpt_crash point) { w->crash = point; }
 
 static void writer_free(plait_ckpt_writer *w) {
@@ -104,7 +108,14 @@ plait_status plait_ckpt_writer_begin(const char *out_dir, int64_t step, plait_ck
     snprintf(w->out_dir, sizeof w->out_dir, "%s", out_dir);
     plait_ckpt_dir_path(w->dir, sizeof w->dir, out_dir, step);
     w->step = step;
+    w->protect = -1;
     plait_status st = mkdir_p(out_dir);
+    /* Nothing is written through a link out of the run directory. */
+    if (st == PLAIT_OK && plait_out_is_link(w->dir))
+        st = plait_set_error(PLAIT_ERR_INVALID_ARG,
+                             "cannot save the checkpoint of step %lld: %s is a symbolic link (plait does not write "
+                             "through links out of the run directory); remove the link and resume",
+                             (long long)step, w->dir);
     /* A previous attempt at this step: make it incomplete before touching it. */
     char marker[PATH_MAX];
     snprintf(marker, sizeof marker, "%s/" PLAIT_CKPT_MARKER_FILE, w->dir);
@@ -265,8 +276,9 @@ plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *sta
               (double)(facts[0].bytes + facts[1].bytes) / 1e6);
     char out_dir[PATH_MAX];
     snprintf(out_dir, sizeof out_dir, "%s", w->out_dir);
+    int64_t saved = w->step, protect = w->protect;
     writer_free(w);
-    if (keep > 0 && plait_ckpt_prune(out_dir, keep) != PLAIT_OK)
+    if (keep > 0 && plait_ckpt_prune(out_dir, keep, saved, protect) != PLAIT_OK)
         plait_log(PLAIT_LOG_WARN, "checkpoint", "the checkpoint was saved but pruning old ones failed: %s",
                   plait_last_error());
     return PLAIT_OK;
@@ -340,13 +352,50 @@ plait_status plait_ckpt_check_finite(const plait_ckpt *ck) {
     return st;
 }
 
+/* 1 if `dir` holds what a save leaves before its marker: a checkpoint
+ * file or a writer's temporary file. */
+static int holds_a_save(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        found = strcmp(e->d_name, PLAIT_CKPT_STATE_FILE) == 0 || strcmp(e->d_name, PLAIT_CKPT_OPTIM_FILE) == 0 ||
+                (n > 4 && strcmp(e->d_name + n - 4, ".tmp") == 0);
+    }
+    closedir(d);
+    return found;
+}
+
+/* Why `dir` has no marker: it does not exist, is a file, is not a
+ * checkpoint at all, or is one whose save was interrupted. */
+static plait_status no_marker(const char *dir) {
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return plait_set_error(errno == ENOENT ? PLAIT_ERR_INVALID_ARG : PLAIT_ERR_SYSTEM, "there is no checkpoint at %s: %s",
+                               dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "%s is a file, not a checkpoint: a checkpoint is a directory (runs/NAME/ckpt-<step>) "
+                               "holding " PLAIT_CKPT_MARKER_FILE ", " PLAIT_CKPT_STATE_FILE ", " PLAIT_CKPT_MODEL_FILE
+                               " and " PLAIT_CKPT_OPTIM_FILE "; give that directory, or the run directory",
+                               dir);
+    if (!holds_a_save(dir))
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "%s is not a plait checkpoint: it has no " PLAIT_CKPT_MARKER_FILE ", "
+                               PLAIT_CKPT_STATE_FILE " or " PLAIT_CKPT_OPTIM_FILE
+                               " (a checkpoint is a directory runs/NAME/ckpt-<step>; a run directory holds them)",
+                               dir);
+    return plait_set_error(PLAIT_ERR_PROTOCOL,
+                           "checkpoint %s is incomplete: no %s marker (its save was interrupted)", dir,
+                           PLAIT_CKPT_MARKER_FILE);
+}
+
 static plait_status read_marker(const char *dir, int64_t *step, uint32_t *state_crc) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/" PLAIT_CKPT_MARKER_FILE, dir);
-    if (access(path, F_OK) != 0)
-        return plait_set_error(PLAIT_ERR_PROTOCOL,
-                               "checkpoint %s is incomplete: no %s marker (the save was interrupted)", dir,
-                               PLAIT_CKPT_MARKER_FILE);
+    if (access(path, F_OK) != 0) return no_marker(dir);
     char *text;
     size_t len;
     plait_status st = plait_fs_read_small_file(path, 256, &text, &len);
@@ -366,7 +415,9 @@ static plait_status read_marker(const char *dir, int64_t *step, uint32_t *state_
     return PLAIT_OK;
 }
 
-plait_status plait_ckpt_open(const char *dir, plait_ckpt **out) {
+/* Open `dir`; `quick`: check the marker, state.json and the files' sizes
+ * against the manifest only (no file is read or mapped). */
+static plait_status open_checked(const char *dir, int quick, plait_ckpt **out) {
     *out = NULL;
     plait_ckpt *ck = calloc(1, sizeof *ck);
     if (!ck) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
@@ -399,7 +450,15 @@ plait_status plait_ckpt_open(const char *dir, plait_ckpt **out) {
         dir_step != ck->state.step)
         st = plait_ckpt_refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "step %lld does not match the directory name",
                     (long long)ck->state.step);
-    for (int f = 0; f < 2 && st == PLAIT_OK; f++) {
+    for (int f = 0; f < 2 && st == PLAIT_OK && quick; f++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", ck->dir, file_names[f]);
+        struct stat sb;
+        if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != facts[f].bytes)
+            st = plait_ckpt_refuse(ck->dir, file_names[f], "missing, not a plain file, or not the manifest's %llu bytes",
+                                   (unsigned long long)facts[f].bytes);
+    }
+    for (int f = 0; f < 2 && st == PLAIT_OK && !quick; f++) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", ck->dir, file_names[f]);
         uint64_t bytes;
@@ -431,6 +490,15 @@ plait_status plait_ckpt_open(const char *dir, plait_ckpt **out) {
     }
     *out = ck;
     return PLAIT_OK;
+}
+
+plait_status plait_ckpt_open(const char *dir, plait_ckpt **out) { return open_checked(dir, 0, out); }
+
+plait_status plait_ckpt_check_quick(const char *dir) {
+    plait_ckpt *ck = NULL;
+    plait_status st = open_checked(dir, 1, &ck);
+    plait_ckpt_close(ck);
+    return st;
 }
 
 const char *plait_ckpt_dir(const plait_ckpt *ck) { return ck->dir; }

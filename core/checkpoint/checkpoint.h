@@ -43,8 +43,11 @@
  * ignored and has_data is 0. What a resumed run checks against this state is
  * in run_source.h.
  *
- * Atomicity. Every file is written as "<name>.tmp", fsync'd, renamed, and
- * the directory fsync'd; the marker goes last, after the manifest. A
+ * Atomicity. Every file is written under a temporary name of its own
+ * ("<name>.<pid>-<random>.tmp"), fsync'd, renamed, and the directory
+ * fsync'd; nothing is written, renamed or deleted through a symbolic link
+ * (a ckpt-* link is not a checkpoint of the run: ignored, and a save onto
+ * one refused); the marker goes last, after the manifest. A
  * directory without a valid marker is incomplete. Opening checks, in order:
  * marker present and well-formed, state.json's CRC, state.json's syntax and
  * step (= the directory's), each file's size and CRC32C against the
@@ -140,6 +143,9 @@ plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *sta
 void plait_ckpt_writer_abort(plait_ckpt_writer *w);
 /* The checkpoint directory being written. */
 const char *plait_ckpt_writer_dir(const plait_ckpt_writer *w);
+/* The pruning after this commit never deletes checkpoint `step` (the one
+ * the run resumed from). */
+void plait_ckpt_writer_protect(plait_ckpt_writer *w, int64_t step);
 
 /* Testing: make commit stop as a crash would at `point`, leaving every file
  * as it is (commit then returns PLAIT_ERR_INTERNAL "simulated crash"). */
@@ -157,6 +163,9 @@ typedef struct plait_ckpt plait_ckpt;
  * PLAIT_ERR_PROTOCOL (incomplete or damaged; the message names the file and
  * the problem), PLAIT_ERR_SYSTEM (cannot read). Caller closes *out. */
 plait_status plait_ckpt_open(const char *dir, plait_ckpt **out);
+/* The cheap part of that check: marker, state.json (its CRC and syntax) and
+ * each file's size against the manifest; no tensor data is read. */
+plait_status plait_ckpt_check_quick(const char *dir);
 /* The newest checkpoint under out_dir that opens cleanly, skipping (and
  * logging a warning for) incomplete or damaged ones. *out = NULL and
  * PLAIT_OK when there is none (a missing out_dir counts as none). */
@@ -203,11 +212,17 @@ void plait_ckpt_source_init(plait_ckpt_source *s, const plait_ckpt *ck, const pl
 /* ---- housekeeping ---------------------------------------------------------- */
 
 /* Keep the newest `keep` complete checkpoints under out_dir and delete the
- * older complete ones, plus incomplete ones older than the newest complete
- * one (crash leftovers). Deletion removes the marker first, so a
- * half-deleted checkpoint is never taken for complete. Only directories
- * named ckpt-<digits> holding plain files are touched. keep <= 0: nothing. */
-plait_status plait_ckpt_prune(const char *out_dir, int keep);
+ * older complete ones, plus incomplete or damaged ones older than the
+ * newest complete one (crash leftovers). A checkpoint counts as complete
+ * when its marker, state.json and file sizes check out
+ * (plait_ckpt_check_quick): a damaged one is never kept in place of a good
+ * one. Checkpoints newer than `newest` (the step just saved; -1 = no
+ * limit), such as a damaged one a resume skipped, are neither counted nor
+ * deleted, and `protect` (the step the run resumed from; -1 none) is never
+ * deleted. Deletion removes the marker first, so a half-deleted checkpoint
+ * is never taken for complete. Only real directories named ckpt-<digits>
+ * holding plain files are touched, never through a link. keep <= 0: nothing. */
+plait_status plait_ckpt_prune(const char *out_dir, int keep, int64_t newest, int64_t protect);
 
 /* Steps of the checkpoint directories under out_dir (complete or not),
  * ascending, with their completeness (marker present). Returns the count
@@ -230,5 +245,11 @@ typedef struct plait_ckpt_entry {
     int has_marker;
 } plait_ckpt_entry;
 int plait_ckpt_list(const char *out_dir, plait_ckpt_entry *out, int cap);
+
+/* What `dir` is to plait: "checkpoint directory" (it holds a checkpoint's
+ * COMPLETE, state.json or optim.safetensors), "run directory" (.lock,
+ * metrics.csv or a ckpt-* directory), else NULL. Commands that write into a
+ * directory the user names refuse the first two. */
+const char *plait_ckpt_dir_role(const char *dir);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "runtime/error.h"
 #include "checkpoint/safetensors_crc32c.h"
+#include "runtime/out_file.h"
 #include "runtime/regular_file.h"
 
 plait_status plait_fs_pwrite_all(int fd, const void *buf, size_t n, uint64_t offset, const char *path) {
@@ -81,11 +82,10 @@ plait_status plait_fs_rename_durable(const char *tmp, const char *path) {
 
 plait_status plait_fs_write_file_atomic(const char *path, const void *data, size_t n) {
     char tmp[PATH_MAX];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
-        return plait_set_error(PLAIT_ERR_INVALID_ARG, "path too long: %s", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return plait_set_error(PLAIT_ERR_SYSTEM, "creating %s: %s", tmp, strerror(errno));
-    plait_status st = plait_fs_pwrite_all(fd, data, n, 0, tmp);
+    int fd;
+    plait_status st = plait_out_temp(path, tmp, sizeof tmp, &fd);
+    if (st != PLAIT_OK) return st;
+    st = plait_fs_pwrite_all(fd, data, n, 0, tmp);
     if (st == PLAIT_OK && fsync(fd) != 0)
         st = plait_set_error(PLAIT_ERR_SYSTEM, "syncing %s: %s", tmp, strerror(errno));
     if (close(fd) != 0 && st == PLAIT_OK)

@@ -21,8 +21,9 @@ plait_status plait_fs_fsync_dir(const char *dir);
 plait_status plait_fs_fsync_parent(const char *path);
 /* rename(tmp, path) then fsync the parent directory. */
 plait_status plait_fs_rename_durable(const char *tmp, const char *path);
-/* Write `n` bytes to "<path>.tmp", fsync, rename over `path`, fsync the
- * directory: readers see the old file or the whole new one, never a part. */
+/* Write `n` bytes to a temporary file of this call's own beside `path`
+ * (runtime/out_file.h), fsync, rename over `path`, fsync the directory:
+ * readers see the old file or the whole new one, never a part. */
 plait_status plait_fs_write_file_atomic(const char *path, const void *data, size_t n);
 /* Read a whole (small) file into a NUL-terminated malloc'd buffer; files
  * larger than `max_bytes` are refused. Caller frees *out. */

@@ -56,7 +56,9 @@ typedef struct plait_st_tensor {
 
 /* ---- writer ------------------------------------------------------------
  * create → metadata* / declare* → write* → finish → commit (or abort).
- * Data goes to "<path>.tmp"; commit renames it over `path`, so `path` is
+ * Data goes to a temporary file of this writer's own beside `path`
+ * ("<path>.<pid>-<random>.tmp", runtime/out_file.h: never shared with
+ * another writer, never a link); commit renames it over `path`, so `path` is
  * either absent, the previous file, or the complete new file. The header is
  * written when the first tensor data arrives (or at finish), so metadata and
  * declarations must all come before the first write. Tensors may be written

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/out_file.h"
 #include "checkpoint/checkpoint_fs.h"
 #include "checkpoint/safetensors_crc32c.h"
 #include "checkpoint/safetensors_json.h"
@@ -48,14 +49,12 @@ plait_status plait_st_writer_create(const char *path, plait_st_writer **out) {
     *out = NULL;
     plait_st_writer *w = calloc(1, sizeof *w);
     if (!w) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory creating %s", path);
-    if ((size_t)snprintf(w->path, sizeof w->path, "%s", path) >= sizeof w->path ||
-        (size_t)snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path) >= sizeof w->tmp) {
+    if ((size_t)snprintf(w->path, sizeof w->path, "%s", path) >= sizeof w->path) {
         free(w);
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "path too long: %s", path);
     }
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        plait_status st = plait_set_error(PLAIT_ERR_SYSTEM, "creating %s: %s", w->tmp, strerror(errno));
+    plait_status st = plait_out_temp(path, w->tmp, sizeof w->tmp, &w->fd);
+    if (st != PLAIT_OK) {
         free(w);
         return st;
     }

@@ -4,13 +4,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "checkpoint/gpt2_names.h"
 #include "runtime/error.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_fs.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors_json.h"
+
+/* model.safetensors metadata naming the format it was exported in. */
+#define EXPORT_MARK "plait.export"
 
 typedef struct model_shape {
     long long n_layer, n_head, n_embd, block_size, vocab_size;
@@ -71,11 +78,15 @@ static plait_status put(plait_st_writer *w, const char *name, const plait_st_ten
     return st;
 }
 
+static const char *format_name(plait_export_format format) { return format == PLAIT_EXPORT_HF ? "hf" : "nanogpt"; }
+
 static plait_status write_model(const plait_ckpt *ck, plait_export_format format, const char *path) {
     const plait_st_file *src = plait_ckpt_st(ck, PLAIT_CKPT_MODEL);
     const int hf = format == PLAIT_EXPORT_HF;
     plait_st_writer *w = NULL;
     plait_status st = plait_st_writer_create(path, &w);
+    /* the mark by which a later export knows the file is its own to replace */
+    if (st == PLAIT_OK) st = plait_st_writer_metadata(w, EXPORT_MARK, format_name(format));
     const plait_st_tensor *wte = NULL;
     for (size_t i = 0; st == PLAIT_OK && i < plait_st_count(src); i++) {
         const plait_st_tensor *t = plait_st_tensor_at(src, i);
@@ -102,11 +113,77 @@ static plait_status write_model(const plait_ckpt *ck, plait_export_format format
     return st;
 }
 
+/* 1 if `path` (a model.safetensors) was written by plait export. */
+static int model_is_ours(const char *path) {
+    plait_st_file *f = NULL;
+    int ours = plait_st_open(path, 0, &f) == PLAIT_OK && plait_st_metadata(f, EXPORT_MARK);
+    plait_st_close(f);
+    plait_clear_error();
+    return ours;
+}
+
+/* 1 if `path` (a config.json) is, byte for byte, one plait export writes. */
+static int config_is_ours(const char *path) {
+    char *text = NULL;
+    size_t len = 0;
+    plait_json_doc *doc = NULL;
+    int ours = 0;
+    if (plait_fs_read_small_file(path, 1 << 16, &text, &len) == PLAIT_OK &&
+        plait_json_parse_any(text, len, path, &doc) == PLAIT_OK) {
+        const plait_json *root = plait_json_root(doc);
+        for (int f = 0; f < 2 && !ours; f++) {
+            static const char *const keys[2][5] = {
+                {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"},
+                {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"}};
+            long long v[5] = {0};
+            int ok = 1;
+            for (int k = 0; k < 5 && ok; k++) {
+                const plait_json *j = plait_json_get(root, keys[f][k]);
+                ok = j && j->type == PLAIT_JSON_INT;
+                if (ok) v[k] = j->num;
+            }
+            if (!ok) continue;
+            model_shape m = {v[0], v[1], v[2], v[3], v[4]};
+            char json[2048];
+            int n = config_json(json, sizeof json, f == 0 ? PLAIT_EXPORT_HF : PLAIT_EXPORT_NANOGPT, &m);
+            ours = n > 0 && (size_t)n == len && memcmp(json, text, len) == 0;
+        }
+    }
+    plait_json_free(doc);
+    free(text);
+    plait_clear_error();
+    return ours;
+}
+
+/* What export may write into: not a checkpoint or a run directory, and no
+ * model.safetensors or config.json there that it did not write itself. */
+static plait_status check_out_dir(const char *out_dir) {
+    const char *role = plait_ckpt_dir_role(out_dir);
+    if (role)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "--out %s is a %s: export never writes into one (its model.safetensors would be "
+                               "replaced); choose another directory",
+                               out_dir, role);
+    static const char *const names[] = {"model.safetensors", "config.json"};
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+    int model_ours = access(path, F_OK) == 0 && model_is_ours(path);
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", out_dir, names[i]);
+        struct stat sb;
+        if (lstat(path, &sb) != 0) continue;
+        int ours = S_ISREG(sb.st_mode) && (model_ours || (i == 1 && config_is_ours(path)));
+        if (!ours)
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "%s was not written by plait export: not replacing it (a downloaded model?); "
+                                   "choose another --out or move it away",
+                                   path);
+    }
+    return PLAIT_OK;
+}
+
 plait_status plait_weights_export(const char *checkpoint, plait_export_format format, const char *out_dir,
                                   char *used, size_t cap) {
-    struct stat sb;
-    if (stat(checkpoint, &sb) != 0)
-        return plait_set_error(PLAIT_ERR_SYSTEM, "checkpoint %s: %s", checkpoint, strerror(errno));
     plait_ckpt *ck = NULL;
     plait_status st = plait_ckpt_open(checkpoint, &ck);
     if (st != PLAIT_OK) {
@@ -119,6 +196,18 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
     st = read_shape(ck, &m);
     if (st == PLAIT_OK && mkdir(out_dir, 0755) != 0 && errno != EEXIST)
         st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot create %s: %s", out_dir, strerror(errno));
+    /* One export at a time into a directory: a second waits for nothing and
+     * is refused (flock on the directory itself, dropped however we end). */
+    int lock = -1;
+    if (st == PLAIT_OK) {
+        lock = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (lock < 0)
+            st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot open %s: %s", out_dir, strerror(errno));
+        else if (flock(lock, LOCK_EX | LOCK_NB) != 0)
+            st = plait_set_error(PLAIT_ERR_INVALID_ARG, "another plait export is writing into %s; wait for it to "
+                                                        "end (two at once would mix their files)", out_dir);
+    }
+    if (st == PLAIT_OK) st = check_out_dir(out_dir);
     size_t len = strlen(out_dir) + 32;
     char *path = malloc(len);
     if (st == PLAIT_OK && !path) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
@@ -133,6 +222,7 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
         st = plait_fs_write_file_atomic(path, json, (size_t)n);
     }
     if (st == PLAIT_OK && used) snprintf(used, cap, "%s", plait_ckpt_dir(ck));
+    if (lock >= 0) close(lock);
     free(path);
     plait_ckpt_close(ck);
     return st;

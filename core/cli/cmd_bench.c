@@ -14,6 +14,7 @@
 #include "device/device.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
+#include "runtime/out_file.h"
 
 int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv);
 int plait_cli_bench_sweep(int argc, char **argv);
@@ -348,14 +349,15 @@ static int bench_comm(int argc, char **argv) {
     o.transport = comm_name;
     FILE *csv = NULL;
     if (csv_path) {
-        csv = fopen(csv_path, "w");
-        if (!csv) {
-            fprintf(stderr, "plait bench comm: cannot write %s: %s\n", csv_path, strerror(errno));
+        static const char header[] = "op,ranks,transport,algo,dtype,redop,size_bytes,count,time_us,time_min_us,"
+                                     "algbw_GBps,busbw_GBps,wrong,loop_us\n";
+        if (plait_out_check_own(csv_path, header, "--csv") != PLAIT_OK ||
+            plait_out_fopen(csv_path, "w", &csv) != PLAIT_OK) {
+            fprintf(stderr, "plait bench comm: %s\n", plait_last_error());
             plait_config_free(cfg);
             return 1;
         }
-        fprintf(csv, "op,ranks,transport,algo,dtype,redop,size_bytes,count,time_us,time_min_us,algbw_GBps,"
-                     "busbw_GBps,wrong,loop_us\n");
+        fputs(header, csv);
         o.csv = csv;
     }
     if (strcmp(comm_name, "threads") == 0) {

@@ -42,6 +42,7 @@ int plait_cli_bench_sweep(int argc, char **argv) {
      * unless a layout failed (then its log explains why). */
     char csv[4200], logs[4300], scratch[4096] = "";
     plait_status st = rows ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    if (st == PLAIT_OK && a.report) st = plait_sweep_report_check(a.report);
     if (a.csv) snprintf(csv, sizeof csv, "%s", a.csv);
     else if (a.report) snprintf(csv, sizeof csv, "%s/sweep.csv", a.report);
     else if (st == PLAIT_OK && (st = plait_scratch_dir_make("plait-sweep", scratch, sizeof scratch)) == PLAIT_OK)

@@ -5,6 +5,8 @@
 
 #include "bench/bench_train.h"
 #include "cli/cli.h"
+#include "runtime/error.h"
+#include "runtime/out_file.h"
 
 int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv);
 
@@ -31,6 +33,11 @@ int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv
     }
     if (!path || o.steps < 1 || o.warmup < 0) {
         fprintf(stderr, "usage: plait bench train CONFIG [--steps S>=1] [--warmup W] [--csv FILE] [section.key=value ...]\n");
+        free(over);
+        return 2;
+    }
+    if (o.csv && plait_out_check_own(o.csv, plait_bench_train_csv_header, "--csv") != PLAIT_OK) {
+        fprintf(stderr, "plait bench train: %s\n", plait_last_error());
         free(over);
         return 2;
     }

@@ -116,7 +116,7 @@ void plait_log_set_rank(int rank) { g_log.rank = rank; }
 int plait_log_set_file(const char *path) {
     int fd = -1;
     if (path) {
-        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644); /* never through a link */
         if (fd < 0) return -1;
     }
     pthread_mutex_lock(&g_log.lock);

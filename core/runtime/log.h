@@ -25,8 +25,8 @@ int plait_log_check_spec(const char *spec);
 void plait_log_init_from_env(void);
 /* From now on prefix lines with "[r<rank>]". rank < 0 removes the prefix. */
 void plait_log_set_rank(int rank);
-/* Also append every line to `path` (created, mode 0644). NULL closes it.
- * Returns 0 or -1 with errno set. */
+/* Also append every line to `path` (created, mode 0644; never through a
+ * symbolic link: ELOOP). NULL closes it. Returns 0 or -1 with errno set. */
 int plait_log_set_file(const char *path);
 int plait_log_enabled_for(plait_log_level level, const char *component);
 int plait_log_enabled(plait_log_level level);

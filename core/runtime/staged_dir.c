@@ -14,16 +14,21 @@ static plait_status sys_error(const char *what, const char *path) {
     return plait_set_error(PLAIT_ERR_SYSTEM, "%s %s: %s", what, path, strerror(errno));
 }
 
-/* Remove the plain files of a flat directory, then the directory. */
+/* Remove the plain files of a flat directory, then the directory, never
+ * through a link: a link in its place is not entered (O_NOFOLLOW), and
+ * entries are removed relative to the directory opened. */
 static void remove_flat(const char *dir) {
-    DIR *dp = opendir(dir);
-    if (!dp) return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return;
+    DIR *dp = fdopendir(fd);
+    if (!dp) {
+        close(fd);
+        return;
+    }
     struct dirent *e;
-    char path[PATH_MAX + 256];
     while ((e = readdir(dp)) != NULL) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
+        unlinkat(fd, e->d_name, 0);
     }
     closedir(dp);
     rmdir(dir);

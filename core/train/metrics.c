@@ -4,12 +4,31 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/out_file.h"
+
+/* A temporary file of its own beside `path`, as a stream (out_file.h). */
+static plait_status open_temp(const char *path, char *tmp, size_t cap, FILE **out) {
+    int fd;
+    plait_status st = plait_out_temp(path, tmp, cap, &fd);
+    if (st != PLAIT_OK) return st;
+    *out = fdopen(fd, "w");
+    if (*out) return PLAIT_OK;
+    st = plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    return st;
+}
 
 /* Keep the header and the rows of steps <= last (the first column is the
  * step); rewrite the file only when some row goes. */
 static plait_status drop_rows_after(const char *path, int64_t last) {
+    if (plait_out_is_link(path)) {
+        FILE *never;
+        return plait_out_fopen(path, "a", &never); /* the error naming the link */
+    }
     FILE *in = fopen(path, "r");
     if (!in) return errno == ENOENT ? PLAIT_OK : plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", path, strerror(errno));
     char *row = NULL;
@@ -20,11 +39,9 @@ static plait_status drop_rows_after(const char *path, int64_t last) {
     plait_status st = PLAIT_OK;
     if (later) {
         char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *out = fopen(tmp, "w");
-        if (!out) {
-            st = plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", tmp, strerror(errno));
-        } else {
+        FILE *out = NULL;
+        st = open_temp(path, tmp, sizeof tmp, &out);
+        if (st == PLAIT_OK) {
             rewind(in);
             for (line = 0; (len = getline(&row, &cap, in)) > 0; line++)
                 if (line == 0 || strtoll(row, NULL, 10) <= last) fwrite(row, 1, (size_t)len, out);
@@ -49,8 +66,8 @@ plait_status plait_metrics_open(plait_metrics *m, const char *path, int append, 
         plait_status st = drop_rows_after(path, resumed_step);
         if (st != PLAIT_OK) return st;
     }
-    m->file = fopen(path, append ? "a+" : "w");
-    if (!m->file) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot open metrics file: %s", path, strerror(errno));
+    plait_status st = plait_out_fopen(path, append ? "a+" : "w", &m->file);
+    if (st != PLAIT_OK) return plait_wrap_error(st, "cannot open the metrics file");
     if (append) {
         fseek(m->file, 0, SEEK_END);
         m->header_written = ftell(m->file) > 0;
@@ -122,9 +139,9 @@ static plait_status reconcile_header(plait_metrics *m) {
             if (strcmp(names[i], m->names[j]) == 0) values[i] = m->values[j];
     }
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", m->path);
-    FILE *out = fopen(tmp, "w");
-    if (!out) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", tmp, strerror(errno));
+    FILE *out = NULL;
+    plait_status st = open_temp(m->path, tmp, sizeof tmp, &out);
+    if (st != PLAIT_OK) return st;
     for (int i = 0; i < n; i++) fprintf(out, "%s%s", i ? "," : "", names[i]);
     fputc('\n', out);
     char *row = NULL;
@@ -143,8 +160,8 @@ static plait_status reconcile_header(plait_metrics *m) {
         return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot rewrite with the new columns", m->path);
     }
     fclose(m->file);
-    m->file = fopen(m->path, "a");
-    if (!m->file) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", m->path, strerror(errno));
+    st = plait_out_fopen(m->path, "a", &m->file);
+    if (st != PLAIT_OK) return st;
     memcpy(m->names, names, sizeof names[0] * (size_t)n);
     memcpy(m->values, values, sizeof values[0] * (size_t)n);
     m->n = n;

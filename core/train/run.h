@@ -113,6 +113,7 @@ typedef struct plait_run {
     double debug_sleep_s;
     int64_t steps;            /* [run] steps */
     int64_t step;             /* next step to run (0-based) */
+    int64_t resumed_step;     /* the checkpoint's step when resumed, else -1 (never pruned) */
     uint64_t seed;
 
     plait_run_world world;

@@ -182,6 +182,7 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
     plait_status st = PLAIT_OK;
     if (me == 0) {
         st = plait_ckpt_writer_begin(out_dir, run->step, &w);
+        if (st == PLAIT_OK) plait_ckpt_writer_protect(w, run->resumed_step);
         if (st == PLAIT_OK) st = plait_ckpt_declare_model(w, spec, run->optim.ops->state_names);
         if (st == PLAIT_OK) st = write_model_meta(run, w);
     }

@@ -13,6 +13,7 @@
 #include "launch/bootstrap.h"
 #include "model/tied.h"
 #include "launch/restart.h"
+#include "runtime/out_file.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -101,8 +102,9 @@ void plait_run_print_memory_table(const plait_run *run, const double *rows) {
 }
 
 plait_status plait_run_write_memory_csv(const plait_run *run, const double *rows, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write the memory report", path);
+    FILE *f;
+    plait_status st = plait_out_fopen(path, "w", &f);
+    if (st != PLAIT_OK) return plait_wrap_error(st, "cannot write the memory report");
     fprintf(f, "rank,dp,tp,pp,param_bytes,grad_bytes,optim_state_bytes,buffer_bytes,activation_bytes,"
                "peak_rss_bytes,dp_bytes,tp_bytes,pp_bytes\n");
     for (int r = 0; r < run->world.mesh.world_size; r++) {

@@ -139,6 +139,7 @@ plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run
     plait_run *run = calloc(1, sizeof *run);
     if (!run) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     run->cfg = cfg;
+    run->resumed_step = -1;
     run->steps = plait_config_int(cfg, "run", "steps");
     run->seed = (uint64_t)plait_config_int(cfg, "run", "seed");
     run->deterministic = plait_config_bool(cfg, "run", "deterministic");

@@ -173,6 +173,7 @@ plait_status plait_run_source_restore_state(plait_run *run, plait_run_source *sr
                                              run->world.mesh.world_rank == 0, &differs);
     if (st != PLAIT_OK) return st;
     run->step = state->step;
+    run->resumed_step = state->step;
     if (run->optim.ops->set_step) run->optim.ops->set_step(run->optim.state, state->optim_step);
     return PLAIT_OK;
 }

@@ -142,7 +142,11 @@ static int open_rank_log(const char *out_dir, int rank) {
     char log_path[4200];
     snprintf(log_path, sizeof log_path, "%s/rank-%d.log", out_dir, rank);
     if (plait_log_set_file(log_path) == 0) return 0;
-    PLAIT_WARN("train", "cannot write %s: %s", log_path, strerror(errno));
+    if (errno == ELOOP)
+        PLAIT_WARN("train", "%s is a symbolic link: the rank's log is not written through it (it would write where "
+                            "the link points); remove the link", log_path);
+    else
+        PLAIT_WARN("train", "cannot write %s: %s", log_path, strerror(errno));
     return -1;
 }
 

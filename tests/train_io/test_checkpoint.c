@@ -4,6 +4,7 @@
  * state.json formats (1 still read), latest-complete discovery, pruning. */
 #include "train_io_test.h"
 
+#include <glob.h>
 #include <inttypes.h>
 #include <math.h>
 
@@ -78,6 +79,7 @@ static int g_poison_param = -1;
 static float g_poison_value;
 /* When set, extra model-file metadata: key, value, ..., NULL. */
 static const char *const *g_model_meta;
+static int64_t g_protect = -1; /* the step a resumed run protects from pruning */
 
 /* Save a full checkpoint of the spec at `step`; `crash` for simulated crashes. */
 static plait_status save(const char *out_dir, int64_t step, plait_ckpt_crash crash, int keep) {
@@ -107,6 +109,7 @@ static plait_status save(const char *out_dir, int64_t step, plait_ckpt_crash cra
         assert_int_equal(plait_ckpt_write(w, p->name, buf + 1, p->numel - 1), PLAIT_OK);
     }
     plait_ckpt_writer_crash_at(w, crash);
+    if (g_protect >= 0) plait_ckpt_writer_protect(w, g_protect);
     plait_ckpt_state s = {.step = step, .seed = 1337, .data_step = step, .optim_step = step + 1, .has_data = 1,
                           .data = {.path = "data/corpus \"x\".txt", .tokens = 383157, .train_tokens = 344842,
                                    .train_crc32c = 0x0123abcdu},
@@ -262,6 +265,16 @@ static void test_value_source(void **state) {
     plait_ckpt_close(ck);
 }
 
+/* Files in `dir` named "<base>.<pid>-<random>.tmp" (a writer's own temporary). */
+static int temps_of(const char *dir, const char *base) {
+    char pattern[PATH_MAX];
+    snprintf(pattern, sizeof pattern, "%s/%s.*.tmp", dir, base);
+    glob_t g;
+    int n = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+    globfree(&g);
+    return n;
+}
+
 static int64_t latest_step(const char *out) {
     plait_ckpt *ck;
     assert_int_equal(plait_ckpt_open_latest(out, &ck), PLAIT_OK);
@@ -279,8 +292,8 @@ static void test_crash_keeps_previous(void **state) {
     assert_int_equal(save(out, 200, PLAIT_CKPT_CRASH_BEFORE_RENAME, 0), PLAIT_ERR_INTERNAL);
     assert_error_contains("simulated crash");
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/ckpt-00000200/model.safetensors.tmp", out);
-    assert_int_equal(access(path, F_OK), 0); /* written and synced, never renamed */
+    snprintf(path, sizeof path, "%s/ckpt-00000200", out);
+    assert_int_equal(temps_of(path, "model.safetensors"), 1); /* written and synced, never renamed */
     snprintf(path, sizeof path, "%s/ckpt-00000200/model.safetensors", out);
     assert_int_equal(access(path, F_OK), -1);
     assert_int_equal(latest_step(out), 100);
@@ -438,13 +451,116 @@ static void test_prune(void **state) {
     char odd[PATH_MAX];
     snprintf(odd, sizeof odd, "%s/ckpt-00000004/keepme", out);
     assert_int_equal(mkdir(odd, 0755), 0);
-    assert_int_equal(plait_ckpt_prune(out, 1), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_ckpt_prune(out, 1, -1, -1), PLAIT_ERR_INVALID_ARG);
     assert_int_equal(access(odd, F_OK), 0);
     assert_int_equal(latest_step(out), 5);
     /* Non-checkpoint entries are ignored. */
     snprintf(odd, sizeof odd, "%s/ckpt-12x", out);
     assert_int_equal(mkdir(odd, 0755), 0);
     assert_int_equal(plait_ckpt_list(out, e, 16), 3);
+}
+
+static int has_step(const char *out, int64_t step) {
+    plait_ckpt_entry e[32];
+    int n = plait_ckpt_list(out, e, 32);
+    for (int i = 0; i < n; i++)
+        if (e[i].step == step) return 1;
+    return 0;
+}
+
+/* After a resume that skipped a damaged newest checkpoint, pruning keeps
+ * the checkpoint resumed from and the new one, never counts the damaged
+ * one, and a checkpoint damaged in its size is no checkpoint to keep. */
+static void test_prune_keeps_what_a_resume_needs(void **state) {
+    (void)state;
+    char out[PATH_MAX], path[PATH_MAX];
+    snprintf(out, sizeof out, "%s/resumed", scratch);
+    for (int s = 2; s <= 6; s += 2) assert_int_equal(save(out, s, PLAIT_CKPT_CRASH_NONE, 0), PLAIT_OK);
+    snprintf(path, sizeof path, "%s/ckpt-00000006/model.safetensors", out);
+    FILE *f = fopen(path, "r+b");
+    fseek(f, 200, SEEK_SET);
+    fputc(0x55, f);
+    fclose(f);
+    assert_int_equal(latest_step(out), 4); /* the resume skips the damaged one */
+    g_protect = 4;
+    assert_int_equal(save(out, 5, PLAIT_CKPT_CRASH_NONE, 1), PLAIT_OK);
+    g_protect = -1;
+    assert_true(has_step(out, 4) && has_step(out, 5) && has_step(out, 6));
+    assert_false(has_step(out, 2));
+    /* a checkpoint whose file was cut short is not counted among those kept */
+    assert_int_equal(save(out, 10, PLAIT_CKPT_CRASH_NONE, 0), PLAIT_OK);
+    assert_int_equal(save(out, 11, PLAIT_CKPT_CRASH_NONE, 0), PLAIT_OK);
+    snprintf(path, sizeof path, "%s/ckpt-00000011/optim.safetensors", out);
+    assert_int_equal(truncate(path, 100), 0);
+    assert_int_equal(save(out, 12, PLAIT_CKPT_CRASH_NONE, 2), PLAIT_OK);
+    assert_true(has_step(out, 10) && has_step(out, 12));
+    assert_false(has_step(out, 11));
+}
+
+/* Nothing is deleted or written through a ckpt-* link out of the run
+ * directory: pruning passes it by, a save onto it is refused naming it. */
+static void test_prune_and_save_never_follow_links(void **state) {
+    (void)state;
+    char out[PATH_MAX], outside[PATH_MAX], link[PATH_MAX], path[PATH_MAX];
+    snprintf(out, sizeof out, "%s/links", scratch);
+    snprintf(outside, sizeof outside, "%s/outside", scratch);
+    assert_int_equal(mkdir(outside, 0755), 0);
+    const char *files[] = {"model.safetensors", "optim.safetensors", "state.json", "COMPLETE", "notes"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", outside, files[i]);
+        write_bytes(path, "keep", 4);
+    }
+    assert_int_equal(save(out, 1, PLAIT_CKPT_CRASH_NONE, 0), PLAIT_OK);
+    snprintf(link, sizeof link, "%s/ckpt-00000002", out);
+    assert_int_equal(symlink(outside, link), 0);
+    assert_int_equal(save(out, 3, PLAIT_CKPT_CRASH_NONE, 1), PLAIT_OK); /* prunes 1, passes 2 by */
+    assert_false(has_step(out, 1));
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", outside, files[i]);
+        assert_int_equal(file_size(path), 4);
+    }
+    snprintf(link, sizeof link, "%s/ckpt-00000004", out);
+    assert_int_equal(symlink(outside, link), 0);
+    assert_int_equal(save(out, 4, PLAIT_CKPT_CRASH_NONE, 1), PLAIT_ERR_INVALID_ARG);
+    assert_error_contains("ckpt-00000004 is a symbolic link");
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", outside, files[i]);
+        assert_int_equal(file_size(path), 4);
+    }
+    assert_int_equal(latest_step(out), 3);
+}
+
+/* A path without a marker is named for what it is: missing, a file, a
+ * directory that is no checkpoint, or a checkpoint whose save stopped;
+ * "the save was interrupted" only for the last. */
+static void test_missing_marker_says_why(void **state) {
+    (void)state;
+    char path[PATH_MAX];
+    plait_ckpt *ck = NULL;
+    snprintf(path, sizeof path, "%s/typo-dir", scratch);
+    assert_int_not_equal(plait_ckpt_open(path, &ck), PLAIT_OK);
+    assert_error_contains("there is no checkpoint at");
+    assert_error_contains("No such file or directory");
+    assert_null(strstr(plait_last_error(), "interrupted"));
+    snprintf(path, sizeof path, "%s/weights.safetensors", scratch);
+    write_bytes(path, "x", 1);
+    assert_int_not_equal(plait_ckpt_open(path, &ck), PLAIT_OK);
+    assert_error_contains("is a file, not a checkpoint");
+    assert_null(strstr(plait_last_error(), "interrupted"));
+    snprintf(path, sizeof path, "%s/exported", scratch);
+    assert_int_equal(mkdir(path, 0755), 0);
+    char file[PATH_MAX + 32];
+    snprintf(file, sizeof file, "%s/model.safetensors", path);
+    write_bytes(file, "x", 1);
+    assert_int_not_equal(plait_ckpt_open(path, &ck), PLAIT_OK);
+    assert_error_contains("is not a plait checkpoint");
+    assert_null(strstr(plait_last_error(), "interrupted"));
+    char out[PATH_MAX];
+    snprintf(out, sizeof out, "%s/stopped", scratch);
+    assert_int_equal(save(out, 8, PLAIT_CKPT_CRASH_BEFORE_MARKER, 0), PLAIT_ERR_INTERNAL);
+    snprintf(path, sizeof path, "%s/ckpt-00000008", out);
+    assert_int_not_equal(plait_ckpt_open(path, &ck), PLAIT_OK);
+    assert_error_contains("is incomplete: no COMPLETE marker (its save was interrupted)");
 }
 
 static void test_writer_misuse(void **state) {
@@ -464,8 +580,8 @@ static void test_writer_misuse(void **state) {
     assert_int_equal(latest_step(out), -1);
     /* Nothing but the empty directory is left behind. */
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/ckpt-00000007/model.safetensors.tmp", out);
-    assert_int_equal(access(path, F_OK), -1);
+    snprintf(path, sizeof path, "%s/ckpt-00000007", out);
+    assert_int_equal(temps_of(path, "model.safetensors"), 0);
 }
 
 /* Only regular files are read: a FIFO or a link to /dev/zero in place of a
@@ -597,6 +713,9 @@ int main(void) {
         cmocka_unit_test(test_refuses_damage),
         cmocka_unit_test(test_state_formats),
         cmocka_unit_test(test_prune),
+        cmocka_unit_test(test_prune_keeps_what_a_resume_needs),
+        cmocka_unit_test(test_prune_and_save_never_follow_links),
+        cmocka_unit_test(test_missing_marker_says_why),
         cmocka_unit_test(test_writer_misuse),
         cmocka_unit_test(test_refuses_special_files),
         cmocka_unit_test(test_refuses_non_finite),

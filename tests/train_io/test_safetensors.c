@@ -274,6 +274,47 @@ static void test_bit_flips(void **state) {
     free(orig);
 }
 
+/* Two writers of one path at once (two exports into one directory) never
+ * share a temporary file: each renames a whole file of its own, so the
+ * result is one of them, never a mixture. */
+static void test_two_writers_one_path(void **state) {
+    (void)state;
+    char path[PATH_MAX];
+    path_of(path, "shared.safetensors");
+    plait_st_writer *a, *b;
+    int64_t shape[1] = {64};
+    assert_int_equal(plait_st_writer_create(path, &a), PLAIT_OK);
+    assert_int_equal(plait_st_writer_create(path, &b), PLAIT_OK);
+    assert_string_not_equal(plait_st_writer_temp_path(a), plait_st_writer_temp_path(b));
+    assert_int_equal(plait_st_writer_declare(a, "t", 1, shape), PLAIT_OK);
+    assert_int_equal(plait_st_writer_declare(b, "t", 1, shape), PLAIT_OK);
+    float ones[64], twos[64];
+    for (int i = 0; i < 64; i++) ones[i] = 1, twos[i] = 2;
+    for (int half = 0; half < 2; half++) { /* interleaved */
+        assert_int_equal(plait_st_writer_write(a, "t", ones + 32 * half, 32), PLAIT_OK);
+        assert_int_equal(plait_st_writer_write(b, "t", twos + 32 * half, 32), PLAIT_OK);
+    }
+    assert_int_equal(plait_st_writer_commit(a), PLAIT_OK);
+    assert_int_equal(plait_st_writer_commit(b), PLAIT_OK);
+    plait_st_file *f;
+    assert_int_equal(plait_st_open(path, 0, &f), PLAIT_OK);
+    const plait_st_tensor *t = plait_st_find(f, "t");
+    assert_non_null(t);
+    for (int i = 0; i < 64; i++) assert_true(t->data[i] == 2.0f);
+    plait_st_close(f);
+    /* and a link in place of the file is replaced, never written through */
+    char target[PATH_MAX];
+    path_of(target, "target");
+    write_bytes(target, "keep", 4);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(symlink(target, path), 0);
+    assert_int_equal(plait_st_writer_create(path, &a), PLAIT_OK);
+    assert_int_equal(plait_st_writer_declare(a, "t", 1, shape), PLAIT_OK);
+    assert_int_equal(plait_st_writer_write(a, "t", ones, 64), PLAIT_OK);
+    assert_int_equal(plait_st_writer_commit(a), PLAIT_OK);
+    assert_int_equal(file_size(target), 4);
+}
+
 static void test_json_parser(void **state) {
     (void)state;
     plait_json_doc *doc;
@@ -336,6 +377,7 @@ int main(void) {
         cmocka_unit_test(test_foreign_file_without_checksums),
         cmocka_unit_test(test_refuses_damaged_files),
         cmocka_unit_test(test_bit_flips),
+        cmocka_unit_test(test_two_writers_one_path),
         cmocka_unit_test(test_json_parser),
         cmocka_unit_test(test_crc32c),
     };

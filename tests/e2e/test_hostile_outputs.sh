@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# What plait writes and deletes, attacked: nothing is written into a
+# checkpoint or over files plait did not write, no temporary name is shared
+# by two writers, nothing follows a symbolic link out of a run directory, and
+# pruning never deletes the checkpoint a run resumed from nor keeps a damaged
+# one in its place.
+#  1. export: --out a checkpoint or a run directory is refused (the
+#     checkpoint still resumes); a downloaded model.safetensors or
+#     config.json in --out is not overwritten; an earlier export is; two
+#     exports into one --out at once never mix their tensors. bench comm
+#     and bench train --csv, bench sweep --report never write over a run's
+#     files or files they did not write.
+#  2. links: a ckpt-* link to another directory is neither pruned through
+#     nor written through (a save there is refused naming the link);
+#     metrics.csv, memory.csv and rank-0.log links are refused, their
+#     targets untouched.
+#  3. pruning after a resume that skipped a damaged newest checkpoint keeps
+#     the checkpoint resumed from and the new one.
+source "$(dirname "$0")/lib.sh"
+
+# refused NAME EXPECTED CMD...: CMD exits non-zero printing EXPECTED
+refused() {
+  local name=$1 want=$2; shift 2
+  if "$@" >"$E2E_WORK/$name.out" 2>&1; then fail "$name: $* succeeded: $(tail -n 3 "$E2E_WORK/$name.out")"; fi
+  grep -qF -- "$want" "$E2E_WORK/$name.out" || fail "$name: unclear refusal: $(tail -n 3 "$E2E_WORK/$name.out")"
+}
+sums() { (cd "$1" && find . -type f | sort | xargs md5sum); }
+
+# --- 1. export
+train exp run.steps=4 run.ckpt_every=2
+ck=$E2E_WORK/exp/ckpt-00000004
+before=$(sums "$E2E_WORK/exp")
+refused exp-into-ckpt "$ck is a checkpoint directory" "$PLAIT_BIN" export "$E2E_WORK/exp" --format hf --out "$ck"
+refused exp-into-run "$E2E_WORK/exp is a run directory" "$PLAIT_BIN" export "$ck" --format hf --out "$E2E_WORK/exp"
+[ "$(sums "$E2E_WORK/exp")" = "$before" ] || fail "a refused export changed the run directory"
+train exp run.steps=5 --resume
+mkdir -p "$E2E_WORK/downloaded"
+printf '{"model_type": "llama"}\n' >"$E2E_WORK/downloaded/config.json"
+head -c 4096 /dev/urandom >"$E2E_WORK/downloaded/model.safetensors"
+before=$(sums "$E2E_WORK/downloaded")
+refused exp-foreign "$E2E_WORK/downloaded/model.safetensors was not written by plait export" \
+  "$PLAIT_BIN" export "$ck" --format hf --out "$E2E_WORK/downloaded"
+rm "$E2E_WORK/downloaded/model.safetensors"
+refused exp-foreign-config "$E2E_WORK/downloaded/config.json was not written by plait export" \
+  "$PLAIT_BIN" export "$ck" --format hf --out "$E2E_WORK/downloaded"
+[ "$(cat "$E2E_WORK/downloaded/config.json")" = '{"model_type": "llama"}' ] || fail "export overwrote a foreign config.json"
+for f in hf nanogpt hf; do # an earlier export is replaced, in either format
+  "$PLAIT_BIN" export "$ck" --format $f --out "$E2E_WORK/mine" >"$E2E_WORK/exp-mine.out" 2>&1 ||
+    fail "export over an earlier export failed: $(tail -n 2 "$E2E_WORK/exp-mine.out")"
+  cp "$E2E_WORK/mine/model.safetensors" "$E2E_WORK/ref-$f.safetensors"
+done
+for round in 1 2 3 4; do
+  rm -rf "${E2E_WORK:?}/both"
+  "$PLAIT_BIN" export "$ck" --format hf --out "$E2E_WORK/both" >"$E2E_WORK/both-hf.out" 2>&1 &
+  a=$!
+  "$PLAIT_BIN" export "$ck" --format nanogpt --out "$E2E_WORK/both" >"$E2E_WORK/both-nanogpt.out" 2>&1 || true
+  wait $a || true
+  cmp -s "$E2E_WORK/both/model.safetensors" "$E2E_WORK/ref-hf.safetensors" ||
+    cmp -s "$E2E_WORK/both/model.safetensors" "$E2E_WORK/ref-nanogpt.safetensors" ||
+    fail "round $round: two exports into one --out at once left a model.safetensors that is neither"
+  [ -z "$(find "$E2E_WORK/both" -name '*.tmp*')" ] || fail "round $round: temporary files left: $(ls "$E2E_WORK/both")"
+done
+
+# benchmarks' outputs: never over a run's files or a file they did not write
+before=$(sums "$E2E_WORK/exp")
+refused bench-comm-csv "--csv $E2E_WORK/exp/metrics.csv: a file, which plait did not write" \
+  "$PLAIT_BIN" bench comm --op allreduce -n 2 --csv "$E2E_WORK/exp/metrics.csv"
+refused bench-train-csv "--csv $E2E_WORK/exp/metrics.csv: a file, which plait did not write" \
+  "$PLAIT_BIN" bench train "$CFG" --steps 1 --warmup 0 --csv "$E2E_WORK/exp/metrics.csv"
+refused bench-sweep-report "--report $E2E_WORK/exp is a run directory" \
+  "$PLAIT_BIN" bench sweep "$CFG" -n 2 --steps 1 --warmup 0 --report "$E2E_WORK/exp"
+[ "$(sums "$E2E_WORK/exp")" = "$before" ] || fail "a refused benchmark changed the run directory"
+
+# --- 2. links out of the run directory
+mkdir -p "$E2E_WORK/precious"
+for f in model.safetensors optim.safetensors state.json COMPLETE notes.txt; do echo keep >"$E2E_WORK/precious/$f"; done
+precious=$(sums "$E2E_WORK/precious")
+train links run.steps=4 run.ckpt_every=2 run.keep_checkpoints=10
+rm -rf "$E2E_WORK/links/ckpt-00000002"
+ln -s "$E2E_WORK/precious" "$E2E_WORK/links/ckpt-00000002"
+ln -s "$E2E_WORK/precious" "$E2E_WORK/links/ckpt-00000006"
+refused links-save "$E2E_WORK/links/ckpt-00000006 is a symbolic link" "$PLAIT_BIN" train "$CFG" \
+  "run.out_dir=$E2E_WORK/links" run.steps=8 run.ckpt_every=2 run.keep_checkpoints=1 run.resume=auto
+rm "$E2E_WORK/links/ckpt-00000006"
+train links run.steps=8 run.ckpt_every=2 run.keep_checkpoints=1 run.resume=auto
+[ "$(sums "$E2E_WORK/precious")" = "$precious" ] || fail "pruning or saving followed a ckpt-* link out of the run directory"
+[ -f "$E2E_WORK/links/ckpt-00000008/COMPLETE" ] || fail "the run beside the links saved no final checkpoint"
+for f in metrics.csv memory.csv rank-0.log; do
+  rm -rf "${E2E_WORK:?}/linkf"
+  mkdir -p "$E2E_WORK/linkf"
+  ln -s "$E2E_WORK/precious/notes.txt" "$E2E_WORK/linkf/$f"
+  "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/linkf" run.steps=2 >"$E2E_WORK/linkf.out" 2>&1 || true
+  [ "$(sums "$E2E_WORK/precious")" = "$precious" ] || fail "$f as a link: its target was written"
+  grep -qF "$E2E_WORK/linkf/$f is a symbolic link" "$E2E_WORK/linkf.out" || fail "$f as a link was not named: $(tail -n 2 "$E2E_WORK/linkf.out")"
+done
+
+# --- 3. pruning after a resume past a damaged newest checkpoint
+train prune run.steps=6 run.ckpt_every=2 run.keep_checkpoints=10
+printf '\x55' | dd of="$E2E_WORK/prune/ckpt-00000006/model.safetensors" bs=1 seek=2000 conv=notrunc 2>/dev/null
+train prune run.steps=5 run.ckpt_every=1 run.keep_checkpoints=1 --resume
+grep -q "ckpt-00000006.*checksum mismatch" "$E2E_WORK/prune.out" || fail "the damaged checkpoint was not reported"
+for s in 4 5; do
+  [ -f "$E2E_WORK/prune/ckpt-0000000$s/COMPLETE" ] || fail "pruning deleted ckpt-0000000$s: $(ls "$E2E_WORK/prune")"
+done
+[ ! -e "$E2E_WORK/prune/ckpt-00000002" ] || fail "pruning kept ckpt-00000002 with keep_checkpoints = 1"
+echo "ok"
