@@ -9,7 +9,7 @@
 #include "comm/comm.h"
 #include "comm/comm_job.h"
 #include "comm/comm_threads.h"
-#include "comm/reduce.h"
+#include "coll/reduce.h"
 #include "config/config_value.h"
 #include "device/device.h"
 #include "plugin/loader.h"

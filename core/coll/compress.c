@@ -1,11 +1,11 @@
 /* Wire formats of compressed collectives: see compress.h. */
-#include "comm/compress.h"
+#include "coll/compress.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "comm/reduce.h"
+#include "coll/reduce.h"
 
 #define BLOCK PLAIT_COMPRESS_BLOCK
 
