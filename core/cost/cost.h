@@ -44,6 +44,10 @@ typedef struct plait_cost_rank {
     double tp_msgs, tp_msg_bytes;/* TP all-reduces per step and the payload of each */
     double pp_msgs, pp_msg_bytes;/* pipeline sends per step (activations and gradients) and each's size */
     double bubble;               /* the schedule's idle share, 0 without a pipeline */
+    /* bytes on the wire per float32 byte of the DP gradient reductions and
+     * of ZeRO-3's parameter gathers (grad_compression, param_gather:
+     * comm/compress.h); 0 = 1 (uncompressed) */
+    double grad_wire, param_wire;
 } plait_cost_rank;
 
 /* Optimizer sharding: 0 = adam (plain DP), 1..3 = ZeRO stage. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/compress.h"
 #include "cost/rank_cost.h"
 #include "runtime/error.h"
 #include "train/preflight.h"
@@ -263,6 +264,19 @@ static void optim_of(const plait_config *cfg, int bucket_mb, int *zero, double *
     if (bucket_mb == 0 && plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK) *bucket = (double)v.i;
 }
 
+/* Bytes on the wire per float32 byte of the gradient reductions and of
+ * ZeRO-3's parameter gathers, from the compression keys (comm/compress.h). */
+static void wire_of(const plait_config *cfg, int zero, double *grad, double *param) {
+    char sec[48];
+    snprintf(sec, sizeof sec, zero ? "optim.zero%d" : "parallel.dp", zero);
+    plait_value v;
+    int g = plait_config_get(cfg, sec, "grad_compression", &v) == PLAIT_OK ? (int)v.i : 0;
+    int p = zero == 3 && plait_config_get(cfg, sec, "param_gather", &v) == PLAIT_OK && v.i ? PLAIT_COMPRESS_BF16 : 0;
+    const size_t n = 1u << 20;
+    *grad = (double)plait_compress_bytes((plait_compression)g, n) / (4.0 * n);
+    *param = (double)plait_compress_bytes((plait_compression)p, n) / (4.0 * n);
+}
+
 /* Every rank's cost through the preflight (col->ranks allocated here). */
 static plait_status rank_costs(plait_config *cfg, collect *col) {
     int world = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
@@ -321,6 +335,9 @@ plait_status plait_cost_evaluate(const plait_cost_layout *l, int64_t global_batc
     int zero, world = col.n;
     double bucket;
     optim_of(cfg, l->bucket_mb, &zero, &bucket);
+    double gw, pw;
+    wire_of(cfg, zero, &gw, &pw);
+    for (int i = 0; i < world; i++) col.ranks[i].grad_wire = gw, col.ranks[i].param_wire = pw;
     for (int i = 0; i < world; i++) {
         plait_cost_mem m;
         plait_cost_memory(&col.ranks[i], zero, bucket, c->process_bytes, &m);

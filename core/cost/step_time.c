@@ -24,27 +24,30 @@ double plait_cost_bubble(int p, int m, int v) {
 /* Bytes of gradient this rank reduces over DP, and how the optimizer moves
  * them: plain DP all-reduces 4Ψ; ZeRO-1/2 reduce-scatter 4Ψ and all-gather
  * the updated 4Ψ; ZeRO-3 all-gathers the parameters for the forward and
- * again for the backward pass and reduce-scatters the gradients (1.5x). */
+ * again for the backward pass and reduce-scatters the gradients (1.5x).
+ * Compression scales the gradients' bytes (g) and ZeRO-3's gathers (w);
+ * ZeRO-1/2 gather the updated parameters in float32. */
 static void dp_times(const plait_cost_rank *r, int zero_stage, double bucket_bytes, const plait_link *l,
                      double *hidden_s, double *exposed_s, double *bytes) {
-    double S = 4 * r->param_numel;
+    double S = 4 * r->param_numel, g = r->grad_wire > 0 ? r->grad_wire : 1, w = r->param_wire > 0 ? r->param_wire : 1;
     int n = r->dp;
     *hidden_s = *exposed_s = *bytes = 0;
     if (n <= 1) return;
     double last = S < bucket_bytes ? S : bucket_bytes;
     if (zero_stage == 0) {
-        *hidden_s = plait_cost_allreduce_s(l, n, S - last);
-        *exposed_s = plait_cost_allreduce_s(l, n, last);
-        *bytes = 2.0 * (n - 1) / n * S;
+        *hidden_s = plait_cost_allreduce_s(l, n, g * (S - last));
+        *exposed_s = plait_cost_allreduce_s(l, n, g * last);
+        *bytes = 2.0 * (n - 1) / n * S * g;
     } else if (zero_stage < 3) {
-        *hidden_s = plait_cost_gather_s(l, n, S - last);
-        *exposed_s = plait_cost_gather_s(l, n, last) + plait_cost_gather_s(l, n, S);
-        *bytes = 2.0 * (n - 1) / n * S;
+        *hidden_s = plait_cost_gather_s(l, n, g * (S - last));
+        *exposed_s = plait_cost_gather_s(l, n, g * last) + plait_cost_gather_s(l, n, S);
+        *bytes = (n - 1.0) / n * S * (g + 1);
     } else {
         double U = 4 * r->largest_layer_numel;
-        *hidden_s = 3 * plait_cost_gather_s(l, n, S) - plait_cost_gather_s(l, n, U);
-        *exposed_s = plait_cost_gather_s(l, n, U);
-        *bytes = 3.0 * (n - 1) / n * S;
+        *hidden_s = 2 * plait_cost_gather_s(l, n, w * S) + plait_cost_gather_s(l, n, g * S) -
+                    plait_cost_gather_s(l, n, w * U);
+        *exposed_s = plait_cost_gather_s(l, n, w * U);
+        *bytes = (n - 1.0) / n * S * (2 * w + g);
     }
 }
 

@@ -131,6 +131,17 @@ static void test_time_shared_cpu_cores(void **state) {
     /* with a 1 MB bucket, 3 of the 4 MB hide behind the backward pass */
     plait_cost_step_time(r, 4, 0, 1e6, &c, &t);
     NEAR(t.comm, 6 * (1e-5 + 0.25e6 / 1e9));
+    /* bf16 gradients: half the bytes and the all-reduce's bandwidth term;
+     * ZeRO-2 gathers its parameters in float32 still, ZeRO-3 in bf16 too */
+    for (int i = 0; i < 4; i++) r[i].grad_wire = 0.5;
+    plait_cost_step_time(r, 4, 0, 25e6, &c, &t);
+    NEAR(t.dp_bytes, 2.0 * 3 / 4 * 4e6 * 0.5);
+    NEAR(t.comm, 6 * (1e-5 + 0.5e6 / 1e9));
+    plait_cost_step_time(r, 4, 2, 25e6, &c, &t);
+    NEAR(t.dp_bytes, 3.0 / 4 * 4e6 * 1.5);
+    for (int i = 0; i < 4; i++) r[i].param_wire = 0.5;
+    plait_cost_step_time(r, 4, 3, 25e6, &c, &t);
+    NEAR(t.dp_bytes, 3.0 / 4 * 4e6 * 1.5);
 }
 
 static void test_spearman(void **state) {
