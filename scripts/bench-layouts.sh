@@ -9,7 +9,7 @@
 #          F ms of sleep, a backward 2F, each half of zb1's F) so that the
 #          schedule alone sets the timing on a machine with fewer cores than ranks
 #   sweep — 4 ranks, every layout (dp x tp x pp, each pipeline schedule) through
-#          `plait bench sweep`, plan beside measurement, report and plots in
+#          `plait bench sweep`, prediction beside measurement, report and plots in
 #          $BENCH_OUT/sweep (the acceptance sweep of docs/benchmarks.md; about
 #          3 minutes on a quiet 2-core machine). Not part of `all`.
 # Usage: [BENCH_REPS=R] scripts/bench-layouts.sh [tp|pp|all|sweep] [BUILD] [STEPS]

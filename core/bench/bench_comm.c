@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "comm/comm.h"
-#include "comm/reduce.h"
+#include "coll/reduce.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 

@@ -22,6 +22,7 @@ typedef struct plait_sweep_opts {
     int n_overrides;
     int64_t global_batch;           /* the config's, kept by every layout */
     int steps, warmup;              /* per layout, as `bench train --steps --warmup` */
+    int repeat;                     /* runs per layout (>= 1), in rounds over all layouts */
     double max_minutes;             /* start no layout after this many minutes (0 = no limit) */
     const char *csv;                /* results (required) */
     int csv_is_scratch;             /* the CSV is removed after the sweep: the table is the result */
@@ -29,20 +30,35 @@ typedef struct plait_sweep_opts {
     double mem_limit;               /* bytes per rank, for the memory plot's line */
 } plait_sweep_opts;
 
-/* What one layout measured (the slowest rank's medians, as bench train). */
-typedef struct plait_sweep_row {
-    plait_cost_result predicted;         /* the prediction (and the layout) */
-    int state;                       /* 0 not run, 1 measured, 2 failed */
-    char note[256];                  /* why it failed */
+#define PLAIT_SWEEP_MAX_RUNS 16
+
+/* One `bench train` run of a layout (the slowest rank's medians). */
+typedef struct plait_sweep_sample {
     double ms_per_step, tokens_per_s, mfu, compute_ms, comm_ms, idle_ms;
     double dp_mb, tp_mb, pp_mb, peak_mib;
+} plait_sweep_sample;
+
+/* What one layout measured: its runs, and as its figures the run with the
+ * median tokens/s (a whole run, so its step split still adds up to its
+ * step time); the spread is the runs' lowest and highest tokens/s. */
+typedef struct plait_sweep_row {
+    plait_cost_result predicted;     /* the prediction (and the layout) */
+    int state;                       /* 0 not run, 1 measured, 2 failed */
+    char note[256];                  /* why it failed */
+    int n_runs;                      /* runs measured (each also a CSV row) */
+    plait_sweep_sample runs[PLAIT_SWEEP_MAX_RUNS];
+    double ms_per_step, tokens_per_s, mfu, compute_ms, comm_ms, idle_ms; /* the median run's */
+    double dp_mb, tp_mb, pp_mb, peak_mib;
+    double tokens_min, tokens_max;   /* the spread over the runs */
 } plait_sweep_row;
 
 /* Run the valid, fitting layouts of rows[0..n) (already holding their
- * predictions) whose results the CSV does not hold yet; fill every row's
- * measurement. Progress lines go to `progress`. Returns PLAIT_OK unless the
- * CSV cannot be read or written (a layout that fails is recorded, not an
- * error). */
+ * predictions) o->repeat times each, in rounds (every layout once, then
+ * every layout again, so that a change in the machine's load falls on all
+ * of them alike), skipping the runs the CSV already holds; fill every
+ * row's measurement. Progress lines go to `progress`. Returns PLAIT_OK
+ * unless the CSV cannot be read or written (a layout that fails is
+ * recorded, not an error; a failed layout is not run again). */
 plait_status plait_sweep_run(const plait_sweep_opts *o, plait_sweep_row *rows, size_t n, FILE *progress);
 
 /* A measured row as the table, the plots and the report show it. */
@@ -56,13 +72,22 @@ typedef struct plait_sweep_view {
 /* Fill `v` for a measured row and return 1; 0 (v untouched) otherwise. */
 int plait_sweep_row_view(const plait_sweep_row *r, plait_sweep_view *v);
 
-/* Sort measured rows first by measured tokens/s, best first (equal ones
- * by name). */
+/* Sort measured rows first by measured (median) tokens/s, best first
+ * (equal ones by name). */
 void plait_sweep_rank(plait_sweep_row *rows, size_t n);
 
-/* The ranked table, prediction beside measurement, and the model's
+/* Ranked rows (plait_sweep_rank) that cannot be told apart: group[i] is
+ * the rank (from 1) of the first row of the group row i belongs to. A row
+ * joins the group of the row above when their spreads (lowest to highest
+ * tokens/s) overlap; a row of one run has no spread and joins none.
+ * Returns the number of groups. */
+size_t plait_sweep_groups(const plait_sweep_row *rows, size_t n, int *group);
+
+/* The ranked table, prediction beside measurement (median tokens/s, the
+ * spread, the group of rows indistinguishable within it), then the model's
  * agreement: Spearman's rank correlation of predicted and measured tokens/s,
- * the largest step-time and peak-memory errors. */
+ * how far apart the measured layouts are, where the model's first choice
+ * landed, the largest step-time and peak-memory errors. */
 void plait_sweep_print(FILE *out, const plait_sweep_row *rows, size_t n);
 
 /* Spearman's rho of x and y (n >= 2; average ranks for ties). */

@@ -112,15 +112,18 @@ static plait_status write_markdown(const char *path, const plait_sweep_row *rows
     FILE *f = fopen(path, "w");
     if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
     fprintf(f, "# plait bench sweep\n\n%s\n", header);
-    fprintf(f, "| rank | layout | tokens/s | MFU | ms/step | compute | comm | idle | peak MiB | predicted ms/step | "
-               "error | predicted MiB | error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    fprintf(f, "| rank | layout | tokens/s | spread | MFU | ms/step | compute | comm | idle | peak MiB | predicted "
+               "ms/step | error | predicted MiB | error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         const plait_sweep_row *r = &rows[i];
         plait_sweep_view v;
         if (!plait_sweep_row_view(r, &v)) continue;
-        fprintf(f, "| %zu | %s | %.0f | %.1f%% | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %+.1f%% | %.1f | %+.1f%% |\n",
-                ++k, v.name, r->tokens_per_s, 100 * r->mfu, r->ms_per_step, r->compute_ms, r->comm_ms, r->idle_ms,
+        char spread[48] = "1 run";
+        if (r->n_runs > 1)
+            snprintf(spread, sizeof spread, "%.0f-%.0f (%d runs)", r->tokens_min, r->tokens_max, r->n_runs);
+        fprintf(f, "| %zu | %s | %.0f | %s | %.1f%% | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %+.1f%% | %.1f | %+.1f%% |\n",
+                ++k, v.name, r->tokens_per_s, spread, 100 * r->mfu, r->ms_per_step, r->compute_ms, r->comm_ms, r->idle_ms,
                 r->peak_mib, v.pred_ms, 100 * v.step_err, v.pred_mib, 100 * v.mem_err);
     }
     fprintf(f, "\n");

@@ -13,8 +13,10 @@
 #include "launch/restart.h"
 #include "launch/slurm_env.h"
 #include "runtime/error.h"
+#include "checkpoint/checkpoint.h"
 #include "device/device.h"
 #include "train/preflight.h"
+#include "train/train_loop.h"
 
 static plait_cli_job_opts g_job = {.nnodes = 0, .node_rank = -1, .max_restarts = -1};
 
@@ -122,8 +124,10 @@ static plait_status multi_host(plait_launch_opts *lo, const char *rendezvous, ch
 
 /* Launch `nranks` local ranks of argv (per host with --nnodes); with
  * max_restarts > 0, relaunch a failed job from its latest complete
- * checkpoint (argv gains run.resume=auto) up to that many times. */
-static int launch(int nranks, int argc, char **argv, const char *rendezvous, int max_restarts) {
+ * checkpoint (argv gains run.resume=auto) up to that many times. `new_dir`:
+ * the run directory holds no checkpoint before the first attempt
+ * (launch/restart.h). */
+static int launch(int nranks, int argc, char **argv, const char *rendezvous, int max_restarts, int new_dir) {
     if (getenv("PLAIT_RANK")) {
         fprintf(stderr, "plait: -n is for the outer command: this process is already rank %s of a "
                         "plait job\n", getenv("PLAIT_RANK"));
@@ -151,7 +155,7 @@ static int launch(int nranks, int argc, char **argv, const char *rendezvous, int
     char reason[sizeof ((plait_launch_result *)0)->message] = "";
     for (int attempt = 0;; attempt++) {
         char *env[PLAIT_RESTART_ENV_MAX];
-        plait_restart_env(attempt, max_restarts, reason, env);
+        plait_restart_env(attempt, max_restarts, reason, new_dir, env);
         o.extra_env = env;
         plait_launch_result res;
         plait_status st = plait_launch_local(&o, &res);
@@ -176,7 +180,7 @@ int plait_cli_launch(int nranks, int argc, char **argv) {
         fprintf(stderr, "plait: --max-restarts is for `plait train` (a restart resumes from a checkpoint)\n");
         return 2;
     }
-    return launch(nranks, argc, argv, NULL, 0);
+    return launch(nranks, argc, argv, NULL, 0, 0);
 }
 
 /* NCCL drives one GPU per rank: ranks of one host sharing a device under
@@ -273,7 +277,13 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
     } else {
         char rdv[300];
         snprintf(rdv, sizeof rdv, "%s", plait_config_str(cfg, "comm", "rendezvous"));
-        *exit_code = launch((int)(world / nodes), argc, argv, rdv, restarts);
+        int new_dir = 0;
+        if (restarts > 0) {
+            char out_dir[4096];
+            plait_train_out_dir(cfg, out_dir, sizeof out_dir);
+            new_dir = plait_ckpt_list(out_dir, NULL, 0) == 0;
+        }
+        *exit_code = launch((int)(world / nodes), argc, argv, rdv, restarts, new_dir);
     }
     plait_config_free(cfg);
     return 1;

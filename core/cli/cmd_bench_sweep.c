@@ -33,6 +33,8 @@ int plait_cli_bench_sweep(int argc, char **argv) {
         plait_cli_layout_args_free(&a);
         return rc;
     }
+    char load_start[64];
+    load_average(load_start, sizeof load_start);
     plait_sweep_row *rows = calloc(n + 1, sizeof *rows);
     /* Results go where the user says (--csv, or --report's directory); with
      * neither, the table on stdout is the result and the CSV and the
@@ -46,7 +48,7 @@ int plait_cli_bench_sweep(int argc, char **argv) {
         snprintf(csv, sizeof csv, "%s/sweep.csv", scratch);
     snprintf(logs, sizeof logs, "%s.logs", csv);
     plait_sweep_opts o = {.config = a.config, .overrides = a.over, .n_overrides = a.n_over,
-                          .global_batch = a.axes.global_batch, .steps = a.steps, .warmup = a.warmup,
+                          .global_batch = a.axes.global_batch, .steps = a.steps, .warmup = a.warmup, .repeat = a.repeat,
                           .max_minutes = a.max_minutes, .csv = csv, .csv_is_scratch = scratch[0] != 0,
                           .log_dir = logs,
                           .mem_limit = a.mem_limit > 0 ? a.mem_limit : plait_cost_mem_limit(&cluster, a.ranks)};
@@ -70,9 +72,10 @@ int plait_cli_bench_sweep(int argc, char **argv) {
         strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&t));
         char header[1024];
         snprintf(header, sizeof header,
-                 "%s, %d ranks, %s; %d timed steps after %d warm-up per layout; SGEMM peak %.1f GFLOP/s; "
-                 "load average %s at the end (%s)\n",
-                 a.config, a.ranks, cluster.name, a.steps, a.warmup, cluster.peak_flops / 1e9, load, when);
+                 "%s, %d ranks, %s; %d run%s of %d timed steps after %d warm-up per layout; SGEMM peak %.1f "
+                 "GFLOP/s; load average %s at the start, %s at the end (%s)\n",
+                 a.config, a.ranks, cluster.name, a.repeat, a.repeat == 1 ? "" : "s", a.steps, a.warmup,
+                 cluster.peak_flops / 1e9, load_start, load, when);
         printf("# plait bench sweep %s", header);
         plait_sweep_print(stdout, rows, n);
         if (a.report) {

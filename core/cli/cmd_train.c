@@ -56,6 +56,29 @@ static int cmd_train(int argc, char **argv) {
     return st == PLAIT_OK ? 0 : 1;
 }
 
+/* `plait train CONFIG -n N`: the memory check, once, before the ranks
+ * start (they skip it: their launcher checked). */
+static int train_before_launch(int argc, char **argv) {
+    const char *path = NULL;
+    char **over = calloc((size_t)argc + 1, sizeof *over);
+    int n_over = 0, rc = 0;
+    if (!over) return 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--progress") == 0) i++;
+        else if (argv[i][0] != '-') plait_cli_take_positional(argv[i], &path, over, &n_over);
+    }
+    plait_config *cfg = NULL;
+    if (path && plait_cli_load_config(path, n_over, over, &cfg) == PLAIT_OK &&
+        plait_cli_check_memory(cfg, path, n_over, over) != PLAIT_OK) {
+        plait_cli_print_error("train");
+        rc = 1;
+    }
+    plait_clear_error(); /* a config error is the ranks' to report */
+    plait_config_free(cfg);
+    free(over);
+    return rc;
+}
+
 const plait_command plait_cmd_train = {
     "train", "train a model: plait train CONFIG [section.key=value ...] [--resume]",
     "usage: plait train CONFIG [section.key=value ...] [--resume] [--progress auto|tty|plain|off]\n"
@@ -78,4 +101,4 @@ const plait_command plait_cmd_train = {
     "                 Slurm allocation's first node), the same PLAIT_JOB_TOKEN on every host\n"
     "                 (docs/multi-node.md)\n"
     "  section.key=value  override any config key, e.g. optim.lr=3e-4 run.steps=50\n",
-    cmd_train};
+    cmd_train, train_before_launch};

@@ -21,6 +21,7 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
     memset(a, 0, sizeof *a);
     a->steps = 6;
     a->warmup = 2;
+    a->repeat = 3;
     a->over = calloc((size_t)argc + 1, sizeof *a->over);
     if (!a->over) return bad(cmd, "out of memory at", argv[0]);
     const char *axes = "dp,tp,pp,schedule";
@@ -53,6 +54,9 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
         } else if (sweep && !strcmp(o, "--warmup")) {
             a->warmup = (int)strtol(v, &end, 10);
             if (*end || a->warmup < 0) return bad(cmd, "--warmup must be >= 0, not", v);
+        } else if (sweep && !strcmp(o, "--repeat")) {
+            a->repeat = (int)strtol(v, &end, 10);
+            if (*end || a->repeat < 1 || a->repeat > 16) return bad(cmd, "--repeat must be 1..16, not", v);
         } else if (sweep && !strcmp(o, "--max-minutes")) {
             a->max_minutes = strtod(v, &end);
             if (*end || a->max_minutes <= 0) return bad(cmd, "--max-minutes must be > 0, not", v);

@@ -21,7 +21,7 @@ typedef struct plait_cli_layout_args {
     char **over;              /* the user's overrides (malloc'd array of argv pointers) */
     int n_over;
     /* bench sweep only */
-    int steps, warmup;
+    int steps, warmup, repeat;
     double max_minutes;
     const char *csv, *report;
 } plait_cli_layout_args;

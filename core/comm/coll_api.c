@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "comm/coll.h"
-#include "comm/comm_device.h"
-#include "comm/compress.h"
+#include "comm/comm.h"
+
+#include "coll/coll.h"
+#include "commstate/comm_device.h"
+#include "coll/compress.h"
 #include "runtime/error.h"
 
 int plait_comm_rank(const plait_comm *comm) { return comm->rank; }
@@ -34,7 +36,7 @@ static int partial_overlap(const void *a, size_t na, const void *b, size_t nb) {
     return x < y + nb && y < x + na;
 }
 
-/* A compressed collective (plait/coll.h, comm/compress.h): which ones exist. */
+/* A compressed collective (plait/coll.h, coll/compress.h): which ones exist. */
 static plait_status check_compression(const plait_comm *comm, const plait_coll_args *a) {
     const char *what = plait_coll_kind_name(a->kind), *scheme = plait_compress_name(a->compression);
     if ((unsigned)a->compression > PLAIT_COMPRESS_ONEBIT)
@@ -137,7 +139,7 @@ static plait_status issue(plait_comm *comm, plait_coll_args *a, const plait_coll
     }
     /* the point after which the device buffers may be touched: taken here,
      * on the caller's thread, at the call (plait/device.h) */
-    a->ready = a->count ? plait_comm_ready_take(a->mem_kind, a->ready, &a->own_ready) : NULL;
+    a->ready = a->count ? plait_comm_ready_take(plait_comm_device_of(comm), a->mem_kind, a->ready, &a->own_ready) : NULL;
     return plait_comm_submit(comm, a, req);
 }
 

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/comm_stage.h"
-#include "comm/comm_topo.h"
-#include "comm/request.h"
+#include "staging/staging.h"
+#include "commstate/comm_topo.h"
+#include "commstate/request.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
@@ -22,6 +22,7 @@ void plait_comm_settings_default(plait_comm_settings *s) {
     s->algorithm = PLAIT_ALGO_AUTO;
     s->check_collectives = 0;
     s->staging_chunk = (size_t)4 << 20;
+    s->device = NULL;
 }
 
 plait_status plait_comm_settings_from_config(const plait_config *cfg, plait_comm_settings *s) {
@@ -155,6 +156,13 @@ plait_status plait_comm_create_world(const plait_comm_ops *ops, const plait_conf
         c->settings = *settings;
     else
         plait_comm_settings_default(&c->settings);
+    if (c->settings.device) {
+        /* a host kind or no copy: no device */
+        if (!plait_mem_is_host(c->settings.device->kind) && c->settings.device->copy) c->device = *c->settings.device;
+    } else {
+        (void)plait_comm_device_open(&c->device); /* none: stays host memory */
+    }
+    c->settings.device = NULL; /* the caller's record is not kept: c->device is */
     if (factory) c->factory = *factory;
 
     plait_comm_init ia = {.struct_size = sizeof ia,
@@ -296,6 +304,7 @@ plait_status plait_comm_split(plait_comm *comm, int color, int key, const char *
     for (int i = 0; i < n; i++) child->world_ranks[i] = comm->world_ranks[members[i]];
     child->ops = comm->ops;
     child->settings = comm->settings;
+    child->device = comm->device;
     child->factory = comm->factory;
     child->parent = comm;
     child->id = child_comm_id(comm->id, split_no, (uint32_t)color, 0);

@@ -9,8 +9,10 @@
 #include <time.h>
 
 #include "comm/comm.h"
-#include "comm/comm_device.h"
-#include "comm/request.h"
+#include "staging/coll_staging.h"
+#include "commstate/comm_device.h"
+#include "comm/comm_p2p.h"
+#include "commstate/request.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -25,11 +27,11 @@ static uint64_t now_ns(void) {
 static plait_status run_one(plait_comm *comm, const plait_coll_args *args) {
     plait_status st = plait_comm_check_usable(comm);
     if (st != PLAIT_OK) {
-        plait_comm_ready_release(args->ready, args->own_ready);
+        plait_comm_ready_release(plait_comm_device_of(comm), args->ready, args->own_ready);
         return st;
     }
     st = plait_coll_run(comm, args);
-    plait_comm_ready_release(args->ready, args->own_ready);
+    plait_comm_ready_release(plait_comm_device_of(comm), args->ready, args->own_ready);
     if (st != PLAIT_OK && st != PLAIT_ERR_UNSUPPORTED && st != PLAIT_ERR_NO_MEMORY)
         plait_comm_fail(comm, st, plait_last_error());
     return st;
@@ -65,7 +67,7 @@ static void *worker_main(void *arg) {
              * must still reach the next call on this communicator */
             pthread_mutex_unlock(&comm->lock);
             if (st != PLAIT_OK) plait_comm_fail(comm, st, msg ? msg : "collective failed");
-            plait_comm_ready_release(r->done_ev, 1);
+            plait_comm_ready_release(plait_comm_device_of(r->comm), r->done_ev, 1);
             free(msg);
             free(r);
             pthread_mutex_lock(&comm->lock);
@@ -99,22 +101,10 @@ static plait_status finish_coll(plait_request *r, int *done, int block) {
     if (!is_done) return PLAIT_OK;
     plait_status st = r->status;
     if (st != PLAIT_OK) plait_set_error(st, "%s", r->message ? r->message : "collective failed");
-    plait_comm_ready_release(r->done_ev, 1);
+    plait_comm_ready_release(plait_comm_device_of(r->comm), r->done_ev, 1);
     free(r->message);
     free(r);
     return st;
-}
-
-void plait_request_mark_posted(plait_request *r, plait_device_event *done) {
-    if (!r) {
-        plait_comm_ready_release(done, 1);
-        return;
-    }
-    pthread_mutex_lock(&r->comm->lock);
-    r->done_ev = done;
-    r->posted = done != NULL;
-    pthread_cond_broadcast(&r->comm->done_cond);
-    pthread_mutex_unlock(&r->comm->lock);
 }
 
 plait_status plait_request_wait_device(plait_request *r) {
@@ -130,7 +120,7 @@ plait_status plait_request_wait_device(plait_request *r) {
     if (!posted_only) return finish_coll(r, NULL, 1);
     /* done_ev stays the request's until it is released: the running
      * thread does not touch it before `detached` */
-    if (plait_comm_done_wait(r->done_ev) != PLAIT_OK) return finish_coll(r, NULL, 1); /* the host, then */
+    if (plait_comm_done_wait(plait_comm_device_of(comm), r->done_ev) != PLAIT_OK) return finish_coll(r, NULL, 1); /* the host, then */
     pthread_mutex_lock(&comm->lock);
     int done = r->done;
     if (!done) r->detached = 1;
@@ -144,7 +134,7 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
     pthread_mutex_lock(&comm->lock);
     if (comm->failed != PLAIT_OK) {
         pthread_mutex_unlock(&comm->lock);
-        plait_comm_ready_release(args->ready, args->own_ready);
+        plait_comm_ready_release(plait_comm_device_of(comm), args->ready, args->own_ready);
         return plait_comm_check_usable(comm);
     }
     uint64_t seq = ++comm->next_seq;
@@ -168,7 +158,7 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
     plait_request *r = calloc(1, sizeof *r);
     if (!r) {
         pthread_mutex_unlock(&comm->lock);
-        plait_comm_ready_release(args->ready, args->own_ready);
+        plait_comm_ready_release(plait_comm_device_of(comm), args->ready, args->own_ready);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory queueing a collective");
     }
     r->kind = PLAIT_REQ_COLL;
@@ -181,7 +171,7 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
         /* the sequence number is taken: the communicator cannot stay consistent */
         pthread_mutex_unlock(&comm->lock);
         free(r);
-        plait_comm_ready_release(args->ready, args->own_ready);
+        plait_comm_ready_release(plait_comm_device_of(comm), args->ready, args->own_ready);
         plait_comm_fail(comm, st, plait_last_error());
         return st;
     }

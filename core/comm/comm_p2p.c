@@ -6,7 +6,7 @@
  * from one thread.
  *
  * Device buffers on a host-memory transport travel through a pinned buffer
- * of the communicator's staging pool (comm_stage.h), whole: a send copies
+ * of the communicator's staging pool (staging.h), whole: a send copies
  * out, then sends; a receive copies back once the message is in. One
  * message on the wire whatever the memory on either side, so a device
  * buffer and a host buffer can be peers; the copies are not overlapped
@@ -23,10 +23,11 @@
 #include <time.h>
 
 #include "comm/comm.h"
-#include "comm/comm_device.h"
-#include "comm/comm_stage.h"
-#include "comm/reduce.h"
-#include "comm/request.h"
+#include "commstate/comm_device.h"
+#include "staging/staging.h"
+#include "coll/reduce.h"
+#include "comm/comm_p2p.h"
+#include "commstate/request.h"
 #include "runtime/error.h"
 
 static uint64_t now_ns(void) {
@@ -48,7 +49,7 @@ void plait_p2p_describe(const plait_request *r, char *buf, size_t len) {
  * only; without a device (or one the transport does not move) the host
  * buffer goes as it is and the transport refuses it, saying why. */
 static plait_status through_device(plait_comm *comm, plait_request *r, void *buf, plait_buffer *b) {
-    const plait_comm_device *dev = plait_comm_device_get();
+    const plait_comm_device *dev = plait_comm_device_of(comm);
     if (!dev || !dev->alloc || !dev->free || !(comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(dev->kind))) return PLAIT_OK;
     if (!(r->scratch = dev->alloc(r->bytes, "comm p2p scratch")))
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "no device memory for a %zu-byte scratch buffer", r->bytes);
@@ -58,7 +59,7 @@ static plait_status through_device(plait_comm *comm, plait_request *r, void *buf
     plait_status st = r->is_send ? dev->copy(r->scratch, buf, r->bytes, PLAIT_COPY_TO_DEVICE) : PLAIT_OK;
     if (st != PLAIT_OK) return plait_wrap_error(st, "carrying a host buffer through device memory");
     /* the transport's stream follows the copy in only through an event */
-    r->ready = plait_comm_ready_take(dev->kind, NULL, &r->own_ready);
+    r->ready = plait_comm_ready_take(dev, dev->kind, NULL, &r->own_ready);
     return PLAIT_OK;
 }
 
@@ -81,9 +82,9 @@ static plait_status transport_buffer(plait_comm *comm, plait_request *r, void *b
     b->ptr = r->staged;
     if (comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST_PINNED)) b->kind = PLAIT_MEM_HOST_PINNED;
     if (!r->is_send) return PLAIT_OK;
-    if (r->ready && (st = plait_comm_ready_wait(r->ready)) != PLAIT_OK) return st;
+    if (r->ready && (st = plait_comm_ready_wait(plait_comm_device_of(comm), r->ready)) != PLAIT_OK) return st;
     plait_stage_copy j = {.dir = PLAIT_COPY_TO_HOST, .host = r->staged, .dev = buf, .bytes = r->bytes, .blocks = 1,
-                          .on_comm = r->ready != NULL};
+                          .on_comm = r->ready != NULL, .device = plait_comm_device_of(comm)};
     st = plait_stage_copy_now(&j);
     return st == PLAIT_OK ? st : plait_wrap_error(st, "staging a device buffer");
 }
@@ -99,9 +100,9 @@ static plait_status unstage(plait_request *r, int received) {
     if (!r->staged) return st;
     if (received) {
         /* the buffer's earlier readers on the compute stream come first */
-        if (r->ready) st = plait_comm_ready_wait(r->ready);
+        if (r->ready) st = plait_comm_ready_wait(plait_comm_device_of(r->comm), r->ready);
         plait_stage_copy j = {.dir = PLAIT_COPY_TO_DEVICE, .host = r->staged, .dev = r->dev, .bytes = r->bytes,
-                              .blocks = 1, .on_comm = r->ready != NULL};
+                              .blocks = 1, .on_comm = r->ready != NULL, .device = plait_comm_device_of(r->comm)};
         if (st == PLAIT_OK) st = plait_stage_copy_now(&j);
     }
     plait_stage_give_back(r->comm->stage, r->staged);
@@ -111,7 +112,7 @@ static plait_status unstage(plait_request *r, int received) {
 
 /* A request's end: its staging buffer back (unstage) and its event released. */
 static void release(plait_request *r) {
-    plait_comm_ready_release(r->ready, r->own_ready);
+    plait_comm_ready_release(plait_comm_device_of(r->comm), r->ready, r->own_ready);
     free(r);
 }
 
@@ -143,7 +144,7 @@ static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count,
     r->is_send = is_send;
     r->bytes = count * esz;
     r->tag = tag;
-    r->ready = count ? plait_comm_ready_take(kind, ready, &r->own_ready) : NULL;
+    r->ready = count ? plait_comm_ready_take(plait_comm_device_of(comm), kind, ready, &r->own_ready) : NULL;
     plait_buffer b;
     if ((st = transport_buffer(comm, r, buf, kind, &b)) != PLAIT_OK) {
         char d[256];
@@ -155,7 +156,7 @@ static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count,
     pthread_mutex_lock(&comm->p2p_lock);
     r->p2p_seq = ++comm->p2p_seq;
     /* device memory the transport moves itself: its stream follows the event */
-    if (!r->staged) st = plait_comm_ready_native(comm->ops, comm->pp2p, b.kind, r->ready, NULL);
+    if (!r->staged) st = plait_comm_ready_native(plait_comm_device_of(comm), comm->ops, comm->pp2p, b.kind, r->ready, NULL);
     if (st == PLAIT_OK)
         st = is_send ? comm->ops->isend(comm->pp2p, &b, peer, tag, NULL, &r->preq)
                      : comm->ops->irecv(comm->pp2p, &b, peer, tag, NULL, &r->preq);

@@ -66,6 +66,10 @@ static const plait_key_decl run_keys[] = {
     KEY("debug_compute_sleep_ms", F, "0", 0, 60000, NULL, SAME | PLAIT_KEY_HIDDEN,
         "for tests: every FORWARD of a model chunk also sleeps this many ms and every BACKWARD twice that, "
         "so pipeline timing is set by the schedule, not by CPU contention (0 = off)"),
+    KEY("debug_die_in_save", I, "0", 0, 1e12, NULL, SAME | PLAIT_KEY_HIDDEN,
+        "for tests: on a job's first attempt (no --max-restarts restart yet), world rank 0 kills itself "
+        "(SIGKILL) while saving the checkpoint of this step, after writing its tensors and before renaming "
+        "them into place (0 = off)"),
 };
 
 static const plait_key_decl model_keys[] = {

@@ -10,7 +10,7 @@
 #include "bench/bench_comm.h"
 #include "comm/comm.h"
 #include "comm/comm_job.h"
-#include "comm/reduce.h"
+#include "coll/reduce.h"
 
 /* Entries of a /proc/self directory (file descriptors, threads). */
 static int count_entries(const char *dir) {

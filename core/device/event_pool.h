@@ -1,7 +1,7 @@
 /*
  * A small pool of device events (plait/device.h, ABI 1.4) for one-use
  * marks the core records itself: the ready event of a collective or a
- * send/receive whose caller named none (comm/comm_device.h). Without it
+ * send/receive whose caller named none (commstate/comm_device.h). Without it
  * every such call would create and destroy an event (cudaEventCreate and
  * cudaEventDestroy, a few microseconds each, per bucket and per ZeRO-3
  * gather); with it a run creates only as many as are ever in flight at
@@ -18,7 +18,7 @@
  *
  * Lifetime: every pooled event belongs to the open device; the pool must
  * be drained before that device closes (plait_device_close does it) or a
- * registered stand-in is replaced (comm/comm_device.c does it).
+ * registered stand-in is replaced (commstate/comm_device.c does it).
  *
  * Thread-safety: get and put from any thread (a mutex); drain while no
  * event of the pool is in use. Errors: get returns NULL with the device's

@@ -4,7 +4,7 @@
 #include <stdarg.h>
 
 #include "comm/comm.h"
-#include "comm/sum_tree.h"
+#include "coll/sum_tree.h"
 #include "config/config.h"
 #include "device/device.h"
 #include "layout/grad_order.h"

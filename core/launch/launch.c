@@ -129,7 +129,7 @@ static int cores_available(void) {
 static const char *const g_owned_vars[] = {
     "PLAIT_RANK", "PLAIT_WORLD_SIZE", "PLAIT_LOCAL_RANK", "PLAIT_LOCAL_SIZE", "PLAIT_STORE_ADDR",
     "PLAIT_JOB_TOKEN", "PLAIT_STORE_FD", "PLAIT_REPORT_FD", "PLAIT_MATH_THREADS", "PLAIT_NNODES",
-    "PLAIT_RESTART_COUNT", "PLAIT_MAX_RESTARTS", "PLAIT_RESTART_REASON",
+    "PLAIT_RESTART_COUNT", "PLAIT_MAX_RESTARTS", "PLAIT_RESTART_REASON", "PLAIT_RESTART_NEW_DIR",
     "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", NULL};
 
 static int owned(const char *entry) {
@@ -530,7 +530,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
      * failed first-hand here, else the first rank here that did. */
     int origin;
     if (first >= 0 && !procs[first].external_signal && plait_error_relayed(procs[first].last, &origin)) {
-        int local = origin - (o->nnodes > 1 ? o->node_rank : 0) * n, ignored;
+        int local = origin - (o->nnodes > 1 ? o->node_rank : 0) * n, ignored; /* its index on this host */
         if (local >= 0 && local < n && procs[local].pid && failed(procs[local].status) &&
             !plait_error_relayed(procs[local].last, &ignored)) {
             first = local;
@@ -543,13 +543,16 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
         }
     }
     if (st != PLAIT_OK) first = -1; /* the ranks that ended were stopped by the launcher */
+    /* Reports name world ranks: on host i of a job on several hosts this
+     * launcher's ranks are i·n .. i·n + n-1, not 0 .. n-1. */
+    int base = (o->nnodes > 1 ? o->node_rank : 0) * n;
     if (first >= 0) {
         struct rank_proc *p = &procs[first];
-        res->failed_rank = first;
+        res->failed_rank = base + first;
         res->term_signal = WIFSIGNALED(p->status) ? WTERMSIG(p->status) : 0;
         if (!interrupts)
             res->exit_code = res->term_signal ? 128 + res->term_signal : WEXITSTATUS(p->status);
-        if (!interrupts) describe(p, first, res->message, sizeof res->message);
+        if (!interrupts) describe(p, base + first, res->message, sizeof res->message);
     }
     if (!o->quiet && res->message[0]) {
         fprintf(stderr, "plait: %s\n", res->message);
@@ -559,11 +562,11 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
         for (int r = 0; r < n && off + 48 < sizeof others; r++) {
             if (r == first || !procs[r].pid || !failed(procs[r].status)) continue;
             if (WIFSIGNALED(procs[r].status))
-                off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (%s)", off ? "," : "", r,
-                                        signame(WTERMSIG(procs[r].status)));
+                off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (%s)", off ? "," : "",
+                                        base + r, signame(WTERMSIG(procs[r].status)));
             else
                 off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (exit %d)", off ? "," : "",
-                                        r, WEXITSTATUS(procs[r].status));
+                                        base + r, WEXITSTATUS(procs[r].status));
         }
         if (off) fprintf(stderr, "plait: also ended abnormally:%s\n", others);
     }

@@ -49,7 +49,8 @@ typedef struct plait_launch_opts {
 typedef struct plait_launch_result {
     int exit_code;        /* what the launcher should exit with: 0, the failed rank's
                              code, 128+signal, or 130 after Ctrl-C */
-    int failed_rank;      /* first rank that failed; -1 if none */
+    int failed_rank;      /* world rank of the first rank that failed (on host i of a job on
+                             several hosts: i·nranks + its index here); -1 if none */
     int term_signal;      /* the signal that killed it; 0 if it exited */
     int interrupted;      /* the launcher received SIGINT/SIGTERM/SIGHUP */
     char message[2048];   /* "rank 2 failed: <its last error>", "" on success */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void plait_restart_env(int attempt, int max_restarts, const char *reason, char **env) {
+void plait_restart_env(int attempt, int max_restarts, const char *reason, int new_dir, char **env) {
     char buf[2200];
     int k = 0;
     snprintf(buf, sizeof buf, "PLAIT_RESTART_COUNT=%d", attempt);
@@ -16,6 +16,7 @@ void plait_restart_env(int attempt, int max_restarts, const char *reason, char *
         snprintf(buf, sizeof buf, "PLAIT_RESTART_REASON=%s", reason);
         if ((env[k] = strdup(buf))) k++;
     }
+    if (new_dir && (env[k] = strdup("PLAIT_RESTART_NEW_DIR=1"))) k++;
     env[k] = NULL;
 }
 
@@ -37,3 +38,5 @@ const char *plait_restart_reason(void) {
     const char *v = getenv("PLAIT_RESTART_REASON");
     return v ? v : "";
 }
+
+int plait_restart_new_dir(void) { return env_count("PLAIT_RESTART_NEW_DIR") == 1; }

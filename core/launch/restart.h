@@ -11,25 +11,33 @@
  *   PLAIT_MAX_RESTARTS    K
  *   PLAIT_RESTART_REASON  the previous attempt's failure ("rank 2 was killed
  *                         by SIGKILL"), absent on the first run
+ *   PLAIT_RESTART_NEW_DIR 1 when the run directory held no checkpoint
+ *                         directory before the first attempt: every
+ *                         checkpoint there is this job's, so a restart that
+ *                         finds them all incomplete (a crash during the
+ *                         job's first save) starts over from step 0 instead
+ *                         of refusing (nothing complete exists to lose)
  *
  * Thread-safe (reads the environment only).
  */
 #ifndef PLAIT_CORE_LAUNCH_RESTART_H
 #define PLAIT_CORE_LAUNCH_RESTART_H
 
-#define PLAIT_RESTART_ENV_MAX 4
+#define PLAIT_RESTART_ENV_MAX 5
 
 /* Launcher side: fill env[0..] with malloc'd "NAME=value" entries for
  * attempt `attempt` (NULL-terminated; at most PLAIT_RESTART_ENV_MAX slots
- * including the NULL); `reason` "" on the first attempt. Out of memory
- * leaves fewer entries (the ranks then see attempt 0). */
-void plait_restart_env(int attempt, int max_restarts, const char *reason, char **env);
+ * including the NULL); `reason` "" on the first attempt; `new_dir` 1 when
+ * the run directory held no checkpoint before the first attempt. Out of
+ * memory leaves fewer entries (the ranks then see attempt 0). */
+void plait_restart_env(int attempt, int max_restarts, const char *reason, int new_dir, char **env);
 void plait_restart_env_free(char **env);
 
-/* Rank side: PLAIT_RESTART_COUNT (0 when unset or malformed), and
- * PLAIT_RESTART_REASON ("" when unset). */
+/* Rank side: PLAIT_RESTART_COUNT (0 when unset or malformed),
+ * PLAIT_RESTART_REASON ("" when unset), PLAIT_RESTART_NEW_DIR (0 unless 1). */
 int plait_restart_count(void);
 int plait_restart_max(void);
 const char *plait_restart_reason(void);
+int plait_restart_new_dir(void);
 
 #endif

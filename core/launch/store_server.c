@@ -20,6 +20,7 @@
 #include "launch/net.h"
 #include "launch/store.h"
 #include "launch/store_auth.h"
+#include "launch/store_gather.h"
 #include "launch/store_table.h"
 #include "launch/store_wire.h"
 #include "runtime/error.h"
@@ -65,6 +66,7 @@ struct plait_store_server {
     struct conn *conns;
     int n_conns, n_authed;
     store_table table;
+    store_gathers gathers; /* members, contributors and conflicts of each gather */
     atomic_uint_fast64_t rejected;
     /* Ranks refused for a wrong job token: a gather still missing one of
      * them can never complete, so it is answered ABORTED with the reason. */
@@ -163,6 +165,8 @@ static int gather_ready(plait_store_server *s, struct conn *c, int final) {
     memcpy(key, c->key, plen);
     size_t total = 0;
     uint32_t missing = 0;
+    const char *failed = store_gathers_failed(&s->gathers, c->key, plen);
+    if (failed) return reply(c, STORE_ABORTED, failed, strlen(failed)) == 0 ? 1 : -1;
     for (uint32_t i = 0; i < c->n; i++) {
         int kl = snprintf(key + plen, sizeof key - plen, "%u", i);
         store_kv *e = store_table_find(&s->table, key, plen + (size_t)kl);
@@ -245,7 +249,8 @@ static int park(struct conn *c, uint8_t op, const char *key, size_t klen, uint32
     return 0;
 }
 
-/* Answer every parked gather that waits for a refused rank with the reason. */
+/* Answer every parked gather that waits for a refused rank, or whose
+ * members disagree (store_gather.h), with the reason. */
 static void abort_waiters(plait_store_server *s) {
     for (struct conn *c = s->conns, *nx; c; c = nx) {
         nx = c->next;
@@ -363,6 +368,14 @@ static int handle(plait_store_server *s, struct conn *c, const store_req_hdr *h,
         memcpy(&n, val, 4);
         memcpy(&index, val + 4, 4);
         if (n == 0 || n > STORE_MAX_GATHER || index >= n) goto bad;
+        const char *conflict =
+            store_gathers_check(&s->gathers, &s->table, key, kl, n, index, c->rank, c->peer, val + 8, vl - 8);
+        if (conflict) {
+            PLAIT_WARN(COMPONENT, "%s", conflict);
+            if (reply(c, STORE_ABORTED, conflict, strlen(conflict)) != 0) goto oom;
+            abort_waiters(s);
+            return 0;
+        }
         char k[PLAIT_STORE_MAX_KEY + 16];
         memcpy(k, key, kl);
         int il = snprintf(k + kl, sizeof k - kl, "%u", index);
@@ -619,7 +632,7 @@ plait_status plait_store_server_start(int listen_fd, const char *bind_host, int 
     s->wake_fd = s->ep = -1;
     pthread_mutex_init(&s->lock, NULL);
     plait_status st = PLAIT_OK;
-    if (store_table_init(&s->table) != 0) {
+    if (store_table_init(&s->table) != 0 || store_gathers_init(&s->gathers) != 0) {
         st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory starting the store");
         goto fail;
     }
@@ -664,6 +677,7 @@ fail:
     if (s->ep >= 0) close(s->ep);
     if (s->wake_fd >= 0) close(s->wake_fd);
     store_table_free(&s->table);
+    store_gathers_free(&s->gathers);
     free(s);
     return st;
 }
@@ -686,6 +700,7 @@ void plait_store_server_stop(plait_store_server *s, double drain_s) {
     pthread_join(s->thread, NULL);
     while (s->conns) conn_close(s, s->conns);
     store_table_free(&s->table);
+    store_gathers_free(&s->gathers);
     close(s->listen_fd);
     close(s->ep);
     close(s->wake_fd);

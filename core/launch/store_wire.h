@@ -19,7 +19,9 @@
  * client that spoke the protocol failed AUTH or gave up on the server's proof
  * (a rank with another job token), every GATHER, parked or new, that still
  * misses that rank's contribution is answered ABORTED with the reason as its
- * value: it can never complete, so nobody waits out its timeout.
+ * value: it can never complete, so nobody waits out its timeout. So is every
+ * GATHER, parked or new, of a prefix whose members disagree: a different n,
+ * or another contribution for a taken index (store_gather.h).
  *
  * Definitions only (no functions, no state).
  */

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "comm/comm_topo.h"
+#include "commstate/comm_topo.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "comm/comm.h"

@@ -21,7 +21,7 @@
 #include "config/config.h"
 #include "model/model.h"
 #include "layout/batch.h"
-#include "comm/sum_tree.h"
+#include "coll/sum_tree.h"
 #include "layout/mesh.h"
 #include "train/step_timing.h"
 

@@ -12,11 +12,13 @@
 
 #include <dirent.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm/comm.h"
+#include "launch/restart.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -24,6 +26,16 @@
 #include "checkpoint/checkpoint_shard.h"
 #include "train/data.h"
 #include "train/run_internal.h"
+
+/* 1 if none of the n checkpoint directories of out_dir has its COMPLETE
+ * marker (none was ever complete, as opposed to complete but damaged). */
+static int none_marked(const char *out_dir, int n) {
+    plait_ckpt_entry *v = malloc((size_t)n * sizeof *v);
+    int got = v ? plait_ckpt_list(out_dir, v, n) : -1, none = got == n;
+    for (int i = 0; none && i < n; i++) none = !v[i].has_marker;
+    free(v);
+    return none;
+}
 
 plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir, plait_resume_mode mode, char **dir) {
     *dir = NULL;
@@ -42,6 +54,16 @@ plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir,
          * metrics.csv and, at its first save, its leftovers. */
         plait_ckpt_entry e[1];
         int n = plait_ckpt_list(out_dir, e, 1);
+        if (n > 0 && plait_restart_count() > 0 && plait_restart_new_dir() && none_marked(out_dir, n)) {
+            /* A restart after a crash during this job's first save: the
+             * directory held no checkpoint before the job, so these are its
+             * own interrupted saves and nothing complete exists to lose. */
+            plait_log(PLAIT_LOG_WARN, "train",
+                      "every checkpoint in %s is incomplete (%d director%s, the first: ckpt-%08lld: this job's "
+                      "first save was interrupted), so the restart starts over from step 0",
+                      out_dir, n, n == 1 ? "y" : "ies", (long long)e[0].step);
+            return PLAIT_OK;
+        }
         if (n > 0)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                    "%s holds %d checkpoint director%s (the first: ckpt-%08lld) but none is complete "
@@ -192,6 +214,9 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
         }
     }
     if (st == PLAIT_OK) st = wst;
+    if (me == 0 && st == PLAIT_OK && plait_restart_count() == 0 &&
+        plait_config_int(run->cfg, "run", "debug_die_in_save") == run->step)
+        raise(SIGKILL); /* for tests: a crash with the tensors written, nothing renamed */
     if (me == 0) {
         if (st == PLAIT_OK) {
             char layout[256];

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/comm_device.h"
+#include "commstate/comm_device.h"
 #include "comm/comm_job.h"
 #include "device/device.h"
 #include "host/host_table.h"

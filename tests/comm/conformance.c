@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "comm/reduce.h"
+#include "coll/reduce.h"
 #include "runtime/error.h"
 
 void conformance_store(void *buf, int dtype, size_t i, double v) {

@@ -9,7 +9,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "comm/comm_device.h"
+#include "commstate/comm_device.h"
 #include "runtime/error.h"
 
 #define MAX_ALLOCS 4096
@@ -87,12 +87,14 @@ void fake_device_open(size_t bytes) {
     g.shadow = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (g.base == MAP_FAILED || g.shadow == MAP_FAILED) abort();
     g.n_allocs = 0;
-    plait_comm_device d = {PLAIT_MEM_CUDA, fake_copy, fake_alloc_tagged, fake_device_free};
-    plait_comm_set_device(&d);
+}
+
+const plait_comm_device *fake_device_comm(void) {
+    static const plait_comm_device d = {PLAIT_MEM_CUDA, fake_copy, fake_alloc_tagged, fake_device_free, NULL};
+    return &d;
 }
 
 void fake_device_close(void) {
-    plait_comm_set_device(NULL);
     if (fake_device_in_use() != 0) {
         fprintf(stderr, "fake device: %zu B still allocated at close\n", fake_device_in_use());
         abort();

@@ -2,7 +2,8 @@
  * A stand-in device for the staging tests: memory the host cannot
  * dereference (a PROT_NONE reservation; any host access is a segfault) whose
  * bytes live in a shadow mapping that only copy() reaches, as a GPU's do.
- * Registered with core/comm as the open device (kind PLAIT_MEM_CUDA).
+ * Communicators take it when created with settings.device =
+ * fake_device_comm() (kind PLAIT_MEM_CUDA).
  * Thread-safe. fake_device_fail_after / fake_device_stall_after make the
  * n-th later copy of the calling rank fail or sleep (fault tests).
  */
@@ -14,8 +15,12 @@
 
 #include <plait/device.h>
 
-void fake_device_open(size_t bytes);  /* reserve and register */
-void fake_device_close(void);         /* unregister and unmap; asserts nothing is allocated */
+#include "commstate/comm_device.h"
+
+void fake_device_open(size_t bytes);  /* reserve */
+void fake_device_close(void);         /* unmap; asserts nothing is allocated */
+/* The device as a communicator takes it (plait_comm_settings.device). */
+const plait_comm_device *fake_device_comm(void);
 void *fake_device_alloc(size_t bytes);
 void fake_device_free(void *p);
 size_t fake_device_in_use(void);

@@ -52,6 +52,7 @@ static void rank_main(int r, void *arg) {
     plait_comm_settings set;
     plait_comm_settings_default(&set);
     set.staging_chunk = 4096; /* 1K-256K messages: one to 64 chunks */
+    set.device = fake_device_comm();
     x->st[r] = plait_threads_comm_world(x->w, r, &set, &c);
     if (x->st[r] == PLAIT_OK) x->st[r] = plait_bench_comm_run(c, &x->o, r == 0 ? x->out : NULL, &x->wrong[r]);
     plait_comm_free(c);

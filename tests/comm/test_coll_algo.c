@@ -12,7 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "comm/coll.h"
+#include "coll/coll.h"
 #include "comm/comm_threads.h"
 #include "config/config.h"
 #include "runtime/error.h"

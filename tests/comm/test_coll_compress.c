@@ -1,5 +1,5 @@
 /*
- * Compressed collectives (comm/compress.h, plait/coll.h's plait_compression).
+ * Compressed collectives (coll/compress.h, plait/coll.h's plait_compression).
  *
  * The codec: sizes; bf16 exact on values it can hold; int8 within half a
  * scale step of every value; onebit decodes to the block's root mean square
@@ -27,10 +27,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "comm/coll.h"
+#include "coll/coll.h"
 #include "comm/comm_threads.h"
-#include "comm/comm_topo.h"
-#include "comm/compress.h"
+#include "commstate/comm_topo.h"
+#include "coll/compress.h"
 #include "runtime/error.h"
 #include "host/host_table.h"
 

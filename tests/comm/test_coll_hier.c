@@ -14,9 +14,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "comm/coll.h"
+#include "coll/coll.h"
 #include "comm/comm_threads.h"
-#include "comm/comm_topo.h"
+#include "commstate/comm_topo.h"
 #include "runtime/error.h"
 #include "host/host_table.h"
 

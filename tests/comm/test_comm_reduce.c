@@ -15,9 +15,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "comm/coll.h"
-#include "comm/sum_tree.h"
-#include "comm/reduce.h"
+#include "coll/coll.h"
+#include "coll/sum_tree.h"
+#include "coll/reduce.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t next_u32(void) {

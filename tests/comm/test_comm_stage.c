@@ -1,5 +1,5 @@
 /*
- * Device buffers on a host-memory transport (core/comm/coll_stage.c): every
+ * Device buffers on a host-memory transport (core/staging/coll_staging.c): every
  * collective, dtype and operator at 2-4 ranks, staged in chunks through
  * pinned host memory, gives the same bits as the same collective on host
  * buffers (#wrong counts the elements that differ), at sizes below, at and
@@ -20,10 +20,10 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "comm/comm_device.h"
-#include "comm/comm_stage.h"
+#include "commstate/comm_device.h"
+#include "staging/staging.h"
 #include "comm/comm_threads.h"
-#include "comm/reduce.h"
+#include "coll/reduce.h"
 #include "comm/fake_device.h"
 #include "host/host_table.h"
 #include "runtime/error.h"
@@ -59,6 +59,7 @@ static shared *world_new(int n, double timeout_s) {
     plait_comm_settings_default(&s->settings);
     s->settings.staging_chunk = CHUNK;
     s->settings.timeout_s = timeout_s;
+    s->settings.device = fake_device_comm();
     return s;
 }
 
@@ -483,14 +484,13 @@ static void lone_main(int rank, void *arg) {
     fake_device_free(d);
 }
 
-/* With no device registered, device buffers are refused, never dereferenced. */
+/* A communicator handed no device (and none open) refuses device buffers,
+ * never dereferences them. */
 static void test_no_device_refused(void **state) {
     (void)state;
-    plait_comm_device keep = *plait_comm_device_get();
-    plait_comm_set_device(NULL);
     shared *sh = world_new(2, 5.0);
+    sh->settings.device = NULL; /* the open device: none */
     assert_int_equal(plait_threads_run(2, lone_main, sh), PLAIT_OK);
-    plait_comm_set_device(&keep);
     for (int r = 0; r < 2; r++) {
         fprintf(stderr, "rank %d: %s\n", r, sh->msg[r]);
         assert_int_equal(sh->st[r], PLAIT_ERR_UNSUPPORTED);

@@ -13,6 +13,7 @@
 
 const plait_plugin_desc *g_desc;
 int g_check_collectives;
+const plait_comm_device *g_device;
 static char *const g_noenv[] = {NULL};
 
 void record_fail(job *j, int line, const char *fmt, ...) {
@@ -66,6 +67,7 @@ void run_job(job *j, int n, const char *text, const char *const *per_rank, body_
     plait_comm_settings_default(&j->settings);
     j->settings.timeout_s = 20.0;
     j->settings.check_collectives = g_check_collectives;
+    j->settings.device = g_device;
     pthread_mutex_init(&j->mu, NULL);
     pthread_barrier_init(&j->bar, NULL, (unsigned)n);
     assert_int_equal(plait_threads_run(n, rank_main, j), PLAIT_OK);

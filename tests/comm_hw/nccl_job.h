@@ -45,6 +45,8 @@ struct job {
 extern const plait_plugin_desc *g_desc;
 /* [comm] check_collectives of the next run_job */
 extern int g_check_collectives;
+/* the device the job's communicators are handed (NULL: the open one, none here) */
+extern const plait_comm_device *g_device;
 /* collective options for device (PLAIT_MEM_CUDA) buffers */
 extern const plait_coll_opts dev_opts;
 

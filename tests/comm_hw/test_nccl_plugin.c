@@ -31,9 +31,9 @@
 #include <cuda_runtime.h>
 
 #include "comm/comm.h"
-#include "comm/comm_device.h"
+#include "commstate/comm_device.h"
 #include "comm/comm_threads.h"
-#include "comm/request.h"
+#include "commstate/request.h"
 #include "config/config.h"
 #include "mock_gpu.h"
 #include "nccl_job.h"
@@ -484,22 +484,22 @@ static void test_host_memory_refused(void **state) {
 static void test_host_control_data(void **state) {
     (void)state;
     plait_comm_device dev = {PLAIT_MEM_CUDA, mock_copy, mock_alloc, mock_free};
-    plait_comm_set_device(&dev);
+    g_device = &dev;
     job j;
     run_job(&j, 3, NULL, NULL, body_host_control);
-    plait_comm_set_device(NULL);
+    g_device = NULL;
     expect_clean(&j); /* the device scratch went with the communicators */
 }
 
 static void test_checked_collectives(void **state) {
     (void)state;
     plait_comm_device dev = {PLAIT_MEM_CUDA, mock_copy, mock_alloc, mock_free};
-    plait_comm_set_device(&dev);
+    g_device = &dev;
     job j;
     g_check_collectives = 1;
     run_job(&j, 3, NULL, NULL, body_checked);
     g_check_collectives = 0;
-    plait_comm_set_device(NULL);
+    g_device = NULL;
     expect_clean(&j);
 }
 

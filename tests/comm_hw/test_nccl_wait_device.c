@@ -14,7 +14,8 @@
 
 #include <cuda_runtime.h>
 
-#include "comm/comm_device.h"
+#include "commstate/comm_device.h"
+#include "device/event_pool.h"
 #include "host/host_table.h"
 #include "mock_gpu.h"
 #include "nccl_job.h"
@@ -155,12 +156,13 @@ static void body_wait_device(int rank, plait_comm *w, job *j) {
 static void test_wait_device(void **state) {
     (void)state;
     plait_comm_device dev = {PLAIT_MEM_CUDA, mock_copy, mock_alloc, mock_free, &fake_events};
-    plait_comm_set_device(&dev);
+    g_device = &dev;
     g_rank0_back = 0;
     g_host_syncs = g_compute_waits = 0;
     job j;
     run_job(&j, 2, NULL, NULL, body_wait_device);
-    plait_comm_set_device(NULL); /* drains the core's event pool */
+    g_device = NULL;
+    plait_event_pool_drain(); /* the core's pooled events are the stand-in's */
     expect_clean(&j);
     assert_int_equal(g_ev_live, 0);
 }

@@ -125,20 +125,44 @@ static void test_ranks_ignoring_sigterm_are_killed(void **state) {
     outcome_free(&o);
 }
 
-static void test_exec_failure(void **state) {
-    (void)state;
-    char *argv[] = {"nope", NULL};
+/* n ranks of `exe`, output inherited, no summary printed. */
+static plait_launch_opts quiet_job(int n, const char *exe, char **argv) {
     plait_launch_opts o = {0};
-    o.nranks = 2;
-    o.exe = "/nonexistent/binary";
+    o.nranks = n;
+    o.exe = exe;
     o.argv = argv;
     o.grace_s = 0.3;
     o.stdout_fd = o.stderr_fd = -1;
     o.quiet = 1;
+    return o;
+}
+
+static void test_exec_failure(void **state) {
+    (void)state;
+    char *argv[] = {"nope", NULL};
+    plait_launch_opts o = quiet_job(2, "/nonexistent/binary", argv);
     plait_launch_result res;
     assert_int_equal(plait_launch_local(&o, &res), PLAIT_OK);
     assert_int_equal(res.exit_code, 127);
     assert_contains(res.message, "cannot execute /nonexistent/binary");
+}
+
+/* The launcher of host 1 of a job on 2 hosts runs world ranks 2 and 3:
+ * its report names them so, not by their index on this host. */
+static void test_second_host_names_world_ranks(void **state) {
+    (void)state;
+    char *argv[] = {"sh", "-c", "if [ $PLAIT_RANK = 3 ]; then exit 4; fi; exec sleep 30", NULL};
+    plait_launch_opts o = quiet_job(2, "/bin/sh", argv);
+    o.nnodes = 2;
+    o.node_rank = 1;
+    o.store_host = "127.0.0.1";
+    o.store_port = 9; /* host 1 binds nothing; its ranks would connect there */
+    o.token = "shared-token";
+    plait_launch_result res;
+    assert_int_equal(plait_launch_local(&o, &res), PLAIT_OK);
+    assert_int_equal(res.exit_code, 4);
+    assert_int_equal(res.failed_rank, 3);
+    assert_string_equal(res.message, "rank 3 failed with exit code 4 (it reported no error)");
 }
 
 /* Processes of user `uid` now (each thread counts against RLIMIT_NPROC). */
@@ -338,6 +362,7 @@ int main(void) {
         cmocka_unit_test(test_first_hand_failure_is_the_cause),
         cmocka_unit_test(test_ranks_ignoring_sigterm_are_killed),
         cmocka_unit_test(test_exec_failure),
+        cmocka_unit_test(test_second_host_names_world_ranks),
         cmocka_unit_test(test_fork_failure_is_the_cause),
         cmocka_unit_test(test_ctrl_c_forwarded),
         cmocka_unit_test(test_take_nranks),

@@ -202,6 +202,96 @@ static void test_gather_timeout_names_missing(void **state) {
     plait_store_close(st);
 }
 
+/* Run `test` against a store of its own (the join's key prefix is a
+ * fixed name, so its gathers must not meet another test's). */
+static void on_own_store(void (*test)(void)) {
+    plait_store_server *shared = g_srv;
+    int shared_port = g_port;
+    assert_int_equal(setup(NULL), 0);
+    test();
+    teardown(NULL);
+    g_srv = shared;
+    g_port = shared_port;
+}
+
+/* Members that disagree about a gather can never complete it: two
+ * launchers given different layouts (a gather of 2 members against one of
+ * 4), or two processes claiming the same index (the same --node-rank on
+ * two hosts). Everyone waiting stops at once, naming both sides, and so
+ * does anyone who arrives later; other gathers are untouched. */
+static void size_mismatch(void) {
+    struct gather_arg zero = {.index = 0, .n = 2, .timeout = 20, .prefix = "job/join/"};
+    pthread_t t;
+    double t0 = plait_clock_now();
+    pthread_create(&t, NULL, gather_thread, &zero);
+    usleep(100 * 1000); /* rank 0 waits for rank 1 of 2 */
+    plait_store *st = client(2);
+    int mine = 2, all[4];
+    plait_status s = plait_store_gather(st, "job/join/", 4, 2, &mine, all, sizeof mine, 20, NULL, NULL);
+    assert_int_equal(s, PLAIT_ERR_PEER_LOST);
+    assert_contains(plait_last_error(), "world rank 2 (from 127.0.0.1:");
+    assert_contains(plait_last_error(), "joins a job of 4 ranks");
+    assert_contains(plait_last_error(), "world rank 0 (from 127.0.0.1:");
+    assert_contains(plait_last_error(), "counts 2");
+    assert_contains(plait_last_error(), "the same layout");
+    pthread_join(t, NULL);
+    assert_int_equal(zero.status, PLAIT_ERR_PEER_LOST);
+    assert_true(plait_clock_now() - t0 < 5);
+    /* a late member of either size stops too, at once */
+    t0 = plait_clock_now();
+    mine = 3;
+    assert_int_equal(plait_store_gather(st, "job/join/", 4, 3, &mine, all, sizeof mine, 20, NULL, NULL),
+                     PLAIT_ERR_PEER_LOST);
+    assert_contains(plait_last_error(), "joins a job of 4 ranks");
+    assert_true(plait_clock_now() - t0 < 5);
+    /* another gather is untouched */
+    assert_int_equal(plait_store_gather(st, "solo/", 1, 0, &mine, all, sizeof mine, 5, NULL, NULL), PLAIT_OK);
+    plait_store_close(st);
+}
+
+static void index_claimed_twice(void) {
+    /* rank 0 waits for 3 members; two processes both claim index 1 */
+    struct gather_arg zero = {.index = 0, .n = 3, .timeout = 20, .prefix = "job/join/"};
+    pthread_t t;
+    double t0 = plait_clock_now();
+    pthread_create(&t, NULL, gather_thread, &zero);
+    usleep(100 * 1000);
+    plait_store *a = client(1), *b = client(1);
+    int vb = 22, all[3];
+    struct gather_arg first = {.index = 1, .n = 3, .timeout = 20, .prefix = "job/join/"};
+    pthread_t t1;
+    pthread_create(&t1, NULL, gather_thread, &first); /* contributes 101 */
+    usleep(100 * 1000);
+    plait_status s = plait_store_gather(b, "job/join/", 3, 1, &vb, all, sizeof vb, 20, NULL, NULL);
+    assert_int_equal(s, PLAIT_ERR_PEER_LOST);
+    assert_contains(plait_last_error(), "two processes joined as world rank 1 (world rank 1 from 127.0.0.1:");
+    assert_contains(plait_last_error(), "--node-rank");
+    pthread_join(t, NULL);
+    pthread_join(t1, NULL);
+    assert_int_equal(zero.status, PLAIT_ERR_PEER_LOST);
+    assert_int_equal(first.status, PLAIT_ERR_PEER_LOST);
+    assert_true(plait_clock_now() - t0 < 5);
+    /* the same bytes again (a retry) are no conflict; a completed gather
+     * stays complete for a late duplicate with other bytes, which alone stops */
+    int x = 7, y = 8, two[2];
+    assert_int_equal(plait_store_gather(a, "done/", 1, 0, &x, two, sizeof x, 5, NULL, NULL), PLAIT_OK);
+    assert_int_equal(plait_store_gather(a, "done/", 1, 0, &x, two, sizeof x, 5, NULL, NULL), PLAIT_OK);
+    assert_int_equal(plait_store_gather(b, "done/", 1, 0, &y, two, sizeof y, 5, NULL, NULL), PLAIT_ERR_PEER_LOST);
+    assert_int_equal(plait_store_gather(a, "done2/", 1, 0, &x, two, sizeof x, 5, NULL, NULL), PLAIT_OK);
+    plait_store_close(a);
+    plait_store_close(b);
+}
+
+static void test_gather_size_mismatch_stops_all(void **state) {
+    (void)state;
+    on_own_store(size_mismatch);
+}
+
+static void test_gather_index_claimed_twice(void **state) {
+    (void)state;
+    on_own_store(index_claimed_twice);
+}
+
 /* A raw connection to the store. */
 static int raw_connect(void) {
     struct sockaddr_storage ss;
@@ -565,6 +655,8 @@ int main(void) {
         cmocka_unit_test(test_same_client_two_threads),
         cmocka_unit_test(test_gather_and_add_concurrent),
         cmocka_unit_test(test_gather_timeout_names_missing),
+        cmocka_unit_test(test_gather_size_mismatch_stops_all),
+        cmocka_unit_test(test_gather_index_claimed_twice),
         cmocka_unit_test(test_wrong_token_rejected),
         cmocka_unit_test(test_random_bytes_rejected),
         cmocka_unit_test(test_oversized_frames_rejected),

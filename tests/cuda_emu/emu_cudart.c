@@ -225,6 +225,23 @@ int pc_emu_check_kernel_pointer(const char *kernel, int index, const void *p) {
     return 0;
 }
 
+/* CUDA 11 and later: device memory, page-locked host memory, or plain
+ * (pageable) host memory, which is not an error. */
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
+    memset(a, 0, sizeof *a);
+    int pinned = 0;
+    if (find_region(p, 1, &pinned) < 0) {
+        a->type = cudaMemoryTypeUnregistered;
+        a->device = -2;
+        return cudaSuccess;
+    }
+    a->type = pinned ? cudaMemoryTypeHost : cudaMemoryTypeDevice;
+    a->device = 0;
+    a->devicePointer = (void *)p;
+    a->hostPointer = pinned ? (void *)p : NULL;
+    return cudaSuccess;
+}
+
 cudaError_t cudaMalloc(void **p, size_t n) {
     *p = NULL;
     if (sticky()) return ok_or_sticky();

@@ -31,6 +31,8 @@ refused train "$PLAIT_BIN" train "$CFG" "${BIG[@]}" "run.out_dir=$E2E_WORK/run"
 refused bench "$PLAIT_BIN" bench train "$CFG" "${BIG[@]}" --steps 1
 refused launched "$PLAIT_BIN" train "$CFG" "${BIG[@]}" parallel.dp=2 data.global_batch=32 "run.out_dir=$E2E_WORK/run"
 [ ! -e "$E2E_WORK/run" ] || fail "the launcher started ranks: $(ls "$E2E_WORK/run")"
+refused dashn "$PLAIT_BIN" train "$CFG" "${BIG[@]}" -n 1 "run.out_dir=$E2E_WORK/run"
+[ ! -e "$E2E_WORK/run" ] || fail "-n 1 started a rank: $(ls "$E2E_WORK/run")"
 # the suggestion fits: config check under the same limit says ok with it
 (ulimit -v $LIMIT_KB; "$PLAIT_BIN" config check "$CFG" "${BIG[@]}" data.micro_batch=8) >"$E2E_WORK/fix.out" 2>&1 ||
   fail "the suggested data.micro_batch=8 does not pass: $(cat "$E2E_WORK/fix.out")"

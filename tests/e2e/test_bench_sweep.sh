@@ -4,7 +4,9 @@
 # in the CSV; the table is ranked by measured tokens/s; the report's PNGs
 # are PNG images; the predicted peak memory per rank is within 12% of the
 # measured peak RSS on each layout; a second run continues from the CSV and
-# measures nothing again; without --csv or --report nothing is left behind;
+# measures nothing again; --repeat writes a row per run, shows the median run
+# and the spread, and a larger --repeat later adds only the missing runs;
+# without --csv or --report nothing is left behind;
 # the split adds up to the step time and the plots keep their legends and
 # names in view; with 3 ranks the invalid layouts are skipped with
 # their reason and never started; `plait plan` lists the same layouts and
@@ -13,8 +15,8 @@
 # and exits non-zero.
 source "$(dirname "$0")/lib.sh"
 W=$E2E_WORK
-rm -rf "$W/rep" "$W/three"* "$W/five"* "$W/max"* "$W/zb"*
-sweep() { "$PLAIT_BIN" bench sweep "$CFG" --steps 2 --warmup 1 "$@"; }
+rm -rf "$W/rep" "$W/rep3"* "$W/three"* "$W/five"* "$W/max"* "$W/zb"*
+sweep() { "$PLAIT_BIN" bench sweep "$CFG" --steps 2 --warmup 1 --repeat 1 "$@"; }
 
 sweep -n 2 --report "$W/rep" >"$W/sweep.out" 2>"$W/sweep.err" || { cat "$W/sweep.out" "$W/sweep.err"; fail "sweep of 2 ranks"; }
 csv=$W/rep/sweep.csv
@@ -76,8 +78,23 @@ for rc in none selective full; do
 done
 # an interrupted sweep continues from its CSV: nothing left to measure
 sweep -n 2 --report "$W/rep" >"$W/again.out" 2>"$W/again.err" || fail "second sweep: $(cat "$W/again.err")"
-grep -q "^sweep: 0 layouts measured" "$W/again.err" || fail "the second sweep measured again: $(cat "$W/again.err")"
+grep -q "^sweep: 0 runs of 0 layouts measured" "$W/again.err" || fail "the second sweep measured again: $(cat "$W/again.err")"
 [ "$(awk 'NR > 1' "$csv" | wc -l)" -eq 5 ] || fail "the CSV grew on the second sweep"
+
+# repeats: each run is a CSV row; the table shows the median run and the
+# spread of the runs; a repeat added later measures only the missing runs
+sweep -n 2 --dp 2 --tp 1 --pp 1 --repeat 3 --csv "$W/rep3.csv" >"$W/rep3.out" 2>"$W/rep3.err" ||
+  fail "sweep --repeat 3: $(cat "$W/rep3.err")"
+[ "$(awk -F, 'NR > 1 && $11 == "ok" { print $28 }' "$W/rep3.csv" | tr '\n' ' ')" = "1 2 3 " ] ||
+  fail "--repeat 3 did not write runs 1, 2, 3: $(cat "$W/rep3.csv")"
+med=$(awk -F, 'NR > 1 { print $12 }' "$W/rep3.csv" | sort -n | sed -n 2p)
+row=$(grep "^  1 .*dp2 tp1 pp1" "$W/rep3.out") || fail "no table row: $(cat "$W/rep3.out")"
+awk -v m="$med" '{ for (i = 1; i <= NF; i++) if ($i == "adam") { t = $(i + 1); s = $(i + 2) } }
+  END { exit !(t - m < 1 && m - t < 1 && s ~ /^[-+][0-9.]+\/[-+][0-9.]+%$/) }' <<<"$row" ||
+  fail "the table does not show the median run $med and its spread: $row"
+grep -q "^# 3 runs per layout" "$W/rep3.out" || fail "no note on the runs: $(cat "$W/rep3.out")"
+sweep -n 2 --dp 2 --tp 1 --pp 1 --repeat 4 --csv "$W/rep3.csv" >"$W/rep4.out" 2>"$W/rep4.err" || fail "--repeat 4 after 3"
+grep -q "^sweep: 1 run of 1 layout measured" "$W/rep4.err" || fail "a fourth run did not measure just one: $(cat "$W/rep4.err")"
 
 # without --csv or --report nothing is left behind: the table is the result
 mkdir -p "$W/cwd" "$W/tmp"

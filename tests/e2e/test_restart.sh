@@ -6,6 +6,10 @@
 # output, rank 0's log and metrics.csv (restarts column), and every step is
 # in metrics.csv once. With --max-restarts 0 the same kill ends the job as
 # without the option: non-zero exit naming the rank, no restart.
+# A crash during the job's first save leaves only incomplete checkpoints:
+# the restart starts over from step 0 and says so, where the directory held
+# no checkpoint before the job; one that held another run's incomplete
+# checkpoints is still refused, its metrics.csv untouched.
 source "$(dirname "$0")/lib.sh"
 N=12 K=4
 # the sleep paces the steps (about 0.15 s each) so the kill lands mid-run; it changes no number
@@ -58,4 +62,22 @@ start_and_kill no_restart 0
 grep -q "^plait: rank 1 was killed by SIGKILL" "$E2E_WORK/no_restart.out" || fail "the launcher did not name rank 1"
 ! grep -Eq "restart [0-9]+ of" "$E2E_WORK/no_restart.out" || fail "--max-restarts 0 restarted: $(grep -E "restart [0-9]+ of" "$E2E_WORK/no_restart.out")"
 [ ! -e "$E2E_WORK/no_restart/ckpt-$(printf %08d $N)" ] || fail "--max-restarts 0 finished training anyway"
-echo "restart OK: killed rank 1 after $((KILLED_AT_ROWS - 1)) steps; one restart from step $K's checkpoint, bit-identical to an uninterrupted run; with 0 restarts the job ended (exit $RC)"
+# --- a crash during the job's first checkpoint
+rm -rf "${E2E_WORK:?}/first_save"
+"$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/first_save" parallel.dp=2 run.steps=4 run.ckpt_every=2 \
+  run.debug_die_in_save=2 --max-restarts 1 >"$E2E_WORK/first_save.out" 2>&1 ||
+  { tail -n 8 "$E2E_WORK/first_save.out" >&2; fail "a crash during the first save was not recovered by a restart"; }
+grep -q "^plait: rank 0 was killed by SIGKILL" "$E2E_WORK/first_save.out" || fail "the first attempt did not die in its save"
+grep -q "every checkpoint in $E2E_WORK/first_save is incomplete (1 directory, the first: ckpt-00000002: this job's first save was interrupted), so the restart starts over from step 0" \
+  "$E2E_WORK/first_save/rank-0.log" || fail "the restart from scratch was not explained: $(grep -i "incomplete\|restart" "$E2E_WORK/first_save/rank-0.log")"
+[ "$(column first_save step | tr '\n' ' ')" = "1 2 3 4 " ] || fail "metrics.csv steps after the restart from scratch: $(column first_save step | tr '\n' ' ')"
+[ -f "$E2E_WORK/first_save/ckpt-00000004/COMPLETE" ] || fail "the restarted job saved no final checkpoint"
+# another run's incomplete checkpoints are not this job's to overwrite
+rm -f "$E2E_WORK"/first_save/ckpt-*/COMPLETE
+cp "$E2E_WORK/first_save/metrics.csv" "$E2E_WORK/first_save-metrics.csv"
+if "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/first_save" parallel.dp=2 run.steps=4 --max-restarts 1 \
+  >"$E2E_WORK/first_save-again.out" 2>&1; then fail "a job over another run's incomplete checkpoints started"; fi
+grep -q "none is complete" "$E2E_WORK/first_save-again.out" || fail "unclear refusal: $(tail -n 2 "$E2E_WORK/first_save-again.out")"
+cmp -s "$E2E_WORK/first_save/metrics.csv" "$E2E_WORK/first_save-metrics.csv" || fail "another run's metrics.csv was rewritten"
+
+echo "restart OK: killed rank 1 after $((KILLED_AT_ROWS - 1)) steps; one restart from step $K's checkpoint, bit-identical to an uninterrupted run; with 0 restarts the job ended (exit $RC); a crash in the first save restarted from step 0"

@@ -153,6 +153,33 @@ static void test_spearman(void **state) {
     NEAR(plait_spearman(x, tie, 5), 8.0 / sqrt(95.0));
 }
 
+/* rows ranked by median: overlapping spreads share a group */
+static void test_sweep_groups(void **state) {
+    (void)state;
+    plait_sweep_row r[5];
+    memset(r, 0, sizeof r);
+    const double lo[5] = {95, 92, 80, 70, 69}, med[5] = {100, 96, 85, 72, 71}, hi[5] = {104, 97, 90, 74, 73};
+    for (int i = 0; i < 5; i++) {
+        r[i].state = 1;
+        r[i].n_runs = 3;
+        r[i].tokens_min = lo[i];
+        r[i].tokens_per_s = med[i];
+        r[i].tokens_max = hi[i];
+    }
+    int g[5];
+    /* 1 and 2 overlap (97 >= 95); 3 does not reach 92; 4 and 5 overlap */
+    assert_int_equal(plait_sweep_groups(r, 5, g), 3);
+    assert_int_equal(g[0], 1);
+    assert_int_equal(g[1], 1);
+    assert_int_equal(g[2], 3);
+    assert_int_equal(g[3], 4);
+    assert_int_equal(g[4], 4);
+    /* a single run has no spread: it is never called indistinguishable */
+    r[1].n_runs = 1;
+    assert_int_equal(plait_sweep_groups(r, 5, g), 4);
+    assert_int_equal(g[1], 2);
+}
+
 static plait_cost_axes axes4(const char *list) {
     plait_cost_axes a;
     memset(&a, 0, sizeof a);
@@ -315,7 +342,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_link_formulas),           cmocka_unit_test(test_bubble),
         cmocka_unit_test(test_memory_zero_formulas),    cmocka_unit_test(test_time_pipeline_on_gpus),
-        cmocka_unit_test(test_time_shared_cpu_cores),   cmocka_unit_test(test_spearman),
+        cmocka_unit_test(test_time_shared_cpu_cores),   cmocka_unit_test(test_spearman),          cmocka_unit_test(test_sweep_groups),
         cmocka_unit_test(test_enumerate_default_axes),  cmocka_unit_test(test_enumerate_bounds_and_optim),
         cmocka_unit_test(test_cluster_examples),        cmocka_unit_test(test_cluster_errors),
         cmocka_unit_test(test_fit_comm),

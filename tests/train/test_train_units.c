@@ -14,7 +14,7 @@
 #include "runtime/error.h"
 #include "layout/batch.h"
 #include "kernels/kernels.h"
-#include "comm/sum_tree.h"
+#include "coll/sum_tree.h"
 #include "layout/mesh.h"
 #include "model/tied.h"
 #include "train/run_source.h"

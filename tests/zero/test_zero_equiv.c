@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/sum_tree.h"
+#include "coll/sum_tree.h"
 #include "plugin/loader.h"
 #include "runtime/memory.h"
 #include "zero/zero_harness.h"

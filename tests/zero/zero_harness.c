@@ -13,7 +13,7 @@
 #include "plugin/loader.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
-#include "comm/sum_tree.h"
+#include "coll/sum_tree.h"
 #include "host/host_table.h"
 #include "support/offset_host.h"
 

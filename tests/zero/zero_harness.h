@@ -12,7 +12,7 @@
  * otherwise (flat buffers, 16-float aligned tensors, the tied copy sharing
  * the original's values), calls the layer hooks in a chosen micro-batch order,
  * accumulates micro-batches in the canonical tree in deterministic mode
- * (core/comm/sum_tree.h) when it owns gradients, all-reduces gradients over
+ * (core/coll/sum_tree.h) when it owns gradients, all-reduces gradients over
  * DP (ordered in deterministic mode) when the plugin does not reduce them,
  * and sums the tied copy's gradient into the original's when the plugin does
  * not. Global micro-batch of rank r, local micro-batch j: r*M + j (the DP

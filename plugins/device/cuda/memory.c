@@ -2,7 +2,8 @@
  * Device memory and the stream's data movement: alloc/free (cudaMalloc,
  * counted per allocation so memory_stats can report the bytes in use and
  * the peak), copy (cudaMemcpyAsync on the device's stream; a copy to the
- * host then waits for the stream), fill_zero (cudaMemsetAsync),
+ * host then waits for the stream, and so does a copy to the device from
+ * page-locked host memory), fill_zero (cudaMemsetAsync),
  * synchronize (the stream, CUDA's sticky errors, and any failure a kernel
  * recorded).
  *
@@ -156,6 +157,21 @@ plait_status pc_cuda_status(cudaError_t e, const char *what) {
                               cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+/* 1 if `p` is page-locked host memory (cudaHostAlloc'ed or registered):
+ * a queued copy reads or writes it when the copy runs, not when it is
+ * queued. Pageable memory is staged by cudaMemcpyAsync before it returns
+ * (to the device) or copied before it returns (to the host), so the caller
+ * may reuse it at once. Unknown memory counts as page-locked: waiting is
+ * always correct. */
+static int page_locked(const void *p) {
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    return a.type == cudaMemoryTypeHost;
+}
+
 plait_status pc_copy_on(plait_device_stream stream, void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
     if (!pc.is_open) return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: copy before the device was opened");
     if (bytes == 0) return PLAIT_OK;
@@ -171,18 +187,23 @@ plait_status pc_copy_on(plait_device_stream stream, void *dst, const void *src, 
     cudaStream_t s = stream == PLAIT_STREAM_COMM ? pc.comm_stream : pc.stream;
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kinds[dir], s);
     if (e != cudaSuccess) return pc_cuda_status(e, "cudaMemcpyAsync");
-    if (stream == PLAIT_STREAM_COMPUTE) {
-        if (dir != PLAIT_COPY_TO_HOST) return PLAIT_OK;
-        /* the host's synchronisation point: report what the step raised */
-        e = cudaStreamSynchronize(s);
-        if (e != cudaSuccess) return pc_cuda_status(e, "a kernel or copy before this copy to the host");
-        return pc_take_failure();
-    }
-    /* The communication stream: the core's staging reuses the host side as
-     * soon as this returns (plait/device.h), in both directions. */
     if (dir == PLAIT_COPY_ON_DEVICE) return PLAIT_OK;
+    if (dir == PLAIT_COPY_TO_HOST) {
+        e = cudaStreamSynchronize(s);
+        if (e != cudaSuccess)
+            return pc_cuda_status(e, stream == PLAIT_STREAM_COMPUTE ? "a kernel or copy before this copy to the host"
+                                                                    : "a copy on the communication stream");
+        /* the compute stream's host synchronisation point: report what the
+         * step raised */
+        return stream == PLAIT_STREAM_COMPUTE ? pc_take_failure() : PLAIT_OK;
+    }
+    /* To the device: the caller may reuse the source as soon as this returns
+     * (plait/device.h). From page-locked memory the copy reads it only when
+     * it runs, so wait for it (plait_tensor_read refills its page-locked
+     * staging buffer with the next chunk right after this returns). */
+    if (!page_locked(src)) return PLAIT_OK;
     e = cudaStreamSynchronize(s);
-    return e == cudaSuccess ? PLAIT_OK : pc_cuda_status(e, "a copy on the communication stream");
+    return e == cudaSuccess ? PLAIT_OK : pc_cuda_status(e, "a copy from page-locked host memory");
 }
 
 plait_status pc_copy(void *dst, const void *src, size_t bytes, plait_copy_dir dir) {

@@ -1,10 +1,10 @@
-#include "comm/sum_tree.h"
+#include "coll/sum_tree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/reduce.h"
+#include "coll/reduce.h"
 #include "device/device.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"

@@ -3,11 +3,11 @@
  * left-complete pairwise tree that fixes the bits of every layout-independent
  * sum (sdk/include/plait/sum_tree.h states what it computes). The core uses
  * it for gradient accumulation over micro-batches (train), the ordered
- * collectives (comm/coll_ordered.c) and the step's loss; plugins reach the
+ * collectives (coll/coll_ordered.c) and the step's loss; plugins reach the
  * streaming tree through host->sum_tree (core/host/host_table.c).
  *
  * It lives in comm because it combines elements with the collectives'
- * reduction kernels (comm/reduce.h); it calls nothing above comm.
+ * reduction kernels (coll/reduce.h); it calls nothing above comm.
  *
  * Two ways to feed it, one tree:
  *   - streaming (plait_sum_tree_create/add): leaves arrive one by one and

@@ -7,7 +7,7 @@
  * chunk out while its transfer is in flight. The copy thread ("stager")
  * takes copy jobs in FIFO order and makes every device copy of the staged
  * collectives; the collective's thread waits for a job's ticket only
- * before it needs the bytes (coll_stage.c explains the pipeline).
+ * before it needs the bytes (coll_staging.c explains the pipeline).
  *
  * The pool: four collective buffers (two chunks in flight, each with an
  * input and an output half), grown to the largest need and kept for the
@@ -23,8 +23,7 @@
 #ifndef PLAIT_CORE_COMM_STAGE_H
 #define PLAIT_CORE_COMM_STAGE_H
 
-#include "comm/comm.h"
-#include "comm/comm_device.h"
+#include "commstate/comm_state.h"
 
 /* One copy job: `blocks` pieces of `bytes` each; piece b moves between
  * host + b*host_stride and dev + b*dev_stride in direction `dir`
@@ -38,6 +37,7 @@ typedef struct plait_stage_copy {
     /* on the device's communication stream (the operation waited for its
      * ready event, comm_device.h); 0: with copy(), in compute-stream order */
     int on_comm;
+    const plait_comm_device *device; /* whose copies */
 } plait_stage_copy;
 
 /* The communicator's stage, created (thread started) on first use. */

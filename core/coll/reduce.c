@@ -1,4 +1,4 @@
-#include "comm/reduce.h"
+#include "coll/reduce.h"
 
 #include <string.h>
 

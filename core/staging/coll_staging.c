@@ -14,7 +14,7 @@
  * kind and algorithm on pinned host buffers, so the reduction happens in
  * host memory exactly as it does for host buffers. Two chunk slots
  * alternate (a double buffer per direction: slot k%2 has an input and an
- * output buffer). The communicator's copy thread (comm_stage.h) makes every
+ * output buffer). The communicator's copy thread (staging.h) makes every
  * device copy, in FIFO order: while this thread transfers chunk k, the copy
  * thread copies chunk k+1 out of the device and chunk k-1's result back in.
  * Before chunk k runs, this thread waits only for the jobs queued up to
@@ -39,14 +39,62 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll.h"
-#include "comm/comm_device.h"
-#include "comm/comm_stage.h"
+#include "staging/coll_staging.h"
+
+#include "coll/coll.h"
+#include "commstate/comm_device.h"
+#include "staging/staging.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 
 static int declared(const plait_comm *comm, plait_mem_kind kind) {
     return (comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(kind)) != 0;
+}
+
+/* Does the transport move host memory (pinned memory counts)? */
+static int moves_host(const plait_comm *comm) {
+    return declared(comm, PLAIT_MEM_HOST) || declared(comm, PLAIT_MEM_HOST_PINNED);
+}
+
+/* [comm] check_collectives for `a` as called (what plait_coll_execute does
+ * first), `algo` named in a mismatch: over the transport's point-to-point
+ * where it moves host memory (coll_exec.c), else as an internal allgather
+ * of host bytes that the transport carries through device memory
+ * (through_device, below) like the run's other control data. */
+static plait_status check(plait_comm *comm, const plait_coll_args *a, plait_coll_algo algo) {
+    if (moves_host(comm)) return plait_coll_check(comm, a);
+    if (!comm->settings.check_collectives || a->internal || comm->size <= 1) return PLAIT_OK;
+    plait_coll_fingerprint mine = plait_coll_fingerprint_of(a);
+    plait_coll_fingerprint *all = malloc((size_t)comm->size * sizeof *all);
+    if (!all) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_coll_args x = {.kind = PLAIT_COLL_ALLGATHER,
+                         .send = &mine,
+                         .recv = all,
+                         .count = sizeof mine,
+                         .dtype = PLAIT_U8,
+                         .algo = PLAIT_ALGO_AUTO,
+                         .mem_kind = PLAIT_MEM_HOST,
+                         .label = "check_collectives",
+                         .seq = a->seq,
+                         .internal = 1};
+    plait_status st = plait_coll_run(comm, &x);
+    if (st != PLAIT_OK)
+        st = plait_wrap_error(st, "exchanging collective fingerprints");
+    else
+        st = plait_coll_fingerprints_agree(comm, a, algo, all);
+    free(all);
+    return st;
+}
+
+/* plait_coll_execute, checked here first where the transport moves device
+ * memory only (its fingerprints cannot travel inside the algorithms). */
+static plait_status execute(plait_comm *comm, const plait_coll_args *a) {
+    if (moves_host(comm) || a->internal) return plait_coll_execute(comm, a);
+    plait_status st = check(comm, a, a->algo == PLAIT_ALGO_AUTO ? comm->settings.algorithm : a->algo);
+    if (st != PLAIT_OK) return st;
+    plait_coll_args c = *a;
+    c.internal = 1; /* checked */
+    return plait_coll_execute(comm, &c);
 }
 
 /* One side of a staged collective on this rank: the caller's buffer (NULL
@@ -106,8 +154,14 @@ static int stage_whole(const plait_comm *comm, const plait_coll_args *a, plait_c
     return !(comm->size == 2 && (a->op == PLAIT_SUM || a->op == PLAIT_PROD || a->op == PLAIT_AVG));
 }
 
-static plait_stage_copy job_of(plait_copy_dir dir, char *host, const side *sd, size_t count, size_t off,
-                               size_t m, size_t esz, int on_comm) {
+/* The communicator's device copy, or NULL when it has no device. */
+static plait_comm_copy_fn device_copy(const plait_comm *comm) {
+    const plait_comm_device *dev = plait_comm_device_of(comm);
+    return dev ? dev->copy : NULL;
+}
+
+static plait_stage_copy job_of(const plait_comm *comm, plait_copy_dir dir, char *host, const side *sd, size_t count,
+                               size_t off, size_t m, size_t esz, int on_comm) {
     return (plait_stage_copy){.dir = dir,
                               .host = host,
                               .dev = sd->buf + off * esz,
@@ -115,14 +169,15 @@ static plait_stage_copy job_of(plait_copy_dir dir, char *host, const side *sd, s
                               .host_stride = m * esz,
                               .dev_stride = count * esz,
                               .blocks = sd->blocks,
-                              .on_comm = on_comm};
+                              .on_comm = on_comm,
+                              .device = plait_comm_device_of(comm)};
 }
 
 /* A group of one on device memory: a device-to-device copy. */
-static plait_status run_alone_on_device(const plait_coll_args *a) {
+static plait_status run_alone_on_device(const plait_comm *comm, const plait_coll_args *a) {
     if (a->kind == PLAIT_COLL_BROADCAST || a->kind == PLAIT_COLL_BARRIER || a->send == a->recv || !a->recv)
         return PLAIT_OK;
-    plait_comm_copy_fn copy = plait_comm_device_copy();
+    plait_comm_copy_fn copy = device_copy(comm);
     if (!copy)
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s of device memory, but no device is open to copy it",
                                plait_coll_kind_name(a->kind));
@@ -143,7 +198,7 @@ static plait_status staged_chunks(plait_comm *comm, const plait_coll_args *a);
 static plait_status staged(plait_comm *comm, const plait_coll_args *a) {
     size_t rn = comm->size > 1 ? residual_floats(comm, a) : 0;
     if (!rn) return staged_chunks(comm, a);
-    plait_comm_copy_fn copy = plait_comm_device_copy();
+    plait_comm_copy_fn copy = device_copy(comm);
     float *host = copy ? plait_alloc(rn * sizeof(float), PLAIT_MEM_HOST, 64, "comm staging") : NULL;
     if (!host)
         return plait_set_error(copy ? PLAIT_ERR_NO_MEMORY : PLAIT_ERR_UNSUPPORTED,
@@ -163,10 +218,10 @@ static plait_status staged_chunks(plait_comm *comm, const plait_coll_args *a) {
     snprintf(what, sizeof what, "%s #%llu%s%s%s of %zu elements in device memory, staged through pinned host memory",
              plait_coll_kind_name(a->kind), (unsigned long long)a->seq, a->label[0] ? " '" : "", a->label,
              a->label[0] ? "'" : "", a->count);
-    if (!plait_comm_device_copy())
+    if (!device_copy(comm))
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s: no device is open to copy it (device memory kind %d)",
                                what, (int)a->mem_kind);
-    if (comm->size == 1) return run_alone_on_device(a);
+    if (comm->size == 1) return run_alone_on_device(comm, a);
     plait_stage *sg = NULL;
     plait_status st = plait_stage_of(comm, &sg);
     if (st != PLAIT_OK) return plait_wrap_error(st, "%s", what);
@@ -194,14 +249,14 @@ static plait_status staged_chunks(plait_comm *comm, const plait_coll_args *a) {
      * this thread waits for that point only, never for the whole device,
      * and the compute stream keeps running what was queued after it. */
     int on_comm = a->ready != NULL;
-    if (on_comm && (st = plait_comm_ready_wait(a->ready)) != PLAIT_OK) return plait_wrap_error(st, "%s", what);
+    if (on_comm && (st = plait_comm_ready_wait(plait_comm_device_of(comm), a->ready)) != PLAIT_OK) return plait_wrap_error(st, "%s", what);
 
 #define CHUNK_LEN(k) ((k) + 1 == chunks ? count - (k) * m : m)
 #define POST_OUT(k)                                                                                        \
     do {                                                                                                   \
         if (in.buf) {                                                                                      \
             plait_stage_copy j =                                                                           \
-                job_of(PLAIT_COPY_TO_HOST, buf[(k) & 1], &in, count, (k) * m, CHUNK_LEN(k), esz, on_comm); \
+                job_of(comm, PLAIT_COPY_TO_HOST, buf[(k) & 1], &in, count, (k) * m, CHUNK_LEN(k), esz, on_comm); \
             (void)plait_stage_post(sg, &j, &ready[(k) & 3]);                                               \
         } else {                                                                                           \
             ready[(k) & 3] = plait_stage_posted(sg);                                                       \
@@ -227,14 +282,14 @@ static plait_status staged_chunks(plait_comm *comm, const plait_coll_args *a) {
         if (!whole) c.algo = algo;
         if (k > 0) c.internal = 1; /* check_collectives looked at the first chunk */
         plait_stage_mark_transfer(sg, 1);
-        st = plait_coll_execute(comm, &c);
+        st = execute(comm, &c);
         plait_stage_mark_transfer(sg, 0);
         if (st != PLAIT_OK) {
             failed = "transferring";
             break;
         }
         if (out.buf) {
-            plait_stage_copy j = job_of(PLAIT_COPY_TO_DEVICE, hout, &out, count, k * m, len, esz, on_comm);
+            plait_stage_copy j = job_of(comm, PLAIT_COPY_TO_DEVICE, hout, &out, count, k * m, len, esz, on_comm);
             uint64_t t;
             (void)plait_stage_post(sg, &j, &t);
         }
@@ -271,9 +326,9 @@ static plait_status rooted_on_device(plait_comm *comm, const plait_coll_args *a)
     /* [comm] check_collectives compares the call as made (a gather on one
      * rank against an allgather elsewhere is a mismatch), not what it
      * becomes here */
-    plait_status st = plait_coll_check(comm, a);
+    plait_status st = check(comm, a, PLAIT_ALGO_AUTO);
     if (st != PLAIT_OK) return st;
-    const plait_comm_device *dev = plait_comm_device_get();
+    const plait_comm_device *dev = plait_comm_device_of(comm);
     int root = a->root == comm->rank;
     size_t blk = a->count * plait_dtype_size(a->dtype), all = blk * (size_t)comm->size;
     if (!root && (!dev || !dev->alloc || !dev->free || !dev->copy))
@@ -295,7 +350,7 @@ static plait_status rooted_on_device(plait_comm *comm, const plait_coll_args *a)
         c.recv = root ? (void *)(uintptr_t)a->send : tmp;
         c.send = c.recv;
     }
-    st = plait_coll_execute(comm, &c);
+    st = execute(comm, &c);
     if (st == PLAIT_OK && a->kind == PLAIT_COLL_SCATTER) {
         const char *mine = (const char *)c.recv + (size_t)comm->rank * blk;
         if (mine != (const char *)a->recv) st = dev->copy(a->recv, mine, blk, PLAIT_COPY_ON_DEVICE);
@@ -306,7 +361,7 @@ static plait_status rooted_on_device(plait_comm *comm, const plait_coll_args *a)
 
 /* A collective on memory the transport moves itself. */
 static plait_status run_declared(plait_comm *comm, const plait_coll_args *a) {
-    return rooted_by_native(comm, a) ? rooted_on_device(comm, a) : plait_coll_execute(comm, a);
+    return rooted_by_native(comm, a) ? rooted_on_device(comm, a) : execute(comm, a);
 }
 
 /* Host buffers on a transport that moves device memory only (nccl): the
@@ -315,8 +370,8 @@ static plait_status run_declared(plait_comm *comm, const plait_coll_args *a) {
  * there, copied back; a barrier is a one-element allreduce. [comm]
  * check_collectives compares the call as made, before it becomes another. */
 static plait_status through_device(plait_comm *comm, const plait_coll_args *a, const plait_comm_device *dev) {
-    if (comm->size == 1) return plait_coll_execute(comm, a); /* host copies only */
-    plait_status st = plait_coll_check(comm, a);
+    if (comm->size == 1) return execute(comm, a); /* host copies only */
+    plait_status st = check(comm, a, PLAIT_ALGO_AUTO);
     if (st != PLAIT_OK) return st;
     plait_coll_args c = *a;
     c.internal = 1; /* checked above */
@@ -349,9 +404,9 @@ static plait_status through_device(plait_comm *comm, const plait_coll_args *a, c
         c.mem_kind = dev->kind;
         /* the copy in ran on the compute stream; the transport's own stream
          * (nccl's) follows it only through an event (plait/device.h) */
-        c.ready = plait_comm_ready_take(dev->kind, NULL, &c.own_ready);
+        c.ready = plait_comm_ready_take(dev, dev->kind, NULL, &c.own_ready);
         st = run_declared(comm, &c);
-        plait_comm_ready_release(c.ready, c.own_ready);
+        plait_comm_ready_release(dev, c.ready, c.own_ready);
     }
     if (st == PLAIT_OK && out.buf) st = dev->copy(out.buf, d[1], bout, PLAIT_COPY_TO_HOST);
     if (st == PLAIT_OK) return st;
@@ -363,15 +418,15 @@ static plait_status through_device(plait_comm *comm, const plait_coll_args *a, c
 
 plait_status plait_coll_run(plait_comm *comm, const plait_coll_args *args) {
     plait_mem_kind kind = args->mem_kind;
-    if (args->count == 0 && args->kind != PLAIT_COLL_BARRIER) return plait_coll_execute(comm, args);
+    if (args->count == 0 && args->kind != PLAIT_COLL_BARRIER) return execute(comm, args);
     if (declared(comm, kind)) return run_declared(comm, args);
     if (!plait_mem_is_host(kind)) return staged(comm, args);
     if (declared(comm, PLAIT_MEM_HOST)) { /* pinned memory is host memory too */
         plait_coll_args a = *args;
         a.mem_kind = PLAIT_MEM_HOST;
-        return plait_coll_execute(comm, &a);
+        return execute(comm, &a);
     }
-    const plait_comm_device *dev = plait_comm_device_get();
+    const plait_comm_device *dev = plait_comm_device_of(comm);
     if (dev && dev->alloc && dev->free && declared(comm, dev->kind)) return through_device(comm, args, dev);
-    return plait_coll_execute(comm, args); /* the transport refuses it, saying why */
+    return execute(comm, args); /* the transport refuses it, saying why */
 }

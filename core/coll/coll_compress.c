@@ -1,5 +1,5 @@
 /*
- * The compressed allgather (plait/coll.h, comm/compress.h): ZeRO-3's
+ * The compressed allgather (plait/coll.h, coll/compress.h): ZeRO-3's
  * parameter gather in bf16. Each rank encodes its block once and decodes
  * its own as the others do, so every rank computes with the same values;
  * the encoded blocks travel as bytes through the allgather AUTO picks for
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll.h"
-#include "comm/compress.h"
+#include "coll/coll.h"
+#include "coll/compress.h"
 #include "runtime/error.h"
 
 plait_status plait_compress_allgather(plait_coll_ctx *c) {

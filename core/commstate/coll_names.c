@@ -1,8 +1,8 @@
 /* Names of collectives and algorithms, for messages, logs and [comm]
- * algorithm. Pure functions; the bottom of core/comm's call graph. */
+ * algorithm. Pure functions; the bottom of communication's call graph. */
 #include <string.h>
 
-#include "comm/coll.h"
+#include "commstate/comm_state.h"
 
 const char *plait_coll_kind_name(plait_coll_kind kind) {
     static const char *const names[] = {"allreduce", "reduce_scatter", "allgather",

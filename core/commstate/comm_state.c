@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/comm.h"
+#include "commstate/comm_state.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 

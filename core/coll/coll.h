@@ -14,8 +14,8 @@
 #ifndef PLAIT_CORE_COMM_COLL_H
 #define PLAIT_CORE_COMM_COLL_H
 
-#include "comm/comm.h"
-#include "comm/reduce.h"
+#include "commstate/comm_state.h"
+#include "coll/reduce.h"
 
 /* One in-flight plugin request of the running collective. */
 typedef struct plait_coll_slot {
@@ -58,6 +58,29 @@ void *plait_coll_scratch(plait_coll_ctx *c, size_t bytes);
 void plait_coll_describe(const plait_coll_ctx *c, char *buf, size_t len);
 /* Release what a failed collective left in flight (after an abort). */
 void plait_coll_drain(plait_coll_ctx *c);
+
+/* Runs one collective on buffers the transport takes (coll_exec.c). */
+plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args);
+/* [comm] check_collectives for `args` alone (what plait_coll_execute does
+ * first), over a transport that moves host memory: every rank's call
+ * compared, a mismatch named; PLAIT_OK when the check is off, the call is
+ * internal or the group has one rank. For callers that run a collective as
+ * another one (coll_staging.c). */
+plait_status plait_coll_check(plait_comm *comm, const plait_coll_args *args);
+
+/* The check's two halves for a caller that carries the exchange itself
+ * (coll_staging.c, on a transport that moves device memory only): this
+ * rank's fingerprint of `a`, and every rank's (`all`, comm->size of them)
+ * compared, a mismatch named with `algo` in the collective's description. */
+typedef struct plait_coll_fingerprint {
+    uint32_t kind, dtype, op;
+    int32_t root;
+    uint64_t count, seq;
+    uint32_t compression, pad;
+} plait_coll_fingerprint;
+plait_coll_fingerprint plait_coll_fingerprint_of(const plait_coll_args *a);
+plait_status plait_coll_fingerprints_agree(plait_comm *comm, const plait_coll_args *a, plait_coll_algo algo,
+                                          const plait_coll_fingerprint *all);
 
 /* The algorithm AUTO runs for a collective of `kind` moving `bytes` (the
  * nccl-tests size: the whole buffer, n blocks for reduce_scatter, allgather,
@@ -140,7 +163,7 @@ plait_coll_algo_fn plait_hier_choose(const plait_comm *comm, plait_coll_kind kin
  * every rank's block encoded once, the encoded blocks allgathered with the
  * algorithm AUTO picks for their size, every block (its own too) decoded.
  * Compressed sums run the ordered and hierarchical algorithms below, which
- * encode what they send (comm/compress.h). */
+ * encode what they send (coll/compress.h). */
 plait_status plait_compress_allgather(plait_coll_ctx *c);
 
 /* coll_ordered.c: reductions in the canonical order (deterministic mode). */

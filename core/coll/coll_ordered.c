@@ -1,6 +1,6 @@
 /*
  * PLAIT_ALGO_ORDERED: reductions whose every element is the deterministic
- * summation tree (comm/sum_tree.h) over the members' contributions in rank
+ * summation tree (coll/sum_tree.h) over the members' contributions in rank
  * order, whatever the chunking, the transport or the timing, so deterministic-mode
  * data parallelism is bit-identical from run to run.
  *
@@ -12,7 +12,7 @@
  * in cache, and scratch memory stays bounded (2·n chunks). Same volume as
  * the ring: (n-1)/n of the vector out and in per phase.
  *
- * Compressed (plait_coll_args.compression, comm/compress.h): every piece
+ * Compressed (plait_coll_args.compression, coll/compress.h): every piece
  * goes out encoded, the owner's own piece through the same encoding (so
  * who owns an element does not change its sum), and onebit's error
  * feedback is kept at the piece's place in the input; the allreduce's
@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll.h"
-#include "comm/compress.h"
-#include "comm/sum_tree.h"
+#include "coll/coll.h"
+#include "coll/compress.h"
+#include "coll/sum_tree.h"
 #include "runtime/error.h"
 
 #define ORDERED_CHUNK_BYTES (256u << 10)

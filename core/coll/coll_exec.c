@@ -42,9 +42,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll.h"
-#include "comm/comm_device.h"
-#include "comm/compress.h"
+#include "coll/coll.h"
+#include "commstate/comm_device.h"
+#include "coll/compress.h"
+#include "commstate/request.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -159,7 +160,7 @@ static plait_coll_algo resolve(const plait_comm *comm, const plait_coll_args *a,
         return PLAIT_ALGO_HIER;
     if (a->compression != PLAIT_COMPRESS_NONE) {
         /* compressed sums: the ordered (direct) algorithm encodes what it
-         * sends, as the hierarchical one does (comm/compress.h) */
+         * sends, as the hierarchical one does (coll/compress.h) */
         *fn = lookup(a->kind, PLAIT_ALGO_ORDERED);
         return PLAIT_ALGO_ORDERED;
     }
@@ -177,15 +178,9 @@ plait_coll_algo plait_coll_resolve_algo(const plait_comm *comm, const plait_coll
 
 /* ---- check_collectives ----------------------------------------------- */
 
-typedef struct fingerprint {
-    uint32_t kind, dtype, op;
-    int32_t root;
-    uint64_t count, seq;
-    uint32_t compression, pad;
-} fingerprint;
-
-static fingerprint fingerprint_of(const plait_coll_args *a) {
-    fingerprint f = {(uint32_t)a->kind, (uint32_t)a->dtype, 0, 0, a->count, a->seq, (uint32_t)a->compression, 0};
+plait_coll_fingerprint plait_coll_fingerprint_of(const plait_coll_args *a) {
+    plait_coll_fingerprint f = {(uint32_t)a->kind, (uint32_t)a->dtype, 0, 0, a->count, a->seq,
+                                (uint32_t)a->compression, 0};
     if (a->kind == PLAIT_COLL_BARRIER) f.dtype = 0, f.count = 0;
     if (a->kind == PLAIT_COLL_ALLREDUCE || a->kind == PLAIT_COLL_REDUCE_SCATTER ||
         a->kind == PLAIT_COLL_REDUCE)
@@ -196,7 +191,7 @@ static fingerprint fingerprint_of(const plait_coll_args *a) {
     return f;
 }
 
-static int describe_fp(const fingerprint *f, char *buf, size_t len) {
+static int describe_fp(const plait_coll_fingerprint *f, char *buf, size_t len) {
     plait_coll_kind k = (plait_coll_kind)f->kind;
     return snprintf(buf, len, "%s(count %llu, %s%s%s, root %d%s%s)", plait_coll_kind_name(k),
                     (unsigned long long)f->count, plait_dtype_name((plait_dtype)f->dtype),
@@ -212,65 +207,68 @@ static int describe_fp(const fingerprint *f, char *buf, size_t len) {
                     f->compression ? plait_compress_name((plait_compression)f->compression) : "");
 }
 
-/* Every rank's fingerprint into `all`: over the transport's point-to-point
- * on host memory where it moves host memory; else (nccl moves device
- * memory only) as an internal allgather of host bytes, which the core
- * carries through device scratch (coll_stage.c) like the run's other
- * control data. */
-static plait_status gather_fingerprints(plait_coll_ctx *c, const fingerprint *mine, fingerprint *all) {
+/* Every rank's fingerprint into `all`, over the transport's point-to-point
+ * on host memory. A transport that moves device memory only (nccl) cannot
+ * carry it here: the staging layer checks such calls before they reach
+ * this one (plait_coll_fingerprints_agree). */
+static plait_status gather_fingerprints(plait_coll_ctx *c, const plait_coll_fingerprint *mine,
+                                        plait_coll_fingerprint *all) {
     const plait_comm *comm = c->comm;
     if (comm->ops->mem_kinds & (PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST) | PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST_PINNED)))
         return plait_rhd_allgather_bytes(c, mine, all, sizeof *mine, PLAIT_PHASE_CHECK);
-    plait_coll_args a = {.kind = PLAIT_COLL_ALLGATHER,
-                         .send = mine,
-                         .recv = all,
-                         .count = sizeof *mine,
-                         .dtype = PLAIT_U8,
-                         .algo = PLAIT_ALGO_AUTO,
-                         .mem_kind = PLAIT_MEM_HOST,
-                         .label = "check_collectives",
-                         .seq = c->a->seq,
-                         .internal = 1};
-    return plait_coll_run(c->comm, &a);
+    return plait_set_error(PLAIT_ERR_INTERNAL, "check_collectives on '%s': the transport moves device memory "
+                                               "only, so the fingerprints travel through the staging layer",
+                           comm->name);
+}
+
+/* Every rank's fingerprint against rank 0's; a mismatch named. */
+static plait_status compare_fingerprints(const plait_coll_ctx *c, const plait_coll_fingerprint *all) {
+    int n = c->size;
+    int bad = 0;
+    for (int q = 0; q < n; q++) bad += memcmp(&all[q], &all[0], sizeof *all) != 0;
+    if (!bad) return PLAIT_OK;
+    char msg[1536], d[128];
+    size_t used = 0;
+    plait_coll_describe(c, msg, sizeof msg);
+    used = strlen(msg);
+    used += (size_t)snprintf(msg + used, sizeof msg - used,
+                             ": the ranks called different collectives at this point:");
+    int shown = 0;
+    for (int q = 0; q < n && used < sizeof msg && shown < 8;) {
+        int last = q; /* a run of ranks with the same call */
+        while (last + 1 < n && !memcmp(&all[last + 1], &all[q], sizeof *all)) last++;
+        describe_fp(&all[q], d, sizeof d);
+        if (last == q)
+            used += (size_t)snprintf(msg + used, sizeof msg - used, " rank %d called %s;", q, d);
+        else
+            used += (size_t)snprintf(msg + used, sizeof msg - used, " ranks %d-%d called %s;", q,
+                                     last, d);
+        shown++;
+        q = last + 1;
+    }
+    return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s", msg);
 }
 
 static plait_status check_fingerprint(plait_coll_ctx *c) {
     int n = c->size;
-    fingerprint mine = fingerprint_of(c->a);
-    fingerprint *all = malloc((size_t)n * sizeof *all);
+    plait_coll_fingerprint mine = plait_coll_fingerprint_of(c->a);
+    plait_coll_fingerprint *all = malloc((size_t)n * sizeof *all);
     if (!all) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     plait_status st = gather_fingerprints(c, &mine, all);
     if (st != PLAIT_OK) {
         free(all);
         return plait_wrap_error(st, "exchanging collective fingerprints");
     }
-    int bad = 0;
-    for (int q = 0; q < n; q++) bad += memcmp(&all[q], &all[0], sizeof mine) != 0;
-    if (bad) {
-        char msg[1536], d[128];
-        size_t used = 0;
-        plait_coll_describe(c, msg, sizeof msg);
-        used = strlen(msg);
-        used += (size_t)snprintf(msg + used, sizeof msg - used,
-                                 ": the ranks called different collectives at this point:");
-        int shown = 0;
-        for (int q = 0; q < n && used < sizeof msg && shown < 8;) {
-            int last = q; /* a run of ranks with the same call */
-            while (last + 1 < n && !memcmp(&all[last + 1], &all[q], sizeof mine)) last++;
-            describe_fp(&all[q], d, sizeof d);
-            if (last == q)
-                used += (size_t)snprintf(msg + used, sizeof msg - used, " rank %d called %s;", q, d);
-            else
-                used += (size_t)snprintf(msg + used, sizeof msg - used, " ranks %d-%d called %s;", q,
-                                         last, d);
-            shown++;
-            q = last + 1;
-        }
-        free(all);
-        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s", msg);
-    }
+    st = compare_fingerprints(c, all);
     free(all);
-    return PLAIT_OK;
+    return st;
+}
+
+plait_status plait_coll_fingerprints_agree(plait_comm *comm, const plait_coll_args *args, plait_coll_algo algo,
+                                          const plait_coll_fingerprint *all) {
+    plait_coll_ctx c = {.comm = comm, .a = args, .algo = algo, .rank = comm->rank, .size = comm->size,
+                        .esz = plait_dtype_size(args->dtype), .free_slot = -1};
+    return compare_fingerprints(&c, all);
 }
 
 /* ---- native collectives ---------------------------------------------- */
@@ -285,7 +283,7 @@ static plait_status run_native(plait_coll_ctx *c, int *used) {
     plait_buffer s = {.ptr = (void *)(uintptr_t)a->send, .bytes = b, .kind = a->mem_kind, .device = -1};
     plait_buffer r = {.ptr = a->recv, .bytes = b, .kind = a->mem_kind, .device = -1};
     void *preq = NULL;
-    plait_status st = plait_comm_ready_native(comm->ops, comm->pcoll, a->mem_kind, a->ready, a->stream);
+    plait_status st = plait_comm_ready_native(plait_comm_device_of(comm), comm->ops, comm->pcoll, a->mem_kind, a->ready, a->stream);
     if (st != PLAIT_OK) return st;
     st = PLAIT_ERR_UNSUPPORTED;
 #define HAS(f) (co->struct_size >= offsetof(plait_native_coll_ops, f) + sizeof co->f && co->f)
@@ -324,7 +322,8 @@ static plait_status run_native(plait_coll_ctx *c, int *used) {
     /* posted: a waiter for the device may go on once its end is marked on
      * the plugin's stream; this thread still waits for it on the host (errors,
      * timeouts, the plugin's request) before the next collective */
-    if (a->req) plait_request_mark_posted(a->req, plait_comm_done_mark(comm->ops, comm->pcoll, a->mem_kind, a->stream));
+    if (a->req) plait_request_mark_posted(a->req, plait_comm_done_mark(plait_comm_device_of(comm), comm->ops, comm->pcoll,
+                                                                     a->mem_kind, a->stream));
     st = comm->ops->wait(comm->pcoll, preq, comm->settings.timeout_s, NULL);
     if (st == PLAIT_ERR_TIMEOUT) {
         plait_set_error(st, "%s: the plugin's native collective did not finish within %g s", d,
@@ -449,7 +448,7 @@ plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args) {
         }
     }
     if (!plait_mem_is_host(a.mem_kind)) {
-        /* reached only when the transport moves this memory itself (coll_stage.c
+        /* reached only when the transport moves this memory itself (coll_staging.c
          * stages it otherwise), but has no native form of this collective */
         char d[512];
         plait_coll_describe(&c, d, sizeof d);

@@ -12,7 +12,7 @@
 #ifndef PLAIT_CORE_COMM_TOPO_H
 #define PLAIT_CORE_COMM_TOPO_H
 
-#include "comm/comm.h"
+#include "commstate/comm_state.h"
 
 /* World creation: allgather every member's host key over `bootstrap` and
  * number the hosts. Collective over the bootstrap's members. */

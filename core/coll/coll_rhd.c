@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll.h"
+#include "coll/coll.h"
 #include "runtime/error.h"
 
 /* Largest power of two <= n. */

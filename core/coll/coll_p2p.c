@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll.h"
+#include "coll/coll.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 

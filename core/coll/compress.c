@@ -1,11 +1,11 @@
 /* Wire formats of compressed collectives: see compress.h. */
-#include "comm/compress.h"
+#include "coll/compress.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "comm/reduce.h"
+#include "coll/reduce.h"
 
 /* values per scale: int8's, onebit's */
 static size_t block_of(plait_compression scheme) {

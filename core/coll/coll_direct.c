@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll.h"
+#include "coll/coll.h"
 #include "runtime/error.h"
 
 static int *handles(int n) {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll.h"
+#include "coll/coll.h"
 #include "runtime/error.h"
 
 static inline int real_rank(int vr, int root, int n) { return (vr + root) % n; }

@@ -1,5 +1,5 @@
 /* The host map of a communicator (comm_topo.h). */
-#include "comm/comm_topo.h"
+#include "commstate/comm_topo.h"
 
 #include <stdlib.h>
 #include <string.h>

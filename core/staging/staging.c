@@ -1,10 +1,10 @@
 /*
- * The staging pool and copy thread of a communicator (comm_stage.h). The
+ * The staging pool and copy thread of a communicator (staging.h). The
  * pool's host buffers are page-locked where the open device offers it
  * (plait_device_alloc_pinned: cudaHostAlloc on cuda), so its copies run at
  * full bus speed and asynchronously; plain host memory otherwise.
  */
-#include "comm/comm_stage.h"
+#include "staging/staging.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -54,8 +54,8 @@ struct plait_stage {
 plait_status plait_stage_copy_now(const plait_stage_copy *j) {
     for (int b = 0; b < j->blocks; b++) {
         char *h = j->host + (size_t)b * j->host_stride, *d = j->dev + (size_t)b * j->dev_stride;
-        plait_status st = j->dir == PLAIT_COPY_TO_HOST ? plait_comm_stage_copy(j->on_comm, h, d, j->bytes, j->dir)
-                                                       : plait_comm_stage_copy(j->on_comm, d, h, j->bytes, j->dir);
+        plait_status st = j->dir == PLAIT_COPY_TO_HOST ? plait_comm_stage_copy(j->device, j->on_comm, h, d, j->bytes, j->dir)
+                                                       : plait_comm_stage_copy(j->device, j->on_comm, d, h, j->bytes, j->dir);
         if (st != PLAIT_OK)
             return plait_wrap_error(st, "copying %zu B %s the device", j->bytes,
                                     j->dir == PLAIT_COPY_TO_HOST ? "from" : "to");

@@ -1,13 +1,14 @@
 /*
  * plait_request: an issued collective (queued for, or finished by, the
  * communicator's executor) or a user point-to-point operation (a plugin
- * request on the p2p plugin communicator). Internal to core/comm.
+ * request on the p2p plugin communicator). Internal to communication:
+ * the executor (comm_exec.c) and point-to-point (comm_p2p.c) make and
+ * finish them; a collective running for one marks it posted (below).
  */
 #ifndef PLAIT_CORE_COMM_REQUEST_H
 #define PLAIT_CORE_COMM_REQUEST_H
 
-#include "comm/comm.h"
-#include "comm/comm_device.h"
+#include "commstate/comm_state.h"
 
 enum { PLAIT_REQ_COLL = 1, PLAIT_REQ_P2P = 2 };
 
@@ -35,7 +36,7 @@ struct plait_request {
     size_t bytes;
     uint32_t tag;
     uint64_t p2p_seq;
-    void *staged;             /* pinned copy of a device buffer (comm_stage.h), or NULL */
+    void *staged;             /* pinned copy of a device buffer (staging.h), or NULL */
     void *dev;                /* the device buffer it stands for */
     struct plait_device_event *ready; /* device memory: touched only after it (comm_device.h) */
     int own_ready;                    /* recorded by the core: released with the request */
@@ -44,10 +45,10 @@ struct plait_request {
     const plait_comm_device *scratch_dev; /* whose memory `scratch` is */
 };
 
-/* Describe a p2p request for messages. */
-void plait_p2p_describe(const plait_request *r, char *buf, size_t len);
-/* Finish a p2p request (comm_p2p.c). */
-plait_status plait_p2p_wait(plait_request *r);
-plait_status plait_p2p_test(plait_request *r, int *done);
+/* A collective running for request `req` (plait_coll_args.req, not NULL)
+ * was posted, and `done` (from plait_comm_done_mark) marks its completion
+ * on the device: wait_device may return now (plait_request_wait_device).
+ * Called by the thread running it; `done` becomes the request's. */
+void plait_request_mark_posted(plait_request *req, plait_device_event *done);
 
 #endif

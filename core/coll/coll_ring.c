@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll.h"
+#include "coll/coll.h"
 #include "runtime/error.h"
 
 /* Pipeline shape, measured on loopback TCP with 4 ranks on 2 cores. The

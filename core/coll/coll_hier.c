@@ -37,7 +37,7 @@
  * on: below it a flat algorithm's fewer steps win (a handful of messages
  * whatever the link); measured in docs/multi-node.md.
  *
- * Compressed (bf16 and int8, plait_coll_args.compression, comm/compress.h;
+ * Compressed (bf16 and int8, plait_coll_args.compression, coll/compress.h;
  * onebit's error feedback runs the ordered algorithm): every message
  * carries encoded values. A rank encodes what it contributes to each step's
  * sum, and rounds its own share the same way, so a sum does not depend on
@@ -48,9 +48,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll.h"
-#include "comm/comm_topo.h"
-#include "comm/compress.h"
+#include "coll/coll.h"
+#include "commstate/comm_topo.h"
+#include "coll/compress.h"
 #include "runtime/error.h"
 
 #define HIER_AUTO_MIN_BYTES (64u << 10)
