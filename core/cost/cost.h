@@ -46,7 +46,7 @@ typedef struct plait_cost_rank {
     double bubble;               /* the schedule's idle share, 0 without a pipeline */
     /* bytes on the wire per float32 byte of the DP gradient reductions and
      * of ZeRO-3's parameter gathers (grad_compression, param_gather:
-     * comm/compress.h); 0 = 1 (uncompressed) */
+     * coll/compress.h); 0 = 1 (uncompressed) */
     double grad_wire, param_wire;
 } plait_cost_rank;
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/compress.h"
+#include "coll/compress.h"
 #include "cost/rank_cost.h"
 #include "runtime/error.h"
 #include "train/preflight.h"
@@ -265,7 +265,7 @@ static void optim_of(const plait_config *cfg, int bucket_mb, int *zero, double *
 }
 
 /* Bytes on the wire per float32 byte of the gradient reductions and of
- * ZeRO-3's parameter gathers, from the compression keys (comm/compress.h). */
+ * ZeRO-3's parameter gathers, from the compression keys (coll/compress.h). */
 static void wire_of(const plait_config *cfg, int zero, double *grad, double *param) {
     char sec[48];
     snprintf(sec, sizeof sec, zero ? "optim.zero%d" : "parallel.dp", zero);
