@@ -25,7 +25,7 @@ static const char bench_usage[] =
     "                         [--repeat R] [--max-minutes M] [--csv FILE] [--report DIR] [section.key=value ...]\n"
     "\n"
     "bench sweep: every valid layout of N ranks along the axes (default dp,tp,pp,schedule; all:\n"
-    "dp,tp,pp,schedule,chunks,optim,micro_batch,bucket_mb,comm; --dp 1,2 etc. bound an\n"
+    "dp,tp,pp,schedule,chunks,optim,micro_batch,recompute,bucket_mb,comm; --dp 1,2 etc. bound an\n"
     "axis), each measured R times (default 3, in rounds over all layouts) by 'plait bench train' (S\n"
     "timed steps, default 6, after W warm-up, default 2), ranked by the median run's tokens/s with the\n"
     "spread of the runs and 'plait plan's prediction beside; layouts whose spreads overlap are marked\n"

@@ -26,13 +26,15 @@ static void load_average(char *buf, size_t len) {
 int plait_cli_bench_sweep(int argc, char **argv) {
     plait_cli_layout_args a;
     plait_cluster cluster;
-    plait_cost_result *res = NULL;
-    size_t n = 0, usable = 0;
-    int rc = plait_cli_layout_predict(argc, argv, 1, "bench sweep", &a, &cluster, &res, &n, &usable);
+    plait_cost_search srch;
+    int rc = plait_cli_layout_search(argc, argv, 1, "bench sweep", &a, &cluster, &srch);
     if (rc != 0) {
         plait_cli_layout_args_free(&a);
         return rc;
     }
+    plait_cost_result *res = srch.results;
+    size_t n = srch.n, usable = 0;
+    for (size_t i = 0; i < n; i++) usable += res[i].valid && res[i].fits;
     char load_start[64];
     load_average(load_start, sizeof load_start);
     plait_sweep_row *rows = calloc(n + 1, sizeof *rows);
@@ -54,10 +56,11 @@ int plait_cli_bench_sweep(int argc, char **argv) {
                           .mem_limit = a.mem_limit > 0 ? a.mem_limit : plait_cost_mem_limit(&cluster, a.ranks)};
     for (size_t i = 0; rows && i < n; i++) rows[i].predicted = res[i];
     if (st == PLAIT_OK && !usable) {
-        plait_cost_print_skipped(stdout, res, n);
+        plait_cost_print_table(stdout, res, n);
+        plait_cost_print_families(stdout, srch.families, srch.n_families);
         fprintf(stderr, "plait: error: bench sweep: none of the %zu layouts of %d ranks is valid and fits (reasons "
                         "above); nothing to measure\n",
-                n, a.ranks);
+                srch.candidates, a.ranks);
         rc = 1;
     } else if (st == PLAIT_OK) {
         if (a.report && mkdir(a.report, 0755) != 0 && errno != EEXIST)
@@ -78,6 +81,7 @@ int plait_cli_bench_sweep(int argc, char **argv) {
                  cluster.peak_flops / 1e9, load_start, load, when);
         printf("# plait bench sweep %s", header);
         plait_sweep_print(stdout, rows, n);
+        plait_cost_print_families(stdout, srch.families, srch.n_families);
         if (a.report) {
             st = plait_sweep_report(a.report, &o, rows, n, header);
             if (st == PLAIT_OK) printf("# report: %s/report.md (tokens.png, split.png, memory.png, predicted.png)\n", a.report);
@@ -97,7 +101,7 @@ int plait_cli_bench_sweep(int argc, char **argv) {
         plait_cli_print_error("bench sweep");
         rc = 1;
     }
-    free(res);
+    plait_cost_search_free(&srch);
     free(rows);
     plait_cli_layout_args_free(&a);
     return rc;

@@ -6,24 +6,74 @@
 #include "cli/cli.h"
 #include "cli/layout_args.h"
 #include "cost/table.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+/* --explain LAYOUT: one layout through its plugin's plan, broken down. */
+static int explain(plait_cli_layout_args *a, const plait_cluster *cluster) {
+    plait_cost_layout l;
+    if (plait_cost_layout_parse(a->explain, &a->axes.base, &l) != PLAIT_OK) {
+        fprintf(stderr, "plait plan: --explain: %s\n", plait_last_error());
+        return 2;
+    }
+    if ((int64_t)l.dp * l.tp * l.pp != a->ranks) {
+        fprintf(stderr, "plait plan: --explain '%s': dp %d x tp %d x pp %d is %lld ranks, not --ranks %d\n", a->explain,
+                l.dp, l.tp, l.pp, (long long)l.dp * l.tp * l.pp, a->ranks);
+        return 2;
+    }
+    if (l.micro_batch == 0) l.micro_batch = l.pp > 1 ? 1 : (a->axes.global_batch / l.dp > 0 ? a->axes.global_batch / l.dp : 1);
+    plait_cost_ctx x;
+    plait_cli_layout_ctx(a, cluster, &x);
+    plait_cost_result r;
+    plait_cost_rank *stages = calloc((size_t)l.pp, sizeof *stages);
+    if (!stages || plait_cost_evaluate_stages(&l, &x, &r, stages, l.pp) != PLAIT_OK) {
+        plait_cli_print_error("plan --explain");
+        free(stages);
+        return 1;
+    }
+    int rc = 0;
+    if (!r.valid) {
+        char name[128];
+        plait_cost_layout_name(&l, name, sizeof name);
+        fprintf(stderr, "plait: error: plan --explain: %s is not a valid layout: %s\n", name, r.why);
+        rc = 1;
+    } else {
+        plait_cost_print_explain(stdout, &r, stages, &x);
+    }
+    free(stages);
+    return rc;
+}
 
 static int cmd_plan(int argc, char **argv) {
     plait_cli_layout_args a;
     plait_cluster cluster;
-    plait_cost_result *res = NULL;
-    size_t n = 0, usable = 0;
-    int rc = plait_cli_layout_predict(argc, argv, 0, "plan", &a, &cluster, &res, &n, &usable);
-    if (rc == 0) {
-        plait_cost_sort_results(res, n);
-        plait_cost_print_header(stdout, a.config, a.ranks, &cluster, a.mem_limit);
-        plait_cost_print_table(stdout, res, n);
-        plait_cost_print_skipped(stdout, res, n);
-        if (!usable) {
-            fprintf(stderr, "plait: error: plan: no layout of %d ranks is valid and fits (reasons above)\n", a.ranks);
+    int rc = plait_cli_layout_args_parse(argc, argv, 0, "plan", &a);
+    /* the plugins' start-up notes for every candidate would bury the table */
+    if (!getenv("PLAIT_LOG_LEVEL")) (void)plait_log_configure("warn");
+    if (rc == 0) rc = plait_cli_layout_setup(&a, &cluster) ? 1 : 0;
+    if (rc == 0 && a.explain) {
+        rc = explain(&a, &cluster);
+    } else if (rc == 0) {
+        plait_cost_ctx x;
+        plait_cli_layout_ctx(&a, &cluster, &x);
+        plait_cost_search s;
+        plait_status st = plait_cost_search_run(&a.axes, a.base, &x, a.top ? a.top : (size_t)-1 / 2, &s);
+        if (st != PLAIT_OK) {
+            plait_cli_print_error("plan");
             rc = 1;
+        } else {
+            plait_cost_print_header(stdout, a.config, a.ranks, &cluster, a.precision, a.mem_limit);
+            plait_cost_print_table(stdout, s.results, s.n);
+            plait_cost_print_families(stdout, s.families, s.n_families);
+            plait_cost_print_search(stdout, &s);
+            if (s.n == 0) {
+                fprintf(stderr, "plait: error: plan: no layout of %d ranks is valid and fits (reasons above)\n",
+                        a.ranks);
+                rc = 1;
+            }
         }
+        plait_cost_search_free(&s);
     }
-    free(res);
     plait_cli_layout_args_free(&a);
     return rc;
 }
@@ -31,25 +81,33 @@ static int cmd_plan(int argc, char **argv) {
 const plait_command plait_cmd_plan = {
     "plan", "predict step time and memory per rank of every layout of N ranks",
     "usage: plait plan CONFIG --ranks N [--cluster CLUSTER.ini] [--comm-csv FILE] [--axes LIST]\n"
-    "                  [--AXIS VALUES ...] [--mem-limit MiB] [section.key=value ...]\n"
+    "                  [--AXIS VALUES ...] [--mem-limit MiB] [--top N|all] [section.key=value ...]\n"
+    "       plait plan CONFIG --ranks N [--cluster CLUSTER.ini] --explain LAYOUT [section.key=value ...]\n"
     "\n"
-    "Enumerates every layout of N ranks along the chosen axes (default dp,tp,pp,schedule; all:\n"
-    "dp,tp,pp,schedule,chunks,optim,micro_batch,bucket_mb,comm), checks each as 'plait train' would\n"
-    "before starting (n_head divisible by tp, no empty pipeline stage, batch arithmetic, ...), and\n"
-    "predicts each valid one's step time and memory per rank from a cost model (docs/plan.md):\n"
-    "compute from the measured SGEMM rate (or the cluster's peak), alpha-beta communication per\n"
-    "link class, the schedule's bubble, DP overlapped with the backward pass; memory by the ZeRO\n"
-    "formulas, activations by schedule and micro-batch, working buffers. Layouts are ranked by\n"
-    "predicted tokens/s; those over the memory limit are marked; invalid ones are listed with why.\n"
+    "Searches the layouts of N ranks along the chosen axes (default all: dp,tp,pp,schedule,chunks,\n"
+    "optim,micro_batch,recompute; also bucket_mb and comm) for the cluster, in the precision the\n"
+    "config sets ([run] precision) or else the cluster's ([node] precision: bf16 on GPUs). Rules that\n"
+    "need no plan set families aside, each said once with why (n_head divisible by tp, a layer per\n"
+    "pipeline chunk, the batch arithmetic, tp inside a node); every other layout is costed from the\n"
+    "model's shape (docs/plan.md): compute at the precision's rate, the recompute mode's extra\n"
+    "forward, alpha-beta communication per link (tp inside a node, the network shared by a node's\n"
+    "ranks, hierarchical DP across nodes), the schedule's bubble, DP overlapped with the backward\n"
+    "pass; memory by the ZeRO formulas per precision and activations per recompute mode. The best\n"
+    "are checked as 'plait train' would (the parallel plugin's plan of each pipeline stage) and\n"
+    "shown ranked by predicted tokens/s.\n"
     "\n"
     "  --ranks N          world size (also -n N)\n"
     "  --cluster FILE     the cluster (configs/clusters/*.ini); default: this machine\n"
     "  --comm-csv FILE    calibrate the intra-node link (latency, bandwidth) from a\n"
     "                     'plait bench comm -n N --op allreduce --csv FILE' table\n"
-    "  --axes LIST        axes to vary; the others keep the config's setting\n"
-    "  --dp/--tp/--pp/--schedule/--chunks/--optim/--micro_batch/--bucket_mb/--comm VALUES\n"
+    "  --axes LIST        axes to vary (or all); the others keep the config's setting\n"
+    "  --dp/--tp/--pp/--schedule/--chunks/--optim/--micro_batch/--recompute/--bucket_mb/--comm VALUES\n"
     "                     the values an axis takes (comma-separated; makes it vary)\n"
     "  --mem-limit MiB    memory per rank (default: the cluster's)\n"
+    "  --top N            layouts to show (default 20; all: every one that fits)\n"
+    "  --explain LAYOUT   one layout's step, broken down: compute per stage, each communication\n"
+    "                     by axis and link, bubble, optimizer, memory by part; LAYOUT as the\n"
+    "                     table prints it, e.g. \"dp8 tp8 pp4 interleaved v2 mb1 zero1 full\"\n"
     "\n"
     "Exit status: 0 when at least one layout is valid and fits, 1 otherwise, 2 for usage errors.\n",
     cmd_plan};

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/device.h"
 #include "model/sgemm_peak.h"
 #include "cli/cli.h"
 #include "runtime/error.h"
@@ -22,9 +23,11 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
     a->steps = 6;
     a->warmup = 2;
     a->repeat = 3;
+    a->top = 20;
     a->over = calloc((size_t)argc + 1, sizeof *a->over);
     if (!a->over) return bad(cmd, "out of memory at", argv[0]);
-    const char *axes = "dp,tp,pp,schedule";
+    /* plan weighs the whole space; a sweep measures, so it varies less */
+    const char *axes = sweep ? "dp,tp,pp,schedule" : "all";
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (o[0] != '-') {
@@ -38,7 +41,7 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
         i++;
         if (!strcmp(o, "--ranks") || !strcmp(o, "-n")) {
             a->ranks = (int)strtol(v, &end, 10);
-            if (*end || a->ranks < 1 || a->ranks > 4096) return bad(cmd, "ranks must be 1..4096, not", v);
+            if (*end || a->ranks < 1 || a->ranks > 1048576) return bad(cmd, "ranks must be 1..1048576, not", v);
         } else if (!strcmp(o, "--cluster")) {
             a->cluster = v;
         } else if (!strcmp(o, "--comm-csv")) {
@@ -48,6 +51,12 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
         } else if (!strcmp(o, "--mem-limit")) {
             a->mem_limit = strtod(v, &end) * 1048576.0;
             if (*end || a->mem_limit <= 0) return bad(cmd, "--mem-limit takes MiB per rank, not", v);
+        } else if (!sweep && !strcmp(o, "--top")) {
+            long t = strcmp(v, "all") == 0 ? 0 : strtol(v, &end, 10);
+            if ((end && *end) || t < 0) return bad(cmd, "--top takes a number of layouts or 'all', not", v);
+            a->top = (size_t)t;
+        } else if (!sweep && !strcmp(o, "--explain")) {
+            a->explain = v;
         } else if (sweep && !strcmp(o, "--steps")) {
             a->steps = (int)strtol(v, &end, 10);
             if (*end || a->steps < 1) return bad(cmd, "--steps must be >= 1, not", v);
@@ -90,6 +99,8 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
 void plait_cli_layout_args_free(plait_cli_layout_args *a) {
     free(a->over);
     a->over = NULL;
+    plait_config_free(a->base);
+    a->base = NULL;
 }
 
 plait_status plait_cli_layout_load(void *ctx, int n, char *const *overrides, plait_config **out) {
@@ -123,6 +134,7 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
         plait_config_free(cfg);
         return 1;
     }
+    a->base = cfg;
     plait_cost_layout *b = &a->axes.base;
     b->dp = (int)plait_config_int(cfg, "parallel", "dp");
     b->tp = (int)plait_config_int(cfg, "parallel", "tp");
@@ -132,8 +144,14 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     b->chunks = plait_config_get(cfg, "parallel.pp", "virtual_stages", &v) == PLAIT_OK ? (int)v.i : 1;
     snprintf(b->optim, sizeof b->optim, "%s", plait_config_str(cfg, "optim", "plugin"));
     snprintf(b->comm, sizeof b->comm, "%s", plait_config_str(cfg, "comm", "plugin"));
+    const char *rc = plait_config_str(cfg, "model", "recompute");
+    b->recompute = strcmp(rc, "full") == 0 ? 2 : strcmp(rc, "selective") == 0 ? 1 : 0;
+    b->micro_batch = batch.micro_batch;
     a->axes.global_batch = batch.global_batch;
-    plait_config_free(cfg);
+    /* the comm plugins that reduce hierarchically across nodes: nccl, and
+     * the core's collectives unless an algorithm is forced (comm/coll_hier.c) */
+    const char *algo = plait_config_str(cfg, "comm", "algorithm");
+    a->hierarchical = strcmp(b->comm, "nccl") == 0 || strcmp(algo, "auto") == 0 || strcmp(algo, "hier") == 0;
     if (a->cluster) {
         if (plait_cluster_load(a->cluster, cluster) != PLAIT_OK) {
             plait_cli_print_error(a->cluster);
@@ -142,6 +160,11 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     } else {
         plait_cluster_default(cluster);
     }
+    /* the precision: the config's when it sets one, else what the cluster
+     * trains in; only `plait train` asks this machine whether it can */
+    const char *where = NULL;
+    a->precision_from_config = plait_config_origin(cfg, "run", "precision", &where) != PLAIT_ORIGIN_DEFAULT;
+    a->precision = a->precision_from_config ? plait_device_precision(cfg) : cluster->precision;
     if (a->comm_csv && plait_cluster_fit_comm(cluster, a->comm_csv) != PLAIT_OK) {
         plait_cli_print_error("--comm-csv");
         return 1;
@@ -152,34 +175,35 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     }
     if (cluster->peak_flops <= 0) /* this machine: its SGEMM rate with every core */
         cluster->peak_flops = plait_sgemm_peak(cluster->units_per_node, 0.3);
+    double rate;
+    if (plait_cluster_rate(cluster, a->precision, &rate) != PLAIT_OK) {
+        plait_cli_print_error(NULL);
+        return 1;
+    }
     return 0;
 }
 
-int plait_cli_layout_predict(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,
-                          plait_cluster *cluster, plait_cost_result **res, size_t *n, size_t *usable) {
-    *res = NULL;
-    *n = *usable = 0;
+void plait_cli_layout_ctx(plait_cli_layout_args *a, const plait_cluster *cluster, plait_cost_ctx *x) {
+    *x = (plait_cost_ctx){.cluster = cluster, .precision = a->precision, .hierarchical = a->hierarchical,
+                          .mem_limit = a->mem_limit, .global_batch = a->axes.global_batch,
+                          .load = plait_cli_layout_load, .load_ctx = a};
+}
+
+int plait_cli_layout_search(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,
+                            plait_cluster *cluster, plait_cost_search *s) {
+    memset(s, 0, sizeof *s);
     int rc = plait_cli_layout_args_parse(argc, argv, sweep, cmd, a);
     /* the plugins' start-up notes for every candidate would bury the table */
     if (!getenv("PLAIT_LOG_LEVEL")) (void)plait_log_configure("warn");
     if (rc == 0) rc = plait_cli_layout_setup(a, cluster) ? 1 : 0;
     if (rc != 0) return rc;
-    size_t count = plait_cost_enumerate(&a->axes, NULL, 0);
-    plait_cost_layout *lay = calloc(count + 1, sizeof *lay);
-    plait_cost_result *r = calloc(count + 1, sizeof *r);
-    plait_status st = lay && r ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-    if (st == PLAIT_OK) plait_cost_enumerate(&a->axes, lay, count);
-    for (size_t i = 0; st == PLAIT_OK && i < count; i++) {
-        st = plait_cost_evaluate(&lay[i], a->axes.global_batch, plait_cli_layout_load, a, cluster, a->mem_limit, &r[i]);
-        *usable += r[i].valid && r[i].fits;
-    }
-    free(lay);
+    plait_cost_ctx x;
+    plait_cli_layout_ctx(a, cluster, &x);
+    plait_status st = plait_cost_search_run(&a->axes, a->base, &x, sweep ? 0 : (a->top ? a->top : (size_t)-1 / 2), s);
     if (st != PLAIT_OK) {
         plait_cli_print_error(cmd);
-        free(r);
+        plait_cost_search_free(s);
         return 1;
     }
-    *res = r;
-    *n = count;
     return 0;
 }

@@ -2,7 +2,8 @@
  * The options `plait plan` and `plait bench sweep` share: the config, the
  * ranks, the cluster, the axes and their values, the memory limit, and the
  * user's `section.key=value` overrides; and the loader that turns the config
- * plus a layout's overrides into a finalized config (cost/layouts.h).
+ * plus a layout's overrides into a finalized config (cost/layouts.h); the
+ * search over the layouts (cost/search.h).
  * Not thread-safe; the struct points into argv (no ownership beyond `over`,
  * freed by plait_cli_layout_args_free).
  */
@@ -10,6 +11,7 @@
 #define PLAIT_CLI_LAYOUT_ARGS_H
 
 #include "cost/layouts.h"
+#include "cost/search.h"
 
 typedef struct plait_cli_layout_args {
     const char *config;
@@ -18,6 +20,14 @@ typedef struct plait_cli_layout_args {
     const char *comm_csv;     /* a bench comm CSV calibrating the intra-node link, or NULL */
     double mem_limit;         /* bytes per rank, 0 = the cluster's */
     plait_cost_axes axes;
+    /* plan only */
+    size_t top;               /* layouts to show (0 = all) */
+    const char *explain;      /* a layout to explain, or NULL */
+    /* set up from the config and the cluster */
+    plait_precision precision;
+    int precision_from_config; /* [run] precision set in the config, not the cluster's */
+    int hierarchical;
+    plait_config *base;       /* the config as given (the model the search weighs) */
     char **over;              /* the user's overrides (malloc'd array of argv pointers) */
     int n_over;
     /* bench sweep only */
@@ -31,17 +41,22 @@ typedef struct plait_cli_layout_args {
 int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a);
 void plait_cli_layout_args_free(plait_cli_layout_args *a);
 
-/* Load the config as given, fill axes->base and global_batch from it, load
- * the cluster (measuring this machine's SGEMM when it gives no peak).
+/* Load the config as given (a->base), fill axes->base and global_batch
+ * from it, load the cluster (measuring this machine's SGEMM when it gives
+ * no peak), settle the precision (the config's [run] precision when it sets
+ * one, else the cluster's) and check the cluster has a rate for it.
  * Prints errors as "plait: error: ..." and returns 1, or 0. */
 int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster);
 
+/* The context of an evaluation for `a` on `cluster` (after setup). */
+void plait_cli_layout_ctx(plait_cli_layout_args *a, const plait_cluster *cluster, plait_cost_ctx *x);
+
 /* The front `plan` and `bench sweep` share: parse, quiet the plugins' logs,
- * set up, enumerate every layout and evaluate each. On success returns 0
- * with *res (malloc'd, *n entries, in enumeration order, free() it) and
- * *usable (valid and fitting); else the exit code, errors printed. */
-int plait_cli_layout_predict(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,
-                          plait_cluster *cluster, plait_cost_result **res, size_t *n, size_t *usable);
+ * set up, search the layouts (keeping a->top of the best, or, for the
+ * sweep, every valid one). On success returns 0 with *s filled (free with
+ * plait_cost_search_free); else the exit code, errors printed. */
+int plait_cli_layout_search(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,
+                            plait_cluster *cluster, plait_cost_search *s);
 
 /* plait_cost_loader for `a` (ctx): the file, the user's overrides, then the
  * layout's. */

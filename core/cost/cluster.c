@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "device/device.h"
 #include "runtime/error.h"
 
 #define KEY(k, type, def, lo, hi, choices, doc) \
     {sizeof(plait_key_decl), 0, (k), (type), (def), (lo), (hi), (choices), (doc)}
 
 static const char *const node_kinds[] = {"cpu", "gpu", NULL};
+static const char *const precisions[] = {"auto", "fp32", "tf32", "bf16", NULL};
 static const char *const intra_kinds[] = {"shm", "nvlink", "pcie", NULL};
 static const char *const inter_kinds[] = {"none", "infiniband", "roce", "ethernet", NULL};
 
@@ -31,6 +33,18 @@ static const plait_key_decl node_keys[] = {
         "dense fp32 GFLOP/s per GPU, or per node for kind = cpu (0 = measure this machine's SGEMM)"),
     KEY("efficiency", PLAIT_KEY_FLOAT, "0.7", 0.01, 1, NULL,
         "share of peak_gflops a training step's compute reaches (GEMMs at the model's shapes, elementwise work)"),
+    KEY("precision", PLAIT_KEY_ENUM, "auto", 1, 0, precisions,
+        "what the cluster trains in unless the run's config sets [run] precision: auto = bf16 for kind = gpu, "
+        "fp32 for kind = cpu"),
+    KEY("tf32_peak_gflops", PLAIT_KEY_FLOAT, "0", 0, 1e12, NULL,
+        "dense TF32 tensor-core GFLOP/s per GPU (0 = not given: the cluster cannot be planned in tf32)"),
+    KEY("tf32_efficiency", PLAIT_KEY_FLOAT, "0", 0, 1, NULL,
+        "share of tf32_peak_gflops a training step reaches (0 = efficiency's)"),
+    KEY("bf16_peak_gflops", PLAIT_KEY_FLOAT, "0", 0, 1e12, NULL,
+        "dense bf16 tensor-core GFLOP/s per GPU, or per CPU node (0 = not given: a GPU cluster cannot be "
+        "planned in bf16; a CPU node computes at its fp32 rate)"),
+    KEY("bf16_efficiency", PLAIT_KEY_FLOAT, "0", 0, 1, NULL,
+        "share of bf16_peak_gflops a training step reaches (0 = efficiency's)"),
     KEY("memory_bandwidth", PLAIT_KEY_FLOAT, "20", 0.001, 1e6, NULL,
         "GB/s per GPU, or per node for kind = cpu (the optimizer step is bound by it)"),
     KEY("process_mb", PLAIT_KEY_FLOAT, "7", 0, 1e9, NULL,
@@ -44,8 +58,14 @@ static const plait_key_decl node_keys[] = {
             KEY("latency_us", PLAIT_KEY_FLOAT, latency_default, 0, 1e7, NULL, "microseconds per message"),    \
     }
 static const plait_key_decl intra_keys[] = LINK_KEYS(intra_kinds, "shm", "link between ranks of one node", "2.2", "15");
-static const plait_key_decl inter_keys[] =
-    LINK_KEYS(inter_kinds, "none", "network between nodes (none: one node)", "1", "50");
+static const plait_key_decl inter_keys[] = {
+    KEY("kind", PLAIT_KEY_ENUM, "none", 1, 0, inter_kinds, "network between nodes (none: one node)"),
+    KEY("bandwidth", PLAIT_KEY_FLOAT, "1", 0.001, 1e6, NULL, "GB/s one rank moves through it (its own NIC)"),
+    KEY("latency_us", PLAIT_KEY_FLOAT, "50", 0, 1e7, NULL, "microseconds per message"),
+    KEY("node_bandwidth", PLAIT_KEY_FLOAT, "0", 0, 1e7, NULL,
+        "GB/s a node's NICs move together, shared by its ranks when all send at once "
+        "(0 = bandwidth x the node's ranks: a NIC per rank)"),
+};
 
 #define DECLARE(sec, arr) \
     plait_config_declare(cfg, sec, arr, sizeof(arr) / sizeof(arr[0]), sizeof(arr[0]), "cluster file")
@@ -87,8 +107,22 @@ static plait_status read_cluster(const plait_config *cfg, const char *name, plai
     out->efficiency = plait_config_float(cfg, "node", "efficiency");
     out->memory_bandwidth = plait_config_float(cfg, "node", "memory_bandwidth") * 1e9;
     out->process_bytes = plait_config_float(cfg, "node", "process_mb") * 1048576.0;
+    out->peak_tf32 = plait_config_float(cfg, "node", "tf32_peak_gflops") * 1e9;
+    out->efficiency_tf32 = plait_config_float(cfg, "node", "tf32_efficiency");
+    out->peak_bf16 = plait_config_float(cfg, "node", "bf16_peak_gflops") * 1e9;
+    out->efficiency_bf16 = plait_config_float(cfg, "node", "bf16_efficiency");
+    if (out->efficiency_tf32 <= 0) out->efficiency_tf32 = out->efficiency;
+    if (out->efficiency_bf16 <= 0) out->efficiency_bf16 = out->efficiency;
+    const char *prec = plait_config_str(cfg, "node", "precision");
+    out->precision = out->gpu ? PLAIT_PRECISION_BF16 : PLAIT_PRECISION_FP32;
+    if (strcmp(prec, "auto") != 0) (void)plait_device_precision_parse(prec, &out->precision);
+    const char *pw = NULL;
+    plait_config_origin(cfg, "node", "precision", &pw);
+    snprintf(out->precision_where, sizeof out->precision_where, "%s",
+             pw && strcmp(pw, "default") != 0 ? pw : name);
     read_link(cfg, "intra", &out->intra);
     read_link(cfg, "inter", &out->inter);
+    out->inter_node_bandwidth = plait_config_float(cfg, "inter", "node_bandwidth") * 1e9;
     if (out->gpu && (out->units_per_node < 1 || out->memory <= 0 || out->peak_flops <= 0)) {
         const char *where = NULL;
         plait_config_origin(cfg, "node", "kind", &where);
@@ -105,14 +139,17 @@ static plait_status read_cluster(const plait_config *cfg, const char *name, plai
     return PLAIT_OK;
 }
 
-static plait_status build(const char *path, plait_cluster *out) {
+/* From the file at `path`, or from `text` named `path` when text is given,
+ * or the defaults when neither is. */
+static plait_status build(const char *path, const char *text, plait_cluster *out) {
     plait_config *cfg = plait_config_new();
     if (!cfg) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     plait_status st = DECLARE("cluster", cluster_keys);
     if (st == PLAIT_OK) st = DECLARE("node", node_keys);
     if (st == PLAIT_OK) st = DECLARE("intra", intra_keys);
     if (st == PLAIT_OK) st = DECLARE("inter", inter_keys);
-    if (st == PLAIT_OK && path) st = plait_config_load_file(cfg, path);
+    if (st == PLAIT_OK && text) st = plait_config_load_string(cfg, path, text);
+    else if (st == PLAIT_OK && path) st = plait_config_load_file(cfg, path);
     /* no environment: a cluster file says everything itself */
     char *const no_env[] = {NULL};
     if (st == PLAIT_OK) st = plait_config_finalize(cfg, no_env);
@@ -121,11 +158,44 @@ static plait_status build(const char *path, plait_cluster *out) {
     return st;
 }
 
-plait_status plait_cluster_load(const char *path, plait_cluster *out) { return build(path, out); }
+plait_status plait_cluster_load(const char *path, plait_cluster *out) { return build(path, NULL, out); }
+
+plait_status plait_cluster_parse(const char *name, const char *text, plait_cluster *out) {
+    return build(name, text, out);
+}
 
 void plait_cluster_default(plait_cluster *out) {
-    if (build(NULL, out) != PLAIT_OK) memset(out, 0, sizeof *out); /* the defaults above are valid */
+    if (build(NULL, NULL, out) != PLAIT_OK) memset(out, 0, sizeof *out); /* the defaults above are valid */
     snprintf(out->name, sizeof out->name, "this machine (defaults of configs/clusters/this-machine.ini)");
+}
+
+plait_status plait_cluster_rate(const plait_cluster *c, plait_precision precision, double *flops_per_s) {
+    double peak = c->peak_flops, eff = c->efficiency;
+    const char *key = NULL;
+    if (precision == PLAIT_PRECISION_BF16 && (c->peak_bf16 > 0 || c->gpu)) {
+        peak = c->peak_bf16;
+        eff = c->efficiency_bf16;
+        key = "bf16_peak_gflops";
+    } else if (precision == PLAIT_PRECISION_TF32 && (c->peak_tf32 > 0 || c->gpu)) {
+        peak = c->peak_tf32;
+        eff = c->efficiency_tf32;
+        key = "tf32_peak_gflops";
+    }
+    *flops_per_s = peak * eff;
+    if (peak > 0) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [node] %s is not given, and planning in %s on a GPU cluster needs the GPUs' dense %s "
+                           "tensor-core rate (an A100's is 312000 bf16 and 156000 tf32, an H100 SXM's 989000 and "
+                           "494000); or plan in fp32 with run.precision=fp32",
+                           c->precision_where, key ? key : "peak_gflops", plait_device_precision_name(precision),
+                           plait_device_precision_name(precision));
+}
+
+double plait_cluster_inter_share(const plait_cluster *c, int concurrent) {
+    double nic = c->inter.bandwidth;
+    if (concurrent < 1 || c->inter_node_bandwidth <= 0) return nic;
+    double share = c->inter_node_bandwidth / concurrent;
+    return share < nic ? share : nic;
 }
 
 plait_status plait_cluster_check_ranks(const plait_cluster *c, int ranks) {

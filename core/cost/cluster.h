@@ -9,6 +9,7 @@
 #ifndef PLAIT_CORE_COST_CLUSTER_H
 #define PLAIT_CORE_COST_CLUSTER_H
 
+#include <plait/device.h>
 #include <plait/types.h>
 
 /* One class of link, in the alpha-beta model: sending S bytes takes
@@ -25,18 +26,27 @@ typedef struct plait_cluster {
     int gpu;               /* 1: a rank per GPU; 0: ranks share the node's CPU cores */
     int units_per_node;    /* GPUs, or CPU cores */
     double memory;         /* bytes per GPU, or per node for CPUs (shared by its ranks) */
-    double peak_flops;     /* FLOP/s per GPU, or per node for CPUs (all cores); 0 = measure here */
+    double peak_flops;     /* fp32 FLOP/s per GPU, or per node for CPUs (all cores); 0 = measure here */
     double efficiency;     /* share of peak_flops a training step's compute reaches */
+    /* Tensor-core rates: FLOP/s and the share reached, per GPU or per CPU
+     * node; 0 = not given (a CPU then computes at its fp32 rate, a GPU
+     * cluster cannot be planned in that precision) */
+    double peak_tf32, efficiency_tf32, peak_bf16, efficiency_bf16;
+    plait_precision precision; /* what the cluster trains in unless the run's config says */
     double memory_bandwidth; /* bytes/s per GPU, or per node for CPUs */
     double process_bytes;  /* bytes every rank holds besides the model (runtime, libraries, data) */
     plait_link intra;      /* between ranks of one node */
-    plait_link inter;      /* between nodes */
+    plait_link inter;      /* between nodes: inter.bandwidth is one rank's (its NIC's) */
+    double inter_node_bandwidth; /* bytes/s all ranks of a node push through the network together */
+    char precision_where[160];   /* "FILE:LINE" of [node] precision, or "FILE" when defaulted */
 } plait_cluster;
 
 /* Read CLUSTER.ini. Errors: PLAIT_ERR_INVALID_CONFIG with every problem as
  * FILE:LINE (or the file alone for a missing key) and what is allowed;
  * PLAIT_ERR_SYSTEM when the file cannot be read. */
 plait_status plait_cluster_load(const char *path, plait_cluster *out);
+/* The same from INI text (errors say `name` where they would say the file). */
+plait_status plait_cluster_parse(const char *name, const char *text, plait_cluster *out);
 
 /* The default: this machine, a CPU node whose cores the ranks share, with
  * the figures measured here (docs/benchmarks.md) and peak_flops 0 (the
@@ -49,6 +59,16 @@ void plait_cluster_default(plait_cluster *out);
  * intra.bandwidth (beta). Errors name the file (and line) when it cannot be
  * read, is not such a table, or has fewer than two allreduce sizes. */
 plait_status plait_cluster_fit_comm(plait_cluster *c, const char *csv_path);
+
+/* The rate a rank computes at in `precision`: peak x efficiency, FLOP/s
+ * per GPU or per CPU node. PLAIT_ERR_INVALID_CONFIG naming the file and
+ * the missing key when a GPU cluster gives no peak for that precision. */
+plait_status plait_cluster_rate(const plait_cluster *c, plait_precision precision, double *flops_per_s);
+
+/* Bytes/s each of `concurrent` ranks of one node gets through the network
+ * when all of them use it at once: the rank's own link (its NIC), or its
+ * share of what the node's NICs move together, whichever is less. */
+double plait_cluster_inter_share(const plait_cluster *c, int concurrent);
 
 /* PLAIT_ERR_INVALID_CONFIG when a job of `ranks` does not fit the cluster
  * (more ranks than GPUs). */

@@ -11,8 +11,22 @@
 #include "runtime/error.h"
 #include "train/preflight.h"
 
-const char *const plait_cost_axis_names[PLAIT_AXIS_N_COUNT] = {"dp", "tp", "pp", "schedule", "chunks",
-                                                              "optim", "micro_batch", "bucket_mb", "comm"};
+const char *const plait_cost_axis_names[PLAIT_AXIS_N_COUNT] = {"dp",     "tp",          "pp",        "schedule",
+                                                              "chunks", "optim",       "micro_batch", "recompute",
+                                                              "bucket_mb", "comm"};
+static const char *const recompute_names[] = {"none", "selective", "full", NULL};
+
+const char *plait_cost_recompute_name(int recompute) {
+    return recompute >= 0 && recompute <= 2 ? recompute_names[recompute] : "none";
+}
+
+static int recompute_of(const char *name) {
+    for (int i = 0; recompute_names[i]; i++)
+        if (strcmp(recompute_names[i], name) == 0) return i;
+    return -1;
+}
+
+int plait_cost_zero_stage(const char *optim) { return strncmp(optim, "zero", 4) == 0 ? atoi(optim + 4) : 0; }
 
 static int axis_index(const char *name, size_t len) {
     for (int a = 0; a < PLAIT_AXIS_N_COUNT; a++)
@@ -23,12 +37,18 @@ static int axis_index(const char *name, size_t len) {
 static plait_status unknown_axis(const char *name, size_t len) {
     return plait_set_error(PLAIT_ERR_INVALID_ARG,
                            "unknown axis '%.*s' (axes: dp, tp, pp, schedule, chunks, optim, micro_batch, "
-                           "bucket_mb, comm)",
+                           "recompute, bucket_mb, comm; or all)",
                            (int)len, name);
 }
 
 plait_status plait_cost_axes_parse(plait_cost_axes *axes, const char *list) {
     axes->vary = 0;
+    if (strcmp(list, "all") == 0) {
+        /* the search space: everything but the bucket and the comm plugin */
+        for (int a = 0; a < PLAIT_AXIS_N_COUNT; a++)
+            if (a != PLAIT_AXIS_N_BUCKET_MB && a != PLAIT_AXIS_N_COMM) axes->vary |= 1u << a;
+        return PLAIT_OK;
+    }
     for (const char *p = list; *p;) {
         size_t len = strcspn(p, ",");
         int a = axis_index(p, len);
@@ -40,7 +60,8 @@ plait_status plait_cost_axes_parse(plait_cost_axes *axes, const char *list) {
 }
 
 static int is_text_axis(int a) {
-    return a == PLAIT_AXIS_N_SCHEDULE || a == PLAIT_AXIS_N_OPTIM || a == PLAIT_AXIS_N_COMM;
+    return a == PLAIT_AXIS_N_SCHEDULE || a == PLAIT_AXIS_N_OPTIM || a == PLAIT_AXIS_N_RECOMPUTE ||
+           a == PLAIT_AXIS_N_COMM;
 }
 
 plait_status plait_cost_axes_values(plait_cost_axes *axes, const char *axis, const char *values) {
@@ -58,13 +79,17 @@ plait_status plait_cost_axes_values(plait_cost_axes *axes, const char *axis, con
         int k = axes->n[a];
         if (is_text_axis(a)) {
             snprintf(axes->text[a][k], 32, "%.*s", (int)len, p);
-            const char *const *allowed = a == PLAIT_AXIS_N_SCHEDULE ? schedules : a == PLAIT_AXIS_N_OPTIM ? optims : NULL;
+            const char *const *allowed = a == PLAIT_AXIS_N_SCHEDULE ? schedules
+                                         : a == PLAIT_AXIS_N_OPTIM    ? optims
+                                         : a == PLAIT_AXIS_N_RECOMPUTE ? recompute_names
+                                                                       : NULL;
             int ok = !allowed;
             for (int i = 0; allowed && allowed[i]; i++) ok |= strcmp(allowed[i], axes->text[a][k]) == 0;
             if (!ok)
                 return plait_set_error(PLAIT_ERR_INVALID_ARG, "--%s: '%s' is not one of %s", axis, axes->text[a][k],
                                        a == PLAIT_AXIS_N_SCHEDULE ? "gpipe, 1f1b, interleaved, zb1"
-                                                                  : "adam, zero1, zero2, zero3");
+                                       : a == PLAIT_AXIS_N_OPTIM  ? "adam, zero1, zero2, zero3"
+                                                                  : "none, selective, full");
         } else {
             char buf[32], *end = NULL;
             snprintf(buf, sizeof buf, "%.*s", (int)len, p);
@@ -117,7 +142,14 @@ static int axis_values(const plait_cost_axes *x, int a, int dp, int pp, int64_t 
     case PLAIT_AXIS_N_CHUNKS:
         if (!vary) num[n++] = x->base.chunks;
         else
-            for (int v = 2; v <= 4; v += 2) num[n++] = v;
+            for (int v = 2; v <= 8; v *= 2) num[n++] = v;
+        break;
+    case PLAIT_AXIS_N_RECOMPUTE:
+        if (!vary) {
+            text[n++] = recompute_names[x->base.recompute];
+        } else {
+            for (int i = 0; recompute_names[i]; i++) text[n++] = recompute_names[i];
+        }
         break;
     case PLAIT_AXIS_N_OPTIM:
         if (!vary) {
@@ -185,6 +217,8 @@ size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, si
                     const char *opt = t[PLAIT_AXIS_N_OPTIM][i[PLAIT_AXIS_N_OPTIM]];
                     snprintf(l.optim, sizeof l.optim, "%s", opt ? opt : "adam");
                     l.micro_batch = v[PLAIT_AXIS_N_MICRO_BATCH][i[PLAIT_AXIS_N_MICRO_BATCH]];
+                    const char *rc = t[PLAIT_AXIS_N_RECOMPUTE][i[PLAIT_AXIS_N_RECOMPUTE]];
+                    l.recompute = rc && recompute_of(rc) >= 0 ? recompute_of(rc) : 0;
                     l.bucket_mb = dp > 1 ? (int)v[PLAIT_AXIS_N_BUCKET_MB][i[PLAIT_AXIS_N_BUCKET_MB]] : 0;
                     const char *comm = t[PLAIT_AXIS_N_COMM][i[PLAIT_AXIS_N_COMM]];
                     snprintf(l.comm, sizeof l.comm, "%s", comm ? comm : "tcp");
@@ -210,8 +244,69 @@ void plait_cost_layout_name(const plait_cost_layout *l, char *buf, size_t len) {
     if (l->pp > 1) n += snprintf(buf + n, len - (size_t)n, " %s", l->schedule);
     if ((size_t)n < len && l->chunks > 1) n += snprintf(buf + n, len - (size_t)n, " v%d", l->chunks);
     if ((size_t)n < len) n += snprintf(buf + n, len - (size_t)n, " mb%lld %s", (long long)l->micro_batch, l->optim);
+    if ((size_t)n < len && l->recompute > 0)
+        n += snprintf(buf + n, len - (size_t)n, " %s", plait_cost_recompute_name(l->recompute));
     if ((size_t)n < len && l->bucket_mb > 0) n += snprintf(buf + n, len - (size_t)n, " b%dM", l->bucket_mb);
     if ((size_t)n < len && strcmp(l->comm, "tcp") != 0) snprintf(buf + n, len - (size_t)n, " %s", l->comm);
+}
+
+/* "dp12" -> 12 when `word` is `prefix` and a whole number >= 1 */
+static int number_after(const char *word, const char *prefix, long long *v) {
+    size_t k = strlen(prefix);
+    if (strncmp(word, prefix, k) != 0 || !word[k]) return 0;
+    char *end = NULL;
+    errno = 0;
+    *v = strtoll(word + k, &end, 10);
+    return !errno && end && *end == 0 && *v >= 1 && *v <= 100000000;
+}
+
+/* "b25M" -> 25 */
+static int bucket_of(const char *word, long long *v) {
+    char num[32];
+    size_t len = strlen(word);
+    if (len < 3 || len > sizeof num) return 0;
+    snprintf(num, sizeof num, "%.*s", (int)(len - 1), word);
+    return number_after(num, "b", v);
+}
+
+plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *base, plait_cost_layout *out) {
+    *out = *base;
+    int has_mb = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text);
+    for (char *save = NULL, *w = strtok_r(buf, " ,", &save); w; w = strtok_r(NULL, " ,", &save)) {
+        long long v;
+        size_t wl = strlen(w);
+        if (number_after(w, "dp", &v)) out->dp = (int)v;
+        else if (number_after(w, "tp", &v)) out->tp = (int)v;
+        else if (number_after(w, "pp", &v)) out->pp = (int)v;
+        else if (number_after(w, "mb", &v)) out->micro_batch = v, has_mb = 1;
+        else if (number_after(w, "v", &v)) out->chunks = (int)v;
+        else if (w[0] == 'b' && wl > 2 && w[wl - 1] == 'M' && bucket_of(w, &v)) out->bucket_mb = (int)v;
+        else if (!strcmp(w, "gpipe") || !strcmp(w, "1f1b") || !strcmp(w, "interleaved") || !strcmp(w, "zb1"))
+            snprintf(out->schedule, sizeof out->schedule, "%s", w);
+        else if (!strcmp(w, "adam") || (!strncmp(w, "zero", 4) && w[4] >= '1' && w[4] <= '3' && !w[5]))
+            snprintf(out->optim, sizeof out->optim, "%s", w);
+        else if (recompute_of(w) >= 0) out->recompute = recompute_of(w);
+        else if (!strcmp(w, "tcp") || !strcmp(w, "nccl") || !strcmp(w, "verbs"))
+            snprintf(out->comm, sizeof out->comm, "%s", w);
+        else
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "layout '%s': '%s' is not a layout word (dpN tpN ppN, a schedule gpipe|1f1b|"
+                                   "interleaved|zb1, vN chunks, mbN, adam|zero1|zero2|zero3, none|selective|full, "
+                                   "bNM bucket, tcp|nccl|verbs), as plait plan prints them",
+                                   text, w);
+    }
+    if (out->pp <= 1) {
+        out->schedule[0] = 0;
+        out->chunks = 1;
+    } else if (!out->schedule[0]) {
+        snprintf(out->schedule, sizeof out->schedule, "1f1b");
+    }
+    if (strcmp(out->schedule, "interleaved") == 0 && out->chunks < 2) out->chunks = 2;
+    if (strcmp(out->schedule, "interleaved") != 0) out->chunks = 1;
+    if (!has_mb) out->micro_batch = 0; /* the default for the layout: set by the caller */
+    return PLAIT_OK;
 }
 
 int plait_cost_layout_overrides(const plait_cost_layout *l, int64_t global_batch, char out[][96]) {
@@ -229,6 +324,7 @@ int plait_cost_layout_overrides(const plait_cost_layout *l, int64_t global_batch
     snprintf(out[n++], 96, "data.global_batch=%lld", (long long)global_batch);
     snprintf(out[n++], 96, "data.micro_batch=%lld", (long long)l->micro_batch);
     snprintf(out[n++], 96, "data.accumulation_steps=0");
+    snprintf(out[n++], 96, "model.recompute=%s", plait_cost_recompute_name(l->recompute));
     if (l->bucket_mb > 0) {
         if (strcmp(l->optim, "adam") == 0) snprintf(out[n++], 96, "parallel.dp.bucket_size=%dM", l->bucket_mb);
         else snprintf(out[n++], 96, "optim.%s.bucket_size=%dM", l->optim, l->bucket_mb);
@@ -256,7 +352,7 @@ double plait_cost_mem_limit(const plait_cluster *c, int ranks) {
  * bucket_size), else the plugins' default 25 MB. */
 static void optim_of(const plait_config *cfg, int bucket_mb, int *zero, double *bucket) {
     const char *optim = plait_config_str(cfg, "optim", "plugin");
-    *zero = strncmp(optim, "zero", 4) == 0 ? atoi(optim + 4) : 0;
+    *zero = plait_cost_zero_stage(optim);
     *bucket = bucket_mb > 0 ? bucket_mb * 1e6 : 25e6;
     plait_value v;
     char sec[48];
@@ -264,9 +360,8 @@ static void optim_of(const plait_config *cfg, int bucket_mb, int *zero, double *
     if (bucket_mb == 0 && plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK) *bucket = (double)v.i;
 }
 
-/* Bytes on the wire per float32 byte of the gradient reductions and of
- * ZeRO-3's parameter gathers, from the compression keys (coll/compress.h). */
-static void wire_of(const plait_config *cfg, int zero, double *grad, double *param) {
+/* (coll/compress.h's sizes) */
+void plait_cost_wire(const plait_config *cfg, int zero, double *grad, double *param) {
     char sec[48];
     snprintf(sec, sizeof sec, zero ? "optim.zero%d" : "parallel.dp", zero);
     plait_value v;
@@ -277,48 +372,92 @@ static void wire_of(const plait_config *cfg, int zero, double *grad, double *par
     *param = (double)plait_compress_bytes((plait_compression)p, n) / (4.0 * n);
 }
 
-/* Every rank's cost through the preflight (col->ranks allocated here). */
-static plait_status rank_costs(plait_config *cfg, collect *col) {
-    int world = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
-                      plait_config_int(cfg, "parallel", "pp"));
+static int world_of(const plait_config *cfg) {
+    return (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
+                 plait_config_int(cfg, "parallel", "pp"));
+}
+
+/* The cost of every rank (all = 1), or of one rank per pipeline stage,
+ * through the preflight (col->ranks allocated here). */
+static plait_status rank_costs(plait_config *cfg, int all, collect *col) {
+    int want = all ? world_of(cfg) : (int)plait_config_int(cfg, "parallel", "pp");
     col->n = 0;
-    col->cap = world;
-    col->ranks = calloc((size_t)world, sizeof(plait_cost_rank));
+    col->cap = want;
+    col->ranks = calloc((size_t)want, sizeof(plait_cost_rank));
     if (!col->ranks) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-    plait_status st = plait_layout_preflight_visit(cfg, visit, col);
-    if (st == PLAIT_OK && col->n != world)
-        st = plait_set_error(PLAIT_ERR_INTERNAL, "the preflight planned %d of %d ranks", col->n, world);
+    plait_status st = all ? plait_layout_preflight_visit(cfg, visit, col) : plait_layout_preflight_stages(cfg, visit, col);
+    if (st == PLAIT_OK && col->n != want)
+        st = plait_set_error(PLAIT_ERR_INTERNAL, "the preflight planned %d of %d ranks", col->n, want);
     return st;
 }
 
 plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c, plait_cost_mem *per_rank, int cap,
                                       int *n) {
     collect col;
-    plait_status st = rank_costs(cfg, &col);
+    plait_status st = rank_costs(cfg, 1, &col);
     int zero;
     double bucket;
     optim_of(cfg, 0, &zero, &bucket);
     *n = 0;
+    /* plait keeps its weights, gradients and activations in fp32 in every
+     * precision mode (docs/gpu.md): its own runs are counted so */
+    plait_cost_job j = {.dp = (int)plait_config_int(cfg, "parallel", "dp"),
+                        .tp = (int)plait_config_int(cfg, "parallel", "tp"),
+                        .pp = (int)plait_config_int(cfg, "parallel", "pp"), .zero = zero, .bucket_bytes = bucket,
+                        .precision = PLAIT_PRECISION_FP32};
     for (int i = 0; st == PLAIT_OK && i < col.n && i < cap; i++) {
-        plait_cost_memory(&col.ranks[i], zero, bucket, c->process_bytes, &per_rank[i]);
+        plait_cost_memory(&col.ranks[i], &j, c->process_bytes, &per_rank[i]);
         *n = i + 1;
     }
     free(col.ranks);
     return st;
 }
 
-plait_status plait_cost_evaluate(const plait_cost_layout *l, int64_t global_batch, plait_cost_loader load,
-                                 void *ctx, const plait_cluster *c, double mem_limit, plait_cost_result *out) {
+void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, double bucket_bytes, plait_cost_job *out) {
+    *out = (plait_cost_job){.dp = l->dp, .tp = l->tp, .pp = l->pp, .zero = plait_cost_zero_stage(l->optim),
+                            .bucket_bytes = bucket_bytes, .precision = x->precision, .hierarchical = x->hierarchical};
+}
+
+void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l, const plait_cost_ctx *x,
+                       double bucket_bytes, int block_size, plait_cost_result *out) {
+    plait_cost_job j;
+    plait_cost_job_of(l, x, bucket_bytes, &j);
+    out->valid = 1;
+    out->mem.total = 0;
+    out->flops_per_step = 0;
+    for (int s = 0; s < l->pp; s++) {
+        plait_cost_mem m;
+        plait_cost_memory(&stages[s], &j, x->cluster->process_bytes, &m);
+        if (m.total > out->mem.total) out->mem = m;
+        out->flops_per_step += stages[s].flops * l->dp * l->tp;
+    }
+    plait_cost_step_time(stages, &j, x->cluster, &out->time);
+    out->tokens_per_step = (double)x->global_batch * block_size;
+    out->tokens_per_s = out->time.step > 0 ? out->tokens_per_step / out->time.step : 0;
+    double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(x->cluster, l->dp * l->tp * l->pp);
+    out->fits = !(limit > 0 && out->mem.total > limit);
+    out->why[0] = 0;
+    if (!out->fits)
+        snprintf(out->why, sizeof out->why, "memory over the limit: %.1f MiB per rank predicted, %.1f MiB allowed",
+                 out->mem.total / 1048576.0, limit / 1048576.0);
+}
+
+plait_status plait_cost_evaluate(const plait_cost_layout *l, const plait_cost_ctx *x, plait_cost_result *out) {
+    return plait_cost_evaluate_stages(l, x, out, NULL, 0);
+}
+
+plait_status plait_cost_evaluate_stages(const plait_cost_layout *l, const plait_cost_ctx *x, plait_cost_result *out,
+                                        plait_cost_rank *stages, int cap) {
     memset(out, 0, sizeof *out);
     out->layout = *l;
     char ov[16][96];
     char *ptr[16];
-    int n = plait_cost_layout_overrides(l, global_batch, ov);
+    int n = plait_cost_layout_overrides(l, x->global_batch, ov);
     for (int i = 0; i < n; i++) ptr[i] = ov[i];
     plait_config *cfg = NULL;
     collect col = {0};
-    plait_status st = load(ctx, n, ptr, &cfg);
-    if (st == PLAIT_OK) st = rank_costs(cfg, &col);
+    plait_status st = x->load(x->load_ctx, n, ptr, &cfg);
+    if (st == PLAIT_OK) st = rank_costs(cfg, 0, &col);
     if (st != PLAIT_OK) {
         if (st == PLAIT_ERR_NO_MEMORY) {
             plait_config_free(cfg);
@@ -331,27 +470,15 @@ plait_status plait_cost_evaluate(const plait_cost_layout *l, int64_t global_batc
         free(col.ranks);
         return PLAIT_OK;
     }
-    out->valid = 1;
-    int zero, world = col.n;
+    int zero;
     double bucket;
     optim_of(cfg, l->bucket_mb, &zero, &bucket);
     double gw, pw;
-    wire_of(cfg, zero, &gw, &pw);
-    for (int i = 0; i < world; i++) col.ranks[i].grad_wire = gw, col.ranks[i].param_wire = pw;
-    for (int i = 0; i < world; i++) {
-        plait_cost_mem m;
-        plait_cost_memory(&col.ranks[i], zero, bucket, c->process_bytes, &m);
-        if (m.total > out->mem.total) out->mem = m;
-        out->flops_per_step += col.ranks[i].flops;
-    }
-    plait_cost_step_time(col.ranks, world, zero, bucket, c, &out->time);
-    out->tokens_per_step = (double)global_batch * (double)plait_config_int(cfg, "model", "block_size");
-    out->tokens_per_s = out->time.step > 0 ? out->tokens_per_step / out->time.step : 0;
-    double limit = mem_limit > 0 ? mem_limit : plait_cost_mem_limit(c, world);
-    out->fits = !(limit > 0 && out->mem.total > limit);
-    if (!out->fits)
-        snprintf(out->why, sizeof out->why, "memory over the limit: %.1f MiB per rank predicted, %.1f MiB allowed",
-                 out->mem.total / 1048576.0, limit / 1048576.0);
+    plait_cost_wire(cfg, zero, &gw, &pw);
+    for (int i = 0; i < col.n; i++) col.ranks[i].grad_wire = gw, col.ranks[i].param_wire = pw;
+    plait_cost_finish(col.ranks, l, x, bucket, (int)plait_config_int(cfg, "model", "block_size"), out);
+    out->confirmed = 1;
+    for (int i = 0; stages && i < col.n && i < cap; i++) stages[i] = col.ranks[i];
     plait_config_free(cfg);
     free(col.ranks);
     return PLAIT_OK;

@@ -1,7 +1,9 @@
 /*
- * Layouts of N ranks: enumerating the candidates along chosen axes, and
- * evaluating one (is it valid, what will it cost) through the same checks
- * `plait train` runs before it starts (train/preflight.h).
+ * Layouts of N ranks: enumerating the candidates along chosen axes, naming
+ * them (and reading a name back), and evaluating one through the plan its
+ * parallel plugin makes, with the checks `plait train` runs before it
+ * starts (train/preflight.h). search.h weighs whole spaces from the model's
+ * shape (stages.h) and confirms the best through plait_cost_evaluate.
  *
  * Which axes vary and over which values is a plait_cost_axes; an axis that
  * does not vary keeps the config's setting, except the micro-batch, which is
@@ -9,7 +11,8 @@
  * dp micro-batches fill it, as Megatron-LM users set it).
  *
  * Not thread-safe (the loader callback and the preflight use the calling
- * thread's error slot). Nothing here allocates beyond the caller's arrays.
+ * thread's error slot). Nothing here allocates beyond the caller's arrays,
+ * except plait_cost_evaluate while it runs.
  */
 #ifndef PLAIT_CORE_COST_LAYOUTS_H
 #define PLAIT_CORE_COST_LAYOUTS_H
@@ -20,28 +23,30 @@
 #include "config/config.h"
 #include "cost/cost.h"
 
-#define PLAIT_COST_MAX_VALUES 16
+#define PLAIT_COST_MAX_VALUES 32
 
 typedef struct plait_cost_layout {
     int dp, tp, pp;
-    char schedule[16];   /* gpipe, 1f1b, interleaved; "" without a pipeline */
+    char schedule[16];   /* gpipe, 1f1b, interleaved, zb1; "" without a pipeline */
     int chunks;          /* model chunks per stage (interleaved's virtual stages), 1 otherwise */
     char optim[16];      /* adam, zero1, zero2, zero3 */
     int64_t micro_batch; /* sequences per micro-batch */
+    int recompute;       /* [model] recompute: 0 none, 1 selective, 2 full */
     int bucket_mb;       /* DP / ZeRO bucket size in MB (0 = the plugin's default) */
     char comm[32];       /* comm plugin */
 } plait_cost_layout;
 
 /* Axis names, in the order of --axes. */
 enum { PLAIT_AXIS_N_DP, PLAIT_AXIS_N_TP, PLAIT_AXIS_N_PP, PLAIT_AXIS_N_SCHEDULE, PLAIT_AXIS_N_CHUNKS,
-       PLAIT_AXIS_N_OPTIM, PLAIT_AXIS_N_MICRO_BATCH, PLAIT_AXIS_N_BUCKET_MB, PLAIT_AXIS_N_COMM, PLAIT_AXIS_N_COUNT };
+       PLAIT_AXIS_N_OPTIM, PLAIT_AXIS_N_MICRO_BATCH, PLAIT_AXIS_N_RECOMPUTE, PLAIT_AXIS_N_BUCKET_MB,
+       PLAIT_AXIS_N_COMM, PLAIT_AXIS_N_COUNT };
 extern const char *const plait_cost_axis_names[PLAIT_AXIS_N_COUNT];
 
 typedef struct plait_cost_axes {
     int ranks;
     unsigned vary;                  /* bit per axis (1u << PLAIT_AXIS_N_*) */
     /* Explicit values per axis (bounds); n = 0 = every sensible value. For
-     * text axes (schedule, optim, comm) `text` holds them. */
+     * text axes (schedule, optim, recompute, comm) `text` holds them. */
     int n[PLAIT_AXIS_N_COUNT];
     int64_t num[PLAIT_AXIS_N_COUNT][PLAIT_COST_MAX_VALUES];
     char text[PLAIT_AXIS_N_COUNT][PLAIT_COST_MAX_VALUES][32];
@@ -50,9 +55,9 @@ typedef struct plait_cost_axes {
     plait_cost_layout base;
 } plait_cost_axes;
 
-/* Parse "dp,tp,pp,schedule" into axes->vary; "AXIS=v1,v2" style bounds are
- * set with plait_cost_axes_values. Errors name the unknown axis and list
- * the known ones. */
+/* Parse "dp,tp,pp,schedule" (or "all") into axes->vary; "AXIS=v1,v2"
+ * style bounds are set with plait_cost_axes_values. Errors name the
+ * unknown axis and list the known ones. */
 plait_status plait_cost_axes_parse(plait_cost_axes *axes, const char *list);
 /* Values of one axis ("1,2,4" or "gpipe,1f1b"); also makes the axis vary. */
 plait_status plait_cost_axes_values(plait_cost_axes *axes, const char *axis, const char *values);
@@ -61,22 +66,47 @@ plait_status plait_cost_axes_values(plait_cost_axes *axes, const char *axis, con
  * in axis order). Writes at most `cap`; returns the count there would be. */
 size_t plait_cost_enumerate(const plait_cost_axes *axes, plait_cost_layout *out, size_t cap);
 
-/* "dp 2 x tp 1 x pp 2, 1f1b, mb 1, adam" (and the bucket, chunks and comm
- * when set). */
+/* "dp2 tp1 pp2 1f1b mb1 adam" (then the recompute mode when not none, the
+ * bucket, chunks and comm when set). */
 void plait_cost_layout_name(const plait_cost_layout *l, char *buf, size_t len);
+/* The layout a name (as above, words in any order; "dp2 tp1 pp2" alone
+ * keeps `base`'s other settings) gives. Errors name the word and what is
+ * allowed. */
+plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *base, plait_cost_layout *out);
+/* "none", "selective", "full". */
+const char *plait_cost_recompute_name(int recompute);
 /* The `section.key=value` overrides that turn the config into the layout,
- * one per entry of out (each up to 96 bytes). Returns the count (<= 12). */
+ * one per entry of out (each up to 96 bytes). Returns the count (<= 14). */
 int plait_cost_layout_overrides(const plait_cost_layout *l, int64_t global_batch, char out[][96]);
+/* The ZeRO stage of an optimizer plugin name (0 for adam). */
+int plait_cost_zero_stage(const char *optim);
+/* Bytes on the wire per float32 byte of the gradient reductions (*grad)
+ * and of ZeRO-3's parameter gathers (*param) under `cfg`'s compression keys
+ * for ZeRO stage `zero` (0 = plain DP): [parallel.dp] or [optim.zeroN]
+ * grad_compression, [optim.zero3] param_gather. 1 when uncompressed. */
+void plait_cost_wire(const plait_config *cfg, int zero, double *grad, double *param);
 
 /* Builds the finalized config for a layout from the overrides (the CLI's
  * loader: the file, the user's overrides, then these). */
 typedef plait_status (*plait_cost_loader)(void *ctx, int n_overrides, char *const *overrides,
                                           plait_config **out);
 
+/* What an evaluation needs besides the layout. */
+typedef struct plait_cost_ctx {
+    const plait_cluster *cluster;
+    plait_precision precision;  /* what the cluster trains in (the config's, else the cluster's) */
+    int hierarchical;           /* the comm plugin reduces hierarchically across nodes */
+    double mem_limit;           /* bytes per rank (0 = the cluster's) */
+    int64_t global_batch;
+    plait_cost_loader load;
+    void *load_ctx;
+} plait_cost_ctx;
+
 typedef struct plait_cost_result {
     plait_cost_layout layout;
     int valid;                 /* 0: why says why */
     int fits;                  /* predicted memory within the limit */
+    int confirmed;             /* the plugin's plan stands behind the figures (else the model's shape alone) */
     char why[512];
     plait_cost_mem mem;        /* the rank needing the most */
     plait_cost_time time;
@@ -85,17 +115,29 @@ typedef struct plait_cost_result {
     double flops_per_step;     /* all ranks */
 } plait_cost_result;
 
-/* Check and predict one layout: the loader's config, the preflight of
- * every rank, then the cost model on cluster `c` with the world of
- * axes->ranks. A layout the checks refuse is valid = 0 with their message;
- * memory over `mem_limit` bytes per rank (0 = the cluster's) sets fits = 0
- * and says so in why. Returns PLAIT_OK unless memory runs out. */
-plait_status plait_cost_evaluate(const plait_cost_layout *l, int64_t global_batch, plait_cost_loader load,
-                                 void *ctx, const plait_cluster *c, double mem_limit, plait_cost_result *out);
+/* The job settings of layout `l` in context `x`. */
+void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, double bucket_bytes, plait_cost_job *out);
+
+/* Fill out's memory, time and tokens from the costs of l's pipeline stages
+ * (valid = 1; fits and why by the memory limit). */
+void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l, const plait_cost_ctx *x,
+                       double bucket_bytes, int block_size, plait_cost_result *out);
+
+/* Check and predict one layout through its plugin's plan: the loader's
+ * config, the preflight of one rank of each pipeline stage, then the cost
+ * model. A layout the checks refuse is valid = 0 with their message;
+ * memory over the limit sets fits = 0 and says so in why. Returns PLAIT_OK
+ * unless memory runs out. */
+plait_status plait_cost_evaluate(const plait_cost_layout *l, const plait_cost_ctx *x, plait_cost_result *out);
+/* The same, also copying the costs of its pipeline stages to stages[0..cap)
+ * (for --explain). */
+plait_status plait_cost_evaluate_stages(const plait_cost_layout *l, const plait_cost_ctx *x, plait_cost_result *out,
+                                        plait_cost_rank *stages, int cap);
 
 /* The predicted memory of each rank of the layout `cfg` (finalized, as for
- * plait_layout_preflight) describes, in world order: up to `cap` rows, the
- * count in *n. Errors are the preflight's. */
+ * plait_layout_preflight) describes, in world order, as plait itself keeps
+ * it (in fp32, whatever [run] precision says: docs/plan.md): up to `cap`
+ * rows, the count in *n. Errors are the preflight's. */
 plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c, plait_cost_mem *per_rank, int cap,
                                       int *n);
 

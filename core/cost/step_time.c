@@ -1,134 +1,259 @@
-/* Step time: compute, alpha-beta communication, pipeline bubble, overlap. */
+/* Step time: compute, alpha-beta communication on the cluster's links, pipeline bubble, overlap. */
 #include "cost/cost.h"
 
 #include <string.h>
 
-double plait_cost_allreduce_s(const plait_link *l, int n, double bytes) {
+double plait_cost_allreduce_bw_s(double latency, double bandwidth, int n, double bytes) {
     if (n <= 1) return 0;
-    return 2.0 * (n - 1) * (l->latency + bytes / n / l->bandwidth);
+    return 2.0 * (n - 1) * (latency + bytes / n / bandwidth);
+}
+
+double plait_cost_gather_bw_s(double latency, double bandwidth, int n, double bytes) {
+    if (n <= 1) return 0;
+    return (n - 1) * (latency + bytes / n / bandwidth);
+}
+
+double plait_cost_allreduce_s(const plait_link *l, int n, double bytes) {
+    return plait_cost_allreduce_bw_s(l->latency, l->bandwidth, n, bytes);
 }
 
 double plait_cost_gather_s(const plait_link *l, int n, double bytes) {
-    if (n <= 1) return 0;
-    return (n - 1) * (l->latency + bytes / n / l->bandwidth);
+    return plait_cost_gather_bw_s(l->latency, l->bandwidth, n, bytes);
 }
 
 double plait_cost_p2p_s(const plait_link *l, double bytes) { return l->latency + bytes / l->bandwidth; }
 
-double plait_cost_bubble(int p, int m, int v) {
+double plait_cost_bubble(const char *schedule, int p, int m, int v) {
     if (p <= 1 || m < 1) return 0;
     if (v < 1) v = 1;
-    return (double)(p - 1) / ((double)v * m + p - 1);
+    double P = p, M = m, V = v;
+    if (schedule && strcmp(schedule, "zb1") == 0)
+        return m >= p ? (P - 1) / (3 * M + P - 1) : (2 * P - M - 1) / (2 * M + 2 * P - 1);
+    if (v == 1) return (P - 1) / (M + P - 1);
+    return m >= p ? (P - 1) / (V * M + P - 1) : (V * (P - M) + M - 1) / (V * P + M - 1);
 }
 
-/* Bytes of gradient this rank reduces over DP, and how the optimizer moves
- * them: plain DP all-reduces 4Ψ; ZeRO-1/2 reduce-scatter 4Ψ and all-gather
- * the updated 4Ψ; ZeRO-3 all-gathers the parameters for the forward and
- * again for the backward pass and reduce-scatters the gradients (1.5x).
- * Compression scales the gradients' bytes (g) and ZeRO-3's gathers (w);
- * ZeRO-1/2 gather the updated parameters in float32. */
-static void dp_times(const plait_cost_rank *r, int zero_stage, double bucket_bytes, const plait_link *l,
-                     double *hidden_s, double *exposed_s, double *bytes) {
-    double S = 4 * r->param_numel, g = r->grad_wire > 0 ? r->grad_wire : 1, w = r->param_wire > 0 ? r->param_wire : 1;
+/* How a group of `size` ranks whose members are `stride` world ranks apart
+ * talks: within a node on the intra link; across nodes each member of a
+ * node is one of `per_node` ranks using the network at once. */
+typedef struct route {
+    const plait_link *link;
+    double bandwidth;   /* what one rank gets on it */
+    int local, nodes;   /* members per node, nodes spanned (hierarchical) */
+} route;
+
+static route route_of(const plait_cluster *c, int world, int size, int stride) {
+    int per_node = plait_cluster_ranks_per_node(c, world);
+    route r = {.link = plait_cluster_link(c, world, size, stride), .local = size, .nodes = 1};
+    if (r.link == &c->intra) {
+        r.bandwidth = c->intra.bandwidth;
+        return r;
+    }
+    r.bandwidth = plait_cluster_inter_share(c, per_node);
+    r.local = stride < per_node ? per_node / stride : 1;
+    if (r.local > size) r.local = size;
+    if (r.local < 1 || size % r.local != 0) r.local = 1;
+    r.nodes = size / r.local;
+    return r;
+}
+
+/* Collectives of the DP group: flat rings on its route, or, across nodes
+ * with a hierarchical comm plugin, a reduce-scatter inside each node, the
+ * inter-node step on 1/local of the bytes, and an all-gather inside. A
+ * collective of `bytes` cut into `parts` (buckets, layers) pays the ring's
+ * latency once a part. Each adds its time on each link to intra/inter. */
+typedef struct dp_net {
+    const plait_cluster *c;
+    route r;
+    int n, hier;
+    double intra, inter; /* seconds on each link so far */
+} dp_net;
+
+static double ring(double latency, double bandwidth, int n, double bytes, double parts) {
+    if (n <= 1) return 0;
+    return (n - 1) * (parts * latency + bytes / n / bandwidth);
+}
+
+/* `times` collectives of `bytes` each. */
+static double dp_gathers(dp_net *d, double bytes, double parts, double times) {
+    const plait_link *in = &d->c->intra, *out = &d->c->inter;
+    if (parts < 1) parts = 1;
+    if (d->r.link == in || d->n <= 1) {
+        double t = times * ring(in->latency, in->bandwidth, d->n, bytes, parts);
+        d->intra += t;
+        return t;
+    }
+    if (d->hier && d->r.local > 1) {
+        double a = times * ring(in->latency, in->bandwidth, d->r.local, bytes, parts);
+        double b = times * ring(out->latency, d->r.bandwidth, d->r.nodes, bytes / d->r.local, parts);
+        d->intra += a;
+        d->inter += b;
+        return a + b;
+    }
+    double t = times * ring(out->latency, d->r.bandwidth, d->n, bytes, parts);
+    d->inter += t;
+    return t;
+}
+
+static double dp_gather(dp_net *d, double bytes, double parts) { return dp_gathers(d, bytes, parts, 1); }
+
+/* an all-reduce: a reduce-scatter and an all-gather of the same bytes */
+static double dp_allreduce(dp_net *d, double bytes, double parts) { return dp_gathers(d, bytes, parts, 2); }
+
+static double ceil_div(double a, double b) { return b > 0 && a > 0 ? (double)(long long)((a + b - 1) / b) : 1; }
+
+/* The DP group's collectives in a step, as plait's optimizers run them:
+ * plain DP and ZeRO-1 reduce the accumulated gradients once, in buckets
+ * (all-reduce; ZeRO-1 a reduce-scatter and the updated weights' all-gather);
+ * ZeRO-2 and 3 reduce-scatter each micro-batch's gradients as its backward
+ * makes them (in the weights' precision, the sum kept in the sharded
+ * buffer), ZeRO-2 all-gathers the updated weights once, ZeRO-3 all-gathers
+ * each layer's weights before its forward and again before its backward, of
+ * every micro-batch. The reduction of every part but the last hides behind
+ * the backward pass; ZeRO-3's gathers are prefetched except the first
+ * layer's. */
+static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *d, double *hidden, double *exposed,
+                     double *bytes) {
+    plait_cost_bytes b;
+    plait_cost_bytes_of(j->precision, r->micro_batches, &b);
     int n = r->dp;
-    *hidden_s = *exposed_s = *bytes = 0;
+    double m = r->micro_batches > 0 ? r->micro_batches : 1;
+    *hidden = *exposed = *bytes = 0;
     if (n <= 1) return;
-    double last = S < bucket_bytes ? S : bucket_bytes;
-    if (zero_stage == 0) {
-        *hidden_s = plait_cost_allreduce_s(l, n, g * (S - last));
-        *exposed_s = plait_cost_allreduce_s(l, n, g * last);
-        *bytes = 2.0 * (n - 1) / n * S * g;
-    } else if (zero_stage < 3) {
-        *hidden_s = plait_cost_gather_s(l, n, g * (S - last));
-        *exposed_s = plait_cost_gather_s(l, n, g * last) + plait_cost_gather_s(l, n, S);
-        *bytes = (n - 1.0) / n * S * (g + 1);
+    /* compression (grad_wire, param_wire): the gradients' reductions and
+     * ZeRO-3's gathers move that share of their bytes; the updated weights'
+     * all-gather of ZeRO-1/2 stays as it is */
+    double g = r->grad_wire > 0 ? r->grad_wire : 1, w = r->param_wire > 0 ? r->param_wire : 1;
+    double W = b.weight * r->param_numel, layers = ceil_div(r->param_numel, r->largest_layer_numel);
+    if (j->zero <= 1) {
+        double S = b.grad * r->param_numel * g, last = S < j->bucket_bytes * g ? S : j->bucket_bytes * g;
+        double parts = ceil_div(S - last, j->bucket_bytes * g);
+        if (j->zero == 0) {
+            *hidden = dp_allreduce(d, S - last, parts);
+            *exposed = dp_allreduce(d, last, 1);
+            *bytes = 2.0 * (n - 1) / n * S;
+        } else {
+            *hidden = dp_gather(d, S - last, parts);
+            *exposed = dp_gather(d, last, 1) + dp_gather(d, W, ceil_div(W, j->bucket_bytes));
+            *bytes = (n - 1.0) / n * (S + W);
+        }
+        return;
+    }
+    /* stages 2 and 3: every micro-batch's gradients, in the weights' precision */
+    double G = W * g, last = G < j->bucket_bytes * g ? G : j->bucket_bytes * g;
+    double rs = dp_gathers(d, G, ceil_div(W, j->bucket_bytes), m);
+    if (j->zero == 2) {
+        double tail = dp_gather(d, last, 1);
+        *hidden = rs - tail;
+        *exposed = tail + dp_gather(d, W, ceil_div(W, j->bucket_bytes));
+        *bytes = (n - 1.0) / n * (m * G + W);
     } else {
-        double U = 4 * r->largest_layer_numel;
-        *hidden_s = 2 * plait_cost_gather_s(l, n, w * S) + plait_cost_gather_s(l, n, g * S) -
-                    plait_cost_gather_s(l, n, w * U);
-        *exposed_s = plait_cost_gather_s(l, n, w * U);
-        *bytes = (n - 1.0) / n * S * (2 * w + g);
+        double U = b.weight * r->largest_layer_numel * w;
+        double first = dp_gather(d, U, 1);
+        *hidden = rs + dp_gathers(d, W * w, layers, 2 * m) - first;
+        *exposed = first;
+        *bytes = (n - 1.0) / n * m * (2 * W * w + G);
     }
 }
 
-void plait_cost_step_time(const plait_cost_rank *ranks, int n, int zero_stage, double bucket_bytes,
-                          const plait_cluster *c, plait_cost_time *out) {
+void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j, const plait_cluster *c,
+                          plait_cost_time *out) {
     memset(out, 0, sizeof *out);
+    int dp = j->dp, tp = j->tp, pp = j->pp, n = dp * tp * pp;
     if (n < 1) return;
     int per_node = plait_cluster_ranks_per_node(c, n);
     int units = c->units_per_node > 0 ? c->units_per_node : 1;
+    double rate = 0;
+    (void)plait_cluster_rate(c, j->precision, &rate);
+    if (rate <= 0) rate = 1; /* the caller checked it; no division by zero */
+    out->rate = rate;
     /* a rank's compute rate when it runs alone on its share of the node
      * (its math threads: units / ranks on the node, at least one), and the
      * node's whole rate, which its busy ranks share */
-    double unit_rate = c->gpu ? c->peak_flops : c->peak_flops / units;
-    double node_rate = unit_rate * units;
     int threads = c->gpu ? 1 : (units / per_node > 1 ? units / per_node : 1);
-    double alone = unit_rate * threads * c->efficiency;
-    const plait_cost_rank *r0 = &ranks[0];
-    int tp = r0->tp, dp = r0->dp;
-    const plait_link *tp_link = plait_cluster_link(c, n, tp, 1);
-    const plait_link *dp_link = plait_cluster_link(c, n, dp, tp);
-    const plait_link *pp_link = plait_cluster_link(c, n, r0->pp, tp * dp);
+    double alone = c->gpu ? rate : rate / units * threads;
+    plait_cost_bytes act;
+    plait_cost_bytes_of(j->precision, 1, &act);
+    route tpr = route_of(c, n, tp, 1), ppr = route_of(c, n, pp, tp * dp);
+    out->tp_link = tpr.link->kind;
+    out->pp_link = ppr.link->kind;
 
-    double crit = 0, busiest = 0, comm_crit = 0, node_work_max = 0, comm_max = 0, opt_max = 0;
-    double dp_hidden = 0, dp_exposed = 0;
-    int nodes = (n + per_node - 1) / per_node;
-    for (int node = 0; node < nodes; node++) {
-        double work = 0, opt_bytes = 0;
-        for (int i = node * per_node; i < n && i < (node + 1) * per_node; i++) {
-            work += ranks[i].flops;
-            double owned = ranks[i].param_numel / (zero_stage > 0 ? ranks[i].dp : 1);
-            opt_bytes += 28.0 * owned; /* AdamW reads p, g, m, v and writes p, m, v: 7 floats */
-        }
-        double t = work / (node_rate * c->efficiency);
-        if (t > node_work_max) node_work_max = t;
-        /* a GPU node's memory bandwidth is per GPU, a CPU node's is shared */
-        double opt = c->gpu ? opt_bytes / per_node / c->memory_bandwidth : opt_bytes / c->memory_bandwidth;
-        if (opt > opt_max) opt_max = opt;
-    }
-    for (int i = 0; i < n; i++) {
-        const plait_cost_rank *r = &ranks[i];
+    double crit = -1, comm_max = 0, opt_max = 0, dp_total = -1;
+    for (int s = 0; s < pp; s++) {
+        const plait_cost_rank *r = &stages[s];
         double compute = r->flops / alone;
-        double tp_s = r->tp_msgs * plait_cost_allreduce_s(tp_link, r->tp, r->tp_msg_bytes);
-        double pp_s = r->pp_msgs * plait_cost_p2p_s(pp_link, r->pp_msg_bytes);
-        double busy = compute + tp_s + pp_s;
-        double span = busy / (1 - r->bubble);
+        double tp_s = r->tp_msgs * plait_cost_allreduce_bw_s(tpr.link->latency, tpr.bandwidth, tp,
+                                                               act.activation * r->tp_msg_elems);
+        double pp_s = r->pp_msgs * (ppr.link->latency + act.activation * r->pp_msg_elems / ppr.bandwidth);
+        double span = (compute + tp_s + pp_s) / (1 - r->bubble);
         if (span > crit) {
             crit = span;
-            busiest = compute;
-            comm_crit = tp_s + pp_s;
+            out->busiest = s;
+            out->compute = compute;
+            out->recompute = r->recompute_flops / alone;
+            out->tp_s = tp_s;
+            out->pp_s = pp_s;
+            out->bubble = r->bubble;
         }
         if (tp_s + pp_s > comm_max) comm_max = tp_s + pp_s;
+        dp_net d = {.c = c, .r = route_of(c, n, dp, tp), .n = dp, .hier = j->hierarchical};
         double h, e, b;
-        dp_times(r, zero_stage, bucket_bytes, dp_link, &h, &e, &b);
-        if (h + e > dp_hidden + dp_exposed) {
-            dp_hidden = h;
-            dp_exposed = e;
+        dp_times(r, j, &d, &h, &e, &b);
+        if (h + e > dp_total) {
+            dp_total = h + e;
+            out->dp_hidden = h;
+            out->dp_exposed = e;
+            out->dp_intra = d.intra;
+            out->dp_inter = d.inter;
+            out->dp_link = d.r.link->kind;
+            out->dp_hierarchical = d.hier && d.r.link == &c->inter && d.r.local > 1;
         }
         if (b > out->dp_bytes) out->dp_bytes = b;
-        if (r->tp_msgs * r->tp_msg_bytes > out->tp_bytes) out->tp_bytes = r->tp_msgs * r->tp_msg_bytes;
-        if (r->pp_msgs * r->pp_msg_bytes > out->pp_bytes) out->pp_bytes = r->pp_msgs * r->pp_msg_bytes;
+        if (r->tp_msgs * r->tp_msg_elems * act.activation > out->tp_bytes)
+            out->tp_bytes = r->tp_msgs * r->tp_msg_elems * act.activation;
+        if (r->pp_msgs * r->pp_msg_elems * act.activation > out->pp_bytes)
+            out->pp_bytes = r->pp_msgs * r->pp_msg_elems * act.activation;
+        plait_cost_bytes b2;
+        plait_cost_bytes_of(j->precision, r->micro_batches, &b2);
+        double owned = r->param_numel / (j->zero > 0 ? dp : 1);
+        /* a GPU's memory bandwidth is its own */
+        if (c->gpu && b2.adam_io * owned / c->memory_bandwidth > opt_max) opt_max = b2.adam_io * owned / c->memory_bandwidth;
     }
-    /* ranks sharing cores cannot do more work per second than the node:
-     * then the node's total work (plus the communication on the critical
-     * path) sets the pace, and a pipeline's idle ranks lend their cores to
-     * the busy ones */
     double fwd_bwd = crit;
-    double shared = node_work_max + comm_max;
-    if (shared > fwd_bwd) {
-        fwd_bwd = shared;
-        out->compute = node_work_max;
-        out->comm = comm_max;
-        out->idle = 0;
-    } else {
-        out->compute = busiest;
-        out->comm = comm_crit;
-        out->idle = crit - busiest - comm_crit;
+    out->comm = out->tp_s + out->pp_s;
+    out->idle = crit - out->compute - out->comm;
+    if (!c->gpu) {
+        /* ranks sharing a CPU node's cores cannot do more work per second
+         * than the node: then the busiest node's total work (plus the
+         * communication on the critical path) sets the pace, and a
+         * pipeline's idle ranks lend their cores to the busy ones. Ranks are
+         * placed tp innermost, then dp, then pp: world rank w is on stage
+         * w / (tp dp). The node's memory bandwidth is shared too. */
+        double node_work_max = 0;
+        for (int first = 0; first < n; first += per_node) {
+            double work = 0, opt_bytes = 0;
+            for (int w = first; w < n && w < first + per_node; w++) {
+                const plait_cost_rank *r = &stages[w / (tp * dp)];
+                plait_cost_bytes b2;
+                plait_cost_bytes_of(j->precision, r->micro_batches, &b2);
+                work += r->flops;
+                opt_bytes += b2.adam_io * r->param_numel / (j->zero > 0 ? dp : 1);
+            }
+            if (work / rate > node_work_max) node_work_max = work / rate;
+            if (opt_bytes / c->memory_bandwidth > opt_max) opt_max = opt_bytes / c->memory_bandwidth;
+        }
+        if (node_work_max + comm_max > fwd_bwd) {
+            fwd_bwd = node_work_max + comm_max;
+            out->shared_cores = 1;
+            out->compute = node_work_max;
+            out->comm = comm_max;
+            out->idle = 0;
+        }
     }
     /* the reduction of all buckets but the last hides behind the backward
      * pass (two thirds of the compute) */
     double backward = 2.0 / 3.0 * out->compute;
-    double exposed = dp_exposed + (dp_hidden > backward ? dp_hidden - backward : 0);
+    double exposed = out->dp_exposed + (out->dp_hidden > backward ? out->dp_hidden - backward : 0);
     out->comm += exposed;
     out->optim = opt_max;
     out->step = fwd_bwd + exposed + opt_max;

@@ -1,19 +1,30 @@
-/* The text table of `plait plan`. */
+/* The text of `plait plan`: the ranking, the families set aside, --explain. */
 #include "cost/table.h"
 
-#define MiB 1048576.0
+#include <string.h>
 
-void plait_cost_print_header(FILE *out, const char *config, int ranks, const plait_cluster *c, double mem_limit) {
-    double limit = mem_limit > 0 ? mem_limit : plait_cost_mem_limit(c, ranks);
-    fprintf(out, "# plait plan %s: %d ranks on %s\n", config, ranks, c->name);
-    fprintf(out, "# %d node%s x %d %s, peak %.1f GFLOP/s per %s x efficiency %.2f; intra %s %.1f GB/s %.1f us",
-            c->nodes, c->nodes == 1 ? "" : "s", c->units_per_node, c->gpu ? "GPUs" : "cores", c->peak_flops / 1e9,
-            c->gpu ? "GPU" : "node", c->efficiency, c->intra.kind, c->intra.bandwidth / 1e9, c->intra.latency * 1e6);
-    if (c->nodes > 1)
-        fprintf(out, "; inter %s %.1f GB/s %.1f us", c->inter.kind, c->inter.bandwidth / 1e9, c->inter.latency * 1e6);
+#include "device/device.h"
+
+#define MiB 1048576.0
+#define GiB (1024.0 * MiB)
+
+void plait_cost_print_header(FILE *out, const char *config, int ranks, const plait_cluster *c, plait_precision p,
+                             double mem_limit) {
+    double limit = mem_limit > 0 ? mem_limit : plait_cost_mem_limit(c, ranks), rate = 0;
+    (void)plait_cluster_rate(c, p, &rate);
+    fprintf(out, "# plait plan %s: %d ranks on %s, in %s\n", config, ranks, c->name, plait_device_precision_name(p));
+    fprintf(out, "# %d node%s x %d %s, %.1f TFLOP/s %s per %s (peak x efficiency); intra %s %.1f GB/s %.1f us",
+            c->nodes, c->nodes == 1 ? "" : "s", c->units_per_node, c->gpu ? "GPUs" : "cores", rate / 1e12,
+            plait_device_precision_name(p), c->gpu ? "GPU" : "node", c->intra.kind, c->intra.bandwidth / 1e9,
+            c->intra.latency * 1e6);
+    if (c->nodes > 1) {
+        fprintf(out, "; inter %s %.1f GB/s a rank %.1f us", c->inter.kind, c->inter.bandwidth / 1e9,
+                c->inter.latency * 1e6);
+        if (c->inter_node_bandwidth > 0) fprintf(out, ", %.0f GB/s a node", c->inter_node_bandwidth / 1e9);
+    }
     fprintf(out, "; memory limit %.0f MiB per rank\n", limit / MiB);
-    fprintf(out, "# %-4s %-36s %10s %9s %9s %8s %8s %8s %9s %9s %9s %5s\n", "rank", "layout", "tokens/s", "step_ms",
-            "compute", "comm", "idle", "optim", "dp_MB", "tp_MB", "mem_MiB", "fits");
+    fprintf(out, "# %-4s %-44s %10s %10s %10s %9s %9s %8s %9s %9s %9s %5s\n", "rank", "layout", "tokens/s",
+            "step_ms", "compute", "comm", "idle", "optim", "dp_MB", "tp_MB", "mem_MiB", "fits");
 }
 
 size_t plait_cost_print_table(FILE *out, const plait_cost_result *r, size_t n) {
@@ -23,7 +34,7 @@ size_t plait_cost_print_table(FILE *out, const plait_cost_result *r, size_t n) {
         char name[128];
         plait_cost_layout_name(&r[i].layout, name, sizeof name);
         const plait_cost_time *t = &r[i].time;
-        fprintf(out, "  %-4zu %-36s %10.0f %9.1f %9.1f %8.1f %8.1f %8.1f %9.2f %9.2f %9.1f %5s\n", ++row, name,
+        fprintf(out, "  %-4zu %-44s %10.0f %10.1f %10.1f %9.1f %9.1f %8.1f %9.2f %9.2f %9.1f %5s\n", ++row, name,
                 r[i].tokens_per_s, 1e3 * t->step, 1e3 * t->compute, 1e3 * t->comm, 1e3 * t->idle, 1e3 * t->optim,
                 t->dp_bytes / MiB, t->tp_bytes / MiB, r[i].mem.total / MiB, r[i].fits ? "yes" : "NO");
         fit += r[i].fits != 0;
@@ -37,14 +48,104 @@ size_t plait_cost_print_table(FILE *out, const plait_cost_result *r, size_t n) {
     return fit;
 }
 
-size_t plait_cost_print_skipped(FILE *out, const plait_cost_result *r, size_t n) {
+size_t plait_cost_print_families(FILE *out, const plait_cost_family *f, size_t n) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        if (r[i].valid) continue;
-        char name[128];
-        plait_cost_layout_name(&r[i].layout, name, sizeof name);
-        fprintf(out, "# skipped: %s: %s\n", name, r[i].why);
-        k++;
+        fprintf(out, "# %s: %s (%zu layout%s): %s\n", f[i].over_memory ? "does not fit" : "skipped", f[i].name,
+                f[i].layouts, f[i].layouts == 1 ? "" : "s", f[i].why);
+        k += f[i].layouts;
     }
     return k;
+}
+
+void plait_cost_print_search(FILE *out, const plait_cost_search *s) {
+    fprintf(out,
+            "# searched %zu layouts in %.2f s: %zu set aside by the rules above, %zu weighed from the model's shape "
+            "(%zu fit), %zu checked against their plugin's plan (%zu of them over the memory limit by the plan's count)\n",
+            s->candidates, s->seconds, s->refused, s->weighed, s->fitting, s->confirmed, s->over_in_plan);
+}
+
+void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait_cost_rank *stages,
+                              const plait_cost_ctx *x) {
+    const plait_cost_layout *l = &r->layout;
+    const plait_cost_time *t = &r->time;
+    const plait_cluster *c = x->cluster;
+    char name[128];
+    plait_cost_layout_name(l, name, sizeof name);
+    const char *pn = plait_device_precision_name(x->precision);
+    fprintf(out, "# plait plan --explain %s: %d ranks on %s, in %s\n", name, l->dp * l->tp * l->pp, c->name, pn);
+    fprintf(out, "step %.3f s = compute %.3f + communication not hidden %.3f + bubble %.3f + optimizer %.3f s: %.0f "
+                 "tokens/s (%.0f tokens a step)\n",
+            t->step, t->compute, t->comm, t->idle, t->optim, r->tokens_per_s, r->tokens_per_step);
+    if (t->shared_cores)
+        fprintf(out, "  the ranks share a CPU node's cores: the busiest node's work sets the pace, so a pipeline's idle "
+                     "ranks lend theirs and no bubble is counted\n");
+    fprintf(out, "\ncompute at %.2f TFLOP/s per %s (%s peak x efficiency)%s:\n", t->rate / 1e12,
+            c->gpu ? "GPU" : "node", pn, c->gpu ? "" : ", shared by the node's ranks");
+    fprintf(out, "  %-6s %12s %14s %12s %12s %9s\n", "stage", "params/rank", "TFLOP/step", "compute_s", "recompute_s",
+            "bubble");
+    double alone = t->rate;
+    if (!c->gpu && t->compute > 0 && stages[t->busiest].flops > 0 && !t->shared_cores)
+        alone = stages[t->busiest].flops / t->compute;
+    for (int s = 0; s < l->pp; s++) {
+        const plait_cost_rank *st = &stages[s];
+        /* a deep pipeline: its first and last stages, the busiest, and a note */
+        if (l->pp > 12 && s >= 3 && s < l->pp - 3 && s != t->busiest) {
+            if (s == 3) fprintf(out, "  ... (stages 3 to %d as their neighbours)\n", l->pp - 4);
+            continue;
+        }
+        double cs = st->flops / alone, rs = st->recompute_flops / alone;
+        fprintf(out, "  %-6d %12.4g %14.4g %12.4f %12.4f %8.1f%%%s\n", s, st->param_numel, st->flops / 1e12, cs, rs,
+                100 * st->bubble, s == t->busiest ? "  <- sets the pace" : "");
+    }
+    fprintf(out, "\ncommunication of the busiest stage (%d):\n", t->busiest);
+    plait_cost_bytes b;
+    plait_cost_bytes_of(x->precision, stages[t->busiest].micro_batches, &b);
+    const plait_cost_rank *bs = &stages[t->busiest];
+    if (l->tp > 1)
+        fprintf(out, "  TP  %d ranks on %s: %.0f all-reduces of %.2f MiB (%s activations): %.4f s, all on the critical "
+                     "path\n",
+                l->tp, t->tp_link, bs->tp_msgs, b.activation * bs->tp_msg_elems / MiB, pn, t->tp_s);
+    else
+        fprintf(out, "  TP  none (tp 1)\n");
+    if (l->pp > 1)
+        fprintf(out, "  PP  %.0f sends of %.2f MiB on %s: %.4f s on the critical path\n", bs->pp_msgs,
+                b.activation * bs->pp_msg_elems / MiB, t->pp_link, t->pp_s);
+    else
+        fprintf(out, "  PP  none (pp 1)\n");
+    if (l->dp > 1)
+        fprintf(out, "  DP  %d ranks, %s (%.2f MiB a rank sends, %s%s): %.4f s on the intra-node link, %.4f s on the "
+                     "network; %.4f s behind the backward pass%s, %.4f s exposed (the last bucket%s)\n",
+                l->dp, l->optim, t->dp_bytes / MiB, b.fp32_accumulation ? "fp32 gradients" : "gradients",
+                t->dp_hierarchical ? ", hierarchical across nodes" : "", t->dp_intra, t->dp_inter, t->dp_hidden,
+                t->dp_hidden > 2.0 / 3.0 * t->compute ? " (more than it hides)" : "", t->dp_exposed,
+                plait_cost_zero_stage(l->optim) == 3   ? ", the first layer's gather"
+                : plait_cost_zero_stage(l->optim) > 0 ? ", the updated weights' all-gather"
+                                                        : "");
+    else
+        fprintf(out, "  DP  none (dp 1)\n");
+    fprintf(out, "\nbubble: %s, the busiest stage idles %.1f%% of its span: %.4f s\n",
+            l->pp > 1 ? l->schedule : "no pipeline", 100 * t->bubble, t->idle);
+    fprintf(out, "optimizer: AdamW moves %.0f bytes per parameter a rank owns at %.0f GB/s: %.4f s\n", b.adam_io,
+            c->memory_bandwidth / 1e9, t->optim);
+    const plait_cost_mem *m = &r->mem;
+    double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(c, l->dp * l->tp * l->pp);
+    int z = plait_cost_zero_stage(l->optim);
+    fprintf(out, "\nmemory of the rank needing the most: %.2f GiB of %.2f GiB%s\n", m->total / GiB, limit / GiB,
+            r->fits ? "" : " -- does not fit");
+    fprintf(out, "  weights     %10.2f GiB  (%.0f bytes a parameter%s)\n", m->param / GiB, b.weight,
+            z >= 3 ? ", / dp by ZeRO-3" : "");
+    fprintf(out, "  gradients   %10.2f GiB  (%.0f bytes%s%s)\n", m->grad / GiB, b.grad,
+            b.fp32_accumulation ? ", accumulated in fp32 over the micro-batches" : "", z >= 2 ? ", / dp by ZeRO-2" : "");
+    fprintf(out, "  optimizer   %10.2f GiB  (%.0f bytes: %s%s)\n", m->state / GiB, b.optim,
+            x->precision == PLAIT_PRECISION_BF16 ? "fp32 master weights and Adam's moments" : "Adam's moments",
+            z >= 1 ? ", / dp by ZeRO" : "");
+    fprintf(out, "  activations %10.2f GiB  (recompute %s, %d micro-batch%s a step of %lld sequences)\n",
+            m->activations / GiB, plait_cost_recompute_name(l->recompute), stages[0].micro_batches,
+            stages[0].micro_batches == 1 ? "" : "es", (long long)l->micro_batch);
+    fprintf(out, "  buffers     %10.2f GiB  (collective scratch%s)\n", m->buffers / GiB,
+            z > 0 && l->dp > 1 ? ", ZeRO's working buffers" : "");
+    fprintf(out, "  process     %10.2f GiB\n", m->process / GiB);
+    fprintf(out, "%s\n", r->confirmed ? "(figures from the parallel plugin's plan of each stage)"
+                                      : "(figures from the model's shape alone)");
 }

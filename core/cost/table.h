@@ -1,7 +1,9 @@
 /*
- * Printing `plait plan`'s ranking: a header naming the cluster, one row per
- * valid layout (best predicted tokens/s first), and why each other layout
- * was skipped. Writes to `out` only; thread-safe for distinct streams.
+ * Printing `plait plan`: a header naming the cluster and the precision, one
+ * row per layout kept (best predicted tokens/s first), the families of
+ * layouts set aside and why, what the search weighed; and `--explain`'s
+ * breakdown of one layout's step and memory. Writes to `out` only;
+ * thread-safe for distinct streams.
  */
 #ifndef PLAIT_CORE_COST_TABLE_H
 #define PLAIT_CORE_COST_TABLE_H
@@ -9,11 +11,23 @@
 #include <stdio.h>
 
 #include "cost/layouts.h"
+#include "cost/search.h"
 
-void plait_cost_print_header(FILE *out, const char *config, int ranks, const plait_cluster *c, double mem_limit);
-/* Rows of the valid layouts (results already ranked); returns how many fit. */
+void plait_cost_print_header(FILE *out, const char *config, int ranks, const plait_cluster *c, plait_precision p,
+                             double mem_limit);
+/* Rows of the valid layouts (results already ranked), then "does not fit"
+ * for those over the limit; returns how many fit. */
 size_t plait_cost_print_table(FILE *out, const plait_cost_result *r, size_t n);
-/* "skipped: LAYOUT: WHY" for every invalid layout; returns their count. */
-size_t plait_cost_print_skipped(FILE *out, const plait_cost_result *r, size_t n);
+/* "# skipped: FAMILY (N layouts): WHY", or "# does not fit: ..." for a
+ * family none of whose layouts fits; returns the layouts they hold. */
+size_t plait_cost_print_families(FILE *out, const plait_cost_family *f, size_t n);
+/* What the search weighed, set aside and confirmed, and how long it took. */
+void plait_cost_print_search(FILE *out, const plait_cost_search *s);
+
+/* The breakdown of one layout's predicted step: compute per pipeline stage,
+ * each communication by axis and link, the bubble, the optimizer, memory by
+ * part. `stages` holds its l->pp stage costs, `r` its evaluation. */
+void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait_cost_rank *stages,
+                              const plait_cost_ctx *x);
 
 #endif

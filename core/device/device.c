@@ -126,10 +126,22 @@ plait_status plait_device_preflight(const plait_config *cfg) {
 }
 
 plait_precision plait_device_precision(const plait_config *cfg) {
-    const char *p = plait_config_str(cfg, "run", "precision");
-    if (strcmp(p, "bf16") == 0) return PLAIT_PRECISION_BF16;
-    if (strcmp(p, "tf32") == 0) return PLAIT_PRECISION_TF32;
-    return PLAIT_PRECISION_FP32;
+    plait_precision p = PLAIT_PRECISION_FP32;
+    (void)plait_device_precision_parse(plait_config_str(cfg, "run", "precision"), &p);
+    return p;
+}
+
+const char *plait_device_precision_name(plait_precision p) {
+    return p == PLAIT_PRECISION_BF16 ? "bf16" : p == PLAIT_PRECISION_TF32 ? "tf32" : "fp32";
+}
+
+int plait_device_precision_parse(const char *name, plait_precision *p) {
+    if (!name) return -1;
+    if (strcmp(name, "bf16") == 0) *p = PLAIT_PRECISION_BF16;
+    else if (strcmp(name, "tf32") == 0) *p = PLAIT_PRECISION_TF32;
+    else if (strcmp(name, "fp32") == 0) *p = PLAIT_PRECISION_FP32;
+    else return -1;
+    return 0;
 }
 
 plait_status plait_device_open(const plait_host *host, const plait_config *cfg, int local_rank, int math_threads) {

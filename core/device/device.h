@@ -39,6 +39,10 @@ plait_status plait_device_preflight_count(const plait_config *cfg, int32_t *coun
 
 /* [run] precision as the SDK's enum. */
 plait_precision plait_device_precision(const plait_config *cfg);
+/* "fp32", "tf32" or "bf16"; plait_device_precision_parse the reverse
+ * (returns 0 and sets *p, or -1 for another word). */
+const char *plait_device_precision_name(plait_precision p);
+int plait_device_precision_parse(const char *name, plait_precision *p);
 
 /* Open [device] plugin for this process: resolve [device] ordinal (-1 = the
  * local rank modulo the visible devices; an ordinal beyond them fails

@@ -262,7 +262,7 @@ static plait_status start_server(plait_job *job, char *token, int *port) {
     int want_port = e->store_host[0] ? e->store_port : 0;
     int inherited = e->store_fd;
     e->store_fd = -1; /* the server owns it now, whatever happens */
-    plait_status st = plait_store_server_start(inherited, host, want_port, token, job->timeout < 10 ? 10 : job->timeout,
+    plait_status st = plait_store_server_start(inherited, host, want_port, token, PLAIT_STORE_HANDSHAKE_S,
                                                &job->server);
     if (st != PLAIT_OK && inherited < 0 && strstr(plait_last_error(), strerror(EADDRNOTAVAIL)) &&
         !is_any_or_loopback(host)) {
@@ -270,7 +270,7 @@ static plait_status start_server(plait_job *job, char *token, int *port) {
          * /etc/hosts mapping the own name to 127.0.1.1): listen everywhere. */
         PLAIT_WARN(COMPONENT, "cannot bind the store to %s here (%s); listening on all addresses, port %d",
                    host, plait_last_error(), want_port);
-        st = plait_store_server_start(-1, "0.0.0.0", want_port, token, job->timeout < 10 ? 10 : job->timeout,
+        st = plait_store_server_start(-1, "0.0.0.0", want_port, token, PLAIT_STORE_HANDSHAKE_S,
                                       &job->server);
     }
     if (st != PLAIT_OK)

@@ -28,6 +28,9 @@
 #define PLAIT_STORE_MAX_VALUE (64u << 20)
 /* Largest token (PLAIT_JOB_TOKEN) in bytes. */
 #define PLAIT_STORE_MAX_TOKEN 256
+/* How long a connection may take to authenticate (a rank needs two round
+ * trips; a peer without the token is dropped after this). */
+#define PLAIT_STORE_HANDSHAKE_S 10.0
 
 /* ---- server -------------------------------------------------------------- */
 
@@ -37,7 +40,10 @@ typedef struct plait_store_server plait_store_server;
  * by the launcher and inherited by rank 0) or, when listen_fd < 0, on a new
  * socket bound to `bind_host`:`port` (port 0 = ephemeral). `token` (not
  * empty) is what every client must present. `hello_timeout_s` bounds how
- * long an unauthenticated connection may stay silent. Starts one thread.
+ * long a connection may take to authenticate. Connections still in their
+ * handshake have a budget of their own (a full one drops the oldest), apart
+ * from the ranks' authenticated ones; a budget that is hit, and running out
+ * of file descriptors, is logged. Starts one thread.
  * Errors name the address. */
 plait_status plait_store_server_start(int listen_fd, const char *bind_host, int port,
                                       const char *token, double hello_timeout_s,

@@ -129,6 +129,10 @@ static plait_status open_conn(plait_store *st, double deadline, int *out) {
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                    "%s rejected this rank's job token: PLAIT_JOB_TOKEN must be the same "
                                    "on every rank", st->what);
+        if (r.magic == STORE_REP_MAGIC && r.status == STORE_FULL)
+            return plait_set_error(PLAIT_ERR_SYSTEM,
+                                   "%s holds as many ranks' connections as it may (its log says so): too many "
+                                   "ranks, or ranks that open connections without closing them", st->what);
         return plait_set_error(PLAIT_ERR_PROTOCOL, "%s answered the handshake with garbage: is "
                                                    "something else listening on that port?", st->what);
     }

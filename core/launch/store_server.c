@@ -26,7 +26,12 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 
-#define MAX_CONNS 4096
+/* Two budgets, so connections that never prove the job token cannot use up
+ * what ranks need: at most MAX_UNAUTHED connections in their handshake (a
+ * full budget drops the oldest to make room, so a flood ages out instead of
+ * keeping newcomers away), and MAX_AUTHED for the ranks (each holds a few). */
+#define MAX_UNAUTHED 1024
+#define MAX_AUTHED 16384
 #define MAX_REPLY (256u << 20)
 #define COMPONENT "store"
 
@@ -68,6 +73,7 @@ struct plait_store_server {
     store_table table;
     store_gathers gathers; /* members, contributors and conflicts of each gather */
     atomic_uint_fast64_t rejected;
+    double accept_paused_until; /* out of file descriptors: accept again then */
     /* Ranks refused for a wrong job token: a gather still missing one of
      * them can never complete, so it is answered ABORTED with the reason. */
     int refused[16];
@@ -319,6 +325,11 @@ static int authenticate(plait_store_server *s, struct conn *c, const store_req_h
         abort_waiters(s);
         return -1;
     }
+    if (s->n_authed >= MAX_AUTHED) {
+        reply(c, STORE_FULL, NULL, 0);
+        reject(s, c, "authenticated connections are at their cap of %d (rank %d refused)", MAX_AUTHED, (int)rank);
+        return -1;
+    }
     c->authed = 1;
     c->rank = rank;
     s->n_authed++;
@@ -483,14 +494,45 @@ static void on_readable(plait_store_server *s, struct conn *c) {
     }
 }
 
+/* The connection that has waited longest without authenticating, or NULL. */
+static struct conn *oldest_unauthed(plait_store_server *s) {
+    struct conn *old = NULL;
+    for (struct conn *c = s->conns; c; c = c->next)
+        if (!c->authed && (!old || c->hello_deadline < old->hello_deadline)) old = c;
+    return old;
+}
+
+/* Make room for one more connection in the handshake: drop the oldest. */
+static int drop_oldest_unauthed(plait_store_server *s, const char *why) {
+    struct conn *old = oldest_unauthed(s);
+    if (!old) return -1;
+    reject(s, old, "%s: dropped the oldest of them to make room (a flood of connections without the job "
+                   "token?)", why);
+    return 0;
+}
+
 static void on_accept(plait_store_server *s) {
     for (;;) {
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+            /* Out of file descriptors: an unauthenticated connection makes
+             * room; with none, stop accepting for a moment rather than spin. */
+            char why[128];
+            snprintf(why, sizeof why, "out of file descriptors (%s) with %d connections that have not "
+                     "authenticated", strerror(errno), s->n_conns - s->n_authed);
+            if (drop_oldest_unauthed(s, why) == 0) continue;
+            PLAIT_WARN(COMPONENT, "out of file descriptors (%s) with %d ranks' connections: not accepting for "
+                       "0.1 s (raise ulimit -n)", strerror(errno), s->n_authed);
+            epoll_ctl(s->ep, EPOLL_CTL_DEL, s->listen_fd, NULL);
+            s->accept_paused_until = plait_clock_now() + 0.1;
+            return;
+        }
         if (fd < 0) return;
-        if (s->n_conns >= MAX_CONNS) {
-            atomic_fetch_add(&s->rejected, 1);
-            close(fd);
-            continue;
+        if (s->n_conns - s->n_authed >= MAX_UNAUTHED) {
+            char why[128];
+            snprintf(why, sizeof why, "connections that have not authenticated are at their cap of %d",
+                     MAX_UNAUTHED);
+            drop_oldest_unauthed(s, why);
         }
         struct conn *c = calloc(1, sizeof *c);
         if (!c) {
@@ -517,6 +559,15 @@ static void on_accept(plait_store_server *s) {
 /* Expire hello and wait deadlines; returns ms until the next one (-1 none). */
 static int expire(plait_store_server *s) {
     double now = plait_clock_now(), next = -1;
+    if (s->accept_paused_until > 0) {
+        if (now >= s->accept_paused_until) {
+            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->listen_fd};
+            epoll_ctl(s->ep, EPOLL_CTL_ADD, s->listen_fd, &ev);
+            s->accept_paused_until = 0;
+        } else {
+            next = s->accept_paused_until;
+        }
+    }
     for (struct conn *c = s->conns, *nx; c; c = nx) {
         nx = c->next;
         if (!c->authed) {

@@ -7,7 +7,7 @@
  *
  *   HELLO   key "",  value: u32 version, client nonce (32 bytes) -> OK value: server nonce, server proof
  *                                                                  | DENIED (then closed)
- *   AUTH    key "",  value: i32 rank, client proof (32 bytes)      -> OK | DENIED (then closed)
+ *   AUTH    key "",  value: i32 rank, client proof (32 bytes)      -> OK | DENIED | FULL (then closed)
  *           or, flag STORE_AUTH_GAVE_UP, value: i32 rank: the client could not verify the server
  *           (store_auth.h: the proofs are HMAC-SHA-256 keyed by the job token)
  *   SET     key, value                                            -> OK
@@ -52,7 +52,8 @@ enum store_rep_status {
     STORE_BAD_REQUEST = 3,
     STORE_DENIED = 4,
     STORE_TOO_LARGE = 5,
-    STORE_ABORTED = 6
+    STORE_ABORTED = 6,
+    STORE_FULL = 7 /* AUTH: the store holds as many ranks' connections as it may */
 };
 
 typedef struct store_req_hdr {

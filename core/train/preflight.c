@@ -38,15 +38,31 @@ plait_status plait_check_evaluation(const plait_config *cfg) {
                            ev_where, (long long)eval_every, vf_where);
 }
 
-plait_status plait_layout_preflight(plait_config *cfg) { return plait_layout_preflight_visit(cfg, NULL, NULL); }
+/* The checks on every rank (all = 1: and the rules between them), or on
+ * one rank of each pipeline stage. */
+static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx);
+
+/* This host's CPU is checked only for a run on it: a prediction for a
+ * cluster judges the cluster's precision, not this machine's. */
+plait_status plait_layout_preflight(plait_config *cfg) {
+    int precision;
+    plait_status st = plait_precision_from_config(cfg, &precision);
+    return st == PLAIT_OK ? preflight(cfg, 1, NULL, NULL) : st;
+}
 
 plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit visit, void *ctx) {
+    return preflight(cfg, 1, visit, ctx);
+}
+
+plait_status plait_layout_preflight_stages(plait_config *cfg, plait_layout_visit visit, void *ctx) {
+    return preflight(cfg, 0, visit, ctx);
+}
+
+static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx) {
     int sizes[3], axes[3], c[3];
     plait_status st = plait_check_evaluation(cfg);
     if (st != PLAIT_OK) return st;
     st = plait_mesh_layout(cfg, sizes, axes);
-    int precision;
-    if (st == PLAIT_OK) st = plait_precision_from_config(cfg, &precision);
     if (st != PLAIT_OK) return st;
     const char *order = plait_config_str(cfg, "parallel", "order");
 
@@ -61,10 +77,11 @@ plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit 
     run.model.spec = plait_model_desc_spec(run.model.desc);
 
     int world = sizes[0] * sizes[1] * sizes[2];
-    plait_plan_set *plans = plait_plan_set_new(sizes[PLAIT_AXIS_DP], sizes[PLAIT_AXIS_TP], sizes[PLAIT_AXIS_PP]);
-    if (!plans) st = PLAIT_ERR_NO_MEMORY;
+    plait_plan_set *plans = all ? plait_plan_set_new(sizes[PLAIT_AXIS_DP], sizes[PLAIT_AXIS_TP], sizes[PLAIT_AXIS_PP]) : NULL;
+    if (all && !plans) st = PLAIT_ERR_NO_MEMORY;
     for (int r = 0; st == PLAIT_OK && r < world; r++) {
         plait_mesh_coords(r, sizes, axes, c);
+        if (!all && (c[PLAIT_AXIS_DP] != 0 || c[PLAIT_AXIS_TP] != 0)) continue;
         run.world.mesh = (plait_mesh){.struct_size = sizeof run.world.mesh,
                                 .dp = sizes[PLAIT_AXIS_DP], .tp = sizes[PLAIT_AXIS_TP], .pp = sizes[PLAIT_AXIS_PP],
                                 .dp_rank = c[PLAIT_AXIS_DP], .tp_rank = c[PLAIT_AXIS_TP],
@@ -76,7 +93,7 @@ plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit 
             plait_layout_rank seen = {.mesh = &run.world.mesh, .spec = run.model.spec, .batch = &run.layout.batch,
                                       .plan = &run.layout.plan,
                                       .recompute = strcmp(rc, "full") == 0 ? 2 : strcmp(rc, "selective") == 0};
-            plait_plan_set_add(plans, &seen);
+            if (plans) plait_plan_set_add(plans, &seen);
             if (visit) visit(ctx, &seen);
         }
         release_plan(&run);
@@ -87,7 +104,7 @@ plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit 
     }
     /* each rank's plan was fine alone; now the rules between them */
     char why[512];
-    const char *rule = st == PLAIT_OK ? plait_plan_set_check(plans, why, sizeof why) : NULL;
+    const char *rule = st == PLAIT_OK && all ? plait_plan_set_check(plans, why, sizeof why) : NULL;
     if (rule) {
         const char *where = "";
         plait_config_origin(cfg, "parallel", "plugin", &where);

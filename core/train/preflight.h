@@ -17,7 +17,8 @@
 #include "config/config.h"
 #include "layout/batch.h"
 
-/* Check `cfg` (finalized, plugins declared) for a run of dp x tp x pp ranks.
+/* Check `cfg` (finalized, plugins declared) for a run of dp x tp x pp ranks
+ * on this host ([run] precision against this host's CPU included).
  * Sets the derived [data] values in `cfg` (origin "derived"), as a rank
  * would. Calls the parallel plugin's create and plan once per world rank
  * with a mesh whose communicators are NULL (neither may communicate; see
@@ -46,8 +47,16 @@ typedef struct plait_layout_rank {
 } plait_layout_rank;
 typedef void (*plait_layout_visit)(void *ctx, const plait_layout_rank *rank);
 
-/* plait_layout_preflight, calling `visit` (may be NULL) with each rank's
- * plan after it planned without error. */
+/* plait_layout_preflight without the check of this host's CPU for [run]
+ * precision (a prediction for a cluster judges the cluster's precision),
+ * calling `visit` (may be NULL) with each rank's plan after it planned
+ * without error. */
 plait_status plait_layout_preflight_visit(plait_config *cfg, plait_layout_visit visit, void *ctx);
+
+/* The same on one rank of each pipeline stage (its dp and tp coordinates
+ * 0), in stage order: for predictions, since the ranks of a stage cost the
+ * same. The rules between the ranks' plans, which need every rank, are not
+ * checked (plait_layout_preflight checks them before a run). */
+plait_status plait_layout_preflight_stages(plait_config *cfg, plait_layout_visit visit, void *ctx);
 
 #endif

@@ -11,24 +11,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "job_runner.h"
 #include "launch/net.h"
 #include "launch/hmac_sha256.h"
 #include "launch/store.h"
 #include "launch/store_auth.h"
 #include "launch/store_wire.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 #define TOKEN "0123456789abcdef-test-token"
 
-#define assert_contains(haystack, needle)                                                  \
-    do {                                                                                   \
-        if (!strstr((haystack), (needle)))                                                 \
-            fail_msg("expected \"%s\" in message: %s", (needle), (haystack));              \
-    } while (0)
 
 static plait_store_server *g_srv;
 static int g_port;
@@ -427,6 +425,62 @@ static void test_silent_client_dropped(void **state) {
     assert_int_equal(plait_store_server_rejected(g_srv), before + 1);
 }
 
+/* A flood of connections that never authenticate (more than the store's
+ * whole connection budget) does not keep a rank out: the unauthenticated
+ * have a budget of their own, the oldest of them make room for newcomers,
+ * and the cap being hit is logged. Needs about 9,000 file descriptors. */
+static void test_unauthenticated_flood_does_not_starve(void **state) {
+    (void)state;
+    enum { FLOOD = 4200 };
+    struct rlimit lim;
+    getrlimit(RLIMIT_NOFILE, &lim);
+    if (lim.rlim_cur < 2 * FLOOD + 256) {
+        lim.rlim_cur = lim.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &lim);
+        getrlimit(RLIMIT_NOFILE, &lim);
+    }
+    if (lim.rlim_cur < 2 * FLOOD + 256) {
+        print_message("skipped: %llu file descriptors allowed, the flood needs %d\n",
+                      (unsigned long long)lim.rlim_cur, 2 * FLOOD + 256);
+        skip();
+    }
+    char log_path[] = "/tmp/plait-store-flood-XXXXXX";
+    int log_fd = mkstemp(log_path);
+    assert_true(log_fd >= 0);
+    close(log_fd);
+    assert_int_equal(plait_log_configure("warn"), 0);
+    assert_int_equal(plait_log_set_file(log_path), 0);
+    /* unauthenticated peers may stay as long as a rank's join may take */
+    plait_store_server *srv;
+    assert_int_equal(plait_store_server_start(-1, "127.0.0.1", 0, TOKEN, 300, &srv), PLAIT_OK);
+    int port = plait_store_server_port(srv);
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    assert_int_equal(plait_net_resolve("127.0.0.1", port, &ss, &sl), PLAIT_OK);
+    int *fds = malloc(sizeof(int) * FLOOD);
+    for (int i = 0; i < FLOOD; i++) {
+        fds[i] = plait_net_connect_retry((struct sockaddr *)&ss, sl, plait_clock_now() + 5, "store");
+        assert_true(fds[i] >= 0);
+    }
+    usleep(200 * 1000); /* the store has seen them all */
+    plait_store *st = NULL;
+    double t0 = plait_clock_now();
+    plait_status s = plait_store_connect("127.0.0.1", port, TOKEN, 1, 5, NULL, &st);
+    if (s != PLAIT_OK) fail_msg("a rank could not join beside %d idle connections: %s", FLOOD, plait_last_error());
+    assert_true(plait_clock_now() - t0 < 3);
+    assert_int_equal(plait_store_set(st, "after-flood", "ok", 2), PLAIT_OK);
+    plait_store_close(st);
+    for (int i = 0; i < FLOOD; i++) close(fds[i]);
+    free(fds);
+    plait_store_server_stop(srv, 0);
+    plait_log_set_file(NULL);
+    plait_log_configure("error");
+    char *log = slurp(log_path);
+    unlink(log_path);
+    assert_contains(log, "connections that have not authenticated are at their cap of");
+    free(log);
+}
+
 static void test_unknown_op_after_auth(void **state) {
     (void)state;
     plait_store *good = client(0);
@@ -661,6 +715,7 @@ int main(void) {
         cmocka_unit_test(test_random_bytes_rejected),
         cmocka_unit_test(test_oversized_frames_rejected),
         cmocka_unit_test(test_silent_client_dropped),
+        cmocka_unit_test(test_unauthenticated_flood_does_not_starve),
         cmocka_unit_test(test_unknown_op_after_auth),
         cmocka_unit_test(test_stop_drains_then_clients_see_loss),
         cmocka_unit_test(test_connect_refused_times_out),

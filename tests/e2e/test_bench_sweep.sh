@@ -10,7 +10,7 @@
 # the split adds up to the step time and the plots keep their legends and
 # names in view; with 3 ranks the invalid layouts are skipped with
 # their reason and never started; `plait plan` lists the same layouts and
-# marks every one over --mem-limit; --max-minutes starts no layout after the
+# says for each family that none fits --mem-limit; --max-minutes starts no layout after the
 # limit; with 5 ranks every layout is invalid and the sweep says why for each
 # and exits non-zero.
 source "$(dirname "$0")/lib.sh"
@@ -112,15 +112,20 @@ grep -q "^# skipped: dp1 tp3 pp1 .*n_head" "$W/three.out" || fail "tp 3 skipped 
 [ "$(ls "$W/three.csv.logs"/*.log | wc -l)" -eq 2 ] || fail "not exactly the 2 valid layouts ran: $(ls "$W/three.csv.logs")"
 
 # plait plan lists the same layouts (-n is its own, not the launcher's)
-"$PLAIT_BIN" plan "$CFG" -n 2 >"$W/plan.out" 2>"$W/plan.err" || fail "plait plan: $(cat "$W/plan.err")"
+"$PLAIT_BIN" plan "$CFG" -n 2 --axes dp,tp,pp,schedule --top all >"$W/plan.out" 2>"$W/plan.err" ||
+  fail "plait plan: $(cat "$W/plan.err")"
 planned=$(grep -E '^  [0-9]+ ' "$W/plan.out" | sed -E 's/^  [0-9]+ +//; s/ (adam|zero[123]) .*/ \1/' | sort)
 [ "$planned" = "$(sort <<<"$want")" ] || fail "plait plan's layouts:
 $planned"
 if "$PLAIT_BIN" plan "$CFG" --ranks 5 >"$W/plan5.out" 2>&1; then fail "plait plan of 5 ranks exited 0"; fi
 
 # --mem-limit: over it, nothing fits, and plan says so for each layout
-if "$PLAIT_BIN" plan "$CFG" -n 2 --mem-limit 1 >"$W/plan1.out" 2>&1; then fail "nothing fits 1 MiB, yet plan exited 0"; fi
-[ "$(grep -c '^# does not fit: .*memory over the limit' "$W/plan1.out")" -eq 5 ] || fail "not 5 layouts over 1 MiB: $(cat "$W/plan1.out")"
+# (by family: dp x tp x pp, each with its least memory)
+if "$PLAIT_BIN" plan "$CFG" -n 2 --axes dp,tp,pp,schedule --mem-limit 1 >"$W/plan1.out" 2>&1; then
+  fail "nothing fits 1 MiB, yet plan exited 0"
+fi
+[ "$(grep -c '^# does not fit: dp[12] tp[12] pp[12] ([0-9]* layouts*): none fits: the least memory' "$W/plan1.out")" -eq 3 ] ||
+  fail "not 3 families over 1 MiB: $(cat "$W/plan1.out")"
 # --max-minutes: the first layout starts, no other does
 sweep -n 2 --max-minutes 0.0001 --csv "$W/max.csv" >"$W/max.out" 2>"$W/max.err" || fail "max-minutes sweep: $(cat "$W/max.err")"
 [ "$(awk 'NR > 1' "$W/max.csv" | wc -l)" -eq 1 ] || fail "--max-minutes ran more than one layout"

@@ -10,7 +10,7 @@ seconds=${2:-5}
 cd "$(dirname "$0")/../.."
 out=$(mktemp -d /tmp/plait-fuzz-XXXXXX)
 status=0
-for target in config checkpoint store; do
+for target in config checkpoint store plan; do
   mkdir -p "$out/$target"
   echo "fuzz_$target: ${seconds}s over tests/fuzz/corpus/$target"
   if ! (cd "$out/$target" && "$OLDPWD/$build/tests/fuzz_$target" -max_total_time="$seconds" -timeout=10 \

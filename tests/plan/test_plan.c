@@ -18,6 +18,9 @@
 #include <cmocka.h>
 
 #include "bench/bench_sweep.h"
+#include "cli/cli.h"
+#include "cost/stages.h"
+#include "host/host_table.h"
 #include "cost/cluster.h"
 #include "cost/cost.h"
 #include "cost/layouts.h"
@@ -38,39 +41,89 @@ static void test_link_formulas(void **state) {
 
 static void test_bubble(void **state) {
     (void)state;
-    NEAR(plait_cost_bubble(4, 8, 1), 3.0 / 11.0);
-    NEAR(plait_cost_bubble(4, 8, 2), 3.0 / 19.0);
-    NEAR(plait_cost_bubble(2, 1, 1), 0.5);
-    assert_true(plait_cost_bubble(1, 8, 1) == 0);
+    NEAR(plait_cost_bubble("1f1b", 4, 8, 1), 3.0 / 11.0);
+    NEAR(plait_cost_bubble("gpipe", 4, 8, 1), 3.0 / 11.0);
+    NEAR(plait_cost_bubble("interleaved", 4, 8, 2), 3.0 / 19.0);
+    NEAR(plait_cost_bubble("1f1b", 2, 1, 1), 0.5);
+    /* interleaved with fewer micro-batches than stages: (v(p-m)+m-1)/(vp+m-1) */
+    NEAR(plait_cost_bubble("interleaved", 4, 2, 2), (2.0 * 2 + 1) / (8.0 + 1));
+    /* zb1: the weight halves fill two thirds of 1F1B's bubble */
+    NEAR(plait_cost_bubble("zb1", 4, 8, 1), 3.0 / 27.0);
+    NEAR(plait_cost_bubble("zb1", 4, 2, 1), 5.0 / 11.0);
+    assert_true(plait_cost_bubble("1f1b", 1, 8, 1) == 0);
+}
+
+/* the bytes per element of each kind of state, per precision */
+static void test_precision_bytes(void **state) {
+    (void)state;
+    plait_cost_bytes b;
+    plait_cost_bytes_of(PLAIT_PRECISION_FP32, 4, &b);
+    assert_true(b.weight == 4 && b.grad == 4 && b.optim == 8 && b.activation == 4 && !b.fp32_accumulation);
+    plait_cost_bytes_of(PLAIT_PRECISION_TF32, 4, &b); /* tf32 stores fp32 */
+    assert_true(b.weight == 4 && b.grad == 4 && b.optim == 8 && b.activation == 4);
+    /* bf16, one micro-batch: 2 + 2 + 12 = the ZeRO paper's 16 bytes */
+    plait_cost_bytes_of(PLAIT_PRECISION_BF16, 1, &b);
+    assert_true(b.weight == 2 && b.grad == 2 && b.optim == 12 && b.activation == 2 && !b.fp32_accumulation);
+    /* bf16 accumulating over micro-batches: an fp32 gradient buffer, 18 bytes
+     * (Megatron-LM's distributed optimizer's table: bf16 param, fp32 grads) */
+    plait_cost_bytes_of(PLAIT_PRECISION_BF16, 8, &b);
+    assert_true(b.weight == 2 && b.grad == 4 && b.optim == 12 && b.fp32_accumulation);
 }
 
 static void test_memory_zero_formulas(void **state) {
     (void)state;
-    plait_cost_rank r = {.dp = 4, .tp = 1, .pp = 1, .param_numel = 1e6, .largest_layer_numel = 2e5, .act_bytes = 1e7};
+    plait_cost_rank r = {.dp = 4, .tp = 1, .pp = 1, .micro_batches = 1, .param_numel = 1e6,
+                         .largest_layer_numel = 2e5, .act_elems = 2.5e6};
+    plait_cost_job j = {.dp = 4, .tp = 1, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_FP32};
     plait_cost_mem m;
     /* plain DP: 16 bytes per parameter, a bucket (the whole 4 MB gradient)
      * of collective scratch plus a quarter */
-    plait_cost_memory(&r, 0, 25e6, 1e6, &m);
+    plait_cost_memory(&r, &j, 1e6, &m);
     NEAR(m.param + m.grad + m.state, 16e6);
+    NEAR(m.activations, 1e7);
     NEAR(m.buffers, 5e6);
     NEAR(m.total, 16e6 + 1e7 + 5e6 + 1e6);
     /* ZeRO-1: 8Ψ + 8Ψ/N; two units of 0.8 MB and their shards */
-    plait_cost_memory(&r, 1, 25e6, 1e6, &m);
+    j.zero = 1;
+    plait_cost_memory(&r, &j, 1e6, &m);
     NEAR(m.param + m.grad + m.state, 8e6 + 8e6 / 4);
     NEAR(m.buffers, 2 * (8e5 + 2e5));
     NEAR(m.total, 10e6 + 1e7 + 2e6 + 1e6);
     /* ZeRO-2: 4Ψ + 12Ψ/N; a layer's gradients and two units */
-    plait_cost_memory(&r, 2, 25e6, 1e6, &m);
+    j.zero = 2;
+    plait_cost_memory(&r, &j, 1e6, &m);
     NEAR(m.param + m.grad + m.state, 4e6 + 12e6 / 4);
     NEAR(m.buffers, 3 * 8e5);
     /* ZeRO-3: 16Ψ/N; plus the running and the prefetched layer */
-    plait_cost_memory(&r, 3, 25e6, 1e6, &m);
+    j.zero = 3;
+    plait_cost_memory(&r, &j, 1e6, &m);
     NEAR(m.param + m.grad + m.state, 16e6 / 4);
     NEAR(m.buffers, 5 * 8e5);
     NEAR(m.total, 4e6 + 1e7 + 4e6 + 1e6);
+    /* bf16, one micro-batch: the ZeRO paper's 2 + 2 + 12 bytes; activations
+     * at 2 bytes */
+    j.precision = PLAIT_PRECISION_BF16;
+    j.zero = 0;
+    plait_cost_memory(&r, &j, 0, &m);
+    NEAR(m.param, 2e6);
+    NEAR(m.grad, 2e6);
+    NEAR(m.state, 12e6);
+    NEAR(m.activations, 5e6);
+    /* ZeRO-1 in bf16 over 8 micro-batches: Megatron-LM's distributed
+     * optimizer, 6 + 12/d bytes (bf16 weights, fp32 gradients) */
+    r.micro_batches = 8;
+    j.zero = 1;
+    plait_cost_memory(&r, &j, 0, &m);
+    NEAR(m.param + m.grad + m.state, 6e6 + 12e6 / 4);
+    /* ZeRO-3 in bf16: all of it over dp, 18/d */
+    j.zero = 3;
+    plait_cost_memory(&r, &j, 0, &m);
+    NEAR(m.param + m.grad + m.state, 18e6 / 4);
     /* TP: the largest TP all-reduce sets the scratch */
-    plait_cost_rank t = {.dp = 1, .tp = 2, .pp = 1, .param_numel = 1e6, .tp_msgs = 10, .tp_msg_bytes = 2e6};
-    plait_cost_memory(&t, 0, 25e6, 0, &m);
+    plait_cost_rank t = {.dp = 1, .tp = 2, .pp = 1, .micro_batches = 1, .param_numel = 1e6, .tp_msgs = 10,
+                         .tp_msg_elems = 5e5};
+    plait_cost_job jt = {.dp = 1, .tp = 2, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_FP32};
+    plait_cost_memory(&t, &jt, 0, &m);
     NEAR(m.buffers, 2.5e6);
 }
 
@@ -78,7 +131,7 @@ static void test_memory_zero_formulas(void **state) {
  * 10 GB/s and 10 us */
 static plait_cluster gpu_cluster(void) {
     return (plait_cluster){.nodes = 1, .gpu = 1, .units_per_node = 2, .memory = 1e10, .peak_flops = 1e12,
-                           .efficiency = 0.5, .memory_bandwidth = 1e11,
+                           .efficiency = 0.5, .peak_bf16 = 4e12, .efficiency_bf16 = 0.5, .memory_bandwidth = 1e11,
                            .intra = {.kind = "nvlink", .bandwidth = 1e10, .latency = 1e-5},
                            .inter = {.kind = "none", .bandwidth = 1e9, .latency = 1e-5}};
 }
@@ -91,10 +144,11 @@ static void test_time_pipeline_on_gpus(void **state) {
      * 1/(1 - 1/5); AdamW moves 28 bytes per parameter at 100 GB/s */
     plait_cost_rank r[2];
     for (int i = 0; i < 2; i++)
-        r[i] = (plait_cost_rank){.dp = 1, .tp = 1, .pp = 2, .node_rank = i, .micro_batches = 4, .chunks = 1,
-                                 .param_numel = 1e6, .flops = 1e11, .pp_msgs = 4, .pp_msg_bytes = 1e6, .bubble = 0.2};
+        r[i] = (plait_cost_rank){.dp = 1, .tp = 1, .pp = 2, .stage = i, .micro_batches = 4, .chunks = 1,
+                                 .param_numel = 1e6, .flops = 1e11, .pp_msgs = 4, .pp_msg_elems = 2.5e5, .bubble = 0.2};
+    plait_cost_job j = {.dp = 1, .tp = 1, .pp = 2, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_FP32};
     plait_cost_time t;
-    plait_cost_step_time(r, 2, 0, 25e6, &c, &t);
+    plait_cost_step_time(r, &j, &c, &t);
     double pp = 4 * (1e-5 + 1e6 / 1e10), span = (0.2 + pp) / 0.8;
     NEAR(t.compute, 0.2);
     NEAR(t.comm, pp);
@@ -102,6 +156,52 @@ static void test_time_pipeline_on_gpus(void **state) {
     NEAR(t.optim, 28e6 / 1e11);
     NEAR(t.step, span + 28e6 / 1e11);
     NEAR(t.pp_bytes, 4e6);
+    /* in bf16: the bf16 rate (4x), messages of 2 bytes an element, AdamW
+     * over fp32 gradients accumulated over 4 micro-batches (4 + 8 + 16 + 2) */
+    j.precision = PLAIT_PRECISION_BF16;
+    plait_cost_step_time(r, &j, &c, &t);
+    pp = 4 * (1e-5 + 0.5e6 / 1e10);
+    NEAR(t.compute, 0.05);
+    NEAR(t.comm, pp);
+    NEAR(t.optim, 30e6 / 1e11);
+    NEAR(t.step, (0.05 + pp) / 0.8 + 30e6 / 1e11);
+}
+
+/* two nodes of 4 GPUs, each GPU with a 10 GB/s NIC, the nodes' NICs
+ * together 20 GB/s: a DP all-reduce across the nodes, flat and hierarchical */
+static void test_time_hierarchy(void **state) {
+    (void)state;
+    plait_cluster c = gpu_cluster();
+    c.nodes = 2;
+    c.units_per_node = 4;
+    c.intra = (plait_link){.kind = "nvlink", .bandwidth = 1e11, .latency = 0};
+    c.inter = (plait_link){.kind = "infiniband", .bandwidth = 1e10, .latency = 0};
+    c.inter_node_bandwidth = 2e10;
+    plait_cost_rank r = {.dp = 8, .tp = 1, .pp = 1, .micro_batches = 1, .param_numel = 2e8, .flops = 0};
+    plait_cost_job j = {.dp = 8, .tp = 1, .pp = 1, .bucket_bytes = 1e12, .precision = PLAIT_PRECISION_FP32};
+    plait_cost_time t;
+    /* the 4 ranks of a node share 20 GB/s: 5 GB/s each; a flat ring of 8
+     * over the network: 2 x 7 x (800 MB / 8) / 5 GB/s */
+    plait_cost_step_time(&r, &j, &c, &t);
+    double S = 8e8;
+    NEAR(t.dp_inter, 2 * 7 * (S / 8) / 5e9);
+    assert_true(t.dp_intra == 0);
+    assert_string_equal(t.dp_link, "infiniband");
+    assert_false(t.dp_hierarchical);
+    /* hierarchical: reduce-scatter among the node's 4 on NVLink, an
+     * all-reduce of a quarter between the 2 nodes, all-gather back */
+    j.hierarchical = 1;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_intra, 2 * 3 * (S / 4) / 1e11);
+    NEAR(t.dp_inter, 2 * 1 * (S / 4 / 2) / 5e9);
+    assert_true(t.dp_hierarchical);
+    /* tp 4 stays on a node's NVLink; tp 8 would cross */
+    plait_cluster_link(&c, 8, 4, 1);
+    assert_ptr_equal(plait_cluster_link(&c, 8, 4, 1), &c.intra);
+    assert_ptr_equal(plait_cluster_link(&c, 8, 8, 1), &c.inter);
+    /* a node's share: the NIC when few ranks send, the node's total / ranks when all do */
+    NEAR(plait_cluster_inter_share(&c, 1), 1e10);
+    NEAR(plait_cluster_inter_share(&c, 4), 5e9);
 }
 
 static void test_time_shared_cpu_cores(void **state) {
@@ -113,12 +213,11 @@ static void test_time_shared_cpu_cores(void **state) {
     c.efficiency = 1;
     c.memory_bandwidth = 1e10;
     c.intra = (plait_link){.kind = "shm", .bandwidth = 1e9, .latency = 1e-5};
-    plait_cost_rank r[4];
-    for (int i = 0; i < 4; i++)
-        r[i] = (plait_cost_rank){.dp = 4, .tp = 1, .pp = 1, .node_rank = i, .micro_batches = 1, .chunks = 1,
-                                 .param_numel = 1e6, .flops = 1e11};
+    plait_cost_rank r = {.dp = 4, .tp = 1, .pp = 1, .micro_batches = 1, .chunks = 1, .param_numel = 1e6,
+                         .flops = 1e11};
+    plait_cost_job j = {.dp = 4, .tp = 1, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_FP32};
     plait_cost_time t;
-    plait_cost_step_time(r, 4, 0, 25e6, &c, &t);
+    plait_cost_step_time(&r, &j, &c, &t);
     /* alone a rank would take 1 s, but the node does 4e11 FLOPs at 2e11/s:
      * 2 s; the 4 MB gradient is one bucket, the last, so its all-reduce is
      * not hidden; the four ranks' AdamW share the node's bandwidth */
@@ -128,19 +227,24 @@ static void test_time_shared_cpu_cores(void **state) {
     NEAR(t.optim, 4 * 28e6 / 1e10);
     NEAR(t.step, 2.0 + ar + 4 * 28e6 / 1e10);
     NEAR(t.dp_bytes, 2.0 * 3 / 4 * 4e6);
+    assert_true(t.shared_cores);
     /* with a 1 MB bucket, 3 of the 4 MB hide behind the backward pass */
-    plait_cost_step_time(r, 4, 0, 1e6, &c, &t);
+    j.bucket_bytes = 1e6;
+    plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.comm, 6 * (1e-5 + 0.25e6 / 1e9));
     /* bf16 gradients: half the bytes and the all-reduce's bandwidth term;
      * ZeRO-2 gathers its parameters in float32 still, ZeRO-3 in bf16 too */
-    for (int i = 0; i < 4; i++) r[i].grad_wire = 0.5;
-    plait_cost_step_time(r, 4, 0, 25e6, &c, &t);
+    r.grad_wire = 0.5;
+    j.bucket_bytes = 25e6;
+    plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.dp_bytes, 2.0 * 3 / 4 * 4e6 * 0.5);
     NEAR(t.comm, 6 * (1e-5 + 0.5e6 / 1e9));
-    plait_cost_step_time(r, 4, 2, 25e6, &c, &t);
+    j.zero = 2;
+    plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.dp_bytes, 3.0 / 4 * 4e6 * 1.5);
-    for (int i = 0; i < 4; i++) r[i].param_wire = 0.5;
-    plait_cost_step_time(r, 4, 3, 25e6, &c, &t);
+    j.zero = 3;
+    r.param_wire = 0.5;
+    plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.dp_bytes, 3.0 / 4 * 4e6 * 1.5);
 }
 
@@ -278,6 +382,112 @@ static void test_cluster_examples(void **state) {
     assert_true(!c.gpu && c.units_per_node >= 1 && c.memory > 0 && c.peak_flops == 0);
 }
 
+/* the precision a cluster plans in, and its rate in it */
+static void test_cluster_precision(void **state) {
+    (void)state;
+    plait_cluster c;
+    double rate;
+    assert_int_equal(plait_cluster_load(source_path("configs/clusters/dgx-a100.ini"), &c), PLAIT_OK);
+    assert_int_equal(c.precision, PLAIT_PRECISION_BF16);
+    assert_int_equal(plait_cluster_rate(&c, PLAIT_PRECISION_BF16, &rate), PLAIT_OK);
+    NEAR(rate, 312e12 * 0.55);
+    assert_int_equal(plait_cluster_rate(&c, PLAIT_PRECISION_FP32, &rate), PLAIT_OK);
+    NEAR(rate, 19.5e12 * 0.6);
+    assert_int_equal(plait_cluster_rate(&c, PLAIT_PRECISION_TF32, &rate), PLAIT_OK);
+    NEAR(rate, 156e12 * 0.6); /* no tf32_efficiency: the fp32 one */
+    /* a CPU node plans in fp32; bf16 without a bf16 peak is its fp32 rate */
+    assert_int_equal(plait_cluster_parse("cpu.ini", "[node]\ncores = 2\npeak_gflops = 100\n", &c), PLAIT_OK);
+    assert_int_equal(c.precision, PLAIT_PRECISION_FP32);
+    assert_int_equal(plait_cluster_rate(&c, PLAIT_PRECISION_BF16, &rate), PLAIT_OK);
+    NEAR(rate, 100e9 * 0.7);
+    /* a GPU cluster without the rate of its precision: the file and the key */
+    const char *gpu = "[node]\nkind = gpu\ngpus = 8\nmemory = 80G\npeak_gflops = 19500\n";
+    assert_int_equal(plait_cluster_parse("gpu.ini", gpu, &c), PLAIT_OK);
+    assert_int_equal(c.precision, PLAIT_PRECISION_BF16);
+    assert_int_equal(plait_cluster_rate(&c, PLAIT_PRECISION_BF16, &rate), PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), "gpu.ini: [node] bf16_peak_gflops is not given"));
+    /* precision = fp32 in the file plans it in fp32 */
+    assert_int_equal(plait_cluster_parse("gpu.ini", "[node]\nkind = gpu\ngpus = 8\nmemory = 80G\npeak_gflops = 19500\n"
+                                                    "precision = fp32\n", &c),
+                     PLAIT_OK);
+    assert_int_equal(c.precision, PLAIT_PRECISION_FP32);
+    /* a wrong precision: FILE:LINE and the allowed values */
+    assert_int_equal(plait_cluster_parse("gpu.ini", "[node]\nprecision = fp8\n", &c), PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), "gpu.ini:2"));
+    assert_non_null(strstr(plait_last_error(), "bf16"));
+}
+
+/* The costs the model's shape gives each pipeline stage are those the
+ * parallel plugin's plans give, for every layout of 4 ranks of gpt-small
+ * (and in each schedule and recompute mode). */
+typedef struct small_ctx {
+    char *over[4];
+    int n;
+} small_ctx;
+
+static plait_status load_small(void *ctx, int n, char *const *overrides, plait_config **out) {
+    small_ctx *c = ctx;
+    char *all[24];
+    int k = 0;
+    for (int i = 0; i < c->n; i++) all[k++] = c->over[i];
+    for (int i = 0; i < n && k < 24; i++) all[k++] = overrides[i];
+    return plait_cli_load_config(source_path("configs/gpt-small.ini"), k, all, out);
+}
+
+static void test_stages_match_plans(void **state) {
+    (void)state;
+    plait_host_install();
+    char lvl[] = "run.log_level=error";
+    small_ctx sc = {.over = {lvl}, .n = 1};
+    plait_config *cfg = NULL;
+    assert_int_equal(load_small(&sc, 0, NULL, &cfg), PLAIT_OK);
+    plait_cost_model *m = NULL;
+    assert_int_equal(plait_cost_model_new(cfg, &m), PLAIT_OK);
+    plait_cost_axes a = axes4("all");
+    a.global_batch = 8;
+    plait_cost_layout l[2048];
+    size_t n = plait_cost_enumerate(&a, l, 2048);
+    assert_true(n > 100 && n <= 2048);
+    plait_cluster c;
+    plait_cluster_default(&c);
+    c.peak_flops = 1e11;
+    plait_cost_ctx x = {.cluster = &c, .precision = PLAIT_PRECISION_FP32, .global_batch = 8, .load = load_small,
+                        .load_ctx = &sc};
+    size_t compared = 0;
+    for (size_t i = 0; i < n; i++) {
+        char why[512];
+        if (8 % l[i].dp != 0 || 8 / l[i].dp % l[i].micro_batch != 0 ||
+            plait_cost_model_refuses(m, l[i].tp, l[i].pp, l[i].chunks, why, sizeof why))
+            continue;
+        plait_cost_rank shape[4], plan[4];
+        plait_cost_result r;
+        assert_int_equal(plait_cost_model_stages(m, &l[i], 8, shape), 0);
+        assert_int_equal(plait_cost_evaluate_stages(&l[i], &x, &r, plan, 4), PLAIT_OK);
+        char name[128];
+        plait_cost_layout_name(&l[i], name, sizeof name);
+        if (!r.valid) fail_msg("%s: the plugin refused what the shape allowed: %s", name, r.why);
+        for (int s = 0; s < l[i].pp; s++) {
+#define SAME(f)                                                                                                      \
+    if (fabs(shape[s].f - plan[s].f) > 1e-9 * fabs(plan[s].f))                                                        \
+    fail_msg("%s stage %d: %s %g from the shape, %g from the plan", name, s, #f, (double)shape[s].f, (double)plan[s].f)
+            SAME(param_numel);
+            SAME(largest_layer_numel);
+            SAME(flops);
+            SAME(recompute_flops);
+            SAME(act_elems);
+            SAME(tp_msgs);
+            SAME(tp_msg_elems);
+            SAME(pp_msgs);
+            SAME(bubble);
+#undef SAME
+        }
+        compared++;
+    }
+    assert_true(compared > 100);
+    plait_cost_model_free(m);
+    plait_config_free(cfg);
+}
+
 static void test_cluster_errors(void **state) {
     (void)state;
     char path[] = "/tmp/plait-cluster-XXXXXX";
@@ -341,11 +551,13 @@ static void test_fit_comm(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_link_formulas),           cmocka_unit_test(test_bubble),
+        cmocka_unit_test(test_precision_bytes),         cmocka_unit_test(test_time_hierarchy),
         cmocka_unit_test(test_memory_zero_formulas),    cmocka_unit_test(test_time_pipeline_on_gpus),
         cmocka_unit_test(test_time_shared_cpu_cores),   cmocka_unit_test(test_spearman),          cmocka_unit_test(test_sweep_groups),
         cmocka_unit_test(test_enumerate_default_axes),  cmocka_unit_test(test_enumerate_bounds_and_optim),
         cmocka_unit_test(test_cluster_examples),        cmocka_unit_test(test_cluster_errors),
-        cmocka_unit_test(test_fit_comm),
+        cmocka_unit_test(test_fit_comm),                cmocka_unit_test(test_cluster_precision),
+        cmocka_unit_test(test_stages_match_plans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

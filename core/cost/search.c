@@ -1,0 +1,236 @@
+/* The search over a space of layouts: rules, costs from the model's shape, the best confirmed. */
+#include "cost/search.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cost/stages.h"
+#include "layout/batch.h"
+#include "runtime/error.h"
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A layout weighed from the model's shape. */
+typedef struct weighed {
+    size_t index;          /* into the enumeration */
+    double tokens_per_s;
+    double mem;
+    int fits;
+} weighed;
+
+typedef struct families {
+    plait_cost_family *f;
+    size_t n, cap;
+    size_t last;           /* the family the previous layout joined: the enumeration keeps families together */
+} families;
+
+/* A layout set aside joins its family (by name: the first reason given
+ * stands for the family). */
+static int add_family(families *fs, const char *name, const char *why, int over_memory) {
+    if (fs->last < fs->n && !strcmp(fs->f[fs->last].name, name)) {
+        fs->f[fs->last].layouts++;
+        return 0;
+    }
+    for (size_t i = 0; i < fs->n; i++)
+        if (!strcmp(fs->f[i].name, name)) {
+            fs->f[i].layouts++;
+            fs->last = i;
+            return 0;
+        }
+    if (fs->n == fs->cap) {
+        size_t cap = fs->cap ? 2 * fs->cap : 64;
+        plait_cost_family *f = realloc(fs->f, cap * sizeof *f);
+        if (!f) return -1;
+        fs->f = f;
+        fs->cap = cap;
+    }
+    plait_cost_family *f = &fs->f[fs->n];
+    memset(f, 0, sizeof *f);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    snprintf(f->why, sizeof f->why, "%s", why);
+    f->layouts = 1;
+    f->over_memory = over_memory;
+    fs->last = fs->n++;
+    return 0;
+}
+
+static int by_weight(const void *a, const void *b) {
+    const weighed *x = a, *y = b;
+    if (x->fits != y->fits) return y->fits - x->fits;
+    if (x->tokens_per_s != y->tokens_per_s) return x->tokens_per_s < y->tokens_per_s ? 1 : -1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* The rule no plan is needed for that layout `l` breaks, written to why
+ * with the family it sets aside, or 0. */
+static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait_cost_ctx *x,
+                   const plait_cost_layout *l, char *family, size_t flen, char *why, size_t wlen) {
+    snprintf(family, flen, "dp%d tp%d pp%d", l->dp, l->tp, l->pp);
+    plait_batch b;
+    if (plait_batch_solve(x->global_batch, l->micro_batch, 0, l->dp, &b) != PLAIT_OK) {
+        snprintf(why, wlen, "%s", plait_last_error());
+        plait_clear_error();
+        /* a global batch dp does not divide sets aside every micro-batch */
+        if (x->global_batch % l->dp != 0) return 1;
+        snprintf(family, flen, "dp%d tp%d pp%d mb%lld", l->dp, l->tp, l->pp, (long long)l->micro_batch);
+        return 1;
+    }
+    const plait_cluster *c = x->cluster;
+    int per_node = plait_cluster_ranks_per_node(c, axes->ranks);
+    /* tensor parallelism all-reduces every block's activations: across
+     * nodes it runs at the network's speed (Megatron-LM's first rule:
+     * tp within a node). Bounding --tp weighs such layouts anyway. */
+    if (c->nodes > 1 && l->tp > per_node && axes->n[PLAIT_AXIS_N_TP] == 0) {
+        snprintf(why, wlen,
+                 "tp %d spans nodes of %d ranks: tensor parallelism stays on a node's %s (give --tp to weigh "
+                 "it across the %s)",
+                 l->tp, per_node, c->intra.kind, c->inter.kind);
+        return 1;
+    }
+    if (plait_cost_model_refuses(m, l->tp, 1, 1, why, wlen)) return 1;
+    if (plait_cost_model_refuses(m, 1, l->pp, l->chunks, why, wlen)) {
+        /* too few layers for the stages sets the whole family aside, for
+         * the chunks of interleaving only that schedule */
+        if (l->chunks > 1) snprintf(family, flen, "dp%d tp%d pp%d %s v%d", l->dp, l->tp, l->pp, l->schedule, l->chunks);
+        return 1;
+    }
+    return 0;
+}
+
+static double bucket_for(const plait_config *cfg, const plait_cost_layout *l) {
+    if (l->bucket_mb > 0) return l->bucket_mb * 1e6;
+    int zero = plait_cost_zero_stage(l->optim);
+    char sec[48];
+    snprintf(sec, sizeof sec, zero ? "optim.%s" : "parallel.dp", l->optim);
+    plait_value v;
+    /* the optimizer's section exists only when the config selects it */
+    if (plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK) return (double)v.i;
+    return 25e6;
+}
+
+void plait_cost_search_free(plait_cost_search *s) {
+    free(s->results);
+    free(s->families);
+    memset(s, 0, sizeof *s);
+}
+
+plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cfg, const plait_cost_ctx *x,
+                                   size_t show, plait_cost_search *out) {
+    memset(out, 0, sizeof *out);
+    double t0 = now_s();
+    plait_cost_model *m = NULL;
+    plait_status st = plait_cost_model_new(cfg, &m);
+    if (st != PLAIT_OK) return st;
+    size_t count = plait_cost_enumerate(axes, NULL, 0);
+    plait_cost_layout *lay = malloc((count + 1) * sizeof *lay);
+    weighed *w = malloc((count + 1) * sizeof *w);
+    int max_pp = axes->ranks;
+    plait_cost_rank *stages = malloc((size_t)max_pp * sizeof *stages);
+    plait_cost_result *scratch = malloc(sizeof *scratch);
+    /* per dp x tp x pp family, the least memory of its layouts and whether one fits */
+    typedef struct triple {
+        int dp, tp, pp, fits;
+        double least;
+        size_t least_index;
+    } triple;
+    triple *tri = calloc(count + 1, sizeof *tri);
+    families fs = {0};
+    if (!lay || !w || !stages || !scratch || !tri) {
+        st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory weighing %zu layouts", count);
+        goto done;
+    }
+    plait_cost_enumerate(axes, lay, count);
+    out->candidates = count;
+    size_t nw = 0, nt = 0;
+    int block_size = (int)plait_config_int(cfg, "model", "block_size");
+    for (size_t i = 0; i < count; i++) {
+        const plait_cost_layout *l = &lay[i];
+        char family[96], why[512];
+        if (refused(m, axes, x, l, family, sizeof family, why, sizeof why)) {
+            out->refused++;
+            if (add_family(&fs, family, why, 0) != 0) goto oom;
+            continue;
+        }
+        if (plait_cost_model_stages(m, l, x->global_batch, stages) != 0) goto oom;
+        double gw, pw;
+        plait_cost_wire(cfg, plait_cost_zero_stage(l->optim), &gw, &pw);
+        for (int k = 0; k < l->pp; k++) stages[k].grad_wire = gw, stages[k].param_wire = pw;
+        plait_cost_finish(stages, l, x, bucket_for(cfg, l), block_size, scratch);
+        w[nw++] = (weighed){.index = i, .tokens_per_s = scratch->tokens_per_s, .mem = scratch->mem.total,
+                            .fits = scratch->fits};
+        out->fitting += scratch->fits != 0;
+        if (nt == 0 || tri[nt - 1].dp != l->dp || tri[nt - 1].tp != l->tp || tri[nt - 1].pp != l->pp)
+            tri[nt++] = (triple){.dp = l->dp, .tp = l->tp, .pp = l->pp, .least = scratch->mem.total, .least_index = i};
+        triple *t = &tri[nt - 1];
+        t->fits |= scratch->fits;
+        if (scratch->mem.total < t->least) {
+            t->least = scratch->mem.total;
+            t->least_index = i;
+        }
+    }
+    out->weighed = nw;
+    for (size_t k = 0; k < nt; k++) {
+        if (tri[k].fits) continue;
+        char family[96], why[512], least[128];
+        snprintf(family, sizeof family, "dp%d tp%d pp%d", tri[k].dp, tri[k].tp, tri[k].pp);
+        plait_cost_layout_name(&lay[tri[k].least_index], least, sizeof least);
+        double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(x->cluster, axes->ranks);
+        snprintf(why, sizeof why,
+                 "none fits: the least memory, %.1f MiB per rank (%s), is over the %.1f MiB allowed", tri[k].least / 1048576.0,
+                 least, limit / 1048576.0);
+        if (add_family(&fs, family, why, 1) != 0) goto oom;
+        /* every layout of the family is over: count them */
+        size_t members = 0;
+        for (size_t i = 0; i < nw; i++) {
+            const plait_cost_layout *l = &lay[w[i].index];
+            members += l->dp == tri[k].dp && l->tp == tri[k].tp && l->pp == tri[k].pp;
+        }
+        fs.f[fs.last].layouts = members;
+    }
+    qsort(w, nw, sizeof *w, by_weight);
+    /* the best through their plugin's plan: its refusal sets a layout
+     * aside (and the next one is tried); the figures shown are its */
+    size_t keep = show > 0 && show < nw ? show : nw;
+    out->results = calloc(keep + 1, sizeof *out->results);
+    if (!out->results) goto oom;
+    for (size_t i = 0; i < nw && out->n < keep; i++) {
+        if (show > 0 && !w[i].fits) break;
+        plait_cost_result *r = &out->results[out->n];
+        st = plait_cost_evaluate(&lay[w[i].index], x, r);
+        out->confirmed++;
+        if (st != PLAIT_OK) goto done;
+        if (!r->valid) {
+            char name[128];
+            plait_cost_layout_name(&r->layout, name, sizeof name);
+            if (add_family(&fs, name, r->why, 0) != 0) goto oom;
+            continue;
+        }
+        /* the plan can need more than the shape foretold: then it is not shown */
+        if (show > 0 && !r->fits) {
+            out->over_in_plan++;
+            continue;
+        }
+        out->n++;
+    }
+    plait_cost_sort_results(out->results, out->n);
+    goto done;
+oom:
+    st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory weighing %zu layouts", count);
+done:
+    out->families = fs.f;
+    out->n_families = fs.n;
+    free(tri);
+    free(scratch);
+    free(stages);
+    free(w);
+    free(lay);
+    plait_cost_model_free(m);
+    out->seconds = now_s() - t0;
+    return st;
+}

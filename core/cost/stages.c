@@ -1,0 +1,339 @@
+/* Stage costs from the model's shape: TP slices, the pipeline partition, the schedules' live micro-batches. */
+#include "cost/stages.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost/activations.h"
+#include "model/model.h"
+#include "model/tied.h"
+#include "runtime/error.h"
+
+#define TP_CACHE 32
+#define LIVE_CACHE 256
+
+/* One tp size's slices: per layer, the parameter elements a rank holds
+ * (tied copies apart), its largest parameter group, the vocabulary padded. */
+typedef struct tp_slices {
+    int tp;
+    double *layer_numel;   /* n_layers entries */
+    double copy_numel;     /* the head's tied copy of the token embedding */
+    double vocab_padded;
+} tp_slices;
+
+struct plait_cost_model {
+    plait_model_desc *desc;
+    const plait_model_spec *spec;
+    int n_layers;           /* embedding + blocks + head */
+    int copy_layer, copy_source; /* the tied copy's layer and its original's, or -1 */
+    tp_slices tps[TP_CACHE];
+    int n_tps;
+    int32_t **bounds;       /* per chunk count k (1..n_layers), the k+1 bounds, or NULL until asked */
+    /* live slots per (schedule, p, v, m): p x v entries, stage-major */
+    struct live_entry {
+        char schedule[16];
+        int p, v, m;
+        double *slots;
+    } live[LIVE_CACHE];
+    int n_live, next_live;
+};
+
+plait_status plait_cost_model_new(plait_config *cfg, plait_cost_model **out) {
+    *out = NULL;
+    plait_cost_model *m = calloc(1, sizeof *m);
+    if (!m) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_status st = plait_model_describe(cfg, 1, &m->desc);
+    if (st != PLAIT_OK) {
+        free(m);
+        return st;
+    }
+    m->spec = plait_model_desc_spec(m->desc);
+    m->n_layers = m->spec->n_layers;
+    m->copy_layer = m->copy_source = -1;
+    for (int32_t g = 0; g < m->spec->n_params; g++) {
+        const plait_param *p = &m->spec->params[g];
+        if (!plait_tied_is_copy(p)) continue;
+        m->copy_layer = p->layer;
+        m->copy_source = plait_tied_source(m->spec, p)->layer;
+    }
+    m->bounds = calloc((size_t)m->n_layers + 1, sizeof *m->bounds);
+    if (!m->bounds) {
+        plait_cost_model_free(m);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    }
+    *out = m;
+    return PLAIT_OK;
+}
+
+void plait_cost_model_free(plait_cost_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_tps; i++) free(m->tps[i].layer_numel);
+    for (int k = 0; m->bounds && k <= m->n_layers; k++) free(m->bounds[k]);
+    for (int i = 0; i < m->n_live; i++) free(m->live[i].slots);
+    free(m->bounds);
+    plait_model_desc_free(m->desc);
+    free(m);
+}
+
+double plait_cost_model_params(const plait_cost_model *m) { return (double)m->spec->total_numel; }
+
+const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, int v, char *why, size_t len) {
+    const plait_model_spec *s = m->spec;
+    /* the tp and pp plugins' own rules and words */
+    if (tp > 1 && strcmp(s->arch, "gpt") == 0 && s->n_head % tp != 0)
+        snprintf(why, len,
+                 "[parallel] tp = %d does not divide [model] n_head = %d: tensor parallelism gives each rank whole "
+                 "attention heads (choose tp among the divisors of n_head)",
+                 tp, s->n_head);
+    else if (tp > 1 && (4 * (int64_t)s->n_embd) % tp != 0)
+        snprintf(why, len, "[parallel] tp = %d does not divide the MLP width 4 x n_embd = %lld", tp,
+                 (long long)(4 * (int64_t)s->n_embd));
+    else if (v > 64)
+        snprintf(why, len, "virtual stages v = %d: must be in [1, 64]", v);
+    else if ((int64_t)pp * v > m->n_layers)
+        snprintf(why, len,
+                 "[parallel] pp = %d x virtual_stages = %d makes %lld model chunks, but the model has only %d layers "
+                 "(embedding, %d blocks, head) and each chunk needs one",
+                 pp, v, (long long)pp * v, m->n_layers, s->n_layer);
+    else
+        return NULL;
+    return why;
+}
+
+static const tp_slices *slices(plait_cost_model *m, int tp) {
+    for (int i = 0; i < m->n_tps; i++)
+        if (m->tps[i].tp == tp) return &m->tps[i];
+    if (m->n_tps == TP_CACHE) { /* a space of more tp sizes than that: forget the oldest */
+        free(m->tps[0].layer_numel);
+        memmove(&m->tps[0], &m->tps[1], (TP_CACHE - 1) * sizeof m->tps[0]);
+        m->n_tps--;
+    }
+    tp_slices *t = &m->tps[m->n_tps];
+    memset(t, 0, sizeof *t);
+    t->tp = tp;
+    t->layer_numel = calloc((size_t)m->n_layers, sizeof *t->layer_numel);
+    if (!t->layer_numel) return NULL;
+    m->n_tps++;
+    /* the tp plugin pads the vocabulary to a multiple of tp and cuts every
+     * split dimension into tp equal slices */
+    double vocab = m->spec->vocab_size;
+    t->vocab_padded = tp > 1 ? ceil(vocab / tp) * tp : vocab;
+    for (int32_t g = 0; g < m->spec->n_params; g++) {
+        const plait_param *p = &m->spec->params[g];
+        double e = (double)p->numel;
+        if (tp > 1 && p->shard.dim >= 0 && p->shape[p->shard.dim] > 0) {
+            double len = p->tp_role == PLAIT_TP_VOCAB ? t->vocab_padded : (double)p->shape[p->shard.dim];
+            e = e / (double)p->shape[p->shard.dim] * len / tp;
+        }
+        if (plait_tied_is_copy(p)) t->copy_numel = e;
+        else if (p->layer >= 0 && p->layer < m->n_layers) t->layer_numel[p->layer] += e;
+    }
+    return t;
+}
+
+/* Can `costs` be cut into k contiguous non-empty chunks of at most `cap`?
+ * Filled front first (earlier chunks fuller, as the pp plugin breaks ties),
+ * leaving a layer for each chunk still to come. Writes the bounds. */
+static int packs(const double *costs, int n, int k, double cap, int32_t *bounds) {
+    int i = 0;
+    for (int c = 0; c < k; c++) {
+        bounds[c] = i;
+        if (i >= n || costs[i] > cap) return 0;
+        double sum = costs[i++];
+        while (i < n && n - i > k - c - 1 && sum + costs[i] <= cap) sum += costs[i++];
+    }
+    bounds[k] = i;
+    return i == n;
+}
+
+/* The partition of the layers into k chunks minimising the costliest
+ * chunk (by each layer's forward FLOPs, the pp plugin's cost), found by
+ * bisection on that cost; cached per k. */
+static const int32_t *partition(plait_cost_model *m, int k) {
+    if (k < 1 || k > m->n_layers) return NULL;
+    if (m->bounds[k]) return m->bounds[k];
+    int n = m->n_layers;
+    int32_t *b = malloc(((size_t)k + 1) * sizeof *b);
+    double *costs = malloc((size_t)n * sizeof *costs);
+    if (!b || !costs) {
+        free(b);
+        free(costs);
+        return NULL;
+    }
+    double lo = 0, hi = 0;
+    for (int i = 0; i < n; i++) {
+        costs[i] = m->spec->layers[i].flops_per_token;
+        if (costs[i] > lo) lo = costs[i];
+        hi += costs[i];
+    }
+    /* all-zero costs: every layer counts one, as the plugin does */
+    if (hi <= 0) {
+        for (int i = 0; i < n; i++) costs[i] = 1;
+        lo = 1;
+        hi = n;
+    }
+    if (!packs(costs, n, k, lo, b)) {
+        for (int it = 0; it < 200 && hi - lo > 1e-9 * hi; it++) {
+            double mid = 0.5 * (lo + hi);
+            if (packs(costs, n, k, mid, b)) hi = mid;
+            else lo = mid;
+        }
+        packs(costs, n, k, hi, b);
+    }
+    free(costs);
+    m->bounds[k] = b;
+    return b;
+}
+
+/* The stage holding `layer` under bounds of K chunks over p stages. */
+static int stage_of(const int32_t *b, int K, int p, int layer) {
+    for (int k = 0; k < K; k++)
+        if (layer >= b[k] && layer < b[k + 1]) return k % p;
+    return -1;
+}
+
+/* The i-th (chunk, micro-batch) of a stage's forward (or backward) order:
+ * micro-batches in groups (one of m for gpipe, else max(1, m / p) groups
+ * whose sizes differ by at most one, the larger first), each group through
+ * chunk 0, 1, ... (backward: the last chunk first). As pp/schedule.c
+ * orders them. */
+typedef struct groups {
+    int64_t n, base, extra;
+} groups;
+
+static int chunk_at(const groups *g, int v, int backward, int64_t i) {
+    int64_t big = g->extra * (g->base + 1) * v, size, o;
+    if (i < big) {
+        size = g->base + 1;
+        o = i - i / (size * v) * size * v;
+    } else {
+        size = g->base;
+        int64_t rest = i - big;
+        o = rest - rest / (size * v) * size * v;
+    }
+    int c = (int)(o / size);
+    return backward ? v - 1 - c : c;
+}
+
+/* Micro-batches each chunk of stage `stage` keeps alive at its peak, summed
+ * over the chunks: the model allocates that many slots of each chunk
+ * (model/gpt.c). Warm-up forwards, then one forward and one backward in
+ * turn, then the last backwards, as the schedules' instruction lists run;
+ * zb1 holds a slot until the weight half, min(p, m) of them. */
+static double live_slots(const char *schedule, int p, int stage, int m, int v, double *per_chunk) {
+    for (int c = 0; c < v; c++) per_chunk[c] = 0;
+    if (p <= 1) {
+        per_chunk[0] = 1;
+        return 1;
+    }
+    if (strcmp(schedule, "zb1") == 0) {
+        per_chunk[0] = p < m ? p : m;
+        return per_chunk[0];
+    }
+    int gpipe = strcmp(schedule, "gpipe") == 0;
+    groups g = {.n = gpipe || m < p ? 1 : m / p};
+    g.base = m / g.n;
+    g.extra = m % g.n;
+    int64_t total = (int64_t)m * v, largest = g.base + (g.extra > 0);
+    int64_t warmup = gpipe ? total : (int64_t)(p - stage - 1) + (int64_t)(v - 1) * largest;
+    if (warmup > total) warmup = total;
+    double live[64] = {0};
+    int64_t f = 0, b = 0;
+    for (; f < total; f++) {
+        int c = chunk_at(&g, v, 0, f);
+        if (++live[c] > per_chunk[c]) per_chunk[c] = live[c];
+        if (f >= warmup) live[chunk_at(&g, v, 1, b++)]--;
+    }
+    double sum = 0;
+    for (int c = 0; c < v; c++) sum += per_chunk[c];
+    return sum;
+}
+
+/* live_slots of every stage of (schedule, p, v, m), cached. */
+static const double *live_of(plait_cost_model *model, const char *schedule, int p, int v, int m) {
+    for (int i = 0; i < model->n_live; i++) {
+        struct live_entry *e = &model->live[i];
+        if (e->p == p && e->v == v && e->m == m && !strcmp(e->schedule, schedule)) return e->slots;
+    }
+    double *slots = malloc((size_t)p * (size_t)v * sizeof *slots);
+    if (!slots) return NULL;
+    for (int st = 0; st < p; st++) live_slots(schedule, p, st, m, v, slots + (size_t)st * v);
+    struct live_entry *e;
+    if (model->n_live < LIVE_CACHE) {
+        e = &model->live[model->n_live++];
+    } else { /* full: replace the oldest */
+        e = &model->live[model->next_live];
+        model->next_live = (model->next_live + 1) % LIVE_CACHE;
+        free(e->slots);
+    }
+    snprintf(e->schedule, sizeof e->schedule, "%s", schedule);
+    e->p = p;
+    e->v = v;
+    e->m = m;
+    e->slots = slots;
+    return slots;
+}
+
+int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int64_t global_batch,
+                            plait_cost_rank *stages) {
+    const plait_model_spec *spec = m->spec;
+    int p = l->pp, v = l->chunks > 0 ? l->chunks : 1, tp = l->tp, K = p * v, L = spec->n_layer;
+    const tp_slices *t = slices(m, tp);
+    const int32_t *b = partition(m, K);
+    if (!t || !b) return -1;
+    int mb = (int)(global_batch / l->dp / l->micro_batch);
+    const char *sched = p > 1 ? l->schedule : "1f1b";
+    plait_cost_shape s;
+    plait_cost_shape_init(&s, spec, (double)l->micro_batch, tp, tp > 1 ? t->vocab_padded : 0, l->recompute,
+                          strcmp(sched, "zb1") == 0);
+    double tokens = (double)l->micro_batch * spec->block_size * mb, bsh = s.B * s.T * s.C;
+    const double *all_live = live_of(m, sched, p, v, mb);
+    if (!all_live) return -1;
+    for (int st = 0; st < p; st++) {
+        plait_cost_rank *r = &stages[st];
+        memset(r, 0, sizeof *r);
+        r->dp = l->dp;
+        r->tp = tp;
+        r->pp = p;
+        r->stage = st;
+        r->micro_batches = mb;
+        r->chunks = v;
+        int blocks = 0, emb = 0, head = 0;
+        const double *live = all_live + (size_t)st * v;
+        for (int c = 0; c < v; c++) {
+            int k = c * p + st, first = b[k], last = b[k + 1] - 1;
+            r->act_elems += live[c] * plait_cost_slot_elems(&s, first, last);
+            for (int ly = first; ly <= last; ly++) {
+                double e = t->layer_numel[ly], f = spec->layers[ly].flops_per_token;
+                /* a tied copy counts where its original is not on the stage */
+                if (ly == m->copy_layer && stage_of(b, K, p, m->copy_source) != st) e += t->copy_numel;
+                r->param_numel += e;
+                if (e > r->largest_layer_numel) r->largest_layer_numel = e;
+                double again = ly >= 1 && ly <= L ? plait_cost_recompute_flops_per_token(&s, f) : 0;
+                r->flops += (3.0 * f + again) * tokens / tp;
+                r->recompute_flops += again * tokens / tp;
+                blocks += ly >= 1 && ly <= L;
+                emb |= ly == 0;
+                head |= ly == L + 1;
+            }
+            /* every chunk boundary sends the activation forward and its
+             * gradient back, once per micro-batch */
+            r->pp_msgs += ((k < K - 1) + (k > 0)) * (double)mb;
+        }
+        /* and the backward scratch the chunks share */
+        r->act_elems += plait_cost_scratch_elems(&s);
+        if (tp > 1) {
+            r->tp_msgs = mb * (4.0 * blocks + emb + head);
+            r->tp_msg_elems = bsh;
+        }
+        if (p > 1) {
+            r->pp_msg_elems = bsh;
+            r->bubble = plait_cost_bubble(sched, p, mb, v);
+        } else {
+            r->pp_msgs = 0;
+        }
+    }
+    return 0;
+}
