@@ -22,6 +22,10 @@ typedef struct plait_batch {
     int64_t dp;
 } plait_batch;
 
+/* Micro-batches of a step over all data-parallel ranks (dp × accumulation):
+ * the length of the step's loss vector. */
+static inline int64_t plait_batch_micro_batches(const plait_batch *b) { return b->global_batch / b->micro_batch; }
+
 /* Pure arithmetic (0 = not given). Fills *out or fails with
  * PLAIT_ERR_INVALID_CONFIG and a message. */
 plait_status plait_batch_solve(int64_t global_batch, int64_t micro_batch, int64_t accumulation,

@@ -44,7 +44,7 @@ void plait_plan_set_add(void *set, const plait_layout_rank *lr) {
     rank_plan *r = &ps->r[ps->n++];
     r->dp_rank = m->dp_rank, r->tp_rank = m->tp_rank, r->pp_rank = m->pp_rank;
     ps->n_layers = p->n_layers, ps->n_params = p->n_params;
-    ps->global_mbs = lr->batch->global_batch / lr->batch->micro_batch;
+    ps->global_mbs = plait_batch_micro_batches(lr->batch);
     r->layer_stage = dup_mem(p->layer_stage, (size_t)p->n_layers * sizeof(int32_t), &ps->oom);
     r->layer_chunk = dup_mem(p->layer_chunk, (size_t)p->n_layers * sizeof(int32_t), &ps->oom);
     r->shards = dup_mem(p->shards, (size_t)p->n_params * sizeof(plait_shard), &ps->oom);

@@ -88,6 +88,7 @@ typedef struct plait_step_exec {
     uint8_t *slot_busy;
     int32_t max_slots;
     int split_backward;       /* the schedule splits backwards: a slot is released after its weight half */
+    int64_t n_micro_batches;  /* of a step over all ranks (plait_batch_micro_batches) */
     plait_request **send_req; /* [max_slots * 2] pending sends per slot (act, grad) */
     int32_t *tokens, *targets;
     /* The one buffer the step's closing all-reduce sums (global_loss): the

@@ -20,8 +20,8 @@ void plait_run_data_record(const plait_run *run, plait_ckpt_data *out) {
                              .train_crc32c = plait_data_train_crc32c(run->data)};
 }
 
-plait_status plait_run_fetch_batch(plait_run *run, int split, int64_t step, int64_t global_mb, int32_t *tokens,
-                                   int32_t *targets) {
-    return plait_data_batch(run->data, split ? PLAIT_DATA_VAL : PLAIT_DATA_TRAIN, step, global_mb,
+plait_status plait_run_fetch_batch(plait_run *run, plait_data_split split, int64_t step, int64_t global_mb,
+                                   int32_t *tokens, int32_t *targets) {
+    return plait_data_batch(run->data, split, step, global_mb,
                             (int32_t)run->layout.batch.micro_batch, run->model.block_size, tokens, targets);
 }

@@ -6,18 +6,13 @@
 #define PLAIT_CORE_RUN_INTERNAL_H
 
 #include "checkpoint/checkpoint.h"
+#include "train/data.h"
 #include "train/run.h"
 
-/* Data of global micro-batch `global_mb` of `step` (split 0 = train, 1 =
- * validation) into tokens/targets [micro_batch * block_size]. */
-plait_status plait_run_fetch_batch(plait_run *run, int split, int64_t step, int64_t global_mb,
+/* Data of global micro-batch `global_mb` of `step` from `split` into
+ * tokens/targets [micro_batch * block_size]. */
+plait_status plait_run_fetch_batch(plait_run *run, plait_data_split split, int64_t step, int64_t global_mb,
                                    int32_t *tokens, int32_t *targets);
-
-/* Execute the schedule once: train = 1 runs forward, backward, reduction and
- * the optimizer step; train = 0 runs the forwards only (evaluation). Loss
- * sums land in run->mb_loss. */
-plait_status plait_run_execute(plait_run *run, int split, int64_t step, int train, plait_step_timing *t,
-                               plait_optim_step_out *out);
 
 /* The single-process plan (nothing split, one stage, forward then backward
  * per micro-batch) that parallel plugins edit. Allocates the plan's arrays. */

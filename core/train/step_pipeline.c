@@ -1,0 +1,173 @@
+/*
+ * The step executor's activation slots and the pipeline's sends and
+ * receives (step_pipeline.h). Time blocked on a pipeline neighbour is the
+ * step's idle time; the bytes sent count as pipeline traffic.
+ */
+#include "train/step_pipeline.h"
+
+#include <string.h>
+
+#include "comm/comm.h"
+#include "device/device.h"
+#include "runtime/clock.h"
+#include "runtime/error.h"
+
+/* ---- activation slots ------------------------------------------------ */
+
+static plait_status wait_sends(plait_run *run, int32_t slot) {
+    plait_status st = PLAIT_OK;
+    for (int k = 0; k < 2; k++) {
+        plait_request **r = &run->exec.send_req[slot * 2 + k];
+        if (*r) {
+            plait_status w = plait_request_wait(*r);
+            if (st == PLAIT_OK) st = w;
+            *r = NULL;
+        }
+    }
+    return st;
+}
+
+plait_status plait_step_wait_all_sends(plait_run *run, plait_step_timing *t) {
+    double t0 = plait_clock_now();
+    plait_status st = PLAIT_OK;
+    for (int32_t s = 0; s < run->exec.max_slots; s++) {
+        plait_status w = wait_sends(run, s);
+        if (st == PLAIT_OK) st = w;
+    }
+    t->idle_s += plait_clock_now() - t0;
+    return st;
+}
+
+/* 1 once every send posted from the slot's buffers has completed (polls,
+ * never blocks). */
+static plait_status slot_sends_done(plait_run *run, int32_t slot, int *done) {
+    *done = 1;
+    for (int k = 0; k < 2; k++) {
+        plait_request **r = &run->exec.send_req[slot * 2 + k];
+        if (!*r) continue;
+        int d = 0;
+        plait_status st = plait_request_test(*r, &d);
+        if (st != PLAIT_OK) {
+            *r = NULL; /* test released it */
+            return st;
+        }
+        if (d) *r = NULL;
+        else *done = 0;
+    }
+    return PLAIT_OK;
+}
+
+/* A freed slot whose send is still in flight is never waited for here:
+ * under a rendezvous transport (large messages) that send completes only
+ * when the neighbour posts its receive, which may come after the neighbour
+ * needs something from this stage, so waiting could deadlock (schedule.h).
+ * Chunk c owns slots [c*m, (c+1)*m), laid out for its layers only (an
+ * interleaved stage's chunks do not each pay for the other's activations);
+ * m per chunk suffice: each (chunk, mb) takes a slot once per step, and
+ * sends are all finished at the end of every step. */
+plait_status plait_step_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t *slot) {
+    int32_t m = run->layout.plan.micro_batches;
+    int32_t key = chunk * m + mb;
+    if (run->exec.slot_of[key] >= 0) {
+        *slot = run->exec.slot_of[key];
+        return PLAIT_OK;
+    }
+    for (int32_t s = chunk * m; s < (chunk + 1) * m && s < run->exec.max_slots; s++) {
+        if (run->exec.slot_busy[s]) continue;
+        int done = 0;
+        plait_status st = slot_sends_done(run, s, &done);
+        if (st != PLAIT_OK) return st;
+        if (!done) continue; /* its buffers are still being sent */
+        st = plait_model_slot_layers(run->model.instance, s, run->layout.first_layer[chunk], run->layout.last_layer[chunk]);
+        if (st != PLAIT_OK) return st;
+        run->exec.slot_busy[s] = 1;
+        run->exec.slot_of[key] = s;
+        if (s + 1 > run->exec.n_slots_used) run->exec.n_slots_used = s + 1;
+        *slot = s;
+        return PLAIT_OK;
+    }
+    return plait_set_error(PLAIT_ERR_INTERNAL, "schedule holds more than %d micro-batches in flight", run->exec.max_slots);
+}
+
+void plait_step_release_slot(plait_run *run, int32_t chunk, int32_t mb) {
+    int32_t key = chunk * run->layout.plan.micro_batches + mb;
+    if (run->exec.slot_of[key] >= 0) run->exec.slot_busy[run->exec.slot_of[key]] = 0;
+    run->exec.slot_of[key] = -1;
+}
+
+void plait_step_reset_slots(plait_run *run) {
+    for (int32_t k = 0; k < run->layout.plan.chunks * run->layout.plan.micro_batches; k++) run->exec.slot_of[k] = -1;
+    memset(run->exec.slot_busy, 0, (size_t)run->exec.max_slots);
+}
+
+/* ---- pipeline neighbours ---------------------------------------------- */
+
+/* What crosses a stage boundary; also the index of its pending send in a
+ * slot (exec.send_req). */
+typedef enum crossing { ACTIVATION = 0, GRADIENT = 1 } crossing;
+
+/* Stage (pp rank) that runs global layer `layer`. */
+static int32_t stage_of(const plait_run *run, int32_t layer) { return run->layout.plan.layer_stage[layer]; }
+
+/* Tag of what crosses the boundary after layer `boundary` for local
+ * micro-batch `mb`; both sides compute it from the same facts. */
+static uint32_t pp_tag(crossing what, int32_t boundary, int32_t mb) {
+    return ((uint32_t)what << 30) | ((uint32_t)boundary << 16) | ((uint32_t)mb & 0xffffu);
+}
+
+static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint32_t tag, plait_step_timing *t) {
+    double t0 = plait_clock_now();
+    plait_status st = plait_comm_p2p(run->world.mesh.pp_comm, 0, buf, plait_model_boundary_numel(run->model.instance),
+                                     PLAIT_F32, from_stage, tag, plait_device_mem_kind(), NULL);
+    t->idle_s += plait_clock_now() - t0;
+    return st;
+}
+
+static plait_status pp_send(plait_run *run, int32_t slot, crossing what, const float *buf, int32_t to_stage,
+                            uint32_t tag, plait_step_timing *t) {
+    /* At most one pending send of each kind per slot. A slot sends one
+     * activation and one gradient per step, so this never waits in practice;
+     * the other kind's send is left alone (waiting for it could deadlock as
+     * in plait_step_slot). */
+    plait_request **r = &run->exec.send_req[slot * 2 + what];
+    if (*r) {
+        plait_status w = plait_request_wait(*r);
+        *r = NULL;
+        if (w != PLAIT_OK) return w;
+    }
+    t->pp_bytes += plait_model_boundary_numel(run->model.instance) * sizeof(float);
+    return plait_comm_p2p(run->world.mesh.pp_comm, 1, buf, plait_model_boundary_numel(run->model.instance), PLAIT_F32,
+                          to_stage, tag, plait_device_mem_kind(), r);
+}
+
+plait_status plait_step_recv_activation(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
+    int32_t b = run->layout.first_layer[chunk] - 1, slot;
+    plait_status st = plait_step_slot(run, chunk, mb, &slot);
+    if (st != PLAIT_OK) return st;
+    return pp_recv(run, plait_model_boundary(run->model.instance, slot, b), stage_of(run, b),
+                   pp_tag(ACTIVATION, b, mb), t);
+}
+
+plait_status plait_step_send_activation(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
+    int32_t b = run->layout.last_layer[chunk], slot;
+    plait_status st = plait_step_slot(run, chunk, mb, &slot);
+    if (st != PLAIT_OK) return st;
+    return pp_send(run, slot, ACTIVATION, plait_model_boundary(run->model.instance, slot, b), stage_of(run, b + 1),
+                   pp_tag(ACTIVATION, b, mb), t);
+}
+
+plait_status plait_step_recv_gradient(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
+    int32_t b = run->layout.last_layer[chunk], slot;
+    plait_status st = plait_step_slot(run, chunk, mb, &slot);
+    if (st != PLAIT_OK) return st;
+    return pp_recv(run, plait_model_boundary_grad(run->model.instance, slot, b), stage_of(run, b + 1),
+                   pp_tag(GRADIENT, b, mb), t);
+}
+
+plait_status plait_step_send_gradient(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
+    int32_t b = run->layout.first_layer[chunk] - 1, slot;
+    plait_status st = plait_step_slot(run, chunk, mb, &slot);
+    if (st != PLAIT_OK) return st;
+    return pp_send(run, slot, GRADIENT, plait_model_boundary_grad(run->model.instance, slot, b), stage_of(run, b),
+                   pp_tag(GRADIENT, b, mb), t);
+}

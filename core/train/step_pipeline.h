@@ -1,0 +1,37 @@
+/*
+ * The step executor's activation slots and the pipeline's point-to-point
+ * (step_pipeline.c): a (chunk, micro-batch) holds a slot of the model's
+ * activations from its forward (or the receive of its input) to the end of
+ * its backward (or the send of its input gradient); the instructions
+ * RECV_ACT, SEND_ACT, RECV_GRAD and SEND_GRAD move a slot's boundary
+ * activation or gradient to or from the neighbouring stage. Sends stay in
+ * flight until the slot is needed again or the step ends.
+ *
+ * Internal to the step executor (run_step.c); not thread-safe: the thread
+ * that drives the run calls it. Errors set the thread's message.
+ */
+#ifndef PLAIT_CORE_STEP_PIPELINE_H
+#define PLAIT_CORE_STEP_PIPELINE_H
+
+#include "train/run.h"
+
+/* The slot of (chunk, mb): its own if it has one this step, else a free
+ * slot of the chunk's pool whose sends have completed. */
+plait_status plait_step_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t *slot);
+/* (chunk, mb) is done with its slot. */
+void plait_step_release_slot(plait_run *run, int32_t chunk, int32_t mb);
+/* Every slot free, before a pass over the schedule. */
+void plait_step_reset_slots(plait_run *run);
+
+/* Wait for the sends posted from every slot's buffers (time counted as
+ * idle): before their buffers are touched again. */
+plait_status plait_step_wait_all_sends(plait_run *run, plait_step_timing *t);
+
+/* The four pipeline instructions for (chunk, mb); a receive blocks (idle
+ * time), a send is posted and left in flight. */
+plait_status plait_step_recv_activation(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t);
+plait_status plait_step_send_activation(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t);
+plait_status plait_step_recv_gradient(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t);
+plait_status plait_step_send_gradient(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t);
+
+#endif
