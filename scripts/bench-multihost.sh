@@ -13,6 +13,8 @@ ALGOS=${7:-hier ring rhd tree auto}
 cd "$(dirname "$0")/.."
 PLAIT_BIN=${PLAIT_BIN:-build/bin/plait}
 fail() { echo "bench-multihost: $*" >&2; exit 1; }
+# netns.sh removes what it made through at_exit (tests/e2e/lib.sh's, for tests)
+at_exit() { trap "$1" EXIT; }
 # shellcheck source=../tests/e2e/netns.sh
 source tests/e2e/netns.sh
 netns_up "$HOSTS" "$RATE"

@@ -7,7 +7,11 @@
 
 #include "coll/reduce.h"
 
-#define BLOCK PLAIT_COMPRESS_BLOCK
+/* values per scale: int8's, onebit's */
+static size_t block_of(plait_compression scheme) {
+    return scheme == PLAIT_COMPRESS_ONEBIT ? PLAIT_COMPRESS_BLOCK_ONEBIT : PLAIT_COMPRESS_BLOCK;
+}
+#define BLOCK_MAX PLAIT_COMPRESS_BLOCK
 
 static const char *const names[] = PLAIT_COMPRESSION_NAMES;
 #define N_SCHEMES (sizeof names / sizeof names[0] - 1)
@@ -22,13 +26,15 @@ int plait_compress_parse(const char *name) {
     return -1;
 }
 
-static size_t blocks_of(size_t n) { return (n + BLOCK - 1) / BLOCK; }
+static size_t blocks_of(plait_compression scheme, size_t n) {
+    return (n + block_of(scheme) - 1) / block_of(scheme);
+}
 
 size_t plait_compress_bytes(plait_compression scheme, size_t n) {
     switch (scheme) {
     case PLAIT_COMPRESS_BF16: return 2 * n;
-    case PLAIT_COMPRESS_INT8: return 4 * blocks_of(n) + n;
-    case PLAIT_COMPRESS_ONEBIT: return 4 * blocks_of(n) + (n + 7) / 8;
+    case PLAIT_COMPRESS_INT8: return 4 * blocks_of(scheme, n) + n;
+    case PLAIT_COMPRESS_ONEBIT: return 4 * blocks_of(scheme, n) + (n + 7) / 8;
     default: return 4 * n;
     }
 }
@@ -51,14 +57,14 @@ static void int8_block(int8_t *q, const float *x, size_t m, float s) {
     }
 }
 
-/* onebit: s = mean |x| over the block, summed in order (double). */
+/* onebit: s = sqrt(mean x^2) over the block, summed in order (double). */
 static float onebit_scale(const float *x, size_t m) {
     double sum = 0.0;
     for (size_t i = 0; i < m; i++) {
         if (!isfinite(x[i])) return NAN;
-        sum += fabs((double)x[i]);
+        sum += (double)x[i] * (double)x[i];
     }
-    return (float)(sum / (double)m);
+    return (float)sqrt(sum / (double)m);
 }
 
 /* One block of m values starting at value `first` of the message: x holds
@@ -67,15 +73,15 @@ static float onebit_scale(const float *x, size_t m) {
 static void encode_block(plait_compression scheme, void *dst, size_t n, size_t first, const float *x, size_t m,
                          float *residual) {
     float *scales = dst;
-    size_t b = first / BLOCK;
+    size_t b = first / block_of(scheme);
     if (scheme == PLAIT_COMPRESS_INT8) {
-        int8_t *q = (int8_t *)(scales + blocks_of(n)) + first;
+        int8_t *q = (int8_t *)(scales + blocks_of(scheme, n)) + first;
         float s = int8_scale(x, m);
         scales[b] = s;
         int8_block(q, x, m, s);
         return;
     }
-    unsigned char *bits = (unsigned char *)(scales + blocks_of(n));
+    unsigned char *bits = (unsigned char *)(scales + blocks_of(scheme, n));
     float s = onebit_scale(x, m);
     scales[b] = s;
     for (size_t i = 0; i < m; i++) {
@@ -99,9 +105,10 @@ void plait_compress_encode(plait_compression scheme, void *dst, const float *src
         return;
     }
     if (scheme != PLAIT_COMPRESS_ONEBIT) residual = NULL;
-    float x[BLOCK];
-    for (size_t first = 0; first < n; first += BLOCK) {
-        size_t m = n - first < BLOCK ? n - first : BLOCK;
+    float x[BLOCK_MAX];
+    const size_t block = block_of(scheme);
+    for (size_t first = 0; first < n; first += block) {
+        size_t m = n - first < block ? n - first : block;
         for (size_t i = 0; i < m; i++) x[i] = src[first + i] + (residual ? residual[first + i] : 0.0f);
         encode_block(scheme, dst, n, first, x, m, residual ? residual + first : NULL);
     }
@@ -118,9 +125,10 @@ void plait_compress_decode(plait_compression scheme, float *dst, const void *src
         return;
     }
     const float *scales = src;
-    const unsigned char *payload = (const unsigned char *)(scales + blocks_of(n));
+    const unsigned char *payload = (const unsigned char *)(scales + blocks_of(scheme, n));
+    const size_t block = block_of(scheme);
     for (size_t i = 0; i < n; i++) {
-        float s = scales[i / BLOCK];
+        float s = scales[i / block];
         if (scheme == PLAIT_COMPRESS_INT8) dst[i] = (float)(int8_t)payload[i] * s;
         else dst[i] = (payload[i / 8] >> (i % 8)) & 1u ? -s : s;
     }
@@ -136,9 +144,10 @@ void plait_compress_round_trip(plait_compression scheme, float *dst, const float
         return;
     }
     /* block by block through a one-block message, so dst may be src */
-    unsigned char enc[4 + BLOCK];
-    for (size_t first = 0; first < n; first += BLOCK) {
-        size_t m = n - first < BLOCK ? n - first : BLOCK;
+    unsigned char enc[4 + BLOCK_MAX];
+    const size_t block = block_of(scheme);
+    for (size_t first = 0; first < n; first += block) {
+        size_t m = n - first < block ? n - first : block;
         plait_compress_encode(scheme, enc, src + first, m, residual ? residual + first : NULL);
         plait_compress_decode(scheme, dst + first, enc, m);
     }

@@ -12,18 +12,24 @@
  *           (s = 0: all zero); about 1 byte a value. A block holding a NaN
  *           or an infinity gets the scale NaN, so the values decode to NaN
  *           and the optimizer's non-finite check sees them.
- *   onebit  per block, one float32 scale s = mean |x| (summed in order) and
- *           one sign bit per value: x decodes as +s or -s; about 0.14 bytes
- *           a value (28x less than float32). Lossy beyond repair on its own:
- *           it is used with error feedback (Seide et al. 2014, 1-bit Adam):
- *           the encoder adds what earlier encodings lost (`residual`) before
- *           encoding and keeps what this one loses.
+ *   onebit  per block of PLAIT_COMPRESS_BLOCK_ONEBIT values, one float32
+ *           scale s = sqrt(mean x^2) (summed in order, in double) and one
+ *           sign bit per value: x decodes as +s or -s; 0.1875 bytes a value
+ *           (21x less than float32). Lossy beyond repair on its own: it is
+ *           used with error feedback (Seide et al. 2014, 1-bit Adam): the
+ *           encoder adds what earlier encodings lost (`residual`) before
+ *           encoding and keeps what this one loses. The root mean square
+ *           (not the mean magnitude, which would lose less per step) keeps
+ *           a block's decoded second moment equal to its input's, which is
+ *           what Adam divides by: over 300 steps of gpt-tiny the mean
+ *           magnitude trained to an 18% higher loss, the root mean square
+ *           to 3%, and blocks of 64 did better than 256 (9%), as much as 32.
  * Blocks are counted from the first value handed to the encoder, so int8's
  * and onebit's bits depend on how a collective cuts its buffer into
  * messages (the algorithm, the group size, the host placement).
  *
  * Layout of an encoded message of n values: bf16: n uint16. int8 and
- * onebit: ceil(n / PLAIT_COMPRESS_BLOCK) float32 scales, then n int8 or
+ * onebit: one float32 scale per block (ceil(n / block)), then n int8 or
  * ceil(n / 8) bytes of sign bits (bit j%8 of byte j/8, 1 = negative). Host
  * byte order (the ranks of a job run one architecture).
  *
@@ -37,6 +43,7 @@
 #include <plait/coll.h>
 
 #define PLAIT_COMPRESS_BLOCK 256
+#define PLAIT_COMPRESS_BLOCK_ONEBIT 64
 
 /* "none", "bf16", "int8", "onebit"; "?" for another value. */
 const char *plait_compress_name(plait_compression scheme);

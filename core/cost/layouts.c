@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll/compress.h"
 #include "cost/rank_cost.h"
 #include "runtime/error.h"
 #include "train/preflight.h"
@@ -359,6 +360,18 @@ static void optim_of(const plait_config *cfg, int bucket_mb, int *zero, double *
     if (bucket_mb == 0 && plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK) *bucket = (double)v.i;
 }
 
+/* (coll/compress.h's sizes) */
+void plait_cost_wire(const plait_config *cfg, int zero, double *grad, double *param) {
+    char sec[48];
+    snprintf(sec, sizeof sec, zero ? "optim.zero%d" : "parallel.dp", zero);
+    plait_value v;
+    int g = plait_config_get(cfg, sec, "grad_compression", &v) == PLAIT_OK ? (int)v.i : 0;
+    int p = zero == 3 && plait_config_get(cfg, sec, "param_gather", &v) == PLAIT_OK && v.i ? PLAIT_COMPRESS_BF16 : 0;
+    const size_t n = 1u << 20;
+    *grad = (double)plait_compress_bytes((plait_compression)g, n) / (4.0 * n);
+    *param = (double)plait_compress_bytes((plait_compression)p, n) / (4.0 * n);
+}
+
 static int world_of(const plait_config *cfg) {
     return (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                  plait_config_int(cfg, "parallel", "pp"));
@@ -460,6 +473,9 @@ plait_status plait_cost_evaluate_stages(const plait_cost_layout *l, const plait_
     int zero;
     double bucket;
     optim_of(cfg, l->bucket_mb, &zero, &bucket);
+    double gw, pw;
+    plait_cost_wire(cfg, zero, &gw, &pw);
+    for (int i = 0; i < col.n; i++) col.ranks[i].grad_wire = gw, col.ranks[i].param_wire = pw;
     plait_cost_finish(col.ranks, l, x, bucket, (int)plait_config_int(cfg, "model", "block_size"), out);
     out->confirmed = 1;
     for (int i = 0; stages && i < col.n && i < cap; i++) stages[i] = col.ranks[i];

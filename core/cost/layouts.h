@@ -80,6 +80,11 @@ const char *plait_cost_recompute_name(int recompute);
 int plait_cost_layout_overrides(const plait_cost_layout *l, int64_t global_batch, char out[][96]);
 /* The ZeRO stage of an optimizer plugin name (0 for adam). */
 int plait_cost_zero_stage(const char *optim);
+/* Bytes on the wire per float32 byte of the gradient reductions (*grad)
+ * and of ZeRO-3's parameter gathers (*param) under `cfg`'s compression keys
+ * for ZeRO stage `zero` (0 = plain DP): [parallel.dp] or [optim.zeroN]
+ * grad_compression, [optim.zero3] param_gather. 1 when uncompressed. */
+void plait_cost_wire(const plait_config *cfg, int zero, double *grad, double *param);
 
 /* Builds the finalized config for a layout from the overrides (the CLI's
  * loader: the file, the user's overrides, then these). */

@@ -158,6 +158,9 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
             continue;
         }
         if (plait_cost_model_stages(m, l, x->global_batch, stages) != 0) goto oom;
+        double gw, pw;
+        plait_cost_wire(cfg, plait_cost_zero_stage(l->optim), &gw, &pw);
+        for (int k = 0; k < l->pp; k++) stages[k].grad_wire = gw, stages[k].param_wire = pw;
         plait_cost_finish(stages, l, x, bucket_for(cfg, l), block_size, scratch);
         w[nw++] = (weighed){.index = i, .tokens_per_s = scratch->tokens_per_s, .mem = scratch->mem.total,
                             .fits = scratch->fits};

@@ -120,10 +120,14 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
     double m = r->micro_batches > 0 ? r->micro_batches : 1;
     *hidden = *exposed = *bytes = 0;
     if (n <= 1) return;
+    /* compression (grad_wire, param_wire): the gradients' reductions and
+     * ZeRO-3's gathers move that share of their bytes; the updated weights'
+     * all-gather of ZeRO-1/2 stays as it is */
+    double g = r->grad_wire > 0 ? r->grad_wire : 1, w = r->param_wire > 0 ? r->param_wire : 1;
     double W = b.weight * r->param_numel, layers = ceil_div(r->param_numel, r->largest_layer_numel);
     if (j->zero <= 1) {
-        double S = b.grad * r->param_numel, last = S < j->bucket_bytes ? S : j->bucket_bytes;
-        double parts = ceil_div(S - last, j->bucket_bytes);
+        double S = b.grad * r->param_numel * g, last = S < j->bucket_bytes * g ? S : j->bucket_bytes * g;
+        double parts = ceil_div(S - last, j->bucket_bytes * g);
         if (j->zero == 0) {
             *hidden = dp_allreduce(d, S - last, parts);
             *exposed = dp_allreduce(d, last, 1);
@@ -136,19 +140,19 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
         return;
     }
     /* stages 2 and 3: every micro-batch's gradients, in the weights' precision */
-    double G = W, last = G < j->bucket_bytes ? G : j->bucket_bytes;
-    double rs = dp_gathers(d, G, ceil_div(G, j->bucket_bytes), m);
+    double G = W * g, last = G < j->bucket_bytes * g ? G : j->bucket_bytes * g;
+    double rs = dp_gathers(d, G, ceil_div(W, j->bucket_bytes), m);
     if (j->zero == 2) {
         double tail = dp_gather(d, last, 1);
         *hidden = rs - tail;
         *exposed = tail + dp_gather(d, W, ceil_div(W, j->bucket_bytes));
         *bytes = (n - 1.0) / n * (m * G + W);
     } else {
-        double U = b.weight * r->largest_layer_numel;
+        double U = b.weight * r->largest_layer_numel * w;
         double first = dp_gather(d, U, 1);
-        *hidden = rs + dp_gathers(d, W, layers, 2 * m) - first;
+        *hidden = rs + dp_gathers(d, W * w, layers, 2 * m) - first;
         *exposed = first;
-        *bytes = (n - 1.0) / n * m * (2 * W + G);
+        *bytes = (n - 1.0) / n * m * (2 * W * w + G);
     }
 }
 

@@ -2,7 +2,7 @@
 # Gradient compression ([parallel.dp] and [optim.zeroN] grad_compression,
 # [optim.zero3] param_gather) through `plait train` on 2 ranks, 12 steps:
 #   dp_bytes (optim_bytes under ZeRO) shrink by each scheme's ratio: bf16
-#     half, int8 about a quarter, onebit about 1/28 of float32's;
+#     half, int8 about a quarter, onebit about 1/21 of float32's;
 #   deterministic mode: a compressed run repeats bit for bit (every scheme);
 #     bf16 gives dp 2 the same bits as dp 2 x pp 2 (1f1b and zb1: the
 #     pipeline changes the buckets, bf16 is per element), and zero1, zero2
@@ -17,7 +17,7 @@ D="$S run.deterministic=true data.micro_batch=2"
 for z in none bf16 int8 onebit; do train "dp_$z" $S parallel.dp.grad_compression=$z; done
 total() { column "$1" "$2" | awk '{ s += $1 } END { print s }'; }
 ref=$(total dp_none dp_bytes)
-for z in bf16:0.49:0.51 int8:0.25:0.27 onebit:0.034:0.039; do
+for z in bf16:0.49:0.51 int8:0.25:0.27 onebit:0.045:0.050; do
   IFS=: read -r name lo hi <<<"$z"
   got=$(total "dp_$name" dp_bytes)
   awk -v g="$got" -v r="$ref" -v lo="$lo" -v hi="$hi" 'BEGIN { x = g / r; exit !(x >= lo && x <= hi) }' ||

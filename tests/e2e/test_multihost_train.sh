@@ -10,6 +10,9 @@
 #     bit-identical to the same layout on one host.
 #   2 hosts x 2 ranks, tp = 4: rank placement warns that the tp group spans
 #     hosts.
+#   2 hosts x 2 ranks, dp = 4 with int8 gradient compression, deterministic:
+#     bit-identical to one host (the ordered algorithm encodes every
+#     contribution once wherever the ranks sit), a quarter of the DP bytes.
 # Skipped (exit 77, with the reason) where namespaces cannot be created.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
@@ -58,4 +61,11 @@ same_params dp3tp2 dp3tp2_one_host bits
 multihost tp4 2 run.steps=1 comm.timeout=60 parallel.tp=4 parallel.plugin=hybrid
 grep -q "the tp group of world rank 0 (tp = 4, order tp,dp,pp) spans 2 hosts" "$E2E_WORK/tp4.h0.out" ||
   fail "a tp group over 2 hosts was not reported: $(grep -h warn "$E2E_WORK"/tp4.h*.out)"
-echo "multi-host training OK: 2x2 dp=4 and 3x2 dp3 x tp2 bit-identical to one host; tp over 2 hosts warned"
+multihost dp4_int8 2 $D parallel.dp=4 parallel.dp.grad_compression=int8
+train dp4_int8_one_host $D parallel.dp=4 parallel.dp.grad_compression=int8
+same_losses dp4_int8 dp4_int8_one_host 0
+same_params dp4_int8 dp4_int8_one_host bits
+awk -v z="$(column dp4_int8 dp_bytes | tail -n 1)" -v f="$(column dp4 dp_bytes | tail -n 1)" \
+  'BEGIN { exit !(z > 0.24 * f && z < 0.27 * f) }' ||
+  fail "int8 sent $(column dp4_int8 dp_bytes | tail -n 1) DP bytes a step, float32 $(column dp4 dp_bytes | tail -n 1)"
+echo "multi-host training OK: 2x2 dp=4 (float32 and int8) and 3x2 dp3 x tp2 bit-identical to one host; tp over 2 hosts warned"

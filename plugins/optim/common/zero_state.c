@@ -430,7 +430,7 @@ const plait_key_decl zero_param_decls[5] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "grad_compression", PLAIT_KEY_ENUM, "none", 1, 0,
      compression_choices,
      "wire format of the gradient reduce-scatters: none (float32), bf16 (half the bytes), int8 (a quarter, "
-     "per-block scales), onebit (1/28: signs and block means with error feedback); sums stay float32"},
+     "per-block scales), onebit (1/21: signs and a scale per 64 values, with error feedback); sums stay float32"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "prefetch_layers", PLAIT_KEY_INT, "1", 0, 64, NULL,
      "layers whose parameter all-gather starts before their hook arrives (following the previous step's order)"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "param_gather", PLAIT_KEY_ENUM, "fp32", 1, 0, gather_choices,

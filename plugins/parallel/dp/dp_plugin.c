@@ -425,7 +425,7 @@ static const plait_key_decl dp_params[] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "grad_compression", PLAIT_KEY_ENUM, "none", 1, 0,
      compression_choices,
      "wire format of the gradient all-reduces: none (float32), bf16 (half the bytes), int8 (a quarter, "
-     "per-block scales), onebit (1/28: signs and block means with error feedback); sums stay float32"},
+     "per-block scales), onebit (1/21: signs and a scale per 64 values, with error feedback); sums stay float32"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL | PLAIT_KEY_HIDDEN, "debug_skip_reduce", PLAIT_KEY_BOOL,
      "false", 1, 0, NULL, "debug: skip gradient communication (wrong results; measures its overhead)"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "verify_params", PLAIT_KEY_BOOL, "true", 1, 0, NULL,

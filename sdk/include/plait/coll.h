@@ -70,13 +70,13 @@ typedef enum plait_coll_algo {
  * across hosts, where only the links between hosts carry compressed data
  * in the hierarchical form); PLAIT_ERR_INVALID_ARG / _UNSUPPORTED otherwise.
  * Deterministic for a given group, algorithm and host placement; bf16 is
- * per element, int8 and onebit scale blocks of 256 values counted from
- * each message's start. */
+ * per element, int8 and onebit scale blocks (256 and 64 values) counted
+ * from each message's start. */
 typedef enum plait_compression {
     PLAIT_COMPRESS_NONE = 0,
     PLAIT_COMPRESS_BF16 = 1,  /* 2 bytes a value, round to nearest even */
     PLAIT_COMPRESS_INT8 = 2,  /* 1 byte a value + a float scale (max|x|/127) per 256 */
-    PLAIT_COMPRESS_ONEBIT = 3 /* sign bits + a float scale (mean|x|) per 256, with error
+    PLAIT_COMPRESS_ONEBIT = 3 /* sign bits + a float scale (root mean square) per 64, with error
                                * feedback: needs plait_coll_opts.residual */
 } plait_compression;
 

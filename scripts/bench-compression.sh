@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# What gradient compression buys where the link is slow, and what it costs
+# in loss (docs/multi-node.md, "Compressed gradients"). A benchmark, not a
+# test: it prints tables to quote.
+#
+#   scripts/bench-compression.sh step [RATES] [ROUNDS] [STEPS] [LAYOUTS] [SCHEMES]
+#     gpt-small on 2 "hosts" x 2 ranks (tests/e2e/netns.sh: network
+#     namespaces on a bridge, each host's link limited with tc tbf), one
+#     `plait train --nnodes 2` launcher per host; for each link rate, layout
+#     (dp: dp 4 with adam; zero2: dp 4 with ZeRO-2) and scheme, the median
+#     step time over steps 3..STEPS, rounds interleaved so every scheme sees
+#     the same load, each round's ratio to none beside the median's, and
+#     the DP bytes per step (dp_bytes, or optim_bytes under ZeRO). Needs root.
+#     Defaults: "200mbit 1gbit" 3 10 "dp zero2" "none bf16 int8 onebit".
+#   scripts/bench-compression.sh loss [STEPS] [SCHEMES] [LAYOUTS]
+#     gpt-tiny, dp 4 on this host (layout dp, or zero2), STEPS steps (300) per
+#     scheme: the training loss averaged over the last 10 steps and the final
+#     validation loss, each beside float32's (none), with the relative gap.
+#
+# Environment: PLAIT_BIN (build/bin/plait), BENCH_OUT (runs/bench-compression).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PLAIT_BIN=${PLAIT_BIN:-build/bin/plait}
+OUT=${BENCH_OUT:-runs/bench-compression}
+what=${1:-step}
+fail() { echo "bench-compression: $*" >&2; exit 1; }
+mkdir -p "$OUT"
+
+# metric DIR COL FIRST: median of a metrics.csv column over rows FIRST..
+metric() {
+  awk -F, -v col="$2" -v first="$3" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
+    NR - 1 >= first { print $c }' "$1/metrics.csv" | sort -g |
+    awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : "nan") }'
+}
+
+# the key that chooses a scheme for a layout
+scheme_args() { # LAYOUT SCHEME
+  case $1 in
+  dp) echo "parallel.dp.grad_compression=$2" ;;
+  zero*) echo "optim.plugin=$1 optim.$1.grad_compression=$2" ;;
+  *) fail "unknown layout $1 (dp, zero1, zero2, zero3)" ;;
+  esac
+}
+bytes_col() { [ "$1" = dp ] && echo dp_bytes || echo optim_bytes; }
+
+if [ "$what" = step ]; then
+  RATES=${2:-200mbit 1gbit} ROUNDS=${3:-3} STEPS=${4:-10} LAYOUTS=${5:-dp zero2} SCHEMES=${6:-none bf16 int8 onebit}
+  # netns.sh removes what it made through at_exit (tests/e2e/lib.sh's, for tests)
+  at_exit() { trap "$1" EXIT; }
+  # shellcheck source=../tests/e2e/netns.sh
+  source tests/e2e/netns.sh
+  TOKEN=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  PORT=29800
+  echo "# gpt-small, 2 hosts x 2 ranks (dp 4), $STEPS steps per run (median over steps 3..), $ROUNDS rounds"
+  echo "# load before: $(uptime)"
+  for rate in $RATES; do
+    netns_up 2 "$rate"
+    for ((round = 1; round <= ROUNDS; round++)); do
+      for layout in $LAYOUTS; do
+        for z in $SCHEMES; do
+          PORT=$((PORT + 1))
+          dir=$OUT/step-$rate-$layout-$z-r$round
+          rm -rf "$dir"
+          pids=()
+          for i in 0 1; do
+            # shellcheck disable=SC2046
+            on_host $i env MASTER_ADDR="$(host_addr 0)" MASTER_PORT=$PORT PLAIT_JOB_TOKEN="$TOKEN" \
+              "$PLAIT_BIN" train configs/gpt-small.ini --nnodes 2 --node-rank $i run.out_dir="$dir" \
+              run.steps="$STEPS" run.eval_every=0 run.ckpt_every=0 run.progress=off comm.timeout=300 \
+              parallel.dp=4 $(scheme_args "$layout" "$z") >"$dir.h$i.out" 2>&1 &
+            pids+=($!)
+          done
+          for p in "${pids[@]}"; do wait "$p" || fail "$dir failed: $(tail -n 3 "$dir".h*.out)"; done
+          echo "$rate $layout $z $round $(metric "$dir" step_ms 3) $(metric "$dir" "$(bytes_col "$layout")" 3)" \
+            >>"$OUT/step.txt.$$"
+        done
+      done
+    done
+    netns_down
+  done
+  echo "# load after: $(uptime)"
+  # the table: per (rate, layout, scheme) each round's step time, the
+  # median, and the ratio to none (per round, and of the medians)
+  data=$OUT/step.txt.$$
+  med() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+  printf "%-8s %-6s %-7s %-26s %8s %7s %-26s %11s\n" rate layout scheme "step ms per round" median "x none" \
+    "x none per round" "DP MB/step"
+  for rate in $RATES; do
+    for layout in $LAYOUTS; do
+      for z in $SCHEMES; do
+        pick() { awk -v r="$rate" -v l="$layout" -v z="$1" '$1 == r && $2 == l && $3 == z' "$data"; }
+        per=$(pick "$z" | awk '{ printf "%s%.0f", NR > 1 ? " / " : "", $5 }')
+        ratios=$(paste <(pick none | awk '{ print $5 }') <(pick "$z" | awk '{ print $5 }') |
+          awk '{ printf "%s%.2f", NR > 1 ? " / " : "", $1 / $2 }')
+        m=$(pick "$z" | awk '{ print $5 }' | med) mn=$(pick none | awk '{ print $5 }' | med)
+        printf "%-8s %-6s %-7s %-26s %8.0f %7.2f %-26s %11.2f\n" "$rate" "$layout" "$z" "$per" "$m" \
+          "$(awk -v a="$mn" -v b="$m" 'BEGIN { print a / b }')" "$ratios" \
+          "$(pick "$z" | awk '{ print $6 }' | med | awk '{ print $1 / 1048576 }')"
+      done
+    done
+  done
+  mv "$OUT/step.txt.$$" "$OUT/step.txt"
+  exit 0
+fi
+
+if [ "$what" = loss ]; then
+  STEPS=${2:-300} SCHEMES=${3:-none bf16 int8 onebit} LAYOUTS=${4:-dp}
+  echo "# gpt-tiny, dp 4 on this host, $STEPS steps per scheme; load before: $(uptime)"
+  printf "%-7s %-7s %14s %12s %10s %12s\n" layout scheme "train loss" "x none" "val loss" "x none"
+  for layout in $LAYOUTS; do
+    for z in $SCHEMES; do
+      dir=$OUT/loss-$layout-$z
+      rm -rf "$dir"
+      # shellcheck disable=SC2046
+      "$PLAIT_BIN" train configs/gpt-tiny.ini run.out_dir="$dir" run.steps="$STEPS" run.eval_every="$STEPS" \
+        run.ckpt_every=0 run.progress=off parallel.dp=4 $(scheme_args "$layout" "$z") >"$dir.out" 2>&1 ||
+        fail "$dir failed: $(tail -n 3 "$dir.out")"
+      tr=$(awk -F, -v s="$STEPS" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        $c["step"] > s - 10 { x += $c["loss"]; n++ } END { printf "%.4f", x / n }' "$dir/metrics.csv")
+      va=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["val_loss"] != "" { v = $c["val_loss"] }
+        END { printf "%.4f", v }' "$dir/metrics.csv")
+      [ "$z" = none ] && { ntr=$tr; nva=$va; }
+      printf "%-7s %-7s %14s %+11.2f%% %10s %+11.2f%%\n" "$layout" "$z" "$tr" \
+        "$(awk -v a="$tr" -v b="${ntr:-$tr}" 'BEGIN { print 100 * (a - b) / b }')" "$va" \
+        "$(awk -v a="$va" -v b="${nva:-$va}" 'BEGIN { print 100 * (a - b) / b }')"
+    done
+  done
+  echo "# load after: $(uptime)"
+  exit 0
+fi
+fail "usage: scripts/bench-compression.sh step|loss ..."
