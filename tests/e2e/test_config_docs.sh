@@ -5,7 +5,7 @@ source "$(dirname "$0")/lib.sh"
 # (valid anywhere: whether a config fits this machine's memory is another
 # question, which gpt2-124m's 24 GiB at micro-batch 16 answers no on a small
 # one; test_memory_fit checks that answer)
-for f in configs/*.ini; do
+for f in configs/*.ini configs/large/*.ini; do
   "$PLAIT_BIN" config check "$f" run.memory_check=false >/dev/null 2>"$E2E_WORK/check.err" || fail "$f: $(cat "$E2E_WORK/check.err")"
   bare=$(awk '/^[A-Za-z_0-9.]+ *=/ && !/;/ { printf "%s:%d: %s\n", FILENAME, FNR, $0 }' "$f")
   [ -z "$bare" ] || fail "keys without a comment:
@@ -19,4 +19,10 @@ for f in configs/clusters/*.ini; do
   [ -z "$bare" ] || fail "keys without a comment:
 $bare"
 done
-echo "config docs OK: $(ls configs/*.ini | wc -l) configs, $(ls configs/clusters/*.ini | wc -l) cluster files"
+# the models of configs/large/ are planned, never trained here: each finds a
+# layout that fits a Selene-like cluster
+for f in configs/large/*.ini; do
+  "$PLAIT_BIN" plan "$f" --ranks 1536 --cluster configs/clusters/selene.ini >"$E2E_WORK/plan.out" 2>&1 ||
+    fail "$f: $(cat "$E2E_WORK/plan.out")"
+done
+echo "config docs OK: $(ls configs/*.ini configs/large/*.ini | wc -l) configs, $(ls configs/clusters/*.ini | wc -l) cluster files"

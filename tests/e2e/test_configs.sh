@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every shipped config trains: each configs/*.ini runs 2 steps in its own
 # layout (gpt-3d starts 8 ranks) and ends with a complete checkpoint and a
-# finite loss on every step. Configs that need prepared data say how in
+# finite loss on every step. configs/large/ holds models to plan for, far too
+# large to train here: test_config_docs plans them. Configs that need prepared data say how in
 # comment lines starting with '; $ ': those commands run first, as written
 # (`plait` being the build's), so the documented preparation is what the
 # test uses. They and the runs work in a copy of the source tree's layout
