@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Layout benchmarks of issues 7 and 8 on configs/gpt-small.ini (n_layer 8,
+# Layout benchmarks (tensor, pipeline and 3-D parallelism) on configs/gpt-small.ini (n_layer 8,
 # n_head 8, n_embd 256, block 256, batch 8), through `plait train` so that
 # metrics.csv (step time, TP time, per-stage idle) and memory.csv (per-rank
 # bytes and peak RSS) are both at hand:

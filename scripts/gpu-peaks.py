@@ -5,7 +5,7 @@ Python):
   - the bf16 GEMM rate: an 8192^3 product on random data (the measured
     denominator of MFU beside the datasheet's 989 TFLOP/s for an H100 SXM);
   - cudaMemcpyAsync between pinned (page-locked) host memory and the GPU, both
-    directions, for --mib MiB (issue 14's staging target is 80% of it at 64 MiB).
+    directions, for --mib MiB (the staging target is 80% of it at 64 MiB).
 Each figure is the median of --iters runs timed with CUDA events after 3
 untimed ones. The copy is checked: the bytes brought back equal those sent.
 

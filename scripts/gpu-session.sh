@@ -273,7 +273,7 @@ if part "5. bench comm --mem device ($DEV): nccl 1 rank, tcp staging 2 ranks, pi
     say "pinned cudaMemcpy 64 MiB (PyTorch, part 4): host->device ${h2d:-n/a} GB/s, device->host ${d2h:-n/a} GB/s"
     awk -v a="$(awk '{ print $6 }' <<<"$row")" -v h="$h2d" -v d="$d2h" 'BEGIN {
       if (a == "" || h == "" || d == "") { print "staging / pinned copy: n/a"; exit }
-      m = h < d ? h : d; printf "tcp staging algbw / slower pinned direction = %.0f%% (issue 14 target: >= 80%%)\n", 100 * a / m }' | tee -a "$SUMMARY"
+      m = h < d ? h : d; printf "tcp staging algbw / slower pinned direction = %.0f%% (target: >= 80%%)\n", 100 * a / m }' | tee -a "$SUMMARY"
   fi
 fi
 
@@ -283,10 +283,10 @@ if part "6. $(basename "$MODEL" .ini): 2 ranks sharing the GPU over tcp staging 
   [ "$DEV" = sim ] && pp=fp32
   rc=$(run dp2.log 60 "$PLAIT" bench train "$MODEL" "${BSTEPS[@]}" device.plugin="$DEV" run.precision=$pp parallel.dp=2 comm.plugin=tcp)
   say "dp 2 over tcp ($pp): $(status_word "$rc") (bench train's split: on a device with streams the host's compute time is the time to queue the kernels, and waiting for them can land in comm_ms: read it with the log)"
-  awk '/^# +ms\/step/ { getline; printf "ms/step %s, tokens/s %s, compute %s ms, exposed comm %s ms (%.1f%% of the step; issue 14 target <= 10%%), idle %s ms\n", $1, $2, $4, $5, 100 * $5 / $1, $6; exit }' "$W/dp2.log" | tee -a "$SUMMARY"
+  awk '/^# +ms\/step/ { getline; printf "ms/step %s, tokens/s %s, compute %s ms, exposed comm %s ms (%.1f%% of the step; target <= 10%%), idle %s ms\n", $1, $2, $4, $5, 100 * $5 / $1, $6; exit }' "$W/dp2.log" | tee -a "$SUMMARY"
 fi
 
-# ---- 7. issue 16's CPU figures (OPENBLAS_CORETYPE unset) ---------------------
+# ---- 7. the CPU figures (OPENBLAS_CORETYPE unset) ---------------------------
 if part "7. CPU: gpt-small, global batch 16, OPENBLAS_CORETYPE unset, beside PyTorch" 150; then
   T=$NCPU
   CPUB=(--steps 5 --warmup 2)

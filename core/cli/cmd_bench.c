@@ -118,8 +118,8 @@ static plait_bench_mem device_mem(void) {
                              plait_device_free, plait_device_copy};
 }
 
-/* --mem cuda is --mem device with [device] plugin = cuda (nccl-tests'
- * device buffers, as issue 14 names it). */
+/* --mem cuda is --mem device with [device] plugin = cuda (a second spelling
+ * of it, accepted for the scripts that use it). */
 static const char *g_mem_name = "device";
 
 /* A device for --mem: none found is a benchmark that cannot run here.

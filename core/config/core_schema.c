@@ -53,7 +53,7 @@ static const plait_key_decl run_keys[] = {
         "what this host's ranks have, naming what would fit; false = start it anyway"),
     KEY("precision", E, "fp32", 1, 0, precision_choices, SAME,
         "matrix products: fp32; bf16 = bf16 operands, fp32 accumulation, fp32 master weights and optimizer "
-        "state (CPUs with AVX512_BF16 or AMX, or a GPU); tf32 = GPUs only (see docs/precision.md)"),
+        "state (CPUs with AVX512_BF16 or AMX, or a GPU); tf32 = GPUs only (see docs/cpu.md and docs/gpu.md)"),
     KEY("debug_cpu_hide", S, "", 1, 0, NULL, SAME | PLAIT_KEY_HIDDEN,
         "for tests: CPU features to treat as absent, comma-separated (avx2, avx512, avx512_bf16, amx_bf16)"),
     KEY("debug_bf16_emulate", B, "false", 1, 0, NULL, SAME | PLAIT_KEY_HIDDEN,

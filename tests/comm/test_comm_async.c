@@ -84,7 +84,7 @@ static void overlap_main(int r, void *arg) {
     /* 2. test() never blocks while a peer is late; wait() then finishes */
     if (r == 3) usleep(300 * 1000);
     st = api->allreduce(w, in, out, count, PLAIT_F32, PLAIT_SUM, NULL, &req);
-    CHECK(r, s, st == PLAIT_OK, "issue 2: %s", plait_last_error());
+    CHECK(r, s, st == PLAIT_OK, "posting part 2: %s", plait_last_error());
     if (r == 0) {
         double worst = 0;
         int polls = 0;

@@ -187,7 +187,7 @@ static long threads_of(uid_t uid) {
     return count;
 }
 
-/* A launch that hits the process limit (the issue's dp=1000) reports the
+/* A launch that hits the process limit (dp=1000) reports the
  * fork failure as the cause, not the ranks it then had to stop. Run as an
  * unprivileged user (root is exempt from RLIMIT_NPROC) in a child. */
 static void test_fork_failure_is_the_cause(void **state) {

@@ -1,6 +1,6 @@
 /* The TCP plugin across processes started by plait's own launcher (and by a
  * torchrun-style environment): correctness of every byte, and the fault
- * scenarios of the issue — a rank that never joins, a rank SIGKILLed during
+ * scenarios — a rank that never joins, a rank SIGKILLed during
  * a transfer, stray clients on the store and the transport ports (after
  * which the core's collectives over the same connections must be exact).
  * A rank killed during a core collective: test_coll_tcp. */

@@ -17,7 +17,7 @@ static const char *mpirun_path(void) {
 
 static void mpirun(int np, const char *timeout, const char *const *args, job_outcome *out) {
     if (access(mpirun_path(), X_OK) != 0)
-        fail_msg("%s not found: install openmpi-bin (the issue requires this test under real mpirun)", mpirun_path());
+        fail_msg("%s not found: install openmpi-bin (this test runs under a real mpirun)", mpirun_path());
     char npbuf[16], tbuf[64];
     snprintf(npbuf, sizeof npbuf, "%d", np);
     snprintf(tbuf, sizeof tbuf, "PLAIT_COMM_TIMEOUT=%s", timeout);

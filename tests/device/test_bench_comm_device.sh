@@ -62,7 +62,7 @@ rc=0
 [ $rc -eq 2 ] || fail "--mem gpu: exit $rc, not a usage error (2)"
 grep -q -- "--mem is host, cuda or device, not 'gpu'" "$E2E_WORK/badmem.out" || fail "badmem: $(cat "$E2E_WORK/badmem.out")"
 
-# --mem cuda (issue 14's spelling) is --mem device with [device] plugin = cuda:
+# --mem cuda (a second spelling) is --mem device with [device] plugin = cuda:
 # without a GPU it stops with the cuda device's reason, on a GPU it runs
 rc=0
 "$PLAIT_BIN" bench comm --comm threads --threads 2 --op allreduce --mem cuda --min 4K --max 64K --iters 2 --warmup 1 \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13's clean failure without hardware: on a machine with no GPU or no
+# The clean failure without hardware: on a machine with no GPU or no
 # NVIDIA driver, `plait plugins` lists cuda as unavailable with its reason,
 # and `[device] plugin = cuda` stops `plait train` before any rank starts
 # (one process and the launcher's path: no run directory, not even a log)

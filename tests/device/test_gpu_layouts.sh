@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14's layouts on one GPU (label gpu):
+# The layouts on one GPU (label gpu):
 #   test_gpu_layouts.sh            ranks sharing one GPU over tcp staging reproduce one
 #     rank on it, in deterministic mode with one sequence per micro-batch
 #     (gpt-tiny, fp32, 5 steps): dp 2, dp 4 and pp 2 bit-identical (every loss,

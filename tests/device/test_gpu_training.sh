@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13's training acceptance on a GPU (label gpu):
+# Training on a GPU (label gpu):
 #   test_gpu_training.sh                200 steps of gpt-tiny with device.plugin=cuda:
 #     fp32 within 1e-4 relative of the cpu device's loss curve at every step,
 #     bf16 within 2% (means over windows of 10 steps, as test_precision.sh

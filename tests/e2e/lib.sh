@@ -97,7 +97,7 @@ rank_logs() {
 has_plugin() { local list; list=$("$PLAIT_BIN" plugins 2>/dev/null) && grep -Eq "^$1 +$2 .*available" <<<"$list"; }
 
 # kill_midstep NAME RANKS VICTIM AFTER_ROWS TIMEOUT [args...]: the failure
-# contract of the issue, "a rank killed with SIGKILL mid-step makes every
+# contract, "a rank killed with SIGKILL mid-step makes every
 # other rank exit non-zero within [comm] timeout with a message naming the
 # lost rank and the operation; the launcher exits non-zero". Starts a job of
 # RANKS ranks into $E2E_WORK/NAME (output NAME.out; ARGS make it train long,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 3-D parallelism reproduces one process (issue 8): dp 2 x tp 2 x pp 2 on
+# 3-D parallelism reproduces one process: dp 2 x tp 2 x pp 2 on
 # 8 ranks over one mesh, 30 steps, loss curve within 1e-5 relative and final
 # parameters within 1e-4 — with 1f1b (default order: tp innermost, then dp,
 # then pp), gpipe, interleaved (virtual_stages = 2) and another rank order.

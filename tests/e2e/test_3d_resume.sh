@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every layout resumes every other (issue 8): a dp 2 x tp 2 x pp 2
+# Every layout resumes every other: a dp 2 x tp 2 x pp 2
 # checkpoint at step 10 is the full model and optimizer state (equal to one
 # process's within 1e-4) and resumes into pp = 4 and into one process; a
 # pp = 4 checkpoint resumes into dp 2 x tp 2 x pp 2; a single-process one

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# ZeRO inside 3-D parallelism (issue 8): dp 2 x tp 2 x pp 2 with ZeRO-1,
+# ZeRO inside 3-D parallelism: dp 2 x tp 2 x pp 2 with ZeRO-1,
 # ZeRO-2 and ZeRO-3 sharding over the DP group (TP slices inside each stage,
 # the tied embedding summed between first and last stage) reproduces the
 # single-process Adam run for 30 steps: loss within 1e-5 relative, final
-# parameters within 1e-4. Also dp 2 x tp 2 (issue 7: ZeRO over the DP group
+# parameters within 1e-4. Also dp 2 x tp 2 (ZeRO over the DP group
 # only). Needs the zero1/2/3 optimizer plugins; without them the test is
 # reported as skipped (exit 77), never as passed.
 source "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Careless and hostile use of `plait train` (issue 18): each case is refused
+# Careless and hostile use of `plait train`: each case is refused
 # with a message naming the cause, and nothing of an earlier run is lost.
 #  - a resume with another model shape (fewer layers, another n_head) is
 #    refused naming the key and both values; the checkpoints stay;

@@ -3,7 +3,7 @@
 # row compute_ms + comm_ms + idle_ms equals step_ms within max(1 ms, 3%), with
 # no negative part, for DP (dp = 2), ZeRO-3 (dp = 2: parameter gathers in the
 # layer hooks, the all-gather-free step) and a pipeline (pp = 2, where idle
-# is the bubble). The header has the columns the issue promises, and they are
+# is the bubble). The header has the documented columns, and they are
 # filled on every row. val_loss is filled exactly at the multiples of
 # [run] eval_every and at the last step. time_s grows and tokens_seen counts
 # the global batch's tokens (the mfu column is checked in test_progress.sh).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measured bubble and activation memory of the schedules (issue 8), pp = 4,
+# Measured bubble and activation memory of the schedules, pp = 4,
 # m = 8 micro-batches: metrics.csv holds each stage's idle time
 # (idle_ms_stage0..3: the pipeline phase's span pipe_span_ms minus the
 # stage's busy time), the measured idle share (bubble_measured, the mean over

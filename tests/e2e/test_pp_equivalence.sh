@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pipeline parallelism reproduces one process (issue 8), 30 steps each.
+# Pipeline parallelism reproduces one process, 30 steps each.
 # Deterministic mode: pp = 2 and 4 with gpipe, 1f1b, zb1 and interleaved
 # (virtual_stages = 2) are bit-identical to one process accumulating the same
 # micro-batches (losses and every tensor of the checkpoint, optimizer state

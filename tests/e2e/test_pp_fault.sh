@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A rank of a middle pipeline stage killed with SIGKILL mid-step (issue 8):
+# A rank of a middle pipeline stage killed with SIGKILL mid-step:
 # pp = 4, world rank 1 is stage 1. Every other rank exits 1 by itself within
 # the timeout (10 s) with an error naming world rank 1 (its own neighbours
 # directly, the rest through the failure cascade, which passes on the root

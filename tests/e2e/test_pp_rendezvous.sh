@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pipeline schedules over the transport's rendezvous path (issue 8): with
+# Pipeline schedules over the transport's rendezvous path: with
 # [comm.tcp] cma_min = 4K every activation and gradient message (8 KB here,
 # 256 KB on gpt-small) goes by single copy, and a send completes only once
 # the neighbour has posted the matching receive. An executor that waits for

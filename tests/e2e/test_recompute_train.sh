@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# [model] recompute (issue 17): selective and full give losses, gradient
+# [model] recompute: selective and full give losses, gradient
 # norms and final parameters and optimizer state bit-identical to none over
 # 20 steps in fp32, in one process, in dp 2 x tp 2 x pp 2 (1f1b, 4
 # micro-batches per replica in flight) and in dp 2 x pp 2 with ZeRO-3 and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# TP accounting (issue 7): the bytes each rank all-reduces for TP per step
+# TP accounting: the bytes each rank all-reduces for TP per step
 # (metrics.csv tp_bytes, the TP plugin's payload count; memory.csv's
 # tp_bytes for every rank) equal Megatron's
 # count exactly — per micro-batch, each of the L blocks all-reduces b*s*h

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tensor parallelism reproduces one process (issue 7): tp = 2, tp = 4 and
+# Tensor parallelism reproduces one process: tp = 2, tp = 4 and
 # dp = 2 x tp = 2 through the hybrid plugin, and tp = 2 through the tp
 # plugin alone, over 30 steps, same seed and global batch; loss curves
 # within 1e-5 relative and final parameters within 1e-4. The vocabulary is

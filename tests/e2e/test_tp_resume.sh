@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoints across TP sizes (issue 7): checkpoints hold full tensors with
+# Checkpoints across TP sizes: checkpoints hold full tensors with
 # nanoGPT names whatever the layout. A tp = 2 run's checkpoint at step 10
 # equals one process's (model and optimizer state, within 1e-4 relative);
 # a single-process checkpoint resumed at tp = 2 and at tp = 4, and a tp = 2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Weights in and out (issue 17), without PyTorch: [run] init_from of the
+# Weights in and out, without PyTorch: [run] init_from of the
 # committed Hugging Face GPT-2 fixture gives the same parameters, bit for
 # bit, in one process, dp 2 x tp 2 x pp 2 and dp 2 x pp 2 with ZeRO-3 (one
 # step at lr 0 writes them into a checkpoint); a model trained from it,

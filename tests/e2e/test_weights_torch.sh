@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Weights out to PyTorch (issue 17): a model trained from the Hugging Face
+# Weights out to PyTorch: a model trained from the Hugging Face
 # GPT-2 fixture on dp 2 x tp 2, exported as hf and as nanogpt, loaded by
 # PyTorch (weights_torch_check.py) gives plait's logits within 1e-4
 # relative. Needs Debian's python3-torch: skipped (77) without it.

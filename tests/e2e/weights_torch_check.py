@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""plait's exports loaded into PyTorch give plait's logits (issue 17).
+"""plait's exports loaded into PyTorch give plait's logits.
 
   weights_torch_check.py HF_DIR NANOGPT_DIR TOKENS PLAIT_LOGITS
 

@@ -242,7 +242,7 @@ static void test_sim_detects_bad_and_incomplete(void **state) {
 
 /* ---- the schedules ------------------------------------------------------- */
 
-/* Run one configuration and check everything the issue asks for. */
+/* Run one configuration and check every property of a schedule. */
 static void check_schedule(pp_schedule_kind kind, int32_t p, int32_t m, int32_t v, int64_t tf, int64_t tb) {
     lists L;
     plait_status st = build_all(kind, p, m, v, &L);
@@ -285,7 +285,7 @@ static void check_schedule(pp_schedule_kind kind, int32_t p, int32_t m, int32_t 
     lists_free(&L);
 }
 
-/* The issue's matrix: pp in {2,3,4}, m in {1,2,3,4,8}, v in {1,2}, every
+/* The matrix: pp in {2,3,4}, m in {1,2,3,4,8}, v in {1,2}, every
  * schedule (1f1b has one chunk per stage: v = 2 must be refused). */
 static void test_matrix(void **state) {
     (void)state;

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Fixtures for plait's GPT-2 weight import and export (issue 17).
+"""Fixtures for plait's GPT-2 weight import and export.
 
 Builds a small GPT-2 in the Hugging Face GPT2LMHeadModel layout, written
 here from its documented state dict (transformers is not a Debian package;
