@@ -8,6 +8,12 @@
 # PLAIT_SIM_MEMORY_MB. With [run] memory_check = false the run starts, and
 # the allocation that fails names itself as memory.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
+# AddressSanitizer reserves terabytes of address space for its shadow
+# memory, so no process of a sanitized build starts under ulimit -v
+if [ -n "${PLAIT_SANITIZE:-}" ]; then
+  echo "skipped: built with -fsanitize=$PLAIT_SANITIZE, whose shadow memory no ulimit -v admits"
+  exit 77
+fi
 CFG=$PLAIT_SOURCE_DIR/tests/e2e/tiny.ini
 BIG=(model.n_layer=8 model.n_embd=512 model.block_size=256 data.global_batch=16 data.micro_batch=16 run.steps=1)
 LIMIT_KB=1500000 # the big layout's one rank needs ~1.6 GiB (activations ~1.2 GiB)

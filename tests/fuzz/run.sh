@@ -10,7 +10,9 @@ seconds=${2:-5}
 cd "$(dirname "$0")/../.."
 out=$(mktemp -d /tmp/plait-fuzz-XXXXXX)
 status=0
-for target in config checkpoint store plan; do
+# one target per committed corpus directory (tests/fuzz/CMakeLists.txt)
+for dir in tests/fuzz/corpus/*/; do
+  target=$(basename "$dir")
   mkdir -p "$out/$target"
   echo "fuzz_$target: ${seconds}s over tests/fuzz/corpus/$target"
   if ! (cd "$out/$target" && "$OLDPWD/$build/tests/fuzz_$target" -max_total_time="$seconds" -timeout=10 \
