@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# Everything plait wants from one call on the GPU machine (issues 13, 14, 16),
-# within about 9 minutes, logs and a summary.md written to $OUT. docs/gpu.md
-# ("Verifying on a GPU") says how to run it and what it prints.
+# Everything plait wants from one call on a GPU machine, within about 10
+# minutes, logs and one summary.md written to $OUT. docs/gpu.md ("Verifying
+# on a GPU") says how to run it and what it prints. Nothing outside this
+# checkout is needed, here or there.
 #
-#   scripts/gpu-session.sh --pack [BUILD]   here, after building: the peers' scripts and
-#                                           the commit into BUILD/peers, then
-#                                           ../shared/gpu/bundle.sh BUILD (writes .gpu/)
+#   scripts/gpu-session.sh --pack [BUILD]   here, after building: the commit into
+#                                           BUILD/gpu-commit.txt, then scripts/gpu-bundle.sh
+#                                           BUILD (writes .gpu/)
 #   bash .gpu/on-device.sh bash scripts/gpu-session.sh
-#                                           there (the device tool's run, carry [".gpu"])
-#   scripts/gpu-session.sh --dry-run        here: every part on the cpu and sim devices
-#                                           with small sizes (PLAIT_GPU_SESSION_DEVICE=sim)
+#                                           there, with .gpu/ carried beside the checkout
+#   scripts/gpu-session.sh --dry-run        here: every part on the cpu, sim and emulated
+#                                           devices with small sizes (PLAIT_GPU_SESSION_DEVICE=sim)
 #
 # The parts, by value, each with a time budget enforced by timeout (a hang
-# costs its budget, never the call): gpu tests; the whole suite at -j8;
-# bench train GPT-2 124M bf16/tf32/fp32 beside PyTorch; bench comm on device
-# memory (nccl 1 rank, tcp staging 2 ranks) beside pinned cudaMemcpy; GPT-2
-# 124M on 2 ranks sharing the GPU over tcp staging; the CPU figures of issue
-# 16 (OPENBLAS_CORETYPE unset). A part that would not fit in the time left is
-# skipped and says so in summary.md.
+# costs its budget, never the call): gpu tests; the same under
+# compute-sanitizer (memcheck, racecheck, synccheck); the whole suite at -j8;
+# bench train GPT-2 124M bf16/tf32/fp32 beside PyTorch (scripts/peers, eager
+# and compiled); bench comm on device memory (nccl 1 rank, tcp staging 2
+# ranks) beside pinned cudaMemcpy; GPT-2 124M on 2 ranks sharing the GPU over
+# tcp staging; the CPU figures (1 rank x all cores, all cores x 1 rank,
+# PyTorch beside, OPENBLAS_CORETYPE unset). A part that would not fit in the
+# time left is skipped and says so in summary.md.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,19 +28,12 @@ cd "$root" || exit 1
 
 if [ "${1:-}" = --pack ]; then
   build=${2:-build}
-  bundle=${PLAIT_GPU_BUNDLE:-$root/../shared/gpu/bundle.sh}
-  peers=${PLAIT_PEERS_SRC:-$root/../shared/peers/src}
-  [ -f "$bundle" ] || { echo "gpu-session: no bundle script at $bundle" >&2; exit 1; }
   [ -d "$build" ] || { echo "gpu-session: no build directory '$build': build first" >&2; exit 1; }
-  # the peers and the commit go inside the build directory, which the
-  # bundle's tree carries to the same absolute path there (../shared does
-  # not travel, and .gpu/ is left outside the unpacked tree)
-  mkdir -p "$build/peers"
-  for f in gpt_gpu_bench.py train_gpt.py; do
-    cp "$peers/$f" "$build/peers/" || { echo "gpu-session: cannot copy the peer $peers/$f" >&2; exit 1; }
-  done
-  { git rev-parse HEAD; git status --short | wc -l | sed 's/$/ files differ from that commit/'; } >"$build/peers/commit.txt" 2>/dev/null
-  bash "$bundle" "$build" || exit 1
+  # the commit goes inside the build directory, which travels in the
+  # bundle's tree (there is no git there); the PyTorch peers are in
+  # scripts/peers, which travels with the checkout
+  { git rev-parse HEAD; git status --short | wc -l | sed 's/$/ files differ from that commit/'; } >"$build/gpu-commit.txt" 2>/dev/null
+  bash "$root/scripts/gpu-bundle.sh" "$build" || exit 1
   echo "packed: .gpu/ ($(du -sh .gpu | cut -f1)); run there: bash .gpu/on-device.sh bash scripts/gpu-session.sh (carry .gpu)"
   exit 0
 fi
@@ -51,8 +47,8 @@ OUT=${OUT:-$root/runs/gpu-session$([ $DRY = 1 ] && echo -dry)}
 TOTAL=${PLAIT_GPU_SESSION_BUDGET:-540}
 # the GPU machine's python3 has PyTorch 2.11 with CUDA; here Debian's has 1.13 (CPU)
 PY=${PLAIT_PYTHON:-$([ $DRY = 1 ] && [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)}
-PEERS=${PLAIT_PEERS:-$BUILD/peers}
-[ -d "$PEERS" ] || PEERS=$root/../shared/peers/src
+# the PyTorch peers: the same model and measurement as plait's bench train
+PEERS=${PLAIT_PEERS:-$root/scripts/peers}
 W=$OUT/work
 mkdir -p "$W"
 SUMMARY=$OUT/summary.md
@@ -140,7 +136,7 @@ say "started $(date -u '+%F %T') UTC on $(hostname), ${TOTAL}s budget; logs: $W 
 if part "1. machine" 20; then
   {
     # git where the checkout has it (here), else what --pack recorded (there)
-    git rev-parse HEAD 2>/dev/null || cat "$BUILD/peers/commit.txt" 2>/dev/null || echo "commit unknown"
+    git rev-parse HEAD 2>/dev/null || cat "$BUILD/gpu-commit.txt" 2>/dev/null || echo "commit unknown"
     nvidia-smi 2>&1 || echo "no nvidia-smi"
     nproc
     lscpu 2>/dev/null | grep -E 'Model name|^CPU\(s\)|Flags' | cut -c1-300

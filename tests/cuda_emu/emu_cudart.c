@@ -4,10 +4,15 @@
  * emulated GPU (PLAIT_CUDA_EMU_DEVICES of them if set), compute
  * capability 9.0, 16 GiB, named "plait CUDA emulator (CPU)".
  *
- * Streams run everything at once, in call order, on the calling thread: a
- * kernel at its launch, a copy or memset at its call, so every event is
- * complete when recorded. (The sim test device models late streams for
- * the device-agnostic layers; here the point is the plugin's own code.)
+ * Streams are late, as a GPU's are (emu_queue.h): a kernel, product, copy,
+ * memset or event record is queued on its stream and runs in stream order
+ * when a host thread synchronises (stream, event, device, a free) or a
+ * stream waiting on an event needs it. Copies follow CUDA's rules for host
+ * memory: from pageable memory the bytes are taken at the call; to
+ * pageable memory the call returns once the copy ran; page-locked memory
+ * is read or written when the copy runs, so the destination of a copy to
+ * page-locked memory holds NaN until then, and a page-locked source the
+ * host writes before its copy ran is reported as a sticky failure.
  *
  * Where a GPU would fault or misbehave, this runtime refuses loudly
  * instead: memory handed out by cudaMalloc is filled with 0xff bytes (NaN
@@ -26,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "emu_queue.h"
 #include "emu_runtime.h"
 #include "emu_sched.h"
 
@@ -63,6 +69,21 @@ static cudaError_t ok_or_sticky(void) {
     return e;
 }
 
+/* The reason for a failure found while queued work ran (not a kernel's:
+ * those are emu_sched's), for cudaGetErrorString. */
+static char g_async_why[512]; /* under g_lock, written once */
+
+__attribute__((format(printf, 1, 2))) static void fail_async(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&g_lock);
+    if (!g_async_why[0]) vsnprintf(g_async_why, sizeof g_async_why, fmt, ap);
+    g_sticky = cudaErrorLaunchFailure;
+    fprintf(stderr, "cuda_emu: %s\n", g_async_why);
+    pthread_mutex_unlock(&g_lock);
+    va_end(ap);
+}
+
 void pc_emu_launched(int rc) {
     if (rc == 0) return;
     pthread_mutex_lock(&g_lock);
@@ -89,6 +110,7 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
     default: return "cudaErrorUnknown";
     }
 }
@@ -102,8 +124,11 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchFailure: {
-        const char *why = pc_emu_failure();
+        pthread_mutex_lock(&g_lock);
+        const char *why = g_async_why[0] ? g_async_why : pc_emu_failure();
+        pthread_mutex_unlock(&g_lock);
         return why ? why : "unspecified launch failure";
     }
     default: return "unknown error";
@@ -149,7 +174,6 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return ok_or_sticky(); }
 
 /* ---- memory: a table of what was handed out ------------------------------------- */
 
@@ -260,7 +284,12 @@ cudaError_t cudaMalloc(void **p, size_t n) {
     return cudaSuccess;
 }
 
-cudaError_t cudaFree(void *p) { return p ? remove_region(p, 0) : cudaSuccess; }
+/* CUDA's frees wait for the whole device first */
+cudaError_t cudaFree(void *p) {
+    if (!p) return cudaSuccess;
+    pc_emu_queue_run_all();
+    return remove_region(p, 0);
+}
 
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags) {
     (void)flags;
@@ -277,80 +306,259 @@ cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags) {
 
 cudaError_t cudaMallocHost(void **p, size_t n) { return cudaHostAlloc(p, n, 0); }
 
-cudaError_t cudaFreeHost(void *p) { return p ? remove_region(p, 1) : cudaSuccess; }
+cudaError_t cudaFreeHost(void *p) {
+    if (!p) return cudaSuccess;
+    pc_emu_queue_run_all();
+    return remove_region(p, 1);
+}
 
 /* ---- streams and events ------------------------------------------------------------ */
 
 #define STREAM_MAGIC 0x5354524dU
 #define EVENT_MAGIC 0x45564e54U
 
-typedef struct emu_handle {
+typedef struct emu_stream {
     unsigned magic;
-} emu_handle;
+    emu_queue *q;
+} emu_stream;
 
-static int valid(const void *h, unsigned magic) { return !h || ((const emu_handle *)h)->magic == magic; }
+/* An event is the position of its last record in a stream's queue
+ * (q NULL: never recorded, complete). */
+typedef struct emu_event {
+    unsigned magic;
+    emu_queue *q;
+    uint64_t pos;
+} emu_event;
 
-static cudaError_t new_handle(void **out, unsigned magic) {
-    emu_handle *h = malloc(sizeof *h);
-    if (!h) return tl_last = cudaErrorMemoryAllocation;
-    h->magic = magic;
-    *out = h;
-    return cudaSuccess;
+/* The legacy default stream (cudaStream_t 0): cudaMemcpy, cudaMemset and
+ * launches without a stream. The plugin's streams are non-blocking, so it
+ * does not order with them. */
+static emu_stream g_default = {STREAM_MAGIC, NULL};
+static pthread_once_t g_default_once = PTHREAD_ONCE_INIT;
+
+static void default_stream_init(void) { g_default.q = pc_emu_queue_new(); }
+
+/* The stream behind a handle, or NULL (an error set) */
+static emu_stream *stream_of(cudaStream_t s) {
+    if (!s) {
+        pthread_once(&g_default_once, default_stream_init);
+        if (g_default.q) return &g_default;
+        tl_last = cudaErrorMemoryAllocation;
+        return NULL;
+    }
+    emu_stream *st = (emu_stream *)(void *)s;
+    if (st->magic != STREAM_MAGIC) {
+        tl_last = cudaErrorInvalidResourceHandle;
+        return NULL;
+    }
+    return st;
 }
 
-static cudaError_t free_handle(void *h, unsigned magic) {
-    if (!h || !valid(h, magic)) return tl_last = cudaErrorInvalidResourceHandle;
-    ((emu_handle *)h)->magic = 0;
-    free(h);
-    return cudaSuccess;
+static emu_event *event_of(cudaEvent_t e) {
+    emu_event *ev = (emu_event *)(void *)e;
+    if (!ev || ev->magic != EVENT_MAGIC) {
+        tl_last = cudaErrorInvalidResourceHandle;
+        return NULL;
+    }
+    return ev;
 }
+
+/* The cuBLASLt stand-in queues its products on the stream it is given
+ * (plait_cublaslt_emu_set_queue in cublaslt/cublaslt.c): it is loaded by
+ * path, so it learns the queue function from here, once, the first time a
+ * stream is created (before the plugin can load it). */
+#ifdef PLAIT_CUDA_EMU_LT
+#include <dlfcn.h>
+static void lt_hook(void) {
+    void *lib = dlopen(PLAIT_CUDA_EMU_LT, RTLD_NOW | RTLD_LOCAL); /* kept open: the plugin's dlopen shares it */
+    void (*set)(int (*)(void *, void (*)(void *), void (*)(void *), void *)) =
+        lib ? (void (*)(int (*)(void *, void (*)(void *), void (*)(void *), void *)))dlsym(
+                  lib, "plait_cublaslt_emu_set_queue")
+            : NULL;
+    if (set) set(pc_emu_enqueue);
+    else fprintf(stderr, "cuda_emu: the cuBLASLt stand-in %s cannot queue on streams: %s\n", PLAIT_CUDA_EMU_LT,
+                 dlerror());
+}
+#else
+static void lt_hook(void) {}
+#endif
+static pthread_once_t g_lt_once = PTHREAD_ONCE_INIT;
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
     (void)flags;
-    return new_handle((void **)s, STREAM_MAGIC);
+    pthread_once(&g_lt_once, lt_hook);
+    emu_stream *st = malloc(sizeof *st);
+    emu_queue *q = st ? pc_emu_queue_new() : NULL;
+    if (!q) {
+        free(st);
+        return tl_last = cudaErrorMemoryAllocation;
+    }
+    *st = (emu_stream){STREAM_MAGIC, q};
+    *s = (cudaStream_t)(void *)st;
+    return cudaSuccess;
 }
 
-cudaError_t cudaStreamDestroy(cudaStream_t s) { return free_handle(s, STREAM_MAGIC); }
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    emu_stream *st = s ? stream_of(s) : NULL;
+    if (!st) return tl_last = cudaErrorInvalidResourceHandle;
+    st->magic = 0;
+    pc_emu_queue_unref(st->q); /* what is queued still runs */
+    free(st);
+    return cudaSuccess;
+}
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    if (!valid(s, STREAM_MAGIC)) return tl_last = cudaErrorInvalidResourceHandle;
+    emu_stream *st = stream_of(s);
+    if (!st) return tl_last;
+    pc_emu_queue_run(st->q, UINT64_MAX);
     return ok_or_sticky();
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    pc_emu_queue_run_all();
+    return ok_or_sticky();
+}
+
+int pc_emu_enqueue(void *stream, void (*run)(void *), void (*drop)(void *), void *ctx) {
+    emu_stream *st = stream_of((cudaStream_t)stream);
+    if (!st) {
+        if (drop) drop(ctx);
+        return -1;
+    }
+    return pc_emu_queue_push(st->q, run, drop, ctx) ? 0 : -1;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
     (void)flags;
-    return new_handle((void **)e, EVENT_MAGIC);
+    emu_event *ev = calloc(1, sizeof *ev);
+    if (!ev) return tl_last = cudaErrorMemoryAllocation;
+    ev->magic = EVENT_MAGIC;
+    *e = (cudaEvent_t)(void *)ev;
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
 
-cudaError_t cudaEventDestroy(cudaEvent_t e) { return free_handle(e, EVENT_MAGIC); }
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    emu_event *ev = event_of(e);
+    if (!ev) return tl_last;
+    ev->magic = 0;
+    if (ev->q) pc_emu_queue_unref(ev->q);
+    free(ev);
+    return cudaSuccess;
+}
 
+static void nothing(void *ctx) { (void)ctx; }
+
+/* The event completes when the stream's work queued so far has run (a mark
+ * in the queue, so that position exists even for an empty stream). */
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-    if (!e || !valid(e, EVENT_MAGIC) || !valid(s, STREAM_MAGIC)) return tl_last = cudaErrorInvalidResourceHandle;
+    emu_event *ev = event_of(e);
+    emu_stream *st = ev ? stream_of(s) : NULL;
+    if (!st) return tl_last = cudaErrorInvalidResourceHandle;
+    uint64_t pos = pc_emu_queue_push(st->q, nothing, NULL, NULL);
+    if (!pos) return tl_last = cudaErrorMemoryAllocation;
+    pc_emu_queue_ref(st->q);
+    if (ev->q) pc_emu_queue_unref(ev->q);
+    ev->q = st->q;
+    ev->pos = pos;
     return ok_or_sticky();
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    if (!e || !valid(e, EVENT_MAGIC)) return tl_last = cudaErrorInvalidResourceHandle;
+    emu_event *ev = event_of(e);
+    if (!ev) return tl_last;
+    if (ev->q) pc_emu_queue_run(ev->q, ev->pos);
     return ok_or_sticky();
 }
 
-cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
+/* Not complete yet: cudaErrorNotReady, and the work then runs, so a caller
+ * polling it sees it complete on its next query. */
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    emu_event *ev = event_of(e);
+    if (!ev) return tl_last;
+    if (ev->q && !pc_emu_queue_done(ev->q, ev->pos)) {
+        pc_emu_queue_run(ev->q, ev->pos);
+        return cudaErrorNotReady;
+    }
+    return ok_or_sticky();
+}
+
+/* A wait queued in one stream runs the recorded stream up to the event's
+ * position as it was when the wait was queued (CUDA's semantics: a later
+ * record does not move a queued wait). */
+typedef struct wait_item {
+    emu_queue *q;
+    uint64_t pos;
+} wait_item;
+
+static void wait_run(void *ctx) {
+    wait_item *w = ctx;
+    pc_emu_queue_run(w->q, w->pos);
+}
+
+static void wait_drop(void *ctx) {
+    wait_item *w = ctx;
+    pc_emu_queue_unref(w->q);
+    free(w);
+}
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
     (void)flags;
-    if (!e || !valid(e, EVENT_MAGIC) || !valid(s, STREAM_MAGIC)) return tl_last = cudaErrorInvalidResourceHandle;
+    emu_event *ev = event_of(e);
+    emu_stream *st = ev ? stream_of(s) : NULL;
+    if (!st) return tl_last = cudaErrorInvalidResourceHandle;
+    if (!ev->q || ev->q == st->q) return ok_or_sticky(); /* nothing to wait for, or in order already */
+    wait_item *w = malloc(sizeof *w);
+    if (!w) return tl_last = cudaErrorMemoryAllocation;
+    *w = (wait_item){ev->q, ev->pos};
+    pc_emu_queue_ref(w->q);
+    if (!pc_emu_queue_push(st->q, wait_run, wait_drop, w)) return tl_last = cudaErrorMemoryAllocation;
     return ok_or_sticky();
 }
 
 /* ---- copies and memsets ------------------------------------------------------------- */
 
+/* A queued copy. `snap` holds the source's bytes as they were at the call:
+ * the copy itself for pageable memory (CUDA stages it before returning),
+ * a witness for page-locked memory (the DMA reads the source when the copy
+ * runs; if the host wrote it in between, the copy would move the later
+ * bytes, which is a bug in the caller, reported here). */
+typedef struct copy_item {
+    void *dst;
+    const void *src;
+    size_t n;
+    char *snap;
+    int pinned_src;
+} copy_item;
+
+static void copy_run(void *ctx) {
+    copy_item *c = ctx;
+    if (c->pinned_src && memcmp(c->snap, c->src, c->n) != 0) {
+        fail_async("a copy from page-locked host memory (%p, %zu bytes) found its source written by the host "
+                   "after cudaMemcpyAsync returned and before the copy ran: on a GPU the device may receive "
+                   "either bytes (the caller must wait for the copy before reusing its source)",
+                   c->src, c->n);
+        return;
+    }
+    if (sticky()) return; /* after a fault CUDA runs nothing more */
+    memcpy(c->dst, c->pinned_src || !c->snap ? c->src : c->snap, c->n);
+}
+
+static void copy_drop(void *ctx) {
+    copy_item *c = ctx;
+    free(c->snap);
+    free(c);
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
-    if (!valid(s, STREAM_MAGIC)) return tl_last = cudaErrorInvalidResourceHandle;
+    emu_stream *st = stream_of(s);
+    if (!st) return tl_last;
     if (sticky()) return ok_or_sticky();
     if (!n) return cudaSuccess;
-    int dd = is_device(dst, n), sd = is_device(src, n);
+    int dpinned = 0, spinned = 0;
+    int dfound = find_region(dst, n, &dpinned) >= 0, sfound = find_region(src, n, &spinned) >= 0;
+    int dd = dfound && !dpinned, sd = sfound && !spinned;
     int want_dd = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     int want_sd = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
     if (kind != cudaMemcpyDefault && (dd != want_dd || sd != want_sd))
@@ -361,31 +569,72 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
     const char *d = dst, *c = src;
     if ((d < c + n && c < d + n))
         return fail(cudaErrorInvalidValue, "cudaMemcpyAsync(%p <- %p, %zu bytes): overlapping ranges", dst, src, n);
-    memcpy(dst, src, n);
+    copy_item *it = calloc(1, sizeof *it);
+    if (!it) return tl_last = cudaErrorMemoryAllocation;
+    *it = (copy_item){dst, src, n, NULL, !sd && spinned};
+    if (!sd) { /* from the host: the bytes as they are now */
+        it->snap = malloc(n);
+        if (!it->snap) {
+            free(it);
+            return tl_last = cudaErrorMemoryAllocation;
+        }
+        memcpy(it->snap, src, n);
+    }
+    /* to page-locked memory the copy writes when it runs: until then the
+     * destination holds NaN, so a host read before waiting shows it */
+    if (!dd && dpinned) memset(dst, 0xff, n);
+    uint64_t pos = pc_emu_queue_push(st->q, copy_run, copy_drop, it);
+    if (!pos) return tl_last = cudaErrorMemoryAllocation;
+    /* to pageable memory CUDA returns once the copy is done */
+    if (!dd && !dpinned) pc_emu_queue_run(st->q, pos);
+    return ok_or_sticky();
+}
+
+/* synchronous: returns once the copy is done, whatever memory it touches */
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, NULL);
+    if (e != cudaSuccess) return e;
+    return cudaStreamSynchronize(NULL);
+}
+
+/* A queued memset of `height` rows of `width` bytes, `pitch` apart. */
+typedef struct set_item {
+    char *p;
+    size_t pitch, width, height;
+    int v;
+} set_item;
+
+static void set_run(void *ctx) {
+    set_item *m = ctx;
+    if (sticky()) return;
+    for (size_t r = 0; r < m->height; r++) memset(m->p + r * m->pitch, m->v, m->width);
+}
+
+static cudaError_t queue_memset(emu_stream *st, void *p, size_t pitch, int v, size_t width, size_t height) {
+    set_item *m = malloc(sizeof *m);
+    if (!m) return tl_last = cudaErrorMemoryAllocation;
+    *m = (set_item){p, pitch, width, height, v};
+    if (!pc_emu_queue_push(st->q, set_run, free, m)) return tl_last = cudaErrorMemoryAllocation;
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
-    return cudaMemcpyAsync(dst, src, n, kind, NULL);
-}
-
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
-    if (!valid(s, STREAM_MAGIC)) return tl_last = cudaErrorInvalidResourceHandle;
+    emu_stream *st = stream_of(s);
+    if (!st) return tl_last;
     if (sticky()) return ok_or_sticky();
     if (!n) return cudaSuccess;
     if (!is_device(p, n))
         return fail(cudaErrorInvalidValue, "cudaMemsetAsync(%p, %zu bytes): not device memory", p, n);
-    memset(p, v, n);
-    return cudaSuccess;
+    return queue_memset(st, p, n, v, n, 1);
 }
 
 cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t width, size_t height, cudaStream_t s) {
-    if (!valid(s, STREAM_MAGIC)) return tl_last = cudaErrorInvalidResourceHandle;
+    emu_stream *st = stream_of(s);
+    if (!st) return tl_last;
     if (sticky()) return ok_or_sticky();
     if (!width || !height) return cudaSuccess;
     if (width > pitch || !is_device(p, pitch * (height - 1) + width))
         return fail(cudaErrorInvalidValue, "cudaMemset2DAsync(%p, %zu bytes): bad pitch or not device memory", p,
                     pitch * height);
-    for (size_t r = 0; r < height; r++) memset((char *)p + r * pitch, v, width);
-    return cudaSuccess;
+    return queue_memset(st, p, pitch, v, width, height);
 }

@@ -6,11 +6,13 @@
  * everything else in each .cu file of the emulated plugin; kcommon.cuh's
  * PC_LAUNCH turns into pc_emu_launcher() when PLAIT_CUDA_EMU is defined.
  *
- * Function qualifiers are dropped, __shared__ becomes static storage (one
- * block runs at a time in the process, launches being serialised, so a
- * block's threads share it as they would on-chip), and every launch checks that each pointer
- * argument lies in memory the emulated runtime handed out as device or
- * pinned memory (a host pointer given to a kernel faults on a GPU).
+ * Function qualifiers are dropped, __launch_bounds__ too, __shared__
+ * becomes static storage (one block runs at a time in the process,
+ * launches being serialised, so a block's threads share it as they would
+ * on-chip), and every launch checks that each pointer argument lies in
+ * memory the emulated runtime handed out as device or pinned memory (a
+ * host pointer given to a kernel faults on a GPU), then queues the kernel
+ * on its stream: it runs later, in stream order (emu_queue.h).
  */
 #ifndef PLAIT_CUDA_EMU_KERNEL_H
 #define PLAIT_CUDA_EMU_KERNEL_H
@@ -21,6 +23,7 @@
 #define __global__
 #define __forceinline__ inline
 #define __shared__ static
+#define __launch_bounds__(...)
 
 #include <cuda_runtime_api.h>
 #include <cuda_bf16.h>
@@ -93,28 +96,50 @@ template <typename T> static inline int pc_emu_arg_ok(const char *kernel, int i,
         return (void)kernel, (void)i, (void)v, 1;
 }
 
+/* One queued launch: the kernel runs when its stream reaches it. */
+template <typename... P> struct pc_emu_queued {
+    const char *name;
+    unsigned grid[3], block[3];
+    pc_emu_call<P...> call;
+    static void run(void *q) {
+        auto *l = static_cast<pc_emu_queued *>(q);
+        pc_emu_launched(pc_emu_run(l->name, l->grid, l->block, &pc_emu_call<P...>::body, &l->call));
+    }
+    static void drop(void *q) { delete static_cast<pc_emu_queued *>(q); }
+};
+
 template <typename... P> struct pc_emu_launch {
     const char *name;
     void (*fn)(P...);
     dim3 grid, block;
+    cudaStream_t stream;
     template <typename... A> void operator()(A &&...a) const {
         static_assert(sizeof...(A) == sizeof...(P), "a kernel launched with the wrong number of arguments");
-        pc_emu_call<P...> c{fn, std::tuple<P...>(static_cast<P>(a)...)};
+        auto *q = new pc_emu_queued<P...>{
+            name, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, {fn, std::tuple<P...>(static_cast<P>(a)...)}};
+        /* pointers are checked at the launch, where the message can name it */
         int ok = std::apply(
             [this](const P &...v) {
                 int i = 0, all = 1;
                 ((all &= pc_emu_arg_ok(name, i++, v)), ...);
                 return all;
             },
-            c.args);
-        const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
-        pc_emu_launched(ok ? pc_emu_run(name, g, b, &pc_emu_call<P...>::body, &c) : -1);
+            q->call.args);
+        if (!ok) {
+            delete q;
+            pc_emu_launched(-1);
+            return;
+        }
+        if (pc_emu_enqueue((void *)stream, &pc_emu_queued<P...>::run, &pc_emu_queued<P...>::drop, q) != 0)
+            pc_emu_launched(-1);
     }
 };
 
+/* A launch on `stream` (the legacy default stream if none is given). */
 template <typename... P>
-static inline pc_emu_launch<P...> pc_emu_launcher(const char *name, void (*fn)(P...), dim3 grid, dim3 block) {
-    return pc_emu_launch<P...>{name, fn, grid, block};
+static inline pc_emu_launch<P...> pc_emu_launcher(const char *name, void (*fn)(P...), dim3 grid, dim3 block,
+                                                  cudaStream_t stream = NULL) {
+    return pc_emu_launch<P...>{name, fn, grid, block, stream};
 }
 
 #endif

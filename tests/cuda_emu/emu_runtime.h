@@ -1,7 +1,7 @@
 /*
  * The emulated CUDA runtime's own functions (beyond CUDA's, which
  * emu_cudart.c implements with NVIDIA's declarations): what a launch
- * reports to it. Thread-safe.
+ * reports to it, and what queues work on its streams. Thread-safe.
  */
 #ifndef PLAIT_CUDA_EMU_RUNTIME_H
 #define PLAIT_CUDA_EMU_RUNTIME_H
@@ -17,6 +17,12 @@ int pc_emu_check_kernel_pointer(const char *kernel, int index, const void *p);
 /* After a launch: rc 0 or -1 (the launch failed: CUDA's sticky
  * cudaErrorLaunchFailure from then on). */
 void pc_emu_launched(int rc);
+
+/* Queues run(ctx) on stream `stream` (a cudaStream_t; NULL: the legacy
+ * default stream), then drop(ctx); returns 0, or -1 (an unknown stream or
+ * no memory: drop(ctx) was called, run never will be). Kernel launches and
+ * the cuBLASLt stand-in's products go through it. */
+int pc_emu_enqueue(void *stream, void (*run)(void *), void (*drop)(void *), void *ctx);
 
 #ifdef __cplusplus
 }

@@ -9,8 +9,12 @@
  * sticky afterwards, as CUDA's launch failures are. Compiled by the host
  * C++ compiler with emu_kernel.h force-included, like the plugin's
  * kernels; each fault runs in a child process (a failure is sticky for
- * the rest of a process).
+ * the rest of a process). Streams are late: work runs when the host
+ * waits, in stream order, across streams through events, and copies treat
+ * pageable and page-locked host memory as CUDA does; a page-locked source
+ * the host rewrites before its queued copy ran is caught.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -50,6 +54,7 @@ __global__ static void shuffle_after_exit(float *out) {
 }
 
 __global__ static void write_one(float *out) { out[threadIdx.x] = 1.0f; }
+__global__ static void write_value(float *out, float v) { out[threadIdx.x] = v; }
 
 /* a barrier only when asked: after a launch without one, the emulator runs
  * this site without fibers, and must refuse the barrier loudly */
@@ -81,7 +86,8 @@ static int refused(void (*fn)(void)) {
     pid_t pid = fork();
     if (pid == 0) {
         fn();
-        cudaError_t first = cudaGetLastError();
+        /* a launch fails when it runs: CUDA reports it at the next synchronisation */
+        cudaError_t first = cudaDeviceSynchronize();
         void *p = NULL;
         cudaError_t later = cudaMalloc(&p, 16);
         _exit(first == cudaErrorLaunchFailure && later == cudaErrorLaunchFailure ? 3 : 4);
@@ -102,6 +108,72 @@ static void launch_late_barrier(void) {
     for (int wait = 0; wait < 2; wait++) PC_LAUNCH(barrier_if, 1, THREADS)(out, wait);
 }
 static void launch_too_many(void) { PC_LAUNCH(write_one, 1, 2048)(device_floats(2048)); }
+
+/* the host refills a page-locked buffer that a queued copy still reads */
+static void pinned_source_reused(void) {
+    float *pinned = NULL, *dev = device_floats(THREADS);
+    cudaStream_t s;
+    if (cudaHostAlloc((void **)&pinned, THREADS * sizeof(float), 0) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+        _exit(5);
+    for (int i = 0; i < THREADS; i++) pinned[i] = 1.0f;
+    cudaMemcpyAsync(dev, pinned, THREADS * sizeof(float), cudaMemcpyHostToDevice, s);
+    for (int i = 0; i < THREADS; i++) pinned[i] = 2.0f; /* the bug: no wait before reuse */
+    cudaStreamSynchronize(s);
+}
+
+static int all_equal(const float *x, int n, float v) {
+    int same = 1;
+    for (int i = 0; i < n; i++) same &= x[i] == v;
+    return same;
+}
+
+/* Streams are late and ordered: work runs when the host waits, in stream
+ * order, and a wait on another stream's event runs that stream's work
+ * first; copies from and to host memory follow CUDA's rules. */
+static void check_streams(void) {
+    cudaStream_t a, b;
+    cudaEvent_t e;
+    float *x = device_floats(THREADS), *y = device_floats(THREADS), *pinned = NULL, host[THREADS];
+    if (cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess ||
+        cudaHostAlloc((void **)&pinned, sizeof host, 0) != cudaSuccess) {
+        check(0, "streams, an event and page-locked memory created");
+        return;
+    }
+    pc_emu_launcher("write_value", write_value, 1, THREADS, a)(x, 1.0f);
+    check(isnan(x[0]) && cudaEventQuery(e) == cudaSuccess, "a kernel has not run when its launch returns");
+    cudaEventRecord(e, a);
+    check(cudaEventQuery(e) == cudaErrorNotReady, "an event after queued work is not ready at first");
+    check(x[0] == 1.0f && cudaEventQuery(e) == cudaSuccess, "a polled event completes (its work ran)");
+
+    pc_emu_launcher("write_value", write_value, 1, THREADS, a)(x, 2.0f);
+    cudaEventRecord(e, a);
+    cudaStreamWaitEvent(b, e, 0);
+    pc_emu_launcher("write_value", write_value, 1, THREADS, a)(x, 5.0f); /* after the record: not waited for */
+    cudaMemcpyAsync(y, x, sizeof host, cudaMemcpyDeviceToDevice, b);
+    cudaStreamSynchronize(b);
+    cudaMemcpy(host, y, sizeof host, cudaMemcpyDeviceToHost);
+    check(all_equal(host, THREADS, 2.0f) && x[0] == 2.0f,
+          "a stream waiting on an event sees the other stream's work up to the record, not after it");
+    cudaStreamSynchronize(a);
+
+    for (int i = 0; i < THREADS; i++) host[i] = 3.0f;
+    cudaMemcpyAsync(x, host, sizeof host, cudaMemcpyHostToDevice, a);
+    for (int i = 0; i < THREADS; i++) host[i] = 4.0f;
+    cudaMemcpyAsync(pinned, x, sizeof host, cudaMemcpyDeviceToHost, a);
+    check(isnan(pinned[0]), "a copy to page-locked memory has not written it when cudaMemcpyAsync returns");
+    cudaStreamSynchronize(a);
+    check(all_equal(pinned, THREADS, 3.0f), "a copy from pageable memory takes the bytes at the call");
+    cudaMemcpyAsync(host, x, sizeof host, cudaMemcpyDeviceToHost, a);
+    check(all_equal(host, THREADS, 3.0f), "a copy to pageable memory is done when cudaMemcpyAsync returns");
+    check(cudaGetLastError() == cudaSuccess, "no error along the way");
+    cudaEventDestroy(e);
+    cudaStreamDestroy(a);
+    cudaStreamDestroy(b);
+    cudaFreeHost(pinned);
+}
 
 int main(void) {
     enum { BLOCKS = 37 };
@@ -140,6 +212,9 @@ int main(void) {
     }
     check(same, "warp butterfly sums are exact");
 
+    check_streams();
+    check(refused(pinned_source_reused), "a page-locked source written by the host before its queued copy ran is "
+                                         "a sticky failure");
     check(refused(launch_divergent), "a __syncthreads some threads exited before is a sticky launch failure");
     check(refused(launch_shuffle_after_exit), "a full-warp shuffle after half the lanes exited is refused");
     check(refused(launch_host_pointer), "a pageable host pointer given to a kernel is refused");

@@ -16,9 +16,9 @@
  * the compute stream without dynamic shared memory. Under PLAIT_CUDA_EMU
  * (the CPU emulator of tests/cuda_emu, which the host compiler builds this
  * same source for) it runs the kernel there instead: CUDA's <<<>>> is not
- * C++ a host compiler can read. */
+ * C++ a host compiler can read; it queues the kernel on the same stream. */
 #ifdef PLAIT_CUDA_EMU
-#define PC_LAUNCH(kernel, blocks, threads) pc_emu_launcher(#kernel, kernel, (blocks), (threads))
+#define PC_LAUNCH(kernel, blocks, threads) pc_emu_launcher(#kernel, kernel, (blocks), (threads), pc.stream)
 #else
 #define PC_LAUNCH(kernel, blocks, threads) kernel<<<(blocks), (threads), 0, pc.stream>>>
 #endif

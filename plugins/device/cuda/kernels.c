@@ -4,7 +4,9 @@
  * the reference the gpu tests compare against). This file composes the
  * products (gemm.c) and the CUDA kernels (*.cu) into the table's entries;
  * everything is queued on the device's stream and returns at once, except
- * sumsq, which returns its double and so waits for the stream.
+ * sumsq, which returns its double and so waits for the stream. Each entry
+ * of the table takes one lock and makes the device current on the calling
+ * thread (below), so different threads may call them at once.
  *
  * Attention materialises the scores: per sequence, one batched product
  * over the heads computes Q·Kᵀ for all T×T pairs, a causal softmax kernel
@@ -15,6 +17,7 @@
  * Not yet run on a GPU (docs/gpu.md).
  */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "pcuda.h"
@@ -171,42 +174,112 @@ static void k_embedding_backward(float *dwte, float *dwpe, const float *dout, co
     pc_launch_embedding_backward(dwte, dwpe, dout, tokens, 0, INT64_MAX, B, T, C);
 }
 
+/* ---- the table's entries: any thread, one at a time ---------------------------
+ *
+ * plait/kernels.h lets different threads call the kernels at once. The
+ * plugin's kernels share state between calls (the product plans and their
+ * descriptors, the bf16 operand copies, the column-sum scratch, sumsq's
+ * partials and pinned result) and queue on one stream, so each entry holds
+ * g_entry for its whole host side: a call's launches then sit together on
+ * the stream, and what it leaves in shared scratch is read by its own
+ * kernels before the next call's overwrite them (stream order). Queueing is
+ * cheap, so the lock is held briefly, except by sumsq, which waits for its
+ * result. The device is made current on the calling thread first (CUDA's
+ * current device is per thread). */
+static pthread_mutex_t g_entry = PTHREAD_MUTEX_INITIALIZER;
+
+static void enter(const char *what) {
+    pthread_mutex_lock(&g_entry);
+    if (!pc_make_current()) pc_fail("cuda: %s: cudaSetDevice(%d) failed on the calling thread: %s", what, pc.ordinal,
+                                    cudaGetErrorString(cudaGetLastError()));
+}
+
+static void leave(void) { pthread_mutex_unlock(&g_entry); }
+
+#define PC_ENTRY(name, impl, params, args)                                                                           \
+    static void e_##name params {                                                                                    \
+        enter(#name);                                                                                                \
+        impl args;                                                                                                   \
+        leave();                                                                                                     \
+    }
+#define PC_ENTRY_RET(type, name, impl, params, args)                                                                 \
+    static type e_##name params {                                                                                    \
+        enter(#name);                                                                                                \
+        type r = impl args;                                                                                          \
+        leave();                                                                                                     \
+        return r;                                                                                                    \
+    }
+
+PC_ENTRY(sgemm, k_sgemm, (int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc), (trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+PC_ENTRY(zero, k_zero, (float *x, size_t n), (x, n))
+PC_ENTRY(copy, k_copy, (float *dst, const float *src, size_t n), (dst, src, n))
+PC_ENTRY(scale, pc_launch_scale, (float *x, size_t n, float a), (x, n, a))
+PC_ENTRY(axpy, pc_launch_axpy, (float *y, const float *x, size_t n, float a), (y, x, n, a))
+PC_ENTRY_RET(double, sumsq, k_sumsq, (const float *x, size_t n), (x, n))
+PC_ENTRY(adamw, k_adamw, (float *param, const float *grad, float *m, float *v, size_t n, const plait_adamw_args *args), (param, grad, m, v, n, args))
+PC_ENTRY(sumsq_exact, pc_launch_sumsq_exact, (plait_sumsq_acc *acc, const float *x, size_t n), (acc, x, n))
+PC_ENTRY(sumsq_merge, pc_launch_sumsq_merge, (plait_sumsq_acc *dst, const plait_sumsq_acc *src), (dst, src))
+PC_ENTRY(matmul_forward, k_matmul_forward, (float *out, const float *inp, const float *weight, const float *bias, int64_t BT, int64_t C, int64_t OC), (out, inp, weight, bias, BT, C, OC))
+PC_ENTRY(matmul_backward, k_matmul_backward, (float *dinp, float *dweight, float *dbias, const float *dout, const float *inp, const float *weight, int64_t BT, int64_t C, int64_t OC), (dinp, dweight, dbias, dout, inp, weight, BT, C, OC))
+PC_ENTRY(layernorm_forward, pc_launch_layernorm_forward, (float *out, float *mean, float *rstd, const float *inp, const float *weight, const float *bias, int64_t BT, int64_t C), (out, mean, rstd, inp, weight, bias, BT, C))
+PC_ENTRY(layernorm_backward, pc_launch_layernorm_backward, (float *dinp, float *dweight, float *dbias, const float *dout, const float *inp, const float *weight, const float *mean, const float *rstd, int64_t BT, int64_t C), (dinp, dweight, dbias, dout, inp, weight, mean, rstd, BT, C))
+PC_ENTRY(gelu_forward, pc_launch_gelu_forward, (float *out, const float *inp, size_t n), (out, inp, n))
+PC_ENTRY(gelu_backward, pc_launch_gelu_backward, (float *dinp, const float *inp, const float *dout, size_t n), (dinp, inp, dout, n))
+PC_ENTRY(attention_forward, k_attention_forward, (float *out, float *att, const float *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS), (out, att, qkv, B, T, NH, HS))
+PC_ENTRY(attention_backward, k_attention_backward, (float *dqkv, float *scratch, const float *dout, const float *qkv, const float *att, int64_t B, int64_t T, int64_t NH, int64_t HS), (dqkv, scratch, dout, qkv, att, B, T, NH, HS))
+PC_ENTRY(embedding_forward, k_embedding_forward, (float *out, const int32_t *tokens, const float *wte, const float *wpe, int64_t B, int64_t T, int64_t C), (out, tokens, wte, wpe, B, T, C))
+PC_ENTRY(embedding_backward, k_embedding_backward, (float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int64_t B, int64_t T, int64_t C), (dwte, dwpe, dout, tokens, B, T, C))
+PC_ENTRY(crossentropy, pc_launch_crossentropy, (float *losses, float *dlogits, const float *logits, const int32_t *targets, int64_t BT, int64_t V, float dloss_scale), (losses, dlogits, logits, targets, BT, V, dloss_scale))
+PC_ENTRY(matmul_forward_residual, k_matmul_forward_residual, (float *out, const float *res, const float *inp, const float *weight, const float *bias, int64_t BT, int64_t C, int64_t OC), (out, res, inp, weight, bias, BT, C, OC))
+PC_ENTRY(add_bias_residual, k_add_bias_residual, (float *x, const float *res, const float *bias, int64_t BT, int64_t C), (x, res, bias, BT, C))
+PC_ENTRY(bias_backward, pc_launch_bias_backward, (float *dbias, const float *dout, int64_t BT, int64_t OC), (dbias, dout, BT, OC))
+PC_ENTRY(attention_probs, k_attention_probs, (float *att, const float *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS), (att, qkv, B, T, NH, HS))
+PC_ENTRY(embedding_forward_vocab, pc_launch_embedding_forward, (float *out, const int32_t *tokens, const float *wte, int64_t vocab_start, int64_t n_rows, const float *wpe, int64_t B, int64_t T, int64_t C), (out, tokens, wte, vocab_start, n_rows, wpe, B, T, C))
+PC_ENTRY(embedding_backward_vocab, pc_launch_embedding_backward, (float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int64_t vocab_start, int64_t n_rows, int64_t B, int64_t T, int64_t C), (dwte, dwpe, dout, tokens, vocab_start, n_rows, B, T, C))
+PC_ENTRY(add_positions, pc_launch_add_positions, (float *out, const float *wpe, int64_t B, int64_t T, int64_t C), (out, wpe, B, T, C))
+PC_ENTRY(logits_rowmax, pc_launch_logits_rowmax, (float *rowmax, const float *logits, int64_t BT, int64_t Vl, int64_t n_valid), (rowmax, logits, BT, Vl, n_valid))
+PC_ENTRY(logits_sumexp, pc_launch_logits_sumexp, (float *sumexp, const float *logits, const float *rowmax, int64_t BT, int64_t Vl, int64_t n_valid), (sumexp, logits, rowmax, BT, Vl, n_valid))
+PC_ENTRY(logits_target, pc_launch_logits_target, (float *tlogit, const float *logits, const int32_t *targets, int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid), (tlogit, logits, targets, vocab_start, BT, Vl, n_valid))
+PC_ENTRY(loss_rows, pc_launch_loss_rows, (float *losses, float *lse, const float *rowmax, const float *sumexp, const float *tlogit, const int32_t *targets, int64_t BT, double *loss_sum), (losses, lse, rowmax, sumexp, tlogit, targets, BT, loss_sum))
+PC_ENTRY(crossentropy_backward, pc_launch_crossentropy_backward, (float *dlogits, const float *logits, const float *lse, const int32_t *targets, int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid, float scale), (dlogits, logits, lse, targets, vocab_start, BT, Vl, n_valid, scale))
+PC_ENTRY(zero_f64, k_zero_f64, (double *dst, size_t n), (dst, n))
+
 static const plait_kernels g_table = {
     .struct_size = sizeof(plait_kernels),
-    .sgemm = k_sgemm,
-    .zero = k_zero,
-    .copy = k_copy,
-    .scale = pc_launch_scale,
-    .axpy = pc_launch_axpy,
-    .sumsq = k_sumsq,
-    .adamw = k_adamw,
-    .sumsq_exact = pc_launch_sumsq_exact,
-    .sumsq_merge = pc_launch_sumsq_merge,
+    .sgemm = e_sgemm,
+    .zero = e_zero,
+    .copy = e_copy,
+    .scale = e_scale,
+    .axpy = e_axpy,
+    .sumsq = e_sumsq,
+    .adamw = e_adamw,
+    .sumsq_exact = e_sumsq_exact,
+    .sumsq_merge = e_sumsq_merge,
     .sumsq_value = k_sumsq_value,
-    .matmul_forward = k_matmul_forward,
-    .matmul_backward = k_matmul_backward,
-    .layernorm_forward = pc_launch_layernorm_forward,
-    .layernorm_backward = pc_launch_layernorm_backward,
-    .gelu_forward = pc_launch_gelu_forward,
-    .gelu_backward = pc_launch_gelu_backward,
-    .attention_forward = k_attention_forward,
-    .attention_backward = k_attention_backward,
-    .embedding_forward = k_embedding_forward,
-    .embedding_backward = k_embedding_backward,
-    .crossentropy = pc_launch_crossentropy,
-    .matmul_forward_residual = k_matmul_forward_residual,
-    .add_bias_residual = k_add_bias_residual,
-    .bias_backward = pc_launch_bias_backward,
-    .attention_probs = k_attention_probs,
-    .embedding_forward_vocab = pc_launch_embedding_forward,
-    .embedding_backward_vocab = pc_launch_embedding_backward,
-    .add_positions = pc_launch_add_positions,
-    .logits_rowmax = pc_launch_logits_rowmax,
-    .logits_sumexp = pc_launch_logits_sumexp,
-    .logits_target = pc_launch_logits_target,
-    .loss_rows = pc_launch_loss_rows,
-    .crossentropy_backward = pc_launch_crossentropy_backward,
-    .zero_f64 = k_zero_f64,
+    .matmul_forward = e_matmul_forward,
+    .matmul_backward = e_matmul_backward,
+    .layernorm_forward = e_layernorm_forward,
+    .layernorm_backward = e_layernorm_backward,
+    .gelu_forward = e_gelu_forward,
+    .gelu_backward = e_gelu_backward,
+    .attention_forward = e_attention_forward,
+    .attention_backward = e_attention_backward,
+    .embedding_forward = e_embedding_forward,
+    .embedding_backward = e_embedding_backward,
+    .crossentropy = e_crossentropy,
+    .matmul_forward_residual = e_matmul_forward_residual,
+    .add_bias_residual = e_add_bias_residual,
+    .bias_backward = e_bias_backward,
+    .attention_probs = e_attention_probs,
+    .embedding_forward_vocab = e_embedding_forward_vocab,
+    .embedding_backward_vocab = e_embedding_backward_vocab,
+    .add_positions = e_add_positions,
+    .logits_rowmax = e_logits_rowmax,
+    .logits_sumexp = e_logits_sumexp,
+    .logits_target = e_logits_target,
+    .loss_rows = e_loss_rows,
+    .crossentropy_backward = e_crossentropy_backward,
+    .zero_f64 = e_zero_f64,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

@@ -4,9 +4,10 @@
  * C++ by nvcc, hence the extern "C" block).
  *
  * One device per process (plait/device.h): the state is one global, set up
- * by open() and torn down by close(). Kernels are queued on pc.stream from
- * the model's thread; alloc/free/copy may come from any thread and take
- * pc.lock where they touch shared state.
+ * by open() and torn down by close(). Kernels are queued on pc.stream by
+ * the kernel table's entries, from any thread, one entry at a time
+ * (kernels.c); alloc/free/copy may come from any thread and take memory.c's
+ * lock where they touch shared state.
  *
  * Errors: kernels cannot fail (plait/kernels.h), so a launch or library
  * failure inside one is recorded with pc_fail() and reported by the next
@@ -96,7 +97,8 @@ void pc_memory_reset(void);
 /* Grow-only device scratch for kernels' partial results (the column sums
  * of vector.cu and norm.cu), at least `bytes`; growing waits for the
  * compute stream (queued kernels may still read the old one). NULL after
- * recording the failure (pc_fail). Model thread only; freed by close(). */
+ * recording the failure (pc_fail). Inside a kernel entry only (kernels.c
+ * serialises them); freed by close(). */
 void *pc_scratch(size_t bytes);
 void pc_scratch_release(void);
 /* Memory still allocated at close(): freed, their count returned. */

@@ -4,8 +4,10 @@
  * in plugins/device/cuda/lt.c), compiled against the toolkit's own
  * <cublasLt.h> so every type, enum value and signature is NVIDIA's, computing
  * on the CPU. "Device memory" is host memory under the emulator, so the
- * operands are read in place; every call is synchronous and the stream is
- * ignored.
+ * operands are read in place. cublasLtMatmul checks everything at the call
+ * and queues the product on its stream through the emulated runtime
+ * (plait_cublaslt_emu_set_queue), so it runs in stream order, later, as on
+ * a GPU; without a runtime (test_cublaslt_emu) it runs before returning.
  *
  * What it computes (NVIDIA's cuBLASLt semantics, column-major throughout):
  *   D = alpha * op(A) * op(B) + beta * C (+ bias[row])
@@ -596,6 +598,60 @@ static const float *operand(const void *base, const lt_layout *l, int64_t bi, in
     return scratch;
 }
 
+/* One product as cublasLtMatmul accepted it: everything it reads from
+ * descriptors copied, so it can run later on its stream. */
+typedef struct matmul_job {
+    lt_desc d;
+    lt_layout a, b, c, dl;
+    int64_t m, n, k;
+    float fa, fb;
+    const void *A, *B, *C;
+    void *D;
+    const float *bias;
+    float *scratch; /* na + nb + m*n floats */
+    size_t na, nb;
+} matmul_job;
+
+static void matmul_run(void *job) {
+    matmul_job *j = job;
+    int tf32 = j->d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+    float *sa = j->scratch, *sb = j->scratch + j->na, *t = j->scratch + j->na + j->nb;
+    const float *cf = j->C;
+    float *df = j->D;
+    for (int64_t bi = 0; bi < j->dl.batch; bi++) {
+        int64_t lda, ldb;
+        const float *a = operand(j->A, &j->a, bi, tf32, sa, &lda), *b = operand(j->B, &j->b, bi, tf32, sb, &ldb);
+        cblas_sgemm(CblasColMajor, j->d.trans_a == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
+                    j->d.trans_b == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, (blasint)j->m, (blasint)j->n,
+                    (blasint)j->k, 1.0f, a, (blasint)lda, b, (blasint)ldb, 0.0f, t, (blasint)j->m);
+        const float *cb = cf ? cf + bi * j->c.stride : NULL;
+        float *db = df + bi * j->dl.stride;
+        const float *bb = j->bias ? j->bias + bi * j->d.bias_stride : NULL;
+        for (int64_t c = 0; c < j->n; c++)
+            for (int64_t i = 0; i < j->m; i++) {
+                float v = j->fa * t[i + c * j->m];
+                if (j->fb != 0.0f) v = fmaf(j->fb, cb[i + c * j->c.ld], v);
+                if (j->d.epilogue == CUBLASLT_EPILOGUE_BIAS) v = v + bb[i];
+                db[i + c * j->dl.ld] = v;
+            }
+    }
+}
+
+static void matmul_drop(void *job) {
+    matmul_job *j = job;
+    free(j->scratch);
+    free(j);
+}
+
+/* How products are queued on a stream: set by the emulated CUDA runtime
+ * (emu_cudart.c) when it creates its first stream; without it (this
+ * library's own test) a product runs before cublasLtMatmul returns. */
+typedef int (*queue_fn)(void *stream, void (*run)(void *), void (*drop)(void *), void *ctx);
+static _Atomic(queue_fn) g_queue;
+
+LT_EXPORT void plait_cublaslt_emu_set_queue(queue_fn queue);
+LT_EXPORT void plait_cublaslt_emu_set_queue(queue_fn queue) { g_queue = queue; }
+
 static cublasStatus_t check_pointer(const void *ptr, uint32_t promised, char which, const char *fn) {
     if (!ptr) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%c is NULL", which);
     if ((uintptr_t)ptr % promised)
@@ -611,7 +667,6 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
                                         const cublasLtMatmulAlgo_t *algo, void *workspace,
                                         size_t workspaceSizeInBytes, cudaStream_t stream) {
     static const char fn[] = "cublasLtMatmul";
-    (void)stream; /* every emulated call completes before it returns */
     if (!lightHandle || lightHandle->magic != MAGIC_HANDLE)
         return refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "not a handle from cublasLtCreate");
     problem p;
@@ -664,32 +719,30 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
         return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "workspace is NULL with workspaceSizeInBytes %zu",
                       workspaceSizeInBytes);
 
+    matmul_job *j = malloc(sizeof *j);
+    if (!j) return refuse(CUBLAS_STATUS_ALLOC_FAILED, fn, "no memory for a queued product");
+    /* the descriptors as they are now: the caller may change them once
+     * this returns, before the product runs */
+    *j = (matmul_job){.d = *p.d, .a = *p.a, .b = *p.b, .c = *p.c, .dl = *p.dl, .m = p.m, .n = p.n, .k = p.k,
+                      .fa = fa, .fb = fb, .A = A, .B = B, .C = C, .D = D, .bias = bias};
     int tf32 = p.d->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
     int convert = tf32 || p.a->type != CUDA_R_32F;
     size_t na = convert ? (size_t)(p.a->rows * p.a->cols) : 0, nb = convert ? (size_t)(p.b->rows * p.b->cols) : 0;
     size_t nt = (size_t)(p.m * p.n);
-    float *scratch = malloc((na + nb + nt) * sizeof(float));
-    if (!scratch) return refuse(CUBLAS_STATUS_ALLOC_FAILED, fn, "no memory for a %zu-float scratch", na + nb + nt);
-    float *sa = scratch, *sb = scratch + na, *t = scratch + na + nb;
-    const float *cf = C;
-    float *df = D;
-    for (int64_t bi = 0; bi < p.dl->batch; bi++) {
-        int64_t lda, ldb;
-        const float *a = operand(A, p.a, bi, tf32, sa, &lda), *b = operand(B, p.b, bi, tf32, sb, &ldb);
-        cblas_sgemm(CblasColMajor, p.d->trans_a == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
-                    p.d->trans_b == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, (blasint)p.m, (blasint)p.n,
-                    (blasint)p.k, 1.0f, a, (blasint)lda, b, (blasint)ldb, 0.0f, t, (blasint)p.m);
-        const float *cb = cf ? cf + bi * p.c->stride : NULL;
-        float *db = df + bi * p.dl->stride;
-        const float *bb = bias ? bias + bi * p.d->bias_stride : NULL;
-        for (int64_t j = 0; j < p.n; j++)
-            for (int64_t i = 0; i < p.m; i++) {
-                float v = fa * t[i + j * p.m];
-                if (fb != 0.0f) v = fmaf(fb, cb[i + j * p.c->ld], v);
-                if (p.d->epilogue == CUBLASLT_EPILOGUE_BIAS) v = v + bb[i];
-                db[i + j * p.dl->ld] = v;
-            }
+    j->scratch = malloc((na + nb + nt) * sizeof(float));
+    if (!j->scratch) {
+        free(j);
+        return refuse(CUBLAS_STATUS_ALLOC_FAILED, fn, "no memory for a %zu-float scratch", na + nb + nt);
     }
-    free(scratch);
+    j->na = na, j->nb = nb;
+    queue_fn queue = g_queue;
+    if (!queue) {
+        matmul_run(j);
+        matmul_drop(j);
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    if (queue((void *)stream, matmul_run, matmul_drop, j) != 0)
+        return refuse(CUBLAS_STATUS_EXECUTION_FAILED, fn, "the emulated runtime could not queue the product on "
+                      "stream %p", (void *)stream);
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Packs this checkout and its build for a GPU machine that has the NVIDIA
+# driver, CUDA, cmake and Python with PyTorch, but none of plait's Debian
+# libraries and no package registry (docs/gpu.md, "Verifying on a GPU").
+#
+#   scripts/gpu-bundle.sh [BUILD]     (default: build) writes .gpu/ (git-ignored):
+#     tree.txz      the checkout with its build, at its absolute path
+#     libs.txz      inih, OpenBLAS (+ gfortran, quadmath), cmocka from this machine
+#     on-device.sh  unpacks both there and runs a command in the checkout
+#
+# There: bash .gpu/on-device.sh COMMAND...   e.g. bash .gpu/on-device.sh bash scripts/gpu-session.sh
+#
+# The tree is unpacked at the same absolute path as here because ctest's
+# files name absolute paths. on-device.sh puts the carried libraries, the
+# build's own and the CUDA/NCCL libraries of the machine's Python
+# environment on LD_LIBRARY_PATH. It leaves OPENBLAS_CORETYPE alone: plait
+# chooses OpenBLAS's kernels from cpuid itself (docs/cpu.md). Normally
+# called by scripts/gpu-session.sh --pack.
+set -euo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+[ -d "$build" ] || { echo "gpu-bundle: no build directory '$build': build first" >&2; exit 1; }
+build=$(cd "$build" && pwd)
+case $build in
+  "$root"/*) ;;
+  *) echo "gpu-bundle: the build directory $build must be inside the checkout $root" >&2; exit 1 ;;
+esac
+# .gpu/ stays out of git's view without touching the tracked .gitignore
+if [ -d .git ] || [ -f .git ]; then
+  ex=$(git rev-parse --git-path info/exclude)
+  grep -qx '/.gpu/' "$ex" 2>/dev/null || { mkdir -p "$(dirname "$ex")"; echo '/.gpu/' >>"$ex"; }
+fi
+rm -rf .gpu && mkdir -p .gpu/libs
+rel=${root#/}
+brel=${build#/}
+# the tree: sources and the build, without git, run outputs, test scratch and objects
+tar -C / -cJf .gpu/tree.txz --exclude="$rel/.git" --exclude="$rel/.gpu" --exclude="$rel/runs" \
+  --exclude="$brel/tests/e2e-work" --exclude="$brel/tests/sdk-work" --exclude='*.o' "$rel"
+missing=
+for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libinih.so.1 libcmocka.so.0; do
+  p=$(ldconfig -p | awk -v l="$l" '$1 == l && !f { print $NF; f = 1 }')
+  if [ -n "$p" ]; then cp -L "$p" .gpu/libs/; else missing="$missing $l"; fi
+done
+[ -z "$missing" ] || echo "gpu-bundle: not found here, so not carried:$missing" >&2
+tar -C .gpu -cJf .gpu/libs.txz libs && rm -rf .gpu/libs
+cat >.gpu/on-device.sh <<EOS
+#!/usr/bin/env bash
+# Written by scripts/gpu-bundle.sh: unpacks the checkout and runs a command in it.
+set -e
+here=\$(cd "\$(dirname "\$0")" && pwd)
+[ -d "/$brel" ] || tar -C / -xJf "\$here/tree.txz"
+mkdir -p /tmp/plait-libs && tar -C /tmp/plait-libs -xJf "\$here/libs.txz"
+nv=\$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null || true)
+lp=/$brel/lib:/tmp/plait-libs/libs
+for d in "\$nv/nvidia/nccl/lib" "\$nv/nvidia/cu13/lib" "\$nv/nvidia/cu12/lib" "\$nv/nvidia/cublas/lib" \\
+         "\$nv/nvidia/cuda_runtime/lib" /usr/local/cuda/lib64; do
+  [ -d "\$d" ] && lp=\$lp:\$d
+done
+export LD_LIBRARY_PATH=\$lp\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
+cd "/$rel"
+"\$@"
+EOS
+chmod +x .gpu/on-device.sh
+du -sh .gpu
