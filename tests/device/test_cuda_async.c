@@ -200,9 +200,11 @@ int main(int argc, char **argv) {
         const char *why = plait_last_error();
         if (strstr(why, "no CUDA device")) {
             printf("SKIP: %s\n", why);
+            plait_config_free(cfg);
             return 77;
         }
         fprintf(stderr, "FATAL: open: %s\n", why);
+        plait_config_free(cfg);
         return 1;
     }
     plait_host_attach_device();
