@@ -9,6 +9,10 @@
 #  2. `data prepare` interrupted (SIGINT, SIGTERM) removes its staging
 #     directory and ends by the signal; one killed (SIGKILL) leaves it, and
 #     the next run removes it.
+#  3. plugin files that crash (SIGSEGV in a constructor or a probe), exit
+#     or hang while loaded: `plait plugins` lists every other plugin and
+#     names each broken file with what happened; a command that loads one
+#     dies naming the file.
 source "$(dirname "$0")/lib.sh"
 
 # refused NAME EXPECTED CMD...: CMD exits non-zero within 10 s printing EXPECTED
@@ -83,4 +87,28 @@ wait $job || true
 [ ! -e "$E2E_WORK/ds.staging-$job" ] || fail "the staging directory of a killed data prepare was not removed by the next run"
 grep -qF "removed $E2E_WORK/ds.staging-$job, left behind by process $job, which is gone" "$E2E_WORK/ds2.out" ||
   fail "the removal of a stale staging directory was not said: $(head -n 2 "$E2E_WORK/ds2.out")"
+
+# --- 3. plugin files that crash, exit or hang while loaded
+crashing=$(dirname "$(dirname "$PLAIT_BIN")")/tests/plugins-crashing
+[ -f "$crashing/libplait-optim-crashctor.so" ] || fail "no crashing test plugins in $crashing"
+rc=0
+PLAIT_PLUGIN_PATH=$crashing PLAIT_PLUGIN_SCAN_TIMEOUT=2 timeout 30 "$PLAIT_BIN" plugins >"$E2E_WORK/plugins.out" 2>&1 || rc=$?
+[ $rc -eq 0 ] || fail "plait plugins with a crashing plugin file exited $rc: $(tail -n 3 "$E2E_WORK/plugins.out")"
+for want in "optim +fine +0.0.1 .* available" "device +cpu .* available" "comm +tcp .* available"; do
+  grep -Eq "^$want" "$E2E_WORK/plugins.out" || fail "plait plugins did not list /$want/ beside crashing files"
+done
+for f in crashctor crashprobe; do
+  grep -A1 "libplait-optim-$f.so" "$E2E_WORK/plugins.out" | grep -q "refused: it crashed while loading or probing (Segmentation fault, signal 11)" ||
+    fail "plait plugins did not name $f's crash: $(grep -A1 "$f" "$E2E_WORK/plugins.out")"
+done
+grep -A1 "libplait-optim-exitctor.so" "$E2E_WORK/plugins.out" | grep -q "ended the process while loading or probing (exit status 3)" ||
+  fail "plait plugins did not name exitctor's exit"
+grep -A1 "libplait-optim-hangprobe.so" "$E2E_WORK/plugins.out" | grep -q "did not finish within 2 s" ||
+  fail "plait plugins did not name hangprobe's hang"
+rc=0
+PLAIT_PLUGIN_PATH=$crashing timeout 30 "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/crash" optim.plugin=crashctor \
+  >"$E2E_WORK/crash.out" 2>&1 || rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "plait train with a crashing optim plugin exited $rc"
+grep -qF "the plugin file $crashing/libplait-optim-crashctor.so crashed while it was loaded (signal 11)" "$E2E_WORK/crash.out" ||
+  fail "plait train died of a crashing plugin without naming it: $(tail -n 2 "$E2E_WORK/crash.out")"
 echo "ok"
