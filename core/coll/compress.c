@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "coll/reduce.h"
 #include "kernels/simd_clones.h"
 
 /* values per scale: int8's, onebit's */
@@ -39,8 +40,8 @@ size_t plait_compress_bytes(plait_compression scheme, size_t n) {
     }
 }
 
-/* The loops below are written to vectorise without -ffast-math or -march
-: tests and selects on the floats' bit patterns in integers (float
+/* The loops below are written to vectorise without -ffast-math or -march:
+ * tests and selects on the floats' bit patterns in integers (float
  * comparisons with a select do not vectorise under GCC's trapping math),
  * rounding by the 1.5 * 2^23 trick instead of a libm call, sums over fixed
  * lanes (kernels/simd_clones.h compiles them for AVX-512, AVX2 and
@@ -48,18 +49,6 @@ size_t plait_compress_bytes(plait_compression scheme, size_t n) {
  * decoded at a fraction of a nanosecond a value instead of the several
  * nanoseconds of a function call and a branch per value: on ranks that
  * share their cores with the math threads, the codec's time is the step's. */
-
-static inline uint32_t f32_bits(float f) {
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    return x;
-}
-
-static inline float bits_f32(uint32_t x) {
-    float f;
-    memcpy(&f, &x, sizeof f);
-    return f;
-}
 
 #define ABS_BITS 0x7fffffffu
 #define INF_BITS 0x7f800000u
@@ -71,16 +60,16 @@ static inline uint32_t bf16_of(uint32_t x) {
 }
 
 PLAIT_SIMD_CLONES static void bf16_encode(uint16_t *restrict h, const float *restrict src, size_t n) {
-    for (size_t i = 0; i < n; i++) h[i] = (uint16_t)bf16_of(f32_bits(src[i]));
+    for (size_t i = 0; i < n; i++) h[i] = (uint16_t)bf16_of(plait_f32_bits(src[i]));
 }
 
 /* dst may be src */
 PLAIT_SIMD_CLONES static void bf16_round(float *dst, const float *src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = bits_f32(bf16_of(f32_bits(src[i])) << 16);
+    for (size_t i = 0; i < n; i++) dst[i] = plait_bits_f32(bf16_of(plait_f32_bits(src[i])) << 16);
 }
 
 PLAIT_SIMD_CLONES static void bf16_decode(float *restrict dst, const uint16_t *restrict h, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = bits_f32((uint32_t)h[i] << 16);
+    for (size_t i = 0; i < n; i++) dst[i] = plait_bits_f32((uint32_t)h[i] << 16);
 }
 
 /* The largest |x| bits of a block; INF_BITS or more: a non-finite value.
@@ -88,7 +77,7 @@ PLAIT_SIMD_CLONES static void bf16_decode(float *restrict dst, const uint16_t *r
 PLAIT_SIMD_CLONES static uint32_t max_abs_bits(const float *x, size_t m) {
     uint32_t amax = 0;
     for (size_t i = 0; i < m; i++) {
-        uint32_t a = f32_bits(x[i]) & ABS_BITS;
+        uint32_t a = plait_f32_bits(x[i]) & ABS_BITS;
         amax = a > amax ? a : amax;
     }
     return amax;
@@ -99,7 +88,7 @@ PLAIT_SIMD_CLONES static uint32_t max_abs_bits(const float *x, size_t m) {
  * |x / s| <= 127 is far below 2^22, where the trick is exact. */
 static float int8_scale(const float *x, size_t m) {
     uint32_t amax = max_abs_bits(x, m);
-    return amax >= INF_BITS ? NAN : bits_f32(amax) / 127.0f;
+    return amax >= INF_BITS ? NAN : plait_bits_f32(amax) / 127.0f;
 }
 
 PLAIT_SIMD_CLONES static void int8_quantize(int8_t *restrict q, const float *restrict x, size_t m, float s) {
@@ -147,7 +136,7 @@ static inline uint32_t is_negative(uint32_t x) {
 PLAIT_SIMD_CLONES static void onebit_signs(unsigned char *restrict bits, float *restrict residual,
                                            const float *restrict x, size_t m, float s) {
     unsigned char neg[BLOCK_MAX + 8];
-    for (size_t i = 0; i < m; i++) neg[i] = (unsigned char)is_negative(f32_bits(x[i]));
+    for (size_t i = 0; i < m; i++) neg[i] = (unsigned char)is_negative(plait_f32_bits(x[i]));
     for (size_t i = m; i % 8; i++) neg[i] = 0;
     for (size_t j = 0; j < m; j += 8) {
         uint64_t v = 0;
@@ -159,15 +148,15 @@ PLAIT_SIMD_CLONES static void onebit_signs(unsigned char *restrict bits, float *
         memset(residual, 0, m * sizeof *residual);
         return;
     }
-    uint32_t sb = f32_bits(s);
-    for (size_t i = 0; i < m; i++) residual[i] = x[i] - bits_f32(sb | (uint32_t)neg[i] << 31);
+    uint32_t sb = plait_f32_bits(s);
+    for (size_t i = 0; i < m; i++) residual[i] = x[i] - plait_bits_f32(sb | (uint32_t)neg[i] << 31);
 }
 
 /* +s or -s by the bits: the sign bit flipped, as -s does. */
 PLAIT_SIMD_CLONES static void onebit_decode(float *restrict dst, const unsigned char *restrict bits, size_t m,
                                             float s) {
-    uint32_t sb = f32_bits(s);
-    for (size_t i = 0; i < m; i++) dst[i] = bits_f32(sb ^ (uint32_t)((bits[i / 8] >> (i % 8)) & 1u) << 31);
+    uint32_t sb = plait_f32_bits(s);
+    for (size_t i = 0; i < m; i++) dst[i] = plait_bits_f32(sb ^ (uint32_t)((bits[i / 8] >> (i % 8)) & 1u) << 31);
 }
 
 /* One block of m values starting at value `first` (a multiple of the
