@@ -249,6 +249,20 @@ int pc_emu_check_kernel_pointer(const char *kernel, int index, const void *p) {
     return 0;
 }
 
+int pc_emu_check_bound(const char *kernel, unsigned threads, unsigned max_threads) {
+    if (max_threads ? threads <= max_threads : threads <= PC_EMU_UNBOUNDED_THREADS) return 1;
+    if (max_threads)
+        fprintf(stderr, "cuda_emu: kernel %s launched with %u threads a block, over its __launch_bounds__ %u (a GPU "
+                        "refuses the launch)\n",
+                kernel, threads, max_threads);
+    else
+        fprintf(stderr, "cuda_emu: kernel %s launched with %u threads a block and no __launch_bounds__ (PC_KERNEL): "
+                        "over %u, the registers the compiler may give a thread can exceed the multiprocessor's, "
+                        "and a GPU refuses the launch (under -G sooner)\n",
+                kernel, threads, PC_EMU_UNBOUNDED_THREADS);
+    return 0;
+}
+
 /* CUDA 11 and later: device memory, page-locked host memory, or plain
  * (pageable) host memory, which is not an error. */
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {

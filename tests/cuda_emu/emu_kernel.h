@@ -6,7 +6,9 @@
  * everything else in each .cu file of the emulated plugin; kcommon.cuh's
  * PC_LAUNCH turns into pc_emu_launcher() when PLAIT_CUDA_EMU is defined.
  *
- * Function qualifiers are dropped, __launch_bounds__ too, __shared__
+ * Function qualifiers are dropped, __launch_bounds__ too (PC_KERNEL hands
+ * the bound to the launch, which refuses a block over it, and a block of
+ * over 256 threads of a kernel that declares none, as a GPU may), __shared__
  * becomes static storage (one block runs at a time in the process,
  * launches being serialised, so a block's threads share it as they would
  * on-chip), and every launch checks that each pointer argument lies in
@@ -113,8 +115,13 @@ template <typename... P> struct pc_emu_launch {
     void (*fn)(P...);
     dim3 grid, block;
     cudaStream_t stream;
+    unsigned max_threads; /* __launch_bounds__; 0: none declared */
     template <typename... A> void operator()(A &&...a) const {
         static_assert(sizeof...(A) == sizeof...(P), "a kernel launched with the wrong number of arguments");
+        if (!pc_emu_check_bound(name, block.x * block.y * block.z, max_threads)) {
+            pc_emu_launched(-1);
+            return;
+        }
         auto *q = new pc_emu_queued<P...>{
             name, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, {fn, std::tuple<P...>(static_cast<P>(a)...)}};
         /* pointers are checked at the launch, where the message can name it */
@@ -135,11 +142,12 @@ template <typename... P> struct pc_emu_launch {
     }
 };
 
-/* A launch on `stream` (the legacy default stream if none is given). */
+/* A launch on `stream` (the legacy default stream if none is given) of a
+ * kernel whose __launch_bounds__ is `max_threads` (0: none declared). */
 template <typename... P>
 static inline pc_emu_launch<P...> pc_emu_launcher(const char *name, void (*fn)(P...), dim3 grid, dim3 block,
-                                                  cudaStream_t stream = NULL) {
-    return pc_emu_launch<P...>{name, fn, grid, block, stream};
+                                                  cudaStream_t stream = NULL, unsigned max_threads = 0) {
+    return pc_emu_launch<P...>{name, fn, grid, block, stream, max_threads};
 }
 
 #endif

@@ -3,8 +3,9 @@
  * known: a block reduction comes out right; the same reduction without
  * its barrier comes out wrong under the emulator's thread orders (so the
  * orders do expose a missing barrier); a barrier in divergent code, a
- * shuffle after lanes exited, a host pointer handed to a kernel and a
- * launch of too many threads, a barrier a launch site reaches only after
+ * shuffle after lanes exited, a host pointer handed to a kernel, a
+ * launch of too many threads, one over the kernel's __launch_bounds__ or of
+ * over 256 threads without one, a barrier a launch site reaches only after
  * its first launch (which ran without fibers) are each refused with the runtime's error
  * sticky afterwards, as CUDA's launch failures are. Compiled by the host
  * C++ compiler with emu_kernel.h force-included, like the plugin's
@@ -97,6 +98,12 @@ static int refused(void (*fn)(void)) {
     return WIFEXITED(st) && WEXITSTATUS(st) == 3;
 }
 
+static int all_equal(const float *x, int n, float v) {
+    int same = 1;
+    for (int i = 0; i < n; i++) same &= x[i] == v;
+    return same;
+}
+
 static void launch_divergent(void) { PC_LAUNCH(divergent_barrier, 1, THREADS)(device_floats(THREADS)); }
 static void launch_shuffle_after_exit(void) { PC_LAUNCH(shuffle_after_exit, 1, 64)(device_floats(64)); }
 static void launch_host_pointer(void) {
@@ -108,6 +115,15 @@ static void launch_late_barrier(void) {
     for (int wait = 0; wait < 2; wait++) PC_LAUNCH(barrier_if, 1, THREADS)(out, wait);
 }
 static void launch_too_many(void) { PC_LAUNCH(write_one, 1, 2048)(device_floats(2048)); }
+/* kernels declared as PC_KERNEL(write_one, 512) would be: their bound goes to the launch */
+static void launch_unbounded_512(void) { PC_LAUNCH(write_one, 1, 512)(device_floats(512)); }
+static void launch_over_bound(void) { pc_emu_launcher("write_one", write_one, 1, 1024, NULL, 512)(device_floats(1024)); }
+static int launch_within_bound(void) {
+    float *out = device_floats(512), host[512];
+    pc_emu_launcher("write_one", write_one, 1, 512, NULL, 512)(out);
+    cudaMemcpy(host, out, sizeof host, cudaMemcpyDeviceToHost);
+    return cudaGetLastError() == cudaSuccess && all_equal(host, 512, 1.0f);
+}
 
 /* the host refills a page-locked buffer that a queued copy still reads */
 static void pinned_source_reused(void) {
@@ -122,11 +138,6 @@ static void pinned_source_reused(void) {
     cudaStreamSynchronize(s);
 }
 
-static int all_equal(const float *x, int n, float v) {
-    int same = 1;
-    for (int i = 0; i < n; i++) same &= x[i] == v;
-    return same;
-}
 
 /* Streams are late and ordered: work runs when the host waits, in stream
  * order, and a wait on another stream's event runs that stream's work
@@ -219,6 +230,9 @@ int main(void) {
     check(refused(launch_shuffle_after_exit), "a full-warp shuffle after half the lanes exited is refused");
     check(refused(launch_host_pointer), "a pageable host pointer given to a kernel is refused");
     check(refused(launch_too_many), "a block of 2048 threads is refused");
+    check(refused(launch_unbounded_512), "a block of 512 threads of a kernel without __launch_bounds__ is refused");
+    check(refused(launch_over_bound), "a block over the kernel's __launch_bounds__ is refused");
+    check(launch_within_bound(), "a block of 512 threads of a kernel bounded at 512 runs");
     check(refused(launch_late_barrier), "a barrier first reached on a launch site's second launch is refused");
 
     void *p = NULL;

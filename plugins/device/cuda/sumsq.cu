@@ -17,7 +17,7 @@ __device__ static inline void add128(u64 *lo, u64 *hi, u64 v) {
     if (old + v < old) atomicAdd(hi, 1ull);
 }
 
-__global__ static void sumsq_exact_kernel(plait_sumsq_acc *acc, const float *x, size_t n) {
+PC_KERNEL(sumsq_exact_kernel, PC_THREADS)(plait_sumsq_acc *acc, const float *x, size_t n) {
     __shared__ u64 bins[PLAIT_SUMSQ_BINS][2];
     __shared__ u64 nonfinite;
     for (int e = threadIdx.x; e < PLAIT_SUMSQ_BINS; e += blockDim.x) bins[e][0] = bins[e][1] = 0;
@@ -49,7 +49,7 @@ __global__ static void sumsq_exact_kernel(plait_sumsq_acc *acc, const float *x, 
 }
 
 /* dst += src, one thread per bin */
-__global__ static void sumsq_merge_kernel(plait_sumsq_acc *dst, const plait_sumsq_acc *src) {
+PC_KERNEL(sumsq_merge_kernel, PLAIT_SUMSQ_BINS)(plait_sumsq_acc *dst, const plait_sumsq_acc *src) {
     int e = threadIdx.x;
     if (e < PLAIT_SUMSQ_BINS) {
         u64 lo = dst->bin[e][0] + src->bin[e][0];
