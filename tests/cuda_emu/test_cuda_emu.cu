@@ -5,7 +5,8 @@
  * orders do expose a missing barrier); a barrier in divergent code, a
  * shuffle after lanes exited, a host pointer handed to a kernel, a
  * launch of too many threads, one over the kernel's __launch_bounds__ or of
- * over 256 threads without one, a barrier a launch site reaches only after
+ * over 256 threads without one, a warp collective whose lanes disagree on
+ * its mask, a 64-bit atomic on shared memory, a barrier a launch site reaches only after
  * its first launch (which ran without fibers) are each refused with the runtime's error
  * sticky afterwards, as CUDA's launch failures are. Compiled by the host
  * C++ compiler with emu_kernel.h force-included, like the plugin's
@@ -54,6 +55,31 @@ __global__ static void shuffle_after_exit(float *out) {
     out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
 }
 
+/* lanes grouped by in[i] % 3: each lane's group sum (through
+ * __match_any_sync and __reduce_add_sync on the group), and the lanes whose
+ * value is odd (__ballot_sync) */
+__global__ static void group_sums(unsigned *sums, unsigned *odd, const unsigned *in) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x, v = in[i];
+    unsigned group = __match_any_sync(0xffffffffu, v % 3);
+    sums[i] = __reduce_add_sync(group, v);
+    odd[i] = __ballot_sync(0xffffffffu, v & 1);
+}
+
+/* lanes 0-15 name the whole warp in their mask, 16-31 only themselves */
+__global__ static void masks_disagree(unsigned *out) {
+    unsigned lane = threadIdx.x % 32;
+    out[threadIdx.x] = __reduce_add_sync(lane < 16 ? 0xffffffffu : 0xffff0000u, 1u);
+}
+
+__global__ static void shared_atomic64(unsigned long long *out) {
+    __shared__ unsigned long long s;
+    if (threadIdx.x == 0) s = 0;
+    __syncthreads();
+    atomicAdd(&s, 1ull);
+    __syncthreads();
+    if (threadIdx.x == 0) atomicAdd(out, s); /* 64-bit on device memory: allowed */
+}
+
 __global__ static void write_one(float *out) { out[threadIdx.x] = 1.0f; }
 __global__ static void write_value(float *out, float v) { out[threadIdx.x] = v; }
 
@@ -96,6 +122,42 @@ static int refused(void (*fn)(void)) {
     int st = 0;
     waitpid(pid, &st, 0);
     return WIFEXITED(st) && WEXITSTATUS(st) == 3;
+}
+
+static void launch_masks_disagree(void) {
+    unsigned *out;
+    cudaMalloc((void **)&out, 32 * sizeof *out);
+    PC_LAUNCH(masks_disagree, 1, 32)(out);
+    cudaDeviceSynchronize();
+}
+static void launch_shared_atomic64(void) {
+    unsigned long long *out;
+    cudaMalloc((void **)&out, sizeof *out);
+    cudaMemsetAsync(out, 0, sizeof *out, NULL);
+    PC_LAUNCH(shared_atomic64, 1, 64)(out);
+    cudaDeviceSynchronize();
+}
+
+/* group sums and ballots against the host's */
+static int check_warp_collectives(void) {
+    enum { N = 128 };
+    unsigned in[N], sums[N], odd[N], *din, *dsums, *dodd;
+    cudaMalloc((void **)&din, sizeof in), cudaMalloc((void **)&dsums, sizeof sums), cudaMalloc((void **)&dodd, sizeof odd);
+    for (unsigned i = 0; i < N; i++) in[i] = (i * 2654435761u) >> 20;
+    cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice);
+    PC_LAUNCH(group_sums, 2, 64)(dsums, dodd, din);
+    cudaMemcpy(sums, dsums, sizeof sums, cudaMemcpyDeviceToHost);
+    cudaMemcpy(odd, dodd, sizeof odd, cudaMemcpyDeviceToHost);
+    int same = cudaGetLastError() == cudaSuccess;
+    for (unsigned i = 0; i < N; i++) {
+        unsigned w0 = i / 32 * 32, want = 0, ballot = 0;
+        for (unsigned l = 0; l < 32; l++) {
+            want += in[w0 + l] % 3 == in[i] % 3 ? in[w0 + l] : 0;
+            ballot |= (in[w0 + l] & 1) << l;
+        }
+        same &= sums[i] == want && odd[i] == ballot;
+    }
+    return same;
 }
 
 static int all_equal(const float *x, int n, float v) {
@@ -223,6 +285,8 @@ int main(void) {
     }
     check(same, "warp butterfly sums are exact");
 
+    check(check_warp_collectives(), "__match_any_sync groups, __reduce_add_sync over each group and __ballot_sync "
+                                    "give the host's answers");
     check_streams();
     check(refused(pinned_source_reused), "a page-locked source written by the host before its queued copy ran is "
                                          "a sticky failure");
@@ -233,6 +297,9 @@ int main(void) {
     check(refused(launch_unbounded_512), "a block of 512 threads of a kernel without __launch_bounds__ is refused");
     check(refused(launch_over_bound), "a block over the kernel's __launch_bounds__ is refused");
     check(launch_within_bound(), "a block of 512 threads of a kernel bounded at 512 runs");
+    check(refused(launch_masks_disagree), "a warp collective whose lanes disagree on its mask is refused");
+    check(refused(launch_shared_atomic64), "a 64-bit atomicAdd on shared memory is refused (a compare-and-swap loop "
+                                           "on the GPU)");
     check(refused(launch_late_barrier), "a barrier first reached on a launch site's second launch is refused");
 
     void *p = NULL;

@@ -14,6 +14,9 @@
  *    scratch (bf16 operand copies, column sums, Σx² partials) while the
  *    other thread's work is queued, get the results one thread alone gets,
  *    bit for bit;
+ *  - scratch grown mid-run (the first step does it): no device-wide
+ *    synchronisation (counted by the emulator), and the scratch counted in
+ *    memory_stats;
  *  - failures where they happened: a kernel entry's failure is reported by
  *    the model thread's synchronize, never by another thread's wait for an
  *    event (the communicator's thread waiting for a collective's input).
@@ -22,6 +25,7 @@
  * the plugin (default cuda; cuda_emu for the emulator). Exits 77 (skipped,
  * never passed) where the plugin finds no device.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +190,52 @@ static void check_two_threads(const plait_host *h, const plait_kernels *k) {
     work_free(&a), work_free(&b), work_free(&alone_a), work_free(&alone_b);
 }
 
+/* ---- scratch grown mid-run ------------------------------------------------------ */
+
+/* The emulator's count of device-wide synchronisations, found in the loaded
+ * plugin (plait_cuda_emu_device_syncs); NULL on a GPU's plugin. */
+static uint64_t (*device_syncs_counter(const plait_kernels *k))(void) {
+    Dl_info info;
+    if (!dladdr((void *)k->sgemm, &info) || !info.dli_fname) return NULL;
+    void *lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) return NULL;
+    uint64_t (*fn)(void) = (uint64_t (*)(void))dlsym(lib, "plait_cuda_emu_device_syncs");
+    dlclose(lib); /* the loader's reference keeps it loaded */
+    return fn;
+}
+
+/* Calls larger than any before grow the kernels' scratch (LayerNorm's
+ * column sums; in bf16 the operand copies), as the first step does. That
+ * must not synchronise the device (cudaFree would, and wait for collectives
+ * in flight on the communication stream), and the scratch counts in the
+ * memory report. */
+static void check_scratch_growth(const plait_host *h, const plait_kernels *k) {
+    const int64_t rows = 1024, C = 256, OC = 512;
+    work w;
+    if (!work_init(&w, h, k, rows, C, OC, 21)) {
+        check(0, "memory for the scratch test");
+        return;
+    }
+    uint64_t (*syncs)(void) = device_syncs_counter(k);
+    uint64_t used0, peak0, used1, peak1, s0 = syncs ? syncs() : 0;
+    h->device->memory_stats(&used0, &peak0);
+    w.rounds = 1;
+    k->matmul_forward(w.out, w.inp, w.w, NULL, rows, C, OC);
+    k->layernorm_forward(w.dinp, w.mean, w.rstd, w.inp, w.lw, w.lw, rows, C);
+    k->layernorm_backward(w.dinp, w.dw, w.db, w.inp, w.inp, w.lw, w.mean, w.rstd, rows, C);
+    uint64_t s1 = syncs ? syncs() : 0;
+    h->device->memory_stats(&used1, &peak1);
+    printf("     scratch grown by %llu bytes; %s\n", (unsigned long long)(used1 - used0),
+           syncs ? "device-wide synchronisations counted by the emulator" : "synchronisations not counted on a GPU");
+    if (syncs) {
+        printf("     %llu device-wide synchronisations while it grew\n", (unsigned long long)(s1 - s0));
+        check(s1 == s0, "growing the kernels' scratch makes no device-wide synchronisation");
+    }
+    check(used1 > used0 && peak1 >= used1, "the kernels' scratch counts in memory_stats (in use and peak)");
+    check(h->device->synchronize() == PLAIT_OK, "no failure recorded");
+    work_free(&w);
+}
+
 /* ---- a failure reported where it happened ------------------------------------ */
 
 typedef struct waiter {
@@ -266,6 +316,7 @@ int main(int argc, char **argv) {
     check_staged_read(h);
     check_two_threads(h, plait_device_kernels());
     check_failure_attribution(h, plait_device_kernels());
+    check_scratch_growth(h, plait_device_kernels());
     plait_device_close();
     plait_host_attach_device();
     plait_config_free(cfg);
