@@ -217,43 +217,37 @@ void pc_emu_syncthreads(void) {
     yield();
 }
 
-void pc_emu_shuffle(unsigned mask, const void *mine, void *out, size_t bytes, unsigned src_lane) {
-    fiber *f = current("a warp shuffle");
-    S->waited = 1;
-    if (S->direct) barrier_in_direct_launch(f, "a warp shuffle");
-    if (mask != 0xffffffffu || bytes > sizeof f->mine) {
-        fail(f->tid, "a shuffle with mask 0x%08x of %zu bytes (the emulator models full-warp shuffles of up to 8 "
-                     "bytes)",
-             mask, bytes);
-        f->state = FINISHED;
-        pc_emu_switch(&f->sp, S->main_sp);
-    }
-    memcpy(f->mine, mine, bytes);
-    f->bytes = bytes;
-    f->src = src_lane;
-    f->state = AT_SHUFFLE;
-    yield();
-    memcpy(out, f->out, bytes);
-}
-
-void pc_emu_warp_gather(unsigned mask, const void *mine, size_t bytes, pc_emu_lane all[32]) {
+/* A lane reaches a warp collective: publishes `bytes` of `mine` and waits
+ * for the warp (release_warp); `bad` (a message) ends the launch instead. */
+static void at_warp_collective(const char *bad, unsigned mask, const void *mine, size_t bytes, unsigned src,
+                               pc_emu_lane *all) {
     fiber *f = current("a warp collective");
     S->waited = 1;
     if (S->direct) barrier_in_direct_launch(f, "a warp collective");
-    if (bytes > sizeof f->mine || !(mask >> (f->tid % WARP) & 1u)) {
-        fail(f->tid, "a warp collective of %zu bytes with mask 0x%08x (at most 8 bytes; the calling lane must be in "
-                     "its mask)",
-             bytes, mask);
-        f->state = FINISHED;
-        pc_emu_switch(&f->sp, S->main_sp);
-    }
+    if (bad) pc_emu_fault(bad);
     memcpy(f->mine, mine, bytes);
     f->bytes = bytes;
-    f->src = GATHER;
+    f->src = src;
     f->mask = mask;
     f->all = all;
     f->state = AT_SHUFFLE;
     yield();
+}
+
+void pc_emu_shuffle(unsigned mask, const void *mine, void *out, size_t bytes, unsigned src_lane) {
+    at_warp_collective(mask != 0xffffffffu || bytes > 8 ? "a shuffle with a partial mask or of over 8 bytes (the "
+                                                          "emulator models full-warp shuffles of up to 8 bytes)"
+                                                        : NULL,
+                       mask, mine, bytes, src_lane, NULL);
+    memcpy(out, S->cur->out, bytes);
+}
+
+void pc_emu_warp_gather(unsigned mask, const void *mine, size_t bytes, pc_emu_lane all[32]) {
+    int in_mask = mask >> (pc_emu_builtin(0)[0] % WARP) & 1u;
+    at_warp_collective(bytes > 8 || !in_mask ? "a warp collective of over 8 bytes, or whose mask leaves out the "
+                                               "calling lane"
+                                             : NULL,
+                       mask, mine, bytes, GATHER, all);
 }
 
 void pc_emu_fault(const char *what) {
