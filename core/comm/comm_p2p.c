@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm/comm.h"
 #include "commstate/comm_device.h"
@@ -28,13 +27,8 @@
 #include "coll/reduce.h"
 #include "comm/comm_p2p.h"
 #include "commstate/request.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void plait_p2p_describe(const plait_request *r, char *buf, size_t len) {
     char where[128];
@@ -241,11 +235,11 @@ static plait_status finish(plait_request *r, plait_status st, size_t bytes) {
 plait_status plait_p2p_wait(plait_request *r) {
     plait_comm *comm = r->comm;
     size_t bytes = 0;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = plait_clock_now_ns();
     pthread_mutex_lock(&comm->p2p_lock);
     plait_status st = comm->ops->wait(comm->pp2p, r->preq, comm->settings.timeout_s, &bytes);
     pthread_mutex_unlock(&comm->p2p_lock);
-    atomic_fetch_add(&comm->wait_ns, now_ns() - t0);
+    atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
     return finish(r, st, bytes);
 }
 

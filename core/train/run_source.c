@@ -20,7 +20,7 @@ static plait_status init_read(void *ctx, int32_t index, const char *which, size_
     int32_t l = run->params.local_of_global[index];
     if (l < 0) return plait_set_error(PLAIT_ERR_INVALID_ARG, "parameter %d is not on this rank", index);
     plait_param as = plait_tied_init_as(run->model.spec, &run->params.set.params[l]);
-    return plait_model_init_values(&as, offset, count, dst);
+    return plait_model_init_values(&run->model.init, &as, offset, count, dst);
 }
 
 /* A resume continues the same model: fewer layers or another n_head would
