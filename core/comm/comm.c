@@ -356,7 +356,7 @@ void plait_comm_free(plait_comm *comm) {
     int started = comm->worker_started;
     pthread_mutex_unlock(&comm->lock);
     if (started) pthread_join(comm->worker, NULL);
-    plait_stage_free(comm->stage, comm->scratch_leaked);
+    plait_staging_free(comm->staging, comm->scratch_leaked);
     if (!comm->scratch_leaked) {
         comm->ops->destroy(comm->pp2p);
         comm->ops->destroy(comm->pcoll);

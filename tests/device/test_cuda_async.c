@@ -59,7 +59,7 @@ static plait_status source_read(void *ctx, int32_t index, const char *which, siz
 }
 
 static void check_staged_read(const plait_host *h) {
-    const size_t n = 2 * PLAIT_TENSOR_STAGE_FLOATS + 12345; /* three chunks, the last partial */
+    const size_t n = 2 * PLAIT_TENSOR_STAGING_FLOATS + 12345; /* three chunks, the last partial */
     float *dev = plait_tensor_alloc(h, n, "staged read test");
     float *back = malloc(n * sizeof *back);
     if (!dev || !back) {
