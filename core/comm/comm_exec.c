@@ -28,14 +28,14 @@ static plait_status run_one(plait_comm *comm, const plait_coll_args *args) {
         return st;
     }
     int trace = plait_log_enabled_for(PLAIT_LOG_DEBUG, "coll");
-    uint64_t t0 = trace ? now_ns() : 0, sent0 = trace ? atomic_load(&comm->bytes_sent) : 0;
+    uint64_t t0 = trace ? plait_clock_now_ns() : 0, sent0 = trace ? atomic_load(&comm->bytes_sent) : 0;
     st = plait_coll_run(comm, args);
     if (trace)
         plait_log(PLAIT_LOG_DEBUG, "coll", "%s #%llu '%s' on '%s': %zu values, %s%s%s, %llu bytes sent, %.3f ms",
                   plait_coll_kind_name(args->kind), (unsigned long long)args->seq, args->label, comm->name,
                   args->count, plait_coll_algo_name((plait_coll_algo)atomic_load(&comm->last_algo)),
                   args->compression ? " " : "", args->compression ? plait_compress_name(args->compression) : "",
-                  (unsigned long long)(atomic_load(&comm->bytes_sent) - sent0), 1e-6 * (double)(now_ns() - t0));
+                  (unsigned long long)(atomic_load(&comm->bytes_sent) - sent0), 1e-6 * (double)(plait_clock_now_ns() - t0));
     plait_comm_ready_release(plait_comm_device_of(comm), args->ready, args->own_ready);
     if (st != PLAIT_OK && st != PLAIT_ERR_UNSUPPORTED && st != PLAIT_ERR_NO_MEMORY)
         plait_comm_fail(comm, st, plait_last_error());
