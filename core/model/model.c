@@ -52,9 +52,9 @@ plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *w
 
 /* ---- creation ------------------------------------------------------------ */
 
-static plait_status check_params(plait_model *m, const plait_model_layout *lay) {
+static plait_status check_params(plait_model *m, const plait_model_create_args *args) {
     const plait_model_desc *d = m->desc;
-    const plait_param_set *ps = lay->params;
+    const plait_param_set *ps = args->params;
     for (int32_t i = 0; i < ps->n_params; i++) {
         plait_param *p = &ps->params[i];
         if (p->index < 0 || p->index >= d->spec.n_params)
@@ -75,7 +75,7 @@ static plait_status check_params(plait_model *m, const plait_model_layout *lay) 
                                    "parameter set",
                                    g->name, layer_name(m, g->layer));
         plait_param expect = *g;
-        plait_status st = plait_param_apply_shard(&expect, &lay->plan->shards[gi]);
+        plait_status st = plait_param_apply_shard(&expect, &args->plan->shards[gi]);
         if (st != PLAIT_OK) return plait_wrap_error(st, "model");
         if (expect.numel != m->param[gi]->numel)
             return plait_set_error(PLAIT_ERR_INVALID_ARG,
@@ -120,7 +120,7 @@ static plait_status check_params(plait_model *m, const plait_model_layout *lay) 
         for (int32_t gi = 0; gi < d->spec.n_params; gi++) {
             const plait_param *g = &d->params[gi];
             if (!m->local_layer[g->layer] || g->tp_role == PLAIT_TP_REPLICATE) continue;
-            const plait_shard *sh = &lay->plan->shards[gi];
+            const plait_shard *sh = &args->plan->shards[gi];
             if (sh->dim < 0 || sh->parts != m->tp || sh->index != m->tp_rank)
                 return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                        "model: parameter %s is not split like the others (%d "
@@ -168,15 +168,15 @@ static plait_status derive_sizes(plait_model *m) {
     return PLAIT_OK;
 }
 
-plait_status plait_model_create(const plait_model_desc *desc, const plait_model_layout *layout,
+plait_status plait_model_create(const plait_model_desc *desc, const plait_model_create_args *args,
                                 plait_model **out) {
     *out = NULL;
-    const plait_plan *plan = layout ? layout->plan : NULL;
-    if (!plan || !layout->params || layout->max_slots < 1 || !plan->shards ||
+    const plait_plan *plan = args ? args->plan : NULL;
+    if (!plan || !args->params || args->max_slots < 1 || !plan->shards ||
         !plan->layer_stage || plan->n_params != desc->spec.n_params ||
         plan->n_layers != desc->spec.n_layers)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "model: the layout needs a plan for %d parameters and %d layers, "
+                               "model: creating it needs a plan for %d parameters and %d layers, "
                                "a parameter set and at least one activation slot",
                                (int)desc->spec.n_params, (int)desc->spec.n_layers);
     plait_model *m = calloc(1, sizeof *m);
@@ -185,10 +185,10 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     m->k = plait_device_kernels();
     m->plan = plan;
     m->tp_ops = plan->tp_ops;
-    m->stage = layout->stage;
+    m->stage = args->stage;
     m->n_layers = desc->spec.n_layers;
-    m->max_slots = layout->max_slots;
-    m->split = layout->split_backward != 0;
+    m->max_slots = args->max_slots;
+    m->split = args->split_backward != 0;
     m->param = calloc((size_t)desc->spec.n_params, sizeof *m->param);
     m->local_layer = calloc((size_t)m->n_layers, 1);
     m->slots = calloc((size_t)m->max_slots, sizeof *m->slots);
@@ -199,7 +199,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
         goto fail;
     }
     for (int32_t l = 0; l < m->n_layers; l++) m->local_layer[l] = plan->layer_stage[l] == m->stage;
-    st = check_params(m, layout);
+    st = check_params(m, args);
     if (st == PLAIT_OK) st = derive_sizes(m);
     if (st != PLAIT_OK) goto fail;
     m->loss_scale = 1.0f / (float)(m->B * m->T);

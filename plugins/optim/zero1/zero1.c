@@ -21,7 +21,7 @@ static const plait_plugin_desc zero1_desc = {
     .n_keys = 4,
     .key_size = sizeof(plait_key_decl),
     .probe = NULL,
-    .ops = &zero_ops_stage1,
+    .ops = &zero1_ops,
     .uses = NULL,
 };
 

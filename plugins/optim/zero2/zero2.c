@@ -21,7 +21,7 @@ static const plait_plugin_desc zero2_desc = {
     .n_keys = 4,
     .key_size = sizeof(plait_key_decl),
     .probe = NULL,
-    .ops = &zero_ops_stage2,
+    .ops = &zero2_ops,
     .uses = NULL,
 };
 
