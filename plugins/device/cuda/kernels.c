@@ -190,7 +190,7 @@ static void k_embedding_backward(float *dwte, float *dwpe, const float *dout, co
 /* ---- the table's entries: any thread, one at a time ---------------------------
  *
  * plait/kernels.h lets different threads call the kernels at once. The
- * plugin's kernels share state between calls (the product plans and their
+ * plugin's kernels share state between calls (the cached products and their
  * descriptors, the bf16 operand copies, the column-sum scratch, sumsq's
  * partials and pinned result) and queue on one stream, so each entry holds
  * g_entry for its whole host side: a call's launches then sit together on
