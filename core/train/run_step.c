@@ -54,7 +54,8 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
         plait_stage_times_put(run->exec.stage_times, run->world.mesh.pp, run->work.stage,
                               1.0 / ((double)run->world.mesh.dp * run->world.mesh.tp), &res->t);
     if (st == PLAIT_OK) st = global_loss(run, &res->loss, &res->t);
-    if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step);
+    /* numbered as metrics.csv numbers steps, from 1 */
+    if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step + 1);
     plait_stage_timing_take(&run->timing, run->exec.stage_times, res);
     take_plugin_stats(run, &out, res);
     res->t.step_s = plait_clock_now() - t0;
