@@ -122,14 +122,8 @@ typedef struct init_ctx {
 
 static void rank_fn(int rank, void *arg) {
     init_ctx *c = arg;
-    plait_bootstrap *bs = NULL;
-    plait_status st = plait_threads_bootstrap_new(c->w, 0, rank, 2, &bs);
     plait_comm *world = NULL;
-    if (st == PLAIT_OK) {
-        plait_bootstrap_factory f = plait_threads_factory(c->w);
-        st = plait_comm_create_world(c->d->ops, c->cfg, bs, &f, NULL, "world", &world);
-        plait_threads_bootstrap_free(bs);
-    }
+    plait_status st = plait_threads_world_of(c->w, rank, c->d->ops, c->cfg, NULL, &world);
     c->st[rank] = st;
     snprintf(c->msg[rank], sizeof c->msg[rank], "%s", plait_last_error());
     plait_comm_free(world);
