@@ -197,10 +197,7 @@ static void test_nccl(void **state) {
      * (the loader probes in processes that fork ranks later): it opens no
      * descriptor and starts no thread, on a GPU machine too, where the CUDA
      * runtime, once initialised, keeps a dozen descriptors open. Probed
-     * once before counting: without driver files the count is asked of the
-     * driver in a forked child, and OpenBLAS (in libplait) stops its idle
-     * threads at any fork of this process, which would show as threads
-     * gone. */
+     * once before counting: a first call may start what stays. */
     (void)d->probe(plait_host_table());
     long printed = -1;
     int threads = -1, fds = -1;
