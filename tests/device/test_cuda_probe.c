@@ -153,6 +153,17 @@ static void put(const char *rel, const char *text) {
     fclose(f);
 }
 
+/* The driver's information file of GPU 0000:<bus>:00.0: its UUID
+ * (GPU-<uuid4>1111-...; none when NULL) and device minor (none when < 0). */
+static void put_gpu(const char *bus, const char *uuid4, int minor) {
+    char rel[96], text[256];
+    int k = snprintf(text, sizeof text, "Model: \t\t NVIDIA H100 80GB HBM3\n");
+    if (uuid4) k += snprintf(text + k, sizeof text - (size_t)k, "GPU UUID: \t GPU-%s1111-2222-3333-4444-555566667777\n", uuid4);
+    if (minor >= 0) snprintf(text + k, sizeof text - (size_t)k, "Device Minor: \t %d\n", minor);
+    snprintf(rel, sizeof rel, "proc/driver/nvidia/gpus/0000:%s:00.0/information", bus);
+    put(rel, text);
+}
+
 static int32_t count_with(const char *visible, char *msg, size_t len) {
     if (visible)
         setenv("CUDA_VISIBLE_DEVICES", visible, 1);
@@ -193,11 +204,9 @@ static void test_pretend_sysfs(void **state) {
     put("proc/driver/nvidia/gpus", NULL);
     assert_int_equal(count_with(NULL, msg, sizeof msg), 0);
     assert_non_null(strstr(msg, "lists no GPU"));
-    put("proc/driver/nvidia/gpus/0000:1b:00.0/information",
-        "Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t GPU-aaaa1111-2222-3333-4444-555566667777\n");
-    put("proc/driver/nvidia/gpus/0000:2c:00.0/information",
-        "Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t GPU-bbbb1111-2222-3333-4444-555566667777\n");
-    put("proc/driver/nvidia/gpus/0000:3d:00.0/information", "Model: \t\t NVIDIA H100 80GB HBM3\n");
+    put_gpu("1b", "aaaa", -1);
+    put_gpu("2c", "bbbb", -1);
+    put_gpu("3d", NULL, -1);
     assert_int_equal(count_with(NULL, msg, sizeof msg), 3);
     /* CUDA_VISIBLE_DEVICES, as CUDA reads it */
     assert_int_equal(count_with("2", msg, sizeof msg), 1);
@@ -213,23 +222,21 @@ static void test_pretend_sysfs(void **state) {
     assert_int_equal(count_with("-1", msg, sizeof msg), 0);
     /* a container's /proc lists the host's GPUs, its runtime gives it the
      * nodes of its own: minors 0 and 1 have nodes here, 2 does not open */
-    put("proc/driver/nvidia/gpus/0000:1b:00.0/information",
-        "GPU UUID: \t GPU-aaaa1111-2222-3333-4444-555566667777\nDevice Minor: \t 2\n");
-    put("proc/driver/nvidia/gpus/0000:2c:00.0/information",
-        "GPU UUID: \t GPU-bbbb1111-2222-3333-4444-555566667777\nDevice Minor: \t 1\n");
-    put("proc/driver/nvidia/gpus/0000:3d:00.0/information", "Device Minor: \t 0\n");
+    put_gpu("1b", "aaaa", 2);
+    put_gpu("2c", "bbbb", 1);
+    put_gpu("3d", NULL, 0);
     assert_int_equal(count_with(NULL, msg, sizeof msg), 2);
     assert_int_equal(count_with("GPU-bbbb", msg, sizeof msg), 1);
     assert_int_equal(count_with("GPU-aaaa", msg, sizeof msg), 0); /* listed, but not this container's */
-    put("proc/driver/nvidia/gpus/0000:2c:00.0/information", "Device Minor: \t 5\n");
-    put("proc/driver/nvidia/gpus/0000:3d:00.0/information", "Device Minor: \t 6\n");
+    put_gpu("2c", "bbbb", 5);
+    put_gpu("3d", NULL, 6);
     setenv("NVIDIA_VISIBLE_DEVICES", "3", 1);
     assert_int_equal(count_with(NULL, msg, sizeof msg), 0);
     assert_non_null(strstr(msg, "lists 3 GPUs, but this process can open none of their device nodes"));
     assert_non_null(strstr(msg, "NVIDIA_VISIBLE_DEVICES=\"3\""));
     unsetenv("NVIDIA_VISIBLE_DEVICES");
-    put("proc/driver/nvidia/gpus/0000:2c:00.0/information", "Device Minor: \t 1\n");
-    put("proc/driver/nvidia/gpus/0000:3d:00.0/information", "Device Minor: \t 0\n");
+    put_gpu("2c", "bbbb", 1);
+    put_gpu("3d", NULL, 0);
     /* the probe reads the same files and touches no driver */
     setenv("CUDA_VISIBLE_DEVICES", "1", 1);
     assert_int_equal(g_desc->probe(plait_host_table()), PLAIT_OK);
