@@ -285,7 +285,7 @@ plait_status zero_ag_complete(zero *z, const zero_flight *f);
 extern const plait_optim_ops zero_ops_stage1, zero_ops_stage2, zero_ops_stage3;
 /* Keys every stage declares in [optim.zeroN] (bucket_size, max_inflight,
  * grad_compression) followed by zero3's prefetch_layers and param_gather. */
-extern const plait_key_decl zero_param_decls[5];
+extern const plait_key_decl zero_keys[5];
 /* Start accounting a step's traffic at its first hook. */
 void zero_begin_traffic(zero *z);
 

@@ -421,7 +421,7 @@ const plait_optim_ops zero_ops_stage3 =
 static const char *const compression_choices[] = PLAIT_COMPRESSION_NAMES;
 static const char *const gather_choices[] = {"fp32", "bf16", NULL};
 
-const plait_key_decl zero_param_decls[5] = {
+const plait_key_decl zero_keys[5] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "25M", 4, 1099511627776.0,
      NULL, "largest unit of sharding: a layer's parameters are reduced, gathered and sharded in pieces of at most "
            "this size (a larger tensor is a piece alone)"},

@@ -417,7 +417,7 @@ static const plait_parallel_ops dp_ops = {
     .destroy = dp_destroy,
 };
 
-static const plait_key_decl dp_params[] = {
+static const plait_key_decl dp_keys[] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "25M", 4, 1099511627776.0,
      NULL, "gradient bucket size; each bucket's all-reduce starts once its gradients are final"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "overlap", PLAIT_KEY_BOOL, "true", 1, 0, NULL,
@@ -445,9 +445,9 @@ static const plait_plugin_desc dp_desc = {
     .name = "dp",
     .version = "0.1.0",
     .description = "data parallelism: replicas, bucketed gradient all-reduce overlapped with backward",
-    .params = dp_params,
-    .n_params = sizeof dp_params / sizeof dp_params[0],
-    .param_size = sizeof(plait_key_decl),
+    .keys = dp_keys,
+    .n_keys = sizeof dp_keys / sizeof dp_keys[0],
+    .key_size = sizeof(plait_key_decl),
     .ops = &dp_ops,
 };
 
