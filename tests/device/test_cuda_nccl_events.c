@@ -105,7 +105,7 @@ int main(void) {
     snprintf(text, sizeof text, "[device]\nplugin = %s\n[comm]\nplugin = nccl\n", plugin);
     static char *const noenv[] = {NULL};
     if (plait_config_declare_core(cfg) != PLAIT_OK ||
-        plait_config_declare(cfg, "comm.nccl", nccl->params, nccl->n_params, nccl->param_size, "plugin comm/nccl") !=
+        plait_config_declare(cfg, "comm.nccl", nccl->keys, nccl->n_keys, nccl->key_size, "plugin comm/nccl") !=
             PLAIT_OK ||
         plait_config_load_string(cfg, "test.ini", text) != PLAIT_OK || plait_config_finalize(cfg, noenv) != PLAIT_OK) {
         fprintf(stderr, "FATAL: config: %s\n", plait_last_error());
