@@ -18,10 +18,10 @@ static const plait_plugin_desc zero1_desc = {
     .version = "1.0.0",
     .description = "AdamW with moments sharded over DP (ZeRO-1): gradients reduce-scattered, parameters all-gathered",
     .keys = zero_keys,
-    .n_keys = 3,
+    .n_keys = 4,
     .key_size = sizeof(plait_key_decl),
     .probe = NULL,
-    .ops = &zero_ops_stage1,
+    .ops = &zero1_ops,
     .uses = NULL,
 };
 

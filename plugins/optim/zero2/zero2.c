@@ -18,10 +18,10 @@ static const plait_plugin_desc zero2_desc = {
     .version = "1.0.0",
     .description = "AdamW with moments and gradients sharded over DP (ZeRO-2): per-layer reduce-scatter during backward",
     .keys = zero_keys,
-    .n_keys = 3,
+    .n_keys = 4,
     .key_size = sizeof(plait_key_decl),
     .probe = NULL,
-    .ops = &zero_ops_stage2,
+    .ops = &zero2_ops,
     .uses = NULL,
 };
 

@@ -21,7 +21,7 @@ static const plait_plugin_desc zero3_desc = {
     .n_keys = 5,
     .key_size = sizeof(plait_key_decl),
     .probe = NULL,
-    .ops = &zero_ops_stage3,
+    .ops = &zero3_ops,
     .uses = NULL,
 };
 
