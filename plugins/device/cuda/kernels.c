@@ -1,6 +1,6 @@
 /*
  * The plait_kernels table on device memory (plait/kernels.h states every
- * kernel's contract; the core's CPU kernels in core/model/kernels_*.c are
+ * kernel's contract; the core's CPU kernels in core/kernels/kernels_*.c are
  * the reference the gpu tests compare against). This file composes the
  * products (gemm.c) and the CUDA kernels (*.cu) into the table's entries;
  * everything is queued on the device's stream and returns at once, except
