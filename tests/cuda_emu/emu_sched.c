@@ -51,6 +51,9 @@ typedef struct fiber {
     unsigned char mine[8], out[8];
     size_t bytes;
     unsigned src;
+    /* or a pending warp collective (op non-NULL): this lane's operands */
+    pc_emu_warp_fn op;
+    void *op_mine;
 } fiber;
 
 /* How a launch site's threads run: learnt on its first launch. */
@@ -227,9 +230,43 @@ void pc_emu_shuffle(unsigned mask, const void *mine, void *out, size_t bytes, un
     memcpy(f->mine, mine, bytes);
     f->bytes = bytes;
     f->src = src_lane;
+    f->op = NULL;
     f->state = AT_SHUFFLE;
     yield();
     memcpy(out, f->out, bytes);
+}
+
+void pc_emu_warp_op(void *mine, pc_emu_warp_fn op) {
+    fiber *f = current("a warp-wide instruction");
+    S->waited = 1;
+    if (S->direct) barrier_in_direct_launch(f, "a warp-wide instruction");
+    f->op = op;
+    f->op_mine = mine;
+    f->bytes = 0;
+    f->state = AT_SHUFFLE;
+    yield();
+}
+
+/* The warp collective all 32 lanes from w0 wait at: run it once. 1, or -1
+ * after a failure (lanes at different instructions, or op's own). */
+static int release_warp_op(unsigned w0) {
+    void *lanes[WARP];
+    for (unsigned l = 0; l < WARP; l++) {
+        const fiber *f = &S->fibers[w0 + l];
+        if (f->op != S->fibers[w0].op) {
+            fail(f->tid, "lanes of one warp at different warp-wide instructions or shuffles (lane %u and lane 0)",
+                 l);
+            return -1;
+        }
+        lanes[l] = f->op_mine;
+    }
+    const char *err = S->fibers[w0].op(lanes);
+    if (err) {
+        fail(S->fibers[w0].tid, "%s", err);
+        return -1;
+    }
+    for (unsigned l = 0; l < WARP; l++) S->fibers[w0 + l].state = RUNNABLE;
+    return 1;
 }
 
 /* Complete the shuffle of the warp of `lanes` threads from w0 if all its
@@ -253,6 +290,8 @@ static int release_warp(unsigned w0, unsigned lanes) {
         fail(first, "a warp shuffle in a partial warp of %u lanes", lanes);
         return -1;
     }
+    for (unsigned l = 0; l < WARP; l++)
+        if (S->fibers[w0 + l].op) return release_warp_op(w0);
     for (unsigned l = 0; l < WARP; l++) {
         fiber *f = &S->fibers[w0 + l];
         const fiber *from = &S->fibers[w0 + (f->src % WARP)];
@@ -345,6 +384,7 @@ static int run_block(unsigned n) {
         f->tid = t;
         f->state = RUNNABLE;
         f->bytes = 0;
+        f->op = NULL;
         f->sp = initial_sp(t, f);
     }
     unsigned nw = (n + WARP - 1) / WARP, lane_order[WARP];

@@ -7,8 +7,9 @@
  * exercised in CI (docs/gpu.md, "The CUDA emulator").
  *
  * What it models: 1-D grids and blocks (what the plugin launches), the
- * block barrier (__syncthreads) and full-warp shuffles, each waited for by
- * exactly the threads that must reach it. Threads run until they block, in
+ * block barrier (__syncthreads), full-warp shuffles and full-warp
+ * collective instructions (pc_emu_warp_op), each waited for by exactly the
+ * threads that must reach it. Threads run until they block, in
  * a shuffled order that changes from launch to launch, so a result that
  * depends on an order the hardware does not promise (a missing barrier, a
  * read of another thread's write) tends to come out wrong instead of
@@ -52,6 +53,16 @@ void pc_emu_syncthreads(void);
  * `mine`, waits for every lane of the warp, and copies lane `src_lane`'s
  * value into `out`. `mask` must be 0xffffffff (all the plugin uses). */
 void pc_emu_shuffle(unsigned mask, const void *mine, void *out, size_t bytes, unsigned src_lane);
+
+/* Inside a kernel: a warp-wide collective instruction (the stand-ins of
+ * the tensor cores' ldmatrix and mma, emu_kernel.h). Every lane of the
+ * warp calls it with the same `op` and its own `mine`; once all 32 wait
+ * here, op(lanes) runs once, lanes[i] being lane i's `mine` (every lane
+ * is suspended, so op may read and write what each points to), and the
+ * lanes go on. op returns NULL, or what is wrong (a misaligned address):
+ * the launch then fails with that message, naming the kernel. */
+typedef const char *(*pc_emu_warp_fn)(void *const lanes[32]);
+void pc_emu_warp_op(void *mine, pc_emu_warp_fn op);
 
 /* The first failure recorded by any launch in this process, or NULL; the
  * string stays valid for the life of the process. Thread-safe. */

@@ -23,6 +23,14 @@
 #define PC_LAUNCH(kernel, blocks, threads) kernel<<<(blocks), (threads), 0, pc.stream>>>
 #endif
 
+/* Unroll the loop that follows (register arrays indexed by its variable
+ * stay in registers only when it is unrolled); nothing on the emulator. */
+#ifdef PLAIT_CUDA_EMU
+#define PC_UNROLL
+#else
+#define PC_UNROLL _Pragma("unroll")
+#endif
+
 #define PC_THREADS 256
 #define PC_WARP 32
 
