@@ -103,10 +103,13 @@ plait_status plait_cli_load_config(const char *path, int n_overrides, char *cons
 
 void plait_cli_print_error(const char *context) {
     char line[2400];
-    if (context)
-        snprintf(line, sizeof line, "%s: %s", context, plait_last_error());
+    const char *why = plait_last_error();
+    /* a message that already begins with the file it is about ("x.ini:3: ...")
+     * is not prefixed with it again */
+    if (context && strncmp(why, context, strlen(context)) != 0)
+        snprintf(line, sizeof line, "%s: %s", context, why);
     else
-        snprintf(line, sizeof line, "%s", plait_last_error());
+        snprintf(line, sizeof line, "%s", why);
     fprintf(stderr, "plait: error: %s\n", line);
     plait_log_file_only(PLAIT_LOG_ERROR, "plait", "%s", line);
     plait_launch_report_error(line);

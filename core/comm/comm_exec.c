@@ -6,21 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm/comm.h"
 #include "staging/coll_staging.h"
 #include "commstate/comm_device.h"
 #include "comm/comm_p2p.h"
 #include "commstate/request.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Run one collective on this thread; on a fatal error mark the
  * communicator failed (the message stays the thread's error). */
@@ -90,13 +84,13 @@ static plait_status ensure_worker(plait_comm *comm) {
 
 static plait_status finish_coll(plait_request *r, int *done, int block) {
     plait_comm *comm = r->comm;
-    uint64_t t0 = block ? now_ns() : 0;
+    uint64_t t0 = block ? plait_clock_now_ns() : 0;
     pthread_mutex_lock(&comm->lock);
     if (block)
         while (!r->done) pthread_cond_wait(&comm->done_cond, &comm->lock);
     int is_done = r->done;
     pthread_mutex_unlock(&comm->lock);
-    if (block) atomic_fetch_add(&comm->wait_ns, now_ns() - t0);
+    if (block) atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
     if (done) *done = is_done;
     if (!is_done) return PLAIT_OK;
     plait_status st = r->status;
@@ -111,12 +105,12 @@ plait_status plait_request_wait_device(plait_request *r) {
     if (!r) return plait_set_error(PLAIT_ERR_INVALID_ARG, "wait_device() on a NULL request");
     if (r->kind == PLAIT_REQ_P2P) return plait_p2p_wait(r);
     plait_comm *comm = r->comm;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = plait_clock_now_ns();
     pthread_mutex_lock(&comm->lock);
     while (!r->done && !r->posted) pthread_cond_wait(&comm->done_cond, &comm->lock);
     int posted_only = !r->done;
     pthread_mutex_unlock(&comm->lock);
-    atomic_fetch_add(&comm->wait_ns, now_ns() - t0);
+    atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
     if (!posted_only) return finish_coll(r, NULL, 1);
     /* done_ev stays the request's until it is released: the running
      * thread does not touch it before `detached` */
@@ -145,9 +139,9 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
         pthread_mutex_unlock(&comm->lock);
         plait_coll_args a = *args;
         a.seq = seq;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = plait_clock_now_ns();
         plait_status st = run_one(comm, &a);
-        atomic_fetch_add(&comm->wait_ns, now_ns() - t0);
+        atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
         pthread_mutex_lock(&comm->lock);
         comm->busy = 0;
         pthread_cond_broadcast(&comm->work_cond);

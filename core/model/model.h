@@ -62,18 +62,24 @@ void plait_model_desc_free(plait_model_desc *desc);
 /* Global parameter index of `name`, or -1. */
 int32_t plait_model_param_index(const plait_model_desc *desc, const char *name);
 
-/* Layout-independent initial values (host->init_values): element values
- * depend only on [run] seed, the parameter's global name and the element's
- * global index. Fills local elements [offset, offset+count) of `param`'s
- * slice (shard layout; padding positions get 0). `param` must have its
- * shard, local_shape and numel set (plait_param_apply_shard). The residual
- * projections' scale 1/sqrt(2·n_layer) uses the n_layer of the latest
- * plait_model_describe(). Thread-safe (reads only). */
-plait_status plait_model_init_values(const plait_param *param, size_t offset, size_t count,
-                                     float *dst);
-/* Set the seed used by plait_model_init_values (before any call).
- * plait_model_describe() already sets it from [run] seed. */
-void plait_model_set_seed(uint64_t seed);
+/* What layout-independent initial values depend on besides a parameter's
+ * global name and an element's global index. */
+typedef struct plait_init_rule {
+    uint64_t seed;     /* [run] seed */
+    int32_t n_layer;   /* the model's blocks: residual projections get 0.02/sqrt(2·n_layer) */
+} plait_init_rule;
+
+/* The rule for a described model under `seed`. */
+plait_init_rule plait_model_init_rule(const plait_model_desc *desc, uint64_t seed);
+
+/* Layout-independent initial values (the core's host->init_values): each
+ * element's value depends only on `rule`, the parameter's global name and
+ * the element's global index. Fills local elements [offset, offset+count)
+ * of `param`'s slice (its shard; padding positions get 0). `param` must
+ * have its shard, local_shape and numel set (plait_param_apply_shard).
+ * Pure: thread-safe. */
+plait_status plait_model_init_values(const plait_init_rule *rule, const plait_param *param, size_t offset,
+                                     size_t count, float *dst);
 
 /* Set p->shard, p->local_shape and p->numel for `shard` (a plan entry),
  * from p's global shape. A shard with parts <= 1 (or dim < 0) is the whole

@@ -51,10 +51,6 @@ static inline int32_t desc_block_param(const plait_model_desc *d, int32_t l, int
     return 2 + l * d->params_per_block + (bp - first);
 }
 
-/* Seed and layer count used by plait_model_init_values (the residual
- * projections' scale needs n_layer); set by plait_model_describe. */
-void plait_model_init_configure(uint64_t seed, int32_t n_layer);
-
 /* Global flat index (row-major over the unpadded global shape) of local
  * element `local` of `p`'s slice, or -1 if it is padding. */
 int64_t plait_shard_global_index(const plait_param *p, size_t local);

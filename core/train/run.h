@@ -45,6 +45,7 @@ typedef struct plait_run_model {
     plait_model_desc *desc;
     const plait_model_spec *spec;
     int32_t block_size;
+    plait_init_rule init;     /* [run] seed and the model's n_layer: its initial values */
     plait_model *instance;    /* this rank's stage(s) of the model */
     uint64_t flops_per_token;
 } plait_run_model;

@@ -4,6 +4,7 @@
 
 #include "plugin/loader.h"
 #include "device/device.h"
+#include "host/host_table.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -145,12 +146,15 @@ plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run
     run->deterministic = plait_config_bool(cfg, "run", "deterministic");
     run->debug_sleep_s = plait_config_float(cfg, "run", "debug_compute_sleep_ms") / 1e3;
     run->model.block_size = (int32_t)plait_config_int(cfg, "model", "block_size");
-    plait_model_set_seed(run->seed);
     plait_status st = plait_run_open_world(run);
     if (st == PLAIT_OK) st = plait_mesh_build(cfg, run->world.comm, &run->world.mesh);
     if (st == PLAIT_OK) st = plait_batch_from_config(cfg, &run->layout.batch);
     if (st == PLAIT_OK) st = plait_model_describe(cfg, (int32_t)run->layout.batch.micro_batch, &run->model.desc);
-    if (st == PLAIT_OK) run->model.spec = plait_model_desc_spec(run->model.desc);
+    if (st == PLAIT_OK) {
+        run->model.spec = plait_model_desc_spec(run->model.desc);
+        run->model.init = plait_model_init_rule(run->model.desc, run->seed);
+        plait_host_attach_init_rule(&run->model.init);
+    }
     if (st == PLAIT_OK) st = plait_run_load_parallel(run);
     if (st == PLAIT_OK) st = load_optim(run);
     if (st == PLAIT_OK) st = plait_run_build_params(run);

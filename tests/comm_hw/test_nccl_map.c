@@ -81,15 +81,15 @@ static void test_layouts(void **state) {
     assert_int_equal(pnccl_layout_reduce_scatter(b, b + 2048, 256, 4, 2), PNCCL_SEPARATE);
     assert_int_equal(pnccl_layout_reduce_scatter(b, b + 512, 256, 4, 2), PNCCL_NATIVE_IN_PLACE); /* NCCL's form */
     assert_int_equal(pnccl_layout_reduce_scatter(b, b, 256, 4, 0), PNCCL_NATIVE_IN_PLACE);       /* both forms agree */
-    assert_int_equal(pnccl_layout_reduce_scatter(b, b, 256, 4, 2), PNCCL_STAGE);                 /* MPI's form */
+    assert_int_equal(pnccl_layout_reduce_scatter(b, b, 256, 4, 2), PNCCL_STAGING);                 /* MPI's form */
     assert_int_equal(pnccl_layout_reduce_scatter(b, b + 100, 256, 4, 2), PNCCL_BAD_OVERLAP);
     /* allgather */
     assert_int_equal(pnccl_layout_allgather(b + 2048, b, 256, 4, 1), PNCCL_SEPARATE);
     assert_int_equal(pnccl_layout_allgather(b + 256, b, 256, 4, 1), PNCCL_NATIVE_IN_PLACE);
-    assert_int_equal(pnccl_layout_allgather(b, b, 256, 4, 1), PNCCL_STAGE);
+    assert_int_equal(pnccl_layout_allgather(b, b, 256, 4, 1), PNCCL_STAGING);
     /* alltoall */
     assert_int_equal(pnccl_layout_alltoall(b, b + 1024, 256, 4), PNCCL_SEPARATE);
-    assert_int_equal(pnccl_layout_alltoall(b, b, 256, 4), PNCCL_STAGE);
+    assert_int_equal(pnccl_layout_alltoall(b, b, 256, 4), PNCCL_STAGING);
     /* empty buffers never overlap */
     assert_int_equal(pnccl_layout_same_size(b, b + 1, 0), PNCCL_SEPARATE);
 }

@@ -7,9 +7,8 @@
  * exercised in CI (docs/gpu.md, "The CUDA emulator").
  *
  * What it models: 1-D grids and blocks (what the plugin launches), the
- * block barrier (__syncthreads), full-warp shuffles and full-warp
- * collective instructions (pc_emu_warp_op), each waited for by exactly the
- * threads that must reach it. Threads run until they block, in
+ * block barrier (__syncthreads) and full-warp shuffles, each waited for by
+ * exactly the threads that must reach it. Threads run until they block, in
  * a shuffled order that changes from launch to launch, so a result that
  * depends on an order the hardware does not promise (a missing barrier, a
  * read of another thread's write) tends to come out wrong instead of
@@ -54,15 +53,35 @@ void pc_emu_syncthreads(void);
  * value into `out`. `mask` must be 0xffffffff (all the plugin uses). */
 void pc_emu_shuffle(unsigned mask, const void *mine, void *out, size_t bytes, unsigned src_lane);
 
-/* Inside a kernel: a warp-wide collective instruction (the stand-ins of
- * the tensor cores' ldmatrix and mma, emu_kernel.h). Every lane of the
- * warp calls it with the same `op` and its own `mine`; once all 32 wait
- * here, op(lanes) runs once, lanes[i] being lane i's `mine` (every lane
- * is suspended, so op may read and write what each points to), and the
- * lanes go on. op returns NULL, or what is wrong (a misaligned address):
- * the launch then fails with that message, naming the kernel. */
+/* One lane's part in a warp collective: its value (up to 8 bytes, zero
+ * padded) and its mask. */
+typedef struct pc_emu_lane {
+    unsigned char value[8];
+    unsigned mask;
+} pc_emu_lane;
+
+/* Inside a kernel: a warp collective (__ballot_sync, __match_any_sync,
+ * __reduce_add_sync, __syncwarp). Publishes `bytes` (at most 8) of `mine`
+ * with `mask` (the lanes it involves, the calling lane among them), waits
+ * for every lane of the warp (the emulator needs the whole warp there,
+ * stricter than CUDA, which waits for the mask's lanes only), and fills
+ * all[32] with each lane's value and mask. Lanes named in a mask must give
+ * the same mask (CUDA's rule), else the launch fails. */
+void pc_emu_warp_gather(unsigned mask, const void *mine, size_t bytes, pc_emu_lane all[32]);
+
+/* Inside a kernel: a warp-wide instruction (the stand-ins of the tensor
+ * cores' ldmatrix and mma, emu_kernel.h). Every lane of the warp calls it
+ * with the same `op` and its own `mine`; once all 32 wait here, op(lanes)
+ * runs once, lanes[i] being lane i's `mine` (every lane is suspended, so
+ * op may read and write what each points to), and the lanes go on. op
+ * returns NULL, or what is wrong (a misaligned address): the launch then
+ * fails with that message, naming the kernel. */
 typedef const char *(*pc_emu_warp_fn)(void *const lanes[32]);
 void pc_emu_warp_op(void *mine, pc_emu_warp_fn op);
+
+/* Inside a kernel: the launch fails, naming the kernel, block, thread and
+ * `what`; the calling thread does not return. */
+void pc_emu_fault(const char *what) __attribute__((noreturn));
 
 /* The first failure recorded by any launch in this process, or NULL; the
  * string stays valid for the life of the process. Thread-safe. */

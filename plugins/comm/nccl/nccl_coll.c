@@ -159,7 +159,7 @@ static plait_status run(pnccl_comm *c, const coll_call *a, void **req_out) {
     void *tmp = NULL;
     const void *nsend = sp;
     void *nrecv = rp;
-    if (lay == PNCCL_STAGE) {
+    if (lay == PNCCL_STAGING) {
         if (a->kind == REDUCE_SCATTER) { /* result into tmp, copied to recv after */
             tmp = tmp_alloc(c, r, blk, s, &ce);
             nrecv = tmp;
@@ -193,7 +193,7 @@ static plait_status run(pnccl_comm *c, const coll_call *a, void **req_out) {
         }
     }
     int res = ce != cudaSuccess ? ncclSuccess : pnccl_settle(c, nr, deadline);
-    if (ce == cudaSuccess && res == ncclSuccess && lay == PNCCL_STAGE && a->kind == REDUCE_SCATTER)
+    if (ce == cudaSuccess && res == ncclSuccess && lay == PNCCL_STAGING && a->kind == REDUCE_SCATTER)
         ce = cudaMemcpyAsync(rp, tmp, blk, cudaMemcpyDeviceToDevice, s);
     if (tmp) tmp_free(c, tmp, s);
     if (ce == cudaSuccess && res == ncclSuccess) {

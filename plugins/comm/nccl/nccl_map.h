@@ -42,7 +42,7 @@ int pnccl_pick_device(int configured, int local_rank, int count);
 typedef enum pnccl_layout {
     PNCCL_SEPARATE = 0,  /* no overlap: NCCL out of place */
     PNCCL_NATIVE_IN_PLACE, /* the in-place form NCCL supports directly */
-    PNCCL_STAGE,         /* in place in a form NCCL lacks: stage through a temporary */
+    PNCCL_STAGING,         /* in place in a form NCCL lacks: stage through a temporary */
     PNCCL_BAD_OVERLAP    /* partial overlap that no collective defines */
 } pnccl_layout;
 

@@ -138,8 +138,8 @@ __device__ static inline void at_acc_to_a(uint32_t a[4], const float (*c)[4], in
  * Warp w owns rows 16w..16w+15 of the tile; a lane holds rows g and g+8
  * (g = lane/4) of every accumulator. */
 template <int D>
-__global__ static void __launch_bounds__(AT_THREADS)
-    attn_fwd_tc(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH, float scale_log2) {
+PC_KERNEL_T(AT_THREADS)
+attn_fwd_tc(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH, float scale_log2) {
     constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
     __shared__ __align__(16) uint32_t sK[at_tile<D>::WORDS];
     __shared__ __align__(16) uint32_t sV[at_tile<D>::WORDS];
@@ -237,8 +237,8 @@ PC_UNROLL
  * computes, for each query tile, Sᵀ and dPᵀ (its 16 keys x 64 queries),
  * then dV += Pᵀ·dO and dK += dSᵀ·Q in registers. */
 template <int D>
-__global__ static void __launch_bounds__(AT_THREADS)
-    attn_bwd_dkdv_tc(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
+PC_KERNEL_T(AT_THREADS)
+attn_bwd_dkdv_tc(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
                      int64_t T, int64_t NH, float scale_log2, float scale) {
     constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
     __shared__ __align__(16) uint32_t sA[at_tile<D>::WORDS]; /* K, then each Q tile */
@@ -325,8 +325,8 @@ PC_UNROLL
  * first; warp w owns rows 16w..16w+15 and walks the key tiles up to the
  * diagonal: S and dP again, dQ += dS·K in registers. */
 template <int D>
-__global__ static void __launch_bounds__(AT_THREADS)
-    attn_bwd_dq_tc(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
+PC_KERNEL_T(AT_THREADS)
+attn_bwd_dq_tc(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
                    int64_t T, int64_t NH, float scale_log2, float scale) {
     constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
     __shared__ __align__(16) uint32_t sA[at_tile<D>::WORDS]; /* Q, then each K tile */
@@ -421,8 +421,8 @@ __device__ static void at_load_f32(float *s, const float *g, int64_t stride, int
 }
 
 template <int DC>
-__global__ static void __launch_bounds__(AT_TILE)
-    attn_fwd_f32(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH, int HS, float scale) {
+PC_KERNEL_T(AT_TILE)
+attn_fwd_f32(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH, int HS, float scale) {
     constexpr int MAXD = at_f32<DC>::MAXD, KR = at_f32<DC>::ROWS;
     const int D = DC ? DC : HS;
     __shared__ float sK[KR * MAXD], sV[KR * MAXD];
@@ -470,8 +470,8 @@ __global__ static void __launch_bounds__(AT_TILE)
 
 /* dK and dV: one thread per key of a 64-key tile, query rows in tiles. */
 template <int DC>
-__global__ static void __launch_bounds__(AT_TILE)
-    attn_bwd_dkdv_f32(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
+PC_KERNEL_T(AT_TILE)
+attn_bwd_dkdv_f32(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
                       int64_t T, int64_t NH, int HS, float scale) {
     constexpr int MAXD = at_f32<DC>::MAXD, QR = at_f32<DC>::ROWS;
     const int D = DC ? DC : HS;
@@ -522,8 +522,8 @@ __global__ static void __launch_bounds__(AT_TILE)
 
 /* dQ: one thread per query row, key rows in tiles up to the diagonal. */
 template <int DC>
-__global__ static void __launch_bounds__(AT_TILE)
-    attn_bwd_dq_f32(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
+PC_KERNEL_T(AT_TILE)
+attn_bwd_dq_f32(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
                     int64_t T, int64_t NH, int HS, float scale) {
     constexpr int MAXD = at_f32<DC>::MAXD, KR = at_f32<DC>::ROWS;
     const int D = DC ? DC : HS;
@@ -564,8 +564,8 @@ __global__ static void __launch_bounds__(AT_TILE)
 }
 
 /* D[b,h,t] = Σ_d dout·out over the head's columns: one warp per row. */
-__global__ static void attn_bwd_dot(float *Dv, const float *dout, const float *out, int64_t B, int64_t T, int64_t NH,
-                                    int HS) {
+PC_KERNEL(attn_bwd_dot, PC_THREADS)(float *Dv, const float *dout, const float *out, int64_t B, int64_t T,
+                                    int64_t NH, int HS) {
     const int64_t r = (int64_t)blockIdx.x * (blockDim.x / PC_WARP) + threadIdx.x / PC_WARP;
     if (r >= B * T * NH) return;
     const int lane = threadIdx.x % PC_WARP;
@@ -587,6 +587,11 @@ static unsigned at_blocks(int64_t B, int64_t T, int64_t NH) {
  * two k-steps per ldmatrix). */
 static int at_tc_size(int64_t HS) { return HS == 32 || HS == 64 || HS == 128; }
 
+/* Launches of a tensor-core kernel (AT_THREADS threads) or an fp32 one (a
+ * thread per row of a tile) of the templates above. */
+#define AT_TC(kernel, d) PC_LAUNCH_T(kernel<d>, blocks, AT_THREADS, AT_THREADS)
+#define AT_F32(kernel, d) PC_LAUNCH_T(kernel<d>, blocks, AT_TILE, AT_TILE)
+/* the fp32 kernels' head sizes known at compile time (others: <0>) */
 #define AT_F32_SIZES(X) X(16) X(32) X(64) X(128)
 
 extern "C" {
@@ -595,19 +600,19 @@ void pc_launch_attention_fused_forward(float *out, float *lse, const float *qkv,
                                        int64_t HS, int tensor_cores) {
     if (B * T * NH <= 0) return;
     const unsigned blocks = at_blocks(B, T, NH);
-    const float scale = 1.0f / sqrtf((float)HS);
+    const float scale = 1.0f / sqrtf((float)HS), sl = scale * AT_LOG2E;
+    const int h = (int)HS;
     if (tensor_cores && at_tc_size(HS)) {
-        const float sl = scale * AT_LOG2E;
-        if (HS == 32) PC_LAUNCH(attn_fwd_tc<32>, blocks, AT_THREADS)(out, lse, qkv, B, T, NH, sl);
-        if (HS == 64) PC_LAUNCH(attn_fwd_tc<64>, blocks, AT_THREADS)(out, lse, qkv, B, T, NH, sl);
-        if (HS == 128) PC_LAUNCH(attn_fwd_tc<128>, blocks, AT_THREADS)(out, lse, qkv, B, T, NH, sl);
+        if (HS == 32) AT_TC(attn_fwd_tc, 32)(out, lse, qkv, B, T, NH, sl);
+        if (HS == 64) AT_TC(attn_fwd_tc, 64)(out, lse, qkv, B, T, NH, sl);
+        if (HS == 128) AT_TC(attn_fwd_tc, 128)(out, lse, qkv, B, T, NH, sl);
     } else {
         switch (HS) {
-#define AT_CASE(d)                                                                                                   \
-    case d: PC_LAUNCH(attn_fwd_f32<d>, blocks, AT_TILE)(out, lse, qkv, B, T, NH, (int)HS, scale); break;
+#define AT_CASE(d)                                                                                                     \
+    case d: AT_F32(attn_fwd_f32, d)(out, lse, qkv, B, T, NH, h, scale); break;
             AT_F32_SIZES(AT_CASE)
 #undef AT_CASE
-        default: PC_LAUNCH(attn_fwd_f32<0>, blocks, AT_TILE)(out, lse, qkv, B, T, NH, (int)HS, scale);
+        default: AT_F32(attn_fwd_f32, 0)(out, lse, qkv, B, T, NH, h, scale);
         }
     }
     pc_check_launch("fused attention forward");
@@ -618,32 +623,32 @@ void pc_launch_attention_fused_backward(float *dqkv, float *Dv, const float *dou
                                         int tensor_cores) {
     if (B * T * NH <= 0) return;
     const unsigned blocks = at_blocks(B, T, NH), rows_per_block = PC_THREADS / PC_WARP;
+    const float scale = 1.0f / sqrtf((float)HS), sl = scale * AT_LOG2E;
+    const int h = (int)HS;
     PC_LAUNCH(attn_bwd_dot, (unsigned)((B * T * NH + rows_per_block - 1) / rows_per_block),
-              PC_THREADS)(Dv, dout, out, B, T, NH, (int)HS);
-    const float scale = 1.0f / sqrtf((float)HS);
+              PC_THREADS)(Dv, dout, out, B, T, NH, h);
     if (tensor_cores && at_tc_size(HS)) {
-        const float sl = scale * AT_LOG2E;
-#define AT_TC(d)                                                                                                     \
-    if (HS == d) {                                                                                                   \
-        PC_LAUNCH(attn_bwd_dkdv_tc<d>, blocks, AT_THREADS)(dqkv, dout, qkv, lse, Dv, B, T, NH, sl, scale);           \
-        PC_LAUNCH(attn_bwd_dq_tc<d>, blocks, AT_THREADS)(dqkv, dout, qkv, lse, Dv, B, T, NH, sl, scale);             \
+#define AT_CASE(d)                                                                                                     \
+    if (HS == d) {                                                                                                     \
+        AT_TC(attn_bwd_dkdv_tc, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, sl, scale);                                     \
+        AT_TC(attn_bwd_dq_tc, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, sl, scale);                                       \
     }
-        AT_TC(32)
-        AT_TC(64)
-        AT_TC(128)
-#undef AT_TC
+        AT_CASE(32)
+        AT_CASE(64)
+        AT_CASE(128)
+#undef AT_CASE
     } else {
         switch (HS) {
-#define AT_CASE(d)                                                                                                   \
-    case d:                                                                                                          \
-        PC_LAUNCH(attn_bwd_dkdv_f32<d>, blocks, AT_TILE)(dqkv, dout, qkv, lse, Dv, B, T, NH, (int)HS, scale);        \
-        PC_LAUNCH(attn_bwd_dq_f32<d>, blocks, AT_TILE)(dqkv, dout, qkv, lse, Dv, B, T, NH, (int)HS, scale);          \
+#define AT_CASE(d)                                                                                                     \
+    case d:                                                                                                            \
+        AT_F32(attn_bwd_dkdv_f32, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);                                    \
+        AT_F32(attn_bwd_dq_f32, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);                                      \
         break;
             AT_F32_SIZES(AT_CASE)
 #undef AT_CASE
         default:
-            PC_LAUNCH(attn_bwd_dkdv_f32<0>, blocks, AT_TILE)(dqkv, dout, qkv, lse, Dv, B, T, NH, (int)HS, scale);
-            PC_LAUNCH(attn_bwd_dq_f32<0>, blocks, AT_TILE)(dqkv, dout, qkv, lse, Dv, B, T, NH, (int)HS, scale);
+            AT_F32(attn_bwd_dkdv_f32, 0)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);
+            AT_F32(attn_bwd_dq_f32, 0)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);
         }
     }
     pc_check_launch("fused attention backward");

@@ -110,8 +110,8 @@ static plait_status dp_plan(void *state, plait_plan *plan) {
 
 /* A host buffer for staged reads of tensor memory (start-up and debug
  * paths only). NULL with the message set. */
-static float *stage_alloc(const plait_host *host) {
-    return host->alloc(PLAIT_TENSOR_STAGE_FLOATS * sizeof(float), PLAIT_MEM_HOST_PINNED, 64, "dp staging");
+static float *staging_alloc(const plait_host *host) {
+    return host->alloc(PLAIT_TENSOR_STAGING_FLOATS * sizeof(float), PLAIT_MEM_HOST_PINNED, 64, "dp staging");
 }
 
 /* FNV-1a over the parameter bytes: cheap, and any difference between replicas
@@ -119,20 +119,20 @@ static float *stage_alloc(const plait_host *host) {
  * the host in chunks through the device's copy. */
 static plait_status params_checksum(const plait_host *host, const plait_param_set *set, uint64_t *out) {
     uint64_t h = 1469598103934665603ull;
-    float *stage = stage_alloc(host);
-    if (!stage) return PLAIT_ERR_NO_MEMORY;
+    float *staging = staging_alloc(host);
+    if (!staging) return PLAIT_ERR_NO_MEMORY;
     plait_status st = PLAIT_OK;
     for (int32_t i = 0; i < set->n_params && st == PLAIT_OK; i++) {
         if (!set->params[i].data) continue; /* held in shards by the optimizer (ZeRO-3) */
-        for (size_t at = 0; at < set->params[i].numel && st == PLAIT_OK; at += PLAIT_TENSOR_STAGE_FLOATS) {
+        for (size_t at = 0; at < set->params[i].numel && st == PLAIT_OK; at += PLAIT_TENSOR_STAGING_FLOATS) {
             size_t n = set->params[i].numel - at;
-            if (n > PLAIT_TENSOR_STAGE_FLOATS) n = PLAIT_TENSOR_STAGE_FLOATS;
-            st = plait_tensor_to_host(host, stage, set->params[i].data + at, n);
-            const unsigned char *p = (const unsigned char *)stage;
+            if (n > PLAIT_TENSOR_STAGING_FLOATS) n = PLAIT_TENSOR_STAGING_FLOATS;
+            st = plait_tensor_to_host(host, staging, set->params[i].data + at, n);
+            const unsigned char *p = (const unsigned char *)staging;
             for (size_t k = 0; st == PLAIT_OK && k < n * sizeof(float); k++) h = (h ^ p[k]) * 1099511628211ull;
         }
     }
-    host->free(stage);
+    host->free(staging);
     *out = h;
     return st;
 }
@@ -153,21 +153,21 @@ static plait_status perturb_replica(const dp_state *s, plait_param_set *set) {
     const plait_host *host = s->host;
     if (s->mesh->dp_rank == 0) return PLAIT_OK;
     float delta = 0.01f * (float)s->mesh->dp_rank;
-    float *stage = stage_alloc(host);
-    if (!stage) return PLAIT_ERR_NO_MEMORY;
+    float *staging = staging_alloc(host);
+    if (!staging) return PLAIT_ERR_NO_MEMORY;
     plait_status st = PLAIT_OK;
     for (int32_t i = 0; i < set->n_params && st == PLAIT_OK; i++) {
         if (!owns_storage(set, i)) continue;
-        for (size_t at = 0; at < set->params[i].numel && st == PLAIT_OK; at += PLAIT_TENSOR_STAGE_FLOATS) {
+        for (size_t at = 0; at < set->params[i].numel && st == PLAIT_OK; at += PLAIT_TENSOR_STAGING_FLOATS) {
             size_t n = set->params[i].numel - at;
-            if (n > PLAIT_TENSOR_STAGE_FLOATS) n = PLAIT_TENSOR_STAGE_FLOATS;
+            if (n > PLAIT_TENSOR_STAGING_FLOATS) n = PLAIT_TENSOR_STAGING_FLOATS;
             float *v = set->params[i].data + at;
-            st = plait_tensor_to_host(host, stage, v, n);
-            for (size_t k = 0; st == PLAIT_OK && k < n; k++) stage[k] += delta;
-            if (st == PLAIT_OK) st = plait_tensor_from_host(host, v, stage, n);
+            st = plait_tensor_to_host(host, staging, v, n);
+            for (size_t k = 0; st == PLAIT_OK && k < n; k++) staging[k] += delta;
+            if (st == PLAIT_OK) st = plait_tensor_from_host(host, v, staging, n);
         }
     }
-    host->free(stage);
+    host->free(staging);
     host->log(PLAIT_LOG_WARN, "dp", "debug_perturb_replicas: DP rank %d shifted its parameters by %g %s the broadcast",
               s->mesh->dp_rank, (double)delta, s->perturb == PERTURB_BEFORE ? "before" : "after");
     return st;
