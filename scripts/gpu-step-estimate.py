@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What one training step of plait's GPT costs on the cuda device, from the code.
 
-Walks the calls the model (core/model/gpt*.c, mlp.c), the trainer
+Walks the calls the model (core/model/model.c, gpt_layers.c, mlp.c), the trainer
 (core/train/run_step.c) and the adam optimizer plugin make through the
 device's kernel table in one step of one micro-batch, and what the cuda
 plugin (plugins/device/cuda/kernels.c, gemm.c, *.cu) turns each call into:

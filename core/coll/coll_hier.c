@@ -97,7 +97,7 @@ typedef struct hier {
     int *m;
 } hier;
 
-static plait_status hier_plan(plait_coll_ctx *c, hier *p) {
+static plait_status hier_setup(plait_coll_ctx *c, hier *p) {
     memset(p, 0, sizeof *p);
     if (!plait_hier_shape(c->comm, &p->h, &p->l))
         return plait_set_error(PLAIT_ERR_INTERNAL, "hierarchical collective on a communicator without a "
@@ -369,7 +369,7 @@ static void phase_reduce(const ar *w, int phase, int k) {
 plait_status plait_hier_allreduce(plait_coll_ctx *c) {
     const plait_coll_args *a = c->a;
     hier p;
-    plait_status st = hier_plan(c, &p);
+    plait_status st = hier_setup(c, &p);
     if (st != PLAIT_OK) return st;
     ar w = {.c = c, .p = &p, .send = a->send, .recv = a->recv, .count = a->count, .esz = c->esz};
     size_t bytes = a->count * c->esz;
@@ -436,7 +436,7 @@ plait_status plait_hier_allreduce(plait_coll_ctx *c) {
 plait_status plait_hier_reduce_scatter(plait_coll_ctx *c) {
     const plait_coll_args *a = c->a;
     hier p;
-    plait_status st = hier_plan(c, &p);
+    plait_status st = hier_setup(c, &p);
     if (st != PLAIT_OK) return st;
     size_t esz = c->esz, blk = a->count * esz;
     const char *send = a->send;
@@ -512,7 +512,7 @@ out:
 plait_status plait_hier_allgather(plait_coll_ctx *c) {
     const plait_coll_args *a = c->a;
     hier p;
-    plait_status st = hier_plan(c, &p);
+    plait_status st = hier_setup(c, &p);
     if (st != PLAIT_OK) return st;
     size_t blk = a->count * c->esz;
     char *recv = a->recv;

@@ -1,5 +1,5 @@
 /*
- * The model: a GPT-2 decoder (nanoGPT layout) or a small MLP, executed one
+ * The model: a GPT-2 decoder (as nanoGPT has it) or a small MLP, executed one
  * layer at a time so the trainer can interleave optimizer hooks (ZeRO-3
  * gathers), gradient-ready notifications (DP buckets) and pipeline transfers.
  *
@@ -9,7 +9,7 @@
  * PLAIT_PARAM_TIED_COPY with tied_to = wte: when embedding and head run on
  * the same rank its data pointer aliases wte's storage, but its gradient is
  * always separate, so the tied gradient is summed in one canonical order
- * (embedding part + head part) whatever the pipeline layout.
+ * (embedding part + head part) however the layers are split over stages.
  *
  * Activations live in *slots*: one slot holds everything saved by the
  * forward of one micro-batch (several are in flight under pipeline
@@ -95,7 +95,7 @@ plait_status plait_param_apply_shard(plait_param *p, const plait_shard *shard);
 /* One rank's executable part of the model. */
 typedef struct plait_model plait_model;
 
-typedef struct plait_model_layout {
+typedef struct plait_model_create_args {
     const plait_plan *plan;     /* shards, layer_stage/chunk, vocab_padded, tp_ops */
     int32_t stage;              /* this rank's pipeline stage */
     plait_param_set *params;    /* local params; data/grad read at each call */
@@ -108,11 +108,11 @@ typedef struct plait_model_layout {
      * (plait_device_kernels). Tests hand in a table without some optional
      * entries to run the model's other paths. */
     const plait_kernels *kernels;
-} plait_model_layout;
+} plait_model_create_args;
 
 /* Build the local model: the layers with layer_stage == stage. Allocates
  * activation memory lazily per slot (tag "activations"). */
-plait_status plait_model_create(const plait_model_desc *desc, const plait_model_layout *layout,
+plait_status plait_model_create(const plait_model_desc *desc, const plait_model_create_args *args,
                                 plait_model **out);
 void plait_model_free(plait_model *m);
 

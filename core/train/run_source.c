@@ -69,7 +69,7 @@ static plait_status open_weights(plait_run *run, const char *path, plait_run_sou
     if (run->world.mesh.world_rank == 0) {
         const char *note = plait_weights_note(src->weights);
         PLAIT_INFO("train", "initial weights from %s (%s)%s%s", plait_weights_path(src->weights),
-                   plait_gpt2_layout_name(plait_weights_layout(src->weights)), *note ? ": " : "", note);
+                   plait_gpt2_orientation_name(plait_weights_orientation(src->weights)), *note ? ": " : "", note);
     }
     src->source = (plait_value_source){.struct_size = sizeof(plait_value_source), .ctx = src, .read = weights_read};
     return PLAIT_OK;

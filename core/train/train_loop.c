@@ -118,7 +118,7 @@ typedef struct layer_watch {
 static void on_layer(void *ctx, int backward, int32_t layer, int32_t mb) {
     layer_watch *w = ctx;
     plait_progress_layer(w->progress, backward, layer, w->run->model.spec->n_layers, mb,
-                         w->run->layout.plan.micro_batches);
+                         w->run->work.plan.micro_batches);
 }
 
 /* [run] progress (or the command's choice). "auto" draws in place on a
@@ -198,7 +198,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
 
     plait_metrics metrics = {0};
     plait_progress progress;
-    int64_t tokens_per_step = run->layout.batch.global_batch * run->model.block_size;
+    int64_t tokens_per_step = run->work.batch.global_batch * run->model.block_size;
     if (rank == 0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/metrics.csv", out_dir);

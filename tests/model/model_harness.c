@@ -109,9 +109,10 @@ int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harn
     h->set.data_flat = h->data;
     h->set.grad_flat = h->grad;
     harness_zero_grads(h);
-    plait_model_layout lay = {&h->plan, o->stage, &h->set, o->max_slots > 0 ? o->max_slots : 1,
-                              o->split_backward, o->kernels};
-    if (plait_model_create(h->desc, &lay, &h->model) != PLAIT_OK) return fail("create");
+    plait_model_create_args args = {.plan = &h->plan, .stage = o->stage, .params = &h->set,
+                                    .max_slots = o->max_slots > 0 ? o->max_slots : 1,
+                                    .split_backward = o->split_backward, .kernels = o->kernels};
+    if (plait_model_create(h->desc, &args, &h->model) != PLAIT_OK) return fail("create");
     return 0;
 }
 

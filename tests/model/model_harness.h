@@ -44,8 +44,8 @@ typedef struct harness_opts {
     const int32_t *layer_stage; /* NULL: every layer on stage 0 */
     int32_t stage;
     int32_t max_slots;          /* 0 = 1 */
-    int split_backward;         /* plait_model_layout.split_backward */
-    const plait_kernels *kernels; /* plait_model_layout.kernels (NULL: the device's) */
+    int split_backward;         /* plait_model_create_args.split_backward */
+    const plait_kernels *kernels; /* plait_model_create_args.kernels (NULL: the device's) */
 } harness_opts;
 
 /* The CPU's kernel table without the fused attention (ABI 1.7): a model

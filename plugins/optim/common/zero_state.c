@@ -44,7 +44,7 @@ static void zero_destroy(void *sp) {
     plait_optim_norm_free(h, &z->norm);
     if (z->tree) z->tree_api->destroy(z->tree);
     zero_pool_free(z);
-    zero_plan_free(z);
+    zero_partition_free(z);
     free(z->trace_prev);
     free(z->trace_cur);
     free(z);
@@ -141,7 +141,7 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     z->first_layer = -1;
     for (int32_t i = 0; i < z->params->n_params; i++)
         if (z->first_layer < 0 || z->params->params[i].layer < z->first_layer) z->first_layer = z->params->params[i].layer;
-    st = zero_plan(z);
+    st = zero_partition(z);
     if (st == PLAIT_OK && zero_stage == 3) st = zero_trace_seed(z);
     if (st == PLAIT_OK) {
         z->flight = calloc((size_t)z->max_inflight + 1, sizeof *z->flight);
@@ -382,8 +382,8 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     m.param_bytes = 4 * (z->zero_stage == 3 ? S : psi);
     m.grad_bytes = 4 * (z->zero_stage == 1 ? psi : S);
     m.state_bytes = 8 * S;
-    uint64_t pool = z->pool_bytes, plan = zero_planned_buffer_bytes(z);
-    m.buffer_bytes = pool > plan ? pool : plan;
+    uint64_t pool = z->pool_bytes, declared = zero_buffer_bytes(z);
+    m.buffer_bytes = pool > declared ? pool : declared;
     if (z->zero_stage == 1) {
         /* The core keeps the tied copies' own gradients. */
         for (int32_t ui = 0; ui < z->n_units; ui++)
@@ -392,8 +392,8 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
         m.buffer_bytes += 4 * (uint64_t)z->copy_shard_numel + 4 * (uint64_t)z->whole_numel;
         if (z->tree_mode) {
             uint64_t tree = z->tree ? z->tree_api->bytes(z->tree) : 0,
-                     tplan = (uint64_t)z->tree_api->max_levels(z->micro_batches) * 4 * z->tree_numel;
-            m.buffer_bytes += tree > tplan ? tree : tplan;
+                     tree_declared = (uint64_t)z->tree_api->max_levels(z->micro_batches) * 4 * z->tree_numel;
+            m.buffer_bytes += tree > tree_declared ? tree : tree_declared;
         }
     }
     m.buffer_bytes += 4 * (uint64_t)z->residual_numel; /* onebit's error feedback */
@@ -413,15 +413,15 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
         .destroy = zero_destroy                                                                     \
     }
 
-const plait_optim_ops zero_ops_stage1 = ZERO_OPS(1, PLAIT_OPTIM_REDUCES_GRADS);
-const plait_optim_ops zero_ops_stage2 = ZERO_OPS(2, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS);
-const plait_optim_ops zero_ops_stage3 =
+const plait_optim_ops zero1_ops = ZERO_OPS(1, PLAIT_OPTIM_REDUCES_GRADS);
+const plait_optim_ops zero2_ops = ZERO_OPS(2, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS);
+const plait_optim_ops zero3_ops =
     ZERO_OPS(3, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_OWNS_PARAMS);
 
 static const char *const compression_choices[] = PLAIT_COMPRESSION_NAMES;
 static const char *const gather_choices[] = {"fp32", "bf16", NULL};
 
-const plait_key_decl zero_param_decls[5] = {
+const plait_key_decl zero_keys[5] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "25M", 4, 1099511627776.0,
      NULL, "largest unit of sharding: a layer's parameters are reduced, gathered and sharded in pieces of at most "
            "this size (a larger tensor is a piece alone)"},

@@ -1,6 +1,6 @@
 /*
  * The ZeRO optimizer step (zero.h): exact global norm over every rank's
- * slices, clipping, the host's AdamW on this rank's slices, and (stages 1/2)
+ * slices, clipping, the host's AdamW on this rank's slices, and (ZeRO-1/2)
  * the all-gather of updated parameters into the core's storage.
  */
 #include <math.h>
@@ -18,7 +18,7 @@ static float *param_ptr(zero *z, const zero_unit *u, const zero_seg *g) {
     return z->params->params[g->param].data + g->param_off;
 }
 
-/* Stages 1/2: this rank's updated slice of unit u goes to every rank. */
+/* ZeRO-1/2: this rank's updated slice of unit u goes to every rank. */
 static plait_status start_ag(zero *z, int32_t ui) {
     zero_unit *u = &z->units[ui];
     plait_status st = zero_flight_room(z);
@@ -101,7 +101,7 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
         }
     }
 
-    /* Stages 1/2: every rank needs every updated parameter. */
+    /* ZeRO-1/2: every rank needs every updated parameter. */
     for (int32_t ui = 0; z->zero_stage != 3 && ui < z->n_units && st == PLAIT_OK; ui++)
         if (!z->units[ui].copy) st = start_ag(z, ui);
     plait_status d = zero_flight_drain(z);

@@ -210,7 +210,7 @@ static plait_status broadcast_and_verify(dp_state *s, plait_param_set *set) {
  * (copy, original) and is left out of the buckets (*skip, one flag per
  * parameter, caller frees). A copy whose original sits on another pipeline
  * stage is summed over the embedding group first and reduced as usual. */
-static plait_status plan_folds(dp_state *s, const plait_param_set *set, uint8_t **skip) {
+static plait_status find_folds(dp_state *s, const plait_param_set *set, uint8_t **skip) {
     const plait_host *host = s->host;
     *skip = calloc((size_t)set->n_params + 1, 1);
     s->folds = calloc((size_t)set->n_params + 1, sizeof *s->folds);
@@ -265,10 +265,10 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     if (!s->reduce) return PLAIT_OK;
     uint8_t *skip = NULL;
     if (!s->deterministic) {
-        st = plan_folds(s, bind->params, &skip);
+        st = find_folds(s, bind->params, &skip);
         if (st != PLAIT_OK) return st;
     }
-    st = dp_buckets_plan(host, bind->params, skip, s->bucket_bytes, &s->buckets);
+    st = dp_buckets_build(host, bind->params, skip, s->bucket_bytes, &s->buckets);
     free(skip);
     if (st != PLAIT_OK) return st;
     if (plait_tensor_kind(host) != PLAIT_MEM_HOST && PLAIT_DEVICE_HAS_EVENTS(host->device))
@@ -417,7 +417,7 @@ static const plait_parallel_ops dp_ops = {
     .destroy = dp_destroy,
 };
 
-static const plait_key_decl dp_params[] = {
+static const plait_key_decl dp_keys[] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "25M", 4, 1099511627776.0,
      NULL, "gradient bucket size; each bucket's all-reduce starts once its gradients are final"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "overlap", PLAIT_KEY_BOOL, "true", 1, 0, NULL,
@@ -445,9 +445,9 @@ static const plait_plugin_desc dp_desc = {
     .name = "dp",
     .version = "0.1.0",
     .description = "data parallelism: replicas, bucketed gradient all-reduce overlapped with backward",
-    .params = dp_params,
-    .n_params = sizeof dp_params / sizeof dp_params[0],
-    .param_size = sizeof(plait_key_decl),
+    .keys = dp_keys,
+    .n_keys = sizeof dp_keys / sizeof dp_keys[0],
+    .key_size = sizeof(plait_key_decl),
     .ops = &dp_ops,
 };
 
