@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "coll/compress.h"
 #include "staging/coll_staging.h"
 #include "commstate/comm_device.h"
 #include "comm/comm_p2p.h"
@@ -17,14 +18,24 @@
 #include "runtime/log.h"
 
 /* Run one collective on this thread; on a fatal error mark the
- * communicator failed (the message stays the thread's error). */
+ * communicator failed (the message stays the thread's error). With
+ * PLAIT_LOG_LEVEL=coll=debug each one logs when it started and how long it
+ * ran: where a step's communication goes, bucket by bucket. */
 static plait_status run_one(plait_comm *comm, const plait_coll_args *args) {
     plait_status st = plait_comm_check_usable(comm);
     if (st != PLAIT_OK) {
         plait_comm_ready_release(plait_comm_device_of(comm), args->ready, args->own_ready);
         return st;
     }
+    int trace = plait_log_enabled_for(PLAIT_LOG_DEBUG, "coll");
+    uint64_t t0 = trace ? plait_clock_now_ns() : 0, sent0 = trace ? atomic_load(&comm->bytes_sent) : 0;
     st = plait_coll_run(comm, args);
+    if (trace)
+        plait_log(PLAIT_LOG_DEBUG, "coll", "%s #%llu '%s' on '%s': %zu values, %s%s%s, %llu bytes sent, %.3f ms",
+                  plait_coll_kind_name(args->kind), (unsigned long long)args->seq, args->label, comm->name,
+                  args->count, plait_coll_algo_name((plait_coll_algo)atomic_load(&comm->last_algo)),
+                  args->compression ? " " : "", args->compression ? plait_compress_name(args->compression) : "",
+                  (unsigned long long)(atomic_load(&comm->bytes_sent) - sent0), 1e-6 * (double)(plait_clock_now_ns() - t0));
     plait_comm_ready_release(plait_comm_device_of(comm), args->ready, args->own_ready);
     if (st != PLAIT_OK && st != PLAIT_ERR_UNSUPPORTED && st != PLAIT_ERR_NO_MEMORY)
         plait_comm_fail(comm, st, plait_last_error());

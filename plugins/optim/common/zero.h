@@ -75,11 +75,12 @@
  * the gradient reduce-scatters travel as bf16, int8 or onebit (onebit's
  * error feedback: one residual per unit, a unit's padded size, counted in
  * buffer_bytes); each slice's owner gets the float32 sum of the compressed
- * contributions. ZeRO-3 may gather parameters as bf16 ([optim.zero3]
- * param_gather): every rank, the slice's owner too, computes with the
- * rounded values while the shards and their update stay float32. Stages
- * 1/2 gather the updated parameters in float32: the core's copy is the
- * master there.
+ * contributions. Every ZeRO stage may gather parameters as bf16
+ * ([optim.zeroN] param_gather): every rank, the slice's owner too, computes
+ * with the rounded values while the float32 slices (pshard: ZeRO-3's
+ * shards; ZeRO-1/2 keep one more copy of their slice, 4S bytes, counted in
+ * param_bytes) take the update and go into checkpoints. ZeRO-1/2 with
+ * float32 gathers update the core's copy in place: it is the master there.
  *
  * ZeRO-1/2 all-gather updated parameters into the core's storage at the
  * end of step(). Communication per step (ring algorithms): ZeRO-1/2 move
@@ -197,7 +198,8 @@ typedef struct zero {
     float *state;                 /* exp_avg [S] then exp_avg_sq [S] */
     float *gshard;                /* ZeRO-2/3: reduced gradient slices [S] */
     float *copy_gshard;           /* ZeRO-2/3: tied copies' slices */
-    float *pshard;                /* ZeRO-3: parameter slices [S] */
+    float *pshard;                /* ZeRO-3, and ZeRO-1/2 gathering in bf16: the float32
+                                   * parameter slices [S] the update applies to */
     float *whole_grad;            /* ZeRO-2/3: gradients of whole units [whole_numel] */
     float *residual;              /* onebit: every unit's error feedback (res_off) */
     size_t residual_numel;
@@ -276,6 +278,9 @@ plait_status zero_trace_seed(zero *z);
 
 /* ---- zero_step.c -------------------------------------------------------- */
 plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_step_out *out);
+/* ZeRO-1/2: every rank's slices into the core's parameters (each unit
+ * all-gathered, waited for), in [optim.zeroN] param_gather's format. */
+plait_status zero_gather_updated(zero *z);
 /* ZeRO-1/2: finish an all-gather of updated parameters into the core
  * (the request is done). */
 plait_status zero_ag_complete(zero *z, const zero_flight *f);
@@ -284,7 +289,7 @@ plait_status zero_ag_complete(zero *z, const zero_flight *f);
 /* The plugins' function tables, one per stage. */
 extern const plait_optim_ops zero1_ops, zero2_ops, zero3_ops;
 /* Keys every stage declares in [optim.zeroN] (bucket_size, max_inflight,
- * grad_compression) followed by zero3's prefetch_layers and param_gather. */
+ * grad_compression, param_gather) followed by zero3's prefetch_layers. */
 extern const plait_key_decl zero_keys[5];
 /* Start accounting a step's traffic at its first hook. */
 void zero_begin_traffic(zero *z);

@@ -107,12 +107,12 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     }
     if (st == PLAIT_OK) {
         z->compression = (plait_compression)v.i;
-        if (zero_stage == 3) st = host->config_get(init->config, section, "prefetch_layers", &v);
-    }
-    if (st == PLAIT_OK && zero_stage == 3) {
-        z->prefetch = (int)v.i;
         st = host->config_get(init->config, section, "param_gather", &v);
-        z->param_gather = v.i ? PLAIT_COMPRESS_BF16 : PLAIT_COMPRESS_NONE;
+    }
+    if (st == PLAIT_OK) {
+        z->param_gather = v.i && z->n > 1 ? PLAIT_COMPRESS_BF16 : PLAIT_COMPRESS_NONE;
+        if (zero_stage == 3) st = host->config_get(init->config, section, "prefetch_layers", &v);
+        if (st == PLAIT_OK && zero_stage == 3) z->prefetch = (int)v.i;
     }
     if (st == PLAIT_OK) {
         st = host->config_get(init->config, "parallel", "pp", &v);
@@ -229,7 +229,8 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
         if (!z->copy_gshard && !(z->copy_gshard = alloc_zeroed(z, z->copy_shard_numel, "tied gradient shards")))
             return PLAIT_ERR_NO_MEMORY;
     }
-    if (z->zero_stage == 3 && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards"))) return PLAIT_ERR_NO_MEMORY;
+    int masters = z->zero_stage == 3 || z->param_gather != PLAIT_COMPRESS_NONE;
+    if (masters && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards"))) return PLAIT_ERR_NO_MEMORY;
     if (z->compression == PLAIT_COMPRESS_ONEBIT && !z->residual && z->n > 1) {
         /* onebit's error feedback: a unit's reduce-scatter input, every unit */
         for (int32_t ui = 0; ui < z->n_units; ui++) {
@@ -245,7 +246,7 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
             z->tree_api->create(z->tree_numel, PLAIT_F32, PLAIT_SUM, z->micro_batches, tag, &z->tree);
         if (st != PLAIT_OK) return st;
     }
-    if (z->zero_stage == 3) {
+    if (masters) {
         const plait_param *absent = NULL, *present = NULL;
         if (read_slices(z, src, "param", z->pshard, &absent, &present) < 0) return PLAIT_ERR_PROTOCOL;
         if (absent)
@@ -267,6 +268,15 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
                             "foreign checkpoint)",
                             z->name, present_which, present->name, absent_which, absent->name);
     z->materialized = 1;
+    /* ZeRO-1/2 gathering in bf16: the core's copy becomes what every step
+     * leaves there, the gathered rounding of the slices, from the start; a
+     * resumed run (whose checkpoint holds the float32 slices) then computes
+     * with the values the uninterrupted run would have. Collective: every
+     * rank materializes at the same point. */
+    if (masters && z->zero_stage != 3) {
+        plait_status st = zero_gather_updated(z);
+        if (st != PLAIT_OK) return st;
+    }
     h->log(PLAIT_LOG_DEBUG, z->name,
            "DP rank %d/%d: %d units, %zu parameter elements, slices of %zu (%zu padding), state %s", z->rank, z->n,
            z->n_units, z->psi, S, S * (size_t)z->n - z->psi, present ? "restored" : "zero-initialised");
@@ -331,7 +341,7 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
     const float *base;
     int which_id;
     if (strcmp(which, "param") == 0) {
-        if (z->zero_stage != 3) return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
+        if (!z->pshard) return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
         base = z->pshard, which_id = 0;
     } else if (strcmp(which, "exp_avg") == 0) {
         base = z->state, which_id = 1;
@@ -379,7 +389,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     zero *z = sp;
     plait_optim_memory m = {.struct_size = sizeof m};
     uint64_t S = z->shard_numel, psi = z->psi;
-    m.param_bytes = 4 * (z->zero_stage == 3 ? S : psi);
+    m.param_bytes = 4 * (z->zero_stage == 3 ? S : psi + (z->pshard ? S : 0));
     m.grad_bytes = 4 * (z->zero_stage == 1 ? psi : S);
     m.state_bytes = 8 * S;
     uint64_t pool = z->pool_bytes, declared = zero_buffer_bytes(z);
@@ -431,9 +441,10 @@ const plait_key_decl zero_keys[5] = {
      compression_choices,
      "wire format of the gradient reduce-scatters: none (float32), bf16 (half the bytes), int8 (a quarter, "
      "per-block scales), onebit (1/21: signs and a scale per 64 values, with error feedback); sums stay float32"},
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "param_gather", PLAIT_KEY_ENUM, "fp32", 1, 0, gather_choices,
+     "wire format of the parameter all-gathers (zero3: before each layer; zero1/zero2: after the update): fp32, "
+     "or bf16 (half the bytes; the layers then compute with the bf16-rounded parameters while this rank's "
+     "float32 slice takes the update, and checkpoints hold the float32 values)"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "prefetch_layers", PLAIT_KEY_INT, "1", 0, 64, NULL,
      "layers whose parameter all-gather starts before their hook arrives (following the previous step's order)"},
-    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "param_gather", PLAIT_KEY_ENUM, "fp32", 1, 0, gather_choices,
-     "wire format of the parameter all-gathers before each layer: fp32, or bf16 (half the bytes; the layers then "
-     "compute with the bf16-rounded parameters, the shards and the update stay float32)"},
 };
