@@ -78,14 +78,14 @@ static void attention_forward_item(void *vj, int64_t item) {
 void plait_k_attention_forward(float *out, float *att, const float *qkv, int64_t B, int64_t T,
                                int64_t NH, int64_t HS) {
     plait_kernels_ensure_init();
-    attn_job j = {out, att, qkv, NULL, NULL, B, T, NH, HS};
+    attn_job j = {.out = out, .att = att, .qkv = qkv, .B = B, .T = T, .NH = NH, .HS = HS};
     plait_pool_run(B * NH, attention_forward_item, &j);
 }
 
 void plait_k_attention_probs(float *att, const float *qkv, int64_t B, int64_t T, int64_t NH,
                              int64_t HS) {
     plait_kernels_ensure_init();
-    attn_job j = {NULL, att, qkv, NULL, NULL, B, T, NH, HS};
+    attn_job j = {.att = att, .qkv = qkv, .B = B, .T = T, .NH = NH, .HS = HS};
     plait_pool_run(B * NH, attention_forward_item, &j);
 }
 
@@ -142,7 +142,8 @@ static void attention_backward_item(void *vj, int64_t item) {
 void plait_k_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                                 const float *att, int64_t B, int64_t T, int64_t NH, int64_t HS) {
     plait_kernels_ensure_init();
-    attn_job j = {dqkv, scratch, qkv, att, dout, B, T, NH, HS};
+    attn_job j = {.out = dqkv, .att = scratch, .qkv = qkv, .att_in = att, .dout = dout, .B = B, .T = T, .NH = NH,
+                  .HS = HS};
     plait_pool_run(B * NH, attention_backward_item, &j);
 }
 

@@ -28,7 +28,7 @@ static struct {
     struct timespec start;
     int status_fd;        /* the in-place line's descriptor, -1 = none */
     char status[512];     /* its text */
-} g_log = {PTHREAD_MUTEX_INITIALIZER, PLAIT_LOG_INFO, 0, {{{0}, 0}}, -1, -1, 0, {0, 0}, -1, ""};
+} g_log = {.lock = PTHREAD_MUTEX_INITIALIZER, .level = PLAIT_LOG_INFO, .rank = -1, .file_fd = -1, .status_fd = -1};
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 

@@ -28,7 +28,8 @@
 
 static void k_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    pc_gemm g = {trans_a, trans_b, M, N, K, alpha, beta, A, lda, 0, B, ldb, 0, C, ldc, 0, 1, NULL};
+    pc_gemm g = {.trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .A = A,
+                 .lda = lda, .B = B, .ldb = ldb, .C = C, .ldc = ldc, .batch = 1};
     pc_gemm_run(&g);
 }
 
@@ -84,25 +85,29 @@ static double k_sumsq_value(const plait_sumsq_acc *acc) {
 
 static void k_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int64_t BT,
                              int64_t C, int64_t OC) {
-    pc_gemm g = {0, 1, BT, OC, C, 1.0f, 0.0f, inp, C, 0, weight, C, 0, out, OC, 0, 1, bias};
+    pc_gemm g = {.trans_b = 1, .M = BT, .N = OC, .K = C, .alpha = 1.0f, .beta = 0.0f, .A = inp, .lda = C, .B = weight,
+                 .ldb = C, .C = out, .ldc = OC, .batch = 1, .bias = bias};
     pc_gemm_run(&g);
 }
 
 static void k_matmul_forward_residual(float *out, const float *res, const float *inp, const float *weight,
                                       const float *bias, int64_t BT, int64_t C, int64_t OC) {
     k_copy(out, res, (size_t)(BT * OC));
-    pc_gemm g = {0, 1, BT, OC, C, 1.0f, 1.0f, inp, C, 0, weight, C, 0, out, OC, 0, 1, bias};
+    pc_gemm g = {.trans_b = 1, .M = BT, .N = OC, .K = C, .alpha = 1.0f, .beta = 1.0f, .A = inp, .lda = C, .B = weight,
+                 .ldb = C, .C = out, .ldc = OC, .batch = 1, .bias = bias};
     pc_gemm_run(&g);
 }
 
 static void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                               const float *weight, int64_t BT, int64_t C, int64_t OC) {
     if (dinp) {
-        pc_gemm g = {0, 0, BT, C, OC, 1.0f, 0.0f, dout, OC, 0, weight, C, 0, dinp, C, 0, 1, NULL};
+        pc_gemm g = {.M = BT, .N = C, .K = OC, .alpha = 1.0f, .beta = 0.0f, .A = dout, .lda = OC, .B = weight,
+                     .ldb = C, .C = dinp, .ldc = C, .batch = 1};
         pc_gemm_run(&g);
     }
     if (dweight) {
-        pc_gemm g = {1, 0, OC, C, BT, 1.0f, 1.0f, dout, OC, 0, inp, C, 0, dweight, C, 0, 1, NULL};
+        pc_gemm g = {.trans_a = 1, .M = OC, .N = C, .K = BT, .alpha = 1.0f, .beta = 1.0f, .A = dout, .lda = OC,
+                     .B = inp, .ldb = C, .C = dweight, .ldc = C, .batch = 1};
         pc_gemm_run(&g);
     }
     if (dbias) pc_launch_bias_backward(dbias, dout, BT, OC);
@@ -120,8 +125,9 @@ static void attention_scores(float *att, const float *qkv, int64_t B, int64_t T,
     const float scale = 1.0f / sqrtf((float)HS);
     for (int64_t b = 0; b < B; b++) {
         const float *q = qkv + b * T * C3;
-        pc_gemm g = {0, 1, T, T, HS, scale, 0.0f, q, C3, HS, q + Cl, C3, HS, att + b * NH * T * T, T, T * T, NH,
-                     NULL};
+        pc_gemm g = {.trans_b = 1, .M = T, .N = T, .K = HS, .alpha = scale, .beta = 0.0f, .A = q, .lda = C3,
+                     .stride_a = HS, .B = q + Cl, .ldb = C3, .stride_b = HS, .C = att + b * NH * T * T, .ldc = T,
+                     .stride_c = T * T, .batch = NH};
         pc_gemm_run(&g);
     }
     pc_launch_softmax_causal(att, B * NH, T);
@@ -136,8 +142,9 @@ static void k_attention_forward(float *out, float *att, const float *qkv, int64_
     const int64_t Cl = NH * HS, C3 = 3 * Cl;
     attention_scores(att, qkv, B, T, NH, HS);
     for (int64_t b = 0; b < B; b++) {
-        pc_gemm g = {0, 0, T, HS, T, 1.0f, 0.0f, att + b * NH * T * T, T, T * T, qkv + b * T * C3 + 2 * Cl, C3, HS,
-                     out + b * T * Cl, Cl, HS, NH, NULL};
+        pc_gemm g = {.M = T, .N = HS, .K = T, .alpha = 1.0f, .beta = 0.0f, .A = att + b * NH * T * T, .lda = T,
+                     .stride_a = T * T, .B = qkv + b * T * C3 + 2 * Cl, .ldb = C3, .stride_b = HS,
+                     .C = out + b * T * Cl, .ldc = Cl, .stride_c = HS, .batch = NH};
         pc_gemm_run(&g);
     }
 }
@@ -147,17 +154,23 @@ static void k_attention_backward(float *dqkv, float *scratch, const float *dout,
     const int64_t Cl = NH * HS, C3 = 3 * Cl, TT = T * T;
     const float scale = 1.0f / sqrtf((float)HS);
     for (int64_t b = 0; b < B; b++) { /* d(att) = dout · vᵀ */
-        pc_gemm g = {0, 1, T, T, HS, 1.0f, 0.0f, dout + b * T * Cl, Cl, HS, qkv + b * T * C3 + 2 * Cl, C3, HS,
-                     scratch + b * NH * TT, T, TT, NH, NULL};
+        pc_gemm g = {.trans_b = 1, .M = T, .N = T, .K = HS, .alpha = 1.0f, .beta = 0.0f, .A = dout + b * T * Cl,
+                     .lda = Cl, .stride_a = HS, .B = qkv + b * T * C3 + 2 * Cl, .ldb = C3, .stride_b = HS,
+                     .C = scratch + b * NH * TT, .ldc = T, .stride_c = TT, .batch = NH};
         pc_gemm_run(&g);
     }
     pc_launch_softmax_causal_backward(scratch, att, B * NH, T); /* d(scores), zero above the diagonal */
     for (int64_t b = 0; b < B; b++) {
         const float *q = qkv + b * T * C3, *datt = scratch + b * NH * TT, *p = att + b * NH * TT;
         float *dq = dqkv + b * T * C3;
-        pc_gemm gq = {0, 0, T, HS, T, scale, 0.0f, datt, T, TT, q + Cl, C3, HS, dq, C3, HS, NH, NULL};
-        pc_gemm gk = {1, 0, T, HS, T, scale, 0.0f, datt, T, TT, q, C3, HS, dq + Cl, C3, HS, NH, NULL};
-        pc_gemm gv = {1, 0, T, HS, T, 1.0f, 0.0f, p, T, TT, dout + b * T * Cl, Cl, HS, dq + 2 * Cl, C3, HS, NH, NULL};
+        pc_gemm gq = {.M = T, .N = HS, .K = T, .alpha = scale, .beta = 0.0f, .A = datt, .lda = T, .stride_a = TT,
+                      .B = q + Cl, .ldb = C3, .stride_b = HS, .C = dq, .ldc = C3, .stride_c = HS, .batch = NH};
+        pc_gemm gk = {.trans_a = 1, .M = T, .N = HS, .K = T, .alpha = scale, .beta = 0.0f, .A = datt, .lda = T,
+                      .stride_a = TT, .B = q, .ldb = C3, .stride_b = HS, .C = dq + Cl, .ldc = C3, .stride_c = HS,
+                      .batch = NH};
+        pc_gemm gv = {.trans_a = 1, .M = T, .N = HS, .K = T, .alpha = 1.0f, .beta = 0.0f, .A = p, .lda = T,
+                      .stride_a = TT, .B = dout + b * T * Cl, .ldb = Cl, .stride_b = HS, .C = dq + 2 * Cl, .ldc = C3,
+                      .stride_c = HS, .batch = NH};
         pc_gemm_run(&gq);
         pc_gemm_run(&gk);
         pc_gemm_run(&gv);
@@ -202,7 +215,7 @@ static void k_embedding_backward(float *dwte, float *dwpe, const float *dout, co
 /* ---- the table's entries: any thread, one at a time ---------------------------
  *
  * plait/kernels.h lets different threads call the kernels at once. The
- * plugin's kernels share state between calls (the product plans and their
+ * plugin's kernels share state between calls (the cached products and their
  * descriptors, the bf16 operand copies, the column-sum scratch, sumsq's
  * partials and pinned result) and queue on one stream, so each entry holds
  * g_entry for its whole host side: a call's launches then sit together on
