@@ -41,6 +41,7 @@
 #define PLAIT_CORE_MODEL_H
 
 #include <stdint.h>
+#include <plait/kernels.h>
 #include <plait/model.h>
 #include <plait/parallel.h>
 
@@ -103,6 +104,10 @@ typedef struct plait_model_create_args {
      * each slot then keeps, per block, the gradients its weight half reads
      * (with recompute none mostly in buffers the input half leaves dead). */
     int split_backward;
+    /* The kernels to compute with; NULL: the open device's
+     * (plait_device_kernels). Tests hand in a table without some optional
+     * entries to run the model's other paths. */
+    const plait_kernels *kernels;
 } plait_model_create_args;
 
 /* Build the local model: the layers with layer_stage == stage. Allocates
