@@ -8,7 +8,6 @@
  * (and a cudaEvent_t is the driver's CUevent in the device's primary
  * context, valid in any runtime copy of the process, NCCL's own included).
  *
- * Not yet run on a GPU: compiled and linked in CI only (docs/gpu.md).
  * Any thread may call these (CUDA's event calls are thread-safe); each
  * first makes the device current on the calling thread.
  */
