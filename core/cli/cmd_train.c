@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "launch/restart.h"
 #include "runtime/error.h"
 #include "train/train_loop.h"
 
@@ -50,10 +51,12 @@ static int cmd_train(int argc, char **argv) {
     int code;
     if (plait_cli_launch_layout(cfg, "train", argc + 1, argv - 1, &code)) return code;
     opts.progress = progress;
+    int regrouped = 0;
+    opts.regrouped = &regrouped;
     plait_status st = plait_train(cfg, &opts);
     if (st != PLAIT_OK) plait_cli_print_error("train");
     plait_config_free(cfg);
-    return st == PLAIT_OK ? 0 : 1;
+    return st != PLAIT_OK ? 1 : regrouped ? PLAIT_RESTART_REGROUP_EXIT : 0;
 }
 
 /* `plait train CONFIG -n N`: the memory check, once, before the ranks

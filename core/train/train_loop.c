@@ -14,6 +14,7 @@
 
 #include "launch/bootstrap.h"
 #include "comm/comm.h"
+#include "elastic/agent_client.h"
 #include "launch/restart.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
@@ -62,7 +63,8 @@ static void add_columns(plait_metrics *m, int32_t pp) {
         "step", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "compute_ms", "comm_ms",
         "idle_ms", "peak_rss_mb", "dp_bytes", "tp_bytes", "pp_bytes", "optim_bytes", "early_buckets",
         "param_mb", "grad_mb", "optim_state_mb", "buffer_mb", "activation_mb", "tp_ms", "bubble_measured",
-        "bubble_formula", "pipe_span_ms", "restarts", "time_s", "tokens_seen", "mfu"};
+        "bubble_formula", "pipe_span_ms", "restarts", "time_s", "tokens_seen", "mfu", "hosts",
+        "membership_changes"};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) plait_metrics_column(m, cols[i]);
     /* each pipeline stage's idle time (the bubble), as the step's span over
      * all stages (pipe_span_ms) minus the stage's busy time */
@@ -207,7 +209,15 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         plait_progress_init(&progress, progress_mode(cfg, opts->progress),
                             stdout, run->steps, plait_run_flops_per_token(run), 0);
         plait_run_print_summary(run, out_dir, resume_dir);
-        if (plait_restart_count() > 0) {
+        if (plait_restart_count() > 0 && plait_restart_hosts() > 0) {
+            /* an elastic job's new round: who trains now, and why */
+            PLAIT_WARN("train", "restart %d (membership changes so far: %d) after: %s; now %d host%s, dp %d x tp %d x "
+                       "pp %d, accumulation %lld; resuming at step %lld from %s",
+                       plait_restart_count(), plait_restart_changes(), plait_restart_reason(), plait_restart_hosts(),
+                       plait_restart_hosts() == 1 ? "" : "s", run->world.mesh.dp, run->world.mesh.tp,
+                       run->world.mesh.pp, (long long)run->layout.batch.accumulation, (long long)run->step,
+                       resume_dir ? resume_dir : "the start (no complete checkpoint yet)");
+        } else if (plait_restart_count() > 0) {
             /* the launcher relaunched the job (--max-restarts): say so in
              * the log and on the console, with the failure that caused it */
             PLAIT_WARN("train", "restart %d of at most %d after: %s; resuming at step %lld from %s",
@@ -244,9 +254,11 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         if (rank == 0) plait_run_fill_metrics(run, &metrics, &res, -1);
         /* The checkpoint is saved before the evaluation of the same step, so
          * an evaluation that fails never costs the checkpoint. */
+        int boundary = 0;
         if ((ckpt_every > 0 && done % ckpt_every == 0) || done == run->steps) {
             st = plait_run_save(run, out_dir);
             if (st != PLAIT_OK) break;
+            boundary = 1;
         }
         if (has_val && ((eval_every > 0 && done % eval_every == 0) || done == run->steps)) {
             if (rank == 0) plait_progress_eval_begin(&progress, done);
@@ -266,13 +278,30 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
                                                                     progress.peak_flops, mfu_text, sizeof mfu_text));
             st = plait_metrics_row(&metrics);
         }
+        /* an elastic job with a host waiting to join stops here, its
+         * checkpoint saved, so the next round trains with it */
+        if (st == PLAIT_OK && boundary && done < run->steps && plait_agent_present()) {
+            int regroup = 0;
+            if (rank == 0 && plait_agent_regroup(&regroup) != PLAIT_OK) regroup = 0;
+            st = plait_comm_broadcast(run->world.comm, &regroup, 1, PLAIT_I32, 0, NULL, NULL);
+            if (st == PLAIT_OK && regroup) {
+                if (rank == 0)
+                    PLAIT_WARN("train", "a host waits to join the job: stopping after step %lld (its checkpoint "
+                               "saved) so that the next round trains with it", (long long)done);
+                if (opts->regrouped) *opts->regrouped = 1;
+                break;
+            }
+        }
     }
     int trained = run->step > first_step;
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 1);
     if (rank == 0) {
         plait_progress_finish(&progress);
         plait_metrics_close(&metrics);
-        if (st == PLAIT_OK && trained) {
+        if (st == PLAIT_OK && opts->regrouped && *opts->regrouped) {
+            printf("stopped at step %lld of %lld to regroup with a host that joins; checkpoint: %s/ckpt-%08lld\n",
+                   (long long)run->step, (long long)run->steps, out_dir, (long long)run->step);
+        } else if (st == PLAIT_OK && trained) {
             plait_run_print_bubble(run);
             printf("done: %lld steps, final loss %.4f; metrics: %s/metrics.csv; checkpoint: %s/ckpt-%08lld\n",
                    (long long)run->step, loss, out_dir, out_dir, (long long)run->step);

@@ -1,0 +1,39 @@
+/*
+ * The messages between a rank and its launcher's replica keeper
+ * (elastic/agent.h, elastic/agent_client.h): one SOCK_SEQPACKET socket
+ * pair per rank, one request and one reply at a time, a memfd passed
+ * with SCM_RIGHTS where a message carries one. Internal to elastic/.
+ */
+#ifndef PLAIT_CORE_ELASTIC_AGENT_WIRE_H
+#define PLAIT_CORE_ELASTIC_AGENT_WIRE_H
+
+#include <stdint.h>
+
+#define AGENT_MAGIC 0x504c4147u
+#define AGENT_MAX_LIST 64
+
+enum {
+    AGENT_PUT = 1,     /* keep this replica (fd attached); reply: status */
+    AGENT_LIST = 2,    /* reply: count entries */
+    AGENT_GET = 3,     /* reply: status, the entry and its fd when present */
+    AGENT_REGROUP = 4  /* reply: status 1 when a host waits to join */
+};
+
+/* What a launcher holds: one image of a checkpoint shard (checkpoint/ckpt_image.h). */
+typedef struct agent_entry {
+    int64_t step;
+    int32_t shard, n_shards;
+    uint64_t bytes;
+    uint32_t crc;      /* the image's own CRC32C, as its writer computed it */
+    int32_t origin;    /* the node that wrote it (for messages) */
+} agent_entry;
+
+typedef struct agent_msg {
+    uint32_t magic;
+    uint32_t op;
+    int32_t status;    /* reply: 0 ok, 1 not found / yes, -1 refused */
+    int32_t count;     /* LIST reply: entries that follow */
+    agent_entry e;     /* PUT, GET: the entry; GET reply: the one found */
+} agent_msg;
+
+#endif
