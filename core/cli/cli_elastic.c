@@ -81,6 +81,16 @@ static plait_status check_shapes(const plait_config *cfg, int min, int max, shap
                                     "%lld..%lld x %lld divides", min, max, h, (long long)dp_for(s, h),
                                     (long long)s->global, (long long)s->micro, (long long)dp_for(s, min),
                                     (long long)dp_for(s, max), (long long)s->micro);
+        /* the dp plugin's rule in deterministic mode (each rank a whole
+         * subtree of the canonical summation tree), checked here for every
+         * size rather than when a restart meets it */
+        if (plait_config_bool(cfg, "run", "deterministic") && hb.dp > 1 && (hb.accumulation & (hb.accumulation - 1)))
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "--nnodes %d:%d: with %d hosts (dp %lld) each rank would accumulate %lld "
+                                   "micro-batches, and [run] deterministic = true with dp > 1 needs a power of "
+                                   "two; choose MIN:MAX so that every size gives one (dp 3 and dp 2 never both "
+                                   "do), or train without deterministic mode", min, max, h, (long long)hb.dp,
+                                   (long long)hb.accumulation);
     }
     return PLAIT_OK;
 }
@@ -255,6 +265,7 @@ int plait_cli_launch_elastic(plait_config *cfg, int min, int max, int max_restar
                                 .max_restarts = max_restarts};
     plait_membership *m = NULL;
     plait_agent *agent = NULL;
+    fprintf(stderr, "plait: elastic: joining the job's membership store at %s:%d\n", host, port);
     if (plait_membership_open(&mo, &m) != PLAIT_OK) {
         plait_cli_print_error("launch");
         free(cl.over);
@@ -314,6 +325,8 @@ int plait_cli_launch_elastic(plait_config *cfg, int min, int max, int max_restar
         int store_fd = -1, store_port = 0, got = 1;
         if (v == 2) {
             got = 0;
+        } else if (r.hosts == 1) {
+            /* one host: its ranks meet on loopback, as `plait -n` */
         } else if (r.node == 0) {
             store_fd = rank_store_socket(host, &store_port);
             if (store_fd < 0 || plait_membership_set_store_port(m, store_port) != PLAIT_OK) {
