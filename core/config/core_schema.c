@@ -80,8 +80,8 @@ static const plait_key_decl run_keys[] = {
         "for tests: every FORWARD of a model chunk also sleeps this many ms and every BACKWARD twice that, "
         "so pipeline timing is set by the schedule, not by CPU contention (0 = off)"),
     KEY("debug_corrupt_replica", I, "0", 0, 1e12, NULL, SAME | PLAIT_KEY_HIDDEN,
-        "for tests: on a job's first attempt, the rank keeping another host's replica of this step damages "
-        "one byte of it before handing it to its launcher, as failing memory would (0 = off)"),
+        "for tests: on a job's first attempt, a rank keeping another host's replica of this step or a later "
+        "one damages one byte of it before handing it to its launcher, as failing memory would (0 = off)"),
     KEY("debug_die_in_save", I, "0", 0, 1e12, NULL, SAME | PLAIT_KEY_HIDDEN,
         "for tests: on a job's first attempt (no --max-restarts restart yet), world rank 0 kills itself "
         "(SIGKILL) while saving the checkpoint of this step, after writing its tensors and before renaming "

@@ -120,6 +120,12 @@ static void publish_failed(elastic_coordinator *c, int r, const char *why) {
     fprintf(stderr, "plait: elastic: the job ends: %s\n", why);
 }
 
+/* Order of two launchers by host name, then id. */
+static int by_name(elastic_coordinator *c, uint64_t a, uint64_t b) {
+    int d = strcmp(name_of(c, a), name_of(c, b));
+    return d ? d : (a > b) - (a < b);
+}
+
 static int in_list(const uint64_t *v, int n, uint64_t lid) {
     for (int i = 0; i < n; i++)
         if (v[i] == lid) return 1;
@@ -167,8 +173,17 @@ static int collect(elastic_coordinator *c, int r, elastic_result *res) {
         if (in_list(arrived, n_read, c->anchor)) order[n_order++] = c->anchor;
         for (int i = 0; i < c->n_prev; i++)
             if (c->prev[i] != c->anchor && in_list(arrived, n_read, c->prev[i])) order[n_order++] = c->prev[i];
+        int first_new = n_order;
         for (int i = 0; i < n_read; i++)
             if (!in_list(order, n_order, arrived[i])) order[n_order++] = arrived[i];
+        /* newcomers by host name, so a job started together always gets
+         * the same node order, whoever arrived first */
+        for (int i = first_new + 1; i < n_order; i++)
+            for (int j = i; j > first_new && by_name(c, order[j - 1], order[j]) > 0; j--) {
+                uint64_t t = order[j];
+                order[j] = order[j - 1];
+                order[j - 1] = t;
+            }
         for (int i = 0; i < n_order && m < c->o.max_hosts; i++) {
             known *k = find(c, order[i]);
             if (!k || k->dropped || k->bye || !fresh(c, k, now)) continue;

@@ -16,7 +16,7 @@
  *      still starting); with fewer than MIN after join_timeout the job
  *      ends, naming who came;
  *   3. the members, in node order (the store host first, then earlier
- *      members in their order, then newcomers), train: node k runs world
+ *      members in their order, then newcomers by host name), train: node k runs world
  *      ranks k*R .. k*R+R-1; the others wait for the next round;
  *   4. the coordinator ends the round when a member's heartbeat stops
  *      (host_timeout), when a member's ranks fail, or when the ranks stop at

@@ -14,24 +14,23 @@
 #   rows NAME                      rows of NAME's metrics.csv so far
 #   wait_rows NAME N [WHAT]        until metrics.csv has more than N rows
 #   wait_line FILE REGEX [WHAT]    until FILE has a line matching REGEX
+#   resumed NAME N                 RESUMED_STEP and RESUMED_FROM (memory,
+#                                  disk) of job NAME's N-th restart, from
+#                                  rank 0's log (waiting for it)
 TOKEN=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
 ELASTIC_PORT=$((29700 + $$ % 200))
-declare -A ELASTIC_PID ELASTIC_JOB ELASTIC_SEEN
+declare -A ELASTIC_PID ELASTIC_STARTS ELASTIC_SEEN
 
 elastic_start() {
-  local name=$1 i=$2 out n=1
+  local name=$1 i=$2 out
   shift 2
-  out=$E2E_WORK/$name.h$i.out
-  [ -n "${ELASTIC_PID[$i]:-}" ] && [ "${ELASTIC_JOB[$i]:-}" = "$name" ] && while [ -e "$out" ]; do
-    n=$((n + 1))
-    out=$E2E_WORK/$name.h$i.$n.out
-  done
-  rm -f "$out"
   if [ -z "${ELASTIC_SEEN[$name]:-}" ]; then # a new job: an empty run directory
-    rm -rf "${E2E_WORK:?}/$name"
+    rm -rf "${E2E_WORK:?}/$name" "$E2E_WORK/$name".h*.out
     ELASTIC_SEEN[$name]=1
   fi
-  ELASTIC_JOB[$i]=$name
+  ELASTIC_STARTS[$name.$i]=$((${ELASTIC_STARTS[$name.$i]:-0} + 1))
+  out=$E2E_WORK/$name.h$i.out
+  [ "${ELASTIC_STARTS[$name.$i]}" -eq 1 ] || out=$E2E_WORK/$name.h$i.${ELASTIC_STARTS[$name.$i]}.out
   on_host "$i" env MASTER_ADDR="$(host_addr 0)" MASTER_PORT=$ELASTIC_PORT PLAIT_JOB_TOKEN="$TOKEN" \
     "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/$name" "$@" >"$out" 2>&1 &
   ELASTIC_PID[$i]=$!
@@ -74,4 +73,14 @@ wait_line() {
   done
   tail -n 20 "$1" >&2
   fail "${3:-$1 never said /$2/}"
+}
+
+resumed() {
+  local log=$E2E_WORK/$1/rank-0.log line
+  wait_line "$log" "resuming at step" "$1: no restart in rank 0's log"
+  line=$(grep -o "resuming at step [0-9]* from .*" "$log" | sed -n "${2}p")
+  [ -n "$line" ] || fail "$1: no restart $2 in rank 0's log: $(grep -h 'resuming' "$log")"
+  RESUMED_STEP=${line#resuming at step }
+  RESUMED_STEP=${RESUMED_STEP%% *}
+  case $line in *"in memory"*) RESUMED_FROM=memory ;; *ckpt-*) RESUMED_FROM=disk ;; *) RESUMED_FROM="?" ;; esac
 }

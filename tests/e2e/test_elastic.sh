@@ -22,17 +22,6 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
 source "$(dirname "$0")/elastic_lib.sh"
 netns_up 3
-# resumed_at NAME N: the step the N-th restart of job NAME resumed at, and
-# from what ("memory" or "disk"), from rank 0's log
-resumed_at() {
-  local line
-  line=$(grep -o "resuming at step [0-9]* from .*" "$E2E_WORK/$1/rank-0.log" | sed -n "${2}p")
-  [ -n "$line" ] || fail "$1: no restart $2 in rank 0's log: $(grep -h 'resuming' "$E2E_WORK/$1/rank-0.log")"
-  local step=${line#resuming at step }
-  step=${step%% *}
-  case $line in *"in memory"*) echo "$step memory" ;; *ckpt-*) echo "$step disk" ;; *) echo "$step ?" ;; esac
-}
-
 N=12
 L="run.deterministic=true data.global_batch=8 data.micro_batch=2 parallel.plugin=hybrid parallel.pp=2 optim.lr_decay_steps=16"
 E="--max-restarts 4 run.join_wait=10 run.host_timeout=2 comm.timeout=30 run.debug_compute_sleep_ms=15"
@@ -45,9 +34,9 @@ elastic_wait shrink
 out=$E2E_WORK/shrink.h0.out
 grep -q "round 2: node 0 of 1 (plait-h0), dp 1, accumulation 4; host plait-h1 lost (no heartbeat for 2 s)" "$out" ||
   fail "shrink: no round of 1 host naming the lost one: $(grep elastic "$out")"
-s=$(grep -o "resuming at step [0-9]* from the replicas of step [0-9]* in memory" "$E2E_WORK/shrink/rank-0.log" |
-  grep -o "step [0-9]* in" | grep -o "[0-9]*") ||
-  fail "shrink: not resumed from memory: $(grep -h 'resuming\|replica' "$E2E_WORK"/shrink/rank-*.log)"
+resumed shrink 1
+s=$RESUMED_STEP
+[ "$RESUMED_FROM" = memory ] || fail "shrink: not resumed from memory: $(grep -h 'resuming\|replica' "$E2E_WORK"/shrink/rank-*.log)"
 [ "$s" -ge 6 ] && [ $((s % 2)) -eq 0 ] || fail "shrink: resumed from the replicas of step $s (expected 6 or later)"
 [ ! -e "$E2E_WORK/shrink/ckpt-$(printf %08d "$s")" ] || fail "shrink: a checkpoint of step $s exists on disk"
 [ "$(column shrink step | tr '\n' ' ')" = "$(seq 1 $N | tr '\n' ' ')" ] ||
@@ -72,8 +61,10 @@ wait_line "$E2E_WORK/grow.h0.out" "round 2: node 0 of 2" "grow: no round of 2 ho
 host_back 1
 elastic_start grow 1 $R parallel.dp=3 --nnodes 1:3 $E run.steps=$N run.replica_every=2 run.ckpt_every=0
 elastic_wait grow
-read -r s1 from1 < <(resumed_at grow 1)
-read -r s2 from2 < <(resumed_at grow 2)
+resumed grow 1
+s1=$RESUMED_STEP from1=$RESUMED_FROM
+resumed grow 2
+s2=$RESUMED_STEP from2=$RESUMED_FROM
 [ "$from1 $from2" = "memory memory" ] || fail "grow: resumed from $from1, then $from2 (expected memory twice)"
 grep -q "round 3: node 0 of 3 (plait-h0,plait-h2,plait-h1), dp 3, accumulation 2; host plait-h1 joined" "$E2E_WORK/grow.h0.out" ||
   fail "grow: host 1 did not join again: $(grep elastic "$E2E_WORK/grow.h0.out")"
