@@ -85,7 +85,7 @@ static int train_before_launch(int argc, char **argv) {
 const plait_command plait_cmd_train = {
     "train", "train a model: plait train CONFIG [section.key=value ...] [--resume]",
     "usage: plait train CONFIG [section.key=value ...] [--resume] [--progress auto|tty|plain|off]\n"
-    "                   [--max-restarts K] [--nnodes N --node-rank K]\n\n"
+    "                   [--max-restarts K] [--nnodes N --node-rank K | --nnodes MIN:MAX]\n\n"
     "Trains the model CONFIG describes. A layout of dp x tp x pp > 1 ranks starts that many local\n"
     "ranks over the comm plugin (TCP by default); under mpirun, srun or a torchrun-style environment\n"
     "this process is one rank of the job instead. Rank 0 shows progress; every rank logs to\n"
@@ -103,5 +103,9 @@ const plait_command plait_cmd_train = {
     "                 ranks; rank 0's host from MASTER_ADDR/MASTER_PORT (or [comm] rendezvous, or a\n"
     "                 Slurm allocation's first node), the same PLAIT_JOB_TOKEN on every host\n"
     "                 (docs/multi-node.md)\n"
+    "  --nnodes MIN:MAX  an elastic job, one launcher per host: it starts with MIN to MAX hosts\n"
+    "                 (the config's layout is the job at MAX) and goes on with the hosts that\n"
+    "                 remain when one is lost, or grows when one joins, from the latest\n"
+    "                 checkpoint, or from the replicas in memory with [run] replica_every\n"
     "  section.key=value  override any config key, e.g. optim.lr=3e-4 run.steps=50\n",
     cmd_train, train_before_launch};

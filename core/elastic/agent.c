@@ -70,58 +70,24 @@ static int keep(plait_agent *a, const agent_entry *e, int fd) {
     return 0;
 }
 
-static ssize_t send_msg(int sock, const void *buf, size_t len, int fd) {
-    struct iovec iov = {(void *)buf, len};
-    struct msghdr mh = {0};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    char ctl[CMSG_SPACE(sizeof(int))];
-    if (fd >= 0) {
-        memset(ctl, 0, sizeof ctl);
-        mh.msg_control = ctl;
-        mh.msg_controllen = sizeof ctl;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    }
-    ssize_t r;
-    do r = sendmsg(sock, &mh, MSG_NOSIGNAL);
-    while (r < 0 && errno == EINTR);
-    return r;
-}
-
 /* One request from a rank; 0, or -1 when its socket is done. */
 static int serve(plait_agent *a, int sock) {
     agent_msg m;
-    struct iovec iov = {&m, sizeof m};
-    struct msghdr mh = {0};
-    char ctl[CMSG_SPACE(sizeof(int))];
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = ctl;
-    mh.msg_controllen = sizeof ctl;
-    ssize_t r;
-    do r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-    while (r < 0 && errno == EINTR);
+    int fd = -1, cut = 0;
+    ssize_t r = agent_recv(sock, &m, sizeof m, &fd, &cut);
     if (r <= 0) return -1;
-    int fd = -1;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-            memcpy(&fd, CMSG_DATA(c), sizeof fd);
     agent_msg rep = {.magic = AGENT_MAGIC, .op = m.op};
-    if (r != (ssize_t)sizeof m || m.magic != AGENT_MAGIC || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+    if (r != (ssize_t)sizeof m || m.magic != AGENT_MAGIC || cut) {
         if (fd >= 0) close(fd);
         rep.status = -1;
-        return send_msg(sock, &rep, sizeof rep, -1) < 0 ? -1 : 0;
+        return agent_send(sock, &rep, sizeof rep, -1) < 0 ? -1 : 0;
     }
     if (m.op == AGENT_PUT) {
         pthread_mutex_lock(&a->lock);
         rep.status = fd >= 0 && keep(a, &m.e, fd) == 0 ? 0 : -1;
         pthread_mutex_unlock(&a->lock);
         if (rep.status != 0 && fd >= 0) close(fd);
-        return send_msg(sock, &rep, sizeof rep, -1) < 0 ? -1 : 0;
+        return agent_send(sock, &rep, sizeof rep, -1) < 0 ? -1 : 0;
     }
     if (fd >= 0) close(fd);
     if (m.op == AGENT_LIST) {
@@ -135,7 +101,7 @@ static int serve(plait_agent *a, int sock) {
         for (int i = 0; i < a->n_img && list.h.count < AGENT_MAX_LIST; i++) list.e[list.h.count++] = a->img[i].e;
         pthread_mutex_unlock(&a->lock);
         size_t len = sizeof list.h + sizeof(agent_entry) * (size_t)list.h.count;
-        return send_msg(sock, &list, len, -1) < 0 ? -1 : 0;
+        return agent_send(sock, &list, len, -1) < 0 ? -1 : 0;
     }
     if (m.op == AGENT_GET) {
         int out = -1;
@@ -151,16 +117,16 @@ static int serve(plait_agent *a, int sock) {
             }
         }
         pthread_mutex_unlock(&a->lock);
-        ssize_t w = send_msg(sock, &rep, sizeof rep, out);
+        ssize_t w = agent_send(sock, &rep, sizeof rep, out);
         if (out >= 0) close(out);
         return w < 0 ? -1 : 0;
     }
     if (m.op == AGENT_REGROUP) {
         rep.status = a->grow && a->grow(a->ctx) ? 1 : 0;
-        return send_msg(sock, &rep, sizeof rep, -1) < 0 ? -1 : 0;
+        return agent_send(sock, &rep, sizeof rep, -1) < 0 ? -1 : 0;
     }
     rep.status = -1;
-    return send_msg(sock, &rep, sizeof rep, -1) < 0 ? -1 : 0;
+    return agent_send(sock, &rep, sizeof rep, -1) < 0 ? -1 : 0;
 }
 
 static void *run(void *arg) {

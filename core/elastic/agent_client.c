@@ -34,45 +34,17 @@ static plait_status ask(const agent_msg *req, int fd, void *rep, size_t rep_len,
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "no replica keeper (this rank was not started by an elastic "
                                                       "launcher)");
     pthread_mutex_lock(&g_lock);
-    struct iovec iov = {(void *)req, sizeof *req};
-    struct msghdr mh = {0};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    char ctl[CMSG_SPACE(sizeof(int))];
-    if (fd >= 0) {
-        memset(ctl, 0, sizeof ctl);
-        mh.msg_control = ctl;
-        mh.msg_controllen = sizeof ctl;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    }
-    ssize_t r;
-    do r = sendmsg(sock, &mh, MSG_NOSIGNAL);
-    while (r < 0 && errno == EINTR);
+    ssize_t r = agent_send(sock, req, sizeof *req, fd);
     if (r != (ssize_t)sizeof *req) {
         int e = errno;
         pthread_mutex_unlock(&g_lock);
         return plait_set_error(PLAIT_ERR_PEER_LOST, "the launcher's replica keeper: %s", strerror(e));
     }
-    struct iovec riov = {rep, rep_len};
-    struct msghdr rh = {0};
-    char rctl[CMSG_SPACE(sizeof(int))];
-    rh.msg_iov = &riov;
-    rh.msg_iovlen = 1;
-    rh.msg_control = rctl;
-    rh.msg_controllen = sizeof rctl;
-    do r = recvmsg(sock, &rh, MSG_CMSG_CLOEXEC);
-    while (r < 0 && errno == EINTR);
+    int cut = 0;
+    r = agent_recv(sock, rep, rep_len, rfd, &cut);
     int e = errno;
     pthread_mutex_unlock(&g_lock);
-    *rfd = -1;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&rh); r > 0 && c; c = CMSG_NXTHDR(&rh, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-            memcpy(rfd, CMSG_DATA(c), sizeof *rfd);
-    if (r < (ssize_t)sizeof(agent_msg) || (rh.msg_flags & MSG_TRUNC)) {
+    if (r < (ssize_t)sizeof(agent_msg) || cut) {
         if (*rfd >= 0) close(*rfd);
         *rfd = -1;
         return plait_set_error(PLAIT_ERR_PEER_LOST, "the launcher's replica keeper did not answer (%s)",

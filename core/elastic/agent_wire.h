@@ -7,7 +7,9 @@
 #ifndef PLAIT_CORE_ELASTIC_AGENT_WIRE_H
 #define PLAIT_CORE_ELASTIC_AGENT_WIRE_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define AGENT_MAGIC 0x504c4147u
 #define AGENT_MAX_LIST 64
@@ -35,5 +37,13 @@ typedef struct agent_msg {
     int32_t count;     /* LIST reply: entries that follow */
     agent_entry e;     /* PUT, GET: the entry; GET reply: the one found */
 } agent_msg;
+
+/* One message on a socket pair, with `fd` attached when >= 0 (SCM_RIGHTS).
+ * Returns what sendmsg returns (EINTR retried). */
+ssize_t agent_send(int sock, const void *buf, size_t len, int fd);
+/* One message into buf (at most len bytes): its length (0 at the end, -1
+ * on error), *fd the attached fd or -1 (close-on-exec), *cut 1 when the
+ * message or its fd did not fit. */
+ssize_t agent_recv(int sock, void *buf, size_t len, int *fd, int *cut);
 
 #endif

@@ -14,9 +14,10 @@
 #   rows NAME                      rows of NAME's metrics.csv so far
 #   wait_rows NAME N [WHAT]        until metrics.csv has more than N rows
 #   wait_line FILE REGEX [WHAT]    until FILE has a line matching REGEX
-#   resumed NAME N                 RESUMED_STEP and RESUMED_FROM (memory,
-#                                  disk) of job NAME's N-th restart, from
-#                                  rank 0's log (waiting for it)
+#   resumed NAME C                 RESUMED_STEP and RESUMED_FROM (memory,
+#                                  disk) of job NAME's restart after C
+#                                  membership changes, from rank 0's log
+#                                  (waiting for it)
 TOKEN=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
 ELASTIC_PORT=$((29700 + $$ % 200))
 declare -A ELASTIC_PID ELASTIC_STARTS ELASTIC_SEEN
@@ -77,9 +78,8 @@ wait_line() {
 
 resumed() {
   local log=$E2E_WORK/$1/rank-0.log line
-  wait_line "$log" "resuming at step" "$1: no restart in rank 0's log"
-  line=$(grep -o "resuming at step [0-9]* from .*" "$log" | sed -n "${2}p")
-  [ -n "$line" ] || fail "$1: no restart $2 in rank 0's log: $(grep -h 'resuming' "$log")"
+  wait_line "$log" "membership changes so far: $2\).*resuming at step" "$1: no restart after $2 membership changes in rank 0's log"
+  line=$(grep "membership changes so far: $2)" "$log" | grep -o "resuming at step [0-9]* from .*" | tail -n 1)
   RESUMED_STEP=${line#resuming at step }
   RESUMED_STEP=${RESUMED_STEP%% *}
   case $line in *"in memory"*) RESUMED_FROM=memory ;; *ckpt-*) RESUMED_FROM=disk ;; *) RESUMED_FROM="?" ;; esac
