@@ -9,15 +9,21 @@
 #     `plait train --nnodes 2` launcher per host; for each link rate, layout
 #     (dp: dp 4 with adam; zero2: dp 4 with ZeRO-2) and scheme, the median
 #     step time over steps 3..STEPS, rounds interleaved so every scheme sees
-#     the same load, each round's ratio to none beside the median's, and
-#     the DP bytes per step (dp_bytes, or optim_bytes under ZeRO). Needs root.
+#     the same load (each round starts one scheme later), each round's
+#     ratio to none beside the median's, the medians of compute_ms and of
+#     the exposed comm_ms, the DP bytes a rank sends per step (dp_bytes, or
+#     optim_bytes under ZeRO), and what host 1 sent over its link per step
+#     (its eth0 counter over the run / STEPS) with the time that takes at
+#     the rate. Needs root.
 #     Defaults: "200mbit 1gbit" 3 10 "dp zero2" "none bf16 int8 onebit".
 #   scripts/bench-compression.sh loss [STEPS] [SCHEMES] [LAYOUTS]
 #     gpt-tiny, dp 4 on this host (layout dp, or zero2), STEPS steps (300) per
 #     scheme: the training loss averaged over the last 10 steps and the final
 #     validation loss, each beside float32's (none), with the relative gap.
 #
-# Environment: PLAIT_BIN (build/bin/plait), BENCH_OUT (runs/bench-compression).
+# Environment: PLAIT_BIN (build/bin/plait), BENCH_OUT (runs/bench-compression),
+# BENCH_ARGS (key=value overrides for every step run, e.g.
+# "data.global_batch=4 parallel.dp.bucket_size=4M").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PLAIT_BIN=${PLAIT_BIN:-build/bin/plait}
@@ -45,34 +51,43 @@ bytes_col() { [ "$1" = dp ] && echo dp_bytes || echo optim_bytes; }
 
 if [ "$what" = step ]; then
   RATES=${2:-200mbit 1gbit} ROUNDS=${3:-3} STEPS=${4:-10} LAYOUTS=${5:-dp zero2} SCHEMES=${6:-none bf16 int8 onebit}
+  read -r -a EXTRA <<<"${BENCH_ARGS:-}"
   # netns.sh removes what it made through at_exit (tests/e2e/lib.sh's, for tests)
   at_exit() { trap "$1" EXIT; }
   # shellcheck source=../tests/e2e/netns.sh
   source tests/e2e/netns.sh
   TOKEN=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
   PORT=29800
-  echo "# gpt-small, 2 hosts x 2 ranks (dp 4), $STEPS steps per run (median over steps 3..), $ROUNDS rounds"
+  # bytes host 1 sent over its link (host 0 also sends the initial broadcast)
+  tx_bytes() { ip netns exec "${NETNS_P}h1" cat /sys/class/net/eth0/statistics/tx_bytes; }
+  echo "# gpt-small, 2 hosts x 2 ranks (dp 4), $STEPS steps per run (median over steps 3..), $ROUNDS rounds," \
+    "schemes interleaved (each round starts one scheme later)${BENCH_ARGS:+; extra: $BENCH_ARGS}"
   echo "# load before: $(uptime)"
+  data=$OUT/step.txt.$$
+  read -r -a schemes <<<"$SCHEMES"
+  ns=${#schemes[@]}
   for rate in $RATES; do
     netns_up 2 "$rate"
     for ((round = 1; round <= ROUNDS; round++)); do
       for layout in $LAYOUTS; do
-        for z in $SCHEMES; do
+        for ((k = 0; k < ns; k++)); do
+          z=${schemes[$(((k + round - 1) % ns))]}
           PORT=$((PORT + 1))
           dir=$OUT/step-$rate-$layout-$z-r$round
           rm -rf "$dir"
           pids=()
+          tx0=$(tx_bytes)
           for i in 0 1; do
             # shellcheck disable=SC2046
             on_host $i env MASTER_ADDR="$(host_addr 0)" MASTER_PORT=$PORT PLAIT_JOB_TOKEN="$TOKEN" \
               "$PLAIT_BIN" train configs/gpt-small.ini --nnodes 2 --node-rank $i run.out_dir="$dir" \
               run.steps="$STEPS" run.eval_every=0 run.ckpt_every=0 run.progress=off comm.timeout=300 \
-              parallel.dp=4 $(scheme_args "$layout" "$z") >"$dir.h$i.out" 2>&1 &
+              parallel.dp=4 $(scheme_args "$layout" "$z") "${EXTRA[@]}" >"$dir.h$i.out" 2>&1 &
             pids+=($!)
           done
           for p in "${pids[@]}"; do wait "$p" || fail "$dir failed: $(tail -n 3 "$dir".h*.out)"; done
           echo "$rate $layout $z $round $(metric "$dir" step_ms 3) $(metric "$dir" "$(bytes_col "$layout")" 3)" \
-            >>"$OUT/step.txt.$$"
+            "$(metric "$dir" compute_ms 3) $(metric "$dir" comm_ms 3) $((($(tx_bytes) - tx0) / STEPS))" >>"$data"
         done
       done
     done
@@ -80,26 +95,31 @@ if [ "$what" = step ]; then
   done
   echo "# load after: $(uptime)"
   # the table: per (rate, layout, scheme) each round's step time, the
-  # median, and the ratio to none (per round, and of the medians)
-  data=$OUT/step.txt.$$
+  # median, and the ratio to none (per round, and of the medians); the
+  # medians of compute and exposed communication; the bytes a rank sends,
+  # and what host 1 sent over its link per step with the time that takes at
+  # the rate (what communication costs if nothing else does)
   med() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-  printf "%-8s %-6s %-7s %-26s %8s %7s %-26s %11s\n" rate layout scheme "step ms per round" median "x none" \
-    "x none per round" "DP MB/step"
+  col() { pick "$1" | awk -v c="$2" '{ print $c }'; }
+  printf "%-8s %-6s %-7s %-22s %7s %6s %-22s %8s %7s %8s %8s %8s\n" rate layout scheme "step ms per round" median \
+    "x none" "x none per round" compute comm "MB sent" "link MB" "link ms"
   for rate in $RATES; do
+    bits=$(echo "$rate" | awk '{ v = $1 + 0; u = tolower($1); sub(/^[0-9.]+/, "", u)
+      print v * (u ~ /^g/ ? 1e9 : u ~ /^m/ ? 1e6 : u ~ /^k/ ? 1e3 : 1) }')
     for layout in $LAYOUTS; do
       for z in $SCHEMES; do
         pick() { awk -v r="$rate" -v l="$layout" -v z="$1" '$1 == r && $2 == l && $3 == z' "$data"; }
-        per=$(pick "$z" | awk '{ printf "%s%.0f", NR > 1 ? " / " : "", $5 }')
-        ratios=$(paste <(pick none | awk '{ print $5 }') <(pick "$z" | awk '{ print $5 }') |
-          awk '{ printf "%s%.2f", NR > 1 ? " / " : "", $1 / $2 }')
-        m=$(pick "$z" | awk '{ print $5 }' | med) mn=$(pick none | awk '{ print $5 }' | med)
-        printf "%-8s %-6s %-7s %-26s %8.0f %7.2f %-26s %11.2f\n" "$rate" "$layout" "$z" "$per" "$m" \
-          "$(awk -v a="$mn" -v b="$m" 'BEGIN { print a / b }')" "$ratios" \
-          "$(pick "$z" | awk '{ print $6 }' | med | awk '{ print $1 / 1048576 }')"
+        per=$(col "$z" 5 | awk '{ printf "%s%.0f", (NR > 1 ? " / " : ""), $1 }')
+        ratios=$(paste <(col none 5) <(col "$z" 5) | awk '{ printf "%s%.2f", (NR > 1 ? " / " : ""), $1 / $2 }')
+        m=$(col "$z" 5 | med) mn=$(col none 5 | med) link=$(col "$z" 9 | med)
+        printf "%-8s %-6s %-7s %-22s %7.0f %6.2f %-22s %8.0f %7.0f %8.2f %8.2f %8.0f\n" "$rate" "$layout" "$z" "$per" \
+          "$m" "$(awk -v a="$mn" -v b="$m" 'BEGIN { print a / b }')" "$ratios" "$(col "$z" 7 | med)" \
+          "$(col "$z" 8 | med)" "$(col "$z" 6 | med | awk '{ print $1 / 1048576 }')" \
+          "$(awk -v b="$link" 'BEGIN { print b / 1e6 }')" "$(awk -v b="$link" -v r="$bits" 'BEGIN { print 8e3 * b / r }')"
       done
     done
   done
-  mv "$OUT/step.txt.$$" "$OUT/step.txt"
+  mv "$data" "$OUT/step.txt"
   exit 0
 fi
 

@@ -3,10 +3,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm/comm.h"
 #include "coll/reduce.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 
@@ -21,12 +21,6 @@ int plait_bench_op_parse(const char *name) {
     for (int i = 0; i < PLAIT_BENCH_OP_COUNT; i++)
         if (name && strcmp(name, op_names[i]) == 0) return i;
     return -1;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* ---- inputs and expected values (closed forms, small integers) ---------- */
@@ -286,9 +280,9 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
         for (int it = -o->warmup; it < o->iters; it++) {
             if ((st = reset_recv(dm, drecv, recv, exp, s.recv * esz, bcast_root)) != PLAIT_OK) goto out;
             if ((st = api->barrier(comm, NULL, NULL)) != PLAIT_OK) goto out;
-            double t0 = now();
+            double t0 = plait_clock_now();
             if (o->fault != PLAIT_BENCH_FAULT_STALE || it < 1) st = one_op(comm, o, &co, op_send, op_recv, &s);
-            double dt = now() - t0;
+            double dt = plait_clock_now() - t0;
             if (st != PLAIT_OK) goto out;
             if (o->op != PLAIT_BENCH_SENDRECV) ran = plait_comm_last_algorithm(comm);
             if (it >= 0) times[it] = dt;
@@ -301,10 +295,10 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
          * the last result survives to be checked; it is. */
         if ((st = reset_recv(dm, drecv, recv, exp, s.recv * esz, bcast_root)) != PLAIT_OK) goto out;
         if ((st = api->barrier(comm, NULL, NULL)) != PLAIT_OK) goto out;
-        double l0 = now();
+        double l0 = plait_clock_now();
         for (int it = 0; it < o->iters && o->fault != PLAIT_BENCH_FAULT_STALE; it++)
             if ((st = one_op(comm, o, &co, op_send, op_recv, &s)) != PLAIT_OK) goto out;
-        double loop = (now() - l0) / o->iters, loop_max = 0;
+        double loop = (plait_clock_now() - l0) / o->iters, loop_max = 0;
         if ((st = fetch_result(dm, recv, drecv, s.recv * esz)) != PLAIT_OK) goto out;
         wrong += check_result(o, me, recv, exp, s.recv, esz);
         /* the slowest rank per iteration and per loop; #wrong over all ranks */

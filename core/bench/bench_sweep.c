@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/self_child.h"
 
@@ -17,12 +18,6 @@
     "layout,dp,tp,pp,schedule,chunks,optim,micro_batch,bucket_mb,comm,status,tokens_per_s,ms_per_step,mfu,"  \
     "compute_ms,comm_ms,idle_ms,dp_mb,tp_mb,pp_mb,peak_mib,pred_tokens_per_s,pred_step_ms,pred_compute_ms," \
     "pred_comm_ms,pred_idle_ms,pred_mem_mib,run\n"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Fill rows that the CSV already measured (matched by layout name). */
 static plait_status load_csv(const char *path, plait_sweep_row *rows, size_t n) {
@@ -203,13 +198,13 @@ plait_status plait_sweep_run(const plait_sweep_opts *o, plait_sweep_row *rows, s
     size_t todo = 0, done = 0, failed = 0, layouts = 0;
     for (size_t i = 0; i < n; i++)
         if (wanted(&rows[i]) && rows[i].n_runs < repeat) todo += (size_t)(repeat - rows[i].n_runs), layouts++;
-    double start = now_s();
+    double start = plait_clock_now();
     int stopped = 0;
     for (int round = 1; round <= repeat && !stopped; round++) {
         for (size_t i = 0; i < n; i++) {
             plait_sweep_row *r = &rows[i];
             if (!wanted(r) || r->n_runs >= round) continue;
-            double elapsed = now_s() - start;
+            double elapsed = plait_clock_now() - start;
             char name[128], el[32], eta[32];
             plait_cost_layout_name(&r->predicted.layout, name, sizeof name);
             if (o->max_minutes > 0 && elapsed > 60 * o->max_minutes) {
@@ -250,7 +245,7 @@ plait_status plait_sweep_run(const plait_sweep_opts *o, plait_sweep_row *rows, s
                      o->max_minutes);
     }
     char el[32];
-    fmt_time(now_s() - start, el, sizeof el);
+    fmt_time(plait_clock_now() - start, el, sizeof el);
     fprintf(progress, "sweep: %zu run%s of %zu layout%s measured, %zu failed, in %s; results %s%s\n", done - failed,
             done - failed == 1 ? "" : "s", layouts, layouts == 1 ? "" : "s", failed, el,
             o->csv_is_scratch ? "below" : "in ", o->csv_is_scratch ? "" : o->csv);

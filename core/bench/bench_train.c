@@ -128,7 +128,7 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
          * to it (medians of each part separately would not) */
         memcpy(med + F_STEP, rows + median_step(rows, o->warmup, o->steps) * N_FIELDS + F_STEP,
                sizeof(double) * N_SPLIT);
-        double tokens = (double)run->layout.batch.global_batch * run->model.block_size;
+        double tokens = (double)run->work.batch.global_batch * run->model.block_size;
         double tps = tokens / med[F_STEP];
         double fpt = plait_run_flops_per_token(run);
         char mfu_text[64], compute[512];
@@ -145,7 +145,7 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
                 plait_config_str(cfg, "model", "recompute"), run->world.mesh.dp, run->world.mesh.tp,
                 run->world.mesh.pp, plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"),
                 world, world == 1 ? "" : "s", plait_kernels_threads(),
-                plait_kernels_threads() == 1 ? "" : "s", compute, (long long)run->layout.batch.global_batch,
+                plait_kernels_threads() == 1 ? "" : "s", compute, (long long)run->work.batch.global_batch,
                 run->model.block_size, tokens, (long long)o->steps, (long long)o->warmup, first_loss, last_loss,
                 peak.flops / 1e9, peak.ranks, peak.ranks == 1 ? "" : "s", peak.source);
         fprintf(out, "# %9s %10s %6s %10s %9s %8s %9s %9s %9s %9s %9s %11s\n", "ms/step", "tokens/s", "MFU",

@@ -46,7 +46,7 @@ int plait_gpt2_conv1d_weight(const char *name) {
             ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_proj.weight"));
 }
 
-const char *plait_gpt2_layout_name(plait_gpt2_layout layout) {
-    return layout == PLAIT_GPT2_CONV1D ? "Hugging Face GPT2LMHeadModel (Conv1D weights [in, out])"
-                                       : "plait/nanoGPT (nn.Linear weights [out, in])";
+const char *plait_gpt2_orientation_name(plait_gpt2_orientation orientation) {
+    return orientation == PLAIT_GPT2_CONV1D ? "Hugging Face GPT2LMHeadModel (Conv1D weights [in, out])"
+                                            : "plait/nanoGPT (nn.Linear weights [out, in])";
 }

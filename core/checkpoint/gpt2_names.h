@@ -25,10 +25,10 @@
 #include <stddef.h>
 
 /* How a file stores the projection weights. */
-typedef enum plait_gpt2_layout {
+typedef enum plait_gpt2_orientation {
     PLAIT_GPT2_LINEAR = 0, /* plait, nanoGPT: [out, in] */
     PLAIT_GPT2_CONV1D = 1  /* Hugging Face GPT2LMHeadModel: [in, out] */
-} plait_gpt2_layout;
+} plait_gpt2_orientation;
 
 /* What a tensor name in a foreign file is. */
 typedef enum plait_gpt2_kind {
@@ -48,6 +48,6 @@ plait_gpt2_kind plait_gpt2_canonical(const char *name, char *out, size_t cap);
 int plait_gpt2_conv1d_weight(const char *name);
 
 /* Name of the layout, for messages ("Hugging Face GPT-2 (Conv1D)", ...). */
-const char *plait_gpt2_layout_name(plait_gpt2_layout layout);
+const char *plait_gpt2_orientation_name(plait_gpt2_orientation orientation);
 
 #endif

@@ -18,7 +18,7 @@ struct plait_weights {
     char *path;
     plait_st_file *st;
     const plait_model_spec *spec;
-    plait_gpt2_layout layout;
+    plait_gpt2_orientation orientation;
     const plait_st_tensor **tensor; /* [n_params] by global index; NULL for tied copies */
     char note[512];
     /* the last parameter converted to plait's layout (transposed, padded) */
@@ -47,7 +47,7 @@ static plait_status shape_error(const plait_weights *w, const plait_st_tensor *t
     shape_text(need, sizeof need, ndim, want);
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                            "weights %s: tensor '%s' has shape %s, the config needs %s%s (%s layout)", w->path,
-                           t->name, have, need, why, plait_gpt2_layout_name(w->layout));
+                           t->name, have, need, why, plait_gpt2_orientation_name(w->orientation));
 }
 
 /* The parameter's global index by canonical name, or -1. */
@@ -69,11 +69,11 @@ static plait_status detect_layout(plait_weights *w) {
         plait_gpt2_canonical(t->name, name, sizeof name);
         if (strcmp(name, "transformer.h.0.mlp.c_fc.weight") != 0) continue;
         if (t->ndim == 2 && t->shape[0] == C && t->shape[1] == 4 * C) {
-            w->layout = PLAIT_GPT2_CONV1D;
+            w->orientation = PLAIT_GPT2_CONV1D;
             return PLAIT_OK;
         }
         if (t->ndim == 2 && t->shape[0] == 4 * C && t->shape[1] == C) {
-            w->layout = PLAIT_GPT2_LINEAR;
+            w->orientation = PLAIT_GPT2_LINEAR;
             return PLAIT_OK;
         }
         char have[128];
@@ -141,7 +141,7 @@ static plait_status check_shapes(plait_weights *w) {
                                    "another shape?",
                                    w->path, p->name, (int)s->n_layer, s->arch);
         int64_t want[2] = {p->shape[0], p->ndim > 1 ? p->shape[1] : 0};
-        int transposed = w->layout == PLAIT_GPT2_CONV1D && plait_gpt2_conv1d_weight(p->name);
+        int transposed = w->orientation == PLAIT_GPT2_CONV1D && plait_gpt2_conv1d_weight(p->name);
         if (transposed) {
             want[0] = p->shape[1];
             want[1] = p->shape[0];
@@ -246,7 +246,7 @@ void plait_weights_close(plait_weights *w) {
 }
 
 const char *plait_weights_path(const plait_weights *w) { return w->path; }
-plait_gpt2_layout plait_weights_layout(const plait_weights *w) { return w->layout; }
+plait_gpt2_orientation plait_weights_orientation(const plait_weights *w) { return w->orientation; }
 const char *plait_weights_note(const plait_weights *w) { return w->note; }
 
 /* Parameter gi as a full tensor in plait's layout: the mapped data itself
@@ -256,7 +256,7 @@ const char *plait_weights_note(const plait_weights *w) { return w->note; }
 static plait_status full_tensor(plait_weights *w, int32_t gi, const float **out) {
     const plait_param *p = &w->spec->params[gi];
     const plait_st_tensor *t = w->tensor[gi];
-    int transposed = w->layout == PLAIT_GPT2_CONV1D && plait_gpt2_conv1d_weight(p->name);
+    int transposed = w->orientation == PLAIT_GPT2_CONV1D && plait_gpt2_conv1d_weight(p->name);
     int padded = t->shape[0] < p->shape[0];
     if (!transposed && !padded) {
         *out = t->data;

@@ -1,7 +1,7 @@
 /*
  * Pretrained weights from outside a plait run ([run] init_from): a
  * safetensors file in the Hugging Face GPT-2 layout (GPT2LMHeadModel or
- * GPT2Model names) or the plait/nanoGPT layout (a plait checkpoint's
+ * GPT2Model names) or the plait/nanoGPT format (a plait checkpoint's
  * model.safetensors, nanoGPT's state dict saved as safetensors), read as
  * full tensors and cut into any rank's slices (TP shards, pipeline stages,
  * ZeRO partitions), like a checkpoint but weights only.
@@ -42,7 +42,7 @@ void plait_weights_close(plait_weights *w);
 
 /* The file opened, and its detected layout. */
 const char *plait_weights_path(const plait_weights *w);
-plait_gpt2_layout plait_weights_layout(const plait_weights *w);
+plait_gpt2_orientation plait_weights_orientation(const plait_weights *w);
 /* What was adapted ("token table: 50257 rows, rows 50257..50303 zero"), or
  * "" when nothing; owned by w. */
 const char *plait_weights_note(const plait_weights *w);

@@ -10,15 +10,35 @@
 
 #include "config/config.h"
 
+/* Options of the launcher that every command takes, like -n:
+ *   --nnodes N       the job spans N hosts, one launcher each (torchrun's
+ *                    --nnodes); rank 0's host from MASTER_ADDR/MASTER_PORT,
+ *                    [comm] rendezvous or a Slurm allocation's first node,
+ *                    the shared secret from PLAIT_JOB_TOKEN
+ *   --nnodes MIN:MAX plait train, elastic (cli/cli_elastic.c): at least
+ *                    MIN, at most MAX hosts; "MIN:" takes MAX from Slurm's
+ *                    SLURM_NNODES
+ *   --node-rank K    this host's index (default SLURM_NODEID under Slurm)
+ *   --max-restarts K plait train: relaunch a failed job from its latest
+ *                    complete checkpoint up to K times (launch/restart.h) */
+typedef struct plait_cli_job_opts {
+    int nnodes;       /* 0 = not given; elastic: MAX (0 = from Slurm) */
+    int nnodes_min;   /* elastic: MIN; 0 = a fixed number of hosts */
+    int node_rank;    /* -1 = not given */
+    int max_restarts; /* -1 = not given ([run] max_restarts) */
+} plait_cli_job_opts;
+
 typedef struct plait_command {
     const char *name;
     const char *summary;   /* one line for `plait help` */
     const char *usage;     /* full text for `plait help <name>` */
-    int (*run)(int argc, char **argv); /* argv[0] is the command name */
+    /* argv[0] is the command name; `job`: the launcher options given with
+     * it (commands that start ranks themselves use them) */
+    int (*run)(int argc, char **argv, const plait_cli_job_opts *job);
     /* Optional: what `plait <command> -n N` checks once, in the launcher,
-     * before any rank starts (argv as for run); 0 to start the ranks, else
-     * the exit code, the error printed. */
-    int (*before_launch)(int argc, char **argv);
+     * before any rank starts (arguments as for run); 0 to start the ranks,
+     * else the exit code, the error printed. */
+    int (*before_launch)(int argc, char **argv, const plait_cli_job_opts *job);
 } plait_command;
 
 /* All commands, NULL-terminated (commands.c). */
@@ -65,32 +85,12 @@ const plait_command *plait_cli_find_command(const char *name);
  * to the launcher when this process is a rank of `plait -n`). */
 void plait_cli_print_error(const char *context);
 
-/* Options of the launcher that every command takes, like -n:
- *   --nnodes N       the job spans N hosts, one launcher each (torchrun's
- *                    --nnodes); rank 0's host from MASTER_ADDR/MASTER_PORT,
- *                    [comm] rendezvous or a Slurm allocation's first node,
- *                    the shared secret from PLAIT_JOB_TOKEN
- *   --nnodes MIN:MAX plait train, elastic (cli/cli_elastic.c): at least
- *                    MIN, at most MAX hosts; "MIN:" takes MAX from Slurm's
- *                    SLURM_NNODES
- *   --node-rank K    this host's index (default SLURM_NODEID under Slurm)
- *   --max-restarts K plait train: relaunch a failed job from its latest
- *                    complete checkpoint up to K times (launch/restart.h) */
-typedef struct plait_cli_job_opts {
-    int nnodes;       /* 0 = not given; elastic: MAX (0 = from Slurm) */
-    int nnodes_min;   /* elastic: MIN; 0 = a fixed number of hosts */
-    int node_rank;    /* -1 = not given */
-    int max_restarts; /* -1 = not given ([run] max_restarts) */
-} plait_cli_job_opts;
-
-/* "N", "MIN:MAX" or "MIN:" (MAX 0: from Slurm) as --nnodes and [run]
- * nnodes take it. 0, or -1 with a static message in *err. */
-int plait_cli_parse_nnodes(const char *text, int *min, int *max, const char **err);
 /* Remove those options from argv (after argv[0]); 0, or -1 with a static
  * message in *err for a missing or out-of-range value. */
 int plait_cli_take_job_options(int *argc, char **argv, plait_cli_job_opts *o, const char **err);
-/* Remember them for plait_cli_launch*() (main thread, before any launch). */
-void plait_cli_set_job_options(const plait_cli_job_opts *o);
+/* "N", "MIN:MAX" or "MIN:" (MAX 0: from Slurm) as --nnodes and [run]
+ * nnodes take it. 0, or -1 with a static message in *err. */
+int plait_cli_parse_nnodes(const char *text, int *min, int *max, const char **err);
 
 /* Where a job on several hosts meets: `rendezvous` ([comm] rendezvous),
  * else MASTER_ADDR/MASTER_PORT, else a Slurm allocation's first node; and
@@ -102,7 +102,7 @@ plait_status plait_cli_job_address(const char *rendezvous, const char *what, cha
 /* `plait <command> ... -n N`: run N local ranks of argv (with -n already
  * removed) under the launcher (launch/launch.h) and return the exit code the
  * CLI should exit with. Refuses to nest inside a running job. */
-int plait_cli_launch(int nranks, int argc, char **argv);
+int plait_cli_launch(int nranks, int argc, char **argv, const plait_cli_job_opts *job);
 
 /* For commands that run a training layout (train, bench train): when no
  * launcher started this process and the layout needs dp x tp x pp > 1
@@ -111,7 +111,8 @@ int plait_cli_launch(int nranks, int argc, char **argv);
  * code in *exit_code; `cfg` is freed), 0 when this process should run the
  * command itself as a rank (or the only process). `context` prefixes a
  * preflight error ("train"). */
-int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv, int *exit_code);
+int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv,
+                            const plait_cli_job_opts *job, int *exit_code);
 
 /* For train and bench train, before plait_cli_launch_layout: refuse a
  * layout that does not fit this host's memory (cli/memory_check.h), in the
@@ -119,6 +120,7 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
  * in each rank, for the ranks on its host); nothing in a rank plait's own
  * launcher started, which checked already. `path` and the overrides are
  * the command's. PLAIT_OK or the error to print. */
-plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_over, char *const *over);
+plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_over, char *const *over,
+                                    const plait_cli_job_opts *job);
 
 #endif

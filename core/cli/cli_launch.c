@@ -19,10 +19,6 @@
 #include "train/preflight.h"
 #include "train/train_loop.h"
 
-static plait_cli_job_opts g_job = {.nnodes = 0, .node_rank = -1, .max_restarts = -1};
-
-void plait_cli_set_job_options(const plait_cli_job_opts *o) { g_job = *o; }
-
 /* "--name V" or "--name=V" at argv[i]: the value (NULL if absent) and how
  * many arguments it took; 0 if argv[i] is not that option. */
 static int option_value(char **argv, int argc, int i, const char *name, const char **value) {
@@ -150,9 +146,10 @@ plait_status plait_cli_job_address(const char *rendezvous, const char *what, cha
  * this host's index (--node-rank, else SLURM_NODEID under Slurm), rank 0's
  * host and port (`rendezvous`, else MASTER_ADDR/MASTER_PORT, else the first
  * node of a Slurm allocation) and the job's token (PLAIT_JOB_TOKEN). */
-static plait_status multi_host(plait_launch_opts *lo, const char *rendezvous, char *host, size_t cap) {
-    lo->nnodes = g_job.nnodes;
-    lo->node_rank = g_job.node_rank;
+static plait_status multi_host(plait_launch_opts *lo, const plait_cli_job_opts *job, const char *rendezvous,
+                               char *host, size_t cap) {
+    lo->nnodes = job->nnodes;
+    lo->node_rank = job->node_rank;
     if (lo->node_rank < 0 && getenv("SLURM_NODEID") && parse_int(getenv("SLURM_NODEID"), 0, 65535, &lo->node_rank))
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "SLURM_NODEID='%s' is not a node index", getenv("SLURM_NODEID"));
     if (lo->node_rank < 0)
@@ -173,7 +170,8 @@ static plait_status multi_host(plait_launch_opts *lo, const char *rendezvous, ch
  * checkpoint (argv gains run.resume=auto) up to that many times. `new_dir`:
  * the run directory holds no checkpoint before the first attempt
  * (launch/restart.h). */
-static int launch(int nranks, int argc, char **argv, const char *rendezvous, int max_restarts, int new_dir) {
+static int launch(int nranks, int argc, char **argv, const plait_cli_job_opts *job, const char *rendezvous,
+                  int max_restarts, int new_dir) {
     if (getenv("PLAIT_RANK")) {
         fprintf(stderr, "plait: -n is for the outer command: this process is already rank %s of a "
                         "plait job\n", getenv("PLAIT_RANK"));
@@ -185,7 +183,7 @@ static int launch(int nranks, int argc, char **argv, const char *rendezvous, int
     const char *g = getenv("PLAIT_LAUNCH_GRACE");
     o.grace_s = g ? atof(g) : 0;
     char host[256];
-    if (g_job.nnodes > 1 && multi_host(&o, rendezvous, host, sizeof host) != PLAIT_OK) {
+    if (job->nnodes > 1 && multi_host(&o, job, rendezvous, host, sizeof host) != PLAIT_OK) {
         plait_cli_print_error("launch");
         return 2;
     }
@@ -223,12 +221,12 @@ static int launch(int nranks, int argc, char **argv, const char *rendezvous, int
     return code;
 }
 
-int plait_cli_launch(int nranks, int argc, char **argv) {
-    if (g_job.max_restarts > 0) {
+int plait_cli_launch(int nranks, int argc, char **argv, const plait_cli_job_opts *job) {
+    if (job->max_restarts > 0) {
         fprintf(stderr, "plait: --max-restarts is for `plait train` (a restart resumes from a checkpoint)\n");
         return 2;
     }
-    return launch(nranks, argc, argv, NULL, 0, 0);
+    return launch(nranks, argc, argv, job, NULL, 0, 0);
 }
 
 /* NCCL drives one GPU per rank: ranks of one host sharing a device under
@@ -255,12 +253,12 @@ static int nccl_would_share_a_gpu(const plait_config *cfg, const char *context, 
     return 1;
 }
 
-/* --nnodes, else [run] nnodes (the option wins): 0, or -1 with the error
- * set naming the key. */
-static int job_nnodes(const plait_config *cfg, plait_cli_job_opts *j) {
-    *j = g_job;
+/* The launcher options with [run] nnodes for a --nnodes not given (the
+ * option wins): 0, or -1 with the error set naming the key. */
+static int job_nnodes(const plait_config *cfg, const plait_cli_job_opts *given, plait_cli_job_opts *j) {
+    *j = *given;
     const char *text = plait_config_str(cfg, "run", "nnodes");
-    if (j->nnodes > 0 || !text || !*text) return 0;
+    if (j->nnodes > 0 || j->nnodes_min > 0 || !text || !*text) return 0;
     const char *err = NULL;
     if (plait_cli_parse_nnodes(text, &j->nnodes_min, &j->nnodes, &err) != 0) {
         const char *where = "";
@@ -268,23 +266,23 @@ static int job_nnodes(const plait_config *cfg, plait_cli_job_opts *j) {
         plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[run] nnodes = '%s' (%s): %s", text, where, err + strlen("--nnodes "));
         return -1;
     }
-    g_job.nnodes = j->nnodes; /* as if given on the command line */
-    g_job.nnodes_min = j->nnodes_min;
     return 0;
 }
 
-plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_over, char *const *over) {
+plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_over, char *const *over,
+                                    const plait_cli_job_opts *given) {
     if (getenv("PLAIT_RANK")) return PLAIT_OK; /* its launcher checked */
-    plait_cli_job_opts job;
-    if (job_nnodes(cfg, &job) != 0) return PLAIT_ERR_INVALID_CONFIG;
-    if (job.nnodes_min > 0) return PLAIT_OK; /* each round checks its own layout (cli_elastic.c) */
+    plait_cli_job_opts merged;
+    if (job_nnodes(cfg, given, &merged) != 0) return PLAIT_ERR_INVALID_CONFIG;
+    const plait_cli_job_opts *job = &merged;
+    if (job->nnodes_min > 0) return PLAIT_OK; /* each round checks its own layout (cli_elastic.c) */
     int64_t world = plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                     plait_config_int(cfg, "parallel", "pp");
     int local = (int)world;
     plait_job_env env;
-    if (g_job.nnodes > 1)
-        local = (int)(world / g_job.nnodes);
-    else if (g_job.nnodes < 1 &&
+    if (job->nnodes > 1)
+        local = (int)(world / job->nnodes);
+    else if (job->nnodes < 1 &&
              plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) == PLAIT_OK &&
              env.launcher != PLAIT_LAUNCHER_NONE && env.local_size > 0)
         local = env.local_size;
@@ -292,25 +290,27 @@ plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_o
     return plait_cli_memory_check(cfg, path, n_over, over, local);
 }
 
-int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv, int *exit_code) {
-    plait_cli_job_opts job;
-    if (job_nnodes(cfg, &job) != 0) {
+int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv,
+                            const plait_cli_job_opts *given, int *exit_code) {
+    plait_cli_job_opts merged;
+    if (job_nnodes(cfg, given, &merged) != 0) {
         plait_cli_print_error(context);
         *exit_code = 2;
         plait_config_free(cfg);
         return 1;
     }
+    const plait_cli_job_opts *job = &merged;
     int64_t world = plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                     plait_config_int(cfg, "parallel", "pp");
     int restarts = strcmp(context, "train") == 0 ? (int)plait_config_int(cfg, "run", "max_restarts") : 0;
-    if (job.max_restarts >= 0) restarts = job.max_restarts;
-    if (job.nnodes_min > 0 && strcmp(context, "train") != 0) {
+    if (job->max_restarts >= 0) restarts = job->max_restarts;
+    if (job->nnodes_min > 0 && strcmp(context, "train") != 0) {
         fprintf(stderr, "plait: --nnodes MIN:MAX is for `plait train` (an elastic job resumes from checkpoints)\n");
         *exit_code = 2;
         plait_config_free(cfg);
         return 1;
     }
-    if (g_job.max_restarts > 0 && strcmp(context, "train") != 0) {
+    if (job->max_restarts > 0 && strcmp(context, "train") != 0) {
         fprintf(stderr, "plait: --max-restarts is for `plait train` (a restart resumes from a checkpoint)\n");
         *exit_code = 2;
         plait_config_free(cfg);
@@ -334,12 +334,12 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
     plait_job_env env;
     /* --nnodes (even 1) makes this process one host's launcher whatever the
      * environment says (under `srun --ntasks-per-node=1` it is a Slurm task) */
-    if (job.nnodes < 1 && job.nnodes_min < 1 &&
+    if (job->nnodes < 1 && job->nnodes_min < 1 &&
         ((world <= 1 && restarts <= 0) || plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) != PLAIT_OK ||
          env.launcher != PLAIT_LAUNCHER_NONE))
         return 0;
-    int nodes = job.nnodes > 1 ? job.nnodes : 1;
-    if ((job.nnodes >= 1 || job.nnodes_min > 0) && getenv("PLAIT_RANK")) {
+    int nodes = job->nnodes > 1 ? job->nnodes : 1;
+    if ((job->nnodes >= 1 || job->nnodes_min > 0) && getenv("PLAIT_RANK")) {
         fprintf(stderr, "plait: --nnodes is for each host's launcher: this process is already rank %s of a plait "
                         "job\n", getenv("PLAIT_RANK"));
         *exit_code = 2;
@@ -350,8 +350,8 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
     if (plait_layout_preflight(cfg) != PLAIT_OK) {
         plait_cli_print_error(context);
         *exit_code = 1;
-    } else if (job.nnodes_min > 0) {
-        *exit_code = plait_cli_launch_elastic(cfg, job.nnodes_min, job.nnodes, restarts, argc, argv);
+    } else if (job->nnodes_min > 0) {
+        *exit_code = plait_cli_launch_elastic(cfg, job->nnodes_min, job->nnodes, restarts, argc, argv);
     } else if (nccl_would_share_a_gpu(cfg, context, (int)(world / nodes), devices)) {
         *exit_code = 1;
     } else if (world % nodes) {
@@ -367,7 +367,7 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
             plait_train_out_dir(cfg, out_dir, sizeof out_dir);
             new_dir = plait_ckpt_list(out_dir, NULL, 0) == 0;
         }
-        *exit_code = launch((int)(world / nodes), argc, argv, rdv, restarts, new_dir);
+        *exit_code = launch((int)(world / nodes), argc, argv, job, rdv, restarts, new_dir);
     }
     plait_config_free(cfg);
     return 1;

@@ -16,7 +16,7 @@
 #include "runtime/error.h"
 #include "runtime/out_file.h"
 
-int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv);
+int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv, const plait_cli_job_opts *job);
 int plait_cli_bench_sweep(int argc, char **argv);
 
 static const char bench_usage[] =
@@ -310,7 +310,8 @@ static int load_comm_config(const comm_args *a, plait_config **cfg) {
 
 /* `plait bench comm ... -n N`: no device for --mem is said once, by the
  * launcher, before any rank starts. */
-static int bench_before_launch(int argc, char **argv) {
+static int bench_before_launch(int argc, char **argv, const plait_cli_job_opts *job) {
+    (void)job; /* bench comm: nothing here depends on the hosts */
     if (argc < 2 || strcmp(argv[1], "comm") != 0) return 0;
     comm_args a;
     int rc = parse_comm_args(argc - 1, argv + 1, &a);
@@ -411,14 +412,14 @@ done:
     return rc;
 }
 
-static int cmd_bench(int argc, char **argv) {
+static int cmd_bench(int argc, char **argv, const plait_cli_job_opts *job) {
     if (argc < 2) {
         fprintf(stderr, "%s", bench_usage);
         return 2;
     }
     if (strcmp(argv[1], "comm") == 0) return bench_comm(argc - 1, argv + 1);
     /* argv - 1 is the program's full command line (commands get it from index 1) */
-    if (strcmp(argv[1], "train") == 0) return plait_cli_bench_train(argc - 1, argv + 1, argc + 1, argv - 1);
+    if (strcmp(argv[1], "train") == 0) return plait_cli_bench_train(argc - 1, argv + 1, argc + 1, argv - 1, job);
     if (strcmp(argv[1], "sweep") == 0) return plait_cli_bench_sweep(argc - 1, argv + 1);
     fprintf(stderr, "plait bench: no benchmark '%s' (available: comm, train, sweep)\n", argv[1]);
     return 2;

@@ -8,9 +8,9 @@
 #include "runtime/error.h"
 #include "runtime/out_file.h"
 
-int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv);
+int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv, const plait_cli_job_opts *job);
 
-int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv) {
+int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv, const plait_cli_job_opts *job) {
     plait_bench_train_opts o = {.warmup = 3, .steps = 10, .csv = NULL};
     const char *path = NULL;
     char **over = calloc((size_t)argc + 1, sizeof *over);
@@ -47,7 +47,7 @@ int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv
         free(over);
         return 1;
     }
-    if (plait_cli_check_memory(cfg, path, n_over, over) != PLAIT_OK) {
+    if (plait_cli_check_memory(cfg, path, n_over, over, job) != PLAIT_OK) {
         plait_cli_print_error("bench train");
         plait_config_free(cfg);
         free(over);
@@ -55,7 +55,7 @@ int plait_cli_bench_train(int argc, char **argv, int full_argc, char **full_argv
     }
     free(over);
     int code;
-    if (plait_cli_launch_layout(cfg, "bench train", full_argc, full_argv, &code)) return code;
+    if (plait_cli_launch_layout(cfg, "bench train", full_argc, full_argv, job, &code)) return code;
     plait_status st = plait_bench_train_run(cfg, &o, stdout);
     if (st != PLAIT_OK) plait_cli_print_error("bench train");
     plait_config_free(cfg);

@@ -107,7 +107,8 @@ static int cmd_prepare(int argc, char **argv) {
     return 0;
 }
 
-static int cmd_data(int argc, char **argv) {
+static int cmd_data(int argc, char **argv, const plait_cli_job_opts *job) {
+    (void)job; /* starts no ranks */
     if (argc < 2) return bad("give a subcommand: prepare");
     if (!strcmp(argv[1], "prepare")) return cmd_prepare(argc - 1, argv + 1);
     return bad("no subcommand '%s'", argv[1]);

@@ -8,7 +8,8 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 
-static int cmd_doctor(int argc, char **argv) {
+static int cmd_doctor(int argc, char **argv, const plait_cli_job_opts *job) {
+    (void)job; /* starts no ranks */
     plait_doctor d = {.out = stdout};
     const char *path = NULL;
     char **over = calloc((size_t)argc + 1, sizeof *over);

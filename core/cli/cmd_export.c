@@ -17,7 +17,8 @@ static int bad(const char *fmt, ...) {
     return 2;
 }
 
-static int cmd_export(int argc, char **argv) {
+static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
+    (void)job; /* starts no ranks */
     const char *checkpoint = NULL, *format = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -25,7 +25,8 @@ const plait_command *plait_cli_find_command(const char *name) {
     return NULL;
 }
 
-static int cmd_help(int argc, char **argv) {
+static int cmd_help(int argc, char **argv, const plait_cli_job_opts *job) {
+    (void)job; /* starts no ranks */
     if (argc < 2) {
         plait_cli_print_overview(stdout);
         return 0;

@@ -44,7 +44,8 @@ static int explain(plait_cli_layout_args *a, const plait_cluster *cluster) {
     return rc;
 }
 
-static int cmd_plan(int argc, char **argv) {
+static int cmd_plan(int argc, char **argv, const plait_cli_job_opts *job) {
+    (void)job; /* starts no ranks */
     plait_cli_layout_args a;
     plait_cluster cluster;
     int rc = plait_cli_layout_args_parse(argc, argv, 0, "plan", &a);

@@ -194,7 +194,7 @@ static int optim_rank(const kit_args *a, const plait_plugin_desc *d) {
 }
 
 /* The outer process: one local job per rank count. */
-static int comm_jobs(const kit_args *a, int argc, char **argv) {
+static int comm_jobs(const kit_args *a, int argc, char **argv, const plait_cli_job_opts *job) {
     char list[256];
     snprintf(list, sizeof list, "%s", a->ranks);
     int failed = 0, jobs = 0;
@@ -219,7 +219,7 @@ static int comm_jobs(const kit_args *a, int argc, char **argv) {
         child[c++] = "--ranks";
         child[c++] = tok;
         child[c] = NULL;
-        int rc = plait_cli_launch((int)n, c, child);
+        int rc = plait_cli_launch((int)n, c, child, job);
         free(child);
         jobs++;
         if (rc) failed++;
@@ -230,7 +230,7 @@ static int comm_jobs(const kit_args *a, int argc, char **argv) {
     return failed ? 1 : 0;
 }
 
-static int plugin_test(int argc, char **argv) {
+static int plugin_test(int argc, char **argv, const plait_cli_job_opts *job) {
     kit_args a = {.ranks = "2,4,8", .timeout_s = 10, .large = 16u << 20};
     int ranks_given = 0;
     a.over = calloc((size_t)argc + 1, sizeof *a.over);
@@ -279,15 +279,15 @@ static int plugin_test(int argc, char **argv) {
     int group = !rc && kind == PLAIT_KIND_OPTIM && plait_kit_optim_needs_group(d);
     if (group && !ranks_given) a.ranks = "2,4";
     if (!rc && kind == PLAIT_KIND_OPTIM && !group) rc = optim_test(&a, d);
-    else if (group) rc = getenv("PLAIT_RANK") ? optim_rank(&a, d) : comm_jobs(&a, argc, argv);
+    else if (group) rc = getenv("PLAIT_RANK") ? optim_rank(&a, d) : comm_jobs(&a, argc, argv, job);
     else if (!rc && kind == PLAIT_KIND_PARALLEL) rc = plait_cli_plugin_test_parallel(a.path, d, a.n_over, a.over);
-    else if (!rc) rc = getenv("PLAIT_RANK") ? comm_rank(&a, d) : comm_jobs(&a, argc, argv);
+    else if (!rc) rc = getenv("PLAIT_RANK") ? comm_rank(&a, d) : comm_jobs(&a, argc, argv, job);
     free(a.over);
     return rc;
 }
 
-static int cmd_plugin(int argc, char **argv) {
-    if (argc >= 2 && strcmp(argv[1], "test") == 0) return plugin_test(argc - 1, argv + 1);
+static int cmd_plugin(int argc, char **argv, const plait_cli_job_opts *job) {
+    if (argc >= 2 && strcmp(argv[1], "test") == 0) return plugin_test(argc - 1, argv + 1, job);
     fprintf(stderr, "%s", plugin_usage);
     return 2;
 }

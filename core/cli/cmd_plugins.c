@@ -5,7 +5,8 @@
 #include "cli/cli.h"
 #include "plugin/loader.h"
 
-static int cmd_plugins(int argc, char **argv) {
+static int cmd_plugins(int argc, char **argv, const plait_cli_job_opts *job) {
+    (void)job; /* starts no ranks */
     (void)argc;
     (void)argv;
     plait_plugin_row *rows = NULL;

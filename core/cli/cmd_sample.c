@@ -86,7 +86,8 @@ static int sample_args(int argc, char **argv, plait_sample_options *o, char **ov
     return 0;
 }
 
-static int cmd_sample(int argc, char **argv) {
+static int cmd_sample(int argc, char **argv, const plait_cli_job_opts *job) {
+    (void)job; /* starts no ranks */
     plait_sample_options o = {.prompt = NULL, .tokens = 200, .temperature = 0.8, .top_k = 0, .seed = 1};
     char **over = calloc((size_t)argc + 1, sizeof *over);
     if (!over) return bad("out of memory");

@@ -181,7 +181,8 @@ static int cmd_code(int argc, char **argv, int encode) {
     return 0;
 }
 
-static int cmd_tokenizer(int argc, char **argv) {
+static int cmd_tokenizer(int argc, char **argv, const plait_cli_job_opts *job) {
+    (void)job; /* starts no ranks */
     if (argc < 2) return bad("give a subcommand: train, encode or decode");
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "encode")) return cmd_code(argc - 1, argv + 1, 1);

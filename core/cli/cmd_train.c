@@ -8,7 +8,7 @@
 #include "runtime/error.h"
 #include "train/train_loop.h"
 
-static int cmd_train(int argc, char **argv) {
+static int cmd_train(int argc, char **argv, const plait_cli_job_opts *job) {
     const char *path = NULL, *progress = NULL;
     plait_train_options opts = {.resume = PLAIT_RESUME_FROM_CONFIG};
     char **over = calloc((size_t)argc + 1, sizeof *over);
@@ -38,7 +38,7 @@ static int cmd_train(int argc, char **argv) {
         return 1;
     }
     /* a layout that cannot fit is refused before any rank starts */
-    if (plait_cli_check_memory(cfg, path, n_over, over) != PLAIT_OK) {
+    if (plait_cli_check_memory(cfg, path, n_over, over, job) != PLAIT_OK) {
         plait_cli_print_error("train");
         plait_config_free(cfg);
         free(over);
@@ -49,7 +49,7 @@ static int cmd_train(int argc, char **argv) {
      * process becomes the local launcher of that many (argv - 1 is the full
      * command line: commands receive the program's argv from index 1). */
     int code;
-    if (plait_cli_launch_layout(cfg, "train", argc + 1, argv - 1, &code)) return code;
+    if (plait_cli_launch_layout(cfg, "train", argc + 1, argv - 1, job, &code)) return code;
     opts.progress = progress;
     int regrouped = 0;
     opts.regrouped = &regrouped;
@@ -61,7 +61,7 @@ static int cmd_train(int argc, char **argv) {
 
 /* `plait train CONFIG -n N`: the memory check, once, before the ranks
  * start (they skip it: their launcher checked). */
-static int train_before_launch(int argc, char **argv) {
+static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *job) {
     const char *path = NULL;
     char **over = calloc((size_t)argc + 1, sizeof *over);
     int n_over = 0, rc = 0;
@@ -72,7 +72,7 @@ static int train_before_launch(int argc, char **argv) {
     }
     plait_config *cfg = NULL;
     if (path && plait_cli_load_config(path, n_over, over, &cfg) == PLAIT_OK &&
-        plait_cli_check_memory(cfg, path, n_over, over) != PLAIT_OK) {
+        plait_cli_check_memory(cfg, path, n_over, over, job) != PLAIT_OK) {
         plait_cli_print_error("train");
         rc = 1;
     }

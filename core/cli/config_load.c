@@ -15,10 +15,10 @@ static plait_status declare_plugin(plait_config *cfg, uint32_t kind, const char 
     if (!d) return PLAIT_ERR_INVALID_CONFIG;
     char section[128];
     snprintf(section, sizeof section, "%s.%s", plait_kind_name(kind), d->name);
-    if (!plait_config_has_section(cfg, section) && d->n_params) {
+    if (!plait_config_has_section(cfg, section) && d->n_keys) {
         char owner[128];
         snprintf(owner, sizeof owner, "plugin %s/%s", plait_kind_name(kind), d->name);
-        plait_status st = plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, owner);
+        plait_status st = plait_config_declare(cfg, section, d->keys, d->n_keys, d->key_size, owner);
         if (st != PLAIT_OK) return st;
     }
     /* Composed plugins are declared when present; one that is missing only
@@ -103,10 +103,13 @@ plait_status plait_cli_load_config(const char *path, int n_overrides, char *cons
 
 void plait_cli_print_error(const char *context) {
     char line[2400];
-    if (context)
-        snprintf(line, sizeof line, "%s: %s", context, plait_last_error());
+    const char *why = plait_last_error();
+    /* a message that already begins with the file it is about ("x.ini:3: ...")
+     * is not prefixed with it again */
+    if (context && strncmp(why, context, strlen(context)) != 0)
+        snprintf(line, sizeof line, "%s: %s", context, why);
     else
-        snprintf(line, sizeof line, "%s", plait_last_error());
+        snprintf(line, sizeof line, "%s", why);
     fprintf(stderr, "plait: error: %s\n", line);
     plait_log_file_only(PLAIT_LOG_ERROR, "plait", "%s", line);
     plait_launch_report_error(line);
@@ -122,8 +125,8 @@ static plait_status declare_plugin_section(plait_config *cfg, uint32_t kind, con
     char section[128];
     snprintf(section, sizeof section, "%s.%s", plait_kind_name(kind), d->name);
     plait_status st = PLAIT_OK;
-    if (d->n_params && !plait_config_has_section(cfg, section))
-        st = plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin");
+    if (d->n_keys && !plait_config_has_section(cfg, section))
+        st = plait_config_declare(cfg, section, d->keys, d->n_keys, d->key_size, "plugin");
     /* and those of the plugins it composes (plait_plugin_desc.uses) */
     for (int i = 0; st == PLAIT_OK && d->uses && d->uses[i]; i++)
         if (strcmp(d->uses[i], d->name) != 0) st = declare_plugin_section(cfg, kind, d->uses[i]);

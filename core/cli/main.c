@@ -53,15 +53,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "plait: %s\n", bad);
         return 2;
     }
-    plait_cli_set_job_options(&job);
     plait_host_install();
     if (nranks > 0) {
         /* one check for the whole job, not the same error from every rank */
-        int rc = c->before_launch ? c->before_launch(argc - 1, argv + 1) : 0;
+        int rc = c->before_launch ? c->before_launch(argc - 1, argv + 1, &job) : 0;
         plait_host_uninstall();
-        return rc ? rc : plait_cli_launch(nranks, argc, argv);
+        return rc ? rc : plait_cli_launch(nranks, argc, argv, &job);
     }
-    int rc = c->run(argc - 1, argv + 1);
+    int rc = c->run(argc - 1, argv + 1, &job);
     plait_host_uninstall();
     return rc;
 }

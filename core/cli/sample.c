@@ -208,7 +208,7 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     if (st == PLAIT_OK) st = plait_model_describe(run.cfg, 1, &run.model.desc);
     if (st == PLAIT_OK) {
         run.model.spec = plait_model_desc_spec(run.model.desc);
-        run.layout.batch = (plait_batch){.global_batch = 1, .micro_batch = 1, .accumulation = 1, .dp = 1};
+        run.work.batch = (plait_batch){.global_batch = 1, .micro_batch = 1, .accumulation = 1, .dp = 1};
         run.model.block_size = run.model.spec->block_size;
         st = plait_run_prefill_plan(&run);
     }
@@ -237,8 +237,8 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         st = plait_run_source_fill_params(&run, &src);
     }
     if (st == PLAIT_OK) {
-        plait_model_layout layout = {.plan = &run.layout.plan, .stage = 0, .params = &run.params.set, .max_slots = 1};
-        st = plait_model_create(run.model.desc, &layout, &run.model.instance);
+        plait_model_create_args args = {.plan = &run.work.plan, .stage = 0, .params = &run.params.set, .max_slots = 1};
+        st = plait_model_create(run.model.desc, &args, &run.model.instance);
     }
     int32_t V = run.model.spec ? run.model.spec->vocab_size : 0, T = run.model.block_size;
     int64_t n = 0;
@@ -276,7 +276,7 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         st = plait_model_set_batch(run.model.instance, 0, window, NULL);
         for (int32_t l = 0; st == PLAIT_OK && l < run.model.spec->n_layers; l++) st = plait_model_forward_layer(run.model.instance, l, 0);
         if (st != PLAIT_OK) break;
-        const float *logits = plait_model_logits(run.model.instance, 0) + (size_t)(len - 1) * (size_t)run.layout.plan.vocab_padded;
+        const float *logits = plait_model_logits(run.model.instance, 0) + (size_t)(len - 1) * (size_t)run.work.plan.vocab_padded;
         st = plait_device_copy(row, logits, sizeof(float) * (size_t)V, PLAIT_COPY_TO_HOST);
         if (st != PLAIT_OK) break;
         int32_t next = pick(row, V_pick, o->temperature, o->top_k, &rng, probs);
@@ -298,10 +298,10 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     }
     plait_kernels_set_precision(PLAIT_KERNELS_FP32);
     plait_config_free(dev_cfg);
-    free(run.layout.plan.shards);
-    free(run.layout.plan.layer_stage);
-    free(run.layout.plan.layer_chunk);
-    free(run.layout.plan.schedule);
+    free(run.work.plan.shards);
+    free(run.work.plan.layer_stage);
+    free(run.work.plan.layer_chunk);
+    free(run.work.plan.schedule);
     plait_model_desc_free(run.model.desc);
     plait_config_free(run.cfg);
     plait_ckpt_close(ck);

@@ -55,7 +55,7 @@
 
 #define HIER_AUTO_MIN_BYTES (64u << 10)
 
-/* Tag phases of the steps (the allreduce pipeline's stages 0..3 in order). */
+/* Tag phases of the steps (the allreduce pipeline's phases 0..3 in order). */
 enum { PH_INTRA_RS = 0, PH_INTER_RS = 1, PH_INTER_AG = 2, PH_INTRA_AG = 3 };
 
 int plait_hier_shape(const plait_comm *comm, int *hosts, int *per_host) {
@@ -97,7 +97,7 @@ typedef struct hier {
     int *m;
 } hier;
 
-static plait_status hier_plan(plait_coll_ctx *c, hier *p) {
+static plait_status hier_setup(plait_coll_ctx *c, hier *p) {
     memset(p, 0, sizeof *p);
     if (!plait_hier_shape(c->comm, &p->h, &p->l))
         return plait_set_error(PLAIT_ERR_INTERNAL, "hierarchical collective on a communicator without a "
@@ -228,11 +228,11 @@ static size_t packed_at(const ar *w, size_t po, size_t plen, int g) {
     return at;
 }
 
-/* The compressed transfers of `stage` of piece k (as stage_xfers). */
-static void zstage_xfers(const ar *w, int stage, int k, xfer *x, int *n) {
+/* The compressed transfers of `phase` of piece k (as phase_xfers). */
+static void zphase_xfers(const ar *w, int phase, int k, xfer *x, int *n) {
     const hier *p = w->p;
     piece q = piece_of(p, w->count, w->pieces, k);
-    int intra = stage == 0 || stage == 3, groups = intra ? p->l : p->h, mine = intra ? p->li : p->host;
+    int intra = phase == 0 || phase == 3, groups = intra ? p->l : p->h, mine = intra ? p->li : p->host;
     char *pk = w->pe[k & 1];
     for (int j = 0, t = 0; j < groups; j++) {
         if (j == mine) continue;
@@ -241,7 +241,7 @@ static void zstage_xfers(const ar *w, int stage, int k, xfer *x, int *n) {
         if (intra) part_of(p, &q, j, &o, &len);
         else share_of(p, q.po, q.plen, j, &o, &len);
         xfer *e = &x[(*n)++];
-        switch (stage) {
+        switch (phase) {
         case 0: /* part j of my contribution, encoded; theirs of my part */
             *e = (xfer){peer, w->e0s + (size_t)t * w->e0, plait_compress_bytes(w->z, len), w->e0r + (size_t)t * w->e0,
                         plait_compress_bytes(w->z, q.plen), PH_INTRA_RS};
@@ -263,42 +263,42 @@ static void zstage_xfers(const ar *w, int stage, int k, xfer *x, int *n) {
     }
 }
 
-/* Before the exchange of `stage` of piece k (decode = 0): encode what it
+/* Before the exchange of `phase` of piece k (decode = 0): encode what it
  * sends, rounding what this rank keeps of it the same way; after it
  * (decode = 1): decode what came into place. */
-static void zstage_codec(const ar *w, int stage, int k, int decode) {
+static void zphase_codec(const ar *w, int phase, int k, int decode) {
     const hier *p = w->p;
     const float *send = (const float *)(const void *)w->send;
     float *recv = (float *)(void *)w->recv;
     piece q = piece_of(p, w->count, w->pieces, k);
     char *pk = w->pe[k & 1];
-    if (stage == 0 && !decode) plait_compress_round_trip(w->z, recv + q.po, send + q.po, q.plen, NULL);
-    if (stage == 1 && !decode) plait_compress_round_trip(w->z, recv + q.so, recv + q.so, q.slen, NULL);
-    if (stage == 2 && !decode) {
+    if (phase == 0 && !decode) plait_compress_round_trip(w->z, recv + q.po, send + q.po, q.plen, NULL);
+    if (phase == 1 && !decode) plait_compress_round_trip(w->z, recv + q.so, recv + q.so, q.slen, NULL);
+    if (phase == 2 && !decode) {
         char *e = pk + packed_at(w, q.po, q.plen, p->host);
         plait_compress_encode(w->z, e, recv + q.so, q.slen, NULL);
         plait_compress_decode(w->z, recv + q.so, e, q.slen);
         return;
     }
-    int intra = stage == 0 || stage == 3, groups = intra ? p->l : p->h, mine = intra ? p->li : p->host;
+    int intra = phase == 0 || phase == 3, groups = intra ? p->l : p->h, mine = intra ? p->li : p->host;
     for (int j = 0, t = 0; j < groups; j++) {
         if (j == mine) continue;
         size_t o, len;
         if (intra) part_of(p, &q, j, &o, &len);
         else share_of(p, q.po, q.plen, j, &o, &len);
-        if (stage == 0 && !decode)
+        if (phase == 0 && !decode)
             plait_compress_encode(w->z, w->e0s + (size_t)t * w->e0, send + o, len, NULL);
-        else if (stage == 0)
+        else if (phase == 0)
             plait_compress_decode(w->z, (float *)(void *)(w->abuf + (size_t)t * q.plen * w->esz),
                                   w->e0r + (size_t)t * w->e0, q.plen);
-        else if (stage == 1 && !decode)
+        else if (phase == 1 && !decode)
             plait_compress_encode(w->z, w->e1s + (size_t)t * w->e1, recv + o, len, NULL);
-        else if (stage == 1)
+        else if (phase == 1)
             plait_compress_decode(w->z, (float *)(void *)(w->bbuf + (size_t)t * q.slen * w->esz),
                                   w->e1r + (size_t)t * w->e1, q.slen);
-        else if (stage == 2)
+        else if (phase == 2)
             plait_compress_decode(w->z, recv + o, pk + packed_at(w, q.po, q.plen, j), len);
-        else if (stage == 3 && decode)
+        else if (phase == 3 && decode)
             for (int g = 0; g < p->h; g++) { /* local peer j's part: its h shares */
                 size_t so, sl;
                 share_of(p, o, len, g, &so, &sl);
@@ -308,12 +308,12 @@ static void zstage_codec(const ar *w, int stage, int k, int decode) {
     }
 }
 
-/* Append the transfers of `stage` (0..3) of piece k to x[*n]. */
-static void stage_xfers(const ar *w, int stage, int k, xfer *x, int *n) {
+/* Append the transfers of `phase` (0..3) of piece k to x[*n]. */
+static void phase_xfers(const ar *w, int phase, int k, xfer *x, int *n) {
     const hier *p = w->p;
     size_t esz = w->esz;
     piece q = piece_of(p, w->count, w->pieces, k);
-    int intra = stage == 0 || stage == 3, groups = intra ? p->l : p->h, mine = intra ? p->li : p->host;
+    int intra = phase == 0 || phase == 3, groups = intra ? p->l : p->h, mine = intra ? p->li : p->host;
     for (int j = 0, t = 0; j < groups; j++) {
         if (j == mine) continue;
         int peer = intra ? p->m[p->host * p->l + j] : p->m[j * p->l + p->li];
@@ -326,7 +326,7 @@ static void stage_xfers(const ar *w, int stage, int k, xfer *x, int *n) {
             len = q.po + plait_part_offset(q.plen, p->h, j + 1) - o;
         }
         xfer *e = &x[(*n)++];
-        switch (stage) { /* the stage is also the tag phase (PH_*) */
+        switch (phase) { /* the phase is also the tag phase (PH_*) */
         case 0: /* part j of my piece to local index j; theirs of my part lands in abuf */
             *e = (xfer){peer, w->send + o * esz, len * esz, w->abuf + (size_t)t * q.plen * esz, q.plen * esz, PH_INTRA_RS};
             break;
@@ -344,13 +344,13 @@ static void stage_xfers(const ar *w, int stage, int k, xfer *x, int *n) {
     }
 }
 
-/* The reduction after stage 0 or 1 of piece k has landed. */
-static void stage_reduce(const ar *w, int stage, int k) {
+/* The reduction after phase 0 or 1 of piece k has landed. */
+static void phase_reduce(const ar *w, int phase, int k) {
     const plait_coll_args *a = w->c->a;
     const hier *p = w->p;
     size_t esz = w->esz;
     piece q = piece_of(p, w->count, w->pieces, k);
-    if (stage == 0) {
+    if (phase == 0) {
         /* mine + local index order's contributions; the first addition
          * reads my input directly (no copy of it into place first; when
          * compressed, my rounded input is in place already) */
@@ -358,7 +358,7 @@ static void stage_reduce(const ar *w, int stage, int k) {
         for (int t = 0; t < p->l - 1; t++)
             plait_reduce(part, t || w->z ? part : w->send + q.po * esz, w->abuf + (size_t)t * q.plen * esz, q.plen,
                          a->dtype, a->op);
-    } else if (stage == 1) {
+    } else if (phase == 1) {
         char *share = w->recv + q.so * esz;
         for (int t = 0; t < p->h - 1; t++)
             plait_reduce(share, share, w->bbuf + (size_t)t * q.slen * esz, q.slen, a->dtype, a->op);
@@ -369,7 +369,7 @@ static void stage_reduce(const ar *w, int stage, int k) {
 plait_status plait_hier_allreduce(plait_coll_ctx *c) {
     const plait_coll_args *a = c->a;
     hier p;
-    plait_status st = hier_plan(c, &p);
+    plait_status st = hier_setup(c, &p);
     if (st != PLAIT_OK) return st;
     ar w = {.c = c, .p = &p, .send = a->send, .recv = a->recv, .count = a->count, .esz = c->esz};
     size_t bytes = a->count * c->esz;
@@ -409,20 +409,20 @@ plait_status plait_hier_allreduce(plait_coll_ctx *c) {
         w.pe[1] = w.pe[0] + w.pk;
         w.e3r = w.pe[1] + w.pk;
     }
-    /* tick t: stage s of piece t - s, for every stage whose piece exists */
+    /* tick t: phase s of piece t - s, for every phase whose piece exists */
 #define LIVE(s) (t - (s) >= 0 && t - (s) < w.pieces)
     for (int t = 0; st == PLAIT_OK && t < w.pieces + 3; t++) {
         int n = 0;
         for (int s = 0; w.z && s < 3; s++)
-            if (LIVE(s)) zstage_codec(&w, s, t - s, 0);
+            if (LIVE(s)) zphase_codec(&w, s, t - s, 0);
         for (int s = 0; s < 4; s++)
-            if (LIVE(s)) (w.z ? zstage_xfers : stage_xfers)(&w, s, t - s, x, &n);
+            if (LIVE(s)) (w.z ? zphase_xfers : phase_xfers)(&w, s, t - s, x, &n);
         if ((st = exchange(c, x, n)) != PLAIT_OK) break;
         for (int s = 0; w.z && s < 4; s++)
-            if (LIVE(s) && s != 0 && s != 1) zstage_codec(&w, s, t - s, 1);
+            if (LIVE(s) && s != 0 && s != 1) zphase_codec(&w, s, t - s, 1);
         for (int s = 0; s < 2; s++) {
-            if (LIVE(s) && w.z) zstage_codec(&w, s, t - s, 1);
-            if (LIVE(s)) stage_reduce(&w, s, t - s);
+            if (LIVE(s) && w.z) zphase_codec(&w, s, t - s, 1);
+            if (LIVE(s)) phase_reduce(&w, s, t - s);
         }
     }
 #undef LIVE
@@ -436,7 +436,7 @@ plait_status plait_hier_allreduce(plait_coll_ctx *c) {
 plait_status plait_hier_reduce_scatter(plait_coll_ctx *c) {
     const plait_coll_args *a = c->a;
     hier p;
-    plait_status st = hier_plan(c, &p);
+    plait_status st = hier_setup(c, &p);
     if (st != PLAIT_OK) return st;
     size_t esz = c->esz, blk = a->count * esz;
     const char *send = a->send;
@@ -512,7 +512,7 @@ out:
 plait_status plait_hier_allgather(plait_coll_ctx *c) {
     const plait_coll_args *a = c->a;
     hier p;
-    plait_status st = hier_plan(c, &p);
+    plait_status st = hier_setup(c, &p);
     if (st != PLAIT_OK) return st;
     size_t blk = a->count * c->esz;
     char *recv = a->recv;

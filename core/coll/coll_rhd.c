@@ -69,7 +69,7 @@ static int pieces(size_t elems, size_t pe) { return elems ? (int)((elems + pe - 
 /* The rounds of halving (mask p/2 down to 1); returns their count. Also
  * the bytes of tmp they need in total (every round has its own region, so
  * all receives can be posted before the first one is waited for). */
-static int plan_halving(const vsplit *s, int v, size_t pe, hstep *out, size_t *tmp_elems) {
+static int halving_steps(const vsplit *s, int v, size_t pe, hstep *out, size_t *tmp_elems) {
     int lo = 0, hi = s->p, n = 0;
     size_t toff = 0;
     for (int mask = s->p / 2; mask >= 1; mask /= 2, n++) {
@@ -105,13 +105,13 @@ static size_t piece(size_t len, size_t pe, int i, size_t *e0) {
 /* Recursive halving over virtual ranks: on return acc[voff(v)..voff(v+1))
  * holds the reduction of every contribution. `src` is the input (acc is
  * used from the second round on); tmp holds the incoming pieces of every
- * round (plan_halving's tmp_elems). */
+ * round (halving_steps's tmp_elems). */
 static plait_status halve(plait_coll_ctx *c, const vsplit *s, int v, const char *src, char *acc,
                           char *tmp, unsigned base) {
     const plait_coll_args *a = c->a;
     size_t esz = c->esz, pe = RHD_PIECE_BYTES / esz ? RHD_PIECE_BYTES / esz : 1, tmp_elems;
     hstep steps[32];
-    int L = plan_halving(s, v, pe, steps, &tmp_elems), total = 0;
+    int L = halving_steps(s, v, pe, steps, &tmp_elems), total = 0;
     for (int i = 0; i < L; i++) total += steps[i].kp + steps[i].gp;
     int *hs = malloc((size_t)total * sizeof *hs);
     if (!hs) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
@@ -160,7 +160,7 @@ static plait_status halve(plait_coll_ctx *c, const vsplit *s, int v, const char 
 static size_t halving_tmp(const vsplit *s, int v, size_t esz) {
     hstep steps[32];
     size_t t;
-    plan_halving(s, v, RHD_PIECE_BYTES / esz ? RHD_PIECE_BYTES / esz : 1, steps, &t);
+    halving_steps(s, v, RHD_PIECE_BYTES / esz ? RHD_PIECE_BYTES / esz : 1, steps, &t);
     return t;
 }
 

@@ -27,18 +27,6 @@ const char *plait_redop_name(plait_redop op) {
 
 /* ---- half-precision conversions ---------------------------------------- */
 
-static inline uint32_t f32_bits(float f) {
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    return x;
-}
-
-static inline float bits_f32(uint32_t x) {
-    float f;
-    memcpy(&f, &x, sizeof f);
-    return f;
-}
-
 float plait_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
@@ -47,12 +35,12 @@ float plait_f16_to_f32(uint16_t h) {
         float f = (float)man * 0x1p-24f;
         return sign ? -f : f;
     }
-    if (exp == 31) return bits_f32(sign | 0x7f800000u | (man << 13));
-    return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+    if (exp == 31) return plait_bits_f32(sign | 0x7f800000u | (man << 13));
+    return plait_bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
 }
 
 uint16_t plait_f32_to_f16(float f) {
-    uint32_t x = f32_bits(f);
+    uint32_t x = plait_f32_bits(f);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     uint32_t ax = x & 0x7fffffffu;
     if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu)); /* quiet NaN */
@@ -60,7 +48,7 @@ uint16_t plait_f32_to_f16(float f) {
     if (ax < 0x38800000u) {
         /* below 2^-14: subnormal result m * 2^-24. Scaling by 2^24 is exact;
          * adding and removing 2^23 rounds to an integer, nearest-even. */
-        float scaled = bits_f32(ax) * 0x1p24f;
+        float scaled = plait_bits_f32(ax) * 0x1p24f;
         float m = (scaled + 0x1p23f) - 0x1p23f;
         return (uint16_t)(sign | (uint16_t)m);
     }
@@ -71,10 +59,10 @@ uint16_t plait_f32_to_f16(float f) {
     return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
 }
 
-float plait_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+float plait_bf16_to_f32(uint16_t h) { return plait_bits_f32((uint32_t)h << 16); }
 
 uint16_t plait_f32_to_bf16(float f) {
-    uint32_t x = f32_bits(f);
+    uint32_t x = plait_f32_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
     x += 0x7fffu + ((x >> 16) & 1u);
     return (uint16_t)(x >> 16);

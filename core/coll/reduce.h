@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <plait/types.h>
 
 /* Bytes per element; 0 for a value outside plait_dtype. */
@@ -42,5 +43,18 @@ float plait_f16_to_f32(uint16_t h);
 uint16_t plait_f32_to_f16(float f);
 float plait_bf16_to_f32(uint16_t h);
 uint16_t plait_f32_to_bf16(float f);
+
+/* A float's bit pattern and back (no aliasing rules broken). */
+static inline uint32_t plait_f32_bits(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    return x;
+}
+
+static inline float plait_bits_f32(uint32_t x) {
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
 
 #endif

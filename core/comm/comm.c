@@ -11,6 +11,7 @@
 #include "commstate/request.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
+#include "runtime/hash.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
 
@@ -47,12 +48,7 @@ plait_status plait_comm_settings_from_config(const plait_config *cfg, plait_comm
 
 /* ---- ids ------------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+static uint64_t splitmix64(uint64_t x) { return plait_mix64(x + 0x9e3779b97f4a7c15ull); }
 
 /* A child's comm id from facts every member shares: the parent's id, which
  * split of the parent this is, the color, and which of the child's two
@@ -360,7 +356,7 @@ void plait_comm_free(plait_comm *comm) {
     int started = comm->worker_started;
     pthread_mutex_unlock(&comm->lock);
     if (started) pthread_join(comm->worker, NULL);
-    plait_stage_free(comm->stage, comm->scratch_leaked);
+    plait_staging_free(comm->staging, comm->scratch_leaked);
     if (!comm->scratch_leaked) {
         comm->ops->destroy(comm->pp2p);
         comm->ops->destroy(comm->pcoll);

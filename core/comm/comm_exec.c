@@ -6,31 +6,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm/comm.h"
+#include "coll/compress.h"
 #include "staging/coll_staging.h"
 #include "commstate/comm_device.h"
 #include "comm/comm_p2p.h"
 #include "commstate/request.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Run one collective on this thread; on a fatal error mark the
- * communicator failed (the message stays the thread's error). */
+ * communicator failed (the message stays the thread's error). With
+ * PLAIT_LOG_LEVEL=coll=debug each one logs when it started and how long it
+ * ran: where a step's communication goes, bucket by bucket. */
 static plait_status run_one(plait_comm *comm, const plait_coll_args *args) {
     plait_status st = plait_comm_check_usable(comm);
     if (st != PLAIT_OK) {
         plait_comm_ready_release(plait_comm_device_of(comm), args->ready, args->own_ready);
         return st;
     }
+    int trace = plait_log_enabled_for(PLAIT_LOG_DEBUG, "coll");
+    uint64_t t0 = trace ? plait_clock_now_ns() : 0, sent0 = trace ? atomic_load(&comm->bytes_sent) : 0;
     st = plait_coll_run(comm, args);
+    if (trace)
+        plait_log(PLAIT_LOG_DEBUG, "coll", "%s #%llu '%s' on '%s': %zu values, %s%s%s, %llu bytes sent, %.3f ms",
+                  plait_coll_kind_name(args->kind), (unsigned long long)args->seq, args->label, comm->name,
+                  args->count, plait_coll_algo_name((plait_coll_algo)atomic_load(&comm->last_algo)),
+                  args->compression ? " " : "", args->compression ? plait_compress_name(args->compression) : "",
+                  (unsigned long long)(atomic_load(&comm->bytes_sent) - sent0), 1e-6 * (double)(plait_clock_now_ns() - t0));
     plait_comm_ready_release(plait_comm_device_of(comm), args->ready, args->own_ready);
     if (st != PLAIT_OK && st != PLAIT_ERR_UNSUPPORTED && st != PLAIT_ERR_NO_MEMORY)
         plait_comm_fail(comm, st, plait_last_error());
@@ -90,13 +95,13 @@ static plait_status ensure_worker(plait_comm *comm) {
 
 static plait_status finish_coll(plait_request *r, int *done, int block) {
     plait_comm *comm = r->comm;
-    uint64_t t0 = block ? now_ns() : 0;
+    uint64_t t0 = block ? plait_clock_now_ns() : 0;
     pthread_mutex_lock(&comm->lock);
     if (block)
         while (!r->done) pthread_cond_wait(&comm->done_cond, &comm->lock);
     int is_done = r->done;
     pthread_mutex_unlock(&comm->lock);
-    if (block) atomic_fetch_add(&comm->wait_ns, now_ns() - t0);
+    if (block) atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
     if (done) *done = is_done;
     if (!is_done) return PLAIT_OK;
     plait_status st = r->status;
@@ -111,12 +116,12 @@ plait_status plait_request_wait_device(plait_request *r) {
     if (!r) return plait_set_error(PLAIT_ERR_INVALID_ARG, "wait_device() on a NULL request");
     if (r->kind == PLAIT_REQ_P2P) return plait_p2p_wait(r);
     plait_comm *comm = r->comm;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = plait_clock_now_ns();
     pthread_mutex_lock(&comm->lock);
     while (!r->done && !r->posted) pthread_cond_wait(&comm->done_cond, &comm->lock);
     int posted_only = !r->done;
     pthread_mutex_unlock(&comm->lock);
-    atomic_fetch_add(&comm->wait_ns, now_ns() - t0);
+    atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
     if (!posted_only) return finish_coll(r, NULL, 1);
     /* done_ev stays the request's until it is released: the running
      * thread does not touch it before `detached` */
@@ -145,9 +150,9 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
         pthread_mutex_unlock(&comm->lock);
         plait_coll_args a = *args;
         a.seq = seq;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = plait_clock_now_ns();
         plait_status st = run_one(comm, &a);
-        atomic_fetch_add(&comm->wait_ns, now_ns() - t0);
+        atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
         pthread_mutex_lock(&comm->lock);
         comm->busy = 0;
         pthread_cond_broadcast(&comm->work_cond);

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm/comm.h"
 #include "commstate/comm_device.h"
@@ -28,13 +27,8 @@
 #include "coll/reduce.h"
 #include "comm/comm_p2p.h"
 #include "commstate/request.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void plait_p2p_describe(const plait_request *r, char *buf, size_t len) {
     char where[128];
@@ -74,18 +68,18 @@ static plait_status transport_buffer(plait_comm *comm, plait_request *r, void *b
     if (plait_mem_is_host(kind) && !(comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST)) && r->bytes)
         return through_device(comm, r, buf, b);
     if (plait_mem_is_host(kind) || !r->bytes) return PLAIT_OK;
-    plait_stage *sg = NULL;
-    plait_status st = plait_stage_of(comm, &sg);
+    plait_staging *sg = NULL;
+    plait_status st = plait_staging_of(comm, &sg);
     if (st != PLAIT_OK) return st;
-    if (!(r->staged = plait_stage_borrow(sg, r->bytes))) return PLAIT_ERR_NO_MEMORY;
+    if (!(r->staged = plait_staging_borrow(sg, r->bytes))) return PLAIT_ERR_NO_MEMORY;
     r->dev = buf;
     b->ptr = r->staged;
     if (comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST_PINNED)) b->kind = PLAIT_MEM_HOST_PINNED;
     if (!r->is_send) return PLAIT_OK;
     if (r->ready && (st = plait_comm_ready_wait(plait_comm_device_of(comm), r->ready)) != PLAIT_OK) return st;
-    plait_stage_copy j = {.dir = PLAIT_COPY_TO_HOST, .host = r->staged, .dev = buf, .bytes = r->bytes, .blocks = 1,
+    plait_staging_copy j = {.dir = PLAIT_COPY_TO_HOST, .host = r->staged, .dev = buf, .bytes = r->bytes, .blocks = 1,
                           .on_comm = r->ready != NULL, .device = plait_comm_device_of(comm)};
-    st = plait_stage_copy_now(&j);
+    st = plait_staging_copy_now(&j);
     return st == PLAIT_OK ? st : plait_wrap_error(st, "staging a device buffer");
 }
 
@@ -101,11 +95,11 @@ static plait_status unstage(plait_request *r, int received) {
     if (received) {
         /* the buffer's earlier readers on the compute stream come first */
         if (r->ready) st = plait_comm_ready_wait(plait_comm_device_of(r->comm), r->ready);
-        plait_stage_copy j = {.dir = PLAIT_COPY_TO_DEVICE, .host = r->staged, .dev = r->dev, .bytes = r->bytes,
+        plait_staging_copy j = {.dir = PLAIT_COPY_TO_DEVICE, .host = r->staged, .dev = r->dev, .bytes = r->bytes,
                               .blocks = 1, .on_comm = r->ready != NULL, .device = plait_comm_device_of(r->comm)};
-        if (st == PLAIT_OK) st = plait_stage_copy_now(&j);
+        if (st == PLAIT_OK) st = plait_staging_copy_now(&j);
     }
-    plait_stage_give_back(r->comm->stage, r->staged);
+    plait_staging_give_back(r->comm->staging, r->staged);
     r->staged = NULL;
     return st;
 }
@@ -241,11 +235,11 @@ static plait_status finish(plait_request *r, plait_status st, size_t bytes) {
 plait_status plait_p2p_wait(plait_request *r) {
     plait_comm *comm = r->comm;
     size_t bytes = 0;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = plait_clock_now_ns();
     pthread_mutex_lock(&comm->p2p_lock);
     plait_status st = comm->ops->wait(comm->pp2p, r->preq, comm->settings.timeout_s, &bytes);
     pthread_mutex_unlock(&comm->p2p_lock);
-    atomic_fetch_add(&comm->wait_ns, now_ns() - t0);
+    atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
     return finish(r, st, bytes);
 }
 

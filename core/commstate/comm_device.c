@@ -66,7 +66,7 @@ plait_status plait_comm_done_wait(const plait_comm_device *dev, plait_device_eve
     return st == PLAIT_OK ? st : plait_wrap_error(st, "making the compute stream wait for a collective's end");
 }
 
-plait_status plait_comm_stage_copy(const plait_comm_device *dev, int on_comm, void *dst, const void *src,
+plait_status plait_comm_staging_copy(const plait_comm_device *dev, int on_comm, void *dst, const void *src,
                                    size_t bytes, plait_copy_dir dir) {
     const plait_device_ops *ev = on_comm ? events_of(dev) : NULL;
     if (ev) return ev->copy_on(PLAIT_STREAM_COMM, dst, src, bytes, dir);

@@ -66,7 +66,7 @@ plait_status plait_comm_done_wait(const plait_comm_device *dev, plait_device_eve
 /* Copy staged bytes between device and host memory: on the communication
  * stream when `on_comm` (the operation had a ready event and has waited
  * for it), else with the device's copy, which follows the compute stream. */
-plait_status plait_comm_stage_copy(const plait_comm_device *dev, int on_comm, void *dst, const void *src,
+plait_status plait_comm_staging_copy(const plait_comm_device *dev, int on_comm, void *dst, const void *src,
                                    size_t bytes, plait_copy_dir dir);
 
 /* Before the comm plugin (`ops`, its communicator `pcomm`) gets device

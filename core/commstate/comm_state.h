@@ -109,7 +109,7 @@ typedef struct plait_coll_args {
 /* ---- the communicator ------------------------------------------------ */
 
 typedef struct plait_request plait_request;
-typedef struct plait_stage plait_stage; /* staging.h */
+typedef struct plait_staging plait_staging; /* staging.h */
 
 struct plait_comm {
     char name[32];
@@ -157,7 +157,7 @@ struct plait_comm {
 
     /* staging of device buffers for a host-memory transport (staging.h);
      * NULL until first needed */
-    plait_stage *stage;
+    plait_staging *staging;
 
     /* counters */
     _Atomic uint64_t bytes_sent, bytes_received, collectives, wait_ns;

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-/* The model aligns every buffer of a slot to 16 floats (model/gpt.c). */
+/* The model aligns every buffer of a slot to 16 floats (model/model_slots.c). */
 static double al(double n) { return (double)(((long long)n + 15) / 16 * 16); }
 
 void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, double B, int tp, double vocab_padded,
@@ -48,7 +48,7 @@ static double block_elems(const plait_cost_shape *s, int kept) {
 }
 
 /* Elements a block's slot keeps for the weight half of a split backward
- * (model/gpt.c stash_layout): the block output's and ln_2's gradients,
+ * (model/model_slots.c, stash_carve): the block output's and ln_2's gradients,
  * the rest in buffers the input half leaves dead where recompute is none
  * (c_fc's and c_attn's outputs; the probabilities when they hold two
  * residual-stream tensors). */

@@ -1,5 +1,5 @@
 /*
- * Activation memory of the GPT model as it keeps it (model/gpt.c's slots,
+ * Activation memory of the GPT model as it keeps it (model/model_slots.c,
  * model/recompute.c's recompute modes), in elements, from the layer range a
  * model chunk holds. Both the cost of a rank from its plugin's plan
  * (rank_cost.h) and the cost of a stage from the model's shape alone

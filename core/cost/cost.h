@@ -51,7 +51,7 @@ typedef struct plait_cost_rank {
     double pp_msgs, pp_msg_elems;/* pipeline sends per step (activations and gradients) and each's elements */
     double bubble;               /* the schedule's idle share, 0 without a pipeline */
     /* bytes on the wire per float32 byte of the DP gradient reductions and
-     * of ZeRO-3's parameter gathers (grad_compression, param_gather:
+     * of ZeRO's parameter gathers (grad_compression, param_gather:
      * coll/compress.h); 0 = 1 (uncompressed) */
     double grad_wire, param_wire;
 } plait_cost_rank;

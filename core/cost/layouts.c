@@ -366,7 +366,7 @@ void plait_cost_wire(const plait_config *cfg, int zero, double *grad, double *pa
     snprintf(sec, sizeof sec, zero ? "optim.zero%d" : "parallel.dp", zero);
     plait_value v;
     int g = plait_config_get(cfg, sec, "grad_compression", &v) == PLAIT_OK ? (int)v.i : 0;
-    int p = zero == 3 && plait_config_get(cfg, sec, "param_gather", &v) == PLAIT_OK && v.i ? PLAIT_COMPRESS_BF16 : 0;
+    int p = zero && plait_config_get(cfg, sec, "param_gather", &v) == PLAIT_OK && v.i ? PLAIT_COMPRESS_BF16 : 0;
     const size_t n = 1u << 20;
     *grad = (double)plait_compress_bytes((plait_compression)g, n) / (4.0 * n);
     *param = (double)plait_compress_bytes((plait_compression)p, n) / (4.0 * n);

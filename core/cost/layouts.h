@@ -81,9 +81,9 @@ int plait_cost_layout_overrides(const plait_cost_layout *l, int64_t global_batch
 /* The ZeRO stage of an optimizer plugin name (0 for adam). */
 int plait_cost_zero_stage(const char *optim);
 /* Bytes on the wire per float32 byte of the gradient reductions (*grad)
- * and of ZeRO-3's parameter gathers (*param) under `cfg`'s compression keys
+ * and of ZeRO's parameter gathers (*param) under `cfg`'s compression keys
  * for ZeRO stage `zero` (0 = plain DP): [parallel.dp] or [optim.zeroN]
- * grad_compression, [optim.zero3] param_gather. 1 when uncompressed. */
+ * grad_compression and [optim.zeroN] param_gather. 1 when uncompressed. */
 void plait_cost_wire(const plait_config *cfg, int zero, double *grad, double *param);
 
 /* Builds the finalized config for a layout from the overrides (the CLI's

@@ -10,7 +10,7 @@
 #include "train/preflight.h"
 
 /* Fill `out` for the rank `r` describes. The activation bytes follow the
- * model's slot layout (model/gpt.c, slot_layout and scratch_get) times the
+ * model's slot layout (model/model_slots.c: slot_carve and plait_model_scratch_get) times the
  * largest number of micro-batches the schedule keeps alive per chunk. */
 void plait_cost_rank_from_plan(const plait_layout_rank *r, plait_cost_rank *out);
 

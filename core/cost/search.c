@@ -4,17 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cost/stages.h"
 #include "layout/batch.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* A layout weighed from the model's shape. */
 typedef struct weighed {
@@ -123,7 +117,7 @@ void plait_cost_search_free(plait_cost_search *s) {
 plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cfg, const plait_cost_ctx *x,
                                    size_t show, plait_cost_search *out) {
     memset(out, 0, sizeof *out);
-    double t0 = now_s();
+    double t0 = plait_clock_now();
     plait_cost_model *m = NULL;
     plait_status st = plait_cost_model_new(cfg, &m);
     if (st != PLAIT_OK) return st;
@@ -231,6 +225,6 @@ done:
     free(w);
     free(lay);
     plait_cost_model_free(m);
-    out->seconds = now_s() - t0;
+    out->seconds = plait_clock_now() - t0;
     return st;
 }

@@ -219,7 +219,7 @@ static int chunk_at(const groups *g, int v, int backward, int64_t i) {
 
 /* Micro-batches each chunk of stage `stage` keeps alive at its peak, summed
  * over the chunks: the model allocates that many slots of each chunk
- * (model/gpt.c). Warm-up forwards, then one forward and one backward in
+ * (model/model_slots.c). Warm-up forwards, then one forward and one backward in
  * turn, then the last backwards, as the schedules' instruction lists run;
  * zb1 holds a slot until the weight half, min(p, m) of them. */
 static double live_slots(const char *schedule, int p, int stage, int m, int v, double *per_chunk) {

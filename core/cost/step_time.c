@@ -121,8 +121,8 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
     *hidden = *exposed = *bytes = 0;
     if (n <= 1) return;
     /* compression (grad_wire, param_wire): the gradients' reductions and
-     * ZeRO-3's gathers move that share of their bytes; the updated weights'
-     * all-gather of ZeRO-1/2 stays as it is */
+     * ZeRO's parameter gathers (the updated weights' of stages 1/2, the
+     * layers' of stage 3) move that share of their bytes */
     double g = r->grad_wire > 0 ? r->grad_wire : 1, w = r->param_wire > 0 ? r->param_wire : 1;
     double W = b.weight * r->param_numel, layers = ceil_div(r->param_numel, r->largest_layer_numel);
     if (j->zero <= 1) {
@@ -134,8 +134,8 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
             *bytes = 2.0 * (n - 1) / n * S;
         } else {
             *hidden = dp_gather(d, S - last, parts);
-            *exposed = dp_gather(d, last, 1) + dp_gather(d, W, ceil_div(W, j->bucket_bytes));
-            *bytes = (n - 1.0) / n * (S + W);
+            *exposed = dp_gather(d, last, 1) + dp_gather(d, W * w, ceil_div(W, j->bucket_bytes));
+            *bytes = (n - 1.0) / n * (S + W * w);
         }
         return;
     }
@@ -145,8 +145,8 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
     if (j->zero == 2) {
         double tail = dp_gather(d, last, 1);
         *hidden = rs - tail;
-        *exposed = tail + dp_gather(d, W, ceil_div(W, j->bucket_bytes));
-        *bytes = (n - 1.0) / n * (m * G + W);
+        *exposed = tail + dp_gather(d, W * w, ceil_div(W, j->bucket_bytes));
+        *bytes = (n - 1.0) / n * (m * G + W * w);
     } else {
         double U = b.weight * r->largest_layer_numel * w;
         double first = dp_gather(d, U, 1);

@@ -8,13 +8,25 @@
 #define MiB 1048576.0
 #define GiB (1024.0 * MiB)
 
+/* A compute rate in the unit that shows it: a CPU node's tens of GFLOP/s
+ * would read "0.0 TFLOP/s". */
+static const char *rate_text(char *buf, size_t size, double flops, int digits) {
+    if (flops >= 1e12)
+        snprintf(buf, size, "%.*f TFLOP/s", digits, flops / 1e12);
+    else
+        snprintf(buf, size, "%.*f GFLOP/s", digits, flops / 1e9);
+    return buf;
+}
+
 void plait_cost_print_header(FILE *out, const char *config, int ranks, const plait_cluster *c, plait_precision p,
                              double mem_limit) {
     double limit = mem_limit > 0 ? mem_limit : plait_cost_mem_limit(c, ranks), rate = 0;
     (void)plait_cluster_rate(c, p, &rate);
     fprintf(out, "# plait plan %s: %d ranks on %s, in %s\n", config, ranks, c->name, plait_device_precision_name(p));
-    fprintf(out, "# %d node%s x %d %s, %.1f TFLOP/s %s per %s (peak x efficiency); intra %s %.1f GB/s %.1f us",
-            c->nodes, c->nodes == 1 ? "" : "s", c->units_per_node, c->gpu ? "GPUs" : "cores", rate / 1e12,
+    char rt[48];
+    fprintf(out, "# %d node%s x %d %s, %s %s per %s (peak x efficiency); intra %s %.1f GB/s %.1f us",
+            c->nodes, c->nodes == 1 ? "" : "s", c->units_per_node, c->gpu ? "GPUs" : "cores",
+            rate_text(rt, sizeof rt, rate, 1),
             plait_device_precision_name(p), c->gpu ? "GPU" : "node", c->intra.kind, c->intra.bandwidth / 1e9,
             c->intra.latency * 1e6);
     if (c->nodes > 1) {
@@ -80,7 +92,8 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     if (t->shared_cores)
         fprintf(out, "  the ranks share a CPU node's cores: the busiest node's work sets the pace, so a pipeline's idle "
                      "ranks lend theirs and no bubble is counted\n");
-    fprintf(out, "\ncompute at %.2f TFLOP/s per %s (%s peak x efficiency)%s:\n", t->rate / 1e12,
+    char rt[48];
+    fprintf(out, "\ncompute at %s per %s (%s peak x efficiency)%s:\n", rate_text(rt, sizeof rt, t->rate, 2),
             c->gpu ? "GPU" : "node", pn, c->gpu ? "" : ", shared by the node's ranks");
     fprintf(out, "  %-6s %12s %14s %12s %12s %9s\n", "stage", "params/rank", "TFLOP/step", "compute_s", "recompute_s",
             "bubble");

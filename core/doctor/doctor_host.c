@@ -13,7 +13,7 @@
 #include "cpu/cpu_features.h"
 #include "doctor/doctor.h"
 #include "kernels/kernels.h"
-#include "launch/bootstrap.h"
+#include "launch/math_threads.h"
 #include "plugin/loader.h"
 #include "runtime/host_memory.h"
 #include "train/mfu_peak.h"

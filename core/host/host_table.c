@@ -56,6 +56,13 @@ static void *host_alloc(size_t bytes, plait_mem_kind kind, size_t align, const c
 
 static plait_host g_host;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+/* host->init_values has no argument for the run's seed and model: the run
+ * attaches them (plait_host_attach_init_rule), as it attaches its device. */
+static plait_init_rule g_init_rule = {.seed = 1337, .n_layer = 1};
+
+static plait_status host_init_values(const plait_param *param, size_t offset, size_t count, float *dst) {
+    return plait_model_init_values(&g_init_rule, param, offset, count, dst);
+}
 
 static void build(void) {
     g_host = (plait_host){
@@ -76,7 +83,7 @@ static void build(void) {
         .kernels = plait_kernels_table(),
         .plugin_ops = host_plugin_ops,
         .math_threads = plait_kernels_threads,
-        .init_values = plait_model_init_values,
+        .init_values = host_init_values,
         .sum_tree = plait_sum_tree_api_table(),
         .grad_finish_order = plait_grad_finish_order,
     };
@@ -94,6 +101,8 @@ void plait_host_attach_device(void) {
     g_host.device = plait_device_ops_open();
     g_host.device_info = plait_device_info_open();
 }
+
+void plait_host_attach_init_rule(const plait_init_rule *rule) { g_init_rule = *rule; }
 
 void plait_host_install(void) {
     plait_kernels_set_log(plait_log);

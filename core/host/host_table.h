@@ -15,6 +15,8 @@
 
 #include <plait/host.h>
 
+#include "model/model.h"
+
 /* The table. Built on first use (thread-safe), immutable, lives until exit. */
 const plait_host *plait_host_table(void);
 
@@ -29,6 +31,11 @@ void plait_host_install(void);
  * open device's (and the core's CPU kernels again, device NULL, after
  * plait_device_close). Not thread-safe with plugins using the table. */
 void plait_host_attach_device(void);
+
+/* The open run's initial-value rule ([run] seed, its model's n_layer):
+ * what host->init_values computes from, until the next call (before one,
+ * seed 1337 and one layer). Not thread-safe with plugins using the table. */
+void plait_host_attach_init_rule(const plait_init_rule *rule);
 
 /* Unload every plugin (plait_plugins_unload_all). Call at exit, after every
  * plugin object was destroyed. */

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <plait/types.h>
 
+#include "kernels/simd_clones.h" /* PLAIT_SIMD_CLONES */
+
 /* A warning through the logger of plait_kernels_set_log (component
  * "kernels"). */
 void plait_kernels_warn(const char *fmt, ...) PLAIT_PRINTF(1, 2);
@@ -38,19 +40,6 @@ void plait_k_bf16_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
                        const plait_bf16_operands *op, int64_t r0, int64_t c0, float beta, float *C,
                        int64_t ldc);
 
-/* Hot elementwise loops are compiled for AVX-512, AVX2 and baseline x86-64
- * and the best one is picked at load time (the binary must run on any
- * x86-64, so there is no -march). Every clone computes the same fixed-order
- * sums; GCC does not contract to FMA in ISO C mode, so the clones agree
- * bit for bit under GCC (clang may fuse within a clone). Sanitizer builds
- * skip the clones. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(PLAIT_NO_SIMD_CLONES)
-#define PLAIT_SIMD_CLONES \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define PLAIT_SIMD_CLONES
-#endif
 
 /* Elements per work item of threaded elementwise kernels (fixed, so the
  * split never depends on the thread count). */

@@ -3,12 +3,12 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "launch/math_threads.h"
 #include "launch/net.h"
 #include "launch/rendezvous_file.h"
 #include "config/config.h"
@@ -231,16 +231,6 @@ plait_status plait_job_new_comm_id(plait_job *job, const char *group_key, int le
 
 /* ---- join --------------------------------------------------------------- */
 
-int plait_cores_available(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0) return n;
-    }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 static int is_any_or_loopback(const char *host) {
     return strcmp(host, "127.0.0.1") == 0 || strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0;
 }
@@ -421,12 +411,8 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
         job->rdv_path[0] = '\0';
     }
 
-    int threads = opts->math_threads > 0 ? opts->math_threads : e->math_threads;
-    if (threads <= 0) {
-        threads = plait_cores_available() / job->local_size;
-        if (threads < 1) threads = 1;
-    }
-    job->math_threads = threads;
+    job->math_threads =
+        plait_math_threads_rule(opts->math_threads > 0 ? opts->math_threads : e->math_threads, job->local_size);
 
     bs_impl *w = bs_new(job, 0, job->size, NULL, job->rank);
     if (!w) {
@@ -437,7 +423,7 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
     if (job->size > 1) plait_log_set_rank(job->rank);
     PLAIT_DEBUG(COMPONENT, "joined as rank %d of %d (local %d of %d) via %s; store %s (%s); %d math threads; %.3f s",
                 job->rank, job->size, job->local_rank, job->local_size, plait_job_launcher_name(e->launcher),
-                job->store_addr, e->store_source, threads, plait_clock_now() - t0);
+                job->store_addr, e->store_source, job->math_threads, plait_clock_now() - t0);
     *out = job;
     return PLAIT_OK;
 fail:

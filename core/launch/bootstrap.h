@@ -110,9 +110,6 @@ int plait_job_local_size(const plait_job *job);
 /* The math threads this rank should use: [run] threads, else PLAIT_MATH_THREADS,
  * else the host's cores / local ranks (at least 1). */
 int plait_job_math_threads(const plait_job *job);
-/* The cores this process may run on (its CPU affinity, else the cores
- * online): what [run] threads = 0 shares among a host's ranks. */
-int plait_cores_available(void);
 double plait_job_timeout(const plait_job *job);
 plait_job_launcher plait_job_launcher_kind(const plait_job *job);
 /* "host:port" of the store; where it came from (plait_job_env.store_source). */

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include "launch/math_threads.h"
 #include "launch/net.h"
 #include "launch/store.h"
 #include "runtime/error.h"
@@ -118,13 +118,6 @@ int plait_launch_take_nranks(int *argc, char **argv, int *nranks, const char **e
 }
 
 /* ---- launcher ----------------------------------------------------------- */
-
-static int cores_available(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
 
 static const char *const g_owned_vars[] = {
     "PLAIT_RANK", "PLAIT_WORLD_SIZE", "PLAIT_LOCAL_RANK", "PLAIT_LOCAL_SIZE", "PLAIT_STORE_ADDR",
@@ -291,11 +284,8 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
             exe = self;
         }
     }
-    int threads = 0;
     const char *mt = getenv("PLAIT_MATH_THREADS");
-    if (mt) threads = atoi(mt);
-    if (threads <= 0) threads = cores_available() / n;
-    if (threads < 1) threads = 1;
+    int threads = plait_math_threads_rule(mt ? atoi(mt) : 0, n);
 
     int multi = o->nnodes > 1;
     if (multi && (o->node_rank < 0 || o->node_rank >= o->nnodes || !o->store_host || !*o->store_host ||

@@ -3,11 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t hash_key(const char *k, size_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)k[i]) * 1099511628211ull;
-    return h;
-}
+#include "runtime/hash.h"
+
+static uint64_t hash_key(const char *k, size_t n) { return plait_fnv1a(PLAIT_FNV1A_BASIS, k, n); }
 
 int store_table_init(store_table *t) {
     t->n_buckets = 64;

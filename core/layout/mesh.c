@@ -47,7 +47,7 @@ int plait_mesh_rank_of(const int coords[3], const int sizes[3], const int axes[3
     return rank;
 }
 
-plait_status plait_mesh_layout(const plait_config *cfg, int sizes[3], int axes[3]) {
+plait_status plait_mesh_shape(const plait_config *cfg, int sizes[3], int axes[3]) {
     sizes[PLAIT_AXIS_DP] = (int)plait_config_int(cfg, "parallel", "dp");
     sizes[PLAIT_AXIS_TP] = (int)plait_config_int(cfg, "parallel", "tp");
     sizes[PLAIT_AXIS_PP] = (int)plait_config_int(cfg, "parallel", "pp");
@@ -69,7 +69,7 @@ static void warn_spanning_tp(const plait_mesh *mesh, const char *order) {
 
 plait_status plait_mesh_build(const plait_config *cfg, plait_comm *world, plait_mesh *mesh) {
     int sizes[3], axes[3], c[3];
-    plait_status st = plait_mesh_layout(cfg, sizes, axes);
+    plait_status st = plait_mesh_shape(cfg, sizes, axes);
     if (st != PLAIT_OK) return st;
     const char *order = plait_config_str(cfg, "parallel", "order");
     int world_size = plait_comm_size(world), rank = plait_comm_rank(world);

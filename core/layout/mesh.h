@@ -21,7 +21,7 @@ plait_status plait_mesh_parse_order(const char *order, int axes[3]);
 
 /* Read [parallel] dp, tp, pp (sizes, indexed by PLAIT_AXIS_*) and order
  * (axes, innermost first). PLAIT_ERR_INVALID_CONFIG for a bad order. */
-plait_status plait_mesh_layout(const plait_config *cfg, int sizes[3], int axes[3]);
+plait_status plait_mesh_shape(const plait_config *cfg, int sizes[3], int axes[3]);
 
 /* Coordinates of world rank `rank` (pure). sizes indexed by PLAIT_AXIS_*. */
 void plait_mesh_coords(int rank, const int sizes[3], const int axes[3], int coords[3]);

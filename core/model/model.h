@@ -1,5 +1,5 @@
 /*
- * The model: a GPT-2 decoder (nanoGPT layout) or a small MLP, executed one
+ * The model: a GPT-2 decoder (as nanoGPT has it) or a small MLP, executed one
  * layer at a time so the trainer can interleave optimizer hooks (ZeRO-3
  * gathers), gradient-ready notifications (DP buckets) and pipeline transfers.
  *
@@ -9,7 +9,7 @@
  * PLAIT_PARAM_TIED_COPY with tied_to = wte: when embedding and head run on
  * the same rank its data pointer aliases wte's storage, but its gradient is
  * always separate, so the tied gradient is summed in one canonical order
- * (embedding part + head part) whatever the pipeline layout.
+ * (embedding part + head part) however the layers are split over stages.
  *
  * Activations live in *slots*: one slot holds everything saved by the
  * forward of one micro-batch (several are in flight under pipeline
@@ -61,18 +61,24 @@ void plait_model_desc_free(plait_model_desc *desc);
 /* Global parameter index of `name`, or -1. */
 int32_t plait_model_param_index(const plait_model_desc *desc, const char *name);
 
-/* Layout-independent initial values (host->init_values): element values
- * depend only on [run] seed, the parameter's global name and the element's
- * global index. Fills local elements [offset, offset+count) of `param`'s
- * slice (shard layout; padding positions get 0). `param` must have its
- * shard, local_shape and numel set (plait_param_apply_shard). The residual
- * projections' scale 1/sqrt(2·n_layer) uses the n_layer of the latest
- * plait_model_describe(). Thread-safe (reads only). */
-plait_status plait_model_init_values(const plait_param *param, size_t offset, size_t count,
-                                     float *dst);
-/* Set the seed used by plait_model_init_values (before any call).
- * plait_model_describe() already sets it from [run] seed. */
-void plait_model_set_seed(uint64_t seed);
+/* What layout-independent initial values depend on besides a parameter's
+ * global name and an element's global index. */
+typedef struct plait_init_rule {
+    uint64_t seed;     /* [run] seed */
+    int32_t n_layer;   /* the model's blocks: residual projections get 0.02/sqrt(2·n_layer) */
+} plait_init_rule;
+
+/* The rule for a described model under `seed`. */
+plait_init_rule plait_model_init_rule(const plait_model_desc *desc, uint64_t seed);
+
+/* Layout-independent initial values (the core's host->init_values): each
+ * element's value depends only on `rule`, the parameter's global name and
+ * the element's global index. Fills local elements [offset, offset+count)
+ * of `param`'s slice (its shard; padding positions get 0). `param` must
+ * have its shard, local_shape and numel set (plait_param_apply_shard).
+ * Pure: thread-safe. */
+plait_status plait_model_init_values(const plait_init_rule *rule, const plait_param *param, size_t offset,
+                                     size_t count, float *dst);
 
 /* Set p->shard, p->local_shape and p->numel for `shard` (a plan entry),
  * from p's global shape. A shard with parts <= 1 (or dim < 0) is the whole
@@ -88,7 +94,7 @@ plait_status plait_param_apply_shard(plait_param *p, const plait_shard *shard);
 /* One rank's executable part of the model. */
 typedef struct plait_model plait_model;
 
-typedef struct plait_model_layout {
+typedef struct plait_model_create_args {
     const plait_plan *plan;     /* shards, layer_stage/chunk, vocab_padded, tp_ops */
     int32_t stage;              /* this rank's pipeline stage */
     plait_param_set *params;    /* local params; data/grad read at each call */
@@ -97,11 +103,11 @@ typedef struct plait_model_layout {
      * each slot then keeps, per block, the gradients its weight half reads
      * (with recompute none mostly in buffers the input half leaves dead). */
     int split_backward;
-} plait_model_layout;
+} plait_model_create_args;
 
 /* Build the local model: the layers with layer_stage == stage. Allocates
  * activation memory lazily per slot (tag "activations"). */
-plait_status plait_model_create(const plait_model_desc *desc, const plait_model_layout *layout,
+plait_status plait_model_create(const plait_model_desc *desc, const plait_model_create_args *args,
                                 plait_model **out);
 void plait_model_free(plait_model *m);
 

@@ -196,7 +196,6 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
         plait_model_desc_free(d);
         return st;
     }
-    plait_model_init_configure((uint64_t)plait_config_int(cfg, "run", "seed"), d->n_layer);
     *out = d;
     return PLAIT_OK;
 }

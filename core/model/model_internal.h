@@ -51,10 +51,6 @@ static inline int32_t desc_block_param(const plait_model_desc *d, int32_t l, int
     return 2 + l * d->params_per_block + (bp - first);
 }
 
-/* Seed and layer count used by plait_model_init_values (the residual
- * projections' scale needs n_layer); set by plait_model_describe. */
-void plait_model_init_configure(uint64_t seed, int32_t n_layer);
-
 /* Global flat index (row-major over the unpadded global shape) of local
  * element `local` of `p`'s slice, or -1 if it is padding. */
 int64_t plait_shard_global_index(const plait_param *p, size_t local);
@@ -64,7 +60,7 @@ int64_t plait_shard_global_index(const plait_param *p, size_t local);
 int64_t plait_shard_local_len(const plait_param *p);
 
 
-/* ---- the executable model (gpt.c, gpt_layers.c, mlp.c) ----------------- */
+/* ---- the executable model (model.c, model_slots.c, gpt_layers.c, mlp.c) ---- */
 
 /* What one block's forward saves for its backward (NULL parts absent).
  * Under recompute, the parts a slot does not keep point into the model's
@@ -174,6 +170,16 @@ static inline void plait_model_keep(plait_model *m, float *dst, const float *src
     if (dst != src) m->k->copy(dst, src, n);
 }
 
+/* Activation memory (model_slots.c). Slot `slot`, allocated on first use
+ * (with the shared recompute buffers); the backward scratch, allocated on
+ * first use; a slot's memory given back (its layer range kept). */
+plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out);
+plait_status plait_model_scratch_get(plait_model *m);
+void plait_model_slot_release(plait_model *m, model_slot *s);
+/* 1 if slot s holds what layer l saves: a local layer inside the slot's
+ * range (every local layer when the slot is not ranged). */
+int plait_model_slot_has(const plait_model *m, const model_slot *s, int64_t l);
+
 /* Layer bodies (gpt_layers.c, mlp.c). `s` is an allocated slot. A
  * backward runs `part` of the layer (bwd_part); the weight half reads what
  * the input half left in `g` (the slot's stash under a split backward, the
@@ -198,9 +204,10 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
 
 /* Floats of the shared recompute buffers for the model's mode (0 for none). */
 size_t plait_recompute_floats(const plait_model *m);
-/* Point the parts of `a` that the mode does not keep in a slot at the shared
- * buffers laid out from `base` (plait_recompute_floats() floats). */
-void plait_recompute_layout(plait_model *m, float *base);
+/* Carve the shared recompute buffers from `base` (plait_recompute_floats()
+ * floats), then point the parts of a slot's `a` that the mode does not keep
+ * at them. */
+void plait_recompute_carve(plait_model *m, float *base);
 void plait_recompute_share(plait_model *m, block_acts *a);
 /* 1 if a slot keeps part `which` of a block's acts (an offsetof into
  * block_acts) under the model's mode. */

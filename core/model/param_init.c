@@ -16,30 +16,10 @@
 
 #include "model/model_internal.h"
 #include "runtime/error.h"
+#include "runtime/hash.h"
 
-static uint64_t g_seed = 1337;
-static int32_t g_n_layer = 1;
-
-void plait_model_set_seed(uint64_t seed) { g_seed = seed; }
-
-void plait_model_init_configure(uint64_t seed, int32_t n_layer) {
-    g_seed = seed;
-    g_n_layer = n_layer > 0 ? n_layer : 1;
-}
-
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
-static uint64_t name_hash(const char *s) {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
+plait_init_rule plait_model_init_rule(const plait_model_desc *desc, uint64_t seed) {
+    return (plait_init_rule){.seed = seed, .n_layer = desc->n_layer};
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -49,25 +29,25 @@ static int ends_with(const char *s, const char *suffix) {
 
 enum init_kind { INIT_ZERO, INIT_ONE, INIT_NORMAL };
 
-static enum init_kind init_rule(const char *name, double *std, const char **hash_name) {
+static enum init_kind init_kind_of(const char *name, int32_t n_layer, double *std, const char **hash_name) {
     *hash_name = strcmp(name, "lm_head.weight") == 0 ? "transformer.wte.weight" : name;
     *std = 0.02;
     if (ends_with(name, ".bias")) return INIT_ZERO;
     if (strstr(name, ".ln_") && ends_with(name, ".weight")) return INIT_ONE;
-    if (ends_with(name, "c_proj.weight")) *std = 0.02 / sqrt(2.0 * (double)g_n_layer);
+    if (ends_with(name, "c_proj.weight")) *std = 0.02 / sqrt(2.0 * (double)(n_layer > 0 ? n_layer : 1));
     return INIT_NORMAL;
 }
 
 /* Standard normal deviate number `index` of stream `key`. */
 static double normal_at(uint64_t key, uint64_t index) {
-    uint64_t r = mix64(key + (index + 1) * 0x9e3779b97f4a7c15ull);
+    uint64_t r = plait_mix64(key + (index + 1) * 0x9e3779b97f4a7c15ull);
     double u1 = ((double)(r >> 32) + 0.5) * (1.0 / 4294967296.0); /* (0, 1) */
     double u2 = (double)(r & 0xffffffffu) * (1.0 / 4294967296.0);  /* [0, 1) */
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-plait_status plait_model_init_values(const plait_param *param, size_t offset, size_t count,
-                                     float *dst) {
+plait_status plait_model_init_values(const plait_init_rule *rule, const plait_param *param, size_t offset,
+                                     size_t count, float *dst) {
     if (offset > param->numel || count > param->numel - offset)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "init values of %s: elements [%zu, %zu) outside its %zu local "
@@ -75,8 +55,8 @@ plait_status plait_model_init_values(const plait_param *param, size_t offset, si
                                param->name, offset, offset + count, param->numel);
     double std;
     const char *hname;
-    enum init_kind kind = init_rule(param->name, &std, &hname);
-    uint64_t key = mix64(g_seed ^ mix64(name_hash(hname)));
+    enum init_kind kind = init_kind_of(param->name, rule->n_layer, &std, &hname);
+    uint64_t key = plait_mix64(rule->seed ^ plait_mix64(plait_fnv1a_str(hname)));
     for (size_t i = 0; i < count; i++) {
         int64_t g = plait_shard_global_index(param, offset + i);
         if (g < 0 || kind == INIT_ZERO)

@@ -85,7 +85,7 @@ size_t plait_recompute_floats(const plait_model *m) {
     return n;
 }
 
-void plait_recompute_layout(plait_model *m, float *base) {
+void plait_recompute_carve(plait_model *m, float *base) {
     size_t off = 0;
     for (size_t i = 0; i < N_PARTS; i++) {
         if (!dropped(m, &parts[i])) continue;

@@ -118,9 +118,9 @@ plait_status plait_check_descriptor(const char *path, const plait_plugin_desc *d
     if (!valid_name(d->name))
         return plait_set_error(PLAIT_ERR_ABI, "%s: plugin name '%s' is not valid (1-48 of a-z, 0-9, _)", path,
                                d->name ? d->name : "(null)");
-    if (d->n_params && (!d->params || d->param_size < END_OF(plait_key_decl, doc)))
-        return plait_set_error(PLAIT_ERR_ABI, "%s: %s/%s declares %u config keys with a bad table (param_size %u)",
-                               path, plait_kind_name(d->kind), d->name, d->n_params, d->param_size);
+    if (d->n_keys && (!d->keys || d->key_size < END_OF(plait_key_decl, doc)))
+        return plait_set_error(PLAIT_ERR_ABI, "%s: %s/%s declares %u config keys with a bad table (key_size %u)",
+                               path, plait_kind_name(d->kind), d->name, d->n_keys, d->key_size);
     if (!d->ops)
         return plait_set_error(PLAIT_ERR_ABI, "%s: %s/%s has no function table", path, plait_kind_name(d->kind),
                                d->name);

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/hash.h"
+
 static void read_line(const char *path, char *out, size_t cap) {
     FILE *f = fopen(path, "r");
     out[0] = '\0';
@@ -34,7 +36,5 @@ void plait_machine_identity(char *buf, size_t cap) {
 uint64_t plait_host_key(void) {
     char id[400];
     plait_host_identity(id, sizeof id);
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = id; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    return h;
+    return plait_fnv1a_str(id);
 }

@@ -143,7 +143,7 @@ static int is_float(plait_dtype t) {
 }
 
 /* Must the message be staged whole to stay bit-identical (see the top)? */
-static int stage_whole(const plait_comm *comm, const plait_coll_args *a, plait_coll_algo algo) {
+static int staging_whole(const plait_comm *comm, const plait_coll_args *a, plait_coll_algo algo) {
     plait_coll_algo requested = a->algo == PLAIT_ALGO_AUTO ? comm->settings.algorithm : a->algo;
     if (a->compression != PLAIT_COMPRESS_NONE) return 1; /* blocks and parts count from the whole buffer */
     if (comm->ops->native_coll && (requested == PLAIT_ALGO_AUTO || requested == PLAIT_ALGO_NATIVE)) return 1;
@@ -160,9 +160,9 @@ static plait_comm_copy_fn device_copy(const plait_comm *comm) {
     return dev ? dev->copy : NULL;
 }
 
-static plait_stage_copy job_of(const plait_comm *comm, plait_copy_dir dir, char *host, const side *sd, size_t count,
+static plait_staging_copy job_of(const plait_comm *comm, plait_copy_dir dir, char *host, const side *sd, size_t count,
                                size_t off, size_t m, size_t esz, int on_comm) {
-    return (plait_stage_copy){.dir = dir,
+    return (plait_staging_copy){.dir = dir,
                               .host = host,
                               .dev = sd->buf + off * esz,
                               .bytes = m * esz,
@@ -191,13 +191,13 @@ static size_t residual_floats(const plait_comm *comm, const plait_coll_args *a) 
                                            : plait_coll_residual_reduce_scatter(a->count, comm->size);
 }
 
-static plait_status staged_chunks(plait_comm *comm, const plait_coll_args *a);
+static plait_status staging_in_chunks(plait_comm *comm, const plait_coll_args *a);
 
 /* A compressed collective's error feedback in device memory comes to the
  * host for it and goes back after (the collective is staged whole). */
 static plait_status staged(plait_comm *comm, const plait_coll_args *a) {
     size_t rn = comm->size > 1 ? residual_floats(comm, a) : 0;
-    if (!rn) return staged_chunks(comm, a);
+    if (!rn) return staging_in_chunks(comm, a);
     plait_comm_copy_fn copy = device_copy(comm);
     float *host = copy ? plait_alloc(rn * sizeof(float), PLAIT_MEM_HOST, 64, "comm staging") : NULL;
     if (!host)
@@ -207,13 +207,13 @@ static plait_status staged(plait_comm *comm, const plait_coll_args *a) {
     plait_coll_args c = *a;
     c.residual = host;
     plait_status st = copy(host, a->residual, rn * sizeof(float), PLAIT_COPY_TO_HOST);
-    if (st == PLAIT_OK) st = staged_chunks(comm, &c);
+    if (st == PLAIT_OK) st = staging_in_chunks(comm, &c);
     if (st == PLAIT_OK) st = copy(a->residual, host, rn * sizeof(float), PLAIT_COPY_TO_DEVICE);
     if (st == PLAIT_OK || !comm->scratch_leaked) plait_free(host);
     return st;
 }
 
-static plait_status staged_chunks(plait_comm *comm, const plait_coll_args *a) {
+static plait_status staging_in_chunks(plait_comm *comm, const plait_coll_args *a) {
     char what[160];
     snprintf(what, sizeof what, "%s #%llu%s%s%s of %zu elements in device memory, staged through pinned host memory",
              plait_coll_kind_name(a->kind), (unsigned long long)a->seq, a->label[0] ? " '" : "", a->label,
@@ -222,21 +222,21 @@ static plait_status staged_chunks(plait_comm *comm, const plait_coll_args *a) {
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s: no device is open to copy it (device memory kind %d)",
                                what, (int)a->mem_kind);
     if (comm->size == 1) return run_alone_on_device(comm, a);
-    plait_stage *sg = NULL;
-    plait_status st = plait_stage_of(comm, &sg);
+    plait_staging *sg = NULL;
+    plait_status st = plait_staging_of(comm, &sg);
     if (st != PLAIT_OK) return plait_wrap_error(st, "%s", what);
 
     int n = comm->size;
     size_t esz = plait_dtype_size(a->dtype), count = a->count;
     plait_coll_algo algo = plait_coll_resolve_algo(comm, a);
-    int whole = stage_whole(comm, a, algo);
+    int whole = staging_whole(comm, a, algo);
     size_t blocks = (size_t)max_blocks(a->kind, n);
     size_t m = whole ? count : comm->settings.staging_chunk / (esz * blocks);
     if (m == 0) m = 1;
     if (m > count) m = count;
     size_t chunks = (count + m - 1) / m;
     char *buf[4];
-    if ((st = plait_stage_buffers(sg, m * esz * blocks, buf)) != PLAIT_OK) return plait_wrap_error(st, "%s", what);
+    if ((st = plait_staging_buffers(sg, m * esz * blocks, buf)) != PLAIT_OK) return plait_wrap_error(st, "%s", what);
 
     side in, out;
     sides_of(comm, a, &in, &out);
@@ -255,11 +255,11 @@ static plait_status staged_chunks(plait_comm *comm, const plait_coll_args *a) {
 #define POST_OUT(k)                                                                                        \
     do {                                                                                                   \
         if (in.buf) {                                                                                      \
-            plait_stage_copy j =                                                                           \
+            plait_staging_copy j =                                                                           \
                 job_of(comm, PLAIT_COPY_TO_HOST, buf[(k) & 1], &in, count, (k) * m, CHUNK_LEN(k), esz, on_comm); \
-            (void)plait_stage_post(sg, &j, &ready[(k) & 3]);                                               \
+            (void)plait_staging_post(sg, &j, &ready[(k) & 3]);                                               \
         } else {                                                                                           \
-            ready[(k) & 3] = plait_stage_posted(sg);                                                       \
+            ready[(k) & 3] = plait_staging_posted(sg);                                                       \
         }                                                                                                  \
     } while (0)
 
@@ -268,7 +268,7 @@ static plait_status staged_chunks(plait_comm *comm, const plait_coll_args *a) {
     size_t k = 0;
     for (; k < chunks; k++) {
         size_t len = CHUNK_LEN(k);
-        if ((st = plait_stage_wait(sg, ready[k & 3])) != PLAIT_OK) {
+        if ((st = plait_staging_wait(sg, ready[k & 3])) != PLAIT_OK) {
             failed = "copying out";
             break;
         }
@@ -281,30 +281,30 @@ static plait_status staged_chunks(plait_comm *comm, const plait_coll_args *a) {
         c.mem_kind = host_kind;
         if (!whole) c.algo = algo;
         if (k > 0) c.internal = 1; /* check_collectives looked at the first chunk */
-        plait_stage_mark_transfer(sg, 1);
+        plait_staging_mark_transfer(sg, 1);
         st = execute(comm, &c);
-        plait_stage_mark_transfer(sg, 0);
+        plait_staging_mark_transfer(sg, 0);
         if (st != PLAIT_OK) {
             failed = "transferring";
             break;
         }
         if (out.buf) {
-            plait_stage_copy j = job_of(comm, PLAIT_COPY_TO_DEVICE, hout, &out, count, k * m, len, esz, on_comm);
+            plait_staging_copy j = job_of(comm, PLAIT_COPY_TO_DEVICE, hout, &out, count, k * m, len, esz, on_comm);
             uint64_t t;
-            (void)plait_stage_post(sg, &j, &t);
+            (void)plait_staging_post(sg, &j, &t);
         }
         if (k + 2 < chunks) POST_OUT(k + 2);
     }
 #undef POST_OUT
 #undef CHUNK_LEN
-    if (!failed && (st = plait_stage_wait(sg, plait_stage_posted(sg))) != PLAIT_OK) {
+    if (!failed && (st = plait_staging_wait(sg, plait_staging_posted(sg))) != PLAIT_OK) {
         failed = "copying back";
         k = chunks - 1;
     }
     if (!failed) return PLAIT_OK;
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", plait_last_error());
-    plait_stage_cancel(sg);
+    plait_staging_cancel(sg);
     if (chunks == 1)
         return plait_set_error(st, "%s (whole, %s): %s", what, failed, msg);
     return plait_set_error(st, "%s (chunk %zu of %zu, %s): %s", what, k + 1, chunks, failed, msg);
@@ -392,10 +392,10 @@ static plait_status through_device(plait_comm *comm, const plait_coll_args *a, c
     size_t bin = in.buf ? c.count * esz * (size_t)in.blocks : 0;
     size_t bout = out.buf ? c.count * esz * (size_t)out.blocks : 0;
     if (bcast) bout = bin = c.count * esz;
-    plait_stage *sg = NULL;
+    plait_staging *sg = NULL;
     char *d[2];
-    st = plait_stage_of(comm, &sg);
-    if (st == PLAIT_OK) st = plait_stage_device_buffers(sg, dev, bin, bout, d);
+    st = plait_staging_of(comm, &sg);
+    if (st == PLAIT_OK) st = plait_staging_device_buffers(sg, dev, bin, bout, d);
     char *din = bcast ? d[1] : d[0];
     if (st == PLAIT_OK && in.buf) st = dev->copy(din, in.buf, bin, PLAIT_COPY_TO_DEVICE);
     if (st == PLAIT_OK) {

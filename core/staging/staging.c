@@ -17,8 +17,8 @@
 
 #define QUEUE 8       /* the pipeline keeps at most three jobs queued */
 #define P2P_CACHE 8   /* idle point-to-point buffers kept for reuse */
-#define STAGE_ALIGN 4096
-#define STAGE_TAG "comm staging"
+#define STAGING_ALIGN 4096
+#define STAGING_TAG "comm staging"
 
 typedef struct p2p_buf {
     void *ptr;
@@ -26,12 +26,12 @@ typedef struct p2p_buf {
     int in_use;
 } p2p_buf;
 
-struct plait_stage {
+struct plait_staging {
     char name[32];
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cond;         /* queue changed, a job finished */
-    plait_stage_copy queue[QUEUE];
+    plait_staging_copy queue[QUEUE];
     uint64_t posted, done;       /* tickets: queue holds (done, posted] */
     int stopping, running, skip;
     plait_status err;
@@ -51,11 +51,11 @@ struct plait_stage {
     void (*dev_free)(void *);
 };
 
-plait_status plait_stage_copy_now(const plait_stage_copy *j) {
+plait_status plait_staging_copy_now(const plait_staging_copy *j) {
     for (int b = 0; b < j->blocks; b++) {
         char *h = j->host + (size_t)b * j->host_stride, *d = j->dev + (size_t)b * j->dev_stride;
-        plait_status st = j->dir == PLAIT_COPY_TO_HOST ? plait_comm_stage_copy(j->device, j->on_comm, h, d, j->bytes, j->dir)
-                                                       : plait_comm_stage_copy(j->device, j->on_comm, d, h, j->bytes, j->dir);
+        plait_status st = j->dir == PLAIT_COPY_TO_HOST ? plait_comm_staging_copy(j->device, j->on_comm, h, d, j->bytes, j->dir)
+                                                       : plait_comm_staging_copy(j->device, j->on_comm, d, h, j->bytes, j->dir);
         if (st != PLAIT_OK)
             return plait_wrap_error(st, "copying %zu B %s the device", j->bytes,
                                     j->dir == PLAIT_COPY_TO_HOST ? "from" : "to");
@@ -63,19 +63,19 @@ plait_status plait_stage_copy_now(const plait_stage_copy *j) {
     return PLAIT_OK;
 }
 
-static void *stager_main(void *arg) {
-    plait_stage *s = arg;
+static void *staging_thread_main(void *arg) {
+    plait_staging *s = arg;
     pthread_setname_np(pthread_self(), s->name);
     pthread_mutex_lock(&s->lock);
     for (;;) {
         while (!s->stopping && s->done == s->posted) pthread_cond_wait(&s->cond, &s->lock);
         if (s->done == s->posted) break; /* stopping, nothing queued */
-        plait_stage_copy job = s->queue[s->done % QUEUE];
+        plait_staging_copy job = s->queue[s->done % QUEUE];
         int skip = s->skip || s->err != PLAIT_OK;
         s->running = 1;
         pthread_mutex_unlock(&s->lock);
         if (!skip) atomic_fetch_add(&s->copy_events, 1);
-        plait_status st = skip ? PLAIT_OK : plait_stage_copy_now(&job);
+        plait_status st = skip ? PLAIT_OK : plait_staging_copy_now(&job);
         if (!skip) atomic_fetch_add(&s->copy_events, 1);
         pthread_mutex_lock(&s->lock);
         if (st != PLAIT_OK && s->err == PLAIT_OK) {
@@ -90,9 +90,9 @@ static void *stager_main(void *arg) {
     return NULL;
 }
 
-plait_status plait_stage_of(plait_comm *comm, plait_stage **out) {
+plait_status plait_staging_of(plait_comm *comm, plait_staging **out) {
     pthread_mutex_lock(&comm->lock);
-    plait_stage *s = comm->stage;
+    plait_staging *s = comm->staging;
     if (s) {
         pthread_mutex_unlock(&comm->lock);
         *out = s;
@@ -106,7 +106,7 @@ plait_status plait_stage_of(plait_comm *comm, plait_stage **out) {
     snprintf(s->name, sizeof s->name, "plait-stg-%.5s", comm->name);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
-    int rc = pthread_create(&s->thread, NULL, stager_main, s);
+    int rc = pthread_create(&s->thread, NULL, staging_thread_main, s);
     if (rc != 0) {
         pthread_mutex_unlock(&comm->lock);
         pthread_mutex_destroy(&s->lock);
@@ -115,13 +115,13 @@ plait_status plait_stage_of(plait_comm *comm, plait_stage **out) {
         return plait_set_error(PLAIT_ERR_SYSTEM, "cannot start the staging thread of '%s': %s", comm->name,
                                strerror(rc));
     }
-    comm->stage = s;
+    comm->staging = s;
     pthread_mutex_unlock(&comm->lock);
     *out = s;
     return PLAIT_OK;
 }
 
-void plait_stage_free(plait_stage *s, int leaked) {
+void plait_staging_free(plait_staging *s, int leaked) {
     if (!s) return;
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
@@ -140,12 +140,12 @@ void plait_stage_free(plait_stage *s, int leaked) {
     free(s);
 }
 
-plait_status plait_stage_buffers(plait_stage *s, size_t bytes, char *bufs[4]) {
+plait_status plait_staging_buffers(plait_staging *s, size_t bytes, char *bufs[4]) {
     if (bytes > s->buf_bytes || !s->bufs[0]) {
         for (int i = 0; i < 4; i++) plait_device_free(s->bufs[i]), s->bufs[i] = NULL;
         s->buf_bytes = 0;
         for (int i = 0; i < 4; i++) {
-            s->bufs[i] = plait_device_alloc_pinned(bytes ? bytes : 1, STAGE_ALIGN, STAGE_TAG);
+            s->bufs[i] = plait_device_alloc_pinned(bytes ? bytes : 1, STAGING_ALIGN, STAGING_TAG);
             if (!s->bufs[i])
                 return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "staging buffers of %zu B", bytes);
         }
@@ -155,7 +155,7 @@ plait_status plait_stage_buffers(plait_stage *s, size_t bytes, char *bufs[4]) {
     return PLAIT_OK;
 }
 
-plait_status plait_stage_device_buffers(plait_stage *s, const plait_comm_device *dev, size_t send_bytes,
+plait_status plait_staging_device_buffers(plait_staging *s, const plait_comm_device *dev, size_t send_bytes,
                                         size_t recv_bytes, char *out[2]) {
     size_t want[2] = {send_bytes ? send_bytes : 1, recv_bytes ? recv_bytes : 1};
     for (int i = 0; i < 2; i++) {
@@ -165,7 +165,7 @@ plait_status plait_stage_device_buffers(plait_stage *s, const plait_comm_device 
         s->dev_bytes[i] = 0;
         s->dev_free = dev->free;
         size_t bytes = want[i] < 4096 ? 4096 : want[i];
-        if (!(s->dev[i] = dev->alloc(bytes, STAGE_TAG)))
+        if (!(s->dev[i] = dev->alloc(bytes, STAGING_TAG)))
             return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "device scratch of %zu B for host buffers", bytes);
         s->dev_bytes[i] = bytes;
     }
@@ -174,7 +174,7 @@ plait_status plait_stage_device_buffers(plait_stage *s, const plait_comm_device 
     return PLAIT_OK;
 }
 
-plait_status plait_stage_post(plait_stage *s, const plait_stage_copy *job, uint64_t *ticket) {
+plait_status plait_staging_post(plait_staging *s, const plait_staging_copy *job, uint64_t *ticket) {
     pthread_mutex_lock(&s->lock);
     while (s->posted - s->done >= QUEUE) pthread_cond_wait(&s->cond, &s->lock);
     s->queue[s->posted % QUEUE] = *job;
@@ -184,7 +184,7 @@ plait_status plait_stage_post(plait_stage *s, const plait_stage_copy *job, uint6
     return PLAIT_OK;
 }
 
-void plait_stage_mark_transfer(plait_stage *s, int on) {
+void plait_staging_mark_transfer(plait_staging *s, int on) {
     uint64_t e = atomic_load(&s->copy_events);
     if (on) {
         s->transfer_mark = e;
@@ -194,21 +194,21 @@ void plait_stage_mark_transfer(plait_stage *s, int on) {
     if ((s->transfer_mark & 1) || e != s->transfer_mark) atomic_fetch_add(&s->overlapped, 1);
 }
 
-void plait_stage_counts(const plait_stage *s, uint64_t *transfers, uint64_t *overlapped) {
-    plait_stage *m = (plait_stage *)(uintptr_t)s;
+void plait_staging_counts(const plait_staging *s, uint64_t *transfers, uint64_t *overlapped) {
+    plait_staging *m = (plait_staging *)(uintptr_t)s;
     *transfers = atomic_load(&m->transfers);
     *overlapped = atomic_load(&m->overlapped);
 }
 
-uint64_t plait_stage_posted(const plait_stage *s) {
-    plait_stage *m = (plait_stage *)(uintptr_t)s;
+uint64_t plait_staging_posted(const plait_staging *s) {
+    plait_staging *m = (plait_staging *)(uintptr_t)s;
     pthread_mutex_lock(&m->lock);
     uint64_t p = m->posted;
     pthread_mutex_unlock(&m->lock);
     return p;
 }
 
-plait_status plait_stage_wait(plait_stage *s, uint64_t ticket) {
+plait_status plait_staging_wait(plait_staging *s, uint64_t ticket) {
     pthread_mutex_lock(&s->lock);
     while (s->done < ticket && s->err == PLAIT_OK) pthread_cond_wait(&s->cond, &s->lock);
     plait_status st = s->err;
@@ -217,7 +217,7 @@ plait_status plait_stage_wait(plait_stage *s, uint64_t ticket) {
     return st;
 }
 
-void plait_stage_cancel(plait_stage *s) {
+void plait_staging_cancel(plait_staging *s) {
     pthread_mutex_lock(&s->lock);
     s->skip = 1;
     while (s->done < s->posted) pthread_cond_wait(&s->cond, &s->lock);
@@ -227,7 +227,7 @@ void plait_stage_cancel(plait_stage *s) {
     pthread_mutex_unlock(&s->lock);
 }
 
-void *plait_stage_borrow(plait_stage *s, size_t bytes) {
+void *plait_staging_borrow(plait_staging *s, size_t bytes) {
     pthread_mutex_lock(&s->lock);
     int best = -1, empty = -1;
     for (int i = 0; i < P2P_CACHE; i++) {
@@ -254,7 +254,7 @@ void *plait_stage_borrow(plait_stage *s, size_t bytes) {
             }
     if (empty >= 0) s->p2p[empty].in_use = 1; /* reserve the entry */
     pthread_mutex_unlock(&s->lock);
-    void *p = plait_device_alloc_pinned(bytes ? bytes : 1, STAGE_ALIGN, STAGE_TAG);
+    void *p = plait_device_alloc_pinned(bytes ? bytes : 1, STAGING_ALIGN, STAGING_TAG);
     pthread_mutex_lock(&s->lock);
     if (empty >= 0) {
         s->p2p[empty].ptr = p;
@@ -266,7 +266,7 @@ void *plait_stage_borrow(plait_stage *s, size_t bytes) {
     return p; /* with every entry busy: uncached, freed by give_back */
 }
 
-void plait_stage_give_back(plait_stage *s, void *buf) {
+void plait_staging_give_back(plait_staging *s, void *buf) {
     if (!buf) return;
     pthread_mutex_lock(&s->lock);
     for (int i = 0; i < P2P_CACHE; i++)

@@ -4,7 +4,7 @@
  *
  * Why a thread: the device's copy() to the host returns when the bytes are
  * there, so the thread that runs a collective cannot also copy the next
- * chunk out while its transfer is in flight. The copy thread ("stager")
+ * chunk out while its transfer is in flight. The copy thread
  * takes copy jobs in FIFO order and makes every device copy of the staged
  * collectives; the collective's thread waits for a job's ticket only
  * before it needs the bytes (coll_staging.c explains the pipeline).
@@ -28,7 +28,7 @@
 /* One copy job: `blocks` pieces of `bytes` each; piece b moves between
  * host + b*host_stride and dev + b*dev_stride in direction `dir`
  * (PLAIT_COPY_TO_HOST: copy-out, PLAIT_COPY_TO_DEVICE: copy-back). */
-typedef struct plait_stage_copy {
+typedef struct plait_staging_copy {
     plait_copy_dir dir;
     char *host;
     char *dev;
@@ -38,52 +38,52 @@ typedef struct plait_stage_copy {
      * ready event, comm_device.h); 0: with copy(), in compute-stream order */
     int on_comm;
     const plait_comm_device *device; /* whose copies */
-} plait_stage_copy;
+} plait_staging_copy;
 
 /* The communicator's stage, created (thread started) on first use. */
-plait_status plait_stage_of(plait_comm *comm, plait_stage **out);
+plait_status plait_staging_of(plait_comm *comm, plait_staging **out);
 
 /* Stop the thread and free the pool (communicator teardown). Buffers a
  * failed transfer may still write into (comm->scratch_leaked) are kept. */
-void plait_stage_free(plait_stage *s, int leaked);
+void plait_staging_free(plait_staging *s, int leaked);
 
 /* The four collective buffers, each at least `bytes`: bufs[0..1] inputs,
  * bufs[2..3] outputs of chunk slots 0 and 1. Call with no job queued. */
-plait_status plait_stage_buffers(plait_stage *s, size_t bytes, char *bufs[4]);
+plait_status plait_staging_buffers(plait_staging *s, size_t bytes, char *bufs[4]);
 
 /* Two device buffers (send, recv) of at least the given sizes, from the
  * registered device, for host buffers on a transport that moves device
  * memory only; kept with the pool. */
-plait_status plait_stage_device_buffers(plait_stage *s, const plait_comm_device *dev, size_t send_bytes,
+plait_status plait_staging_device_buffers(plait_staging *s, const plait_comm_device *dev, size_t send_bytes,
                                         size_t recv_bytes, char *out[2]);
 
 /* Queue a copy job; *ticket is its number (1, 2, ...). */
-plait_status plait_stage_post(plait_stage *s, const plait_stage_copy *job, uint64_t *ticket);
+plait_status plait_staging_post(plait_staging *s, const plait_staging_copy *job, uint64_t *ticket);
 
 /* Wait until every job up to `ticket` has run. Returns the first copy
  * error (with its message), which also skips every later job. */
-plait_status plait_stage_wait(plait_stage *s, uint64_t ticket);
+plait_status plait_staging_wait(plait_staging *s, uint64_t ticket);
 
 /* Skip what is queued, wait for the running job, forget the error: the
  * stage is ready for the next collective. */
-void plait_stage_cancel(plait_stage *s);
+void plait_staging_cancel(plait_staging *s);
 
 /* The collective's thread marks the transfer of a chunk (on = 1 before,
  * 0 after); a transfer during which a copy was running (one was at its
  * start, or one started or ended before its end) counts as overlapped. */
-void plait_stage_mark_transfer(plait_stage *s, int on);
+void plait_staging_mark_transfer(plait_staging *s, int on);
 /* Chunk transfers so far, and how many of them overlapped a copy. */
-void plait_stage_counts(const plait_stage *s, uint64_t *transfers, uint64_t *overlapped);
+void plait_staging_counts(const plait_staging *s, uint64_t *transfers, uint64_t *overlapped);
 
 /* Tickets posted so far. */
-uint64_t plait_stage_posted(const plait_stage *s);
+uint64_t plait_staging_posted(const plait_staging *s);
 
 /* A pinned buffer of at least `bytes` for one point-to-point operation;
  * NULL with the message set. Return it with give_back. */
-void *plait_stage_borrow(plait_stage *s, size_t bytes);
-void plait_stage_give_back(plait_stage *s, void *buf);
+void *plait_staging_borrow(plait_staging *s, size_t bytes);
+void plait_staging_give_back(plait_staging *s, void *buf);
 
 /* Copy synchronously on the calling thread (point-to-point staging). */
-plait_status plait_stage_copy_now(const plait_stage_copy *job);
+plait_status plait_staging_copy_now(const plait_staging_copy *job);
 
 #endif

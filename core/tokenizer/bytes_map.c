@@ -3,10 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/hash.h"
+
 /* FNV-1a, then a final mix so the low bits used for the slot are spread. */
 static uint64_t hash_bytes(const unsigned char *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+    uint64_t h = plait_fnv1a(PLAIT_FNV1A_BASIS, s, n);
     h ^= h >> 32;
     return h * 0x9e3779b97f4a7c15ull;
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/hash.h"
 #include "runtime/map_guard.h"
 #include "checkpoint/safetensors_crc32c.h"
 #include "tokenizer/tokenizer.h"
@@ -292,24 +293,14 @@ int64_t plait_data_split_tokens(const plait_data *d, plait_data_split split) {
     return split == PLAIT_DATA_VAL ? d->n_val : d->n_train;
 }
 
-/* splitmix64's finaliser: a bijection on 64 bits with full avalanche. */
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
 /* Counter-based: one hash per (seed, split, step, sequence), nothing carried
  * from call to call. Each field goes through its own round so that nearby
  * counters (step 3 sequence 4 vs step 4 sequence 3) do not collide. */
 static uint64_t sequence_hash(uint64_t seed, plait_data_split split, int64_t step, int64_t seq) {
-    uint64_t h = mix64(seed + 0x9e3779b97f4a7c15ull);
-    h = mix64(h ^ (0x243f6a8885a308d3ull * ((uint64_t)split + 1)));
-    h = mix64(h + (uint64_t)step * 0x9e3779b97f4a7c15ull);
-    h = mix64(h ^ ((uint64_t)seq * 0xd1b54a32d192ed03ull));
+    uint64_t h = plait_mix64(seed + 0x9e3779b97f4a7c15ull);
+    h = plait_mix64(h ^ (0x243f6a8885a308d3ull * ((uint64_t)split + 1)));
+    h = plait_mix64(h + (uint64_t)step * 0x9e3779b97f4a7c15ull);
+    h = plait_mix64(h ^ ((uint64_t)seq * 0xd1b54a32d192ed03ull));
     return h;
 }
 

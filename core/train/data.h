@@ -11,7 +11,7 @@
  * File formats ([data] format), per file:
  *   text  every byte is one token (vocab 256 at most; a smaller vocab_size
  *         makes bytes >= vocab_size an error).
- *   bin   (also spelt u16) a token file (token_file.h): llm.c's layout, a
+ *   bin   (also spelt u16) a token file (token_file.h): llm.c's format, a
  *         header of 256 little-endian int32 with the magic, version and token
  *         count, then uint16 tokens (magic 20240520, version 1) or uint32
  *         tokens (magic 20240801, version 7); or raw little-endian uint16 as

@@ -8,7 +8,7 @@
  * as the validation set, the way nanoGPT's prepare.py splits its text.
  *
  * Output, in one directory that appears whole (runtime/staged_dir.h):
- *   train_000000.bin, train_000001.bin, ...  llm.c's layout (token_file.h),
+ *   train_000000.bin, train_000001.bin, ...  llm.c's format (token_file.h),
  *   val_000000.bin, ...                      shard_tokens tokens per shard
  *                                            (the last one of each shorter);
  *   vocab.json, merges.txt                   the tokenizer, so the directory

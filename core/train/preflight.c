@@ -13,14 +13,14 @@
 static void release_plan(plait_run *run) {
     if (run->parallel.ops && run->parallel.state) run->parallel.ops->destroy(run->parallel.state);
     run->parallel.state = NULL;
-    free(run->layout.plan.shards);
-    free(run->layout.plan.layer_stage);
-    free(run->layout.plan.layer_chunk);
-    free(run->layout.plan.schedule);
-    memset(&run->layout.plan, 0, sizeof run->layout.plan);
-    free(run->layout.first_layer);
-    free(run->layout.last_layer);
-    run->layout.first_layer = run->layout.last_layer = NULL;
+    free(run->work.plan.shards);
+    free(run->work.plan.layer_stage);
+    free(run->work.plan.layer_chunk);
+    free(run->work.plan.schedule);
+    memset(&run->work.plan, 0, sizeof run->work.plan);
+    free(run->work.first_layer);
+    free(run->work.last_layer);
+    run->work.first_layer = run->work.last_layer = NULL;
 }
 
 /* Periodic evaluation needs a validation split: caught here rather than by
@@ -62,7 +62,7 @@ static plait_status preflight(plait_config *cfg, int all, plait_layout_visit vis
     int sizes[3], axes[3], c[3];
     plait_status st = plait_check_evaluation(cfg);
     if (st != PLAIT_OK) return st;
-    st = plait_mesh_layout(cfg, sizes, axes);
+    st = plait_mesh_shape(cfg, sizes, axes);
     if (st != PLAIT_OK) return st;
     const char *order = plait_config_str(cfg, "parallel", "order");
 
@@ -71,8 +71,8 @@ static plait_status preflight(plait_config *cfg, int all, plait_layout_visit vis
     run.cfg = cfg;
     run.deterministic = plait_config_bool(cfg, "run", "deterministic");
     run.model.block_size = (int32_t)plait_config_int(cfg, "model", "block_size");
-    st = plait_batch_from_config(cfg, &run.layout.batch);
-    if (st == PLAIT_OK) st = plait_model_describe(cfg, (int32_t)run.layout.batch.micro_batch, &run.model.desc);
+    st = plait_batch_from_config(cfg, &run.work.batch);
+    if (st == PLAIT_OK) st = plait_model_describe(cfg, (int32_t)run.work.batch.micro_batch, &run.model.desc);
     if (st != PLAIT_OK) return st;
     run.model.spec = plait_model_desc_spec(run.model.desc);
 
@@ -90,8 +90,8 @@ static plait_status preflight(plait_config *cfg, int all, plait_layout_visit vis
         st = plait_run_load_parallel(&run);
         if (st == PLAIT_OK) {
             const char *rc = plait_config_str(cfg, "model", "recompute");
-            plait_layout_rank seen = {.mesh = &run.world.mesh, .spec = run.model.spec, .batch = &run.layout.batch,
-                                      .plan = &run.layout.plan,
+            plait_layout_rank seen = {.mesh = &run.world.mesh, .spec = run.model.spec, .batch = &run.work.batch,
+                                      .plan = &run.work.plan,
                                       .recompute = strcmp(rc, "full") == 0 ? 2 : strcmp(rc, "selective") == 0};
             if (plans) plait_plan_set_add(plans, &seen);
             if (visit) visit(ctx, &seen);

@@ -2,18 +2,12 @@
 
 #include <stdarg.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "runtime/clock.h"
 #include "runtime/log.h"
 #include "runtime/phase.h"
 #include "train/mfu_peak.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void plait_progress_init(plait_progress *p, const char *mode, FILE *out, int64_t total_steps,
                          double flops_per_token, double peak_flops) {
@@ -70,7 +64,7 @@ void plait_progress_step(plait_progress *p, int64_t step, double loss, double va
         plait_log_set_status_line(fileno(p->out), p->line_open ? line : NULL);
     } else {
         /* piped output: one line a second at most, plus evaluations and the end */
-        double t = now_s();
+        double t = plait_clock_now();
         if (t - p->last_print < 1.0 && val_loss < 0 && step != p->total_steps && p->last_print > 0) return;
         fprintf(p->out, "%s\n", line);
         p->last_print = t;

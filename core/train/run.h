@@ -46,18 +46,20 @@ typedef struct plait_run_model {
     plait_model_desc *desc;
     const plait_model_spec *spec;
     int32_t block_size;
+    plait_init_rule init;     /* [run] seed and the model's n_layer: its initial values */
     plait_model *instance;    /* this rank's stage(s) of the model */
     uint64_t flops_per_token;
 } plait_run_model;
 
-/* What the parallel plugin decided (run_setup.c): the batch arithmetic, the
- * plan (arrays owned here) and the layer range of each local chunk. */
-typedef struct plait_run_layout {
+/* This rank's work in the layout (run_setup.c): the batch arithmetic, the
+ * plan its parallel plugin decided (arrays owned here), its pipeline stage
+ * and the layer range of each local chunk. */
+typedef struct plait_run_work {
     plait_batch batch;
     plait_plan plan;
     int32_t stage;
     int32_t *first_layer, *last_layer; /* [plan.chunks]: layer range per local chunk, -1 if empty */
-} plait_run_layout;
+} plait_run_work;
 
 /* A loaded plugin and its state. */
 typedef struct plait_run_parallel {
@@ -122,7 +124,7 @@ typedef struct plait_run {
 
     plait_run_world world;
     plait_run_model model;
-    plait_run_layout layout;
+    plait_run_work work;
     plait_run_parallel parallel;
     plait_run_optim optim;
     plait_run_params params;

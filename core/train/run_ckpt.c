@@ -127,11 +127,11 @@ static size_t global_numel(const plait_param *p) {
 plait_status plait_run_gather_full(plait_run *run, int32_t g, const char *which, uint32_t tag, float *full,
                                    float *slice, float *slices, int to_rank0) {
     const plait_param *gp = &run->model.spec->params[g];
-    int32_t stage = run->layout.plan.layer_stage[gp->layer];
+    int32_t stage = run->work.plan.layer_stage[gp->layer];
     int owner = plait_run_stage_owner(run, stage);
     int me = run->world.mesh.world_rank;
     plait_status st = PLAIT_OK;
-    if (run->layout.stage == stage) {
+    if (run->work.stage == stage) {
         int32_t l = run->params.local_of_global[g];
         const plait_param *lp = &run->params.set.params[l];
         int dp0 = run->world.mesh.dp_rank == 0;

@@ -23,5 +23,5 @@ void plait_run_data_record(const plait_run *run, plait_ckpt_data *out) {
 plait_status plait_run_fetch_batch(plait_run *run, plait_data_split split, int64_t step, int64_t global_mb,
                                    int32_t *tokens, int32_t *targets) {
     return plait_data_batch(run->data, split, step, global_mb,
-                            (int32_t)run->layout.batch.micro_batch, run->model.block_size, tokens, targets);
+                            (int32_t)run->work.batch.micro_batch, run->model.block_size, tokens, targets);
 }

@@ -27,11 +27,11 @@ plait_status plait_run_build_params(plait_run *run) {
     for (int32_t g = 0; g < spec->n_params; g++) {
         run->params.local_of_global[g] = -1;
         const plait_param *src = &spec->params[g];
-        if (run->layout.plan.layer_stage[src->layer] != run->layout.stage) continue;
+        if (run->work.plan.layer_stage[src->layer] != run->work.stage) continue;
         plait_param *p = &params[n];
         *p = *src;
         p->struct_size = sizeof *p;
-        plait_status st = plait_param_apply_shard(p, &run->layout.plan.shards[g]);
+        plait_status st = plait_param_apply_shard(p, &run->work.plan.shards[g]);
         if (st != PLAIT_OK) {
             free(params);
             return st;
@@ -45,7 +45,7 @@ plait_status plait_run_build_params(plait_run *run) {
     /* Tied pairs split across pipeline stages: both local members are
      * flagged, so an optimizer owning gradients keeps them whole for the
      * embedding group's sum (PLAIT_PARAM_TIED_REMOTE). */
-    plait_tied_mark_remote(spec, run->layout.plan.layer_stage, params, run->params.local_of_global);
+    plait_tied_mark_remote(spec, run->work.plan.layer_stage, params, run->params.local_of_global);
     run->params.set.struct_size = sizeof run->params.set;
     run->params.set.params = params;
     run->params.set.n_params = n;
@@ -53,7 +53,7 @@ plait_status plait_run_build_params(plait_run *run) {
     run->params.set.n_layers_total = spec->n_layers;
     run->params.set.numel = 0;
     int32_t local_layers = 0;
-    for (int32_t l = 0; l < spec->n_layers; l++) local_layers += run->layout.plan.layer_stage[l] == run->layout.stage;
+    for (int32_t l = 0; l < spec->n_layers; l++) local_layers += run->work.plan.layer_stage[l] == run->work.stage;
     run->params.set.n_layers = local_layers;
     for (int32_t i = 0; i < n; i++) run->params.set.numel += params[i].numel;
     run->params.flat_numel = offset;
@@ -120,7 +120,7 @@ double plait_run_flops_per_token(const plait_run *run) {
 }
 
 plait_status plait_run_open_accumulation(plait_run *run) {
-    int32_t m = run->layout.plan.micro_batches;
+    int32_t m = run->work.plan.micro_batches;
     if (!run->deterministic || m <= 1 || !run->params.grad_flat) return PLAIT_OK;
     plait_status st = plait_sum_tree_create(run->params.flat_numel, PLAIT_F32, PLAIT_SUM, m, "deterministic accumulation",
                                             &run->params.tree);

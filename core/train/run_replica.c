@@ -70,7 +70,7 @@ static struct plait_replica_flight *flight(plait_run *run) {
         free(f);
         return NULL;
     }
-    for (int32_t g = 0; g < spec->n_params; g++) f->stage_of[g] = run->layout.plan.layer_stage[spec->params[g].layer];
+    for (int32_t g = 0; g < spec->n_params; g++) f->stage_of[g] = run->work.plan.layer_stage[spec->params[g].layer];
     run->replica = f;
     return f;
 }
@@ -85,7 +85,7 @@ static plait_status build(plait_run *run, int *fd, void **map, size_t *bytes, ui
     const plait_model_spec *spec = run->model.spec;
     const char *const *states = run->optim.ops->state_names;
     int me = run->world.mesh.world_rank;
-    int32_t p = run->layout.stage;
+    int32_t p = run->work.stage;
     int owner = plait_run_stage_owner(run, p);
     *bytes = image_bytes(run, p);
     plait_status st = PLAIT_OK;
@@ -155,9 +155,9 @@ plait_status plait_run_replicate(plait_run *run) {
     size_t bytes = 0;
     uint32_t crc = 0;
     st = build(run, &fd, &map, &bytes, &crc);
-    int owner = plait_run_stage_owner(run, run->layout.stage) == me;
+    int owner = plait_run_stage_owner(run, run->work.stage) == me;
     if (st == PLAIT_OK && owner) {
-        plait_replica_info info = {.step = run->step, .shard = run->layout.stage, .n_shards = pp, .bytes = bytes,
+        plait_replica_info info = {.step = run->step, .shard = run->work.stage, .n_shards = pp, .bytes = bytes,
                                    .crc = crc, .origin = me / r};
         st = plait_agent_put(&info, fd);
     }

@@ -56,9 +56,9 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
            plait_config_str(run->cfg, "optim", "plugin"), plait_config_str(run->cfg, "comm", "plugin"));
     printf("plait: global batch %" PRId64 " = dp %" PRId64 " x micro-batch %" PRId64 " x accumulation %" PRId64
            " (%" PRId64 " tokens/step)%s\n",
-           run->layout.batch.global_batch, run->layout.batch.dp, run->layout.batch.micro_batch, run->layout.batch.accumulation,
-           run->layout.batch.global_batch * run->model.block_size, run->deterministic ? ", deterministic" : "");
-    if (run->layout.plan.summary[0]) printf("plait: %s\n", run->layout.plan.summary);
+           run->work.batch.global_batch, run->work.batch.dp, run->work.batch.micro_batch, run->work.batch.accumulation,
+           run->work.batch.global_batch * run->model.block_size, run->deterministic ? ", deterministic" : "");
+    if (run->work.plan.summary[0]) printf("plait: %s\n", run->work.plan.summary);
     char compute[512];
     plait_compute_line(compute, sizeof compute, plait_job_math_threads(run->world.job),
                        plait_config_str(run->cfg, "run", "precision"));
@@ -132,13 +132,13 @@ void plait_run_print_bubble(const plait_run *run) {
     }
     printf("plait: pipeline idle measured %.1f%% of the pipeline phase (mean of stages: %s; %lld steps, "
            "%.1f ms/step), expected %s\n",
-           100 * share, per_stage, (long long)steps, 1e3 * run->timing.pipe_span_sum / (double)steps, run->layout.plan.summary);
+           100 * share, per_stage, (long long)steps, 1e3 * run->timing.pipe_span_sum / (double)steps, run->work.plan.summary);
     fflush(stdout);
 }
 
 void plait_run_fill_metrics(plait_run *run, plait_metrics *mt, const plait_step_result *r, double val_loss) {
     const plait_step_timing *t = &r->t;
-    double tokens = (double)run->layout.batch.global_batch * run->model.block_size;
+    double tokens = (double)run->work.batch.global_batch * run->model.block_size;
     plait_metrics_set_named(mt, "step", (double)run->step);
     plait_metrics_set_named(mt, "restarts", (double)plait_restart_count()); /* launch/restart.h */
     /* an elastic job's hosts and the changes of membership so far (one
@@ -157,7 +157,7 @@ void plait_run_fill_metrics(plait_run *run, plait_metrics *mt, const plait_step_
     plait_metrics_set_named(mt, "idle_ms", 1e3 * t->idle_s);
     plait_metrics_set_named(mt, "tp_ms", 1e3 * t->tp_s);
     plait_metrics_set_named(mt, "bubble_measured", r->bubble);
-    if (run->layout.plan.bubble_formula >= 0) plait_metrics_set_named(mt, "bubble_formula", run->layout.plan.bubble_formula);
+    if (run->work.plan.bubble_formula >= 0) plait_metrics_set_named(mt, "bubble_formula", run->work.plan.bubble_formula);
     plait_metrics_set_named(mt, "pipe_span_ms", 1e3 * r->pipe_span_s);
     for (int32_t s = 0; s < run->world.mesh.pp; s++) {
         char name[32];

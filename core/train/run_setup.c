@@ -4,6 +4,7 @@
 
 #include "plugin/loader.h"
 #include "device/device.h"
+#include "host/host_table.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -16,7 +17,7 @@
  * every layer on stage 0, forward then backward per micro-batch. */
 plait_status plait_run_prefill_plan(plait_run *run) {
     const plait_model_spec *spec = run->model.spec;
-    plait_plan *plan = &run->layout.plan;
+    plait_plan *plan = &run->work.plan;
     memset(plan, 0, sizeof *plan);
     plan->struct_size = sizeof *plan;
     plan->n_params = spec->n_params;
@@ -24,7 +25,7 @@ plait_status plait_run_prefill_plan(plait_run *run) {
     plan->n_layers = spec->n_layers;
     plan->layer_stage = calloc((size_t)spec->n_layers, sizeof(int32_t));
     plan->layer_chunk = calloc((size_t)spec->n_layers, sizeof(int32_t));
-    plan->micro_batches = (int32_t)run->layout.batch.accumulation;
+    plan->micro_batches = (int32_t)run->work.batch.accumulation;
     plan->capacity = 2 * (size_t)plan->micro_batches + 2;
     plan->schedule = calloc(plan->capacity, sizeof(plait_instr));
     if (!plan->shards || !plan->layer_stage || !plan->layer_chunk || !plan->schedule)
@@ -50,15 +51,15 @@ plait_status plait_run_prefill_plan(plait_run *run) {
 }
 
 static plait_status run_plugin_plan(plait_run *run) {
-    plait_status st = run->parallel.ops->plan(run->parallel.state, &run->layout.plan);
-    if (st == PLAIT_ERR_NO_MEMORY && run->layout.plan.n_instr > run->layout.plan.capacity) {
-        size_t cap = run->layout.plan.n_instr;
-        plait_instr *bigger = realloc(run->layout.plan.schedule, cap * sizeof *bigger);
+    plait_status st = run->parallel.ops->plan(run->parallel.state, &run->work.plan);
+    if (st == PLAIT_ERR_NO_MEMORY && run->work.plan.n_instr > run->work.plan.capacity) {
+        size_t cap = run->work.plan.n_instr;
+        plait_instr *bigger = realloc(run->work.plan.schedule, cap * sizeof *bigger);
         if (!bigger) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the schedule");
-        run->layout.plan.schedule = bigger;
-        run->layout.plan.capacity = cap;
-        run->layout.plan.n_instr = 0;
-        st = run->parallel.ops->plan(run->parallel.state, &run->layout.plan);
+        run->work.plan.schedule = bigger;
+        run->work.plan.capacity = cap;
+        run->work.plan.n_instr = 0;
+        st = run->parallel.ops->plan(run->parallel.state, &run->work.plan);
     }
     return st;
 }
@@ -89,24 +90,24 @@ plait_status plait_run_load_parallel(plait_run *run) {
     if (st == PLAIT_OK) st = plait_run_prefill_plan(run);
     if (st == PLAIT_OK) st = run_plugin_plan(run);
     if (st != PLAIT_OK) return plait_wrap_error(st, "parallel plugin %s", name);
-    run->layout.stage = run->world.mesh.pp_rank;
-    int32_t chunks = run->layout.plan.chunks;
+    run->work.stage = run->world.mesh.pp_rank;
+    int32_t chunks = run->work.plan.chunks;
     if (chunks < 1)
         return plait_set_error(PLAIT_ERR_INTERNAL, "plan has %d model chunks per stage (at least 1)", chunks);
-    free(run->layout.first_layer);
-    free(run->layout.last_layer);
-    run->layout.first_layer = malloc(sizeof(int32_t) * (size_t)chunks);
-    run->layout.last_layer = malloc(sizeof(int32_t) * (size_t)chunks);
-    if (!run->layout.first_layer || !run->layout.last_layer)
+    free(run->work.first_layer);
+    free(run->work.last_layer);
+    run->work.first_layer = malloc(sizeof(int32_t) * (size_t)chunks);
+    run->work.last_layer = malloc(sizeof(int32_t) * (size_t)chunks);
+    if (!run->work.first_layer || !run->work.last_layer)
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for %d model chunks", chunks);
-    for (int32_t c = 0; c < chunks; c++) run->layout.first_layer[c] = run->layout.last_layer[c] = -1;
+    for (int32_t c = 0; c < chunks; c++) run->work.first_layer[c] = run->work.last_layer[c] = -1;
     for (int32_t l = 0; l < run->model.spec->n_layers; l++) {
-        if (run->layout.plan.layer_stage[l] != run->layout.stage) continue;
-        int32_t c = run->layout.plan.layer_chunk[l];
-        if (run->layout.first_layer[c] < 0) run->layout.first_layer[c] = l;
-        if (run->layout.last_layer[c] >= 0 && run->layout.last_layer[c] != l - 1)
-            return plait_set_error(PLAIT_ERR_INTERNAL, "plan: chunk %d of stage %d is not contiguous", c, run->layout.stage);
-        run->layout.last_layer[c] = l;
+        if (run->work.plan.layer_stage[l] != run->work.stage) continue;
+        int32_t c = run->work.plan.layer_chunk[l];
+        if (run->work.first_layer[c] < 0) run->work.first_layer[c] = l;
+        if (run->work.last_layer[c] >= 0 && run->work.last_layer[c] != l - 1)
+            return plait_set_error(PLAIT_ERR_INTERNAL, "plan: chunk %d of stage %d is not contiguous", c, run->work.stage);
+        run->work.last_layer[c] = l;
     }
     return PLAIT_OK;
 }
@@ -128,7 +129,7 @@ static plait_status create_optim(plait_run *run, const plait_value_source *src) 
                              .params = &run->params.set,
                              .dp_comm = run->world.mesh.dp_comm,
                              .world = run->world.comm,
-                             .local_micro_batches = run->layout.plan.micro_batches,
+                             .local_micro_batches = run->work.plan.micro_batches,
                              .deterministic = run->deterministic};
     plait_status st = run->optim.ops->create(&init, &run->optim.state);
     if (st == PLAIT_OK) st = run->optim.ops->materialize(run->optim.state, src);
@@ -151,12 +152,15 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     run->deterministic = plait_config_bool(cfg, "run", "deterministic");
     run->debug_sleep_s = plait_config_float(cfg, "run", "debug_compute_sleep_ms") / 1e3;
     run->model.block_size = (int32_t)plait_config_int(cfg, "model", "block_size");
-    plait_model_set_seed(run->seed);
     plait_status st = plait_run_open_world(run);
     if (st == PLAIT_OK) st = plait_mesh_build(cfg, run->world.comm, &run->world.mesh);
-    if (st == PLAIT_OK) st = plait_batch_from_config(cfg, &run->layout.batch);
-    if (st == PLAIT_OK) st = plait_model_describe(cfg, (int32_t)run->layout.batch.micro_batch, &run->model.desc);
-    if (st == PLAIT_OK) run->model.spec = plait_model_desc_spec(run->model.desc);
+    if (st == PLAIT_OK) st = plait_batch_from_config(cfg, &run->work.batch);
+    if (st == PLAIT_OK) st = plait_model_describe(cfg, (int32_t)run->work.batch.micro_batch, &run->model.desc);
+    if (st == PLAIT_OK) {
+        run->model.spec = plait_model_desc_spec(run->model.desc);
+        run->model.init = plait_model_init_rule(run->model.desc, run->seed);
+        plait_host_attach_init_rule(&run->model.init);
+    }
     if (st == PLAIT_OK) st = plait_run_load_parallel(run);
     if (st == PLAIT_OK) st = load_optim(run);
     if (st == PLAIT_OK) st = plait_run_build_params(run);
@@ -170,13 +174,13 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     /* Core-owned parameters are filled here; an optimizer owning them fills
      * its shards in materialize() from the same source. */
     if (st == PLAIT_OK && run->params.data_flat) st = plait_run_source_fill_params(run, &source);
-    int split = plait_plan_splits_backward(&run->layout.plan);
+    int split = plait_plan_splits_backward(&run->work.plan);
     if (st == PLAIT_OK && split) st = plait_run_check_split_device();
     if (st == PLAIT_OK) {
-        plait_model_layout layout = {.plan = &run->layout.plan, .stage = run->layout.stage, .params = &run->params.set,
-                                     .max_slots = run->layout.plan.chunks * run->layout.plan.micro_batches,
+        plait_model_create_args args = {.plan = &run->work.plan, .stage = run->work.stage, .params = &run->params.set,
+                                     .max_slots = run->work.plan.chunks * run->work.plan.micro_batches,
                                      .split_backward = split};
-        st = plait_model_create(run->model.desc, &layout, &run->model.instance);
+        st = plait_model_create(run->model.desc, &args, &run->model.instance);
     }
     if (st == PLAIT_OK) st = create_optim(run, &source.source);
     if (st == PLAIT_OK && run->parallel.ops->bind) {
@@ -193,7 +197,7 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     if (st == PLAIT_OK && have_source) st = plait_run_source_restore_state(run, &source);
     if (have_source) plait_run_source_close(&source);
     if (st == PLAIT_OK)
-        plait_model_set_loss_scale(run->model.instance, 1.0f / (float)((double)run->layout.batch.global_batch * run->model.block_size));
+        plait_model_set_loss_scale(run->model.instance, 1.0f / (float)((double)run->work.batch.global_batch * run->model.block_size));
     if (st != PLAIT_OK) {
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", plait_last_error());
@@ -212,12 +216,12 @@ void plait_run_close(plait_run *run) {
     if (run->parallel.ops && run->parallel.state) run->parallel.ops->destroy(run->parallel.state);
     plait_model_free(run->model.instance);
     plait_run_free_params(run);
-    free(run->layout.plan.shards);
-    free(run->layout.plan.layer_stage);
-    free(run->layout.plan.layer_chunk);
-    free(run->layout.plan.schedule);
-    free(run->layout.first_layer);
-    free(run->layout.last_layer);
+    free(run->work.plan.shards);
+    free(run->work.plan.layer_stage);
+    free(run->work.plan.layer_chunk);
+    free(run->work.plan.schedule);
+    free(run->work.first_layer);
+    free(run->work.last_layer);
     plait_step_exec_close(&run->exec);
     plait_stage_timing_close(&run->timing);
     plait_model_desc_free(run->model.desc);

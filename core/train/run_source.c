@@ -22,7 +22,7 @@ static plait_status init_read(void *ctx, int32_t index, const char *which, size_
     int32_t l = run->params.local_of_global[index];
     if (l < 0) return plait_set_error(PLAIT_ERR_INVALID_ARG, "parameter %d is not on this rank", index);
     plait_param as = plait_tied_init_as(run->model.spec, &run->params.set.params[l]);
-    return plait_model_init_values(&as, offset, count, dst);
+    return plait_model_init_values(&run->model.init, &as, offset, count, dst);
 }
 
 /* A resume continues the same model: fewer layers or another n_head would
@@ -71,7 +71,7 @@ static plait_status open_weights(plait_run *run, const char *path, plait_run_sou
     if (run->world.mesh.world_rank == 0) {
         const char *note = plait_weights_note(src->weights);
         PLAIT_INFO("train", "initial weights from %s (%s)%s%s", plait_weights_path(src->weights),
-                   plait_gpt2_layout_name(plait_weights_layout(src->weights)), *note ? ": " : "", note);
+                   plait_gpt2_orientation_name(plait_weights_orientation(src->weights)), *note ? ": " : "", note);
     }
     src->source = (plait_value_source){.struct_size = sizeof(plait_value_source), .ctx = src, .read = weights_read};
     return PLAIT_OK;
@@ -139,19 +139,19 @@ plait_status plait_run_source_fill_params(plait_run *run, plait_run_source *src)
     size_t most = 1;
     for (int32_t i = 0; i < run->params.set.n_params; i++)
         if (run->params.set.params[i].numel > most) most = run->params.set.params[i].numel;
-    float *stage = plait_alloc(most * sizeof(float), PLAIT_MEM_HOST, 64, "parameter staging");
-    if (!stage) return PLAIT_ERR_NO_MEMORY;
+    float *staging = plait_alloc(most * sizeof(float), PLAIT_MEM_HOST, 64, "parameter staging");
+    if (!staging) return PLAIT_ERR_NO_MEMORY;
     plait_status st = PLAIT_OK;
     for (int32_t i = 0; st == PLAIT_OK && i < run->params.set.n_params; i++) {
         plait_param *p = &run->params.set.params[i];
         int shared = 0;
         for (int32_t j = 0; j < i && !shared; j++) shared = run->params.set.params[j].data == p->data;
         if (shared) continue;
-        st = src->source.read(src->source.ctx, p->index, "param", 0, p->numel, stage);
-        if (st == PLAIT_OK) st = plait_device_copy(p->data, stage, p->numel * sizeof(float), PLAIT_COPY_TO_DEVICE);
+        st = src->source.read(src->source.ctx, p->index, "param", 0, p->numel, staging);
+        if (st == PLAIT_OK) st = plait_device_copy(p->data, staging, p->numel * sizeof(float), PLAIT_COPY_TO_DEVICE);
         if (st != PLAIT_OK) st = plait_wrap_error(st, "initial values of %s", p->name);
     }
-    plait_free(stage);
+    plait_free(staging);
     return st;
 }
 

@@ -51,7 +51,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     if (st == PLAIT_OK) st = run_schedule(run, TRAIN, run->step, &res->t, &out);
     /* the loss, with every stage's times in the same all-reduce */
     if (st == PLAIT_OK)
-        plait_stage_times_put(run->exec.stage_times, run->world.mesh.pp, run->layout.stage,
+        plait_stage_times_put(run->exec.stage_times, run->world.mesh.pp, run->work.stage,
                               1.0 / ((double)run->world.mesh.dp * run->world.mesh.tp), &res->t);
     if (st == PLAIT_OK) st = global_loss(run, &res->loss, &res->t);
     if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step);
@@ -92,7 +92,7 @@ static plait_status backward_chunk(plait_run *run, plait_instr_op op, int32_t ch
 static plait_status reduce_grads(plait_run *run, plait_step_timing *t);
 
 static int is_head_chunk(const plait_run *run, int32_t chunk) {
-    return run->layout.last_layer[chunk] == run->model.spec->n_layers - 1;
+    return run->work.last_layer[chunk] == run->model.spec->n_layers - 1;
 }
 
 /* The pipeline phase runs from the schedule's start to REDUCE_GRADS: its
@@ -115,7 +115,7 @@ static void end_phase(pipeline_phase *ph, plait_step_timing *t) {
  * exec.mb_loss_dev. */
 static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_step_timing *t,
                                  plait_optim_step_out *out) {
-    const plait_plan *plan = &run->layout.plan;
+    const plait_plan *plan = &run->work.plan;
     int train = p == TRAIN;
     memset(run->exec.step_sums, 0, sizeof(double) * (size_t)(run->exec.n_micro_batches +
                                                              plait_stage_times_len(run->world.mesh.pp)));
@@ -182,7 +182,7 @@ typedef enum layer_call { BEFORE_FORWARD, AFTER_FORWARD, BEFORE_BACKWARD, AFTER_
 static plait_status call_plugins(plait_run *run, layer_call call, int32_t l, int32_t mb, plait_step_timing *t) {
     const plait_optim_ops *o = run->optim.ops;
     void *s = run->optim.state;
-    int last = mb == run->layout.plan.micro_batches - 1;
+    int last = mb == run->work.plan.micro_batches - 1;
     double t0 = plait_clock_now();
     plait_status st = PLAIT_OK;
     switch (call) {
@@ -216,7 +216,7 @@ static void debug_sleep(const plait_run *run, int units, plait_step_timing *t) {
 }
 
 static int chunk_has(const plait_run *run, int32_t chunk, int32_t layer) {
-    return run->layout.first_layer[chunk] <= layer && layer <= run->layout.last_layer[chunk];
+    return run->work.first_layer[chunk] <= layer && layer <= run->work.last_layer[chunk];
 }
 
 /* The micro-batch's tokens and targets, for a chunk with the embedding or the head. */
@@ -231,11 +231,11 @@ static plait_status load_batch(plait_run *run, pass p, int64_t step, int32_t chu
 
 static plait_status forward_chunk(plait_run *run, pass p, int64_t step, int32_t chunk, int32_t mb,
                                   plait_step_timing *t) {
-    int64_t global_mb = run->layout.plan.first_micro_batch + mb;
+    int64_t global_mb = run->work.plan.first_micro_batch + mb;
     int32_t slot;
     plait_status st = plait_step_slot(run, chunk, mb, &slot);
     if (st == PLAIT_OK) st = load_batch(run, p, step, chunk, global_mb, slot);
-    for (int32_t l = run->layout.first_layer[chunk]; st == PLAIT_OK && l <= run->layout.last_layer[chunk]; l++) {
+    for (int32_t l = run->work.first_layer[chunk]; st == PLAIT_OK && l <= run->work.last_layer[chunk]; l++) {
         if (run->exec.on_layer) run->exec.on_layer(run->exec.on_layer_ctx, 0, l, mb);
         st = call_plugins(run, BEFORE_FORWARD, l, mb, t);
         if (st == PLAIT_OK) st = plait_model_forward_layer(run->model.instance, l, slot);
@@ -313,7 +313,7 @@ static plait_status backward_chunk(plait_run *run, plait_instr_op op, int32_t ch
                                    plait_step_timing *t) {
     int32_t slot;
     plait_status st = plait_step_slot(run, chunk, mb, &slot);
-    for (int32_t l = run->layout.last_layer[chunk]; st == PLAIT_OK && l >= run->layout.first_layer[chunk]; l--) {
+    for (int32_t l = run->work.last_layer[chunk]; st == PLAIT_OK && l >= run->work.first_layer[chunk]; l--) {
         if (run->exec.on_layer) run->exec.on_layer(run->exec.on_layer_ctx, 1, l, mb);
         st = op == PLAIT_INSTR_BACKWARD_INPUT ? backward_input_layer(run, l, mb, slot, t)
                                               : backward_grads_layer(run, op, l, mb, slot, t);
@@ -321,7 +321,7 @@ static plait_status backward_chunk(plait_run *run, plait_instr_op op, int32_t ch
     if (st == PLAIT_OK) debug_sleep(run, op == PLAIT_INSTR_BACKWARD ? 2 : 1, t);
     /* A chunk that sends its input gradient keeps the slot until SEND_GRAD,
      * a split one until its weight half. */
-    if (op == PLAIT_INSTR_BACKWARD_WEIGHT || (op == PLAIT_INSTR_BACKWARD && run->layout.first_layer[chunk] == 0))
+    if (op == PLAIT_INSTR_BACKWARD_WEIGHT || (op == PLAIT_INSTR_BACKWARD && run->work.first_layer[chunk] == 0))
         plait_step_release_slot(run, chunk, mb);
     return st;
 }
@@ -383,7 +383,7 @@ static plait_status global_loss(plait_run *run, double *loss, plait_step_timing 
     t->comm_s += plait_clock_now() - t0;
     if (st != PLAIT_OK) return st;
     *loss = plait_sum_tree_f64(run->exec.mb_loss, (int32_t)n) /
-            ((double)run->layout.batch.global_batch * run->model.block_size);
+            ((double)run->work.batch.global_batch * run->model.block_size);
     return PLAIT_OK;
 }
 
@@ -425,10 +425,10 @@ plait_status plait_run_check_split_device(void) {
 
 plait_status plait_step_exec_open(plait_run *run) {
     plait_step_exec *e = &run->exec;
-    e->max_slots = run->layout.plan.chunks * run->layout.plan.micro_batches;
-    e->split_backward = plait_plan_splits_backward(&run->layout.plan);
-    e->n_micro_batches = plait_batch_micro_batches(&run->layout.batch);
-    size_t bt = (size_t)run->layout.batch.micro_batch * (size_t)run->model.block_size;
+    e->max_slots = run->work.plan.chunks * run->work.plan.micro_batches;
+    e->split_backward = plait_plan_splits_backward(&run->work.plan);
+    e->n_micro_batches = plait_batch_micro_batches(&run->work.batch);
+    size_t bt = (size_t)run->work.batch.micro_batch * (size_t)run->model.block_size;
     e->slot_of = malloc(sizeof(int32_t) * (size_t)e->max_slots);
     e->slot_busy = calloc((size_t)e->max_slots, 1);
     e->send_req = calloc((size_t)e->max_slots * 2, sizeof(plait_request *));

@@ -66,7 +66,7 @@ static plait_status slot_sends_done(plait_run *run, int32_t slot, int *done) {
  * m per chunk suffice: each (chunk, mb) takes a slot once per step, and
  * sends are all finished at the end of every step. */
 plait_status plait_step_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t *slot) {
-    int32_t m = run->layout.plan.micro_batches;
+    int32_t m = run->work.plan.micro_batches;
     int32_t key = chunk * m + mb;
     if (run->exec.slot_of[key] >= 0) {
         *slot = run->exec.slot_of[key];
@@ -78,7 +78,7 @@ plait_status plait_step_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t 
         plait_status st = slot_sends_done(run, s, &done);
         if (st != PLAIT_OK) return st;
         if (!done) continue; /* its buffers are still being sent */
-        st = plait_model_slot_layers(run->model.instance, s, run->layout.first_layer[chunk], run->layout.last_layer[chunk]);
+        st = plait_model_slot_layers(run->model.instance, s, run->work.first_layer[chunk], run->work.last_layer[chunk]);
         if (st != PLAIT_OK) return st;
         run->exec.slot_busy[s] = 1;
         run->exec.slot_of[key] = s;
@@ -90,13 +90,13 @@ plait_status plait_step_slot(plait_run *run, int32_t chunk, int32_t mb, int32_t 
 }
 
 void plait_step_release_slot(plait_run *run, int32_t chunk, int32_t mb) {
-    int32_t key = chunk * run->layout.plan.micro_batches + mb;
+    int32_t key = chunk * run->work.plan.micro_batches + mb;
     if (run->exec.slot_of[key] >= 0) run->exec.slot_busy[run->exec.slot_of[key]] = 0;
     run->exec.slot_of[key] = -1;
 }
 
 void plait_step_reset_slots(plait_run *run) {
-    for (int32_t k = 0; k < run->layout.plan.chunks * run->layout.plan.micro_batches; k++) run->exec.slot_of[k] = -1;
+    for (int32_t k = 0; k < run->work.plan.chunks * run->work.plan.micro_batches; k++) run->exec.slot_of[k] = -1;
     memset(run->exec.slot_busy, 0, (size_t)run->exec.max_slots);
 }
 
@@ -107,7 +107,7 @@ void plait_step_reset_slots(plait_run *run) {
 typedef enum crossing { ACTIVATION = 0, GRADIENT = 1 } crossing;
 
 /* Stage (pp rank) that runs global layer `layer`. */
-static int32_t stage_of(const plait_run *run, int32_t layer) { return run->layout.plan.layer_stage[layer]; }
+static int32_t stage_of(const plait_run *run, int32_t layer) { return run->work.plan.layer_stage[layer]; }
 
 /* Tag of what crosses the boundary after layer `boundary` for local
  * micro-batch `mb`; both sides compute it from the same facts. */
@@ -141,7 +141,7 @@ static plait_status pp_send(plait_run *run, int32_t slot, crossing what, const f
 }
 
 plait_status plait_step_recv_activation(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
-    int32_t b = run->layout.first_layer[chunk] - 1, slot;
+    int32_t b = run->work.first_layer[chunk] - 1, slot;
     plait_status st = plait_step_slot(run, chunk, mb, &slot);
     if (st != PLAIT_OK) return st;
     return pp_recv(run, plait_model_boundary(run->model.instance, slot, b), stage_of(run, b),
@@ -149,7 +149,7 @@ plait_status plait_step_recv_activation(plait_run *run, int32_t chunk, int32_t m
 }
 
 plait_status plait_step_send_activation(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
-    int32_t b = run->layout.last_layer[chunk], slot;
+    int32_t b = run->work.last_layer[chunk], slot;
     plait_status st = plait_step_slot(run, chunk, mb, &slot);
     if (st != PLAIT_OK) return st;
     return pp_send(run, slot, ACTIVATION, plait_model_boundary(run->model.instance, slot, b), stage_of(run, b + 1),
@@ -157,7 +157,7 @@ plait_status plait_step_send_activation(plait_run *run, int32_t chunk, int32_t m
 }
 
 plait_status plait_step_recv_gradient(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
-    int32_t b = run->layout.last_layer[chunk], slot;
+    int32_t b = run->work.last_layer[chunk], slot;
     plait_status st = plait_step_slot(run, chunk, mb, &slot);
     if (st != PLAIT_OK) return st;
     return pp_recv(run, plait_model_boundary_grad(run->model.instance, slot, b), stage_of(run, b + 1),
@@ -165,7 +165,7 @@ plait_status plait_step_recv_gradient(plait_run *run, int32_t chunk, int32_t mb,
 }
 
 plait_status plait_step_send_gradient(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {
-    int32_t b = run->layout.first_layer[chunk] - 1, slot;
+    int32_t b = run->work.first_layer[chunk] - 1, slot;
     plait_status st = plait_step_slot(run, chunk, mb, &slot);
     if (st != PLAIT_OK) return st;
     return pp_send(run, slot, GRADIENT, plait_model_boundary_grad(run->model.instance, slot, b), stage_of(run, b),

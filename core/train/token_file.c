@@ -68,7 +68,7 @@ static plait_status parse_llmc(plait_token_file *f, uint32_t magic) {
     return PLAIT_OK;
 }
 
-static plait_status parse_layout(plait_token_file *f, int text) {
+static plait_status parse_format(plait_token_file *f, int text) {
     if (text) {
         f->width = 1;
         f->tokens = f->map;
@@ -92,7 +92,7 @@ plait_status plait_token_file_open(const char *path, int text, plait_token_file 
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s", path);
     plait_status st = map_file(out);
-    if (st == PLAIT_OK) st = parse_layout(out, text);
+    if (st == PLAIT_OK) st = parse_format(out, text);
     if (st != PLAIT_OK) plait_token_file_close(out);
     return st;
 }

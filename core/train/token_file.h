@@ -1,11 +1,11 @@
 /*
  * Token files: reading one mapped file of tokens and writing llm.c's .bin
- * layout.
+ * format.
  *
- * llm.c's layout: a header of 256 little-endian int32 — header[0] the magic,
+ * llm.c's format: a header of 256 little-endian int32 — header[0] the magic,
  * header[1] the version, header[2] the token count — then the tokens, little
  * endian: uint16 with magic 20240520 and version 1 (GPT-2-sized
- * vocabularies), uint32 with magic 20240801 and version 7 (llm.c's layout
+ * vocabularies), uint32 with magic 20240801 and version 7 (llm.c's format
  * for larger ones, as its data_common.py writes for Llama 3). Readers also
  * take raw uint16 (nanoGPT's prepare.py: no header) and text (each byte one
  * token).
@@ -57,7 +57,7 @@ static inline int32_t plait_token_file_at(const plait_token_file *f, int64_t i) 
  * byte offset and the token index; PLAIT_OK when all are below. */
 plait_status plait_token_file_check(const plait_token_file *f, int32_t vocab_size);
 
-/* Writing llm.c's layout. The header's count is written at close, so a file
+/* Writing llm.c's format. The header's count is written at close, so a file
  * that was not closed has count 0 and a size that does not match: readers
  * refuse it. */
 typedef struct plait_token_writer {

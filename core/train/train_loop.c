@@ -121,7 +121,7 @@ typedef struct layer_watch {
 static void on_layer(void *ctx, int backward, int32_t layer, int32_t mb) {
     layer_watch *w = ctx;
     plait_progress_layer(w->progress, backward, layer, w->run->model.spec->n_layers, mb,
-                         w->run->layout.plan.micro_batches);
+                         w->run->work.plan.micro_batches);
 }
 
 /* [run] progress (or the command's choice). "auto" draws in place on a
@@ -209,7 +209,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
 
     plait_metrics metrics = {0};
     plait_progress progress;
-    int64_t tokens_per_step = run->layout.batch.global_batch * run->model.block_size;
+    int64_t tokens_per_step = run->work.batch.global_batch * run->model.block_size;
     if (rank == 0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/metrics.csv", out_dir);
@@ -224,7 +224,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
                        "pp %d, accumulation %lld; resuming at step %lld from %s",
                        plait_restart_count(), plait_restart_changes(), plait_restart_reason(), plait_restart_hosts(),
                        plait_restart_hosts() == 1 ? "" : "s", run->world.mesh.dp, run->world.mesh.tp,
-                       run->world.mesh.pp, (long long)run->layout.batch.accumulation, (long long)run->step,
+                       run->world.mesh.pp, (long long)run->work.batch.accumulation, (long long)run->step,
                        resumed ? resumed : "the start (no complete checkpoint yet)");
         } else if (plait_restart_count() > 0) {
             /* the launcher relaunched the job (--max-restarts): say so in

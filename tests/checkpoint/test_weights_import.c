@@ -4,7 +4,7 @@
  * PyTorch in the Hugging Face GPT2LMHeadModel layout (make_hf_fixture.py):
  * imported, the model's logits equal PyTorch's within 1e-4 relative; the
  * same weights under GPT2Model names (no "transformer."), torch.compile's
- * "_orig_mod." prefix, or in the nanoGPT layout (Linear weights, stored
+ * "_orig_mod." prefix, or in the nanoGPT format (Linear weights, stored
  * head) give bit-identical logits; a vocabulary padded beyond the file's
  * gets zero rows (zero logits) and a shorter block_size the first
  * positions; tensor-parallel slices come out of the converted tensors; and
@@ -193,7 +193,7 @@ static void test_names_and_layouts(void **state) {
         harness h;
         assert_int_equal(harness_init(&h, ini(buf, sizeof buf, L, C, T, V), B, 1, 0, NULL), 0);
         assert_int_equal(plait_weights_open(path, h.spec, &w), PLAIT_OK);
-        assert_int_equal(plait_weights_layout(w), (variants[i] & LINEAR) ? PLAIT_GPT2_LINEAR : PLAIT_GPT2_CONV1D);
+        assert_int_equal(plait_weights_orientation(w), (variants[i] & LINEAR) ? PLAIT_GPT2_LINEAR : PLAIT_GPT2_CONV1D);
         plait_weights_close(w);
         harness_free(&h);
         float *got = logits_of(path, T, V);

@@ -165,7 +165,7 @@ int main(int argc, char **argv) {
     if (!d) return fail("loading the comm plugin");
     char section[64];
     snprintf(section, sizeof section, "comm.%s", d->name);
-    if (d->n_params && plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin") != PLAIT_OK)
+    if (d->n_keys && plait_config_declare(cfg, section, d->keys, d->n_keys, d->key_size, "plugin") != PLAIT_OK)
         return fail("declare");
     if (plait_config_finalize(cfg, NULL) != PLAIT_OK) return fail("config");
     plait_comm_settings settings;

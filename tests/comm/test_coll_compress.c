@@ -113,6 +113,20 @@ static void test_codec(void **state) {
     printf("onebit: mean error %.4f in one encoding, %.4f in the mean of 200 with error feedback\n", err1, err);
     for (int i = 0; i < N; i++) assert_float_equal(sent[i] + res[i], 200.0 * x[i], 1e-3 * 200 * (fabs(x[i]) + 1));
     assert_true(err < err1 / 5);
+    /* every pattern of eight signs lands bit for bit (bit j % 8 of byte
+     * j / 8, 1 = negative; -0 is not negative), in a block of 64 and in
+     * the short last block of a message (whose unused bits are 0) */
+    for (int pattern = 0; pattern < 256; pattern++) {
+        float v[72];
+        for (int i = 0; i < 72; i++) v[i] = (pattern >> (i % 8)) & 1 ? -1.0f - (float)i : (i == 3 ? -0.0f : 1.0f);
+        if (!((pattern >> 3) & 1)) v[67] = -0.0f;
+        plait_compress_encode(PLAIT_COMPRESS_ONEBIT, enc, v, 69, NULL);
+        const unsigned char *bits = enc + 4 * 2; /* after the two blocks' scales */
+        for (int b = 0; b < 8; b++) assert_int_equal(bits[b], pattern);
+        assert_int_equal(bits[8], pattern & 0x1f);
+        plait_compress_decode(PLAIT_COMPRESS_ONEBIT, z, enc, 69);
+        for (int i = 0; i < 69; i++) assert_int_equal(z[i] < 0, (pattern >> (i % 8)) & 1);
+    }
     /* a non-finite value: its block decodes as NaN, no residual stays */
     x[3] = INFINITY;
     x[300] = 1.0f;

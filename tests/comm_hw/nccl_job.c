@@ -31,7 +31,7 @@ void record_fail(job *j, int line, const char *fmt, ...) {
 plait_config *make_config(const char *text) {
     plait_config *cfg = plait_config_new();
     assert_int_equal(plait_config_declare_core(cfg), PLAIT_OK);
-    assert_int_equal(plait_config_declare(cfg, "comm.nccl", g_desc->params, g_desc->n_params, g_desc->param_size,
+    assert_int_equal(plait_config_declare(cfg, "comm.nccl", g_desc->keys, g_desc->n_keys, g_desc->key_size,
                                           "plugin comm/nccl"),
                      PLAIT_OK);
     if (text) assert_int_equal(plait_config_load_string(cfg, "test.ini", text), PLAIT_OK);

@@ -101,9 +101,9 @@ static void check_common(const plait_plugin_desc *d, const char *name) {
     assert_string_equal(d->name, name);
     assert_non_null(strstr(plait_plugin_path(d), "libplait-comm-"));
     assert_non_null(d->probe);
-    assert_true(d->n_params > 0);
-    for (uint32_t i = 0; i < d->n_params; i++) {
-        const plait_key_decl *p = (const plait_key_decl *)((const char *)d->params + (size_t)i * d->param_size);
+    assert_true(d->n_keys > 0);
+    for (uint32_t i = 0; i < d->n_keys; i++) {
+        const plait_key_decl *p = (const plait_key_decl *)((const char *)d->keys + (size_t)i * d->key_size);
         assert_non_null(p->doc);
         assert_true(strlen(p->doc) > 20);
     }
@@ -139,7 +139,7 @@ static void expect_init_fails(const plait_plugin_desc *d, const char *section, c
     /* two ranks on threads, as plait_comm_create_world drives a plugin */
     plait_config *cfg = plait_config_new();
     assert_int_equal(plait_config_declare_core(cfg), PLAIT_OK);
-    assert_int_equal(plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin"), PLAIT_OK);
+    assert_int_equal(plait_config_declare(cfg, section, d->keys, d->n_keys, d->key_size, "plugin"), PLAIT_OK);
     assert_int_equal(plait_config_finalize(cfg, g_noenv), PLAIT_OK);
     plait_threads_world *w = plait_threads_world_new(2, 10.0);
     init_ctx ctx = {d, cfg, w, {PLAIT_OK, PLAIT_OK}, {"", ""}};
@@ -161,7 +161,7 @@ static void expect_config_error(const plait_plugin_desc *d, const char *section,
                                 const char *needle) {
     plait_config *cfg = plait_config_new();
     assert_int_equal(plait_config_declare_core(cfg), PLAIT_OK);
-    assert_int_equal(plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin"), PLAIT_OK);
+    assert_int_equal(plait_config_declare(cfg, section, d->keys, d->n_keys, d->key_size, "plugin"), PLAIT_OK);
     assert_int_equal(plait_config_load_string(cfg, "bad.ini", text), PLAIT_OK);
     assert_int_equal(plait_config_finalize(cfg, g_noenv), PLAIT_ERR_INVALID_CONFIG);
     if (!strstr(plait_last_error(), needle)) fail_msg("expected \"%s\" in: %s", needle, plait_last_error());
@@ -171,7 +171,7 @@ static void expect_config_error(const plait_plugin_desc *d, const char *section,
 static void expect_config_ok(const plait_plugin_desc *d, const char *section, const char *text) {
     plait_config *cfg = plait_config_new();
     assert_int_equal(plait_config_declare_core(cfg), PLAIT_OK);
-    assert_int_equal(plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, "plugin"), PLAIT_OK);
+    assert_int_equal(plait_config_declare(cfg, section, d->keys, d->n_keys, d->key_size, "plugin"), PLAIT_OK);
     assert_int_equal(plait_config_load_string(cfg, "good.ini", text), PLAIT_OK);
     plait_status st = plait_config_finalize(cfg, g_noenv);
     if (st != PLAIT_OK) fail_msg("%s", plait_last_error());

@@ -2,7 +2,7 @@
  * The NCCL plugin's pure mappings: every plait dtype and operator has its
  * NCCL counterpart (and unknown values are refused), NCCL results map to
  * the statuses the core acts on, the device choice, and the in-place
- * layouts that decide between NCCL's own in-place forms and staging.
+ * overlaps that decide between NCCL's own in-place forms and staging.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -74,24 +74,24 @@ static void test_layouts(void **state) {
     static char buf[4096];
     char *b = buf;
     /* same-size collectives */
-    assert_int_equal(pnccl_layout_same_size(b, b + 1024, 1024), PNCCL_SEPARATE);
-    assert_int_equal(pnccl_layout_same_size(b, b, 1024), PNCCL_NATIVE_IN_PLACE);
-    assert_int_equal(pnccl_layout_same_size(b, b + 512, 1024), PNCCL_BAD_OVERLAP);
+    assert_int_equal(pnccl_overlap_same_size(b, b + 1024, 1024), PNCCL_SEPARATE);
+    assert_int_equal(pnccl_overlap_same_size(b, b, 1024), PNCCL_NATIVE_IN_PLACE);
+    assert_int_equal(pnccl_overlap_same_size(b, b + 512, 1024), PNCCL_BAD_OVERLAP);
     /* reduce_scatter over 4 ranks, 256-byte blocks */
-    assert_int_equal(pnccl_layout_reduce_scatter(b, b + 2048, 256, 4, 2), PNCCL_SEPARATE);
-    assert_int_equal(pnccl_layout_reduce_scatter(b, b + 512, 256, 4, 2), PNCCL_NATIVE_IN_PLACE); /* NCCL's form */
-    assert_int_equal(pnccl_layout_reduce_scatter(b, b, 256, 4, 0), PNCCL_NATIVE_IN_PLACE);       /* both forms agree */
-    assert_int_equal(pnccl_layout_reduce_scatter(b, b, 256, 4, 2), PNCCL_STAGE);                 /* MPI's form */
-    assert_int_equal(pnccl_layout_reduce_scatter(b, b + 100, 256, 4, 2), PNCCL_BAD_OVERLAP);
+    assert_int_equal(pnccl_overlap_reduce_scatter(b, b + 2048, 256, 4, 2), PNCCL_SEPARATE);
+    assert_int_equal(pnccl_overlap_reduce_scatter(b, b + 512, 256, 4, 2), PNCCL_NATIVE_IN_PLACE); /* NCCL's form */
+    assert_int_equal(pnccl_overlap_reduce_scatter(b, b, 256, 4, 0), PNCCL_NATIVE_IN_PLACE);       /* both forms agree */
+    assert_int_equal(pnccl_overlap_reduce_scatter(b, b, 256, 4, 2), PNCCL_STAGING);                 /* MPI's form */
+    assert_int_equal(pnccl_overlap_reduce_scatter(b, b + 100, 256, 4, 2), PNCCL_BAD_OVERLAP);
     /* allgather */
-    assert_int_equal(pnccl_layout_allgather(b + 2048, b, 256, 4, 1), PNCCL_SEPARATE);
-    assert_int_equal(pnccl_layout_allgather(b + 256, b, 256, 4, 1), PNCCL_NATIVE_IN_PLACE);
-    assert_int_equal(pnccl_layout_allgather(b, b, 256, 4, 1), PNCCL_STAGE);
+    assert_int_equal(pnccl_overlap_allgather(b + 2048, b, 256, 4, 1), PNCCL_SEPARATE);
+    assert_int_equal(pnccl_overlap_allgather(b + 256, b, 256, 4, 1), PNCCL_NATIVE_IN_PLACE);
+    assert_int_equal(pnccl_overlap_allgather(b, b, 256, 4, 1), PNCCL_STAGING);
     /* alltoall */
-    assert_int_equal(pnccl_layout_alltoall(b, b + 1024, 256, 4), PNCCL_SEPARATE);
-    assert_int_equal(pnccl_layout_alltoall(b, b, 256, 4), PNCCL_STAGE);
+    assert_int_equal(pnccl_overlap_alltoall(b, b + 1024, 256, 4), PNCCL_SEPARATE);
+    assert_int_equal(pnccl_overlap_alltoall(b, b, 256, 4), PNCCL_STAGING);
     /* empty buffers never overlap */
-    assert_int_equal(pnccl_layout_same_size(b, b + 1, 0), PNCCL_SEPARATE);
+    assert_int_equal(pnccl_overlap_same_size(b, b + 1, 0), PNCCL_SEPARATE);
 }
 
 int main(void) {

@@ -570,7 +570,7 @@ int main(int argc, char **argv) {
     CHECK(plait_config_declare_core(cfg), "declare core");
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, "tcp");
     if (!d) die("loading the tcp plugin: %s", plait_last_error());
-    CHECK(plait_config_declare(cfg, "comm.tcp", d->params, d->n_params, d->param_size, "plugin comm/tcp"),
+    CHECK(plait_config_declare(cfg, "comm.tcp", d->keys, d->n_keys, d->key_size, "plugin comm/tcp"),
           "declare comm.tcp");
     CHECK(plait_config_finalize(cfg, NULL), "config");
     g_timeout = plait_config_float(cfg, "comm", "timeout");

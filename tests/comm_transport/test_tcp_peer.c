@@ -141,7 +141,7 @@ static int setup(void **state) {
     g_ops = d->ops;
     g_cfg = plait_config_new();
     plait_config_declare_core(g_cfg);
-    plait_config_declare(g_cfg, "comm.tcp", d->params, d->n_params, d->param_size, "tcp");
+    plait_config_declare(g_cfg, "comm.tcp", d->keys, d->n_keys, d->key_size, "tcp");
     plait_config_add_override(g_cfg, "comm.tcp.streams=2");
     plait_config_add_override(g_cfg, "comm.tcp.chunk_size=64K");
     plait_config_add_override(g_cfg, "comm.tcp.max_message=1M");
@@ -438,7 +438,7 @@ static void test_ifname_unknown(void **state) {
     assert_non_null(d);
     plait_config *cfg = plait_config_new();
     plait_config_declare_core(cfg);
-    plait_config_declare(cfg, "comm.tcp", d->params, d->n_params, d->param_size, "tcp");
+    plait_config_declare(cfg, "comm.tcp", d->keys, d->n_keys, d->key_size, "tcp");
     plait_config_add_override(cfg, "comm.tcp.ifname=nosuchif9");
     char *empty_env[] = {NULL};
     assert_int_equal(plait_config_finalize(cfg, empty_env), PLAIT_OK);

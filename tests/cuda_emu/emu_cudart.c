@@ -249,6 +249,22 @@ int pc_emu_check_kernel_pointer(const char *kernel, int index, const void *p) {
     return 0;
 }
 
+int pc_emu_is_device_memory(const void *p) { return is_device(p, 1); }
+
+int pc_emu_check_bound(const char *kernel, unsigned threads, unsigned max_threads) {
+    if (max_threads ? threads <= max_threads : threads <= PC_EMU_UNBOUNDED_THREADS) return 1;
+    if (max_threads)
+        fprintf(stderr, "cuda_emu: kernel %s launched with %u threads a block, over its __launch_bounds__ %u (a GPU "
+                        "refuses the launch)\n",
+                kernel, threads, max_threads);
+    else
+        fprintf(stderr, "cuda_emu: kernel %s launched with %u threads a block and no __launch_bounds__ (PC_KERNEL): "
+                        "over %u, the registers the compiler may give a thread can exceed the multiprocessor's, "
+                        "and a GPU refuses the launch (under -G sooner)\n",
+                kernel, threads, PC_EMU_UNBOUNDED_THREADS);
+    return 0;
+}
+
 /* CUDA 11 and later: device memory, page-locked host memory, or plain
  * (pageable) host memory, which is not an error. */
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
@@ -284,10 +300,31 @@ cudaError_t cudaMalloc(void **p, size_t n) {
     return cudaSuccess;
 }
 
+/* Device-wide synchronisations so far (cudaFree, cudaFreeHost,
+ * cudaDeviceSynchronize): each waits for every stream, the communication
+ * stream's collectives in flight included. Exported (the plugin is
+ * otherwise hidden) so a test can see that a code path makes none: a test
+ * finds it with dlsym in the loaded plugin. */
+static uint64_t g_device_syncs; /* under g_lock */
+
+__attribute__((visibility("default"))) uint64_t plait_cuda_emu_device_syncs(void) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t n = g_device_syncs;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+static void device_sync(void) {
+    pthread_mutex_lock(&g_lock);
+    g_device_syncs++;
+    pthread_mutex_unlock(&g_lock);
+    pc_emu_queue_run_all();
+}
+
 /* CUDA's frees wait for the whole device first */
 cudaError_t cudaFree(void *p) {
     if (!p) return cudaSuccess;
-    pc_emu_queue_run_all();
+    device_sync();
     return remove_region(p, 0);
 }
 
@@ -308,7 +345,7 @@ cudaError_t cudaMallocHost(void **p, size_t n) { return cudaHostAlloc(p, n, 0); 
 
 cudaError_t cudaFreeHost(void *p) {
     if (!p) return cudaSuccess;
-    pc_emu_queue_run_all();
+    device_sync();
     return remove_region(p, 1);
 }
 
@@ -415,7 +452,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
-    pc_emu_queue_run_all();
+    device_sync();
     return ok_or_sticky();
 }
 
@@ -514,6 +551,27 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flag
     *w = (wait_item){ev->q, ev->pos};
     pc_emu_queue_ref(w->q);
     if (!pc_emu_queue_push(st->q, wait_run, wait_drop, w)) return tl_last = cudaErrorMemoryAllocation;
+    return ok_or_sticky();
+}
+
+/* The stream-ordered allocator: memory usable by work queued on the stream
+ * from now on (allocated at once here: host memory has no stream order). */
+cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) {
+    if (!stream_of(s)) return tl_last;
+    return cudaMalloc(p, n);
+}
+
+static void free_run(void *ctx) { (void)remove_region(ctx, 0); }
+
+/* Freed when the stream reaches it: work queued before still reads it, and
+ * nothing waits (no device-wide synchronisation). */
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
+    emu_stream *st = stream_of(s);
+    if (!st) return tl_last;
+    if (!p) return cudaSuccess;
+    if (!is_device(p, 1))
+        return fail(cudaErrorInvalidValue, "cudaFreeAsync(%p): not device memory this runtime allocated", p);
+    if (!pc_emu_queue_push(st->q, free_run, NULL, p)) return tl_last = cudaErrorMemoryAllocation;
     return ok_or_sticky();
 }
 

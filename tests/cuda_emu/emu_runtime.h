@@ -6,6 +6,8 @@
 #ifndef PLAIT_CUDA_EMU_RUNTIME_H
 #define PLAIT_CUDA_EMU_RUNTIME_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -13,6 +15,24 @@ extern "C" {
 /* 1 if `p` is NULL or lies in device or pinned memory this runtime handed
  * out; else prints why (kernel, argument index) and returns 0. */
 int pc_emu_check_kernel_pointer(const char *kernel, int index, const void *p);
+
+/* Device-wide synchronisations so far (cudaFree, cudaFreeHost,
+ * cudaDeviceSynchronize). Exported from the emulated plugin (default
+ * visibility) so a test can dlsym it. */
+__attribute__((visibility("default"))) uint64_t plait_cuda_emu_device_syncs(void);
+
+/* 1 if `p` lies in device memory this runtime handed out (cudaMalloc). */
+int pc_emu_is_device_memory(const void *p);
+
+/* Threads a block of a kernel without __launch_bounds__ may have: above
+ * it the compiler's free choice of up to 255 registers a thread can exceed
+ * a multiprocessor's 65536, and the GPU refuses the launch. */
+#define PC_EMU_UNBOUNDED_THREADS 256u
+
+/* 1 if a block of `threads` fits the kernel's __launch_bounds__
+ * `max_threads` (0: it declares none, PC_EMU_UNBOUNDED_THREADS then); else
+ * prints why and returns 0 (a GPU refuses such a launch). */
+int pc_emu_check_bound(const char *kernel, unsigned threads, unsigned max_threads);
 
 /* After a launch: rc 0 or -1 (the launch failed: CUDA's sticky
  * cudaErrorLaunchFailure from then on). */

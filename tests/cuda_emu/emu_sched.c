@@ -47,11 +47,15 @@ typedef struct fiber {
     void *sp; /* saved stack pointer while switched out */
     unsigned tid;
     int state;
-    /* a pending shuffle: this lane's value, the lane it reads, the result */
+    /* a pending shuffle: this lane's value, the lane it reads, the result;
+     * or a gather (src GATHER): every lane's value and mask into `all` */
     unsigned char mine[8], out[8];
     size_t bytes;
-    unsigned src;
+    unsigned src, mask;
+    pc_emu_lane *all;
 } fiber;
+
+#define GATHER 0xffffffffu
 
 /* How a launch site's threads run: learnt on its first launch. */
 enum { SITE_UNKNOWN, SITE_FIBERS, SITE_DIRECT };
@@ -213,23 +217,46 @@ void pc_emu_syncthreads(void) {
     yield();
 }
 
-void pc_emu_shuffle(unsigned mask, const void *mine, void *out, size_t bytes, unsigned src_lane) {
-    fiber *f = current("a warp shuffle");
+/* A lane reaches a warp collective: publishes `bytes` of `mine` and waits
+ * for the warp (release_warp); `bad` (a message) ends the launch instead. */
+static void at_warp_collective(const char *bad, unsigned mask, const void *mine, size_t bytes, unsigned src,
+                               pc_emu_lane *all) {
+    fiber *f = current("a warp collective");
     S->waited = 1;
-    if (S->direct) barrier_in_direct_launch(f, "a warp shuffle");
-    if (mask != 0xffffffffu || bytes > sizeof f->mine) {
-        fail(f->tid, "a shuffle with mask 0x%08x of %zu bytes (the emulator models full-warp shuffles of up to 8 "
-                     "bytes)",
-             mask, bytes);
-        f->state = FINISHED;
-        pc_emu_switch(&f->sp, S->main_sp);
-    }
+    if (S->direct) barrier_in_direct_launch(f, "a warp collective");
+    if (bad) pc_emu_fault(bad);
     memcpy(f->mine, mine, bytes);
     f->bytes = bytes;
-    f->src = src_lane;
+    f->src = src;
+    f->mask = mask;
+    f->all = all;
     f->state = AT_SHUFFLE;
     yield();
-    memcpy(out, f->out, bytes);
+}
+
+void pc_emu_shuffle(unsigned mask, const void *mine, void *out, size_t bytes, unsigned src_lane) {
+    at_warp_collective(mask != 0xffffffffu || bytes > 8 ? "a shuffle with a partial mask or of over 8 bytes (the "
+                                                          "emulator models full-warp shuffles of up to 8 bytes)"
+                                                        : NULL,
+                       mask, mine, bytes, src_lane, NULL);
+    memcpy(out, S->cur->out, bytes);
+}
+
+void pc_emu_warp_gather(unsigned mask, const void *mine, size_t bytes, pc_emu_lane all[32]) {
+    int in_mask = mask >> (pc_emu_builtin(0)[0] % WARP) & 1u;
+    at_warp_collective(bytes > 8 || !in_mask ? "a warp collective of over 8 bytes, or whose mask leaves out the "
+                                               "calling lane"
+                                             : NULL,
+                       mask, mine, bytes, GATHER, all);
+}
+
+void pc_emu_fault(const char *what) {
+    fiber *f = current("a kernel fault");
+    fail(f->tid, "%s", what);
+    if (S->direct) longjmp(S->direct_exit, 1);
+    f->state = FINISHED;
+    pc_emu_switch(&f->sp, S->main_sp);
+    abort(); /* a finished fiber is never resumed */
 }
 
 /* Complete the shuffle of the warp of `lanes` threads from w0 if all its
@@ -253,7 +280,31 @@ static int release_warp(unsigned w0, unsigned lanes) {
         fail(first, "a warp shuffle in a partial warp of %u lanes", lanes);
         return -1;
     }
-    for (unsigned l = 0; l < WARP; l++) {
+    unsigned gathers = 0;
+    for (unsigned l = 0; l < WARP; l++) gathers += S->fibers[w0 + l].src == GATHER;
+    if (gathers && gathers < WARP) {
+        fail(first, "a warp shuffle and another warp collective met (%u of the 32 lanes at the other)", gathers);
+        return -1;
+    }
+    for (unsigned l = 0; gathers && l < WARP; l++) {
+        fiber *f = &S->fibers[w0 + l];
+        for (unsigned k = 0; k < WARP; k++) {
+            const fiber *o = &S->fibers[w0 + k];
+            if (o->bytes != f->bytes) {
+                fail(f->tid, "a warp collective of %zu bytes met one of %zu", f->bytes, o->bytes);
+                return -1;
+            }
+            /* the lanes of a mask agree on it (CUDA's rule for *_sync) */
+            if ((f->mask >> k & 1u) && o->mask != f->mask) {
+                fail(f->tid, "a warp collective with mask 0x%08x while lane %u of it gives 0x%08x", f->mask, k, o->mask);
+                return -1;
+            }
+            memset(f->all[k].value, 0, sizeof f->all[k].value);
+            memcpy(f->all[k].value, o->mine, o->bytes);
+            f->all[k].mask = o->mask;
+        }
+    }
+    for (unsigned l = 0; !gathers && l < WARP; l++) {
         fiber *f = &S->fibers[w0 + l];
         const fiber *from = &S->fibers[w0 + (f->src % WARP)];
         if (f->src >= WARP || from->bytes != f->bytes) {

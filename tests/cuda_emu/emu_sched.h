@@ -53,6 +53,26 @@ void pc_emu_syncthreads(void);
  * value into `out`. `mask` must be 0xffffffff (all the plugin uses). */
 void pc_emu_shuffle(unsigned mask, const void *mine, void *out, size_t bytes, unsigned src_lane);
 
+/* One lane's part in a warp collective: its value (up to 8 bytes, zero
+ * padded) and its mask. */
+typedef struct pc_emu_lane {
+    unsigned char value[8];
+    unsigned mask;
+} pc_emu_lane;
+
+/* Inside a kernel: a warp collective (__ballot_sync, __match_any_sync,
+ * __reduce_add_sync, __syncwarp). Publishes `bytes` (at most 8) of `mine`
+ * with `mask` (the lanes it involves, the calling lane among them), waits
+ * for every lane of the warp (the emulator needs the whole warp there,
+ * stricter than CUDA, which waits for the mask's lanes only), and fills
+ * all[32] with each lane's value and mask. Lanes named in a mask must give
+ * the same mask (CUDA's rule), else the launch fails. */
+void pc_emu_warp_gather(unsigned mask, const void *mine, size_t bytes, pc_emu_lane all[32]);
+
+/* Inside a kernel: the launch fails, naming the kernel, block, thread and
+ * `what`; the calling thread does not return. */
+void pc_emu_fault(const char *what) __attribute__((noreturn));
+
 /* The first failure recorded by any launch in this process, or NULL; the
  * string stays valid for the life of the process. Thread-safe. */
 const char *pc_emu_failure(void);

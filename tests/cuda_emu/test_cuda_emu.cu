@@ -3,8 +3,10 @@
  * known: a block reduction comes out right; the same reduction without
  * its barrier comes out wrong under the emulator's thread orders (so the
  * orders do expose a missing barrier); a barrier in divergent code, a
- * shuffle after lanes exited, a host pointer handed to a kernel and a
- * launch of too many threads, a barrier a launch site reaches only after
+ * shuffle after lanes exited, a host pointer handed to a kernel, a
+ * launch of too many threads, one over the kernel's __launch_bounds__ or of
+ * over 256 threads without one, a warp collective whose lanes disagree on
+ * its mask, a 64-bit atomic on shared memory, a barrier a launch site reaches only after
  * its first launch (which ran without fibers) are each refused with the runtime's error
  * sticky afterwards, as CUDA's launch failures are. Compiled by the host
  * C++ compiler with emu_kernel.h force-included, like the plugin's
@@ -53,6 +55,31 @@ __global__ static void shuffle_after_exit(float *out) {
     out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
 }
 
+/* lanes grouped by in[i] % 3: each lane's group sum (through
+ * __match_any_sync and __reduce_add_sync on the group), and the lanes whose
+ * value is odd (__ballot_sync) */
+__global__ static void group_sums(unsigned *sums, unsigned *odd, const unsigned *in) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x, v = in[i];
+    unsigned group = __match_any_sync(0xffffffffu, v % 3);
+    sums[i] = __reduce_add_sync(group, v);
+    odd[i] = __ballot_sync(0xffffffffu, v & 1);
+}
+
+/* lanes 0-15 name the whole warp in their mask, 16-31 only themselves */
+__global__ static void masks_disagree(unsigned *out) {
+    unsigned lane = threadIdx.x % 32;
+    out[threadIdx.x] = __reduce_add_sync(lane < 16 ? 0xffffffffu : 0xffff0000u, 1u);
+}
+
+__global__ static void shared_atomic64(unsigned long long *out) {
+    __shared__ unsigned long long s;
+    if (threadIdx.x == 0) s = 0;
+    __syncthreads();
+    atomicAdd(&s, 1ull);
+    __syncthreads();
+    if (threadIdx.x == 0) atomicAdd(out, s); /* 64-bit on device memory: allowed */
+}
+
 __global__ static void write_one(float *out) { out[threadIdx.x] = 1.0f; }
 __global__ static void write_value(float *out, float v) { out[threadIdx.x] = v; }
 
@@ -97,6 +124,48 @@ static int refused(void (*fn)(void)) {
     return WIFEXITED(st) && WEXITSTATUS(st) == 3;
 }
 
+static void launch_masks_disagree(void) {
+    unsigned *out;
+    cudaMalloc((void **)&out, 32 * sizeof *out);
+    PC_LAUNCH(masks_disagree, 1, 32)(out);
+    cudaDeviceSynchronize();
+}
+static void launch_shared_atomic64(void) {
+    unsigned long long *out;
+    cudaMalloc((void **)&out, sizeof *out);
+    cudaMemsetAsync(out, 0, sizeof *out, NULL);
+    PC_LAUNCH(shared_atomic64, 1, 64)(out);
+    cudaDeviceSynchronize();
+}
+
+/* group sums and ballots against the host's */
+static int check_warp_collectives(void) {
+    enum { N = 128 };
+    unsigned in[N], sums[N], odd[N], *din, *dsums, *dodd;
+    cudaMalloc((void **)&din, sizeof in), cudaMalloc((void **)&dsums, sizeof sums), cudaMalloc((void **)&dodd, sizeof odd);
+    for (unsigned i = 0; i < N; i++) in[i] = (i * 2654435761u) >> 20;
+    cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice);
+    PC_LAUNCH(group_sums, 2, 64)(dsums, dodd, din);
+    cudaMemcpy(sums, dsums, sizeof sums, cudaMemcpyDeviceToHost);
+    cudaMemcpy(odd, dodd, sizeof odd, cudaMemcpyDeviceToHost);
+    int same = cudaGetLastError() == cudaSuccess;
+    for (unsigned i = 0; i < N; i++) {
+        unsigned w0 = i / 32 * 32, want = 0, ballot = 0;
+        for (unsigned l = 0; l < 32; l++) {
+            want += in[w0 + l] % 3 == in[i] % 3 ? in[w0 + l] : 0;
+            ballot |= (in[w0 + l] & 1) << l;
+        }
+        same &= sums[i] == want && odd[i] == ballot;
+    }
+    return same;
+}
+
+static int all_equal(const float *x, int n, float v) {
+    int same = 1;
+    for (int i = 0; i < n; i++) same &= x[i] == v;
+    return same;
+}
+
 static void launch_divergent(void) { PC_LAUNCH(divergent_barrier, 1, THREADS)(device_floats(THREADS)); }
 static void launch_shuffle_after_exit(void) { PC_LAUNCH(shuffle_after_exit, 1, 64)(device_floats(64)); }
 static void launch_host_pointer(void) {
@@ -108,6 +177,15 @@ static void launch_late_barrier(void) {
     for (int wait = 0; wait < 2; wait++) PC_LAUNCH(barrier_if, 1, THREADS)(out, wait);
 }
 static void launch_too_many(void) { PC_LAUNCH(write_one, 1, 2048)(device_floats(2048)); }
+/* kernels declared as PC_KERNEL(write_one, 512) would be: their bound goes to the launch */
+static void launch_unbounded_512(void) { PC_LAUNCH(write_one, 1, 512)(device_floats(512)); }
+static void launch_over_bound(void) { pc_emu_launcher("write_one", write_one, 1, 1024, NULL, 512)(device_floats(1024)); }
+static int launch_within_bound(void) {
+    float *out = device_floats(512), host[512];
+    pc_emu_launcher("write_one", write_one, 1, 512, NULL, 512)(out);
+    cudaMemcpy(host, out, sizeof host, cudaMemcpyDeviceToHost);
+    return cudaGetLastError() == cudaSuccess && all_equal(host, 512, 1.0f);
+}
 
 /* the host refills a page-locked buffer that a queued copy still reads */
 static void pinned_source_reused(void) {
@@ -122,11 +200,6 @@ static void pinned_source_reused(void) {
     cudaStreamSynchronize(s);
 }
 
-static int all_equal(const float *x, int n, float v) {
-    int same = 1;
-    for (int i = 0; i < n; i++) same &= x[i] == v;
-    return same;
-}
 
 /* Streams are late and ordered: work runs when the host waits, in stream
  * order, and a wait on another stream's event runs that stream's work
@@ -212,6 +285,8 @@ int main(void) {
     }
     check(same, "warp butterfly sums are exact");
 
+    check(check_warp_collectives(), "__match_any_sync groups, __reduce_add_sync over each group and __ballot_sync "
+                                    "give the host's answers");
     check_streams();
     check(refused(pinned_source_reused), "a page-locked source written by the host before its queued copy ran is "
                                          "a sticky failure");
@@ -219,6 +294,12 @@ int main(void) {
     check(refused(launch_shuffle_after_exit), "a full-warp shuffle after half the lanes exited is refused");
     check(refused(launch_host_pointer), "a pageable host pointer given to a kernel is refused");
     check(refused(launch_too_many), "a block of 2048 threads is refused");
+    check(refused(launch_unbounded_512), "a block of 512 threads of a kernel without __launch_bounds__ is refused");
+    check(refused(launch_over_bound), "a block over the kernel's __launch_bounds__ is refused");
+    check(launch_within_bound(), "a block of 512 threads of a kernel bounded at 512 runs");
+    check(refused(launch_masks_disagree), "a warp collective whose lanes disagree on its mask is refused");
+    check(refused(launch_shared_atomic64), "a 64-bit atomicAdd on shared memory is refused (a compare-and-swap loop "
+                                           "on the GPU)");
     check(refused(launch_late_barrier), "a barrier first reached on a launch site's second launch is refused");
 
     void *p = NULL;

@@ -13,12 +13,19 @@
  *    once, on their own data, with shapes that grow the plugin's shared
  *    scratch (bf16 operand copies, column sums, Σx² partials) while the
  *    other thread's work is queued, get the results one thread alone gets,
- *    bit for bit.
+ *    bit for bit;
+ *  - scratch grown mid-run (the first step does it): no device-wide
+ *    synchronisation (counted by the emulator), and the scratch counted in
+ *    memory_stats;
+ *  - failures where they happened: a kernel entry's failure is reported by
+ *    the model thread's synchronize, never by another thread's wait for an
+ *    event (the communicator's thread waiting for a collective's input).
  *
  * argv[1]: the precision (fp32, tf32, bf16; default bf16). PLAIT_TEST_CUDA_PLUGIN names
  * the plugin (default cuda; cuda_emu for the emulator). Exits 77 (skipped,
  * never passed) where the plugin finds no device.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +59,7 @@ static plait_status source_read(void *ctx, int32_t index, const char *which, siz
 }
 
 static void check_staged_read(const plait_host *h) {
-    const size_t n = 2 * PLAIT_TENSOR_STAGE_FLOATS + 12345; /* three chunks, the last partial */
+    const size_t n = 2 * PLAIT_TENSOR_STAGING_FLOATS + 12345; /* three chunks, the last partial */
     float *dev = plait_tensor_alloc(h, n, "staged read test");
     float *back = malloc(n * sizeof *back);
     if (!dev || !back) {
@@ -183,6 +190,102 @@ static void check_two_threads(const plait_host *h, const plait_kernels *k) {
     work_free(&a), work_free(&b), work_free(&alone_a), work_free(&alone_b);
 }
 
+/* ---- scratch grown mid-run ------------------------------------------------------ */
+
+/* The emulator's count of device-wide synchronisations, found in the loaded
+ * plugin (plait_cuda_emu_device_syncs); NULL on a GPU's plugin. */
+static uint64_t (*device_syncs_counter(const plait_kernels *k))(void) {
+    Dl_info info;
+    if (!dladdr((void *)k->sgemm, &info) || !info.dli_fname) return NULL;
+    void *lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) return NULL;
+    uint64_t (*fn)(void) = (uint64_t (*)(void))dlsym(lib, "plait_cuda_emu_device_syncs");
+    dlclose(lib); /* the loader's reference keeps it loaded */
+    return fn;
+}
+
+/* Calls larger than any before grow the kernels' scratch (LayerNorm's
+ * column sums; in bf16 the operand copies), as the first step does. That
+ * must not synchronise the device (cudaFree would, and wait for collectives
+ * in flight on the communication stream), and the scratch counts in the
+ * memory report. */
+static void check_scratch_growth(const plait_host *h, const plait_kernels *k) {
+    const int64_t rows = 1024, C = 256, OC = 512;
+    work w;
+    if (!work_init(&w, h, k, rows, C, OC, 21)) {
+        check(0, "memory for the scratch test");
+        return;
+    }
+    uint64_t (*syncs)(void) = device_syncs_counter(k);
+    uint64_t used0, peak0, used1, peak1, s0 = syncs ? syncs() : 0;
+    h->device->memory_stats(&used0, &peak0);
+    w.rounds = 1;
+    k->matmul_forward(w.out, w.inp, w.w, NULL, rows, C, OC);
+    k->layernorm_forward(w.dinp, w.mean, w.rstd, w.inp, w.lw, w.lw, rows, C);
+    k->layernorm_backward(w.dinp, w.dw, w.db, w.inp, w.inp, w.lw, w.mean, w.rstd, rows, C);
+    uint64_t s1 = syncs ? syncs() : 0;
+    h->device->memory_stats(&used1, &peak1);
+    printf("     scratch grown by %llu bytes; %s\n", (unsigned long long)(used1 - used0),
+           syncs ? "device-wide synchronisations counted by the emulator" : "synchronisations not counted on a GPU");
+    if (syncs) {
+        printf("     %llu device-wide synchronisations while it grew\n", (unsigned long long)(s1 - s0));
+        check(s1 == s0, "growing the kernels' scratch makes no device-wide synchronisation");
+    }
+    check(used1 > used0 && peak1 >= used1, "the kernels' scratch counts in memory_stats (in use and peak)");
+    check(h->device->synchronize() == PLAIT_OK, "no failure recorded");
+    work_free(&w);
+}
+
+/* ---- a failure reported where it happened ------------------------------------ */
+
+typedef struct waiter {
+    const plait_host *h;
+    plait_device_stream stream;
+    plait_status st;
+    char why[256];
+} waiter;
+
+/* what the communicator's thread does for a collective: record an event and wait for it */
+static void *wait_for_event(void *arg) {
+    waiter *w = arg;
+    plait_device_event *ev = w->h->device->event_create();
+    w->st = ev ? w->h->device->event_record(ev, w->stream) : PLAIT_ERR_SYSTEM;
+    if (w->st == PLAIT_OK) w->st = w->h->device->event_synchronize(ev);
+    if (w->st != PLAIT_OK) snprintf(w->why, sizeof w->why, "%s", plait_last_error());
+    w->h->device->event_destroy(ev);
+    return NULL;
+}
+
+/* A kernel entry that fails (a product cuBLASLt refuses: lda 2 < K 8)
+ * records its failure for the model's thread. Another thread waiting for an
+ * event meanwhile, as the communicator's thread waits for a collective's
+ * ready event, must not be handed that failure: its collective did nothing
+ * wrong, and the step would lose the error. synchronize() reports it. */
+static void check_failure_attribution(const plait_host *h, const plait_kernels *k) {
+    float *a = dev_values(h, 64, 11), *b = dev_values(h, 64, 12), *c = plait_tensor_alloc(h, 64, "attribution test");
+    if (!a || !b || !c) {
+        check(0, "memory for the failure attribution test");
+        return;
+    }
+    k->sgemm(0, 0, 4, 4, 8, 1.0f, a, 2, b, 4, 0.0f, c, 4);
+    int quiet = 1;
+    for (int s = 0; s < 2; s++) {
+        waiter w = {h, s ? PLAIT_STREAM_COMPUTE : PLAIT_STREAM_COMM, PLAIT_OK, ""};
+        pthread_t t;
+        pthread_create(&t, NULL, wait_for_event, &w);
+        pthread_join(t, NULL);
+        if (w.st != PLAIT_OK) printf("     event on the %s stream: %s\n", s ? "compute" : "communication", w.why);
+        quiet &= w.st == PLAIT_OK;
+    }
+    check(quiet, "another thread's event waits (communication and compute stream) do not report a kernel's failure");
+    plait_status st = h->device->synchronize();
+    const char *why = st != PLAIT_OK ? plait_last_error() : "";
+    if (st != PLAIT_OK) printf("     synchronize: %s\n", why);
+    check(st != PLAIT_OK && strstr(why, "cuBLASLt"), "the model thread's synchronize reports the failed product");
+    check(h->device->synchronize() == PLAIT_OK, "a reported failure is reported once");
+    h->free(a), h->free(b), h->free(c);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "bf16";
     const char *plugin = getenv("PLAIT_TEST_CUDA_PLUGIN") ? getenv("PLAIT_TEST_CUDA_PLUGIN") : "cuda";
@@ -212,6 +315,8 @@ int main(int argc, char **argv) {
     printf("device: %s, precision %s\n", plait_device_info_open()->name, mode);
     check_staged_read(h);
     check_two_threads(h, plait_device_kernels());
+    check_failure_attribution(h, plait_device_kernels());
+    check_scratch_growth(h, plait_device_kernels());
     plait_device_close();
     plait_host_attach_device();
     plait_config_free(cfg);

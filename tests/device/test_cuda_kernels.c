@@ -263,6 +263,18 @@ static void case_sumsq_exact(kc_ctx *x) {
     x->k->sumsq_merge(acc2, acc);
     kc_result_add(x, "merged with Inf and NaN", acc2, sizeof *acc2, 1, KC_EXACT);
     kc_value(x, "value with Inf and NaN", x->k->sumsq_value(kc_host_copy(x, acc2, sizeof *acc2)), KC_EXACT);
+    /* one exponent, mantissas near the top: every lane of a warp in one bin,
+     * and the bin's 64-bit low word carries (2^17 squares near 2^48) */
+    float *hv = malloc(n * sizeof *hv);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits = 0x3f7f0000u | (uint32_t)(kc_next(x) & 0xffffu) | (uint32_t)(i & 1) << 31;
+        memcpy(&hv[i], &bits, sizeof bits);
+    }
+    float *same = kc_bytes(x, hv, n * sizeof *hv);
+    free(hv);
+    plait_sumsq_acc *acc3 = kc_bytes(x, &zero, sizeof zero);
+    x->k->sumsq_exact(acc3, same, n);
+    kc_result_add(x, "one exponent, carrying", acc3, sizeof *acc3, 1, KC_EXACT);
 }
 
 /* ---- the device's memory functions ------------------------------------------ */

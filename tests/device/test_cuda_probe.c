@@ -51,8 +51,8 @@ static void test_descriptor(void **state) {
     assert_non_null(g_desc->probe);
     assert_int_equal(ops()->struct_size, sizeof(plait_device_ops));
     assert_null(ops()->kernels()); /* nothing before open() */
-    for (uint32_t i = 0; i < g_desc->n_params; i++) {
-        const plait_key_decl *p = (const plait_key_decl *)((const char *)g_desc->params + (size_t)i * g_desc->param_size);
+    for (uint32_t i = 0; i < g_desc->n_keys; i++) {
+        const plait_key_decl *p = (const plait_key_decl *)((const char *)g_desc->keys + (size_t)i * g_desc->key_size);
         assert_true(strlen(p->doc) > 20);
     }
     /* loading did not pull in the driver or cuBLASLt */

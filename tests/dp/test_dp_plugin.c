@@ -208,8 +208,8 @@ static void *make_dp(const char *ini, int deterministic) {
     g_cfg = plait_config_new();
     assert_non_null(g_cfg);
     assert_int_equal(plait_config_declare_core(g_cfg), PLAIT_OK);
-    assert_int_equal(plait_config_declare(g_cfg, "parallel.dp", g_desc->params, g_desc->n_params,
-                                          g_desc->param_size, "plugin parallel/dp"),
+    assert_int_equal(plait_config_declare(g_cfg, "parallel.dp", g_desc->keys, g_desc->n_keys,
+                                          g_desc->key_size, "plugin parallel/dp"),
                      PLAIT_OK);
     assert_int_equal(plait_config_load_string(g_cfg, "test.ini", ini), PLAIT_OK);
     char *envp[] = {NULL};

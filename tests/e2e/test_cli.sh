@@ -38,6 +38,13 @@ for cmd in "config check" train "bench train"; do
     fail "$cmd: $(cat "$E2E_WORK/nope.out")"
 done
 
+# a cluster file with an error: the file named once, with its line
+printf '[cluster]\nname = x\ngpus_per_node = 8\n' >"$E2E_WORK/cluster.ini"
+if $P plan "$CFG" --cluster "$E2E_WORK/cluster.ini" --ranks 2 >"$E2E_WORK/cluster.out" 2>&1; then fail "plan accepted a misspelt cluster key"; fi
+grep -q "$E2E_WORK/cluster.ini:3: key 'gpus_per_node' is not known in \[cluster\]" "$E2E_WORK/cluster.out" ||
+  fail "plan --cluster: $(cat "$E2E_WORK/cluster.out")"
+[ "$(grep -o "cluster.ini" "$E2E_WORK/cluster.out" | wc -l)" -eq 1 ] || fail "the cluster file is not named once: $(cat "$E2E_WORK/cluster.out")"
+
 # layout mistakes are found before any rank starts, and said once: batch
 # arithmetic that cannot hold for the layout's dp, heads not divisible by tp,
 # a pipeline partition with a gap (checked for every rank's coordinates)

@@ -6,7 +6,10 @@
 #   deterministic mode: a compressed run repeats bit for bit (every scheme);
 #     bf16 gives dp 2 the same bits as dp 2 x pp 2 (1f1b and zb1: the
 #     pipeline changes the buckets, bf16 is per element), and zero1, zero2
-#     and zero3 the same bits as each other (the same reduce-scatters);
+#     and zero3 the same bits as each other (the same reduce-scatters),
+#     also with bf16 parameter gathers ([optim.zeroN] param_gather), which
+#     send fewer bytes and whose checkpoints keep the float32 slices, from
+#     which a resumed run continues bit for bit;
 #   the training still learns: each scheme's loss after 12 steps within 5%
 #     of float32's (the long comparison is scripts/bench-compression.sh);
 #   [parallel.dp] grad_compression under a ZeRO optimizer is refused,
@@ -51,6 +54,22 @@ awk -v g="$ref" -v r="$(total det_zero2_none optim_bytes)" 'BEGIN { exit !(g < 0
 train z3_gather $S optim.plugin=zero3 optim.zero3.grad_compression=bf16 optim.zero3.param_gather=bf16
 awk -v g="$(total z3_gather optim_bytes)" -v r="$(total det_zero3 optim_bytes)" 'BEGIN { exit !(g < 0.8 * r) }' ||
   fail "zero3 with bf16 gathers sent $(total z3_gather optim_bytes) optim bytes, with float32 gathers $(total det_zero3 optim_bytes)"
+# bf16 parameter gathers under every stage: the layers compute with the
+# same rounded parameters from the first step on, and the float32 slices
+# take the update and go into the checkpoint (zero3's shards always do),
+# so zero1, zero2 and zero3 give the same bits; stages 1/2 send fewer
+# bytes than with float32 gathers
+for o in zero1 zero2 zero3; do
+  train "det_${o}_pg" $D optim.plugin=$o optim.$o.grad_compression=bf16 optim.$o.param_gather=bf16
+done
+same_params det_zero1_pg det_zero2_pg bits; same_params det_zero1_pg det_zero3_pg bits
+awk -v g="$(total det_zero2_pg optim_bytes)" -v r="$(total det_zero2 optim_bytes)" 'BEGIN { exit !(g < 0.8 * r) }' ||
+  fail "zero2 with bf16 gathers sent $(total det_zero2_pg optim_bytes) optim bytes, with float32 gathers $(total det_zero2 optim_bytes)"
+# a resumed run computes with what the uninterrupted one had: the gathered rounding
+train z2_pg_straight $D optim.plugin=zero2 optim.zero2.param_gather=bf16 run.ckpt_every=6
+train z2_pg_split $D optim.plugin=zero2 optim.zero2.param_gather=bf16 run.ckpt_every=6 run.steps=6
+train z2_pg_split $D optim.plugin=zero2 optim.zero2.param_gather=bf16 run.ckpt_every=6 --resume
+same_losses z2_pg_straight z2_pg_split 0; same_params z2_pg_straight z2_pg_split bits
 
 # the DP plugin's key under an optimizer that reduces: refused, naming the right key
 if "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/bad" $S optim.plugin=zero2 parallel.dp.grad_compression=bf16 \

@@ -3,11 +3,11 @@
 
   weights_torch_check.py HF_DIR NANOGPT_DIR TOKENS PLAIT_LOGITS
 
-HF_DIR (plait export --format hf) is loaded into a GPT2LMHeadModel-layout
+HF_DIR (plait export --format hf) is loaded into a GPT2LMHeadModel-format
 module (tests/reference/make_hf_fixture.py: Conv1D projections) from its
 config.json and model.safetensors with load_state_dict: the only keys it
 may lack are the causal-mask buffers and the tied lm_head. NANOGPT_DIR
-(--format nanogpt) is loaded with strict=True into nanoGPT's layout
+(--format nanogpt) is loaded with strict=True into nanoGPT's format
 (nn.Linear projections, lm_head tied to wte). Each model's float64 logits
 on TOKENS must equal PLAIT_LOGITS within 1e-4 relative (max |diff| over
 max |logit|). Exit 0 when they do, 1 otherwise.
@@ -17,7 +17,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
 import make_hf_fixture as hf  # noqa: E402
-import make_gpt_fixture as nano  # noqa: E402  (nanoGPT's layout: nn.Linear, tied head)
+import make_gpt_fixture as nano  # noqa: E402  (nanoGPT's format: nn.Linear, tied head)
 
 
 def compare(what, logits, want):
@@ -43,14 +43,14 @@ def main():
         print(f"hf export: unexpected {res.unexpected_keys}, missing {res.missing_keys}")
         ok = False
     with torch.no_grad():
-        ok &= compare("hf export in GPT2LMHeadModel layout", m.double()(tokens), want)
+        ok &= compare("hf export in GPT2LMHeadModel format", m.double()(tokens), want)
 
     cfg = json.load(open(os.path.join(ng_dir, "config.json")))
     n = nano.GPT(*(cfg[k] for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")), attention=True)
     state, _ = hf.load_safetensors(os.path.join(ng_dir, "model.safetensors"))
     n.load_state_dict(state, strict=True)
     with torch.no_grad():
-        ok &= compare("nanogpt export in nanoGPT layout", n.double()(tokens, tokens)[0], want)
+        ok &= compare("nanogpt export in nanoGPT format", n.double()(tokens, tokens)[0], want)
     return 0 if ok else 1
 
 

@@ -212,7 +212,7 @@ static void test_good_after_refusals(void **state) {
     assert_non_null(d);
     assert_string_equal(d->name, "testgood");
     assert_int_equal(d->abi_major, PLAIT_ABI_MAJOR);
-    assert_int_equal(d->n_params, 1);
+    assert_int_equal(d->n_keys, 1);
     const char *path = plait_plugin_path(d);
     assert_non_null(path);
     assert_contains(path, "libplait-optim-testgood.so");

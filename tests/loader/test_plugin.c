@@ -49,7 +49,7 @@ static const plait_optim_ops ops = {
     .destroy = fake_destroy,
 };
 
-static const plait_key_decl params[] = {
+static const plait_key_decl keys[] = {
     {sizeof(plait_key_decl), 0, "knob", PLAIT_KEY_INT, "3", 1, 10, NULL, "a test knob"},
 };
 
@@ -96,9 +96,9 @@ static const plait_plugin_desc desc = {
     .name = DESC_NAME,
     .version = DESC_VERSION,
     .description = "loader test plugin",
-    .params = params,
-    .n_params = 1,
-    .param_size = sizeof(plait_key_decl),
+    .keys = keys,
+    .n_keys = 1,
+    .key_size = sizeof(plait_key_decl),
     .ops = &ops,
 };
 

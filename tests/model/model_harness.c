@@ -82,11 +82,12 @@ int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harn
     if (!h->data || !h->grad) return fail("alloc");
     float *init = h->on_device ? malloc(total * sizeof(float)) : h->data;
     if (!init) return fail("alloc");
+    const plait_init_rule rule = plait_model_init_rule(h->desc, (uint64_t)plait_config_int(h->cfg, "run", "seed"));
     for (int32_t i = 0; i < np; i++) {
         plait_param *p = &h->params[i];
         p->data = h->data + p->flat_offset;
         p->grad = h->grad + p->flat_offset;
-        if (plait_model_init_values(p, 0, p->numel, init + p->flat_offset) != PLAIT_OK) return fail("init");
+        if (plait_model_init_values(&rule, p, 0, p->numel, init + p->flat_offset) != PLAIT_OK) return fail("init");
     }
     plait_status up = PLAIT_OK;
     if (h->on_device) {
@@ -107,9 +108,10 @@ int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harn
     h->set.data_flat = h->data;
     h->set.grad_flat = h->grad;
     harness_zero_grads(h);
-    plait_model_layout lay = {&h->plan, o->stage, &h->set, o->max_slots > 0 ? o->max_slots : 1,
-                              o->split_backward};
-    if (plait_model_create(h->desc, &lay, &h->model) != PLAIT_OK) return fail("create");
+    plait_model_create_args args = {.plan = &h->plan, .stage = o->stage, .params = &h->set,
+                                    .max_slots = o->max_slots > 0 ? o->max_slots : 1,
+                                    .split_backward = o->split_backward};
+    if (plait_model_create(h->desc, &args, &h->model) != PLAIT_OK) return fail("create");
     return 0;
 }
 

@@ -44,7 +44,7 @@ typedef struct harness_opts {
     const int32_t *layer_stage; /* NULL: every layer on stage 0 */
     int32_t stage;
     int32_t max_slots;          /* 0 = 1 */
-    int split_backward;         /* plait_model_layout.split_backward */
+    int split_backward;         /* plait_model_create_args.split_backward */
 } harness_opts;
 int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harness_opts *o);
 void harness_free(harness *h);

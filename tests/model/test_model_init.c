@@ -94,13 +94,13 @@ static void test_description(void **state) {
     plait_config_free(cfg);
 }
 
-static float *init_whole(const plait_param *g) {
+static float *init_whole(const plait_init_rule *rule, const plait_param *g) {
     plait_param p = *g;
     plait_shard whole = {-1, 1, 0, 1, 0};
     assert_int_equal(plait_param_apply_shard(&p, &whole), PLAIT_OK);
     float *v = malloc(p.numel * sizeof(float));
     assert_non_null(v);
-    assert_int_equal(plait_model_init_values(&p, 0, p.numel, v), PLAIT_OK);
+    assert_int_equal(plait_model_init_values(rule, &p, 0, p.numel, v), PLAIT_OK);
     return v;
 }
 
@@ -111,10 +111,11 @@ static void test_layout_independent(void **state) {
                                     "n_embd = 24\nblock_size = 5\nvocab_size = 37\n");
     plait_model_desc *d;
     assert_int_equal(plait_model_describe(cfg, 2, &d), PLAIT_OK);
+    const plait_init_rule rule = plait_model_init_rule(d, (uint64_t)plait_config_int(cfg, "run", "seed"));
     const plait_model_spec *s = plait_model_desc_spec(d);
     for (int32_t i = 0; i < s->n_params; i++) {
         const plait_param *g = &s->params[i];
-        float *whole = init_whole(g);
+        float *whole = init_whole(&rule, g);
         for (int32_t tp = 2; tp <= 4; tp++) {
             if (g->tp_role == PLAIT_TP_REPLICATE) continue;
             int64_t padded = g->tp_role == PLAIT_TP_VOCAB ? (g->shape[0] + tp - 1) / tp * tp
@@ -130,7 +131,7 @@ static void test_layout_independent(void **state) {
                 assert_non_null(v);
                 /* filled in pieces of 7 elements: offsets must not matter */
                 for (size_t o = 0; o < p.numel; o += 7)
-                    assert_int_equal(plait_model_init_values(&p, o, p.numel - o < 7 ? p.numel - o : 7,
+                    assert_int_equal(plait_model_init_values(&rule, &p, o, p.numel - o < 7 ? p.numel - o : 7,
                                                              v + o),
                                      PLAIT_OK);
                 int64_t rows = p.local_shape[0], cols = p.ndim > 1 ? p.local_shape[1] : 1;
@@ -158,7 +159,7 @@ static void test_layout_independent(void **state) {
     /* out-of-range requests fail */
     plait_param p = s->params[0];
     float x;
-    assert_int_equal(plait_model_init_values(&p, p.numel, 1, &x), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(plait_model_init_values(&rule, &p, p.numel, 1, &x), PLAIT_ERR_INVALID_ARG);
     plait_model_desc_free(d);
     plait_config_free(cfg);
 }
@@ -175,6 +176,7 @@ static void test_gpt2_scheme(void **state) {
                                     "n_embd = 64\nblock_size = 64\nvocab_size = 256\n");
     plait_model_desc *d;
     assert_int_equal(plait_model_describe(cfg, 1, &d), PLAIT_OK);
+    const plait_init_rule rule = plait_model_init_rule(d, (uint64_t)plait_config_int(cfg, "run", "seed"));
     const plait_model_spec *s = plait_model_desc_spec(d);
     int32_t wte = plait_model_param_index(d, "transformer.wte.weight");
     int32_t head = plait_model_param_index(d, "lm_head.weight");
@@ -183,25 +185,27 @@ static void test_gpt2_scheme(void **state) {
     int32_t aproj = plait_model_param_index(d, "transformer.h.0.attn.c_proj.weight");
     int32_t ln = plait_model_param_index(d, "transformer.h.3.ln_1.weight");
     int32_t bias = plait_model_param_index(d, "transformer.h.3.attn.c_attn.bias");
-    float *v_wte = init_whole(&s->params[wte]), *v_head = init_whole(&s->params[head]);
+    float *v_wte = init_whole(&rule, &s->params[wte]), *v_head = init_whole(&rule, &s->params[head]);
     assert_memory_equal(v_wte, v_head, s->params[wte].numel * sizeof(float));
     assert_true(fabs(stddev(v_wte, s->params[wte].numel) - 0.02) < 0.001);
-    float *v_fc = init_whole(&s->params[fc]);
+    float *v_fc = init_whole(&rule, &s->params[fc]);
     assert_true(fabs(stddev(v_fc, s->params[fc].numel) - 0.02) < 0.001);
     assert_true(memcmp(v_fc, v_wte, 64 * sizeof(float)) != 0); /* names give different streams */
-    float *v_proj = init_whole(&s->params[proj]), *v_aproj = init_whole(&s->params[aproj]);
+    float *v_proj = init_whole(&rule, &s->params[proj]), *v_aproj = init_whole(&rule, &s->params[aproj]);
     double want = 0.02 / sqrt(16.0);
     assert_true(fabs(stddev(v_proj, s->params[proj].numel) - want) < 0.05 * want);
     assert_true(fabs(stddev(v_aproj, s->params[aproj].numel) - want) < 0.05 * want);
-    float *v_ln = init_whole(&s->params[ln]), *v_bias = init_whole(&s->params[bias]);
+    float *v_ln = init_whole(&rule, &s->params[ln]), *v_bias = init_whole(&rule, &s->params[bias]);
     for (size_t i = 0; i < s->params[ln].numel; i++) assert_true(v_ln[i] == 1.0f);
     for (size_t i = 0; i < s->params[bias].numel; i++) assert_true(v_bias[i] == 0.0f);
     /* another seed, other values */
-    plait_model_set_seed(12);
-    float *v_fc2 = init_whole(&s->params[fc]);
+    plait_init_rule seed12 = rule;
+    seed12.seed = 12;
+    float *v_fc2 = init_whole(&seed12, &s->params[fc]);
     assert_true(memcmp(v_fc, v_fc2, s->params[fc].numel * sizeof(float)) != 0);
-    plait_model_set_seed(11);
-    float *v_fc3 = init_whole(&s->params[fc]);
+    plait_init_rule seed11 = rule;
+    seed11.seed = 11;
+    float *v_fc3 = init_whole(&seed11, &s->params[fc]);
     assert_memory_equal(v_fc, v_fc3, s->params[fc].numel * sizeof(float));
     free(v_wte);
     free(v_head);

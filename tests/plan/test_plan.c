@@ -233,7 +233,8 @@ static void test_time_shared_cpu_cores(void **state) {
     plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.comm, 6 * (1e-5 + 0.25e6 / 1e9));
     /* bf16 gradients: half the bytes and the all-reduce's bandwidth term;
-     * ZeRO-2 gathers its parameters in float32 still, ZeRO-3 in bf16 too */
+     * ZeRO-2 gathers its parameters in float32 unless param_gather says
+     * bf16, ZeRO-3 likewise */
     r.grad_wire = 0.5;
     j.bucket_bytes = 25e6;
     plait_cost_step_time(&r, &j, &c, &t);
@@ -242,8 +243,10 @@ static void test_time_shared_cpu_cores(void **state) {
     j.zero = 2;
     plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.dp_bytes, 3.0 / 4 * 4e6 * 1.5);
-    j.zero = 3;
     r.param_wire = 0.5;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.dp_bytes, 3.0 / 4 * 4e6 * 1.0);
+    j.zero = 3;
     plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.dp_bytes, 3.0 / 4 * 4e6 * 1.5);
 }

@@ -161,8 +161,8 @@ static plait_config *make_config(const char *ini) {
     plait_config *cfg = plait_config_new();
     assert_non_null(cfg);
     assert_int_equal(plait_config_declare_core(cfg), PLAIT_OK);
-    assert_int_equal(plait_config_declare(cfg, "parallel.pp", g_desc->params, g_desc->n_params,
-                                          g_desc->param_size, "plugin parallel/pp"),
+    assert_int_equal(plait_config_declare(cfg, "parallel.pp", g_desc->keys, g_desc->n_keys,
+                                          g_desc->key_size, "plugin parallel/pp"),
                      PLAIT_OK);
     assert_int_equal(plait_config_load_string(cfg, "test.ini", ini), PLAIT_OK);
     char *envp[] = {NULL};
@@ -213,9 +213,9 @@ static void test_descriptor(void **state) {
     (void)state;
     assert_string_equal(g_desc->name, "pp");
     assert_int_equal(g_desc->kind, PLAIT_KIND_PARALLEL);
-    assert_int_equal(g_desc->n_params, 3);
-    assert_string_equal(g_desc->params[0].key, "schedule");
-    assert_string_equal(g_desc->params[0].default_value, "1f1b");
+    assert_int_equal(g_desc->n_keys, 3);
+    assert_string_equal(g_desc->keys[0].key, "schedule");
+    assert_string_equal(g_desc->keys[0].default_value, "1f1b");
     assert_non_null(g_ops->create);
     assert_non_null(g_ops->plan);
     assert_non_null(g_ops->finish_grads);

@@ -29,7 +29,7 @@ static void test_configs_validate(void **state) {
         plait_config *cfg = plait_config_new();
         char *env[] = {NULL};
         assert_int_equal(plait_config_declare_core(cfg), PLAIT_OK);
-        assert_int_equal(plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, name), PLAIT_OK);
+        assert_int_equal(plait_config_declare(cfg, section, d->keys, d->n_keys, d->key_size, name), PLAIT_OK);
         if (plait_config_load_file(cfg, path) != PLAIT_OK || plait_config_finalize(cfg, env) != PLAIT_OK)
             fail_msg("%s: %s", path, plait_last_error());
         assert_string_equal(plait_config_str(cfg, "optim", "plugin"), name);

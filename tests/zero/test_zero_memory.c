@@ -341,7 +341,7 @@ static void solo_open(solo *s, const char *plugin, int lone_copy) {
     snprintf(section, sizeof section, "optim.%s", plugin);
     char *env[] = {NULL};
     assert_int_equal(plait_config_declare_core(s->cfg), PLAIT_OK);
-    assert_int_equal(plait_config_declare(s->cfg, section, d->params, d->n_params, d->param_size, plugin), PLAIT_OK);
+    assert_int_equal(plait_config_declare(s->cfg, section, d->keys, d->n_keys, d->key_size, plugin), PLAIT_OK);
     assert_int_equal(plait_config_load_string(s->cfg, "t.ini", "[optim]\nlr = 0.1\n"), PLAIT_OK);
     assert_int_equal(plait_config_finalize(s->cfg, env), PLAIT_OK);
     const char *names[3] = {"w", "b", "head"};

@@ -619,8 +619,8 @@ int zh_run_exec(zh_run *r) {
              r->det ? "true" : "false", r->plugin, r->grad_clip, r->extra_ini ? r->extra_ini : "");
     char *empty_env[] = {NULL};
     plait_status st = plait_config_declare_core(cfg);
-    if (st == PLAIT_OK && d->n_params)
-        st = plait_config_declare(cfg, section, d->params, d->n_params, d->param_size, d->name);
+    if (st == PLAIT_OK && d->n_keys)
+        st = plait_config_declare(cfg, section, d->keys, d->n_keys, d->key_size, d->name);
     if (st == PLAIT_OK) st = plait_config_load_string(cfg, "zero-test.ini", ini);
     if (st == PLAIT_OK) st = plait_config_finalize(cfg, empty_env);
     if (st != PLAIT_OK) {

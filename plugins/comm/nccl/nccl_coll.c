@@ -121,16 +121,16 @@ static plait_status run(pnccl_comm *c, const coll_call *a, void **req_out) {
                             a->root, c->id, c->size);
     const void *sp = a->kind == BROADCAST ? a->recv->ptr : a->send->ptr;
     void *rp = a->recv ? a->recv->ptr : NULL;
-    pnccl_layout lay = PNCCL_SEPARATE;
+    pnccl_overlap overlap = PNCCL_SEPARATE;
     switch (a->kind) {
     case ALLREDUCE:
-    case BROADCAST: lay = pnccl_layout_same_size(sp, rp, blk); break;
-    case REDUCE: lay = rp ? pnccl_layout_same_size(sp, rp, blk) : PNCCL_SEPARATE; break;
-    case REDUCE_SCATTER: lay = pnccl_layout_reduce_scatter(sp, rp, blk, c->size, c->rank); break;
-    case ALLGATHER: lay = pnccl_layout_allgather(sp, rp, blk, c->size, c->rank); break;
-    case ALLTOALL: lay = pnccl_layout_alltoall(sp, rp, blk, c->size); break;
+    case BROADCAST: overlap = pnccl_overlap_same_size(sp, rp, blk); break;
+    case REDUCE: overlap = rp ? pnccl_overlap_same_size(sp, rp, blk) : PNCCL_SEPARATE; break;
+    case REDUCE_SCATTER: overlap = pnccl_overlap_reduce_scatter(sp, rp, blk, c->size, c->rank); break;
+    case ALLGATHER: overlap = pnccl_overlap_allgather(sp, rp, blk, c->size, c->rank); break;
+    case ALLTOALL: overlap = pnccl_overlap_alltoall(sp, rp, blk, c->size); break;
     }
-    if (lay == PNCCL_BAD_OVERLAP)
+    if (overlap == PNCCL_BAD_OVERLAP)
         return h->set_error(PLAIT_ERR_INVALID_ARG, "nccl: %s: send and receive buffers overlap partially", what);
 
     pthread_mutex_lock(&c->mu);
@@ -159,7 +159,7 @@ static plait_status run(pnccl_comm *c, const coll_call *a, void **req_out) {
     void *tmp = NULL;
     const void *nsend = sp;
     void *nrecv = rp;
-    if (lay == PNCCL_STAGE) {
+    if (overlap == PNCCL_STAGING) {
         if (a->kind == REDUCE_SCATTER) { /* result into tmp, copied to recv after */
             tmp = tmp_alloc(c, r, blk, s, &ce);
             nrecv = tmp;
@@ -193,7 +193,7 @@ static plait_status run(pnccl_comm *c, const coll_call *a, void **req_out) {
         }
     }
     int res = ce != cudaSuccess ? ncclSuccess : pnccl_settle(c, nr, deadline);
-    if (ce == cudaSuccess && res == ncclSuccess && lay == PNCCL_STAGE && a->kind == REDUCE_SCATTER)
+    if (ce == cudaSuccess && res == ncclSuccess && overlap == PNCCL_STAGING && a->kind == REDUCE_SCATTER)
         ce = cudaMemcpyAsync(rp, tmp, blk, cudaMemcpyDeviceToDevice, s);
     if (tmp) tmp_free(c, tmp, s);
     if (ce == cudaSuccess && res == ncclSuccess) {

@@ -66,25 +66,25 @@ static int ranges_overlap(uintptr_t a, size_t alen, uintptr_t b, size_t blen) {
     return a < b + blen && b < a + alen;
 }
 
-pnccl_layout pnccl_layout_same_size(const void *send, const void *recv, size_t bytes) {
+pnccl_overlap pnccl_overlap_same_size(const void *send, const void *recv, size_t bytes) {
     if (send == recv) return PNCCL_NATIVE_IN_PLACE;
     return ranges_overlap((uintptr_t)send, bytes, (uintptr_t)recv, bytes) ? PNCCL_BAD_OVERLAP : PNCCL_SEPARATE;
 }
 
-pnccl_layout pnccl_layout_reduce_scatter(const void *send, const void *recv, size_t blk, int n, int r) {
+pnccl_overlap pnccl_overlap_reduce_scatter(const void *send, const void *recv, size_t blk, int n, int r) {
     uintptr_t s = (uintptr_t)send, d = (uintptr_t)recv;
     if (!ranges_overlap(s, blk * (size_t)n, d, blk)) return PNCCL_SEPARATE;
     if (d == s + blk * (size_t)r) return PNCCL_NATIVE_IN_PLACE; /* includes recv == send at rank 0 */
-    return d == s ? PNCCL_STAGE : PNCCL_BAD_OVERLAP;
+    return d == s ? PNCCL_STAGING : PNCCL_BAD_OVERLAP;
 }
 
-pnccl_layout pnccl_layout_allgather(const void *send, const void *recv, size_t blk, int n, int r) {
+pnccl_overlap pnccl_overlap_allgather(const void *send, const void *recv, size_t blk, int n, int r) {
     uintptr_t s = (uintptr_t)send, d = (uintptr_t)recv;
     if (!ranges_overlap(s, blk, d, blk * (size_t)n)) return PNCCL_SEPARATE;
-    return s == d + blk * (size_t)r ? PNCCL_NATIVE_IN_PLACE : PNCCL_STAGE;
+    return s == d + blk * (size_t)r ? PNCCL_NATIVE_IN_PLACE : PNCCL_STAGING;
 }
 
-pnccl_layout pnccl_layout_alltoall(const void *send, const void *recv, size_t blk, int n) {
+pnccl_overlap pnccl_overlap_alltoall(const void *send, const void *recv, size_t blk, int n) {
     size_t all = blk * (size_t)n;
-    return ranges_overlap((uintptr_t)send, all, (uintptr_t)recv, all) ? PNCCL_STAGE : PNCCL_SEPARATE;
+    return ranges_overlap((uintptr_t)send, all, (uintptr_t)recv, all) ? PNCCL_STAGING : PNCCL_SEPARATE;
 }

@@ -39,23 +39,23 @@ int pnccl_pick_device(int configured, int local_rank, int count);
 
 /* How a collective's buffers relate (bytes of this rank's block `blk`,
  * group size n, rank r). */
-typedef enum pnccl_layout {
+typedef enum pnccl_overlap {
     PNCCL_SEPARATE = 0,  /* no overlap: NCCL out of place */
     PNCCL_NATIVE_IN_PLACE, /* the in-place form NCCL supports directly */
-    PNCCL_STAGE,         /* in place in a form NCCL lacks: stage through a temporary */
+    PNCCL_STAGING,         /* in place in a form NCCL lacks: stage through a temporary */
     PNCCL_BAD_OVERLAP    /* partial overlap that no collective defines */
-} pnccl_layout;
+} pnccl_overlap;
 
 /* Allreduce / reduce / broadcast: send and recv of `bytes` each. */
-pnccl_layout pnccl_layout_same_size(const void *send, const void *recv, size_t bytes);
+pnccl_overlap pnccl_overlap_same_size(const void *send, const void *recv, size_t bytes);
 /* Reduce-scatter: send holds n blocks, recv one. NCCL's in-place form is
  * recv == send + r*blk; plait's (MPI's) is recv == send, which NCCL only
  * shares at rank 0 -> STAGE elsewhere. */
-pnccl_layout pnccl_layout_reduce_scatter(const void *send, const void *recv, size_t blk, int n, int r);
+pnccl_overlap pnccl_overlap_reduce_scatter(const void *send, const void *recv, size_t blk, int n, int r);
 /* Allgather: send holds one block, recv n. NCCL's in-place form is
  * send == recv + r*blk; any other overlap is staged. */
-pnccl_layout pnccl_layout_allgather(const void *send, const void *recv, size_t blk, int n, int r);
+pnccl_overlap pnccl_overlap_allgather(const void *send, const void *recv, size_t blk, int n, int r);
 /* Alltoall (grouped sends and receives): any overlap is staged. */
-pnccl_layout pnccl_layout_alltoall(const void *send, const void *recv, size_t blk, int n);
+pnccl_overlap pnccl_overlap_alltoall(const void *send, const void *recv, size_t blk, int n);
 
 #endif

@@ -15,7 +15,7 @@ const plait_host *pnccl_host;
 
 #define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_key_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
 
-static const plait_key_decl g_params[] = {
+static const plait_key_decl g_keys[] = {
     P("device", PLAIT_KEY_INT, "-1", -1, 1023, 0,
       "CUDA device this rank drives; -1 = the local rank modulo the number of visible devices (choose which "
       "devices are visible with CUDA_VISIBLE_DEVICES)"),
@@ -504,9 +504,9 @@ static const plait_plugin_desc g_desc = {
     .name = "nccl",
     .version = "0.1.0",
     .description = "NVIDIA NCCL on CUDA GPUs: native collectives on device memory, CUDA streams",
-    .params = g_params,
-    .n_params = sizeof g_params / sizeof g_params[0],
-    .param_size = sizeof(plait_key_decl),
+    .keys = g_keys,
+    .n_keys = sizeof g_keys / sizeof g_keys[0],
+    .key_size = sizeof(plait_key_decl),
     .probe = nccl_probe,
     .ops = &g_ops,
     .uses = NULL,

@@ -19,7 +19,7 @@ static const plait_host *g_host;
 
 static const char *const g_cma_choices[] = {"auto", "off", NULL};
 
-static const plait_key_decl g_params[] = {
+static const plait_key_decl g_keys[] = {
     P("streams", PLAIT_KEY_INT, "2", 1, 16, PLAIT_KEY_SAME_ON_ALL,
       "sockets per pair of ranks; messages above chunk_size are striped over them"),
     P("ifname", PLAIT_KEY_STRING, "", 1, 0, 0,
@@ -315,9 +315,9 @@ static const plait_plugin_desc g_desc = {
     .name = "tcp",
     .version = "0.1.0",
     .description = "TCP sockets: every pair of ranks, striped streams, epoll progress (works everywhere)",
-    .params = g_params,
-    .n_params = sizeof g_params / sizeof g_params[0],
-    .param_size = sizeof(plait_key_decl),
+    .keys = g_keys,
+    .n_keys = sizeof g_keys / sizeof g_keys[0],
+    .key_size = sizeof(plait_key_decl),
     .probe = tcp_probe,
     .ops = &g_ops,
     .uses = NULL,

@@ -14,7 +14,7 @@ static const plait_host *g_host;
 
 #define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_key_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
 
-static const plait_key_decl g_params[] = {
+static const plait_key_decl g_keys[] = {
     P("device", PLAIT_KEY_STRING, "", 1, 0, 0,
       "RDMA device, optionally with its port, as NCCL_IB_HCA: mlx5_0 or mlx5_0:1; empty = the first device with an "
       "active port"),
@@ -208,9 +208,9 @@ static const plait_plugin_desc g_desc = {
     .name = "verbs",
     .version = "0.1.0",
     .description = "RDMA over InfiniBand / RoCE (libibverbs): RC queue pairs, eager + RDMA-READ rendezvous",
-    .params = g_params,
-    .n_params = sizeof g_params / sizeof g_params[0],
-    .param_size = sizeof(plait_key_decl),
+    .keys = g_keys,
+    .n_keys = sizeof g_keys / sizeof g_keys[0],
+    .key_size = sizeof(plait_key_decl),
     .probe = verbs_probe,
     .ops = &g_ops,
     .uses = NULL,

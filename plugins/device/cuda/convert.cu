@@ -6,7 +6,7 @@
 
 #include "kcommon.cuh"
 
-__global__ static void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n) {
+PC_KERNEL(to_bf16_kernel, PC_THREADS)(__nv_bfloat16 *dst, const float *src, size_t n) {
     PC_GRID_STRIDE(i, n) dst[i] = __float2bfloat16_rn(src[i]);
 }
 

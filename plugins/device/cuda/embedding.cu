@@ -16,7 +16,7 @@
 #define EMB_OWNERS 1024
 #define EMB_TILE 2048
 
-__global__ static void emb_forward_kernel(float *out, const int32_t *tokens, const float *wte, int64_t vocab_start,
+PC_KERNEL(emb_forward_kernel, PC_THREADS)(float *out, const int32_t *tokens, const float *wte, int64_t vocab_start,
                                           int64_t n_rows, const float *wpe, int64_t T, size_t BT, int64_t C) {
     PC_GRID_STRIDE(k, BT * (size_t)C) {
         size_t i = k / (size_t)C;
@@ -27,7 +27,7 @@ __global__ static void emb_forward_kernel(float *out, const int32_t *tokens, con
     }
 }
 
-__global__ static void dwte_kernel(float *dwte, const float *dout, const int32_t *tokens, int64_t vocab_start,
+PC_KERNEL(dwte_kernel, PC_THREADS)(float *dwte, const float *dout, const int32_t *tokens, int64_t vocab_start,
                                    int64_t n_rows, int64_t BT, int64_t C) {
     __shared__ int64_t rows[EMB_TILE];
     const int64_t owner = blockIdx.x, owners = gridDim.x;
@@ -50,7 +50,7 @@ __global__ static void dwte_kernel(float *dwte, const float *dout, const int32_t
 }
 
 /* dwpe[t][c] += dout[b][t][c] for b in order */
-__global__ static void dwpe_kernel(float *dwpe, const float *dout, int64_t B, int64_t T, int64_t C) {
+PC_KERNEL(dwpe_kernel, PC_THREADS)(float *dwpe, const float *dout, int64_t B, int64_t T, int64_t C) {
     PC_GRID_STRIDE(k, (size_t)(T * C)) {
         float acc = dwpe[k];
         for (int64_t b = 0; b < B; b++) acc += dout[(size_t)(b * T * C) + k];
@@ -58,7 +58,7 @@ __global__ static void dwpe_kernel(float *dwpe, const float *dout, int64_t B, in
     }
 }
 
-__global__ static void add_positions_kernel(float *out, const float *wpe, size_t n, size_t TC) {
+PC_KERNEL(add_positions_kernel, PC_THREADS)(float *out, const float *wpe, size_t n, size_t TC) {
     PC_GRID_STRIDE(k, n) out[k] += wpe[k % TC];
 }
 

@@ -59,12 +59,21 @@ plait_status pc_event_wait(plait_device_event *ev, plait_device_stream stream) {
     return e == cudaSuccess ? PLAIT_OK : pc_cuda_status(e, "cudaStreamWaitEvent");
 }
 
+/* Reports CUDA's answer for this wait only. A failure a kernel entry
+ * recorded (pc_fail: a product without an algorithm, no memory for an
+ * operand copy) belongs to the model's thread and its step: the
+ * communicator's thread waits here for a collective's ready event, and
+ * taking the record here would report the failure against that collective
+ * and hide it from the step. It stays for synchronize() or the next copy
+ * to the host on the compute stream. An error CUDA returns here is sticky
+ * (the device is unusable from then on), so it names no operation. */
 plait_status pc_event_synchronize(plait_device_event *ev) {
     plait_status st = check(ev, PLAIT_STREAM_COMPUTE, 0, "event_synchronize");
     if (st != PLAIT_OK) return st;
     cudaError_t e = cudaEventSynchronize((cudaEvent_t)(void *)ev);
-    if (e != cudaSuccess) return pc_cuda_status(e, "the work before an event");
-    return pc_take_failure();
+    return e == cudaSuccess ? PLAIT_OK
+                            : pc_cuda_status(e, "waiting for an event (a sticky error: any kernel or copy queued "
+                                                "before it may have caused it)");
 }
 
 void *pc_event_native(plait_device_event *ev) { return ev; }

@@ -9,7 +9,7 @@
 #define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_K1 0.044715f
 
-__global__ static void gelu_forward_kernel(float *out, const float *inp, size_t n) {
+PC_KERNEL(gelu_forward_kernel, PC_THREADS)(float *out, const float *inp, size_t n) {
     PC_GRID_STRIDE(i, n) {
         float x = inp[i];
         float u2 = -2.0f * GELU_K0 * x * (1.0f + GELU_K1 * x * x);
@@ -17,7 +17,7 @@ __global__ static void gelu_forward_kernel(float *out, const float *inp, size_t 
     }
 }
 
-__global__ static void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n) {
+PC_KERNEL(gelu_backward_kernel, PC_THREADS)(float *dinp, const float *inp, const float *dout, size_t n) {
     PC_GRID_STRIDE(i, n) {
         float x = inp[i];
         float x2 = x * x;

@@ -49,8 +49,7 @@ static gemm_plan g_cache[CACHE_SLOTS];
 static int g_next_slot;
 
 /* bf16 copies of the two operands (grow-only, reused by every product) */
-static void *g_bf16[2];
-static size_t g_bf16_bytes[2];
+static pc_buffer g_bf16[2];
 
 static void plan_release(gemm_plan *p) {
     if (p->desc) pc_lt.desc_destroy(p->desc);
@@ -64,11 +63,7 @@ void pc_gemm_forget(void) {
     for (int i = 0; i < CACHE_SLOTS; i++)
         if (g_cache[i].used) plan_release(&g_cache[i]);
     g_next_slot = 0;
-    for (int i = 0; i < 2; i++) {
-        if (g_bf16[i]) cudaFree(g_bf16[i]);
-        g_bf16[i] = NULL;
-        g_bf16_bytes[i] = 0;
-    }
+    for (int i = 0; i < 2; i++) pc_grow_release(&g_bf16[i]);
 }
 
 /* The largest power of two (at most 16) dividing the address and the byte
@@ -185,22 +180,9 @@ static size_t span(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_
 
 /* The operand's span rounded to bfloat16 in scratch `which`, same layout. */
 static const void *to_bf16(int which, const float *src, size_t n) {
-    size_t bytes = n * 2;
-    if (bytes > g_bf16_bytes[which]) {
-        /* the old buffer may still be read by a queued product */
-        cudaStreamSynchronize(pc.stream);
-        if (g_bf16[which]) cudaFree(g_bf16[which]);
-        g_bf16_bytes[which] = 0;
-        if (cudaMalloc(&g_bf16[which], bytes) != cudaSuccess) {
-            (void)cudaGetLastError();
-            g_bf16[which] = NULL;
-            pc_fail("cuda: no device memory for a %zu-byte bf16 operand copy", bytes);
-            return NULL;
-        }
-        g_bf16_bytes[which] = bytes;
-    }
-    pc_launch_to_bf16(g_bf16[which], src, n);
-    return g_bf16[which];
+    void *copy = pc_grow(&g_bf16[which], n * 2, "bf16 operand");
+    if (copy) pc_launch_to_bf16(copy, src, n);
+    return copy;
 }
 
 void pc_gemm_run(const pc_gemm *g) {

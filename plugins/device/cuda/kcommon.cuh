@@ -12,13 +12,29 @@
 
 #include "pcuda.h"
 
+/* Every kernel: PC_KERNEL(name, max_threads)(parameters) { ... }, a
+ * __global__ function whose __launch_bounds__ is the most threads a block
+ * of it is launched with. Without a bound the compiler may give a thread up
+ * to 255 registers, and a block fits on a multiprocessor only while
+ * registers x threads stay within its 65536: a launch of more than 256
+ * threads could then fail on the GPU alone ("too many resources
+ * requested"), and -G builds use about twice the registers. With the bound
+ * the compiler keeps every thread within the block's share (spilling if it
+ * must). name##_max_threads keeps the bound for the emulator, which refuses
+ * a launch over it, and one over 256 threads of a kernel without it, as the
+ * GPU would; test_cuda_resources checks registers x bound under -G. */
+#define PC_KERNEL(name, max_threads)                                                                   \
+    enum : unsigned { name##_max_threads = (max_threads) };                                            \
+    __global__ static void __launch_bounds__(max_threads) name
+
 /* Every launch: PC_LAUNCH(kernel, blocks, threads)(arguments...), queued on
  * the compute stream without dynamic shared memory. Under PLAIT_CUDA_EMU
  * (the CPU emulator of tests/cuda_emu, which the host compiler builds this
  * same source for) it runs the kernel there instead: CUDA's <<<>>> is not
  * C++ a host compiler can read; it queues the kernel on the same stream. */
 #ifdef PLAIT_CUDA_EMU
-#define PC_LAUNCH(kernel, blocks, threads) pc_emu_launcher(#kernel, kernel, (blocks), (threads), pc.stream)
+#define PC_LAUNCH(kernel, blocks, threads)                                                             \
+    pc_emu_launcher(#kernel, kernel, (blocks), (threads), pc.stream, kernel##_max_threads)
 #else
 #define PC_LAUNCH(kernel, blocks, threads) kernel<<<(blocks), (threads), 0, pc.stream>>>
 #endif

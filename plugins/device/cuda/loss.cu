@@ -11,6 +11,8 @@
 #include "kcommon.cuh"
 
 #define ROWS_PER_LOSS_CHUNK 1024
+/* threads of the fused cross-entropy's block, one block a row */
+#define CE_THREADS (PC_THREADS * 2)
 
 __device__ static float row_max(const float *l, int64_t n, float *sh) {
     float m = -INFINITY;
@@ -38,7 +40,7 @@ __device__ static void row_backward(float *d, const float *l, int64_t Vl, int64_
     }
 }
 
-__global__ static void crossentropy_kernel(float *losses, float *dlogits, const float *logits,
+PC_KERNEL(crossentropy_kernel, CE_THREADS)(float *losses, float *dlogits, const float *logits,
                                            const int32_t *targets, int64_t V, float scale) {
     __shared__ float sh[32];
     const int64_t r = blockIdx.x;
@@ -59,20 +61,20 @@ __global__ static void crossentropy_kernel(float *losses, float *dlogits, const 
     row_backward(d, l, V, V, lse, t, scale);
 }
 
-__global__ static void rowmax_kernel(float *rowmax, const float *logits, int64_t Vl, int64_t n_valid) {
+PC_KERNEL(rowmax_kernel, PC_THREADS)(float *rowmax, const float *logits, int64_t Vl, int64_t n_valid) {
     __shared__ float sh[32];
     float m = row_max(logits + (int64_t)blockIdx.x * Vl, n_valid, sh);
     if (threadIdx.x == 0) rowmax[blockIdx.x] = m;
 }
 
-__global__ static void sumexp_kernel(float *sumexp, const float *logits, const float *rowmax, int64_t Vl,
+PC_KERNEL(sumexp_kernel, PC_THREADS)(float *sumexp, const float *logits, const float *rowmax, int64_t Vl,
                                      int64_t n_valid) {
     __shared__ float sh[32];
     float s = row_sumexp(logits + (int64_t)blockIdx.x * Vl, n_valid, rowmax[blockIdx.x], sh);
     if (threadIdx.x == 0) sumexp[blockIdx.x] = s;
 }
 
-__global__ static void target_kernel(float *tlogit, const float *logits, const int32_t *targets,
+PC_KERNEL(target_kernel, PC_THREADS)(float *tlogit, const float *logits, const int32_t *targets,
                                      int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid) {
     PC_GRID_STRIDE(r, (size_t)BT) {
         int64_t c = (int64_t)targets[r] - vocab_start;
@@ -82,7 +84,7 @@ __global__ static void target_kernel(float *tlogit, const float *logits, const i
 
 /* One block: rows in chunks; each thread its row's lse and loss, then
  * thread 0 adds the chunk's losses in row order in double. */
-__global__ static void loss_rows_kernel(float *losses, float *lse, const float *rowmax, const float *sumexp,
+PC_KERNEL(loss_rows_kernel, ROWS_PER_LOSS_CHUNK)(float *losses, float *lse, const float *rowmax, const float *sumexp,
                                         const float *tlogit, const int32_t *targets, int64_t BT,
                                         double *loss_sum) {
     __shared__ float chunk[ROWS_PER_LOSS_CHUNK];
@@ -107,7 +109,7 @@ __global__ static void loss_rows_kernel(float *losses, float *lse, const float *
     if (threadIdx.x == 0) *loss_sum += total;
 }
 
-__global__ static void ce_backward_kernel(float *dlogits, const float *logits, const float *lse,
+PC_KERNEL(ce_backward_kernel, PC_THREADS)(float *dlogits, const float *logits, const float *lse,
                                           const int32_t *targets, int64_t vocab_start, int64_t Vl, int64_t n_valid,
                                           float scale) {
     const int64_t r = blockIdx.x;
@@ -124,7 +126,7 @@ extern "C" {
 void pc_launch_crossentropy(float *losses, float *dlogits, const float *logits, const int32_t *targets, int64_t BT,
                             int64_t V, float scale) {
     if (BT <= 0) return;
-    PC_LAUNCH(crossentropy_kernel, (unsigned)BT, PC_THREADS * 2)(losses, dlogits, logits, targets, V, scale);
+    PC_LAUNCH(crossentropy_kernel, (unsigned)BT, CE_THREADS)(losses, dlogits, logits, targets, V, scale);
     pc_check_launch("crossentropy");
 }
 

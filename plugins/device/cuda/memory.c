@@ -225,29 +225,65 @@ plait_status pc_synchronize(void) {
     return pc_take_failure();
 }
 
-/* ---- scratch for partial results --------------------------------------------- */
+/* ---- scratch: grown in stream order, counted --------------------------------
+ *
+ * The kernels' scratch (column sums, bf16 operand copies) grows when a call
+ * needs more than it has, which happens in the first step. cudaFree would
+ * synchronise the whole device there, the communication stream with its
+ * collectives in flight included (a stall, or a hang when a collective
+ * waits for a peer that waits for this rank), and waiting for the compute
+ * stream first would be a host synchronisation inside the step. So the old
+ * buffer is freed and the new one allocated in the compute stream's order
+ * (cudaFreeAsync, cudaMallocAsync: the stream-ordered allocator): kernels
+ * queued before still read the old one, later ones get the new one, and no
+ * thread waits. Scratch counts in memory_stats with the allocations. */
 
-static void *g_scratch;
-static size_t g_scratch_bytes;
+static uint64_t g_scratch_total; /* under g_lock */
 
-void *pc_scratch(size_t bytes) {
-    if (bytes <= g_scratch_bytes) return g_scratch;
-    cudaStreamSynchronize(pc.stream);
-    if (g_scratch) cudaFree(g_scratch);
-    g_scratch = NULL;
-    g_scratch_bytes = 0;
-    if (cudaMalloc(&g_scratch, bytes) != cudaSuccess) {
+static void count_scratch(int64_t delta) {
+    pthread_mutex_lock(&g_lock);
+    g_scratch_total += (uint64_t)delta;
+    g_in_use += (uint64_t)delta;
+    if (g_in_use > g_peak) g_peak = g_in_use;
+    pthread_mutex_unlock(&g_lock);
+}
+
+void *pc_grow(pc_buffer *b, size_t bytes, const char *what) {
+    if (bytes <= b->bytes) return b->ptr;
+    if (b->ptr) {
+        cudaError_t e = cudaFreeAsync(b->ptr, pc.stream);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            pc_fail("cuda: cudaFreeAsync of %zu bytes of %s scratch: %s", b->bytes, what, cudaGetErrorString(e));
+            return NULL;
+        }
+        count_scratch(-(int64_t)b->bytes);
+        b->ptr = NULL;
+        b->bytes = 0;
+    }
+    cudaError_t e = cudaMallocAsync(&b->ptr, bytes, pc.stream);
+    if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        g_scratch = NULL;
-        pc_fail("cuda: no device memory for %zu bytes of kernel scratch (column sums)", bytes);
+        b->ptr = NULL;
+        pc_fail("cuda: no device memory for %zu bytes of %s scratch: %s", bytes, what, cudaGetErrorString(e));
         return NULL;
     }
-    g_scratch_bytes = bytes;
-    return g_scratch;
+    b->bytes = bytes;
+    count_scratch((int64_t)bytes);
+    return b->ptr;
 }
 
-void pc_scratch_release(void) {
-    if (g_scratch) cudaFree(g_scratch);
-    g_scratch = NULL;
-    g_scratch_bytes = 0;
+void pc_grow_release(pc_buffer *b) {
+    if (b->ptr) {
+        cudaFreeAsync(b->ptr, pc.stream);
+        count_scratch(-(int64_t)b->bytes);
+    }
+    b->ptr = NULL;
+    b->bytes = 0;
 }
+
+static pc_buffer g_scratch;
+
+void *pc_scratch(size_t bytes) { return pc_grow(&g_scratch, bytes, "column-sum"); }
+
+void pc_scratch_release(void) { pc_grow_release(&g_scratch); }

@@ -11,7 +11,7 @@
 #define LN_EPS 1e-5f
 #define LN_WARPS 8 /* rows per block */
 
-__global__ static void ln_forward_kernel(float *out, float *mean, float *rstd, const float *inp, const float *w,
+PC_KERNEL(ln_forward_kernel, LN_WARPS * PC_WARP)(float *out, float *mean, float *rstd, const float *inp, const float *w,
                                          const float *b, int64_t BT, int64_t C) {
     int64_t r = (int64_t)blockIdx.x * LN_WARPS + threadIdx.x / PC_WARP;
     if (r >= BT) return;
@@ -36,7 +36,7 @@ __global__ static void ln_forward_kernel(float *out, float *mean, float *rstd, c
 }
 
 /* dinp += (w·dout − mean(w·dout) − norm·mean(w·dout·norm))·rstd */
-__global__ static void ln_backward_rows_kernel(float *dinp, const float *dout, const float *inp, const float *w,
+PC_KERNEL(ln_backward_rows_kernel, LN_WARPS * PC_WARP)(float *dinp, const float *dout, const float *inp, const float *w,
                                                const float *mean, const float *rstd, int64_t BT, int64_t C) {
     int64_t r = (int64_t)blockIdx.x * LN_WARPS + threadIdx.x / PC_WARP;
     if (r >= BT) return;
@@ -61,7 +61,7 @@ __global__ static void ln_backward_rows_kernel(float *dinp, const float *dout, c
 /* Pass 1 of the weight and bias gradients (pcuda.h, column sums): block b
  * handles chunk b / colblocks and 256 columns; each thread sums its
  * column's terms over the chunk's rows in order. */
-__global__ static void ln_params_partial_kernel(float *part_w, float *part_b, const float *dout, const float *inp,
+PC_KERNEL(ln_params_partial_kernel, PC_THREADS)(float *part_w, float *part_b, const float *dout, const float *inp,
                                                 const float *mean, const float *rstd, int64_t BT, int64_t C,
                                                 unsigned colblocks) {
     const int64_t chunk = blockIdx.x / colblocks;

@@ -94,11 +94,20 @@ void pc_memory_stats(uint64_t *in_use, uint64_t *peak);
 void *pc_alloc_pinned(size_t bytes, const char *tag);
 void pc_free_pinned(void *ptr);
 void pc_memory_reset(void);
-/* Grow-only device scratch for kernels' partial results (the column sums
- * of vector.cu and norm.cu), at least `bytes`; growing waits for the
- * compute stream (queued kernels may still read the old one). NULL after
- * recording the failure (pc_fail). Inside a kernel entry only (kernels.c
- * serialises them); freed by close(). */
+/* A grow-only device buffer of the compute stream (kernel scratch). */
+typedef struct pc_buffer {
+    void *ptr;
+    size_t bytes;
+} pc_buffer;
+/* `b` with at least `bytes`: a larger buffer is allocated and the old one
+ * freed in the compute stream's order (cudaMallocAsync, cudaFreeAsync), so
+ * work queued before keeps reading the old one and nothing waits: no
+ * device-wide or host synchronisation. Counted in memory_stats. NULL after
+ * recording the failure (pc_fail), `what` naming the scratch. Inside a
+ * kernel entry only (kernels.c serialises them). */
+void *pc_grow(pc_buffer *b, size_t bytes, const char *what);
+void pc_grow_release(pc_buffer *b);
+/* The column-sum scratch of vector.cu and norm.cu (pc_grow); freed by close(). */
 void *pc_scratch(size_t bytes);
 void pc_scratch_release(void);
 /* Memory still allocated at close(): freed, their count returned. */

@@ -25,7 +25,7 @@
 
 #define P(k, type, def, lo, hi, flags, doc) {sizeof(plait_key_decl), (flags), (k), (type), (def), (lo), (hi), NULL, (doc)}
 
-static const plait_key_decl g_params[] = {
+static const plait_key_decl g_keys[] = {
     P("workspace_mib", PLAIT_KEY_INT, PLAIT_STRINGIFY(PC_WORKSPACE_MIB), 0, 4096, 0,
       "cuBLASLt workspace in MiB, allocated once at open (0 = none: fewer GEMM algorithms qualify); the same "
       "size on every run keeps the chosen algorithms, and so the results, the same"),
@@ -81,9 +81,9 @@ static const plait_plugin_desc g_desc = {
     .name = PC_PLUGIN_NAME,
     .version = "0.1.0",
     .description = PC_PLUGIN_DESCRIPTION,
-    .params = g_params,
-    .n_params = sizeof g_params / sizeof g_params[0],
-    .param_size = sizeof(plait_key_decl),
+    .keys = g_keys,
+    .n_keys = sizeof g_keys / sizeof g_keys[0],
+    .key_size = sizeof(plait_key_decl),
     .probe = cuda_probe,
     .ops = &g_ops,
     .uses = NULL,

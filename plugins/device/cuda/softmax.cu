@@ -10,7 +10,7 @@
 #define SM_WARPS 8
 
 /* scores (already scaled) -> probabilities, in place */
-__global__ static void softmax_causal_kernel(float *att, int64_t rows, int64_t T) {
+PC_KERNEL(softmax_causal_kernel, SM_WARPS * PC_WARP)(float *att, int64_t rows, int64_t T) {
     int64_t r = (int64_t)blockIdx.x * SM_WARPS + threadIdx.x / PC_WARP;
     if (r >= rows) return;
     const int lane = threadIdx.x % PC_WARP;
@@ -30,7 +30,7 @@ __global__ static void softmax_causal_kernel(float *att, int64_t rows, int64_t T
 }
 
 /* g (d probabilities) -> d scores in place: p_j·(g_j − Σ_k p_k g_k) for j ≤ i, 0 after */
-__global__ static void softmax_causal_backward_kernel(float *g, const float *p, int64_t rows, int64_t T) {
+PC_KERNEL(softmax_causal_backward_kernel, SM_WARPS * PC_WARP)(float *g, const float *p, int64_t rows, int64_t T) {
     int64_t r = (int64_t)blockIdx.x * SM_WARPS + threadIdx.x / PC_WARP;
     if (r >= rows) return;
     const int lane = threadIdx.x % PC_WARP;

@@ -2,54 +2,93 @@
  * The exact Σx² accumulator (plait_sumsq_acc) on the device, with the CPU's
  * binning bit for bit (core/model/kernels_vector.c): x = m · 2^(e-150), the
  * square's mantissa m² < 2^48 is added exactly into the 128-bit bin of
- * exponent e. Integer sums are exact in any order, so the blocks may merge
- * with integer atomics (the one place atomics are used: on integers, where
- * order cannot change the result) and the accumulator equals the CPU's for
- * the same values, whatever the split. Not yet run on a GPU.
+ * exponent e. Integer sums are exact in any order, so the accumulator
+ * equals the CPU's for the same values, whatever the split.
+ *
+ * Without contended atomics: each warp owns its bins in shared memory.
+ * The lanes of a warp holding values of one exponent find each other
+ * (__match_any_sync), sum their squares exactly (__reduce_add_sync over
+ * 24-bit halves: 32 lanes x 2^24 fit in 32 bits), and the group's lowest
+ * lane adds that sum to the warp's bin with plain arithmetic: no other lane
+ * writes it. (64-bit atomics on shared memory, the first version, are a
+ * compare-and-swap loop on sm_80 and sm_90 (ATOMS.CAST.SPIN.64), and
+ * values of similar magnitude all hit one bin.) The block then sums its
+ * warps' bins, one thread per bin, and adds them into the accumulator with
+ * 64-bit global atomics (native: one per bin and block). Not yet run on a
+ * GPU.
  */
 #include "kcommon.cuh"
 
 typedef unsigned long long u64;
 
-/* bin[e] += v exactly: the low word with a carry into the high word */
+#define SUMSQ_WARPS (PC_THREADS / PC_WARP)
+
+/* the 128-bit integer (*lo, *hi) += v */
 __device__ static inline void add128(u64 *lo, u64 *hi, u64 v) {
-    u64 old = atomicAdd(lo, v);
-    if (old + v < old) atomicAdd(hi, 1ull);
+    u64 sum = *lo + v;
+    *hi += sum < v;
+    *lo = sum;
 }
 
-__global__ static void sumsq_exact_kernel(plait_sumsq_acc *acc, const float *x, size_t n) {
-    __shared__ u64 bins[PLAIT_SUMSQ_BINS][2];
-    __shared__ u64 nonfinite;
-    for (int e = threadIdx.x; e < PLAIT_SUMSQ_BINS; e += blockDim.x) bins[e][0] = bins[e][1] = 0;
-    if (threadIdx.x == 0) nonfinite = 0;
+PC_KERNEL(sumsq_exact_kernel, PC_THREADS)(plait_sumsq_acc *acc, const float *x, size_t n) {
+    __shared__ u64 bins[SUMSQ_WARPS][PLAIT_SUMSQ_BINS][2]; /* 32 KiB */
+    __shared__ u64 nonfinite[SUMSQ_WARPS];
+    const unsigned lane = threadIdx.x % PC_WARP, warp = threadIdx.x / PC_WARP;
+    for (unsigned k = threadIdx.x; k < SUMSQ_WARPS * PLAIT_SUMSQ_BINS; k += blockDim.x)
+        bins[k / PLAIT_SUMSQ_BINS][k % PLAIT_SUMSQ_BINS][0] = bins[k / PLAIT_SUMSQ_BINS][k % PLAIT_SUMSQ_BINS][1] = 0;
+    if (threadIdx.x < SUMSQ_WARPS) nonfinite[threadIdx.x] = 0;
     __syncthreads();
-    PC_GRID_STRIDE(i, n) {
-        uint32_t bits = __float_as_uint(x[i]);
-        uint32_t e = (bits >> 23) & 0xffu;
-        u64 mant = bits & 0x7fffffu;
-        if (e == 0xffu) {
-            atomicAdd(&nonfinite, 1ull);
-            continue;
+    /* the loop's trip count is the same for every lane: the collectives
+     * below need the whole warp */
+    for (size_t base = (size_t)blockIdx.x * blockDim.x; base < n; base += (size_t)gridDim.x * blockDim.x) {
+        const size_t i = base + threadIdx.x;
+        unsigned e = 0; /* 0: nothing to add (zero, past the end, not finite) */
+        u64 sq = 0;
+        int bad = 0;
+        if (i < n) {
+            const uint32_t bits = __float_as_uint(x[i]);
+            const uint32_t ex = (bits >> 23) & 0xffu;
+            u64 mant = bits & 0x7fffffu;
+            if (ex == 0xffu) {
+                bad = 1;
+            } else if (ex != 0 || mant != 0) {
+                if (ex != 0) mant |= 1u << 23;
+                e = ex ? ex : 1u; /* subnormals share bin 1, as on the CPU */
+                sq = mant * mant;
+            }
         }
-        if (e == 0) {
-            if (mant == 0) continue;
-            e = 1;
-        } else {
-            mant |= 1u << 23;
-        }
-        add128(&bins[e][0], &bins[e][1], mant * mant);
+        const unsigned bad_lanes = __ballot_sync(0xffffffffu, bad);
+        const unsigned group = __match_any_sync(0xffffffffu, e);
+        const unsigned lo = __reduce_add_sync(group, (unsigned)(sq & 0xffffffu));
+        const unsigned hi = __reduce_add_sync(group, (unsigned)(sq >> 24));
+        if (e != 0 && lane == (unsigned)__ffs((int)group) - 1)
+            add128(&bins[warp][e][0], &bins[warp][e][1], ((u64)hi << 24) + lo);
+        if (lane == 0) nonfinite[warp] += (u64)__popc(bad_lanes);
+        __syncwarp(); /* this lane's write is seen by the next iteration's writer of the bin */
     }
     __syncthreads();
     u64 *out = (u64 *)acc->bin;
-    for (int e = threadIdx.x; e < PLAIT_SUMSQ_BINS; e += blockDim.x) {
-        if (bins[e][0]) add128(&out[2 * e], &out[2 * e + 1], bins[e][0]);
-        if (bins[e][1]) atomicAdd(&out[2 * e + 1], bins[e][1]);
+    for (unsigned e = threadIdx.x; e < PLAIT_SUMSQ_BINS; e += blockDim.x) {
+        u64 lo = 0, hi = 0;
+        for (unsigned w = 0; w < SUMSQ_WARPS; w++) {
+            add128(&lo, &hi, bins[w][e][0]);
+            hi += bins[w][e][1];
+        }
+        if (lo) {
+            u64 old = atomicAdd(&out[2 * e], lo);
+            hi += old + lo < old; /* the carry out of the low word */
+        }
+        if (hi) atomicAdd(&out[2 * e + 1], hi);
     }
-    if (threadIdx.x == 0 && nonfinite) atomicAdd((u64 *)&acc->nonfinite, nonfinite);
+    if (threadIdx.x == 0) {
+        u64 bad = 0;
+        for (unsigned w = 0; w < SUMSQ_WARPS; w++) bad += nonfinite[w];
+        if (bad) atomicAdd((u64 *)&acc->nonfinite, bad);
+    }
 }
 
 /* dst += src, one thread per bin */
-__global__ static void sumsq_merge_kernel(plait_sumsq_acc *dst, const plait_sumsq_acc *src) {
+PC_KERNEL(sumsq_merge_kernel, PLAIT_SUMSQ_BINS)(plait_sumsq_acc *dst, const plait_sumsq_acc *src) {
     int e = threadIdx.x;
     if (e < PLAIT_SUMSQ_BINS) {
         u64 lo = dst->bin[e][0] + src->bin[e][0];

@@ -8,16 +8,16 @@
  */
 #include "kcommon.cuh"
 
-__global__ static void scale_kernel(float *x, size_t n, float a) {
+PC_KERNEL(scale_kernel, PC_THREADS)(float *x, size_t n, float a) {
     PC_GRID_STRIDE(i, n) x[i] *= a;
 }
 
-__global__ static void axpy_kernel(float *y, const float *x, size_t n, float a) {
+PC_KERNEL(axpy_kernel, PC_THREADS)(float *y, const float *x, size_t n, float a) {
     PC_GRID_STRIDE(i, n) y[i] += a * x[i];
 }
 
 /* The CPU kernel's operations in its order (core/model/kernels_vector.c). */
-__global__ static void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n, float b1,
+PC_KERNEL(adamw_kernel, PC_THREADS)(float *param, const float *grad, float *m, float *v, size_t n, float b1,
                                     float b2, float step_size, float bc2_sqrt, float decay, float gs, float eps) {
     PC_GRID_STRIDE(i, n) {
         float g = grad[i] * gs;
@@ -34,7 +34,7 @@ __global__ static void adamw_kernel(float *param, const float *grad, float *m, f
 /* Pass 1: block b sums elements b*256+t, b*256+t+G*256, ... per thread in
  * index order, then over the block; pass 2 sums the G partials. The order
  * depends on n only. */
-__global__ static void sumsq_partial_kernel(double *partials, const float *x, size_t n) {
+PC_KERNEL(sumsq_partial_kernel, PC_THREADS)(double *partials, const float *x, size_t n) {
     __shared__ double sh[32];
     double s = 0;
     PC_GRID_STRIDE(i, n) s += (double)x[i] * (double)x[i];
@@ -42,7 +42,7 @@ __global__ static void sumsq_partial_kernel(double *partials, const float *x, si
     if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }
 
-__global__ static void sumsq_final_kernel(double *partials) {
+PC_KERNEL(sumsq_final_kernel, PC_REDUCE_BLOCKS)(double *partials) {
     __shared__ double sh[32];
     double s = pc_block_sum(partials[threadIdx.x], sh);
     if (threadIdx.x == 0) partials[0] = s;
@@ -50,7 +50,7 @@ __global__ static void sumsq_final_kernel(double *partials) {
 
 /* out = res + bias, or out += res + bias when `add` (bias may be NULL;
  * out may be res when not adding) */
-__global__ static void res_bias_kernel(float *out, const float *res, const float *bias, size_t rows, size_t C,
+PC_KERNEL(res_bias_kernel, PC_THREADS)(float *out, const float *res, const float *bias, size_t rows, size_t C,
                                        int add) {
     PC_GRID_STRIDE(i, rows * C) {
         float x = res[i];
@@ -59,7 +59,7 @@ __global__ static void res_bias_kernel(float *out, const float *res, const float
     }
 }
 
-__global__ static void res_add_bias_kernel(float *out, const float *res, const float *bias, size_t rows, size_t C) {
+PC_KERNEL(res_add_bias_kernel, PC_THREADS)(float *out, const float *res, const float *bias, size_t rows, size_t C) {
     /* out += res + bias, in the CPU's association: o + (x + b) */
     PC_GRID_STRIDE(i, rows * C) out[i] += res[i] + bias[i % C];
 }
@@ -69,7 +69,7 @@ __global__ static void res_add_bias_kernel(float *out, const float *res, const f
  * over the chunk's rows in order. One thread per column over all rows (the
  * CPU's order) left a GPT-2 layer's 768..3072 columns to 3..12 blocks
  * walking 16k rows each. */
-__global__ static void bias_partial_kernel(float *part, const float *dout, int64_t BT, int64_t OC,
+PC_KERNEL(bias_partial_kernel, PC_THREADS)(float *part, const float *dout, int64_t BT, int64_t OC,
                                            unsigned colblocks) {
     const int64_t chunk = blockIdx.x / colblocks;
     const int64_t c = (int64_t)(blockIdx.x % colblocks) * blockDim.x + threadIdx.x;
@@ -81,7 +81,7 @@ __global__ static void bias_partial_kernel(float *part, const float *dout, int64
 }
 
 /* Pass 2: acc[c] += the chunks' sums, in chunk order. */
-__global__ static void col_finish_kernel(float *acc, const float *part, int64_t chunks, int64_t C) {
+PC_KERNEL(col_finish_kernel, PC_THREADS)(float *acc, const float *part, int64_t chunks, int64_t C) {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     float a = 0.0f;

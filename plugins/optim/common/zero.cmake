@@ -3,7 +3,7 @@
 set(PLAIT_ZERO_COMMON_DIR ${CMAKE_CURRENT_LIST_DIR})
 function(plait_add_zero_plugin name)
   set(d ${PLAIT_ZERO_COMMON_DIR})
-  plait_add_plugin(optim ${name} SOURCES ${name}.c ${d}/zero_plan.c ${d}/zero_pool.c ${d}/zero_grads.c
+  plait_add_plugin(optim ${name} SOURCES ${name}.c ${d}/zero_partition.c ${d}/zero_pool.c ${d}/zero_grads.c
     ${d}/zero_gather.c ${d}/zero_step.c ${d}/zero_state.c ${d}/optim_common.c)
   target_include_directories(plait-optim-${name} PRIVATE ${d})
   target_link_libraries(plait-optim-${name} PRIVATE m)

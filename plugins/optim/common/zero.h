@@ -1,13 +1,13 @@
 /*
- * ZeRO stages 1, 2 and 3 (Rajbhandari et al., "ZeRO: Memory Optimizations
+ * ZeRO-1, ZeRO-2 and ZeRO-3 (Rajbhandari et al., "ZeRO: Memory Optimizations
  * Toward Training Trillion Parameter Models", 2020) as one engine compiled
  * into each of the zero1, zero2 and zero3 plugins, which differ only in
- * `stage`, their flags and their declared keys. The Adam(W) arithmetic is the
+ * `zero_stage`, their flags and their declared keys. The Adam(W) arithmetic is the
  * host's kernel (host->kernels->adamw), the schedule, clipping and the exact
  * global norm come from optim_common.h: the three plugins and plain `adam`
  * share every line of optimizer math.
  *
- * Partitioning (zero_plan.c). The rank's parameters (its TP/PP slice, in
+ * Partitioning (zero_partition.c). The rank's parameters (its TP/PP slice, in
  * global order) are grouped into *units*: consecutive parameters of one
  * layer, at most [optim.zeroN] bucket_size bytes (a larger tensor is a unit
  * alone). A tied parameter pair held by the same rank (transformer.wte and
@@ -21,19 +21,19 @@
  *
  * What each rank keeps (Ψ = elements of the rank's parameters, tied copies
  * sharing storage counted once; S = Σ slice sizes = (Ψ + padding) / N):
- *   stage 1: parameters 4Ψ (core), gradients 4Ψ (core), moments 8S
- *   stage 2: parameters 4Ψ (core), gradient shards 4S, moments 8S
- *   stage 3: parameter shards 4S, gradient shards 4S, moments 8S
+ *   ZeRO-1: parameters 4Ψ (core), gradients 4Ψ (core), moments 8S
+ *   ZeRO-2: parameters 4Ψ (core), gradient shards 4S, moments 8S
+ *   ZeRO-3: parameter shards 4S, gradient shards 4S, moments 8S
  * plus working buffers (buffer_bytes): unit-sized buffers for reductions
  * and gathers from a pool that grows to the high-water mark within the
- * buffers the plan declares (zero_planned_buffer_bytes), the tied copy's
- * gradient (stage 1: the core's full copy; 2/3: its shard), and in
- * deterministic mode with accumulation (stages 2/3) the accumulation tree.
+ * buffers the partition declares (zero_buffer_bytes), the tied copy's
+ * gradient (ZeRO-1: the core's full copy; 2/3: its shard), and in
+ * deterministic mode with accumulation (ZeRO-2/3) the accumulation tree.
  *
- * Gradients. Stage 1: the core accumulates micro-batches in its buffers;
+ * Gradients. ZeRO-1: the core accumulates micro-batches in its buffers;
  * after a layer's last backward each unit is packed into a buffer and
  * reduce-scattered (asynchronously, at most max_inflight at once); the
- * owner's slice is copied back into the core's gradient. Stages 2/3: a unit's
+ * owner's slice is copied back into the core's gradient. ZeRO-2/3: a unit's
  * gradient buffer exists only from before_backward to the reduce-scatter
  * that follows after_backward, every micro-batch (DeepSpeed's way); the
  * running sum lives only in the rank's slice. Deterministic mode with
@@ -51,7 +51,7 @@
  * sums it over the embedding group in its finish_grads, before ours: stage
  * 1 then reduces every unit in finish_grads (no overlap with backward), and
  * the sum is Σ_ranks(embedding + head) rather than Σ embedding + Σ head
- * (equal up to rounding; not bit-identical to one process). Stages 2/3
+ * (equal up to rounding; not bit-identical to one process). ZeRO-2/3
  * keep the gradient of such a parameter (flagged PLAIT_PARAM_TIED_REMOTE by
  * the core: wte on the first stage, lm_head on the last) whole on the rank
  * for the whole step — a "whole" unit of its own, accumulated in place over
@@ -61,7 +61,7 @@
  * the same summed gradient the two copies take identical Adam updates (the
  * last stage's copy has state of its own, as with plain Adam).
  *
- * Parameters (stage 3, zero_gather.c). A layer's units are all-gathered in
+ * Parameters (ZeRO-3, zero_gather.c). A layer's units are all-gathered in
  * before_forward/before_backward and released in after_forward/
  * after_backward. Prefetch follows the order hooks arrived in during the
  * previous step (first step: forward ascending, backward descending): the
@@ -75,15 +75,16 @@
  * the gradient reduce-scatters travel as bf16, int8 or onebit (onebit's
  * error feedback: one residual per unit, a unit's padded size, counted in
  * buffer_bytes); each slice's owner gets the float32 sum of the compressed
- * contributions. Stage 3 may gather parameters as bf16 ([optim.zero3]
- * param_gather): every rank, the slice's owner too, computes with the
- * rounded values while the shards and their update stay float32. Stages
- * 1/2 gather the updated parameters in float32: the core's copy is the
- * master there.
+ * contributions. Every ZeRO stage may gather parameters as bf16
+ * ([optim.zeroN] param_gather): every rank, the slice's owner too, computes
+ * with the rounded values while the float32 slices (pshard: ZeRO-3's
+ * shards; ZeRO-1/2 keep one more copy of their slice, 4S bytes, counted in
+ * param_bytes) take the update and go into checkpoints. ZeRO-1/2 with
+ * float32 gathers update the core's copy in place: it is the master there.
  *
- * Stages 1/2 all-gather updated parameters into the core's storage at the
- * end of step(). Communication per step (ring algorithms): stages 1/2 move
- * 2(N-1)/N·Ψ like an all-reduce; stage 3 adds a second parameter gather
+ * ZeRO-1/2 all-gather updated parameters into the core's storage at the
+ * end of step(). Communication per step (ring algorithms): ZeRO-1/2 move
+ * 2(N-1)/N·Ψ like an all-reduce; ZeRO-3 adds a second parameter gather
  * (backward): 3(N-1)/N·Ψ, 1.5× (less by the gathers prefetch keeps).
  *
  * Threading: every function is called from the training thread.
@@ -116,16 +117,16 @@ typedef struct zero_unit {
     size_t tree_off;       /* offset in the deterministic accumulation vector */
     int32_t seg_first, n_seg;
     int copy;              /* a tied copy sharing its original's storage: gradient only */
-    int whole;             /* stages 2/3: a tied parameter whose partner is on another
+    int whole;             /* ZeRO-2/3: a tied parameter whose partner is on another
                             * stage; its gradient stays whole (whole_grad + whole_off)
                             * until finish_grads */
     size_t whole_off;
     int32_t original;      /* copy: the unit of its original, else -1 */
 
-    float *gbuf;           /* stages 2/3: gradient buffer between before_ and after_backward */
+    float *gbuf;           /* ZeRO-2/3: gradient buffer between before_ and after_backward */
     int32_t rs_issued;     /* reductions issued this step */
     size_t res_off;        /* onebit: its error feedback in the residual array */
-    /* stage 3 parameters */
+    /* ZeRO-3 parameters */
     float *pbuf;           /* gathered unit, or NULL */
     plait_request *ag_req; /* gather in flight */
     int32_t held;          /* layers in use needing it */
@@ -156,7 +157,7 @@ typedef struct zero_flight {
 enum { ZERO_FLIGHT_RS = 1, ZERO_FLIGHT_AG_STEP = 2 };
 
 typedef struct zero {
-    int zero_stage;           /* ZeRO stage 1, 2 or 3 (not a pipeline stage) */
+    int zero_stage;           /* ZeRO ZeRO-1, 2 or 3 (not a pipeline stage) */
     const char *name;             /* "zero1" ... */
     const plait_host *host;
     const plait_config *cfg;
@@ -173,10 +174,10 @@ typedef struct zero {
     int prefetch;
     int defer_rs;
     plait_compression compression; /* [optim.zeroN] grad_compression: the reduce-scatters' wire format */
-    plait_compression param_gather; /* stage 3, [optim.zero3] param_gather: bf16 or none */
-    int32_t first_layer;          /* lowest layer with a local parameter */                 /* stage 1 under pp > 1: reduce in finish_grads only */
+    plait_compression param_gather; /* ZeRO-3, [optim.zero3] param_gather: bf16 or none */
+    int32_t first_layer;          /* lowest layer with a local parameter */                 /* ZeRO-1 under pp > 1: reduce in finish_grads only */
 
-    /* plan */
+    /* partition */
     zero_unit *units;
     int32_t n_units;
     zero_seg *segs;
@@ -185,7 +186,7 @@ typedef struct zero {
     size_t *param_off;            /* local param -> packed offset in its unit */
     int32_t n_layer_slots;        /* params->n_layers_total */
     int32_t *grad_units, *grad_first;     /* CSR: layer -> units with its gradients */
-    int32_t *gather_units, *gather_first; /* CSR: layer -> units its params need (stage 3) */
+    int32_t *gather_units, *gather_first; /* CSR: layer -> units its params need (ZeRO-3) */
     size_t shard_numel;           /* S: slices of units with state */
     size_t copy_shard_numel;      /* slices of tied-copy units */
     size_t psi;                   /* Ψ: elements of parameters with state */
@@ -195,10 +196,11 @@ typedef struct zero {
     /* storage: tensor memory (the device's; plait/device_util.h), touched
      * only through host->kernels, the collectives and the device's copy */
     float *state;                 /* exp_avg [S] then exp_avg_sq [S] */
-    float *gshard;                /* stages 2/3: reduced gradient slices [S] */
-    float *copy_gshard;           /* stages 2/3: tied copies' slices */
-    float *pshard;                /* stage 3: parameter slices [S] */
-    float *whole_grad;            /* stages 2/3: gradients of whole units [whole_numel] */
+    float *gshard;                /* ZeRO-2/3: reduced gradient slices [S] */
+    float *copy_gshard;           /* ZeRO-2/3: tied copies' slices */
+    float *pshard;                /* ZeRO-3, and ZeRO-1/2 gathering in bf16: the float32
+                                   * parameter slices [S] the update applies to */
+    float *whole_grad;            /* ZeRO-2/3: gradients of whole units [whole_numel] */
     float *residual;              /* onebit: every unit's error feedback (res_off) */
     size_t residual_numel;
     size_t whole_numel;
@@ -215,7 +217,7 @@ typedef struct zero {
     const plait_sum_tree_api *tree_api; /* host->sum_tree, checked at create (tree_mode) */
     plait_sum_tree *tree;              /* created in materialize (tree_mode) */
 
-    /* stage 3 prefetch trace */
+    /* ZeRO-3 prefetch trace */
     int32_t *trace_prev, n_prev, cap_prev;
     int32_t *trace_cur, n_cur, cap_cur;
     int32_t pos;                  /* next expected index in trace_prev */
@@ -224,23 +226,23 @@ typedef struct zero {
     /* accounting */
     int in_step;
     plait_comm_stats dp_before;
-    uint64_t gathers_issued;      /* stage 3 unit gathers since create (for tests) */
+    uint64_t gathers_issued;      /* ZeRO-3 unit gathers since create (for tests) */
 } zero;
 
-/* ---- zero_plan.c ------------------------------------------------------- */
+/* ---- zero_partition.c ------------------------------------------------------- */
 /* Build units, segments and layer maps for this rank (no storage). */
-plait_status zero_plan(zero *z);
-void zero_plan_free(zero *z);
+plait_status zero_partition(zero *z);
+void zero_partition_free(zero *z);
 /* This rank's slice of unit u: [lo, lo + shard). */
 static inline size_t zero_lo(const zero *z, const zero_unit *u) { return (size_t)z->rank * u->shard; }
 
 /* ---- zero_pool.c ------------------------------------------------------- */
-/* Bytes of working buffers the plan declares: stage 1 max_inflight
- * reductions of the largest unit (with its received slice); stages 2/3 the
- * largest layer's gradient units and max_inflight largest units; stage 3
+/* Bytes of working buffers the partition declares: ZeRO-1 max_inflight
+ * reductions of the largest unit (with its received slice); ZeRO-2/3 the
+ * largest layer's gradient units and max_inflight largest units; ZeRO-3
  * also the gathered units of prefetch_layers + 1 layers. The pool releases
  * unused buffers rather than grow past it. */
-uint64_t zero_planned_buffer_bytes(const zero *z);
+uint64_t zero_buffer_bytes(const zero *z);
 /* A buffer of at least `numel` floats (reused, or allocated and kept). */
 float *zero_buf_get(zero *z, size_t numel);
 void zero_buf_put(zero *z, float *ptr);
@@ -264,7 +266,7 @@ plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int l
 plait_status zero_rs_complete(zero *z, const zero_flight *f);
 plait_status zero_finish_grads(void *state);
 
-/* ---- zero_gather.c (stage 3) -------------------------------------------- */
+/* ---- zero_gather.c (ZeRO-3) -------------------------------------------- */
 plait_status zero_acquire_layer(zero *z, int kind, int32_t layer);
 plait_status zero_release_layer(zero *z, int32_t layer);
 /* Release every gathered unit (end of step, destroy). */
@@ -276,16 +278,19 @@ plait_status zero_trace_seed(zero *z);
 
 /* ---- zero_step.c -------------------------------------------------------- */
 plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_step_out *out);
-/* Stages 1/2: finish an all-gather of updated parameters into the core
+/* ZeRO-1/2: every rank's slices into the core's parameters (each unit
+ * all-gathered, waited for), in [optim.zeroN] param_gather's format. */
+plait_status zero_gather_updated(zero *z);
+/* ZeRO-1/2: finish an all-gather of updated parameters into the core
  * (the request is done). */
 plait_status zero_ag_complete(zero *z, const zero_flight *f);
 
 /* ---- zero_state.c ------------------------------------------------------ */
 /* The plugins' function tables, one per stage. */
-extern const plait_optim_ops zero_ops_stage1, zero_ops_stage2, zero_ops_stage3;
+extern const plait_optim_ops zero1_ops, zero2_ops, zero3_ops;
 /* Keys every stage declares in [optim.zeroN] (bucket_size, max_inflight,
- * grad_compression) followed by zero3's prefetch_layers and param_gather. */
-extern const plait_key_decl zero_param_decls[5];
+ * grad_compression, param_gather) followed by zero3's prefetch_layers. */
+extern const plait_key_decl zero_keys[5];
 /* Start accounting a step's traffic at its first hook. */
 void zero_begin_traffic(zero *z);
 

@@ -1,7 +1,7 @@
 /*
  * Gradient reduction of the ZeRO engine (zero.h): reduce-scatter of units
  * over the DP group as layers finish their backward, the deterministic
- * accumulation tree (stages 2/3), and the tied-copy sum.
+ * accumulation tree (ZeRO-2/3), and the tied-copy sum.
  */
 #include <string.h>
 
@@ -29,14 +29,14 @@ static void zero_gaps(const zero *z, const zero_unit *u, float *buf) {
     if (u->padded > end) k->zero(buf + end, u->padded - end);
 }
 
-/* Where unit u's reduced slice goes (stages 2/3). */
+/* Where unit u's reduced slice goes (ZeRO-2/3). */
 static float *grad_slice(zero *z, const zero_unit *u) {
     return (u->copy ? z->copy_gshard : z->gshard) + u->shard_off;
 }
 
-/* Stage 1: pack the core's (final) gradients of unit u and reduce-scatter
+/* ZeRO-1: pack the core's (final) gradients of unit u and reduce-scatter
  * them; the slice is copied back into the core's gradient on completion. */
-static plait_status start_rs_stage1(zero *z, int32_t ui) {
+static plait_status start_rs_zero1(zero *z, int32_t ui) {
     zero_unit *u = &z->units[ui];
     plait_status st = zero_flight_room(z);
     if (st != PLAIT_OK) return st;
@@ -63,7 +63,7 @@ static plait_status start_rs_stage1(zero *z, int32_t ui) {
     return zero_flight_push(z, ui, ZERO_FLIGHT_RS, buf, req);
 }
 
-/* Stages 2/3: reduce-scatter unit u's gradient buffer into its slice. On a
+/* ZeRO-2/3: reduce-scatter unit u's gradient buffer into its slice. On a
  * later micro-batch the slice's running sum joins this rank's contribution
  * first (after the previous reduction of the unit has landed). */
 static plait_status start_rs_owned(zero *z, int32_t ui, float *buf) {
@@ -127,7 +127,7 @@ plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int l
     if (z->zero_stage == 1) {
         if (!last || z->defer_rs) return PLAIT_OK;
         for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
-            plait_status st = start_rs_stage1(z, z->grad_units[k]);
+            plait_status st = start_rs_zero1(z, z->grad_units[k]);
             if (st != PLAIT_OK) return st;
         }
         return PLAIT_OK;
@@ -178,7 +178,7 @@ static void add_tied(zero *z) {
     }
 }
 
-/* Stages 2/3: a whole unit's gradient (summed over the embedding group by
+/* ZeRO-2/3: a whole unit's gradient (summed over the embedding group by
  * now) goes to a pool buffer and is reduce-scattered like the others; the
  * whole buffer starts the next step at zero. */
 static plait_status start_rs_whole(zero *z, int32_t ui) {
@@ -203,10 +203,10 @@ plait_status zero_finish_grads(void *state) {
             st = z->host->set_error(PLAIT_ERR_INVALID_ARG,
                                     "%s: finish_grads while the backward of layer %d is still open", z->name,
                                     u->layer);
-        /* Stage 1 units whose layer saw no last backward reduce now, in unit
+        /* ZeRO-1 units whose layer saw no last backward reduce now, in unit
          * order (the same on every rank). */
         else if (z->zero_stage == 1 && u->rs_issued == 0)
-            st = start_rs_stage1(z, ui);
+            st = start_rs_zero1(z, ui);
     }
     plait_status d = zero_flight_drain(z);
     if (st == PLAIT_OK) st = d;
@@ -215,7 +215,7 @@ plait_status zero_finish_grads(void *state) {
         if (st == PLAIT_OK) st = d;
     }
     if (st != PLAIT_OK) return st;
-    /* Stages 2/3: a unit without any backward this step has zero gradient. */
+    /* ZeRO-2/3: a unit without any backward this step has zero gradient. */
     for (int32_t ui = 0; ui < z->n_units; ui++) {
         zero_unit *u = &z->units[ui];
         if (z->zero_stage != 1 && u->rs_issued == 0) z->host->kernels->zero(grad_slice(z, u), u->shard);

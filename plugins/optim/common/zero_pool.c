@@ -4,10 +4,10 @@
  * step's high-water mark and nothing is allocated in steady state), and the
  * FIFO of asynchronous collectives that hold them.
  *
- * The pool stays within the buffers the plan declares (the start-up memory
+ * The pool stays within the buffers the partition declares (the start-up memory
  * report). Requests come in the sizes of units, and the sizes one moment
  * needs are not the sizes an earlier moment left free: a request takes a
- * free buffer of at most twice its size, else a new buffer while the plan
+ * free buffer of at most twice its size, else a new buffer while the partition
  * has room, else space in a buffer that has room left (several small
  * requests share one large buffer, each carved from its unused end), and
  * only then are unused buffers released, smallest first, for a new one.
@@ -18,7 +18,7 @@
 
 #include "zero.h"
 
-uint64_t zero_planned_buffer_bytes(const zero *z) {
+uint64_t zero_buffer_bytes(const zero *z) {
     size_t per_layer = 0, gather_per_layer = 0;
     for (int32_t l = 0; l < z->n_layer_slots; l++) {
         size_t g = 0, q = 0;
@@ -49,7 +49,7 @@ static float *take(zero_buf *b, size_t numel) {
 }
 
 /* Free unused buffers, smallest first, until `numel` more floats fit the
- * plan (or nothing unused is left). */
+ * partition (or nothing unused is left). */
 static void release_unused(zero *z, size_t numel, uint64_t budget) {
     while (z->pool_bytes + numel * sizeof(float) > budget) {
         int32_t pick = -1;
@@ -67,14 +67,14 @@ float *zero_buf_get(zero *z, size_t numel) {
     /* Best fit among free buffers, so equal layers share buffers and a
      * gradient buffer serves a parameter gather of a like unit later; a
      * small need does not take a much larger one (a later large need would
-     * then allocate another) while the plan leaves room for its own. */
+     * then allocate another) while the partition leaves room for its own. */
     int32_t best = -1;
     for (int32_t i = 0; i < z->n_pool; i++)
         if (z->pool[i].refs == 0 && z->pool[i].numel >= numel &&
             (best < 0 || z->pool[i].numel < z->pool[best].numel))
             best = i;
     if (best >= 0 && z->pool[best].numel / 2 <= numel) return take(&z->pool[best], numel);
-    uint64_t budget = zero_planned_buffer_bytes(z);
+    uint64_t budget = zero_buffer_bytes(z);
     if (z->pool_bytes + numel * sizeof(float) > budget) {
         /* Share: the buffer with the least room that still fits (in use or not). */
         int32_t room = -1;

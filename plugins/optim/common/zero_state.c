@@ -44,7 +44,7 @@ static void zero_destroy(void *sp) {
     plait_optim_norm_free(h, &z->norm);
     if (z->tree) z->tree_api->destroy(z->tree);
     zero_pool_free(z);
-    zero_plan_free(z);
+    zero_partition_free(z);
     free(z->trace_prev);
     free(z->trace_cur);
     free(z);
@@ -107,12 +107,12 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     }
     if (st == PLAIT_OK) {
         z->compression = (plait_compression)v.i;
-        if (zero_stage == 3) st = host->config_get(init->config, section, "prefetch_layers", &v);
-    }
-    if (st == PLAIT_OK && zero_stage == 3) {
-        z->prefetch = (int)v.i;
         st = host->config_get(init->config, section, "param_gather", &v);
-        z->param_gather = v.i ? PLAIT_COMPRESS_BF16 : PLAIT_COMPRESS_NONE;
+    }
+    if (st == PLAIT_OK) {
+        z->param_gather = v.i && z->n > 1 ? PLAIT_COMPRESS_BF16 : PLAIT_COMPRESS_NONE;
+        if (zero_stage == 3) st = host->config_get(init->config, section, "prefetch_layers", &v);
+        if (st == PLAIT_OK && zero_stage == 3) z->prefetch = (int)v.i;
     }
     if (st == PLAIT_OK) {
         st = host->config_get(init->config, "parallel", "pp", &v);
@@ -141,7 +141,7 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     z->first_layer = -1;
     for (int32_t i = 0; i < z->params->n_params; i++)
         if (z->first_layer < 0 || z->params->params[i].layer < z->first_layer) z->first_layer = z->params->params[i].layer;
-    st = zero_plan(z);
+    st = zero_partition(z);
     if (st == PLAIT_OK && zero_stage == 3) st = zero_trace_seed(z);
     if (st == PLAIT_OK) {
         z->flight = calloc((size_t)z->max_inflight + 1, sizeof *z->flight);
@@ -229,7 +229,8 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
         if (!z->copy_gshard && !(z->copy_gshard = alloc_zeroed(z, z->copy_shard_numel, "tied gradient shards")))
             return PLAIT_ERR_NO_MEMORY;
     }
-    if (z->zero_stage == 3 && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards"))) return PLAIT_ERR_NO_MEMORY;
+    int masters = z->zero_stage == 3 || z->param_gather != PLAIT_COMPRESS_NONE;
+    if (masters && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards"))) return PLAIT_ERR_NO_MEMORY;
     if (z->compression == PLAIT_COMPRESS_ONEBIT && !z->residual && z->n > 1) {
         /* onebit's error feedback: a unit's reduce-scatter input, every unit */
         for (int32_t ui = 0; ui < z->n_units; ui++) {
@@ -245,7 +246,7 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
             z->tree_api->create(z->tree_numel, PLAIT_F32, PLAIT_SUM, z->micro_batches, tag, &z->tree);
         if (st != PLAIT_OK) return st;
     }
-    if (z->zero_stage == 3) {
+    if (masters) {
         const plait_param *absent = NULL, *present = NULL;
         if (read_slices(z, src, "param", z->pshard, &absent, &present) < 0) return PLAIT_ERR_PROTOCOL;
         if (absent)
@@ -267,6 +268,15 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
                             "foreign checkpoint)",
                             z->name, present_which, present->name, absent_which, absent->name);
     z->materialized = 1;
+    /* ZeRO-1/2 gathering in bf16: the core's copy becomes what every step
+     * leaves there, the gathered rounding of the slices, from the start; a
+     * resumed run (whose checkpoint holds the float32 slices) then computes
+     * with the values the uninterrupted run would have. Collective: every
+     * rank materializes at the same point. */
+    if (masters && z->zero_stage != 3) {
+        plait_status st = zero_gather_updated(z);
+        if (st != PLAIT_OK) return st;
+    }
     h->log(PLAIT_LOG_DEBUG, z->name,
            "DP rank %d/%d: %d units, %zu parameter elements, slices of %zu (%zu padding), state %s", z->rank, z->n,
            z->n_units, z->psi, S, S * (size_t)z->n - z->psi, present ? "restored" : "zero-initialised");
@@ -331,7 +341,7 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
     const float *base;
     int which_id;
     if (strcmp(which, "param") == 0) {
-        if (z->zero_stage != 3) return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
+        if (!z->pshard) return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
         base = z->pshard, which_id = 0;
     } else if (strcmp(which, "exp_avg") == 0) {
         base = z->state, which_id = 1;
@@ -379,11 +389,11 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     zero *z = sp;
     plait_optim_memory m = {.struct_size = sizeof m};
     uint64_t S = z->shard_numel, psi = z->psi;
-    m.param_bytes = 4 * (z->zero_stage == 3 ? S : psi);
+    m.param_bytes = 4 * (z->zero_stage == 3 ? S : psi + (z->pshard ? S : 0));
     m.grad_bytes = 4 * (z->zero_stage == 1 ? psi : S);
     m.state_bytes = 8 * S;
-    uint64_t pool = z->pool_bytes, plan = zero_planned_buffer_bytes(z);
-    m.buffer_bytes = pool > plan ? pool : plan;
+    uint64_t pool = z->pool_bytes, declared = zero_buffer_bytes(z);
+    m.buffer_bytes = pool > declared ? pool : declared;
     if (z->zero_stage == 1) {
         /* The core keeps the tied copies' own gradients. */
         for (int32_t ui = 0; ui < z->n_units; ui++)
@@ -392,8 +402,8 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
         m.buffer_bytes += 4 * (uint64_t)z->copy_shard_numel + 4 * (uint64_t)z->whole_numel;
         if (z->tree_mode) {
             uint64_t tree = z->tree ? z->tree_api->bytes(z->tree) : 0,
-                     tplan = (uint64_t)z->tree_api->max_levels(z->micro_batches) * 4 * z->tree_numel;
-            m.buffer_bytes += tree > tplan ? tree : tplan;
+                     tree_declared = (uint64_t)z->tree_api->max_levels(z->micro_batches) * 4 * z->tree_numel;
+            m.buffer_bytes += tree > tree_declared ? tree : tree_declared;
         }
     }
     m.buffer_bytes += 4 * (uint64_t)z->residual_numel; /* onebit's error feedback */
@@ -413,15 +423,15 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
         .destroy = zero_destroy                                                                     \
     }
 
-const plait_optim_ops zero_ops_stage1 = ZERO_OPS(1, PLAIT_OPTIM_REDUCES_GRADS);
-const plait_optim_ops zero_ops_stage2 = ZERO_OPS(2, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS);
-const plait_optim_ops zero_ops_stage3 =
+const plait_optim_ops zero1_ops = ZERO_OPS(1, PLAIT_OPTIM_REDUCES_GRADS);
+const plait_optim_ops zero2_ops = ZERO_OPS(2, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS);
+const plait_optim_ops zero3_ops =
     ZERO_OPS(3, PLAIT_OPTIM_REDUCES_GRADS | PLAIT_OPTIM_OWNS_GRADS | PLAIT_OPTIM_OWNS_PARAMS);
 
 static const char *const compression_choices[] = PLAIT_COMPRESSION_NAMES;
 static const char *const gather_choices[] = {"fp32", "bf16", NULL};
 
-const plait_key_decl zero_param_decls[5] = {
+const plait_key_decl zero_keys[5] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "25M", 4, 1099511627776.0,
      NULL, "largest unit of sharding: a layer's parameters are reduced, gathered and sharded in pieces of at most "
            "this size (a larger tensor is a piece alone)"},
@@ -431,9 +441,10 @@ const plait_key_decl zero_param_decls[5] = {
      compression_choices,
      "wire format of the gradient reduce-scatters: none (float32), bf16 (half the bytes), int8 (a quarter, "
      "per-block scales), onebit (1/21: signs and a scale per 64 values, with error feedback); sums stay float32"},
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "param_gather", PLAIT_KEY_ENUM, "fp32", 1, 0, gather_choices,
+     "wire format of the parameter all-gathers (zero3: before each layer; zero1/zero2: after the update): fp32, "
+     "or bf16 (half the bytes; the layers then compute with the bf16-rounded parameters while this rank's "
+     "float32 slice takes the update, and checkpoints hold the float32 values)"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "prefetch_layers", PLAIT_KEY_INT, "1", 0, 64, NULL,
      "layers whose parameter all-gather starts before their hook arrives (following the previous step's order)"},
-    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "param_gather", PLAIT_KEY_ENUM, "fp32", 1, 0, gather_choices,
-     "wire format of the parameter all-gathers before each layer: fp32, or bf16 (half the bytes; the layers then "
-     "compute with the bf16-rounded parameters, the shards and the update stay float32)"},
 };

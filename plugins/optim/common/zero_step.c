@@ -1,6 +1,6 @@
 /*
  * The ZeRO optimizer step (zero.h): exact global norm over every rank's
- * slices, clipping, the host's AdamW on this rank's slices, and (stages 1/2)
+ * slices, clipping, the host's AdamW on this rank's slices, and (ZeRO-1/2)
  * the all-gather of updated parameters into the core's storage.
  */
 #include <math.h>
@@ -14,11 +14,11 @@ static float *grad_ptr(zero *z, const zero_unit *u, const zero_seg *g) {
 }
 
 static float *param_ptr(zero *z, const zero_unit *u, const zero_seg *g) {
-    if (z->zero_stage == 3) return z->pshard + u->shard_off + (g->unit_off - zero_lo(z, u));
+    if (z->pshard) return z->pshard + u->shard_off + (g->unit_off - zero_lo(z, u));
     return z->params->params[g->param].data + g->param_off;
 }
 
-/* Stages 1/2: this rank's updated slice of unit u goes to every rank. */
+/* ZeRO-1/2: this rank's updated slice of unit u goes to every rank. */
 static plait_status start_ag(zero *z, int32_t ui) {
     zero_unit *u = &z->units[ui];
     plait_status st = zero_flight_room(z);
@@ -32,6 +32,7 @@ static plait_status start_ag(zero *z, int32_t ui) {
         z->host->kernels->copy(buf + g->unit_off, param_ptr(z, u, g), g->len);
     }
     plait_coll_opts o = plait_tensor_coll_opts(z->host, PLAIT_ALGO_AUTO, "zero parameter all-gather");
+    o.compression = (uint32_t)z->param_gather; /* every rank, this one too, gets the decoded values */
     plait_request *req = NULL;
     st = z->host->coll->allgather(z->dp, buf, buf, u->shard, PLAIT_F32, &o, &req);
     if (st != PLAIT_OK) {
@@ -39,6 +40,14 @@ static plait_status start_ag(zero *z, int32_t ui) {
         return st;
     }
     return zero_flight_push(z, ui, ZERO_FLIGHT_AG_STEP, buf, req);
+}
+
+plait_status zero_gather_updated(zero *z) {
+    plait_status st = PLAIT_OK;
+    for (int32_t ui = 0; ui < z->n_units && st == PLAIT_OK; ui++)
+        if (!z->units[ui].copy) st = start_ag(z, ui);
+    plait_status d = zero_flight_drain(z);
+    return st == PLAIT_OK ? d : st;
 }
 
 plait_status zero_ag_complete(zero *z, const zero_flight *f) {
@@ -101,11 +110,8 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
         }
     }
 
-    /* Stages 1/2: every rank needs every updated parameter. */
-    for (int32_t ui = 0; z->zero_stage != 3 && ui < z->n_units && st == PLAIT_OK; ui++)
-        if (!z->units[ui].copy) st = start_ag(z, ui);
-    plait_status d = zero_flight_drain(z);
-    if (st == PLAIT_OK) st = d;
+    /* ZeRO-1/2: every rank needs every updated parameter. */
+    st = z->zero_stage != 3 ? zero_gather_updated(z) : zero_flight_drain(z);
     if (st != PLAIT_OK) return st;
     if (z->zero_stage == 3) zero_trace_commit(z);
 

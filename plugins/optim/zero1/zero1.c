@@ -17,11 +17,11 @@ static const plait_plugin_desc zero1_desc = {
     .name = "zero1",
     .version = "1.0.0",
     .description = "AdamW with moments sharded over DP (ZeRO-1): gradients reduce-scattered, parameters all-gathered",
-    .params = zero_param_decls,
-    .n_params = 3,
-    .param_size = sizeof(plait_key_decl),
+    .keys = zero_keys,
+    .n_keys = 4,
+    .key_size = sizeof(plait_key_decl),
     .probe = NULL,
-    .ops = &zero_ops_stage1,
+    .ops = &zero1_ops,
     .uses = NULL,
 };
 

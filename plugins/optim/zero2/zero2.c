@@ -17,11 +17,11 @@ static const plait_plugin_desc zero2_desc = {
     .name = "zero2",
     .version = "1.0.0",
     .description = "AdamW with moments and gradients sharded over DP (ZeRO-2): per-layer reduce-scatter during backward",
-    .params = zero_param_decls,
-    .n_params = 3,
-    .param_size = sizeof(plait_key_decl),
+    .keys = zero_keys,
+    .n_keys = 4,
+    .key_size = sizeof(plait_key_decl),
     .probe = NULL,
-    .ops = &zero_ops_stage2,
+    .ops = &zero2_ops,
     .uses = NULL,
 };
 

@@ -17,11 +17,11 @@ static const plait_plugin_desc zero3_desc = {
     .name = "zero3",
     .version = "1.0.0",
     .description = "AdamW with moments, gradients and parameters sharded over DP (ZeRO-3): per-layer all-gather with prefetch",
-    .params = zero_param_decls,
-    .n_params = 5,
-    .param_size = sizeof(plait_key_decl),
+    .keys = zero_keys,
+    .n_keys = 5,
+    .key_size = sizeof(plait_key_decl),
     .probe = NULL,
-    .ops = &zero_ops_stage3,
+    .ops = &zero3_ops,
     .uses = NULL,
 };
 

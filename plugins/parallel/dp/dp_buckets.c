@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-plait_status dp_buckets_plan(const plait_host *host, plait_param_set *set, const uint8_t *skip,
+plait_status dp_buckets_build(const plait_host *host, plait_param_set *set, const uint8_t *skip,
                              size_t bucket_bytes, dp_buckets *out) {
     memset(out, 0, sizeof *out);
     out->params = set;
@@ -12,7 +12,7 @@ plait_status dp_buckets_plan(const plait_host *host, plait_param_set *set, const
     out->param_bucket = calloc((size_t)set->n_params, sizeof *out->param_bucket);
     if (!out->b || !out->param_bucket) {
         dp_buckets_free(out);
-        return host->set_error(PLAIT_ERR_NO_MEMORY, "dp: out of memory planning buckets");
+        return host->set_error(PLAIT_ERR_NO_MEMORY, "dp: out of memory building buckets");
     }
     size_t limit = bucket_bytes / sizeof(float);
     if (limit == 0) limit = 1;

@@ -110,8 +110,8 @@ static plait_status dp_plan(void *state, plait_plan *plan) {
 
 /* A host buffer for staged reads of tensor memory (start-up and debug
  * paths only). NULL with the message set. */
-static float *stage_alloc(const plait_host *host) {
-    return host->alloc(PLAIT_TENSOR_STAGE_FLOATS * sizeof(float), PLAIT_MEM_HOST_PINNED, 64, "dp staging");
+static float *staging_alloc(const plait_host *host) {
+    return host->alloc(PLAIT_TENSOR_STAGING_FLOATS * sizeof(float), PLAIT_MEM_HOST_PINNED, 64, "dp staging");
 }
 
 /* FNV-1a over the parameter bytes: cheap, and any difference between replicas
@@ -119,20 +119,20 @@ static float *stage_alloc(const plait_host *host) {
  * the host in chunks through the device's copy. */
 static plait_status params_checksum(const plait_host *host, const plait_param_set *set, uint64_t *out) {
     uint64_t h = 1469598103934665603ull;
-    float *stage = stage_alloc(host);
-    if (!stage) return PLAIT_ERR_NO_MEMORY;
+    float *staging = staging_alloc(host);
+    if (!staging) return PLAIT_ERR_NO_MEMORY;
     plait_status st = PLAIT_OK;
     for (int32_t i = 0; i < set->n_params && st == PLAIT_OK; i++) {
         if (!set->params[i].data) continue; /* held in shards by the optimizer (ZeRO-3) */
-        for (size_t at = 0; at < set->params[i].numel && st == PLAIT_OK; at += PLAIT_TENSOR_STAGE_FLOATS) {
+        for (size_t at = 0; at < set->params[i].numel && st == PLAIT_OK; at += PLAIT_TENSOR_STAGING_FLOATS) {
             size_t n = set->params[i].numel - at;
-            if (n > PLAIT_TENSOR_STAGE_FLOATS) n = PLAIT_TENSOR_STAGE_FLOATS;
-            st = plait_tensor_to_host(host, stage, set->params[i].data + at, n);
-            const unsigned char *p = (const unsigned char *)stage;
+            if (n > PLAIT_TENSOR_STAGING_FLOATS) n = PLAIT_TENSOR_STAGING_FLOATS;
+            st = plait_tensor_to_host(host, staging, set->params[i].data + at, n);
+            const unsigned char *p = (const unsigned char *)staging;
             for (size_t k = 0; st == PLAIT_OK && k < n * sizeof(float); k++) h = (h ^ p[k]) * 1099511628211ull;
         }
     }
-    host->free(stage);
+    host->free(staging);
     *out = h;
     return st;
 }
@@ -153,21 +153,21 @@ static plait_status perturb_replica(const dp_state *s, plait_param_set *set) {
     const plait_host *host = s->host;
     if (s->mesh->dp_rank == 0) return PLAIT_OK;
     float delta = 0.01f * (float)s->mesh->dp_rank;
-    float *stage = stage_alloc(host);
-    if (!stage) return PLAIT_ERR_NO_MEMORY;
+    float *staging = staging_alloc(host);
+    if (!staging) return PLAIT_ERR_NO_MEMORY;
     plait_status st = PLAIT_OK;
     for (int32_t i = 0; i < set->n_params && st == PLAIT_OK; i++) {
         if (!owns_storage(set, i)) continue;
-        for (size_t at = 0; at < set->params[i].numel && st == PLAIT_OK; at += PLAIT_TENSOR_STAGE_FLOATS) {
+        for (size_t at = 0; at < set->params[i].numel && st == PLAIT_OK; at += PLAIT_TENSOR_STAGING_FLOATS) {
             size_t n = set->params[i].numel - at;
-            if (n > PLAIT_TENSOR_STAGE_FLOATS) n = PLAIT_TENSOR_STAGE_FLOATS;
+            if (n > PLAIT_TENSOR_STAGING_FLOATS) n = PLAIT_TENSOR_STAGING_FLOATS;
             float *v = set->params[i].data + at;
-            st = plait_tensor_to_host(host, stage, v, n);
-            for (size_t k = 0; st == PLAIT_OK && k < n; k++) stage[k] += delta;
-            if (st == PLAIT_OK) st = plait_tensor_from_host(host, v, stage, n);
+            st = plait_tensor_to_host(host, staging, v, n);
+            for (size_t k = 0; st == PLAIT_OK && k < n; k++) staging[k] += delta;
+            if (st == PLAIT_OK) st = plait_tensor_from_host(host, v, staging, n);
         }
     }
-    host->free(stage);
+    host->free(staging);
     host->log(PLAIT_LOG_WARN, "dp", "debug_perturb_replicas: DP rank %d shifted its parameters by %g %s the broadcast",
               s->mesh->dp_rank, (double)delta, s->perturb == PERTURB_BEFORE ? "before" : "after");
     return st;
@@ -210,7 +210,7 @@ static plait_status broadcast_and_verify(dp_state *s, plait_param_set *set) {
  * (copy, original) and is left out of the buckets (*skip, one flag per
  * parameter, caller frees). A copy whose original sits on another pipeline
  * stage is summed over the embedding group first and reduced as usual. */
-static plait_status plan_folds(dp_state *s, const plait_param_set *set, uint8_t **skip) {
+static plait_status find_folds(dp_state *s, const plait_param_set *set, uint8_t **skip) {
     const plait_host *host = s->host;
     *skip = calloc((size_t)set->n_params + 1, 1);
     s->folds = calloc((size_t)set->n_params + 1, sizeof *s->folds);
@@ -265,10 +265,10 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     if (!s->reduce) return PLAIT_OK;
     uint8_t *skip = NULL;
     if (!s->deterministic) {
-        st = plan_folds(s, bind->params, &skip);
+        st = find_folds(s, bind->params, &skip);
         if (st != PLAIT_OK) return st;
     }
-    st = dp_buckets_plan(host, bind->params, skip, s->bucket_bytes, &s->buckets);
+    st = dp_buckets_build(host, bind->params, skip, s->bucket_bytes, &s->buckets);
     free(skip);
     if (st != PLAIT_OK) return st;
     if (plait_tensor_kind(host) != PLAIT_MEM_HOST && PLAIT_DEVICE_HAS_EVENTS(host->device))
@@ -417,7 +417,7 @@ static const plait_parallel_ops dp_ops = {
     .destroy = dp_destroy,
 };
 
-static const plait_key_decl dp_params[] = {
+static const plait_key_decl dp_keys[] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "bucket_size", PLAIT_KEY_BYTES, "25M", 4, 1099511627776.0,
      NULL, "gradient bucket size; each bucket's all-reduce starts once its gradients are final"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "overlap", PLAIT_KEY_BOOL, "true", 1, 0, NULL,
@@ -445,9 +445,9 @@ static const plait_plugin_desc dp_desc = {
     .name = "dp",
     .version = "0.1.0",
     .description = "data parallelism: replicas, bucketed gradient all-reduce overlapped with backward",
-    .params = dp_params,
-    .n_params = sizeof dp_params / sizeof dp_params[0],
-    .param_size = sizeof(plait_key_decl),
+    .keys = dp_keys,
+    .n_keys = sizeof dp_keys / sizeof dp_keys[0],
+    .key_size = sizeof(plait_key_decl),
     .ops = &dp_ops,
 };
 

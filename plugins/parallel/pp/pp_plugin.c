@@ -26,7 +26,7 @@
 
 static const char *const schedule_choices[] = {"gpipe", "1f1b", "interleaved", "zb1", NULL};
 
-static const plait_key_decl pp_params[] = {
+static const plait_key_decl pp_keys[] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "schedule", PLAIT_KEY_ENUM, "1f1b", 1, 0,
      schedule_choices,
      "pipeline schedule: gpipe (all forward, then all backward), 1f1b, interleaved (needs "
@@ -357,9 +357,9 @@ static const plait_plugin_desc pp_desc = {
     .name = "pp",
     .version = "0.1.0",
     .description = "pipeline parallelism: contiguous stages, gpipe / 1f1b / interleaved / zb1 schedules",
-    .params = pp_params,
-    .n_params = sizeof pp_params / sizeof pp_params[0],
-    .param_size = sizeof(plait_key_decl),
+    .keys = pp_keys,
+    .n_keys = sizeof pp_keys / sizeof pp_keys[0],
+    .key_size = sizeof(plait_key_decl),
     .probe = NULL,
     .ops = &pp_ops,
     .uses = NULL,

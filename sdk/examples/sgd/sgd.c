@@ -162,7 +162,7 @@ static const plait_optim_ops sgd_ops = {
     .destroy = sgd_destroy,
 };
 
-static const plait_key_decl sgd_params[] = {
+static const plait_key_decl sgd_keys[] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "momentum", PLAIT_KEY_FLOAT, "0.9", 0, 1, NULL,
      "momentum factor"},
 };
@@ -176,9 +176,9 @@ static const plait_plugin_desc sgd_desc = {
     .name = "sgd",
     .version = "1.2.0",
     .description = "SGD with momentum, schedule and clipping (example out-of-tree plugin)",
-    .params = sgd_params,
-    .n_params = 1,
-    .param_size = sizeof(plait_key_decl),
+    .keys = sgd_keys,
+    .n_keys = 1,
+    .key_size = sizeof(plait_key_decl),
     .ops = &sgd_ops,
 };
 

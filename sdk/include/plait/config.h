@@ -42,7 +42,7 @@ typedef enum plait_key_flag {
  * what it needs at load time, so the array only has to live as long as the
  * plugin stays loaded. Later ABI minors may append fields; the core reads at
  * most `struct_size` bytes of each element and steps through the array by
- * the descriptor's `param_size`. */
+ * the descriptor's `key_size`. */
 typedef struct plait_key_decl {
     uint32_t struct_size;      /* sizeof(plait_key_decl) as compiled by the declarer */
     uint32_t flags;            /* PLAIT_KEY_* (plait_key_flag) */

@@ -78,30 +78,35 @@ static inline plait_coll_opts plait_tensor_coll_opts(const plait_host *host, pla
 }
 
 /* Floats a staged transfer moves at once (4 MiB of host memory). */
-#define PLAIT_TENSOR_STAGE_FLOATS ((size_t)1 << 20)
+#define PLAIT_TENSOR_STAGING_FLOATS ((size_t)1 << 20)
+/* Its SDK 1.3 name ("stage" alone names a pipeline stage); hidden with the
+ * SDK 1.0 names by PLAIT_NO_SDK_1_0_NAMES. */
+#ifndef PLAIT_NO_SDK_1_0_NAMES
+#define PLAIT_TENSOR_STAGE_FLOATS PLAIT_TENSOR_STAGING_FLOATS
+#endif
 
 /* Read elements [offset, offset+count) of tensor `which` of parameter
  * `index` from a value source (which writes host memory: initial values,
  * a checkpoint) into tensor memory `dst`. On a device whose memory is not
  * host memory the values pass through a host buffer of at most
- * PLAIT_TENSOR_STAGE_FLOATS; on host memory the source writes `dst`
+ * PLAIT_TENSOR_STAGING_FLOATS; on host memory the source writes `dst`
  * directly. Returns the source's status: PLAIT_ERR_UNSUPPORTED means the
  * source lacks the tensor (dst may then be partly written: fill it). */
 static inline plait_status plait_tensor_read(const plait_host *host, const plait_value_source *src, int32_t index,
                                              const char *which, size_t offset, size_t count, float *dst) {
     if (!src || !src->read) return PLAIT_ERR_UNSUPPORTED;
     if (plait_tensor_kind(host) == PLAIT_MEM_HOST) return src->read(src->ctx, index, which, offset, count, dst);
-    size_t chunk = count < PLAIT_TENSOR_STAGE_FLOATS ? count : PLAIT_TENSOR_STAGE_FLOATS;
-    float *stage = (float *)host->alloc((chunk ? chunk : 1) * sizeof(float), PLAIT_MEM_HOST_PINNED, 64,
+    size_t chunk = count < PLAIT_TENSOR_STAGING_FLOATS ? count : PLAIT_TENSOR_STAGING_FLOATS;
+    float *staging = (float *)host->alloc((chunk ? chunk : 1) * sizeof(float), PLAIT_MEM_HOST_PINNED, 64,
                                         "device staging");
-    if (!stage) return PLAIT_ERR_NO_MEMORY;
+    if (!staging) return PLAIT_ERR_NO_MEMORY;
     plait_status st = PLAIT_OK;
     for (size_t done = 0; done < count && st == PLAIT_OK; done += chunk) {
         size_t n = count - done < chunk ? count - done : chunk;
-        st = src->read(src->ctx, index, which, offset + done, n, stage);
-        if (st == PLAIT_OK) st = plait_tensor_from_host(host, dst + done, stage, n);
+        st = src->read(src->ctx, index, which, offset + done, n, staging);
+        if (st == PLAIT_OK) st = plait_tensor_from_host(host, dst + done, staging, n);
     }
-    host->free(stage);
+    host->free(staging);
     return st;
 }
 

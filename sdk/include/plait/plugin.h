@@ -76,11 +76,29 @@ typedef struct plait_plugin_desc {
     const char *version;           /* the plugin's own version, e.g. "1.2.0" */
     const char *description;       /* one line for `plait plugins` */
 
-    /* Keys of the plugin's own section "[<kind>.<name>]". `param_size` is
-     * sizeof(plait_key_decl) as compiled by the plugin. */
-    const plait_key_decl *params;
-    uint32_t n_params;
-    uint32_t param_size;
+    /* Keys of the plugin's own section "[<kind>.<name>]". `key_size` is
+     * sizeof(plait_key_decl) as compiled by the plugin. (SDK 1.0 called
+     * these fields params, n_params and param_size, which stay as aliases
+     * of the same fields unless PLAIT_NO_SDK_1_0_NAMES is defined: "param"
+     * is a model tensor.) */
+#ifdef PLAIT_NO_SDK_1_0_NAMES
+    const plait_key_decl *keys;
+    uint32_t n_keys;
+    uint32_t key_size;
+#else
+    union {
+        const plait_key_decl *keys;
+        const plait_key_decl *params;
+    };
+    union {
+        uint32_t n_keys;
+        uint32_t n_params;
+    };
+    union {
+        uint32_t key_size;
+        uint32_t param_size;
+    };
+#endif
 
     /* Is the plugin usable on this machine? Called by `plait plugins` and
      * before selection. Returns PLAIT_OK, or PLAIT_ERR_UNSUPPORTED with the

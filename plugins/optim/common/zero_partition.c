@@ -16,7 +16,7 @@ static int has_local_copy(const plait_param_set *set, int32_t i) {
 }
 
 static plait_status nomem(zero *z) {
-    return z->host->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory planning shards", z->name);
+    return z->host->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory partitioning shards", z->name);
 }
 
 /* CSR map layer -> units, from a per-unit predicate listing. */
@@ -48,7 +48,7 @@ static plait_status build_layer_map(zero *z, int gather, int32_t **first_out, in
     return PLAIT_OK;
 }
 
-plait_status zero_plan(zero *z) {
+plait_status zero_partition(zero *z) {
     const plait_host *h = z->host;
     plait_param_set *set = z->params;
     int32_t np = set->n_params;
@@ -145,7 +145,7 @@ plait_status zero_plan(zero *z) {
     return st;
 }
 
-void zero_plan_free(zero *z) {
+void zero_partition_free(zero *z) {
     free(z->units);
     free(z->unit_of_param);
     free(z->param_off);

@@ -1,8 +1,9 @@
 /*
- * The executable model: creation from a plan (which layers, which slices),
- * activation slots, and the layer-at-a-time entry points of model.h. The
- * layer bodies are in gpt_layers.c (embedding, attention, head) and mlp.c
- * (the MLP half of a block, which is the whole block of the MLP arch).
+ * The executable model of both architectures (gpt and mlp): creation from a
+ * plan (which layers, which slices) and the layer-at-a-time entry points of
+ * model.h. Activation memory is model_slots.c; the layer bodies are
+ * gpt_layers.c (embedding, attention, head) and mlp.c (the MLP half of a
+ * block, which is the whole block of the MLP arch).
  */
 #include <math.h>
 #include <stddef.h>
@@ -14,10 +15,6 @@
 #include "model/model_internal.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
-
-#define ALIGN_FLOATS 16 /* 64-byte alignment of every buffer inside a slot */
-
-static size_t align_up(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS; }
 
 static const char *layer_name(const plait_model *m, int32_t layer) {
     return m->desc->layers[layer].name;
@@ -55,9 +52,9 @@ plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *w
 
 /* ---- creation ------------------------------------------------------------ */
 
-static plait_status check_params(plait_model *m, const plait_model_layout *lay) {
+static plait_status check_params(plait_model *m, const plait_model_create_args *args) {
     const plait_model_desc *d = m->desc;
-    const plait_param_set *ps = lay->params;
+    const plait_param_set *ps = args->params;
     for (int32_t i = 0; i < ps->n_params; i++) {
         plait_param *p = &ps->params[i];
         if (p->index < 0 || p->index >= d->spec.n_params)
@@ -78,7 +75,7 @@ static plait_status check_params(plait_model *m, const plait_model_layout *lay) 
                                    "parameter set",
                                    g->name, layer_name(m, g->layer));
         plait_param expect = *g;
-        plait_status st = plait_param_apply_shard(&expect, &lay->plan->shards[gi]);
+        plait_status st = plait_param_apply_shard(&expect, &args->plan->shards[gi]);
         if (st != PLAIT_OK) return plait_wrap_error(st, "model");
         if (expect.numel != m->param[gi]->numel)
             return plait_set_error(PLAIT_ERR_INVALID_ARG,
@@ -123,7 +120,7 @@ static plait_status check_params(plait_model *m, const plait_model_layout *lay) 
         for (int32_t gi = 0; gi < d->spec.n_params; gi++) {
             const plait_param *g = &d->params[gi];
             if (!m->local_layer[g->layer] || g->tp_role == PLAIT_TP_REPLICATE) continue;
-            const plait_shard *sh = &lay->plan->shards[gi];
+            const plait_shard *sh = &args->plan->shards[gi];
             if (sh->dim < 0 || sh->parts != m->tp || sh->index != m->tp_rank)
                 return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                        "model: parameter %s is not split like the others (%d "
@@ -171,15 +168,15 @@ static plait_status derive_sizes(plait_model *m) {
     return PLAIT_OK;
 }
 
-plait_status plait_model_create(const plait_model_desc *desc, const plait_model_layout *layout,
+plait_status plait_model_create(const plait_model_desc *desc, const plait_model_create_args *args,
                                 plait_model **out) {
     *out = NULL;
-    const plait_plan *plan = layout ? layout->plan : NULL;
-    if (!plan || !layout->params || layout->max_slots < 1 || !plan->shards ||
+    const plait_plan *plan = args ? args->plan : NULL;
+    if (!plan || !args->params || args->max_slots < 1 || !plan->shards ||
         !plan->layer_stage || plan->n_params != desc->spec.n_params ||
         plan->n_layers != desc->spec.n_layers)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "model: the layout needs a plan for %d parameters and %d layers, "
+                               "model: creating it needs a plan for %d parameters and %d layers, "
                                "a parameter set and at least one activation slot",
                                (int)desc->spec.n_params, (int)desc->spec.n_layers);
     plait_model *m = calloc(1, sizeof *m);
@@ -188,10 +185,10 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     m->k = plait_device_kernels();
     m->plan = plan;
     m->tp_ops = plan->tp_ops;
-    m->stage = layout->stage;
+    m->stage = args->stage;
     m->n_layers = desc->spec.n_layers;
-    m->max_slots = layout->max_slots;
-    m->split = layout->split_backward != 0;
+    m->max_slots = args->max_slots;
+    m->split = args->split_backward != 0;
     m->param = calloc((size_t)desc->spec.n_params, sizeof *m->param);
     m->local_layer = calloc((size_t)m->n_layers, 1);
     m->slots = calloc((size_t)m->max_slots, sizeof *m->slots);
@@ -202,7 +199,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
         goto fail;
     }
     for (int32_t l = 0; l < m->n_layers; l++) m->local_layer[l] = plan->layer_stage[l] == m->stage;
-    st = check_params(m, layout);
+    st = check_params(m, args);
     if (st == PLAIT_OK) st = derive_sizes(m);
     if (st != PLAIT_OK) goto fail;
     m->loss_scale = 1.0f / (float)(m->B * m->T);
@@ -213,44 +210,10 @@ fail:
     return st;
 }
 
-plait_status plait_model_slot_layers(plait_model *m, int32_t slot, int32_t first, int32_t last) {
-    if (slot < 0 || slot >= m->max_slots || first < 0 || last >= m->n_layers || first > last)
-        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: slot %d cannot hold layers %d..%d (%d slots, %d layers)",
-                               (int)slot, (int)first, (int)last, (int)m->max_slots, (int)m->n_layers);
-    model_slot *s = &m->slots[slot];
-    if (s->ranged && s->first == first && s->last == last) return PLAIT_OK;
-    if (s->allocated)
-        return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "model: slot %d is already laid out for layers %d..%d; it cannot change to %d..%d",
-                               (int)slot, s->ranged ? (int)s->first : 0,
-                               s->ranged ? (int)s->last : (int)m->n_layers - 1, (int)first, (int)last);
-    s->ranged = 1;
-    s->first = first;
-    s->last = last;
-    return PLAIT_OK;
-}
-
-static void slot_release(plait_model *m, model_slot *s) {
-    if (s->mem) {
-        plait_device_free(s->mem);
-        m->act_bytes -= s->mem_bytes;
-    }
-    free(s->bound);
-    free(s->blocks);
-    free(s->wg);
-    free(s->weight_due);
-    int ranged = s->ranged;
-    int32_t first = s->first, last = s->last;
-    memset(s, 0, sizeof *s);
-    s->ranged = ranged; /* the range outlives a failed allocation */
-    s->first = first;
-    s->last = last;
-}
-
 void plait_model_free(plait_model *m) {
     if (!m) return;
     if (m->slots)
-        for (int32_t i = 0; i < m->max_slots; i++) slot_release(m, &m->slots[i]);
+        for (int32_t i = 0; i < m->max_slots; i++) plait_model_slot_release(m, &m->slots[i]);
     plait_device_free(m->scratch);
     plait_device_free(m->rc_mem);
     plait_device_free(m->loss_dev);
@@ -260,189 +223,12 @@ void plait_model_free(plait_model *m) {
     free(m);
 }
 
-/* ---- activation slots ---------------------------------------------------- */
-
-/* Lays out (or, with base == NULL, just measures) everything one slot holds
- * for this rank's layers. Returns the float count. */
-/* 1 if slot s holds what layer l saves: a local layer inside the slot's
- * range (every local layer when the slot is not ranged). */
-static int slot_has(const plait_model *m, const model_slot *s, int64_t l) {
-    if (l < 0 || l >= m->n_layers || !m->local_layer[l]) return 0;
-    return !s->ranged || (l >= s->first && l <= s->last);
-}
-
-/* A block's stash for its weight half (block_grads): in the slot's own
- * buffers that the input half leaves dead where there are such (recompute
- * none: c_attn's and c_fc's outputs, the attention probabilities when they
- * hold two residual-stream tensors), the rest laid out from `base` (NULL:
- * just measure). Returns the floats taken from base. */
-static size_t stash_layout(plait_model *m, block_acts *a, block_grads *g, float *base) {
-    const int64_t BT = m->B * m->T, C = m->C;
-    const int gpt = m->desc->is_gpt, none = m->desc->recompute == PLAIT_RECOMPUTE_NONE;
-    const int att_room = gpt && none && m->NHl * m->T >= 2 * C;
-    size_t off = 0;
-#define STASH(ptr, n)                                                  \
-    do {                                                               \
-        if (base) (ptr) = base + off;                                  \
-        off += align_up((size_t)(n));                                  \
-    } while (0)
-    STASH(g->dy, BT * C);
-    STASH(g->dln2, BT * C);
-    if (none) g->dfch = a->fch;
-    else STASH(g->dfch, BT * m->Fl);
-    if (gpt) {
-        if (none) g->dqkv = a->qkv;
-        else STASH(g->dqkv, BT * 3 * m->Cl);
-        if (att_room) {
-            g->dres2 = a->att;
-            g->dln1 = a->att ? a->att + BT * C : NULL;
-        } else {
-            STASH(g->dres2, BT * C);
-            STASH(g->dln1, BT * C);
-        }
-    }
-#undef STASH
-    return off;
-}
-
-static size_t slot_layout(plait_model *m, model_slot *s, float *base) {
-    const int64_t BT = m->B * m->T, C = m->C, L = m->desc->n_layer;
-    size_t off = 0;
-#define TAKE(ptr, n)                                                   \
-    do {                                                               \
-        if (base) (ptr) = (void *)(base + off);                        \
-        off += align_up((size_t)(n));                                  \
-    } while (0)
-    TAKE(s->tokens, BT);
-    TAKE(s->targets, BT);
-    TAKE(s->gbuf[0], BT * C);
-    TAKE(s->gbuf[1], BT * C);
-    for (int64_t l = 0; l <= L; l++)
-        if (slot_has(m, s, l) || slot_has(m, s, l + 1)) TAKE(s->bound[l], BT * C);
-    for (int64_t l = 1; l <= L; l++) {
-        if (!slot_has(m, s, l)) continue;
-        block_acts *a = &s->blocks[l - 1];
-        /* the parts [model] recompute drops point at the shared buffers */
-#define KEEP(field, n)                                                     \
-    do {                                                                   \
-        if (plait_recompute_keeps(m, offsetof(block_acts, field))) TAKE(a->field, n); \
-    } while (0)
-        if (m->desc->is_gpt) {
-            KEEP(ln1, BT * C);
-            KEEP(ln1_mean, BT);
-            KEEP(ln1_rstd, BT);
-            KEEP(qkv, BT * 3 * m->Cl);
-            KEEP(att, m->B * m->NHl * m->T * m->T);
-            KEEP(atty, BT * m->Cl);
-            KEEP(res2, BT * C);
-        }
-        KEEP(ln2, BT * C);
-        KEEP(ln2_mean, BT);
-        KEEP(ln2_rstd, BT);
-        KEEP(fch, BT * m->Fl);
-        KEEP(fcg, BT * m->Fl);
-#undef KEEP
-        if (base) plait_recompute_share(m, a);
-        if (m->split) off += stash_layout(m, a, &s->wg[l - 1], base ? base + off : NULL);
-    }
-    if (slot_has(m, s, L + 1)) {
-        TAKE(s->lnf, BT * C);
-        TAKE(s->lnf_mean, BT);
-        TAKE(s->lnf_rstd, BT);
-        TAKE(s->logits, BT * m->Vl);
-        TAKE(s->lse, BT);
-        TAKE(s->sumexp, BT);
-        TAKE(s->losses, BT);
-        if (m->split) TAKE(s->head_dln, BT * C);
-    }
-#undef TAKE
-    return off;
-}
-
-/* The shared recompute buffers (recompute.c), allocated with the first slot. */
-static plait_status recompute_get(plait_model *m) {
-    size_t n = plait_recompute_floats(m);
-    if (m->rc_mem || n == 0) return PLAIT_OK;
-    m->rc_mem = plait_device_alloc(n * sizeof(float), "activations");
-    if (!m->rc_mem) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: recompute buffers");
-    m->rc_bytes = n * sizeof(float);
-    m->act_bytes += m->rc_bytes;
-    plait_recompute_layout(m, m->rc_mem);
-    return PLAIT_OK;
-}
-
-static plait_status slot_get(plait_model *m, int32_t slot, model_slot **out) {
-    if (slot < 0 || slot >= m->max_slots)
-        return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "model: activation slot %d out of range (the layout allows %d)",
-                               (int)slot, (int)m->max_slots);
-    model_slot *s = &m->slots[slot];
-    if (!s->allocated) {
-        plait_status st = recompute_get(m);
-        if (st != PLAIT_OK) return st;
-        s->bound = calloc((size_t)m->desc->n_layer + 1, sizeof *s->bound);
-        s->blocks = calloc((size_t)m->desc->n_layer + 1, sizeof *s->blocks);
-        if (m->split) {
-            s->wg = calloc((size_t)m->desc->n_layer + 1, sizeof *s->wg);
-            s->weight_due = calloc((size_t)m->n_layers, 1);
-        }
-        if (!s->bound || !s->blocks || (m->split && (!s->wg || !s->weight_due))) {
-            slot_release(m, s);
-            return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
-        }
-        size_t n = slot_layout(m, s, NULL);
-        s->mem_bytes = n * sizeof(float);
-        s->mem = plait_device_alloc(s->mem_bytes, "activations");
-        if (!s->mem) {
-            s->mem_bytes = 0;
-            slot_release(m, s);
-            return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: activation slot %d", (int)slot);
-        }
-        m->act_bytes += s->mem_bytes;
-        slot_layout(m, s, s->mem);
-        s->allocated = 1;
-    }
-    *out = s;
-    return PLAIT_OK;
-}
-
-/* Backward scratch shared by all layers and slots. */
-static plait_status scratch_get(plait_model *m) {
-    if (m->scratch) return PLAIT_OK;
-    const int64_t BT = m->B * m->T;
-    size_t sizes[6] = {align_up((size_t)(BT * m->C)),
-                       align_up((size_t)(BT * m->Fl)),
-                       align_up((size_t)(BT * m->Cl)),
-                       align_up((size_t)(BT * 3 * m->Cl)),
-                       m->desc->is_gpt ? align_up((size_t)(m->B * m->NHl * m->T * m->T)) : 0,
-                       align_up((size_t)(3 * BT))};
-    size_t total = 0;
-    for (int i = 0; i < 6; i++) total += sizes[i];
-    m->scratch = plait_device_alloc(total * sizeof(float), "activations");
-    if (!m->scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: backward scratch");
-    m->scratch_bytes = total * sizeof(float);
-    m->act_bytes += m->scratch_bytes;
-    float *p = m->scratch;
-    m->s_dln = p;
-    p += sizes[0];
-    m->s_dfc = p;
-    p += sizes[1];
-    m->s_datty = p;
-    p += sizes[2];
-    m->s_dqkv = p;
-    p += sizes[3];
-    m->s_datt = p;
-    p += sizes[4];
-    m->s_rows = p;
-    return PLAIT_OK;
-}
-
 /* ---- entry points -------------------------------------------------------- */
 
 plait_status plait_model_set_batch(plait_model *m, int32_t slot, const int32_t *tokens,
                                    const int32_t *targets) {
     model_slot *s = NULL;
-    plait_status st = slot_get(m, slot, &s);
+    plait_status st = plait_model_slot_get(m, slot, &s);
     if (st != PLAIT_OK) return st;
     const int64_t n = m->B * m->T;
     for (int pass = 0; pass < 2; pass++) {
@@ -477,7 +263,7 @@ static plait_status check_layer(plait_model *m, int32_t layer, const char *what)
 }
 
 static plait_status check_slot_layer(plait_model *m, const model_slot *s, int32_t slot, int32_t layer) {
-    if (slot_has(m, s, layer)) return PLAIT_OK;
+    if (plait_model_slot_has(m, s, layer)) return PLAIT_OK;
     return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: activation slot %d holds layers %d..%d, not layer %d",
                            (int)slot, (int)s->first, (int)s->last, (int)layer);
 }
@@ -485,7 +271,7 @@ static plait_status check_slot_layer(plait_model *m, const model_slot *s, int32_
 plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t slot) {
     model_slot *s = NULL;
     plait_status st = check_layer(m, layer, "forward");
-    if (st == PLAIT_OK) st = slot_get(m, slot, &s);
+    if (st == PLAIT_OK) st = plait_model_slot_get(m, slot, &s);
     if (st == PLAIT_OK) st = check_slot_layer(m, s, slot, layer);
     if (st != PLAIT_OK) return st;
     /* the forward writes what the pending weight half reads */
@@ -510,9 +296,9 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
     static const char *const what[] = {"", "input half of the backward", "weight half of the backward", "backward"};
     model_slot *s = NULL;
     plait_status st = check_layer(m, layer, what[part]);
-    if (st == PLAIT_OK) st = slot_get(m, slot, &s);
+    if (st == PLAIT_OK) st = plait_model_slot_get(m, slot, &s);
     if (st == PLAIT_OK) st = check_slot_layer(m, s, slot, layer);
-    if (st == PLAIT_OK) st = scratch_get(m);
+    if (st == PLAIT_OK) st = plait_model_scratch_get(m);
     if (st != PLAIT_OK) return st;
     if (part != BWD_ALL && !m->split)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
@@ -578,13 +364,13 @@ const float *plait_model_logits(const plait_model *m, int32_t slot) {
 
 float *plait_model_boundary(plait_model *m, int32_t slot, int32_t layer) {
     model_slot *s = NULL;
-    if (layer < 0 || layer > m->desc->n_layer || slot_get(m, slot, &s) != PLAIT_OK) return NULL;
+    if (layer < 0 || layer > m->desc->n_layer || plait_model_slot_get(m, slot, &s) != PLAIT_OK) return NULL;
     return s->bound[layer];
 }
 
 float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer) {
     model_slot *s = NULL;
-    if (layer < 0 || layer > m->desc->n_layer || slot_get(m, slot, &s) != PLAIT_OK) return NULL;
+    if (layer < 0 || layer > m->desc->n_layer || plait_model_slot_get(m, slot, &s) != PLAIT_OK) return NULL;
     return s->gbuf[layer & 1];
 }
 

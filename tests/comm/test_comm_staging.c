@@ -440,7 +440,7 @@ static void pipe_main(int rank, void *arg) {
     fake_device_upload(d, h, bytes);
     plait_coll_opts o = {.struct_size = sizeof o, .mem_kind = PLAIT_MEM_CUDA};
     p->sh->st[rank] = api->allreduce(w, d, d, count, PLAIT_F32, PLAIT_SUM, &o, NULL);
-    plait_stage_counts(w->stage, &p->copies[rank], &p->overlapped[rank]);
+    plait_staging_counts(w->staging, &p->copies[rank], &p->overlapped[rank]);
     plait_comm_free(w);
     fake_device_free(d);
     free(h);

@@ -1,0 +1,228 @@
+/*
+ * Activation memory: what each slot holds for this rank's layers, carved
+ * from one device block per slot (allocated when the slot is first used);
+ * the recompute buffers shared by the slots (recompute.c) and the backward
+ * scratch shared by every layer and slot. cost/activations.c counts the
+ * same bytes.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/device.h"
+#include "model/model_internal.h"
+#include "runtime/error.h"
+
+#define ALIGN_FLOATS 16 /* 64-byte alignment of every buffer inside a slot */
+
+static size_t align_up(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS; }
+
+plait_status plait_model_slot_layers(plait_model *m, int32_t slot, int32_t first, int32_t last) {
+    if (slot < 0 || slot >= m->max_slots || first < 0 || last >= m->n_layers || first > last)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: slot %d cannot hold layers %d..%d (%d slots, %d layers)",
+                               (int)slot, (int)first, (int)last, (int)m->max_slots, (int)m->n_layers);
+    model_slot *s = &m->slots[slot];
+    if (s->ranged && s->first == first && s->last == last) return PLAIT_OK;
+    if (s->allocated)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: slot %d is already laid out for layers %d..%d; it cannot change to %d..%d",
+                               (int)slot, s->ranged ? (int)s->first : 0,
+                               s->ranged ? (int)s->last : (int)m->n_layers - 1, (int)first, (int)last);
+    s->ranged = 1;
+    s->first = first;
+    s->last = last;
+    return PLAIT_OK;
+}
+
+void plait_model_slot_release(plait_model *m, model_slot *s) {
+    if (s->mem) {
+        plait_device_free(s->mem);
+        m->act_bytes -= s->mem_bytes;
+    }
+    free(s->bound);
+    free(s->blocks);
+    free(s->wg);
+    free(s->weight_due);
+    int ranged = s->ranged;
+    int32_t first = s->first, last = s->last;
+    memset(s, 0, sizeof *s);
+    s->ranged = ranged; /* the range outlives a failed allocation */
+    s->first = first;
+    s->last = last;
+}
+
+/* ---- activation slots ---------------------------------------------------- */
+
+int plait_model_slot_has(const plait_model *m, const model_slot *s, int64_t l) {
+    if (l < 0 || l >= m->n_layers || !m->local_layer[l]) return 0;
+    return !s->ranged || (l >= s->first && l <= s->last);
+}
+
+/* A block's stash for its weight half (block_grads): in the slot's own
+ * buffers that the input half leaves dead where there are such (recompute
+ * none: c_attn's and c_fc's outputs, the attention probabilities when they
+ * hold two residual-stream tensors), the rest laid out from `base` (NULL:
+ * just measure). Returns the floats taken from base. */
+static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *base) {
+    const int64_t BT = m->B * m->T, C = m->C;
+    const int gpt = m->desc->is_gpt, none = m->desc->recompute == PLAIT_RECOMPUTE_NONE;
+    const int att_room = gpt && none && m->NHl * m->T >= 2 * C;
+    size_t off = 0;
+#define STASH(ptr, n)                                                  \
+    do {                                                               \
+        if (base) (ptr) = base + off;                                  \
+        off += align_up((size_t)(n));                                  \
+    } while (0)
+    STASH(g->dy, BT * C);
+    STASH(g->dln2, BT * C);
+    if (none) g->dfch = a->fch;
+    else STASH(g->dfch, BT * m->Fl);
+    if (gpt) {
+        if (none) g->dqkv = a->qkv;
+        else STASH(g->dqkv, BT * 3 * m->Cl);
+        if (att_room) {
+            g->dres2 = a->att;
+            g->dln1 = a->att ? a->att + BT * C : NULL;
+        } else {
+            STASH(g->dres2, BT * C);
+            STASH(g->dln1, BT * C);
+        }
+    }
+#undef STASH
+    return off;
+}
+
+/* Carves (or, with base == NULL, just measures) everything one slot holds
+ * for this rank's layers. Returns the float count. */
+static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
+    const int64_t BT = m->B * m->T, C = m->C, L = m->desc->n_layer;
+    size_t off = 0;
+#define TAKE(ptr, n)                                                   \
+    do {                                                               \
+        if (base) (ptr) = (void *)(base + off);                        \
+        off += align_up((size_t)(n));                                  \
+    } while (0)
+    TAKE(s->tokens, BT);
+    TAKE(s->targets, BT);
+    TAKE(s->gbuf[0], BT * C);
+    TAKE(s->gbuf[1], BT * C);
+    for (int64_t l = 0; l <= L; l++)
+        if (plait_model_slot_has(m, s, l) || plait_model_slot_has(m, s, l + 1)) TAKE(s->bound[l], BT * C);
+    for (int64_t l = 1; l <= L; l++) {
+        if (!plait_model_slot_has(m, s, l)) continue;
+        block_acts *a = &s->blocks[l - 1];
+        /* the parts [model] recompute drops point at the shared buffers */
+#define KEEP(field, n)                                                     \
+    do {                                                                   \
+        if (plait_recompute_keeps(m, offsetof(block_acts, field))) TAKE(a->field, n); \
+    } while (0)
+        if (m->desc->is_gpt) {
+            KEEP(ln1, BT * C);
+            KEEP(ln1_mean, BT);
+            KEEP(ln1_rstd, BT);
+            KEEP(qkv, BT * 3 * m->Cl);
+            KEEP(att, m->B * m->NHl * m->T * m->T);
+            KEEP(atty, BT * m->Cl);
+            KEEP(res2, BT * C);
+        }
+        KEEP(ln2, BT * C);
+        KEEP(ln2_mean, BT);
+        KEEP(ln2_rstd, BT);
+        KEEP(fch, BT * m->Fl);
+        KEEP(fcg, BT * m->Fl);
+#undef KEEP
+        if (base) plait_recompute_share(m, a);
+        if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL);
+    }
+    if (plait_model_slot_has(m, s, L + 1)) {
+        TAKE(s->lnf, BT * C);
+        TAKE(s->lnf_mean, BT);
+        TAKE(s->lnf_rstd, BT);
+        TAKE(s->logits, BT * m->Vl);
+        TAKE(s->lse, BT);
+        TAKE(s->sumexp, BT);
+        TAKE(s->losses, BT);
+        if (m->split) TAKE(s->head_dln, BT * C);
+    }
+#undef TAKE
+    return off;
+}
+
+/* The shared recompute buffers (recompute.c), allocated with the first slot. */
+static plait_status recompute_get(plait_model *m) {
+    size_t n = plait_recompute_floats(m);
+    if (m->rc_mem || n == 0) return PLAIT_OK;
+    m->rc_mem = plait_device_alloc(n * sizeof(float), "activations");
+    if (!m->rc_mem) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: recompute buffers");
+    m->rc_bytes = n * sizeof(float);
+    m->act_bytes += m->rc_bytes;
+    plait_recompute_carve(m, m->rc_mem);
+    return PLAIT_OK;
+}
+
+plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out) {
+    if (slot < 0 || slot >= m->max_slots)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: activation slot %d out of range (the layout allows %d)",
+                               (int)slot, (int)m->max_slots);
+    model_slot *s = &m->slots[slot];
+    if (!s->allocated) {
+        plait_status st = recompute_get(m);
+        if (st != PLAIT_OK) return st;
+        s->bound = calloc((size_t)m->desc->n_layer + 1, sizeof *s->bound);
+        s->blocks = calloc((size_t)m->desc->n_layer + 1, sizeof *s->blocks);
+        if (m->split) {
+            s->wg = calloc((size_t)m->desc->n_layer + 1, sizeof *s->wg);
+            s->weight_due = calloc((size_t)m->n_layers, 1);
+        }
+        if (!s->bound || !s->blocks || (m->split && (!s->wg || !s->weight_due))) {
+            plait_model_slot_release(m, s);
+            return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
+        }
+        size_t n = slot_carve(m, s, NULL);
+        s->mem_bytes = n * sizeof(float);
+        s->mem = plait_device_alloc(s->mem_bytes, "activations");
+        if (!s->mem) {
+            s->mem_bytes = 0;
+            plait_model_slot_release(m, s);
+            return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: activation slot %d", (int)slot);
+        }
+        m->act_bytes += s->mem_bytes;
+        slot_carve(m, s, s->mem);
+        s->allocated = 1;
+    }
+    *out = s;
+    return PLAIT_OK;
+}
+
+/* Backward scratch shared by all layers and slots. */
+plait_status plait_model_scratch_get(plait_model *m) {
+    if (m->scratch) return PLAIT_OK;
+    const int64_t BT = m->B * m->T;
+    size_t sizes[6] = {align_up((size_t)(BT * m->C)),
+                       align_up((size_t)(BT * m->Fl)),
+                       align_up((size_t)(BT * m->Cl)),
+                       align_up((size_t)(BT * 3 * m->Cl)),
+                       m->desc->is_gpt ? align_up((size_t)(m->B * m->NHl * m->T * m->T)) : 0,
+                       align_up((size_t)(3 * BT))};
+    size_t total = 0;
+    for (int i = 0; i < 6; i++) total += sizes[i];
+    m->scratch = plait_device_alloc(total * sizeof(float), "activations");
+    if (!m->scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: backward scratch");
+    m->scratch_bytes = total * sizeof(float);
+    m->act_bytes += m->scratch_bytes;
+    float *p = m->scratch;
+    m->s_dln = p;
+    p += sizes[0];
+    m->s_dfc = p;
+    p += sizes[1];
+    m->s_datty = p;
+    p += sizes[2];
+    m->s_dqkv = p;
+    p += sizes[3];
+    m->s_datt = p;
+    p += sizes[4];
+    m->s_rows = p;
+    return PLAIT_OK;
+}
+
