@@ -1,10 +1,12 @@
 /* Reading GPT-2's vocab.json + merges.txt and Hugging Face's tokenizer.json. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "runtime/error.h"
+#include "runtime/regular_file.h"
 #include "tokenizer/byte_map.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/unicode_class.h"
@@ -236,22 +238,36 @@ plait_status plait_tokenizer_load_hf(const char *path, plait_tokenizer **out) {
     return PLAIT_OK;
 }
 
-static int is_file(const char *path) {
+static int exists(const char *path) {
     struct stat s;
-    return stat(path, &s) == 0 && S_ISREG(s.st_mode);
+    return stat(path, &s) == 0;
 }
 
 plait_status plait_tokenizer_load(const char *path, plait_tokenizer **out) {
     *out = NULL;
     char a[PATH_MAX], b[PATH_MAX];
-    if (is_file(path)) return plait_tokenizer_load_hf(path, out);
+    struct stat s;
+    if (stat(path, &s) != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "tokenizer %s: %s", path, strerror(errno));
+    if (S_ISREG(s.st_mode)) return plait_tokenizer_load_hf(path, out);
+    if (!S_ISDIR(s.st_mode))
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "tokenizer %s is %s; give a tokenizer.json file or a directory holding one, or "
+                               "vocab.json and merges.txt",
+                               path, plait_file_kind(s.st_mode));
+    /* Each file found is read (and refused for what it is, a FIFO say), not
+     * passed over for the next kind. */
     snprintf(a, sizeof a, "%s/tokenizer.json", path);
-    if (is_file(a)) return plait_tokenizer_load_hf(a, out);
+    if (exists(a)) return plait_tokenizer_load_hf(a, out);
     snprintf(a, sizeof a, "%s/vocab.json", path);
     snprintf(b, sizeof b, "%s/merges.txt", path);
-    if (is_file(a) && is_file(b)) return plait_tokenizer_load_gpt2(a, b, out);
+    int va = exists(a), mb = exists(b);
+    if (va && mb) return plait_tokenizer_load_gpt2(a, b, out);
+    if (va || mb)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "tokenizer %s holds %s but no %s: a GPT-2 tokenizer needs "
+                                                         "both vocab.json and merges.txt",
+                               path, va ? "vocab.json" : "merges.txt", va ? "merges.txt" : "vocab.json");
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "tokenizer %s: not a tokenizer.json file, nor a directory holding tokenizer.json or "
-                           "vocab.json and merges.txt",
+                           "tokenizer %s: the directory holds neither tokenizer.json nor vocab.json and merges.txt",
                            path);
 }

@@ -145,16 +145,12 @@ static int open_rank_log(const char *out_dir, int rank) {
     char log_path[4200];
     snprintf(log_path, sizeof log_path, "%s/rank-%d.log", out_dir, rank);
     if (plait_log_set_file(log_path) == 0) return 0;
-    if (errno == ELOOP)
-        PLAIT_WARN("train", "%s is a symbolic link: the rank's log is not written through it (it would write where "
-                            "the link points); remove the link", log_path);
-    else
-        PLAIT_WARN("train", "cannot write %s: %s", log_path, strerror(errno));
+    PLAIT_WARN("train", "the rank's log is not written: %s", plait_last_error());
     return -1;
 }
 
 static plait_status train_in(plait_config *cfg, const plait_train_options *opts, const char *out_dir,
-                             int log_rank);
+                             int log_rank, int lock_fd);
 
 plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     char out_dir[4096];
@@ -179,14 +175,14 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         plait_log_set_rank(env.size > 1 ? env.rank : -1);
         if (open_rank_log(out_dir, env.rank) == 0) log_rank = env.rank;
     }
-    st = train_in(cfg, opts, out_dir, log_rank);
+    st = train_in(cfg, opts, out_dir, log_rank, lock_fd);
     plait_out_dir_unlock(lock_fd);
     return st;
 }
 
 /* The run itself, in `out_dir` (created; locked by rank 0). */
 static plait_status train_in(plait_config *cfg, const plait_train_options *opts, const char *out_dir,
-                             int log_rank) {
+                             int log_rank, int lock_fd) {
     char *resume_dir = NULL;
     /* an elastic restart keeping replicas: the memory first, the disk only
      * looked at (what it holds is read only if the memory does not serve) */
@@ -261,6 +257,9 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         /* The row's measurements (memory included) are the step's, taken
          * before a checkpoint save adds its buffers. */
         if (rank == 0) plait_run_fill_metrics(run, &metrics, &res, -1);
+        /* The run directory removed or replaced under the run: nothing
+         * more is written there (a checkpoint would recreate it half). */
+        if (rank == 0 && (st = plait_out_dir_check(out_dir, lock_fd)) != PLAIT_OK) break;
         /* The checkpoint is saved before the evaluation of the same step, so
          * an evaluation that fails never costs the checkpoint. */
         /* the last snapshot's copies on other hosts are complete once this

@@ -1,6 +1,6 @@
 /*
  * The exact Σx² accumulator (plait_sumsq_acc) on the device, with the CPU's
- * binning bit for bit (core/model/kernels_vector.c): x = m · 2^(e-150), the
+ * binning bit for bit (core/kernels/kernels_vector.c): x = m · 2^(e-150), the
  * square's mantissa m² < 2^48 is added exactly into the 128-bit bin of
  * exponent e. Integer sums are exact in any order, so the accumulator
  * equals the CPU's for the same values, whatever the split.
