@@ -8,7 +8,6 @@
  * runtime of the process (this plugin links the runtime statically, the
  * NCCL plugin dynamically; both use the device's primary context).
  *
- * Not yet run on a GPU: compiled and linked in CI only (docs/gpu.md).
  * Any thread may call these (CUDA's event calls are thread-safe); each
  * first makes the device current on the calling thread.
  */

@@ -20,8 +20,6 @@
  *
  * A bias is added by cuBLASLt's BIAS epilogue when an algorithm offers it,
  * else by a separate kernel after the product.
- *
- * Not yet run on a GPU (docs/gpu.md).
  */
 #include <stdio.h>
 #include <string.h>

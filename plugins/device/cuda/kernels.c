@@ -15,8 +15,6 @@
  * for all T×T pairs, a causal softmax kernel turns them into
  * probabilities (zeros above the diagonal, as the CPU kernel leaves
  * them), and a second batched product applies them to V.
- *
- * Not yet run on a GPU (docs/gpu.md).
  */
 #include <math.h>
 #include <pthread.h>

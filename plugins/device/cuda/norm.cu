@@ -4,7 +4,7 @@
  * work (sums lane-strided, then a butterfly: a fixed order); the weight
  * and bias gradients as column sums over row chunks (pcuda.h), added into
  * the accumulated values. dinp accumulates (the residual
- * stream). Not yet run on a GPU.
+ * stream).
  */
 #include "kcommon.cuh"
 

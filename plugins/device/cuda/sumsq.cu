@@ -14,8 +14,7 @@
  * compare-and-swap loop on sm_80 and sm_90 (ATOMS.CAST.SPIN.64), and
  * values of similar magnitude all hit one bin.) The block then sums its
  * warps' bins, one thread per bin, and adds them into the accumulator with
- * 64-bit global atomics (native: one per bin and block). Not yet run on a
- * GPU.
+ * 64-bit global atomics (native: one per bin and block).
  */
 #include "kcommon.cuh"
 
