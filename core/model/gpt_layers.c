@@ -55,7 +55,10 @@ plait_status plait_gpt_attention_forward(plait_model *m, model_slot *s, int32_t 
     if (st != PLAIT_OK) return st;
     m->k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p.ln_w, p.ln_b, BT, C);
     m->k->matmul_forward(a->qkv, a->ln1, p.in_w, p.in_b, BT, C, 3 * Cl);
-    m->k->attention_forward(a->atty, a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
+    if (m->fused_attn) /* its scratch came with the first slot */
+        m->k->attention_fused_forward(a->atty, a->lse, m->att_scratch, a->qkv, m->B, m->T, m->NHl, m->HS);
+    else
+        m->k->attention_forward(a->atty, a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
     if (!m->tp_ops) {
         m->k->matmul_forward_residual(a->res2, x, a->atty, p.out_w, p.out_b, BT, Cl, C);
         return PLAIT_OK;
@@ -75,7 +78,11 @@ static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t
     const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
     block_acts *a = &s->blocks[layer - 1];
     m->k->matmul_backward(m->s_datty, NULL, NULL, dx, a->atty, p->out_w, BT, Cl, C);
-    m->k->attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T, m->NHl, m->HS);
+    if (m->fused_attn)
+        m->k->attention_fused_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T,
+                                       m->NHl, m->HS);
+    else
+        m->k->attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T, m->NHl, m->HS);
     m->k->matmul_backward(m->s_dln, NULL, NULL, m->s_dqkv, a->ln1, p->in_w, BT, C, 3 * Cl);
     if (m->tp_ops) {
         plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));

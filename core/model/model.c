@@ -202,7 +202,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     plait_model *m = calloc(1, sizeof *m);
     if (!m) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
     m->desc = desc;
-    m->k = plait_device_kernels();
+    m->k = args->kernels ? args->kernels : plait_device_kernels();
     m->plan = plan;
     m->tp_ops = plan->tp_ops;
     m->stage = args->stage;
@@ -222,6 +222,9 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     st = check_params(m, args);
     if (st == PLAIT_OK) st = derive_sizes(m);
     if (st != PLAIT_OK) goto fail;
+    /* the scores of a fused attention never leave the kernels: a block
+     * keeps each row's log-sum-exp instead of B·NH·T² probabilities */
+    m->fused_attn = desc->is_gpt && PLAIT_KERNELS_HAS_FUSED_ATTENTION(m->k, m->HS);
     m->loss_scale = 1.0f / (float)(m->B * m->T);
     *out = m;
     return PLAIT_OK;
@@ -235,6 +238,7 @@ void plait_model_free(plait_model *m) {
     if (m->slots)
         for (int32_t i = 0; i < m->max_slots; i++) plait_model_slot_release(m, &m->slots[i]);
     plait_device_free(m->scratch);
+    plait_device_free(m->att_scratch);
     plait_device_free(m->rc_mem);
     plait_device_free(m->loss_dev);
     free(m->slots);

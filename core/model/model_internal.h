@@ -1,6 +1,6 @@
 /*
- * Shared by the model's files (model_desc.c, param_init.c, shard.c, gpt*.c,
- * mlp.c): the description's layout and the executable model's state.
+ * Shared by the model's files (model_desc.c, param_init.c, shard.c, model*.c, gpt_layers.c,
+ * mlp.c): the description's indices and the executable model's state.
  *
  * Not thread-safe: one thread drives a model (the kernels it calls use
  * the math thread pool themselves).
@@ -70,6 +70,7 @@ int64_t plait_shard_local_len(const plait_param *p);
 typedef struct block_acts {
     float *ln1, *ln1_mean, *ln1_rstd; /* attention half (GPT only) */
     float *qkv, *att, *atty, *res2;
+    float *lse; /* fused attention: each row's log-sum-exp [B,NHl,T] (att is then NULL) */
     float *ln2, *ln2_mean, *ln2_rstd; /* MLP half */
     float *fch, *fcg;                 /* c_fc output, and after GELU */
 } block_acts;
@@ -136,11 +137,16 @@ struct plait_model {
     float loss_scale;
     int32_t max_slots;
     int split;                        /* the backward runs in two halves (zero-bubble schedules) */
+    int fused_attn;                   /* the device's fused attention (no T×T probabilities) */
     model_slot *slots;
     /* shared scratch for backward, allocated on first use */
     float *scratch;
     size_t scratch_bytes;
     float *s_dln, *s_dfc, *s_datty, *s_dqkv, *s_datt, *s_rows;
+    /* the fused attention's scratch (forward and backward, every layer),
+     * allocated with the first slot; under fused attention s_datt points here */
+    float *att_scratch;
+    size_t att_scratch_bytes;
     /* recompute buffers shared by every block and slot (recompute.c):
      * selective holds att and fcg here, full every part of a block */
     block_acts rc;
@@ -210,6 +216,9 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
                                      const float *dy, float *dr, bwd_part part, const block_grads *g);
 plait_status plait_gpt_head_forward(plait_model *m, model_slot *s);
 plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part part, float *dln);
+
+/* The fused attention's scratch, allocated with the first slot (model_slots.c). */
+plait_status plait_model_att_scratch(plait_model *m);
 
 /* ---- recompute (recompute.c) ----------------------------------------------- */
 

@@ -509,6 +509,23 @@ static void k_attention_forward(float *out, float *att, const float *qkv, int64_
                                 int64_t HS) {
     Q(r_attention_forward, P(out), P(att), P(qkv), I(B), I(T), I(NH), I(HS));
 }
+static void r_attention_fused_forward(const sim_op *o) {
+    plait_k_attention_fused_forward(HF(o->a[0].p), HF(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), o->a[4].i, o->a[5].i,
+                                    o->a[6].i, o->a[7].i);
+}
+static void k_attention_fused_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
+                                      int64_t NH, int64_t HS) {
+    Q(r_attention_fused_forward, P(out), P(lse), P(scratch), P(qkv), I(B), I(T), I(NH), I(HS));
+}
+static void r_attention_fused_backward(const sim_op *o) {
+    plait_k_attention_fused_backward(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
+                                     HC(o->a[5].p), o->a[6].i, o->a[7].i, o->a[8].i, o->a[9].i);
+}
+static void k_attention_fused_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                       const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
+                                       int64_t HS) {
+    Q(r_attention_fused_backward, P(dqkv), P(scratch), P(dout), P(qkv), P(out), P(lse), I(B), I(T), I(NH), I(HS));
+}
 static void r_attention_backward(const sim_op *o) {
     plait_k_attention_backward(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p), o->a[5].i,
         o->a[6].i, o->a[7].i, o->a[8].i);
@@ -687,6 +704,9 @@ static const plait_kernels sim_kernels = {
     .loss_rows = k_loss_rows,
     .crossentropy_backward = k_crossentropy_backward,
     .zero_f64 = k_zero_f64,
+    .attention_fused_scratch = plait_k_attention_fused_scratch, /* arithmetic only */
+    .attention_fused_forward = k_attention_fused_forward,
+    .attention_fused_backward = k_attention_fused_backward,
 };
 
 static const plait_kernels *sim_kernel_table(void) { return &sim_kernels; }

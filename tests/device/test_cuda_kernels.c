@@ -9,8 +9,8 @@
  * functions.
  *
  * Label `gpu`: where no CUDA device is found this exits 77, which ctest
- * reports as skipped (never as passed). Not yet run on a GPU at the time of
- * writing (docs/gpu.md says what has).
+ * reports as skipped (never as passed); docs/gpu.md says where these tests
+ * have run.
  */
 #include <math.h>
 #include <stdio.h>
@@ -134,6 +134,38 @@ static void case_attention(kc_ctx *x) {
     float *dout = kc_rand(x, BT * C, -1, 1), *dqkv = kc_out(x, BT * 3 * C), *scratch = kc_out(x, natt);
     x->k->attention_backward(dqkv, scratch, dout, qkv, att, B, T, NH, HS);
     kc_result(x, "backward dqkv", dqkv, BT * 3 * C, KC_GEMM);
+}
+
+/* Fused attention on one shape: out and lse (the forward), dqkv (the
+ * backward), each against the CPU's fused kernels; outputs poisoned.
+ * names: the three results' names. */
+static void fused_attention_shape(kc_ctx *x, const char *const names[3], int64_t b, int64_t t, int64_t nh,
+                                  int64_t hs) {
+    const int64_t c = nh * hs, bt = b * t;
+    const size_t nlse = (size_t)(b * nh * t), nscr = x->k->attention_fused_scratch(b, t, nh, hs);
+    float *qkv = kc_rand(x, (size_t)(bt * 3 * c), -1, 1), *out = kc_out(x, (size_t)(bt * c)), *lse = kc_out(x, nlse);
+    float *scratch = kc_out(x, nscr ? nscr : 1);
+    x->k->attention_fused_forward(out, lse, scratch, qkv, b, t, nh, hs);
+    kc_result(x, names[0], out, (size_t)(bt * c), KC_GEMM);
+    kc_result(x, names[1], lse, nlse, KC_GEMM);
+    float *dout = kc_rand(x, (size_t)(bt * c), -1, 1), *dqkv = kc_out(x, (size_t)(bt * 3 * c));
+    x->k->attention_fused_backward(dqkv, scratch, dout, qkv, out, lse, b, t, nh, hs);
+    kc_result(x, names[2], dqkv, (size_t)(bt * 3 * c), KC_GEMM);
+}
+
+/* The test's shape (two row tiles, the second of 3 rows; head size 32),
+ * GPT-2's head size over three tiles, and a head size the tensor cores do
+ * not take (24: the fp32 kernels in every precision). */
+static void case_attention_fused(kc_ctx *x) {
+    const int has = PLAIT_KERNELS_HAS_FUSED_ATTENTION(x->k, HS);
+    kc_value(x, "the table has fused attention", has, KC_EXACT);
+    if (!has) return;
+    static const char *const a[3] = {"HS32 T67 forward out", "HS32 T67 forward lse", "HS32 T67 backward dqkv"};
+    static const char *const b[3] = {"HS64 T130 forward out", "HS64 T130 forward lse", "HS64 T130 backward dqkv"};
+    static const char *const c[3] = {"HS24 T70 forward out", "HS24 T70 forward lse", "HS24 T70 backward dqkv"};
+    fused_attention_shape(x, a, B, T, NH, HS);
+    fused_attention_shape(x, b, 1, 130, 2, 64);
+    fused_attention_shape(x, c, 1, 70, 1, 24);
 }
 
 static void case_embedding(kc_ctx *x) {
@@ -420,6 +452,7 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
     } cases[] = {
         {"sgemm", case_sgemm},           {"matmul", case_matmul},         {"bias", case_bias},
         {"layernorm", case_layernorm},   {"gelu", case_gelu},             {"attention", case_attention},
+        {"attention_fused", case_attention_fused},
         {"embedding", case_embedding},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
         {"vector", case_vector},         {"sumsq_exact", case_sumsq_exact},
     };

@@ -457,7 +457,7 @@ static void test_gelu(void **state) {
 /* ---- attention ----------------------------------------------------------- */
 
 typedef struct att_ctx {
-    double *qkv, *r, *out, *row;
+    double *qkv, *r, *out, *row, *lse; /* lse[B,NH,T] */
     int64_t B, T, NH, HS;
 } att_ctx;
 
@@ -477,6 +477,7 @@ static void ref_attention(att_ctx *c) {
                 }
                 double sum = 0;
                 for (int64_t j = 0; j <= i; j++) sum += (c->row[j] = exp(c->row[j] - mx));
+                c->lse[(b * NH + h) * T + i] = mx + log(sum);
                 double *o = c->out + (b * T + i) * Cl + h * HS;
                 for (int64_t d = 0; d < HS; d++) o[d] = 0;
                 for (int64_t j = 0; j <= i; j++) {
@@ -497,7 +498,7 @@ static void check_attention(int64_t B, int64_t T, int64_t NH, int64_t HS) {
     const size_t nqkv = (size_t)(B * T * 3 * Cl), nout = (size_t)(B * T * Cl);
     const size_t natt = (size_t)(B * NH * T * T);
     arr qkv = arr_rand(nqkv, 1.5, 0), r = arr_rand(nout, 1, 0);
-    att_ctx c = {qkv.d, r.d, dzeros(nout), dzeros((size_t)T), B, T, NH, HS};
+    att_ctx c = {qkv.d, r.d, dzeros(nout), dzeros((size_t)T), dzeros((size_t)(B * NH * T)), B, T, NH, HS};
     float *out = fzeros(nout), *att = fzeros(natt), *scratch = fzeros(natt);
     float *dqkv = fzeros(nqkv);
     plait_k_attention_forward(out, att, qkv.f, B, T, NH, HS);
@@ -527,6 +528,32 @@ static void check_attention(int64_t B, int64_t T, int64_t NH, int64_t HS) {
     assert_memory_equal(out, out2, nout * sizeof(float));
     assert_memory_equal(att, att2, natt * sizeof(float));
     assert_memory_equal(dqkv, dqkv2, nqkv * sizeof(float));
+
+    /* fused: the unfused output bit for bit, lse, the gradient against
+     * finite differences, and the same bits with 2 threads */
+    const size_t nlse = (size_t)(B * NH * T), nscr = plait_k_attention_fused_scratch(B, T, NH, HS);
+    float *fout = fzeros(nout), *lse = fzeros(nlse), *fscr = fzeros(nscr), *fdqkv = fzeros(nqkv);
+    plait_k_attention_fused_forward(fout, lse, fscr, qkv.f, B, T, NH, HS);
+    assert_memory_equal(fout, out, nout * sizeof(float));
+    att_loss(&c);
+    expect_close("fused attention lse", lse, c.lse, nlse, 1e-5);
+    plait_k_attention_fused_backward(fdqkv, fscr, r.f, qkv.f, fout, lse, B, T, NH, HS);
+    expect_close("fused attention dqkv", fdqkv, g, nqkv, 1e-4);
+    float *fout2 = fzeros(nout), *lse2 = fzeros(nlse), *fdqkv2 = fzeros(nqkv);
+    plait_kernels_set_threads(2);
+    plait_k_attention_fused_forward(fout2, lse2, fscr, qkv.f, B, T, NH, HS);
+    plait_k_attention_fused_backward(fdqkv2, fscr, r.f, qkv.f, fout2, lse2, B, T, NH, HS);
+    plait_kernels_set_threads(1);
+    assert_memory_equal(lse, lse2, nlse * sizeof(float));
+    assert_memory_equal(fdqkv, fdqkv2, nqkv * sizeof(float));
+    free(fout);
+    free(lse);
+    free(fscr);
+    free(fdqkv);
+    free(fout2);
+    free(lse2);
+    free(fdqkv2);
+    free(c.lse);
     free(out2);
     free(att2);
     free(dqkv2);

@@ -1,6 +1,6 @@
 /*
  * The plait_kernels table on device memory (plait/kernels.h states every
- * kernel's contract; the core's CPU kernels in core/model/kernels_*.c are
+ * kernel's contract; the core's CPU kernels in core/kernels/kernels_*.c are
  * the reference the gpu tests compare against). This file composes the
  * products (gemm.c) and the CUDA kernels (*.cu) into the table's entries;
  * everything is queued on the device's stream and returns at once, except
@@ -8,13 +8,13 @@
  * of the table takes one lock and makes the device current on the calling
  * thread (below), so different threads may call them at once.
  *
- * Attention materialises the scores: per sequence, one batched product
- * over the heads computes Q·Kᵀ for all T×T pairs, a causal softmax kernel
- * turns them into probabilities (zeros above the diagonal, as the CPU
- * kernel leaves them), and a second batched product applies them to V. A
- * fused flash-style kernel is the performance path (docs/gpu.md).
- *
- * Not yet run on a GPU (docs/gpu.md).
+ * Attention comes twice: fused (attention.cu, flash-style: the scores
+ * stay on chip, each row's log-sum-exp is kept for the backward), which
+ * the model uses, and the table's older entries, which materialise the
+ * scores: per sequence, one batched product over the heads computes Q·Kᵀ
+ * for all T×T pairs, a causal softmax kernel turns them into
+ * probabilities (zeros above the diagonal, as the CPU kernel leaves
+ * them), and a second batched product applies them to V.
  */
 #include <math.h>
 #include <pthread.h>
@@ -175,6 +175,29 @@ static void k_attention_backward(float *dqkv, float *scratch, const float *dout,
     }
 }
 
+/* The fused attention (attention.cu): bf16 runs on the tensor cores,
+ * fp32 and tf32 runs in fp32 arithmetic (tf32 tensor-core kernels would
+ * be a tuning step; fp32 and tf32 runs are not where speed is sought).
+ * The forward needs no scratch; the backward keeps D_i = dout_i·out_i
+ * there. */
+static size_t k_attention_fused_scratch(int64_t B, int64_t T, int64_t NH, int64_t HS) {
+    (void)HS;
+    return (size_t)(B * NH * T);
+}
+
+static void k_attention_fused_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
+                                      int64_t NH, int64_t HS) {
+    (void)scratch;
+    pc_launch_attention_fused_forward(out, lse, qkv, B, T, NH, HS, pc.precision == PLAIT_PRECISION_BF16);
+}
+
+static void k_attention_fused_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                       const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
+                                       int64_t HS) {
+    pc_launch_attention_fused_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS,
+                                       pc.precision == PLAIT_PRECISION_BF16);
+}
+
 /* ---- embeddings ------------------------------------------------------------ */
 
 static void k_embedding_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe, int64_t B,
@@ -256,6 +279,8 @@ PC_ENTRY(logits_target, pc_launch_logits_target, (float *tlogit, const float *lo
 PC_ENTRY(loss_rows, pc_launch_loss_rows, (float *losses, float *lse, const float *rowmax, const float *sumexp, const float *tlogit, const int32_t *targets, int64_t BT, double *loss_sum), (losses, lse, rowmax, sumexp, tlogit, targets, BT, loss_sum))
 PC_ENTRY(crossentropy_backward, pc_launch_crossentropy_backward, (float *dlogits, const float *logits, const float *lse, const int32_t *targets, int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid, float scale), (dlogits, logits, lse, targets, vocab_start, BT, Vl, n_valid, scale))
 PC_ENTRY(zero_f64, k_zero_f64, (double *dst, size_t n), (dst, n))
+PC_ENTRY(attention_fused_forward, k_attention_fused_forward, (float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS), (out, lse, scratch, qkv, B, T, NH, HS))
+PC_ENTRY(attention_fused_backward, k_attention_fused_backward, (float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out, const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS), (dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS))
 
 static const plait_kernels g_table = {
     .struct_size = sizeof(plait_kernels),
@@ -293,6 +318,9 @@ static const plait_kernels g_table = {
     .loss_rows = e_loss_rows,
     .crossentropy_backward = e_crossentropy_backward,
     .zero_f64 = e_zero_f64,
+    .attention_fused_scratch = k_attention_fused_scratch,
+    .attention_fused_forward = e_attention_fused_forward,
+    .attention_fused_backward = e_attention_fused_backward,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

@@ -174,6 +174,15 @@ void pc_launch_gelu_backward(float *dinp, const float *inp, const float *dout, s
 /* softmax.cu: attention's causal softmax over [rows of T] and its backward */
 void pc_launch_softmax_causal(float *att, int64_t BNH, int64_t T);
 void pc_launch_softmax_causal_backward(float *datt, const float *att, int64_t BNH, int64_t T);
+/* attention.cu: fused causal attention (plait/kernels.h); tensor_cores
+ * nonzero takes the bf16 tensor-core kernels where the head size allows
+ * (32, 64, 128), else the fp32 ones. The backward's Dv is B*NH*T floats
+ * of scratch. */
+void pc_launch_attention_fused_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH,
+                                       int64_t HS, int tensor_cores);
+void pc_launch_attention_fused_backward(float *dqkv, float *Dv, const float *dout, const float *qkv, const float *out,
+                                        const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS,
+                                        int tensor_cores);
 /* embedding.cu */
 void pc_launch_embedding_forward(float *out, const int32_t *tokens, const float *wte,
                                  int64_t vocab_start, int64_t n_rows, const float *wpe, int64_t B,

@@ -4,7 +4,7 @@
  * Element-wise kernels compute each element from that element alone; the
  * two reductions (Σx², the bias gradient) have fixed orders that depend
  * on the sizes alone (the bias gradient in row chunks: pcuda.h's column
- * sums). Not yet run on a GPU.
+ * sums).
  */
 #include "kcommon.cuh"
 
@@ -16,7 +16,7 @@ PC_KERNEL(axpy_kernel, PC_THREADS)(float *y, const float *x, size_t n, float a) 
     PC_GRID_STRIDE(i, n) y[i] += a * x[i];
 }
 
-/* The CPU kernel's operations in its order (core/model/kernels_vector.c). */
+/* The CPU kernel's operations in its order (core/kernels/kernels_vector.c). */
 PC_KERNEL(adamw_kernel, PC_THREADS)(float *param, const float *grad, float *m, float *v, size_t n, float b1,
                                     float b2, float step_size, float bc2_sqrt, float decay, float gs, float eps) {
     PC_GRID_STRIDE(i, n) {

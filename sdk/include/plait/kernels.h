@@ -183,7 +183,41 @@ typedef struct plait_kernels {
                                   int64_t Vl, int64_t n_valid, float scale);
     /* n doubles at dst = 0 (device memory; loss and norm accumulators). */
     void (*zero_f64)(double *dst, size_t n);
+
+    /* --- ABI 1.7: fused causal attention -------------------------------
+     * Optional: present when struct_size covers them and they are not
+     * NULL (a model without them runs attention_forward/_backward). The
+     * attention of attention_forward without its T×T probabilities: each
+     * row's scores s_ij = q_i·k_j/√HS (j ≤ i) stay inside the call, and
+     * the only thing kept for the backward besides q, k, v and the output
+     * is lse[B,NH,T] = log Σ_{j≤i} exp(s_ij) (natural log). The backward
+     * recomputes the probabilities exp(s_ij − lse_i). Head sizes up to
+     * PLAIT_ATTENTION_FUSED_MAX_HS. A device may round the products'
+     * operands to the run's precision (bf16: q, k, v, the probabilities,
+     * dout and the score gradients; accumulation in fp32). No
+     * floating-point atomics: the same inputs give the same bits. */
+    /* Floats of the `scratch` both calls need for this shape (nothing in
+     * it survives a call; one buffer serves every layer). */
+    size_t (*attention_fused_scratch)(int64_t B, int64_t T, int64_t NH, int64_t HS);
+    /* out[B,T,NH*HS] and lse[B,NH,T] from qkv[B,T,3*NH*HS] (attention_forward's shapes). */
+    void (*attention_fused_forward)(float *out, float *lse, float *scratch, const float *qkv, int64_t B,
+                                    int64_t T, int64_t NH, int64_t HS);
+    /* dqkv overwritten, from dout and what the forward read (qkv) and
+     * wrote (out, lse). */
+    void (*attention_fused_backward)(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                     const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
+                                     int64_t HS);
 } plait_kernels;
+
+/* The largest head size the fused attention entries take (ABI 1.7). */
+#define PLAIT_ATTENTION_FUSED_MAX_HS 256
+
+/* 1 if table k has the fused attention (ABI 1.7) for head size HS. */
+#define PLAIT_KERNELS_HAS_FUSED_ATTENTION(k, HS)                                                      \
+    ((k)->struct_size >= offsetof(plait_kernels, attention_fused_backward) +                         \
+                             sizeof((k)->attention_fused_backward) &&                                \
+     (k)->attention_fused_scratch && (k)->attention_fused_forward && (k)->attention_fused_backward && \
+     (HS) <= PLAIT_ATTENTION_FUSED_MAX_HS)
 
 #ifdef __cplusplus
 }
