@@ -97,6 +97,10 @@ static void writer_free(plait_ckpt_writer *w) {
 void plait_ckpt_writer_abort(plait_ckpt_writer *w) {
     if (!w) return;
     for (int f = 0; f < 2; f++) plait_st_writer_abort(w->st[f]);
+    /* a directory this save left empty (a full disk at its first byte) is
+     * no checkpoint: removed, so that it is not taken for an interrupted
+     * one; one holding an earlier attempt's files stays */
+    if (w->dir[0]) rmdir(w->dir);
     writer_free(w);
 }
 

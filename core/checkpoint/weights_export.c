@@ -194,7 +194,8 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
     }
     model_shape m;
     st = read_shape(ck, &m);
-    if (st == PLAIT_OK && mkdir(out_dir, 0755) != 0 && errno != EEXIST)
+    int made = 0; /* --out created here: removed again if the export fails (it is then empty) */
+    if (st == PLAIT_OK && !(made = mkdir(out_dir, 0755) == 0) && errno != EEXIST)
         st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot create %s: %s", out_dir, strerror(errno));
     /* One export at a time into a directory: a second waits for nothing and
      * is refused (flock on the directory itself, dropped however we end). */
@@ -222,6 +223,7 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
         st = plait_fs_write_file_atomic(path, json, (size_t)n);
     }
     if (st == PLAIT_OK && used) snprintf(used, cap, "%s", plait_ckpt_dir(ck));
+    if (st != PLAIT_OK && made) rmdir(out_dir);
     if (lock >= 0) close(lock);
     free(path);
     plait_ckpt_close(ck);

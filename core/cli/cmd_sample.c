@@ -74,7 +74,7 @@ static int sample_args(int argc, char **argv, plait_sample_options *o, char **ov
                 return bad("--temperature %s: must be 0..100", v);
         } else if (!strcmp(a, "--top-k")) {
             long k = strtol(v, &end, 10);
-            if (!*v || *end || k < 0 || k > 1 << 30) return bad("--top-k %s: must be 0 (all) or more", v);
+            if (!*v || *end || k < 0 || k > 1 << 30) return bad("--top-k %s: must be 0 (all) .. %d", v, 1 << 30);
             o->top_k = (int32_t)k;
         } else if (!strcmp(a, "--seed")) {
             o->seed = strtoull(v, &end, 10);

@@ -57,6 +57,17 @@ plait_status plait_out_open(const char *path, int flags, int *fd) {
                                                       "files: remove it or choose another directory",
                                path, plait_file_kind(sb.st_mode));
     }
+    /* a file with other names (hard links: cp -al, ln) is also elsewhere:
+     * writing it would change that copy too */
+    if (sb.st_nlink > 1) {
+        close(f);
+        *fd = -1;
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "%s has %lu names (hard links, as cp -al or ln make): writing it would also change "
+                               "the file under its other names; give it a name of its own (cp %s x && mv x %s) or "
+                               "choose another directory",
+                               path, (unsigned long)sb.st_nlink, path, path);
+    }
     int fl = fcntl(f, F_GETFL);
     if (fl >= 0) (void)fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
     if ((flags & O_TRUNC) && ftruncate(f, 0) != 0) {

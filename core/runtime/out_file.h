@@ -3,7 +3,8 @@
  * not:
  *  - never through a symbolic link: a run directory (or an --out) holding
  *    a link named like one of plait's files, to a file elsewhere, is an
- *    error naming the link, and the file it points to is untouched;
+ *    error naming the link, and the file it points to is untouched; nor
+ *    into a file with other names (hard links), a FIFO or a device;
  *  - a temporary file (written, synced, then renamed over its final name)
  *    has a name no other writer shares ("<path>.<pid>-<random>.tmp",
  *    created with O_EXCL, so never an existing file or a link), so two

@@ -70,6 +70,8 @@ refused partial-auto "holds 2 checkpoint directories (the first: ckpt-00000002) 
   "run.out_dir=$E2E_WORK/partial" run.steps=4 run.resume=auto
 cmp -s "$E2E_WORK/partial/metrics.csv" "$E2E_WORK/partial-metrics.csv" || fail "resume = auto rewrote metrics.csv"
 refused partial-fresh "none is complete" "run.out_dir=$E2E_WORK/partial" run.steps=4
+refused partial-resume "--resume: no usable checkpoint in $E2E_WORK/partial: its 2 checkpoint directories (the first: ckpt-00000002) are incomplete or damaged" \
+  "run.out_dir=$E2E_WORK/partial" run.steps=4 --resume
 cmp -s "$E2E_WORK/partial/metrics.csv" "$E2E_WORK/partial-metrics.csv" || fail "a fresh run rewrote metrics.csv"
 
 # --- 6. two runs in one out_dir

@@ -52,7 +52,8 @@ bad_option() {
 }
 bad_option "--tokens -1: must be 0..1000000" --tokens -1
 bad_option "--temperature -1: must be 0..100" --temperature -1
-bad_option "--top-k many: must be 0 (all) or more" --top-k many
+bad_option "--top-k many: must be 0 (all) .. 1073741824" --top-k many
+bad_option "--top-k 99999999999: must be 0 (all) .. 1073741824" --top-k 99999999999
 bad_option "unknown option '--frobnicate'" --frobnicate 3
 bad_option "unknown option '--verbose'" --verbose
 bad_option "--seed needs a value" --seed
