@@ -11,6 +11,7 @@
 
 #include "checkpoint/gpt2_names.h"
 #include "runtime/error.h"
+#include "runtime/out_file.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_fs.h"
 #include "checkpoint/safetensors.h"
@@ -209,6 +210,7 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
                                                         "end (two at once would mix their files)", out_dir);
     }
     if (st == PLAIT_OK) st = check_out_dir(out_dir);
+    if (st == PLAIT_OK) (void)plait_out_remove_stale_temps(out_dir); /* a killed export's */
     size_t len = strlen(out_dir) + 32;
     char *path = malloc(len);
     if (st == PLAIT_OK && !path) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");

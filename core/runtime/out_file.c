@@ -2,7 +2,11 @@
  * (out_file.h). */
 #include "runtime/out_file.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
@@ -129,4 +133,40 @@ plait_status plait_out_check_own(const char *path, const char *first_line, const
                            "over it: give another path or move it away",
                            option, path, S_ISLNK(sb.st_mode) ? "a symbolic link" : S_ISREG(sb.st_mode) ? "a file" : "not a regular file",
                            first_line);
+}
+
+/* The pid in a temporary name "<name>.<pid>-<8 hex>.tmp", or 0. */
+static long temp_owner(const char *name) {
+    size_t n = strlen(name);
+    if (n < 4 + 9 + 2 || strcmp(name + n - 4, ".tmp") != 0) return 0;
+    const char *dash = name + n - 4 - 9;
+    if (*dash != '-') return 0;
+    for (int i = 1; i <= 8; i++)
+        if (!isxdigit((unsigned char)dash[i])) return 0;
+    const char *p = dash;
+    while (p > name && isdigit((unsigned char)p[-1])) p--;
+    if (p == dash || p == name || p[-1] != '.') return 0;
+    return strtol(p, NULL, 10);
+}
+
+int plait_out_remove_stale_temps(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return 0;
+    DIR *dp = fdopendir(fd);
+    if (!dp) {
+        close(fd);
+        return 0;
+    }
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(dp)) != NULL) {
+        long pid = temp_owner(e->d_name);
+        if (pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer may still be at it */
+        struct stat sb;
+        if (fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode)) continue;
+        if (unlinkat(fd, e->d_name, 0) == 0) removed++;
+    }
+    closedir(dp);
+    return removed;
 }

@@ -33,6 +33,11 @@ plait_status plait_out_fopen(const char *path, const char *mode, FILE **f);
  * cap bytes; the caller renames it over `path` or unlinks it). */
 plait_status plait_out_temp(const char *path, char *tmp, size_t cap, int *fd);
 
+/* Remove, in `dir` (not through a link), the temporary files of this
+ * naming left by processes that are gone (killed while writing); a live
+ * writer's, on this host, are kept. Returns how many were removed. */
+int plait_out_remove_stale_temps(const char *dir);
+
 /* 1 if `path` is a symbolic link (lstat), else 0. */
 int plait_out_is_link(const char *path);
 

@@ -68,7 +68,9 @@ plait_status plait_metrics_open(plait_metrics *m, const char *path, int append, 
     for (int i = 0; i < PLAIT_METRICS_MAX_COLUMNS; i++) m->values[i] = NAN;
     snprintf(m->path, sizeof m->path, "%s", path);
     if (append) {
-        plait_status st = drop_rows_after(path, resumed_step);
+        /* rows are added only to a file of plait's own (first column: step) */
+        plait_status st = plait_out_check_own(path, "step,", "the run's metrics file");
+        if (st == PLAIT_OK) st = drop_rows_after(path, resumed_step);
         if (st != PLAIT_OK) return st;
     }
     plait_status st = plait_out_fopen(path, append ? "a+" : "w", &m->file);
