@@ -31,6 +31,16 @@ static plait_status open_error(const char *what, const char *path, int err) {
     return plait_set_error(PLAIT_ERR_SYSTEM, "%s %s: %s", what, path, strerror(err));
 }
 
+/* A file with other names (hard links: cp -al, ln) is also elsewhere:
+ * writing it would change that copy too. */
+static plait_status hard_link_error(const char *path, unsigned long nlink) {
+    return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                           "%s has %lu names (hard links, as cp -al or ln make): writing it would also change the "
+                           "file under its other names; give it a name of its own (cp %s x && mv x %s) or choose "
+                           "another directory",
+                           path, nlink, path, path);
+}
+
 plait_status plait_out_open(const char *path, int flags, int *fd) {
     int access = flags & O_RDWR ? O_RDWR : O_WRONLY;
     /* O_NONBLOCK: opening a FIFO for writing would otherwise wait for a
@@ -61,16 +71,10 @@ plait_status plait_out_open(const char *path, int flags, int *fd) {
                                                       "files: remove it or choose another directory",
                                path, plait_file_kind(sb.st_mode));
     }
-    /* a file with other names (hard links: cp -al, ln) is also elsewhere:
-     * writing it would change that copy too */
     if (sb.st_nlink > 1) {
         close(f);
         *fd = -1;
-        return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "%s has %lu names (hard links, as cp -al or ln make): writing it would also change "
-                               "the file under its other names; give it a name of its own (cp %s x && mv x %s) or "
-                               "choose another directory",
-                               path, (unsigned long)sb.st_nlink, path, path);
+        return hard_link_error(path, sb.st_nlink);
     }
     int fl = fcntl(f, F_GETFL);
     if (fl >= 0) (void)fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
@@ -117,6 +121,8 @@ plait_status plait_out_temp(const char *path, char *tmp, size_t cap, int *fd) {
 plait_status plait_out_check_own(const char *path, const char *first_line, const char *option) {
     struct stat sb;
     if (lstat(path, &sb) != 0) return errno == ENOENT ? PLAIT_OK : open_error("cannot read", path, errno);
+    if (S_ISLNK(sb.st_mode)) return open_error("cannot open", path, ELOOP);
+    if (S_ISREG(sb.st_mode) && sb.st_nlink > 1) return hard_link_error(path, (unsigned long)sb.st_nlink);
     size_t want = strlen(first_line);
     char head[256] = "";
     ssize_t got = -1;

@@ -7,7 +7,8 @@
 #  1. export: --out a checkpoint or a run directory is refused (the
 #     checkpoint still resumes); a downloaded model.safetensors or
 #     config.json in --out is not overwritten; an earlier export is; two
-#     exports into one --out at once never mix their tensors. bench comm
+#     exports into one --out at once never mix their tensors. A fresh run
+#     never writes over a metrics.csv or memory.csv it did not write. bench comm
 #     and bench train --csv, bench sweep --report never write over a run's
 #     files or files they did not write.
 #  2. links: a ckpt-* link to another directory is neither pruned through
@@ -62,6 +63,17 @@ for round in 1 2 3 4; do
     cmp -s "$E2E_WORK/both/model.safetensors" "$E2E_WORK/ref-nanogpt.safetensors" ||
     fail "round $round: two exports into one --out at once left a model.safetensors that is neither"
   [ -z "$(find "$E2E_WORK/both" -name '*.tmp*')" ] || fail "round $round: temporary files left: $(ls "$E2E_WORK/both")"
+done
+
+# a run directory holding someone else's metrics.csv or memory.csv: a fresh
+# run does not write over them
+for f in metrics.csv memory.csv; do
+  rm -rf "${E2E_WORK:?}/foreign"
+  mkdir -p "$E2E_WORK/foreign"
+  printf 'date,sales\n2024-01-01,3\n' >"$E2E_WORK/foreign/$f"
+  refused "foreign-$f" "$E2E_WORK/foreign/$f: a file, which plait did not write" \
+    "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/foreign" run.steps=1
+  [ "$(cat "$E2E_WORK/foreign/$f")" = "$(printf 'date,sales\n2024-01-01,3')" ] || fail "a fresh run wrote over a foreign $f"
 done
 
 # benchmarks' outputs: never over a run's files or a file they did not write
