@@ -431,6 +431,11 @@ static void test_state_formats(void **state) {
     assert_error_contains("format_version 3 is not 1 to 2 (written by a newer plait)");
 
     rewrite_state(dir, "\"format_version\": 3", "\"format_version\": 2");
+    /* a negative count (a seed of -7 would come back as 2^64 - 7) */
+    rewrite_state(dir, "\"seed\": 1337", "\"seed\": -7");
+    assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("\"seed\" is missing or not an integer >= 0");
+    rewrite_state(dir, "\"seed\": -7", "\"seed\": 1337");
     rewrite_state(dir, "\"train_crc32c\": \"0123abcd\"", "\"train_crc32c\": \"0123abc\"");
     assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_ERR_PROTOCOL);
     assert_error_contains("\"data\" must hold");
