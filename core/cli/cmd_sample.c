@@ -108,6 +108,7 @@ const plait_command plait_cmd_sample = {
     "computes is chosen as for plait train: [device] plugin and ordinal, [run] precision, from\n"
     "--config (the run's config file; its [model] is ignored: the checkpoint's is used), PLAIT_*\n"
     "variables (PLAIT_DEVICE_PLUGIN=cuda) and device.* / run.* overrides, later ones winning.\n"
+    "On a terminal, control characters of the text are shown as \\xNN; piped, bytes are written as they are.\n"
     "  --prompt TEXT        start of the text, encoded with the run's tokenizer (without one: bytes,\n"
     "                       or token ids for vocabularies larger than 256); default \"" PLAIT_SAMPLE_DEFAULT_PROMPT "\"\n"
     "                       (said on stderr); '' starts from <|endoftext|>, or a line break\n"
