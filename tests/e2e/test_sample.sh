@@ -35,6 +35,11 @@ script -qc "$(printf '%q ' "$PLAIT_BIN" sample "$RUN" --prompt "$esc" --tokens 2
 grep -qF '\x1b[31mred' "$E2E_WORK/tty" || fail "the escape sequence was not shown as \\x1b on a terminal: $(cat -v "$E2E_WORK/tty")"
 ! LC_ALL=C grep -q "$(printf '[\001-\010\013\014\016-\037\177]')" "$E2E_WORK/tty" ||
   fail "a control character reached the terminal: $(cat -v "$E2E_WORK/tty")"
+# so does tokenizer decode (id 215 is GPT-2's ESC byte)
+script -qc "echo 215 | $(printf '%q ' "$PLAIT_BIN" tokenizer decode data/tokenizers/gpt2)" /dev/null >"$E2E_WORK/tty-decode" 2>&1
+grep -qF '\x1b' "$E2E_WORK/tty-decode" || fail "tokenizer decode sent ESC to a terminal raw: $(cat -v "$E2E_WORK/tty-decode")"
+[ "$(echo 215 | "$PLAIT_BIN" tokenizer decode data/tokenizers/gpt2 | od -An -tx1 | tr -d ' ')" = 1b ] ||
+  fail "tokenizer decode into a pipe did not write the ESC byte"
 
 sample topk1 "$(last_ckpt sampled)" --prompt "$P" --tokens $N --temperature 0.8 --top-k 1 --seed 5
 cmp -s "$E2E_WORK/greedy1" "$E2E_WORK/topk1" || fail "--top-k 1 differs from greedy decoding"
