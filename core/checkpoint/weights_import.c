@@ -21,7 +21,7 @@ struct plait_weights {
     plait_gpt2_orientation orientation;
     const plait_st_tensor **tensor; /* [n_params] by global index; NULL for tied copies */
     char note[512];
-    /* the last parameter converted to plait's layout (transposed, padded) */
+    /* the last parameter converted to plait's orientation and shape (transposed, padded) */
     pthread_mutex_t lock;
     int32_t cached;
     float *cache;
@@ -46,7 +46,7 @@ static plait_status shape_error(const plait_weights *w, const plait_st_tensor *t
     shape_text(have, sizeof have, t->ndim, t->shape);
     shape_text(need, sizeof need, ndim, want);
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "weights %s: tensor '%s' has shape %s, the config needs %s%s (%s layout)", w->path,
+                           "weights %s: tensor '%s' has shape %s, the config needs %s%s (%s)", w->path,
                            t->name, have, need, why, plait_gpt2_orientation_name(w->orientation));
 }
 
@@ -59,8 +59,8 @@ static int32_t param_of(const plait_model_spec *spec, const char *name) {
 
 static int is_named(const plait_param *p, const char *name) { return strcmp(p->name, name) == 0; }
 
-/* The file's layout from the first block's mlp.c_fc.weight. */
-static plait_status detect_layout(plait_weights *w) {
+/* The file's orientation from the first block's mlp.c_fc.weight. */
+static plait_status detect_orientation(plait_weights *w) {
     const plait_model_spec *s = w->spec;
     const int64_t C = s->n_embd;
     for (size_t i = 0; i < plait_st_count(w->st); i++) {
@@ -80,7 +80,7 @@ static plait_status detect_layout(plait_weights *w) {
         shape_text(have, sizeof have, t->ndim, t->shape);
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "weights %s: tensor '%s' has shape %s, the config (n_embd = %lld) needs [%lld, %lld] "
-                               "(Hugging Face Conv1D layout) or [%lld, %lld] (plait/nanoGPT Linear layout)",
+                               "(Hugging Face Conv1D weights) or [%lld, %lld] (plait/nanoGPT Linear weights)",
                                w->path, t->name, have, (long long)C, (long long)C, (long long)(4 * C),
                                (long long)(4 * C), (long long)C);
     }
@@ -128,7 +128,7 @@ static void add_note(plait_weights *w, const char *fmt, long long a, long long b
     snprintf(w->note + n, sizeof w->note - n, fmt, a, b, c);
 }
 
-/* Each parameter present with the config's shape (in the file's layout). */
+/* Each parameter present with the config's shape (in the file's orientation). */
 static plait_status check_shapes(plait_weights *w) {
     const plait_model_spec *s = w->spec;
     for (int32_t gi = 0; gi < s->n_params; gi++) {
@@ -222,7 +222,7 @@ plait_status plait_weights_open(const char *path, const plait_model_spec *spec, 
         goto fail;
     }
     const plait_st_tensor *head = NULL;
-    st = detect_layout(w);
+    st = detect_orientation(w);
     if (st == PLAIT_OK) st = map_tensors(w, &head);
     if (st == PLAIT_OK) st = check_shapes(w);
     if (st == PLAIT_OK) st = check_head(w, head);
@@ -249,7 +249,7 @@ const char *plait_weights_path(const plait_weights *w) { return w->path; }
 plait_gpt2_orientation plait_weights_orientation(const plait_weights *w) { return w->orientation; }
 const char *plait_weights_note(const plait_weights *w) { return w->note; }
 
-/* Parameter gi as a full tensor in plait's layout: the mapped data itself
+/* Parameter gi as a full tensor in plait's orientation: the mapped data itself
  * when the file already holds it so (a longer position table included: its
  * first rows are contiguous), else converted into the cache. Called with
  * the lock held. */

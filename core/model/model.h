@@ -98,7 +98,7 @@ typedef struct plait_model plait_model;
 typedef struct plait_model_create_args {
     const plait_plan *plan;     /* shards, layer_stage/chunk, vocab_padded, tp_ops */
     int32_t stage;              /* this rank's pipeline stage */
-    plait_param_set *params;    /* local params; data/grad read at each call */
+    plait_param_set *params;    /* local params; data and grad read at each call */
     int32_t max_slots;          /* activation slots to allow (>= 1) */
     /* The schedule splits backwards (plait_model_backward_input/_weight):
      * each slot then keeps, per block, the gradients its weight half reads

@@ -9,8 +9,8 @@
  * functions.
  *
  * Label `gpu`: where no CUDA device is found this exits 77, which ctest
- * reports as skipped (never as passed). Not yet run on a GPU at the time of
- * writing (docs/gpu.md says what has).
+ * reports as skipped (never as passed); docs/gpu.md says where these tests
+ * have run.
  */
 #include <math.h>
 #include <stdio.h>

@@ -25,9 +25,9 @@
  * Written for Ampere and Hopper alike: plain loads into padded shared
  * memory (rows of D+8 bf16 values, so ldmatrix's 8 rows fall in distinct
  * banks), one stage, no cp.async or TMA pipelining, no wgmma: the
- * structure to tune on a GPU (docs/gpu.md). Not yet run on a GPU.
+ * structure to tune on a GPU (docs/gpu.md).
  *
- * Layouts: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS; out and
+ * Shapes: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS; out and
  * dout [B,T,NH·HS]; lse and D [B,NH,T].
  */
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /*
  * The plait_kernels table on device memory (plait/kernels.h states every
- * kernel's contract; the core's CPU kernels in core/model/kernels_*.c are
+ * kernel's contract; the core's CPU kernels in core/kernels/kernels_*.c are
  * the reference the gpu tests compare against). This file composes the
  * products (gemm.c) and the CUDA kernels (*.cu) into the table's entries;
  * everything is queued on the device's stream and returns at once, except
@@ -15,8 +15,6 @@
  * for all T×T pairs, a causal softmax kernel turns them into
  * probabilities (zeros above the diagonal, as the CPU kernel leaves
  * them), and a second batched product applies them to V.
- *
- * Not yet run on a GPU (docs/gpu.md).
  */
 #include <math.h>
 #include <pthread.h>

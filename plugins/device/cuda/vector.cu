@@ -4,7 +4,7 @@
  * Element-wise kernels compute each element from that element alone; the
  * two reductions (Σx², the bias gradient) have fixed orders that depend
  * on the sizes alone (the bias gradient in row chunks: pcuda.h's column
- * sums). Not yet run on a GPU.
+ * sums).
  */
 #include "kcommon.cuh"
 

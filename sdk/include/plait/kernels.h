@@ -274,7 +274,7 @@ typedef struct plait_kernels {
     /* Floats of the `scratch` both calls need for this shape (nothing in
      * it survives a call; one buffer serves every layer). */
     size_t (*attention_fused_scratch)(int64_t B, int64_t T, int64_t NH, int64_t HS);
-    /* out[B,T,NH*HS] and lse[B,NH,T] from qkv[B,T,3*NH*HS] (attention_forward's layouts). */
+    /* out[B,T,NH*HS] and lse[B,NH,T] from qkv[B,T,3*NH*HS] (attention_forward's shapes). */
     void (*attention_fused_forward)(float *out, float *lse, float *scratch, const float *qkv, int64_t B,
                                     int64_t T, int64_t NH, int64_t HS);
     /* dqkv overwritten, from dout and what the forward read (qkv) and

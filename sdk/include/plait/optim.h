@@ -130,7 +130,7 @@ typedef struct plait_optim_ops {
     /* Clip by the global norm and update. Collective over the world. */
     plait_status (*step)(void *state, const plait_optim_step_in *in, plait_optim_step_out *out);
 
-    /* Checkpointing: write into `dst` the whole local slice (TP shard layout)
+    /* Checkpointing: write into `dst` the whole local slice (its TP shard)
      * of parameter `param_index` (the global index, plait_param.index)'s tensor `which` ("param" or a state name),
      * gathered over the DP group. Collective over the DP group; `dst` is only
      * written on DP rank 0 and may be NULL elsewhere. `dst` is host memory:
