@@ -62,12 +62,13 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
                               1.0 / ((double)run->world.mesh.dp * run->world.mesh.tp), &res->t);
     double sumsq = NAN;
     if (st == PLAIT_OK) st = global_loss(run, &res->loss, &res->t, &out, &sumsq);
+    /* steps numbered as metrics.csv numbers them, from 1 */
     if (st == PLAIT_OK && norm_on_device(&out) && !isfinite(sumsq))
         st = plait_set_error(PLAIT_ERR_INVALID_ARG,
                              "%s: the gradient norm at step %lld is not finite (NaN or Inf gradients): training "
                              "diverged; no parameter was changed. Lower [optim] lr, or check the data",
-                             plait_config_str(run->cfg, "optim", "plugin"), (long long)run->step);
-    if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step);
+                             plait_config_str(run->cfg, "optim", "plugin"), (long long)run->step + 1);
+    if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step + 1);
     plait_stage_timing_take(&run->timing, run->exec.stage_times, res);
     take_plugin_stats(run, &out, res);
     if (norm_on_device(&out)) res->grad_norm = sqrt(sumsq);
