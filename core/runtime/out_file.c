@@ -123,6 +123,10 @@ plait_status plait_out_check_own(const char *path, const char *first_line, const
     if (lstat(path, &sb) != 0) return errno == ENOENT ? PLAIT_OK : open_error("cannot read", path, errno);
     if (S_ISLNK(sb.st_mode)) return open_error("cannot open", path, ELOOP);
     if (S_ISREG(sb.st_mode) && sb.st_nlink > 1) return hard_link_error(path, (unsigned long)sb.st_nlink);
+    if (!S_ISREG(sb.st_mode))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s is %s, not a regular file; plait writes only regular "
+                                                      "files: remove it or choose another directory",
+                               path, plait_file_kind(sb.st_mode));
     size_t want = strlen(first_line);
     char head[256] = "";
     ssize_t got = -1;

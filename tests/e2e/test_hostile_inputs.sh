@@ -14,6 +14,7 @@
 #     names each broken file with what happened; a command that loads one
 #     dies naming the file.
 source "$(dirname "$0")/lib.sh"
+rm -rf "${E2E_WORK:?}"/* # what a failed run kept (FIFOs, staging directories)
 
 # refused NAME EXPECTED CMD...: CMD exits non-zero within 10 s printing EXPECTED
 refused() {
