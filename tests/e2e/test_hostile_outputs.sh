@@ -18,8 +18,9 @@
 #     file under its other name unchanged.
 #  3. pruning after a resume that skipped a damaged newest checkpoint keeps
 #     the checkpoint resumed from and the new one.
-#  4. a file size limit (ulimit -f) reached by a checkpoint or data prepare:
-#     "File too large" named, nothing half-written left.
+#  4. a file size limit (ulimit -f) reached by a checkpoint, data prepare or
+#     export: "File too large" named, nothing half-written left; a killed
+#     export's temporary file is removed by the next export.
 source "$(dirname "$0")/lib.sh"
 
 # refused NAME EXPECTED CMD...: CMD exits non-zero printing EXPECTED
@@ -146,4 +147,18 @@ rc=0
 [ $rc -eq 1 ] && grep -q "File too large" "$E2E_WORK/fsize-ds.out" ||
   fail "ulimit -f during data prepare: exit $rc: $(tail -n 2 "$E2E_WORK/fsize-ds.out")"
 [ -z "$(ls -d "$E2E_WORK"/fsize-ds.* 2>/dev/null | grep -v '\.out$')" ] || fail "data prepare left $(ls -d "$E2E_WORK"/fsize-ds.*)"
+rc=0
+(ulimit -f 100 && "$PLAIT_BIN" export "$ck" --format hf --out "$E2E_WORK/fsize-ex") >"$E2E_WORK/fsize-ex.out" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "File too large" "$E2E_WORK/fsize-ex.out" ||
+  fail "ulimit -f during export: exit $rc: $(tail -n 2 "$E2E_WORK/fsize-ex.out")"
+[ ! -e "$E2E_WORK/fsize-ex" ] || fail "the failed export left its --out: $(ls -A "$E2E_WORK/fsize-ex")"
+# a temporary file of an export that was killed (its pid is gone) is
+# removed by the next export into that directory
+sh -c 'exit 0' &
+gone=$!
+wait $gone
+: >"$E2E_WORK/mine/model.safetensors.$gone-0badf00d.tmp"
+"$PLAIT_BIN" export "$ck" --format hf --out "$E2E_WORK/mine" >"$E2E_WORK/exp-stale.out" 2>&1 ||
+  fail "export beside a killed export's temporary file failed: $(tail -n 2 "$E2E_WORK/exp-stale.out")"
+[ ! -e "$E2E_WORK/mine/model.safetensors.$gone-0badf00d.tmp" ] || fail "a killed export's temporary file was kept"
 echo "ok"
