@@ -60,7 +60,7 @@ mkfifo "$E2E_WORK/cache/plait/peak.tsv"
 XDG_CACHE_HOME=$E2E_WORK/cache timeout 10 "$PLAIT_BIN" doctor >"$E2E_WORK/cachefifo.out" 2>&1 ||
   fail "plait doctor with a FIFO as the MFU cache: $(tail -n 2 "$E2E_WORK/cachefifo.out")"
 grep -q "^mfu peak  *not measured yet" "$E2E_WORK/cachefifo.out" || fail "a FIFO as the MFU cache was read as one"
-for f in metrics.csv rank-0.log .lock; do
+for f in metrics.csv memory.csv rank-0.log .lock; do
   rm -rf "${E2E_WORK:?}/runfifo"
   mkdir -p "$E2E_WORK/runfifo"
   mkfifo "$E2E_WORK/runfifo/$f"
