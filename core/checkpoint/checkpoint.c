@@ -290,6 +290,7 @@ plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *sta
 
 struct plait_ckpt {
     char dir[PATH_MAX];
+    char what[PATH_MAX + 16]; /* "checkpoint <dir>", for messages */
     plait_ckpt_state state;
     plait_json_doc *doc;
     const plait_json *meta;
@@ -377,10 +378,10 @@ static plait_status no_marker(const char *dir) {
                                dir, strerror(errno));
     if (!S_ISDIR(sb.st_mode))
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "%s is a file, not a checkpoint: a checkpoint is a directory (runs/NAME/ckpt-<step>) "
+                               "%s is %s, not a checkpoint: a checkpoint is a directory (runs/NAME/ckpt-<step>) "
                                "holding " PLAIT_CKPT_MARKER_FILE ", " PLAIT_CKPT_STATE_FILE ", " PLAIT_CKPT_MODEL_FILE
                                " and " PLAIT_CKPT_OPTIM_FILE "; give that directory, or the run directory",
-                               dir);
+                               dir, S_ISREG(sb.st_mode) ? "a file" : plait_file_kind(sb.st_mode));
     if (!holds_a_save(dir))
         return plait_set_error(PLAIT_ERR_PROTOCOL,
                                "%s is not a plait checkpoint: it has no " PLAIT_CKPT_MARKER_FILE ", "
@@ -424,6 +425,7 @@ static plait_status open_checked(const char *dir, int quick, plait_ckpt **out) {
     snprintf(ck->dir, sizeof ck->dir, "%s", dir);
     size_t dl = strlen(ck->dir);
     while (dl > 1 && ck->dir[dl - 1] == '/') ck->dir[--dl] = '\0';
+    snprintf(ck->what, sizeof ck->what, "checkpoint %s", ck->dir);
 
     int64_t marker_step = 0;
     uint32_t state_crc = 0;
@@ -540,10 +542,11 @@ static void shape_text(char *buf, size_t cap, int32_t ndim, const int64_t *shape
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
-plait_status plait_ckpt_read_slice(const plait_ckpt *ck, const char *name, const plait_param *param,
-                                   size_t offset, size_t count, float *dst) {
-    const plait_st_tensor *t = plait_ckpt_tensor(ck, name);
-    if (!t) return plait_set_error(PLAIT_ERR_UNSUPPORTED, "checkpoint %s has no tensor %s", ck->dir, name);
+/* Local elements [offset, offset+count) of `param`'s slice from full
+ * tensor `t` (`name` of `what`), whose shape must be the parameter's. */
+static plait_status read_slice(const plait_st_tensor *t, const char *what, const char *name, const plait_param *param,
+                               size_t offset, size_t count, float *dst) {
+    if (!t) return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s has no tensor %s", what, name);
     int same = t->ndim == param->ndim;
     for (int32_t d = 0; same && d < t->ndim; d++) same = t->shape[d] == param->shape[d];
     if (!same) {
@@ -551,13 +554,20 @@ plait_status plait_ckpt_read_slice(const plait_ckpt *ck, const char *name, const
         shape_text(a, sizeof a, t->ndim, t->shape);
         shape_text(b, sizeof b, param->ndim, param->shape);
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "checkpoint %s: tensor %s has shape %s but the model's %s is %s; the "
+                               "%s: tensor %s has shape %s but the model's %s is %s; the "
                                "checkpoint was saved from a different [model] configuration",
-                               ck->dir, name, a, param->name, b);
+                               what, name, a, param->name, b);
     }
     plait_status st = plait_shard_extract(t->ndim, t->shape, &param->shard, t->data, offset, count, dst);
-    if (st != PLAIT_OK) return plait_wrap_error(st, "reading %s from checkpoint %s", name, ck->dir);
+    if (st != PLAIT_OK) return plait_wrap_error(st, "reading %s from %s", name, what);
     return PLAIT_OK;
+}
+
+plait_status plait_ckpt_read_slice(const plait_ckpt *ck, const char *name, const plait_param *param,
+                                   size_t offset, size_t count, float *dst) {
+    char what[4200];
+    snprintf(what, sizeof what, "checkpoint %s", ck->dir);
+    return read_slice(plait_ckpt_tensor(ck, name), what, name, param, offset, count, dst);
 }
 
 static plait_status source_read(void *ctx, int32_t param_index, const char *which, size_t offset, size_t count,
@@ -573,26 +583,34 @@ static plait_status source_read(void *ctx, int32_t param_index, const char *whic
                                s->spec->params[param_index].name);
     const char *base = plait_ckpt_param_name(s->spec, param_index);
     if (strcmp(which, "param") == 0) {
-        plait_status st = plait_ckpt_read_slice(s->ck, base, local, offset, count, dst);
+        plait_status st = read_slice(s->find(s->find_ctx, base), s->what, base, local, offset, count, dst);
         if (st == PLAIT_ERR_UNSUPPORTED)
-            return plait_set_error(PLAIT_ERR_PROTOCOL,
-                                   "checkpoint %s has no tensor %s: it was saved from a different model",
-                                   s->ck->dir, base);
+            return plait_set_error(PLAIT_ERR_PROTOCOL, "%s has no tensor %s: it was saved from a different model",
+                                   s->what, base);
         return st;
     }
     char name[1024];
     if ((size_t)plait_ckpt_optim_name(name, sizeof name, which, base) >= sizeof name)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "tensor name too long: optim.%s.%s", which, base);
-    return plait_ckpt_read_slice(s->ck, name, local, offset, count, dst);
+    return read_slice(s->find(s->find_ctx, name), s->what, name, local, offset, count, dst);
 }
 
-void plait_ckpt_source_init(plait_ckpt_source *s, const plait_ckpt *ck, const plait_model_spec *spec,
-                            const plait_param_set *local) {
+static const plait_st_tensor *find_in_ckpt(const void *ctx, const char *name) { return plait_ckpt_tensor(ctx, name); }
+
+void plait_ckpt_source_init_find(plait_ckpt_source *s, plait_ckpt_find_fn find, const void *ctx, const char *what,
+                                 const plait_model_spec *spec, const plait_param_set *local) {
     memset(s, 0, sizeof *s);
     s->src.struct_size = sizeof s->src;
     s->src.ctx = s;
     s->src.read = source_read;
-    s->ck = ck;
+    s->find = find;
+    s->find_ctx = ctx;
+    s->what = what;
     s->spec = spec;
     s->local = local;
+}
+
+void plait_ckpt_source_init(plait_ckpt_source *s, const plait_ckpt *ck, const plait_model_spec *spec,
+                            const plait_param_set *local) {
+    plait_ckpt_source_init_find(s, find_in_ckpt, ck, ck->what, spec, local);
 }

@@ -200,14 +200,23 @@ plait_status plait_ckpt_read_slice(const plait_ckpt *ck, const char *name, const
  * parameter index (plait_param.index); the parameter is looked up in
  * `local` for its shard. Tied copies read their original's tensors. All
  * pointers are borrowed and must outlive the source. Thread-safe. */
+/* Where a source finds a tensor by its checkpoint name: NULL when absent. */
+typedef const plait_st_tensor *(*plait_ckpt_find_fn)(const void *ctx, const char *name);
+
 typedef struct plait_ckpt_source {
     plait_value_source src;       /* pass &s.src */
-    const plait_ckpt *ck;
+    plait_ckpt_find_fn find;
+    const void *find_ctx;
+    const char *what;             /* "checkpoint DIR", for messages */
     const plait_model_spec *spec;
     const plait_param_set *local;
 } plait_ckpt_source;
 void plait_ckpt_source_init(plait_ckpt_source *s, const plait_ckpt *ck, const plait_model_spec *spec,
                             const plait_param_set *local);
+/* The same over tensors found by `find` (the images of an elastic job's
+ * replicas: checkpoint/ckpt_image.h), `what` naming them in messages. */
+void plait_ckpt_source_init_find(plait_ckpt_source *s, plait_ckpt_find_fn find, const void *ctx, const char *what,
+                                 const plait_model_spec *spec, const plait_param_set *local);
 
 /* ---- housekeeping ---------------------------------------------------------- */
 

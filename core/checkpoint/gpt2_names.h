@@ -1,8 +1,8 @@
 /*
- * GPT-2 tensor names and layouts outside plait, in one place:
+ * GPT-2 tensor names and weight orientations outside plait, in one place:
  *
  *   plait / nanoGPT   "transformer.h.<i>.attn.c_attn.weight" [3C, C]: the
- *                     nn.Linear layout [out, in]; "lm_head.weight" is the
+ *                     nn.Linear orientation [out, in]; "lm_head.weight" is the
  *                     token table (tied), stored or not.
  *   Hugging Face      GPT2LMHeadModel: the same names, but the four
  *                     projections (attn.c_attn, attn.c_proj, mlp.c_fc,
@@ -44,10 +44,10 @@ typedef enum plait_gpt2_kind {
 plait_gpt2_kind plait_gpt2_canonical(const char *name, char *out, size_t cap);
 
 /* 1 if the canonical parameter `name` is a Conv1D weight in the Hugging
- * Face layout (stored transposed relative to plait's). */
+ * Face orientation (stored transposed relative to plait's). */
 int plait_gpt2_conv1d_weight(const char *name);
 
-/* Name of the layout, for messages ("Hugging Face GPT-2 (Conv1D)", ...). */
+/* Name of the orientation, for messages ("Hugging Face GPT-2 (Conv1D)", ...). */
 const char *plait_gpt2_orientation_name(plait_gpt2_orientation orientation);
 
 #endif

@@ -1,6 +1,7 @@
 #include "checkpoint/weights_import.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@ struct plait_weights {
     plait_gpt2_orientation orientation;
     const plait_st_tensor **tensor; /* [n_params] by global index; NULL for tied copies */
     char note[512];
-    /* the last parameter converted to plait's layout (transposed, padded) */
+    /* the last parameter converted to plait's orientation and shape (transposed, padded) */
     pthread_mutex_t lock;
     int32_t cached;
     float *cache;
@@ -46,7 +47,7 @@ static plait_status shape_error(const plait_weights *w, const plait_st_tensor *t
     shape_text(have, sizeof have, t->ndim, t->shape);
     shape_text(need, sizeof need, ndim, want);
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "weights %s: tensor '%s' has shape %s, the config needs %s%s (%s layout)", w->path,
+                           "weights %s: tensor '%s' has shape %s, the config needs %s%s (%s)", w->path,
                            t->name, have, need, why, plait_gpt2_orientation_name(w->orientation));
 }
 
@@ -59,8 +60,8 @@ static int32_t param_of(const plait_model_spec *spec, const char *name) {
 
 static int is_named(const plait_param *p, const char *name) { return strcmp(p->name, name) == 0; }
 
-/* The file's layout from the first block's mlp.c_fc.weight. */
-static plait_status detect_layout(plait_weights *w) {
+/* The file's orientation from the first block's mlp.c_fc.weight. */
+static plait_status detect_orientation(plait_weights *w) {
     const plait_model_spec *s = w->spec;
     const int64_t C = s->n_embd;
     for (size_t i = 0; i < plait_st_count(w->st); i++) {
@@ -80,7 +81,7 @@ static plait_status detect_layout(plait_weights *w) {
         shape_text(have, sizeof have, t->ndim, t->shape);
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "weights %s: tensor '%s' has shape %s, the config (n_embd = %lld) needs [%lld, %lld] "
-                               "(Hugging Face Conv1D layout) or [%lld, %lld] (plait/nanoGPT Linear layout)",
+                               "(Hugging Face Conv1D weights) or [%lld, %lld] (plait/nanoGPT Linear weights)",
                                w->path, t->name, have, (long long)C, (long long)C, (long long)(4 * C),
                                (long long)(4 * C), (long long)C);
     }
@@ -128,7 +129,7 @@ static void add_note(plait_weights *w, const char *fmt, long long a, long long b
     snprintf(w->note + n, sizeof w->note - n, fmt, a, b, c);
 }
 
-/* Each parameter present with the config's shape (in the file's layout). */
+/* Each parameter present with the config's shape (in the file's orientation). */
 static plait_status check_shapes(plait_weights *w) {
     const plait_model_spec *s = w->spec;
     for (int32_t gi = 0; gi < s->n_params; gi++) {
@@ -180,6 +181,25 @@ static plait_status check_head(plait_weights *w, const plait_st_tensor *head) {
     return PLAIT_OK;
 }
 
+/* Weights that start a run are finite: a NaN or Inf is named with its
+ * tensor and element, not left to surface as a diverged run. */
+static plait_status check_finite(const plait_weights *w, const plait_st_tensor *head) {
+    for (size_t i = 0; i < plait_st_count(w->st); i++) {
+        const plait_st_tensor *t = plait_st_tensor_at(w->st, i);
+        int used = t == head;
+        for (int32_t gi = 0; gi < w->spec->n_params && !used; gi++) used = w->tensor[gi] == t;
+        if (!used) continue; /* buffers (attention masks) are never read */
+        for (size_t k = 0; k < t->numel; k++)
+            if (!isfinite(t->data[k]))
+                return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                       "weights %s: tensor '%s' holds a non-finite value (%s) at element %zu of %zu: "
+                                       "the weights are damaged or were saved by a run that had diverged; they "
+                                       "cannot start a run",
+                                       w->path, t->name, isnan(t->data[k]) ? "NaN" : "Inf", k, t->numel);
+    }
+    return PLAIT_OK;
+}
+
 /* Shapes cannot tell the head count: a plait checkpoint records it. */
 static plait_status check_heads(const plait_weights *w) {
     const char *v = plait_st_metadata(w->st, "plait.model.n_head");
@@ -216,17 +236,18 @@ plait_status plait_weights_open(const char *path, const plait_model_spec *spec, 
         st = plait_set_error(PLAIT_ERR_SYSTEM, "[run] init_from = %s: %s", path, strerror(errno));
         goto fail;
     }
-    st = plait_st_open(w->path, PLAIT_ST_VERIFY, &w->st);
+    st = plait_st_open(w->path, PLAIT_ST_VERIFY | PLAIT_ST_CONVERT, &w->st);
     if (st != PLAIT_OK) {
         st = plait_wrap_error(st, "[run] init_from");
         goto fail;
     }
     const plait_st_tensor *head = NULL;
-    st = detect_layout(w);
+    st = detect_orientation(w);
     if (st == PLAIT_OK) st = map_tensors(w, &head);
     if (st == PLAIT_OK) st = check_shapes(w);
     if (st == PLAIT_OK) st = check_head(w, head);
     if (st == PLAIT_OK) st = check_heads(w);
+    if (st == PLAIT_OK) st = check_finite(w, head);
     if (st != PLAIT_OK) goto fail;
     *out = w;
     return PLAIT_OK;
@@ -249,7 +270,7 @@ const char *plait_weights_path(const plait_weights *w) { return w->path; }
 plait_gpt2_orientation plait_weights_orientation(const plait_weights *w) { return w->orientation; }
 const char *plait_weights_note(const plait_weights *w) { return w->note; }
 
-/* Parameter gi as a full tensor in plait's layout: the mapped data itself
+/* Parameter gi as a full tensor in plait's orientation: the mapped data itself
  * when the file already holds it so (a longer position table included: its
  * first rows are contiguous), else converted into the cache. Called with
  * the lock held. */

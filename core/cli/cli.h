@@ -15,13 +15,18 @@
  *                    --nnodes); rank 0's host from MASTER_ADDR/MASTER_PORT,
  *                    [comm] rendezvous or a Slurm allocation's first node,
  *                    the shared secret from PLAIT_JOB_TOKEN
+ *   --nnodes MIN:MAX plait train, elastic (cli/cli_elastic.c): at least
+ *                    MIN, at most MAX hosts; "MIN:" takes MAX from Slurm's
+ *                    SLURM_NNODES
  *   --node-rank K    this host's index (default SLURM_NODEID under Slurm)
  *   --max-restarts K plait train: relaunch a failed job from its latest
  *                    complete checkpoint up to K times (launch/restart.h) */
 typedef struct plait_cli_job_opts {
-    int nnodes;       /* 0 = not given */
+    int nnodes;       /* 0 = not given; elastic: MAX (0 = from Slurm) */
+    int nnodes_min;   /* elastic: MIN; 0 = a fixed number of hosts */
     int node_rank;    /* -1 = not given */
     int max_restarts; /* -1 = not given ([run] max_restarts) */
+    int local_ranks;  /* -n N: ranks on this host (0 = no -n: this process is one rank, or the command's own) */
 } plait_cli_job_opts;
 
 typedef struct plait_command {
@@ -84,6 +89,16 @@ void plait_cli_print_error(const char *context);
 /* Remove those options from argv (after argv[0]); 0, or -1 with a static
  * message in *err for a missing or out-of-range value. */
 int plait_cli_take_job_options(int *argc, char **argv, plait_cli_job_opts *o, const char **err);
+/* "N", "MIN:MAX" or "MIN:" (MAX 0: from Slurm) as --nnodes and [run]
+ * nnodes take it. 0, or -1 with a static message in *err. */
+int plait_cli_parse_nnodes(const char *text, int *min, int *max, const char **err);
+
+/* Where a job on several hosts meets: `rendezvous` ([comm] rendezvous),
+ * else MASTER_ADDR/MASTER_PORT, else a Slurm allocation's first node; and
+ * its secret, PLAIT_JOB_TOKEN (*token points into the environment).
+ * Errors name `what` (the option: "--nnodes 2") and what to set. */
+plait_status plait_cli_job_address(const char *rendezvous, const char *what, char *host, size_t cap, int *port,
+                                   const char **token);
 
 /* `plait <command> ... -n N`: run N local ranks of argv (with -n already
  * removed) under the launcher (launch/launch.h) and return the exit code the

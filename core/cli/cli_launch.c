@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_elastic.h"
 #include "cli/memory_check.h"
 #include "launch/bootstrap.h"
 #include "launch/launch.h"
@@ -40,12 +41,44 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
     return 0;
 }
 
+int plait_cli_parse_nnodes(const char *text, int *min, int *max, const char **err) {
+    const char *colon = text ? strchr(text, ':') : NULL;
+    *min = 0;
+    if (!colon) {
+        if (parse_int(text, 1, 65536, max) == 0) return 0;
+        *err = "--nnodes needs a number of hosts in 1..65536, or MIN:MAX for an elastic job";
+        return -1;
+    }
+    char lo[16];
+    size_t n = (size_t)(colon - text);
+    if (n == 0 || n >= sizeof lo) {
+        *err = "--nnodes MIN:MAX needs MIN, a number of hosts in 1..256";
+        return -1;
+    }
+    memcpy(lo, text, n);
+    lo[n] = '\0';
+    if (parse_int(lo, 1, 256, min) != 0) {
+        *err = "--nnodes MIN:MAX needs MIN, a number of hosts in 1..256";
+        return -1;
+    }
+    *max = 0;
+    if (colon[1] && parse_int(colon + 1, 1, 256, max) != 0) {
+        *err = "--nnodes MIN:MAX needs MAX, a number of hosts in 1..256 (or nothing: Slurm's SLURM_NNODES)";
+        return -1;
+    }
+    if (*max && *min > *max) {
+        *err = "--nnodes MIN:MAX: MIN is larger than MAX (at least MIN hosts, at most MAX)";
+        return -1;
+    }
+    return 0;
+}
+
 int plait_cli_take_job_options(int *argc, char **argv, plait_cli_job_opts *o, const char **err) {
     static const struct {
         const char *name;
         int lo, hi;
         const char *msg;
-    } opts[] = {{"--nnodes", 1, 65536, "--nnodes needs a number of hosts in 1..65536"},
+    } opts[] = {{"--nnodes", 1, 65536, NULL},
                 {"--node-rank", 0, 65535, "--node-rank needs this host's index in 0..65535"},
                 {"--max-restarts", 0, 1000, "--max-restarts needs a number in 0..1000"}};
     *o = (plait_cli_job_opts){.nnodes = 0, .node_rank = -1, .max_restarts = -1};
@@ -56,8 +89,9 @@ int plait_cli_take_job_options(int *argc, char **argv, plait_cli_job_opts *o, co
             const char *v = NULL;
             int used = option_value(argv, *argc, i, opts[k].name, &v);
             if (!used) continue;
-            if (parse_int(v, opts[k].lo, opts[k].hi, field[k]) != 0) {
-                *err = opts[k].msg;
+            if (k == 0 ? plait_cli_parse_nnodes(v, &o->nnodes_min, &o->nnodes, err) != 0
+                       : parse_int(v, opts[k].lo, opts[k].hi, field[k]) != 0) {
+                if (k != 0) *err = opts[k].msg;
                 return -1;
             }
             for (int j = i; j + used <= *argc; j++) argv[j] = argv[j + used];
@@ -66,11 +100,46 @@ int plait_cli_take_job_options(int *argc, char **argv, plait_cli_job_opts *o, co
             break;
         }
     }
+    if (o->nnodes_min > 0 && o->node_rank >= 0) {
+        *err = "--node-rank has no place in an elastic job (--nnodes MIN:MAX): each host gets its index when it "
+               "joins";
+        return -1;
+    }
     if (o->nnodes > 0 && o->node_rank >= o->nnodes) {
         *err = "--node-rank must be below --nnodes";
         return -1;
     }
     return 0;
+}
+
+plait_status plait_cli_job_address(const char *rendezvous, const char *what, char *host, size_t cap, int *port,
+                                   const char **token) {
+    plait_status st;
+    const char *addr = getenv("MASTER_ADDR");
+    if (rendezvous && *rendezvous) {
+        st = plait_net_split_hostport(rendezvous, "[comm] rendezvous", host, cap, port);
+    } else if (addr && *addr) {
+        const char *p = getenv("MASTER_PORT");
+        if (!p || parse_int(p, 1, 65535, port) != 0)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "MASTER_ADDR is set but MASTER_PORT is %s%s%s",
+                                   p ? "'" : "not set", p ? p : "", p ? "', not a port" : "");
+        snprintf(host, cap, "%s", addr);
+        st = PLAIT_OK;
+    } else if (getenv("SLURM_NODELIST") || getenv("SLURM_STEP_NODELIST")) {
+        st = plait_slurm_store_address(NULL, host, cap, port);
+    } else {
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: nothing says where the job's store is; set MASTER_ADDR and MASTER_PORT (the "
+                               "store's host, a free port) or [comm] rendezvous on every host", what);
+    }
+    if (st != PLAIT_OK) return st;
+    *token = getenv("PLAIT_JOB_TOKEN");
+    if (!*token || !**token || strlen(*token) > PLAIT_STORE_MAX_TOKEN)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: set the same secret PLAIT_JOB_TOKEN (1..%d bytes) on every host, "
+                               "e.g. export PLAIT_JOB_TOKEN=$(head -c 24 /dev/urandom | base64)",
+                               what, PLAIT_STORE_MAX_TOKEN);
+    return PLAIT_OK;
 }
 
 /* Fill the multi-host part of `lo` from the options and the environment:
@@ -89,34 +158,11 @@ static plait_status multi_host(plait_launch_opts *lo, const plait_cli_job_opts *
     if (lo->node_rank >= lo->nnodes)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "this host's index %d is not below --nnodes %d",
                                lo->node_rank, lo->nnodes);
-    plait_status st;
-    const char *addr = getenv("MASTER_ADDR");
-    if (rendezvous && *rendezvous) {
-        st = plait_net_split_hostport(rendezvous, "[comm] rendezvous", host, cap, &lo->store_port);
-    } else if (addr && *addr) {
-        const char *port = getenv("MASTER_PORT");
-        if (!port || parse_int(port, 1, 65535, &lo->store_port) != 0)
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "MASTER_ADDR is set but MASTER_PORT is %s%s%s",
-                                   port ? "'" : "not set", port ? port : "", port ? "', not a port" : "");
-        snprintf(host, cap, "%s", addr);
-        st = PLAIT_OK;
-    } else if (getenv("SLURM_NODELIST") || getenv("SLURM_STEP_NODELIST")) {
-        st = plait_slurm_store_address(NULL, host, cap, &lo->store_port);
-    } else {
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "--nnodes %d: nothing says where rank 0's store is; set MASTER_ADDR and "
-                               "MASTER_PORT (rank 0's host, a free port) or [comm] rendezvous on every host",
-                               lo->nnodes);
-    }
-    if (st != PLAIT_OK) return st;
-    lo->store_host = host;
-    lo->token = getenv("PLAIT_JOB_TOKEN");
-    if (!lo->token || !*lo->token || strlen(lo->token) > PLAIT_STORE_MAX_TOKEN)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "--nnodes %d: set the same secret PLAIT_JOB_TOKEN (1..%d bytes) on every host, "
-                               "e.g. export PLAIT_JOB_TOKEN=$(head -c 24 /dev/urandom | base64)",
-                               lo->nnodes, PLAIT_STORE_MAX_TOKEN);
-    return PLAIT_OK;
+    char what[64];
+    snprintf(what, sizeof what, "--nnodes %d", lo->nnodes);
+    plait_status st = plait_cli_job_address(rendezvous, what, host, cap, &lo->store_port, &lo->token);
+    if (st == PLAIT_OK) lo->store_host = host;
+    return st;
 }
 
 /* Launch `nranks` local ranks of argv (per host with --nnodes); with
@@ -153,7 +199,9 @@ static int launch(int nranks, int argc, char **argv, const plait_cli_job_opts *j
     char reason[sizeof ((plait_launch_result *)0)->message] = "";
     for (int attempt = 0;; attempt++) {
         char *env[PLAIT_RESTART_ENV_MAX];
-        plait_restart_env(attempt, max_restarts, reason, new_dir, env);
+        plait_restart_facts facts = {.attempt = attempt, .max_restarts = max_restarts, .reason = reason,
+                                     .new_dir = new_dir};
+        plait_restart_env(&facts, env);
         o.extra_env = env;
         plait_launch_result res;
         plait_status st = plait_launch_local(&o, &res);
@@ -205,9 +253,29 @@ static int nccl_would_share_a_gpu(const plait_config *cfg, const char *context, 
     return 1;
 }
 
+/* The launcher options with [run] nnodes for a --nnodes not given (the
+ * option wins): 0, or -1 with the error set naming the key. */
+static int job_nnodes(const plait_config *cfg, const plait_cli_job_opts *given, plait_cli_job_opts *j) {
+    *j = *given;
+    const char *text = plait_config_str(cfg, "run", "nnodes");
+    if (j->nnodes > 0 || j->nnodes_min > 0 || !text || !*text) return 0;
+    const char *err = NULL;
+    if (plait_cli_parse_nnodes(text, &j->nnodes_min, &j->nnodes, &err) != 0) {
+        const char *where = "";
+        plait_config_origin(cfg, "run", "nnodes", &where);
+        plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[run] nnodes = '%s' (%s): %s", text, where, err + strlen("--nnodes "));
+        return -1;
+    }
+    return 0;
+}
+
 plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_over, char *const *over,
-                                    const plait_cli_job_opts *job) {
+                                    const plait_cli_job_opts *given) {
     if (getenv("PLAIT_RANK")) return PLAIT_OK; /* its launcher checked */
+    plait_cli_job_opts merged;
+    if (job_nnodes(cfg, given, &merged) != 0) return PLAIT_ERR_INVALID_CONFIG;
+    const plait_cli_job_opts *job = &merged;
+    if (job->nnodes_min > 0) return PLAIT_OK; /* each round checks its own layout (cli_elastic.c) */
     int64_t world = plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                     plait_config_int(cfg, "parallel", "pp");
     int local = (int)world;
@@ -223,11 +291,25 @@ plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_o
 }
 
 int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv,
-                            const plait_cli_job_opts *job, int *exit_code) {
+                            const plait_cli_job_opts *given, int *exit_code) {
+    plait_cli_job_opts merged;
+    if (job_nnodes(cfg, given, &merged) != 0) {
+        plait_cli_print_error(context);
+        *exit_code = 2;
+        plait_config_free(cfg);
+        return 1;
+    }
+    const plait_cli_job_opts *job = &merged;
     int64_t world = plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                     plait_config_int(cfg, "parallel", "pp");
     int restarts = strcmp(context, "train") == 0 ? (int)plait_config_int(cfg, "run", "max_restarts") : 0;
     if (job->max_restarts >= 0) restarts = job->max_restarts;
+    if (job->nnodes_min > 0 && strcmp(context, "train") != 0) {
+        fprintf(stderr, "plait: --nnodes MIN:MAX is for `plait train` (an elastic job resumes from checkpoints)\n");
+        *exit_code = 2;
+        plait_config_free(cfg);
+        return 1;
+    }
     if (job->max_restarts > 0 && strcmp(context, "train") != 0) {
         fprintf(stderr, "plait: --max-restarts is for `plait train` (a restart resumes from a checkpoint)\n");
         *exit_code = 2;
@@ -252,12 +334,12 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
     plait_job_env env;
     /* --nnodes (even 1) makes this process one host's launcher whatever the
      * environment says (under `srun --ntasks-per-node=1` it is a Slurm task) */
-    if (job->nnodes < 1 &&
+    if (job->nnodes < 1 && job->nnodes_min < 1 &&
         ((world <= 1 && restarts <= 0) || plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) != PLAIT_OK ||
          env.launcher != PLAIT_LAUNCHER_NONE))
         return 0;
     int nodes = job->nnodes > 1 ? job->nnodes : 1;
-    if (job->nnodes >= 1 && getenv("PLAIT_RANK")) {
+    if ((job->nnodes >= 1 || job->nnodes_min > 0) && getenv("PLAIT_RANK")) {
         fprintf(stderr, "plait: --nnodes is for each host's launcher: this process is already rank %s of a plait "
                         "job\n", getenv("PLAIT_RANK"));
         *exit_code = 2;
@@ -268,6 +350,8 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
     if (plait_layout_preflight(cfg) != PLAIT_OK) {
         plait_cli_print_error(context);
         *exit_code = 1;
+    } else if (job->nnodes_min > 0) {
+        *exit_code = plait_cli_launch_elastic(cfg, job->nnodes_min, job->nnodes, restarts, argc, argv);
     } else if (nccl_would_share_a_gpu(cfg, context, (int)(world / nodes), devices)) {
         *exit_code = 1;
     } else if (world % nodes) {

@@ -39,5 +39,7 @@ const plait_command plait_cmd_plugins = {
     "Lists every libplait-<kind>-<name>.so in the plugin directories (next to libplait, the install\n"
     "prefix's lib/plait, then PLAIT_PLUGIN_PATH). A plugin that cannot run on this machine (no GPU,\n"
     "no RDMA device) is listed as unavailable with the reason; a file that fails the loader's checks\n"
-    "is listed as refused with what to do.\n",
+    "is listed as refused with what to do. Each file is loaded and probed in a child process, so a\n"
+    "file that crashes, exits or hangs (PLAIT_PLUGIN_SCAN_TIMEOUT seconds, default 30) while it is\n"
+    "loaded is listed as refused, naming what happened, and every other plugin is still listed.\n",
     cmd_plugins};

@@ -10,6 +10,7 @@
 #include "runtime/error.h"
 #include "runtime/mapped_file.h"
 #include "runtime/phase.h"
+#include "runtime/regular_file.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_train.h"
 
@@ -101,10 +102,15 @@ static int cmd_train(int argc, char **argv) {
     return 0;
 }
 
-/* The whole of FILE, or of stdin when path is NULL or "-". */
+/* The whole of FILE, or of stdin when path is NULL or "-". A FILE named
+ * must be a regular file (a FIFO without a writer would block the open
+ * forever); a stream comes through stdin. */
 static plait_status read_input(const char *path, char **out, size_t *len) {
-    FILE *f = path && strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "cannot open %s", path);
+    FILE *f = stdin;
+    if (path && strcmp(path, "-")) {
+        plait_status st = plait_fopen_regular(path, "input file", PLAIT_ERR_INVALID_ARG, &f);
+        if (st != PLAIT_OK) return st;
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     while (buf) {

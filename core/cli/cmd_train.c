@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "launch/restart.h"
 #include "runtime/error.h"
 #include "train/train_loop.h"
 
@@ -50,10 +51,12 @@ static int cmd_train(int argc, char **argv, const plait_cli_job_opts *job) {
     int code;
     if (plait_cli_launch_layout(cfg, "train", argc + 1, argv - 1, job, &code)) return code;
     opts.progress = progress;
+    int regrouped = 0;
+    opts.regrouped = &regrouped;
     plait_status st = plait_train(cfg, &opts);
     if (st != PLAIT_OK) plait_cli_print_error("train");
     plait_config_free(cfg);
-    return st == PLAIT_OK ? 0 : 1;
+    return st != PLAIT_OK ? 1 : regrouped ? PLAIT_RESTART_REGROUP_EXIT : 0;
 }
 
 /* `plait train CONFIG -n N`: the memory check, once, before the ranks
@@ -82,7 +85,7 @@ static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *
 const plait_command plait_cmd_train = {
     "train", "train a model: plait train CONFIG [section.key=value ...] [--resume]",
     "usage: plait train CONFIG [section.key=value ...] [--resume] [--progress auto|tty|plain|off]\n"
-    "                   [--max-restarts K] [--nnodes N --node-rank K]\n\n"
+    "                   [--max-restarts K] [--nnodes N --node-rank K | --nnodes MIN:MAX]\n\n"
     "Trains the model CONFIG describes. A layout of dp x tp x pp > 1 ranks starts that many local\n"
     "ranks over the comm plugin (TCP by default); under mpirun, srun or a torchrun-style environment\n"
     "this process is one rank of the job instead. Rank 0 shows progress; every rank logs to\n"
@@ -100,5 +103,9 @@ const plait_command plait_cmd_train = {
     "                 ranks; rank 0's host from MASTER_ADDR/MASTER_PORT (or [comm] rendezvous, or a\n"
     "                 Slurm allocation's first node), the same PLAIT_JOB_TOKEN on every host\n"
     "                 (docs/multi-node.md)\n"
+    "  --nnodes MIN:MAX  an elastic job, one launcher per host: it starts with MIN to MAX hosts\n"
+    "                 (the config's layout is the job at MAX) and goes on with the hosts that\n"
+    "                 remain when one is lost, or grows when one joins, from the latest\n"
+    "                 checkpoint, or from the replicas in memory with [run] replica_every\n"
     "  section.key=value  override any config key, e.g. optim.lr=3e-4 run.steps=50\n",
     cmd_train, train_before_launch};

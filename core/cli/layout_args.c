@@ -149,7 +149,7 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     b->micro_batch = batch.micro_batch;
     a->axes.global_batch = batch.global_batch;
     /* the comm plugins that reduce hierarchically across nodes: nccl, and
-     * the core's collectives unless an algorithm is forced (comm/coll_hier.c) */
+     * the core's collectives unless an algorithm is forced (coll/coll_hier.c) */
     const char *algo = plait_config_str(cfg, "comm", "algorithm");
     a->hierarchical = strcmp(b->comm, "nccl") == 0 || strcmp(algo, "auto") == 0 || strcmp(algo, "hier") == 0;
     if (a->cluster) {

@@ -92,7 +92,7 @@ const char *plait_config_str(const plait_config *cfg, const char *section, const
 plait_status plait_config_set_derived(plait_config *cfg, const char *section, const char *key,
                                       const char *value, const char *why);
 /* Where the value came from (PLAIT_ORIGIN_*) and a description
- * ("configs/a.ini:12", "environment PLAIT_OPTIM_LR", "command line", "default"). */
+ * ("a.ini:12", "environment PLAIT_OPTIM_LR", "command line", "default"). */
 plait_value_origin plait_config_origin(const plait_config *cfg, const char *section,
                                        const char *key, const char **where);
 /* The file the config came from (first loaded), or NULL. */

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-const char *plait_param_type_name(plait_key_type type) {
+const char *plait_key_type_name(plait_key_type type) {
     switch (type) {
     case PLAIT_KEY_INT: return "int";
     case PLAIT_KEY_FLOAT: return "float";
@@ -69,7 +69,12 @@ static void fmt_num(const plait_key_decl *d, double v, char *buf, size_t len) {
     } else if (d->type == PLAIT_KEY_INT) {
         snprintf(buf, len, "%.0f", v);
     } else {
-        snprintf(buf, len, "%g", v);
+        /* the shortest text that reads back as the bound itself: a bound of
+         * 0.999999999 must not print as 1, which it refuses */
+        for (int digits = 6; digits <= 17; digits++) {
+            snprintf(buf, len, "%.*g", digits, v);
+            if (strtod(buf, NULL) == v) break;
+        }
     }
 }
 
@@ -83,7 +88,7 @@ void plait_value_describe(const plait_key_decl *d, char *buf, size_t len) {
     }
     n += (size_t)snprintf(buf, len, "%s", d->type == PLAIT_KEY_BYTES ? "byte size (e.g. 4096, 64K, 25M, 1G)" :
                                            d->type == PLAIT_KEY_BOOL ? "bool (true/false)" :
-                                           plait_param_type_name(d->type));
+                                           plait_key_type_name(d->type));
     if (range_set(d) && n < len &&
         (d->type == PLAIT_KEY_INT || d->type == PLAIT_KEY_FLOAT || d->type == PLAIT_KEY_BYTES)) {
         char lo[32], hi[32];

@@ -20,7 +20,7 @@ int plait_value_parse(const plait_key_decl *decl, const char *text, plait_value 
 void plait_value_describe(const plait_key_decl *decl, char *buf, size_t len);
 
 /* Type name: "int", "float", ... */
-const char *plait_param_type_name(plait_key_type type);
+const char *plait_key_type_name(plait_key_type type);
 
 /* Parse a byte size ("25M", "4096", "1GiB"); returns 0 or -1. */
 int plait_parse_bytes(const char *text, uint64_t *out);

@@ -34,6 +34,19 @@ static const plait_key_decl run_keys[] = {
         "continue from the latest complete checkpoint: no, auto (if one exists), yes (must exist)"),
     KEY("max_restarts", I, "0", 0, 1000, NULL, 0,
         "relaunch a failed job from its latest complete checkpoint up to this many times (--max-restarts)"),
+    KEY("nnodes", S, "", 1, 0, NULL, 0,
+        "hosts of the job, one launcher each (--nnodes wins): N, or MIN:MAX for an elastic job that starts with "
+        "MIN hosts and continues on the hosts that remain (docs/multi-node.md); empty = this host alone"),
+    KEY("join_wait", F, "30", 0, 1e6, NULL, 0,
+        "elastic jobs: once MIN hosts have joined, how many seconds the first round waits for up to MAX"),
+    KEY("join_timeout", F, "300", 0.1, 1e7, NULL, 0,
+        "elastic jobs: seconds a round waits for MIN hosts before the job ends, naming the hosts that came"),
+    KEY("host_timeout", F, "5", 0.1, 3600, NULL, 0,
+        "elastic jobs: a host whose launcher's heartbeat stops this many seconds is lost, and the job goes on "
+        "without it"),
+    KEY("replica_every", I, "0", 0, 1e12, NULL, SAME,
+        "elastic jobs: every N steps each pipeline stage's checkpoint shard is also kept in memory, on its own "
+        "host and on another one, so a restart resumes without disk, losing at most N steps (0 = off)"),
     KEY("init_from", S, "", 1, 0, NULL, SAME,
         "start a fresh run from pretrained weights: a safetensors file (or a directory holding "
         "model.safetensors) in the Hugging Face GPT-2 or plait/nanoGPT format; empty = random init"),
@@ -66,6 +79,9 @@ static const plait_key_decl run_keys[] = {
     KEY("debug_compute_sleep_ms", F, "0", 0, 60000, NULL, SAME | PLAIT_KEY_HIDDEN,
         "for tests: every FORWARD of a model chunk also sleeps this many ms and every BACKWARD twice that, "
         "so pipeline timing is set by the schedule, not by CPU contention (0 = off)"),
+    KEY("debug_corrupt_replica", I, "0", 0, 1e12, NULL, SAME | PLAIT_KEY_HIDDEN,
+        "for tests: on a job's first attempt, a rank keeping another host's replica of this step or a later "
+        "one damages one byte of it before handing it to its launcher, as failing memory would (0 = off)"),
     KEY("debug_die_in_save", I, "0", 0, 1e12, NULL, SAME | PLAIT_KEY_HIDDEN,
         "for tests: on a job's first attempt (no --max-restarts restart yet), world rank 0 kills itself "
         "(SIGKILL) while saving the checkpoint of this step, after writing its tensors and before renaming "
@@ -142,7 +158,8 @@ static const plait_key_decl optim_keys[] = {
     KEY("lr_decay_steps", I, "0", 0, 1e12, NULL, SAME, "step at which decay reaches min_lr (0 = [run] steps)"),
     KEY("beta1", F, "0.9", 0, 0.999999, NULL, SAME, "Adam beta1"),
     KEY("beta2", F, "0.95", 0, 0.999999999, NULL, SAME, "Adam beta2"),
-    KEY("eps", F, "1e-8", 0, 1, NULL, SAME, "Adam epsilon"),
+    KEY("eps", F, "1e-8", 1e-30, 1, NULL, SAME, "Adam epsilon (> 0: it keeps the update finite where a "
+                                                  "parameter's second moment is zero)"),
     KEY("weight_decay", F, "0.1", 0, 10, NULL, SAME,
         "decoupled weight decay (not applied to biases and LayerNorm parameters)"),
     KEY("grad_clip", F, "1.0", 0, 1e9, NULL, SAME, "clip the global gradient norm to this (0 = off)"),

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "kernels/kernels.h"
+
 /* The model aligns every buffer of a slot to 16 floats (model/model_slots.c). */
 static double al(double n) { return (double)(((long long)n + 15) / 16 * 16); }
 
@@ -17,6 +19,8 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, do
     s->recompute = recompute;
     s->split = split;
     double NH = s->gpt ? spec->n_head : 1, HS = s->gpt ? s->C / NH : s->C;
+    s->HS = HS;
+    s->fused = s->gpt && HS <= PLAIT_ATTENTION_FUSED_MAX_HS;
     s->NHl = NH / tp;
     s->Cl = s->NHl * HS;
     s->Fl = 4 * s->C / tp;
@@ -29,14 +33,15 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, do
  * the attention probabilities and the GELU output; full drops them all. */
 static double block_elems(const plait_cost_shape *s, int kept) {
     double BT = s->B * s->T;
+    const double att = s->fused ? 0 : al(s->B * s->NHl * s->T * s->T), lse = s->fused ? al(s->B * s->NHl * s->T) : 0;
     const struct {
         double n;
         int gpt_only, selective;
     } parts[] = {{al(BT * s->C), 1, 0},      {al(BT), 1, 0},       {al(BT), 1, 0},
-                 {al(BT * 3 * s->Cl), 1, 0}, {al(s->B * s->NHl * s->T * s->T), 1, 1},
+                 {al(BT * 3 * s->Cl), 1, 0}, {att, 1, 1},
                  {al(BT * s->Cl), 1, 0},     {al(BT * s->C), 1, 0}, {al(BT * s->C), 0, 0},
                  {al(BT), 0, 0},             {al(BT), 0, 0},       {al(BT * s->Fl), 0, 0},
-                 {al(BT * s->Fl), 0, 1}};
+                 {al(BT * s->Fl), 0, 1},     {lse, 1, 0}};
     double f = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         if (parts[i].gpt_only && !s->gpt) continue;
@@ -56,7 +61,7 @@ static double stash_elems(const plait_cost_shape *s) {
     double BT = s->B * s->T, f = 2 * al(BT * s->C);
     int none = s->recompute == 0;
     if (!none) f += al(BT * s->Fl) + (s->gpt ? al(BT * 3 * s->Cl) : 0);
-    if (s->gpt && !(none && s->NHl * s->T >= 2 * s->C)) f += 2 * al(BT * s->C);
+    if (s->gpt && !(none && !s->fused && s->NHl * s->T >= 2 * s->C)) f += 2 * al(BT * s->C);
     return f;
 }
 
@@ -76,14 +81,24 @@ double plait_cost_slot_elems(const plait_cost_shape *s, int first, int last) {
     return f;
 }
 
+/* The fused attention's scratch as the CPU's kernels size it (model/model_slots.c:
+ * at least Cl floats): the largest of plait's devices (the cuda device's
+ * is B·NH·T floats). */
+static double fused_scratch(const plait_cost_shape *s) {
+    double n = (double)plait_k_attention_fused_scratch((int64_t)s->B, (int64_t)s->T, (int64_t)s->NHl, (int64_t)s->HS);
+    return al(n > s->Cl ? n : s->Cl);
+}
+
 double plait_cost_scratch_elems(const plait_cost_shape *s) {
     double BT = s->B * s->T;
-    return al(BT * s->C) + al(BT * s->Fl) + al(BT * s->Cl) + al(BT * 3 * s->Cl) +
-           (s->gpt ? al(s->B * s->NHl * s->T * s->T) : 0) + al(3 * BT) + block_elems(s, 0);
+    double att = !s->gpt ? 0 : s->fused ? fused_scratch(s) : al(s->B * s->NHl * s->T * s->T);
+    return al(BT * s->C) + al(BT * s->Fl) + al(BT * s->Cl) + al(BT * 3 * s->Cl) + att + al(3 * BT) +
+           block_elems(s, 0);
 }
 
 double plait_cost_recompute_flops_per_token(const plait_cost_shape *s, double block_flops_per_token) {
-    if (s->recompute == 2) return block_flops_per_token;
-    if (s->recompute == 1 && s->gpt) return 4.0 * s->T * s->C;
-    return 0;
+    double scores = s->fused ? 2.0 * s->T * s->C : 0; /* the fused backward's */
+    if (s->recompute == 2) return block_flops_per_token + scores;
+    if (s->recompute == 1 && s->gpt && !s->fused) return 4.0 * s->T * s->C;
+    return scores;
 }

@@ -11,7 +11,9 @@
  * probabilities (their 34·s·b·h + 5·a·s²·b bytes at 2 bytes an element,
  * less the dropout masks and outputs); selective recomputation drops the
  * probabilities (and, as plait does, the GELU output), full keeps the
- * block's input alone. With tensor parallelism the head-split and
+ * block's input alone. A fused attention (the model uses the device's
+ * when its kernel table has one) keeps a·s·b log-sum-exps instead of the
+ * probabilities, and its backward recomputes the scores in every mode. With tensor parallelism the head-split and
  * column-split tensors shrink by t, the LayerNorm inputs do not.
  */
 #ifndef PLAIT_CORE_COST_ACTIVATIONS_H
@@ -27,6 +29,9 @@ typedef struct plait_cost_shape {
     int L, gpt;       /* blocks; the GPT model (else the MLP test model) */
     int recompute;    /* 0 none, 1 selective, 2 full */
     int split;        /* the schedule splits backwards into input and weight halves (zb1) */
+    int fused;        /* fused attention: each row's log-sum-exp, no probabilities (GPT, head size <=
+                         PLAIT_ATTENTION_FUSED_MAX_HS: plait's devices all have it) */
+    double HS;        /* head size */
 } plait_cost_shape;
 
 /* Shapes of a rank of `tp` with micro-batch B, the vocabulary padded to
@@ -46,7 +51,9 @@ double plait_cost_scratch_elems(const plait_cost_shape *s);
 
 /* Forward FLOPs per token a recompute mode runs again for one block: full,
  * the whole block; selective, the attention scores and their product with
- * the values (4·T·C; the GELU's elementwise work is not counted). */
+ * the values (4·T·C; the GELU's elementwise work is not counted). A fused
+ * attention's backward recomputes the scores (2·T·C) in every mode, and
+ * selective recomputes nothing else of attention. */
 double plait_cost_recompute_flops_per_token(const plait_cost_shape *s, double block_flops_per_token);
 
 #endif

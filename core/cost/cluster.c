@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "device/device.h"
 #include "runtime/error.h"
+#include "runtime/regular_file.h"
 
 #define KEY(k, type, def, lo, hi, choices, doc) \
     {sizeof(plait_key_decl), 0, (k), (type), (def), (lo), (hi), (choices), (doc)}
@@ -227,8 +228,9 @@ static int csv_column(char *header, const char *name) {
 }
 
 plait_status plait_cluster_fit_comm(plait_cluster *c, const char *csv_path) {
-    FILE *f = fopen(csv_path, "r");
-    if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot read: %s", csv_path, strerror(errno));
+    FILE *f = NULL;
+    plait_status opened = plait_fopen_regular(csv_path, "--comm-csv file", PLAIT_ERR_INVALID_CONFIG, &f);
+    if (opened != PLAIT_OK) return opened;
     char line[2048], head[2048];
     int col_op = -1, col_n = -1, col_s = -1, col_t = -1, lineno = 1;
     if (fgets(line, sizeof line, f)) {

@@ -197,7 +197,7 @@ static int stage_of(const int32_t *b, int K, int p, int layer) {
 /* The i-th (chunk, micro-batch) of a stage's forward (or backward) order:
  * micro-batches in groups (one of m for gpipe, else max(1, m / p) groups
  * whose sizes differ by at most one, the larger first), each group through
- * chunk 0, 1, ... (backward: the last chunk first). As pp/schedule.c
+ * chunk 0, 1, ... (backward: the last chunk first). As plugins/parallel/pp/schedule.c
  * orders them. */
 typedef struct groups {
     int64_t n, base, extra;

@@ -88,7 +88,7 @@ void plait_doctor_plugins(plait_doctor *d) {
             if (!r->loaded) {
                 if (r->status[0] == 's') continue; /* shadowed by one found earlier: that one is listed */
                 plait_doctor_problem(d, label, "rebuild it for this plait, or remove it from the plugin path",
-                                     "%s refused: %s", r->path, r->status);
+                                     "%s %s", r->path, r->status); /* the status says "refused: ..." */
                 continue;
             }
             const plait_plugin_desc *desc = plait_plugin_load(plait_kind_parse(r->kind), r->name);

@@ -122,6 +122,16 @@ void plait_k_attention_probs(float *att, const float *qkv, int64_t B, int64_t T,
 void plait_k_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                                 const float *att, int64_t B, int64_t T, int64_t NH, int64_t HS);
 
+/* Fused (plait/kernels.h, ABI 1.7): no T×T buffer, each row's
+ * log-sum-exp kept in lse[B,NH,T]; scratch of
+ * plait_k_attention_fused_scratch() floats (ATT_TILE x T per (b, h)). */
+size_t plait_k_attention_fused_scratch(int64_t B, int64_t T, int64_t NH, int64_t HS);
+void plait_k_attention_fused_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
+                                     int64_t NH, int64_t HS);
+void plait_k_attention_fused_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                      const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
+                                      int64_t HS);
+
 /* ---- embedding --------------------------------------------------------- */
 void plait_k_embedding_forward(float *out, const int32_t *tokens, const float *wte,
                                const float *wpe, int64_t B, int64_t T, int64_t C);

@@ -8,9 +8,15 @@
  * items themselves run in parallel); softmax and its backward are
  * vectorised row loops.
  *
- * Layouts: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS..;
+ * The fused entries (attention_fused_*) do the same per row tile with
+ * the tile's scores in per-item scratch (ATT_TILE x T floats) instead of
+ * a B·NH·T·T buffer: the forward keeps each row's log-sum-exp, and the
+ * backward recomputes the tile's probabilities from it, exp(s − lse), and
+ * accumulates dK and dV over the row tiles in order.
+ *
+ * Shapes: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS..;
  * out[B,T,NH·HS]; att[B,NH,T,T] softmax probabilities (zeros above the
- * diagonal).
+ * diagonal); lse[B,NH,T].
  */
 #include <math.h>
 #include <string.h>
@@ -72,14 +78,14 @@ static void attention_forward_item(void *vj, int64_t item) {
 void plait_k_attention_forward(float *out, float *att, const float *qkv, int64_t B, int64_t T,
                                int64_t NH, int64_t HS) {
     plait_kernels_ensure_init();
-    attn_job j = {out, att, qkv, NULL, NULL, B, T, NH, HS};
+    attn_job j = {.out = out, .att = att, .qkv = qkv, .B = B, .T = T, .NH = NH, .HS = HS};
     plait_pool_run(B * NH, attention_forward_item, &j);
 }
 
 void plait_k_attention_probs(float *att, const float *qkv, int64_t B, int64_t T, int64_t NH,
                              int64_t HS) {
     plait_kernels_ensure_init();
-    attn_job j = {NULL, att, qkv, NULL, NULL, B, T, NH, HS};
+    attn_job j = {.att = att, .qkv = qkv, .B = B, .T = T, .NH = NH, .HS = HS};
     plait_pool_run(B * NH, attention_forward_item, &j);
 }
 
@@ -136,6 +142,124 @@ static void attention_backward_item(void *vj, int64_t item) {
 void plait_k_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                                 const float *att, int64_t B, int64_t T, int64_t NH, int64_t HS) {
     plait_kernels_ensure_init();
-    attn_job j = {dqkv, scratch, qkv, att, dout, B, T, NH, HS};
+    attn_job j = {.out = dqkv, .att = scratch, .qkv = qkv, .att_in = att, .dout = dout, .B = B, .T = T, .NH = NH,
+                  .HS = HS};
     plait_pool_run(B * NH, attention_backward_item, &j);
+}
+
+/* ---- fused: the scores of one row tile at a time --------------------------- */
+
+/* Floats of scratch an item (one (batch, head) pair) uses: the tile's
+ * scores, and in the backward their gradient beside them. */
+static size_t fused_item_floats(int64_t T) { return (size_t)(2 * ATT_TILE * T); }
+
+size_t plait_k_attention_fused_scratch(int64_t B, int64_t T, int64_t NH, int64_t HS) {
+    (void)HS;
+    return (size_t)(B * NH) * fused_item_floats(T);
+}
+
+/* Scores of rows [i0, i1) (tile row r = row i0 + r, stride T) -> their
+ * probabilities over keys 0..i, zeros after up to i1 (the unfused
+ * forward's softmax, so the same bits), and lse[i] = max + log Σ. */
+PLAIT_SIMD_CLONES static void softmax_tile_lse(float *s, float *lse, int64_t i0, int64_t i1, int64_t T) {
+    for (int64_t i = i0; i < i1; i++) {
+        float *row = s + (i - i0) * T;
+        int64_t n = i + 1;
+        float mx = plait_max(row, n);
+        for (int64_t c = 0; c < n; c++) row[c] = plait_expf(row[c] - mx);
+        float sum = plait_sum(row, n), inv = 1.0f / sum;
+        for (int64_t c = 0; c < n; c++) row[c] *= inv;
+        if (n < i1) memset(row + n, 0, (size_t)(i1 - n) * sizeof *row);
+        lse[i] = mx + logf(sum);
+    }
+}
+
+/* Rows [i0, i1) of a tile: scores p -> probabilities exp(s − lse_i), and
+ * g = d(probabilities) -> d(scores) p·(g − Σ_j p_j g_j); both zero after
+ * key i up to i1. */
+PLAIT_SIMD_CLONES static void softmax_tile_grad(float *p, float *g, const float *lse, int64_t i0, int64_t i1,
+                                                int64_t T) {
+    for (int64_t i = i0; i < i1; i++) {
+        float *pr = p + (i - i0) * T, *gr = g + (i - i0) * T;
+        const int64_t n = i + 1;
+        for (int64_t c = 0; c < n; c++) pr[c] = plait_expf(pr[c] - lse[i]);
+        const float dot = plait_dot(pr, gr, n);
+        for (int64_t c = 0; c < n; c++) gr[c] = pr[c] * (gr[c] - dot);
+        if (n < i1) {
+            memset(pr + n, 0, (size_t)(i1 - n) * sizeof *pr);
+            memset(gr + n, 0, (size_t)(i1 - n) * sizeof *gr);
+        }
+    }
+}
+
+typedef struct fused_job {
+    float *out, *lse, *scratch, *dqkv;
+    const float *qkv, *dout, *lse_in;
+    int64_t B, T, NH, HS;
+} fused_job;
+
+/* The forward of one item: the unfused forward's products and softmax on
+ * the tile's rows (so `out` gets its bits), and lse = max + log Σ. */
+static void fused_forward_item(void *vj, int64_t item) {
+    const fused_job *j = vj;
+    const int64_t T = j->T, HS = j->HS, NH = j->NH;
+    const int64_t b = item / NH, h = item % NH;
+    const int64_t Cl = NH * HS, C3 = 3 * Cl;
+    const float *q = j->qkv + b * T * C3 + h * HS, *k = q + Cl, *v = q + 2 * Cl;
+    float *s = j->scratch + (size_t)item * fused_item_floats(T), *lse = j->lse + item * T;
+    float *out = j->out + b * T * Cl + h * HS;
+    const float scale = 1.0f / sqrtf((float)HS);
+    for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
+        int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T;
+        plait_k_blas_gemm(0, 1, i1 - i0, i1, HS, scale, q + i0 * C3, C3, k, C3, 0.0f, s, T);
+        softmax_tile_lse(s, lse, i0, i1, T);
+        plait_k_blas_gemm(0, 0, i1 - i0, HS, i1, 1.0f, s, T, v, C3, 0.0f, out + i0 * Cl, Cl);
+    }
+}
+
+void plait_k_attention_fused_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
+                                     int64_t NH, int64_t HS) {
+    plait_kernels_ensure_init();
+    fused_job j = {.out = out, .lse = lse, .scratch = scratch, .qkv = qkv, .B = B, .T = T, .NH = NH, .HS = HS};
+    plait_pool_run(B * NH, fused_forward_item, &j);
+}
+
+/* The backward of one item, row tile by row tile: P = exp(S − lse) and
+ * dP = dO·Vᵀ for the tile's rows over keys 0..i1, dS = P(dP − Σ_j P·dP)
+ * (the row's full dot: every key of the row is in the tile), dQ = dS·K
+ * for the tile's rows, and dV += Pᵀ·dO, dK += dSᵀ·Q over the keys the
+ * tile sees (row tiles in order). */
+static void fused_backward_item(void *vj, int64_t item) {
+    const fused_job *j = vj;
+    const int64_t T = j->T, HS = j->HS, NH = j->NH;
+    const int64_t b = item / NH, h = item % NH;
+    const int64_t Cl = NH * HS, C3 = 3 * Cl;
+    const float *q = j->qkv + b * T * C3 + h * HS, *k = q + Cl, *v = q + 2 * Cl;
+    const float *dout = j->dout + b * T * Cl + h * HS, *lse = j->lse_in + item * T;
+    float *dq = j->dqkv + b * T * C3 + h * HS, *dk = dq + Cl, *dv = dq + 2 * Cl;
+    float *p = j->scratch + (size_t)item * fused_item_floats(T), *g = p + ATT_TILE * T;
+    const float scale = 1.0f / sqrtf((float)HS);
+    for (int64_t t = 0; t < T; t++) {
+        memset(dk + t * C3, 0, (size_t)HS * sizeof *dk);
+        memset(dv + t * C3, 0, (size_t)HS * sizeof *dv);
+    }
+    for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
+        const int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T, rows = i1 - i0;
+        plait_k_blas_gemm(0, 1, rows, i1, HS, scale, q + i0 * C3, C3, k, C3, 0.0f, p, T);
+        plait_k_blas_gemm(0, 1, rows, i1, HS, 1.0f, dout + i0 * Cl, Cl, v, C3, 0.0f, g, T);
+        softmax_tile_grad(p, g, lse, i0, i1, T);
+        plait_k_blas_gemm(0, 0, rows, HS, i1, scale, g, T, k, C3, 0.0f, dq + i0 * C3, C3);
+        plait_k_blas_gemm(1, 0, i1, HS, rows, 1.0f, p, T, dout + i0 * Cl, Cl, 1.0f, dv, C3);
+        plait_k_blas_gemm(1, 0, i1, HS, rows, scale, g, T, q + i0 * C3, C3, 1.0f, dk, C3);
+    }
+}
+
+void plait_k_attention_fused_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                      const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
+                                      int64_t HS) {
+    (void)out; /* the row's Σ_j P·dP stands for dout·out: each row tile holds the whole row */
+    plait_kernels_ensure_init();
+    fused_job j = {.dqkv = dqkv, .scratch = scratch, .qkv = qkv, .dout = dout, .lse_in = lse, .B = B, .T = T,
+                   .NH = NH, .HS = HS};
+    plait_pool_run(B * NH, fused_backward_item, &j);
 }

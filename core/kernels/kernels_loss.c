@@ -79,13 +79,13 @@ static void rowmax_rows(void *vj, int64_t r0, int64_t r1) {
 
 void plait_k_logits_rowmax(float *rowmax, const float *logits, int64_t BT, int64_t Vl,
                            int64_t n_valid) {
-    ce_job j = {rowmax, logits, NULL, NULL, BT, Vl, n_valid, 0, 0.0f};
+    ce_job j = {.out = rowmax, .logits = logits, .BT = BT, .Vl = Vl, .n_valid = n_valid};
     plait_pool_for(BT, CE_ROWS, rowmax_rows, &j);
 }
 
 void plait_k_logits_sumexp(float *sumexp, const float *logits, const float *rowmax, int64_t BT,
                            int64_t Vl, int64_t n_valid) {
-    ce_job j = {sumexp, logits, rowmax, NULL, BT, Vl, n_valid, 0, 0.0f};
+    ce_job j = {.out = sumexp, .logits = logits, .rows = rowmax, .BT = BT, .Vl = Vl, .n_valid = n_valid};
     plait_pool_run((BT + CE_ROWS - 1) / CE_ROWS, sumexp_item, &j);
 }
 
@@ -112,7 +112,8 @@ void plait_k_loss_rows(float *losses, float *lse, const float *rowmax, const flo
 void plait_k_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
                                    const int32_t *targets, int64_t vocab_start, int64_t BT,
                                    int64_t Vl, int64_t n_valid, float scale) {
-    ce_job j = {dlogits, logits, lse, targets, BT, Vl, n_valid, vocab_start, scale};
+    ce_job j = {.out = dlogits, .logits = logits, .rows = lse, .targets = targets, .BT = BT, .Vl = Vl,
+                .n_valid = n_valid, .vocab_start = vocab_start, .scale = scale};
     plait_pool_run((BT + CE_ROWS - 1) / CE_ROWS, ce_backward_item, &j);
 }
 
@@ -133,14 +134,16 @@ static void ce_full_rows(void *vj, int64_t r0, int64_t r1) {
         const float *l = j->logits + r * V;
         const int32_t *tg = j->targets + r;
         float m = plait_max(l, V), s, t;
-        ce_job row = {&s, l, &m, tg, 1, V, V, 0, j->scale};
+        ce_job row = {.out = &s, .logits = l, .rows = &m, .targets = tg, .BT = 1, .Vl = V, .n_valid = V,
+                      .scale = j->scale};
         sumexp_rows(&row, 0, 1);
         int64_t c = *tg;
         t = *tg >= 0 && c < V ? l[c] : 0.0f;
         float lse = m + logf(s);
         j->losses[r] = *tg >= 0 ? lse - t : 0.0f;
         if (j->dlogits) {
-            ce_job back = {j->dlogits + r * V, l, &lse, tg, 1, V, V, 0, j->scale};
+            ce_job back = {.out = j->dlogits + r * V, .logits = l, .rows = &lse, .targets = tg, .BT = 1, .Vl = V,
+                           .n_valid = V, .scale = j->scale};
             ce_backward_rows(&back, 0, 1);
         }
     }

@@ -92,7 +92,8 @@ void plait_k_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, fl
                    int64_t ldc) {
     if (M <= 0 || N <= 0) return;
     plait_kernels_ensure_init();
-    sgemm_job j = {trans_a, trans_b, M, N, K, lda, ldb, ldc, 0, 0, 0, alpha, beta, A, B, C, NULL};
+    sgemm_job j = {.trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb,
+                   .ldc = ldc, .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C};
     plait_bf16_operands op;
     /* bf16: the operands rounded once per product, then the same tiles (out
      * of memory for the copies: the fp32 product, with a warning) */

@@ -122,7 +122,7 @@ int plait_launch_take_nranks(int *argc, char **argv, int *nranks, const char **e
 static const char *const g_owned_vars[] = {
     "PLAIT_RANK", "PLAIT_WORLD_SIZE", "PLAIT_LOCAL_RANK", "PLAIT_LOCAL_SIZE", "PLAIT_STORE_ADDR",
     "PLAIT_JOB_TOKEN", "PLAIT_STORE_FD", "PLAIT_REPORT_FD", "PLAIT_MATH_THREADS", "PLAIT_NNODES",
-    "PLAIT_RESTART_COUNT", "PLAIT_MAX_RESTARTS", "PLAIT_RESTART_REASON", "PLAIT_RESTART_NEW_DIR",
+    "PLAIT_RESTART_COUNT", "PLAIT_MAX_RESTARTS", "PLAIT_RESTART_REASON", "PLAIT_RESTART_NEW_DIR", "PLAIT_AGENT_FD", "PLAIT_ELASTIC_HOSTS", "PLAIT_ELASTIC_CHANGES",
     "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", NULL};
 
 static int owned(const char *entry) {
@@ -135,7 +135,7 @@ static int owned(const char *entry) {
 
 /* Build one rank's environment (malloc'd array of malloc'd strings). */
 static char **rank_env(const plait_launch_opts *o, int rank, const char *store_addr, const char *token,
-                       int listen_fd, int report_fd, int threads) {
+                       int listen_fd, int report_fd, int threads, int agent_fd) {
     int nodes = o->nnodes > 1 ? o->nnodes : 1, node = nodes > 1 ? o->node_rank : 0;
     size_t n = 0, extra = 0;
     while (environ[n]) n++;
@@ -159,6 +159,7 @@ static char **rank_env(const plait_launch_opts *o, int rank, const char *store_a
     ADD("OPENBLAS_NUM_THREADS=%d", threads);
     ADD("OMP_NUM_THREADS=%d", threads);
     if (rank == 0 && listen_fd >= 0) ADD("PLAIT_STORE_FD=%d", listen_fd);
+    if (agent_fd >= 0) ADD("PLAIT_AGENT_FD=%d", agent_fd);
 #undef ADD
     for (size_t i = 0; i < extra; i++) env[k++] = strdup(o->extra_env[i]);
     for (size_t i = 0; i < k; i++)
@@ -258,8 +259,11 @@ static int store_listener(const char *host, int port) {
     return fd;
 }
 
+static int g_clean_exit; /* hooks->clean_exit of the launch in progress */
+
 static int failed(int status) {
-    return WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    return WIFSIGNALED(status) ||
+           (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != g_clean_exit);
 }
 
 plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result *res) {
@@ -299,7 +303,11 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
     }
     char store_addr[300];
     int listen_fd = -1;
-    if (!multi || o->node_rank == 0) {
+    const plait_launch_hooks *hk = o->hooks;
+    g_clean_exit = hk && hk->clean_exit > 0 ? hk->clean_exit : 0;
+    if (hk && hk->store_fd >= 0) {
+        listen_fd = hk->store_fd;
+    } else if (!multi || o->node_rank == 0) {
         listen_fd = store_listener(multi ? o->store_host : NULL, multi ? o->store_port : 0);
         if (listen_fd < 0) return plait_wrap_error(PLAIT_ERR_SYSTEM, "launch: creating the job's store socket");
     }
@@ -354,7 +362,8 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
         procs[r].report_fd = pfd[0];
         report_w[r] = pfd[1];
         plait_net_set_nonblocking(pfd[0]);
-        char **env = rank_env(o, r, store_addr, token, listen_fd, pfd[1], threads);
+        int agent_fd = hk && hk->rank_fds ? hk->rank_fds[r] : -1;
+        char **env = rank_env(o, r, store_addr, token, listen_fd, pfd[1], threads, agent_fd);
         if (!env) {
             st = plait_set_error(PLAIT_ERR_NO_MEMORY, "launch: out of memory");
             break;
@@ -380,6 +389,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
             if (o->stderr_fd >= 0) dup2(o->stderr_fd, STDERR_FILENO);
             fcntl(pfd[1], F_SETFD, 0);
             if (r == 0 && listen_fd >= 0) fcntl(listen_fd, F_SETFD, 0);
+            if (agent_fd >= 0) fcntl(agent_fd, F_SETFD, 0);
             signal(SIGINT, SIG_DFL);
             signal(SIGTERM, SIG_DFL);
             signal(SIGHUP, SIG_DFL);
@@ -414,19 +424,21 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
 
     int alive = started;
     int first = -1;
-    int interrupts = 0, int_sig = 0;
+    int interrupts = 0, int_sig = 0, stopped = 0;
+    int stop_fd = hk && hk->stop_fd >= 0 ? hk->stop_fd : -1;
     double term_at = -1, kill_at = -1;
     if (st != PLAIT_OK && started > 0) { /* could not start everyone: stop the rest */
         signal_all(procs, n, pgid, SIGTERM);
         kill_at = plait_clock_now() + grace;
     }
-    struct pollfd *pfds = calloc(2 * (size_t)n + 1, sizeof *pfds);
+    struct pollfd *pfds = calloc(2 * (size_t)n + 2, sizeof *pfds);
     int have_pidfds = 1;
     for (int r = 0; r < n; r++)
         if (procs[r].alive && procs[r].pidfd < 0) have_pidfds = 0;
     while (alive > 0 && pfds) {
         int np = 0;
         pfds[np++] = (struct pollfd){sfd, POLLIN, 0};
+        if (stop_fd >= 0 && !stopped) pfds[np++] = (struct pollfd){stop_fd, POLLIN, 0};
         for (int r = 0; r < n; r++) {
             if (procs[r].report_fd >= 0) pfds[np++] = (struct pollfd){procs[r].report_fd, POLLIN, 0};
             if (procs[r].alive && procs[r].pidfd >= 0) pfds[np++] = (struct pollfd){procs[r].pidfd, POLLIN, 0};
@@ -448,6 +460,13 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
             signal_all(procs, n, pgid, interrupts == 1 ? int_sig : SIGKILL);
             if (interrupts == 1) kill_at = plait_clock_now() + 10 * grace;
         }
+        if (stop_fd >= 0 && !stopped && pfds[1].fd == stop_fd && (pfds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            /* decided elsewhere (the job's membership changed): nothing of
+             * these ranks is worth waiting for */
+            stopped = 1;
+            signal_all(procs, n, pgid, SIGKILL);
+            term_at = -1;
+        }
         {
             int newly[2] = {-1, -1}; /* first failure by signal / by exit this round */
             for (int r = 0; r < n; r++) {
@@ -460,7 +479,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
                 if (procs[r].pidfd >= 0) close(procs[r].pidfd);
                 procs[r].pidfd = -1;
                 alive--;
-                if (failed(status)) {
+                if (failed(status) && !stopped) {
                     int k = WIFSIGNALED(status) ? 0 : 1;
                     procs[r].external_signal = k == 0 && !g_launcher_signalled;
                     if (newly[k] < 0) newly[k] = r;
@@ -499,7 +518,8 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
     close(sfd);
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     /* an abnormal end takes down what the ranks left behind in their group */
-    if ((interrupts || first >= 0) && pgid > 0) killpg(pgid, SIGKILL);
+    if ((interrupts || first >= 0 || stopped) && pgid > 0) killpg(pgid, SIGKILL);
+    res->stopped = stopped;
 
     if (interrupts) {
         res->interrupted = 1;
@@ -544,6 +564,11 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
             res->exit_code = res->term_signal ? 128 + res->term_signal : WEXITSTATUS(p->status);
         if (!interrupts) describe(p, base + first, res->message, sizeof res->message);
     }
+    if (hk && hk->rank_ended)
+        for (int r = 0; r < n; r++)
+            if (procs[r].pid)
+                hk->rank_ended(hk->ctx, r, base + r, procs[r].status,
+                               WIFSIGNALED(procs[r].status) && !procs[r].external_signal, procs[r].last);
     if (!o->quiet && res->message[0]) {
         fprintf(stderr, "plait: %s\n", res->message);
         /* the others, briefly */

@@ -31,6 +31,28 @@
 
 #include <plait/types.h>
 
+/* What a supervisor above the launcher may add (the elastic launcher,
+ * cli/cli_elastic.c); NULL in plait_launch_opts = none of it. The fds are
+ * the caller's except store_fd, which the launcher takes over. */
+typedef struct plait_launch_hooks {
+    int stop_fd;         /* >= 0: when it becomes readable every rank is killed at once
+                            (SIGKILL) and the result says stopped: a decision taken
+                            elsewhere (a host of the job was lost) */
+    int store_fd;        /* >= 0: the listening socket rank 0 serves the job's store on
+                            (made by the caller, taken over and closed here), instead of
+                            binding store_host:store_port; only on the host of rank 0 */
+    const int *rank_fds; /* NULL, or nranks fds: local rank i inherits rank_fds[i], named by
+                            PLAIT_AGENT_FD in its environment (-1: none for that rank) */
+    /* Called once per rank after all have ended: its local index and world
+     * rank, its waitpid status, whether a signal that ended it was the
+     * launcher's own, and its last error line ("" if none). */
+    void (*rank_ended)(void *ctx, int local_rank, int world_rank, int status, int by_launcher,
+                       const char *last_error);
+    int clean_exit;      /* > 0: a rank exiting with this status has not failed (it stopped
+                            by agreement: PLAIT_RESTART_REGROUP_EXIT) */
+    void *ctx;
+} plait_launch_hooks;
+
 typedef struct plait_launch_opts {
     int nranks;               /* >= 1 */
     const char *exe;          /* program to run; NULL = this program (/proc/self/exe) */
@@ -44,6 +66,7 @@ typedef struct plait_launch_opts {
     const char *store_host;   /* nnodes > 1: rank 0's host (MASTER_ADDR) */
     int store_port;           /* nnodes > 1: its port (MASTER_PORT) */
     const char *token;        /* nnodes > 1: the job's shared PLAIT_JOB_TOKEN; else NULL (a fresh one) */
+    const plait_launch_hooks *hooks; /* NULL = none */
 } plait_launch_opts;
 
 typedef struct plait_launch_result {
@@ -53,6 +76,8 @@ typedef struct plait_launch_result {
                              several hosts: i·nranks + its index here); -1 if none */
     int term_signal;      /* the signal that killed it; 0 if it exited */
     int interrupted;      /* the launcher received SIGINT/SIGTERM/SIGHUP */
+    int stopped;          /* hooks->stop_fd stopped the ranks (exit_code is then 0 unless a
+                             rank had failed before) */
     char message[2048];   /* "rank 2 failed: <its last error>", "" on success */
 } plait_launch_result;
 

@@ -5,18 +5,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-void plait_restart_env(int attempt, int max_restarts, const char *reason, int new_dir, char **env) {
+void plait_restart_env(const plait_restart_facts *f, char **env) {
     char buf[2200];
     int k = 0;
-    snprintf(buf, sizeof buf, "PLAIT_RESTART_COUNT=%d", attempt);
+    snprintf(buf, sizeof buf, "PLAIT_RESTART_COUNT=%d", f->attempt);
     if ((env[k] = strdup(buf))) k++;
-    snprintf(buf, sizeof buf, "PLAIT_MAX_RESTARTS=%d", max_restarts);
+    snprintf(buf, sizeof buf, "PLAIT_MAX_RESTARTS=%d", f->max_restarts);
     if ((env[k] = strdup(buf))) k++;
-    if (reason && *reason) {
-        snprintf(buf, sizeof buf, "PLAIT_RESTART_REASON=%s", reason);
+    if (f->reason && *f->reason) {
+        snprintf(buf, sizeof buf, "PLAIT_RESTART_REASON=%s", f->reason);
         if ((env[k] = strdup(buf))) k++;
     }
-    if (new_dir && (env[k] = strdup("PLAIT_RESTART_NEW_DIR=1"))) k++;
+    if (f->new_dir && (env[k] = strdup("PLAIT_RESTART_NEW_DIR=1"))) k++;
+    if (f->hosts > 0) {
+        snprintf(buf, sizeof buf, "PLAIT_ELASTIC_HOSTS=%d", f->hosts);
+        if ((env[k] = strdup(buf))) k++;
+        snprintf(buf, sizeof buf, "PLAIT_ELASTIC_CHANGES=%d", f->changes);
+        if ((env[k] = strdup(buf))) k++;
+    }
     env[k] = NULL;
 }
 
@@ -40,3 +46,5 @@ const char *plait_restart_reason(void) {
 }
 
 int plait_restart_new_dir(void) { return env_count("PLAIT_RESTART_NEW_DIR") == 1; }
+int plait_restart_hosts(void) { return env_count("PLAIT_ELASTIC_HOSTS"); }
+int plait_restart_changes(void) { return env_count("PLAIT_ELASTIC_CHANGES"); }

@@ -17,20 +17,36 @@
  *                         finds them all incomplete (a crash during the
  *                         job's first save) starts over from step 0 instead
  *                         of refusing (nothing complete exists to lose)
+ *   PLAIT_ELASTIC_HOSTS   an elastic job (--nnodes MIN:MAX): the hosts of
+ *                         this attempt (absent otherwise)
+ *   PLAIT_ELASTIC_CHANGES its membership changes before this attempt
  *
  * Thread-safe (reads the environment only).
  */
 #ifndef PLAIT_CORE_LAUNCH_RESTART_H
 #define PLAIT_CORE_LAUNCH_RESTART_H
 
-#define PLAIT_RESTART_ENV_MAX 5
+#define PLAIT_RESTART_ENV_MAX 7
 
-/* Launcher side: fill env[0..] with malloc'd "NAME=value" entries for
- * attempt `attempt` (NULL-terminated; at most PLAIT_RESTART_ENV_MAX slots
- * including the NULL); `reason` "" on the first attempt; `new_dir` 1 when
- * the run directory held no checkpoint before the first attempt. Out of
- * memory leaves fewer entries (the ranks then see attempt 0). */
-void plait_restart_env(int attempt, int max_restarts, const char *reason, int new_dir, char **env);
+/* The exit status of a rank of an elastic job that stopped at a boundary
+ * (its checkpoint saved) so that a waiting host can join: not a failure
+ * (EX_TEMPFAIL). */
+#define PLAIT_RESTART_REGROUP_EXIT 75
+
+/* What a launcher tells the ranks of one attempt. */
+typedef struct plait_restart_facts {
+    int attempt;        /* 0 for the first run */
+    int max_restarts;
+    const char *reason; /* "" (or NULL) on the first attempt */
+    int new_dir;        /* the run directory held no checkpoint before the first attempt */
+    int hosts;          /* elastic: hosts of this attempt; 0 = not elastic */
+    int changes;        /* elastic: membership changes before it */
+} plait_restart_facts;
+
+/* Launcher side: fill env[0..] with malloc'd "NAME=value" entries
+ * (NULL-terminated; at most PLAIT_RESTART_ENV_MAX slots including the
+ * NULL). Out of memory leaves fewer entries (the ranks then see attempt 0). */
+void plait_restart_env(const plait_restart_facts *f, char **env);
 void plait_restart_env_free(char **env);
 
 /* Rank side: PLAIT_RESTART_COUNT (0 when unset or malformed),
@@ -39,5 +55,8 @@ int plait_restart_count(void);
 int plait_restart_max(void);
 const char *plait_restart_reason(void);
 int plait_restart_new_dir(void);
+/* PLAIT_ELASTIC_HOSTS (0 when not elastic) and PLAIT_ELASTIC_CHANGES. */
+int plait_restart_hosts(void);
+int plait_restart_changes(void);
 
 #endif

@@ -13,33 +13,33 @@
 /* ---- embedding ----------------------------------------------------------- */
 
 plait_status plait_gpt_embedding_forward(plait_model *m, model_slot *s) {
-    const plait_model_desc *d = m->desc;
     if (!s->has_tokens)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "model: forward of the embedding without tokens (set_batch first)");
-    DATA(wte, d->p_wte, 0);
-    DATA(wpe, d->p_wpe, 0);
+    embedding_params p;
+    plait_status st = plait_model_embedding_params(m, PARAM_DATA, &p);
+    if (st != PLAIT_OK) return st;
     float *out = s->bound[0];
     if (!m->tp_ops) {
-        m->k->embedding_forward_vocab(out, s->tokens, wte, m->vocab_start, m->Vl, wpe, m->B,
+        m->k->embedding_forward_vocab(out, s->tokens, p.wte, m->vocab_start, m->Vl, p.wpe, m->B,
                                         m->T, m->C);
         return PLAIT_OK;
     }
     /* each rank contributes its vocabulary rows, zeros elsewhere; g sums them
      * exactly (x + 0 = x), then the replicated positions are added */
-    m->k->embedding_forward_vocab(out, s->tokens, wte, m->vocab_start, m->Vl, NULL, m->B, m->T,
+    m->k->embedding_forward_vocab(out, s->tokens, p.wte, m->vocab_start, m->Vl, NULL, m->B, m->T,
                                     m->C);
-    plait_status st = m->tp_ops->exit_forward(m->tp_ops->ctx, out, (size_t)(m->B * m->T * m->C));
+    st = m->tp_ops->exit_forward(m->tp_ops->ctx, out, (size_t)(m->B * m->T * m->C));
     if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce of the embedding", 0);
-    m->k->add_positions(out, wpe, m->B, m->T, m->C);
+    m->k->add_positions(out, p.wpe, m->B, m->T, m->C);
     return PLAIT_OK;
 }
 
 plait_status plait_gpt_embedding_backward(plait_model *m, model_slot *s) {
-    const plait_model_desc *d = m->desc;
-    GRAD(dwte, d->p_wte, 0);
-    GRAD(dwpe, d->p_wpe, 0);
-    m->k->embedding_backward_vocab(dwte, dwpe, s->gbuf[0], s->tokens, m->vocab_start, m->Vl,
+    embedding_params g;
+    plait_status st = plait_model_embedding_params(m, PARAM_GRAD, &g);
+    if (st != PLAIT_OK) return st;
+    m->k->embedding_backward_vocab(g.wte, g.wpe, s->gbuf[0], s->tokens, m->vocab_start, m->Vl,
                                      m->B, m->T, m->C);
     return PLAIT_OK;
 }
@@ -48,44 +48,42 @@ plait_status plait_gpt_embedding_backward(plait_model *m, model_slot *s) {
 
 plait_status plait_gpt_attention_forward(plait_model *m, model_slot *s, int32_t layer,
                                          const float *x) {
-    const plait_model_desc *d = m->desc;
-    const int32_t l = layer - 1;
     const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
-    block_acts *a = &s->blocks[l];
-    DATA(ln_w, desc_block_param(d, l, BP_LN1_W), layer);
-    DATA(ln_b, desc_block_param(d, l, BP_LN1_B), layer);
-    DATA(w_attn, desc_block_param(d, l, BP_ATTN_W), layer);
-    DATA(b_attn, desc_block_param(d, l, BP_ATTN_B), layer);
-    DATA(w_proj, desc_block_param(d, l, BP_APROJ_W), layer);
-    DATA(b_proj, desc_block_param(d, l, BP_APROJ_B), layer);
-
-    m->k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, ln_w, ln_b, BT, C);
-    m->k->matmul_forward(a->qkv, a->ln1, w_attn, b_attn, BT, C, 3 * Cl);
-    m->k->attention_forward(a->atty, a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
+    block_acts *a = &s->blocks[layer - 1];
+    half_params p;
+    plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN1_W, &p);
+    if (st != PLAIT_OK) return st;
+    m->k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p.ln_w, p.ln_b, BT, C);
+    m->k->matmul_forward(a->qkv, a->ln1, p.in_w, p.in_b, BT, C, 3 * Cl);
+    if (m->fused_attn) /* its scratch came with the first slot */
+        m->k->attention_fused_forward(a->atty, a->lse, m->att_scratch, a->qkv, m->B, m->T, m->NHl, m->HS);
+    else
+        m->k->attention_forward(a->atty, a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
     if (!m->tp_ops) {
-        m->k->matmul_forward_residual(a->res2, x, a->atty, w_proj, b_proj, BT, Cl, C);
+        m->k->matmul_forward_residual(a->res2, x, a->atty, p.out_w, p.out_b, BT, Cl, C);
         return PLAIT_OK;
     }
-    m->k->matmul_forward(a->res2, a->atty, w_proj, NULL, BT, Cl, C);
-    plait_status st = m->tp_ops->exit_forward(m->tp_ops->ctx, a->res2, (size_t)(BT * C));
+    m->k->matmul_forward(a->res2, a->atty, p.out_w, NULL, BT, Cl, C);
+    st = m->tp_ops->exit_forward(m->tp_ops->ctx, a->res2, (size_t)(BT * C));
     if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce after attn.c_proj", layer);
-    m->k->add_bias_residual(a->res2, x, b_proj, BT, C);
+    m->k->add_bias_residual(a->res2, x, p.out_b, BT, C);
     return PLAIT_OK;
 }
 
 /* The attention half's input gradient up to (not including) ln_1: with dx
  * holding d(res2), leaves d(ln_1's output), TP-reduced, in the scratch
  * s_dln and c_attn's output gradient in s_dqkv. */
-static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t layer, const float *dx) {
-    const plait_model_desc *d = m->desc;
-    const int32_t l = layer - 1;
+static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t layer, const half_params *p,
+                                          const float *dx) {
     const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
-    block_acts *a = &s->blocks[l];
-    DATA(w_attn, desc_block_param(d, l, BP_ATTN_W), layer);
-    DATA(w_proj, desc_block_param(d, l, BP_APROJ_W), layer);
-    m->k->matmul_backward(m->s_datty, NULL, NULL, dx, a->atty, w_proj, BT, Cl, C);
-    m->k->attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T, m->NHl, m->HS);
-    m->k->matmul_backward(m->s_dln, NULL, NULL, m->s_dqkv, a->ln1, w_attn, BT, C, 3 * Cl);
+    block_acts *a = &s->blocks[layer - 1];
+    m->k->matmul_backward(m->s_datty, NULL, NULL, dx, a->atty, p->out_w, BT, Cl, C);
+    if (m->fused_attn)
+        m->k->attention_fused_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T,
+                                       m->NHl, m->HS);
+    else
+        m->k->attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T, m->NHl, m->HS);
+    m->k->matmul_backward(m->s_dln, NULL, NULL, m->s_dqkv, a->ln1, p->in_w, BT, C, 3 * Cl);
     if (m->tp_ops) {
         plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
         if (st != PLAIT_OK)
@@ -97,27 +95,22 @@ static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t
 /* c_proj's, c_attn's and ln_1's gradients from g; reads no parameter. */
 static plait_status attention_weight_grads(plait_model *m, model_slot *s, int32_t layer, const float *x,
                                            const block_grads *g) {
-    const plait_model_desc *d = m->desc;
-    const int32_t l = layer - 1;
     const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
-    block_acts *a = &s->blocks[l];
-    GRAD(g_ln_w, desc_block_param(d, l, BP_LN1_W), layer);
-    GRAD(g_ln_b, desc_block_param(d, l, BP_LN1_B), layer);
-    GRAD(g_attn_w, desc_block_param(d, l, BP_ATTN_W), layer);
-    GRAD(g_attn_b, desc_block_param(d, l, BP_ATTN_B), layer);
-    GRAD(g_proj_w, desc_block_param(d, l, BP_APROJ_W), layer);
-    GRAD(g_proj_b, desc_block_param(d, l, BP_APROJ_B), layer);
-    m->k->matmul_backward(NULL, g_proj_w, g_proj_b, g->dres2, a->atty, NULL, BT, Cl, C);
+    block_acts *a = &s->blocks[layer - 1];
+    half_params dp;
+    plait_status st = plait_model_half_params(m, PARAM_GRAD, layer, BP_LN1_W, &dp);
+    if (st != PLAIT_OK) return st;
+    m->k->matmul_backward(NULL, dp.out_w, dp.out_b, g->dres2, a->atty, NULL, BT, Cl, C);
     /* The key bias cannot change the output (softmax is invariant to adding
      * the same q·b_k to every key's score), so its gradient is exactly zero;
      * computed, it is rounding noise that Adam would amplify into ±lr steps
      * and that would differ between layouts. Keep it at exactly zero: save
      * that slice of the accumulator around the update (s_datt is free: the
      * attention backward is done). */
-    m->k->copy(m->s_datt, g_attn_b + Cl, (size_t)Cl);
-    m->k->matmul_backward(NULL, g_attn_w, g_attn_b, g->dqkv, a->ln1, NULL, BT, C, 3 * Cl);
-    m->k->copy(g_attn_b + Cl, m->s_datt, (size_t)Cl);
-    m->k->layernorm_backward(NULL, g_ln_w, g_ln_b, g->dln1, x, NULL, a->ln1_mean, a->ln1_rstd, BT, C);
+    m->k->copy(m->s_datt, dp.in_b + Cl, (size_t)Cl);
+    m->k->matmul_backward(NULL, dp.in_w, dp.in_b, g->dqkv, a->ln1, NULL, BT, C, 3 * Cl);
+    m->k->copy(dp.in_b + Cl, m->s_datt, (size_t)Cl);
+    m->k->layernorm_backward(NULL, dp.ln_w, dp.ln_b, g->dln1, x, NULL, a->ln1_mean, a->ln1_rstd, BT, C);
     return PLAIT_OK;
 }
 
@@ -127,12 +120,12 @@ static plait_status attention_weight_grads(plait_model *m, model_slot *s, int32_
  * before ln_1's input gradient overwrites d(res2). */
 plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x, float *dx,
                                           bwd_part part, const block_grads *g) {
-    const plait_model_desc *d = m->desc;
-    const int32_t l = layer - 1;
     const int64_t BT = m->B * m->T, C = m->C;
-    block_acts *a = &s->blocks[l];
+    block_acts *a = &s->blocks[layer - 1];
+    half_params p;
     plait_status st = PLAIT_OK;
-    if (part & BWD_INPUT) st = attention_input_grads(m, s, layer, dx);
+    if (part & BWD_INPUT) st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN1_W, &p);
+    if (st == PLAIT_OK && (part & BWD_INPUT)) st = attention_input_grads(m, s, layer, &p, dx);
     if (st != PLAIT_OK) return st;
     if (part == BWD_INPUT) {
         plait_model_keep(m, g->dres2, dx, (size_t)(BT * C));
@@ -141,8 +134,7 @@ plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t
     }
     if (part & BWD_WEIGHT) st = attention_weight_grads(m, s, layer, x, g);
     if (st != PLAIT_OK || !(part & BWD_INPUT)) return st;
-    DATA(ln_w, desc_block_param(d, l, BP_LN1_W), layer);
-    m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, x, ln_w, a->ln1_mean, a->ln1_rstd, BT, C);
+    m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd, BT, C);
     return PLAIT_OK;
 }
 
@@ -152,12 +144,12 @@ plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
     const plait_model_desc *d = m->desc;
     const int32_t layer = d->n_layer + 1;
     const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
-    DATA(ln_w, d->p_lnf_w, layer);
-    DATA(ln_b, d->p_lnf_b, layer);
-    DATA(w, d->p_lm_head, layer);
-    m->k->layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], ln_w, ln_b,
+    head_params p;
+    plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
+    if (st != PLAIT_OK) return st;
+    m->k->layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], p.ln_w, p.ln_b,
                               BT, C);
-    m->k->matmul_forward(s->logits, s->lnf, w, NULL, BT, C, Vl);
+    m->k->matmul_forward(s->logits, s->lnf, p.w, NULL, BT, C, Vl);
     s->has_logits = 1;
     s->has_loss = 0;
     if (!s->has_targets) return PLAIT_OK;
@@ -165,7 +157,6 @@ plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
     /* lse = max + log Σ exp(logit - max) and the target logit, each combined
      * across the TP group (logits are never gathered) */
     const plait_tp_ops *tp = m->tp_ops;
-    plait_status st = PLAIT_OK;
     float *lse = s->lse, *sumexp = s->sumexp, *tlogit = s->losses;
     m->k->logits_rowmax(lse, s->logits, BT, Vl, m->vocab_valid);
     if (tp && (st = tp->reduce_max(tp->ctx, lse, (size_t)BT)) != PLAIT_OK)
@@ -199,30 +190,31 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
             return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                    "model: backward of the head needs a forward with targets since "
                                    "the last backward of this slot");
-        DATA(ln_w, d->p_lnf_w, layer);
-        DATA(w, d->p_lm_head, layer);
+        head_params p;
+        plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
+        if (st != PLAIT_OK) return st;
         /* the logits become their gradient, in place */
         m->k->crossentropy_backward(s->logits, s->logits, s->lse, s->targets, m->vocab_start, BT, Vl,
                                     m->vocab_valid, m->loss_scale);
         s->has_logits = 0;
-        m->k->matmul_backward(m->s_dln, NULL, NULL, s->logits, s->lnf, w, BT, C, Vl);
+        m->k->matmul_backward(m->s_dln, NULL, NULL, s->logits, s->lnf, p.w, BT, C, Vl);
         if (m->tp_ops) {
-            plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
+            st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
             if (st != PLAIT_OK)
                 return plait_model_tp_error(m, st, "all-reduce of the gradient before lm_head", layer);
         }
         plait_model_keep(m, dln, m->s_dln, (size_t)(BT * C));
         float *dx = s->gbuf[d->n_layer & 1];
         m->k->zero(dx, (size_t)(BT * C));
-        m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, s->bound[d->n_layer], ln_w, s->lnf_mean,
+        m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, s->bound[d->n_layer], p.ln_w, s->lnf_mean,
                                  s->lnf_rstd, BT, C);
     }
     if (part & BWD_WEIGHT) {
-        GRAD(g_ln_w, d->p_lnf_w, layer);
-        GRAD(g_ln_b, d->p_lnf_b, layer);
-        GRAD(g_w, d->p_lm_head, layer);
-        m->k->matmul_backward(NULL, g_w, NULL, s->logits, s->lnf, NULL, BT, C, Vl);
-        m->k->layernorm_backward(NULL, g_ln_w, g_ln_b, dln, s->bound[d->n_layer], NULL, s->lnf_mean,
+        head_params dp;
+        plait_status st = plait_model_head_params(m, PARAM_GRAD, &dp);
+        if (st != PLAIT_OK) return st;
+        m->k->matmul_backward(NULL, dp.w, NULL, s->logits, s->lnf, NULL, BT, C, Vl);
+        m->k->layernorm_backward(NULL, dp.ln_w, dp.ln_b, dln, s->bound[d->n_layer], NULL, s->lnf_mean,
                                  s->lnf_rstd, BT, C);
     }
     return PLAIT_OK;

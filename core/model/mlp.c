@@ -9,38 +9,33 @@
 
 plait_status plait_mlp_half_forward_act(plait_model *m, model_slot *s, int32_t layer,
                                         const float *r) {
-    const plait_model_desc *d = m->desc;
-    const int32_t l = layer - 1;
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
-    block_acts *a = &s->blocks[l];
-    DATA(ln_w, desc_block_param(d, l, BP_LN2_W), layer);
-    DATA(ln_b, desc_block_param(d, l, BP_LN2_B), layer);
-    DATA(w_fc, desc_block_param(d, l, BP_FC_W), layer);
-    DATA(b_fc, desc_block_param(d, l, BP_FC_B), layer);
-    m->k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, r, ln_w, ln_b, BT, C);
-    m->k->matmul_forward(a->fch, a->ln2, w_fc, b_fc, BT, C, F);
+    block_acts *a = &s->blocks[layer - 1];
+    half_params p;
+    plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
+    if (st != PLAIT_OK) return st;
+    m->k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, r, p.ln_w, p.ln_b, BT, C);
+    m->k->matmul_forward(a->fch, a->ln2, p.in_w, p.in_b, BT, C, F);
     m->k->gelu_forward(a->fcg, a->fch, (size_t)(BT * F));
     return PLAIT_OK;
 }
 
 plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r,
                                     float *y) {
-    const plait_model_desc *d = m->desc;
-    const int32_t l = layer - 1;
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
-    block_acts *a = &s->blocks[l];
-    DATA(w_proj, desc_block_param(d, l, BP_MPROJ_W), layer);
-    DATA(b_proj, desc_block_param(d, l, BP_MPROJ_B), layer);
-    plait_status st = plait_mlp_half_forward_act(m, s, layer, r);
+    block_acts *a = &s->blocks[layer - 1];
+    half_params p;
+    plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
+    if (st == PLAIT_OK) st = plait_mlp_half_forward_act(m, s, layer, r);
     if (st != PLAIT_OK) return st;
     if (!m->tp_ops) {
-        m->k->matmul_forward_residual(y, r, a->fcg, w_proj, b_proj, BT, F, C);
+        m->k->matmul_forward_residual(y, r, a->fcg, p.out_w, p.out_b, BT, F, C);
         return PLAIT_OK;
     }
-    m->k->matmul_forward(y, a->fcg, w_proj, NULL, BT, F, C);
+    m->k->matmul_forward(y, a->fcg, p.out_w, NULL, BT, F, C);
     st = m->tp_ops->exit_forward(m->tp_ops->ctx, y, (size_t)(BT * C));
     if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce after mlp.c_proj", layer);
-    m->k->add_bias_residual(y, r, b_proj, BT, C);
+    m->k->add_bias_residual(y, r, p.out_b, BT, C);
     return PLAIT_OK;
 }
 
@@ -50,19 +45,17 @@ plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer
  * ln_2's gradients from g; it reads no parameter. */
 plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r,
                                      const float *dy, float *dr, bwd_part part, const block_grads *g) {
-    const plait_model_desc *d = m->desc;
-    const int32_t l = layer - 1;
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
-    block_acts *a = &s->blocks[l];
+    block_acts *a = &s->blocks[layer - 1];
     if (part & BWD_INPUT) {
-        DATA(ln_w, desc_block_param(d, l, BP_LN2_W), layer);
-        DATA(w_fc, desc_block_param(d, l, BP_FC_W), layer);
-        DATA(w_proj, desc_block_param(d, l, BP_MPROJ_W), layer);
-        m->k->matmul_backward(m->s_dfc, NULL, NULL, dy, a->fcg, w_proj, BT, F, C);
+        half_params p;
+        plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
+        if (st != PLAIT_OK) return st;
+        m->k->matmul_backward(m->s_dfc, NULL, NULL, dy, a->fcg, p.out_w, BT, F, C);
         m->k->gelu_backward(m->s_dfc, a->fch, m->s_dfc, (size_t)(BT * F));
-        m->k->matmul_backward(m->s_dln, NULL, NULL, m->s_dfc, a->ln2, w_fc, BT, C, F);
+        m->k->matmul_backward(m->s_dln, NULL, NULL, m->s_dfc, a->ln2, p.in_w, BT, C, F);
         if (m->tp_ops) {
-            plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
+            st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
             if (st != PLAIT_OK)
                 return plait_model_tp_error(m, st, "all-reduce of the gradient before mlp.c_fc", layer);
         }
@@ -70,18 +63,15 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
         plait_model_keep(m, g->dln2, m->s_dln, (size_t)(BT * C));
         plait_model_keep(m, g->dy, dy, (size_t)(BT * C));
         m->k->copy(dr, dy, (size_t)(BT * C));
-        m->k->layernorm_backward(dr, NULL, NULL, m->s_dln, r, ln_w, a->ln2_mean, a->ln2_rstd, BT, C);
+        m->k->layernorm_backward(dr, NULL, NULL, m->s_dln, r, p.ln_w, a->ln2_mean, a->ln2_rstd, BT, C);
     }
     if (part & BWD_WEIGHT) {
-        GRAD(g_ln_w, desc_block_param(d, l, BP_LN2_W), layer);
-        GRAD(g_ln_b, desc_block_param(d, l, BP_LN2_B), layer);
-        GRAD(g_fc_w, desc_block_param(d, l, BP_FC_W), layer);
-        GRAD(g_fc_b, desc_block_param(d, l, BP_FC_B), layer);
-        GRAD(g_proj_w, desc_block_param(d, l, BP_MPROJ_W), layer);
-        GRAD(g_proj_b, desc_block_param(d, l, BP_MPROJ_B), layer);
-        m->k->matmul_backward(NULL, g_proj_w, g_proj_b, g->dy, a->fcg, NULL, BT, F, C);
-        m->k->matmul_backward(NULL, g_fc_w, g_fc_b, g->dfch, a->ln2, NULL, BT, C, F);
-        m->k->layernorm_backward(NULL, g_ln_w, g_ln_b, g->dln2, r, NULL, a->ln2_mean, a->ln2_rstd, BT, C);
+        half_params dp;
+        plait_status st = plait_model_half_params(m, PARAM_GRAD, layer, BP_LN2_W, &dp);
+        if (st != PLAIT_OK) return st;
+        m->k->matmul_backward(NULL, dp.out_w, dp.out_b, g->dy, a->fcg, NULL, BT, F, C);
+        m->k->matmul_backward(NULL, dp.in_w, dp.in_b, g->dfch, a->ln2, NULL, BT, C, F);
+        m->k->layernorm_backward(NULL, dp.ln_w, dp.ln_b, g->dln2, r, NULL, a->ln2_mean, a->ln2_rstd, BT, C);
     }
     return PLAIT_OK;
 }

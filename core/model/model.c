@@ -20,28 +20,48 @@ static const char *layer_name(const plait_model *m, int32_t layer) {
     return m->desc->layers[layer].name;
 }
 
-float *plait_model_pdata(plait_model *m, int32_t gi, int32_t layer) {
-    plait_param *p = m->param[gi];
-    if (!p || !p->data) {
-        plait_set_error(PLAIT_ERR_INVALID_ARG,
-                        "model: parameter %s has no data during layer %s (not local, or "
-                        "released: the optimizer must gather it before the layer runs)",
-                        m->desc->params[gi].name, layer_name(m, layer));
-        return NULL;
+/* The `n` consecutive parameters from global index `first`, all of layer
+ * `layer`: their data or gradients into out[0..n). */
+static plait_status tensors(plait_model *m, param_part part, int32_t layer, int32_t first, int32_t n,
+                            float **out) {
+    for (int32_t i = 0; i < n; i++) {
+        int32_t gi = first + i;
+        plait_param *p = m->param[gi];
+        out[i] = !p ? NULL : part == PARAM_DATA ? p->data : p->grad;
+        if (out[i]) continue;
+        if (part == PARAM_DATA)
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "model: parameter %s has no data during layer %s (not local, or "
+                                   "released: the optimizer must gather it before the layer runs)",
+                                   m->desc->params[gi].name, layer_name(m, layer));
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: parameter %s has no gradient storage during the backward of "
+                               "layer %s",
+                               m->desc->params[gi].name, layer_name(m, layer));
     }
-    return p->data;
+    return PLAIT_OK;
 }
 
-float *plait_model_pgrad(plait_model *m, int32_t gi, int32_t layer) {
-    plait_param *p = m->param[gi];
-    if (!p || !p->grad) {
-        plait_set_error(PLAIT_ERR_INVALID_ARG,
-                        "model: parameter %s has no gradient storage during the backward of "
-                        "layer %s",
-                        m->desc->params[gi].name, layer_name(m, layer));
-        return NULL;
-    }
-    return p->grad;
+plait_status plait_model_embedding_params(plait_model *m, param_part part, embedding_params *out) {
+    float *t[2];
+    plait_status st = tensors(m, part, 0, m->desc->p_wte, 2, t);
+    *out = (embedding_params){.wte = t[0], .wpe = t[1]};
+    return st;
+}
+
+plait_status plait_model_half_params(plait_model *m, param_part part, int32_t layer, int first_bp,
+                                     half_params *out) {
+    float *t[6];
+    plait_status st = tensors(m, part, layer, desc_block_param(m->desc, layer - 1, first_bp), 6, t);
+    *out = (half_params){.ln_w = t[0], .ln_b = t[1], .in_w = t[2], .in_b = t[3], .out_w = t[4], .out_b = t[5]};
+    return st;
+}
+
+plait_status plait_model_head_params(plait_model *m, param_part part, head_params *out) {
+    float *t[3];
+    plait_status st = tensors(m, part, m->desc->n_layer + 1, m->desc->p_lnf_w, 3, t);
+    *out = (head_params){.ln_w = t[0], .ln_b = t[1], .w = t[2]};
+    return st;
 }
 
 plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *what,
@@ -182,7 +202,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     plait_model *m = calloc(1, sizeof *m);
     if (!m) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
     m->desc = desc;
-    m->k = plait_device_kernels();
+    m->k = args->kernels ? args->kernels : plait_device_kernels();
     m->plan = plan;
     m->tp_ops = plan->tp_ops;
     m->stage = args->stage;
@@ -202,6 +222,9 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     st = check_params(m, args);
     if (st == PLAIT_OK) st = derive_sizes(m);
     if (st != PLAIT_OK) goto fail;
+    /* the scores of a fused attention never leave the kernels: a block
+     * keeps each row's log-sum-exp instead of B·NH·T² probabilities */
+    m->fused_attn = desc->is_gpt && PLAIT_KERNELS_HAS_FUSED_ATTENTION(m->k, m->HS);
     m->loss_scale = 1.0f / (float)(m->B * m->T);
     *out = m;
     return PLAIT_OK;
@@ -215,6 +238,7 @@ void plait_model_free(plait_model *m) {
     if (m->slots)
         for (int32_t i = 0; i < m->max_slots; i++) plait_model_slot_release(m, &m->slots[i]);
     plait_device_free(m->scratch);
+    plait_device_free(m->att_scratch);
     plait_device_free(m->rc_mem);
     plait_device_free(m->loss_dev);
     free(m->slots);

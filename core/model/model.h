@@ -41,6 +41,7 @@
 #define PLAIT_CORE_MODEL_H
 
 #include <stdint.h>
+#include <plait/kernels.h>
 #include <plait/model.h>
 #include <plait/parallel.h>
 
@@ -97,12 +98,16 @@ typedef struct plait_model plait_model;
 typedef struct plait_model_create_args {
     const plait_plan *plan;     /* shards, layer_stage/chunk, vocab_padded, tp_ops */
     int32_t stage;              /* this rank's pipeline stage */
-    plait_param_set *params;    /* local params; data/grad read at each call */
+    plait_param_set *params;    /* local params; data and grad read at each call */
     int32_t max_slots;          /* activation slots to allow (>= 1) */
     /* The schedule splits backwards (plait_model_backward_input/_weight):
      * each slot then keeps, per block, the gradients its weight half reads
      * (with recompute none mostly in buffers the input half leaves dead). */
     int split_backward;
+    /* The kernels to compute with; NULL: the open device's
+     * (plait_device_kernels). Tests hand in a table without some optional
+     * entries to run the model's other paths. */
+    const plait_kernels *kernels;
 } plait_model_create_args;
 
 /* Build the local model: the layers with layer_stage == stage. Allocates

@@ -102,13 +102,18 @@ static plait_status build(plait_model_desc *d) {
         double attn_flops = 2.0 * (4.0 * (double)(C * C)) + 4.0 * (double)(T * C);
         d->layers[ly].flops_per_token = mlp_flops + (d->is_gpt ? attn_flops : 0.0);
         /* saved per token: ln_2 (C+2), fc and gelu (8C), output (C); attention:
-         * ln_1 (C+2), qkv (3C), its output (C), residual (C), probabilities (H·T) */
+         * ln_1 (C+2), qkv (3C), its output (C), residual (C), probabilities
+         * (H·T), or with fused attention (plait's devices, head sizes up to
+         * PLAIT_ATTENTION_FUSED_MAX_HS) each row's log-sum-exp (H) */
+        const int fused = C / H <= PLAIT_ATTENTION_FUSED_MAX_HS;
+        const double att = fused ? (double)H : (double)(H * T);
         double per_token = (double)(10 * C + 2);
-        if (d->is_gpt) per_token += (double)(6 * C + 2 + H * T);
+        if (d->is_gpt) per_token += (double)(6 * C + 2) + att;
         /* recompute: selective drops the GELU output (4C) and the
-         * probabilities (H·T); full keeps the block's output alone */
+         * probabilities (H·T; a fused attention has none to drop); full
+         * keeps the block's output alone */
         if (d->recompute == PLAIT_RECOMPUTE_SELECTIVE)
-            per_token -= (double)(4 * C) + (d->is_gpt ? (double)(H * T) : 0.0);
+            per_token -= (double)(4 * C) + (d->is_gpt && !fused ? att : 0.0);
         else if (d->recompute == PLAIT_RECOMPUTE_FULL)
             per_token = (double)C;
         d->layers[ly].activation_bytes = (size_t)(B * (double)T * per_token * 4.0);

@@ -1,6 +1,6 @@
 /*
- * Shared by the model's files (model_desc.c, param_init.c, shard.c, gpt*.c,
- * mlp.c): the description's layout and the executable model's state.
+ * Shared by the model's files (model_desc.c, param_init.c, shard.c, model*.c, gpt_layers.c,
+ * mlp.c): the description's indices and the executable model's state.
  *
  * Not thread-safe: one thread drives a model (the kernels it calls use
  * the math thread pool themselves).
@@ -70,6 +70,7 @@ int64_t plait_shard_local_len(const plait_param *p);
 typedef struct block_acts {
     float *ln1, *ln1_mean, *ln1_rstd; /* attention half (GPT only) */
     float *qkv, *att, *atty, *res2;
+    float *lse; /* fused attention: each row's log-sum-exp [B,NHl,T] (att is then NULL) */
     float *ln2, *ln2_mean, *ln2_rstd; /* MLP half */
     float *fch, *fcg;                 /* c_fc output, and after GELU */
 } block_acts;
@@ -136,11 +137,16 @@ struct plait_model {
     float loss_scale;
     int32_t max_slots;
     int split;                        /* the backward runs in two halves (zero-bubble schedules) */
+    int fused_attn;                   /* the device's fused attention (no T×T probabilities) */
     model_slot *slots;
     /* shared scratch for backward, allocated on first use */
     float *scratch;
     size_t scratch_bytes;
     float *s_dln, *s_dfc, *s_datty, *s_dqkv, *s_datt, *s_rows;
+    /* the fused attention's scratch (forward and backward, every layer),
+     * allocated with the first slot; under fused attention s_datt points here */
+    float *att_scratch;
+    size_t att_scratch_bytes;
     /* recompute buffers shared by every block and slot (recompute.c):
      * selective holds att and fcg here, full every part of a block */
     block_acts rc;
@@ -149,18 +155,29 @@ struct plait_model {
     uint64_t act_bytes;
 };
 
-/* Parameter `gi`'s data (forward) or grad (backward) of layer `layer`;
- * NULL with the error set when the storage is not there. */
-float *plait_model_pdata(plait_model *m, int32_t gi, int32_t layer);
-float *plait_model_pgrad(plait_model *m, int32_t gi, int32_t layer);
-/* Declare `var` as parameter gi's data (const) or gradient in a layer body
- * (which has `plait_model *m`), returning the error if it is missing. */
-#define DATA(var, gi, layer)                                             \
-    const float *var = plait_model_pdata(m, (gi), (layer));              \
-    if (!var) return PLAIT_ERR_INVALID_ARG
-#define GRAD(var, gi, layer)                                             \
-    float *var = plait_model_pgrad(m, (gi), (layer));                    \
-    if (!var) return PLAIT_ERR_INVALID_ARG
+/* The parameters a layer body reads, by the part of the model they belong
+ * to: their data (forward, input gradients) or their gradients (weight
+ * gradients). Each fetch fails with PLAIT_ERR_INVALID_ARG, the message
+ * naming the parameter and the layer, when one is not there (not local, or
+ * released: the optimizer gathers a layer's parameters before it runs). */
+typedef enum param_part { PARAM_DATA, PARAM_GRAD } param_part;
+typedef struct embedding_params {
+    float *wte, *wpe;
+} embedding_params;
+/* A block half: its LayerNorm, the projection into the half (attn.c_attn,
+ * mlp.c_fc) and the one out of it (attn.c_proj, mlp.c_proj). */
+typedef struct half_params {
+    float *ln_w, *ln_b, *in_w, *in_b, *out_w, *out_b;
+} half_params;
+/* The head: ln_f and the output projection (lm_head, tied to wte). */
+typedef struct head_params {
+    float *ln_w, *ln_b, *w;
+} head_params;
+plait_status plait_model_embedding_params(plait_model *m, param_part part, embedding_params *out);
+/* `first_bp`: BP_LN1_W for the attention half, BP_LN2_W for the MLP half. */
+plait_status plait_model_half_params(plait_model *m, param_part part, int32_t layer, int first_bp,
+                                     half_params *out);
+plait_status plait_model_head_params(plait_model *m, param_part part, head_params *out);
 
 plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *what, int32_t layer);
 /* Copy n floats from src to dst unless they are the same buffer (the
@@ -199,6 +216,9 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
                                      const float *dy, float *dr, bwd_part part, const block_grads *g);
 plait_status plait_gpt_head_forward(plait_model *m, model_slot *s);
 plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part part, float *dln);
+
+/* The fused attention's scratch, allocated with the first slot (model_slots.c). */
+plait_status plait_model_att_scratch(plait_model *m);
 
 /* ---- recompute (recompute.c) ----------------------------------------------- */
 

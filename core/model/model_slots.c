@@ -66,7 +66,7 @@ int plait_model_slot_has(const plait_model *m, const model_slot *s, int64_t l) {
 static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *base) {
     const int64_t BT = m->B * m->T, C = m->C;
     const int gpt = m->desc->is_gpt, none = m->desc->recompute == PLAIT_RECOMPUTE_NONE;
-    const int att_room = gpt && none && m->NHl * m->T >= 2 * C;
+    const int att_room = gpt && none && !m->fused_attn && m->NHl * m->T >= 2 * C;
     size_t off = 0;
 #define STASH(ptr, n)                                                  \
     do {                                                               \
@@ -121,7 +121,8 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             KEEP(ln1_mean, BT);
             KEEP(ln1_rstd, BT);
             KEEP(qkv, BT * 3 * m->Cl);
-            KEEP(att, m->B * m->NHl * m->T * m->T);
+            if (m->fused_attn) KEEP(lse, m->B * m->NHl * m->T);
+            else KEEP(att, m->B * m->NHl * m->T * m->T);
             KEEP(atty, BT * m->Cl);
             KEEP(res2, BT * C);
         }
@@ -163,11 +164,12 @@ static plait_status recompute_get(plait_model *m) {
 plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out) {
     if (slot < 0 || slot >= m->max_slots)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "model: activation slot %d out of range (the layout allows %d)",
+                               "model: activation slot %d out of range (the model allows %d)",
                                (int)slot, (int)m->max_slots);
     model_slot *s = &m->slots[slot];
     if (!s->allocated) {
         plait_status st = recompute_get(m);
+        if (st == PLAIT_OK && m->fused_attn) st = plait_model_att_scratch(m);
         if (st != PLAIT_OK) return st;
         s->bound = calloc((size_t)m->desc->n_layer + 1, sizeof *s->bound);
         s->blocks = calloc((size_t)m->desc->n_layer + 1, sizeof *s->blocks);
@@ -195,6 +197,18 @@ plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out
     return PLAIT_OK;
 }
 
+plait_status plait_model_att_scratch(plait_model *m) {
+    if (m->att_scratch) return PLAIT_OK;
+    /* also the weight half's Cl floats of saved key-bias gradient (gpt_layers.c) */
+    size_t n = m->k->attention_fused_scratch(m->B, m->T, m->NHl, m->HS);
+    if (n < (size_t)m->Cl) n = (size_t)m->Cl;
+    m->att_scratch = plait_device_alloc(align_up(n) * sizeof(float), "activations");
+    if (!m->att_scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: attention scratch");
+    m->att_scratch_bytes = align_up(n) * sizeof(float);
+    m->act_bytes += m->att_scratch_bytes;
+    return PLAIT_OK;
+}
+
 /* Backward scratch shared by all layers and slots. */
 plait_status plait_model_scratch_get(plait_model *m) {
     if (m->scratch) return PLAIT_OK;
@@ -203,7 +217,7 @@ plait_status plait_model_scratch_get(plait_model *m) {
                        align_up((size_t)(BT * m->Fl)),
                        align_up((size_t)(BT * m->Cl)),
                        align_up((size_t)(BT * 3 * m->Cl)),
-                       m->desc->is_gpt ? align_up((size_t)(m->B * m->NHl * m->T * m->T)) : 0,
+                       m->desc->is_gpt && !m->fused_attn ? align_up((size_t)(m->B * m->NHl * m->T * m->T)) : 0,
                        align_up((size_t)(3 * BT))};
     size_t total = 0;
     for (int i = 0; i < 6; i++) total += sizes[i];
@@ -220,7 +234,7 @@ plait_status plait_model_scratch_get(plait_model *m) {
     p += sizes[2];
     m->s_dqkv = p;
     p += sizes[3];
-    m->s_datt = p;
+    m->s_datt = m->fused_attn ? m->att_scratch : p;
     p += sizes[4];
     m->s_rows = p;
     return PLAIT_OK;

@@ -7,7 +7,10 @@
  *              output; the backward recomputes the probabilities from the
  *              saved q, k (scores and softmax, no att·V) and the GELU from
  *              its saved input (c_fc's output), which is cheap next to the
- *              matrix products, as llm.c's recompute=1 does;
+ *              matrix products, as llm.c's recompute=1 does. With the
+ *              device's fused attention there are no probabilities to drop
+ *              (its backward recomputes them from each row's log-sum-exp
+ *              anyway): selective then drops the GELU's output alone;
  *   full       a slot keeps only each block's input (the residual stream it
  *              holds anyway as the pipeline's boundary buffers); the
  *              backward reruns the block's forward up to the GELU (c_proj
@@ -45,6 +48,7 @@ static const part parts[] = {
     {offsetof(block_acts, res2), 1, 0},     {offsetof(block_acts, ln2), 0, 0},
     {offsetof(block_acts, ln2_mean), 0, 0}, {offsetof(block_acts, ln2_rstd), 0, 0},
     {offsetof(block_acts, fch), 0, 0},      {offsetof(block_acts, fcg), 0, 1},
+    {offsetof(block_acts, lse), 1, 0},
 };
 #define N_PARTS (sizeof parts / sizeof parts[0])
 
@@ -54,7 +58,9 @@ static size_t part_floats(const plait_model *m, size_t field) {
         field == offsetof(block_acts, ln2))
         return (size_t)(BT * C);
     if (field == offsetof(block_acts, qkv)) return (size_t)(BT * 3 * m->Cl);
-    if (field == offsetof(block_acts, att)) return (size_t)(m->B * m->NHl * m->T * m->T);
+    /* a model has the probabilities or, with fused attention, the rows' log-sum-exp */
+    if (field == offsetof(block_acts, att)) return m->fused_attn ? 0 : (size_t)(m->B * m->NHl * m->T * m->T);
+    if (field == offsetof(block_acts, lse)) return m->fused_attn ? (size_t)(m->B * m->NHl * m->T) : 0;
     if (field == offsetof(block_acts, atty)) return (size_t)(BT * m->Cl);
     if (field == offsetof(block_acts, fch) || field == offsetof(block_acts, fcg))
         return (size_t)(BT * m->Fl);
@@ -65,6 +71,7 @@ static float **part_ptr(block_acts *a, size_t field) { return (float **)((char *
 
 static int dropped(const plait_model *m, const part *p) {
     if (p->gpt_only && !m->desc->is_gpt) return 0;
+    if (part_floats(m, p->field) == 0) return 0; /* a part this model does not have */
     switch (m->desc->recompute) {
     case PLAIT_RECOMPUTE_FULL: return 1;
     case PLAIT_RECOMPUTE_SELECTIVE: return p->selective;
@@ -105,7 +112,7 @@ plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer,
     switch (m->desc->recompute) {
     case PLAIT_RECOMPUTE_SELECTIVE:
         /* the weight half reads the GELU's output, not the probabilities */
-        if (m->desc->is_gpt && !weights_only)
+        if (m->desc->is_gpt && !weights_only && !m->fused_attn)
             m->k->attention_probs(a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
         m->k->gelu_forward(a->fcg, a->fch, (size_t)(m->B * m->T * m->Fl));
         return PLAIT_OK;

@@ -4,11 +4,16 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <plait/comm.h>
@@ -16,6 +21,7 @@
 #include <plait/parallel.h>
 
 #include "plugin/plugin_check.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -117,7 +123,7 @@ static const plait_plugin_desc *find_registered(uint32_t kind, const char *name,
 }
 
 /* Open `path` and run every check; on success register its descriptors. */
-static plait_status open_file(const char *path, struct loaded_file **out) {
+static plait_status open_file_unguarded(const char *path, struct loaded_file **out) {
     char real[PATH_MAX];
     if (!realpath(path, real))
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s: %s", path, strerror(errno));
@@ -211,6 +217,51 @@ static plait_status open_file(const char *path, struct loaded_file **out) {
     PLAIT_DEBUG("loader", "loaded %s (%zu plugin%s)", real, n, n == 1 ? "" : "s");
     *out = f;
     return PLAIT_OK;
+}
+
+/* ---- a file that crashes while it is loaded: the process cannot go on
+ * (the crash may have damaged anything), but its last words name the file,
+ * so that `plait train` with a broken plugin does not die of SIGSEGV in
+ * silence. Only the loading thread's own faults are claimed. */
+
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+#define N_CRASH (sizeof crash_signals / sizeof crash_signals[0])
+static struct sigaction crash_previous[N_CRASH];
+static char crash_path[PATH_MAX];
+static volatile pid_t crash_tid;
+
+static void on_load_crash(int sig) {
+    size_t i = 0;
+    while (i < N_CRASH && crash_signals[i] != sig) i++;
+    if ((pid_t)syscall(SYS_gettid) == crash_tid) {
+        static const char a[] = "plait: the plugin file ", b[] = " crashed while it was loaded (signal ";
+        static const char c[] = "); rebuild it, or remove it from the plugin path ('plait plugins' lists the others)\n";
+        char num[4] = {(char)('0' + sig / 10 % 10), (char)('0' + sig % 10), 0, 0};
+        ssize_t w = write(STDERR_FILENO, a, sizeof a - 1);
+        w = write(STDERR_FILENO, crash_path, strlen(crash_path));
+        w = write(STDERR_FILENO, b, sizeof b - 1);
+        w = write(STDERR_FILENO, sig >= 10 ? num : num + 1, sig >= 10 ? 2 : 1);
+        w = write(STDERR_FILENO, c, sizeof c - 1);
+        (void)w;
+    }
+    /* the handler before, for this signal raised again: it is delivered
+     * when this handler returns (a fault, by re-running the instruction) */
+    if (i < N_CRASH) sigaction(sig, &crash_previous[i], NULL);
+    raise(sig);
+}
+
+static plait_status open_file(const char *path, struct loaded_file **out) {
+    if (find_file(path)) return open_file_unguarded(path, out);
+    snprintf(crash_path, sizeof crash_path, "%s", path);
+    crash_tid = (pid_t)syscall(SYS_gettid);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_load_crash;
+    for (size_t i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, &crash_previous[i]);
+    plait_status st = open_file_unguarded(path, out);
+    for (size_t i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &crash_previous[i], NULL);
+    crash_tid = 0;
+    return st;
 }
 
 uint32_t plait_kind_parse(const char *name) {
@@ -332,6 +383,174 @@ static int cmp_names(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* Load and probe one file, filling its rows (one per plugin, or one saying
+ * why the file was refused). Runs in a child process (scan_file). */
+static void scan_in_child(const char *path, const char *kind, const char *name, plait_plugin_row **rows,
+                          size_t *n, size_t *cap) {
+    plait_plugin_row *row = push_row(rows, n, cap);
+    if (!row) return;
+    snprintf(row->kind, sizeof row->kind, "%s", kind);
+    snprintf(row->name, sizeof row->name, "%s", name);
+    snprintf(row->path, sizeof row->path, "%s", path);
+    struct loaded_file *f = NULL;
+    plait_status st = open_file(path, &f);
+    if (st == PLAIT_OK) st = check_file_name(f, kind, name);
+    if (st != PLAIT_OK) {
+        snprintf(row->status, sizeof row->status, "refused: %s", plait_last_error());
+        return;
+    }
+    for (size_t j = 0; j < f->n; j++) {
+        const plait_plugin_desc *desc = f->descs[j];
+        if (j > 0 && !(row = push_row(rows, n, cap))) break;
+        snprintf(row->kind, sizeof row->kind, "%s", plait_kind_name(desc->kind));
+        snprintf(row->name, sizeof row->name, "%s", desc->name);
+        snprintf(row->version, sizeof row->version, "%s", desc->version ? desc->version : "?");
+        snprintf(row->abi, sizeof row->abi, "%u.%u", desc->abi_major, desc->abi_minor);
+        snprintf(row->path, sizeof row->path, "%s", f->path);
+        row->loaded = 1;
+        row->available = 1;
+        if (desc->probe) {
+            plait_clear_error();
+            if (desc->probe(g_plugin_host) != PLAIT_OK) {
+                row->available = 0;
+                snprintf(row->status, sizeof row->status, "%s", plait_last_error());
+            }
+        }
+    }
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* How long a file may take to load and probe before it is named as hung:
+ * PLAIT_PLUGIN_SCAN_TIMEOUT seconds, 30 by default. */
+static double scan_seconds(void) {
+    const char *v = getenv("PLAIT_PLUGIN_SCAN_TIMEOUT");
+    char *end = NULL;
+    double s = v && *v ? strtod(v, &end) : 0;
+    return end && !*end && s > 0 && s <= 86400 ? s : 30;
+}
+
+/* One file's rows, loaded and probed in a child process: a file that
+ * crashes while loading (a constructor or probe dereferencing NULL, an
+ * abort, an exit) or hangs takes down only the child, and its row names
+ * what happened; the other files are still listed. The child's rows come
+ * back through a pipe; the parent loads nothing. */
+static void scan_file(const char *path, const char *kind, const char *name, plait_plugin_row **rows, size_t *n,
+                      size_t *cap) {
+    int p[2];
+    pid_t pid = -1;
+    if (pipe2(p, O_CLOEXEC) == 0) {
+        fflush(NULL); /* nothing buffered is written twice */
+        pid = fork();
+        if (pid < 0) {
+            close(p[0]);
+            close(p[1]);
+        }
+    }
+    if (pid < 0) { /* no child: load here, as before */
+        scan_in_child(path, kind, name, rows, n, cap);
+        return;
+    }
+    if (pid == 0) {
+        close(p[0]);
+        plait_plugin_row *mine = NULL;
+        size_t m = 0, mcap = 0;
+        scan_in_child(path, kind, name, &mine, &m, &mcap);
+        uint64_t count = m;
+        int ok = write_all(p[1], &count, sizeof count) == 0 && write_all(p[1], mine, m * sizeof *mine) == 0;
+        _exit(ok ? 0 : 1); /* no atexit handlers, no unloading: the parent goes on */
+    }
+    close(p[1]);
+    /* read what the child sends until it closes the pipe or the time is up */
+    char *buf = NULL;
+    size_t got = 0, bcap = 0;
+    int hung = 0;
+    double limit = scan_seconds(), deadline = plait_clock_now() + limit;
+    for (;;) {
+        double left = deadline - plait_clock_now();
+        if (left <= 0) {
+            hung = 1;
+            break;
+        }
+        struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+        int r = poll(&pfd, 1, (int)(left * 1000) + 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) continue;
+        if (got + 65536 > bcap) {
+            char *nb = realloc(buf, bcap = got + 65536);
+            if (!nb) break;
+            buf = nb;
+        }
+        ssize_t k = read(p[0], buf + got, bcap - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    close(p[0]);
+    if (hung) kill(pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    uint64_t count = 0;
+    if (got >= sizeof count) memcpy(&count, buf, sizeof count);
+    int whole = !hung && WIFEXITED(status) && WEXITSTATUS(status) == 0 && got >= sizeof count &&
+                count <= (got - sizeof count) / sizeof(plait_plugin_row) &&
+                got == sizeof count + count * sizeof(plait_plugin_row);
+    for (uint64_t i = 0; whole && i < count; i++) {
+        plait_plugin_row *row = push_row(rows, n, cap);
+        if (!row) break;
+        memcpy(row, buf + sizeof count + i * sizeof *row, sizeof *row);
+    }
+    free(buf);
+    if (whole) return;
+    plait_plugin_row *row = push_row(rows, n, cap);
+    if (!row) return;
+    snprintf(row->kind, sizeof row->kind, "%s", kind);
+    snprintf(row->name, sizeof row->name, "%s", name);
+    snprintf(row->path, sizeof row->path, "%s", path);
+    if (hung)
+        snprintf(row->status, sizeof row->status,
+                 "refused: loading or probing it did not finish within %g s (a constructor or probe that never "
+                 "returns; PLAIT_PLUGIN_SCAN_TIMEOUT sets the limit); it was stopped",
+                 limit);
+    else if (WIFSIGNALED(status))
+        snprintf(row->status, sizeof row->status,
+                 "refused: it crashed while loading or probing (%s, signal %d), in its constructor, its entry or "
+                 "its probe; no plait command can use it: rebuild it, or remove it from the plugin path",
+                 strsignal(WTERMSIG(status)), WTERMSIG(status));
+    else
+        snprintf(row->status, sizeof row->status,
+                 "refused: it ended the process while loading or probing (exit status %d), in its constructor, "
+                 "its entry or its probe; rebuild it, or remove it from the plugin path",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/* Rows [first, n) are one file's: a plugin already listed from another
+ * file under the same kind and name is refused, as loading both would be
+ * (each file was loaded alone, in its own child). */
+static void refuse_duplicates(plait_plugin_row *rows, size_t first, size_t n) {
+    for (size_t i = first; i < n; i++)
+        for (size_t r = 0; r < first && rows[i].loaded; r++)
+            if (rows[r].loaded && !strcmp(rows[r].kind, rows[i].kind) && !strcmp(rows[r].name, rows[i].name)) {
+                char other[sizeof rows[r].path];
+                snprintf(other, sizeof other, "%s", rows[r].path);
+                snprintf(rows[i].status, sizeof rows[i].status,
+                         "refused: two plugins named %s/%s: %s and %s; remove one of them or fix PLAIT_PLUGIN_PATH",
+                         rows[i].kind, rows[i].name, other, rows[i].path);
+                rows[i].loaded = 0;
+                rows[i].available = 0;
+            }
+}
+
 size_t plait_plugins_scan(plait_plugin_row **rows_out) {
     plait_plugin_row *rows = NULL;
     size_t n = 0, cap = 0;
@@ -358,46 +577,24 @@ size_t plait_plugins_scan(plait_plugin_row **rows_out) {
             snprintf(path, sizeof path, "%s/%s", g_loader.dirs[d], names[i]);
             parse_file_name(names[i], kind, sizeof kind, name, sizeof name);
             free(names[i]);
-            struct loaded_file *f = NULL;
             /* shadowed by an earlier directory? */
             int shadowed = 0;
             for (size_t r = 0; r < n; r++)
                 if (strcmp(rows[r].kind, kind) == 0 && strcmp(rows[r].name, name) == 0 &&
                     strcmp(rows[r].path, path) != 0)
                     shadowed = 1;
+            if (!shadowed) {
+                size_t first = n;
+                scan_file(path, kind, name, &rows, &n, &cap);
+                refuse_duplicates(rows, first, n);
+                continue;
+            }
             plait_plugin_row *row = push_row(&rows, &n, &cap);
             if (!row) break;
             snprintf(row->kind, sizeof row->kind, "%s", kind);
             snprintf(row->name, sizeof row->name, "%s", name);
             snprintf(row->path, sizeof row->path, "%s", path);
-            if (shadowed) {
-                snprintf(row->status, sizeof row->status, "shadowed by an earlier directory");
-                continue;
-            }
-            plait_status st = open_file(path, &f);
-            if (st == PLAIT_OK) st = check_file_name(f, kind, name);
-            if (st != PLAIT_OK) {
-                snprintf(row->status, sizeof row->status, "refused: %s", plait_last_error());
-                continue;
-            }
-            for (size_t j = 0; j < f->n; j++) {
-                const plait_plugin_desc *desc = f->descs[j];
-                if (j > 0 && !(row = push_row(&rows, &n, &cap))) break;
-                snprintf(row->kind, sizeof row->kind, "%s", plait_kind_name(desc->kind));
-                snprintf(row->name, sizeof row->name, "%s", desc->name);
-                snprintf(row->version, sizeof row->version, "%s", desc->version ? desc->version : "?");
-                snprintf(row->abi, sizeof row->abi, "%u.%u", desc->abi_major, desc->abi_minor);
-                snprintf(row->path, sizeof row->path, "%s", f->path);
-                row->loaded = 1;
-                row->available = 1;
-                if (desc->probe) {
-                    plait_clear_error();
-                    if (desc->probe(g_plugin_host) != PLAIT_OK) {
-                        row->available = 0;
-                        snprintf(row->status, sizeof row->status, "%s", plait_last_error());
-                    }
-                }
-            }
+            snprintf(row->status, sizeof row->status, "shadowed by an earlier directory");
         }
         free(names);
     }

@@ -9,6 +9,8 @@
  * the install prefix's lib/plait, then each directory of PLAIT_PLUGIN_PATH
  * (colon-separated). The first directory holding the file wins; a name given
  * with a '/' is used exactly as written. Thread-safe (one global lock).
+ * A file that crashes while it is loaded (SIGSEGV in a constructor, say)
+ * still ends the process, but first names the file on stderr. 
  */
 #ifndef PLAIT_CORE_LOADER_H
 #define PLAIT_CORE_LOADER_H
@@ -55,8 +57,11 @@ typedef struct plait_plugin_row {
     char status[1024];   /* why refused or unavailable; "" when fine */
 } plait_plugin_row;
 
-/* Scan every search directory for libplait-*.so files, load each and fill
- * one row per plugin (or per refused file). Caller frees *rows. */
+/* Scan every search directory for libplait-*.so files, load and probe each
+ * in a child process (a file that crashes, exits or hangs there is one
+ * refused row naming what happened; PLAIT_PLUGIN_SCAN_TIMEOUT bounds each
+ * file, default 30 s) and fill one row per plugin (or per refused file).
+ * Nothing is loaded in the caller. Caller frees *rows. */
 size_t plait_plugins_scan(plait_plugin_row **rows);
 
 /* dlclose every file; only at process exit. */

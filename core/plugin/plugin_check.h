@@ -1,6 +1,6 @@
 /*
  * Checks run on every plugin descriptor before anything in it is called:
- * size, magic, ABI major/minor, kind, name, parameter table, and the kind's
+ * size, magic, ABI major/minor, kind, name, key table, and the kind's
  * function table (minimum size, required functions present).
  *
  * Thread-safety: pure checks of a descriptor (no shared state).

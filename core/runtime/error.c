@@ -108,3 +108,11 @@ const char *plait_error_relayed(const char *message, int *origin) {
         *origin = n >= 0 ? n : -1;
     return root;
 }
+
+int plait_error_waited_for(const char *message) {
+    const char *t = message ? strstr(message, "timed out") : NULL;
+    const char *w = t ? strstr(t, "(world rank ") : NULL;
+    int n = -1;
+    if (w && sscanf(w, "(world rank %d)", &n) == 1 && n >= 0) return n;
+    return -1;
+}

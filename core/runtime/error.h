@@ -32,4 +32,11 @@ const char *plait_status_name(plait_status status);
  * -1 when it names none. Pure; thread-safe. */
 const char *plait_error_relayed(const char *message, int *origin);
 
+/* The world rank a timeout names as the one waited for: in "... timed
+ * out after T s waiting to receive from rank 1 (world rank 5) ..." (the
+ * communication layer's account of a wait that ran past [comm] timeout,
+ * first-hand or relayed), the first "(world rank N)" after "timed out".
+ * -1 when the message reports no such timeout. Pure; thread-safe. */
+int plait_error_waited_for(const char *message);
+
 #endif

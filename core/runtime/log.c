@@ -10,6 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/error.h"
+#include "runtime/out_file.h"
+
 #define MAX_COMPONENT_RULES 16
 
 struct component_rule {
@@ -28,7 +31,7 @@ static struct {
     struct timespec start;
     int status_fd;        /* the in-place line's descriptor, -1 = none */
     char status[512];     /* its text */
-} g_log = {PTHREAD_MUTEX_INITIALIZER, PLAIT_LOG_INFO, 0, {{{0}, 0}}, -1, -1, 0, {0, 0}, -1, ""};
+} g_log = {.lock = PTHREAD_MUTEX_INITIALIZER, .level = PLAIT_LOG_INFO, .rank = -1, .file_fd = -1, .status_fd = -1};
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 
@@ -116,8 +119,8 @@ void plait_log_set_rank(int rank) { g_log.rank = rank; }
 int plait_log_set_file(const char *path) {
     int fd = -1;
     if (path) {
-        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644); /* never through a link */
-        if (fd < 0) return -1;
+        /* never through a link, never a FIFO or a device (out_file.h) */
+        if (plait_out_open(path, O_APPEND, &fd) != PLAIT_OK) return -1;
     }
     pthread_mutex_lock(&g_log.lock);
     int old = g_log.file_fd;

@@ -26,7 +26,8 @@ void plait_log_init_from_env(void);
 /* From now on prefix lines with "[r<rank>]". rank < 0 removes the prefix. */
 void plait_log_set_rank(int rank);
 /* Also append every line to `path` (created, mode 0644; never through a
- * symbolic link: ELOOP). NULL closes it. Returns 0 or -1 with errno set. */
+ * symbolic link, never to a FIFO or a device: runtime/out_file.h). NULL
+ * closes it. Returns 0, or -1 with the reason in plait_last_error(). */
 int plait_log_set_file(const char *path);
 int plait_log_enabled_for(plait_log_level level, const char *component);
 int plait_log_enabled(plait_log_level level);

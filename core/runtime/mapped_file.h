@@ -1,7 +1,9 @@
 /*
  * A whole file mapped read-only (empty files give an empty view), for
  * commands that read large inputs once (tokenizer training, dataset
- * preparation). Errors: PLAIT_ERR_SYSTEM naming the file and errno text.
+ * preparation). Only a regular file is mapped: a FIFO, a directory or a
+ * device is PLAIT_ERR_INVALID_ARG naming what it is (a FIFO never blocks the
+ * open). Other errors: PLAIT_ERR_SYSTEM naming the file and errno text.
  * The caller owns the mapping (plait_mapped_file_close); the bytes may be
  * read from any thread until then.
  */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/regular_file.h"
 
 int plait_out_is_link(const char *path) {
     struct stat sb;
@@ -28,8 +29,44 @@ static plait_status open_error(const char *what, const char *path, int err) {
 
 plait_status plait_out_open(const char *path, int flags, int *fd) {
     int access = flags & O_RDWR ? O_RDWR : O_WRONLY;
-    *fd = open(path, access | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (flags & (O_TRUNC | O_APPEND)), 0644);
-    return *fd >= 0 ? PLAIT_OK : open_error("cannot open", path, errno);
+    /* O_NONBLOCK: opening a FIFO for writing would otherwise wait for a
+     * reader (with none, it fails at once: ENXIO); the flag is cleared once
+     * the file is known to be regular. O_TRUNC waits for that check too. */
+    int f = open(path, access | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (flags & O_APPEND), 0644);
+    if (f < 0 && errno == ENXIO) {
+        *fd = -1;
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s is a FIFO, not a regular file; plait writes only regular "
+                                                      "files: remove it or choose another directory",
+                               path);
+    }
+    if (f < 0) {
+        *fd = -1;
+        return open_error("cannot open", path, errno);
+    }
+    struct stat sb;
+    if (fstat(f, &sb) != 0) {
+        int err = errno;
+        close(f);
+        *fd = -1;
+        return open_error("cannot stat", path, err);
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(f);
+        *fd = -1;
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s is %s, not a regular file; plait writes only regular "
+                                                      "files: remove it or choose another directory",
+                               path, plait_file_kind(sb.st_mode));
+    }
+    int fl = fcntl(f, F_GETFL);
+    if (fl >= 0) (void)fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
+    if ((flags & O_TRUNC) && ftruncate(f, 0) != 0) {
+        int err = errno;
+        close(f);
+        *fd = -1;
+        return open_error("cannot truncate", path, err);
+    }
+    *fd = f;
+    return PLAIT_OK;
 }
 
 plait_status plait_out_fopen(const char *path, const char *mode, FILE **f) {

@@ -2,19 +2,21 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/error.h"
 
-static const char *kind_of(mode_t m) {
+const char *plait_file_kind(unsigned mode) {
+    mode_t m = (mode_t)mode;
     if (S_ISDIR(m)) return "a directory";
     if (S_ISFIFO(m)) return "a FIFO";
     if (S_ISCHR(m)) return "a character device";
     if (S_ISBLK(m)) return "a block device";
     if (S_ISSOCK(m)) return "a socket";
-    return "not a regular file";
+    return "a special file";
 }
 
 plait_status plait_open_regular(const char *path, const char *what, plait_status not_regular, int *fd,
@@ -33,7 +35,7 @@ plait_status plait_open_regular(const char *path, const char *what, plait_status
     if (!S_ISREG(sb.st_mode)) {
         close(f);
         return plait_set_error(not_regular, "%s %s is %s, not a regular file; refusing to read it", what, path,
-                               kind_of(sb.st_mode));
+                               plait_file_kind(sb.st_mode));
     }
     /* Regular files never block; clear the flag so reads behave as usual. */
     int fl = fcntl(f, F_GETFL);
@@ -56,6 +58,21 @@ plait_status plait_read_exact(int fd, void *buf, size_t n, const char *path) {
             return plait_set_error(PLAIT_ERR_PROTOCOL, "%s shrank while being read: %zu bytes at open, %zu now",
                                    path, n, done);
         done += (size_t)r;
+    }
+    return PLAIT_OK;
+}
+
+plait_status plait_fopen_regular(const char *path, const char *what, plait_status not_regular, FILE **f) {
+    *f = NULL;
+    int fd;
+    uint64_t size;
+    plait_status st = plait_open_regular(path, what, not_regular, &fd, &size);
+    if (st != PLAIT_OK) return st;
+    *f = fdopen(fd, "r");
+    if (!*f) {
+        int err = errno;
+        close(fd);
+        return plait_set_error(PLAIT_ERR_SYSTEM, "cannot open %s %s: %s", what, path, strerror(err));
     }
     return PLAIT_OK;
 }

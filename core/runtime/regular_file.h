@@ -9,6 +9,7 @@
 #define PLAIT_CORE_RUNTIME_REGULAR_FILE_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <plait/types.h>
 
 /* Open `path` read-only (O_CLOEXEC) if it is a regular file. On success *fd
@@ -23,5 +24,12 @@ plait_status plait_open_regular(const char *path, const char *what, plait_status
 /* Read exactly `n` bytes from the start of `fd` into `buf`; a file that ends
  * sooner (it shrank after the open) is an error naming `path` and both sizes. */
 plait_status plait_read_exact(int fd, void *buf, size_t n, const char *path);
+
+/* plait_open_regular as a stdio stream for reading. */
+plait_status plait_fopen_regular(const char *path, const char *what, plait_status not_regular, FILE **f);
+
+/* What a file that is not a regular one is, for messages: "a FIFO",
+ * "a directory", "a character device"... (`mode` is a stat st_mode). */
+const char *plait_file_kind(unsigned mode);
 
 #endif

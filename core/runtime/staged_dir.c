@@ -3,12 +3,19 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/log.h"
+#include "runtime/regular_file.h"
 
 static plait_status sys_error(const char *what, const char *path) {
     return plait_set_error(PLAIT_ERR_SYSTEM, "%s %s: %s", what, path, strerror(errno));
@@ -16,22 +23,128 @@ static plait_status sys_error(const char *what, const char *path) {
 
 /* Remove the plain files of a flat directory, then the directory, never
  * through a link: a link in its place is not entered (O_NOFOLLOW), and
- * entries are removed relative to the directory opened. */
+ * entries are removed relative to the directory opened. Only
+ * async-signal-safe calls (raw getdents64), so the interruption handler
+ * below uses it too. */
 static void remove_flat(const char *dir) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return;
-    DIR *dp = fdopendir(fd);
+    char buf[4096] __attribute__((aligned(8)));
+    long n;
+    /* entries are unlinked while reading: read again from the start until a
+     * pass removes nothing (what is left cannot be removed) */
+    for (int removed = 1; removed;) {
+        removed = 0;
+        if (lseek(fd, 0, SEEK_SET) != 0) break;
+        while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+            for (long off = 0; off < n;) {
+                struct linux_dirent64 {
+                    uint64_t d_ino;
+                    int64_t d_off;
+                    unsigned short d_reclen;
+                    unsigned char d_type;
+                    char d_name[];
+                } *e = (struct linux_dirent64 *)(buf + off);
+                off += e->d_reclen;
+                if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
+                if (unlinkat(fd, e->d_name, 0) == 0) removed = 1;
+            }
+        }
+    }
+    close(fd);
+    rmdir(dir);
+}
+
+/* ---- interruption: SIGINT, SIGTERM or SIGHUP while a directory is staged
+ * removes it, then ends the process as the signal would have. */
+
+static const int caught_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_CAUGHT (sizeof caught_signals / sizeof caught_signals[0])
+static struct sigaction previous_actions[N_CAUGHT];
+static char interrupted_staging[PATH_MAX]; /* written only while no handler is installed */
+static volatile sig_atomic_t handler_installed;
+
+static void on_interrupt(int sig) {
+    static const char msg[] = "plait: interrupted; removing the staging directory ";
+    remove_flat(interrupted_staging);
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    w = write(STDERR_FILENO, interrupted_staging, strlen(interrupted_staging));
+    w = write(STDERR_FILENO, "\n", 1);
+    (void)w;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void catch_interrupts(const char *staging) {
+    snprintf(interrupted_staging, sizeof interrupted_staging, "%s", staging);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sigfillset(&sa.sa_mask); /* one handler at a time */
+    for (size_t i = 0; i < N_CAUGHT; i++) {
+        struct sigaction old;
+        sigaction(caught_signals[i], NULL, &old);
+        previous_actions[i] = old;
+        if (old.sa_handler == SIG_IGN) continue; /* nohup, a background job: leave it ignored */
+        sigaction(caught_signals[i], &sa, NULL);
+    }
+    handler_installed = 1;
+}
+
+static void release_interrupts(void) {
+    if (!handler_installed) return;
+    for (size_t i = 0; i < N_CAUGHT; i++) sigaction(caught_signals[i], &previous_actions[i], NULL);
+    handler_installed = 0;
+}
+
+/* ---- stale staging directories: "<dest>.staging-<pid>" and
+ * "<dest>.old-<pid>" left by a process that is gone (killed, or its machine
+ * crashed). A live one holds a lock on its directory (flock, which a
+ * process's end releases), and its pid is alive when it runs here. */
+
+static int stale_pid(const char *name, const char *prefix, long *pid) {
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) != 0 || !name[n]) return 0;
+    char *end = NULL;
+    errno = 0;
+    long p = strtol(name + n, &end, 10);
+    if (errno || *end || p <= 0 || p == (long)getpid()) return 0;
+    if (kill((pid_t)p, 0) == 0 || errno != ESRCH) return 0; /* alive here */
+    *pid = p;
+    return 1;
+}
+
+static void remove_stale(const plait_staged_dir *d) {
+    char parent[PATH_MAX], staging[PATH_MAX + 16], old[PATH_MAX + 16];
+    const char *slash = strrchr(d->dest, '/');
+    const char *base = slash ? slash + 1 : d->dest;
+    if (slash == d->dest) snprintf(parent, sizeof parent, "/");
+    else if (slash) snprintf(parent, sizeof parent, "%.*s", (int)(slash - d->dest), d->dest);
+    else snprintf(parent, sizeof parent, ".");
+    snprintf(staging, sizeof staging, "%s.staging-", base);
+    snprintf(old, sizeof old, "%s.old-", base);
+    int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pfd < 0) return;
+    DIR *dp = fdopendir(pfd);
     if (!dp) {
-        close(fd);
+        close(pfd);
         return;
     }
     struct dirent *e;
     while ((e = readdir(dp)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        unlinkat(fd, e->d_name, 0);
+        long pid;
+        if (!stale_pid(e->d_name, staging, &pid) && !stale_pid(e->d_name, old, &pid)) continue;
+        int fd = openat(pfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue; /* not a directory, or a link: not ours */
+        int free_lock = flock(fd, LOCK_EX | LOCK_NB) == 0;
+        close(fd);
+        if (!free_lock) continue;
+        char path[2 * PATH_MAX + 2];
+        snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
+        remove_flat(path);
+        PLAIT_INFO("staging", "removed %s, left behind by process %ld, which is gone", path, pid);
     }
     closedir(dp);
-    rmdir(dir);
 }
 
 static plait_status fsync_path(const char *path, int flags) {
@@ -71,11 +184,33 @@ plait_status plait_staged_dir_begin(plait_staged_dir *d, const char *dest, int (
     snprintf(d->dest, sizeof d->dest, "%.*s", (int)n, dest);
     snprintf(d->staging, sizeof d->staging, "%s.staging-%ld", d->dest, (long)getpid());
     d->owned = owned;
+    d->lock_fd = -1;
+    struct stat sb;
+    if (lstat(d->dest, &sb) == 0 && S_ISLNK(sb.st_mode))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "%s is a symbolic link: plait does not replace a directory through a link (it "
+                               "would write where the link points); give the directory itself",
+                               d->dest);
     remove_flat(d->staging);
     plait_status st = make_parents(d->staging);
     if (st != PLAIT_OK) return st;
+    remove_stale(d);
     if (mkdir(d->staging, 0777) != 0) return sys_error("cannot create", d->staging);
+    /* held until commit or abort: the staging directory is in use */
+    d->lock_fd = open(d->staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        st = sys_error("cannot lock", d->staging);
+        plait_staged_dir_abort(d);
+        return st;
+    }
+    catch_interrupts(d->staging);
     return PLAIT_OK;
+}
+
+static void end_staging(plait_staged_dir *d) {
+    release_interrupts();
+    if (d->lock_fd >= 0) close(d->lock_fd);
+    d->lock_fd = -1;
 }
 
 const char *plait_staged_dir_path(const plait_staged_dir *d, const char *name, char *buf, size_t cap) {
@@ -134,23 +269,34 @@ plait_status plait_staged_dir_commit(plait_staged_dir *d) {
     plait_status st = fsync_path(d->staging, O_RDONLY | O_DIRECTORY);
     if (st != PLAIT_OK) return st;
     struct stat s;
-    int exists = stat(d->dest, &s) == 0;
+    int exists = lstat(d->dest, &s) == 0;
     if (exists && !S_ISDIR(s.st_mode))
-        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s exists and is not a directory (nothing was changed)",
-                               d->dest);
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s exists and is %s, not a directory (nothing was changed)",
+                               d->dest, S_ISLNK(s.st_mode) ? "a symbolic link" : plait_file_kind(s.st_mode));
     if (exists && (st = check_replaceable(d)) != PLAIT_OK) return st;
-    snprintf(old, sizeof old, "%s.old-%ld", d->dest, (long)getpid());
-    if (exists && rename(d->dest, old) != 0) return sys_error("cannot move aside", d->dest);
-    if (rename(d->staging, d->dest) != 0) {
-        st = sys_error("cannot rename into place", d->staging);
-        if (exists) rename(old, d->dest);
-        return st;
+    if (exists && renameat2(AT_FDCWD, d->staging, AT_FDCWD, d->dest, RENAME_EXCHANGE) == 0) {
+        /* one step, so the destination is never missing; the staging name
+         * now holds the old outputs (removed by the interruption handler
+         * too, should a signal come now) */
+        remove_flat(d->staging);
+    } else {
+        /* no RENAME_EXCHANGE here (an older kernel, some network file
+         * systems): aside, then in */
+        snprintf(old, sizeof old, "%s.old-%ld", d->dest, (long)getpid());
+        if (exists && rename(d->dest, old) != 0) return sys_error("cannot move aside", d->dest);
+        if (rename(d->staging, d->dest) != 0) {
+            st = sys_error("cannot rename into place", d->staging);
+            if (exists) rename(old, d->dest);
+            return st;
+        }
+        if (exists) remove_flat(old);
     }
-    if (exists) remove_flat(old);
+    end_staging(d);
     parent_of(d->dest, parent, sizeof parent);
     return fsync_path(parent, O_RDONLY | O_DIRECTORY);
 }
 
 void plait_staged_dir_abort(plait_staged_dir *d) {
     if (d->staging[0]) remove_flat(d->staging);
+    end_staging(d);
 }

@@ -4,14 +4,23 @@
  * fsync'd, and the staging directory is renamed into place. A destination
  * that already exists is replaced only when every entry in it is one the
  * caller recognises as its own output (the `owned` predicate), so a mistyped
- * --out never deletes someone else's files; the old directory is moved aside,
- * the new one renamed in, then the old one removed. A crash leaves either
- * the old outputs or the new ones (and possibly a stale staging or ".old-"
- * directory next to them), never a mixture.
+ * --out never deletes someone else's files; the new directory and the old
+ * are exchanged in one rename (RENAME_EXCHANGE; where the file system lacks
+ * it, the old one is moved aside to "<dir>.old-<pid>" first), then the old
+ * one removed. A destination that is a symbolic link is refused.
  *
- * Not thread-safe; one staged directory per caller. Errors are
+ * Nothing is left behind: while a directory is staged, SIGINT, SIGTERM and
+ * SIGHUP remove the staging directory, then end the process as the signal
+ * would have (a signal the process ignores stays ignored); and the staging
+ * and ".old-" directories of the same destination left by a process that is
+ * gone (killed with SIGKILL, a crash) are removed by the next begin. A live
+ * one is known by the lock (flock) its process holds on it, and on this
+ * host by its pid.
+ *
+ * Not thread-safe; one staged directory per process at a time. Errors are
  * PLAIT_ERR_SYSTEM naming the path and the errno text, or
- * PLAIT_ERR_INVALID_ARG for a destination holding foreign files.
+ * PLAIT_ERR_INVALID_ARG for a destination holding foreign files or being a
+ * link.
  */
 #ifndef PLAIT_CORE_RUNTIME_STAGED_DIR_H
 #define PLAIT_CORE_RUNTIME_STAGED_DIR_H
@@ -24,11 +33,12 @@ typedef struct plait_staged_dir {
     char dest[PATH_MAX];
     char staging[PATH_MAX];
     int (*owned)(const char *name);  /* a file name the caller writes */
+    int lock_fd;                     /* the staging directory, locked while in use */
 } plait_staged_dir;
 
-/* Create an empty staging directory for `dest` (a stale one from an earlier
- * crash of the same pid is emptied first). `owned` must accept every name
- * the caller will write. */
+/* Create an empty staging directory for `dest` (stale ones of processes that
+ * are gone are removed first) and catch interruptions until commit or
+ * abort. `owned` must accept every name the caller will write. */
 plait_status plait_staged_dir_begin(plait_staged_dir *d, const char *dest, int (*owned)(const char *name));
 /* The path of file `name` inside the staging directory (into buf). */
 const char *plait_staged_dir_path(const plait_staged_dir *d, const char *name, char *buf, size_t cap);

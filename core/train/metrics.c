@@ -4,10 +4,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/error.h"
 #include "runtime/out_file.h"
+#include "runtime/regular_file.h"
 
 /* A temporary file of its own beside `path`, as a stream (out_file.h). */
 static plait_status open_temp(const char *path, char *tmp, size_t cap, FILE **out) {
@@ -29,8 +31,11 @@ static plait_status drop_rows_after(const char *path, int64_t last) {
         FILE *never;
         return plait_out_fopen(path, "a", &never); /* the error naming the link */
     }
-    FILE *in = fopen(path, "r");
-    if (!in) return errno == ENOENT ? PLAIT_OK : plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return errno == ENOENT ? PLAIT_OK : plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", path, strerror(errno));
+    FILE *in = NULL;
+    plait_status opened = plait_fopen_regular(path, "metrics file", PLAIT_ERR_INVALID_ARG, &in);
+    if (opened != PLAIT_OK) return opened;
     char *row = NULL;
     size_t cap = 0;
     ssize_t len;

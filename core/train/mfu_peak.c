@@ -17,6 +17,7 @@
 #include "model/sgemm_peak.h"
 #include "runtime/clock.h"
 #include "runtime/host_identity.h"
+#include "runtime/regular_file.h"
 
 static const char *precision_name(void) {
     switch (plait_kernels_precision()) {
@@ -41,8 +42,9 @@ static int cache_path(char *buf, size_t len) {
 /* The cached rate for `key` (GFLOP/s), when it was measured and over how
  * many tries; 0 if none. */
 static double cache_lookup(const char *path, const char *key, long long *when, int *tries) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
+    FILE *f = NULL;
+    /* a cache that is not a regular file (a FIFO would block) is no cache */
+    if (plait_fopen_regular(path, "cache", PLAIT_ERR_SYSTEM, &f) != PLAIT_OK) return 0;
     char line[1024];
     double found = 0;
     size_t klen = strlen(key);
@@ -81,7 +83,8 @@ static int cache_store(const char *path, const char *key, double gflops, int tri
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     FILE *out = fopen(tmp, "w");
     if (!out) return -1;
-    FILE *in = fopen(path, "r");
+    FILE *in = NULL;
+    if (plait_fopen_regular(path, "cache", PLAIT_ERR_SYSTEM, &in) != PLAIT_OK) in = NULL;
     size_t klen = strlen(key);
     if (in) {
         char line[1024];

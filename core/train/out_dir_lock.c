@@ -5,18 +5,22 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/out_file.h"
 
 plait_status plait_out_dir_lock(const char *out_dir, int *fd) {
     *fd = -1;
     char path[4200];
     snprintf(path, sizeof path, "%s/" PLAIT_OUT_DIR_LOCK_FILE, out_dir);
-    int f = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (f < 0) return plait_set_error(PLAIT_ERR_SYSTEM, "cannot open %s to lock the run directory: %s", path,
-                                      strerror(errno));
+    int f = -1;
+    /* never through a link, never a FIFO or a device (out_file.h) */
+    plait_status opened = plait_out_open(path, O_RDWR, &f);
+    if (opened != PLAIT_OK)
+        return plait_wrap_error(opened, "cannot lock the run directory %s", out_dir);
     if (flock(f, LOCK_EX | LOCK_NB) != 0) {
         int err = errno;
         char holder[256] = "";
@@ -50,4 +54,21 @@ plait_status plait_out_dir_lock(const char *out_dir, int *fd) {
 
 void plait_out_dir_unlock(int fd) {
     if (fd >= 0) close(fd);
+}
+
+plait_status plait_out_dir_check(const char *out_dir, int fd) {
+    if (fd < 0) return PLAIT_OK;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" PLAIT_OUT_DIR_LOCK_FILE, out_dir);
+    struct stat held, now;
+    const char *what = NULL;
+    if (fstat(fd, &held) != 0 || held.st_nlink == 0) what = "was removed";
+    else if (lstat(path, &now) != 0) what = errno == ENOENT ? "was removed" : "can no longer be read";
+    else if (now.st_dev != held.st_dev || now.st_ino != held.st_ino) what = "was replaced by another directory";
+    if (!what) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_SYSTEM,
+                           "the run directory %s %s while the run was writing there (its %s is not the one this "
+                           "run locked): its metrics.csv, logs and checkpoints are gone with it; the run stops "
+                           "rather than write into a directory that another run may now hold",
+                           out_dir, what, path);
 }

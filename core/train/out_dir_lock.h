@@ -19,6 +19,11 @@
  * PLAIT_ERR_INVALID_CONFIG naming the directory and the holder. Other
  * failures: PLAIT_ERR_SYSTEM. Thread-safe. */
 plait_status plait_out_dir_lock(const char *out_dir, int *fd);
+/* Is the run still in `out_dir`? PLAIT_OK while <out_dir>/.lock is the file
+ * `fd` locked; PLAIT_ERR_SYSTEM naming the directory when it was removed or
+ * replaced (rm -rf, mv) under the run, whose metrics, logs and lock went
+ * with it. fd < 0 (not the holder): PLAIT_OK. One fstat and one lstat. */
+plait_status plait_out_dir_check(const char *out_dir, int fd);
 /* Release (fd < 0: nothing). */
 void plait_out_dir_unlock(int fd);
 

@@ -23,7 +23,7 @@
 #include "config/config.h"
 
 /* The kernels' mode for `cfg` (PLAIT_KERNELS_FP32, _BF16, _BF16_EMULATED of
- * model/kernels.h) in *mode. */
+ * kernels/kernels.h) in *mode. */
 plait_status plait_precision_from_config(const plait_config *cfg, int *mode);
 
 #endif

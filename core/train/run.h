@@ -27,6 +27,7 @@
 
 struct plait_job;
 struct plait_data;
+struct plait_replica_flight;
 
 
 /* The run's concerns, each set up and torn down by one file. */
@@ -98,8 +99,10 @@ typedef struct plait_step_exec {
      * pipeline costs no extra collective. Two named views into it: */
     double *step_sums;        /* [n_micro_batches + 2 * pp] */
     double *mb_loss;          /* = step_sums: loss sum per global micro-batch */
-    double *mb_loss_dev;      /* [n_micro_batches] device memory: the head's loss sums, gathered
-                               * during the step and read into mb_loss once at its end */
+    double *mb_loss_dev;      /* [n_micro_batches + 1] device memory: the head's loss sums, gathered
+                               * during the step, then the global Σg² an optimizer may leave
+                               * there (plait_optim_step_in.sumsq_dev); read once at its end */
+    double *read_host;        /* [n_micro_batches + 1]: that one read */
     double *stage_times;      /* = step_sums + n_micro_batches: see train/step_timing.h */
     /* Called before each layer's forward and backward (rank 0's progress
      * within a long step: train/progress.h); NULL = none. */
@@ -117,6 +120,8 @@ typedef struct plait_run {
     int64_t steps;            /* [run] steps */
     int64_t step;             /* next step to run (0-based) */
     int64_t resumed_step;     /* the checkpoint's step when resumed, else -1 (never pruned) */
+    char resumed_from[4200];  /* what it resumed from (a checkpoint directory, or the replicas in memory);
+                                 "" for a fresh run */
     uint64_t seed;
 
     plait_run_world world;
@@ -128,11 +133,27 @@ typedef struct plait_run {
     struct plait_data *data;  /* run_data.c */
     plait_step_exec exec;
     plait_stage_timing timing; /* step timing and the pipeline bubble (step_timing.c) */
+    struct plait_replica_flight *replica; /* replicas in flight to other hosts (run_replica.c) */
 } plait_run;
+
+/* Where a run's values come from. */
+typedef struct plait_run_origin {
+    const char *resume_dir;   /* a checkpoint directory to restore from, or NULL: a fresh run */
+    /* An elastic restart keeping replicas (train/run_replica.h): they are
+     * tried first. resume_dir is then the newest checkpoint that looks
+     * complete (not read yet, disk_step its step, -1 none); when the
+     * replicas do not serve, the checkpoint is found in full in out_dir as
+     * `resume_mode` (plait_resume_mode) says. */
+    int try_replicas;
+    int64_t disk_step;
+    const char *out_dir;
+    int resume_mode;
+} plait_run_origin;
 
 /* Build everything for a run from a finalized config. `resume_dir`
  * (nullable) is a checkpoint directory to restore from. */
 plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run **out);
+plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *origin, plait_run **out);
 void plait_run_close(plait_run *run);
 
 /* One optimizer step (collective over the world). */

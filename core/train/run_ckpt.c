@@ -89,8 +89,30 @@ plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir,
     return *dir ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
 }
 
-/* World rank of (dp 0, tp 0, stage). */
-static int owner_of_stage(const plait_run *run, int32_t stage) {
+plait_status plait_run_find_resume_quick(const char *out_dir, char **dir, int64_t *step) {
+    *dir = NULL;
+    *step = -1;
+    int n = plait_ckpt_list(out_dir, NULL, 0);
+    if (n <= 0) return PLAIT_OK;
+    plait_ckpt_entry *v = malloc((size_t)n * sizeof *v);
+    if (!v) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    n = plait_ckpt_list(out_dir, v, n);
+    for (int i = n - 1; i >= 0 && !*dir; i--) {
+        if (!v[i].has_marker) continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/" PLAIT_CKPT_DIR_PREFIX "%08lld", out_dir, (long long)v[i].step);
+        if (plait_ckpt_check_quick(path) != PLAIT_OK) {
+            plait_clear_error();
+            continue;
+        }
+        *dir = strdup(path);
+        *step = v[i].step;
+    }
+    free(v);
+    return PLAIT_OK;
+}
+
+int plait_run_stage_owner(const plait_run *run, int32_t stage) {
     int axes[3], sizes[3] = {run->world.mesh.dp, run->world.mesh.tp, run->world.mesh.pp}, c[3] = {0, 0, stage};
     if (plait_mesh_parse_order(run->world.mesh.order, axes) != PLAIT_OK) return 0;
     return plait_mesh_rank_of(c, sizes, axes);
@@ -102,14 +124,11 @@ static size_t global_numel(const plait_param *p) {
     return n;
 }
 
-/* Bring tensor `which` of global parameter g to world rank 0 as a full
- * tensor in `full` (written on world rank 0 only). Collective: every rank
- * calls it for every (g, which) in the same order. */
-static plait_status gather_full(plait_run *run, int32_t g, const char *which, uint32_t tag, float *full,
-                                float *slice, float *slices) {
+plait_status plait_run_gather_full(plait_run *run, int32_t g, const char *which, uint32_t tag, float *full,
+                                   float *slice, float *slices, int to_rank0) {
     const plait_param *gp = &run->model.spec->params[g];
     int32_t stage = run->work.plan.layer_stage[gp->layer];
-    int owner = owner_of_stage(run, stage);
+    int owner = plait_run_stage_owner(run, stage);
     int me = run->world.mesh.world_rank;
     plait_status st = PLAIT_OK;
     if (run->work.stage == stage) {
@@ -131,12 +150,12 @@ static plait_status gather_full(plait_run *run, int32_t g, const char *which, ui
                         st = plait_shard_insert(gp->ndim, gp->shape, &sh, slices + (size_t)k * lp->numel, full);
                     }
                 }
-                if (st == PLAIT_OK && owner != 0)
+                if (st == PLAIT_OK && owner != 0 && to_rank0)
                     st = plait_comm_send(run->world.comm, full, global_numel(gp), PLAIT_F32, 0, tag, NULL);
             }
         }
     }
-    if (st == PLAIT_OK && me == 0 && owner != 0)
+    if (st == PLAIT_OK && me == 0 && owner != 0 && to_rank0)
         st = plait_comm_recv(run->world.comm, full, global_numel(gp), PLAIT_F32, owner, tag, NULL);
     return st;
 }
@@ -203,7 +222,7 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
         const char *pname = plait_ckpt_param_name(spec, g);
         for (int k = -1; st == PLAIT_OK && (k < 0 || (states && states[k])); k++) {
             const char *which = k < 0 ? "param" : states[k];
-            st = gather_full(run, g, which, tag++, full, slice, slices);
+            st = plait_run_gather_full(run, g, which, tag++, full, slice, slices, 1);
             if (st == PLAIT_OK && me == 0 && wst == PLAIT_OK) {
                 char name[512];
                 if (k < 0)

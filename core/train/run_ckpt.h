@@ -20,6 +20,12 @@
 plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir, plait_resume_mode mode,
                                    char **dir);
 
+/* The newest checkpoint under out_dir that looks complete (marker,
+ * state.json and file sizes: plait_ckpt_check_quick; no tensor is read):
+ * *dir malloc'd and *step, or NULL and -1. For an elastic restart that may
+ * not read the disk at all (train/run_replica.h). */
+plait_status plait_run_find_resume_quick(const char *out_dir, char **dir, int64_t *step);
+
 /* Write a checkpoint of the current state (collective over the world). */
 plait_status plait_run_save(plait_run *run, const char *out_dir);
 

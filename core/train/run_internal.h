@@ -52,6 +52,17 @@ void plait_run_data_close(plait_run *run);
  * from the open data). */
 void plait_run_data_record(const plait_run *run, plait_ckpt_data *out);
 
+/* Checkpoints' gathering (run_ckpt.c). World rank of (dp 0, tp 0, stage):
+ * the rank that assembles the stage's full tensors. */
+int plait_run_stage_owner(const plait_run *run, int32_t stage);
+/* Bring tensor `which` of global parameter g to its stage's owner as a
+ * full tensor in `full` (written there only; NULL elsewhere is fine), and
+ * with `to_rank0` on to world rank 0's `full`. `slice` holds the largest
+ * local tensor, `slices` (tp > 1) tp of them. Collective: every rank calls
+ * it for every (g, which) in the same order. */
+plait_status plait_run_gather_full(plait_run *run, int32_t g, const char *which, uint32_t tag, float *full,
+                                   float *slice, float *slices, int to_rank0);
+
 /* World communicator and job (run_world.c). */
 plait_status plait_run_open_world(plait_run *run);
 void plait_run_close_world(plait_run *run);

@@ -141,6 +141,11 @@ void plait_run_fill_metrics(plait_run *run, plait_metrics *mt, const plait_step_
     double tokens = (double)run->work.batch.global_batch * run->model.block_size;
     plait_metrics_set_named(mt, "step", (double)run->step);
     plait_metrics_set_named(mt, "restarts", (double)plait_restart_count()); /* launch/restart.h */
+    /* an elastic job's hosts and the changes of membership so far (one
+     * launcher alone: 1 host, none) */
+    int hosts = plait_restart_hosts();
+    plait_metrics_set_named(mt, "hosts", (double)(hosts > 0 ? hosts : 1));
+    plait_metrics_set_named(mt, "membership_changes", (double)plait_restart_changes());
     plait_metrics_set_named(mt, "loss", r->loss);
     if (val_loss >= 0) plait_metrics_set_named(mt, "val_loss", val_loss);
     plait_metrics_set_named(mt, "lr", r->lr);

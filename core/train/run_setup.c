@@ -10,6 +10,7 @@
 #include "runtime/log.h"
 #include "train/run.h"
 #include "train/run_internal.h"
+#include "train/run_replica.h"
 #include "train/run_source.h"
 
 /* The single-process plan every parallel plugin starts from: nothing split,
@@ -137,6 +138,11 @@ static plait_status create_optim(plait_run *run, const plait_value_source *src) 
 
 
 plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run **out) {
+    plait_run_origin origin = {.resume_dir = resume_dir, .disk_step = -1};
+    return plait_run_open_from(cfg, &origin, out);
+}
+
+plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *origin, plait_run **out) {
     plait_run *run = calloc(1, sizeof *run);
     if (!run) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     run->cfg = cfg;
@@ -162,7 +168,7 @@ plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run
     plait_run_source source;
     int have_source = 0;
     if (st == PLAIT_OK) {
-        st = plait_run_source_open(run, resume_dir, &source);
+        st = plait_run_source_open(run, origin, &source);
         have_source = st == PLAIT_OK;
     }
     /* Core-owned parameters are filled here; an optimizer owning them fills
@@ -220,6 +226,7 @@ void plait_run_close(plait_run *run) {
     plait_stage_timing_close(&run->timing);
     plait_model_desc_free(run->model.desc);
     if (run->world.comm) plait_mesh_release(&run->world.mesh);
+    plait_run_replica_close(run);
     plait_run_close_world(run);
     free(run);
 }

@@ -1,6 +1,7 @@
 #include "train/run_source.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "device/device.h"
@@ -8,6 +9,7 @@
 #include "runtime/memory.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "train/run_ckpt.h"
 #include "train/run_internal.h"
 
 /* Fresh run: parameters from the layout-independent initialiser (a tied copy
@@ -75,9 +77,8 @@ static plait_status open_weights(plait_run *run, const char *path, plait_run_sou
     return PLAIT_OK;
 }
 
-plait_status plait_run_source_open(plait_run *run, const char *resume_dir, plait_run_source *src) {
-    memset(src, 0, sizeof *src);
-    src->run = run;
+/* The checkpoint directory `resume_dir`, or fresh values when NULL. */
+static plait_status open_dir(plait_run *run, const char *resume_dir, plait_run_source *src) {
     const char *init_from = plait_config_str(run->cfg, "run", "init_from");
     if (!resume_dir && init_from && *init_from) return open_weights(run, init_from, src);
     if (!resume_dir) {
@@ -87,6 +88,7 @@ plait_status plait_run_source_open(plait_run *run, const char *resume_dir, plait
     if (init_from && *init_from && run->world.mesh.world_rank == 0)
         PLAIT_INFO("train", "resuming from %s: [run] init_from = %s applies to fresh runs only", resume_dir,
                    init_from);
+    snprintf(run->resumed_from, sizeof run->resumed_from, "%s", resume_dir);
     plait_status st = plait_ckpt_open(resume_dir, &src->ck);
     if (st == PLAIT_OK) st = check_model_keys(run->cfg, src->ck);
     if (st == PLAIT_OK) st = plait_ckpt_check_finite(src->ck);
@@ -98,6 +100,38 @@ plait_status plait_run_source_open(plait_run *run, const char *resume_dir, plait
     src->source = src->cks.src;
     return PLAIT_OK;
 }
+
+/* An elastic restart: the replicas in memory when they serve, else the
+ * checkpoint on disk found in full (*dir malloc'd, NULL for none). */
+static plait_status from_replicas(plait_run *run, const plait_run_origin *origin, plait_run_source *src, char **dir) {
+    *dir = NULL;
+    plait_status st = plait_run_replica_find(run, origin->disk_step, &src->replicas);
+    if (st != PLAIT_OK || src->replicas) return st;
+    return plait_run_find_resume(run->cfg, origin->out_dir, (plait_resume_mode)origin->resume_mode, dir);
+}
+
+plait_status plait_run_source_open(plait_run *run, const plait_run_origin *origin, plait_run_source *src) {
+    memset(src, 0, sizeof *src);
+    src->run = run;
+    run->resumed_from[0] = '\0';
+    const char *resume_dir = origin->resume_dir;
+    char *found = NULL;
+    if (origin->try_replicas) {
+        plait_status st = from_replicas(run, origin, src, &found);
+        if (st != PLAIT_OK) return st;
+        if (src->replicas) {
+            snprintf(run->resumed_from, sizeof run->resumed_from, "%s", plait_replica_set_what(src->replicas));
+            plait_replica_set_source(src->replicas, run, &src->cks);
+            src->source = src->cks.src;
+            return PLAIT_OK;
+        }
+        resume_dir = found;
+    }
+    plait_status st = open_dir(run, resume_dir, src);
+    free(found);
+    return st;
+}
+
 
 /* The source writes host memory; the parameters are the device's: each
  * tensor goes through one host staging buffer (the largest tensor's size). */
@@ -164,12 +198,15 @@ plait_status plait_run_check_resume(const plait_ckpt_state *saved, const char *d
 }
 
 plait_status plait_run_source_restore_state(plait_run *run, plait_run_source *src) {
-    if (!src->ck) return PLAIT_OK;
-    const plait_ckpt_state *state = plait_ckpt_state_of(src->ck);
+    if (!src->ck && !src->replicas) return PLAIT_OK;
+    plait_ckpt_state from_memory;
+    const plait_ckpt_state *state = &from_memory;
+    if (src->ck) state = plait_ckpt_state_of(src->ck);
+    else plait_replica_set_state(src->replicas, &from_memory);
     plait_ckpt_data now;
     plait_run_data_record(run, &now);
     unsigned differs;
-    plait_status st = plait_run_check_resume(state, plait_ckpt_dir(src->ck), run->seed, &now,
+    plait_status st = plait_run_check_resume(state, run->resumed_from, run->seed, &now,
                                              run->world.mesh.world_rank == 0, &differs);
     if (st != PLAIT_OK) return st;
     run->step = state->step;
@@ -181,6 +218,8 @@ plait_status plait_run_source_restore_state(plait_run *run, plait_run_source *sr
 void plait_run_source_close(plait_run_source *src) {
     if (src->ck) plait_ckpt_close(src->ck);
     src->ck = NULL;
+    plait_replica_set_free(src->replicas);
+    src->replicas = NULL;
     plait_weights_close(src->weights);
     src->weights = NULL;
 }

@@ -15,6 +15,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/weights_import.h"
 #include "train/run.h"
+#include "train/run_replica.h"
 
 typedef struct plait_run_source {
     plait_value_source source;  /* what plugins get */
@@ -22,11 +23,15 @@ typedef struct plait_run_source {
     plait_ckpt *ck;             /* NULL for a fresh run */
     plait_ckpt_source cks;
     plait_weights *weights;     /* [run] init_from of a fresh run, or NULL */
+    plait_replica_set *replicas; /* an elastic restart from memory, or NULL */
 } plait_run_source;
 
-/* resume_dir NULL: fresh values ([run] init_from's weights, checked
- * against the model, when set). Else open and verify that checkpoint. */
-plait_status plait_run_source_open(plait_run *run, const char *resume_dir, plait_run_source *src);
+/* origin->resume_dir NULL (and no replicas): fresh values ([run]
+ * init_from's weights, checked against the model, when set). Else open and
+ * verify that checkpoint; or, with origin->try_replicas, the replicas in
+ * memory when they serve (collective over the world). Sets
+ * run->resumed_from. */
+plait_status plait_run_source_open(plait_run *run, const plait_run_origin *origin, plait_run_source *src);
 /* Fill the core-owned parameter storage from the source. */
 plait_status plait_run_source_fill_params(plait_run *run, plait_run_source *src);
 /* Restore the run state (step, optimizer step) after a checkpoint load,

@@ -14,6 +14,7 @@
 
 #include "launch/bootstrap.h"
 #include "comm/comm.h"
+#include "elastic/agent_client.h"
 #include "launch/restart.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
@@ -27,6 +28,7 @@
 #include "train/run.h"
 #include "train/run_ckpt.h"
 #include "train/run_internal.h"
+#include "train/run_replica.h"
 
 static plait_status make_dirs(const char *path) {
     char buf[4096];
@@ -62,7 +64,8 @@ static void add_columns(plait_metrics *m, int32_t pp) {
         "step", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "compute_ms", "comm_ms",
         "idle_ms", "peak_rss_mb", "dp_bytes", "tp_bytes", "pp_bytes", "optim_bytes", "early_buckets",
         "param_mb", "grad_mb", "optim_state_mb", "buffer_mb", "activation_mb", "tp_ms", "bubble_measured",
-        "bubble_formula", "pipe_span_ms", "restarts", "time_s", "tokens_seen", "mfu"};
+        "bubble_formula", "pipe_span_ms", "restarts", "time_s", "tokens_seen", "mfu", "hosts",
+        "membership_changes"};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) plait_metrics_column(m, cols[i]);
     /* each pipeline stage's idle time (the bubble), as the step's span over
      * all stages (pipe_span_ms) minus the stage's busy time */
@@ -142,16 +145,12 @@ static int open_rank_log(const char *out_dir, int rank) {
     char log_path[4200];
     snprintf(log_path, sizeof log_path, "%s/rank-%d.log", out_dir, rank);
     if (plait_log_set_file(log_path) == 0) return 0;
-    if (errno == ELOOP)
-        PLAIT_WARN("train", "%s is a symbolic link: the rank's log is not written through it (it would write where "
-                            "the link points); remove the link", log_path);
-    else
-        PLAIT_WARN("train", "cannot write %s: %s", log_path, strerror(errno));
+    PLAIT_WARN("train", "the rank's log is not written: %s", plait_last_error());
     return -1;
 }
 
 static plait_status train_in(plait_config *cfg, const plait_train_options *opts, const char *out_dir,
-                             int log_rank);
+                             int log_rank, int lock_fd);
 
 plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     char out_dir[4096];
@@ -176,23 +175,31 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
         plait_log_set_rank(env.size > 1 ? env.rank : -1);
         if (open_rank_log(out_dir, env.rank) == 0) log_rank = env.rank;
     }
-    st = train_in(cfg, opts, out_dir, log_rank);
+    st = train_in(cfg, opts, out_dir, log_rank, lock_fd);
     plait_out_dir_unlock(lock_fd);
     return st;
 }
 
 /* The run itself, in `out_dir` (created; locked by rank 0). */
 static plait_status train_in(plait_config *cfg, const plait_train_options *opts, const char *out_dir,
-                             int log_rank) {
+                             int log_rank, int lock_fd) {
     char *resume_dir = NULL;
-    plait_status st = plait_run_find_resume(cfg, out_dir, opts->resume, &resume_dir);
+    /* an elastic restart keeping replicas: the memory first, the disk only
+     * looked at (what it holds is read only if the memory does not serve) */
+    plait_run_origin from = {.disk_step = -1, .out_dir = out_dir, .resume_mode = opts->resume};
+    from.try_replicas = plait_agent_present() && plait_restart_count() > 0 &&
+                        plait_config_int(cfg, "run", "replica_every") > 0 &&
+                        strcmp(plait_config_str(cfg, "run", "resume"), "no") != 0;
+    plait_status st = from.try_replicas ? plait_run_find_resume_quick(out_dir, &resume_dir, &from.disk_step)
+                                        : plait_run_find_resume(cfg, out_dir, opts->resume, &resume_dir);
     if (st != PLAIT_OK) return st;
+    from.resume_dir = resume_dir;
     plait_run *run = NULL;
-    st = plait_run_open(cfg, resume_dir, &run);
-    if (st != PLAIT_OK) {
-        free(resume_dir);
-        return st;
-    }
+    st = plait_run_open_from(cfg, &from, &run);
+    free(resume_dir);
+    resume_dir = NULL;
+    if (st != PLAIT_OK) return st;
+    const char *resumed = run->resumed_from[0] ? run->resumed_from : NULL;
     int rank = run->world.mesh.world_rank;
     if (rank != log_rank) (void)open_rank_log(out_dir, rank);
 
@@ -202,24 +209,32 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
     if (rank == 0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/metrics.csv", out_dir);
-        st = plait_metrics_open(&metrics, path, resume_dir != NULL, run->step);
+        st = plait_metrics_open(&metrics, path, resumed != NULL, run->step);
         add_columns(&metrics, run->world.mesh.pp);
         plait_progress_init(&progress, progress_mode(cfg, opts->progress),
                             stdout, run->steps, plait_run_flops_per_token(run), 0);
-        plait_run_print_summary(run, out_dir, resume_dir);
-        if (plait_restart_count() > 0) {
+        plait_run_print_summary(run, out_dir, resumed);
+        if (plait_restart_count() > 0 && plait_restart_hosts() > 0) {
+            /* an elastic job's new round: who trains now, and why */
+            PLAIT_WARN("train", "restart %d (membership changes so far: %d) after: %s; now %d host%s, dp %d x tp %d x "
+                       "pp %d, accumulation %lld; resuming at step %lld from %s",
+                       plait_restart_count(), plait_restart_changes(), plait_restart_reason(), plait_restart_hosts(),
+                       plait_restart_hosts() == 1 ? "" : "s", run->world.mesh.dp, run->world.mesh.tp,
+                       run->world.mesh.pp, (long long)run->work.batch.accumulation, (long long)run->step,
+                       resumed ? resumed : "the start (no complete checkpoint yet)");
+        } else if (plait_restart_count() > 0) {
             /* the launcher relaunched the job (--max-restarts): say so in
              * the log and on the console, with the failure that caused it */
             PLAIT_WARN("train", "restart %d of at most %d after: %s; resuming at step %lld from %s",
                        plait_restart_count(), plait_restart_max(), plait_restart_reason(), (long long)run->step,
-                       resume_dir ? resume_dir : "the start (no complete checkpoint yet)");
+                       resumed ? resumed : "the start (no complete checkpoint yet)");
         }
         progress.peak_flops = job_peak(run, &progress);
     }
-    free(resume_dir);
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 0);
     int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
     int64_t ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
+    int64_t replica_every = plait_run_replicas_on(run) ? plait_config_int(cfg, "run", "replica_every") : 0;
     /* No validation split (val_fraction = 0, which preflight allows only with
      * eval_every = 0): the run trains on all the data and skips the final evaluation. */
     int has_val = plait_config_float(cfg, "data", "val_fraction") > 0;
@@ -231,8 +246,11 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         run->exec.on_layer = on_layer;
         run->exec.on_layer_ctx = &watch;
     }
+    /* the step being worked on, numbered as metrics.csv numbers it (from 1) */
+    int64_t at_step = run->step + 1;
     while (st == PLAIT_OK && run->step < run->steps) {
         plait_step_result res;
+        at_step = run->step + 1;
         if (rank == 0) plait_progress_step_begin(&progress, run->step + 1);
         st = plait_run_step(run, &res);
         if (st != PLAIT_OK) break;
@@ -242,11 +260,25 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         /* The row's measurements (memory included) are the step's, taken
          * before a checkpoint save adds its buffers. */
         if (rank == 0) plait_run_fill_metrics(run, &metrics, &res, -1);
+        /* The run directory removed or replaced under the run: nothing
+         * more is written there (a checkpoint would recreate it half). */
+        if (rank == 0 && (st = plait_out_dir_check(out_dir, lock_fd)) != PLAIT_OK) break;
         /* The checkpoint is saved before the evaluation of the same step, so
          * an evaluation that fails never costs the checkpoint. */
+        /* the last snapshot's copies on other hosts are complete once this
+         * step is (run_replica.h) */
+        st = plait_run_replica_settle(run);
+        if (st != PLAIT_OK) break;
+        int boundary = 0;
         if ((ckpt_every > 0 && done % ckpt_every == 0) || done == run->steps) {
             st = plait_run_save(run, out_dir);
             if (st != PLAIT_OK) break;
+            boundary = 1;
+        }
+        if (replica_every > 0 && done % replica_every == 0 && done < run->steps) {
+            st = plait_run_replicate(run);
+            if (st != PLAIT_OK) break;
+            boundary = 1;
         }
         if (has_val && ((eval_every > 0 && done % eval_every == 0) || done == run->steps)) {
             if (rank == 0) plait_progress_eval_begin(&progress, done);
@@ -266,13 +298,33 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
                                                                     progress.peak_flops, mfu_text, sizeof mfu_text));
             st = plait_metrics_row(&metrics);
         }
+        /* an elastic job with a host waiting to join stops here, its
+         * checkpoint saved, so the next round trains with it */
+        if (st == PLAIT_OK && boundary && done < run->steps && plait_agent_present()) {
+            int regroup = 0;
+            st = plait_run_replica_settle(run); /* both copies in place before anyone stops */
+            if (st != PLAIT_OK) break;
+            if (rank == 0 && plait_agent_regroup(&regroup) != PLAIT_OK) regroup = 0;
+            st = plait_comm_broadcast(run->world.comm, &regroup, 1, PLAIT_I32, 0, NULL, NULL);
+            if (st == PLAIT_OK && regroup) {
+                if (rank == 0)
+                    PLAIT_WARN("train", "a host waits to join the job: stopping after step %lld (its checkpoint "
+                               "saved) so that the next round trains with it", (long long)done);
+                if (opts->regrouped) *opts->regrouped = 1;
+                break;
+            }
+        }
     }
+    if (st == PLAIT_OK) st = plait_run_replica_settle(run);
     int trained = run->step > first_step;
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 1);
     if (rank == 0) {
         plait_progress_finish(&progress);
         plait_metrics_close(&metrics);
-        if (st == PLAIT_OK && trained) {
+        if (st == PLAIT_OK && opts->regrouped && *opts->regrouped) {
+            printf("stopped at step %lld of %lld to regroup with a host that joins\n", (long long)run->step,
+                   (long long)run->steps);
+        } else if (st == PLAIT_OK && trained) {
             plait_run_print_bubble(run);
             printf("done: %lld steps, final loss %.4f; metrics: %s/metrics.csv; checkpoint: %s/ckpt-%08lld\n",
                    (long long)run->step, loss, out_dir, out_dir, (long long)run->step);
@@ -296,7 +348,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         char why[2200];
         snprintf(why, sizeof why, "rank %d stopped: %s", run->world.mesh.world_rank, msg);
         plait_comm_fail(run->world.comm, st, why);
-        long long step = (long long)run->step;
+        long long step = (long long)at_step;
         int me = run->world.mesh.world_rank;
         plait_run_close(run);
         /* A rank that stops because another one failed says so in one

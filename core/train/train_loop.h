@@ -18,6 +18,8 @@ typedef enum {
 typedef struct plait_train_options {
     plait_resume_mode resume;
     const char *progress;   /* override of [run] progress, or NULL */
+    int *regrouped;         /* NULL, or set to 1 when an elastic job's ranks stopped at a boundary so that a
+                               waiting host can join (the command then exits PLAIT_RESTART_REGROUP_EXIT) */
 } plait_train_options;
 
 /* Train as this rank of the job (collective over the world). */

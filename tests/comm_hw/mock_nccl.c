@@ -274,7 +274,8 @@ static ncclResult_t add(msub *x, cudaStream_t s, const char *what) {
 static msub *sub(int kind, int ckind, ncclComm_t c, const void *send, void *recv, size_t count, ncclDataType_t dt,
                  ncclRedOp_t op, int root, int peer) {
     msub *x = calloc(1, sizeof *x);
-    *x = (msub){kind, ckind, c, send, recv, count, dt, op, root, peer, 0, 0, NULL};
+    *x = (msub){.kind = kind, .ckind = ckind, .comm = c, .send = send, .recv = recv, .count = count, .dt = dt,
+                .op = op, .root = root, .peer = peer};
     return x;
 }
 

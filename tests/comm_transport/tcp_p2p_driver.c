@@ -386,7 +386,8 @@ static void stray_transport_open(plait_job *job, int first, int *fds) {
         }
         fds[2 * r + 1] = dial(ip, info.port, 1, "wrong secret to a transport port");
         if (fds[2 * r + 1] >= 0) {
-            tcp_hello th = {TCP_HELLO_MAGIC, TCP_WIRE_VERSION, 0, 0, r, plait_job_size(job), 1, 0, {0}};
+            tcp_hello th = {.magic = TCP_HELLO_MAGIC, .version = TCP_WIRE_VERSION, .to_rank = r,
+                            .world_size = plait_job_size(job), .streams = 1};
             memset(th.secret, 0x5a, sizeof th.secret);
             plait_net_write_all(fds[2 * r + 1], &th, sizeof th, plait_clock_now() + 5);
         }

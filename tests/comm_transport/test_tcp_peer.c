@@ -154,7 +154,8 @@ static int setup(void **state) {
     }
     pthread_t t;
     pthread_create(&t, NULL, fake_peer, NULL);
-    plait_bootstrap bs = {sizeof bs, 0, 2, 0, 2, 0, 10.0, NULL, bs_set, bs_get, bs_allgather, bs_barrier};
+    plait_bootstrap bs = {.struct_size = sizeof bs, .size = 2, .local_size = 2, .timeout_s = 10.0, .set = bs_set,
+                          .get = bs_get, .allgather = bs_allgather, .barrier = bs_barrier};
     plait_comm_init init = {sizeof init, plait_host_table(), g_cfg, &bs, 0, 2};
     plait_status st = g_ops->init(&init, &g_comm);
     pthread_join(t, NULL);
@@ -442,7 +443,8 @@ static void test_ifname_unknown(void **state) {
     plait_config_add_override(cfg, "comm.tcp.ifname=nosuchif9");
     char *empty_env[] = {NULL};
     assert_int_equal(plait_config_finalize(cfg, empty_env), PLAIT_OK);
-    plait_bootstrap bs = {sizeof bs, 0, 2, 0, 2, 0, 10.0, NULL, bs_set, bs_get, bs_allgather, bs_barrier};
+    plait_bootstrap bs = {.struct_size = sizeof bs, .size = 2, .local_size = 2, .timeout_s = 10.0, .set = bs_set,
+                          .get = bs_get, .allgather = bs_allgather, .barrier = bs_barrier};
     plait_comm_init init = {sizeof init, plait_host_table(), cfg, &bs, 0, 2};
     void *comm = NULL;
     const plait_comm_ops *ops = d->ops;

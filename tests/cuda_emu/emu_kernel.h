@@ -132,6 +132,107 @@ static inline float __uint_as_float(unsigned u) {
     return f;
 }
 
+/* ---- tensor-core instructions (plugins/device/cuda/mma.cuh's stand-ins) ----
+ *
+ * What NVIDIA's PTX ISA documents, computed once per warp when its 32
+ * lanes reach the instruction (pc_emu_warp_op): ldmatrix.sync.aligned.m8n8
+ * (.x1/.x2/.x4, .trans; b16) and mma.sync.aligned.m16n8k16.row.col with
+ * bf16 operands and f32 accumulators ("Matrix Fragments for mma.m16n8k16
+ * with floating point type"). In a lane, groupID = lane / 4 and
+ * threadID_in_group = lane % 4. A shared misreading of that documentation
+ * would pass both the stand-in and the kernels written against it: the gpu
+ * tests on a GPU are what settles it. */
+
+static inline float pc_emu_bf16_lo(uint32_t r) { return __uint_as_float(r << 16); }
+static inline float pc_emu_bf16_hi(uint32_t r) { return __uint_as_float(r & 0xffff0000u); }
+
+struct pc_emu_ldmatrix_lane {
+    const void *row; /* the row address this lane supplies */
+    uint32_t *r;     /* its destination registers */
+    int num, trans;
+};
+
+/* Matrix j's 8 rows are the addresses of lanes 8j..8j+7 (16-byte aligned
+ * rows of 8 b16 elements). Lane l receives in r[j] the pair at row l/4,
+ * columns 2(l%4) and 2(l%4)+1 (lower column in the lower half); with
+ * .trans, the pair of the transposed matrix: rows 2(l%4), 2(l%4)+1 of
+ * column l/4. */
+static const char *pc_emu_ldmatrix_op(void *const lanes[32]) {
+    pc_emu_ldmatrix_lane *const *L = (pc_emu_ldmatrix_lane *const *)lanes;
+    const int num = L[0]->num, trans = L[0]->trans;
+    uint32_t got[32][4];
+    for (int l = 0; l < 32; l++) {
+        if (L[l]->num != num || L[l]->trans != trans) return "ldmatrix: lanes of one warp at different shapes";
+        if (l < 8 * num && ((uintptr_t)L[l]->row % 16) != 0) return "ldmatrix: a row address not 16-byte aligned";
+    }
+    for (int l = 0; l < 32; l++)
+        for (int j = 0; j < num; j++) {
+            uint16_t lo, hi;
+            if (!trans) {
+                const unsigned char *p = (const unsigned char *)L[8 * j + l / 4]->row + 4 * (l % 4);
+                memcpy(&lo, p, 2);
+                memcpy(&hi, p + 2, 2);
+            } else {
+                memcpy(&lo, (const unsigned char *)L[8 * j + 2 * (l % 4)]->row + 2 * (l / 4), 2);
+                memcpy(&hi, (const unsigned char *)L[8 * j + 2 * (l % 4) + 1]->row + 2 * (l / 4), 2);
+            }
+            got[l][j] = (uint32_t)lo | (uint32_t)hi << 16;
+        }
+    for (int l = 0; l < 32; l++)
+        for (int j = 0; j < num; j++) L[l]->r[j] = got[l][j];
+    return NULL;
+}
+
+static inline void pc_emu_ldmatrix(uint32_t *r, const void *row, int num, int trans) {
+    pc_emu_ldmatrix_lane me = {row, r, num, trans};
+    pc_emu_warp_op(&me, pc_emu_ldmatrix_op);
+}
+
+struct pc_emu_mma_lane {
+    const uint32_t *a, *b; /* 4 and 2 registers of bf16 pairs */
+    const float *c;
+    float *d; /* may be c */
+};
+
+/* D[16x8] = A[16x16]·B[16x8] + C. A's register i/2, half i%2 holds
+ * a_i at row groupID + 8·((i/2)%2), column 2·threadID_in_group + i%2 +
+ * 8·(i/4); B's b_i at row 2·threadID_in_group + i%2 + 8·(i/2), column
+ * groupID; C's and D's c_i at row groupID + 8·(i/2), column
+ * 2·threadID_in_group + i%2. The products of bf16 values are exact in
+ * fp32; they are summed in fp32 in k order after C (the hardware's
+ * internal order and precision are its own). */
+static const char *pc_emu_mma_bf16_op(void *const lanes[32]) {
+    pc_emu_mma_lane *const *L = (pc_emu_mma_lane *const *)lanes;
+    float A[16][16], B[16][8], C[16][8];
+    for (int l = 0; l < 32; l++) {
+        const int g = l / 4, t = l % 4;
+        for (int i = 0; i < 8; i++) {
+            uint32_t ra = L[l]->a[i / 2];
+            A[g + 8 * ((i / 2) % 2)][2 * t + i % 2 + 8 * (i / 4)] = i % 2 ? pc_emu_bf16_hi(ra) : pc_emu_bf16_lo(ra);
+        }
+        for (int i = 0; i < 4; i++) {
+            uint32_t rb = L[l]->b[i / 2];
+            B[2 * t + i % 2 + 8 * (i / 2)][g] = i % 2 ? pc_emu_bf16_hi(rb) : pc_emu_bf16_lo(rb);
+        }
+        for (int i = 0; i < 4; i++) C[g + 8 * (i / 2)][2 * t + i % 2] = L[l]->c[i];
+    }
+    for (int l = 0; l < 32; l++) {
+        const int g = l / 4, t = l % 4;
+        for (int i = 0; i < 4; i++) {
+            const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
+            float acc = C[row][col];
+            for (int k = 0; k < 16; k++) acc += A[row][k] * B[k][col];
+            L[l]->d[i] = acc;
+        }
+    }
+    return NULL;
+}
+
+static inline void pc_emu_mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
+    pc_emu_mma_lane me = {a, b, c, d};
+    pc_emu_warp_op(&me, pc_emu_mma_bf16_op);
+}
+
 /* ---- launches -------------------------------------------------------------- */
 
 template <typename... P> struct pc_emu_call {

@@ -53,9 +53,14 @@ typedef struct fiber {
     size_t bytes;
     unsigned src, mask;
     pc_emu_lane *all;
+    /* or a warp-wide instruction (src WARP_OP): its operation and this
+     * lane's operands */
+    pc_emu_warp_fn op;
+    void *op_mine;
 } fiber;
 
 #define GATHER 0xffffffffu
+#define WARP_OP 0xfffffffeu
 
 /* How a launch site's threads run: learnt on its first launch. */
 enum { SITE_UNKNOWN, SITE_FIBERS, SITE_DIRECT };
@@ -250,6 +255,34 @@ void pc_emu_warp_gather(unsigned mask, const void *mine, size_t bytes, pc_emu_la
                        mask, mine, bytes, GATHER, all);
 }
 
+void pc_emu_warp_op(void *mine, pc_emu_warp_fn op) {
+    fiber *f = current("a warp-wide instruction");
+    f->op = op;
+    f->op_mine = mine;
+    at_warp_collective(NULL, 0xffffffffu, NULL, 0, WARP_OP, NULL);
+}
+
+/* The warp-wide instruction all 32 lanes from w0 wait at: run it once.
+ * 1, or -1 after a failure (lanes at different instructions, or op's own). */
+static int release_warp_op(unsigned w0) {
+    void *lanes[WARP];
+    for (unsigned l = 0; l < WARP; l++) {
+        const fiber *f = &S->fibers[w0 + l];
+        if (f->op != S->fibers[w0].op) {
+            fail(f->tid, "lanes of one warp at different warp-wide instructions (lane %u and lane 0)", l);
+            return -1;
+        }
+        lanes[l] = f->op_mine;
+    }
+    const char *err = S->fibers[w0].op(lanes);
+    if (err) {
+        fail(S->fibers[w0].tid, "%s", err);
+        return -1;
+    }
+    for (unsigned l = 0; l < WARP; l++) S->fibers[w0 + l].state = RUNNABLE;
+    return 1;
+}
+
 void pc_emu_fault(const char *what) {
     fiber *f = current("a kernel fault");
     fail(f->tid, "%s", what);
@@ -280,12 +313,17 @@ static int release_warp(unsigned w0, unsigned lanes) {
         fail(first, "a warp shuffle in a partial warp of %u lanes", lanes);
         return -1;
     }
-    unsigned gathers = 0;
-    for (unsigned l = 0; l < WARP; l++) gathers += S->fibers[w0 + l].src == GATHER;
-    if (gathers && gathers < WARP) {
-        fail(first, "a warp shuffle and another warp collective met (%u of the 32 lanes at the other)", gathers);
+    unsigned gathers = 0, ops = 0;
+    for (unsigned l = 0; l < WARP; l++) {
+        gathers += S->fibers[w0 + l].src == GATHER;
+        ops += S->fibers[w0 + l].src == WARP_OP;
+    }
+    if ((gathers && gathers < WARP) || (ops && ops < WARP)) {
+        fail(first, "a warp shuffle and another warp collective met (%u of the 32 lanes at the other)",
+             gathers ? gathers : ops);
         return -1;
     }
+    if (ops) return release_warp_op(w0);
     for (unsigned l = 0; gathers && l < WARP; l++) {
         fiber *f = &S->fibers[w0 + l];
         for (unsigned k = 0; k < WARP; k++) {

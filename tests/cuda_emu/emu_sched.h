@@ -69,6 +69,16 @@ typedef struct pc_emu_lane {
  * the same mask (CUDA's rule), else the launch fails. */
 void pc_emu_warp_gather(unsigned mask, const void *mine, size_t bytes, pc_emu_lane all[32]);
 
+/* Inside a kernel: a warp-wide instruction (the stand-ins of the tensor
+ * cores' ldmatrix and mma, emu_kernel.h). Every lane of the warp calls it
+ * with the same `op` and its own `mine`; once all 32 wait here, op(lanes)
+ * runs once, lanes[i] being lane i's `mine` (every lane is suspended, so
+ * op may read and write what each points to), and the lanes go on. op
+ * returns NULL, or what is wrong (a misaligned address): the launch then
+ * fails with that message, naming the kernel. */
+typedef const char *(*pc_emu_warp_fn)(void *const lanes[32]);
+void pc_emu_warp_op(void *mine, pc_emu_warp_fn op);
+
 /* Inside a kernel: the launch fails, naming the kernel, block, thread and
  * `what`; the calling thread does not return. */
 void pc_emu_fault(const char *what) __attribute__((noreturn));

@@ -14,7 +14,9 @@
  * the rest of a process). Streams are late: work runs when the host
  * waits, in stream order, across streams through events, and copies treat
  * pageable and page-locked host memory as CUDA does; a page-locked source
- * the host rewrites before its queued copy ran is caught.
+ * the host rewrites before its queued copy ran is caught. The stand-ins
+ * of the tensor-core instructions (mma, ldmatrix) give what PTX's
+ * fragment layouts say, and a misaligned ldmatrix row is refused.
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +26,50 @@
 
 #define PC_LAUNCH(kernel, blocks, threads) pc_emu_launcher(#kernel, kernel, (blocks), (threads))
 #define THREADS 256
+
+/* the plugin's tensor-core wrappers, as its kernels see them here */
+#define PLAIT_CUDA_EMU
+#include "mma.cuh"
+
+/* mma.sync m16n8k16 (bf16, fp32 accumulators) on fragments built from
+ * PTX's formulas, written out here per lane: out = A·B + C, 16x8 */
+__global__ static void mma_from_formulas(float *out, const float *A, const float *Bm, const float *Cm) {
+    const int lane = threadIdx.x, g = lane / 4, t = lane % 4;
+    uint32_t a[4], b[2];
+    float d[4];
+    for (int r = 0; r < 4; r++) {
+        float v[2];
+        for (int h = 0; h < 2; h++) {
+            int i = 2 * r + h;
+            v[h] = A[(g + 8 * ((i / 2) % 2)) * 16 + 2 * t + i % 2 + 8 * (i / 4)];
+        }
+        a[r] = pc_pack_bf16(v[0], v[1]);
+    }
+    for (int r = 0; r < 2; r++)
+        b[r] = pc_pack_bf16(Bm[(2 * t + 8 * r) * 8 + g], Bm[(2 * t + 1 + 8 * r) * 8 + g]);
+    for (int i = 0; i < 4; i++) d[i] = Cm[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];
+    pc_mma_bf16(d, a, b);
+    for (int i = 0; i < 4; i++) out[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = d[i];
+}
+
+/* ldmatrix .x4 (trans) of a 16x16 bf16 matrix held in shared memory, the
+ * four 8x8 blocks at (0,0), (8,0), (0,8), (8,8); each lane writes its
+ * four pairs. `skew` bytes misalign every row address (a fault). */
+__global__ static void ldmatrix_blocks(float *out, const float *M, int trans, int skew) {
+    __shared__ __align__(16) uint32_t s[16 * 8];
+    const int lane = threadIdx.x;
+    for (int i = lane; i < 16 * 8; i += 32) s[i] = pc_pack_bf16(M[2 * i], M[2 * i + 1]);
+    __syncthreads();
+    const int row = lane % 8 + ((lane / 8) & 1) * 8, col = (lane / 16) * 8;
+    const char *addr = (const char *)s + 2 * (row * 16 + col) + skew;
+    uint32_t r[4];
+    if (trans) pc_ldmatrix_x4_trans(r, addr);
+    else pc_ldmatrix_x4(r, addr);
+    for (int j = 0; j < 4; j++) {
+        out[lane * 8 + 2 * j] = __uint_as_float(r[j] << 16);
+        out[lane * 8 + 2 * j + 1] = __uint_as_float(r[j] & 0xffff0000u);
+    }
+}
 
 /* every thread adds its value into shared memory in a fixed tree */
 __global__ static void tree_sum(float *out, const float *in, int barrier) {
@@ -177,6 +223,53 @@ static void launch_late_barrier(void) {
     for (int wait = 0; wait < 2; wait++) PC_LAUNCH(barrier_if, 1, THREADS)(out, wait);
 }
 static void launch_too_many(void) { PC_LAUNCH(write_one, 1, 2048)(device_floats(2048)); }
+static void launch_misaligned_ldmatrix(void) {
+    float *m = device_floats(256), *o = device_floats(256), zeros[256] = {0};
+    cudaMemcpy(m, zeros, sizeof zeros, cudaMemcpyHostToDevice);
+    PC_LAUNCH(ldmatrix_blocks, 1, 32)(o, m, 0, 4);
+}
+
+/* The tensor-core stand-ins (mma.cuh under PLAIT_CUDA_EMU) give what
+ * PTX's fragment formulas say, restated lane by lane in the kernels
+ * above: small integers, so every product and sum is exact. */
+static void check_tensor_cores(void) {
+    float A[256], Bm[128], Cm[128], got[256], want[128];
+    for (int i = 0; i < 256; i++) A[i] = (float)((i * 37) % 17 - 8);
+    for (int i = 0; i < 128; i++) Bm[i] = (float)((i * 11) % 13 - 6), Cm[i] = (float)(i % 5);
+    float *dA = device_floats(256), *dB = device_floats(128), *dC = device_floats(128), *dO = device_floats(256);
+    cudaMemcpy(dA, A, sizeof A, cudaMemcpyHostToDevice);
+    cudaMemcpy(dB, Bm, sizeof Bm, cudaMemcpyHostToDevice);
+    cudaMemcpy(dC, Cm, sizeof Cm, cudaMemcpyHostToDevice);
+    PC_LAUNCH(mma_from_formulas, 1, 32)(dO, dA, dB, dC);
+    cudaMemcpy(got, dO, 128 * sizeof(float), cudaMemcpyDeviceToHost);
+    int same = cudaGetLastError() == cudaSuccess;
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 8; n++) {
+            want[m * 8 + n] = Cm[m * 8 + n];
+            for (int k = 0; k < 16; k++) want[m * 8 + n] += A[m * 16 + k] * Bm[k * 8 + n];
+            same &= got[m * 8 + n] == want[m * 8 + n];
+        }
+    check(same, "mma m16n8k16 on fragments laid out as PTX documents gives A.B + C");
+
+    for (int i = 0; i < 256; i++) A[i] = (float)i; /* M[r][c] = 16r + c, exact in bf16 */
+    cudaMemcpy(dA, A, sizeof A, cudaMemcpyHostToDevice);
+    for (int trans = 0; trans < 2; trans++) {
+        PC_LAUNCH(ldmatrix_blocks, 1, 32)(dO, dA, trans, 0);
+        cudaMemcpy(got, dO, sizeof got, cudaMemcpyDeviceToHost);
+        same = cudaGetLastError() == cudaSuccess;
+        for (int l = 0; l < 32; l++)
+            for (int j = 0; j < 4; j++) {
+                const int r0 = (j & 1) * 8, c0 = (j >> 1) * 8;
+                for (int h = 0; h < 2; h++) {
+                    int r = trans ? r0 + 2 * (l % 4) + h : r0 + l / 4, c = trans ? c0 + l / 4 : c0 + 2 * (l % 4) + h;
+                    same &= got[l * 8 + 2 * j + h] == A[r * 16 + c];
+                }
+            }
+        check(same, trans ? "ldmatrix.x4.trans gives each lane the pairs PTX documents"
+                          : "ldmatrix.x4 gives each lane the pairs PTX documents");
+    }
+}
+
 /* kernels declared as PC_KERNEL(write_one, 512) would be: their bound goes to the launch */
 static void launch_unbounded_512(void) { PC_LAUNCH(write_one, 1, 512)(device_floats(512)); }
 static void launch_over_bound(void) { pc_emu_launcher("write_one", write_one, 1, 1024, NULL, 512)(device_floats(1024)); }
@@ -288,6 +381,8 @@ int main(void) {
     check(check_warp_collectives(), "__match_any_sync groups, __reduce_add_sync over each group and __ballot_sync "
                                     "give the host's answers");
     check_streams();
+    check_tensor_cores();
+    check(refused(launch_misaligned_ldmatrix), "an ldmatrix row address that is not 16-byte aligned is refused");
     check(refused(pinned_source_reused), "a page-locked source written by the host before its queued copy ran is "
                                          "a sticky failure");
     check(refused(launch_divergent), "a __syncthreads some threads exited before is a sticky launch failure");

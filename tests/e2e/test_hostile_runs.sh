@@ -10,12 +10,16 @@
 #  - a second run in a running run's out_dir is refused naming the holder
 #    (pid, host), and the first run finishes with all its metrics rows;
 #  - the (memory-mapped) data file truncated during a run: every rank ends
-#    with an error naming the file and both sizes, none dies of SIGBUS;
+#    with an error naming the file and both sizes, none dies of SIGBUS,
+#    and the failing step is the one after metrics.csv's last row;
 #  - the disk filling while rank 0 writes a pipeline-parallel checkpoint
 #    (a 6 MiB tmpfs; needs root, said and skipped otherwise): every rank
 #    ends at once naming the file, the byte and "No space left on device"
 #    (rank 0 used to stop receiving and leave the other stage's owner
-#    waiting in its send until [comm] timeout, the cause never printed).
+#    waiting in its send until [comm] timeout, the cause never printed);
+#  - the run directory removed under a running job (rm -rf): the job stops
+#    with an error naming it, never "done ... metrics: RUN/metrics.csv",
+#    and no checkpoint recreates the directory.
 source "$(dirname "$0")/lib.sh"
 
 # refused NAME EXPECTED ARGS...: plait train exits non-zero printing EXPECTED
@@ -104,10 +108,35 @@ rc=0
 wait $job || rc=$?
 [ $rc -ne 0 ] || fail "the job exited 0 after its data file was truncated"
 ! grep -q "SIGBUS" "$E2E_WORK/shrink.out" || fail "a rank died of SIGBUS: $(grep SIGBUS "$E2E_WORK/shrink.out")"
+# the failing step is numbered as metrics.csv numbers steps (from 1): the
+# one after the last row written
+failed_at=$(grep -o "step [0-9]*: data file" "$E2E_WORK/shrink.out" | head -n 1 | grep -o "[0-9]*")
+last_row=$(column shrink step | tail -n 1)
+[ -n "$failed_at" ] && [ "$failed_at" -eq $((last_row + 1)) ] ||
+  fail "the error names step '$failed_at' but metrics.csv's last row is step $last_row"
 for r in 0 1; do
   grep -qF "data file $E2E_WORK/shrinking.txt changed while the run was reading it: it had $size bytes when opened and it now has 4096 bytes" \
     "$E2E_WORK/shrink/rank-$r.log" || fail "rank $r did not name the data file and both sizes: $(tail -n 2 "$E2E_WORK/shrink/rank-$r.log")"
 done
+# --- 9. the run directory removed under a running job
+rm -rf "${E2E_WORK:?}/vanish"
+"$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/vanish" run.steps=100000 run.ckpt_every=20 parallel.dp=2 \
+  >"$E2E_WORK/vanish.out" 2>&1 &
+job=$!
+for _ in $(seq 300); do
+  [ -f "$E2E_WORK/vanish/metrics.csv" ] && [ "$(wc -l <"$E2E_WORK/vanish/metrics.csv")" -gt 3 ] && break
+  sleep 0.1
+done
+rm -rf "${E2E_WORK:?}/vanish"
+for _ in $(seq 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then kill $job; fail "the job still ran 30 s after its run directory was removed"; fi
+rc=0
+wait $job || rc=$?
+[ $rc -ne 0 ] || fail "the job exited 0 after its run directory was removed: $(tail -n 1 "$E2E_WORK/vanish.out")"
+! grep -q "^done:" "$E2E_WORK/vanish.out" || fail "the job said it was done: $(grep "^done:" "$E2E_WORK/vanish.out")"
+grep -qF "the run directory $E2E_WORK/vanish was removed while the run was writing there" "$E2E_WORK/vanish.out" ||
+  fail "the removed run directory was not named: $(tail -n 2 "$E2E_WORK/vanish.out")"
+[ ! -e "$E2E_WORK/vanish" ] || fail "the removed run directory was recreated: $(ls "$E2E_WORK/vanish")"
 # --- 8. the disk fills during a checkpoint
 full=$E2E_WORK/full
 mkdir -p "$full"

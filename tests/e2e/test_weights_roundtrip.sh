@@ -31,7 +31,7 @@ done
 grep -q '"model_type": "gpt2"' "$E2E_WORK/exp_hf/config.json" && grep -q '"n_head": 4' "$E2E_WORK/exp_hf/config.json" ||
   fail "hf config.json: $(cat "$E2E_WORK/exp_hf/config.json")"
 grep -q '"block_size": 24' "$E2E_WORK/exp_nanogpt/config.json" || fail "nanogpt config.json"
-grep -q "plait/nanoGPT" "$E2E_WORK/back_nanogpt.out" || fail "the nanogpt export was not read as the Linear layout"
+grep -q "plait/nanoGPT" "$E2E_WORK/back_nanogpt.out" || fail "the nanogpt export was not read as Linear weights"
 
 # a resumed run continues its checkpoint; init_from is for fresh runs
 train trained --resume run.steps=6 run.init_from=$HF

@@ -1,6 +1,6 @@
 /*
  * The job environment under Slurm without MASTER_ADDR (launch/slurm_env.h,
- * comm/bootstrap.h): the first node of the step's list hosts the store, the
+ * launch/bootstrap.h): the first node of the step's list hosts the store, the
  * port is MASTER_PORT or derived from the job and step ids, equal on every
  * rank; one node needs nothing; several nodes without a token are refused
  * with what to set; a malformed list names its variable.

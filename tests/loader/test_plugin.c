@@ -6,6 +6,20 @@
  */
 #include <plait/plait.h>
 
+#if defined(VARIANT_CRASH_CTOR) || defined(VARIANT_EXIT_CTOR) || defined(VARIANT_HANG_PROBE) || \
+    defined(VARIANT_CRASH_PROBE)
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+#endif
+#ifdef VARIANT_CRASH_CTOR
+/* dies of SIGSEGV while dlopen runs its constructors */
+__attribute__((constructor)) static void crash_on_load(void) { raise(SIGSEGV); }
+#endif
+#ifdef VARIANT_EXIT_CTOR
+__attribute__((constructor)) static void exit_on_load(void) { exit(3); }
+#endif
+
 #ifndef PLUGIN_NAME
 #error "PLUGIN_NAME must be defined"
 #endif
@@ -87,6 +101,21 @@ static const plait_key_decl keys[] = {
 #define DESC_VERSION "0.0.1"
 #endif
 
+#if defined(VARIANT_HANG_PROBE) || defined(VARIANT_CRASH_PROBE)
+static plait_status bad_probe(const plait_host *host) {
+    (void)host;
+#ifdef VARIANT_HANG_PROBE
+    for (;;) pause();
+#else
+    raise(SIGSEGV);
+#endif
+    return PLAIT_OK;
+}
+#define DESC_PROBE bad_probe
+#else
+#define DESC_PROBE NULL
+#endif
+
 static const plait_plugin_desc desc = {
     .struct_size = DESC_SIZE,
     .magic = DESC_MAGIC,
@@ -100,6 +129,7 @@ static const plait_plugin_desc desc = {
     .n_keys = 1,
     .key_size = sizeof(plait_key_decl),
     .ops = &ops,
+    .probe = DESC_PROBE,
 };
 
 #ifdef SECOND_NAME

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "device/device.h"
+#include "kernels/kernels.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 
@@ -110,7 +111,7 @@ int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harn
     harness_zero_grads(h);
     plait_model_create_args args = {.plan = &h->plan, .stage = o->stage, .params = &h->set,
                                     .max_slots = o->max_slots > 0 ? o->max_slots : 1,
-                                    .split_backward = o->split_backward};
+                                    .split_backward = o->split_backward, .kernels = o->kernels};
     if (plait_model_create(h->desc, &args, &h->model) != PLAIT_OK) return fail("create");
     return 0;
 }
@@ -207,4 +208,13 @@ void harness_trace_free(harness_trace *t) {
     free(t->grads);
     t->loss = NULL;
     t->grads = NULL;
+}
+
+const plait_kernels *harness_unfused_kernels(void) {
+    static plait_kernels k;
+    k = *plait_kernels_table();
+    k.attention_fused_scratch = NULL;
+    k.attention_fused_forward = NULL;
+    k.attention_fused_backward = NULL;
+    return &k;
 }

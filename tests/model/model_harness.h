@@ -45,7 +45,12 @@ typedef struct harness_opts {
     int32_t stage;
     int32_t max_slots;          /* 0 = 1 */
     int split_backward;         /* plait_model_create_args.split_backward */
+    const plait_kernels *kernels; /* plait_model_create_args.kernels (NULL: the device's) */
 } harness_opts;
+
+/* The CPU's kernel table without the fused attention (ABI 1.7): a model
+ * on it runs attention_forward/_backward and keeps the probabilities. */
+const plait_kernels *harness_unfused_kernels(void);
 int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harness_opts *o);
 void harness_free(harness *h);
 

@@ -186,6 +186,55 @@ static void test_sgemm_tiles(void **state) {
     assert_true(tm == tm2 && tn == tn2);
 }
 
+/* The exact accumulator's value is its exact sum rounded once to the
+ * nearest double: one float's square exactly, ties to even, a bit below
+ * the tie's position breaking it, carries across 64-bit words; and within
+ * an ulp of a long double sum of random values over the whole range. */
+static void test_sumsq_value_rounding(void **state) {
+    (void)state;
+    plait_sumsq_acc acc;
+    const float xs[] = {1.0f, 3.0f, 0.1f, 1e-38f, 1e-45f, 3.4e38f, -7.25e-3f};
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+        memset(&acc, 0, sizeof acc);
+        plait_k_sumsq_exact(&acc, &xs[i], 1);
+        assert_true(plait_k_sumsq_value(&acc) == (double)xs[i] * (double)xs[i]);
+    }
+    /* bin 150 counts in units of 2^0 */
+    const double two53 = 9007199254740992.0;
+    memset(&acc, 0, sizeof acc);
+    acc.bin[150][0] = (1ull << 53) + 1; /* a tie: to the even 2^53 */
+    assert_true(plait_k_sumsq_value(&acc) == two53);
+    acc.bin[150][0] = (1ull << 53) + 3; /* a tie: to the even 2^53 + 4 */
+    assert_true(plait_k_sumsq_value(&acc) == two53 + 4);
+    acc.bin[150][0] = (1ull << 53) + 1;
+    acc.bin[1][0] = 1; /* 2^-298 below the tie: up */
+    assert_true(plait_k_sumsq_value(&acc) == two53 + 2);
+    memset(&acc, 0, sizeof acc);
+    acc.bin[160][0] = acc.bin[160][1] = ~0ull; /* 2^128 - 1 at 2^20, plus 2^20 - 2^20: a carry through */
+    acc.bin[150][0] = 1ull << 20;
+    assert_true(plait_k_sumsq_value(&acc) == ldexp(1.0, 148));
+    acc.nonfinite = 1;
+    assert_true(isinf(plait_k_sumsq_value(&acc)));
+    /* random values of every exponent against a long double sum */
+    uint64_t r = 88172645463325252ull;
+    for (int trial = 0; trial < 20; trial++) {
+        float v[257];
+        for (int i = 0; i < 257; i++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            uint32_t bits = (uint32_t)(r & 0x807fffffu) | (uint32_t)((r >> 32) % 254 + 1) << 23;
+            memcpy(&v[i], &bits, sizeof bits);
+        }
+        memset(&acc, 0, sizeof acc);
+        plait_k_sumsq_exact(&acc, v, 257);
+        long double want = 0;
+        for (int e = 1; e < PLAIT_SUMSQ_BINS; e++)
+            want += ldexpl((long double)acc.bin[e][1] * 18446744073709551616.0L + (long double)acc.bin[e][0],
+                           2 * e - 300);
+        double got = plait_k_sumsq_value(&acc);
+        assert_true(fabsl((long double)got - want) <= ldexpl(fabsl(want), -52));
+    }
+}
+
 /* The optimizer's vector kernels: same bits with 1, 2, 3 and 8 threads over
  * several element blocks (with a ragged last one). */
 static void test_vector_threads(void **state) {
@@ -457,7 +506,7 @@ static void test_gelu(void **state) {
 /* ---- attention ----------------------------------------------------------- */
 
 typedef struct att_ctx {
-    double *qkv, *r, *out, *row;
+    double *qkv, *r, *out, *row, *lse; /* lse[B,NH,T] */
     int64_t B, T, NH, HS;
 } att_ctx;
 
@@ -477,6 +526,7 @@ static void ref_attention(att_ctx *c) {
                 }
                 double sum = 0;
                 for (int64_t j = 0; j <= i; j++) sum += (c->row[j] = exp(c->row[j] - mx));
+                c->lse[(b * NH + h) * T + i] = mx + log(sum);
                 double *o = c->out + (b * T + i) * Cl + h * HS;
                 for (int64_t d = 0; d < HS; d++) o[d] = 0;
                 for (int64_t j = 0; j <= i; j++) {
@@ -497,7 +547,7 @@ static void check_attention(int64_t B, int64_t T, int64_t NH, int64_t HS) {
     const size_t nqkv = (size_t)(B * T * 3 * Cl), nout = (size_t)(B * T * Cl);
     const size_t natt = (size_t)(B * NH * T * T);
     arr qkv = arr_rand(nqkv, 1.5, 0), r = arr_rand(nout, 1, 0);
-    att_ctx c = {qkv.d, r.d, dzeros(nout), dzeros((size_t)T), B, T, NH, HS};
+    att_ctx c = {qkv.d, r.d, dzeros(nout), dzeros((size_t)T), dzeros((size_t)(B * NH * T)), B, T, NH, HS};
     float *out = fzeros(nout), *att = fzeros(natt), *scratch = fzeros(natt);
     float *dqkv = fzeros(nqkv);
     plait_k_attention_forward(out, att, qkv.f, B, T, NH, HS);
@@ -527,6 +577,32 @@ static void check_attention(int64_t B, int64_t T, int64_t NH, int64_t HS) {
     assert_memory_equal(out, out2, nout * sizeof(float));
     assert_memory_equal(att, att2, natt * sizeof(float));
     assert_memory_equal(dqkv, dqkv2, nqkv * sizeof(float));
+
+    /* fused: the unfused output bit for bit, lse, the gradient against
+     * finite differences, and the same bits with 2 threads */
+    const size_t nlse = (size_t)(B * NH * T), nscr = plait_k_attention_fused_scratch(B, T, NH, HS);
+    float *fout = fzeros(nout), *lse = fzeros(nlse), *fscr = fzeros(nscr), *fdqkv = fzeros(nqkv);
+    plait_k_attention_fused_forward(fout, lse, fscr, qkv.f, B, T, NH, HS);
+    assert_memory_equal(fout, out, nout * sizeof(float));
+    att_loss(&c);
+    expect_close("fused attention lse", lse, c.lse, nlse, 1e-5);
+    plait_k_attention_fused_backward(fdqkv, fscr, r.f, qkv.f, fout, lse, B, T, NH, HS);
+    expect_close("fused attention dqkv", fdqkv, g, nqkv, 1e-4);
+    float *fout2 = fzeros(nout), *lse2 = fzeros(nlse), *fdqkv2 = fzeros(nqkv);
+    plait_kernels_set_threads(2);
+    plait_k_attention_fused_forward(fout2, lse2, fscr, qkv.f, B, T, NH, HS);
+    plait_k_attention_fused_backward(fdqkv2, fscr, r.f, qkv.f, fout2, lse2, B, T, NH, HS);
+    plait_kernels_set_threads(1);
+    assert_memory_equal(lse, lse2, nlse * sizeof(float));
+    assert_memory_equal(fdqkv, fdqkv2, nqkv * sizeof(float));
+    free(fout);
+    free(lse);
+    free(fscr);
+    free(fdqkv);
+    free(fout2);
+    free(lse2);
+    free(fdqkv2);
+    free(c.lse);
     free(out2);
     free(att2);
     free(dqkv2);
@@ -710,7 +786,7 @@ static void test_crossentropy(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgemm),           cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_sgemm_tiles),     cmocka_unit_test(test_vector_threads),
+        cmocka_unit_test(test_sgemm_tiles),     cmocka_unit_test(test_vector_threads), cmocka_unit_test(test_sumsq_value_rounding),
         cmocka_unit_test(test_layernorm),       cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_attention_small), cmocka_unit_test(test_attention_tiled),
         cmocka_unit_test(test_bias_residual),   cmocka_unit_test(test_embedding),       cmocka_unit_test(test_crossentropy),

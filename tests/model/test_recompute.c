@@ -5,7 +5,8 @@
  * (forward 0, forward 1, backward 1, backward 0: the shared recompute
  * buffers are overwritten by the other slot's forward in between); and they
  * keep less: activation bytes none > selective > full, each by at least the
- * parts the mode drops.
+ * parts the mode drops. GPT with the CPU's fused attention (no
+ * probabilities kept) and with a table without it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,17 +25,19 @@
 
 static const char *const modes[] = {"none", "selective", "full"};
 
-static void run(const char *arch_ini, const char *mode, harness_trace *t) {
+static void run(const char *arch_ini, const char *mode, const plait_kernels *k, harness_trace *t) {
     char ini[512];
     snprintf(ini, sizeof ini, "%s\nrecompute = %s\n", arch_ini, mode);
-    harness_opts o = {.tp = 1, .max_slots = SLOTS};
+    harness_opts o = {.tp = 1, .max_slots = SLOTS, .kernels = k};
     t->steps = STEPS;
     assert_int_equal(harness_trace_run(ini, 2, &o, t), 0);
 }
 
-static void check_arch(const char *arch_ini, int is_gpt) {
+/* k: the kernels (NULL: the CPU's, with the fused attention; else the
+ * table without it, where a GPT block keeps the probabilities) */
+static void check_arch(const char *arch_ini, int is_gpt, const plait_kernels *k) {
     harness_trace t[3];
-    for (int m = 0; m < 3; m++) run(arch_ini, modes[m], &t[m]);
+    for (int m = 0; m < 3; m++) run(arch_ini, modes[m], k, &t[m]);
     for (int m = 1; m < 3; m++) {
         for (int step = 0; step < STEPS; step++)
             for (int s = 0; s < SLOTS; s++)
@@ -52,13 +55,14 @@ static void check_arch(const char *arch_ini, int is_gpt) {
     /* the losses moved: the comparison covered changing parameters */
     assert_true(t[0].loss[(STEPS - 1) * SLOTS] != t[0].loss[0]);
     /* memory: B=2, T=32, C=32, H=4, 2 blocks, 2 slots. Selective drops per
-     * block and slot the probabilities (B·H·T² floats, GPT) and the GELU
-     * output (B·T·4C) and adds one shared copy of each; full keeps nothing
-     * of a block but shares one block's worth. */
+     * block and slot the probabilities (B·H·T² floats, GPT without fused
+     * attention) and the GELU output (B·T·4C) and adds one shared copy of
+     * each; full keeps nothing of a block but shares one block's worth. */
     const uint64_t f = sizeof(float), BT = 2 * 32, C = 32;
-    const uint64_t att = is_gpt ? 2 * 4 * 32 * 32 : 0, gelu = BT * 4 * C;
+    const uint64_t att = is_gpt && k ? 2 * 4 * 32 * 32 : 0, gelu = BT * 4 * C;
     const uint64_t blocks = 2 * SLOTS;
-    printf("%s activation bytes: none %llu, selective %llu, full %llu\n", is_gpt ? "gpt" : "mlp",
+    printf("%s%s activation bytes: none %llu, selective %llu, full %llu\n", is_gpt ? "gpt" : "mlp",
+           k ? " (unfused attention)" : "",
            (unsigned long long)t[0].act_bytes, (unsigned long long)t[1].act_bytes,
            (unsigned long long)t[2].act_bytes);
     assert_true(t[0].act_bytes - t[1].act_bytes >= (blocks - 1) * (att + gelu) * f);
@@ -66,23 +70,29 @@ static void check_arch(const char *arch_ini, int is_gpt) {
     for (int m = 0; m < 3; m++) harness_trace_free(&t[m]);
 }
 
+#define GPT_INI "[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 32\nblock_size = 32\nvocab_size = 100"
+
 static void test_gpt(void **state) {
     (void)state;
-    check_arch("[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 32\n"
-               "block_size = 32\nvocab_size = 100",
-               1);
+    check_arch(GPT_INI, 1, NULL);
+}
+
+static void test_gpt_unfused(void **state) {
+    (void)state;
+    check_arch(GPT_INI, 1, harness_unfused_kernels());
 }
 
 static void test_mlp(void **state) {
     (void)state;
     check_arch("[run]\nseed = 5\n[model]\narch = mlp\nn_layer = 2\nn_embd = 32\n"
                "block_size = 32\nvocab_size = 100",
-               0);
+               0, NULL);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt),
+        cmocka_unit_test(test_gpt_unfused),
         cmocka_unit_test(test_mlp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

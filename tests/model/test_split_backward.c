@@ -24,10 +24,10 @@
 #define STEPS 10
 #define SLOTS 2
 
-static void run(const char *arch_ini, const char *mode, int split, harness_trace *t) {
+static void run(const char *arch_ini, const char *mode, int split, const plait_kernels *k, harness_trace *t) {
     char ini[512];
     snprintf(ini, sizeof ini, "%s\nrecompute = %s\n", arch_ini, mode);
-    harness_opts o = {.tp = 1, .max_slots = SLOTS, .split_backward = split};
+    harness_opts o = {.tp = 1, .max_slots = SLOTS, .split_backward = split, .kernels = k};
     t->steps = STEPS;
     assert_int_equal(harness_trace_run(ini, 2, &o, t), 0);
 }
@@ -44,38 +44,49 @@ static void compare(const harness_trace *a, const harness_trace *b, const char *
                      (double)a->grads[i], (double)b->grads[i]);
 }
 
-static void check_arch(const char *arch_ini, int is_gpt) {
+/* k: NULL, the CPU's kernels (fused attention); else a table without it */
+static void check_arch(const char *arch_ini, int is_gpt, const plait_kernels *k) {
     static const char *const modes[] = {"none", "selective", "full"};
     for (int m = 0; m < 3; m++) {
         harness_trace one, two;
-        run(arch_ini, modes[m], 0, &one);
-        run(arch_ini, modes[m], 1, &two);
-        char what[64];
-        snprintf(what, sizeof what, "%s, recompute %s, split", is_gpt ? "gpt" : "mlp", modes[m]);
+        run(arch_ini, modes[m], 0, k, &one);
+        run(arch_ini, modes[m], 1, k, &two);
+        char what[96];
+        snprintf(what, sizeof what, "%s%s, recompute %s, split", is_gpt ? "gpt" : "mlp",
+                 k ? " (unfused attention)" : "", modes[m]);
         compare(&two, &one, what);
         assert_true(one.loss[(STEPS - 1) * SLOTS] != one.loss[0]);
         printf("%s: activation bytes %llu in one pass, %llu split\n", what, (unsigned long long)one.act_bytes,
                (unsigned long long)two.act_bytes);
         if (m == 0) {
             /* B=2, T=32, C=32, 2 blocks, 2 slots: dy and dln2 per block (64
-             * floats aligned: BT*C = 2048 floats each), the head's dln */
-            const uint64_t BTC = 2 * 32 * 32 * sizeof(float);
-            assert_int_equal(two.act_bytes - one.act_bytes, (uint64_t)SLOTS * (2 * 2 + 1) * BTC);
+             * floats aligned: BT*C = 2048 floats each), the head's dln; a
+             * GPT block with fused attention has no probabilities to lend
+             * dres2 and dln1, so it keeps those too */
+            const uint64_t BTC = 2 * 32 * 32 * sizeof(float), per_block = is_gpt && !k ? 4 : 2;
+            assert_int_equal(two.act_bytes - one.act_bytes, (uint64_t)SLOTS * (2 * per_block + 1) * BTC);
         }
         harness_trace_free(&one);
         harness_trace_free(&two);
     }
 }
 
+#define GPT_INI "[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 32\nblock_size = 32\nvocab_size = 100"
+
 static void test_gpt(void **state) {
     (void)state;
-    check_arch("[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 32\nblock_size = 32\nvocab_size = 100", 1);
+    check_arch(GPT_INI, 1, NULL);
+}
+
+static void test_gpt_unfused(void **state) {
+    (void)state;
+    check_arch(GPT_INI, 1, harness_unfused_kernels());
 }
 
 static void test_mlp(void **state) {
     (void)state;
     check_arch("[run]\nseed = 5\n[model]\narch = mlp\nn_layer = 2\nn_embd = 32\nblock_size = 32\nvocab_size = 100",
-               0);
+               0, NULL);
 }
 
 /* Out of order: weight before input, input twice, a forward while the
@@ -115,6 +126,7 @@ static void test_order_refused(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt),
+        cmocka_unit_test(test_gpt_unfused),
         cmocka_unit_test(test_mlp),
         cmocka_unit_test(test_order_refused),
     };

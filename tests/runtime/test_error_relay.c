@@ -1,6 +1,8 @@
 /* plait_error_relayed: telling a failure a rank saw itself from one it
  * stopped for (another rank's account relayed inside it), and which rank
- * failed first, through the chains the transports and the core build. */
+ * failed first, through the chains the transports and the core build.
+ * plait_error_waited_for: the rank a timeout names as the one waited for
+ * (the elastic launcher drops that rank's host). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,10 +47,31 @@ static void test_chains(void **state) {
     assert_int_equal(origin, -1);
 }
 
+static void test_waited_for(void **state) {
+    (void)state;
+    /* the communication layer's account of a wait past [comm] timeout */
+    assert_int_equal(plait_error_waited_for("train: step 747: allreduce #777 'dp gradient bucket' (118528 elements = "
+                                            "474112 B, f32 sum, tree) on comm 'dp' rank 0/2 (world rank 0): timed out "
+                                            "after 4 s waiting to receive from rank 1 (world rank 5); outstanding: 1 "
+                                            "receive from rank 1 (world rank 5)"),
+                     5);
+    /* relayed by a rank that stopped for it */
+    assert_int_equal(plait_error_waited_for("rank 3 stopped: step 9: allreduce #40 on comm 'dp' rank 1/3 (world rank "
+                                            "4): timed out after 4 s waiting to receive from rank 2 (world rank 12)"),
+                     12);
+    /* not a timeout, or no rank named */
+    assert_int_equal(plait_error_waited_for("allreduce #12 on comm 'dp' rank 0/4 (world rank 0): receiving from rank 2 "
+                                            "(world rank 2): rank 2 closed the connection"),
+                     -1);
+    assert_int_equal(plait_error_waited_for("the store timed out"), -1);
+    assert_int_equal(plait_error_waited_for(NULL), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_first_hand),
         cmocka_unit_test(test_chains),
+        cmocka_unit_test(test_waited_for),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

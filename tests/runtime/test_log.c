@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "runtime/error.h"
 #include "runtime/log.h"
 
 #define assert_contains(haystack, needle)                                                  \
@@ -172,6 +174,16 @@ static void test_log_file_gets_the_same_lines(void **state) {
     assert_lacks(file, "to neither");
     free(out);
     assert_int_equal(plait_log_set_file("/nonexistent-dir/x.log"), -1);
+    /* a FIFO in the log's place is refused at once, never waited on */
+    char fifo[] = "/tmp/plait-log-fifo-XXXXXX";
+    int tmp = mkstemp(fifo);
+    assert_true(tmp >= 0);
+    close(tmp);
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(plait_log_set_file(fifo), -1);
+    assert_contains(plait_last_error(), "is a FIFO");
+    unlink(fifo);
 }
 
 int main(void) {

@@ -303,6 +303,12 @@ static void test_bad_files(void **state) {
                  "two tokens separated by one space");
     expect_error(make_tok("m3", vocab, "a b\nxyz b\n", NULL), "merges.txt: line 2 (byte 4)", "\"xyz\" is not in");
     expect_error(make_tok("m4", vocab, "a b\na b\n", NULL), "merges.txt: line 2", "repeats merge 0");
+    /* invalid UTF-8: its line and byte, never a code point U+FFFFFFFF */
+    expect_error(make_tok("m5", vocab, "#version: 0.2\na b\n\xc3\x28 b\n", NULL), "merges.txt: line 3 (byte 18)",
+                 "is not valid UTF-8 (byte 0xc3 at byte 18 of the file)");
+    snprintf(vocab, sizeof vocab, "%s", byte_vocab(", \"\xff\": 256"));
+    expect_error(make_tok("v5", vocab, "", NULL), "vocab.json: byte", "invalid UTF-8 in a string");
+    snprintf(vocab, sizeof vocab, "%s", byte_vocab(", \"ab\": 256"));
 
     /* tokenizer.json */
     char hf[16384];
@@ -322,7 +328,18 @@ static void test_bad_files(void **state) {
     assert_int_equal(plait_tokenizer_vocab_size(t), 258);
     assert_int_equal(plait_tokenizer_eot(t), 257);
     plait_tokenizer_free(t);
-    expect_error(make_tok("empty", NULL, NULL, NULL), "not a tokenizer.json file", "vocab.json and merges.txt");
+    expect_error(make_tok("empty", NULL, NULL, NULL), "holds neither tokenizer.json", "vocab.json and merges.txt");
+    /* one of GPT-2's two files alone is named; a FIFO in a file's place is
+     * refused for what it is, without waiting for a writer */
+    expect_error(make_tok("vocabonly", vocab, NULL, NULL), "holds vocab.json but no merges.txt", "needs both");
+    char fifo[PATH_MAX + 128];
+    snprintf(fifo, sizeof fifo, "%s/merges.txt", make_tok("fifo", vocab, NULL, NULL));
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    expect_error(make_tok("fifo", NULL, NULL, NULL), "merges.txt is a FIFO", "not a regular file");
+    snprintf(fifo, sizeof fifo, "%s/fifo-tok", scratch);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_not_equal(plait_tokenizer_load(fifo, &t), PLAIT_OK);
+    assert_non_null(strstr(plait_last_error(), "is a FIFO"));
 }
 
 /* Saving never touches a directory holding other files, and leaves no half

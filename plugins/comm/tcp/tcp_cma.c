@@ -127,8 +127,8 @@ void tcp_queue_ctrl(tcp_engine *e, int peer, uint8_t type, const tcp_frame *like
     k->data = (const char *)r->ctrl;
     k->len = sizeof r->ctrl;
     k->sent = 0;
-    k->hdr = (tcp_frame){TCP_FRAME_MAGIC, TCP_WIRE_VERSION, type, 0, like->comm_id, like->tag, like->seq,
-                         (uint32_t)sizeof r->ctrl, 0, 0};
+    k->hdr = (tcp_frame){.magic = TCP_FRAME_MAGIC, .version = TCP_WIRE_VERSION, .type = type, .comm_id = like->comm_id,
+                         .tag = like->tag, .seq = like->seq, .chunk_len = (uint32_t)sizeof r->ctrl};
     /* the least loaded stream */
     int s = 0;
     for (int i = 1; i < e->cfg.streams; i++)

@@ -1,6 +1,7 @@
 /*
  * The TCP comm plugin: descriptor, [comm.tcp] keys, and the plait_comm_ops
- * entry points (communicator life cycle; the data path is tcp_engine.c).
+ * entry points (communicator life cycle; the data path is tcp_send.c, tcp_recv.c
+ * and tcp_progress.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>

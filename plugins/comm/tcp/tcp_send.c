@@ -179,8 +179,9 @@ plait_status tcp_isend(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t
         k->data = (const char *)buf->ptr + off;
         k->len = n;
         k->sent = 0;
-        k->hdr = (tcp_frame){TCP_FRAME_MAGIC, TCP_WIRE_VERSION, TCP_FRAME_DATA, 0, cm->id, tag, r->seq,
-                             (uint32_t)n, (uint64_t)len, (uint64_t)off};
+        k->hdr = (tcp_frame){.magic = TCP_FRAME_MAGIC, .version = TCP_WIRE_VERSION, .type = TCP_FRAME_DATA,
+                             .comm_id = cm->id, .tag = tag, .seq = r->seq, .chunk_len = (uint32_t)n,
+                             .msg_len = (uint64_t)len, .offset = (uint64_t)off};
         if (cma) {
             tcp_rts rts = {(uint64_t)(uintptr_t)buf->ptr, ++e->next_token};
             memcpy(r->ctrl, &rts, sizeof rts);

@@ -284,7 +284,8 @@ plait_status tcp_connect_all(tcp_engine *eng, const tcp_addr_info *infos, double
                                   p->who, strerror(errno));
                 goto out;
             }
-            tcp_hello hello = {TCP_HELLO_MAGIC, TCP_WIRE_VERSION, (uint16_t)s, me, peer, n, (uint16_t)S, 0, {0}};
+            tcp_hello hello = {.magic = TCP_HELLO_MAGIC, .version = TCP_WIRE_VERSION, .stream = (uint16_t)s,
+                               .from_rank = me, .to_rank = peer, .world_size = n, .streams = (uint16_t)S};
             memcpy(hello.secret, infos[peer].secret, TCP_SECRET_BYTES);
             memcpy(p->buf, &hello, sizeof hello);
         }

@@ -1,6 +1,6 @@
 /*
  * float32 -> bfloat16 (round to nearest even; NaN stays NaN): the operand
- * copies of bf16 products (gemm.c). Not yet run on a GPU.
+ * copies of bf16 products (gemm.c).
  */
 #include <cuda_bf16.h>
 

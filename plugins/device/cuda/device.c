@@ -2,9 +2,6 @@
  * The device's life cycle: open() binds this process to one GPU (its
  * compute and communication streams, cuBLASLt, fixed scratch) and describes it; close() releases all
  * of it. Also the record of asynchronous failures (pcuda.h).
- *
- * Not yet run on a GPU: this code is compiled and linked in CI, and its
- * failure paths without a driver are tested; see docs/gpu.md.
  */
 #include <pthread.h>
 #include <stdarg.h>

@@ -9,7 +9,7 @@
  * the rows it owns, each thread its own columns. So every dwte element
  * receives its additions in token order from one thread: the same sums as
  * the CPU kernel, in the same order, whatever the table size (which the
- * whole-vocabulary call does not pass). Not yet run on a GPU.
+ * whole-vocabulary call does not pass).
  */
 #include "kcommon.cuh"
 

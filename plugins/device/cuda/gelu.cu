@@ -1,8 +1,8 @@
 /*
  * GELU, tanh approximation, as the CPU kernel writes it (x·σ(2u), one exp
- * per element; core/model/kernels_gelu.c). In place allowed (out == inp,
+ * per element; core/kernels/kernels_gelu.c). In place allowed (out == inp,
  * dinp == dout): each element is read before it is written by the same
- * thread. Not yet run on a GPU.
+ * thread.
  */
 #include "kcommon.cuh"
 

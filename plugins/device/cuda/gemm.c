@@ -20,8 +20,6 @@
  *
  * A bias is added by cuBLASLt's BIAS epilogue when an algorithm offers it,
  * else by a separate kernel after the product.
- *
- * Not yet run on a GPU (docs/gpu.md).
  */
 #include <stdio.h>
 #include <string.h>
@@ -36,22 +34,22 @@ typedef struct gemm_key {
     uint32_t align_a, align_b, align_c;
 } gemm_key;
 
-typedef struct gemm_plan {
+typedef struct gemm_cached {
     gemm_key key;
     int used;
     int bias_epilogue; /* the algorithm adds the bias itself */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
-} gemm_plan;
+} gemm_cached;
 
-static gemm_plan g_cache[CACHE_SLOTS];
+static gemm_cached g_cache[CACHE_SLOTS];
 static int g_next_slot;
 
 /* bf16 copies of the two operands (grow-only, reused by every product) */
 static pc_buffer g_bf16[2];
 
-static void plan_release(gemm_plan *p) {
+static void cached_release(gemm_cached *p) {
     if (p->desc) pc_lt.desc_destroy(p->desc);
     if (p->la) pc_lt.layout_destroy(p->la);
     if (p->lb) pc_lt.layout_destroy(p->lb);
@@ -61,7 +59,7 @@ static void plan_release(gemm_plan *p) {
 
 void pc_gemm_forget(void) {
     for (int i = 0; i < CACHE_SLOTS; i++)
-        if (g_cache[i].used) plan_release(&g_cache[i]);
+        if (g_cache[i].used) cached_release(&g_cache[i]);
     g_next_slot = 0;
     for (int i = 0; i < 2; i++) pc_grow_release(&g_bf16[i]);
 }
@@ -98,9 +96,9 @@ static int make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t rows
 
 /* The first algorithm the heuristic offers for `p` (with the bias
  * epilogue when `bias` is non-NULL: the heuristic reads the bias pointer
- * to know its alignment, and every later call of this plan passes one as
+ * to know its alignment, and every later call of this shape passes one as
  * aligned, 16 bytes, gemm_key.has_bias); 0 if none. */
-static int choose_algo(gemm_plan *p, const float *bias) {
+static int choose_algo(gemm_cached *p, const float *bias) {
     cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     if (pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) != CUBLAS_STATUS_SUCCESS)
         return 0;
@@ -136,12 +134,12 @@ static int choose_algo(gemm_plan *p, const float *bias) {
     return found > 0;
 }
 
-static gemm_plan *prepare(const gemm_key *k, const float *bias) {
+static gemm_cached *prepare(const gemm_key *k, const float *bias) {
     for (int i = 0; i < CACHE_SLOTS; i++)
         if (g_cache[i].used && memcmp(&g_cache[i].key, k, sizeof *k) == 0) return &g_cache[i];
-    gemm_plan *p = &g_cache[g_next_slot];
+    gemm_cached *p = &g_cache[g_next_slot];
     g_next_slot = (g_next_slot + 1) % CACHE_SLOTS;
-    if (p->used) plan_release(p);
+    if (p->used) cached_release(p);
     p->key = *k;
     cublasComputeType_t ct = pc.precision == PLAIT_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     cudaDataType_t ot = operand_type();
@@ -166,7 +164,7 @@ static gemm_plan *prepare(const gemm_key *k, const float *bias) {
         }
     }
     if (!ok) {
-        plan_release(p);
+        cached_release(p);
         return NULL;
     }
     p->used = 1;
@@ -217,20 +215,21 @@ void pc_gemm_run(const pc_gemm *g) {
     k.stride_a = g->batch > 1 ? g->stride_a : 0;
     k.stride_b = g->batch > 1 ? g->stride_b : 0;
     k.stride_c = g->batch > 1 ? g->stride_c : 0;
-    /* bf16 copies start at their scratch's (aligned) start: only the
-     * strides count */
-    size_t esz = bf16 ? 2 : 4;
-    k.align_a = alignment(bf16 ? NULL : g->A, k.lda, k.stride_a, esz);
-    k.align_b = alignment(bf16 ? NULL : g->B, k.ldb, k.stride_b, esz);
-    k.align_c = alignment(g->C, k.ldc, k.stride_c, 4);
-    gemm_plan *p = prepare(&k, g->bias);
-    if (!p) return;
     const void *A = g->A, *B = g->B;
     if (bf16) {
         A = to_bf16(0, g->A, span(g->trans_a ? g->K : g->M, g->trans_a ? g->M : g->K, g->lda, k.batch, k.stride_a));
         B = to_bf16(1, g->B, span(g->trans_b ? g->N : g->K, g->trans_b ? g->K : g->N, g->ldb, k.batch, k.stride_b));
         if (!A || !B) return;
     }
+    /* the alignment of the pointers cuBLASLt is handed (in bf16 the
+     * copies'): a cached product promising more than a later call's
+     * pointers have is never reused for them, the key holds it */
+    size_t esz = bf16 ? 2 : 4;
+    k.align_a = alignment(A, k.lda, k.stride_a, esz);
+    k.align_b = alignment(B, k.ldb, k.stride_b, esz);
+    k.align_c = alignment(g->C, k.ldc, k.stride_c, 4);
+    gemm_cached *p = prepare(&k, g->bias);
+    if (!p) return;
     if (p->bias_epilogue &&
         !lt_ok(pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias), "bias"))
         return;

@@ -39,6 +39,25 @@
 #define PC_LAUNCH(kernel, blocks, threads) kernel<<<(blocks), (threads), 0, pc.stream>>>
 #endif
 
+/* A kernel template (one per head size, say): `template <...>` then
+ * PC_KERNEL_T(max_threads) name(parameters) { ... }, launched with
+ * PC_LAUNCH_T(name<...>, blocks, threads, max_threads), the same bound. */
+#define PC_KERNEL_T(max_threads) __global__ static void __launch_bounds__(max_threads)
+#ifdef PLAIT_CUDA_EMU
+#define PC_LAUNCH_T(kernel, blocks, threads, max_threads)                                              \
+    pc_emu_launcher(#kernel, kernel, (blocks), (threads), pc.stream, (max_threads))
+#else
+#define PC_LAUNCH_T(kernel, blocks, threads, max_threads) kernel<<<(blocks), (threads), 0, pc.stream>>>
+#endif
+
+/* Unroll the loop that follows (register arrays indexed by its variable
+ * stay in registers only when it is unrolled); nothing on the emulator. */
+#ifdef PLAIT_CUDA_EMU
+#define PC_UNROLL
+#else
+#define PC_UNROLL _Pragma("unroll")
+#endif
+
 #define PC_THREADS 256
 #define PC_WARP 32
 

@@ -1,6 +1,6 @@
 /*
  * The plait_kernels table on device memory (plait/kernels.h states every
- * kernel's contract; the core's CPU kernels in core/model/kernels_*.c are
+ * kernel's contract; the core's CPU kernels in core/kernels/kernels_*.c are
  * the reference the gpu tests compare against). This file composes the
  * products (gemm.c) and the CUDA kernels (*.cu) into the table's entries;
  * everything is queued on the device's stream and returns at once, except
@@ -8,13 +8,13 @@
  * of the table takes one lock and makes the device current on the calling
  * thread (below), so different threads may call them at once.
  *
- * Attention materialises the scores: per sequence, one batched product
- * over the heads computes Q·Kᵀ for all T×T pairs, a causal softmax kernel
- * turns them into probabilities (zeros above the diagonal, as the CPU
- * kernel leaves them), and a second batched product applies them to V. A
- * fused flash-style kernel is the performance path (docs/gpu.md).
- *
- * Not yet run on a GPU (docs/gpu.md).
+ * Attention comes twice: fused (attention.cu, flash-style: the scores
+ * stay on chip, each row's log-sum-exp is kept for the backward), which
+ * the model uses, and the table's older entries, which materialise the
+ * scores: per sequence, one batched product over the heads computes Q·Kᵀ
+ * for all T×T pairs, a causal softmax kernel turns them into
+ * probabilities (zeros above the diagonal, as the CPU kernel leaves
+ * them), and a second batched product applies them to V.
  */
 #include <math.h>
 #include <pthread.h>
@@ -26,7 +26,8 @@
 
 static void k_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    pc_gemm g = {trans_a, trans_b, M, N, K, alpha, beta, A, lda, 0, B, ldb, 0, C, ldc, 0, 1, NULL};
+    pc_gemm g = {.trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .A = A,
+                 .lda = lda, .B = B, .ldb = ldb, .C = C, .ldc = ldc, .batch = 1};
     pc_gemm_run(&g);
 }
 
@@ -65,42 +66,43 @@ static void k_adamw(float *param, const float *grad, float *m, float *v, size_t 
                     1.0f - a->lr * a->weight_decay, a->grad_scale, a->eps);
 }
 
-/* Σ over bins of bin · 2^(2e-300), in long double from the lowest
- * exponent up: a fixed procedure over the integers, so equal accumulators
- * (whichever device filled them) give equal doubles. */
-static double k_sumsq_value(const plait_sumsq_acc *acc) {
-    if (acc->nonfinite) return INFINITY;
-    long double total = 0;
-    for (int e = 1; e < PLAIT_SUMSQ_BINS; e++) {
-        uint64_t lo = acc->bin[e][0], hi = acc->bin[e][1];
-        if (lo | hi) total += ldexpl(ldexpl((long double)hi, 64) + (long double)lo, 2 * e - 300);
-    }
-    return (double)total;
+/* One AdamW step over a list of tensors: the scalars as k_adamw's, each
+ * tensor's weight decay applied on the device. */
+static void k_adamw_multi(const plait_adamw_tensor *tensors, size_t count, size_t total, const plait_adamw_args *a,
+                          const float *scale) {
+    const double bc1 = 1.0 - pow((double)a->beta1, (double)a->step);
+    const double bc2 = 1.0 - pow((double)a->beta2, (double)a->step);
+    pc_launch_adamw_multi(tensors, count, total, a->beta1, a->beta2, (float)((double)a->lr / bc1), (float)sqrt(bc2),
+                          a->lr, a->eps, scale);
 }
 
 /* ---- linear layers ---------------------------------------------------------- */
 
 static void k_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int64_t BT,
                              int64_t C, int64_t OC) {
-    pc_gemm g = {0, 1, BT, OC, C, 1.0f, 0.0f, inp, C, 0, weight, C, 0, out, OC, 0, 1, bias};
+    pc_gemm g = {.trans_b = 1, .M = BT, .N = OC, .K = C, .alpha = 1.0f, .beta = 0.0f, .A = inp, .lda = C, .B = weight,
+                 .ldb = C, .C = out, .ldc = OC, .batch = 1, .bias = bias};
     pc_gemm_run(&g);
 }
 
 static void k_matmul_forward_residual(float *out, const float *res, const float *inp, const float *weight,
                                       const float *bias, int64_t BT, int64_t C, int64_t OC) {
     k_copy(out, res, (size_t)(BT * OC));
-    pc_gemm g = {0, 1, BT, OC, C, 1.0f, 1.0f, inp, C, 0, weight, C, 0, out, OC, 0, 1, bias};
+    pc_gemm g = {.trans_b = 1, .M = BT, .N = OC, .K = C, .alpha = 1.0f, .beta = 1.0f, .A = inp, .lda = C, .B = weight,
+                 .ldb = C, .C = out, .ldc = OC, .batch = 1, .bias = bias};
     pc_gemm_run(&g);
 }
 
 static void k_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                               const float *weight, int64_t BT, int64_t C, int64_t OC) {
     if (dinp) {
-        pc_gemm g = {0, 0, BT, C, OC, 1.0f, 0.0f, dout, OC, 0, weight, C, 0, dinp, C, 0, 1, NULL};
+        pc_gemm g = {.M = BT, .N = C, .K = OC, .alpha = 1.0f, .beta = 0.0f, .A = dout, .lda = OC, .B = weight,
+                     .ldb = C, .C = dinp, .ldc = C, .batch = 1};
         pc_gemm_run(&g);
     }
     if (dweight) {
-        pc_gemm g = {1, 0, OC, C, BT, 1.0f, 1.0f, dout, OC, 0, inp, C, 0, dweight, C, 0, 1, NULL};
+        pc_gemm g = {.trans_a = 1, .M = OC, .N = C, .K = BT, .alpha = 1.0f, .beta = 1.0f, .A = dout, .lda = OC,
+                     .B = inp, .ldb = C, .C = dweight, .ldc = C, .batch = 1};
         pc_gemm_run(&g);
     }
     if (dbias) pc_launch_bias_backward(dbias, dout, BT, OC);
@@ -118,8 +120,9 @@ static void attention_scores(float *att, const float *qkv, int64_t B, int64_t T,
     const float scale = 1.0f / sqrtf((float)HS);
     for (int64_t b = 0; b < B; b++) {
         const float *q = qkv + b * T * C3;
-        pc_gemm g = {0, 1, T, T, HS, scale, 0.0f, q, C3, HS, q + Cl, C3, HS, att + b * NH * T * T, T, T * T, NH,
-                     NULL};
+        pc_gemm g = {.trans_b = 1, .M = T, .N = T, .K = HS, .alpha = scale, .beta = 0.0f, .A = q, .lda = C3,
+                     .stride_a = HS, .B = q + Cl, .ldb = C3, .stride_b = HS, .C = att + b * NH * T * T, .ldc = T,
+                     .stride_c = T * T, .batch = NH};
         pc_gemm_run(&g);
     }
     pc_launch_softmax_causal(att, B * NH, T);
@@ -134,8 +137,9 @@ static void k_attention_forward(float *out, float *att, const float *qkv, int64_
     const int64_t Cl = NH * HS, C3 = 3 * Cl;
     attention_scores(att, qkv, B, T, NH, HS);
     for (int64_t b = 0; b < B; b++) {
-        pc_gemm g = {0, 0, T, HS, T, 1.0f, 0.0f, att + b * NH * T * T, T, T * T, qkv + b * T * C3 + 2 * Cl, C3, HS,
-                     out + b * T * Cl, Cl, HS, NH, NULL};
+        pc_gemm g = {.M = T, .N = HS, .K = T, .alpha = 1.0f, .beta = 0.0f, .A = att + b * NH * T * T, .lda = T,
+                     .stride_a = T * T, .B = qkv + b * T * C3 + 2 * Cl, .ldb = C3, .stride_b = HS,
+                     .C = out + b * T * Cl, .ldc = Cl, .stride_c = HS, .batch = NH};
         pc_gemm_run(&g);
     }
 }
@@ -145,21 +149,50 @@ static void k_attention_backward(float *dqkv, float *scratch, const float *dout,
     const int64_t Cl = NH * HS, C3 = 3 * Cl, TT = T * T;
     const float scale = 1.0f / sqrtf((float)HS);
     for (int64_t b = 0; b < B; b++) { /* d(att) = dout · vᵀ */
-        pc_gemm g = {0, 1, T, T, HS, 1.0f, 0.0f, dout + b * T * Cl, Cl, HS, qkv + b * T * C3 + 2 * Cl, C3, HS,
-                     scratch + b * NH * TT, T, TT, NH, NULL};
+        pc_gemm g = {.trans_b = 1, .M = T, .N = T, .K = HS, .alpha = 1.0f, .beta = 0.0f, .A = dout + b * T * Cl,
+                     .lda = Cl, .stride_a = HS, .B = qkv + b * T * C3 + 2 * Cl, .ldb = C3, .stride_b = HS,
+                     .C = scratch + b * NH * TT, .ldc = T, .stride_c = TT, .batch = NH};
         pc_gemm_run(&g);
     }
     pc_launch_softmax_causal_backward(scratch, att, B * NH, T); /* d(scores), zero above the diagonal */
     for (int64_t b = 0; b < B; b++) {
         const float *q = qkv + b * T * C3, *datt = scratch + b * NH * TT, *p = att + b * NH * TT;
         float *dq = dqkv + b * T * C3;
-        pc_gemm gq = {0, 0, T, HS, T, scale, 0.0f, datt, T, TT, q + Cl, C3, HS, dq, C3, HS, NH, NULL};
-        pc_gemm gk = {1, 0, T, HS, T, scale, 0.0f, datt, T, TT, q, C3, HS, dq + Cl, C3, HS, NH, NULL};
-        pc_gemm gv = {1, 0, T, HS, T, 1.0f, 0.0f, p, T, TT, dout + b * T * Cl, Cl, HS, dq + 2 * Cl, C3, HS, NH, NULL};
+        pc_gemm gq = {.M = T, .N = HS, .K = T, .alpha = scale, .beta = 0.0f, .A = datt, .lda = T, .stride_a = TT,
+                      .B = q + Cl, .ldb = C3, .stride_b = HS, .C = dq, .ldc = C3, .stride_c = HS, .batch = NH};
+        pc_gemm gk = {.trans_a = 1, .M = T, .N = HS, .K = T, .alpha = scale, .beta = 0.0f, .A = datt, .lda = T,
+                      .stride_a = TT, .B = q, .ldb = C3, .stride_b = HS, .C = dq + Cl, .ldc = C3, .stride_c = HS,
+                      .batch = NH};
+        pc_gemm gv = {.trans_a = 1, .M = T, .N = HS, .K = T, .alpha = 1.0f, .beta = 0.0f, .A = p, .lda = T,
+                      .stride_a = TT, .B = dout + b * T * Cl, .ldb = Cl, .stride_b = HS, .C = dq + 2 * Cl, .ldc = C3,
+                      .stride_c = HS, .batch = NH};
         pc_gemm_run(&gq);
         pc_gemm_run(&gk);
         pc_gemm_run(&gv);
     }
+}
+
+/* The fused attention (attention.cu): bf16 runs on the tensor cores,
+ * fp32 and tf32 runs in fp32 arithmetic (tf32 tensor-core kernels would
+ * be a tuning step; fp32 and tf32 runs are not where speed is sought).
+ * The forward needs no scratch; the backward keeps D_i = dout_i·out_i
+ * there. */
+static size_t k_attention_fused_scratch(int64_t B, int64_t T, int64_t NH, int64_t HS) {
+    (void)HS;
+    return (size_t)(B * NH * T);
+}
+
+static void k_attention_fused_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
+                                      int64_t NH, int64_t HS) {
+    (void)scratch;
+    pc_launch_attention_fused_forward(out, lse, qkv, B, T, NH, HS, pc.precision == PLAIT_PRECISION_BF16);
+}
+
+static void k_attention_fused_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                       const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
+                                       int64_t HS) {
+    pc_launch_attention_fused_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS,
+                                       pc.precision == PLAIT_PRECISION_BF16);
 }
 
 /* ---- embeddings ------------------------------------------------------------ */
@@ -177,7 +210,7 @@ static void k_embedding_backward(float *dwte, float *dwpe, const float *dout, co
 /* ---- the table's entries: any thread, one at a time ---------------------------
  *
  * plait/kernels.h lets different threads call the kernels at once. The
- * plugin's kernels share state between calls (the product plans and their
+ * plugin's kernels share state between calls (the cached products and their
  * descriptors, the bf16 operand copies, the column-sum scratch, sumsq's
  * partials and pinned result) and queue on one stream, so each entry holds
  * g_entry for its whole host side: a call's launches then sit together on
@@ -243,6 +276,10 @@ PC_ENTRY(logits_target, pc_launch_logits_target, (float *tlogit, const float *lo
 PC_ENTRY(loss_rows, pc_launch_loss_rows, (float *losses, float *lse, const float *rowmax, const float *sumexp, const float *tlogit, const int32_t *targets, int64_t BT, double *loss_sum), (losses, lse, rowmax, sumexp, tlogit, targets, BT, loss_sum))
 PC_ENTRY(crossentropy_backward, pc_launch_crossentropy_backward, (float *dlogits, const float *logits, const float *lse, const int32_t *targets, int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid, float scale), (dlogits, logits, lse, targets, vocab_start, BT, Vl, n_valid, scale))
 PC_ENTRY(zero_f64, k_zero_f64, (double *dst, size_t n), (dst, n))
+PC_ENTRY(sumsq_clip, pc_launch_sumsq_clip, (double *sumsq, float *scale, const plait_sumsq_acc *acc, double grad_clip), (sumsq, scale, acc, grad_clip))
+PC_ENTRY(adamw_multi, k_adamw_multi, (const plait_adamw_tensor *tensors, size_t count, size_t total, const plait_adamw_args *args, const float *scale), (tensors, count, total, args, scale))
+PC_ENTRY(attention_fused_forward, k_attention_fused_forward, (float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS), (out, lse, scratch, qkv, B, T, NH, HS))
+PC_ENTRY(attention_fused_backward, k_attention_fused_backward, (float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out, const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS), (dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS))
 
 static const plait_kernels g_table = {
     .struct_size = sizeof(plait_kernels),
@@ -255,7 +292,7 @@ static const plait_kernels g_table = {
     .adamw = e_adamw,
     .sumsq_exact = e_sumsq_exact,
     .sumsq_merge = e_sumsq_merge,
-    .sumsq_value = k_sumsq_value,
+    .sumsq_value = plait_sumsq_acc_value, /* a host copy, the devices' one procedure */
     .matmul_forward = e_matmul_forward,
     .matmul_backward = e_matmul_backward,
     .layernorm_forward = e_layernorm_forward,
@@ -280,6 +317,11 @@ static const plait_kernels g_table = {
     .loss_rows = e_loss_rows,
     .crossentropy_backward = e_crossentropy_backward,
     .zero_f64 = e_zero_f64,
+    .attention_fused_scratch = k_attention_fused_scratch,
+    .attention_fused_forward = e_attention_fused_forward,
+    .attention_fused_backward = e_attention_fused_backward,
+    .sumsq_clip = e_sumsq_clip,
+    .adamw_multi = e_adamw_multi,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

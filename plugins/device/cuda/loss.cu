@@ -6,7 +6,7 @@
  * Only the first n_valid columns are classes (the rest is vocabulary
  * padding: gradient 0); a negative target means no loss and no gradient.
  * Block reductions have a fixed shape, and the loss sum runs in double in
- * row order on one thread. Not yet run on a GPU.
+ * row order on one thread.
  */
 #include "kcommon.cuh"
 

@@ -1,10 +1,10 @@
 /*
  * LayerNorm over C (eps 1e-5), forward and backward, with the CPU kernel's
- * formulas (core/model/kernels_norm.c). One warp per row for the row-wise
+ * formulas (core/kernels/kernels_norm.c). One warp per row for the row-wise
  * work (sums lane-strided, then a butterfly: a fixed order); the weight
  * and bias gradients as column sums over row chunks (pcuda.h), added into
  * the accumulated values. dinp accumulates (the residual
- * stream). Not yet run on a GPU.
+ * stream).
  */
 #include "kcommon.cuh"
 

@@ -146,6 +146,13 @@ void pc_launch_axpy(float *y, const float *x, size_t n, float a);
 void pc_launch_adamw(float *param, const float *grad, float *m, float *v, size_t n, float beta1,
                      float beta2, float step_size, float bc2_sqrt, float decay, float grad_scale,
                      float eps);
+/* AdamW over a list of tensors, the clipping factor read from device
+ * memory (plait/kernels.h adamw_multi); the scalars as pc_launch_adamw's,
+ * each tensor's decay 1 - lr·weight_decay computed beside its elements. */
+void pc_launch_adamw_multi(const plait_adamw_tensor *tensors, size_t count, size_t total, float beta1, float beta2,
+                           float step_size, float bc2_sqrt, float lr, float eps, const float *scale);
+/* plait/kernels.h sumsq_clip, on the device. */
+void pc_launch_sumsq_clip(double *sumsq, float *scale, const plait_sumsq_acc *acc, double grad_clip);
 /* Σ x² in double into pc.reduce_partials[0] (two passes, fixed order). */
 void pc_launch_sumsq(const float *x, size_t n);
 void pc_launch_res_bias(float *out, const float *res, const float *bias, int64_t rows, int64_t C,
@@ -174,6 +181,15 @@ void pc_launch_gelu_backward(float *dinp, const float *inp, const float *dout, s
 /* softmax.cu: attention's causal softmax over [rows of T] and its backward */
 void pc_launch_softmax_causal(float *att, int64_t BNH, int64_t T);
 void pc_launch_softmax_causal_backward(float *datt, const float *att, int64_t BNH, int64_t T);
+/* attention.cu: fused causal attention (plait/kernels.h); tensor_cores
+ * nonzero takes the bf16 tensor-core kernels where the head size allows
+ * (32, 64, 128), else the fp32 ones. The backward's Dv is B*NH*T floats
+ * of scratch. */
+void pc_launch_attention_fused_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH,
+                                       int64_t HS, int tensor_cores);
+void pc_launch_attention_fused_backward(float *dqkv, float *Dv, const float *dout, const float *qkv, const float *out,
+                                        const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS,
+                                        int tensor_cores);
 /* embedding.cu */
 void pc_launch_embedding_forward(float *out, const int32_t *tokens, const float *wte,
                                  int64_t vocab_start, int64_t n_rows, const float *wpe, int64_t B,

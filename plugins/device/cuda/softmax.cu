@@ -3,7 +3,7 @@
  * backward, one warp per row: row i keeps columns 0..i, and everything
  * above the diagonal is written with zeros (the probabilities, as the CPU
  * kernel leaves them, and the score gradients, so the full-square products
- * after them add nothing there). Not yet run on a GPU.
+ * after them add nothing there).
  */
 #include "kcommon.cuh"
 

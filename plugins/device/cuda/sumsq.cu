@@ -1,6 +1,6 @@
 /*
  * The exact Σx² accumulator (plait_sumsq_acc) on the device, with the CPU's
- * binning bit for bit (core/model/kernels_vector.c): x = m · 2^(e-150), the
+ * binning bit for bit (core/kernels/kernels_vector.c): x = m · 2^(e-150), the
  * square's mantissa m² < 2^48 is added exactly into the 128-bit bin of
  * exponent e. Integer sums are exact in any order, so the accumulator
  * equals the CPU's for the same values, whatever the split.
@@ -14,8 +14,7 @@
  * compare-and-swap loop on sm_80 and sm_90 (ATOMS.CAST.SPIN.64), and
  * values of similar magnitude all hit one bin.) The block then sums its
  * warps' bins, one thread per bin, and adds them into the accumulator with
- * 64-bit global atomics (native: one per bin and block). Not yet run on a
- * GPU.
+ * 64-bit global atomics (native: one per bin and block).
  */
 #include "kcommon.cuh"
 

@@ -38,11 +38,11 @@ typedef struct dp_buckets {
     plait_param_set *params;
 } dp_buckets;
 
-/* Plan buckets over `params` (core-owned flat gradients required), leaving
+/* Build buckets over `params` (core-owned flat gradients required), leaving
  * out the parameters whose `skip` entry is nonzero (`skip` may be NULL).
  * Returns PLAIT_ERR_INVALID_ARG (with message) if a gradient is missing. */
 plait_status dp_buckets_build(const plait_host *host, plait_param_set *params, const uint8_t *skip,
-                             size_t bucket_bytes, dp_buckets *out);
+                              size_t bucket_bytes, dp_buckets *out);
 void dp_buckets_free(dp_buckets *bk);
 /* Reset counters at the start of a step. */
 void dp_buckets_reset(dp_buckets *bk);

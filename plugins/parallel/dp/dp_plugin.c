@@ -25,7 +25,7 @@
  * Device-agnostic (plait/device_util.h): gradients and parameters are the
  * device's memory; the plugin reduces them with the collectives, folds with
  * host->kernels, and reads them on the host only through the device's copy
- * (the start-up checksum and the debug perturbation, in staged chunks). On
+ * (the start-up checksum and the debug perturbation: dp_replicas.c). On
  * a device with events (ABI 1.4) each bucket records one on the compute
  * stream as it starts and hands it to its all-reduce (plait_coll_opts.ready),
  * so launching a bucket never synchronises the host with the device.
@@ -43,13 +43,8 @@
 #include <plait/device_util.h>
 
 #include "dp_buckets.h"
+#include "dp_replicas.h"
 
-/* debug_perturb_replicas: every rank initialises identically from the seed,
- * so without help no test could tell whether the initial broadcast and the
- * checksum work. DP ranks > 0 shift their parameters before the broadcast
- * (which must undo it) or after it (which the checksum must catch). */
-enum { PERTURB_OFF, PERTURB_BEFORE, PERTURB_AFTER };
-static const char *const perturb_choices[] = {"off", "before", "after", NULL};
 static const char *const compression_choices[] = PLAIT_COMPRESSION_NAMES;
 
 typedef struct dp_state {
@@ -59,8 +54,7 @@ typedef struct dp_state {
     int deterministic;
     int overlap;
     int skip_reduce;          /* debug: measure the step without DP communication */
-    int verify_params;
-    int perturb;              /* debug: PERTURB_* */
+    dp_replica_checks checks; /* [parallel.dp] verify_params and its debug test */
     size_t bucket_bytes;
     plait_compression compression; /* [parallel.dp] grad_compression */
     dp_buckets buckets;
@@ -87,8 +81,8 @@ static plait_status dp_create(const plait_parallel_init *init, void **out) {
     s->deterministic = init->deterministic;
     s->overlap = (int)plait_cfg_int(host, init->config, "parallel.dp", "overlap");
     s->skip_reduce = (int)plait_cfg_int(host, init->config, "parallel.dp", "debug_skip_reduce");
-    s->verify_params = (int)plait_cfg_int(host, init->config, "parallel.dp", "verify_params");
-    s->perturb = (int)plait_cfg_int(host, init->config, "parallel.dp", "debug_perturb_replicas");
+    s->checks.verify = (int)plait_cfg_int(host, init->config, "parallel.dp", "verify_params");
+    s->checks.perturb = (dp_perturb)plait_cfg_int(host, init->config, "parallel.dp", "debug_perturb_replicas");
     s->bucket_bytes = (size_t)plait_cfg_int(host, init->config, "parallel.dp", "bucket_size");
     s->compression = (plait_compression)plait_cfg_int(host, init->config, "parallel.dp", "grad_compression");
     *out = s;
@@ -106,104 +100,6 @@ static plait_status dp_plan(void *state, plait_plan *plan) {
                                "summation tree",
                                s->mesh->dp, plan->micro_batches);
     return PLAIT_OK;
-}
-
-/* A host buffer for staged reads of tensor memory (start-up and debug
- * paths only). NULL with the message set. */
-static float *staging_alloc(const plait_host *host) {
-    return host->alloc(PLAIT_TENSOR_STAGING_FLOATS * sizeof(float), PLAIT_MEM_HOST_PINNED, 64, "dp staging");
-}
-
-/* FNV-1a over the parameter bytes: cheap, and any difference between replicas
- * shows (the broadcast makes them equal; this proves it). The bytes come to
- * the host in chunks through the device's copy. */
-static plait_status params_checksum(const plait_host *host, const plait_param_set *set, uint64_t *out) {
-    uint64_t h = 1469598103934665603ull;
-    float *staging = staging_alloc(host);
-    if (!staging) return PLAIT_ERR_NO_MEMORY;
-    plait_status st = PLAIT_OK;
-    for (int32_t i = 0; i < set->n_params && st == PLAIT_OK; i++) {
-        if (!set->params[i].data) continue; /* held in shards by the optimizer (ZeRO-3) */
-        for (size_t at = 0; at < set->params[i].numel && st == PLAIT_OK; at += PLAIT_TENSOR_STAGING_FLOATS) {
-            size_t n = set->params[i].numel - at;
-            if (n > PLAIT_TENSOR_STAGING_FLOATS) n = PLAIT_TENSOR_STAGING_FLOATS;
-            st = plait_tensor_to_host(host, staging, set->params[i].data + at, n);
-            const unsigned char *p = (const unsigned char *)staging;
-            for (size_t k = 0; st == PLAIT_OK && k < n * sizeof(float); k++) h = (h ^ p[k]) * 1099511628211ull;
-        }
-    }
-    host->free(staging);
-    *out = h;
-    return st;
-}
-
-/* Parameter i holds values of its own here: not sharded away (ZeRO-3) and not
- * a tied copy sharing storage with an earlier original. */
-static int owns_storage(const plait_param_set *set, int32_t i) {
-    const float *data = set->params[i].data;
-    if (!data) return 0;
-    for (int32_t j = 0; j < i; j++)
-        if (set->params[j].data == data) return 0;
-    return 1;
-}
-
-/* Debug only: a round trip through a host buffer (the kernels have no
- * "add a constant"; this path is not worth one). */
-static plait_status perturb_replica(const dp_state *s, plait_param_set *set) {
-    const plait_host *host = s->host;
-    if (s->mesh->dp_rank == 0) return PLAIT_OK;
-    float delta = 0.01f * (float)s->mesh->dp_rank;
-    float *staging = staging_alloc(host);
-    if (!staging) return PLAIT_ERR_NO_MEMORY;
-    plait_status st = PLAIT_OK;
-    for (int32_t i = 0; i < set->n_params && st == PLAIT_OK; i++) {
-        if (!owns_storage(set, i)) continue;
-        for (size_t at = 0; at < set->params[i].numel && st == PLAIT_OK; at += PLAIT_TENSOR_STAGING_FLOATS) {
-            size_t n = set->params[i].numel - at;
-            if (n > PLAIT_TENSOR_STAGING_FLOATS) n = PLAIT_TENSOR_STAGING_FLOATS;
-            float *v = set->params[i].data + at;
-            st = plait_tensor_to_host(host, staging, v, n);
-            for (size_t k = 0; st == PLAIT_OK && k < n; k++) staging[k] += delta;
-            if (st == PLAIT_OK) st = plait_tensor_from_host(host, v, staging, n);
-        }
-    }
-    host->free(staging);
-    host->log(PLAIT_LOG_WARN, "dp", "debug_perturb_replicas: DP rank %d shifted its parameters by %g %s the broadcast",
-              s->mesh->dp_rank, (double)delta, s->perturb == PERTURB_BEFORE ? "before" : "after");
-    return st;
-}
-
-static plait_status broadcast_and_verify(dp_state *s, plait_param_set *set) {
-    const plait_host *host = s->host;
-    const plait_coll_api *coll = host->coll;
-    plait_comm *dp = s->mesh->dp_comm;
-    plait_status st = s->perturb == PERTURB_BEFORE ? perturb_replica(s, set) : PLAIT_OK;
-    plait_coll_opts opts = plait_tensor_coll_opts(host, PLAIT_ALGO_AUTO, "dp initial broadcast");
-    for (int32_t i = 0; i < set->n_params && st == PLAIT_OK; i++) {
-        if (!owns_storage(set, i)) continue;
-        plait_param *p = &set->params[i];
-        st = coll->broadcast(dp, p->data, p->numel, PLAIT_F32, 0, &opts, NULL);
-    }
-    if (st == PLAIT_OK && s->perturb == PERTURB_AFTER) st = perturb_replica(s, set);
-    if (st != PLAIT_OK || !s->verify_params) return st;
-    uint64_t mine = 0;
-    st = params_checksum(host, set, &mine);
-    if (st != PLAIT_OK) return st;
-    int n = s->mesh->dp;
-    uint64_t *all = malloc(sizeof(uint64_t) * (size_t)n);
-    if (!all) return host->set_error(PLAIT_ERR_NO_MEMORY, "dp: out of memory");
-    st = coll->allgather(dp, &mine, all, 1, PLAIT_I64, NULL, NULL); /* host memory: the default kind */
-    for (int r = 1; st == PLAIT_OK && r < n; r++)
-        if (all[r] != all[0])
-            st = host->set_error(PLAIT_ERR_INTERNAL,
-                                 "dp: replicas differ after the initial broadcast: DP rank %d (world rank %d) has "
-                                 "parameter checksum %016llx, DP rank 0 has %016llx",
-                                 r, coll->world_rank(dp, r), (unsigned long long)all[r],
-                                 (unsigned long long)all[0]);
-    free(all);
-    if (st == PLAIT_OK)
-        host->log(PLAIT_LOG_DEBUG, "dp", "replicas identical (checksum %016llx)", (unsigned long long)mine);
-    return st;
 }
 
 /* The tied copies whose original is on this rank too: each becomes a fold
@@ -254,7 +150,7 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     dp_state *s = state;
     const plait_host *host = s->host;
     if (s->mesh->dp == 1) return PLAIT_OK;
-    plait_status st = broadcast_and_verify(s, bind->params);
+    plait_status st = dp_replicas_start(s->host, s->mesh, &s->checks, bind->params);
     if (st != PLAIT_OK) return st;
     s->reduce = !bind->optim_reduces_grads;
     if (!s->reduce && s->compression != PLAIT_COMPRESS_NONE)
@@ -431,7 +327,7 @@ static const plait_key_decl dp_keys[] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "verify_params", PLAIT_KEY_BOOL, "true", 1, 0, NULL,
      "check by checksum that replicas are identical after the initial broadcast"},
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL | PLAIT_KEY_HIDDEN, "debug_perturb_replicas",
-     PLAIT_KEY_ENUM, "off", 1, 0, perturb_choices,
+     PLAIT_KEY_ENUM, "off", 1, 0, dp_perturb_choices,
      "debug: DP ranks > 0 shift their parameters before the initial broadcast (it must repair them) or after "
      "it (verify_params must fail); tests the broadcast and the checksum"},
 };

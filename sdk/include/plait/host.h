@@ -136,7 +136,7 @@ typedef struct plait_host {
  * value, so the mistake is visible at once instead of silently becoming 0. */
 static inline void plait_cfg_report_(const plait_host *h, const char *sec, const char *key) {
     h->log(PLAIT_LOG_ERROR, "config", "[%s] %s could not be read (%s); using 0: declare the key in the plugin's "
-           "parameter table", sec, key, h->last_error());
+           "key table", sec, key, h->last_error());
 }
 static inline int64_t plait_cfg_int(const plait_host *h, const plait_config *c, const char *sec,
                                     const char *key) {

@@ -110,8 +110,8 @@ typedef struct plait_model_spec {
     int32_t micro_batch;         /* sequences per micro-batch */
     int32_t n_layers;            /* entries in `layers` (embedding + blocks + head for GPT) */
     const plait_layer *layers;
-    /* entries in `params`: the global list. data/grad are unset; `shard` is
-     * the unsplit layout (parts 1) naming what a TP split would cut: `dim`
+    /* entries in `params`: the global list. data and grad are unset; `shard` is
+     * the unsplit shard (parts 1) naming what a TP split would cut: `dim`
      * (0 for COLUMN/VOCAB, 1 for ROW, -1 for REPLICATE) and `groups` (3 for
      * the fused q,k,v projection), so a TP plugin sets parts, index and, for
      * the vocabulary, padded_len. */
@@ -124,7 +124,7 @@ typedef struct plait_model_spec {
 typedef struct plait_param_set {
     uint32_t struct_size;
     int32_t n_params;
-    plait_param *params;         /* plugins may write data/grad when they own that storage */
+    plait_param *params;         /* plugins may write data and grad when they own that storage */
     int32_t n_layers;            /* layers with at least one local parameter */
     const plait_layer *layers;   /* global layer descriptors, indexed by layer index */
     int32_t n_layers_total;
@@ -179,7 +179,7 @@ static inline int32_t plait_tied_local_original(const plait_param_set *set, cons
 /* Sources of initial or restored values, read by whoever owns storage.
  * `which` names the tensor: "param", or an optimizer state name
  * ("exp_avg", "exp_avg_sq"). Fills `count` elements of the *local slice*
- * (shard layout) of parameter `param_index`, starting at local element
+ * (its shard) of parameter `param_index`, starting at local element
  * `offset`. Returns PLAIT_ERR_UNSUPPORTED when the source has no such tensor
  * (a fresh run has no optimizer state; the owner then zero-fills).
  * Thread-safe; may be called only during plait_optim_ops.materialize(). */

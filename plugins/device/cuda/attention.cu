@@ -1,0 +1,657 @@
+/*
+ * Fused causal self-attention (flash-style): the scores never leave the
+ * chip. The forward walks the key tiles of a 64-row query tile with an
+ * online softmax (running row max and sum), writes the output and, per
+ * row, only the log-sum-exp of the scaled scores; the backward recomputes
+ * the probabilities from it, p = exp(s - lse).
+ *
+ * Deterministic, with no atomics: the backward is two kernels after a
+ * small pass for D_i = dO_i·O_i. One block owns a 64-key tile and walks
+ * the query tiles that see it, accumulating dK and dV in registers; a
+ * second kernel owns a 64-row query tile and walks its key tiles for dQ.
+ * Every sum has a fixed order, so the same inputs give the same bits. The
+ * price is that dQ's kernel recomputes S and dP: 7 tile products a tile
+ * pair instead of 5 (docs/gpu.md counts it).
+ *
+ * Two implementations of the same contract (plait/kernels.h):
+ *   - tensor cores (bf16 runs, head size 32, 64 or 128): 4 warps, each
+ *     owning 16 rows (or keys) of a tile; q, k, v, dO, the probabilities
+ *     and dS are rounded to bf16 for the products (mma.sync m16n8k16,
+ *     mma.cuh), every accumulation is fp32, the softmax in fp32 (exp2 with
+ *     the scale's log2 e folded in);
+ *   - fp32 (fp32 and tf32 runs, and any other head size up to
+ *     PLAIT_ATTENTION_FUSED_MAX_HS): one thread per query row (or key),
+ *     tiles of keys (or queries) in shared memory, fp32 arithmetic.
+ * Written for Ampere and Hopper alike: plain loads into padded shared
+ * memory (rows of D+8 bf16 values, so ldmatrix's 8 rows fall in distinct
+ * banks), one stage, no cp.async or TMA pipelining, no wgmma: the
+ * structure to tune on a GPU (docs/gpu.md).
+ *
+ * Shapes: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS; out and
+ * dout [B,T,NH·HS]; lse and D [B,NH,T].
+ */
+#include <stdint.h>
+
+#include "kcommon.cuh"
+#include "mma.cuh"
+
+#define AT_TILE 64   /* query rows and keys per tile */
+#define AT_WARPS 4   /* tensor-core kernels: 16 rows of a tile per warp */
+#define AT_THREADS (AT_WARPS * PC_WARP)
+#define AT_LOG2E 1.4426950408889634f
+#define AT_LN2 0.6931471805599453f
+
+/* ---- tiles in shared memory ------------------------------------------------- */
+
+/* Tile rows of bf16 pairs: D + 8 values a row (16 bytes of padding). */
+template <int D> struct at_tile {
+    static constexpr int SD = D + 8;              /* values a row */
+    static constexpr int WORDS = AT_TILE * SD / 2; /* uint32 words a tile */
+};
+
+/* AT_TILE rows of D values from g (row stride `stride` floats) into s as
+ * bf16; rows at or past `rows` are zeros. Every thread of the block takes
+ * part; pairs along a row are contiguous across threads (coalesced). */
+template <int D> __device__ static void at_load_tile(uint32_t *s, const float *g, int64_t stride, int64_t rows) {
+    constexpr int HALF = D / 2;
+    for (int i = threadIdx.x; i < AT_TILE * HALF; i += blockDim.x) {
+        const int r = i / HALF, c = 2 * (i % HALF);
+        float a = 0.0f, b = 0.0f;
+        if (r < rows) {
+            a = g[r * stride + c];
+            b = g[r * stride + c + 1];
+        }
+        s[r * (at_tile<D>::SD / 2) + c / 2] = pc_pack_bf16(a, b);
+    }
+}
+
+/* The address lane `lane` gives ldmatrix for the four 8x8 blocks at tile
+ * rows r0.., columns c0..: blocks (r0, c0), (r0+8, c0), (r0, c0+8),
+ * (r0+8, c0+8) — an A fragment of rows r0..r0+15, columns c0..c0+15, or
+ * (transposed) two B fragments. */
+template <int D> __device__ static const void *at_rows16(const uint32_t *s, int r0, int c0, int lane) {
+    const int r = r0 + lane % 8 + ((lane / 8) & 1) * 8, c = c0 + (lane / 16) * 8;
+    return (const char *)s + 2 * (r * at_tile<D>::SD + c);
+}
+
+/* The address for the four blocks at rows r0..r0+7, columns c0, c0+8,
+ * c0+16, c0+24: two k-steps' B fragments of an 8-column n-tile. */
+template <int D> __device__ static const void *at_cols32(const uint32_t *s, int r0, int c0, int lane) {
+    const int r = r0 + lane % 8, c = c0 + (lane / 8) * 8;
+    return (const char *)s + 2 * (r * at_tile<D>::SD + c);
+}
+
+/* Sum over the 4 lanes of a quad (the lanes holding one accumulator row):
+ * a butterfly, so every lane gets the same bits. */
+__device__ static inline float at_quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ static inline float at_quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+/* c = A · (tile rows n0..n0+7)ᵀ: one 8-column n-tile of a product whose
+ * A operand (16 rows x D) is `a` (D/16 fragments) and whose B operand's
+ * columns are tile rows (k = the tile's D columns); two k-steps an
+ * ldmatrix. */
+template <int D>
+__device__ static inline void at_mma_cols(float c[4], const uint32_t (*a)[4], const uint32_t *s, int n0, int lane) {
+    c[0] = c[1] = c[2] = c[3] = 0.0f;
+PC_UNROLL
+    for (int ks = 0; ks < D / 16; ks += 2) {
+        uint32_t b[4];
+        pc_ldmatrix_x4(b, at_cols32<D>(s, n0, ks * 16, lane));
+        pc_mma_bf16(c, a[ks], b);
+        pc_mma_bf16(c, a[ks + 1], b + 2);
+    }
+}
+
+/* acc[D/8][4] += a · tile rows k0..k0+15: the A operand `a` is 16 rows x
+ * 16 (k = those tile rows), the B operand the rows themselves, all D
+ * columns (transposed ldmatrix). */
+template <int D>
+__device__ static inline void at_mma_rows(float (*acc)[4], const uint32_t a[4], const uint32_t *s, int k0, int lane) {
+PC_UNROLL
+    for (int dt = 0; dt < D / 8; dt += 2) {
+        uint32_t b[4];
+        pc_ldmatrix_x4_trans(b, at_rows16<D>(s, k0, dt * 8, lane));
+        pc_mma_bf16(acc[dt], a, b);
+        pc_mma_bf16(acc[dt + 1], a, b + 2);
+    }
+}
+
+/* The accumulators of n-tiles 2kk and 2kk+1 (16 columns) as the A
+ * fragment of a next product whose k runs over those columns: the layouts
+ * coincide, so only the rounding to bf16 is left. */
+__device__ static inline void at_acc_to_a(uint32_t a[4], const float (*c)[4], int kk) {
+    a[0] = pc_pack_bf16(c[2 * kk][0], c[2 * kk][1]);
+    a[1] = pc_pack_bf16(c[2 * kk][2], c[2 * kk][3]);
+    a[2] = pc_pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[3] = pc_pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
+/* ---- tensor cores: forward ------------------------------------------------ */
+
+/* One block per (query tile, b, h), the tiles with the most keys first.
+ * Warp w owns rows 16w..16w+15 of the tile; a lane holds rows g and g+8
+ * (g = lane/4) of every accumulator. */
+template <int D>
+PC_KERNEL_T(AT_THREADS)
+attn_fwd_tc(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH, float scale_log2) {
+    constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
+    __shared__ __align__(16) uint32_t sK[at_tile<D>::WORDS];
+    __shared__ __align__(16) uint32_t sV[at_tile<D>::WORDS];
+    const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
+    const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
+    const int64_t Cl = NH * D, C3 = 3 * Cl, q0 = qt * AT_TILE;
+    const float *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl;
+    const int warp = threadIdx.x / PC_WARP, lane = threadIdx.x % PC_WARP, g = lane / 4, t = lane % 4;
+
+    /* the warp's 16 query rows as A fragments, staged through sK */
+    at_load_tile<D>(sK, q + q0 * C3, C3, T - q0);
+    __syncthreads();
+    uint32_t qa[KS][4];
+PC_UNROLL
+    for (int ks = 0; ks < KS; ks++) pc_ldmatrix_x4(qa[ks], at_rows16<D>(sK, warp * 16, ks * 16, lane));
+
+    float o[DT][4], m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+PC_UNROLL
+    for (int dt = 0; dt < DT; dt++) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+    const int64_t row0 = q0 + warp * 16 + g; /* rows row0 and row0 + 8 */
+
+    for (int64_t kt = 0; kt <= qt; kt++) {
+        const int64_t k0 = kt * AT_TILE;
+        __syncthreads(); /* the last tile's (or Q's) readers are done */
+        at_load_tile<D>(sK, k + k0 * C3, C3, T - k0);
+        at_load_tile<D>(sV, v + k0 * C3, C3, T - k0);
+        __syncthreads();
+
+        /* S = Q·Kᵀ for the warp's 16 rows and the tile's 64 keys */
+        float s[NT][4];
+PC_UNROLL
+        for (int nt = 0; nt < NT; nt++) at_mma_cols<D>(s[nt], qa, sK, nt * 8, lane);
+        /* scale (into log2 units), mask, and the rows' new maxima */
+        const bool edge = kt == qt || k0 + AT_TILE > T;
+        float mx[2] = {m_run[0], m_run[1]};
+PC_UNROLL
+        for (int nt = 0; nt < NT; nt++)
+PC_UNROLL
+            for (int i = 0; i < 4; i++) {
+                const int64_t key = k0 + nt * 8 + 2 * t + (i & 1), row = row0 + 8 * (i >> 1);
+                float x = s[nt][i] * scale_log2;
+                if (edge && (key > row || key >= T)) x = -INFINITY;
+                s[nt][i] = x;
+                mx[i >> 1] = fmaxf(mx[i >> 1], x);
+            }
+        float corr[2];
+PC_UNROLL
+        for (int r = 0; r < 2; r++) {
+            mx[r] = at_quad_max(mx[r]); /* finite: key k0 <= every row of the tile */
+            corr[r] = exp2f(m_run[r] - mx[r]);
+            m_run[r] = mx[r];
+            l_run[r] *= corr[r];
+        }
+PC_UNROLL
+        for (int dt = 0; dt < DT; dt++)
+PC_UNROLL
+            for (int i = 0; i < 4; i++) o[dt][i] *= corr[i >> 1];
+PC_UNROLL
+        for (int nt = 0; nt < NT; nt++)
+PC_UNROLL
+            for (int i = 0; i < 4; i++) {
+                const float p = exp2f(s[nt][i] - mx[i >> 1]);
+                s[nt][i] = p;
+                l_run[i >> 1] += p; /* this lane's part; the quad's sum at the end */
+            }
+        /* O += P·V: P's accumulators are already A fragments (k = key) */
+PC_UNROLL
+        for (int kk = 0; kk < NT / 2; kk++) {
+            uint32_t pa[4];
+            at_acc_to_a(pa, s, kk);
+            at_mma_rows<D>(o, pa, sV, kk * 16, lane);
+        }
+    }
+
+    float *orow = out + b * T * Cl + h * D;
+PC_UNROLL
+    for (int r = 0; r < 2; r++) {
+        const float l = at_quad_sum(l_run[r]);
+        const int64_t row = row0 + 8 * r;
+        if (row >= T) continue;
+        const float inv = 1.0f / l;
+PC_UNROLL
+        for (int dt = 0; dt < DT; dt++) {
+            orow[row * Cl + dt * 8 + 2 * t] = o[dt][2 * r] * inv;
+            orow[row * Cl + dt * 8 + 2 * t + 1] = o[dt][2 * r + 1] * inv;
+        }
+        if (t == 0) lse[bh * T + row] = (m_run[r] + log2f(l)) * AT_LN2;
+    }
+}
+
+/* ---- tensor cores: backward ----------------------------------------------- */
+
+/* dK and dV of one key tile: one block per (key tile, b, h), the tiles
+ * seen by the most queries first. Warp w owns keys 16w..16w+15 and
+ * computes, for each query tile, Sᵀ and dPᵀ (its 16 keys x 64 queries),
+ * then dV += Pᵀ·dO and dK += dSᵀ·Q in registers. */
+template <int D>
+PC_KERNEL_T(AT_THREADS)
+attn_bwd_dkdv_tc(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
+                     int64_t T, int64_t NH, float scale_log2, float scale) {
+    constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
+    __shared__ __align__(16) uint32_t sA[at_tile<D>::WORDS]; /* K, then each Q tile */
+    __shared__ __align__(16) uint32_t sB[at_tile<D>::WORDS]; /* V, then each dO tile */
+    __shared__ float sL[AT_TILE], sD[AT_TILE];
+    const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
+    const int64_t kt = blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
+    const int64_t Cl = NH * D, C3 = 3 * Cl, k0 = kt * AT_TILE;
+    const float *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
+    const int warp = threadIdx.x / PC_WARP, lane = threadIdx.x % PC_WARP, g = lane / 4, t = lane % 4;
+
+    at_load_tile<D>(sA, k + k0 * C3, C3, T - k0);
+    at_load_tile<D>(sB, v + k0 * C3, C3, T - k0);
+    __syncthreads();
+    uint32_t ka[KS][4], va[KS][4];
+PC_UNROLL
+    for (int ks = 0; ks < KS; ks++) {
+        pc_ldmatrix_x4(ka[ks], at_rows16<D>(sA, warp * 16, ks * 16, lane));
+        pc_ldmatrix_x4(va[ks], at_rows16<D>(sB, warp * 16, ks * 16, lane));
+    }
+    float dk[DT][4], dv[DT][4];
+PC_UNROLL
+    for (int dt = 0; dt < DT; dt++)
+PC_UNROLL
+        for (int i = 0; i < 4; i++) dk[dt][i] = dv[dt][i] = 0.0f;
+    const int64_t key0 = k0 + warp * 16 + g; /* keys key0 and key0 + 8 */
+
+    for (int64_t qt = kt; qt < nQ; qt++) {
+        const int64_t q0 = qt * AT_TILE;
+        __syncthreads();
+        at_load_tile<D>(sA, q + q0 * C3, C3, T - q0);
+        at_load_tile<D>(sB, dO + q0 * Cl, Cl, T - q0);
+        for (int i = threadIdx.x; i < AT_TILE; i += blockDim.x) {
+            const bool in = q0 + i < T; /* a missing row: p = exp2(-inf) = 0 */
+            sL[i] = in ? lse[bh * T + q0 + i] * AT_LOG2E : INFINITY;
+            sD[i] = in ? Dv[bh * T + q0 + i] : 0.0f;
+        }
+        __syncthreads();
+
+        float st[NT][4], dpt[NT][4]; /* Sᵀ and dPᵀ: rows = keys, columns = queries */
+PC_UNROLL
+        for (int nt = 0; nt < NT; nt++) {
+            at_mma_cols<D>(st[nt], ka, sA, nt * 8, lane);
+            at_mma_cols<D>(dpt[nt], va, sB, nt * 8, lane);
+        }
+        /* Pᵀ = exp(s - lse), 0 where the query precedes the key; dSᵀ = Pᵀ(dPᵀ - D) */
+PC_UNROLL
+        for (int nt = 0; nt < NT; nt++)
+PC_UNROLL
+            for (int i = 0; i < 4; i++) {
+                const int c = nt * 8 + 2 * t + (i & 1);
+                float p = exp2f(st[nt][i] * scale_log2 - sL[c]);
+                if (qt == kt && q0 + c < key0 + 8 * (i >> 1)) p = 0.0f;
+                st[nt][i] = p;
+                dpt[nt][i] = p * (dpt[nt][i] - sD[c]);
+            }
+        /* dV += Pᵀ·dO, dK += dSᵀ·Q (k = query) */
+PC_UNROLL
+        for (int kk = 0; kk < NT / 2; kk++) {
+            uint32_t pa[4], da[4];
+            at_acc_to_a(pa, st, kk);
+            at_acc_to_a(da, dpt, kk);
+            at_mma_rows<D>(dv, pa, sB, kk * 16, lane);
+            at_mma_rows<D>(dk, da, sA, kk * 16, lane);
+        }
+    }
+
+    float *dkrow = dqkv + b * T * C3 + Cl + h * D, *dvrow = dkrow + Cl;
+PC_UNROLL
+    for (int r = 0; r < 2; r++) {
+        const int64_t key = key0 + 8 * r;
+        if (key >= T) continue;
+PC_UNROLL
+        for (int dt = 0; dt < DT; dt++)
+PC_UNROLL
+            for (int j = 0; j < 2; j++) {
+                dkrow[key * C3 + dt * 8 + 2 * t + j] = dk[dt][2 * r + j] * scale;
+                dvrow[key * C3 + dt * 8 + 2 * t + j] = dv[dt][2 * r + j];
+            }
+    }
+}
+
+/* dQ of one query tile: one block per (query tile, b, h), the most keys
+ * first; warp w owns rows 16w..16w+15 and walks the key tiles up to the
+ * diagonal: S and dP again, dQ += dS·K in registers. */
+template <int D>
+PC_KERNEL_T(AT_THREADS)
+attn_bwd_dq_tc(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
+                   int64_t T, int64_t NH, float scale_log2, float scale) {
+    constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
+    __shared__ __align__(16) uint32_t sA[at_tile<D>::WORDS]; /* Q, then each K tile */
+    __shared__ __align__(16) uint32_t sB[at_tile<D>::WORDS]; /* dO, then each V tile */
+    const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
+    const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
+    const int64_t Cl = NH * D, C3 = 3 * Cl, q0 = qt * AT_TILE;
+    const float *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
+    const int warp = threadIdx.x / PC_WARP, lane = threadIdx.x % PC_WARP, g = lane / 4, t = lane % 4;
+
+    at_load_tile<D>(sA, q + q0 * C3, C3, T - q0);
+    at_load_tile<D>(sB, dO + q0 * Cl, Cl, T - q0);
+    __syncthreads();
+    uint32_t qa[KS][4], oa[KS][4];
+PC_UNROLL
+    for (int ks = 0; ks < KS; ks++) {
+        pc_ldmatrix_x4(qa[ks], at_rows16<D>(sA, warp * 16, ks * 16, lane));
+        pc_ldmatrix_x4(oa[ks], at_rows16<D>(sB, warp * 16, ks * 16, lane));
+    }
+    const int64_t row0 = q0 + warp * 16 + g;
+    float l2[2], dr[2];
+PC_UNROLL
+    for (int r = 0; r < 2; r++) {
+        const bool in = row0 + 8 * r < T;
+        l2[r] = in ? lse[bh * T + row0 + 8 * r] * AT_LOG2E : INFINITY;
+        dr[r] = in ? Dv[bh * T + row0 + 8 * r] : 0.0f;
+    }
+    float dq[DT][4];
+PC_UNROLL
+    for (int dt = 0; dt < DT; dt++) dq[dt][0] = dq[dt][1] = dq[dt][2] = dq[dt][3] = 0.0f;
+
+    for (int64_t kt = 0; kt <= qt; kt++) {
+        const int64_t k0 = kt * AT_TILE;
+        __syncthreads();
+        at_load_tile<D>(sA, k + k0 * C3, C3, T - k0);
+        at_load_tile<D>(sB, v + k0 * C3, C3, T - k0);
+        __syncthreads();
+        float s[NT][4], dp[NT][4];
+PC_UNROLL
+        for (int nt = 0; nt < NT; nt++) {
+            at_mma_cols<D>(s[nt], qa, sA, nt * 8, lane);
+            at_mma_cols<D>(dp[nt], oa, sB, nt * 8, lane);
+        }
+        const bool edge = kt == qt || k0 + AT_TILE > T;
+PC_UNROLL
+        for (int nt = 0; nt < NT; nt++)
+PC_UNROLL
+            for (int i = 0; i < 4; i++) {
+                const int64_t key = k0 + nt * 8 + 2 * t + (i & 1), row = row0 + 8 * (i >> 1);
+                float p = exp2f(s[nt][i] * scale_log2 - l2[i >> 1]);
+                if (edge && (key > row || key >= T)) p = 0.0f;
+                s[nt][i] = p * (dp[nt][i] - dr[i >> 1]); /* dS */
+            }
+        /* dQ += dS·K (k = key) */
+PC_UNROLL
+        for (int kk = 0; kk < NT / 2; kk++) {
+            uint32_t da[4];
+            at_acc_to_a(da, s, kk);
+            at_mma_rows<D>(dq, da, sA, kk * 16, lane);
+        }
+    }
+
+    float *dqrow = dqkv + b * T * C3 + h * D;
+PC_UNROLL
+    for (int r = 0; r < 2; r++) {
+        const int64_t row = row0 + 8 * r;
+        if (row >= T) continue;
+PC_UNROLL
+        for (int dt = 0; dt < DT; dt++) {
+            dqrow[row * C3 + dt * 8 + 2 * t] = dq[dt][2 * r] * scale;
+            dqrow[row * C3 + dt * 8 + 2 * t + 1] = dq[dt][2 * r + 1] * scale;
+        }
+    }
+}
+
+/* ---- fp32: one thread per row ------------------------------------------------ */
+
+/* DC: the head size when known at compile time (registers), 0 for any
+ * head size up to PLAIT_ATTENTION_FUSED_MAX_HS (arrays in local memory). */
+template <int DC> struct at_f32 {
+    static constexpr int MAXD = DC ? DC : PLAIT_ATTENTION_FUSED_MAX_HS;
+    /* rows of the shared tiles: 16 KiB of fp32 a tile */
+    static constexpr int ROWS = 4096 / MAXD < AT_TILE ? 4096 / MAXD : AT_TILE;
+};
+
+/* `rows` rows of D floats from g (row stride `stride`) into s, zeros past `valid`. */
+__device__ static void at_load_f32(float *s, const float *g, int64_t stride, int D, int rows, int64_t valid) {
+    for (int i = threadIdx.x; i < rows * D; i += blockDim.x) {
+        const int r = i / D, c = i % D;
+        s[i] = r < valid ? g[r * stride + c] : 0.0f;
+    }
+}
+
+template <int DC>
+PC_KERNEL_T(AT_TILE)
+attn_fwd_f32(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH, int HS, float scale) {
+    constexpr int MAXD = at_f32<DC>::MAXD, KR = at_f32<DC>::ROWS;
+    const int D = DC ? DC : HS;
+    __shared__ float sK[KR * MAXD], sV[KR * MAXD];
+    const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
+    const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
+    const int64_t Cl = NH * D, C3 = 3 * Cl, i = qt * AT_TILE + threadIdx.x;
+    const float *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl;
+    const bool in = i < T;
+    float qr[MAXD], acc[MAXD], m = -INFINITY, l = 0.0f;
+    for (int d = 0; d < D; d++) {
+        qr[d] = in ? q[i * C3 + d] : 0.0f;
+        acc[d] = 0.0f;
+    }
+    const int64_t keys = (qt + 1) * AT_TILE < T ? (qt + 1) * AT_TILE : T;
+    for (int64_t k0 = 0; k0 < keys; k0 += KR) {
+        __syncthreads();
+        at_load_f32(sK, k + k0 * C3, C3, D, KR, T - k0);
+        at_load_f32(sV, v + k0 * C3, C3, D, KR, T - k0);
+        __syncthreads();
+        if (!in || k0 > i) continue;
+        const int n = i - k0 + 1 < KR ? (int)(i - k0 + 1) : KR; /* keys k0..k0+n-1 <= i */
+        float sc[KR], mt = m;
+        for (int j = 0; j < n; j++) {
+            float dot = 0.0f;
+            for (int d = 0; d < D; d++) dot += qr[d] * sK[j * D + d];
+            sc[j] = dot * scale;
+            mt = fmaxf(mt, sc[j]);
+        }
+        const float corr = expf(m - mt);
+        l *= corr;
+        for (int d = 0; d < D; d++) acc[d] *= corr;
+        for (int j = 0; j < n; j++) {
+            const float p = expf(sc[j] - mt);
+            l += p;
+            for (int d = 0; d < D; d++) acc[d] += p * sV[j * D + d];
+        }
+        m = mt;
+    }
+    if (!in) return;
+    float *o = out + b * T * Cl + h * D + i * Cl;
+    const float inv = 1.0f / l;
+    for (int d = 0; d < D; d++) o[d] = acc[d] * inv;
+    lse[bh * T + i] = m + logf(l);
+}
+
+/* dK and dV: one thread per key of a 64-key tile, query rows in tiles. */
+template <int DC>
+PC_KERNEL_T(AT_TILE)
+attn_bwd_dkdv_f32(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
+                      int64_t T, int64_t NH, int HS, float scale) {
+    constexpr int MAXD = at_f32<DC>::MAXD, QR = at_f32<DC>::ROWS;
+    const int D = DC ? DC : HS;
+    __shared__ float sQ[QR * MAXD], sO[QR * MAXD], sL[QR], sD[QR];
+    const int64_t BH = B * NH, kt = blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
+    const int64_t Cl = NH * D, C3 = 3 * Cl, j = kt * AT_TILE + threadIdx.x;
+    const float *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
+    const bool in = j < T;
+    float kr[MAXD], vr[MAXD], dk[MAXD], dv[MAXD];
+    for (int d = 0; d < D; d++) {
+        kr[d] = in ? k[j * C3 + d] : 0.0f;
+        vr[d] = in ? v[j * C3 + d] : 0.0f;
+        dk[d] = dv[d] = 0.0f;
+    }
+    for (int64_t q0 = kt * AT_TILE; q0 < T; q0 += QR) {
+        __syncthreads();
+        at_load_f32(sQ, q + q0 * C3, C3, D, QR, T - q0);
+        at_load_f32(sO, dO + q0 * Cl, Cl, D, QR, T - q0);
+        for (int r = threadIdx.x; r < QR; r += blockDim.x) {
+            sL[r] = q0 + r < T ? lse[bh * T + q0 + r] : 0.0f;
+            sD[r] = q0 + r < T ? Dv[bh * T + q0 + r] : 0.0f;
+        }
+        __syncthreads();
+        if (!in) continue;
+        for (int r = 0; r < QR; r++) {
+            const int64_t i = q0 + r;
+            if (i >= T) break;
+            if (i < j) continue;
+            float s = 0.0f, dp = 0.0f;
+            for (int d = 0; d < D; d++) {
+                s += sQ[r * D + d] * kr[d];
+                dp += sO[r * D + d] * vr[d];
+            }
+            const float p = expf(s * scale - sL[r]), ds = p * (dp - sD[r]);
+            for (int d = 0; d < D; d++) {
+                dv[d] += p * sO[r * D + d];
+                dk[d] += ds * sQ[r * D + d];
+            }
+        }
+    }
+    if (!in) return;
+    float *dkr = dqkv + b * T * C3 + Cl + h * D + j * C3, *dvr = dkr + Cl;
+    for (int d = 0; d < D; d++) {
+        dkr[d] = dk[d] * scale;
+        dvr[d] = dv[d];
+    }
+}
+
+/* dQ: one thread per query row, key rows in tiles up to the diagonal. */
+template <int DC>
+PC_KERNEL_T(AT_TILE)
+attn_bwd_dq_f32(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
+                    int64_t T, int64_t NH, int HS, float scale) {
+    constexpr int MAXD = at_f32<DC>::MAXD, KR = at_f32<DC>::ROWS;
+    const int D = DC ? DC : HS;
+    __shared__ float sK[KR * MAXD], sV[KR * MAXD];
+    const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
+    const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
+    const int64_t Cl = NH * D, C3 = 3 * Cl, i = qt * AT_TILE + threadIdx.x;
+    const float *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
+    const bool in = i < T;
+    float qr[MAXD], orow[MAXD], dq[MAXD];
+    for (int d = 0; d < D; d++) {
+        qr[d] = in ? q[i * C3 + d] : 0.0f;
+        orow[d] = in ? dO[i * Cl + d] : 0.0f;
+        dq[d] = 0.0f;
+    }
+    const float li = in ? lse[bh * T + i] : 0.0f, di = in ? Dv[bh * T + i] : 0.0f;
+    const int64_t keys = (qt + 1) * AT_TILE < T ? (qt + 1) * AT_TILE : T;
+    for (int64_t k0 = 0; k0 < keys; k0 += KR) {
+        __syncthreads();
+        at_load_f32(sK, k + k0 * C3, C3, D, KR, T - k0);
+        at_load_f32(sV, v + k0 * C3, C3, D, KR, T - k0);
+        __syncthreads();
+        if (!in || k0 > i) continue;
+        const int n = i - k0 + 1 < KR ? (int)(i - k0 + 1) : KR;
+        for (int j = 0; j < n; j++) {
+            float s = 0.0f, dp = 0.0f;
+            for (int d = 0; d < D; d++) {
+                s += qr[d] * sK[j * D + d];
+                dp += orow[d] * sV[j * D + d];
+            }
+            const float ds = expf(s * scale - li) * (dp - di);
+            for (int d = 0; d < D; d++) dq[d] += ds * sK[j * D + d];
+        }
+    }
+    if (!in) return;
+    float *dqr = dqkv + b * T * C3 + h * D + i * C3;
+    for (int d = 0; d < D; d++) dqr[d] = dq[d] * scale;
+}
+
+/* D[b,h,t] = Σ_d dout·out over the head's columns: one warp per row. */
+PC_KERNEL(attn_bwd_dot, PC_THREADS)(float *Dv, const float *dout, const float *out, int64_t B, int64_t T,
+                                    int64_t NH, int HS) {
+    const int64_t r = (int64_t)blockIdx.x * (blockDim.x / PC_WARP) + threadIdx.x / PC_WARP;
+    if (r >= B * T * NH) return;
+    const int lane = threadIdx.x % PC_WARP;
+    const int64_t h = r % NH, bt = r / NH, b = bt / T, t = bt % T;
+    const float *d = dout + bt * NH * HS + h * HS, *o = out + bt * NH * HS + h * HS;
+    float s = 0.0f;
+    for (int c = lane; c < HS; c += PC_WARP) s += d[c] * o[c];
+    s = pc_warp_sum(s);
+    if (lane == 0) Dv[(b * NH + h) * T + t] = s;
+}
+
+/* ---- launches --------------------------------------------------------------- */
+
+static unsigned at_blocks(int64_t B, int64_t T, int64_t NH) {
+    return (unsigned)(B * NH * ((T + AT_TILE - 1) / AT_TILE));
+}
+
+/* The tensor cores take head sizes 32, 64 and 128 (D a multiple of 32:
+ * two k-steps per ldmatrix). */
+static int at_tc_size(int64_t HS) { return HS == 32 || HS == 64 || HS == 128; }
+
+/* Launches of a tensor-core kernel (AT_THREADS threads) or an fp32 one (a
+ * thread per row of a tile) of the templates above. */
+#define AT_TC(kernel, d) PC_LAUNCH_T(kernel<d>, blocks, AT_THREADS, AT_THREADS)
+#define AT_F32(kernel, d) PC_LAUNCH_T(kernel<d>, blocks, AT_TILE, AT_TILE)
+/* the fp32 kernels' head sizes known at compile time (others: <0>) */
+#define AT_F32_SIZES(X) X(16) X(32) X(64) X(128)
+
+extern "C" {
+
+void pc_launch_attention_fused_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH,
+                                       int64_t HS, int tensor_cores) {
+    if (B * T * NH <= 0) return;
+    const unsigned blocks = at_blocks(B, T, NH);
+    const float scale = 1.0f / sqrtf((float)HS), sl = scale * AT_LOG2E;
+    const int h = (int)HS;
+    if (tensor_cores && at_tc_size(HS)) {
+        if (HS == 32) AT_TC(attn_fwd_tc, 32)(out, lse, qkv, B, T, NH, sl);
+        if (HS == 64) AT_TC(attn_fwd_tc, 64)(out, lse, qkv, B, T, NH, sl);
+        if (HS == 128) AT_TC(attn_fwd_tc, 128)(out, lse, qkv, B, T, NH, sl);
+    } else {
+        switch (HS) {
+#define AT_CASE(d)                                                                                                     \
+    case d: AT_F32(attn_fwd_f32, d)(out, lse, qkv, B, T, NH, h, scale); break;
+            AT_F32_SIZES(AT_CASE)
+#undef AT_CASE
+        default: AT_F32(attn_fwd_f32, 0)(out, lse, qkv, B, T, NH, h, scale);
+        }
+    }
+    pc_check_launch("fused attention forward");
+}
+
+void pc_launch_attention_fused_backward(float *dqkv, float *Dv, const float *dout, const float *qkv, const float *out,
+                                        const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS,
+                                        int tensor_cores) {
+    if (B * T * NH <= 0) return;
+    const unsigned blocks = at_blocks(B, T, NH), rows_per_block = PC_THREADS / PC_WARP;
+    const float scale = 1.0f / sqrtf((float)HS), sl = scale * AT_LOG2E;
+    const int h = (int)HS;
+    PC_LAUNCH(attn_bwd_dot, (unsigned)((B * T * NH + rows_per_block - 1) / rows_per_block),
+              PC_THREADS)(Dv, dout, out, B, T, NH, h);
+    if (tensor_cores && at_tc_size(HS)) {
+#define AT_CASE(d)                                                                                                     \
+    if (HS == d) {                                                                                                     \
+        AT_TC(attn_bwd_dkdv_tc, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, sl, scale);                                     \
+        AT_TC(attn_bwd_dq_tc, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, sl, scale);                                       \
+    }
+        AT_CASE(32)
+        AT_CASE(64)
+        AT_CASE(128)
+#undef AT_CASE
+    } else {
+        switch (HS) {
+#define AT_CASE(d)                                                                                                     \
+    case d:                                                                                                            \
+        AT_F32(attn_bwd_dkdv_f32, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);                                    \
+        AT_F32(attn_bwd_dq_f32, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);                                      \
+        break;
+            AT_F32_SIZES(AT_CASE)
+#undef AT_CASE
+        default:
+            AT_F32(attn_bwd_dkdv_f32, 0)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);
+            AT_F32(attn_bwd_dq_f32, 0)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);
+        }
+    }
+    pc_check_launch("fused attention backward");
+}
+
+} /* extern "C" */

@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""What one training step of plait's GPT costs on the cuda device, from the code.
+
+Walks the calls the model (core/model/model.c, gpt_layers.c, mlp.c), the trainer
+(core/train/run_step.c) and the adam optimizer plugin make through the
+device's kernel table in one step of one micro-batch, and what the cuda
+plugin (plugins/device/cuda/kernels.c, gemm.c, *.cu) turns each call into:
+launches, bytes of device memory moved (each input read once and each
+output written once: a floor; tiles re-read through L2 are not counted)
+and floating-point operations. Then the time they imply on a GPU given
+its memory bandwidth, its bf16 GEMM rate, the rate of plait's own
+tensor-core kernels (the fused attention) and a launch's cost: each
+kernel takes the longest of its bytes over the bandwidth, its FLOPs over
+its rate and one launch, and each host synchronisation drains the
+stream.
+
+A variant is the code at one point of the GPU-speed work: `unfused` (the
+scores materialised, products through cuBLASLt), `fused-attention` (the
+flash-style kernels of attention.cu), and so on. The table is printed
+for every variant, kernel family by family. Estimates, not measurements:
+nothing here has run on a GPU (docs/gpu.md).
+
+    scripts/gpu-step-estimate.py                      # GPT-2 124M, batch 16, bf16, H100 figures
+    scripts/gpu-step-estimate.py --config configs/gpt2-124m.ini --batch 16 --bw 3.0 --gemm 700
+"""
+import argparse
+import configparser
+import math
+import sys
+
+VARIANTS = ["unfused", "fused-attention", "device-step"]
+VARIANT_TEXT = {
+    "unfused": "attention's scores materialised (T×T fp32, 16 per-sequence cuBLASLt calls a product)",
+    "fused-attention": "fused flash-style attention (attention.cu): lse kept, scores never stored",
+    "device-step": "+ the optimizer step on the device: Σg² of adjacent gradients in one call, the clipping "
+                   "factor on the device (sumsq_clip), one AdamW launch for every tensor (adamw_multi), "
+                   "the norm read with the loss",
+}
+
+
+def read_shape(path, batch):
+    cp = configparser.ConfigParser(inline_comment_prefixes=(";", "#"))
+    with open(path) as f:
+        cp.read_string(f.read())
+    m = cp["model"]
+    s = dict(L=int(m.get("n_layer", 12)), NH=int(m.get("n_head", 12)), C=int(m.get("n_embd", 768)),
+             T=int(m.get("block_size", 1024)), V=int(m.get("vocab_size", 50304)))
+    s["B"] = batch
+    s["HS"] = s["C"] // s["NH"]
+    return s
+
+
+class Step:
+    """Kernel calls of one step, summed per family."""
+
+    def __init__(self, args):
+        self.a = args
+        self.rows = {}   # family -> [launches, bytes, flops, seconds]
+        self.syncs = 0
+
+    def kernel(self, family, nbytes, flops=0.0, rate=None, launches=1):
+        """`launches` launches moving `nbytes` and computing `flops` in all."""
+        a = self.a
+        t_bytes = nbytes / (a.bw * 1e12)
+        t_flops = flops / ((rate or a.gemm) * 1e12) if flops else 0.0
+        t = max(t_bytes, t_flops, launches * a.launch_us * 1e-6)
+        r = self.rows.setdefault(family, [0, 0.0, 0.0, 0.0])
+        r[0] += launches
+        r[1] += nbytes
+        r[2] += flops
+        r[3] += t
+
+    def sync(self, what):
+        self.syncs += 1
+        r = self.rows.setdefault("host synchronisations (" + what + ")", [0, 0.0, 0.0, 0.0])
+        r[3] += self.a.sync_us * 1e-6
+
+
+# ---- what the cuda plugin does for each table entry ------------------------
+
+def gemm(st, family, M, N, K, batch=1, beta=0.0, a_span=None, b_span=None, bias=False):
+    """pc_gemm_run (gemm.c): bf16 runs round both operands' spans into
+    scratch (convert.cu: one launch each, 4 bytes read and 2 written an
+    element), then one cuBLASLt product (bf16 operands, fp32 output, the
+    bias epilogue)."""
+    bf16 = st.a.precision == "bf16"
+    esz = 2 if bf16 else 4
+    a_span = a_span if a_span is not None else M * K * batch
+    b_span = b_span if b_span is not None else K * N * batch
+    if bf16:
+        st.kernel("bf16 operand copies", 6 * (a_span + b_span), launches=2)
+    out = 4 * M * N * batch * (2 if beta else 1)
+    st.kernel(family, esz * (a_span + b_span) + out + (4 * N if bias else 0), 2.0 * M * N * K * batch)
+
+
+def colsum(st, family, rows, cols):
+    """Column sums in two passes (pcuda.h PC_COL_ROWS): partials, then the
+    accumulated gradient (vector.cu)."""
+    chunks = math.ceil(rows / 64)
+    st.kernel(family, 4 * rows * cols + 4 * chunks * cols)
+    st.kernel(family, 4 * chunks * cols + 8 * cols)
+
+
+def layernorm_fwd(st, BT, C):
+    st.kernel("layernorm", 4 * BT * C * 2 + 8 * BT + 8 * C)
+
+
+def layernorm_bwd_input(st, BT, C):
+    # dinp += ...: reads dout, inp, mean, rstd, w; reads and writes dinp
+    st.kernel("layernorm", 4 * BT * C * 4 + 8 * BT)
+
+
+def layernorm_bwd_weights(st, BT, C):
+    # norm.cu: one pass over dout and inp into both partials, then a finish each
+    chunks = math.ceil(BT / 64)
+    st.kernel("layernorm", 8 * BT * C + 8 * BT + 8 * chunks * C)
+    st.kernel("layernorm", 4 * chunks * C + 8 * C, launches=1)
+    st.kernel("layernorm", 4 * chunks * C + 8 * C, launches=1)
+
+
+def matmul_forward(st, family, BT, C, OC, residual=False):
+    if residual:  # k_matmul_forward_residual: a copy of the residual, then beta = 1
+        st.kernel("residual copies", 8 * BT * OC)
+    gemm(st, family, BT, OC, C, beta=1.0 if residual else 0.0, bias=True)
+
+
+def matmul_backward(st, family, BT, C, OC, dinp=True, dweight=True, dbias=True):
+    if dinp:
+        gemm(st, family, BT, C, OC)
+    if dweight:
+        gemm(st, family, OC, C, BT, beta=1.0)
+    if dbias:
+        colsum(st, "bias gradients", BT, OC)
+
+
+def attention_unfused_fwd(st, s):
+    B, T, NH, HS, C = s["B"], s["T"], s["NH"], s["HS"], s["C"]
+    span = (NH - 1) * HS + (T - 1) * 3 * C + HS  # q (or k, v) of one sequence, as gemm.c spans it
+    for _ in range(B):  # Q·Kᵀ, one batched product a sequence
+        gemm(st, "attention", T, T, HS, batch=NH, a_span=span, b_span=span)
+    st.kernel("attention", 4 * B * NH * T * T * 2)  # softmax.cu, in place
+    for _ in range(B):  # P·V
+        gemm(st, "attention", T, HS, T, batch=NH, a_span=NH * T * T, b_span=span)
+
+
+def attention_unfused_bwd(st, s):
+    B, T, NH, HS, C = s["B"], s["T"], s["NH"], s["HS"], s["C"]
+    span = (NH - 1) * HS + (T - 1) * 3 * C + HS
+    dspan = (NH - 1) * HS + (T - 1) * C + HS
+    for _ in range(B):  # dP = dO·Vᵀ
+        gemm(st, "attention", T, T, HS, batch=NH, a_span=dspan, b_span=span)
+    st.kernel("attention", 4 * B * NH * T * T * 3)  # the softmax's backward, in place
+    for _ in range(B):  # dQ, dK, dV
+        gemm(st, "attention", T, HS, T, batch=NH, a_span=NH * T * T, b_span=span)
+        gemm(st, "attention", T, HS, T, batch=NH, a_span=NH * T * T, b_span=span)
+        gemm(st, "attention", T, HS, T, batch=NH, a_span=NH * T * T, b_span=dspan)
+
+
+def attention_fused(st, s, backward):
+    """attention.cu: 64x64 tiles up to the diagonal; the forward's 2 tile
+    products, the backward's 4 (dK, dV) + 3 (dQ) a (query, key) tile
+    pair; bf16 runs on the tensor cores (their own rate), others fp32."""
+    B, T, NH, HS, C = s["B"], s["T"], s["NH"], s["HS"], s["C"]
+    nq = math.ceil(T / 64)
+    pairs = B * NH * nq * (nq + 1) // 2
+    tile = 2.0 * 64 * 64 * HS
+    rate = st.a.attn if st.a.precision == "bf16" else st.a.fp32
+    BT = B * T
+    if not backward:
+        st.kernel("attention", 4 * BT * 3 * C + 4 * BT * C + 4 * B * NH * T, 2 * tile * pairs, rate)
+        return
+    st.kernel("attention", 8 * BT * C + 4 * B * NH * T)  # D = dO·O
+    ins = 4 * BT * 3 * C + 4 * BT * C + 8 * B * NH * T
+    st.kernel("attention", ins + 4 * BT * 2 * C, 4 * tile * pairs, rate)  # dK, dV
+    st.kernel("attention", ins + 4 * BT * C, 3 * tile * pairs, rate)  # dQ
+
+
+def step(args, s, variant):
+    st = Step(args)
+    B, T, C, L, V, NH, HS = s["B"], s["T"], s["C"], s["L"], s["V"], s["NH"], s["HS"]
+    BT, F = B * T, 4 * C
+    fused = variant != "unfused"
+    # trainer: the gradients are zeroed at the step's start (run_step.c)
+    n_params = 12 * C * C + 13 * C
+    numel = L * n_params + V * C + T * C + 2 * C
+    st.kernel("optimizer", 4 * numel)
+    # forward: embedding, blocks, head
+    st.kernel("embedding", 4 * BT * C * 3 + 4 * BT)
+    for _ in range(L):
+        layernorm_fwd(st, BT, C)
+        matmul_forward(st, "linear layers", BT, C, 3 * C)
+        if fused:
+            attention_fused(st, s, backward=False)
+        else:
+            attention_unfused_fwd(st, s)
+        matmul_forward(st, "linear layers", BT, C, C, residual=True)
+        layernorm_fwd(st, BT, C)
+        matmul_forward(st, "linear layers", BT, C, F)
+        st.kernel("gelu", 8 * BT * F)
+        matmul_forward(st, "linear layers", BT, F, C, residual=True)
+    layernorm_fwd(st, BT, C)
+    gemm(st, "lm_head", BT, V, C)
+    # the loss in pieces (gpt_layers.c): row max, Σexp, target logit, rows
+    st.kernel("cross-entropy", 4 * BT * V + 4 * BT)
+    st.kernel("cross-entropy", 4 * BT * V + 8 * BT)
+    st.kernel("cross-entropy", 8 * BT)
+    st.kernel("cross-entropy", 8, launches=1)  # zero_f64
+    st.kernel("cross-entropy", 20 * BT)
+    # backward: head
+    st.kernel("cross-entropy", 8 * BT * V + 8 * BT)  # dlogits in place
+    gemm(st, "lm_head", BT, C, V)
+    st.kernel("layernorm", 4 * BT * C)  # zero dx
+    layernorm_bwd_input(st, BT, C)
+    gemm(st, "lm_head", V, C, BT, beta=1.0)
+    layernorm_bwd_weights(st, BT, C)
+    for _ in range(L):
+        # MLP half (mlp.c): input gradients, then weights
+        matmul_backward(st, "linear layers", BT, F, C, dweight=False, dbias=False)
+        st.kernel("gelu", 12 * BT * F)
+        matmul_backward(st, "linear layers", BT, C, F, dweight=False, dbias=False)
+        matmul_backward(st, "linear layers", BT, F, C, dinp=False)
+        matmul_backward(st, "linear layers", BT, C, F, dinp=False)
+        layernorm_bwd_weights(st, BT, C)
+        st.kernel("residual copies", 8 * BT * C)
+        layernorm_bwd_input(st, BT, C)
+        # attention half (gpt_layers.c)
+        matmul_backward(st, "linear layers", BT, C, C, dweight=False, dbias=False)
+        if fused:
+            attention_fused(st, s, backward=True)
+        else:
+            attention_unfused_bwd(st, s)
+        matmul_backward(st, "linear layers", BT, C, 3 * C, dweight=False, dbias=False)
+        matmul_backward(st, "linear layers", BT, C, C, dinp=False)
+        st.kernel("bias gradients", 8 * C, launches=2)  # the key bias kept at zero: two copies
+        matmul_backward(st, "linear layers", BT, C, 3 * C, dinp=False)
+        layernorm_bwd_weights(st, BT, C)
+        layernorm_bwd_input(st, BT, C)
+    # embedding backward (embedding.cu: 1024 blocks, each owning table rows)
+    st.kernel("embedding", 4 * BT * C + 8 * V * C + 8 * T * C + 4 * BT)
+    # the tied head's gradient folded into the token table's (tied.c: axpy)
+    st.kernel("optimizer", 12 * V * C)
+    # the step's losses to the host (run_step.c)
+    st.sync("loss")
+    # adam (params, grads, 2 moments: 28 B an element for AdamW)
+    per_param = L * 12 + 4
+    if variant in ("unfused", "fused-attention"):
+        # the exact Σg² per parameter, the accumulator to the host, then
+        # one AdamW launch per parameter
+        st.kernel("optimizer", 4 * numel, launches=per_param + 1)
+        st.sync("gradient norm")
+        st.kernel("optimizer", 28 * numel, launches=per_param)
+    else:
+        # the accumulator zeroed, Σg² of the adjacent gradients in one call
+        # (the tied head's is folded into the table's), the factor on the
+        # device, one AdamW launch (adam.c: plait_optim_norm_on_device)
+        st.kernel("optimizer", 4 * numel, launches=3)
+        st.kernel("optimizer", 28 * numel, launches=1)
+    return st
+
+
+def cell(r):
+    launches, nbytes, flops, t = r
+    return "%d, %.1f, %.0f, %.2f" % (launches, nbytes / 1e9, flops / 1e9, t * 1e3)
+
+
+def fmt_row(name, r):
+    return "| %s | %s |" % (name, cell(r).replace(", ", " | "))
+
+
+def side_by_side(args, s, variants):
+    steps = [step(args, s, v) for v in variants]
+    fams = []
+    for st in steps:
+        for f in sorted(st.rows, key=lambda n: -st.rows[n][3]):
+            if f not in fams:
+                fams.append(f)
+    print("| kernel family | " + " | ".join("%s: launches, GB, GFLOP, ms" % v for v in variants) + " |")
+    print("|---|" + "---|" * len(variants))
+    totals = [[0, 0.0, 0.0, 0.0] for _ in variants]
+    for f in fams:
+        cells = []
+        for i, st in enumerate(steps):
+            r = st.rows.get(f)
+            if r:
+                totals[i] = [x + y for x, y in zip(totals[i], r)]
+            cells.append(cell(r) if r else "—")
+        print("| %s | %s |" % (f, " | ".join(cells)))
+    print("| **step** | %s |" % " | ".join(cell(t) for t in totals))
+    tokens = s["B"] * s["T"]
+    print("\n" + "; ".join("%s: %.1f ms a step, %s tokens/s" % (v, t[3] * 1e3, format(round(tokens / t[3]), ","))
+                           for v, t in zip(variants, totals)) + ".")
+    return 0
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="configs/gpt2-124m.ini")
+    p.add_argument("--batch", type=int, default=16, help="sequences a step (one micro-batch)")
+    p.add_argument("--precision", default="bf16", choices=["bf16", "tf32", "fp32"])
+    p.add_argument("--bw", type=float, default=3.0, help="device memory bandwidth, TB/s")
+    p.add_argument("--gemm", type=float, default=700.0, help="cuBLASLt bf16 rate, TFLOP/s")
+    p.add_argument("--attn", type=float, default=300.0,
+                   help="the fused attention's bf16 tensor-core rate, TFLOP/s (mma.sync, untuned)")
+    p.add_argument("--fp32", type=float, default=50.0, help="fp32 rate of plait's own kernels, TFLOP/s")
+    p.add_argument("--launch-us", type=float, default=3.0, help="the shortest a kernel takes, µs")
+    p.add_argument("--sync-us", type=float, default=20.0, help="a host synchronisation's drain, µs")
+    p.add_argument("--variant", action="append", choices=VARIANTS, help="only these (default: all)")
+    p.add_argument("--table", action="store_true",
+                   help="one table, the variants side by side (what docs/gpu.md shows)")
+    args = p.parse_args(argv)
+    s = read_shape(args.config, args.batch)
+    tokens = s["B"] * s["T"]
+    if args.table:
+        return side_by_side(args, s, args.variant or VARIANTS)
+    print("# %s: L %d, C %d, NH %d, T %d, V %d, batch %d, %s; %.1f TB/s, GEMMs %.0f TFLOP/s, "
+          "attention %.0f TFLOP/s, %.0f µs a launch, %.0f µs a host sync" %
+          (args.config, s["L"], s["C"], s["NH"], s["T"], s["V"], s["B"], args.precision, args.bw, args.gemm,
+           args.attn, args.launch_us, args.sync_us))
+    for v in args.variant or VARIANTS:
+        st = step(args, s, v)
+        print("\n## %s: %s\n" % (v, VARIANT_TEXT[v]))
+        print("| kernel family | launches | GB moved | GFLOP | ms |")
+        print("|---|---|---|---|---|")
+        tot = [0, 0.0, 0.0, 0.0]
+        for name in sorted(st.rows, key=lambda n: -st.rows[n][3]):
+            r = st.rows[name]
+            print(fmt_row(name, r))
+            tot = [x + y for x, y in zip(tot, r)]
+        print(fmt_row("**step**", tot))
+        print("\n%s: %.1f ms a step, %.0f tokens/s, %d launches, %d host synchronisations" %
+              (v, tot[3] * 1e3, tokens / tot[3], tot[0], st.syncs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

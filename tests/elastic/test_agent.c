@@ -1,0 +1,117 @@
+/*
+ * The replica keeper (elastic/agent.h) and a rank's side of it
+ * (elastic/agent_client.h), in one process: images handed over as sealed
+ * memfds are listed and given back with their bytes, the two newest steps
+ * of a shard are kept, a sealed image cannot be changed, REGROUP answers
+ * what the launcher knows, and a keeper that went away is an error.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "elastic/agent.h"
+#include "elastic/agent_client.h"
+#include "runtime/error.h"
+
+static int g_grow;
+static int grow(void *ctx) { return *(int *)ctx; }
+
+/* Hand the keeper an image of `bytes` bytes filled with `value`. */
+static void put(int64_t step, int shard, size_t bytes, unsigned char value) {
+    int fd;
+    void *map;
+    assert_int_equal(plait_replica_mem_create(bytes, &fd, &map), PLAIT_OK);
+    memset(map, value, bytes);
+    assert_int_equal(plait_replica_mem_seal(fd, bytes, &map), PLAIT_OK);
+    plait_replica_info info = {.step = step, .shard = shard, .n_shards = 2, .bytes = bytes, .crc = value, .origin = 1};
+    if (plait_agent_put(&info, fd) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    munmap(map, bytes);
+    close(fd);
+}
+
+static int held(int64_t step, int shard, const plait_replica_info *v, int n) {
+    for (int i = 0; i < n; i++)
+        if (v[i].step == step && v[i].shard == shard) return 1;
+    return 0;
+}
+
+static void test_keeper(void **state) {
+    (void)state;
+    plait_agent *a = NULL;
+    assert_int_equal(plait_agent_start(grow, &g_grow, &a), PLAIT_OK);
+    int child;
+    assert_int_equal(plait_agent_attach(a, 1, &child), PLAIT_OK);
+    char fd[16];
+    snprintf(fd, sizeof fd, "%d", child);
+    setenv("PLAIT_AGENT_FD", fd, 1);
+    assert_true(plait_agent_present());
+
+    put(2, 0, 4096, 0x22);
+    put(4, 0, 4096, 0x44);
+    put(6, 0, 8192, 0x66);
+    put(6, 1, 100, 0x16);
+    put(6, 1, 200, 0x17); /* the same step again replaces it */
+    plait_replica_info v[8];
+    int n = 0;
+    assert_int_equal(plait_agent_list(v, 8, &n), PLAIT_OK);
+    assert_int_equal(n, 3);
+    assert_false(held(2, 0, v, n)); /* the oldest of three steps went */
+    assert_true(held(4, 0, v, n) && held(6, 0, v, n) && held(6, 1, v, n));
+    int images;
+    uint64_t bytes;
+    plait_agent_held(a, &images, &bytes);
+    assert_int_equal(images, 3);
+    assert_int_equal(bytes, 4096 + 8192 + 200);
+
+    int got;
+    plait_replica_info info;
+    assert_int_equal(plait_agent_get(6, 1, 2, &got, &info), PLAIT_OK);
+    assert_int_equal(info.bytes, 200);
+    assert_int_equal(info.crc, 0x17);
+    const void *map;
+    assert_int_equal(plait_replica_mem_map(got, info.bytes, &map), PLAIT_OK);
+    assert_int_equal(((const unsigned char *)map)[199], 0x17);
+    /* sealed: nothing can change it any more */
+    errno = 0;
+    assert_true(write(got, "x", 1) < 0);
+    assert_int_equal(errno, EPERM);
+    munmap((void *)map, info.bytes);
+    close(got);
+    assert_int_equal(plait_agent_get(2, 0, 2, &got, &info), PLAIT_ERR_UNSUPPORTED);
+    assert_int_equal(got, -1);
+
+    int yes = -1;
+    assert_int_equal(plait_agent_regroup(&yes), PLAIT_OK);
+    assert_int_equal(yes, 0);
+    g_grow = 1;
+    assert_int_equal(plait_agent_regroup(&yes), PLAIT_OK);
+    assert_int_equal(yes, 1);
+
+    /* the images outlive the rank's socket: a new attempt sees them */
+    plait_agent_detach(a);
+    assert_int_equal(plait_agent_list(v, 8, &n), PLAIT_ERR_PEER_LOST);
+    close(child);
+    assert_int_equal(plait_agent_attach(a, 1, &child), PLAIT_OK);
+    snprintf(fd, sizeof fd, "%d", child);
+    setenv("PLAIT_AGENT_FD", fd, 1);
+    assert_int_equal(plait_agent_list(v, 8, &n), PLAIT_OK);
+    assert_int_equal(n, 3);
+    plait_agent_stop(a);
+    close(child);
+    unsetenv("PLAIT_AGENT_FD");
+    assert_false(plait_agent_present());
+    assert_int_equal(plait_agent_regroup(&yes), PLAIT_ERR_UNSUPPORTED);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_keeper)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
