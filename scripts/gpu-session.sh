@@ -13,13 +13,14 @@
 #                                           devices with small sizes (PLAIT_GPU_SESSION_DEVICE=sim)
 #
 # The parts, by value, each with a time budget enforced by timeout (a hang
-# costs its budget, never the call): gpu tests; the same under
-# compute-sanitizer (memcheck, racecheck, synccheck); the whole suite at -j8;
-# bench train GPT-2 124M bf16/tf32/fp32 beside PyTorch (scripts/peers, eager
-# and compiled); bench comm on device memory (nccl 1 rank, tcp staging 2
-# ranks) beside pinned cudaMemcpy; GPT-2 124M on 2 ranks sharing the GPU over
-# tcp staging; the CPU figures (1 rank x all cores, all cores x 1 rank,
-# PyTorch beside, OPENBLAS_CORETYPE unset). A part that would not fit in the
+# costs its budget, never the call): the gpu tests (the cuda<->nccl event
+# round trip among them); the same under compute-sanitizer (memcheck,
+# racecheck, synccheck); bench train GPT-2 124M bf16/tf32/fp32 beside
+# PyTorch (scripts/peers, eager and compiled); bench comm on device memory
+# (nccl 1 rank, tcp staging 2 ranks) beside pinned cudaMemcpy; GPT-2 124M on
+# 2 ranks sharing the GPU over tcp staging; the CPU figures (1 rank x all
+# cores, all cores x 1 rank, PyTorch beside, OPENBLAS_CORETYPE unset); the
+# rest of the suite with what time is left. A part that would not fit in the
 # time left is skipped and says so in summary.md.
 set -uo pipefail
 
@@ -44,7 +45,7 @@ DEV=${PLAIT_GPU_SESSION_DEVICE:-$([ $DRY = 1 ] && echo sim || echo cuda)}
 BUILD=${PLAIT_BUILD:-$root/build}
 PLAIT=$BUILD/bin/plait
 OUT=${OUT:-$root/runs/gpu-session$([ $DRY = 1 ] && echo -dry)}
-TOTAL=${PLAIT_GPU_SESSION_BUDGET:-540}
+TOTAL=${PLAIT_GPU_SESSION_BUDGET:-560}
 # the GPU machine's python3 has PyTorch 2.11 with CUDA; here Debian's has 1.13 (CPU)
 PY=${PLAIT_PYTHON:-$([ $DRY = 1 ] && [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)}
 # the PyTorch peers: the same model and measurement as plait's bench train
@@ -54,8 +55,9 @@ mkdir -p "$W"
 SUMMARY=$OUT/summary.md
 START=$(date +%s)
 [ -x "$PLAIT" ] || { echo "gpu-session: no $PLAIT: build first" >&2; exit 1; }
-if [ "$DEV" = sim ]; then
-  # the sim test device stands in for the GPU (tests/device/sim_device.c): fp32 only
+if [ $DRY = 1 ]; then
+  # the test devices stand in for the GPU: sim (tests/device/sim_device.c,
+  # fp32 only) and the CUDA emulator's cuda_emu (tests/cuda_emu)
   export PLAIT_PLUGIN_PATH=$BUILD/tests/device-plugins${PLAIT_PLUGIN_PATH:+:$PLAIT_PLUGIN_PATH}
 fi
 NCPU=$(nproc)
@@ -106,6 +108,8 @@ ctest_counts() {
 }
 
 status_word() { case $1 in 0) echo ok ;; 77) echo skipped ;; 124 | 137) echo "TIMED OUT" ;; *) echo "FAILED (exit $1)" ;; esac; }
+# a peer's status: 77 is its "no PyTorch here" (scripts/peers)
+peer_status() { if [ "$1" = 77 ]; then echo "skipped: $(grep -m1 '^SKIP' "$W/$2" | cut -c7-)"; else status_word "$1"; fi; }
 
 # gpu-memory sampler: the largest memory.used nvidia-smi reports while a
 # command runs (the process's whole footprint, CUDA context included)
@@ -149,10 +153,10 @@ if part "1. machine" 20; then
 fi
 
 # ---- 2. the gpu tests ------------------------------------------------------
-if part "2. ctest -L gpu" 200; then
+if part "2. ctest -L gpu" 130; then
   # -V: every test's own lines (the reference tests' errors per tensor, the
   # loss curves' largest differences) go to the log, passing or not
-  rc=$(PLAIT_TEST_VERBOSE=1 run gputests.log 200 ctest --test-dir "$BUILD" -L gpu -V --timeout 140)
+  rc=$(PLAIT_TEST_VERBOSE=1 run gputests.log 130 ctest --test-dir "$BUILD" -L gpu -V --timeout 120)
   say "ctest -L gpu: $(status_word "$rc"); $(ctest_counts gputests.log)"
   grep -E '^ *[0-9]+/[0-9]+ Test +#' "$W/gputests.log" | sed 's/^ */    /' | tee -a "$SUMMARY"
   # the largest error of each reference test, as a share of its bound and normwise
@@ -162,24 +166,44 @@ if part "2. ctest -L gpu" 200; then
        END { for (t in w) printf "    reference fixtures on %s: largest error %.3f of the elementwise bound, normwise %.2e\n", name[t], w[t], nw[t] }' \
     "$W/gputests.log" | sort | tee -a "$SUMMARY"
   grep -hE 'max relative loss difference|relative difference of the means|bit-identical|within 1e-5|SKIP:' "$W/gputests.log" | sed 's/^[0-9]*: //' | sort -u | sed 's/^/    /' | tee -a "$SUMMARY"
+  grep -E 'Test +#[0-9]+: test_cuda_nccl_events ' "$W/gputests.log" | sed 's/.*Test *#[0-9]*: */    event round trip cuda<->nccl: /' | tee -a "$SUMMARY"
   if [ $DRY = 1 ]; then
-    # the comparisons the gpu tests make, with sim posing as the GPU
-    rc=$(run selfchecks.log 120 ctest --test-dir "$BUILD" -R '_selfcheck$|test_device_reference_sim' --output-on-failure)
-    say "sim self-checks of the gpu tests' comparisons: $(status_word "$rc"); $(ctest_counts selfchecks.log)"
+    # the comparisons the gpu tests make, with sim posing as the GPU, and
+    # the quick gpu tests on the CUDA emulator (the round trip among them)
+    rc=$(run selfchecks.log 120 ctest --test-dir "$BUILD" -R '_selfcheck$|test_device_reference_sim$|test_cuda_kernels_emu_bf16|test_cuda_async_emu|test_cuda_nccl_events_emu' --output-on-failure)
+    say "sim self-checks of the gpu tests' comparisons and the gpu tests on the emulator: $(status_word "$rc"); $(ctest_counts selfchecks.log)"
   fi
 fi
 
-# ---- 3. the whole suite ----------------------------------------------------
-if part "3. the whole suite at -j8 (gpu label in part 2)" 130; then
-  if [ $DRY = 1 ]; then
-    sel=(-R '^test_(config|device_select)$') # the whole suite takes ~14 min on 2 cores: two tests stand in
-  else
-    sel=(-LE gpu)
-  fi
-  rc=$(run suite.log 130 ctest --test-dir "$BUILD" -j8 "${sel[@]}" --timeout 120)
-  say "suite: $(status_word "$rc"); $(ctest_counts suite.log)"
-  sed -n '/The following tests FAILED/,$p' "$W/suite.log" | grep -E '^\s+[0-9]+ - ' | sed 's/^\s*/    FAILED /' | tee -a "$SUMMARY"
-  grep -E '\*\*\*Timeout|Not Run' "$W/suite.log" | sed 's/^ */    /' | tee -a "$SUMMARY"
+# ---- 3. the same under compute-sanitizer -------------------------------------
+# the toolkit's, or the one a Python environment's nvidia-cuda-sanitizer-api carries
+SAN=$(command -v compute-sanitizer ||
+  ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer \
+    "$("$PY" -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)"/nvidia/cu13/compute-sanitizer/compute-sanitizer \
+    2>/dev/null | head -n 1)
+if part "3. compute-sanitizer: memcheck, racecheck, synccheck" 90 && { [ $DRY = 1 ] || [ -n "$SAN" ] ||
+  ! say "not run: no compute-sanitizer on this machine (PATH, /usr/local/cuda, the Python environment's nvidia packages)"; }; then
+  T=$BUILD/tests
+  # the dry run: the same commands without it, on the emulator
+  [ $DRY = 1 ] && say "dry run: the same test commands run on cuda_emu, without compute-sanitizer${SAN:+ (found: $SAN)}"
+  # each: TOOL LOG TEST [ARGUMENT]; the summary shows the tool's own verdict
+  for job in "memcheck san-memcheck-kernels.log test_cuda_kernels bf16" \
+             "memcheck san-memcheck-async.log test_cuda_async bf16" \
+             "memcheck san-memcheck-nccl.log test_cuda_nccl_events" \
+             "racecheck san-racecheck-kernels.log test_cuda_kernels bf16" \
+             "synccheck san-synccheck-kernels.log test_cuda_kernels bf16"; do
+    read -r tool log t arg <<<"$job"
+    if [ $DRY = 1 ]; then
+      cmd=(env PLAIT_TEST_CUDA_PLUGIN=cuda_emu "$T/$t")
+    else
+      cmd=("$SAN" --tool "$tool" --error-exitcode 99 --print-limit 20 "$T/$t")
+    fi
+    # (the emulator's twin of the round trip is its own executable)
+    [ "${cmd[0]}" = env ] && [ "$t" = test_cuda_nccl_events ] && cmd[2]=$T/test_cuda_nccl_events_emu
+    rc=$(run "$log" 40 "${cmd[@]}" ${arg:+"$arg"})
+    verdict=$(grep -m1 -E 'ERROR SUMMARY' "$W/$log" | sed 's/^=* *//')
+    say "$tool $t${arg:+ $arg}: $(status_word "$rc")${verdict:+; $verdict}"
+  done
 fi
 
 # ---- 4. GPT-2 124M on the GPU beside PyTorch -------------------------------
@@ -194,12 +218,13 @@ flops_per_token() {
     $1 == "n_layer" { L = $2 } $1 == "n_embd" { C = $2 } $1 == "block_size" { T = $2 } $1 == "vocab_size" { V = $2 }
     END { N = V * C + L * (12 * C * C + 13 * C) + 2 * C; printf "%.0f", 6 * N + 12 * L * C * T }'
 }
-if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 170; then
+if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 190; then
   if [ "$MODEL" = configs/gpt2-124m.ini ] && ! ls runs/data/corpus-gpt2/train_*.bin >/dev/null 2>&1; then
     rc=$(run prepare.log 30 "$PLAIT" data prepare data/corpus.txt --tokenizer data/tokenizers/gpt2 --out runs/data/corpus-gpt2 --val-fraction 0.1)
     say "data prepare (GPT-2 tokens of the corpus): $(status_word "$rc")"
   fi
   rc=$(run peaks.log 30 "$PY" scripts/gpu-peaks.py)
+  [ $DRY = 1 ] && [ "$rc" != 0 ] && rc=77 # it needs a GPU
   GEMM=$(peer_field peaks.log gemm_bf16_TFLOPs)
   say "measured bf16 GEMM (PyTorch, 8192^3): ${GEMM:-n/a} TFLOP/s ($(status_word "$rc"); datasheet H100 SXM 989)"
   FPT=$(flops_per_token)
@@ -211,7 +236,7 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 170; t
     local p=$1 pp=$1 name=plait-$1
     [ "$DEV" = sim ] && pp=fp32 # sim computes in fp32 only
     smi_peak_start "$name"
-    rc=$(run "$name.log" 50 "$PLAIT" bench train "$MODEL" "${BSTEPS[@]}" device.plugin="$DEV" run.precision="$pp")
+    rc=$(run "$name.log" 45 "$PLAIT" bench train "$MODEL" "${BSTEPS[@]}" device.plugin="$DEV" run.precision="$pp")
     local mem ms tps
     mem=$(smi_peak_stop)
     read -r ms tps <<<"$(bench_row "$name.log")"
@@ -225,9 +250,9 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 170; t
     if [ -f "$PEERS/gpt_gpu_bench.py" ] && [ $DRY = 1 ]; then
       # the peer needs CUDA: the dry run only checks that it is there and parses its arguments
       rc=$(run "$name.log" 30 "$PY" "$PEERS/gpt_gpu_bench.py" "${PEER_ARGS[@]}" "$@" --help)
-      [ "$rc" = 0 ] && rc=77
+      [ "$rc" = 0 ] && { rc=77; echo "SKIP: its arguments parse; it needs a GPU" >>"$W/$name.log"; }
     elif [ -f "$PEERS/gpt_gpu_bench.py" ]; then
-      rc=$(run "$name.log" 90 "$PY" "$PEERS/gpt_gpu_bench.py" "${PEER_ARGS[@]}" "$@")
+      rc=$(run "$name.log" "$([[ " $* " = *" --compile "* ]] && echo 80 || echo 45)" "$PY" "$PEERS/gpt_gpu_bench.py" "${PEER_ARGS[@]}" "$@")
     else
       echo "no $PEERS/gpt_gpu_bench.py: pack with scripts/gpu-session.sh --pack" >"$W/$name.log"
       rc=1
@@ -237,30 +262,40 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 170; t
     local tps ms
     tps=$(peer_field "$name.log" tokens_per_s)
     ms=$(peer_field "$name.log" ms_per_step)
-    say "| PyTorch $label | ${ms} | ${tps} | $(mfu "$tps" 989) | $(mfu "$tps" "$GEMM") | $mem (nvidia-smi), $(peer_field "$name.log" peak_mem_GB) GB allocated | $(status_word "$rc") |"
+    say "| PyTorch $label | ${ms} | ${tps} | $(mfu "$tps" 989) | $(mfu "$tps" "$GEMM") | $mem (nvidia-smi), $(peer_field "$name.log" peak_mem_GB) GB allocated | $(peer_status "$rc" "$name.log") |"
   }
+  # each precision beside PyTorch in the same mode, eager; bf16 compiled too
   plait_bench bf16
   peer_bench "bf16 eager"
-  plait_bench tf32
-  peer_bench "fp32/tf32 eager" --fp32
-  plait_bench fp32
   peer_bench "bf16 compiled" --compile
+  plait_bench tf32
+  peer_bench "tf32 eager" --fp32
+  plait_bench fp32
+  peer_bench "fp32 eager (TF32 off)" --fp32 --no_tf32
   say ""
   say "FLOPs/token 6N+12LCT = $FPT; plait's own MFU column (against the CPU's GEMM peak) is in the logs, not here"
 fi
 
 # ---- 5. bench comm on device memory ----------------------------------------
-if part "5. bench comm --mem device ($DEV): nccl 1 rank, tcp staging 2 ranks, pinned cudaMemcpy beside" 60; then
-  BC=("$PLAIT" bench comm --op allreduce --mem device --iters 10 --warmup 3 device.plugin="$DEV")
+if part "5. bench comm --mem device ($DEV): nccl 1 rank, tcp staging 2 ranks, pinned cudaMemcpy beside" 45; then
+  BCB=("$PLAIT" bench comm --op allreduce --mem device --iters 10 --warmup 3)
+  BC=("${BCB[@]}" device.plugin="$DEV")
   if [ "$DEV" = sim ]; then
     size=(--min 1M --max 4M --factor 4) # the dry run: small
-    NCCL=(--comm threads --threads 1)  # no NCCL here: the in-process transport stands in
+    # the real nccl plugin over the CUDA emulator's runtime and one-rank
+    # NCCL (preloaded, so the plugin's calls land there), on cuda_emu, with
+    # a pretend driver tree of one GPU for the plugin's count
+    mkdir -p "$W/driver/proc/driver/nvidia/gpus/0000:40:00.0" "$W/driver/dev"
+    echo "Device Minor: 0" >"$W/driver/proc/driver/nvidia/gpus/0000:40:00.0/information"
+    : >"$W/driver/dev/nvidia0"
+    NCCL=(env LD_PRELOAD="$BUILD/tests/libplait-cudart-emu.so" PLAIT_CUDA_SYSFS_ROOT="$W/driver" "${BCB[@]}" "${size[@]}"
+          -n 1 comm.plugin=nccl device.plugin=cuda_emu)
   else
     size=(--min 8 --max 64M --factor 8)
-    NCCL=(-n 1 comm.plugin=nccl)
+    NCCL=("${BC[@]}" "${size[@]}" -n 1 comm.plugin=nccl)
   fi
-  rc=$(run comm-nccl.log 25 "${BC[@]}" "${size[@]}" "${NCCL[@]}")
-  say "$([ "$DEV" = sim ] && echo "in-process transport standing in for nccl" || echo nccl), 1 rank: $(status_word "$rc"); smallest row (latency floor): $(awk '$1 ~ /^[0-9]+$/ && NF >= 10 { print $1 " B: " $5 " us timed alone, " $10 " us per iteration back to back (nccl-tests time)"; exit }' "$W/comm-nccl.log")"
+  rc=$(run comm-nccl.log 25 "${NCCL[@]}")
+  say "nccl$([ "$DEV" = sim ] && echo " over the CUDA emulator (cuda_emu)"), 1 rank: $(status_word "$rc"); #wrong $(sed -n 's/.*Total #wrong *: *//p' "$W/comm-nccl.log"); smallest row (latency floor): $(awk '$1 ~ /^[0-9]+$/ && NF >= 10 { print $1 " B: " $5 " us timed alone, " $10 " us per iteration back to back (nccl-tests time)"; exit }' "$W/comm-nccl.log")"
   rc=$(run comm-tcp.log 30 "${BC[@]}" "${size[@]}" -n 2 comm.plugin=tcp)
   row=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { last = $0 } END { print last }' "$W/comm-tcp.log")
   say "tcp staging, 2 ranks: $(status_word "$rc"); largest row: size time(us) algbw busbw = $(awk '{ print $1, $5, $6, $7 }' <<<"$row")"
@@ -278,16 +313,16 @@ if part "5. bench comm --mem device ($DEV): nccl 1 rank, tcp staging 2 ranks, pi
 fi
 
 # ---- 6. GPT-2 124M, 2 ranks sharing the GPU over tcp staging ---------------
-if part "6. $(basename "$MODEL" .ini): 2 ranks sharing the GPU over tcp staging (exposed DP communication)" 60; then
+if part "6. $(basename "$MODEL" .ini): 2 ranks sharing the GPU over tcp staging (exposed DP communication)" 45; then
   pp=bf16
   [ "$DEV" = sim ] && pp=fp32
-  rc=$(run dp2.log 60 "$PLAIT" bench train "$MODEL" "${BSTEPS[@]}" device.plugin="$DEV" run.precision=$pp parallel.dp=2 comm.plugin=tcp)
+  rc=$(run dp2.log 45 "$PLAIT" bench train "$MODEL" "${BSTEPS[@]}" device.plugin="$DEV" run.precision=$pp parallel.dp=2 comm.plugin=tcp)
   say "dp 2 over tcp ($pp): $(status_word "$rc") (bench train's split: on a device with streams the host's compute time is the time to queue the kernels, and waiting for them can land in comm_ms: read it with the log)"
   awk '/^# +ms\/step/ { getline; printf "ms/step %s, tokens/s %s, compute %s ms, exposed comm %s ms (%.1f%% of the step; target <= 10%%), idle %s ms\n", $1, $2, $4, $5, 100 * $5 / $1, $6; exit }' "$W/dp2.log" | tee -a "$SUMMARY"
 fi
 
 # ---- 7. the CPU figures (OPENBLAS_CORETYPE unset) ---------------------------
-if part "7. CPU: gpt-small, global batch 16, OPENBLAS_CORETYPE unset, beside PyTorch" 150; then
+if part "7. CPU: gpt-small, global batch 16, OPENBLAS_CORETYPE unset, beside PyTorch" 110; then
   T=$NCPU
   CPUB=(--steps 5 --warmup 2)
   [ $DRY = 1 ] && CPUB=(--steps 2 --warmup 1)
@@ -313,15 +348,28 @@ if part "7. CPU: gpt-small, global batch 16, OPENBLAS_CORETYPE unset, beside PyT
     tt=$([ $DRY = 1 ] && echo 100 || echo 45)
     rc=$(run "torch-cpu-1x$T.log" "$tt" env -u OPENBLAS_CORETYPE OMP_WAIT_POLICY=PASSIVE "$PY" "$PEERS/train_gpt.py" "${S[@]}" --batch 16 --threads "$T")
     t16=$(sed -n 's/.*tok_s=\([0-9.]*\).*/\1/p' "$W/torch-cpu-1x$T.log" | tail -n 1)
-    say "PyTorch 1 process x $T threads: ${t16:-n/a} tokens/s ($(status_word "$rc"))"
+    say "PyTorch 1 process x $T threads: ${t16:-n/a} tokens/s ($(peer_status "$rc" "torch-cpu-1x$T.log"))"
     rc=$(run "torch-ddp$T.log" "$tt" env -u OPENBLAS_CORETYPE "$PY" "$PEERS/train_gpt.py" "${S[@]}" --batch $((16 / T)) --threads 1 --ddp "$T" --port 29611)
     td=$(sed -n 's/.*tok_s=\([0-9.]*\).*/\1/p' "$W/torch-ddp$T.log" | tail -n 1)
-    say "PyTorch DDP $T x 1 thread: ${td:-n/a} tokens/s ($(status_word "$rc"))"
+    say "PyTorch DDP $T x 1 thread: ${td:-n/a} tokens/s ($(peer_status "$rc" "torch-ddp$T.log"))"
   else
     say "PyTorch CPU peers not run: no $PEERS/train_gpt.py (pack with scripts/gpu-session.sh --pack)"
   fi
   awk -v a="${p16:-}" -v b="${t16:-}" -v c="${p1:-}" -v d="${pr:-}" -v e="${td:-}" -v t="$T" 'function r(x, y) { return (x == "" || y == "" || y == 0) ? "n/a" : sprintf("%.2fx", x / y) }
     BEGIN { printf "ratios: plait 1x%s / PyTorch %s threads = %s (target >= 1.0); plait 1x%s / 1x1 = %s (target >= 8); plait %sx1 / DDP %s = %s (target >= 1.3)\n", t, t, r(a, b), t, r(a, c), t, t, r(d, e) }' | tee -a "$SUMMARY"
+fi
+
+# ---- 8. the rest of the suite, with what time is left ----------------------
+if part "8. the rest of the suite at -j8 (what time is left)" 130; then
+  if [ $DRY = 1 ]; then
+    sel=(-R '^test_(config|device_select)$') # the whole suite takes ~14 min on 2 cores: two tests stand in
+  else
+    sel=(-LE gpu)
+  fi
+  rc=$(run suite.log 130 ctest --test-dir "$BUILD" -j8 "${sel[@]}" --timeout 120)
+  say "suite: $(status_word "$rc"); $(ctest_counts suite.log)"
+  sed -n '/The following tests FAILED/,$p' "$W/suite.log" | grep -E '^\s+[0-9]+ - ' | sed 's/^\s*/    FAILED /' | tee -a "$SUMMARY"
+  grep -E '\*\*\*Timeout|Not Run' "$W/suite.log" | sed 's/^ */    /' | tee -a "$SUMMARY"
 fi
 
 say ""

@@ -28,10 +28,13 @@ import configparser
 import math
 import sys
 
-VARIANTS = ["unfused", "fused-attention"]
+VARIANTS = ["unfused", "fused-attention", "device-step"]
 VARIANT_TEXT = {
     "unfused": "attention's scores materialised (T×T fp32, 16 per-sequence cuBLASLt calls a product)",
     "fused-attention": "fused flash-style attention (attention.cu): lse kept, scores never stored",
+    "device-step": "+ the optimizer step on the device: Σg² of adjacent gradients in one call, the clipping "
+                   "factor on the device (sumsq_clip), one AdamW launch for every tensor (adamw_multi), "
+                   "the norm read with the loss",
 }
 
 
@@ -238,12 +241,20 @@ def step(args, s, variant):
     st.kernel("optimizer", 12 * V * C)
     # the step's losses to the host (run_step.c)
     st.sync("loss")
-    # adam: the exact Σg² per parameter, the accumulator to the host, then
-    # one AdamW launch per parameter (params, grads, 2 moments; 28 B an element)
+    # adam (params, grads, 2 moments: 28 B an element for AdamW)
     per_param = L * 12 + 4
-    st.kernel("optimizer", 4 * numel, launches=per_param + 1)
-    st.sync("gradient norm")
-    st.kernel("optimizer", 28 * numel, launches=per_param)
+    if variant in ("unfused", "fused-attention"):
+        # the exact Σg² per parameter, the accumulator to the host, then
+        # one AdamW launch per parameter
+        st.kernel("optimizer", 4 * numel, launches=per_param + 1)
+        st.sync("gradient norm")
+        st.kernel("optimizer", 28 * numel, launches=per_param)
+    else:
+        # the accumulator zeroed, Σg² of the adjacent gradients in one call
+        # (the tied head's is folded into the table's), the factor on the
+        # device, one AdamW launch (adam.c: plait_optim_norm_on_device)
+        st.kernel("optimizer", 4 * numel, launches=3)
+        st.kernel("optimizer", 28 * numel, launches=1)
     return st
 
 

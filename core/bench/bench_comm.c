@@ -218,20 +218,28 @@ static void header(const plait_comm *comm, const plait_bench_comm_opts *o, int n
     fflush(out);
 }
 
+plait_status plait_bench_comm_check(const plait_bench_comm_opts *o, int n) {
+    if (!plait_dtype_size(o->dtype)) return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: unknown dtype");
+    if (o->iters < 1 || o->warmup < 0 || !(o->factor > 1.0) || o->min_bytes > o->max_bytes)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: need iters >= 1, warmup >= 0, factor > 1, "
+                                                      "min <= max (--min %llu, --max %llu)",
+                               (unsigned long long)o->min_bytes, (unsigned long long)o->max_bytes);
+    if (o->op == PLAIT_BENCH_SENDRECV && n < 2)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: sendrecv needs at least 2 ranks (this job has %d)", n);
+    if (o->op == PLAIT_BENCH_BROADCAST && (o->root < 0 || o->root >= n))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: --root %d is not a rank of this job of %d (0..%d)",
+                               o->root, n, n - 1);
+    return PLAIT_OK;
+}
+
 plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts *o, FILE *out,
                                   uint64_t *wrong_total) {
     const plait_coll_api *api = plait_coll_api_table();
     int n = api->size(comm), me = api->rank(comm);
     size_t esz = plait_dtype_size(o->dtype);
     *wrong_total = 0;
-    if (!esz) return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: unknown dtype");
-    if (o->iters < 1 || o->warmup < 0 || !(o->factor > 1.0) || o->min_bytes > o->max_bytes)
-        return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: need iters >= 1, warmup >= 0, factor > 1, "
-                                                      "min <= max");
-    if (o->op == PLAIT_BENCH_SENDRECV && n < 2)
-        return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: sendrecv needs at least 2 ranks");
-    if (o->op == PLAIT_BENCH_BROADCAST && (o->root < 0 || o->root >= n))
-        return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: root %d is not a rank", o->root);
+    plait_status checked = plait_bench_comm_check(o, n);
+    if (checked != PLAIT_OK) return checked;
     shape big = shape_of(o->op, o->max_bytes, esz, n);
     size_t sb = big.send * esz, rb = big.recv * esz;
     unsigned char *send = plait_alloc(sb ? sb : 64, PLAIT_MEM_HOST, 4096, "bench send");

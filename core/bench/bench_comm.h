@@ -99,6 +99,10 @@ int plait_bench_op_parse(const char *name);
  * and rows to opts->csv. *wrong receives the total #wrong over all sizes
  * (equal on every rank). Errors: a failing collective (message from the
  * communicator), PLAIT_ERR_NO_MEMORY for buffers. */
+/* The options against a job of n ranks (the run checks them too; the
+ * launcher calls this once before any rank starts): PLAIT_ERR_INVALID_ARG
+ * naming what is wrong. */
+plait_status plait_bench_comm_check(const plait_bench_comm_opts *opts, int n);
 plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts *opts, FILE *out,
                                   uint64_t *wrong);
 

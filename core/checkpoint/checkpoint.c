@@ -378,10 +378,10 @@ static plait_status no_marker(const char *dir) {
                                dir, strerror(errno));
     if (!S_ISDIR(sb.st_mode))
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "%s is a file, not a checkpoint: a checkpoint is a directory (runs/NAME/ckpt-<step>) "
+                               "%s is %s, not a checkpoint: a checkpoint is a directory (runs/NAME/ckpt-<step>) "
                                "holding " PLAIT_CKPT_MARKER_FILE ", " PLAIT_CKPT_STATE_FILE ", " PLAIT_CKPT_MODEL_FILE
                                " and " PLAIT_CKPT_OPTIM_FILE "; give that directory, or the run directory",
-                               dir);
+                               dir, S_ISREG(sb.st_mode) ? "a file" : plait_file_kind(sb.st_mode));
     if (!holds_a_save(dir))
         return plait_set_error(PLAIT_ERR_PROTOCOL,
                                "%s is not a plait checkpoint: it has no " PLAIT_CKPT_MARKER_FILE ", "

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/file_signature.h"
 #include "checkpoint/safetensors_crc32c.h"
 #include "checkpoint/safetensors_json.h"
 #include "runtime/regular_file.h"
@@ -35,6 +36,7 @@ struct plait_st_file {
     plait_st_tensor *t;       /* by offset */
     size_t n;
     size_t *by_name;          /* indices into t sorted by name */
+    float *converted;         /* float32 copies of the tensors stored otherwise (PLAIT_ST_CONVERT) */
 };
 
 const char *plait_st_path(const plait_st_file *f) { return f->path; }
@@ -77,6 +79,7 @@ void plait_st_close(plait_st_file *f) {
     plait_json_free(f->doc);
     free(f->t);
     free(f->by_name);
+    free(f->converted);
     free(f);
 }
 
@@ -91,6 +94,77 @@ static plait_status bad(const plait_st_file *f, const char *fmt, ...) {
                            "refusing to load it", f->path, msg);
 }
 
+/* The dtypes a reader may meet: bytes per element, and whether plait can
+ * convert it to float32. */
+static int dtype_size(const char *d, int *floating) {
+    static const struct {
+        const char *name;
+        int size, floating;
+    } known[] = {{"F32", 4, 1}, {"F16", 2, 1},  {"BF16", 2, 1}, {"F64", 8, 1}, {"F8_E4M3", 1, 0},
+                 {"F8_E5M2", 1, 0}, {"I8", 1, 0}, {"U8", 1, 0},   {"I16", 2, 0}, {"U16", 2, 0},
+                 {"I32", 4, 0}, {"U32", 4, 0},  {"I64", 8, 0},  {"U64", 8, 0}, {"BOOL", 1, 0}};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(d, known[i].name) == 0) {
+            *floating = known[i].floating;
+            return known[i].size;
+        }
+    return 0;
+}
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0x1f) bits = sign | 0x7f800000u | man << 13; /* Inf, NaN */
+    else if (exp) bits = sign | (exp + 112) << 23 | man << 13;
+    else if (!man) bits = sign;
+    else { /* subnormal: normalise */
+        int e = -1;
+        do {
+            man <<= 1;
+            e++;
+        } while (!(man & 0x400));
+        bits = sign | (uint32_t)(112 - e) << 23 | (man & 0x3ff) << 13;
+    }
+    float v;
+    memcpy(&v, &bits, 4);
+    return v;
+}
+
+/* Tensors stored in another float type, as float32 (PLAIT_ST_CONVERT). */
+static plait_status convert_tensors(plait_st_file *f) {
+    size_t total = 0;
+    for (size_t i = 0; i < f->n; i++)
+        if (strcmp(f->t[i].dtype, "F32") != 0) total += f->t[i].numel;
+    if (!total) return PLAIT_OK;
+    f->converted = malloc(total * sizeof(float));
+    if (!f->converted)
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory converting %s to float32 (%zu elements)", f->path,
+                               total);
+    float *out = f->converted;
+    for (size_t i = 0; i < f->n; i++) {
+        plait_st_tensor *t = &f->t[i];
+        if (strcmp(t->dtype, "F32") == 0) continue;
+        const uint8_t *p = t->raw;
+        for (size_t k = 0; k < t->numel; k++) {
+            if (!strcmp(t->dtype, "F64")) {
+                double d;
+                memcpy(&d, p + 8 * k, 8);
+                out[k] = (float)d;
+            } else {
+                uint16_t h = (uint16_t)(p[2 * k] | p[2 * k + 1] << 8);
+                if (!strcmp(t->dtype, "F16")) {
+                    out[k] = half_to_float(h);
+                } else {
+                    uint32_t bits = (uint32_t)h << 16;
+                    memcpy(&out[k], &bits, 4);
+                }
+            }
+        }
+        t->data = out;
+        out += t->numel;
+    }
+    return PLAIT_OK;
+}
+
 static int parse_hex32(const char *s, uint32_t *out) {
     uint64_t v;
     if (plait_json_hex(s, 8, &v) != 0) return -1;
@@ -98,7 +172,7 @@ static int parse_hex32(const char *s, uint32_t *out) {
     return 0;
 }
 
-static plait_status parse_tensor(plait_st_file *f, const plait_json *e, plait_st_tensor *t) {
+static plait_status parse_tensor(plait_st_file *f, const plait_json *e, plait_st_tensor *t, unsigned flags) {
     if (e->type != PLAIT_JSON_OBJECT) return bad(f, "header entry \"%s\" is not an object", e->key);
     const plait_json *dtype = NULL, *shape = NULL, *offs = NULL;
     for (const plait_json *m = e->child; m; m = m->next) {
@@ -109,8 +183,21 @@ static plait_status parse_tensor(plait_st_file *f, const plait_json *e, plait_st
     }
     if (!dtype || !shape || !offs) return bad(f, "tensor %s lacks dtype, shape or data_offsets", e->key);
     if (dtype->type != PLAIT_JSON_STRING) return bad(f, "tensor %s: dtype is not a string", e->key);
-    if (strcmp(dtype->str, "F32") != 0)
-        return bad(f, "tensor %s has dtype %s; plait reads float32 (F32) tensors only", e->key, dtype->str);
+    int floating = 0, esize = dtype_size(dtype->str, &floating);
+    if (!esize) return bad(f, "tensor %s has dtype \"%.40s\", which safetensors does not define", e->key, dtype->str);
+    /* a valid file of a dtype plait does not read here: said as such */
+    if (!floating)
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "%s: tensor %s has dtype %s, not a floating-point type: plait reads float weights "
+                               "(F32, or F16, BF16 and F64 converted); a quantised model cannot be loaded",
+                               f->path, e->key, dtype->str);
+    if (esize != 4 && !(flags & PLAIT_ST_CONVERT))
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "%s: tensor %s has dtype %s: a valid safetensors file, but this reader takes float32 "
+                               "(F32) tensors only (plait's checkpoints are F32; [run] init_from converts F16, BF16 "
+                               "and F64)",
+                               f->path, e->key, dtype->str);
+    t->dtype = dtype->str;
     if (shape->type != PLAIT_JSON_ARRAY) return bad(f, "tensor %s: shape is not an array", e->key);
     if (shape->count > PLAIT_ST_MAX_DIMS)
         return bad(f, "tensor %s has %zu dimensions (at most %d)", e->key, shape->count, PLAIT_ST_MAX_DIMS);
@@ -122,7 +209,7 @@ static plait_status parse_tensor(plait_st_file *f, const plait_json *e, plait_st
         if (s->type != PLAIT_JSON_INT || s->num < 0)
             return bad(f, "tensor %s: shape[%d] is not a non-negative integer", e->key, d);
         t->shape[d] = s->num;
-        if (s->num && numel > (UINT64_MAX / 4) / (uint64_t)s->num)
+        if (s->num && numel > (UINT64_MAX / 8) / (uint64_t)s->num)
             return bad(f, "tensor %s: shape overflows", e->key);
         numel *= (uint64_t)s->num;
     }
@@ -132,14 +219,15 @@ static plait_status parse_tensor(plait_st_file *f, const plait_json *e, plait_st
     int64_t begin = offs->child->num, end = offs->child->next->num;
     if (begin < 0 || end < begin) return bad(f, "tensor %s: data_offsets [%lld, %lld] are not an interval",
                                              e->key, (long long)begin, (long long)end);
-    if ((uint64_t)(end - begin) != 4 * numel)
-        return bad(f, "tensor %s: data_offsets [%lld, %lld] hold %lld bytes but its shape needs %llu",
+    if ((uint64_t)(end - begin) != (uint64_t)esize * numel)
+        return bad(f, "tensor %s: data_offsets [%lld, %lld] hold %lld bytes but its shape needs %llu (%s)",
                    e->key, (long long)begin, (long long)end, (long long)(end - begin),
-                   (unsigned long long)(4 * numel));
-    if (numel > SIZE_MAX) return bad(f, "tensor %s is too large for this machine", e->key);
+                   (unsigned long long)((uint64_t)esize * numel), dtype->str);
+    if (numel > SIZE_MAX / 4) return bad(f, "tensor %s is too large for this machine", e->key);
     t->numel = (size_t)numel;
     t->offset = (uint64_t)begin;
     t->bytes = 4 * numel;
+    t->stored_bytes = (uint64_t)esize * numel;
     return PLAIT_OK;
 }
 
@@ -162,17 +250,29 @@ static plait_status verify_header_crc(plait_st_file *f, const plait_json *v) {
 
 plait_status plait_st_verify_tensor(const plait_st_file *f, const plait_st_tensor *t) {
     if (!t->has_crc) return PLAIT_OK;
-    uint32_t got = plait_crc32c(0, t->data, (size_t)t->bytes);
+    uint32_t got = plait_crc32c(0, t->raw, (size_t)t->stored_bytes);
     if (got != t->crc)
         return bad(f, "tensor %s: checksum mismatch (stored %08x, computed %08x): its data was altered",
                    t->name, t->crc, got);
     return PLAIT_OK;
 }
 
+/* A file whose first bytes cannot start a safetensors file: what it is. */
+static plait_status not_safetensors(const plait_st_file *f) {
+    const char *kind = plait_file_signature(f->map, f->map_bytes);
+    size_t n = f->map_bytes < PLAIT_SIGNATURE_BYTES ? f->map_bytes : PLAIT_SIGNATURE_BYTES;
+    if (!kind && n && plait_looks_like_text(f->map, n)) kind = "text";
+    if (!kind) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_PROTOCOL, "%s is %s, not a safetensors file (weights); refusing to load it",
+                           f->path, kind);
+}
+
 static plait_status parse_file(plait_st_file *f, unsigned flags) {
-    if (f->map_bytes < 8) return bad(f, "%zu bytes is shorter than the 8-byte header length", f->map_bytes);
     uint64_t n = 0;
-    for (int i = 0; i < 8; i++) n |= (uint64_t)f->map[i] << (8 * i);
+    for (int i = 0; i < 8 && (size_t)i < f->map_bytes; i++) n |= (uint64_t)f->map[i] << (8 * i);
+    if ((f->map_bytes < 8 || n < 2 || n > f->map_bytes - 8 || f->map[8] != '{') && not_safetensors(f) != PLAIT_OK)
+        return PLAIT_ERR_PROTOCOL;
+    if (f->map_bytes < 8) return bad(f, "%zu bytes is shorter than the 8-byte header length", f->map_bytes);
     if (n > PLAIT_ST_MAX_HEADER) return bad(f, "header length %llu exceeds the %u-byte limit", (unsigned long long)n,
                                             PLAIT_ST_MAX_HEADER);
     if (n < 2 || 8 + n > f->map_bytes)
@@ -202,7 +302,7 @@ static plait_status parse_file(plait_st_file *f, unsigned flags) {
             f->meta = e;
             continue;
         }
-        st = parse_tensor(f, e, &f->t[f->n]);
+        st = parse_tensor(f, e, &f->t[f->n], flags);
         if (st != PLAIT_OK) return st;
         f->n++;
     }
@@ -211,14 +311,14 @@ static plait_status parse_file(plait_st_file *f, unsigned flags) {
     uint64_t data_start = 8 + f->header_len, pos = 0;
     for (size_t i = 0; i < f->n; i++) {
         plait_st_tensor *t = &f->t[i];
-        if (t->bytes && (data_start + t->offset) % 4)
+        if (t->bytes && !strcmp(t->dtype, "F32") && (data_start + t->offset) % 4)
             return bad(f, "tensor %s starts at byte %llu, not 4-byte aligned (plait maps float data in place)",
                        t->name, (unsigned long long)(data_start + t->offset));
         if (t->offset != pos)
             return bad(f, "tensor %s starts at data byte %llu but the previous tensor ends at %llu "
                           "(tensors must cover the data without gaps or overlaps)",
                        t->name, (unsigned long long)t->offset, (unsigned long long)pos);
-        pos += t->bytes;
+        pos += t->stored_bytes;
     }
     if (data_start + pos != f->map_bytes) {
         if (data_start + pos > f->map_bytes)
@@ -228,7 +328,10 @@ static plait_status parse_file(plait_st_file *f, unsigned flags) {
         return bad(f, "%llu bytes after the last tensor (the file is longer than its header describes)",
                    (unsigned long long)(f->map_bytes - data_start - pos));
     }
-    for (size_t i = 0; i < f->n; i++) f->t[i].data = (const float *)(f->map + data_start + f->t[i].offset);
+    for (size_t i = 0; i < f->n; i++) {
+        f->t[i].raw = f->map + data_start + f->t[i].offset;
+        f->t[i].data = (const float *)f->t[i].raw; /* F32; others are converted below */
+    }
 
     f->by_name = malloc((f->n ? f->n : 1) * sizeof *f->by_name);
     if (!f->by_name) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory reading %s", f->path);
@@ -268,7 +371,7 @@ static plait_status parse_file(plait_st_file *f, unsigned flags) {
             if (st != PLAIT_OK) return st;
         }
     }
-    return PLAIT_OK;
+    return convert_tensors(f);
 }
 
 plait_status plait_st_open(const char *path, unsigned flags, plait_st_file **out) {

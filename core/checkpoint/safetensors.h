@@ -17,11 +17,15 @@
  * without checksum checks.
  *
  * The reader is strict: header length within the file and <= 100 MB, JSON
- * syntax (safetensors_json.h), only spaces after the JSON object, dtype F32,
- * shape entries >= 0, data_offsets a pair with end - begin = 4 * Π shape,
- * tensors covering the data section exactly (no gap, no overlap, nothing
- * after the last one), 4-byte aligned data, file size = 8 + N + data size.
- * Every refusal names the file and the problem (PLAIT_ERR_PROTOCOL).
+ * syntax (safetensors_json.h), only spaces after the JSON object, dtype F32
+ * (or, with PLAIT_ST_CONVERT, F16, BF16 or F64, converted to float32 when
+ * the file is opened), shape entries >= 0, data_offsets a pair with
+ * end - begin = element size * Π shape, tensors covering the data section
+ * exactly (no gap, no overlap, nothing after the last one), 4-byte aligned
+ * F32 data, file size = 8 + N + data size. Every refusal names the file and
+ * the problem (PLAIT_ERR_PROTOCOL): a file that is not safetensors at all
+ * says what it looks like, a damaged one says it is damaged, and a valid
+ * one of a dtype plait cannot use names the dtype.
  *
  * Little-endian hosts only (x86-64, aarch64), as the format itself.
  */
@@ -48,8 +52,11 @@ typedef struct plait_st_tensor {
     int64_t shape[PLAIT_ST_MAX_DIMS];
     size_t numel;
     uint64_t offset;       /* data_offsets[0]: bytes from the data start */
-    uint64_t bytes;        /* 4 * numel */
-    const float *data;     /* reader: the mapped elements (read-only) */
+    uint64_t bytes;        /* 4 * numel: the float32 elements at data */
+    const float *data;     /* reader: the elements as float32 (mapped, or converted at open; read-only) */
+    const char *dtype;     /* reader: the stored dtype ("F32", "BF16", ...) */
+    const uint8_t *raw;    /* reader: the stored bytes (mapped), stored_bytes of them */
+    uint64_t stored_bytes;
     int has_crc;           /* reader: the file carries plait.crc32c.<name> */
     uint32_t crc;
 } plait_st_tensor;
@@ -97,7 +104,11 @@ typedef struct plait_st_file plait_st_file;
 enum {
     /* Check plait.header_crc32c and every plait.crc32c.<name> present, at
      * open (reads every tensor once). */
-    PLAIT_ST_VERIFY = 1u << 0
+    PLAIT_ST_VERIFY = 1u << 0,
+    /* Accept F16, BF16 and F64 tensors, converted to float32 at open (their
+     * float32 copies are held until close); without it they are refused
+     * naming the dtype (plait's own files are F32). */
+    PLAIT_ST_CONVERT = 1u << 1
 };
 
 /* Map and validate `path`. The caller closes *out. Read-only afterwards:

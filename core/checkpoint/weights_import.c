@@ -1,6 +1,7 @@
 #include "checkpoint/weights_import.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +181,25 @@ static plait_status check_head(plait_weights *w, const plait_st_tensor *head) {
     return PLAIT_OK;
 }
 
+/* Weights that start a run are finite: a NaN or Inf is named with its
+ * tensor and element, not left to surface as a diverged run. */
+static plait_status check_finite(const plait_weights *w, const plait_st_tensor *head) {
+    for (size_t i = 0; i < plait_st_count(w->st); i++) {
+        const plait_st_tensor *t = plait_st_tensor_at(w->st, i);
+        int used = t == head;
+        for (int32_t gi = 0; gi < w->spec->n_params && !used; gi++) used = w->tensor[gi] == t;
+        if (!used) continue; /* buffers (attention masks) are never read */
+        for (size_t k = 0; k < t->numel; k++)
+            if (!isfinite(t->data[k]))
+                return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                       "weights %s: tensor '%s' holds a non-finite value (%s) at element %zu of %zu: "
+                                       "the weights are damaged or were saved by a run that had diverged; they "
+                                       "cannot start a run",
+                                       w->path, t->name, isnan(t->data[k]) ? "NaN" : "Inf", k, t->numel);
+    }
+    return PLAIT_OK;
+}
+
 /* Shapes cannot tell the head count: a plait checkpoint records it. */
 static plait_status check_heads(const plait_weights *w) {
     const char *v = plait_st_metadata(w->st, "plait.model.n_head");
@@ -216,7 +236,7 @@ plait_status plait_weights_open(const char *path, const plait_model_spec *spec, 
         st = plait_set_error(PLAIT_ERR_SYSTEM, "[run] init_from = %s: %s", path, strerror(errno));
         goto fail;
     }
-    st = plait_st_open(w->path, PLAIT_ST_VERIFY, &w->st);
+    st = plait_st_open(w->path, PLAIT_ST_VERIFY | PLAIT_ST_CONVERT, &w->st);
     if (st != PLAIT_OK) {
         st = plait_wrap_error(st, "[run] init_from");
         goto fail;
@@ -227,6 +247,7 @@ plait_status plait_weights_open(const char *path, const plait_model_spec *spec, 
     if (st == PLAIT_OK) st = check_shapes(w);
     if (st == PLAIT_OK) st = check_head(w, head);
     if (st == PLAIT_OK) st = check_heads(w);
+    if (st == PLAIT_OK) st = check_finite(w, head);
     if (st != PLAIT_OK) goto fail;
     *out = w;
     return PLAIT_OK;

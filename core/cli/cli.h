@@ -26,6 +26,7 @@ typedef struct plait_cli_job_opts {
     int nnodes_min;   /* elastic: MIN; 0 = a fixed number of hosts */
     int node_rank;    /* -1 = not given */
     int max_restarts; /* -1 = not given ([run] max_restarts) */
+    int local_ranks;  /* -n N: ranks on this host (0 = no -n: this process is one rank, or the command's own) */
 } plait_cli_job_opts;
 
 typedef struct plait_command {

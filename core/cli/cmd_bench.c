@@ -308,15 +308,24 @@ static int load_comm_config(const comm_args *a, plait_config **cfg) {
     return 0;
 }
 
-/* `plait bench comm ... -n N`: no device for --mem is said once, by the
- * launcher, before any rank starts. */
+/* `plait bench comm ... -n N`: options, the configuration and no device for
+ * --mem are said once, by the launcher, before any rank starts. */
 static int bench_before_launch(int argc, char **argv, const plait_cli_job_opts *job) {
-    (void)job; /* bench comm: nothing here depends on the hosts */
     if (argc < 2 || strcmp(argv[1], "comm") != 0) return 0;
     comm_args a;
     int rc = parse_comm_args(argc - 1, argv + 1, &a);
+    int world = job->local_ranks * (job->nnodes > 0 ? job->nnodes : 1);
+    if (rc == 0 && a.comm_name && strcmp(a.comm_name, "threads") == 0) {
+        fprintf(stderr, "plait bench comm: the in-process transport runs its ranks as threads of one process: use "
+                        "--threads N instead of -n\n");
+        rc = 2;
+    }
+    if (rc == 0 && plait_bench_comm_check(&a.o, world) != PLAIT_OK) {
+        fprintf(stderr, "plait bench comm: %s; no rank was started\n", plait_last_error());
+        rc = 2;
+    }
     plait_config *cfg = NULL;
-    if (rc == 0 && a.on_device) rc = load_comm_config(&a, &cfg);
+    if (rc == 0) rc = load_comm_config(&a, &cfg);
     int32_t devices = 0;
     plait_status st = rc == 0 && cfg ? plait_device_preflight_count(cfg, &devices) : PLAIT_OK;
     if (st != PLAIT_OK) {

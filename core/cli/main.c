@@ -53,6 +53,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "plait: %s\n", bad);
         return 2;
     }
+    job.local_ranks = nranks;
     plait_host_install();
     if (nranks > 0) {
         /* one check for the whole job, not the same error from every rank */

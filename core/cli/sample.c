@@ -13,6 +13,7 @@
 #include "host/host_table.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
+#include "runtime/regular_file.h"
 #include "runtime/memory.h"
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
@@ -64,9 +65,9 @@ static plait_status refuse_file_path(const char *path) {
     if (slash && slash != dir) *slash = '\0';
     else snprintf(dir, sizeof dir, "%s", slash ? "/" : ".");
     return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                           "%s is a file; plait sample reads a checkpoint directory (ckpt-<step>) or a run "
+                           "%s is %s; plait sample reads a checkpoint directory (ckpt-<step>) or a run "
                            "directory: try 'plait sample %s'",
-                           path, dir);
+                           path, S_ISREG(sb.st_mode) ? "a file" : plait_file_kind(sb.st_mode), dir);
 }
 
 /* xorshift64*: the sampler's own generator, seeded by --seed. */

@@ -418,7 +418,12 @@ plait_status plait_coll_execute(plait_comm *comm, const plait_coll_args *args) {
     if (comm->settings.check_collectives && !a.internal && comm->size > 1) st = check_fingerprint(&c);
     if (st != PLAIT_OK) goto out;
     if (a.kind != PLAIT_COLL_BARRIER && a.count == 0) goto out;
-    if (comm->size == 1) {
+    /* alone, host memory is copied here; device memory only ever reaches
+     * this point on a transport that moves it itself (coll_staging.c stages
+     * it for the others), and is the plugin's to copy, in its stream's
+     * order after the ready event: the host may not touch it, nor run ahead
+     * of the kernels that write it */
+    if (comm->size == 1 && (plait_mem_is_host(a.mem_kind) || a.kind == PLAIT_COLL_BARRIER)) {
         run_alone(&a, c.esz);
         goto out;
     }

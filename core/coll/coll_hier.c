@@ -101,7 +101,7 @@ static plait_status hier_setup(plait_coll_ctx *c, hier *p) {
     memset(p, 0, sizeof *p);
     if (!plait_hier_shape(c->comm, &p->h, &p->l))
         return plait_set_error(PLAIT_ERR_INTERNAL, "hierarchical collective on a communicator without a "
-                                                   "regular host layout");
+                                                   "regular placement of ranks on hosts");
     p->m = malloc(sizeof(int) * (size_t)c->size);
     int *fill = calloc((size_t)p->h, sizeof(int));
     if (!p->m || !fill) {

@@ -28,7 +28,7 @@
  * and onebit's bits depend on how a collective cuts its buffer into
  * messages (the algorithm, the group size, the host placement).
  *
- * Layout of an encoded message of n values: bf16: n uint16. int8 and
+ * Format of an encoded message of n values: bf16: n uint16. int8 and
  * onebit: one float32 scale per block (ceil(n / block)), then n int8 or
  * ceil(n / 8) bytes of sign bits (bit j%8 of byte j/8, 1 = negative). Host
  * byte order (the ranks of a job run one architecture).

@@ -527,15 +527,21 @@ plait_bootstrap_factory plait_threads_factory(plait_threads_world *w) {
     return (plait_bootstrap_factory){.ctx = w, .create = factory_create, .destroy = factory_destroy};
 }
 
-plait_status plait_threads_comm_world(plait_threads_world *w, int rank,
-                                      const plait_comm_settings *settings, plait_comm **out) {
+plait_status plait_threads_world_of(plait_threads_world *w, int rank, const plait_comm_ops *ops,
+                                    const plait_config *config, const plait_comm_settings *settings,
+                                    plait_comm **out) {
     plait_bootstrap *bs = NULL;
     plait_status st = plait_threads_bootstrap_new(w, 0, rank, w->size, &bs);
     if (st != PLAIT_OK) return st;
     plait_bootstrap_factory f = plait_threads_factory(w);
-    st = plait_comm_create_world(plait_threads_comm_ops(), NULL, bs, &f, settings, "world", out);
+    st = plait_comm_create_world(ops, config, bs, &f, settings, "world", out);
     plait_threads_bootstrap_free(bs);
     return st;
+}
+
+plait_status plait_threads_comm_world(plait_threads_world *w, int rank,
+                                      const plait_comm_settings *settings, plait_comm **out) {
+    return plait_threads_world_of(w, rank, plait_threads_comm_ops(), NULL, settings, out);
 }
 
 /* ---- running ranks as threads ------------------------------------------ */

@@ -44,6 +44,14 @@ plait_bootstrap_factory plait_threads_factory(plait_threads_world *w);
 plait_status plait_threads_comm_world(plait_threads_world *w, int rank,
                                       const plait_comm_settings *settings, plait_comm **out);
 
+/* The world communicator of `rank` over transport `ops` (a comm plugin's,
+ * with its [comm.<name>] keys in `config`), its members the world's threads
+ * and bootstrapped through the world's store (call from that rank's thread;
+ * collective over all ranks). settings NULL = defaults. */
+plait_status plait_threads_world_of(plait_threads_world *w, int rank, const plait_comm_ops *ops,
+                                    const plait_config *config, const plait_comm_settings *settings,
+                                    plait_comm **out);
+
 /* Run fn(rank, arg) on `size` threads and join them. Returns PLAIT_OK, or
  * PLAIT_ERR_SYSTEM if a thread could not be started. */
 plait_status plait_threads_run(int size, void (*fn)(int rank, void *arg), void *arg);

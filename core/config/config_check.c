@@ -165,7 +165,7 @@ static const char *const not_config_vars[] = {
     "PLAIT_RANK",       "PLAIT_WORLD_SIZE", "PLAIT_LOCAL_RANK",   "PLAIT_LOCAL_SIZE",
     "PLAIT_STORE_ADDR", "PLAIT_STORE_FD",   "PLAIT_JOB_TOKEN",    "PLAIT_REPORT_FD",
     "PLAIT_LOG_LEVEL",  "PLAIT_PLUGIN_PATH", "PLAIT_MATH_THREADS", "PLAIT_LAUNCH_GRACE",
-    "PLAIT_BLAS_SELECTED_OVER", "PLAIT_BLAS_PRETEND_DETECTED", NULL};
+    "PLAIT_BLAS_SELECTED_OVER", "PLAIT_BLAS_PRETEND_DETECTED", "PLAIT_PLUGIN_SCAN_TIMEOUT", NULL};
 
 /* The name of an environment entry "NAME=value" when it is a PLAIT_ variable
  * that sets no declared key and is not one of the runtime's own; else 0. */

@@ -69,7 +69,12 @@ static void fmt_num(const plait_key_decl *d, double v, char *buf, size_t len) {
     } else if (d->type == PLAIT_KEY_INT) {
         snprintf(buf, len, "%.0f", v);
     } else {
-        snprintf(buf, len, "%g", v);
+        /* the shortest text that reads back as the bound itself: a bound of
+         * 0.999999999 must not print as 1, which it refuses */
+        for (int digits = 6; digits <= 17; digits++) {
+            snprintf(buf, len, "%.*g", digits, v);
+            if (strtod(buf, NULL) == v) break;
+        }
     }
 }
 

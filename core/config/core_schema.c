@@ -158,7 +158,8 @@ static const plait_key_decl optim_keys[] = {
     KEY("lr_decay_steps", I, "0", 0, 1e12, NULL, SAME, "step at which decay reaches min_lr (0 = [run] steps)"),
     KEY("beta1", F, "0.9", 0, 0.999999, NULL, SAME, "Adam beta1"),
     KEY("beta2", F, "0.95", 0, 0.999999999, NULL, SAME, "Adam beta2"),
-    KEY("eps", F, "1e-8", 0, 1, NULL, SAME, "Adam epsilon"),
+    KEY("eps", F, "1e-8", 1e-30, 1, NULL, SAME, "Adam epsilon (> 0: it keeps the update finite where a "
+                                                  "parameter's second moment is zero)"),
     KEY("weight_decay", F, "0.1", 0, 10, NULL, SAME,
         "decoupled weight decay (not applied to biases and LayerNorm parameters)"),
     KEY("grad_clip", F, "1.0", 0, 1e9, NULL, SAME, "clip the global gradient norm to this (0 = off)"),

@@ -14,7 +14,7 @@
  * backward recomputes the tile's probabilities from it, exp(s − lse), and
  * accumulates dK and dV over the row tiles in order.
  *
- * Layouts: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS..;
+ * Shapes: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS..;
  * out[B,T,NH·HS]; att[B,NH,T,T] softmax probabilities (zeros above the
  * diagonal); lse[B,NH,T].
  */

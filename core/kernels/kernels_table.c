@@ -55,6 +55,8 @@ static const plait_kernels g_table = {
     .attention_fused_scratch = plait_k_attention_fused_scratch,
     .attention_fused_forward = plait_k_attention_fused_forward,
     .attention_fused_backward = plait_k_attention_fused_backward,
+    .sumsq_clip = plait_k_sumsq_clip,
+    .adamw_multi = plait_k_adamw_multi,
 };
 
 const plait_kernels *plait_kernels_table(void) { return &g_table; }

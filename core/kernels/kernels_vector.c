@@ -151,13 +151,22 @@ void plait_k_sumsq_merge(plait_sumsq_acc *dst, const plait_sumsq_acc *src) {
     dst->nonfinite += src->nonfinite;
 }
 
-double plait_k_sumsq_value(const plait_sumsq_acc *acc) {
-    if (acc->nonfinite) return INFINITY;
-    long double total = 0;
-    for (int e = 1; e < PLAIT_SUMSQ_BINS; e++) {
-        if (!acc->bin[e][0] && !acc->bin[e][1]) continue;
-        long double bin = (long double)acc->bin[e][1] * 18446744073709551616.0L + (long double)acc->bin[e][0];
-        total += ldexpl(bin, 2 * e - 300);
+double plait_k_sumsq_value(const plait_sumsq_acc *acc) { return plait_sumsq_acc_value(acc); }
+
+void plait_k_sumsq_clip(double *sumsq, float *scale, const plait_sumsq_acc *acc, double grad_clip) {
+    const double v = plait_sumsq_acc_value(acc);
+    *sumsq = v;
+    *scale = isfinite(v) ? plait_clip_factor(grad_clip, v) : NAN;
+}
+
+void plait_k_adamw_multi(const plait_adamw_tensor *tensors, size_t count, size_t total, const plait_adamw_args *args,
+                         const float *scale) {
+    (void)total;
+    if (!isfinite(*scale)) return;
+    plait_adamw_args a = *args;
+    a.grad_scale = *scale;
+    for (size_t i = 0; i < count; i++) {
+        a.weight_decay = tensors[i].weight_decay;
+        plait_k_adamw(tensors[i].param, tensors[i].grad, tensors[i].m, tensors[i].v, (size_t)tensors[i].n, &a);
     }
-    return (double)total;
 }

@@ -1,6 +1,6 @@
 /*
- * Shared by the model's files (model_desc.c, param_init.c, shard.c, gpt*.c,
- * mlp.c): the description's layout and the executable model's state.
+ * Shared by the model's files (model_desc.c, param_init.c, shard.c, model*.c, gpt_layers.c,
+ * mlp.c): the description's indices and the executable model's state.
  *
  * Not thread-safe: one thread drives a model (the kernels it calls use
  * the math thread pool themselves).

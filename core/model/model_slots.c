@@ -164,7 +164,7 @@ static plait_status recompute_get(plait_model *m) {
 plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out) {
     if (slot < 0 || slot >= m->max_slots)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "model: activation slot %d out of range (the layout allows %d)",
+                               "model: activation slot %d out of range (the model allows %d)",
                                (int)slot, (int)m->max_slots);
     model_slot *s = &m->slots[slot];
     if (!s->allocated) {

@@ -15,19 +15,37 @@
 
 #define MAX_FILE_BYTES ((size_t)1 << 30)
 
-/* Token text in GPT-2's byte alphabet -> bytes (at most `len` of them). */
+/* "line 7 (byte 120)" for line-based files (line > 0), "byte 120" else. */
+static const char *where_text(size_t line, size_t offset, char *buf, size_t cap) {
+    if (line) snprintf(buf, cap, "line %zu (byte %zu)", line, offset);
+    else snprintf(buf, cap, "byte %zu", offset);
+    return buf;
+}
+
+/* Token text in GPT-2's byte alphabet -> bytes (at most `len` of them).
+ * `offset` is the text's position in the file, `line` its line (0: the
+ * file has no lines to speak of, JSON). */
 static plait_status alphabet_to_bytes(const char *s, size_t len, unsigned char *out, size_t *n, const char *what,
-                                      size_t offset) {
+                                      size_t line, size_t offset) {
     size_t k = 0;
+    char where[64];
     for (size_t i = 0; i < len;) {
         uint32_t cp;
+        size_t at = i;
         i += plait_utf8_next((const unsigned char *)s + i, len - i, &cp);
+        if (cp == UINT32_MAX)
+            return plait_set_error(PLAIT_ERR_PROTOCOL,
+                                   "%s: %s: token \"%.*s\" is not valid UTF-8 (byte 0x%02x at byte %zu of the file): "
+                                   "GPT-2's files are UTF-8 text; the file is damaged or not a tokenizer file",
+                                   what, where_text(line, offset, where, sizeof where), (int)(len < 80 ? len : 80), s,
+                                   (unsigned char)s[at], offset + at);
         int b = plait_unicode_to_byte(cp);
         if (b < 0)
             return plait_set_error(PLAIT_ERR_PROTOCOL,
-                                   "%s: byte %zu: token \"%.*s\" has the character U+%04X, which GPT-2's byte "
+                                   "%s: %s: token \"%.*s\" has the character U+%04X, which GPT-2's byte "
                                    "alphabet does not use (not a byte-level BPE vocabulary?)",
-                                   what, offset, (int)(len < 80 ? len : 80), s, (unsigned)cp);
+                                   what, where_text(line, offset, where, sizeof where), (int)(len < 80 ? len : 80), s,
+                                   (unsigned)cp);
         out[k++] = (unsigned char)b;
     }
     *n = k;
@@ -40,14 +58,14 @@ static plait_status lookup(const plait_tokenizer *t, const char *s, size_t len, 
     unsigned char stack[512] = {0}, *bytes = len <= sizeof stack ? stack : malloc(len);
     if (!bytes) return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", what);
     size_t n = 0;
-    plait_status st = alphabet_to_bytes(s, len, bytes, &n, what, offset);
+    plait_status st = alphabet_to_bytes(s, len, bytes, &n, what, line, offset);
     const int64_t *v = st == PLAIT_OK ? plait_bytes_map_find(&t->tokens, bytes, n) : NULL;
     if (bytes != stack) free(bytes);
     if (st != PLAIT_OK) return st;
+    char where[64];
     if (!v)
-        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: line %zu (byte %zu): merge part \"%.*s\" is not in the "
-                                                   "vocabulary",
-                               what, line, offset, (int)(len < 80 ? len : 80), s);
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: %s: merge part \"%.*s\" is not in the vocabulary", what,
+                               where_text(line, offset, where, sizeof where), (int)(len < 80 ? len : 80), s);
     *id = (int32_t)*v;
     return PLAIT_OK;
 }
@@ -87,7 +105,7 @@ static plait_status add_vocab(plait_tokenizer *t, const plait_json *obj, const c
             bytes = p;
             cap = len;
         }
-        st = alphabet_to_bytes(c->key, len, bytes, &n, what, c->key_pos);
+        st = alphabet_to_bytes(c->key, len, bytes, &n, what, 0, c->key_pos);
         if (st == PLAIT_OK) st = plait_tokenizer_add_token(t, bytes, n, (int32_t)c->num, what, c->key_pos);
     }
     free(bytes);

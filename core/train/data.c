@@ -69,6 +69,14 @@ static plait_status open_files(plait_data *d, const plait_data_options *o, int n
         plait_status st = plait_token_file_open(names[i], text, &d->files[i]);
         if (st == PLAIT_OK) st = plait_token_file_check(&d->files[i], o->vocab_size);
         if (st != PLAIT_OK) return st;
+        /* one stream of one kind of token: a list mixing formats is refused,
+         * whichever file is the odd one */
+        const plait_token_file *a = &d->files[0], *b = &d->files[i];
+        if (b->width != a->width || b->llmc_header != a->llmc_header)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "[data] files mix formats: %s is %s but %s is %s; give files of one format (one "
+                                   "plait data prepare writes them all alike)",
+                                   a->path, plait_token_file_kind(a), b->path, plait_token_file_kind(b));
         d->start[i + 1] = d->start[i] + d->files[i].n_tokens;
         if (i == n_train_files - 1) d->n_train = d->start[i + 1];
     }

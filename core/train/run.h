@@ -99,8 +99,10 @@ typedef struct plait_step_exec {
      * pipeline costs no extra collective. Two named views into it: */
     double *step_sums;        /* [n_micro_batches + 2 * pp] */
     double *mb_loss;          /* = step_sums: loss sum per global micro-batch */
-    double *mb_loss_dev;      /* [n_micro_batches] device memory: the head's loss sums, gathered
-                               * during the step and read into mb_loss once at its end */
+    double *mb_loss_dev;      /* [n_micro_batches + 1] device memory: the head's loss sums, gathered
+                               * during the step, then the global Σg² an optimizer may leave
+                               * there (plait_optim_step_in.sumsq_dev); read once at its end */
+    double *read_host;        /* [n_micro_batches + 1]: that one read */
     double *stage_times;      /* = step_sums + n_micro_batches: see train/step_timing.h */
     /* Called before each layer's forward and backward (rank 0's progress
      * within a long step: train/progress.h); NULL = none. */

@@ -37,8 +37,15 @@ typedef enum pass { TRAIN, EVAL } pass;
 
 static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_step_timing *t,
                                  plait_optim_step_out *out);
-static plait_status global_loss(plait_run *run, double *loss, plait_step_timing *t);
+static plait_status global_loss(plait_run *run, double *loss, plait_step_timing *t, const plait_optim_step_out *out,
+                                double *sumsq);
 static void take_plugin_stats(plait_run *run, const plait_optim_step_out *out, plait_step_result *res);
+
+/* The optimizer left the step's global Σg² on the device (ABI 1.7). */
+static int norm_on_device(const plait_optim_step_out *out) {
+    return out->struct_size >= offsetof(plait_optim_step_out, norm_on_device) + sizeof out->norm_on_device &&
+           out->norm_on_device;
+}
 
 plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     memset(res, 0, sizeof *res);
@@ -53,10 +60,18 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     if (st == PLAIT_OK)
         plait_stage_times_put(run->exec.stage_times, run->world.mesh.pp, run->work.stage,
                               1.0 / ((double)run->world.mesh.dp * run->world.mesh.tp), &res->t);
-    if (st == PLAIT_OK) st = global_loss(run, &res->loss, &res->t);
-    if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step);
+    double sumsq = NAN;
+    if (st == PLAIT_OK) st = global_loss(run, &res->loss, &res->t, &out, &sumsq);
+    /* steps numbered as metrics.csv numbers them, from 1 */
+    if (st == PLAIT_OK && norm_on_device(&out) && !isfinite(sumsq))
+        st = plait_set_error(PLAIT_ERR_INVALID_ARG,
+                             "%s: the gradient norm at step %lld is not finite (NaN or Inf gradients): training "
+                             "diverged; no parameter was changed. Lower [optim] lr, or check the data",
+                             plait_config_str(run->cfg, "optim", "plugin"), (long long)run->step + 1);
+    if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step + 1);
     plait_stage_timing_take(&run->timing, run->exec.stage_times, res);
     take_plugin_stats(run, &out, res);
+    if (norm_on_device(&out)) res->grad_norm = sqrt(sumsq);
     res->t.step_s = plait_clock_now() - t0;
     res->t.compute_s = res->t.step_s - res->t.comm_s - res->t.idle_s;
     run->timing.last_step = res->t;
@@ -75,7 +90,7 @@ plait_status plait_run_eval(plait_run *run, double *val_loss) {
     for (int64_t p = 0; p < passes; p++) {
         plait_status st = run_schedule(run, EVAL, p, &t, NULL);
         double loss = 0;
-        if (st == PLAIT_OK) st = global_loss(run, &loss, &t);
+        if (st == PLAIT_OK) st = global_loss(run, &loss, &t, NULL, NULL);
         if (st != PLAIT_OK) return plait_wrap_error(st, "evaluation");
         total += loss;
     }
@@ -157,7 +172,8 @@ static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_ste
             break;
         case PLAIT_INSTR_OPTIM_STEP:
             if (train) {
-                plait_optim_step_in sin = {.struct_size = sizeof sin, .step = step};
+                plait_optim_step_in sin = {.struct_size = sizeof sin, .step = step,
+                                           .sumsq_dev = run->exec.mb_loss_dev + run->exec.n_micro_batches};
                 st = run->optim.ops->step(run->optim.state, &sin, out);
                 t->comm_s += out->wait_seconds; /* 0 from a plugin that predates the field */
             }
@@ -369,13 +385,20 @@ static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
  * per-stage pipeline times ride along in the same all-reduce (2*pp entries
  * after the losses; each rank adds its share of its stage's mean), so
  * measuring the bubble costs no extra collective. */
-static plait_status global_loss(plait_run *run, double *loss, plait_step_timing *t) {
+static plait_status global_loss(plait_run *run, double *loss, plait_step_timing *t, const plait_optim_step_out *out,
+                                double *sumsq) {
     int64_t n = run->exec.n_micro_batches;
     plait_coll_opts opts = {.struct_size = sizeof opts, .label = "step loss"};
     double t0 = plait_clock_now();
-    /* the step's one read of the loss: every micro-batch's sum at once */
-    plait_status st =
-        plait_device_copy(run->exec.mb_loss, run->exec.mb_loss_dev, sizeof(double) * (size_t)n, PLAIT_COPY_TO_HOST);
+    /* the step's one read: every micro-batch's loss sum at once, and the
+     * optimizer's Σg² after them when it left it on the device */
+    const int with_norm = out && norm_on_device(out);
+    plait_status st = plait_device_copy(run->exec.read_host, run->exec.mb_loss_dev,
+                                        sizeof(double) * (size_t)(n + with_norm), PLAIT_COPY_TO_HOST);
+    if (st == PLAIT_OK) {
+        memcpy(run->exec.mb_loss, run->exec.read_host, sizeof(double) * (size_t)n);
+        if (with_norm) *sumsq = run->exec.read_host[n];
+    }
     if (st == PLAIT_OK && run->world.mesh.world_size > 1)
         st = plait_comm_allreduce(run->world.comm, run->exec.step_sums, run->exec.step_sums,
                                   (size_t)(n + plait_stage_times_len(run->world.mesh.pp)), PLAIT_F64, PLAIT_SUM, &opts,
@@ -435,9 +458,10 @@ plait_status plait_step_exec_open(plait_run *run) {
     e->step_sums = calloc((size_t)(e->n_micro_batches + plait_stage_times_len(run->world.mesh.pp)), sizeof(double));
     e->tokens = malloc(bt * sizeof(int32_t));
     e->targets = malloc(bt * sizeof(int32_t));
-    e->mb_loss_dev = plait_device_alloc(sizeof(double) * (size_t)e->n_micro_batches, "activations");
+    e->mb_loss_dev = plait_device_alloc(sizeof(double) * (size_t)(e->n_micro_batches + 1), "activations");
+    e->read_host = malloc(sizeof(double) * (size_t)(e->n_micro_batches + 1));
     if (!e->slot_of || !e->slot_busy || !e->send_req || !e->step_sums || !e->tokens || !e->targets ||
-        !e->mb_loss_dev)
+        !e->mb_loss_dev || !e->read_host)
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the step executor");
     e->mb_loss = e->step_sums;
     e->stage_times = e->step_sums + e->n_micro_batches;
@@ -452,5 +476,6 @@ void plait_step_exec_close(plait_step_exec *e) {
     free(e->tokens);
     free(e->targets);
     plait_device_free(e->mb_loss_dev);
+    free(e->read_host);
     *e = (plait_step_exec){0};
 }

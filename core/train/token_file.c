@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/file_signature.h"
 #include "runtime/regular_file.h"
 
 static uint32_t read_le32(const uint8_t *p) {
@@ -68,15 +69,80 @@ static plait_status parse_llmc(plait_token_file *f, uint32_t magic) {
     return PLAIT_OK;
 }
 
+static int popcount32(uint32_t x) {
+    int c = 0;
+    for (; x; x &= x - 1) c++;
+    return c;
+}
+
+/* Does the file start with what an llm.c header would be, had its magic
+ * not been damaged? A magic a few bits from llm.c's, or llm.c's layout
+ * around another magic: a known version or a count that matches the size,
+ * and the rest of the 1024 bytes zero. A raw uint16 token stream has
+ * neither (its first 506 tokens would have to be id 0). */
+static int damaged_llmc(const plait_token_file *f, uint32_t magic) {
+    if (f->map_bytes < PLAIT_LLMC_HEADER_BYTES) return 0;
+    if (popcount32(magic ^ PLAIT_LLMC_MAGIC_U16) <= 3 || popcount32(magic ^ PLAIT_LLMC_MAGIC_U32) <= 3) return 1;
+    for (size_t i = 12; i < PLAIT_LLMC_HEADER_BYTES; i++)
+        if (f->map[i]) return 0;
+    uint32_t version = read_le32(f->map + 4);
+    uint64_t count = read_le32(f->map + 8);
+    return version == PLAIT_LLMC_VERSION_U16 || version == PLAIT_LLMC_VERSION_U32 ||
+           PLAIT_LLMC_HEADER_BYTES + 2 * count == f->map_bytes || PLAIT_LLMC_HEADER_BYTES + 4 * count == f->map_bytes;
+}
+
+/* Text: every byte one token. Refused: a token file, a known binary file,
+ * a NUL byte in the first PLAIT_SIGNATURE_BYTES (no text has one). */
+static plait_status parse_text(plait_token_file *f) {
+    uint32_t magic = f->map_bytes >= 4 ? read_le32(f->map) : 0;
+    const char *foreign = plait_file_signature(f->map, f->map_bytes);
+    int llmc = magic == PLAIT_LLMC_MAGIC_U16 || magic == PLAIT_LLMC_MAGIC_U32;
+    if (llmc || damaged_llmc(f, magic))
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "%s is read as text ([data] format = text, or auto and not named *.bin) but it starts "
+                               "with %s llm.c token-file header (magic %u at byte 0): name it *.bin or set [data] "
+                               "format = bin",
+                               f->path, llmc ? "an" : "a damaged", magic);
+    if (foreign)
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s is %s, not text nor tokens; refusing to train on its bytes",
+                               f->path, foreign);
+    size_t n = f->map_bytes < PLAIT_SIGNATURE_BYTES ? f->map_bytes : PLAIT_SIGNATURE_BYTES;
+    const uint8_t *nul = memchr(f->map, 0, n);
+    if (nul)
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "%s is read as text ([data] format = text, or auto and not named *.bin) but byte %zu is "
+                               "NUL, which no text has: a token file? name it *.bin or set [data] format = bin",
+                               f->path, (size_t)(nul - f->map));
+    f->width = 1;
+    f->tokens = f->map;
+    f->n_tokens = (int64_t)f->map_bytes;
+    return PLAIT_OK;
+}
+
 static plait_status parse_format(plait_token_file *f, int text) {
-    if (text) {
-        f->width = 1;
-        f->tokens = f->map;
-        f->n_tokens = (int64_t)f->map_bytes;
-        return PLAIT_OK;
-    }
+    if (text) return parse_text(f);
     uint32_t magic = f->map_bytes >= 4 ? read_le32(f->map) : 0;
     if (magic == PLAIT_LLMC_MAGIC_U16 || magic == PLAIT_LLMC_MAGIC_U32) return parse_llmc(f, magic);
+    /* No llm.c header: raw uint16 tokens (nanoGPT's format) have no
+     * signature, so they are what is left once everything else is ruled out. */
+    if (damaged_llmc(f, magic))
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "%s: byte 0: magic %u is not llm.c's (%u for uint16 tokens, %u for uint32), but the "
+                               "first %d bytes have the layout of llm.c's header (version %u at byte 4, count %u at "
+                               "byte 8): a damaged header; refusing to read the file as raw uint16 tokens (its header "
+                               "would become %d tokens): make the file again",
+                               f->path, magic, PLAIT_LLMC_MAGIC_U16, PLAIT_LLMC_MAGIC_U32, PLAIT_LLMC_HEADER_BYTES,
+                               read_le32(f->map + 4), read_le32(f->map + 8), PLAIT_LLMC_HEADER_BYTES / 2);
+    const char *foreign = plait_file_signature(f->map, f->map_bytes);
+    if (foreign)
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s is %s, not a token file; refusing to train on it", f->path,
+                               foreign);
+    size_t n = f->map_bytes < PLAIT_SIGNATURE_BYTES ? f->map_bytes : PLAIT_SIGNATURE_BYTES;
+    if (n >= 16 && plait_looks_like_text(f->map, n))
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "%s has no llm.c header and its first %zu bytes are text, so it is not raw uint16 "
+                               "tokens: name it *.txt or set [data] format = text to train on its bytes",
+                               f->path, n);
     if (f->map_bytes % 2)
         return plait_set_error(PLAIT_ERR_PROTOCOL,
                                "%s: %zu bytes is not a whole number of uint16 tokens and there is no llm.c header "
@@ -95,6 +161,12 @@ plait_status plait_token_file_open(const char *path, int text, plait_token_file 
     if (st == PLAIT_OK) st = parse_format(out, text);
     if (st != PLAIT_OK) plait_token_file_close(out);
     return st;
+}
+
+const char *plait_token_file_kind(const plait_token_file *f) {
+    if (f->width == 1) return "text (a token per byte)";
+    if (f->llmc_header) return f->width == 2 ? "llm.c uint16 tokens" : "llm.c uint32 tokens";
+    return "raw uint16 tokens (no header)";
 }
 
 void plait_token_file_close(plait_token_file *f) {

@@ -8,7 +8,12 @@
  * vocabularies), uint32 with magic 20240801 and version 7 (llm.c's format
  * for larger ones, as its data_common.py writes for Llama 3). Readers also
  * take raw uint16 (nanoGPT's prepare.py: no header) and text (each byte one
- * token).
+ * token). Each is recognised, or refused naming why: a file read as tokens
+ * whose first 1024 bytes have llm.c's header layout around a wrong magic (a
+ * damaged header), or whose first 64 KiB are text, is not taken for raw
+ * tokens; a file read as text with an llm.c header or a NUL byte in its
+ * first 64 KiB is not taken for text; compressed files, archives, NumPy
+ * and safetensors files are named for what they are.
  *
  * Errors name the file and the byte offset of what is wrong. A reader is
  * read-only after open and may be shared by threads; a writer belongs to one
@@ -42,9 +47,12 @@ typedef struct plait_token_file {
  * header, uint16 or uint32, or raw uint16). Errors: PLAIT_ERR_SYSTEM (cannot
  * open or map), PLAIT_ERR_INVALID_CONFIG (empty or not a regular file),
  * PLAIT_ERR_PROTOCOL (bad header: wrong version, a count that does not match
- * the size, a truncated header; odd raw size). */
+ * the size, a truncated header; odd raw size; not the format asked for). */
 plait_status plait_token_file_open(const char *path, int text, plait_token_file *out);
 void plait_token_file_close(plait_token_file *f);
+/* What an open file holds, for messages: "llm.c uint16 tokens", "text (a
+ * token per byte)"... */
+const char *plait_token_file_kind(const plait_token_file *f);
 
 static inline int32_t plait_token_file_at(const plait_token_file *f, int64_t i) {
     const uint8_t *p = f->tokens + (size_t)i * (size_t)f->width;

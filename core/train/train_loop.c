@@ -246,8 +246,11 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         run->exec.on_layer = on_layer;
         run->exec.on_layer_ctx = &watch;
     }
+    /* the step being worked on, numbered as metrics.csv numbers it (from 1) */
+    int64_t at_step = run->step + 1;
     while (st == PLAIT_OK && run->step < run->steps) {
         plait_step_result res;
+        at_step = run->step + 1;
         if (rank == 0) plait_progress_step_begin(&progress, run->step + 1);
         st = plait_run_step(run, &res);
         if (st != PLAIT_OK) break;
@@ -345,7 +348,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         char why[2200];
         snprintf(why, sizeof why, "rank %d stopped: %s", run->world.mesh.world_rank, msg);
         plait_comm_fail(run->world.comm, st, why);
-        long long step = (long long)run->step;
+        long long step = (long long)at_step;
         int me = run->world.mesh.world_rank;
         plait_run_close(run);
         /* A rank that stops because another one failed says so in one

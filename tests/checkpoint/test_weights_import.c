@@ -119,7 +119,7 @@ static void test_padded_vocab_and_short_context(void **state) {
 
 /* ---- variants of the fixture, written with plait's safetensors writer --- */
 
-enum { SHORT_NAMES = 1, ORIG_MOD = 2, LINEAR = 4, WITH_HEAD = 8, BAD_HEAD = 16, DROP_LN_F = 32 };
+enum { SHORT_NAMES = 1, ORIG_MOD = 2, LINEAR = 4, WITH_HEAD = 8, BAD_HEAD = 16, DROP_LN_F = 32, A_NAN = 64, BF16_VALUES = 128 };
 
 static void write_variant(const char *path, unsigned how) {
     plait_st_file *src = NULL;
@@ -156,6 +156,13 @@ static void write_variant(const char *path, unsigned how) {
         } else {
             memcpy(data[k], t->data, t->bytes);
         }
+        if ((how & A_NAN) && strcmp(canon, "transformer.h.1.mlp.c_fc.weight") == 0) data[k][17] = NAN;
+        for (size_t e = 0; (how & BF16_VALUES) && e < t->numel; e++) { /* keep bfloat16's bits only */
+            uint32_t bits;
+            memcpy(&bits, &data[k][e], 4);
+            bits &= 0xffff0000u;
+            memcpy(&data[k][e], &bits, 4);
+        }
         assert_int_equal(plait_st_writer_declare(w, names[k], t->ndim, shape), PLAIT_OK);
         numel[k++] = t->numel;
     }
@@ -178,6 +185,57 @@ static void write_variant(const char *path, unsigned how) {
     free(data);
     free(numel);
     plait_st_close(src);
+}
+
+/* `src`'s tensors stored as BF16 (their top 16 bits), as a bf16 model's
+ * safetensors file holds them. */
+static void write_bf16(const char *src_path, const char *path) {
+    plait_st_file *src = NULL;
+    assert_int_equal(plait_st_open(src_path, 0, &src), PLAIT_OK);
+    size_t cap = 1 << 16, len = 0, off = 0;
+    char *header = malloc(cap);
+    len += (size_t)snprintf(header + len, cap - len, "{");
+    for (size_t i = 0; i < plait_st_count(src); i++) {
+        const plait_st_tensor *t = plait_st_tensor_at(src, i);
+        len += (size_t)snprintf(header + len, cap - len, "%s\"%s\":{\"dtype\":\"BF16\",\"shape\":[", i ? "," : "",
+                                t->name);
+        for (int d = 0; d < t->ndim; d++) len += (size_t)snprintf(header + len, cap - len, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        len += (size_t)snprintf(header + len, cap - len, "],\"data_offsets\":[%zu,%zu]}", off, off + 2 * t->numel);
+        off += 2 * t->numel;
+    }
+    len += (size_t)snprintf(header + len, cap - len, "}");
+    while (len % 8) header[len++] = ' ';
+    FILE *f = fopen(path, "wb");
+    uint64_t n = len;
+    fwrite(&n, 8, 1, f);
+    fwrite(header, 1, len, f);
+    for (size_t i = 0; i < plait_st_count(src); i++) {
+        const plait_st_tensor *t = plait_st_tensor_at(src, i);
+        for (size_t e = 0; e < t->numel; e++) {
+            uint32_t bits;
+            memcpy(&bits, &t->data[e], 4);
+            uint16_t top = (uint16_t)(bits >> 16);
+            fwrite(&top, 2, 1, f);
+        }
+    }
+    fclose(f);
+    free(header);
+    plait_st_close(src);
+}
+
+/* A model stored in bfloat16 starts a run: the same logits as its values
+ * in float32. */
+static void test_bf16_weights(void **state) {
+    (void)state;
+    char f32[512], bf16[512];
+    snprintf(f32, sizeof f32, "%s/bf16-values.safetensors", tmpdir);
+    snprintf(bf16, sizeof bf16, "%s/bf16.safetensors", tmpdir);
+    write_variant(f32, BF16_VALUES);
+    write_bf16(f32, bf16);
+    float *want = logits_of(f32, T, V), *got = logits_of(bf16, T, V);
+    assert_memory_equal(got, want, sizeof(float) * B * T * V);
+    free(want);
+    free(got);
 }
 
 static void test_names_and_layouts(void **state) {
@@ -299,6 +357,12 @@ static void test_refusals(void **state) {
     fputs("not a safetensors file at all", f);
     fclose(f);
     expect_refusal(path, ini(buf, sizeof buf, L, C, T, V), (const char *const[]){path, NULL});
+    /* a NaN among the weights: named with its tensor and element, before any step */
+    snprintf(path, sizeof path, "%s/nan.safetensors", tmpdir);
+    write_variant(path, A_NAN);
+    expect_refusal(path, ini(buf, sizeof buf, L, C, T, V),
+                   (const char *const[]){path, "tensor 'transformer.h.1.mlp.c_fc.weight' holds a non-finite value "
+                                               "(NaN) at element 17", NULL});
     /* the small MLP arch has no GPT-2 weights */
     expect_refusal(fixture, "[model]\narch = mlp\nn_layer = 2\nn_embd = 32\n",
                    (const char *const[]){"arch = mlp", NULL});
@@ -324,7 +388,8 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_logits_match_pytorch), cmocka_unit_test(test_padded_vocab_and_short_context),
-        cmocka_unit_test(test_names_and_layouts),       cmocka_unit_test(test_tp_slices),
+        cmocka_unit_test(test_names_and_layouts),
+        cmocka_unit_test(test_bf16_weights),       cmocka_unit_test(test_tp_slices),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

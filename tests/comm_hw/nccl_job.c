@@ -42,14 +42,8 @@ plait_config *make_config(const char *text) {
 
 static void rank_main(int rank, void *arg) {
     job *j = arg;
-    plait_bootstrap *bs = NULL;
-    plait_status st = plait_threads_bootstrap_new(j->w, 0, rank, j->n, &bs);
     plait_comm *world = NULL;
-    if (st == PLAIT_OK) {
-        plait_bootstrap_factory f = plait_threads_factory(j->w);
-        st = plait_comm_create_world(j->ops, j->cfg[rank], bs, &f, &j->settings, "world", &world);
-        plait_threads_bootstrap_free(bs);
-    }
+    plait_status st = plait_threads_world_of(j->w, rank, j->ops, j->cfg[rank], &j->settings, &world);
     j->init_st[rank] = st;
     if (st != PLAIT_OK) snprintf(j->init_err[rank], sizeof j->init_err[rank], "%s", plait_last_error());
     if (st == PLAIT_OK && j->body) j->body(rank, world, j);

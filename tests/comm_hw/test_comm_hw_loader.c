@@ -122,14 +122,8 @@ typedef struct init_ctx {
 
 static void rank_fn(int rank, void *arg) {
     init_ctx *c = arg;
-    plait_bootstrap *bs = NULL;
-    plait_status st = plait_threads_bootstrap_new(c->w, 0, rank, 2, &bs);
     plait_comm *world = NULL;
-    if (st == PLAIT_OK) {
-        plait_bootstrap_factory f = plait_threads_factory(c->w);
-        st = plait_comm_create_world(c->d->ops, c->cfg, bs, &f, NULL, "world", &world);
-        plait_threads_bootstrap_free(bs);
-    }
+    plait_status st = plait_threads_world_of(c->w, rank, c->d->ops, c->cfg, NULL, &world);
     c->st[rank] = st;
     snprintf(c->msg[rank], sizeof c->msg[rank], "%s", plait_last_error());
     plait_comm_free(world);
@@ -203,10 +197,7 @@ static void test_nccl(void **state) {
      * (the loader probes in processes that fork ranks later): it opens no
      * descriptor and starts no thread, on a GPU machine too, where the CUDA
      * runtime, once initialised, keeps a dozen descriptors open. Probed
-     * once before counting: without driver files the count is asked of the
-     * driver in a forked child, and OpenBLAS (in libplait) stops its idle
-     * threads at any fork of this process, which would show as threads
-     * gone. */
+     * once before counting: a first call may start what stays. */
     (void)d->probe(plait_host_table());
     long printed = -1;
     int threads = -1, fds = -1;

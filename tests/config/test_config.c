@@ -131,6 +131,9 @@ static void test_every_value_error_names_file_and_line(void **state) {
         {"model", "n_layer", "99999999999999999999", "does not fit a 64-bit integer"},
         {"optim", "lr", "11", "value '11' is out of range [0, 10]"},
         {"optim", "lr", "fast", "value 'fast' is not a finite number"},
+        /* a bound is printed as it is, never rounded onto the refused value */
+        {"optim", "beta2", "1", "value '1' is out of range [0, 0.999999999]"},
+        {"optim", "eps", "0", "value '0' is out of range [1e-30, 1]"},
         {"optim", "lr", "1e999", "value '1e999' is not a finite number"},
         {"run", "deterministic", "maybe", "value 'maybe' is not a bool (use true or false)"},
         {"comm.test", "size", "12Q", "value '12Q' is not a byte size"},

@@ -175,6 +175,24 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
 }
 
 
+/* What the nccl plugin asks before it creates a communicator. */
+cudaError_t cudaDeviceGetPCIBusId(char *buf, int len, int device) {
+    if (device < 0 || device >= device_count()) return tl_last = cudaErrorInvalidDevice;
+    snprintf(buf, (size_t)len, "0000:%02x:00.0", 0x40 + device);
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
+    if (device < 0 || device >= device_count()) return tl_last = cudaErrorInvalidDevice;
+    switch (attr) {
+    case cudaDevAttrMemoryPoolsSupported: *value = 1; return cudaSuccess; /* cudaMallocAsync below */
+    case cudaDevAttrMultiProcessorCount: *value = 8; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    default: return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute(%d): not emulated", (int)attr);
+    }
+}
+
 /* ---- memory: a table of what was handed out ------------------------------------- */
 
 typedef struct region {

@@ -84,6 +84,7 @@ static _Atomic uint64_t g_pinned_allocs, g_pinned_live; /* alloc_pinned calls; b
 typedef union sim_slot {
     int64_t i;
     float f;
+    double d;
     const void *p;
 } sim_slot;
 
@@ -177,6 +178,7 @@ static void sim_enqueue(const sim_op *o) {
 #define P(x) ((sim_slot){.p = (const void *)(x)})
 #define I(x) ((sim_slot){.i = (int64_t)(x)})
 #define F(x) ((sim_slot){.f = (x)})
+#define D(x) ((sim_slot){.d = (x)})
 #define Q(runner, ...) sim_enqueue(&(sim_op){.run = (runner), .a = {__VA_ARGS__}})
 
 static plait_status sim_count(const plait_host *host, int32_t *out) {
@@ -668,6 +670,44 @@ static void k_adamw(float *p, const float *g, float *m, float *v, size_t n, cons
     sim_enqueue(&(sim_op){.run = r_adamw, .a = {P(p), P(g), P(m), P(v), I(n)}, .extra = taken});
 }
 
+static void r_sumsq_clip(const sim_op *o) {
+    plait_k_sumsq_clip((double *)H(o->a[0].p), HF(o->a[1].p), (const plait_sumsq_acc *)H(o->a[2].p), o->a[3].d);
+}
+static void k_sumsq_clip(double *sumsq, float *scale, const plait_sumsq_acc *acc, double grad_clip) {
+    Q(r_sumsq_clip, P(sumsq), P(scale), P(acc), D(grad_clip));
+}
+/* The list lives in device memory and holds device addresses: translated
+ * when the operation runs. */
+static void r_adamw_multi(const sim_op *o) {
+    const plait_adamw_tensor *dev = (const plait_adamw_tensor *)H(o->a[0].p);
+    size_t count = (size_t)o->a[1].i;
+    plait_adamw_tensor *t = malloc((count ? count : 1) * sizeof *t);
+    if (!t) abort(); /* a test device: no room to translate the list */
+    for (size_t i = 0; i < count; i++) {
+        t[i] = dev[i];
+        t[i].param = HF(dev[i].param);
+        t[i].grad = HC(dev[i].grad);
+        t[i].m = HF(dev[i].m);
+        t[i].v = HF(dev[i].v);
+    }
+    plait_k_adamw_multi(t, count, (size_t)o->a[2].i, o->extra, HC(o->a[3].p));
+    free(t);
+}
+static void k_adamw_multi(const plait_adamw_tensor *tensors, size_t count, size_t total, const plait_adamw_args *a,
+                          const float *scale) {
+    sim_op op = {.run = r_adamw_multi, .a = {P(tensors), I(count), I(total), P(scale)}};
+    plait_adamw_args *taken = malloc(sizeof *taken);
+    if (!taken) { /* no room to queue it: run it in order now */
+        sim_run_all();
+        op.extra = (void *)a;
+        r_adamw_multi(&op);
+        return;
+    }
+    memcpy(taken, a, sizeof *taken);
+    op.extra = taken;
+    sim_enqueue(&op);
+}
+
 static const plait_kernels sim_kernels = {
     .struct_size = sizeof(plait_kernels),
     .sgemm = k_sgemm,
@@ -707,6 +747,8 @@ static const plait_kernels sim_kernels = {
     .attention_fused_scratch = plait_k_attention_fused_scratch, /* arithmetic only */
     .attention_fused_forward = k_attention_fused_forward,
     .attention_fused_backward = k_attention_fused_backward,
+    .sumsq_clip = k_sumsq_clip,
+    .adamw_multi = k_adamw_multi,
 };
 
 static const plait_kernels *sim_kernel_table(void) { return &sim_kernels; }

@@ -262,6 +262,34 @@ static void case_vector(kc_ctx *x) {
     kc_result(x, "adamw v", v, n, KC_ELEMWISE);
 }
 
+/* AdamW over a list of three tensors (one of a single element, one
+ * without weight decay), the clipping factor read from device memory;
+ * a NaN factor leaves every tensor as it was. */
+static void case_adamw_multi(kc_ctx *x) {
+    const size_t n = 70001, sizes[3] = {30000, 1, 40000};
+    const float decays[3] = {0.1f, 0.0f, 0.1f};
+    float *p = kc_rand(x, n, -1, 1), *g = kc_rand(x, n, -1, 1), *m = kc_rand(x, n, -0.1f, 0.1f);
+    float *v = kc_rand(x, n, 0, 0.01f);
+    plait_adamw_tensor t[3];
+    size_t off = 0;
+    for (int i = 0; i < 3; i++) {
+        t[i] = (plait_adamw_tensor){p + off, g + off, m + off, v + off, sizes[i], off, decays[i], 0};
+        off += sizes[i];
+    }
+    const plait_adamw_tensor *list = kc_bytes(x, t, sizeof t);
+    const float half = 0.5f, nan = NAN;
+    const float *scale = kc_bytes(x, &half, sizeof half), *no = kc_bytes(x, &nan, sizeof nan);
+    plait_adamw_args args = {sizeof args, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 7, 1.0f};
+    x->k->adamw_multi(list, 3, n, &args, scale);
+    kc_result(x, "param", p, n, KC_ELEMWISE);
+    kc_result(x, "m", m, n, KC_ELEMWISE);
+    kc_result(x, "v", v, n, KC_ELEMWISE);
+    float *before = kc_out(x, n);
+    x->k->copy(before, p, n);
+    x->k->adamw_multi(list, 3, n, &args, no);
+    kc_same(x, "a NaN factor changes nothing", p, before, n * sizeof *p);
+}
+
 /* Values over the whole float range: normals of every exponent, denormals,
  * zeros of both signs; `special` adds an Inf and a NaN. */
 static float *wide_values(kc_ctx *x, size_t n, int special) {
@@ -295,6 +323,19 @@ static void case_sumsq_exact(kc_ctx *x) {
     x->k->sumsq_merge(acc2, acc);
     kc_result_add(x, "merged with Inf and NaN", acc2, sizeof *acc2, 1, KC_EXACT);
     kc_value(x, "value with Inf and NaN", x->k->sumsq_value(kc_host_copy(x, acc2, sizeof *acc2)), KC_EXACT);
+    /* the value and the clipping factor on the device: clipping (the sum is
+     * huge), no clipping (grad_clip 0), and a NaN factor for Inf */
+    const double zd = 0;
+    const float zf = 0;
+    double *sq = kc_bytes(x, &zd, sizeof zd), *sq0 = kc_bytes(x, &zd, sizeof zd), *sq2 = kc_bytes(x, &zd, sizeof zd);
+    float *sc = kc_bytes(x, &zf, sizeof zf), *sc0 = kc_bytes(x, &zf, sizeof zf), *sc2 = kc_bytes(x, &zf, sizeof zf);
+    x->k->sumsq_clip(sq, sc, acc, 1.0);
+    x->k->sumsq_clip(sq0, sc0, acc, 0.0);
+    x->k->sumsq_clip(sq2, sc2, acc2, 1.0);
+    kc_result(x, "sumsq_clip value", sq, 1, KC_EXACT);
+    kc_result(x, "sumsq_clip factor", sc, 1, KC_EXACT);
+    kc_result(x, "sumsq_clip factor without clipping", sc0, 1, KC_EXACT);
+    kc_value(x, "sumsq_clip factor of Inf is NaN", isnan(*(const float *)kc_host_copy(x, sc2, sizeof *sc2)), KC_EXACT);
     /* one exponent, mantissas near the top: every lane of a warp in one bin,
      * and the bin's 64-bit low word carries (2^17 squares near 2^48) */
     float *hv = malloc(n * sizeof *hv);
@@ -454,7 +495,7 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         {"layernorm", case_layernorm},   {"gelu", case_gelu},             {"attention", case_attention},
         {"attention_fused", case_attention_fused},
         {"embedding", case_embedding},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
-        {"vector", case_vector},         {"sumsq_exact", case_sumsq_exact},
+        {"vector", case_vector},         {"sumsq_exact", case_sumsq_exact}, {"adamw_multi", case_adamw_multi},
     };
     /* PLAIT_TEST_CASES=name,name,...: only those (when chasing one kernel) */
     const char *only = getenv("PLAIT_TEST_CASES");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every kernel of the cuda plugin fits the GPU at its launch size, as nvcc
-# compiles it, in release and debug (-G) builds, for sm_80 and sm_90 (no GPU
-# needed: the compiler's own report).
+# compiles it: release and debug (-G) builds for sm_90, the debug build for
+# sm_80 (debug builds use the most registers; no GPU needed: the compiler's
+# own report).
 #
 # A block fits on a multiprocessor only while registers x threads stay
 # within its 65536 registers (allocated per warp in units of 256, so a
@@ -22,20 +23,22 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fails=0
 checked=0
-for arch in 80 90; do
-  for mode in release debug; do
-    flags=(-O3)
-    [ $mode = debug ] && flags=(-G)
-    for cu in "$src"/*.cu; do
+for build in "90 release" "90 debug" "80 debug"; do
+  read -r arch mode <<<"$build"
+  flags=(-O3)
+  [ $mode = debug ] && flags=(-G)
+  for cu in "$src"/*.cu; do
       f=$(basename "$cu" .cu)
-      common=(-std=c++17 -arch=sm_$arch "${flags[@]}" -I"$src" -I"$PLAIT_SOURCE_DIR/sdk/include")
-      if ! "$nvcc" "${common[@]}" -ptx -o "$work/$f.ptx" "$cu" 2>"$work/$f.err" ||
-        ! "$nvcc" "${common[@]}" -cubin --resource-usage -o /dev/null "$cu" >"$work/$f.res" 2>&1; then
+      rm -rf "${work:?}/keep" && mkdir "$work/keep"
+      # one compile: the PTX kept (its .maxntid) and ptxas's report
+      if ! "$nvcc" -std=c++17 -arch=sm_$arch "${flags[@]}" -I"$src" -I"$PLAIT_SOURCE_DIR/sdk/include" -cubin \
+        --resource-usage -keep -keep-dir "$work/keep" -o "$work/keep/$f.cubin" "$cu" >"$work/$f.res" 2>&1; then
         echo "FAIL $f.cu (sm_$arch $mode) does not compile:"
-        cat "$work/$f.err" "$work/$f.res" 2>/dev/null | head -n 20
+        head -n 20 "$work/$f.res"
         fails=$((fails + 1))
         continue
       fi
+      mv "$work/keep/$f.ptx" "$work/$f.ptx"
       # entry -> its .maxntid (first number), from the PTX
       awk '/^\.visible \.entry|^\.entry|^\.weak \.entry/ { e = $NF; sub(/\(.*/, "", e); bound[e] = 0; cur = e }
            /\.maxntid/ && cur != "" { n = $2; sub(/,.*/, "", n); bound[cur] = n; cur = "" }
@@ -70,7 +73,6 @@ for arch in 80 90; do
             "$f.cu" "$name" "$mode" "$bound" "$regs" $((rounded * bound)) "${smem:-0}"
         fi
       done <"$work/$f.bounds"
-    done
   done
 done
 [ "$checked" -gt 0 ] || { echo "FAIL no kernel found in $src"; fails=$((fails + 1)); }

@@ -15,6 +15,9 @@
 #     left alive at close. ZeRO-3's per-layer hooks do not synchronise the
 #     model's thread with the device (the same count a step with 2 and 4
 #     layers).
+#  2b. One rank with adam: one host synchronisation a step, the loss read
+#     (the gradient norm and clipping stay on the device: sumsq_clip and
+#     adamw_multi, ABI 1.7), bit-identical to the cpu device.
 #  3. A device plugin built against ABI 1.3 (sim13: no events) still loads
 #     and trains bit-identically: staging follows its compute stream.
 #  4. With the sim's waits switched off (PLAIT_SIM_DEBUG_SKIP_WAITS), dp 2
@@ -84,6 +87,18 @@ creates=$(per_step zero3 event_creates) live=$(total "$E2E_WORK/stats-zero3-3" e
 echo "zero3: $(total "$E2E_WORK/stats-zero3-3" event_creates) device events created in 3 steps on 2 ranks, $creates a step and rank after the first, $live alive at close"
 [ "$creates" = 0 ] || fail "zero3: $creates device events created a step and rank (the core's ready events are not pooled)"
 [ "$live" = 0 ] || fail "zero3: $live device events still alive when the device closed"
+
+# one rank, adam: the norm never comes to the host
+ONE="run.eval_every=0 run.ckpt_every=0 run.progress=off"
+train cpu_one $ONE run.steps=3 device.plugin=cpu
+for steps in 2 3; do
+  rm -f "$E2E_WORK/stats-one-$steps"
+  PLAIT_SIM_STATS="$E2E_WORK/stats-one-$steps" train "sim-one-$steps" $ONE run.steps=$steps device.plugin=sim
+done
+same_losses cpu_one sim-one-3 0
+one=$(( $(total "$E2E_WORK/stats-one-3" model_syncs) - $(total "$E2E_WORK/stats-one-2" model_syncs) ))
+echo "one rank, adam: $one host synchronisation(s) of the model's thread a step"
+[ "$one" = 1 ] || fail "one rank with adam: $one host synchronisations a step (want 1: the loss; the norm stays on the device)"
 
 train sim13 $S run.steps=3 device.plugin=sim13
 same_losses cpu sim13 0

@@ -3,7 +3,8 @@
 # row checked (#wrong 0, exit 0) and AUTO's algorithm switching where the
 # code says; [comm] algorithm reaching the collectives; the CSV holds the
 # table's rows; a wrong result (--corrupt flips one element per iteration)
-# makes #wrong count every iteration and the exit status 1.
+# makes #wrong count every iteration and the exit status 1. Option and
+# configuration errors are said once, by the launcher, before any rank starts.
 source "$(dirname "$0")/lib.sh"
 P=$PLAIT_BIN
 out=$E2E_WORK/bench.out
@@ -41,6 +42,14 @@ if $P bench comm -n 2 --op allreduce --min 4K --max 4K comm.tcp.spin_us=-1 >"$ou
   fail "comm.tcp.spin_us=-1 was accepted"
 fi
 grep -q "spin_us" "$out" || fail "the spin_us error does not name the key: $(cat "$out")"
+[ "$(grep -c "spin_us" "$out")" = 1 ] || fail "the spin_us error was printed by every rank: $(cat "$out")"
+# options that do not fit the job: said once, before any rank starts
+for bad in "--op broadcast --root 5|--root 5 is not a rank of this job of 2" \
+           "--op sendrecv --min 8M --max 4K|min <= max (--min 8388608, --max 4096)"; do
+  if $P bench comm -n 2 ${bad%%|*} >"$out" 2>&1; then fail "bench comm ${bad%%|*} was accepted"; fi
+  [ "$(grep -cF -- "${bad#*|}" "$out")" = 1 ] && grep -q "no rank was started" "$out" && ! grep -q "tcp: rank" "$out" ||
+    fail "bench comm ${bad%%|*}: not said once before the ranks started: $(cat "$out")"
+done
 
 # [comm] algorithm from the command line and from the environment reaches the collectives
 small="bench comm -n 2 --op allreduce --min 4K --max 64K --factor 4 --iters 1 --warmup 0"

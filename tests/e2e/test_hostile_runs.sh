@@ -10,7 +10,8 @@
 #  - a second run in a running run's out_dir is refused naming the holder
 #    (pid, host), and the first run finishes with all its metrics rows;
 #  - the (memory-mapped) data file truncated during a run: every rank ends
-#    with an error naming the file and both sizes, none dies of SIGBUS;
+#    with an error naming the file and both sizes, none dies of SIGBUS,
+#    and the failing step is the one after metrics.csv's last row;
 #  - the disk filling while rank 0 writes a pipeline-parallel checkpoint
 #    (a 6 MiB tmpfs; needs root, said and skipped otherwise): every rank
 #    ends at once naming the file, the byte and "No space left on device"
@@ -107,6 +108,12 @@ rc=0
 wait $job || rc=$?
 [ $rc -ne 0 ] || fail "the job exited 0 after its data file was truncated"
 ! grep -q "SIGBUS" "$E2E_WORK/shrink.out" || fail "a rank died of SIGBUS: $(grep SIGBUS "$E2E_WORK/shrink.out")"
+# the failing step is numbered as metrics.csv numbers steps (from 1): the
+# one after the last row written
+failed_at=$(grep -o "step [0-9]*: data file" "$E2E_WORK/shrink.out" | head -n 1 | grep -o "[0-9]*")
+last_row=$(column shrink step | tail -n 1)
+[ -n "$failed_at" ] && [ "$failed_at" -eq $((last_row + 1)) ] ||
+  fail "the error names step '$failed_at' but metrics.csv's last row is step $last_row"
 for r in 0 1; do
   grep -qF "data file $E2E_WORK/shrinking.txt changed while the run was reading it: it had $size bytes when opened and it now has 4096 bytes" \
     "$E2E_WORK/shrink/rank-$r.log" || fail "rank $r did not name the data file and both sizes: $(tail -n 2 "$E2E_WORK/shrink/rank-$r.log")"

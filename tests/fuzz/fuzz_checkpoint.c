@@ -2,7 +2,8 @@
  * Fuzz target for the checkpoint readers. The first byte picks the reader,
  * the rest is its input:
  *   0  a safetensors file (written to a scratch file, opened with checksum
- *      verification, every tensor looked up and read);
+ *      verification, every tensor looked up and read; with the next bit of
+ *      the first byte set, F16, BF16 and F64 tensors converted);
  *   1  a checkpoint directory's state.json (parsed as plait_ckpt_open does);
  *   2  a whole checkpoint: the bytes split at the first two 0xff bytes into
  *      model.safetensors, optim.safetensors and state.json, with a COMPLETE
@@ -69,7 +70,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char path[256];
         snprintf(path, sizeof path, "%s/x.safetensors", dir);
         plait_st_file *f = NULL;
-        if (plait_st_open(path, PLAIT_ST_VERIFY, &f) == PLAIT_OK) read_all_tensors(f);
+        /* half of them also take F16, BF16 and F64 (converted) */
+        unsigned flags = PLAIT_ST_VERIFY | ((data[0] / 3) % 2 ? PLAIT_ST_CONVERT : 0u);
+        if (plait_st_open(path, flags, &f) == PLAIT_OK) read_all_tensors(f);
         plait_st_close(f);
     } else if (data[0] % 3 == 1) {
         plait_json_doc *doc = NULL;

@@ -186,6 +186,55 @@ static void test_sgemm_tiles(void **state) {
     assert_true(tm == tm2 && tn == tn2);
 }
 
+/* The exact accumulator's value is its exact sum rounded once to the
+ * nearest double: one float's square exactly, ties to even, a bit below
+ * the tie's position breaking it, carries across 64-bit words; and within
+ * an ulp of a long double sum of random values over the whole range. */
+static void test_sumsq_value_rounding(void **state) {
+    (void)state;
+    plait_sumsq_acc acc;
+    const float xs[] = {1.0f, 3.0f, 0.1f, 1e-38f, 1e-45f, 3.4e38f, -7.25e-3f};
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+        memset(&acc, 0, sizeof acc);
+        plait_k_sumsq_exact(&acc, &xs[i], 1);
+        assert_true(plait_k_sumsq_value(&acc) == (double)xs[i] * (double)xs[i]);
+    }
+    /* bin 150 counts in units of 2^0 */
+    const double two53 = 9007199254740992.0;
+    memset(&acc, 0, sizeof acc);
+    acc.bin[150][0] = (1ull << 53) + 1; /* a tie: to the even 2^53 */
+    assert_true(plait_k_sumsq_value(&acc) == two53);
+    acc.bin[150][0] = (1ull << 53) + 3; /* a tie: to the even 2^53 + 4 */
+    assert_true(plait_k_sumsq_value(&acc) == two53 + 4);
+    acc.bin[150][0] = (1ull << 53) + 1;
+    acc.bin[1][0] = 1; /* 2^-298 below the tie: up */
+    assert_true(plait_k_sumsq_value(&acc) == two53 + 2);
+    memset(&acc, 0, sizeof acc);
+    acc.bin[160][0] = acc.bin[160][1] = ~0ull; /* 2^128 - 1 at 2^20, plus 2^20 - 2^20: a carry through */
+    acc.bin[150][0] = 1ull << 20;
+    assert_true(plait_k_sumsq_value(&acc) == ldexp(1.0, 148));
+    acc.nonfinite = 1;
+    assert_true(isinf(plait_k_sumsq_value(&acc)));
+    /* random values of every exponent against a long double sum */
+    uint64_t r = 88172645463325252ull;
+    for (int trial = 0; trial < 20; trial++) {
+        float v[257];
+        for (int i = 0; i < 257; i++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            uint32_t bits = (uint32_t)(r & 0x807fffffu) | (uint32_t)((r >> 32) % 254 + 1) << 23;
+            memcpy(&v[i], &bits, sizeof bits);
+        }
+        memset(&acc, 0, sizeof acc);
+        plait_k_sumsq_exact(&acc, v, 257);
+        long double want = 0;
+        for (int e = 1; e < PLAIT_SUMSQ_BINS; e++)
+            want += ldexpl((long double)acc.bin[e][1] * 18446744073709551616.0L + (long double)acc.bin[e][0],
+                           2 * e - 300);
+        double got = plait_k_sumsq_value(&acc);
+        assert_true(fabsl((long double)got - want) <= ldexpl(fabsl(want), -52));
+    }
+}
+
 /* The optimizer's vector kernels: same bits with 1, 2, 3 and 8 threads over
  * several element blocks (with a ragged last one). */
 static void test_vector_threads(void **state) {
@@ -737,7 +786,7 @@ static void test_crossentropy(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgemm),           cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_sgemm_tiles),     cmocka_unit_test(test_vector_threads),
+        cmocka_unit_test(test_sgemm_tiles),     cmocka_unit_test(test_vector_threads), cmocka_unit_test(test_sumsq_value_rounding),
         cmocka_unit_test(test_layernorm),       cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_attention_small), cmocka_unit_test(test_attention_tiled),
         cmocka_unit_test(test_bias_residual),   cmocka_unit_test(test_embedding),       cmocka_unit_test(test_crossentropy),

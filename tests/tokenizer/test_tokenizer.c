@@ -303,6 +303,12 @@ static void test_bad_files(void **state) {
                  "two tokens separated by one space");
     expect_error(make_tok("m3", vocab, "a b\nxyz b\n", NULL), "merges.txt: line 2 (byte 4)", "\"xyz\" is not in");
     expect_error(make_tok("m4", vocab, "a b\na b\n", NULL), "merges.txt: line 2", "repeats merge 0");
+    /* invalid UTF-8: its line and byte, never a code point U+FFFFFFFF */
+    expect_error(make_tok("m5", vocab, "#version: 0.2\na b\n\xc3\x28 b\n", NULL), "merges.txt: line 3 (byte 18)",
+                 "is not valid UTF-8 (byte 0xc3 at byte 18 of the file)");
+    snprintf(vocab, sizeof vocab, "%s", byte_vocab(", \"\xff\": 256"));
+    expect_error(make_tok("v5", vocab, "", NULL), "vocab.json: byte", "invalid UTF-8 in a string");
+    snprintf(vocab, sizeof vocab, "%s", byte_vocab(", \"ab\": 256"));
 
     /* tokenizer.json */
     char hf[16384];

@@ -31,6 +31,23 @@ static const plait_kernels test_kernels = {
     .sumsq_value = plait_k_sumsq_value,
 };
 
+/* The same with the optimizer step's ABI 1.7 entries: a plugin handed a
+ * place for Σg² keeps the norm on the "device" (host memory here). */
+static const plait_kernels test_kernels_dev = {
+    .struct_size = sizeof(plait_kernels),
+    .zero = plait_k_zero,
+    .copy = plait_k_copy,
+    .scale = plait_k_scale,
+    .axpy = plait_k_axpy,
+    .sumsq = plait_k_sumsq,
+    .adamw = plait_k_adamw,
+    .sumsq_exact = plait_k_sumsq_exact,
+    .sumsq_merge = plait_k_sumsq_merge,
+    .sumsq_value = plait_k_sumsq_value,
+    .sumsq_clip = plait_k_sumsq_clip,
+    .adamw_multi = plait_k_adamw_multi,
+};
+
 /* Communicators are addresses of these tags. The world has `world_size`
  * ranks; every other rank's contribution to an int64 all-reduce is `peer_wire`
  * (the sum of the peers' accumulators, prepared by the test). */
@@ -166,6 +183,13 @@ static void *create(plait_config *cfg, plait_param_set *set) {
 
 static plait_status step(void *st, int64_t s, plait_optim_step_out *out) {
     plait_optim_step_in in = {.struct_size = sizeof in, .step = s};
+    out->struct_size = sizeof *out;
+    return ops->step(st, &in, out);
+}
+
+/* A step offered a place for Σg² (the trainer's step_in.sumsq_dev). */
+static plait_status step_norm_place(void *st, int64_t s, plait_optim_step_out *out, double *sumsq) {
+    plait_optim_step_in in = {.struct_size = sizeof in, .step = s, .sumsq_dev = sumsq};
     out->struct_size = sizeof *out;
     return ops->step(st, &in, out);
 }
@@ -320,9 +344,85 @@ static void test_nonfinite_gradient(void **state) {
     plait_optim_step_out out;
     assert_int_equal(step(st, 3, &out), PLAIT_ERR_INVALID_ARG);
     assert_error_contains("not finite");
-    assert_error_contains("step 3");
+    assert_error_contains("step 4"); /* the 0-based step 3 is metrics.csv's step 4 */
     assert_memory_equal(t.w, w0, sizeof t.w); /* nothing changed */
     assert_int_equal(ops->get_step(st), 0);
+    ops->destroy(st);
+    plait_config_free(cfg);
+}
+
+/* With the ABI 1.7 kernels and a place for Σg², one rank's step keeps the
+ * norm there (norm_on_device) and gives the host path's parameters and
+ * moments bit for bit, clipping included; the place holds Σg². A step
+ * offered no place reads the norm as before. */
+static void test_norm_on_device(void **state) {
+    (void)state;
+    reset_world();
+    plait_config *cfg = config_from(reference_ini);
+    tiny host, dev;
+    tiny_init(&host, w0, b0);
+    tiny_init(&dev, w0, b0);
+    void *sh = create(cfg, &host.set);
+    g_test_host.kernels = &test_kernels_dev;
+    void *sd = create(cfg, &dev.set);
+    assert_int_equal(ops->materialize(sh, NULL), PLAIT_OK);
+    assert_int_equal(ops->materialize(sd, NULL), PLAIT_OK);
+    for (int s = 0; s < 4; s++) {
+        for (int k = 0; k < 2; k++) {
+            tiny *t = k ? &dev : &host;
+            memcpy(t->gw, grads_w[s], sizeof t->gw);
+            memcpy(t->gb, grads_b[s], sizeof t->gb);
+            for (int i = 0; i < 6; i++) t->g_copy[i] = 100.0f;
+        }
+        plait_optim_step_out oh, od;
+        double sumsq = -1;
+        g_test_host.kernels = &test_kernels;
+        assert_int_equal(step(sh, s, &oh), PLAIT_OK);
+        g_test_host.kernels = &test_kernels_dev;
+        assert_int_equal(step_norm_place(sd, s, &od, &sumsq), PLAIT_OK);
+        assert_int_equal(od.norm_on_device, 1);
+        assert_int_equal(oh.norm_on_device, 0);
+        assert_true(sqrt(sumsq) == oh.grad_norm);
+        assert_true(fabs(sqrt(sumsq) - ref_norm[s]) < 1e-6 * ref_norm[s]);
+        assert_memory_equal(dev.w, host.w, sizeof dev.w);
+        assert_memory_equal(dev.b, host.b, sizeof dev.b);
+    }
+    float eh[6], ed[6];
+    assert_int_equal(ops->export_tensor(sh, 0, "exp_avg_sq", eh), PLAIT_OK);
+    assert_int_equal(ops->export_tensor(sd, 0, "exp_avg_sq", ed), PLAIT_OK);
+    assert_memory_equal(eh, ed, sizeof eh);
+    /* no place offered: the host path, even with the kernels */
+    plait_optim_step_out o;
+    assert_int_equal(step(sd, 4, &o), PLAIT_OK);
+    assert_int_equal(o.norm_on_device, 0);
+    assert_true(isfinite(o.grad_norm));
+    g_test_host.kernels = &test_kernels;
+    ops->destroy(sh);
+    ops->destroy(sd);
+    plait_config_free(cfg);
+}
+
+/* A gradient that is not finite, the norm on the device: Σg² is +Inf where
+ * the trainer reads it (which stops the run) and no parameter changed. */
+static void test_nonfinite_gradient_on_device(void **state) {
+    (void)state;
+    reset_world();
+    plait_config *cfg = config_from(reference_ini);
+    tiny t;
+    tiny_init(&t, w0, b0);
+    g_test_host.kernels = &test_kernels_dev;
+    void *st = create(cfg, &t.set);
+    assert_int_equal(ops->materialize(st, NULL), PLAIT_OK);
+    memcpy(t.gw, grads_w[0], sizeof t.gw);
+    t.gb[1] = NAN;
+    plait_optim_step_out out;
+    double sumsq = 0;
+    assert_int_equal(step_norm_place(st, 3, &out, &sumsq), PLAIT_OK);
+    assert_int_equal(out.norm_on_device, 1);
+    assert_true(isinf(sumsq));
+    assert_memory_equal(t.w, w0, sizeof t.w);
+    assert_memory_equal(t.b, b0, sizeof t.b);
+    g_test_host.kernels = &test_kernels;
     ops->destroy(st);
     plait_config_free(cfg);
 }
@@ -589,6 +689,8 @@ int main(void) {
         cmocka_unit_test(test_matches_pytorch),
         cmocka_unit_test(test_decay_mask),
         cmocka_unit_test(test_nonfinite_gradient),
+        cmocka_unit_test(test_norm_on_device),
+        cmocka_unit_test(test_nonfinite_gradient_on_device),
         cmocka_unit_test(test_materialize_from_source),
         cmocka_unit_test(test_resume_is_bit_exact),
         cmocka_unit_test(test_norm_rule),

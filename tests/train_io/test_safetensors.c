@@ -229,6 +229,70 @@ static void test_refuses_damaged_files(void **state) {
     assert_int_equal(plait_st_open(path, 0, &f), PLAIT_ERR_SYSTEM);
 }
 
+/* Valid files of other dtypes: F16, BF16 and F64 are converted to float32
+ * when asked (PLAIT_ST_CONVERT), else named, never called damaged; an
+ * integer dtype is named as not floating point; a file that is not
+ * safetensors at all is named for what it is. */
+static void test_dtypes_and_foreign_files(void **state) {
+    (void)state;
+    char path[PATH_MAX];
+    path_of(path, "halves.safetensors");
+    /* h: F16 [1.0, -2.5, 65504, 2^-24 (the smallest subnormal)], b: BF16
+     * [1.0, -0.15625], d: F64 [0.1], laid out as written */
+    const uint16_t h16[4] = {0x3c00, 0xc100, 0x7bff, 0x0001}, b16[2] = {0x3f80, 0xbe20};
+    const double d64 = 0.1;
+    char header[256];
+    snprintf(header, sizeof header,
+             "{\"h\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]},"
+             "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[8,12]},"
+             "\"d\":{\"dtype\":\"F64\",\"shape\":[1,1],\"data_offsets\":[12,20]}}");
+    while (strlen(header) % 8) strcat(header, " ");
+    unsigned char data[20];
+    memcpy(data, h16, 8);
+    memcpy(data + 8, b16, 4);
+    memcpy(data + 12, &d64, 8);
+    write_raw(path, header, data, sizeof data, -1);
+    plait_st_file *f = NULL;
+    assert_int_equal(plait_st_open(path, PLAIT_ST_VERIFY | PLAIT_ST_CONVERT, &f), PLAIT_OK);
+    const plait_st_tensor *t = plait_st_find(f, "h");
+    assert_non_null(t);
+    assert_string_equal(t->dtype, "F16");
+    assert_true(t->data[0] == 1.0f && t->data[1] == -2.5f && t->data[2] == 65504.0f && t->data[3] == 0x1p-24f);
+    t = plait_st_find(f, "b");
+    assert_true(t->data[0] == 1.0f && t->data[1] == -0.15625f);
+    t = plait_st_find(f, "d");
+    assert_true(t->data[0] == 0.1f);
+    assert_int_equal(t->bytes, 4);
+    plait_st_close(f);
+    f = NULL;
+    assert_int_equal(plait_st_open(path, 0, &f), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("tensor h has dtype F16: a valid safetensors file");
+    if (strstr(plait_last_error(), "damaged")) fail_msg("a valid F16 file called damaged: %s", plait_last_error());
+
+    assert_int_equal(open_raw("{\"q\":{\"dtype\":\"I8\",\"shape\":[8],\"data_offsets\":[0,8]}}", 8, -1),
+                     PLAIT_ERR_PROTOCOL);
+    assert_error_contains("tensor q has dtype I8, not a floating-point type");
+    assert_int_equal(open_raw("{\"q\":{\"dtype\":\"F7\",\"shape\":[8],\"data_offsets\":[0,8]}}", 8, -1),
+                     PLAIT_ERR_PROTOCOL);
+    assert_error_contains("dtype \"F7\", which safetensors does not define");
+
+    /* not safetensors at all */
+    static const struct {
+        const char *bytes, *want;
+        size_t n;
+    } foreign[] = {
+        {"[model]\nn_layer = 2\nn_head = 4\n", "is text, not a safetensors file", 30},
+        {"\x88\xd8\x34\x01\x01\x00\x00\x00\x02\x00\x00\x00", "is an llm.c token file", 12},
+        {"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x00\x00", "is a gzip-compressed file", 12},
+    };
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        path_of(path, "foreign.safetensors");
+        write_bytes(path, foreign[i].bytes, foreign[i].n);
+        assert_int_equal(plait_st_open(path, 0, &f), PLAIT_ERR_PROTOCOL);
+        assert_error_contains(foreign[i].want);
+    }
+}
+
 /* Any flipped bit of a plait-written file is refused: header (JSON or its
  * padding), tensor data, or the length prefix. */
 static void test_bit_flips(void **state) {
@@ -376,6 +440,7 @@ int main(void) {
         cmocka_unit_test(test_abort_leaves_previous_file),
         cmocka_unit_test(test_foreign_file_without_checksums),
         cmocka_unit_test(test_refuses_damaged_files),
+        cmocka_unit_test(test_dtypes_and_foreign_files),
         cmocka_unit_test(test_bit_flips),
         cmocka_unit_test(test_two_writers_one_path),
         cmocka_unit_test(test_json_parser),

@@ -18,10 +18,14 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* A text file of n bytes with a recognisable pattern (byte i = i * 7 + i / 251). */
+/* Byte i of a text file with a recognisable pattern, never NUL (which no
+ * text has). */
+static unsigned char text_byte(size_t i) { return (unsigned char)(1 + (i * 7 + i / 251) % 255); }
+
+/* A text file of n bytes of that pattern. */
 static void make_text(const char *path, size_t n) {
     unsigned char *buf = malloc(n);
-    for (size_t i = 0; i < n; i++) buf[i] = (unsigned char)(i * 7 + i / 251);
+    for (size_t i = 0; i < n; i++) buf[i] = text_byte(i);
     write_bytes(path, buf, n);
     free(buf);
 }
@@ -121,8 +125,8 @@ static void test_split_boundaries(void **state) {
     for (int r = 0; r < 2; r++)
         for (int t = 0; t < T; t++) {
             size_t pos = 750 + (size_t)(2 + r) * 10 + (size_t)t;
-            assert_int_equal(tok[r * T + t], (unsigned char)(pos * 7 + pos / 251));
-            assert_int_equal(tgt[r * T + t], (unsigned char)((pos + 1) * 7 + (pos + 1) / 251));
+            assert_int_equal(tok[r * T + t], text_byte(pos));
+            assert_int_equal(tgt[r * T + t], text_byte(pos + 1));
         }
     plait_data_close(d);
 }
@@ -253,6 +257,96 @@ static void test_bad_files(void **state) {
     assert_int_not_equal(open_path(path, PLAIT_DATA_FORMAT_TEXT, 256, 8, 0.1), PLAIT_OK);
 }
 
+/* Every file is what it is read as, or refused naming why: an llm.c header
+ * one bit off is not taken for raw tokens (it fits the vocabulary), nor a
+ * text file for tokens, nor a token file for text, nor a compressed or a
+ * weights file for either; a list mixing formats is refused. */
+static void test_formats_recognised(void **state) {
+    (void)state;
+    enum { N = 2000 };
+    uint16_t tokens[N];
+    for (int i = 0; i < N; i++) tokens[i] = (uint16_t)(i * 131 % 50257);
+    char path[PATH_MAX], other[PATH_MAX];
+
+    snprintf(path, sizeof path, "%s/flip.bin", scratch);
+    write_u16(path, tokens, N, 1, N);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    uint8_t b0;
+    assert_int_equal(fread(&b0, 1, 1, f), 1);
+    b0 ^= 0x40; /* 20240520 -> 20240584: bytes 0-3 as two tokens still fit a 65536-id vocabulary */
+    fseek(f, 0, SEEK_SET);
+    fwrite(&b0, 1, 1, f);
+    fclose(f);
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_AUTO, 65536, 16, 0.1), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("flip.bin: byte 0: magic 20240584 is not llm.c's");
+    assert_error_contains("a damaged header; refusing to read the file as raw uint16 tokens");
+    /* the magic replaced whole, the rest of the header intact */
+    int32_t junk = 0x12345678;
+    f = fopen(path, "r+b");
+    fwrite(&junk, 4, 1, f);
+    fclose(f);
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_AUTO, 65536, 16, 0.1), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("a damaged header");
+    /* the same file read as text */
+    write_u16(path, tokens, N, 1, N);
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_TEXT, 65536, 16, 0.1), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("starts with an llm.c token-file header (magic 20240520 at byte 0)");
+    /* raw tokens read as text: a NUL byte */
+    snprintf(path, sizeof path, "%s/raw-as-text.txt", scratch);
+    write_u16(path, tokens, N, 0, 0);
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_AUTO, 65536, 16, 0.1), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("raw-as-text.txt is read as text");
+    assert_error_contains("byte 0 is NUL");
+    /* text named *.bin */
+    snprintf(path, sizeof path, "%s/text.bin", scratch);
+    static const char prose[] = "It was the best of times, it was the worst of times.\n";
+    write_bytes(path, prose, sizeof prose - 1);
+    assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_AUTO, 65536, 4, 0.1), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("text.bin has no llm.c header and its first 53 bytes are text");
+    /* known binary files, either way */
+#define BYTES(lit) lit, sizeof lit - 1
+    static const struct {
+        const char *name, *want, *bytes;
+        size_t n;
+    } foreign[] = {
+        {"x.bin", "gzip-compressed", BYTES("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" "abcdefgh")},
+        {"x.txt", "zip archive", BYTES("PK\x03\x04\x14\x00\x00\x00\x08\x00" "abcdefgh")},
+        {"y.bin", "safetensors file", BYTES("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":{}}        ")},
+        {"z.bin", "NumPy .npy file", BYTES("\x93NUMPY\x01\x00v\x00{'descr': '<u2', 'fortran_order': False}")},
+    };
+#undef BYTES
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", scratch, foreign[i].name);
+        write_bytes(path, foreign[i].bytes, foreign[i].n);
+        assert_int_equal(open_path(path, PLAIT_DATA_FORMAT_AUTO, 65536, 4, 0.0), PLAIT_ERR_PROTOCOL);
+        assert_error_contains(foreign[i].want);
+    }
+
+    /* a list mixing formats: llm.c and raw uint16, uint16 and text */
+    snprintf(path, sizeof path, "%s/llmc-a.bin", scratch);
+    write_u16(path, tokens, N, 1, N);
+    snprintf(other, sizeof other, "%s/raw-b.bin", scratch);
+    write_u16(other, tokens, N, 0, 0);
+    const char *mixed[2] = {path, other};
+    plait_data_options o = {.paths = mixed, .n_paths = 2, .val_fraction = 0.1, .vocab_size = 65536, .seq_len = 16};
+    plait_data *d = NULL;
+    assert_int_equal(plait_data_open(&o, &d), PLAIT_ERR_INVALID_CONFIG);
+    assert_error_contains("[data] files mix formats");
+    assert_error_contains("llmc-a.bin is llm.c uint16 tokens but");
+    assert_error_contains("raw-b.bin is raw uint16 tokens (no header)");
+    snprintf(other, sizeof other, "%s/text-c.txt", scratch);
+    make_text(other, 3000);
+    assert_int_equal(plait_data_open(&o, &d), PLAIT_ERR_INVALID_CONFIG);
+    assert_error_contains("text-c.txt is text (a token per byte)");
+    /* files of one format still read back to back */
+    snprintf(other, sizeof other, "%s/llmc-b.bin", scratch);
+    write_u16(other, tokens, N, 1, N);
+    assert_int_equal(plait_data_open(&o, &d), PLAIT_OK);
+    assert_int_equal(plait_data_tokens(d), 2 * N);
+    plait_data_close(d);
+}
+
 /* The bundled corpus, found through the config's default path. */
 static void test_bundled_corpus(void **state) {
     (void)state;
@@ -285,6 +379,7 @@ int main(void) {
         cmocka_unit_test(test_no_validation_split),
         cmocka_unit_test(test_u16_files),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_formats_recognised),
         cmocka_unit_test(test_bundled_corpus),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

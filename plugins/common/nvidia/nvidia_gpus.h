@@ -13,14 +13,15 @@
 
 #include <stddef.h>
 
-/* Number of NVIDIA GPUs this process may use: the driver's list in procfs
- * (or its /dev/nvidiaN nodes) filtered by CUDA_VISIBLE_DEVICES as CUDA
- * filters it; where the driver exposes neither, the driver's own count
- * taken in a forked child (the caller never initialises CUDA). 0 with a
- * reason in `why` (a phrase, no trailing period) when none. Makes no CUDA
- * call in the calling process and leaves no descriptor, thread or child
- * behind. The root of those paths is PLAIT_CUDA_SYSFS_ROOT when set (tests
- * only; the child is then never asked). Thread-safe (reads files only). */
+/* Number of NVIDIA GPUs this process may use: those of the driver's list
+ * in procfs (or its /dev/nvidiaN nodes) whose device node it can open,
+ * filtered by CUDA_VISIBLE_DEVICES as CUDA filters it; where the driver
+ * exposes neither, those `nvidia-smi -L` lists (started with posix_spawn,
+ * never a fork of this process). 0 with a reason in `why` (a phrase, no
+ * trailing period) when none. Makes no CUDA call and leaves no descriptor,
+ * thread or child behind. The root of those paths is PLAIT_CUDA_SYSFS_ROOT
+ * when set (tests only; nvidia-smi is then <root>/bin/nvidia-smi).
+ * Thread-safe, in a process with threads too. */
 int nvidia_visible_gpus(char *why, size_t why_len);
 
 #endif

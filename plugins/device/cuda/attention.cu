@@ -27,7 +27,7 @@
  * banks), one stage, no cp.async or TMA pipelining, no wgmma: the
  * structure to tune on a GPU (docs/gpu.md).
  *
- * Layouts: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS; out and
+ * Shapes: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS; out and
  * dout [B,T,NH·HS]; lse and D [B,NH,T].
  */
 #include <stdint.h>

@@ -4,9 +4,9 @@
  * PLAIT_STREAM_COMPUTE is pc.stream, PLAIT_STREAM_COMM pc.comm_stream.
  * event_wait is cudaStreamWaitEvent, so neither stream ever blocks the host
  * to order after the other. The native handle goes to the NCCL plugin
- * unchanged: a cudaEvent_t is the driver's CUevent, valid in every CUDA
- * runtime of the process (this plugin links the runtime statically, the
- * NCCL plugin dynamically; both use the device's primary context).
+ * unchanged, into the same runtime: both plugins link the shared libcudart
+ * (and a cudaEvent_t is the driver's CUevent in the device's primary
+ * context, valid in any runtime copy of the process, NCCL's own included).
  *
  * Any thread may call these (CUDA's event calls are thread-safe); each
  * first makes the device current on the calling thread.

@@ -215,20 +215,21 @@ void pc_gemm_run(const pc_gemm *g) {
     k.stride_a = g->batch > 1 ? g->stride_a : 0;
     k.stride_b = g->batch > 1 ? g->stride_b : 0;
     k.stride_c = g->batch > 1 ? g->stride_c : 0;
-    /* bf16 copies start at their scratch's (aligned) start: only the
-     * strides count */
-    size_t esz = bf16 ? 2 : 4;
-    k.align_a = alignment(bf16 ? NULL : g->A, k.lda, k.stride_a, esz);
-    k.align_b = alignment(bf16 ? NULL : g->B, k.ldb, k.stride_b, esz);
-    k.align_c = alignment(g->C, k.ldc, k.stride_c, 4);
-    gemm_cached *p = prepare(&k, g->bias);
-    if (!p) return;
     const void *A = g->A, *B = g->B;
     if (bf16) {
         A = to_bf16(0, g->A, span(g->trans_a ? g->K : g->M, g->trans_a ? g->M : g->K, g->lda, k.batch, k.stride_a));
         B = to_bf16(1, g->B, span(g->trans_b ? g->N : g->K, g->trans_b ? g->K : g->N, g->ldb, k.batch, k.stride_b));
         if (!A || !B) return;
     }
+    /* the alignment of the pointers cuBLASLt is handed (in bf16 the
+     * copies'): a cached product promising more than a later call's
+     * pointers have is never reused for them, the key holds it */
+    size_t esz = bf16 ? 2 : 4;
+    k.align_a = alignment(A, k.lda, k.stride_a, esz);
+    k.align_b = alignment(B, k.ldb, k.stride_b, esz);
+    k.align_c = alignment(g->C, k.ldc, k.stride_c, 4);
+    gemm_cached *p = prepare(&k, g->bias);
+    if (!p) return;
     if (p->bias_epilogue &&
         !lt_ok(pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias), "bias"))
         return;

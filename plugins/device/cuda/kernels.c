@@ -66,17 +66,14 @@ static void k_adamw(float *param, const float *grad, float *m, float *v, size_t 
                     1.0f - a->lr * a->weight_decay, a->grad_scale, a->eps);
 }
 
-/* Σ over bins of bin · 2^(2e-300), in long double from the lowest
- * exponent up: a fixed procedure over the integers, so equal accumulators
- * (whichever device filled them) give equal doubles. */
-static double k_sumsq_value(const plait_sumsq_acc *acc) {
-    if (acc->nonfinite) return INFINITY;
-    long double total = 0;
-    for (int e = 1; e < PLAIT_SUMSQ_BINS; e++) {
-        uint64_t lo = acc->bin[e][0], hi = acc->bin[e][1];
-        if (lo | hi) total += ldexpl(ldexpl((long double)hi, 64) + (long double)lo, 2 * e - 300);
-    }
-    return (double)total;
+/* One AdamW step over a list of tensors: the scalars as k_adamw's, each
+ * tensor's weight decay applied on the device. */
+static void k_adamw_multi(const plait_adamw_tensor *tensors, size_t count, size_t total, const plait_adamw_args *a,
+                          const float *scale) {
+    const double bc1 = 1.0 - pow((double)a->beta1, (double)a->step);
+    const double bc2 = 1.0 - pow((double)a->beta2, (double)a->step);
+    pc_launch_adamw_multi(tensors, count, total, a->beta1, a->beta2, (float)((double)a->lr / bc1), (float)sqrt(bc2),
+                          a->lr, a->eps, scale);
 }
 
 /* ---- linear layers ---------------------------------------------------------- */
@@ -279,6 +276,8 @@ PC_ENTRY(logits_target, pc_launch_logits_target, (float *tlogit, const float *lo
 PC_ENTRY(loss_rows, pc_launch_loss_rows, (float *losses, float *lse, const float *rowmax, const float *sumexp, const float *tlogit, const int32_t *targets, int64_t BT, double *loss_sum), (losses, lse, rowmax, sumexp, tlogit, targets, BT, loss_sum))
 PC_ENTRY(crossentropy_backward, pc_launch_crossentropy_backward, (float *dlogits, const float *logits, const float *lse, const int32_t *targets, int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid, float scale), (dlogits, logits, lse, targets, vocab_start, BT, Vl, n_valid, scale))
 PC_ENTRY(zero_f64, k_zero_f64, (double *dst, size_t n), (dst, n))
+PC_ENTRY(sumsq_clip, pc_launch_sumsq_clip, (double *sumsq, float *scale, const plait_sumsq_acc *acc, double grad_clip), (sumsq, scale, acc, grad_clip))
+PC_ENTRY(adamw_multi, k_adamw_multi, (const plait_adamw_tensor *tensors, size_t count, size_t total, const plait_adamw_args *args, const float *scale), (tensors, count, total, args, scale))
 PC_ENTRY(attention_fused_forward, k_attention_fused_forward, (float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS), (out, lse, scratch, qkv, B, T, NH, HS))
 PC_ENTRY(attention_fused_backward, k_attention_fused_backward, (float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out, const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS), (dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS))
 
@@ -293,7 +292,7 @@ static const plait_kernels g_table = {
     .adamw = e_adamw,
     .sumsq_exact = e_sumsq_exact,
     .sumsq_merge = e_sumsq_merge,
-    .sumsq_value = k_sumsq_value,
+    .sumsq_value = plait_sumsq_acc_value, /* a host copy, the devices' one procedure */
     .matmul_forward = e_matmul_forward,
     .matmul_backward = e_matmul_backward,
     .layernorm_forward = e_layernorm_forward,
@@ -321,6 +320,8 @@ static const plait_kernels g_table = {
     .attention_fused_scratch = k_attention_fused_scratch,
     .attention_fused_forward = e_attention_fused_forward,
     .attention_fused_backward = e_attention_fused_backward,
+    .sumsq_clip = e_sumsq_clip,
+    .adamw_multi = e_adamw_multi,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

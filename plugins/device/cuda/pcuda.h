@@ -146,6 +146,13 @@ void pc_launch_axpy(float *y, const float *x, size_t n, float a);
 void pc_launch_adamw(float *param, const float *grad, float *m, float *v, size_t n, float beta1,
                      float beta2, float step_size, float bc2_sqrt, float decay, float grad_scale,
                      float eps);
+/* AdamW over a list of tensors, the clipping factor read from device
+ * memory (plait/kernels.h adamw_multi); the scalars as pc_launch_adamw's,
+ * each tensor's decay 1 - lr·weight_decay computed beside its elements. */
+void pc_launch_adamw_multi(const plait_adamw_tensor *tensors, size_t count, size_t total, float beta1, float beta2,
+                           float step_size, float bc2_sqrt, float lr, float eps, const float *scale);
+/* plait/kernels.h sumsq_clip, on the device. */
+void pc_launch_sumsq_clip(double *sumsq, float *scale, const plait_sumsq_acc *acc, double grad_clip);
 /* Σ x² in double into pc.reduce_partials[0] (two passes, fixed order). */
 void pc_launch_sumsq(const float *x, size_t n);
 void pc_launch_res_bias(float *out, const float *res, const float *bias, int64_t rows, int64_t C,

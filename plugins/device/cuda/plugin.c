@@ -2,9 +2,10 @@
  * The cuda device plugin: its descriptor, [device.cuda] keys, probe and
  * count, and the plait_device_ops table.
  *
- * Loading this file must work on any machine: the CUDA runtime is linked
- * statically (it loads libcuda.so.1 itself on the first CUDA call, which
- * only open() makes) and cuBLASLt is loaded by open() (lt.c). probe() and
+ * Loading this file must work on any machine with the CUDA toolkit's
+ * runtime: loading libcudart initialises nothing (it loads libcuda.so.1
+ * itself on the first CUDA call, which only open() makes) and cuBLASLt is
+ * loaded by open() (lt.c). probe() and
  * count() read the driver's files only (plugins/common/nvidia) and make no CUDA call, so
  * the launcher may ask before it forks ranks.
  */

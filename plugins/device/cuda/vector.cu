@@ -16,19 +16,59 @@ PC_KERNEL(axpy_kernel, PC_THREADS)(float *y, const float *x, size_t n, float a) 
     PC_GRID_STRIDE(i, n) y[i] += a * x[i];
 }
 
-/* The CPU kernel's operations in its order (core/kernels/kernels_vector.c). */
+/* One element of AdamW: the CPU kernel's operations in its order
+ * (core/kernels/kernels_vector.c). */
+__device__ static inline void adamw_elem(float *param, const float *grad, float *m, float *v, size_t i, float b1,
+                                         float b2, float step_size, float bc2_sqrt, float decay, float gs, float eps) {
+    float g = grad[i] * gs;
+    float p = param[i] * decay;
+    float mi = b1 * m[i] + (1.0f - b1) * g;
+    float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float denom = sqrtf(vi) / bc2_sqrt + eps;
+    param[i] = p - step_size * (mi / denom);
+}
+
 PC_KERNEL(adamw_kernel, PC_THREADS)(float *param, const float *grad, float *m, float *v, size_t n, float b1,
                                     float b2, float step_size, float bc2_sqrt, float decay, float gs, float eps) {
-    PC_GRID_STRIDE(i, n) {
-        float g = grad[i] * gs;
-        float p = param[i] * decay;
-        float mi = b1 * m[i] + (1.0f - b1) * g;
-        float vi = b2 * v[i] + (1.0f - b2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        param[i] = p - step_size * (mi / denom);
+    PC_GRID_STRIDE(i, n) adamw_elem(param, grad, m, v, i, b1, b2, step_size, bc2_sqrt, decay, gs, eps);
+}
+
+/* AdamW over a list of tensors (plait_adamw_tensor): block b takes
+ * elements [b·ADAMW_CHUNK, (b+1)·ADAMW_CHUNK) of the list's running index,
+ * finds the tensor holding its first by bisection on the offsets, and
+ * walks into the next ones; the clipping factor comes from device memory,
+ * and a NaN one (a norm that was not finite) changes nothing. */
+#define ADAMW_CHUNK 4096
+PC_KERNEL(adamw_multi_kernel, PC_THREADS)(const plait_adamw_tensor *t, size_t count, size_t total, float b1, float b2,
+                                          float step_size, float bc2_sqrt, float lr, float eps, const float *scale) {
+    const float gs = *scale;
+    if (isnan(gs)) return;
+    const size_t lo = (size_t)blockIdx.x * ADAMW_CHUNK, hi = lo + ADAMW_CHUNK < total ? lo + ADAMW_CHUNK : total;
+    size_t a = 0, b = count; /* the last entry whose offset <= lo */
+    while (b - a > 1) {
+        const size_t mid = (a + b) / 2;
+        if (t[mid].offset <= lo) a = mid;
+        else b = mid;
     }
+    for (size_t k = a; k < count && t[k].offset < hi; k++) {
+        const plait_adamw_tensor e = t[k];
+        const size_t s0 = lo > e.offset ? lo - e.offset : 0, end = e.offset + e.n;
+        const size_t s1 = (hi < end ? hi : end) - e.offset;
+        const float decay = 1.0f - lr * e.weight_decay;
+        for (size_t i = s0 + threadIdx.x; i < s1; i += blockDim.x)
+            adamw_elem(e.param, e.grad, e.m, e.v, i, b1, b2, step_size, bc2_sqrt, decay, gs, eps);
+    }
+}
+
+/* The exact accumulator's value and the clipping factor (plait/kernels.h):
+ * one thread, integer arithmetic (plait_sumsq_acc_value). */
+PC_KERNEL(sumsq_clip_kernel, PC_WARP)(double *sumsq, float *scale, const plait_sumsq_acc *acc, double grad_clip) {
+    if (threadIdx.x != 0) return;
+    const double v = plait_sumsq_acc_value(acc);
+    *sumsq = v;
+    *scale = isfinite(v) ? plait_clip_factor(grad_clip, v) : NAN;
 }
 
 /* Pass 1: block b sums elements b*256+t, b*256+t+G*256, ... per thread in
@@ -109,6 +149,19 @@ void pc_launch_adamw(float *param, const float *grad, float *m, float *v, size_t
     PC_LAUNCH(adamw_kernel, pc_blocks(n), PC_THREADS)(
         param, grad, m, v, n, beta1, beta2, step_size, bc2_sqrt, decay, grad_scale, eps);
     pc_check_launch("adamw");
+}
+
+void pc_launch_adamw_multi(const plait_adamw_tensor *tensors, size_t count, size_t total, float beta1, float beta2,
+                           float step_size, float bc2_sqrt, float lr, float eps, const float *scale) {
+    if (!total || !count) return;
+    PC_LAUNCH(adamw_multi_kernel, (unsigned)((total + ADAMW_CHUNK - 1) / ADAMW_CHUNK), PC_THREADS)(
+        tensors, count, total, beta1, beta2, step_size, bc2_sqrt, lr, eps, scale);
+    pc_check_launch("adamw_multi");
+}
+
+void pc_launch_sumsq_clip(double *sumsq, float *scale, const plait_sumsq_acc *acc, double grad_clip) {
+    PC_LAUNCH(sumsq_clip_kernel, 1, PC_WARP)(sumsq, scale, acc, grad_clip);
+    pc_check_launch("sumsq_clip");
 }
 
 void pc_launch_sumsq(const float *x, size_t n) {

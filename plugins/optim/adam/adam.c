@@ -9,6 +9,11 @@
  * [optim] grad_clip, the learning rate of the schedule, then
  * host->kernels->adamw on each parameter — weight decay only on parameters
  * without PLAIT_PARAM_NO_DECAY (nanoGPT: no decay on biases and LayerNorm).
+ * When the norm can stay on the device (one rank, kernels and trainer of
+ * ABI 1.7: plait_optim_norm_on_device), the step reads nothing back: the
+ * device computes Σg² and the clipping factor (sumsq_clip) and updates
+ * every parameter in one call (adamw_multi), the same values as the host
+ * path's; the trainer reads Σg² with the step's losses.
  *
  * Tied parameters: a PLAIT_PARAM_TIED_COPY whose original is held by the
  * same rank shares its storage and is skipped (its state is the original's);
@@ -52,6 +57,12 @@ typedef struct adam {
     float **exp_avg_sq;
     uint8_t *owns_state;    /* 1 if the parameter is updated by this rank's step */
     plait_optim_norm norm;  /* the exact Σ g² accumulator (tensor memory) */
+    /* the step on the device (plait_optim_norm_on_device): the tensors as
+     * one list for adamw_multi (a host copy, and tensor memory refreshed
+     * when a pointer moved) and the clipping factor (tensor memory) */
+    plait_adamw_tensor *list, *list_dev;
+    size_t list_count, list_total;
+    float *scale_dev;
 } adam;
 
 static const char *const state_names[] = {"exp_avg", "exp_avg_sq", NULL};
@@ -60,6 +71,9 @@ static void adam_destroy(void *sp) {
     adam *a = sp;
     if (!a) return;
     a->host->free(a->state);
+    a->host->free(a->list_dev);
+    a->host->free(a->scale_dev);
+    free(a->list);
     plait_optim_norm_free(a->host, &a->norm);
     free(a->exp_avg);
     free(a->exp_avg_sq);
@@ -170,12 +184,80 @@ static plait_status adam_materialize(void *sp, const plait_value_source *src) {
     return PLAIT_OK;
 }
 
+/* The tensors this rank updates, as adamw_multi's list: rebuilt on the
+ * host each step (the parameters' storage may have moved) and copied to
+ * tensor memory only when it changed (in stream order: an update still
+ * queued reads the old one first). */
+static plait_status adam_tensor_list(adam *a) {
+    const plait_host *host = a->host;
+    plait_param_set *set = a->params;
+    plait_adamw_tensor *t = calloc(set->n_params ? (size_t)set->n_params : 1, sizeof *t);
+    if (!t) return host->set_error(PLAIT_ERR_NO_MEMORY, NAME ": out of memory");
+    size_t count = 0, total = 0;
+    for (int32_t i = 0; i < set->n_params; i++) {
+        if (!a->owns_state[i]) continue;
+        plait_param *p = &set->params[i];
+        if (!p->data || !p->grad) {
+            free(t);
+            return host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": parameter %s has no storage", p->name);
+        }
+        t[count] = (plait_adamw_tensor){.param = p->data, .grad = p->grad, .m = a->exp_avg[i], .v = a->exp_avg_sq[i],
+                                        .n = p->numel, .offset = total,
+                                        .weight_decay = (p->flags & PLAIT_PARAM_NO_DECAY) ? 0.0f
+                                                                                          : (float)a->hp.weight_decay};
+        total += p->numel;
+        count++;
+    }
+    size_t bytes = (count ? count : 1) * sizeof *t;
+    if (a->list && a->list_count == count && memcmp(a->list, t, count * sizeof *t) == 0) {
+        free(t);
+        return PLAIT_OK;
+    }
+    if (!a->list_dev || a->list_count < count) {
+        host->free(a->list_dev);
+        a->list_dev = host->alloc(bytes, plait_tensor_kind(host), 64, "optimizer tensor list");
+        if (!a->list_dev) {
+            free(t);
+            a->list_count = 0;
+            return PLAIT_ERR_NO_MEMORY; /* alloc set the message */
+        }
+    }
+    plait_status st = plait_tensor_copy(host, a->list_dev, t, count * sizeof *t, PLAIT_COPY_TO_DEVICE);
+    free(a->list);
+    a->list = t;
+    a->list_count = st == PLAIT_OK ? count : 0;
+    a->list_total = total;
+    return st;
+}
+
+/* The step with the norm on the device: Σg², the clipping factor and every
+ * update queued, nothing read back (the trainer reads Σg² with the loss). */
+static plait_status adam_step_on_device(adam *a, const plait_optim_step_in *in, plait_optim_step_out *out) {
+    const plait_host *host = a->host;
+    const plait_kernels *k = host->kernels;
+    plait_status st = plait_optim_norm_begin(host, &a->norm);
+    if (st == PLAIT_OK) st = plait_optim_norm_add_set(host, &a->norm, &a->topo, a->params);
+    if (st == PLAIT_OK) st = adam_tensor_list(a);
+    if (st == PLAIT_OK && !a->scale_dev && !(a->scale_dev = plait_tensor_alloc(host, 1, "optimizer clip factor")))
+        st = PLAIT_ERR_NO_MEMORY;
+    if (st != PLAIT_OK) return st;
+    k->sumsq_clip(in->sumsq_dev, a->scale_dev, a->norm.acc, a->hp.grad_clip);
+    a->updates++;
+    plait_adamw_args args = {.struct_size = sizeof args, .lr = (float)plait_optim_lr_at(&a->hp, in->step),
+                             .beta1 = (float)a->hp.beta1, .beta2 = (float)a->hp.beta2, .eps = (float)a->hp.eps,
+                             .step = a->updates, .grad_scale = 1.0f};
+    k->adamw_multi(a->list_dev, a->list_count, a->list_total, &args, a->scale_dev);
+    plait_optim_report_step_norm_on_device(out, plait_optim_lr_at(&a->hp, in->step));
+    return PLAIT_OK;
+}
+
 static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_optim_step_out *out) {
     adam *a = sp;
     const plait_host *host = a->host;
     const plait_kernels *k = host->kernels;
     plait_param_set *set = a->params;
     if (!a->state) return host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": step() before materialize()");
+    if (plait_optim_norm_on_device(host, in, a->world)) return adam_step_on_device(a, in, out);
 
     double norm = 0;
     uint64_t sent = 0;

@@ -8,7 +8,7 @@ plait_status optim_begin_update(const plait_host *host, const char *who, const p
         return host->set_error(PLAIT_ERR_INVALID_ARG,
                                "%s: the gradient norm at step %lld is not finite (NaN or Inf gradients): "
                                "training diverged; no parameter was changed. Lower [optim] lr, or check the data",
-                               who, (long long)step);
+                               who, (long long)step + 1); /* 0-based here; metrics.csv counts from 1 */
     (*updates)++;
     *args = (plait_adamw_args){
         .struct_size = sizeof *args,

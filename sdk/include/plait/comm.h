@@ -148,7 +148,7 @@ typedef struct plait_comm_derive {
  * follow the MPI/NCCL conventions: counts are element counts; reduce_scatter's
  * `count` is the per-rank result count (send holds size*count elements);
  * allgather's `count` is the per-rank contribution. `send` may equal `recv`
- * (in place) where the layout allows it. The operation is asynchronous: it
+ * (in place) where the buffers' placement allows it. The operation is asynchronous: it
  * returns a request completed through plait_comm_ops.test/wait. Returning
  * PLAIT_ERR_UNSUPPORTED without side effects makes the core use its own
  * algorithm for that call. */

@@ -26,6 +26,8 @@
 #ifndef PLAIT_KERNELS_H
 #define PLAIT_KERNELS_H
 
+#include <math.h>
+
 #include <plait/types.h>
 
 #ifdef __cplusplus
@@ -50,6 +52,78 @@ typedef struct plait_sumsq_acc {
     uint64_t bin[PLAIT_SUMSQ_BINS][2]; /* [exponent][lo, hi] of Σ mantissa² */
     uint64_t nonfinite;                /* count of NaN/Inf elements seen */
 } plait_sumsq_acc;
+
+/* Compiled for the host and, in a CUDA file, for the device too. */
+#if defined(__CUDACC__)
+#define PLAIT_HOST_DEVICE __host__ __device__
+#else
+#define PLAIT_HOST_DEVICE
+#endif
+
+/* The value of an exact accumulator: Σ over exponents e >= 1 of
+ * bin[e] · 2^(2e−300), exactly, rounded once to the nearest double (ties to
+ * even); +Inf if any element was not finite. Integer arithmetic only, so a
+ * host and a GPU compute the same bits: every device's sumsq_value and
+ * sumsq_clip is this procedure. */
+static inline PLAIT_HOST_DEVICE double plait_sumsq_acc_value(const plait_sumsq_acc *acc) {
+    if (acc->nonfinite) return INFINITY;
+    uint64_t limb[11] = {0}; /* the sum scaled by 2^300: bin e (< 2^128) shifted left 2e <= 508 bits */
+    for (int e = 1; e < PLAIT_SUMSQ_BINS; e++) {
+        const uint64_t lo = acc->bin[e][0], hi = acc->bin[e][1];
+        if (!(lo | hi)) continue;
+        const int w = (2 * e) / 64, b = (2 * e) % 64;
+        const uint64_t part[3] = {lo << b, b ? (hi << b) | (lo >> (64 - b)) : hi, b ? hi >> (64 - b) : 0};
+        uint64_t carry = 0;
+        for (int i = 0; i < 3 || carry; i++) {
+            const uint64_t add = (i < 3 ? part[i] : 0), s1 = limb[w + i] + add, s2 = s1 + carry;
+            carry = (uint64_t)(s1 < add) + (uint64_t)(s2 < s1);
+            limb[w + i] = s2;
+        }
+    }
+    int t = 10;
+    while (t >= 0 && !limb[t]) t--;
+    if (t < 0) return 0.0;
+    int lz = 0;
+    while (!(limb[t] << lz >> 63)) lz++;
+    /* the 64 bits from the leading one down, and whether any bit below them is set */
+    uint64_t m64 = limb[t] << lz;
+    int sticky = 0;
+    if (t > 0) {
+        if (lz) m64 |= limb[t - 1] >> (64 - lz);
+        sticky = (lz ? limb[t - 1] << lz : limb[t - 1]) != 0;
+        for (int i = t - 2; i >= 0 && !sticky; i--) sticky = limb[i] != 0;
+    }
+    int top = 64 * t + 63 - lz;
+    uint64_t m = m64 >> 11, rest = m64 & 0x7ffu;
+    if (rest > 0x400u || (rest == 0x400u && (sticky || (m & 1u)))) {
+        if (++m >> 53) {
+            m >>= 1;
+            top++;
+        }
+    }
+    return ldexp((double)m, top - 52 - 300);
+}
+
+/* The clipping factor of the gradients for a global Σg² of `sumsq` and
+ * [optim] grad_clip: min(1, grad_clip / (√sumsq + 1e-6)) in double (1 when
+ * grad_clip <= 0), as a float. The same bits on a host and a GPU (IEEE
+ * square root and division). */
+static inline PLAIT_HOST_DEVICE float plait_clip_factor(double grad_clip, double sumsq) {
+    if (grad_clip <= 0) return 1.0f;
+    double scale = grad_clip / (sqrt(sumsq) + 1e-6);
+    return (float)(scale < 1.0 ? scale : 1.0);
+}
+
+/* One tensor of a multi-tensor AdamW update (adamw_multi, ABI 1.7). */
+typedef struct plait_adamw_tensor {
+    float *param;       /* device memory, like the rest */
+    const float *grad;
+    float *m, *v;       /* the moments */
+    uint64_t n;         /* elements */
+    uint64_t offset;    /* elements of the entries before this one (their running sum) */
+    float weight_decay; /* this tensor's (plait_adamw_args.weight_decay is not read) */
+    uint32_t reserved;  /* 0 */
+} plait_adamw_tensor;
 
 typedef struct plait_kernels {
     uint32_t struct_size;
@@ -78,8 +152,9 @@ typedef struct plait_kernels {
     void (*sumsq_exact)(plait_sumsq_acc *acc, const float *x, size_t n);
     /* dst += src, exactly. */
     void (*sumsq_merge)(plait_sumsq_acc *dst, const plait_sumsq_acc *src);
-    /* The accumulated value rounded to double (a fixed procedure: equal
-     * accumulators give equal doubles); +Inf if any element was not finite. */
+    /* The accumulated value rounded to double (plait_sumsq_acc_value: equal
+     * accumulators give equal doubles on every device); +Inf if any element
+     * was not finite. */
     double (*sumsq_value)(const plait_sumsq_acc *acc);
 
     /* --- model ops: forward, and backward beside it ------------------ */
@@ -199,7 +274,7 @@ typedef struct plait_kernels {
     /* Floats of the `scratch` both calls need for this shape (nothing in
      * it survives a call; one buffer serves every layer). */
     size_t (*attention_fused_scratch)(int64_t B, int64_t T, int64_t NH, int64_t HS);
-    /* out[B,T,NH*HS] and lse[B,NH,T] from qkv[B,T,3*NH*HS] (attention_forward's layouts). */
+    /* out[B,T,NH*HS] and lse[B,NH,T] from qkv[B,T,3*NH*HS] (attention_forward's shapes). */
     void (*attention_fused_forward)(float *out, float *lse, float *scratch, const float *qkv, int64_t B,
                                     int64_t T, int64_t NH, int64_t HS);
     /* dqkv overwritten, from dout and what the forward read (qkv) and
@@ -207,7 +282,26 @@ typedef struct plait_kernels {
     void (*attention_fused_backward)(float *dqkv, float *scratch, const float *dout, const float *qkv,
                                      const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
                                      int64_t HS);
+
+    /* --- ABI 1.7: an optimizer step without a host synchronisation -----
+     * Optional (struct_size and NULL). Every pointer is device memory.
+     * *sumsq = the value of acc (plait_sumsq_acc_value, sumsq_value's
+     * procedure); *scale = plait_clip_factor(grad_clip, *sumsq), or NaN when
+     * the value is not finite. */
+    void (*sumsq_clip)(double *sumsq, float *scale, const plait_sumsq_acc *acc, double grad_clip);
+    /* adamw on each of the `count` tensors of the list (device memory;
+     * `total` their elements, the last offset + n) with args and the
+     * tensor's weight decay, its gradient multiplied by *scale instead of
+     * args->grad_scale: each tensor gets adamw's values. A NaN *scale
+     * changes nothing (a norm that was not finite). */
+    void (*adamw_multi)(const plait_adamw_tensor *tensors, size_t count, size_t total, const plait_adamw_args *args,
+                        const float *scale);
 } plait_kernels;
+
+/* 1 if table k has the optimizer step's entries of ABI 1.7. */
+#define PLAIT_KERNELS_HAS_DEVICE_STEP(k)                                                              \
+    ((k)->struct_size >= offsetof(plait_kernels, adamw_multi) + sizeof((k)->adamw_multi) &&            \
+     (k)->sumsq_clip && (k)->adamw_multi)
 
 /* The largest head size the fused attention entries take (ABI 1.7). */
 #define PLAIT_ATTENTION_FUSED_MAX_HS 256

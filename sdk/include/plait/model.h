@@ -179,7 +179,7 @@ static inline int32_t plait_tied_local_original(const plait_param_set *set, cons
 /* Sources of initial or restored values, read by whoever owns storage.
  * `which` names the tensor: "param", or an optimizer state name
  * ("exp_avg", "exp_avg_sq"). Fills `count` elements of the *local slice*
- * (shard layout) of parameter `param_index`, starting at local element
+ * (its shard) of parameter `param_index`, starting at local element
  * `offset`. Returns PLAIT_ERR_UNSUPPORTED when the source has no such tensor
  * (a fresh run has no optimizer state; the owner then zero-fills).
  * Thread-safe; may be called only during plait_optim_ops.materialize(). */

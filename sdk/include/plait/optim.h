@@ -54,6 +54,11 @@ typedef struct plait_optim_init {
 typedef struct plait_optim_step_in {
     uint32_t struct_size;
     int64_t step;                /* 0-based optimizer step being taken */
+    /* ABI 1.7: one double of device memory (tensor memory) where the plugin
+     * may leave the step's global Σg² instead of reading the norm on the
+     * host; the trainer reads it with the step's losses, in the same copy.
+     * NULL: not offered (an older core). See step_out.norm_on_device. */
+    double *sumsq_dev;
 } plait_optim_step_in;
 
 /* What step() reports back for the progress line and metrics. The core
@@ -70,6 +75,13 @@ typedef struct plait_optim_step_out {
      * communication and the rest of step() as compute. Left 0 by plugins
      * built before the field existed (all of step() is then compute). */
     double wait_seconds;
+    /* ABI 1.7: 1 if the plugin left the global Σg² in step_in.sumsq_dev
+     * rather than reading it (grad_norm is then not set): the trainer
+     * reports its square root, and a value that is not finite ends the run
+     * with the step's error; the plugin then changed no parameter (its
+     * update read the clipping factor on the device: plait/kernels.h
+     * sumsq_clip and adamw_multi). */
+    uint32_t norm_on_device;
 } plait_optim_step_out;
 
 /* Bytes this rank holds, for the memory report (ZeRO paper accounting). */
@@ -118,7 +130,7 @@ typedef struct plait_optim_ops {
     /* Clip by the global norm and update. Collective over the world. */
     plait_status (*step)(void *state, const plait_optim_step_in *in, plait_optim_step_out *out);
 
-    /* Checkpointing: write into `dst` the whole local slice (TP shard layout)
+    /* Checkpointing: write into `dst` the whole local slice (its TP shard)
      * of parameter `param_index` (the global index, plait_param.index)'s tensor `which` ("param" or a state name),
      * gathered over the DP group. Collective over the DP group; `dst` is only
      * written on DP rank 0 and may be NULL elsewhere. `dst` is host memory:

@@ -283,6 +283,43 @@ static inline plait_status plait_optim_norm_finish(const plait_host *host, plait
     return plait_optim_global_sumsq(host, world, &local, sumsq, bytes_sent);
 }
 
+/* acc += Σ g² of every parameter of `set` that counts in the norm
+ * (plait_optim_counts_in_norm): one call per run of gradients adjacent in
+ * memory (the exact sum is the same however the elements are split).
+ * Fails if a counted parameter has no gradient. */
+static inline plait_status plait_optim_norm_add_set(const plait_host *host, plait_optim_norm *acc,
+                                                    const plait_optim_topology *topo, const plait_param_set *set) {
+    const float *run = NULL;
+    size_t run_n = 0;
+    for (int32_t i = 0; i < set->n_params; i++) {
+        const plait_param *p = &set->params[i];
+        if (!plait_optim_counts_in_norm(topo, p)) continue;
+        if (!p->grad)
+            return host->set_error(PLAIT_ERR_INVALID_ARG, "optimizer: parameter %s has no gradient storage", p->name);
+        if (run && p->grad == run + run_n) {
+            run_n += p->numel;
+            continue;
+        }
+        if (run_n) plait_optim_norm_add(host, acc, run, run_n);
+        run = p->grad;
+        run_n = p->numel;
+    }
+    if (run_n) plait_optim_norm_add(host, acc, run, run_n);
+    return PLAIT_OK;
+}
+
+/* 1 if this step's norm can stay on the device (ABI 1.7): the kernels
+ * have sumsq_clip and adamw_multi, the trainer offers a place for the
+ * global Σg² (in->sumsq_dev), and no other rank's gradients count in it
+ * (world NULL or of one rank: a norm over ranks takes their all-reduce). */
+static inline int plait_optim_norm_on_device(const plait_host *host, const plait_optim_step_in *in,
+                                             plait_comm *world) {
+    if (!host->kernels || !PLAIT_KERNELS_HAS_DEVICE_STEP(host->kernels)) return 0;
+    if (in->struct_size < offsetof(plait_optim_step_in, sumsq_dev) + sizeof in->sumsq_dev || !in->sumsq_dev)
+        return 0;
+    return !world || (host->coll && host->coll->size(world) <= 1);
+}
+
 /* The global L2 norm of the gradients of `set` held as plain replicated
  * gradients (the core owns them; plain DP, TP, PP), by the rule above,
  * accumulated in `acc` (plait_optim_norm_init). Collective over `world`.
@@ -291,14 +328,8 @@ static inline plait_status plait_optim_grad_norm_acc(const plait_host *host, con
                                                      const plait_param_set *set, plait_comm *world,
                                                      plait_optim_norm *acc, double *norm, uint64_t *bytes_sent) {
     plait_status st = plait_optim_norm_begin(host, acc);
+    if (st == PLAIT_OK) st = plait_optim_norm_add_set(host, acc, topo, set);
     if (st != PLAIT_OK) return st;
-    for (int32_t i = 0; i < set->n_params; i++) {
-        const plait_param *p = &set->params[i];
-        if (!plait_optim_counts_in_norm(topo, p)) continue;
-        if (!p->grad)
-            return host->set_error(PLAIT_ERR_INVALID_ARG, "optimizer: parameter %s has no gradient storage", p->name);
-        plait_optim_norm_add(host, acc, p->grad, p->numel);
-    }
     double sumsq = 0;
     st = plait_optim_norm_finish(host, acc, world, &sumsq, bytes_sent);
     if (st == PLAIT_OK) *norm = sqrt(sumsq);
@@ -338,6 +369,14 @@ static inline void plait_optim_report_step(plait_optim_step_out *out, double lr,
     if (!out) return;
     plait_optim_step_out r = {.struct_size = sizeof r, .lr = lr, .grad_norm = grad_norm, .bytes_sent = bytes_sent,
                               .wait_seconds = wait_seconds};
+    plait_fill_versioned(out, &r, (uint32_t)sizeof r);
+}
+
+/* The report of a step whose global Σg² the plugin left in
+ * step_in.sumsq_dev (plait_optim_norm_on_device). */
+static inline void plait_optim_report_step_norm_on_device(plait_optim_step_out *out, double lr) {
+    if (!out) return;
+    plait_optim_step_out r = {.struct_size = sizeof r, .lr = lr, .grad_norm = NAN, .norm_on_device = 1};
     plait_fill_versioned(out, &r, (uint32_t)sizeof r);
 }
 

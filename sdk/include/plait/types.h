@@ -40,7 +40,7 @@ typedef enum plait_status {
     PLAIT_ERR_NO_MEMORY = 7,
     PLAIT_ERR_PROTOCOL = 8,       /* malformed data from a peer or file */
     PLAIT_ERR_INTERNAL = 9,       /* a bug: an invariant did not hold */
-    PLAIT_ERR_ABI = 10            /* version or layout mismatch between core and plugin */
+    PLAIT_ERR_ABI = 10            /* version or struct mismatch between core and plugin */
 } plait_status;
 
 /* Element types of tensors and communication buffers. */
