@@ -46,9 +46,18 @@ plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir,
     plait_status st = plait_ckpt_open_latest(out_dir, &ck);
     if (st != PLAIT_OK) return st;
     if (!ck) {
+        plait_ckpt_entry first[1];
+        int dirs = must ? plait_ckpt_list(out_dir, first, 1) : 0;
+        if (must && dirs > 0)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "--resume: no usable checkpoint in %s: its %d checkpoint director%s (the first: "
+                                   "ckpt-%08lld) %s incomplete or damaged (see the warnings above), so there is "
+                                   "nothing to resume from",
+                                   out_dir, dirs, dirs == 1 ? "y" : "ies", (long long)first[0].step,
+                                   dirs == 1 ? "is" : "are");
         if (must)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "--resume: no complete checkpoint in %s (nothing to resume from)", out_dir);
+                                   "--resume: no checkpoint in %s (nothing to resume from)", out_dir);
         /* Checkpoint directories but none complete (every save interrupted or
          * damaged): starting over from step 0 would overwrite the old run's
          * metrics.csv and, at its first save, its leftovers. */

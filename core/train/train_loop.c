@@ -18,6 +18,7 @@
 #include "launch/restart.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/out_file.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/metrics.h"
@@ -166,6 +167,8 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     if (!detected || env.rank == 0) {
         st = plait_out_dir_lock(out_dir, &lock_fd);
         if (st != PLAIT_OK) return st;
+        /* a metrics.csv rewrite killed half-way left its temporary file */
+        (void)plait_out_remove_stale_temps(out_dir);
     }
     /* The rank's log from the start, so that a failure while the run is
      * built (keys that differ across ranks, a peer that never joins) is in
