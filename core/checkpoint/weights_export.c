@@ -200,7 +200,7 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
         st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot create %s: %s", out_dir, strerror(errno));
     /* One export at a time into a directory: a second waits for nothing and
      * is refused (flock on the directory itself, dropped however we end). */
-    int lock = -1;
+    int lock = -1, locked = 0;
     if (st == PLAIT_OK) {
         lock = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (lock < 0)
@@ -208,6 +208,8 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
         else if (flock(lock, LOCK_EX | LOCK_NB) != 0)
             st = plait_set_error(PLAIT_ERR_INVALID_ARG, "another plait export is writing into %s; wait for it to "
                                                         "end (two at once would mix their files)", out_dir);
+        else
+            locked = 1;
     }
     if (st == PLAIT_OK) st = check_out_dir(out_dir);
     if (st == PLAIT_OK) (void)plait_out_remove_stale_temps(out_dir); /* a killed export's */
@@ -225,7 +227,9 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
         st = plait_fs_write_file_atomic(path, json, (size_t)n);
     }
     if (st == PLAIT_OK && used) snprintf(used, cap, "%s", plait_ckpt_dir(ck));
-    if (st != PLAIT_OK && made) rmdir(out_dir);
+    /* only by the export that holds the lock: the one refused must not
+     * remove a directory the other has just begun to write into */
+    if (st != PLAIT_OK && made && locked) rmdir(out_dir);
     if (lock >= 0) close(lock);
     free(path);
     plait_ckpt_close(ck);

@@ -275,6 +275,9 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         int boundary = 0;
         if ((ckpt_every > 0 && done % ckpt_every == 0) || done == run->steps) {
             st = plait_run_save(run, out_dir);
+            /* a save that failed because the directory went in the
+             * meantime says so, not which file it could not create */
+            if (st != PLAIT_OK && rank == 0 && plait_out_dir_check(out_dir, lock_fd) != PLAIT_OK) st = PLAIT_ERR_SYSTEM;
             if (st != PLAIT_OK) break;
             boundary = 1;
         }

@@ -30,7 +30,7 @@ cmp -s "$E2E_WORK/greedy1" "$E2E_WORK/greedy2" || fail "greedy decoding depends 
 esc=$(printf '\033[31mred')
 sample piped "$RUN" --prompt "$esc" --tokens 0
 grep -q "$(printf '\033')" "$E2E_WORK/piped" || fail "piped output lost the prompt's bytes"
-script -qc "$(printf '%q ' "$PLAIT_BIN" sample "$RUN" --prompt "$esc" --tokens 20)" /dev/null >"$E2E_WORK/tty" 2>&1 ||
+SHELL=/bin/bash script -qc "$(printf '%q ' "$PLAIT_BIN" sample "$RUN" --prompt "$esc" --tokens 20)" /dev/null >"$E2E_WORK/tty" 2>&1 ||
   fail "plait sample on a terminal failed: $(tail -n 2 "$E2E_WORK/tty")"
 grep -qF '\x1b[31mred' "$E2E_WORK/tty" || fail "the escape sequence was not shown as \\x1b on a terminal: $(cat -v "$E2E_WORK/tty")"
 ! LC_ALL=C grep -q "$(printf '[\001-\010\013\014\016-\037\177]')" "$E2E_WORK/tty" ||
