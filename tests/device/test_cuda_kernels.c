@@ -241,6 +241,32 @@ static void case_vocab_loss(kc_ctx *x) {
     kc_result(x, "zero_f64", z, 1, KC_EXACT);
 }
 
+/* The head's whole loss in one pass (every class on this rank, 10 padding
+ * columns, every 5th row without a target): against the CPU's, which is
+ * the pieces' arithmetic; the gradient in place and beside, and the loss
+ * alone. */
+static void case_fused_loss(kc_ctx *x) {
+    const int has = PLAIT_KERNELS_HAS_FUSED_LOSS(x->k);
+    kc_value(x, "the table has crossentropy_fused", has, KC_EXACT);
+    if (!has) return;
+    const int64_t Vl = 300, valid = 290;
+    int32_t *tg = kc_ints(x, BT, 0, (int32_t)valid, 5);
+    float *logits = kc_rand(x, BT * Vl, -4, 4), *losses = kc_out(x, BT), *lse = kc_out(x, BT);
+    float *dl = kc_out(x, BT * Vl);
+    const double half = 0.5;
+    double *sum = kc_bytes(x, &half, sizeof half), *sum2 = kc_bytes(x, &half, sizeof half);
+    x->k->crossentropy_fused(losses, lse, sum, dl, logits, tg, BT, Vl, valid, 1.0f / BT);
+    kc_result(x, "losses", losses, BT, KC_ELEMWISE);
+    kc_result(x, "lse", lse, BT, KC_ELEMWISE);
+    kc_result(x, "loss sum+=", sum, 1, KC_ELEMWISE);
+    kc_result(x, "dlogits", dl, BT * Vl, KC_ELEMWISE);
+    float *l2 = kc_out(x, BT);
+    x->k->crossentropy_fused(l2, NULL, sum2, NULL, logits, tg, BT, Vl, valid, 1.0f / BT);
+    kc_same(x, "the loss without the gradient: the same losses", l2, losses, BT * sizeof *l2);
+    x->k->crossentropy_fused(l2, NULL, sum2, logits, logits, tg, BT, Vl, valid, 1.0f / BT);
+    kc_same(x, "the gradient in place: the same values", logits, dl, (size_t)(BT * Vl) * sizeof *dl);
+}
+
 static void case_vector(kc_ctx *x) {
     const size_t n = 70001;
     float *a = kc_rand(x, n, -1, 1), *b = kc_rand(x, n, -1, 1), *c = kc_out(x, n);
@@ -495,6 +521,7 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         {"layernorm", case_layernorm},   {"gelu", case_gelu},             {"attention", case_attention},
         {"attention_fused", case_attention_fused},
         {"embedding", case_embedding},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
+        {"fused_loss", case_fused_loss},
         {"vector", case_vector},         {"sumsq_exact", case_sumsq_exact}, {"adamw_multi", case_adamw_multi},
     };
     /* PLAIT_TEST_CASES=name,name,...: only those (when chasing one kernel) */

@@ -201,6 +201,8 @@ void pc_launch_add_positions(float *out, const float *wpe, int64_t B, int64_t T,
 /* loss.cu */
 void pc_launch_crossentropy(float *losses, float *dlogits, const float *logits,
                             const int32_t *targets, int64_t BT, int64_t V, float scale);
+void pc_launch_crossentropy_fused(float *losses, float *lse, double *loss_sum, float *dlogits, const float *logits,
+                                  const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale);
 void pc_launch_logits_rowmax(float *rowmax, const float *logits, int64_t BT, int64_t Vl,
                              int64_t n_valid);
 void pc_launch_logits_sumexp(float *sumexp, const float *logits, const float *rowmax, int64_t BT,
