@@ -79,6 +79,16 @@ static void case_matmul(kc_ctx *x) {
     kc_result(x, "backward dinp", dinp, BT * C, KC_GEMM);
     kc_result(x, "backward dweight+=", dw, OC * C, KC_GEMM);
     kc_result(x, "backward dbias+=", db, OC, KC_ELEMWISE); /* row chunks: the CPU's sums, not its order */
+    /* the halves in two calls give one call's bits (a device may convert
+     * dout once for both products of one call) */
+    float *dinp2 = kc_out(x, BT * C), *dw2 = kc_rand(x, OC * C, -1, 1);
+    float *dw1 = kc_out(x, OC * C), *dinp1 = kc_out(x, BT * C);
+    x->k->copy(dw1, dw2, OC * C);
+    x->k->matmul_backward(dinp1, dw1, NULL, dout, inp, w, BT, C, OC);
+    x->k->matmul_backward(dinp2, NULL, NULL, dout, inp, w, BT, C, OC);
+    x->k->matmul_backward(NULL, dw2, NULL, dout, inp, NULL, BT, C, OC);
+    kc_same(x, "backward dinp: one call = two", dinp1, dinp2, BT * C * sizeof(float));
+    kc_same(x, "backward dweight: one call = two", dw1, dw2, OC * C * sizeof(float));
 }
 
 static void case_bias(kc_ctx *x) {

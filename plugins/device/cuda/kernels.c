@@ -223,6 +223,7 @@ static pthread_mutex_t g_entry = PTHREAD_MUTEX_INITIALIZER;
 
 static void enter(const char *what) {
     pthread_mutex_lock(&g_entry);
+    pc_gemm_entry_begin();
     if (!pc_make_current()) pc_fail("cuda: %s: cudaSetDevice(%d) failed on the calling thread: %s", what, pc.ordinal,
                                     cudaGetErrorString(cudaGetLastError()));
 }

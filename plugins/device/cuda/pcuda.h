@@ -136,6 +136,9 @@ typedef struct pc_gemm {
     const float *bias;
 } pc_gemm;
 void pc_gemm_run(const pc_gemm *g);
+/* A kernel-table entry begins: bf16 copies of operands made by an earlier
+ * entry are not reused (kernels.c). */
+void pc_gemm_entry_begin(void);
 
 /* ---- kernel launchers (.cu files); all queue on pc.stream ---------------- */
 /* convert.cu: n floats to bfloat16 (round to nearest even) */
