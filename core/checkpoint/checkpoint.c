@@ -97,6 +97,10 @@ static void writer_free(plait_ckpt_writer *w) {
 void plait_ckpt_writer_abort(plait_ckpt_writer *w) {
     if (!w) return;
     for (int f = 0; f < 2; f++) plait_st_writer_abort(w->st[f]);
+    /* a directory this save left empty (a full disk at its first byte) is
+     * no checkpoint: removed, so that it is not taken for an interrupted
+     * one; one holding an earlier attempt's files stays */
+    if (w->dir[0]) rmdir(w->dir);
     writer_free(w);
 }
 
@@ -122,6 +126,8 @@ plait_status plait_ckpt_writer_begin(const char *out_dir, int64_t step, plait_ck
     if (st == PLAIT_OK && unlink(marker) == 0) st = plait_fs_fsync_dir(w->dir);
     if (st == PLAIT_OK && mkdir(w->dir, 0755) != 0 && errno != EEXIST)
         st = plait_set_error(PLAIT_ERR_SYSTEM, "creating checkpoint directory %s: %s", w->dir, strerror(errno));
+    /* what a killed earlier attempt at this step left half-written */
+    if (st == PLAIT_OK) (void)plait_out_remove_stale_temps(w->dir);
     if (st == PLAIT_OK) st = plait_fs_fsync_dir(out_dir);
     for (int f = 0; f < 2 && st == PLAIT_OK; f++) {
         char path[PATH_MAX];

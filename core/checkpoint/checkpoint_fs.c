@@ -103,7 +103,9 @@ plait_status plait_fs_read_small_file(const char *path, size_t max_bytes, char *
     if (s != PLAIT_OK) return s;
     if (size > max_bytes) {
         close(fd);
-        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s is not a regular file of at most %zu bytes", path, max_bytes);
+        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s has %llu bytes, more than the %zu a file of its kind may have: "
+                                                   "damaged, or another file in its place",
+                               path, (unsigned long long)size, max_bytes);
     }
     size_t n = (size_t)size;
     char *buf = malloc(n + 1);

@@ -46,10 +46,12 @@ void plait_ckpt_state_render(plait_jbuf *b, const plait_ckpt_state *s, const pla
     plait_jbuf_puts(b, n_meta ? "\n  }\n}\n" : "}\n}\n");
 }
 
+/* Every number of state.json counts something (steps, tokens, the seed of
+ * [run] seed): an integer >= 0. */
 static plait_status get_int(const char *dir, const plait_json *obj, const char *key, int64_t *out) {
     const plait_json *v = plait_json_get(obj, key);
-    if (!v || v->type != PLAIT_JSON_INT)
-        return plait_ckpt_refuse(dir, PLAIT_CKPT_STATE_FILE, "\"%s\" is missing or not an integer", key);
+    if (!v || v->type != PLAIT_JSON_INT || v->num < 0)
+        return plait_ckpt_refuse(dir, PLAIT_CKPT_STATE_FILE, "\"%s\" is missing or not an integer >= 0", key);
     *out = v->num;
     return PLAIT_OK;
 }

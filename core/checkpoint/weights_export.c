@@ -11,6 +11,7 @@
 
 #include "checkpoint/gpt2_names.h"
 #include "runtime/error.h"
+#include "runtime/out_file.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_fs.h"
 #include "checkpoint/safetensors.h"
@@ -194,11 +195,12 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
     }
     model_shape m;
     st = read_shape(ck, &m);
-    if (st == PLAIT_OK && mkdir(out_dir, 0755) != 0 && errno != EEXIST)
+    int made = 0; /* --out created here: removed again if the export fails (it is then empty) */
+    if (st == PLAIT_OK && !(made = mkdir(out_dir, 0755) == 0) && errno != EEXIST)
         st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot create %s: %s", out_dir, strerror(errno));
     /* One export at a time into a directory: a second waits for nothing and
      * is refused (flock on the directory itself, dropped however we end). */
-    int lock = -1;
+    int lock = -1, locked = 0;
     if (st == PLAIT_OK) {
         lock = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (lock < 0)
@@ -206,8 +208,11 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
         else if (flock(lock, LOCK_EX | LOCK_NB) != 0)
             st = plait_set_error(PLAIT_ERR_INVALID_ARG, "another plait export is writing into %s; wait for it to "
                                                         "end (two at once would mix their files)", out_dir);
+        else
+            locked = 1;
     }
     if (st == PLAIT_OK) st = check_out_dir(out_dir);
+    if (st == PLAIT_OK) (void)plait_out_remove_stale_temps(out_dir); /* a killed export's */
     size_t len = strlen(out_dir) + 32;
     char *path = malloc(len);
     if (st == PLAIT_OK && !path) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
@@ -222,6 +227,9 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
         st = plait_fs_write_file_atomic(path, json, (size_t)n);
     }
     if (st == PLAIT_OK && used) snprintf(used, cap, "%s", plait_ckpt_dir(ck));
+    /* only by the export that holds the lock: the one refused must not
+     * remove a directory the other has just begun to write into */
+    if (st != PLAIT_OK && made && locked) rmdir(out_dir);
     if (lock >= 0) close(lock);
     free(path);
     plait_ckpt_close(ck);

@@ -42,6 +42,12 @@ typedef struct plait_command {
     int (*before_launch)(int argc, char **argv, const plait_cli_job_opts *job);
 } plait_command;
 
+/* Bytes from data (a model's generated text, decoded token ids) to `out`:
+ * as they are when piped, but on a terminal (`tty`) a control character
+ * other than a line break or a tab is shown as \xNN, so that what a model
+ * learned or a file held (escape sequences) cannot drive the terminal. */
+void plait_cli_put_bytes(const void *bytes, size_t len, FILE *out, int tty);
+
 /* All commands, NULL-terminated (commands.c). */
 extern const plait_command *const plait_commands[];
 

@@ -74,7 +74,7 @@ static int sample_args(int argc, char **argv, plait_sample_options *o, char **ov
                 return bad("--temperature %s: must be 0..100", v);
         } else if (!strcmp(a, "--top-k")) {
             long k = strtol(v, &end, 10);
-            if (!*v || *end || k < 0 || k > 1 << 30) return bad("--top-k %s: must be 0 (all) or more", v);
+            if (!*v || *end || k < 0 || k > 1 << 30) return bad("--top-k %s: must be 0 (all) .. %d", v, 1 << 30);
             o->top_k = (int32_t)k;
         } else if (!strcmp(a, "--seed")) {
             o->seed = strtoull(v, &end, 10);
@@ -108,6 +108,7 @@ const plait_command plait_cmd_sample = {
     "computes is chosen as for plait train: [device] plugin and ordinal, [run] precision, from\n"
     "--config (the run's config file; its [model] is ignored: the checkpoint's is used), PLAIT_*\n"
     "variables (PLAIT_DEVICE_PLUGIN=cuda) and device.* / run.* overrides, later ones winning.\n"
+    "On a terminal, control characters of the text are shown as \\xNN; piped, bytes are written as they are.\n"
     "  --prompt TEXT        start of the text, encoded with the run's tokenizer (without one: bytes,\n"
     "                       or token ids for vocabularies larger than 256); default \"" PLAIT_SAMPLE_DEFAULT_PROMPT "\"\n"
     "                       (said on stderr); '' starts from <|endoftext|>, or a line break\n"

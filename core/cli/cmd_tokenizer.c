@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "runtime/error.h"
@@ -163,7 +164,7 @@ static plait_status decode_to(const plait_tokenizer *tok, const char *text, size
     char *bytes = NULL;
     size_t n = 0;
     if (st == PLAIT_OK) st = plait_tokenizer_decode(tok, ids.ids, ids.len, &bytes, &n);
-    if (st == PLAIT_OK) fwrite(bytes, 1, n, out);
+    if (st == PLAIT_OK) plait_cli_put_bytes(bytes, n, out, isatty(fileno(out)));
     free(bytes);
     plait_token_buf_free(&ids);
     return st;
@@ -206,7 +207,8 @@ const plait_command plait_cmd_tokenizer = {
     "        the learned tokens, then <|endoftext|>, N ids in all (fewer when no pair repeats).\n"
     "        DIR is replaced whole, and only when it holds nothing but tokenizer files.\n"
     "encode  prints the ids of FILE's bytes (stdin without FILE) on one line.\n"
-    "decode  writes the bytes of the ids (separated by white space) in FILE or stdin.\n"
+    "decode  writes the bytes of the ids (separated by white space) in FILE or stdin (on a terminal,\n"
+    "        control characters are shown as \\xNN).\n"
     "TOKENIZER is a directory with vocab.json and merges.txt (GPT-2's files, or one written by\n"
     "train) or tokenizer.json (Hugging Face, model type BPE), or a tokenizer.json file.\n",
     cmd_tokenizer};

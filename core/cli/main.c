@@ -1,3 +1,4 @@
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +10,11 @@
 #include "host/host_table.h"
 
 int main(int argc, char **argv) {
+    /* A file growing past `ulimit -f` would end the process by SIGXFSZ,
+     * silently and leaving its temporary files; ignored, the write fails
+     * (EFBIG, "File too large") and is reported and cleaned up like a full
+     * disk. */
+    signal(SIGXFSZ, SIG_IGN);
     plait_log_init_from_env();
     /* before anything uses the BLAS: may re-execute this process once with
      * OPENBLAS_CORETYPE set (see cpu/blas.h) */

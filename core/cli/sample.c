@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "kernels/kernels.h"
@@ -172,11 +173,12 @@ static plait_status encode_prompt(const plait_tokenizer *tok, const char *prompt
     return *out ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
 }
 
-static void write_token(const plait_tokenizer *tok, int32_t V, int32_t id, FILE *out) {
+static void write_token(const plait_tokenizer *tok, int32_t V, int32_t id, FILE *out, int tty) {
     const unsigned char *bytes;
     size_t len;
-    if (tok && plait_tokenizer_token(tok, id, &bytes, &len) == PLAIT_OK) fwrite(bytes, 1, len, out);
-    else if (V <= 256) fputc(id, out);
+    unsigned char one = (unsigned char)id;
+    if (tok && plait_tokenizer_token(tok, id, &bytes, &len) == PLAIT_OK) plait_cli_put_bytes(bytes, len, out, tty);
+    else if (V <= 256) plait_cli_put_bytes(&one, 1, out, tty);
     else fprintf(out, "%d ", id);
 }
 
@@ -268,8 +270,10 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     int32_t *window = st == PLAIT_OK ? calloc((size_t)T, sizeof(int32_t)) : NULL;
     if (st == PLAIT_OK && !window) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 1;
-    if (st == PLAIT_OK && tok) fputs(prompt, out); /* the prompt as given, not an <|endoftext|> */
-    for (int64_t i = 0; st == PLAIT_OK && !tok && i < n; i++) write_token(NULL, V, ctx[i], out);
+    int tty = isatty(fileno(out));
+    /* the prompt as given, not an <|endoftext|> */
+    if (st == PLAIT_OK && tok) plait_cli_put_bytes((const unsigned char *)prompt, strlen(prompt), out, tty);
+    for (int64_t i = 0; st == PLAIT_OK && !tok && i < n; i++) write_token(NULL, V, ctx[i], out, tty);
     for (int64_t g = 0; st == PLAIT_OK && g < o->tokens; g++) {
         int64_t start = n > T ? n - T : 0, len = n - start;
         memset(window, 0, sizeof(int32_t) * (size_t)T);
@@ -282,7 +286,7 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         if (st != PLAIT_OK) break;
         int32_t next = pick(row, V_pick, o->temperature, o->top_k, &rng, probs);
         ctx[n++] = next;
-        write_token(tok, V, next, out);
+        write_token(tok, V, next, out, tty);
         fflush(out);
     }
     if (st == PLAIT_OK) fputc('\n', out);

@@ -2,6 +2,7 @@
 #include "cost/cluster.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +228,13 @@ static int csv_column(char *header, const char *name) {
     return -1;
 }
 
+/* A CSV cell as a finite number, NaN when it is not one (text, inf, 1e999). */
+static double csv_number(const char *s) {
+    char *end = NULL;
+    double v = strtod(s, &end);
+    return end != s && !*end && isfinite(v) ? v : NAN;
+}
+
 plait_status plait_cluster_fit_comm(plait_cluster *c, const char *csv_path) {
     FILE *f = NULL;
     plait_status opened = plait_fopen_regular(csv_path, "--comm-csv file", PLAIT_ERR_INVALID_CONFIG, &f);
@@ -253,20 +261,25 @@ plait_status plait_cluster_fit_comm(plait_cluster *c, const char *csv_path) {
     /* t = a + b.x with x = 2(n-1)/n . S: a = 2(n-1) alpha, b = 1 / beta */
     double sx = 0, sy = 0, sxx = 0, sxy = 0, steps = 0;
     int rows = 0;
-    while (fgets(line, sizeof line, f)) {
+    char *row = NULL; /* a line of any length is one row */
+    size_t row_cap = 0;
+    while (getline(&row, &row_cap, f) > 0) {
         lineno++;
         char *field[32];
         int k = 0;
-        for (char *p = strtok(line, ",\n"); p && k < 32; p = strtok(NULL, ",\n")) field[k++] = p;
+        for (char *p = strtok(row, ",\r\n"); p && k < 32; p = strtok(NULL, ",\r\n")) field[k++] = p;
         int need = col_op > col_n ? col_op : col_n;
         need = need > col_s ? need : col_s;
         need = need > col_t ? need : col_t;
         if (k <= need || strcmp(field[col_op], "allreduce") != 0) continue;
-        double n = atof(field[col_n]), S = atof(field[col_s]), t = atof(field[col_t]) * 1e-6;
-        if (n < 2 || S <= 0 || t <= 0) {
+        double n = csv_number(field[col_n]), S = csv_number(field[col_s]), t = csv_number(field[col_t]) * 1e-6;
+        if (!(n >= 2 && n <= 1e9 && S > 0 && S <= 1e18 && t > 0 && t <= 1e6)) {
             fclose(f);
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s:%d: an allreduce row needs ranks >= 2, size > 0 "
-                                                             "and time > 0", csv_path, lineno);
+            free(row);
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "%s:%d: an allreduce row needs numbers: ranks in "
+                                                             "2..1e9, size_bytes in 1..1e18 and time_us in "
+                                                             "0..1e12",
+                                   csv_path, lineno);
         }
         double x = 2 * (n - 1) / n * S;
         sx += x;
@@ -276,6 +289,7 @@ plait_status plait_cluster_fit_comm(plait_cluster *c, const char *csv_path) {
         steps += 2 * (n - 1);
         rows++;
     }
+    free(row);
     fclose(f);
     double den = rows * sxx - sx * sx;
     if (rows < 2 || den <= 0)

@@ -33,7 +33,7 @@ struct plait_membership {
     int stop_efd;
     pthread_mutex_t lock;        /* stop_reason, store_error */
     char stop_reason[ELASTIC_REASON];
-    char store_error[1024];
+    char store_error[2048];
     atomic_int stopped;          /* the current round's ranks were told to stop */
     atomic_int round;            /* the round this host trains in (0 none) */
     atomic_int grow;
@@ -66,12 +66,12 @@ static void *heartbeat(void *arg) {
     while (!atomic_load(&m->hb_stop)) {
         if (plait_store_add(m->st, hb_key, 1, NULL) != PLAIT_OK) {
             pthread_mutex_lock(&m->lock);
-            snprintf(m->store_error, sizeof m->store_error, "%s", plait_last_error());
+            snprintf(m->store_error, sizeof m->store_error,
+                     "the job's store host %s is lost (%s); an elastic job cannot go on without the host that "
+                     "serves its store (docs/multi-node.md, \"Elastic jobs\")", m->store_host, plait_last_error());
             pthread_mutex_unlock(&m->lock);
             atomic_store(&m->store_lost, 1);
-            char why[1200];
-            snprintf(why, sizeof why, "the membership store is lost: %s", m->store_error);
-            signal_stop(m, why);
+            signal_stop(m, m->store_error);
             break;
         }
         int r = atomic_load(&m->round);
@@ -137,6 +137,8 @@ plait_status plait_membership_open(const plait_membership_opts *o, plait_members
              m->store_host, m->store_host, o->store_port);
     if (st == PLAIT_OK)
         st = plait_store_connect(m->store_host, o->store_port, m->token, -1, o->join_timeout, what, &m->st);
+    /* a store host that goes silent is lost as any host is */
+    if (st == PLAIT_OK) plait_store_set_patience(m->st, 2 * o->host_timeout + 1);
     int64_t index = 0;
     if (st == PLAIT_OK) st = plait_store_add(m->st, "m/nreg", 1, &index);
     if (st == PLAIT_OK) {
@@ -391,6 +393,7 @@ int plait_membership_verdicts(plait_membership *m, const char *refusal, char *wh
 }
 
 plait_status plait_membership_report(plait_membership *m, const plait_attempt_end *end) {
+    if (atomic_load(&m->store_lost)) return store_lost(m);
     elastic_outcome o;
     memset(&o, 0, sizeof o);
     o.kind = end->kind;

@@ -91,6 +91,15 @@ plait_status plait_store_gather(plait_store *st, const char *prefix, int n, int 
                                 const void *mine, void *all, size_t bytes, double timeout_s,
                                 int *missing, int *n_missing);
 
+/* Give up on a store that does not answer after `seconds` (> 0): for a
+ * request, past the wait it asked for; for a new connection of the pool,
+ * trying to connect. By default a request waits 30 s more and a new
+ * connection max(30 s, the connect timeout): a rank's store is its job's
+ * lifeline. An elastic job's launchers must notice a lost store host
+ * sooner (elastic/membership.c). Not thread-safe with requests in flight:
+ * set it right after connecting. */
+void plait_store_set_patience(plait_store *st, double seconds);
+
 /* "host:port" the client talks to. */
 const char *plait_store_address(const plait_store *st);
 

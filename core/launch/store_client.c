@@ -34,6 +34,8 @@ struct plait_store {
     char token[PLAIT_STORE_MAX_TOKEN + 1];
     int rank;
     double connect_timeout;
+    double reconnect_s;  /* a later connection of the pool: how long to try (0 = max(30, connect_timeout)) */
+    double reply_grace;  /* how long past its own wait a request may take to be answered */
     char address[96];
     char what[192];
 };
@@ -151,6 +153,7 @@ plait_status plait_store_connect(const char *host, int port, const char *token, 
     snprintf(st->token, sizeof st->token, "%s", token);
     st->rank = rank;
     st->connect_timeout = timeout_s;
+    st->reply_grace = REPLY_GRACE_S;
     if (strchr(host, ':')) snprintf(st->address, sizeof st->address, "[%s]:%d", host, port);
     else snprintf(st->address, sizeof st->address, "%s:%d", host, port);
     if (what) snprintf(st->what, sizeof st->what, "%s", what);
@@ -189,6 +192,11 @@ void plait_store_close(plait_store *st) {
 
 const char *plait_store_address(const plait_store *st) { return st->address; }
 
+void plait_store_set_patience(plait_store *st, double seconds) {
+    st->reconnect_s = seconds;
+    st->reply_grace = seconds;
+}
+
 static plait_status take(plait_store *st, struct sconn **out) {
     pthread_mutex_lock(&st->lock);
     struct sconn *c = st->idle;
@@ -200,7 +208,7 @@ static plait_status take(plait_store *st, struct sconn **out) {
     }
     c = malloc(sizeof *c);
     if (!c) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-    double t = st->connect_timeout < 30 ? 30 : st->connect_timeout;
+    double t = st->reconnect_s > 0 ? st->reconnect_s : st->connect_timeout < 30 ? 30 : st->connect_timeout;
     plait_status s = open_conn(st, plait_clock_now() + t, &c->fd);
     if (s != PLAIT_OK) {
         free(c);
@@ -241,7 +249,7 @@ static plait_status request(plait_store *st, uint8_t op, const char *key, const 
     struct sconn *c = NULL;
     plait_status s = take(st, &c);
     if (s != PLAIT_OK) return s;
-    double deadline = plait_clock_now() + (timeout_s > 0 ? timeout_s : 0) + REPLY_GRACE_S;
+    double deadline = plait_clock_now() + (timeout_s > 0 ? timeout_s : 0) + st->reply_grace;
     /* header+key in one small buffer; values written as they are */
     unsigned char head[sizeof h + PLAIT_STORE_MAX_KEY];
     memcpy(head, &h, sizeof h);

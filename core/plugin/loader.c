@@ -384,16 +384,18 @@ static int cmp_names(const void *a, const void *b) {
 }
 
 /* Load and probe one file, filling its rows (one per plugin, or one saying
- * why the file was refused). Runs in a child process (scan_file). */
-static void scan_in_child(const char *path, const char *kind, const char *name, plait_plugin_row **rows,
-                          size_t *n, size_t *cap) {
+ * why the file was refused): in a child process (scan_file), or here when
+ * no child can be started. */
+static void scan_one(const char *path, const char *kind, const char *name, plait_plugin_row **rows,
+                     size_t *n, size_t *cap, int in_child) {
     plait_plugin_row *row = push_row(rows, n, cap);
     if (!row) return;
     snprintf(row->kind, sizeof row->kind, "%s", kind);
     snprintf(row->name, sizeof row->name, "%s", name);
     snprintf(row->path, sizeof row->path, "%s", path);
     struct loaded_file *f = NULL;
-    plait_status st = open_file(path, &f);
+    /* in a child, a crash is the parent's to report: no last words here */
+    plait_status st = in_child ? open_file_unguarded(path, &f) : open_file(path, &f);
     if (st == PLAIT_OK) st = check_file_name(f, kind, name);
     if (st != PLAIT_OK) {
         snprintf(row->status, sizeof row->status, "refused: %s", plait_last_error());
@@ -458,14 +460,14 @@ static void scan_file(const char *path, const char *kind, const char *name, plai
         }
     }
     if (pid < 0) { /* no child: load here, as before */
-        scan_in_child(path, kind, name, rows, n, cap);
+        scan_one(path, kind, name, rows, n, cap, 0);
         return;
     }
     if (pid == 0) {
         close(p[0]);
         plait_plugin_row *mine = NULL;
         size_t m = 0, mcap = 0;
-        scan_in_child(path, kind, name, &mine, &m, &mcap);
+        scan_one(path, kind, name, &mine, &m, &mcap, 1);
         uint64_t count = m;
         int ok = write_all(p[1], &count, sizeof count) == 0 && write_all(p[1], mine, m * sizeof *mine) == 0;
         _exit(ok ? 0 : 1); /* no atexit handlers, no unloading: the parent goes on */

@@ -2,7 +2,11 @@
  * (out_file.h). */
 #include "runtime/out_file.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
@@ -25,6 +29,16 @@ static plait_status open_error(const char *what, const char *path, int err) {
                                "the link points); remove the link or choose another directory",
                                path);
     return plait_set_error(PLAIT_ERR_SYSTEM, "%s %s: %s", what, path, strerror(err));
+}
+
+/* A file with other names (hard links: cp -al, ln) is also elsewhere:
+ * writing it would change that copy too. */
+static plait_status hard_link_error(const char *path, unsigned long nlink) {
+    return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                           "%s has %lu names (hard links, as cp -al or ln make): writing it would also change the "
+                           "file under its other names; give it a name of its own (cp %s x && mv x %s) or choose "
+                           "another directory",
+                           path, nlink, path, path);
 }
 
 plait_status plait_out_open(const char *path, int flags, int *fd) {
@@ -56,6 +70,11 @@ plait_status plait_out_open(const char *path, int flags, int *fd) {
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s is %s, not a regular file; plait writes only regular "
                                                       "files: remove it or choose another directory",
                                path, plait_file_kind(sb.st_mode));
+    }
+    if (sb.st_nlink > 1) {
+        close(f);
+        *fd = -1;
+        return hard_link_error(path, sb.st_nlink);
     }
     int fl = fcntl(f, F_GETFL);
     if (fl >= 0) (void)fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
@@ -102,6 +121,12 @@ plait_status plait_out_temp(const char *path, char *tmp, size_t cap, int *fd) {
 plait_status plait_out_check_own(const char *path, const char *first_line, const char *option) {
     struct stat sb;
     if (lstat(path, &sb) != 0) return errno == ENOENT ? PLAIT_OK : open_error("cannot read", path, errno);
+    if (S_ISLNK(sb.st_mode)) return open_error("cannot open", path, ELOOP);
+    if (S_ISREG(sb.st_mode) && sb.st_nlink > 1) return hard_link_error(path, (unsigned long)sb.st_nlink);
+    if (!S_ISREG(sb.st_mode))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s is %s, not a regular file; plait writes only regular "
+                                                      "files: remove it or choose another directory",
+                               path, plait_file_kind(sb.st_mode));
     size_t want = strlen(first_line);
     char head[256] = "";
     ssize_t got = -1;
@@ -118,4 +143,40 @@ plait_status plait_out_check_own(const char *path, const char *first_line, const
                            "over it: give another path or move it away",
                            option, path, S_ISLNK(sb.st_mode) ? "a symbolic link" : S_ISREG(sb.st_mode) ? "a file" : "not a regular file",
                            first_line);
+}
+
+/* The pid in a temporary name "<name>.<pid>-<8 hex>.tmp", or 0. */
+static long temp_owner(const char *name) {
+    size_t n = strlen(name);
+    if (n < 4 + 9 + 2 || strcmp(name + n - 4, ".tmp") != 0) return 0;
+    const char *dash = name + n - 4 - 9;
+    if (*dash != '-') return 0;
+    for (int i = 1; i <= 8; i++)
+        if (!isxdigit((unsigned char)dash[i])) return 0;
+    const char *p = dash;
+    while (p > name && isdigit((unsigned char)p[-1])) p--;
+    if (p == dash || p == name || p[-1] != '.') return 0;
+    return strtol(p, NULL, 10);
+}
+
+int plait_out_remove_stale_temps(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return 0;
+    DIR *dp = fdopendir(fd);
+    if (!dp) {
+        close(fd);
+        return 0;
+    }
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(dp)) != NULL) {
+        long pid = temp_owner(e->d_name);
+        if (pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer may still be at it */
+        struct stat sb;
+        if (fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode)) continue;
+        if (unlinkat(fd, e->d_name, 0) == 0) removed++;
+    }
+    closedir(dp);
+    return removed;
 }

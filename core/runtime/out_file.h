@@ -3,7 +3,8 @@
  * not:
  *  - never through a symbolic link: a run directory (or an --out) holding
  *    a link named like one of plait's files, to a file elsewhere, is an
- *    error naming the link, and the file it points to is untouched;
+ *    error naming the link, and the file it points to is untouched; nor
+ *    into a file with other names (hard links), a FIFO or a device;
  *  - a temporary file (written, synced, then renamed over its final name)
  *    has a name no other writer shares ("<path>.<pid>-<random>.tmp",
  *    created with O_EXCL, so never an existing file or a link), so two
@@ -31,6 +32,11 @@ plait_status plait_out_fopen(const char *path, const char *mode, FILE **f);
 /* Create a temporary file beside `path` for writing (its name into tmp,
  * cap bytes; the caller renames it over `path` or unlinks it). */
 plait_status plait_out_temp(const char *path, char *tmp, size_t cap, int *fd);
+
+/* Remove, in `dir` (not through a link), the temporary files of this
+ * naming left by processes that are gone (killed while writing); a live
+ * writer's, on this host, are kept. Returns how many were removed. */
+int plait_out_remove_stale_temps(const char *dir);
 
 /* 1 if `path` is a symbolic link (lstat), else 0. */
 int plait_out_is_link(const char *path);

@@ -195,7 +195,14 @@ plait_status plait_staged_dir_begin(plait_staged_dir *d, const char *dest, int (
     plait_status st = make_parents(d->staging);
     if (st != PLAIT_OK) return st;
     remove_stale(d);
-    if (mkdir(d->staging, 0777) != 0) return sys_error("cannot create", d->staging);
+    /* caught before the directory exists, so that no signal can come
+     * between its creation and the handler that removes it */
+    catch_interrupts(d->staging);
+    if (mkdir(d->staging, 0777) != 0) {
+        st = sys_error("cannot create", d->staging);
+        release_interrupts();
+        return st;
+    }
     /* held until commit or abort: the staging directory is in use */
     d->lock_fd = open(d->staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0) {
@@ -203,7 +210,6 @@ plait_status plait_staged_dir_begin(plait_staged_dir *d, const char *dest, int (
         plait_staged_dir_abort(d);
         return st;
     }
-    catch_interrupts(d->staging);
     return PLAIT_OK;
 }
 

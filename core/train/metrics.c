@@ -68,10 +68,15 @@ plait_status plait_metrics_open(plait_metrics *m, const char *path, int append, 
     for (int i = 0; i < PLAIT_METRICS_MAX_COLUMNS; i++) m->values[i] = NAN;
     snprintf(m->path, sizeof m->path, "%s", path);
     if (append) {
-        plait_status st = drop_rows_after(path, resumed_step);
-        if (st != PLAIT_OK) return st;
+        /* rows are added only to a file of plait's own (first column: step) */
+        plait_status own = plait_out_check_own(path, "step,", "the run's metrics file");
+        if (own == PLAIT_OK) own = drop_rows_after(path, resumed_step);
+        if (own != PLAIT_OK) return own;
     }
-    plait_status st = plait_out_fopen(path, append ? "a+" : "w", &m->file);
+    /* a fresh run writes over a metrics.csv of plait's only (an earlier run
+     * without checkpoints), never over someone else's */
+    plait_status st = append ? PLAIT_OK : plait_out_check_own(path, "step,", "the run's metrics file");
+    if (st == PLAIT_OK) st = plait_out_fopen(path, append ? "a+" : "w", &m->file);
     if (st != PLAIT_OK) return plait_wrap_error(st, "cannot open the metrics file");
     if (append) {
         fseek(m->file, 0, SEEK_END);

@@ -63,7 +63,7 @@ plait_status plait_out_dir_check(const char *out_dir, int fd) {
     struct stat held, now;
     const char *what = NULL;
     if (fstat(fd, &held) != 0 || held.st_nlink == 0) what = "was removed";
-    else if (lstat(path, &now) != 0) what = errno == ENOENT ? "was removed" : "can no longer be read";
+    else if (lstat(path, &now) != 0) what = errno == ENOENT ? "was removed or moved away" : "can no longer be read";
     else if (now.st_dev != held.st_dev || now.st_ino != held.st_ino) what = "was replaced by another directory";
     if (!what) return PLAIT_OK;
     return plait_set_error(PLAIT_ERR_SYSTEM,

@@ -46,9 +46,18 @@ plait_status plait_run_find_resume(const plait_config *cfg, const char *out_dir,
     plait_status st = plait_ckpt_open_latest(out_dir, &ck);
     if (st != PLAIT_OK) return st;
     if (!ck) {
+        plait_ckpt_entry first[1];
+        int dirs = must ? plait_ckpt_list(out_dir, first, 1) : 0;
+        if (must && dirs > 0)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "--resume: no usable checkpoint in %s: its %d checkpoint director%s (the first: "
+                                   "ckpt-%08lld) %s incomplete or damaged (see the warnings above), so there is "
+                                   "nothing to resume from",
+                                   out_dir, dirs, dirs == 1 ? "y" : "ies", (long long)first[0].step,
+                                   dirs == 1 ? "is" : "are");
         if (must)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "--resume: no complete checkpoint in %s (nothing to resume from)", out_dir);
+                                   "--resume: no checkpoint in %s (nothing to resume from)", out_dir);
         /* Checkpoint directories but none complete (every save interrupted or
          * damaged): starting over from step 0 would overwrite the old run's
          * metrics.csv and, at its first save, its leftovers. */
@@ -209,7 +218,9 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
     int ok = st == PLAIT_OK;
     plait_status cst = plait_comm_broadcast(run->world.comm, &ok, 1, PLAIT_I32, 0, NULL, NULL);
     if (cst != PLAIT_OK) st = cst;
-    else if (!ok && me != 0) st = plait_set_error(PLAIT_ERR_SYSTEM, "rank 0 could not start the checkpoint");
+    else if (!ok && me != 0) /* worded as a relay, so that the launcher reports rank 0's own error */
+        st = plait_set_error(PLAIT_ERR_SYSTEM, "world rank %d stopped after world rank 0 failed to start the checkpoint",
+                             me);
     const char *const *states = run->optim.ops->state_names;
     uint32_t tag = 0x5a000000u;
     /* Rank 0's writing fails alone (a full disk): it keeps taking part in
@@ -255,11 +266,15 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
     }
     plait_free(full);
     plait_free(slices);
-    /* The save is complete only when rank 0 committed; tell everyone. */
-    ok = st == PLAIT_OK;
-    cst = plait_comm_allreduce(run->world.comm, &ok, &ok, 1, PLAIT_I32, PLAIT_MIN, NULL, NULL);
+    /* The save is complete only when rank 0 committed; tell everyone, and
+     * which rank failed first-hand (the lowest), so that the others' errors
+     * relay to it and the launcher reports its error, the cause. */
+    int world = run->world.mesh.world_size, failed_rank = st == PLAIT_OK ? world : me;
+    cst = plait_comm_allreduce(run->world.comm, &failed_rank, &failed_rank, 1, PLAIT_I32, PLAIT_MIN, NULL, NULL);
     if (st == PLAIT_OK && cst != PLAIT_OK) st = cst;
-    if (st == PLAIT_OK && !ok) st = plait_set_error(PLAIT_ERR_SYSTEM, "saving the checkpoint failed on another rank");
+    if (st == PLAIT_OK && failed_rank < world)
+        st = plait_set_error(PLAIT_ERR_SYSTEM, "world rank %d stopped after world rank %d failed to save the checkpoint",
+                             me, failed_rank);
     if (st != PLAIT_OK) return plait_wrap_error(st, "checkpoint at step %" PRId64, run->step);
     return PLAIT_OK;
 }

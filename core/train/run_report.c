@@ -103,10 +103,13 @@ void plait_run_print_memory_table(const plait_run *run, const double *rows) {
 
 plait_status plait_run_write_memory_csv(const plait_run *run, const double *rows, const char *path) {
     FILE *f;
-    plait_status st = plait_out_fopen(path, "w", &f);
+    static const char header[] = "rank,dp,tp,pp,param_bytes,grad_bytes,optim_state_bytes,buffer_bytes,"
+                                 "activation_bytes,peak_rss_bytes,dp_bytes,tp_bytes,pp_bytes\n";
+    /* never over a file plait did not write */
+    plait_status st = plait_out_check_own(path, "rank,", "the run's memory report");
+    if (st == PLAIT_OK) st = plait_out_fopen(path, "w", &f);
     if (st != PLAIT_OK) return plait_wrap_error(st, "cannot write the memory report");
-    fprintf(f, "rank,dp,tp,pp,param_bytes,grad_bytes,optim_state_bytes,buffer_bytes,activation_bytes,"
-               "peak_rss_bytes,dp_bytes,tp_bytes,pp_bytes\n");
+    fputs(header, f);
     for (int r = 0; r < run->world.mesh.world_size; r++) {
         const double *v = rows + (size_t)r * PLAIT_RUN_MEM_FIELDS;
         fprintf(f, "%d", r);

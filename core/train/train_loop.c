@@ -18,6 +18,7 @@
 #include "launch/restart.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/out_file.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/metrics.h"
@@ -166,6 +167,8 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     if (!detected || env.rank == 0) {
         st = plait_out_dir_lock(out_dir, &lock_fd);
         if (st != PLAIT_OK) return st;
+        /* a metrics.csv rewrite killed half-way left its temporary file */
+        (void)plait_out_remove_stale_temps(out_dir);
     }
     /* The rank's log from the start, so that a failure while the run is
      * built (keys that differ across ranks, a peer that never joins) is in
@@ -272,6 +275,9 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         int boundary = 0;
         if ((ckpt_every > 0 && done % ckpt_every == 0) || done == run->steps) {
             st = plait_run_save(run, out_dir);
+            /* a save that failed because the directory went in the
+             * meantime says so, not which file it could not create */
+            if (st != PLAIT_OK && rank == 0 && plait_out_dir_check(out_dir, lock_fd) != PLAIT_OK) st = PLAIT_ERR_SYSTEM;
             if (st != PLAIT_OK) break;
             boundary = 1;
         }

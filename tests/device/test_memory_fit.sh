@@ -48,7 +48,7 @@ rc=0
 (ulimit -v $LIMIT_KB; "$PLAIT_BIN" train "$CFG" "${BIG[@]}" run.memory_check=false "run.out_dir=$E2E_WORK/run") \
   >"$E2E_WORK/oom.out" 2>&1 || rc=$?
 [ $rc -eq 1 ] || fail "memory_check = false under the limit: exit $rc: $(tail -n 3 "$E2E_WORK/oom.out")"
-grep -Eq "^plait: error: train: step 0: .*out of memory: cannot allocate [0-9]+ MiB \([0-9]+ bytes\) for activations; this process holds" \
+grep -Eq "^plait: error: train: step 1: .*out of memory: cannot allocate [0-9]+ MiB \([0-9]+ bytes\) for activations; this process holds" \
   "$E2E_WORK/oom.out" || fail "the failed allocation: $(grep error "$E2E_WORK/oom.out")"
 grep -qF "plait config check" "$E2E_WORK/oom.out" || fail "no advice with the failed allocation: $(grep error "$E2E_WORK/oom.out")"
 ! grep -q "comm error" "$E2E_WORK/oom.out" || fail "a memory failure labelled comm: $(grep 'comm error' "$E2E_WORK/oom.out")"

@@ -23,7 +23,11 @@ NETNS_P=pl$$
 NETNS_HOSTS=0
 
 netns_down() {
-  local i
+  local i p
+  # what still runs on a host goes with it (a namespace outlives its deletion while a process holds it)
+  for ((i = 0; i < NETNS_HOSTS; i++)); do
+    for p in $(ip netns pids "${NETNS_P}h$i" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+  done
   for ((i = 0; i < NETNS_HOSTS; i++)); do ip netns del "${NETNS_P}h$i" 2>/dev/null || true; done
   ip netns del "${NETNS_P}br" 2>/dev/null || true
   NETNS_HOSTS=0

@@ -20,7 +20,9 @@
 #   - a damaged replica: host 2's copies of stage 1 are damaged, host 1 is
 #     lost: the damage is found by the CRC32C and the disk checkpoint is used;
 #   - a rank that stops progressing (SIGSTOP): the ranks waiting for it time
-#     out naming it, its host is dropped, the job finishes on 2 hosts.
+#     out naming it, its host is dropped, the job finishes on 2 hosts;
+#   - the store host lost: the other launchers stop their ranks and exit
+#     within seconds naming it (the one host an elastic job cannot lose).
 source "$(dirname "$0")/lib.sh"
 TOKEN=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -138,3 +140,19 @@ grep -q "this host was dropped from the job: world rank 5 on host plait-h2 stopp
 grep -q "node 0 of 2 (plait-h0,plait-h1), dp 2, accumulation 3; world rank 5 on host plait-h2 stopped progressing" \
   "$E2E_WORK/stuck.h0.out" || fail "stuck: no round without host 2: $(grep elastic "$E2E_WORK/stuck.h0.out")"
 echo "stuck rank OK: world rank 5 stopped, host 2 dropped, the job finished on 2 hosts"
+
+# --- the store host lost: the job cannot go on, and says so within seconds
+host_back 2
+for i in 0 1 2; do elastic_start anchor $i $J run.steps=400; done
+wait_rows anchor 3
+host_kill 0
+start=$SECONDS
+for i in 1 2; do
+  rc=0
+  timeout 60 tail --pid="${ELASTIC_PID[$i]}" -f /dev/null || fail "anchor: host $i's launcher still runs 60 s after the store host was lost"
+  wait "${ELASTIC_PID[$i]}" || rc=$?
+  [ $rc -ne 0 ] || fail "anchor: host $i's launcher exited 0"
+  grep -q "the job's store host $(host_addr 0) is lost (.*); an elastic job cannot go on without the host that serves its store" \
+    "$E2E_WORK/anchor.h$i.out" || fail "anchor: host $i did not name the lost store host: $(tail -n 3 "$E2E_WORK/anchor.h$i.out")"
+done
+echo "store host lost OK: the other launchers ended within $((SECONDS - start)) s, naming it"

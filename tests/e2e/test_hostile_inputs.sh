@@ -3,7 +3,8 @@
 # refused naming why, and nothing waits forever.
 #  1. a FIFO with no writer in place of any path a command reads or writes
 #     (corpora, inputs to encode and decode, tokenizer files, the
-#     --comm-csv table, a run directory's metrics.csv, rank log and .lock):
+#     --comm-csv table, a run directory's metrics.csv, rank log and .lock, a
+#     resumed run's metrics.csv, the MFU cache):
 #     refused at once naming "a FIFO" (every command runs under a 10 s
 #     timeout: a hang fails the test).
 #  2. `data prepare` interrupted (SIGINT, SIGTERM) removes its staging
@@ -13,7 +14,13 @@
 #     or hang while loaded: `plait plugins` lists every other plugin and
 #     names each broken file with what happened; a command that loads one
 #     dies naming the file.
+#  4. garbage and extreme numbers in every kind of input: config values,
+#     command-line flags, launcher variables, config files, data paths,
+#     tokenizer files; each refused at once naming the value and what is
+#     allowed. As another user (when run as root): an unwritable out_dir,
+#     an unreadable data file or checkpoint.
 source "$(dirname "$0")/lib.sh"
+rm -rf "${E2E_WORK:?}"/* # what a failed run kept (FIFOs, staging directories)
 
 # refused NAME EXPECTED CMD...: CMD exits non-zero within 10 s printing EXPECTED
 refused() {
@@ -38,8 +45,22 @@ cp "$GPT2/vocab.json" "$E2E_WORK/tokfifo/"
 mkfifo "$E2E_WORK/tokfifo/merges.txt"
 refused fifo-merges "merges.txt is a FIFO" "$PLAIT_BIN" tokenizer encode "$E2E_WORK/tokfifo" "$CFG"
 refused fifo-comm-csv "--comm-csv file $fifo is a FIFO" "$PLAIT_BIN" plan "$CFG" --ranks 2 --comm-csv "$fifo"
+refused fifo-sample "$fifo is a FIFO; plait sample reads a checkpoint directory" "$PLAIT_BIN" sample "$fifo"
+refused fifo-export "$fifo is a FIFO, not a checkpoint" "$PLAIT_BIN" export "$fifo" --format hf --out "$E2E_WORK/ex"
 [ ! -e "$E2E_WORK/tk" ] && [ ! -e "$E2E_WORK/dp" ] || fail "a refused command left an output directory"
-for f in metrics.csv rank-0.log .lock; do
+# a resumed run's metrics.csv, and the MFU cache, as FIFOs
+rm -rf "${E2E_WORK:?}/resfifo"
+"$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/resfifo" run.steps=1 >"$E2E_WORK/resfifo.out" 2>&1 || fail "a run failed"
+rm "$E2E_WORK/resfifo/metrics.csv"
+mkfifo "$E2E_WORK/resfifo/metrics.csv"
+refused fifo-resume "$E2E_WORK/resfifo/metrics.csv is a FIFO" \
+  "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/resfifo" run.steps=2 --resume
+mkdir -p "$E2E_WORK/cache/plait"
+mkfifo "$E2E_WORK/cache/plait/peak.tsv"
+XDG_CACHE_HOME=$E2E_WORK/cache timeout 10 "$PLAIT_BIN" doctor >"$E2E_WORK/cachefifo.out" 2>&1 ||
+  fail "plait doctor with a FIFO as the MFU cache: $(tail -n 2 "$E2E_WORK/cachefifo.out")"
+grep -q "^mfu peak  *not measured yet" "$E2E_WORK/cachefifo.out" || fail "a FIFO as the MFU cache was read as one"
+for f in metrics.csv memory.csv rank-0.log .lock; do
   rm -rf "${E2E_WORK:?}/runfifo"
   mkdir -p "$E2E_WORK/runfifo"
   mkfifo "$E2E_WORK/runfifo/$f"
@@ -111,4 +132,102 @@ PLAIT_PLUGIN_PATH=$crashing timeout 30 "$PLAIT_BIN" train "$CFG" "run.out_dir=$E
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "plait train with a crashing optim plugin exited $rc"
 grep -qF "the plugin file $crashing/libplait-optim-crashctor.so crashed while it was loaded (signal 11)" "$E2E_WORK/crash.out" ||
   fail "plait train died of a crashing plugin without naming it: $(tail -n 2 "$E2E_WORK/crash.out")"
+
+# --- 4. garbage and extreme numbers everywhere
+W=$E2E_WORK/g
+mkdir -p "$W"
+# numbers in the config and on the command line
+while IFS='|' read -r want args; do
+  # shellcheck disable=SC2086
+  refused num "$want" "$PLAIT_BIN" $args
+done <<EOF2
+value '-1' is out of range [0, 1000000000000]|config check $CFG run.steps=-1
+value '9223372036854775807' is out of range|config check $CFG run.steps=9223372036854775807
+value '0' is out of range [1, 4096]|config check $CFG model.n_layer=0
+global_batch is not a multiple of dp x micro_batch|config check $CFG data.micro_batch=1000000000
+sizes too large|config check $CFG model.block_size=1000000
+value '-1' is out of range [0, 9200000000000000000]|config check $CFG run.seed=-1
+value '0' is out of range [0.01, 1e+07]|config check $CFG comm.timeout=0
+value 'nan' is not a finite number|config check $CFG optim.lr=nan
+value '1e999' is not a finite number|config check $CFG optim.lr=1e999
+--tokens -5: must be 0..1000000|sample $W --tokens -5
+--temperature nan: must be 0..100|sample $W --temperature nan
+--top-k 99999999999: must be 0 (all) .. 1073741824|sample $W --top-k 99999999999
+--seed -1: must be an integer >= 0|sample $W --seed -1
+--vocab 4294967296: must be an integer 257..10000000|tokenizer train $CFG --vocab 4294967296 --out $W/tk
+--shard-tokens 99999999999: must be 1..2147483647|data prepare $CFG --tokenizer $GPT2 --out $W/dp --shard-tokens 99999999999
+--val-fraction nan: must be 0 <= F < 1|data prepare $CFG --tokenizer $GPT2 --out $W/dp --val-fraction nan
+--dtype u8: must be auto, u16 or u32|data prepare $CFG --tokenizer $GPT2 --out $W/dp --dtype u8
+bad size '16E'|bench comm -n 2 --op allreduce --max 16E
+--factor must be > 1|bench comm -n 2 --op allreduce --factor 1
+use --threads N instead of -n|bench comm -n 2 --op allreduce --comm threads
+-n needs a number of ranks in 1..4096|train $CFG -n 99999999999
+-n needs a number of ranks in 1..4096|train $CFG -n -1
+ranks must be 1..1048576, not '0'|plan $CFG --ranks 0
+EOF2
+# the launcher's variables (torchrun-style), garbage
+while IFS='|' read -r want vars; do
+  # shellcheck disable=SC2086
+  refused env "$want" env $vars "$PLAIT_BIN" train "$CFG" "run.out_dir=$W/env" comm.timeout=5
+done <<EOF2
+WORLD_SIZE='0' is not an integer in 1..1000000|RANK=0 WORLD_SIZE=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555
+RANK=5 is not below WORLD_SIZE=2|RANK=5 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555
+RANK='x' is not an integer|RANK=x WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555
+is not host:port with a port in 1..65535|RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=70000
+key 'timeout' in [comm]: value 'abc' is not a finite number|PLAIT_COMM_TIMEOUT=abc
+did you mean PLAIT_RUN_STEPS?|PLAIT_RUN_STEPZ=3
+EOF2
+# config files that are not INI text
+mkdir -p "$W/cdir"
+printf '[model]\nn_lay\0er = 3\n' >"$W/nul.ini"
+head -c 3000 /dev/urandom | tr -d '\n' | tr '\000' x >"$W/rand.ini"
+printf '[model]\nn_layer = 2\n[model]\nn_layer = 3\n' >"$W/dup.ini"
+refused cfg-dir "config file $W/cdir is a directory" "$PLAIT_BIN" config check "$W/cdir"
+refused cfg-nul "$W/nul.ini: contains NUL bytes; not a text file" "$PLAIT_BIN" config check "$W/nul.ini"
+refused cfg-rand "$W/rand.ini" "$PLAIT_BIN" config check "$W/rand.ini"
+refused cfg-dup "[model] key 'n_layer' is given twice (first on line 2)" "$PLAIT_BIN" config check "$W/dup.ini"
+refused cfg-null "config file /dev/null is a character device" "$PLAIT_BIN" config check /dev/null
+printf '\357\273\277[model]\r\nn_layer = 3\r\n' >"$W/bom-crlf.ini"
+"$PLAIT_BIN" config show "$W/bom-crlf.ini" >"$W/bom-crlf.out" 2>&1 || fail "a config with a BOM and CRLF lines was refused"
+grep -q "^n_layer = 3 " "$W/bom-crlf.out" || fail "a config with a BOM and CRLF lines was misread"
+# data paths that are not data
+: >"$W/empty.txt"
+printf x >"$W/one.txt"
+ln -sf /dev/zero "$W/zero.bin"
+ln -sf "$W/nothing-here" "$W/dangling.txt"
+while IFS='|' read -r want path; do
+  refused data "$want" "$PLAIT_BIN" train "$CFG" "run.out_dir=$W/data" "data.path=$path" run.steps=1
+done <<EOF2
+data file $W/cdir is a directory|$W/cdir
+no such file (tried $W/none*.bin|$W/none*.bin
+data file $W/empty.txt is empty|$W/empty.txt
+is too short: 1 tokens|$W/one.txt
+data file $W/zero.bin is a character device|$W/zero.bin
+cannot open data file $W/dangling.txt: No such file or directory|$W/dangling.txt
+EOF2
+# tokenizer files that are not tokenizer files
+mkdir -p "$W/tz1" "$W/tz2"
+ln -sf /dev/zero "$W/tz1/vocab.json"
+cp "$GPT2/merges.txt" "$W/tz1/"
+: >"$W/tz2/tokenizer.json"
+refused tok-zero "$W/tz1/vocab.json is a character device" "$PLAIT_BIN" tokenizer encode "$W/tz1" "$CFG"
+refused tok-empty "$W/tz2/tokenizer.json: byte 0: expected a value, found end of input" "$PLAIT_BIN" tokenizer encode "$W/tz2" "$CFG"
+echo "1 2 99999999999999999999" >"$W/ids"
+refused tok-bigid "$W/ids: byte 4: expected a token id 0..50256" "$PLAIT_BIN" tokenizer decode "$GPT2" "$W/ids"
+# as another user: what cannot be written or read is named
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+  chmod 755 "$E2E_WORK" "$W"
+  mkdir -p "$W/ro"
+  chmod 555 "$W/ro"
+  cp data/corpus.txt "$W/secret.txt"
+  chmod 600 "$W/secret.txt"
+  refused nobody-out "cannot create $W/ro/run: Permission denied" \
+    "${as_nobody[@]}" "$PLAIT_BIN" train "$CFG" "run.out_dir=$W/ro/run" run.steps=1 "data.path=$PLAIT_SOURCE_DIR/data/corpus.txt"
+  refused nobody-data "cannot open data file $W/secret.txt: Permission denied" \
+    "${as_nobody[@]}" "$PLAIT_BIN" train "$CFG" "run.out_dir=/tmp/plait-nobody-$$" run.steps=1 "data.path=$W/secret.txt"
+  rm -rf "/tmp/plait-nobody-$$"
+else
+  echo "permissions: skipped (needs root and setpriv to act as another user)"
+fi
 echo "ok"

@@ -7,15 +7,20 @@
 #  1. export: --out a checkpoint or a run directory is refused (the
 #     checkpoint still resumes); a downloaded model.safetensors or
 #     config.json in --out is not overwritten; an earlier export is; two
-#     exports into one --out at once never mix their tensors. bench comm
+#     exports into one --out at once never mix their tensors. A fresh run
+#     never writes over a metrics.csv or memory.csv it did not write. bench comm
 #     and bench train --csv, bench sweep --report never write over a run's
 #     files or files they did not write.
 #  2. links: a ckpt-* link to another directory is neither pruned through
 #     nor written through (a save there is refused naming the link);
 #     metrics.csv, memory.csv and rank-0.log links are refused, their
-#     targets untouched.
+#     targets untouched; so are hard links to them (and to .lock), the
+#     file under its other name unchanged.
 #  3. pruning after a resume that skipped a damaged newest checkpoint keeps
 #     the checkpoint resumed from and the new one.
+#  4. a file size limit (ulimit -f) reached by a checkpoint, data prepare or
+#     export: "File too large" named, nothing half-written left; a killed
+#     export's temporary file is removed by the next export.
 source "$(dirname "$0")/lib.sh"
 
 # refused NAME EXPECTED CMD...: CMD exits non-zero printing EXPECTED
@@ -61,6 +66,17 @@ for round in 1 2 3 4; do
   [ -z "$(find "$E2E_WORK/both" -name '*.tmp*')" ] || fail "round $round: temporary files left: $(ls "$E2E_WORK/both")"
 done
 
+# a run directory holding someone else's metrics.csv or memory.csv: a fresh
+# run does not write over them
+for f in metrics.csv memory.csv; do
+  rm -rf "${E2E_WORK:?}/foreign"
+  mkdir -p "$E2E_WORK/foreign"
+  printf 'date,sales\n2024-01-01,3\n' >"$E2E_WORK/foreign/$f"
+  refused "foreign-$f" "$E2E_WORK/foreign/$f: a file, which plait did not write" \
+    "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/foreign" run.steps=1
+  [ "$(cat "$E2E_WORK/foreign/$f")" = "$(printf 'date,sales\n2024-01-01,3')" ] || fail "a fresh run wrote over a foreign $f"
+done
+
 # benchmarks' outputs: never over a run's files or a file they did not write
 before=$(sums "$E2E_WORK/exp")
 refused bench-comm-csv "--csv $E2E_WORK/exp/metrics.csv: a file, which plait did not write" \
@@ -94,6 +110,17 @@ for f in metrics.csv memory.csv rank-0.log; do
   grep -qF "$E2E_WORK/linkf/$f is a symbolic link" "$E2E_WORK/linkf.out" || fail "$f as a link was not named: $(tail -n 2 "$E2E_WORK/linkf.out")"
 done
 
+# hard links (cp -al, ln): the file's other name is never written
+for f in metrics.csv memory.csv rank-0.log .lock; do
+  rm -rf "${E2E_WORK:?}/hardf"
+  mkdir -p "$E2E_WORK/hardf"
+  ln "$E2E_WORK/precious/notes.txt" "$E2E_WORK/hardf/$f"
+  "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/hardf" run.steps=2 >"$E2E_WORK/hardf.out" 2>&1 || true
+  [ "$(sums "$E2E_WORK/precious")" = "$precious" ] || fail "$f as a hard link: the file under its other name was written"
+  grep -qF "$E2E_WORK/hardf/$f has 2 names (hard links" "$E2E_WORK/hardf.out" ||
+    fail "$f as a hard link was not named: $(tail -n 2 "$E2E_WORK/hardf.out")"
+done
+
 # --- 3. pruning after a resume past a damaged newest checkpoint
 train prune run.steps=6 run.ckpt_every=2 run.keep_checkpoints=10
 printf '\x55' | dd of="$E2E_WORK/prune/ckpt-00000006/model.safetensors" bs=1 seek=2000 conv=notrunc 2>/dev/null
@@ -103,4 +130,35 @@ for s in 4 5; do
   [ -f "$E2E_WORK/prune/ckpt-0000000$s/COMPLETE" ] || fail "pruning deleted ckpt-0000000$s: $(ls "$E2E_WORK/prune")"
 done
 [ ! -e "$E2E_WORK/prune/ckpt-00000002" ] || fail "pruning kept ckpt-00000002 with keep_checkpoints = 1"
+
+# --- 4. a file size limit (ulimit -f) reached while writing: reported like a
+# full disk ("File too large"), never a silent death by SIGXFSZ, and nothing
+# half-written left
+rm -rf "${E2E_WORK:?}/fsize" "$E2E_WORK"/fsize-ds*
+rc=0
+(ulimit -f 200 && "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/fsize" run.steps=2) >"$E2E_WORK/fsize.out" 2>&1 || rc=$?
+[ $rc -eq 1 ] || fail "ulimit -f during a checkpoint: exit $rc, not 1: $(tail -n 2 "$E2E_WORK/fsize.out")"
+grep -q "checkpoint at step 2: writing .*ckpt-00000002/.*\.tmp at byte [0-9]*: File too large" "$E2E_WORK/fsize.out" ||
+  fail "ulimit -f during a checkpoint: the cause is not named: $(tail -n 2 "$E2E_WORK/fsize.out")"
+[ ! -e "$E2E_WORK/fsize/ckpt-00000002" ] || fail "the failed save left $(ls "$E2E_WORK/fsize/ckpt-00000002")"
+rc=0
+(ulimit -f 100 && "$PLAIT_BIN" data prepare data/corpus.txt --tokenizer data/tokenizers/gpt2 --out "$E2E_WORK/fsize-ds") \
+  >"$E2E_WORK/fsize-ds.out" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "File too large" "$E2E_WORK/fsize-ds.out" ||
+  fail "ulimit -f during data prepare: exit $rc: $(tail -n 2 "$E2E_WORK/fsize-ds.out")"
+[ -z "$(ls -d "$E2E_WORK"/fsize-ds.* 2>/dev/null | grep -v '\.out$')" ] || fail "data prepare left $(ls -d "$E2E_WORK"/fsize-ds.*)"
+rc=0
+(ulimit -f 100 && "$PLAIT_BIN" export "$ck" --format hf --out "$E2E_WORK/fsize-ex") >"$E2E_WORK/fsize-ex.out" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "File too large" "$E2E_WORK/fsize-ex.out" ||
+  fail "ulimit -f during export: exit $rc: $(tail -n 2 "$E2E_WORK/fsize-ex.out")"
+[ ! -e "$E2E_WORK/fsize-ex" ] || fail "the failed export left its --out: $(ls -A "$E2E_WORK/fsize-ex")"
+# a temporary file of an export that was killed (its pid is gone) is
+# removed by the next export into that directory
+sh -c 'exit 0' &
+gone=$!
+wait $gone
+: >"$E2E_WORK/mine/model.safetensors.$gone-0badf00d.tmp"
+"$PLAIT_BIN" export "$ck" --format hf --out "$E2E_WORK/mine" >"$E2E_WORK/exp-stale.out" 2>&1 ||
+  fail "export beside a killed export's temporary file failed: $(tail -n 2 "$E2E_WORK/exp-stale.out")"
+[ ! -e "$E2E_WORK/mine/model.safetensors.$gone-0badf00d.tmp" ] || fail "a killed export's temporary file was kept"
 echo "ok"

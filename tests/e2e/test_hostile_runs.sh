@@ -43,6 +43,14 @@ refused shape-auto "[model] n_embd = 64, but this run has n_embd = 32" "run.out_
 [ "$(ls "$E2E_WORK/shape")" = "$before" ] || fail "a refused resume changed the run directory: $(ls "$E2E_WORK/shape")"
 train shape run.steps=6 --resume # the same model continues
 grep -q "^6," "$E2E_WORK/shape/metrics.csv" || fail "the matching resume did not continue to step 6"
+# a metrics.csv that is not plait's (replaced by garbage) is not appended to
+cp "$E2E_WORK/shape/metrics.csv" "$E2E_WORK/shape-metrics.csv"
+head -c 700 /dev/urandom >"$E2E_WORK/shape/metrics.csv"
+cp "$E2E_WORK/shape/metrics.csv" "$E2E_WORK/garbage.csv"
+refused shape-garbage "the run's metrics file $E2E_WORK/shape/metrics.csv: a file, which plait did not write" \
+  "run.out_dir=$E2E_WORK/shape" run.steps=7 --resume
+cmp -s "$E2E_WORK/shape/metrics.csv" "$E2E_WORK/garbage.csv" || fail "the resume changed a metrics.csv plait did not write"
+cp "$E2E_WORK/shape-metrics.csv" "$E2E_WORK/shape/metrics.csv"
 
 # --- 2. evaluation without a validation split
 rm -rf "${E2E_WORK:?}/noval-refused"
@@ -70,6 +78,8 @@ refused partial-auto "holds 2 checkpoint directories (the first: ckpt-00000002) 
   "run.out_dir=$E2E_WORK/partial" run.steps=4 run.resume=auto
 cmp -s "$E2E_WORK/partial/metrics.csv" "$E2E_WORK/partial-metrics.csv" || fail "resume = auto rewrote metrics.csv"
 refused partial-fresh "none is complete" "run.out_dir=$E2E_WORK/partial" run.steps=4
+refused partial-resume "--resume: no usable checkpoint in $E2E_WORK/partial: its 2 checkpoint directories (the first: ckpt-00000002) are incomplete or damaged" \
+  "run.out_dir=$E2E_WORK/partial" run.steps=4 --resume
 cmp -s "$E2E_WORK/partial/metrics.csv" "$E2E_WORK/partial-metrics.csv" || fail "a fresh run rewrote metrics.csv"
 
 # --- 6. two runs in one out_dir

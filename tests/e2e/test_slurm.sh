@@ -13,85 +13,12 @@
 # and stops everything it started, also on failure. Skipped (exit 77, with
 # the reason) without root or without the packages.
 source "$(dirname "$0")/lib.sh"
-skip() { echo "SKIPPED: $*" >&2; exit 77; }
-[ "$(id -u)" -eq 0 ] || skip "running a Slurm controller and node daemon needs root (uid $(id -u))"
-for b in munged slurmctld slurmd srun sbatch sinfo; do
-  command -v $b >/dev/null || skip "$b is not installed (scripts/deps.sh installs slurmctld, slurmd, slurm-client and munge)"
-done
-
-RT=$(mktemp -d /tmp/plait-slurm.XXXXXX)
-PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  sleep 0.3
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$RT"
-}
-at_exit cleanup
-mkdir -p "$RT/state" "$RT/spool" "$RT/munge"
-# munged wants its socket's directory searchable by everyone, its key private
-chmod 711 "$RT"
-chmod 700 "$RT/munge"
-dd if=/dev/urandom of="$RT/munge/munge.key" bs=1024 count=1 status=none
-chmod 400 "$RT/munge/munge.key"
-munged -F --socket="$RT/munge.sock" --key-file="$RT/munge/munge.key" --pid-file="$RT/munge/munged.pid" \
-  --log-file="$RT/munge/munged.log" --seed-file="$RT/munge/munged.seed" 2>"$RT/munged.err" &
-PIDS+=($!)
-
+source "$(dirname "$0")/slurm_lib.sh"
 NODE=$(hostname -s)
-# free ports for the controller and the node daemon
-read -r P1 P2 < <(python3 - <<'PY'
-import socket
-s = [socket.socket() for _ in range(2)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(*[x.getsockname()[1] for x in s])
-PY
-)
-export SLURM_CONF=$RT/slurm.conf
-cat >"$SLURM_CONF" <<CONF
-ClusterName=plaittest
-SlurmctldHost=$NODE
-SlurmctldPort=$P1
-SlurmdPort=$P2
-AuthType=auth/munge
-AuthInfo=socket=$RT/munge.sock
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-StateSaveLocation=$RT/state
-SlurmdSpoolDir=$RT/spool
-SlurmctldPidFile=$RT/slurmctld.pid
-SlurmdPidFile=$RT/slurmd.pid
-SlurmctldLogFile=$RT/slurmctld.log
-SlurmdLogFile=$RT/slurmd.log
-ProctrackType=proctrack/pgid
-TaskPlugin=task/none
-MpiDefault=none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-SlurmdParameters=config_overrides
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-NodeName=$NODE CPUs=4 RealMemory=1000 State=UNKNOWN
-PartitionName=plait Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-CONF
-for _ in $(seq 50); do [ -S "$RT/munge.sock" ] && break; sleep 0.1; done
-[ -S "$RT/munge.sock" ] || fail "munged did not start: $(cat "$RT/munged.err" "$RT/munge/munged.log" 2>/dev/null | tail -n 5)"
-slurmctld -D -i >"$RT/slurmctld.err" 2>&1 &
-PIDS+=($!)
-slurmd -D -N "$NODE" >"$RT/slurmd.err" 2>&1 &
-PIDS+=($!)
-state=""
-for _ in $(seq 150); do
-  state=$(sinfo -h -N -o %T 2>/dev/null || true)
-  [ "$state" = idle ] && break
-  sleep 0.2
-done
-[ "$state" = idle ] || fail "the Slurm node never became idle (state '$state'): $(tail -n 5 "$RT/slurmctld.log" "$RT/slurmd.log" 2>/dev/null)"
+slurm_up "$NODE 127.0.0.1"
+slurm_daemon slurmctld -D -i
+slurm_daemon slurmd -D -N "$NODE"
+slurm_wait_idle
 
 D="run.deterministic=true run.steps=6 parallel.dp=4 comm.timeout=60"
 train local_dp4 $D

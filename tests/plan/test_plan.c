@@ -548,6 +548,20 @@ static void test_fit_comm(void **state) {
     fclose(f);
     assert_int_equal(plait_cluster_fit_comm(&c, path), PLAIT_ERR_INVALID_CONFIG);
     assert_non_null(strstr(plait_last_error(), ":1: not a 'plait bench comm --csv' table"));
+    /* a time that overflows to infinity, or a row longer than any buffer:
+     * named with its line, never fitted */
+    f = fopen(path, "w");
+    fprintf(f, "op,ranks,size_bytes,time_us\nallreduce,4,4096,1e999\n");
+    fclose(f);
+    assert_int_equal(plait_cluster_fit_comm(&c, path), PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), ":2: an allreduce row needs numbers"));
+    f = fopen(path, "w");
+    fprintf(f, "op,ranks,size_bytes,time_us\nallreduce,4,4096,10\nallreduce,4,");
+    for (int i = 0; i < 5000; i++) fputc('9', f);
+    fprintf(f, ",20\n");
+    fclose(f);
+    assert_int_equal(plait_cluster_fit_comm(&c, path), PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), ":3: an allreduce row needs numbers"));
     unlink(path);
 }
 

@@ -336,6 +336,15 @@ static void test_bad_files(void **state) {
     snprintf(fifo, sizeof fifo, "%s/merges.txt", make_tok("fifo", vocab, NULL, NULL));
     assert_int_equal(mkfifo(fifo, 0600), 0);
     expect_error(make_tok("fifo", NULL, NULL, NULL), "merges.txt is a FIFO", "not a regular file");
+    /* a file far larger than any tokenizer file (sparse): its size named, not called irregular */
+    char big[PATH_MAX + 128];
+    snprintf(big, sizeof big, "%s/vocab.json", make_tok("huge", NULL, "", NULL));
+    FILE *bf = fopen(big, "w");
+    assert_non_null(bf);
+    assert_int_equal(ftruncate(fileno(bf), (off_t)2 << 30), 0);
+    fclose(bf);
+    expect_error(make_tok("huge", NULL, NULL, NULL), "vocab.json has 2147483648 bytes, more than the 1073741824",
+                 "another file in its place");
     snprintf(fifo, sizeof fifo, "%s/fifo-tok", scratch);
     assert_int_equal(mkfifo(fifo, 0600), 0);
     assert_int_not_equal(plait_tokenizer_load(fifo, &t), PLAIT_OK);

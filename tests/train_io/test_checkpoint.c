@@ -4,6 +4,8 @@
  * state.json formats (1 still read), latest-complete discovery, pruning. */
 #include "train_io_test.h"
 
+#include <sys/wait.h>
+
 #include <glob.h>
 #include <inttypes.h>
 #include <math.h>
@@ -310,9 +312,24 @@ static void test_crash_keeps_previous(void **state) {
     assert_true(e[1].step == 200 && !e[1].has_marker);
     assert_true(e[2].step == 300 && !e[2].has_marker);
 
-    /* Saving step 200 again over the leftovers gives a complete checkpoint. */
+    /* The leftover as a killed process leaves it: a temporary name of a pid
+     * that is gone (a child that has exited). */
+    pid_t gone = fork();
+    if (gone == 0) _exit(0);
+    waitpid(gone, NULL, 0);
+    snprintf(path, sizeof path, "%s/ckpt-00000200/model.safetensors.*.tmp", out);
+    glob_t g;
+    assert_int_equal(glob(path, 0, NULL, &g), 0);
+    char dead[PATH_MAX];
+    snprintf(dead, sizeof dead, "%s/ckpt-00000200/model.safetensors.%ld-0badf00d.tmp", out, (long)gone);
+    assert_int_equal(rename(g.gl_pathv[0], dead), 0);
+    globfree(&g);
+    /* Saving step 200 again over the leftovers gives a complete checkpoint,
+     * and the dead writer's temporary file is gone. */
     assert_int_equal(save(out, 200, PLAIT_CKPT_CRASH_NONE, 0), PLAIT_OK);
     assert_int_equal(latest_step(out), 200);
+    snprintf(path, sizeof path, "%s/ckpt-00000200", out);
+    assert_int_equal(temps_of(path, "model.safetensors"), 0);
     /* And an existing complete step saved again is incomplete while it is rewritten. */
     assert_int_equal(save(out, 200, PLAIT_CKPT_CRASH_BEFORE_MARKER, 0), PLAIT_ERR_INTERNAL);
     assert_int_equal(latest_step(out), 100);
@@ -414,6 +431,11 @@ static void test_state_formats(void **state) {
     assert_error_contains("format_version 3 is not 1 to 2 (written by a newer plait)");
 
     rewrite_state(dir, "\"format_version\": 3", "\"format_version\": 2");
+    /* a negative count (a seed of -7 would come back as 2^64 - 7) */
+    rewrite_state(dir, "\"seed\": 1337", "\"seed\": -7");
+    assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("\"seed\" is missing or not an integer >= 0");
+    rewrite_state(dir, "\"seed\": -7", "\"seed\": 1337");
     rewrite_state(dir, "\"train_crc32c\": \"0123abcd\"", "\"train_crc32c\": \"0123abc\"");
     assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_ERR_PROTOCOL);
     assert_error_contains("\"data\" must hold");
