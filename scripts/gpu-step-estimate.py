@@ -28,7 +28,7 @@ import configparser
 import math
 import sys
 
-VARIANTS = ["unfused", "fused-attention", "device-step", "fused-loss"]
+VARIANTS = ["unfused", "fused-attention", "device-step", "fused-loss", "residual-in-c"]
 VARIANT_TEXT = {
     "unfused": "attention's scores materialised (T×T fp32, 16 per-sequence cuBLASLt calls a product)",
     "fused-attention": "fused flash-style attention (attention.cu): lse kept, scores never stored",
@@ -37,6 +37,8 @@ VARIANT_TEXT = {
                    "the norm read with the loss",
     "fused-loss": "+ the loss and the logits' gradient in one pass in the forward (crossentropy_fused), and each "
                   "linear layer's input and weight gradients from one call (its output gradient converted once)",
+    "residual-in-c": "+ the residual stream as cuBLASLt's C of the products that add it, the sum written to D "
+                     "(no copy of the residual first)",
 }
 
 
@@ -122,8 +124,10 @@ def layernorm_bwd_weights(st, BT, C):
     st.kernel("layernorm", 4 * chunks * C + 8 * C, launches=1)
 
 
-def matmul_forward(st, family, BT, C, OC, residual=False):
-    if residual:  # k_matmul_forward_residual: a copy of the residual, then beta = 1
+def matmul_forward(st, family, BT, C, OC, residual=False, res_copy=True):
+    """k_matmul_forward_residual: beta = 1 on a copy of the residual, or
+    (res_copy False) the residual as cuBLASLt's C and the output its D."""
+    if residual and res_copy:
         st.kernel("residual copies", 8 * BT * OC)
     gemm(st, family, BT, OC, C, beta=1.0 if residual else 0.0, bias=True)
 
@@ -189,6 +193,7 @@ def step(args, s, variant):
     fused = v >= 1
     one_call = v >= 3  # each linear layer's backward in one call (model/mlp.c, gpt_layers.c: BWD_ALL)
     fused_loss = v >= 3  # crossentropy_fused in the forward (gpt_layers.c)
+    res_copy = v < 4  # the forward's residual copied before its product (kernels.c, gemm.c)
     # trainer: the gradients are zeroed at the step's start (run_step.c)
     n_params = 12 * C * C + 13 * C
     numel = L * n_params + V * C + T * C + 2 * C
@@ -202,11 +207,11 @@ def step(args, s, variant):
             attention_fused(st, s, backward=False)
         else:
             attention_unfused_fwd(st, s)
-        matmul_forward(st, "linear layers", BT, C, C, residual=True)
+        matmul_forward(st, "linear layers", BT, C, C, residual=True, res_copy=res_copy)
         layernorm_fwd(st, BT, C)
         matmul_forward(st, "linear layers", BT, C, F)
         st.kernel("gelu", 8 * BT * F)
-        matmul_forward(st, "linear layers", BT, F, C, residual=True)
+        matmul_forward(st, "linear layers", BT, F, C, residual=True, res_copy=res_copy)
     layernorm_fwd(st, BT, C)
     gemm(st, "lm_head", BT, V, C)
     st.kernel("cross-entropy", 8, launches=1)  # zero_f64

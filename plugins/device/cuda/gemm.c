@@ -217,6 +217,10 @@ void pc_gemm_run(const pc_gemm *g) {
         bf16_written(g->C, span(g->M, g->N, g->ldc, g->batch, g->stride_c));
         for (int64_t b = 0; b < g->batch; b++) {
             float *c = g->C + b * g->stride_c;
+            if (g->res && g->res != g->C && g->beta != 0.0f) /* then as in place */
+                for (int64_t r = 0; r < g->M; r++)
+                    cudaMemcpyAsync(c + r * g->ldc, g->res + b * g->stride_c + r * g->ldc, (size_t)g->N * 4,
+                                    cudaMemcpyDeviceToDevice, pc.stream);
             if (g->beta == 0.0f) /* as BLAS: beta 0 writes zeros, whatever C held */
                 cudaMemset2DAsync(c, (size_t)g->ldc * 4, 0, (size_t)g->N * 4, (size_t)g->M, pc.stream);
             else if (g->beta != 1.0f)
@@ -257,12 +261,15 @@ void pc_gemm_run(const pc_gemm *g) {
     k.align_a = alignment(A, k.lda, k.stride_a, esz);
     k.align_b = alignment(B, k.ldb, k.stride_b, esz);
     k.align_c = alignment(g->C, k.ldc, k.stride_c, 4);
+    const float *cin = g->res ? g->res : g->C; /* cuBLASLt's C; the result goes to D = g->C */
+    uint32_t align_res = alignment(cin, k.ldc, k.stride_c, 4);
+    if (align_res < k.align_c) k.align_c = align_res;
     gemm_cached *p = prepare(&k, g->bias);
     if (!p) return;
     if (p->bias_epilogue &&
         !lt_ok(pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias), "bias"))
         return;
-    if (!lt_ok(pc_lt.matmul(pc_lt.handle, p->desc, &g->alpha, B, p->la, A, p->lb, &g->beta, g->C, p->lc, g->C,
+    if (!lt_ok(pc_lt.matmul(pc_lt.handle, p->desc, &g->alpha, B, p->la, A, p->lb, &g->beta, cin, p->lc, g->C,
                             p->lc, &p->algo, pc_lt.workspace, pc_lt.workspace_bytes, pc.stream),
                "matmul"))
         return;

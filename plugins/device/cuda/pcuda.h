@@ -121,7 +121,8 @@ void pc_lt_close(void);
 
 /* One row-major product (or a batch of them at fixed strides):
  * C = alpha * op(A) @ op(B) + beta * C (+ bias[N] on every row when bias is
- * non-NULL), in the open precision. */
+ * non-NULL), in the open precision; beta * res in place of beta * C when
+ * res is non-NULL. */
 typedef struct pc_gemm {
     int trans_a, trans_b;
     int64_t M, N, K;
@@ -134,6 +135,9 @@ typedef struct pc_gemm {
     int64_t ldc, stride_c;
     int64_t batch; /* >= 1 */
     const float *bias;
+    /* Non-NULL: what beta multiplies, in C's layout (cuBLASLt's C, with
+     * the result in C, its D): a residual added without a copy. May be C. */
+    const float *res;
 } pc_gemm;
 void pc_gemm_run(const pc_gemm *g);
 /* A kernel-table entry begins: bf16 copies of operands made by an earlier
