@@ -28,7 +28,7 @@ import configparser
 import math
 import sys
 
-VARIANTS = ["unfused", "fused-attention", "device-step", "fused-loss", "residual-in-c"]
+VARIANTS = ["unfused", "fused-attention", "device-step", "fused-loss", "residual-in-c", "layernorm-fused"]
 VARIANT_TEXT = {
     "unfused": "attention's scores materialised (T×T fp32, 16 per-sequence cuBLASLt calls a product)",
     "fused-attention": "fused flash-style attention (attention.cu): lse kept, scores never stored",
@@ -39,6 +39,8 @@ VARIANT_TEXT = {
                   "linear layer's input and weight gradients from one call (its output gradient converted once)",
     "residual-in-c": "+ the residual stream as cuBLASLt's C of the products that add it, the sum written to D "
                      "(no copy of the residual first)",
+    "layernorm-fused": "+ each LayerNorm's backward in one pass (layernorm_backward_fused): the residual's gradient "
+                       "added there instead of copied first, the parameters' partial sums from the same reads",
 }
 
 
@@ -114,6 +116,16 @@ def layernorm_fwd(st, BT, C):
 def layernorm_bwd_input(st, BT, C):
     # dinp += ...: reads dout, inp, mean, rstd, w; reads and writes dinp
     st.kernel("layernorm", 4 * BT * C * 4 + 8 * BT)
+
+
+def layernorm_bwd_fused(st, BT, C, dres):
+    """norm.cu's layernorm_backward_fused: a block of 64 rows reads dout, inp
+    (and dres, in place or beside) once for dinp and the parameters' partial
+    sums (the second read from cache), then a finish each."""
+    chunks = math.ceil(BT / 64)
+    st.kernel("layernorm", 4 * BT * C * (4 if dres else 3) + 8 * BT + 8 * chunks * C)
+    st.kernel("layernorm", 4 * chunks * C + 8 * C, launches=1)
+    st.kernel("layernorm", 4 * chunks * C + 8 * C, launches=1)
 
 
 def layernorm_bwd_weights(st, BT, C):
@@ -194,6 +206,7 @@ def step(args, s, variant):
     one_call = v >= 3  # each linear layer's backward in one call (model/mlp.c, gpt_layers.c: BWD_ALL)
     fused_loss = v >= 3  # crossentropy_fused in the forward (gpt_layers.c)
     res_copy = v < 4  # the forward's residual copied before its product (kernels.c, gemm.c)
+    ln_fused = v >= 5  # layernorm_backward_fused in the one-pass backward (mlp.c, gpt_layers.c)
     # trainer: the gradients are zeroed at the step's start (run_step.c)
     n_params = 12 * C * C + 13 * C
     numel = L * n_params + V * C + T * C + 2 * C
@@ -233,11 +246,14 @@ def step(args, s, variant):
         matmul_backward(st, "lm_head", BT, C, V, dbias=False)
     else:
         gemm(st, "lm_head", BT, C, V)
-    st.kernel("layernorm", 4 * BT * C)  # zero dx
-    layernorm_bwd_input(st, BT, C)
     if not one_call:
         gemm(st, "lm_head", V, C, BT, beta=1.0)
-    layernorm_bwd_weights(st, BT, C)
+    if ln_fused:
+        layernorm_bwd_fused(st, BT, C, dres=False)
+    else:
+        st.kernel("layernorm", 4 * BT * C)  # zero dx
+        layernorm_bwd_input(st, BT, C)
+        layernorm_bwd_weights(st, BT, C)
     for _ in range(L):
         # MLP half (mlp.c): input gradients, then weights (or both a call)
         matmul_backward(st, "linear layers", BT, F, C, dweight=one_call, dbias=one_call)
@@ -246,9 +262,12 @@ def step(args, s, variant):
         if not one_call:
             matmul_backward(st, "linear layers", BT, F, C, dinp=False)
             matmul_backward(st, "linear layers", BT, C, F, dinp=False)
-        layernorm_bwd_weights(st, BT, C)
-        st.kernel("residual copies", 8 * BT * C)
-        layernorm_bwd_input(st, BT, C)
+        if ln_fused:
+            layernorm_bwd_fused(st, BT, C, dres=True)
+        else:
+            layernorm_bwd_weights(st, BT, C)
+            st.kernel("residual copies", 8 * BT * C)
+            layernorm_bwd_input(st, BT, C)
         # attention half (gpt_layers.c)
         matmul_backward(st, "linear layers", BT, C, C, dweight=one_call, dbias=one_call)
         if fused:
@@ -260,8 +279,11 @@ def step(args, s, variant):
         if not one_call:
             matmul_backward(st, "linear layers", BT, C, C, dinp=False)
             matmul_backward(st, "linear layers", BT, C, 3 * C, dinp=False)
-        layernorm_bwd_weights(st, BT, C)
-        layernorm_bwd_input(st, BT, C)
+        if ln_fused:
+            layernorm_bwd_fused(st, BT, C, dres=True)
+        else:
+            layernorm_bwd_weights(st, BT, C)
+            layernorm_bwd_input(st, BT, C)
     # embedding backward (embedding.cu: 1024 blocks, each owning table rows)
     st.kernel("embedding", 4 * BT * C + 8 * V * C + 8 * T * C + 4 * BT)
     # the tied head's gradient folded into the token table's (tied.c: axpy)

@@ -107,6 +107,12 @@ void plait_k_layernorm_forward(float *out, float *mean, float *rstd, const float
 void plait_k_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                                 const float *inp, const float *weight, const float *mean,
                                 const float *rstd, int64_t BT, int64_t C);
+/* dinp = dres + the input gradient (dres may be dinp, or NULL: zeros),
+ * dweight += , dbias += (both NULL or both not): plait/kernels.h
+ * layernorm_backward_fused, ABI 1.7. */
+void plait_k_layernorm_backward_fused(float *dinp, const float *dres, float *dweight, float *dbias,
+                                      const float *dout, const float *inp, const float *weight, const float *mean,
+                                      const float *rstd, int64_t BT, int64_t C);
 void plait_k_gelu_forward(float *out, const float *inp, size_t n);
 void plait_k_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 

@@ -142,6 +142,11 @@ plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t
         plait_model_keep(m, g->dqkv, m->s_dqkv, (size_t)(BT * 3 * m->Cl));
         plait_model_keep(m, g->dln1, m->s_dln, (size_t)(BT * C));
     }
+    if (part == BWD_ALL && m->fused_ln) { /* ln_1's input gradient into dx and its parameters', one pass */
+        m->k->layernorm_backward_fused(dx, dx, dp.ln_w, dp.ln_b, m->s_dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd, BT,
+                                       C);
+        return PLAIT_OK;
+    }
     if (part & BWD_WEIGHT) st = attention_weight_grads(m, s, layer, x, g, &dp, part == BWD_ALL);
     if (st != PLAIT_OK || !(part & BWD_INPUT)) return st;
     m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd, BT, C);
@@ -235,6 +240,11 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
         }
         plait_model_keep(m, dln, m->s_dln, (size_t)(BT * C));
         float *dx = s->gbuf[d->n_layer & 1];
+        if (part == BWD_ALL && m->fused_ln) { /* dx written (no zeroing first), ln_f's parameters too */
+            m->k->layernorm_backward_fused(dx, NULL, dp.ln_w, dp.ln_b, m->s_dln, s->bound[d->n_layer], p.ln_w,
+                                           s->lnf_mean, s->lnf_rstd, BT, C);
+            return PLAIT_OK;
+        }
         m->k->zero(dx, (size_t)(BT * C));
         m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, s->bound[d->n_layer], p.ln_w, s->lnf_mean,
                                  s->lnf_rstd, BT, C);

@@ -72,6 +72,11 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
         plait_model_keep(m, g->dfch, m->s_dfc, (size_t)(BT * F));
         plait_model_keep(m, g->dln2, m->s_dln, (size_t)(BT * C));
         plait_model_keep(m, g->dy, dy, (size_t)(BT * C));
+        if (both && m->fused_ln) { /* d(r) = dy + ln_2's input gradient, and its parameters', one pass */
+            m->k->layernorm_backward_fused(dr, dy, both->ln_w, both->ln_b, m->s_dln, r, p.ln_w, a->ln2_mean,
+                                           a->ln2_rstd, BT, C);
+            return PLAIT_OK;
+        }
         m->k->copy(dr, dy, (size_t)(BT * C));
         m->k->layernorm_backward(dr, NULL, NULL, m->s_dln, r, p.ln_w, a->ln2_mean, a->ln2_rstd, BT, C);
     }

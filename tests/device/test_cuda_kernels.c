@@ -118,6 +118,39 @@ static void case_layernorm(kc_ctx *x) {
     kc_result(x, "backward dbias+=", db, C, KC_ELEMWISE);
 }
 
+/* LayerNorm's whole backward in one pass: against the CPU's, with the
+ * residual's gradient beside dinp, in place and absent (zeros: dinp is
+ * overwritten); and the bits of the parts it replaces (a copy of the
+ * residual, then layernorm_backward's two halves) on the same table. */
+static void case_layernorm_fused(kc_ctx *x) {
+    const int has = PLAIT_KERNELS_HAS_FUSED_LAYERNORM(x->k);
+    kc_value(x, "the table has layernorm_backward_fused", has, KC_EXACT);
+    if (!has) return;
+    float *inp = kc_rand(x, BT * C, -2, 3), *w = kc_rand(x, C, 0.5f, 1.5f), *b = kc_rand(x, C, -1, 1);
+    float *out = kc_out(x, BT * C), *mean = kc_out(x, BT), *rstd = kc_out(x, BT);
+    x->k->layernorm_forward(out, mean, rstd, inp, w, b, BT, C);
+    float *dout = kc_rand(x, BT * C, -1, 1), *dres = kc_rand(x, BT * C, -1, 1), *dinp = kc_out(x, BT * C);
+    float *dw = kc_rand(x, C, -1, 1), *db = kc_rand(x, C, -1, 1);
+    float *dw2 = kc_out(x, C), *db2 = kc_out(x, C), *parts = kc_out(x, BT * C);
+    x->k->copy(dw2, dw, C);
+    x->k->copy(db2, db, C);
+    x->k->layernorm_backward_fused(dinp, dres, dw, db, dout, inp, w, mean, rstd, BT, C);
+    kc_result(x, "dinp = dres + the input gradient", dinp, BT * C, KC_ELEMWISE);
+    kc_result(x, "dweight+=", dw, C, KC_ELEMWISE);
+    kc_result(x, "dbias+=", db, C, KC_ELEMWISE);
+    x->k->copy(parts, dres, BT * C);
+    x->k->layernorm_backward(parts, NULL, NULL, dout, inp, w, mean, rstd, BT, C);
+    x->k->layernorm_backward(NULL, dw2, db2, dout, inp, NULL, mean, rstd, BT, C);
+    kc_same(x, "dinp: the parts' bits", dinp, parts, BT * C * sizeof *dinp);
+    kc_same(x, "dweight: the parts' bits", dw, dw2, C * sizeof *dw);
+    kc_same(x, "dbias: the parts' bits", db, db2, C * sizeof *db);
+    x->k->layernorm_backward_fused(dres, dres, NULL, NULL, dout, inp, w, mean, rstd, BT, C);
+    kc_same(x, "in place, no parameters: the same dinp", dres, dinp, BT * C * sizeof *dinp);
+    float *d0 = kc_out(x, BT * C);
+    x->k->layernorm_backward_fused(d0, NULL, NULL, NULL, dout, inp, w, mean, rstd, BT, C);
+    kc_result(x, "dinp without a residual", d0, BT * C, KC_ELEMWISE);
+}
+
 static void case_gelu(kc_ctx *x) {
     const size_t n = 10007;
     float *inp = kc_rand(x, n, -6, 6), *out = kc_out(x, n);
@@ -528,7 +561,7 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         kc_case_fn fn;
     } cases[] = {
         {"sgemm", case_sgemm},           {"matmul", case_matmul},         {"bias", case_bias},
-        {"layernorm", case_layernorm},   {"gelu", case_gelu},             {"attention", case_attention},
+        {"layernorm", case_layernorm},   {"layernorm_fused", case_layernorm_fused},   {"gelu", case_gelu},             {"attention", case_attention},
         {"attention_fused", case_attention_fused},
         {"embedding", case_embedding},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
         {"fused_loss", case_fused_loss},

@@ -278,6 +278,7 @@ PC_ENTRY(loss_rows, pc_launch_loss_rows, (float *losses, float *lse, const float
 PC_ENTRY(crossentropy_backward, pc_launch_crossentropy_backward, (float *dlogits, const float *logits, const float *lse, const int32_t *targets, int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid, float scale), (dlogits, logits, lse, targets, vocab_start, BT, Vl, n_valid, scale))
 PC_ENTRY(zero_f64, k_zero_f64, (double *dst, size_t n), (dst, n))
 PC_ENTRY(crossentropy_fused, pc_launch_crossentropy_fused, (float *losses, float *lse, double *loss_sum, float *dlogits, const float *logits, const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale), (losses, lse, loss_sum, dlogits, logits, targets, BT, Vl, n_valid, scale))
+PC_ENTRY(layernorm_backward_fused, pc_launch_layernorm_backward_fused, (float *dinp, const float *dres, float *dweight, float *dbias, const float *dout, const float *inp, const float *weight, const float *mean, const float *rstd, int64_t BT, int64_t C), (dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C))
 PC_ENTRY(sumsq_clip, pc_launch_sumsq_clip, (double *sumsq, float *scale, const plait_sumsq_acc *acc, double grad_clip), (sumsq, scale, acc, grad_clip))
 PC_ENTRY(adamw_multi, k_adamw_multi, (const plait_adamw_tensor *tensors, size_t count, size_t total, const plait_adamw_args *args, const float *scale), (tensors, count, total, args, scale))
 PC_ENTRY(attention_fused_forward, k_attention_fused_forward, (float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS), (out, lse, scratch, qkv, B, T, NH, HS))
@@ -325,6 +326,7 @@ static const plait_kernels g_table = {
     .sumsq_clip = e_sumsq_clip,
     .adamw_multi = e_adamw_multi,
     .crossentropy_fused = e_crossentropy_fused,
+    .layernorm_backward_fused = e_layernorm_backward_fused,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

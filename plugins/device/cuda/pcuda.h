@@ -182,6 +182,9 @@ void pc_launch_layernorm_forward(float *out, float *mean, float *rstd, const flo
 void pc_launch_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                                   const float *inp, const float *weight, const float *mean,
                                   const float *rstd, int64_t BT, int64_t C);
+void pc_launch_layernorm_backward_fused(float *dinp, const float *dres, float *dweight, float *dbias,
+                                        const float *dout, const float *inp, const float *weight, const float *mean,
+                                        const float *rstd, int64_t BT, int64_t C);
 /* gelu.cu */
 void pc_launch_gelu_forward(float *out, const float *inp, size_t n);
 void pc_launch_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
