@@ -28,13 +28,19 @@ import configparser
 import math
 import sys
 
-VARIANTS = ["unfused", "fused-attention", "device-step"]
+VARIANTS = ["unfused", "fused-attention", "device-step", "fused-loss", "residual-in-c", "layernorm-fused"]
 VARIANT_TEXT = {
     "unfused": "attention's scores materialised (T×T fp32, 16 per-sequence cuBLASLt calls a product)",
     "fused-attention": "fused flash-style attention (attention.cu): lse kept, scores never stored",
     "device-step": "+ the optimizer step on the device: Σg² of adjacent gradients in one call, the clipping "
                    "factor on the device (sumsq_clip), one AdamW launch for every tensor (adamw_multi), "
                    "the norm read with the loss",
+    "fused-loss": "+ the loss and the logits' gradient in one pass in the forward (crossentropy_fused), and each "
+                  "linear layer's input and weight gradients from one call (its output gradient converted once)",
+    "residual-in-c": "+ the residual stream as cuBLASLt's C of the products that add it, the sum written to D "
+                     "(no copy of the residual first)",
+    "layernorm-fused": "+ each LayerNorm's backward in one pass (layernorm_backward_fused): the residual's gradient "
+                       "added there instead of copied first, the parameters' partial sums from the same reads",
 }
 
 
@@ -78,17 +84,19 @@ class Step:
 
 # ---- what the cuda plugin does for each table entry ------------------------
 
-def gemm(st, family, M, N, K, batch=1, beta=0.0, a_span=None, b_span=None, bias=False):
+def gemm(st, family, M, N, K, batch=1, beta=0.0, a_span=None, b_span=None, bias=False, a_converted=False):
     """pc_gemm_run (gemm.c): bf16 runs round both operands' spans into
     scratch (convert.cu: one launch each, 4 bytes read and 2 written an
-    element), then one cuBLASLt product (bf16 operands, fp32 output, the
-    bias epilogue)."""
+    element; an A the entry's previous product converted is reused:
+    a_converted), then one cuBLASLt product (bf16 operands, fp32 output,
+    the bias epilogue)."""
     bf16 = st.a.precision == "bf16"
     esz = 2 if bf16 else 4
     a_span = a_span if a_span is not None else M * K * batch
     b_span = b_span if b_span is not None else K * N * batch
     if bf16:
-        st.kernel("bf16 operand copies", 6 * (a_span + b_span), launches=2)
+        conv = b_span + (0 if a_converted else a_span)
+        st.kernel("bf16 operand copies", 6 * conv, launches=1 if a_converted else 2)
     out = 4 * M * N * batch * (2 if beta else 1)
     st.kernel(family, esz * (a_span + b_span) + out + (4 * N if bias else 0), 2.0 * M * N * K * batch)
 
@@ -110,6 +118,16 @@ def layernorm_bwd_input(st, BT, C):
     st.kernel("layernorm", 4 * BT * C * 4 + 8 * BT)
 
 
+def layernorm_bwd_fused(st, BT, C, dres):
+    """norm.cu's layernorm_backward_fused: a block of 64 rows reads dout, inp
+    (and dres, in place or beside) once for dinp and the parameters' partial
+    sums (the second read from cache), then a finish each."""
+    chunks = math.ceil(BT / 64)
+    st.kernel("layernorm", 4 * BT * C * (4 if dres else 3) + 8 * BT + 8 * chunks * C)
+    st.kernel("layernorm", 4 * chunks * C + 8 * C, launches=1)
+    st.kernel("layernorm", 4 * chunks * C + 8 * C, launches=1)
+
+
 def layernorm_bwd_weights(st, BT, C):
     # norm.cu: one pass over dout and inp into both partials, then a finish each
     chunks = math.ceil(BT / 64)
@@ -118,17 +136,21 @@ def layernorm_bwd_weights(st, BT, C):
     st.kernel("layernorm", 4 * chunks * C + 8 * C, launches=1)
 
 
-def matmul_forward(st, family, BT, C, OC, residual=False):
-    if residual:  # k_matmul_forward_residual: a copy of the residual, then beta = 1
+def matmul_forward(st, family, BT, C, OC, residual=False, res_copy=True):
+    """k_matmul_forward_residual: beta = 1 on a copy of the residual, or
+    (res_copy False) the residual as cuBLASLt's C and the output its D."""
+    if residual and res_copy:
         st.kernel("residual copies", 8 * BT * OC)
     gemm(st, family, BT, OC, C, beta=1.0 if residual else 0.0, bias=True)
 
 
 def matmul_backward(st, family, BT, C, OC, dinp=True, dweight=True, dbias=True):
+    """One call: with both halves, dout (the A of both products) is
+    converted once (gemm.c's copies reused within an entry)."""
     if dinp:
         gemm(st, family, BT, C, OC)
     if dweight:
-        gemm(st, family, OC, C, BT, beta=1.0)
+        gemm(st, family, OC, C, BT, beta=1.0, a_converted=dinp)
     if dbias:
         colsum(st, "bias gradients", BT, OC)
 
@@ -179,7 +201,12 @@ def step(args, s, variant):
     st = Step(args)
     B, T, C, L, V, NH, HS = s["B"], s["T"], s["C"], s["L"], s["V"], s["NH"], s["HS"]
     BT, F = B * T, 4 * C
-    fused = variant != "unfused"
+    v = VARIANTS.index(variant)
+    fused = v >= 1
+    one_call = v >= 3  # each linear layer's backward in one call (model/mlp.c, gpt_layers.c: BWD_ALL)
+    fused_loss = v >= 3  # crossentropy_fused in the forward (gpt_layers.c)
+    res_copy = v < 4  # the forward's residual copied before its product (kernels.c, gemm.c)
+    ln_fused = v >= 5  # layernorm_backward_fused in the one-pass backward (mlp.c, gpt_layers.c)
     # trainer: the gradients are zeroed at the step's start (run_step.c)
     n_params = 12 * C * C + 13 * C
     numel = L * n_params + V * C + T * C + 2 * C
@@ -193,48 +220,70 @@ def step(args, s, variant):
             attention_fused(st, s, backward=False)
         else:
             attention_unfused_fwd(st, s)
-        matmul_forward(st, "linear layers", BT, C, C, residual=True)
+        matmul_forward(st, "linear layers", BT, C, C, residual=True, res_copy=res_copy)
         layernorm_fwd(st, BT, C)
         matmul_forward(st, "linear layers", BT, C, F)
         st.kernel("gelu", 8 * BT * F)
-        matmul_forward(st, "linear layers", BT, F, C, residual=True)
+        matmul_forward(st, "linear layers", BT, F, C, residual=True, res_copy=res_copy)
     layernorm_fwd(st, BT, C)
     gemm(st, "lm_head", BT, V, C)
-    # the loss in pieces (gpt_layers.c): row max, Σexp, target logit, rows
-    st.kernel("cross-entropy", 4 * BT * V + 4 * BT)
-    st.kernel("cross-entropy", 4 * BT * V + 8 * BT)
-    st.kernel("cross-entropy", 8 * BT)
     st.kernel("cross-entropy", 8, launches=1)  # zero_f64
-    st.kernel("cross-entropy", 20 * BT)
+    if fused_loss:
+        # loss.cu: one block a row (max, Σexp, loss, the gradient in place;
+        # the row's re-reads from L2), then the losses' sum
+        st.kernel("cross-entropy", 8 * BT * V + 16 * BT)
+        st.kernel("cross-entropy", 4 * BT)
+    else:
+        # the loss in pieces (gpt_layers.c): row max, Σexp, target logit, rows
+        st.kernel("cross-entropy", 4 * BT * V + 4 * BT)
+        st.kernel("cross-entropy", 4 * BT * V + 8 * BT)
+        st.kernel("cross-entropy", 8 * BT)
+        st.kernel("cross-entropy", 20 * BT)
     # backward: head
-    st.kernel("cross-entropy", 8 * BT * V + 8 * BT)  # dlogits in place
-    gemm(st, "lm_head", BT, C, V)
-    st.kernel("layernorm", 4 * BT * C)  # zero dx
-    layernorm_bwd_input(st, BT, C)
-    gemm(st, "lm_head", V, C, BT, beta=1.0)
-    layernorm_bwd_weights(st, BT, C)
-    for _ in range(L):
-        # MLP half (mlp.c): input gradients, then weights
-        matmul_backward(st, "linear layers", BT, F, C, dweight=False, dbias=False)
-        st.kernel("gelu", 12 * BT * F)
-        matmul_backward(st, "linear layers", BT, C, F, dweight=False, dbias=False)
-        matmul_backward(st, "linear layers", BT, F, C, dinp=False)
-        matmul_backward(st, "linear layers", BT, C, F, dinp=False)
-        layernorm_bwd_weights(st, BT, C)
-        st.kernel("residual copies", 8 * BT * C)
+    if not fused_loss:
+        st.kernel("cross-entropy", 8 * BT * V + 8 * BT)  # dlogits in place
+    if one_call:
+        matmul_backward(st, "lm_head", BT, C, V, dbias=False)
+    else:
+        gemm(st, "lm_head", BT, C, V)
+    if not one_call:
+        gemm(st, "lm_head", V, C, BT, beta=1.0)
+    if ln_fused:
+        layernorm_bwd_fused(st, BT, C, dres=False)
+    else:
+        st.kernel("layernorm", 4 * BT * C)  # zero dx
         layernorm_bwd_input(st, BT, C)
+        layernorm_bwd_weights(st, BT, C)
+    for _ in range(L):
+        # MLP half (mlp.c): input gradients, then weights (or both a call)
+        matmul_backward(st, "linear layers", BT, F, C, dweight=one_call, dbias=one_call)
+        st.kernel("gelu", 12 * BT * F)
+        matmul_backward(st, "linear layers", BT, C, F, dweight=one_call, dbias=one_call)
+        if not one_call:
+            matmul_backward(st, "linear layers", BT, F, C, dinp=False)
+            matmul_backward(st, "linear layers", BT, C, F, dinp=False)
+        if ln_fused:
+            layernorm_bwd_fused(st, BT, C, dres=True)
+        else:
+            layernorm_bwd_weights(st, BT, C)
+            st.kernel("residual copies", 8 * BT * C)
+            layernorm_bwd_input(st, BT, C)
         # attention half (gpt_layers.c)
-        matmul_backward(st, "linear layers", BT, C, C, dweight=False, dbias=False)
+        matmul_backward(st, "linear layers", BT, C, C, dweight=one_call, dbias=one_call)
         if fused:
             attention_fused(st, s, backward=True)
         else:
             attention_unfused_bwd(st, s)
-        matmul_backward(st, "linear layers", BT, C, 3 * C, dweight=False, dbias=False)
-        matmul_backward(st, "linear layers", BT, C, C, dinp=False)
         st.kernel("bias gradients", 8 * C, launches=2)  # the key bias kept at zero: two copies
-        matmul_backward(st, "linear layers", BT, C, 3 * C, dinp=False)
-        layernorm_bwd_weights(st, BT, C)
-        layernorm_bwd_input(st, BT, C)
+        matmul_backward(st, "linear layers", BT, C, 3 * C, dweight=one_call, dbias=one_call)
+        if not one_call:
+            matmul_backward(st, "linear layers", BT, C, C, dinp=False)
+            matmul_backward(st, "linear layers", BT, C, 3 * C, dinp=False)
+        if ln_fused:
+            layernorm_bwd_fused(st, BT, C, dres=True)
+        else:
+            layernorm_bwd_weights(st, BT, C)
+            layernorm_bwd_input(st, BT, C)
     # embedding backward (embedding.cu: 1024 blocks, each owning table rows)
     st.kernel("embedding", 4 * BT * C + 8 * V * C + 8 * T * C + 4 * BT)
     # the tied head's gradient folded into the token table's (tied.c: axpy)
@@ -243,7 +292,7 @@ def step(args, s, variant):
     st.sync("loss")
     # adam (params, grads, 2 moments: 28 B an element for AdamW)
     per_param = L * 12 + 4
-    if variant in ("unfused", "fused-attention"):
+    if v < 2:
         # the exact Σg² per parameter, the accumulator to the host, then
         # one AdamW launch per parameter
         st.kernel("optimizer", 4 * numel, launches=per_param + 1)

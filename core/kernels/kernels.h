@@ -107,6 +107,12 @@ void plait_k_layernorm_forward(float *out, float *mean, float *rstd, const float
 void plait_k_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                                 const float *inp, const float *weight, const float *mean,
                                 const float *rstd, int64_t BT, int64_t C);
+/* dinp = dres + the input gradient (dres may be dinp, or NULL: zeros),
+ * dweight += , dbias += (both NULL or both not): plait/kernels.h
+ * layernorm_backward_fused, ABI 1.7. */
+void plait_k_layernorm_backward_fused(float *dinp, const float *dres, float *dweight, float *dbias,
+                                      const float *dout, const float *inp, const float *weight, const float *mean,
+                                      const float *rstd, int64_t BT, int64_t C);
 void plait_k_gelu_forward(float *out, const float *inp, size_t n);
 void plait_k_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 
@@ -172,6 +178,10 @@ void plait_k_logits_target(float *tlogit, const float *logits, const int32_t *ta
  * *loss_sum += Σ losses[r], summed in double in row order. */
 void plait_k_loss_rows(float *losses, float *lse, const float *rowmax, const float *sumexp,
                        const float *tlogit, const int32_t *targets, int64_t BT, double *loss_sum);
+/* The whole loss in one pass (plait/kernels.h crossentropy_fused, ABI
+ * 1.7): the pieces' results bit for bit, with every class on this rank. */
+void plait_k_crossentropy_fused(float *losses, float *lse, double *loss_sum, float *dlogits, const float *logits,
+                                const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale);
 /* dlogits = (exp(logit - lse[r]) - onehot) * scale on valid columns, 0 on
  * padding and on rows with a negative target. dlogits may equal logits. */
 void plait_k_crossentropy_backward(float *dlogits, const float *logits, const float *lse,

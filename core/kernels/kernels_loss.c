@@ -118,32 +118,35 @@ void plait_k_crossentropy_backward(float *dlogits, const float *logits, const fl
 }
 
 typedef struct ce_full_job {
-    float *losses, *dlogits;
+    float *losses, *lse, *dlogits; /* lse, dlogits may be NULL */
     const float *logits;
     const int32_t *targets;
-    int64_t V;
+    int64_t Vl, n_valid;
     float scale;
 } ce_full_job;
 
-/* The whole-vocabulary loss on rows [r0, r1): the vocab-parallel pieces
- * with one rank's columns being all of them, one row at a time. */
+/* The loss (and gradient) of rows [r0, r1) with every class on this rank:
+ * the vocabulary-parallel pieces' arithmetic, one row at a time (rowmax,
+ * sumexp, target, loss_rows' lse and loss, crossentropy_backward), so the
+ * same bits. */
 static void ce_full_rows(void *vj, int64_t r0, int64_t r1) {
     const ce_full_job *j = vj;
-    const int64_t V = j->V;
+    const int64_t Vl = j->Vl, n = j->n_valid;
     for (int64_t r = r0; r < r1; r++) {
-        const float *l = j->logits + r * V;
+        const float *l = j->logits + r * Vl;
         const int32_t *tg = j->targets + r;
-        float m = plait_max(l, V), s, t;
-        ce_job row = {.out = &s, .logits = l, .rows = &m, .targets = tg, .BT = 1, .Vl = V, .n_valid = V,
+        float m = n > 0 ? plait_max(l, n) : -INFINITY, s, t;
+        ce_job row = {.out = &s, .logits = l, .rows = &m, .targets = tg, .BT = 1, .Vl = Vl, .n_valid = n,
                       .scale = j->scale};
         sumexp_rows(&row, 0, 1);
         int64_t c = *tg;
-        t = *tg >= 0 && c < V ? l[c] : 0.0f;
+        t = *tg >= 0 && c < n ? l[c] : 0.0f;
         float lse = m + logf(s);
+        if (j->lse) j->lse[r] = lse;
         j->losses[r] = *tg >= 0 ? lse - t : 0.0f;
         if (j->dlogits) {
-            ce_job back = {.out = j->dlogits + r * V, .logits = l, .rows = &lse, .targets = tg, .BT = 1, .Vl = V,
-                           .n_valid = V, .scale = j->scale};
+            ce_job back = {.out = j->dlogits + r * Vl, .logits = l, .rows = &lse, .targets = tg, .BT = 1, .Vl = Vl,
+                           .n_valid = n, .scale = j->scale};
             ce_backward_rows(&back, 0, 1);
         }
     }
@@ -151,6 +154,15 @@ static void ce_full_rows(void *vj, int64_t r0, int64_t r1) {
 
 void plait_k_crossentropy(float *losses, float *dlogits, const float *logits,
                           const int32_t *targets, int64_t BT, int64_t V, float dloss_scale) {
-    ce_full_job j = {losses, dlogits, logits, targets, V, dloss_scale};
+    ce_full_job j = {losses, NULL, dlogits, logits, targets, V, V, dloss_scale};
     plait_pool_for(BT, CE_ROWS, ce_full_rows, &j);
+}
+
+void plait_k_crossentropy_fused(float *losses, float *lse, double *loss_sum, float *dlogits, const float *logits,
+                                const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale) {
+    ce_full_job j = {losses, lse, dlogits, logits, targets, Vl, n_valid, scale};
+    plait_pool_for(BT, CE_ROWS, ce_full_rows, &j);
+    double sum = 0.0; /* in row order, as loss_rows */
+    for (int64_t r = 0; r < BT; r++) sum += losses[r];
+    *loss_sum += sum;
 }

@@ -22,6 +22,7 @@ typedef struct ln_job {
     float *dinp, *dweight, *dbias;     /* backward */
     const float *inp, *weight, *bias, *dout;
     const float *mean_in, *rstd_in;
+    const float *dres; /* backward: dinp = dres + ..., dinp itself when it accumulates, NULL: 0 + ... */
     int64_t BT, C;
 } ln_job;
 
@@ -45,7 +46,8 @@ PLAIT_SIMD_CLONES static void ln_forward_rows(const ln_job *j, int64_t r0, int64
     }
 }
 
-/* dinp += (w·dout − mean(w·dout) − norm·mean(w·dout·norm))·rstd, per row */
+/* dinp = dres + (w·dout − mean(w·dout) − norm·mean(w·dout·norm))·rstd, per
+ * row (dres is dinp for layernorm_backward's +=; NULL adds to zeros) */
 PLAIT_SIMD_CLONES static void ln_backward_rows(const ln_job *j, int64_t r0, int64_t r1) {
     const int64_t C = j->C;
     const float inv_c = 1.0f / (float)C;
@@ -54,6 +56,7 @@ PLAIT_SIMD_CLONES static void ln_backward_rows(const ln_job *j, int64_t r0, int6
         const float *x = j->inp + r * C;
         const float *d = j->dout + r * C;
         float *dx = j->dinp + r * C;
+        const float *base = j->dres ? j->dres + r * C : NULL;
         const float m = j->mean_in[r], s = j->rstd_in[r];
         float acc1[PLAIT_LANES] = {0}, acc2[PLAIT_LANES] = {0};
         int64_t c = 0;
@@ -74,10 +77,16 @@ PLAIT_SIMD_CLONES static void ln_backward_rows(const ln_job *j, int64_t r0, int6
                          ((acc1[4] + acc1[5]) + (acc1[6] + acc1[7]))) * inv_c;
         float dnn_mean = (((acc2[0] + acc2[1]) + (acc2[2] + acc2[3])) +
                           ((acc2[4] + acc2[5]) + (acc2[6] + acc2[7]))) * inv_c;
-        for (c = 0; c < C; c++) {
-            float n = (x[c] - m) * s;
-            dx[c] += (w[c] * d[c] - dn_mean - n * dnn_mean) * s;
-        }
+        if (base)
+            for (c = 0; c < C; c++) {
+                float n = (x[c] - m) * s;
+                dx[c] = base[c] + (w[c] * d[c] - dn_mean - n * dnn_mean) * s;
+            }
+        else
+            for (c = 0; c < C; c++) {
+                float n = (x[c] - m) * s;
+                dx[c] = 0.0f + (w[c] * d[c] - dn_mean - n * dnn_mean) * s;
+            }
     }
 }
 
@@ -125,8 +134,19 @@ void plait_k_layernorm_backward(float *dinp, float *dweight, float *dbias, const
                                 const float *inp, const float *weight, const float *mean,
                                 const float *rstd, int64_t BT, int64_t C) {
     ln_job j = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .inp = inp, .weight = weight,
-                .dout = dout, .mean_in = mean, .rstd_in = rstd, .BT = BT, .C = C};
+                .dout = dout, .mean_in = mean, .rstd_in = rstd, .dres = dinp, .BT = BT, .C = C};
     /* the two parts are independent (a split backward runs them apart) */
     if (dinp) plait_pool_run((BT + LN_ROWS - 1) / LN_ROWS, ln_backward_item, &j);
+    if (dweight) plait_pool_run((C + LN_COLS - 1) / LN_COLS, ln_param_item, &j);
+}
+
+void plait_k_layernorm_backward_fused(float *dinp, const float *dres, float *dweight, float *dbias,
+                                      const float *dout, const float *inp, const float *weight, const float *mean,
+                                      const float *rstd, int64_t BT, int64_t C) {
+    /* the CPU gains nothing from one pass: layernorm_backward's two parts,
+     * the residual added where it adds into dinp (the same bits) */
+    ln_job j = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .inp = inp, .weight = weight,
+                .dout = dout, .mean_in = mean, .rstd_in = rstd, .dres = dres, .BT = BT, .C = C};
+    plait_pool_run((BT + LN_ROWS - 1) / LN_ROWS, ln_backward_item, &j);
     if (dweight) plait_pool_run((C + LN_COLS - 1) / LN_COLS, ln_param_item, &j);
 }

@@ -57,6 +57,8 @@ static const plait_kernels g_table = {
     .attention_fused_backward = plait_k_attention_fused_backward,
     .sumsq_clip = plait_k_sumsq_clip,
     .adamw_multi = plait_k_adamw_multi,
+    .crossentropy_fused = plait_k_crossentropy_fused,
+    .layernorm_backward_fused = plait_k_layernorm_backward_fused,
 };
 
 const plait_kernels *plait_kernels_table(void) { return &g_table; }

@@ -74,16 +74,20 @@ plait_status plait_gpt_attention_forward(plait_model *m, model_slot *s, int32_t 
  * holding d(res2), leaves d(ln_1's output), TP-reduced, in the scratch
  * s_dln and c_attn's output gradient in s_dqkv. */
 static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t layer, const half_params *p,
-                                          const float *dx) {
+                                          const half_params *dp, const float *dx) {
     const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
     block_acts *a = &s->blocks[layer - 1];
-    m->k->matmul_backward(m->s_datty, NULL, NULL, dx, a->atty, p->out_w, BT, Cl, C);
+    m->k->matmul_backward(m->s_datty, dp ? dp->out_w : NULL, dp ? dp->out_b : NULL, dx, a->atty, p->out_w, BT, Cl,
+                          C);
     if (m->fused_attn)
         m->k->attention_fused_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T,
                                        m->NHl, m->HS);
     else
         m->k->attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T, m->NHl, m->HS);
-    m->k->matmul_backward(m->s_dln, NULL, NULL, m->s_dqkv, a->ln1, p->in_w, BT, C, 3 * Cl);
+    if (dp) m->k->copy(m->s_datt, dp->in_b + Cl, (size_t)Cl); /* the key bias: attention_weight_grads */
+    m->k->matmul_backward(m->s_dln, dp ? dp->in_w : NULL, dp ? dp->in_b : NULL, m->s_dqkv, a->ln1, p->in_w, BT, C,
+                          3 * Cl);
+    if (dp) m->k->copy(dp->in_b + Cl, m->s_datt, (size_t)Cl);
     if (m->tp_ops) {
         plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
         if (st != PLAIT_OK)
@@ -92,14 +96,17 @@ static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t
     return PLAIT_OK;
 }
 
-/* c_proj's, c_attn's and ln_1's gradients from g; reads no parameter. */
+/* c_proj's, c_attn's (unless the input half's products computed them:
+ * products_done) and ln_1's gradients from g; reads no parameter. */
 static plait_status attention_weight_grads(plait_model *m, model_slot *s, int32_t layer, const float *x,
-                                           const block_grads *g) {
+                                           const block_grads *g, const half_params *grads, int products_done) {
     const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
     block_acts *a = &s->blocks[layer - 1];
-    half_params dp;
-    plait_status st = plait_model_half_params(m, PARAM_GRAD, layer, BP_LN1_W, &dp);
-    if (st != PLAIT_OK) return st;
+    half_params dp = *grads;
+    if (products_done) {
+        m->k->layernorm_backward(NULL, dp.ln_w, dp.ln_b, g->dln1, x, NULL, a->ln1_mean, a->ln1_rstd, BT, C);
+        return PLAIT_OK;
+    }
     m->k->matmul_backward(NULL, dp.out_w, dp.out_b, g->dres2, a->atty, NULL, BT, Cl, C);
     /* The key bias cannot change the output (softmax is invariant to adding
      * the same q·b_k to every key's score), so its gradient is exactly zero;
@@ -122,17 +129,25 @@ plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t
                                           bwd_part part, const block_grads *g) {
     const int64_t BT = m->B * m->T, C = m->C;
     block_acts *a = &s->blocks[layer - 1];
-    half_params p;
+    half_params p, dp;
     plait_status st = PLAIT_OK;
     if (part & BWD_INPUT) st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN1_W, &p);
-    if (st == PLAIT_OK && (part & BWD_INPUT)) st = attention_input_grads(m, s, layer, &p, dx);
+    if (st == PLAIT_OK && (part & BWD_WEIGHT)) st = plait_model_half_params(m, PARAM_GRAD, layer, BP_LN1_W, &dp);
+    /* in one pass each product's input and weight gradients come from one
+     * call, which reads (and converts) its output gradient once */
+    if (st == PLAIT_OK && (part & BWD_INPUT)) st = attention_input_grads(m, s, layer, &p, part == BWD_ALL ? &dp : NULL, dx);
     if (st != PLAIT_OK) return st;
     if (part == BWD_INPUT) {
         plait_model_keep(m, g->dres2, dx, (size_t)(BT * C));
         plait_model_keep(m, g->dqkv, m->s_dqkv, (size_t)(BT * 3 * m->Cl));
         plait_model_keep(m, g->dln1, m->s_dln, (size_t)(BT * C));
     }
-    if (part & BWD_WEIGHT) st = attention_weight_grads(m, s, layer, x, g);
+    if (part == BWD_ALL && m->fused_ln) { /* ln_1's input gradient into dx and its parameters', one pass */
+        m->k->layernorm_backward_fused(dx, dx, dp.ln_w, dp.ln_b, m->s_dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd, BT,
+                                       C);
+        return PLAIT_OK;
+    }
+    if (part & BWD_WEIGHT) st = attention_weight_grads(m, s, layer, x, g, &dp, part == BWD_ALL);
     if (st != PLAIT_OK || !(part & BWD_INPUT)) return st;
     m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd, BT, C);
     return PLAIT_OK;
@@ -151,8 +166,22 @@ plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
                               BT, C);
     m->k->matmul_forward(s->logits, s->lnf, p.w, NULL, BT, C, Vl);
     s->has_logits = 1;
+    s->has_dlogits = 0;
     s->has_loss = 0;
     if (!s->has_targets) return PLAIT_OK;
+    double *loss_sum = m->loss_dev + (s - m->slots);
+    if (!m->tp_ops && m->fused_loss) {
+        /* every class here: the loss and, unless the logits are to be kept,
+         * their gradient in the same pass, in place */
+        float *dlogits = m->keep_logits ? NULL : s->logits;
+        m->k->zero_f64(loss_sum, 1);
+        m->k->crossentropy_fused(s->losses, s->lse, loss_sum, dlogits, s->logits, s->targets, BT, Vl,
+                                 m->vocab_valid, m->loss_scale);
+        s->has_loss = 1;
+        s->has_dlogits = dlogits != NULL;
+        s->has_logits = !s->has_dlogits;
+        return PLAIT_OK;
+    }
 
     /* lse = max + log Σ exp(logit - max) and the target logit, each combined
      * across the TP group (logits are never gathered) */
@@ -170,7 +199,6 @@ plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
     /* lse in place of the max, the row losses in place of the target
      * logits, their sum into the slot's loss accumulator (device memory:
      * the trainer reads every slot's once per step) */
-    double *loss_sum = m->loss_dev + (s - m->slots);
     m->k->zero_f64(loss_sum, 1);
     m->k->loss_rows(tlogit, lse, lse, sumexp, tlogit, s->targets, BT, loss_sum);
     s->has_loss = 1;
@@ -186,18 +214,25 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
     const int32_t layer = d->n_layer + 1;
     const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
     if (part & BWD_INPUT) {
-        if (!s->has_loss || !s->has_logits)
+        if (!s->has_loss || !(s->has_logits || s->has_dlogits))
             return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                    "model: backward of the head needs a forward with targets since "
                                    "the last backward of this slot");
         head_params p;
         plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
         if (st != PLAIT_OK) return st;
-        /* the logits become their gradient, in place */
-        m->k->crossentropy_backward(s->logits, s->logits, s->lse, s->targets, m->vocab_start, BT, Vl,
-                                    m->vocab_valid, m->loss_scale);
+        /* the logits become their gradient, in place (unless the fused
+         * loss of the forward did it) */
+        if (!s->has_dlogits)
+            m->k->crossentropy_backward(s->logits, s->logits, s->lse, s->targets, m->vocab_start, BT, Vl,
+                                        m->vocab_valid, m->loss_scale);
         s->has_logits = 0;
-        m->k->matmul_backward(m->s_dln, NULL, NULL, s->logits, s->lnf, p.w, BT, C, Vl);
+        s->has_dlogits = 0;
+        /* in one pass the weight gradient from the same call (the logits'
+         * gradient read and converted once) */
+        head_params dp = {0};
+        if (part == BWD_ALL && (st = plait_model_head_params(m, PARAM_GRAD, &dp)) != PLAIT_OK) return st;
+        m->k->matmul_backward(m->s_dln, dp.w, NULL, s->logits, s->lnf, p.w, BT, C, Vl);
         if (m->tp_ops) {
             st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
             if (st != PLAIT_OK)
@@ -205,6 +240,11 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
         }
         plait_model_keep(m, dln, m->s_dln, (size_t)(BT * C));
         float *dx = s->gbuf[d->n_layer & 1];
+        if (part == BWD_ALL && m->fused_ln) { /* dx written (no zeroing first), ln_f's parameters too */
+            m->k->layernorm_backward_fused(dx, NULL, dp.ln_w, dp.ln_b, m->s_dln, s->bound[d->n_layer], p.ln_w,
+                                           s->lnf_mean, s->lnf_rstd, BT, C);
+            return PLAIT_OK;
+        }
         m->k->zero(dx, (size_t)(BT * C));
         m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, s->bound[d->n_layer], p.ln_w, s->lnf_mean,
                                  s->lnf_rstd, BT, C);
@@ -213,7 +253,7 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
         head_params dp;
         plait_status st = plait_model_head_params(m, PARAM_GRAD, &dp);
         if (st != PLAIT_OK) return st;
-        m->k->matmul_backward(NULL, dp.w, NULL, s->logits, s->lnf, NULL, BT, C, Vl);
+        if (part != BWD_ALL) m->k->matmul_backward(NULL, dp.w, NULL, s->logits, s->lnf, NULL, BT, C, Vl);
         m->k->layernorm_backward(NULL, dp.ln_w, dp.ln_b, dln, s->bound[d->n_layer], NULL, s->lnf_mean,
                                  s->lnf_rstd, BT, C);
     }

@@ -47,13 +47,23 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
                                      const float *dy, float *dr, bwd_part part, const block_grads *g) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
     block_acts *a = &s->blocks[layer - 1];
+    half_params dp;
+    if (part & BWD_WEIGHT) {
+        plait_status st = plait_model_half_params(m, PARAM_GRAD, layer, BP_LN2_W, &dp);
+        if (st != PLAIT_OK) return st;
+    }
+    /* in one pass each product's input and weight gradients come from one
+     * call, which reads (and converts) its output gradient once */
+    const half_params *both = part == BWD_ALL ? &dp : NULL;
     if (part & BWD_INPUT) {
         half_params p;
         plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
         if (st != PLAIT_OK) return st;
-        m->k->matmul_backward(m->s_dfc, NULL, NULL, dy, a->fcg, p.out_w, BT, F, C);
+        m->k->matmul_backward(m->s_dfc, both ? both->out_w : NULL, both ? both->out_b : NULL, dy, a->fcg, p.out_w,
+                              BT, F, C);
         m->k->gelu_backward(m->s_dfc, a->fch, m->s_dfc, (size_t)(BT * F));
-        m->k->matmul_backward(m->s_dln, NULL, NULL, m->s_dfc, a->ln2, p.in_w, BT, C, F);
+        m->k->matmul_backward(m->s_dln, both ? both->in_w : NULL, both ? both->in_b : NULL, m->s_dfc, a->ln2, p.in_w,
+                              BT, C, F);
         if (m->tp_ops) {
             st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
             if (st != PLAIT_OK)
@@ -62,15 +72,19 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
         plait_model_keep(m, g->dfch, m->s_dfc, (size_t)(BT * F));
         plait_model_keep(m, g->dln2, m->s_dln, (size_t)(BT * C));
         plait_model_keep(m, g->dy, dy, (size_t)(BT * C));
+        if (both && m->fused_ln) { /* d(r) = dy + ln_2's input gradient, and its parameters', one pass */
+            m->k->layernorm_backward_fused(dr, dy, both->ln_w, both->ln_b, m->s_dln, r, p.ln_w, a->ln2_mean,
+                                           a->ln2_rstd, BT, C);
+            return PLAIT_OK;
+        }
         m->k->copy(dr, dy, (size_t)(BT * C));
         m->k->layernorm_backward(dr, NULL, NULL, m->s_dln, r, p.ln_w, a->ln2_mean, a->ln2_rstd, BT, C);
     }
     if (part & BWD_WEIGHT) {
-        half_params dp;
-        plait_status st = plait_model_half_params(m, PARAM_GRAD, layer, BP_LN2_W, &dp);
-        if (st != PLAIT_OK) return st;
-        m->k->matmul_backward(NULL, dp.out_w, dp.out_b, g->dy, a->fcg, NULL, BT, F, C);
-        m->k->matmul_backward(NULL, dp.in_w, dp.in_b, g->dfch, a->ln2, NULL, BT, C, F);
+        if (!both) {
+            m->k->matmul_backward(NULL, dp.out_w, dp.out_b, g->dy, a->fcg, NULL, BT, F, C);
+            m->k->matmul_backward(NULL, dp.in_w, dp.in_b, g->dfch, a->ln2, NULL, BT, C, F);
+        }
         m->k->layernorm_backward(NULL, dp.ln_w, dp.ln_b, g->dln2, r, NULL, a->ln2_mean, a->ln2_rstd, BT, C);
     }
     return PLAIT_OK;

@@ -225,6 +225,8 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     /* the scores of a fused attention never leave the kernels: a block
      * keeps each row's log-sum-exp instead of B·NH·T² probabilities */
     m->fused_attn = desc->is_gpt && PLAIT_KERNELS_HAS_FUSED_ATTENTION(m->k, m->HS);
+    m->fused_loss = PLAIT_KERNELS_HAS_FUSED_LOSS(m->k);
+    m->fused_ln = PLAIT_KERNELS_HAS_FUSED_LAYERNORM(m->k);
     m->loss_scale = 1.0f / (float)(m->B * m->T);
     *out = m;
     return PLAIT_OK;
@@ -277,6 +279,8 @@ plait_status plait_model_set_batch(plait_model *m, int32_t slot, const int32_t *
 }
 
 void plait_model_set_loss_scale(plait_model *m, float scale) { m->loss_scale = scale; }
+
+void plait_model_keep_logits(plait_model *m, int keep) { m->keep_logits = keep != 0; }
 
 static plait_status check_layer(plait_model *m, int32_t layer, const char *what) {
     if (layer < 0 || layer >= m->n_layers || !m->local_layer[layer])

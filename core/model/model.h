@@ -134,6 +134,15 @@ plait_status plait_model_set_batch(plait_model *m, int32_t slot, const int32_t *
  * Default 1 / (tokens in one micro-batch). */
 void plait_model_set_loss_scale(plait_model *m, float scale);
 
+/* Where a forward with targets leaves the logits. 0 (the default, what
+ * training wants): with a device whose table has crossentropy_fused and
+ * without tensor parallelism, that forward computes the loss and the
+ * logits' gradient in one pass, in place: plait_model_logits is then NULL
+ * and the backward starts from the gradient. 1: the logits stay readable
+ * until the backward, which turns them into their gradient then (the same
+ * values). Set it before the forward. */
+void plait_model_keep_logits(plait_model *m, int keep);
+
 /* Forward of one local layer for the slot. The head layer computes the
  * logits and, if targets are set, the loss (Σ over the slot's tokens). */
 plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t slot);
@@ -164,7 +173,8 @@ double plait_model_loss_sum(const plait_model *m, int32_t slot);
  * this rank's columns start at tp_rank·V_local; padding columns hold 0), in
  * device memory like every tensor of the model (plait_device_copy reads
  * them). NULL before a forward and after the head's backward, which turns
- * the buffer into the logits' gradient in place. */
+ * the buffer into the logits' gradient in place, and after a forward with
+ * targets that did so itself (plait_model_keep_logits). */
 const float *plait_model_logits(const plait_model *m, int32_t slot);
 
 /* Residual-stream buffer [B,T,C] holding the output of `layer` (and, for the

@@ -105,6 +105,7 @@ typedef struct model_slot {
     int ranged;                       /* holds only layers first..last (plait_model_slot_layers) */
     int32_t first, last;
     int has_tokens, has_targets, has_loss, has_logits;
+    int has_dlogits;                  /* `logits` holds their gradient already (the fused loss) */
     int32_t *tokens, *targets;        /* [B*T] */
     float *mem;                       /* the slot's single allocation */
     size_t mem_bytes;
@@ -138,6 +139,9 @@ struct plait_model {
     int32_t max_slots;
     int split;                        /* the backward runs in two halves (zero-bubble schedules) */
     int fused_attn;                   /* the device's fused attention (no T×T probabilities) */
+    int fused_loss;                   /* the device's crossentropy_fused (used without TP) */
+    int fused_ln;                     /* the device's layernorm_backward_fused (one-pass backward) */
+    int keep_logits;                  /* plait_model_keep_logits */
     model_slot *slots;
     /* shared scratch for backward, allocated on first use */
     float *scratch;

@@ -708,6 +708,28 @@ static void k_adamw_multi(const plait_adamw_tensor *tensors, size_t count, size_
     sim_enqueue(&op);
 }
 
+static void r_crossentropy_fused(const sim_op *o) {
+    plait_k_crossentropy_fused(HF(o->a[0].p), HF(o->a[1].p), (double *)H(o->a[2].p), HF(o->a[3].p), HC(o->a[4].p),
+                               HI(o->a[5].p), o->a[6].i, o->a[7].i, o->a[8].i, o->a[9].f);
+}
+static void k_crossentropy_fused(float *losses, float *lse, double *loss_sum, float *dlogits, const float *logits,
+                                 const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale) {
+    Q(r_crossentropy_fused, P(losses), P(lse), P(loss_sum), P(dlogits), P(logits), P(targets), I(BT), I(Vl),
+      I(n_valid), F(scale));
+}
+
+static void r_layernorm_backward_fused(const sim_op *o) {
+    plait_k_layernorm_backward_fused(HF(o->a[0].p), HC(o->a[1].p), HF(o->a[2].p), HF(o->a[3].p), HC(o->a[4].p),
+                                     HC(o->a[5].p), HC(o->a[6].p), HC(o->a[7].p), HC(o->a[8].p), o->a[9].i,
+                                     o->a[10].i);
+}
+static void k_layernorm_backward_fused(float *dinp, const float *dres, float *dw, float *db, const float *dout,
+                                       const float *inp, const float *w, const float *mean, const float *rstd,
+                                       int64_t BT, int64_t C) {
+    Q(r_layernorm_backward_fused, P(dinp), P(dres), P(dw), P(db), P(dout), P(inp), P(w), P(mean), P(rstd), I(BT),
+      I(C));
+}
+
 static const plait_kernels sim_kernels = {
     .struct_size = sizeof(plait_kernels),
     .sgemm = k_sgemm,
@@ -749,6 +771,8 @@ static const plait_kernels sim_kernels = {
     .attention_fused_backward = k_attention_fused_backward,
     .sumsq_clip = k_sumsq_clip,
     .adamw_multi = k_adamw_multi,
+    .crossentropy_fused = k_crossentropy_fused,
+    .layernorm_backward_fused = k_layernorm_backward_fused,
 };
 
 static const plait_kernels *sim_kernel_table(void) { return &sim_kernels; }

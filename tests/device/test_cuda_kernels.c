@@ -79,6 +79,16 @@ static void case_matmul(kc_ctx *x) {
     kc_result(x, "backward dinp", dinp, BT * C, KC_GEMM);
     kc_result(x, "backward dweight+=", dw, OC * C, KC_GEMM);
     kc_result(x, "backward dbias+=", db, OC, KC_ELEMWISE); /* row chunks: the CPU's sums, not its order */
+    /* the halves in two calls give one call's bits (a device may convert
+     * dout once for both products of one call) */
+    float *dinp2 = kc_out(x, BT * C), *dw2 = kc_rand(x, OC * C, -1, 1);
+    float *dw1 = kc_out(x, OC * C), *dinp1 = kc_out(x, BT * C);
+    x->k->copy(dw1, dw2, OC * C);
+    x->k->matmul_backward(dinp1, dw1, NULL, dout, inp, w, BT, C, OC);
+    x->k->matmul_backward(dinp2, NULL, NULL, dout, inp, w, BT, C, OC);
+    x->k->matmul_backward(NULL, dw2, NULL, dout, inp, NULL, BT, C, OC);
+    kc_same(x, "backward dinp: one call = two", dinp1, dinp2, BT * C * sizeof(float));
+    kc_same(x, "backward dweight: one call = two", dw1, dw2, OC * C * sizeof(float));
 }
 
 static void case_bias(kc_ctx *x) {
@@ -106,6 +116,39 @@ static void case_layernorm(kc_ctx *x) {
     kc_result(x, "backward dinp+=", dinp, BT * C, KC_ELEMWISE);
     kc_result(x, "backward dweight+=", dw, C, KC_ELEMWISE);
     kc_result(x, "backward dbias+=", db, C, KC_ELEMWISE);
+}
+
+/* LayerNorm's whole backward in one pass: against the CPU's, with the
+ * residual's gradient beside dinp, in place and absent (zeros: dinp is
+ * overwritten); and the bits of the parts it replaces (a copy of the
+ * residual, then layernorm_backward's two halves) on the same table. */
+static void case_layernorm_fused(kc_ctx *x) {
+    const int has = PLAIT_KERNELS_HAS_FUSED_LAYERNORM(x->k);
+    kc_value(x, "the table has layernorm_backward_fused", has, KC_EXACT);
+    if (!has) return;
+    float *inp = kc_rand(x, BT * C, -2, 3), *w = kc_rand(x, C, 0.5f, 1.5f), *b = kc_rand(x, C, -1, 1);
+    float *out = kc_out(x, BT * C), *mean = kc_out(x, BT), *rstd = kc_out(x, BT);
+    x->k->layernorm_forward(out, mean, rstd, inp, w, b, BT, C);
+    float *dout = kc_rand(x, BT * C, -1, 1), *dres = kc_rand(x, BT * C, -1, 1), *dinp = kc_out(x, BT * C);
+    float *dw = kc_rand(x, C, -1, 1), *db = kc_rand(x, C, -1, 1);
+    float *dw2 = kc_out(x, C), *db2 = kc_out(x, C), *parts = kc_out(x, BT * C);
+    x->k->copy(dw2, dw, C);
+    x->k->copy(db2, db, C);
+    x->k->layernorm_backward_fused(dinp, dres, dw, db, dout, inp, w, mean, rstd, BT, C);
+    kc_result(x, "dinp = dres + the input gradient", dinp, BT * C, KC_ELEMWISE);
+    kc_result(x, "dweight+=", dw, C, KC_ELEMWISE);
+    kc_result(x, "dbias+=", db, C, KC_ELEMWISE);
+    x->k->copy(parts, dres, BT * C);
+    x->k->layernorm_backward(parts, NULL, NULL, dout, inp, w, mean, rstd, BT, C);
+    x->k->layernorm_backward(NULL, dw2, db2, dout, inp, NULL, mean, rstd, BT, C);
+    kc_same(x, "dinp: the parts' bits", dinp, parts, BT * C * sizeof *dinp);
+    kc_same(x, "dweight: the parts' bits", dw, dw2, C * sizeof *dw);
+    kc_same(x, "dbias: the parts' bits", db, db2, C * sizeof *db);
+    x->k->layernorm_backward_fused(dres, dres, NULL, NULL, dout, inp, w, mean, rstd, BT, C);
+    kc_same(x, "in place, no parameters: the same dinp", dres, dinp, BT * C * sizeof *dinp);
+    float *d0 = kc_out(x, BT * C);
+    x->k->layernorm_backward_fused(d0, NULL, NULL, NULL, dout, inp, w, mean, rstd, BT, C);
+    kc_result(x, "dinp without a residual", d0, BT * C, KC_ELEMWISE);
 }
 
 static void case_gelu(kc_ctx *x) {
@@ -239,6 +282,32 @@ static void case_vocab_loss(kc_ctx *x) {
     double *z = kc_bytes(x, &half, sizeof half);
     x->k->zero_f64(z, 1);
     kc_result(x, "zero_f64", z, 1, KC_EXACT);
+}
+
+/* The head's whole loss in one pass (every class on this rank, 10 padding
+ * columns, every 5th row without a target): against the CPU's, which is
+ * the pieces' arithmetic; the gradient in place and beside, and the loss
+ * alone. */
+static void case_fused_loss(kc_ctx *x) {
+    const int has = PLAIT_KERNELS_HAS_FUSED_LOSS(x->k);
+    kc_value(x, "the table has crossentropy_fused", has, KC_EXACT);
+    if (!has) return;
+    const int64_t Vl = 300, valid = 290;
+    int32_t *tg = kc_ints(x, BT, 0, (int32_t)valid, 5);
+    float *logits = kc_rand(x, BT * Vl, -4, 4), *losses = kc_out(x, BT), *lse = kc_out(x, BT);
+    float *dl = kc_out(x, BT * Vl);
+    const double half = 0.5;
+    double *sum = kc_bytes(x, &half, sizeof half), *sum2 = kc_bytes(x, &half, sizeof half);
+    x->k->crossentropy_fused(losses, lse, sum, dl, logits, tg, BT, Vl, valid, 1.0f / BT);
+    kc_result(x, "losses", losses, BT, KC_ELEMWISE);
+    kc_result(x, "lse", lse, BT, KC_ELEMWISE);
+    kc_result(x, "loss sum+=", sum, 1, KC_ELEMWISE);
+    kc_result(x, "dlogits", dl, BT * Vl, KC_ELEMWISE);
+    float *l2 = kc_out(x, BT);
+    x->k->crossentropy_fused(l2, NULL, sum2, NULL, logits, tg, BT, Vl, valid, 1.0f / BT);
+    kc_same(x, "the loss without the gradient: the same losses", l2, losses, BT * sizeof *l2);
+    x->k->crossentropy_fused(l2, NULL, sum2, logits, logits, tg, BT, Vl, valid, 1.0f / BT);
+    kc_same(x, "the gradient in place: the same values", logits, dl, (size_t)(BT * Vl) * sizeof *dl);
 }
 
 static void case_vector(kc_ctx *x) {
@@ -492,9 +561,10 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         kc_case_fn fn;
     } cases[] = {
         {"sgemm", case_sgemm},           {"matmul", case_matmul},         {"bias", case_bias},
-        {"layernorm", case_layernorm},   {"gelu", case_gelu},             {"attention", case_attention},
+        {"layernorm", case_layernorm},   {"layernorm_fused", case_layernorm_fused},   {"gelu", case_gelu},             {"attention", case_attention},
         {"attention_fused", case_attention_fused},
         {"embedding", case_embedding},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
+        {"fused_loss", case_fused_loss},
         {"vector", case_vector},         {"sumsq_exact", case_sumsq_exact}, {"adamw_multi", case_adamw_multi},
     };
     /* PLAIT_TEST_CASES=name,name,...: only those (when chasing one kernel) */

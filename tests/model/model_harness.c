@@ -145,6 +145,7 @@ void harness_zero_grads(harness *h) {
 }
 
 plait_status harness_forward(harness *h, const int32_t *tokens, const int32_t *targets) {
+    plait_model_keep_logits(h->model, 1); /* the callers read them */
     plait_status st = plait_model_set_batch(h->model, 0, tokens, targets);
     for (int32_t l = 0; st == PLAIT_OK && l < h->spec->n_layers; l++)
         st = plait_model_forward_layer(h->model, l, 0);
@@ -152,7 +153,9 @@ plait_status harness_forward(harness *h, const int32_t *tokens, const int32_t *t
 }
 
 plait_status harness_step(harness *h, const int32_t *tokens, const int32_t *targets) {
-    plait_status st = harness_forward(h, tokens, targets);
+    plait_status st = plait_model_set_batch(h->model, 0, tokens, targets);
+    plait_model_keep_logits(h->model, 0); /* as training runs: the fused loss */
+    for (int32_t l = 0; st == PLAIT_OK && l < h->spec->n_layers; l++) st = plait_model_forward_layer(h->model, l, 0);
     for (int32_t l = h->spec->n_layers - 1; st == PLAIT_OK && l >= 0; l--)
         st = plait_model_backward_layer(h->model, l, 0);
     return st;

@@ -61,7 +61,7 @@ void harness_zero_grads(harness *h);
 /* Forward every layer, then backward every layer, of one micro-batch
  * (slot 0). Returns the status of the first failing call. */
 plait_status harness_step(harness *h, const int32_t *tokens, const int32_t *targets);
-/* Forward only. */
+/* Forward only, the logits kept readable (plait_model_keep_logits). */
 plait_status harness_forward(harness *h, const int32_t *tokens, const int32_t *targets);
 
 /* `steps` steps of plain SGD (lr 0.05, so every step sees new parameters)

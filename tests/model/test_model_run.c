@@ -191,6 +191,7 @@ static plait_status run_layers(harness *h, const int32_t *tok, const int32_t *tg
     plait_model *m = h->model;
     size_t btc = plait_model_boundary_numel(m);
     int32_t nl = h->spec->n_layers;
+    plait_model_keep_logits(m, 1); /* compared below */
     plait_status st = plait_model_set_batch(m, 0, tok, tgt);
     for (int32_t l = 0; st == PLAIT_OK && l < nl; l++) {
         st = plait_model_forward_layer(m, l, 0);
@@ -445,6 +446,94 @@ static void test_slot_layers(void **state) {
     harness_free(&h);
 }
 
+/* One step (harness_step) on a fresh model over table k: the loss and
+ * every gradient must equal `loss` and `grads`. */
+static void expect_step(const plait_kernels *k, const int32_t *tok, const int32_t *tgt, double loss,
+                        const float *grads) {
+    harness h;
+    harness_opts o = {.tp = 1, .kernels = k};
+    assert_int_equal(harness_init_ex(&h, GPT_INI, 2, &o), 0);
+    harness_zero_grads(&h);
+    assert_int_equal(harness_step(&h, tok, tgt), PLAIT_OK);
+    assert_true(plait_model_loss_sum(h.model, 0) == loss);
+    assert_memory_equal(h.grad, grads, h.set.numel * sizeof *grads);
+    harness_free(&h);
+}
+
+/* The loss fused with the logits' gradient in the forward (the default,
+ * as training runs) gives the loss and every gradient of the kept-logits
+ * path bit for bit on the CPU (the same arithmetic), and leaves no logits
+ * to read; without crossentropy_fused in the table the pieces run, to the
+ * same bits. */
+static void test_fused_loss(void **state) {
+    (void)state;
+    harness h;
+    assert_int_equal(harness_init(&h, GPT_INI, 2, 1, 0, NULL), 0);
+    const size_t n = (size_t)h.B * (size_t)h.T;
+    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
+    assert_non_null(tok);
+    assert_non_null(tgt);
+    harness_tokens(tok, n, h.V, 3);
+    harness_tokens(tgt, n, h.V, 4);
+    tgt[5] = -1; /* a row without a target */
+    float *kept = malloc(h.set.numel * sizeof *kept);
+    assert_non_null(kept);
+    harness_zero_grads(&h);
+    assert_int_equal(harness_forward(&h, tok, tgt), PLAIT_OK);
+    assert_non_null(plait_model_logits(h.model, 0));
+    double kept_loss = plait_model_loss_sum(h.model, 0);
+    for (int32_t l = h.spec->n_layers - 1; l >= 0; l--)
+        assert_int_equal(plait_model_backward_layer(h.model, l, 0), PLAIT_OK);
+    memcpy(kept, h.grad, h.set.numel * sizeof *kept);
+
+    harness_zero_grads(&h);
+    assert_int_equal(harness_step(&h, tok, tgt), PLAIT_OK);
+    assert_true(plait_model_loss_sum(h.model, 0) == kept_loss);
+    assert_memory_equal(h.grad, kept, h.set.numel * sizeof *kept);
+    assert_int_equal(plait_model_set_batch(h.model, 0, tok, tgt), PLAIT_OK);
+    for (int32_t l = 0; l < h.spec->n_layers; l++) assert_int_equal(plait_model_forward_layer(h.model, l, 0), PLAIT_OK);
+    assert_null(plait_model_logits(h.model, 0)); /* they became their gradient */
+    harness_free(&h);
+
+    /* the pieces (a table without crossentropy_fused) */
+    plait_kernels pieces = *plait_kernels_table();
+    pieces.crossentropy_fused = NULL;
+    expect_step(&pieces, tok, tgt, kept_loss, kept);
+    free(kept);
+    free(tok);
+    free(tgt);
+}
+
+/* LayerNorm's backward in one pass per LayerNorm (the residual's gradient
+ * added there, the parameters' gradients from the same call) gives every
+ * gradient of the parts it replaces (a table without the entry) bit for
+ * bit. */
+static void test_fused_layernorm(void **state) {
+    (void)state;
+    harness h;
+    assert_int_equal(harness_init(&h, GPT_INI, 2, 1, 0, NULL), 0);
+    assert_non_null(plait_kernels_table()->layernorm_backward_fused);
+    const size_t n = (size_t)h.B * (size_t)h.T;
+    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
+    float *fused = malloc(h.set.numel * sizeof *fused);
+    assert_non_null(tok);
+    assert_non_null(tgt);
+    assert_non_null(fused);
+    harness_tokens(tok, n, h.V, 5);
+    harness_tokens(tgt, n, h.V, 6);
+    harness_zero_grads(&h);
+    assert_int_equal(harness_step(&h, tok, tgt), PLAIT_OK);
+    memcpy(fused, h.grad, h.set.numel * sizeof *fused);
+    double loss = plait_model_loss_sum(h.model, 0);
+    harness_free(&h);
+    plait_kernels parts = *plait_kernels_table();
+    parts.layernorm_backward_fused = NULL;
+    expect_step(&parts, tok, tgt, loss, fused);
+    free(fused);
+    free(tok);
+    free(tgt);
+}
+
 static void test_errors(void **state) {
     (void)state;
     harness h;
@@ -491,7 +580,8 @@ int main(void) {
         cmocka_unit_test(test_threads_gpt), cmocka_unit_test(test_threads_mlp),
         cmocka_unit_test(test_tp2_gpt),     cmocka_unit_test(test_tp4_gpt),
         cmocka_unit_test(test_tp2_mlp),     cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_slot_layers),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors),      cmocka_unit_test(test_fused_loss),
+        cmocka_unit_test(test_fused_layernorm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

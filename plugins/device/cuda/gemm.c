@@ -48,6 +48,18 @@ static int g_next_slot;
 
 /* bf16 copies of the two operands (grow-only, reused by every product) */
 static pc_buffer g_bf16[2];
+/* What each copy holds: the span of `src` it was made from. A product of
+ * the same kernel-table entry whose operand is that span reuses it (a
+ * layer's input and weight gradients from one call convert their output
+ * gradient once). Forgotten when an entry begins (the source may have been
+ * written since) and when a product writes over the source. */
+static struct {
+    const float *src;
+    size_t n;
+    const void *copy;
+} g_bf16_of[2];
+
+void pc_gemm_entry_begin(void) { memset(g_bf16_of, 0, sizeof g_bf16_of); }
 
 static void cached_release(gemm_cached *p) {
     if (p->desc) pc_lt.desc_destroy(p->desc);
@@ -62,6 +74,7 @@ void pc_gemm_forget(void) {
         if (g_cache[i].used) cached_release(&g_cache[i]);
     g_next_slot = 0;
     for (int i = 0; i < 2; i++) pc_grow_release(&g_bf16[i]);
+    pc_gemm_entry_begin();
 }
 
 /* The largest power of two (at most 16) dividing the address and the byte
@@ -178,16 +191,36 @@ static size_t span(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_
 
 /* The operand's span rounded to bfloat16 in scratch `which`, same layout. */
 static const void *to_bf16(int which, const float *src, size_t n) {
+    if (g_bf16_of[which].src == src && g_bf16_of[which].n == n && g_bf16_of[which].copy == g_bf16[which].ptr)
+        return g_bf16_of[which].copy;
     void *copy = pc_grow(&g_bf16[which], n * 2, "bf16 operand");
-    if (copy) pc_launch_to_bf16(copy, src, n);
+    g_bf16_of[which].src = NULL;
+    if (copy) {
+        pc_launch_to_bf16(copy, src, n);
+        g_bf16_of[which].src = src;
+        g_bf16_of[which].n = n;
+        g_bf16_of[which].copy = copy;
+    }
     return copy;
+}
+
+/* A product wrote [c, c + n): a copy made from there is stale. */
+static void bf16_written(const float *c, size_t n) {
+    for (int i = 0; i < 2; i++)
+        if (g_bf16_of[i].src && g_bf16_of[i].src < c + n && c < g_bf16_of[i].src + g_bf16_of[i].n)
+            g_bf16_of[i].src = NULL;
 }
 
 void pc_gemm_run(const pc_gemm *g) {
     if (g->M <= 0 || g->N <= 0 || g->batch <= 0) return;
     if (g->K <= 0) { /* C = beta*C (+ bias): no product; cuBLASLt refuses K = 0 */
+        bf16_written(g->C, span(g->M, g->N, g->ldc, g->batch, g->stride_c));
         for (int64_t b = 0; b < g->batch; b++) {
             float *c = g->C + b * g->stride_c;
+            if (g->res && g->res != g->C && g->beta != 0.0f) /* then as in place */
+                for (int64_t r = 0; r < g->M; r++)
+                    cudaMemcpyAsync(c + r * g->ldc, g->res + b * g->stride_c + r * g->ldc, (size_t)g->N * 4,
+                                    cudaMemcpyDeviceToDevice, pc.stream);
             if (g->beta == 0.0f) /* as BLAS: beta 0 writes zeros, whatever C held */
                 cudaMemset2DAsync(c, (size_t)g->ldc * 4, 0, (size_t)g->N * 4, (size_t)g->M, pc.stream);
             else if (g->beta != 1.0f)
@@ -228,15 +261,19 @@ void pc_gemm_run(const pc_gemm *g) {
     k.align_a = alignment(A, k.lda, k.stride_a, esz);
     k.align_b = alignment(B, k.ldb, k.stride_b, esz);
     k.align_c = alignment(g->C, k.ldc, k.stride_c, 4);
+    const float *cin = g->res ? g->res : g->C; /* cuBLASLt's C; the result goes to D = g->C */
+    uint32_t align_res = alignment(cin, k.ldc, k.stride_c, 4);
+    if (align_res < k.align_c) k.align_c = align_res;
     gemm_cached *p = prepare(&k, g->bias);
     if (!p) return;
     if (p->bias_epilogue &&
         !lt_ok(pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias), "bias"))
         return;
-    if (!lt_ok(pc_lt.matmul(pc_lt.handle, p->desc, &g->alpha, B, p->la, A, p->lb, &g->beta, g->C, p->lc, g->C,
+    if (!lt_ok(pc_lt.matmul(pc_lt.handle, p->desc, &g->alpha, B, p->la, A, p->lb, &g->beta, cin, p->lc, g->C,
                             p->lc, &p->algo, pc_lt.workspace, pc_lt.workspace_bytes, pc.stream),
                "matmul"))
         return;
+    if (bf16) bf16_written(g->C, span(g->M, g->N, g->ldc, k.batch, k.stride_c));
     if (g->bias && !p->bias_epilogue)
         for (int64_t b = 0; b < g->batch; b++)
             pc_launch_res_bias(g->C + b * k.stride_c, g->C + b * k.stride_c, g->bias, g->M, g->N, 0);

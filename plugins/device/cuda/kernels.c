@@ -87,9 +87,9 @@ static void k_matmul_forward(float *out, const float *inp, const float *weight, 
 
 static void k_matmul_forward_residual(float *out, const float *res, const float *inp, const float *weight,
                                       const float *bias, int64_t BT, int64_t C, int64_t OC) {
-    k_copy(out, res, (size_t)(BT * OC));
+    /* res is cuBLASLt's C and out its D: no copy of the residual */
     pc_gemm g = {.trans_b = 1, .M = BT, .N = OC, .K = C, .alpha = 1.0f, .beta = 1.0f, .A = inp, .lda = C, .B = weight,
-                 .ldb = C, .C = out, .ldc = OC, .batch = 1, .bias = bias};
+                 .ldb = C, .C = out, .ldc = OC, .batch = 1, .bias = bias, .res = res};
     pc_gemm_run(&g);
 }
 
@@ -223,6 +223,7 @@ static pthread_mutex_t g_entry = PTHREAD_MUTEX_INITIALIZER;
 
 static void enter(const char *what) {
     pthread_mutex_lock(&g_entry);
+    pc_gemm_entry_begin();
     if (!pc_make_current()) pc_fail("cuda: %s: cudaSetDevice(%d) failed on the calling thread: %s", what, pc.ordinal,
                                     cudaGetErrorString(cudaGetLastError()));
 }
@@ -276,6 +277,8 @@ PC_ENTRY(logits_target, pc_launch_logits_target, (float *tlogit, const float *lo
 PC_ENTRY(loss_rows, pc_launch_loss_rows, (float *losses, float *lse, const float *rowmax, const float *sumexp, const float *tlogit, const int32_t *targets, int64_t BT, double *loss_sum), (losses, lse, rowmax, sumexp, tlogit, targets, BT, loss_sum))
 PC_ENTRY(crossentropy_backward, pc_launch_crossentropy_backward, (float *dlogits, const float *logits, const float *lse, const int32_t *targets, int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid, float scale), (dlogits, logits, lse, targets, vocab_start, BT, Vl, n_valid, scale))
 PC_ENTRY(zero_f64, k_zero_f64, (double *dst, size_t n), (dst, n))
+PC_ENTRY(crossentropy_fused, pc_launch_crossentropy_fused, (float *losses, float *lse, double *loss_sum, float *dlogits, const float *logits, const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale), (losses, lse, loss_sum, dlogits, logits, targets, BT, Vl, n_valid, scale))
+PC_ENTRY(layernorm_backward_fused, pc_launch_layernorm_backward_fused, (float *dinp, const float *dres, float *dweight, float *dbias, const float *dout, const float *inp, const float *weight, const float *mean, const float *rstd, int64_t BT, int64_t C), (dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C))
 PC_ENTRY(sumsq_clip, pc_launch_sumsq_clip, (double *sumsq, float *scale, const plait_sumsq_acc *acc, double grad_clip), (sumsq, scale, acc, grad_clip))
 PC_ENTRY(adamw_multi, k_adamw_multi, (const plait_adamw_tensor *tensors, size_t count, size_t total, const plait_adamw_args *args, const float *scale), (tensors, count, total, args, scale))
 PC_ENTRY(attention_fused_forward, k_attention_fused_forward, (float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS), (out, lse, scratch, qkv, B, T, NH, HS))
@@ -322,6 +325,8 @@ static const plait_kernels g_table = {
     .attention_fused_backward = e_attention_fused_backward,
     .sumsq_clip = e_sumsq_clip,
     .adamw_multi = e_adamw_multi,
+    .crossentropy_fused = e_crossentropy_fused,
+    .layernorm_backward_fused = e_layernorm_backward_fused,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

@@ -1,8 +1,10 @@
 /*
  * Softmax cross-entropy over the vocabulary, whole (fused: one block per
  * row computes max, Σexp, the loss and the gradient in place, never
- * storing probabilities) or vocabulary-parallel in pieces (rowmax, sumexp,
- * target logit, loss rows, backward; the TP group combines the pieces).
+ * storing probabilities; crossentropy_fused with vocabulary padding, what
+ * the model's head runs without tensor parallelism) or vocabulary-parallel
+ * in pieces (rowmax, sumexp, target logit, loss rows, backward; the TP
+ * group combines the pieces).
  * Only the first n_valid columns are classes (the rest is vocabulary
  * padding: gradient 0); a negative target means no loss and no gradient.
  * Block reductions have a fixed shape, and the loss sum runs in double in
@@ -40,25 +42,49 @@ __device__ static void row_backward(float *d, const float *l, int64_t Vl, int64_
     }
 }
 
-PC_KERNEL(crossentropy_kernel, CE_THREADS)(float *losses, float *dlogits, const float *logits,
-                                           const int32_t *targets, int64_t V, float scale) {
+/* The whole loss of one row, its first n_valid of Vl columns classes
+ * (crossentropy: all of them): max and Σexp over the valid columns, the
+ * loss and lse, then the gradient in place; the losses' sum is
+ * loss_sum_kernel's (crossentropy_fused). */
+PC_KERNEL(ce_fused_kernel, CE_THREADS)(float *losses, float *lse_out, float *dlogits, const float *logits,
+                                       const int32_t *targets, int64_t Vl, int64_t n_valid, float scale) {
     __shared__ float sh[32];
     const int64_t r = blockIdx.x;
-    const float *l = logits + r * V;
+    const float *l = logits + r * Vl;
     const int64_t t = targets[r];
-    float m = row_max(l, V, sh);
-    float s = row_sumexp(l, V, m, sh);
-    float tl = t >= 0 && t < V ? l[t] : 0.0f;
-    float lse = m + logf(s);
-    if (threadIdx.x == 0) losses[r] = t >= 0 ? lse - tl : 0.0f;
+    const float m = row_max(l, n_valid, sh);
+    const float s = row_sumexp(l, n_valid, m, sh);
+    const float tl = t >= 0 && t < n_valid ? l[t] : 0.0f;
+    const float lse = m + logf(s);
+    if (threadIdx.x == 0) {
+        losses[r] = t >= 0 ? lse - tl : 0.0f;
+        if (lse_out) lse_out[r] = lse;
+    }
     if (!dlogits) return;
     __syncthreads(); /* every thread has read l[t] before it may be overwritten */
-    float *d = dlogits + r * V;
+    float *d = dlogits + r * Vl;
     if (t < 0) {
-        for (int64_t c = threadIdx.x; c < V; c += blockDim.x) d[c] = 0.0f;
+        for (int64_t c = threadIdx.x; c < Vl; c += blockDim.x) d[c] = 0.0f;
         return;
     }
-    row_backward(d, l, V, V, lse, t, scale);
+    row_backward(d, l, Vl, n_valid, lse, t, scale);
+}
+
+/* *loss_sum += Σ losses in double in row order: the block stages a chunk
+ * of rows in shared memory (coalesced reads) and thread 0 adds it. */
+PC_KERNEL(loss_sum_kernel, ROWS_PER_LOSS_CHUNK)(double *loss_sum, const float *losses, int64_t BT) {
+    __shared__ float chunk[ROWS_PER_LOSS_CHUNK];
+    double total = 0;
+    for (int64_t r0 = 0; r0 < BT; r0 += ROWS_PER_LOSS_CHUNK) {
+        if (r0 + threadIdx.x < BT) chunk[threadIdx.x] = losses[r0 + threadIdx.x];
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int64_t n = BT - r0 < ROWS_PER_LOSS_CHUNK ? BT - r0 : ROWS_PER_LOSS_CHUNK;
+            for (int64_t k = 0; k < n; k++) total += (double)chunk[k];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *loss_sum += total;
 }
 
 PC_KERNEL(rowmax_kernel, PC_THREADS)(float *rowmax, const float *logits, int64_t Vl, int64_t n_valid) {
@@ -126,8 +152,16 @@ extern "C" {
 void pc_launch_crossentropy(float *losses, float *dlogits, const float *logits, const int32_t *targets, int64_t BT,
                             int64_t V, float scale) {
     if (BT <= 0) return;
-    PC_LAUNCH(crossentropy_kernel, (unsigned)BT, CE_THREADS)(losses, dlogits, logits, targets, V, scale);
+    PC_LAUNCH(ce_fused_kernel, (unsigned)BT, CE_THREADS)(losses, (float *)NULL, dlogits, logits, targets, V, V, scale);
     pc_check_launch("crossentropy");
+}
+
+void pc_launch_crossentropy_fused(float *losses, float *lse, double *loss_sum, float *dlogits, const float *logits,
+                                  const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale) {
+    if (BT <= 0) return;
+    PC_LAUNCH(ce_fused_kernel, (unsigned)BT, CE_THREADS)(losses, lse, dlogits, logits, targets, Vl, n_valid, scale);
+    PC_LAUNCH(loss_sum_kernel, 1, ROWS_PER_LOSS_CHUNK)(loss_sum, losses, BT);
+    pc_check_launch("crossentropy_fused");
 }
 
 void pc_launch_logits_rowmax(float *rowmax, const float *logits, int64_t BT, int64_t Vl, int64_t n_valid) {

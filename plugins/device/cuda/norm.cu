@@ -4,7 +4,8 @@
  * work (sums lane-strided, then a butterfly: a fixed order); the weight
  * and bias gradients as column sums over row chunks (pcuda.h), added into
  * the accumulated values. dinp accumulates (the residual
- * stream).
+ * stream); layernorm_backward_fused adds the residual's gradient itself
+ * and computes the parameters' partial sums in the same block.
  */
 #include "kcommon.cuh"
 
@@ -35,15 +36,12 @@ PC_KERNEL(ln_forward_kernel, LN_WARPS * PC_WARP)(float *out, float *mean, float 
     }
 }
 
-/* dinp += (w·dout − mean(w·dout) − norm·mean(w·dout·norm))·rstd */
-PC_KERNEL(ln_backward_rows_kernel, LN_WARPS * PC_WARP)(float *dinp, const float *dout, const float *inp, const float *w,
-                                               const float *mean, const float *rstd, int64_t BT, int64_t C) {
-    int64_t r = (int64_t)blockIdx.x * LN_WARPS + threadIdx.x / PC_WARP;
-    if (r >= BT) return;
+/* One row on one warp: dx = base + (w·dout − mean(w·dout) −
+ * norm·mean(w·dout·norm))·rstd, base NULL adding to zeros (dx itself: +=). */
+__device__ static void ln_backward_row(float *dx, const float *base, const float *x, const float *d, const float *w,
+                                       float m, float s, int64_t C) {
     const int lane = threadIdx.x % PC_WARP;
-    const float *x = inp + r * C, *d = dout + r * C;
-    float *dx = dinp + r * C;
-    const float m = mean[r], s = rstd[r], inv_c = 1.0f / (float)C;
+    const float inv_c = 1.0f / (float)C;
     float a1 = 0, a2 = 0;
     for (int64_t c = lane; c < C; c += PC_WARP) {
         float n = (x[c] - m) * s;
@@ -54,8 +52,30 @@ PC_KERNEL(ln_backward_rows_kernel, LN_WARPS * PC_WARP)(float *dinp, const float 
     float dn_mean = pc_warp_sum(a1) * inv_c, dnn_mean = pc_warp_sum(a2) * inv_c;
     for (int64_t c = lane; c < C; c += PC_WARP) {
         float n = (x[c] - m) * s;
-        dx[c] += (w[c] * d[c] - dn_mean - n * dnn_mean) * s;
+        dx[c] = (base ? base[c] : 0.0f) + (w[c] * d[c] - dn_mean - n * dnn_mean) * s;
     }
+}
+
+/* dinp += the input gradient, a warp a row */
+PC_KERNEL(ln_backward_rows_kernel, LN_WARPS * PC_WARP)(float *dinp, const float *dout, const float *inp, const float *w,
+                                               const float *mean, const float *rstd, int64_t BT, int64_t C) {
+    int64_t r = (int64_t)blockIdx.x * LN_WARPS + threadIdx.x / PC_WARP;
+    if (r >= BT) return;
+    ln_backward_row(dinp + r * C, dinp + r * C, inp + r * C, dout + r * C, w, mean[r], rstd[r], C);
+}
+
+/* Column c's terms of the weight and bias gradients over rows [r0, r1), in
+ * row order. */
+__device__ static void ln_col_sums(float *aw, float *ab, const float *dout, const float *inp, const float *mean,
+                                   const float *rstd, int64_t r0, int64_t r1, int64_t C, int64_t c) {
+    float sw = 0.0f, sb = 0.0f;
+    for (int64_t r = r0; r < r1; r++) {
+        float d = dout[r * C + c];
+        sw += (inp[r * C + c] - mean[r]) * rstd[r] * d;
+        sb += d;
+    }
+    *aw = sw;
+    *ab = sb;
 }
 
 /* Pass 1 of the weight and bias gradients (pcuda.h, column sums): block b
@@ -68,14 +88,27 @@ PC_KERNEL(ln_params_partial_kernel, PC_THREADS)(float *part_w, float *part_b, co
     const int64_t c = (int64_t)(blockIdx.x % colblocks) * blockDim.x + threadIdx.x;
     if (c >= C) return;
     const int64_t r1 = (chunk + 1) * PC_COL_ROWS < BT ? (chunk + 1) * PC_COL_ROWS : BT;
-    float aw = 0.0f, ab = 0.0f;
-    for (int64_t r = chunk * PC_COL_ROWS; r < r1; r++) {
-        float d = dout[r * C + c];
-        aw += (inp[r * C + c] - mean[r]) * rstd[r] * d;
-        ab += d;
-    }
+    float aw, ab;
+    ln_col_sums(&aw, &ab, dout, inp, mean, rstd, chunk * PC_COL_ROWS, r1, C, c);
     if (part_w) part_w[chunk * C + c] = aw;
     if (part_b) part_b[chunk * C + c] = ab;
+}
+
+/* The whole backward of PC_COL_ROWS rows a block (layernorm_backward_fused):
+ * each warp a row at a time, dinp = dres + ln_backward_rows_kernel's
+ * term (dres NULL: zeros); then, from the same rows (the block's reads,
+ * now in cache), the chunk's column sums of ln_params_partial_kernel in
+ * its order, so the partials are its bits. */
+PC_KERNEL(ln_backward_fused_kernel, LN_WARPS * PC_WARP)(float *dinp, const float *dres, float *part_w, float *part_b,
+                                                        const float *dout, const float *inp, const float *w,
+                                                        const float *mean, const float *rstd, int64_t BT, int64_t C) {
+    const int64_t chunk = blockIdx.x, r0 = chunk * PC_COL_ROWS;
+    const int64_t r1 = r0 + PC_COL_ROWS < BT ? r0 + PC_COL_ROWS : BT;
+    for (int64_t r = r0 + threadIdx.x / PC_WARP; r < r1; r += LN_WARPS)
+        ln_backward_row(dinp + r * C, dres ? dres + r * C : NULL, inp + r * C, dout + r * C, w, mean[r], rstd[r], C);
+    if (!part_w) return;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+        ln_col_sums(part_w + chunk * C + c, part_b + chunk * C + c, dout, inp, mean, rstd, r0, r1, C, c);
 }
 
 static unsigned row_blocks(int64_t BT) { return (unsigned)((BT + LN_WARPS - 1) / LN_WARPS); }
@@ -108,6 +141,26 @@ void pc_launch_layernorm_backward(float *dinp, float *dweight, float *dbias, con
         if (dbias) pc_launch_col_finish(dbias, part_b, chunks, C);
     }
     pc_check_launch("layernorm_backward");
+}
+
+void pc_launch_layernorm_backward_fused(float *dinp, const float *dres, float *dweight, float *dbias,
+                                        const float *dout, const float *inp, const float *weight, const float *mean,
+                                        const float *rstd, int64_t BT, int64_t C) {
+    if (BT <= 0 || C <= 0) return;
+    const int64_t chunks = pc_col_chunks(BT);
+    float *part_w = NULL, *part_b = NULL;
+    if (dweight) {
+        part_w = (float *)pc_scratch((size_t)(2 * chunks * C) * sizeof(float));
+        if (!part_w) return;
+        part_b = part_w + chunks * C;
+    }
+    PC_LAUNCH(ln_backward_fused_kernel, (unsigned)chunks, LN_WARPS * PC_WARP)(dinp, dres, part_w, part_b, dout, inp,
+                                                                             weight, mean, rstd, BT, C);
+    if (dweight) {
+        pc_launch_col_finish(dweight, part_w, chunks, C);
+        pc_launch_col_finish(dbias, part_b, chunks, C);
+    }
+    pc_check_launch("layernorm_backward_fused");
 }
 
 } /* extern "C" */

@@ -121,7 +121,8 @@ void pc_lt_close(void);
 
 /* One row-major product (or a batch of them at fixed strides):
  * C = alpha * op(A) @ op(B) + beta * C (+ bias[N] on every row when bias is
- * non-NULL), in the open precision. */
+ * non-NULL), in the open precision; beta * res in place of beta * C when
+ * res is non-NULL. */
 typedef struct pc_gemm {
     int trans_a, trans_b;
     int64_t M, N, K;
@@ -134,8 +135,14 @@ typedef struct pc_gemm {
     int64_t ldc, stride_c;
     int64_t batch; /* >= 1 */
     const float *bias;
+    /* Non-NULL: what beta multiplies, in C's layout (cuBLASLt's C, with
+     * the result in C, its D): a residual added without a copy. May be C. */
+    const float *res;
 } pc_gemm;
 void pc_gemm_run(const pc_gemm *g);
+/* A kernel-table entry begins: bf16 copies of operands made by an earlier
+ * entry are not reused (kernels.c). */
+void pc_gemm_entry_begin(void);
 
 /* ---- kernel launchers (.cu files); all queue on pc.stream ---------------- */
 /* convert.cu: n floats to bfloat16 (round to nearest even) */
@@ -175,6 +182,9 @@ void pc_launch_layernorm_forward(float *out, float *mean, float *rstd, const flo
 void pc_launch_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                                   const float *inp, const float *weight, const float *mean,
                                   const float *rstd, int64_t BT, int64_t C);
+void pc_launch_layernorm_backward_fused(float *dinp, const float *dres, float *dweight, float *dbias,
+                                        const float *dout, const float *inp, const float *weight, const float *mean,
+                                        const float *rstd, int64_t BT, int64_t C);
 /* gelu.cu */
 void pc_launch_gelu_forward(float *out, const float *inp, size_t n);
 void pc_launch_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
@@ -201,6 +211,8 @@ void pc_launch_add_positions(float *out, const float *wpe, int64_t B, int64_t T,
 /* loss.cu */
 void pc_launch_crossentropy(float *losses, float *dlogits, const float *logits,
                             const int32_t *targets, int64_t BT, int64_t V, float scale);
+void pc_launch_crossentropy_fused(float *losses, float *lse, double *loss_sum, float *dlogits, const float *logits,
+                                  const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale);
 void pc_launch_logits_rowmax(float *rowmax, const float *logits, int64_t BT, int64_t Vl,
                              int64_t n_valid);
 void pc_launch_logits_sumexp(float *sumexp, const float *logits, const float *rowmax, int64_t BT,

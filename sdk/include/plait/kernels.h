@@ -296,12 +296,47 @@ typedef struct plait_kernels {
      * changes nothing (a norm that was not finite). */
     void (*adamw_multi)(const plait_adamw_tensor *tensors, size_t count, size_t total, const plait_adamw_args *args,
                         const float *scale);
+
+    /* --- ABI 1.7: the head's loss and gradient in one pass ------------
+     * Optional (struct_size and NULL). Rows of logits[BT,Vl] whose first
+     * n_valid columns are classes (the rest padding), every class on this
+     * rank (no tensor parallelism): lse[r] (may be NULL), losses[r] (0 for
+     * a negative target), *loss_sum += Σ losses in double in row order, and
+     * with dlogits non-NULL the gradient crossentropy_backward writes (0 on
+     * padding and on rows without a target; dlogits may be logits: the
+     * logits become their gradient). What logits_rowmax, logits_sumexp,
+     * logits_target, loss_rows and crossentropy_backward give, to rounding. */
+    void (*crossentropy_fused)(float *losses, float *lse, double *loss_sum, float *dlogits, const float *logits,
+                               const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale);
+
+    /* --- ABI 1.7: LayerNorm's whole backward in one pass --------------
+     * Optional (struct_size and NULL). dinp = dres + the input gradient
+     * layernorm_backward adds (dres may equal dinp: it accumulates; NULL:
+     * dinp is overwritten, as if dres held zeros), with the residual
+     * stream's gradient dres added here rather than copied into dinp first;
+     * and dweight += , dbias += (both NULL, or both not) from the same
+     * reads of dout and inp. What layernorm_backward's parts give, to
+     * rounding (the CPU: bit for bit). */
+    void (*layernorm_backward_fused)(float *dinp, const float *dres, float *dweight, float *dbias,
+                                     const float *dout, const float *inp, const float *weight, const float *mean,
+                                     const float *rstd, int64_t BT, int64_t C);
 } plait_kernels;
 
 /* 1 if table k has the optimizer step's entries of ABI 1.7. */
 #define PLAIT_KERNELS_HAS_DEVICE_STEP(k)                                                              \
     ((k)->struct_size >= offsetof(plait_kernels, adamw_multi) + sizeof((k)->adamw_multi) &&            \
      (k)->sumsq_clip && (k)->adamw_multi)
+
+/* 1 if table k has crossentropy_fused (ABI 1.7). */
+#define PLAIT_KERNELS_HAS_FUSED_LOSS(k)                                                               \
+    ((k)->struct_size >= offsetof(plait_kernels, crossentropy_fused) + sizeof((k)->crossentropy_fused) && \
+     (k)->crossentropy_fused)
+
+/* 1 if table k has layernorm_backward_fused (ABI 1.7). */
+#define PLAIT_KERNELS_HAS_FUSED_LAYERNORM(k)                                                                  \
+    ((k)->struct_size >= offsetof(plait_kernels, layernorm_backward_fused) +                                 \
+                             sizeof((k)->layernorm_backward_fused) &&                                        \
+     (k)->layernorm_backward_fused)
 
 /* The largest head size the fused attention entries take (ABI 1.7). */
 #define PLAIT_ATTENTION_FUSED_MAX_HS 256
