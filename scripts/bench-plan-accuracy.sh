@@ -12,11 +12,14 @@
 #            against few tokens, tp's activation all-reduces against dp's
 #            weight all-reduce;
 #   deep   — 16 blocks of width 128, 8 sequences of 64 tokens, micro-batches
-#            varied: the pipeline's bubble and the micro-batch count show.
-# Usage: [BENCH_REPEAT=R] [BENCH_STEPS=S] [BENCH_CASES="dpcomm wide deep"]
+#            varied: the pipeline's bubble and the micro-batch count show;
+#   two    — 2 ranks (a core each, no oversubscription), 4 blocks of width
+#            256, 4 sequences of 32 tokens, every optimizer and micro-batch:
+#            ZeRO's collectives, the micro-batch's rows and a 2-stage bubble.
+# Usage: [BENCH_REPEAT=R] [BENCH_STEPS=S] [BENCH_CASES="dpcomm wide deep two"]
 #        [BENCH_OUT=DIR] scripts/bench-plan-accuracy.sh [BUILD]
 # Run it on a quiet machine (nothing else running): the measurement is the
-# point. About 6 minutes with the defaults (R = 3, S = 6) on a 2-core machine.
+# point. About 4 minutes with the defaults (R = 3, S = 6) on a 2-core machine.
 # Each variant's sweep, its CSV and its plots are in $BENCH_OUT/<variant>; the
 # same command again continues an interrupted sweep (delete the directory for
 # a fresh one).
@@ -27,7 +30,7 @@ cfg=configs/gpt-small.ini
 out=${BENCH_OUT:-runs/bench-plan-accuracy}
 repeat=${BENCH_REPEAT:-3}
 steps=${BENCH_STEPS:-6}
-cases=${BENCH_CASES:-dpcomm wide deep}
+cases=${BENCH_CASES:-dpcomm wide deep two}
 
 # case NAME: its ranks, axes and overrides of configs/gpt-small.ini
 case_args() {
@@ -36,7 +39,8 @@ case_args() {
     dpcomm) echo "-n 4 --axes dp,tp,pp,schedule $common model.n_layer=4 model.n_embd=256 model.block_size=16 data.global_batch=4" ;;
     wide) echo "-n 4 --axes dp,tp,pp,schedule $common model.n_layer=2 model.n_embd=512 model.block_size=32 data.global_batch=8" ;;
     deep) echo "-n 4 --axes dp,tp,pp,schedule,micro_batch --micro_batch 1,2 $common model.n_layer=16 model.n_embd=128 model.block_size=64 data.global_batch=8" ;;
-    *) echo "bench-plan-accuracy: unknown case '$1' (dpcomm, wide, deep)" >&2; return 1 ;;
+    two) echo "-n 2 --axes dp,tp,pp,schedule,optim,micro_batch $common model.n_layer=4 model.n_embd=256 model.block_size=32 data.global_batch=4" ;;
+    *) echo "bench-plan-accuracy: unknown case '$1' (dpcomm, wide, deep, two)" >&2; return 1 ;;
   esac
 }
 

@@ -173,8 +173,16 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
         plait_cli_print_error(NULL);
         return 1;
     }
-    if (cluster->peak_flops <= 0) /* this machine: its SGEMM rate with every core */
+    if (cluster->peak_flops <= 0) { /* this machine: its SGEMM rate with every core */
         cluster->peak_flops = plait_sgemm_peak(cluster->units_per_node, 0.3);
+        /* and how it falls with the rows of a micro-batch, at the model's
+         * width and on the threads a rank of this job gets */
+        if (cluster->half_rows <= 0) {
+            int per_node = plait_cluster_ranks_per_node(cluster, a->ranks);
+            int threads = per_node > 0 && cluster->units_per_node / per_node > 1 ? cluster->units_per_node / per_node : 1;
+            cluster->half_rows = plait_sgemm_half_rows(threads, plait_config_int(cfg, "model", "n_embd"), 0.05);
+        }
+    }
     double rate;
     if (plait_cluster_rate(cluster, a->precision, &rate) != PLAIT_OK) {
         plait_cli_print_error(NULL);

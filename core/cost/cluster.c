@@ -51,6 +51,9 @@ static const plait_key_decl node_keys[] = {
         "GB/s per GPU, or per node for kind = cpu (the optimizer step is bound by it)"),
     KEY("process_mb", PLAIT_KEY_FLOAT, "7", 0, 1e9, NULL,
         "MiB every rank holds besides the model: code, libraries, the data, the runtime"),
+    KEY("half_rate_rows", PLAIT_KEY_FLOAT, "0", 0, 1e9, NULL,
+        "kind = cpu: rows of a micro-batch (its tokens) at which a rank computes at half its large-batch rate "
+        "(0 = measure this machine's when peak_gflops is 0 too, else the rate does not depend on them)"),
 };
 /* Both link sections have the same keys; only the kinds and defaults differ. */
 #define LINK_KEYS(kinds, kind_default, kind_doc, bw_default, latency_default)                     \
@@ -107,6 +110,7 @@ static plait_status read_cluster(const plait_config *cfg, const char *name, plai
     if (out->memory == 0 && !out->gpu) out->memory = mem_total();
     out->peak_flops = plait_config_float(cfg, "node", "peak_gflops") * 1e9;
     out->efficiency = plait_config_float(cfg, "node", "efficiency");
+    out->half_rows = out->gpu ? 0 : plait_config_float(cfg, "node", "half_rate_rows");
     out->memory_bandwidth = plait_config_float(cfg, "node", "memory_bandwidth") * 1e9;
     out->process_bytes = plait_config_float(cfg, "node", "process_mb") * 1048576.0;
     out->peak_tf32 = plait_config_float(cfg, "node", "tf32_peak_gflops") * 1e9;

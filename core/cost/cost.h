@@ -41,6 +41,7 @@ typedef struct plait_cost_rank {
     int dp, tp, pp;              /* layout sizes */
     int stage;                   /* its pipeline stage */
     int micro_batches;           /* m: micro-batches this rank runs per step */
+    double rows;                 /* tokens of one micro-batch: the rows of its matrix products */
     int chunks;                  /* v: model chunks per pipeline stage */
     double param_numel;          /* Ψ_rank: elements of the parameters it holds */
     double largest_layer_numel;  /* its largest layer's parameter elements (ZeRO units) */

@@ -24,6 +24,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_cost_rank *out
     out->pp = mesh->pp;
     out->stage = mesh->pp_rank;
     out->micro_batches = plan->micro_batches;
+    out->rows = (double)lr->batch->micro_batch * spec->block_size;
     out->chunks = plan->chunks > 0 ? plan->chunks : 1;
     int stage = mesh->pp_rank, L = spec->n_layer, nl = spec->n_layers;
 #define LOCAL(l) ((l) >= 0 && (l) < nl && (!plan->layer_stage || plan->layer_stage[l] == stage))

@@ -299,6 +299,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         r->pp = p;
         r->stage = st;
         r->micro_batches = mb;
+        r->rows = (double)l->micro_batch * spec->block_size;
         r->chunks = v;
         int blocks = 0, emb = 0, head = 0;
         const double *live = all_live + (size_t)st * v;

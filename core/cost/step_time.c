@@ -129,11 +129,11 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
         double S = b.grad * r->param_numel * g, last = S < j->bucket_bytes * g ? S : j->bucket_bytes * g;
         double parts = ceil_div(S - last, j->bucket_bytes * g);
         if (j->zero == 0) {
-            *hidden = dp_allreduce(d, S - last, parts);
+            *hidden = S > last ? dp_allreduce(d, S - last, parts) : 0; /* no bucket before the last */
             *exposed = dp_allreduce(d, last, 1);
             *bytes = 2.0 * (n - 1) / n * S;
         } else {
-            *hidden = dp_gather(d, S - last, parts);
+            *hidden = S > last ? dp_gather(d, S - last, parts) : 0;
             *exposed = dp_gather(d, last, 1) + dp_gather(d, W * w, ceil_div(W, j->bucket_bytes));
             *bytes = (n - 1.0) / n * (S + W * w);
         }
@@ -154,6 +154,80 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
         *exposed = first;
         *bytes = (n - 1.0) / n * m * (2 * W * w + G);
     }
+}
+
+/* A CPU rank's compute rate at `rows` rows a product: a saturating curve,
+ * half the large-batch rate at c->half_rows (the weights' packing and every
+ * kernel's fixed cost per call, spread over the micro-batch's rows). */
+static double rows_share(const plait_cluster *c, double rows) {
+    if (c->gpu || c->half_rows <= 0 || rows <= 0) return 1;
+    return rows / (rows + c->half_rows);
+}
+
+/* How much longer than alone a slot of the pipeline takes when `busy`
+ * ranks of the node compute in it, each on its `threads` threads, and the
+ * node has `units` cores. */
+static double crowding(double busy, int threads, int units) {
+    double f = busy * threads / units;
+    return f > 1 ? f : 1;
+}
+
+/* The pace of a CPU node's ranks. A rank computes on its own threads (a
+ * rank limited to one thread cannot use a second core), and the node's
+ * busy ranks share its cores. A pipeline's schedule is S busy slots per
+ * rank, S from its bubble b = (p-1)/(S+p-1), with p-1 slots of filling and
+ * p-1 of draining in which only some stages are busy: slot i has
+ * k(i) = min(i+1, p, S, S+p-1-i) busy stages and lasts a slot's compute
+ * times crowding(k(i) ranks of a stage): the bubble costs only as far as
+ * the ranks still busy cannot use the cores the idle ones leave. Ranks are
+ * placed tp innermost, then dp, then pp; the first node, where the
+ * pipeline fills, is the one followed. No faster than the busiest node's
+ * whole work at the node's rate. */
+static void cpu_pace(const plait_cost_rank *stages, const plait_cost_job *j, const plait_cluster *c, int per_node,
+                     int threads, double comm_max, plait_cost_time *out, double *fwd_bwd, double *opt_max) {
+    int dp = j->dp, tp = j->tp, pp = j->pp, n = dp * tp * pp;
+    int units = c->units_per_node > 0 ? c->units_per_node : 1;
+    double rate = out->rate, alone = rate / units * threads, node_work_max = 0, tau = 0;
+    for (int first = 0; first < n; first += per_node) {
+        double work = 0, opt_bytes = 0;
+        for (int w = first; w < n && w < first + per_node; w++) {
+            const plait_cost_rank *r = &stages[w / (tp * dp)];
+            plait_cost_bytes b2;
+            plait_cost_bytes_of(j->precision, r->micro_batches, &b2);
+            work += r->flops / rows_share(c, r->rows);
+            opt_bytes += b2.adam_io * r->param_numel / (j->zero > 0 ? dp : 1);
+        }
+        if (work / rate > node_work_max) node_work_max = work / rate;
+        if (opt_bytes / c->memory_bandwidth > *opt_max) *opt_max = opt_bytes / c->memory_bandwidth;
+    }
+    double bubble = 0, mean = 0;
+    for (int s = 0; s < pp; s++) {
+        double t = stages[s].flops / rows_share(c, stages[s].rows) / alone;
+        if (t > tau) tau = t;
+        mean += t / pp;
+        if (stages[s].bubble > bubble) bubble = stages[s].bubble;
+    }
+    int group = dp * tp < per_node ? dp * tp : per_node;   /* ranks of a stage on the node */
+    int on_node = per_node / (dp * tp) > 1 ? per_node / (dp * tp) : 1; /* stages on it */
+    double S = pp > 1 && bubble > 0 ? (pp - 1) * (1 - bubble) / bubble : 1, slots = 0;
+    if (S < 1) S = 1;
+    /* the filling and draining slots, then the full ones */
+    int full = pp < S ? pp : (int)S;
+    for (int k = 1; k < full; k++) slots += 2 * crowding(group * (k < on_node ? k : on_node), threads, units);
+    double steady = S + pp - 1 - 2.0 * (full - 1);
+    slots += steady * crowding(group * (full < on_node ? full : on_node), threads, units);
+    /* the slots at the stages' mean compute; the busiest stage cannot go
+     * faster than alone through its own micro-batches and the filling and
+     * draining of one micro-batch through the other stages */
+    double paced = mean * slots / S, own = tau + (mean * pp - tau) / S;
+    if (own > paced) paced = own;
+    out->shared_cores = 1;
+    out->compute = node_work_max > tau ? node_work_max : tau;
+    if (paced < out->compute) paced = out->compute;
+    out->idle = paced - out->compute;
+    out->bubble = paced > 0 ? out->idle / paced : 0;
+    out->comm = comm_max;
+    *fwd_bwd = paced + comm_max;
 }
 
 void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j, const plait_cluster *c,
@@ -222,38 +296,15 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     double fwd_bwd = crit;
     out->comm = out->tp_s + out->pp_s;
     out->idle = crit - out->compute - out->comm;
-    if (!c->gpu) {
-        /* ranks sharing a CPU node's cores cannot do more work per second
-         * than the node: then the busiest node's total work (plus the
-         * communication on the critical path) sets the pace, and a
-         * pipeline's idle ranks lend their cores to the busy ones. Ranks are
-         * placed tp innermost, then dp, then pp: world rank w is on stage
-         * w / (tp dp). The node's memory bandwidth is shared too. */
-        double node_work_max = 0;
-        for (int first = 0; first < n; first += per_node) {
-            double work = 0, opt_bytes = 0;
-            for (int w = first; w < n && w < first + per_node; w++) {
-                const plait_cost_rank *r = &stages[w / (tp * dp)];
-                plait_cost_bytes b2;
-                plait_cost_bytes_of(j->precision, r->micro_batches, &b2);
-                work += r->flops;
-                opt_bytes += b2.adam_io * r->param_numel / (j->zero > 0 ? dp : 1);
-            }
-            if (work / rate > node_work_max) node_work_max = work / rate;
-            if (opt_bytes / c->memory_bandwidth > opt_max) opt_max = opt_bytes / c->memory_bandwidth;
-        }
-        if (node_work_max + comm_max > fwd_bwd) {
-            fwd_bwd = node_work_max + comm_max;
-            out->shared_cores = 1;
-            out->compute = node_work_max;
-            out->comm = comm_max;
-            out->idle = 0;
-        }
-    }
+    if (!c->gpu) cpu_pace(stages, j, c, per_node, threads, comm_max, out, &fwd_bwd, &opt_max);
     /* the reduction of all buckets but the last hides behind the backward
      * pass (two thirds of the compute) */
     double backward = 2.0 / 3.0 * out->compute;
     double exposed = out->dp_exposed + (out->dp_hidden > backward ? out->dp_hidden - backward : 0);
+    /* on a CPU node whose cores the ranks fill, the collectives' copies
+     * and sums run on those cores: hiding them behind the backward pass
+     * only moves the work, so all of it counts */
+    if (!c->gpu && per_node * threads >= units) exposed = out->dp_exposed + out->dp_hidden;
     out->comm += exposed;
     out->optim = opt_max;
     out->step = fwd_bwd + exposed + opt_max;

@@ -29,6 +29,7 @@ void plait_cost_print_header(FILE *out, const char *config, int ranks, const pla
             rate_text(rt, sizeof rt, rate, 1),
             plait_device_precision_name(p), c->gpu ? "GPU" : "node", c->intra.kind, c->intra.bandwidth / 1e9,
             c->intra.latency * 1e6);
+    if (!c->gpu && c->half_rows > 0) fprintf(out, "; a rank's rate halves at %.0f rows a micro-batch", c->half_rows);
     if (c->nodes > 1) {
         fprintf(out, "; inter %s %.1f GB/s a rank %.1f us", c->inter.kind, c->inter.bandwidth / 1e9,
                 c->inter.latency * 1e6);
@@ -90,16 +91,24 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
                  "tokens/s (%.0f tokens a step)\n",
             t->step, t->compute, t->comm, t->idle, t->optim, r->tokens_per_s, r->tokens_per_step);
     if (t->shared_cores)
-        fprintf(out, "  the ranks share a CPU node's cores: the busiest node's work sets the pace, so a pipeline's idle "
-                     "ranks lend theirs and no bubble is counted\n");
+        fprintf(out, "  the ranks share a CPU node's cores, each on its own threads: the node's work or the busiest "
+                     "stage sets the pace, and a pipeline's bubble costs what the busy ranks cannot take of the idle "
+                     "ones' cores; DP's copies run on the same cores, so none hides behind the backward pass\n");
+    if (!c->gpu && c->half_rows > 0)
+        fprintf(out, "  at %.0f rows a micro-batch a rank computes at %.0f%% of its rate (half of it at %.0f rows)\n",
+                stages[0].rows, 100 * stages[0].rows / (stages[0].rows + c->half_rows), c->half_rows);
     char rt[48];
     fprintf(out, "\ncompute at %s per %s (%s peak x efficiency)%s:\n", rate_text(rt, sizeof rt, t->rate, 2),
             c->gpu ? "GPU" : "node", pn, c->gpu ? "" : ", shared by the node's ranks");
     fprintf(out, "  %-6s %12s %14s %12s %12s %9s\n", "stage", "params/rank", "TFLOP/step", "compute_s", "recompute_s",
             "bubble");
+    /* a CPU stage's compute as a rank alone on its threads, at its rows */
     double alone = t->rate;
-    if (!c->gpu && t->compute > 0 && stages[t->busiest].flops > 0 && !t->shared_cores)
-        alone = stages[t->busiest].flops / t->compute;
+    if (!c->gpu) {
+        int per_node = plait_cluster_ranks_per_node(c, l->dp * l->tp * l->pp), units = c->units_per_node;
+        alone = t->rate / units * (units / per_node > 1 ? units / per_node : 1);
+        if (c->half_rows > 0 && stages[0].rows > 0) alone *= stages[0].rows / (stages[0].rows + c->half_rows);
+    }
     for (int s = 0; s < l->pp; s++) {
         const plait_cost_rank *st = &stages[s];
         /* a deep pipeline: its first and last stages, the busiest, and a note */

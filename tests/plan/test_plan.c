@@ -204,14 +204,20 @@ static void test_time_hierarchy(void **state) {
     NEAR(plait_cluster_inter_share(&c, 4), 5e9);
 }
 
-static void test_time_shared_cpu_cores(void **state) {
-    (void)state;
+/* one node of 2 cores computing 2e11 FLOP/s together */
+static plait_cluster cpu_cluster(void) {
     plait_cluster c = gpu_cluster();
     c.gpu = 0;
-    c.units_per_node = 2;   /* 2 cores, 4 ranks: each alone gets 1 core */
-    c.peak_flops = 2e11;    /* the node */
+    c.units_per_node = 2;
+    c.peak_flops = 2e11;
     c.efficiency = 1;
     c.memory_bandwidth = 1e10;
+    return c;
+}
+
+static void test_time_shared_cpu_cores(void **state) {
+    (void)state;
+    plait_cluster c = cpu_cluster(); /* 4 ranks: each alone gets 1 core */
     c.intra = (plait_link){.kind = "shm", .bandwidth = 1e9, .latency = 1e-5};
     plait_cost_rank r = {.dp = 4, .tp = 1, .pp = 1, .micro_batches = 1, .chunks = 1, .param_numel = 1e6,
                          .flops = 1e11};
@@ -228,10 +234,20 @@ static void test_time_shared_cpu_cores(void **state) {
     NEAR(t.step, 2.0 + ar + 4 * 28e6 / 1e10);
     NEAR(t.dp_bytes, 2.0 * 3 / 4 * 4e6);
     assert_true(t.shared_cores);
-    /* with a 1 MB bucket, 3 of the 4 MB hide behind the backward pass */
+    /* with a 1 MB bucket nothing hides: the four ranks fill the 2 cores,
+     * so the copies of the 3 buckets before the last take them from the
+     * backward pass; each bucket pays the ring's latency */
     j.bucket_bytes = 1e6;
     plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.comm, 6 * (4 * 1e-5 + 1e6 / 1e9));
+    /* on 10 cores the four ranks get 2 threads each and leave 2 cores
+     * free: 3 of the 4 MB hide behind the backward pass. A rank alone
+     * computes at 2e11 / 10 x 2: 2.5 s, more than the node's 2 s */
+    c.units_per_node = 10;
+    plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.comm, 6 * (1e-5 + 0.25e6 / 1e9));
+    NEAR(t.compute, 2.5);
+    c.units_per_node = 2;
     /* bf16 gradients: half the bytes and the all-reduce's bandwidth term;
      * ZeRO-2 gathers its parameters in float32 unless param_gather says
      * bf16, ZeRO-3 likewise */
@@ -249,6 +265,69 @@ static void test_time_shared_cpu_cores(void **state) {
     j.zero = 3;
     plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.dp_bytes, 3.0 / 4 * 4e6 * 1.5);
+}
+
+/* a CPU rank's rate at the rows of its micro-batch: rows / (rows + h) of
+ * the large-batch rate */
+static void test_time_cpu_rows(void **state) {
+    (void)state;
+    plait_cluster c = cpu_cluster();
+    c.half_rows = 16;
+    plait_cost_rank r = {.dp = 1, .tp = 2, .pp = 1, .micro_batches = 1, .chunks = 1, .flops = 1e11, .rows = 16};
+    plait_cost_job j = {.dp = 1, .tp = 2, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_FP32};
+    plait_cost_time t;
+    /* 2 x 1e11 FLOPs on the node at 2e11/s, at 16 rows half of it: 2 s */
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.compute, 2.0);
+    r.rows = 48; /* 48 / 64 of the rate */
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.compute, 1.0 * 64 / 48);
+    /* a GPU's rate does not depend on them (nor reads half_rows) */
+    c.gpu = 1;
+    c.units_per_node = 8;
+    c.peak_flops = 1e11;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.compute, 1.0);
+}
+
+/* a pipeline on a CPU node whose ranks are limited to one thread each */
+static void test_time_cpu_pipeline(void **state) {
+    (void)state;
+    plait_cluster c = cpu_cluster();
+    plait_cost_rank st[4];
+    for (int s = 0; s < 4; s++)
+        st[s] = (plait_cost_rank){.dp = 1, .tp = 1, .pp = 2, .stage = s, .micro_batches = 4, .chunks = 1,
+                                  .flops = 1e11, .bubble = plait_cost_bubble("1f1b", 2, 4, 1)};
+    plait_cost_job j = {.dp = 1, .tp = 1, .pp = 2, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_FP32};
+    plait_cost_time t;
+    /* 2 ranks on 2 cores, a core each: 1 s of compute a stage (4 slots of
+     * 0.25 s) and the bubble's slot: 1.25 s. No idle core to lend to the
+     * busy stage, which cannot use a second one */
+    plait_cost_step_time(st, &j, &c, &t);
+    NEAR(t.compute, 1.0);
+    NEAR(t.idle, 0.25);
+    NEAR(t.step, 1.25);
+    NEAR(t.bubble, 0.2);
+    /* 4 stages of 0.5e11 FLOPs on the 2 cores, 4 micro-batches, bubble
+     * 3/7: S = 4 busy slots a rank of 0.125 s alone; filling and draining
+     * 1, 2, 3 busy stages (3 share 2 cores: x 1.5) twice, 1 slot of all 4
+     * (x 2): (2 x (1 + 1 + 1.5) + 2) x 0.125 = 1.125 s against the node's
+     * 1 s of work */
+    j.pp = 4;
+    for (int s = 0; s < 4; s++) {
+        st[s].pp = 4;
+        st[s].flops = 0.5e11;
+        st[s].bubble = plait_cost_bubble("1f1b", 4, 4, 1);
+    }
+    plait_cost_step_time(st, &j, &c, &t);
+    NEAR(t.compute, 1.0);
+    NEAR(t.idle, 0.125);
+    NEAR(t.step, 1.125);
+    /* one stage with all the work: it runs alone on its core through its 4
+     * micro-batches (1 s), the others' filling and draining cost nothing */
+    for (int s = 0; s < 4; s++) st[s].flops = s == 2 ? 1e11 : 0;
+    plait_cost_step_time(st, &j, &c, &t);
+    NEAR(t.step, 1.0);
 }
 
 static void test_spearman(void **state) {
@@ -570,7 +649,8 @@ int main(void) {
         cmocka_unit_test(test_link_formulas),           cmocka_unit_test(test_bubble),
         cmocka_unit_test(test_precision_bytes),         cmocka_unit_test(test_time_hierarchy),
         cmocka_unit_test(test_memory_zero_formulas),    cmocka_unit_test(test_time_pipeline_on_gpus),
-        cmocka_unit_test(test_time_shared_cpu_cores),   cmocka_unit_test(test_spearman),          cmocka_unit_test(test_sweep_groups),
+        cmocka_unit_test(test_time_shared_cpu_cores),   cmocka_unit_test(test_time_cpu_rows),
+        cmocka_unit_test(test_time_cpu_pipeline),       cmocka_unit_test(test_spearman),          cmocka_unit_test(test_sweep_groups),
         cmocka_unit_test(test_enumerate_default_axes),  cmocka_unit_test(test_enumerate_bounds_and_optim),
         cmocka_unit_test(test_cluster_examples),        cmocka_unit_test(test_cluster_errors),
         cmocka_unit_test(test_fit_comm),                cmocka_unit_test(test_cluster_precision),
