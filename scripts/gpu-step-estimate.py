@@ -28,7 +28,8 @@ import configparser
 import math
 import sys
 
-VARIANTS = ["unfused", "fused-attention", "device-step", "fused-loss", "residual-in-c", "layernorm-fused"]
+VARIANTS = ["unfused", "fused-attention", "device-step", "fused-loss", "residual-in-c", "layernorm-fused",
+            "gelu-epilogue"]
 VARIANT_TEXT = {
     "unfused": "attention's scores materialised (T×T fp32, 16 per-sequence cuBLASLt calls a product)",
     "fused-attention": "fused flash-style attention (attention.cu): lse kept, scores never stored",
@@ -41,6 +42,8 @@ VARIANT_TEXT = {
                      "(no copy of the residual first)",
     "layernorm-fused": "+ each LayerNorm's backward in one pass (layernorm_backward_fused): the residual's gradient "
                        "added there instead of copied first, the parameters' partial sums from the same reads",
+    "gelu-epilogue": "+ GELU in the MLP's first product (cuBLASLt's GELU_AUX_BIAS: GELU's output and input written "
+                     "by the product) and its derivative in the backward's (DGELU: the product reads GELU's input)",
 }
 
 
@@ -84,12 +87,13 @@ class Step:
 
 # ---- what the cuda plugin does for each table entry ------------------------
 
-def gemm(st, family, M, N, K, batch=1, beta=0.0, a_span=None, b_span=None, bias=False, a_converted=False):
+def gemm(st, family, M, N, K, batch=1, beta=0.0, a_span=None, b_span=None, bias=False, a_converted=False, aux=False):
     """pc_gemm_run (gemm.c): bf16 runs round both operands' spans into
     scratch (convert.cu: one launch each, 4 bytes read and 2 written an
     element; an A the entry's previous product converted is reused:
     a_converted), then one cuBLASLt product (bf16 operands, fp32 output,
-    the bias epilogue)."""
+    the bias epilogue; aux: a GELU epilogue's M x N fp32 matrix, written or
+    read)."""
     bf16 = st.a.precision == "bf16"
     esz = 2 if bf16 else 4
     a_span = a_span if a_span is not None else M * K * batch
@@ -98,7 +102,8 @@ def gemm(st, family, M, N, K, batch=1, beta=0.0, a_span=None, b_span=None, bias=
         conv = b_span + (0 if a_converted else a_span)
         st.kernel("bf16 operand copies", 6 * conv, launches=1 if a_converted else 2)
     out = 4 * M * N * batch * (2 if beta else 1)
-    st.kernel(family, esz * (a_span + b_span) + out + (4 * N if bias else 0), 2.0 * M * N * K * batch)
+    st.kernel(family, esz * (a_span + b_span) + out + (4 * N if bias else 0) + (4 * M * N if aux else 0),
+              2.0 * M * N * K * batch)
 
 
 def colsum(st, family, rows, cols):
@@ -207,6 +212,7 @@ def step(args, s, variant):
     fused_loss = v >= 3  # crossentropy_fused in the forward (gpt_layers.c)
     res_copy = v < 4  # the forward's residual copied before its product (kernels.c, gemm.c)
     ln_fused = v >= 5  # layernorm_backward_fused in the one-pass backward (mlp.c, gpt_layers.c)
+    gelu_epi = v >= 6  # matmul_forward_gelu / matmul_backward_gelu (mlp.c; gemm.c's epilogues)
     # trainer: the gradients are zeroed at the step's start (run_step.c)
     n_params = 12 * C * C + 13 * C
     numel = L * n_params + V * C + T * C + 2 * C
@@ -222,8 +228,11 @@ def step(args, s, variant):
             attention_unfused_fwd(st, s)
         matmul_forward(st, "linear layers", BT, C, C, residual=True, res_copy=res_copy)
         layernorm_fwd(st, BT, C)
-        matmul_forward(st, "linear layers", BT, C, F)
-        st.kernel("gelu", 8 * BT * F)
+        if gelu_epi:  # D = GELU(x) and aux = x from the one product
+            gemm(st, "linear layers", BT, F, C, bias=True, aux=True)
+        else:
+            matmul_forward(st, "linear layers", BT, C, F)
+            st.kernel("gelu", 8 * BT * F)
         matmul_forward(st, "linear layers", BT, F, C, residual=True, res_copy=res_copy)
     layernorm_fwd(st, BT, C)
     gemm(st, "lm_head", BT, V, C)
@@ -256,8 +265,13 @@ def step(args, s, variant):
         layernorm_bwd_weights(st, BT, C)
     for _ in range(L):
         # MLP half (mlp.c): input gradients, then weights (or both a call)
-        matmul_backward(st, "linear layers", BT, F, C, dweight=one_call, dbias=one_call)
-        st.kernel("gelu", 12 * BT * F)
+        if gelu_epi:  # DGELU: the input gradient's product reads GELU's input
+            gemm(st, "linear layers", BT, F, C, aux=True)
+            gemm(st, "linear layers", C, F, BT, beta=1.0, a_converted=True)  # dweight: dout's copy reused
+            colsum(st, "bias gradients", BT, C)
+        else:
+            matmul_backward(st, "linear layers", BT, F, C, dweight=one_call, dbias=one_call)
+            st.kernel("gelu", 12 * BT * F)
         matmul_backward(st, "linear layers", BT, C, F, dweight=one_call, dbias=one_call)
         if not one_call:
             matmul_backward(st, "linear layers", BT, F, C, dinp=False)

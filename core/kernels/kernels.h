@@ -113,6 +113,12 @@ void plait_k_layernorm_backward(float *dinp, float *dweight, float *dbias, const
 void plait_k_layernorm_backward_fused(float *dinp, const float *dres, float *dweight, float *dbias,
                                       const float *dout, const float *inp, const float *weight, const float *mean,
                                       const float *rstd, int64_t BT, int64_t C);
+/* pre = inp·weightᵀ + bias, out = gelu(pre); and matmul_backward with
+ * dinp = (dout·weight) ⊙ gelu'(pre) (plait/kernels.h, ABI 1.7). */
+void plait_k_matmul_forward_gelu(float *out, float *pre, const float *inp, const float *weight, const float *bias,
+                                 int64_t BT, int64_t C, int64_t OC);
+void plait_k_matmul_backward_gelu(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                  const float *weight, const float *pre, int64_t BT, int64_t C, int64_t OC);
 void plait_k_gelu_forward(float *out, const float *inp, size_t n);
 void plait_k_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 

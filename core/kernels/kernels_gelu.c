@@ -63,3 +63,18 @@ void plait_k_gelu_backward(float *dinp, const float *inp, const float *dout, siz
     plait_pool_run((int64_t)((n + PLAIT_ELEMWISE_CHUNK - 1) / PLAIT_ELEMWISE_CHUNK),
                    gelu_backward_item, &j);
 }
+
+/* The linear layer and GELU together (plait/kernels.h matmul_forward_gelu,
+ * matmul_backward_gelu): the CPU gains nothing from fusing them, so the
+ * product and the elementwise kernel, whose bits a device's parts give. */
+void plait_k_matmul_forward_gelu(float *out, float *pre, const float *inp, const float *weight, const float *bias,
+                                 int64_t BT, int64_t C, int64_t OC) {
+    plait_k_matmul_forward(pre, inp, weight, bias, BT, C, OC);
+    plait_k_gelu_forward(out, pre, (size_t)(BT * OC));
+}
+
+void plait_k_matmul_backward_gelu(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                  const float *weight, const float *pre, int64_t BT, int64_t C, int64_t OC) {
+    plait_k_matmul_backward(dinp, dweight, dbias, dout, inp, weight, BT, C, OC);
+    if (dinp) plait_k_gelu_backward(dinp, pre, dinp, (size_t)(BT * C));
+}

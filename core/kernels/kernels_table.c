@@ -59,6 +59,8 @@ static const plait_kernels g_table = {
     .adamw_multi = plait_k_adamw_multi,
     .crossentropy_fused = plait_k_crossentropy_fused,
     .layernorm_backward_fused = plait_k_layernorm_backward_fused,
+    .matmul_forward_gelu = plait_k_matmul_forward_gelu,
+    .matmul_backward_gelu = plait_k_matmul_backward_gelu,
 };
 
 const plait_kernels *plait_kernels_table(void) { return &g_table; }

@@ -15,6 +15,13 @@ plait_status plait_mlp_half_forward_act(plait_model *m, model_slot *s, int32_t l
     plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
     if (st != PLAIT_OK) return st;
     m->k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, r, p.ln_w, p.ln_b, BT, C);
+    /* GELU in the product's epilogue, its input kept; not where selective
+     * recomputation rebuilds GELU's output with gelu_forward, whose bits a
+     * device's epilogue need not give */
+    if (m->fused_gelu && m->desc->recompute != PLAIT_RECOMPUTE_SELECTIVE) {
+        m->k->matmul_forward_gelu(a->fcg, a->fch, a->ln2, p.in_w, p.in_b, BT, C, F);
+        return PLAIT_OK;
+    }
     m->k->matmul_forward(a->fch, a->ln2, p.in_w, p.in_b, BT, C, F);
     m->k->gelu_forward(a->fcg, a->fch, (size_t)(BT * F));
     return PLAIT_OK;
@@ -59,9 +66,14 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
         half_params p;
         plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
         if (st != PLAIT_OK) return st;
-        m->k->matmul_backward(m->s_dfc, both ? both->out_w : NULL, both ? both->out_b : NULL, dy, a->fcg, p.out_w,
-                              BT, F, C);
-        m->k->gelu_backward(m->s_dfc, a->fch, m->s_dfc, (size_t)(BT * F));
+        if (m->fused_gelu) /* GELU's derivative in the product's epilogue */
+            m->k->matmul_backward_gelu(m->s_dfc, both ? both->out_w : NULL, both ? both->out_b : NULL, dy, a->fcg,
+                                       p.out_w, a->fch, BT, F, C);
+        else {
+            m->k->matmul_backward(m->s_dfc, both ? both->out_w : NULL, both ? both->out_b : NULL, dy, a->fcg,
+                                  p.out_w, BT, F, C);
+            m->k->gelu_backward(m->s_dfc, a->fch, m->s_dfc, (size_t)(BT * F));
+        }
         m->k->matmul_backward(m->s_dln, both ? both->in_w : NULL, both ? both->in_b : NULL, m->s_dfc, a->ln2, p.in_w,
                               BT, C, F);
         if (m->tp_ops) {

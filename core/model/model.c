@@ -227,6 +227,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     m->fused_attn = desc->is_gpt && PLAIT_KERNELS_HAS_FUSED_ATTENTION(m->k, m->HS);
     m->fused_loss = PLAIT_KERNELS_HAS_FUSED_LOSS(m->k);
     m->fused_ln = PLAIT_KERNELS_HAS_FUSED_LAYERNORM(m->k);
+    m->fused_gelu = PLAIT_KERNELS_HAS_FUSED_GELU(m->k);
     m->loss_scale = 1.0f / (float)(m->B * m->T);
     *out = m;
     return PLAIT_OK;

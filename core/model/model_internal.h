@@ -141,6 +141,7 @@ struct plait_model {
     int fused_attn;                   /* the device's fused attention (no T×T probabilities) */
     int fused_loss;                   /* the device's crossentropy_fused (used without TP) */
     int fused_ln;                     /* the device's layernorm_backward_fused (one-pass backward) */
+    int fused_gelu;                   /* the device's matmul_forward_gelu / matmul_backward_gelu */
     int keep_logits;                  /* plait_model_keep_logits */
     model_slot *slots;
     /* shared scratch for backward, allocated on first use */

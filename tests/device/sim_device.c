@@ -730,6 +730,23 @@ static void k_layernorm_backward_fused(float *dinp, const float *dres, float *dw
       I(C));
 }
 
+static void r_matmul_forward_gelu(const sim_op *o) {
+    plait_k_matmul_forward_gelu(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
+                                o->a[5].i, o->a[6].i, o->a[7].i);
+}
+static void k_matmul_forward_gelu(float *out, float *pre, const float *inp, const float *w, const float *bias,
+                                  int64_t BT, int64_t C, int64_t OC) {
+    Q(r_matmul_forward_gelu, P(out), P(pre), P(inp), P(w), P(bias), I(BT), I(C), I(OC));
+}
+static void r_matmul_backward_gelu(const sim_op *o) {
+    plait_k_matmul_backward_gelu(HF(o->a[0].p), HF(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
+                                 HC(o->a[5].p), HC(o->a[6].p), o->a[7].i, o->a[8].i, o->a[9].i);
+}
+static void k_matmul_backward_gelu(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                   const float *w, const float *pre, int64_t BT, int64_t C, int64_t OC) {
+    Q(r_matmul_backward_gelu, P(dinp), P(dw), P(db), P(dout), P(inp), P(w), P(pre), I(BT), I(C), I(OC));
+}
+
 static const plait_kernels sim_kernels = {
     .struct_size = sizeof(plait_kernels),
     .sgemm = k_sgemm,
@@ -773,6 +790,8 @@ static const plait_kernels sim_kernels = {
     .adamw_multi = k_adamw_multi,
     .crossentropy_fused = k_crossentropy_fused,
     .layernorm_backward_fused = k_layernorm_backward_fused,
+    .matmul_forward_gelu = k_matmul_forward_gelu,
+    .matmul_backward_gelu = k_matmul_backward_gelu,
 };
 
 static const plait_kernels *sim_kernel_table(void) { return &sim_kernels; }

@@ -151,6 +151,35 @@ static void case_layernorm_fused(kc_ctx *x) {
     kc_result(x, "dinp without a residual", d0, BT * C, KC_ELEMWISE);
 }
 
+/* A linear layer and GELU in one product, forward and backward: against
+ * the CPU's (which is the separate kernels), at an output width the
+ * cuBLASLt epilogues take (a multiple of 8) and one they do not (the
+ * product, then gelu.cu); the backward's halves in one call and in two. */
+static void case_gelu_fused(kc_ctx *x) {
+    const int has = PLAIT_KERNELS_HAS_FUSED_GELU(x->k);
+    kc_value(x, "the table has matmul_forward_gelu and matmul_backward_gelu", has, KC_EXACT);
+    if (!has) return;
+    static const int64_t widths[2] = {OC, OC - 4}; /* 160: the epilogues; 156: apart */
+    for (int i = 0; i < 2; i++) {
+        const int64_t F = widths[i], Cin = i ? C - 4 : C;
+        float *inp = kc_rand(x, BT * Cin, -1, 1), *w = kc_rand(x, F * Cin, -0.3f, 0.3f), *bias = kc_rand(x, F, -1, 1);
+        float *out = kc_out(x, BT * F), *pre = kc_out(x, BT * F);
+        x->k->matmul_forward_gelu(out, pre, inp, w, bias, BT, Cin, F);
+        kc_result(x, i ? "forward gelu (apart)" : "forward gelu", out, BT * F, KC_GEMM);
+        kc_result(x, i ? "forward pre (apart)" : "forward pre", pre, BT * F, KC_GEMM);
+        /* the backward of a layer reading out = gelu(pre): [BT,F] -> [BT,Cin] */
+        float *w2 = kc_rand(x, Cin * F, -0.3f, 0.3f), *dout = kc_rand(x, BT * Cin, -1, 1);
+        float *dpre = kc_out(x, BT * F), *dw = kc_rand(x, Cin * F, -1, 1), *db = kc_rand(x, Cin, -1, 1);
+        x->k->matmul_backward_gelu(dpre, dw, db, dout, out, w2, pre, BT, F, Cin);
+        kc_result(x, i ? "backward dpre (apart)" : "backward dpre", dpre, BT * F, KC_GEMM);
+        kc_result(x, i ? "backward dweight+= (apart)" : "backward dweight+=", dw, Cin * F, KC_GEMM);
+        if (i) continue;
+        float *dpre2 = kc_out(x, BT * F);
+        x->k->matmul_backward_gelu(dpre2, NULL, NULL, dout, out, w2, pre, BT, F, Cin);
+        kc_same(x, "backward dpre: one call = the input half alone", dpre, dpre2, BT * F * sizeof *dpre);
+    }
+}
+
 static void case_gelu(kc_ctx *x) {
     const size_t n = 10007;
     float *inp = kc_rand(x, n, -6, 6), *out = kc_out(x, n);
@@ -561,7 +590,7 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         kc_case_fn fn;
     } cases[] = {
         {"sgemm", case_sgemm},           {"matmul", case_matmul},         {"bias", case_bias},
-        {"layernorm", case_layernorm},   {"layernorm_fused", case_layernorm_fused},   {"gelu", case_gelu},             {"attention", case_attention},
+        {"layernorm", case_layernorm},   {"layernorm_fused", case_layernorm_fused},   {"gelu", case_gelu}, {"gelu_fused", case_gelu_fused},             {"attention", case_attention},
         {"attention_fused", case_attention_fused},
         {"embedding", case_embedding},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
         {"fused_loss", case_fused_loss},

@@ -504,34 +504,64 @@ static void test_fused_loss(void **state) {
     free(tgt);
 }
 
+/* A batch of tokens and targets (seeds `seed`, `seed` + 1) for GPT_INI at
+ * micro-batch 2, malloc'ed. */
+static void new_batch(int seed, int32_t **tok, int32_t **tgt) {
+    harness h;
+    assert_int_equal(harness_init(&h, GPT_INI, 2, 1, 0, NULL), 0);
+    const size_t n = (size_t)h.B * (size_t)h.T;
+    *tok = malloc(n * sizeof **tok);
+    *tgt = malloc(n * sizeof **tgt);
+    assert_non_null(*tok);
+    assert_non_null(*tgt);
+    harness_tokens(*tok, n, h.V, seed);
+    harness_tokens(*tgt, n, h.V, seed + 1);
+    harness_free(&h);
+}
+
+/* One step of a fresh model over table `with` and over `without` (the same
+ * table lacking what is tested): the same loss and gradients, bit for bit. */
+static void expect_same_step(const plait_kernels *with, const plait_kernels *without, int seed) {
+    int32_t *tok, *tgt;
+    new_batch(seed, &tok, &tgt);
+    harness h;
+    harness_opts o = {.tp = 1, .kernels = with};
+    assert_int_equal(harness_init_ex(&h, GPT_INI, 2, &o), 0);
+    harness_zero_grads(&h);
+    assert_int_equal(harness_step(&h, tok, tgt), PLAIT_OK);
+    float *grads = malloc(h.set.numel * sizeof *grads);
+    assert_non_null(grads);
+    memcpy(grads, h.grad, h.set.numel * sizeof *grads);
+    double loss = plait_model_loss_sum(h.model, 0);
+    harness_free(&h);
+    expect_step(without, tok, tgt, loss, grads);
+    free(grads);
+    free(tok);
+    free(tgt);
+}
+
 /* LayerNorm's backward in one pass per LayerNorm (the residual's gradient
  * added there, the parameters' gradients from the same call) gives every
  * gradient of the parts it replaces (a table without the entry) bit for
  * bit. */
 static void test_fused_layernorm(void **state) {
     (void)state;
-    harness h;
-    assert_int_equal(harness_init(&h, GPT_INI, 2, 1, 0, NULL), 0);
-    assert_non_null(plait_kernels_table()->layernorm_backward_fused);
-    const size_t n = (size_t)h.B * (size_t)h.T;
-    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
-    float *fused = malloc(h.set.numel * sizeof *fused);
-    assert_non_null(tok);
-    assert_non_null(tgt);
-    assert_non_null(fused);
-    harness_tokens(tok, n, h.V, 5);
-    harness_tokens(tgt, n, h.V, 6);
-    harness_zero_grads(&h);
-    assert_int_equal(harness_step(&h, tok, tgt), PLAIT_OK);
-    memcpy(fused, h.grad, h.set.numel * sizeof *fused);
-    double loss = plait_model_loss_sum(h.model, 0);
-    harness_free(&h);
+    assert_true(PLAIT_KERNELS_HAS_FUSED_LAYERNORM(plait_kernels_table()));
     plait_kernels parts = *plait_kernels_table();
     parts.layernorm_backward_fused = NULL;
-    expect_step(&parts, tok, tgt, loss, fused);
-    free(fused);
-    free(tok);
-    free(tgt);
+    expect_same_step(plait_kernels_table(), &parts, 5);
+}
+
+/* The MLP's first linear layer and GELU as one entry each way (the
+ * product's epilogue on a GPU) give the loss and every gradient of the
+ * separate kernels (a table without the entries) bit for bit on the CPU. */
+static void test_fused_gelu(void **state) {
+    (void)state;
+    assert_true(PLAIT_KERNELS_HAS_FUSED_GELU(plait_kernels_table()));
+    plait_kernels apart = *plait_kernels_table();
+    apart.matmul_forward_gelu = NULL;
+    apart.matmul_backward_gelu = NULL;
+    expect_same_step(plait_kernels_table(), &apart, 7);
 }
 
 static void test_errors(void **state) {
@@ -581,7 +611,7 @@ int main(void) {
         cmocka_unit_test(test_tp2_gpt),     cmocka_unit_test(test_tp4_gpt),
         cmocka_unit_test(test_tp2_mlp),     cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_slot_layers),
         cmocka_unit_test(test_errors),      cmocka_unit_test(test_fused_loss),
-        cmocka_unit_test(test_fused_layernorm),
+        cmocka_unit_test(test_fused_layernorm), cmocka_unit_test(test_fused_gelu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,7 +19,12 @@
  * the same GPU and library, so two runs use the same algorithms.
  *
  * A bias is added by cuBLASLt's BIAS epilogue when an algorithm offers it,
- * else by a separate kernel after the product.
+ * else by a separate kernel after the product. GELU likewise (pc_gemm.gelu):
+ * GELU_AUX_BIAS in the forward (GELU's input kept in aux), DGELU in the
+ * backward (GELU's gradient applied to the product), when the aux matrix
+ * meets NVIDIA's terms (leading dimension divisible by 8; 16-byte aligned
+ * here, the alignment the algorithm is chosen for) and an algorithm offers
+ * the epilogue; else the plain product and gelu.cu's kernel after it.
  */
 #include <stdio.h>
 #include <string.h>
@@ -29,7 +34,7 @@
 #define CACHE_SLOTS 128
 
 typedef struct gemm_key {
-    int trans_a, trans_b, has_bias;
+    int trans_a, trans_b, has_bias, gelu;
     int64_t M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c, batch;
     uint32_t align_a, align_b, align_c;
 } gemm_key;
@@ -38,6 +43,7 @@ typedef struct gemm_cached {
     gemm_key key;
     int used;
     int bias_epilogue; /* the algorithm adds the bias itself */
+    int gelu_epilogue; /* the algorithm applies GELU (key.gelu) itself */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -110,11 +116,22 @@ static int make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t rows
 /* The first algorithm the heuristic offers for `p` (with the bias
  * epilogue when `bias` is non-NULL: the heuristic reads the bias pointer
  * to know its alignment, and every later call of this shape passes one as
- * aligned, 16 bytes, gemm_key.has_bias); 0 if none. */
-static int choose_algo(gemm_cached *p, const float *bias) {
+ * aligned, 16 bytes, gemm_key.has_bias; with a GELU epilogue when `gelu`,
+ * its aux pointer read likewise, 16-byte aligned on every call); 0 if none. */
+static int choose_algo(gemm_cached *p, const float *bias, int gelu, const float *aux) {
     cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (gelu == PC_GELU_FORWARD) epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    if (gelu == PC_GELU_BACKWARD) epi = CUBLASLT_EPILOGUE_DGELU;
     if (pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) != CUBLAS_STATUS_SUCCESS)
         return 0;
+    if (gelu) {
+        int64_t aux_ld = p->key.ldc;
+        if (pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux) !=
+                CUBLAS_STATUS_SUCCESS ||
+            pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld) !=
+                CUBLAS_STATUS_SUCCESS)
+            return 0;
+    }
     if (bias) {
         cudaDataType_t bt = CUDA_R_32F;
         if (pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) != CUBLAS_STATUS_SUCCESS ||
@@ -147,7 +164,7 @@ static int choose_algo(gemm_cached *p, const float *bias) {
     return found > 0;
 }
 
-static gemm_cached *prepare(const gemm_key *k, const float *bias) {
+static gemm_cached *prepare(const gemm_key *k, const float *bias, const float *aux) {
     for (int i = 0; i < CACHE_SLOTS; i++)
         if (g_cache[i].used && memcmp(&g_cache[i].key, k, sizeof *k) == 0) return &g_cache[i];
     gemm_cached *p = &g_cache[g_next_slot];
@@ -167,9 +184,13 @@ static gemm_cached *prepare(const gemm_key *k, const float *bias) {
              make_layout(&p->lb, ot, k->trans_a ? k->M : k->K, k->trans_a ? k->K : k->M, k->lda, k->batch,
                          k->stride_a) &&
              make_layout(&p->lc, CUDA_R_32F, k->N, k->M, k->ldc, k->batch, k->stride_c);
-    if (ok) {
-        p->bias_epilogue = k->has_bias == 1 && choose_algo(p, bias);
-        if (!p->bias_epilogue && !choose_algo(p, NULL)) {
+    if (ok && k->gelu) { /* the bias inside too (a key with gelu has has_bias 0 or 1) */
+        p->gelu_epilogue = choose_algo(p, k->has_bias ? bias : NULL, k->gelu, aux);
+        p->bias_epilogue = p->gelu_epilogue && k->has_bias;
+    }
+    if (ok && !p->gelu_epilogue) {
+        p->bias_epilogue = k->has_bias == 1 && choose_algo(p, bias, 0, NULL);
+        if (!p->bias_epilogue && !choose_algo(p, NULL, 0, NULL)) {
             pc_fail("cuda: cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %lld, transposes %d%d)",
                     (long long)k->M, (long long)k->N, (long long)k->K, (long long)k->batch, k->trans_a,
                     k->trans_b);
@@ -211,8 +232,36 @@ static void bf16_written(const float *c, size_t n) {
             g_bf16_of[i].src = NULL;
 }
 
+/* pc_gemm.gelu without the epilogue: the product (into aux in the
+ * forward), then gelu.cu's kernel over the M x N result. */
+static void gelu_apart(const pc_gemm *g) {
+    if (g->batch != 1 || g->ldc != g->N) {
+        pc_fail("cuda: internal: GELU around a product needs one batch with ldc == N");
+        return;
+    }
+    pc_gemm h = *g;
+    h.gelu = PC_GELU_NONE;
+    h.aux = NULL;
+    if (g->gelu == PC_GELU_FORWARD) h.C = g->aux;
+    pc_gemm_run(&h);
+    size_t n = (size_t)g->M * (size_t)g->N;
+    if (g->gelu == PC_GELU_FORWARD)
+        pc_launch_gelu_forward(g->C, g->aux, n);
+    else
+        pc_launch_gelu_backward(g->C, g->aux, g->C, n);
+    bf16_written(g->C, n);
+}
+
 void pc_gemm_run(const pc_gemm *g) {
     if (g->M <= 0 || g->N <= 0 || g->batch <= 0) return;
+    /* NVIDIA's terms for GELU's input matrix (AUX_LD divisible by 8), one
+     * batch, a bias the epilogue can read, the aux pointer as aligned as
+     * the algorithm is chosen for, a product (K > 0); else apart */
+    if (g->gelu && (g->K <= 0 || g->batch != 1 || g->ldc % 8 || (uintptr_t)g->aux % 16 ||
+                    (g->bias && ((uintptr_t)g->bias % 16 || g->gelu == PC_GELU_BACKWARD)) || g->beta != 0.0f)) {
+        gelu_apart(g);
+        return;
+    }
     if (g->K <= 0) { /* C = beta*C (+ bias): no product; cuBLASLt refuses K = 0 */
         bf16_written(g->C, span(g->M, g->N, g->ldc, g->batch, g->stride_c));
         for (int64_t b = 0; b < g->batch; b++) {
@@ -242,6 +291,7 @@ void pc_gemm_run(const pc_gemm *g) {
     /* the epilogue is only asked to read a 16-byte aligned bias (2: a
      * bias the separate kernel adds) */
     k.has_bias = !g->bias ? 0 : (uintptr_t)g->bias % 16 == 0 ? 1 : 2;
+    k.gelu = g->gelu;
     k.M = g->M, k.N = g->N, k.K = g->K;
     k.lda = g->lda, k.ldb = g->ldb, k.ldc = g->ldc;
     k.batch = g->batch;
@@ -264,8 +314,15 @@ void pc_gemm_run(const pc_gemm *g) {
     const float *cin = g->res ? g->res : g->C; /* cuBLASLt's C; the result goes to D = g->C */
     uint32_t align_res = alignment(cin, k.ldc, k.stride_c, 4);
     if (align_res < k.align_c) k.align_c = align_res;
-    gemm_cached *p = prepare(&k, g->bias);
+    gemm_cached *p = prepare(&k, g->bias, g->aux);
     if (!p) return;
+    if (g->gelu && !p->gelu_epilogue) {
+        gelu_apart(g);
+        return;
+    }
+    if (p->gelu_epilogue &&
+        !lt_ok(pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof g->aux), "aux"))
+        return;
     if (p->bias_epilogue &&
         !lt_ok(pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias), "bias"))
         return;
@@ -274,6 +331,7 @@ void pc_gemm_run(const pc_gemm *g) {
                "matmul"))
         return;
     if (bf16) bf16_written(g->C, span(g->M, g->N, g->ldc, k.batch, k.stride_c));
+    if (bf16 && g->gelu == PC_GELU_FORWARD) bf16_written(g->aux, span(g->M, g->N, g->ldc, 1, 0));
     if (g->bias && !p->bias_epilogue)
         for (int64_t b = 0; b < g->batch; b++)
             pc_launch_res_bias(g->C + b * k.stride_c, g->C + b * k.stride_c, g->bias, g->M, g->N, 0);

@@ -108,6 +108,27 @@ static void k_matmul_backward(float *dinp, float *dweight, float *dbias, const f
     if (dbias) pc_launch_bias_backward(dbias, dout, BT, OC);
 }
 
+/* pre = inp·weightᵀ + bias, out = GELU(pre): one product with cuBLASLt's
+ * GELU_AUX_BIAS epilogue where it can (gemm.c). */
+static void k_matmul_forward_gelu(float *out, float *pre, const float *inp, const float *weight, const float *bias,
+                                  int64_t BT, int64_t C, int64_t OC) {
+    pc_gemm g = {.trans_b = 1, .M = BT, .N = OC, .K = C, .alpha = 1.0f, .beta = 0.0f, .A = inp, .lda = C, .B = weight,
+                 .ldb = C, .C = out, .ldc = OC, .batch = 1, .bias = bias, .gelu = PC_GELU_FORWARD, .aux = pre};
+    pc_gemm_run(&g);
+}
+
+/* matmul_backward with dinp = (dout·weight) ⊙ GELU'(pre): the input
+ * gradient's product with cuBLASLt's DGELU epilogue where it can. */
+static void k_matmul_backward_gelu(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                   const float *weight, const float *pre, int64_t BT, int64_t C, int64_t OC) {
+    if (dinp) {
+        pc_gemm g = {.M = BT, .N = C, .K = OC, .alpha = 1.0f, .beta = 0.0f, .A = dout, .lda = OC, .B = weight,
+                     .ldb = C, .C = dinp, .ldc = C, .batch = 1, .gelu = PC_GELU_BACKWARD, .aux = (float *)pre};
+        pc_gemm_run(&g);
+    }
+    k_matmul_backward(NULL, dweight, dbias, dout, inp, NULL, BT, C, OC);
+}
+
 static void k_add_bias_residual(float *x, const float *res, const float *bias, int64_t BT, int64_t C) {
     pc_launch_res_bias(x, res, bias, BT, C, 1);
 }
@@ -279,6 +300,8 @@ PC_ENTRY(crossentropy_backward, pc_launch_crossentropy_backward, (float *dlogits
 PC_ENTRY(zero_f64, k_zero_f64, (double *dst, size_t n), (dst, n))
 PC_ENTRY(crossentropy_fused, pc_launch_crossentropy_fused, (float *losses, float *lse, double *loss_sum, float *dlogits, const float *logits, const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale), (losses, lse, loss_sum, dlogits, logits, targets, BT, Vl, n_valid, scale))
 PC_ENTRY(layernorm_backward_fused, pc_launch_layernorm_backward_fused, (float *dinp, const float *dres, float *dweight, float *dbias, const float *dout, const float *inp, const float *weight, const float *mean, const float *rstd, int64_t BT, int64_t C), (dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C))
+PC_ENTRY(matmul_forward_gelu, k_matmul_forward_gelu, (float *out, float *pre, const float *inp, const float *weight, const float *bias, int64_t BT, int64_t C, int64_t OC), (out, pre, inp, weight, bias, BT, C, OC))
+PC_ENTRY(matmul_backward_gelu, k_matmul_backward_gelu, (float *dinp, float *dweight, float *dbias, const float *dout, const float *inp, const float *weight, const float *pre, int64_t BT, int64_t C, int64_t OC), (dinp, dweight, dbias, dout, inp, weight, pre, BT, C, OC))
 PC_ENTRY(sumsq_clip, pc_launch_sumsq_clip, (double *sumsq, float *scale, const plait_sumsq_acc *acc, double grad_clip), (sumsq, scale, acc, grad_clip))
 PC_ENTRY(adamw_multi, k_adamw_multi, (const plait_adamw_tensor *tensors, size_t count, size_t total, const plait_adamw_args *args, const float *scale), (tensors, count, total, args, scale))
 PC_ENTRY(attention_fused_forward, k_attention_fused_forward, (float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS), (out, lse, scratch, qkv, B, T, NH, HS))
@@ -327,6 +350,8 @@ static const plait_kernels g_table = {
     .adamw_multi = e_adamw_multi,
     .crossentropy_fused = e_crossentropy_fused,
     .layernorm_backward_fused = e_layernorm_backward_fused,
+    .matmul_forward_gelu = e_matmul_forward_gelu,
+    .matmul_backward_gelu = e_matmul_backward_gelu,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

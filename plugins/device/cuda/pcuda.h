@@ -138,7 +138,14 @@ typedef struct pc_gemm {
     /* Non-NULL: what beta multiplies, in C's layout (cuBLASLt's C, with
      * the result in C, its D): a residual added without a copy. May be C. */
     const float *res;
+    /* GELU around the product (batch 1), aux in C's layout: PC_GELU_FORWARD
+     * writes x (the product + bias) to aux and GELU(x) to C; PC_GELU_BACKWARD
+     * writes GELU'(aux)·x to C. cuBLASLt's GELU_AUX(_BIAS) and DGELU
+     * epilogues where an algorithm offers them, else the product and gelu.cu. */
+    int gelu;
+    float *aux;
 } pc_gemm;
+enum { PC_GELU_NONE = 0, PC_GELU_FORWARD = 1, PC_GELU_BACKWARD = 2 };
 void pc_gemm_run(const pc_gemm *g);
 /* A kernel-table entry begins: bf16 copies of operands made by an earlier
  * entry are not reused (kernels.c). */

@@ -320,6 +320,21 @@ typedef struct plait_kernels {
     void (*layernorm_backward_fused)(float *dinp, const float *dres, float *dweight, float *dbias,
                                      const float *dout, const float *inp, const float *weight, const float *mean,
                                      const float *rstd, int64_t BT, int64_t C);
+
+    /* --- ABI 1.7: a linear layer and GELU in one product ---------------
+     * Optional (struct_size and NULL; both or neither). The forward:
+     * pre[BT,OC] = inp @ weight^T + bias (bias may be NULL), GELU's input,
+     * kept for the backward, and out[BT,OC] = gelu(pre) (gelu_forward's);
+     * out and pre do not alias. The backward: matmul_backward of a layer
+     * whose input inp[BT,C] is gelu(pre[BT,C]), with dinp the gradient at
+     * GELU's input, (dout @ weight) ⊙ gelu'(pre) (what gelu_backward makes
+     * of matmul_backward's dinp); dinp NULL reads neither weight nor pre,
+     * dweight NULL (and dbias NULL) as in matmul_backward. To rounding what
+     * the separate kernels give (the CPU: bit for bit). */
+    void (*matmul_forward_gelu)(float *out, float *pre, const float *inp, const float *weight, const float *bias,
+                                int64_t BT, int64_t C, int64_t OC);
+    void (*matmul_backward_gelu)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                 const float *weight, const float *pre, int64_t BT, int64_t C, int64_t OC);
 } plait_kernels;
 
 /* 1 if table k has the optimizer step's entries of ABI 1.7. */
@@ -337,6 +352,11 @@ typedef struct plait_kernels {
     ((k)->struct_size >= offsetof(plait_kernels, layernorm_backward_fused) +                                 \
                              sizeof((k)->layernorm_backward_fused) &&                                        \
      (k)->layernorm_backward_fused)
+
+/* 1 if table k has matmul_forward_gelu and matmul_backward_gelu (ABI 1.7). */
+#define PLAIT_KERNELS_HAS_FUSED_GELU(k)                                                                       \
+    ((k)->struct_size >= offsetof(plait_kernels, matmul_backward_gelu) + sizeof((k)->matmul_backward_gelu) && \
+     (k)->matmul_forward_gelu && (k)->matmul_backward_gelu)
 
 /* The largest head size the fused attention entries take (ABI 1.7). */
 #define PLAIT_ATTENTION_FUSED_MAX_HS 256

@@ -16,8 +16,19 @@
  * CUBLAS_COMPUTE_32F_FAST_TF32 (32F operands only), strided batches
  * (BATCH_COUNT, STRIDED_BATCH_OFFSET in elements), epilogue DEFAULT or BIAS
  * (one float per row of D, broadcast across D's columns, per batch at
- * BIAS_BATCH_STRIDE). beta == 0 does not read C: NaN in C stays out of D, as
- * BLAS and cuBLAS specify for beta == 0.
+ * BIAS_BATCH_STRIDE), GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS and DGELU.
+ * beta == 0 does not read C: NaN in C stays out of D, as BLAS and cuBLAS
+ * specify for beta == 0. The GELU epilogues, as NVIDIA's header documents
+ * them: the bias is added first, then D = GELU(x); the _AUX ones also store
+ * x, GELU's input, into the auxiliary matrix (EPILOGUE_AUX_POINTER, D's
+ * shape at EPILOGUE_AUX_LD, batches at EPILOGUE_AUX_BATCH_STRIDE, both
+ * divisible by 8, LD >= D's rows; of D's type, CUDA_R_32F); DGELU reads
+ * that matrix back and stores D = GELU'(aux) · x, "the GELU gradient". The
+ * header does not say which GELU: the emulator computes the tanh form
+ * (0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))), GPT-2's and plait's CPU
+ * kernel's; a GPU run's kernel tests would show a library computing the
+ * erf form (they differ by up to ~1e-3, past the 1e-5 bound). DGELU_BGRAD
+ * and the ReLU epilogues are refused as not emulated.
  *
  * Arithmetic: the operands are widened to float (bf16 exactly, TF32 by
  * rounding, see tf32_round) and op(A)·op(B) is one single-call OpenBLAS
@@ -89,6 +100,9 @@ typedef struct lt_desc {
     const void *bias;
     int64_t bias_stride;
     int32_t bias_type; /* -1: D's type */
+    void *aux;         /* EPILOGUE_AUX_POINTER */
+    int64_t aux_ld, aux_stride;
+    int32_t aux_type; /* -1: D's type */
 } lt_desc;
 
 typedef struct lt_pref {
@@ -105,6 +119,7 @@ typedef struct algo_rec {
     uint64_t max_workspace;
     uint32_t align[4];
     uint32_t bias_align;
+    uint32_t aux_align; /* what the AUX_POINTER the heuristic saw promised */
     uint32_t epilogue;
     int32_t compute, ab_type;
 } algo_rec;
@@ -252,7 +267,8 @@ LT_EXPORT cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDe
     if (!d) return refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatmulDescCreate", "out of memory");
     *d = (lt_desc){.magic = MAGIC_DESC, .compute = computeType, .scale = scaleType,
                    .pointer_mode = CUBLASLT_POINTER_MODE_HOST, .trans_a = CUBLAS_OP_N, .trans_b = CUBLAS_OP_N,
-                   .trans_c = CUBLAS_OP_N, .epilogue = CUBLASLT_EPILOGUE_DEFAULT, .bias_type = -1};
+                   .trans_c = CUBLAS_OP_N, .epilogue = CUBLASLT_EPILOGUE_DEFAULT, .bias_type = -1,
+                   .aux_type = -1};
     *matmulDesc = (cublasLtMatmulDesc_t)(void *)d;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -278,11 +294,15 @@ LT_EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t mat
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return TAKE(d->bias, "BIAS_POINTER");
     case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: return TAKE(d->bias_stride, "BIAS_BATCH_STRIDE");
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return TAKE(d->bias_type, "BIAS_DATA_TYPE");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return TAKE(d->aux, "EPILOGUE_AUX_POINTER");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return TAKE(d->aux_ld, "EPILOGUE_AUX_LD");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE: return TAKE(d->aux_stride, "EPILOGUE_AUX_BATCH_STRIDE");
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: return TAKE(d->aux_type, "EPILOGUE_AUX_DATA_TYPE");
     default: break;
     }
     return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "matmul attribute %d is not emulated (COMPUTE_TYPE, SCALE_TYPE, "
-                  "POINTER_MODE, TRANSA/B/C, EPILOGUE, BIAS_POINTER, BIAS_BATCH_STRIDE and BIAS_DATA_TYPE are)",
-                  (int)attr);
+                  "POINTER_MODE, TRANSA/B/C, EPILOGUE, BIAS_POINTER, BIAS_BATCH_STRIDE, BIAS_DATA_TYPE and "
+                  "EPILOGUE_AUX_POINTER/LD/BATCH_STRIDE/DATA_TYPE are)", (int)attr);
 }
 
 /* ---- heuristic preferences -------------------------------------------- */
@@ -331,6 +351,23 @@ LT_EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPref
 }
 
 /* ---- validation -------------------------------------------------------- */
+
+/* The epilogues emulated, and what each reads or writes beyond D. */
+static int epi_known(uint32_t e) {
+    return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU ||
+           e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX ||
+           e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
+}
+static int epi_bias(uint32_t e) {
+    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+static int epi_gelu(uint32_t e) {
+    return e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX ||
+           e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+static int epi_aux(uint32_t e) {
+    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
+}
 
 static const char *type_name(int32_t t) {
     switch (t) {
@@ -409,9 +446,9 @@ static cublasStatus_t check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLay
         (d->trans_b != CUBLAS_OP_N && d->trans_b != CUBLAS_OP_T))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "TRANSA %d / TRANSB %d; real operands take CUBLAS_OP_N or "
                       "CUBLAS_OP_T", d->trans_a, d->trans_b);
-    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "epilogue %u; the emulator implements DEFAULT and BIAS",
-                      d->epilogue);
+    if (!epi_known(d->epilogue))
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "epilogue %u; the emulator implements DEFAULT, BIAS, GELU, "
+                      "GELU_BIAS, GELU_AUX, GELU_AUX_BIAS and DGELU", d->epilogue);
     /* types: NVIDIA's table for 32F compute has A/B 32F or 16BF (the same
      * for both) with C/D 32F; FAST_TF32 takes 32F operands only */
     const lt_layout *a = p->a, *b = p->b, *c = p->c, *dl = p->dl;
@@ -449,7 +486,22 @@ static cublasStatus_t check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLay
         return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "D's batches overlap: batch 0 and batch %lld share an element "
                       "(stride %lld, ld %lld, %llu x %llu)", (long long)shared, (long long)dl->stride,
                       (long long)dl->ld, (unsigned long long)dl->rows, (unsigned long long)dl->cols);
-    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) {
+    if (epi_aux(d->epilogue)) {
+        /* NVIDIA: GELU's input matrix has D's type unless set; its LD and
+         * batch stride are divisible by 8, the LD no less than D's rows */
+        if (d->aux_type != -1 && d->aux_type != CUDA_R_32F)
+            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "aux data type %s; with D of CUDA_R_32F the emulator "
+                          "takes a CUDA_R_32F GELU input matrix", type_name(d->aux_type));
+        if (d->aux_ld % 8 || d->aux_ld < (int64_t)dl->rows)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "EPILOGUE_AUX_LD %lld: must be divisible by 8 and no "
+                          "less than D's %llu rows", (long long)d->aux_ld, (unsigned long long)dl->rows);
+        if (d->aux_stride % 8 || d->aux_stride < 0 ||
+            (dl->batch > 1 && d->aux_stride < d->aux_ld * (int64_t)dl->cols))
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "EPILOGUE_AUX_BATCH_STRIDE %lld: must be divisible by "
+                          "8 (and, stricter than cuBLASLt, keep %d batches of %lld x %llu apart)",
+                          (long long)d->aux_stride, dl->batch, (long long)d->aux_ld, (unsigned long long)dl->cols);
+    }
+    if (epi_bias(d->epilogue)) {
         /* NVIDIA: the bias has D's type (CUDA_R_32F here) unless set */
         if (d->bias_type != -1 && d->bias_type != CUDA_R_32F)
             return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "bias data type %s; with D of CUDA_R_32F the emulator "
@@ -524,6 +576,7 @@ LT_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHa
                   .max_workspace = pref->max_workspace,
                   .align = {pref->align[0], pref->align[1], pref->align[2], pref->align[3]},
                   .bias_align = addr_align(p.d->bias, BIAS_ALIGN_CAP),
+                  .aux_align = addr_align(p.d->aux, BIAS_ALIGN_CAP),
                   .epilogue = p.d->epilogue,
                   .compute = p.d->compute,
                   .ab_type = p.a->type};
@@ -598,6 +651,17 @@ static const float *operand(const void *base, const lt_layout *l, int64_t bi, in
     return scratch;
 }
 
+/* GELU (tanh form) and its derivative, in float, written out. */
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+static float gelu_tanh(float x) {
+    float u = GELU_K * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+static float dgelu_tanh(float x) {
+    float u = GELU_K * (x + 0.044715f * x * x * x), th = tanhf(u);
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
 /* One product as cublasLtMatmul accepted it: everything it reads from
  * descriptors copied, so it can run later on its stream. */
 typedef struct matmul_job {
@@ -627,11 +691,19 @@ static void matmul_run(void *job) {
         const float *cb = cf ? cf + bi * j->c.stride : NULL;
         float *db = df + bi * j->dl.stride;
         const float *bb = j->bias ? j->bias + bi * j->d.bias_stride : NULL;
+        const uint32_t e = j->d.epilogue;
+        float *ab = epi_aux(e) ? (float *)j->d.aux + bi * j->d.aux_stride : NULL;
         for (int64_t c = 0; c < j->n; c++)
             for (int64_t i = 0; i < j->m; i++) {
                 float v = j->fa * t[i + c * j->m];
                 if (j->fb != 0.0f) v = fmaf(j->fb, cb[i + c * j->c.ld], v);
-                if (j->d.epilogue == CUBLASLT_EPILOGUE_BIAS) v = v + bb[i];
+                if (epi_bias(e)) v = v + bb[i];
+                if (e == CUBLASLT_EPILOGUE_DGELU) {
+                    v = dgelu_tanh(ab[i + c * j->d.aux_ld]) * v;
+                } else if (epi_gelu(e)) {
+                    if (ab) ab[i + c * j->d.aux_ld] = v;
+                    v = gelu_tanh(v);
+                }
                 db[i + c * j->dl.ld] = v;
             }
     }
@@ -679,7 +751,8 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
     /* NVIDIA: a NULL algo makes cublasLtMatmul query the heuristic itself;
      * the emulated one then promises what the pointers give */
     algo_rec r = {.magic = ALGO_MAGIC, .max_workspace = workspaceSizeInBytes, .align = {1, 1, 1, 1},
-                  .bias_align = 1, .epilogue = p.d->epilogue, .compute = p.d->compute, .ab_type = p.a->type};
+                  .bias_align = 1, .aux_align = 1, .epilogue = p.d->epilogue, .compute = p.d->compute,
+                  .ab_type = p.a->type};
     if (algo) {
         memcpy(&r, algo->data, sizeof r);
         if (r.magic != ALGO_MAGIC)
@@ -701,7 +774,16 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
                       "%lld / %lld", (long long)p.c->ld, (long long)p.c->stride, (long long)p.dl->ld,
                       (long long)p.dl->stride);
     const float *bias = p.d->bias;
-    if (p.d->epilogue == CUBLASLT_EPILOGUE_BIAS) {
+    if (epi_aux(p.d->epilogue)) {
+        if (!p.d->aux)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "epilogue %u with a NULL EPILOGUE_AUX_POINTER",
+                          p.d->epilogue);
+        if ((uintptr_t)p.d->aux % r.aux_align)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "aux at %p is only %u-byte aligned; the algorithm was "
+                          "chosen for a %u-byte aligned one", p.d->aux, addr_align(p.d->aux, r.aux_align),
+                          r.aux_align);
+    }
+    if (epi_bias(p.d->epilogue)) {
         if (!bias) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "epilogue BIAS with a NULL BIAS_POINTER");
         if ((uintptr_t)bias % r.bias_align)
             return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "bias at %p is only %u-byte aligned; the algorithm was "

@@ -1,7 +1,9 @@
 /*
  * The cuBLASLt stand-in (cublaslt.c) against a double-precision reference
  * computed here from NVIDIA's definition, D = alpha·op(A)·op(B) + beta·C
- * (+ bias per row of D), column-major; and each of its refusals: the
+ * (+ bias per row of D), column-major, and the GELU epilogues (GELU's
+ * input kept in the auxiliary matrix, GELU's gradient); and each of its
+ * refusals: the
  * status, the one stderr line saying why, and D left untouched.
  *
  * Most operands are multiples of 1/64 in [-2, 2] (exact in bf16, their
@@ -513,6 +515,111 @@ static float *snapshot(const fx *f) {
     return s;
 }
 
+/* GELU, tanh form, and its derivative, in double, from their definitions */
+static double gelu_ref(double x) {
+    const double k = sqrt(2.0 / M_PI);
+    return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
+}
+static double dgelu_ref(double x) {
+    const double k = sqrt(2.0 / M_PI), u = k * (x + 0.044715 * x * x * x), th = tanh(u);
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+static void set_epilogue(fx *f, cublasLtEpilogue_t epi, void *aux, int64_t aux_ld) {
+    assert_int_equal(cublasLtMatmulDescSetAttribute(f->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), 0);
+    assert_int_equal(cublasLtMatmulDescSetAttribute(f->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                                    sizeof aux),
+                     0);
+    assert_int_equal(cublasLtMatmulDescSetAttribute(f->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
+                                                    sizeof aux_ld),
+                     0);
+}
+
+/* GELU_AUX_BIAS: aux = x = alpha·A·B + beta·C + bias (GELU's input), D =
+ * GELU(x); GELU_BIAS the same D without aux; DGELU: D = GELU'(aux) ·
+ * (alpha·A·B + beta·C). Grid operands: x is exact, so aux equals the
+ * reference bit for bit and D is within float rounding of GELU(x). */
+static void test_gelu_epilogues(void **state) {
+    (void)state;
+    spec s = {.ta = 1, .m = 16, .n = 5, .k = 4, .pad_d = 8, .bias = 1, .alpha = 1.0f, .beta = 0.5f};
+    fx f;
+    fx_init(&f, &s, 0);
+    const int64_t aux_ld = 24;
+    float *aux = alloc64((size_t)(aux_ld * s.n) * 4);
+    for (int64_t i = 0; i < aux_ld * s.n; i++) aux[i] = 777.0f;
+    fx_reference(&f); /* x */
+    set_epilogue(&f, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, aux, aux_ld);
+    assert_int_equal(fx_heuristic(&f), CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(fx_matmul(&f), CUBLAS_STATUS_SUCCESS);
+    for (int64_t j = 0; j < s.n; j++)
+        for (int64_t i = 0; i < aux_ld; i++) {
+            float x = f.ref[i + j * f.ldd], a = aux[i + j * aux_ld];
+            if (i >= s.m) { /* rows past D's: untouched */
+                assert_true(a == 777.0f);
+                continue;
+            }
+            assert_true(a == x);
+            double want = gelu_ref(x), got = f.D[i + j * f.ldd];
+            if (fabs(got - want) > 2e-6 * (1 + fabs(want))) fail_msg("GELU(%g): got %.9g, want %.9g", x, got, want);
+        }
+    /* GELU_BIAS: the same D, no aux needed */
+    float *d_aux = snapshot(&f);
+    for (size_t i = 0; i < f.nD; i++) f.D[i] = 12345.0f;
+    set_epilogue(&f, CUBLASLT_EPILOGUE_GELU_BIAS, NULL, 0);
+    assert_int_equal(fx_heuristic(&f), CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(fx_matmul(&f), CUBLAS_STATUS_SUCCESS);
+    assert_memory_equal(f.D, d_aux, f.nD * 4);
+    free(d_aux);
+    fx_free(&f);
+
+    /* DGELU reads GELU's input from aux (no bias) */
+    spec g = {.m = 16, .n = 5, .k = 4, .alpha = 1.0f, .beta = 1.0f};
+    fx_init(&f, &g, 0);
+    for (int64_t i = 0; i < aux_ld * g.n; i++) aux[i] = grid();
+    fx_reference(&f); /* the product, beta·C included */
+    set_epilogue(&f, CUBLASLT_EPILOGUE_DGELU, aux, aux_ld);
+    assert_int_equal(fx_heuristic(&f), CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(fx_matmul(&f), CUBLAS_STATUS_SUCCESS);
+    for (int64_t j = 0; j < g.n; j++)
+        for (int64_t i = 0; i < g.m; i++) {
+            double want = dgelu_ref(aux[i + j * aux_ld]) * f.ref[i + j * f.ldd], got = f.D[i + j * f.ldd];
+            if (fabs(got - want) > 2e-6 * (1 + fabs(want)))
+                fail_msg("GELU'(%g)·%g: got %.9g, want %.9g", aux[i + j * aux_ld], f.ref[i + j * f.ldd], got, want);
+        }
+    fx_free(&f);
+    free(aux);
+}
+
+/* What NVIDIA documents for GELU's input matrix, refused: an LD not
+ * divisible by 8 or below D's rows, a NULL pointer at the product, an aux
+ * type other than D's; DGELU_BGRAD is not emulated. D stays untouched. */
+static void test_refuse_gelu_epilogues(void **state) {
+    (void)state;
+    spec s = {.m = 16, .n = 3, .k = 2, .alpha = 1.0f};
+    fx f;
+    fx_init(&f, &s, 0);
+    float *aux = alloc64(64 * 3 * 4), *before = snapshot(&f);
+    set_epilogue(&f, CUBLASLT_EPILOGUE_GELU_AUX, aux, 20);
+    REFUSED(fx_heuristic(&f), CUBLAS_STATUS_INVALID_VALUE, "EPILOGUE_AUX_LD 20: must be divisible by 8");
+    set_epilogue(&f, CUBLASLT_EPILOGUE_DGELU, aux, 8);
+    REFUSED(fx_heuristic(&f), CUBLAS_STATUS_INVALID_VALUE, "no less than D's 16 rows");
+    set_epilogue(&f, CUBLASLT_EPILOGUE_GELU_AUX, NULL, 16);
+    assert_int_equal(fx_heuristic(&f), CUBLAS_STATUS_SUCCESS);
+    REFUSED(fx_matmul(&f), CUBLAS_STATUS_INVALID_VALUE, "NULL EPILOGUE_AUX_POINTER");
+    set_epilogue(&f, CUBLASLT_EPILOGUE_GELU_AUX, aux + 1, 16);
+    REFUSED(fx_matmul(&f), CUBLAS_STATUS_INVALID_VALUE, "only 4-byte aligned");
+    int32_t bf = CUDA_R_16BF;
+    assert_int_equal(
+        cublasLtMatmulDescSetAttribute(f.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &bf, sizeof bf), 0);
+    REFUSED(fx_heuristic(&f), CUBLAS_STATUS_NOT_SUPPORTED, "aux data type CUDA_R_16BF");
+    set_epilogue(&f, CUBLASLT_EPILOGUE_DGELU_BGRAD, aux, 16);
+    REFUSED(fx_heuristic(&f), CUBLAS_STATUS_NOT_SUPPORTED, "epilogue 208");
+    assert_d_untouched(&f, before);
+    free(before);
+    free(aux);
+    fx_free(&f);
+}
+
 /* A layout replaced by one of (type, rows, cols, ld): the heuristic and a
  * matmul without an algorithm both refuse with `st`, naming `why`. */
 static void refuse_layout(int which, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, cublasStatus_t st,
@@ -613,12 +720,12 @@ static void test_refuse_descriptor(void **state) {
     int64_t wide = CUBLAS_OP_T;
     REFUSED(cublasLtMatmulDescSetAttribute(f.desc, CUBLASLT_MATMUL_DESC_TRANSA, &wide, sizeof wide),
             CUBLAS_STATUS_INVALID_VALUE, "TRANSA: sizeInBytes 8, the attribute is 4 bytes");
-    cublasLtEpilogue_t gelu = CUBLASLT_EPILOGUE_GELU;
+    cublasLtEpilogue_t relu = CUBLASLT_EPILOGUE_RELU; /* not emulated */
     scale = CUDA_R_32F;
     assert_int_equal(cublasLtMatmulDescSetAttribute(f.desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, &scale, sizeof scale),
                      0);
-    assert_int_equal(cublasLtMatmulDescSetAttribute(f.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &gelu, sizeof gelu), 0);
-    REFUSED(fx_heuristic(&f), CUBLAS_STATUS_NOT_SUPPORTED, "epilogue 32");
+    assert_int_equal(cublasLtMatmulDescSetAttribute(f.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &relu, sizeof relu), 0);
+    REFUSED(fx_heuristic(&f), CUBLAS_STATUS_NOT_SUPPORTED, "epilogue 2;");
     /* requestedAlgoCount < 1 */
     int found = -1;
     REFUSED(cublasLtMatmulAlgoGetHeuristic(f.h, f.desc, f.la, f.lb, f.lc, f.ld, f.pref, 0, &f.res, &found),
@@ -715,6 +822,8 @@ int main(void) {
         cmocka_unit_test(test_batched_strided),
         cmocka_unit_test(test_beta_zero_ignores_c),
         cmocka_unit_test(test_bias_epilogue),
+        cmocka_unit_test(test_gelu_epilogues),
+        cmocka_unit_test(test_refuse_gelu_epilogues),
         cmocka_unit_test(test_bf16_operands),
         cmocka_unit_test(test_tf32_rounding),
         cmocka_unit_test(test_random_deterministic),
