@@ -360,6 +360,31 @@ static void case_vector(kc_ctx *x) {
     kc_result(x, "adamw v", v, n, KC_ELEMWISE);
 }
 
+/* The element-wise kernels on both of a device's paths: 16-byte aligned
+ * pointers (cuda: float4 groups, then a tail of n % 4), pointers one float
+ * off (one element at a time), and a span shorter than one group. */
+static void case_vector_paths(kc_ctx *x) {
+    static const struct {
+        size_t off, n;
+        const char *gelu, *dgelu, *axpy;
+    } runs[3] = {{0, 40003, "gelu, aligned", "gelu backward, aligned", "scale+axpy, aligned"},
+                 {1, 40002, "gelu, one float off", "gelu backward, one float off", "scale+axpy, one float off"},
+                 {0, 3, "gelu, 3 elements", "gelu backward, 3 elements", "scale+axpy, 3 elements"}};
+    float *a = kc_rand(x, 40004, -4, 4), *b = kc_rand(x, 40004, -1, 1);
+    for (int r = 0; r < 3; r++) {
+        const size_t o = runs[r].off, n = runs[r].n;
+        float *y = kc_out(x, o + n), *d = kc_out(x, o + n), *c = kc_out(x, o + n);
+        x->k->gelu_forward(y + o, a + o, n);
+        kc_result_add(x, runs[r].gelu, y + o, n, sizeof *y, KC_ELEMWISE);
+        x->k->gelu_backward(d + o, a + o, b + o, n);
+        kc_result_add(x, runs[r].dgelu, d + o, n, sizeof *d, KC_ELEMWISE);
+        x->k->copy(c + o, a + o, n);
+        x->k->scale(c + o, n, 0.75f);
+        x->k->axpy(c + o, b + o, n, -1.5f);
+        kc_result_add(x, runs[r].axpy, c + o, n, sizeof *c, KC_ELEMWISE);
+    }
+}
+
 /* AdamW over a list of three tensors (one of a single element, one
  * without weight decay), the clipping factor read from device memory;
  * a NaN factor leaves every tensor as it was. */
@@ -594,7 +619,7 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         {"attention_fused", case_attention_fused},
         {"embedding", case_embedding},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
         {"fused_loss", case_fused_loss},
-        {"vector", case_vector},         {"sumsq_exact", case_sumsq_exact}, {"adamw_multi", case_adamw_multi},
+        {"vector", case_vector}, {"vector_paths", case_vector_paths},         {"sumsq_exact", case_sumsq_exact}, {"adamw_multi", case_adamw_multi},
     };
     /* PLAIT_TEST_CASES=name,name,...: only those (when chasing one kernel) */
     const char *only = getenv("PLAIT_TEST_CASES");
