@@ -103,20 +103,32 @@ static void case_bias(kc_ctx *x) {
     kc_result(x, "bias_backward", db, OC, KC_ELEMWISE);
 }
 
-static void case_layernorm(kc_ctx *x) {
-    float *inp = kc_rand(x, BT * C, -2, 3), *w = kc_rand(x, C, 0.5f, 1.5f), *b = kc_rand(x, C, -1, 1);
-    float *out = kc_out(x, BT * C), *mean = kc_out(x, BT), *rstd = kc_out(x, BT);
-    x->k->layernorm_forward(out, mean, rstd, inp, w, b, BT, C);
-    kc_result(x, "forward out", out, BT * C, KC_ELEMWISE);
+/* LayerNorm at width Cw: forward, backward; and the one-pass backward's
+ * dinp beside them. */
+static void layernorm_at(kc_ctx *x, int64_t Cw) {
+    float *inp = kc_rand(x, BT * Cw, -2, 3), *w = kc_rand(x, Cw, 0.5f, 1.5f), *b = kc_rand(x, Cw, -1, 1);
+    float *out = kc_out(x, BT * Cw), *mean = kc_out(x, BT), *rstd = kc_out(x, BT);
+    x->k->layernorm_forward(out, mean, rstd, inp, w, b, BT, Cw);
+    kc_result(x, "forward out", out, BT * Cw, KC_ELEMWISE);
     kc_result(x, "forward mean", mean, BT, KC_ELEMWISE);
     kc_result(x, "forward rstd", rstd, BT, KC_ELEMWISE);
-    float *dout = kc_rand(x, BT * C, -1, 1), *dinp = kc_rand(x, BT * C, -1, 1);
-    float *dw = kc_rand(x, C, -1, 1), *db = kc_rand(x, C, -1, 1);
-    x->k->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, BT, C);
-    kc_result(x, "backward dinp+=", dinp, BT * C, KC_ELEMWISE);
-    kc_result(x, "backward dweight+=", dw, C, KC_ELEMWISE);
-    kc_result(x, "backward dbias+=", db, C, KC_ELEMWISE);
+    float *dout = kc_rand(x, BT * Cw, -1, 1), *dinp = kc_rand(x, BT * Cw, -1, 1);
+    float *dw = kc_rand(x, Cw, -1, 1), *db = kc_rand(x, Cw, -1, 1);
+    x->k->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, BT, Cw);
+    kc_result(x, "backward dinp+=", dinp, BT * Cw, KC_ELEMWISE);
+    kc_result(x, "backward dweight+=", dw, Cw, KC_ELEMWISE);
+    kc_result(x, "backward dbias+=", db, Cw, KC_ELEMWISE);
+    if (!PLAIT_KERNELS_HAS_FUSED_LAYERNORM(x->k)) return;
+    float *d0 = kc_out(x, BT * Cw);
+    x->k->layernorm_backward_fused(d0, dinp, NULL, NULL, dout, inp, w, mean, rstd, BT, Cw);
+    kc_result(x, "one-pass dinp", d0, BT * Cw, KC_ELEMWISE);
 }
+
+static void case_layernorm(kc_ctx *x) { layernorm_at(x, C); }
+
+/* A width that is not a multiple of 4: a device's rows then take one
+ * column a load (cuda's 16-byte path needs C % 4 == 0). */
+static void case_layernorm_narrow(kc_ctx *x) { layernorm_at(x, C + 2); }
 
 /* LayerNorm's whole backward in one pass: against the CPU's, with the
  * residual's gradient beside dinp, in place and absent (zeros: dinp is
@@ -615,7 +627,7 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         kc_case_fn fn;
     } cases[] = {
         {"sgemm", case_sgemm},           {"matmul", case_matmul},         {"bias", case_bias},
-        {"layernorm", case_layernorm},   {"layernorm_fused", case_layernorm_fused},   {"gelu", case_gelu}, {"gelu_fused", case_gelu_fused},             {"attention", case_attention},
+        {"layernorm", case_layernorm},   {"layernorm_fused", case_layernorm_fused}, {"layernorm_narrow", case_layernorm_narrow},   {"gelu", case_gelu}, {"gelu_fused", case_gelu_fused},             {"attention", case_attention},
         {"attention_fused", case_attention_fused},
         {"embedding", case_embedding},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
         {"fused_loss", case_fused_loss},

@@ -74,6 +74,20 @@ static inline unsigned pc_blocks(size_t n) {
 
 /* ---- element-wise passes with 16-byte loads ------------------------------ */
 
+/* V (1 or 4) consecutive floats at p to or from r: with 4, one 16-byte
+ * access (p 16-byte aligned). Row kernels written for both widths. */
+__device__ inline void pc_ld(float (&r)[1], const float *p) { r[0] = *p; }
+__device__ inline void pc_ld(float (&r)[4], const float *p) {
+    const float4 q = *(const float4 *)p;
+    r[0] = q.x, r[1] = q.y, r[2] = q.z, r[3] = q.w;
+}
+__device__ inline void pc_st(float *p, const float (&r)[1]) { *p = r[0]; }
+__device__ inline void pc_st(float *p, const float (&r)[4]) {
+    float4 q;
+    q.x = r[0], q.y = r[1], q.z = r[2], q.w = r[3];
+    *(float4 *)p = q;
+}
+
 /* Groups of 4 floats a thread loads per pass before it uses any: several
  * 16-byte loads in flight per thread, which a memory-bound kernel needs to
  * come near the device's bandwidth. */
