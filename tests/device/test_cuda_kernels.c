@@ -349,6 +349,12 @@ static void case_fused_loss(kc_ctx *x) {
     kc_same(x, "the loss without the gradient: the same losses", l2, losses, BT * sizeof *l2);
     x->k->crossentropy_fused(l2, NULL, sum2, logits, logits, tg, BT, Vl, valid, 1.0f / BT);
     kc_same(x, "the gradient in place: the same values", logits, dl, (size_t)(BT * Vl) * sizeof *dl);
+    /* rows whose width is not a multiple of 4 (a device's one-column path) */
+    const int64_t Vn = Vl + 2;
+    float *ln = kc_rand(x, BT * Vn, -4, 4), *dn = kc_out(x, BT * Vn), *lossn = kc_out(x, BT);
+    x->k->crossentropy_fused(lossn, NULL, sum2, dn, ln, tg, BT, Vn, valid, 1.0f / BT);
+    kc_result(x, "losses, odd width", lossn, BT, KC_ELEMWISE);
+    kc_result(x, "dlogits, odd width", dn, BT * Vn, KC_ELEMWISE);
 }
 
 static void case_vector(kc_ctx *x) {
