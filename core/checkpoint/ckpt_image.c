@@ -215,13 +215,16 @@ plait_status plait_ckpt_image_open(const void *buf, size_t bytes, int verify, co
         plait_ckpt_image_free(out);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     }
-    size_t at = 0;
+    /* the names are copied one after another, each with its NUL: entries
+     * whose names overlap in the table (or repeat one) must still fit */
+    size_t at = 0, names_cap = h.names_len + h.n_tensors + 1;
     for (uint64_t i = 0; i < h.n_tensors; i++) {
         image_entry en;
         memcpy(&en, &e[i], sizeof en);
         uint64_t numel = 1;
         int ok = en.ndim >= 0 && en.ndim <= PLAIT_ST_MAX_DIMS && en.name_len > 0 &&
-                 en.name_off <= h.names_len && en.name_len <= h.names_len - en.name_off;
+                 en.name_off <= h.names_len && en.name_len <= h.names_len - en.name_off &&
+                 en.name_len < names_cap - at;
         for (int d = 0; ok && d < en.ndim; d++) {
             ok = en.shape[d] >= 0 && (en.shape[d] == 0 || numel <= UINT64_MAX / 4 / (uint64_t)en.shape[d]);
             if (ok) numel *= (uint64_t)en.shape[d];

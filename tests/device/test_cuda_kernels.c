@@ -103,20 +103,32 @@ static void case_bias(kc_ctx *x) {
     kc_result(x, "bias_backward", db, OC, KC_ELEMWISE);
 }
 
-static void case_layernorm(kc_ctx *x) {
-    float *inp = kc_rand(x, BT * C, -2, 3), *w = kc_rand(x, C, 0.5f, 1.5f), *b = kc_rand(x, C, -1, 1);
-    float *out = kc_out(x, BT * C), *mean = kc_out(x, BT), *rstd = kc_out(x, BT);
-    x->k->layernorm_forward(out, mean, rstd, inp, w, b, BT, C);
-    kc_result(x, "forward out", out, BT * C, KC_ELEMWISE);
+/* LayerNorm at width Cw: forward, backward; and the one-pass backward's
+ * dinp beside them. */
+static void layernorm_at(kc_ctx *x, int64_t Cw) {
+    float *inp = kc_rand(x, BT * Cw, -2, 3), *w = kc_rand(x, Cw, 0.5f, 1.5f), *b = kc_rand(x, Cw, -1, 1);
+    float *out = kc_out(x, BT * Cw), *mean = kc_out(x, BT), *rstd = kc_out(x, BT);
+    x->k->layernorm_forward(out, mean, rstd, inp, w, b, BT, Cw);
+    kc_result(x, "forward out", out, BT * Cw, KC_ELEMWISE);
     kc_result(x, "forward mean", mean, BT, KC_ELEMWISE);
     kc_result(x, "forward rstd", rstd, BT, KC_ELEMWISE);
-    float *dout = kc_rand(x, BT * C, -1, 1), *dinp = kc_rand(x, BT * C, -1, 1);
-    float *dw = kc_rand(x, C, -1, 1), *db = kc_rand(x, C, -1, 1);
-    x->k->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, BT, C);
-    kc_result(x, "backward dinp+=", dinp, BT * C, KC_ELEMWISE);
-    kc_result(x, "backward dweight+=", dw, C, KC_ELEMWISE);
-    kc_result(x, "backward dbias+=", db, C, KC_ELEMWISE);
+    float *dout = kc_rand(x, BT * Cw, -1, 1), *dinp = kc_rand(x, BT * Cw, -1, 1);
+    float *dw = kc_rand(x, Cw, -1, 1), *db = kc_rand(x, Cw, -1, 1);
+    x->k->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, BT, Cw);
+    kc_result(x, "backward dinp+=", dinp, BT * Cw, KC_ELEMWISE);
+    kc_result(x, "backward dweight+=", dw, Cw, KC_ELEMWISE);
+    kc_result(x, "backward dbias+=", db, Cw, KC_ELEMWISE);
+    if (!PLAIT_KERNELS_HAS_FUSED_LAYERNORM(x->k)) return;
+    float *d0 = kc_out(x, BT * Cw);
+    x->k->layernorm_backward_fused(d0, dinp, NULL, NULL, dout, inp, w, mean, rstd, BT, Cw);
+    kc_result(x, "one-pass dinp", d0, BT * Cw, KC_ELEMWISE);
 }
+
+static void case_layernorm(kc_ctx *x) { layernorm_at(x, C); }
+
+/* A width that is not a multiple of 4: a device's rows then take one
+ * column a load (cuda's 16-byte path needs C % 4 == 0). */
+static void case_layernorm_narrow(kc_ctx *x) { layernorm_at(x, C + 2); }
 
 /* LayerNorm's whole backward in one pass: against the CPU's, with the
  * residual's gradient beside dinp, in place and absent (zeros: dinp is
@@ -337,6 +349,12 @@ static void case_fused_loss(kc_ctx *x) {
     kc_same(x, "the loss without the gradient: the same losses", l2, losses, BT * sizeof *l2);
     x->k->crossentropy_fused(l2, NULL, sum2, logits, logits, tg, BT, Vl, valid, 1.0f / BT);
     kc_same(x, "the gradient in place: the same values", logits, dl, (size_t)(BT * Vl) * sizeof *dl);
+    /* rows whose width is not a multiple of 4 (a device's one-column path) */
+    const int64_t Vn = Vl + 2;
+    float *ln = kc_rand(x, BT * Vn, -4, 4), *dn = kc_out(x, BT * Vn), *lossn = kc_out(x, BT);
+    x->k->crossentropy_fused(lossn, NULL, sum2, dn, ln, tg, BT, Vn, valid, 1.0f / BT);
+    kc_result(x, "losses, odd width", lossn, BT, KC_ELEMWISE);
+    kc_result(x, "dlogits, odd width", dn, BT * Vn, KC_ELEMWISE);
 }
 
 static void case_vector(kc_ctx *x) {
@@ -358,6 +376,31 @@ static void case_vector(kc_ctx *x) {
     kc_result(x, "adamw param", p, n, KC_ELEMWISE);
     kc_result(x, "adamw m", m, n, KC_ELEMWISE);
     kc_result(x, "adamw v", v, n, KC_ELEMWISE);
+}
+
+/* The element-wise kernels on both of a device's paths: 16-byte aligned
+ * pointers (cuda: float4 groups, then a tail of n % 4), pointers one float
+ * off (one element at a time), and a span shorter than one group. */
+static void case_vector_paths(kc_ctx *x) {
+    static const struct {
+        size_t off, n;
+        const char *gelu, *dgelu, *axpy;
+    } runs[3] = {{0, 40003, "gelu, aligned", "gelu backward, aligned", "scale+axpy, aligned"},
+                 {1, 40002, "gelu, one float off", "gelu backward, one float off", "scale+axpy, one float off"},
+                 {0, 3, "gelu, 3 elements", "gelu backward, 3 elements", "scale+axpy, 3 elements"}};
+    float *a = kc_rand(x, 40004, -4, 4), *b = kc_rand(x, 40004, -1, 1);
+    for (int r = 0; r < 3; r++) {
+        const size_t o = runs[r].off, n = runs[r].n;
+        float *y = kc_out(x, o + n), *d = kc_out(x, o + n), *c = kc_out(x, o + n);
+        x->k->gelu_forward(y + o, a + o, n);
+        kc_result_add(x, runs[r].gelu, y + o, n, sizeof *y, KC_ELEMWISE);
+        x->k->gelu_backward(d + o, a + o, b + o, n);
+        kc_result_add(x, runs[r].dgelu, d + o, n, sizeof *d, KC_ELEMWISE);
+        x->k->copy(c + o, a + o, n);
+        x->k->scale(c + o, n, 0.75f);
+        x->k->axpy(c + o, b + o, n, -1.5f);
+        kc_result_add(x, runs[r].axpy, c + o, n, sizeof *c, KC_ELEMWISE);
+    }
 }
 
 /* AdamW over a list of three tensors (one of a single element, one
@@ -590,11 +633,11 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         kc_case_fn fn;
     } cases[] = {
         {"sgemm", case_sgemm},           {"matmul", case_matmul},         {"bias", case_bias},
-        {"layernorm", case_layernorm},   {"layernorm_fused", case_layernorm_fused},   {"gelu", case_gelu}, {"gelu_fused", case_gelu_fused},             {"attention", case_attention},
+        {"layernorm", case_layernorm},   {"layernorm_fused", case_layernorm_fused}, {"layernorm_narrow", case_layernorm_narrow},   {"gelu", case_gelu}, {"gelu_fused", case_gelu_fused},             {"attention", case_attention},
         {"attention_fused", case_attention_fused},
         {"embedding", case_embedding},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
         {"fused_loss", case_fused_loss},
-        {"vector", case_vector},         {"sumsq_exact", case_sumsq_exact}, {"adamw_multi", case_adamw_multi},
+        {"vector", case_vector}, {"vector_paths", case_vector_paths},         {"sumsq_exact", case_sumsq_exact}, {"adamw_multi", case_adamw_multi},
     };
     /* PLAIT_TEST_CASES=name,name,...: only those (when chasing one kernel) */
     const char *only = getenv("PLAIT_TEST_CASES");

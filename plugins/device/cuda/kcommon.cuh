@@ -72,6 +72,77 @@ static inline unsigned pc_blocks(size_t n) {
 #define PC_GRID_STRIDE(i, n) \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
+/* ---- element-wise passes with 16-byte loads ------------------------------ */
+
+/* V (1 or 4) consecutive floats at p to or from r: with 4, one 16-byte
+ * access (p 16-byte aligned). Row kernels written for both widths. */
+__device__ inline void pc_ld(float (&r)[1], const float *p) { r[0] = *p; }
+__device__ inline void pc_ld(float (&r)[4], const float *p) {
+    const float4 q = *(const float4 *)p;
+    r[0] = q.x, r[1] = q.y, r[2] = q.z, r[3] = q.w;
+}
+__device__ inline void pc_st(float *p, const float (&r)[1]) { *p = r[0]; }
+__device__ inline void pc_st(float *p, const float (&r)[4]) {
+    float4 q;
+    q.x = r[0], q.y = r[1], q.z = r[2], q.w = r[3];
+    *(float4 *)p = q;
+}
+
+/* Groups of 4 floats a thread loads per pass before it uses any: several
+ * 16-byte loads in flight per thread, which a memory-bound kernel needs to
+ * come near the device's bandwidth. */
+#define PC_VEC_GROUPS 4
+
+/* 1 if p may be read or written as float4 (16-byte aligned). */
+static inline int pc_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* Blocks for pc_map over n floats (vec: its 16-byte path). */
+static inline unsigned pc_map_blocks(size_t n, int vec) {
+    return pc_blocks(vec ? (n + 4 * PC_VEC_GROUPS - 1) / (4 * PC_VEC_GROUPS) : n);
+}
+
+/* out[i] = op(a[i], b ? b[i] : 0) for i < n; out may be a or b (a thread
+ * reads an element before it writes it). vec (the launcher's pc_aligned16
+ * of out, a and b): groups of 4 elements as float4, PC_VEC_GROUPS of them a
+ * thread a pass, then the last n % 4 one by one; else one by one. Each
+ * element's arithmetic is the same either way, so the bits are. */
+template <typename Op>
+__device__ inline void pc_map(float *out, const float *a, const float *b, size_t n, int vec, Op op) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t done = 0;
+    if (vec) {
+        const size_t n4 = n / 4;
+        const float4 *a4 = (const float4 *)a, *b4 = (const float4 *)b;
+        float4 *o4 = (float4 *)out;
+        for (size_t g0 = (size_t)blockIdx.x * blockDim.x * PC_VEC_GROUPS + threadIdx.x; g0 < n4;
+             g0 += stride * PC_VEC_GROUPS) {
+            float4 va[PC_VEC_GROUPS] = {}, vb[PC_VEC_GROUPS] = {};
+            PC_UNROLL
+            for (int u = 0; u < PC_VEC_GROUPS; u++) {
+                const size_t g = g0 + (size_t)u * blockDim.x;
+                if (g < n4) {
+                    va[u] = a4[g];
+                    if (b) vb[u] = b4[g];
+                }
+            }
+            PC_UNROLL
+            for (int u = 0; u < PC_VEC_GROUPS; u++) {
+                const size_t g = g0 + (size_t)u * blockDim.x;
+                if (g >= n4) continue;
+                float4 r;
+                r.x = op(va[u].x, vb[u].x);
+                r.y = op(va[u].y, vb[u].y);
+                r.z = op(va[u].z, vb[u].z);
+                r.w = op(va[u].w, vb[u].w);
+                o4[g] = r;
+            }
+        }
+        done = n4 * 4;
+    }
+    for (size_t i = done + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        out[i] = op(a[i], b ? b[i] : 0.0f);
+}
+
 template <typename T> __device__ inline T pc_warp_sum(T v) {
     for (int o = PC_WARP / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;

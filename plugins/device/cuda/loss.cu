@@ -8,7 +8,8 @@
  * Only the first n_valid columns are classes (the rest is vocabulary
  * padding: gradient 0); a negative target means no loss and no gradient.
  * Block reductions have a fixed shape, and the loss sum runs in double in
- * row order on one thread.
+ * row order on one thread. Rows whose width is a multiple of 4 (and 16-byte
+ * aligned) are read 4 columns a load.
  */
 #include "kcommon.cuh"
 
@@ -16,30 +17,71 @@
 /* threads of the fused cross-entropy's block, one block a row */
 #define CE_THREADS (PC_THREADS * 2)
 
-__device__ static float row_max(const float *l, int64_t n, float *sh) {
+/* The row passes below take, with vec (the row 16-byte aligned), groups of
+ * 4 columns as one float4 load per thread, then the columns past the last
+ * whole group one by one; else every column one by one. */
+
+__device__ static float row_max(const float *l, int64_t n, float *sh, int vec) {
     float m = -INFINITY;
-    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) m = fmaxf(m, l[c]);
+    int64_t c0 = 0;
+    if (vec) {
+        const float4 *l4 = (const float4 *)l;
+        for (int64_t g = threadIdx.x; g < n / 4; g += blockDim.x) {
+            const float4 q = l4[g];
+            m = fmaxf(m, fmaxf(fmaxf(q.x, q.y), fmaxf(q.z, q.w)));
+        }
+        c0 = n / 4 * 4;
+    }
+    for (int64_t c = c0 + threadIdx.x; c < n; c += blockDim.x) m = fmaxf(m, l[c]);
     return pc_block_max(m, sh);
 }
 
-__device__ static float row_sumexp(const float *l, int64_t n, float m, float *sh) {
+__device__ static float row_sumexp(const float *l, int64_t n, float m, float *sh, int vec) {
     float s = 0;
-    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) s += expf(l[c] - m);
+    int64_t c0 = 0;
+    if (vec) {
+        const float4 *l4 = (const float4 *)l;
+        for (int64_t g = threadIdx.x; g < n / 4; g += blockDim.x) {
+            const float4 q = l4[g];
+            s += expf(q.x - m);
+            s += expf(q.y - m);
+            s += expf(q.z - m);
+            s += expf(q.w - m);
+        }
+        c0 = n / 4 * 4;
+    }
+    for (int64_t c = c0 + threadIdx.x; c < n; c += blockDim.x) s += expf(l[c] - m);
     return pc_block_sum(s, sh);
 }
 
+/* column c's gradient from its logit x */
+__device__ static inline float ce_grad(float x, int64_t c, int64_t n_valid, float lse, int64_t t, float scale) {
+    if (c >= n_valid) return 0.0f;
+    float v = expf(x - lse) * scale;
+    return c == t ? v - scale : v;
+}
+
 /* d = (exp(l − lse) − onehot)·scale over the valid columns, 0 on padding;
- * every thread reads its element before writing it (in place allowed) */
+ * every thread reads its elements before writing them (in place allowed) */
 __device__ static void row_backward(float *d, const float *l, int64_t Vl, int64_t n_valid, float lse, int64_t t,
-                                    float scale) {
-    for (int64_t c = threadIdx.x; c < Vl; c += blockDim.x) {
-        float v = 0.0f;
-        if (c < n_valid) {
-            v = expf(l[c] - lse) * scale;
-            if (c == t) v -= scale;
+                                    float scale, int vec) {
+    int64_t c0 = 0;
+    if (vec) {
+        const float4 *l4 = (const float4 *)l;
+        float4 *d4 = (float4 *)d;
+        for (int64_t g = threadIdx.x; g < Vl / 4; g += blockDim.x) {
+            const float4 q = l4[g];
+            const int64_t c = 4 * g;
+            float4 r;
+            r.x = ce_grad(q.x, c, n_valid, lse, t, scale);
+            r.y = ce_grad(q.y, c + 1, n_valid, lse, t, scale);
+            r.z = ce_grad(q.z, c + 2, n_valid, lse, t, scale);
+            r.w = ce_grad(q.w, c + 3, n_valid, lse, t, scale);
+            d4[g] = r;
         }
-        d[c] = v;
+        c0 = Vl / 4 * 4;
     }
+    for (int64_t c = c0 + threadIdx.x; c < Vl; c += blockDim.x) d[c] = ce_grad(l[c], c, n_valid, lse, t, scale);
 }
 
 /* The whole loss of one row, its first n_valid of Vl columns classes
@@ -47,13 +89,13 @@ __device__ static void row_backward(float *d, const float *l, int64_t Vl, int64_
  * loss and lse, then the gradient in place; the losses' sum is
  * loss_sum_kernel's (crossentropy_fused). */
 PC_KERNEL(ce_fused_kernel, CE_THREADS)(float *losses, float *lse_out, float *dlogits, const float *logits,
-                                       const int32_t *targets, int64_t Vl, int64_t n_valid, float scale) {
+                                       const int32_t *targets, int64_t Vl, int64_t n_valid, float scale, int vec) {
     __shared__ float sh[32];
     const int64_t r = blockIdx.x;
     const float *l = logits + r * Vl;
     const int64_t t = targets[r];
-    const float m = row_max(l, n_valid, sh);
-    const float s = row_sumexp(l, n_valid, m, sh);
+    const float m = row_max(l, n_valid, sh, vec);
+    const float s = row_sumexp(l, n_valid, m, sh, vec);
     const float tl = t >= 0 && t < n_valid ? l[t] : 0.0f;
     const float lse = m + logf(s);
     if (threadIdx.x == 0) {
@@ -67,7 +109,7 @@ PC_KERNEL(ce_fused_kernel, CE_THREADS)(float *losses, float *lse_out, float *dlo
         for (int64_t c = threadIdx.x; c < Vl; c += blockDim.x) d[c] = 0.0f;
         return;
     }
-    row_backward(d, l, Vl, n_valid, lse, t, scale);
+    row_backward(d, l, Vl, n_valid, lse, t, scale, vec);
 }
 
 /* *loss_sum += Σ losses in double in row order: the block stages a chunk
@@ -87,16 +129,16 @@ PC_KERNEL(loss_sum_kernel, ROWS_PER_LOSS_CHUNK)(double *loss_sum, const float *l
     if (threadIdx.x == 0) *loss_sum += total;
 }
 
-PC_KERNEL(rowmax_kernel, PC_THREADS)(float *rowmax, const float *logits, int64_t Vl, int64_t n_valid) {
+PC_KERNEL(rowmax_kernel, PC_THREADS)(float *rowmax, const float *logits, int64_t Vl, int64_t n_valid, int vec) {
     __shared__ float sh[32];
-    float m = row_max(logits + (int64_t)blockIdx.x * Vl, n_valid, sh);
+    float m = row_max(logits + (int64_t)blockIdx.x * Vl, n_valid, sh, vec);
     if (threadIdx.x == 0) rowmax[blockIdx.x] = m;
 }
 
 PC_KERNEL(sumexp_kernel, PC_THREADS)(float *sumexp, const float *logits, const float *rowmax, int64_t Vl,
-                                     int64_t n_valid) {
+                                     int64_t n_valid, int vec) {
     __shared__ float sh[32];
-    float s = row_sumexp(logits + (int64_t)blockIdx.x * Vl, n_valid, rowmax[blockIdx.x], sh);
+    float s = row_sumexp(logits + (int64_t)blockIdx.x * Vl, n_valid, rowmax[blockIdx.x], sh, vec);
     if (threadIdx.x == 0) sumexp[blockIdx.x] = s;
 }
 
@@ -137,14 +179,20 @@ PC_KERNEL(loss_rows_kernel, ROWS_PER_LOSS_CHUNK)(float *losses, float *lse, cons
 
 PC_KERNEL(ce_backward_kernel, PC_THREADS)(float *dlogits, const float *logits, const float *lse,
                                           const int32_t *targets, int64_t vocab_start, int64_t Vl, int64_t n_valid,
-                                          float scale) {
+                                          float scale, int vec) {
     const int64_t r = blockIdx.x;
     float *d = dlogits + r * Vl;
     if (targets[r] < 0) {
         for (int64_t c = threadIdx.x; c < Vl; c += blockDim.x) d[c] = 0.0f;
         return;
     }
-    row_backward(d, logits + r * Vl, Vl, n_valid, lse[r], (int64_t)targets[r] - vocab_start, scale);
+    row_backward(d, logits + r * Vl, Vl, n_valid, lse[r], (int64_t)targets[r] - vocab_start, scale, vec);
+}
+
+/* 1 if rows of Vl floats at a (and b, unless NULL) start 16-byte aligned:
+ * the row passes' float4 loads */
+static int rows_vec(int64_t Vl, const void *a, const void *b) {
+    return Vl % 4 == 0 && pc_aligned16(a) && (!b || pc_aligned16(b));
 }
 
 extern "C" {
@@ -152,28 +200,31 @@ extern "C" {
 void pc_launch_crossentropy(float *losses, float *dlogits, const float *logits, const int32_t *targets, int64_t BT,
                             int64_t V, float scale) {
     if (BT <= 0) return;
-    PC_LAUNCH(ce_fused_kernel, (unsigned)BT, CE_THREADS)(losses, (float *)NULL, dlogits, logits, targets, V, V, scale);
+    PC_LAUNCH(ce_fused_kernel, (unsigned)BT, CE_THREADS)(losses, (float *)NULL, dlogits, logits, targets, V, V, scale,
+                                                         rows_vec(V, logits, dlogits));
     pc_check_launch("crossentropy");
 }
 
 void pc_launch_crossentropy_fused(float *losses, float *lse, double *loss_sum, float *dlogits, const float *logits,
                                   const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale) {
     if (BT <= 0) return;
-    PC_LAUNCH(ce_fused_kernel, (unsigned)BT, CE_THREADS)(losses, lse, dlogits, logits, targets, Vl, n_valid, scale);
+    PC_LAUNCH(ce_fused_kernel, (unsigned)BT, CE_THREADS)(losses, lse, dlogits, logits, targets, Vl, n_valid, scale,
+                                                         rows_vec(Vl, logits, dlogits));
     PC_LAUNCH(loss_sum_kernel, 1, ROWS_PER_LOSS_CHUNK)(loss_sum, losses, BT);
     pc_check_launch("crossentropy_fused");
 }
 
 void pc_launch_logits_rowmax(float *rowmax, const float *logits, int64_t BT, int64_t Vl, int64_t n_valid) {
     if (BT <= 0) return;
-    PC_LAUNCH(rowmax_kernel, (unsigned)BT, PC_THREADS)(rowmax, logits, Vl, n_valid);
+    PC_LAUNCH(rowmax_kernel, (unsigned)BT, PC_THREADS)(rowmax, logits, Vl, n_valid, rows_vec(Vl, logits, NULL));
     pc_check_launch("logits_rowmax");
 }
 
 void pc_launch_logits_sumexp(float *sumexp, const float *logits, const float *rowmax, int64_t BT, int64_t Vl,
                              int64_t n_valid) {
     if (BT <= 0) return;
-    PC_LAUNCH(sumexp_kernel, (unsigned)BT, PC_THREADS)(sumexp, logits, rowmax, Vl, n_valid);
+    PC_LAUNCH(sumexp_kernel, (unsigned)BT, PC_THREADS)(sumexp, logits, rowmax, Vl, n_valid,
+                                                       rows_vec(Vl, logits, NULL));
     pc_check_launch("logits_sumexp");
 }
 
@@ -195,7 +246,7 @@ void pc_launch_crossentropy_backward(float *dlogits, const float *logits, const 
                                      int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid, float scale) {
     if (BT <= 0) return;
     PC_LAUNCH(ce_backward_kernel, (unsigned)BT, PC_THREADS)(
-        dlogits, logits, lse, targets, vocab_start, Vl, n_valid, scale);
+        dlogits, logits, lse, targets, vocab_start, Vl, n_valid, scale, rows_vec(Vl, logits, dlogits));
     pc_check_launch("crossentropy_backward");
 }
 

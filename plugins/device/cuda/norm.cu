@@ -1,7 +1,8 @@
 /*
  * LayerNorm over C (eps 1e-5), forward and backward, with the CPU kernel's
  * formulas (core/kernels/kernels_norm.c). One warp per row for the row-wise
- * work (sums lane-strided, then a butterfly: a fixed order); the weight
+ * work (sums lane-strided, 4 columns a 16-byte load where C and the
+ * pointers allow, then a butterfly: a fixed order); the weight
  * and bias gradients as column sums over row chunks (pcuda.h), added into
  * the accumulated values. dinp accumulates (the residual
  * stream); layernorm_backward_fused adds the residual's gradient itself
@@ -12,56 +13,112 @@
 #define LN_EPS 1e-5f
 #define LN_WARPS 8 /* rows per block */
 
-PC_KERNEL(ln_forward_kernel, LN_WARPS * PC_WARP)(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                                         const float *b, int64_t BT, int64_t C) {
-    int64_t r = (int64_t)blockIdx.x * LN_WARPS + threadIdx.x / PC_WARP;
-    if (r >= BT) return;
+/* One row on one warp, V (1 or 4) columns a load: lane l takes columns
+ * [V·l, V·l + V), then 32·V further on, and so on (V = 1: lane-strided). */
+template <int V>
+__device__ static void ln_forward_row(float *o, float *mean_r, float *rstd_r, const float *x, const float *w,
+                                      const float *b, int64_t C) {
     const int lane = threadIdx.x % PC_WARP;
-    const float *x = inp + r * C;
-    float *o = out + r * C;
     const float inv_c = 1.0f / (float)C;
     float s = 0;
-    for (int64_t c = lane; c < C; c += PC_WARP) s += x[c];
+    for (int64_t c = lane * V; c < C; c += PC_WARP * V) {
+        float xv[V];
+        pc_ld(xv, x + c);
+        PC_UNROLL
+        for (int k = 0; k < V; k++) s += xv[k];
+    }
     float m = pc_warp_sum(s) * inv_c;
     float v = 0;
-    for (int64_t c = lane; c < C; c += PC_WARP) {
-        float d = x[c] - m;
-        v += d * d;
+    for (int64_t c = lane * V; c < C; c += PC_WARP * V) {
+        float xv[V];
+        pc_ld(xv, x + c);
+        PC_UNROLL
+        for (int k = 0; k < V; k++) {
+            float d = xv[k] - m;
+            v += d * d;
+        }
     }
     float rs = 1.0f / sqrtf(pc_warp_sum(v) * inv_c + LN_EPS);
-    for (int64_t c = lane; c < C; c += PC_WARP) o[c] = (x[c] - m) * rs * w[c] + b[c];
+    for (int64_t c = lane * V; c < C; c += PC_WARP * V) {
+        float xv[V], wv[V], bv[V], ov[V];
+        pc_ld(xv, x + c);
+        pc_ld(wv, w + c);
+        pc_ld(bv, b + c);
+        PC_UNROLL
+        for (int k = 0; k < V; k++) ov[k] = (xv[k] - m) * rs * wv[k] + bv[k];
+        pc_st(o + c, ov);
+    }
     if (lane == 0) {
-        if (mean) mean[r] = m;
-        if (rstd) rstd[r] = rs;
+        if (mean_r) *mean_r = m;
+        if (rstd_r) *rstd_r = rs;
     }
 }
 
-/* One row on one warp: dx = base + (w·dout − mean(w·dout) −
- * norm·mean(w·dout·norm))·rstd, base NULL adding to zeros (dx itself: +=). */
+/* vec: every row and w, b 16-byte aligned (C % 4 == 0): 4 columns a load */
+PC_KERNEL(ln_forward_kernel, LN_WARPS * PC_WARP)(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                                         const float *b, int64_t BT, int64_t C, int vec) {
+    int64_t r = (int64_t)blockIdx.x * LN_WARPS + threadIdx.x / PC_WARP;
+    if (r >= BT) return;
+    float *mr = mean ? mean + r : NULL, *rr = rstd ? rstd + r : NULL;
+    if (vec)
+        ln_forward_row<4>(out + r * C, mr, rr, inp + r * C, w, b, C);
+    else
+        ln_forward_row<1>(out + r * C, mr, rr, inp + r * C, w, b, C);
+}
+
+/* One row on one warp, V columns a load (as ln_forward_row): dx = base +
+ * (w·dout − mean(w·dout) − norm·mean(w·dout·norm))·rstd, base NULL adding
+ * to zeros (dx itself: +=). */
+template <int V>
 __device__ static void ln_backward_row(float *dx, const float *base, const float *x, const float *d, const float *w,
                                        float m, float s, int64_t C) {
     const int lane = threadIdx.x % PC_WARP;
     const float inv_c = 1.0f / (float)C;
     float a1 = 0, a2 = 0;
-    for (int64_t c = lane; c < C; c += PC_WARP) {
-        float n = (x[c] - m) * s;
-        float dn = w[c] * d[c];
-        a1 += dn;
-        a2 += dn * n;
+    for (int64_t c = lane * V; c < C; c += PC_WARP * V) {
+        float xv[V], dv[V], wv[V];
+        pc_ld(xv, x + c);
+        pc_ld(dv, d + c);
+        pc_ld(wv, w + c);
+        PC_UNROLL
+        for (int k = 0; k < V; k++) {
+            float n = (xv[k] - m) * s;
+            float dn = wv[k] * dv[k];
+            a1 += dn;
+            a2 += dn * n;
+        }
     }
     float dn_mean = pc_warp_sum(a1) * inv_c, dnn_mean = pc_warp_sum(a2) * inv_c;
-    for (int64_t c = lane; c < C; c += PC_WARP) {
-        float n = (x[c] - m) * s;
-        dx[c] = (base ? base[c] : 0.0f) + (w[c] * d[c] - dn_mean - n * dnn_mean) * s;
+    for (int64_t c = lane * V; c < C; c += PC_WARP * V) {
+        float xv[V], dv[V], wv[V], bv[V] = {}, ov[V];
+        pc_ld(xv, x + c);
+        pc_ld(dv, d + c);
+        pc_ld(wv, w + c);
+        if (base) pc_ld(bv, base + c);
+        PC_UNROLL
+        for (int k = 0; k < V; k++) {
+            float n = (xv[k] - m) * s;
+            ov[k] = bv[k] + (wv[k] * dv[k] - dn_mean - n * dnn_mean) * s;
+        }
+        pc_st(dx + c, ov);
     }
+}
+
+/* One row's backward at the width vec says (ln_forward_kernel's terms). */
+__device__ static void ln_backward_row_at(int vec, float *dx, const float *base, const float *x, const float *d,
+                                          const float *w, float m, float s, int64_t C) {
+    if (vec)
+        ln_backward_row<4>(dx, base, x, d, w, m, s, C);
+    else
+        ln_backward_row<1>(dx, base, x, d, w, m, s, C);
 }
 
 /* dinp += the input gradient, a warp a row */
 PC_KERNEL(ln_backward_rows_kernel, LN_WARPS * PC_WARP)(float *dinp, const float *dout, const float *inp, const float *w,
-                                               const float *mean, const float *rstd, int64_t BT, int64_t C) {
+                                               const float *mean, const float *rstd, int64_t BT, int64_t C, int vec) {
     int64_t r = (int64_t)blockIdx.x * LN_WARPS + threadIdx.x / PC_WARP;
     if (r >= BT) return;
-    ln_backward_row(dinp + r * C, dinp + r * C, inp + r * C, dout + r * C, w, mean[r], rstd[r], C);
+    ln_backward_row_at(vec, dinp + r * C, dinp + r * C, inp + r * C, dout + r * C, w, mean[r], rstd[r], C);
 }
 
 /* Column c's terms of the weight and bias gradients over rows [r0, r1), in
@@ -101,11 +158,13 @@ PC_KERNEL(ln_params_partial_kernel, PC_THREADS)(float *part_w, float *part_b, co
  * its order, so the partials are its bits. */
 PC_KERNEL(ln_backward_fused_kernel, LN_WARPS * PC_WARP)(float *dinp, const float *dres, float *part_w, float *part_b,
                                                         const float *dout, const float *inp, const float *w,
-                                                        const float *mean, const float *rstd, int64_t BT, int64_t C) {
+                                                        const float *mean, const float *rstd, int64_t BT, int64_t C,
+                                                        int vec) {
     const int64_t chunk = blockIdx.x, r0 = chunk * PC_COL_ROWS;
     const int64_t r1 = r0 + PC_COL_ROWS < BT ? r0 + PC_COL_ROWS : BT;
     for (int64_t r = r0 + threadIdx.x / PC_WARP; r < r1; r += LN_WARPS)
-        ln_backward_row(dinp + r * C, dres ? dres + r * C : NULL, inp + r * C, dout + r * C, w, mean[r], rstd[r], C);
+        ln_backward_row_at(vec, dinp + r * C, dres ? dres + r * C : NULL, inp + r * C, dout + r * C, w, mean[r],
+                           rstd[r], C);
     if (!part_w) return;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
         ln_col_sums(part_w + chunk * C + c, part_b + chunk * C + c, dout, inp, mean, rstd, r0, r1, C, c);
@@ -113,12 +172,23 @@ PC_KERNEL(ln_backward_fused_kernel, LN_WARPS * PC_WARP)(float *dinp, const float
 
 static unsigned row_blocks(int64_t BT) { return (unsigned)((BT + LN_WARPS - 1) / LN_WARPS); }
 
+/* 1 if rows of C floats at every non-NULL pointer given start 16-byte
+ * aligned: the row kernels' 4-column loads. */
+static int rows_vec(int64_t C, const void *p0, const void *p1, const void *p2, const void *p3, const void *p4) {
+    const void *p[5] = {p0, p1, p2, p3, p4};
+    if (C % 4) return 0;
+    for (int i = 0; i < 5; i++)
+        if (p[i] && !pc_aligned16(p[i])) return 0;
+    return 1;
+}
+
 extern "C" {
 
 void pc_launch_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                                  const float *bias, int64_t BT, int64_t C) {
     if (BT <= 0) return;
-    PC_LAUNCH(ln_forward_kernel, row_blocks(BT), LN_WARPS * PC_WARP)(out, mean, rstd, inp, weight, bias, BT, C);
+    const int vec = rows_vec(C, out, inp, weight, bias, NULL);
+    PC_LAUNCH(ln_forward_kernel, row_blocks(BT), LN_WARPS * PC_WARP)(out, mean, rstd, inp, weight, bias, BT, C, vec);
     pc_check_launch("layernorm_forward");
 }
 
@@ -128,7 +198,7 @@ void pc_launch_layernorm_backward(float *dinp, float *dweight, float *dbias, con
     if (BT <= 0 || C <= 0) return;
     if (dinp)
         PC_LAUNCH(ln_backward_rows_kernel, row_blocks(BT), LN_WARPS * PC_WARP)(
-            dinp, dout, inp, weight, mean, rstd, BT, C);
+            dinp, dout, inp, weight, mean, rstd, BT, C, rows_vec(C, dinp, dout, inp, weight, NULL));
     if (dweight || dbias) {
         const int64_t chunks = pc_col_chunks(BT);
         const unsigned colblocks = (unsigned)((C + PC_THREADS - 1) / PC_THREADS);
@@ -154,8 +224,9 @@ void pc_launch_layernorm_backward_fused(float *dinp, const float *dres, float *d
         if (!part_w) return;
         part_b = part_w + chunks * C;
     }
+    const int vec = rows_vec(C, dinp, dres, dout, inp, weight);
     PC_LAUNCH(ln_backward_fused_kernel, (unsigned)chunks, LN_WARPS * PC_WARP)(dinp, dres, part_w, part_b, dout, inp,
-                                                                             weight, mean, rstd, BT, C);
+                                                                             weight, mean, rstd, BT, C, vec);
     if (dweight) {
         pc_launch_col_finish(dweight, part_w, chunks, C);
         pc_launch_col_finish(dbias, part_b, chunks, C);

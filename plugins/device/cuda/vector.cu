@@ -1,19 +1,20 @@
 /*
  * Vector kernels: scale, axpy, AdamW, Σx² in double, and the row-wise
  * bias / residual epilogues of the linear layers with the bias gradient.
- * Element-wise kernels compute each element from that element alone; the
+ * Element-wise kernels compute each element from that element alone (scale
+ * and axpy with 16-byte loads where the pointers allow: pc_map); the
  * two reductions (Σx², the bias gradient) have fixed orders that depend
  * on the sizes alone (the bias gradient in row chunks: pcuda.h's column
  * sums).
  */
 #include "kcommon.cuh"
 
-PC_KERNEL(scale_kernel, PC_THREADS)(float *x, size_t n, float a) {
-    PC_GRID_STRIDE(i, n) x[i] *= a;
+PC_KERNEL(scale_kernel, PC_THREADS)(float *x, size_t n, float a, int vec) {
+    pc_map(x, x, (const float *)NULL, n, vec, [a](float v, float) { return v * a; });
 }
 
-PC_KERNEL(axpy_kernel, PC_THREADS)(float *y, const float *x, size_t n, float a) {
-    PC_GRID_STRIDE(i, n) y[i] += a * x[i];
+PC_KERNEL(axpy_kernel, PC_THREADS)(float *y, const float *x, size_t n, float a, int vec) {
+    pc_map(y, y, x, n, vec, [a](float v, float w) { return v + a * w; });
 }
 
 /* One element of AdamW: the CPU kernel's operations in its order
@@ -133,13 +134,15 @@ extern "C" {
 
 void pc_launch_scale(float *x, size_t n, float a) {
     if (!n) return;
-    PC_LAUNCH(scale_kernel, pc_blocks(n), PC_THREADS)(x, n, a);
+    const int vec = pc_aligned16(x);
+    PC_LAUNCH(scale_kernel, pc_map_blocks(n, vec), PC_THREADS)(x, n, a, vec);
     pc_check_launch("scale");
 }
 
 void pc_launch_axpy(float *y, const float *x, size_t n, float a) {
     if (!n) return;
-    PC_LAUNCH(axpy_kernel, pc_blocks(n), PC_THREADS)(y, x, n, a);
+    const int vec = pc_aligned16(y) && pc_aligned16(x);
+    PC_LAUNCH(axpy_kernel, pc_map_blocks(n, vec), PC_THREADS)(y, x, n, a, vec);
     pc_check_launch("axpy");
 }
 
