@@ -153,6 +153,10 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         fprintf(out, "  %9.1f %10.0f %6s %10.1f %9.1f %8.1f %9.2f %9.2f %9.2f %9.2f %9.2f %11.1f\n",
                 1e3 * med[F_STEP], tps, mfu_text, 1e3 * med[F_COMPUTE], 1e3 * med[F_COMM], 1e3 * med[F_IDLE],
                 med[F_DP] / MB, med[F_TP] / MB, med[F_PP] / MB, med[F_OPT] / MB, med[F_ACT] / MB, med[F_RSS] / MB);
+        if (isnan(mfu) && peak.flops > 0 && tps * fpt > peak.flops)
+            fprintf(out, "# MFU above 100%%: the step computed faster than the peak it is divided by, so that peak is "
+                         "too low (measured while the machine was busy, or [run] mfu_peak set too low); `plait "
+                         "doctor --peak` measures it again on a quiet machine and replaces the cached figure\n");
         if (device_gemm && plait_device_info_open()) {
             char sheet[160] = "no datasheet peak for this precision on this device";
             if (peak.datasheet_flops > 0) {

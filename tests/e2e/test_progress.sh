@@ -121,4 +121,9 @@ if command -v mpirun >/dev/null; then
   [ "$(in_place "$E2E_WORK/mpi-progress.out")" = 0 ] || fail "under mpirun the redirected log holds in-place progress"
   grep -q "^step " "$E2E_WORK/mpi-progress.out" || fail "under mpirun no plain progress lines"
 fi
+# bench train with a peak below what the step reaches: no figure, and what to do
+"$PLAIT_BIN" bench train "$CFG" run.mfu_peak=0.001 --steps 1 --warmup 0 >"$E2E_WORK/bench-low.out" 2>&1 ||
+  fail "bench train failed: $(tail -n 3 "$E2E_WORK/bench-low.out")"
+grep -Eq " error: [0-9]+% of the peak " "$E2E_WORK/bench-low.out" || fail "bench train showed a figure above 100%: $(cat "$E2E_WORK/bench-low.out")"
+grep -q "plait doctor --peak" "$E2E_WORK/bench-low.out" || fail "bench train did not say how to measure the peak again: $(cat "$E2E_WORK/bench-low.out")"
 echo "progress OK"
