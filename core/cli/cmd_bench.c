@@ -12,6 +12,7 @@
 #include "coll/reduce.h"
 #include "config/config_value.h"
 #include "device/device.h"
+#include "launch/bootstrap.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 #include "runtime/out_file.h"
@@ -358,6 +359,11 @@ static int bench_comm(int argc, char **argv) {
     }
     o.transport = comm_name;
     FILE *csv = NULL;
+    /* rank 0 alone writes the table: every rank checking and truncating
+     * the one file would race (a rank could find rank 0's file half
+     * written and refuse it as someone else's) */
+    plait_job_env env;
+    if (csv_path && plait_job_env_detect(NULL, NULL, &env) == PLAIT_OK && env.rank != 0) csv_path = NULL;
     if (csv_path) {
         static const char header[] = "op,ranks,transport,algo,dtype,redop,size_bytes,count,time_us,time_min_us,"
                                      "algbw_GBps,busbw_GBps,wrong,loop_us\n";
