@@ -33,8 +33,9 @@ static const plait_key_decl node_keys[] = {
         "memory per GPU, or per node for kind = cpu (0 = this machine's MemTotal)"),
     KEY("peak_gflops", PLAIT_KEY_FLOAT, "0", 0, 1e12, NULL,
         "dense fp32 GFLOP/s per GPU, or per node for kind = cpu (0 = measure this machine's SGEMM)"),
-    KEY("efficiency", PLAIT_KEY_FLOAT, "0.7", 0.01, 1, NULL,
-        "share of peak_gflops a training step's compute reaches (GEMMs at the model's shapes, elementwise work)"),
+    KEY("efficiency", PLAIT_KEY_FLOAT, "0.8", 0.01, 1, NULL,
+        "share of peak_gflops a training step's compute reaches (GEMMs at the model's shapes, elementwise work; "
+        "on kind = cpu the weights' streaming per micro-batch is counted apart, at memory_bandwidth)"),
     KEY("precision", PLAIT_KEY_ENUM, "auto", 1, 0, precisions,
         "what the cluster trains in unless the run's config sets [run] precision: auto = bf16 for kind = gpu, "
         "fp32 for kind = cpu"),

@@ -122,6 +122,7 @@ typedef struct plait_cost_time {
     int busiest;                  /* the pipeline stage that sets the pace */
     double rate;                  /* FLOP/s a rank computes at: peak x efficiency of the precision */
     double recompute;             /* of compute, the forwards run again */
+    double stream;                /* CPU: of the busiest stage's compute alone, streaming its weights */
     double tp_s, pp_s;            /* the busiest stage's TP all-reduces and pipeline sends */
     double dp_hidden, dp_exposed; /* the DP reduction behind the backward pass, and exposed */
     double dp_intra, dp_inter;    /* of the DP reduction, the time on each link */

@@ -164,6 +164,25 @@ static double rows_share(const plait_cluster *c, double rows) {
     return rows / (rows + c->half_rows);
 }
 
+/* What a CPU rank's micro-batch costs besides its FLOPs: its products
+ * stream the rank's weights from memory three times (the forward reads
+ * them, the backward's input-gradient product reads them again, the
+ * weight-gradient product accumulates into gradients of the same size),
+ * once per micro-batch whatever its rows. It is why a rank holding all the
+ * weights (dp) loses to one holding a slice (tp) beyond the FLOPs, and why
+ * many small micro-batches cost more than few large ones. Counted at the
+ * node's memory bandwidth, as FLOPs at the node's rate so that the
+ * schedule below spreads it like compute. */
+#define WEIGHT_PASSES 3.0
+
+static double weight_stream_flops(const plait_cluster *c, const plait_cost_rank *r, const plait_cost_job *j,
+                                  double rate) {
+    plait_cost_bytes b;
+    plait_cost_bytes_of(j->precision, r->micro_batches, &b);
+    double bytes = WEIGHT_PASSES * b.weight * r->param_numel * (r->micro_batches > 0 ? r->micro_batches : 1);
+    return bytes * rate / c->memory_bandwidth;
+}
+
 /* How much longer than alone a slot of the pipeline takes when `busy`
  * ranks of the node compute in it, each on its `threads` threads, and the
  * node has `units` cores. */
@@ -194,7 +213,7 @@ static void cpu_pace(const plait_cost_rank *stages, const plait_cost_job *j, con
             const plait_cost_rank *r = &stages[w / (tp * dp)];
             plait_cost_bytes b2;
             plait_cost_bytes_of(j->precision, r->micro_batches, &b2);
-            work += r->flops / rows_share(c, r->rows);
+            work += r->flops / rows_share(c, r->rows) + weight_stream_flops(c, r, j, rate);
             opt_bytes += b2.adam_io * r->param_numel / (j->zero > 0 ? dp : 1);
         }
         if (work / rate > node_work_max) node_work_max = work / rate;
@@ -202,8 +221,12 @@ static void cpu_pace(const plait_cost_rank *stages, const plait_cost_job *j, con
     }
     double bubble = 0, mean = 0;
     for (int s = 0; s < pp; s++) {
-        double t = stages[s].flops / rows_share(c, stages[s].rows) / alone;
-        if (t > tau) tau = t;
+        double w = weight_stream_flops(c, &stages[s], j, rate);
+        double t = (stages[s].flops / rows_share(c, stages[s].rows) + w) / alone;
+        if (t > tau) {
+            tau = t;
+            out->stream = w / alone;
+        }
         mean += t / pp;
         if (stages[s].bubble > bubble) bubble = stages[s].bubble;
     }

@@ -97,6 +97,10 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     if (!c->gpu && c->half_rows > 0)
         fprintf(out, "  at %.0f rows a micro-batch a rank computes at %.0f%% of its rate (half of it at %.0f rows)\n",
                 stages[0].rows, 100 * stages[0].rows / (stages[0].rows + c->half_rows), c->half_rows);
+    if (!c->gpu && t->stream > 0)
+        fprintf(out, "  each micro-batch streams a rank's weights from memory 3 times (forward, input and weight "
+                     "gradients) at the node's %.0f GB/s: %.4f s a step of the busiest stage alone\n",
+                c->memory_bandwidth / 1e9, t->stream);
     char rt[48];
     fprintf(out, "\ncompute at %s per %s (%s peak x efficiency)%s:\n", rate_text(rt, sizeof rt, t->rate, 2),
             c->gpu ? "GPU" : "node", pn, c->gpu ? "" : ", shared by the node's ranks");

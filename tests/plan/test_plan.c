@@ -225,13 +225,20 @@ static void test_time_shared_cpu_cores(void **state) {
     plait_cost_time t;
     plait_cost_step_time(&r, &j, &c, &t);
     /* alone a rank would take 1 s, but the node does 4e11 FLOPs at 2e11/s:
-     * 2 s; the 4 MB gradient is one bucket, the last, so its all-reduce is
-     * not hidden; the four ranks' AdamW share the node's bandwidth */
-    double ar = 6 * (1e-5 + 1e6 / 1e9);
-    NEAR(t.compute, 2.0);
+     * 2 s, and its one micro-batch streams its 4 MB of weights three times
+     * through the node's 10 GB/s (stream); the 4 MB gradient is one bucket,
+     * the last, so its all-reduce is not hidden; the four ranks' AdamW
+     * share the node's bandwidth */
+    double ar = 6 * (1e-5 + 1e6 / 1e9), stream = 4 * 3 * 4e6 / 1e10;
+    NEAR(t.compute, 2.0 + stream);
     NEAR(t.comm, ar);
     NEAR(t.optim, 4 * 28e6 / 1e10);
-    NEAR(t.step, 2.0 + ar + 4 * 28e6 / 1e10);
+    NEAR(t.step, 2.0 + stream + ar + 4 * 28e6 / 1e10);
+    /* the same FLOPs in 4 micro-batches stream the weights 4 times */
+    r.micro_batches = 4;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.compute, 2.0 + 4 * stream);
+    r.micro_batches = 1;
     NEAR(t.dp_bytes, 2.0 * 3 / 4 * 4e6);
     assert_true(t.shared_cores);
     /* with a 1 MB bucket nothing hides: the four ranks fill the 2 cores,
@@ -246,7 +253,7 @@ static void test_time_shared_cpu_cores(void **state) {
     c.units_per_node = 10;
     plait_cost_step_time(&r, &j, &c, &t);
     NEAR(t.comm, 6 * (1e-5 + 0.25e6 / 1e9));
-    NEAR(t.compute, 2.5);
+    NEAR(t.compute, 2.5 + 3 * 4e6 / (1e10 / 10 * 2));
     c.units_per_node = 2;
     /* bf16 gradients: half the bytes and the all-reduce's bandwidth term;
      * ZeRO-2 gathers its parameters in float32 unless param_gather says
@@ -481,7 +488,7 @@ static void test_cluster_precision(void **state) {
     assert_int_equal(plait_cluster_parse("cpu.ini", "[node]\ncores = 2\npeak_gflops = 100\n", &c), PLAIT_OK);
     assert_int_equal(c.precision, PLAIT_PRECISION_FP32);
     assert_int_equal(plait_cluster_rate(&c, PLAIT_PRECISION_BF16, &rate), PLAIT_OK);
-    NEAR(rate, 100e9 * 0.7);
+    NEAR(rate, 100e9 * 0.8);
     /* a GPU cluster without the rate of its precision: the file and the key */
     const char *gpu = "[node]\nkind = gpu\ngpus = 8\nmemory = 80G\npeak_gflops = 19500\n";
     assert_int_equal(plait_cluster_parse("gpu.ini", gpu, &c), PLAIT_OK);
