@@ -19,7 +19,9 @@
 # Usage: [BENCH_REPEAT=R] [BENCH_STEPS=S] [BENCH_CASES="dpcomm wide deep two"]
 #        [BENCH_OUT=DIR] scripts/bench-plan-accuracy.sh [BUILD]
 # Run it on a quiet machine (nothing else running): the measurement is the
-# point. About 4 minutes with the defaults (R = 3, S = 6) on a 2-core machine.
+# point. About 7 minutes with the defaults (R = 5, S = 12) on a 2-core machine:
+# 4 ranks on 2 cores measure each layout within about 10%, so fewer runs or
+# steps let the noise reorder the layouts that lie close together.
 # Each variant's sweep, its CSV and its plots are in $BENCH_OUT/<variant>; the
 # same command again continues an interrupted sweep (delete the directory for
 # a fresh one).
@@ -28,8 +30,8 @@ build=${1:-build}
 plait=$build/bin/plait
 cfg=configs/gpt-small.ini
 out=${BENCH_OUT:-runs/bench-plan-accuracy}
-repeat=${BENCH_REPEAT:-3}
-steps=${BENCH_STEPS:-6}
+repeat=${BENCH_REPEAT:-5}
+steps=${BENCH_STEPS:-12}
 cases=${BENCH_CASES:-dpcomm wide deep two}
 
 # case NAME: its ranks, axes and overrides of configs/gpt-small.ini
