@@ -119,15 +119,16 @@ static void peak(plait_doctor *d) {
                           "now", t, PLAIT_CPU_PEAK_TRIES, p.path[0] ? " in " : "", p.path);
         return;
     }
-    char date[32] = "?", tries[32] = "";
+    char date[32] = "?", tries[32] = "", busy[128];
+    plait_cpu_peak_busy_text(&p, busy, sizeof busy);
     time_t when = (time_t)p.when;
     struct tm tm;
     if (gmtime_r(&when, &tm)) strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
     if (p.tries > 0) snprintf(tries, sizeof tries, ", best of %d tries", p.tries);
-    plait_doctor_line(d, "mfu peak", "%.1f GFLOP/s for one rank of %d threads, fp32 (measured %s%s%s; %s%s); every "
+    plait_doctor_line(d, "mfu peak", "%.1f GFLOP/s for one rank of %d threads, fp32 (measured %s%s; %s%s%s); every "
                       "run divides by it, plait doctor --peak measures it again", p.flops / 1e9, t,
-                      p.from_cache ? date : "now", tries, p.from_cache ? "" : "", p.from_cache || p.stored ? "cached in "
-                      : "not cached: no writable cache", p.from_cache || p.stored ? p.path : "");
+                      p.from_cache ? date : "now", tries, p.from_cache || p.stored ? "cached in "
+                      : "not cached: no writable cache", p.from_cache || p.stored ? p.path : "", busy);
 }
 
 void plait_doctor_host(plait_doctor *d) {

@@ -27,6 +27,13 @@ static const char *precision_name(void) {
     }
 }
 
+/* This process's CPU time, all its threads, in seconds. */
+static double cpu_seconds(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int cache_path(char *buf, size_t len) {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     int n;
@@ -39,9 +46,10 @@ static int cache_path(char *buf, size_t len) {
     return n > 0 && (size_t)n < len ? 0 : -1;
 }
 
-/* The cached rate for `key` (GFLOP/s), when it was measured and over how
- * many tries; 0 if none. */
-static double cache_lookup(const char *path, const char *key, long long *when, int *tries) {
+/* The cached rate for `key` (GFLOP/s), when it was measured, over how
+ * many tries and with what share of its threads' time (1 for a line from
+ * before shares were recorded); 0 if none. */
+static double cache_lookup(const char *path, const char *key, long long *when, int *tries, double *share) {
     FILE *f = NULL;
     /* a cache that is not a regular file (a FIFO would block) is no cache */
     if (plait_fopen_regular(path, "cache", PLAIT_ERR_SYSTEM, &f) != PLAIT_OK) return 0;
@@ -49,14 +57,15 @@ static double cache_lookup(const char *path, const char *key, long long *when, i
     double found = 0;
     size_t klen = strlen(key);
     while (fgets(line, sizeof line, f)) {
-        double g;
+        double g, sh = 1;
         long long t;
         int n = 0;
         if (strncmp(line, key, klen) == 0 && line[klen] == '\t' &&
-            sscanf(line + klen + 1, "%lf\t%lld\t%d", &g, &t, &n) >= 2 && g > 0) {
+            sscanf(line + klen + 1, "%lf\t%lld\t%d\t%lf", &g, &t, &n, &sh) >= 2 && g > 0) {
             found = g;
             *when = t;
             *tries = n;
+            *share = sh > 0 && sh <= 1 ? sh : 1;
         }
     }
     fclose(f);
@@ -77,7 +86,7 @@ static int make_parent(const char *path) {
 
 /* Other keys' lines kept, this key's replaced; written to a temporary file
  * and renamed, so concurrent runs never see a half-written cache. */
-static int cache_store(const char *path, const char *key, double gflops, int tries) {
+static int cache_store(const char *path, const char *key, double gflops, int tries, double share) {
     if (make_parent(path) != 0) return -1;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
@@ -92,7 +101,7 @@ static int cache_store(const char *path, const char *key, double gflops, int tri
             if (!(strncmp(line, key, klen) == 0 && line[klen] == '\t')) fputs(line, out);
         fclose(in);
     }
-    fprintf(out, "%s\t%.3f\t%lld\t%d\n", key, gflops, (long long)time(NULL), tries);
+    fprintf(out, "%s\t%.3f\t%lld\t%d\t%.2f\n", key, gflops, (long long)time(NULL), tries, share);
     int bad = ferror(out);
     if (fclose(out) != 0 || bad || rename(tmp, path) != 0) {
         remove(tmp);
@@ -184,17 +193,18 @@ void plait_mfu_peak_get(const plait_config *cfg, int threads, int local_ranks, i
     time_t t = (time_t)cpu.when;
     struct tm tm;
     if (gmtime_r(&t, &tm)) strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
-    char tries[32] = "";
+    char tries[32] = "", busy[128];
     if (cpu.tries > 0) snprintf(tries, sizeof tries, ", best of %d tries", cpu.tries);
+    plait_cpu_peak_busy_text(&cpu, busy, sizeof busy);
     if (cpu.from_cache)
         snprintf(out->source, sizeof out->source,
                  "the GEMM rate of one rank's %s on this machine, %.1f GFLOP/s (measured %s%s, cached in %s)", what,
                  cpu.flops / 1e9, date, tries, cpu.path);
     else
         snprintf(out->source, sizeof out->source,
-                 "the GEMM rate of one rank's %s on this machine, %.1f GFLOP/s (measured now%s, %s%s)", what,
+                 "the GEMM rate of one rank's %s on this machine, %.1f GFLOP/s (measured now%s, %s%s%s)", what,
                  cpu.flops / 1e9, tries, cpu.stored ? "cached in " : "not cached: ",
-                 cpu.stored ? cpu.path : "no writable cache");
+                 cpu.stored ? cpu.path : "no writable cache", busy);
     out->rank_flops = cpu.flops;
     out->flops = out->rank_flops * out->ranks;
 }
@@ -216,26 +226,50 @@ void plait_cpu_peak_get(int threads, plait_peak_how how, plait_cpu_peak *out) {
     if (!have_path) out->path[0] = '\0';
     /* A cached rate is used as it is, without measuring again: the figure
      * MFU is divided by stays the same from run to run on one machine. */
-    double cached = have_path && how != PLAIT_PEAK_MEASURED ? cache_lookup(out->path, out->key, &out->when,
-                                                                            &out->tries) : 0;
-    if (cached > 0) {
+    double cached_share = 1;
+    double cached = have_path && how != PLAIT_PEAK_MEASURED
+                        ? cache_lookup(out->path, out->key, &out->when, &out->tries, &cached_share)
+                        : 0;
+    if (cached > 0 && (cached_share >= PLAIT_CPU_PEAK_QUIET || how == PLAIT_PEAK_CACHED_ONLY)) {
         out->flops = cached * 1e9;
+        out->share = cached_share;
         out->from_cache = 1;
         return;
     }
     if (how == PLAIT_PEAK_CACHED_ONLY) return;
     /* Several short tries, the best kept: one try can land on a moment
-     * when something else holds the cores. */
-    double best = 0;
+     * when something else holds the cores. Each try's CPU time says
+     * whether it had them: threads x wall when they were its own. */
+    double best = 0, share = 0;
     for (int i = 0; i < PLAIT_CPU_PEAK_TRIES; i++) {
         if (i) plait_clock_sleep(0.05);
+        double c0 = cpu_seconds(), t0 = plait_clock_now();
         double r = plait_sgemm_peak(threads, 0.1);
-        if (r > best) best = r;
+        double wall = plait_clock_now() - t0, sh = wall > 0 ? (cpu_seconds() - c0) / (wall * threads) : 0;
+        if (r > best) {
+            best = r;
+            share = sh > 1 ? 1 : sh;
+        }
     }
+    /* measured again over a busy cached figure: the higher of the two (a
+     * busy measurement can only fall short of the cores' rate); busy or
+     * quiet as this measurement was */
+    if (cached * 1e9 > best) best = cached * 1e9;
     out->flops = best;
+    out->share = share;
     out->tries = PLAIT_CPU_PEAK_TRIES;
     out->when = (long long)time(NULL);
-    out->stored = have_path && best > 0 && cache_store(out->path, out->key, best / 1e9, out->tries) == 0;
+    out->stored = have_path && best > 0 && cache_store(out->path, out->key, best / 1e9, out->tries, share) == 0;
+}
+
+void plait_cpu_peak_busy_text(const plait_cpu_peak *p, char *buf, size_t len) {
+    if (p->flops > 0 && p->share < PLAIT_CPU_PEAK_QUIET)
+        snprintf(buf, len,
+                 "; the cores were busy (the measurement had %.0f%% of its threads' time), so the next run measures "
+                 "again",
+                 100 * p->share);
+    else if (len)
+        buf[0] = '\0';
 }
 
 double plait_mfu_text(double achieved, double peak, char *buf, size_t len) {

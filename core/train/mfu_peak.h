@@ -10,9 +10,14 @@
  * kept: ~1 s) and cached: the file ${XDG_CACHE_HOME:-~/.cache}/plait/peak.tsv
  * holds one line per (machine: host name and machine-id, CPU, cores, BLAS
  * kernels, threads, precision) with the rate, when and over how many tries
- * it was measured. Later runs use that figure as it is, so MFU is
- * comparable from run to run on one machine; `plait doctor --peak`
- * measures it again and replaces it. The job's peak is the rank's times the
+ * it was measured, and the share of its threads' time the measuring
+ * process got. Later runs use that figure as it is, so MFU is comparable
+ * from run to run on one machine; `plait doctor --peak` measures it again
+ * and replaces it. A figure measured while something else held the cores
+ * (the process got less than PLAIT_CPU_PEAK_QUIET of its threads' time) is
+ * too low and would inflate MFU for good: it is kept only until a later
+ * run measures again: the higher figure is kept, and marked quiet once a
+ * measurement had the cores. The job's peak is the rank's times the
  * ranks whose threads have cores of their own: per host, min(local ranks,
  * cores / threads), at least 1, times the hosts (hosts alike).
  *
@@ -46,8 +51,10 @@ typedef struct plait_mfu_peak {
 
 /* One rank's GEMM rate on this CPU, as the MFU peak takes it. */
 #define PLAIT_CPU_PEAK_TRIES 5
+#define PLAIT_CPU_PEAK_QUIET 0.8 /* below this share of its threads' time, the cores were busy */
 typedef struct plait_cpu_peak {
     double flops;       /* FLOP/s, 0 when it could not be measured */
+    double share;       /* CPU time / (threads x wall) of the best try: 1 = the cores were its own */
     long long when;     /* unix time of the measurement */
     int tries;          /* how many tries it is the best of (0: a cache line from before tries were recorded) */
     int from_cache;     /* read from the cache, not measured now */
@@ -63,8 +70,14 @@ typedef enum {
 } plait_peak_how;
 /* The rate for `threads` math threads in the kernels' current precision:
  * the cache's figure for this machine, or measured now over
- * PLAIT_CPU_PEAK_TRIES tries and cached, as `how` says. */
+ * PLAIT_CPU_PEAK_TRIES tries and cached, as `how` says. Under
+ * PLAIT_PEAK_CACHED_OR_MEASURED a cached figure measured while the cores
+ * were busy is measured again (from_cache 0), the higher figure kept. */
 void plait_cpu_peak_get(int threads, plait_peak_how how, plait_cpu_peak *out);
+
+/* "; the cores were busy (...)" when `p` was measured while they were,
+ * else "". */
+void plait_cpu_peak_busy_text(const plait_cpu_peak *p, char *buf, size_t len);
 
 /* The peak for ranks of `threads` math threads, `local_ranks` of them on
  * this host, `world` in all, in the kernels' current precision. */

@@ -82,7 +82,7 @@ if has_plugin comm verbs || grep -q "^comm verbs" "$W/clean.out"; then has clean
 
 # --- the MFU peak: --peak measures (5 tries) and caches; the next run shows that figure
 doctor peak -- --peak
-has peak "measured now, best of 5 tries; cached in $XDG_CACHE_HOME/plait/peak.tsv)"
+has peak "measured now, best of 5 tries; cached in $XDG_CACHE_HOME/plait/peak.tsv"
 fig=$(line peak "mfu peak" | awk '{ print $1 }')
 doctor peak2
 line peak2 "mfu peak" | grep -Eq "^$fig GFLOP/s for one rank of $(nproc) threads, fp32 \(measured [0-9-]+ [0-9:]+ UTC, best of 5 tries; cached in " ||
