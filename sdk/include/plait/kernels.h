@@ -114,6 +114,11 @@ static inline PLAIT_HOST_DEVICE float plait_clip_factor(double grad_clip, double
     return (float)(scale < 1.0 ? scale : 1.0);
 }
 
+/* A bfloat16 value (ABI 1.8): the upper 16 bits of a float32, rounded to
+ * nearest even from one (NaN kept NaN); what the bf16-activation entries
+ * below store. */
+typedef uint16_t plait_bf16;
+
 /* One tensor of a multi-tensor AdamW update (adamw_multi, ABI 1.7). */
 typedef struct plait_adamw_tensor {
     float *param;       /* device memory, like the rest */
@@ -335,6 +340,69 @@ typedef struct plait_kernels {
                                 int64_t BT, int64_t C, int64_t OC);
     void (*matmul_backward_gelu)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                                  const float *weight, const float *pre, int64_t BT, int64_t C, int64_t OC);
+
+    /* --- ABI 1.8: bf16 activations -------------------------------------
+     * Optional, all or none (PLAIT_KERNELS_HAS_BF16_ACTIVATIONS). On bf16
+     * runs the model stores in bfloat16 what the products read and write:
+     * LayerNorm's outputs, c_attn's output (q, k, v), the attention's
+     * output, c_fc's output before and after GELU, the logits, and the
+     * gradients at each of them. The residual stream and its gradient,
+     * LayerNorm's mean and rstd, the log-sum-exps, the losses, and every
+     * parameter and parameter gradient stay float32; products read their
+     * weights (and a bf16 output's bias) from a bf16 copy of the float32
+     * master that to_bf16 makes. Each entry is the float32 entry of the
+     * same name with the operands typed plait_bf16 in bf16: to rounding
+     * what that entry gives on the same (rounded) inputs, with fp32
+     * accumulation inside and each bf16 output rounded once, to nearest
+     * even. Parameter gradients accumulate in float32, as everywhere.
+     * Pointers are device memory; bf16 buffers are 16-byte aligned where
+     * their float32 counterparts are (the model carves them so). No
+     * floating-point atomics: the same inputs give the same bits. */
+    /* dst[i] = src[i] rounded to bf16 (nearest even). */
+    void (*to_bf16)(plait_bf16 *dst, const float *src, size_t n);
+    /* layernorm_forward with a bf16 output. */
+    void (*layernorm_forward_bf16)(plait_bf16 *out, float *mean, float *rstd, const float *inp, const float *weight,
+                                   const float *bias, int64_t BT, int64_t C);
+    /* matmul_forward, all bf16 (bias may be NULL). */
+    void (*matmul_forward_bf16)(plait_bf16 *out, const plait_bf16 *inp, const plait_bf16 *weight,
+                                const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC);
+    /* matmul_forward_residual with a bf16 input and weight, a float32
+     * residual, bias and output (out may equal res; res may be NULL: no
+     * residual). */
+    void (*matmul_forward_residual_bf16)(float *out, const float *res, const plait_bf16 *inp,
+                                         const plait_bf16 *weight, const float *bias, int64_t BT, int64_t C,
+                                         int64_t OC);
+    /* matmul_forward_gelu, all bf16: pre = GELU's input rounded to bf16,
+     * out = gelu(pre before rounding) rounded. */
+    void (*matmul_forward_gelu_bf16)(plait_bf16 *out, plait_bf16 *pre, const plait_bf16 *inp,
+                                     const plait_bf16 *weight, const plait_bf16 *bias, int64_t BT, int64_t C,
+                                     int64_t OC);
+    /* matmul_backward with bf16 activations and weight: dinp (bf16,
+     * overwritten; may be NULL), dweight += and dbias += in float32. */
+    void (*matmul_backward_bf16)(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                 const plait_bf16 *inp, const plait_bf16 *weight, int64_t BT, int64_t C,
+                                 int64_t OC);
+    /* matmul_backward_gelu likewise (pre: the forward's bf16 GELU input). */
+    void (*matmul_backward_gelu_bf16)(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                      const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *pre,
+                                      int64_t BT, int64_t C, int64_t OC);
+    /* attention_fused_forward/_backward with bf16 qkv, out, dout and dqkv
+     * (lse and scratch float32; attention_fused_scratch's size serves). */
+    void (*attention_fused_forward_bf16)(plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv,
+                                         int64_t B, int64_t T, int64_t NH, int64_t HS);
+    void (*attention_fused_backward_bf16)(plait_bf16 *dqkv, float *scratch, const plait_bf16 *dout,
+                                          const plait_bf16 *qkv, const plait_bf16 *out, const float *lse,
+                                          int64_t B, int64_t T, int64_t NH, int64_t HS);
+    /* layernorm_backward_fused with a bf16 output gradient (dinp, dres,
+     * inp and the rest float32). */
+    void (*layernorm_backward_fused_bf16)(float *dinp, const float *dres, float *dweight, float *dbias,
+                                          const plait_bf16 *dout, const float *inp, const float *weight,
+                                          const float *mean, const float *rstd, int64_t BT, int64_t C);
+    /* crossentropy_fused on bf16 logits, the gradient written in bf16
+     * (dlogits may be logits: in place). */
+    void (*crossentropy_fused_bf16)(float *losses, float *lse, double *loss_sum, plait_bf16 *dlogits,
+                                    const plait_bf16 *logits, const int32_t *targets, int64_t BT, int64_t Vl,
+                                    int64_t n_valid, float scale);
 } plait_kernels;
 
 /* 1 if table k has the optimizer step's entries of ABI 1.7. */
@@ -357,6 +425,15 @@ typedef struct plait_kernels {
 #define PLAIT_KERNELS_HAS_FUSED_GELU(k)                                                                       \
     ((k)->struct_size >= offsetof(plait_kernels, matmul_backward_gelu) + sizeof((k)->matmul_backward_gelu) && \
      (k)->matmul_forward_gelu && (k)->matmul_backward_gelu)
+
+/* 1 if table k has the bf16-activation entries (ABI 1.8), every one. */
+#define PLAIT_KERNELS_HAS_BF16_ACTIVATIONS(k)                                                                 \
+    ((k)->struct_size >= offsetof(plait_kernels, crossentropy_fused_bf16) +                                  \
+                             sizeof((k)->crossentropy_fused_bf16) &&                                         \
+     (k)->to_bf16 && (k)->layernorm_forward_bf16 && (k)->matmul_forward_bf16 &&                              \
+     (k)->matmul_forward_residual_bf16 && (k)->matmul_forward_gelu_bf16 && (k)->matmul_backward_bf16 &&      \
+     (k)->matmul_backward_gelu_bf16 && (k)->attention_fused_forward_bf16 &&                                  \
+     (k)->attention_fused_backward_bf16 && (k)->layernorm_backward_fused_bf16 && (k)->crossentropy_fused_bf16)
 
 /* The largest head size the fused attention entries take (ABI 1.7). */
 #define PLAIT_ATTENTION_FUSED_MAX_HS 256
