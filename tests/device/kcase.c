@@ -1,4 +1,5 @@
 #include "device/kcase.h"
+#include "device/kref_bf16.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -49,6 +50,22 @@ float *kc_out(kc_ctx *x, size_t n) {
     float *h = malloc(n * sizeof *h + 1);
     for (size_t i = 0; i < n; i++) h[i] = NAN;
     float *p = place(x, h, n * sizeof *h);
+    free(h);
+    return p;
+}
+
+plait_bf16 *kc_rand_bf16(kc_ctx *x, size_t n, float lo, float hi) {
+    plait_bf16 *h = malloc(n * sizeof *h + 1);
+    for (size_t i = 0; i < n; i++) h[i] = kref_bf16_of(lo + (hi - lo) * ((float)(kc_next(x) >> 40) / (float)(1 << 24)));
+    plait_bf16 *p = place(x, h, n * sizeof *h);
+    free(h);
+    return p;
+}
+
+plait_bf16 *kc_out_bf16(kc_ctx *x, size_t n) {
+    plait_bf16 *h = malloc(n * sizeof *h + 1);
+    for (size_t i = 0; i < n; i++) h[i] = kref_bf16_of(NAN);
+    plait_bf16 *p = place(x, h, n * sizeof *h);
     free(h);
     return p;
 }
@@ -130,6 +147,7 @@ static void release(kc_ctx *x) {
 }
 
 static double value_at(const kc_result *r, size_t i) {
+    if (r->elem == 2) return (double)kref_float_of(((const plait_bf16 *)r->host)[i]);
     return r->elem == 8 ? ((const double *)r->host)[i] : (double)((const float *)r->host)[i];
 }
 
@@ -144,7 +162,7 @@ static int compare(const char *cname, const kc_result *got, const kc_result *ref
         printf("%s %s/%s: %s\n", same ? "ok  " : "FAIL", cname, got->name, same ? "bit-identical to the CPU" : "differs from the CPU");
         return !same;
     }
-    double tol = got->cls == KC_GEMM ? gemm_tol : 1e-5;
+    double tol = got->cls == KC_GEMM ? gemm_tol : got->cls == KC_BF16 ? 2e-2 : 1e-5;
     double max_err = 0, max_ref = 0;
     size_t bad = 0, worst = 0;
     for (size_t i = 0; i < got->n; i++) {

@@ -22,14 +22,15 @@
 
 /* How a result compares with the reference: KC_ELEMWISE kernels within
  * 1e-5, KC_GEMM within the precision's tolerance (fp32 1e-5, tf32 1e-3,
- * bf16 2e-2), KC_EXACT bit for bit. Relative error = max |got - ref| /
- * max |ref| over the tensor. */
-typedef enum { KC_ELEMWISE = 0, KC_GEMM = 1, KC_EXACT = 2 } kc_class;
+ * bf16 2e-2), KC_EXACT bit for bit, KC_BF16 (a result stored in bf16, or
+ * computed from such) within bf16's 2e-2 in every precision. Relative
+ * error = max |got - ref| / max |ref| over the tensor. */
+typedef enum { KC_ELEMWISE = 0, KC_GEMM = 1, KC_EXACT = 2, KC_BF16 = 3 } kc_class;
 
 typedef struct kc_result {
     const char *name;
     void *host; /* a host copy, malloc'ed */
-    size_t n, elem; /* elements and their size (4: float, 8: double, 1: bytes) */
+    size_t n, elem; /* elements and their size (4: float, 8: double, 2: bf16, 1: bytes) */
     kc_class cls;
 } kc_result;
 
@@ -51,6 +52,11 @@ float *kc_rand(kc_ctx *x, size_t n, float lo, float hi);
 uint64_t kc_next(kc_ctx *x);
 /* n floats, NaN everywhere */
 float *kc_out(kc_ctx *x, size_t n);
+/* The same in bfloat16 (kc_rand's values rounded to nearest even; NaN). A
+ * result of 2-byte elements (kc_result on a plait_bf16 pointer) compares
+ * as the bf16 values widened to float. */
+plait_bf16 *kc_rand_bf16(kc_ctx *x, size_t n, float lo, float hi);
+plait_bf16 *kc_out_bf16(kc_ctx *x, size_t n);
 /* n ints in [lo, hi); with `neg_every` > 0 every neg_every-th is -1 */
 int32_t *kc_ints(kc_ctx *x, size_t n, int32_t lo, int32_t hi, int neg_every);
 /* n bytes copied from host memory */
@@ -67,6 +73,31 @@ void kc_result_add(kc_ctx *x, const char *name, const void *p, size_t n, size_t 
 void kc_value(kc_ctx *x, const char *name, double v, kc_class cls);
 
 typedef void (*kc_case_fn)(kc_ctx *x);
+
+/* Returns from a case whose kernel table lacks `entry`: a device without
+ * it fails the case (it is never skipped); the CPU reference has it. */
+#define KC_NEED(x, entry)                                                                              \
+    do {                                                                                               \
+        if ((x)->k->struct_size < offsetof(plait_kernels, entry) + sizeof((x)->k->entry) ||            \
+            !(x)->k->entry) {                                                                          \
+            kc_value((x), #entry " missing", (x)->dev ? 1.0 : 0.0, KC_EXACT);                          \
+            return;                                                                                    \
+        }                                                                                              \
+    } while (0)
+
+/* A case and its name (PLAIT_TEST_CASES selects by name). */
+typedef struct kc_named {
+    const char *name;
+    kc_case_fn fn;
+} kc_named;
+
+/* The bf16-activation entries' cases (ABI 1.8), run in bf16 mode against
+ * the references of kref_bf16.h: the products (cases_bf16_products.c) and
+ * the row kernels (cases_bf16_rows.c). */
+extern const kc_named kc_bf16_product_cases[];
+extern const size_t kc_bf16_product_count;
+extern const kc_named kc_bf16_row_cases[];
+extern const size_t kc_bf16_row_count;
 
 /* Run `fn` as above; returns the number of failures (printed). */
 int kc_run(const char *name, kc_case_fn fn, const plait_kernels *cpu, const plait_kernels *gpu,

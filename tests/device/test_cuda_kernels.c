@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "device/kcase.h"
+#include "device/kref_bf16.h"
 #include "host/host_table.h"
 #include "kernels/kernels.h"
 #include "plugin/loader.h"
@@ -37,7 +38,15 @@
 
 static plait_kernels g_cpu;
 
-static void cpu_table(void) { g_cpu = *plait_kernels_table(); }
+/* the core's CPU kernels, with the references of the bf16-activation
+ * entries the CPU device does not have */
+static void cpu_table(void) {
+    g_cpu = *plait_kernels_table();
+    kref_bf16_fill(&g_cpu);
+}
+
+/* bf16 mode (and the self-check) also runs the bf16-activation cases */
+static int g_bf16_cases;
 
 /* ---- cases ---------------------------------------------------------------- */
 
@@ -577,11 +586,11 @@ static int selfcheck(void) {
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "fp32";
-    if (strcmp(mode, "selfcheck") == 0) return selfcheck();
+    if (strcmp(mode, "selfcheck") == 0) return g_bf16_cases = 1, selfcheck();
     plait_precision prec = PLAIT_PRECISION_FP32;
     double tol = 1e-5;
     if (strcmp(mode, "tf32") == 0) prec = PLAIT_PRECISION_TF32, tol = 1e-3;
-    else if (strcmp(mode, "bf16") == 0) prec = PLAIT_PRECISION_BF16, tol = 2e-2;
+    else if (strcmp(mode, "bf16") == 0) prec = PLAIT_PRECISION_BF16, tol = 2e-2, g_bf16_cases = 1;
     else if (strcmp(mode, "fp32") != 0) {
         fprintf(stderr, "usage: %s fp32|tf32|bf16\n", argv[0]);
         return 2;
@@ -627,11 +636,19 @@ static int listed(const char *list, const char *name) {
     return 0;
 }
 
+static int run_list(const kc_named *cases, size_t n, const plait_kernels *k, const plait_device_ops *d, double tol,
+                    uint64_t seed) {
+    /* PLAIT_TEST_CASES=name,name,...: only those (when chasing one kernel) */
+    const char *only = getenv("PLAIT_TEST_CASES");
+    int fails = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!only || listed(only, cases[i].name))
+            fails += kc_run(cases[i].name, cases[i].fn, &g_cpu, k, d, tol, seed + i);
+    return fails;
+}
+
 static int run_cases(const plait_kernels *k, const plait_device_ops *d, double tol, uint64_t seed) {
-    static const struct {
-        const char *name;
-        kc_case_fn fn;
-    } cases[] = {
+    static const kc_named cases[] = {
         {"sgemm", case_sgemm},           {"matmul", case_matmul},         {"bias", case_bias},
         {"layernorm", case_layernorm},   {"layernorm_fused", case_layernorm_fused}, {"layernorm_narrow", case_layernorm_narrow},   {"gelu", case_gelu}, {"gelu_fused", case_gelu_fused},             {"attention", case_attention},
         {"attention_fused", case_attention_fused},
@@ -639,11 +656,15 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         {"fused_loss", case_fused_loss},
         {"vector", case_vector}, {"vector_paths", case_vector_paths},         {"sumsq_exact", case_sumsq_exact}, {"adamw_multi", case_adamw_multi},
     };
-    /* PLAIT_TEST_CASES=name,name,...: only those (when chasing one kernel) */
-    const char *only = getenv("PLAIT_TEST_CASES");
-    int fails = 0;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (!only || listed(only, cases[i].name))
-            fails += kc_run(cases[i].name, cases[i].fn, &g_cpu, k, d, tol, seed + i);
+    const size_t n = sizeof cases / sizeof cases[0];
+    int fails = run_list(cases, n, k, d, tol, seed);
+    /* optional as a whole (ABI 1.8): a device offering any of them must
+     * offer and pass every one */
+    const int offered = k->struct_size >= offsetof(plait_kernels, to_bf16) + sizeof k->to_bf16 && k->to_bf16;
+    if (g_bf16_cases && !offered) printf("bf16-activation entries: not offered by this device\n");
+    if (g_bf16_cases && offered) {
+        fails += run_list(kc_bf16_product_cases, kc_bf16_product_count, k, d, tol, seed + n);
+        fails += run_list(kc_bf16_row_cases, kc_bf16_row_count, k, d, tol, seed + n + kc_bf16_product_count);
+    }
     return fails;
 }

@@ -1,0 +1,162 @@
+/*
+ * CPU references of the bf16-activation entries: widen, run the float32
+ * entry, round (kref_bf16.h).
+ */
+#include "device/kref_bf16.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static plait_kernels g_f32; /* the float32 entries the references call */
+
+plait_bf16 kref_bf16_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (plait_bf16)((u >> 16) | 0x40u);
+    return (plait_bf16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float kref_float_of(plait_bf16 h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* Scratch float copies, one per operand position of an entry. */
+#define SLOTS 6
+static float *g_buf[SLOTS];
+static size_t g_cap[SLOTS];
+
+static float *scratch(int slot, size_t n) {
+    if (n > g_cap[slot]) {
+        free(g_buf[slot]);
+        g_buf[slot] = malloc((n ? n : 1) * sizeof(float));
+        if (!g_buf[slot]) {
+            fprintf(stderr, "FATAL: kref_bf16: out of memory\n");
+            exit(1);
+        }
+        g_cap[slot] = n;
+    }
+    return g_buf[slot];
+}
+
+/* A float copy of n bf16 values in scratch `slot`; NULL stays NULL. */
+static float *widen(int slot, const plait_bf16 *h, size_t n) {
+    if (!h) return NULL;
+    float *f = scratch(slot, n);
+    for (size_t i = 0; i < n; i++) f[i] = kref_float_of(h[i]);
+    return f;
+}
+
+static void round_into(plait_bf16 *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = kref_bf16_of(src[i]);
+}
+
+static void r_to_bf16(plait_bf16 *dst, const float *src, size_t n) { round_into(dst, src, n); }
+
+static void r_layernorm_forward(plait_bf16 *out, float *mean, float *rstd, const float *inp, const float *weight,
+                                const float *bias, int64_t BT, int64_t C) {
+    float *o = scratch(0, (size_t)(BT * C));
+    g_f32.layernorm_forward(o, mean, rstd, inp, weight, bias, BT, C);
+    round_into(out, o, (size_t)(BT * C));
+}
+
+static void r_matmul_forward(plait_bf16 *out, const plait_bf16 *inp, const plait_bf16 *weight,
+                             const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC) {
+    const float *i = widen(1, inp, (size_t)(BT * C)), *w = widen(2, weight, (size_t)(OC * C)),
+                *b = widen(3, bias, (size_t)OC);
+    float *o = scratch(0, (size_t)(BT * OC));
+    g_f32.matmul_forward(o, i, w, b, BT, C, OC);
+    round_into(out, o, (size_t)(BT * OC));
+}
+
+static void r_matmul_forward_residual(float *out, const float *res, const plait_bf16 *inp, const plait_bf16 *weight,
+                                      const float *bias, int64_t BT, int64_t C, int64_t OC) {
+    const float *i = widen(1, inp, (size_t)(BT * C)), *w = widen(2, weight, (size_t)(OC * C));
+    if (res)
+        g_f32.matmul_forward_residual(out, res, i, w, bias, BT, C, OC);
+    else
+        g_f32.matmul_forward(out, i, w, bias, BT, C, OC);
+}
+
+static void r_matmul_forward_gelu(plait_bf16 *out, plait_bf16 *pre, const plait_bf16 *inp, const plait_bf16 *weight,
+                                  const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC) {
+    const float *i = widen(1, inp, (size_t)(BT * C)), *w = widen(2, weight, (size_t)(OC * C)),
+                *b = widen(3, bias, (size_t)OC);
+    float *o = scratch(0, (size_t)(BT * OC)), *p = scratch(4, (size_t)(BT * OC));
+    g_f32.matmul_forward_gelu(o, p, i, w, b, BT, C, OC);
+    round_into(out, o, (size_t)(BT * OC));
+    round_into(pre, p, (size_t)(BT * OC));
+}
+
+static void r_matmul_backward(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                              const plait_bf16 *inp, const plait_bf16 *weight, int64_t BT, int64_t C, int64_t OC) {
+    const float *d = widen(1, dout, (size_t)(BT * OC)), *i = widen(2, inp, (size_t)(BT * C)),
+                *w = widen(3, weight, (size_t)(OC * C));
+    float *di = dinp ? scratch(0, (size_t)(BT * C)) : NULL;
+    g_f32.matmul_backward(di, dweight, dbias, d, i, w, BT, C, OC);
+    if (dinp) round_into(dinp, di, (size_t)(BT * C));
+}
+
+static void r_matmul_backward_gelu(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                   const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *pre, int64_t BT,
+                                   int64_t C, int64_t OC) {
+    const float *d = widen(1, dout, (size_t)(BT * OC)), *i = widen(2, inp, (size_t)(BT * C)),
+                *w = widen(3, weight, (size_t)(OC * C)), *p = widen(4, pre, (size_t)(BT * C));
+    float *di = dinp ? scratch(0, (size_t)(BT * C)) : NULL;
+    g_f32.matmul_backward_gelu(di, dweight, dbias, d, i, w, p, BT, C, OC);
+    if (dinp) round_into(dinp, di, (size_t)(BT * C));
+}
+
+static void r_attention_fused_forward(plait_bf16 *out, float *lse, float *scratch_, const plait_bf16 *qkv, int64_t B,
+                                      int64_t T, int64_t NH, int64_t HS) {
+    const size_t n = (size_t)(B * T * NH * HS);
+    const float *q = widen(1, qkv, 3 * n);
+    float *o = scratch(0, n);
+    g_f32.attention_fused_forward(o, lse, scratch_, q, B, T, NH, HS);
+    round_into(out, o, n);
+}
+
+static void r_attention_fused_backward(plait_bf16 *dqkv, float *scratch_, const plait_bf16 *dout,
+                                       const plait_bf16 *qkv, const plait_bf16 *out, const float *lse, int64_t B,
+                                       int64_t T, int64_t NH, int64_t HS) {
+    const size_t n = (size_t)(B * T * NH * HS);
+    const float *d = widen(1, dout, n), *q = widen(2, qkv, 3 * n), *o = widen(3, out, n);
+    float *dq = scratch(0, 3 * n);
+    g_f32.attention_fused_backward(dq, scratch_, d, q, o, lse, B, T, NH, HS);
+    round_into(dqkv, dq, 3 * n);
+}
+
+static void r_layernorm_backward_fused(float *dinp, const float *dres, float *dweight, float *dbias,
+                                       const plait_bf16 *dout, const float *inp, const float *weight,
+                                       const float *mean, const float *rstd, int64_t BT, int64_t C) {
+    const float *d = widen(1, dout, (size_t)(BT * C));
+    g_f32.layernorm_backward_fused(dinp, dres, dweight, dbias, d, inp, weight, mean, rstd, BT, C);
+}
+
+static void r_crossentropy_fused(float *losses, float *lse, double *loss_sum, plait_bf16 *dlogits,
+                                 const plait_bf16 *logits, const int32_t *targets, int64_t BT, int64_t Vl,
+                                 int64_t n_valid, float scale) {
+    const size_t n = (size_t)(BT * Vl);
+    float *l = widen(1, logits, n);
+    g_f32.crossentropy_fused(losses, lse, loss_sum, dlogits ? l : NULL, l, targets, BT, Vl, n_valid, scale);
+    if (dlogits) round_into(dlogits, l, n);
+}
+
+void kref_bf16_fill(plait_kernels *t) {
+    g_f32 = *t;
+    t->struct_size = sizeof *t;
+    t->to_bf16 = r_to_bf16;
+    t->layernorm_forward_bf16 = r_layernorm_forward;
+    t->matmul_forward_bf16 = r_matmul_forward;
+    t->matmul_forward_residual_bf16 = r_matmul_forward_residual;
+    t->matmul_forward_gelu_bf16 = r_matmul_forward_gelu;
+    t->matmul_backward_bf16 = r_matmul_backward;
+    t->matmul_backward_gelu_bf16 = r_matmul_backward_gelu;
+    t->attention_fused_forward_bf16 = r_attention_fused_forward;
+    t->attention_fused_backward_bf16 = r_attention_fused_backward;
+    t->layernorm_backward_fused_bf16 = r_layernorm_backward_fused;
+    t->crossentropy_fused_bf16 = r_crossentropy_fused;
+}

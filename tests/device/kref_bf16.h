@@ -1,0 +1,25 @@
+/*
+ * The CPU references of the kernel table's bf16-activation entries
+ * (plait/kernels.h, ABI 1.8), for the kernel tests. The core's CPU device
+ * has no such entries (it keeps float32 activations); a test fills them
+ * into its copy of the CPU table with kref_bf16_fill. Each reference is
+ * the contract written out: the bf16 inputs widened to float32 exactly,
+ * the float32 entry of the same name, each bf16 output rounded once to
+ * nearest even. Host memory only; not thread-safe (one scratch set).
+ */
+#ifndef PLAIT_TEST_KREF_BF16_H
+#define PLAIT_TEST_KREF_BF16_H
+
+#include <stddef.h>
+
+#include <plait/kernels.h>
+
+/* float32 -> bf16, round to nearest even (NaN stays NaN), and back. */
+plait_bf16 kref_bf16_of(float x);
+float kref_float_of(plait_bf16 h);
+
+/* Point t's bf16-activation entries at the references, which call t's own
+ * float32 entries (copied at this call). */
+void kref_bf16_fill(plait_kernels *t);
+
+#endif
