@@ -3,6 +3,10 @@
  * per element; core/kernels/kernels_gelu.c). In place allowed (out == inp,
  * dinp == dout): each element is read before it is written by the same
  * thread. 16-byte loads where the pointers allow (kcommon.cuh pc_map).
+ *
+ * Beside them, the epilogue of a bf16 product that cuBLASLt's could not
+ * do (gemm.c): bias and GELU on the float32 result, each bf16 output
+ * rounded once.
  */
 #include "kcommon.cuh"
 
@@ -32,6 +36,46 @@ PC_KERNEL(gelu_backward_kernel, PC_THREADS)(float *dinp, const float *inp, const
     pc_map(dinp, inp, dout, n, vec, [](float x, float d) { return gelu_grad(x, d); });
 }
 
+/* One element of the bf16 epilogue (pcuda.h pc_launch_epilogue_bf16): x
+ * the float32 product, b the bias (0 without), a aux's value (DGELU's
+ * input); *pre gets GELU's input in the forward. */
+__device__ static inline float epilogue_elem(float x, float b, float a, int gelu, float *pre) {
+    if (gelu == PC_GELU_BACKWARD) return gelu_grad(a, x);
+    const float v = x + b;
+    *pre = v;
+    return gelu == PC_GELU_FORWARD ? gelu_of(v) : v;
+}
+
+/* vec (N % 8 == 0, every pointer 16-byte aligned): 8 elements a thread a
+ * step, two 16-byte loads of x and one of the bias (and aux) and one
+ * 16-byte store of out (and aux); else one element at a time. The same
+ * arithmetic either way. */
+PC_KERNEL(epilogue_bf16_kernel, PC_THREADS)(__nv_bfloat16 *out, __nv_bfloat16 *aux, const float *x,
+                                            const __nv_bfloat16 *bias, size_t rows, size_t N, int gelu, int vec) {
+    const size_t n = rows * N, groups = vec ? n / 8 : 0;
+    PC_GRID_STRIDE(g, groups) {
+        const size_t i0 = g * 8;
+        float v[8], b[8] = {}, a[8] = {}, r[8], pre[8];
+        const float4 x0 = *(const float4 *)(x + i0), x1 = *(const float4 *)(x + i0 + 4);
+        v[0] = x0.x, v[1] = x0.y, v[2] = x0.z, v[3] = x0.w, v[4] = x1.x, v[5] = x1.y, v[6] = x1.z, v[7] = x1.w;
+        if (bias && gelu != PC_GELU_BACKWARD) pc_ld_bf16x8(b, bias + i0 % N);
+        if (gelu == PC_GELU_BACKWARD) pc_ld_bf16x8(a, aux + i0);
+        PC_UNROLL
+        for (int k = 0; k < 8; k++) r[k] = epilogue_elem(v[k], b[k], a[k], gelu, &pre[k]);
+        if (gelu == PC_GELU_FORWARD) pc_st_bf16x8(aux + i0, pre);
+        pc_st_bf16x8(out + i0, r);
+    }
+    for (size_t i = groups * 8 + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const float b = bias && gelu != PC_GELU_BACKWARD ? __bfloat162float(bias[i % N]) : 0.0f;
+        const float a = gelu == PC_GELU_BACKWARD ? __bfloat162float(aux[i]) : 0.0f;
+        float pre = 0.0f;
+        const float r = epilogue_elem(x[i], b, a, gelu, &pre);
+        if (gelu == PC_GELU_FORWARD) aux[i] = __float2bfloat16_rn(pre);
+        out[i] = __float2bfloat16_rn(r);
+    }
+}
+
 extern "C" {
 
 void pc_launch_gelu_forward(float *out, const float *inp, size_t n) {
@@ -46,6 +90,17 @@ void pc_launch_gelu_backward(float *dinp, const float *inp, const float *dout, s
     const int vec = pc_aligned16(dinp) && pc_aligned16(inp) && pc_aligned16(dout);
     PC_LAUNCH(gelu_backward_kernel, pc_map_blocks(n, vec), PC_THREADS)(dinp, inp, dout, n, vec);
     pc_check_launch("gelu_backward");
+}
+
+void pc_launch_epilogue_bf16(plait_bf16 *out, plait_bf16 *aux, const float *x, const plait_bf16 *bias, int64_t rows,
+                             int64_t N, int gelu) {
+    const size_t n = (size_t)rows * (size_t)N;
+    if (!n) return;
+    const int vec = N % 8 == 0 && pc_aligned16(out) && pc_aligned16(x) && (!bias || pc_aligned16(bias)) &&
+                    (gelu == PC_GELU_NONE || pc_aligned16(aux));
+    PC_LAUNCH(epilogue_bf16_kernel, pc_blocks(vec ? n / 8 : n), PC_THREADS)(
+        (__nv_bfloat16 *)out, (__nv_bfloat16 *)aux, x, (const __nv_bfloat16 *)bias, (size_t)rows, (size_t)N, gelu, vec);
+    pc_check_launch("bf16 epilogue");
 }
 
 } /* extern "C" */

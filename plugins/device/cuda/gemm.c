@@ -7,9 +7,17 @@
  *   tf32  float32 operands, CUBLAS_COMPUTE_32F_FAST_TF32 (TF32 tensor cores);
  *   bf16  the operands are first rounded to bfloat16 into scratch buffers
  *         (round to nearest even), multiplied on bf16 tensor cores with
- *         float32 accumulation and a float32 result. Activations stay float32
- *         in memory in this first version; storing them in bf16 is the
- *         performance step after it (docs/gpu.md).
+ *         float32 accumulation and a float32 result.
+ *
+ * Operands stored in bf16 (pc_gemm.in_bf16: the bf16-activation entries)
+ * are handed to cuBLASLt as they are, CUDA_R_16BF with CUBLAS_COMPUTE_32F
+ * in every precision: no copy. A bf16 result (out_bf16) is D of
+ * CUDA_R_16BF, C with it (NVIDIA requires C and D of one type; beta is 0
+ * there), and the bias and GELU's aux are of D's type too, cuBLASLt's
+ * default for both; a float32 D keeps its float32 bias (BIAS_DATA_TYPE).
+ * Where no epilogue can do a bf16 result's bias or GELU, the product goes
+ * to a float32 scratch and gelu.cu's pc_launch_epilogue_bf16 finishes it,
+ * so every bf16 value is still rounded once.
  *
  * Determinism: each distinct product (shapes, strides, pointer alignment)
  * is prepared once — descriptors and the algorithm cuBLASLt's heuristic
@@ -34,7 +42,7 @@
 #define CACHE_SLOTS 128
 
 typedef struct gemm_key {
-    int trans_a, trans_b, has_bias, gelu;
+    int trans_a, trans_b, has_bias, gelu, in_bf16, out_bf16;
     int64_t M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c, batch;
     uint32_t align_a, align_b, align_c;
 } gemm_key;
@@ -54,6 +62,8 @@ static int g_next_slot;
 
 /* bf16 copies of the two operands (grow-only, reused by every product) */
 static pc_buffer g_bf16[2];
+/* The float32 result of a bf16 product whose epilogue runs apart */
+static pc_buffer g_apart;
 /* What each copy holds: the span of `src` it was made from. A product of
  * the same kernel-table entry whose operand is that span reuses it (a
  * layer's input and weight gradients from one call convert their output
@@ -80,6 +90,7 @@ void pc_gemm_forget(void) {
         if (g_cache[i].used) cached_release(&g_cache[i]);
     g_next_slot = 0;
     for (int i = 0; i < 2; i++) pc_grow_release(&g_bf16[i]);
+    pc_grow_release(&g_apart);
     pc_gemm_entry_begin();
 }
 
@@ -90,8 +101,8 @@ static uint32_t alignment(const void *p, int64_t ld, int64_t stride, size_t elem
     return (uint32_t)(v & (~v + 1));
 }
 
-static cudaDataType_t operand_type(void) {
-    return pc.precision == PLAIT_PRECISION_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+static cudaDataType_t operand_type(const gemm_key *k) {
+    return k->in_bf16 || pc.precision == PLAIT_PRECISION_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
 static int lt_ok(cublasStatus_t s, const char *what) {
@@ -118,7 +129,7 @@ static int make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t rows
  * to know its alignment, and every later call of this shape passes one as
  * aligned, 16 bytes, gemm_key.has_bias; with a GELU epilogue when `gelu`,
  * its aux pointer read likewise, 16-byte aligned on every call); 0 if none. */
-static int choose_algo(gemm_cached *p, const float *bias, int gelu, const float *aux) {
+static int choose_algo(gemm_cached *p, const void *bias, int gelu, const void *aux) {
     cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     if (gelu == PC_GELU_FORWARD) epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     if (gelu == PC_GELU_BACKWARD) epi = CUBLASLT_EPILOGUE_DGELU;
@@ -132,9 +143,10 @@ static int choose_algo(gemm_cached *p, const float *bias, int gelu, const float 
                 CUBLAS_STATUS_SUCCESS)
             return 0;
     }
-    if (bias) {
+    if (bias) { /* a bf16 D's bias: D's type, cuBLASLt's default (aux likewise) */
         cudaDataType_t bt = CUDA_R_32F;
-        if (pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) != CUBLAS_STATUS_SUCCESS ||
+        if ((!p->key.out_bf16 &&
+             pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) != CUBLAS_STATUS_SUCCESS) ||
             pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != CUBLAS_STATUS_SUCCESS)
             return 0;
     }
@@ -164,15 +176,16 @@ static int choose_algo(gemm_cached *p, const float *bias, int gelu, const float 
     return found > 0;
 }
 
-static gemm_cached *prepare(const gemm_key *k, const float *bias, const float *aux) {
+static gemm_cached *prepare(const gemm_key *k, const void *bias, const void *aux) {
     for (int i = 0; i < CACHE_SLOTS; i++)
         if (g_cache[i].used && memcmp(&g_cache[i].key, k, sizeof *k) == 0) return &g_cache[i];
     gemm_cached *p = &g_cache[g_next_slot];
     g_next_slot = (g_next_slot + 1) % CACHE_SLOTS;
     if (p->used) cached_release(p);
     p->key = *k;
-    cublasComputeType_t ct = pc.precision == PLAIT_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    cudaDataType_t ot = operand_type();
+    cublasComputeType_t ct =
+        pc.precision == PLAIT_PRECISION_TF32 && !k->in_bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cudaDataType_t ot = operand_type(k), rt = k->out_bf16 ? CUDA_R_16BF : CUDA_R_32F;
     /* column-major: Cᵀ[N,M] = op(B)ᵀ[N,K] · op(A)ᵀ[K,M] */
     cublasOperation_t ta = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tb = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -183,7 +196,7 @@ static gemm_cached *prepare(const gemm_key *k, const float *bias, const float *a
                          k->stride_b) &&
              make_layout(&p->lb, ot, k->trans_a ? k->M : k->K, k->trans_a ? k->K : k->M, k->lda, k->batch,
                          k->stride_a) &&
-             make_layout(&p->lc, CUDA_R_32F, k->N, k->M, k->ldc, k->batch, k->stride_c);
+             make_layout(&p->lc, rt, k->N, k->M, k->ldc, k->batch, k->stride_c);
     if (ok && k->gelu) { /* the bias inside too (a key with gelu has has_bias 0 or 1) */
         p->gelu_epilogue = choose_algo(p, k->has_bias ? bias : NULL, k->gelu, aux);
         p->bias_epilogue = p->gelu_epilogue && k->has_bias;
@@ -232,9 +245,29 @@ static void bf16_written(const float *c, size_t n) {
             g_bf16_of[i].src = NULL;
 }
 
+/* A bf16 result's bias and GELU without cuBLASLt's epilogue: the
+ * product in float32 into scratch, then pc_launch_epilogue_bf16 (each
+ * bf16 value rounded once, as the epilogue rounds it). */
+static void bf16_apart(const pc_gemm *g) {
+    if (g->batch != 1 || g->ldc != g->N) {
+        pc_fail("cuda: internal: a bf16 product's epilogue apart needs one batch with ldc == N");
+        return;
+    }
+    float *x = pc_grow(&g_apart, (size_t)g->M * (size_t)g->N * sizeof(float), "bf16 product's float32 result");
+    if (!x) return;
+    pc_gemm h = *g;
+    h.C = x, h.out_bf16 = 0, h.bias = NULL, h.res = NULL, h.beta = 0.0f, h.gelu = PC_GELU_NONE, h.aux = NULL;
+    pc_gemm_run(&h);
+    pc_launch_epilogue_bf16(g->C, g->aux, x, g->bias, g->M, g->N, g->gelu);
+}
+
 /* pc_gemm.gelu without the epilogue: the product (into aux in the
  * forward), then gelu.cu's kernel over the M x N result. */
 static void gelu_apart(const pc_gemm *g) {
+    if (g->out_bf16) {
+        bf16_apart(g);
+        return;
+    }
     if (g->batch != 1 || g->ldc != g->N) {
         pc_fail("cuda: internal: GELU around a product needs one batch with ldc == N");
         return;
@@ -245,15 +278,24 @@ static void gelu_apart(const pc_gemm *g) {
     if (g->gelu == PC_GELU_FORWARD) h.C = g->aux;
     pc_gemm_run(&h);
     size_t n = (size_t)g->M * (size_t)g->N;
+    float *c = g->C, *aux = g->aux;
     if (g->gelu == PC_GELU_FORWARD)
-        pc_launch_gelu_forward(g->C, g->aux, n);
+        pc_launch_gelu_forward(c, aux, n);
     else
-        pc_launch_gelu_backward(g->C, g->aux, g->C, n);
-    bf16_written(g->C, n);
+        pc_launch_gelu_backward(c, aux, c, n);
+    bf16_written(c, n);
 }
 
 void pc_gemm_run(const pc_gemm *g) {
     if (g->M <= 0 || g->N <= 0 || g->batch <= 0) return;
+    if (g->out_bf16 && (!g->in_bf16 || g->beta != 0.0f)) {
+        pc_fail("cuda: internal: a bf16 result needs bf16 operands and beta 0");
+        return;
+    }
+    if (g->out_bf16 && g->K <= 0) { /* no product: the bias (or zeros) rounded */
+        bf16_apart(g);
+        return;
+    }
     /* NVIDIA's terms for GELU's input matrix (AUX_LD divisible by 8), one
      * batch, a bias the epilogue can read, the aux pointer as aligned as
      * the algorithm is chosen for, a product (K > 0); else apart */
@@ -265,11 +307,11 @@ void pc_gemm_run(const pc_gemm *g) {
     if (g->K <= 0) { /* C = beta*C (+ bias): no product; cuBLASLt refuses K = 0 */
         bf16_written(g->C, span(g->M, g->N, g->ldc, g->batch, g->stride_c));
         for (int64_t b = 0; b < g->batch; b++) {
-            float *c = g->C + b * g->stride_c;
+            float *c = (float *)g->C + b * g->stride_c;
             if (g->res && g->res != g->C && g->beta != 0.0f) /* then as in place */
                 for (int64_t r = 0; r < g->M; r++)
-                    cudaMemcpyAsync(c + r * g->ldc, g->res + b * g->stride_c + r * g->ldc, (size_t)g->N * 4,
-                                    cudaMemcpyDeviceToDevice, pc.stream);
+                    cudaMemcpyAsync(c + r * g->ldc, (const float *)g->res + b * g->stride_c + r * g->ldc,
+                                    (size_t)g->N * 4, cudaMemcpyDeviceToDevice, pc.stream);
             if (g->beta == 0.0f) /* as BLAS: beta 0 writes zeros, whatever C held */
                 cudaMemset2DAsync(c, (size_t)g->ldc * 4, 0, (size_t)g->N * 4, (size_t)g->M, pc.stream);
             else if (g->beta != 1.0f)
@@ -292,6 +334,7 @@ void pc_gemm_run(const pc_gemm *g) {
      * bias the separate kernel adds) */
     k.has_bias = !g->bias ? 0 : (uintptr_t)g->bias % 16 == 0 ? 1 : 2;
     k.gelu = g->gelu;
+    k.in_bf16 = g->in_bf16 != 0, k.out_bf16 = g->out_bf16 != 0;
     k.M = g->M, k.N = g->N, k.K = g->K;
     k.lda = g->lda, k.ldb = g->ldb, k.ldc = g->ldc;
     k.batch = g->batch;
@@ -299,7 +342,7 @@ void pc_gemm_run(const pc_gemm *g) {
     k.stride_b = g->batch > 1 ? g->stride_b : 0;
     k.stride_c = g->batch > 1 ? g->stride_c : 0;
     const void *A = g->A, *B = g->B;
-    if (bf16) {
+    if (bf16 && !g->in_bf16) {
         A = to_bf16(0, g->A, span(g->trans_a ? g->K : g->M, g->trans_a ? g->M : g->K, g->lda, k.batch, k.stride_a));
         B = to_bf16(1, g->B, span(g->trans_b ? g->N : g->K, g->trans_b ? g->K : g->N, g->ldb, k.batch, k.stride_b));
         if (!A || !B) return;
@@ -307,17 +350,17 @@ void pc_gemm_run(const pc_gemm *g) {
     /* the alignment of the pointers cuBLASLt is handed (in bf16 the
      * copies'): a cached product promising more than a later call's
      * pointers have is never reused for them, the key holds it */
-    size_t esz = bf16 ? 2 : 4;
+    size_t esz = bf16 || g->in_bf16 ? 2 : 4, csz = g->out_bf16 ? 2 : 4;
     k.align_a = alignment(A, k.lda, k.stride_a, esz);
     k.align_b = alignment(B, k.ldb, k.stride_b, esz);
-    k.align_c = alignment(g->C, k.ldc, k.stride_c, 4);
-    const float *cin = g->res ? g->res : g->C; /* cuBLASLt's C; the result goes to D = g->C */
-    uint32_t align_res = alignment(cin, k.ldc, k.stride_c, 4);
+    k.align_c = alignment(g->C, k.ldc, k.stride_c, csz);
+    const void *cin = g->res ? g->res : g->C; /* cuBLASLt's C; the result goes to D = g->C */
+    uint32_t align_res = alignment(cin, k.ldc, k.stride_c, csz);
     if (align_res < k.align_c) k.align_c = align_res;
     gemm_cached *p = prepare(&k, g->bias, g->aux);
     if (!p) return;
-    if (g->gelu && !p->gelu_epilogue) {
-        gelu_apart(g);
+    if ((g->gelu && !p->gelu_epilogue) || (g->out_bf16 && g->bias && !p->bias_epilogue)) {
+        gelu_apart(g); /* a bf16 result's bias too (bf16_apart) */
         return;
     }
     if (p->gelu_epilogue &&
@@ -332,7 +375,9 @@ void pc_gemm_run(const pc_gemm *g) {
         return;
     if (bf16) bf16_written(g->C, span(g->M, g->N, g->ldc, k.batch, k.stride_c));
     if (bf16 && g->gelu == PC_GELU_FORWARD) bf16_written(g->aux, span(g->M, g->N, g->ldc, 1, 0));
-    if (g->bias && !p->bias_epilogue)
-        for (int64_t b = 0; b < g->batch; b++)
-            pc_launch_res_bias(g->C + b * k.stride_c, g->C + b * k.stride_c, g->bias, g->M, g->N, 0);
+    if (g->bias && !p->bias_epilogue) /* float32 results only (a bf16 one went apart) */
+        for (int64_t b = 0; b < g->batch; b++) {
+            float *c = (float *)g->C + b * k.stride_c;
+            pc_launch_res_bias(c, c, g->bias, g->M, g->N, 0);
+        }
 }

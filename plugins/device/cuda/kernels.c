@@ -129,6 +129,70 @@ static void k_matmul_backward_gelu(float *dinp, float *dweight, float *dbias, co
     k_matmul_backward(NULL, dweight, dbias, dout, inp, NULL, BT, C, OC);
 }
 
+/* ---- linear layers on bf16 activations (ABI 1.8) --------------------------
+ * The entries above with operands stored in bf16: handed to cuBLASLt as
+ * they are (pc_gemm.in_bf16), a bf16 output written by it (out_bf16),
+ * float32 accumulation; the weight gradient accumulates into float32. */
+
+static void k_matmul_forward_bf16(plait_bf16 *out, const plait_bf16 *inp, const plait_bf16 *weight,
+                                  const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC) {
+    pc_gemm g = {.trans_b = 1, .M = BT, .N = OC, .K = C, .alpha = 1.0f, .beta = 0.0f, .A = inp, .lda = C, .B = weight,
+                 .ldb = C, .C = out, .ldc = OC, .batch = 1, .bias = bias, .in_bf16 = 1, .out_bf16 = 1};
+    pc_gemm_run(&g);
+}
+
+static void k_matmul_forward_residual_bf16(float *out, const float *res, const plait_bf16 *inp,
+                                           const plait_bf16 *weight, const float *bias, int64_t BT, int64_t C,
+                                           int64_t OC) {
+    pc_gemm g = {.trans_b = 1, .M = BT, .N = OC, .K = C, .alpha = 1.0f, .beta = res ? 1.0f : 0.0f, .A = inp,
+                 .lda = C, .B = weight, .ldb = C, .C = out, .ldc = OC, .batch = 1, .bias = bias, .res = res,
+                 .in_bf16 = 1};
+    pc_gemm_run(&g);
+}
+
+static void k_matmul_forward_gelu_bf16(plait_bf16 *out, plait_bf16 *pre, const plait_bf16 *inp,
+                                       const plait_bf16 *weight, const plait_bf16 *bias, int64_t BT, int64_t C,
+                                       int64_t OC) {
+    pc_gemm g = {.trans_b = 1, .M = BT, .N = OC, .K = C, .alpha = 1.0f, .beta = 0.0f, .A = inp, .lda = C, .B = weight,
+                 .ldb = C, .C = out, .ldc = OC, .batch = 1, .bias = bias, .gelu = PC_GELU_FORWARD, .aux = pre,
+                 .in_bf16 = 1, .out_bf16 = 1};
+    pc_gemm_run(&g);
+}
+
+/* The input gradient (bf16; with GELU's gradient when pre is given) */
+static void matmul_dinp_bf16(plait_bf16 *dinp, const plait_bf16 *dout, const plait_bf16 *weight,
+                             const plait_bf16 *pre, int64_t BT, int64_t C, int64_t OC) {
+    pc_gemm g = {.M = BT, .N = C, .K = OC, .alpha = 1.0f, .beta = 0.0f, .A = dout, .lda = OC, .B = weight, .ldb = C,
+                 .C = dinp, .ldc = C, .batch = 1, .gelu = pre ? PC_GELU_BACKWARD : PC_GELU_NONE,
+                 .aux = (plait_bf16 *)pre, .in_bf16 = 1, .out_bf16 = 1};
+    pc_gemm_run(&g);
+}
+
+/* dweight += doutᵀ·inp in float32, dbias += dout's column sums */
+static void matmul_dparams_bf16(float *dweight, float *dbias, const plait_bf16 *dout, const plait_bf16 *inp,
+                                int64_t BT, int64_t C, int64_t OC) {
+    if (dweight) {
+        pc_gemm g = {.trans_a = 1, .M = OC, .N = C, .K = BT, .alpha = 1.0f, .beta = 1.0f, .A = dout, .lda = OC,
+                     .B = inp, .ldb = C, .C = dweight, .ldc = C, .batch = 1, .in_bf16 = 1};
+        pc_gemm_run(&g);
+    }
+    if (dbias) pc_launch_bias_backward_bf16(dbias, dout, BT, OC);
+}
+
+static void k_matmul_backward_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                   const plait_bf16 *inp, const plait_bf16 *weight, int64_t BT, int64_t C,
+                                   int64_t OC) {
+    if (dinp) matmul_dinp_bf16(dinp, dout, weight, NULL, BT, C, OC);
+    matmul_dparams_bf16(dweight, dbias, dout, inp, BT, C, OC);
+}
+
+static void k_matmul_backward_gelu_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
+                                        const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *pre,
+                                        int64_t BT, int64_t C, int64_t OC) {
+    if (dinp) matmul_dinp_bf16(dinp, dout, weight, pre, BT, C, OC);
+    matmul_dparams_bf16(dweight, dbias, dout, inp, BT, C, OC);
+}
+
 static void k_add_bias_residual(float *x, const float *res, const float *bias, int64_t BT, int64_t C) {
     pc_launch_res_bias(x, res, bias, BT, C, 1);
 }
@@ -307,6 +371,14 @@ PC_ENTRY(adamw_multi, k_adamw_multi, (const plait_adamw_tensor *tensors, size_t 
 PC_ENTRY(attention_fused_forward, k_attention_fused_forward, (float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS), (out, lse, scratch, qkv, B, T, NH, HS))
 PC_ENTRY(attention_fused_backward, k_attention_fused_backward, (float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out, const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS), (dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS))
 
+/* bf16 activations (ABI 1.8): the products */
+PC_ENTRY(to_bf16, pc_launch_to_bf16, (plait_bf16 *dst, const float *src, size_t n), (dst, src, n))
+PC_ENTRY(matmul_forward_bf16, k_matmul_forward_bf16, (plait_bf16 *out, const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC), (out, inp, weight, bias, BT, C, OC))
+PC_ENTRY(matmul_forward_residual_bf16, k_matmul_forward_residual_bf16, (float *out, const float *res, const plait_bf16 *inp, const plait_bf16 *weight, const float *bias, int64_t BT, int64_t C, int64_t OC), (out, res, inp, weight, bias, BT, C, OC))
+PC_ENTRY(matmul_forward_gelu_bf16, k_matmul_forward_gelu_bf16, (plait_bf16 *out, plait_bf16 *pre, const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC), (out, pre, inp, weight, bias, BT, C, OC))
+PC_ENTRY(matmul_backward_bf16, k_matmul_backward_bf16, (plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout, const plait_bf16 *inp, const plait_bf16 *weight, int64_t BT, int64_t C, int64_t OC), (dinp, dweight, dbias, dout, inp, weight, BT, C, OC))
+PC_ENTRY(matmul_backward_gelu_bf16, k_matmul_backward_gelu_bf16, (plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout, const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *pre, int64_t BT, int64_t C, int64_t OC), (dinp, dweight, dbias, dout, inp, weight, pre, BT, C, OC))
+
 static const plait_kernels g_table = {
     .struct_size = sizeof(plait_kernels),
     .sgemm = e_sgemm,
@@ -352,6 +424,13 @@ static const plait_kernels g_table = {
     .layernorm_backward_fused = e_layernorm_backward_fused,
     .matmul_forward_gelu = e_matmul_forward_gelu,
     .matmul_backward_gelu = e_matmul_backward_gelu,
+    /* bf16 activations (ABI 1.8): the products */
+    .to_bf16 = e_to_bf16,
+    .matmul_forward_bf16 = e_matmul_forward_bf16,
+    .matmul_forward_residual_bf16 = e_matmul_forward_residual_bf16,
+    .matmul_forward_gelu_bf16 = e_matmul_forward_gelu_bf16,
+    .matmul_backward_bf16 = e_matmul_backward_bf16,
+    .matmul_backward_gelu_bf16 = e_matmul_backward_gelu_bf16,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

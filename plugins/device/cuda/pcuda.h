@@ -122,28 +122,34 @@ void pc_lt_close(void);
 /* One row-major product (or a batch of them at fixed strides):
  * C = alpha * op(A) @ op(B) + beta * C (+ bias[N] on every row when bias is
  * non-NULL), in the open precision; beta * res in place of beta * C when
- * res is non-NULL. */
+ * res is non-NULL. Pointers are float32 unless in_bf16/out_bf16 say
+ * otherwise (leading dimensions and strides count elements either way). */
 typedef struct pc_gemm {
     int trans_a, trans_b;
     int64_t M, N, K;
     float alpha, beta;
-    const float *A;
+    const void *A;
     int64_t lda, stride_a;
-    const float *B;
+    const void *B;
     int64_t ldb, stride_b;
-    float *C;
+    void *C;
     int64_t ldc, stride_c;
     int64_t batch; /* >= 1 */
-    const float *bias;
+    const void *bias;
     /* Non-NULL: what beta multiplies, in C's layout (cuBLASLt's C, with
      * the result in C, its D): a residual added without a copy. May be C. */
-    const float *res;
+    const void *res;
     /* GELU around the product (batch 1), aux in C's layout: PC_GELU_FORWARD
      * writes x (the product + bias) to aux and GELU(x) to C; PC_GELU_BACKWARD
      * writes GELU'(aux)·x to C. cuBLASLt's GELU_AUX(_BIAS) and DGELU
      * epilogues where an algorithm offers them, else the product and gelu.cu. */
     int gelu;
-    float *aux;
+    void *aux;
+    /* in_bf16: A and B are bfloat16 already (handed to cuBLASLt as they
+     * are, multiplied with float32 accumulation in every precision).
+     * out_bf16 (with in_bf16 and beta 0): C, the bias and aux are bfloat16,
+     * C the float32 result rounded once to nearest even. */
+    int in_bf16, out_bf16;
 } pc_gemm;
 enum { PC_GELU_NONE = 0, PC_GELU_FORWARD = 1, PC_GELU_BACKWARD = 2 };
 void pc_gemm_run(const pc_gemm *g);
@@ -172,6 +178,8 @@ void pc_launch_sumsq(const float *x, size_t n);
 void pc_launch_res_bias(float *out, const float *res, const float *bias, int64_t rows, int64_t C,
                         int add);
 void pc_launch_bias_backward(float *dbias, const float *dout, int64_t BT, int64_t OC);
+/* The same from a bf16 dout (summed in float32, the same order). */
+void pc_launch_bias_backward_bf16(float *dbias, const plait_bf16 *dout, int64_t BT, int64_t OC);
 /* Column sums in two passes, for the parameter gradients (bias, LayerNorm):
  * rows in chunks of PC_COL_ROWS, each chunk's column sums (rows in order)
  * into partials[chunk][C], then acc[c] += the chunks' sums in chunk order.
@@ -195,6 +203,13 @@ void pc_launch_layernorm_backward_fused(float *dinp, const float *dres, float *d
 /* gelu.cu */
 void pc_launch_gelu_forward(float *out, const float *inp, size_t n);
 void pc_launch_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+/* A bf16 product's epilogue apart from cuBLASLt (gemm.c), from x[rows,N],
+ * its float32 result: gelu PC_GELU_NONE: out = x + bias; PC_GELU_FORWARD:
+ * aux = x + bias, out = GELU(x + bias); PC_GELU_BACKWARD: out = GELU'(aux)
+ * · x (bias not read). bias (may be NULL) and aux bf16 like out; each bf16
+ * written rounded once. */
+void pc_launch_epilogue_bf16(plait_bf16 *out, plait_bf16 *aux, const float *x, const plait_bf16 *bias, int64_t rows,
+                             int64_t N, int gelu);
 /* softmax.cu: attention's causal softmax over [rows of T] and its backward */
 void pc_launch_softmax_causal(float *att, int64_t BNH, int64_t T);
 void pc_launch_softmax_causal_backward(float *datt, const float *att, int64_t BNH, int64_t T);
