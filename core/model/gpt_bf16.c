@@ -8,7 +8,9 @@
  * a product that reads its gradient gets a bf16 copy made once
  * (to_bf16 into the scratch sb.dres), which both of its gradients read.
  * Only the layouts model.c grants bf16 come here: no tensor parallelism,
- * a one-pass backward, no recomputation, the fused kernels.
+ * a one-pass backward, the fused kernels, and no recomputation or the
+ * selective one, which with the fused attention drops GELU's output alone
+ * (a buffer the blocks share, rebuilt at each block's backward).
  */
 #include "model/model_internal.h"
 #include "runtime/error.h"
@@ -59,7 +61,14 @@ plait_status plait_bf16_mlp_forward(plait_model *m, model_slot *s, int32_t layer
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
     m->k->layernorm_forward_bf16(a->bf.ln2, a->ln2_mean, a->ln2_rstd, r, p.ln_w, p.ln_b, BT, C);
-    m->k->matmul_forward_gelu_bf16(a->bf.fcg, a->bf.fch, a->bf.ln2, w.in_w, w.in_b, BT, C, F);
+    if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) {
+        /* GELU apart, with the kernel the backward rebuilds its output
+         * with: the same bits in both */
+        m->k->matmul_forward_bf16(a->bf.fch, a->bf.ln2, w.in_w, w.in_b, BT, C, F);
+        m->k->gelu_forward_bf16(a->bf.fcg, a->bf.fch, (size_t)(BT * F));
+    } else {
+        m->k->matmul_forward_gelu_bf16(a->bf.fcg, a->bf.fch, a->bf.ln2, w.in_w, w.in_b, BT, C, F);
+    }
     m->k->matmul_forward_residual_bf16(y, r, a->bf.fcg, w.out_w, p.out_b, BT, F, C);
     return PLAIT_OK;
 }
@@ -74,6 +83,8 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
     if (st == PLAIT_OK) st = plait_model_half_params(m, PARAM_GRAD, layer, BP_LN2_W, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
+    if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) /* GELU's output, dropped in the forward */
+        m->k->gelu_forward_bf16(a->bf.fcg, a->bf.fch, (size_t)(BT * F));
     m->k->to_bf16(m->sb.dres, dy, (size_t)(BT * C));
     m->k->matmul_backward_gelu_bf16(m->sb.dfc, dp.out_w, dp.out_b, m->sb.dres, a->bf.fcg, w.out_w, a->bf.fch, BT, F,
                                     C);

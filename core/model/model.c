@@ -299,9 +299,11 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     /* bf16 activations where every kernel the GPT's one-pass backward runs
      * has its bf16 form; the layouts and modes that need more (tensor
      * parallelism's collectives and vocabulary-parallel loss, a split
-     * backward's stash, recomputation) keep float32 */
+     * backward's stash, full recomputation) keep float32. Selective
+     * recomputation (with the fused attention: GELU's output alone) is
+     * covered. */
     m->bf16 = args->activations_bf16 && desc->is_gpt && !m->tp_ops && !m->split &&
-              desc->recompute == PLAIT_RECOMPUTE_NONE && m->fused_attn && m->fused_loss && m->fused_ln &&
+              desc->recompute != PLAIT_RECOMPUTE_FULL && m->fused_attn && m->fused_loss && m->fused_ln &&
               m->fused_gelu && PLAIT_KERNELS_HAS_BF16_ACTIVATIONS(m->k);
     if (m->bf16 && (st = bf16_weights_alloc(m)) != PLAIT_OK) goto fail;
     *out = m;

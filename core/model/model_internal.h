@@ -162,6 +162,7 @@ struct plait_model {
     struct {
         plait_bf16 *dln, *dfc, *datty, *dqkv, *dres; /* dres: the residual stream's gradient, converted once */
     } sb;
+    plait_bf16 *rc_fcg;               /* selective recomputation: the blocks' shared GELU output (bf16) */
     plait_bf16 **wbf;                 /* [n_params]: a parameter's bf16 copy, or NULL */
     plait_bf16 *wbf_mem;
     size_t wbf_bytes;

@@ -129,7 +129,8 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             TAKE(a->ln2_mean, BT);
             TAKE(a->ln2_rstd, BT);
             TAKE_BF16(a->bf.fch, BT * m->Fl);
-            TAKE_BF16(a->bf.fcg, BT * m->Fl);
+            if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) a->bf.fcg = m->rc_fcg; /* rebuilt in the backward */
+            else TAKE_BF16(a->bf.fcg, BT * m->Fl);
             continue;
         }
         /* the parts [model] recompute drops point at the shared buffers */
@@ -178,13 +179,17 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
 
 /* The shared recompute buffers (recompute.c), allocated with the first slot. */
 static plait_status recompute_get(plait_model *m) {
-    size_t n = plait_recompute_floats(m);
+    /* under bf16 activations selective recomputation drops GELU's output
+     * alone (the fused attention keeps no probabilities): one bf16 buffer */
+    const int bf16_gelu = m->bf16 && m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE;
+    size_t n = m->bf16 ? (bf16_gelu ? align_up((size_t)(m->B * m->T * m->Fl + 1) / 2) : 0) : plait_recompute_floats(m);
     if (m->rc_mem || n == 0) return PLAIT_OK;
     m->rc_mem = plait_device_alloc(n * sizeof(float), "activations");
     if (!m->rc_mem) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: recompute buffers");
     m->rc_bytes = n * sizeof(float);
     m->act_bytes += m->rc_bytes;
-    plait_recompute_carve(m, m->rc_mem);
+    if (bf16_gelu) m->rc_fcg = (plait_bf16 *)(void *)m->rc_mem;
+    else plait_recompute_carve(m, m->rc_mem);
     return PLAIT_OK;
 }
 
