@@ -240,7 +240,10 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 190; t
     local mem ms tps
     mem=$(smi_peak_stop)
     read -r ms tps <<<"$(bench_row "$name.log")"
-    say "| plait $p$([ "$pp" != "$p" ] && echo " (fp32 on sim)") | ${ms:-} | ${tps:-} | $(mfu "${tps:-}" 989) | $(mfu "${tps:-}" "$GEMM") | $mem (nvidia-smi) | $(status_word "$rc") |"
+    # a bf16 run says whether its activations were stored in bf16
+    local act
+    act=$(grep -q '^# compute .*, activations bf16' "$W/$name.log" && echo bf16 || true)
+    say "| plait $p$([ "$pp" != "$p" ] && echo " (fp32 on sim)")${act:+ (activations $act)} | ${ms:-} | ${tps:-} | $(mfu "${tps:-}" 989) | $(mfu "${tps:-}" "$GEMM") | $mem (nvidia-smi) | $(status_word "$rc") |"
   }
   peer_bench() { # label args...
     local label=$1 name

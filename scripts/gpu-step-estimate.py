@@ -29,7 +29,7 @@ import math
 import sys
 
 VARIANTS = ["unfused", "fused-attention", "device-step", "fused-loss", "residual-in-c", "layernorm-fused",
-            "gelu-epilogue"]
+            "gelu-epilogue", "bf16-activations"]
 VARIANT_TEXT = {
     "unfused": "attention's scores materialised (T×T fp32, 16 per-sequence cuBLASLt calls a product)",
     "fused-attention": "fused flash-style attention (attention.cu): lse kept, scores never stored",
@@ -44,6 +44,10 @@ VARIANT_TEXT = {
                        "added there instead of copied first, the parameters' partial sums from the same reads",
     "gelu-epilogue": "+ GELU in the MLP's first product (cuBLASLt's GELU_AUX_BIAS: GELU's output and input written "
                      "by the product) and its derivative in the backward's (DGELU: the product reads GELU's input)",
+    "bf16-activations": "+ the activations the products read and write stored in bf16 (gpt_bf16.c): no operand "
+                        "copies but the weights' bf16 copy once a step and the residual stream's gradient once for "
+                        "the two products that read it; bf16 outputs, LayerNorm writing bf16, attention and the "
+                        "loss reading and writing bf16",
 }
 
 
@@ -87,35 +91,38 @@ class Step:
 
 # ---- what the cuda plugin does for each table entry ------------------------
 
-def gemm(st, family, M, N, K, batch=1, beta=0.0, a_span=None, b_span=None, bias=False, a_converted=False, aux=False):
+def gemm(st, family, M, N, K, batch=1, beta=0.0, a_span=None, b_span=None, bias=False, a_converted=False, aux=False,
+         stored=False, out_esz=4):
     """pc_gemm_run (gemm.c): bf16 runs round both operands' spans into
     scratch (convert.cu: one launch each, 4 bytes read and 2 written an
     element; an A the entry's previous product converted is reused:
-    a_converted), then one cuBLASLt product (bf16 operands, fp32 output,
-    the bias epilogue; aux: a GELU epilogue's M x N fp32 matrix, written or
-    read)."""
+    a_converted) unless they are stored in bf16 already (stored: bf16
+    activations and the weights' bf16 copy), then one cuBLASLt product (bf16
+    operands, an fp32 output, or with out_esz 2 a bf16 one; the bias
+    epilogue; aux: a GELU epilogue's M x N matrix of the output's type,
+    written or read)."""
     bf16 = st.a.precision == "bf16"
     esz = 2 if bf16 else 4
     a_span = a_span if a_span is not None else M * K * batch
     b_span = b_span if b_span is not None else K * N * batch
-    if bf16:
+    if bf16 and not stored:
         conv = b_span + (0 if a_converted else a_span)
         st.kernel("bf16 operand copies", 6 * conv, launches=1 if a_converted else 2)
-    out = 4 * M * N * batch * (2 if beta else 1)
-    st.kernel(family, esz * (a_span + b_span) + out + (4 * N if bias else 0) + (4 * M * N if aux else 0),
+    out = out_esz * M * N * batch * (2 if beta else 1)
+    st.kernel(family, esz * (a_span + b_span) + out + (out_esz * N if bias else 0) + (out_esz * M * N if aux else 0),
               2.0 * M * N * K * batch)
 
 
-def colsum(st, family, rows, cols):
+def colsum(st, family, rows, cols, esz=4):
     """Column sums in two passes (pcuda.h PC_COL_ROWS): partials, then the
-    accumulated gradient (vector.cu)."""
+    accumulated gradient (vector.cu); the rows of esz bytes an element."""
     chunks = math.ceil(rows / 64)
-    st.kernel(family, 4 * rows * cols + 4 * chunks * cols)
+    st.kernel(family, esz * rows * cols + 4 * chunks * cols)
     st.kernel(family, 4 * chunks * cols + 8 * cols)
 
 
-def layernorm_fwd(st, BT, C):
-    st.kernel("layernorm", 4 * BT * C * 2 + 8 * BT + 8 * C)
+def layernorm_fwd(st, BT, C, out_esz=4):
+    st.kernel("layernorm", 4 * BT * C + out_esz * BT * C + 8 * BT + 8 * C)
 
 
 def layernorm_bwd_input(st, BT, C):
@@ -123,12 +130,13 @@ def layernorm_bwd_input(st, BT, C):
     st.kernel("layernorm", 4 * BT * C * 4 + 8 * BT)
 
 
-def layernorm_bwd_fused(st, BT, C, dres):
-    """norm.cu's layernorm_backward_fused: a block of 64 rows reads dout, inp
-    (and dres, in place or beside) once for dinp and the parameters' partial
-    sums (the second read from cache), then a finish each."""
+def layernorm_bwd_fused(st, BT, C, dres, dout_esz=4):
+    """norm.cu's layernorm_backward_fused: a block of 64 rows reads dout (of
+    dout_esz bytes an element), inp (and dres, in place or beside) once for
+    dinp and the parameters' partial sums (the second read from cache), then
+    a finish each."""
     chunks = math.ceil(BT / 64)
-    st.kernel("layernorm", 4 * BT * C * (4 if dres else 3) + 8 * BT + 8 * chunks * C)
+    st.kernel("layernorm", dout_esz * BT * C + 4 * BT * C * (3 if dres else 2) + 8 * BT + 8 * chunks * C)
     st.kernel("layernorm", 4 * chunks * C + 8 * C, launches=1)
     st.kernel("layernorm", 4 * chunks * C + 8 * C, launches=1)
 
@@ -183,10 +191,11 @@ def attention_unfused_bwd(st, s):
         gemm(st, "attention", T, HS, T, batch=NH, a_span=NH * T * T, b_span=dspan)
 
 
-def attention_fused(st, s, backward):
+def attention_fused(st, s, backward, e=4):
     """attention.cu: 64x64 tiles up to the diagonal; the forward's 2 tile
     products, the backward's 4 (dK, dV) + 3 (dQ) a (query, key) tile
-    pair; bf16 runs on the tensor cores (their own rate), others fp32."""
+    pair; bf16 runs on the tensor cores (their own rate), others fp32;
+    q, k, v, the output and their gradients e bytes an element."""
     B, T, NH, HS, C = s["B"], s["T"], s["NH"], s["HS"], s["C"]
     nq = math.ceil(T / 64)
     pairs = B * NH * nq * (nq + 1) // 2
@@ -194,15 +203,80 @@ def attention_fused(st, s, backward):
     rate = st.a.attn if st.a.precision == "bf16" else st.a.fp32
     BT = B * T
     if not backward:
-        st.kernel("attention", 4 * BT * 3 * C + 4 * BT * C + 4 * B * NH * T, 2 * tile * pairs, rate)
+        st.kernel("attention", e * BT * 3 * C + e * BT * C + 4 * B * NH * T, 2 * tile * pairs, rate)
         return
-    st.kernel("attention", 8 * BT * C + 4 * B * NH * T)  # D = dO·O
-    ins = 4 * BT * 3 * C + 4 * BT * C + 8 * B * NH * T
-    st.kernel("attention", ins + 4 * BT * 2 * C, 4 * tile * pairs, rate)  # dK, dV
-    st.kernel("attention", ins + 4 * BT * C, 3 * tile * pairs, rate)  # dQ
+    st.kernel("attention", 2 * e * BT * C + 4 * B * NH * T)  # D = dO·O
+    ins = e * BT * 3 * C + e * BT * C + 8 * B * NH * T
+    st.kernel("attention", ins + e * BT * 2 * C, 4 * tile * pairs, rate)  # dK, dV
+    st.kernel("attention", ins + e * BT * C, 3 * tile * pairs, rate)  # dQ
+
+
+def step_bf16_activations(args, s):
+    """The step under bf16 activations (core/model/gpt_bf16.c): every
+    fusion of gelu-epilogue, with what the products read and write stored in
+    bf16 (2 bytes an element), the residual stream and its gradient, the
+    parameters and their gradients float32."""
+    st = Step(args)
+    B, T, C, L, V = s["B"], s["T"], s["C"], s["L"], s["V"]
+    BT, F = B * T, 4 * C
+    n_params = 12 * C * C + 13 * C
+    numel = L * n_params + V * C + T * C + 2 * C
+    st.kernel("optimizer", 4 * numel)  # the gradients zeroed
+    # the weights' bf16 copy, made at each layer's first forward after the
+    # optimizer step (model.c): c_attn's weight and bias, attn.c_proj's
+    # weight, c_fc's weight and bias, mlp.c_proj's weight; lm_head's
+    block_w = 12 * C * C + 3 * C + F
+    st.kernel("bf16 operand copies", 6 * (L * block_w + V * C), launches=6 * L + 1)
+    st.kernel("embedding", 4 * BT * C * 3 + 4 * BT)
+    for _ in range(L):
+        layernorm_fwd(st, BT, C, out_esz=2)
+        gemm(st, "linear layers", BT, 3 * C, C, bias=True, stored=True, out_esz=2)
+        attention_fused(st, s, backward=False, e=2)
+        gemm(st, "linear layers", BT, C, C, beta=1.0, bias=True, stored=True)  # residual C, fp32 D
+        layernorm_fwd(st, BT, C, out_esz=2)
+        gemm(st, "linear layers", BT, F, C, bias=True, aux=True, stored=True, out_esz=2)
+        gemm(st, "linear layers", BT, C, F, beta=1.0, bias=True, stored=True)
+    layernorm_fwd(st, BT, C, out_esz=2)
+    gemm(st, "lm_head", BT, V, C, stored=True, out_esz=2)
+    st.kernel("cross-entropy", 8, launches=1)  # zero_f64
+    st.kernel("cross-entropy", 4 * BT * V + 16 * BT)  # bf16 logits read, their gradient written in place
+    st.kernel("cross-entropy", 4 * BT)
+    # backward: head
+    gemm(st, "lm_head", BT, C, V, stored=True, out_esz=2)
+    gemm(st, "lm_head", V, C, BT, beta=1.0, stored=True)
+    layernorm_bwd_fused(st, BT, C, dres=False, dout_esz=2)
+    for _ in range(L):
+        # MLP half: d(y) converted once, DGELU's product, c_fc's, LayerNorm
+        st.kernel("bf16 operand copies", 6 * BT * C)
+        gemm(st, "linear layers", BT, F, C, aux=True, stored=True, out_esz=2)
+        gemm(st, "linear layers", C, F, BT, beta=1.0, stored=True)
+        colsum(st, "bias gradients", BT, C, esz=2)
+        gemm(st, "linear layers", BT, C, F, stored=True, out_esz=2)
+        gemm(st, "linear layers", F, C, BT, beta=1.0, stored=True)
+        colsum(st, "bias gradients", BT, F, esz=2)
+        layernorm_bwd_fused(st, BT, C, dres=True, dout_esz=2)
+        # attention half: d(res2) converted once, c_proj, attention, c_attn, LayerNorm
+        st.kernel("bf16 operand copies", 6 * BT * C)
+        gemm(st, "linear layers", BT, C, C, stored=True, out_esz=2)
+        gemm(st, "linear layers", C, C, BT, beta=1.0, stored=True)
+        colsum(st, "bias gradients", BT, C, esz=2)
+        attention_fused(st, s, backward=True, e=2)
+        st.kernel("bias gradients", 8 * C, launches=2)  # the key bias kept at zero: two copies
+        gemm(st, "linear layers", BT, C, 3 * C, stored=True, out_esz=2)
+        gemm(st, "linear layers", 3 * C, C, BT, beta=1.0, stored=True)
+        colsum(st, "bias gradients", BT, 3 * C, esz=2)
+        layernorm_bwd_fused(st, BT, C, dres=True, dout_esz=2)
+    st.kernel("embedding", 4 * BT * C + 8 * V * C + 8 * T * C + 4 * BT)
+    st.kernel("optimizer", 12 * V * C)  # the tied head's gradient folded into the table's
+    st.sync("loss")
+    st.kernel("optimizer", 4 * numel, launches=3)
+    st.kernel("optimizer", 28 * numel, launches=1)
+    return st
 
 
 def step(args, s, variant):
+    if variant == "bf16-activations":
+        return step_bf16_activations(args, s)
     st = Step(args)
     B, T, C, L, V, NH, HS = s["B"], s["T"], s["C"], s["L"], s["V"], s["NH"], s["HS"]
     BT, F = B * T, 4 * C

@@ -137,7 +137,7 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         fprintf(out,
                 "# plait bench train %s: %s (recompute %s), dp %d x tp %d x pp %d (%s), optimizer %s, %d rank%s x "
                 "%d thread%s\n"
-                "# compute %s\n"
+                "# compute %s%s\n"
                 "# global batch %lld x %d tokens = %.0f tokens/step; %lld timed steps after %lld warm-up; "
                 "loss %.4f -> %.4f\n"
                 "# MFU against %.1f GFLOP/s: %d rank%s x %s\n",
@@ -145,7 +145,9 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
                 plait_config_str(cfg, "model", "recompute"), run->world.mesh.dp, run->world.mesh.tp,
                 run->world.mesh.pp, plait_config_str(cfg, "parallel", "plugin"), plait_config_str(cfg, "optim", "plugin"),
                 world, world == 1 ? "" : "s", plait_kernels_threads(),
-                plait_kernels_threads() == 1 ? "" : "s", compute, (long long)run->work.batch.global_batch,
+                plait_kernels_threads() == 1 ? "" : "s", compute,
+                run->model.instance && plait_model_bf16_activations(run->model.instance) ? ", activations bf16" : "",
+                (long long)run->work.batch.global_batch,
                 run->model.block_size, tokens, (long long)o->steps, (long long)o->warmup, first_loss, last_loss,
                 peak.flops / 1e9, peak.ranks, peak.ranks == 1 ? "" : "s", peak.source);
         fprintf(out, "# %9s %10s %6s %10s %9s %8s %9s %9s %9s %9s %9s %11s\n", "ms/step", "tokens/s", "MFU",

@@ -64,6 +64,73 @@ plait_status plait_model_head_params(plait_model *m, param_part part, head_param
     return st;
 }
 
+half_bf16 plait_model_half_bf16(const plait_model *m, int32_t layer, int first_bp) {
+    const int32_t gi = desc_block_param(m->desc, layer - 1, first_bp);
+    /* first_bp + 2, 3, 4: the projection in (weight, bias), the one out */
+    return (half_bf16){.in_w = m->wbf[gi + 2], .in_b = m->wbf[gi + 3], .out_w = m->wbf[gi + 4]};
+}
+
+const plait_bf16 *plait_model_head_bf16(const plait_model *m) { return m->wbf[m->desc->p_lm_head]; }
+
+/* 1 if the products read parameter gi from a bf16 copy: the weights of
+ * every linear layer, and the biases of those whose output is bf16 (a
+ * residual product adds its float32 bias to the float32 stream). */
+static int product_param(const plait_model_desc *d, int32_t gi) {
+    if (gi == d->p_lm_head) return 1;
+    if (gi < 2 || gi >= 2 + d->n_layer * d->params_per_block) return 0;
+    const int bp = (gi - 2) % d->params_per_block;
+    return bp == BP_ATTN_W || bp == BP_ATTN_B || bp == BP_APROJ_W || bp == BP_FC_W || bp == BP_FC_B ||
+           bp == BP_MPROJ_W;
+}
+
+/* Lays out (base NULL: measures) the bf16 copies of the local product
+ * weights, each 16-byte aligned. Returns the bf16 elements. */
+static size_t bf16_weights_carve(plait_model *m, plait_bf16 *base) {
+    const plait_model_desc *d = m->desc;
+    size_t off = 0;
+    for (int32_t gi = 0; gi < d->spec.n_params; gi++) {
+        if (!m->param[gi] || !m->local_layer[d->params[gi].layer] || !product_param(d, gi)) continue;
+        if (base) m->wbf[gi] = base + off;
+        off += (m->param[gi]->numel + 7) / 8 * 8;
+    }
+    return off;
+}
+
+static plait_status bf16_weights_alloc(plait_model *m) {
+    m->wbf = calloc((size_t)m->desc->spec.n_params, sizeof *m->wbf);
+    m->layer_epoch = calloc((size_t)m->n_layers, sizeof *m->layer_epoch);
+    m->wbf_bytes = bf16_weights_carve(m, NULL) * sizeof(plait_bf16);
+    m->wbf_mem = plait_device_alloc(m->wbf_bytes ? m->wbf_bytes : 16, "parameters"); /* a copy of them */
+    if (!m->wbf || !m->layer_epoch || !m->wbf_mem)
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: the bf16 copy of the weights (%zu bytes)", m->wbf_bytes);
+    bf16_weights_carve(m, m->wbf_mem);
+    m->weights_epoch = 1; /* every layer's copy (epoch 0) is made at its first forward */
+    return PLAIT_OK;
+}
+
+/* Before a forward of `layer`: its bf16 weight copies made again if the
+ * weights changed since they were made. */
+static plait_status bf16_weights_refresh(plait_model *m, int32_t layer) {
+    if (!m->bf16 || m->layer_epoch[layer] == m->weights_epoch) return PLAIT_OK;
+    const plait_model_desc *d = m->desc;
+    const plait_layer *ly = &d->layers[layer];
+    for (int32_t gi = ly->first_param; gi < ly->first_param + ly->n_params; gi++) {
+        if (!m->wbf[gi]) continue;
+        if (!m->param[gi]->data)
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "model: parameter %s has no data during layer %s (not local, or released: the "
+                                   "optimizer must gather it before the layer runs)",
+                                   d->params[gi].name, layer_name(m, layer));
+        m->k->to_bf16(m->wbf[gi], m->param[gi]->data, m->param[gi]->numel);
+    }
+    m->layer_epoch[layer] = m->weights_epoch;
+    return PLAIT_OK;
+}
+
+int plait_model_bf16_activations(const plait_model *m) { return m->bf16; }
+
+void plait_model_weights_changed(plait_model *m) { m->weights_epoch++; }
+
 plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *what,
                                   int32_t layer) {
     return plait_wrap_error(st, "tensor-parallel %s in layer %s (tp rank %d of %d)", what,
@@ -229,6 +296,16 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     m->fused_ln = PLAIT_KERNELS_HAS_FUSED_LAYERNORM(m->k);
     m->fused_gelu = PLAIT_KERNELS_HAS_FUSED_GELU(m->k);
     m->loss_scale = 1.0f / (float)(m->B * m->T);
+    /* bf16 activations where every kernel the GPT's one-pass backward runs
+     * has its bf16 form; the layouts and modes that need more (tensor
+     * parallelism's collectives and vocabulary-parallel loss, a split
+     * backward's stash, full recomputation) keep float32. Selective
+     * recomputation (with the fused attention: GELU's output alone) is
+     * covered. */
+    m->bf16 = args->activations_bf16 && desc->is_gpt && !m->tp_ops && !m->split &&
+              desc->recompute != PLAIT_RECOMPUTE_FULL && m->fused_attn && m->fused_loss && m->fused_ln &&
+              m->fused_gelu && PLAIT_KERNELS_HAS_BF16_ACTIVATIONS(m->k);
+    if (m->bf16 && (st = bf16_weights_alloc(m)) != PLAIT_OK) goto fail;
     *out = m;
     return PLAIT_OK;
 fail:
@@ -244,6 +321,9 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->att_scratch);
     plait_device_free(m->rc_mem);
     plait_device_free(m->loss_dev);
+    plait_device_free(m->wbf_mem);
+    free(m->wbf);
+    free(m->layer_epoch);
     free(m->slots);
     free(m->param);
     free(m->local_layer);
@@ -308,10 +388,15 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "model: forward of layer %s in slot %d before the weight half of its last backward",
                                layer_name(m, layer), (int)slot);
+    if ((st = bf16_weights_refresh(m, layer)) != PLAIT_OK) return st;
     const int32_t L = m->desc->n_layer;
     if (layer == 0) return plait_gpt_embedding_forward(m, s);
-    if (layer == L + 1) return plait_gpt_head_forward(m, s);
+    if (layer == L + 1) return m->bf16 ? plait_bf16_head_forward(m, s) : plait_gpt_head_forward(m, s);
     const float *x = s->bound[layer - 1];
+    if (m->bf16) {
+        st = plait_bf16_attention_forward(m, s, layer, x);
+        return st != PLAIT_OK ? st : plait_bf16_mlp_forward(m, s, layer, s->blocks[layer - 1].res2, s->bound[layer]);
+    }
     const float *r = x;
     if (m->desc->is_gpt) {
         st = plait_gpt_attention_forward(m, s, layer, x);
@@ -343,7 +428,12 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
         /* the embedding has no input gradient: all of it is weights */
         if (part & BWD_WEIGHT) st = plait_gpt_embedding_backward(m, s);
     } else if (layer == L + 1) {
-        st = plait_gpt_head_backward(m, s, part, part == BWD_ALL ? m->s_dln : s->head_dln);
+        st = m->bf16 ? plait_bf16_head_backward(m, s)
+                     : plait_gpt_head_backward(m, s, part, part == BWD_ALL ? m->s_dln : s->head_dln);
+    } else if (m->bf16) { /* a one-pass backward, nothing recomputed */
+        float *dx = s->gbuf[(layer - 1) & 1];
+        st = plait_bf16_mlp_backward(m, s, layer, s->blocks[layer - 1].res2, s->gbuf[layer & 1], dx);
+        if (st == PLAIT_OK) st = plait_bf16_attention_backward(m, s, layer, s->bound[layer - 1], dx);
     } else {
         /* the weight half reads the recomputed activations too: whatever
          * ran in between may have overwritten the shared buffers */

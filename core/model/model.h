@@ -108,6 +108,16 @@ typedef struct plait_model_create_args {
      * (plait_device_kernels). Tests hand in a table without some optional
      * entries to run the model's other paths. */
     const plait_kernels *kernels;
+    /* Store activations in bf16 (a bf16 run): what the products read and
+     * write, their gradients, and a bf16 copy of the weights the products
+     * read, where the kernels offer it (PLAIT_KERNELS_HAS_BF16_ACTIVATIONS)
+     * and the model is a GPT with its fused kernels, without tensor
+     * parallelism, split backward or recomputation; else (and at 0) float32.
+     * The residual stream, its gradient, every parameter and gradient stay
+     * float32. Such a model keeps no float32 logits: a forward of the head
+     * without targets, or with plait_model_keep_logits, is refused. Whether
+     * it was granted: plait_model_bf16_activations. */
+    int activations_bf16;
 } plait_model_create_args;
 
 /* Build the local model: the layers with layer_stage == stage. Allocates
@@ -142,6 +152,14 @@ void plait_model_set_loss_scale(plait_model *m, float scale);
  * until the backward, which turns them into their gradient then (the same
  * values). Set it before the forward. */
 void plait_model_keep_logits(plait_model *m, int keep);
+
+/* 1 if the model stores its activations in bf16 (create_args.activations_bf16 granted). */
+int plait_model_bf16_activations(const plait_model *m);
+/* The parameters' data changed (an optimizer step, a load): under bf16
+ * activations each layer makes its bf16 copy of the weights again at its
+ * next forward. Without bf16 activations it does nothing. Call it after
+ * whatever writes the parameters once the model exists. */
+void plait_model_weights_changed(plait_model *m);
 
 /* Forward of one local layer for the slot. The head layer computes the
  * logits and, if targets are set, the loss (Σ over the slot's tokens). */

@@ -67,7 +67,14 @@ int64_t plait_shard_local_len(const plait_param *p);
  * shared recompute buffers (plait_model.rc): the forward writes them as
  * scratch and the block's backward recomputes them there first
  * (recompute.c). */
+/* The parts of a block's acts stored in bf16 under bf16 activations
+ * (plait_model.bf16; the float32 parts of the same names are then NULL). */
+typedef struct block_acts_bf16 {
+    plait_bf16 *ln1, *qkv, *atty, *ln2, *fch, *fcg;
+} block_acts_bf16;
+
 typedef struct block_acts {
+    block_acts_bf16 bf;
     float *ln1, *ln1_mean, *ln1_rstd; /* attention half (GPT only) */
     float *qkv, *att, *atty, *res2;
     float *lse; /* fused attention: each row's log-sum-exp [B,NHl,T] (att is then NULL) */
@@ -113,6 +120,7 @@ typedef struct model_slot {
     float *gbuf[2];                   /* boundary gradients, by layer parity */
     block_acts *blocks;               /* [n_layer], by block index */
     float *lnf, *lnf_mean, *lnf_rstd, *logits, *lse, *sumexp, *losses;
+    plait_bf16 *lnf_bf, *logits_bf;   /* bf16 activations: ln_f's output and the logits (then their gradient) */
     /* split backward: per block (by block index), the head's ln_f output
      * gradient, and which layers' weight halves are due (0/1 per layer);
      * the head's weight half reads the logits' gradient from `logits` */
@@ -143,6 +151,22 @@ struct plait_model {
     int fused_ln;                     /* the device's layernorm_backward_fused (one-pass backward) */
     int fused_gelu;                   /* the device's matmul_forward_gelu / matmul_backward_gelu */
     int keep_logits;                  /* plait_model_keep_logits */
+    /* bf16 activations (plait_model_create_args.activations_bf16, where the
+     * kernels and the layout allow: model.c): what the products read and
+     * write is stored in bf16 (block_acts_bf16, lnf_bf, logits_bf, the
+     * backward scratch sb), the products read a bf16 copy of their weights
+     * (wbf), made again at a layer's first forward after the weights
+     * changed (weights_epoch, bumped by plait_model_weights_changed; each
+     * layer's copy is of epoch layer_epoch[layer]) */
+    int bf16;
+    struct {
+        plait_bf16 *dln, *dfc, *datty, *dqkv, *dres; /* dres: the residual stream's gradient, converted once */
+    } sb;
+    plait_bf16 *rc_fcg;               /* selective recomputation: the blocks' shared GELU output (bf16) */
+    plait_bf16 **wbf;                 /* [n_params]: a parameter's bf16 copy, or NULL */
+    plait_bf16 *wbf_mem;
+    size_t wbf_bytes;
+    uint64_t weights_epoch, *layer_epoch;
     model_slot *slots;
     /* shared scratch for backward, allocated on first use */
     float *scratch;
@@ -159,6 +183,13 @@ struct plait_model {
     size_t rc_bytes;
     uint64_t act_bytes;
 };
+
+/* The bf16 copies of a block half's product weights (bf16 activations):
+ * the projection in (weight, bias) and the one out (weight; its bias is
+ * read in float32 by the residual product). */
+typedef struct half_bf16 {
+    const plait_bf16 *in_w, *in_b, *out_w;
+} half_bf16;
 
 /* The parameters a layer body reads, by the part of the model they belong
  * to: their data (forward, input gradients) or their gradients (weight
@@ -183,6 +214,9 @@ plait_status plait_model_embedding_params(plait_model *m, param_part part, embed
 plait_status plait_model_half_params(plait_model *m, param_part part, int32_t layer, int first_bp,
                                      half_params *out);
 plait_status plait_model_head_params(plait_model *m, param_part part, head_params *out);
+/* The bf16 copies of a block half's weights (first_bp as above); of the head's. */
+half_bf16 plait_model_half_bf16(const plait_model *m, int32_t layer, int first_bp);
+const plait_bf16 *plait_model_head_bf16(const plait_model *m);
 
 plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *what, int32_t layer);
 /* Copy n floats from src to dst unless they are the same buffer (the
@@ -221,6 +255,16 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
                                      const float *dy, float *dr, bwd_part part, const block_grads *g);
 plait_status plait_gpt_head_forward(plait_model *m, model_slot *s);
 plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part part, float *dln);
+
+/* The same bodies under bf16 activations (gpt_bf16.c): one-pass
+ * backwards only (a model with bf16 activations has no split backward). */
+plait_status plait_bf16_attention_forward(plait_model *m, model_slot *s, int32_t layer, const float *x);
+plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x, float *dx);
+plait_status plait_bf16_mlp_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y);
+plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
+                                     float *dr);
+plait_status plait_bf16_head_forward(plait_model *m, model_slot *s);
+plait_status plait_bf16_head_backward(plait_model *m, model_slot *s);
 
 /* The fused attention's scratch, allocated with the first slot (model_slots.c). */
 plait_status plait_model_att_scratch(plait_model *m);

@@ -102,6 +102,12 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
         if (base) (ptr) = (void *)(base + off);                        \
         off += align_up((size_t)(n));                                  \
     } while (0)
+    /* a bf16 buffer: n halves of floats, as aligned */
+#define TAKE_BF16(ptr, n)                                              \
+    do {                                                               \
+        if (base) (ptr) = (plait_bf16 *)(void *)(base + off);          \
+        off += align_up(((size_t)(n) + 1) / 2);                        \
+    } while (0)
     TAKE(s->tokens, BT);
     TAKE(s->targets, BT);
     TAKE(s->gbuf[0], BT * C);
@@ -111,6 +117,22 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
     for (int64_t l = 1; l <= L; l++) {
         if (!plait_model_slot_has(m, s, l)) continue;
         block_acts *a = &s->blocks[l - 1];
+        if (m->bf16) { /* recompute none, one-pass backward: everything kept */
+            TAKE_BF16(a->bf.ln1, BT * C);
+            TAKE(a->ln1_mean, BT);
+            TAKE(a->ln1_rstd, BT);
+            TAKE_BF16(a->bf.qkv, BT * 3 * m->Cl);
+            TAKE(a->lse, m->B * m->NHl * m->T);
+            TAKE_BF16(a->bf.atty, BT * m->Cl);
+            TAKE(a->res2, BT * C);
+            TAKE_BF16(a->bf.ln2, BT * C);
+            TAKE(a->ln2_mean, BT);
+            TAKE(a->ln2_rstd, BT);
+            TAKE_BF16(a->bf.fch, BT * m->Fl);
+            if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) a->bf.fcg = m->rc_fcg; /* rebuilt in the backward */
+            else TAKE_BF16(a->bf.fcg, BT * m->Fl);
+            continue;
+        }
         /* the parts [model] recompute drops point at the shared buffers */
 #define KEEP(field, n)                                                     \
     do {                                                                   \
@@ -136,28 +158,38 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
         if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL);
     }
     if (plait_model_slot_has(m, s, L + 1)) {
-        TAKE(s->lnf, BT * C);
+        if (m->bf16) {
+            TAKE_BF16(s->lnf_bf, BT * C);
+            TAKE_BF16(s->logits_bf, BT * m->Vl);
+        } else {
+            TAKE(s->lnf, BT * C);
+            TAKE(s->logits, BT * m->Vl);
+        }
         TAKE(s->lnf_mean, BT);
         TAKE(s->lnf_rstd, BT);
-        TAKE(s->logits, BT * m->Vl);
         TAKE(s->lse, BT);
         TAKE(s->sumexp, BT);
         TAKE(s->losses, BT);
         if (m->split) TAKE(s->head_dln, BT * C);
     }
+#undef TAKE_BF16
 #undef TAKE
     return off;
 }
 
 /* The shared recompute buffers (recompute.c), allocated with the first slot. */
 static plait_status recompute_get(plait_model *m) {
-    size_t n = plait_recompute_floats(m);
+    /* under bf16 activations selective recomputation drops GELU's output
+     * alone (the fused attention keeps no probabilities): one bf16 buffer */
+    const int bf16_gelu = m->bf16 && m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE;
+    size_t n = m->bf16 ? (bf16_gelu ? align_up((size_t)(m->B * m->T * m->Fl + 1) / 2) : 0) : plait_recompute_floats(m);
     if (m->rc_mem || n == 0) return PLAIT_OK;
     m->rc_mem = plait_device_alloc(n * sizeof(float), "activations");
     if (!m->rc_mem) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: recompute buffers");
     m->rc_bytes = n * sizeof(float);
     m->act_bytes += m->rc_bytes;
-    plait_recompute_carve(m, m->rc_mem);
+    if (bf16_gelu) m->rc_fcg = (plait_bf16 *)(void *)m->rc_mem;
+    else plait_recompute_carve(m, m->rc_mem);
     return PLAIT_OK;
 }
 
@@ -209,34 +241,47 @@ plait_status plait_model_att_scratch(plait_model *m) {
     return PLAIT_OK;
 }
 
-/* Backward scratch shared by all layers and slots. */
+/* Backward scratch shared by all layers and slots: float32, or under bf16
+ * activations the products' gradients in bf16 (sb), with the residual
+ * stream's gradient converted once a product reads it. */
 plait_status plait_model_scratch_get(plait_model *m) {
     if (m->scratch) return PLAIT_OK;
     const int64_t BT = m->B * m->T;
-    size_t sizes[6] = {align_up((size_t)(BT * m->C)),
-                       align_up((size_t)(BT * m->Fl)),
-                       align_up((size_t)(BT * m->Cl)),
-                       align_up((size_t)(BT * 3 * m->Cl)),
-                       m->desc->is_gpt && !m->fused_attn ? align_up((size_t)(m->B * m->NHl * m->T * m->T)) : 0,
-                       align_up((size_t)(3 * BT))};
+    const int f32 = !m->bf16;
+    size_t sizes[11] = {f32 ? align_up((size_t)(BT * m->C)) : 0,
+                        f32 ? align_up((size_t)(BT * m->Fl)) : 0,
+                        f32 ? align_up((size_t)(BT * m->Cl)) : 0,
+                        f32 ? align_up((size_t)(BT * 3 * m->Cl)) : 0,
+                        m->desc->is_gpt && !m->fused_attn ? align_up((size_t)(m->B * m->NHl * m->T * m->T)) : 0,
+                        align_up((size_t)(3 * BT)),
+                        /* bf16: dln, dfc, datty, dqkv, dres */
+                        f32 ? 0 : align_up((size_t)(BT * m->C + 1) / 2),
+                        f32 ? 0 : align_up((size_t)(BT * m->Fl + 1) / 2),
+                        f32 ? 0 : align_up((size_t)(BT * m->Cl + 1) / 2),
+                        f32 ? 0 : align_up((size_t)(BT * 3 * m->Cl + 1) / 2),
+                        f32 ? 0 : align_up((size_t)(BT * m->C + 1) / 2)};
     size_t total = 0;
-    for (int i = 0; i < 6; i++) total += sizes[i];
+    for (int i = 0; i < 11; i++) total += sizes[i];
     m->scratch = plait_device_alloc(total * sizeof(float), "activations");
     if (!m->scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: backward scratch");
     m->scratch_bytes = total * sizeof(float);
     m->act_bytes += m->scratch_bytes;
+    float *at[11];
     float *p = m->scratch;
-    m->s_dln = p;
-    p += sizes[0];
-    m->s_dfc = p;
-    p += sizes[1];
-    m->s_datty = p;
-    p += sizes[2];
-    m->s_dqkv = p;
-    p += sizes[3];
-    m->s_datt = m->fused_attn ? m->att_scratch : p;
-    p += sizes[4];
-    m->s_rows = p;
+    for (int i = 0; i < 11; i++) {
+        at[i] = sizes[i] ? p : NULL;
+        p += sizes[i];
+    }
+    m->s_dln = at[0];
+    m->s_dfc = at[1];
+    m->s_datty = at[2];
+    m->s_dqkv = at[3];
+    m->s_datt = m->fused_attn ? m->att_scratch : at[4];
+    m->s_rows = at[5];
+    m->sb.dln = (plait_bf16 *)(void *)at[6];
+    m->sb.dfc = (plait_bf16 *)(void *)at[7];
+    m->sb.datty = (plait_bf16 *)(void *)at[8];
+    m->sb.dqkv = (plait_bf16 *)(void *)at[9];
+    m->sb.dres = (plait_bf16 *)(void *)at[10];
     return PLAIT_OK;
 }
-

@@ -14,6 +14,7 @@
 #include "model/tied.h"
 #include "launch/restart.h"
 #include "runtime/out_file.h"
+#include "device/device.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -63,6 +64,12 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
     plait_compute_line(compute, sizeof compute, plait_job_math_threads(run->world.job),
                        plait_config_str(run->cfg, "run", "precision"));
     printf("plait: compute %s\n", compute);
+    if (run->model.instance && plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16)
+        printf("plait: activations %s\n",
+               plait_model_bf16_activations(run->model.instance)
+                   ? "bf16 (what the products read and write; the residual stream, parameters and gradients float32)"
+                   : "float32, each product's operands rounded to bf16 (the device's kernels or this layout keep no "
+                     "bf16 activations: docs/gpu.md)");
     run_memory m;
     collect_memory(run, &m);
     printf("plait: memory on rank 0: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB, buffers "

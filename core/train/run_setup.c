@@ -179,7 +179,8 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     if (st == PLAIT_OK) {
         plait_model_create_args args = {.plan = &run->work.plan, .stage = run->work.stage, .params = &run->params.set,
                                      .max_slots = run->work.plan.chunks * run->work.plan.micro_batches,
-                                     .split_backward = split};
+                                     .split_backward = split,
+                                     .activations_bf16 = plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16};
         st = plait_model_create(run->model.desc, &args, &run->model.instance);
     }
     if (st == PLAIT_OK) st = create_optim(run, &source.source);
@@ -195,6 +196,7 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     if (st == PLAIT_OK) st = plait_stage_timing_open(&run->timing, run->world.mesh.pp);
     if (st == PLAIT_OK) st = plait_run_open_accumulation(run);
     if (st == PLAIT_OK && have_source) st = plait_run_source_restore_state(run, &source);
+    if (st == PLAIT_OK) plait_model_weights_changed(run->model.instance); /* whatever the optimizer filled */
     if (have_source) plait_run_source_close(&source);
     if (st == PLAIT_OK)
         plait_model_set_loss_scale(run->model.instance, 1.0f / (float)((double)run->work.batch.global_batch * run->model.block_size));

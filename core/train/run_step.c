@@ -176,6 +176,8 @@ static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_ste
                                            .sumsq_dev = run->exec.mb_loss_dev + run->exec.n_micro_batches};
                 st = run->optim.ops->step(run->optim.state, &sin, out);
                 t->comm_s += out->wait_seconds; /* 0 from a plugin that predates the field */
+                /* the bf16 copies of the weights are made again at each layer's next forward */
+                plait_model_weights_changed(run->model.instance);
             }
             break;
         default:

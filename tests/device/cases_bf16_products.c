@@ -23,7 +23,19 @@ static void case_to_bf16(kc_ctx *x) {
     kc_result(x, "rounded", dst, n, KC_EXACT);
 }
 
+/* GELU over bf16, in place and not, an odd length. */
+static void case_gelu_bf16(kc_ctx *x) {
+    KC_NEED(x, gelu_forward_bf16);
+    const size_t n = 4099;
+    plait_bf16 *inp = kc_rand_bf16(x, n, -4.0f, 4.0f), *out = kc_out_bf16(x, n);
+    x->k->gelu_forward_bf16(out, inp, n);
+    kc_result(x, "out", out, n, KC_BF16);
+    x->k->gelu_forward_bf16(inp, inp, n);
+    kc_same(x, "in place = apart", inp, out, n * sizeof *out);
+}
+
 const kc_named kc_bf16_product_cases[] = {
+    {"gelu_bf16", case_gelu_bf16},
     {"to_bf16", case_to_bf16},
 };
 const size_t kc_bf16_product_count = sizeof kc_bf16_product_cases / sizeof kc_bf16_product_cases[0];

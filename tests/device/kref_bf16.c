@@ -145,6 +145,12 @@ static void r_crossentropy_fused(float *losses, float *lse, double *loss_sum, pl
     if (dlogits) round_into(dlogits, l, n);
 }
 
+static void r_gelu_forward(plait_bf16 *out, const plait_bf16 *inp, size_t n) {
+    float *o = widen(1, inp, n);
+    g_f32.gelu_forward(o, o, n);
+    round_into(out, o, n);
+}
+
 void kref_bf16_fill(plait_kernels *t) {
     g_f32 = *t;
     t->struct_size = sizeof *t;
@@ -159,4 +165,5 @@ void kref_bf16_fill(plait_kernels *t) {
     t->attention_fused_backward_bf16 = r_attention_fused_backward;
     t->layernorm_backward_fused_bf16 = r_layernorm_backward_fused;
     t->crossentropy_fused_bf16 = r_crossentropy_fused;
+    t->gelu_forward_bf16 = r_gelu_forward;
 }

@@ -18,7 +18,7 @@
 #   test_gpu_training.sh emu            the GPU's checks, same bounds, on
 #     cuda_emu, the cuda plugin's own source on the CPU emulator (tests/cuda_emu;
 #     label cuda_emu): its kernels, memory and GEMM plumbing with real bf16
-#     operand rounding, no GPU. The emulator runs a GPU thread per element
+#     operand rounding and bf16 activations (the start-up line says so), no GPU. The emulator runs a GPU thread per element
 #     (~40x slower than the cpu device), so: 20 steps of 2 sequences, bf16
 #     windows of 5 steps.
 # shellcheck source=tests/e2e/lib.sh
@@ -109,6 +109,12 @@ train cpu "${S[@]}" device.plugin=cpu run.precision=fp32
 train dev_fp32 "${S[@]}" device.plugin=$DEV run.precision=$FP
 train dev_low_a "${S[@]}" device.plugin=$DEV run.precision=$LOW run.deterministic=true
 train dev_low_b "${S[@]}" device.plugin=$DEV run.precision=$LOW run.deterministic=true
+# a bf16 run on the cuda device stores its activations in bf16 (the model's
+# bf16 path, not float32 activations with converted operands)
+if [ "$LOW" = bf16 ]; then
+  grep -q '^plait: activations bf16' "$E2E_WORK/dev_low_a.out" ||
+    fail "the $DEV bf16 run kept float32 activations: $(grep 'activations' "$E2E_WORK/dev_low_a.out")"
+fi
 max_rel dev_fp32 cpu 1e-4 || fail "$DEV $FP is not within 1e-4 of the cpu loss curve"
 max_rel dev_low_a cpu 1 || true # for the log: single steps of bf16 differ by up to ~3% on the CPU
 window_rel dev_low_a cpu 2e-2 "$WIN" || fail "$DEV $LOW is not within 2% of the cpu loss curve (means of $WIN steps)"

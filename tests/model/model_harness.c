@@ -111,7 +111,8 @@ int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harn
     harness_zero_grads(h);
     plait_model_create_args args = {.plan = &h->plan, .stage = o->stage, .params = &h->set,
                                     .max_slots = o->max_slots > 0 ? o->max_slots : 1,
-                                    .split_backward = o->split_backward, .kernels = o->kernels};
+                                    .split_backward = o->split_backward, .kernels = o->kernels,
+                                    .activations_bf16 = o->activations_bf16};
     if (plait_model_create(h->desc, &args, &h->model) != PLAIT_OK) return fail("create");
     return 0;
 }
@@ -197,9 +198,11 @@ int harness_trace_run(const char *ini, int32_t micro_batch, const harness_opts *
         if (st != PLAIT_OK) break;
         memcpy(t->grads + (size_t)step * t->numel, h.grad, t->numel * sizeof(float));
         for (size_t i = 0; i < t->numel; i++) h.data[i] -= 0.05f * h.grad[i];
+        if (!o->stale_weights) plait_model_weights_changed(h.model);
     }
     if (st != PLAIT_OK) fprintf(stderr, "harness_trace_run: %s\n", plait_last_error());
     t->act_bytes = plait_model_activation_bytes(h.model);
+    t->bf16 = plait_model_bf16_activations(h.model);
     free(tok);
     free(tgt);
     harness_free(&h);

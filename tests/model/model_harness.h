@@ -46,6 +46,8 @@ typedef struct harness_opts {
     int32_t max_slots;          /* 0 = 1 */
     int split_backward;         /* plait_model_create_args.split_backward */
     const plait_kernels *kernels; /* plait_model_create_args.kernels (NULL: the device's) */
+    int activations_bf16;       /* plait_model_create_args.activations_bf16 */
+    int stale_weights;          /* harness_trace_run: no plait_model_weights_changed after its updates */
 } harness_opts;
 
 /* The CPU's kernel table without the fused attention (ABI 1.7): a model
@@ -69,7 +71,8 @@ plait_status harness_forward(harness *h, const int32_t *tokens, const int32_t *t
  * them: the forwards of slots 0, 1, ..., then the backwards last slot
  * first (with o->split_backward: every slot's input halves, then the
  * weight halves in the same order, so gradients accumulate in the same
- * order). Records each slot's loss sum (loss[step * slots + slot]) and the
+ * order), telling the model its weights changed after each update (unless
+ * o->stale_weights). Records each slot's loss sum (loss[step * slots + slot]) and the
  * gradients after each step ([steps][numel]), and the activation bytes at
  * the end. Host memory only. Returns 0, or -1 after printing the error. */
 typedef struct harness_trace {
@@ -78,6 +81,7 @@ typedef struct harness_trace {
     float *grads;
     size_t numel;
     uint64_t act_bytes;
+    int bf16;         /* plait_model_bf16_activations */
 } harness_trace;
 int harness_trace_run(const char *ini, int32_t micro_batch, const harness_opts *o, harness_trace *t);
 void harness_trace_free(harness_trace *t);

@@ -141,7 +141,7 @@ __device__ inline void pc_st(plait_bf16 *p, const float (&r)[8]) {
 #define PC_VEC_GROUPS 4
 
 /* 1 if p may be read or written as float4 (16-byte aligned). */
-static inline int pc_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+__host__ __device__ static inline int pc_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* Blocks for pc_map over n floats (vec: its 16-byte path). */
 static inline unsigned pc_map_blocks(size_t n, int vec) {

@@ -1,8 +1,9 @@
 /*
  * Vector kernels: scale, axpy, AdamW, Σx² in double, and the row-wise
  * bias / residual epilogues of the linear layers with the bias gradient.
- * Element-wise kernels compute each element from that element alone (scale
- * and axpy with 16-byte loads where the pointers allow: pc_map); the
+ * Element-wise kernels compute each element from that element alone (scale,
+ * axpy and the multi-tensor AdamW with 16-byte loads where the pointers
+ * allow: pc_map, pc_ld); the
  * two reductions (Σx², the bias gradient) have fixed orders that depend
  * on the sizes alone (the bias gradient in row chunks: pcuda.h's column
  * sums).
@@ -19,16 +20,21 @@ PC_KERNEL(axpy_kernel, PC_THREADS)(float *y, const float *x, size_t n, float a, 
 
 /* One element of AdamW: the CPU kernel's operations in its order
  * (core/kernels/kernels_vector.c). */
+__device__ static inline void adamw_value(float &param, float grad, float &m, float &v, float b1, float b2,
+                                          float step_size, float bc2_sqrt, float decay, float gs, float eps) {
+    float g = grad * gs;
+    float p = param * decay;
+    float mi = b1 * m + (1.0f - b1) * g;
+    float vi = b2 * v + (1.0f - b2) * g * g;
+    m = mi;
+    v = vi;
+    float denom = sqrtf(vi) / bc2_sqrt + eps;
+    param = p - step_size * (mi / denom);
+}
+
 __device__ static inline void adamw_elem(float *param, const float *grad, float *m, float *v, size_t i, float b1,
                                          float b2, float step_size, float bc2_sqrt, float decay, float gs, float eps) {
-    float g = grad[i] * gs;
-    float p = param[i] * decay;
-    float mi = b1 * m[i] + (1.0f - b1) * g;
-    float vi = b2 * v[i] + (1.0f - b2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    float denom = sqrtf(vi) / bc2_sqrt + eps;
-    param[i] = p - step_size * (mi / denom);
+    adamw_value(param[i], grad[i], m[i], v[i], b1, b2, step_size, bc2_sqrt, decay, gs, eps);
 }
 
 PC_KERNEL(adamw_kernel, PC_THREADS)(float *param, const float *grad, float *m, float *v, size_t n, float b1,
@@ -58,8 +64,21 @@ PC_KERNEL(adamw_multi_kernel, PC_THREADS)(const plait_adamw_tensor *t, size_t co
         const size_t s0 = lo > e.offset ? lo - e.offset : 0, end = e.offset + e.n;
         const size_t s1 = (hi < end ? hi : end) - e.offset;
         const float decay = 1.0f - lr * e.weight_decay;
-        for (size_t i = s0 + threadIdx.x; i < s1; i += blockDim.x)
-            adamw_elem(e.param, e.grad, e.m, e.v, i, b1, b2, step_size, bc2_sqrt, decay, gs, eps);
+        float *p = e.param + s0, *m = e.m + s0, *v = e.v + s0;
+        const float *g = e.grad + s0;
+        size_t done = 0;
+        if (pc_aligned16(p) && pc_aligned16(g) && pc_aligned16(m) && pc_aligned16(v)) {
+            /* 16-byte loads of the four arrays, the same arithmetic per element */
+            done = (s1 - s0) / 4 * 4;
+            for (size_t q = 4 * threadIdx.x; q < done; q += 4 * blockDim.x) {
+                float pr[4], gr[4], mr[4], vr[4];
+                pc_ld(pr, p + q), pc_ld(gr, g + q), pc_ld(mr, m + q), pc_ld(vr, v + q);
+                for (int j = 0; j < 4; j++) adamw_value(pr[j], gr[j], mr[j], vr[j], b1, b2, step_size, bc2_sqrt, decay, gs, eps);
+                pc_st(p + q, pr), pc_st(m + q, mr), pc_st(v + q, vr);
+            }
+        }
+        for (size_t i = done + threadIdx.x; i < s1 - s0; i += blockDim.x)
+            adamw_elem(p, g, m, v, i, b1, b2, step_size, bc2_sqrt, decay, gs, eps);
     }
 }
 

@@ -403,6 +403,10 @@ typedef struct plait_kernels {
     void (*crossentropy_fused_bf16)(float *losses, float *lse, double *loss_sum, plait_bf16 *dlogits,
                                     const plait_bf16 *logits, const int32_t *targets, int64_t BT, int64_t Vl,
                                     int64_t n_valid, float scale);
+    /* gelu_forward in bf16 (out may equal inp): what selective
+     * recomputation rebuilds GELU's output with, in the backward and, for
+     * the same bits, in the forward. */
+    void (*gelu_forward_bf16)(plait_bf16 *out, const plait_bf16 *inp, size_t n);
 } plait_kernels;
 
 /* 1 if table k has the optimizer step's entries of ABI 1.7. */
@@ -428,8 +432,8 @@ typedef struct plait_kernels {
 
 /* 1 if table k has the bf16-activation entries (ABI 1.8), every one. */
 #define PLAIT_KERNELS_HAS_BF16_ACTIVATIONS(k)                                                                 \
-    ((k)->struct_size >= offsetof(plait_kernels, crossentropy_fused_bf16) +                                  \
-                             sizeof((k)->crossentropy_fused_bf16) &&                                         \
+    ((k)->struct_size >= offsetof(plait_kernels, gelu_forward_bf16) + sizeof((k)->gelu_forward_bf16) &&       \
+     (k)->gelu_forward_bf16 &&                                                                               \
      (k)->to_bf16 && (k)->layernorm_forward_bf16 && (k)->matmul_forward_bf16 &&                              \
      (k)->matmul_forward_residual_bf16 && (k)->matmul_forward_gelu_bf16 && (k)->matmul_backward_bf16 &&      \
      (k)->matmul_backward_gelu_bf16 && (k)->attention_fused_forward_bf16 &&                                  \

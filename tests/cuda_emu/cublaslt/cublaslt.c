@@ -11,18 +11,27 @@
  *
  * What it computes (NVIDIA's cuBLASLt semantics, column-major throughout):
  *   D = alpha * op(A) * op(B) + beta * C (+ bias[row])
- * with op() = TRANSA/TRANSB (N or T), A/B of CUDA_R_32F or CUDA_R_16BF,
- * C/D of CUDA_R_32F, scale type CUDA_R_32F, compute CUBLAS_COMPUTE_32F or
- * CUBLAS_COMPUTE_32F_FAST_TF32 (32F operands only), strided batches
- * (BATCH_COUNT, STRIDED_BATCH_OFFSET in elements), epilogue DEFAULT or BIAS
- * (one float per row of D, broadcast across D's columns, per batch at
+ * with op() = TRANSA/TRANSB (N or T), scale type CUDA_R_32F, compute
+ * CUBLAS_COMPUTE_32F or CUBLAS_COMPUTE_32F_FAST_TF32 (32F operands only),
+ * and the types of the rows of NVIDIA's cublasLtMatmul table for 32F
+ * compute that plait uses: A/B CUDA_R_32F with C/D CUDA_R_32F, A/B
+ * CUDA_R_16BF with C/D CUDA_R_32F, A/B CUDA_R_16BF with C/D CUDA_R_16BF.
+ * C and D are of one type (the table has no row where they differ), and
+ * the table has no bf16 output from float32 operands: both are refused.
+ * A bf16 D is the float epilogue's result rounded once to nearest even. The
+ * bias and GELU's auxiliary matrix are of D's type: <cublasLt.h> says so of
+ * BIAS_DATA_TYPE and EPILOGUE_AUX_DATA_TYPE when unset, and lists
+ * exceptions only for integer (IMMA) and fp8 kernels, so setting either to
+ * another type than D's is refused here. Strided batches (BATCH_COUNT,
+ * STRIDED_BATCH_OFFSET in elements), epilogue DEFAULT or BIAS (one value
+ * of D's type per row of D, broadcast across D's columns, per batch at
  * BIAS_BATCH_STRIDE), GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS and DGELU.
  * beta == 0 does not read C: NaN in C stays out of D, as BLAS and cuBLAS
  * specify for beta == 0. The GELU epilogues, as NVIDIA's header documents
  * them: the bias is added first, then D = GELU(x); the _AUX ones also store
  * x, GELU's input, into the auxiliary matrix (EPILOGUE_AUX_POINTER, D's
  * shape at EPILOGUE_AUX_LD, batches at EPILOGUE_AUX_BATCH_STRIDE, both
- * divisible by 8, LD >= D's rows; of D's type, CUDA_R_32F); DGELU reads
+ * divisible by 8, LD >= D's rows; of D's type); DGELU reads
  * that matrix back and stores D = GELU'(aux) · x, "the GELU gradient". The
  * header does not say which GELU: the emulator computes the tanh form
  * (0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))), GPT-2's and plait's CPU
@@ -97,7 +106,7 @@ typedef struct lt_desc {
     uint32_t magic;
     int32_t compute, scale, pointer_mode, trans_a, trans_b, trans_c;
     uint32_t epilogue;
-    const void *bias;
+    const void *bias; /* of D's type (bias_type -1 or D's) */
     int64_t bias_stride;
     int32_t bias_type; /* -1: D's type */
     void *aux;         /* EPILOGUE_AUX_POINTER */
@@ -455,9 +464,15 @@ static cublasStatus_t check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLay
     if ((a->type != CUDA_R_32F && a->type != CUDA_R_16BF) || b->type != a->type)
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "A %s with B %s; the emulator takes A and B both CUDA_R_32F "
                       "or both CUDA_R_16BF", type_name(a->type), type_name(b->type));
-    if (c->type != CUDA_R_32F || dl->type != CUDA_R_32F)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "C %s, D %s; the emulator takes C and D of CUDA_R_32F",
-                      type_name(c->type), type_name(dl->type));
+    if (c->type != dl->type)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "C %s, D %s; C and D must be of one type", type_name(c->type),
+                      type_name(dl->type));
+    if (dl->type != CUDA_R_32F && dl->type != CUDA_R_16BF)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "C %s, D %s; the emulator takes C and D of CUDA_R_32F or "
+                      "CUDA_R_16BF", type_name(c->type), type_name(dl->type));
+    if (dl->type == CUDA_R_16BF && a->type != CUDA_R_16BF)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "D CUDA_R_16BF with A/B %s; a bf16 D takes CUDA_R_16BF A and "
+                      "B", type_name(a->type));
     if (d->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && a->type != CUDA_R_32F)
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "CUBLAS_COMPUTE_32F_FAST_TF32 with %s operands; it takes "
                       "CUDA_R_32F operands", type_name(a->type));
@@ -489,9 +504,9 @@ static cublasStatus_t check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLay
     if (epi_aux(d->epilogue)) {
         /* NVIDIA: GELU's input matrix has D's type unless set; its LD and
          * batch stride are divisible by 8, the LD no less than D's rows */
-        if (d->aux_type != -1 && d->aux_type != CUDA_R_32F)
-            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "aux data type %s; with D of CUDA_R_32F the emulator "
-                          "takes a CUDA_R_32F GELU input matrix", type_name(d->aux_type));
+        if (d->aux_type != -1 && d->aux_type != dl->type)
+            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "aux data type %s; with D of %s the emulator takes a GELU "
+                          "input matrix of D's type", type_name(d->aux_type), type_name(dl->type));
         if (d->aux_ld % 8 || d->aux_ld < (int64_t)dl->rows)
             return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "EPILOGUE_AUX_LD %lld: must be divisible by 8 and no "
                           "less than D's %llu rows", (long long)d->aux_ld, (unsigned long long)dl->rows);
@@ -502,10 +517,11 @@ static cublasStatus_t check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLay
                           (long long)d->aux_stride, dl->batch, (long long)d->aux_ld, (unsigned long long)dl->cols);
     }
     if (epi_bias(d->epilogue)) {
-        /* NVIDIA: the bias has D's type (CUDA_R_32F here) unless set */
-        if (d->bias_type != -1 && d->bias_type != CUDA_R_32F)
-            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "bias data type %s; with D of CUDA_R_32F the emulator "
-                          "takes a CUDA_R_32F bias", type_name(d->bias_type));
+        /* NVIDIA: the bias has D's type unless set (other types only for
+         * integer and fp8 kernels) */
+        if (d->bias_type != -1 && d->bias_type != dl->type)
+            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "bias data type %s; with D of %s the emulator takes a "
+                          "bias of D's type", type_name(d->bias_type), type_name(dl->type));
         if (d->bias_stride < 0)
             return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "bias batch stride %lld < 0", (long long)d->bias_stride);
     }
@@ -622,6 +638,27 @@ static float bf16_to_float(uint16_t h) {
     return v.f;
 }
 
+/* float -> bf16, round to nearest even (NaN stays NaN): how a bf16 D,
+ * aux or C is stored */
+static uint16_t float_to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* Element `idx` of a CUDA_R_32F or CUDA_R_16BF array, as float, and stored. */
+static float elem_get(const void *base, int32_t type, size_t idx) {
+    if (type == CUDA_R_16BF) return bf16_to_float(((const uint16_t *)base)[idx]);
+    return ((const float *)base)[idx];
+}
+static void elem_set(void *base, int32_t type, size_t idx, float v) {
+    if (type == CUDA_R_16BF)
+        ((uint16_t *)base)[idx] = float_to_bf16(v);
+    else
+        ((float *)base)[idx] = v;
+}
+
 /* Matrix `l`'s batch `bi` at `base` as floats, column-major with leading
  * dimension *ld: the memory itself when no conversion is due, else a packed
  * copy in `scratch` (rows x cols). */
@@ -671,7 +708,7 @@ typedef struct matmul_job {
     float fa, fb;
     const void *A, *B, *C;
     void *D;
-    const float *bias;
+    const void *bias; /* of D's type, like C and aux */
     float *scratch; /* na + nb + m*n floats */
     size_t na, nb;
 } matmul_job;
@@ -680,31 +717,31 @@ static void matmul_run(void *job) {
     matmul_job *j = job;
     int tf32 = j->d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
     float *sa = j->scratch, *sb = j->scratch + j->na, *t = j->scratch + j->na + j->nb;
-    const float *cf = j->C;
-    float *df = j->D;
+    const int32_t ty = j->dl.type; /* C's, D's, the bias's and aux's */
+    const size_t esz = type_size(ty);
     for (int64_t bi = 0; bi < j->dl.batch; bi++) {
         int64_t lda, ldb;
         const float *a = operand(j->A, &j->a, bi, tf32, sa, &lda), *b = operand(j->B, &j->b, bi, tf32, sb, &ldb);
         cblas_sgemm(CblasColMajor, j->d.trans_a == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
                     j->d.trans_b == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, (blasint)j->m, (blasint)j->n,
                     (blasint)j->k, 1.0f, a, (blasint)lda, b, (blasint)ldb, 0.0f, t, (blasint)j->m);
-        const float *cb = cf ? cf + bi * j->c.stride : NULL;
-        float *db = df + bi * j->dl.stride;
-        const float *bb = j->bias ? j->bias + bi * j->d.bias_stride : NULL;
+        const char *cb = j->C ? (const char *)j->C + (size_t)(bi * j->c.stride) * esz : NULL;
+        char *db = (char *)j->D + (size_t)(bi * j->dl.stride) * esz;
+        const char *bb = j->bias ? (const char *)j->bias + (size_t)(bi * j->d.bias_stride) * esz : NULL;
         const uint32_t e = j->d.epilogue;
-        float *ab = epi_aux(e) ? (float *)j->d.aux + bi * j->d.aux_stride : NULL;
+        char *ab = epi_aux(e) ? (char *)j->d.aux + (size_t)(bi * j->d.aux_stride) * esz : NULL;
         for (int64_t c = 0; c < j->n; c++)
             for (int64_t i = 0; i < j->m; i++) {
                 float v = j->fa * t[i + c * j->m];
-                if (j->fb != 0.0f) v = fmaf(j->fb, cb[i + c * j->c.ld], v);
-                if (epi_bias(e)) v = v + bb[i];
+                if (j->fb != 0.0f) v = fmaf(j->fb, elem_get(cb, ty, (size_t)(i + c * j->c.ld)), v);
+                if (epi_bias(e)) v = v + elem_get(bb, ty, (size_t)i);
                 if (e == CUBLASLT_EPILOGUE_DGELU) {
-                    v = dgelu_tanh(ab[i + c * j->d.aux_ld]) * v;
+                    v = dgelu_tanh(elem_get(ab, ty, (size_t)(i + c * j->d.aux_ld))) * v;
                 } else if (epi_gelu(e)) {
-                    if (ab) ab[i + c * j->d.aux_ld] = v;
+                    if (ab) elem_set(ab, ty, (size_t)(i + c * j->d.aux_ld), v);
                     v = gelu_tanh(v);
                 }
-                db[i + c * j->dl.ld] = v;
+                elem_set(db, ty, (size_t)(i + c * j->dl.ld), v); /* a bf16 D: rounded once, here */
             }
     }
 }
@@ -773,7 +810,7 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
         return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "in place (C == D) with C's ld %lld / stride %lld but D's "
                       "%lld / %lld", (long long)p.c->ld, (long long)p.c->stride, (long long)p.dl->ld,
                       (long long)p.dl->stride);
-    const float *bias = p.d->bias;
+    const void *bias = p.d->bias;
     if (epi_aux(p.d->epilogue)) {
         if (!p.d->aux)
             return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "epilogue %u with a NULL EPILOGUE_AUX_POINTER",

@@ -1,0 +1,140 @@
+/*
+ * The GPT's layer bodies under bf16 activations (plait_model.bf16): the
+ * attention half, the MLP half and the head, as gpt_layers.c and mlp.c
+ * run them, with what the products read and write stored in bf16 and the
+ * weights read from their bf16 copy (model.c). The residual stream and its
+ * gradient stay float32: the products that end a half add into it
+ * (matmul_forward_residual_bf16), LayerNorm reads it and writes bf16, and
+ * a product that reads its gradient gets a bf16 copy made once
+ * (to_bf16 into the scratch sb.dres), which both of its gradients read.
+ * Only the layouts model.c grants bf16 come here: no tensor parallelism,
+ * a one-pass backward, the fused kernels, and no recomputation or the
+ * selective one, which with the fused attention drops GELU's output alone
+ * (a buffer the blocks share, rebuilt at each block's backward).
+ */
+#include "model/model_internal.h"
+#include "runtime/error.h"
+
+plait_status plait_bf16_attention_forward(plait_model *m, model_slot *s, int32_t layer, const float *x) {
+    const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
+    block_acts *a = &s->blocks[layer - 1];
+    half_params p;
+    plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN1_W, &p);
+    if (st != PLAIT_OK) return st;
+    const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN1_W);
+    m->k->layernorm_forward_bf16(a->bf.ln1, a->ln1_mean, a->ln1_rstd, x, p.ln_w, p.ln_b, BT, C);
+    m->k->matmul_forward_bf16(a->bf.qkv, a->bf.ln1, w.in_w, w.in_b, BT, C, 3 * Cl);
+    m->k->attention_fused_forward_bf16(a->bf.atty, a->lse, m->att_scratch, a->bf.qkv, m->B, m->T, m->NHl, m->HS);
+    m->k->matmul_forward_residual_bf16(a->res2, x, a->bf.atty, w.out_w, p.out_b, BT, Cl, C);
+    return PLAIT_OK;
+}
+
+/* On entry dx holds d(res2); leaves d(x) there and adds the half's
+ * parameter gradients. */
+plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x, float *dx) {
+    const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
+    block_acts *a = &s->blocks[layer - 1];
+    half_params p, dp;
+    plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN1_W, &p);
+    if (st == PLAIT_OK) st = plait_model_half_params(m, PARAM_GRAD, layer, BP_LN1_W, &dp);
+    if (st != PLAIT_OK) return st;
+    const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN1_W);
+    m->k->to_bf16(m->sb.dres, dx, (size_t)(BT * C));
+    m->k->matmul_backward_bf16(m->sb.datty, dp.out_w, dp.out_b, m->sb.dres, a->bf.atty, w.out_w, BT, Cl, C);
+    m->k->attention_fused_backward_bf16(m->sb.dqkv, m->s_datt, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse, m->B,
+                                        m->T, m->NHl, m->HS);
+    /* the key bias's gradient stays exactly zero (gpt_layers.c says why):
+     * its accumulator saved around the product in the attention scratch */
+    m->k->copy(m->s_datt, dp.in_b + Cl, (size_t)Cl);
+    m->k->matmul_backward_bf16(m->sb.dln, dp.in_w, dp.in_b, m->sb.dqkv, a->bf.ln1, w.in_w, BT, C, 3 * Cl);
+    m->k->copy(dp.in_b + Cl, m->s_datt, (size_t)Cl);
+    m->k->layernorm_backward_fused_bf16(dx, dx, dp.ln_w, dp.ln_b, m->sb.dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd, BT,
+                                        C);
+    return PLAIT_OK;
+}
+
+plait_status plait_bf16_mlp_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y) {
+    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
+    block_acts *a = &s->blocks[layer - 1];
+    half_params p;
+    plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
+    if (st != PLAIT_OK) return st;
+    const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
+    m->k->layernorm_forward_bf16(a->bf.ln2, a->ln2_mean, a->ln2_rstd, r, p.ln_w, p.ln_b, BT, C);
+    if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) {
+        /* GELU apart, with the kernel the backward rebuilds its output
+         * with: the same bits in both */
+        m->k->matmul_forward_bf16(a->bf.fch, a->bf.ln2, w.in_w, w.in_b, BT, C, F);
+        m->k->gelu_forward_bf16(a->bf.fcg, a->bf.fch, (size_t)(BT * F));
+    } else {
+        m->k->matmul_forward_gelu_bf16(a->bf.fcg, a->bf.fch, a->bf.ln2, w.in_w, w.in_b, BT, C, F);
+    }
+    m->k->matmul_forward_residual_bf16(y, r, a->bf.fcg, w.out_w, p.out_b, BT, F, C);
+    return PLAIT_OK;
+}
+
+/* dr (overwritten) = d(r) from dy = d(y); the half's parameter gradients added. */
+plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
+                                     float *dr) {
+    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
+    block_acts *a = &s->blocks[layer - 1];
+    half_params p, dp;
+    plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
+    if (st == PLAIT_OK) st = plait_model_half_params(m, PARAM_GRAD, layer, BP_LN2_W, &dp);
+    if (st != PLAIT_OK) return st;
+    const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
+    if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) /* GELU's output, dropped in the forward */
+        m->k->gelu_forward_bf16(a->bf.fcg, a->bf.fch, (size_t)(BT * F));
+    m->k->to_bf16(m->sb.dres, dy, (size_t)(BT * C));
+    m->k->matmul_backward_gelu_bf16(m->sb.dfc, dp.out_w, dp.out_b, m->sb.dres, a->bf.fcg, w.out_w, a->bf.fch, BT, F,
+                                    C);
+    m->k->matmul_backward_bf16(m->sb.dln, dp.in_w, dp.in_b, m->sb.dfc, a->bf.ln2, w.in_w, BT, C, F);
+    m->k->layernorm_backward_fused_bf16(dr, dy, dp.ln_w, dp.ln_b, m->sb.dln, r, p.ln_w, a->ln2_mean, a->ln2_rstd, BT,
+                                        C);
+    return PLAIT_OK;
+}
+
+/* ln_f, lm_head and the loss with the logits' gradient in place, in bf16
+ * (the model keeps no float32 logits: plait_model_create_args). */
+plait_status plait_bf16_head_forward(plait_model *m, model_slot *s) {
+    const plait_model_desc *d = m->desc;
+    const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
+    if (!s->has_targets || m->keep_logits)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: a model with bf16 activations computes the head only with targets, "
+                               "turning the logits into their gradient (it keeps no float32 logits%s)",
+                               m->keep_logits ? "; plait_model_keep_logits asked for them" : "");
+    head_params p;
+    plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
+    if (st != PLAIT_OK) return st;
+    m->k->layernorm_forward_bf16(s->lnf_bf, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], p.ln_w, p.ln_b, BT, C);
+    m->k->matmul_forward_bf16(s->logits_bf, s->lnf_bf, plait_model_head_bf16(m), NULL, BT, C, Vl);
+    double *loss_sum = m->loss_dev + (s - m->slots);
+    m->k->zero_f64(loss_sum, 1);
+    m->k->crossentropy_fused_bf16(s->losses, s->lse, loss_sum, s->logits_bf, s->logits_bf, s->targets, BT, Vl,
+                                  m->vocab_valid, m->loss_scale);
+    s->has_loss = 1;
+    s->has_dlogits = 1;
+    s->has_logits = 0;
+    return PLAIT_OK;
+}
+
+/* From the logits' gradient the forward left: lm_head's and ln_f's
+ * gradients, and d(input) into the slot's gradient buffer. */
+plait_status plait_bf16_head_backward(plait_model *m, model_slot *s) {
+    const plait_model_desc *d = m->desc;
+    const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
+    if (!s->has_loss || !s->has_dlogits)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: backward of the head needs a forward with targets since the last backward "
+                               "of this slot");
+    head_params p, dp;
+    plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
+    if (st == PLAIT_OK) st = plait_model_head_params(m, PARAM_GRAD, &dp);
+    if (st != PLAIT_OK) return st;
+    s->has_dlogits = 0;
+    m->k->matmul_backward_bf16(m->sb.dln, dp.w, NULL, s->logits_bf, s->lnf_bf, plait_model_head_bf16(m), BT, C, Vl);
+    m->k->layernorm_backward_fused_bf16(s->gbuf[d->n_layer & 1], NULL, dp.ln_w, dp.ln_b, m->sb.dln,
+                                        s->bound[d->n_layer], p.ln_w, s->lnf_mean, s->lnf_rstd, BT, C);
+    return PLAIT_OK;
+}

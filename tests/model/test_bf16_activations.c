@@ -1,0 +1,172 @@
+/*
+ * bf16 activations (plait_model_create_args.activations_bf16) on the CPU,
+ * with the references of the kernel table's bf16 entries
+ * (tests/device/kref_bf16.c: the float32 kernel on widened inputs, each
+ * bf16 output rounded once) standing in for a device's: the model's bf16
+ * path trains as the float32 model does within bf16's rounding, holds its
+ * activations in about half the memory, makes its bf16 weight copies again
+ * after each update (and is caught when told nothing), gives the same bits
+ * twice, under selective recomputation keeps one GELU output for all
+ * blocks, is granted only where every piece exists, and refuses to keep
+ * float32 logits it does not have.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/kref_bf16.h"
+#include "kernels/kernels.h"
+#include "model/model_harness.h"
+#include "runtime/error.h"
+
+#define STEPS 6
+#define SLOTS 2
+#define GPT_INI "[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 32\nblock_size = 32\nvocab_size = 100\n"
+
+static const plait_kernels *bf16_table(void) {
+    static plait_kernels k;
+    k = *plait_kernels_table();
+    kref_bf16_fill(&k);
+    return &k;
+}
+
+static void trace(const char *ini, int bf16, int stale, int split, harness_trace *t) {
+    harness_opts o = {.tp = 1, .max_slots = SLOTS, .kernels = bf16_table(), .activations_bf16 = bf16,
+                      .stale_weights = stale, .split_backward = split};
+    t->steps = STEPS;
+    assert_int_equal(harness_trace_run(ini, 2, &o, t), 0);
+}
+
+/* The largest relative difference of the per-slot losses, and of the
+ * gradients (norm of the difference over the norm) over every step. */
+static double loss_dev(const harness_trace *a, const harness_trace *b) {
+    double worst = 0;
+    for (int i = 0; i < STEPS * SLOTS; i++) worst = fmax(worst, fabs(a->loss[i] - b->loss[i]) / fabs(b->loss[i]));
+    return worst;
+}
+
+static double grad_dev(const harness_trace *a, const harness_trace *b) {
+    double worst = 0;
+    for (int s = 0; s < STEPS; s++) {
+        double d = 0, n = 0;
+        for (size_t i = 0; i < a->numel; i++) {
+            const double x = a->grads[(size_t)s * a->numel + i], y = b->grads[(size_t)s * b->numel + i];
+            d += (x - y) * (x - y);
+            n += y * y;
+        }
+        worst = fmax(worst, sqrt(d / n));
+    }
+    return worst;
+}
+
+static void test_trains_as_float32(void **state) {
+    (void)state;
+    harness_trace f32, bf, again, stale;
+    trace(GPT_INI, 0, 0, 0, &f32);
+    trace(GPT_INI, 1, 0, 0, &bf);
+    trace(GPT_INI, 1, 0, 0, &again);
+    trace(GPT_INI, 1, 1, 0, &stale);
+    assert_false(f32.bf16);
+    assert_true(bf.bf16);
+    const double dl = loss_dev(&bf, &f32), dg = grad_dev(&bf, &f32), ds = loss_dev(&stale, &f32);
+    printf("bf16 against float32 over %d steps: losses within %.2e, gradients within %.2e (norm-wise); "
+           "with stale weight copies the losses are %.2e off\n", STEPS, dl, dg, ds);
+    /* bf16's 2^-8 rounding of every stored activation, a few layers deep */
+    assert_true(dl <= 1e-2);
+    assert_true(dg <= 5e-2);
+    assert_true(dl > 0); /* it did round */
+    /* weights used a step late: the updates' effect (lr 0.05) is missed */
+    assert_true(ds > 10 * dl);
+    assert_memory_equal(bf.loss, again.loss, sizeof(double) * STEPS * SLOTS);
+    assert_memory_equal(bf.grads, again.grads, sizeof(float) * STEPS * bf.numel);
+    /* the slots' blocks and head (C-wide and 4C-wide activations, the
+     * logits), the backward scratch: half, but for the float32 residual
+     * stream and the row statistics */
+    printf("activation bytes: float32 %llu, bf16 %llu (%.2f)\n", (unsigned long long)f32.act_bytes,
+           (unsigned long long)bf.act_bytes, (double)bf.act_bytes / (double)f32.act_bytes);
+    assert_true(bf.act_bytes * 10 < f32.act_bytes * 7);
+    harness_trace_free(&f32);
+    harness_trace_free(&bf);
+    harness_trace_free(&again);
+    harness_trace_free(&stale);
+}
+
+/* Selective recomputation under bf16 activations drops GELU's output
+ * alone: one buffer the blocks share instead of one per block and slot,
+ * rebuilt in each block's backward with the forward's own kernel. */
+static void test_selective(void **state) {
+    (void)state;
+    harness_trace f32, none, sel;
+    trace(GPT_INI, 0, 0, 0, &f32);
+    trace(GPT_INI, 1, 0, 0, &none);
+    trace(GPT_INI "recompute = selective\n", 1, 0, 0, &sel);
+    assert_true(sel.bf16);
+    const double dl = loss_dev(&sel, &f32), dg = grad_dev(&sel, &f32);
+    printf("bf16, recompute selective, against float32: losses within %.2e, gradients within %.2e; activation "
+           "bytes %llu (none: %llu)\n", dl, dg, (unsigned long long)sel.act_bytes, (unsigned long long)none.act_bytes);
+    assert_true(dl <= 1e-2);
+    assert_true(dg <= 5e-2);
+    /* B 2, T 32, 4C 128: a GELU output is 8192 bf16 (4096 floats); 2
+     * blocks x 2 slots kept without recomputation, one shared with it */
+    const uint64_t fcg = 4096 * sizeof(float);
+    assert_int_equal(none.act_bytes - sel.act_bytes, (2 * SLOTS - 1) * fcg);
+    harness_trace_free(&f32);
+    harness_trace_free(&none);
+    harness_trace_free(&sel);
+}
+
+/* Where a piece is missing the model keeps float32 activations (and the
+ * same numbers as a float32 model). */
+static void test_granted_only_where_whole(void **state) {
+    (void)state;
+    harness_trace t;
+    trace(GPT_INI "recompute = full\n", 1, 0, 0, &t);
+    assert_false(t.bf16);
+    harness_trace_free(&t);
+    trace(GPT_INI, 1, 0, 1, &t);
+    assert_false(t.bf16);
+    harness_trace_free(&t);
+    trace("[run]\nseed = 5\n[model]\narch = mlp\nn_layer = 2\nn_embd = 32\nblock_size = 8\nvocab_size = 50\n", 1, 0, 0,
+          &t);
+    assert_false(t.bf16);
+    harness_trace_free(&t);
+    harness_opts o = {.tp = 1, .max_slots = 1, .kernels = plait_kernels_table(), .activations_bf16 = 1};
+    t.steps = 1;
+    assert_int_equal(harness_trace_run(GPT_INI, 2, &o, &t), 0);
+    assert_false(t.bf16);
+    harness_trace_free(&t);
+}
+
+/* A forward that would keep float32 logits is refused, naming why. */
+static void test_no_float32_logits(void **state) {
+    (void)state;
+    harness h;
+    harness_opts o = {.tp = 1, .kernels = bf16_table(), .activations_bf16 = 1};
+    assert_int_equal(harness_init_ex(&h, GPT_INI, 2, &o), 0);
+    assert_true(plait_model_bf16_activations(h.model));
+    const size_t n = (size_t)h.B * (size_t)h.T;
+    int32_t *tok = malloc(n * sizeof *tok);
+    harness_tokens(tok, n, h.V, 7);
+    assert_int_equal(harness_step(&h, tok, NULL), PLAIT_ERR_INVALID_ARG); /* no targets */
+    assert_non_null(strstr(plait_last_error(), "bf16 activations"));
+    assert_int_equal(harness_forward(&h, tok, tok), PLAIT_ERR_INVALID_ARG); /* logits kept */
+    assert_non_null(strstr(plait_last_error(), "plait_model_keep_logits"));
+    assert_int_equal(harness_step(&h, tok, tok), PLAIT_OK);
+    free(tok);
+    harness_free(&h);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_trains_as_float32),
+        cmocka_unit_test(test_selective),
+        cmocka_unit_test(test_granted_only_where_whole),
+        cmocka_unit_test(test_no_float32_logits),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
