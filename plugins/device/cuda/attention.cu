@@ -29,8 +29,16 @@
  *
  * Shapes: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS; out and
  * dout [B,T,NH·HS]; lse and D [B,NH,T].
+ *
+ * Every kernel is templated on the activations' element type E: float, or
+ * plait_bf16 for the bf16-activation entries (qkv, out, dout, dqkv in
+ * bf16; lse and D stay fp32). With bf16 the tensor-core kernels copy the
+ * tiles into shared memory as they are, 8 values a 16-byte load, and the
+ * fp32 ones widen on load; outputs are rounded once to bf16.
  */
 #include <stdint.h>
+
+#include <type_traits>
 
 #include "kcommon.cuh"
 #include "mma.cuh"
@@ -49,9 +57,11 @@ template <int D> struct at_tile {
     static constexpr int WORDS = AT_TILE * SD / 2; /* uint32 words a tile */
 };
 
-/* AT_TILE rows of D values from g (row stride `stride` floats) into s as
+/* AT_TILE rows of D values from g (row stride `stride` values) into s as
  * bf16; rows at or past `rows` are zeros. Every thread of the block takes
- * part; pairs along a row are contiguous across threads (coalesced). */
+ * part; pairs (floats, rounded) or groups of 8 (bf16, as they are: g and
+ * the stride 16-byte aligned) along a row are contiguous across threads
+ * (coalesced). */
 template <int D> __device__ static void at_load_tile(uint32_t *s, const float *g, int64_t stride, int64_t rows) {
     constexpr int HALF = D / 2;
     for (int i = threadIdx.x; i < AT_TILE * HALF; i += blockDim.x) {
@@ -64,6 +74,22 @@ template <int D> __device__ static void at_load_tile(uint32_t *s, const float *g
         s[r * (at_tile<D>::SD / 2) + c / 2] = pc_pack_bf16(a, b);
     }
 }
+template <int D>
+__device__ static void at_load_tile(uint32_t *s, const plait_bf16 *g, int64_t stride, int64_t rows) {
+    constexpr int GROUPS = D / 8;
+    for (int i = threadIdx.x; i < AT_TILE * GROUPS; i += blockDim.x) {
+        const int r = i / GROUPS, c = 8 * (i % GROUPS);
+        const uint4 v = r < rows ? *(const uint4 *)(g + r * stride + c) : make_uint4(0, 0, 0, 0);
+        *(uint4 *)(s + r * (at_tile<D>::SD / 2) + c / 2) = v;
+    }
+}
+
+/* Two adjacent outputs (an accumulator's pair) to p: bf16 as one 4-byte store. */
+__device__ static inline void at_put2(float *p, float a, float b) {
+    p[0] = a;
+    p[1] = b;
+}
+__device__ static inline void at_put2(plait_bf16 *p, float a, float b) { *(uint32_t *)p = pc_pack_bf16(a, b); }
 
 /* The address lane `lane` gives ldmatrix for the four 8x8 blocks at tile
  * rows r0.., columns c0..: blocks (r0, c0), (r0+8, c0), (r0, c0+8),
@@ -137,16 +163,16 @@ __device__ static inline void at_acc_to_a(uint32_t a[4], const float (*c)[4], in
 /* One block per (query tile, b, h), the tiles with the most keys first.
  * Warp w owns rows 16w..16w+15 of the tile; a lane holds rows g and g+8
  * (g = lane/4) of every accumulator. */
-template <int D>
+template <int D, typename E>
 PC_KERNEL_T(AT_THREADS)
-attn_fwd_tc(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH, float scale_log2) {
+attn_fwd_tc(E *out, float *lse, const E *qkv, int64_t B, int64_t T, int64_t NH, float scale_log2) {
     constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
     __shared__ __align__(16) uint32_t sK[at_tile<D>::WORDS];
     __shared__ __align__(16) uint32_t sV[at_tile<D>::WORDS];
     const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
     const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     const int64_t Cl = NH * D, C3 = 3 * Cl, q0 = qt * AT_TILE;
-    const float *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl;
+    const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl;
     const int warp = threadIdx.x / PC_WARP, lane = threadIdx.x % PC_WARP, g = lane / 4, t = lane % 4;
 
     /* the warp's 16 query rows as A fragments, staged through sK */
@@ -214,7 +240,7 @@ PC_UNROLL
         }
     }
 
-    float *orow = out + b * T * Cl + h * D;
+    E *orow = out + b * T * Cl + h * D;
 PC_UNROLL
     for (int r = 0; r < 2; r++) {
         const float l = at_quad_sum(l_run[r]);
@@ -222,10 +248,7 @@ PC_UNROLL
         if (row >= T) continue;
         const float inv = 1.0f / l;
 PC_UNROLL
-        for (int dt = 0; dt < DT; dt++) {
-            orow[row * Cl + dt * 8 + 2 * t] = o[dt][2 * r] * inv;
-            orow[row * Cl + dt * 8 + 2 * t + 1] = o[dt][2 * r + 1] * inv;
-        }
+        for (int dt = 0; dt < DT; dt++) at_put2(orow + row * Cl + dt * 8 + 2 * t, o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
         if (t == 0) lse[bh * T + row] = (m_run[r] + log2f(l)) * AT_LN2;
     }
 }
@@ -236,9 +259,9 @@ PC_UNROLL
  * seen by the most queries first. Warp w owns keys 16w..16w+15 and
  * computes, for each query tile, Sᵀ and dPᵀ (its 16 keys x 64 queries),
  * then dV += Pᵀ·dO and dK += dSᵀ·Q in registers. */
-template <int D>
+template <int D, typename E>
 PC_KERNEL_T(AT_THREADS)
-attn_bwd_dkdv_tc(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
+attn_bwd_dkdv_tc(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv, int64_t B,
                      int64_t T, int64_t NH, float scale_log2, float scale) {
     constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
     __shared__ __align__(16) uint32_t sA[at_tile<D>::WORDS]; /* K, then each Q tile */
@@ -247,7 +270,7 @@ attn_bwd_dkdv_tc(float *dqkv, const float *dout, const float *qkv, const float *
     const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
     const int64_t kt = blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     const int64_t Cl = NH * D, C3 = 3 * Cl, k0 = kt * AT_TILE;
-    const float *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
+    const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
     const int warp = threadIdx.x / PC_WARP, lane = threadIdx.x % PC_WARP, g = lane / 4, t = lane % 4;
 
     at_load_tile<D>(sA, k + k0 * C3, C3, T - k0);
@@ -306,27 +329,25 @@ PC_UNROLL
         }
     }
 
-    float *dkrow = dqkv + b * T * C3 + Cl + h * D, *dvrow = dkrow + Cl;
+    E *dkrow = dqkv + b * T * C3 + Cl + h * D, *dvrow = dkrow + Cl;
 PC_UNROLL
     for (int r = 0; r < 2; r++) {
         const int64_t key = key0 + 8 * r;
         if (key >= T) continue;
 PC_UNROLL
-        for (int dt = 0; dt < DT; dt++)
-PC_UNROLL
-            for (int j = 0; j < 2; j++) {
-                dkrow[key * C3 + dt * 8 + 2 * t + j] = dk[dt][2 * r + j] * scale;
-                dvrow[key * C3 + dt * 8 + 2 * t + j] = dv[dt][2 * r + j];
-            }
+        for (int dt = 0; dt < DT; dt++) {
+            at_put2(dkrow + key * C3 + dt * 8 + 2 * t, dk[dt][2 * r] * scale, dk[dt][2 * r + 1] * scale);
+            at_put2(dvrow + key * C3 + dt * 8 + 2 * t, dv[dt][2 * r], dv[dt][2 * r + 1]);
+        }
     }
 }
 
 /* dQ of one query tile: one block per (query tile, b, h), the most keys
  * first; warp w owns rows 16w..16w+15 and walks the key tiles up to the
  * diagonal: S and dP again, dQ += dS·K in registers. */
-template <int D>
+template <int D, typename E>
 PC_KERNEL_T(AT_THREADS)
-attn_bwd_dq_tc(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
+attn_bwd_dq_tc(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv, int64_t B,
                    int64_t T, int64_t NH, float scale_log2, float scale) {
     constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
     __shared__ __align__(16) uint32_t sA[at_tile<D>::WORDS]; /* Q, then each K tile */
@@ -334,7 +355,7 @@ attn_bwd_dq_tc(float *dqkv, const float *dout, const float *qkv, const float *ls
     const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
     const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     const int64_t Cl = NH * D, C3 = 3 * Cl, q0 = qt * AT_TILE;
-    const float *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
+    const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
     const int warp = threadIdx.x / PC_WARP, lane = threadIdx.x % PC_WARP, g = lane / 4, t = lane % 4;
 
     at_load_tile<D>(sA, q + q0 * C3, C3, T - q0);
@@ -389,16 +410,14 @@ PC_UNROLL
         }
     }
 
-    float *dqrow = dqkv + b * T * C3 + h * D;
+    E *dqrow = dqkv + b * T * C3 + h * D;
 PC_UNROLL
     for (int r = 0; r < 2; r++) {
         const int64_t row = row0 + 8 * r;
         if (row >= T) continue;
 PC_UNROLL
-        for (int dt = 0; dt < DT; dt++) {
-            dqrow[row * C3 + dt * 8 + 2 * t] = dq[dt][2 * r] * scale;
-            dqrow[row * C3 + dt * 8 + 2 * t + 1] = dq[dt][2 * r + 1] * scale;
-        }
+        for (int dt = 0; dt < DT; dt++)
+            at_put2(dqrow + row * C3 + dt * 8 + 2 * t, dq[dt][2 * r] * scale, dq[dt][2 * r + 1] * scale);
     }
 }
 
@@ -412,28 +431,29 @@ template <int DC> struct at_f32 {
     static constexpr int ROWS = 4096 / MAXD < AT_TILE ? 4096 / MAXD : AT_TILE;
 };
 
-/* `rows` rows of D floats from g (row stride `stride`) into s, zeros past `valid`. */
-__device__ static void at_load_f32(float *s, const float *g, int64_t stride, int D, int rows, int64_t valid) {
+/* `rows` rows of D values from g (row stride `stride`) into s as floats, zeros past `valid`. */
+template <typename E>
+__device__ static void at_load_f32(float *s, const E *g, int64_t stride, int D, int rows, int64_t valid) {
     for (int i = threadIdx.x; i < rows * D; i += blockDim.x) {
         const int r = i / D, c = i % D;
-        s[i] = r < valid ? g[r * stride + c] : 0.0f;
+        s[i] = r < valid ? pc_get(g + r * stride + c) : 0.0f;
     }
 }
 
-template <int DC>
+template <int DC, typename E>
 PC_KERNEL_T(AT_TILE)
-attn_fwd_f32(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH, int HS, float scale) {
+attn_fwd_f32(E *out, float *lse, const E *qkv, int64_t B, int64_t T, int64_t NH, int HS, float scale) {
     constexpr int MAXD = at_f32<DC>::MAXD, KR = at_f32<DC>::ROWS;
     const int D = DC ? DC : HS;
     __shared__ float sK[KR * MAXD], sV[KR * MAXD];
     const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
     const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     const int64_t Cl = NH * D, C3 = 3 * Cl, i = qt * AT_TILE + threadIdx.x;
-    const float *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl;
+    const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl;
     const bool in = i < T;
     float qr[MAXD], acc[MAXD], m = -INFINITY, l = 0.0f;
     for (int d = 0; d < D; d++) {
-        qr[d] = in ? q[i * C3 + d] : 0.0f;
+        qr[d] = in ? pc_get(q + i * C3 + d) : 0.0f;
         acc[d] = 0.0f;
     }
     const int64_t keys = (qt + 1) * AT_TILE < T ? (qt + 1) * AT_TILE : T;
@@ -462,28 +482,28 @@ attn_fwd_f32(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int
         m = mt;
     }
     if (!in) return;
-    float *o = out + b * T * Cl + h * D + i * Cl;
+    E *o = out + b * T * Cl + h * D + i * Cl;
     const float inv = 1.0f / l;
-    for (int d = 0; d < D; d++) o[d] = acc[d] * inv;
+    for (int d = 0; d < D; d++) pc_put(o + d, acc[d] * inv);
     lse[bh * T + i] = m + logf(l);
 }
 
 /* dK and dV: one thread per key of a 64-key tile, query rows in tiles. */
-template <int DC>
+template <int DC, typename E>
 PC_KERNEL_T(AT_TILE)
-attn_bwd_dkdv_f32(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
+attn_bwd_dkdv_f32(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv, int64_t B,
                       int64_t T, int64_t NH, int HS, float scale) {
     constexpr int MAXD = at_f32<DC>::MAXD, QR = at_f32<DC>::ROWS;
     const int D = DC ? DC : HS;
     __shared__ float sQ[QR * MAXD], sO[QR * MAXD], sL[QR], sD[QR];
     const int64_t BH = B * NH, kt = blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     const int64_t Cl = NH * D, C3 = 3 * Cl, j = kt * AT_TILE + threadIdx.x;
-    const float *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
+    const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
     const bool in = j < T;
     float kr[MAXD], vr[MAXD], dk[MAXD], dv[MAXD];
     for (int d = 0; d < D; d++) {
-        kr[d] = in ? k[j * C3 + d] : 0.0f;
-        vr[d] = in ? v[j * C3 + d] : 0.0f;
+        kr[d] = in ? pc_get(k + j * C3 + d) : 0.0f;
+        vr[d] = in ? pc_get(v + j * C3 + d) : 0.0f;
         dk[d] = dv[d] = 0.0f;
     }
     for (int64_t q0 = kt * AT_TILE; q0 < T; q0 += QR) {
@@ -513,17 +533,17 @@ attn_bwd_dkdv_f32(float *dqkv, const float *dout, const float *qkv, const float 
         }
     }
     if (!in) return;
-    float *dkr = dqkv + b * T * C3 + Cl + h * D + j * C3, *dvr = dkr + Cl;
+    E *dkr = dqkv + b * T * C3 + Cl + h * D + j * C3, *dvr = dkr + Cl;
     for (int d = 0; d < D; d++) {
-        dkr[d] = dk[d] * scale;
-        dvr[d] = dv[d];
+        pc_put(dkr + d, dk[d] * scale);
+        pc_put(dvr + d, dv[d]);
     }
 }
 
 /* dQ: one thread per query row, key rows in tiles up to the diagonal. */
-template <int DC>
+template <int DC, typename E>
 PC_KERNEL_T(AT_TILE)
-attn_bwd_dq_f32(float *dqkv, const float *dout, const float *qkv, const float *lse, const float *Dv, int64_t B,
+attn_bwd_dq_f32(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv, int64_t B,
                     int64_t T, int64_t NH, int HS, float scale) {
     constexpr int MAXD = at_f32<DC>::MAXD, KR = at_f32<DC>::ROWS;
     const int D = DC ? DC : HS;
@@ -531,12 +551,12 @@ attn_bwd_dq_f32(float *dqkv, const float *dout, const float *qkv, const float *l
     const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
     const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     const int64_t Cl = NH * D, C3 = 3 * Cl, i = qt * AT_TILE + threadIdx.x;
-    const float *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
+    const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
     const bool in = i < T;
     float qr[MAXD], orow[MAXD], dq[MAXD];
     for (int d = 0; d < D; d++) {
-        qr[d] = in ? q[i * C3 + d] : 0.0f;
-        orow[d] = in ? dO[i * Cl + d] : 0.0f;
+        qr[d] = in ? pc_get(q + i * C3 + d) : 0.0f;
+        orow[d] = in ? pc_get(dO + i * Cl + d) : 0.0f;
         dq[d] = 0.0f;
     }
     const float li = in ? lse[bh * T + i] : 0.0f, di = in ? Dv[bh * T + i] : 0.0f;
@@ -559,20 +579,21 @@ attn_bwd_dq_f32(float *dqkv, const float *dout, const float *qkv, const float *l
         }
     }
     if (!in) return;
-    float *dqr = dqkv + b * T * C3 + h * D + i * C3;
-    for (int d = 0; d < D; d++) dqr[d] = dq[d] * scale;
+    E *dqr = dqkv + b * T * C3 + h * D + i * C3;
+    for (int d = 0; d < D; d++) pc_put(dqr + d, dq[d] * scale);
 }
 
 /* D[b,h,t] = Σ_d dout·out over the head's columns: one warp per row. */
-PC_KERNEL(attn_bwd_dot, PC_THREADS)(float *Dv, const float *dout, const float *out, int64_t B, int64_t T,
-                                    int64_t NH, int HS) {
+template <typename E>
+PC_KERNEL_T(PC_THREADS)
+attn_bwd_dot(float *Dv, const E *dout, const E *out, int64_t B, int64_t T, int64_t NH, int HS) {
     const int64_t r = (int64_t)blockIdx.x * (blockDim.x / PC_WARP) + threadIdx.x / PC_WARP;
     if (r >= B * T * NH) return;
     const int lane = threadIdx.x % PC_WARP;
     const int64_t h = r % NH, bt = r / NH, b = bt / T, t = bt % T;
-    const float *d = dout + bt * NH * HS + h * HS, *o = out + bt * NH * HS + h * HS;
+    const E *d = dout + bt * NH * HS + h * HS, *o = out + bt * NH * HS + h * HS;
     float s = 0.0f;
-    for (int c = lane; c < HS; c += PC_WARP) s += d[c] * o[c];
+    for (int c = lane; c < HS; c += PC_WARP) s += pc_get(d + c) * pc_get(o + c);
     s = pc_warp_sum(s);
     if (lane == 0) Dv[(b * NH + h) * T + t] = s;
 }
@@ -588,16 +609,23 @@ static unsigned at_blocks(int64_t B, int64_t T, int64_t NH) {
 static int at_tc_size(int64_t HS) { return HS == 32 || HS == 64 || HS == 128; }
 
 /* Launches of a tensor-core kernel (AT_THREADS threads) or an fp32 one (a
- * thread per row of a tile) of the templates above. */
-#define AT_TC(kernel, d) PC_LAUNCH_T(kernel<d>, blocks, AT_THREADS, AT_THREADS)
-#define AT_F32(kernel, d) PC_LAUNCH_T(kernel<d>, blocks, AT_TILE, AT_TILE)
-/* the fp32 kernels' head sizes known at compile time (others: <0>) */
-#define AT_F32_SIZES(X) X(16) X(32) X(64) X(128)
+ * thread per row of a tile) of the templates above, for head size d and
+ * the element type E in scope (parenthesised: the template's comma). */
+#define AT_TC(kernel, d) PC_LAUNCH_T((kernel<d, E>), blocks, AT_THREADS, AT_THREADS)
+#define AT_F32(kernel, d) PC_LAUNCH_T((kernel<d, E>), blocks, AT_TILE, AT_TILE)
+/* X(d) for the fp32 kernels' head sizes known at compile time (others:
+ * <0>), for the element type E in scope: bf16 activations reach those
+ * kernels only at the sizes the tensor cores do not take */
+#define AT_F32_SIZES(X)                                                                                                \
+    if constexpr (std::is_same<E, float>::value) {                                                                    \
+        X(16) X(32) X(64) X(128)                                                                                       \
+    } else {                                                                                                           \
+        X(16)                                                                                                          \
+    }
 
-extern "C" {
-
-void pc_launch_attention_fused_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH,
-                                       int64_t HS, int tensor_cores) {
+template <typename E>
+static void at_forward(E *out, float *lse, const E *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS,
+                       int tensor_cores) {
     if (B * T * NH <= 0) return;
     const unsigned blocks = at_blocks(B, T, NH);
     const float scale = 1.0f / sqrtf((float)HS), sl = scale * AT_LOG2E;
@@ -606,27 +634,27 @@ void pc_launch_attention_fused_forward(float *out, float *lse, const float *qkv,
         if (HS == 32) AT_TC(attn_fwd_tc, 32)(out, lse, qkv, B, T, NH, sl);
         if (HS == 64) AT_TC(attn_fwd_tc, 64)(out, lse, qkv, B, T, NH, sl);
         if (HS == 128) AT_TC(attn_fwd_tc, 128)(out, lse, qkv, B, T, NH, sl);
-    } else {
-        switch (HS) {
-#define AT_CASE(d)                                                                                                     \
-    case d: AT_F32(attn_fwd_f32, d)(out, lse, qkv, B, T, NH, h, scale); break;
-            AT_F32_SIZES(AT_CASE)
-#undef AT_CASE
-        default: AT_F32(attn_fwd_f32, 0)(out, lse, qkv, B, T, NH, h, scale);
-        }
+        return;
     }
-    pc_check_launch("fused attention forward");
+#define AT_CASE(d)                                                                                                     \
+    if (HS == d) {                                                                                                     \
+        AT_F32(attn_fwd_f32, d)(out, lse, qkv, B, T, NH, h, scale);                                                    \
+        return;                                                                                                        \
+    }
+    AT_F32_SIZES(AT_CASE)
+#undef AT_CASE
+    AT_F32(attn_fwd_f32, 0)(out, lse, qkv, B, T, NH, h, scale);
 }
 
-void pc_launch_attention_fused_backward(float *dqkv, float *Dv, const float *dout, const float *qkv, const float *out,
-                                        const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS,
-                                        int tensor_cores) {
+template <typename E>
+static void at_backward(E *dqkv, float *Dv, const E *dout, const E *qkv, const E *out, const float *lse, int64_t B,
+                        int64_t T, int64_t NH, int64_t HS, int tensor_cores) {
     if (B * T * NH <= 0) return;
     const unsigned blocks = at_blocks(B, T, NH), rows_per_block = PC_THREADS / PC_WARP;
     const float scale = 1.0f / sqrtf((float)HS), sl = scale * AT_LOG2E;
     const int h = (int)HS;
-    PC_LAUNCH(attn_bwd_dot, (unsigned)((B * T * NH + rows_per_block - 1) / rows_per_block),
-              PC_THREADS)(Dv, dout, out, B, T, NH, h);
+    PC_LAUNCH_T(attn_bwd_dot<E>, (unsigned)((B * T * NH + rows_per_block - 1) / rows_per_block), PC_THREADS,
+                PC_THREADS)(Dv, dout, out, B, T, NH, h);
     if (tensor_cores && at_tc_size(HS)) {
 #define AT_CASE(d)                                                                                                     \
     if (HS == d) {                                                                                                     \
@@ -637,21 +665,61 @@ void pc_launch_attention_fused_backward(float *dqkv, float *Dv, const float *dou
         AT_CASE(64)
         AT_CASE(128)
 #undef AT_CASE
-    } else {
-        switch (HS) {
+        return;
+    }
 #define AT_CASE(d)                                                                                                     \
-    case d:                                                                                                            \
+    if (HS == d) {                                                                                                     \
         AT_F32(attn_bwd_dkdv_f32, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);                                    \
         AT_F32(attn_bwd_dq_f32, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);                                      \
-        break;
-            AT_F32_SIZES(AT_CASE)
-#undef AT_CASE
-        default:
-            AT_F32(attn_bwd_dkdv_f32, 0)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);
-            AT_F32(attn_bwd_dq_f32, 0)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);
-        }
+        return;                                                                                                        \
     }
+    AT_F32_SIZES(AT_CASE)
+#undef AT_CASE
+    AT_F32(attn_bwd_dkdv_f32, 0)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);
+    AT_F32(attn_bwd_dq_f32, 0)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);
+}
+
+/* 0 (a failure recorded) unless the bf16 tensors start 16-byte aligned,
+ * as plait/kernels.h promises: the tiles' 16-byte loads and the outputs'
+ * 4-byte pairs rely on it. */
+static int at_aligned_bf16(const char *what, const void *a, const void *b, const void *c, const void *d) {
+    const void *p[4] = {a, b, c, d};
+    for (int i = 0; i < 4; i++)
+        if (p[i] && !pc_aligned16(p[i])) {
+            pc_fail("cuda: %s: a bf16 tensor at %p is not 16-byte aligned (plait/kernels.h)", what, p[i]);
+            return 0;
+        }
+    return 1;
+}
+
+extern "C" {
+
+void pc_launch_attention_fused_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH,
+                                       int64_t HS, int tensor_cores) {
+    at_forward(out, lse, qkv, B, T, NH, HS, tensor_cores);
+    pc_check_launch("fused attention forward");
+}
+
+void pc_launch_attention_fused_backward(float *dqkv, float *Dv, const float *dout, const float *qkv, const float *out,
+                                        const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS,
+                                        int tensor_cores) {
+    at_backward(dqkv, Dv, dout, qkv, out, lse, B, T, NH, HS, tensor_cores);
     pc_check_launch("fused attention backward");
+}
+
+void pc_launch_attention_fused_forward_bf16(plait_bf16 *out, float *lse, const plait_bf16 *qkv, int64_t B, int64_t T,
+                                            int64_t NH, int64_t HS) {
+    if (!at_aligned_bf16("attention_fused_forward_bf16", out, qkv, NULL, NULL)) return;
+    at_forward(out, lse, qkv, B, T, NH, HS, 1);
+    pc_check_launch("fused attention forward (bf16)");
+}
+
+void pc_launch_attention_fused_backward_bf16(plait_bf16 *dqkv, float *Dv, const plait_bf16 *dout,
+                                             const plait_bf16 *qkv, const plait_bf16 *out, const float *lse, int64_t B,
+                                             int64_t T, int64_t NH, int64_t HS) {
+    if (!at_aligned_bf16("attention_fused_backward_bf16", dqkv, dout, qkv, out)) return;
+    at_backward(dqkv, Dv, dout, qkv, out, lse, B, T, NH, HS, 1);
+    pc_check_launch("fused attention backward (bf16)");
 }
 
 } /* extern "C" */

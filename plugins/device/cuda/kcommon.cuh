@@ -76,8 +76,9 @@ static inline unsigned pc_blocks(size_t n) {
 
 /* ---- element-wise passes with 16-byte loads ------------------------------ */
 
-/* V (1 or 4) consecutive floats at p to or from r: with 4, one 16-byte
- * access (p 16-byte aligned). Row kernels written for both widths. */
+/* V (1 or 4; 8 and bf16 below) consecutive floats at p to or from r:
+ * with 4, one 16-byte access (p 16-byte aligned). Row kernels are written
+ * for every width. */
 __device__ inline void pc_ld(float (&r)[1], const float *p) { r[0] = *p; }
 __device__ inline void pc_ld(float (&r)[4], const float *p) {
     const float4 q = *(const float4 *)p;
@@ -88,6 +89,50 @@ __device__ inline void pc_st(float *p, const float (&r)[4]) {
     float4 q;
     q.x = r[0], q.y = r[1], q.z = r[2], q.w = r[3];
     *(float4 *)p = q;
+}
+
+/* ---- bf16 activations (plait_bf16: a bfloat16's bits) -------------------
+ * Row kernels templated on the element type T (float or plait_bf16) read
+ * and write through these: a bf16 value widens exactly, a float stored as
+ * bf16 is rounded once, to nearest even (NaN stays NaN). */
+__device__ inline float pc_get(const float *p) { return *p; }
+__device__ inline float pc_get(const plait_bf16 *p) { return __uint_as_float((uint32_t)*p << 16); }
+__device__ inline plait_bf16 pc_bf16_of(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+__device__ inline void pc_put(float *p, float x) { *p = x; }
+__device__ inline void pc_put(plait_bf16 *p, float x) { *p = pc_bf16_of(x); }
+
+/* Values of T one 16-byte access holds: 4 floats, 8 bf16. */
+template <typename T> struct pc_vec {
+    static constexpr int V = 16 / (int)sizeof(T);
+};
+
+/* 8 values: two 16-byte accesses of floats, one of bf16 (p 16-byte
+ * aligned); and one bf16 value. */
+__device__ inline void pc_ld(float (&r)[8], const float *p) {
+    const float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
+    r[0] = a.x, r[1] = a.y, r[2] = a.z, r[3] = a.w;
+    r[4] = b.x, r[5] = b.y, r[6] = b.z, r[7] = b.w;
+}
+__device__ inline void pc_st(float *p, const float (&r)[8]) {
+    *(float4 *)p = make_float4(r[0], r[1], r[2], r[3]);
+    *(float4 *)(p + 4) = make_float4(r[4], r[5], r[6], r[7]);
+}
+__device__ inline void pc_ld(float (&r)[1], const plait_bf16 *p) { r[0] = pc_get(p); }
+__device__ inline void pc_ld(float (&r)[8], const plait_bf16 *p) {
+    const uint4 q = *(const uint4 *)p;
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    PC_UNROLL
+    for (int k = 0; k < 4; k++) {
+        r[2 * k] = __uint_as_float(w[k] << 16);
+        r[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    }
+}
+__device__ inline void pc_st(plait_bf16 *p, const float (&r)[1]) { *p = pc_bf16_of(r[0]); }
+__device__ inline void pc_st(plait_bf16 *p, const float (&r)[8]) {
+    uint32_t w[4];
+    PC_UNROLL
+    for (int k = 0; k < 4; k++) w[k] = (uint32_t)pc_bf16_of(r[2 * k]) | (uint32_t)pc_bf16_of(r[2 * k + 1]) << 16;
+    *(uint4 *)p = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 /* Groups of 4 floats a thread loads per pass before it uses any: several

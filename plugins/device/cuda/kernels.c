@@ -280,6 +280,16 @@ static void k_attention_fused_backward(float *dqkv, float *scratch, const float 
                                        pc.precision == PLAIT_PRECISION_BF16);
 }
 
+/* The bf16-activation forms (ABI 1.8): the same kernels on bf16 q, k, v,
+ * out, dout and dqkv, on the tensor cores at head sizes 32, 64 and 128
+ * whatever the run's precision (the operands are bf16 already); scratch
+ * as above. */
+static void k_attention_fused_forward_bf16(plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv,
+                                           int64_t B, int64_t T, int64_t NH, int64_t HS) {
+    (void)scratch;
+    pc_launch_attention_fused_forward_bf16(out, lse, qkv, B, T, NH, HS);
+}
+
 /* ---- embeddings ------------------------------------------------------------ */
 
 static void k_embedding_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe, int64_t B,
@@ -370,6 +380,12 @@ PC_ENTRY(sumsq_clip, pc_launch_sumsq_clip, (double *sumsq, float *scale, const p
 PC_ENTRY(adamw_multi, k_adamw_multi, (const plait_adamw_tensor *tensors, size_t count, size_t total, const plait_adamw_args *args, const float *scale), (tensors, count, total, args, scale))
 PC_ENTRY(attention_fused_forward, k_attention_fused_forward, (float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS), (out, lse, scratch, qkv, B, T, NH, HS))
 PC_ENTRY(attention_fused_backward, k_attention_fused_backward, (float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out, const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS), (dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS))
+/* the bf16-activation row kernels (ABI 1.8): norm.cu, attention.cu, loss.cu */
+PC_ENTRY(layernorm_forward_bf16, pc_launch_layernorm_forward_bf16, (plait_bf16 *out, float *mean, float *rstd, const float *inp, const float *weight, const float *bias, int64_t BT, int64_t C), (out, mean, rstd, inp, weight, bias, BT, C))
+PC_ENTRY(layernorm_backward_fused_bf16, pc_launch_layernorm_backward_fused_bf16, (float *dinp, const float *dres, float *dweight, float *dbias, const plait_bf16 *dout, const float *inp, const float *weight, const float *mean, const float *rstd, int64_t BT, int64_t C), (dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C))
+PC_ENTRY(attention_fused_forward_bf16, k_attention_fused_forward_bf16, (plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS), (out, lse, scratch, qkv, B, T, NH, HS))
+PC_ENTRY(attention_fused_backward_bf16, pc_launch_attention_fused_backward_bf16, (plait_bf16 *dqkv, float *scratch, const plait_bf16 *dout, const plait_bf16 *qkv, const plait_bf16 *out, const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS), (dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS))
+PC_ENTRY(crossentropy_fused_bf16, pc_launch_crossentropy_fused_bf16, (float *losses, float *lse, double *loss_sum, plait_bf16 *dlogits, const plait_bf16 *logits, const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale), (losses, lse, loss_sum, dlogits, logits, targets, BT, Vl, n_valid, scale))
 
 /* bf16 activations (ABI 1.8): the products */
 PC_ENTRY(to_bf16, pc_launch_to_bf16, (plait_bf16 *dst, const float *src, size_t n), (dst, src, n))
@@ -431,6 +447,12 @@ static const plait_kernels g_table = {
     .matmul_forward_gelu_bf16 = e_matmul_forward_gelu_bf16,
     .matmul_backward_bf16 = e_matmul_backward_bf16,
     .matmul_backward_gelu_bf16 = e_matmul_backward_gelu_bf16,
+    /* the bf16-activation row kernels (ABI 1.8) */
+    .layernorm_forward_bf16 = e_layernorm_forward_bf16,
+    .layernorm_backward_fused_bf16 = e_layernorm_backward_fused_bf16,
+    .attention_fused_forward_bf16 = e_attention_fused_forward_bf16,
+    .attention_fused_backward_bf16 = e_attention_fused_backward_bf16,
+    .crossentropy_fused_bf16 = e_crossentropy_fused_bf16,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

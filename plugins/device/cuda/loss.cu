@@ -10,6 +10,11 @@
  * Block reductions have a fixed shape, and the loss sum runs in double in
  * row order on one thread. Rows whose width is a multiple of 4 (and 16-byte
  * aligned) are read 4 columns a load.
+ *
+ * crossentropy_fused_bf16 is the fused kernel templated on the logits'
+ * element type: bf16 logits widened on load (8 columns a 16-byte load
+ * where the width is a multiple of 8), fp32 arithmetic, the gradient
+ * rounded once to bf16, losses, lse and the loss sum as in fp32.
  */
 #include "kcommon.cuh"
 
@@ -18,39 +23,41 @@
 #define CE_THREADS (PC_THREADS * 2)
 
 /* The row passes below take, with vec (the row 16-byte aligned), groups of
- * 4 columns as one float4 load per thread, then the columns past the last
- * whole group one by one; else every column one by one. */
+ * V = pc_vec<T>::V columns (4 floats, 8 bf16) as one 16-byte load per
+ * thread, then the columns past the last whole group one by one; else
+ * every column one by one. */
 
-__device__ static float row_max(const float *l, int64_t n, float *sh, int vec) {
+template <typename T> __device__ static float row_max(const T *l, int64_t n, float *sh, int vec) {
+    constexpr int V = pc_vec<T>::V;
     float m = -INFINITY;
     int64_t c0 = 0;
     if (vec) {
-        const float4 *l4 = (const float4 *)l;
-        for (int64_t g = threadIdx.x; g < n / 4; g += blockDim.x) {
-            const float4 q = l4[g];
-            m = fmaxf(m, fmaxf(fmaxf(q.x, q.y), fmaxf(q.z, q.w)));
+        for (int64_t g = threadIdx.x; g < n / V; g += blockDim.x) {
+            float x[V];
+            pc_ld(x, l + g * V);
+            PC_UNROLL
+            for (int k = 0; k < V; k++) m = fmaxf(m, x[k]);
         }
-        c0 = n / 4 * 4;
+        c0 = n / V * V;
     }
-    for (int64_t c = c0 + threadIdx.x; c < n; c += blockDim.x) m = fmaxf(m, l[c]);
+    for (int64_t c = c0 + threadIdx.x; c < n; c += blockDim.x) m = fmaxf(m, pc_get(l + c));
     return pc_block_max(m, sh);
 }
 
-__device__ static float row_sumexp(const float *l, int64_t n, float m, float *sh, int vec) {
+template <typename T> __device__ static float row_sumexp(const T *l, int64_t n, float m, float *sh, int vec) {
+    constexpr int V = pc_vec<T>::V;
     float s = 0;
     int64_t c0 = 0;
     if (vec) {
-        const float4 *l4 = (const float4 *)l;
-        for (int64_t g = threadIdx.x; g < n / 4; g += blockDim.x) {
-            const float4 q = l4[g];
-            s += expf(q.x - m);
-            s += expf(q.y - m);
-            s += expf(q.z - m);
-            s += expf(q.w - m);
+        for (int64_t g = threadIdx.x; g < n / V; g += blockDim.x) {
+            float x[V];
+            pc_ld(x, l + g * V);
+            PC_UNROLL
+            for (int k = 0; k < V; k++) s += expf(x[k] - m);
         }
-        c0 = n / 4 * 4;
+        c0 = n / V * V;
     }
-    for (int64_t c = c0 + threadIdx.x; c < n; c += blockDim.x) s += expf(l[c] - m);
+    for (int64_t c = c0 + threadIdx.x; c < n; c += blockDim.x) s += expf(pc_get(l + c) - m);
     return pc_block_sum(s, sh);
 }
 
@@ -63,40 +70,40 @@ __device__ static inline float ce_grad(float x, int64_t c, int64_t n_valid, floa
 
 /* d = (exp(l − lse) − onehot)·scale over the valid columns, 0 on padding;
  * every thread reads its elements before writing them (in place allowed) */
-__device__ static void row_backward(float *d, const float *l, int64_t Vl, int64_t n_valid, float lse, int64_t t,
-                                    float scale, int vec) {
+template <typename T>
+__device__ static void row_backward(T *d, const T *l, int64_t Vl, int64_t n_valid, float lse, int64_t t, float scale,
+                                    int vec) {
+    constexpr int V = pc_vec<T>::V;
     int64_t c0 = 0;
     if (vec) {
-        const float4 *l4 = (const float4 *)l;
-        float4 *d4 = (float4 *)d;
-        for (int64_t g = threadIdx.x; g < Vl / 4; g += blockDim.x) {
-            const float4 q = l4[g];
-            const int64_t c = 4 * g;
-            float4 r;
-            r.x = ce_grad(q.x, c, n_valid, lse, t, scale);
-            r.y = ce_grad(q.y, c + 1, n_valid, lse, t, scale);
-            r.z = ce_grad(q.z, c + 2, n_valid, lse, t, scale);
-            r.w = ce_grad(q.w, c + 3, n_valid, lse, t, scale);
-            d4[g] = r;
+        for (int64_t g = threadIdx.x; g < Vl / V; g += blockDim.x) {
+            float x[V];
+            pc_ld(x, l + g * V);
+            PC_UNROLL
+            for (int k = 0; k < V; k++) x[k] = ce_grad(x[k], g * V + k, n_valid, lse, t, scale);
+            pc_st(d + g * V, x);
         }
-        c0 = Vl / 4 * 4;
+        c0 = Vl / V * V;
     }
-    for (int64_t c = c0 + threadIdx.x; c < Vl; c += blockDim.x) d[c] = ce_grad(l[c], c, n_valid, lse, t, scale);
+    for (int64_t c = c0 + threadIdx.x; c < Vl; c += blockDim.x)
+        pc_put(d + c, ce_grad(pc_get(l + c), c, n_valid, lse, t, scale));
 }
 
 /* The whole loss of one row, its first n_valid of Vl columns classes
  * (crossentropy: all of them): max and Σexp over the valid columns, the
  * loss and lse, then the gradient in place; the losses' sum is
- * loss_sum_kernel's (crossentropy_fused). */
-PC_KERNEL(ce_fused_kernel, CE_THREADS)(float *losses, float *lse_out, float *dlogits, const float *logits,
-                                       const int32_t *targets, int64_t Vl, int64_t n_valid, float scale, int vec) {
+ * loss_sum_kernel's (crossentropy_fused). T: the logits' element type. */
+template <typename T>
+PC_KERNEL_T(CE_THREADS)
+ce_fused_kernel(float *losses, float *lse_out, T *dlogits, const T *logits, const int32_t *targets, int64_t Vl,
+                int64_t n_valid, float scale, int vec) {
     __shared__ float sh[32];
     const int64_t r = blockIdx.x;
-    const float *l = logits + r * Vl;
+    const T *l = logits + r * Vl;
     const int64_t t = targets[r];
     const float m = row_max(l, n_valid, sh, vec);
     const float s = row_sumexp(l, n_valid, m, sh, vec);
-    const float tl = t >= 0 && t < n_valid ? l[t] : 0.0f;
+    const float tl = t >= 0 && t < n_valid ? pc_get(l + t) : 0.0f;
     const float lse = m + logf(s);
     if (threadIdx.x == 0) {
         losses[r] = t >= 0 ? lse - tl : 0.0f;
@@ -104,9 +111,9 @@ PC_KERNEL(ce_fused_kernel, CE_THREADS)(float *losses, float *lse_out, float *dlo
     }
     if (!dlogits) return;
     __syncthreads(); /* every thread has read l[t] before it may be overwritten */
-    float *d = dlogits + r * Vl;
+    T *d = dlogits + r * Vl;
     if (t < 0) {
-        for (int64_t c = threadIdx.x; c < Vl; c += blockDim.x) d[c] = 0.0f;
+        for (int64_t c = threadIdx.x; c < Vl; c += blockDim.x) pc_put(d + c, 0.0f);
         return;
     }
     row_backward(d, l, Vl, n_valid, lse, t, scale, vec);
@@ -189,10 +196,21 @@ PC_KERNEL(ce_backward_kernel, PC_THREADS)(float *dlogits, const float *logits, c
     row_backward(d, logits + r * Vl, Vl, n_valid, lse[r], (int64_t)targets[r] - vocab_start, scale, vec);
 }
 
-/* 1 if rows of Vl floats at a (and b, unless NULL) start 16-byte aligned:
- * the row passes' float4 loads */
-static int rows_vec(int64_t Vl, const void *a, const void *b) {
-    return Vl % 4 == 0 && pc_aligned16(a) && (!b || pc_aligned16(b));
+/* 1 if rows of Vl values of T at a (and b, unless NULL) start 16-byte
+ * aligned: the row passes' 16-byte loads */
+template <typename T> static int rows_vec(int64_t Vl, const T *a, const T *b) {
+    return Vl % pc_vec<T>::V == 0 && pc_aligned16(a) && (!b || pc_aligned16(b));
+}
+
+/* crossentropy_fused for logits of element type T */
+template <typename T>
+static void ce_fused(float *losses, float *lse, double *loss_sum, T *dlogits, const T *logits, const int32_t *targets,
+                     int64_t BT, int64_t Vl, int64_t n_valid, float scale, const char *what) {
+    if (BT <= 0) return;
+    PC_LAUNCH_T(ce_fused_kernel<T>, (unsigned)BT, CE_THREADS, CE_THREADS)(
+        losses, lse, dlogits, logits, targets, Vl, n_valid, scale, rows_vec(Vl, logits, (const T *)dlogits));
+    PC_LAUNCH(loss_sum_kernel, 1, ROWS_PER_LOSS_CHUNK)(loss_sum, losses, BT);
+    pc_check_launch(what);
 }
 
 extern "C" {
@@ -200,23 +218,26 @@ extern "C" {
 void pc_launch_crossentropy(float *losses, float *dlogits, const float *logits, const int32_t *targets, int64_t BT,
                             int64_t V, float scale) {
     if (BT <= 0) return;
-    PC_LAUNCH(ce_fused_kernel, (unsigned)BT, CE_THREADS)(losses, (float *)NULL, dlogits, logits, targets, V, V, scale,
-                                                         rows_vec(V, logits, dlogits));
+    PC_LAUNCH_T(ce_fused_kernel<float>, (unsigned)BT, CE_THREADS, CE_THREADS)(
+        losses, (float *)NULL, dlogits, logits, targets, V, V, scale, rows_vec(V, logits, (const float *)dlogits));
     pc_check_launch("crossentropy");
 }
 
 void pc_launch_crossentropy_fused(float *losses, float *lse, double *loss_sum, float *dlogits, const float *logits,
                                   const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale) {
-    if (BT <= 0) return;
-    PC_LAUNCH(ce_fused_kernel, (unsigned)BT, CE_THREADS)(losses, lse, dlogits, logits, targets, Vl, n_valid, scale,
-                                                         rows_vec(Vl, logits, dlogits));
-    PC_LAUNCH(loss_sum_kernel, 1, ROWS_PER_LOSS_CHUNK)(loss_sum, losses, BT);
-    pc_check_launch("crossentropy_fused");
+    ce_fused(losses, lse, loss_sum, dlogits, logits, targets, BT, Vl, n_valid, scale, "crossentropy_fused");
+}
+
+void pc_launch_crossentropy_fused_bf16(float *losses, float *lse, double *loss_sum, plait_bf16 *dlogits,
+                                       const plait_bf16 *logits, const int32_t *targets, int64_t BT, int64_t Vl,
+                                       int64_t n_valid, float scale) {
+    ce_fused(losses, lse, loss_sum, dlogits, logits, targets, BT, Vl, n_valid, scale, "crossentropy_fused_bf16");
 }
 
 void pc_launch_logits_rowmax(float *rowmax, const float *logits, int64_t BT, int64_t Vl, int64_t n_valid) {
     if (BT <= 0) return;
-    PC_LAUNCH(rowmax_kernel, (unsigned)BT, PC_THREADS)(rowmax, logits, Vl, n_valid, rows_vec(Vl, logits, NULL));
+    PC_LAUNCH(rowmax_kernel, (unsigned)BT, PC_THREADS)(rowmax, logits, Vl, n_valid,
+                                                       rows_vec(Vl, logits, (const float *)NULL));
     pc_check_launch("logits_rowmax");
 }
 
@@ -224,7 +245,7 @@ void pc_launch_logits_sumexp(float *sumexp, const float *logits, const float *ro
                              int64_t n_valid) {
     if (BT <= 0) return;
     PC_LAUNCH(sumexp_kernel, (unsigned)BT, PC_THREADS)(sumexp, logits, rowmax, Vl, n_valid,
-                                                       rows_vec(Vl, logits, NULL));
+                                                       rows_vec(Vl, logits, (const float *)NULL));
     pc_check_launch("logits_sumexp");
 }
 
@@ -246,7 +267,7 @@ void pc_launch_crossentropy_backward(float *dlogits, const float *logits, const 
                                      int64_t vocab_start, int64_t BT, int64_t Vl, int64_t n_valid, float scale) {
     if (BT <= 0) return;
     PC_LAUNCH(ce_backward_kernel, (unsigned)BT, PC_THREADS)(
-        dlogits, logits, lse, targets, vocab_start, Vl, n_valid, scale, rows_vec(Vl, logits, dlogits));
+        dlogits, logits, lse, targets, vocab_start, Vl, n_valid, scale, rows_vec(Vl, logits, (const float *)dlogits));
     pc_check_launch("crossentropy_backward");
 }
 

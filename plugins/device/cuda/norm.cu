@@ -7,16 +7,22 @@
  * the accumulated values. dinp accumulates (the residual
  * stream); layernorm_backward_fused adds the residual's gradient itself
  * and computes the parameters' partial sums in the same block.
+ *
+ * The bf16-activation forms (layernorm_forward_bf16's output,
+ * layernorm_backward_fused_bf16's dout) are the same kernels templated on
+ * that tensor's element type: fp32 arithmetic, bf16 widened on load and
+ * rounded once on store, 8 columns a load where C % 8 == 0 (16 bytes of
+ * bf16, two of the float rows' float4).
  */
 #include "kcommon.cuh"
 
 #define LN_EPS 1e-5f
 #define LN_WARPS 8 /* rows per block */
 
-/* One row on one warp, V (1 or 4) columns a load: lane l takes columns
+/* One row on one warp, V (1, 4 or 8) columns a load: lane l takes columns
  * [V·l, V·l + V), then 32·V further on, and so on (V = 1: lane-strided). */
-template <int V>
-__device__ static void ln_forward_row(float *o, float *mean_r, float *rstd_r, const float *x, const float *w,
+template <int V, typename TO>
+__device__ static void ln_forward_row(TO *o, float *mean_r, float *rstd_r, const float *x, const float *w,
                                       const float *b, int64_t C) {
     const int lane = threadIdx.x % PC_WARP;
     const float inv_c = 1.0f / (float)C;
@@ -54,14 +60,17 @@ __device__ static void ln_forward_row(float *o, float *mean_r, float *rstd_r, co
     }
 }
 
-/* vec: every row and w, b 16-byte aligned (C % 4 == 0): 4 columns a load */
-PC_KERNEL(ln_forward_kernel, LN_WARPS * PC_WARP)(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                                         const float *b, int64_t BT, int64_t C, int vec) {
+/* vec: every row and w, b 16-byte aligned (C a multiple of a 16-byte
+ * access of TO): that many columns a load */
+template <typename TO>
+PC_KERNEL_T(LN_WARPS * PC_WARP)
+ln_forward_kernel(TO *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int64_t BT,
+                  int64_t C, int vec) {
     int64_t r = (int64_t)blockIdx.x * LN_WARPS + threadIdx.x / PC_WARP;
     if (r >= BT) return;
     float *mr = mean ? mean + r : NULL, *rr = rstd ? rstd + r : NULL;
     if (vec)
-        ln_forward_row<4>(out + r * C, mr, rr, inp + r * C, w, b, C);
+        ln_forward_row<pc_vec<TO>::V>(out + r * C, mr, rr, inp + r * C, w, b, C);
     else
         ln_forward_row<1>(out + r * C, mr, rr, inp + r * C, w, b, C);
 }
@@ -69,8 +78,8 @@ PC_KERNEL(ln_forward_kernel, LN_WARPS * PC_WARP)(float *out, float *mean, float 
 /* One row on one warp, V columns a load (as ln_forward_row): dx = base +
  * (w·dout − mean(w·dout) − norm·mean(w·dout·norm))·rstd, base NULL adding
  * to zeros (dx itself: +=). */
-template <int V>
-__device__ static void ln_backward_row(float *dx, const float *base, const float *x, const float *d, const float *w,
+template <int V, typename TD>
+__device__ static void ln_backward_row(float *dx, const float *base, const float *x, const TD *d, const float *w,
                                        float m, float s, int64_t C) {
     const int lane = threadIdx.x % PC_WARP;
     const float inv_c = 1.0f / (float)C;
@@ -104,11 +113,13 @@ __device__ static void ln_backward_row(float *dx, const float *base, const float
     }
 }
 
-/* One row's backward at the width vec says (ln_forward_kernel's terms). */
-__device__ static void ln_backward_row_at(int vec, float *dx, const float *base, const float *x, const float *d,
+/* One row's backward at the width vec says (ln_forward_kernel's terms,
+ * for dout's element type TD). */
+template <typename TD>
+__device__ static void ln_backward_row_at(int vec, float *dx, const float *base, const float *x, const TD *d,
                                           const float *w, float m, float s, int64_t C) {
     if (vec)
-        ln_backward_row<4>(dx, base, x, d, w, m, s, C);
+        ln_backward_row<pc_vec<TD>::V>(dx, base, x, d, w, m, s, C);
     else
         ln_backward_row<1>(dx, base, x, d, w, m, s, C);
 }
@@ -123,11 +134,12 @@ PC_KERNEL(ln_backward_rows_kernel, LN_WARPS * PC_WARP)(float *dinp, const float 
 
 /* Column c's terms of the weight and bias gradients over rows [r0, r1), in
  * row order. */
-__device__ static void ln_col_sums(float *aw, float *ab, const float *dout, const float *inp, const float *mean,
+template <typename TD>
+__device__ static void ln_col_sums(float *aw, float *ab, const TD *dout, const float *inp, const float *mean,
                                    const float *rstd, int64_t r0, int64_t r1, int64_t C, int64_t c) {
     float sw = 0.0f, sb = 0.0f;
     for (int64_t r = r0; r < r1; r++) {
-        float d = dout[r * C + c];
+        float d = pc_get(dout + r * C + c);
         sw += (inp[r * C + c] - mean[r]) * rstd[r] * d;
         sb += d;
     }
@@ -155,11 +167,12 @@ PC_KERNEL(ln_params_partial_kernel, PC_THREADS)(float *part_w, float *part_b, co
  * each warp a row at a time, dinp = dres + ln_backward_rows_kernel's
  * term (dres NULL: zeros); then, from the same rows (the block's reads,
  * now in cache), the chunk's column sums of ln_params_partial_kernel in
- * its order, so the partials are its bits. */
-PC_KERNEL(ln_backward_fused_kernel, LN_WARPS * PC_WARP)(float *dinp, const float *dres, float *part_w, float *part_b,
-                                                        const float *dout, const float *inp, const float *w,
-                                                        const float *mean, const float *rstd, int64_t BT, int64_t C,
-                                                        int vec) {
+ * its order, so the partials are its bits. TD: dout's element type. */
+template <typename TD>
+PC_KERNEL_T(LN_WARPS * PC_WARP)
+ln_backward_fused_kernel(float *dinp, const float *dres, float *part_w, float *part_b, const TD *dout,
+                         const float *inp, const float *w, const float *mean, const float *rstd, int64_t BT, int64_t C,
+                         int vec) {
     const int64_t chunk = blockIdx.x, r0 = chunk * PC_COL_ROWS;
     const int64_t r1 = r0 + PC_COL_ROWS < BT ? r0 + PC_COL_ROWS : BT;
     for (int64_t r = r0 + threadIdx.x / PC_WARP; r < r1; r += LN_WARPS)
@@ -172,24 +185,62 @@ PC_KERNEL(ln_backward_fused_kernel, LN_WARPS * PC_WARP)(float *dinp, const float
 
 static unsigned row_blocks(int64_t BT) { return (unsigned)((BT + LN_WARPS - 1) / LN_WARPS); }
 
-/* 1 if rows of C floats at every non-NULL pointer given start 16-byte
- * aligned: the row kernels' 4-column loads. */
-static int rows_vec(int64_t C, const void *p0, const void *p1, const void *p2, const void *p3, const void *p4) {
+/* 1 if C is a multiple of `width` (a 16-byte access: 4 floats, 8 bf16) and
+ * the rows at every non-NULL pointer given start 16-byte aligned: the row
+ * kernels' `width`-column loads. */
+static int rows_vec(int64_t C, int width, const void *p0, const void *p1, const void *p2, const void *p3,
+                    const void *p4) {
     const void *p[5] = {p0, p1, p2, p3, p4};
-    if (C % 4) return 0;
+    if (C % width) return 0;
     for (int i = 0; i < 5; i++)
         if (p[i] && !pc_aligned16(p[i])) return 0;
     return 1;
+}
+
+/* layernorm_forward with an output of element type TO */
+template <typename TO>
+static void ln_forward(TO *out, float *mean, float *rstd, const float *inp, const float *weight, const float *bias,
+                       int64_t BT, int64_t C, const char *what) {
+    if (BT <= 0) return;
+    const int vec = rows_vec(C, pc_vec<TO>::V, out, inp, weight, bias, NULL);
+    PC_LAUNCH_T(ln_forward_kernel<TO>, row_blocks(BT), LN_WARPS * PC_WARP, LN_WARPS * PC_WARP)(out, mean, rstd, inp,
+                                                                                             weight, bias, BT, C, vec);
+    pc_check_launch(what);
+}
+
+/* layernorm_backward_fused for dout of element type TD */
+template <typename TD>
+static void ln_backward_fused(float *dinp, const float *dres, float *dweight, float *dbias, const TD *dout,
+                              const float *inp, const float *weight, const float *mean, const float *rstd, int64_t BT,
+                              int64_t C, const char *what) {
+    if (BT <= 0 || C <= 0) return;
+    const int64_t chunks = pc_col_chunks(BT);
+    float *part_w = NULL, *part_b = NULL;
+    if (dweight) {
+        part_w = (float *)pc_scratch((size_t)(2 * chunks * C) * sizeof(float));
+        if (!part_w) return;
+        part_b = part_w + chunks * C;
+    }
+    const int vec = rows_vec(C, pc_vec<TD>::V, dinp, dres, dout, inp, weight);
+    PC_LAUNCH_T(ln_backward_fused_kernel<TD>, (unsigned)chunks, LN_WARPS * PC_WARP, LN_WARPS * PC_WARP)(
+        dinp, dres, part_w, part_b, dout, inp, weight, mean, rstd, BT, C, vec);
+    if (dweight) {
+        pc_launch_col_finish(dweight, part_w, chunks, C);
+        pc_launch_col_finish(dbias, part_b, chunks, C);
+    }
+    pc_check_launch(what);
 }
 
 extern "C" {
 
 void pc_launch_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                                  const float *bias, int64_t BT, int64_t C) {
-    if (BT <= 0) return;
-    const int vec = rows_vec(C, out, inp, weight, bias, NULL);
-    PC_LAUNCH(ln_forward_kernel, row_blocks(BT), LN_WARPS * PC_WARP)(out, mean, rstd, inp, weight, bias, BT, C, vec);
-    pc_check_launch("layernorm_forward");
+    ln_forward(out, mean, rstd, inp, weight, bias, BT, C, "layernorm_forward");
+}
+
+void pc_launch_layernorm_forward_bf16(plait_bf16 *out, float *mean, float *rstd, const float *inp,
+                                      const float *weight, const float *bias, int64_t BT, int64_t C) {
+    ln_forward(out, mean, rstd, inp, weight, bias, BT, C, "layernorm_forward_bf16");
 }
 
 void pc_launch_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
@@ -198,7 +249,7 @@ void pc_launch_layernorm_backward(float *dinp, float *dweight, float *dbias, con
     if (BT <= 0 || C <= 0) return;
     if (dinp)
         PC_LAUNCH(ln_backward_rows_kernel, row_blocks(BT), LN_WARPS * PC_WARP)(
-            dinp, dout, inp, weight, mean, rstd, BT, C, rows_vec(C, dinp, dout, inp, weight, NULL));
+            dinp, dout, inp, weight, mean, rstd, BT, C, rows_vec(C, 4, dinp, dout, inp, weight, NULL));
     if (dweight || dbias) {
         const int64_t chunks = pc_col_chunks(BT);
         const unsigned colblocks = (unsigned)((C + PC_THREADS - 1) / PC_THREADS);
@@ -216,22 +267,14 @@ void pc_launch_layernorm_backward(float *dinp, float *dweight, float *dbias, con
 void pc_launch_layernorm_backward_fused(float *dinp, const float *dres, float *dweight, float *dbias,
                                         const float *dout, const float *inp, const float *weight, const float *mean,
                                         const float *rstd, int64_t BT, int64_t C) {
-    if (BT <= 0 || C <= 0) return;
-    const int64_t chunks = pc_col_chunks(BT);
-    float *part_w = NULL, *part_b = NULL;
-    if (dweight) {
-        part_w = (float *)pc_scratch((size_t)(2 * chunks * C) * sizeof(float));
-        if (!part_w) return;
-        part_b = part_w + chunks * C;
-    }
-    const int vec = rows_vec(C, dinp, dres, dout, inp, weight);
-    PC_LAUNCH(ln_backward_fused_kernel, (unsigned)chunks, LN_WARPS * PC_WARP)(dinp, dres, part_w, part_b, dout, inp,
-                                                                             weight, mean, rstd, BT, C, vec);
-    if (dweight) {
-        pc_launch_col_finish(dweight, part_w, chunks, C);
-        pc_launch_col_finish(dbias, part_b, chunks, C);
-    }
-    pc_check_launch("layernorm_backward_fused");
+    ln_backward_fused(dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C, "layernorm_backward_fused");
+}
+
+void pc_launch_layernorm_backward_fused_bf16(float *dinp, const float *dres, float *dweight, float *dbias,
+                                             const plait_bf16 *dout, const float *inp, const float *weight,
+                                             const float *mean, const float *rstd, int64_t BT, int64_t C) {
+    ln_backward_fused(dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C,
+                      "layernorm_backward_fused_bf16");
 }
 
 } /* extern "C" */

@@ -247,6 +247,25 @@ void pc_launch_loss_rows(float *losses, float *lse, const float *rowmax, const f
 void pc_launch_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
                                      const int32_t *targets, int64_t vocab_start, int64_t BT,
                                      int64_t Vl, int64_t n_valid, float scale);
+/* The bf16-activation row kernels (plait/kernels.h, ABI 1.8): the float32
+ * launchers' kernels templated on the activations' element type. norm.cu: */
+void pc_launch_layernorm_forward_bf16(plait_bf16 *out, float *mean, float *rstd, const float *inp,
+                                      const float *weight, const float *bias, int64_t BT, int64_t C);
+void pc_launch_layernorm_backward_fused_bf16(float *dinp, const float *dres, float *dweight, float *dbias,
+                                             const plait_bf16 *dout, const float *inp, const float *weight,
+                                             const float *mean, const float *rstd, int64_t BT, int64_t C);
+/* attention.cu: the tensor-core kernels at head sizes 32, 64, 128 (in
+ * every precision: the operands are bf16 already), else the fp32 ones;
+ * qkv, out, dout and dqkv 16-byte aligned (else a recorded failure). */
+void pc_launch_attention_fused_forward_bf16(plait_bf16 *out, float *lse, const plait_bf16 *qkv, int64_t B, int64_t T,
+                                            int64_t NH, int64_t HS);
+void pc_launch_attention_fused_backward_bf16(plait_bf16 *dqkv, float *Dv, const plait_bf16 *dout,
+                                             const plait_bf16 *qkv, const plait_bf16 *out, const float *lse, int64_t B,
+                                             int64_t T, int64_t NH, int64_t HS);
+/* loss.cu */
+void pc_launch_crossentropy_fused_bf16(float *losses, float *lse, double *loss_sum, plait_bf16 *dlogits,
+                                       const plait_bf16 *logits, const int32_t *targets, int64_t BT, int64_t Vl,
+                                       int64_t n_valid, float scale);
 
 /* The kernel table (kernels.c). */
 const plait_kernels *pc_kernels(void);
