@@ -76,6 +76,24 @@ PC_KERNEL(epilogue_bf16_kernel, PC_THREADS)(__nv_bfloat16 *out, __nv_bfloat16 *a
     }
 }
 
+/* GELU over bf16 (gelu_forward_bf16): each element widened, gelu_of,
+ * rounded once. vec (both pointers 16-byte aligned): 8 elements a 16-byte
+ * load and store, then the last n % 8 one by one; in place allowed (a
+ * thread reads its elements before it writes them). */
+PC_KERNEL(gelu_forward_bf16_kernel, PC_THREADS)(__nv_bfloat16 *out, const __nv_bfloat16 *inp, size_t n, int vec) {
+    const size_t groups = vec ? n / 8 : 0;
+    PC_GRID_STRIDE(g, groups) {
+        float v[8];
+        pc_ld_bf16x8(v, inp + g * 8);
+        PC_UNROLL
+        for (int k = 0; k < 8; k++) v[k] = gelu_of(v[k]);
+        pc_st_bf16x8(out + g * 8, v);
+    }
+    for (size_t i = groups * 8 + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __float2bfloat16_rn(gelu_of(__bfloat162float(inp[i])));
+}
+
 extern "C" {
 
 void pc_launch_gelu_forward(float *out, const float *inp, size_t n) {
@@ -101,6 +119,14 @@ void pc_launch_epilogue_bf16(plait_bf16 *out, plait_bf16 *aux, const float *x, c
     PC_LAUNCH(epilogue_bf16_kernel, pc_blocks(vec ? n / 8 : n), PC_THREADS)(
         (__nv_bfloat16 *)out, (__nv_bfloat16 *)aux, x, (const __nv_bfloat16 *)bias, (size_t)rows, (size_t)N, gelu, vec);
     pc_check_launch("bf16 epilogue");
+}
+
+void pc_launch_gelu_forward_bf16(plait_bf16 *out, const plait_bf16 *inp, size_t n) {
+    if (!n) return;
+    const int vec = pc_aligned16(out) && pc_aligned16(inp);
+    PC_LAUNCH(gelu_forward_bf16_kernel, pc_blocks(vec ? (n + 7) / 8 : n), PC_THREADS)(
+        (__nv_bfloat16 *)out, (const __nv_bfloat16 *)inp, n, vec);
+    pc_check_launch("gelu_forward_bf16");
 }
 
 } /* extern "C" */

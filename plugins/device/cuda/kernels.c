@@ -394,6 +394,7 @@ PC_ENTRY(matmul_forward_residual_bf16, k_matmul_forward_residual_bf16, (float *o
 PC_ENTRY(matmul_forward_gelu_bf16, k_matmul_forward_gelu_bf16, (plait_bf16 *out, plait_bf16 *pre, const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC), (out, pre, inp, weight, bias, BT, C, OC))
 PC_ENTRY(matmul_backward_bf16, k_matmul_backward_bf16, (plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout, const plait_bf16 *inp, const plait_bf16 *weight, int64_t BT, int64_t C, int64_t OC), (dinp, dweight, dbias, dout, inp, weight, BT, C, OC))
 PC_ENTRY(matmul_backward_gelu_bf16, k_matmul_backward_gelu_bf16, (plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout, const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *pre, int64_t BT, int64_t C, int64_t OC), (dinp, dweight, dbias, dout, inp, weight, pre, BT, C, OC))
+PC_ENTRY(gelu_forward_bf16, pc_launch_gelu_forward_bf16, (plait_bf16 *out, const plait_bf16 *inp, size_t n), (out, inp, n))
 
 static const plait_kernels g_table = {
     .struct_size = sizeof(plait_kernels),
@@ -447,6 +448,7 @@ static const plait_kernels g_table = {
     .matmul_forward_gelu_bf16 = e_matmul_forward_gelu_bf16,
     .matmul_backward_bf16 = e_matmul_backward_bf16,
     .matmul_backward_gelu_bf16 = e_matmul_backward_gelu_bf16,
+    .gelu_forward_bf16 = e_gelu_forward_bf16,
     /* the bf16-activation row kernels (ABI 1.8) */
     .layernorm_forward_bf16 = e_layernorm_forward_bf16,
     .layernorm_backward_fused_bf16 = e_layernorm_backward_fused_bf16,

@@ -203,6 +203,8 @@ void pc_launch_layernorm_backward_fused(float *dinp, const float *dres, float *d
 /* gelu.cu */
 void pc_launch_gelu_forward(float *out, const float *inp, size_t n);
 void pc_launch_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+/* gelu_forward on bf16 (out may equal inp), each output rounded once */
+void pc_launch_gelu_forward_bf16(plait_bf16 *out, const plait_bf16 *inp, size_t n);
 /* A bf16 product's epilogue apart from cuBLASLt (gemm.c), from x[rows,N],
  * its float32 result: gelu PC_GELU_NONE: out = x + bias; PC_GELU_FORWARD:
  * aux = x + bias, out = GELU(x + bias); PC_GELU_BACKWARD: out = GELU'(aux)
