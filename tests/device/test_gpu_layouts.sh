@@ -16,6 +16,8 @@
 #     cuda_emu), every rank with its own emulated GPU 0; plus dp 2 with zero3
 #     (sharded optimizer, gathered parameters, the exact norm's accumulators
 #     merged across ranks) bit-identical to one rank with adam.
+#   On the GPU and the emulator also bf16 (bf16 activations): dp 2, pp 2 and
+#     dp 2 with zero3 bit-identical to one rank.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -49,6 +51,22 @@ for l in "${layouts[@]}"; do
     echo "$name: bit-identical to one rank on $DEV (final loss $(column "$name" loss | tail -n 1))"
   fi
 done
+# bf16 activations (the model's bf16 path: bf16 buffers, the weights' bf16
+# copy made again after each optimizer step, ZeRO-3's from its gathered
+# parameters) give dp, pp and zero3 the bits of one rank too
+if [ "$MODE" != selfcheck ]; then
+  B=("${D[@]}" run.precision=bf16)
+  train one_bf16 "${B[@]}" comm.plugin=tcp
+  grep -q '^plait: activations bf16' "$E2E_WORK/one_bf16.out" || fail "the bf16 run kept float32 activations"
+  for l in "dp2|parallel.dp=2" "pp2|parallel.pp=2" "dp2_zero3|parallel.dp=2 optim.plugin=zero3"; do
+    name=${l%%|*}_bf16 arg=${l#*|}
+    # shellcheck disable=SC2086 # $arg may hold several overrides
+    train "$name" "${B[@]}" $arg comm.plugin=tcp
+    same_losses one_bf16 "$name" 0
+    same_params one_bf16 "$name" bits
+    echo "$name: bf16 activations, bit-identical to one rank on $DEV (final loss $(column "$name" loss | tail -n 1))"
+  done
+fi
 if [ "$MODE" = gpu ]; then
   train nccl1 "${D[@]}" comm.plugin=nccl
   same_losses one nccl1 0
