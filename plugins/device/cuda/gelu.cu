@@ -50,29 +50,28 @@ __device__ static inline float epilogue_elem(float x, float b, float a, int gelu
  * step, two 16-byte loads of x and one of the bias (and aux) and one
  * 16-byte store of out (and aux); else one element at a time. The same
  * arithmetic either way. */
-PC_KERNEL(epilogue_bf16_kernel, PC_THREADS)(__nv_bfloat16 *out, __nv_bfloat16 *aux, const float *x,
-                                            const __nv_bfloat16 *bias, size_t rows, size_t N, int gelu, int vec) {
+PC_KERNEL(epilogue_bf16_kernel, PC_THREADS)(plait_bf16 *out, plait_bf16 *aux, const float *x, const plait_bf16 *bias,
+                                            size_t rows, size_t N, int gelu, int vec) {
     const size_t n = rows * N, groups = vec ? n / 8 : 0;
     PC_GRID_STRIDE(g, groups) {
         const size_t i0 = g * 8;
         float v[8], b[8] = {}, a[8] = {}, r[8], pre[8];
-        const float4 x0 = *(const float4 *)(x + i0), x1 = *(const float4 *)(x + i0 + 4);
-        v[0] = x0.x, v[1] = x0.y, v[2] = x0.z, v[3] = x0.w, v[4] = x1.x, v[5] = x1.y, v[6] = x1.z, v[7] = x1.w;
-        if (bias && gelu != PC_GELU_BACKWARD) pc_ld_bf16x8(b, bias + i0 % N);
-        if (gelu == PC_GELU_BACKWARD) pc_ld_bf16x8(a, aux + i0);
+        pc_ld(v, x + i0);
+        if (bias && gelu != PC_GELU_BACKWARD) pc_ld(b, bias + i0 % N);
+        if (gelu == PC_GELU_BACKWARD) pc_ld(a, aux + i0);
         PC_UNROLL
         for (int k = 0; k < 8; k++) r[k] = epilogue_elem(v[k], b[k], a[k], gelu, &pre[k]);
-        if (gelu == PC_GELU_FORWARD) pc_st_bf16x8(aux + i0, pre);
-        pc_st_bf16x8(out + i0, r);
+        if (gelu == PC_GELU_FORWARD) pc_st(aux + i0, pre);
+        pc_st(out + i0, r);
     }
     for (size_t i = groups * 8 + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        const float b = bias && gelu != PC_GELU_BACKWARD ? __bfloat162float(bias[i % N]) : 0.0f;
-        const float a = gelu == PC_GELU_BACKWARD ? __bfloat162float(aux[i]) : 0.0f;
+        const float b = bias && gelu != PC_GELU_BACKWARD ? pc_get(bias + i % N) : 0.0f;
+        const float a = gelu == PC_GELU_BACKWARD ? pc_get(aux + i) : 0.0f;
         float pre = 0.0f;
         const float r = epilogue_elem(x[i], b, a, gelu, &pre);
-        if (gelu == PC_GELU_FORWARD) aux[i] = __float2bfloat16_rn(pre);
-        out[i] = __float2bfloat16_rn(r);
+        if (gelu == PC_GELU_FORWARD) pc_put(aux + i, pre);
+        pc_put(out + i, r);
     }
 }
 
@@ -80,18 +79,18 @@ PC_KERNEL(epilogue_bf16_kernel, PC_THREADS)(__nv_bfloat16 *out, __nv_bfloat16 *a
  * rounded once. vec (both pointers 16-byte aligned): 8 elements a 16-byte
  * load and store, then the last n % 8 one by one; in place allowed (a
  * thread reads its elements before it writes them). */
-PC_KERNEL(gelu_forward_bf16_kernel, PC_THREADS)(__nv_bfloat16 *out, const __nv_bfloat16 *inp, size_t n, int vec) {
+PC_KERNEL(gelu_forward_bf16_kernel, PC_THREADS)(plait_bf16 *out, const plait_bf16 *inp, size_t n, int vec) {
     const size_t groups = vec ? n / 8 : 0;
     PC_GRID_STRIDE(g, groups) {
         float v[8];
-        pc_ld_bf16x8(v, inp + g * 8);
+        pc_ld(v, inp + g * 8);
         PC_UNROLL
         for (int k = 0; k < 8; k++) v[k] = gelu_of(v[k]);
-        pc_st_bf16x8(out + g * 8, v);
+        pc_st(out + g * 8, v);
     }
     for (size_t i = groups * 8 + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        out[i] = __float2bfloat16_rn(gelu_of(__bfloat162float(inp[i])));
+        pc_put(out + i, gelu_of(pc_get(inp + i)));
 }
 
 extern "C" {
@@ -117,7 +116,7 @@ void pc_launch_epilogue_bf16(plait_bf16 *out, plait_bf16 *aux, const float *x, c
     const int vec = N % 8 == 0 && pc_aligned16(out) && pc_aligned16(x) && (!bias || pc_aligned16(bias)) &&
                     (gelu == PC_GELU_NONE || pc_aligned16(aux));
     PC_LAUNCH(epilogue_bf16_kernel, pc_blocks(vec ? n / 8 : n), PC_THREADS)(
-        (__nv_bfloat16 *)out, (__nv_bfloat16 *)aux, x, (const __nv_bfloat16 *)bias, (size_t)rows, (size_t)N, gelu, vec);
+        out, aux, x, bias, (size_t)rows, (size_t)N, gelu, vec);
     pc_check_launch("bf16 epilogue");
 }
 
@@ -125,7 +124,7 @@ void pc_launch_gelu_forward_bf16(plait_bf16 *out, const plait_bf16 *inp, size_t 
     if (!n) return;
     const int vec = pc_aligned16(out) && pc_aligned16(inp);
     PC_LAUNCH(gelu_forward_bf16_kernel, pc_blocks(vec ? (n + 7) / 8 : n), PC_THREADS)(
-        (__nv_bfloat16 *)out, (const __nv_bfloat16 *)inp, n, vec);
+        out, inp, n, vec);
     pc_check_launch("gelu_forward_bf16");
 }
 

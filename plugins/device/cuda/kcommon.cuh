@@ -190,29 +190,6 @@ __device__ inline void pc_map(float *out, const float *a, const float *b, size_t
         out[i] = op(a[i], b ? b[i] : 0.0f);
 }
 
-/* ---- bfloat16 in 16-byte words ------------------------------------------ */
-
-/* 8 consecutive bf16 at p (16-byte aligned) to or from floats: one 16-byte
- * access, the pairs taken apart with integer shifts (a bf16 is a float's
- * upper half; no type punning of the loaded word), stores rounded to
- * nearest even. */
-__device__ inline void pc_ld_bf16x8(float (&f)[8], const __nv_bfloat16 *p) {
-    const uint4 q = *(const uint4 *)p;
-    const unsigned w[4] = {q.x, q.y, q.z, q.w};
-    PC_UNROLL
-    for (int k = 0; k < 4; k++) f[2 * k] = __uint_as_float(w[k] << 16), f[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
-}
-__device__ inline unsigned pc_bf16x2_bits(float lo, float hi) {
-    return (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
-           (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16;
-}
-__device__ inline void pc_st_bf16x8(__nv_bfloat16 *p, const float (&f)[8]) {
-    uint4 q;
-    q.x = pc_bf16x2_bits(f[0], f[1]), q.y = pc_bf16x2_bits(f[2], f[3]);
-    q.z = pc_bf16x2_bits(f[4], f[5]), q.w = pc_bf16x2_bits(f[6], f[7]);
-    *(uint4 *)p = q;
-}
-
 template <typename T> __device__ inline T pc_warp_sum(T v) {
     for (int o = PC_WARP / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;

@@ -144,7 +144,7 @@ PC_KERNEL(bias_partial_kernel, PC_THREADS)(float *part, const float *dout, int64
  * vec (OC % 8 == 0, dout 16-byte aligned): a thread takes 8 columns, one
  * 16-byte load a row, and each column's sum is still its rows in order;
  * else one column a thread as above. */
-PC_KERNEL(bias_partial_bf16_kernel, PC_THREADS)(float *part, const __nv_bfloat16 *dout, int64_t BT, int64_t OC,
+PC_KERNEL(bias_partial_bf16_kernel, PC_THREADS)(float *part, const plait_bf16 *dout, int64_t BT, int64_t OC,
                                                 unsigned colblocks, int vec) {
     const int64_t chunk = blockIdx.x / colblocks, width = vec ? 8 : 1;
     const int64_t c = ((int64_t)(blockIdx.x % colblocks) * blockDim.x + threadIdx.x) * width;
@@ -152,13 +152,13 @@ PC_KERNEL(bias_partial_bf16_kernel, PC_THREADS)(float *part, const __nv_bfloat16
     const int64_t r1 = (chunk + 1) * PC_COL_ROWS < BT ? (chunk + 1) * PC_COL_ROWS : BT;
     if (!vec) {
         float s = 0.0f;
-        for (int64_t r = chunk * PC_COL_ROWS; r < r1; r++) s += __bfloat162float(dout[r * OC + c]);
+        for (int64_t r = chunk * PC_COL_ROWS; r < r1; r++) s += pc_get(dout + r * OC + c);
         part[chunk * OC + c] = s;
         return;
     }
     float s[8] = {}, v[8];
     for (int64_t r = chunk * PC_COL_ROWS; r < r1; r++) {
-        pc_ld_bf16x8(v, dout + r * OC + c);
+        pc_ld(v, dout + r * OC + c);
         PC_UNROLL
         for (int k = 0; k < 8; k++) s[k] += v[k];
     }
@@ -252,7 +252,7 @@ void pc_launch_bias_backward_bf16(float *dbias, const plait_bf16 *dout, int64_t 
     float *part = (float *)pc_scratch((size_t)(chunks * OC) * sizeof(float));
     if (!part) return;
     PC_LAUNCH(bias_partial_bf16_kernel, (unsigned)(colblocks * chunks), PC_THREADS)(
-        part, (const __nv_bfloat16 *)dout, BT, OC, colblocks, vec);
+        part, dout, BT, OC, colblocks, vec);
     pc_launch_col_finish(dbias, part, chunks, OC);
     pc_check_launch("bias_backward_bf16");
 }
