@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "emu_queue.h"
 #include "emu_runtime.h"
@@ -324,18 +325,33 @@ cudaError_t cudaMalloc(void **p, size_t n) {
  * otherwise hidden) so a test can see that a code path makes none: a test
  * finds it with dlsym in the loaded plugin. */
 static uint64_t g_device_syncs; /* under g_lock */
+/* Host waits for one stream or event so far (cudaStreamSynchronize,
+ * cudaEventSynchronize), exported likewise. */
+static uint64_t g_stream_syncs; /* under g_lock */
 
-__attribute__((visibility("default"))) uint64_t plait_cuda_emu_device_syncs(void) {
+static uint64_t counter_read(const uint64_t *c) {
     pthread_mutex_lock(&g_lock);
-    uint64_t n = g_device_syncs;
+    uint64_t n = *c;
     pthread_mutex_unlock(&g_lock);
     return n;
 }
 
-static void device_sync(void) {
+static void counter_add(uint64_t *c) {
     pthread_mutex_lock(&g_lock);
-    g_device_syncs++;
+    (*c)++;
     pthread_mutex_unlock(&g_lock);
+}
+
+__attribute__((visibility("default"))) uint64_t plait_cuda_emu_device_syncs(void) {
+    return counter_read(&g_device_syncs);
+}
+
+__attribute__((visibility("default"))) uint64_t plait_cuda_emu_stream_syncs(void) {
+    return counter_read(&g_stream_syncs);
+}
+
+static void device_sync(void) {
+    counter_add(&g_device_syncs);
     pc_emu_queue_run_all();
 }
 
@@ -377,13 +393,41 @@ typedef struct emu_stream {
     emu_queue *q;
 } emu_stream;
 
+/* When the stream reached an event's record: the host's clock read as the
+ * record ran in stream order (shared by the event and its queued mark, each
+ * holding a reference, so either may go first). */
+typedef struct emu_stamp {
+    int refs;  /* under g_lock */
+    double ms; /* under g_lock; < 0 until the record ran */
+} emu_stamp;
+
 /* An event is the position of its last record in a stream's queue
- * (q NULL: never recorded, complete). */
+ * (q NULL: never recorded, complete), and the time the stream reached it
+ * (stamp NULL without timing: cudaEventDisableTiming). */
 typedef struct emu_event {
     unsigned magic;
+    unsigned flags;
     emu_queue *q;
     uint64_t pos;
+    emu_stamp *stamp;
 } emu_event;
+
+static void stamp_unref(void *ctx) {
+    emu_stamp *t = ctx;
+    pthread_mutex_lock(&g_lock);
+    int last = --t->refs == 0;
+    pthread_mutex_unlock(&g_lock);
+    if (last) free(t);
+}
+
+static void stamp_run(void *ctx) {
+    emu_stamp *t = ctx;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pthread_mutex_lock(&g_lock);
+    t->ms = (double)now.tv_sec * 1e3 + (double)now.tv_nsec / 1e6;
+    pthread_mutex_unlock(&g_lock);
+}
 
 /* The legacy default stream (cudaStream_t 0): cudaMemcpy, cudaMemset and
  * launches without a stream. The plugin's streams are non-blocking, so it
@@ -465,6 +509,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     emu_stream *st = stream_of(s);
     if (!st) return tl_last;
+    counter_add(&g_stream_syncs);
     pc_emu_queue_run(st->q, UINT64_MAX);
     return ok_or_sticky();
 }
@@ -484,10 +529,10 @@ int pc_emu_enqueue(void *stream, void (*run)(void *), void (*drop)(void *), void
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
-    (void)flags;
     emu_event *ev = calloc(1, sizeof *ev);
     if (!ev) return tl_last = cudaErrorMemoryAllocation;
     ev->magic = EVENT_MAGIC;
+    ev->flags = flags;
     *e = (cudaEvent_t)(void *)ev;
     return cudaSuccess;
 }
@@ -499,6 +544,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     if (!ev) return tl_last;
     ev->magic = 0;
     if (ev->q) pc_emu_queue_unref(ev->q);
+    if (ev->stamp) stamp_unref(ev->stamp);
     free(ev);
     return cudaSuccess;
 }
@@ -506,23 +552,53 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 static void nothing(void *ctx) { (void)ctx; }
 
 /* The event completes when the stream's work queued so far has run (a mark
- * in the queue, so that position exists even for an empty stream). */
+ * in the queue, so that position exists even for an empty stream); with
+ * timing, the mark reads the clock when it runs. */
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     emu_event *ev = event_of(e);
     emu_stream *st = ev ? stream_of(s) : NULL;
     if (!st) return tl_last = cudaErrorInvalidResourceHandle;
-    uint64_t pos = pc_emu_queue_push(st->q, nothing, NULL, NULL);
-    if (!pos) return tl_last = cudaErrorMemoryAllocation;
+    emu_stamp *t = NULL;
+    if (!(ev->flags & cudaEventDisableTiming)) {
+        t = malloc(sizeof *t);
+        if (!t) return tl_last = cudaErrorMemoryAllocation;
+        *t = (emu_stamp){2, -1.0};
+    }
+    uint64_t pos = t ? pc_emu_queue_push(st->q, stamp_run, stamp_unref, t) : pc_emu_queue_push(st->q, nothing, NULL, NULL);
+    if (!pos) {
+        free(t);
+        return tl_last = cudaErrorMemoryAllocation;
+    }
     pc_emu_queue_ref(st->q);
     if (ev->q) pc_emu_queue_unref(ev->q);
+    if (ev->stamp) stamp_unref(ev->stamp);
     ev->q = st->q;
     ev->pos = pos;
+    ev->stamp = t;
+    return ok_or_sticky();
+}
+
+/* CUDA's answers: either event without timing or never recorded, an
+ * invalid handle; either not reached yet, not ready (without running
+ * anything: a caller polls with cudaEventQuery). */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    emu_event *a = event_of(start), *b = a ? event_of(end) : NULL;
+    if (!b) return tl_last = cudaErrorInvalidResourceHandle;
+    if (!ms) return tl_last = cudaErrorInvalidValue;
+    if (!a->stamp || !b->stamp) return tl_last = cudaErrorInvalidResourceHandle;
+    if (!pc_emu_queue_done(a->q, a->pos) || !pc_emu_queue_done(b->q, b->pos)) return tl_last = cudaErrorNotReady;
+    pthread_mutex_lock(&g_lock);
+    double t0 = a->stamp->ms, t1 = b->stamp->ms;
+    pthread_mutex_unlock(&g_lock);
+    if (t0 < 0.0 || t1 < 0.0) return tl_last = cudaErrorNotReady; /* dropped unrun: never reached */
+    *ms = (float)(t1 - t0);
     return ok_or_sticky();
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     emu_event *ev = event_of(e);
     if (!ev) return tl_last;
+    counter_add(&g_stream_syncs);
     if (ev->q) pc_emu_queue_run(ev->q, ev->pos);
     return ok_or_sticky();
 }

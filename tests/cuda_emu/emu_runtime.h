@@ -21,6 +21,11 @@ int pc_emu_check_kernel_pointer(const char *kernel, int index, const void *p);
  * visibility) so a test can dlsym it. */
 __attribute__((visibility("default"))) uint64_t plait_cuda_emu_device_syncs(void);
 
+/* Host waits for one stream or event so far (cudaStreamSynchronize,
+ * cudaEventSynchronize), exported likewise: a test sees that a code path
+ * waits for nothing. */
+__attribute__((visibility("default"))) uint64_t plait_cuda_emu_stream_syncs(void);
+
 /* 1 if `p` lies in device memory this runtime handed out (cudaMalloc). */
 int pc_emu_is_device_memory(const void *p);
 

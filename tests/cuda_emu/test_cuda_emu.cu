@@ -341,6 +341,44 @@ static void check_streams(void) {
     cudaFreeHost(pinned);
 }
 
+/* Timing events: the time between two records is when the stream reached
+ * them (a sleep queued between them counts); not ready before the stream
+ * got there; refused for events created without timing, as CUDA does. */
+static void nap_10ms(void *ctx) {
+    (void)ctx;
+    usleep(10000);
+}
+
+static void check_event_timing(void) {
+    cudaStream_t s;
+    cudaEvent_t t0, t1, off;
+    float ms = -1.0f;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess || cudaEventCreate(&t0) != cudaSuccess ||
+        cudaEventCreateWithFlags(&t1, cudaEventDefault) != cudaSuccess ||
+        cudaEventCreateWithFlags(&off, cudaEventDisableTiming) != cudaSuccess) {
+        check(0, "a stream and three events created");
+        return;
+    }
+    cudaEventRecord(t0, s);
+    pc_emu_enqueue(s, nap_10ms, NULL, NULL);
+    cudaEventRecord(t1, s);
+    check(cudaEventElapsedTime(&ms, t0, t1) == cudaErrorNotReady, "no elapsed time before the stream reached both");
+    usleep(20000); /* the host's wait before the stream runs does not count */
+    cudaStreamSynchronize(s);
+    check(cudaEventElapsedTime(&ms, t0, t1) == cudaSuccess && ms >= 9.5f && ms < 500.0f,
+          "the elapsed time is the stream's, the 10 ms it slept in between");
+    cudaEventRecord(off, s);
+    cudaStreamSynchronize(s);
+    check(cudaEventElapsedTime(&ms, t0, off) == cudaErrorInvalidResourceHandle &&
+              cudaEventElapsedTime(&ms, off, t1) == cudaErrorInvalidResourceHandle,
+          "no elapsed time with an event created with cudaEventDisableTiming");
+    cudaGetLastError();
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+    cudaEventDestroy(off);
+    cudaStreamDestroy(s);
+}
+
 int main(void) {
     enum { BLOCKS = 37 };
     float *in = device_floats(BLOCKS * THREADS), *out = device_floats(BLOCKS * THREADS);
@@ -381,6 +419,7 @@ int main(void) {
     check(check_warp_collectives(), "__match_any_sync groups, __reduce_add_sync over each group and __ballot_sync "
                                     "give the host's answers");
     check_streams();
+    check_event_timing();
     check_tensor_cores();
     check(refused(launch_misaligned_ldmatrix), "an ldmatrix row address that is not 16-byte aligned is refused");
     check(refused(pinned_source_reused), "a page-locked source written by the host before its queued copy ran is "

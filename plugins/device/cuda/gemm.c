@@ -20,11 +20,25 @@
  * so every bf16 value is still rounded once.
  *
  * Determinism: each distinct product (shapes, strides, pointer alignment)
- * is prepared once — descriptors and the algorithm cuBLASLt's heuristic
- * returns first — and reused for the rest of the run, with the fixed
- * workspace of open(). In deterministic mode the heuristic may only choose
- * algorithms without split-K reduction. The heuristic answers the same for
- * the same GPU and library, so two runs use the same algorithms.
+ * is prepared once — descriptors and its algorithm — and reused for the
+ * rest of the run, with the fixed workspace of open(). In deterministic
+ * mode the algorithm is the one cuBLASLt's heuristic returns first, among
+ * algorithms without split-K reduction: the heuristic answers the same for
+ * the same GPU and library, so two runs use the same algorithms and give
+ * the same bits. Nothing is timed there.
+ *
+ * Otherwise the heuristic is asked for up to CANDIDATES algorithms and the
+ * fastest is kept, because its first guess is often not the fastest for a
+ * shape (PyTorch's cuBLAS heuristics and autotuning choose likewise). The
+ * timing costs no extra work and no host wait: the product's first calls
+ * each run the next untried candidate as the real product (every candidate
+ * computes the same product), between two timing events on the compute
+ * stream; later calls use the heuristic's first until cudaEventQuery says
+ * the last candidate's end event is reached, then the elapsed times pick
+ * the algorithm for the rest of the run. A candidate cuBLASLt refuses at
+ * its call is dropped (that call runs the heuristic's first). The pick
+ * depends on timings, so two such runs may use different algorithms and
+ * differ in the last bits.
  *
  * A bias is added by cuBLASLt's BIAS epilogue when an algorithm offers it,
  * else by a separate kernel after the product. GELU likewise (pc_gemm.gelu):
@@ -40,6 +54,8 @@
 #include "lt.h"
 
 #define CACHE_SLOTS 128
+/* Algorithms timed for a product in a non-deterministic run */
+#define CANDIDATES 4
 
 typedef struct gemm_key {
     int trans_a, trans_b, has_bias, gelu, in_bf16, out_bf16;
@@ -54,7 +70,14 @@ typedef struct gemm_cached {
     int gelu_epilogue; /* the algorithm applies GELU (key.gelu) itself */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t algo; /* in use: the heuristic's first until timing picks */
+    /* Timing (non-deterministic runs): candidates [0, n_cand) (0 is the
+     * heuristic's first), tried [0, next); each tried one's start and end
+     * events, NULL once it is dropped (all destroyed with the product:
+     * eviction, pc_gemm_forget). n_cand 0: nothing (more) to time. */
+    int n_cand, next;
+    cublasLtMatmulAlgo_t cand[CANDIDATES];
+    cudaEvent_t ev[CANDIDATES][2];
 } gemm_cached;
 
 static gemm_cached g_cache[CACHE_SLOTS];
@@ -77,7 +100,20 @@ static struct {
 
 void pc_gemm_entry_begin(void) { memset(g_bf16_of, 0, sizeof g_bf16_of); }
 
+static void drop_candidate(gemm_cached *p, int c) {
+    for (int i = 0; i < 2; i++)
+        if (p->ev[c][i]) cudaEventDestroy(p->ev[c][i]);
+    p->ev[c][0] = p->ev[c][1] = NULL;
+}
+
+/* Timing over: the events go, `algo` stays for the rest of the run. */
+static void timing_end(gemm_cached *p) {
+    for (int c = 0; c < p->next; c++) drop_candidate(p, c);
+    p->n_cand = p->next = 0;
+}
+
 static void cached_release(gemm_cached *p) {
+    timing_end(p);
     if (p->desc) pc_lt.desc_destroy(p->desc);
     if (p->la) pc_lt.layout_destroy(p->la);
     if (p->lb) pc_lt.layout_destroy(p->lb);
@@ -164,16 +200,52 @@ static int choose_algo(gemm_cached *p, const void *bias, int gelu, const void *a
                             sizeof p->key.align_c) == 0 &&
              pc_lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &p->key.align_c,
                             sizeof p->key.align_c) == 0;
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t res[CANDIDATES];
     int found = 0;
-    if (ok && pc_lt.heuristic(pc_lt.handle, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found) ==
-                  CUBLAS_STATUS_SUCCESS &&
-        found > 0 && res.state == CUBLAS_STATUS_SUCCESS)
-        p->algo = res.algo;
-    else
+    p->n_cand = 0;
+    if (ok && pc_lt.heuristic(pc_lt.handle, p->desc, p->la, p->lb, p->lc, p->lc, pref,
+                              pc.deterministic ? 1 : CANDIDATES, res, &found) == CUBLAS_STATUS_SUCCESS &&
+        found > 0 && res[0].state == CUBLAS_STATUS_SUCCESS) {
+        p->algo = res[0].algo;
+        for (int i = 0; i < found && i < CANDIDATES; i++)
+            if (res[i].state == CUBLAS_STATUS_SUCCESS) p->cand[p->n_cand++] = res[i].algo;
+        if (p->n_cand < 2) p->n_cand = 0; /* one algorithm: nothing to choose */
+    } else
         found = 0;
     pc_lt.pref_destroy(pref);
     return found > 0;
+}
+
+/* The algorithm for this call of `p`; *timed: the candidate it times
+ * (its start event recorded), or -1. */
+static const cublasLtMatmulAlgo_t *algo_for_call(gemm_cached *p, int *timed) {
+    *timed = -1;
+    if (!p->n_cand) return &p->algo;
+    if (p->next < p->n_cand) { /* the next untried candidate is this call's product */
+        int c = p->next++;
+        if (cudaEventCreate(&p->ev[c][0]) != cudaSuccess || cudaEventCreate(&p->ev[c][1]) != cudaSuccess ||
+            cudaEventRecord(p->ev[c][0], pc.stream) != cudaSuccess) {
+            timing_end(p); /* no timing then: the heuristic's first for the run */
+            return &p->algo;
+        }
+        *timed = c;
+        return &p->cand[c];
+    }
+    int last = p->n_cand - 1; /* each candidate's end is in stream order: the last one's covers all */
+    while (last >= 0 && !p->ev[last][1]) last--;
+    if (last >= 0) {
+        cudaError_t q = cudaEventQuery(p->ev[last][1]);
+        if (q == cudaErrorNotReady) return &p->algo; /* not yet: never waited for */
+        float best = -1.0f;
+        for (int c = 0; q == cudaSuccess && c <= last; c++) {
+            float ms;
+            if (p->ev[c][1] && cudaEventElapsedTime(&ms, p->ev[c][0], p->ev[c][1]) == cudaSuccess &&
+                (best < 0.0f || ms < best))
+                best = ms, p->algo = p->cand[c];
+        }
+    }
+    timing_end(p);
+    return &p->algo;
 }
 
 static gemm_cached *prepare(const gemm_key *k, const void *bias, const void *aux) {
@@ -369,10 +441,16 @@ void pc_gemm_run(const pc_gemm *g) {
     if (p->bias_epilogue &&
         !lt_ok(pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias), "bias"))
         return;
-    if (!lt_ok(pc_lt.matmul(pc_lt.handle, p->desc, &g->alpha, B, p->la, A, p->lb, &g->beta, cin, p->lc, g->C,
-                            p->lc, &p->algo, pc_lt.workspace, pc_lt.workspace_bytes, pc.stream),
-               "matmul"))
-        return;
+    int timed;
+    const cublasLtMatmulAlgo_t *algo = algo_for_call(p, &timed);
+    cublasStatus_t st = pc_lt.matmul(pc_lt.handle, p->desc, &g->alpha, B, p->la, A, p->lb, &g->beta, cin, p->lc,
+                                     g->C, p->lc, algo, pc_lt.workspace, pc_lt.workspace_bytes, pc.stream);
+    if (timed >= 0 && (st != CUBLAS_STATUS_SUCCESS || cudaEventRecord(p->ev[timed][1], pc.stream) != cudaSuccess))
+        drop_candidate(p, timed);
+    if (timed > 0 && st != CUBLAS_STATUS_SUCCESS) /* a refused candidate computed nothing: the first does it */
+        st = pc_lt.matmul(pc_lt.handle, p->desc, &g->alpha, B, p->la, A, p->lb, &g->beta, cin, p->lc, g->C, p->lc,
+                          &p->algo, pc_lt.workspace, pc_lt.workspace_bytes, pc.stream);
+    if (!lt_ok(st, "matmul")) return;
     if (bf16) bf16_written(g->C, span(g->M, g->N, g->ldc, k.batch, k.stride_c));
     if (bf16 && g->gelu == PC_GELU_FORWARD) bf16_written(g->aux, span(g->M, g->N, g->ldc, 1, 0));
     if (g->bias && !p->bias_epilogue) /* float32 results only (a bf16 one went apart) */

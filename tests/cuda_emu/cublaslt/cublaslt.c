@@ -58,7 +58,10 @@
  * BIAS_ALIGN_CAP), the preference's MAX_WORKSPACE_BYTES, the compute type,
  * operand types and epilogue; cublasLtMatmul refuses pointers less aligned
  * than promised, a workspace above the promised maximum and a descriptor
- * that no longer matches the algorithm.
+ * that no longer matches the algorithm. The heuristic offers up to ALGOS
+ * candidates (requestedAlgoCount of them at most), told apart by an id in
+ * the algo and computing the same bits; test hooks make one slow and count
+ * the calls of each (plait_cublaslt_emu_slow_algo, _algo_calls).
  *
  * Thread-safety: descriptors and handles are plain heap objects with no
  * shared state; concurrent calls on distinct objects are safe, as in
@@ -72,6 +75,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The exported functions (exports.map keeps every other symbol local). */
 #define LT_EXPORT __attribute__((visibility("default")))
@@ -131,8 +135,20 @@ typedef struct algo_rec {
     uint32_t aux_align; /* what the AUX_POINTER the heuristic saw promised */
     uint32_t epilogue;
     int32_t compute, ab_type;
+    uint32_t id; /* which of the heuristic's ALGOS candidates */
 } algo_rec;
 _Static_assert(sizeof(algo_rec) <= sizeof(cublasLtMatmulAlgo_t), "algo_rec must fit cublasLtMatmulAlgo_t");
+
+/* The heuristic's candidates: ALGOS algorithms, told apart by algo_rec.id
+ * and computing the same bits (a GPU's differ in speed and, with split-K,
+ * in summation order; here only in the test hook's delay). */
+#define ALGOS 3
+
+/* The test hook: calls of each candidate accepted by cublasLtMatmul, and
+ * the one made slow (g_slow_ms milliseconds more when it runs). */
+static _Atomic uint64_t g_algo_calls[ALGOS];
+static _Atomic int g_slow_algo = -1;
+static _Atomic unsigned g_slow_ms;
 
 /* One matmul, validated: the dimensions of D = op(A)[m,k] · op(B)[k,n]. */
 typedef struct problem {
@@ -577,7 +593,7 @@ LT_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHa
         if (pref->align[i] == 0 || (pref->align[i] & (pref->align[i] - 1)))
             return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "MIN_ALIGNMENT_%c_BYTES %u is not a power of two",
                           "ABCD"[i], pref->align[i]);
-    /* the one algorithm: no split-K (any reduction mask admits it), no
+    /* the candidates share one implementation: no split-K (any reduction mask admits it), no
      * workspace, one wave; a preference excluding its implementation or
      * asking for fewer waves leaves nothing, which cuBLASLt answers with
      * NOT_SUPPORTED */
@@ -596,13 +612,17 @@ LT_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHa
                   .epilogue = p.d->epilogue,
                   .compute = p.d->compute,
                   .ab_type = p.a->type};
-    cublasLtMatmulHeuristicResult_t *res = &heuristicResultsArray[0];
-    memset(res, 0, sizeof *res);
-    memcpy(res->algo.data, &r, sizeof r);
-    res->workspaceSize = 0;
-    res->state = CUBLAS_STATUS_SUCCESS;
-    res->wavesCount = 1.0f;
-    *returnAlgoCount = 1;
+    int n = requestedAlgoCount < ALGOS ? requestedAlgoCount : ALGOS;
+    for (int i = 0; i < n; i++) {
+        cublasLtMatmulHeuristicResult_t *res = &heuristicResultsArray[i];
+        r.id = (uint32_t)i;
+        memset(res, 0, sizeof *res);
+        memcpy(res->algo.data, &r, sizeof r);
+        res->workspaceSize = 0;
+        res->state = CUBLAS_STATUS_SUCCESS;
+        res->wavesCount = 1.0f;
+    }
+    *returnAlgoCount = n;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -711,10 +731,16 @@ typedef struct matmul_job {
     const void *bias; /* of D's type, like C and aux */
     float *scratch; /* na + nb + m*n floats */
     size_t na, nb;
+    uint32_t algo_id;
 } matmul_job;
 
 static void matmul_run(void *job) {
     matmul_job *j = job;
+    if ((int)j->algo_id == g_slow_algo) {
+        unsigned ms = g_slow_ms;
+        struct timespec t = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&t, &t) != 0) {}
+    }
     int tf32 = j->d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
     float *sa = j->scratch, *sb = j->scratch + j->na, *t = j->scratch + j->na + j->nb;
     const int32_t ty = j->dl.type; /* C's, D's, the bias's and aux's */
@@ -761,6 +787,17 @@ static _Atomic(queue_fn) g_queue;
 LT_EXPORT void plait_cublaslt_emu_set_queue(queue_fn queue);
 LT_EXPORT void plait_cublaslt_emu_set_queue(queue_fn queue) { g_queue = queue; }
 
+/* Test hooks: candidate `id` (0 .. ALGOS-1; -1 none) takes `ms` more
+ * milliseconds each time it runs; how many calls of candidate `id`
+ * cublasLtMatmul accepted (0 for an id out of range). Thread-safe. */
+LT_EXPORT void plait_cublaslt_emu_slow_algo(int id, unsigned ms);
+LT_EXPORT void plait_cublaslt_emu_slow_algo(int id, unsigned ms) {
+    g_slow_ms = ms;
+    g_slow_algo = id;
+}
+LT_EXPORT uint64_t plait_cublaslt_emu_algo_calls(int id);
+LT_EXPORT uint64_t plait_cublaslt_emu_algo_calls(int id) { return id >= 0 && id < ALGOS ? g_algo_calls[id] : 0; }
+
 static cublasStatus_t check_pointer(const void *ptr, uint32_t promised, char which, const char *fn) {
     if (!ptr) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%c is NULL", which);
     if ((uintptr_t)ptr % promised)
@@ -792,7 +829,7 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
                   .ab_type = p.a->type};
     if (algo) {
         memcpy(&r, algo->data, sizeof r);
-        if (r.magic != ALGO_MAGIC)
+        if (r.magic != ALGO_MAGIC || r.id >= ALGOS)
             return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "algo was not written by cublasLtMatmulAlgoGetHeuristic");
         if (r.epilogue != p.d->epilogue || r.compute != p.d->compute || r.ab_type != p.a->type)
             return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "the descriptor no longer matches the algorithm: chosen "
@@ -854,6 +891,8 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
         return refuse(CUBLAS_STATUS_ALLOC_FAILED, fn, "no memory for a %zu-float scratch", na + nb + nt);
     }
     j->na = na, j->nb = nb;
+    j->algo_id = r.id;
+    g_algo_calls[r.id]++;
     queue_fn queue = g_queue;
     if (!queue) {
         matmul_run(j);

@@ -315,6 +315,44 @@ static void test_exports(void **state) {
     dlclose(lib);
 }
 
+/* Asked for more, the heuristic offers three distinct candidates, each
+ * computing the same bits; the test hooks count each one's calls. */
+static void test_candidates(void **state) {
+    (void)state;
+    spec s = {.m = 9, .n = 7, .k = 5, .alpha = 1.0f, .beta = 0.5f, .bias = 1};
+    fx f;
+    fx_init(&f, &s, 1);
+    cublasLtMatmulHeuristicResult_t res[4];
+    int found = -1;
+    assert_int_equal(cublasLtMatmulAlgoGetHeuristic(f.h, f.desc, f.la, f.lb, f.lc, f.ld, f.pref, 4, res, &found),
+                     CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(found, 3);
+    assert_int_equal(fx_heuristic(&f), CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(f.found, 1);
+    assert_memory_equal(&f.res.algo, &res[0].algo, sizeof res[0].algo); /* the first is the single answer */
+    void *lib = dlopen(PLAIT_CUDA_EMU_LT, RTLD_NOW | RTLD_LOCAL);
+    uint64_t (*calls)(int) = lib ? (uint64_t (*)(int))dlsym(lib, "plait_cublaslt_emu_algo_calls") : NULL;
+    assert_non_null(calls);
+    fx_reference(&f);
+    float *first = malloc(f.nD * sizeof *first);
+    assert_non_null(first);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(res[i].state, CUBLAS_STATUS_SUCCESS);
+        for (int j = 0; j < i; j++) assert_memory_not_equal(&res[i].algo, &res[j].algo, sizeof res[i].algo);
+        uint64_t before[3] = {calls(0), calls(1), calls(2)};
+        f.res = res[i];
+        assert_int_equal(fx_matmul(&f), CUBLAS_STATUS_SUCCESS);
+        for (int j = 0; j < 3; j++) assert_int_equal(calls(j) - before[j], j == i);
+        if (i == 0) memcpy(first, f.D, f.nD * sizeof *first);
+        else assert_memory_equal(f.D, first, f.nD * sizeof *first);
+    }
+    for (size_t i = 0; i < f.nD; i++)
+        if (fabs((double)first[i] - f.ref[i]) > 1e-5 * (1 + fabs(f.ref[i])) * (double)s.k) fail();
+    free(first);
+    dlclose(lib);
+    fx_free(&f);
+}
+
 static void test_transposes_and_shapes(void **state) {
     (void)state;
     static const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 4, 9}, {8, 33, 2}, {40, 24, 31}};
@@ -818,6 +856,7 @@ static void test_refuse_matmul_arguments(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exports),
+        cmocka_unit_test(test_candidates),
         cmocka_unit_test(test_transposes_and_shapes),
         cmocka_unit_test(test_batched_strided),
         cmocka_unit_test(test_beta_zero_ignores_c),
