@@ -18,7 +18,7 @@
 # racecheck, synccheck); bench train GPT-2 124M bf16/tf32/fp32 beside
 # PyTorch (scripts/peers, eager and compiled), bf16 also with selective
 # recomputation (the memory target's setting), each plait row saying
-# whether its activations were bf16; bench comm on device memory
+# whether its activations were bf16; GPT-2 350M bf16 beside torch.compile; bench comm on device memory
 # (nccl 1 rank, tcp staging 2 ranks) beside pinned cudaMemcpy; GPT-2 124M on
 # 2 ranks sharing the GPU over tcp staging; the CPU figures (1 rank x all
 # cores, all cores x 1 rank, PyTorch beside, OPENBLAS_CORETYPE unset); the
@@ -282,6 +282,38 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 210; t
   peer_bench "fp32 eager (TF32 off)" --fp32 --no_tf32
   say ""
   say "FLOPs/token 6N+12LCT = $FPT; plait's own MFU column (against the CPU's GEMM peak) is in the logs, not here"
+fi
+
+# ---- 4b. GPT-2 350M (medium) bf16 beside torch.compile ----------------------
+# the same bench with GPT-2 medium's shape (24 layers, 16 heads, width 1024);
+# the dry run takes gpt-tiny twice as deep
+if [ $DRY = 1 ]; then
+  M350=(model.n_layer=8) P350=(--n_layer 8 --n_head 4 --n_embd 128 --block 128 --vocab 256 --batch 8)
+else
+  M350=(model.n_layer=24 model.n_head=16 model.n_embd=1024)
+  P350=(--n_layer 24 --n_head 16 --n_embd 1024 --block 1024 --vocab 50304 --batch 16)
+fi
+if part "4b. bench train GPT-2 350M (${M350[*]}) bf16 on $DEV beside torch.compile" 100; then
+  pp=bf16
+  [ "$DEV" = sim ] && pp=fp32
+  say "| run | ms/step | tokens/s | peak GPU memory | status |"
+  say "|---|---|---|---|---|"
+  smi_peak_start plait-350m
+  rc=$(run plait-350m.log 35 "$PLAIT" bench train "$MODEL" "${BSTEPS[@]}" device.plugin="$DEV" run.precision="$pp" \
+    "${M350[@]}")
+  mem=$(smi_peak_stop)
+  read -r ms tps <<<"$(bench_row plait-350m.log)"
+  act=$(grep -q '^# compute .*, activations bf16' "$W/plait-350m.log" && echo " (activations bf16)" || true)
+  say "| plait bf16$act | ${ms:-} | ${tps:-} | $mem (nvidia-smi) | $(status_word "$rc") |"
+  smi_peak_start torch-350m
+  if [ $DRY = 1 ]; then
+    rc=$(run torch-350m.log 30 "$PY" "$PEERS/gpt_gpu_bench.py" "${P350[@]}" --compile --help)
+    [ "$rc" = 0 ] && { rc=77; echo "SKIP: its arguments parse; it needs a GPU" >>"$W/torch-350m.log"; }
+  else
+    rc=$(run torch-350m.log 70 "$PY" "$PEERS/gpt_gpu_bench.py" "${P350[@]}" --compile)
+  fi
+  mem=$(smi_peak_stop)
+  say "| PyTorch bf16 compiled | $(peer_field torch-350m.log ms_per_step) | $(peer_field torch-350m.log tokens_per_s) | $mem (nvidia-smi), $(peer_field torch-350m.log peak_mem_GB) GB allocated | $(peer_status "$rc" torch-350m.log) |"
 fi
 
 # ---- 5. bench comm on device memory ----------------------------------------
