@@ -16,7 +16,9 @@
 # costs its budget, never the call): the gpu tests (the cuda<->nccl event
 # round trip among them); the same under compute-sanitizer (memcheck,
 # racecheck, synccheck); bench train GPT-2 124M bf16/tf32/fp32 beside
-# PyTorch (scripts/peers, eager and compiled); bench comm on device memory
+# PyTorch (scripts/peers, eager and compiled), bf16 also with selective
+# recomputation (the memory target's setting), each plait row saying
+# whether its activations were bf16; GPT-2 350M bf16 beside torch.compile; bench comm on device memory
 # (nccl 1 rank, tcp staging 2 ranks) beside pinned cudaMemcpy; GPT-2 124M on
 # 2 ranks sharing the GPU over tcp staging; the CPU figures (1 rank x all
 # cores, all cores x 1 rank, PyTorch beside, OPENBLAS_CORETYPE unset); the
@@ -218,7 +220,7 @@ flops_per_token() {
     $1 == "n_layer" { L = $2 } $1 == "n_embd" { C = $2 } $1 == "block_size" { T = $2 } $1 == "vocab_size" { V = $2 }
     END { N = V * C + L * (12 * C * C + 13 * C) + 2 * C; printf "%.0f", 6 * N + 12 * L * C * T }'
 }
-if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 190; then
+if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 210; then
   if [ "$MODEL" = configs/gpt2-124m.ini ] && ! ls runs/data/corpus-gpt2/train_*.bin >/dev/null 2>&1; then
     rc=$(run prepare.log 30 "$PLAIT" data prepare data/corpus.txt --tokenizer data/tokenizers/gpt2 --out runs/data/corpus-gpt2 --val-fraction 0.1)
     say "data prepare (GPT-2 tokens of the corpus): $(status_word "$rc")"
@@ -232,18 +234,20 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 190; t
   say "| run | ms/step | tokens/s | MFU vs 989 | MFU vs measured GEMM | peak GPU memory | status |"
   say "|---|---|---|---|---|---|---|"
   mfu() { awk -v t="$1" -v f="$FPT" -v p="$2" 'BEGIN { if (t == "" || p == "" || p == 0) print "n/a"; else printf "%.1f%%", 100 * t * f / (p * 1e12) }'; }
-  plait_bench() { # precision
-    local p=$1 pp=$1 name=plait-$1
+  plait_bench() { # precision [recompute]
+    local p=$1 pp=$1 name=plait-$1 rcmp=${2:-none} extra=""
     [ "$DEV" = sim ] && pp=fp32 # sim computes in fp32 only
+    [ "$rcmp" != none ] && name=$name-$rcmp extra=", recompute $rcmp"
     smi_peak_start "$name"
-    rc=$(run "$name.log" 45 "$PLAIT" bench train "$MODEL" "${BSTEPS[@]}" device.plugin="$DEV" run.precision="$pp")
+    rc=$(run "$name.log" 45 "$PLAIT" bench train "$MODEL" "${BSTEPS[@]}" device.plugin="$DEV" run.precision="$pp" \
+      model.recompute="$rcmp")
     local mem ms tps
     mem=$(smi_peak_stop)
     read -r ms tps <<<"$(bench_row "$name.log")"
     # a bf16 run says whether its activations were stored in bf16
     local act
     act=$(grep -q '^# compute .*, activations bf16' "$W/$name.log" && echo bf16 || true)
-    say "| plait $p$([ "$pp" != "$p" ] && echo " (fp32 on sim)")${act:+ (activations $act)} | ${ms:-} | ${tps:-} | $(mfu "${tps:-}" 989) | $(mfu "${tps:-}" "$GEMM") | $mem (nvidia-smi) | $(status_word "$rc") |"
+    say "| plait $p$extra$([ "$pp" != "$p" ] && echo " (fp32 on sim)")${act:+ (activations $act)} | ${ms:-} | ${tps:-} | $(mfu "${tps:-}" 989) | $(mfu "${tps:-}" "$GEMM") | $mem (nvidia-smi) | $(status_word "$rc") |"
   }
   peer_bench() { # label args...
     local label=$1 name
@@ -269,6 +273,7 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 190; t
   }
   # each precision beside PyTorch in the same mode, eager; bf16 compiled too
   plait_bench bf16
+  plait_bench bf16 selective # GELU's output rebuilt in the backward: the memory target's setting
   peer_bench "bf16 eager"
   peer_bench "bf16 compiled" --compile
   plait_bench tf32
@@ -277,6 +282,38 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 190; t
   peer_bench "fp32 eager (TF32 off)" --fp32 --no_tf32
   say ""
   say "FLOPs/token 6N+12LCT = $FPT; plait's own MFU column (against the CPU's GEMM peak) is in the logs, not here"
+fi
+
+# ---- 4b. GPT-2 350M (medium) bf16 beside torch.compile ----------------------
+# the same bench with GPT-2 medium's shape (24 layers, 16 heads, width 1024);
+# the dry run takes gpt-tiny twice as deep
+if [ $DRY = 1 ]; then
+  M350=(model.n_layer=8) P350=(--n_layer 8 --n_head 4 --n_embd 128 --block 128 --vocab 256 --batch 8)
+else
+  M350=(model.n_layer=24 model.n_head=16 model.n_embd=1024)
+  P350=(--n_layer 24 --n_head 16 --n_embd 1024 --block 1024 --vocab 50304 --batch 16)
+fi
+if part "4b. bench train GPT-2 350M (${M350[*]}) bf16 on $DEV beside torch.compile" 100; then
+  pp=bf16
+  [ "$DEV" = sim ] && pp=fp32
+  say "| run | ms/step | tokens/s | peak GPU memory | status |"
+  say "|---|---|---|---|---|"
+  smi_peak_start plait-350m
+  rc=$(run plait-350m.log 35 "$PLAIT" bench train "$MODEL" "${BSTEPS[@]}" device.plugin="$DEV" run.precision="$pp" \
+    "${M350[@]}")
+  mem=$(smi_peak_stop)
+  read -r ms tps <<<"$(bench_row plait-350m.log)"
+  act=$(grep -q '^# compute .*, activations bf16' "$W/plait-350m.log" && echo " (activations bf16)" || true)
+  say "| plait bf16$act | ${ms:-} | ${tps:-} | $mem (nvidia-smi) | $(status_word "$rc") |"
+  smi_peak_start torch-350m
+  if [ $DRY = 1 ]; then
+    rc=$(run torch-350m.log 30 "$PY" "$PEERS/gpt_gpu_bench.py" "${P350[@]}" --compile --help)
+    [ "$rc" = 0 ] && { rc=77; echo "SKIP: its arguments parse; it needs a GPU" >>"$W/torch-350m.log"; }
+  else
+    rc=$(run torch-350m.log 70 "$PY" "$PEERS/gpt_gpu_bench.py" "${P350[@]}" --compile)
+  fi
+  mem=$(smi_peak_stop)
+  say "| PyTorch bf16 compiled | $(peer_field torch-350m.log ms_per_step) | $(peer_field torch-350m.log tokens_per_s) | $mem (nvidia-smi), $(peer_field torch-350m.log peak_mem_GB) GB allocated | $(peer_status "$rc" torch-350m.log) |"
 fi
 
 # ---- 5. bench comm on device memory ----------------------------------------
@@ -363,7 +400,7 @@ if part "7. CPU: gpt-small, global batch 16, OPENBLAS_CORETYPE unset, beside PyT
 fi
 
 # ---- 8. the rest of the suite, with what time is left ----------------------
-if part "8. the rest of the suite at -j8 (what time is left)" 130; then
+if part "8. the rest of the suite at -j8 (what time is left)" 110; then
   if [ $DRY = 1 ]; then
     sel=(-R '^test_(config|device_select)$') # the whole suite takes ~14 min on 2 cores: two tests stand in
   else
