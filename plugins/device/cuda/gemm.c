@@ -31,11 +31,12 @@
  * fastest is kept, because its first guess is often not the fastest for a
  * shape (PyTorch's cuBLAS heuristics and autotuning choose likewise). The
  * timing costs no extra work and no host wait: the product's first calls
- * each run the next untried candidate as the real product (every candidate
- * computes the same product), between two timing events on the compute
- * stream; later calls use the heuristic's first until cudaEventQuery says
- * the last candidate's end event is reached, then the elapsed times pick
- * the algorithm for the rest of the run. A candidate cuBLASLt refuses at
+ * each run a candidate as the real product (every candidate computes the
+ * same product), each candidate twice, the second time between two timing
+ * events on the compute stream (a kernel's first launch also loads it:
+ * CUDA's lazy module loading); later calls use the heuristic's first until
+ * cudaEventQuery says the last candidate's end event is reached, then the
+ * elapsed times pick the algorithm for the rest of the run. A candidate cuBLASLt refuses at
  * its call is dropped (that call runs the heuristic's first). The pick
  * depends on timings, so two such runs may use different algorithms and
  * differ in the last bits.
@@ -72,9 +73,10 @@ typedef struct gemm_cached {
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo; /* in use: the heuristic's first until timing picks */
     /* Timing (non-deterministic runs): candidates [0, n_cand) (0 is the
-     * heuristic's first), tried [0, next); each tried one's start and end
-     * events, NULL once it is dropped (all destroyed with the product:
-     * eviction, pc_gemm_forget). n_cand 0: nothing (more) to time. */
+     * heuristic's first), `next` calls of them so far (each runs twice:
+     * warm-up, then timed); each timed one's start and end events, NULL
+     * once it is dropped (all destroyed with the product: eviction,
+     * pc_gemm_forget). n_cand 0: nothing (more) to time. */
     int n_cand, next;
     cublasLtMatmulAlgo_t cand[CANDIDATES];
     cudaEvent_t ev[CANDIDATES][2];
@@ -108,7 +110,7 @@ static void drop_candidate(gemm_cached *p, int c) {
 
 /* Timing over: the events go, `algo` stays for the rest of the run. */
 static void timing_end(gemm_cached *p) {
-    for (int c = 0; c < p->next; c++) drop_candidate(p, c);
+    for (int c = 0; c < p->n_cand; c++) drop_candidate(p, c);
     p->n_cand = p->next = 0;
 }
 
@@ -216,19 +218,26 @@ static int choose_algo(gemm_cached *p, const void *bias, int gelu, const void *a
     return found > 0;
 }
 
-/* The algorithm for this call of `p`; *timed: the candidate it times
- * (its start event recorded), or -1. */
-static const cublasLtMatmulAlgo_t *algo_for_call(gemm_cached *p, int *timed) {
-    *timed = -1;
+/* The algorithm for this call of `p`; *trial: the candidate it runs while
+ * they are being tried, or -1; *timed: 1 if the call is timed (its start
+ * event recorded). Each candidate runs twice, untimed then timed: a
+ * kernel's first launch in a process also loads it (CUDA's lazy module
+ * loading), which says nothing of its speed. */
+static const cublasLtMatmulAlgo_t *algo_for_call(gemm_cached *p, int *trial, int *timed) {
+    *trial = -1;
+    *timed = 0;
     if (!p->n_cand) return &p->algo;
-    if (p->next < p->n_cand) { /* the next untried candidate is this call's product */
-        int c = p->next++;
+    if (p->next < 2 * p->n_cand) { /* a candidate's turn: this call's product */
+        const int k = p->next++, c = k % p->n_cand;
+        *trial = c;
+        if (k < p->n_cand) return &p->cand[c]; /* its warm-up */
         if (cudaEventCreate(&p->ev[c][0]) != cudaSuccess || cudaEventCreate(&p->ev[c][1]) != cudaSuccess ||
             cudaEventRecord(p->ev[c][0], pc.stream) != cudaSuccess) {
             timing_end(p); /* no timing then: the heuristic's first for the run */
+            *trial = -1;
             return &p->algo;
         }
-        *timed = c;
+        *timed = 1;
         return &p->cand[c];
     }
     int last = p->n_cand - 1; /* each candidate's end is in stream order: the last one's covers all */
@@ -441,13 +450,13 @@ void pc_gemm_run(const pc_gemm *g) {
     if (p->bias_epilogue &&
         !lt_ok(pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias), "bias"))
         return;
-    int timed;
-    const cublasLtMatmulAlgo_t *algo = algo_for_call(p, &timed);
+    int trial, timed;
+    const cublasLtMatmulAlgo_t *algo = algo_for_call(p, &trial, &timed);
     cublasStatus_t st = pc_lt.matmul(pc_lt.handle, p->desc, &g->alpha, B, p->la, A, p->lb, &g->beta, cin, p->lc,
                                      g->C, p->lc, algo, pc_lt.workspace, pc_lt.workspace_bytes, pc.stream);
-    if (timed >= 0 && (st != CUBLAS_STATUS_SUCCESS || cudaEventRecord(p->ev[timed][1], pc.stream) != cudaSuccess))
-        drop_candidate(p, timed);
-    if (timed > 0 && st != CUBLAS_STATUS_SUCCESS) /* a refused candidate computed nothing: the first does it */
+    if (timed && (st != CUBLAS_STATUS_SUCCESS || cudaEventRecord(p->ev[trial][1], pc.stream) != cudaSuccess))
+        drop_candidate(p, trial);
+    if (trial > 0 && st != CUBLAS_STATUS_SUCCESS) /* a refused candidate computed nothing: the first does it */
         st = pc_lt.matmul(pc_lt.handle, p->desc, &g->alpha, B, p->la, A, p->lb, &g->beta, cin, p->lc, g->C, p->lc,
                           &p->algo, pc_lt.workspace, pc_lt.workspace_bytes, pc.stream);
     if (!lt_ok(st, "matmul")) return;
