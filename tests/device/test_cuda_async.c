@@ -313,6 +313,9 @@ int main(int argc, char **argv) {
     plait_host_attach_device();
     const plait_host *h = plait_host_table();
     printf("device: %s, precision %s\n", plait_device_info_open()->name, mode);
+    uint64_t used = 0, peak = 0;
+    h->device->memory_stats(&used, &peak);
+    check(used >= (uint64_t)16 << 20, "the column-sum scratch (scratch_mib, 16 MiB) is allocated when the device opens");
     check_staged_read(h);
     check_two_threads(h, plait_device_kernels());
     check_failure_attribution(h, plait_device_kernels());

@@ -140,6 +140,11 @@ plait_status pc_open(const plait_host *host, const plait_device_open_args *args,
     if (args->cfg && host->config_get(args->cfg, "device.cuda", "workspace_mib", &v) == PLAIT_OK) ws_mib = v.i;
     if (pc_lt_open((size_t)(ws_mib > 0 ? ws_mib : 0) << 20) != 0) return open_failed(PLAIT_ERR_SYSTEM);
     pc_memory_reset();
+    /* the column sums' scratch now, counted from the start (memory_stats) */
+    int64_t scratch_mib = PC_SCRATCH_MIB;
+    if (args->cfg && host->config_get(args->cfg, "device.cuda", "scratch_mib", &v) == PLAIT_OK) scratch_mib = v.i;
+    if (scratch_mib > 0 && !pc_scratch((size_t)scratch_mib << 20))
+        return open_failed(pc_take_failure()); /* pc_grow's message: how much, and CUDA's answer */
 
     plait_device_info mine;
     memset(&mine, 0, sizeof mine);

@@ -69,6 +69,9 @@ plait_status pc_open(const plait_host *host, const plait_device_open_args *args,
 void pc_close(void);
 /* [device.cuda] workspace_mib's default: cuBLASLt's workspace */
 #define PC_WORKSPACE_MIB 32
+/* [device.cuda] scratch_mib's default: the column-sum scratch allocated at
+ * open (a GPT-2 350M step at batch 16 needs 4 MiB of it). */
+#define PC_SCRATCH_MIB 16
 
 /* ---- memory.c: the plait_device_ops memory functions ------------------------ */
 void *pc_alloc(size_t bytes, const char *tag);

@@ -30,6 +30,9 @@ static const plait_key_decl g_keys[] = {
     P("workspace_mib", PLAIT_KEY_INT, PLAIT_STRINGIFY(PC_WORKSPACE_MIB), 0, 4096, 0,
       "cuBLASLt workspace in MiB, allocated once at open (0 = none: fewer GEMM algorithms qualify); the same "
       "size on every run keeps the chosen algorithms, and so the results, the same"),
+    P("scratch_mib", PLAIT_KEY_INT, PLAIT_STRINGIFY(PC_SCRATCH_MIB), 0, 4096, 0,
+      "the kernels' column-sum scratch in MiB, allocated when the device opens, so a step's device memory is "
+      "known from its start; a call that needs more grows it in stream order"),
 };
 
 /* None found is not a failure of count() (plait/device.h): *out = 0 and
