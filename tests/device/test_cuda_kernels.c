@@ -110,6 +110,10 @@ static void case_bias(kc_ctx *x) {
     float *db = kc_rand(x, OC, -1, 1), *dout = kc_rand(x, BT * OC, -1, 1);
     x->k->bias_backward(db, dout, BT, OC);
     kc_result(x, "bias_backward", db, OC, KC_ELEMWISE);
+    /* a width of no whole 16-byte groups: one column a thread */
+    float *db2 = kc_rand(x, OC + 2, -1, 1), *dout2 = kc_rand(x, BT * (OC + 2), -1, 1);
+    x->k->bias_backward(db2, dout2, BT, OC + 2);
+    kc_result(x, "bias_backward narrow", db2, OC + 2, KC_ELEMWISE);
 }
 
 /* LayerNorm at width Cw: forward, backward; and the one-pass backward's

@@ -124,29 +124,20 @@ PC_KERNEL(res_add_bias_kernel, PC_THREADS)(float *out, const float *res, const f
     PC_GRID_STRIDE(i, rows * C) out[i] += res[i] + bias[i % C];
 }
 
-/* Pass 1 of the bias gradient (pcuda.h, column sums): block b handles
- * chunk b / colblocks and 256 columns of it; each thread sums its column
- * over the chunk's rows in order. One thread per column over all rows (the
- * CPU's order) left a GPT-2 layer's 768..3072 columns to 3..12 blocks
- * walking 16k rows each. */
-PC_KERNEL(bias_partial_kernel, PC_THREADS)(float *part, const float *dout, int64_t BT, int64_t OC,
-                                           unsigned colblocks) {
-    const int64_t chunk = blockIdx.x / colblocks;
-    const int64_t c = (int64_t)(blockIdx.x % colblocks) * blockDim.x + threadIdx.x;
-    if (c >= OC) return;
-    const int64_t r1 = (chunk + 1) * PC_COL_ROWS < BT ? (chunk + 1) * PC_COL_ROWS : BT;
-    float s = 0.0f;
-    for (int64_t r = chunk * PC_COL_ROWS; r < r1; r++) s += dout[r * OC + c];
-    part[chunk * OC + c] = s;
-}
-
-/* Pass 1 from a bf16 dout: the same sums in the same order, in float32.
- * vec (OC % 8 == 0, dout 16-byte aligned): a thread takes 8 columns, one
- * 16-byte load a row, and each column's sum is still its rows in order;
- * else one column a thread as above. */
-PC_KERNEL(bias_partial_bf16_kernel, PC_THREADS)(float *part, const plait_bf16 *dout, int64_t BT, int64_t OC,
-                                                unsigned colblocks, int vec) {
-    const int64_t chunk = blockIdx.x / colblocks, width = vec ? 8 : 1;
+/* Pass 1 of the bias gradient (pcuda.h, column sums) from a dout of T
+ * (float, or bf16 widened exactly): block b handles chunk b / colblocks
+ * and 256 column groups of it; each thread sums its columns over the
+ * chunk's rows in order, in float32. With vec (OC a multiple of the 16-byte
+ * group, 4 floats or 8 bf16, dout 16-byte aligned) a thread's group is one
+ * 16-byte load a row, else one column; each column's sum is its rows in
+ * order either way, so the bits are the same. One thread per column over
+ * all rows (the CPU's order) left a GPT-2 layer's 768..3072 columns to
+ * 3..12 blocks walking 16k rows each. */
+template <typename T>
+PC_KERNEL_T(PC_THREADS) bias_partial_kernel(float *part, const T *dout, int64_t BT, int64_t OC, unsigned colblocks,
+                                            int vec) {
+    constexpr int V = pc_vec<T>::V;
+    const int64_t chunk = blockIdx.x / colblocks, width = vec ? V : 1;
     const int64_t c = ((int64_t)(blockIdx.x % colblocks) * blockDim.x + threadIdx.x) * width;
     if (c >= OC) return;
     const int64_t r1 = (chunk + 1) * PC_COL_ROWS < BT ? (chunk + 1) * PC_COL_ROWS : BT;
@@ -156,14 +147,14 @@ PC_KERNEL(bias_partial_bf16_kernel, PC_THREADS)(float *part, const plait_bf16 *d
         part[chunk * OC + c] = s;
         return;
     }
-    float s[8] = {}, v[8];
+    float s[V] = {}, v[V];
     for (int64_t r = chunk * PC_COL_ROWS; r < r1; r++) {
         pc_ld(v, dout + r * OC + c);
         PC_UNROLL
-        for (int k = 0; k < 8; k++) s[k] += v[k];
+        for (int k = 0; k < V; k++) s[k] += v[k];
     }
     PC_UNROLL
-    for (int k = 0; k < 8; k++) part[chunk * OC + c + k] = s[k];
+    for (int k = 0; k < V; k++) part[chunk * OC + c + k] = s[k];
 }
 
 /* Pass 2: acc[c] += the chunks' sums, in chunk order. */
@@ -173,6 +164,22 @@ PC_KERNEL(col_finish_kernel, PC_THREADS)(float *acc, const float *part, int64_t 
     float a = 0.0f;
     for (int64_t k = 0; k < chunks; k++) a += part[k * C + c];
     acc[c] += a;
+}
+
+/* Both bias gradients: the partials (16-byte groups where they fit), then
+ * the chunks' sums into dbias. */
+template <typename T> static void bias_backward(float *dbias, const T *dout, int64_t BT, int64_t OC, const char *what) {
+    if (OC <= 0 || BT <= 0) return;
+    const int64_t chunks = pc_col_chunks(BT);
+    const int vec = OC % pc_vec<T>::V == 0 && pc_aligned16(dout);
+    const int64_t threads = vec ? OC / pc_vec<T>::V : OC;
+    const unsigned colblocks = (unsigned)((threads + PC_THREADS - 1) / PC_THREADS);
+    float *part = (float *)pc_scratch((size_t)(chunks * OC) * sizeof(float));
+    if (!part) return;
+    PC_LAUNCH_T(bias_partial_kernel<T>, (unsigned)(colblocks * chunks), PC_THREADS, PC_THREADS)(part, dout, BT, OC,
+                                                                                                  colblocks, vec);
+    pc_launch_col_finish(dbias, part, chunks, OC);
+    pc_check_launch(what);
 }
 
 extern "C" {
@@ -233,28 +240,11 @@ void pc_launch_col_finish(float *acc, const float *partials, int64_t chunks, int
 }
 
 void pc_launch_bias_backward(float *dbias, const float *dout, int64_t BT, int64_t OC) {
-    if (OC <= 0 || BT <= 0) return;
-    const int64_t chunks = pc_col_chunks(BT);
-    const unsigned colblocks = (unsigned)((OC + PC_THREADS - 1) / PC_THREADS);
-    float *part = (float *)pc_scratch((size_t)(chunks * OC) * sizeof(float));
-    if (!part) return;
-    PC_LAUNCH(bias_partial_kernel, (unsigned)(colblocks * chunks), PC_THREADS)(part, dout, BT, OC, colblocks);
-    pc_launch_col_finish(dbias, part, chunks, OC);
-    pc_check_launch("bias_backward");
+    bias_backward(dbias, dout, BT, OC, "bias_backward");
 }
 
 void pc_launch_bias_backward_bf16(float *dbias, const plait_bf16 *dout, int64_t BT, int64_t OC) {
-    if (OC <= 0 || BT <= 0) return;
-    const int64_t chunks = pc_col_chunks(BT);
-    const int vec = OC % 8 == 0 && pc_aligned16(dout);
-    const int64_t threads = vec ? OC / 8 : OC;
-    const unsigned colblocks = (unsigned)((threads + PC_THREADS - 1) / PC_THREADS);
-    float *part = (float *)pc_scratch((size_t)(chunks * OC) * sizeof(float));
-    if (!part) return;
-    PC_LAUNCH(bias_partial_bf16_kernel, (unsigned)(colblocks * chunks), PC_THREADS)(
-        part, dout, BT, OC, colblocks, vec);
-    pc_launch_col_finish(dbias, part, chunks, OC);
-    pc_check_launch("bias_backward_bf16");
+    bias_backward(dbias, dout, BT, OC, "bias_backward_bf16");
 }
 
 } /* extern "C" */
