@@ -15,6 +15,12 @@
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
+/* A block half's parameters for its backward: their data and their gradients. */
+static plait_status half_both(plait_model *m, int32_t layer, int first_bp, half_params *p, half_params *dp) {
+    plait_status st = plait_model_half_params(m, PARAM_DATA, layer, first_bp, p);
+    return st != PLAIT_OK ? st : plait_model_half_params(m, PARAM_GRAD, layer, first_bp, dp);
+}
+
 plait_status plait_bf16_attention_forward(plait_model *m, model_slot *s, int32_t layer, const float *x) {
     const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
     block_acts *a = &s->blocks[layer - 1];
@@ -35,8 +41,7 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
     block_acts *a = &s->blocks[layer - 1];
     half_params p, dp;
-    plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN1_W, &p);
-    if (st == PLAIT_OK) st = plait_model_half_params(m, PARAM_GRAD, layer, BP_LN1_W, &dp);
+    plait_status st = half_both(m, layer, BP_LN1_W, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN1_W);
     m->k->to_bf16(m->sb.dres, dx, (size_t)(BT * C));
@@ -79,8 +84,7 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
     block_acts *a = &s->blocks[layer - 1];
     half_params p, dp;
-    plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
-    if (st == PLAIT_OK) st = plait_model_half_params(m, PARAM_GRAD, layer, BP_LN2_W, &dp);
+    plait_status st = half_both(m, layer, BP_LN2_W, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
     if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) /* GELU's output, dropped in the forward */

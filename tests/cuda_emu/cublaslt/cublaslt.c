@@ -63,6 +63,9 @@
  * the algo and computing the same bits; test hooks make one slow and count
  * the calls of each (plait_cublaslt_emu_slow_algo, _algo_calls).
  *
+ * This file holds the objects, the heuristic and the product; validate.c
+ * what a matmul's descriptor and layouts must satisfy (lt_internal.h).
+ *
  * Thread-safety: descriptors and handles are plain heap objects with no
  * shared state; concurrent calls on distinct objects are safe, as in
  * cuBLASLt. Errors: the cublasStatus_t of each function, as above.
@@ -77,72 +80,7 @@
 #include <string.h>
 #include <time.h>
 
-/* The exported functions (exports.map keeps every other symbol local). */
-#define LT_EXPORT __attribute__((visibility("default")))
-
-enum { MAGIC_HANDLE = 0x4c54484e, MAGIC_LAYOUT = 0x4c544c59, MAGIC_DESC = 0x4c544453, MAGIC_PREF = 0x4c545046 };
-#define ALGO_MAGIC 0x706c61697445ull /* "plaitE": an algo this library's heuristic wrote */
-/* cuBLASLt's default for every MIN_ALIGNMENT_*_BYTES preference. */
-#define DEFAULT_ALIGN 256u
-/* The bias has no preference of its own: NVIDIA says the heuristic reads
- * the BIAS_POINTER value to learn its alignment. A NULL pointer (the
- * plugin's case: it sets the pointer only before cublasLtMatmul) says
- * nothing, so the emulated algorithm assumes what 16-byte vector loads need;
- * a non-NULL pointer's alignment counts up to the same cap. */
-#define BIAS_ALIGN_CAP 16u
-
-struct cublasLtContext {
-    uint32_t magic;
-};
-
-typedef struct lt_layout {
-    uint32_t magic;
-    int32_t type; /* cudaDataType */
-    int32_t order;
-    uint64_t rows, cols;
-    int64_t ld;
-    int32_t batch;
-    int64_t stride;
-    uint32_t batch_mode;
-} lt_layout;
-
-typedef struct lt_desc {
-    uint32_t magic;
-    int32_t compute, scale, pointer_mode, trans_a, trans_b, trans_c;
-    uint32_t epilogue;
-    const void *bias; /* of D's type (bias_type -1 or D's) */
-    int64_t bias_stride;
-    int32_t bias_type; /* -1: D's type */
-    void *aux;         /* EPILOGUE_AUX_POINTER */
-    int64_t aux_ld, aux_stride;
-    int32_t aux_type; /* -1: D's type */
-} lt_desc;
-
-typedef struct lt_pref {
-    uint32_t magic;
-    uint32_t search_mode, reduction_mask;
-    uint64_t max_workspace, impl_mask;
-    uint32_t align[4]; /* A, B, C, D */
-    float max_waves;
-} lt_pref;
-
-/* What the heuristic promised, inside cublasLtMatmulAlgo_t's 64 bytes. */
-typedef struct algo_rec {
-    uint64_t magic;
-    uint64_t max_workspace;
-    uint32_t align[4];
-    uint32_t bias_align;
-    uint32_t aux_align; /* what the AUX_POINTER the heuristic saw promised */
-    uint32_t epilogue;
-    int32_t compute, ab_type;
-    uint32_t id; /* which of the heuristic's ALGOS candidates */
-} algo_rec;
-_Static_assert(sizeof(algo_rec) <= sizeof(cublasLtMatmulAlgo_t), "algo_rec must fit cublasLtMatmulAlgo_t");
-
-/* The heuristic's candidates: ALGOS algorithms, told apart by algo_rec.id
- * and computing the same bits (a GPU's differ in speed and, with split-K,
- * in summation order; here only in the test hook's delay). */
-#define ALGOS 3
+#include "lt_internal.h"
 
 /* The test hook: calls of each candidate accepted by cublasLtMatmul, and
  * the one made slow (g_slow_ms milliseconds more when it runs). */
@@ -150,15 +88,7 @@ static _Atomic uint64_t g_algo_calls[ALGOS];
 static _Atomic int g_slow_algo = -1;
 static _Atomic unsigned g_slow_ms;
 
-/* One matmul, validated: the dimensions of D = op(A)[m,k] · op(B)[k,n]. */
-typedef struct problem {
-    const lt_desc *d;
-    const lt_layout *a, *b, *c, *dl;
-    int64_t m, n, k;
-} problem;
-
-__attribute__((format(printf, 3, 4))) static cublasStatus_t refuse(cublasStatus_t s, const char *fn, const char *fmt,
-                                                                    ...) {
+cublasStatus_t lt_refuse(cublasStatus_t s, const char *fn, const char *fmt, ...) {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
@@ -182,7 +112,7 @@ static void *obj_new(size_t size, uint32_t magic) {
 static cublasStatus_t obj_destroy(void *obj, uint32_t magic, const char *fn) {
     uint32_t *p = obj;
     if (!p) return CUBLAS_STATUS_SUCCESS; /* as free(NULL) */
-    if (*p != magic) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not an object of the kind it destroys");
+    if (*p != magic) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not an object of the kind it destroys");
     *p = 0;
     free(p);
     return CUBLAS_STATUS_SUCCESS;
@@ -191,16 +121,16 @@ static cublasStatus_t obj_destroy(void *obj, uint32_t magic, const char *fn) {
 /* ---- handle and status ---------------------------------------------- */
 
 LT_EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) {
-    if (!handle) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtCreate", "lightHandle is NULL");
+    if (!handle) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtCreate", "lightHandle is NULL");
     struct cublasLtContext *h = obj_new(sizeof *h, MAGIC_HANDLE);
-    if (!h) return refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtCreate", "out of memory");
+    if (!h) return lt_refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtCreate", "out of memory");
     *handle = h;
     return CUBLAS_STATUS_SUCCESS;
 }
 
 LT_EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
     if (!handle || handle->magic != MAGIC_HANDLE)
-        return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtDestroy", "not a handle from cublasLtCreate");
+        return lt_refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtDestroy", "not a handle from cublasLtCreate");
     return obj_destroy(handle, MAGIC_HANDLE, "cublasLtDestroy");
 }
 
@@ -225,9 +155,9 @@ LT_EXPORT const char *cublasLtGetStatusString(cublasStatus_t status) {
 /* cuBLASLt's SetAttribute contract: buf non-NULL and sizeInBytes exactly
  * the attribute's size, else INVALID_VALUE. */
 static cublasStatus_t take(void *dst, size_t want, const void *buf, size_t size, const char *fn, const char *attr) {
-    if (!buf) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: buf is NULL", attr);
+    if (!buf) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: buf is NULL", attr);
     if (size != want)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: sizeInBytes %zu, the attribute is %zu bytes", attr, size,
+        return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: sizeInBytes %zu, the attribute is %zu bytes", attr, size,
                       want);
     memcpy(dst, buf, want);
     return CUBLAS_STATUS_SUCCESS;
@@ -237,16 +167,16 @@ static cublasStatus_t take(void *dst, size_t want, const void *buf, size_t size,
 
 /* ---- matrix layouts --------------------------------------------------- */
 
-static lt_layout *as_layout(cublasLtMatrixLayout_t l) {
+lt_layout *lt_as_layout(cublasLtMatrixLayout_t l) {
     lt_layout *p = (lt_layout *)(void *)l;
     return p && p->magic == MAGIC_LAYOUT ? p : NULL;
 }
 
 LT_EXPORT cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout, cudaDataType type,
                                                     uint64_t rows, uint64_t cols, int64_t ld) {
-    if (!matLayout) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate", "matLayout is NULL");
+    if (!matLayout) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate", "matLayout is NULL");
     lt_layout *l = obj_new(sizeof *l, MAGIC_LAYOUT);
-    if (!l) return refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatrixLayoutCreate", "out of memory");
+    if (!l) return lt_refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatrixLayoutCreate", "out of memory");
     *l = (lt_layout){.magic = MAGIC_LAYOUT, .type = type, .order = CUBLASLT_ORDER_COL, .rows = rows,
                      .cols = cols, .ld = ld, .batch = 1};
     *matLayout = (cublasLtMatrixLayout_t)(void *)l;
@@ -261,8 +191,8 @@ LT_EXPORT cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t
                                                           cublasLtMatrixLayoutAttribute_t attr, const void *buf,
                                                           size_t sizeInBytes) {
     static const char fn[] = "cublasLtMatrixLayoutSetAttribute";
-    lt_layout *l = as_layout(matLayout);
-    if (!l) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a layout from cublasLtMatrixLayoutCreate");
+    lt_layout *l = lt_as_layout(matLayout);
+    if (!l) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a layout from cublasLtMatrixLayoutCreate");
     switch (attr) {
     case CUBLASLT_MATRIX_LAYOUT_TYPE: return TAKE(l->type, "TYPE"); /* uint32_t: the same 4 bytes */
     case CUBLASLT_MATRIX_LAYOUT_ORDER: return TAKE(l->order, "ORDER");
@@ -274,22 +204,22 @@ LT_EXPORT cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t
     case CUBLASLT_MATRIX_LAYOUT_BATCH_MODE: return TAKE(l->batch_mode, "BATCH_MODE");
     default: break;
     }
-    return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "layout attribute %d is not emulated (TYPE, ORDER, ROWS, COLS, "
+    return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "layout attribute %d is not emulated (TYPE, ORDER, ROWS, COLS, "
                   "LD, BATCH_COUNT, STRIDED_BATCH_OFFSET and BATCH_MODE are)", (int)attr);
 }
 
 /* ---- matmul descriptors ----------------------------------------------- */
 
-static lt_desc *as_desc(cublasLtMatmulDesc_t d) {
+lt_desc *lt_as_desc(cublasLtMatmulDesc_t d) {
     lt_desc *p = (lt_desc *)(void *)d;
     return p && p->magic == MAGIC_DESC ? p : NULL;
 }
 
 LT_EXPORT cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc, cublasComputeType_t computeType,
                                                   cudaDataType_t scaleType) {
-    if (!matmulDesc) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescCreate", "matmulDesc is NULL");
+    if (!matmulDesc) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescCreate", "matmulDesc is NULL");
     lt_desc *d = obj_new(sizeof *d, MAGIC_DESC);
-    if (!d) return refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatmulDescCreate", "out of memory");
+    if (!d) return lt_refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatmulDescCreate", "out of memory");
     *d = (lt_desc){.magic = MAGIC_DESC, .compute = computeType, .scale = scaleType,
                    .pointer_mode = CUBLASLT_POINTER_MODE_HOST, .trans_a = CUBLAS_OP_N, .trans_b = CUBLAS_OP_N,
                    .trans_c = CUBLAS_OP_N, .epilogue = CUBLASLT_EPILOGUE_DEFAULT, .bias_type = -1,
@@ -306,8 +236,8 @@ LT_EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t mat
                                                         cublasLtMatmulDescAttributes_t attr, const void *buf,
                                                         size_t sizeInBytes) {
     static const char fn[] = "cublasLtMatmulDescSetAttribute";
-    lt_desc *d = as_desc(matmulDesc);
-    if (!d) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a descriptor from cublasLtMatmulDescCreate");
+    lt_desc *d = lt_as_desc(matmulDesc);
+    if (!d) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a descriptor from cublasLtMatmulDescCreate");
     switch (attr) {
     case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: return TAKE(d->compute, "COMPUTE_TYPE");
     case CUBLASLT_MATMUL_DESC_SCALE_TYPE: return TAKE(d->scale, "SCALE_TYPE");
@@ -325,7 +255,7 @@ LT_EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t mat
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: return TAKE(d->aux_type, "EPILOGUE_AUX_DATA_TYPE");
     default: break;
     }
-    return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "matmul attribute %d is not emulated (COMPUTE_TYPE, SCALE_TYPE, "
+    return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "matmul attribute %d is not emulated (COMPUTE_TYPE, SCALE_TYPE, "
                   "POINTER_MODE, TRANSA/B/C, EPILOGUE, BIAS_POINTER, BIAS_BATCH_STRIDE, BIAS_DATA_TYPE and "
                   "EPILOGUE_AUX_POINTER/LD/BATCH_STRIDE/DATA_TYPE are)", (int)attr);
 }
@@ -338,9 +268,9 @@ static lt_pref *as_pref(cublasLtMatmulPreference_t p) {
 }
 
 LT_EXPORT cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref) {
-    if (!pref) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceCreate", "pref is NULL");
+    if (!pref) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceCreate", "pref is NULL");
     lt_pref *p = obj_new(sizeof *p, MAGIC_PREF);
-    if (!p) return refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatmulPreferenceCreate", "out of memory");
+    if (!p) return lt_refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatmulPreferenceCreate", "out of memory");
     /* NVIDIA's defaults: best fit, no workspace, every reduction scheme and
      * implementation, 256-byte alignment of every matrix */
     *p = (lt_pref){.magic = MAGIC_PREF, .search_mode = CUBLASLT_SEARCH_BEST_FIT,
@@ -359,7 +289,7 @@ LT_EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPref
                                                               const void *buf, size_t sizeInBytes) {
     static const char fn[] = "cublasLtMatmulPreferenceSetAttribute";
     lt_pref *p = as_pref(pref);
-    if (!p) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a preference from cublasLtMatmulPreferenceCreate");
+    if (!p) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a preference from cublasLtMatmulPreferenceCreate");
     switch (attr) {
     case CUBLASLT_MATMUL_PREF_SEARCH_MODE: return TAKE(p->search_mode, "SEARCH_MODE");
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: return TAKE(p->max_workspace, "MAX_WORKSPACE_BYTES");
@@ -372,196 +302,7 @@ LT_EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPref
     case CUBLASLT_MATMUL_PREF_IMPL_MASK: return TAKE(p->impl_mask, "IMPL_MASK");
     default: break;
     }
-    return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "preference attribute %d is not emulated", (int)attr);
-}
-
-/* ---- validation -------------------------------------------------------- */
-
-/* The epilogues emulated, and what each reads or writes beyond D. */
-static int epi_known(uint32_t e) {
-    return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU ||
-           e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX ||
-           e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
-}
-static int epi_bias(uint32_t e) {
-    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-}
-static int epi_gelu(uint32_t e) {
-    return e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX ||
-           e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-}
-static int epi_aux(uint32_t e) {
-    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
-}
-
-static const char *type_name(int32_t t) {
-    switch (t) {
-    case CUDA_R_32F: return "CUDA_R_32F";
-    case CUDA_R_16BF: return "CUDA_R_16BF";
-    case CUDA_R_16F: return "CUDA_R_16F";
-    case CUDA_R_64F: return "CUDA_R_64F";
-    default: return "a type the emulator does not name";
-    }
-}
-
-static size_t type_size(int32_t t) { return t == CUDA_R_16BF ? 2 : 4; }
-
-/* One layout on its own: column order, positive shape, ld >= rows (NVIDIA:
- * "must be large enough so that matrix memory locations are not
- * overlapping"), a batch count >= 1 with a non-negative stride. */
-static cublasStatus_t check_layout(const lt_layout *l, const char *name, const char *fn) {
-    if (!l) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s is not a layout from cublasLtMatrixLayoutCreate", name);
-    if (l->order != CUBLASLT_ORDER_COL)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "%s: order %d; only CUBLASLT_ORDER_COL is emulated", name,
-                      l->order);
-    if (l->batch_mode != CUBLASLT_BATCH_MODE_STRIDED)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "%s: batch mode %u; only strided batches are emulated", name,
-                      l->batch_mode);
-    if (l->rows == 0 || l->cols == 0 || l->rows > INT32_MAX || l->cols > INT32_MAX)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: %llu x %llu; rows and columns must be in 1..2^31-1",
-                      name, (unsigned long long)l->rows, (unsigned long long)l->cols);
-    if (l->ld < 0 || (uint64_t)l->ld < l->rows)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: ld %lld < rows %llu (column-major: ld must be >= rows)",
-                      name, (long long)l->ld, (unsigned long long)l->rows);
-    if (l->batch < 1) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: batch count %d < 1", name, l->batch);
-    if (l->stride < 0)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%s: batch stride %lld < 0", name, (long long)l->stride);
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-/* The first batch b > 0 of `l` holding an element of batch 0, or 0 when
- * the batches are disjoint. Batches may interleave (the plugin's attention
- * heads: stride = rows, ld = rows x heads), so this is not a range test:
- * batch b shares an element with batch 0 iff b*stride = di + dj*ld for some
- * |di| < rows, |dj| < cols, and since ld >= rows only dj = q and q + 1 (q,
- * r = divmod(b*stride, ld)) can give such a di. */
-static int64_t batches_collide(const lt_layout *l) {
-    int64_t rows = (int64_t)l->rows, cols = (int64_t)l->cols;
-    for (int64_t b = 1; b < l->batch; b++) {
-        int64_t d = b * l->stride, q = d / l->ld, r = d % l->ld;
-        if ((r < rows && q < cols) || (l->ld - r < rows && q + 1 < cols)) return b;
-    }
-    return 0;
-}
-
-/* The matmul's descriptor and four layouts together: what cuBLASLt
- * supports in the set the emulator implements, and dimensions that agree. */
-static cublasStatus_t check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
-                                    cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D, problem *p, const char *fn) {
-    cublasStatus_t s;
-    const lt_desc *d = as_desc(desc);
-    if (!d) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a matmul descriptor from cublasLtMatmulDescCreate");
-    p->d = d;
-    p->a = as_layout(A), p->b = as_layout(B), p->c = as_layout(C), p->dl = as_layout(D);
-    if ((s = check_layout(p->a, "Adesc", fn)) || (s = check_layout(p->b, "Bdesc", fn)) ||
-        (s = check_layout(p->c, "Cdesc", fn)) || (s = check_layout(p->dl, "Ddesc", fn)))
-        return s;
-    if (d->compute != CUBLAS_COMPUTE_32F && d->compute != CUBLAS_COMPUTE_32F_FAST_TF32)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "compute type %d; the emulator implements CUBLAS_COMPUTE_32F "
-                      "and CUBLAS_COMPUTE_32F_FAST_TF32", d->compute);
-    if (d->scale != CUDA_R_32F)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "scale type %s; 32F compute scales in CUDA_R_32F",
-                      type_name(d->scale));
-    if (d->pointer_mode != CUBLASLT_POINTER_MODE_HOST)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "pointer mode %d; only CUBLASLT_POINTER_MODE_HOST is emulated",
-                      d->pointer_mode);
-    if (d->trans_c != CUBLAS_OP_N)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "TRANSC %d; cuBLASLt supports only CUBLAS_OP_N", d->trans_c);
-    if ((d->trans_a != CUBLAS_OP_N && d->trans_a != CUBLAS_OP_T) ||
-        (d->trans_b != CUBLAS_OP_N && d->trans_b != CUBLAS_OP_T))
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "TRANSA %d / TRANSB %d; real operands take CUBLAS_OP_N or "
-                      "CUBLAS_OP_T", d->trans_a, d->trans_b);
-    if (!epi_known(d->epilogue))
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "epilogue %u; the emulator implements DEFAULT, BIAS, GELU, "
-                      "GELU_BIAS, GELU_AUX, GELU_AUX_BIAS and DGELU", d->epilogue);
-    /* types: NVIDIA's table for 32F compute has A/B 32F or 16BF (the same
-     * for both) with C/D 32F; FAST_TF32 takes 32F operands only */
-    const lt_layout *a = p->a, *b = p->b, *c = p->c, *dl = p->dl;
-    if ((a->type != CUDA_R_32F && a->type != CUDA_R_16BF) || b->type != a->type)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "A %s with B %s; the emulator takes A and B both CUDA_R_32F "
-                      "or both CUDA_R_16BF", type_name(a->type), type_name(b->type));
-    if (c->type != dl->type)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "C %s, D %s; C and D must be of one type", type_name(c->type),
-                      type_name(dl->type));
-    if (dl->type != CUDA_R_32F && dl->type != CUDA_R_16BF)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "C %s, D %s; the emulator takes C and D of CUDA_R_32F or "
-                      "CUDA_R_16BF", type_name(c->type), type_name(dl->type));
-    if (dl->type == CUDA_R_16BF && a->type != CUDA_R_16BF)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "D CUDA_R_16BF with A/B %s; a bf16 D takes CUDA_R_16BF A and "
-                      "B", type_name(a->type));
-    if (d->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && a->type != CUDA_R_32F)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "CUBLAS_COMPUTE_32F_FAST_TF32 with %s operands; it takes "
-                      "CUDA_R_32F operands", type_name(a->type));
-    /* dimensions: op(A) m x k, op(B) k x n, C and D m x n */
-    int64_t am = (int64_t)(d->trans_a == CUBLAS_OP_N ? a->rows : a->cols);
-    int64_t ak = (int64_t)(d->trans_a == CUBLAS_OP_N ? a->cols : a->rows);
-    int64_t bk = (int64_t)(d->trans_b == CUBLAS_OP_N ? b->rows : b->cols);
-    int64_t bn = (int64_t)(d->trans_b == CUBLAS_OP_N ? b->cols : b->rows);
-    if (ak != bk)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "op(A) is %lld x %lld but op(B) is %lld x %lld: inner "
-                      "dimensions differ", (long long)am, (long long)ak, (long long)bk, (long long)bn);
-    if ((int64_t)dl->rows != am || (int64_t)dl->cols != bn)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "D is %llu x %llu but op(A)·op(B) is %lld x %lld",
-                      (unsigned long long)dl->rows, (unsigned long long)dl->cols, (long long)am, (long long)bn);
-    if (c->rows != dl->rows || c->cols != dl->cols)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "C is %llu x %llu but D is %llu x %llu",
-                      (unsigned long long)c->rows, (unsigned long long)c->cols, (unsigned long long)dl->rows,
-                      (unsigned long long)dl->cols);
-    if (a->batch != dl->batch || b->batch != dl->batch || c->batch != dl->batch)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "batch counts differ: A %d, B %d, C %d, D %d", a->batch,
-                      b->batch, c->batch, dl->batch);
-    /* stricter than cuBLASLt, which does not check: D's batches must not
-     * share an element, or the batches' writes race on a GPU */
-    int64_t shared = batches_collide(dl);
-    if (shared)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "D's batches overlap: batch 0 and batch %lld share an element "
-                      "(stride %lld, ld %lld, %llu x %llu)", (long long)shared, (long long)dl->stride,
-                      (long long)dl->ld, (unsigned long long)dl->rows, (unsigned long long)dl->cols);
-    if (epi_aux(d->epilogue)) {
-        /* NVIDIA: GELU's input matrix has D's type unless set; its LD and
-         * batch stride are divisible by 8, the LD no less than D's rows */
-        if (d->aux_type != -1 && d->aux_type != dl->type)
-            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "aux data type %s; with D of %s the emulator takes a GELU "
-                          "input matrix of D's type", type_name(d->aux_type), type_name(dl->type));
-        if (d->aux_ld % 8 || d->aux_ld < (int64_t)dl->rows)
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "EPILOGUE_AUX_LD %lld: must be divisible by 8 and no "
-                          "less than D's %llu rows", (long long)d->aux_ld, (unsigned long long)dl->rows);
-        if (d->aux_stride % 8 || d->aux_stride < 0 ||
-            (dl->batch > 1 && d->aux_stride < d->aux_ld * (int64_t)dl->cols))
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "EPILOGUE_AUX_BATCH_STRIDE %lld: must be divisible by "
-                          "8 (and, stricter than cuBLASLt, keep %d batches of %lld x %llu apart)",
-                          (long long)d->aux_stride, dl->batch, (long long)d->aux_ld, (unsigned long long)dl->cols);
-    }
-    if (epi_bias(d->epilogue)) {
-        /* NVIDIA: the bias has D's type unless set (other types only for
-         * integer and fp8 kernels) */
-        if (d->bias_type != -1 && d->bias_type != dl->type)
-            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "bias data type %s; with D of %s the emulator takes a "
-                          "bias of D's type", type_name(d->bias_type), type_name(dl->type));
-        if (d->bias_stride < 0)
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "bias batch stride %lld < 0", (long long)d->bias_stride);
-    }
-    p->m = am, p->n = bn, p->k = ak;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-/* The largest power of two dividing the address, capped at `cap`. */
-static uint32_t addr_align(const void *ptr, uint32_t cap) {
-    uintptr_t v = (uintptr_t)ptr | cap;
-    return (uint32_t)(v & (~v + 1));
-}
-
-/* The numerical implementation the emulated algorithm reports
- * (cublasLtNumericalImplFlags_t), for the preference's IMPL_MASK. */
-static uint64_t impl_flags(const problem *p) {
-    if (p->a->type == CUDA_R_16BF)
-        return CUBLASLT_NUMERICAL_IMPL_FLAGS_HMMA | CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F |
-               CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16BF;
-    if (p->d->compute == CUBLAS_COMPUTE_32F_FAST_TF32)
-        return CUBLASLT_NUMERICAL_IMPL_FLAGS_HMMA | CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F |
-               CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32;
-    return CUBLASLT_NUMERICAL_IMPL_FLAGS_FMA | CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F |
-           CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_32F;
+    return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "preference attribute %d is not emulated", (int)attr);
 }
 
 /* ---- the heuristic ----------------------------------------------------- */
@@ -576,39 +317,39 @@ LT_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHa
     static const char fn[] = "cublasLtMatmulAlgoGetHeuristic";
     if (returnAlgoCount) *returnAlgoCount = 0;
     if (!lightHandle || lightHandle->magic != MAGIC_HANDLE)
-        return refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "not a handle from cublasLtCreate");
+        return lt_refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "not a handle from cublasLtCreate");
     if (requestedAlgoCount < 1)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "requestedAlgoCount %d < 1", requestedAlgoCount);
+        return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "requestedAlgoCount %d < 1", requestedAlgoCount);
     if (!heuristicResultsArray || !returnAlgoCount)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "heuristicResultsArray or returnAlgoCount is NULL");
+        return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "heuristicResultsArray or returnAlgoCount is NULL");
     const lt_pref *pref = as_pref(preference);
-    if (!pref) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a preference from cublasLtMatmulPreferenceCreate");
+    if (!pref) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "not a preference from cublasLtMatmulPreferenceCreate");
     problem p;
-    cublasStatus_t s = check_problem(operationDesc, Adesc, Bdesc, Cdesc, Ddesc, &p, fn);
+    cublasStatus_t s = lt_check_problem(operationDesc, Adesc, Bdesc, Cdesc, Ddesc, &p, fn);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     if (pref->search_mode != CUBLASLT_SEARCH_BEST_FIT)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "search mode %u; only CUBLASLT_SEARCH_BEST_FIT is emulated",
+        return lt_refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "search mode %u; only CUBLASLT_SEARCH_BEST_FIT is emulated",
                       pref->search_mode);
     for (int i = 0; i < 4; i++)
         if (pref->align[i] == 0 || (pref->align[i] & (pref->align[i] - 1)))
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "MIN_ALIGNMENT_%c_BYTES %u is not a power of two",
+            return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "MIN_ALIGNMENT_%c_BYTES %u is not a power of two",
                           "ABCD"[i], pref->align[i]);
     /* the candidates share one implementation: no split-K (any reduction mask admits it), no
      * workspace, one wave; a preference excluding its implementation or
      * asking for fewer waves leaves nothing, which cuBLASLt answers with
      * NOT_SUPPORTED */
-    uint64_t impl = impl_flags(&p);
+    uint64_t impl = lt_impl_flags(&p);
     if ((impl & pref->impl_mask) != impl)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "IMPL_MASK 0x%llx excludes the only algorithm (0x%llx)",
+        return lt_refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "IMPL_MASK 0x%llx excludes the only algorithm (0x%llx)",
                       (unsigned long long)pref->impl_mask, (unsigned long long)impl);
     if (pref->max_waves > 0.0f && pref->max_waves < 1.0f)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "MAX_WAVES_COUNT %g excludes the only algorithm (1 wave)",
+        return lt_refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "MAX_WAVES_COUNT %g excludes the only algorithm (1 wave)",
                       (double)pref->max_waves);
     algo_rec r = {.magic = ALGO_MAGIC,
                   .max_workspace = pref->max_workspace,
                   .align = {pref->align[0], pref->align[1], pref->align[2], pref->align[3]},
-                  .bias_align = addr_align(p.d->bias, BIAS_ALIGN_CAP),
-                  .aux_align = addr_align(p.d->aux, BIAS_ALIGN_CAP),
+                  .bias_align = lt_addr_align(p.d->bias, BIAS_ALIGN_CAP),
+                  .aux_align = lt_addr_align(p.d->aux, BIAS_ALIGN_CAP),
                   .epilogue = p.d->epilogue,
                   .compute = p.d->compute,
                   .ab_type = p.a->type};
@@ -683,7 +424,7 @@ static void elem_set(void *base, int32_t type, size_t idx, float v) {
  * dimension *ld: the memory itself when no conversion is due, else a packed
  * copy in `scratch` (rows x cols). */
 static const float *operand(const void *base, const lt_layout *l, int64_t bi, int tf32, float *scratch, int64_t *ld) {
-    size_t esz = type_size(l->type);
+    size_t esz = lt_type_size(l->type);
     const char *m = (const char *)base + (size_t)(bi * l->stride) * esz;
     if (l->type == CUDA_R_32F && !tf32) {
         *ld = l->ld;
@@ -744,7 +485,7 @@ static void matmul_run(void *job) {
     int tf32 = j->d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
     float *sa = j->scratch, *sb = j->scratch + j->na, *t = j->scratch + j->na + j->nb;
     const int32_t ty = j->dl.type; /* C's, D's, the bias's and aux's */
-    const size_t esz = type_size(ty);
+    const size_t esz = lt_type_size(ty);
     for (int64_t bi = 0; bi < j->dl.batch; bi++) {
         int64_t lda, ldb;
         const float *a = operand(j->A, &j->a, bi, tf32, sa, &lda), *b = operand(j->B, &j->b, bi, tf32, sb, &ldb);
@@ -755,15 +496,15 @@ static void matmul_run(void *job) {
         char *db = (char *)j->D + (size_t)(bi * j->dl.stride) * esz;
         const char *bb = j->bias ? (const char *)j->bias + (size_t)(bi * j->d.bias_stride) * esz : NULL;
         const uint32_t e = j->d.epilogue;
-        char *ab = epi_aux(e) ? (char *)j->d.aux + (size_t)(bi * j->d.aux_stride) * esz : NULL;
+        char *ab = lt_epi_aux(e) ? (char *)j->d.aux + (size_t)(bi * j->d.aux_stride) * esz : NULL;
         for (int64_t c = 0; c < j->n; c++)
             for (int64_t i = 0; i < j->m; i++) {
                 float v = j->fa * t[i + c * j->m];
                 if (j->fb != 0.0f) v = fmaf(j->fb, elem_get(cb, ty, (size_t)(i + c * j->c.ld)), v);
-                if (epi_bias(e)) v = v + elem_get(bb, ty, (size_t)i);
+                if (lt_epi_bias(e)) v = v + elem_get(bb, ty, (size_t)i);
                 if (e == CUBLASLT_EPILOGUE_DGELU) {
                     v = dgelu_tanh(elem_get(ab, ty, (size_t)(i + c * j->d.aux_ld))) * v;
-                } else if (epi_gelu(e)) {
+                } else if (lt_epi_gelu(e)) {
                     if (ab) elem_set(ab, ty, (size_t)(i + c * j->d.aux_ld), v);
                     v = gelu_tanh(v);
                 }
@@ -799,10 +540,10 @@ LT_EXPORT uint64_t plait_cublaslt_emu_algo_calls(int id);
 LT_EXPORT uint64_t plait_cublaslt_emu_algo_calls(int id) { return id >= 0 && id < ALGOS ? g_algo_calls[id] : 0; }
 
 static cublasStatus_t check_pointer(const void *ptr, uint32_t promised, char which, const char *fn) {
-    if (!ptr) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%c is NULL", which);
+    if (!ptr) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%c is NULL", which);
     if ((uintptr_t)ptr % promised)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%c at %p is only %u-byte aligned; the algorithm was chosen "
-                      "with MIN_ALIGNMENT_%c_BYTES %u", which, ptr, addr_align(ptr, promised), which, promised);
+        return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "%c at %p is only %u-byte aligned; the algorithm was chosen "
+                      "with MIN_ALIGNMENT_%c_BYTES %u", which, ptr, lt_addr_align(ptr, promised), which, promised);
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -814,11 +555,11 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
                                         size_t workspaceSizeInBytes, cudaStream_t stream) {
     static const char fn[] = "cublasLtMatmul";
     if (!lightHandle || lightHandle->magic != MAGIC_HANDLE)
-        return refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "not a handle from cublasLtCreate");
+        return lt_refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "not a handle from cublasLtCreate");
     problem p;
-    cublasStatus_t s = check_problem(computeDesc, Adesc, Bdesc, Cdesc, Ddesc, &p, fn);
+    cublasStatus_t s = lt_check_problem(computeDesc, Adesc, Bdesc, Cdesc, Ddesc, &p, fn);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
-    if (!alpha || !beta) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "alpha or beta is NULL");
+    if (!alpha || !beta) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "alpha or beta is NULL");
     float fa, fb;
     memcpy(&fa, alpha, 4);
     memcpy(&fb, beta, 4);
@@ -830,12 +571,12 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
     if (algo) {
         memcpy(&r, algo->data, sizeof r);
         if (r.magic != ALGO_MAGIC || r.id >= ALGOS)
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "algo was not written by cublasLtMatmulAlgoGetHeuristic");
+            return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "algo was not written by cublasLtMatmulAlgoGetHeuristic");
         if (r.epilogue != p.d->epilogue || r.compute != p.d->compute || r.ab_type != p.a->type)
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "the descriptor no longer matches the algorithm: chosen "
+            return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "the descriptor no longer matches the algorithm: chosen "
                           "for epilogue %u, compute %d, A/B %s; called with epilogue %u, compute %d, A/B %s",
-                          r.epilogue, r.compute, type_name(r.ab_type), p.d->epilogue, p.d->compute,
-                          type_name(p.a->type));
+                          r.epilogue, r.compute, lt_type_name(r.ab_type), p.d->epilogue, p.d->compute,
+                          lt_type_name(p.a->type));
     }
     if ((s = check_pointer(A, r.align[0], 'A', fn)) || (s = check_pointer(B, r.align[1], 'B', fn)) ||
         (s = check_pointer(D, r.align[3], 'D', fn)))
@@ -844,39 +585,39 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
     if ((C || fb != 0.0f) && (s = check_pointer(C, r.align[2], 'C', fn))) return s;
     /* NVIDIA: in-place (C == D) needs C's layout to be D's */
     if (C == D && (p.c->ld != p.dl->ld || p.c->stride != p.dl->stride))
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "in place (C == D) with C's ld %lld / stride %lld but D's "
+        return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "in place (C == D) with C's ld %lld / stride %lld but D's "
                       "%lld / %lld", (long long)p.c->ld, (long long)p.c->stride, (long long)p.dl->ld,
                       (long long)p.dl->stride);
     const void *bias = p.d->bias;
-    if (epi_aux(p.d->epilogue)) {
+    if (lt_epi_aux(p.d->epilogue)) {
         if (!p.d->aux)
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "epilogue %u with a NULL EPILOGUE_AUX_POINTER",
+            return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "epilogue %u with a NULL EPILOGUE_AUX_POINTER",
                           p.d->epilogue);
         if ((uintptr_t)p.d->aux % r.aux_align)
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "aux at %p is only %u-byte aligned; the algorithm was "
-                          "chosen for a %u-byte aligned one", p.d->aux, addr_align(p.d->aux, r.aux_align),
+            return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "aux at %p is only %u-byte aligned; the algorithm was "
+                          "chosen for a %u-byte aligned one", p.d->aux, lt_addr_align(p.d->aux, r.aux_align),
                           r.aux_align);
     }
-    if (epi_bias(p.d->epilogue)) {
-        if (!bias) return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "epilogue BIAS with a NULL BIAS_POINTER");
+    if (lt_epi_bias(p.d->epilogue)) {
+        if (!bias) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "epilogue BIAS with a NULL BIAS_POINTER");
         if ((uintptr_t)bias % r.bias_align)
-            return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "bias at %p is only %u-byte aligned; the algorithm was "
-                          "chosen for a %u-byte aligned bias", (const void *)bias, addr_align(bias, r.bias_align),
+            return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "bias at %p is only %u-byte aligned; the algorithm was "
+                          "chosen for a %u-byte aligned bias", (const void *)bias, lt_addr_align(bias, r.bias_align),
                           r.bias_align);
     }
     /* stricter than cuBLASLt, which only needs the algorithm's own
      * workspace: a plugin passing a workspace other than the one it
      * promised the heuristic is refused */
     if (workspaceSizeInBytes > r.max_workspace)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "workspaceSizeInBytes %zu exceeds the %llu bytes of "
+        return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "workspaceSizeInBytes %zu exceeds the %llu bytes of "
                       "MAX_WORKSPACE_BYTES the algorithm was chosen with", workspaceSizeInBytes,
                       (unsigned long long)r.max_workspace);
     if (workspaceSizeInBytes && !workspace)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "workspace is NULL with workspaceSizeInBytes %zu",
+        return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "workspace is NULL with workspaceSizeInBytes %zu",
                       workspaceSizeInBytes);
 
     matmul_job *j = malloc(sizeof *j);
-    if (!j) return refuse(CUBLAS_STATUS_ALLOC_FAILED, fn, "no memory for a queued product");
+    if (!j) return lt_refuse(CUBLAS_STATUS_ALLOC_FAILED, fn, "no memory for a queued product");
     /* the descriptors as they are now: the caller may change them once
      * this returns, before the product runs */
     *j = (matmul_job){.d = *p.d, .a = *p.a, .b = *p.b, .c = *p.c, .dl = *p.dl, .m = p.m, .n = p.n, .k = p.k,
@@ -888,7 +629,7 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
     j->scratch = malloc((na + nb + nt) * sizeof(float));
     if (!j->scratch) {
         free(j);
-        return refuse(CUBLAS_STATUS_ALLOC_FAILED, fn, "no memory for a %zu-float scratch", na + nb + nt);
+        return lt_refuse(CUBLAS_STATUS_ALLOC_FAILED, fn, "no memory for a %zu-float scratch", na + nb + nt);
     }
     j->na = na, j->nb = nb;
     j->algo_id = r.id;
@@ -900,7 +641,7 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
         return CUBLAS_STATUS_SUCCESS;
     }
     if (queue((void *)stream, matmul_run, matmul_drop, j) != 0)
-        return refuse(CUBLAS_STATUS_EXECUTION_FAILED, fn, "the emulated runtime could not queue the product on "
+        return lt_refuse(CUBLAS_STATUS_EXECUTION_FAILED, fn, "the emulated runtime could not queue the product on "
                       "stream %p", (void *)stream);
     return CUBLAS_STATUS_SUCCESS;
 }
