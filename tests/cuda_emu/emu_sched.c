@@ -292,6 +292,44 @@ void pc_emu_fault(const char *what) {
     abort(); /* a finished fiber is never resumed */
 }
 
+/* A typed access at an address its type's alignment does not divide: a
+ * GPU ends the launch ("misaligned address"), a CPU carries on. The
+ * kernels are compiled with -fsanitize=alignment (CMakeLists.txt), whose
+ * check calls the handler below instead of the sanitizer's runtime, which
+ * the emulator does not link: inside a kernel the launch fails as on the
+ * GPU, naming the access; anywhere else (host code in a .cu file) the
+ * process ends. The record's layout is the one GCC and Clang hand their
+ * type-mismatch handler (version 1). */
+struct ubsan_location {
+    const char *file;
+    uint32_t line, column;
+};
+struct ubsan_type {
+    uint16_t kind, info;
+    char name[1];
+};
+struct ubsan_mismatch {
+    struct ubsan_location loc;
+    const struct ubsan_type *type;
+    unsigned char log_alignment, check_kind;
+};
+
+static void misaligned(const struct ubsan_mismatch *d, uintptr_t ptr) {
+    char what[320];
+    snprintf(what, sizeof what, "misaligned address: %s of %zu-byte aligned %s at %#lx (%s:%u)",
+             d->check_kind == 1 ? "a store" : d->check_kind == 0 ? "a load" : "an access",
+             (size_t)1 << d->log_alignment, d->type->name, (unsigned long)ptr, d->loc.file, d->loc.line);
+    if (S && S->cur) pc_emu_fault(what);
+    fprintf(stderr, "cuda_emu: %s, outside a kernel\n", what);
+    abort();
+}
+
+/* Called only by the instrumented kernels; never declared in a header. */
+void __ubsan_handle_type_mismatch_v1(const struct ubsan_mismatch *d, uintptr_t ptr);
+void __ubsan_handle_type_mismatch_v1_abort(const struct ubsan_mismatch *d, uintptr_t ptr);
+void __ubsan_handle_type_mismatch_v1(const struct ubsan_mismatch *d, uintptr_t ptr) { misaligned(d, ptr); }
+void __ubsan_handle_type_mismatch_v1_abort(const struct ubsan_mismatch *d, uintptr_t ptr) { misaligned(d, ptr); }
+
 /* Complete the shuffle of the warp of `lanes` threads from w0 if all its
  * lanes wait at one: 1 (its lanes runnable again), 0 if no lane waits at
  * a shuffle, -1 after a failure (a lane exited or waits at __syncthreads:

@@ -222,6 +222,18 @@ static void launch_late_barrier(void) {
     float *out = device_floats(THREADS);
     for (int wait = 0; wait < 2; wait++) PC_LAUNCH(barrier_if, 1, THREADS)(out, wait);
 }
+/* a float4 read at `off` floats past p (a 16-byte access wherever off % 4 == 0) */
+__global__ static void read_float4(float *out, const float *p, int off) {
+    const float4 q = *(const float4 *)(p + off + 4 * threadIdx.x);
+    out[threadIdx.x] = q.x + q.y + q.z + q.w;
+}
+static int vector_read_at(int off) {
+    float *p = device_floats(160), *o = device_floats(32), zeros[160] = {0};
+    cudaMemcpy(p, zeros, sizeof zeros, cudaMemcpyHostToDevice);
+    PC_LAUNCH(read_float4, 1, 32)(o, p, off);
+    return cudaDeviceSynchronize() == cudaSuccess;
+}
+static void launch_misaligned_float4(void) { (void)vector_read_at(2); }
 static void launch_too_many(void) { PC_LAUNCH(write_one, 1, 2048)(device_floats(2048)); }
 static void launch_misaligned_ldmatrix(void) {
     float *m = device_floats(256), *o = device_floats(256), zeros[256] = {0};
@@ -422,6 +434,9 @@ int main(void) {
     check_event_timing();
     check_tensor_cores();
     check(refused(launch_misaligned_ldmatrix), "an ldmatrix row address that is not 16-byte aligned is refused");
+    check(vector_read_at(4), "a float4 read at a 16-byte aligned address runs");
+    check(refused(launch_misaligned_float4), "a float4 read at an address 8 bytes off 16 fails the launch (a GPU's "
+                                             "misaligned address)");
     check(refused(pinned_source_reused), "a page-locked source written by the host before its queued copy ran is "
                                          "a sticky failure");
     check(refused(launch_divergent), "a __syncthreads some threads exited before is a sticky launch failure");
