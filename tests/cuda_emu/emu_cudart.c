@@ -38,6 +38,9 @@
 
 #define EMU_MEMORY ((size_t)16 << 30)
 #define EMU_ALIGN 256
+/* Shared memory a block may have without opting in (more: up to
+ * PC_EMU_SHARED_OPTIN, emu_sched.h). */
+#define EMU_SHARED_DEFAULT (48 << 10)
 
 /* ---- errors ---------------------------------------------------------------- */
 
@@ -171,7 +174,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
     prop->minor = 0;
     prop->warpSize = 32;
     prop->maxThreadsPerBlock = 1024;
-    prop->sharedMemPerBlock = 48 << 10;
+    prop->sharedMemPerBlock = EMU_SHARED_DEFAULT;
+    prop->sharedMemPerBlockOptin = PC_EMU_SHARED_OPTIN;
     return cudaSuccess;
 }
 
@@ -286,6 +290,57 @@ int pc_emu_check_bound(const char *kernel, unsigned threads, unsigned max_thread
                         "over %u, the registers the compiler may give a thread can exceed the multiprocessor's, "
                         "and a GPU refuses the launch (under -G sooner)\n",
                 kernel, threads, PC_EMU_UNBOUNDED_THREADS);
+    return 0;
+}
+
+/* ---- dynamic shared memory ------------------------------------------------------ */
+
+/* cudaFuncAttributeMaxDynamicSharedMemorySize per (device, kernel) */
+typedef struct func_shared {
+    int device;
+    const void *func;
+    int max_dynamic;
+} func_shared;
+#define EMU_FUNCS 256
+static func_shared g_func_shared[EMU_FUNCS]; /* under g_lock */
+static int g_nfunc_shared;
+
+/* The kernel's entry on the calling thread's device, or NULL. Under g_lock. */
+static func_shared *func_entry(const void *func) {
+    for (int i = 0; i < g_nfunc_shared; i++)
+        if (g_func_shared[i].func == func && g_func_shared[i].device == tl_device) return &g_func_shared[i];
+    return NULL;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+        return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute(%d): not emulated", (int)attr);
+    if (!func || value < 0 || (unsigned)value > PC_EMU_SHARED_OPTIN)
+        return fail(cudaErrorInvalidValue,
+                    "cudaFuncSetAttribute(%p, MaxDynamicSharedMemorySize, %d): over the %u bytes a block may opt in to",
+                    func, value, PC_EMU_SHARED_OPTIN);
+    pthread_mutex_lock(&g_lock);
+    func_shared *e = func_entry(func);
+    if (!e && g_nfunc_shared < EMU_FUNCS) {
+        e = &g_func_shared[g_nfunc_shared++];
+        *e = (func_shared){tl_device, func, 0};
+    }
+    if (e) e->max_dynamic = value;
+    pthread_mutex_unlock(&g_lock);
+    return e ? cudaSuccess : fail(cudaErrorMemoryAllocation, "cudaFuncSetAttribute: over %d kernels", EMU_FUNCS);
+}
+
+int pc_emu_check_shared(const char *kernel, const void *func, size_t bytes) {
+    if (bytes <= EMU_SHARED_DEFAULT) return 1;
+    pthread_mutex_lock(&g_lock);
+    const func_shared *e = func_entry(func);
+    const size_t max = e ? (size_t)e->max_dynamic : 0;
+    pthread_mutex_unlock(&g_lock);
+    if (bytes <= max) return 1;
+    fprintf(stderr, "cuda_emu: kernel %s launched with %zu bytes of dynamic shared memory, over the %d a block gets "
+                    "without opting in and the %zu its cudaFuncAttributeMaxDynamicSharedMemorySize allows (a GPU "
+                    "refuses the launch)\n",
+            kernel, bytes, EMU_SHARED_DEFAULT, max);
     return 0;
 }
 

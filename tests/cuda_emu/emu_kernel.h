@@ -11,7 +11,9 @@
  * over 256 threads of a kernel that declares none, as a GPU may), __shared__
  * becomes static storage (one block runs at a time in the process,
  * launches being serialised, so a block's threads share it as they would
- * on-chip), and every launch checks that each pointer argument lies in
+ * on-chip) and dynamic shared memory the scheduler's buffer
+ * (pc_emu_dynamic_shared, through kcommon.cuh's PC_SHARED_DYNAMIC), and
+ * every launch checks that each pointer argument lies in
  * memory the emulated runtime handed out as device or pinned memory (a
  * host pointer given to a kernel faults on a GPU), then queues the kernel
  * on its stream: it runs later, in stream order (emu_queue.h).
@@ -270,10 +272,11 @@ template <typename T> static inline int pc_emu_arg_ok(const char *kernel, int i,
 template <typename... P> struct pc_emu_queued {
     const char *name;
     unsigned grid[3], block[3];
+    size_t shared; /* dynamic shared memory a block */
     pc_emu_call<P...> call;
     static void run(void *q) {
         auto *l = static_cast<pc_emu_queued *>(q);
-        pc_emu_launched(pc_emu_run(l->name, l->grid, l->block, &pc_emu_call<P...>::body, &l->call));
+        pc_emu_launched(pc_emu_run(l->name, l->grid, l->block, l->shared, &pc_emu_call<P...>::body, &l->call));
     }
     static void drop(void *q) { delete static_cast<pc_emu_queued *>(q); }
 };
@@ -284,14 +287,19 @@ template <typename... P> struct pc_emu_launch {
     dim3 grid, block;
     cudaStream_t stream;
     unsigned max_threads; /* __launch_bounds__; 0: none declared */
+    size_t shared;        /* dynamic shared memory a block */
     template <typename... A> void operator()(A &&...a) const {
         static_assert(sizeof...(A) == sizeof...(P), "a kernel launched with the wrong number of arguments");
-        if (!pc_emu_check_bound(name, block.x * block.y * block.z, max_threads)) {
+        if (!pc_emu_check_bound(name, block.x * block.y * block.z, max_threads) ||
+            !pc_emu_check_shared(name, (const void *)fn, shared)) {
             pc_emu_launched(-1);
             return;
         }
-        auto *q = new pc_emu_queued<P...>{
-            name, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, {fn, std::tuple<P...>(static_cast<P>(a)...)}};
+        auto *q = new pc_emu_queued<P...>{name,
+                                          {grid.x, grid.y, grid.z},
+                                          {block.x, block.y, block.z},
+                                          shared,
+                                          {fn, std::tuple<P...>(static_cast<P>(a)...)}};
         /* pointers are checked at the launch, where the message can name it */
         int ok = std::apply(
             [this](const P &...v) {
@@ -311,11 +319,14 @@ template <typename... P> struct pc_emu_launch {
 };
 
 /* A launch on `stream` (the legacy default stream if none is given) of a
- * kernel whose __launch_bounds__ is `max_threads` (0: none declared). */
+ * kernel whose __launch_bounds__ is `max_threads` (0: none declared), each
+ * block with `shared` bytes of dynamic shared memory (over 48 KiB only
+ * where cudaFuncSetAttribute allowed the kernel that much). */
 template <typename... P>
 static inline pc_emu_launch<P...> pc_emu_launcher(const char *name, void (*fn)(P...), dim3 grid, dim3 block,
-                                                  cudaStream_t stream = NULL, unsigned max_threads = 0) {
-    return pc_emu_launch<P...>{name, fn, grid, block, stream, max_threads};
+                                                  cudaStream_t stream = NULL, unsigned max_threads = 0,
+                                                  size_t shared = 0) {
+    return pc_emu_launch<P...>{name, fn, grid, block, stream, max_threads, shared};
 }
 
 #endif

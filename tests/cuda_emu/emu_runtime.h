@@ -44,6 +44,13 @@ int pc_emu_is_global_memory(const void *p, size_t n);
  * prints why and returns 0 (a GPU refuses such a launch). */
 int pc_emu_check_bound(const char *kernel, unsigned threads, unsigned max_threads);
 
+/* 1 if a block of kernel `func` may have `bytes` of dynamic shared memory
+ * on the calling thread's device: up to 48 KiB, or up to what
+ * cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize) set
+ * there (at most 227 KiB); else prints why and returns 0 (a GPU refuses
+ * such a launch). */
+int pc_emu_check_shared(const char *kernel, const void *func, size_t bytes);
+
 /* After a launch: rc 0 or -1 (the launch failed: CUDA's sticky
  * cudaErrorLaunchFailure from then on). */
 void pc_emu_launched(int rc);

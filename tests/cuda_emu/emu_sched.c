@@ -40,6 +40,7 @@
 #define MAX_THREADS 1024
 #define WARP 32
 #define STACK_BYTES (64 * 1024)
+#define DYNAMIC_SPAN (((size_t)PC_EMU_SHARED_OPTIN + 4095) / 4096 * 4096)
 
 enum { RUNNABLE, AT_SYNCTHREADS, AT_SHUFFLE, FINISHED };
 
@@ -95,6 +96,8 @@ typedef struct sched {
     int direct;          /* this launch runs threads as plain calls */
     int waited;          /* some thread of this launch reached a barrier */
     jmp_buf direct_exit; /* where a barrier in a direct launch ends it */
+    unsigned char *dynamic; /* PC_EMU_SHARED_OPTIN bytes (rounded to pages), a guard page after */
+    size_t dynamic_bytes;   /* this launch's */
     fiber direct_fiber;
     struct {
         const char *site;
@@ -174,6 +177,14 @@ static sched *state(void) {
     }
     s->stacks = m;
     for (unsigned i = 0; i < MAX_THREADS; i++) mprotect(s->stacks + (size_t)i * each, 4096, PROT_NONE);
+    void *d = mmap(NULL, DYNAMIC_SPAN + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (d == MAP_FAILED) {
+        munmap(m, each * MAX_THREADS);
+        free(s);
+        return NULL;
+    }
+    s->dynamic = d;
+    mprotect(s->dynamic + DYNAMIC_SPAN, 4096, PROT_NONE);
     S = s;
     return s;
 }
@@ -374,6 +385,22 @@ void pc_emu_cp_async_wait(unsigned n) {
     f->ncopies = kept;
 }
 
+/* ---- dynamic shared memory ------------------------------------------------------- */
+
+/* The launch's bytes, ending at the guard page (16-byte aligned). */
+static unsigned char *dynamic_base(void) {
+    return S->dynamic + DYNAMIC_SPAN - (S->dynamic_bytes + 15) / 16 * 16;
+}
+
+void *pc_emu_dynamic_shared(void) {
+    (void)current("dynamic shared memory");
+    if (!S->dynamic_bytes) pc_emu_fault("dynamic shared memory (extern __shared__) used by a launch that gave none");
+    return dynamic_base();
+}
+
+/* What a GPU leaves in a block's shared memory is undefined. */
+static void poison_dynamic(void) { memset(dynamic_base(), 0xff, S->dynamic_bytes); }
+
 /* A thread starts with no copies pending (those of the thread that ran
  * before it on this fiber are dropped, never performed). */
 static void no_copies(fiber *f) {
@@ -540,6 +567,7 @@ static void make_order(unsigned *out, unsigned n) {
 /* Every thread of the block as a plain call, in the shuffled order. */
 static int run_block_direct(unsigned n) {
     make_order(S->order, n);
+    poison_dynamic();
     fiber *f = &S->direct_fiber;
     f->state = RUNNABLE;
     S->cur = f;
@@ -557,6 +585,7 @@ static int run_block_direct(unsigned n) {
  * warp's lanes run until none can go on, its shuffles completed as its 32
  * lanes reach them; then the block's barrier, until every thread is done. */
 static int run_block(unsigned n) {
+    poison_dynamic();
     for (unsigned t = 0; t < n; t++) {
         fiber *f = &S->fibers[t];
         f->tid = t;
@@ -618,8 +647,8 @@ static int fibers_always(void) {
     return always;
 }
 
-static int run_launch(const char *kernel, const unsigned grid[3], const unsigned block[3], void (*body)(void *),
-                      void *ctx) {
+static int run_launch(const char *kernel, const unsigned grid[3], const unsigned block[3], size_t shared,
+                      void (*body)(void *), void *ctx) {
     if (!state()) {
         fprintf(stderr, "cuda_emu: no memory for the fiber stacks\n");
         return -1;
@@ -635,6 +664,12 @@ static int run_launch(const char *kernel, const unsigned grid[3], const unsigned
         S->kernel = NULL;
         return -1;
     }
+    if (shared > PC_EMU_SHARED_OPTIN) {
+        fail(0, "%zu bytes of dynamic shared memory a block (at most %u)", shared, PC_EMU_SHARED_OPTIN);
+        S->kernel = NULL;
+        return -1;
+    }
+    S->dynamic_bytes = shared;
     S->body = body;
     S->ctx = ctx;
     S->rng = 0x9e3779b97f4a7c15ull ^ (++g_launches * 0xbf58476d1ce4e5b9ull);
@@ -678,14 +713,14 @@ static int run_launch(const char *kernel, const unsigned grid[3], const unsigned
     return rc;
 }
 
-int pc_emu_run(const char *kernel, const unsigned grid[3], const unsigned block[3], void (*body)(void *),
-               void *ctx) {
+int pc_emu_run(const char *kernel, const unsigned grid[3], const unsigned block[3], size_t shared,
+               void (*body)(void *), void *ctx) {
     if (S && S->body) {
         fprintf(stderr, "cuda_emu: kernel %s launched from inside kernel %s\n", kernel, S->kernel);
         abort();
     }
     pthread_mutex_lock(&g_launch_lock);
-    int rc = run_launch(kernel, grid, block, body, ctx);
+    int rc = run_launch(kernel, grid, block, shared, body, ctx);
     pthread_mutex_unlock(&g_launch_lock);
     return rc;
 }

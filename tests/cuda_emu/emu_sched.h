@@ -36,11 +36,23 @@
 extern "C" {
 #endif
 
+/* The most dynamic shared memory a block may opt in to (a GPU of compute
+ * capability 9.0: 227 KiB). */
+#define PC_EMU_SHARED_OPTIN (227u << 10)
+
 /* Run body(ctx) once for every thread of a grid of `grid` blocks of
- * `block` threads (the y and z extents must be 1). Returns 0, or -1 after a
- * failure (printed and recorded). */
-int pc_emu_run(const char *kernel, const unsigned grid[3], const unsigned block[3], void (*body)(void *),
-               void *ctx);
+ * `block` threads (the y and z extents must be 1), each block with
+ * `shared` bytes of dynamic shared memory (at most PC_EMU_SHARED_OPTIN).
+ * Returns 0, or -1 after a failure (printed and recorded). */
+int pc_emu_run(const char *kernel, const unsigned grid[3], const unsigned block[3], size_t shared,
+               void (*body)(void *), void *ctx);
+
+/* Inside a kernel: its block's dynamic shared memory (extern __shared__),
+ * 16-byte aligned, the launch's bytes of it ending at a page no access may
+ * touch (one past the end faults the process), 0xff bytes (NaN) when each
+ * block starts: what a GPU leaves there is undefined. A kernel launched
+ * with none fails the launch. */
+void *pc_emu_dynamic_shared(void);
 
 /* Inside a kernel: the running thread's threadIdx, blockIdx, blockDim and
  * gridDim (which = 0..3), three values each. Outside one: aborts. */

@@ -22,6 +22,8 @@
  * without the barrier, or refilled before every thread read them, wrong;
  * a misaligned one, two to the same bytes and a source changed while its
  * copy is pending are refused; a thread may exit with one pending.
+ * Dynamic shared memory over 48 KiB runs once cudaFuncSetAttribute allowed
+ * it and is refused before, as is a kernel using it launched with none.
  */
 #include <math.h>
 #include <stdio.h>
@@ -199,6 +201,17 @@ __global__ static void async_misuse(float *in, int what) {
     pc_cp_async_commit();
     if (what == 2) in[8 * t] = 1.0f;
     if (what != 3) pc_cp_async_wait<0>();
+}
+
+/* Dynamic shared memory (extern __shared__, kcommon.cuh's
+ * PC_SHARED_DYNAMIC): n floats of `in` reversed through it; out[n] is
+ * what the block found at float n, which nothing wrote. */
+__global__ static void dynamic_reverse(float *out, const float *in, int n) {
+    float *s = (float *)pc_emu_dynamic_shared();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = in[i];
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = s[n - 1 - i];
+    if (threadIdx.x == 0) out[n] = s[n];
 }
 
 static int failures;
@@ -403,6 +416,38 @@ static void launch_async_misaligned(void) { launch_async_misuse(0); }
 static void launch_async_same_bytes(void) { launch_async_misuse(1); }
 static void launch_async_source_changed(void) { launch_async_misuse(2); }
 
+/* 64 KiB of dynamic shared memory a block: over the 48 KiB a block gets
+ * without cudaFuncSetAttribute. */
+#define DYNAMIC_BYTES (64u << 10)
+static int dynamic_reverse_right(size_t shared) {
+    const int n = (int)(DYNAMIC_BYTES / sizeof(float)) - 1;
+    float *in = device_floats((size_t)n), *out = device_floats((size_t)n + 1), *host = (float *)malloc(2 * (n + 1) * sizeof(float));
+    for (int i = 0; i < n; i++) host[i] = (float)i;
+    cudaMemcpy(in, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice);
+    pc_emu_launcher("dynamic_reverse", dynamic_reverse, 2, THREADS, NULL, THREADS, shared)(out, in, n);
+    float *got = host + n + 1;
+    cudaMemcpy(got, out, (size_t)(n + 1) * sizeof(float), cudaMemcpyDeviceToHost);
+    int right = cudaGetLastError() == cudaSuccess && isnan(got[n]);
+    for (int i = 0; i < n; i++) right &= got[i] == (float)(n - 1 - i);
+    free(host);
+    return right;
+}
+static void launch_dynamic_unallowed(void) { (void)dynamic_reverse_right(DYNAMIC_BYTES); }
+static void launch_dynamic_none(void) { (void)dynamic_reverse_right(0); }
+
+static void check_dynamic_shared(void) {
+    check(refused(launch_dynamic_unallowed), "64 KiB of dynamic shared memory without cudaFuncSetAttribute is refused");
+    check(refused(launch_dynamic_none), "a kernel using dynamic shared memory launched with none is refused");
+    check(cudaFuncSetAttribute((const void *)dynamic_reverse, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)(228u << 10)) == cudaErrorInvalidValue,
+          "cudaFuncSetAttribute refuses more dynamic shared memory than a block may opt in to (227 KiB)");
+    (void)cudaGetLastError();
+    check(cudaFuncSetAttribute((const void *)dynamic_reverse, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)DYNAMIC_BYTES) == cudaSuccess &&
+              dynamic_reverse_right(DYNAMIC_BYTES),
+          "64 KiB of dynamic shared memory once allowed: right, and NaN where the block wrote nothing");
+}
+
 /* kernels declared as PC_KERNEL(write_one, 512) would be: their bound goes to the launch */
 static void launch_unbounded_512(void) { PC_LAUNCH(write_one, 1, 512)(device_floats(512)); }
 static void launch_over_bound(void) { pc_emu_launcher("write_one", write_one, 1, 1024, NULL, 512)(device_floats(1024)); }
@@ -556,6 +601,7 @@ int main(void) {
     check_tensor_cores();
     check(refused(launch_misaligned_ldmatrix), "an ldmatrix row address that is not 16-byte aligned is refused");
     check_async_copies();
+    check_dynamic_shared();
     check(refused(launch_async_misaligned), "a 16-byte cp.async to an address 8 bytes off 16 is refused");
     check(refused(launch_async_same_bytes), "two pending cp.async of a thread to the same bytes are refused");
     check(refused(launch_async_source_changed), "a cp.async source written while the copy is pending is refused");

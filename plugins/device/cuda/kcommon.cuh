@@ -52,6 +52,23 @@
 #define PC_LAUNCH_T(kernel, blocks, threads, max_threads) kernel<<<(blocks), (threads), 0, pc.stream>>>
 #endif
 
+/* A kernel template whose blocks take `shared` bytes of dynamic shared
+ * memory: PC_LAUNCH_T_SHARED(name<...>, blocks, threads, max_threads,
+ * shared). Over 48 KiB a block, the kernel must have been allowed that
+ * much on the device first (cudaFuncSetAttribute,
+ * cudaFuncAttributeMaxDynamicSharedMemorySize), else the launch fails. In
+ * the kernel, PC_SHARED_DYNAMIC(name) declares `name`, the block's dynamic
+ * shared memory as 16-byte aligned bytes. */
+#ifdef PLAIT_CUDA_EMU
+#define PC_LAUNCH_T_SHARED(kernel, blocks, threads, max_threads, shared)                               \
+    pc_emu_launcher(#kernel, kernel, (blocks), (threads), pc.stream, (max_threads), (shared))
+#define PC_SHARED_DYNAMIC(name) unsigned char *const name = (unsigned char *)pc_emu_dynamic_shared()
+#else
+#define PC_LAUNCH_T_SHARED(kernel, blocks, threads, max_threads, shared)                               \
+    kernel<<<(blocks), (threads), (shared), pc.stream>>>
+#define PC_SHARED_DYNAMIC(name) extern __shared__ __align__(16) unsigned char name[]
+#endif
+
 /* Unroll the loop that follows (register arrays indexed by its variable
  * stay in registers only when it is unrolled); nothing on the emulator. */
 #ifdef PLAIT_CUDA_EMU
