@@ -6,8 +6,12 @@
  * in bf16 mode.
  */
 #include <math.h>
+#include <stdlib.h>
+
+#include <string.h>
 
 #include "device/kcase.h"
+#include "device/kref_bf16.h"
 
 #define BT 134
 #define C 96
@@ -77,18 +81,73 @@ static void attention_shape(kc_ctx *x, const char *const names[3], int64_t b, in
     kc_result(x, names[2], dqkv, (size_t)(bt * 3 * c), KC_BF16);
 }
 
-/* Head sizes 32 and 64 (a device's tensor cores) over row tiles of 64
- * whose last is partial (T 67: 3 rows; T 130: 2), and 24 (the fp32
- * kernels, widening bf16 on load). */
+/* Head sizes 32, 64 and 128 (a device's tensor cores) over row tiles of
+ * 64 whose last is partial (T 67: 3 rows; T 130: 2; T 70: 6), and 24 (the
+ * fp32 kernels, widening bf16 on load). */
 static void case_attention_bf16(kc_ctx *x) {
     KC_NEED(x, attention_fused_forward_bf16);
     KC_NEED(x, attention_fused_backward_bf16);
     static const char *const a[3] = {"HS32 T67 forward out", "HS32 T67 forward lse", "HS32 T67 backward dqkv"};
     static const char *const b[3] = {"HS64 T130 forward out", "HS64 T130 forward lse", "HS64 T130 backward dqkv"};
+    static const char *const d[3] = {"HS128 T70 forward out", "HS128 T70 forward lse", "HS128 T70 backward dqkv"};
     static const char *const c[3] = {"HS24 T70 forward out", "HS24 T70 forward lse", "HS24 T70 backward dqkv"};
     attention_shape(x, a, 2, 67, 3, 32);
     attention_shape(x, b, 1, 130, 2, 64);
+    attention_shape(x, d, 1, 70, 1, 128);
     attention_shape(x, c, 1, 70, 1, 24);
+}
+
+/* n floats in the case's memory: the bf16 values at p widened */
+static float *widened(kc_ctx *x, const plait_bf16 *p, size_t n) {
+    const plait_bf16 *h = kc_host_copy(x, p, n * sizeof *h);
+    float *f = malloc(n * sizeof *f + 1);
+    for (size_t i = 0; i < n; i++) f[i] = kref_float_of(h[i]);
+    float *d = kc_bytes(x, f, n * sizeof *f);
+    free(f);
+    return d;
+}
+
+/* 1 if the n bf16 values at b are the floats at f rounded to nearest even */
+static int rounded_from(kc_ctx *x, const plait_bf16 *b, const float *f, size_t n) {
+    const plait_bf16 *hb = kc_host_copy(x, b, n * sizeof *hb);
+    const float *hf = kc_host_copy(x, f, n * sizeof *hf);
+    int same = 1;
+    for (size_t i = 0; i < n; i++) same &= hb[i] == kref_bf16_of(hf[i]);
+    return same;
+}
+
+/* The bf16 entries against the float32 entries run on the same values
+ * (the bf16 inputs widened; the backward's out the bf16 forward's): out and
+ * dqkv must be the float32 results rounded once and lse the same, bit for
+ * bit (as kref_bf16.h's reference is by construction). On a device both
+ * take the same kernels at these head sizes, tiles that arrive by cp.async
+ * as bf16 against tiles rounded from floats on load: a tile that came in
+ * wrong, late or partly shows here even where it stays within KC_BF16. */
+static void attention_as_f32(kc_ctx *x, const char *name, int64_t b, int64_t t, int64_t nh, int64_t hs) {
+    const int64_t c = nh * hs, bt = b * t;
+    const size_t nq = (size_t)(bt * 3 * c), no = (size_t)(bt * c), nlse = (size_t)(b * nh * t);
+    const size_t nscr = x->k->attention_fused_scratch(b, t, nh, hs);
+    plait_bf16 *qkv = kc_rand_bf16(x, nq, -1.0f, 1.0f), *dout = kc_rand_bf16(x, no, -1.0f, 1.0f);
+    plait_bf16 *out = kc_out_bf16(x, no), *dqkv = kc_out_bf16(x, nq);
+    float *lse = kc_out(x, nlse), *scratch = kc_out(x, nscr ? nscr : 1);
+    x->k->attention_fused_forward_bf16(out, lse, scratch, qkv, b, t, nh, hs);
+    x->k->attention_fused_backward_bf16(dqkv, scratch, dout, qkv, out, lse, b, t, nh, hs);
+    float *qf = widened(x, qkv, nq), *df = widened(x, dout, no), *of = widened(x, out, no);
+    float *outf = kc_out(x, no), *lsef = kc_out(x, nlse), *dqf = kc_out(x, nq);
+    x->k->attention_fused_forward(outf, lsef, scratch, qf, b, t, nh, hs);
+    x->k->attention_fused_backward(dqf, scratch, df, qf, of, lse, b, t, nh, hs);
+    const float *hl = kc_host_copy(x, lse, nlse * sizeof *hl), *hlf = kc_host_copy(x, lsef, nlse * sizeof *hlf);
+    const int same = rounded_from(x, out, outf, no) && memcmp(hl, hlf, nlse * sizeof *hl) == 0 &&
+                     rounded_from(x, dqkv, dqf, nq);
+    kc_value(x, name, same, KC_EXACT);
+}
+
+static void case_attention_bf16_as_f32(kc_ctx *x) {
+    KC_NEED(x, attention_fused_forward_bf16);
+    KC_NEED(x, attention_fused_backward_bf16);
+    attention_as_f32(x, "HS32 T67: out, lse, dqkv = the float32 entries' rounded", 2, 67, 3, 32);
+    attention_as_f32(x, "HS64 T130: out, lse, dqkv = the float32 entries' rounded", 1, 130, 2, 64);
+    attention_as_f32(x, "HS128 T70: out, lse, dqkv = the float32 entries' rounded", 1, 70, 1, 128);
 }
 
 /* The gradient's entries that must be exactly 0 (padding columns, and
@@ -142,6 +201,7 @@ const kc_named kc_bf16_row_cases[] = {
     {"layernorm_backward_bf16", case_layernorm_backward_bf16},
     {"layernorm_backward_bf16_narrow", case_layernorm_backward_bf16_narrow},
     {"attention_bf16", case_attention_bf16},
+    {"attention_bf16_as_f32", case_attention_bf16_as_f32},
     {"crossentropy_bf16", case_crossentropy_bf16},
     {"crossentropy_bf16_narrow", case_crossentropy_bf16_narrow},
 };

@@ -18,7 +18,7 @@
 #include <plait/kernels.h>
 
 #define KC_MAX_BUFS 48
-#define KC_MAX_RESULTS 12
+#define KC_MAX_RESULTS 16
 
 /* How a result compares with the reference: KC_ELEMWISE kernels within
  * 1e-5, KC_GEMM within the precision's tolerance (fp32 1e-5, tf32 1e-3,

@@ -255,17 +255,20 @@ static void fused_attention_shape(kc_ctx *x, const char *const names[3], int64_t
 }
 
 /* The test's shape (two row tiles, the second of 3 rows; head size 32),
- * GPT-2's head size over three tiles, and a head size the tensor cores do
- * not take (24: the fp32 kernels in every precision). */
+ * GPT-2's head size over three tiles, the tensor cores' largest head size
+ * (128: over 48 KiB of shared memory a block), and a head size the tensor
+ * cores do not take (24: the fp32 kernels in every precision). */
 static void case_attention_fused(kc_ctx *x) {
     const int has = PLAIT_KERNELS_HAS_FUSED_ATTENTION(x->k, HS);
     kc_value(x, "the table has fused attention", has, KC_EXACT);
     if (!has) return;
     static const char *const a[3] = {"HS32 T67 forward out", "HS32 T67 forward lse", "HS32 T67 backward dqkv"};
     static const char *const b[3] = {"HS64 T130 forward out", "HS64 T130 forward lse", "HS64 T130 backward dqkv"};
+    static const char *const d[3] = {"HS128 T70 forward out", "HS128 T70 forward lse", "HS128 T70 backward dqkv"};
     static const char *const c[3] = {"HS24 T70 forward out", "HS24 T70 forward lse", "HS24 T70 backward dqkv"};
     fused_attention_shape(x, a, B, T, NH, HS);
     fused_attention_shape(x, b, 1, 130, 2, 64);
+    fused_attention_shape(x, d, 1, 70, 1, 128);
     fused_attention_shape(x, c, 1, 70, 1, 24);
 }
 

@@ -22,10 +22,12 @@
  *   - fp32 (fp32 and tf32 runs, and any other head size up to
  *     PLAIT_ATTENTION_FUSED_MAX_HS): one thread per query row (or key),
  *     tiles of keys (or queries) in shared memory, fp32 arithmetic.
- * Written for Ampere and Hopper alike: plain loads into padded shared
- * memory (rows of D+8 bf16 values, so ldmatrix's 8 rows fall in distinct
- * banks), one stage, no cp.async or TMA pipelining, no wgmma: the
- * structure to tune on a GPU (docs/gpu.md).
+ * Written for Ampere and Hopper alike: padded shared memory (rows of D+8
+ * bf16 values, so ldmatrix's 8 rows fall in distinct banks), two stages:
+ * while a block computes on one tile pair from one set of buffers, the
+ * next pair comes into the other through cp.async (async_copy.cuh), one
+ * barrier a tile; no TMA, no wgmma: the structure to tune on a GPU
+ * (docs/gpu.md).
  *
  * Shapes: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS; out and
  * dout [B,T,NH·HS]; lse and D [B,NH,T].
@@ -33,13 +35,14 @@
  * Every kernel is templated on the activations' element type E: float, or
  * plait_bf16 for the bf16-activation entries (qkv, out, dout, dqkv in
  * bf16; lse and D stay fp32). With bf16 the tensor-core kernels copy the
- * tiles into shared memory as they are, 8 values a 16-byte load, and the
- * fp32 ones widen on load; outputs are rounded once to bf16.
+ * tiles into shared memory as they are, 8 values a 16-byte cp.async, and
+ * the fp32 ones widen on load; outputs are rounded once to bf16.
  */
 #include <stdint.h>
 
 #include <type_traits>
 
+#include "async_copy.cuh"
 #include "kcommon.cuh"
 #include "mma.cuh"
 
@@ -57,11 +60,31 @@ template <int D> struct at_tile {
     static constexpr int WORDS = AT_TILE * SD / 2; /* uint32 words a tile */
 };
 
+/* The tensor-core kernels' shared memory (dynamic: two stages of two
+ * tiles are 68 KiB at head size 128, over the 48 KiB of static shared
+ * memory a block may have): tiles A and B (forward and dQ: K and V; dK and
+ * dV: Q and dO) in two buffers each, stage 0 and 1, then (dK and dV) each
+ * stage's log-sum-exps and D of its query rows. */
+template <int D> struct at_smem {
+    static constexpr size_t TILE = at_tile<D>::WORDS * sizeof(uint32_t);
+    static constexpr size_t ROWS = 2 * AT_TILE * sizeof(float); /* lse and D of a stage */
+    static constexpr size_t FWD = 4 * TILE, DQ = 4 * TILE, DKDV = 4 * TILE + 2 * ROWS;
+    static __device__ uint32_t *a(unsigned char *s, int stage) { return (uint32_t *)(s + stage * TILE); }
+    static __device__ uint32_t *b(unsigned char *s, int stage) { return (uint32_t *)(s + (2 + stage) * TILE); }
+    static __device__ float *lse(unsigned char *s, int stage) { return (float *)(s + 4 * TILE + stage * ROWS); }
+    static __device__ float *dv(unsigned char *s, int stage) { return lse(s, stage) + AT_TILE; }
+};
+static_assert(at_smem<128>::DKDV <= 99 * 1024, "the tensor-core kernels' shared memory must stay within the 99 KiB "
+                                               "the smallest sm_80-class GPUs (sm_86, sm_89) let a block opt in to");
+
 /* AT_TILE rows of D values from g (row stride `stride` values) into s as
  * bf16; rows at or past `rows` are zeros. Every thread of the block takes
  * part; pairs (floats, rounded) or groups of 8 (bf16, as they are: g and
  * the stride 16-byte aligned) along a row are contiguous across threads
- * (coalesced). */
+ * (coalesced). The bf16 groups are cp.async copies, visible once the
+ * issuing thread waited for its group and a barrier followed; the floats
+ * (rounded on the way, which cp.async cannot do) are stored at once,
+ * visible after the barrier alone. */
 template <int D> __device__ static void at_load_tile(uint32_t *s, const float *g, int64_t stride, int64_t rows) {
     constexpr int HALF = D / 2;
     for (int i = threadIdx.x; i < AT_TILE * HALF; i += blockDim.x) {
@@ -79,8 +102,30 @@ __device__ static void at_load_tile(uint32_t *s, const plait_bf16 *g, int64_t st
     constexpr int GROUPS = D / 8;
     for (int i = threadIdx.x; i < AT_TILE * GROUPS; i += blockDim.x) {
         const int r = i / GROUPS, c = 8 * (i % GROUPS);
-        const uint4 v = r < rows ? *(const uint4 *)(g + r * stride + c) : make_uint4(0, 0, 0, 0);
-        *(uint4 *)(s + r * (at_tile<D>::SD / 2) + c / 2) = v;
+        uint32_t *d = s + r * (at_tile<D>::SD / 2) + c / 2;
+        if (r < rows) pc_cp_async16(d, g + r * stride + c);
+        else *(uint4 *)d = make_uint4(0, 0, 0, 0);
+    }
+}
+
+/* A query tile's log-sum-exps and D (`rows` of them valid, from lse and
+ * Dv) into sL and sD: cp.async copies, thread i (< AT_TILE) row i. */
+__device__ static void at_load_rows(float *sL, float *sD, const float *lse, const float *Dv, int64_t rows) {
+    for (int i = threadIdx.x; i < AT_TILE; i += blockDim.x)
+        if (i < rows) {
+            pc_cp_async4(sL + i, lse + i);
+            pc_cp_async4(sD + i, Dv + i);
+        }
+}
+
+/* After its wait, each thread of at_load_rows (the same rows) turns its
+ * log-sum-exps into log2 units and fills the rows past the end: p =
+ * exp2(-inf) = 0 there. */
+__device__ static void at_finish_rows(float *sL, float *sD, int64_t rows) {
+    for (int i = threadIdx.x; i < AT_TILE; i += blockDim.x) {
+        const bool in = i < rows;
+        sL[i] = in ? sL[i] * AT_LOG2E : INFINITY;
+        sD[i] = in ? sD[i] : 0.0f;
     }
 }
 
@@ -162,25 +207,36 @@ __device__ static inline void at_acc_to_a(uint32_t a[4], const float (*c)[4], in
 
 /* One block per (query tile, b, h), the tiles with the most keys first.
  * Warp w owns rows 16w..16w+15 of the tile; a lane holds rows g and g+8
- * (g = lane/4) of every accumulator. */
+ * (g = lane/4) of every accumulator. Key tile j (K and V) is in stage j % 2
+ * (at_smem); j + 1 comes in while j is used. */
 template <int D, typename E>
 PC_KERNEL_T(AT_THREADS)
 attn_fwd_tc(E *out, float *lse, const E *qkv, int64_t B, int64_t T, int64_t NH, float scale_log2) {
     constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
-    __shared__ __align__(16) uint32_t sK[at_tile<D>::WORDS];
-    __shared__ __align__(16) uint32_t sV[at_tile<D>::WORDS];
+    using S = at_smem<D>;
+    PC_SHARED_DYNAMIC(smem);
     const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
     const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     const int64_t Cl = NH * D, C3 = 3 * Cl, q0 = qt * AT_TILE;
     const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl;
     const int warp = threadIdx.x / PC_WARP, lane = threadIdx.x % PC_WARP, g = lane / 4, t = lane % 4;
+    /* key tile j into `stage` */
+    const auto load_keys = [&](int stage, int64_t j) {
+        at_load_tile<D>(S::a(smem, stage), k + j * AT_TILE * C3, C3, T - j * AT_TILE);
+        at_load_tile<D>(S::b(smem, stage), v + j * AT_TILE * C3, C3, T - j * AT_TILE);
+        pc_cp_async_commit();
+    };
 
-    /* the warp's 16 query rows as A fragments, staged through sK */
-    at_load_tile<D>(sK, q + q0 * C3, C3, T - q0);
+    /* the warp's 16 query rows as A fragments, staged through stage 1's K
+     * buffer while key tile 0 comes into stage 0 */
+    at_load_tile<D>(S::a(smem, 1), q + q0 * C3, C3, T - q0);
+    pc_cp_async_commit();
+    load_keys(0, 0);
+    pc_cp_async_wait<1>();
     __syncthreads();
     uint32_t qa[KS][4];
 PC_UNROLL
-    for (int ks = 0; ks < KS; ks++) pc_ldmatrix_x4(qa[ks], at_rows16<D>(sK, warp * 16, ks * 16, lane));
+    for (int ks = 0; ks < KS; ks++) pc_ldmatrix_x4(qa[ks], at_rows16<D>(S::a(smem, 1), warp * 16, ks * 16, lane));
 
     float o[DT][4], m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
 PC_UNROLL
@@ -189,10 +245,14 @@ PC_UNROLL
 
     for (int64_t kt = 0; kt <= qt; kt++) {
         const int64_t k0 = kt * AT_TILE;
-        __syncthreads(); /* the last tile's (or Q's) readers are done */
-        at_load_tile<D>(sK, k + k0 * C3, C3, T - k0);
-        at_load_tile<D>(sV, v + k0 * C3, C3, T - k0);
+        const int stage = (int)(kt & 1);
+        /* this thread's copies of key tile kt have landed; after the barrier
+         * everyone's have, and every warp is done with the other stage (key
+         * tile kt-1, or Q), which key tile kt+1 then fills */
+        pc_cp_async_wait<0>();
         __syncthreads();
+        if (kt < qt) load_keys(stage ^ 1, kt + 1);
+        const uint32_t *sK = S::a(smem, stage), *sV = S::b(smem, stage);
 
         /* S = Q·Kᵀ for the warp's 16 rows and the tile's 64 keys */
         float s[NT][4];
@@ -258,29 +318,43 @@ PC_UNROLL
 /* dK and dV of one key tile: one block per (key tile, b, h), the tiles
  * seen by the most queries first. Warp w owns keys 16w..16w+15 and
  * computes, for each query tile, Sᵀ and dPᵀ (its 16 keys x 64 queries),
- * then dV += Pᵀ·dO and dK += dSᵀ·Q in registers. */
+ * then dV += Pᵀ·dO and dK += dSᵀ·Q in registers. The i-th query tile the
+ * block walks (Q, dO, its lse and D) is in stage i % 2; i + 1 comes in
+ * while i is used. */
 template <int D, typename E>
 PC_KERNEL_T(AT_THREADS)
 attn_bwd_dkdv_tc(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv, int64_t B,
                      int64_t T, int64_t NH, float scale_log2, float scale) {
     constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
-    __shared__ __align__(16) uint32_t sA[at_tile<D>::WORDS]; /* K, then each Q tile */
-    __shared__ __align__(16) uint32_t sB[at_tile<D>::WORDS]; /* V, then each dO tile */
-    __shared__ float sL[AT_TILE], sD[AT_TILE];
+    using S = at_smem<D>;
+    PC_SHARED_DYNAMIC(smem);
     const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
     const int64_t kt = blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     const int64_t Cl = NH * D, C3 = 3 * Cl, k0 = kt * AT_TILE;
     const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
     const int warp = threadIdx.x / PC_WARP, lane = threadIdx.x % PC_WARP, g = lane / 4, t = lane % 4;
+    /* query tile j into `stage` */
+    const auto load_queries = [&](int stage, int64_t j) {
+        const int64_t r0 = j * AT_TILE;
+        at_load_tile<D>(S::a(smem, stage), q + r0 * C3, C3, T - r0);
+        at_load_tile<D>(S::b(smem, stage), dO + r0 * Cl, Cl, T - r0);
+        at_load_rows(S::lse(smem, stage), S::dv(smem, stage), lse + bh * T + r0, Dv + bh * T + r0, T - r0);
+        pc_cp_async_commit();
+    };
 
-    at_load_tile<D>(sA, k + k0 * C3, C3, T - k0);
-    at_load_tile<D>(sB, v + k0 * C3, C3, T - k0);
+    /* the warp's 16 keys of K and V as A fragments, staged through stage 1
+     * while the first query tile comes into stage 0 */
+    at_load_tile<D>(S::a(smem, 1), k + k0 * C3, C3, T - k0);
+    at_load_tile<D>(S::b(smem, 1), v + k0 * C3, C3, T - k0);
+    pc_cp_async_commit();
+    load_queries(0, kt);
+    pc_cp_async_wait<1>();
     __syncthreads();
     uint32_t ka[KS][4], va[KS][4];
 PC_UNROLL
     for (int ks = 0; ks < KS; ks++) {
-        pc_ldmatrix_x4(ka[ks], at_rows16<D>(sA, warp * 16, ks * 16, lane));
-        pc_ldmatrix_x4(va[ks], at_rows16<D>(sB, warp * 16, ks * 16, lane));
+        pc_ldmatrix_x4(ka[ks], at_rows16<D>(S::a(smem, 1), warp * 16, ks * 16, lane));
+        pc_ldmatrix_x4(va[ks], at_rows16<D>(S::b(smem, 1), warp * 16, ks * 16, lane));
     }
     float dk[DT][4], dv[DT][4];
 PC_UNROLL
@@ -291,15 +365,15 @@ PC_UNROLL
 
     for (int64_t qt = kt; qt < nQ; qt++) {
         const int64_t q0 = qt * AT_TILE;
+        const int stage = (int)((qt - kt) & 1);
+        /* as the forward's loop: query tile qt has landed, the other stage
+         * is free for qt+1 */
+        pc_cp_async_wait<0>();
+        at_finish_rows(S::lse(smem, stage), S::dv(smem, stage), T - q0);
         __syncthreads();
-        at_load_tile<D>(sA, q + q0 * C3, C3, T - q0);
-        at_load_tile<D>(sB, dO + q0 * Cl, Cl, T - q0);
-        for (int i = threadIdx.x; i < AT_TILE; i += blockDim.x) {
-            const bool in = q0 + i < T; /* a missing row: p = exp2(-inf) = 0 */
-            sL[i] = in ? lse[bh * T + q0 + i] * AT_LOG2E : INFINITY;
-            sD[i] = in ? Dv[bh * T + q0 + i] : 0.0f;
-        }
-        __syncthreads();
+        if (qt + 1 < nQ) load_queries(stage ^ 1, qt + 1);
+        const uint32_t *sA = S::a(smem, stage), *sB = S::b(smem, stage);
+        const float *sL = S::lse(smem, stage), *sD = S::dv(smem, stage);
 
         float st[NT][4], dpt[NT][4]; /* Sᵀ and dPᵀ: rows = keys, columns = queries */
 PC_UNROLL
@@ -344,28 +418,40 @@ PC_UNROLL
 
 /* dQ of one query tile: one block per (query tile, b, h), the most keys
  * first; warp w owns rows 16w..16w+15 and walks the key tiles up to the
- * diagonal: S and dP again, dQ += dS·K in registers. */
+ * diagonal: S and dP again, dQ += dS·K in registers. Key tile j (K and V)
+ * is in stage j % 2, as in the forward. */
 template <int D, typename E>
 PC_KERNEL_T(AT_THREADS)
 attn_bwd_dq_tc(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv, int64_t B,
                    int64_t T, int64_t NH, float scale_log2, float scale) {
     constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
-    __shared__ __align__(16) uint32_t sA[at_tile<D>::WORDS]; /* Q, then each K tile */
-    __shared__ __align__(16) uint32_t sB[at_tile<D>::WORDS]; /* dO, then each V tile */
+    using S = at_smem<D>;
+    PC_SHARED_DYNAMIC(smem);
     const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
     const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
     const int64_t Cl = NH * D, C3 = 3 * Cl, q0 = qt * AT_TILE;
     const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
     const int warp = threadIdx.x / PC_WARP, lane = threadIdx.x % PC_WARP, g = lane / 4, t = lane % 4;
+    /* key tile j into `stage` */
+    const auto load_keys = [&](int stage, int64_t j) {
+        at_load_tile<D>(S::a(smem, stage), k + j * AT_TILE * C3, C3, T - j * AT_TILE);
+        at_load_tile<D>(S::b(smem, stage), v + j * AT_TILE * C3, C3, T - j * AT_TILE);
+        pc_cp_async_commit();
+    };
 
-    at_load_tile<D>(sA, q + q0 * C3, C3, T - q0);
-    at_load_tile<D>(sB, dO + q0 * Cl, Cl, T - q0);
+    /* the warp's 16 rows of Q and dO as A fragments, staged through stage
+     * 1 while key tile 0 comes into stage 0 */
+    at_load_tile<D>(S::a(smem, 1), q + q0 * C3, C3, T - q0);
+    at_load_tile<D>(S::b(smem, 1), dO + q0 * Cl, Cl, T - q0);
+    pc_cp_async_commit();
+    load_keys(0, 0);
+    pc_cp_async_wait<1>();
     __syncthreads();
     uint32_t qa[KS][4], oa[KS][4];
 PC_UNROLL
     for (int ks = 0; ks < KS; ks++) {
-        pc_ldmatrix_x4(qa[ks], at_rows16<D>(sA, warp * 16, ks * 16, lane));
-        pc_ldmatrix_x4(oa[ks], at_rows16<D>(sB, warp * 16, ks * 16, lane));
+        pc_ldmatrix_x4(qa[ks], at_rows16<D>(S::a(smem, 1), warp * 16, ks * 16, lane));
+        pc_ldmatrix_x4(oa[ks], at_rows16<D>(S::b(smem, 1), warp * 16, ks * 16, lane));
     }
     const int64_t row0 = q0 + warp * 16 + g;
     float l2[2], dr[2];
@@ -381,10 +467,11 @@ PC_UNROLL
 
     for (int64_t kt = 0; kt <= qt; kt++) {
         const int64_t k0 = kt * AT_TILE;
+        const int stage = (int)(kt & 1);
+        pc_cp_async_wait<0>(); /* as the forward's loop */
         __syncthreads();
-        at_load_tile<D>(sA, k + k0 * C3, C3, T - k0);
-        at_load_tile<D>(sB, v + k0 * C3, C3, T - k0);
-        __syncthreads();
+        if (kt < qt) load_keys(stage ^ 1, kt + 1);
+        const uint32_t *sA = S::a(smem, stage), *sB = S::b(smem, stage);
         float s[NT][4], dp[NT][4];
 PC_UNROLL
         for (int nt = 0; nt < NT; nt++) {
@@ -608,10 +695,11 @@ static unsigned at_blocks(int64_t B, int64_t T, int64_t NH) {
  * two k-steps per ldmatrix). */
 static int at_tc_size(int64_t HS) { return HS == 32 || HS == 64 || HS == 128; }
 
-/* Launches of a tensor-core kernel (AT_THREADS threads) or an fp32 one (a
+/* Launches of a tensor-core kernel (AT_THREADS threads, `bytes` of
+ * dynamic shared memory: at_smem<d>'s FWD, DKDV or DQ) or an fp32 one (a
  * thread per row of a tile) of the templates above, for head size d and
  * the element type E in scope (parenthesised: the template's comma). */
-#define AT_TC(kernel, d) PC_LAUNCH_T((kernel<d, E>), blocks, AT_THREADS, AT_THREADS)
+#define AT_TC(kernel, d, bytes) PC_LAUNCH_T_SHARED((kernel<d, E>), blocks, AT_THREADS, AT_THREADS, (bytes))
 #define AT_F32(kernel, d) PC_LAUNCH_T((kernel<d, E>), blocks, AT_TILE, AT_TILE)
 /* X(d) for the fp32 kernels' head sizes known at compile time (others:
  * <0>), for the element type E in scope: bf16 activations reach those
@@ -631,9 +719,9 @@ static void at_forward(E *out, float *lse, const E *qkv, int64_t B, int64_t T, i
     const float scale = 1.0f / sqrtf((float)HS), sl = scale * AT_LOG2E;
     const int h = (int)HS;
     if (tensor_cores && at_tc_size(HS)) {
-        if (HS == 32) AT_TC(attn_fwd_tc, 32)(out, lse, qkv, B, T, NH, sl);
-        if (HS == 64) AT_TC(attn_fwd_tc, 64)(out, lse, qkv, B, T, NH, sl);
-        if (HS == 128) AT_TC(attn_fwd_tc, 128)(out, lse, qkv, B, T, NH, sl);
+        if (HS == 32) AT_TC(attn_fwd_tc, 32, at_smem<32>::FWD)(out, lse, qkv, B, T, NH, sl);
+        if (HS == 64) AT_TC(attn_fwd_tc, 64, at_smem<64>::FWD)(out, lse, qkv, B, T, NH, sl);
+        if (HS == 128) AT_TC(attn_fwd_tc, 128, at_smem<128>::FWD)(out, lse, qkv, B, T, NH, sl);
         return;
     }
 #define AT_CASE(d)                                                                                                     \
@@ -658,8 +746,8 @@ static void at_backward(E *dqkv, float *Dv, const E *dout, const E *qkv, const E
     if (tensor_cores && at_tc_size(HS)) {
 #define AT_CASE(d)                                                                                                     \
     if (HS == d) {                                                                                                     \
-        AT_TC(attn_bwd_dkdv_tc, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, sl, scale);                                     \
-        AT_TC(attn_bwd_dq_tc, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, sl, scale);                                       \
+        AT_TC(attn_bwd_dkdv_tc, d, at_smem<d>::DKDV)(dqkv, dout, qkv, lse, Dv, B, T, NH, sl, scale);                   \
+        AT_TC(attn_bwd_dq_tc, d, at_smem<d>::DQ)(dqkv, dout, qkv, lse, Dv, B, T, NH, sl, scale);                       \
     }
         AT_CASE(32)
         AT_CASE(64)
@@ -692,7 +780,27 @@ static int at_aligned_bf16(const char *what, const void *a, const void *b, const
     return 1;
 }
 
+/* The tensor-core kernels at head size D for element type E allowed their
+ * dynamic shared memory on the current device. */
+template <int D, typename E> static cudaError_t at_allow_shared(void) {
+    const cudaFuncAttribute a = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    cudaError_t e = cudaFuncSetAttribute((const void *)attn_fwd_tc<D, E>, a, (int)at_smem<D>::FWD);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute((const void *)attn_bwd_dkdv_tc<D, E>, a, (int)at_smem<D>::DKDV);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute((const void *)attn_bwd_dq_tc<D, E>, a, (int)at_smem<D>::DQ);
+    return e;
+}
+
 extern "C" {
+
+cudaError_t pc_attention_prepare(void) {
+    cudaError_t e = at_allow_shared<32, float>();
+    if (e == cudaSuccess) e = at_allow_shared<64, float>();
+    if (e == cudaSuccess) e = at_allow_shared<128, float>();
+    if (e == cudaSuccess) e = at_allow_shared<32, plait_bf16>();
+    if (e == cudaSuccess) e = at_allow_shared<64, plait_bf16>();
+    if (e == cudaSuccess) e = at_allow_shared<128, plait_bf16>();
+    return e;
+}
 
 void pc_launch_attention_fused_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH,
                                        int64_t HS, int tensor_cores) {
