@@ -25,6 +25,7 @@
 #include "zero/zero_train_util.h"
 
 #include "cli/cli.h"
+#include "cli/cost_device.h"
 #include "cli/memory_check.h"
 #include "cost/layouts.h"
 #include "host/host_table.h"
@@ -124,10 +125,10 @@ static void check_layout(const layout *l, int *worse) {
     plait_config *cfg = NULL;
     if (plait_cli_load_config(ini, nover, (char *const *)l->over, &cfg) != PLAIT_OK)
         fail_msg("%s: %s", l->name, plait_last_error());
-    plait_cost_device dev;
-    plait_cli_cost_device(cfg, &dev);
+    plait_cli_device dev;
+    plait_cli_device_ask(cfg, &dev);
     int n = 0;
-    plait_cost_mem *pred = plait_cli_predict_memory(cfg, &dev, &n);
+    plait_cost_mem *pred = plait_cli_predict_memory(cfg, &dev.cost, &n);
     if (!pred) fail_msg("%s: no prediction: %s", l->name, plait_last_error());
     plait_config_free(cfg);
     /* the run */
@@ -201,8 +202,10 @@ static void test_planned_devices(void **state) {
                             big ? (char *)"model.n_embd=2048" : (char *)"model.n_embd=40"};
             plait_config *cfg = NULL;
             if (plait_cli_load_config(ini, 3, over, &cfg) != PLAIT_OK) fail_msg("%s", plait_last_error());
-            plait_cost_device asked, planned;
-            plait_cli_cost_device(cfg, &asked);
+            plait_cli_device answer;
+            plait_cli_device_ask(cfg, &answer);
+            const plait_cost_device asked = answer.cost;
+            plait_cost_device planned;
             plait_cost_device_planned(cfg, kinds[i].gpu, &planned);
             plait_config_free(cfg);
             fprintf(stderr, "%s n_embd %d: bf16 path %d, attention scratch %g floats a sequence and head; "
