@@ -10,7 +10,8 @@
  * Only the layouts model.c grants bf16 come here: no tensor parallelism,
  * a one-pass backward, the fused kernels, and no recomputation or the
  * selective one, which with the fused attention drops GELU's output alone
- * (a buffer the blocks share, rebuilt at each block's backward).
+ * (a buffer the blocks share, rebuilt before each block's backward by
+ * recompute.c).
  */
 #include "model/model_internal.h"
 #include "runtime/error.h"
@@ -87,8 +88,6 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
     plait_status st = half_both(m, layer, BP_LN2_W, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
-    if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) /* GELU's output, dropped in the forward */
-        m->k->gelu_forward_bf16(a->bf.fcg, a->bf.fch, (size_t)(BT * F));
     m->k->to_bf16(m->sb.dres, dy, (size_t)(BT * C));
     m->k->matmul_backward_gelu_bf16(m->sb.dfc, dp.out_w, dp.out_b, m->sb.dres, a->bf.fcg, w.out_w, a->bf.fch, BT, F,
                                     C);
