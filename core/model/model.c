@@ -297,14 +297,12 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     m->fused_gelu = PLAIT_KERNELS_HAS_FUSED_GELU(m->k);
     m->loss_scale = 1.0f / (float)(m->B * m->T);
     /* bf16 activations where every kernel the GPT's one-pass backward runs
-     * has its bf16 form; the layouts and modes that need more (tensor
-     * parallelism's collectives and vocabulary-parallel loss, a split
-     * backward's stash, full recomputation) keep float32. Selective
-     * recomputation (with the fused attention: GELU's output alone) is
-     * covered. */
-    m->bf16 = args->activations_bf16 && desc->is_gpt && !m->tp_ops && !m->split &&
-              desc->recompute != PLAIT_RECOMPUTE_FULL && m->fused_attn && m->fused_loss && m->fused_ln &&
-              m->fused_gelu && PLAIT_KERNELS_HAS_BF16_ACTIVATIONS(m->k);
+     * has its bf16 form, under any recomputation (recompute.c rebuilds
+     * what it drops with the bf16 bodies); the layouts that need more
+     * (tensor parallelism's collectives and vocabulary-parallel loss, a
+     * split backward's stash) keep float32. */
+    m->bf16 = args->activations_bf16 && desc->is_gpt && !m->tp_ops && !m->split && m->fused_attn && m->fused_loss &&
+              m->fused_ln && m->fused_gelu && PLAIT_KERNELS_HAS_BF16_ACTIVATIONS(m->k);
     if (m->bf16 && (st = bf16_weights_alloc(m)) != PLAIT_OK) goto fail;
     *out = m;
     return PLAIT_OK;

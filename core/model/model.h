@@ -112,7 +112,8 @@ typedef struct plait_model_create_args {
      * write, their gradients, and a bf16 copy of the weights the products
      * read, where the kernels offer it (PLAIT_KERNELS_HAS_BF16_ACTIVATIONS)
      * and the model is a GPT with its fused kernels, without tensor
-     * parallelism, split backward or recomputation; else (and at 0) float32.
+     * parallelism or split backward (any [model] recompute); else (and at
+     * 0) float32.
      * The residual stream, its gradient, every parameter and gradient stay
      * float32. Such a model keeps no float32 logits: a forward of the head
      * without targets, or with plait_model_keep_logits, is refused. Whether

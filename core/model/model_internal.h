@@ -262,6 +262,8 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
 plait_status plait_bf16_attention_forward(plait_model *m, model_slot *s, int32_t layer, const float *x);
 plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x, float *dx);
 plait_status plait_bf16_mlp_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y);
+/* The MLP half's forward up to the GELU, without c_proj (full recomputation). */
+plait_status plait_bf16_mlp_forward_act(plait_model *m, model_slot *s, int32_t layer, const float *r);
 plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
                                      float *dr);
 plait_status plait_bf16_head_forward(plait_model *m, model_slot *s);

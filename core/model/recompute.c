@@ -20,11 +20,14 @@
  * the forward writes them as scratch, and plait_recompute_block() refills
  * them right before the block's backward. Under bf16 activations the parts
  * the products read and write (block_acts_bf16) are bf16 there as in a
- * slot. The recomputation calls the forward's own kernels on the same
- * inputs and parameters, which are deterministic for a given shape, so
- * gradients are bit-identical to recompute = none (selective under bf16
- * activations runs the forward's GELU apart, to have the backward's
- * kernel: see gpt_bf16.c). Under tensor parallelism a full recompute repeats the
+ * slot, and the refill runs the bf16 bodies (gpt_bf16.c) with the weights'
+ * bf16 copy the forward read: a backward never makes it again, and the
+ * trainer changes the weights only after every backward of the step. The
+ * recomputation calls the forward's own kernels on the same inputs and
+ * parameters, which are deterministic for a given shape, so gradients are
+ * bit-identical to recompute = none (selective under bf16 activations runs
+ * the forward's GELU apart, to have the backward's kernel: see
+ * gpt_bf16.c). Under tensor parallelism a full recompute repeats the
  * all-reduce after attn.c_proj (Megatron does the same; counted in tp_bytes).
  */
 #include <stddef.h>
@@ -136,13 +139,20 @@ void plait_recompute_share(plait_model *m, block_acts *a) {
         if (dropped(m, &parts[i])) part_point(m, &parts[i], a, part_at(m, &parts[i], &m->rc));
 }
 
-/* Under bf16 activations (a one-pass backward, recompute none or
- * selective): GELU's output, with the kernel the forward ran it with. */
+/* Under bf16 activations (a one-pass backward): the bf16 bodies' forward,
+ * with the bf16 weight copies the block's forward read. */
 static plait_status recompute_bf16(plait_model *m, model_slot *s, int32_t layer) {
     block_acts *a = &s->blocks[layer - 1];
-    if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE)
+    switch (m->desc->recompute) {
+    case PLAIT_RECOMPUTE_SELECTIVE:
         m->k->gelu_forward_bf16(a->bf.fcg, a->bf.fch, (size_t)(m->B * m->T * m->Fl));
-    return PLAIT_OK;
+        return PLAIT_OK;
+    case PLAIT_RECOMPUTE_FULL: {
+        plait_status st = plait_bf16_attention_forward(m, s, layer, s->bound[layer - 1]);
+        return st != PLAIT_OK ? st : plait_bf16_mlp_forward_act(m, s, layer, a->res2);
+    }
+    default: return PLAIT_OK;
+    }
 }
 
 plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer, int weights_only) {
