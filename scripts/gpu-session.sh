@@ -18,7 +18,9 @@
 # racecheck, synccheck); bench train GPT-2 124M bf16/tf32/fp32 beside
 # PyTorch (scripts/peers, eager and compiled), bf16 also with selective
 # recomputation (the memory target's setting), each plait row saying
-# whether its activations were bf16; GPT-2 350M bf16 beside torch.compile; bench comm on device memory
+# whether its activations were bf16; GPT-2 350M bf16 beside torch.compile;
+# where a bf16 step's time goes ([device.cuda] profile, beside the
+# estimate of scripts/gpu-step-estimate.py); bench comm on device memory
 # (nccl 1 rank, tcp staging 2 ranks) beside pinned cudaMemcpy; GPT-2 124M on
 # 2 ranks sharing the GPU over tcp staging; the CPU figures (1 rank x all
 # cores, all cores x 1 rank, PyTorch beside, OPENBLAS_CORETYPE unset); the
@@ -314,6 +316,39 @@ if part "4b. bench train GPT-2 350M (${M350[*]}) bf16 on $DEV beside torch.compi
   fi
   mem=$(smi_peak_stop)
   say "| PyTorch bf16 compiled | $(peer_field torch-350m.log ms_per_step) | $(peer_field torch-350m.log tokens_per_s) | $mem (nvidia-smi), $(peer_field torch-350m.log peak_mem_GB) GB allocated | $(peer_status "$rc" torch-350m.log) |"
+fi
+
+# ---- 4c. where a bf16 step's time goes, beside the estimate -----------------
+# [device.cuda] profile on a short bench, then scripts/gpu-step-estimate.py
+# --measured: each kernel family's time a step, measured beside estimated.
+# The dry run profiles cuda_emu on gpt-tiny reshaped so that no two of the
+# step's dimensions coincide (the comparison tells products apart by shape).
+if [ $DRY = 1 ]; then
+  PDEV=cuda_emu PBATCH=5 PSTEPS=(--steps 2 --warmup 1)
+  sed -e 's/^n_embd *=.*/n_embd = 96/' -e 's/^n_head *=.*/n_head = 3/' -e 's/^n_layer *=.*/n_layer = 2/' \
+    -e 's/^global_batch *=.*/global_batch = 5/' "$MODEL" >"$W/profile-model.ini"
+  PMODEL=$W/profile-model.ini
+else
+  PDEV=$DEV PBATCH=16 PSTEPS=(--steps 4 --warmup 2) PMODEL=$MODEL
+fi
+if part "4c. where a bf16 step's time goes on $PDEV ($(basename "$PMODEL" .ini)), measured beside estimated" 45; then
+  rm -f "$W/profile.tsv"
+  rc=$(run plait-profile.log 35 "$PLAIT" bench train "$PMODEL" "${PSTEPS[@]}" device.plugin="$PDEV" run.precision=bf16 \
+    "device.$PDEV.profile=$W/profile.tsv")
+  say "bench train with [device.$PDEV] profile: $(status_word "$rc"); $(bench_row plait-profile.log | awk '{ print $1 " ms/step (profiled) " $2 " tokens/s" }')"
+  if [ -f "$W/profile.tsv" ]; then
+    rc=$(run profile-beside.log 10 "$PY" scripts/gpu-step-estimate.py --config "$PMODEL" --batch "$PBATCH" \
+      --measured "$W/profile.tsv")
+    say ""
+    grep -v '^\$\|^(' "$W/profile-beside.log" | tee -a "$SUMMARY"
+    say ""
+    say "the 12 keys that took longest (label, detail, entry, calls, total ms, median us):"
+    say '```'
+    awk -F'\t' '!/^#/ && $1 != "label"' "$W/profile.tsv" | head -12 | cut -f1-6 | tee -a "$SUMMARY"
+    say '```'
+  else
+    say "no profile written: see plait-profile.log"
+  fi
 fi
 
 # ---- 5. bench comm on device memory ----------------------------------------

@@ -429,6 +429,104 @@ def side_by_side(args, s, variants):
     return 0
 
 
+# ---- measured beside estimated ------------------------------------------------
+
+def read_profile(path):
+    """The table [device.cuda] profile writes (plugins/device/cuda/profile.c):
+    rows of label, detail, entry, calls, total_ms, median_us (and the least
+    and greatest call)."""
+    rows = []
+    with open(path) as f:
+        header = None
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            cols = line.rstrip("\n").split("\t")
+            if header is None:
+                header = cols
+                continue
+            r = dict(zip(header, cols))
+            rows.append((r["label"], r["detail"], r["entry"], int(r["calls"]), float(r["total_ms"]),
+                         float(r["median_us"])))
+    return rows
+
+
+def family_of(label, detail, entry, s):
+    """The estimate's kernel family of a profile row; None: not part of a
+    training step's kernels (the bench's GEMM-rate probe, the only caller
+    of the sgemm entry; time outside the table; an entry's own fills)."""
+    if entry == "sgemm" or label.startswith("("):
+        return None
+    if label == "gemm":
+        dims = [int(x) for x in detail.split()[0].split("x")]
+        if s["V"] in dims:
+            return "lm_head"
+        BT, C = s["B"] * s["T"], s["C"]
+        if BT in dims and any(d in dims for d in (C, 3 * C, 4 * C)):
+            return "linear layers"
+        if any(d == s["T"] for d in dims) and "batched" in detail:
+            return "attention"
+        return None
+    for prefix, fam in (("layernorm", "layernorm"), ("crossentropy", "cross-entropy"), ("logits_", "cross-entropy"),
+                        ("loss_rows", "cross-entropy"), ("to_bf16", "bf16 operand copies"),
+                        ("bias_backward", "bias gradients"), ("adamw", "optimizer"), ("sumsq", "optimizer"),
+                        ("axpy", "optimizer"), ("scale", "optimizer"), ("embedding", "embedding"),
+                        ("add_positions", "embedding"), ("gelu", "gelu"), ("bias/residual", "residual copies"),
+                        ("bf16 epilogue", "linear layers")):
+        if label.startswith(prefix):
+            return fam
+    if "attention" in label:
+        return "attention"
+    return None
+
+
+def measured_beside(args, s, variant):
+    """The profile's time per step, family by family, beside the estimate
+    of `variant`. A key's per-step time is its median call times its calls
+    a step: the first step's one-off costs (cuBLASLt's candidates timed,
+    modules loaded) do not count."""
+    rows = read_profile(args.measured)
+    steps = args.steps
+    if not steps:  # one optimizer step per training step
+        steps = sum(c for lab, _, _, c, _, _ in rows if lab.startswith("adamw"))
+    if not steps:
+        print("%s: no optimizer step in the profile; give --steps" % args.measured, file=sys.stderr)
+        return 2
+    st = step(args, s, variant)
+    meas, calls, other, span = {}, {}, 0.0, 0.0
+    for label, detail, entry, n, total, median in rows:
+        span += total
+        fam = family_of(label, detail, entry, s)
+        per_step = median * 1e-3 * n / steps
+        if fam is None:
+            other += total / steps
+            continue
+        meas[fam] = meas.get(fam, 0.0) + per_step
+        calls[fam] = calls.get(fam, 0) + n / steps
+    fams = sorted(set(st.rows) | set(meas), key=lambda f: -max(st.rows.get(f, [0, 0, 0, 0])[3] * 1e3, meas.get(f, 0)))
+    print("Measured (%s, %d steps) beside estimated (%s): per step" % (args.measured, steps, variant))
+    print()
+    print("| kernel family | launches (est.) | launcher calls (measured) | ms (est.) | ms (measured) | measured / est. |")
+    print("|---|---|---|---|---|---|")
+    te = tm = 0.0
+    for f in fams:
+        r = st.rows.get(f)
+        e = r[3] * 1e3 if r else 0.0
+        m = meas.get(f)
+        te += e
+        tm += m or 0.0
+        print("| %s | %s | %s | %.2f | %s | %s |" % (f, r[0] if r else "—", "%.0f" % calls[f] if f in calls else "—",
+                                                   e, "%.2f" % m if m is not None else "—",
+                                                   "%.2f" % (m / e) if m is not None and e > 0 else "—"))
+    print("| other (outside the table, the entries' own fills, the bench's GEMM-rate probe) | — | — | — | %.2f | — |"
+          % other)
+    print("| **step** | | | %.2f | %.2f | %.2f |" % (te, tm + other, (tm + other) / te if te else 0.0))
+    print()
+    print("The stream's whole profiled time: %.1f ms over %d steps, %.2f ms a step (warm-up and idle included)." %
+          (span, steps, span / steps))
+    return 0
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="configs/gpt2-124m.ini")
@@ -444,9 +542,17 @@ def main(argv):
     p.add_argument("--variant", action="append", choices=VARIANTS, help="only these (default: all)")
     p.add_argument("--table", action="store_true",
                    help="one table, the variants side by side (what docs/gpu.md shows)")
+    p.add_argument("--measured", metavar="PROFILE",
+                   help="a [device.cuda] profile of bench train with the same config, batch and precision: "
+                        "its time per step beside the estimate of the code as it is")
+    p.add_argument("--steps", type=int, default=0,
+                   help="with --measured: the steps the profile covers, warm-up included (default: its AdamW calls)")
     args = p.parse_args(argv)
     s = read_shape(args.config, args.batch)
     tokens = s["B"] * s["T"]
+    if args.measured:
+        return measured_beside(args, s, args.variant[-1] if args.variant else
+                               VARIANTS[-1] if args.precision == "bf16" else VARIANTS[-2])
     if args.table:
         return side_by_side(args, s, args.variant or VARIANTS)
     print("# %s: L %d, C %d, NH %d, T %d, V %d, batch %d, %s; %.1f TB/s, GEMMs %.0f TFLOP/s, "

@@ -50,7 +50,7 @@
 #include "mock_gpu_internal.h"
 
 #define SHM_MAGIC 0x4c43434e4b434f4dull /* "MOCKNCCL" */
-#define SIM_OFFSET ((uintptr_t)1 << 62) /* tests/device/sim_device.c */
+#define SIM_OFFSET ((uintptr_t)1 << 62) /* tests/device/sim_device.h */
 
 typedef struct shm_member {
     _Atomic int joined, aborted, left;

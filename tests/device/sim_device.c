@@ -61,9 +61,8 @@
 #include <plait/host.h>
 #include <plait/plugin.h>
 
-#include "kernels/kernels.h"
+#include "sim_device.h"
 
-#define SIM_OFFSET ((uintptr_t)1 << 62)
 #define HEADER 256
 /* queued operations before the enqueuing thread runs them itself */
 #define SIM_QUEUE_MAX 65536
@@ -72,29 +71,8 @@ static const plait_host *g_host;
 static _Atomic uint64_t g_in_use, g_peak;
 static _Atomic uint64_t g_pinned_allocs, g_pinned_live; /* alloc_pinned calls; blocks not yet freed */
 
-/* device address -> host address (HN: never NULL) */
-#define HN(p) ((void *)((uintptr_t)(p) - SIM_OFFSET))
-#define H(p) ((void *)((p) ? (uintptr_t)(p) - SIM_OFFSET : 0))
-#define HF(p) ((float *)H(p))
-#define HC(p) ((const float *)H(p))
-#define HI(p) ((const int32_t *)H(p))
 
 /* ---- the compute stream: a queue run by whoever waits ---------------------- */
-
-typedef union sim_slot {
-    int64_t i;
-    float f;
-    double d;
-    const void *p;
-} sim_slot;
-
-/* One queued operation: a runner and its arguments; `extra` (malloc'ed,
- * freed after the run) holds host bytes taken at the call. */
-typedef struct sim_op {
-    void (*run)(const struct sim_op *o);
-    sim_slot a[13];
-    void *extra;
-} sim_op;
 
 static struct {
     pthread_mutex_t lock;   /* ops, n, head, base */
@@ -145,15 +123,15 @@ static void sim_run_to(uint64_t pos) {
     pthread_mutex_unlock(&g_q.exec);
 }
 
-static void sim_run_all(void) { sim_run_to(sim_queued()); }
+void sim_run_all(void) { sim_run_to(sim_queued()); }
 
 /* A host synchronisation of the compute stream (counted for the model's thread). */
-static void sim_host_sync(void) {
+void sim_host_sync(void) {
     if (on_model_thread()) atomic_fetch_add(&g_stats.model_syncs, 1);
     sim_run_all();
 }
 
-static void sim_enqueue(const sim_op *o) {
+void sim_enqueue(const sim_op *o) {
     atomic_fetch_add(&g_stats.ops, 1);
     pthread_mutex_lock(&g_q.lock);
     if (g_q.n == g_q.cap) {
@@ -175,11 +153,6 @@ static void sim_enqueue(const sim_op *o) {
     if (pending > SIM_QUEUE_MAX) sim_run_all();
 }
 
-#define P(x) ((sim_slot){.p = (const void *)(x)})
-#define I(x) ((sim_slot){.i = (int64_t)(x)})
-#define F(x) ((sim_slot){.f = (x)})
-#define D(x) ((sim_slot){.d = (x)})
-#define Q(runner, ...) sim_enqueue(&(sim_op){.run = (runner), .a = {__VA_ARGS__}})
 
 static plait_status sim_count(const plait_host *host, int32_t *out) {
 #ifdef SIM_NO_DEVICE
@@ -415,386 +388,6 @@ static void sim_memory_stats(uint64_t *in_use, uint64_t *peak) {
     *peak = atomic_load(&g_peak);
 }
 
-/* ---- the kernels: queued; run with addresses translated by the CPU kernels -- */
-
-static void r_sgemm(const sim_op *o) {
-    plait_k_sgemm(o->a[0].i, o->a[1].i, o->a[2].i, o->a[3].i, o->a[4].i, o->a[5].f, HC(o->a[6].p), o->a[7].i,
-        HC(o->a[8].p), o->a[9].i, o->a[10].f, HF(o->a[11].p), o->a[12].i);
-}
-static void k_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    Q(r_sgemm, I(ta), I(tb), I(M), I(N), I(K), F(alpha), P(A), I(lda), P(B), I(ldb), F(beta), P(C), I(ldc));
-}
-static void r_zero(const sim_op *o) {
-    plait_k_zero(HF(o->a[0].p), o->a[1].i);
-}
-static void k_zero(float *x, size_t n) {
-    Q(r_zero, P(x), I(n));
-}
-static void r_copy(const sim_op *o) {
-    plait_k_copy(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i);
-}
-static void k_copy(float *dst, const float *src, size_t n) {
-    Q(r_copy, P(dst), P(src), I(n));
-}
-static void r_scale(const sim_op *o) {
-    plait_k_scale(HF(o->a[0].p), o->a[1].i, o->a[2].f);
-}
-static void k_scale(float *x, size_t n, float a) {
-    Q(r_scale, P(x), I(n), F(a));
-}
-static void r_axpy(const sim_op *o) {
-    plait_k_axpy(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i, o->a[3].f);
-}
-static void k_axpy(float *y, const float *x, size_t n, float a) {
-    Q(r_axpy, P(y), P(x), I(n), F(a));
-}
-static void r_sumsq_exact(const sim_op *o) {
-    plait_k_sumsq_exact(H(o->a[0].p), HC(o->a[1].p), o->a[2].i);
-}
-static void k_sumsq_exact(plait_sumsq_acc *acc, const float *x, size_t n) {
-    Q(r_sumsq_exact, P(acc), P(x), I(n));
-}
-static void r_sumsq_merge(const sim_op *o) {
-    plait_k_sumsq_merge(H(o->a[0].p), H(o->a[1].p));
-}
-static void k_sumsq_merge(plait_sumsq_acc *dst, const plait_sumsq_acc *src) {
-    Q(r_sumsq_merge, P(dst), P(src));
-}
-static void r_matmul_forward(const sim_op *o) {
-    plait_k_matmul_forward(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), o->a[4].i, o->a[5].i, o->a[6].i);
-}
-static void k_matmul_forward(float *out, const float *inp, const float *w, const float *b, int64_t BT, int64_t C,
-                             int64_t OC) {
-    Q(r_matmul_forward, P(out), P(inp), P(w), P(b), I(BT), I(C), I(OC));
-}
-static void r_matmul_backward(const sim_op *o) {
-    plait_k_matmul_backward(HF(o->a[0].p), HF(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p), HC(o->a[5].p),
-        o->a[6].i, o->a[7].i, o->a[8].i);
-}
-static void k_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
-                              int64_t BT, int64_t C, int64_t OC) {
-    Q(r_matmul_backward, P(dinp), P(dw), P(db), P(dout), P(inp), P(w), I(BT), I(C), I(OC));
-}
-static void r_layernorm_forward(const sim_op *o) {
-    plait_k_layernorm_forward(HF(o->a[0].p), HF(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
-        HC(o->a[5].p), o->a[6].i, o->a[7].i);
-}
-static void k_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                                const float *b, int64_t BT, int64_t C) {
-    Q(r_layernorm_forward, P(out), P(mean), P(rstd), P(inp), P(w), P(b), I(BT), I(C));
-}
-static void r_layernorm_backward(const sim_op *o) {
-    plait_k_layernorm_backward(HF(o->a[0].p), HF(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
-        HC(o->a[5].p), HC(o->a[6].p), HC(o->a[7].p), o->a[8].i, o->a[9].i);
-}
-static void k_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                                 const float *w, const float *mean, const float *rstd, int64_t BT, int64_t C) {
-    Q(r_layernorm_backward, P(dinp), P(dw), P(db), P(dout), P(inp), P(w), P(mean), P(rstd), I(BT), I(C));
-}
-static void r_gelu_forward(const sim_op *o) {
-    plait_k_gelu_forward(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i);
-}
-static void k_gelu_forward(float *out, const float *inp, size_t n) {
-    Q(r_gelu_forward, P(out), P(inp), I(n));
-}
-static void r_gelu_backward(const sim_op *o) {
-    plait_k_gelu_backward(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), o->a[3].i);
-}
-static void k_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
-    Q(r_gelu_backward, P(dinp), P(inp), P(dout), I(n));
-}
-static void r_attention_forward(const sim_op *o) {
-    plait_k_attention_forward(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), o->a[3].i, o->a[4].i, o->a[5].i, o->a[6].i);
-}
-static void k_attention_forward(float *out, float *att, const float *qkv, int64_t B, int64_t T, int64_t NH,
-                                int64_t HS) {
-    Q(r_attention_forward, P(out), P(att), P(qkv), I(B), I(T), I(NH), I(HS));
-}
-static void r_attention_fused_forward(const sim_op *o) {
-    plait_k_attention_fused_forward(HF(o->a[0].p), HF(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), o->a[4].i, o->a[5].i,
-                                    o->a[6].i, o->a[7].i);
-}
-static void k_attention_fused_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
-                                      int64_t NH, int64_t HS) {
-    Q(r_attention_fused_forward, P(out), P(lse), P(scratch), P(qkv), I(B), I(T), I(NH), I(HS));
-}
-static void r_attention_fused_backward(const sim_op *o) {
-    plait_k_attention_fused_backward(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
-                                     HC(o->a[5].p), o->a[6].i, o->a[7].i, o->a[8].i, o->a[9].i);
-}
-static void k_attention_fused_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                                       const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
-                                       int64_t HS) {
-    Q(r_attention_fused_backward, P(dqkv), P(scratch), P(dout), P(qkv), P(out), P(lse), I(B), I(T), I(NH), I(HS));
-}
-static void r_attention_backward(const sim_op *o) {
-    plait_k_attention_backward(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p), o->a[5].i,
-        o->a[6].i, o->a[7].i, o->a[8].i);
-}
-static void k_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *att,
-                                 int64_t B, int64_t T, int64_t NH, int64_t HS) {
-    Q(r_attention_backward, P(dqkv), P(scratch), P(dout), P(qkv), P(att), I(B), I(T), I(NH), I(HS));
-}
-static void r_embedding_forward(const sim_op *o) {
-    plait_k_embedding_forward(HF(o->a[0].p), HI(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), o->a[4].i, o->a[5].i,
-        o->a[6].i);
-}
-static void k_embedding_forward(float *out, const int32_t *tok, const float *wte, const float *wpe, int64_t B,
-                                int64_t T, int64_t C) {
-    Q(r_embedding_forward, P(out), P(tok), P(wte), P(wpe), I(B), I(T), I(C));
-}
-static void r_embedding_backward(const sim_op *o) {
-    plait_k_embedding_backward(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HI(o->a[3].p), o->a[4].i, o->a[5].i,
-        o->a[6].i);
-}
-static void k_embedding_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok, int64_t B,
-                                 int64_t T, int64_t C) {
-    Q(r_embedding_backward, P(dwte), P(dwpe), P(dout), P(tok), I(B), I(T), I(C));
-}
-static void r_crossentropy(const sim_op *o) {
-    plait_k_crossentropy(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HI(o->a[3].p), o->a[4].i, o->a[5].i, o->a[6].f);
-}
-static void k_crossentropy(float *losses, float *dlogits, const float *logits, const int32_t *targets, int64_t BT,
-                           int64_t V, float scale) {
-    Q(r_crossentropy, P(losses), P(dlogits), P(logits), P(targets), I(BT), I(V), F(scale));
-}
-static void r_matmul_forward_residual(const sim_op *o) {
-    plait_k_matmul_forward_residual(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
-        o->a[5].i, o->a[6].i, o->a[7].i);
-}
-static void k_matmul_forward_residual(float *out, const float *res, const float *inp, const float *w, const float *b,
-                                      int64_t BT, int64_t C, int64_t OC) {
-    Q(r_matmul_forward_residual, P(out), P(res), P(inp), P(w), P(b), I(BT), I(C), I(OC));
-}
-static void r_add_bias_residual(const sim_op *o) {
-    plait_k_add_bias_residual(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), o->a[3].i, o->a[4].i);
-}
-static void k_add_bias_residual(float *x, const float *res, const float *b, int64_t BT, int64_t C) {
-    Q(r_add_bias_residual, P(x), P(res), P(b), I(BT), I(C));
-}
-static void r_bias_backward(const sim_op *o) {
-    plait_k_bias_backward(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i, o->a[3].i);
-}
-static void k_bias_backward(float *db, const float *dout, int64_t BT, int64_t OC) {
-    Q(r_bias_backward, P(db), P(dout), I(BT), I(OC));
-}
-static void r_attention_probs(const sim_op *o) {
-    plait_k_attention_probs(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i, o->a[3].i, o->a[4].i, o->a[5].i);
-}
-static void k_attention_probs(float *att, const float *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS) {
-    Q(r_attention_probs, P(att), P(qkv), I(B), I(T), I(NH), I(HS));
-}
-static void r_embedding_forward_vocab(const sim_op *o) {
-    plait_k_embedding_forward_vocab(HF(o->a[0].p), HI(o->a[1].p), HC(o->a[2].p), o->a[3].i, o->a[4].i, HC(o->a[5].p),
-        o->a[6].i, o->a[7].i, o->a[8].i);
-}
-static void k_embedding_forward_vocab(float *out, const int32_t *tok, const float *wte, int64_t vs, int64_t nr,
-                                      const float *wpe, int64_t B, int64_t T, int64_t C) {
-    Q(r_embedding_forward_vocab, P(out), P(tok), P(wte), I(vs), I(nr), P(wpe), I(B), I(T), I(C));
-}
-static void r_embedding_backward_vocab(const sim_op *o) {
-    plait_k_embedding_backward_vocab(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HI(o->a[3].p), o->a[4].i, o->a[5].i,
-        o->a[6].i, o->a[7].i, o->a[8].i);
-}
-static void k_embedding_backward_vocab(float *dwte, float *dwpe, const float *dout, const int32_t *tok, int64_t vs,
-                                       int64_t nr, int64_t B, int64_t T, int64_t C) {
-    Q(r_embedding_backward_vocab, P(dwte), P(dwpe), P(dout), P(tok), I(vs), I(nr), I(B), I(T), I(C));
-}
-static void r_add_positions(const sim_op *o) {
-    plait_k_add_positions(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i, o->a[3].i, o->a[4].i);
-}
-static void k_add_positions(float *out, const float *wpe, int64_t B, int64_t T, int64_t C) {
-    Q(r_add_positions, P(out), P(wpe), I(B), I(T), I(C));
-}
-static void r_logits_rowmax(const sim_op *o) {
-    plait_k_logits_rowmax(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i, o->a[3].i, o->a[4].i);
-}
-static void k_logits_rowmax(float *rowmax, const float *logits, int64_t BT, int64_t Vl, int64_t nv) {
-    Q(r_logits_rowmax, P(rowmax), P(logits), I(BT), I(Vl), I(nv));
-}
-static void r_logits_sumexp(const sim_op *o) {
-    plait_k_logits_sumexp(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), o->a[3].i, o->a[4].i, o->a[5].i);
-}
-static void k_logits_sumexp(float *sumexp, const float *logits, const float *rowmax, int64_t BT, int64_t Vl,
-                            int64_t nv) {
-    Q(r_logits_sumexp, P(sumexp), P(logits), P(rowmax), I(BT), I(Vl), I(nv));
-}
-static void r_logits_target(const sim_op *o) {
-    plait_k_logits_target(HF(o->a[0].p), HC(o->a[1].p), HI(o->a[2].p), o->a[3].i, o->a[4].i, o->a[5].i, o->a[6].i);
-}
-static void k_logits_target(float *tlogit, const float *logits, const int32_t *targets, int64_t vs, int64_t BT,
-                            int64_t Vl, int64_t nv) {
-    Q(r_logits_target, P(tlogit), P(logits), P(targets), I(vs), I(BT), I(Vl), I(nv));
-}
-static void r_loss_rows(const sim_op *o) {
-    plait_k_loss_rows(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p), HI(o->a[5].p),
-        o->a[6].i, H(o->a[7].p));
-}
-static void k_loss_rows(float *losses, float *lse, const float *rowmax, const float *sumexp, const float *tlogit,
-                        const int32_t *targets, int64_t BT, double *loss_sum) {
-    Q(r_loss_rows, P(losses), P(lse), P(rowmax), P(sumexp), P(tlogit), P(targets), I(BT), P(loss_sum));
-}
-static void r_crossentropy_backward(const sim_op *o) {
-    plait_k_crossentropy_backward(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), HI(o->a[3].p), o->a[4].i, o->a[5].i,
-        o->a[6].i, o->a[7].i, o->a[8].f);
-}
-static void k_crossentropy_backward(float *dlogits, const float *logits, const float *lse, const int32_t *targets,
-                                    int64_t vs, int64_t BT, int64_t Vl, int64_t nv, float scale) {
-    Q(r_crossentropy_backward, P(dlogits), P(logits), P(lse), P(targets), I(vs), I(BT), I(Vl), I(nv), F(scale));
-}
-static void r_zero_f64(const sim_op *o) {
-    plait_k_zero_f64(H(o->a[0].p), o->a[1].i);
-}
-static void k_zero_f64(double *dst, size_t n) {
-    Q(r_zero_f64, P(dst), I(n));
-}
-
-/* Returns a value to the host: waits for the queue, then runs here. */
-static double k_sumsq(const float *x, size_t n) {
-    sim_host_sync();
-    return plait_k_sumsq(HC(x), n);
-}
-/* The arguments are host memory of the caller's: taken at the call. */
-static void r_adamw(const sim_op *o) {
-    plait_k_adamw(HF(o->a[0].p), HC(o->a[1].p), HF(o->a[2].p), HF(o->a[3].p), (size_t)o->a[4].i, o->extra);
-}
-static void k_adamw(float *p, const float *g, float *m, float *v, size_t n, const plait_adamw_args *a) {
-    plait_adamw_args *taken = malloc(sizeof *taken);
-    if (!taken) { /* no room to queue it: run it in order now */
-        sim_run_all();
-        plait_k_adamw(HF(p), HC(g), HF(m), HF(v), n, a);
-        return;
-    }
-    memcpy(taken, a, sizeof *taken);
-    sim_enqueue(&(sim_op){.run = r_adamw, .a = {P(p), P(g), P(m), P(v), I(n)}, .extra = taken});
-}
-
-static void r_sumsq_clip(const sim_op *o) {
-    plait_k_sumsq_clip((double *)H(o->a[0].p), HF(o->a[1].p), (const plait_sumsq_acc *)H(o->a[2].p), o->a[3].d);
-}
-static void k_sumsq_clip(double *sumsq, float *scale, const plait_sumsq_acc *acc, double grad_clip) {
-    Q(r_sumsq_clip, P(sumsq), P(scale), P(acc), D(grad_clip));
-}
-/* The list lives in device memory and holds device addresses: translated
- * when the operation runs. */
-static void r_adamw_multi(const sim_op *o) {
-    const plait_adamw_tensor *dev = (const plait_adamw_tensor *)H(o->a[0].p);
-    size_t count = (size_t)o->a[1].i;
-    plait_adamw_tensor *t = malloc((count ? count : 1) * sizeof *t);
-    if (!t) abort(); /* a test device: no room to translate the list */
-    for (size_t i = 0; i < count; i++) {
-        t[i] = dev[i];
-        t[i].param = HF(dev[i].param);
-        t[i].grad = HC(dev[i].grad);
-        t[i].m = HF(dev[i].m);
-        t[i].v = HF(dev[i].v);
-    }
-    plait_k_adamw_multi(t, count, (size_t)o->a[2].i, o->extra, HC(o->a[3].p));
-    free(t);
-}
-static void k_adamw_multi(const plait_adamw_tensor *tensors, size_t count, size_t total, const plait_adamw_args *a,
-                          const float *scale) {
-    sim_op op = {.run = r_adamw_multi, .a = {P(tensors), I(count), I(total), P(scale)}};
-    plait_adamw_args *taken = malloc(sizeof *taken);
-    if (!taken) { /* no room to queue it: run it in order now */
-        sim_run_all();
-        op.extra = (void *)a;
-        r_adamw_multi(&op);
-        return;
-    }
-    memcpy(taken, a, sizeof *taken);
-    op.extra = taken;
-    sim_enqueue(&op);
-}
-
-static void r_crossentropy_fused(const sim_op *o) {
-    plait_k_crossentropy_fused(HF(o->a[0].p), HF(o->a[1].p), (double *)H(o->a[2].p), HF(o->a[3].p), HC(o->a[4].p),
-                               HI(o->a[5].p), o->a[6].i, o->a[7].i, o->a[8].i, o->a[9].f);
-}
-static void k_crossentropy_fused(float *losses, float *lse, double *loss_sum, float *dlogits, const float *logits,
-                                 const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale) {
-    Q(r_crossentropy_fused, P(losses), P(lse), P(loss_sum), P(dlogits), P(logits), P(targets), I(BT), I(Vl),
-      I(n_valid), F(scale));
-}
-
-static void r_layernorm_backward_fused(const sim_op *o) {
-    plait_k_layernorm_backward_fused(HF(o->a[0].p), HC(o->a[1].p), HF(o->a[2].p), HF(o->a[3].p), HC(o->a[4].p),
-                                     HC(o->a[5].p), HC(o->a[6].p), HC(o->a[7].p), HC(o->a[8].p), o->a[9].i,
-                                     o->a[10].i);
-}
-static void k_layernorm_backward_fused(float *dinp, const float *dres, float *dw, float *db, const float *dout,
-                                       const float *inp, const float *w, const float *mean, const float *rstd,
-                                       int64_t BT, int64_t C) {
-    Q(r_layernorm_backward_fused, P(dinp), P(dres), P(dw), P(db), P(dout), P(inp), P(w), P(mean), P(rstd), I(BT),
-      I(C));
-}
-
-static void r_matmul_forward_gelu(const sim_op *o) {
-    plait_k_matmul_forward_gelu(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
-                                o->a[5].i, o->a[6].i, o->a[7].i);
-}
-static void k_matmul_forward_gelu(float *out, float *pre, const float *inp, const float *w, const float *bias,
-                                  int64_t BT, int64_t C, int64_t OC) {
-    Q(r_matmul_forward_gelu, P(out), P(pre), P(inp), P(w), P(bias), I(BT), I(C), I(OC));
-}
-static void r_matmul_backward_gelu(const sim_op *o) {
-    plait_k_matmul_backward_gelu(HF(o->a[0].p), HF(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
-                                 HC(o->a[5].p), HC(o->a[6].p), o->a[7].i, o->a[8].i, o->a[9].i);
-}
-static void k_matmul_backward_gelu(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                                   const float *w, const float *pre, int64_t BT, int64_t C, int64_t OC) {
-    Q(r_matmul_backward_gelu, P(dinp), P(dw), P(db), P(dout), P(inp), P(w), P(pre), I(BT), I(C), I(OC));
-}
-
-static const plait_kernels sim_kernels = {
-    .struct_size = sizeof(plait_kernels),
-    .sgemm = k_sgemm,
-    .zero = k_zero,
-    .copy = k_copy,
-    .scale = k_scale,
-    .axpy = k_axpy,
-    .sumsq = k_sumsq,
-    .adamw = k_adamw,
-    .sumsq_exact = k_sumsq_exact,
-    .sumsq_merge = k_sumsq_merge,
-    .sumsq_value = plait_k_sumsq_value, /* reads a host copy */
-    .matmul_forward = k_matmul_forward,
-    .matmul_backward = k_matmul_backward,
-    .layernorm_forward = k_layernorm_forward,
-    .layernorm_backward = k_layernorm_backward,
-    .gelu_forward = k_gelu_forward,
-    .gelu_backward = k_gelu_backward,
-    .attention_forward = k_attention_forward,
-    .attention_backward = k_attention_backward,
-    .embedding_forward = k_embedding_forward,
-    .embedding_backward = k_embedding_backward,
-    .crossentropy = k_crossentropy,
-    .matmul_forward_residual = k_matmul_forward_residual,
-    .add_bias_residual = k_add_bias_residual,
-    .bias_backward = k_bias_backward,
-    .attention_probs = k_attention_probs,
-    .embedding_forward_vocab = k_embedding_forward_vocab,
-    .embedding_backward_vocab = k_embedding_backward_vocab,
-    .add_positions = k_add_positions,
-    .logits_rowmax = k_logits_rowmax,
-    .logits_sumexp = k_logits_sumexp,
-    .logits_target = k_logits_target,
-    .loss_rows = k_loss_rows,
-    .crossentropy_backward = k_crossentropy_backward,
-    .zero_f64 = k_zero_f64,
-    .attention_fused_scratch = plait_k_attention_fused_scratch, /* arithmetic only */
-    .attention_fused_forward = k_attention_fused_forward,
-    .attention_fused_backward = k_attention_fused_backward,
-    .sumsq_clip = k_sumsq_clip,
-    .adamw_multi = k_adamw_multi,
-    .crossentropy_fused = k_crossentropy_fused,
-    .layernorm_backward_fused = k_layernorm_backward_fused,
-    .matmul_forward_gelu = k_matmul_forward_gelu,
-    .matmul_backward_gelu = k_matmul_backward_gelu,
-};
-
-static const plait_kernels *sim_kernel_table(void) { return &sim_kernels; }
 
 static const plait_device_ops sim_ops = {
 #ifdef SIM_ABI_1_3 /* the table of a plugin built against 1.3 ends here */

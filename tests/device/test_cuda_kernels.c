@@ -107,6 +107,10 @@ static void case_bias(kc_ctx *x) {
     float *xs2 = kc_rand(x, BT * C, -1, 1);
     x->k->add_bias_residual(xs2, res, NULL, BT, C);
     kc_result(x, "add_residual", xs2, BT * C, KC_EXACT);
+    /* a width of no whole 16-byte groups: one element at a time */
+    float *xo = kc_rand(x, BT * 37, -1, 1), *ro = kc_rand(x, BT * 37, -1, 1), *bo = kc_rand(x, 37, -1, 1);
+    x->k->add_bias_residual(xo, ro, bo, BT, 37);
+    kc_result(x, "add_bias_residual width 37", xo, BT * 37, KC_EXACT);
     float *db = kc_rand(x, OC, -1, 1), *dout = kc_rand(x, BT * OC, -1, 1);
     x->k->bias_backward(db, dout, BT, OC);
     kc_result(x, "bias_backward", db, OC, KC_ELEMWISE);
@@ -265,31 +269,36 @@ static void case_attention_fused(kc_ctx *x) {
     fused_attention_shape(x, c, 1, 70, 1, 24);
 }
 
-static void case_embedding(kc_ctx *x) {
+/* The embedding's entries at width w (96: 16-byte groups; odd: one
+ * column at a time). */
+static void embedding_at(kc_ctx *x, int64_t w) {
     /* tokens from a narrow range repeat often: the gradient's order matters */
     int32_t *tok = kc_ints(x, BT, 280, 340, 0);
-    float *wte = kc_rand(x, V * C, -1, 1), *wpe = kc_rand(x, T * C, -1, 1), *out = kc_out(x, BT * C);
-    x->k->embedding_forward(out, tok, wte, wpe, B, T, C);
-    kc_result(x, "forward", out, BT * C, KC_EXACT);
-    float *dout = kc_rand(x, BT * C, -1, 1), *dwte = kc_rand(x, V * C, -1, 1), *dwpe = kc_rand(x, T * C, -1, 1);
-    x->k->embedding_backward(dwte, dwpe, dout, tok, B, T, C);
-    kc_result(x, "backward dwte+=", dwte, V * C, KC_EXACT);
-    kc_result(x, "backward dwpe+=", dwpe, T * C, KC_EXACT);
+    float *wte = kc_rand(x, V * w, -1, 1), *wpe = kc_rand(x, T * w, -1, 1), *out = kc_out(x, BT * w);
+    x->k->embedding_forward(out, tok, wte, wpe, B, T, w);
+    kc_result(x, "forward", out, BT * w, KC_EXACT);
+    float *dout = kc_rand(x, BT * w, -1, 1), *dwte = kc_rand(x, V * w, -1, 1), *dwpe = kc_rand(x, T * w, -1, 1);
+    x->k->embedding_backward(dwte, dwpe, dout, tok, B, T, w);
+    kc_result(x, "backward dwte+=", dwte, V * w, KC_EXACT);
+    kc_result(x, "backward dwpe+=", dwpe, T * w, KC_EXACT);
     /* vocabulary-parallel: rows [300, 320) here; other tokens give zero rows */
     const int64_t start = 300, rows = 20;
-    float *wl = kc_rand(x, rows * C, -1, 1), *outv = kc_out(x, BT * C), *outn = kc_out(x, BT * C);
-    x->k->embedding_forward_vocab(outv, tok, wl, start, rows, wpe, B, T, C);
-    x->k->embedding_forward_vocab(outn, tok, wl, start, rows, NULL, B, T, C);
-    kc_result(x, "vocab forward", outv, BT * C, KC_EXACT);
-    kc_result(x, "vocab forward, no positions", outn, BT * C, KC_EXACT);
-    float *dwl = kc_rand(x, rows * C, -1, 1), *dwpe2 = kc_rand(x, T * C, -1, 1);
-    x->k->embedding_backward_vocab(dwl, dwpe2, dout, tok, start, rows, B, T, C);
-    kc_result(x, "vocab backward dwte+=", dwl, rows * C, KC_EXACT);
-    kc_result(x, "vocab backward dwpe+=", dwpe2, T * C, KC_EXACT);
-    float *o = kc_rand(x, BT * C, -1, 1);
-    x->k->add_positions(o, wpe, B, T, C);
-    kc_result(x, "add_positions", o, BT * C, KC_EXACT);
+    float *wl = kc_rand(x, rows * w, -1, 1), *outv = kc_out(x, BT * w), *outn = kc_out(x, BT * w);
+    x->k->embedding_forward_vocab(outv, tok, wl, start, rows, wpe, B, T, w);
+    x->k->embedding_forward_vocab(outn, tok, wl, start, rows, NULL, B, T, w);
+    kc_result(x, "vocab forward", outv, BT * w, KC_EXACT);
+    kc_result(x, "vocab forward, no positions", outn, BT * w, KC_EXACT);
+    float *dwl = kc_rand(x, rows * w, -1, 1), *dwpe2 = kc_rand(x, T * w, -1, 1);
+    x->k->embedding_backward_vocab(dwl, dwpe2, dout, tok, start, rows, B, T, w);
+    kc_result(x, "vocab backward dwte+=", dwl, rows * w, KC_EXACT);
+    kc_result(x, "vocab backward dwpe+=", dwpe2, T * w, KC_EXACT);
+    float *o = kc_rand(x, BT * w, -1, 1);
+    x->k->add_positions(o, wpe, B, T, w);
+    kc_result(x, "add_positions", o, BT * w, KC_EXACT);
 }
+
+static void case_embedding(kc_ctx *x) { embedding_at(x, C); }
+static void case_embedding_odd(kc_ctx *x) { embedding_at(x, 37); }
 
 static void case_crossentropy(kc_ctx *x) {
     int32_t *tg = kc_ints(x, BT, 0, V, 7); /* every 7th row without a target */
@@ -656,7 +665,7 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         {"sgemm", case_sgemm},           {"matmul", case_matmul},         {"bias", case_bias},
         {"layernorm", case_layernorm},   {"layernorm_fused", case_layernorm_fused}, {"layernorm_narrow", case_layernorm_narrow},   {"gelu", case_gelu}, {"gelu_fused", case_gelu_fused},             {"attention", case_attention},
         {"attention_fused", case_attention_fused},
-        {"embedding", case_embedding},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
+        {"embedding", case_embedding}, {"embedding_odd", case_embedding_odd},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
         {"fused_loss", case_fused_loss},
         {"vector", case_vector}, {"vector_paths", case_vector_paths},         {"sumsq_exact", case_sumsq_exact}, {"adamw_multi", case_adamw_multi},
     };

@@ -32,6 +32,7 @@ void pc_fail(const char *fmt, ...) {
 void pc_check_launch(const char *what) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) pc_fail("cuda: launching %s failed: %s", what, cudaGetErrorString(e));
+    if (pc_profile_on) pc_profile_mark(what, NULL); /* each launcher checks its launches once, at its end */
 }
 
 plait_status pc_take_failure(void) {
@@ -137,14 +138,19 @@ plait_status pc_open(const plait_host *host, const plait_device_open_args *args,
      * the device without the core's configuration) */
     int64_t ws_mib = PC_WORKSPACE_MIB;
     plait_value v;
-    if (args->cfg && host->config_get(args->cfg, "device.cuda", "workspace_mib", &v) == PLAIT_OK) ws_mib = v.i;
+    if (args->cfg && host->config_get(args->cfg, PC_SECTION, "workspace_mib", &v) == PLAIT_OK) ws_mib = v.i;
     if (pc_lt_open((size_t)(ws_mib > 0 ? ws_mib : 0) << 20) != 0) return open_failed(PLAIT_ERR_SYSTEM);
     pc_memory_reset();
     /* the column sums' scratch now, counted from the start (memory_stats) */
     int64_t scratch_mib = PC_SCRATCH_MIB;
-    if (args->cfg && host->config_get(args->cfg, "device.cuda", "scratch_mib", &v) == PLAIT_OK) scratch_mib = v.i;
+    if (args->cfg && host->config_get(args->cfg, PC_SECTION, "scratch_mib", &v) == PLAIT_OK) scratch_mib = v.i;
     if (scratch_mib > 0 && !pc_scratch((size_t)scratch_mib << 20))
         return open_failed(pc_take_failure()); /* pc_grow's message: how much, and CUDA's answer */
+
+    /* last, so that a profile is never left half taken by a failed open */
+    if (args->cfg && host->config_get(args->cfg, PC_SECTION, "profile", &v) == PLAIT_OK &&
+        pc_profile_open(v.s) != PLAIT_OK)
+        return open_failed(PLAIT_ERR_INVALID_CONFIG);
 
     plait_device_info mine;
     memset(&mine, 0, sizeof mine);
@@ -167,6 +173,7 @@ plait_status pc_open(const plait_host *host, const plait_device_open_args *args,
 
 void pc_close(void) {
     if (!pc.is_open) return;
+    pc_profile_close();
     if (pc.stream) cudaStreamSynchronize(pc.stream);
     if (pc.comm_stream) cudaStreamSynchronize(pc.comm_stream);
     pc_lt_close();

@@ -367,6 +367,21 @@ static void gelu_apart(const pc_gemm *g) {
     bf16_written(c, n);
 }
 
+/* A profile's mark for the product just queued: its shape, the types it
+ * read and wrote, and what its epilogue did. */
+static void profile_mark(const pc_gemm *g, const gemm_cached *p) {
+    char detail[96];
+    const char *in = g->in_bf16 || pc.precision == PLAIT_PRECISION_BF16 ? "bf16"
+                     : pc.precision == PLAIT_PRECISION_TF32             ? "tf32"
+                                                                         : "fp32";
+    snprintf(detail, sizeof detail, "%lldx%lldx%lld%s%s %s->%s%s%s%s", (long long)g->M, (long long)g->N,
+             (long long)g->K, g->batch > 1 ? " batched" : "", g->trans_a || g->trans_b ? (g->trans_a ? " At" : " Bt") : "",
+             in, g->out_bf16 ? "bf16" : "fp32", p->bias_epilogue ? " +bias" : "",
+             p->gelu_epilogue ? (g->gelu == PC_GELU_FORWARD ? " +gelu" : " +dgelu") : "",
+             g->res && g->beta != 0.0f ? " +res" : g->beta != 0.0f ? " +=C" : "");
+    pc_profile_mark("gemm", detail);
+}
+
 void pc_gemm_run(const pc_gemm *g) {
     if (g->M <= 0 || g->N <= 0 || g->batch <= 0) return;
     if (g->out_bf16 && (!g->in_bf16 || g->beta != 0.0f)) {
@@ -460,6 +475,7 @@ void pc_gemm_run(const pc_gemm *g) {
         st = pc_lt.matmul(pc_lt.handle, p->desc, &g->alpha, B, p->la, A, p->lb, &g->beta, cin, p->lc, g->C, p->lc,
                           &p->algo, pc_lt.workspace, pc_lt.workspace_bytes, pc.stream);
     if (!lt_ok(st, "matmul")) return;
+    if (pc_profile_on) profile_mark(g, p);
     if (bf16) bf16_written(g->C, span(g->M, g->N, g->ldc, k.batch, k.stride_c));
     if (bf16 && g->gelu == PC_GELU_FORWARD) bf16_written(g->aux, span(g->M, g->N, g->ldc, 1, 0));
     if (g->bias && !p->bias_epilogue) /* float32 results only (a bf16 one went apart) */

@@ -321,9 +321,22 @@ static void enter(const char *what) {
     pc_gemm_entry_begin();
     if (!pc_make_current()) pc_fail("cuda: %s: cudaSetDevice(%d) failed on the calling thread: %s", what, pc.ordinal,
                                     cudaGetErrorString(cudaGetLastError()));
+    /* a profile (profile.c) charges what the stream ran since the last
+     * entry to work queued outside the table, and an entry's work past its
+     * launchers' own marks (memsets, copies) to the entry */
+    if (pc_profile_on) {
+        pc_profile_mark("(outside the kernel table)", "copies, fills, waits for other streams");
+        pc_profile_entry(what);
+    }
 }
 
-static void leave(void) { pthread_mutex_unlock(&g_entry); }
+static void leave(void) {
+    if (pc_profile_on) {
+        pc_profile_mark("(the entry's own copies and fills)", NULL);
+        pc_profile_entry(NULL);
+    }
+    pthread_mutex_unlock(&g_entry);
+}
 
 #define PC_ENTRY(name, impl, params, args)                                                                           \
     static void e_##name params {                                                                                    \

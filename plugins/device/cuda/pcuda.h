@@ -30,6 +30,14 @@
 extern "C" {
 #endif
 
+/* The plugin's name and its keys' section. The emulated build
+ * (tests/cuda_emu) is the same plugin under another name, so both can be
+ * installed side by side; its keys are [device.cuda_emu]'s. */
+#ifndef PC_PLUGIN_NAME
+#define PC_PLUGIN_NAME "cuda"
+#endif
+#define PC_SECTION "device." PC_PLUGIN_NAME
+
 typedef struct pc_state {
     const plait_host *host;
     int is_open;
@@ -63,6 +71,23 @@ void pc_check_launch(const char *what);
 /* The recorded failure as a plait_status with the message set, clearing it;
  * PLAIT_OK if none. */
 plait_status pc_take_failure(void);
+
+/* ---- profile.c: [device.cuda] profile ------------------------------------- */
+/* Nonzero while a profile is being taken (read without the lock: set by
+ * open and cleared by close, which no kernel call overlaps). */
+extern int pc_profile_on;
+/* Start a profile written to `path` at close ("%p" in it: the process id);
+ * empty or NULL: none. An error (the directory not writable) is set and
+ * returned. */
+plait_status pc_profile_open(const char *path);
+/* The compute stream's time since the previous mark is `label`'s (with
+ * `detail`, may be NULL). Nothing when no profile is taken. Thread-safe. */
+void pc_profile_mark(const char *label, const char *detail);
+/* The kernel-table entry whose marks follow (NULL: none), kept with each
+ * mark: the same launcher called by different entries is told apart. */
+void pc_profile_entry(const char *name);
+/* Read every mark, write the table, end the profile. */
+void pc_profile_close(void);
 
 /* ---- device.c: open/close ------------------------------------------------- */
 plait_status pc_open(const plait_host *host, const plait_device_open_args *args, plait_device_info *info);

@@ -16,10 +16,7 @@
 #include "nvidia_gpus.h"
 #include "pcuda.h"
 
-/* The emulated build (tests/cuda_emu) is the same plugin under another
- * name, so both can be installed side by side. */
-#ifndef PC_PLUGIN_NAME
-#define PC_PLUGIN_NAME "cuda"
+#ifndef PC_PLUGIN_DESCRIPTION
 #define PC_PLUGIN_DESCRIPTION \
     "one NVIDIA GPU: device memory, CUDA kernels, cuBLASLt GEMMs (fp32, tf32, bf16 operands)"
 #endif
@@ -33,6 +30,10 @@ static const plait_key_decl g_keys[] = {
     P("scratch_mib", PLAIT_KEY_INT, PLAIT_STRINGIFY(PC_SCRATCH_MIB), 0, 4096, 0,
       "the kernels' column-sum scratch in MiB, allocated when the device opens, so a step's device memory is "
       "known from its start; a call that needs more grows it in stream order"),
+    P("profile", PLAIT_KEY_STRING, "", 0, 0, 0,
+      "a file for where the compute stream's time goes, written when the device closes: each kernel launch, "
+      "product (by shape) and kernel-table entry with its calls, total and median time (\"%p\" in the name: "
+      "the process id; empty = none, and nothing is recorded)"),
 };
 
 /* None found is not a failure of count() (plait/device.h): *out = 0 and
