@@ -11,7 +11,9 @@
  * machine's defaults (the runtime's own bytes included). */
 static void print_memory(plait_config *cfg) {
     int n = 0;
-    plait_cost_mem *m = plait_cli_predict_memory(cfg, &n);
+    plait_cost_device dev;
+    plait_cli_cost_device(cfg, &dev);
+    plait_cost_mem *m = plait_cli_predict_memory(cfg, &dev, &n);
     if (!m) return; /* the preflight above passed: nothing new to say */
     const double MiB = 1048576.0;
     printf("predicted memory per rank (MiB; plait plan's model, see docs/plan.md):\n"

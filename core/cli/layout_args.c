@@ -195,6 +195,8 @@ void plait_cli_layout_ctx(plait_cli_layout_args *a, const plait_cluster *cluster
     *x = (plait_cost_ctx){.cluster = cluster, .precision = a->precision, .hierarchical = a->hierarchical,
                           .mem_limit = a->mem_limit, .global_batch = a->axes.global_batch,
                           .load = plait_cli_layout_load, .load_ctx = a};
+    /* a GPU cluster's ranks run the cuda device, a CPU node's the cpu device */
+    plait_cost_device_planned(a->base, cluster->gpu, &x->device);
 }
 
 int plait_cli_layout_search(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,

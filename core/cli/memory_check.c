@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "device/device.h"
+#include "kernels/kernels.h"
 #include "cost/layouts.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
@@ -32,11 +33,7 @@ typedef struct need {
     plait_cost_mem worst;  /* the rank needing the most */
 } need;
 
-/* The prediction for `cfg`: on a device, the largest rank without the
- * runtime (which stays in host memory); on the host, the largest sum over
- * one host's `local` consecutive ranks (plait's launcher puts consecutive
- * world ranks on a host). */
-plait_cost_mem *plait_cli_predict_memory(plait_config *cfg, int *n) {
+plait_cost_mem *plait_cli_predict_memory(plait_config *cfg, const plait_cost_device *dev, int *n) {
     plait_cluster c;
     plait_cluster_default(&c);
     int world = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
@@ -47,17 +44,21 @@ plait_cost_mem *plait_cli_predict_memory(plait_config *cfg, int *n) {
         plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
         return NULL;
     }
-    if (plait_cost_config_memory(cfg, &c, m, world, n) != PLAIT_OK || *n < 1) {
+    if (plait_cost_config_memory(cfg, &c, dev, m, world, n) != PLAIT_OK || *n < 1) {
         free(m);
         return NULL;
     }
     return m;
 }
 
-static need predict(plait_config *cfg, int local, int on_device) {
+/* The prediction for `cfg`: on a device, the largest rank without the
+ * runtime (which stays in host memory); on the host, the largest sum over
+ * one host's `local` consecutive ranks (plait's launcher puts consecutive
+ * world ranks on a host). */
+static need predict(plait_config *cfg, const plait_cost_device *dev, int local, int on_device) {
     need n = {0};
     int got = 0;
-    plait_cost_mem *m = plait_cli_predict_memory(cfg, &got);
+    plait_cost_mem *m = plait_cli_predict_memory(cfg, dev, &got);
     if (!m) {
         plait_clear_error();
         return n;
@@ -82,11 +83,13 @@ static need predict(plait_config *cfg, int local, int on_device) {
 typedef struct device_answer {
     uint64_t bytes;     /* its memory; 0 = host memory, or it cannot say */
     char name[128];
+    int opened;         /* it opened: `cost` describes its kernel table */
+    plait_cost_device cost;
 } device_answer;
 
-/* The device's memory, asked of the device in a child process: opening a
- * device here would leave a driver context in a process that forks ranks
- * next (CUDA does not survive fork). */
+/* The device's memory and kernels, asked of the device in a child process:
+ * opening a device here would leave a driver context in a process that
+ * forks ranks next (CUDA does not survive fork). */
 static device_answer ask_device(const plait_config *cfg) {
     device_answer a = {0};
     int fds[2];
@@ -106,6 +109,10 @@ static device_answer ask_device(const plait_config *cfg) {
                 a.bytes = info->memory_bytes;
                 snprintf(a.name, sizeof a.name, "%s", info->name);
             }
+            int64_t T, HS;
+            plait_cost_model_dims(cfg, &T, &HS);
+            plait_cost_device_of(plait_device_kernels(), T, HS, &a.cost);
+            a.opened = 1;
         }
         ssize_t w = write(fds[1], &a, sizeof a);
         _exit(w == (ssize_t)sizeof a ? 0 : 1);
@@ -120,19 +127,32 @@ static device_answer ask_device(const plait_config *cfg) {
     return a;
 }
 
-/* What the ranks have; 0 = nothing known to compare with. */
-static int find_room(const plait_config *cfg, room *r) {
+/* The device of `cfg`, asked when it is not the cpu device (whose memory
+ * is the host's and whose kernels are the core's); the cost model's view
+ * of it in *dev: its own kernel table, or the core's when it does not open
+ * here (float32 activations, the larger prediction). */
+static device_answer device_of(const plait_config *cfg, plait_cost_device *dev) {
+    device_answer d = {0};
+    if (strcmp(plait_config_str(cfg, "device", "plugin"), "cpu") != 0) d = ask_device(cfg);
+    int64_t T, HS;
+    plait_cost_model_dims(cfg, &T, &HS);
+    if (d.opened) *dev = d.cost;
+    else plait_cost_device_of(plait_kernels_table(), T, HS, dev);
+    return d;
+}
+
+void plait_cli_cost_device(const plait_config *cfg, plait_cost_device *out) { (void)device_of(cfg, out); }
+
+/* What the ranks have (the device `d` answered); 0 = nothing known to
+ * compare with. */
+static int find_room(const device_answer *d, room *r) {
     memset(r, 0, sizeof *r);
     char a[32], b[32], c[32];
-    if (strcmp(plait_config_str(cfg, "device", "plugin"), "cpu") != 0) {
-        device_answer d = ask_device(cfg);
-        if (d.bytes > 0) {
-            r->on_device = 1;
-            r->bytes = (double)d.bytes;
-            snprintf(r->what, sizeof r->what, "its device (%s) has %s", d.name,
-                     plait_bytes_text(r->bytes, a, sizeof a));
-            return 1;
-        }
+    if (d->bytes > 0) {
+        r->on_device = 1;
+        r->bytes = (double)d->bytes;
+        snprintf(r->what, sizeof r->what, "its device (%s) has %s", d->name, plait_bytes_text(r->bytes, a, sizeof a));
+        return 1;
     }
     plait_host_memory m;
     plait_host_memory_read(&m);
@@ -186,14 +206,14 @@ static void largest_parts(const plait_cost_mem *m, int on_device, char *buf, siz
 /* The user's config with `extra` settings on top; its need, or !ok when it
  * is not a valid layout. */
 static need variant(const char *path, int n_over, char *const *over, const char *const *extra, int n_extra,
-                    int local, int on_device) {
+                    const plait_cost_device *dev, int local, int on_device) {
     need n = {0};
     char **all = calloc((size_t)(n_over + n_extra) + 1, sizeof *all);
     if (!all) return n;
     for (int i = 0; i < n_over; i++) all[i] = over[i];
     for (int i = 0; i < n_extra; i++) all[n_over + i] = (char *)extra[i];
     plait_config *cfg = NULL;
-    if (plait_cli_load_config(path, n_over + n_extra, all, &cfg) == PLAIT_OK) n = predict(cfg, local, on_device);
+    if (plait_cli_load_config(path, n_over + n_extra, all, &cfg) == PLAIT_OK) n = predict(cfg, dev, local, on_device);
     plait_config_free(cfg);
     plait_clear_error();
     free(all);
@@ -203,13 +223,14 @@ static need variant(const char *path, int n_over, char *const *over, const char 
 /* Append "SETTING (X)" for the first of `settings` (one override each,
  * after `common`) whose variant fits. Returns 1 when one did. */
 static int suggest(const char *path, int n_over, char *const *over, const char *const *common, int n_common,
-                   char settings[][96], int n_settings, int local, const room *r, char *buf, size_t cap) {
+                   char settings[][96], int n_settings, const plait_cost_device *dev, int local, const room *r,
+                   char *buf, size_t cap) {
     for (int i = 0; i < n_settings; i++) {
         const char *extra[8];
         int k = 0;
         for (int j = 0; j < n_common && k < 7; j++) extra[k++] = common[j];
         extra[k++] = settings[i];
-        need n = variant(path, n_over, over, extra, k, local, r->on_device);
+        need n = variant(path, n_over, over, extra, k, dev, local, r->on_device);
         if (!n.ok || !fits(&n, r)) continue;
         char t[32];
         size_t off = strlen(buf);
@@ -224,11 +245,13 @@ plait_status plait_cli_memory_check(plait_config *cfg, const char *path, int n_o
                                     int local_ranks) {
     if (!plait_config_bool(cfg, "run", "memory_check")) return PLAIT_OK;
     room r;
-    if (!find_room(cfg, &r)) return PLAIT_OK;
+    plait_cost_device dev;
+    device_answer d = device_of(cfg, &dev);
+    if (!find_room(&d, &r)) return PLAIT_OK;
     int world = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                       plait_config_int(cfg, "parallel", "pp"));
     int local = local_ranks > 0 && local_ranks < world ? local_ranks : world;
-    need n = predict(cfg, local, r.on_device);
+    need n = predict(cfg, &dev, local, r.on_device);
     if (fits(&n, &r)) return PLAIT_OK;
 
     char parts[256], a[32], b[32], c[32], what[1024];
@@ -257,18 +280,19 @@ plait_status plait_cli_memory_check(plait_config *cfg, const char *path, int n_o
     int n_mb = 0;
     for (int64_t m = plait_config_int(cfg, "data", "micro_batch") / 2; m >= 1 && n_mb < 8; m /= 2)
         snprintf(mbs[n_mb++], 96, "data.micro_batch=%lld", (long long)m);
-    suggest(path, n_over, over, keep_batch, 2, mbs, n_mb, local, &r, fix, sizeof fix);
+    suggest(path, n_over, over, keep_batch, 2, mbs, n_mb, &dev, local, &r, fix, sizeof fix);
     char rc[2][96] = {"model.recompute=selective", "model.recompute=full"};
     const char *now_rc = plait_config_str(cfg, "model", "recompute");
     int first_rc = strcmp(now_rc, "none") == 0 ? 0 : strcmp(now_rc, "selective") == 0 ? 1 : 2;
-    if (first_rc < 2) suggest(path, n_over, over, NULL, 0, rc + first_rc, 2 - first_rc, local, &r, fix, sizeof fix);
+    if (first_rc < 2)
+        suggest(path, n_over, over, NULL, 0, rc + first_rc, 2 - first_rc, &dev, local, &r, fix, sizeof fix);
     const char *optim = plait_config_str(cfg, "optim", "plugin");
     if (plait_config_int(cfg, "parallel", "dp") > 1 && (!strcmp(optim, "adam") || !strncmp(optim, "zero", 4))) {
         char zs[3][96];
         int nz = 0;
         for (int z = strcmp(optim, "adam") == 0 ? 1 : atoi(optim + 4) + 1; z <= 3; z++)
             snprintf(zs[nz++], 96, "optim.plugin=zero%d", z);
-        suggest(path, n_over, over, NULL, 0, zs, nz, local, &r, fix, sizeof fix);
+        suggest(path, n_over, over, NULL, 0, zs, nz, &dev, local, &r, fix, sizeof fix);
     }
     const char *name = path ? path : "the config";
     return plait_set_error(

@@ -21,12 +21,21 @@
 
 #include "config/config.h"
 
+#include "cost/activations.h"
 #include "cost/cost.h"
 
+/* The device the ranks of `cfg` (finalized) will compute on, as the cost
+ * model needs it (its kernel table's bf16 path and attention scratch):
+ * the cpu device's kernels are the core's; another device is opened in a
+ * child process, and one that does not open here counts as the cpu
+ * device. */
+void plait_cli_cost_device(const plait_config *cfg, plait_cost_device *out);
+
 /* What plait plan predicts for each rank of `cfg` (finalized), in world
- * order, on this machine's defaults: a malloc'd array of *n (the caller
- * frees it), or NULL (the preflight's error set) when it has no layout. */
-plait_cost_mem *plait_cli_predict_memory(plait_config *cfg, int *n);
+ * order, on this machine's defaults and the device `dev` describes: a
+ * malloc'd array of *n (the caller frees it), or NULL (the preflight's
+ * error set) when it has no layout. */
+plait_cost_mem *plait_cli_predict_memory(plait_config *cfg, const plait_cost_device *dev, int *n);
 
 /* Check `cfg` (finalized; loaded from `path` with the overrides `over`,
  * which rebuild its variants for the suggestions) for `local_ranks` ranks

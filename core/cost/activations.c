@@ -1,63 +1,86 @@
-/* Activation elements of a model chunk, from its layer range. */
+/* Activation bytes of a model chunk, from its layer range. */
 #include "cost/activations.h"
 
+#include <math.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "model/model.h"
 
-/* The model aligns every buffer of a slot to 16 floats (model/model_slots.c). */
+/* The model aligns every buffer of a slot to 16 floats (model/model_slots.c),
+ * a bf16 buffer of n elements taking (n + 1) / 2 floats before alignment. */
 static double al(double n) { return (double)(((long long)n + 15) / 16 * 16); }
+static double bh(double n) { return al((double)(((long long)n + 1) / 2)); }
 
-void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, double B, int tp, double vocab_padded,
-                           int recompute, int split) {
+void plait_cost_device_of(const plait_kernels *k, int64_t T, int64_t HS, plait_cost_device *out) {
+    memset(out, 0, sizeof *out);
+    out->bf16_path = plait_model_kernels_bf16(k, HS);
+    if (PLAIT_KERNELS_HAS_FUSED_ATTENTION(k, HS)) out->att_scratch = (double)k->attention_fused_scratch(1, T, 1, HS);
+}
+
+void plait_cost_device_cuda(int64_t T, int64_t HS, plait_cost_device *out) {
+    memset(out, 0, sizeof *out);
+    out->bf16_path = HS <= PLAIT_ATTENTION_FUSED_MAX_HS;
+    out->att_scratch = out->bf16_path ? (double)T : 0;
+}
+
+void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, const plait_cost_shape_in *in) {
     memset(s, 0, sizeof *s);
-    s->B = B;
+    s->B = in->B;
     s->T = spec->block_size;
     s->C = spec->n_embd;
     s->L = spec->n_layer;
     s->gpt = strcmp(spec->arch, "gpt") == 0;
-    s->recompute = recompute;
-    s->split = split;
+    s->recompute = in->recompute;
+    s->split = in->split;
     double NH = s->gpt ? spec->n_head : 1, HS = s->gpt ? s->C / NH : s->C;
     s->HS = HS;
     s->fused = s->gpt && HS <= PLAIT_ATTENTION_FUSED_MAX_HS;
-    s->NHl = NH / tp;
+    s->att_scratch = s->fused && in->device ? in->device->att_scratch : 0;
+    s->NHl = floor(NH / in->tp); /* the model's integer division (the mlp arch: no heads under tp) */
     s->Cl = s->NHl * HS;
-    s->Fl = 4 * s->C / tp;
-    s->Vl = vocab_padded > 0 ? vocab_padded / tp : spec->vocab_size;
+    s->Fl = 4 * s->C / in->tp;
+    s->Vl = in->vocab_padded > 0 ? in->vocab_padded / in->tp : spec->vocab_size;
+    const plait_bf16_terms terms = {.requested = in->precision == PLAIT_PRECISION_BF16,
+                                    .gpt = s->gpt,
+                                    .kernels = in->device && in->device->bf16_path,
+                                    .tensor_parallel = in->tensor_parallel,
+                                    .split_backward = in->split};
+    s->bf16 = plait_model_grants_bf16(&terms);
 }
 
-/* Elements of a block's saved tensors (model/recompute.c's parts, in their
+/* Floats of a block's saved tensors (model/recompute.c's parts, in their
  * order): those a slot keeps for each block (kept = 1), or those the model
- * keeps once for every block to recompute into (kept = 0). Selective drops
- * the attention probabilities and the GELU output; full drops them all. */
-static double block_elems(const plait_cost_shape *s, int kept) {
+ * keeps once for every block to recompute into (kept = 0). Selective
+ * drops the attention probabilities and the GELU output; full drops them
+ * all. Under bf16 activations the parts marked bf16 are stored so
+ * (model/model_slots.c, slot_carve). */
+static double block_floats(const plait_cost_shape *s, int kept) {
     double BT = s->B * s->T;
-    const double att = s->fused ? 0 : al(s->B * s->NHl * s->T * s->T), lse = s->fused ? al(s->B * s->NHl * s->T) : 0;
+    const double att = s->fused ? 0 : s->B * s->NHl * s->T * s->T, lse = s->fused ? s->B * s->NHl * s->T : 0;
     const struct {
         double n;
-        int gpt_only, selective;
-    } parts[] = {{al(BT * s->C), 1, 0},      {al(BT), 1, 0},       {al(BT), 1, 0},
-                 {al(BT * 3 * s->Cl), 1, 0}, {att, 1, 1},
-                 {al(BT * s->Cl), 1, 0},     {al(BT * s->C), 1, 0}, {al(BT * s->C), 0, 0},
-                 {al(BT), 0, 0},             {al(BT), 0, 0},       {al(BT * s->Fl), 0, 0},
-                 {al(BT * s->Fl), 0, 1},     {lse, 1, 0}};
+        int gpt_only, selective, bf16;
+    } parts[] = {{BT * s->C, 1, 0, 1},      {BT, 1, 0, 0},        {BT, 1, 0, 0},
+                 {BT * 3 * s->Cl, 1, 0, 1}, {att, 1, 1, 0},       {BT * s->Cl, 1, 0, 1},
+                 {BT * s->C, 1, 0, 0},      {BT * s->C, 0, 0, 1}, {BT, 0, 0, 0},
+                 {BT, 0, 0, 0},             {BT * s->Fl, 0, 0, 1}, {BT * s->Fl, 0, 1, 1},
+                 {lse, 1, 0, 0}};
     double f = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         if (parts[i].gpt_only && !s->gpt) continue;
         int dropped = s->recompute == 2 || (s->recompute == 1 && parts[i].selective);
-        if (dropped != !kept) continue;
-        f += parts[i].n;
+        if (dropped != !kept || parts[i].n <= 0) continue;
+        f += s->bf16 && parts[i].bf16 ? bh(parts[i].n) : al(parts[i].n);
     }
     return f;
 }
 
-/* Elements a block's slot keeps for the weight half of a split backward
+/* Floats a block's slot keeps for the weight half of a split backward
  * (model/model_slots.c, stash_carve): the block output's and ln_2's gradients,
  * the rest in buffers the input half leaves dead where recompute is none
  * (c_fc's and c_attn's outputs; the probabilities when they hold two
- * residual-stream tensors). */
-static double stash_elems(const plait_cost_shape *s) {
+ * residual-stream tensors). A split backward keeps float32 activations. */
+static double stash_floats(const plait_cost_shape *s) {
     double BT = s->B * s->T, f = 2 * al(BT * s->C);
     int none = s->recompute == 0;
     if (!none) f += al(BT * s->Fl) + (s->gpt ? al(BT * 3 * s->Cl) : 0);
@@ -68,32 +91,39 @@ static double stash_elems(const plait_cost_shape *s) {
 static int imax(int a, int b) { return a > b ? a : b; }
 static int imin(int a, int b) { return a < b ? a : b; }
 
-double plait_cost_slot_elems(const plait_cost_shape *s, int first, int last) {
+double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last) {
     double BT = s->B * s->T, f = al(BT) * 2 + al(BT * s->C) * 2;
     /* the residual stream at boundary l (0..L) sits between layers l and
      * l + 1: a slot holding either keeps it */
     int boundaries = imin(last, s->L) - imax(first - 1, 0) + 1;
     int blocks = imin(last, s->L) - imax(first, 1) + 1;
     if (boundaries > 0) f += boundaries * al(BT * s->C);
-    if (blocks > 0) f += blocks * (block_elems(s, 1) + (s->split ? stash_elems(s) : 0));
+    if (blocks > 0) f += blocks * (block_floats(s, 1) + (s->split ? stash_floats(s) : 0));
+    /* the head: ln_f's output and the logits (bf16 under bf16 activations),
+     * ln_f's mean and rstd, the rows' log-sum-exp, sum of exponentials and
+     * losses; a split backward's ln_f gradient */
     if (first <= s->L + 1 && s->L + 1 <= last)
-        f += al(BT * s->C) + 2 * al(BT) + al(BT * s->Vl) + 2 * al(BT) + (s->split ? al(BT * s->C) : 0);
-    return f;
+        f += (s->bf16 ? bh(BT * s->C) + bh(BT * s->Vl) : al(BT * s->C) + al(BT * s->Vl)) + 5 * al(BT) +
+             (s->split ? al(BT * s->C) : 0);
+    return 4 * f;
 }
 
-/* The fused attention's scratch as the CPU's kernels size it (model/model_slots.c:
- * at least Cl floats): the largest of plait's devices (the cuda device's
- * is B·NH·T floats). */
-static double fused_scratch(const plait_cost_shape *s) {
-    double n = (double)plait_k_attention_fused_scratch((int64_t)s->B, (int64_t)s->T, (int64_t)s->NHl, (int64_t)s->HS);
-    return al(n > s->Cl ? n : s->Cl);
-}
-
-double plait_cost_scratch_elems(const plait_cost_shape *s) {
+double plait_cost_scratch_bytes(const plait_cost_shape *s) {
     double BT = s->B * s->T;
-    double att = !s->gpt ? 0 : s->fused ? fused_scratch(s) : al(s->B * s->NHl * s->T * s->T);
-    return al(BT * s->C) + al(BT * s->Fl) + al(BT * s->Cl) + al(BT * 3 * s->Cl) + att + al(3 * BT) +
-           block_elems(s, 0);
+    /* the products' gradients (model/model_slots.c, plait_model_scratch_get):
+     * float32, or bf16 with the residual stream's gradient converted once */
+    double f = s->bf16 ? bh(BT * s->C) + bh(BT * s->Fl) + bh(BT * s->Cl) + bh(BT * 3 * s->Cl) + bh(BT * s->C)
+                       : al(BT * s->C) + al(BT * s->Fl) + al(BT * s->Cl) + al(BT * 3 * s->Cl);
+    f += al(3 * BT);
+    /* the attention's: the device's fused scratch (at least Cl floats: the
+     * weight half's saved key-bias gradient), or the probabilities' gradient */
+    if (s->gpt && s->fused) {
+        double n = s->B * s->NHl * s->att_scratch;
+        f += al(n > s->Cl ? n : s->Cl);
+    } else if (s->gpt) {
+        f += al(s->B * s->NHl * s->T * s->T);
+    }
+    return 4 * (f + block_floats(s, 0));
 }
 
 double plait_cost_recompute_flops_per_token(const plait_cost_shape *s, double block_flops_per_token) {

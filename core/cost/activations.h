@@ -1,6 +1,6 @@
 /*
  * Activation memory of the GPT model as it keeps it (model/model_slots.c,
- * model/recompute.c's recompute modes), in elements, from the layer range a
+ * model/recompute.c's recompute modes), in bytes, from the layer range a
  * model chunk holds. Both the cost of a rank from its plugin's plan
  * (rank_cost.h) and the cost of a stage from the model's shape alone
  * (stages.h) use it. Pure arithmetic; thread-safe.
@@ -15,11 +15,53 @@
  * when its kernel table has one) keeps a·s·b log-sum-exps instead of the
  * probabilities, and its backward recomputes the scores in every mode. With tensor parallelism the head-split and
  * column-split tensors shrink by t, the LayerNorm inputs do not.
+ *
+ * Where the model stores its activations in bf16 (plait_model_grants_bf16:
+ * a bf16 run on a device whose kernels have the bf16 path, without tensor
+ * parallelism or split backward, in any recompute mode) the tensors the
+ * products read and write take 2 bytes an element (LayerNorm outputs,
+ * q/k/v, the attention output, GELU's input and output, the logits, the
+ * backward scratch of the products' gradients); the residual stream and
+ * its gradient, LayerNorm's statistics, the log-sum-exps and the losses
+ * stay float32. Elsewhere every activation is float32.
  */
 #ifndef PLAIT_CORE_COST_ACTIVATIONS_H
 #define PLAIT_CORE_COST_ACTIVATIONS_H
 
+#include <stdint.h>
+#include <plait/device.h>
+#include <plait/kernels.h>
 #include <plait/model.h>
+
+/* What a device's kernels change in a rank's activations, for one model
+ * (its sequence length T and head size HS). The cost model never opens a
+ * device: its caller describes the one the ranks use. */
+typedef struct plait_cost_device {
+    int bf16_path;      /* the kernels run the GPT's bf16-activation path (plait_model_kernels_bf16) */
+    double att_scratch; /* floats of the fused attention's scratch per sequence and head
+                           (the table's attention_fused_scratch(1, T, 1, HS)) */
+} plait_cost_device;
+
+/* The device whose kernel table is `k` (an open device's, or the core's
+ * CPU kernels, which the cpu device runs). */
+void plait_cost_device_of(const plait_kernels *k, int64_t T, int64_t HS, plait_cost_device *out);
+/* The cuda device, for planning a GPU cluster without one: its table has
+ * the bf16 path, and its fused attention keeps one float per row of scores
+ * (B·NH·T: plugins/device/cuda/kernels.c, k_attention_fused_scratch).
+ * test_cost_device checks this against the plugin's own table. */
+void plait_cost_device_cuda(int64_t T, int64_t HS, plait_cost_device *out);
+
+/* What a rank's activations depend on besides the model. */
+typedef struct plait_cost_shape_in {
+    double B;                   /* sequences a micro-batch */
+    int tp;                     /* the tp group's size */
+    int tensor_parallel;        /* its plan cuts layers over tp ranks (plan->tp_ops: tp > 1 with plait's plugins) */
+    double vocab_padded;        /* the vocabulary padded for tp (0 = unpadded) */
+    int recompute;              /* 0 none, 1 selective, 2 full */
+    int split;                  /* the schedule splits backwards into input and weight halves (zb1) */
+    plait_precision precision;  /* the run's */
+    const plait_cost_device *device;
+} plait_cost_shape_in;
 
 /* The shapes one rank's activations have. */
 typedef struct plait_cost_shape {
@@ -32,22 +74,24 @@ typedef struct plait_cost_shape {
     int fused;        /* fused attention: each row's log-sum-exp, no probabilities (GPT, head size <=
                          PLAIT_ATTENTION_FUSED_MAX_HS: plait's devices all have it) */
     double HS;        /* head size */
+    double att_scratch; /* the fused attention's scratch floats per sequence and head (the device's) */
+    int bf16;         /* the model stores this rank's activations in bf16 (plait_model_grants_bf16) */
 } plait_cost_shape;
 
-/* Shapes of a rank of `tp` with micro-batch B, the vocabulary padded to
- * `vocab_padded` (0 = unpadded). */
-void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, double B, int tp, double vocab_padded,
-                           int recompute, int split);
+/* Shapes of a rank of the model `spec` (the gpt arch's bf16 copy and
+ * grant use its parameters and arch). */
+void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, const plait_cost_shape_in *in);
 
-/* Elements one activation slot holds for layers [first, last] of the
- * model (0 = embedding, 1..L blocks, L+1 head): token and target ids, two
+/* Bytes one activation slot holds for layers [first, last] of the model
+ * (0 = embedding, 1..L blocks, L+1 head): token and target ids, two
  * gradient buffers, the residual stream at every boundary the slot touches,
  * each block's saved tensors and, with the head, its logits. */
-double plait_cost_slot_elems(const plait_cost_shape *s, int first, int last);
+double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last);
 
-/* The backward scratch all slots share, and under recompute the one
- * block's worth of dropped tensors it recomputes into. */
-double plait_cost_scratch_elems(const plait_cost_shape *s);
+/* Bytes of the backward scratch all slots share, the fused attention's
+ * scratch, and under recompute the one block's worth of dropped tensors
+ * it recomputes into. */
+double plait_cost_scratch_bytes(const plait_cost_shape *s);
 
 /* Forward FLOPs per token a recompute mode runs again for one block: full,
  * the whole block; selective, the attention scores and their product with

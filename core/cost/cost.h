@@ -12,12 +12,14 @@
  * evaluates whole layouts.
  *
  * The formulas (docs/plan.md explains each):
- *   memory   the ZeRO paper's accounting per precision: fp32 4+4+8 bytes a
- *            parameter; mixed bf16 2 (weights) + 2 or, accumulating over
- *            micro-batches, 4 (gradients) + 12 (fp32 master weights, Adam's
- *            moments); stage 1 shards the optimizer state, 2 also the
- *            gradients, 3 also the weights; + activations (per recompute
- *            mode, Korthikanti et al.'s counts as the model keeps them,
+ *   memory   what plait stores, in every precision: float32 parameters
+ *            (the master weights), gradients and Adam's two moments, 4 + 4
+ *            + 8 bytes a parameter; stage 1 shards the optimizer state, 2
+ *            also the gradients, 3 also the parameters; where the model
+ *            stores bf16 activations, a bf16 copy of the weights the
+ *            products read (2 bytes an element, never sharded); +
+ *            activations (per recompute mode, Korthikanti et al.'s counts
+ *            as the model keeps them, in bf16 or float32 tensor by tensor,
  *            times the micro-batches the schedule keeps alive) + working
  *            buffers + the process itself.
  *   time     compute = FLOPs / (the precision's rate x efficiency), with the
@@ -34,9 +36,9 @@
 
 #include "cost/cluster.h"
 
-/* What one rank of a pipeline stage does in one optimizer step. The
- * activations and messages are counted in elements, so that one cost serves
- * every precision. */
+/* What one rank of a pipeline stage does in one optimizer step, and what
+ * it stores. Messages are counted in elements (float32 on the wire: the
+ * residual stream, and tensor parallelism keeps float32 activations). */
 typedef struct plait_cost_rank {
     int dp, tp, pp;              /* layout sizes */
     int stage;                   /* its pipeline stage */
@@ -47,7 +49,9 @@ typedef struct plait_cost_rank {
     double largest_layer_numel;  /* its largest layer's parameter elements (ZeRO units) */
     double flops;                /* forward + backward FLOPs per step, recomputed forwards included */
     double recompute_flops;      /* of those, the forwards run again for recomputation */
-    double act_elems;            /* activation elements alive at the peak, + the backward scratch */
+    double act_bytes;            /* activation bytes alive at the peak, + the backward scratch */
+    int bf16;                    /* the model stores its activations in bf16 (plait_model_grants_bf16) */
+    double weight_copy_numel;    /* then: elements of the bf16 copy of the weights the products read */
     double tp_msgs, tp_msg_elems;/* TP all-reduces per step and the elements of each */
     double pp_msgs, pp_msg_elems;/* pipeline sends per step (activations and gradients) and each's elements */
     double bubble;               /* the schedule's idle share, 0 without a pipeline */
@@ -57,22 +61,22 @@ typedef struct plait_cost_rank {
     double grad_wire, param_wire;
 } plait_cost_rank;
 
-/* Bytes per element of each kind of training state in one precision. */
+/* Bytes per element of each kind of training state, as plait stores it.
+ * The precision changes none of them: a bf16 run computes its products in
+ * bf16 and, where the model grants it, stores bf16 activations and a bf16
+ * copy of the weights beside the float32 ones (plait_cost_rank.bf16). */
 typedef struct plait_cost_bytes {
-    double weight;       /* the weights the forward reads */
-    double grad;         /* a gradient as accumulated and reduced */
-    double optim;        /* optimizer state per parameter (Adam's moments, + fp32 master weights under bf16) */
-    double activation;   /* a saved activation, a TP or pipeline message */
-    double adam_io;      /* bytes AdamW reads and writes per parameter it owns */
-    int fp32_accumulation; /* bf16 gradients are accumulated in an fp32 buffer */
+    double weight;       /* a parameter: float32, its own master copy (4) */
+    double weight_copy;  /* an element of the bf16 copy the products read under bf16 activations (2) */
+    double grad;         /* a gradient as accumulated and reduced: float32 (4) */
+    double optim;        /* Adam's moments m and v, float32 (8) */
+    double message;      /* an element of a TP all-reduce or a pipeline message: float32 (4) */
+    double adam_io;      /* bytes AdamW reads and writes per parameter it owns: the gradient, the
+                            parameter and both moments read and written (28) */
+    double copy_io;      /* bytes the bf16 copy's refresh after a step reads and writes per element (6) */
 } plait_cost_bytes;
 
-/* fp32 and tf32 (fp32 storage, tensor-core products): 4, 4, 8, 4. bf16
- * (mixed precision as Megatron-LM and DeepSpeed count it): weights 2,
- * optimizer 12 (fp32 master weights 4, Adam's m and v 8), activations 2;
- * gradients 2 with one micro-batch per step, 4 when the rank accumulates
- * over more (an fp32 buffer, Megatron-LM's main_grad). */
-void plait_cost_bytes_of(plait_precision p, int micro_batches, plait_cost_bytes *out);
+void plait_cost_bytes_of(plait_cost_bytes *out);
 
 /* A layout's settings the formulas need beyond its ranks' costs. */
 typedef struct plait_cost_job {
@@ -84,7 +88,7 @@ typedef struct plait_cost_job {
 } plait_cost_job;
 
 typedef struct plait_cost_mem {
-    double param, grad, state;   /* bytes, by the ZeRO formulas */
+    double param, grad, state;   /* bytes, by the ZeRO formulas (param: with the bf16 copy) */
     double activations;
     double buffers;              /* collective scratch, ZeRO working buffers */
     double process;              /* the runtime itself */

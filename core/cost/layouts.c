@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "coll/compress.h"
+#include "device/device.h"
+#include "kernels/kernels.h"
 #include "cost/rank_cost.h"
 #include "runtime/error.h"
 #include "train/preflight.h"
@@ -336,11 +338,26 @@ int plait_cost_layout_overrides(const plait_cost_layout *l, int64_t global_batch
 typedef struct collect {
     plait_cost_rank *ranks;
     int n, cap;
+    plait_precision precision;
+    const plait_cost_device *device;
 } collect;
 
 static void visit(void *ctx, const plait_layout_rank *r) {
     collect *c = ctx;
-    if (c->n < c->cap) plait_cost_rank_from_plan(r, &c->ranks[c->n++]);
+    if (c->n < c->cap) plait_cost_rank_from_plan(r, c->precision, c->device, &c->ranks[c->n++]);
+}
+
+void plait_cost_model_dims(const plait_config *cfg, int64_t *T, int64_t *HS) {
+    int64_t C = plait_config_int(cfg, "model", "n_embd"), NH = plait_config_int(cfg, "model", "n_head");
+    *T = plait_config_int(cfg, "model", "block_size");
+    *HS = strcmp(plait_config_str(cfg, "model", "arch"), "gpt") == 0 && NH > 0 ? C / NH : C;
+}
+
+void plait_cost_device_planned(const plait_config *cfg, int gpu, plait_cost_device *out) {
+    int64_t T, HS;
+    plait_cost_model_dims(cfg, &T, &HS);
+    if (gpu) plait_cost_device_cuda(T, HS, out);
+    else plait_cost_device_of(plait_kernels_table(), T, HS, out);
 }
 
 double plait_cost_mem_limit(const plait_cluster *c, int ranks) {
@@ -378,7 +395,8 @@ static int world_of(const plait_config *cfg) {
 }
 
 /* The cost of every rank (all = 1), or of one rank per pipeline stage,
- * through the preflight (col->ranks allocated here). */
+ * through the preflight (col->ranks allocated here; col's precision and
+ * device set by the caller). */
 static plait_status rank_costs(plait_config *cfg, int all, collect *col) {
     int want = all ? world_of(cfg) : (int)plait_config_int(cfg, "parallel", "pp");
     col->n = 0;
@@ -391,21 +409,23 @@ static plait_status rank_costs(plait_config *cfg, int all, collect *col) {
     return st;
 }
 
-plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c, plait_cost_mem *per_rank, int cap,
-                                      int *n) {
-    collect col;
+plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c, const plait_cost_device *dev,
+                                      plait_cost_mem *per_rank, int cap, int *n) {
+    plait_precision precision = plait_device_precision(cfg);
+    collect col = {.precision = precision, .device = dev};
     plait_status st = rank_costs(cfg, 1, &col);
     int zero;
-    double bucket;
+    double bucket, gw, pw;
     optim_of(cfg, 0, &zero, &bucket);
+    plait_cost_wire(cfg, zero, &gw, &pw);
     *n = 0;
-    /* plait keeps its weights, gradients and activations in fp32 in every
-     * precision mode (docs/gpu.md): its own runs are counted so */
     plait_cost_job j = {.dp = (int)plait_config_int(cfg, "parallel", "dp"),
                         .tp = (int)plait_config_int(cfg, "parallel", "tp"),
                         .pp = (int)plait_config_int(cfg, "parallel", "pp"), .zero = zero, .bucket_bytes = bucket,
-                        .precision = PLAIT_PRECISION_FP32};
+                        .precision = precision};
     for (int i = 0; st == PLAIT_OK && i < col.n && i < cap; i++) {
+        col.ranks[i].grad_wire = gw;
+        col.ranks[i].param_wire = pw;
         plait_cost_memory(&col.ranks[i], &j, c->process_bytes, &per_rank[i]);
         *n = i + 1;
     }
@@ -428,7 +448,10 @@ void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l
     for (int s = 0; s < l->pp; s++) {
         plait_cost_mem m;
         plait_cost_memory(&stages[s], &j, x->cluster->process_bytes, &m);
-        if (m.total > out->mem.total) out->mem = m;
+        if (m.total > out->mem.total) {
+            out->mem = m;
+            out->mem_stage = s;
+        }
         out->flops_per_step += stages[s].flops * l->dp * l->tp;
     }
     plait_cost_step_time(stages, &j, x->cluster, &out->time);
@@ -455,7 +478,7 @@ plait_status plait_cost_evaluate_stages(const plait_cost_layout *l, const plait_
     int n = plait_cost_layout_overrides(l, x->global_batch, ov);
     for (int i = 0; i < n; i++) ptr[i] = ov[i];
     plait_config *cfg = NULL;
-    collect col = {0};
+    collect col = {.precision = x->precision, .device = &x->device};
     plait_status st = x->load(x->load_ctx, n, ptr, &cfg);
     if (st == PLAIT_OK) st = rank_costs(cfg, 0, &col);
     if (st != PLAIT_OK) {

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "cost/activations.h"
 #include "cost/cost.h"
 
 #define PLAIT_COST_MAX_VALUES 32
@@ -95,6 +96,7 @@ typedef plait_status (*plait_cost_loader)(void *ctx, int n_overrides, char *cons
 typedef struct plait_cost_ctx {
     const plait_cluster *cluster;
     plait_precision precision;  /* what the cluster trains in (the config's, else the cluster's) */
+    plait_cost_device device;   /* the device its ranks compute on (plait_cost_device_planned) */
     int hierarchical;           /* the comm plugin reduces hierarchically across nodes */
     double mem_limit;           /* bytes per rank (0 = the cluster's) */
     int64_t global_batch;
@@ -109,6 +111,7 @@ typedef struct plait_cost_result {
     int confirmed;             /* the plugin's plan stands behind the figures (else the model's shape alone) */
     char why[512];
     plait_cost_mem mem;        /* the rank needing the most */
+    int mem_stage;             /* its pipeline stage */
     plait_cost_time time;
     double tokens_per_step;
     double tokens_per_s;
@@ -135,11 +138,18 @@ plait_status plait_cost_evaluate_stages(const plait_cost_layout *l, const plait_
                                         plait_cost_rank *stages, int cap);
 
 /* The predicted memory of each rank of the layout `cfg` (finalized, as for
- * plait_layout_preflight) describes, in world order, as plait itself keeps
- * it (in fp32, whatever [run] precision says: docs/plan.md): up to `cap`
- * rows, the count in *n. Errors are the preflight's. */
-plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c, plait_cost_mem *per_rank, int cap,
-                                      int *n);
+ * plait_layout_preflight) describes, in world order, training in its [run]
+ * precision on the device `dev` describes: up to `cap` rows, the count in
+ * *n. Errors are the preflight's. */
+plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c, const plait_cost_device *dev,
+                                      plait_cost_mem *per_rank, int cap, int *n);
+
+/* The device planning assumes for the model of `cfg` (finalized): on a GPU
+ * cluster (gpu = 1) the cuda device (plait_cost_device_cuda), else the cpu
+ * device, whose kernels are the core's (plait_kernels_table()). */
+void plait_cost_device_planned(const plait_config *cfg, int gpu, plait_cost_device *out);
+/* The model's sequence length and head size, which a device's costs depend on. */
+void plait_cost_model_dims(const plait_config *cfg, int64_t *T, int64_t *HS);
 
 /* Memory limit per rank on cluster `c` for a job of `ranks`. */
 double plait_cost_mem_limit(const plait_cluster *c, int ranks);

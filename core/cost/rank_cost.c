@@ -14,7 +14,8 @@ static double shard_numel(const plait_param *g, const plait_shard *sh) {
     return (double)p.numel;
 }
 
-void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_cost_rank *out) {
+void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision precision, const plait_cost_device *dev,
+                               plait_cost_rank *out) {
     const plait_model_spec *spec = lr->spec;
     const plait_plan *plan = lr->plan;
     const plait_mesh *mesh = lr->mesh;
@@ -50,8 +51,24 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_cost_rank *out
     plait_cost_shape s;
     int split = 0;
     for (size_t i = 0; i < plan->n_instr && !split; i++) split = plan->schedule[i].op == PLAIT_INSTR_BACKWARD_INPUT;
-    plait_cost_shape_init(&s, spec, (double)lr->batch->micro_batch, mesh->tp,
-                          plan->vocab_padded > 0 ? (double)plan->vocab_padded : 0, lr->recompute, split);
+    const plait_cost_shape_in shape_in = {.B = (double)lr->batch->micro_batch,
+                                          .tp = mesh->tp,
+                                          .tensor_parallel = plan->tp_ops != NULL,
+                                          .vocab_padded = plan->vocab_padded > 0 ? (double)plan->vocab_padded : 0,
+                                          .recompute = lr->recompute,
+                                          .split = split,
+                                          .precision = precision,
+                                          .device = dev};
+    plait_cost_shape_init(&s, spec, &shape_in);
+    /* under bf16 activations the products read a bf16 copy of their local
+     * weights, the head's tied copy included (model/model.c) */
+    out->bf16 = s.bf16;
+    for (int32_t g = 0; s.bf16 && g < spec->n_params; g++) {
+        const plait_param *p = &spec->params[g];
+        if (!LOCAL(p->layer) || !plait_model_bf16_copied(spec, g)) continue;
+        double e = plan->shards ? shard_numel(p, &plan->shards[g]) : (double)p->numel;
+        out->weight_copy_numel += (double)plait_model_bf16_copy_numel((size_t)e);
+    }
 
     /* FLOPs: each local layer's forward estimate, x3 for forward + backward,
      * split over TP (heads, MLP columns and the vocabulary are all cut),
@@ -83,9 +100,9 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_cost_rank *out
             if (in->op == PLAIT_INSTR_BACKWARD || in->op == PLAIT_INSTR_BACKWARD_WEIGHT) live--;
         }
         if (peak < 1) peak = 1;
-        out->act_elems += peak * plait_cost_slot_elems(&s, first, last);
+        out->act_bytes += peak * plait_cost_slot_bytes(&s, first, last);
     }
-    out->act_elems += plait_cost_scratch_elems(&s);
+    out->act_bytes += plait_cost_scratch_bytes(&s);
 
     /* TP: Megatron's count, per micro-batch 2 all-reduces of b.s.h in the
      * forward and 2 in the backward of every block, one more for the

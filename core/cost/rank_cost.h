@@ -6,12 +6,16 @@
 #ifndef PLAIT_CORE_COST_RANK_COST_H
 #define PLAIT_CORE_COST_RANK_COST_H
 
+#include "cost/activations.h"
 #include "cost/cost.h"
 #include "train/preflight.h"
 
-/* Fill `out` for the rank `r` describes. The activation bytes follow the
- * model's slot layout (model/model_slots.c: slot_carve and plait_model_scratch_get) times the
- * largest number of micro-batches the schedule keeps alive per chunk. */
-void plait_cost_rank_from_plan(const plait_layout_rank *r, plait_cost_rank *out);
+/* Fill `out` for the rank `r` describes, training in `precision` on the
+ * device `dev` describes. The activation bytes follow the model's slot
+ * layout (model/model_slots.c: slot_carve and plait_model_scratch_get)
+ * times the largest number of micro-batches the schedule keeps alive per
+ * chunk, in bf16 where the model grants it (plait_model_grants_bf16). */
+void plait_cost_rank_from_plan(const plait_layout_rank *r, plait_precision precision, const plait_cost_device *dev,
+                               plait_cost_rank *out);
 
 #endif

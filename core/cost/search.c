@@ -151,7 +151,7 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
             if (add_family(&fs, family, why, 0) != 0) goto oom;
             continue;
         }
-        if (plait_cost_model_stages(m, l, x->global_batch, stages) != 0) goto oom;
+        if (plait_cost_model_stages(m, l, x->global_batch, x->precision, &x->device, stages) != 0) goto oom;
         double gw, pw;
         plait_cost_wire(cfg, plait_cost_zero_stage(l->optim), &gw, &pw);
         for (int k = 0; k < l->pp; k++) stages[k].grad_wire = gw, stages[k].param_wire = pw;

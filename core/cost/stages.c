@@ -15,10 +15,12 @@
 #define LIVE_CACHE 256
 
 /* One tp size's slices: per layer, the parameter elements a rank holds
- * (tied copies apart), its largest parameter group, the vocabulary padded. */
+ * (tied copies apart) and those of its bf16 weight copy, the tied copy's
+ * elements, the vocabulary padded. */
 typedef struct tp_slices {
     int tp;
     double *layer_numel;   /* n_layers entries */
+    double *layer_copy;    /* n_layers entries: the bf16 copy's elements under bf16 activations */
     double copy_numel;     /* the head's tied copy of the token embedding */
     double vocab_padded;
 } tp_slices;
@@ -69,7 +71,10 @@ plait_status plait_cost_model_new(plait_config *cfg, plait_cost_model **out) {
 
 void plait_cost_model_free(plait_cost_model *m) {
     if (!m) return;
-    for (int i = 0; i < m->n_tps; i++) free(m->tps[i].layer_numel);
+    for (int i = 0; i < m->n_tps; i++) {
+        free(m->tps[i].layer_numel);
+        free(m->tps[i].layer_copy);
+    }
     for (int k = 0; m->bounds && k <= m->n_layers; k++) free(m->bounds[k]);
     for (int i = 0; i < m->n_live; i++) free(m->live[i].slots);
     free(m->bounds);
@@ -107,6 +112,7 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
         if (m->tps[i].tp == tp) return &m->tps[i];
     if (m->n_tps == TP_CACHE) { /* a space of more tp sizes than that: forget the oldest */
         free(m->tps[0].layer_numel);
+        free(m->tps[0].layer_copy);
         memmove(&m->tps[0], &m->tps[1], (TP_CACHE - 1) * sizeof m->tps[0]);
         m->n_tps--;
     }
@@ -114,7 +120,12 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
     memset(t, 0, sizeof *t);
     t->tp = tp;
     t->layer_numel = calloc((size_t)m->n_layers, sizeof *t->layer_numel);
-    if (!t->layer_numel) return NULL;
+    t->layer_copy = calloc((size_t)m->n_layers, sizeof *t->layer_copy);
+    if (!t->layer_numel || !t->layer_copy) {
+        free(t->layer_numel);
+        free(t->layer_copy);
+        return NULL;
+    }
     m->n_tps++;
     /* the tp plugin pads the vocabulary to a multiple of tp and cuts every
      * split dimension into tp equal slices */
@@ -127,6 +138,8 @@ static const tp_slices *slices(plait_cost_model *m, int tp) {
             double len = p->tp_role == PLAIT_TP_VOCAB ? t->vocab_padded : (double)p->shape[p->shard.dim];
             e = e / (double)p->shape[p->shard.dim] * len / tp;
         }
+        if (p->layer >= 0 && p->layer < m->n_layers && plait_model_bf16_copied(m->spec, g))
+            t->layer_copy[p->layer] += (double)plait_model_bf16_copy_numel((size_t)e);
         if (plait_tied_is_copy(p)) t->copy_numel = e;
         else if (p->layer >= 0 && p->layer < m->n_layers) t->layer_numel[p->layer] += e;
     }
@@ -277,7 +290,7 @@ static const double *live_of(plait_cost_model *model, const char *schedule, int 
 }
 
 int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int64_t global_batch,
-                            plait_cost_rank *stages) {
+                            plait_precision precision, const plait_cost_device *dev, plait_cost_rank *stages) {
     const plait_model_spec *spec = m->spec;
     int p = l->pp, v = l->chunks > 0 ? l->chunks : 1, tp = l->tp, K = p * v, L = spec->n_layer;
     const tp_slices *t = slices(m, tp);
@@ -286,8 +299,15 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
     int mb = (int)(global_batch / l->dp / l->micro_batch);
     const char *sched = p > 1 ? l->schedule : "1f1b";
     plait_cost_shape s;
-    plait_cost_shape_init(&s, spec, (double)l->micro_batch, tp, tp > 1 ? t->vocab_padded : 0, l->recompute,
-                          strcmp(sched, "zb1") == 0);
+    const plait_cost_shape_in in = {.B = (double)l->micro_batch,
+                                    .tp = tp,
+                                    .tensor_parallel = tp > 1, /* the tp plugin's ops exist from tp 2 */
+                                    .vocab_padded = tp > 1 ? t->vocab_padded : 0,
+                                    .recompute = l->recompute,
+                                    .split = strcmp(sched, "zb1") == 0,
+                                    .precision = precision,
+                                    .device = dev};
+    plait_cost_shape_init(&s, spec, &in);
     double tokens = (double)l->micro_batch * spec->block_size * mb, bsh = s.B * s.T * s.C;
     const double *all_live = live_of(m, sched, p, v, mb);
     if (!all_live) return -1;
@@ -301,13 +321,15 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         r->micro_batches = mb;
         r->rows = (double)l->micro_batch * spec->block_size;
         r->chunks = v;
+        r->bf16 = s.bf16;
         int blocks = 0, emb = 0, head = 0;
         const double *live = all_live + (size_t)st * v;
         for (int c = 0; c < v; c++) {
             int k = c * p + st, first = b[k], last = b[k + 1] - 1;
-            r->act_elems += live[c] * plait_cost_slot_elems(&s, first, last);
+            r->act_bytes += live[c] * plait_cost_slot_bytes(&s, first, last);
             for (int ly = first; ly <= last; ly++) {
                 double e = t->layer_numel[ly], f = spec->layers[ly].flops_per_token;
+                if (s.bf16) r->weight_copy_numel += t->layer_copy[ly];
                 /* a tied copy counts where its original is not on the stage */
                 if (ly == m->copy_layer && stage_of(b, K, p, m->copy_source) != st) e += t->copy_numel;
                 r->param_numel += e;
@@ -324,7 +346,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
             r->pp_msgs += ((k < K - 1) + (k > 0)) * (double)mb;
         }
         /* and the backward scratch the chunks share */
-        r->act_elems += plait_cost_scratch_elems(&s);
+        r->act_bytes += plait_cost_scratch_bytes(&s);
         if (tp > 1) {
             r->tp_msgs = mb * (4.0 * blocks + emb + head);
             r->tp_msg_elems = bsh;

@@ -33,11 +33,12 @@ void plait_cost_model_free(plait_cost_model *m);
 const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, int v, char *why, size_t len);
 
 /* The cost of each of l->pp stages (stages[s]) of layout `l` with
- * `global_batch` sequences a step. The layout must not be refused (above)
- * and its batch arithmetic must hold (global_batch divisible by dp x
- * micro_batch). Returns 0, or -1 when out of memory. */
+ * `global_batch` sequences a step, training in `precision` on the device
+ * `dev` describes. The layout must not be refused (above) and its batch
+ * arithmetic must hold (global_batch divisible by dp x micro_batch).
+ * Returns 0, or -1 when out of memory. */
 int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int64_t global_batch,
-                            plait_cost_rank *stages);
+                            plait_precision precision, const plait_cost_device *dev, plait_cost_rank *stages);
 
 /* Parameters of the whole model (tied copies once). */
 double plait_cost_model_params(const plait_cost_model *m);

@@ -106,7 +106,7 @@ static double ceil_div(double a, double b) { return b > 0 && a > 0 ? (double)(lo
  * plain DP and ZeRO-1 reduce the accumulated gradients once, in buckets
  * (all-reduce; ZeRO-1 a reduce-scatter and the updated weights' all-gather);
  * ZeRO-2 and 3 reduce-scatter each micro-batch's gradients as its backward
- * makes them (in the weights' precision, the sum kept in the sharded
+ * makes them (float32, the sum kept in the sharded
  * buffer), ZeRO-2 all-gathers the updated weights once, ZeRO-3 all-gathers
  * each layer's weights before its forward and again before its backward, of
  * every micro-batch. The reduction of every part but the last hides behind
@@ -115,7 +115,7 @@ static double ceil_div(double a, double b) { return b > 0 && a > 0 ? (double)(lo
 static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *d, double *hidden, double *exposed,
                      double *bytes) {
     plait_cost_bytes b;
-    plait_cost_bytes_of(j->precision, r->micro_batches, &b);
+    plait_cost_bytes_of(&b);
     int n = r->dp;
     double m = r->micro_batches > 0 ? r->micro_batches : 1;
     *hidden = *exposed = *bytes = 0;
@@ -139,7 +139,7 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
         }
         return;
     }
-    /* stages 2 and 3: every micro-batch's gradients, in the weights' precision */
+    /* stages 2 and 3: every micro-batch's gradients */
     double G = W * g, last = G < j->bucket_bytes * g ? G : j->bucket_bytes * g;
     double rs = dp_gathers(d, G, ceil_div(W, j->bucket_bytes), m);
     if (j->zero == 2) {
@@ -154,6 +154,16 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
         *exposed = first;
         *bytes = (n - 1.0) / n * m * (2 * W * w + G);
     }
+}
+
+/* Bytes a rank's optimizer step moves: AdamW over the parameters it owns
+ * (all, or its ZeRO shard), then, under bf16 activations, the bf16 copy of
+ * its weights made again from them (at each layer's next forward: a pass
+ * bound by memory bandwidth like the update). */
+static double optim_bytes(const plait_cost_rank *r, const plait_cost_job *j) {
+    plait_cost_bytes b;
+    plait_cost_bytes_of(&b);
+    return b.adam_io * r->param_numel / (j->zero > 0 && j->dp > 0 ? j->dp : 1) + b.copy_io * r->weight_copy_numel;
 }
 
 /* A CPU rank's compute rate at `rows` rows a product: a saturating curve,
@@ -175,10 +185,9 @@ static double rows_share(const plait_cluster *c, double rows) {
  * schedule below spreads it like compute. */
 #define WEIGHT_PASSES 3.0
 
-static double weight_stream_flops(const plait_cluster *c, const plait_cost_rank *r, const plait_cost_job *j,
-                                  double rate) {
+static double weight_stream_flops(const plait_cluster *c, const plait_cost_rank *r, double rate) {
     plait_cost_bytes b;
-    plait_cost_bytes_of(j->precision, r->micro_batches, &b);
+    plait_cost_bytes_of(&b);
     double bytes = WEIGHT_PASSES * b.weight * r->param_numel * (r->micro_batches > 0 ? r->micro_batches : 1);
     return bytes * rate / c->memory_bandwidth;
 }
@@ -211,17 +220,15 @@ static void cpu_pace(const plait_cost_rank *stages, const plait_cost_job *j, con
         double work = 0, opt_bytes = 0;
         for (int w = first; w < n && w < first + per_node; w++) {
             const plait_cost_rank *r = &stages[w / (tp * dp)];
-            plait_cost_bytes b2;
-            plait_cost_bytes_of(j->precision, r->micro_batches, &b2);
-            work += r->flops / rows_share(c, r->rows) + weight_stream_flops(c, r, j, rate);
-            opt_bytes += b2.adam_io * r->param_numel / (j->zero > 0 ? dp : 1);
+            work += r->flops / rows_share(c, r->rows) + weight_stream_flops(c, r, rate);
+            opt_bytes += optim_bytes(r, j);
         }
         if (work / rate > node_work_max) node_work_max = work / rate;
         if (opt_bytes / c->memory_bandwidth > *opt_max) *opt_max = opt_bytes / c->memory_bandwidth;
     }
     double bubble = 0, mean = 0;
     for (int s = 0; s < pp; s++) {
-        double w = weight_stream_flops(c, &stages[s], j, rate);
+        double w = weight_stream_flops(c, &stages[s], rate);
         double t = (stages[s].flops / rows_share(c, stages[s].rows) + w) / alone;
         if (t > tau) {
             tau = t;
@@ -269,8 +276,8 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
      * node's whole rate, which its busy ranks share */
     int threads = c->gpu ? 1 : (units / per_node > 1 ? units / per_node : 1);
     double alone = c->gpu ? rate : rate / units * threads;
-    plait_cost_bytes act;
-    plait_cost_bytes_of(j->precision, 1, &act);
+    plait_cost_bytes sz;
+    plait_cost_bytes_of(&sz);
     route tpr = route_of(c, n, tp, 1), ppr = route_of(c, n, pp, tp * dp);
     out->tp_link = tpr.link->kind;
     out->pp_link = ppr.link->kind;
@@ -280,8 +287,8 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
         const plait_cost_rank *r = &stages[s];
         double compute = r->flops / alone;
         double tp_s = r->tp_msgs * plait_cost_allreduce_bw_s(tpr.link->latency, tpr.bandwidth, tp,
-                                                               act.activation * r->tp_msg_elems);
-        double pp_s = r->pp_msgs * (ppr.link->latency + act.activation * r->pp_msg_elems / ppr.bandwidth);
+                                                               sz.message * r->tp_msg_elems);
+        double pp_s = r->pp_msgs * (ppr.link->latency + sz.message * r->pp_msg_elems / ppr.bandwidth);
         double span = (compute + tp_s + pp_s) / (1 - r->bubble);
         if (span > crit) {
             crit = span;
@@ -306,15 +313,13 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             out->dp_hierarchical = d.hier && d.r.link == &c->inter && d.r.local > 1;
         }
         if (b > out->dp_bytes) out->dp_bytes = b;
-        if (r->tp_msgs * r->tp_msg_elems * act.activation > out->tp_bytes)
-            out->tp_bytes = r->tp_msgs * r->tp_msg_elems * act.activation;
-        if (r->pp_msgs * r->pp_msg_elems * act.activation > out->pp_bytes)
-            out->pp_bytes = r->pp_msgs * r->pp_msg_elems * act.activation;
-        plait_cost_bytes b2;
-        plait_cost_bytes_of(j->precision, r->micro_batches, &b2);
-        double owned = r->param_numel / (j->zero > 0 ? dp : 1);
+        if (r->tp_msgs * r->tp_msg_elems * sz.message > out->tp_bytes)
+            out->tp_bytes = r->tp_msgs * r->tp_msg_elems * sz.message;
+        if (r->pp_msgs * r->pp_msg_elems * sz.message > out->pp_bytes)
+            out->pp_bytes = r->pp_msgs * r->pp_msg_elems * sz.message;
         /* a GPU's memory bandwidth is its own */
-        if (c->gpu && b2.adam_io * owned / c->memory_bandwidth > opt_max) opt_max = b2.adam_io * owned / c->memory_bandwidth;
+        double opt = optim_bytes(r, j) / c->memory_bandwidth;
+        if (c->gpu && opt > opt_max) opt_max = opt;
     }
     double fwd_bwd = crit;
     out->comm = out->tp_s + out->pp_s;

@@ -126,23 +126,23 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     }
     fprintf(out, "\ncommunication of the busiest stage (%d):\n", t->busiest);
     plait_cost_bytes b;
-    plait_cost_bytes_of(x->precision, stages[t->busiest].micro_batches, &b);
+    plait_cost_bytes_of(&b);
     const plait_cost_rank *bs = &stages[t->busiest];
     if (l->tp > 1)
-        fprintf(out, "  TP  %d ranks on %s: %.0f all-reduces of %.2f MiB (%s activations): %.4f s, all on the critical "
-                     "path\n",
-                l->tp, t->tp_link, bs->tp_msgs, b.activation * bs->tp_msg_elems / MiB, pn, t->tp_s);
+        fprintf(out, "  TP  %d ranks on %s: %.0f all-reduces of %.2f MiB (float32 activations): %.4f s, all on the "
+                     "critical path\n",
+                l->tp, t->tp_link, bs->tp_msgs, b.message * bs->tp_msg_elems / MiB, t->tp_s);
     else
         fprintf(out, "  TP  none (tp 1)\n");
     if (l->pp > 1)
         fprintf(out, "  PP  %.0f sends of %.2f MiB on %s: %.4f s on the critical path\n", bs->pp_msgs,
-                b.activation * bs->pp_msg_elems / MiB, t->pp_link, t->pp_s);
+                b.message * bs->pp_msg_elems / MiB, t->pp_link, t->pp_s);
     else
         fprintf(out, "  PP  none (pp 1)\n");
     if (l->dp > 1)
         fprintf(out, "  DP  %d ranks, %s (%.2f MiB a rank sends, %s%s): %.4f s on the intra-node link, %.4f s on the "
                      "network; %.4f s behind the backward pass%s, %.4f s exposed (the last bucket%s)\n",
-                l->dp, l->optim, t->dp_bytes / MiB, b.fp32_accumulation ? "fp32 gradients" : "gradients",
+                l->dp, l->optim, t->dp_bytes / MiB, "fp32 gradients",
                 t->dp_hierarchical ? ", hierarchical across nodes" : "", t->dp_intra, t->dp_inter, t->dp_hidden,
                 t->dp_hidden > 2.0 / 3.0 * t->compute ? " (more than it hides)" : "", t->dp_exposed,
                 plait_cost_zero_stage(l->optim) == 3   ? ", the first layer's gather"
@@ -152,22 +152,27 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
         fprintf(out, "  DP  none (dp 1)\n");
     fprintf(out, "\nbubble: %s, the busiest stage idles %.1f%% of its span: %.4f s\n",
             l->pp > 1 ? l->schedule : "no pipeline", 100 * t->bubble, t->idle);
-    fprintf(out, "optimizer: AdamW moves %.0f bytes per parameter a rank owns at %.0f GB/s: %.4f s\n", b.adam_io,
-            c->memory_bandwidth / 1e9, t->optim);
+    fprintf(out, "optimizer: AdamW moves %.0f bytes per parameter a rank owns%s at %.0f GB/s: %.4f s\n", b.adam_io,
+            bs->bf16 ? ", the bf16 copy of the weights 6 bytes an element" : "", c->memory_bandwidth / 1e9, t->optim);
     const plait_cost_mem *m = &r->mem;
     double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(c, l->dp * l->tp * l->pp);
     int z = plait_cost_zero_stage(l->optim);
     fprintf(out, "\nmemory of the rank needing the most: %.2f GiB of %.2f GiB%s\n", m->total / GiB, limit / GiB,
             r->fits ? "" : " -- does not fit");
-    fprintf(out, "  weights     %10.2f GiB  (%.0f bytes a parameter%s)\n", m->param / GiB, b.weight,
-            z >= 3 ? ", / dp by ZeRO-3" : "");
-    fprintf(out, "  gradients   %10.2f GiB  (%.0f bytes%s%s)\n", m->grad / GiB, b.grad,
-            b.fp32_accumulation ? ", accumulated in fp32 over the micro-batches" : "", z >= 2 ? ", / dp by ZeRO-2" : "");
-    fprintf(out, "  optimizer   %10.2f GiB  (%.0f bytes: %s%s)\n", m->state / GiB, b.optim,
-            x->precision == PLAIT_PRECISION_BF16 ? "fp32 master weights and Adam's moments" : "Adam's moments",
+    const plait_cost_rank *ms = &stages[r->mem_stage]; /* the rank needing the most */
+    char copy[96] = "";
+    if (ms->bf16)
+        snprintf(copy, sizeof copy, "; + the products' bf16 copy, 2 bytes each of %.4g weights", ms->weight_copy_numel);
+    fprintf(out, "  weights     %10.2f GiB  (%.0f bytes a parameter, float32%s%s)\n", m->param / GiB, b.weight,
+            z >= 3 ? ", / dp by ZeRO-3" : "", copy);
+    fprintf(out, "  gradients   %10.2f GiB  (%.0f bytes, float32%s)\n", m->grad / GiB, b.grad,
+            z >= 2 ? ", / dp by ZeRO-2" : "");
+    fprintf(out, "  optimizer   %10.2f GiB  (%.0f bytes: Adam's moments%s)\n", m->state / GiB, b.optim,
             z >= 1 ? ", / dp by ZeRO" : "");
-    fprintf(out, "  activations %10.2f GiB  (recompute %s, %d micro-batch%s a step of %lld sequences)\n",
-            m->activations / GiB, plait_cost_recompute_name(l->recompute), stages[0].micro_batches,
+    fprintf(out, "  activations %10.2f GiB  (%s, recompute %s, %d micro-batch%s a step of %lld sequences)\n",
+            m->activations / GiB,
+            ms->bf16 ? "bf16 where the products read and write them" : "float32",
+            plait_cost_recompute_name(l->recompute), stages[0].micro_batches,
             stages[0].micro_batches == 1 ? "" : "es", (long long)l->micro_batch);
     fprintf(out, "  buffers     %10.2f GiB  (collective scratch%s)\n", m->buffers / GiB,
             z > 0 && l->dp > 1 ? ", ZeRO's working buffers" : "");

@@ -13,6 +13,7 @@
 #include "device/device.h"
 #include "kernels/kernels.h"
 #include "model/model_internal.h"
+#include "model/tied.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 
@@ -72,15 +73,27 @@ half_bf16 plait_model_half_bf16(const plait_model *m, int32_t layer, int first_b
 
 const plait_bf16 *plait_model_head_bf16(const plait_model *m) { return m->wbf[m->desc->p_lm_head]; }
 
-/* 1 if the products read parameter gi from a bf16 copy: the weights of
- * every linear layer, and the biases of those whose output is bf16 (a
- * residual product adds its float32 bias to the float32 stream). */
-static int product_param(const plait_model_desc *d, int32_t gi) {
-    if (gi == d->p_lm_head) return 1;
-    if (gi < 2 || gi >= 2 + d->n_layer * d->params_per_block) return 0;
-    const int bp = (gi - 2) % d->params_per_block;
+/* The weights of every linear layer, and the biases of those whose output
+ * is bf16 (a residual product adds its float32 bias to the float32
+ * stream). The gpt arch declares its parameters in model_desc.c's order:
+ * wte, wpe, BP_COUNT a block, then ln_f and the head's tied copy of wte. */
+int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi) {
+    if (strcmp(spec->arch, "gpt") != 0 || gi < 0 || gi >= spec->n_params) return 0;
+    if (plait_tied_is_copy(&spec->params[gi])) return 1; /* lm_head */
+    if (gi < 2 || gi >= 2 + spec->n_layer * BP_COUNT) return 0;
+    const int bp = (gi - 2) % BP_COUNT;
     return bp == BP_ATTN_W || bp == BP_ATTN_B || bp == BP_APROJ_W || bp == BP_FC_W || bp == BP_FC_B ||
            bp == BP_MPROJ_W;
+}
+
+int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS) {
+    return PLAIT_KERNELS_HAS_FUSED_ATTENTION(k, HS) && PLAIT_KERNELS_HAS_FUSED_LOSS(k) &&
+           PLAIT_KERNELS_HAS_FUSED_LAYERNORM(k) && PLAIT_KERNELS_HAS_FUSED_GELU(k) &&
+           PLAIT_KERNELS_HAS_BF16_ACTIVATIONS(k);
+}
+
+int plait_model_grants_bf16(const plait_bf16_terms *t) {
+    return t->requested && t->gpt && t->kernels && !t->tensor_parallel && !t->split_backward;
 }
 
 /* Lays out (base NULL: measures) the bf16 copies of the local product
@@ -89,9 +102,9 @@ static size_t bf16_weights_carve(plait_model *m, plait_bf16 *base) {
     const plait_model_desc *d = m->desc;
     size_t off = 0;
     for (int32_t gi = 0; gi < d->spec.n_params; gi++) {
-        if (!m->param[gi] || !m->local_layer[d->params[gi].layer] || !product_param(d, gi)) continue;
+        if (!m->param[gi] || !m->local_layer[d->params[gi].layer] || !plait_model_bf16_copied(&d->spec, gi)) continue;
         if (base) m->wbf[gi] = base + off;
-        off += (m->param[gi]->numel + 7) / 8 * 8;
+        off += plait_model_bf16_copy_numel(m->param[gi]->numel);
     }
     return off;
 }
@@ -128,6 +141,8 @@ static plait_status bf16_weights_refresh(plait_model *m, int32_t layer) {
 }
 
 int plait_model_bf16_activations(const plait_model *m) { return m->bf16; }
+
+uint64_t plait_model_weight_copy_bytes(const plait_model *m) { return m->bf16 ? (uint64_t)m->wbf_bytes : 0; }
 
 void plait_model_weights_changed(plait_model *m) { m->weights_epoch++; }
 
@@ -297,12 +312,14 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     m->fused_gelu = PLAIT_KERNELS_HAS_FUSED_GELU(m->k);
     m->loss_scale = 1.0f / (float)(m->B * m->T);
     /* bf16 activations where every kernel the GPT's one-pass backward runs
-     * has its bf16 form, under any recomputation (recompute.c rebuilds
-     * what it drops with the bf16 bodies); the layouts that need more
-     * (tensor parallelism's collectives and vocabulary-parallel loss, a
-     * split backward's stash) keep float32. */
-    m->bf16 = args->activations_bf16 && desc->is_gpt && !m->tp_ops && !m->split && m->fused_attn && m->fused_loss &&
-              m->fused_ln && m->fused_gelu && PLAIT_KERNELS_HAS_BF16_ACTIVATIONS(m->k);
+     * has its bf16 form and the layout needs nothing more (the rule:
+     * plait_model_grants_bf16) */
+    const plait_bf16_terms terms = {.requested = args->activations_bf16,
+                                    .gpt = desc->is_gpt,
+                                    .kernels = plait_model_kernels_bf16(m->k, m->HS),
+                                    .tensor_parallel = m->tp_ops != NULL,
+                                    .split_backward = m->split};
+    m->bf16 = plait_model_grants_bf16(&terms);
     if (m->bf16 && (st = bf16_weights_alloc(m)) != PLAIT_OK) goto fail;
     *out = m;
     return PLAIT_OK;

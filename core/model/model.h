@@ -156,6 +156,40 @@ void plait_model_keep_logits(plait_model *m, int keep);
 
 /* 1 if the model stores its activations in bf16 (create_args.activations_bf16 granted). */
 int plait_model_bf16_activations(const plait_model *m);
+/* Bytes of the bf16 copy of the weights the products read (0 without bf16
+ * activations): device memory under the tag "parameters", held while the
+ * model lives, full size whoever owns the parameters (ZeRO-3 included). */
+uint64_t plait_model_weight_copy_bytes(const plait_model *m);
+
+/* The rule that grants bf16 activations, stated once: plait_model_create
+ * applies it, and the cost model (core/cost) predicts a layout's memory
+ * with it. Pure; thread-safe. */
+typedef struct plait_bf16_terms {
+    int requested;       /* create_args.activations_bf16: a bf16 run */
+    int gpt;             /* the gpt arch (the mlp arch has no bf16 path) */
+    int kernels;         /* the kernel table runs the bf16 path (plait_model_kernels_bf16) */
+    int tensor_parallel; /* the plan cuts layers over tp ranks (plan->tp_ops) */
+    int split_backward;  /* create_args.split_backward */
+} plait_bf16_terms;
+/* 1 when a model with these terms stores its activations in bf16: a bf16
+ * run of the gpt arch on kernels that run the whole path, unless the
+ * layout needs what the path lacks (tensor parallelism's collectives and
+ * vocabulary-parallel loss, a split backward's stash). Every recompute
+ * mode is covered (recompute.c rebuilds what it drops in bf16). */
+int plait_model_grants_bf16(const plait_bf16_terms *t);
+/* 1 if kernel table k runs the GPT's bf16-activation path for head size
+ * HS: the fused attention (HS within PLAIT_ATTENTION_FUSED_MAX_HS), the
+ * fused loss, LayerNorm backward and GELU products, and every bf16 entry
+ * (PLAIT_KERNELS_HAS_BF16_ACTIVATIONS). */
+int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS);
+/* 1 if, under bf16 activations, the products of the gpt model `spec` read
+ * its global parameter gi from the bf16 copy: every linear layer's weight
+ * (the head's tied copy included) and the biases of the products whose
+ * output is bf16 (c_attn, c_fc). The model keeps each such local tensor,
+ * its numel rounded up to 8, in the copy (plait_model_weight_copy_bytes). */
+int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi);
+/* Elements the bf16 copy gives a tensor of `numel` (16-byte aligned). */
+static inline size_t plait_model_bf16_copy_numel(size_t numel) { return (numel + 7) / 8 * 8; }
 /* The parameters' data changed (an optimizer step, a load): under bf16
  * activations each layer makes its bf16 copy of the weights again at its
  * next forward. Without bf16 activations it does nothing. Call it after

@@ -24,7 +24,8 @@
 
 /* Bytes this rank holds, in the ZeRO paper's categories: the optimizer
  * reports parameters, gradients and its state (whoever allocated them); the
- * core adds its working buffers (activations, deterministic accumulation). */
+ * core adds the model's bf16 copy of the weights to the parameters and its
+ * working buffers (activations, deterministic accumulation). */
 typedef struct run_memory {
     double param, grad, state, buffers, activations, rss_peak;
 } run_memory;
@@ -32,7 +33,8 @@ typedef struct run_memory {
 static void collect_memory(plait_run *run, run_memory *m) {
     plait_optim_memory om = {.struct_size = sizeof om};
     run->optim.ops->memory(run->optim.state, &om);
-    m->param = (double)om.param_bytes;
+    m->param = (double)om.param_bytes +
+               (run->model.instance ? (double)plait_model_weight_copy_bytes(run->model.instance) : 0);
     m->grad = (double)om.grad_bytes;
     m->state = (double)om.state_bytes;
     m->buffers = (double)om.buffer_bytes + (double)plait_mem_usage_of("deterministic accumulation") +

@@ -270,6 +270,11 @@ int pc_emu_check_kernel_pointer(const char *kernel, int index, const void *p) {
 
 int pc_emu_is_device_memory(const void *p) { return is_device(p, 1); }
 
+int pc_emu_is_global_memory(const void *p, size_t n) {
+    int pinned = 0;
+    return find_region(p, n ? n : 1, &pinned) >= 0;
+}
+
 int pc_emu_check_bound(const char *kernel, unsigned threads, unsigned max_threads) {
     if (max_threads ? threads <= max_threads : threads <= PC_EMU_UNBOUNDED_THREADS) return 1;
     if (max_threads)

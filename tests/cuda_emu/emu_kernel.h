@@ -233,6 +233,20 @@ static inline void pc_emu_mma_bf16_16816(float d[4], const uint32_t a[4], const 
     pc_emu_warp_op(&me, pc_emu_mma_bf16_op);
 }
 
+/* ---- asynchronous copies (plugins/device/cuda/async_copy.cuh's stand-ins) ----
+ *
+ * cp.async from global to shared memory, queued per thread and performed
+ * at the latest moment PTX allows (emu_sched.h says what is checked). The
+ * source must be memory a kernel reaches as global (device or pinned),
+ * the destination must not be. */
+static inline void pc_emu_cp_async_global(void *dst, const void *src, unsigned bytes) {
+    if (!pc_emu_is_global_memory(src, bytes))
+        pc_emu_fault("cp.async from memory that is not the device's (its source must be global memory)");
+    if (pc_emu_is_global_memory(dst, 1))
+        pc_emu_fault("cp.async into device memory (its destination must be shared memory)");
+    pc_emu_cp_async(dst, src, bytes);
+}
+
 /* ---- launches -------------------------------------------------------------- */
 
 template <typename... P> struct pc_emu_call {

@@ -6,6 +6,7 @@
 #ifndef PLAIT_CUDA_EMU_RUNTIME_H
 #define PLAIT_CUDA_EMU_RUNTIME_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -28,6 +29,10 @@ __attribute__((visibility("default"))) uint64_t plait_cuda_emu_stream_syncs(void
 
 /* 1 if `p` lies in device memory this runtime handed out (cudaMalloc). */
 int pc_emu_is_device_memory(const void *p);
+
+/* 1 if [p, p+n) lies in one block of device or pinned memory this runtime
+ * handed out: what a kernel reaches as global memory. */
+int pc_emu_is_global_memory(const void *p, size_t n);
 
 /* Threads a block of a kernel without __launch_bounds__ may have: above
  * it the compiler's free choice of up to 255 registers a thread can exceed

@@ -43,6 +43,16 @@
 
 enum { RUNNABLE, AT_SYNCTHREADS, AT_SHUFFLE, FINISHED };
 
+/* One cp.async a thread issued that no wait has completed yet: its bytes
+ * as the source held them at the issue, and the group it belongs to
+ * (1-based: the thread's commits before it, plus one). */
+typedef struct cp_copy {
+    unsigned char *dst;
+    const unsigned char *src;
+    unsigned char bytes_at_issue[16];
+    unsigned bytes, group;
+} cp_copy;
+
 typedef struct fiber {
     void *sp; /* saved stack pointer while switched out */
     unsigned tid;
@@ -57,6 +67,10 @@ typedef struct fiber {
      * lane's operands */
     pc_emu_warp_fn op;
     void *op_mine;
+    /* pending cp.async copies in issue order, and the groups committed so
+     * far (the array is kept from block to block, its count reset) */
+    cp_copy *copies;
+    unsigned ncopies, capcopies, groups;
 } fiber;
 
 #define GATHER 0xffffffffu
@@ -292,6 +306,81 @@ void pc_emu_fault(const char *what) {
     abort(); /* a finished fiber is never resumed */
 }
 
+/* ---- asynchronous copies ---------------------------------------------------- */
+
+static int on_a_stack(const void *p) {
+    const char *c = p;
+    return c >= S->stacks && c < S->stacks + (size_t)MAX_THREADS * (STACK_BYTES + 4096);
+}
+
+void pc_emu_cp_async(void *dst, const void *src, unsigned bytes) {
+    fiber *f = current("cp.async");
+    char what[200];
+    if (bytes != 4 && bytes != 8 && bytes != 16) {
+        snprintf(what, sizeof what, "cp.async of %u bytes (PTX copies 4, 8 or 16)", bytes);
+        pc_emu_fault(what);
+    }
+    if ((uintptr_t)dst % bytes || (uintptr_t)src % bytes) {
+        snprintf(what, sizeof what, "misaligned address: cp.async of %u bytes from %p to %p, not both %u-byte aligned",
+                 bytes, src, dst, bytes);
+        pc_emu_fault(what);
+    }
+    if (on_a_stack(dst)) pc_emu_fault("cp.async into a thread's local memory (its destination must be shared memory)");
+    unsigned char *d = dst;
+    for (unsigned i = 0; i < f->ncopies; i++) {
+        const cp_copy *o = &f->copies[i];
+        if (d < o->dst + o->bytes && o->dst < d + bytes)
+            pc_emu_fault("two pending cp.async of one thread write the same shared memory (PTX orders neither "
+                         "against the other)");
+    }
+    if (f->ncopies == f->capcopies) {
+        unsigned cap = f->capcopies ? 2 * f->capcopies : 64;
+        cp_copy *c = realloc(f->copies, cap * sizeof *c);
+        if (!c) pc_emu_fault("no host memory for a pending cp.async");
+        f->copies = c;
+        f->capcopies = cap;
+    }
+    cp_copy *c = &f->copies[f->ncopies++];
+    c->dst = d;
+    c->src = src;
+    c->bytes = bytes;
+    c->group = f->groups + 1;
+    memcpy(c->bytes_at_issue, src, bytes);
+    memset(d, 0xff, bytes); /* undefined until the copy is performed */
+}
+
+void pc_emu_cp_async_commit(void) { current("cp.async.commit_group")->groups++; }
+
+/* Perform, in issue order, the copies of groups 1..f->groups - n. */
+void pc_emu_cp_async_wait(unsigned n) {
+    fiber *f = current("cp.async.wait_group");
+    if (f->groups <= n) return;
+    const unsigned last = f->groups - n;
+    unsigned kept = 0;
+    for (unsigned i = 0; i < f->ncopies; i++) {
+        const cp_copy *c = &f->copies[i];
+        if (c->group > last) {
+            f->copies[kept++] = *c;
+            continue;
+        }
+        if (memcmp(c->bytes_at_issue, c->src, c->bytes) != 0) {
+            char what[200];
+            snprintf(what, sizeof what, "the source of a cp.async (%u bytes at %p) changed while the copy was pending "
+                                        "(undefined in PTX)", c->bytes, (const void *)c->src);
+            pc_emu_fault(what);
+        }
+        memcpy(c->dst, c->bytes_at_issue, c->bytes);
+    }
+    f->ncopies = kept;
+}
+
+/* A thread starts with no copies pending (those of the thread that ran
+ * before it on this fiber are dropped, never performed). */
+static void no_copies(fiber *f) {
+    f->ncopies = 0;
+    f->groups = 0;
+}
+
 /* A typed access at an address its type's alignment does not divide: a
  * GPU ends the launch ("misaligned address"), a CPU carries on. The
  * kernels are compiled with -fsanitize=alignment (CMakeLists.txt), whose
@@ -457,6 +546,7 @@ static int run_block_direct(unsigned n) {
     for (unsigned k = 0; k < n; k++) {
         f->tid = S->order[k];
         S->here[0][0] = f->tid;
+        no_copies(f);
         S->body(S->ctx);
     }
     S->cur = NULL;
@@ -472,6 +562,7 @@ static int run_block(unsigned n) {
         f->tid = t;
         f->state = RUNNABLE;
         f->bytes = 0;
+        no_copies(f);
         f->sp = initial_sp(t, f);
     }
     unsigned nw = (n + WARP - 1) / WARP, lane_order[WARP];

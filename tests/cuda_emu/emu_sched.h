@@ -8,7 +8,8 @@
  *
  * What it models: 1-D grids and blocks (what the plugin launches), the
  * block barrier (__syncthreads) and full-warp shuffles, each waited for by
- * exactly the threads that must reach it. Threads run until they block, in
+ * exactly the threads that must reach it, and each thread's asynchronous
+ * copies (cp.async), which land only when the thread waits for them. Threads run until they block, in
  * a shuffled order that changes from launch to launch, so a result that
  * depends on an order the hardware does not promise (a missing barrier, a
  * read of another thread's write) tends to come out wrong instead of
@@ -78,6 +79,28 @@ void pc_emu_warp_gather(unsigned mask, const void *mine, size_t bytes, pc_emu_la
  * fails with that message, naming the kernel. */
 typedef const char *(*pc_emu_warp_fn)(void *const lanes[32]);
 void pc_emu_warp_op(void *mine, pc_emu_warp_fn op);
+
+/* Inside a kernel: the calling thread's asynchronous copies (cp.async,
+ * sm_80 on; plugins/device/cuda/async_copy.cuh's stand-ins, emu_kernel.h).
+ * pc_emu_cp_async issues a copy of `bytes` (4, 8 or 16) from `src` to
+ * `dst`: both must be aligned to `bytes`, `dst` outside the threads'
+ * stacks (shared memory), and no other pending copy of the thread may
+ * write the same bytes (PTX orders neither against the other), else the
+ * launch fails. The source is read at the issue; the destination holds
+ * 0xff bytes (NaN) from the issue until the copy is performed, which is
+ * the latest moment PTX allows: when the thread's
+ * pc_emu_cp_async_wait(n) leaves at most n groups newer than the copy's
+ * pending. So a read before the wait (or, by another thread, before the
+ * wait and a barrier after it), and a copy issued into a buffer other
+ * threads still read, see NaN. A source that changed while its copy was
+ * pending fails the launch (undefined in PTX). pc_emu_cp_async_commit
+ * closes the thread's current group (an empty group is complete at once).
+ * Copies still pending when the thread exits are never performed: PTX
+ * does not forbid exiting with copies in flight, and nothing may read them
+ * without a wait. */
+void pc_emu_cp_async(void *dst, const void *src, unsigned bytes);
+void pc_emu_cp_async_commit(void);
+void pc_emu_cp_async_wait(unsigned n);
 
 /* Inside a kernel: the launch fails, naming the kernel, block, thread and
  * `what`; the calling thread does not return. */

@@ -17,6 +17,11 @@
  * the host rewrites before its queued copy ran is caught. The stand-ins
  * of the tensor-core instructions (mma, ldmatrix) give what PTX's
  * fragment layouts say, and a misaligned ldmatrix row is refused.
+ * Asynchronous copies (cp.async) land when their thread waits for them:
+ * read after the wait and a barrier they are right; read before the wait,
+ * without the barrier, or refilled before every thread read them, wrong;
+ * a misaligned one, two to the same bytes and a source changed while its
+ * copy is pending are refused; a thread may exit with one pending.
  */
 #include <math.h>
 #include <stdio.h>
@@ -27,8 +32,9 @@
 #define PC_LAUNCH(kernel, blocks, threads) pc_emu_launcher(#kernel, kernel, (blocks), (threads))
 #define THREADS 256
 
-/* the plugin's tensor-core wrappers, as its kernels see them here */
+/* the plugin's tensor-core and asynchronous-copy wrappers, as its kernels see them here */
 #define PLAIT_CUDA_EMU
+#include "async_copy.cuh"
 #include "mma.cuh"
 
 /* mma.sync m16n8k16 (bf16, fp32 accumulators) on fragments built from
@@ -134,6 +140,65 @@ __global__ static void write_value(float *out, float v) { out[threadIdx.x] = v; 
 __global__ static void barrier_if(float *out, int wait) {
     if (wait) __syncthreads();
     out[threadIdx.x] = 2.0f;
+}
+
+/* ---- cp.async ---------------------------------------------------------------
+ * Thread t of a block of ASYNC_THREADS copies 16 bytes (4 floats) of `in`
+ * into shared memory with cp.async and writes out[t], from its
+ * neighbour's copy, what it read. ASYNC_RIGHT waits, then a barrier, then
+ * reads; the others leave out a step a GPU requires. */
+#define ASYNC_THREADS 64
+enum {
+    ASYNC_RIGHT,        /* wait, barrier, read */
+    ASYNC_EARLY,        /* reads its own copy before its wait */
+    ASYNC_NO_BARRIER,   /* waits, then reads its neighbour's copy without a barrier */
+    ASYNC_REFILL_EARLY, /* copies a second tile into the buffer before every thread has read the first */
+};
+__global__ static void async_rotate(float *out, const float *in, int mode) {
+    __shared__ __align__(16) float s[4 * ASYNC_THREADS];
+    const unsigned t = threadIdx.x, next = (t + 1) % ASYNC_THREADS;
+    pc_cp_async16(s + 4 * t, in + 4 * t);
+    pc_cp_async_commit();
+    if (mode == ASYNC_EARLY) out[t] = s[4 * t];
+    pc_cp_async_wait<0>();
+    if (mode != ASYNC_NO_BARRIER) __syncthreads();
+    if (mode == ASYNC_REFILL_EARLY) {
+        pc_cp_async16(s + 4 * t, in + 4 * (ASYNC_THREADS + t)); /* the bug: no barrier before the refill */
+        pc_cp_async_commit();
+    }
+    if (mode != ASYNC_EARLY) out[t] = s[4 * next];
+    pc_cp_async_wait<0>();
+}
+
+/* Two groups a thread: after wait_group 1 the older group's copy is there
+ * (out[2t]) and the newer one's not yet (out[2t+1], undefined on a GPU:
+ * NaN here); after wait_group 0 both (out[64 + t]). */
+__global__ static void async_groups(float *out, const float *in) {
+    __shared__ __align__(16) float s[8 * 32];
+    const unsigned t = threadIdx.x;
+    pc_cp_async16(s + 8 * t, in + 8 * t);
+    pc_cp_async_commit();
+    pc_cp_async16(s + 8 * t + 4, in + 8 * t + 4);
+    pc_cp_async_commit();
+    pc_cp_async_wait<1>();
+    out[2 * t] = s[8 * t];
+    out[2 * t + 1] = s[8 * t + 4];
+    pc_cp_async_wait<0>();
+    out[64 + t] = s[8 * t + 4];
+}
+
+/* What a GPU refuses or leaves undefined: `what` 0, a 16-byte copy 8 bytes
+ * off alignment; 1, two pending copies to the same bytes; 2, a source
+ * rewritten while its copy is pending; 3, a thread that exits with a copy
+ * pending (legal: the launch runs). */
+__global__ static void async_misuse(float *in, int what) {
+    __shared__ __align__(16) float s[8 * 32];
+    const unsigned t = threadIdx.x;
+    pc_cp_async16(s + 8 * t + (what == 0 ? 2 : 0), in + 8 * t);
+    if (what == 1) pc_cp_async16(s + 8 * t, in + 8 * t + 4);
+    pc_cp_async_commit();
+    if (what == 2) in[8 * t] = 1.0f;
+    if (what != 3) pc_cp_async_wait<0>();
 }
 
 static int failures;
@@ -281,6 +346,62 @@ static void check_tensor_cores(void) {
                           : "ldmatrix.x4 gives each lane the pairs PTX documents");
     }
 }
+
+/* out[t] of async_rotate as each mode ran it: how many of the block's
+ * threads read the value they should have (values of each mode's own, so
+ * what an earlier launch left in shared memory is never right) */
+static int async_rotate_right(int mode) {
+    float host[8 * ASYNC_THREADS], got[ASYNC_THREADS];
+    for (int i = 0; i < 8 * ASYNC_THREADS; i++) host[i] = (float)(1000 * mode + i + 1);
+    float *in = device_floats(8 * ASYNC_THREADS), *out = device_floats(ASYNC_THREADS);
+    cudaMemcpy(in, host, sizeof host, cudaMemcpyHostToDevice);
+    PC_LAUNCH(async_rotate, 1, ASYNC_THREADS)(out, in, mode);
+    cudaMemcpy(got, out, sizeof got, cudaMemcpyDeviceToHost);
+    if (cudaGetLastError() != cudaSuccess) return -1;
+    int right = 0;
+    for (int t = 0; t < ASYNC_THREADS; t++) {
+        const int from = mode == ASYNC_EARLY ? t : (t + 1) % ASYNC_THREADS;
+        right += got[t] == host[4 * from];
+    }
+    cudaFree(in);
+    cudaFree(out);
+    return right;
+}
+
+static void check_async_copies(void) {
+    const int right = async_rotate_right(ASYNC_RIGHT);
+    check(right == ASYNC_THREADS, "cp.async then wait_group 0 and a barrier: every thread reads its neighbour's copy");
+    for (int mode = ASYNC_EARLY; mode <= ASYNC_REFILL_EARLY; mode++) {
+        const int r = async_rotate_right(mode);
+        static const char *const what[] = {
+            "", "a read of its own copy before its wait comes out wrong in every thread",
+            "a read of another thread's copy without the barrier after its wait comes out wrong",
+            "a copy into a buffer before every thread read the last comes out wrong"};
+        printf("     %d of %d threads read the right value\n", r, ASYNC_THREADS);
+        check(mode == ASYNC_EARLY ? r == 0 : r >= 0 && r < ASYNC_THREADS, what[mode]);
+    }
+    float host[8 * 32], got[96];
+    for (int i = 0; i < 8 * 32; i++) host[i] = (float)i;
+    float *in = device_floats(8 * 32), *out = device_floats(96);
+    cudaMemcpy(in, host, sizeof host, cudaMemcpyHostToDevice);
+    PC_LAUNCH(async_groups, 1, 32)(out, in);
+    cudaMemcpy(got, out, sizeof got, cudaMemcpyDeviceToHost);
+    int same = cudaGetLastError() == cudaSuccess;
+    for (int t = 0; t < 32; t++) same &= got[2 * t] == host[8 * t] && isnan(got[2 * t + 1]) && got[64 + t] == host[8 * t + 4];
+    check(same, "wait_group 1 completes all but the newest group, wait_group 0 the rest");
+    PC_LAUNCH(async_misuse, 1, 32)(in, 3);
+    check(cudaDeviceSynchronize() == cudaSuccess, "a thread may exit with a cp.async pending (PTX does not forbid it)");
+    cudaFree(in);
+    cudaFree(out);
+}
+static void launch_async_misuse(int what) {
+    float *in = device_floats(8 * 32), zeros[8 * 32] = {0};
+    cudaMemcpy(in, zeros, sizeof zeros, cudaMemcpyHostToDevice);
+    PC_LAUNCH(async_misuse, 1, 32)(in, what);
+}
+static void launch_async_misaligned(void) { launch_async_misuse(0); }
+static void launch_async_same_bytes(void) { launch_async_misuse(1); }
+static void launch_async_source_changed(void) { launch_async_misuse(2); }
 
 /* kernels declared as PC_KERNEL(write_one, 512) would be: their bound goes to the launch */
 static void launch_unbounded_512(void) { PC_LAUNCH(write_one, 1, 512)(device_floats(512)); }
@@ -434,6 +555,10 @@ int main(void) {
     check_event_timing();
     check_tensor_cores();
     check(refused(launch_misaligned_ldmatrix), "an ldmatrix row address that is not 16-byte aligned is refused");
+    check_async_copies();
+    check(refused(launch_async_misaligned), "a 16-byte cp.async to an address 8 bytes off 16 is refused");
+    check(refused(launch_async_same_bytes), "two pending cp.async of a thread to the same bytes are refused");
+    check(refused(launch_async_source_changed), "a cp.async source written while the copy is pending is refused");
     check(vector_read_at(4), "a float4 read at a 16-byte aligned address runs");
     check(refused(launch_misaligned_float4), "a float4 read at an address 8 bytes off 16 fails the launch (a GPU's "
                                              "misaligned address)");

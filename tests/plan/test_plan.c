@@ -53,27 +53,21 @@ static void test_bubble(void **state) {
     assert_true(plait_cost_bubble("1f1b", 1, 8, 1) == 0);
 }
 
-/* the bytes per element of each kind of state, per precision */
-static void test_precision_bytes(void **state) {
+/* the bytes per element of each kind of state plait stores: float32
+ * parameters, gradients and moments in every precision, a bf16 copy of the
+ * weights under bf16 activations, float32 messages */
+static void test_stored_bytes(void **state) {
     (void)state;
     plait_cost_bytes b;
-    plait_cost_bytes_of(PLAIT_PRECISION_FP32, 4, &b);
-    assert_true(b.weight == 4 && b.grad == 4 && b.optim == 8 && b.activation == 4 && !b.fp32_accumulation);
-    plait_cost_bytes_of(PLAIT_PRECISION_TF32, 4, &b); /* tf32 stores fp32 */
-    assert_true(b.weight == 4 && b.grad == 4 && b.optim == 8 && b.activation == 4);
-    /* bf16, one micro-batch: 2 + 2 + 12 = the ZeRO paper's 16 bytes */
-    plait_cost_bytes_of(PLAIT_PRECISION_BF16, 1, &b);
-    assert_true(b.weight == 2 && b.grad == 2 && b.optim == 12 && b.activation == 2 && !b.fp32_accumulation);
-    /* bf16 accumulating over micro-batches: an fp32 gradient buffer, 18 bytes
-     * (Megatron-LM's distributed optimizer's table: bf16 param, fp32 grads) */
-    plait_cost_bytes_of(PLAIT_PRECISION_BF16, 8, &b);
-    assert_true(b.weight == 2 && b.grad == 4 && b.optim == 12 && b.fp32_accumulation);
+    plait_cost_bytes_of(&b);
+    assert_true(b.weight == 4 && b.weight_copy == 2 && b.grad == 4 && b.optim == 8 && b.message == 4);
+    assert_true(b.adam_io == 28 && b.copy_io == 6);
 }
 
 static void test_memory_zero_formulas(void **state) {
     (void)state;
     plait_cost_rank r = {.dp = 4, .tp = 1, .pp = 1, .micro_batches = 1, .param_numel = 1e6,
-                         .largest_layer_numel = 2e5, .act_elems = 2.5e6};
+                         .largest_layer_numel = 2e5, .act_bytes = 1e7};
     plait_cost_job j = {.dp = 4, .tp = 1, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_FP32};
     plait_cost_mem m;
     /* plain DP: 16 bytes per parameter, a bucket (the whole 4 MB gradient)
@@ -89,6 +83,11 @@ static void test_memory_zero_formulas(void **state) {
     NEAR(m.param + m.grad + m.state, 8e6 + 8e6 / 4);
     NEAR(m.buffers, 2 * (8e5 + 2e5));
     NEAR(m.total, 10e6 + 1e7 + 2e6 + 1e6);
+    /* gathering bf16 weights, ZeRO-1 keeps its float32 shard as the master copy */
+    r.param_wire = 0.5;
+    plait_cost_memory(&r, &j, 1e6, &m);
+    NEAR(m.param, 4e6 + 4e6 / 4);
+    r.param_wire = 0;
     /* ZeRO-2: 4Ψ + 12Ψ/N; a layer's gradients and two units */
     j.zero = 2;
     plait_cost_memory(&r, &j, 1e6, &m);
@@ -100,29 +99,29 @@ static void test_memory_zero_formulas(void **state) {
     NEAR(m.param + m.grad + m.state, 16e6 / 4);
     NEAR(m.buffers, 5 * 8e5);
     NEAR(m.total, 4e6 + 1e7 + 4e6 + 1e6);
-    /* bf16, one micro-batch: the ZeRO paper's 2 + 2 + 12 bytes; activations
-     * at 2 bytes */
+    /* a bf16 run whose model stores bf16 activations: the same float32
+     * state, plus 2 bytes an element of the weights' bf16 copy, whole
+     * under every ZeRO stage; the activations as the rank counted them */
     j.precision = PLAIT_PRECISION_BF16;
+    r.bf16 = 1;
+    r.weight_copy_numel = 9e5;
     j.zero = 0;
     plait_cost_memory(&r, &j, 0, &m);
-    NEAR(m.param, 2e6);
-    NEAR(m.grad, 2e6);
-    NEAR(m.state, 12e6);
-    NEAR(m.activations, 5e6);
-    /* ZeRO-1 in bf16 over 8 micro-batches: Megatron-LM's distributed
-     * optimizer, 6 + 12/d bytes (bf16 weights, fp32 gradients) */
-    r.micro_batches = 8;
+    NEAR(m.param, 4e6 + 1.8e6);
+    NEAR(m.grad, 4e6);
+    NEAR(m.state, 8e6);
+    NEAR(m.activations, 1e7);
     j.zero = 1;
     plait_cost_memory(&r, &j, 0, &m);
-    NEAR(m.param + m.grad + m.state, 6e6 + 12e6 / 4);
-    /* ZeRO-3 in bf16: all of it over dp, 18/d */
+    NEAR(m.param + m.grad + m.state, 8e6 + 8e6 / 4 + 1.8e6);
     j.zero = 3;
     plait_cost_memory(&r, &j, 0, &m);
-    NEAR(m.param + m.grad + m.state, 18e6 / 4);
-    /* TP: the largest TP all-reduce sets the scratch */
+    NEAR(m.param, 4e6 / 4 + 1.8e6);
+    NEAR(m.param + m.grad + m.state, 16e6 / 4 + 1.8e6);
+    /* TP: the largest TP all-reduce (float32) sets the scratch */
     plait_cost_rank t = {.dp = 1, .tp = 2, .pp = 1, .micro_batches = 1, .param_numel = 1e6, .tp_msgs = 10,
                          .tp_msg_elems = 5e5};
-    plait_cost_job jt = {.dp = 1, .tp = 2, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_FP32};
+    plait_cost_job jt = {.dp = 1, .tp = 2, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_BF16};
     plait_cost_memory(&t, &jt, 0, &m);
     NEAR(m.buffers, 2.5e6);
 }
@@ -156,15 +155,17 @@ static void test_time_pipeline_on_gpus(void **state) {
     NEAR(t.optim, 28e6 / 1e11);
     NEAR(t.step, span + 28e6 / 1e11);
     NEAR(t.pp_bytes, 4e6);
-    /* in bf16: the bf16 rate (4x), messages of 2 bytes an element, AdamW
-     * over fp32 gradients accumulated over 4 micro-batches (4 + 8 + 16 + 2) */
+    /* in bf16: the bf16 rate (4x), the same float32 messages, AdamW's 28
+     * bytes a parameter and the bf16 copy of 0.9M weights made again (6
+     * bytes an element) */
     j.precision = PLAIT_PRECISION_BF16;
+    for (int i = 0; i < 2; i++) r[i].bf16 = 1, r[i].weight_copy_numel = 9e5;
     plait_cost_step_time(r, &j, &c, &t);
-    pp = 4 * (1e-5 + 0.5e6 / 1e10);
     NEAR(t.compute, 0.05);
     NEAR(t.comm, pp);
-    NEAR(t.optim, 30e6 / 1e11);
-    NEAR(t.step, (0.05 + pp) / 0.8 + 30e6 / 1e11);
+    NEAR(t.optim, (28e6 + 5.4e6) / 1e11);
+    NEAR(t.step, (0.05 + pp) / 0.8 + (28e6 + 5.4e6) / 1e11);
+    NEAR(t.pp_bytes, 4e6);
 }
 
 /* two nodes of 4 GPUs, each GPU with a 10 GB/s NIC, the nodes' NICs
@@ -508,7 +509,10 @@ static void test_cluster_precision(void **state) {
 
 /* The costs the model's shape gives each pipeline stage are those the
  * parallel plugin's plans give, for every layout of 4 ranks of gpt-small
- * (and in each schedule and recompute mode). */
+ * (and in each schedule and recompute mode): in fp32 on the cpu device,
+ * and in bf16 on the cuda device, where the layouts without tensor
+ * parallelism or split backward store bf16
+ * activations and a bf16 copy of the weights. */
 typedef struct small_ctx {
     char *over[4];
     int n;
@@ -540,39 +544,54 @@ static void test_stages_match_plans(void **state) {
     plait_cluster c;
     plait_cluster_default(&c);
     c.peak_flops = 1e11;
-    plait_cost_ctx x = {.cluster = &c, .precision = PLAIT_PRECISION_FP32, .global_batch = 8, .load = load_small,
-                        .load_ctx = &sc};
-    size_t compared = 0;
-    for (size_t i = 0; i < n; i++) {
-        char why[512];
-        if (8 % l[i].dp != 0 || 8 / l[i].dp % l[i].micro_batch != 0 ||
-            plait_cost_model_refuses(m, l[i].tp, l[i].pp, l[i].chunks, why, sizeof why))
-            continue;
-        plait_cost_rank shape[4], plan[4];
-        plait_cost_result r;
-        assert_int_equal(plait_cost_model_stages(m, &l[i], 8, shape), 0);
-        assert_int_equal(plait_cost_evaluate_stages(&l[i], &x, &r, plan, 4), PLAIT_OK);
-        char name[128];
-        plait_cost_layout_name(&l[i], name, sizeof name);
-        if (!r.valid) fail_msg("%s: the plugin refused what the shape allowed: %s", name, r.why);
-        for (int s = 0; s < l[i].pp; s++) {
+    plait_cost_ctx x = {.cluster = &c, .global_batch = 8, .load = load_small, .load_ctx = &sc};
+    for (int mode = 0; mode < 2; mode++) {
+        x.precision = mode ? PLAIT_PRECISION_BF16 : PLAIT_PRECISION_FP32;
+        plait_cost_device_planned(cfg, mode, &x.device);
+        size_t compared = 0, bf16 = 0;
+        for (size_t i = 0; i < n; i++) {
+            char why[512];
+            if (8 % l[i].dp != 0 || 8 / l[i].dp % l[i].micro_batch != 0 ||
+                plait_cost_model_refuses(m, l[i].tp, l[i].pp, l[i].chunks, why, sizeof why))
+                continue;
+            /* bf16: one in four layouts (every schedule and mode) is enough */
+            if (mode && i % 4) continue;
+            plait_cost_rank shape[4], plan[4];
+            plait_cost_result r;
+            assert_int_equal(plait_cost_model_stages(m, &l[i], 8, x.precision, &x.device, shape), 0);
+            assert_int_equal(plait_cost_evaluate_stages(&l[i], &x, &r, plan, 4), PLAIT_OK);
+            char name[128];
+            plait_cost_layout_name(&l[i], name, sizeof name);
+            if (!r.valid) fail_msg("%s: the plugin refused what the shape allowed: %s", name, r.why);
+            for (int s = 0; s < l[i].pp; s++) {
 #define SAME(f)                                                                                                      \
-    if (fabs(shape[s].f - plan[s].f) > 1e-9 * fabs(plan[s].f))                                                        \
-    fail_msg("%s stage %d: %s %g from the shape, %g from the plan", name, s, #f, (double)shape[s].f, (double)plan[s].f)
-            SAME(param_numel);
-            SAME(largest_layer_numel);
-            SAME(flops);
-            SAME(recompute_flops);
-            SAME(act_elems);
-            SAME(tp_msgs);
-            SAME(tp_msg_elems);
-            SAME(pp_msgs);
-            SAME(bubble);
+    if (fabs((double)shape[s].f - (double)plan[s].f) > 1e-9 * fabs((double)plan[s].f))                                \
+    fail_msg("%s %s stage %d: %s %g from the shape, %g from the plan", mode ? "bf16" : "fp32", name, s, #f,           \
+             (double)shape[s].f, (double)plan[s].f)
+                SAME(param_numel);
+                SAME(largest_layer_numel);
+                SAME(flops);
+                SAME(recompute_flops);
+                SAME(act_bytes);
+                SAME(bf16);
+                SAME(weight_copy_numel);
+                SAME(tp_msgs);
+                SAME(tp_msg_elems);
+                SAME(pp_msgs);
+                SAME(bubble);
 #undef SAME
+                bf16 += plan[s].bf16;
+            }
+            /* the grant follows the model's rule */
+            int granted = mode && l[i].tp == 1 && strcmp(l[i].schedule, "zb1") != 0;
+            if (plan[0].bf16 != granted)
+                fail_msg("%s %s: bf16 activations %d, the model's rule says %d", mode ? "bf16" : "fp32", name,
+                         plan[0].bf16, granted);
+            compared++;
         }
-        compared++;
+        assert_true(compared > (mode ? 25u : 100u));
+        assert_true(mode ? bf16 > 10 : bf16 == 0);
     }
-    assert_true(compared > 100);
     plait_cost_model_free(m);
     plait_config_free(cfg);
 }
@@ -654,7 +673,7 @@ static void test_fit_comm(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_link_formulas),           cmocka_unit_test(test_bubble),
-        cmocka_unit_test(test_precision_bytes),         cmocka_unit_test(test_time_hierarchy),
+        cmocka_unit_test(test_stored_bytes),         cmocka_unit_test(test_time_hierarchy),
         cmocka_unit_test(test_memory_zero_formulas),    cmocka_unit_test(test_time_pipeline_on_gpus),
         cmocka_unit_test(test_time_shared_cpu_cores),   cmocka_unit_test(test_time_cpu_rows),
         cmocka_unit_test(test_time_cpu_pipeline),       cmocka_unit_test(test_spearman),          cmocka_unit_test(test_sweep_groups),

@@ -1,0 +1,223 @@
+/*
+ * The planner's memory per rank against what plait allocates: for a few
+ * layouts of a small GPT (dp 2 with adam, ZeRO-1 and ZeRO-3; tp 2; pp 2
+ * with selective recomputation), in fp32 and bf16, on the sim test device
+ * (the CPU's kernels: float32 activations), the cpu device training in
+ * bf16 (float32 activations still) and the cuda_emu device (the cuda
+ * plugin's own code: bf16 activations and the weights' bf16 copy where the
+ * model grants them, float32 otherwise), the prediction `plait config
+ * check` prints (plait_cli_predict_memory, exact bytes) beside the run's
+ * memory.csv, category by category: parameters, gradients, optimizer state,
+ * activations.
+ *
+ * Tolerance 0.5% a category. Everything the planner counts is counted as
+ * plait allocates it (the model's slot carving, alignment and bf16 buffers
+ * included); what it leaves out is ZeRO's partition padding: the planner
+ * takes a rank's shard as Ψ/dp, and ZeRO packs each unit's parameters on
+ * 16-float boundaries and pads the unit to a multiple of dp, which here
+ * (width 40: LayerNorm vectors and biases not multiples of 16) adds up to
+ * 0.1% of a shard. Buffers are not compared (the collective scratch is
+ * the transports', not in the report).
+ *
+ * The cuda_emu layouts are skipped, and said so, where the emulator is not
+ * built (no CUDA toolkit, sanitizer builds); the others always run.
+ */
+#include "zero/zero_train_util.h"
+
+#include "cli/cli.h"
+#include "cli/memory_check.h"
+#include "cost/layouts.h"
+#include "host/host_table.h"
+#include "runtime/error.h"
+
+#define TOL 0.005
+
+static char dir[4096], ini[4200];
+
+static int setup(void **state) {
+    (void)state;
+    zt_scratch(dir, sizeof dir, "plan-mem");
+    snprintf(ini, sizeof ini, "%s/small.ini", dir);
+    char text[4096];
+    snprintf(text, sizeof text,
+             "[run]\nsteps = 1\nseed = 3\nprogress = off\nmfu_peak = 100\neval_every = 0\nckpt_every = 0\n"
+             "[model]\narch = gpt\nn_layer = 2\nn_head = 4\nn_embd = 40\nblock_size = 24\nvocab_size = 256\n"
+             "[data]\npath = %s/data/corpus.txt\nglobal_batch = 4\n"
+             "[comm]\nplugin = tcp\ntimeout = 60\n"
+             "[parallel]\nplugin = hybrid\n"
+             "[optim]\nplugin = adam\nlr = 1e-3\n",
+             getenv("PLAIT_SOURCE_DIR"));
+    zt_write(ini, text);
+    plait_host_install();
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    zt_rm_rf(dir);
+    return 0;
+}
+
+typedef struct layout {
+    const char *name;
+    const char *over[8]; /* NULL-terminated */
+    int emu;             /* needs the cuda_emu device */
+    int bf16;            /* the model stores bf16 activations */
+} layout;
+
+static const layout layouts[] = {
+    {"sim fp32 dp2 adam", {"device.plugin=sim", "parallel.dp=2", NULL}, 0, 0},
+    {"sim fp32 dp2 zero1", {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero1", NULL}, 0, 0},
+    {"sim fp32 dp2 zero3", {"device.plugin=sim", "parallel.dp=2", "optim.plugin=zero3", NULL}, 0, 0},
+    {"cpu bf16 dp2 zero1",
+     {"device.plugin=cpu", "run.precision=bf16", "run.debug_bf16_emulate=true", "parallel.dp=2", "optim.plugin=zero1",
+      NULL},
+     0, 0},
+    {"cuda_emu fp32 dp2 adam", {"device.plugin=cuda_emu", "parallel.dp=2", NULL}, 1, 0},
+    {"cuda_emu bf16 dp2 adam", {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", NULL}, 1, 1},
+    {"cuda_emu bf16 dp2 zero1",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", "optim.plugin=zero1", NULL},
+     1, 1},
+    {"cuda_emu bf16 dp2 zero3",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", "optim.plugin=zero3", NULL},
+     1, 1},
+    {"cuda_emu bf16 tp2", {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.tp=2", NULL}, 1, 0},
+    {"cuda_emu bf16 pp2 1f1b selective",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=1f1b",
+      "data.micro_batch=1", "model.recompute=selective", NULL},
+     1, 1},
+};
+
+static int emu_built(void) {
+    const char *path = getenv("PLAIT_PLUGIN_PATH");
+    char f[4200];
+    snprintf(f, sizeof f, "%s/libplait-device-cuda_emu.so", path ? path : ".");
+    return access(f, R_OK) == 0;
+}
+
+/* memory.csv of run `out`: per rank param, grad, optim_state, activation bytes */
+static int read_memory_csv(const char *out, double rows[][4], int cap) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/memory.csv", out);
+    char *text = zt_slurp(path), *save = NULL;
+    char *line = strtok_r(text, "\n", &save);
+    static const char head[] = "rank,dp,tp,pp,param_bytes,grad_bytes,optim_state_bytes,buffer_bytes,activation_bytes,";
+    if (!line || strncmp(line, head, sizeof head - 1) != 0)
+        fail_msg("%s: not the memory report's header: %s", path, line ? line : "(empty)");
+    int n = 0;
+    while ((line = strtok_r(NULL, "\n", &save)) && n < cap) {
+        double v[9];
+        if (sscanf(line, "%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
+                   &v[8]) != 9)
+            fail_msg("%s: unreadable row %s", path, line);
+        rows[n][0] = v[4], rows[n][1] = v[5], rows[n][2] = v[6], rows[n][3] = v[8];
+        n++;
+    }
+    free(text);
+    return n;
+}
+
+static void check_layout(const layout *l, int *worse) {
+    int nover = 0;
+    while (l->over[nover]) nover++;
+    /* the prediction, as `plait config check` makes it */
+    plait_config *cfg = NULL;
+    if (plait_cli_load_config(ini, nover, (char *const *)l->over, &cfg) != PLAIT_OK)
+        fail_msg("%s: %s", l->name, plait_last_error());
+    plait_cost_device dev;
+    plait_cli_cost_device(cfg, &dev);
+    int n = 0;
+    plait_cost_mem *pred = plait_cli_predict_memory(cfg, &dev, &n);
+    if (!pred) fail_msg("%s: no prediction: %s", l->name, plait_last_error());
+    plait_config_free(cfg);
+    /* the run */
+    char out[4300];
+    snprintf(out, sizeof out, "%s/run%d", dir, (int)(l - layouts));
+    const char *argv[12];
+    int k = 0;
+    for (int i = 0; i < nover; i++) argv[k++] = l->over[i];
+    while (k < 12) argv[k++] = NULL;
+    zt_train(ini, n, out, 120, argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], (char *)NULL);
+    char log[4400];
+    snprintf(log, sizeof log, "%s.log", out);
+    char *text = zt_slurp(log);
+    int said_bf16 = strstr(text, "plait: activations bf16") != NULL;
+    free(text);
+    if (said_bf16 != l->bf16) fail_msg("%s: the run's activations are %s", l->name, said_bf16 ? "bf16" : "float32");
+    double real[8][4];
+    int got = read_memory_csv(out, real, 8);
+    assert_int_equal(got, n);
+    static const char *const what[4] = {"parameters", "gradients", "optimizer state", "activations"};
+    for (int r = 0; r < n; r++) {
+        const double p[4] = {pred[r].param, pred[r].grad, pred[r].state, pred[r].activations};
+        fprintf(stderr, "%-34s %d", r ? "" : l->name, r);
+        for (int c = 0; c < 4; c++) {
+            double err = real[r][c] > 0 ? (p[c] - real[r][c]) / real[r][c] : p[c];
+            fprintf(stderr, "  %9.0f %9.0f %+6.2f%%", p[c], real[r][c], 100 * err);
+            if (fabs(err) > TOL) {
+                fprintf(stderr, " <- %s", what[c]);
+                (*worse)++;
+            }
+        }
+        fputc('\n', stderr);
+    }
+    free(pred);
+}
+
+static void test_prediction_by_category(void **state) {
+    (void)state;
+    int emu = emu_built(), worse = 0;
+    fprintf(stderr, "%-34s %s  %29s  %29s  %29s  %29s\n", "layout", "r", "parameters: predicted, allocated",
+            "gradients", "optimizer state", "activations");
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        if (layouts[i].emu && !emu) {
+            fprintf(stderr, "%-34s skipped: the cuda_emu device is not built here\n", layouts[i].name);
+            continue;
+        }
+        check_layout(&layouts[i], &worse);
+    }
+    if (worse) fail_msg("%d categories of a rank predicted more than %.1f%% off what plait allocates (above)", worse,
+                        100 * TOL);
+}
+
+/* Planning a cluster opens no device: it takes a GPU node's ranks to run
+ * the cuda device (plait_cost_device_cuda states its kernels) and a CPU
+ * node's the cpu device (the core's kernels). Both as the devices' own
+ * tables answer, asked as `plait config check` asks them. */
+static void test_planned_devices(void **state) {
+    (void)state;
+    static const struct {
+        const char *device;
+        int gpu, emu;
+    } kinds[] = {{"device.plugin=cpu", 0, 0}, {"device.plugin=sim", 0, 0}, {"device.plugin=cuda_emu", 1, 1}};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        if (kinds[i].emu && !emu_built()) {
+            fprintf(stderr, "%s: skipped, the cuda_emu device is not built here\n", kinds[i].device);
+            continue;
+        }
+        /* two head sizes: 10, and 512 (past the fused attention's limit) */
+        for (int big = 0; big < 2; big++) {
+            char *over[] = {(char *)kinds[i].device, (char *)"run.precision=bf16",
+                            big ? (char *)"model.n_embd=2048" : (char *)"model.n_embd=40"};
+            plait_config *cfg = NULL;
+            if (plait_cli_load_config(ini, 3, over, &cfg) != PLAIT_OK) fail_msg("%s", plait_last_error());
+            plait_cost_device asked, planned;
+            plait_cli_cost_device(cfg, &asked);
+            plait_cost_device_planned(cfg, kinds[i].gpu, &planned);
+            plait_config_free(cfg);
+            fprintf(stderr, "%s n_embd %d: bf16 path %d, attention scratch %g floats a sequence and head; "
+                            "planned %d, %g\n",
+                    kinds[i].device, big ? 2048 : 40, asked.bf16_path, asked.att_scratch, planned.bf16_path,
+                    planned.att_scratch);
+            assert_int_equal(asked.bf16_path, planned.bf16_path);
+            assert_true(asked.att_scratch == planned.att_scratch);
+            assert_int_equal(asked.bf16_path, kinds[i].gpu && !big);
+        }
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_planned_devices),
+                                       cmocka_unit_test(test_prediction_by_category)};
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
