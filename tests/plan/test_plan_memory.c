@@ -1,7 +1,7 @@
 /*
  * The planner's memory per rank against what plait allocates: for a few
  * layouts of a small GPT (dp 2 with adam, ZeRO-1 and ZeRO-3; tp 2; pp 2
- * with selective recomputation), in fp32 and bf16, on the sim test device
+ * with selective and with full recomputation), in fp32 and bf16, on the sim test device
  * (the CPU's kernels: float32 activations), the cpu device training in
  * bf16 (float32 activations still) and the cuda_emu device (the cuda
  * plugin's own code: bf16 activations and the weights' bf16 copy where the
@@ -86,6 +86,10 @@ static const layout layouts[] = {
     {"cuda_emu bf16 pp2 1f1b selective",
      {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=1f1b",
       "data.micro_batch=1", "model.recompute=selective", NULL},
+     1, 1},
+    {"cuda_emu bf16 pp2 1f1b full",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=1f1b",
+      "data.micro_batch=1", "model.recompute=full", NULL},
      1, 1},
 };
 
