@@ -74,17 +74,20 @@ int plait_cli_bench_sweep(int argc, char **argv) {
         load_average(load, sizeof load);
         time_t t = time(NULL);
         strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&t));
-        char header[1024];
+        char header[1024], memory_for[800];
+        plait_cli_device_line(&a.device, memory_for, sizeof memory_for);
         snprintf(header, sizeof header,
                  "%s, %d ranks, %s; %d run%s of %d timed steps after %d warm-up per layout; SGEMM peak %.1f "
                  "GFLOP/s; load average %s at the start, %s at the end (%s)\n",
                  a.config, a.ranks, cluster.name, a.repeat, a.repeat == 1 ? "" : "s", a.steps, a.warmup,
                  cluster.peak_flops / 1e9, load_start, load, when);
-        printf("# plait bench sweep %s", header);
+        printf("# plait bench sweep %s# predicted %s\n", header, memory_for);
         plait_sweep_print(stdout, rows, n);
         plait_cost_print_families(stdout, srch.families, srch.n_families);
         if (a.report) {
-            st = plait_sweep_report(a.report, &o, rows, n, header);
+            char text[2048];
+            snprintf(text, sizeof text, "%s\nPredicted %s.\n", header, memory_for);
+            st = plait_sweep_report(a.report, &o, rows, n, text);
             if (st == PLAIT_OK) printf("# report: %s/report.md (tokens.png, split.png, memory.png, predicted.png)\n", a.report);
         }
         int measured = 0, failed = 0;

@@ -4,20 +4,25 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cost_device.h"
 #include "cli/memory_check.h"
 #include "train/preflight.h"
 
 /* What `plait plan` predicts each rank of the layout will hold, on this
- * machine's defaults (the runtime's own bytes included). */
+ * machine's defaults (the runtime's own bytes included), on the device its
+ * ranks will open. */
 static void print_memory(plait_config *cfg) {
     int n = 0;
-    plait_cost_device dev;
-    plait_cli_cost_device(cfg, &dev);
-    plait_cost_mem *m = plait_cli_predict_memory(cfg, &dev, &n);
+    plait_cli_device dev;
+    plait_cli_device_ask(cfg, &dev);
+    plait_cost_mem *m = plait_cli_predict_memory(cfg, &dev.cost, &n);
     if (!m) return; /* the preflight above passed: nothing new to say */
     const double MiB = 1048576.0;
-    printf("predicted memory per rank (MiB; plait plan's model, see docs/plan.md):\n"
-           "  rank  parameters  gradients  optimizer  activations  buffers  runtime    total\n");
+    char line[800];
+    plait_cli_device_line(&dev, line, sizeof line);
+    printf("%s\npredicted memory per rank (MiB; plait plan's model, see docs/plan.md):\n"
+           "  rank  parameters  gradients  optimizer  activations  buffers  runtime    total\n",
+           line);
     for (int r = 0; r < n; r++)
         printf("  %4d  %10.1f  %9.1f  %9.1f  %11.1f  %7.1f  %7.1f  %7.1f\n", r, m[r].param / MiB, m[r].grad / MiB,
                m[r].state / MiB, m[r].activations / MiB, m[r].buffers / MiB, m[r].process / MiB, m[r].total / MiB);

@@ -38,7 +38,9 @@ static int explain(plait_cli_layout_args *a, const plait_cluster *cluster) {
         fprintf(stderr, "plait: error: plan --explain: %s is not a valid layout: %s\n", name, r.why);
         rc = 1;
     } else {
-        plait_cost_print_explain(stdout, &r, stages, &x);
+        char line[800];
+        plait_cli_device_line(&a->device, line, sizeof line);
+        plait_cost_print_explain(stdout, &r, stages, &x, line);
     }
     free(stages);
     return rc;
@@ -63,7 +65,9 @@ static int cmd_plan(int argc, char **argv, const plait_cli_job_opts *job) {
             plait_cli_print_error("plan");
             rc = 1;
         } else {
-            plait_cost_print_header(stdout, a.config, a.ranks, &cluster, a.precision, a.mem_limit);
+            char line[800];
+            plait_cli_device_line(&a.device, line, sizeof line);
+            plait_cost_print_header(stdout, a.config, a.ranks, &cluster, a.precision, a.mem_limit, line);
             plait_cost_print_table(stdout, s.results, s.n);
             plait_cost_print_families(stdout, s.families, s.n_families);
             plait_cost_print_search(stdout, &s);
@@ -98,7 +102,9 @@ const plait_command plait_cmd_plan = {
     "shown ranked by predicted tokens/s.\n"
     "\n"
     "  --ranks N          world size (also -n N)\n"
-    "  --cluster FILE     the cluster (configs/clusters/*.ini); default: this machine\n"
+    "  --cluster FILE     the cluster (configs/clusters/*.ini); default: this machine, its ranks'\n"
+    "                     memory counted on the config's [device] plugin (asked in a child\n"
+    "                     process; the cpu device where it does not open here, said so)\n"
     "  --comm-csv FILE    calibrate the intra-node link (latency, bandwidth) from a\n"
     "                     'plait bench comm -n N --op allreduce --csv FILE' table\n"
     "  --axes LIST        axes to vary (or all); the others keep the config's setting\n"

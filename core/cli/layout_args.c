@@ -160,6 +160,12 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     } else {
         plait_cluster_default(cluster);
     }
+    /* a cluster file's ranks run its kind of device; this machine's run the
+     * config's, which may not open here (then the cpu device counts). Asked
+     * before the SGEMM measurement below starts the math threads: the
+     * child that asks is forked from this process. */
+    if (a->cluster) plait_cli_device_planned(cfg, cluster, &a->device);
+    else plait_cli_device_ask(cfg, &a->device);
     /* the precision: the config's when it sets one, else what the cluster
      * trains in; only `plait train` asks this machine whether it can */
     const char *where = NULL;
@@ -194,9 +200,7 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
 void plait_cli_layout_ctx(plait_cli_layout_args *a, const plait_cluster *cluster, plait_cost_ctx *x) {
     *x = (plait_cost_ctx){.cluster = cluster, .precision = a->precision, .hierarchical = a->hierarchical,
                           .mem_limit = a->mem_limit, .global_batch = a->axes.global_batch,
-                          .load = plait_cli_layout_load, .load_ctx = a};
-    /* a GPU cluster's ranks run the cuda device, a CPU node's the cpu device */
-    plait_cost_device_planned(a->base, cluster->gpu, &x->device);
+                          .load = plait_cli_layout_load, .load_ctx = a, .device = a->device.cost};
 }
 
 int plait_cli_layout_search(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,

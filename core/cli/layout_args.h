@@ -10,6 +10,7 @@
 #ifndef PLAIT_CLI_LAYOUT_ARGS_H
 #define PLAIT_CLI_LAYOUT_ARGS_H
 
+#include "cli/cost_device.h"
 #include "cost/layouts.h"
 #include "cost/search.h"
 
@@ -27,6 +28,7 @@ typedef struct plait_cli_layout_args {
     plait_precision precision;
     int precision_from_config; /* [run] precision set in the config, not the cluster's */
     int hierarchical;
+    plait_cli_device device;  /* the device whose memory is counted: the cluster's, or the config's */
     plait_config *base;       /* the config as given (the model the search weighs) */
     char **over;              /* the user's overrides (malloc'd array of argv pointers) */
     int n_over;
@@ -44,7 +46,9 @@ void plait_cli_layout_args_free(plait_cli_layout_args *a);
 /* Load the config as given (a->base), fill axes->base and global_batch
  * from it, load the cluster (measuring this machine's SGEMM when it gives
  * no peak), settle the precision (the config's [run] precision when it sets
- * one, else the cluster's) and check the cluster has a rate for it.
+ * one, else the cluster's) and check the cluster has a rate for it, and
+ * settle the device whose memory is counted (a->device: a cluster file's,
+ * else the config's [device] plugin, asked in a child process).
  * Prints errors as "plait: error: ..." and returns 1, or 0. */
 int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster);
 

@@ -1,19 +1,14 @@
 /* Does the layout fit this host's memory (cli/memory_check.h)? */
 #include "cli/memory_check.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
-#include "device/device.h"
-#include "kernels/kernels.h"
+#include "cli/cost_device.h"
 #include "cost/layouts.h"
-#include "plugin/loader.h"
 #include "runtime/error.h"
 #include "runtime/host_memory.h"
 
@@ -80,77 +75,14 @@ static need predict(plait_config *cfg, const plait_cost_device *dev, int local, 
     return n;
 }
 
-typedef struct device_answer {
-    uint64_t bytes;     /* its memory; 0 = host memory, or it cannot say */
-    char name[128];
-    int opened;         /* it opened: `cost` describes its kernel table */
-    plait_cost_device cost;
-} device_answer;
-
-/* The device's memory and kernels, asked of the device in a child process:
- * opening a device here would leave a driver context in a process that
- * forks ranks next (CUDA does not survive fork). */
-static device_answer ask_device(const plait_config *cfg) {
-    device_answer a = {0};
-    int fds[2];
-    if (pipe(fds) != 0) return a;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return a;
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        if (plait_device_open(plait_plugin_host(), cfg, 0, 1) == PLAIT_OK) {
-            const plait_device_info *info = plait_device_info_open();
-            if (info && info->mem_kind != PLAIT_MEM_HOST) {
-                a.bytes = info->memory_bytes;
-                snprintf(a.name, sizeof a.name, "%s", info->name);
-            }
-            int64_t T, HS;
-            plait_cost_model_dims(cfg, &T, &HS);
-            plait_cost_device_of(plait_device_kernels(), T, HS, &a.cost);
-            a.opened = 1;
-        }
-        ssize_t w = write(fds[1], &a, sizeof a);
-        _exit(w == (ssize_t)sizeof a ? 0 : 1);
-    }
-    close(fds[1]);
-    if (read(fds[0], &a, sizeof a) != (ssize_t)sizeof a) memset(&a, 0, sizeof a);
-    close(fds[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    a.name[sizeof a.name - 1] = '\0';
-    return a;
-}
-
-/* The device of `cfg`, asked when it is not the cpu device (whose memory
- * is the host's and whose kernels are the core's); the cost model's view
- * of it in *dev: its own kernel table, or the core's when it does not open
- * here (float32 activations, the larger prediction). */
-static device_answer device_of(const plait_config *cfg, plait_cost_device *dev) {
-    device_answer d = {0};
-    if (strcmp(plait_config_str(cfg, "device", "plugin"), "cpu") != 0) d = ask_device(cfg);
-    int64_t T, HS;
-    plait_cost_model_dims(cfg, &T, &HS);
-    if (d.opened) *dev = d.cost;
-    else plait_cost_device_of(plait_kernels_table(), T, HS, dev);
-    return d;
-}
-
-void plait_cli_cost_device(const plait_config *cfg, plait_cost_device *out) { (void)device_of(cfg, out); }
-
-/* What the ranks have (the device `d` answered); 0 = nothing known to
- * compare with. */
-static int find_room(const device_answer *d, room *r) {
+/* What the ranks have (on the device `d`); 0 = nothing known to compare
+ * with. */
+static int find_room(const plait_cli_device *d, room *r) {
     memset(r, 0, sizeof *r);
     char a[32], b[32], c[32];
-    if (d->bytes > 0) {
+    if (d->memory_bytes > 0) {
         r->on_device = 1;
-        r->bytes = (double)d->bytes;
+        r->bytes = (double)d->memory_bytes;
         snprintf(r->what, sizeof r->what, "its device (%s) has %s", d->name, plait_bytes_text(r->bytes, a, sizeof a));
         return 1;
     }
@@ -245,8 +177,9 @@ plait_status plait_cli_memory_check(plait_config *cfg, const char *path, int n_o
                                     int local_ranks) {
     if (!plait_config_bool(cfg, "run", "memory_check")) return PLAIT_OK;
     room r;
-    plait_cost_device dev;
-    device_answer d = device_of(cfg, &dev);
+    plait_cli_device d;
+    plait_cli_device_ask(cfg, &d);
+    const plait_cost_device dev = d.cost;
     if (!find_room(&d, &r)) return PLAIT_OK;
     int world = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                       plait_config_int(cfg, "parallel", "pp"));

@@ -7,12 +7,12 @@
  * buffers, the runtime). On a device whose memory is host memory (cpu) the
  * ranks on this host share what the host can still give (MemAvailable, a
  * cgroup's limit, ulimit -v per process); on a device with memory of its own
- * each rank's model state must fit its device's memory (asked once of the
- * device in a child process, so the caller never opens it and may still
- * fork). A layout that does not fit is refused with the prediction, its
- * largest parts, what is available, and the changes of one setting that
- * would fit (a smaller micro-batch, recomputation, a ZeRO stage), each
- * predicted the same way.
+ * each rank's model state must fit its device's memory (asked of the
+ * device in a child process, cli/cost_device.h, so the caller never opens
+ * it and may still fork). A layout that does not fit is refused with the
+ * prediction, its largest parts, what is available, and the changes of one
+ * setting that would fit (a smaller micro-batch, recomputation, a ZeRO
+ * stage), each predicted the same way.
  *
  * Not thread-safe (loads configs and plugins, uses the thread's error slot).
  */
@@ -23,13 +23,6 @@
 
 #include "cost/activations.h"
 #include "cost/cost.h"
-
-/* The device the ranks of `cfg` (finalized) will compute on, as the cost
- * model needs it (its kernel table's bf16 path and attention scratch):
- * the cpu device's kernels are the core's; another device is opened in a
- * child process, and one that does not open here counts as the cpu
- * device. */
-void plait_cli_cost_device(const plait_config *cfg, plait_cost_device *out);
 
 /* What plait plan predicts for each rank of `cfg` (finalized), in world
  * order, on this machine's defaults and the device `dev` describes: a

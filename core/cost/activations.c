@@ -44,8 +44,7 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
                                     .gpt = s->gpt,
                                     .kernels = in->device && in->device->bf16_path,
                                     .tensor_parallel = in->tensor_parallel,
-                                    .split_backward = in->split,
-                                    .recompute = in->recompute};
+                                    .split_backward = in->split};
     s->bf16 = plait_model_grants_bf16(&terms);
 }
 

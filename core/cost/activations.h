@@ -18,7 +18,7 @@
  *
  * Where the model stores its activations in bf16 (plait_model_grants_bf16:
  * a bf16 run on a device whose kernels have the bf16 path, without tensor
- * parallelism, split backward or full recomputation) the tensors the
+ * parallelism or split backward, in any recompute mode) the tensors the
  * products read and write take 2 bytes an element (LayerNorm outputs,
  * q/k/v, the attention output, GELU's input and output, the logits, the
  * backward scratch of the products' gradients); the residual stream and

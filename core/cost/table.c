@@ -19,7 +19,7 @@ static const char *rate_text(char *buf, size_t size, double flops, int digits) {
 }
 
 void plait_cost_print_header(FILE *out, const char *config, int ranks, const plait_cluster *c, plait_precision p,
-                             double mem_limit) {
+                             double mem_limit, const char *memory_for) {
     double limit = mem_limit > 0 ? mem_limit : plait_cost_mem_limit(c, ranks), rate = 0;
     (void)plait_cluster_rate(c, p, &rate);
     fprintf(out, "# plait plan %s: %d ranks on %s, in %s\n", config, ranks, c->name, plait_device_precision_name(p));
@@ -36,6 +36,7 @@ void plait_cost_print_header(FILE *out, const char *config, int ranks, const pla
         if (c->inter_node_bandwidth > 0) fprintf(out, ", %.0f GB/s a node", c->inter_node_bandwidth / 1e9);
     }
     fprintf(out, "; memory limit %.0f MiB per rank\n", limit / MiB);
+    if (memory_for) fprintf(out, "# %s\n", memory_for);
     fprintf(out, "# %-4s %-44s %10s %10s %10s %9s %9s %8s %9s %9s %9s %5s\n", "rank", "layout", "tokens/s",
             "step_ms", "compute", "comm", "idle", "optim", "dp_MB", "tp_MB", "mem_MiB", "fits");
 }
@@ -79,7 +80,7 @@ void plait_cost_print_search(FILE *out, const plait_cost_search *s) {
 }
 
 void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait_cost_rank *stages,
-                              const plait_cost_ctx *x) {
+                              const plait_cost_ctx *x, const char *memory_for) {
     const plait_cost_layout *l = &r->layout;
     const plait_cost_time *t = &r->time;
     const plait_cluster *c = x->cluster;
@@ -87,6 +88,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     plait_cost_layout_name(l, name, sizeof name);
     const char *pn = plait_device_precision_name(x->precision);
     fprintf(out, "# plait plan --explain %s: %d ranks on %s, in %s\n", name, l->dp * l->tp * l->pp, c->name, pn);
+    if (memory_for) fprintf(out, "# %s\n", memory_for);
     fprintf(out, "step %.3f s = compute %.3f + communication not hidden %.3f + bubble %.3f + optimizer %.3f s: %.0f "
                  "tokens/s (%.0f tokens a step)\n",
             t->step, t->compute, t->comm, t->idle, t->optim, r->tokens_per_s, r->tokens_per_step);

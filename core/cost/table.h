@@ -13,8 +13,10 @@
 #include "cost/layouts.h"
 #include "cost/search.h"
 
+/* The header; `memory_for` (or NULL) is one more line, which device the
+ * memory is counted for. */
 void plait_cost_print_header(FILE *out, const char *config, int ranks, const plait_cluster *c, plait_precision p,
-                             double mem_limit);
+                             double mem_limit, const char *memory_for);
 /* Rows of the valid layouts (results already ranked), then "does not fit"
  * for those over the limit; returns how many fit. */
 size_t plait_cost_print_table(FILE *out, const plait_cost_result *r, size_t n);
@@ -26,8 +28,9 @@ void plait_cost_print_search(FILE *out, const plait_cost_search *s);
 
 /* The breakdown of one layout's predicted step: compute per pipeline stage,
  * each communication by axis and link, the bubble, the optimizer, memory by
- * part. `stages` holds its l->pp stage costs, `r` its evaluation. */
+ * part. `stages` holds its l->pp stage costs, `r` its evaluation;
+ * `memory_for` as for the header. */
 void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait_cost_rank *stages,
-                              const plait_cost_ctx *x);
+                              const plait_cost_ctx *x, const char *memory_for);
 
 #endif

@@ -8,9 +8,12 @@
  * a product that reads its gradient gets a bf16 copy made once
  * (to_bf16 into the scratch sb.dres), which both of its gradients read.
  * Only the layouts model.c grants bf16 come here: no tensor parallelism,
- * a one-pass backward, the fused kernels, and no recomputation or the
- * selective one, which with the fused attention drops GELU's output alone
- * (a buffer the blocks share, rebuilt at each block's backward).
+ * a one-pass backward and the fused kernels, under any [model] recompute:
+ * what it drops is rebuilt before a block's backward (recompute.c) by
+ * these forwards, into bf16 buffers the blocks share. Selective drops
+ * GELU's output alone (the fused attention keeps no probabilities), so
+ * its forward runs GELU apart with the kernel that rebuilds it; full
+ * reruns the block's forward up to the GELU as the forward ran it.
  */
 #include "model/model_internal.h"
 #include "runtime/error.h"
@@ -58,23 +61,37 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     return PLAIT_OK;
 }
 
-plait_status plait_bf16_mlp_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y) {
+/* ln_2, c_fc and GELU into the block's acts. */
+static void mlp_act(plait_model *m, block_acts *a, const float *r, const half_params *p, const half_bf16 *w) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
+    m->k->layernorm_forward_bf16(a->bf.ln2, a->ln2_mean, a->ln2_rstd, r, p->ln_w, p->ln_b, BT, C);
+    if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) {
+        /* GELU apart, with the kernel the backward rebuilds its output
+         * with: the same bits in both */
+        m->k->matmul_forward_bf16(a->bf.fch, a->bf.ln2, w->in_w, w->in_b, BT, C, F);
+        m->k->gelu_forward_bf16(a->bf.fcg, a->bf.fch, (size_t)(BT * F));
+    } else {
+        m->k->matmul_forward_gelu_bf16(a->bf.fcg, a->bf.fch, a->bf.ln2, w->in_w, w->in_b, BT, C, F);
+    }
+}
+
+plait_status plait_bf16_mlp_forward_act(plait_model *m, model_slot *s, int32_t layer, const float *r) {
+    half_params p;
+    plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
+    if (st != PLAIT_OK) return st;
+    const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
+    mlp_act(m, &s->blocks[layer - 1], r, &p, &w);
+    return PLAIT_OK;
+}
+
+plait_status plait_bf16_mlp_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y) {
     block_acts *a = &s->blocks[layer - 1];
     half_params p;
     plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
-    m->k->layernorm_forward_bf16(a->bf.ln2, a->ln2_mean, a->ln2_rstd, r, p.ln_w, p.ln_b, BT, C);
-    if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) {
-        /* GELU apart, with the kernel the backward rebuilds its output
-         * with: the same bits in both */
-        m->k->matmul_forward_bf16(a->bf.fch, a->bf.ln2, w.in_w, w.in_b, BT, C, F);
-        m->k->gelu_forward_bf16(a->bf.fcg, a->bf.fch, (size_t)(BT * F));
-    } else {
-        m->k->matmul_forward_gelu_bf16(a->bf.fcg, a->bf.fch, a->bf.ln2, w.in_w, w.in_b, BT, C, F);
-    }
-    m->k->matmul_forward_residual_bf16(y, r, a->bf.fcg, w.out_w, p.out_b, BT, F, C);
+    mlp_act(m, a, r, &p, &w);
+    m->k->matmul_forward_residual_bf16(y, r, a->bf.fcg, w.out_w, p.out_b, m->B * m->T, m->Fl, m->C);
     return PLAIT_OK;
 }
 
@@ -87,8 +104,6 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
     plait_status st = half_both(m, layer, BP_LN2_W, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
-    if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) /* GELU's output, dropped in the forward */
-        m->k->gelu_forward_bf16(a->bf.fcg, a->bf.fch, (size_t)(BT * F));
     m->k->to_bf16(m->sb.dres, dy, (size_t)(BT * C));
     m->k->matmul_backward_gelu_bf16(m->sb.dfc, dp.out_w, dp.out_b, m->sb.dres, a->bf.fcg, w.out_w, a->bf.fch, BT, F,
                                     C);

@@ -93,8 +93,7 @@ int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS) {
 }
 
 int plait_model_grants_bf16(const plait_bf16_terms *t) {
-    return t->requested && t->gpt && t->kernels && !t->tensor_parallel && !t->split_backward &&
-           t->recompute != PLAIT_RECOMPUTE_FULL;
+    return t->requested && t->gpt && t->kernels && !t->tensor_parallel && !t->split_backward;
 }
 
 /* Lays out (base NULL: measures) the bf16 copies of the local product
@@ -319,8 +318,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
                                     .gpt = desc->is_gpt,
                                     .kernels = plait_model_kernels_bf16(m->k, m->HS),
                                     .tensor_parallel = m->tp_ops != NULL,
-                                    .split_backward = m->split,
-                                    .recompute = desc->recompute};
+                                    .split_backward = m->split};
     m->bf16 = plait_model_grants_bf16(&terms);
     if (m->bf16 && (st = bf16_weights_alloc(m)) != PLAIT_OK) goto fail;
     *out = m;
@@ -423,6 +421,28 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
     return plait_mlp_half_forward(m, s, layer, r, s->bound[layer]);
 }
 
+/* Part `part` of block `layer`'s backward, what [model] recompute dropped
+ * rebuilt first (for the weight half too: whatever ran in between may
+ * have overwritten the shared buffers). */
+static plait_status block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part) {
+    plait_status st = plait_recompute_block(m, s, layer, part == BWD_WEIGHT);
+    if (st != PLAIT_OK) return st;
+    float *dy = s->gbuf[layer & 1];
+    float *dx = s->gbuf[(layer - 1) & 1];
+    const float *x = s->bound[layer - 1];
+    const float *r = m->desc->is_gpt ? s->blocks[layer - 1].res2 : x;
+    if (m->bf16) { /* a one-pass backward */
+        st = plait_bf16_mlp_backward(m, s, layer, r, dy, dx);
+        return st != PLAIT_OK ? st : plait_bf16_attention_backward(m, s, layer, x, dx);
+    }
+    block_grads one_pass = {.dy = dy, .dfch = m->s_dfc, .dln2 = m->s_dln, .dres2 = dx, .dqkv = m->s_dqkv,
+                            .dln1 = m->s_dln};
+    const block_grads *g = part == BWD_ALL ? &one_pass : &s->wg[layer - 1];
+    st = plait_mlp_half_backward(m, s, layer, r, dy, dx, part, g);
+    if (st == PLAIT_OK && m->desc->is_gpt) st = plait_gpt_attention_backward(m, s, layer, x, dx, part, g);
+    return st;
+}
+
 static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, bwd_part part) {
     static const char *const what[] = {"", "input half of the backward", "weight half of the backward", "backward"};
     model_slot *s = NULL;
@@ -447,23 +467,8 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
     } else if (layer == L + 1) {
         st = m->bf16 ? plait_bf16_head_backward(m, s)
                      : plait_gpt_head_backward(m, s, part, part == BWD_ALL ? m->s_dln : s->head_dln);
-    } else if (m->bf16) { /* a one-pass backward, nothing recomputed */
-        float *dx = s->gbuf[(layer - 1) & 1];
-        st = plait_bf16_mlp_backward(m, s, layer, s->blocks[layer - 1].res2, s->gbuf[layer & 1], dx);
-        if (st == PLAIT_OK) st = plait_bf16_attention_backward(m, s, layer, s->bound[layer - 1], dx);
     } else {
-        /* the weight half reads the recomputed activations too: whatever
-         * ran in between may have overwritten the shared buffers */
-        st = plait_recompute_block(m, s, layer, part == BWD_WEIGHT);
-        float *dy = s->gbuf[layer & 1];
-        float *dx = s->gbuf[(layer - 1) & 1];
-        const float *x = s->bound[layer - 1];
-        const float *r = m->desc->is_gpt ? s->blocks[layer - 1].res2 : x;
-        block_grads one_pass = {.dy = dy, .dfch = m->s_dfc, .dln2 = m->s_dln, .dres2 = dx, .dqkv = m->s_dqkv,
-                                .dln1 = m->s_dln};
-        const block_grads *g = part == BWD_ALL ? &one_pass : &s->wg[layer - 1];
-        if (st == PLAIT_OK) st = plait_mlp_half_backward(m, s, layer, r, dy, dx, part, g);
-        if (st == PLAIT_OK && m->desc->is_gpt) st = plait_gpt_attention_backward(m, s, layer, x, dx, part, g);
+        st = block_backward(m, s, layer, part);
     }
     if (st == PLAIT_OK && part != BWD_ALL) s->weight_due[layer] = part == BWD_INPUT;
     return st;

@@ -162,7 +162,6 @@ struct plait_model {
     struct {
         plait_bf16 *dln, *dfc, *datty, *dqkv, *dres; /* dres: the residual stream's gradient, converted once */
     } sb;
-    plait_bf16 *rc_fcg;               /* selective recomputation: the blocks' shared GELU output (bf16) */
     plait_bf16 **wbf;                 /* [n_params]: a parameter's bf16 copy, or NULL */
     plait_bf16 *wbf_mem;
     size_t wbf_bytes;
@@ -177,7 +176,8 @@ struct plait_model {
     float *att_scratch;
     size_t att_scratch_bytes;
     /* recompute buffers shared by every block and slot (recompute.c):
-     * selective holds att and fcg here, full every part of a block */
+     * selective holds att and fcg here, full every part of a block (under
+     * bf16 activations the parts of block_acts_bf16 in bf16) */
     block_acts rc;
     float *rc_mem;
     size_t rc_bytes;
@@ -257,10 +257,13 @@ plait_status plait_gpt_head_forward(plait_model *m, model_slot *s);
 plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part part, float *dln);
 
 /* The same bodies under bf16 activations (gpt_bf16.c): one-pass
- * backwards only (a model with bf16 activations has no split backward). */
+ * backwards only (a model with bf16 activations has no split backward),
+ * each after plait_recompute_block. */
 plait_status plait_bf16_attention_forward(plait_model *m, model_slot *s, int32_t layer, const float *x);
 plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x, float *dx);
 plait_status plait_bf16_mlp_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y);
+/* The MLP half's forward up to the GELU, without c_proj (full recomputation). */
+plait_status plait_bf16_mlp_forward_act(plait_model *m, model_slot *s, int32_t layer, const float *r);
 plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
                                      float *dr);
 plait_status plait_bf16_head_forward(plait_model *m, model_slot *s);
@@ -271,20 +274,24 @@ plait_status plait_model_att_scratch(plait_model *m);
 
 /* ---- recompute (recompute.c) ----------------------------------------------- */
 
-/* Floats of the shared recompute buffers for the model's mode (0 for none). */
+/* Floats of the shared recompute buffers for the model's mode (0 for
+ * none); a part stored in bf16 (bf16 activations) takes half as many. */
 size_t plait_recompute_floats(const plait_model *m);
 /* Carve the shared recompute buffers from `base` (plait_recompute_floats()
  * floats), then point the parts of a slot's `a` that the mode does not keep
- * at them. */
+ * at them (a part's bf16 pointer under bf16 activations). */
 void plait_recompute_carve(plait_model *m, float *base);
 void plait_recompute_share(plait_model *m, block_acts *a);
 /* 1 if a slot keeps part `which` of a block's acts (an offsetof into
- * block_acts) under the model's mode. */
+ * block_acts, of the float32 pointer: it stands for the part in either
+ * type) under the model's mode. */
 int plait_recompute_keeps(const plait_model *m, size_t which);
 /* Before the backward of block `layer` of slot s: recompute into the
  * shared buffers what the mode dropped, from what the slot kept, with the
- * forward's own kernels on the same inputs (so bit-identical). With
- * weights_only, only what the weight half of a split backward reads. */
+ * forward's own kernels on the same inputs (so bit-identical; under bf16
+ * activations with the same bf16 weight copies, which only a forward
+ * makes again). With weights_only, only what the weight half of a split
+ * backward reads. */
 plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer, int weights_only);
 
 #endif

@@ -117,42 +117,35 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
     for (int64_t l = 1; l <= L; l++) {
         if (!plait_model_slot_has(m, s, l)) continue;
         block_acts *a = &s->blocks[l - 1];
-        if (m->bf16) { /* recompute none, one-pass backward: everything kept */
-            TAKE_BF16(a->bf.ln1, BT * C);
-            TAKE(a->ln1_mean, BT);
-            TAKE(a->ln1_rstd, BT);
-            TAKE_BF16(a->bf.qkv, BT * 3 * m->Cl);
-            TAKE(a->lse, m->B * m->NHl * m->T);
-            TAKE_BF16(a->bf.atty, BT * m->Cl);
-            TAKE(a->res2, BT * C);
-            TAKE_BF16(a->bf.ln2, BT * C);
-            TAKE(a->ln2_mean, BT);
-            TAKE(a->ln2_rstd, BT);
-            TAKE_BF16(a->bf.fch, BT * m->Fl);
-            if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) a->bf.fcg = m->rc_fcg; /* rebuilt in the backward */
-            else TAKE_BF16(a->bf.fcg, BT * m->Fl);
-            continue;
-        }
-        /* the parts [model] recompute drops point at the shared buffers */
+        /* the parts [model] recompute drops point at the shared buffers;
+         * those the products read and write are bf16 under bf16 activations */
 #define KEEP(field, n)                                                     \
     do {                                                                   \
         if (plait_recompute_keeps(m, offsetof(block_acts, field))) TAKE(a->field, n); \
     } while (0)
+#define KEEP_PRODUCT(field, n)                                             \
+    do {                                                                   \
+        if (plait_recompute_keeps(m, offsetof(block_acts, field))) {       \
+            if (m->bf16) TAKE_BF16(a->bf.field, n);                        \
+            else TAKE(a->field, n);                                        \
+        }                                                                  \
+    } while (0)
         if (m->desc->is_gpt) {
-            KEEP(ln1, BT * C);
+            KEEP_PRODUCT(ln1, BT * C);
             KEEP(ln1_mean, BT);
             KEEP(ln1_rstd, BT);
-            KEEP(qkv, BT * 3 * m->Cl);
+            KEEP_PRODUCT(qkv, BT * 3 * m->Cl);
             if (m->fused_attn) KEEP(lse, m->B * m->NHl * m->T);
             else KEEP(att, m->B * m->NHl * m->T * m->T);
-            KEEP(atty, BT * m->Cl);
+            KEEP_PRODUCT(atty, BT * m->Cl);
             KEEP(res2, BT * C);
         }
-        KEEP(ln2, BT * C);
+        KEEP_PRODUCT(ln2, BT * C);
         KEEP(ln2_mean, BT);
         KEEP(ln2_rstd, BT);
-        KEEP(fch, BT * m->Fl);
-        KEEP(fcg, BT * m->Fl);
+        KEEP_PRODUCT(fch, BT * m->Fl);
+        KEEP_PRODUCT(fcg, BT * m->Fl);
+#undef KEEP_PRODUCT
 #undef KEEP
         if (base) plait_recompute_share(m, a);
         if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL);
@@ -179,17 +172,13 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
 
 /* The shared recompute buffers (recompute.c), allocated with the first slot. */
 static plait_status recompute_get(plait_model *m) {
-    /* under bf16 activations selective recomputation drops GELU's output
-     * alone (the fused attention keeps no probabilities): one bf16 buffer */
-    const int bf16_gelu = m->bf16 && m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE;
-    size_t n = m->bf16 ? (bf16_gelu ? align_up((size_t)(m->B * m->T * m->Fl + 1) / 2) : 0) : plait_recompute_floats(m);
+    size_t n = plait_recompute_floats(m);
     if (m->rc_mem || n == 0) return PLAIT_OK;
     m->rc_mem = plait_device_alloc(n * sizeof(float), "activations");
     if (!m->rc_mem) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: recompute buffers");
     m->rc_bytes = n * sizeof(float);
     m->act_bytes += m->rc_bytes;
-    if (bf16_gelu) m->rc_fcg = (plait_bf16 *)(void *)m->rc_mem;
-    else plait_recompute_carve(m, m->rc_mem);
+    plait_recompute_carve(m, m->rc_mem);
     return PLAIT_OK;
 }
 

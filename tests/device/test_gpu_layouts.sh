@@ -16,8 +16,9 @@
 #     cuda_emu), every rank with its own emulated GPU 0; plus dp 2 with zero3
 #     (sharded optimizer, gathered parameters, the exact norm's accumulators
 #     merged across ranks) bit-identical to one rank with adam.
-#   On the GPU and the emulator also bf16 (bf16 activations): dp 2, pp 2 and
-#     dp 2 with zero3 bit-identical to one rank.
+#   On the GPU and the emulator also bf16 (bf16 activations): dp 2, pp 2,
+#     dp 2 with zero3, and one rank with full recomputation (its bf16
+#     activations rebuilt in the backward) bit-identical to one rank.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -53,15 +54,19 @@ for l in "${layouts[@]}"; do
 done
 # bf16 activations (the model's bf16 path: bf16 buffers, the weights' bf16
 # copy made again after each optimizer step, ZeRO-3's from its gathered
-# parameters) give dp, pp and zero3 the bits of one rank too
+# parameters) give dp, pp and zero3 the bits of one rank too, and so does
+# full recomputation (each block's bf16 activations rebuilt in its backward
+# by the same kernels on the same weight copy)
 if [ "$MODE" != selfcheck ]; then
   B=("${D[@]}" run.precision=bf16)
   train one_bf16 "${B[@]}" comm.plugin=tcp
   grep -q '^plait: activations bf16' "$E2E_WORK/one_bf16.out" || fail "the bf16 run kept float32 activations"
-  for l in "dp2|parallel.dp=2" "pp2|parallel.pp=2" "dp2_zero3|parallel.dp=2 optim.plugin=zero3"; do
+  for l in "dp2|parallel.dp=2" "pp2|parallel.pp=2" "dp2_zero3|parallel.dp=2 optim.plugin=zero3" \
+    "rcfull|model.recompute=full"; do
     name=${l%%|*}_bf16 arg=${l#*|}
     # shellcheck disable=SC2086 # $arg may hold several overrides
     train "$name" "${B[@]}" $arg comm.plugin=tcp
+    grep -q '^plait: activations bf16' "$E2E_WORK/$name.out" || fail "the $name run kept float32 activations"
     same_losses one_bf16 "$name" 0
     same_params one_bf16 "$name" bits
     echo "$name: bf16 activations, bit-identical to one rank on $DEV (final loss $(column "$name" loss | tail -n 1))"

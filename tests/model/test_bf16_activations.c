@@ -7,8 +7,9 @@
  * activations in about half the memory, makes its bf16 weight copies again
  * after each update (and is caught when told nothing), gives the same bits
  * twice, under selective recomputation keeps one GELU output for all
- * blocks, is granted only where every piece exists, and refuses to keep
- * float32 logits it does not have.
+ * blocks, under full recomputation one block's working set for all blocks
+ * with the bits of no recomputation, is granted only where every piece
+ * exists, and refuses to keep float32 logits it does not have.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -120,14 +121,39 @@ static void test_selective(void **state) {
     harness_trace_free(&sel);
 }
 
+/* Full recomputation under bf16 activations keeps only each block's input
+ * (the float32 residual stream): the backward reruns the block's forward
+ * with the bf16 bodies, the same kernels on the same bf16 weight copies,
+ * into one bf16 working set the blocks share, so losses and gradients are
+ * those of no recomputation, bit for bit. */
+static void test_full(void **state) {
+    (void)state;
+    harness_trace none, full;
+    trace(GPT_INI, 1, 0, 0, &none);
+    trace(GPT_INI "recompute = full\n", 1, 0, 0, &full);
+    assert_true(none.bf16);
+    assert_true(full.bf16);
+    printf("bf16, recompute full: activation bytes %llu (none: %llu)\n", (unsigned long long)full.act_bytes,
+           (unsigned long long)none.act_bytes);
+    assert_memory_equal(full.loss, none.loss, sizeof(double) * STEPS * SLOTS);
+    assert_memory_equal(full.grads, none.grads, sizeof(float) * STEPS * full.numel);
+    /* B 2, T 32, C 32, 4C 128, 4 heads: a block's working set in floats is
+     * ln_1 and ln_2 (2048 bf16: 1024 each), q/k/v (6144 bf16: 3072), the
+     * attention output (1024), c_fc's output and GELU's (8192 bf16: 4096
+     * each), res2 (2048 float32), the log-sum-exps (256) and 4 row
+     * statistics (64 each); 2 blocks x 2 slots kept without
+     * recomputation, one shared with it */
+    const uint64_t block = (2 * 1024 + 3072 + 1024 + 2 * 4096 + 2048 + 256 + 4 * 64) * sizeof(float);
+    assert_int_equal(none.act_bytes - full.act_bytes, (2 * SLOTS - 1) * block);
+    harness_trace_free(&none);
+    harness_trace_free(&full);
+}
+
 /* Where a piece is missing the model keeps float32 activations (and the
  * same numbers as a float32 model). */
 static void test_granted_only_where_whole(void **state) {
     (void)state;
     harness_trace t;
-    trace(GPT_INI "recompute = full\n", 1, 0, 0, &t);
-    assert_false(t.bf16);
-    harness_trace_free(&t);
     trace(GPT_INI, 1, 0, 1, &t);
     assert_false(t.bf16);
     harness_trace_free(&t);
@@ -165,6 +191,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trains_as_float32),
         cmocka_unit_test(test_selective),
+        cmocka_unit_test(test_full),
         cmocka_unit_test(test_granted_only_where_whole),
         cmocka_unit_test(test_no_float32_logits),
     };

@@ -1,7 +1,7 @@
 /*
  * The planner's memory per rank against what plait allocates: for a few
  * layouts of a small GPT (dp 2 with adam, ZeRO-1 and ZeRO-3; tp 2; pp 2
- * with selective recomputation), in fp32 and bf16, on the sim test device
+ * with selective and with full recomputation), in fp32 and bf16, on the sim test device
  * (the CPU's kernels: float32 activations), the cpu device training in
  * bf16 (float32 activations still) and the cuda_emu device (the cuda
  * plugin's own code: bf16 activations and the weights' bf16 copy where the
@@ -25,6 +25,7 @@
 #include "zero/zero_train_util.h"
 
 #include "cli/cli.h"
+#include "cli/cost_device.h"
 #include "cli/memory_check.h"
 #include "cost/layouts.h"
 #include "host/host_table.h"
@@ -86,6 +87,10 @@ static const layout layouts[] = {
      {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=1f1b",
       "data.micro_batch=1", "model.recompute=selective", NULL},
      1, 1},
+    {"cuda_emu bf16 pp2 1f1b full",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=1f1b",
+      "data.micro_batch=1", "model.recompute=full", NULL},
+     1, 1},
 };
 
 static int emu_built(void) {
@@ -124,10 +129,10 @@ static void check_layout(const layout *l, int *worse) {
     plait_config *cfg = NULL;
     if (plait_cli_load_config(ini, nover, (char *const *)l->over, &cfg) != PLAIT_OK)
         fail_msg("%s: %s", l->name, plait_last_error());
-    plait_cost_device dev;
-    plait_cli_cost_device(cfg, &dev);
+    plait_cli_device dev;
+    plait_cli_device_ask(cfg, &dev);
     int n = 0;
-    plait_cost_mem *pred = plait_cli_predict_memory(cfg, &dev, &n);
+    plait_cost_mem *pred = plait_cli_predict_memory(cfg, &dev.cost, &n);
     if (!pred) fail_msg("%s: no prediction: %s", l->name, plait_last_error());
     plait_config_free(cfg);
     /* the run */
@@ -201,8 +206,10 @@ static void test_planned_devices(void **state) {
                             big ? (char *)"model.n_embd=2048" : (char *)"model.n_embd=40"};
             plait_config *cfg = NULL;
             if (plait_cli_load_config(ini, 3, over, &cfg) != PLAIT_OK) fail_msg("%s", plait_last_error());
-            plait_cost_device asked, planned;
-            plait_cli_cost_device(cfg, &asked);
+            plait_cli_device answer;
+            plait_cli_device_ask(cfg, &answer);
+            const plait_cost_device asked = answer.cost;
+            plait_cost_device planned;
             plait_cost_device_planned(cfg, kinds[i].gpu, &planned);
             plait_config_free(cfg);
             fprintf(stderr, "%s n_embd %d: bf16 path %d, attention scratch %g floats a sequence and head; "
