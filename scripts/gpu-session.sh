@@ -17,8 +17,8 @@
 # round trip among them); the same under compute-sanitizer (memcheck,
 # racecheck, synccheck); bench train GPT-2 124M bf16/tf32/fp32 beside
 # PyTorch (scripts/peers, eager and compiled), bf16 also with selective
-# recomputation (the memory target's setting), each plait row saying
-# whether its activations were bf16; GPT-2 350M bf16 beside torch.compile;
+# recomputation (less memory again, for GELU once more a step), each plait
+# row saying whether its activations were bf16; GPT-2 350M bf16 beside torch.compile;
 # where a bf16 step's time goes ([device.cuda] profile, beside the
 # estimate of scripts/gpu-step-estimate.py); bench comm on device memory
 # (nccl 1 rank, tcp staging 2 ranks) beside pinned cudaMemcpy; GPT-2 124M on
@@ -275,7 +275,7 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 210; t
   }
   # each precision beside PyTorch in the same mode, eager; bf16 compiled too
   plait_bench bf16
-  plait_bench bf16 selective # GELU's output rebuilt in the backward: the memory target's setting
+  plait_bench bf16 selective # GELU's output rebuilt in the backward: less memory, a little more time
   peer_bench "bf16 eager"
   peer_bench "bf16 compiled" --compile
   plait_bench tf32

@@ -29,7 +29,7 @@ import math
 import sys
 
 VARIANTS = ["unfused", "fused-attention", "device-step", "fused-loss", "residual-in-c", "layernorm-fused",
-            "gelu-epilogue", "bf16-activations"]
+            "gelu-epilogue", "bf16-activations", "chunked-head"]
 VARIANT_TEXT = {
     "unfused": "attention's scores materialised (T×T fp32, 16 per-sequence cuBLASLt calls a product)",
     "fused-attention": "fused flash-style attention (attention.cu): lse kept, scores never stored",
@@ -48,6 +48,8 @@ VARIANT_TEXT = {
                         "copies but the weights' bf16 copy once a step and the residual stream's gradient once for "
                         "the two products that read it; bf16 outputs, LayerNorm writing bf16, attention and the "
                         "loss reading and writing bf16",
+    "chunked-head": "+ the head's backward in its forward, a chunk of rows at a time (gpt_bf16.c): no logits kept, "
+                    "lm_head's weight gradient accumulated over the chunks in float32 and added once",
 }
 
 
@@ -211,11 +213,29 @@ def attention_fused(st, s, backward, e=4):
     st.kernel("attention", ins + e * BT * C, 3 * tile * pairs, rate)  # dQ
 
 
-def step_bf16_activations(args, s):
+def head_rows(BT, C, V):
+    """plait_model_head_rows (core/model/gpt_bf16.c) with the room the
+    backward scratch leaves after ln_f's output (model_slots.c: the bf16
+    gradients of c_fc, the attention output, q/k/v and the residual stream,
+    each 16-float aligned)."""
+    def al(n):
+        return (n + 15) // 16 * 16
+    room = sum(al((BT * w + 1) // 2) for w in (4 * C, C, 3 * C, C))
+    least = min(BT, 64)
+    fit = min(room * 2 // V // 8 * 8, BT)
+    fit = max(fit, least)
+    if fit == BT:
+        return BT
+    chunks = -(-BT // fit)
+    return -(-(-(-BT // chunks)) // 8) * 8
+
+
+def step_bf16_activations(args, s, chunked=False):
     """The step under bf16 activations (core/model/gpt_bf16.c): every
     fusion of gelu-epilogue, with what the products read and write stored in
     bf16 (2 bytes an element), the residual stream and its gradient, the
-    parameters and their gradients float32."""
+    parameters and their gradients float32. chunked: the head's products'
+    backward in its forward, head_rows rows at a time."""
     st = Step(args)
     B, T, C, L, V = s["B"], s["T"], s["C"], s["L"], s["V"]
     BT, F = B * T, 4 * C
@@ -237,13 +257,30 @@ def step_bf16_activations(args, s):
         gemm(st, "linear layers", BT, F, C, bias=True, aux=True, stored=True, out_esz=2)
         gemm(st, "linear layers", BT, C, F, beta=1.0, bias=True, stored=True)
     layernorm_fwd(st, BT, C, out_esz=2)
-    gemm(st, "lm_head", BT, V, C, stored=True, out_esz=2)
     st.kernel("cross-entropy", 8, launches=1)  # zero_f64
-    st.kernel("cross-entropy", 4 * BT * V + 16 * BT)  # bf16 logits read, their gradient written in place
-    st.kernel("cross-entropy", 4 * BT)
-    # backward: head
-    gemm(st, "lm_head", BT, C, V, stored=True, out_esz=2)
-    gemm(st, "lm_head", V, C, BT, beta=1.0, stored=True)
+    if chunked:
+        # each chunk: its logits, the loss with their gradient in place,
+        # ln_f's output gradient for its rows and lm_head's weight gradient
+        # added into the float32 accumulator (zeroed first, read and written
+        # by every chunk's product, added to the gradient in the backward:
+        # counted with the optimizer, as the profile counts axpy)
+        R = head_rows(BT, C, V)
+        st.kernel("optimizer", 4 * V * C)
+        for r in range(0, BT, R):
+            n = min(R, BT - r)
+            gemm(st, "lm_head", n, V, C, stored=True, out_esz=2)
+            st.kernel("cross-entropy", 4 * n * V + 16 * n)
+            st.kernel("cross-entropy", 4 * n)
+            gemm(st, "lm_head", n, C, V, stored=True, out_esz=2)
+            gemm(st, "lm_head", V, C, n, beta=1.0, stored=True)
+        st.kernel("optimizer", 12 * V * C)
+    else:
+        gemm(st, "lm_head", BT, V, C, stored=True, out_esz=2)
+        st.kernel("cross-entropy", 4 * BT * V + 16 * BT)  # bf16 logits read, their gradient written in place
+        st.kernel("cross-entropy", 4 * BT)
+        # backward: head
+        gemm(st, "lm_head", BT, C, V, stored=True, out_esz=2)
+        gemm(st, "lm_head", V, C, BT, beta=1.0, stored=True)
     layernorm_bwd_fused(st, BT, C, dres=False, dout_esz=2)
     for _ in range(L):
         # MLP half: d(y) converted once, DGELU's product, c_fc's, LayerNorm
@@ -275,8 +312,8 @@ def step_bf16_activations(args, s):
 
 
 def step(args, s, variant):
-    if variant == "bf16-activations":
-        return step_bf16_activations(args, s)
+    if variant in ("bf16-activations", "chunked-head"):
+        return step_bf16_activations(args, s, chunked=variant == "chunked-head")
     st = Step(args)
     B, T, C, L, V, NH, HS = s["B"], s["T"], s["C"], s["L"], s["V"], s["NH"], s["HS"]
     BT, F = B * T, 4 * C

@@ -99,11 +99,13 @@ double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last) {
     int blocks = imin(last, s->L) - imax(first, 1) + 1;
     if (boundaries > 0) f += boundaries * al(BT * s->C);
     if (blocks > 0) f += blocks * (block_floats(s, 1) + (s->split ? stash_floats(s) : 0));
-    /* the head: ln_f's output and the logits (bf16 under bf16 activations),
-     * ln_f's mean and rstd, the rows' log-sum-exp, sum of exponentials and
-     * losses; a split backward's ln_f gradient */
+    /* the head: ln_f's output and the logits (under bf16 activations,
+     * which compute the logits a chunk at a time in the scratch, ln_f's
+     * output gradient in bf16 and lm_head's weight gradient), ln_f's mean
+     * and rstd, the rows' log-sum-exp, sum of exponentials and losses; a
+     * split backward's ln_f gradient */
     if (first <= s->L + 1 && s->L + 1 <= last)
-        f += (s->bf16 ? bh(BT * s->C) + bh(BT * s->Vl) : al(BT * s->C) + al(BT * s->Vl)) + 5 * al(BT) +
+        f += (s->bf16 ? bh(BT * s->C) + al(s->Vl * s->C) : al(BT * s->C) + al(BT * s->Vl)) + 5 * al(BT) +
              (s->split ? al(BT * s->C) : 0);
     return 4 * f;
 }
@@ -114,6 +116,12 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
      * float32, or bf16 with the residual stream's gradient converted once */
     double f = s->bf16 ? bh(BT * s->C) + bh(BT * s->Fl) + bh(BT * s->Cl) + bh(BT * 3 * s->Cl) + bh(BT * s->C)
                        : al(BT * s->C) + al(BT * s->Fl) + al(BT * s->Cl) + al(BT * 3 * s->Cl);
+    if (s->bf16) { /* the bf16 head's least chunk of logits, where the gradients leave too little room */
+        size_t extra = 0;
+        plait_model_head_rows((int64_t)BT, (int64_t)s->Vl,
+                              (size_t)(bh(BT * s->Fl) + bh(BT * s->Cl) + bh(BT * 3 * s->Cl) + bh(BT * s->C)), &extra);
+        f += al((double)extra);
+    }
     f += al(3 * BT);
     /* the attention's: the device's fused scratch (at least Cl floats: the
      * weight half's saved key-bias gradient), or the probabilities' gradient */

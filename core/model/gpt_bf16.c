@@ -113,8 +113,41 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
     return PLAIT_OK;
 }
 
-/* ln_f, lm_head and the loss with the logits' gradient in place, in bf16
- * (the model keeps no float32 logits: plait_model_create_args). */
+/* ---- the head ------------------------------------------------------------
+ * The logits of a GPT-2-sized vocabulary are the largest activation of
+ * all (BT x 50,304 in bf16: 1.65 GB for GPT-2 124M at batch 16, a third of
+ * what its 12 blocks keep). The fused loss already turns them into their
+ * gradient in the forward; so the forward also runs the head's products'
+ * backward there, head_rows rows at a time (the idea of fused
+ * linear-cross-entropy heads): a chunk's logits, its loss and gradient in
+ * place, ln_f's output gradient for its rows and lm_head's weight gradient
+ * added over the chunks. A chunk's logits live in the backward scratch,
+ * which no backward uses while a forward runs, so no logits outlive their
+ * chunk. The slot keeps ln_f's output gradient (bf16, BT x C) and the
+ * weight gradient (float32, Vl x C: 154 MB at that size), which the
+ * head's backward adds into lm_head's gradient where the unchunked head
+ * added its product, so gradients accumulate in the same order whatever
+ * the schedule. The cost: the weight gradient is read and written once a
+ * chunk instead of once. */
+
+int64_t plait_model_head_rows(int64_t BT, int64_t Vl, size_t room, size_t *extra) {
+    const int64_t least = BT < PLAIT_HEAD_MIN_ROWS ? BT : PLAIT_HEAD_MIN_ROWS;
+    int64_t fit = (int64_t)(room * 2 / (size_t)Vl) / 8 * 8;
+    if (fit > BT) fit = BT;
+    if (fit < least) fit = least;
+    const size_t need = ((size_t)(fit * Vl) + 1) / 2;
+    if (extra) *extra = need > room ? need - room : 0;
+    if (fit == BT) return BT;
+    /* as even as multiples of 8 allow: never more than fit, which is one */
+    const int64_t chunks = (BT + fit - 1) / fit;
+    return ((BT + chunks - 1) / chunks + 7) / 8 * 8;
+}
+
+/* ln_f, then per chunk of rows lm_head, the loss with the logits'
+ * gradient in place, and the products' backward: ln_f's output gradient
+ * into the slot, lm_head's weight gradient into its accumulator (the
+ * model keeps no logits: plait_model_create_args). A forward-only model
+ * (evaluation) computes the loss alone. */
 plait_status plait_bf16_head_forward(plait_model *m, model_slot *s) {
     const plait_model_desc *d = m->desc;
     const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
@@ -125,35 +158,46 @@ plait_status plait_bf16_head_forward(plait_model *m, model_slot *s) {
                                m->keep_logits ? "; plait_model_keep_logits asked for them" : "");
     head_params p;
     plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
+    if (st == PLAIT_OK) st = plait_model_scratch_get(m);
     if (st != PLAIT_OK) return st;
-    m->k->layernorm_forward_bf16(s->lnf_bf, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], p.ln_w, p.ln_b, BT, C);
-    m->k->matmul_forward_bf16(s->logits_bf, s->lnf_bf, plait_model_head_bf16(m), NULL, BT, C, Vl);
+    const plait_bf16 *w = plait_model_head_bf16(m);
+    plait_bf16 *lnf = m->head_lnf, *logits = m->head_logits;
+    m->k->layernorm_forward_bf16(lnf, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], p.ln_w, p.ln_b, BT, C);
     double *loss_sum = m->loss_dev + (s - m->slots);
+    const int grads = !m->forward_only;
     m->k->zero_f64(loss_sum, 1);
-    m->k->crossentropy_fused_bf16(s->losses, s->lse, loss_sum, s->logits_bf, s->logits_bf, s->targets, BT, Vl,
-                                  m->vocab_valid, m->loss_scale);
+    if (grads) m->k->zero(s->head_dw, (size_t)(Vl * C));
+    for (int64_t r = 0; r < BT; r += m->head_rows) {
+        const int64_t n = BT - r < m->head_rows ? BT - r : m->head_rows;
+        m->k->matmul_forward_bf16(logits, lnf + r * C, w, NULL, n, C, Vl);
+        m->k->crossentropy_fused_bf16(s->losses + r, s->lse + r, loss_sum, grads ? logits : NULL, logits,
+                                      s->targets + r, n, Vl, m->vocab_valid, m->loss_scale);
+        if (grads)
+            m->k->matmul_backward_bf16(s->dlnf_bf + r * C, s->head_dw, NULL, logits, lnf + r * C, w, n, C, Vl);
+    }
     s->has_loss = 1;
-    s->has_dlogits = 1;
+    s->has_dlogits = grads;
     s->has_logits = 0;
     return PLAIT_OK;
 }
 
-/* From the logits' gradient the forward left: lm_head's and ln_f's
- * gradients, and d(input) into the slot's gradient buffer. */
+/* From what the forward left: lm_head's gradient, and ln_f's and
+ * d(input) into the slot's gradient buffer. */
 plait_status plait_bf16_head_backward(plait_model *m, model_slot *s) {
     const plait_model_desc *d = m->desc;
     const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
     if (!s->has_loss || !s->has_dlogits)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "model: backward of the head needs a forward with targets since the last backward "
-                               "of this slot");
+                               "of this slot%s",
+                               s->has_loss ? ", and not a forward-only one (plait_model_forward_only)" : "");
     head_params p, dp;
     plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
     if (st == PLAIT_OK) st = plait_model_head_params(m, PARAM_GRAD, &dp);
     if (st != PLAIT_OK) return st;
     s->has_dlogits = 0;
-    m->k->matmul_backward_bf16(m->sb.dln, dp.w, NULL, s->logits_bf, s->lnf_bf, plait_model_head_bf16(m), BT, C, Vl);
-    m->k->layernorm_backward_fused_bf16(s->gbuf[d->n_layer & 1], NULL, dp.ln_w, dp.ln_b, m->sb.dln,
+    m->k->axpy(dp.w, s->head_dw, (size_t)(Vl * C), 1.0f);
+    m->k->layernorm_backward_fused_bf16(s->gbuf[d->n_layer & 1], NULL, dp.ln_w, dp.ln_b, s->dlnf_bf,
                                         s->bound[d->n_layer], p.ln_w, s->lnf_mean, s->lnf_rstd, BT, C);
     return PLAIT_OK;
 }

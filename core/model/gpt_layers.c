@@ -171,9 +171,9 @@ plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
     if (!s->has_targets) return PLAIT_OK;
     double *loss_sum = m->loss_dev + (s - m->slots);
     if (!m->tp_ops && m->fused_loss) {
-        /* every class here: the loss and, unless the logits are to be kept,
-         * their gradient in the same pass, in place */
-        float *dlogits = m->keep_logits ? NULL : s->logits;
+        /* every class here: the loss and, unless the logits are to be kept
+         * or no backward follows, their gradient in the same pass, in place */
+        float *dlogits = m->keep_logits || m->forward_only ? NULL : s->logits;
         m->k->zero_f64(loss_sum, 1);
         m->k->crossentropy_fused(s->losses, s->lse, loss_sum, dlogits, s->logits, s->targets, BT, Vl,
                                  m->vocab_valid, m->loss_scale);

@@ -142,6 +142,8 @@ static plait_status bf16_weights_refresh(plait_model *m, int32_t layer) {
 
 int plait_model_bf16_activations(const plait_model *m) { return m->bf16; }
 
+int64_t plait_model_head_chunk_rows(const plait_model *m) { return m->bf16 ? m->head_rows : 0; }
+
 uint64_t plait_model_weight_copy_bytes(const plait_model *m) { return m->bf16 ? (uint64_t)m->wbf_bytes : 0; }
 
 void plait_model_weights_changed(plait_model *m) { m->weights_epoch++; }
@@ -321,6 +323,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
                                     .split_backward = m->split};
     m->bf16 = plait_model_grants_bf16(&terms);
     if (m->bf16 && (st = bf16_weights_alloc(m)) != PLAIT_OK) goto fail;
+    if (m->bf16) m->head_rows = plait_model_head_rows(m->B * m->T, m->Vl, plait_model_head_room(m), NULL);
     *out = m;
     return PLAIT_OK;
 fail:
@@ -377,6 +380,8 @@ plait_status plait_model_set_batch(plait_model *m, int32_t slot, const int32_t *
 void plait_model_set_loss_scale(plait_model *m, float scale) { m->loss_scale = scale; }
 
 void plait_model_keep_logits(plait_model *m, int keep) { m->keep_logits = keep != 0; }
+
+void plait_model_forward_only(plait_model *m, int on) { m->forward_only = on != 0; }
 
 static plait_status check_layer(plait_model *m, int32_t layer, const char *what) {
     if (layer < 0 || layer >= m->n_layers || !m->local_layer[layer])

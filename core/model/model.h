@@ -154,8 +154,21 @@ void plait_model_set_loss_scale(plait_model *m, float scale);
  * values). Set it before the forward. */
 void plait_model_keep_logits(plait_model *m, int keep);
 
+/* 1: the forwards until it is 0 again are followed by no backward
+ * (evaluation): a head with targets computes the loss alone, none of the
+ * gradients its forward may otherwise start (the logits' gradient, and
+ * under bf16 activations the head's products' backward). A backward of the
+ * head after such a forward fails (PLAIT_ERR_INVALID_ARG) under bf16
+ * activations, which keep no logits; with float32 activations it starts
+ * from the logits, as with plait_model_keep_logits. Default 0. */
+void plait_model_forward_only(plait_model *m, int on);
+
 /* 1 if the model stores its activations in bf16 (create_args.activations_bf16 granted). */
 int plait_model_bf16_activations(const plait_model *m);
+/* Rows of logits the bf16 head computes at a time (plait_model_head_rows;
+ * the micro-batch's B x T when one chunk holds them all), 0 without bf16
+ * activations. */
+int64_t plait_model_head_chunk_rows(const plait_model *m);
 /* Bytes of the bf16 copy of the weights the products read (0 without bf16
  * activations): device memory under the tag "parameters", held while the
  * model lives, full size whoever owns the parameters (ZeRO-3 included). */
@@ -188,6 +201,16 @@ int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS);
  * output is bf16 (c_attn, c_fc). The model keeps each such local tensor,
  * its numel rounded up to 8, in the copy (plait_model_weight_copy_bytes). */
 int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi);
+/* The bf16 head's chunks (gpt_bf16.c): under bf16 activations the head
+ * computes its logits `rows` rows at a time into the backward scratch,
+ * after ln_f's output, where `room` floats follow it (the scratch's
+ * bf16 gradients but the first). Rows fill the room, a multiple of 8 (so
+ * every chunk's rows start 16-byte aligned), the chunks as even as that
+ * allows, at least min(BT, PLAIT_HEAD_MIN_ROWS): *extra (may be NULL)
+ * gets the floats the scratch needs beyond `room` for those. Pure;
+ * thread-safe; the model and the cost model (core/cost) both ask it. */
+#define PLAIT_HEAD_MIN_ROWS 64
+int64_t plait_model_head_rows(int64_t BT, int64_t Vl, size_t room, size_t *extra);
 /* Elements the bf16 copy gives a tensor of `numel` (16-byte aligned). */
 static inline size_t plait_model_bf16_copy_numel(size_t numel) { return (numel + 7) / 8 * 8; }
 /* The parameters' data changed (an optimizer step, a load): under bf16

@@ -112,7 +112,8 @@ typedef struct model_slot {
     int ranged;                       /* holds only layers first..last (plait_model_slot_layers) */
     int32_t first, last;
     int has_tokens, has_targets, has_loss, has_logits;
-    int has_dlogits;                  /* `logits` holds their gradient already (the fused loss) */
+    int has_dlogits;                  /* the head's gradient is ready: in `logits` (the fused loss), or under
+                                       * bf16 activations in dlnf_bf and head_dw */
     int32_t *tokens, *targets;        /* [B*T] */
     float *mem;                       /* the slot's single allocation */
     size_t mem_bytes;
@@ -120,7 +121,11 @@ typedef struct model_slot {
     float *gbuf[2];                   /* boundary gradients, by layer parity */
     block_acts *blocks;               /* [n_layer], by block index */
     float *lnf, *lnf_mean, *lnf_rstd, *logits, *lse, *sumexp, *losses;
-    plait_bf16 *lnf_bf, *logits_bf;   /* bf16 activations: ln_f's output and the logits (then their gradient) */
+    /* bf16 activations: the head runs its backward in its forward, a
+     * chunk of rows at a time (gpt_bf16.c), and keeps for the head's
+     * backward ln_f's output gradient and lm_head's weight gradient */
+    plait_bf16 *dlnf_bf;              /* [BT,C] */
+    float *head_dw;                   /* [Vl,C], added to lm_head's gradient by the head's backward */
     /* split backward: per block (by block index), the head's ln_f output
      * gradient, and which layers' weight halves are due (0/1 per layer);
      * the head's weight half reads the logits' gradient from `logits` */
@@ -151,9 +156,10 @@ struct plait_model {
     int fused_ln;                     /* the device's layernorm_backward_fused (one-pass backward) */
     int fused_gelu;                   /* the device's matmul_forward_gelu / matmul_backward_gelu */
     int keep_logits;                  /* plait_model_keep_logits */
+    int forward_only;                 /* plait_model_forward_only */
     /* bf16 activations (plait_model_create_args.activations_bf16, where the
      * kernels and the layout allow: model.c): what the products read and
-     * write is stored in bf16 (block_acts_bf16, lnf_bf, logits_bf, the
+     * write is stored in bf16 (block_acts_bf16, the head's dlnf_bf, the
      * backward scratch sb), the products read a bf16 copy of their weights
      * (wbf), made again at a layer's first forward after the weights
      * changed (weights_epoch, bumped by plait_model_weights_changed; each
@@ -162,6 +168,12 @@ struct plait_model {
     struct {
         plait_bf16 *dln, *dfc, *datty, *dqkv, *dres; /* dres: the residual stream's gradient, converted once */
     } sb;
+    /* The head's forward borrows the backward scratch, idle while it runs:
+     * ln_f's output over sb.dln, one chunk of head_rows rows of logits
+     * over what follows it (plait_model_scratch_get sizes the scratch for
+     * both) */
+    plait_bf16 *head_lnf, *head_logits;
+    int64_t head_rows;
     plait_bf16 **wbf;                 /* [n_params]: a parameter's bf16 copy, or NULL */
     plait_bf16 *wbf_mem;
     size_t wbf_bytes;
@@ -232,6 +244,9 @@ static inline void plait_model_keep(plait_model *m, float *dst, const float *src
 plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out);
 plait_status plait_model_scratch_get(plait_model *m);
 void plait_model_slot_release(plait_model *m, model_slot *s);
+/* Under bf16 activations, the floats of the backward scratch after sb.dln
+ * (the room a chunk of the head's logits borrows: plait_model_head_rows). */
+size_t plait_model_head_room(const plait_model *m);
 /* 1 if slot s holds what layer l saves: a local layer inside the slot's
  * range (every local layer when the slot is not ranged). */
 int plait_model_slot_has(const plait_model *m, const model_slot *s, int64_t l);

@@ -151,9 +151,9 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
         if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL);
     }
     if (plait_model_slot_has(m, s, L + 1)) {
-        if (m->bf16) {
-            TAKE_BF16(s->lnf_bf, BT * C);
-            TAKE_BF16(s->logits_bf, BT * m->Vl);
+        if (m->bf16) { /* the head's gradients its forward leaves (gpt_bf16.c) */
+            TAKE_BF16(s->dlnf_bf, BT * C);
+            TAKE(s->head_dw, m->Vl * C);
         } else {
             TAKE(s->lnf, BT * C);
             TAKE(s->logits, BT * m->Vl);
@@ -230,14 +230,22 @@ plait_status plait_model_att_scratch(plait_model *m) {
     return PLAIT_OK;
 }
 
+size_t plait_model_head_room(const plait_model *m) {
+    const int64_t BT = m->B * m->T;
+    return align_up((size_t)(BT * m->Fl + 1) / 2) + align_up((size_t)(BT * m->Cl + 1) / 2) +
+           align_up((size_t)(BT * 3 * m->Cl + 1) / 2) + align_up((size_t)(BT * m->C + 1) / 2);
+}
+
 /* Backward scratch shared by all layers and slots: float32, or under bf16
  * activations the products' gradients in bf16 (sb), with the residual
- * stream's gradient converted once a product reads it. */
+ * stream's gradient converted once a product reads it; the bf16 head's
+ * forward borrows it (head_lnf over sb.dln, a chunk of logits over the
+ * rest, grown where the least chunk needs more: plait_model_head_rows). */
 plait_status plait_model_scratch_get(plait_model *m) {
     if (m->scratch) return PLAIT_OK;
     const int64_t BT = m->B * m->T;
     const int f32 = !m->bf16;
-    size_t sizes[11] = {f32 ? align_up((size_t)(BT * m->C)) : 0,
+    size_t sizes[12] = {f32 ? align_up((size_t)(BT * m->C)) : 0,
                         f32 ? align_up((size_t)(BT * m->Fl)) : 0,
                         f32 ? align_up((size_t)(BT * m->Cl)) : 0,
                         f32 ? align_up((size_t)(BT * 3 * m->Cl)) : 0,
@@ -248,16 +256,22 @@ plait_status plait_model_scratch_get(plait_model *m) {
                         f32 ? 0 : align_up((size_t)(BT * m->Fl + 1) / 2),
                         f32 ? 0 : align_up((size_t)(BT * m->Cl + 1) / 2),
                         f32 ? 0 : align_up((size_t)(BT * 3 * m->Cl + 1) / 2),
-                        f32 ? 0 : align_up((size_t)(BT * m->C + 1) / 2)};
+                        f32 ? 0 : align_up((size_t)(BT * m->C + 1) / 2),
+                        0};
+    if (m->bf16) { /* head_rows: plait_model_create */
+        size_t extra = 0;
+        plait_model_head_rows(BT, m->Vl, plait_model_head_room(m), &extra);
+        sizes[11] = align_up(extra);
+    }
     size_t total = 0;
-    for (int i = 0; i < 11; i++) total += sizes[i];
+    for (int i = 0; i < 12; i++) total += sizes[i];
     m->scratch = plait_device_alloc(total * sizeof(float), "activations");
     if (!m->scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: backward scratch");
     m->scratch_bytes = total * sizeof(float);
     m->act_bytes += m->scratch_bytes;
-    float *at[11];
+    float *at[12];
     float *p = m->scratch;
-    for (int i = 0; i < 11; i++) {
+    for (int i = 0; i < 12; i++) {
         at[i] = sizes[i] ? p : NULL;
         p += sizes[i];
     }
@@ -272,5 +286,7 @@ plait_status plait_model_scratch_get(plait_model *m) {
     m->sb.datty = (plait_bf16 *)(void *)at[8];
     m->sb.dqkv = (plait_bf16 *)(void *)at[9];
     m->sb.dres = (plait_bf16 *)(void *)at[10];
+    m->head_lnf = m->sb.dln;
+    m->head_logits = m->sb.dfc;
     return PLAIT_OK;
 }

@@ -66,12 +66,17 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
     plait_compute_line(compute, sizeof compute, plait_job_math_threads(run->world.job),
                        plait_config_str(run->cfg, "run", "precision"));
     printf("plait: compute %s\n", compute);
-    if (run->model.instance && plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16)
-        printf("plait: activations %s\n",
-               plait_model_bf16_activations(run->model.instance)
-                   ? "bf16 (what the products read and write; the residual stream, parameters and gradients float32)"
-                   : "float32, each product's operands rounded to bf16 (the device's kernels or this layout keep no "
-                     "bf16 activations: docs/gpu.md)");
+    if (run->model.instance && plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16) {
+        const int64_t rows = plait_model_head_chunk_rows(run->model.instance),
+                      all = run->work.batch.micro_batch * run->model.block_size;
+        if (plait_model_bf16_activations(run->model.instance))
+            printf("plait: activations bf16 (what the products read and write; the residual stream, parameters and "
+                   "gradients float32); the head's logits %" PRId64 " rows at a time (%" PRId64 " chunks)\n",
+                   rows, rows > 0 ? (all + rows - 1) / rows : 0);
+        else
+            printf("plait: activations float32, each product's operands rounded to bf16 (the device's kernels or "
+                   "this layout keep no bf16 activations: docs/gpu.md)\n");
+    }
     run_memory m;
     collect_memory(run, &m);
     printf("plait: memory on rank 0: parameters %.1f MB, gradients %.1f MB, optimizer state %.1f MB, buffers "

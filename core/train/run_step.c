@@ -87,13 +87,17 @@ plait_status plait_run_eval(plait_run *run, double *val_loss) {
     plait_step_timing t = {0};
     int64_t per_pass = run->exec.n_micro_batches;
     int64_t passes = (batches + per_pass - 1) / per_pass;
-    for (int64_t p = 0; p < passes; p++) {
-        plait_status st = run_schedule(run, EVAL, p, &t, NULL);
+    /* no backward follows: the head computes no gradient */
+    if (run->model.instance) plait_model_forward_only(run->model.instance, 1);
+    plait_status st = PLAIT_OK;
+    for (int64_t p = 0; p < passes && st == PLAIT_OK; p++) {
+        st = run_schedule(run, EVAL, p, &t, NULL);
         double loss = 0;
         if (st == PLAIT_OK) st = global_loss(run, &loss, &t, NULL, NULL);
-        if (st != PLAIT_OK) return plait_wrap_error(st, "evaluation");
         total += loss;
     }
+    if (run->model.instance) plait_model_forward_only(run->model.instance, 0);
+    if (st != PLAIT_OK) return plait_wrap_error(st, "evaluation");
     *val_loss = total / (double)passes;
     return PLAIT_OK;
 }

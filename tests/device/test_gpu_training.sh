@@ -3,9 +3,11 @@
 #   test_gpu_training.sh                200 steps of gpt-tiny with device.plugin=cuda:
 #     fp32 within 1e-4 relative of the cpu device's loss curve at every step,
 #     bf16 within 2% (means over windows of 10 steps, as test_precision.sh
-#     holds the CPU's bf16: single steps differ by up to ~3% there), and two
+#     holds the CPU's bf16: single steps differ by up to ~3% there), two
 #     bf16 runs in deterministic mode bit-identical
-#     (every loss, and the final model and optimizer checkpoints byte for byte).
+#     (every loss, and the final model and optimizer checkpoints byte for byte),
+#     and bf16 with a 4,096-token vocabulary, whose head runs in 4 chunks of
+#     rows, within 2% of the cpu over one window.
 #     Exits 77 (skipped, never passed) where no CUDA device is found.
 #   test_gpu_training.sh selfcheck      the same comparisons with the sim test
 #     device posing as the GPU on a few steps (no label, seconds), and proof
@@ -119,6 +121,18 @@ max_rel dev_fp32 cpu 1e-4 || fail "$DEV $FP is not within 1e-4 of the cpu loss c
 max_rel dev_low_a cpu 1 || true # for the log: single steps of bf16 differ by up to ~3% on the CPU
 window_rel dev_low_a cpu 2e-2 "$WIN" || fail "$DEV $LOW is not within 2% of the cpu loss curve (means of $WIN steps)"
 bit_identical dev_low_a dev_low_b || fail "two $DEV $LOW runs in deterministic mode differ"
+# bf16 activations compute the head a chunk of rows at a time (gpt_bf16.c):
+# a vocabulary of 4,096 leaves 128-wide rows room for 64 logit rows a chunk,
+# so the 2 x 128 rows of a micro-batch take 4 chunks
+if [ "$LOW" = bf16 ]; then
+  C=("run.steps=$WIN" run.eval_every=0 "run.ckpt_every=$WIN" run.progress=off "${EXTRA[@]}" model.vocab_size=4096
+    data.global_batch=2)
+  train cpu_chunks "${C[@]}" device.plugin=cpu run.precision=fp32
+  train dev_chunks "${C[@]}" device.plugin=$DEV run.precision=bf16
+  grep -q "^plait: activations bf16 .*the head's logits 64 rows at a time (4 chunks)" "$E2E_WORK/dev_chunks.out" ||
+    fail "the head did not run in 4 chunks: $(grep 'activations' "$E2E_WORK/dev_chunks.out")"
+  window_rel dev_chunks cpu_chunks 2e-2 "$WIN" || fail "$DEV bf16 with the head in chunks is not within 2% of the cpu"
+fi
 
 if [ "$MODE" = selfcheck ]; then
   # shellcheck disable=SC2016 # awk programs: $c is awk's
@@ -149,5 +163,5 @@ if [ "$MODE" = selfcheck ]; then
   expect_fail "an optimizer checkpoint differing in one byte" bit_identical dev_low_a byte
   echo "self-check: the comparisons pass on sim ($STEPS steps) and catch every wrong curve"
 else
-  echo "$DEV: $STEPS steps fp32 within 1e-4 and bf16 within 2% ($WIN-step means) of the cpu curve; two deterministic bf16 runs bit-identical"
+  echo "$DEV: $STEPS steps fp32 within 1e-4 and bf16 within 2% ($WIN-step means) of the cpu curve; two deterministic bf16 runs bit-identical; the head in 4 chunks within 2%"
 fi

@@ -8,7 +8,9 @@
  * after each update (and is caught when told nothing), gives the same bits
  * twice, under selective recomputation keeps one GELU output for all
  * blocks, under full recomputation one block's working set for all blocks
- * with the bits of no recomputation, is granted only where every piece
+ * with the bits of no recomputation, computes the head a chunk of rows
+ * at a time and keeps no logits (nor, forward-only, any of the head's
+ * gradients), is granted only where every piece
  * exists, and refuses to keep float32 logits it does not have.
  */
 #include <setjmp.h>
@@ -149,6 +151,91 @@ static void test_full(void **state) {
     harness_trace_free(&full);
 }
 
+/* The head computes its logits a chunk of rows at a time (gpt_bf16.c):
+ * with 200 rows and 500 classes two chunks of 104 and 96 rows fill the
+ * backward scratch's room; with 256 rows and 2,048 classes the room holds
+ * under 64 rows, so the scratch grows to four chunks of 64. Either trains
+ * as the float32 model does, twice to the same bits, and keeps no
+ * logits: what the float32 model keeps of them (4 bytes a row and class,
+ * a slot) is gone. */
+static void head_in_chunks(const char *ini, int64_t rows, int64_t chunks, int64_t V, int64_t C, int64_t BT) {
+    harness_trace f32, bf, again;
+    trace(ini, 0, 0, 0, &f32);
+    trace(ini, 1, 0, 0, &bf);
+    trace(ini, 1, 0, 0, &again);
+    assert_true(bf.bf16);
+    /* the room: the bf16 gradients after dln, dfc [BT,4C], datty [BT,C],
+     * dqkv [BT,3C], dres [BT,C] */
+    size_t extra = 0;
+    const size_t room = (size_t)(BT * 9 * C / 2);
+    assert_int_equal(plait_model_head_rows(BT, V, room, &extra), rows);
+    assert_int_equal((BT + rows - 1) / rows, chunks);
+    assert_true(rows * V <= 2 * (int64_t)(room + extra));
+    const double dl = loss_dev(&bf, &f32), dg = grad_dev(&bf, &f32);
+    printf("bf16 head in %lld chunks of %lld rows (V %lld): losses within %.2e, gradients within %.2e of float32; "
+           "activation bytes %llu (float32: %llu)\n", (long long)chunks, (long long)rows, (long long)V, dl, dg,
+           (unsigned long long)bf.act_bytes, (unsigned long long)f32.act_bytes);
+    assert_true(dl <= 1e-2);
+    assert_true(dg <= 5e-2);
+    assert_memory_equal(bf.loss, again.loss, sizeof(double) * STEPS * SLOTS);
+    assert_memory_equal(bf.grads, again.grads, sizeof(float) * STEPS * bf.numel);
+    assert_true(bf.act_bytes + (uint64_t)(SLOTS * BT * V) * sizeof(float) / 2 < f32.act_bytes);
+    harness_trace_free(&f32);
+    harness_trace_free(&bf);
+    harness_trace_free(&again);
+}
+
+static void test_head_in_chunks(void **state) {
+    (void)state;
+    head_in_chunks("[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 32\nblock_size = 100\n"
+                   "vocab_size = 500\n",
+                   104, 2, 500, 32, 200);
+    head_in_chunks("[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 32\nblock_size = 128\n"
+                   "vocab_size = 2048\n",
+                   64, 4, 2048, 32, 256);
+    /* one chunk when the room holds every row, the least chunk when the
+     * rows are fewer than it */
+    size_t extra = 1;
+    assert_int_equal(plait_model_head_rows(64, 100, 9216, &extra), 64);
+    assert_int_equal(extra, 0);
+    assert_int_equal(plait_model_head_rows(40, 4096, 10, &extra), 40);
+    assert_int_equal(extra, 40 * 4096 / 2 - 10);
+}
+
+/* A forward-only forward (evaluation) gives the loss a training forward
+ * gives, bit for bit; the head's backward after it is refused, naming
+ * why (it computed no gradient to start from); training goes on after it.
+ * Four chunks, as above. */
+static void test_forward_only(void **state) {
+    (void)state;
+    harness h;
+    harness_opts o = {.tp = 1, .kernels = bf16_table(), .activations_bf16 = 1};
+    assert_int_equal(harness_init_ex(&h,
+                                     "[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 32\n"
+                                     "block_size = 128\nvocab_size = 2048\n",
+                                     2, &o),
+                     0);
+    assert_int_equal(plait_model_head_chunk_rows(h.model), 64);
+    const size_t n = (size_t)h.B * (size_t)h.T;
+    int32_t *tok = malloc(n * sizeof *tok);
+    harness_tokens(tok, n, h.V, 11);
+    plait_model_keep_logits(h.model, 0);
+    assert_int_equal(plait_model_set_batch(h.model, 0, tok, tok), PLAIT_OK);
+    plait_model_forward_only(h.model, 1);
+    for (int32_t l = 0; l < h.spec->n_layers; l++) assert_int_equal(plait_model_forward_layer(h.model, l, 0), PLAIT_OK);
+    const double eval = plait_model_loss_sum(h.model, 0);
+    assert_int_equal(plait_model_backward_layer(h.model, h.spec->n_layers - 1, 0), PLAIT_ERR_INVALID_ARG);
+    assert_non_null(strstr(plait_last_error(), "forward-only"));
+    plait_model_forward_only(h.model, 0);
+    assert_int_equal(harness_step(&h, tok, tok), PLAIT_OK);
+    const double train = plait_model_loss_sum(h.model, 0);
+    printf("forward-only loss %.17g, training forward %.17g\n", eval, train);
+    assert_true(isfinite(eval) && eval > 0);
+    assert_memory_equal(&eval, &train, sizeof eval);
+    free(tok);
+    harness_free(&h);
+}
+
 /* Where a piece is missing the model keeps float32 activations (and the
  * same numbers as a float32 model). */
 static void test_granted_only_where_whole(void **state) {
@@ -192,6 +279,8 @@ int main(void) {
         cmocka_unit_test(test_trains_as_float32),
         cmocka_unit_test(test_selective),
         cmocka_unit_test(test_full),
+        cmocka_unit_test(test_head_in_chunks),
+        cmocka_unit_test(test_forward_only),
         cmocka_unit_test(test_granted_only_where_whole),
         cmocka_unit_test(test_no_float32_logits),
     };

@@ -1,7 +1,8 @@
 /*
  * The planner's memory per rank against what plait allocates: for a few
  * layouts of a small GPT (dp 2 with adam, ZeRO-1 and ZeRO-3; tp 2; pp 2
- * with selective and with full recomputation), in fp32 and bf16, on the sim test device
+ * with selective and with full recomputation; one rank whose bf16 head
+ * runs in chunks), in fp32 and bf16, on the sim test device
  * (the CPU's kernels: float32 activations), the cpu device training in
  * bf16 (float32 activations still) and the cuda_emu device (the cuda
  * plugin's own code: bf16 activations and the weights' bf16 copy where the
@@ -81,6 +82,11 @@ static const layout layouts[] = {
      1, 1},
     {"cuda_emu bf16 dp2 zero3",
      {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", "optim.plugin=zero3", NULL},
+     1, 1},
+    /* 96 rows of 4,096 logits: the head in 2 chunks of 48, the scratch
+     * grown beyond the gradients' room for them */
+    {"cuda_emu bf16 adam head chunks",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.vocab_size=4096", NULL},
      1, 1},
     {"cuda_emu bf16 tp2", {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.tp=2", NULL}, 1, 0},
     {"cuda_emu bf16 pp2 1f1b selective",
