@@ -29,7 +29,7 @@ import math
 import sys
 
 VARIANTS = ["unfused", "fused-attention", "device-step", "fused-loss", "residual-in-c", "layernorm-fused",
-            "gelu-epilogue", "bf16-activations", "chunked-head"]
+            "gelu-epilogue", "bf16-activations", "chunked-head", "bias-grad-epilogue"]
 VARIANT_TEXT = {
     "unfused": "attention's scores materialised (T×T fp32, 16 per-sequence cuBLASLt calls a product)",
     "fused-attention": "fused flash-style attention (attention.cu): lse kept, scores never stored",
@@ -50,6 +50,9 @@ VARIANT_TEXT = {
                         "loss reading and writing bf16",
     "chunked-head": "+ the head's backward in its forward, a chunk of rows at a time (gpt_bf16.c): no logits kept, "
                     "lm_head's weight gradient accumulated over the chunks in float32 and added once",
+    "bias-grad-epilogue": "+ each bias gradient summed by the weight gradient's product as it reads the output "
+                          "gradient (cuBLASLt's BGRADB epilogue), added to the gradient by one small kernel, instead "
+                          "of the column-sum kernels reading it again",
 }
 
 
@@ -230,13 +233,21 @@ def head_rows(BT, C, V):
     return -(-(-(-BT // chunks)) // 8) * 8
 
 
-def step_bf16_activations(args, s, chunked=False):
+def step_bf16_activations(args, s, chunked=False, bgrad=False):
     """The step under bf16 activations (core/model/gpt_bf16.c): every
     fusion of gelu-epilogue, with what the products read and write stored in
     bf16 (2 bytes an element), the residual stream and its gradient, the
     parameters and their gradients float32. chunked: the head's products'
-    backward in its forward, head_rows rows at a time."""
+    backward in its forward, head_rows rows at a time. bgrad: the bias
+    gradients from the weight gradients' products (BGRADB), each added by
+    one kernel of OC elements."""
     st = Step(args)
+
+    def bias_grad(rows, cols):
+        if bgrad:
+            st.kernel("bias gradients", 12 * cols)  # y += x over the vector BGRADB wrote
+        else:
+            colsum(st, "bias gradients", rows, cols, esz=2)
     B, T, C, L, V = s["B"], s["T"], s["C"], s["L"], s["V"]
     BT, F = B * T, 4 * C
     n_params = 12 * C * C + 13 * C
@@ -287,21 +298,21 @@ def step_bf16_activations(args, s, chunked=False):
         st.kernel("bf16 operand copies", 6 * BT * C)
         gemm(st, "linear layers", BT, F, C, aux=True, stored=True, out_esz=2)
         gemm(st, "linear layers", C, F, BT, beta=1.0, stored=True)
-        colsum(st, "bias gradients", BT, C, esz=2)
+        bias_grad(BT, C)
         gemm(st, "linear layers", BT, C, F, stored=True, out_esz=2)
         gemm(st, "linear layers", F, C, BT, beta=1.0, stored=True)
-        colsum(st, "bias gradients", BT, F, esz=2)
+        bias_grad(BT, F)
         layernorm_bwd_fused(st, BT, C, dres=True, dout_esz=2)
         # attention half: d(res2) converted once, c_proj, attention, c_attn, LayerNorm
         st.kernel("bf16 operand copies", 6 * BT * C)
         gemm(st, "linear layers", BT, C, C, stored=True, out_esz=2)
         gemm(st, "linear layers", C, C, BT, beta=1.0, stored=True)
-        colsum(st, "bias gradients", BT, C, esz=2)
+        bias_grad(BT, C)
         attention_fused(st, s, backward=True, e=2)
         st.kernel("bias gradients", 8 * C, launches=2)  # the key bias kept at zero: two copies
         gemm(st, "linear layers", BT, C, 3 * C, stored=True, out_esz=2)
         gemm(st, "linear layers", 3 * C, C, BT, beta=1.0, stored=True)
-        colsum(st, "bias gradients", BT, 3 * C, esz=2)
+        bias_grad(BT, 3 * C)
         layernorm_bwd_fused(st, BT, C, dres=True, dout_esz=2)
     st.kernel("embedding", 4 * BT * C + 8 * V * C + 8 * T * C + 4 * BT)
     st.kernel("optimizer", 12 * V * C)  # the tied head's gradient folded into the table's
@@ -312,8 +323,9 @@ def step_bf16_activations(args, s, chunked=False):
 
 
 def step(args, s, variant):
-    if variant in ("bf16-activations", "chunked-head"):
-        return step_bf16_activations(args, s, chunked=variant == "chunked-head")
+    if variant in ("bf16-activations", "chunked-head", "bias-grad-epilogue"):
+        return step_bf16_activations(args, s, chunked=variant != "bf16-activations",
+                                     bgrad=variant == "bias-grad-epilogue")
     st = Step(args)
     B, T, C, L, V, NH, HS = s["B"], s["T"], s["C"], s["L"], s["V"], s["NH"], s["HS"]
     BT, F = B * T, 4 * C
@@ -504,6 +516,8 @@ def family_of(label, detail, entry, s):
         if any(d == s["T"] for d in dims) and "batched" in detail:
             return "attention"
         return None
+    if label.startswith("axpy") and entry.startswith("matmul_backward"):
+        return "bias gradients"  # what BGRADB wrote, added to the gradient (gemm.c)
     for prefix, fam in (("layernorm", "layernorm"), ("crossentropy", "cross-entropy"), ("logits_", "cross-entropy"),
                         ("loss_rows", "cross-entropy"), ("to_bf16", "bf16 operand copies"),
                         ("bias_backward", "bias gradients"), ("adamw", "optimizer"), ("sumsq", "optimizer"),

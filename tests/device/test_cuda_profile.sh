@@ -7,7 +7,8 @@
 # the device closes; the table's rows add up to the span its header states;
 # each kernel a step runs is there as often as the step runs it (the fused
 # attention's forward and backward once a layer, AdamW once, the head's
-# product by its shape); scripts/gpu-step-estimate.py --measured finds a
+# product by its shape, on the emulator the bias gradients in the weight
+# gradients' products); scripts/gpu-step-estimate.py --measured finds a
 # measured time for every kernel family it estimates. Off, nothing is
 # written; a directory that cannot be written is an error before the run; a
 # link at the table's path is replaced, its target left alone.
@@ -70,6 +71,15 @@ expect_calls "AdamW, once a step" "$(calls adamw_multi)" $STEPS
 # forward, and its two gradients
 expect_calls "the head's forward product" "$(calls gemm '^640x256x96 ')" $STEPS
 [ "$(calls gemm '(^| )256x96x640 |^640x96x256 ')" -ge $((2 * STEPS)) ] || fail "the head's gradient products are missing"
+# the 4 biases of a layer: their gradients summed by the weight gradients'
+# products (BGRADB), which the emulator's stand-in offers; a GPU's library
+# may not (then the column sums run): said, not required
+bgrad=$(calls gemm ' \+bgrad')
+if [ "$MODE" = emu ]; then
+  expect_calls "weight-gradient products summing a bias gradient (BGRADB), 4 a layer a step" "$bgrad" $((4 * L * STEPS))
+else
+  echo "weight-gradient products summing a bias gradient (BGRADB): $bgrad calls ($((4 * L * STEPS)) where cuBLASLt offers it)"
+fi
 
 command -v python3 >/dev/null || { echo "SKIP: no python3 for the estimate beside"; exit 77; }
 python3 "$PLAIT_SOURCE_DIR/scripts/gpu-step-estimate.py" --config "$W/model.ini" --batch 5 \

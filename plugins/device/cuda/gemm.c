@@ -48,6 +48,12 @@
  * meets NVIDIA's terms (leading dimension divisible by 8; 16-byte aligned
  * here, the alignment the algorithm is chosen for) and an algorithm offers
  * the epilogue; else the plain product and gelu.cu's kernel after it.
+ * A bias gradient (pc_gemm.bgrad) likewise: cuBLASLt's BGRADB epilogue
+ * sums the output gradient's columns while the weight gradient's product
+ * reads them (the product's B in cuBLASLt's terms), written to a scratch
+ * vector (the epilogue writes, it cannot add) then added to the gradient;
+ * where no algorithm offers it, the column-sum kernel reads the output
+ * gradient again.
  */
 #include <stdio.h>
 #include <string.h>
@@ -59,7 +65,7 @@
 #define CANDIDATES 4
 
 typedef struct gemm_key {
-    int trans_a, trans_b, has_bias, gelu, in_bf16, out_bf16;
+    int trans_a, trans_b, has_bias, gelu, in_bf16, out_bf16, bgrad;
     int64_t M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c, batch;
     uint32_t align_a, align_b, align_c;
 } gemm_key;
@@ -69,6 +75,7 @@ typedef struct gemm_cached {
     int used;
     int bias_epilogue; /* the algorithm adds the bias itself */
     int gelu_epilogue; /* the algorithm applies GELU (key.gelu) itself */
+    int bgrad_epilogue; /* the algorithm writes the bias gradient (key.bgrad) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo; /* in use: the heuristic's first until timing picks */
@@ -89,6 +96,8 @@ static int g_next_slot;
 static pc_buffer g_bf16[2];
 /* The float32 result of a bf16 product whose epilogue runs apart */
 static pc_buffer g_apart;
+/* The bias gradient BGRADB writes, before it is added (M floats) */
+static pc_buffer g_bgrad;
 /* What each copy holds: the span of `src` it was made from. A product of
  * the same kernel-table entry whose operand is that span reuses it (a
  * layer's input and weight gradients from one call convert their output
@@ -129,6 +138,7 @@ void pc_gemm_forget(void) {
     g_next_slot = 0;
     for (int i = 0; i < 2; i++) pc_grow_release(&g_bf16[i]);
     pc_grow_release(&g_apart);
+    pc_grow_release(&g_bgrad);
     pc_gemm_entry_begin();
 }
 
@@ -166,11 +176,14 @@ static int make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t rows
  * epilogue when `bias` is non-NULL: the heuristic reads the bias pointer
  * to know its alignment, and every later call of this shape passes one as
  * aligned, 16 bytes, gemm_key.has_bias; with a GELU epilogue when `gelu`,
- * its aux pointer read likewise, 16-byte aligned on every call); 0 if none. */
-static int choose_algo(gemm_cached *p, const void *bias, int gelu, const void *aux) {
+ * its aux pointer read likewise, 16-byte aligned on every call; with
+ * BGRADB when `bgrad`, `bias` then the vector it writes, g_bgrad's, 256-byte
+ * aligned on every call); 0 if none. */
+static int choose_algo(gemm_cached *p, const void *bias, int gelu, const void *aux, int bgrad) {
     cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     if (gelu == PC_GELU_FORWARD) epi = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     if (gelu == PC_GELU_BACKWARD) epi = CUBLASLT_EPILOGUE_DGELU;
+    if (bgrad) epi = CUBLASLT_EPILOGUE_BGRADB;
     if (pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) != CUBLAS_STATUS_SUCCESS)
         return 0;
     if (gelu) {
@@ -181,7 +194,7 @@ static int choose_algo(gemm_cached *p, const void *bias, int gelu, const void *a
                 CUBLAS_STATUS_SUCCESS)
             return 0;
     }
-    if (bias) { /* a bf16 D's bias: D's type, cuBLASLt's default (aux likewise) */
+    if (bias) { /* a bf16 D's bias: D's type, cuBLASLt's default (aux likewise); a bias gradient: C's, float32 */
         cudaDataType_t bt = CUDA_R_32F;
         if ((!p->key.out_bf16 &&
              pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) != CUBLAS_STATUS_SUCCESS) ||
@@ -257,7 +270,7 @@ static const cublasLtMatmulAlgo_t *algo_for_call(gemm_cached *p, int *trial, int
     return &p->algo;
 }
 
-static gemm_cached *prepare(const gemm_key *k, const void *bias, const void *aux) {
+static gemm_cached *prepare(const gemm_key *k, const void *bias, const void *aux, const void *bgrad) {
     for (int i = 0; i < CACHE_SLOTS; i++)
         if (g_cache[i].used && memcmp(&g_cache[i].key, k, sizeof *k) == 0) return &g_cache[i];
     gemm_cached *p = &g_cache[g_next_slot];
@@ -279,12 +292,13 @@ static gemm_cached *prepare(const gemm_key *k, const void *bias, const void *aux
                          k->stride_a) &&
              make_layout(&p->lc, rt, k->N, k->M, k->ldc, k->batch, k->stride_c);
     if (ok && k->gelu) { /* the bias inside too (a key with gelu has has_bias 0 or 1) */
-        p->gelu_epilogue = choose_algo(p, k->has_bias ? bias : NULL, k->gelu, aux);
+        p->gelu_epilogue = choose_algo(p, k->has_bias ? bias : NULL, k->gelu, aux, 0);
         p->bias_epilogue = p->gelu_epilogue && k->has_bias;
     }
-    if (ok && !p->gelu_epilogue) {
-        p->bias_epilogue = k->has_bias == 1 && choose_algo(p, bias, 0, NULL);
-        if (!p->bias_epilogue && !choose_algo(p, NULL, 0, NULL)) {
+    if (ok && k->bgrad) p->bgrad_epilogue = choose_algo(p, bgrad, PC_GELU_NONE, NULL, 1);
+    if (ok && !p->gelu_epilogue && !p->bgrad_epilogue) {
+        p->bias_epilogue = k->has_bias == 1 && choose_algo(p, bias, 0, NULL, 0);
+        if (!p->bias_epilogue && !choose_algo(p, NULL, 0, NULL, 0)) {
             pc_fail("cuda: cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %lld, transposes %d%d)",
                     (long long)k->M, (long long)k->N, (long long)k->K, (long long)k->batch, k->trans_a,
                     k->trans_b);
@@ -374,16 +388,22 @@ static void profile_mark(const pc_gemm *g, const gemm_cached *p) {
     const char *in = g->in_bf16 || pc.precision == PLAIT_PRECISION_BF16 ? "bf16"
                      : pc.precision == PLAIT_PRECISION_TF32             ? "tf32"
                                                                          : "fp32";
-    snprintf(detail, sizeof detail, "%lldx%lldx%lld%s%s %s->%s%s%s%s", (long long)g->M, (long long)g->N,
+    snprintf(detail, sizeof detail, "%lldx%lldx%lld%s%s %s->%s%s%s%s%s", (long long)g->M, (long long)g->N,
              (long long)g->K, g->batch > 1 ? " batched" : "", g->trans_a || g->trans_b ? (g->trans_a ? " At" : " Bt") : "",
              in, g->out_bf16 ? "bf16" : "fp32", p->bias_epilogue ? " +bias" : "",
              p->gelu_epilogue ? (g->gelu == PC_GELU_FORWARD ? " +gelu" : " +dgelu") : "",
-             g->res && g->beta != 0.0f ? " +res" : g->beta != 0.0f ? " +=C" : "");
+             p->bgrad_epilogue ? " +bgrad" : "", g->res && g->beta != 0.0f ? " +res" : g->beta != 0.0f ? " +=C" : "");
     pc_profile_mark("gemm", detail);
 }
 
 void pc_gemm_run(const pc_gemm *g) {
     if (g->M <= 0 || g->N <= 0 || g->batch <= 0) return;
+    if (g->bgrad && (!g->in_bf16 || !g->trans_a || g->batch != 1 || g->lda != g->M || g->bias || g->gelu ||
+                     g->out_bf16)) {
+        pc_fail("cuda: internal: a bias gradient from a product needs bf16 operands, A transposed and packed "
+                "(lda == M), one batch, and no bias, GELU or bf16 result");
+        return;
+    }
     if (g->out_bf16 && (!g->in_bf16 || g->beta != 0.0f)) {
         pc_fail("cuda: internal: a bf16 result needs bf16 operands and beta 0");
         return;
@@ -400,7 +420,7 @@ void pc_gemm_run(const pc_gemm *g) {
         gelu_apart(g);
         return;
     }
-    if (g->K <= 0) { /* C = beta*C (+ bias): no product; cuBLASLt refuses K = 0 */
+    if (g->K <= 0) { /* C = beta*C (+ bias): no product; cuBLASLt refuses K = 0 (no rows: no bias gradient) */
         bf16_written(g->C, span(g->M, g->N, g->ldc, g->batch, g->stride_c));
         for (int64_t b = 0; b < g->batch; b++) {
             float *c = (float *)g->C + b * g->stride_c;
@@ -431,6 +451,7 @@ void pc_gemm_run(const pc_gemm *g) {
     k.has_bias = !g->bias ? 0 : (uintptr_t)g->bias % 16 == 0 ? 1 : 2;
     k.gelu = g->gelu;
     k.in_bf16 = g->in_bf16 != 0, k.out_bf16 = g->out_bf16 != 0;
+    k.bgrad = g->bgrad != NULL;
     k.M = g->M, k.N = g->N, k.K = g->K;
     k.lda = g->lda, k.ldb = g->ldb, k.ldc = g->ldc;
     k.batch = g->batch;
@@ -453,7 +474,9 @@ void pc_gemm_run(const pc_gemm *g) {
     const void *cin = g->res ? g->res : g->C; /* cuBLASLt's C; the result goes to D = g->C */
     uint32_t align_res = alignment(cin, k.ldc, k.stride_c, csz);
     if (align_res < k.align_c) k.align_c = align_res;
-    gemm_cached *p = prepare(&k, g->bias, g->aux);
+    float *bgrad = NULL; /* what BGRADB writes */
+    if (g->bgrad && !(bgrad = pc_grow(&g_bgrad, (size_t)g->M * sizeof(float), "bias gradient"))) return;
+    gemm_cached *p = prepare(&k, g->bias, g->aux, bgrad);
     if (!p) return;
     if ((g->gelu && !p->gelu_epilogue) || (g->out_bf16 && g->bias && !p->bias_epilogue)) {
         gelu_apart(g); /* a bf16 result's bias too (bf16_apart) */
@@ -464,6 +487,9 @@ void pc_gemm_run(const pc_gemm *g) {
         return;
     if (p->bias_epilogue &&
         !lt_ok(pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias), "bias"))
+        return;
+    if (p->bgrad_epilogue &&
+        !lt_ok(pc_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bgrad, sizeof bgrad), "bias gradient"))
         return;
     int trial, timed;
     const cublasLtMatmulAlgo_t *algo = algo_for_call(p, &trial, &timed);
@@ -478,6 +504,8 @@ void pc_gemm_run(const pc_gemm *g) {
     if (pc_profile_on) profile_mark(g, p);
     if (bf16) bf16_written(g->C, span(g->M, g->N, g->ldc, k.batch, k.stride_c));
     if (bf16 && g->gelu == PC_GELU_FORWARD) bf16_written(g->aux, span(g->M, g->N, g->ldc, 1, 0));
+    if (g->bgrad && p->bgrad_epilogue) pc_launch_axpy(g->bgrad, bgrad, (size_t)g->M, 1.0f);
+    else if (g->bgrad) pc_launch_bias_backward_bf16(g->bgrad, g->A, g->K, g->M);
     if (g->bias && !p->bias_epilogue) /* float32 results only (a bf16 one went apart) */
         for (int64_t b = 0; b < g->batch; b++) {
             float *c = (float *)g->C + b * k.stride_c;

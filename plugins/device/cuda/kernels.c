@@ -168,15 +168,17 @@ static void matmul_dinp_bf16(plait_bf16 *dinp, const plait_bf16 *dout, const pla
     pc_gemm_run(&g);
 }
 
-/* dweight += doutᵀ·inp in float32, dbias += dout's column sums */
+/* dweight += doutᵀ·inp in float32, dbias += dout's column sums: from the
+ * product where cuBLASLt can (pc_gemm.bgrad), which reads dout anyway */
 static void matmul_dparams_bf16(float *dweight, float *dbias, const plait_bf16 *dout, const plait_bf16 *inp,
                                 int64_t BT, int64_t C, int64_t OC) {
     if (dweight) {
         pc_gemm g = {.trans_a = 1, .M = OC, .N = C, .K = BT, .alpha = 1.0f, .beta = 1.0f, .A = dout, .lda = OC,
-                     .B = inp, .ldb = C, .C = dweight, .ldc = C, .batch = 1, .in_bf16 = 1};
+                     .B = inp, .ldb = C, .C = dweight, .ldc = C, .batch = 1, .in_bf16 = 1, .bgrad = dbias};
         pc_gemm_run(&g);
+    } else if (dbias) {
+        pc_launch_bias_backward_bf16(dbias, dout, BT, OC);
     }
-    if (dbias) pc_launch_bias_backward_bf16(dbias, dout, BT, OC);
 }
 
 static void k_matmul_backward_bf16(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,

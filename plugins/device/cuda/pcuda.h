@@ -178,6 +178,13 @@ typedef struct pc_gemm {
      * out_bf16 (with in_bf16 and beta 0): C, the bias and aux are bfloat16,
      * C the float32 result rounded once to nearest even. */
     int in_bf16, out_bf16;
+    /* Non-NULL (a weight gradient's product: in_bf16, trans_a, one batch,
+     * lda == M, no bias, no GELU): bgrad[M] += the sums over K of op(A)'s
+     * rows, in float32: the bias gradient. cuBLASLt's BGRADB epilogue
+     * computes them inside the product (its B is our A) into scratch, added
+     * to bgrad after it; where no algorithm offers it, vector.cu's column
+     * sums over A. */
+    float *bgrad;
 } pc_gemm;
 enum { PC_GELU_NONE = 0, PC_GELU_FORWARD = 1, PC_GELU_BACKWARD = 2 };
 void pc_gemm_run(const pc_gemm *g);

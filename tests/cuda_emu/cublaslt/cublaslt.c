@@ -25,7 +25,13 @@
  * another type than D's is refused here. Strided batches (BATCH_COUNT,
  * STRIDED_BATCH_OFFSET in elements), epilogue DEFAULT or BIAS (one value
  * of D's type per row of D, broadcast across D's columns, per batch at
- * BIAS_BATCH_STRIDE), GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS and DGELU.
+ * BIAS_BATCH_STRIDE), GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU,
+ * and the bias gradients BGRADA and BGRADB: one value of C's type per row
+ * of D (BGRADA: the sum over k of op(A)'s row) or per column of D
+ * (BGRADB: over k of op(B)'s column) written to BIAS_POINTER, a float sum
+ * in ascending k of the widened operand; one batch, and alpha 1 (the
+ * header does not say whether alpha scales it, so another alpha is
+ * refused).
  * beta == 0 does not read C: NaN in C stays out of D, as BLAS and cuBLAS
  * specify for beta == 0. The GELU epilogues, as NVIDIA's header documents
  * them: the bias is added first, then D = GELU(x); the _AUX ones also store
@@ -61,7 +67,8 @@
  * that no longer matches the algorithm. The heuristic offers up to ALGOS
  * candidates (requestedAlgoCount of them at most), told apart by an id in
  * the algo and computing the same bits; test hooks make one slow and count
- * the calls of each (plait_cublaslt_emu_slow_algo, _algo_calls).
+ * the calls of each (plait_cublaslt_emu_slow_algo, _algo_calls), and the
+ * environment's PLAIT_CUBLASLT_EMU_NO_EPILOGUE withholds one epilogue.
  *
  * This file holds the objects, the heuristic and the product; validate.c
  * what a matmul's descriptor and layouts must satisfy (lt_internal.h).
@@ -345,6 +352,13 @@ LT_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHa
     if (pref->max_waves > 0.0f && pref->max_waves < 1.0f)
         return lt_refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "MAX_WAVES_COUNT %g excludes the only algorithm (1 wave)",
                       (double)pref->max_waves);
+    /* a library (or GPU) without the epilogue: PLAIT_CUBLASLT_EMU_NO_EPILOGUE
+     * names one (its cublasLtEpilogue_t value) the heuristic then offers no
+     * algorithm for, so a test can run a caller's path around it */
+    const char *none = getenv("PLAIT_CUBLASLT_EMU_NO_EPILOGUE");
+    if (none && *none && strtoul(none, NULL, 10) == p.d->epilogue)
+        return lt_refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "epilogue %u: PLAIT_CUBLASLT_EMU_NO_EPILOGUE says no "
+                      "algorithm offers it", p.d->epilogue);
     algo_rec r = {.magic = ALGO_MAGIC,
                   .max_workspace = pref->max_workspace,
                   .align = {pref->align[0], pref->align[1], pref->align[2], pref->align[3]},
@@ -470,6 +484,7 @@ typedef struct matmul_job {
     const void *A, *B, *C;
     void *D;
     const void *bias; /* of D's type, like C and aux */
+    void *bgrad;      /* BGRADA/BGRADB: the bias gradient's output, of C's type */
     float *scratch; /* na + nb + m*n floats */
     size_t na, nb;
     uint32_t algo_id;
@@ -497,6 +512,21 @@ static void matmul_run(void *job) {
         const char *bb = j->bias ? (const char *)j->bias + (size_t)(bi * j->d.bias_stride) * esz : NULL;
         const uint32_t e = j->d.epilogue;
         char *ab = lt_epi_aux(e) ? (char *)j->d.aux + (size_t)(bi * j->d.aux_stride) * esz : NULL;
+        if (lt_epi_bgrad(e)) { /* one batch (validate.c); the bias pointer is its output */
+            const int a_side = e == CUBLASLT_EPILOGUE_BGRADA;
+            const int64_t len = a_side ? j->m : j->n;
+            for (int64_t x = 0; x < len; x++) {
+                float sum = 0.0f;
+                for (int64_t q = 0; q < j->k; q++) {
+                    /* op(A)[x][q] or op(B)[q][x], column-major */
+                    const int op = a_side ? j->d.trans_a : j->d.trans_b;
+                    const int64_t row = a_side ? x : q, col = a_side ? q : x, ld = a_side ? lda : ldb;
+                    const float *o = a_side ? a : b;
+                    sum = sum + (op == CUBLAS_OP_T ? o[col + row * ld] : o[row + col * ld]);
+                }
+                elem_set(j->bgrad, ty, (size_t)x, sum);
+            }
+        }
         for (int64_t c = 0; c < j->n; c++)
             for (int64_t i = 0; i < j->m; i++) {
                 float v = j->fa * t[i + c * j->m];
@@ -598,8 +628,13 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
                           "chosen for a %u-byte aligned one", p.d->aux, lt_addr_align(p.d->aux, r.aux_align),
                           r.aux_align);
     }
-    if (lt_epi_bias(p.d->epilogue)) {
-        if (!bias) return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "epilogue BIAS with a NULL BIAS_POINTER");
+    if (lt_epi_bgrad(p.d->epilogue) && fa != 1.0f)
+        return lt_refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "epilogue %u with alpha %g; the emulator computes a bias "
+                      "gradient with alpha 1 only", p.d->epilogue, (double)fa);
+    if (lt_epi_bias(p.d->epilogue) || lt_epi_bgrad(p.d->epilogue)) {
+        if (!bias)
+            return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "epilogue %s with a NULL BIAS_POINTER",
+                             lt_epi_bgrad(p.d->epilogue) ? "BGRADA/BGRADB" : "BIAS");
         if ((uintptr_t)bias % r.bias_align)
             return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "bias at %p is only %u-byte aligned; the algorithm was "
                           "chosen for a %u-byte aligned bias", (const void *)bias, lt_addr_align(bias, r.bias_align),
@@ -621,7 +656,9 @@ LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMa
     /* the descriptors as they are now: the caller may change them once
      * this returns, before the product runs */
     *j = (matmul_job){.d = *p.d, .a = *p.a, .b = *p.b, .c = *p.c, .dl = *p.dl, .m = p.m, .n = p.n, .k = p.k,
-                      .fa = fa, .fb = fb, .A = A, .B = B, .C = C, .D = D, .bias = bias};
+                      .fa = fa, .fb = fb, .A = A, .B = B, .C = C, .D = D,
+                      .bias = lt_epi_bgrad(p.d->epilogue) ? NULL : bias,
+                      .bgrad = lt_epi_bgrad(p.d->epilogue) ? (void *)(uintptr_t)bias : NULL};
     int tf32 = p.d->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
     int convert = tf32 || p.a->type != CUDA_R_32F;
     size_t na = convert ? (size_t)(p.a->rows * p.a->cols) : 0, nb = convert ? (size_t)(p.b->rows * p.b->cols) : 0;

@@ -99,6 +99,8 @@ int lt_epi_known(uint32_t e);
 int lt_epi_bias(uint32_t e);
 int lt_epi_gelu(uint32_t e);
 int lt_epi_aux(uint32_t e);
+/* BGRADA, BGRADB: the bias gradient written to BIAS_POINTER */
+int lt_epi_bgrad(uint32_t e);
 const char *lt_type_name(int32_t t);
 size_t lt_type_size(int32_t t);
 /* The matmul's descriptor and four layouts together (validate.c says what

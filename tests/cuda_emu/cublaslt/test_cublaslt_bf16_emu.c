@@ -3,7 +3,9 @@
  * CUDA_R_16BF with 32F compute, the bias and GELU's auxiliary matrix of
  * D's type; and the refusals of the combinations NVIDIA's table lacks (C
  * and D of different types, a bf16 D from float32 operands, a bias or aux
- * type other than D's). test_cublaslt_emu.c covers the float32 outputs.
+ * type other than D's); and the bias gradients BGRADB and BGRADA of a
+ * bf16 product accumulating into float32. test_cublaslt_emu.c covers the
+ * float32 outputs.
  *
  * The operands are multiples of 1/64 in [-2, 2] (exact in bf16, and the
  * float sums of their products exact), so the float result equals the
@@ -271,6 +273,91 @@ static void refused(cudaDataType_t ab, cudaDataType_t c, cudaDataType_t d, cubla
     prod_free(&p);
 }
 
+/* BGRADB and BGRADA on a weight gradient's product: bf16 A and B, C = D
+ * float32 accumulating (beta 1, in place); the bias gradient, of C's type,
+ * the sums over k of op(B)'s columns (N values) or op(A)'s rows (M),
+ * written whatever the vector held (NaN here). B is also given stored
+ * transposed (TRANSB T), as the plugin hands it. Every sum is exact on the
+ * grid, so D and the gradient equal the double reference bit for bit. */
+static void bgrad_case(cublasLtEpilogue_t epi, int trans_b) {
+    uint16_t *A = grid_bf16(M * K), *B = grid_bf16(K * N);
+    float *D = aligned_alloc(64, M * N * 4), *bg = aligned_alloc(64, 64 * 4);
+    assert_true(D && bg);
+    for (int n = 0; n < M * N; n++) D[n] = (float)grid_value();
+    for (int n = 0; n < 64; n++) bg[n] = NAN;
+    float C0[M * N];
+    memcpy(C0, D, sizeof C0);
+    cublasLtHandle_t h;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    assert_int_equal(cublasLtCreate(&h), 0);
+    assert_int_equal(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), 0);
+    cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const void *bias = bg;
+    assert_int_equal(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), 0);
+    assert_int_equal(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), 0);
+    assert_int_equal(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), 0);
+    assert_int_equal(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, M, K, M), 0);
+    /* op(B)[l][j] = B[l + j*K] untransposed, B[j + l*N] transposed */
+    assert_int_equal(trans_b ? cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, N, K, N)
+                             : cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, K, N, K),
+                     0);
+    assert_int_equal(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, M, N, M), 0);
+    cublasLtMatmulPreference_t pref;
+    assert_int_equal(cublasLtMatmulPreferenceCreate(&pref), 0);
+    const uint32_t align = 16;
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(cublasLtMatmulPreferenceSetAttribute(
+                             pref, (cublasLtMatmulPreferenceAttributes_t)(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i),
+                             &align, sizeof align),
+                         0);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    assert_int_equal(cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &res, &found), 0);
+    assert_int_equal(found, 1);
+    const float one = 1.0f, beta = 1.0f, other = 1.25f;
+    assert_int_equal(cublasLtMatmul(h, desc, &one, A, la, B, lb, &beta, D, lc, D, lc, &res.algo, NULL, 0, NULL), 0);
+    for (int j = 0; j < N; j++)
+        for (int i = 0; i < M; i++) {
+            double acc = C0[i + j * M];
+            for (int l = 0; l < K; l++)
+                acc += bf16_value(A[i + l * M]) * bf16_value(trans_b ? B[j + l * N] : B[l + j * K]);
+            assert_true((double)D[i + j * M] == acc);
+        }
+    const int len = epi == CUBLASLT_EPILOGUE_BGRADB ? N : M;
+    for (int x = 0; x < len; x++) {
+        double sum = 0;
+        for (int l = 0; l < K; l++)
+            sum += epi == CUBLASLT_EPILOGUE_BGRADB ? bf16_value(trans_b ? B[x + l * N] : B[l + x * K])
+                                                   : bf16_value(A[x + l * M]);
+        if ((double)bg[x] != sum) fail_msg("bias gradient %d: got %.9g, want %.9g", x, (double)bg[x], sum);
+    }
+    assert_true(isnan(bg[len])); /* nothing past it */
+    /* alpha other than 1: not emulated, refused, nothing written */
+    memcpy(C0, D, sizeof C0);
+    log_begin();
+    cublasStatus_t s =
+        cublasLtMatmul(h, desc, &other, A, la, B, lb, &beta, D, lc, D, lc, &res.algo, NULL, 0, NULL);
+    log_end();
+    assert_int_equal(s, CUBLAS_STATUS_NOT_SUPPORTED);
+    expect_logged("gradient with alpha 1 only");
+    assert_memory_equal(D, C0, sizeof C0);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(h);
+    free(A), free(B), free(D), free(bg);
+}
+
+static void test_bgrad(void **state) {
+    (void)state;
+    bgrad_case(CUBLASLT_EPILOGUE_BGRADB, 0);
+    bgrad_case(CUBLASLT_EPILOGUE_BGRADB, 1);
+    bgrad_case(CUBLASLT_EPILOGUE_BGRADA, 1);
+}
+
 static void test_refusals(void **state) {
     (void)state;
     const cublasLtEpilogue_t none = CUBLASLT_EPILOGUE_DEFAULT;
@@ -281,6 +368,8 @@ static void test_refusals(void **state) {
             CUDA_R_32F, "bias data type CUDA_R_32F; with D of CUDA_R_16BF");
     refused(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
             CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, CUDA_R_32F, "aux data type CUDA_R_32F; with D of CUDA_R_16BF");
+    refused(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUBLASLT_EPILOGUE_BGRADB, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+            CUDA_R_32F, "a bias gradient is of C's type (CUDA_R_16BF)");
 }
 
 int main(void) {
@@ -290,6 +379,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_output),
         cmocka_unit_test(test_bf16_bias),
         cmocka_unit_test(test_bf16_gelu),
+        cmocka_unit_test(test_bgrad),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

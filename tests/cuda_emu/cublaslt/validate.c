@@ -13,8 +13,9 @@
 int lt_epi_known(uint32_t e) {
     return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU ||
            e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX ||
-           e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
+           e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU || lt_epi_bgrad(e);
 }
+int lt_epi_bgrad(uint32_t e) { return e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB; }
 int lt_epi_bias(uint32_t e) {
     return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 }
@@ -105,7 +106,7 @@ cublasStatus_t lt_check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_
                       "CUBLAS_OP_T", d->trans_a, d->trans_b);
     if (!lt_epi_known(d->epilogue))
         return lt_refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "epilogue %u; the emulator implements DEFAULT, BIAS, GELU, "
-                      "GELU_BIAS, GELU_AUX, GELU_AUX_BIAS and DGELU", d->epilogue);
+                      "GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU, BGRADA and BGRADB", d->epilogue);
     /* types: NVIDIA's table for 32F compute has A/B 32F or 16BF (the same
      * for both) with C/D 32F; FAST_TF32 takes 32F operands only */
     const lt_layout *a = p->a, *b = p->b, *c = p->c, *dl = p->dl;
@@ -172,6 +173,17 @@ cublasStatus_t lt_check_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_
                           "bias of D's type", lt_type_name(d->bias_type), lt_type_name(dl->type));
         if (d->bias_stride < 0)
             return lt_refuse(CUBLAS_STATUS_INVALID_VALUE, fn, "bias batch stride %lld < 0", (long long)d->bias_stride);
+    }
+    if (lt_epi_bgrad(d->epilogue)) {
+        /* NVIDIA: the bias gradient's elements are of C's type (other
+         * types only for integer kernels); how it would be laid out per
+         * batch the header does not say, so one batch only here */
+        if (d->bias_type != -1 && d->bias_type != dl->type)
+            return lt_refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "bias data type %s with epilogue %u; a bias gradient "
+                          "is of C's type (%s)", lt_type_name(d->bias_type), d->epilogue, lt_type_name(dl->type));
+        if (dl->batch != 1)
+            return lt_refuse(CUBLAS_STATUS_NOT_SUPPORTED, fn, "epilogue %u with %d batches; the emulator computes a "
+                          "bias gradient of one batch", d->epilogue, dl->batch);
     }
     p->m = am, p->n = bn, p->k = ak;
     return CUBLAS_STATUS_SUCCESS;
