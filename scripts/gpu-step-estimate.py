@@ -16,9 +16,9 @@ stream.
 
 A variant is the code at one point of the GPU-speed work: `unfused` (the
 scores materialised, products through cuBLASLt), `fused-attention` (the
-flash-style kernels of attention.cu), and so on. The table is printed
-for every variant, kernel family by family. Estimates, not measurements:
-nothing here has run on a GPU (docs/gpu.md).
+flash-style kernels of attention.cu and attention_tc.cu), and so on. The
+table is printed for every variant, kernel family by family. Estimates,
+not measurements: nothing here has run on a GPU (docs/gpu.md).
 
     scripts/gpu-step-estimate.py                      # GPT-2 124M, batch 16, bf16, H100 figures
     scripts/gpu-step-estimate.py --config configs/gpt2-124m.ini --batch 16 --bw 3.0 --gemm 700

@@ -1,7 +1,8 @@
 /*
  * The emulated CUDA runtime's own functions (beyond CUDA's, which
- * emu_cudart.c implements with NVIDIA's declarations): what a launch
- * reports to it, and what queues work on its streams. Thread-safe.
+ * emu_cudart.c and emu_memory.c implement with NVIDIA's declarations):
+ * what a launch reports to it, and what queues work on its streams.
+ * Thread-safe.
  */
 #ifndef PLAIT_CUDA_EMU_RUNTIME_H
 #define PLAIT_CUDA_EMU_RUNTIME_H

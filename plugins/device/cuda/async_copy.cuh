@@ -1,6 +1,6 @@
 /*
  * Asynchronous copies from global to shared memory (cp.async, from sm_80
- * on), which the attention kernels (attention.cu) use to load a tile while
+ * on), which the attention kernels (attention_tc.cu) use to load a tile while
  * they compute on the one before. A thread issues copies, closes them into
  * a group (commit), and later waits until at most N of its newest groups
  * are pending (wait_group N): only then may it read what its copies wrote,

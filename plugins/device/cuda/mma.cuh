@@ -1,6 +1,6 @@
 /*
  * The warp-level tensor-core instructions the plugin's own matrix kernels
- * use (attention.cu): ldmatrix (8x8 tiles of 16-bit values from shared
+ * use (attention_tc.cu): ldmatrix (8x8 tiles of 16-bit values from shared
  * memory into the fragments an mma reads, optionally transposed) and
  * mma.sync m16n8k16 with bf16 operands and fp32 accumulators. Both exist
  * from sm_80 (Ampere) on and run on Hopper (as HMMA: Hopper's faster

@@ -256,10 +256,10 @@ void pc_launch_softmax_causal_backward(float *datt, const float *att, int64_t BN
  * of scratch. */
 void pc_launch_attention_fused_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH,
                                        int64_t HS, int tensor_cores);
-/* Allows the tensor-core kernels the dynamic shared memory they take (two
- * stages of tiles: 68 KiB a block at head size 128, over the 48 KiB a
- * kernel gets without asking) on the current device: once per open(),
- * after cudaSetDevice. Returns CUDA's error, if any. */
+/* Allows the tensor-core kernels (attention_tc.cu) the dynamic shared
+ * memory they take (two stages of tiles: 68 KiB a block at head size 128,
+ * over the 48 KiB a kernel gets without asking) on the current device:
+ * once per open(), after cudaSetDevice. Returns CUDA's error, if any. */
 cudaError_t pc_attention_prepare(void);
 void pc_launch_attention_fused_backward(float *dqkv, float *Dv, const float *dout, const float *qkv, const float *out,
                                         const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS,
