@@ -183,6 +183,26 @@ __device__ static inline void at_acc_to_a(uint32_t a[4], const float (*c)[4], in
     a[3] = pc_pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
 }
 
+/* A block of the kernels that walk key tiles for one query tile (the
+ * forward, dQ): which tile and head it owns, the most keys first, and
+ * where that head's q, k and v start. load_keys(stage, j) issues key tile
+ * j's K and V into `stage` as one cp.async group. */
+template <int D, typename E> struct at_qblock {
+    int64_t bh, b, h, qt, q0, Cl, C3, T;
+    const E *q, *k, *v;
+    __device__ at_qblock(const E *qkv, int64_t B, int64_t T_, int64_t NH) {
+        const int64_t BH = B * NH, nQ = (T_ + AT_TILE - 1) / AT_TILE;
+        qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
+        Cl = NH * D, C3 = 3 * Cl, q0 = qt * AT_TILE, T = T_;
+        q = qkv + b * T * C3 + h * D, k = q + Cl, v = q + 2 * Cl;
+    }
+    __device__ void load_keys(unsigned char *smem, int stage, int64_t j) const {
+        at_load_tile<D>(at_smem<D>::a(smem, stage), k + j * AT_TILE * C3, C3, T - j * AT_TILE);
+        at_load_tile<D>(at_smem<D>::b(smem, stage), v + j * AT_TILE * C3, C3, T - j * AT_TILE);
+        pc_cp_async_commit();
+    }
+};
+
 /* ---- tensor cores: forward ------------------------------------------------ */
 
 /* One block per (query tile, b, h), the tiles with the most keys first.
@@ -195,17 +215,11 @@ attn_fwd_tc(E *out, float *lse, const E *qkv, int64_t B, int64_t T, int64_t NH, 
     constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
     using S = at_smem<D>;
     PC_SHARED_DYNAMIC(smem);
-    const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
-    const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
-    const int64_t Cl = NH * D, C3 = 3 * Cl, q0 = qt * AT_TILE;
-    const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl;
+    const at_qblock<D, E> blk(qkv, B, T, NH);
+    const int64_t bh = blk.bh, b = blk.b, h = blk.h, qt = blk.qt, q0 = blk.q0, Cl = blk.Cl, C3 = blk.C3;
+    const E *q = blk.q;
     const int warp = threadIdx.x / PC_WARP, lane = threadIdx.x % PC_WARP, g = lane / 4, t = lane % 4;
-    /* key tile j into `stage` */
-    const auto load_keys = [&](int stage, int64_t j) {
-        at_load_tile<D>(S::a(smem, stage), k + j * AT_TILE * C3, C3, T - j * AT_TILE);
-        at_load_tile<D>(S::b(smem, stage), v + j * AT_TILE * C3, C3, T - j * AT_TILE);
-        pc_cp_async_commit();
-    };
+    const auto load_keys = [&](int stage, int64_t j) { blk.load_keys(smem, stage, j); };
 
     /* the warp's 16 query rows as A fragments, staged through stage 1's K
      * buffer while key tile 0 comes into stage 0 */
@@ -407,17 +421,11 @@ attn_bwd_dq_tc(E *dqkv, const E *dout, const E *qkv, const float *lse, const flo
     constexpr int KS = D / 16, DT = D / 8, NT = AT_TILE / 8;
     using S = at_smem<D>;
     PC_SHARED_DYNAMIC(smem);
-    const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
-    const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
-    const int64_t Cl = NH * D, C3 = 3 * Cl, q0 = qt * AT_TILE;
-    const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
+    const at_qblock<D, E> blk(qkv, B, T, NH);
+    const int64_t bh = blk.bh, b = blk.b, h = blk.h, qt = blk.qt, q0 = blk.q0, Cl = blk.Cl, C3 = blk.C3;
+    const E *q = blk.q, *dO = dout + b * T * Cl + h * D;
     const int warp = threadIdx.x / PC_WARP, lane = threadIdx.x % PC_WARP, g = lane / 4, t = lane % 4;
-    /* key tile j into `stage` */
-    const auto load_keys = [&](int stage, int64_t j) {
-        at_load_tile<D>(S::a(smem, stage), k + j * AT_TILE * C3, C3, T - j * AT_TILE);
-        at_load_tile<D>(S::b(smem, stage), v + j * AT_TILE * C3, C3, T - j * AT_TILE);
-        pc_cp_async_commit();
-    };
+    const auto load_keys = [&](int stage, int64_t j) { blk.load_keys(smem, stage, j); };
 
     /* the warp's 16 rows of Q and dO as A fragments, staged through stage
      * 1 while key tile 0 comes into stage 0 */
