@@ -14,6 +14,7 @@
 const plait_plugin_desc *g_desc;
 int g_check_collectives;
 const plait_comm_device *g_device;
+const plait_comm_device *g_device_of[MAXR];
 static char *const g_noenv[] = {NULL};
 
 void record_fail(job *j, int line, const char *fmt, ...) {
@@ -43,7 +44,9 @@ plait_config *make_config(const char *text) {
 static void rank_main(int rank, void *arg) {
     job *j = arg;
     plait_comm *world = NULL;
-    plait_status st = plait_threads_world_of(j->w, rank, j->ops, j->cfg[rank], &j->settings, &world);
+    plait_comm_settings settings = j->settings; /* copied by the communicator */
+    if (g_device_of[rank]) settings.device = g_device_of[rank];
+    plait_status st = plait_threads_world_of(j->w, rank, j->ops, j->cfg[rank], &settings, &world);
     j->init_st[rank] = st;
     if (st != PLAIT_OK) snprintf(j->init_err[rank], sizeof j->init_err[rank], "%s", plait_last_error());
     if (st == PLAIT_OK && j->body) j->body(rank, world, j);

@@ -47,6 +47,9 @@ extern const plait_plugin_desc *g_desc;
 extern int g_check_collectives;
 /* the device the job's communicators are handed (NULL: the open one, none here) */
 extern const plait_comm_device *g_device;
+/* rank r's device where set, in place of g_device: a process drives one GPU,
+ * so ranks that are threads each get their own, as processes would */
+extern const plait_comm_device *g_device_of[MAXR];
 /* collective options for device (PLAIT_MEM_CUDA) buffers */
 extern const plait_coll_opts dev_opts;
 

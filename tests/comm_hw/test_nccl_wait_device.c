@@ -2,8 +2,8 @@
  * Device-side completion over the nccl plugin (SDK 1.5: comm_ops.record_event,
  * coll_api.wait_device), driven through the core's communicator on
  * threads-as-ranks over the CUDA/NCCL stand-in (mock_gpu.c), with a fake
- * device whose events are the stand-in's cudaEvent_t: wait_device on an
- * all-gather returns before the peer has posted its part, with no host
+ * device per rank whose events are the stand-in's cudaEvent_t: wait_device
+ * on an all-gather returns before the peer has posted its part, with no host
  * synchronisation and exactly one compute-stream wait, and a copy queued
  * after it reads the gathered values; no event is left alive.
  */
@@ -21,11 +21,15 @@
 #include "nccl_job.h"
 #include "runtime/error.h"
 
-/* A device event of the fake device below: one stand-in event per GPU,
- * since the rank threads (one GPU each) share the core's event pool. */
+/* A device event of the fake devices below: a stand-in event of one GPU,
+ * as a CUDA event belongs to the device current when it was created. Each
+ * rank's communicator gets its own fake device (g_device_of), since a
+ * process drives one GPU: the core's event pool, which keeps the idle
+ * events of one device's table only, then never hands one rank's event to
+ * another (recording it on another GPU's stream would be misuse). */
 struct plait_device_event {
-    cudaEvent_t per[MAXR];
-    int recorded_on; /* the GPU of the latest record; -1: never recorded */
+    cudaEvent_t e;
+    int gpu;
 };
 
 /* each GPU's compute stream: a rank's, also when its communicator's thread
@@ -39,61 +43,52 @@ static int current_gpu(void) {
     return d;
 }
 
-static cudaEvent_t per_gpu(plait_device_event *ev, int d) {
-    if (!ev->per[d]) cudaEventCreateWithFlags(&ev->per[d], cudaEventDisableTiming);
-    return ev->per[d];
-}
-
-static plait_device_event *fe_create(void) {
+/* created on `gpu` from whichever thread asks (a rank's or its
+ * communicator's), the caller's current GPU left as it was */
+static plait_device_event *fe_create_on(int gpu) {
     plait_device_event *ev = calloc(1, sizeof *ev);
-    ev->recorded_on = -1;
+    int was = current_gpu();
+    cudaSetDevice(gpu);
+    cudaEventCreateWithFlags(&ev->e, cudaEventDisableTiming);
+    cudaSetDevice(was);
+    ev->gpu = gpu;
     g_ev_live++;
     return ev;
 }
+static plait_device_event *fe_create0(void) { return fe_create_on(0); }
+static plait_device_event *fe_create1(void) { return fe_create_on(1); }
 static void fe_destroy(plait_device_event *ev) {
-    for (int d = 0; d < MAXR; d++)
-        if (ev->per[d]) cudaEventDestroy(ev->per[d]);
+    cudaEventDestroy(ev->e);
     free(ev);
     g_ev_live--;
 }
 static plait_status fe_record(plait_device_event *ev, plait_device_stream s) {
     if (s != PLAIT_STREAM_COMPUTE) return plait_set_error(PLAIT_ERR_UNSUPPORTED, "fake device: comm-stream record");
-    ev->recorded_on = current_gpu();
-    return cudaEventRecord(per_gpu(ev, ev->recorded_on), g_compute[ev->recorded_on]) == cudaSuccess ? PLAIT_OK
-                                                                                                    : PLAIT_ERR_SYSTEM;
+    return cudaEventRecord(ev->e, g_compute[ev->gpu]) == cudaSuccess ? PLAIT_OK : PLAIT_ERR_SYSTEM;
 }
 static plait_status fe_wait(plait_device_event *ev, plait_device_stream s) {
     if (s != PLAIT_STREAM_COMPUTE) return plait_set_error(PLAIT_ERR_UNSUPPORTED, "fake device: comm-stream wait");
     g_compute_waits++;
-    int d = current_gpu();
-    return cudaStreamWaitEvent(g_compute[d], per_gpu(ev, d), 0) == cudaSuccess ? PLAIT_OK : PLAIT_ERR_SYSTEM;
+    return cudaStreamWaitEvent(g_compute[ev->gpu], ev->e, 0) == cudaSuccess ? PLAIT_OK : PLAIT_ERR_SYSTEM;
 }
 static plait_status fe_synchronize(plait_device_event *ev) {
     g_host_syncs++;
-    while (cudaEventQuery(per_gpu(ev, ev->recorded_on >= 0 ? ev->recorded_on : current_gpu())) == cudaErrorNotReady)
-        nap();
+    while (cudaEventQuery(ev->e) == cudaErrorNotReady) nap();
     return PLAIT_OK;
 }
-/* Recorded on the compute stream: that GPU's; a mark the comm plugin is
- * about to record: the GPU current on its (the executing) thread. */
-static void *fe_native(plait_device_event *ev) {
-    return per_gpu(ev, ev->recorded_on >= 0 ? ev->recorded_on : current_gpu());
-}
+static void *fe_native(plait_device_event *ev) { return ev->e; }
 static plait_status fe_copy_on(plait_device_stream s, void *dst, const void *src, size_t bytes, plait_copy_dir dir) {
     (void)s;
     return mock_copy(dst, src, bytes, dir);
 }
 
-static const plait_device_ops fake_events = {
-    .struct_size = sizeof(plait_device_ops),
-    .copy_on = fe_copy_on,
-    .event_create = fe_create,
-    .event_destroy = fe_destroy,
-    .event_record = fe_record,
-    .event_wait = fe_wait,
-    .event_synchronize = fe_synchronize,
-    .event_native = fe_native,
-};
+#define FAKE_EVENTS(create)                                                                                            \
+    {                                                                                                                  \
+        .struct_size = sizeof(plait_device_ops), .copy_on = fe_copy_on, .event_create = create,                        \
+        .event_destroy = fe_destroy, .event_record = fe_record, .event_wait = fe_wait,                                 \
+        .event_synchronize = fe_synchronize, .event_native = fe_native,                                                \
+    }
+static const plait_device_ops fake_events[2] = {FAKE_EVENTS(fe_create0), FAKE_EVENTS(fe_create1)};
 
 /* Wait on the host for everything queued on this rank's compute stream. */
 static void compute_drain(void) {
@@ -155,13 +150,16 @@ static void body_wait_device(int rank, plait_comm *w, job *j) {
 
 static void test_wait_device(void **state) {
     (void)state;
-    plait_comm_device dev = {PLAIT_MEM_CUDA, mock_copy, mock_alloc, mock_free, &fake_events};
-    g_device = &dev;
+    plait_comm_device dev[2];
+    for (int r = 0; r < 2; r++) {
+        dev[r] = (plait_comm_device){PLAIT_MEM_CUDA, mock_copy, mock_alloc, mock_free, &fake_events[r]};
+        g_device_of[r] = &dev[r];
+    }
     g_rank0_back = 0;
     g_host_syncs = g_compute_waits = 0;
     job j;
     run_job(&j, 2, NULL, NULL, body_wait_device);
-    g_device = NULL;
+    g_device_of[0] = g_device_of[1] = NULL;
     plait_event_pool_drain(); /* the core's pooled events are the stand-in's */
     expect_clean(&j);
     assert_int_equal(g_ev_live, 0);
