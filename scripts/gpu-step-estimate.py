@@ -29,7 +29,11 @@ import math
 import sys
 
 VARIANTS = ["unfused", "fused-attention", "device-step", "fused-loss", "residual-in-c", "layernorm-fused",
-            "gelu-epilogue", "bf16-activations", "chunked-head", "bias-grad-epilogue"]
+            "gelu-epilogue", "bf16-activations", "chunked-head", "bias-grad-epilogue", "layernorm-bf16-copy"]
+BF16_VARIANTS = VARIANTS[VARIANTS.index("bf16-activations"):]
+# the code as it is: with bf16 activations, and with float32 ones (tf32 and
+# fp32 runs, which the bf16-activation variants do not touch)
+LATEST = {"bf16": VARIANTS[-1], "float32": "gelu-epilogue"}
 VARIANT_TEXT = {
     "unfused": "attention's scores materialised (T×T fp32, 16 per-sequence cuBLASLt calls a product)",
     "fused-attention": "fused flash-style attention (attention.cu): lse kept, scores never stored",
@@ -53,6 +57,9 @@ VARIANT_TEXT = {
     "bias-grad-epilogue": "+ each bias gradient summed by the weight gradient's product as it reads the output "
                           "gradient (cuBLASLt's BGRADB epilogue), added to the gradient by one small kernel, instead "
                           "of the column-sum kernels reading it again",
+    "layernorm-bf16-copy": "+ the residual stream's gradient stored in bf16 by the LayerNorm backward that makes "
+                           "it (layernorm_backward_fused_bf16_copy), instead of read back and converted before "
+                           "each block half's products",
 }
 
 
@@ -135,13 +142,14 @@ def layernorm_bwd_input(st, BT, C):
     st.kernel("layernorm", 4 * BT * C * 4 + 8 * BT)
 
 
-def layernorm_bwd_fused(st, BT, C, dres, dout_esz=4):
+def layernorm_bwd_fused(st, BT, C, dres, dout_esz=4, copy=False):
     """norm.cu's layernorm_backward_fused: a block of 64 rows reads dout (of
     dout_esz bytes an element), inp (and dres, in place or beside) once for
-    dinp and the parameters' partial sums (the second read from cache), then
-    a finish each."""
+    dinp (and, copy, writes dinp in bf16 too) and the parameters' partial
+    sums (the second read from cache), then a finish each."""
     chunks = math.ceil(BT / 64)
-    st.kernel("layernorm", dout_esz * BT * C + 4 * BT * C * (3 if dres else 2) + 8 * BT + 8 * chunks * C)
+    st.kernel("layernorm", dout_esz * BT * C + 4 * BT * C * (3 if dres else 2) + (2 * BT * C if copy else 0) +
+              8 * BT + 8 * chunks * C)
     st.kernel("layernorm", 4 * chunks * C + 8 * C, launches=1)
     st.kernel("layernorm", 4 * chunks * C + 8 * C, launches=1)
 
@@ -233,14 +241,15 @@ def head_rows(BT, C, V):
     return -(-(-(-BT // chunks)) // 8) * 8
 
 
-def step_bf16_activations(args, s, chunked=False, bgrad=False):
+def step_bf16_activations(args, s, chunked=False, bgrad=False, lncopy=False):
     """The step under bf16 activations (core/model/gpt_bf16.c): every
     fusion of gelu-epilogue, with what the products read and write stored in
     bf16 (2 bytes an element), the residual stream and its gradient, the
     parameters and their gradients float32. chunked: the head's products'
     backward in its forward, head_rows rows at a time. bgrad: the bias
     gradients from the weight gradients' products (BGRADB), each added by
-    one kernel of OC elements."""
+    one kernel of OC elements. lncopy: the residual stream's gradient
+    written in bf16 by the LayerNorm backward that makes it."""
     st = Step(args)
 
     def bias_grad(rows, cols):
@@ -292,19 +301,24 @@ def step_bf16_activations(args, s, chunked=False, bgrad=False):
         # backward: head
         gemm(st, "lm_head", BT, C, V, stored=True, out_esz=2)
         gemm(st, "lm_head", V, C, BT, beta=1.0, stored=True)
-    layernorm_bwd_fused(st, BT, C, dres=False, dout_esz=2)
-    for _ in range(L):
-        # MLP half: d(y) converted once, DGELU's product, c_fc's, LayerNorm
-        st.kernel("bf16 operand copies", 6 * BT * C)
+    layernorm_bwd_fused(st, BT, C, dres=False, dout_esz=2, copy=lncopy)
+    for layer in range(L, 0, -1):
+        # MLP half: d(y) converted once (or written by the LayerNorm before),
+        # DGELU's product, c_fc's, LayerNorm
+        if not lncopy:
+            st.kernel("bf16 operand copies", 6 * BT * C)
         gemm(st, "linear layers", BT, F, C, aux=True, stored=True, out_esz=2)
         gemm(st, "linear layers", C, F, BT, beta=1.0, stored=True)
         bias_grad(BT, C)
         gemm(st, "linear layers", BT, C, F, stored=True, out_esz=2)
         gemm(st, "linear layers", F, C, BT, beta=1.0, stored=True)
         bias_grad(BT, F)
-        layernorm_bwd_fused(st, BT, C, dres=True, dout_esz=2)
-        # attention half: d(res2) converted once, c_proj, attention, c_attn, LayerNorm
-        st.kernel("bf16 operand copies", 6 * BT * C)
+        layernorm_bwd_fused(st, BT, C, dres=True, dout_esz=2, copy=lncopy)
+        # attention half: d(res2) converted once (or as above), c_proj,
+        # attention, c_attn, LayerNorm (no copy under the first block: the
+        # embedding reads float32)
+        if not lncopy:
+            st.kernel("bf16 operand copies", 6 * BT * C)
         gemm(st, "linear layers", BT, C, C, stored=True, out_esz=2)
         gemm(st, "linear layers", C, C, BT, beta=1.0, stored=True)
         bias_grad(BT, C)
@@ -313,7 +327,7 @@ def step_bf16_activations(args, s, chunked=False, bgrad=False):
         gemm(st, "linear layers", BT, C, 3 * C, stored=True, out_esz=2)
         gemm(st, "linear layers", 3 * C, C, BT, beta=1.0, stored=True)
         bias_grad(BT, 3 * C)
-        layernorm_bwd_fused(st, BT, C, dres=True, dout_esz=2)
+        layernorm_bwd_fused(st, BT, C, dres=True, dout_esz=2, copy=lncopy and layer > 1)
     st.kernel("embedding", 4 * BT * C + 8 * V * C + 8 * T * C + 4 * BT)
     st.kernel("optimizer", 12 * V * C)  # the tied head's gradient folded into the table's
     st.sync("loss")
@@ -323,9 +337,9 @@ def step_bf16_activations(args, s, chunked=False, bgrad=False):
 
 
 def step(args, s, variant):
-    if variant in ("bf16-activations", "chunked-head", "bias-grad-epilogue"):
-        return step_bf16_activations(args, s, chunked=variant != "bf16-activations",
-                                     bgrad=variant == "bias-grad-epilogue")
+    if variant in BF16_VARIANTS:
+        v = BF16_VARIANTS.index(variant)
+        return step_bf16_activations(args, s, chunked=v >= 1, bgrad=v >= 2, lncopy=v >= 3)
     st = Step(args)
     B, T, C, L, V, NH, HS = s["B"], s["T"], s["C"], s["L"], s["V"], s["NH"], s["HS"]
     BT, F = B * T, 4 * C
@@ -603,7 +617,7 @@ def main(argv):
     tokens = s["B"] * s["T"]
     if args.measured:
         return measured_beside(args, s, args.variant[-1] if args.variant else
-                               VARIANTS[-1] if args.precision == "bf16" else VARIANTS[-2])
+                               LATEST["bf16" if args.precision == "bf16" else "float32"])
     if args.table:
         return side_by_side(args, s, args.variant or VARIANTS)
     print("# %s: L %d, C %d, NH %d, T %d, V %d, batch %d, %s; %.1f TB/s, GEMMs %.0f TFLOP/s, "

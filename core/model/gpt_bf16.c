@@ -5,8 +5,12 @@
  * weights read from their bf16 copy (model.c). The residual stream and its
  * gradient stay float32: the products that end a half add into it
  * (matmul_forward_residual_bf16), LayerNorm reads it and writes bf16, and
- * a product that reads its gradient gets a bf16 copy made once
- * (to_bf16 into the scratch sb.dres), which both of its gradients read.
+ * a product that reads its gradient reads a bf16 copy in the scratch
+ * sb.dres, which both of its gradients read: written by the LayerNorm
+ * backward that made the gradient where the table has
+ * layernorm_backward_fused_bf16_copy (m->dres_of says whose copy sb.dres
+ * holds), else made by to_bf16 (a read and a write of the gradient more
+ * per block half).
  * Only the layouts model.c grants bf16 come here: no tensor parallelism,
  * a one-pass backward and the fused kernels, under any [model] recompute:
  * what it drops is rebuilt before a block's backward (recompute.c) by
@@ -17,6 +21,34 @@
  */
 #include "model/model_internal.h"
 #include "runtime/error.h"
+
+/* sb.dres as the bf16 copy of the residual stream's gradient g: the copy
+ * the LayerNorm backward that wrote g left there, or one made now. */
+static const plait_bf16 *dres_bf16(plait_model *m, const float *g) {
+    if (m->dres_of != g) {
+        m->k->to_bf16(m->sb.dres, g, (size_t)(m->B * m->T * m->C));
+        m->dres_of = g;
+    }
+    return m->sb.dres;
+}
+
+/* LayerNorm's fused backward into the residual stream's gradient dinp
+ * (from dres, which may be dinp); with `copy`, its bf16 copy into sb.dres
+ * where the table can write both at once (the next block half's products
+ * read it): dres_bf16 then finds it there. */
+static void layernorm_backward_into_stream(plait_model *m, int copy, float *dinp, const float *dres, float *dweight,
+                                           float *dbias, const plait_bf16 *dout, const float *inp,
+                                           const float *weight, const float *mean, const float *rstd) {
+    const int64_t BT = m->B * m->T, C = m->C;
+    if (copy && PLAIT_KERNELS_HAS_LAYERNORM_BF16_COPY(m->k)) {
+        m->k->layernorm_backward_fused_bf16_copy(dinp, m->sb.dres, dres, dweight, dbias, dout, inp, weight, mean,
+                                                 rstd, BT, C);
+        m->dres_of = dinp;
+    } else {
+        m->k->layernorm_backward_fused_bf16(dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C);
+        if (m->dres_of == dinp) m->dres_of = NULL;
+    }
+}
 
 /* A block half's parameters for its backward: their data and their gradients. */
 static plait_status half_both(plait_model *m, int32_t layer, int first_bp, half_params *p, half_params *dp) {
@@ -47,8 +79,8 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     plait_status st = half_both(m, layer, BP_LN1_W, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN1_W);
-    m->k->to_bf16(m->sb.dres, dx, (size_t)(BT * C));
-    m->k->matmul_backward_bf16(m->sb.datty, dp.out_w, dp.out_b, m->sb.dres, a->bf.atty, w.out_w, BT, Cl, C);
+    const plait_bf16 *dres = dres_bf16(m, dx);
+    m->k->matmul_backward_bf16(m->sb.datty, dp.out_w, dp.out_b, dres, a->bf.atty, w.out_w, BT, Cl, C);
     m->k->attention_fused_backward_bf16(m->sb.dqkv, m->s_datt, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse, m->B,
                                         m->T, m->NHl, m->HS);
     /* the key bias's gradient stays exactly zero (gpt_layers.c says why):
@@ -56,8 +88,9 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     m->k->copy(m->s_datt, dp.in_b + Cl, (size_t)Cl);
     m->k->matmul_backward_bf16(m->sb.dln, dp.in_w, dp.in_b, m->sb.dqkv, a->bf.ln1, w.in_w, BT, C, 3 * Cl);
     m->k->copy(dp.in_b + Cl, m->s_datt, (size_t)Cl);
-    m->k->layernorm_backward_fused_bf16(dx, dx, dp.ln_w, dp.ln_b, m->sb.dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd, BT,
-                                        C);
+    /* no copy under the first block: the embedding reads float32 */
+    layernorm_backward_into_stream(m, layer > 1, dx, dx, dp.ln_w, dp.ln_b, m->sb.dln, x, p.ln_w, a->ln1_mean,
+                                   a->ln1_rstd);
     return PLAIT_OK;
 }
 
@@ -104,12 +137,10 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
     plait_status st = half_both(m, layer, BP_LN2_W, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
-    m->k->to_bf16(m->sb.dres, dy, (size_t)(BT * C));
-    m->k->matmul_backward_gelu_bf16(m->sb.dfc, dp.out_w, dp.out_b, m->sb.dres, a->bf.fcg, w.out_w, a->bf.fch, BT, F,
-                                    C);
+    const plait_bf16 *dres = dres_bf16(m, dy);
+    m->k->matmul_backward_gelu_bf16(m->sb.dfc, dp.out_w, dp.out_b, dres, a->bf.fcg, w.out_w, a->bf.fch, BT, F, C);
     m->k->matmul_backward_bf16(m->sb.dln, dp.in_w, dp.in_b, m->sb.dfc, a->bf.ln2, w.in_w, BT, C, F);
-    m->k->layernorm_backward_fused_bf16(dr, dy, dp.ln_w, dp.ln_b, m->sb.dln, r, p.ln_w, a->ln2_mean, a->ln2_rstd, BT,
-                                        C);
+    layernorm_backward_into_stream(m, 1, dr, dy, dp.ln_w, dp.ln_b, m->sb.dln, r, p.ln_w, a->ln2_mean, a->ln2_rstd);
     return PLAIT_OK;
 }
 
@@ -160,6 +191,7 @@ plait_status plait_bf16_head_forward(plait_model *m, model_slot *s) {
     plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
     if (st == PLAIT_OK) st = plait_model_scratch_get(m);
     if (st != PLAIT_OK) return st;
+    m->dres_of = NULL; /* the chunks' logits may cover sb.dres */
     const plait_bf16 *w = plait_model_head_bf16(m);
     plait_bf16 *lnf = m->head_lnf, *logits = m->head_logits;
     m->k->layernorm_forward_bf16(lnf, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], p.ln_w, p.ln_b, BT, C);
@@ -185,7 +217,7 @@ plait_status plait_bf16_head_forward(plait_model *m, model_slot *s) {
  * d(input) into the slot's gradient buffer. */
 plait_status plait_bf16_head_backward(plait_model *m, model_slot *s) {
     const plait_model_desc *d = m->desc;
-    const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
+    const int64_t C = m->C, Vl = m->Vl;
     if (!s->has_loss || !s->has_dlogits)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "model: backward of the head needs a forward with targets since the last backward "
@@ -197,7 +229,7 @@ plait_status plait_bf16_head_backward(plait_model *m, model_slot *s) {
     if (st != PLAIT_OK) return st;
     s->has_dlogits = 0;
     m->k->axpy(dp.w, s->head_dw, (size_t)(Vl * C), 1.0f);
-    m->k->layernorm_backward_fused_bf16(s->gbuf[d->n_layer & 1], NULL, dp.ln_w, dp.ln_b, s->dlnf_bf,
-                                        s->bound[d->n_layer], p.ln_w, s->lnf_mean, s->lnf_rstd, BT, C);
+    layernorm_backward_into_stream(m, 1, s->gbuf[d->n_layer & 1], NULL, dp.ln_w, dp.ln_b, s->dlnf_bf,
+                                   s->bound[d->n_layer], p.ln_w, s->lnf_mean, s->lnf_rstd);
     return PLAIT_OK;
 }

@@ -517,6 +517,7 @@ float *plait_model_boundary(plait_model *m, int32_t slot, int32_t layer) {
 float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer) {
     model_slot *s = NULL;
     if (layer < 0 || layer > m->desc->n_layer || plait_model_slot_get(m, slot, &s) != PLAIT_OK) return NULL;
+    if (m->dres_of == s->gbuf[layer & 1]) m->dres_of = NULL; /* the caller may write it */
     return s->gbuf[layer & 1];
 }
 

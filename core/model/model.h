@@ -259,7 +259,11 @@ const float *plait_model_logits(const plait_model *m, int32_t slot);
  * allocated). Valid for the slot's lifetime. Gradient buffers alternate by
  * layer parity: the backward of layer l reads boundary_grad(l) and writes
  * boundary_grad(l-1), so boundary_grad(l)'s contents last until the
- * backward of layer l-1 (enough to send it after the backward of l). */
+ * backward of layer l-1 (enough to send it after the backward of l).
+ * Write a gradient buffer only through a pointer this call returned for
+ * the backward that reads it: under bf16 activations the model keeps a
+ * bf16 copy of the gradient its own backward wrote, and handing the
+ * buffer out drops that copy, so what the caller writes is read. */
 float *plait_model_boundary(plait_model *m, int32_t slot, int32_t layer);
 float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer);
 /* Elements of one boundary buffer (B*T*C). */

@@ -168,6 +168,14 @@ struct plait_model {
     struct {
         plait_bf16 *dln, *dfc, *datty, *dqkv, *dres; /* dres: the residual stream's gradient, converted once */
     } sb;
+    /* The float32 gradient whose bf16 rounding sb.dres holds, or NULL:
+     * set where a LayerNorm backward wrote both (the table's
+     * layernorm_backward_fused_bf16_copy) or to_bf16 made it; cleared by
+     * what may change either behind the model's back (the head's forward,
+     * which borrows the scratch; plait_model_boundary_grad, whose caller
+     * may write the gradient). A block half that finds its input gradient
+     * here reads sb.dres as it is (gpt_bf16.c). */
+    const float *dres_of;
     /* The head's forward borrows the backward scratch, idle while it runs:
      * ln_f's output over sb.dln, one chunk of head_rows rows of logits
      * over what follows it (plait_model_scratch_get sizes the scratch for

@@ -1,6 +1,6 @@
 /*
  * Kernel cases of the bf16-activation row kernels (plait/kernels.h, ABI
- * 1.8): LayerNorm, the fused attention and the fused cross-entropy with
+ * 1.8, and 1.9's LayerNorm backward with a bf16 copy): LayerNorm, the fused attention and the fused cross-entropy with
  * bf16 activations, each against kref_bf16.h's reference (the float32
  * entry on the widened inputs, outputs rounded). Run by test_cuda_kernels
  * in bf16 mode.
@@ -63,6 +63,36 @@ static void layernorm_backward_at(kc_ctx *x, int64_t Cw) {
 
 static void case_layernorm_backward_bf16(kc_ctx *x) { layernorm_backward_at(x, C); }
 static void case_layernorm_backward_bf16_narrow(kc_ctx *x) { layernorm_backward_at(x, C + 4); }
+
+/* The same backward with dinp's bf16 copy (ABI 1.9), in place as the
+ * model calls it: dinp and the parameters' gradients as the entry without
+ * the copy gives them, bit for bit, and the copy to_bf16's bits of dinp. */
+static void layernorm_backward_copy_at(kc_ctx *x, int64_t Cw) {
+    KC_NEED(x, layernorm_backward_fused_bf16_copy);
+    const size_t n = (size_t)(BT * Cw);
+    float *inp = kc_rand(x, n, -2.0f, 3.0f), *w = kc_rand(x, Cw, 0.5f, 1.5f), *b = kc_rand(x, Cw, -1.0f, 1.0f);
+    float *out = kc_out(x, n), *mean = kc_out(x, BT), *rstd = kc_out(x, BT);
+    x->k->layernorm_forward(out, mean, rstd, inp, w, b, BT, Cw);
+    plait_bf16 *dout = kc_rand_bf16(x, n, -1.0f, 1.0f), *dinp_bf = kc_out_bf16(x, n), *ref_bf = kc_out_bf16(x, n);
+    float *dres = kc_rand(x, n, -1.0f, 1.0f), *dres2 = kc_out(x, n);
+    float *dw = kc_rand(x, Cw, -1.0f, 1.0f), *db = kc_rand(x, Cw, -1.0f, 1.0f);
+    float *dw2 = kc_out(x, Cw), *db2 = kc_out(x, Cw);
+    x->k->copy(dres2, dres, n);
+    x->k->copy(dw2, dw, (size_t)Cw);
+    x->k->copy(db2, db, (size_t)Cw);
+    x->k->layernorm_backward_fused_bf16_copy(dres, dinp_bf, dres, dw, db, dout, inp, w, mean, rstd, BT, Cw);
+    x->k->layernorm_backward_fused_bf16(dres2, dres2, dw2, db2, dout, inp, w, mean, rstd, BT, Cw);
+    kc_result(x, "dinp = dres + the input gradient", dres, n, KC_ELEMWISE);
+    kc_result(x, "dinp_bf", dinp_bf, n, KC_BF16);
+    kc_same(x, "dinp as without the copy", dres, dres2, n * sizeof *dres);
+    kc_same(x, "dweight as without the copy", dw, dw2, (size_t)Cw * sizeof *dw);
+    kc_same(x, "dbias as without the copy", db, db2, (size_t)Cw * sizeof *db);
+    x->k->to_bf16(ref_bf, dres, n);
+    kc_same(x, "dinp_bf: to_bf16 of dinp", dinp_bf, ref_bf, n * sizeof *ref_bf);
+}
+
+static void case_layernorm_backward_bf16_copy(kc_ctx *x) { layernorm_backward_copy_at(x, C); }
+static void case_layernorm_backward_bf16_copy_narrow(kc_ctx *x) { layernorm_backward_copy_at(x, C + 4); }
 
 /* Fused attention with bf16 activations on one shape: out (bf16, KC_BF16),
  * lse (fp32 from the bf16 q and k, but on a device's tensor cores summed
@@ -200,6 +230,8 @@ const kc_named kc_bf16_row_cases[] = {
     {"layernorm_bf16_narrow", case_layernorm_bf16_narrow},
     {"layernorm_backward_bf16", case_layernorm_backward_bf16},
     {"layernorm_backward_bf16_narrow", case_layernorm_backward_bf16_narrow},
+    {"layernorm_backward_bf16_copy", case_layernorm_backward_bf16_copy},
+    {"layernorm_backward_bf16_copy_narrow", case_layernorm_backward_bf16_copy_narrow},
     {"attention_bf16", case_attention_bf16},
     {"attention_bf16_as_f32", case_attention_bf16_as_f32},
     {"crossentropy_bf16", case_crossentropy_bf16},

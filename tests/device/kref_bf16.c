@@ -136,6 +136,14 @@ static void r_layernorm_backward_fused(float *dinp, const float *dres, float *dw
     g_f32.layernorm_backward_fused(dinp, dres, dweight, dbias, d, inp, weight, mean, rstd, BT, C);
 }
 
+static void r_layernorm_backward_fused_copy(float *dinp, plait_bf16 *dinp_bf, const float *dres, float *dweight,
+                                            float *dbias, const plait_bf16 *dout, const float *inp,
+                                            const float *weight, const float *mean, const float *rstd, int64_t BT,
+                                            int64_t C) {
+    r_layernorm_backward_fused(dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C);
+    round_into(dinp_bf, dinp, (size_t)(BT * C));
+}
+
 static void r_crossentropy_fused(float *losses, float *lse, double *loss_sum, plait_bf16 *dlogits,
                                  const plait_bf16 *logits, const int32_t *targets, int64_t BT, int64_t Vl,
                                  int64_t n_valid, float scale) {
@@ -166,4 +174,5 @@ void kref_bf16_fill(plait_kernels *t) {
     t->layernorm_backward_fused_bf16 = r_layernorm_backward_fused;
     t->crossentropy_fused_bf16 = r_crossentropy_fused;
     t->gelu_forward_bf16 = r_gelu_forward;
+    t->layernorm_backward_fused_bf16_copy = r_layernorm_backward_fused_copy;
 }

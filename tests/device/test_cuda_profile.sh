@@ -71,6 +71,18 @@ expect_calls "AdamW, once a step" "$(calls adamw_multi)" $STEPS
 # forward, and its two gradients
 expect_calls "the head's forward product" "$(calls gemm '^640x256x96 ')" $STEPS
 [ "$(calls gemm '(^| )256x96x640 |^640x96x256 ')" -ge $((2 * STEPS)) ] || fail "the head's gradient products are missing"
+# the residual stream's gradient: written in bf16 by the LayerNorm backward
+# that makes it (the head's, and each block's but the first block's
+# attention half, whose gradient only the embedding reads, in float32), so
+# to_bf16 makes the weights' copies alone (6 a layer and lm_head's, a step)
+expect_calls "LayerNorm backwards writing the gradient's bf16 copy, 2 a layer a step" \
+  "$(calls layernorm_backward_fused_bf16_copy)" $((2 * L * STEPS))
+expect_calls "LayerNorm backwards without it (the first block's attention half)" \
+  "$(calls layernorm_backward_fused_bf16)" $STEPS
+expect_calls "to_bf16 from the entry itself (the weights' copies), 6 a layer and 1 a step" \
+  "$(awk -F'\t' '$1 == "to_bf16" && $3 == "to_bf16" { n += $4 } END { print n + 0 }' "$W/profile.tsv")" \
+  $(((6 * L + 1) * STEPS))
+
 # the 4 biases of a layer: their gradients summed by the weight gradients'
 # products (BGRADB), which the emulator's stand-in offers; a GPU's library
 # may not (then the column sums run): said, not required

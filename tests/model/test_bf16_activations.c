@@ -10,7 +10,10 @@
  * blocks, under full recomputation one block's working set for all blocks
  * with the bits of no recomputation, computes the head a chunk of rows
  * at a time and keeps no logits (nor, forward-only, any of the head's
- * gradients), is granted only where every piece
+ * gradients), reads the residual stream's gradient in bf16 as its
+ * LayerNorm backward wrote it (the bits of converting it apart, and not
+ * after a write through plait_model_boundary_grad), is granted only where
+ * every piece
  * exists, and refuses to keep float32 logits it does not have.
  */
 #include <setjmp.h>
@@ -38,11 +41,42 @@ static const plait_kernels *bf16_table(void) {
     return &k;
 }
 
-static void trace(const char *ini, int bf16, int stale, int split, harness_trace *t) {
-    harness_opts o = {.tp = 1, .max_slots = SLOTS, .kernels = bf16_table(), .activations_bf16 = bf16,
+/* The same without layernorm_backward_fused_bf16_copy (ABI 1.9): the
+ * model converts the residual stream's gradient with to_bf16. */
+static const plait_kernels *bf16_table_no_copy(void) {
+    static plait_kernels k;
+    k = *bf16_table();
+    k.layernorm_backward_fused_bf16_copy = NULL;
+    return &k;
+}
+
+/* A copy entry whose copy is off by one unit in the last place wherever
+ * it is nonzero: what a model that reads the copy trains on changes. */
+static void copy_off_by_one(float *dinp, plait_bf16 *dinp_bf, const float *dres, float *dweight, float *dbias,
+                            const plait_bf16 *dout, const float *inp, const float *weight, const float *mean,
+                            const float *rstd, int64_t BT, int64_t C) {
+    bf16_table()->layernorm_backward_fused_bf16_copy(dinp, dinp_bf, dres, dweight, dbias, dout, inp, weight, mean,
+                                                     rstd, BT, C);
+    for (int64_t i = 0; i < BT * C; i++)
+        if (dinp_bf[i] & 0x7fff) dinp_bf[i]++;
+}
+
+static const plait_kernels *bf16_table_bad_copy(void) {
+    static plait_kernels k;
+    k = *bf16_table();
+    k.layernorm_backward_fused_bf16_copy = copy_off_by_one;
+    return &k;
+}
+
+static void trace_on(const char *ini, const plait_kernels *k, int bf16, int stale, int split, harness_trace *t) {
+    harness_opts o = {.tp = 1, .max_slots = SLOTS, .kernels = k, .activations_bf16 = bf16,
                       .stale_weights = stale, .split_backward = split};
     t->steps = STEPS;
     assert_int_equal(harness_trace_run(ini, 2, &o, t), 0);
+}
+
+static void trace(const char *ini, int bf16, int stale, int split, harness_trace *t) {
+    trace_on(ini, bf16_table(), bf16, stale, split, t);
 }
 
 /* The largest relative difference of the per-slot losses, and of the
@@ -236,6 +270,128 @@ static void test_forward_only(void **state) {
     harness_free(&h);
 }
 
+/* The LayerNorm backward that makes the residual stream's gradient also
+ * writes the bf16 copy the next block half's products read (ABI 1.9):
+ * the same bits as converting it apart with to_bf16, with two slots
+ * interleaved as a pipeline runs them and under full recomputation; and
+ * the copy is what they read (a copy off by one unit changes the
+ * gradients). */
+static void test_layernorm_writes_the_copy(void **state) {
+    (void)state;
+    const char *inis[] = {GPT_INI, GPT_INI "recompute = full\n"};
+    for (int i = 0; i < 2; i++) {
+        harness_trace copy, conv, bad;
+        trace_on(inis[i], bf16_table(), 1, 0, 0, &copy);
+        trace_on(inis[i], bf16_table_no_copy(), 1, 0, 0, &conv);
+        trace_on(inis[i], bf16_table_bad_copy(), 1, 0, 0, &bad);
+        assert_true(copy.bf16 && conv.bf16 && bad.bf16);
+        assert_memory_equal(copy.loss, conv.loss, sizeof(double) * STEPS * SLOTS);
+        assert_memory_equal(copy.grads, conv.grads, sizeof(float) * STEPS * copy.numel);
+        printf("%s: the copy written by LayerNorm, the same bits as to_bf16's; a copy off by one ulp moves the "
+               "gradients by %.2e\n", i ? "recompute full" : "recompute none", grad_dev(&bad, &copy));
+        assert_true(memcmp(copy.grads, bad.grads, sizeof(float) * STEPS * copy.numel) != 0);
+        harness_trace_free(&copy);
+        harness_trace_free(&conv);
+        harness_trace_free(&bad);
+    }
+}
+
+/* One step on table k in which the gradient at block 1's output is
+ * doubled between block 2's backward and block 1's (as a pipeline stage
+ * receives it there through plait_model_boundary_grad); the gradients
+ * after it into grads. */
+static void step_with_boundary_write(const plait_kernels *k, float *grads) {
+    harness h;
+    harness_opts o = {.tp = 1, .kernels = k, .activations_bf16 = 1};
+    assert_int_equal(harness_init_ex(&h, GPT_INI, 2, &o), 0);
+    assert_true(plait_model_bf16_activations(h.model));
+    const size_t n = (size_t)h.B * (size_t)h.T, nb = n * (size_t)h.C;
+    int32_t *tok = malloc(n * sizeof *tok);
+    harness_tokens(tok, n, h.V, 3);
+    plait_model_keep_logits(h.model, 0);
+    harness_zero_grads(&h);
+    assert_int_equal(plait_model_set_batch(h.model, 0, tok, tok), PLAIT_OK);
+    const int32_t L = h.spec->n_layers; /* embedding, 2 blocks, head */
+    for (int32_t l = 0; l < L; l++) assert_int_equal(plait_model_forward_layer(h.model, l, 0), PLAIT_OK);
+    assert_int_equal(plait_model_backward_layer(h.model, L - 1, 0), PLAIT_OK);
+    assert_int_equal(plait_model_backward_layer(h.model, 2, 0), PLAIT_OK);
+    float *g = plait_model_boundary_grad(h.model, 0, 1);
+    for (size_t i = 0; i < nb; i++) g[i] *= 2.0f;
+    assert_int_equal(plait_model_backward_layer(h.model, 1, 0), PLAIT_OK);
+    assert_int_equal(plait_model_backward_layer(h.model, 0, 0), PLAIT_OK);
+    memcpy(grads, h.grad, h.set.numel * sizeof *grads);
+    free(tok);
+    harness_free(&h);
+}
+
+/* A gradient written through plait_model_boundary_grad is converted
+ * again: the model does not read a copy its LayerNorm made of what was
+ * there before. */
+static void test_boundary_write_drops_the_copy(void **state) {
+    (void)state;
+    harness h;
+    harness_opts o = {.tp = 1, .kernels = bf16_table(), .activations_bf16 = 1};
+    assert_int_equal(harness_init_ex(&h, GPT_INI, 2, &o), 0);
+    const size_t numel = h.set.numel;
+    harness_free(&h);
+    float *copy = malloc(numel * sizeof *copy), *conv = malloc(numel * sizeof *conv);
+    step_with_boundary_write(bf16_table(), copy);
+    step_with_boundary_write(bf16_table_no_copy(), conv);
+    assert_memory_equal(copy, conv, numel * sizeof *copy);
+    free(copy);
+    free(conv);
+}
+
+/* One step of two slots on table k, slot 1's forward run between slot 0's
+ * block 2 and block 1 backwards (as 1F1B runs a last stage): slot 1's
+ * head borrows the scratch that holds slot 0's bf16 copy. Returns the
+ * gradients after it (malloc'ed, numel of them). 2,048 classes: each chunk of logits covers the
+ * whole scratch. */
+static float *step_with_head_between(const plait_kernels *k, size_t *numel) {
+    harness h;
+    harness_opts o = {.tp = 1, .max_slots = 2, .kernels = k, .activations_bf16 = 1};
+    assert_int_equal(harness_init_ex(&h,
+                                     "[run]\nseed = 5\n[model]\nn_layer = 2\nn_head = 4\nn_embd = 32\n"
+                                     "block_size = 128\nvocab_size = 2048\n",
+                                     2, &o),
+                     0);
+    const size_t n = (size_t)h.B * (size_t)h.T;
+    int32_t *tok = malloc(n * sizeof *tok), *tok1 = malloc(n * sizeof *tok1);
+    harness_tokens(tok, n, h.V, 3);
+    harness_tokens(tok1, n, h.V, 4);
+    plait_model_keep_logits(h.model, 0);
+    harness_zero_grads(&h);
+    assert_int_equal(plait_model_set_batch(h.model, 0, tok, tok), PLAIT_OK);
+    assert_int_equal(plait_model_set_batch(h.model, 1, tok1, tok1), PLAIT_OK);
+    const int32_t L = h.spec->n_layers;
+    for (int32_t l = 0; l < L; l++) assert_int_equal(plait_model_forward_layer(h.model, l, 0), PLAIT_OK);
+    assert_int_equal(plait_model_backward_layer(h.model, L - 1, 0), PLAIT_OK);
+    assert_int_equal(plait_model_backward_layer(h.model, 2, 0), PLAIT_OK);
+    for (int32_t l = 0; l < L; l++) assert_int_equal(plait_model_forward_layer(h.model, l, 1), PLAIT_OK);
+    for (int32_t l = 1; l >= 0; l--) assert_int_equal(plait_model_backward_layer(h.model, l, 0), PLAIT_OK);
+    for (int32_t l = L - 1; l >= 0; l--) assert_int_equal(plait_model_backward_layer(h.model, l, 1), PLAIT_OK);
+    *numel = h.set.numel;
+    float *grads = malloc(*numel * sizeof *grads);
+    memcpy(grads, h.grad, *numel * sizeof *grads);
+    free(tok);
+    free(tok1);
+    harness_free(&h);
+    return grads;
+}
+
+/* The head's forward borrows the scratch: a copy made before it is made
+ * again after it, so the gradients are those of converting each time. */
+static void test_head_forward_drops_the_copy(void **state) {
+    (void)state;
+    size_t numel = 0, numel2 = 0;
+    float *copy = step_with_head_between(bf16_table(), &numel);
+    float *conv = step_with_head_between(bf16_table_no_copy(), &numel2);
+    assert_int_equal(numel, numel2);
+    assert_memory_equal(copy, conv, numel * sizeof *copy);
+    free(copy);
+    free(conv);
+}
+
 /* Where a piece is missing the model keeps float32 activations (and the
  * same numbers as a float32 model). */
 static void test_granted_only_where_whole(void **state) {
@@ -281,6 +437,9 @@ int main(void) {
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_head_in_chunks),
         cmocka_unit_test(test_forward_only),
+        cmocka_unit_test(test_layernorm_writes_the_copy),
+        cmocka_unit_test(test_boundary_write_drops_the_copy),
+        cmocka_unit_test(test_head_forward_drops_the_copy),
         cmocka_unit_test(test_granted_only_where_whole),
         cmocka_unit_test(test_no_float32_logits),
     };

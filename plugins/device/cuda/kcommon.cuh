@@ -145,6 +145,11 @@ __device__ inline void pc_ld(float (&r)[8], const plait_bf16 *p) {
     }
 }
 __device__ inline void pc_st(plait_bf16 *p, const float (&r)[1]) { *p = pc_bf16_of(r[0]); }
+/* 4 values as one 8-byte store (p 8-byte aligned) */
+__device__ inline void pc_st(plait_bf16 *p, const float (&r)[4]) {
+    *(uint2 *)p = make_uint2((uint32_t)pc_bf16_of(r[0]) | (uint32_t)pc_bf16_of(r[1]) << 16,
+                             (uint32_t)pc_bf16_of(r[2]) | (uint32_t)pc_bf16_of(r[3]) << 16);
+}
 __device__ inline void pc_st(plait_bf16 *p, const float (&r)[8]) {
     uint32_t w[4];
     PC_UNROLL

@@ -398,6 +398,8 @@ PC_ENTRY(attention_fused_backward, k_attention_fused_backward, (float *dqkv, flo
 /* the bf16-activation row kernels (ABI 1.8): norm.cu, attention.cu, loss.cu */
 PC_ENTRY(layernorm_forward_bf16, pc_launch_layernorm_forward_bf16, (plait_bf16 *out, float *mean, float *rstd, const float *inp, const float *weight, const float *bias, int64_t BT, int64_t C), (out, mean, rstd, inp, weight, bias, BT, C))
 PC_ENTRY(layernorm_backward_fused_bf16, pc_launch_layernorm_backward_fused_bf16, (float *dinp, const float *dres, float *dweight, float *dbias, const plait_bf16 *dout, const float *inp, const float *weight, const float *mean, const float *rstd, int64_t BT, int64_t C), (dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C))
+/* ABI 1.9: the same, dinp also stored in bf16 */
+PC_ENTRY(layernorm_backward_fused_bf16_copy, pc_launch_layernorm_backward_fused_bf16_copy, (float *dinp, plait_bf16 *dinp_bf, const float *dres, float *dweight, float *dbias, const plait_bf16 *dout, const float *inp, const float *weight, const float *mean, const float *rstd, int64_t BT, int64_t C), (dinp, dinp_bf, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C))
 PC_ENTRY(attention_fused_forward_bf16, k_attention_fused_forward_bf16, (plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS), (out, lse, scratch, qkv, B, T, NH, HS))
 PC_ENTRY(attention_fused_backward_bf16, pc_launch_attention_fused_backward_bf16, (plait_bf16 *dqkv, float *scratch, const plait_bf16 *dout, const plait_bf16 *qkv, const plait_bf16 *out, const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS), (dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS))
 PC_ENTRY(crossentropy_fused_bf16, pc_launch_crossentropy_fused_bf16, (float *losses, float *lse, double *loss_sum, plait_bf16 *dlogits, const plait_bf16 *logits, const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale), (losses, lse, loss_sum, dlogits, logits, targets, BT, Vl, n_valid, scale))
@@ -470,6 +472,8 @@ static const plait_kernels g_table = {
     .attention_fused_forward_bf16 = e_attention_fused_forward_bf16,
     .attention_fused_backward_bf16 = e_attention_fused_backward_bf16,
     .crossentropy_fused_bf16 = e_crossentropy_fused_bf16,
+    /* ABI 1.9 */
+    .layernorm_backward_fused_bf16_copy = e_layernorm_backward_fused_bf16_copy,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

@@ -12,7 +12,9 @@
  * layernorm_backward_fused_bf16's dout) are the same kernels templated on
  * that tensor's element type: fp32 arithmetic, bf16 widened on load and
  * rounded once on store, 8 columns a load where C % 8 == 0 (16 bytes of
- * bf16, two of the float rows' float4).
+ * bf16, two of the float rows' float4). layernorm_backward_fused_bf16_copy
+ * is that backward storing each dinp value a second time, rounded to bf16
+ * (to_bf16's rounding), as it is written.
  */
 #include "kcommon.cuh"
 
@@ -77,10 +79,10 @@ ln_forward_kernel(TO *out, float *mean, float *rstd, const float *inp, const flo
 
 /* One row on one warp, V columns a load (as ln_forward_row): dx = base +
  * (w·dout − mean(w·dout) − norm·mean(w·dout·norm))·rstd, base NULL adding
- * to zeros (dx itself: +=). */
+ * to zeros (dx itself: +=); dxb, where not NULL, dx rounded to bf16. */
 template <int V, typename TD>
-__device__ static void ln_backward_row(float *dx, const float *base, const float *x, const TD *d, const float *w,
-                                       float m, float s, int64_t C) {
+__device__ static void ln_backward_row(float *dx, plait_bf16 *dxb, const float *base, const float *x, const TD *d,
+                                       const float *w, float m, float s, int64_t C) {
     const int lane = threadIdx.x % PC_WARP;
     const float inv_c = 1.0f / (float)C;
     float a1 = 0, a2 = 0;
@@ -110,18 +112,19 @@ __device__ static void ln_backward_row(float *dx, const float *base, const float
             ov[k] = bv[k] + (wv[k] * dv[k] - dn_mean - n * dnn_mean) * s;
         }
         pc_st(dx + c, ov);
+        if (dxb) pc_st(dxb + c, ov);
     }
 }
 
 /* One row's backward at the width vec says (ln_forward_kernel's terms,
  * for dout's element type TD). */
 template <typename TD>
-__device__ static void ln_backward_row_at(int vec, float *dx, const float *base, const float *x, const TD *d,
-                                          const float *w, float m, float s, int64_t C) {
+__device__ static void ln_backward_row_at(int vec, float *dx, plait_bf16 *dxb, const float *base, const float *x,
+                                          const TD *d, const float *w, float m, float s, int64_t C) {
     if (vec)
-        ln_backward_row<pc_vec<TD>::V>(dx, base, x, d, w, m, s, C);
+        ln_backward_row<pc_vec<TD>::V>(dx, dxb, base, x, d, w, m, s, C);
     else
-        ln_backward_row<1>(dx, base, x, d, w, m, s, C);
+        ln_backward_row<1>(dx, dxb, base, x, d, w, m, s, C);
 }
 
 /* dinp += the input gradient, a warp a row */
@@ -129,7 +132,8 @@ PC_KERNEL(ln_backward_rows_kernel, LN_WARPS * PC_WARP)(float *dinp, const float 
                                                const float *mean, const float *rstd, int64_t BT, int64_t C, int vec) {
     int64_t r = (int64_t)blockIdx.x * LN_WARPS + threadIdx.x / PC_WARP;
     if (r >= BT) return;
-    ln_backward_row_at(vec, dinp + r * C, dinp + r * C, inp + r * C, dout + r * C, w, mean[r], rstd[r], C);
+    ln_backward_row_at(vec, dinp + r * C, (plait_bf16 *)NULL, dinp + r * C, inp + r * C, dout + r * C, w, mean[r],
+                       rstd[r], C);
 }
 
 /* Column c's terms of the weight and bias gradients over rows [r0, r1), in
@@ -165,19 +169,20 @@ PC_KERNEL(ln_params_partial_kernel, PC_THREADS)(float *part_w, float *part_b, co
 
 /* The whole backward of PC_COL_ROWS rows a block (layernorm_backward_fused):
  * each warp a row at a time, dinp = dres + ln_backward_rows_kernel's
- * term (dres NULL: zeros); then, from the same rows (the block's reads,
+ * term (dres NULL: zeros), and its bf16 copy into dinp_bf where that is
+ * not NULL; then, from the same rows (the block's reads,
  * now in cache), the chunk's column sums of ln_params_partial_kernel in
  * its order, so the partials are its bits. TD: dout's element type. */
 template <typename TD>
 PC_KERNEL_T(LN_WARPS * PC_WARP)
-ln_backward_fused_kernel(float *dinp, const float *dres, float *part_w, float *part_b, const TD *dout,
-                         const float *inp, const float *w, const float *mean, const float *rstd, int64_t BT, int64_t C,
-                         int vec) {
+ln_backward_fused_kernel(float *dinp, plait_bf16 *dinp_bf, const float *dres, float *part_w, float *part_b,
+                         const TD *dout, const float *inp, const float *w, const float *mean, const float *rstd,
+                         int64_t BT, int64_t C, int vec) {
     const int64_t chunk = blockIdx.x, r0 = chunk * PC_COL_ROWS;
     const int64_t r1 = r0 + PC_COL_ROWS < BT ? r0 + PC_COL_ROWS : BT;
     for (int64_t r = r0 + threadIdx.x / PC_WARP; r < r1; r += LN_WARPS)
-        ln_backward_row_at(vec, dinp + r * C, dres ? dres + r * C : NULL, inp + r * C, dout + r * C, w, mean[r],
-                           rstd[r], C);
+        ln_backward_row_at(vec, dinp + r * C, dinp_bf ? dinp_bf + r * C : NULL, dres ? dres + r * C : NULL,
+                           inp + r * C, dout + r * C, w, mean[r], rstd[r], C);
     if (!part_w) return;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
         ln_col_sums(part_w + chunk * C + c, part_b + chunk * C + c, dout, inp, mean, rstd, r0, r1, C, c);
@@ -189,10 +194,10 @@ static unsigned row_blocks(int64_t BT) { return (unsigned)((BT + LN_WARPS - 1) /
  * the rows at every non-NULL pointer given start 16-byte aligned: the row
  * kernels' `width`-column loads. */
 static int rows_vec(int64_t C, int width, const void *p0, const void *p1, const void *p2, const void *p3,
-                    const void *p4) {
-    const void *p[5] = {p0, p1, p2, p3, p4};
+                    const void *p4, const void *p5 = NULL) {
+    const void *p[6] = {p0, p1, p2, p3, p4, p5};
     if (C % width) return 0;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (p[i] && !pc_aligned16(p[i])) return 0;
     return 1;
 }
@@ -208,11 +213,12 @@ static void ln_forward(TO *out, float *mean, float *rstd, const float *inp, cons
     pc_check_launch(what);
 }
 
-/* layernorm_backward_fused for dout of element type TD */
+/* layernorm_backward_fused for dout of element type TD, dinp's bf16 copy
+ * into dinp_bf where that is not NULL */
 template <typename TD>
-static void ln_backward_fused(float *dinp, const float *dres, float *dweight, float *dbias, const TD *dout,
-                              const float *inp, const float *weight, const float *mean, const float *rstd, int64_t BT,
-                              int64_t C, const char *what) {
+static void ln_backward_fused(float *dinp, plait_bf16 *dinp_bf, const float *dres, float *dweight, float *dbias,
+                              const TD *dout, const float *inp, const float *weight, const float *mean,
+                              const float *rstd, int64_t BT, int64_t C, const char *what) {
     if (BT <= 0 || C <= 0) return;
     const int64_t chunks = pc_col_chunks(BT);
     float *part_w = NULL, *part_b = NULL;
@@ -221,9 +227,9 @@ static void ln_backward_fused(float *dinp, const float *dres, float *dweight, fl
         if (!part_w) return;
         part_b = part_w + chunks * C;
     }
-    const int vec = rows_vec(C, pc_vec<TD>::V, dinp, dres, dout, inp, weight);
+    const int vec = rows_vec(C, pc_vec<TD>::V, dinp, dres, dout, inp, weight, dinp_bf);
     PC_LAUNCH_T(ln_backward_fused_kernel<TD>, (unsigned)chunks, LN_WARPS * PC_WARP, LN_WARPS * PC_WARP)(
-        dinp, dres, part_w, part_b, dout, inp, weight, mean, rstd, BT, C, vec);
+        dinp, dinp_bf, dres, part_w, part_b, dout, inp, weight, mean, rstd, BT, C, vec);
     if (dweight) {
         pc_launch_col_finish(dweight, part_w, chunks, C);
         pc_launch_col_finish(dbias, part_b, chunks, C);
@@ -267,14 +273,23 @@ void pc_launch_layernorm_backward(float *dinp, float *dweight, float *dbias, con
 void pc_launch_layernorm_backward_fused(float *dinp, const float *dres, float *dweight, float *dbias,
                                         const float *dout, const float *inp, const float *weight, const float *mean,
                                         const float *rstd, int64_t BT, int64_t C) {
-    ln_backward_fused(dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C, "layernorm_backward_fused");
+    ln_backward_fused(dinp, (plait_bf16 *)NULL, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C,
+                      "layernorm_backward_fused");
 }
 
 void pc_launch_layernorm_backward_fused_bf16(float *dinp, const float *dres, float *dweight, float *dbias,
                                              const plait_bf16 *dout, const float *inp, const float *weight,
                                              const float *mean, const float *rstd, int64_t BT, int64_t C) {
-    ln_backward_fused(dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C,
+    ln_backward_fused(dinp, (plait_bf16 *)NULL, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C,
                       "layernorm_backward_fused_bf16");
+}
+
+void pc_launch_layernorm_backward_fused_bf16_copy(float *dinp, plait_bf16 *dinp_bf, const float *dres,
+                                                  float *dweight, float *dbias, const plait_bf16 *dout,
+                                                  const float *inp, const float *weight, const float *mean,
+                                                  const float *rstd, int64_t BT, int64_t C) {
+    ln_backward_fused(dinp, dinp_bf, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C,
+                      "layernorm_backward_fused_bf16_copy");
 }
 
 } /* extern "C" */

@@ -296,6 +296,11 @@ void pc_launch_layernorm_forward_bf16(plait_bf16 *out, float *mean, float *rstd,
 void pc_launch_layernorm_backward_fused_bf16(float *dinp, const float *dres, float *dweight, float *dbias,
                                              const plait_bf16 *dout, const float *inp, const float *weight,
                                              const float *mean, const float *rstd, int64_t BT, int64_t C);
+/* the same, dinp also stored rounded to bf16 in dinp_bf (ABI 1.9) */
+void pc_launch_layernorm_backward_fused_bf16_copy(float *dinp, plait_bf16 *dinp_bf, const float *dres,
+                                                  float *dweight, float *dbias, const plait_bf16 *dout,
+                                                  const float *inp, const float *weight, const float *mean,
+                                                  const float *rstd, int64_t BT, int64_t C);
 /* attention.cu: the tensor-core kernels at head sizes 32, 64, 128 (in
  * every precision: the operands are bf16 already), else the fp32 ones;
  * qkv, out, dout and dqkv 16-byte aligned (else a recorded failure). */

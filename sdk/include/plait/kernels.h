@@ -407,6 +407,18 @@ typedef struct plait_kernels {
      * recomputation rebuilds GELU's output with, in the backward and, for
      * the same bits, in the forward. */
     void (*gelu_forward_bf16)(plait_bf16 *out, const plait_bf16 *inp, size_t n);
+
+    /* --- ABI 1.9 -------------------------------------------------------
+     * Optional (struct_size and NULL; PLAIT_KERNELS_HAS_LAYERNORM_BF16_COPY).
+     * layernorm_backward_fused_bf16 that also stores dinp rounded to bf16
+     * in dinp_bf[BT,C] (to_bf16's bits, nearest even; dinp_bf aliases
+     * nothing else): the residual stream's gradient as the products of
+     * the next block half read it, written where it is made instead of
+     * read back and converted apart. 16-byte aligned where dinp is. */
+    void (*layernorm_backward_fused_bf16_copy)(float *dinp, plait_bf16 *dinp_bf, const float *dres, float *dweight,
+                                               float *dbias, const plait_bf16 *dout, const float *inp,
+                                               const float *weight, const float *mean, const float *rstd, int64_t BT,
+                                               int64_t C);
 } plait_kernels;
 
 /* 1 if table k has the optimizer step's entries of ABI 1.7. */
@@ -438,6 +450,12 @@ typedef struct plait_kernels {
      (k)->matmul_forward_residual_bf16 && (k)->matmul_forward_gelu_bf16 && (k)->matmul_backward_bf16 &&      \
      (k)->matmul_backward_gelu_bf16 && (k)->attention_fused_forward_bf16 &&                                  \
      (k)->attention_fused_backward_bf16 && (k)->layernorm_backward_fused_bf16 && (k)->crossentropy_fused_bf16)
+
+/* 1 if table k has layernorm_backward_fused_bf16_copy (ABI 1.9). */
+#define PLAIT_KERNELS_HAS_LAYERNORM_BF16_COPY(k)                                                              \
+    ((k)->struct_size >= offsetof(plait_kernels, layernorm_backward_fused_bf16_copy) +                       \
+                             sizeof((k)->layernorm_backward_fused_bf16_copy) &&                              \
+     (k)->layernorm_backward_fused_bf16_copy)
 
 /* The largest head size the fused attention entries take (ABI 1.7). */
 #define PLAIT_ATTENTION_FUSED_MAX_HS 256
