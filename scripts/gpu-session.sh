@@ -342,6 +342,28 @@ if part "4c. where a bf16 step's time goes on $PDEV ($(basename "$PMODEL" .ini))
     say ""
     grep -v '^\$\|^(' "$W/profile-beside.log" | tee -a "$SUMMARY"
     say ""
+    # the fused attention's rate beside PyTorch's fused attention (part 4's
+    # gpu-peaks.py, GPT-2 124M's shape at batch 16), both with the FLOPs
+    # FlashAttention counts for a causal mask: forward 2·B·NH·T²·HS a
+    # call, backward 2.5 times that
+    read -r aNH aT aHS < <("$PLAIT" config show "$PMODEL" 2>/dev/null | awk -F'[ =;]+' '
+      $1 == "n_head" { H = $2 } $1 == "n_embd" { C = $2 } $1 == "block_size" { T = $2 }
+      END { print H, T, (H ? C / H : 0) }')
+    attn_rate() { # LABEL FACTOR: "ms a call (TFLOP/s)" from the profile's median
+      awk -F'\t' -v l="$1" -v f="$2" -v b="$PBATCH" -v h="${aNH:-0}" -v t="${aT:-0}" -v d="${aHS:-0}" '
+        $1 == l { us = $6 } END { if (us == "") print "n/a"
+          else printf "%.3f ms a call (%.1f TFLOP/s)", us / 1e3, f * 2 * b * h * t * t * d / (us * 1e6) }' "$W/profile.tsv"
+    }
+    sdpa="not measured (part 4's peaks.log)"
+    if [ -n "$(peer_field peaks.log sdpa_fwd_ms 2>/dev/null)" ]; then
+      sdpa="($(peer_field peaks.log attn_shape | awk -F, '{ print "B " $1 " NH " $2 " T " $3 " HS " $4 }'))"
+      sdpa+=" forward $(peer_field peaks.log sdpa_fwd_ms) ms ($(peer_field peaks.log sdpa_fwd_TFLOPs) TFLOP/s),"
+      sdpa+=" backward $(peer_field peaks.log sdpa_bwd_ms) ms ($(peer_field peaks.log sdpa_bwd_TFLOPs) TFLOP/s)"
+    fi
+    say "attention, bf16, causal (B $PBATCH NH ${aNH:-?} T ${aT:-?} HS ${aHS:-?}): plait's forward" \
+      "$(attn_rate 'fused attention forward (bf16)' 1), backward $(attn_rate 'fused attention backward (bf16)' 2.5);" \
+      "PyTorch's SDPA $sdpa"
+    say ""
     say "the 12 keys that took longest (label, detail, entry, calls, total ms, median us):"
     say '```'
     awk -F'\t' '!/^#/ && $1 != "label"' "$W/profile.tsv" | head -12 | cut -f1-6 | tee -a "$SUMMARY"
