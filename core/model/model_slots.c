@@ -35,6 +35,7 @@ plait_status plait_model_slot_layers(plait_model *m, int32_t slot, int32_t first
 }
 
 void plait_model_slot_release(plait_model *m, model_slot *s) {
+    m->dres_of = NULL; /* it may point into this slot, whose memory a later one may reuse */
     if (s->mem) {
         plait_device_free(s->mem);
         m->act_bytes -= s->mem_bytes;
