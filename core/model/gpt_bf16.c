@@ -88,9 +88,11 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     m->k->copy(m->s_datt, dp.in_b + Cl, (size_t)Cl);
     m->k->matmul_backward_bf16(m->sb.dln, dp.in_w, dp.in_b, m->sb.dqkv, a->bf.ln1, w.in_w, BT, C, 3 * Cl);
     m->k->copy(dp.in_b + Cl, m->s_datt, (size_t)Cl);
-    /* no copy under the first block: the embedding reads float32 */
-    layernorm_backward_into_stream(m, layer > 1, dx, dx, dp.ln_w, dp.ln_b, m->sb.dln, x, p.ln_w, a->ln1_mean,
-                                   a->ln1_rstd);
+    /* a copy only for a block below on this rank: the embedding reads
+     * float32, and a stage hands its first block's input gradient out
+     * (plait_model_boundary_grad, which drops the copy) */
+    layernorm_backward_into_stream(m, layer > 1 && m->local_layer[layer - 1], dx, dx, dp.ln_w, dp.ln_b, m->sb.dln,
+                                   x, p.ln_w, a->ln1_mean, a->ln1_rstd);
     return PLAIT_OK;
 }
 

@@ -12,9 +12,9 @@
  * at a time and keeps no logits (nor, forward-only, any of the head's
  * gradients), reads the residual stream's gradient in bf16 as its
  * LayerNorm backward wrote it (the bits of converting it apart, and not
- * after a write through plait_model_boundary_grad), is granted only where
- * every piece
- * exists, and refuses to keep float32 logits it does not have.
+ * after a write through plait_model_boundary_grad), writes that copy only
+ * where a block of the same rank reads it, is granted only where every
+ * piece exists, and refuses to keep float32 logits it does not have.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -392,6 +392,77 @@ static void test_head_forward_drops_the_copy(void **state) {
     free(conv);
 }
 
+/* A table that counts the two fused LayerNorm backwards, with and
+ * without the bf16 copy. */
+static int g_with_copy, g_without_copy;
+
+static void count_copy(float *dinp, plait_bf16 *dinp_bf, const float *dres, float *dweight, float *dbias,
+                       const plait_bf16 *dout, const float *inp, const float *weight, const float *mean,
+                       const float *rstd, int64_t BT, int64_t C) {
+    g_with_copy++;
+    bf16_table()->layernorm_backward_fused_bf16_copy(dinp, dinp_bf, dres, dweight, dbias, dout, inp, weight, mean,
+                                                     rstd, BT, C);
+}
+
+static void count_plain(float *dinp, const float *dres, float *dweight, float *dbias, const plait_bf16 *dout,
+                        const float *inp, const float *weight, const float *mean, const float *rstd, int64_t BT,
+                        int64_t C) {
+    g_without_copy++;
+    bf16_table()->layernorm_backward_fused_bf16(dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C);
+}
+
+/* One micro-batch through pipeline stage `stage` of a 4-block GPT cut
+ * {embedding, 1, 2 | 3, 4, head}: the boundary activation and gradient
+ * it would receive are set by hand. */
+static void stage_step(int32_t stage) {
+    static const int32_t cut[] = {0, 0, 0, 1, 1, 1};
+    static plait_kernels k;
+    k = *bf16_table();
+    k.layernorm_backward_fused_bf16_copy = count_copy;
+    k.layernorm_backward_fused_bf16 = count_plain;
+    harness h;
+    harness_opts o = {.tp = 1, .kernels = &k, .activations_bf16 = 1, .layer_stage = cut, .stage = stage};
+    assert_int_equal(harness_init_ex(&h, "[run]\nseed = 5\n[model]\nn_layer = 4\nn_head = 4\nn_embd = 32\n"
+                                         "block_size = 32\nvocab_size = 100\n",
+                                     2, &o),
+                     0);
+    assert_true(plait_model_bf16_activations(h.model));
+    const size_t n = (size_t)h.B * (size_t)h.T, nb = n * (size_t)h.C;
+    int32_t *tok = malloc(n * sizeof *tok);
+    harness_tokens(tok, n, h.V, 3);
+    plait_model_keep_logits(h.model, 0);
+    harness_zero_grads(&h);
+    assert_int_equal(plait_model_set_batch(h.model, 0, tok, tok), PLAIT_OK);
+    const int32_t first = stage ? 3 : 0, last = stage ? 5 : 2;
+    if (stage) {
+        float *x = plait_model_boundary(h.model, 0, first - 1);
+        for (size_t i = 0; i < nb; i++) x[i] = 0.01f * (float)(i % 7);
+    }
+    for (int32_t l = first; l <= last; l++) assert_int_equal(plait_model_forward_layer(h.model, l, 0), PLAIT_OK);
+    if (!stage) {
+        float *g = plait_model_boundary_grad(h.model, 0, last);
+        for (size_t i = 0; i < nb; i++) g[i] = 1e-3f * (float)(i % 5);
+    }
+    g_with_copy = g_without_copy = 0;
+    for (int32_t l = last; l >= first; l--) assert_int_equal(plait_model_backward_layer(h.model, l, 0), PLAIT_OK);
+    free(tok);
+    harness_free(&h);
+}
+
+/* Each LayerNorm backward writes the copy where a block of the same rank
+ * reads it next, and only there: not under a stage's first block, whose
+ * input gradient leaves the rank in float32, nor under block 1, below
+ * which the embedding reads float32. */
+static void test_copy_only_where_read(void **state) {
+    (void)state;
+    stage_step(1); /* head, 4 mlp, 4 attention, 3 mlp: copies; 3 attention: none */
+    assert_int_equal(g_with_copy, 4);
+    assert_int_equal(g_without_copy, 1);
+    stage_step(0); /* 2 mlp, 2 attention, 1 mlp: copies; 1 attention: none */
+    assert_int_equal(g_with_copy, 3);
+    assert_int_equal(g_without_copy, 1);
+}
+
 /* Where a piece is missing the model keeps float32 activations (and the
  * same numbers as a float32 model). */
 static void test_granted_only_where_whole(void **state) {
@@ -440,6 +511,7 @@ int main(void) {
         cmocka_unit_test(test_layernorm_writes_the_copy),
         cmocka_unit_test(test_boundary_write_drops_the_copy),
         cmocka_unit_test(test_head_forward_drops_the_copy),
+        cmocka_unit_test(test_copy_only_where_read),
         cmocka_unit_test(test_granted_only_where_whole),
         cmocka_unit_test(test_no_float32_logits),
     };
