@@ -296,6 +296,19 @@ static void test_layernorm_writes_the_copy(void **state) {
     }
 }
 
+/* On a bf16-activation model: zeroed gradients and slot 0's batch set
+ * (tokens for targets too, no logits kept). Returns the tokens (free). */
+static int32_t *first_batch(harness *h) {
+    assert_true(plait_model_bf16_activations(h->model));
+    const size_t n = (size_t)h->B * (size_t)h->T;
+    int32_t *tok = malloc(n * sizeof *tok);
+    harness_tokens(tok, n, h->V, 3);
+    plait_model_keep_logits(h->model, 0);
+    harness_zero_grads(h);
+    assert_int_equal(plait_model_set_batch(h->model, 0, tok, tok), PLAIT_OK);
+    return tok;
+}
+
 /* One step on table k in which the gradient at block 1's output is
  * doubled between block 2's backward and block 1's (as a pipeline stage
  * receives it there through plait_model_boundary_grad); the gradients
@@ -304,13 +317,8 @@ static void step_with_boundary_write(const plait_kernels *k, float *grads) {
     harness h;
     harness_opts o = {.tp = 1, .kernels = k, .activations_bf16 = 1};
     assert_int_equal(harness_init_ex(&h, GPT_INI, 2, &o), 0);
-    assert_true(plait_model_bf16_activations(h.model));
-    const size_t n = (size_t)h.B * (size_t)h.T, nb = n * (size_t)h.C;
-    int32_t *tok = malloc(n * sizeof *tok);
-    harness_tokens(tok, n, h.V, 3);
-    plait_model_keep_logits(h.model, 0);
-    harness_zero_grads(&h);
-    assert_int_equal(plait_model_set_batch(h.model, 0, tok, tok), PLAIT_OK);
+    const size_t nb = (size_t)h.B * (size_t)h.T * (size_t)h.C;
+    int32_t *tok = first_batch(&h);
     const int32_t L = h.spec->n_layers; /* embedding, 2 blocks, head */
     for (int32_t l = 0; l < L; l++) assert_int_equal(plait_model_forward_layer(h.model, l, 0), PLAIT_OK);
     assert_int_equal(plait_model_backward_layer(h.model, L - 1, 0), PLAIT_OK);
@@ -426,13 +434,8 @@ static void stage_step(int32_t stage) {
                                          "block_size = 32\nvocab_size = 100\n",
                                      2, &o),
                      0);
-    assert_true(plait_model_bf16_activations(h.model));
-    const size_t n = (size_t)h.B * (size_t)h.T, nb = n * (size_t)h.C;
-    int32_t *tok = malloc(n * sizeof *tok);
-    harness_tokens(tok, n, h.V, 3);
-    plait_model_keep_logits(h.model, 0);
-    harness_zero_grads(&h);
-    assert_int_equal(plait_model_set_batch(h.model, 0, tok, tok), PLAIT_OK);
+    const size_t nb = (size_t)h.B * (size_t)h.T * (size_t)h.C;
+    int32_t *tok = first_batch(&h);
     const int32_t first = stage ? 3 : 0, last = stage ? 5 : 2;
     if (stage) {
         float *x = plait_model_boundary(h.model, 0, first - 1);
