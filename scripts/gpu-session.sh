@@ -133,6 +133,9 @@ smi_peak_stop() {
 
 # bench_row LOG: "ms/step tokens/s" from a `plait bench train` table
 bench_row() { awk '/^# +ms\/step/ { getline; print $1, $2; exit }' "$W/$1"; }
+# the allocator's peak from bench train's '# device' line, in GB (1e9 bytes,
+# as PyTorch's max_memory_allocated is printed beside): no CUDA context
+alloc_peak() { awk 'match($0, /: peak device memory [0-9.]+ MiB/) { split(substr($0, RSTART, RLENGTH), f, " "); printf "%.2f GB allocated", f[5] * 1048576 / 1e9; exit }' "$W/$1"; }
 peer_field() { sed -n "s/.*RESULT .*$2=\([^ ]*\).*/\1/p" "$W/$1" | tail -n 1; }
 
 : >"$SUMMARY"
@@ -249,7 +252,9 @@ if part "4. bench train $(basename "$MODEL" .ini) on $DEV beside PyTorch" 210; t
     # a bf16 run says whether its activations were stored in bf16
     local act
     act=$(grep -q '^# compute .*, activations bf16' "$W/$name.log" && echo bf16 || true)
-    say "| plait $p$extra$([ "$pp" != "$p" ] && echo " (fp32 on sim)")${act:+ (activations $act)} | ${ms:-} | ${tps:-} | $(mfu "${tps:-}" 989) | $(mfu "${tps:-}" "$GEMM") | $mem (nvidia-smi) | $(status_word "$rc") |"
+    local alloc
+    alloc=$(alloc_peak "$name.log")
+    say "| plait $p$extra$([ "$pp" != "$p" ] && echo " (fp32 on sim)")${act:+ (activations $act)} | ${ms:-} | ${tps:-} | $(mfu "${tps:-}" 989) | $(mfu "${tps:-}" "$GEMM") | $mem (nvidia-smi)${alloc:+, $alloc} | $(status_word "$rc") |"
   }
   peer_bench() { # label args...
     local label=$1 name
@@ -306,7 +311,8 @@ if part "4b. bench train GPT-2 350M (${M350[*]}) bf16 on $DEV beside torch.compi
   mem=$(smi_peak_stop)
   read -r ms tps <<<"$(bench_row plait-350m.log)"
   act=$(grep -q '^# compute .*, activations bf16' "$W/plait-350m.log" && echo " (activations bf16)" || true)
-  say "| plait bf16$act | ${ms:-} | ${tps:-} | $mem (nvidia-smi) | $(status_word "$rc") |"
+  alloc=$(alloc_peak plait-350m.log)
+  say "| plait bf16$act | ${ms:-} | ${tps:-} | $mem (nvidia-smi)${alloc:+, $alloc} | $(status_word "$rc") |"
   smi_peak_start torch-350m
   if [ $DRY = 1 ]; then
     rc=$(run torch-350m.log 30 "$PY" "$PEERS/gpt_gpu_bench.py" "${P350[@]}" --compile --help)
