@@ -22,18 +22,34 @@ typedef struct held {
     int fd;
 } held;
 
+/* Only the keeper's thread closes the launcher's ends while it runs: a
+ * socket it is polling or serving stays open, so its number cannot be
+ * taken by a new attempt's socket meanwhile (which the thread would then
+ * read from, blocking, or close for the old rank's hang-up). Detaching
+ * retires the ends and waits until the thread has closed them. */
 struct plait_agent {
     int (*grow)(void *ctx);
     void *ctx;
     pthread_t thread;
-    int wake;             /* eventfd: the socket set changed, or stop */
-    pthread_mutex_t lock; /* socks, n_socks, images */
-    int *socks;           /* the launcher's ends, -1 when closed */
+    int wake;               /* eventfd: the socket set changed, or stop */
+    pthread_mutex_t lock;   /* everything below but stop */
+    pthread_cond_t settled; /* done caught up with asked, or the thread ended */
+    int *socks;             /* the launcher's ends, -1 when closed */
     int n_socks;
+    int *retired;           /* ends of detached attempts, for the thread to close */
+    int n_retired, cap_retired;
+    uint64_t asked, done;   /* detaches asked for; seen by the thread, their ends closed */
+    int running;            /* the thread has not ended */
     held *img;
     int n_img, cap_img;
     atomic_int stop;
 };
+
+/* Close the retired ends. Called with the lock held. */
+static void close_retired(plait_agent *a) {
+    for (int i = 0; i < a->n_retired; i++) close(a->retired[i]);
+    a->n_retired = 0;
+}
 
 /* Keep `e` (fd taken over): replaces the same step of the same shard, then
  * keeps the two newest steps of that shard. Called with the lock held. */
@@ -137,6 +153,9 @@ static void *run(void *arg) {
         int n = 0;
         p[n++] = (struct pollfd){a->wake, POLLIN, 0};
         pthread_mutex_lock(&a->lock);
+        close_retired(a);
+        a->done = a->asked;
+        pthread_cond_broadcast(&a->settled);
         for (int i = 0; i < a->n_socks; i++)
             if (a->socks[i] >= 0) {
                 owner[n] = i;
@@ -154,7 +173,8 @@ static void *run(void *arg) {
             if (!p[i].revents) continue;
             if (serve(a, p[i].fd) != 0) {
                 pthread_mutex_lock(&a->lock);
-                /* the rank is gone: stop listening to its end */
+                /* the rank is gone: stop listening to its end (unless a
+                 * detach retired it meanwhile: then it is closed there) */
                 if (owner[i] < a->n_socks && a->socks[owner[i]] == p[i].fd) {
                     close(a->socks[owner[i]]);
                     a->socks[owner[i]] = -1;
@@ -165,6 +185,11 @@ static void *run(void *arg) {
     }
     free(p);
     free(owner);
+    pthread_mutex_lock(&a->lock);
+    a->running = 0;
+    close_retired(a);
+    pthread_cond_broadcast(&a->settled);
+    pthread_mutex_unlock(&a->lock);
     return NULL;
 }
 
@@ -174,9 +199,12 @@ plait_status plait_agent_start(int (*grow)(void *ctx), void *ctx, plait_agent **
     a->grow = grow;
     a->ctx = ctx;
     pthread_mutex_init(&a->lock, NULL);
+    pthread_cond_init(&a->settled, NULL);
+    a->running = 1;
     a->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (a->wake < 0 || pthread_create(&a->thread, NULL, run, a) != 0) {
         if (a->wake >= 0) close(a->wake);
+        pthread_cond_destroy(&a->settled);
         pthread_mutex_destroy(&a->lock);
         free(a);
         return plait_set_error(PLAIT_ERR_SYSTEM, "cannot start the replica keeper: %s", strerror(errno));
@@ -221,13 +249,30 @@ plait_status plait_agent_attach(plait_agent *a, int nranks, int *child_fds) {
 
 void plait_agent_detach(plait_agent *a) {
     pthread_mutex_lock(&a->lock);
-    for (int i = 0; i < a->n_socks; i++)
-        if (a->socks[i] >= 0) close(a->socks[i]);
+    int room = a->n_retired + a->n_socks <= a->cap_retired;
+    if (!room) {
+        int *v = realloc(a->retired, sizeof *v * (size_t)(a->n_retired + a->n_socks));
+        if (v) {
+            a->retired = v;
+            a->cap_retired = a->n_retired + a->n_socks;
+            room = 1;
+        }
+    }
+    for (int i = 0; i < a->n_socks; i++) {
+        if (a->socks[i] < 0) continue;
+        if (room) a->retired[a->n_retired++] = a->socks[i];
+        else close(a->socks[i]); /* out of memory: closed here, while the thread may still poll it */
+    }
     free(a->socks);
     a->socks = NULL;
     a->n_socks = 0;
+    const uint64_t ticket = ++a->asked;
     pthread_mutex_unlock(&a->lock);
     poke(a);
+    pthread_mutex_lock(&a->lock);
+    while (a->running && a->done < ticket) pthread_cond_wait(&a->settled, &a->lock);
+    if (!a->running) close_retired(a);
+    pthread_mutex_unlock(&a->lock);
 }
 
 void plait_agent_held(plait_agent *a, int *images, uint64_t *bytes) {
@@ -246,7 +291,9 @@ void plait_agent_stop(plait_agent *a) {
     plait_agent_detach(a);
     for (int i = 0; i < a->n_img; i++) close(a->img[i].fd);
     free(a->img);
+    free(a->retired);
     close(a->wake);
+    pthread_cond_destroy(&a->settled);
     pthread_mutex_destroy(&a->lock);
     free(a);
 }

@@ -33,7 +33,9 @@ plait_status plait_agent_start(int (*grow)(void *ctx), void *ctx, plait_agent **
  * clears that in the child); the caller closes them once the ranks started.
  * Replaces the previous attempt's. */
 plait_status plait_agent_attach(plait_agent *a, int nranks, int *child_fds);
-/* Forget the attempt's sockets (the images stay). */
+/* Forget the attempt's sockets (the images stay): the keeper's thread
+ * closes its ends, and the call returns once it has, so a new attempt's
+ * sockets never share a number with one the thread still serves. */
 void plait_agent_detach(plait_agent *a);
 /* Images held and their bytes. Thread-safe. */
 void plait_agent_held(plait_agent *a, int *images, uint64_t *bytes);

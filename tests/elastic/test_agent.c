@@ -3,7 +3,9 @@
  * (elastic/agent_client.h), in one process: images handed over as sealed
  * memfds are listed and given back with their bytes, the two newest steps
  * of a shard are kept, a sealed image cannot be changed, REGROUP answers
- * what the launcher knows, and a keeper that went away is an error.
+ * what the launcher knows, a keeper that went away is an error, and
+ * attempts replaced in quick succession while their ranks die each reach
+ * the keeper.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -14,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -111,7 +115,37 @@ static void test_keeper(void **state) {
     assert_int_equal(plait_agent_regroup(&yes), PLAIT_ERR_UNSUPPORTED);
 }
 
+/* Ranks that die while the launcher starts the next attempt: the keeper
+ * notices their ends hang up as the launcher replaces its sockets with
+ * new ones (which take the same descriptor numbers), and must never close
+ * a new attempt's socket for an old rank's hang-up: every new attempt
+ * reaches it. */
+static void test_attempts_in_quick_succession(void **state) {
+    (void)state;
+    enum { RANKS = 4, ATTEMPTS = 3000 };
+    plait_agent *a = NULL;
+    assert_int_equal(plait_agent_start(NULL, NULL, &a), PLAIT_OK);
+    int child[RANKS];
+    char fd[16];
+    plait_replica_info v[8];
+    int n = 0, lost = 0;
+    for (int k = 0; k < ATTEMPTS; k++) {
+        assert_int_equal(plait_agent_attach(a, RANKS, child), PLAIT_OK);
+        /* a keeper stuck elsewhere fails the request instead of hanging it */
+        const struct timeval limit = {.tv_sec = 5};
+        assert_int_equal(setsockopt(child[k % RANKS], SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit), 0);
+        snprintf(fd, sizeof fd, "%d", child[k % RANKS]);
+        setenv("PLAIT_AGENT_FD", fd, 1);
+        if (plait_agent_list(v, 8, &n) != PLAIT_OK) lost++;
+        for (int i = 0; i < RANKS; i++) close(child[i]); /* the ranks die */
+    }
+    plait_agent_stop(a);
+    unsetenv("PLAIT_AGENT_FD");
+    printf("%d attempts, %d could not reach the keeper\n", ATTEMPTS, lost);
+    assert_int_equal(lost, 0);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_keeper)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_keeper), cmocka_unit_test(test_attempts_in_quick_succession)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
