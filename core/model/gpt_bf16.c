@@ -50,6 +50,13 @@ static void layernorm_backward_into_stream(plait_model *m, int copy, float *dinp
     }
 }
 
+/* 1 if the input gradient of global layer `layer`'s LayerNorm backward
+ * is read next by a block of this rank (its copy pays): not below block 1
+ * (the embedding reads float32), nor where the layer below is on another
+ * stage (plait_model_boundary_grad hands the gradient out, dropping the
+ * copy). */
+static int copy_read_below(const plait_model *m, int32_t layer) { return layer > 1 && m->local_layer[layer - 1]; }
+
 /* A block half's parameters for its backward: their data and their gradients. */
 static plait_status half_both(plait_model *m, int32_t layer, int first_bp, half_params *p, half_params *dp) {
     plait_status st = plait_model_half_params(m, PARAM_DATA, layer, first_bp, p);
@@ -88,11 +95,8 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     m->k->copy(m->s_datt, dp.in_b + Cl, (size_t)Cl);
     m->k->matmul_backward_bf16(m->sb.dln, dp.in_w, dp.in_b, m->sb.dqkv, a->bf.ln1, w.in_w, BT, C, 3 * Cl);
     m->k->copy(dp.in_b + Cl, m->s_datt, (size_t)Cl);
-    /* a copy only for a block below on this rank: the embedding reads
-     * float32, and a stage hands its first block's input gradient out
-     * (plait_model_boundary_grad, which drops the copy) */
-    layernorm_backward_into_stream(m, layer > 1 && m->local_layer[layer - 1], dx, dx, dp.ln_w, dp.ln_b, m->sb.dln,
-                                   x, p.ln_w, a->ln1_mean, a->ln1_rstd);
+    layernorm_backward_into_stream(m, copy_read_below(m, layer), dx, dx, dp.ln_w, dp.ln_b, m->sb.dln, x, p.ln_w,
+                                   a->ln1_mean, a->ln1_rstd);
     return PLAIT_OK;
 }
 
@@ -231,7 +235,7 @@ plait_status plait_bf16_head_backward(plait_model *m, model_slot *s) {
     if (st != PLAIT_OK) return st;
     s->has_dlogits = 0;
     m->k->axpy(dp.w, s->head_dw, (size_t)(Vl * C), 1.0f);
-    layernorm_backward_into_stream(m, 1, s->gbuf[d->n_layer & 1], NULL, dp.ln_w, dp.ln_b, s->dlnf_bf,
-                                   s->bound[d->n_layer], p.ln_w, s->lnf_mean, s->lnf_rstd);
+    layernorm_backward_into_stream(m, copy_read_below(m, d->n_layer + 1), s->gbuf[d->n_layer & 1], NULL, dp.ln_w,
+                                   dp.ln_b, s->dlnf_bf, s->bound[d->n_layer], p.ln_w, s->lnf_mean, s->lnf_rstd);
     return PLAIT_OK;
 }

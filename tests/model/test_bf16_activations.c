@@ -419,11 +419,11 @@ static void count_plain(float *dinp, const float *dres, float *dweight, float *d
     bf16_table()->layernorm_backward_fused_bf16(dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C);
 }
 
-/* One micro-batch through pipeline stage `stage` of a 4-block GPT cut
- * {embedding, 1, 2 | 3, 4, head}: the boundary activation and gradient
- * it would receive are set by hand. */
-static void stage_step(int32_t stage) {
-    static const int32_t cut[] = {0, 0, 0, 1, 1, 1};
+/* One micro-batch through pipeline stage `stage` of a 4-block GPT whose
+ * layers (embedding, blocks 1-4, head) are on the stages `cut` says (two
+ * stages): the boundary activation and gradient it would receive are set
+ * by hand. */
+static void stage_step(const int32_t *cut, int32_t stage) {
     static plait_kernels k;
     k = *bf16_table();
     k.layernorm_backward_fused_bf16_copy = count_copy;
@@ -436,7 +436,12 @@ static void stage_step(int32_t stage) {
                      0);
     const size_t nb = (size_t)h.B * (size_t)h.T * (size_t)h.C;
     int32_t *tok = first_batch(&h);
-    const int32_t first = stage ? 3 : 0, last = stage ? 5 : 2;
+    int32_t first = -1, last = -1;
+    for (int32_t l = 0; l < 6; l++)
+        if (cut[l] == stage) {
+            if (first < 0) first = l;
+            last = l;
+        }
     if (stage) {
         float *x = plait_model_boundary(h.model, 0, first - 1);
         for (size_t i = 0; i < nb; i++) x[i] = 0.01f * (float)(i % 7);
@@ -453,16 +458,20 @@ static void stage_step(int32_t stage) {
 }
 
 /* Each LayerNorm backward writes the copy where a block of the same rank
- * reads it next, and only there: not under a stage's first block, whose
- * input gradient leaves the rank in float32, nor under block 1, below
- * which the embedding reads float32. */
+ * reads it next, and only there: not under a stage's first layer, whose
+ * input gradient leaves the rank in float32 (a head alone on its stage
+ * too), nor under block 1, below which the embedding reads float32. */
 static void test_copy_only_where_read(void **state) {
     (void)state;
-    stage_step(1); /* head, 4 mlp, 4 attention, 3 mlp: copies; 3 attention: none */
+    static const int32_t halves[] = {0, 0, 0, 1, 1, 1}, head_alone[] = {0, 0, 0, 0, 0, 1};
+    stage_step(halves, 1); /* head, 4 mlp, 4 attention, 3 mlp: copies; 3 attention: none */
     assert_int_equal(g_with_copy, 4);
     assert_int_equal(g_without_copy, 1);
-    stage_step(0); /* 2 mlp, 2 attention, 1 mlp: copies; 1 attention: none */
+    stage_step(halves, 0); /* 2 mlp, 2 attention, 1 mlp: copies; 1 attention: none */
     assert_int_equal(g_with_copy, 3);
+    assert_int_equal(g_without_copy, 1);
+    stage_step(head_alone, 1); /* the head's gradient leaves the stage: no copy */
+    assert_int_equal(g_with_copy, 0);
     assert_int_equal(g_without_copy, 1);
 }
 
