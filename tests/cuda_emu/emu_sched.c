@@ -478,22 +478,35 @@ static int release_warp(unsigned w0, unsigned lanes) {
         return -1;
     }
     if (ops) return release_warp_op(w0);
-    for (unsigned l = 0; gathers && l < WARP; l++) {
-        fiber *f = &S->fibers[w0 + l];
+    if (gathers) {
+        /* every lane's value and mask, once; then the whole table to each
+         * lane (a copy per lane, not per pair of lanes: gathers are the
+         * emulator's most frequent warp collective) */
+        pc_emu_lane table[WARP];
+        int one_mask = 1;
         for (unsigned k = 0; k < WARP; k++) {
             const fiber *o = &S->fibers[w0 + k];
-            if (o->bytes != f->bytes) {
-                fail(f->tid, "a warp collective of %zu bytes met one of %zu", f->bytes, o->bytes);
+            if (o->bytes != S->fibers[w0].bytes) {
+                fail(S->fibers[w0].tid, "a warp collective of %zu bytes met one of %zu", S->fibers[w0].bytes,
+                     o->bytes);
                 return -1;
             }
-            /* the lanes of a mask agree on it (CUDA's rule for *_sync) */
-            if ((f->mask >> k & 1u) && o->mask != f->mask) {
-                fail(f->tid, "a warp collective with mask 0x%08x while lane %u of it gives 0x%08x", f->mask, k, o->mask);
-                return -1;
-            }
-            memset(f->all[k].value, 0, sizeof f->all[k].value);
-            memcpy(f->all[k].value, o->mine, o->bytes);
-            f->all[k].mask = o->mask;
+            memset(table[k].value, 0, sizeof table[k].value);
+            memcpy(table[k].value, o->mine, o->bytes);
+            table[k].mask = o->mask;
+            one_mask &= o->mask == table[0].mask;
+        }
+        for (unsigned l = 0; l < WARP; l++) {
+            fiber *f = &S->fibers[w0 + l];
+            /* the lanes of a mask agree on it (CUDA's rule for *_sync);
+             * they do where every lane gives the same one */
+            for (unsigned m = one_mask ? 0 : f->mask, k; m; m &= m - 1)
+                if (table[k = (unsigned)__builtin_ctz(m)].mask != f->mask) {
+                    fail(f->tid, "a warp collective with mask 0x%08x while lane %u of it gives 0x%08x", f->mask, k,
+                         table[k].mask);
+                    return -1;
+                }
+            memcpy(f->all, table, sizeof table);
         }
     }
     for (unsigned l = 0; !gathers && l < WARP; l++) {
