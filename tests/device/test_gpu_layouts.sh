@@ -37,7 +37,11 @@ else
 fi
 D=("run.steps=$STEPS" run.eval_every=0 "run.ckpt_every=$STEPS" run.progress=off run.deterministic=true
   data.micro_batch=1 run.precision=fp32 parallel.plugin=hybrid "device.plugin=$DEV")
-train one "${D[@]}" comm.plugin=tcp
+# the one-rank references side by side (one process each)
+train one "${D[@]}" comm.plugin=tcp &
+B=("${D[@]}" run.precision=bf16)
+[ "$MODE" = selfcheck ] || train one_bf16 "${B[@]}" comm.plugin=tcp &
+joined
 for l in "${layouts[@]}"; do
   name=${l%%|*} arg=${l#*|}
   # shellcheck disable=SC2086 # $arg may hold several overrides
@@ -58,8 +62,6 @@ done
 # full recomputation (each block's bf16 activations rebuilt in its backward
 # by the same kernels on the same weight copy)
 if [ "$MODE" != selfcheck ]; then
-  B=("${D[@]}" run.precision=bf16)
-  train one_bf16 "${B[@]}" comm.plugin=tcp
   grep -q '^plait: activations bf16' "$E2E_WORK/one_bf16.out" || fail "the bf16 run kept float32 activations"
   for l in "dp2|parallel.dp=2" "pp2|parallel.pp=2" "dp2_zero3|parallel.dp=2 optim.plugin=zero3" \
     "rcfull|model.recompute=full"; do

@@ -107,10 +107,15 @@ else
   DEV=cuda STEPS=200 FP=fp32 LOW=bf16 WIN=10
 fi
 S=("run.steps=$STEPS" run.eval_every=0 "run.ckpt_every=$STEPS" run.progress=off "${EXTRA[@]}")
-train cpu "${S[@]}" device.plugin=cpu run.precision=fp32
-train dev_fp32 "${S[@]}" device.plugin=$DEV run.precision=$FP
-train dev_low_a "${S[@]}" device.plugin=$DEV run.precision=$LOW run.deterministic=true
-train dev_low_b "${S[@]}" device.plugin=$DEV run.precision=$LOW run.deterministic=true
+# one-process runs two at a time (the emulator's run on one core): the two
+# deterministic runs side by side also show they do not depend on what
+# else the machine runs
+train cpu "${S[@]}" device.plugin=cpu run.precision=fp32 &
+train dev_fp32 "${S[@]}" device.plugin=$DEV run.precision=$FP &
+joined
+train dev_low_a "${S[@]}" device.plugin=$DEV run.precision=$LOW run.deterministic=true &
+train dev_low_b "${S[@]}" device.plugin=$DEV run.precision=$LOW run.deterministic=true &
+joined
 # a bf16 run on the cuda device stores its activations in bf16 (the model's
 # bf16 path, not float32 activations with converted operands)
 if [ "$LOW" = bf16 ]; then
@@ -127,8 +132,9 @@ bit_identical dev_low_a dev_low_b || fail "two $DEV $LOW runs in deterministic m
 if [ "$LOW" = bf16 ]; then
   C=("run.steps=$WIN" run.eval_every=0 "run.ckpt_every=$WIN" run.progress=off "${EXTRA[@]}" model.vocab_size=4096
     data.global_batch=2)
-  train cpu_chunks "${C[@]}" device.plugin=cpu run.precision=fp32
-  train dev_chunks "${C[@]}" device.plugin=$DEV run.precision=bf16
+  train cpu_chunks "${C[@]}" device.plugin=cpu run.precision=fp32 &
+  train dev_chunks "${C[@]}" device.plugin=$DEV run.precision=bf16 &
+  joined
   grep -q "^plait: activations bf16 .*the head's logits 64 rows at a time (4 chunks)" "$E2E_WORK/dev_chunks.out" ||
     fail "the head did not run in 4 chunks: $(grep 'activations' "$E2E_WORK/dev_chunks.out")"
   window_rel dev_chunks cpu_chunks 2e-2 "$WIN" || fail "$DEV bf16 with the head in chunks is not within 2% of the cpu"

@@ -38,6 +38,19 @@ train() {
   fi
 }
 
+# joined: waits for every run started in the background (`train NAME ... &`:
+# runs of one process side by side, where each uses a core or so, as the
+# emulator's do); fails once all have ended if any failed (train printed
+# the failed run's output tail).
+joined() {
+  local pid bad=0 n=0
+  for pid in $(jobs -p); do
+    n=$((n + 1))
+    wait "$pid" || bad=$((bad + 1))
+  done
+  [ "$bad" = 0 ] || fail "$bad of the $n runs started side by side failed"
+}
+
 # column NAME COL: the values of metrics column COL, one per line.
 column() {
   awk -F, -v col="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next } { print $c }' \
