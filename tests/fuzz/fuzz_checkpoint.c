@@ -26,21 +26,14 @@
 #include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_crc32c.h"
 #include "checkpoint/safetensors_json.h"
+#include "fuzz_scratch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char scratch[64];
-
-static const char *scratch_dir(void) {
-    if (!scratch[0]) {
-        snprintf(scratch, sizeof scratch, "/tmp/plait-fuzz-ckpt-XXXXXX");
-        if (!mkdtemp(scratch)) abort();
-    }
-    return scratch;
-}
+static const char *scratch_dir(void) { return fuzz_scratch("plait-fuzz-ckpt"); }
 
 static void put(const char *dir, const char *name, const void *p, size_t n) {
-    char path[256];
+    char path[FUZZ_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
     if (!f) abort();
@@ -67,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t n = size - 1;
     if (data[0] % 3 == 0) {
         put(dir, "x.safetensors", in, n);
-        char path[256];
+        char path[FUZZ_PATH_MAX];
         snprintf(path, sizeof path, "%s/x.safetensors", dir);
         plait_st_file *f = NULL;
         /* half of them also take F16, BF16 and F64 (converted) */

@@ -20,15 +20,15 @@
 
 #include "train/data.h"
 #include "train/token_file.h"
+#include "fuzz_scratch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char scratch[64], bin[128], txt[128];
+static char bin[FUZZ_PATH_MAX], txt[FUZZ_PATH_MAX];
 
 static void setup(void) {
-    if (scratch[0]) return;
-    snprintf(scratch, sizeof scratch, "/tmp/plait-fuzz-tokens-XXXXXX");
-    if (!mkdtemp(scratch)) abort();
+    if (bin[0]) return;
+    const char *scratch = fuzz_scratch("plait-fuzz-tokens");
     snprintf(bin, sizeof bin, "%s/x.bin", scratch);
     snprintf(txt, sizeof txt, "%s/plain.txt", scratch);
     FILE *f = fopen(txt, "wb");

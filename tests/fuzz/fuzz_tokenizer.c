@@ -21,14 +21,15 @@
 
 #include "tokenizer/byte_map.h"
 #include "tokenizer/tokenizer.h"
+#include "fuzz_scratch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char scratch[64];
+static const char *scratch;
 static char byte_vocab[16384];
 
 static void put(const char *name, const void *p, size_t n) {
-    char path[128];
+    char path[FUZZ_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", scratch, name);
     FILE *f = fopen(path, "wb");
     if (!f) abort();
@@ -53,9 +54,8 @@ static size_t alphabet(const char *bytes, char *out) {
 }
 
 static void setup(void) {
-    if (scratch[0]) return;
-    snprintf(scratch, sizeof scratch, "/tmp/plait-fuzz-tok-XXXXXX");
-    if (!mkdtemp(scratch)) abort();
+    if (scratch) return;
+    scratch = fuzz_scratch("plait-fuzz-tok");
     static const char *const learned[] = {" t", "he", " the", "in", "er", "ing"};
     size_t k = 0;
     byte_vocab[k++] = '{';
@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     setup();
     const uint8_t *in = data + 1;
     size_t n = size - 1;
-    char path[128];
+    char path[FUZZ_PATH_MAX];
     plait_tokenizer *t = NULL;
     switch (data[0] % 3) {
     case 0:

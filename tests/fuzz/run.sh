@@ -9,6 +9,10 @@ build=${1:?usage: run.sh BUILD_DIR [SECONDS]}
 seconds=${2:-5}
 cd "$(dirname "$0")/../.."
 out=$(mktemp -d /tmp/plait-fuzz-XXXXXX)
+# the targets' own scratch directories (fuzz_scratch.h) go there too: a
+# crash leaves its files beside its input
+export TMPDIR=$out/tmp
+mkdir "$TMPDIR"
 status=0
 # one target per committed corpus directory (tests/fuzz/CMakeLists.txt)
 for dir in tests/fuzz/corpus/*/; do

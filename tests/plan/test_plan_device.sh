@@ -11,6 +11,9 @@
 #    debug line "opened sim device" of the child that asks).
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 W=$E2E_WORK
+# a sweep whose layout fails keeps its scratch directory (the layout's log
+# says why): under the test's work directory, which a pass removes
+export TMPDIR=$W
 M=(model.block_size=128 data.micro_batch=2)
 L=(--dp 1 --tp 1 --pp 1 --optim adam --micro_batch 2 --recompute none)
 
