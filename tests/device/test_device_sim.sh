@@ -9,8 +9,9 @@
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
 S="run.steps=50 run.eval_every=25 run.ckpt_every=50 run.progress=off"
-train cpu $S device.plugin=cpu
-train sim $S device.plugin=sim
+train cpu $S device.plugin=cpu &
+train sim $S device.plugin=sim &
+joined
 same_losses cpu sim 0
 paste -d' ' <(column cpu val_loss) <(column sim val_loss) | awk '$1 != $2 { bad = 1 } END { exit bad }' ||
   fail "validation losses differ between cpu and sim"
@@ -24,8 +25,9 @@ for dev in cpu sim; do
 done
 cmp "$E2E_WORK/sample-cpu.txt" "$E2E_WORK/sample-sim.txt" || fail "plait sample differs between cpu and sim"
 D="run.steps=6 run.eval_every=0 run.ckpt_every=6 run.progress=off run.deterministic=true data.micro_batch=2"
-train det_cpu $D device.plugin=cpu
-train det_sim $D device.plugin=sim
+train det_cpu $D device.plugin=cpu &
+train det_sim $D device.plugin=sim &
+joined
 same_losses det_cpu det_sim 0
 same_params det_cpu det_sim bits
 echo "sim device: 50 steps bit-identical to cpu (final loss $(column sim loss | tail -n 1)), checkpoints identical, sampling identical"

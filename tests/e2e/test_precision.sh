@@ -31,8 +31,10 @@ refused badhide "key 'debug_cpu_hide' in [run]: 'sse9' is not a CPU feature" "$C
 
 # the bf16 numbers (emulated where the CPU lacks the instructions) against fp32
 S="run.steps=200 run.eval_every=0 run.ckpt_every=0 run.progress=off"
-train fp32 $S
-train bf16 $S run.precision=bf16 run.debug_bf16_emulate=true
+# (side by side: each alone keeps 2 cores only partly busy at this size)
+train fp32 $S &
+train bf16 $S run.precision=bf16 run.debug_bf16_emulate=true &
+joined
 grep -q "precision bf16" "$E2E_WORK/bf16.out" || fail "bf16 run does not say so: $(cat "$E2E_WORK/bf16.out")"
 # the curve: means over windows of 10 steps (one step's loss is one batch's
 # noise: single steps differ by up to ~2% here) agree within 2%
