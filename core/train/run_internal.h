@@ -5,6 +5,8 @@
 #ifndef PLAIT_CORE_RUN_INTERNAL_H
 #define PLAIT_CORE_RUN_INTERNAL_H
 
+#include <plait/kernels.h>
+
 #include "checkpoint/checkpoint.h"
 #include "train/data.h"
 #include "train/run.h"
@@ -28,8 +30,11 @@ plait_status plait_run_load_parallel(plait_run *run);
  * (PLAIT_INSTR_BACKWARD_INPUT: zero-bubble schedules). */
 int plait_plan_splits_backward(const plait_plan *plan);
 /* A split backward runs the device's backward kernels in halves (SDK 1.6,
- * plait/kernels.h): refused, naming the plugin, on a device plugin that
- * declares an older minor. */
+ * plait/kernels.h): 1 where a device plugin declaring ABI 1.abi_minor with
+ * kernel table k (NULL: none) honours that, the minor being 6 or more or
+ * the table built against a later SDK. Pure. */
+int plait_split_kernels_ok(uint16_t abi_minor, const plait_kernels *k);
+/* Refused, naming the plugin, on the open device where that is not so. */
 plait_status plait_run_check_split_device(void);
 
 /* The step executor's state (run_step.c): allocate for the run's plan and

@@ -16,6 +16,7 @@
  * the layers, the optimizer's arithmetic, the bookkeeping between them.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -441,9 +442,18 @@ int plait_plan_splits_backward(const plait_plan *plan) {
     return 0;
 }
 
+int plait_split_kernels_ok(uint16_t abi_minor, const plait_kernels *k) {
+    /* a table compiled against SDK 1.7 or later (its struct_size reaches
+     * the first 1.7 entry) follows the contract its header states, 1.6's
+     * halves included, whatever older core its plugin says it can load
+     * into (the cuda plugin: 1.3); abi_minor is the oldest core, not the
+     * newest contract */
+    return abi_minor >= 6 || (k && k->struct_size > offsetof(plait_kernels, attention_fused_scratch));
+}
+
 plait_status plait_run_check_split_device(void) {
     const plait_plugin_desc *d = plait_device_desc_open();
-    if (!d || d->abi_minor >= 6) return PLAIT_OK;
+    if (!d || plait_split_kernels_ok(d->abi_minor, plait_device_kernels_open())) return PLAIT_OK;
     return plait_set_error(PLAIT_ERR_ABI,
                            "the pipeline schedule splits each backward into input and weight halves, which "
                            "calls the device's backward kernels with one half's outputs NULL (plait ABI 1.6), "

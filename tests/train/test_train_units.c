@@ -19,6 +19,7 @@
 #include "model/tied.h"
 #include "train/run_source.h"
 #include "host/host_table.h"
+#include "train/run_internal.h"
 
 static void test_batch_derivations(void **state) {
     (void)state;
@@ -216,6 +217,21 @@ static void test_resume_checks(void **state) {
                                                "not its step (40)"));
 }
 
+/* A split backward's device: one declaring 1.6 or later, or whose kernel
+ * table was built against an SDK that states 1.6's contract (a 1.3
+ * plugin built today, as the cuda plugin is); not a 1.5 plugin whose
+ * table ends before the 1.7 entries, nor one without a table. */
+static void test_split_device_rule(void **state) {
+    (void)state;
+    plait_kernels today = {.struct_size = sizeof(plait_kernels)};
+    plait_kernels old = {.struct_size = (uint32_t)offsetof(plait_kernels, attention_fused_scratch)};
+    assert_true(plait_split_kernels_ok(6, &old));
+    assert_true(plait_split_kernels_ok(9, NULL));
+    assert_true(plait_split_kernels_ok(3, &today));
+    assert_false(plait_split_kernels_ok(5, &old));
+    assert_false(plait_split_kernels_ok(3, NULL));
+}
+
 int main(void) {
     plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
@@ -224,6 +240,7 @@ int main(void) {
         cmocka_unit_test(test_grad_tree_bits),
         cmocka_unit_test(test_tied_weight),
         cmocka_unit_test(test_resume_checks),
+        cmocka_unit_test(test_split_device_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
