@@ -43,8 +43,7 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     const plait_bf16_terms terms = {.requested = in->precision == PLAIT_PRECISION_BF16,
                                     .gpt = s->gpt,
                                     .kernels = in->device && in->device->bf16_path,
-                                    .tensor_parallel = in->tensor_parallel,
-                                    .split_backward = in->split};
+                                    .tensor_parallel = in->tensor_parallel};
     s->bf16 = plait_model_grants_bf16(&terms);
 }
 
@@ -79,10 +78,13 @@ static double block_floats(const plait_cost_shape *s, int kept) {
  * (model/model_slots.c, stash_carve): the block output's and ln_2's gradients,
  * the rest in buffers the input half leaves dead where recompute is none
  * (c_fc's and c_attn's outputs; the probabilities when they hold two
- * residual-stream tensors). A split backward keeps float32 activations. */
+ * residual-stream tensors). Under bf16 activations (a GPT), all bf16:
+ * the block output's, attn.c_proj's and both LayerNorms' output
+ * gradients, c_fc's and c_attn's the same way. */
 static double stash_floats(const plait_cost_shape *s) {
     double BT = s->B * s->T, f = 2 * al(BT * s->C);
     int none = s->recompute == 0;
+    if (s->bf16) return 4 * bh(BT * s->C) + (none ? 0 : bh(BT * s->Fl) + bh(BT * 3 * s->Cl));
     if (!none) f += al(BT * s->Fl) + (s->gpt ? al(BT * 3 * s->Cl) : 0);
     if (s->gpt && !(none && !s->fused && s->NHl * s->T >= 2 * s->C)) f += 2 * al(BT * s->C);
     return f;
@@ -103,10 +105,11 @@ double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last) {
      * which compute the logits a chunk at a time in the scratch, ln_f's
      * output gradient in bf16 and lm_head's weight gradient), ln_f's mean
      * and rstd, the rows' log-sum-exp, sum of exponentials and losses; a
-     * split backward's ln_f gradient */
+     * split backward's ln_f gradient (float32 activations: the bf16 head's
+     * input half does all of its backward) */
     if (first <= s->L + 1 && s->L + 1 <= last)
         f += (s->bf16 ? bh(BT * s->C) + al(s->Vl * s->C) : al(BT * s->C) + al(BT * s->Vl)) + 5 * al(BT) +
-             (s->split ? al(BT * s->C) : 0);
+             (s->split && !s->bf16 ? al(BT * s->C) : 0);
     return 4 * f;
 }
 

@@ -18,10 +18,10 @@
  *
  * Where the model stores its activations in bf16 (plait_model_grants_bf16:
  * a bf16 run on a device whose kernels have the bf16 path, without tensor
- * parallelism or split backward, in any recompute mode) the tensors the
- * products read and write take 2 bytes an element (LayerNorm outputs,
- * q/k/v, the attention output, GELU's input and output, the logits, the
- * backward scratch of the products' gradients); the residual stream and
+ * parallelism, in any recompute mode) the tensors the products read and
+ * write take 2 bytes an element (LayerNorm outputs, q/k/v, the attention
+ * output, GELU's input and output, the logits, the backward scratch of the
+ * products' gradients, a split backward's stash); the residual stream and
  * its gradient, LayerNorm's statistics, the log-sum-exps and the losses
  * stay float32. Elsewhere every activation is float32.
  */

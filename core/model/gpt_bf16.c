@@ -11,10 +11,18 @@
  * layernorm_backward_fused_bf16_copy (m->dres_of says whose copy sb.dres
  * holds), else made by to_bf16 (a read and a write of the gradient more
  * per block half).
- * Only the layouts model.c grants bf16 come here: no tensor parallelism,
- * a one-pass backward and the fused kernels, under any [model] recompute:
- * what it drops is rebuilt before a block's backward (recompute.c) by
- * these forwards, into bf16 buffers the blocks share. Selective drops
+ * Only the layouts model.c grants bf16 come here: no tensor parallelism
+ * and the fused kernels, under any [model] recompute: what it drops is
+ * rebuilt before a block's backward (recompute.c) by these forwards, into
+ * bf16 buffers the blocks share. A split backward (zero-bubble schedules)
+ * runs the same calls in two halves: the input half makes every input
+ * gradient, the products with dweight NULL and the LayerNorms with no
+ * parameter gradients, and keeps the output gradients the parameters'
+ * read in bf16 (block_grads_bf16); the weight half makes every parameter
+ * gradient from those, the products with dinp NULL, which the table's
+ * contract gives the bits of the one call (tests/device/
+ * cases_bf16_products.c checks it); see layernorm_param_grads for the
+ * LayerNorms'. Selective drops
  * GELU's output alone (the fused attention keeps no probabilities), so
  * its forward runs GELU apart with the kernel that rebuilds it; full
  * reruns the block's forward up to the GELU as the forward ran it.
@@ -50,12 +58,40 @@ static void layernorm_backward_into_stream(plait_model *m, int copy, float *dinp
     }
 }
 
+/* A LayerNorm's parameter gradients alone (a split backward's weight
+ * half), from the entry the one pass makes them with, for its bits. That
+ * entry writes an input gradient as well: dropped here into idle scratch
+ * (sb.dfc, BT x 4C bf16, holds BT x C floats: the weight half computes no
+ * product's input gradient). The LayerNorm's weight scales that input
+ * gradient only, never the parameters' sums, so zeros stand in for it
+ * (the attention scratch's first C floats): the weight half reads no
+ * parameter. */
+static void layernorm_param_grads(plait_model *m, float *dweight, float *dbias, const plait_bf16 *dout,
+                                  const float *inp, const float *mean, const float *rstd) {
+    const int64_t BT = m->B * m->T, C = m->C;
+    m->k->zero(m->s_datt, (size_t)C);
+    m->k->layernorm_backward_fused_bf16((float *)(void *)m->sb.dfc, NULL, dweight, dbias, dout, inp, m->s_datt, mean,
+                                        rstd, BT, C);
+}
+
 /* 1 if the input gradient of global layer `layer`'s LayerNorm backward
  * is read next by a block of this rank (its copy pays): not below block 1
  * (the embedding reads float32), nor where the layer below is on another
  * stage (plait_model_boundary_grad hands the gradient out, dropping the
  * copy). */
 static int copy_read_below(const plait_model *m, int32_t layer) { return layer > 1 && m->local_layer[layer - 1]; }
+
+/* Under a split backward's input half: n bf16 elements kept for the
+ * weight half from where the one-pass calls left them (no copy where the
+ * stash is that buffer). */
+static void keep_bf16(plait_model *m, plait_bf16 *stash, const plait_bf16 *from, int64_t n) {
+    if (stash != from) m->k->copy((float *)(void *)stash, (const float *)(const void *)from, (size_t)(n + 1) / 2);
+}
+
+/* The stash of block `layer`'s weight half: NULL in one pass. */
+static block_grads_bf16 *stash_of(model_slot *s, int32_t layer, bwd_part part) {
+    return part == BWD_ALL ? NULL : &s->wg[layer - 1].bf;
+}
 
 /* A block half's parameters for its backward: their data and their gradients. */
 static plait_status half_both(plait_model *m, int32_t layer, int first_bp, half_params *p, half_params *dp) {
@@ -77,26 +113,52 @@ plait_status plait_bf16_attention_forward(plait_model *m, model_slot *s, int32_t
     return PLAIT_OK;
 }
 
+/* c_attn's backward: dln (NULL: none) from dqkv, with its parameter
+ * gradients; the key bias's stays exactly zero (gpt_layers.c says why):
+ * its accumulator saved around the product in the attention scratch. */
+static void attention_in_backward(plait_model *m, plait_bf16 *dln, const half_params *dp, const plait_bf16 *dqkv,
+                                  const plait_bf16 *ln1, const plait_bf16 *w_in) {
+    const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
+    m->k->copy(m->s_datt, dp->in_b + Cl, (size_t)Cl);
+    m->k->matmul_backward_bf16(dln, dp->in_w, dp->in_b, dqkv, ln1, w_in, BT, C, 3 * Cl);
+    m->k->copy(dp->in_b + Cl, m->s_datt, (size_t)Cl);
+}
+
 /* On entry dx holds d(res2); leaves d(x) there and adds the half's
- * parameter gradients. */
-plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x, float *dx) {
+ * parameter gradients (a split backward's input half: its LayerNorm's;
+ * its weight half: its products', leaving dx alone). */
+plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x, float *dx,
+                                           bwd_part part) {
     const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
     block_acts *a = &s->blocks[layer - 1];
-    half_params p, dp;
-    plait_status st = half_both(m, layer, BP_LN1_W, &p, &dp);
+    block_grads_bf16 *g = stash_of(s, layer, part);
+    half_params p = {0}, dp;
+    /* the weight half reads no parameter, only their gradients */
+    plait_status st = part == BWD_WEIGHT ? plait_model_half_params(m, PARAM_GRAD, layer, BP_LN1_W, &dp)
+                                         : half_both(m, layer, BP_LN1_W, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN1_W);
+    if (part == BWD_WEIGHT) { /* from what the input half kept */
+        m->k->matmul_backward_bf16(NULL, dp.out_w, dp.out_b, g->dres2, a->bf.atty, NULL, BT, Cl, C);
+        attention_in_backward(m, NULL, &dp, g->dqkv, a->bf.ln1, NULL);
+        layernorm_param_grads(m, dp.ln_w, dp.ln_b, g->dln1, x, a->ln1_mean, a->ln1_rstd);
+        return PLAIT_OK;
+    }
     const plait_bf16 *dres = dres_bf16(m, dx);
-    m->k->matmul_backward_bf16(m->sb.datty, dp.out_w, dp.out_b, dres, a->bf.atty, w.out_w, BT, Cl, C);
+    m->k->matmul_backward_bf16(m->sb.datty, g ? NULL : dp.out_w, g ? NULL : dp.out_b, dres, a->bf.atty, w.out_w, BT,
+                               Cl, C);
     m->k->attention_fused_backward_bf16(m->sb.dqkv, m->s_datt, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse, m->B,
                                         m->T, m->NHl, m->HS);
-    /* the key bias's gradient stays exactly zero (gpt_layers.c says why):
-     * its accumulator saved around the product in the attention scratch */
-    m->k->copy(m->s_datt, dp.in_b + Cl, (size_t)Cl);
-    m->k->matmul_backward_bf16(m->sb.dln, dp.in_w, dp.in_b, m->sb.dqkv, a->bf.ln1, w.in_w, BT, C, 3 * Cl);
-    m->k->copy(dp.in_b + Cl, m->s_datt, (size_t)Cl);
-    layernorm_backward_into_stream(m, copy_read_below(m, layer), dx, dx, dp.ln_w, dp.ln_b, m->sb.dln, x, p.ln_w,
-                                   a->ln1_mean, a->ln1_rstd);
+    if (g) {
+        keep_bf16(m, g->dres2, dres, BT * C);
+        keep_bf16(m, g->dqkv, m->sb.dqkv, BT * 3 * Cl);
+        m->k->matmul_backward_bf16(m->sb.dln, NULL, NULL, m->sb.dqkv, a->bf.ln1, w.in_w, BT, C, 3 * Cl);
+        keep_bf16(m, g->dln1, m->sb.dln, BT * C);
+    } else {
+        attention_in_backward(m, m->sb.dln, &dp, m->sb.dqkv, a->bf.ln1, w.in_w);
+    }
+    layernorm_backward_into_stream(m, copy_read_below(m, layer), dx, dx, g ? NULL : dp.ln_w, g ? NULL : dp.ln_b,
+                                   m->sb.dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd);
     return PLAIT_OK;
 }
 
@@ -134,19 +196,37 @@ plait_status plait_bf16_mlp_forward(plait_model *m, model_slot *s, int32_t layer
     return PLAIT_OK;
 }
 
-/* dr (overwritten) = d(r) from dy = d(y); the half's parameter gradients added. */
+/* dr (overwritten) = d(r) from dy = d(y); the half's parameter gradients
+ * added (as the attention half splits them). */
 plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
-                                     float *dr) {
+                                     float *dr, bwd_part part) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
     block_acts *a = &s->blocks[layer - 1];
-    half_params p, dp;
-    plait_status st = half_both(m, layer, BP_LN2_W, &p, &dp);
+    block_grads_bf16 *g = stash_of(s, layer, part);
+    half_params p = {0}, dp;
+    /* the weight half reads no parameter, only their gradients */
+    plait_status st = part == BWD_WEIGHT ? plait_model_half_params(m, PARAM_GRAD, layer, BP_LN2_W, &dp)
+                                         : half_both(m, layer, BP_LN2_W, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
+    if (part == BWD_WEIGHT) { /* from what the input half kept */
+        m->k->matmul_backward_gelu_bf16(NULL, dp.out_w, dp.out_b, g->dy, a->bf.fcg, NULL, NULL, BT, F, C);
+        m->k->matmul_backward_bf16(NULL, dp.in_w, dp.in_b, g->dfc, a->bf.ln2, NULL, BT, C, F);
+        layernorm_param_grads(m, dp.ln_w, dp.ln_b, g->dln2, r, a->ln2_mean, a->ln2_rstd);
+        return PLAIT_OK;
+    }
     const plait_bf16 *dres = dres_bf16(m, dy);
-    m->k->matmul_backward_gelu_bf16(m->sb.dfc, dp.out_w, dp.out_b, dres, a->bf.fcg, w.out_w, a->bf.fch, BT, F, C);
-    m->k->matmul_backward_bf16(m->sb.dln, dp.in_w, dp.in_b, m->sb.dfc, a->bf.ln2, w.in_w, BT, C, F);
-    layernorm_backward_into_stream(m, 1, dr, dy, dp.ln_w, dp.ln_b, m->sb.dln, r, p.ln_w, a->ln2_mean, a->ln2_rstd);
+    m->k->matmul_backward_gelu_bf16(m->sb.dfc, g ? NULL : dp.out_w, g ? NULL : dp.out_b, dres, a->bf.fcg, w.out_w,
+                                    a->bf.fch, BT, F, C);
+    m->k->matmul_backward_bf16(m->sb.dln, g ? NULL : dp.in_w, g ? NULL : dp.in_b, m->sb.dfc, a->bf.ln2, w.in_w, BT, C,
+                               F);
+    if (g) { /* before the LayerNorm's copy replaces dres */
+        keep_bf16(m, g->dy, dres, BT * C);
+        keep_bf16(m, g->dfc, m->sb.dfc, BT * F);
+        keep_bf16(m, g->dln2, m->sb.dln, BT * C);
+    }
+    layernorm_backward_into_stream(m, 1, dr, dy, g ? NULL : dp.ln_w, g ? NULL : dp.ln_b, m->sb.dln, r, p.ln_w,
+                                   a->ln2_mean, a->ln2_rstd);
     return PLAIT_OK;
 }
 
@@ -220,22 +300,32 @@ plait_status plait_bf16_head_forward(plait_model *m, model_slot *s) {
 }
 
 /* From what the forward left: lm_head's gradient, and ln_f's and
- * d(input) into the slot's gradient buffer. */
-plait_status plait_bf16_head_backward(plait_model *m, model_slot *s) {
+ * d(input) into the slot's gradient buffer; a split backward's input
+ * half makes d(input), its weight half the parameters' gradients. */
+plait_status plait_bf16_head_backward(plait_model *m, model_slot *s, bwd_part part) {
     const plait_model_desc *d = m->desc;
     const int64_t C = m->C, Vl = m->Vl;
-    if (!s->has_loss || !s->has_dlogits)
-        return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "model: backward of the head needs a forward with targets since the last backward "
-                               "of this slot%s",
-                               s->has_loss ? ", and not a forward-only one (plait_model_forward_only)" : "");
     head_params p, dp;
-    plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
+    plait_status st = PLAIT_OK;
+    if (part & BWD_INPUT) {
+        if (!s->has_loss || !s->has_dlogits)
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "model: backward of the head needs a forward with targets since the last "
+                                   "backward of this slot%s",
+                                   s->has_loss ? ", and not a forward-only one (plait_model_forward_only)" : "");
+        st = plait_model_head_params(m, PARAM_DATA, &p);
+    }
     if (st == PLAIT_OK) st = plait_model_head_params(m, PARAM_GRAD, &dp);
     if (st != PLAIT_OK) return st;
+    if (part & BWD_WEIGHT) m->k->axpy(dp.w, s->head_dw, (size_t)(Vl * C), 1.0f);
+    if (part == BWD_WEIGHT) {
+        layernorm_param_grads(m, dp.ln_w, dp.ln_b, s->dlnf_bf, s->bound[d->n_layer], s->lnf_mean, s->lnf_rstd);
+        return PLAIT_OK;
+    }
     s->has_dlogits = 0;
-    m->k->axpy(dp.w, s->head_dw, (size_t)(Vl * C), 1.0f);
-    layernorm_backward_into_stream(m, copy_read_below(m, d->n_layer + 1), s->gbuf[d->n_layer & 1], NULL, dp.ln_w,
-                                   dp.ln_b, s->dlnf_bf, s->bound[d->n_layer], p.ln_w, s->lnf_mean, s->lnf_rstd);
+    const int all = part == BWD_ALL;
+    layernorm_backward_into_stream(m, copy_read_below(m, d->n_layer + 1), s->gbuf[d->n_layer & 1], NULL,
+                                   all ? dp.ln_w : NULL, all ? dp.ln_b : NULL, s->dlnf_bf, s->bound[d->n_layer],
+                                   p.ln_w, s->lnf_mean, s->lnf_rstd);
     return PLAIT_OK;
 }

@@ -93,7 +93,7 @@ int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS) {
 }
 
 int plait_model_grants_bf16(const plait_bf16_terms *t) {
-    return t->requested && t->gpt && t->kernels && !t->tensor_parallel && !t->split_backward;
+    return t->requested && t->gpt && t->kernels && !t->tensor_parallel;
 }
 
 /* Lays out (base NULL: measures) the bf16 copies of the local product
@@ -319,8 +319,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     const plait_bf16_terms terms = {.requested = args->activations_bf16,
                                     .gpt = desc->is_gpt,
                                     .kernels = plait_model_kernels_bf16(m->k, m->HS),
-                                    .tensor_parallel = m->tp_ops != NULL,
-                                    .split_backward = m->split};
+                                    .tensor_parallel = m->tp_ops != NULL};
     m->bf16 = plait_model_grants_bf16(&terms);
     if (m->bf16 && (st = bf16_weights_alloc(m)) != PLAIT_OK) goto fail;
     if (m->bf16) m->head_rows = plait_model_head_rows(m->B * m->T, m->Vl, plait_model_head_room(m), NULL);
@@ -436,9 +435,9 @@ static plait_status block_backward(plait_model *m, model_slot *s, int32_t layer,
     float *dx = s->gbuf[(layer - 1) & 1];
     const float *x = s->bound[layer - 1];
     const float *r = m->desc->is_gpt ? s->blocks[layer - 1].res2 : x;
-    if (m->bf16) { /* a one-pass backward */
-        st = plait_bf16_mlp_backward(m, s, layer, r, dy, dx);
-        return st != PLAIT_OK ? st : plait_bf16_attention_backward(m, s, layer, x, dx);
+    if (m->bf16) {
+        st = plait_bf16_mlp_backward(m, s, layer, r, dy, dx, part);
+        return st != PLAIT_OK ? st : plait_bf16_attention_backward(m, s, layer, x, dx, part);
     }
     block_grads one_pass = {.dy = dy, .dfch = m->s_dfc, .dln2 = m->s_dln, .dres2 = dx, .dqkv = m->s_dqkv,
                             .dln1 = m->s_dln};
@@ -470,7 +469,7 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
         /* the embedding has no input gradient: all of it is weights */
         if (part & BWD_WEIGHT) st = plait_gpt_embedding_backward(m, s);
     } else if (layer == L + 1) {
-        st = m->bf16 ? plait_bf16_head_backward(m, s)
+        st = m->bf16 ? plait_bf16_head_backward(m, s, part)
                      : plait_gpt_head_backward(m, s, part, part == BWD_ALL ? m->s_dln : s->head_dln);
     } else {
         st = block_backward(m, s, layer, part);

@@ -112,7 +112,7 @@ typedef struct plait_model_create_args {
      * write, their gradients, and a bf16 copy of the weights the products
      * read, where the kernels offer it (PLAIT_KERNELS_HAS_BF16_ACTIVATIONS)
      * and the model is a GPT with its fused kernels, without tensor
-     * parallelism or split backward (any [model] recompute); else (and at
+     * parallelism (any [model] recompute, either backward); else (and at
      * 0) float32.
      * The residual stream, its gradient, every parameter and gradient stay
      * float32. Such a model keeps no float32 logits: a forward of the head
@@ -182,13 +182,13 @@ typedef struct plait_bf16_terms {
     int gpt;             /* the gpt arch (the mlp arch has no bf16 path) */
     int kernels;         /* the kernel table runs the bf16 path (plait_model_kernels_bf16) */
     int tensor_parallel; /* the plan cuts layers over tp ranks (plan->tp_ops) */
-    int split_backward;  /* create_args.split_backward */
 } plait_bf16_terms;
 /* 1 when a model with these terms stores its activations in bf16: a bf16
  * run of the gpt arch on kernels that run the whole path, unless the
  * layout needs what the path lacks (tensor parallelism's collectives and
- * vocabulary-parallel loss, a split backward's stash). Every recompute
- * mode is covered (recompute.c rebuilds what it drops in bf16). */
+ * vocabulary-parallel loss). Every recompute mode is covered (recompute.c
+ * rebuilds what it drops in bf16), and a split backward (its weight
+ * halves' stash in bf16). */
 int plait_model_grants_bf16(const plait_bf16_terms *t);
 /* 1 if kernel table k runs the GPT's bf16-activation path for head size
  * HS: the fused attention (HS within PLAIT_ATTENTION_FUSED_MAX_HS), the

@@ -98,7 +98,21 @@ typedef enum bwd_part {
  * attention probabilities for dres2 and dln1 when large enough) the
  * gradient lives there, the rest in the slot's own stash. In one pass they
  * point at the backward scratch. */
+/* The same under bf16 activations, in bf16 as the input half's calls read
+ * them (the residual stream's gradient rounded once): in the slot's stash
+ * (model_slots.c) or, recompute none, c_fc's and c_attn's over those
+ * products' outputs, which the input half leaves dead. */
+typedef struct block_grads_bf16 {
+    plait_bf16 *dy;    /* mlp.c_proj's output's [BT,C] */
+    plait_bf16 *dfc;   /* c_fc's, through the GELU [BT,Fl] */
+    plait_bf16 *dln2;  /* ln_2's output's [BT,C] */
+    plait_bf16 *dres2; /* attn.c_proj's [BT,C] */
+    plait_bf16 *dqkv;  /* c_attn's [BT,3Cl] */
+    plait_bf16 *dln1;  /* ln_1's output's [BT,C] */
+} block_grads_bf16;
+
 typedef struct block_grads {
+    block_grads_bf16 bf;
     float *dy;    /* gradient of the block's output = mlp.c_proj's [BT,C] */
     float *dfch;  /* of c_fc's output, through the GELU [BT,Fl] */
     float *dln2;  /* of ln_2's output, TP-reduced [BT,C] */
@@ -128,7 +142,9 @@ typedef struct model_slot {
     float *head_dw;                   /* [Vl,C], added to lm_head's gradient by the head's backward */
     /* split backward: per block (by block index), the head's ln_f output
      * gradient, and which layers' weight halves are due (0/1 per layer);
-     * the head's weight half reads the logits' gradient from `logits` */
+     * the head's weight half reads the logits' gradient from `logits`
+     * (under bf16 activations ln_f's output gradient from dlnf_bf and
+     * lm_head's from head_dw, head_dln unused) */
     block_grads *wg;
     float *head_dln;
     uint8_t *weight_due;
@@ -279,18 +295,19 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
 plait_status plait_gpt_head_forward(plait_model *m, model_slot *s);
 plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part part, float *dln);
 
-/* The same bodies under bf16 activations (gpt_bf16.c): one-pass
- * backwards only (a model with bf16 activations has no split backward),
- * each after plait_recompute_block. */
+/* The same bodies under bf16 activations (gpt_bf16.c); a backward runs
+ * `part` as above, its weight half from the slot's block_grads_bf16, each
+ * after plait_recompute_block. */
 plait_status plait_bf16_attention_forward(plait_model *m, model_slot *s, int32_t layer, const float *x);
-plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x, float *dx);
+plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x, float *dx,
+                                           bwd_part part);
 plait_status plait_bf16_mlp_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y);
 /* The MLP half's forward up to the GELU, without c_proj (full recomputation). */
 plait_status plait_bf16_mlp_forward_act(plait_model *m, model_slot *s, int32_t layer, const float *r);
 plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
-                                     float *dr);
+                                     float *dr, bwd_part part);
 plait_status plait_bf16_head_forward(plait_model *m, model_slot *s);
-plait_status plait_bf16_head_backward(plait_model *m, model_slot *s);
+plait_status plait_bf16_head_backward(plait_model *m, model_slot *s, bwd_part part);
 
 /* The fused attention's scratch, allocated with the first slot (model_slots.c). */
 plait_status plait_model_att_scratch(plait_model *m);

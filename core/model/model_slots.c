@@ -59,11 +59,12 @@ int plait_model_slot_has(const plait_model *m, const model_slot *s, int64_t l) {
     return !s->ranged || (l >= s->first && l <= s->last);
 }
 
-/* A block's stash for its weight half (block_grads): in the slot's own
- * buffers that the input half leaves dead where there are such (recompute
- * none: c_attn's and c_fc's outputs, the attention probabilities when they
- * hold two residual-stream tensors), the rest laid out from `base` (NULL:
- * just measure). Returns the floats taken from base. */
+/* A block's stash for its weight half (block_grads; under bf16
+ * activations block_grads_bf16, in bf16): in the slot's own buffers that
+ * the input half leaves dead where there are such (recompute none: c_attn's
+ * and c_fc's outputs, the attention probabilities when they hold two
+ * residual-stream tensors), the rest laid out from `base` (NULL: just
+ * measure). Returns the floats taken from base. */
 static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *base) {
     const int64_t BT = m->B * m->T, C = m->C;
     const int gpt = m->desc->is_gpt, none = m->desc->recompute == PLAIT_RECOMPUTE_NONE;
@@ -74,6 +75,22 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
         if (base) (ptr) = base + off;                                  \
         off += align_up((size_t)(n));                                  \
     } while (0)
+#define STASH_BF16(ptr, n)                                             \
+    do {                                                               \
+        if (base) (ptr) = (plait_bf16 *)(void *)(base + off);          \
+        off += align_up(((size_t)(n) + 1) / 2);                        \
+    } while (0)
+    if (m->bf16) { /* a GPT's (block_grads_bf16); c_fc's and c_attn's outputs as above */
+        STASH_BF16(g->bf.dy, BT * C);
+        STASH_BF16(g->bf.dln2, BT * C);
+        STASH_BF16(g->bf.dres2, BT * C);
+        STASH_BF16(g->bf.dln1, BT * C);
+        if (none) g->bf.dfc = a->bf.fch;
+        else STASH_BF16(g->bf.dfc, BT * m->Fl);
+        if (none) g->bf.dqkv = a->bf.qkv;
+        else STASH_BF16(g->bf.dqkv, BT * 3 * m->Cl);
+        return off;
+    }
     STASH(g->dy, BT * C);
     STASH(g->dln2, BT * C);
     if (none) g->dfch = a->fch;
@@ -89,6 +106,7 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
             STASH(g->dln1, BT * C);
         }
     }
+#undef STASH_BF16
 #undef STASH
     return off;
 }
@@ -164,7 +182,7 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
         TAKE(s->lse, BT);
         TAKE(s->sumexp, BT);
         TAKE(s->losses, BT);
-        if (m->split) TAKE(s->head_dln, BT * C);
+        if (m->split && !m->bf16) TAKE(s->head_dln, BT * C); /* the bf16 head keeps what its forward left */
     }
 #undef TAKE_BF16
 #undef TAKE

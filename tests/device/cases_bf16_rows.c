@@ -38,8 +38,8 @@ static void case_layernorm_bf16(kc_ctx *x) { layernorm_forward_at(x, C); }
 static void case_layernorm_bf16_narrow(kc_ctx *x) { layernorm_forward_at(x, C + 4); }
 
 /* LayerNorm's fused backward with a bf16 dout at width Cw: the residual's
- * gradient beside dinp, in place (dres == dinp), absent (NULL) and without
- * the parameters' gradients. Every output is fp32 computed in fp32 from
+ * gradient beside dinp, in place (dres == dinp), absent (NULL), without
+ * the parameters' gradients, and the parameters' alone. Every output is fp32 computed in fp32 from
  * the bf16 dout widened exactly, the reference's values, so the fp32
  * kernels' bound holds (KC_ELEMWISE), not bf16's. */
 static void layernorm_backward_at(kc_ctx *x, int64_t Cw) {
@@ -50,8 +50,18 @@ static void layernorm_backward_at(kc_ctx *x, int64_t Cw) {
     plait_bf16 *dout = kc_rand_bf16(x, BT * Cw, -1.0f, 1.0f);
     float *dres = kc_rand(x, BT * Cw, -1.0f, 1.0f), *dinp = kc_out(x, BT * Cw);
     float *dw = kc_rand(x, Cw, -1.0f, 1.0f), *db = kc_rand(x, Cw, -1.0f, 1.0f);
+    float *dw2 = kc_out(x, Cw), *db2 = kc_out(x, Cw), *w0 = kc_out(x, Cw), *dropped = kc_out(x, BT * Cw);
+    x->k->copy(dw2, dw, (size_t)Cw);
+    x->k->copy(db2, db, (size_t)Cw);
     x->k->layernorm_backward_fused_bf16(dinp, dres, dw, db, dout, inp, w, mean, rstd, BT, Cw);
     kc_result(x, "dinp = dres + the input gradient", dinp, BT * Cw, KC_ELEMWISE);
+    /* the parameters' gradients alone, as a split backward's weight half
+     * makes them (gpt_bf16.c): a weight of zeros, no residual, the input
+     * gradient dropped; they read dout and inp only, so the one call's bits */
+    x->k->zero(w0, (size_t)Cw);
+    x->k->layernorm_backward_fused_bf16(dropped, NULL, dw2, db2, dout, inp, w0, mean, rstd, BT, Cw);
+    kc_same(x, "dweight alone (a weight of zeros): the one call's", dw2, dw, (size_t)Cw * sizeof *dw);
+    kc_same(x, "dbias alone: the one call's", db2, db, (size_t)Cw * sizeof *db);
     kc_result(x, "dweight+=", dw, Cw, KC_ELEMWISE);
     kc_result(x, "dbias+=", db, Cw, KC_ELEMWISE);
     x->k->layernorm_backward_fused_bf16(dres, dres, NULL, NULL, dout, inp, w, mean, rstd, BT, Cw);

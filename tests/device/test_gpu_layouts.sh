@@ -2,7 +2,8 @@
 # The layouts on one GPU (label gpu):
 #   test_gpu_layouts.sh            ranks sharing one GPU over tcp staging reproduce one
 #     rank on it, in deterministic mode with one sequence per micro-batch
-#     (gpt-tiny, fp32, 5 steps): dp 2, dp 4 and pp 2 bit-identical (every loss,
+#     (gpt-tiny, fp32, 5 steps): dp 2, dp 4, pp 2 and pp 2 under the
+#     zero-bubble schedule (its backward in halves) bit-identical (every loss,
 #     model and optimizer checkpoints byte for byte), tp 2 within 1e-5 relative
 #     (losses; each final parameter tensor 1e-4 of its largest value); one rank over [comm] plugin = nccl trains
 #     and matches one rank over tcp bit for bit. Exits 77 (skipped, never
@@ -15,10 +16,14 @@
 #     cuda plugin's own source on the CPU emulator (tests/cuda_emu; label
 #     cuda_emu), every rank with its own emulated GPU 0; plus dp 2 with zero3
 #     (sharded optimizer, gathered parameters, the exact norm's accumulators
-#     merged across ranks) bit-identical to one rank with adam.
+#     merged across ranks) bit-identical to one rank with adam, and pp 2
+#     under zero-bubble.
 #   On the GPU and the emulator also bf16 (bf16 activations): dp 2, pp 2,
-#     dp 2 with zero3, and one rank with full recomputation (its bf16
-#     activations rebuilt in the backward) bit-identical to one rank.
+#     dp 2 with zero3, one rank with full recomputation (its bf16
+#     activations rebuilt in the backward) and pp 2 under the zero-bubble
+#     schedule (each backward in an input and a weight half, the weight
+#     halves reading bf16 gradients the input halves kept) bit-identical
+#     to one rank.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -27,13 +32,14 @@ if [ "$MODE" = selfcheck ]; then
   DEV=sim STEPS=2 layouts=("dp2|parallel.dp=2" "pp2|parallel.pp=2" "tp2|parallel.tp=2")
 elif [ "$MODE" = emu ]; then
   DEV=cuda_emu STEPS=2 layouts=("dp2|parallel.dp=2" "pp2|parallel.pp=2" "tp2|parallel.tp=2"
-    "dp2_zero3|parallel.dp=2 optim.plugin=zero3")
+    "dp2_zero3|parallel.dp=2 optim.plugin=zero3" "pp2_zb1|parallel.pp=2 parallel.pp.schedule=zb1")
 else
   [ "$MODE" = gpu ] || fail "usage: test_gpu_layouts.sh [selfcheck|emu]"
   line=$("$PLAIT_BIN" plugins 2>&1 | grep -A1 -E '^device +cuda ' || true)
   [ -n "$line" ] || { echo "SKIP: the cuda device plugin is not built"; exit 77; }
   case "$line" in *" available "*) ;; *) echo "SKIP: no CUDA device: $(sed -n 2p <<<"$line" | sed 's/^ *-> *//')"; exit 77 ;; esac
-  DEV=cuda STEPS=5 layouts=("dp2|parallel.dp=2" "dp4|parallel.dp=4" "pp2|parallel.pp=2" "tp2|parallel.tp=2")
+  DEV=cuda STEPS=5 layouts=("dp2|parallel.dp=2" "dp4|parallel.dp=4" "pp2|parallel.pp=2" "tp2|parallel.tp=2"
+    "pp2_zb1|parallel.pp=2 parallel.pp.schedule=zb1")
 fi
 D=("run.steps=$STEPS" run.eval_every=0 "run.ckpt_every=$STEPS" run.progress=off run.deterministic=true
   data.micro_batch=1 run.precision=fp32 parallel.plugin=hybrid "device.plugin=$DEV")
@@ -58,13 +64,14 @@ for l in "${layouts[@]}"; do
 done
 # bf16 activations (the model's bf16 path: bf16 buffers, the weights' bf16
 # copy made again after each optimizer step, ZeRO-3's from its gathered
-# parameters) give dp, pp and zero3 the bits of one rank too, and so does
-# full recomputation (each block's bf16 activations rebuilt in its backward
-# by the same kernels on the same weight copy)
+# parameters) give dp, pp (1f1b and zero-bubble's split backward) and zero3
+# the bits of one rank too, and so does full recomputation (each block's
+# bf16 activations rebuilt in its backward by the same kernels on the same
+# weight copy)
 if [ "$MODE" != selfcheck ]; then
   grep -q '^plait: activations bf16' "$E2E_WORK/one_bf16.out" || fail "the bf16 run kept float32 activations"
   for l in "dp2|parallel.dp=2" "pp2|parallel.pp=2" "dp2_zero3|parallel.dp=2 optim.plugin=zero3" \
-    "rcfull|model.recompute=full"; do
+    "rcfull|model.recompute=full" "pp2_zb1|parallel.pp=2 parallel.pp.schedule=zb1"; do
     name=${l%%|*}_bf16 arg=${l#*|}
     # shellcheck disable=SC2086 # $arg may hold several overrides
     train "$name" "${B[@]}" $arg comm.plugin=tcp

@@ -13,8 +13,9 @@
  * gradients), reads the residual stream's gradient in bf16 as its
  * LayerNorm backward wrote it (the bits of converting it apart, and not
  * after a write through plait_model_boundary_grad), writes that copy only
- * where a block of the same rank reads it, is granted only where every
- * piece exists, and refuses to keep float32 logits it does not have.
+ * where a block of the same rank reads it, splits its backward in two
+ * halves with the one pass's bits, is granted only where every piece
+ * exists, and refuses to keep float32 logits it does not have.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -475,14 +476,72 @@ static void test_copy_only_where_read(void **state) {
     assert_int_equal(g_without_copy, 1);
 }
 
+/* A split backward (zero-bubble schedules) under bf16 activations: every
+ * slot's input halves, then every weight half (model_harness.c), give the
+ * one-pass backward's losses and gradients bit for bit under each
+ * recompute mode. Each slot keeps per block what its weight half reads,
+ * in bf16: the output gradients of the block, attn.c_proj, ln_1 and ln_2
+ * (B 2, T 32, C 32: 1024 floats each), and c_fc's and c_attn's (4C: 4096;
+ * 3C: 3072), which recompute none keeps over those products' outputs
+ * instead. The head keeps nothing more: its weight half reads what its
+ * forward left. */
+static void test_split_backward(void **state) {
+    (void)state;
+    static const char *const ini[3] = {GPT_INI, GPT_INI "recompute = selective\n", GPT_INI "recompute = full\n"};
+    static const char *const mode[3] = {"none", "selective", "full"};
+    static const uint64_t kept[3] = {4 * 1024, 4 * 1024 + 4096 + 3072, 4 * 1024 + 4096 + 3072};
+    for (int i = 0; i < 3; i++) {
+        harness_trace one, split;
+        trace(ini[i], 1, 0, 0, &one);
+        trace(ini[i], 1, 0, 1, &split);
+        assert_true(one.bf16);
+        assert_true(split.bf16);
+        assert_memory_equal(split.loss, one.loss, sizeof(double) * STEPS * SLOTS);
+        assert_memory_equal(split.grads, one.grads, sizeof(float) * STEPS * split.numel);
+        printf("bf16, split backward, recompute %s: the one pass's bits; activation bytes %llu (one pass: %llu)\n",
+               mode[i], (unsigned long long)split.act_bytes, (unsigned long long)one.act_bytes);
+        assert_int_equal(split.act_bytes - one.act_bytes, 2 * SLOTS * kept[i] * sizeof(float));
+        harness_trace_free(&one);
+        harness_trace_free(&split);
+    }
+}
+
+/* A split backward's input halves add to no parameter gradient (a
+ * trainer may take each micro-batch's gradients after its weight halves,
+ * while the next one's input halves have run): every gradient is zero
+ * after them, the head's, LayerNorms' and products' all made by the
+ * weight halves. */
+static void test_split_input_adds_no_gradient(void **state) {
+    (void)state;
+    harness h;
+    harness_opts o = {.tp = 1, .max_slots = 1, .kernels = bf16_table(), .activations_bf16 = 1, .split_backward = 1};
+    assert_int_equal(harness_init_ex(&h, GPT_INI, 2, &o), 0);
+    assert_true(plait_model_bf16_activations(h.model));
+    const size_t n = (size_t)h.B * (size_t)h.T;
+    const int32_t L = 2 + 2; /* embedding, 2 blocks, head */
+    int32_t *tok = malloc(n * sizeof *tok);
+    harness_tokens(tok, n, h.V, 11);
+    harness_zero_grads(&h);
+    assert_int_equal(plait_model_set_batch(h.model, 0, tok, tok), PLAIT_OK);
+    for (int32_t l = 0; l < L; l++) assert_int_equal(plait_model_forward_layer(h.model, l, 0), PLAIT_OK);
+    for (int32_t l = L - 1; l >= 0; l--) assert_int_equal(plait_model_backward_input(h.model, l, 0), PLAIT_OK);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < h.set.numel; i++) nonzero += h.grad[i] != 0.0f;
+    assert_int_equal(nonzero, 0);
+    for (int32_t l = L - 1; l >= 0; l--) assert_int_equal(plait_model_backward_weight(h.model, l, 0), PLAIT_OK);
+    for (size_t i = 0; i < h.set.numel; i++) nonzero += h.grad[i] != 0.0f;
+    printf("split backward: no gradient after the input halves; %zu of %zu after the weight halves\n", nonzero,
+           h.set.numel);
+    assert_true(nonzero > h.set.numel / 2);
+    free(tok);
+    harness_free(&h);
+}
+
 /* Where a piece is missing the model keeps float32 activations (and the
  * same numbers as a float32 model). */
 static void test_granted_only_where_whole(void **state) {
     (void)state;
     harness_trace t;
-    trace(GPT_INI, 1, 0, 1, &t);
-    assert_false(t.bf16);
-    harness_trace_free(&t);
     trace("[run]\nseed = 5\n[model]\narch = mlp\nn_layer = 2\nn_embd = 32\nblock_size = 8\nvocab_size = 50\n", 1, 0, 0,
           &t);
     assert_false(t.bf16);
@@ -524,6 +583,8 @@ int main(void) {
         cmocka_unit_test(test_boundary_write_drops_the_copy),
         cmocka_unit_test(test_head_forward_drops_the_copy),
         cmocka_unit_test(test_copy_only_where_read),
+        cmocka_unit_test(test_split_backward),
+        cmocka_unit_test(test_split_input_adds_no_gradient),
         cmocka_unit_test(test_granted_only_where_whole),
         cmocka_unit_test(test_no_float32_logits),
     };

@@ -1,7 +1,8 @@
 /*
  * The planner's memory per rank against what plait allocates: for a few
  * layouts of a small GPT (dp 2 with adam, ZeRO-1 and ZeRO-3; tp 2; pp 2
- * with selective and with full recomputation; one rank whose bf16 head
+ * with selective and with full recomputation, and zero-bubble's split
+ * backward with none and selective; one rank whose bf16 head
  * runs in chunks), in fp32 and bf16, on the sim test device
  * (the CPU's kernels: float32 activations), the cpu device training in
  * bf16 (float32 activations still) and the cuda_emu device (the cuda
@@ -96,6 +97,16 @@ static const layout layouts[] = {
     {"cuda_emu bf16 pp2 1f1b full",
      {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=1f1b",
       "data.micro_batch=1", "model.recompute=full", NULL},
+     1, 1},
+    /* the split backward's stash in bf16, over c_fc's and c_attn's outputs
+     * (none) and apart (selective) */
+    {"cuda_emu bf16 pp2 zb1",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=zb1",
+      "data.micro_batch=1", NULL},
+     1, 1},
+    {"cuda_emu bf16 pp2 zb1 selective",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=zb1",
+      "data.micro_batch=1", "model.recompute=selective", NULL},
      1, 1},
 };
 

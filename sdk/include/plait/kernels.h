@@ -378,11 +378,15 @@ typedef struct plait_kernels {
                                      const plait_bf16 *weight, const plait_bf16 *bias, int64_t BT, int64_t C,
                                      int64_t OC);
     /* matmul_backward with bf16 activations and weight: dinp (bf16,
-     * overwritten; may be NULL), dweight += and dbias += in float32. */
+     * overwritten; may be NULL), dweight += and dbias += in float32. In
+     * halves as matmul_backward's (1.6): dweight NULL (dbias then NULL
+     * too) or dinp NULL (weight then not read), two calls giving one
+     * call's bits (a split backward's, under bf16 activations). */
     void (*matmul_backward_bf16)(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
                                  const plait_bf16 *inp, const plait_bf16 *weight, int64_t BT, int64_t C,
                                  int64_t OC);
-    /* matmul_backward_gelu likewise (pre: the forward's bf16 GELU input). */
+    /* matmul_backward_gelu likewise (pre: the forward's bf16 GELU input;
+     * with dinp NULL neither weight nor pre is read). */
     void (*matmul_backward_gelu_bf16)(plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout,
                                       const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *pre,
                                       int64_t BT, int64_t C, int64_t OC);
@@ -394,7 +398,10 @@ typedef struct plait_kernels {
                                           const plait_bf16 *qkv, const plait_bf16 *out, const float *lse,
                                           int64_t B, int64_t T, int64_t NH, int64_t HS);
     /* layernorm_backward_fused with a bf16 output gradient (dinp, dres,
-     * inp and the rest float32). */
+     * inp and the rest float32). dinp is the same bits with or without
+     * the parameters' gradients, and these depend on dout, inp, mean and
+     * rstd alone (weight and dres scale and shift dinp only), bit for bit:
+     * a split backward makes the two apart. */
     void (*layernorm_backward_fused_bf16)(float *dinp, const float *dres, float *dweight, float *dbias,
                                           const plait_bf16 *dout, const float *inp, const float *weight,
                                           const float *mean, const float *rstd, int64_t BT, int64_t C);
