@@ -511,8 +511,8 @@ static void test_cluster_precision(void **state) {
  * parallel plugin's plans give, for every layout of 4 ranks of gpt-small
  * (and in each schedule and recompute mode): in fp32 on the cpu device,
  * and in bf16 on the cuda device, where the layouts without tensor
- * parallelism or split backward store bf16
- * activations and a bf16 copy of the weights. */
+ * parallelism (zero-bubble's among them) store bf16 activations and a bf16
+ * copy of the weights. */
 typedef struct small_ctx {
     char *over[4];
     int n;
@@ -541,6 +541,13 @@ static void test_stages_match_plans(void **state) {
     plait_cost_layout l[2048];
     size_t n = plait_cost_enumerate(&a, l, 2048);
     assert_true(n > 100 && n <= 2048);
+    /* zero-bubble layouts, which the search tries only when asked */
+    plait_cost_axes z = axes4("dp,tp,pp,micro_batch,recompute");
+    z.global_batch = 8;
+    snprintf(z.base.schedule, sizeof z.base.schedule, "zb1");
+    const size_t all = n;
+    n += plait_cost_enumerate(&z, l + n, 2048 - n);
+    assert_true(n > all && n <= 2048);
     plait_cluster c;
     plait_cluster_default(&c);
     c.peak_flops = 1e11;
@@ -548,14 +555,15 @@ static void test_stages_match_plans(void **state) {
     for (int mode = 0; mode < 2; mode++) {
         x.precision = mode ? PLAIT_PRECISION_BF16 : PLAIT_PRECISION_FP32;
         plait_cost_device_planned(cfg, mode, &x.device);
-        size_t compared = 0, bf16 = 0;
+        size_t compared = 0, bf16 = 0, zb1_bf16 = 0;
         for (size_t i = 0; i < n; i++) {
             char why[512];
             if (8 % l[i].dp != 0 || 8 / l[i].dp % l[i].micro_batch != 0 ||
                 plait_cost_model_refuses(m, l[i].tp, l[i].pp, l[i].chunks, why, sizeof why))
                 continue;
-            /* bf16: one in four layouts (every schedule and mode) is enough */
-            if (mode && i % 4) continue;
+            /* bf16: one in four layouts (every schedule and mode) is enough,
+             * and every zero-bubble one (the split backward's stash) */
+            if (mode && i % 4 && i < all) continue;
             plait_cost_rank shape[4], plan[4];
             plait_cost_result r;
             assert_int_equal(plait_cost_model_stages(m, &l[i], 8, x.precision, &x.device, shape), 0);
@@ -583,7 +591,8 @@ static void test_stages_match_plans(void **state) {
                 bf16 += plan[s].bf16;
             }
             /* the grant follows the model's rule */
-            int granted = mode && l[i].tp == 1 && strcmp(l[i].schedule, "zb1") != 0;
+            int granted = mode && l[i].tp == 1;
+            zb1_bf16 += mode && granted && strcmp(l[i].schedule, "zb1") == 0;
             if (plan[0].bf16 != granted)
                 fail_msg("%s %s: bf16 activations %d, the model's rule says %d", mode ? "bf16" : "fp32", name,
                          plan[0].bf16, granted);
@@ -591,6 +600,7 @@ static void test_stages_match_plans(void **state) {
         }
         assert_true(compared > (mode ? 25u : 100u));
         assert_true(mode ? bf16 > 10 : bf16 == 0);
+        assert_true(!mode || zb1_bf16 > 0); /* the split backward's stash among them */
     }
     plait_cost_model_free(m);
     plait_config_free(cfg);
