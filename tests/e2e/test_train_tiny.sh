@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The headline criterion: configs/gpt-tiny.ini, as a user runs it (600 steps
-# on one process, ~35 s on 2 idle cores), reaches a final validation loss
+# on one process, about a minute on 2 cores), reaches a final validation loss
 # below 2.3 nats (it gets ~2.03; bytes start at ln 256 = 5.55), and its train
 # loss falls with it.
 source "$(dirname "$0")/lib.sh"
