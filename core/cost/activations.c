@@ -106,7 +106,7 @@ double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last) {
      * output gradient in bf16 and lm_head's weight gradient), ln_f's mean
      * and rstd, the rows' log-sum-exp, sum of exponentials and losses; a
      * split backward's ln_f gradient (float32 activations: the bf16 head's
-     * input half does all of its backward) */
+     * weight half reads what its forward left) */
     if (first <= s->L + 1 && s->L + 1 <= last)
         f += (s->bf16 ? bh(BT * s->C) + al(s->Vl * s->C) : al(BT * s->C) + al(BT * s->Vl)) + 5 * al(BT) +
              (s->split && !s->bf16 ? al(BT * s->C) : 0);

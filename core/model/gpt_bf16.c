@@ -93,9 +93,13 @@ static block_grads_bf16 *stash_of(model_slot *s, int32_t layer, bwd_part part) {
     return part == BWD_ALL ? NULL : &s->wg[layer - 1].bf;
 }
 
-/* A block half's parameters for its backward: their data and their gradients. */
-static plait_status half_both(plait_model *m, int32_t layer, int first_bp, half_params *p, half_params *dp) {
-    plait_status st = plait_model_half_params(m, PARAM_DATA, layer, first_bp, p);
+/* A block half's parameters for `part` of its backward: their gradients,
+ * and their data unless the weight half (which reads no parameter: p is
+ * then zeroed). */
+static plait_status half_for(plait_model *m, int32_t layer, int first_bp, bwd_part part, half_params *p,
+                             half_params *dp) {
+    *p = (half_params){0};
+    plait_status st = part & BWD_INPUT ? plait_model_half_params(m, PARAM_DATA, layer, first_bp, p) : PLAIT_OK;
     return st != PLAIT_OK ? st : plait_model_half_params(m, PARAM_GRAD, layer, first_bp, dp);
 }
 
@@ -132,10 +136,8 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
     block_acts *a = &s->blocks[layer - 1];
     block_grads_bf16 *g = stash_of(s, layer, part);
-    half_params p = {0}, dp;
-    /* the weight half reads no parameter, only their gradients */
-    plait_status st = part == BWD_WEIGHT ? plait_model_half_params(m, PARAM_GRAD, layer, BP_LN1_W, &dp)
-                                         : half_both(m, layer, BP_LN1_W, &p, &dp);
+    half_params p, dp;
+    plait_status st = half_for(m, layer, BP_LN1_W, part, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN1_W);
     if (part == BWD_WEIGHT) { /* from what the input half kept */
@@ -203,10 +205,8 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
     block_acts *a = &s->blocks[layer - 1];
     block_grads_bf16 *g = stash_of(s, layer, part);
-    half_params p = {0}, dp;
-    /* the weight half reads no parameter, only their gradients */
-    plait_status st = part == BWD_WEIGHT ? plait_model_half_params(m, PARAM_GRAD, layer, BP_LN2_W, &dp)
-                                         : half_both(m, layer, BP_LN2_W, &p, &dp);
+    half_params p, dp;
+    plait_status st = half_for(m, layer, BP_LN2_W, part, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
     if (part == BWD_WEIGHT) { /* from what the input half kept */

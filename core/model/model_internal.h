@@ -90,16 +90,9 @@ typedef enum bwd_part {
     BWD_ALL = 3
 } bwd_part;
 
-/* What a block's weight half reads and its input half computes: the
- * gradients at the outputs of its parameterised operations. Under a split
- * backward each slot keeps them per block from the input half to the
- * weight half: where the slot holds a buffer that is dead after the input
- * half (recompute none: c_attn's output for dqkv, c_fc's for dfch, the
- * attention probabilities for dres2 and dln1 when large enough) the
- * gradient lives there, the rest in the slot's own stash. In one pass they
- * point at the backward scratch. */
-/* The same under bf16 activations, in bf16 as the input half's calls read
- * them (the residual stream's gradient rounded once): in the slot's stash
+/* What a block's weight half reads under bf16 activations (block_grads
+ * below says why): in bf16 as the input half's calls read them (the
+ * residual stream's gradient rounded once), in the slot's stash
  * (model_slots.c) or, recompute none, c_fc's and c_attn's over those
  * products' outputs, which the input half leaves dead. */
 typedef struct block_grads_bf16 {
@@ -111,8 +104,16 @@ typedef struct block_grads_bf16 {
     plait_bf16 *dln1;  /* ln_1's output's [BT,C] */
 } block_grads_bf16;
 
+/* What a block's weight half reads and its input half computes: the
+ * gradients at the outputs of its parameterised operations. Under a split
+ * backward each slot keeps them per block from the input half to the
+ * weight half: where the slot holds a buffer that is dead after the input
+ * half (recompute none: c_attn's output for dqkv, c_fc's for dfch, the
+ * attention probabilities for dres2 and dln1 when large enough) the
+ * gradient lives there, the rest in the slot's own stash. In one pass they
+ * point at the backward scratch. */
 typedef struct block_grads {
-    block_grads_bf16 bf;
+    block_grads_bf16 bf; /* under bf16 activations, in place of the float32 ones */
     float *dy;    /* gradient of the block's output = mlp.c_proj's [BT,C] */
     float *dfch;  /* of c_fc's output, through the GELU [BT,Fl] */
     float *dln2;  /* of ln_2's output, TP-reduced [BT,C] */
