@@ -1,7 +1,8 @@
 # A real Slurm (Debian's slurm-wlm with munge; scripts/deps.sh installs
 # them) for a test, with a private configuration (its own ports, sockets,
 # state and spool directories under $SLURM_RT: nothing of a system Slurm is
-# touched), stopped when the test ends, also on failure. Sourced after
+# touched), stopped when the test ends, also on failure; $SLURM_RT (the
+# daemons' logs) is removed then unless E2E_KEEP is set. Sourced after
 # lib.sh.
 #
 #   slurm_up NODES...       start munged and write slurm.conf for NODES, each
@@ -18,7 +19,7 @@ slurm_down() {
   for p in "${SLURM_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   sleep 0.3
   for p in "${SLURM_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "${SLURM_RT:?}"
+  [ -n "${E2E_KEEP:-}" ] || rm -rf "${SLURM_RT:?}"
 }
 
 slurm_skip() { echo "SKIPPED: $*" >&2; exit 77; }
@@ -69,7 +70,13 @@ SlurmctldPidFile=$SLURM_RT/slurmctld.pid
 SlurmdPidFile=$SLURM_RT/slurmd.%n.pid
 SlurmctldLogFile=$SLURM_RT/slurmctld.log
 SlurmdLogFile=$SLURM_RT/slurmd.%n.log
+# a lost node is marked down within seconds: pings every SlurmdTimeout/3,
+# each given up after MessageTimeout (default 10 s)
 SlurmdTimeout=5
+MessageTimeout=3
+# sbatch --wait polls every 2 s while 2 s < MinJobAge/2, else it backs off
+# to 8 s and then 32 s (default MinJobAge 300)
+MinJobAge=4
 ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 MpiDefault=none

@@ -17,7 +17,8 @@
 # chunk-steps, checked there for tF:tB = 1:2 among others); the tolerance
 # covers the real model's compute and the messages, a few ms per step.
 # F = 40 ms keeps them small beside the sleeps even on a loaded machine (at
-# 20 ms the shares drifted past the tolerance at load 10 on 2 cores).
+# 20 ms the shares drifted past the tolerance at load 10 on 2 cores), so
+# the four schedules' runs go side by side.
 #
 # Activation memory per rank (memory.csv): 1F1B holds p - s micro-batches on
 # stage s where GPipe holds all m, so every stage's activations are smaller
@@ -31,10 +32,12 @@ source "$(dirname "$0")/lib.sh"
 SLEEP_MS=40 TOL=0.03 STEPS=6
 B="run.steps=$STEPS parallel.plugin=hybrid parallel.pp=4 data.micro_batch=1 model.n_layer=6"
 B="$B run.debug_compute_sleep_ms=$SLEEP_MS"
-train gpipe $B parallel.pp.schedule=gpipe
-train 1f1b  $B parallel.pp.schedule=1f1b
-train inter $B parallel.pp.schedule=interleaved parallel.pp.virtual_stages=2
-train zb1   $B parallel.pp.schedule=zb1
+# the four runs side by side: their ranks are asleep nearly all the time
+train gpipe $B parallel.pp.schedule=gpipe &
+train 1f1b  $B parallel.pp.schedule=1f1b &
+train inter $B parallel.pp.schedule=interleaved parallel.pp.virtual_stages=2 &
+train zb1   $B parallel.pp.schedule=zb1 &
+joined
 
 # near NAME WHAT GOT WANT: |GOT - WANT| <= TOL (shares as fractions).
 near() {
