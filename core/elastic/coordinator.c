@@ -443,6 +443,30 @@ plait_status elastic_coordinator_start(plait_store *store, const plait_membershi
 
 int elastic_coordinator_finished(const elastic_coordinator *c) { return atomic_load(&c->finished); }
 
+/* Gone: said goodbye, dropped, or silent for host_timeout (lost: a host
+ * whose link is down keeps its connection to the store open, and no one
+ * waits for it to close). */
+static int gone(elastic_coordinator *c, known *k, double now) {
+    if (k->bye || k->dropped || k->lost) return 1;
+    char key[64];
+    elastic_key_lid(key, sizeof key, "m/bye/", k->info.lid);
+    k->bye = elastic_get_now(c->st, key, NULL, 0, NULL) == 1;
+    return k->bye || now - k->seen >= c->o.host_timeout;
+}
+
+int elastic_coordinator_farewell(elastic_coordinator *c, double until) {
+    if (!atomic_load(&c->finished)) return 0; /* its thread still reads the launchers */
+    for (;;) {
+        if (refresh(c) != 0) return 0;
+        double now = plait_clock_now();
+        int left = 0;
+        for (int i = 0; i < c->nk; i++) left += c->k[i].info.lid != c->anchor && !gone(c, &c->k[i], now);
+        if (left == 0) return 1;
+        if (now >= until) return 0;
+        plait_clock_sleep(0.05);
+    }
+}
+
 void elastic_coordinator_stop(elastic_coordinator *c) {
     if (!c) return;
     atomic_store(&c->stop, 1);

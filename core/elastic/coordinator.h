@@ -28,6 +28,12 @@ plait_status elastic_coordinator_start(plait_store *store, const plait_membershi
                                        elastic_coordinator **out);
 /* 1 once the job has ended (finished or failed) and the thread returned. */
 int elastic_coordinator_finished(const elastic_coordinator *c);
+/* Once finished: wait until every other launcher it knows has gone (said
+ * goodbye, was dropped, or its heartbeat stopped for host_timeout), up to
+ * the clock's `until`. 1 when all have, 0 at `until`, when the store
+ * fails, or when the thread has not finished. Called by the thread that
+ * started it. */
+int elastic_coordinator_farewell(elastic_coordinator *c, double until);
 /* Stop the thread (waiting for it) and free. NULL is ignored. */
 void elastic_coordinator_stop(elastic_coordinator *c);
 

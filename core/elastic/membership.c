@@ -180,16 +180,21 @@ void plait_membership_close(plait_membership *m) {
         elastic_key_lid(key, sizeof key, "m/bye/", m->lid);
         (void)plait_store_set(m->st, key, "1", 2);
     }
+    /* the others learn the outcome and disconnect; then the store goes */
+    double drain = m->o.host_timeout * 2 + 2;
     if (m->coord) {
         /* the job's outcome is in the store: wait until the coordinator has
          * said it (bounded: a failed launcher here ends the job) */
         double until = plait_clock_now() + m->o.host_timeout * 3 + 5;
         while (!elastic_coordinator_finished(m->coord) && plait_clock_now() < until) plait_clock_sleep(0.05);
+        /* then until every other launcher has left or is lost: a lost
+         * host's connection may never close, so the store need not wait for
+         * connections beyond those of launchers closing now */
+        if (elastic_coordinator_farewell(m->coord, plait_clock_now() + drain)) drain = 1.0;
         elastic_coordinator_stop(m->coord);
     }
     plait_store_close(m->st);
-    /* the others learn the outcome and disconnect; then the store goes */
-    if (m->srv) plait_store_server_stop(m->srv, m->o.host_timeout * 2 + 2);
+    if (m->srv) plait_store_server_stop(m->srv, drain);
     if (m->stop_efd >= 0) close(m->stop_efd);
     pthread_mutex_destroy(&m->lock);
     free(m);

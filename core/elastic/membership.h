@@ -57,7 +57,8 @@ typedef struct plait_membership plait_membership;
 plait_status plait_membership_open(const plait_membership_opts *o, plait_membership **out);
 /* Leave: stop the heartbeat, say goodbye (the coordinator then need not
  * wait for this host), and on the store host keep the store up until the
- * coordinator is done and the others had time to learn the outcome. */
+ * coordinator is done and every other launcher has left or is lost (at
+ * most 2 x host_timeout + 2 s after the coordinator is done). */
 void plait_membership_close(plait_membership *m);
 int plait_membership_is_store_host(const plait_membership *m);
 
