@@ -46,7 +46,24 @@ plait_status plait_tokenizer_add_token(plait_tokenizer *t, const unsigned char *
     return PLAIT_OK;
 }
 
+/* Ids must be 0..N-1, each once. With more ids than tokens one below the
+ * token count is unused: found with a table of the count, not of the
+ * largest id (gigabytes for a few bytes of file). */
+static plait_status missing_id(const plait_tokenizer *t, const char *what) {
+    const size_t n = t->tokens.count;
+    unsigned char *seen = calloc(n ? n : 1, 1);
+    if (!seen) return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", what);
+    for (size_t e = 0; e < n; e++)
+        if ((uint64_t)t->tokens.values[e] < n) seen[t->tokens.values[e]] = 1;
+    size_t i = 0;
+    while (i < n && seen[i]) i++;
+    free(seen);
+    return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: no token has id %zu, but ids go up to %d (ids must be 0..N-1)",
+                           what, i, t->n_ids - 1);
+}
+
 plait_status plait_tokenizer_finish_vocab(plait_tokenizer *t, const char *what) {
+    if ((size_t)t->n_ids > t->tokens.count) return missing_id(t, what);
     free(t->entry_of_id);
     free(t->merged);
     t->entry_of_id = malloc(sizeof(int32_t) * (size_t)(t->n_ids ? t->n_ids : 1));
