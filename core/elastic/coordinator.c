@@ -447,11 +447,12 @@ int elastic_coordinator_finished(const elastic_coordinator *c) { return atomic_l
  * whose link is down keeps its connection to the store open, and no one
  * waits for it to close). */
 static int gone(elastic_coordinator *c, known *k, double now) {
-    if (k->bye || k->dropped || k->lost) return 1;
-    char key[64];
-    elastic_key_lid(key, sizeof key, "m/bye/", k->info.lid);
-    k->bye = elastic_get_now(c->st, key, NULL, 0, NULL) == 1;
-    return k->bye || now - k->seen >= c->o.host_timeout;
+    if (fresh(c, k, now)) { /* refresh reads a goodbye only once the heartbeat is stale */
+        char key[64];
+        elastic_key_lid(key, sizeof key, "m/bye/", k->info.lid);
+        k->bye = elastic_get_now(c->st, key, NULL, 0, NULL) == 1;
+    }
+    return !fresh(c, k, now);
 }
 
 int elastic_coordinator_farewell(elastic_coordinator *c, double until) {
