@@ -203,9 +203,9 @@ static const char *split_long_line(struct ini_state *st, const char *b, size_t l
     free(st->long_name);
     free(st->long_value);
     st->long_name = st->long_value = NULL;
-    /* Continuation lines (leading space) and section headers are left to inih's
-     * too-long error; so are lines without '=' or ':' (a syntax error either way). */
-    if (isspace((unsigned char)b[0]) || b[0] == '[') return NULL;
+    /* Section headers are left to inih's too-long error; lines without '='
+     * or ':' are a syntax error either way. */
+    if (b[0] == '[') return NULL;
     if (b[0] == ';' || b[0] == '#') return "\n";
     char *line = malloc(len + 1);
     if (!line) return NULL;
@@ -229,6 +229,24 @@ static const char *split_long_line(struct ini_state *st, const char *b, size_t l
     return LONG_LINE_NAME "=\n";
 }
 
+/* What inih (this Debian build) would silently misread in the line b[0, len):
+ * text after a section header's ']' (dropped: with old Mac line endings, a
+ * lone CR each, the whole file after its first header is one such line), or
+ * NULL when the line is fine. */
+static const char *misread_line(const char *b, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if (b[i] == '\r' && i + 1 < len && b[i + 1] != '\n')
+            return "a carriage return inside the line (old Mac line endings?): lines end with LF or CRLF";
+    if (b[0] != '[') return NULL;
+    const char *close = memchr(b, ']', len);
+    if (!close) return NULL; /* inih's own syntax error */
+    const char *p = close + 1, *end = b + len;
+    while (p < end && isspace((unsigned char)*p)) p++;
+    if (p < end && *p != ';' && *p != '#')
+        return "text after the section header's ']' (a key goes on its own line; a comment starts with ';' or '#')";
+    return NULL;
+}
+
 static char *read_ini_line(char *str, int num, void *stream) {
     struct ini_state *st = stream;
     if (!st->text[st->pos]) return NULL;
@@ -236,10 +254,21 @@ static char *read_ini_line(char *str, int num, void *stream) {
     const char *nl = strchr(b, '\n');
     size_t len = nl ? (size_t)(nl - b) + 1 : strlen(b);
     st->line++;
+    st->pos += len;
+    /* Leading blanks are dropped: inih would read an indented line as the
+     * previous key's value continued ("lr = 3e-3" then "    weight_decay =
+     * 0.5" would be lr given twice), where whoever indented a key meant a key. */
+    while (len > 0 && (*b == ' ' || *b == '\t')) b++, len--;
+    const char *why = misread_line(b, len);
+    if (why) {
+        ini_problem(st, "%s:%d: %s", st->name, st->line, why);
+        snprintf(str, (size_t)num, "\n");
+        return str;
+    }
     if (len > (size_t)num - 1) {
         const char *stand_in = split_long_line(st, b, len);
         if (!stand_in) {
-            ini_problem(st, "%s:%d: line is longer than %d characters (a section header or continuation line)",
+            ini_problem(st, "%s:%d: line is longer than %d characters (a section header)",
                         st->name, st->line, num - 2);
             stand_in = "\n";
         }
@@ -248,7 +277,6 @@ static char *read_ini_line(char *str, int num, void *stream) {
         memcpy(str, b, len);
         str[len] = '\0';
     }
-    st->pos += len;
     return str;
 }
 

@@ -206,6 +206,33 @@ static void test_syntax_errors(void **state) {
     plait_config_free(cfg);
 }
 
+/* What inih would misread silently is refused or read as meant: text after a
+ * section header (dropped by inih), old Mac line endings (the whole file one
+ * line after its first header), and an indented key (inih's continuation of
+ * the previous key's value) is the key it looks like. */
+static void test_lines_inih_would_misread(void **state) {
+    (void)state;
+    plait_config *cfg = NULL;
+    assert_int_equal(check("[run] steps = 5\n[optim] lr = 0.5\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "t.ini:1: text after the section header's ']'");
+    assert_contains(plait_last_error(), "t.ini:2: text after the section header's ']'");
+    assert_int_equal(check("[run]\rsteps = 5\rseed = 3\r", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "t.ini:1: a carriage return inside the line");
+    /* a comment after a header, CRLF lines and indented keys read as meant */
+    if (check("[run]   ; the run\r\nsteps = 5\r\n[optim] # the optimizer\n    lr = 3e-3\n\t weight_decay = 0.5\n\n  "
+              "beta2 = 0.9\n",
+              NULL, &cfg) != PLAIT_OK)
+        fail_msg("%s", plait_last_error());
+    assert_int_equal(plait_config_int(cfg, "run", "steps"), 5);
+    assert_true(plait_config_float(cfg, "optim", "lr") == 3e-3);
+    assert_true(plait_config_float(cfg, "optim", "weight_decay") == 0.5);
+    assert_true(plait_config_float(cfg, "optim", "beta2") == 0.9);
+    plait_config_free(cfg);
+    /* an indented line that is no key is a syntax error, not a continuation */
+    assert_int_equal(check("[optim]\nlr = 3e-3\n    4e-3\n", NULL, NULL), PLAIT_ERR_INVALID_CONFIG);
+    assert_contains(plait_last_error(), "t.ini:3: syntax error");
+}
+
 /* A line of any length is read as the same value would be on the command
  * line (inih's own buffer holds 200 bytes), inline comment and spaces
  * trimmed; a section header that long is still refused. */
@@ -478,6 +505,7 @@ int main(void) {
         cmocka_unit_test(test_derived_value),          cmocka_unit_test(test_value_helpers),
         cmocka_unit_test(test_env_vs_command_line_precedence), cmocka_unit_test(test_misspelt_env_var),
         cmocka_unit_test(test_env_plugin_sections),    cmocka_unit_test(test_long_lines),
+        cmocka_unit_test(test_lines_inih_would_misread),
         cmocka_unit_test(test_garbage_is_escaped),     cmocka_unit_test(test_config_special_files),    cmocka_unit_test(test_every_value_error_names_file_and_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
