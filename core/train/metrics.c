@@ -24,8 +24,16 @@ static plait_status open_temp(const char *path, char *tmp, size_t cap, FILE **ou
     return st;
 }
 
+/* Whether a resume drops this line of the file: a row of a step after
+ * `last`, or a line without its line break (a write cut short, by a full
+ * disk say: the next row would be glued onto it). */
+static int dropped(const char *row, ssize_t len, int line, int64_t last) {
+    if (row[len - 1] != '\n') return 1;
+    return line > 0 && strtoll(row, NULL, 10) > last;
+}
+
 /* Keep the header and the rows of steps <= last (the first column is the
- * step); rewrite the file only when some row goes. */
+ * step), whole lines only; rewrite the file only when some line goes. */
 static plait_status drop_rows_after(const char *path, int64_t last) {
     if (plait_out_is_link(path)) {
         FILE *never;
@@ -40,7 +48,7 @@ static plait_status drop_rows_after(const char *path, int64_t last) {
     size_t cap = 0;
     ssize_t len;
     int line = 0, later = 0;
-    while (!later && (len = getline(&row, &cap, in)) > 0) later = line++ > 0 && strtoll(row, NULL, 10) > last;
+    while (!later && (len = getline(&row, &cap, in)) > 0) later = dropped(row, len, line++, last);
     plait_status st = PLAIT_OK;
     if (later) {
         char tmp[4200];
@@ -49,12 +57,15 @@ static plait_status drop_rows_after(const char *path, int64_t last) {
         if (st == PLAIT_OK) {
             rewind(in);
             for (line = 0; (len = getline(&row, &cap, in)) > 0; line++)
-                if (line == 0 || strtoll(row, NULL, 10) <= last) fwrite(row, 1, (size_t)len, out);
-            int bad = ferror(in) || fflush(out) != 0 || ferror(out);
-            if (fclose(out) != 0 || bad || rename(tmp, path) != 0) {
+                if (!dropped(row, len, line, last)) fwrite(row, 1, (size_t)len, out);
+            int err = ferror(in) || ferror(out) ? EIO : 0;
+            if (fflush(out) != 0 && !err) err = errno;
+            if (fclose(out) != 0 && !err) err = errno;
+            if (!err && rename(tmp, path) != 0) err = errno;
+            if (err) {
                 remove(tmp);
-                st = plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot drop the rows after step %lld", path,
-                                     (long long)last);
+                st = plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot drop the rows after step %lld: %s", path,
+                                     (long long)last, strerror(err));
             }
         }
     }

@@ -17,6 +17,8 @@
 #    ends at once naming the file, the byte and "No space left on device"
 #    (rank 0 used to stop receiving and leave the other stage's owner
 #    waiting in its send until [comm] timeout, the cause never printed);
+#  - a metrics.csv whose last row was cut short (a full disk mid-write) is
+#    resumed with that row dropped, never with the next row glued onto it;
 #  - the run directory removed under a running job (rm -rf): the job stops
 #    with an error naming it, never "done ... metrics: RUN/metrics.csv",
 #    and no checkpoint recreates the directory.
@@ -147,6 +149,18 @@ wait $job || rc=$?
 grep -qF "the run directory $E2E_WORK/vanish was removed while the run was writing there" "$E2E_WORK/vanish.out" ||
   fail "the removed run directory was not named: $(tail -n 2 "$E2E_WORK/vanish.out")"
 [ ! -e "$E2E_WORK/vanish" ] || fail "the removed run directory was recreated: $(ls "$E2E_WORK/vanish")"
+# --- 10. a metrics row cut short (a full disk mid-write) before a resume
+train cut run.steps=4 run.ckpt_every=2
+rm -r "$E2E_WORK/cut/ckpt-00000004" # the resume starts after step 2
+head -n 3 "$E2E_WORK/cut/metrics.csv" | head -c -8 >"$E2E_WORK/cut.csv" # rows 1 and half of 2, no line break
+mv "$E2E_WORK/cut.csv" "$E2E_WORK/cut/metrics.csv"
+train cut run.steps=4 run.ckpt_every=2 --resume
+[ "$(column cut step | tr '\n' ' ')" = "1 3 4 " ] ||
+  fail "cut: the resume kept a row cut short or lost one: steps $(column cut step | tr '\n' ' ')"
+awk -F, 'NR == 1 { n = NF } NF != n { bad = 1 } END { exit bad }' "$E2E_WORK/cut/metrics.csv" ||
+  fail "cut: metrics.csv rows of different widths (a row glued onto the one cut short)"
+echo "a metrics row cut short: dropped on resume, the next rows whole"
+
 # --- 8. the disk fills during a checkpoint
 full=$E2E_WORK/full
 mkdir -p "$full"
