@@ -213,6 +213,12 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         char path[4200];
         snprintf(path, sizeof path, "%s/metrics.csv", out_dir);
         st = plait_metrics_open(&metrics, path, resumed != NULL, run->step);
+        /* memory.csv is written when the run ends: a file in its place that
+         * plait would refuse to write over is refused now, not after the
+         * whole run (and after every restart of it) */
+        snprintf(path, sizeof path, "%s/memory.csv", out_dir);
+        plait_status own = st == PLAIT_OK ? plait_out_check_own(path, "rank,", "the run's memory report") : st;
+        if (own != st) st = plait_wrap_error(own, "cannot write the memory report at the run's end");
         add_columns(&metrics, run->world.mesh.pp);
         plait_progress_init(&progress, progress_mode(cfg, opts->progress),
                             stdout, run->steps, plait_run_flops_per_token(run), 0);

@@ -67,7 +67,7 @@ for round in 1 2 3 4; do
 done
 
 # a run directory holding someone else's metrics.csv or memory.csv: a fresh
-# run does not write over them
+# run does not write over them, and says so before it trains
 for f in metrics.csv memory.csv; do
   rm -rf "${E2E_WORK:?}/foreign"
   mkdir -p "$E2E_WORK/foreign"
@@ -75,6 +75,8 @@ for f in metrics.csv memory.csv; do
   refused "foreign-$f" "$E2E_WORK/foreign/$f: a file, which plait did not write" \
     "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/foreign" run.steps=1
   [ "$(cat "$E2E_WORK/foreign/$f")" = "$(printf 'date,sales\n2024-01-01,3')" ] || fail "a fresh run wrote over a foreign $f"
+  # refused before the first step, not after the whole run
+  [ -z "$(ls -d "$E2E_WORK/foreign"/ckpt-* 2>/dev/null)" ] || fail "a foreign $f was refused only after the run trained"
 done
 
 # benchmarks' outputs: never over a run's files or a file they did not write
