@@ -58,6 +58,11 @@ extern const plait_command *const plait_commands[];
 plait_status plait_cli_load_config(const char *path, int n_overrides, char *const *overrides,
                                    plait_config **out);
 
+/* An option's value as a whole number in [lo, hi]: 0 with *out set, or -1
+ * (nothing set) for no value, an empty one, trailing text ("5x", "1e3") or
+ * one out of range, so that the caller's usage error names the option. */
+int plait_cli_parse_int(const char *s, int lo, int hi, int *out);
+
 /* A command's argument that is no option: the config file (the first one
  * without '=', into *path), else a section.key=value override (appended to
  * over, *n_over of them). */

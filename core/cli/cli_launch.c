@@ -33,19 +33,11 @@ static int option_value(char **argv, int argc, int i, const char *name, const ch
     return 2;
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    char *end = NULL;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || !*s || *end || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
 int plait_cli_parse_nnodes(const char *text, int *min, int *max, const char **err) {
     const char *colon = text ? strchr(text, ':') : NULL;
     *min = 0;
     if (!colon) {
-        if (parse_int(text, 1, 65536, max) == 0) return 0;
+        if (plait_cli_parse_int(text, 1, 65536, max) == 0) return 0;
         *err = "--nnodes needs a number of hosts in 1..65536, or MIN:MAX for an elastic job";
         return -1;
     }
@@ -57,12 +49,12 @@ int plait_cli_parse_nnodes(const char *text, int *min, int *max, const char **er
     }
     memcpy(lo, text, n);
     lo[n] = '\0';
-    if (parse_int(lo, 1, 256, min) != 0) {
+    if (plait_cli_parse_int(lo, 1, 256, min) != 0) {
         *err = "--nnodes MIN:MAX needs MIN, a number of hosts in 1..256";
         return -1;
     }
     *max = 0;
-    if (colon[1] && parse_int(colon + 1, 1, 256, max) != 0) {
+    if (colon[1] && plait_cli_parse_int(colon + 1, 1, 256, max) != 0) {
         *err = "--nnodes MIN:MAX needs MAX, a number of hosts in 1..256 (or nothing: Slurm's SLURM_NNODES)";
         return -1;
     }
@@ -90,7 +82,7 @@ int plait_cli_take_job_options(int *argc, char **argv, plait_cli_job_opts *o, co
             int used = option_value(argv, *argc, i, opts[k].name, &v);
             if (!used) continue;
             if (k == 0 ? plait_cli_parse_nnodes(v, &o->nnodes_min, &o->nnodes, err) != 0
-                       : parse_int(v, opts[k].lo, opts[k].hi, field[k]) != 0) {
+                       : plait_cli_parse_int(v, opts[k].lo, opts[k].hi, field[k]) != 0) {
                 if (k != 0) *err = opts[k].msg;
                 return -1;
             }
@@ -120,7 +112,7 @@ plait_status plait_cli_job_address(const char *rendezvous, const char *what, cha
         st = plait_net_split_hostport(rendezvous, "[comm] rendezvous", host, cap, port);
     } else if (addr && *addr) {
         const char *p = getenv("MASTER_PORT");
-        if (!p || parse_int(p, 1, 65535, port) != 0)
+        if (!p || plait_cli_parse_int(p, 1, 65535, port) != 0)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "MASTER_ADDR is set but MASTER_PORT is %s%s%s",
                                    p ? "'" : "not set", p ? p : "", p ? "', not a port" : "");
         snprintf(host, cap, "%s", addr);
@@ -150,7 +142,7 @@ static plait_status multi_host(plait_launch_opts *lo, const plait_cli_job_opts *
                                char *host, size_t cap) {
     lo->nnodes = job->nnodes;
     lo->node_rank = job->node_rank;
-    if (lo->node_rank < 0 && getenv("SLURM_NODEID") && parse_int(getenv("SLURM_NODEID"), 0, 65535, &lo->node_rank))
+    if (lo->node_rank < 0 && getenv("SLURM_NODEID") && plait_cli_parse_int(getenv("SLURM_NODEID"), 0, 65535, &lo->node_rank))
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "SLURM_NODEID='%s' is not a node index", getenv("SLURM_NODEID"));
     if (lo->node_rank < 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "--nnodes %d needs --node-rank (this host's index, 0 on the "

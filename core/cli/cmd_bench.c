@@ -91,15 +91,6 @@ static int usage_error(const char *fmt, const char *arg) {
     return 2;
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || !end || *end || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static int dtype_parse(const char *s) {
     for (int i = 0; i < PLAIT_DTYPE_COUNT_V1; i++)
         if (strcmp(s, plait_dtype_name((plait_dtype)i)) == 0) return i;
@@ -246,9 +237,9 @@ static int parse_comm_args(int argc, char **argv, comm_args *a) {
             o->factor = strtod(v, &end);
             if (!end || *end || !(o->factor > 1.0)) return usage_error("--factor must be > 1, not '%s'", v);
         } else if (!strcmp(arg, "--warmup")) {
-            if (parse_int(v, 0, 1000000, &o->warmup)) return usage_error("bad --warmup '%s'", v);
+            if (plait_cli_parse_int(v, 0, 1000000, &o->warmup)) return usage_error("bad --warmup '%s'", v);
         } else if (!strcmp(arg, "--iters")) {
-            if (parse_int(v, 1, 1000000, &o->iters)) return usage_error("bad --iters '%s'", v);
+            if (plait_cli_parse_int(v, 1, 1000000, &o->iters)) return usage_error("bad --iters '%s'", v);
         } else if (!strcmp(arg, "--dtype")) {
             int x = dtype_parse(v);
             if (x < 0) return usage_error("unknown --dtype '%s'", v);
@@ -262,11 +253,11 @@ static int parse_comm_args(int argc, char **argv, comm_args *a) {
             if (x < 0) return usage_error("unknown --algo '%s'", v);
             o->algo = (plait_coll_algo)x;
         } else if (!strcmp(arg, "--root")) {
-            if (parse_int(v, 0, 1 << 30, &o->root)) return usage_error("bad --root '%s'", v);
+            if (plait_cli_parse_int(v, 0, 1 << 30, &o->root)) return usage_error("bad --root '%s'", v);
         } else if (!strcmp(arg, "--comm")) {
             a->comm_name = v;
         } else if (!strcmp(arg, "--threads")) {
-            if (parse_int(v, 1, 4096, &a->threads)) return usage_error("bad --threads '%s'", v);
+            if (plait_cli_parse_int(v, 1, 4096, &a->threads)) return usage_error("bad --threads '%s'", v);
         } else if (!strcmp(arg, "--csv")) {
             a->csv_path = v;
         } else if (!strcmp(arg, "--mem")) {

@@ -18,6 +18,14 @@ static int bad(const char *cmd, const char *what, const char *arg) {
     return 2;
 }
 
+/* Whether --NAME is one of the cost model's axes (--dp, --schedule...). */
+static int axis_known(const char *name) {
+    plait_cost_axes scratch = {0};
+    int known = strcmp(name, "all") != 0 && plait_cost_axes_parse(&scratch, name) == PLAIT_OK;
+    plait_clear_error();
+    return known;
+}
+
 int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a) {
     memset(a, 0, sizeof *a);
     a->steps = 6;
@@ -73,8 +81,12 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
             a->csv = v;
         } else if (sweep && !strcmp(o, "--report")) {
             a->report = v;
-        } else if (!strncmp(o, "--", 2) && plait_cost_axes_values(&a->axes, o + 2, v) == PLAIT_OK) {
+        } else if (!strncmp(o, "--", 2) && axis_known(o + 2)) {
             /* --dp 1,2 / --schedule gpipe,1f1b / --micro_batch 1,2 ... */
+            if (plait_cost_axes_values(&a->axes, o + 2, v) != PLAIT_OK) {
+                fprintf(stderr, "plait %s: %s\n", cmd, plait_last_error());
+                return 2;
+            }
         } else {
             plait_clear_error();
             return bad(cmd, "unknown option", o);

@@ -71,6 +71,7 @@ plait_status plait_cost_axes_values(plait_cost_axes *axes, const char *axis, con
     if (a < 0) return unknown_axis(axis, strlen(axis));
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "zb1", NULL};
     static const char *const optims[] = {"adam", "zero1", "zero2", "zero3", NULL};
+    if (!*values) return plait_set_error(PLAIT_ERR_INVALID_ARG, "--%s needs a value or a list of them (1,2,4)", axis);
     axes->n[a] = 0;
     for (const char *p = values; *p;) {
         size_t len = strcspn(p, ",");
@@ -97,9 +98,10 @@ plait_status plait_cost_axes_values(plait_cost_axes *axes, const char *axis, con
             snprintf(buf, sizeof buf, "%.*s", (int)len, p);
             errno = 0;
             long long v = strtoll(buf, &end, 10);
-            if (errno || !end || *end || v < (a == PLAIT_AXIS_N_BUCKET_MB ? 0 : 1) || v > 1000000)
-                return plait_set_error(PLAIT_ERR_INVALID_ARG, "--%s: '%s' is not a whole number in 1..1000000", axis,
-                                       buf);
+            int lo = a == PLAIT_AXIS_N_BUCKET_MB ? 0 : 1;
+            if (errno || !end || *end || v < lo || v > 1000000)
+                return plait_set_error(PLAIT_ERR_INVALID_ARG, "--%s: '%s' is not a whole number in %d..1000000", axis,
+                                       buf, lo);
             axes->num[a][k] = v;
         }
         axes->n[a]++;

@@ -3,7 +3,8 @@
 # major is refused with both versions and the rest still load and run),
 # config check with a misspelt key (file, line, key, suggestion), a missing
 # config named once, config show
-# with origins, and ranks whose must-agree keys differ.
+# with origins, ranks whose must-agree keys differ, and options of bench
+# train and plan with values out of range or missing.
 source "$(dirname "$0")/lib.sh"
 P=$PLAIT_BIN
 $P --version | grep -Eq "plugin ABI v1\.[0-9]+\)" || fail "--version"
@@ -84,4 +85,25 @@ if command -v mpirun >/dev/null; then
   grep -q "differs from rank 0's in a key that must be equal on every rank: here optim.lr=0.5, on rank 0 optim.lr=1e-3" \
     "$E2E_WORK/mismatch.out" || fail "no clear mismatch message: $(tail -n 5 "$E2E_WORK/mismatch.out")"
 fi
+# an option's value that is no whole number in range, or missing, is a usage
+# error (exit 2) naming the option, before any rank starts; so is a --csv
+# whose folder does not exist (the file is written when the benchmark ends)
+usage_error() {
+  local want=$1; shift
+  local rc=0
+  timeout 20 "$P" "$@" >"$E2E_WORK/usage.out" 2>&1 || rc=$?
+  [ $rc -eq 2 ] || fail "plait $*: exit $rc, not 2 (a usage error): $(tail -n 2 "$E2E_WORK/usage.out")"
+  grep -qF -- "$want" "$E2E_WORK/usage.out" || fail "plait $*: the option is not named: $(tail -n 2 "$E2E_WORK/usage.out")"
+}
+usage_error "--steps needs a whole number of steps in 1..1000000, not '1e3'" bench train "$CFG" --steps 1e3
+usage_error "--steps needs a whole number of steps in 1..1000000, not '5x'" bench train "$CFG" --steps 5x
+usage_error "--warmup needs a whole number of steps in 0..1000000, not '99999999999'" bench train "$CFG" --warmup 99999999999
+usage_error "--csv needs a file name" bench train "$CFG" --csv
+usage_error "--csv $E2E_WORK/no/such/x.csv: its folder $E2E_WORK/no/such: No such file or directory" \
+  bench train "$CFG" --csv "$E2E_WORK/no/such/x.csv"
+usage_error "--dp: '0' is not a whole number in 1..1000000" plan "$CFG" --ranks 4 --dp 0
+usage_error "--micro_batch: 'abc' is not a whole number in 1..1000000" plan "$CFG" --ranks 4 --micro_batch abc
+usage_error "--schedule: 'bogus' is not one of gpipe, 1f1b, interleaved, zb1" plan "$CFG" --ranks 4 --schedule bogus
+usage_error "--dp needs a value or a list of them" plan "$CFG" --ranks 4 --dp ''
+usage_error "unknown option '--dpp'" plan "$CFG" --ranks 4 --dpp 2
 echo "cli OK"
