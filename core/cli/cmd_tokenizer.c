@@ -12,6 +12,7 @@
 #include "runtime/mapped_file.h"
 #include "runtime/phase.h"
 #include "runtime/regular_file.h"
+#include "runtime/staged_dir.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_train.h"
 
@@ -63,6 +64,12 @@ static int cmd_train(int argc, char **argv) {
     if (!n || !vocab || !out) {
         free(paths);
         return bad("train needs CORPUS..., --vocab N and --out DIR");
+    }
+    /* --out is refused before the merges are learned (which can take long), not after */
+    if (plait_staged_dir_check(out, plait_tokenizer_file_name) != PLAIT_OK) {
+        free(paths);
+        plait_cli_print_error("tokenizer train");
+        return 1;
     }
     plait_mapped_file *files = calloc((size_t)n, sizeof *files);
     const void **texts = calloc((size_t)n, sizeof *texts);

@@ -11,6 +11,8 @@
 
 const char *plait_file_kind(unsigned mode) {
     mode_t m = (mode_t)mode;
+    if (S_ISREG(m)) return "a regular file";
+    if (S_ISLNK(m)) return "a symbolic link";
     if (S_ISDIR(m)) return "a directory";
     if (S_ISFIFO(m)) return "a FIFO";
     if (S_ISCHR(m)) return "a character device";

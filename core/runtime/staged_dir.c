@@ -175,6 +175,8 @@ static plait_status make_parents(const char *path) {
     return PLAIT_OK;
 }
 
+static plait_status check_dest(const char *dest, int (*owned)(const char *name));
+
 plait_status plait_staged_dir_begin(plait_staged_dir *d, const char *dest, int (*owned)(const char *name)) {
     memset(d, 0, sizeof *d);
     size_t n = strlen(dest);
@@ -191,8 +193,11 @@ plait_status plait_staged_dir_begin(plait_staged_dir *d, const char *dest, int (
                                "%s is a symbolic link: plait does not replace a directory through a link (it "
                                "would write where the link points); give the directory itself",
                                d->dest);
+    /* refused now, before the caller's work, not at commit after it */
+    plait_status st = check_dest(d->dest, owned);
+    if (st != PLAIT_OK) return st;
     remove_flat(d->staging);
-    plait_status st = make_parents(d->staging);
+    st = make_parents(d->staging);
     if (st != PLAIT_OK) return st;
     remove_stale(d);
     /* caught before the directory exists, so that no signal can come
@@ -253,33 +258,53 @@ plait_status plait_staged_dir_sync_file(const plait_staged_dir *d, const char *n
 }
 
 /* Every entry of an existing destination must be the caller's own output. */
-static plait_status check_replaceable(const plait_staged_dir *d) {
-    DIR *dp = opendir(d->dest);
-    if (!dp) return sys_error("cannot read", d->dest);
+static plait_status check_replaceable(const char *dest, int (*owned)(const char *name)) {
+    DIR *dp = opendir(dest);
+    if (!dp) return sys_error("cannot read", dest);
     struct dirent *e;
     plait_status st = PLAIT_OK;
     while (st == PLAIT_OK && (e = readdir(dp)) != NULL) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if (!d->owned(e->d_name))
+        if (!owned(e->d_name))
             st = plait_set_error(PLAIT_ERR_INVALID_ARG,
                                  "%s already holds %s, which this command does not write; choose another output "
                                  "directory or remove it (nothing was changed)",
-                                 d->dest, e->d_name);
+                                 dest, e->d_name);
     }
     closedir(dp);
     return st;
+}
+
+/* What commit would refuse about `dest` as it is now: a link, something
+ * other than a directory, a directory holding files the caller does not
+ * write. */
+static plait_status check_dest(const char *dest, int (*owned)(const char *name)) {
+    struct stat s;
+    if (lstat(dest, &s) != 0) return PLAIT_OK;
+    if (!S_ISDIR(s.st_mode))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s exists and is %s, not a directory (nothing was changed)",
+                               dest, S_ISLNK(s.st_mode) ? "a symbolic link" : plait_file_kind(s.st_mode));
+    return check_replaceable(dest, owned);
+}
+
+plait_status plait_staged_dir_check(const char *dest, int (*owned)(const char *name)) {
+    size_t n = strlen(dest);
+    while (n > 1 && dest[n - 1] == '/') n--;
+    char trimmed[PATH_MAX];
+    if (n == 0 || n + 32 >= sizeof trimmed)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "output directory \"%s\" is empty or too long", dest);
+    snprintf(trimmed, sizeof trimmed, "%.*s", (int)n, dest);
+    return check_dest(trimmed, owned);
 }
 
 plait_status plait_staged_dir_commit(plait_staged_dir *d) {
     char parent[PATH_MAX], old[PATH_MAX + 32];
     plait_status st = fsync_path(d->staging, O_RDONLY | O_DIRECTORY);
     if (st != PLAIT_OK) return st;
+    /* checked again: the destination may have changed since begin */
     struct stat s;
     int exists = lstat(d->dest, &s) == 0;
-    if (exists && !S_ISDIR(s.st_mode))
-        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s exists and is %s, not a directory (nothing was changed)",
-                               d->dest, S_ISLNK(s.st_mode) ? "a symbolic link" : plait_file_kind(s.st_mode));
-    if (exists && (st = check_replaceable(d)) != PLAIT_OK) return st;
+    if ((st = check_dest(d->dest, d->owned)) != PLAIT_OK) return st;
     if (exists && renameat2(AT_FDCWD, d->staging, AT_FDCWD, d->dest, RENAME_EXCHANGE) == 0) {
         /* one step, so the destination is never missing; the staging name
          * now holds the old outputs (removed by the interruption handler

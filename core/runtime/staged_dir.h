@@ -36,9 +36,13 @@ typedef struct plait_staged_dir {
     int lock_fd;                     /* the staging directory, locked while in use */
 } plait_staged_dir;
 
+/* What begin and commit refuse about `dest` (a link, not a directory, a
+ * directory holding a file `owned` rejects), checked without creating
+ * anything: for a command that works long before it writes. */
+plait_status plait_staged_dir_check(const char *dest, int (*owned)(const char *name));
 /* Create an empty staging directory for `dest` (stale ones of processes that
  * are gone are removed first) and catch interruptions until commit or
- * abort. `owned` must accept every name the caller will write. */
+ * abort; refuses what plait_staged_dir_check refuses. `owned` must accept every name the caller will write. */
 plait_status plait_staged_dir_begin(plait_staged_dir *d, const char *dest, int (*owned)(const char *name));
 /* The path of file `name` inside the staging directory (into buf). */
 const char *plait_staged_dir_path(const plait_staged_dir *d, const char *name, char *buf, size_t cap);

@@ -5,7 +5,8 @@
  * that is gone (SIGKILL) are removed by the next begin of the same
  * destination, while a live process's are kept; a destination that is a
  * symbolic link is refused; a commit over an earlier output replaces it
- * whole.
+ * whole; a destination that is a file or holds someone else's file is
+ * refused before the caller's work (check, begin), not at commit.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -143,6 +144,37 @@ static void test_commit_replaces_and_refuses_links(void **state) {
     assert_true(exists(path));
 }
 
+/* A destination that is a file, or a directory holding a file the caller
+ * does not write, is refused by check and by begin (before the caller's
+ * work), each naming it, and nothing is created beside it. */
+static void test_refused_before_work(void **state) {
+    (void)state;
+    char file[128], foreign[128], path[200];
+    snprintf(file, sizeof file, "%s/a-file", scratch);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(foreign, sizeof foreign, "%s/foreign", scratch);
+    assert_int_equal(mkdir(foreign, 0777), 0);
+    snprintf(path, sizeof path, "%s/notes.txt", foreign);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    const char *dests[] = {file, foreign};
+    const char *why[] = {"exists and is a regular file, not a directory", "already holds notes.txt"};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(plait_staged_dir_check(dests[i], owned), PLAIT_ERR_INVALID_ARG);
+        assert_non_null(strstr(plait_last_error(), why[i]));
+        plait_staged_dir d;
+        assert_int_equal(plait_staged_dir_begin(&d, dests[i], owned), PLAIT_ERR_INVALID_ARG);
+        assert_non_null(strstr(plait_last_error(), why[i]));
+        snprintf(path, sizeof path, "%s.staging-%ld", dests[i], (long)getpid());
+        assert_false(exists(path));
+    }
+    snprintf(path, sizeof path, "%s/fresh/", scratch);
+    assert_int_equal(plait_staged_dir_check(path, owned), PLAIT_OK);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(scratch, sizeof scratch, "/tmp/plait-staged-XXXXXX");
@@ -163,6 +195,7 @@ int main(void) {
         cmocka_unit_test(test_interrupt_removes_staging),
         cmocka_unit_test(test_stale_staging_removed_live_kept),
         cmocka_unit_test(test_commit_replaces_and_refuses_links),
+        cmocka_unit_test(test_refused_before_work),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
