@@ -170,6 +170,11 @@ plait_status plait_ckpt_check_quick(const char *dir);
  * logging a warning for) incomplete or damaged ones. *out = NULL and
  * PLAIT_OK when there is none (a missing out_dir counts as none). */
 plait_status plait_ckpt_open_latest(const char *out_dir, plait_ckpt **out);
+/* The checkpoint a user names: a checkpoint directory, or a run directory
+ * (its newest checkpoint that opens, as plait_ckpt_open_latest). Errors: a
+ * checkpoint's own refusal, or a run directory's "holds no usable
+ * checkpoint"; *out is NULL then. */
+plait_status plait_ckpt_open_named(const char *path, plait_ckpt **out);
 void plait_ckpt_close(plait_ckpt *ck);
 
 const char *plait_ckpt_dir(const plait_ckpt *ck);

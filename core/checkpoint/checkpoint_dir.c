@@ -135,6 +135,24 @@ plait_status plait_ckpt_open_latest(const char *out_dir, plait_ckpt **out) {
     return PLAIT_OK;
 }
 
+plait_status plait_ckpt_open_named(const char *path, plait_ckpt **out) {
+    *out = NULL;
+    plait_status st = plait_ckpt_open(path, out);
+    if (st == PLAIT_OK) return st;
+    char why[2048];
+    snprintf(why, sizeof why, "%s", plait_last_error());
+    const char *role = plait_ckpt_dir_role(path);
+    if (role && strcmp(role, "checkpoint directory") == 0) return plait_set_error(st, "%s", why);
+    plait_status latest = plait_ckpt_open_latest(path, out);
+    if (latest != PLAIT_OK || *out) return latest;
+    if (role)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "run directory %s holds no usable checkpoint (a complete, undamaged ckpt-<step>; "
+                               "a warning above names each one's fault, if it has any)",
+                               path);
+    return plait_set_error(st, "%s", why);
+}
+
 /* Delete one checkpoint directory without following any link: it is opened
  * with O_NOFOLLOW and its entries are examined and removed relative to that
  * descriptor, so a directory swapped for a link is never entered. Every

@@ -186,13 +186,8 @@ static plait_status check_out_dir(const char *out_dir) {
 plait_status plait_weights_export(const char *checkpoint, plait_export_format format, const char *out_dir,
                                   char *used, size_t cap) {
     plait_ckpt *ck = NULL;
-    plait_status st = plait_ckpt_open(checkpoint, &ck);
-    if (st != PLAIT_OK) {
-        /* a run directory: its latest complete checkpoint */
-        char msg[2048];
-        snprintf(msg, sizeof msg, "%s", plait_last_error());
-        if (plait_ckpt_open_latest(checkpoint, &ck) != PLAIT_OK || !ck) return plait_set_error(st, "%s", msg);
-    }
+    plait_status st = plait_ckpt_open_named(checkpoint, &ck);
+    if (st != PLAIT_OK) return st;
     model_shape m;
     st = read_shape(ck, &m);
     int made = 0; /* --out created here: removed again if the export fails (it is then empty) */

@@ -186,14 +186,8 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     plait_ckpt *ck = NULL;
     plait_status st = refuse_file_path(o->checkpoint);
     if (st != PLAIT_OK) return st;
-    st = plait_ckpt_open(o->checkpoint, &ck);
-    if (st != PLAIT_OK) {
-        /* a run directory: its latest complete checkpoint */
-        char msg[2048];
-        snprintf(msg, sizeof msg, "%s", plait_last_error());
-        if (plait_ckpt_open_latest(o->checkpoint, &ck) != PLAIT_OK || !ck)
-            return plait_set_error(st, "%s", msg);
-    }
+    st = plait_ckpt_open_named(o->checkpoint, &ck);
+    if (st != PLAIT_OK) return st;
     st = plait_ckpt_check_finite(ck);
     if (st != PLAIT_OK) {
         plait_ckpt_close(ck);

@@ -4,7 +4,9 @@
 # greedy at any temperature; no --prompt is the default prompt, said on
 # stderr; sampling is repeatable by seed and varies with it; on a terminal
 # control characters are shown as \xNN. Bad options exit 2 naming the option; a checkpoint with a corrupted
-# model file is refused, naming the file.
+# model file is refused, naming the file; a run directory whose checkpoints
+# are all damaged is named as one holding no usable checkpoint (sample and
+# export), after a warning naming each fault.
 source "$(dirname "$0")/lib.sh"
 train sampled run.steps=6
 RUN=$E2E_WORK/sampled
@@ -84,4 +86,16 @@ if "$PLAIT_BIN" sample "$E2E_WORK/damaged" --prompt "$P" --tokens 5 >"$E2E_WORK/
 fi
 grep -q "checkpoint refused: $E2E_WORK/damaged/model.safetensors: checksum mismatch" "$E2E_WORK/damaged.out" ||
   fail "unclear refusal of the corrupted checkpoint: $(cat "$E2E_WORK/damaged.out")"
+# a run directory whose only checkpoint is damaged: sample and export say
+# the run directory holds no usable checkpoint, after a warning naming the fault
+rm -rf "${E2E_WORK:?}/norun" && mkdir "$E2E_WORK/norun"
+cp -r "$E2E_WORK/damaged" "$E2E_WORK/norun/ckpt-00000006"
+cp "$E2E_WORK/sampled/metrics.csv" "$E2E_WORK/norun/"
+for cmd in "sample --tokens 5" "export --format hf --out $E2E_WORK/norun-hf"; do
+  if "$PLAIT_BIN" $cmd "$E2E_WORK/norun" >"$E2E_WORK/norun.out" 2>&1; then fail "plait $cmd read a damaged checkpoint"; fi
+  grep -qF "run directory $E2E_WORK/norun holds no usable checkpoint" "$E2E_WORK/norun.out" ||
+    fail "plait $cmd: unclear refusal of a run directory without a usable checkpoint: $(cat "$E2E_WORK/norun.out")"
+  grep -qF "$E2E_WORK/norun/ckpt-00000006/model.safetensors: checksum mismatch" "$E2E_WORK/norun.out" ||
+    fail "plait $cmd: the damaged checkpoint's fault is not named: $(cat "$E2E_WORK/norun.out")"
+done
 echo "sample OK"
