@@ -153,9 +153,23 @@ static int open_rank_log(const char *out_dir, int rank) {
 static plait_status train_in(plait_config *cfg, const plait_train_options *opts, const char *out_dir,
                              int log_rank, int lock_fd);
 
+/* The longest [run] out_dir whose files fit PATH_MAX (4096): 128 bytes are
+ * left for "/ckpt-<step>/optim.safetensors.<pid>-<8 hex>.tmp" and the like. */
+#define OUT_DIR_MAX 3968
+
 plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     char out_dir[4096];
     plait_train_out_dir(cfg, out_dir, sizeof out_dir);
+    size_t given = strlen(plait_config_str(cfg, "run", "out_dir"));
+    if (given > OUT_DIR_MAX) {
+        /* refused now: found at the first checkpoint, the steps before it would be lost */
+        const char *where = "?";
+        plait_config_origin(cfg, "run", "out_dir", &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [run] out_dir is %zu characters long; at most %d leave room for the paths of "
+                               "its checkpoint files (PATH_MAX 4096): choose a shorter path",
+                               where, given, OUT_DIR_MAX);
+    }
     plait_status st = plait_check_evaluation(cfg);
     if (st == PLAIT_OK) st = make_dirs(out_dir);
     if (st != PLAIT_OK) return st;

@@ -19,6 +19,8 @@
 #    waiting in its send until [comm] timeout, the cause never printed);
 #  - a metrics.csv whose last row was cut short (a full disk mid-write) is
 #    resumed with that row dropped, never with the next row glued onto it;
+#  - an out_dir too long for the paths of its checkpoint files is refused
+#    before any step (it was found at the first checkpoint);
 #  - the run directory removed under a running job (rm -rf): the job stops
 #    with an error naming it, never "done ... metrics: RUN/metrics.csv",
 #    and no checkpoint recreates the directory.
@@ -160,6 +162,12 @@ train cut run.steps=4 run.ckpt_every=2 --resume
 awk -F, 'NR == 1 { n = NF } NF != n { bad = 1 } END { exit bad }' "$E2E_WORK/cut/metrics.csv" ||
   fail "cut: metrics.csv rows of different widths (a row glued onto the one cut short)"
 echo "a metrics row cut short: dropped on resume, the next rows whole"
+
+# --- 11. an out_dir too long for its checkpoint files: refused before any step
+long=$E2E_WORK/long$(printf '/%0200d' $(seq 20))
+refused longdir "[run] out_dir is $(( ${#long} )) characters long; at most 3968" "run.out_dir=$long" run.steps=2
+[ ! -e "$E2E_WORK/long" ] || fail "longdir: the refused run created its directory"
+echo "an out_dir too long for its checkpoints: refused at the start"
 
 # --- 8. the disk fills during a checkpoint
 full=$E2E_WORK/full
