@@ -171,6 +171,12 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
                                where, given, OUT_DIR_MAX);
     }
     plait_status st = plait_check_evaluation(cfg);
+    struct stat sb;
+    if (st == PLAIT_OK && (opts->resume == PLAIT_RESUME_REQUIRED || strcmp(plait_config_str(cfg, "run", "resume"), "yes") == 0) &&
+        stat(out_dir, &sb) != 0 && errno == ENOENT)
+        /* refused without creating it: a mistyped out_dir is not left behind */
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "--resume: %s does not exist (nothing to resume from; is [run] "
+                                                       "out_dir right?)", out_dir);
     if (st == PLAIT_OK) st = make_dirs(out_dir);
     if (st != PLAIT_OK) return st;
     plait_job_env env;

@@ -20,7 +20,8 @@
 #  - a metrics.csv whose last row was cut short (a full disk mid-write) is
 #    resumed with that row dropped, never with the next row glued onto it;
 #  - an out_dir too long for the paths of its checkpoint files is refused
-#    before any step (it was found at the first checkpoint);
+#    before any step (it was found at the first checkpoint), and --resume
+#    of an out_dir that does not exist is refused without creating it;
 #  - the run directory removed under a running job (rm -rf): the job stops
 #    with an error naming it, never "done ... metrics: RUN/metrics.csv",
 #    and no checkpoint recreates the directory.
@@ -163,11 +164,14 @@ awk -F, 'NR == 1 { n = NF } NF != n { bad = 1 } END { exit bad }' "$E2E_WORK/cut
   fail "cut: metrics.csv rows of different widths (a row glued onto the one cut short)"
 echo "a metrics row cut short: dropped on resume, the next rows whole"
 
-# --- 11. an out_dir too long for its checkpoint files: refused before any step
+# --- 11. an out_dir too long for its checkpoint files, or one to --resume
+# that does not exist: refused before anything is created
 long=$E2E_WORK/long$(printf '/%0200d' $(seq 20))
 refused longdir "[run] out_dir is $(( ${#long} )) characters long; at most 3968" "run.out_dir=$long" run.steps=2
 [ ! -e "$E2E_WORK/long" ] || fail "longdir: the refused run created its directory"
 echo "an out_dir too long for its checkpoints: refused at the start"
+refused typo "--resume: $E2E_WORK/typo/run does not exist (nothing to resume from" "run.out_dir=$E2E_WORK/typo/run" --resume
+[ ! -e "$E2E_WORK/typo" ] || fail "typo: --resume of a run directory that does not exist created it"
 
 # --- 8. the disk fills during a checkpoint
 full=$E2E_WORK/full
