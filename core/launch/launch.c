@@ -274,15 +274,18 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
     if (n < 1 || !o->argv || !o->argv[0])
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "launch: need at least one rank and a command line");
     double grace = o->grace_s > 0 ? o->grace_s : 3.0;
+    /* The children run this very binary: /proc/self/exe is this process's
+     * executable itself, not a path to look up, so a binary replaced or
+     * removed on disk since the launcher started (a reinstall, a rebuild)
+     * still starts the ranks, and every --max-restarts relaunch runs what the
+     * first attempt ran. Its resolved path is for messages only. */
     const char *exe = o->exe ? o->exe : "/proc/self/exe";
-    /* Resolve /proc/self/exe now: the children must run this very binary. */
     char self[4096];
+    snprintf(self, sizeof self, "%s", exe);
     if (!o->exe) {
         ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (l > 0) {
-            self[l] = '\0';
-            exe = self;
-        }
+        self[l > 0 ? l : 0] = '\0';
+        if (l <= 0) snprintf(self, sizeof self, "%s", exe);
     }
     const char *mt = getenv("PLAIT_MATH_THREADS");
     int threads = plait_math_threads_rule(mt ? atoi(mt) : 0, n);
@@ -397,7 +400,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
             pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
             execve(exe, o->argv, env);
             char msg[512];
-            int len = snprintf(msg, sizeof msg, "cannot execute %s: %s\n", exe, strerror(errno));
+            int len = snprintf(msg, sizeof msg, "cannot execute %s: %s\n", self, strerror(errno));
             if (len > 0 && write(pfd[1], msg, (size_t)len) < 0) {
             }
             _exit(127);

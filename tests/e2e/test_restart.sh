@@ -9,7 +9,8 @@
 # A crash during the job's first save leaves only incomplete checkpoints:
 # the restart starts over from step 0 and says so, where the directory held
 # no checkpoint before the job; one that held another run's incomplete
-# checkpoints is still refused, its metrics.csv untouched.
+# checkpoints is still refused, its metrics.csv untouched. A binary
+# replaced on disk while the job runs does not stop its restart.
 source "$(dirname "$0")/lib.sh"
 N=12 K=4
 # the sleep paces the steps (about 0.15 s each) so the kill lands mid-run; it changes no number
@@ -80,4 +81,23 @@ if "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/first_save" parallel.dp=2 ru
 grep -q "none is complete" "$E2E_WORK/first_save-again.out" || fail "unclear refusal: $(tail -n 2 "$E2E_WORK/first_save-again.out")"
 cmp -s "$E2E_WORK/first_save/metrics.csv" "$E2E_WORK/first_save-metrics.csv" || fail "another run's metrics.csv was rewritten"
 
-echo "restart OK: killed rank 1 after $((KILLED_AT_ROWS - 1)) steps; one restart from step $K's checkpoint, bit-identical to an uninterrupted run; with 0 restarts the job ended (exit $RC); a crash in the first save restarted from step 0"
+# --- the binary replaced on disk while the job runs (a reinstall, a rebuild):
+# the restart runs the binary the job started with
+mkdir -p "$E2E_WORK/bin"
+cp "$PLAIT_BIN" "$E2E_WORK/bin/plait"
+rm -rf "${E2E_WORK:?}/replaced"
+"$E2E_WORK/bin/plait" train "$CFG" "run.out_dir=$E2E_WORK/replaced" parallel.dp=2 run.steps=6 run.ckpt_every=2 \
+  run.debug_die_in_save=4 $PACE --max-restarts 1 >"$E2E_WORK/replaced.out" 2>&1 &
+launcher=$!
+for _ in $(seq 600); do
+  [ "$(wc -l <"$E2E_WORK/replaced/metrics.csv" 2>/dev/null || echo 0)" -gt 1 ] && break
+  sleep 0.05
+done
+cp "$PLAIT_BIN" "$E2E_WORK/bin/plait.new" && mv "$E2E_WORK/bin/plait.new" "$E2E_WORK/bin/plait"
+RC=0
+wait $launcher || RC=$?
+[ $RC -eq 0 ] || { tail -n 8 "$E2E_WORK/replaced.out" >&2; fail "replaced: with the binary replaced on disk the restarted job exited $RC"; }
+grep -q "^plait: restart 1 of 1" "$E2E_WORK/replaced.out" || fail "replaced: no restart: $(tail -n 4 "$E2E_WORK/replaced.out")"
+[ -f "$E2E_WORK/replaced/ckpt-00000006/COMPLETE" ] || fail "replaced: the restarted job saved no final checkpoint"
+
+echo "restart OK: killed rank 1 after $((KILLED_AT_ROWS - 1)) steps; one restart from step $K's checkpoint, bit-identical to an uninterrupted run; with 0 restarts the job ended (exit $RC); a crash in the first save restarted from step 0; a restart after the binary was replaced on disk ran"
