@@ -555,6 +555,16 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
                 }
         }
     }
+    /* A rank that could not reach the job's store failed because of its
+     * host when that rank failed first-hand here (rank 0 refused the run
+     * directory, say, and closed the store as the others joined). */
+    int host = first >= 0 && !procs[first].external_signal ? plait_error_store_host(procs[first].last) : -1;
+    if (host >= 0) {
+        int local = host - (o->nnodes > 1 ? o->node_rank : 0) * n, ignored;
+        if (local >= 0 && local < n && local != first && procs[local].pid && failed(procs[local].status) &&
+            !plait_error_relayed(procs[local].last, &ignored) && plait_error_store_host(procs[local].last) < 0)
+            first = local;
+    }
     if (st != PLAIT_OK) first = -1; /* the ranks that ended were stopped by the launcher */
     /* Reports name world ranks: on host i of a job on several hosts this
      * launcher's ranks are i·n .. i·n + n-1, not 0 .. n-1. */

@@ -177,9 +177,10 @@ int plait_net_connect_retry(const struct sockaddr *addr, socklen_t len, double d
         if (plait_clock_now() + 0.05 >= deadline) break;
         plait_clock_sleep(0.05);
     }
-    plait_set_error(last == ETIMEDOUT ? PLAIT_ERR_TIMEOUT : PLAIT_ERR_SYSTEM,
-                    "cannot connect to %s at %s: %s", what,
-                    plait_net_addr_str(addr, where, sizeof where), strerror(last));
+    plait_net_addr_str(addr, where, sizeof where);
+    /* `what` may name the address already ("the job's store ... at HOST:PORT") */
+    plait_set_error(last == ETIMEDOUT ? PLAIT_ERR_TIMEOUT : PLAIT_ERR_SYSTEM, "cannot connect to %s%s%s: %s", what,
+                    strstr(what, where) ? "" : " at ", strstr(what, where) ? "" : where, strerror(last));
     return -1;
 }
 

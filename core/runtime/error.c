@@ -116,3 +116,10 @@ int plait_error_waited_for(const char *message) {
     if (w && sscanf(w, "(world rank %d)", &n) == 1 && n >= 0) return n;
     return -1;
 }
+
+int plait_error_store_host(const char *message) {
+    const char *m = message ? strstr(message, "the job's store (hosted by rank ") : NULL;
+    int n = -1;
+    if (m && sscanf(m, "the job's store (hosted by rank %d)", &n) == 1 && n >= 0) return n;
+    return -1;
+}

@@ -39,4 +39,10 @@ const char *plait_error_relayed(const char *message, int *origin);
  * -1 when the message reports no such timeout. Pure; thread-safe. */
 int plait_error_waited_for(const char *message);
 
+/* The world rank hosting the job's store when `message` reports a failure
+ * to reach or talk to it ("the job's store (hosted by rank 0) at ... closed
+ * the connection"): a rank that could not join because the host went down
+ * first. -1 when the message names no store host. Pure; thread-safe. */
+int plait_error_store_host(const char *message);
+
 #endif

@@ -116,6 +116,22 @@ static void test_first_hand_failure_is_the_cause(void **state) {
     outcome_free(&o);
 }
 
+static void test_store_host_failure_is_the_cause(void **state) {
+    (void)state;
+    job_outcome o;
+    /* rank 1 ends first: it found the store closed as it joined, because
+     * rank 0 (the store's host) refused the run and went down */
+    launch_sh(2,
+              "if [ $PLAIT_RANK = 1 ]; then echo \"train: rank 1 joining the plait -n job: the job's store (hosted by "
+              "rank 0) at 127.0.0.1:4000 closed the connection during the handshake\" > /proc/$$/fd/$PLAIT_REPORT_FD; "
+              "exit 1; fi; sleep 0.2; echo 'train: run directory runs/x is in use by another run' "
+              "> /proc/$$/fd/$PLAIT_REPORT_FD; exit 1",
+              2.0, &o);
+    assert_int_equal(o.res.failed_rank, 0);
+    assert_string_equal(o.res.message, "rank 0 failed: train: run directory runs/x is in use by another run");
+    outcome_free(&o);
+}
+
 static void test_ranks_ignoring_sigterm_are_killed(void **state) {
     (void)state;
     job_outcome o;
@@ -360,6 +376,7 @@ int main(void) {
         cmocka_unit_test(test_failure_without_report),
         cmocka_unit_test(test_killed_rank_is_the_cause),
         cmocka_unit_test(test_first_hand_failure_is_the_cause),
+        cmocka_unit_test(test_store_host_failure_is_the_cause),
         cmocka_unit_test(test_ranks_ignoring_sigterm_are_killed),
         cmocka_unit_test(test_exec_failure),
         cmocka_unit_test(test_second_host_names_world_ranks),

@@ -555,7 +555,17 @@ static void test_connect_refused_times_out(void **state) {
     plait_status s = plait_store_connect("127.0.0.1", port, TOKEN, 1, 0.3, "the job's store (rank 0)", &st);
     assert_int_not_equal(s, PLAIT_OK);
     assert_true(plait_clock_now() - t0 < 3);
-    assert_contains(plait_last_error(), "rank 0");
+    char want[128];
+    snprintf(want, sizeof want, "cannot connect to the job's store (rank 0) at 127.0.0.1:%d: Connection refused", port);
+    assert_contains(plait_last_error(), want);
+    /* a description that names the address already gets it once */
+    char what[96];
+    snprintf(what, sizeof what, "the job's store (rank 0) at 127.0.0.1:%d", port);
+    assert_int_not_equal(plait_store_connect("127.0.0.1", port, TOKEN, 1, 0.3, what, &st), PLAIT_OK);
+    assert_contains(plait_last_error(), want);
+    char twice[160];
+    snprintf(twice, sizeof twice, "127.0.0.1:%d at 127.0.0.1:%d", port, port);
+    assert_null(strstr(plait_last_error(), twice));
 }
 
 /* SHA-256 and HMAC-SHA-256 against FIPS 180-4's and RFC 4231's vectors. */

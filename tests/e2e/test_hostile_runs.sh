@@ -8,7 +8,9 @@
 #  - resume = auto where every checkpoint is incomplete is refused and
 #    metrics.csv keeps its rows;
 #  - a second run in a running run's out_dir is refused naming the holder
-#    (pid, host), and the first run finishes with all its metrics rows;
+#    (pid, host), its launcher naming rank 0's refusal as the cause (not a
+#    rank that found the store closed), and the first run finishes with all
+#    its metrics rows;
 #  - the (memory-mapped) data file truncated during a run: every rank ends
 #    with an error naming the file and both sizes, none dies of SIGBUS,
 #    and the failing step is the one after metrics.csv's last row;
@@ -101,6 +103,20 @@ kill -0 $first 2>/dev/null || fail "the first run ended before the second starte
 holder=$(pgrep -P $first | while read -r pid; do if grep -zqx PLAIT_RANK=0 /proc/$pid/environ 2>/dev/null; then echo "$pid"; fi; done)
 refused shared-second "run directory $E2E_WORK/shared is in use by another run (pid $holder on host $(hostname)" \
   "run.out_dir=$E2E_WORK/shared" run.steps=200 run.ckpt_every=50 parallel.dp=2
+# the launcher's summary names rank 0's refusal as the cause, not a rank that
+# found the store (rank 0's) closed as it joined, whichever ended first (the
+# lock held by this shell through flock(1) while the tries run)
+if command -v flock >/dev/null; then
+  mkdir -p "$E2E_WORK/held"
+  exec 9>"$E2E_WORK/held/.lock"
+  flock -n 9 || fail "cannot lock $E2E_WORK/held/.lock"
+  for try in 1 2; do
+    refused "held-$try" "in use by another run" "run.out_dir=$E2E_WORK/held" run.steps=2 parallel.dp=4
+    grep -q "^plait: rank 0 failed: .*run directory $E2E_WORK/held is in use" "$E2E_WORK/held-$try.out" ||
+      fail "try $try: the launcher blames another rank: $(grep '^plait: rank' "$E2E_WORK/held-$try.out")"
+  done
+  exec 9>&-
+fi
 wait $first || fail "the first run failed beside the refused second: $(tail -n 3 "$E2E_WORK/shared-first.out")"
 [ "$(column shared step | tr '\n' ' ')" = "$(seq -s ' ' 1 200) " ] || fail "the first run lost metrics rows: $(wc -l <"$E2E_WORK/shared/metrics.csv") lines"
 # the lock ends with its run: the directory resumes

@@ -47,6 +47,19 @@ static void test_chains(void **state) {
     assert_int_equal(origin, -1);
 }
 
+static void test_store_host(void **state) {
+    (void)state;
+    assert_int_equal(plait_error_store_host("train: rank 3 joining the plait -n job (store address from the "
+                                            "launcher): the job's store (hosted by rank 0) at 127.0.0.1:4000 closed "
+                                            "the connection during the handshake"),
+                     0);
+    assert_int_equal(plait_error_store_host("cannot connect to the job's store (hosted by rank 12) at [::1]:7: refused"),
+                     12);
+    assert_int_equal(plait_error_store_host("run directory runs/x is in use by another run"), -1);
+    assert_int_equal(plait_error_store_host("the job's store (hosted by rank x)"), -1);
+    assert_int_equal(plait_error_store_host(NULL), -1);
+}
+
 static void test_waited_for(void **state) {
     (void)state;
     /* the communication layer's account of a wait past [comm] timeout */
@@ -72,6 +85,7 @@ int main(void) {
         cmocka_unit_test(test_first_hand),
         cmocka_unit_test(test_chains),
         cmocka_unit_test(test_waited_for),
+        cmocka_unit_test(test_store_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
