@@ -224,6 +224,15 @@ plait_status plait_bench_comm_check(const plait_bench_comm_opts *o, int n) {
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: need iters >= 1, warmup >= 0, factor > 1, "
                                                       "min <= max (--min %llu, --max %llu)",
                                (unsigned long long)o->min_bytes, (unsigned long long)o->max_bytes);
+    size_t esz = plait_dtype_size(o->dtype);
+    if (shape_of(o->op, o->max_bytes, esz, n).count == 0) {
+        int split = o->op == PLAIT_BENCH_ALLGATHER || o->op == PLAIT_BENCH_REDUCE_SCATTER || o->op == PLAIT_BENCH_ALLTOALL;
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "bench: --max %llu bytes holds no %s element%s (%zu bytes each%s): nothing to measure; "
+                               "give --max %zu or more",
+                               (unsigned long long)o->max_bytes, plait_dtype_name(o->dtype), split ? " per rank" : "",
+                               esz, split ? ", one per rank" : "", esz * (split ? (size_t)n : 1));
+    }
     if (o->op == PLAIT_BENCH_SENDRECV && n < 2)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: sendrecv needs at least 2 ranks (this job has %d)", n);
     if (o->op == PLAIT_BENCH_BROADCAST && (o->root < 0 || o->root >= n))

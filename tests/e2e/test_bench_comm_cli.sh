@@ -45,7 +45,9 @@ grep -q "spin_us" "$out" || fail "the spin_us error does not name the key: $(cat
 [ "$(grep -c "spin_us" "$out")" = 1 ] || fail "the spin_us error was printed by every rank: $(cat "$out")"
 # options that do not fit the job: said once, before any rank starts
 for bad in "--op broadcast --root 5|--root 5 is not a rank of this job of 2" \
-           "--op sendrecv --min 8M --max 4K|min <= max (--min 8388608, --max 4096)"; do
+           "--op sendrecv --min 8M --max 4K|min <= max (--min 8388608, --max 4096)" \
+           "--op allreduce --min 3 --max 3|--max 3 bytes holds no f32 element (4 bytes each)" \
+           "--op allgather --min 4 --max 4|--max 4 bytes holds no f32 element per rank"; do
   if $P bench comm -n 2 ${bad%%|*} >"$out" 2>&1; then fail "bench comm ${bad%%|*} was accepted"; fi
   [ "$(grep -cF -- "${bad#*|}" "$out")" = 1 ] && grep -q "no rank was started" "$out" && ! grep -q "tcp: rank" "$out" ||
     fail "bench comm ${bad%%|*}: not said once before the ranks started: $(cat "$out")"
