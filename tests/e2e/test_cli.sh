@@ -106,4 +106,9 @@ usage_error "--micro_batch: 'abc' is not a whole number in 1..1000000" plan "$CF
 usage_error "--schedule: 'bogus' is not one of gpipe, 1f1b, interleaved, zb1" plan "$CFG" --ranks 4 --schedule bogus
 usage_error "--dp needs a value or a list of them" plan "$CFG" --ranks 4 --dp ''
 usage_error "unknown option '--dpp'" plan "$CFG" --ranks 4 --dpp 2
+# -n that does not fit the layout: said once by the launcher, no rank started
+usage_error "[parallel] dp 2 x tp 1 x pp 1 = 2 ranks, but -n 3 starts 3" train "$CFG" -n 3 parallel.dp=2 \
+  "run.out_dir=$E2E_WORK/n3"
+[ "$(grep -c 'ranks, but' "$E2E_WORK/usage.out")" = 1 ] || fail "-n 3 for a 2-rank layout: not said once: $(cat "$E2E_WORK/usage.out")"
+[ ! -e "$E2E_WORK/n3" ] || fail "-n 3 for a 2-rank layout: a rank started"
 echo "cli OK"
