@@ -596,7 +596,8 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
                 off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (exit %d)", off ? "," : "",
                                         base + r, WEXITSTATUS(procs[r].status));
         }
-        if (off) fprintf(stderr, "plait: also ended abnormally:%s\n", others);
+        /* after an interruption the launcher stopped them all itself: no news */
+        if (off && !interrupts) fprintf(stderr, "plait: also ended abnormally:%s\n", others);
     }
     free(procs);
     if (st != PLAIT_OK)
