@@ -53,7 +53,8 @@ static plait_status lost(plait_store *st, const char *doing, int err) {
 static plait_status handshake_lost(plait_store *st, int err) {
     if (err == ETIMEDOUT)
         return plait_set_error(PLAIT_ERR_TIMEOUT,
-                               "%s did not answer within the timeout: rank 0 never joined the job or is stuck",
+                               "%s took the connection but did not answer within the timeout: rank 0 never "
+                               "joined the job or is stuck, or another program listens on that port",
                                st->what);
     return plait_set_error(PLAIT_ERR_PEER_LOST,
                            "%s closed the connection during the handshake (%s): wrong job token or rank 0 exited",
