@@ -60,10 +60,13 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
             a->mem_limit = strtod(v, &end) * 1048576.0;
             if (*end || a->mem_limit <= 0) return bad(cmd, "--mem-limit takes MiB per rank, not", v);
         } else if (!sweep && !strcmp(o, "--top")) {
-            long t = strcmp(v, "all") == 0 ? 0 : strtol(v, &end, 10);
-            if ((end && *end) || t < 0) return bad(cmd, "--top takes a number of layouts or 'all', not", v);
+            int all = strcmp(v, "all") == 0; /* 0 below */
+            long t = all ? 0 : strtol(v, &end, 10);
+            if (!all && (*end || end == v || t < 1))
+                return bad(cmd, "--top takes a number of layouts (1 or more) or 'all', not", v);
             a->top = (size_t)t;
         } else if (!sweep && !strcmp(o, "--explain")) {
+            if (!*v) return bad(cmd, "--explain takes a layout as the table prints it (\"dp2 tp2 pp1\"), not", v);
             a->explain = v;
         } else if (sweep && !strcmp(o, "--steps")) {
             a->steps = (int)strtol(v, &end, 10);
