@@ -141,8 +141,10 @@ plait_status plait_ckpt_open_named(const char *path, plait_ckpt **out) {
     if (st == PLAIT_OK) return st;
     char why[2048];
     snprintf(why, sizeof why, "%s", plait_last_error());
+    struct stat sb;
     const char *role = plait_ckpt_dir_role(path);
-    if (role && strcmp(role, "checkpoint directory") == 0) return plait_set_error(st, "%s", why);
+    if ((role && strcmp(role, "checkpoint directory") == 0) || stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return plait_set_error(st, "%s", why);
     plait_status latest = plait_ckpt_open_latest(path, out);
     if (latest != PLAIT_OK || *out) return latest;
     if (role)

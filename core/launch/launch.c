@@ -556,12 +556,14 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
         }
     }
     /* A rank that could not reach the job's store failed because of its
-     * host when that rank failed first-hand here (rank 0 refused the run
-     * directory, say, and closed the store as the others joined). */
+     * host when that rank exited on an error of its own here (rank 0
+     * refused the run directory, say, and closed the store as the others
+     * joined); a host the launcher stopped (stuck, never joined) is not. */
     int host = first >= 0 && !procs[first].external_signal ? plait_error_store_host(procs[first].last) : -1;
     if (host >= 0) {
         int local = host - (o->nnodes > 1 ? o->node_rank : 0) * n, ignored;
-        if (local >= 0 && local < n && local != first && procs[local].pid && failed(procs[local].status) &&
+        if (local >= 0 && local < n && local != first && procs[local].pid && WIFEXITED(procs[local].status) &&
+            WEXITSTATUS(procs[local].status) != 0 && procs[local].last[0] &&
             !plait_error_relayed(procs[local].last, &ignored) && plait_error_store_host(procs[local].last) < 0)
             first = local;
     }

@@ -44,7 +44,7 @@ if [ -e "$PLUGDIR/libplait-comm-nccl.so" ]; then
     run_fails train_nccl "$P" train "$CFG" comm.plugin=nccl run.steps=1 "run.out_dir=$WORK/train_nccl"
     grep -q "$why" "$WORK/train_nccl.out" || fail "train: $(cat "$WORK/train_nccl.out")"
     [ "$(wc -l <"$WORK/train_nccl.out")" -eq 1 ] || fail "train printed more than one line: $(cat "$WORK/train_nccl.out")"
-    run_fails train_nccl_n2 "$P" train "$CFG" comm.plugin=nccl run.steps=1 "run.out_dir=$WORK/train_nccl2" -n 2
+    run_fails train_nccl_n2 "$P" train "$CFG" comm.plugin=nccl run.steps=1 parallel.dp=2 "run.out_dir=$WORK/train_nccl2" -n 2
     grep -q "rank [01] failed: train: $why" "$WORK/train_nccl_n2.out" || fail "train -n 2: $(cat "$WORK/train_nccl_n2.out")"
   fi
   printf '[comm]\nplugin = nccl\n[comm.nccl]\ndevice = -3\n' >"$WORK/bad_nccl.ini"
