@@ -1,6 +1,7 @@
 #include "checkpoint/weights_import.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "runtime/error.h"
+#include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/safetensors.h"
 #include "model/tied.h"
@@ -216,13 +218,24 @@ plait_status plait_weights_open(const char *path, const plait_model_spec *spec, 
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "[run] init_from = %s: pretrained weights are GPT-2's; [model] arch = %s", path,
                                spec->arch);
+    struct stat sb;
+    int is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    char newest[PATH_MAX];
+    const char *role = is_dir ? plait_ckpt_dir_role(path) : NULL;
+    if (role && strcmp(role, "run directory") == 0) {
+        /* a run directory, as sample and export read one: its newest checkpoint that opens */
+        plait_ckpt *ck = NULL;
+        plait_status found = plait_ckpt_open_named(path, &ck);
+        if (found != PLAIT_OK) return plait_wrap_error(found, "[run] init_from");
+        snprintf(newest, sizeof newest, "%s", plait_ckpt_dir(ck));
+        plait_ckpt_close(ck);
+        path = newest;
+    }
     plait_weights *w = calloc(1, sizeof *w);
     if (!w) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     pthread_mutex_init(&w->lock, NULL);
     w->spec = spec;
     w->cached = -1;
-    struct stat sb;
-    int is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
     size_t len = strlen(path) + sizeof "/model.safetensors";
     w->path = malloc(len);
     w->tensor = calloc((size_t)spec->n_params, sizeof *w->tensor);
