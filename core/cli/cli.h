@@ -135,4 +135,11 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
 plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_over, char *const *over,
                                     const plait_cli_job_opts *job);
 
+/* For train and bench train under -n N, in the launcher before any rank
+ * starts: the layout's dp x tp x pp must be the ranks -n starts (times
+ * --nnodes), said once here rather than by every rank. PLAIT_OK (also
+ * without -n, or for an elastic job, whose rounds choose the layout) or
+ * PLAIT_ERR_INVALID_CONFIG with the message. */
+plait_status plait_cli_check_ranks(const plait_config *cfg, const plait_cli_job_opts *job);
+
 #endif

@@ -13,6 +13,7 @@
 #include "launch/net.h"
 #include "launch/restart.h"
 #include "launch/slurm_env.h"
+#include "layout/mesh.h"
 #include "runtime/error.h"
 #include "checkpoint/checkpoint.h"
 #include "device/device.h"
@@ -259,6 +260,21 @@ static int job_nnodes(const plait_config *cfg, const plait_cli_job_opts *given, 
         return -1;
     }
     return 0;
+}
+
+plait_status plait_cli_check_ranks(const plait_config *cfg, const plait_cli_job_opts *job) {
+    int sizes[3], axes[3];
+    if (job->local_ranks < 1 || job->nnodes_min > 0 || plait_mesh_shape(cfg, sizes, axes) != PLAIT_OK) {
+        plait_clear_error(); /* a bad layout is the ranks' to report, with the rest of the config */
+        return PLAIT_OK;
+    }
+    int nodes = job->nnodes > 1 ? job->nnodes : 1, want = sizes[0] * sizes[1] * sizes[2];
+    if ((int64_t)job->local_ranks * nodes == want) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "[parallel] dp %d x tp %d x pp %d = %d ranks, but -n %d%s starts %lld; set the sizes so "
+                           "their product is the ranks started (or give -n %d); no rank was started",
+                           sizes[0], sizes[1], sizes[2], want, job->local_ranks, nodes > 1 ? " on each host" : "",
+                           (long long)job->local_ranks * nodes, want % nodes ? want : want / nodes);
 }
 
 plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_over, char *const *over,

@@ -300,9 +300,32 @@ static int load_comm_config(const comm_args *a, plait_config **cfg) {
     return 0;
 }
 
+/* `plait bench train CONFIG ... -n N`: a layout that does not fit the ranks
+ * -n starts is said once, by the launcher (other problems: by the ranks). */
+static int bench_train_before_launch(int argc, char **argv, const plait_cli_job_opts *job) {
+    const char *path = NULL;
+    char **over = calloc((size_t)argc + 1, sizeof *over);
+    int n_over = 0, rc = 0;
+    if (!over) return 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--steps") || !strcmp(argv[i], "--warmup") || !strcmp(argv[i], "--csv")) i++;
+        else if (argv[i][0] != '-') plait_cli_take_positional(argv[i], &path, over, &n_over);
+    }
+    plait_config *cfg = NULL;
+    if (path && plait_cli_load_config(path, n_over, over, &cfg) == PLAIT_OK && plait_cli_check_ranks(cfg, job) != PLAIT_OK) {
+        plait_cli_print_error("bench train");
+        rc = 2;
+    }
+    plait_clear_error();
+    plait_config_free(cfg);
+    free(over);
+    return rc;
+}
+
 /* `plait bench comm ... -n N`: options, the configuration and no device for
  * --mem are said once, by the launcher, before any rank starts. */
 static int bench_before_launch(int argc, char **argv, const plait_cli_job_opts *job) {
+    if (argc >= 2 && strcmp(argv[1], "train") == 0) return bench_train_before_launch(argc - 1, argv + 1, job);
     if (argc < 2 || strcmp(argv[1], "comm") != 0) return 0;
     comm_args a;
     int rc = parse_comm_args(argc - 1, argv + 1, &a);

@@ -5,7 +5,6 @@
 
 #include "cli/cli.h"
 #include "launch/restart.h"
-#include "layout/mesh.h"
 #include "runtime/error.h"
 #include "train/train_loop.h"
 
@@ -72,18 +71,10 @@ static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *
         else if (argv[i][0] != '-') plait_cli_take_positional(argv[i], &path, over, &n_over);
     }
     plait_config *cfg = NULL;
-    int sizes[3], axes[3];
-    if (path && plait_cli_load_config(path, n_over, over, &cfg) == PLAIT_OK && job->nnodes_min <= 0 &&
-        plait_mesh_shape(cfg, sizes, axes) == PLAIT_OK) {
-        /* said once here, not by each of the -n ranks */
-        int nodes = job->nnodes > 1 ? job->nnodes : 1, want = sizes[0] * sizes[1] * sizes[2];
-        if ((int64_t)job->local_ranks * nodes != want) {
-            fprintf(stderr, "plait: train: [parallel] dp %d x tp %d x pp %d = %d ranks, but -n %d%s starts %lld; "
-                            "set the sizes so their product is the ranks started (or give -n %d); no rank was started\n",
-                    sizes[0], sizes[1], sizes[2], want, job->local_ranks, nodes > 1 ? " on each host" : "",
-                    (long long)job->local_ranks * nodes, want % nodes ? want : want / nodes);
-            rc = 2;
-        }
+    if (path && plait_cli_load_config(path, n_over, over, &cfg) == PLAIT_OK &&
+        plait_cli_check_ranks(cfg, job) != PLAIT_OK) {
+        plait_cli_print_error("train");
+        rc = 2;
     }
     if (rc == 0 && cfg && plait_cli_check_memory(cfg, path, n_over, over, job) != PLAIT_OK) {
         plait_cli_print_error("train");

@@ -113,4 +113,6 @@ usage_error "[parallel] dp 2 x tp 1 x pp 1 = 2 ranks, but -n 3 starts 3" train "
   "run.out_dir=$E2E_WORK/n3"
 [ "$(grep -c 'ranks, but' "$E2E_WORK/usage.out")" = 1 ] || fail "-n 3 for a 2-rank layout: not said once: $(cat "$E2E_WORK/usage.out")"
 [ ! -e "$E2E_WORK/n3" ] || fail "-n 3 for a 2-rank layout: a rank started"
+usage_error "[parallel] dp 2 x tp 1 x pp 1 = 2 ranks, but -n 3 starts 3" bench train "$CFG" -n 3 parallel.dp=2 --steps 1
+[ "$(grep -c 'ranks, but' "$E2E_WORK/usage.out")" = 1 ] || fail "bench train -n 3 for a 2-rank layout: not said once"
 echo "cli OK"
