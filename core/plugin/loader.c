@@ -122,6 +122,10 @@ static const plait_plugin_desc *find_registered(uint32_t kind, const char *name,
     return NULL;
 }
 
+/* The most plugins one file may declare (plugin.h): a larger count is a
+ * plugin's mistake (its array's count), never read. */
+#define MAX_DESCRIPTORS 64
+
 /* Open `path` and run every check; on success register its descriptors. */
 static plait_status open_file_unguarded(const char *path, struct loaded_file **out) {
     char real[PATH_MAX];
@@ -179,6 +183,13 @@ static plait_status open_file_unguarded(const char *path, struct loaded_file **o
     if (!descs || n == 0) {
         dlclose(h);
         return plait_set_error(PLAIT_ERR_ABI, "%s: the entry returned no plugin descriptors", real);
+    }
+    /* a count past the plugin's own array would be read as descriptors */
+    if (n > MAX_DESCRIPTORS) {
+        dlclose(h);
+        return plait_set_error(PLAIT_ERR_ABI, "%s: the entry returned %zu plugin descriptors (at most %d in one file: "
+                                              "the count of its array?)",
+                               real, n, MAX_DESCRIPTORS);
     }
     for (size_t i = 0; i < n; i++) {
         st = plait_check_descriptor(real, descs[i]);

@@ -199,6 +199,11 @@ static void test_duplicate_in_one_file(void **state) {
     refused("twice", (const char *const[]){"two plugins named optim/twice", NULL});
 }
 
+static void test_count_past_the_array(void **state) {
+    (void)state;
+    refused("hugecount", (const char *const[]){"returned 1000000 plugin descriptors (at most 64", NULL});
+}
+
 static void test_duplicate_across_files(void **state) {
     (void)state;
     const plait_plugin_desc *a = plait_plugin_load(PLAIT_KIND_OPTIM, "dupa");
@@ -304,7 +309,7 @@ int main(void) {
         cmocka_unit_test(test_bad_magic),
         cmocka_unit_test(test_entry_refuses),
         cmocka_unit_test(test_name_mismatch),
-        cmocka_unit_test(test_duplicate_in_one_file),
+        cmocka_unit_test(test_duplicate_in_one_file), cmocka_unit_test(test_count_past_the_array),
         cmocka_unit_test(test_duplicate_across_files),
         cmocka_unit_test(test_good_after_refusals),
         cmocka_unit_test(test_explicit_path),

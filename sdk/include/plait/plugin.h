@@ -136,7 +136,8 @@ typedef struct plait_plugin_desc {
 
 /* Signature of the entry symbol. Called once per process after dlopen, with
  * the core's ABI version and host table (which outlive the plugin). Fills
- * *descs with an array of *count descriptors the plugin owns (static data).
+ * *descs with an array of *count descriptors the plugin owns (static data;
+ * at most 64 in one file: a larger count is refused, never read).
  * May refuse (PLAIT_ERR_ABI, message via host->set_error) if `host_abi` is too
  * old. Must not start threads or touch devices: do that in create/init. */
 typedef plait_status (*plait_plugin_entry_v1_fn)(uint32_t host_abi, const plait_host *host,
