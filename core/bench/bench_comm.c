@@ -242,11 +242,12 @@ plait_status plait_bench_comm_check(const plait_bench_comm_opts *o, int n) {
 }
 
 plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts *o, FILE *out,
-                                  uint64_t *wrong_total) {
+                                  uint64_t *wrong_total, uint64_t *wrong_here) {
     const plait_coll_api *api = plait_coll_api_table();
     int n = api->size(comm), me = api->rank(comm);
     size_t esz = plait_dtype_size(o->dtype);
     *wrong_total = 0;
+    if (wrong_here) *wrong_here = 0;
     plait_status checked = plait_bench_comm_check(o, n);
     if (checked != PLAIT_OK) return checked;
     shape big = shape_of(o->op, o->max_bytes, esz, n);
@@ -319,6 +320,7 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
         if ((st = fetch_result(dm, recv, drecv, s.recv * esz)) != PLAIT_OK) goto out;
         wrong += check_result(o, me, recv, exp, s.recv, esz);
         /* the slowest rank per iteration and per loop; #wrong over all ranks */
+        if (wrong_here) *wrong_here += wrong;
         int64_t w = (int64_t)wrong, wsum = 0;
         if ((st = api->allreduce(comm, times, tmax, (size_t)o->iters, PLAIT_F64, PLAIT_MAX, NULL, NULL)) != PLAIT_OK ||
             (st = api->allreduce(comm, &loop, &loop_max, 1, PLAIT_F64, PLAIT_MAX, NULL, NULL)) != PLAIT_OK ||

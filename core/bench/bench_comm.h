@@ -94,16 +94,20 @@ typedef struct plait_bench_comm_opts {
 const char *plait_bench_op_name(plait_bench_op op);
 int plait_bench_op_parse(const char *name);
 
-/* Run the benchmark on `comm` (collective: every rank calls it with the
- * same options). Rank 0 prints the table to `out` (may be NULL elsewhere)
- * and rows to opts->csv. *wrong receives the total #wrong over all sizes
- * (equal on every rank). Errors: a failing collective (message from the
- * communicator), PLAIT_ERR_NO_MEMORY for buffers. */
 /* The options against a job of n ranks (the run checks them too; the
  * launcher calls this once before any rank starts): PLAIT_ERR_INVALID_ARG
  * naming what is wrong. */
 plait_status plait_bench_comm_check(const plait_bench_comm_opts *opts, int n);
+/* Run the benchmark on `comm` (collective: every rank calls it with the
+ * same options). Rank 0 prints the table to `out` (may be NULL elsewhere)
+ * and rows to opts->csv. *wrong receives the total #wrong over all sizes
+ * and ranks (equal on every rank: summed by an all-reduce over `comm`
+ * itself, so only as true as the transport); *wrong_here (NULL: not
+ * wanted) this rank's own count, which no transport carried (the
+ * conformance kit's, which judges the transport). Errors: a failing
+ * collective (message from the communicator), PLAIT_ERR_NO_MEMORY for
+ * buffers. */
 plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts *opts, FILE *out,
-                                  uint64_t *wrong);
+                                  uint64_t *wrong, uint64_t *wrong_here);
 
 #endif

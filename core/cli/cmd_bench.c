@@ -158,7 +158,7 @@ static void bench_rank(int rank, void *arg) {
     plait_comm *comm = NULL;
     plait_status st = plait_threads_comm_world(t->w, rank, &t->settings, &comm);
     uint64_t wrong = 0;
-    if (st == PLAIT_OK) st = plait_bench_comm_run(comm, &t->opts, rank == 0 ? stdout : NULL, &wrong);
+    if (st == PLAIT_OK) st = plait_bench_comm_run(comm, &t->opts, rank == 0 ? stdout : NULL, &wrong, NULL);
     if (st != PLAIT_OK && !t->msg[0]) snprintf(t->msg, sizeof t->msg, "rank %d: %s", rank, plait_last_error());
     if (rank == 0) t->wrong = wrong;
     t->st[rank] = st;
@@ -189,7 +189,7 @@ static int bench_job(const plait_config *cfg, const char *plugin, const plait_co
             st = plait_comm_plugin_usable(d, mem.kind);
     }
     if (st == PLAIT_OK) st = plait_comm_create_job_world(job, d->ops, cfg, settings, &comm);
-    if (st == PLAIT_OK) st = plait_bench_comm_run(comm, &o, plait_job_rank(job) == 0 ? stdout : NULL, &wrong);
+    if (st == PLAIT_OK) st = plait_bench_comm_run(comm, &o, plait_job_rank(job) == 0 ? stdout : NULL, &wrong, NULL);
     if (st != PLAIT_OK) plait_cli_print_error("bench comm");
     plait_comm_free(comm);
     plait_device_close();

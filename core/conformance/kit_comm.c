@@ -81,23 +81,28 @@ static void raw_destroy(kit_p2p *k, plait_bootstrap *bs) {
 }
 
 /* Every core collective, every dtype, two sizes, through `comm`: the count
- * of wrong elements over all of them (or an error). */
+ * of wrong elements this rank received over all of them (or an error),
+ * counted here: a total summed through the transport under test would be
+ * as wrong as its results. */
 static plait_status all_collectives(plait_comm *comm, const char *transport, int dtypes, uint64_t *wrong,
                                     char *what, size_t cap) {
     *wrong = 0;
+    char first[96] = ""; /* the first collective with a wrong element here */
+    /* every rank runs them all, whatever it counts: a rank stopping at its
+     * first wrong result would leave the others waiting in the next one */
     for (int op = 0; op < PLAIT_BENCH_OP_COUNT; op++)
         for (int dt = 0; dt < dtypes && (op != PLAIT_BENCH_SENDRECV || comm->size > 1); dt++) {
             plait_bench_comm_opts b = {.op = (plait_bench_op)op, .min_bytes = 64, .max_bytes = 16384,
                                        .factor = 256, .warmup = 0, .iters = 1, .dtype = (plait_dtype)dt,
                                        .redop = PLAIT_SUM, .algo = PLAIT_ALGO_AUTO, .transport = transport};
-            uint64_t w = 0;
+            uint64_t all = 0, w = 0;
             snprintf(what, cap, "%s of %s", plait_bench_op_name(b.op), plait_dtype_name(b.dtype));
-            plait_status st = plait_bench_comm_run(comm, &b, NULL, &w);
-            if (st != PLAIT_OK) return st;
+            plait_status st = plait_bench_comm_run(comm, &b, NULL, &all, &w);
+            if (st != PLAIT_OK) return st; /* `what` names the failing one */
+            if (w && !first[0]) snprintf(first, sizeof first, "%s", what);
             *wrong += w;
-            if (w) return PLAIT_OK; /* `what` names the first wrong one */
         }
-    what[0] = '\0';
+    snprintf(what, cap, "%s", first);
     return PLAIT_OK;
 }
 

@@ -54,7 +54,7 @@ static void rank_main(int r, void *arg) {
     set.staging_chunk = 4096; /* 1K-256K messages: one to 64 chunks */
     set.device = fake_device_comm();
     x->st[r] = plait_threads_comm_world(x->w, r, &set, &c);
-    if (x->st[r] == PLAIT_OK) x->st[r] = plait_bench_comm_run(c, &x->o, r == 0 ? x->out : NULL, &x->wrong[r]);
+    if (x->st[r] == PLAIT_OK) x->st[r] = plait_bench_comm_run(c, &x->o, r == 0 ? x->out : NULL, &x->wrong[r], NULL);
     plait_comm_free(c);
 }
 

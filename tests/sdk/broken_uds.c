@@ -37,6 +37,7 @@ static const plait_comm_ops *inner;
 typedef struct wreq {
     void *in;          /* the real request; NULL while held or when dropped */
     int dropped;       /* completes at once, never sent */
+    int received;      /* a receive (BREAK_FLIP flips a bit of what it delivers) */
     plait_buffer buf;
     int peer;
     uint32_t tag;
@@ -120,8 +121,20 @@ static plait_status w_isend(void *comm, const plait_buffer *buf, int peer, uint3
 static plait_status w_irecv(void *comm, const plait_buffer *buf, int peer, uint32_t tag, void *mr, void **req) {
     wreq *r = calloc(1, sizeof *r);
     if (!r) return host->set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    *r = (wreq){.buf = *buf, .peer = peer, .tag = tag, .received = 1};
     *req = r;
     return inner->irecv(((wcomm *)comm)->in, buf, peer, tag, mr, &r->in);
+}
+
+/* A receive just completed: BREAK_FLIP corrupts it (bit 57 of its first
+ * 8 bytes, whatever its tag), as a transport with a bad copy would. */
+static void delivered(const wreq *r) {
+#ifdef BREAK_FLIP
+    if (r->received && r->buf.bytes >= 8 && r->buf.kind == PLAIT_MEM_HOST)
+        ((unsigned char *)r->buf.ptr)[7] ^= 0x02;
+#else
+    (void)r;
+#endif
 }
 
 static plait_status w_test(void *comm, void *req, int *done, size_t *bytes) {
@@ -144,6 +157,7 @@ static plait_status w_test(void *comm, void *req, int *done, size_t *bytes) {
         return PLAIT_OK;
     }
     plait_status st = inner->test(((wcomm *)comm)->in, r->in, done, bytes);
+    if (st == PLAIT_OK && *done) delivered(r);
     if (st != PLAIT_OK || *done) free(r);
     return st;
 #endif
@@ -162,6 +176,7 @@ static plait_status w_wait(void *comm, void *req, double timeout_s, size_t *byte
         return host->set_error(PLAIT_ERR_TIMEOUT, "%s: a held-back send timed out", BROKEN_NAME);
     }
     plait_status st = inner->wait(((wcomm *)comm)->in, r->in, timeout_s, bytes);
+    if (st == PLAIT_OK) delivered(r);
     if (st != PLAIT_ERR_TIMEOUT) free(r);
     return st;
 }
