@@ -23,7 +23,8 @@ static const char plugin_usage[] =
     "\n"
     "Checks a plugin against the rules of the SDK headers and prints a pass/fail table; a failing\n"
     "row says what happened and the rule it breaks (where the rule is written). The kind comes\n"
-    "from the file name (libplait-<kind>-<name>.so).\n"
+    "from the file name (libplait-<kind>-<name>.so): comm, parallel or optim (device plugins\n"
+    "have no checks here).\n"
     "\n"
     "comm plugins, on local jobs of each rank count in LIST (default 2,4,8), each rank one process:\n"
     "  init         init() over the job's bootstrap\n"
@@ -264,6 +265,11 @@ static int plugin_test(int argc, char **argv, const plait_cli_job_opts *job) {
     uint32_t kind = rc ? 0 : kind_of_path(a.path);
     if (!rc && !kind)
         rc = usage_error("'%s' is not named libplait-<kind>-<name>.so (kind comm, parallel or optim)", a.path);
+    if (!rc && kind == PLAIT_KIND_DEVICE)
+        rc = usage_error("'%s' is a device plugin: the kit checks comm, parallel and optim plugins and has no "
+                         "checks for devices (plait's own device tests train through a device's kernel table "
+                         "beside the cpu device's)",
+                         a.path);
     const plait_plugin_desc *d = NULL;
     char path[4096];
     if (!rc) {

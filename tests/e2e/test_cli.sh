@@ -108,6 +108,8 @@ usage_error "--dp needs a value or a list of them" plan "$CFG" --ranks 4 --dp ''
 usage_error "unknown option '--dpp'" plan "$CFG" --ranks 4 --dpp 2
 usage_error "--top takes a number of layouts (1 or more) or 'all', not '0'" plan "$CFG" --ranks 4 --top 0
 usage_error "--explain takes a layout as the table prints it" plan "$CFG" --ranks 4 --explain ''
+usage_error "is a device plugin: the kit checks comm, parallel and optim plugins" \
+  plugin test "$(dirname "$PLAIT_BIN")/../lib/plait/libplait-device-cpu.so"
 # -n that does not fit the layout: said once by the launcher, no rank started
 usage_error "[parallel] dp 2 x tp 1 x pp 1 = 2 ranks, but -n 3 starts 3" train "$CFG" -n 3 parallel.dp=2 \
   "run.out_dir=$E2E_WORK/n3"
