@@ -276,8 +276,17 @@ static int plugin_test(int argc, char **argv, const plait_cli_job_opts *job) {
         /* a bare file name would be searched for by name: make it a path */
         snprintf(path, sizeof path, "%s%s", strchr(a.path, '/') ? "" : "./", a.path);
         a.path = path;
-        d = plait_plugin_load(kind, path);
-        if (!d) {
+        /* loaded first in a child: a file whose constructor, entry or probe
+         * crashes, exits or hangs is named, not the end of this process */
+        plait_plugin_row *rows = NULL;
+        size_t n_rows = getenv("PLAIT_RANK") ? 0 : plait_plugin_scan_file(path, &rows);
+        if (n_rows && !rows[0].loaded) {
+            fprintf(stderr, "plait plugin test: %s %s\n", path, rows[0].status);
+            rc = 1;
+        }
+        free(rows);
+        d = rc ? NULL : plait_plugin_load(kind, path);
+        if (!d && !rc) {
             plait_cli_print_error("plugin test");
             rc = 1;
         }

@@ -564,6 +564,22 @@ static void refuse_duplicates(plait_plugin_row *rows, size_t first, size_t n) {
             }
 }
 
+size_t plait_plugin_scan_file(const char *path, plait_plugin_row **rows_out) {
+    plait_plugin_row *rows = NULL;
+    size_t n = 0, cap = 0;
+    const char *base = strrchr(path, '/');
+    char kind[64], name[256];
+    if (parse_file_name(base ? base + 1 : path, kind, sizeof kind, name, sizeof name) != 0) {
+        *rows_out = NULL;
+        return 0;
+    }
+    pthread_mutex_lock(&g_loader.lock);
+    scan_file(path, kind, name, &rows, &n, &cap);
+    pthread_mutex_unlock(&g_loader.lock);
+    *rows_out = rows;
+    return n;
+}
+
 size_t plait_plugins_scan(plait_plugin_row **rows_out) {
     plait_plugin_row *rows = NULL;
     size_t n = 0, cap = 0;

@@ -64,6 +64,11 @@ typedef struct plait_plugin_row {
  * Nothing is loaded in the caller. Caller frees *rows. */
 size_t plait_plugins_scan(plait_plugin_row **rows);
 
+/* The same for one file, libplait-<kind>-<name>.so at `path` (0 rows when
+ * its name is not of that form): whether it loads and probes without
+ * crashing, exiting or hanging the caller. Caller frees *rows. */
+size_t plait_plugin_scan_file(const char *path, plait_plugin_row **rows);
+
 /* dlclose every file; only at process exit. */
 void plait_plugins_unload_all(void);
 

@@ -110,6 +110,17 @@ usage_error "--top takes a number of layouts (1 or more) or 'all', not '0'" plan
 usage_error "--explain takes a layout as the table prints it" plan "$CFG" --ranks 4 --explain ''
 usage_error "is a device plugin: the kit checks comm, parallel and optim plugins" \
   plugin test "$(dirname "$PLAIT_BIN")/../lib/plait/libplait-device-cpu.so"
+# a plugin file that exits or crashes as it loads: named, exit 1 (it was loaded in a child first)
+crashing=$(dirname "$PLAIT_BIN")/../tests/plugins-crashing
+kit_refuses() {
+  local name=$1 want=$2 rc=0
+  "$P" plugin test "$crashing/libplait-optim-$name.so" >"$E2E_WORK/kit-$name.out" 2>&1 || rc=$?
+  [ $rc -eq 1 ] || fail "plugin test of $name: exit $rc, not 1: $(cat "$E2E_WORK/kit-$name.out")"
+  grep -qF "libplait-optim-$name.so refused: it $want" "$E2E_WORK/kit-$name.out" ||
+    fail "plugin test of $name: not named: $(cat "$E2E_WORK/kit-$name.out")"
+}
+kit_refuses exitctor "ended the process while loading or probing (exit status 3)"
+kit_refuses crashctor "crashed while loading or probing (Segmentation fault, signal 11)"
 # -n that does not fit the layout: said once by the launcher, no rank started
 usage_error "[parallel] dp 2 x tp 1 x pp 1 = 2 ranks, but -n 3 starts 3" train "$CFG" -n 3 parallel.dp=2 \
   "run.out_dir=$E2E_WORK/n3"
