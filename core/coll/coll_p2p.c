@@ -99,6 +99,18 @@ static void slot_put(plait_coll_ctx *c, int h) {
     c->active--;
 }
 
+/* A plugin function's status, with a message where the plugin failed
+ * without one (plait/comm.h: a failing function calls host->set_error
+ * first): without this the caller would wrap whatever message an earlier,
+ * unrelated call left behind. The caller clears the message before the call. */
+static plait_status plugin_said(plait_status st, const char *fn) {
+    if (st != PLAIT_OK && !plait_last_error()[0])
+        plait_set_error(st, "the comm plugin's %s() returned '%s' without a message (plait/comm.h: a failing function "
+                            "calls host->set_error first)",
+                        fn, plait_status_name(st));
+    return st;
+}
+
 static plait_status post(plait_coll_ctx *c, int is_send, void *buf, size_t bytes, int peer,
                          unsigned phase, int *handle) {
     *handle = -1;
@@ -108,8 +120,10 @@ static plait_status post(plait_coll_ctx *c, int is_send, void *buf, size_t bytes
     plait_buffer b = {.ptr = buf, .bytes = bytes, .kind = c->a->mem_kind, .device = -1};
     uint32_t tag = plait_coll_tag(c->a->seq, phase);
     void *preq = NULL;
-    plait_status st = is_send ? comm->ops->isend(comm->pcoll, &b, peer, tag, NULL, &preq)
-                              : comm->ops->irecv(comm->pcoll, &b, peer, tag, NULL, &preq);
+    plait_clear_error();
+    plait_status st = plugin_said(is_send ? comm->ops->isend(comm->pcoll, &b, peer, tag, NULL, &preq)
+                                          : comm->ops->irecv(comm->pcoll, &b, peer, tag, NULL, &preq),
+                                  is_send ? "isend" : "irecv");
     if (st != PLAIT_OK) {
         slot_put(c, h);
         char d[512];
@@ -211,8 +225,9 @@ plait_status plait_coll_wait(plait_coll_ctx *c, int *handle) {
     if (*handle < 0) return PLAIT_OK;
     plait_comm *comm = c->comm;
     size_t bytes = 0;
-    plait_status st =
-        comm->ops->wait(comm->pcoll, c->slots[*handle].preq, comm->settings.timeout_s, &bytes);
+    plait_clear_error();
+    plait_status st = plugin_said(
+        comm->ops->wait(comm->pcoll, c->slots[*handle].preq, comm->settings.timeout_s, &bytes), "wait");
     return completed(c, handle, st, bytes);
 }
 
@@ -222,7 +237,8 @@ plait_status plait_coll_test(plait_coll_ctx *c, int *handle, int *done) {
     plait_comm *comm = c->comm;
     size_t bytes = 0;
     int d = 0;
-    plait_status st = comm->ops->test(comm->pcoll, c->slots[*handle].preq, &d, &bytes);
+    plait_clear_error();
+    plait_status st = plugin_said(comm->ops->test(comm->pcoll, c->slots[*handle].preq, &d, &bytes), "test");
     if (st == PLAIT_OK && !d) {
         *done = 0;
         return PLAIT_OK;
