@@ -399,7 +399,8 @@ void kit_check_progress(kit_p2p *k, kit_outcome *o) {
     }
     free(sb);
     free(rb);
-    snprintf(o->why, sizeof o->why, "%zu B each way completed by test() alone", bytes);
+    /* a message that arrived altered keeps its failure's words */
+    if (o->verdict != KIT_FAIL) snprintf(o->why, sizeof o->why, "%zu B each way completed by test() alone", bytes);
 }
 
 void kit_check_timeout(kit_p2p *k, kit_outcome *o) {
