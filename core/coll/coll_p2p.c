@@ -102,9 +102,9 @@ static void slot_put(plait_coll_ctx *c, int h) {
 /* A plugin function's status, with a message where the plugin failed
  * without one (plait/comm.h: a failing function calls host->set_error
  * first): without this the caller would wrap whatever message an earlier,
- * unrelated call left behind. The caller clears the message before the call. */
-static plait_status plugin_said(plait_status st, const char *fn) {
-    if (st != PLAIT_OK && !plait_last_error()[0])
+ * unrelated call left behind. `sets`: plait_error_sets() before the call. */
+static plait_status plugin_said(plait_status st, uint64_t sets, const char *fn) {
+    if (st != PLAIT_OK && plait_error_sets() == sets)
         plait_set_error(st, "the comm plugin's %s() returned '%s' without a message (plait/comm.h: a failing function "
                             "calls host->set_error first)",
                         fn, plait_status_name(st));
@@ -120,10 +120,10 @@ static plait_status post(plait_coll_ctx *c, int is_send, void *buf, size_t bytes
     plait_buffer b = {.ptr = buf, .bytes = bytes, .kind = c->a->mem_kind, .device = -1};
     uint32_t tag = plait_coll_tag(c->a->seq, phase);
     void *preq = NULL;
-    plait_clear_error();
+    uint64_t sets = plait_error_sets();
     plait_status st = plugin_said(is_send ? comm->ops->isend(comm->pcoll, &b, peer, tag, NULL, &preq)
                                           : comm->ops->irecv(comm->pcoll, &b, peer, tag, NULL, &preq),
-                                  is_send ? "isend" : "irecv");
+                                  sets, is_send ? "isend" : "irecv");
     if (st != PLAIT_OK) {
         slot_put(c, h);
         char d[512];
@@ -225,9 +225,9 @@ plait_status plait_coll_wait(plait_coll_ctx *c, int *handle) {
     if (*handle < 0) return PLAIT_OK;
     plait_comm *comm = c->comm;
     size_t bytes = 0;
-    plait_clear_error();
+    uint64_t sets = plait_error_sets();
     plait_status st = plugin_said(
-        comm->ops->wait(comm->pcoll, c->slots[*handle].preq, comm->settings.timeout_s, &bytes), "wait");
+        comm->ops->wait(comm->pcoll, c->slots[*handle].preq, comm->settings.timeout_s, &bytes), sets, "wait");
     return completed(c, handle, st, bytes);
 }
 
@@ -237,8 +237,8 @@ plait_status plait_coll_test(plait_coll_ctx *c, int *handle, int *done) {
     plait_comm *comm = c->comm;
     size_t bytes = 0;
     int d = 0;
-    plait_clear_error();
-    plait_status st = plugin_said(comm->ops->test(comm->pcoll, c->slots[*handle].preq, &d, &bytes), "test");
+    uint64_t sets = plait_error_sets();
+    plait_status st = plugin_said(comm->ops->test(comm->pcoll, c->slots[*handle].preq, &d, &bytes), sets, "test");
     if (st == PLAIT_OK && !d) {
         *done = 0;
         return PLAIT_OK;

@@ -6,6 +6,7 @@
 #define PLAIT_ERROR_MAX 2048
 
 static _Thread_local char error_text[PLAIT_ERROR_MAX];
+static _Thread_local uint64_t error_sets; /* messages set or wrapped on this thread */
 
 /* Length of the valid UTF-8 sequence at s (not a C1 control), or 0. */
 static size_t utf8_len(const unsigned char *s) {
@@ -39,6 +40,7 @@ static void store_printable(const char *raw) {
         s += n;
     }
     error_text[o] = '\0';
+    error_sets++;
 }
 
 plait_status plait_vset_error(plait_status status, const char *fmt, va_list ap) {
@@ -73,6 +75,8 @@ plait_status plait_wrap_error(plait_status status, const char *fmt, ...) {
 const char *plait_last_error(void) { return error_text; }
 
 void plait_clear_error(void) { error_text[0] = '\0'; }
+
+uint64_t plait_error_sets(void) { return error_sets; }
 
 const char *plait_status_name(plait_status status) {
     switch (status) {

@@ -18,6 +18,11 @@ plait_status plait_wrap_error(plait_status status, const char *fmt, ...) PLAIT_P
 /* The calling thread's last message; "" if none. Valid until the next set. */
 const char *plait_last_error(void);
 void plait_clear_error(void);
+/* How many messages this thread has set or wrapped so far: a caller that
+ * compares the count before and after a plugin's call knows whether the
+ * plugin set one, without clearing the message already there (which an
+ * error being reported may still need). */
+uint64_t plait_error_sets(void);
 /* Static lower-case name of a status ("timeout"). */
 const char *plait_status_name(plait_status status);
 

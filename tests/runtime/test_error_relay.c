@@ -47,6 +47,20 @@ static void test_chains(void **state) {
     assert_int_equal(origin, -1);
 }
 
+/* Set and wrapped messages are counted, a cleared one is not; the count
+ * tells a caller whether a call set a message without clearing one. */
+static void test_error_sets(void **state) {
+    (void)state;
+    uint64_t n = plait_error_sets();
+    plait_set_error(PLAIT_ERR_SYSTEM, "disk full");
+    assert_int_equal(plait_error_sets(), n + 1);
+    plait_wrap_error(PLAIT_ERR_SYSTEM, "checkpoint at step 2");
+    assert_int_equal(plait_error_sets(), n + 2);
+    assert_string_equal(plait_last_error(), "checkpoint at step 2: disk full");
+    plait_clear_error();
+    assert_int_equal(plait_error_sets(), n + 2);
+}
+
 static void test_store_host(void **state) {
     (void)state;
     assert_int_equal(plait_error_store_host("train: rank 3 joining the plait -n job (store address from the "
@@ -86,6 +100,7 @@ int main(void) {
         cmocka_unit_test(test_chains),
         cmocka_unit_test(test_waited_for),
         cmocka_unit_test(test_store_host),
+        cmocka_unit_test(test_error_sets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
