@@ -34,9 +34,16 @@ fi
 rm -rf .gpu && mkdir -p .gpu/libs
 rel=${root#/}
 brel=${build#/}
-# the tree: sources and the build, without git, run outputs, test scratch and objects
+# the tree: sources and the build, without git, run outputs, test scratch,
+# objects and the checkout's other build directories (CI's sanitizer, clang
+# and fuzzing builds would take the bundle past the 64 MiB a device call carries)
+other_builds=()
+for d in "$root"/*/; do
+  d=${d%/}
+  if [ -f "$d/CMakeCache.txt" ] && [ "$d" != "$build" ]; then other_builds+=(--exclude="${d#/}"); fi
+done
 tar -C / -cJf .gpu/tree.txz --exclude="$rel/.git" --exclude="$rel/.gpu" --exclude="$rel/runs" \
-  --exclude="$brel/tests/e2e-work" --exclude="$brel/tests/sdk-work" --exclude='*.o' "$rel"
+  --exclude="$brel/tests/e2e-work" --exclude="$brel/tests/sdk-work" --exclude='*.o' "${other_builds[@]}" "$rel"
 missing=
 for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libinih.so.1 libcmocka.so.0; do
   p=$(ldconfig -p | awk -v l="$l" '$1 == l && !f { print $NF; f = 1 }')
