@@ -44,6 +44,7 @@
 
 #include "coll/coll.h"
 #include "commstate/comm_device.h"
+#include "commstate/comm_watchdog.h"
 #include "coll/compress.h"
 #include "commstate/request.h"
 #include "runtime/error.h"
@@ -286,6 +287,7 @@ static plait_status run_native(plait_coll_ctx *c, int *used) {
     plait_status st = plait_comm_ready_native(plait_comm_device_of(comm), comm->ops, comm->pcoll, a->mem_kind, a->ready, a->stream);
     if (st != PLAIT_OK) return st;
     st = PLAIT_ERR_UNSUPPORTED;
+    plait_watchdog_enter_comm(comm, plait_coll_kind_name(a->kind), -1, 0);
 #define HAS(f) (co->struct_size >= offsetof(plait_native_coll_ops, f) + sizeof co->f && co->f)
     switch (a->kind) {
     case PLAIT_COLL_ALLREDUCE:
@@ -314,6 +316,7 @@ static plait_status run_native(plait_coll_ctx *c, int *used) {
     default: break;
     }
 #undef HAS
+    plait_watchdog_leave();
     if (st == PLAIT_ERR_UNSUPPORTED) return PLAIT_OK;
     *used = 1;
     char d[512];
@@ -324,15 +327,22 @@ static plait_status run_native(plait_coll_ctx *c, int *used) {
      * timeouts, the plugin's request) before the next collective */
     if (a->req) plait_request_mark_posted(a->req, plait_comm_done_mark(plait_comm_device_of(comm), comm->ops, comm->pcoll,
                                                                      a->mem_kind, a->stream));
+    plait_watchdog_enter_comm(comm, "wait", -1, comm->settings.timeout_s);
     st = comm->ops->wait(comm->pcoll, preq, comm->settings.timeout_s, NULL);
+    plait_watchdog_leave();
     if (st == PLAIT_ERR_TIMEOUT) {
         plait_set_error(st, "%s: the plugin's native collective did not finish within %g s", d,
                         comm->settings.timeout_s);
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", plait_last_error());
         plait_comm_fail(comm, st, msg);
-        if (comm->ops->abort) (void)comm->ops->wait(comm->pcoll, preq, 2.0, NULL);
-        else comm->scratch_leaked = 1;
+        if (comm->ops->abort) {
+            plait_watchdog_enter_comm(comm, "wait", -1, 2.0);
+            (void)comm->ops->wait(comm->pcoll, preq, 2.0, NULL);
+            plait_watchdog_leave();
+        } else {
+            comm->scratch_leaked = 1;
+        }
         return plait_set_error(st, "%s", msg);
     }
     if (st != PLAIT_OK) return plait_wrap_error(st, "%s: the plugin's native collective", d);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "coll/coll.h"
+#include "commstate/comm_watchdog.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 
@@ -121,9 +122,11 @@ static plait_status post(plait_coll_ctx *c, int is_send, void *buf, size_t bytes
     uint32_t tag = plait_coll_tag(c->a->seq, phase);
     void *preq = NULL;
     uint64_t sets = plait_error_sets();
-    plait_status st = plugin_said(is_send ? comm->ops->isend(comm->pcoll, &b, peer, tag, NULL, &preq)
-                                          : comm->ops->irecv(comm->pcoll, &b, peer, tag, NULL, &preq),
-                                  sets, is_send ? "isend" : "irecv");
+    plait_watchdog_enter_comm(comm, is_send ? "isend" : "irecv", peer, 0);
+    plait_status st = is_send ? comm->ops->isend(comm->pcoll, &b, peer, tag, NULL, &preq)
+                              : comm->ops->irecv(comm->pcoll, &b, peer, tag, NULL, &preq);
+    plait_watchdog_leave();
+    st = plugin_said(st, sets, is_send ? "isend" : "irecv");
     if (st != PLAIT_OK) {
         slot_put(c, h);
         char d[512];
@@ -226,8 +229,10 @@ plait_status plait_coll_wait(plait_coll_ctx *c, int *handle) {
     plait_comm *comm = c->comm;
     size_t bytes = 0;
     uint64_t sets = plait_error_sets();
-    plait_status st = plugin_said(
-        comm->ops->wait(comm->pcoll, c->slots[*handle].preq, comm->settings.timeout_s, &bytes), sets, "wait");
+    plait_watchdog_enter_comm(comm, "wait", c->slots[*handle].peer, comm->settings.timeout_s);
+    plait_status st = comm->ops->wait(comm->pcoll, c->slots[*handle].preq, comm->settings.timeout_s, &bytes);
+    plait_watchdog_leave();
+    st = plugin_said(st, sets, "wait");
     return completed(c, handle, st, bytes);
 }
 
@@ -238,7 +243,10 @@ plait_status plait_coll_test(plait_coll_ctx *c, int *handle, int *done) {
     size_t bytes = 0;
     int d = 0;
     uint64_t sets = plait_error_sets();
-    plait_status st = plugin_said(comm->ops->test(comm->pcoll, c->slots[*handle].preq, &d, &bytes), sets, "test");
+    plait_watchdog_enter_comm(comm, "test", c->slots[*handle].peer, 0);
+    plait_status st = comm->ops->test(comm->pcoll, c->slots[*handle].preq, &d, &bytes);
+    plait_watchdog_leave();
+    st = plugin_said(st, sets, "test");
     if (st == PLAIT_OK && !d) {
         *done = 0;
         return PLAIT_OK;
@@ -274,7 +282,9 @@ void plait_coll_drain(plait_coll_ctx *c) {
     }
     for (int i = 0; i < c->n_slots; i++) {
         if (c->slots[i].next_free != -2) continue;
+        plait_watchdog_enter_comm(comm, "wait", c->slots[i].peer, 2.0);
         plait_status st = comm->ops->wait(comm->pcoll, c->slots[i].preq, 2.0, NULL);
+        plait_watchdog_leave();
         if (st == PLAIT_ERR_TIMEOUT) {
             comm->scratch_leaked = 1; /* abort did not release it */
             continue;

@@ -23,6 +23,7 @@
 
 #include "comm/comm.h"
 #include "commstate/comm_device.h"
+#include "commstate/comm_watchdog.h"
 #include "staging/staging.h"
 #include "coll/reduce.h"
 #include "comm/comm_p2p.h"
@@ -151,9 +152,12 @@ static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count,
     r->p2p_seq = ++comm->p2p_seq;
     /* device memory the transport moves itself: its stream follows the event */
     if (!r->staged) st = plait_comm_ready_native(plait_comm_device_of(comm), comm->ops, comm->pp2p, b.kind, r->ready, NULL);
-    if (st == PLAIT_OK)
+    if (st == PLAIT_OK) {
+        plait_watchdog_enter_comm(comm, is_send ? "isend" : "irecv", peer, 0);
         st = is_send ? comm->ops->isend(comm->pp2p, &b, peer, tag, NULL, &r->preq)
                      : comm->ops->irecv(comm->pp2p, &b, peer, tag, NULL, &r->preq);
+        plait_watchdog_leave();
+    }
     pthread_mutex_unlock(&comm->p2p_lock);
     if (st != PLAIT_OK) {
         char d[256];
@@ -218,7 +222,9 @@ static plait_status finish(plait_request *r, plait_status st, size_t bytes) {
         snprintf(msg, sizeof msg, "%s", plait_last_error());
         if (comm->ops->abort) {
             pthread_mutex_lock(&comm->p2p_lock);
+            plait_watchdog_enter_comm(comm, "wait", r->peer, 1.0);
             plait_status released = comm->ops->wait(comm->pp2p, r->preq, 1.0, NULL);
+            plait_watchdog_leave();
             pthread_mutex_unlock(&comm->p2p_lock);
             if (released != PLAIT_ERR_TIMEOUT) (void)unstage(r, 0);
             release(r);
@@ -237,7 +243,9 @@ plait_status plait_p2p_wait(plait_request *r) {
     size_t bytes = 0;
     uint64_t t0 = plait_clock_now_ns();
     pthread_mutex_lock(&comm->p2p_lock);
+    plait_watchdog_enter_comm(comm, "wait", r->peer, comm->settings.timeout_s);
     plait_status st = comm->ops->wait(comm->pp2p, r->preq, comm->settings.timeout_s, &bytes);
+    plait_watchdog_leave();
     pthread_mutex_unlock(&comm->p2p_lock);
     atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
     return finish(r, st, bytes);
@@ -248,7 +256,9 @@ plait_status plait_p2p_test(plait_request *r, int *done) {
     size_t bytes = 0;
     int d = 0;
     pthread_mutex_lock(&comm->p2p_lock);
+    plait_watchdog_enter_comm(comm, "test", r->peer, 0);
     plait_status st = comm->ops->test(comm->pp2p, r->preq, &d, &bytes);
+    plait_watchdog_leave();
     pthread_mutex_unlock(&comm->p2p_lock);
     *done = st != PLAIT_OK || d;
     if (st == PLAIT_OK && !d) return PLAIT_OK;

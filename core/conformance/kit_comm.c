@@ -10,6 +10,7 @@
 #include "bench/bench_comm.h"
 #include "comm/comm.h"
 #include "comm/comm_job.h"
+#include "commstate/comm_watchdog.h"
 #include "coll/reduce.h"
 
 /* Entries of a /proc/self directory (file descriptors, threads). */
@@ -172,6 +173,7 @@ static void check_cleanup(const plait_bootstrap *bs, int fds0, int th0, kit_repo
 void plait_kit_comm_run(plait_job *job, const plait_plugin_desc *desc, const plait_config *cfg,
                         const kit_comm_opts *opts, kit_report *rep) {
     const plait_bootstrap *world = plait_job_world(job);
+    plait_watchdog_start(); /* its thread is plait's, not the plugin's: running before the count */
     int fds0 = count_entries("/proc/self/fd"), th0 = count_entries("/proc/self/task");
     kit_p2p k = {.ops = desc->ops, .rank = plait_job_rank(job), .size = plait_job_size(job),
                  .timeout_s = opts->timeout_s, .large_bytes = opts->large_bytes, .bs = world};

@@ -46,6 +46,14 @@ typedef struct kit_p2p {
     const plait_bootstrap *bs;  /* the world's, for barriers between phases */
 } kit_p2p;
 
+/* The plugin's isend/irecv (host memory), wait and test as the checks call
+ * them, each watched (commstate/comm_watchdog.h): a call that never returns
+ * ends the rank naming the function and the rule it breaks, where it would
+ * hang the kit. */
+plait_status kit_post(kit_p2p *k, int is_send, void *buf, size_t bytes, int peer, uint32_t tag, void **req);
+plait_status kit_wait(kit_p2p *k, void *req, double timeout_s, size_t *bytes);
+plait_status kit_test(kit_p2p *k, void *req, int *done, size_t *bytes);
+
 /* Record a failure of `rule` in *o (the first one wins). */
 void kit_fail(kit_outcome *o, const char *rule, const char *fmt, ...) PLAIT_PRINTF(3, 4);
 

@@ -39,9 +39,7 @@ void kit_check_abort(kit_p2p *k, kit_outcome *o) {
     /* a receive nobody will match; abort() from another thread after 0.2 s */
     char *rb = malloc(64);
     void *rr = NULL;
-    plait_buffer b = {.ptr = rb, .bytes = 64, .kind = PLAIT_MEM_HOST, .device = -1};
-    plait_status st = rb ? k->ops->irecv(k->comm, &b, (k->rank + 1) % k->size, 0x70u, NULL, &rr)
-                         : PLAIT_ERR_NO_MEMORY;
+    plait_status st = rb ? kit_post(k, 0, rb, 64, (k->rank + 1) % k->size, 0x70u, &rr) : PLAIT_ERR_NO_MEMORY;
     if (st != PLAIT_OK) {
         kit_fail(o, "loss", "rank %d: posting a receive failed: %s", k->rank, plait_last_error());
         return;
@@ -53,7 +51,7 @@ void kit_check_abort(kit_p2p *k, kit_outcome *o) {
         return;
     }
     double t0 = plait_clock_now();
-    st = k->ops->wait(k->comm, rr, k->timeout_s, NULL);
+    st = kit_wait(k, rr, k->timeout_s, NULL);
     double took = plait_clock_now() - t0;
     pthread_join(t, NULL);
     const char *bad = judge_failure(st, took, a.delay_s + 2.0);
@@ -65,11 +63,9 @@ void kit_check_abort(kit_p2p *k, kit_outcome *o) {
     /* later operations fail too, at once */
     char sb[8] = {0};
     void *sr = NULL;
-    b.ptr = sb;
-    b.bytes = sizeof sb;
     t0 = plait_clock_now();
-    st = k->ops->isend(k->comm, &b, (k->rank + 1) % k->size, 0x71u, NULL, &sr);
-    if (st == PLAIT_OK) st = k->ops->wait(k->comm, sr, k->timeout_s, NULL);
+    st = kit_post(k, 1, sb, sizeof sb, (k->rank + 1) % k->size, 0x71u, &sr);
+    if (st == PLAIT_OK) st = kit_wait(k, sr, k->timeout_s, NULL);
     else if (st == PLAIT_ERR_TIMEOUT) st = PLAIT_ERR_INTERNAL; /* posting cannot time out */
     took = plait_clock_now() - t0;
     bad = judge_failure(st, took, 2.0);
@@ -90,10 +86,9 @@ void kit_check_peer_lost(kit_p2p *k, kit_outcome *o) {
     if (k->rank == victim) _exit(0); /* mid-operation: the others are posting receives from this rank */
     char *rb = malloc(64);
     void *rr = NULL;
-    plait_buffer b = {.ptr = rb, .bytes = 64, .kind = PLAIT_MEM_HOST, .device = -1};
     double t0 = plait_clock_now();
-    plait_status st = rb ? k->ops->irecv(k->comm, &b, victim, 0x72u, NULL, &rr) : PLAIT_ERR_NO_MEMORY;
-    if (st == PLAIT_OK) st = k->ops->wait(k->comm, rr, k->timeout_s, NULL);
+    plait_status st = rb ? kit_post(k, 0, rb, 64, victim, 0x72u, &rr) : PLAIT_ERR_NO_MEMORY;
+    if (st == PLAIT_OK) st = kit_wait(k, rr, k->timeout_s, NULL);
     double took = plait_clock_now() - t0;
     if (st == PLAIT_OK || st == PLAIT_ERR_TIMEOUT) {
         kit_fail(o, "loss", "rank %d: a receive from rank %d, which exited, %s", k->rank, victim,

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "commstate/comm_watchdog.h"
 #include "runtime/clock.h"
 
 void kit_fail(kit_outcome *o, const char *rule, const char *fmt, ...) {
@@ -49,17 +50,42 @@ static uint32_t seq_of(const uint8_t *buf) {
     return s;
 }
 
-static plait_status post(kit_p2p *k, int is_send, void *buf, size_t bytes, int peer, uint32_t tag, void **req) {
+static void watch(const kit_p2p *k, const char *fn, int peer, double timeout_s) {
+    plait_watched_call c = {.ops = k->ops, .fn = fn, .rule = timeout_s > 0 ? "timeout" : "progress",
+                            .comm_name = "plugin test", .peer = peer, .timeout_s = timeout_s,
+                            .limit_s = plait_watchdog_limit(timeout_s > 0 ? timeout_s : k->timeout_s)};
+    plait_watchdog_enter(&c);
+}
+
+plait_status kit_post(kit_p2p *k, int is_send, void *buf, size_t bytes, int peer, uint32_t tag, void **req) {
     plait_buffer b = {.ptr = buf, .bytes = bytes, .kind = PLAIT_MEM_HOST, .device = -1};
     *req = NULL;
-    return is_send ? k->ops->isend(k->comm, &b, peer, tag, NULL, req)
-                   : k->ops->irecv(k->comm, &b, peer, tag, NULL, req);
+    watch(k, is_send ? "isend" : "irecv", peer, 0);
+    plait_status st = is_send ? k->ops->isend(k->comm, &b, peer, tag, NULL, req)
+                              : k->ops->irecv(k->comm, &b, peer, tag, NULL, req);
+    plait_watchdog_leave();
+    return st;
 }
+
+plait_status kit_wait(kit_p2p *k, void *req, double timeout_s, size_t *bytes) {
+    watch(k, "wait", -1, timeout_s);
+    plait_status st = k->ops->wait(k->comm, req, timeout_s, bytes);
+    plait_watchdog_leave();
+    return st;
+}
+
+plait_status kit_test(kit_p2p *k, void *req, int *done, size_t *bytes) {
+    watch(k, "test", -1, 0);
+    plait_status st = k->ops->test(k->comm, req, done, bytes);
+    plait_watchdog_leave();
+    return st;
+}
+
 
 /* wait() with what is left until `deadline` (at least a millisecond). */
 static plait_status wait_until(kit_p2p *k, void *req, double deadline, size_t *bytes) {
     double left = deadline - plait_clock_now();
-    return k->ops->wait(k->comm, req, left > 1e-3 ? left : 1e-3, bytes);
+    return kit_wait(k, req, left > 1e-3 ? left : 1e-3, bytes);
 }
 
 static int next_rank(const kit_p2p *k) { return (k->rank + 1) % k->size; }
@@ -122,7 +148,7 @@ void kit_check_order(kit_p2p *k, kit_outcome *o) {
             for (uint32_t s = 0; s < ORDER_K && st == PLAIT_OK; s++) {
                 size_t i = SLOT(p, b, s);
                 rbuf[i] = malloc(8 + 24 * ORDER_K);
-                st = rbuf[i] ? post(k, 0, rbuf[i], 8 + 24 * ORDER_K, p, b ? ORDER_TAG_B : ORDER_TAG_A, &rreq[i])
+                st = rbuf[i] ? kit_post(k, 0, rbuf[i], 8 + 24 * ORDER_K, p, b ? ORDER_TAG_B : ORDER_TAG_A, &rreq[i])
                              : PLAIT_ERR_NO_MEMORY;
             }
     for (uint32_t s = 0; s < ORDER_K && st == PLAIT_OK; s++)
@@ -134,7 +160,7 @@ void kit_check_order(kit_p2p *k, kit_outcome *o) {
                 if (!sbuf[i]) st = PLAIT_ERR_NO_MEMORY;
                 else {
                     fill(sbuf[i], len, k->rank, tag, s);
-                    st = post(k, 1, sbuf[i], len, p, tag, &sreq[i]);
+                    st = kit_post(k, 1, sbuf[i], len, p, tag, &sreq[i]);
                 }
             }
     if (st != PLAIT_OK) {
@@ -193,12 +219,12 @@ static void ring_exchange(kit_p2p *k, kit_outcome *o, const char *rule, int n, c
     for (int j = 0; j < n && st == PLAIT_OK; j++) {
         int i = reverse ? n - 1 - j : j;
         rb[i] = malloc(caps[i] ? caps[i] : 1);
-        st = rb[i] ? post(k, 0, rb[i], caps[i], prev_rank(k), tags[i], &rr[i]) : PLAIT_ERR_NO_MEMORY;
+        st = rb[i] ? kit_post(k, 0, rb[i], caps[i], prev_rank(k), tags[i], &rr[i]) : PLAIT_ERR_NO_MEMORY;
     }
     for (int i = 0; i < n && st == PLAIT_OK; i++) {
         sb[i] = malloc(sizes[i] ? sizes[i] : 1);
         if (sb[i]) fill(sb[i], sizes[i], k->rank, tags[i], (uint32_t)i);
-        st = sb[i] ? post(k, 1, sb[i], sizes[i], next_rank(k), tags[i], &sr[i]) : PLAIT_ERR_NO_MEMORY;
+        st = sb[i] ? kit_post(k, 1, sb[i], sizes[i], next_rank(k), tags[i], &sr[i]) : PLAIT_ERR_NO_MEMORY;
     }
     if (st != PLAIT_OK) kit_fail(o, rule, "rank %d: posting failed: %s", k->rank, plait_last_error());
     double deadline = plait_clock_now() + k->timeout_s;
@@ -260,11 +286,11 @@ void kit_check_posting(kit_p2p *k, kit_outcome *o) {
         if (!sb[i] || !rb[i]) st = PLAIT_ERR_NO_MEMORY;
         else {
             fill(sb[i], sizes[i], k->rank, tags[i], (uint32_t)i);
-            st = post(k, 1, sb[i], sizes[i], next_rank(k), tags[i], &sr[i]);
+            st = kit_post(k, 1, sb[i], sizes[i], next_rank(k), tags[i], &sr[i]);
         }
     }
     if (st == PLAIT_OK) st = k->bs->barrier(k->bs->ctx);
-    for (int i = 0; i < 2 && st == PLAIT_OK; i++) st = post(k, 0, rb[i], sizes[i], prev_rank(k), tags[i], &rr[i]);
+    for (int i = 0; i < 2 && st == PLAIT_OK; i++) st = kit_post(k, 0, rb[i], sizes[i], prev_rank(k), tags[i], &rr[i]);
     if (st != PLAIT_OK) kit_fail(o, "posting", "rank %d: posting failed: %s", k->rank, plait_last_error());
     double deadline = plait_clock_now() + k->timeout_s;
     for (int i = 0; i < 2; i++) {
@@ -310,10 +336,10 @@ void kit_check_truncation(kit_p2p *k, kit_outcome *o) {
     fill(sb, LONG, k->rank, 0x40u, 0);
     fill(sb2, 16, k->rank, 0x40u, 1);
     void *r1 = NULL, *r2 = NULL, *s1 = NULL, *s2 = NULL;
-    plait_status st = post(k, 0, rb + GUARD, CAP, prev_rank(k), 0x40u, &r1);
-    if (st == PLAIT_OK) st = post(k, 0, rb2, 16, prev_rank(k), 0x40u, &r2);
-    if (st == PLAIT_OK) st = post(k, 1, sb, LONG, next_rank(k), 0x40u, &s1);
-    if (st == PLAIT_OK) st = post(k, 1, sb2, 16, next_rank(k), 0x40u, &s2);
+    plait_status st = kit_post(k, 0, rb + GUARD, CAP, prev_rank(k), 0x40u, &r1);
+    if (st == PLAIT_OK) st = kit_post(k, 0, rb2, 16, prev_rank(k), 0x40u, &r2);
+    if (st == PLAIT_OK) st = kit_post(k, 1, sb, LONG, next_rank(k), 0x40u, &s1);
+    if (st == PLAIT_OK) st = kit_post(k, 1, sb2, 16, next_rank(k), 0x40u, &s2);
     if (st != PLAIT_OK) kit_fail(o, "truncation", "rank %d: posting failed: %s", k->rank, plait_last_error());
     double deadline = plait_clock_now() + k->timeout_s;
     size_t got = 0;
@@ -358,8 +384,8 @@ void kit_check_progress(kit_p2p *k, kit_outcome *o) {
         return;
     }
     fill(sb, bytes, k->rank, 0x50u, 0);
-    plait_status st = post(k, 0, rb, bytes, prev_rank(k), 0x50u, &rr);
-    if (st == PLAIT_OK) st = post(k, 1, sb, bytes, next_rank(k), 0x50u, &sr);
+    plait_status st = kit_post(k, 0, rb, bytes, prev_rank(k), 0x50u, &rr);
+    if (st == PLAIT_OK) st = kit_post(k, 1, sb, bytes, next_rank(k), 0x50u, &sr);
     if (st != PLAIT_OK) {
         kit_fail(o, "progress", "rank %d: posting failed: %s", k->rank, plait_last_error());
         return; /* buffers stay: a request may be pending */
@@ -370,11 +396,11 @@ void kit_check_progress(kit_p2p *k, kit_outcome *o) {
     size_t got = 0;
     while ((!rdone || !sdone) && plait_clock_now() < deadline) {
         if (!rdone) {
-            st = k->ops->test(k->comm, rr, &rdone, &got);
+            st = kit_test(k, rr, &rdone, &got);
             if (st != PLAIT_OK) break;
         }
         if (!sdone) {
-            st = k->ops->test(k->comm, sr, &sdone, NULL);
+            st = kit_test(k, sr, &sdone, NULL);
             if (st != PLAIT_OK) break;
         }
         struct timespec ms = {0, 1000000};
@@ -411,13 +437,13 @@ void kit_check_timeout(kit_p2p *k, kit_outcome *o) {
     }
     fill(sb, 32, k->rank, 0x60u, 0);
     void *rr = NULL, *sr = NULL;
-    plait_status st = post(k, 0, rb, 32, prev_rank(k), 0x60u, &rr);
+    plait_status st = kit_post(k, 0, rb, 32, prev_rank(k), 0x60u, &rr);
     if (st != PLAIT_OK) {
         kit_fail(o, "timeout", "rank %d: posting a receive failed: %s", k->rank, plait_last_error());
         return;
     }
     double t0 = plait_clock_now();
-    plait_status w = k->ops->wait(k->comm, rr, 0.2, NULL);
+    plait_status w = kit_wait(k, rr, 0.2, NULL);
     double took = plait_clock_now() - t0;
     if (w != PLAIT_ERR_TIMEOUT) {
         kit_fail(o, "timeout", "rank %d: wait(0.2 s) on a receive nobody had sent returned '%s' (%s), "
@@ -428,7 +454,7 @@ void kit_check_timeout(kit_p2p *k, kit_outcome *o) {
     }
     /* now the message is sent; the same request must complete */
     st = k->bs->barrier(k->bs->ctx);
-    if (st == PLAIT_OK) st = post(k, 1, sb, 32, next_rank(k), 0x60u, &sr);
+    if (st == PLAIT_OK) st = kit_post(k, 1, sb, 32, next_rank(k), 0x60u, &sr);
     double deadline = plait_clock_now() + k->timeout_s;
     size_t got = 0;
     if (rr) {

@@ -54,6 +54,21 @@ const char *kit_rule_text(const char *rule) {
     return "";
 }
 
+static const char *const verdict_names[] = {"pass", "FAIL", "skip"};
+
+/* Live rows cannot know the longest entry to come: columns as wide as the
+ * longest check and rule names the kit has. */
+enum { LIVE_NAME_W = 16, LIVE_RULE_W = 14 };
+
+static void print_head(const kit_report *r, FILE *out, int wn, int wr) {
+    fprintf(out, "%s\n", r->title);
+    fprintf(out, "  %-*s %-*s %-6s %s\n", wn, "check", wr, "rule", "result", "detail");
+}
+
+static void print_row(const kit_row *row, FILE *out, int wn, int wr) {
+    fprintf(out, "  %-*s %-*s %-6s %s\n", wn, row->name, wr, row->rule, verdict_names[row->verdict], row->why);
+}
+
 void kit_report_add(kit_report *r, const char *name, const char *rule, kit_verdict v, const char *fmt, ...) {
     if (r->n >= KIT_MAX_CHECKS) return;
     kit_row *row = &r->rows[r->n++];
@@ -64,6 +79,10 @@ void kit_report_add(kit_report *r, const char *name, const char *rule, kit_verdi
     va_start(ap, fmt);
     vsnprintf(row->why, sizeof row->why, fmt, ap);
     va_end(ap);
+    if (!r->live) return;
+    if (r->n == 1) print_head(r, r->live, LIVE_NAME_W, LIVE_RULE_W);
+    print_row(row, r->live, LIVE_NAME_W, LIVE_RULE_W);
+    fflush(r->live);
 }
 
 int kit_report_failures(const kit_report *r) {
@@ -73,22 +92,21 @@ int kit_report_failures(const kit_report *r) {
 }
 
 void kit_report_print(const kit_report *r, FILE *out) {
-    static const char *const names[] = {"pass", "FAIL", "skip"};
-    fprintf(out, "%s\n", r->title);
-    /* columns as wide as their longest entry */
-    int wn = 14, wr = 12;
-    for (int i = 0; i < r->n; i++) {
-        int ln = (int)strlen(r->rows[i].name), lr = (int)strlen(r->rows[i].rule);
-        if (ln > wn) wn = ln;
-        if (lr > wr) wr = lr;
+    if (!r->live || r->n == 0) {
+        /* columns as wide as their longest entry */
+        int wn = 14, wr = 12;
+        for (int i = 0; i < r->n; i++) {
+            int ln = (int)strlen(r->rows[i].name), lr = (int)strlen(r->rows[i].rule);
+            if (ln > wn) wn = ln;
+            if (lr > wr) wr = lr;
+        }
+        print_head(r, out, wn, wr);
+        for (int i = 0; i < r->n; i++) print_row(&r->rows[i], out, wn, wr);
     }
-    fprintf(out, "  %-*s %-*s %-6s %s\n", wn, "check", wr, "rule", "result", "detail");
     int pass = 0, skip = 0;
     for (int i = 0; i < r->n; i++) {
-        const kit_row *row = &r->rows[i];
-        fprintf(out, "  %-*s %-*s %-6s %s\n", wn, row->name, wr, row->rule, names[row->verdict], row->why);
-        pass += row->verdict == KIT_PASS;
-        skip += row->verdict == KIT_SKIP;
+        pass += r->rows[i].verdict == KIT_PASS;
+        skip += r->rows[i].verdict == KIT_SKIP;
     }
     int fail = kit_report_failures(r);
     fprintf(out, "  %d checks: %d passed, %d failed, %d skipped\n", r->n, pass, fail, skip);

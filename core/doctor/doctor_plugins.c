@@ -1,8 +1,11 @@
 /* plait doctor: the plugins found, what each would use here (its report,
- * ABI 1.6), the devices opened to ask what they are (doctor.h). */
+ * ABI 1.6, made in a child), the devices opened to ask what they are
+ * (doctor.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include <plait/plugin.h>
 
@@ -10,18 +13,8 @@
 #include "doctor/doctor.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
+#include "runtime/fork_call.h"
 #include "runtime/host_memory.h"
-
-typedef struct report_ctx {
-    plait_doctor *d;
-    const char *label;
-} report_ctx;
-
-static void on_report(void *ctx, const char *fact, const char *fix) {
-    report_ctx *r = ctx;
-    if (fix) plait_doctor_problem(r->d, r->label, fix, "%s", fact);
-    else plait_doctor_line(r->d, "", "%s", fact);
-}
 
 /* The configuration for a plugin's report: the doctor's when it holds the
  * plugin's section (its keys as configured), else none (their defaults). */
@@ -73,9 +66,77 @@ static void device_details(plait_doctor *d, const char *name) {
     plait_config_free(cfg);
 }
 
+/* ---- a plugin's report, made in a child ------------------------------------
+ * A report() that crashes, exits or never returns takes down the child, not
+ * the doctor: the doctor names what happened as the plugin's problem and
+ * goes on. Each line comes back as a record: 'L' or 'P' (a problem), the
+ * fact, NUL, the fix (empty for a line), NUL. */
+
+typedef struct report_arg {
+    const plait_plugin_desc *desc;
+    const plait_config *cfg;
+} report_arg;
+
+static void write_record(void *ctx, const char *fact, const char *fix) {
+    int fd = *(const int *)ctx;
+    char kind = fix ? 'P' : 'L';
+    const char *f = fact ? fact : "";
+    const char *x = fix ? fix : "";
+    (void)(plait_write_all(fd, &kind, 1) || plait_write_all(fd, f, strlen(f) + 1) ||
+           plait_write_all(fd, x, strlen(x) + 1));
+}
+
+static int report_child(int fd, void *arg) {
+    const report_arg *a = arg;
+    a->desc->report(plait_plugin_host(), a->cfg, write_record, &fd);
+    return 0;
+}
+
+/* The report's lines and problems under `label`, then what ended it if it
+ * did not end well (the lines it sent first still count). */
+static void replay_report(plait_doctor *d, const char *label, const plait_fork_result *fr, double limit) {
+    const char *p = fr->out, *end = fr->out ? fr->out + fr->len : NULL;
+    while (p && p < end) {
+        const char *fact = p + 1, *nul = memchr(fact, '\0', (size_t)(end - fact));
+        const char *fix = nul ? nul + 1 : NULL, *nul2 = fix && fix < end ? memchr(fix, '\0', (size_t)(end - fix)) : NULL;
+        if (!nul2 || (*p != 'L' && *p != 'P')) break; /* cut short by the child's end */
+        if (*p == 'P') plait_doctor_problem(d, label, fix, "%s", fact);
+        else plait_doctor_line(d, "", "%s", fact);
+        p = nul2 + 1;
+    }
+    if (plait_fork_ok(fr)) return;
+    const char *fix = "fix the plugin's report(), or remove the plugin from the plugin path";
+    if (fr->hung)
+        plait_doctor_problem(d, label, fix, "its report() did not finish within %g s and was stopped "
+                             "(PLAIT_PLUGIN_SCAN_TIMEOUT sets the limit)", limit);
+    else if (WIFSIGNALED(fr->status))
+        plait_doctor_problem(d, label, fix, "its report() crashed (%s, signal %d)", strsignal(WTERMSIG(fr->status)),
+                             WTERMSIG(fr->status));
+    else
+        plait_doctor_problem(d, label, fix, "its report() ended the process (exit status %d)",
+                             WIFEXITED(fr->status) ? WEXITSTATUS(fr->status) : -1);
+}
+
 void plait_doctor_plugins(plait_doctor *d) {
     plait_plugin_row *rows = NULL;
     size_t n = plait_plugins_scan(&rows);
+    /* every report first, each in a child, before this process opens any
+     * device below (a driver context does not survive fork) */
+    plait_fork_result *reports = n ? calloc(n, sizeof *reports) : NULL;
+    double limit = plait_plugin_scan_seconds();
+    for (size_t i = 0; reports && i < n; i++) {
+        const plait_plugin_row *r = &rows[i];
+        if (!r->loaded) continue;
+        const plait_plugin_desc *desc = plait_plugin_load(plait_kind_parse(r->kind), r->name);
+        plait_clear_error();
+        if (!desc || !PLAIT_PLUGIN_HAS(desc, report)) continue;
+        report_arg a = {desc, config_for(d, r->kind, r->name)};
+        plait_fork_call(report_child, &a, limit, &reports[i]);
+        if (!reports[i].started) /* no child: the doctor's own process asks */
+            plait_doctor_problem(d, "doctor", "free memory or processes, and run plait doctor again",
+                                 "%s %s's report was not made: no child process (%s)", r->kind, r->name,
+                                 strerror(errno));
+    }
     /* devices first, then transports, then the rest: what a run runs on */
     static const char *const order[] = {"device", "comm", "parallel", "optim"};
     for (size_t k = 0; k < sizeof order / sizeof order[0]; k++)
@@ -100,16 +161,14 @@ void plait_doctor_plugins(plait_doctor *d) {
                                   desc && desc->description ? desc->description : "", r->version, r->abi);
                 if (!strcmp(r->kind, "device") && strcmp(r->name, "cpu") != 0) device_details(d, r->name);
             }
-            if (desc && PLAIT_PLUGIN_HAS(desc, report)) {
-                report_ctx rc = {d, label};
-                desc->report(plait_plugin_host(), config_for(d, r->kind, r->name), on_report, &rc);
-                plait_clear_error();
-            }
+            if (reports && reports[i].started) replay_report(d, label, &reports[i], limit);
             if (!r->available && *chosen)
                 plait_doctor_problem(d, label, "choose an available one, or run where it is",
                                      "the configuration selects it, but it cannot run here");
         }
     if (n == 0) plait_doctor_problem(d, "plugins", "build plait (make), or set PLAIT_PLUGIN_PATH to where they are",
                                      "no plugins found");
+    for (size_t i = 0; reports && i < n; i++) free(reports[i].out);
+    free(reports);
     free(rows);
 }

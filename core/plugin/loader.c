@@ -23,6 +23,7 @@
 #include "plugin/plugin_check.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/fork_call.h"
 #include "runtime/log.h"
 
 #ifndef PLAIT_INSTALL_PLUGIN_DIR_ABS
@@ -366,6 +367,18 @@ const char *plait_plugin_path(const plait_plugin_desc *desc) {
     return path;
 }
 
+const char *plait_plugin_name_of_ops(uint32_t kind, const void *ops) {
+    const char *name = NULL;
+    if (!ops || pthread_mutex_trylock(&g_loader.lock) != 0) return NULL;
+    for (size_t i = 0; i < g_loader.n_files && !name; i++)
+        for (size_t j = 0; j < g_loader.files[i].n && !name; j++) {
+            const plait_plugin_desc *d = g_loader.files[i].descs[j];
+            if (d && d->kind == kind && d->ops == ops) name = d->name;
+        }
+    pthread_mutex_unlock(&g_loader.lock);
+    return name;
+}
+
 static int parse_file_name(const char *file, char *kind, size_t kl, char *name, size_t nl) {
     const char *pre = "libplait-";
     size_t len = strlen(file);
@@ -432,90 +445,48 @@ static void scan_one(const char *path, const char *kind, const char *name, plait
     }
 }
 
-static int write_all(int fd, const void *p, size_t n) {
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* How long a file may take to load and probe before it is named as hung:
- * PLAIT_PLUGIN_SCAN_TIMEOUT seconds, 30 by default. */
-static double scan_seconds(void) {
+double plait_plugin_scan_seconds(void) {
     const char *v = getenv("PLAIT_PLUGIN_SCAN_TIMEOUT");
     char *end = NULL;
     double s = v && *v ? strtod(v, &end) : 0;
     return end && !*end && s > 0 && s <= 86400 ? s : 30;
 }
 
-/* One file's rows, loaded and probed in a child process: a file that
- * crashes while loading (a constructor or probe dereferencing NULL, an
- * abort, an exit) or hangs takes down only the child, and its row names
- * what happened; the other files are still listed. The child's rows come
- * back through a pipe; the parent loads nothing. */
+struct scan_arg {
+    const char *path, *kind, *name;
+};
+
+/* In the child: load and probe, write the row count and the rows. */
+static int scan_child(int fd, void *arg) {
+    const struct scan_arg *a = arg;
+    plait_plugin_row *mine = NULL;
+    size_t m = 0, mcap = 0;
+    scan_one(a->path, a->kind, a->name, &mine, &m, &mcap, 1);
+    uint64_t count = m;
+    return plait_write_all(fd, &count, sizeof count) == 0 && plait_write_all(fd, mine, m * sizeof *mine) == 0 ? 0 : 1;
+}
+
+/* One file's rows, loaded and probed in a child process (runtime/fork_call.h):
+ * a file that crashes while loading (a constructor or probe dereferencing
+ * NULL, an abort, an exit) or hangs takes down only the child, and its row
+ * names what happened; the other files are still listed. The parent loads
+ * nothing. */
 static void scan_file(const char *path, const char *kind, const char *name, plait_plugin_row **rows, size_t *n,
                       size_t *cap) {
-    int p[2];
-    pid_t pid = -1;
-    if (pipe2(p, O_CLOEXEC) == 0) {
-        fflush(NULL); /* nothing buffered is written twice */
-        pid = fork();
-        if (pid < 0) {
-            close(p[0]);
-            close(p[1]);
-        }
-    }
-    if (pid < 0) { /* no child: load here, as before */
+    struct scan_arg sa = {path, kind, name};
+    plait_fork_result fr;
+    double limit = plait_plugin_scan_seconds();
+    plait_fork_call(scan_child, &sa, limit, &fr);
+    if (!fr.started) { /* no child: load here, as before */
         scan_one(path, kind, name, rows, n, cap, 0);
         return;
     }
-    if (pid == 0) {
-        close(p[0]);
-        plait_plugin_row *mine = NULL;
-        size_t m = 0, mcap = 0;
-        scan_one(path, kind, name, &mine, &m, &mcap, 1);
-        uint64_t count = m;
-        int ok = write_all(p[1], &count, sizeof count) == 0 && write_all(p[1], mine, m * sizeof *mine) == 0;
-        _exit(ok ? 0 : 1); /* no atexit handlers, no unloading: the parent goes on */
-    }
-    close(p[1]);
-    /* read what the child sends until it closes the pipe or the time is up */
-    char *buf = NULL;
-    size_t got = 0, bcap = 0;
-    int hung = 0;
-    double limit = scan_seconds(), deadline = plait_clock_now() + limit;
-    for (;;) {
-        double left = deadline - plait_clock_now();
-        if (left <= 0) {
-            hung = 1;
-            break;
-        }
-        struct pollfd pfd = {.fd = p[0], .events = POLLIN};
-        int r = poll(&pfd, 1, (int)(left * 1000) + 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) continue;
-        if (got + 65536 > bcap) {
-            char *nb = realloc(buf, bcap = got + 65536);
-            if (!nb) break;
-            buf = nb;
-        }
-        ssize_t k = read(p[0], buf + got, bcap - got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    close(p[0]);
-    if (hung) kill(pid, SIGKILL);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    const char *buf = fr.out;
+    size_t got = fr.len;
+    int hung = fr.hung, status = fr.status;
     uint64_t count = 0;
     if (got >= sizeof count) memcpy(&count, buf, sizeof count);
-    int whole = !hung && WIFEXITED(status) && WEXITSTATUS(status) == 0 && got >= sizeof count &&
+    int whole = plait_fork_ok(&fr) && got >= sizeof count &&
                 count <= (got - sizeof count) / sizeof(plait_plugin_row) &&
                 got == sizeof count + count * sizeof(plait_plugin_row);
     for (uint64_t i = 0; whole && i < count; i++) {
@@ -523,7 +494,7 @@ static void scan_file(const char *path, const char *kind, const char *name, plai
         if (!row) break;
         memcpy(row, buf + sizeof count + i * sizeof *row, sizeof *row);
     }
-    free(buf);
+    free(fr.out);
     if (whole) return;
     plait_plugin_row *row = push_row(rows, n, cap);
     if (!row) return;

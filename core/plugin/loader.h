@@ -41,6 +41,14 @@ uint32_t plait_kind_parse(const char *name);
 
 /* The path the loaded plugin came from, or NULL. */
 const char *plait_plugin_path(const plait_plugin_desc *desc);
+/* How long loading and probing a plugin file in a child, or its report,
+ * may take before it is named as hung and stopped:
+ * PLAIT_PLUGIN_SCAN_TIMEOUT seconds, 30 by default. */
+double plait_plugin_scan_seconds(void);
+/* The name of the loaded plugin of `kind` whose ops table is `ops`, or
+ * NULL (not a loaded plugin's, or the loader is busy: this never waits for
+ * its lock, so a thread reporting a stuck plugin call cannot block on it). */
+const char *plait_plugin_name_of_ops(uint32_t kind, const void *ops);
 
 /* Directories searched, in order (owned by the loader). */
 size_t plait_plugin_dirs(const char *const **dirs);

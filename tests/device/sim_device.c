@@ -48,6 +48,7 @@
  * as the cuda device does on a machine without a GPU: the clean-failure
  * path before any rank starts.
  */
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -419,7 +420,8 @@ static const plait_device_ops sim_ops = {
 #ifndef SIM_ABI_1_3
 /* What plait doctor shows of it: its devices, as a GPU's report would, and
  * a problem with its fix when PLAIT_SIM_PROBLEM names one (tests of
- * doctor's device lines). */
+ * doctor's device lines); PLAIT_SIM_REPORT=crash, exit or hang makes it
+ * break after those lines. */
 static void sim_report(const plait_host *host, const plait_config *cfg, plait_report_fn line, void *ctx) {
     (void)cfg;
     int32_t n = 0;
@@ -432,6 +434,12 @@ static void sim_report(const plait_host *host, const plait_config *cfg, plait_re
     }
     const char *problem = getenv("PLAIT_SIM_PROBLEM");
     if (problem && *problem) line(ctx, problem, "the fix PLAIT_SIM_PROBLEM asks for");
+    /* a report that breaks after its first lines (doctor's tests) */
+    const char *breaks = getenv("PLAIT_SIM_REPORT");
+    if (breaks && !strcmp(breaks, "crash")) raise(SIGSEGV);
+    if (breaks && !strcmp(breaks, "exit")) exit(3);
+    if (breaks && !strcmp(breaks, "hang"))
+        for (;;) pause();
 }
 #endif
 

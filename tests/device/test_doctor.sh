@@ -160,6 +160,19 @@ doctor simbad PLAIT_SIM_PROBLEM="the sim driver is too old" "PLAIT_PLUGIN_PATH=$
 at simbad "device sim" "problem: the sim driver is too old"
 grep -Eq "^  [0-9]+\. device sim: the sim driver is too old$" "$W/simbad.out" || fail "the summary lacks the device problem"
 has simbad "     fix: the fix PLAIT_SIM_PROBLEM asks for"
+# a report that crashes, exits or hangs after its first line: the line
+# kept, the plugin's problem named, the doctor going on to the end
+for how in crash:"crashed (Segmentation fault, signal 11)" exit:"ended the process (exit status 3)" \
+           hang:"did not finish within 2 s and was stopped"; do
+  doctor "report_${how%%:*}" PLAIT_SIM_REPORT="${how%%:*}" PLAIT_PLUGIN_SCAN_TIMEOUT=2 PLAIT_SIM_DEVICES=2 \
+    "PLAIT_PLUGIN_PATH=$PLAIT_PLUGIN_PATH" --
+  [ "$(cat "$W/report_${how%%:*}.rc")" = 1 ] || fail "a report that ${how%%:*}es: exit $(cat "$W/report_${how%%:*}.rc")"
+  at "report_${how%%:*}" "device sim" "problem: its report() ${how#*:}"
+  has "report_${how%%:*}" "2 simulated devices (PLAIT_SIM_DEVICES)"
+  has "report_${how%%:*}" "fix: fix the plugin's report(), or remove the plugin from the plugin path"
+  grep -Eq "^launcher +" "$W/report_${how%%:*}.out" || fail "the doctor stopped at a report that ${how%%:*}es"
+  grep -q "^problems: " "$W/report_${how%%:*}.out" || fail "no summary after a report that ${how%%:*}es"
+done
 
 # --- the cuda plugin's report on a pretend driver: 535 supports CUDA 12.2
 if [[ $(line clean "device cuda") == available* ]]; then

@@ -3,6 +3,8 @@
 # `plait plugin test` on libplait-comm-NAME.so (the inner "uds" found through
 # PLAIT_PLUGIN_PATH) must fail, with the row CHECK failing on rule RULE and
 # the rule's statement printed. CHECK "-": the plugin must pass every check.
+# CHECK "ended": a call of the plugin never returns, so the watchdog ends a
+# rank naming the rule; the rows checked before it must have been printed.
 set -euo pipefail
 plait=$1 dir=$2 name=$3 check=$4 rule=$5
 # a passing plugin on 2 and 3 ranks; a broken one on 2 (each failing check waits out the timeout)
@@ -21,6 +23,14 @@ if [ "$check" = - ]; then
   exit 0
 fi
 [ $rc -eq 1 ] || fail "$name: plait plugin test exited $rc, not 1"
+if [ "$check" = ended ]; then
+  grep -Eq "^  progress +progress +pass " <<<"$out" || fail "$name: the rows checked before the rank ended are lost"
+  grep -Eq "rank [0-9]+ failed: the comm plugin '$name' has been inside [a-z]+\(\) .*plait/comm.h \[$rule\]" <<<"$out" ||
+    fail "$name: the ended rank does not name the plugin's stuck call and rule [$rule]"
+  grep -q "FAILED on 1 of 1 rank counts" <<<"$out" || fail "$name: no final verdict"
+  echo "kit: $name ends a rank on rule [$rule], the rows before it printed"
+  exit 0
+fi
 grep -Eq "^  $check +$rule +FAIL +rank [0-9]+: " <<<"$out" || fail "$name: the '$check' row does not fail on rule [$rule]"
 grep -Eq "^  rule \[$rule\] plait/comm.h" <<<"$out" || fail "$name: the statement of rule [$rule] is not printed"
 # a count of wrong elements is this rank's own, not one carried by the broken transport

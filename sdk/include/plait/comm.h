@@ -42,7 +42,11 @@
  *              often the only thing that can flush its own send).
  *   [timeout]  wait() with a timeout that expires returns PLAIT_ERR_TIMEOUT
  *              and leaves the request pending: a later wait/test may still
- *              complete it.
+ *              complete it. The core watches every call it makes: one still
+ *              inside the plugin 5 s and a tenth of its timeout after the
+ *              timeout (isend, irecv, test: after the communicator's
+ *              timeout) ends the rank, naming the plugin and the call, since
+ *              its thread cannot be taken back.
  *   [loss]     When a peer dies, every pending and later request with that
  *              peer fails with PLAIT_ERR_PEER_LOST within the wait's timeout,
  *              naming the peer. abort() makes every pending and later request

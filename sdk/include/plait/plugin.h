@@ -124,7 +124,10 @@ typedef struct plait_plugin_desc {
      * configuration doctor was given when it holds the plugin's section,
      * else NULL (then the keys' defaults apply). Same rules as probe: must
      * not print, hang, or leave threads, state or a driver context in the
-     * caller behind (read files, or ask a child process). */
+     * caller behind (read files, or ask a child process). The doctor calls
+     * it in a child process of its own: one that crashes, exits or takes
+     * longer than PLAIT_PLUGIN_SCAN_TIMEOUT (30 s) is shown as the plugin's
+     * problem, after the lines it gave first. */
     void (*report)(const plait_host *host, const plait_config *cfg, plait_report_fn line, void *ctx);
 } plait_plugin_desc;
 

@@ -1,0 +1,175 @@
+/* The watchdog over comm plugin calls: see comm_watchdog.h. */
+#include "commstate/comm_watchdog.h"
+#include "commstate/comm_state.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launch/launch.h"
+#include "plugin/loader.h"
+#include "runtime/log.h"
+
+#define SLOTS 128
+#define TICK_NS 200000000L /* how often the watchdog looks */
+
+/* One thread's call in flight. The owning thread writes `call` and then
+ * makes `seq` odd (enter), and makes it even again (leave); the watchdog
+ * copies `call` between two reads of the same odd `seq`, so a copy torn by
+ * a new call is thrown away. */
+typedef struct slot {
+    _Atomic int owned;
+    _Atomic uint64_t seq;
+    plait_watched_call call; /* call.comm_name points at comm_name[] */
+    char comm_name[48];
+} slot;
+
+static slot g_slots[SLOTS];
+static _Thread_local slot *t_slot;
+static _Thread_local int t_unwatched; /* every slot was taken when this thread asked */
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_started; /* the watchdog thread runs in this process */
+static pthread_key_t g_key;
+static int g_key_made;
+
+double plait_watchdog_limit(double timeout_s) {
+    if (!(timeout_s > 0) || !isfinite(timeout_s)) return 0;
+    return timeout_s + 5.0 + timeout_s / 10;
+}
+
+static void release_slot(void *p) {
+    slot *s = p;
+    atomic_store(&s->seq, (atomic_load(&s->seq) + 1) & ~(uint64_t)1);
+    atomic_store(&s->owned, 0);
+}
+
+/* fork(): the child has only the forking thread. The others' slots are
+ * free in it, and it starts its own watchdog thread on its next call. */
+static void after_fork_child(void) {
+    for (int i = 0; i < SLOTS; i++) {
+        if (&g_slots[i] == t_slot) continue;
+        atomic_store(&g_slots[i].seq, 0);
+        atomic_store(&g_slots[i].owned, 0);
+    }
+    g_started = 0;
+    pthread_mutex_init(&g_lock, NULL);
+}
+
+/* The message, on stderr and to the launcher, then the end of the process. */
+static void report_and_exit(const plait_watched_call *c, double inside_s) {
+    const char *name = plait_plugin_name_of_ops(PLAIT_KIND_COMM, c->ops);
+    char plugin[96], given[96] = "", peer[64] = "", msg[1024];
+    if (name) snprintf(plugin, sizeof plugin, "the comm plugin '%s'", name);
+    else snprintf(plugin, sizeof plugin, "the transport");
+    if (c->timeout_s > 0) snprintf(given, sizeof given, ", though it was given %g s", c->timeout_s);
+    else snprintf(given, sizeof given, ", though it must return at once");
+    if (c->peer >= 0) snprintf(peer, sizeof peer, ", waiting on world rank %d", c->peer);
+    snprintf(msg, sizeof msg, "%s has been inside %s() for %.1f s%s (communicator '%s'%s); plait/comm.h [%s]: %s. "
+             "Its thread cannot be taken back: this rank ends here rather than hang the job",
+             plugin, c->fn, inside_s, given, c->comm_name, peer, c->rule,
+             strcmp(c->rule, "timeout") == 0 ? "wait() whose timeout expires returns PLAIT_ERR_TIMEOUT"
+                                             : "isend, irecv and test return without waiting");
+    fprintf(stderr, "plait: error: %s\n", msg);
+    fflush(stderr);
+    plait_log_file_only(PLAIT_LOG_ERROR, "watchdog", "%s", msg);
+    plait_launch_report_error(msg);
+    _exit(1);
+}
+
+static void *watch(void *arg) {
+    (void)arg;
+    uint64_t seen[SLOTS] = {0};
+    double inside[SLOTS] = {0};
+    struct timespec prev;
+    clock_gettime(CLOCK_MONOTONIC, &prev);
+    for (;;) {
+        struct timespec tick = {0, TICK_NS}, now;
+        nanosleep(&tick, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double dt = (double)(now.tv_sec - prev.tv_sec) + (double)(now.tv_nsec - prev.tv_nsec) * 1e-9;
+        prev = now;
+        for (int i = 0; i < SLOTS; i++) {
+            slot *s = &g_slots[i];
+            if (!atomic_load_explicit(&s->owned, memory_order_relaxed)) continue;
+            uint64_t q = atomic_load_explicit(&s->seq, memory_order_acquire);
+            if (!(q & 1) || q != seen[i]) { /* idle, or a new call since the last look */
+                seen[i] = q;
+                inside[i] = 0;
+                continue;
+            }
+            inside[i] += dt;
+            plait_watched_call c = s->call;
+            char name[sizeof s->comm_name];
+            memcpy(name, s->comm_name, sizeof name);
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&s->seq, memory_order_acquire) != q) continue;
+            name[sizeof name - 1] = '\0';
+            c.comm_name = name;
+            if (c.limit_s > 0 && inside[i] > c.limit_s) report_and_exit(&c, inside[i]);
+        }
+    }
+    return NULL;
+}
+
+void plait_watchdog_start(void) {
+    pthread_mutex_lock(&g_lock);
+    if (!g_key_made) {
+        g_key_made = pthread_key_create(&g_key, release_slot) == 0 ? 1 : -1;
+        if (g_key_made == 1) pthread_atfork(NULL, NULL, after_fork_child);
+    }
+    if (!g_started) {
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&at, 256 << 10);
+        g_started = pthread_create(&th, &at, watch, NULL) == 0;
+        pthread_attr_destroy(&at);
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static slot *my_slot(void) {
+    if (t_slot || t_unwatched) return t_slot;
+    plait_watchdog_start();
+    for (int i = 0; i < SLOTS && !t_slot && g_key_made == 1; i++) {
+        int free_slot = 0;
+        if (atomic_compare_exchange_strong(&g_slots[i].owned, &free_slot, 1)) t_slot = &g_slots[i];
+    }
+    if (t_slot) pthread_setspecific(g_key, t_slot);
+    else t_unwatched = 1;
+    return t_slot;
+}
+
+void plait_watchdog_enter(const plait_watched_call *call) {
+    if (!(call->limit_s > 0)) return;
+    slot *s = my_slot();
+    if (!s) return;
+    s->call = *call;
+    size_t n = 0;
+    for (const char *p = call->comm_name ? call->comm_name : "?"; *p && n + 1 < sizeof s->comm_name; p++)
+        s->comm_name[n++] = *p;
+    s->comm_name[n] = '\0';
+    s->call.comm_name = s->comm_name;
+    atomic_store_explicit(&s->seq, atomic_load_explicit(&s->seq, memory_order_relaxed) | 1, memory_order_release);
+}
+
+void plait_watchdog_leave(void) {
+    slot *s = t_slot;
+    if (!s) return;
+    uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    if (q & 1) atomic_store_explicit(&s->seq, q + 1, memory_order_release);
+}
+
+void plait_watchdog_enter_comm(const plait_comm *comm, const char *fn, int peer, double timeout_s) {
+    plait_watched_call c = {.ops = comm->ops, .fn = fn, .rule = timeout_s > 0 ? "timeout" : "progress",
+                            .comm_name = comm->name, .timeout_s = timeout_s,
+                            .peer = peer >= 0 && peer < comm->size && comm->world_ranks ? comm->world_ranks[peer] : -1,
+                            .limit_s = plait_watchdog_limit(timeout_s > 0 ? timeout_s : comm->settings.timeout_s)};
+    plait_watchdog_enter(&c);
+}

@@ -1,0 +1,69 @@
+/*
+ * The watchdog over comm plugin calls. plait/comm.h asks a transport's
+ * wait() to return PLAIT_ERR_TIMEOUT when its timeout expires and its
+ * isend/irecv/test to return at once; the core's own timeouts, error
+ * relays and restarts all rest on that. A plugin that breaks it (a wait
+ * that ignores its timeout on a stopped peer, a test that blocks on a
+ * socket) would hang its rank, and with it the job, for ever: the thread
+ * inside the plugin cannot be taken back.
+ *
+ * So every plugin call that could block is bracketed by
+ * plait_watchdog_enter/leave. One process-wide thread, started by the first
+ * call, looks at the calls in flight five times a second; a call still
+ * inside the plugin past its limit (the timeout it was given plus a grace,
+ * plait_watchdog_limit) ends the process: it prints what was stuck (the
+ * plugin, the function, the communicator, the peer, the rule of
+ * plait/comm.h broken), hands the same line to the launcher
+ * (plait_launch_report_error) and exits with status 1. The launcher then
+ * ends the other ranks naming this one, as for any failed rank, and
+ * --max-restarts may start the job again: a hang becomes a failure.
+ * PyTorch's NCCL watchdog does the same for a stuck NCCL kernel.
+ *
+ * Cost: enter and leave are a few stores and two atomic increments on a
+ * slot of the calling thread; no clock is read on the calling thread (the
+ * watchdog measures how long a call's sequence number stays unchanged).
+ *
+ * Thread-safety: enter/leave from any thread, each thread its own slot
+ * (released when the thread exits). 128 threads at a time are watched;
+ * calls of further threads run unwatched. Calls do not nest. A child made
+ * by fork() starts its own watchdog on its first call.
+ */
+#ifndef PLAIT_CORE_COMM_WATCHDOG_H
+#define PLAIT_CORE_COMM_WATCHDOG_H
+
+#include <plait/comm.h>
+
+/* One plugin call, as the watchdog would name it. Copied at enter. */
+typedef struct plait_watched_call {
+    const plait_comm_ops *ops; /* the plugin's table: its name is looked up when the call is reported */
+    const char *fn;            /* static text: "wait", "test", "isend", "an all_reduce", ... */
+    const char *rule;          /* static text: the rule of plait/comm.h it would break ("timeout", "progress") */
+    const char *comm_name;     /* the communicator's name ("dp", "world"): copied (up to 47 bytes) */
+    int peer;                  /* the world rank the call waits on; -1 when none or many */
+    double timeout_s;          /* the timeout the call was handed (wait), else 0 */
+    double limit_s;            /* inside the plugin longer than this ends the process (<= 0: unwatched) */
+} plait_watched_call;
+
+/* The limit for a call handed `timeout_s` (or made on a communicator whose
+ * timeout is `timeout_s`): the timeout plus a grace of 5 s and a tenth of
+ * the timeout, for a transport that checks its clock between polls. An
+ * infinite or non-positive timeout gives 0 (unwatched). */
+double plait_watchdog_limit(double timeout_s);
+
+/* Start the watchdog's thread now rather than at the first call: for a
+ * caller that counts the process's threads (the kit's [cleanup] check)
+ * and must not see it appear. Idempotent; thread-safe. */
+void plait_watchdog_start(void);
+
+/* The calling thread enters a plugin call / has left it. */
+void plait_watchdog_enter(const plait_watched_call *call);
+void plait_watchdog_leave(void);
+
+struct plait_comm;
+/* Enter a call of `comm`'s plugin: `timeout_s` > 0 for a wait handed that
+ * timeout (rule [timeout]); 0 for isend, irecv, test and the posting of a
+ * native collective, which must return at once (rule [progress]) and are
+ * given the communicator's timeout. `peer` is a member of `comm`, or -1. */
+void plait_watchdog_enter_comm(const struct plait_comm *comm, const char *fn, int peer, double timeout_s);
+
+#endif
