@@ -111,6 +111,18 @@ static int dtype_size(const char *d, int *floating) {
     return 0;
 }
 
+/* A valid tensor of a dtype plait does not convert to float32. */
+static plait_status not_float(const char *path, const char *name, const char *dtype) {
+    return plait_set_error(PLAIT_ERR_PROTOCOL,
+                           "%s: tensor %s has dtype %s, which plait does not read: plait reads float weights (F32, "
+                           "or F16, BF16 and F64 converted); an integer or 8-bit (quantised) model cannot be loaded",
+                           path, name, dtype);
+}
+
+plait_status plait_st_require_float(const plait_st_file *f, const plait_st_tensor *t) {
+    return t->data || !t->numel ? PLAIT_OK : not_float(f->path, t->name, t->dtype);
+}
+
 static float half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
     if (exp == 0x1f) bits = sign | 0x7f800000u | man << 13; /* Inf, NaN */
@@ -129,11 +141,20 @@ static float half_to_float(uint16_t h) {
     return v;
 }
 
-/* Tensors stored in another float type, as float32 (PLAIT_ST_CONVERT). */
+/* Whether a tensor is read through a float32 copy: stored in another float
+ * type, or F32 not 4-byte aligned in the file (the format does not require
+ * it; plait's own writer aligns). Tensors of other types have no data. */
+static int copied(const plait_st_tensor *t) {
+    if (!t->bytes) return 0;
+    return strcmp(t->dtype, "F32") != 0 || ((uintptr_t)t->raw & 3) != 0;
+}
+
+/* Tensors stored in another float type, or unaligned, as float32
+ * (PLAIT_ST_CONVERT). */
 static plait_status convert_tensors(plait_st_file *f) {
     size_t total = 0;
     for (size_t i = 0; i < f->n; i++)
-        if (strcmp(f->t[i].dtype, "F32") != 0) total += f->t[i].numel;
+        if (copied(&f->t[i])) total += f->t[i].numel;
     if (!total) return PLAIT_OK;
     f->converted = malloc(total * sizeof(float));
     if (!f->converted)
@@ -142,10 +163,12 @@ static plait_status convert_tensors(plait_st_file *f) {
     float *out = f->converted;
     for (size_t i = 0; i < f->n; i++) {
         plait_st_tensor *t = &f->t[i];
-        if (strcmp(t->dtype, "F32") == 0) continue;
+        if (!copied(t)) continue;
         const uint8_t *p = t->raw;
         for (size_t k = 0; k < t->numel; k++) {
-            if (!strcmp(t->dtype, "F64")) {
+            if (!strcmp(t->dtype, "F32")) {
+                memcpy(&out[k], p + 4 * k, 4);
+            } else if (!strcmp(t->dtype, "F64")) {
                 double d;
                 memcpy(&d, p + 8 * k, 8);
                 out[k] = (float)d;
@@ -185,12 +208,10 @@ static plait_status parse_tensor(plait_st_file *f, const plait_json *e, plait_st
     if (dtype->type != PLAIT_JSON_STRING) return bad(f, "tensor %s: dtype is not a string", e->key);
     int floating = 0, esize = dtype_size(dtype->str, &floating);
     if (!esize) return bad(f, "tensor %s has dtype \"%.40s\", which safetensors does not define", e->key, dtype->str);
-    /* a valid file of a dtype plait does not read here: said as such */
-    if (!floating)
-        return plait_set_error(PLAIT_ERR_PROTOCOL,
-                               "%s: tensor %s has dtype %s, not a floating-point type: plait reads float weights "
-                               "(F32, or F16, BF16 and F64 converted); a quantised model cannot be loaded",
-                               f->path, e->key, dtype->str);
+    /* a valid file of a dtype plait does not read here: said as such (a
+     * foreign file's other tensors are kept without data: its reader
+     * decides, e.g. an attention mask buffer of U8 or BOOL is ignored) */
+    if (!floating && !(flags & PLAIT_ST_CONVERT)) return not_float(f->path, e->key, dtype->str);
     if (esize != 4 && !(flags & PLAIT_ST_CONVERT))
         return plait_set_error(PLAIT_ERR_PROTOCOL,
                                "%s: tensor %s has dtype %s: a valid safetensors file, but this reader takes float32 "
@@ -226,7 +247,7 @@ static plait_status parse_tensor(plait_st_file *f, const plait_json *e, plait_st
     if (numel > SIZE_MAX / 4) return bad(f, "tensor %s is too large for this machine", e->key);
     t->numel = (size_t)numel;
     t->offset = (uint64_t)begin;
-    t->bytes = 4 * numel;
+    t->bytes = floating ? 4 * numel : 0;
     t->stored_bytes = (uint64_t)esize * numel;
     return PLAIT_OK;
 }
@@ -311,7 +332,7 @@ static plait_status parse_file(plait_st_file *f, unsigned flags) {
     uint64_t data_start = 8 + f->header_len, pos = 0;
     for (size_t i = 0; i < f->n; i++) {
         plait_st_tensor *t = &f->t[i];
-        if (t->bytes && !strcmp(t->dtype, "F32") && (data_start + t->offset) % 4)
+        if (t->bytes && !strcmp(t->dtype, "F32") && (data_start + t->offset) % 4 && !(flags & PLAIT_ST_CONVERT))
             return bad(f, "tensor %s starts at byte %llu, not 4-byte aligned (plait maps float data in place)",
                        t->name, (unsigned long long)(data_start + t->offset));
         if (t->offset != pos)
@@ -330,7 +351,9 @@ static plait_status parse_file(plait_st_file *f, unsigned flags) {
     }
     for (size_t i = 0; i < f->n; i++) {
         f->t[i].raw = f->map + data_start + f->t[i].offset;
-        f->t[i].data = (const float *)f->t[i].raw; /* F32; others are converted below */
+        /* F32 in place; other floats and unaligned F32 are copied below;
+         * other types have none */
+        f->t[i].data = f->t[i].bytes ? (const float *)f->t[i].raw : NULL;
     }
 
     f->by_name = malloc((f->n ? f->n : 1) * sizeof *f->by_name);

@@ -22,7 +22,7 @@
  * the file is opened), shape entries >= 0, data_offsets a pair with
  * end - begin = element size * Π shape, tensors covering the data section
  * exactly (no gap, no overlap, nothing after the last one), 4-byte aligned
- * F32 data, file size = 8 + N + data size. Every refusal names the file and
+ * F32 data (unless PLAIT_ST_CONVERT), file size = 8 + N + data size. Every refusal names the file and
  * the problem (PLAIT_ERR_PROTOCOL): a file that is not safetensors at all
  * says what it looks like, a damaged one says it is damaged, and a valid
  * one of a dtype plait cannot use names the dtype.
@@ -52,8 +52,9 @@ typedef struct plait_st_tensor {
     int64_t shape[PLAIT_ST_MAX_DIMS];
     size_t numel;
     uint64_t offset;       /* data_offsets[0]: bytes from the data start */
-    uint64_t bytes;        /* 4 * numel: the float32 elements at data */
-    const float *data;     /* reader: the elements as float32 (mapped, or converted at open; read-only) */
+    uint64_t bytes;        /* 4 * numel: the float32 elements at data (0: a dtype plait does not read) */
+    const float *data;     /* reader: the elements as float32 (mapped, or converted at open; read-only);
+                            * NULL for an integer or 8-bit dtype (PLAIT_ST_CONVERT keeps those tensors) */
     const char *dtype;     /* reader: the stored dtype ("F32", "BF16", ...) */
     const uint8_t *raw;    /* reader: the stored bytes (mapped), stored_bytes of them */
     uint64_t stored_bytes;
@@ -105,11 +106,17 @@ enum {
     /* Check plait.header_crc32c and every plait.crc32c.<name> present, at
      * open (reads every tensor once). */
     PLAIT_ST_VERIFY = 1u << 0,
-    /* Accept F16, BF16 and F64 tensors, converted to float32 at open (their
-     * float32 copies are held until close); without it they are refused
-     * naming the dtype (plait's own files are F32). */
+    /* A foreign file: accept F16, BF16 and F64 tensors, converted to float32
+     * at open, and F32 tensors not 4-byte aligned, copied (the copies are
+     * held until close); keep tensors of other dtypes with data NULL, for
+     * the caller to ignore or refuse (plait_st_require_float). Without it
+     * all of those are refused naming the dtype, and unaligned F32 data is
+     * called damaged (plait's own files are aligned F32). */
     PLAIT_ST_CONVERT = 1u << 1
 };
+
+/* PLAIT_OK if tensor t has float32 data, else the refusal naming its dtype. */
+plait_status plait_st_require_float(const plait_st_file *f, const plait_st_tensor *t);
 
 /* Map and validate `path`. The caller closes *out. Read-only afterwards:
  * every accessor is thread-safe. */

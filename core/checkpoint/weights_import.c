@@ -102,7 +102,9 @@ static plait_status map_tensors(plait_weights *w, const plait_st_tensor **head) 
         const plait_st_tensor *t = plait_st_tensor_at(w->st, i);
         char name[NAME_CAP];
         plait_gpt2_kind kind = plait_gpt2_canonical(t->name, name, sizeof name);
-        if (kind == PLAIT_GPT2_BUFFER) continue;
+        if (kind == PLAIT_GPT2_BUFFER) continue; /* whatever its dtype: never read */
+        plait_status st = plait_st_require_float(w->st, t);
+        if (st != PLAIT_OK) return st;
         int32_t gi = kind == PLAIT_GPT2_PARAM ? param_of(s, name) : -1;
         if (kind == PLAIT_GPT2_HEAD) {
             if (*head)
@@ -191,13 +193,21 @@ static plait_status check_finite(const plait_weights *w, const plait_st_tensor *
         int used = t == head;
         for (int32_t gi = 0; gi < w->spec->n_params && !used; gi++) used = w->tensor[gi] == t;
         if (!used) continue; /* buffers (attention masks) are never read */
-        for (size_t k = 0; k < t->numel; k++)
-            if (!isfinite(t->data[k]))
+        for (size_t k = 0; k < t->numel; k++) {
+            if (isfinite(t->data[k])) continue;
+            double stored = 0;
+            if (!strcmp(t->dtype, "F64")) memcpy(&stored, t->raw + 8 * k, sizeof stored);
+            if (isfinite(stored) && stored != 0)
                 return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                       "weights %s: tensor '%s' holds a non-finite value (%s) at element %zu of %zu: "
-                                       "the weights are damaged or were saved by a run that had diverged; they "
-                                       "cannot start a run",
-                                       w->path, t->name, isnan(t->data[k]) ? "NaN" : "Inf", k, t->numel);
+                                       "weights %s: tensor '%s' holds %g at element %zu of %zu, past float32's "
+                                       "range (+-3.4e38): plait trains in float32 and cannot start from it",
+                                       w->path, t->name, stored, k, t->numel);
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "weights %s: tensor '%s' holds a non-finite value (%s) at element %zu of %zu: "
+                                   "the weights are damaged or were saved by a run that had diverged; they "
+                                   "cannot start a run",
+                                   w->path, t->name, isnan(t->data[k]) ? "NaN" : "Inf", k, t->numel);
+        }
     }
     return PLAIT_OK;
 }

@@ -28,6 +28,8 @@ static void release_plan(plait_run *run) {
 plait_status plait_check_evaluation(const plait_config *cfg) {
     int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
     if (eval_every == 0 || plait_config_float(cfg, "data", "val_fraction") > 0) return PLAIT_OK;
+    const char *val_path = plait_config_str(cfg, "data", "val_path");
+    if (val_path && *val_path) return PLAIT_OK; /* held out in a file of its own: val_fraction is not used */
     const char *ev_where = "", *vf_where = "";
     plait_config_origin(cfg, "run", "eval_every", &ev_where);
     plait_config_origin(cfg, "data", "val_fraction", &vf_where);

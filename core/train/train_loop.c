@@ -264,9 +264,12 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
     int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
     int64_t ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
     int64_t replica_every = plait_run_replicas_on(run) ? plait_config_int(cfg, "run", "replica_every") : 0;
-    /* No validation split (val_fraction = 0, which preflight allows only with
-     * eval_every = 0): the run trains on all the data and skips the final evaluation. */
-    int has_val = plait_config_float(cfg, "data", "val_fraction") > 0;
+    /* No validation data (no val_path and val_fraction = 0, which preflight
+     * allows only with eval_every = 0): the run trains on all the data and
+     * skips the final evaluation. A val_path is validation data whatever
+     * val_fraction says (it is not used then). */
+    const char *val_path = plait_config_str(cfg, "data", "val_path");
+    int has_val = plait_config_float(cfg, "data", "val_fraction") > 0 || (val_path && *val_path);
     double started = plait_clock_now();
     int64_t first_step = run->step;
     double loss = NAN, val_loss = -1;

@@ -187,9 +187,21 @@ static void write_variant(const char *path, unsigned how) {
     plait_st_close(src);
 }
 
-/* `src`'s tensors stored as BF16 (their top 16 bits), as a bf16 model's
- * safetensors file holds them. */
-static void write_bf16(const char *src_path, const char *path) {
+/* `src`'s tensors written by hand, as other writers lay them out: RAW_BF16
+ * stores each as BF16 (its top 16 bits), as a bf16 model's file holds
+ * them; RAW_UNALIGNED keeps F32 after a header one byte longer than 8-byte
+ * padding (the format does not require alignment); RAW_U8_MASK stores each
+ * block's attention mask buffer (attn.bias) as U8, as older transformers
+ * saved it; RAW_U8_PARAM stores one parameter as U8 (a quantised model). */
+enum raw_form { RAW_BF16, RAW_UNALIGNED, RAW_U8_MASK, RAW_U8_PARAM };
+
+static int stored_u8(enum raw_form form, const plait_st_tensor *t) {
+    size_t n = strlen(t->name);
+    if (form == RAW_U8_MASK) return n >= 10 && strcmp(t->name + n - 10, ".attn.bias") == 0;
+    return form == RAW_U8_PARAM && strcmp(t->name, "transformer.h.0.ln_1.bias") == 0;
+}
+
+static void write_raw_form(const char *src_path, const char *path, enum raw_form form) {
     plait_st_file *src = NULL;
     assert_int_equal(plait_st_open(src_path, 0, &src), PLAIT_OK);
     size_t cap = 1 << 16, len = 0, off = 0;
@@ -197,14 +209,16 @@ static void write_bf16(const char *src_path, const char *path) {
     len += (size_t)snprintf(header + len, cap - len, "{");
     for (size_t i = 0; i < plait_st_count(src); i++) {
         const plait_st_tensor *t = plait_st_tensor_at(src, i);
-        len += (size_t)snprintf(header + len, cap - len, "%s\"%s\":{\"dtype\":\"BF16\",\"shape\":[", i ? "," : "",
-                                t->name);
+        size_t esize = stored_u8(form, t) ? 1 : form == RAW_BF16 ? 2 : 4;
+        len += (size_t)snprintf(header + len, cap - len, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "",
+                                t->name, esize == 2 ? "BF16" : esize == 1 ? "U8" : "F32");
         for (int d = 0; d < t->ndim; d++) len += (size_t)snprintf(header + len, cap - len, "%s%lld", d ? "," : "", (long long)t->shape[d]);
-        len += (size_t)snprintf(header + len, cap - len, "],\"data_offsets\":[%zu,%zu]}", off, off + 2 * t->numel);
-        off += 2 * t->numel;
+        len += (size_t)snprintf(header + len, cap - len, "],\"data_offsets\":[%zu,%zu]}", off, off + esize * t->numel);
+        off += esize * t->numel;
     }
     len += (size_t)snprintf(header + len, cap - len, "}");
     while (len % 8) header[len++] = ' ';
+    if (form == RAW_UNALIGNED) header[len++] = ' ';
     FILE *f = fopen(path, "wb");
     uint64_t n = len;
     fwrite(&n, 8, 1, f);
@@ -215,7 +229,10 @@ static void write_bf16(const char *src_path, const char *path) {
             uint32_t bits;
             memcpy(&bits, &t->data[e], 4);
             uint16_t top = (uint16_t)(bits >> 16);
-            fwrite(&top, 2, 1, f);
+            uint8_t byte = t->data[e] != 0.0f;
+            if (stored_u8(form, t)) fwrite(&byte, 1, 1, f);
+            else if (form == RAW_BF16) fwrite(&top, 2, 1, f);
+            else fwrite(&bits, 4, 1, f);
         }
     }
     fclose(f);
@@ -231,11 +248,29 @@ static void test_bf16_weights(void **state) {
     snprintf(f32, sizeof f32, "%s/bf16-values.safetensors", tmpdir);
     snprintf(bf16, sizeof bf16, "%s/bf16.safetensors", tmpdir);
     write_variant(f32, BF16_VALUES);
-    write_bf16(f32, bf16);
+    write_raw_form(f32, bf16, RAW_BF16);
     float *want = logits_of(f32, T, V), *got = logits_of(bf16, T, V);
     assert_memory_equal(got, want, sizeof(float) * B * T * V);
     free(want);
     free(got);
+}
+
+/* Files other writers make, read as the same model: F32 data not 4-byte
+ * aligned (copied, not called damaged), and attention masks stored as U8
+ * buffers (ignored, whatever their dtype). */
+static void test_other_writers_layouts(void **state) {
+    (void)state;
+    char path[512];
+    float *want = logits_of(fixture, T, V);
+    static const enum raw_form forms[] = {RAW_UNALIGNED, RAW_U8_MASK};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        snprintf(path, sizeof path, "%s/form%d.safetensors", tmpdir, (int)forms[i]);
+        write_raw_form(fixture, path, forms[i]);
+        float *got = logits_of(path, T, V);
+        assert_memory_equal(got, want, sizeof(float) * B * T * V);
+        free(got);
+    }
+    free(want);
 }
 
 static void test_names_and_layouts(void **state) {
@@ -363,6 +398,11 @@ static void test_refusals(void **state) {
     expect_refusal(path, ini(buf, sizeof buf, L, C, T, V),
                    (const char *const[]){path, "tensor 'transformer.h.1.mlp.c_fc.weight' holds a non-finite value "
                                                "(NaN) at element 17", NULL});
+    /* a parameter stored as U8 (a quantised model): named with its dtype */
+    snprintf(path, sizeof path, "%s/u8.safetensors", tmpdir);
+    write_raw_form(fixture, path, RAW_U8_PARAM);
+    expect_refusal(path, ini(buf, sizeof buf, L, C, T, V),
+                   (const char *const[]){path, "h.0.ln_1.bias has dtype U8, which plait does not read", NULL});
     /* the small MLP arch has no GPT-2 weights */
     expect_refusal(fixture, "[model]\narch = mlp\nn_layer = 2\nn_embd = 32\n",
                    (const char *const[]){"arch = mlp", NULL});
@@ -390,6 +430,7 @@ int main(void) {
         cmocka_unit_test(test_hf_logits_match_pytorch), cmocka_unit_test(test_padded_vocab_and_short_context),
         cmocka_unit_test(test_names_and_layouts),
         cmocka_unit_test(test_bf16_weights),       cmocka_unit_test(test_tp_slices),
+        cmocka_unit_test(test_other_writers_layouts),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -3,7 +3,8 @@
 # with a message naming the cause, and nothing of an earlier run is lost.
 #  - a resume with another model shape (fewer layers, another n_head) is
 #    refused naming the key and both values; the checkpoints stay;
-#  - eval_every with val_fraction = 0 is refused before any rank starts, and
+#  - eval_every with val_fraction = 0 is refused before any rank starts
+#    (unless val_path names a validation file: then it is accepted), and
 #    val_fraction = 0 alone trains on all the data and still checkpoints;
 #  - resume = auto where every checkpoint is incomplete is refused and
 #    metrics.csv keeps its rows;
@@ -76,6 +77,11 @@ train noval run.steps=4 data.val_fraction=0 parallel.dp=2
 [ -z "$(column noval val_loss | tr -d '\n')" ] || fail "val_fraction = 0 reported a validation loss: $(column noval val_loss | tr '\n' ' ')"
 train noval run.steps=6 data.val_fraction=0 parallel.dp=2 --resume
 [ -f "$E2E_WORK/noval/ckpt-00000006/COMPLETE" ] || fail "val_fraction = 0: the resumed run saved no checkpoint"
+# a validation file of its own: val_fraction = 0 is what one sets then (it is not used)
+"$PLAIT_BIN" config check "$CFG" data.val_fraction=0 run.eval_every=2 "data.val_path=$PLAIT_SOURCE_DIR/data/corpus.txt" \
+  >"$E2E_WORK/valpath.out" 2>&1 || fail "val_path with val_fraction = 0 refused: $(tail -n 2 "$E2E_WORK/valpath.out")"
+train valpath run.steps=2 data.val_fraction=0 run.eval_every=2 "data.val_path=$PLAIT_SOURCE_DIR/data/corpus.txt"
+[ -n "$(column valpath val_loss | tr -d '\n')" ] || fail "val_path with val_fraction = 0: no validation loss"
 
 # --- 7. resume = auto with only incomplete checkpoints
 train partial run.steps=4 run.ckpt_every=2

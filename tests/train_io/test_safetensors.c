@@ -271,7 +271,32 @@ static void test_dtypes_and_foreign_files(void **state) {
 
     assert_int_equal(open_raw("{\"q\":{\"dtype\":\"I8\",\"shape\":[8],\"data_offsets\":[0,8]}}", 8, -1),
                      PLAIT_ERR_PROTOCOL);
-    assert_error_contains("tensor q has dtype I8, not a floating-point type");
+    assert_error_contains("tensor q has dtype I8, which plait does not read");
+    /* a foreign file (PLAIT_ST_CONVERT): an integer tensor is kept without
+     * data for its reader to ignore or refuse; F32 data not 4-byte aligned
+     * (a header of 107 bytes: "a" starts at byte 117) is copied, not damaged */
+    path_of(path, "mixed.safetensors");
+    const float two[2] = {1.5f, -3.25f};
+    write_raw(path, "{\"q\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},"
+                    "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[2,10]}}", NULL, 0, -1);
+    FILE *mf = fopen(path, "ab");
+    unsigned char mask[2] = {1, 0};
+    fwrite(mask, 1, 2, mf);
+    fwrite(two, 4, 2, mf);
+    fclose(mf);
+    assert_int_equal(plait_st_open(path, PLAIT_ST_VERIFY, &f), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("tensor q has dtype U8, which plait does not read");
+    assert_int_equal(plait_st_open(path, PLAIT_ST_VERIFY | PLAIT_ST_CONVERT, &f), PLAIT_OK);
+    t = plait_st_find(f, "q");
+    assert_null(t->data);
+    assert_int_equal(plait_st_require_float(f, t), PLAIT_ERR_PROTOCOL);
+    assert_error_contains("tensor q has dtype U8, which plait does not read");
+    t = plait_st_find(f, "a");
+    assert_int_equal(plait_st_require_float(f, t), PLAIT_OK);
+    assert_true(((uintptr_t)t->raw & 3) != 0);
+    assert_true(((uintptr_t)t->data & 3) == 0 && t->data[0] == 1.5f && t->data[1] == -3.25f);
+    plait_st_close(f);
+    f = NULL;
     assert_int_equal(open_raw("{\"q\":{\"dtype\":\"F7\",\"shape\":[8],\"data_offsets\":[0,8]}}", 8, -1),
                      PLAIT_ERR_PROTOCOL);
     assert_error_contains("dtype \"F7\", which safetensors does not define");
