@@ -33,7 +33,7 @@ static _Thread_local slot *t_slot;
 static _Thread_local int t_unwatched; /* every slot was taken when this thread asked */
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_started; /* the watchdog thread runs in this process */
+static _Atomic int g_started; /* the watchdog thread runs in this process */
 static pthread_key_t g_key;
 static int g_key_made;
 
@@ -46,7 +46,16 @@ static void release_slot(void *p) {
     slot *s = p;
     atomic_store(&s->seq, (atomic_load(&s->seq) + 1) & ~(uint64_t)1);
     atomic_store(&s->owned, 0);
+    /* a later destructor of this thread making a call: unwatched, never
+     * in a slot another thread may have taken */
+    t_slot = NULL;
+    t_unwatched = 1;
 }
+
+/* Around fork(): the lock is held across it, so the child's copy is in a
+ * known state (unlocked by the child handler below). */
+static void before_fork(void) { pthread_mutex_lock(&g_lock); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&g_lock); }
 
 /* fork(): the child has only the forking thread. The others' slots are
  * free in it, and it starts its own watchdog thread on its next call. */
@@ -56,11 +65,14 @@ static void after_fork_child(void) {
         atomic_store(&g_slots[i].seq, 0);
         atomic_store(&g_slots[i].owned, 0);
     }
-    g_started = 0;
-    pthread_mutex_init(&g_lock, NULL);
+    atomic_store(&g_started, 0);
+    t_unwatched = 0;
+    pthread_mutex_unlock(&g_lock);
 }
 
-/* The message, on stderr and to the launcher, then the end of the process. */
+/* The message, on stderr and to the launcher, then the end of the process.
+ * stderr is written with write(2), not stdio, whose lock the stuck thread
+ * may hold; the log file last, under an alarm, for the same reason. */
 static void report_and_exit(const plait_watched_call *c, double inside_s) {
     const char *name = plait_plugin_name_of_ops(PLAIT_KIND_COMM, c->ops);
     char plugin[96], given[96] = "", peer[64] = "", msg[1024];
@@ -74,10 +86,12 @@ static void report_and_exit(const plait_watched_call *c, double inside_s) {
              plugin, c->fn, inside_s, given, c->comm_name, peer, c->rule,
              strcmp(c->rule, "timeout") == 0 ? "wait() whose timeout expires returns PLAIT_ERR_TIMEOUT"
                                              : "isend, irecv and test return without waiting");
-    fprintf(stderr, "plait: error: %s\n", msg);
-    fflush(stderr);
-    plait_log_file_only(PLAIT_LOG_ERROR, "watchdog", "%s", msg);
+    char line[1100];
+    int n = snprintf(line, sizeof line, "plait: error: %s\n", msg);
+    if (n > 0 && write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1) < 0) {}
     plait_launch_report_error(msg);
+    alarm(5); /* a log lock held by the stuck thread ends the process by SIGALRM */
+    plait_log_file_only(PLAIT_LOG_ERROR, "watchdog", "%s", msg);
     _exit(1);
 }
 
@@ -93,6 +107,9 @@ static void *watch(void *arg) {
         clock_gettime(CLOCK_MONOTONIC, &now);
         double dt = (double)(now.tv_sec - prev.tv_sec) + (double)(now.tv_nsec - prev.tv_nsec) * 1e-9;
         prev = now;
+        /* a gap far longer than a tick: the process was stopped (SIGSTOP,
+         * a suspended job, a debugger), and a call is not stuck for it */
+        if (dt > 1.0) dt = TICK_NS * 1e-9;
         for (int i = 0; i < SLOTS; i++) {
             slot *s = &g_slots[i];
             if (!atomic_load_explicit(&s->owned, memory_order_relaxed)) continue;
@@ -120,29 +137,36 @@ void plait_watchdog_start(void) {
     pthread_mutex_lock(&g_lock);
     if (!g_key_made) {
         g_key_made = pthread_key_create(&g_key, release_slot) == 0 ? 1 : -1;
-        if (g_key_made == 1) pthread_atfork(NULL, NULL, after_fork_child);
+        if (g_key_made == 1) pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     }
-    if (!g_started) {
+    if (!atomic_load(&g_started)) {
         pthread_t th;
         pthread_attr_t at;
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
         pthread_attr_setstacksize(&at, 256 << 10);
-        g_started = pthread_create(&th, &at, watch, NULL) == 0;
+        atomic_store(&g_started, pthread_create(&th, &at, watch, NULL) == 0);
         pthread_attr_destroy(&at);
     }
     pthread_mutex_unlock(&g_lock);
 }
 
 static slot *my_slot(void) {
-    if (t_slot || t_unwatched) return t_slot;
+    if (t_slot) { /* a child forked by this thread: its own watchdog */
+        if (!atomic_load_explicit(&g_started, memory_order_relaxed)) plait_watchdog_start();
+        return t_slot;
+    }
+    if (t_unwatched) return NULL;
     plait_watchdog_start();
     for (int i = 0; i < SLOTS && !t_slot && g_key_made == 1; i++) {
         int free_slot = 0;
         if (atomic_compare_exchange_strong(&g_slots[i].owned, &free_slot, 1)) t_slot = &g_slots[i];
     }
-    if (t_slot) pthread_setspecific(g_key, t_slot);
-    else t_unwatched = 1;
+    if (t_slot && pthread_setspecific(g_key, t_slot) != 0) { /* it could not be given back at exit */
+        release_slot(t_slot);
+        t_slot = NULL;
+    }
+    if (!t_slot) t_unwatched = 1;
     return t_slot;
 }
 
@@ -150,6 +174,10 @@ void plait_watchdog_enter(const plait_watched_call *call) {
     if (!(call->limit_s > 0)) return;
     slot *s = my_slot();
     if (!s) return;
+    /* the seqlock's writer: the even sequence number of the last leave is
+     * visible before any field of this call (the watchdog's acquire fence
+     * pairs with this), so a copy mixing two calls is never accepted */
+    atomic_thread_fence(memory_order_release);
     s->call = *call;
     size_t n = 0;
     for (const char *p = call->comm_name ? call->comm_name : "?"; *p && n + 1 < sizeof s->comm_name; p++)

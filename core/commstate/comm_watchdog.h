@@ -7,8 +7,11 @@
  * socket) would hang its rank, and with it the job, for ever: the thread
  * inside the plugin cannot be taken back.
  *
- * So every plugin call that could block is bracketed by
- * plait_watchdog_enter/leave. One process-wide thread, started by the first
+ * So the plugin calls of the data path (isend, irecv, test, wait, the
+ * posting of a native collective; coll_p2p.c, coll_exec.c, comm_p2p.c and
+ * the conformance kit's) are bracketed by plait_watchdog_enter/leave;
+ * init, derive, destroy, abort, registration and the stream and event
+ * calls are not. One process-wide thread, started by the first
  * call, looks at the calls in flight five times a second; a call still
  * inside the plugin past its limit (the timeout it was given plus a grace,
  * plait_watchdog_limit) ends the process: it prints what was stuck (the
@@ -19,9 +22,10 @@
  * --max-restarts may start the job again: a hang becomes a failure.
  * PyTorch's NCCL watchdog does the same for a stuck NCCL kernel.
  *
- * Cost: enter and leave are a few stores and two atomic increments on a
- * slot of the calling thread; no clock is read on the calling thread (the
- * watchdog measures how long a call's sequence number stays unchanged).
+ * Cost: enter and leave are a few stores, a fence and two atomic stores on
+ * a slot of the calling thread; no clock is read on the calling thread (the
+ * watchdog measures how long a call's sequence number stays unchanged;
+ * time the process spent stopped does not count).
  *
  * Thread-safety: enter/leave from any thread, each thread its own slot
  * (released when the thread exits). 128 threads at a time are watched;

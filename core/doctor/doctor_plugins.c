@@ -70,7 +70,8 @@ static void device_details(plait_doctor *d, const char *name) {
  * A report() that crashes, exits or never returns takes down the child, not
  * the doctor: the doctor names what happened as the plugin's problem and
  * goes on. Each line comes back as a record: 'L' or 'P' (a problem), the
- * fact, NUL, the fix (empty for a line), NUL. */
+ * fact, NUL, the fix (empty for a line), NUL; 'E' once report() returned
+ * (a report that calls exit(0) is not one that finished). */
 
 typedef struct report_arg {
     const plait_plugin_desc *desc;
@@ -89,14 +90,19 @@ static void write_record(void *ctx, const char *fact, const char *fix) {
 static int report_child(int fd, void *arg) {
     const report_arg *a = arg;
     a->desc->report(plait_plugin_host(), a->cfg, write_record, &fd);
-    return 0;
+    return plait_write_all(fd, "E", 1) == 0 ? 0 : 1;
 }
 
 /* The report's lines and problems under `label`, then what ended it if it
  * did not end well (the lines it sent first still count). */
 static void replay_report(plait_doctor *d, const char *label, const plait_fork_result *fr, double limit) {
     const char *p = fr->out, *end = fr->out ? fr->out + fr->len : NULL;
+    int returned = 0;
     while (p && p < end) {
+        if (*p == 'E' && p + 1 == end) {
+            returned = 1;
+            break;
+        }
         const char *fact = p + 1, *nul = memchr(fact, '\0', (size_t)(end - fact));
         const char *fix = nul ? nul + 1 : NULL, *nul2 = fix && fix < end ? memchr(fix, '\0', (size_t)(end - fix)) : NULL;
         if (!nul2 || (*p != 'L' && *p != 'P')) break; /* cut short by the child's end */
@@ -104,7 +110,7 @@ static void replay_report(plait_doctor *d, const char *label, const plait_fork_r
         else plait_doctor_line(d, "", "%s", fact);
         p = nul2 + 1;
     }
-    if (plait_fork_ok(fr)) return;
+    if (plait_fork_ok(fr) && returned) return;
     const char *fix = "fix the plugin's report(), or remove the plugin from the plugin path";
     if (fr->hung)
         plait_doctor_problem(d, label, fix, "its report() did not finish within %g s and was stopped "

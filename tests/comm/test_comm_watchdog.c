@@ -3,7 +3,8 @@
  * inside the plugin past its limit ends the process with status 1 and a
  * message naming the call; many short calls whose sum passes the limit do
  * not; a call that left is forgotten; a child forked while another thread
- * is inside a call is not ended for that thread's call. Each case runs in
+ * is inside a call is not ended for that thread's call, and a child of a
+ * thread that made watched calls has a watchdog of its own. Each case runs in
  * a forked child, since the watchdog ends the process it runs in.
  */
 #include <setjmp.h>
@@ -141,6 +142,56 @@ static void test_fork_leaves_other_threads_calls_behind(void **state) {
     assert_null(strstr(strstr(said, "has been inside wait()") + 1, "has been inside wait()"));
 }
 
+/* A thread that has made watched calls forks: the child's own stuck call
+ * is ended (its watchdog starts on that call). */
+static void child_of_a_watched_thread(void) {
+    plait_watched_call c = call(0.6);
+    plait_watchdog_enter(&c);
+    plait_watchdog_leave();
+    pid_t pid = fork();
+    if (pid == 0) {
+        stuck_call();
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) + 100 : 99);
+}
+
+static void test_child_of_a_watched_thread(void **state) {
+    (void)state;
+    char said[4096];
+    double took = 0;
+    int status = in_child(child_of_a_watched_thread, said, sizeof said, &took);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 101); /* the grandchild, ended by its watchdog */
+    assert_true(took < 5.0);
+    assert_non_null(strstr(said, "has been inside wait()"));
+}
+
+/* Time the process spends stopped (SIGSTOP, a suspended job, a debugger)
+ * is not time inside the call. */
+static void test_stopped_time_does_not_count(void **state) {
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        plait_watched_call c = call(0.6);
+        plait_watchdog_enter(&c);
+        raise(SIGSTOP);
+        sleep_s(0.1);
+        plait_watchdog_leave();
+        _exit(0);
+    }
+    sleep_s(1.5);
+    kill(pid, SIGCONT);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void test_limit(void **state) {
     (void)state;
     assert_true(plait_watchdog_limit(0) == 0);
@@ -156,6 +207,8 @@ int main(void) {
         cmocka_unit_test(test_stuck_call_ends_the_process),
         cmocka_unit_test(test_short_calls_are_not_stuck),
         cmocka_unit_test(test_fork_leaves_other_threads_calls_behind),
+        cmocka_unit_test(test_child_of_a_watched_thread),
+        cmocka_unit_test(test_stopped_time_does_not_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -420,7 +420,7 @@ static const plait_device_ops sim_ops = {
 #ifndef SIM_ABI_1_3
 /* What plait doctor shows of it: its devices, as a GPU's report would, and
  * a problem with its fix when PLAIT_SIM_PROBLEM names one (tests of
- * doctor's device lines); PLAIT_SIM_REPORT=crash, exit or hang makes it
+ * doctor's device lines); PLAIT_SIM_REPORT=crash, exit, exit0 or hang makes it
  * break after those lines. */
 static void sim_report(const plait_host *host, const plait_config *cfg, plait_report_fn line, void *ctx) {
     (void)cfg;
@@ -438,6 +438,7 @@ static void sim_report(const plait_host *host, const plait_config *cfg, plait_re
     const char *breaks = getenv("PLAIT_SIM_REPORT");
     if (breaks && !strcmp(breaks, "crash")) raise(SIGSEGV);
     if (breaks && !strcmp(breaks, "exit")) exit(3);
+    if (breaks && !strcmp(breaks, "exit0")) exit(0);
     if (breaks && !strcmp(breaks, "hang"))
         for (;;) pause();
 }

@@ -163,6 +163,7 @@ has simbad "     fix: the fix PLAIT_SIM_PROBLEM asks for"
 # a report that crashes, exits or hangs after its first line: the line
 # kept, the plugin's problem named, the doctor going on to the end
 for how in crash:"crashed (Segmentation fault, signal 11)" exit:"ended the process (exit status 3)" \
+           exit0:"ended the process (exit status 0)" \
            hang:"did not finish within 2 s and was stopped"; do
   doctor "report_${how%%:*}" PLAIT_SIM_REPORT="${how%%:*}" PLAIT_PLUGIN_SCAN_TIMEOUT=2 PLAIT_SIM_DEVICES=2 \
     "PLAIT_PLUGIN_PATH=$PLAIT_PLUGIN_PATH" --

@@ -42,9 +42,10 @@
  *              often the only thing that can flush its own send).
  *   [timeout]  wait() with a timeout that expires returns PLAIT_ERR_TIMEOUT
  *              and leaves the request pending: a later wait/test may still
- *              complete it. The core watches every call it makes: one still
- *              inside the plugin 5 s and a tenth of its timeout after the
- *              timeout (isend, irecv, test: after the communicator's
+ *              complete it. The core watches its isend, irecv, test and
+ *              wait calls and the posting of native collectives: one still
+ *              inside the plugin past its timeout + 5 s + a tenth of the
+ *              timeout (isend, irecv, test, posting: the communicator's
  *              timeout) ends the rank, naming the plugin and the call, since
  *              its thread cannot be taken back.
  *   [loss]     When a peer dies, every pending and later request with that
