@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "runtime/file_signature.h"
 #include "runtime/error.h"
 #include "runtime/mapped_file.h"
 #include "runtime/phase.h"
@@ -78,6 +79,7 @@ static int cmd_train(int argc, char **argv) {
     size_t total = 0;
     for (int i = 0; st == PLAIT_OK && i < n; i++) {
         st = plait_mapped_file_open(paths[i], &files[i]);
+        if (st == PLAIT_OK) st = plait_text_input_check(paths[i], files[i].data, files[i].len, "tokenizer train");
         texts[i] = files[i].data;
         lens[i] = files[i].len;
         total += files[i].len;

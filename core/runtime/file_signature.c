@@ -46,3 +46,16 @@ int plait_looks_like_text(const uint8_t *p, size_t n) {
     }
     return 1;
 }
+
+plait_status plait_text_input_check(const char *path, const uint8_t *p, size_t n, const char *command) {
+    const char *what = plait_file_signature(p, n);
+    if (what)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s is %s, not text: %s reads UTF-8 text", path, what, command);
+    size_t head = n < PLAIT_SIGNATURE_BYTES ? n : PLAIT_SIGNATURE_BYTES;
+    const uint8_t *nul = head ? memchr(p, 0, head) : NULL;
+    if (nul)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "%s: byte %zu is NUL, which no text has (a binary or token file?): %s reads UTF-8 text",
+                               path, (size_t)(nul - p), command);
+    return PLAIT_OK;
+}

@@ -2,13 +2,16 @@
  * What a file is, from its first bytes: for readers that recognise their
  * own format positively and, when a file is not theirs, say what it looks
  * like instead of calling it damaged ("a gzip-compressed file", "text").
- * Pure functions of the bytes given; thread-safe.
+ * Pure functions of the bytes given (the text check also sets the thread's
+ * error); thread-safe.
  */
 #ifndef PLAIT_CORE_RUNTIME_FILE_SIGNATURE_H
 #define PLAIT_CORE_RUNTIME_FILE_SIGNATURE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "runtime/error.h"
 
 /* Bytes a reader looks at to tell what a file is: enough to tell, cheap
  * on a file of any size. */
@@ -24,5 +27,11 @@ const char *plait_file_signature(const uint8_t *p, size_t n);
  * bytes other than tab, line feed, carriage return and form feed (a
  * sequence cut at the end counts). */
 int plait_looks_like_text(const uint8_t *p, size_t n);
+
+/* For a command that reads `path` (its n bytes at p) as text: PLAIT_OK, or
+ * PLAIT_ERR_INVALID_ARG with a message naming what the file is instead (a
+ * known binary format, or a NUL byte in its first PLAIT_SIGNATURE_BYTES,
+ * which no text has) and `command`, the one that refuses it. */
+plait_status plait_text_input_check(const char *path, const uint8_t *p, size_t n, const char *command);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/file_signature.h"
 #include "runtime/error.h"
 #include "runtime/mapped_file.h"
 #include "runtime/staged_dir.h"
@@ -124,6 +125,7 @@ plait_status plait_data_prepare(const plait_prepare_options *o, plait_prepare_re
     uint64_t total = 0;
     for (int i = 0; st == PLAIT_OK && i < o->n_inputs; i++) {
         st = plait_mapped_file_open(o->inputs[i], &files[i]);
+        if (st == PLAIT_OK) st = plait_text_input_check(o->inputs[i], files[i].data, files[i].len, "data prepare");
         total += files[i].len;
     }
     plait_staged_dir dir;

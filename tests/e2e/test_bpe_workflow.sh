@@ -2,7 +2,9 @@
 # Text to tokens to a trained model and back, as a user runs it: plait
 # tokenizer train, plait data prepare (shards), plait train on the shards
 # with the tokenizer named, plait sample encoding the prompt and decoding
-# the output with it. Also: encode/decode round trip through the CLI, and
+# the output with it. Also: encode/decode round trip through the CLI (any
+# bytes), tokenizer train and data prepare refusing a compressed or binary
+# input, and
 # bad inputs (a shard with a bad header, a malformed vocab.json, a token id
 # out of range) failing with the file and the offset.
 source "$(dirname "$0")/lib.sh"
@@ -23,6 +25,20 @@ head -c 20000 /dev/urandom >"$W/noise"
 "$PLAIT_BIN" tokenizer encode data/tokenizers/gpt2 "$W/noise" | "$PLAIT_BIN" tokenizer decode data/tokenizers/gpt2 |
   cmp -s - "$W/noise" || fail "random bytes do not round trip through GPT-2's tokenizer"
 echo "round trips OK: corpus $(wc -w <"$W/ids") tokens for $(stat -c %s data/corpus.txt) bytes"
+# text in, for what trains: a compressed or binary file is refused naming what it is, nothing written
+gzip -c data/corpus.txt >"$W/corpus.txt.gz"
+printf 'text\0with a NUL\n' >"$W/nul.txt"
+for bad in corpus.txt.gz:"is a gzip-compressed file" nul.txt:"byte 4 is NUL"; do
+  f=$W/${bad%%:*}
+  rm -rf "$W/refused-tok" "$W/refused-ds"
+  if "$PLAIT_BIN" tokenizer train "$f" --vocab 300 --out "$W/refused-tok" >"$W/refused.out" 2>&1; then
+    fail "tokenizer train accepted $f"; fi
+  grep -qF "${bad#*:}" "$W/refused.out" || fail "tokenizer train: unclear refusal: $(cat "$W/refused.out")"
+  if "$PLAIT_BIN" data prepare "$f" --tokenizer data/tokenizers/gpt2 --out "$W/refused-ds" >"$W/refused.out" 2>&1; then
+    fail "data prepare accepted $f"; fi
+  grep -qF "${bad#*:}" "$W/refused.out" || fail "data prepare: unclear refusal: $(cat "$W/refused.out")"
+  [ ! -e "$W/refused-tok" ] && [ ! -e "$W/refused-ds" ] || fail "a refused input left an output directory"
+done
 
 "$PLAIT_BIN" data prepare data/corpus.txt --tokenizer "$W/tok" --out "$W/ds" --shard-tokens 40000 \
   >"$W/prepare.out" 2>"$W/prepare.err" || fail "data prepare: $(cat "$W/prepare.err")"
