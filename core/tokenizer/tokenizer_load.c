@@ -209,6 +209,36 @@ static plait_status check_hf_kind(const plait_json *root, const plait_json *mode
         return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: the pre-tokenizer must be ByteLevel (GPT-2's); "
                                                    "other pre-tokenizers are not supported",
                                what, pre->pos);
+    /* settings that would change the ids: refused rather than ignored, so
+     * plait never encodes a text other than Hugging Face would */
+    static const struct {
+        const char *object, *key, *allowed, *what;
+    } fixed[] = {
+        {NULL, "normalizer", "null", "a normalizer (lowercasing, Unicode normalisation, ...)"},
+        {"pre_tokenizer", "add_prefix_space", "false", "a space added before the text"},
+        {"pre_tokenizer", "use_regex", "true", "no pre-tokenizing split (GPT-2's regular expression)"},
+        {"model", "dropout", "null or 0", "BPE dropout"},
+        {"model", "ignore_merges", "false", "words taken from the vocabulary whole"},
+        {"model", "byte_fallback", "false", "byte fallback tokens"},
+        {"model", "continuing_subword_prefix", "\"\" or null", "a continuing-subword prefix"},
+        {"model", "end_of_word_suffix", "\"\" or null", "an end-of-word suffix"},
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        const plait_json *obj = fixed[i].object ? plait_json_get(root, fixed[i].object) : root;
+        const plait_json *v = obj && obj->type == PLAIT_JSON_OBJECT ? plait_json_get(obj, fixed[i].key) : NULL;
+        if (!v || v->type == PLAIT_JSON_NULL) continue;
+        int ok = 0;
+        if (!strcmp(fixed[i].allowed, "false")) ok = v->type == PLAIT_JSON_BOOL && v->num == 0;
+        else if (!strcmp(fixed[i].allowed, "true")) ok = v->type == PLAIT_JSON_BOOL && v->num == 1;
+        else if (!strcmp(fixed[i].allowed, "null or 0")) ok = (v->type == PLAIT_JSON_INT && v->num == 0) ||
+                                                             (v->type == PLAIT_JSON_REAL && v->real == 0);
+        else ok = v->type == PLAIT_JSON_STRING && v->str_len == 0;
+        if (!ok)
+            return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: \"%s%s%s\" asks for %s, which plait's "
+                                                       "byte-level BPE does not do (allowed: %s, as GPT-2's)",
+                                   what, v->pos, fixed[i].object ? fixed[i].object : "",
+                                   fixed[i].object ? "." : "", fixed[i].key, fixed[i].what, fixed[i].allowed);
+    }
     return PLAIT_OK;
 }
 

@@ -325,6 +325,25 @@ static void test_bad_files(void **state) {
     snprintf(hf, sizeof hf, "{\"model\": {\"type\": \"BPE\", \"dropout\": null, \"fuse_unk\": false, \"vocab\": %s, "
                             "\"merges\": [\"a b\", 7]}}", vocab);
     expect_error(make_tok("hf3", NULL, NULL, hf), "tokenizer.json: byte", "merge 2 must be");
+    /* settings that would change the ids are refused, not ignored */
+    static const struct {
+        const char *root, *pre, *model, *want;
+    } changes[] = {
+        {"\"normalizer\": {\"type\": \"Lowercase\"}, ", "", "", "\"normalizer\" asks for a normalizer"},
+        {"", "\"add_prefix_space\": true", "", "\"pre_tokenizer.add_prefix_space\" asks for a space"},
+        {"", "\"use_regex\": false", "", "\"pre_tokenizer.use_regex\" asks for no pre-tokenizing split"},
+        {"", "", "\"dropout\": 0.1, ", "\"model.dropout\" asks for BPE dropout"},
+        {"", "", "\"ignore_merges\": true, ", "\"model.ignore_merges\""},
+        {"", "", "\"end_of_word_suffix\": \"</w>\", ", "\"model.end_of_word_suffix\""},
+    };
+    for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "hfc%zu", i);
+        snprintf(hf, sizeof hf, "{%s\"pre_tokenizer\": {\"type\": \"ByteLevel\"%s%s}, \"model\": {%s\"type\": "
+                                "\"BPE\", \"vocab\": %s, \"merges\": []}}",
+                 changes[i].root, changes[i].pre[0] ? ", " : "", changes[i].pre, changes[i].model, vocab);
+        expect_error(make_tok(name, NULL, NULL, hf), "tokenizer.json: byte", changes[i].want);
+    }
     /* a good one: both merge layouts, an added token, null/false/real values */
     snprintf(hf, sizeof hf, "{\"version\": \"1.0\", \"truncation\": null, \"added_tokens\": [{\"id\": 257, "
                             "\"content\": \"<|endoftext|>\", \"special\": true}], \"pre_tokenizer\": {\"type\": "
