@@ -22,6 +22,7 @@
 
 typedef struct model_shape {
     long long n_layer, n_head, n_embd, block_size, vocab_size;
+    long long eot; /* the end-of-text token's id (hf's bos/eos_token_id), -1: none */
 } model_shape;
 
 static plait_status read_shape(const plait_ckpt *ck, model_shape *m) {
@@ -51,9 +52,9 @@ static int config_json(char *buf, size_t cap, plait_export_format format, const 
                         "{\n  \"n_layer\": %lld,\n  \"n_head\": %lld,\n  \"n_embd\": %lld,\n  \"block_size\": %lld,\n"
                         "  \"vocab_size\": %lld,\n  \"dropout\": 0.0,\n  \"bias\": true\n}\n",
                         m->n_layer, m->n_head, m->n_embd, m->block_size, m->vocab_size);
-    /* GPT-2's end-of-text token only when the vocabulary has it */
     char eos[96] = "";
-    if (m->vocab_size > 50256) snprintf(eos, sizeof eos, "  \"bos_token_id\": 50256,\n  \"eos_token_id\": 50256,\n");
+    if (m->eot >= 0)
+        snprintf(eos, sizeof eos, "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n", m->eot, m->eot);
     return snprintf(buf, cap,
                     "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
                     "  \"vocab_size\": %lld,\n  \"n_positions\": %lld,\n  \"n_ctx\": %lld,\n  \"n_embd\": %lld,\n"
@@ -144,7 +145,8 @@ static int config_is_ours(const char *path) {
                 if (ok) v[k] = j->num;
             }
             if (!ok) continue;
-            model_shape m = {v[0], v[1], v[2], v[3], v[4]};
+            const plait_json *eos = plait_json_get(root, "eos_token_id");
+            model_shape m = {v[0], v[1], v[2], v[3], v[4], eos && eos->type == PLAIT_JSON_INT ? eos->num : -1};
             char json[2048];
             int n = config_json(json, sizeof json, f == 0 ? PLAIT_EXPORT_HF : PLAIT_EXPORT_NANOGPT, &m);
             ours = n > 0 && (size_t)n == len && memcmp(json, text, len) == 0;
@@ -184,12 +186,19 @@ static plait_status check_out_dir(const char *out_dir) {
 }
 
 plait_status plait_weights_export(const char *checkpoint, plait_export_format format, const char *out_dir,
-                                  char *used, size_t cap) {
+                                  plait_export_eot_fn eot_of, void *ctx, char *used, size_t cap) {
     plait_ckpt *ck = NULL;
     plait_status st = plait_ckpt_open_named(checkpoint, &ck);
     if (st != PLAIT_OK) return st;
     model_shape m;
     st = read_shape(ck, &m);
+    /* the end-of-text id: the recorded tokenizer's; without one the tokens
+     * are taken as GPT-2's (llm.c's token files record none), whose id is
+     * 50256 where the vocabulary reaches it */
+    const char *tokenizer = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.data.tokenizer");
+    if (tokenizer && *tokenizer) m.eot = eot_of ? eot_of(tokenizer, ctx) : -1;
+    else m.eot = m.vocab_size > 50256 ? 50256 : -1;
+    if (m.eot >= m.vocab_size) m.eot = -1;
     int made = 0; /* --out created here: removed again if the export fails (it is then empty) */
     if (st == PLAIT_OK && !(made = mkdir(out_dir, 0755) == 0) && errno != EEXIST)
         st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot create %s: %s", out_dir, strerror(errno));

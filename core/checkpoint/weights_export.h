@@ -32,11 +32,18 @@ typedef enum plait_export_format {
     PLAIT_EXPORT_NANOGPT = 1
 } plait_export_format;
 
+/* The end-of-text token's id in the tokenizer a run recorded (its path,
+ * as training saw it), or -1 when it has none or cannot be read (the
+ * caller says why). hf's config.json names it as bos and eos_token_id. */
+typedef long long (*plait_export_eot_fn)(const char *tokenizer, void *ctx);
+
 /* Export `checkpoint` (a checkpoint directory, or a run directory: its
  * latest complete checkpoint) to out_dir (created if missing; its parent
- * must exist). The checkpoint directory used goes to used[cap] (may be
- * NULL). */
+ * must exist). `eot_of` (may be NULL: no id) reads the recorded tokenizer's
+ * end-of-text id; a checkpoint that records no tokenizer is taken to hold
+ * GPT-2's tokens (id 50256 where the vocabulary reaches it). The
+ * checkpoint directory used goes to used[cap] (may be NULL). */
 plait_status plait_weights_export(const char *checkpoint, plait_export_format format, const char *out_dir,
-                                  char *used, size_t cap);
+                                  plait_export_eot_fn eot_of, void *ctx, char *used, size_t cap);
 
 #endif

@@ -5,6 +5,8 @@
 
 #include "checkpoint/weights_export.h"
 #include "cli/cli.h"
+#include "runtime/error.h"
+#include "tokenizer/tokenizer.h"
 
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int bad(const char *fmt, ...) {
@@ -15,6 +17,22 @@ static int bad(const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "; 'plait help export' lists the options\n");
     return 2;
+}
+
+/* The recorded tokenizer's <|endoftext|> id; a tokenizer that no longer
+ * reads is said, and the export names no such token. */
+static long long eot_of(const char *tokenizer, void *ctx) {
+    (void)ctx;
+    plait_tokenizer *t = NULL;
+    if (plait_tokenizer_load(tokenizer, &t) != PLAIT_OK) {
+        fprintf(stderr, "plait export: note: the run's tokenizer cannot be read (%s): config.json names no "
+                        "end-of-text token\n", plait_last_error());
+        plait_clear_error();
+        return -1;
+    }
+    long long id = plait_tokenizer_eot(t);
+    plait_tokenizer_free(t);
+    return id >= 0 ? id : -1;
 }
 
 static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
@@ -38,7 +56,7 @@ static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
     if (!out || !*out) return bad("give --out DIR");
     char used[4096];
     plait_export_format f = strcmp(format, "hf") == 0 ? PLAIT_EXPORT_HF : PLAIT_EXPORT_NANOGPT;
-    if (plait_weights_export(checkpoint, f, out, used, sizeof used) != PLAIT_OK) {
+    if (plait_weights_export(checkpoint, f, out, eot_of, NULL, used, sizeof used) != PLAIT_OK) {
         plait_cli_print_error("export");
         return 1;
     }

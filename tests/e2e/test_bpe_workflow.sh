@@ -62,6 +62,12 @@ train bpe run.steps=4 model.vocab_size=1024 "data.path=$W/ds/train_*.bin" "data.
   fail "GPT-2's tokenizer accepted for a 1024-token model"
 grep -q "50257 ids, more than the model's 1024" "$W/sample2.err" || fail "sample: $(cat "$W/sample2.err")"
 echo "sample OK: $(head -c 80 "$W/sample.out" | tr '\n' ' ')"
+# exported for Hugging Face: the end-of-text id is the run's tokenizer's (the
+# last of its 1024), not GPT-2's 50256
+rm -rf "$W/exp"
+"$PLAIT_BIN" export "$W/bpe" --format hf --out "$W/exp" >"$W/exp.out" 2>&1 || fail "export: $(cat "$W/exp.out")"
+grep -q "\"eos_token_id\": 1023," "$W/exp/config.json" || fail "export: eos_token_id is not the tokenizer's: $(grep token_id "$W/exp/config.json")"
+"$PLAIT_BIN" export "$W/bpe" --format hf --out "$W/exp" >"$W/exp.out" 2>&1 || fail "export again into its own files: $(cat "$W/exp.out")"
 
 # a shard with a bad header: the file and the offset of the field
 cp "$W/ds/val_000000.bin" "$W/bad.bin"
