@@ -153,6 +153,22 @@ static plait_status open_tokenizer(const plait_sample_options *o, const plait_ck
     if (st != PLAIT_OK && !o->tokenizer)
         return plait_set_error(st, "%s (the tokenizer this run was trained with; give --tokenizer DIR if it moved)",
                                plait_last_error());
+    /* the recorded tokenizer must still be the one the run trained with:
+     * replaced in place, it would turn the model's ids into other text */
+    const char *want = o->tokenizer ? NULL : plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.data.tokenizer_fingerprint");
+    char have[24];
+    if (st == PLAIT_OK && want) {
+        snprintf(have, sizeof have, "%016llx", (unsigned long long)plait_tokenizer_fingerprint(*tok));
+        if (strcmp(have, want) != 0) {
+            plait_tokenizer_free(*tok);
+            *tok = NULL;
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "the tokenizer at %s has changed since this run trained with it (fingerprint %s, "
+                                   "recorded %s): its ids would decode to other text; give --tokenizer DIR with the "
+                                   "run's tokenizer (or this one, to use it anyway)",
+                                   path, have, want);
+        }
+    }
     return st;
 }
 

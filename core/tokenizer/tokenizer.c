@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/hash.h"
 #include "tokenizer/heap.h"
 #include "tokenizer/pretokenize.h"
 
@@ -63,6 +64,19 @@ static plait_status missing_id(const plait_tokenizer *t, const char *what) {
                            what, i, t->n_ids - 1);
 }
 
+/* Entry e's bytes for a message: printable ASCII as is, others as \xNN,
+ * cut with "..." where the buffer (at least 16 bytes) ends. */
+static void token_text(const plait_tokenizer *t, size_t e, char *out, size_t cap) {
+    size_t len = 0, n = 0, i = 0;
+    const unsigned char *b = plait_bytes_map_key(&t->tokens, e, &len);
+    out[0] = '\0';
+    for (; i < len && n + 8 < cap; i++) {
+        int plain = b[i] >= 0x20 && b[i] < 0x7f && b[i] != '"' && b[i] != '\\';
+        n += (size_t)snprintf(out + n, cap - n, plain ? "%c" : "\\x%02x", b[i]);
+    }
+    if (i < len) snprintf(out + n, cap - n, "...");
+}
+
 plait_status plait_tokenizer_finish_vocab(plait_tokenizer *t, const char *what) {
     if ((size_t)t->n_ids > t->tokens.count) return missing_id(t, what);
     free(t->entry_of_id);
@@ -73,8 +87,13 @@ plait_status plait_tokenizer_finish_vocab(plait_tokenizer *t, const char *what) 
     for (int32_t i = 0; i < t->n_ids; i++) t->entry_of_id[i] = -1;
     for (size_t e = 0; e < t->tokens.count; e++) {
         int32_t id = (int32_t)t->tokens.values[e];
-        if (t->entry_of_id[id] >= 0)
-            return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: token id %d is used twice", what, id);
+        if (t->entry_of_id[id] >= 0) {
+            char first[64], second[64];
+            token_text(t, (size_t)t->entry_of_id[id], first, sizeof first);
+            token_text(t, e, second, sizeof second);
+            return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: token id %d is used twice, by \"%s\" and by \"%s\"",
+                                   what, id, first, second);
+        }
         t->entry_of_id[id] = (int32_t)e;
     }
     /* no id is missing now: as many distinct ids below n_ids as tokens,
@@ -139,6 +158,23 @@ int32_t plait_tokenizer_vocab_size(const plait_tokenizer *t) { return t->n_ids; 
 int32_t plait_tokenizer_merges(const plait_tokenizer *t) { return t->n_merges; }
 int32_t plait_tokenizer_eot(const plait_tokenizer *t) { return t->eot; }
 const char *plait_tokenizer_source(const plait_tokenizer *t) { return t->source; }
+
+uint64_t plait_tokenizer_fingerprint(const plait_tokenizer *t) {
+    uint64_t h = plait_fnv1a(PLAIT_FNV1A_BASIS, &t->n_ids, sizeof t->n_ids);
+    for (int32_t id = 0; id < t->n_ids; id++) {
+        const unsigned char *bytes = NULL;
+        size_t len = 0;
+        if (plait_tokenizer_token(t, id, &bytes, &len) != PLAIT_OK) continue;
+        uint32_t n = (uint32_t)len;
+        h = plait_fnv1a(plait_fnv1a(h, &n, sizeof n), bytes, len);
+    }
+    for (int32_t m = 0; m < t->n_merges; m++) {
+        int32_t pair[2] = {t->merges[m].a, t->merges[m].b};
+        h = plait_fnv1a(h, pair, sizeof pair);
+    }
+    plait_clear_error();
+    return h;
+}
 
 plait_status plait_tokenizer_token(const plait_tokenizer *t, int32_t id, const unsigned char **bytes, size_t *len) {
     if (id < 0 || id >= t->n_ids || !t->entry_of_id)

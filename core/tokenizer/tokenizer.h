@@ -49,6 +49,10 @@ int32_t plait_tokenizer_vocab_size(const plait_tokenizer *t);
 int32_t plait_tokenizer_merges(const plait_tokenizer *t);
 /* The id of "<|endoftext|>", or -1 when the vocabulary has none. */
 int32_t plait_tokenizer_eot(const plait_tokenizer *t);
+/* A hash of the ids' bytes and the merges in order: equal for tokenizers
+ * that encode and decode alike, whatever files they were read from (a
+ * checkpoint records it with the tokenizer's path). */
+uint64_t plait_tokenizer_fingerprint(const plait_tokenizer *t);
 /* Where it was loaded from ("" for a trained one). */
 const char *plait_tokenizer_source(const plait_tokenizer *t);
 

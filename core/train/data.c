@@ -28,6 +28,7 @@ struct plait_data {
     int64_t n_train, n_val;  /* train = [0, n_train), val = [n_train, n_tokens) */
     uint32_t train_crc;      /* CRC32C of the training split's tokens as stored */
     char tokenizer[PATH_MAX]; /* [data] tokenizer, absolute; "" when none */
+    uint64_t tokenizer_fingerprint; /* plait_tokenizer_fingerprint of it */
     int32_t seq_len;
     uint64_t seed;
 };
@@ -232,7 +233,8 @@ static plait_status expand(const plait_config *cfg, const char *key, const char 
 
 /* [data] tokenizer: found like the data, loaded once to check that its ids
  * fit the model's vocabulary; its absolute path goes into checkpoints. */
-static plait_status check_tokenizer(const plait_config *cfg, int32_t vocab_size, char *resolved, size_t cap) {
+static plait_status check_tokenizer(const plait_config *cfg, int32_t vocab_size, char *resolved, size_t cap,
+                                    uint64_t *fingerprint) {
     const char *value = plait_config_str(cfg, "data", "tokenizer");
     resolved[0] = '\0';
     if (!value || !*value) return PLAIT_OK;
@@ -251,6 +253,7 @@ static plait_status check_tokenizer(const plait_config *cfg, int32_t vocab_size,
     if (st == PLAIT_OK && !realpath(found.names[0], resolved))
         st = plait_set_error(PLAIT_ERR_SYSTEM, "[data] tokenizer = %s: %s", found.names[0], strerror(errno));
     if (st == PLAIT_OK && strlen(resolved) >= cap) resolved[0] = '\0';
+    if (st == PLAIT_OK) *fingerprint = plait_tokenizer_fingerprint(t);
     plait_tokenizer_free(t);
     free_names(&found);
     return st;
@@ -274,7 +277,8 @@ plait_status plait_data_open_config(const plait_config *cfg, plait_data **out) {
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[data] path is empty: name a token or text file");
     name_list train = {0}, val = {0};
     char tokenizer[PATH_MAX];
-    plait_status st = check_tokenizer(cfg, o.vocab_size, tokenizer, sizeof tokenizer);
+    uint64_t fingerprint = 0;
+    plait_status st = check_tokenizer(cfg, o.vocab_size, tokenizer, sizeof tokenizer, &fingerprint);
     if (st == PLAIT_OK) st = expand(cfg, "path", path, &train);
     if (st == PLAIT_OK && val_path && *val_path) st = expand(cfg, "val_path", val_path, &val);
     if (st == PLAIT_OK) {
@@ -284,7 +288,10 @@ plait_status plait_data_open_config(const plait_config *cfg, plait_data **out) {
         o.n_val_paths = val.n;
         st = plait_data_open(&o, out);
     }
-    if (st == PLAIT_OK) snprintf((*out)->tokenizer, sizeof (*out)->tokenizer, "%s", tokenizer);
+    if (st == PLAIT_OK) {
+        snprintf((*out)->tokenizer, sizeof (*out)->tokenizer, "%s", tokenizer);
+        (*out)->tokenizer_fingerprint = fingerprint;
+    }
     free_names(&train);
     free_names(&val);
     return st;
@@ -292,6 +299,7 @@ plait_status plait_data_open_config(const plait_config *cfg, plait_data **out) {
 
 const char *plait_data_path(const plait_data *d) { return d->path; }
 const char *plait_data_tokenizer(const plait_data *d) { return d->tokenizer; }
+uint64_t plait_data_tokenizer_fingerprint(const plait_data *d) { return d->tokenizer_fingerprint; }
 plait_data_format plait_data_format_of(const plait_data *d) { return d->format; }
 int plait_data_has_llmc_header(const plait_data *d) { return d->files[0].llmc_header; }
 int64_t plait_data_tokens(const plait_data *d) { return d->n_tokens; }

@@ -107,6 +107,8 @@ void plait_data_close(plait_data *d);
  * config). plait_data_open_config loads it once and refuses one with more
  * ids than [model] vocab_size. */
 const char *plait_data_tokenizer(const plait_data *d);
+/* plait_tokenizer_fingerprint of that tokenizer (0 when none). */
+uint64_t plait_data_tokenizer_fingerprint(const plait_data *d);
 
 /* Facts of an open file. */
 /* The path actually opened, or the first file's and "(+N more)". */

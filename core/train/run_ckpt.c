@@ -186,7 +186,11 @@ static plait_status write_model_meta(plait_run *run, plait_ckpt_writer *w) {
     }
     /* the tokenizer the run's data was made with, for `plait sample` */
     const char *tokenizer = run->data ? plait_data_tokenizer(run->data) : "";
-    return *tokenizer ? plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, "plait.data.tokenizer", tokenizer) : PLAIT_OK;
+    if (!*tokenizer) return PLAIT_OK;
+    char fp[24];
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)plait_data_tokenizer_fingerprint(run->data));
+    plait_status st = plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, "plait.data.tokenizer", tokenizer);
+    return st == PLAIT_OK ? plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, "plait.data.tokenizer_fingerprint", fp) : st;
 }
 
 plait_status plait_run_save(plait_run *run, const char *out_dir) {

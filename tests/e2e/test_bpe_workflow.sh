@@ -87,3 +87,15 @@ grep -q "broken/vocab.json: byte 500" "$W/broken.err" || fail "truncated vocab.j
 ! echo "5 1024 7" | "$PLAIT_BIN" tokenizer decode "$W/tok" >/dev/null 2>"$W/decode.err" || fail "id 1024 decoded"
 grep -q "stdin: byte 2: expected a token id 0..1023" "$W/decode.err" || fail "decode: $(cat "$W/decode.err")"
 echo "bad inputs OK"
+
+# the run's tokenizer replaced in place (tokenizer train --out the same
+# directory): sample refuses the recorded path, naming the change; the
+# files given again with --tokenizer are used as asked
+"$PLAIT_BIN" tokenizer train data/corpus.txt --vocab 600 --out "$W/tok600" >/dev/null 2>&1 || fail "tokenizer train 600"
+cp "$W/tok600/vocab.json" "$W/tok600/merges.txt" "$W/ds/"
+! "$PLAIT_BIN" sample "$W/bpe" --prompt "LOVE" --tokens 2 >/dev/null 2>"$W/changed.err" ||
+  fail "sample decoded with a tokenizer replaced since training"
+grep -q "has changed since this run trained with it" "$W/changed.err" || fail "sample: $(cat "$W/changed.err")"
+"$PLAIT_BIN" sample "$W/bpe" --tokenizer "$W/ds" --prompt "LOVE" --tokens 2 >/dev/null 2>"$W/changed.err" ||
+  fail "sample --tokenizer: $(cat "$W/changed.err")"
+echo "a replaced tokenizer: refused unless named"

@@ -297,6 +297,9 @@ static void test_bad_files(void **state) {
     /* a duplicate member */
     snprintf(vocab, sizeof vocab, "%s", byte_vocab(", \"a\": 256"));
     expect_error(make_tok("dup", vocab, "", NULL), "vocab.json: byte", "duplicate member name \"a\"");
+    /* one id given to two tokens: both named */
+    snprintf(vocab, sizeof vocab, "%s", byte_vocab(", \"ab\": 256, \"ba\": 256, \"cd\": 257"));
+    expect_error(make_tok("dup", vocab, "", NULL), "token id 256 is used twice", "by \"ab\" and by \"ba\"");
     /* a character outside the byte alphabet */
     snprintf(vocab, sizeof vocab, "%s", byte_vocab(", \"a b\": 256"));
     expect_error(make_tok("alphabet", vocab, "", NULL), "vocab.json: byte", "U+0020");
