@@ -395,6 +395,11 @@ int plait_cli_launch_elastic(plait_config *cfg, int min, int max, int max_restar
                 end.kind = PLAIT_ATTEMPT_OK;
             } else if (e.regroup == e.n && e.n > 0 && !res.stopped) {
                 end.kind = PLAIT_ATTEMPT_REGROUP;
+            } else if (res.exit_code == PLAIT_RESTART_FINAL_EXIT) { /* no round can mend it: the job ends */
+                end.kind = PLAIT_ATTEMPT_REFUSED;
+                snprintf(end.message, sizeof end.message, "%s (a restart cannot mend it)",
+                         res.message[0] ? res.message : "a rank failed");
+                code = 1;
             } else if (res.stopped && end.n_failed == 0) {
                 end.kind = PLAIT_ATTEMPT_STOPPED;
                 snprintf(end.message, sizeof end.message, "%s", plait_membership_stop_reason(m));
@@ -408,6 +413,10 @@ int plait_cli_launch_elastic(plait_config *cfg, int min, int max, int max_restar
             }
             if (end.kind == PLAIT_ATTEMPT_OK) {
                 code = 0;
+                break;
+            }
+            if (end.kind == PLAIT_ATTEMPT_REFUSED) {
+                fprintf(stderr, "plait: error: the job ends: %s\n", end.message);
                 break;
             }
         } else {

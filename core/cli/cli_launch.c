@@ -204,6 +204,13 @@ static int launch(int nranks, int argc, char **argv, const plait_cli_job_opts *j
             break;
         }
         code = res.exit_code;
+        if (code == PLAIT_RESTART_FINAL_EXIT) {
+            if (attempt < max_restarts)
+                fprintf(stderr, "plait: not restarting: a restart cannot mend this failure (the same configuration "
+                                "and run directory would fail again)\n");
+            code = 1;
+            break;
+        }
         if (code == 0 || res.interrupted || attempt >= max_restarts) break;
         snprintf(reason, sizeof reason, "%s", res.message);
         fprintf(stderr, "plait: restart %d of %d: relaunching %d rank%s from the latest complete checkpoint\n",

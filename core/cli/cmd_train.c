@@ -32,10 +32,11 @@ static int cmd_train(int argc, char **argv, const plait_cli_job_opts *job) {
         return 2;
     }
     plait_config *cfg = NULL;
-    if (plait_cli_load_config(path, n_over, over, &cfg) != PLAIT_OK) {
+    plait_status loaded = plait_cli_load_config(path, n_over, over, &cfg);
+    if (loaded != PLAIT_OK) {
         plait_cli_print_error("train"); /* its errors name the file */
         free(over);
-        return 1;
+        return plait_restart_failure_exit(loaded);
     }
     /* a layout that cannot fit is refused before any rank starts */
     if (plait_cli_check_memory(cfg, path, n_over, over, job) != PLAIT_OK) {
@@ -56,7 +57,7 @@ static int cmd_train(int argc, char **argv, const plait_cli_job_opts *job) {
     plait_status st = plait_train(cfg, &opts);
     if (st != PLAIT_OK) plait_cli_print_error("train");
     plait_config_free(cfg);
-    return st != PLAIT_OK ? 1 : regrouped ? PLAIT_RESTART_REGROUP_EXIT : 0;
+    return st != PLAIT_OK ? plait_restart_failure_exit(st) : regrouped ? PLAIT_RESTART_REGROUP_EXIT : 0;
 }
 
 /* `plait train CONFIG -n N`: the memory check, once, before the ranks

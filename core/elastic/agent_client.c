@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,18 @@
 #include "runtime/error.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The keeper answers at once (it only keeps or hands back descriptors): a
+ * reply later than the rank's [comm] timeout means its launcher is stopped
+ * or stuck. After one missed reply the conversation is out of step, so the
+ * keeper is lost. */
+static double g_timeout_s = 300; /* under g_lock */
+static int g_lost;               /* under g_lock */
+
+void plait_agent_set_timeout(double seconds) {
+    pthread_mutex_lock(&g_lock);
+    if (seconds > 0) g_timeout_s = seconds;
+    pthread_mutex_unlock(&g_lock);
+}
 
 static int agent_fd(void) {
     const char *v = getenv("PLAIT_AGENT_FD");
@@ -33,12 +46,29 @@ static plait_status ask(const agent_msg *req, int fd, void *rep, size_t rep_len,
     if (sock < 0)
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "no replica keeper (this rank was not started by an elastic "
                                                       "launcher)");
+    *rfd = -1;
     pthread_mutex_lock(&g_lock);
+    if (g_lost) {
+        pthread_mutex_unlock(&g_lock);
+        return plait_set_error(PLAIT_ERR_PEER_LOST, "the launcher's replica keeper stopped answering earlier");
+    }
     ssize_t r = agent_send(sock, req, sizeof *req, fd);
     if (r != (ssize_t)sizeof *req) {
         int e = errno;
         pthread_mutex_unlock(&g_lock);
         return plait_set_error(PLAIT_ERR_PEER_LOST, "the launcher's replica keeper: %s", strerror(e));
+    }
+    struct pollfd p = {.fd = sock, .events = POLLIN};
+    int pr;
+    int ms = g_timeout_s * 1000 < 2e9 ? (int)(g_timeout_s * 1000) + 1 : 2000000000;
+    do pr = poll(&p, 1, ms);
+    while (pr < 0 && errno == EINTR);
+    if (pr == 0) {
+        g_lost = 1;
+        pthread_mutex_unlock(&g_lock);
+        return plait_set_error(PLAIT_ERR_TIMEOUT, "the launcher's replica keeper did not answer within %g s "
+                                                  "([comm] timeout): this rank's launcher is stopped or stuck",
+                               g_timeout_s);
     }
     int cut = 0;
     r = agent_recv(sock, rep, rep_len, rfd, &cut);

@@ -22,6 +22,11 @@ typedef struct plait_replica_info {
     int origin;     /* the node that wrote it */
 } plait_replica_info;
 
+/* How long a reply may take before the keeper (its launcher) is taken as
+ * stopped or stuck and the request fails with PLAIT_ERR_TIMEOUT: the
+ * rank's [comm] timeout (300 s until set). */
+void plait_agent_set_timeout(double seconds);
+
 /* 1 when this rank has a keeper (an elastic launcher started it). */
 int plait_agent_present(void);
 

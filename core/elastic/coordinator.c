@@ -21,6 +21,7 @@ typedef struct known {
     int bye;         /* it left on its own */
     int dropped;     /* the coordinator dropped it */
     int lost;        /* its heartbeat stopped */
+    int told_full;   /* it was said to wait for room (the job at --nnodes MAX) */
 } known;
 
 struct elastic_coordinator {
@@ -304,6 +305,13 @@ static int watch(elastic_coordinator *c, int r, const elastic_result *res, char 
             for (int i = 0; i < c->nk && !grow; i++) {
                 known *k = &c->k[i];
                 if (!fresh(c, k, now) || in_list(res->members, n, k->info.lid)) continue;
+                if (n >= c->o.max_hosts) { /* no room: it waits, the ranks go on (torchrun's wait list) */
+                    if (!k->told_full)
+                        fprintf(stderr, "plait: elastic: host %s waits to join: the job has its --nnodes maximum "
+                                "of %d hosts; it joins when one leaves\n", k->info.host, c->o.max_hosts);
+                    k->told_full = 1;
+                    continue;
+                }
                 char key[64];
                 snprintf(key, sizeof key, "m/r%d/grow", r);
                 (void)plait_store_set(c->st, key, "1", 2);

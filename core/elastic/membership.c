@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@ struct plait_membership {
     atomic_int round;            /* the round this host trains in (0 none) */
     atomic_int grow;
     atomic_int store_lost;
+    _Atomic int64_t last_beat_ms; /* plait_clock_now() of the last heartbeat that reached the store, in ms */
     int node;
     int last_round;              /* the last round this host arrived in */
 };
@@ -54,6 +56,35 @@ static void signal_stop(plait_membership *m, const char *why) {
     pthread_mutex_unlock(&m->lock);
 }
 
+/* SIGCONT: this launcher was stopped (SIGSTOP, Ctrl-Z, a suspended job)
+ * and goes on; when, in ms of plait_clock_now (0: never). */
+static _Atomic int64_t g_continued_ms;
+
+static void on_continue(int sig) {
+    (void)sig;
+    atomic_store(&g_continued_ms, (int64_t)(plait_clock_now() * 1000));
+}
+
+/* Why the store cannot be reached, into out: a launcher that was stopped
+ * while its heartbeat fell silent longer than [run] host_timeout was
+ * dropped by the job, which went on without it: said so, rather than
+ * blaming the store's host. */
+static void lost_words(const plait_membership *m, const char *cause, char *out, size_t cap) {
+    int64_t cont = atomic_load(&g_continued_ms), beat = atomic_load(&m->last_beat_ms);
+    double silent = (double)(cont - beat) / 1000;
+    if (cont > 0 && beat > 0 && silent > m->o.host_timeout)
+        snprintf(out, cap,
+                 "this host's launcher was stopped for about %.0f s, longer than [run] host_timeout = %g s, so the "
+                 "job dropped this host and went on without it; its store (on %s) is gone now (%s): the job has "
+                 "ended, with or without this host",
+                 silent, m->o.host_timeout, m->store_host, cause);
+    else
+        snprintf(out, cap,
+                 "the job's store host %s is lost (%s); an elastic job cannot go on without the host that serves its "
+                 "store (docs/multi-node.md, \"Elastic jobs\")",
+                 m->store_host, cause);
+}
+
 /* The heartbeat: the counter the coordinator watches, and on the way the
  * round's end and grow keys. Runs until close. */
 static void *heartbeat(void *arg) {
@@ -63,12 +94,11 @@ static void *heartbeat(void *arg) {
     if (every > 1) every = 1;
     char hb_key[64];
     elastic_key_lid(hb_key, sizeof hb_key, "m/hb/", m->lid);
+    atomic_store(&m->last_beat_ms, (int64_t)(plait_clock_now() * 1000));
     while (!atomic_load(&m->hb_stop)) {
         if (plait_store_add(m->st, hb_key, 1, NULL) != PLAIT_OK) {
             pthread_mutex_lock(&m->lock);
-            snprintf(m->store_error, sizeof m->store_error,
-                     "the job's store host %s is lost (%s); an elastic job cannot go on without the host that "
-                     "serves its store (docs/multi-node.md, \"Elastic jobs\")", m->store_host, plait_last_error());
+            lost_words(m, plait_last_error(), m->store_error, sizeof m->store_error);
             pthread_mutex_unlock(&m->lock);
             atomic_store(&m->store_lost, 1);
             signal_stop(m, m->store_error);
@@ -89,6 +119,7 @@ static void *heartbeat(void *arg) {
             snprintf(key, sizeof key, "m/r%d/grow", r);
             if (elastic_get_now(m->st, key, NULL, 0, NULL) == 1) atomic_store(&m->grow, 1);
         }
+        atomic_store(&m->last_beat_ms, (int64_t)(plait_clock_now() * 1000));
         plait_clock_sleep(every);
     }
     return NULL;
@@ -153,6 +184,11 @@ plait_status plait_membership_open(const plait_membership_opts *o, plait_members
         st = plait_store_set(m->st, key, &me, sizeof me);
     }
     if (st == PLAIT_OK) {
+        struct sigaction sa = {0};
+        sa.sa_handler = on_continue;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGCONT, &sa, NULL);
         if (pthread_create(&m->hb, NULL, heartbeat, m) != 0)
             st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot start the heartbeat thread");
         else
@@ -409,5 +445,11 @@ plait_status plait_membership_report(plait_membership *m, const plait_attempt_en
     snprintf(o.message, sizeof o.message, "%s", end->message);
     char key[64];
     snprintf(key, sizeof key, "m/r%d/done/%d", atomic_load(&m->round), m->node);
-    return plait_store_set(m->st, key, &o, sizeof o);
+    plait_status st = plait_store_set(m->st, key, &o, sizeof o);
+    if (st != PLAIT_OK) {
+        char why[2400];
+        lost_words(m, plait_last_error(), why, sizeof why);
+        st = plait_set_error(st, "%s", why);
+    }
+    return st;
 }

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/error.h"
+
 void plait_restart_env(const plait_restart_facts *f, char **env) {
     char buf[2200];
     int k = 0;
@@ -48,3 +50,8 @@ const char *plait_restart_reason(void) {
 int plait_restart_new_dir(void) { return env_count("PLAIT_RESTART_NEW_DIR") == 1; }
 int plait_restart_hosts(void) { return env_count("PLAIT_ELASTIC_HOSTS"); }
 int plait_restart_changes(void) { return env_count("PLAIT_ELASTIC_CHANGES"); }
+
+int plait_restart_failure_exit(int status) {
+    int final = status == PLAIT_ERR_INVALID_CONFIG || plait_error_is_final();
+    return final && getenv("PLAIT_REPORT_FD") ? PLAIT_RESTART_FINAL_EXIT : 1;
+}

@@ -33,6 +33,18 @@
  * (EX_TEMPFAIL). */
 #define PLAIT_RESTART_REGROUP_EXIT 75
 
+/* The exit status of a rank under plait's launcher whose failure no restart
+ * can mend (EX_CONFIG): a configuration refused (PLAIT_ERR_INVALID_CONFIG:
+ * the same config would be refused again), the run directory in use by
+ * another run or removed under this one (plait_error_is_final). A launcher
+ * with --max-restarts ends the job instead of restarting it, and exits 1. */
+#define PLAIT_RESTART_FINAL_EXIT 78
+
+/* A failed rank's exit status: PLAIT_RESTART_FINAL_EXIT for a failure of
+ * `status` no restart can mend, when plait's launcher started this rank
+ * (PLAIT_REPORT_FD), else 1. */
+int plait_restart_failure_exit(int status);
+
 /* What a launcher tells the ranks of one attempt. */
 typedef struct plait_restart_facts {
     int attempt;        /* 0 for the first run */

@@ -604,12 +604,23 @@ static void *server_main(void *arg) {
             if (s->n_authed == 0) break;
             if (plait_clock_now() >= drain) {
                 if (drain > 0) {
+                    /* ranks by number; launchers (an elastic job's membership
+                     * clients, which have none) counted */
                     char list[256] = "";
                     size_t off = 0;
-                    for (struct conn *c = s->conns; c && off + 16 < sizeof list; c = c->next)
-                        if (c->authed)
+                    int others = 0;
+                    for (struct conn *c = s->conns; c; c = c->next) {
+                        if (!c->authed) continue;
+                        if (c->rank < 0) others++;
+                        else if (off + 16 < sizeof list)
                             off += (size_t)snprintf(list + off, sizeof list - off, "%s%d", off ? ", " : "", c->rank);
-                    PLAIT_WARN(COMPONENT, "closing the store while rank(s) %s are still connected", list);
+                    }
+                    char launchers[64] = "";
+                    if (others)
+                        snprintf(launchers, sizeof launchers, "%s%d launcher%s", off ? " and " : "", others,
+                                 others == 1 ? "" : "s");
+                    PLAIT_WARN(COMPONENT, "closing the store while %s%s%s %s still connected", off ? "rank(s) " : "",
+                               list, launchers, off + (size_t)others > 1 ? "are" : "is");
                 }
                 break;
             }

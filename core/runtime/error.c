@@ -1,5 +1,6 @@
 #include "runtime/error.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -77,6 +78,10 @@ const char *plait_last_error(void) { return error_text; }
 void plait_clear_error(void) { error_text[0] = '\0'; }
 
 uint64_t plait_error_sets(void) { return error_sets; }
+
+static _Atomic int g_final;
+void plait_error_mark_final(void) { atomic_store(&g_final, 1); }
+int plait_error_is_final(void) { return atomic_load(&g_final); }
 
 const char *plait_status_name(plait_status status) {
     switch (status) {

@@ -23,6 +23,12 @@ void plait_clear_error(void);
  * plugin set one, without clearing the message already there (which an
  * error being reported may still need). */
 uint64_t plait_error_sets(void);
+/* A failure no restart can mend (the run directory taken by another run or
+ * removed under this one): marked where it is found, for the process to
+ * exit with the status that tells a restarting launcher to end the job
+ * (launch/restart.h). Process-wide, sticky, thread-safe. */
+void plait_error_mark_final(void);
+int plait_error_is_final(void);
 /* Static lower-case name of a status ("timeout"). */
 const char *plait_status_name(plait_status status);
 

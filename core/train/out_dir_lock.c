@@ -30,6 +30,7 @@ plait_status plait_out_dir_lock(const char *out_dir, int *fd) {
             return plait_set_error(PLAIT_ERR_SYSTEM, "cannot lock %s: %s", path, strerror(err));
         holder[n > 0 ? n : 0] = '\0';
         holder[strcspn(holder, "\n")] = '\0';
+        plait_error_mark_final();
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "run directory %s is in use by another run (%s); two runs in one directory would "
                                "overwrite each other's checkpoints and metrics.csv: wait for it to end, or choose "
@@ -66,6 +67,7 @@ plait_status plait_out_dir_check(const char *out_dir, int fd) {
     else if (lstat(path, &now) != 0) what = errno == ENOENT ? "was removed or moved away" : "can no longer be read";
     else if (now.st_dev != held.st_dev || now.st_ino != held.st_ino) what = "was replaced by another directory";
     if (!what) return PLAIT_OK;
+    plait_error_mark_final();
     return plait_set_error(PLAIT_ERR_SYSTEM,
                            "the run directory %s %s while the run was writing there (its %s is not the one this "
                            "run locked): its metrics.csv, logs and checkpoints are gone with it; the run stops "

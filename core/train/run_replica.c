@@ -40,7 +40,9 @@ struct plait_replica_flight {
 };
 
 int plait_run_replicas_on(const plait_run *run) {
-    return plait_agent_present() && plait_config_int(run->cfg, "run", "replica_every") > 0;
+    if (!plait_agent_present() || plait_config_int(run->cfg, "run", "replica_every") <= 0) return 0;
+    plait_agent_set_timeout(plait_config_float(run->cfg, "comm", "timeout"));
+    return 1;
 }
 
 /* Ranks per host: every launcher of an elastic job runs as many

@@ -42,27 +42,29 @@ static plait_status check_same_config(plait_run *run) {
             char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
             size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
             if (la != lb || memcmp(a, b, la) != 0) {
-                snprintf(diff, sizeof diff, "here %.*s, on rank 0 %.*s", (int)la, a, (int)lb, b);
+                snprintf(diff, sizeof diff, "%.*s where rank 0 has %.*s", (int)la, a, (int)lb, b);
                 break;
             }
             a += la + (ea != NULL);
             b += lb + (eb != NULL);
         }
     }
-    int any = differs;
-    if (st == PLAIT_OK) st = plait_comm_allreduce(run->world.comm, &any, &any, 1, PLAIT_I32, PLAIT_MAX, NULL, NULL);
+    /* the lowest differing rank's difference, said by every rank (rank 0's
+     * host included, where the job's store and its user are) */
+    int32_t first = differs ? (int32_t)plait_comm_rank(run->world.comm) : INT32_MAX;
+    if (st == PLAIT_OK) st = plait_comm_allreduce(run->world.comm, &first, &first, 1, PLAIT_I32, PLAIT_MIN, NULL, NULL);
+    if (st == PLAIT_OK && first != INT32_MAX)
+        st = plait_comm_broadcast(run->world.comm, diff, sizeof diff, PLAIT_U8, first, NULL, NULL);
     free(root);
     free(mine);
     if (st != PLAIT_OK) return st;
-    if (differs)
+    if (first != INT32_MAX) {
+        diff[sizeof diff - 1] = '\0';
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "rank %d's configuration differs from rank 0's in a key that must be equal on every "
                                "rank: %s",
-                               plait_comm_rank(run->world.comm), diff);
-    if (any)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "the ranks' configurations differ in keys that must be equal (see the differing "
-                               "rank's error)");
+                               (int)first, diff);
+    }
     return PLAIT_OK;
 }
 

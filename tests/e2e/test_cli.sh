@@ -82,8 +82,11 @@ if command -v mpirun >/dev/null; then
        run.out_dir="$E2E_WORK/mismatch" parallel.dp=2 run.steps=2 >"$E2E_WORK/mismatch.out" 2>&1; then
     fail "ranks with different [optim] lr trained"
   fi
-  grep -q "differs from rank 0's in a key that must be equal on every rank: here optim.lr=0.5, on rank 0 optim.lr=1e-3" \
+  grep -q "rank 1's configuration differs from rank 0's in a key that must be equal on every rank: optim.lr=0.5 where rank 0 has optim.lr=1e-3" \
     "$E2E_WORK/mismatch.out" || fail "no clear mismatch message: $(tail -n 5 "$E2E_WORK/mismatch.out")"
+  # rank 0 says it too, not "see the differing rank's error"
+  grep -Eq "rank 0 failed: .*optim.lr=0.5 where rank 0 has optim.lr=1e-3|^plait: error: train: rank 1's configuration.*" \
+    "$E2E_WORK/mismatch.out" || fail "rank 0 does not name the differing key: $(tail -n 5 "$E2E_WORK/mismatch.out")"
 fi
 # an option's value that is no whole number in range, or missing, is a usage
 # error (exit 2) naming the option, before any rank starts; so is a --csv

@@ -9,7 +9,11 @@
 #   - a checkpoint that cannot fit the smaller world's memory: zero3 at dp 4
 #     on 2 launchers (a sim device of 38 MiB per rank), one launcher lost:
 #     refused before any rank restarts, naming the memory and what fits (2
-#     hosts).
+#     hosts);
+#   - a third launcher for a 1:2 job: it waits for room, the ranks never
+#     regroup for it, and it leaves when the job is over;
+#   - hosts whose configurations differ (n_layer): the job ends at once on
+#     every host naming the key, with restarts left (none could mend it).
 # On 3 network-namespace hosts x 2 ranks (dp 3 x pp 2 at 3 hosts):
 #   - two failures during one recovery: host 1 lost, then host 2 while the
 #     job regroups; stage 1's copies were on those two hosts, so the job
@@ -72,8 +76,51 @@ for want in "the job cannot continue: on 1 host (dp 2), host $(hostname): " "thi
   grep -qF -- "$want" "$E2E_WORK/fit.0.out" || fail "fit: no '$want' in: $(grep error "$E2E_WORK/fit.0.out")"
 done
 [ "$(column fit restarts | sort -u)" = 0 ] || fail "fit: a restarted rank trained"
-unset PLAIT_PLUGIN_PATH MASTER_ADDR MASTER_PORT PLAIT_JOB_TOKEN
-echo "bad input OK: MIN > MAX, sizes without a layout, too few hosts ($((SECONDS - start)) s), a layout that no longer fits"
+unset PLAIT_PLUGIN_PATH
+
+# --- a launcher too many: a third for a 1:2 job waits for room; the ranks
+# never regroup for it, and it leaves when the job is over
+MASTER_PORT=$(free_port)
+rm -rf "$E2E_WORK/full"
+for i in 0 1 2; do
+  [ $i -lt 2 ] || sleep 2
+  timeout 90 "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/full" parallel.dp=2 --nnodes 1:2 --max-restarts 3 \
+    run.host_timeout=2 run.join_wait=10 run.replica_every=2 run.ckpt_every=4 run.steps=60 \
+    run.debug_compute_sleep_ms=20 >"$E2E_WORK/full.$i.out" 2>&1 &
+  pid[$i]=$!
+  sleep 0.3
+done
+for i in 0 1 2; do wait "${pid[$i]}" || fail "full: launcher $i exited $?: $(tail -n 3 "$E2E_WORK/full.$i.out")"; done
+grep -q "waits to join: the job has its --nnodes maximum of 2 hosts" "$E2E_WORK/full.0.out" ||
+  fail "full: the third launcher's wait is not said: $(grep elastic "$E2E_WORK/full.0.out")"
+[ "$(column full restarts | sort -u)" = 0 ] || fail "full: the ranks regrouped for a host with no room"
+grep -q "this host did not train in it" "$E2E_WORK/full.2.out" || fail "full: $(tail -n 2 "$E2E_WORK/full.2.out")"
+
+# --- hosts whose configurations differ: the job ends at once naming the
+# key on every host, the restarts it has left unused (none can mend it)
+MASTER_PORT=$(free_port)
+rm -rf "$E2E_WORK/differ"
+start=$SECONDS
+for i in 0 1; do
+  extra=""
+  [ $i -eq 0 ] || extra=model.n_layer=1
+  # shellcheck disable=SC2086
+  timeout 90 "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/differ" parallel.dp=2 --nnodes 2:2 --max-restarts 3 \
+    run.host_timeout=2 run.join_wait=10 run.steps=20 $extra >"$E2E_WORK/differ.$i.out" 2>&1 &
+  pid[$i]=$!
+  sleep 0.3
+done
+for i in 0 1; do
+  rc=0
+  wait "${pid[$i]}" || rc=$?
+  [ $rc -eq 1 ] || fail "differ: launcher $i exited $rc: $(tail -n 3 "$E2E_WORK/differ.$i.out")"
+  grep -q "the job ends: .*rank 1's configuration differs from rank 0's .*: model.n_layer=1 where rank 0 has model.n_layer=2 (a restart cannot mend it)" \
+    "$E2E_WORK/differ.$i.out" || fail "differ: launcher $i does not name the key: $(tail -n 3 "$E2E_WORK/differ.$i.out")"
+done
+! grep -q "restart 1 of" "$E2E_WORK"/differ.*.out || fail "differ: the job was restarted"
+[ $((SECONDS - start)) -lt 30 ] || fail "differ: took $((SECONDS - start)) s"
+unset MASTER_ADDR MASTER_PORT PLAIT_JOB_TOKEN
+echo "bad input OK: MIN > MAX, sizes without a layout, too few hosts, a layout that no longer fits, a launcher too many, configurations that differ"
 
 source "$(dirname "$0")/netns.sh"
 source "$(dirname "$0")/elastic_lib.sh"

@@ -25,9 +25,10 @@
 #  - an out_dir too long for the paths of its checkpoint files is refused
 #    before any step (it was found at the first checkpoint), and --resume
 #    of an out_dir that does not exist is refused without creating it;
-#  - the run directory removed under a running job (rm -rf): the job stops
-#    with an error naming it, never "done ... metrics: RUN/metrics.csv",
-#    and no checkpoint recreates the directory.
+#  - the run directory removed under a running job (rm -rf), restarts
+#    allowed: the job stops with an error naming it, never "done ...
+#    metrics: RUN/metrics.csv", no checkpoint recreates the directory, and
+#    no restart is made (none could mend it).
 source "$(dirname "$0")/lib.sh"
 
 # refused NAME EXPECTED ARGS...: plait train exits non-zero printing EXPECTED
@@ -121,6 +122,9 @@ if command -v flock >/dev/null; then
     grep -q "^plait: rank 0 failed: .*run directory $E2E_WORK/held is in use" "$E2E_WORK/held-$try.out" ||
       fail "try $try: the launcher blames another rank: $(grep '^plait: rank' "$E2E_WORK/held-$try.out")"
   done
+  # restarts allowed: the refusal is not retried
+  refused held-restarts "in use by another run" "run.out_dir=$E2E_WORK/held" run.steps=2 parallel.dp=2 --max-restarts 3
+  ! grep -q "restart 1 of 3" "$E2E_WORK/held-restarts.out" || fail "a directory in use was retried"
   exec 9>&-
 fi
 wait $first || fail "the first run failed beside the refused second: $(tail -n 3 "$E2E_WORK/shared-first.out")"
@@ -155,10 +159,11 @@ for r in 0 1; do
   grep -qF "data file $E2E_WORK/shrinking.txt changed while the run was reading it: it had $size bytes when opened and it now has 4096 bytes" \
     "$E2E_WORK/shrink/rank-$r.log" || fail "rank $r did not name the data file and both sizes: $(tail -n 2 "$E2E_WORK/shrink/rank-$r.log")"
 done
-# --- 9. the run directory removed under a running job
+# --- 9. the run directory removed under a running job (with restarts
+# allowed: none can mend it, so none is made)
 rm -rf "${E2E_WORK:?}/vanish"
 "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/vanish" run.steps=100000 run.ckpt_every=20 parallel.dp=2 \
-  >"$E2E_WORK/vanish.out" 2>&1 &
+  --max-restarts 2 >"$E2E_WORK/vanish.out" 2>&1 &
 job=$!
 for _ in $(seq 300); do
   [ -f "$E2E_WORK/vanish/metrics.csv" ] && [ "$(wc -l <"$E2E_WORK/vanish/metrics.csv")" -gt 3 ] && break
@@ -174,6 +179,9 @@ wait $job || rc=$?
 grep -qF "the run directory $E2E_WORK/vanish was removed while the run was writing there" "$E2E_WORK/vanish.out" ||
   fail "the removed run directory was not named: $(tail -n 2 "$E2E_WORK/vanish.out")"
 [ ! -e "$E2E_WORK/vanish" ] || fail "the removed run directory was recreated: $(ls "$E2E_WORK/vanish")"
+! grep -q "restart 1 of 2" "$E2E_WORK/vanish.out" || fail "the job was restarted after its run directory was removed"
+grep -q "not restarting: a restart cannot mend this failure" "$E2E_WORK/vanish.out" ||
+  fail "no word on why the job was not restarted: $(tail -n 2 "$E2E_WORK/vanish.out")"
 # --- 10. a metrics row cut short (a full disk mid-write) before a resume
 train cut run.steps=4 run.ckpt_every=2
 rm -r "$E2E_WORK/cut/ckpt-00000004" # the resume starts after step 2

@@ -8,6 +8,7 @@
  * the keeper.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -145,7 +147,41 @@ static void test_attempts_in_quick_succession(void **state) {
     assert_int_equal(lost, 0);
 }
 
+/* A keeper that never answers (its launcher stopped): the request fails
+ * within the timeout set, naming the launcher, and later ones at once
+ * (the conversation is out of step). Last: the loss is for the process. */
+static void test_keeper_that_does_not_answer(void **state) {
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    for (int i = 0; i < 2; i++) { /* a descriptor the keeper's (3 and up), whatever is closed here */
+        int high = fcntl(sv[i], F_DUPFD_CLOEXEC, 3);
+        assert_true(high >= 3);
+        close(sv[i]);
+        sv[i] = high;
+    }
+    char fd[16];
+    snprintf(fd, sizeof fd, "%d", sv[0]);
+    setenv("PLAIT_AGENT_FD", fd, 1);
+    plait_agent_set_timeout(0.3);
+    plait_replica_info v[8];
+    int n = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(plait_agent_list(v, 8, &n), PLAIT_ERR_TIMEOUT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    assert_true(took >= 0.3 && took < 3.0);
+    assert_non_null(strstr(plait_last_error(), "did not answer within 0.3 s"));
+    assert_non_null(strstr(plait_last_error(), "launcher is stopped or stuck"));
+    assert_int_equal(plait_agent_list(v, 8, &n), PLAIT_ERR_PEER_LOST);
+    unsetenv("PLAIT_AGENT_FD");
+    close(sv[0]);
+    close(sv[1]);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_keeper), cmocka_unit_test(test_attempts_in_quick_succession)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_keeper), cmocka_unit_test(test_attempts_in_quick_succession),
+                                       cmocka_unit_test(test_keeper_that_does_not_answer)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
