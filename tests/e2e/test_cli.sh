@@ -131,4 +131,10 @@ usage_error "[parallel] dp 2 x tp 1 x pp 1 = 2 ranks, but -n 3 starts 3" train "
 [ ! -e "$E2E_WORK/n3" ] || fail "-n 3 for a 2-rank layout: a rank started"
 usage_error "[parallel] dp 2 x tp 1 x pp 1 = 2 ranks, but -n 3 starts 3" bench train "$CFG" -n 3 parallel.dp=2 --steps 1
 [ "$(grep -c 'ranks, but' "$E2E_WORK/usage.out")" = 1 ] || fail "bench train -n 3 for a 2-rank layout: not said once"
+# pipeline settings without pipeline stages: refused, not ignored
+if "$P" config check "$CFG" parallel.plugin=hybrid parallel.pp.virtual_stages=2 >"$E2E_WORK/vpp1.out" 2>&1; then
+  fail "virtual_stages = 2 at pp = 1 accepted"
+fi
+grep -qF "[parallel.pp] virtual_stages = 2 needs [parallel] pp >= 2 (pp is 1)" "$E2E_WORK/vpp1.out" ||
+  fail "virtual_stages at pp = 1: $(cat "$E2E_WORK/vpp1.out")"
 echo "cli OK"

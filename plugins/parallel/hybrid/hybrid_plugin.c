@@ -56,6 +56,15 @@ static plait_status hybrid_create(const plait_parallel_init *init, void **out) {
         return fst;
     }
     const int sizes[N_AX] = {init->mesh->dp, init->mesh->tp, init->mesh->pp};
+    /* without pipeline stages the pp plugin is not created, and its
+     * settings would be silently ignored: refused as the pp plugin would */
+    plait_value v;
+    if (sizes[AX_PP] == 1 && host->config_get(init->config, "parallel.pp", "virtual_stages", &v) == PLAIT_OK &&
+        v.i != 1) {
+        hybrid_destroy(s);
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[parallel.pp] virtual_stages = %lld needs [parallel] pp >= 2 (pp is 1)", (long long)v.i);
+    }
     for (int a = 0; a < N_AX; a++) {
         if (a != AX_DP && sizes[a] == 1) continue;
         s->ops[a] = host->plugin_ops(PLAIT_KIND_PARALLEL, ax_name[a]);
