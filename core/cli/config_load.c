@@ -8,6 +8,10 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 
+/* How deep plugins may compose one another (plait_plugin_desc.uses): a
+ * chain past it is a cycle, or as good as one. */
+#define USES_DEPTH 4
+
 /* Load plugin kind/name and declare its section; recurse into `uses`.
  * Returns PLAIT_OK when loaded (or already declared). */
 static plait_status declare_plugin(plait_config *cfg, uint32_t kind, const char *name, int depth) {
@@ -23,7 +27,7 @@ static plait_status declare_plugin(plait_config *cfg, uint32_t kind, const char 
     }
     /* Composed plugins are declared when present; one that is missing only
      * matters if the layout needs it, which the composing plugin reports. */
-    if (d->uses && depth < 4)
+    if (d->uses && depth < USES_DEPTH)
         for (int i = 0; d->uses[i]; i++) (void)declare_plugin(cfg, kind, d->uses[i], depth + 1);
     plait_clear_error();
     return PLAIT_OK;
@@ -117,9 +121,15 @@ void plait_cli_print_error(const char *context) {
 
 /* Declare [<kind>.<name>] for plugin `plugin` (a name or a path; NULL or
  * "threads", the in-process transport, have none), and for the plugins it
- * composes. */
-static plait_status declare_plugin_section(plait_config *cfg, uint32_t kind, const char *plugin) {
+ * composes (`from`: the chain so far, for the message of a cycle). */
+static plait_status declare_plugin_section(plait_config *cfg, uint32_t kind, const char *plugin, int depth,
+                                           const char *from) {
     if (!plugin || strcmp(plugin, "threads") == 0) return PLAIT_OK;
+    if (depth > USES_DEPTH)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s plugins use one another in a cycle, or more than %d deep (plait_plugin_desc.uses): "
+                               "%s -> %s",
+                               plait_kind_name(kind), USES_DEPTH, from, plugin);
     const plait_plugin_desc *d = plait_plugin_load(kind, plugin);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "%s plugin '%s'", plait_kind_name(kind), plugin);
     char section[128];
@@ -128,8 +138,10 @@ static plait_status declare_plugin_section(plait_config *cfg, uint32_t kind, con
     if (d->n_keys && !plait_config_has_section(cfg, section))
         st = plait_config_declare(cfg, section, d->keys, d->n_keys, d->key_size, "plugin");
     /* and those of the plugins it composes (plait_plugin_desc.uses) */
+    char chain[512];
+    snprintf(chain, sizeof chain, "%s%s%s", from ? from : "", from ? " -> " : "", d->name);
     for (int i = 0; st == PLAIT_OK && d->uses && d->uses[i]; i++)
-        if (strcmp(d->uses[i], d->name) != 0) st = declare_plugin_section(cfg, kind, d->uses[i]);
+        if (strcmp(d->uses[i], d->name) != 0) st = declare_plugin_section(cfg, kind, d->uses[i], depth + 1, chain);
     return st;
 }
 
@@ -142,10 +154,11 @@ plait_status plait_cli_load_plugin_config(uint32_t kind, const char *plugin, con
     for (int i = 0; st == PLAIT_OK && i < n_over; i++) st = plait_config_add_override(cfg, over[i]);
     /* the plugin whose section to declare: the one named, else [comm] plugin */
     if (!plugin && kind == PLAIT_KIND_COMM) plugin = plait_config_pending_text(cfg, "comm", "plugin", NULL);
-    if (st == PLAIT_OK) st = declare_plugin_section(cfg, kind, plugin);
+    if (st == PLAIT_OK) st = declare_plugin_section(cfg, kind, plugin, 0, NULL);
     /* an optimizer under test may need a group: the transport's keys too */
     if (st == PLAIT_OK && kind == PLAIT_KIND_OPTIM)
-        st = declare_plugin_section(cfg, PLAIT_KIND_COMM, plait_config_pending_text(cfg, "comm", "plugin", NULL));
+        st = declare_plugin_section(cfg, PLAIT_KIND_COMM, plait_config_pending_text(cfg, "comm", "plugin", NULL), 0,
+                                    NULL);
     if (st == PLAIT_OK) plait_cli_declare_env_sections(cfg);
     if (st == PLAIT_OK) st = plait_config_finalize(cfg, NULL);
     if (st == PLAIT_OK) st = plait_cli_apply_log_level(cfg);

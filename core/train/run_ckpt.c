@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,6 +194,19 @@ static plait_status write_model_meta(plait_run *run, plait_ckpt_writer *w) {
     return st == PLAIT_OK ? plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, "plait.data.tokenizer_fingerprint", fp) : st;
 }
 
+/* A checkpoint holds finite parameters: one with NaN or Inf could start no
+ * run (init_from and --resume refuse it), so it is not saved. */
+static plait_status check_finite(const plait_run *run, const char *name, const float *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "parameter %s holds %s at element %zu: not saved (no run could start from it); "
+                                   "the last update of [optim] plugin %s wrote non-finite values, or the training "
+                                   "diverged",
+                                   name, isnan(v[i]) ? "NaN" : "Inf", i, plait_config_str(run->cfg, "optim", "plugin"));
+    return PLAIT_OK;
+}
+
 plait_status plait_run_save(plait_run *run, const char *out_dir) {
     const plait_model_spec *spec = run->model.spec;
     int me = run->world.mesh.world_rank;
@@ -244,7 +258,8 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
                     snprintf(name, sizeof name, "%s", pname);
                 else
                     plait_ckpt_optim_name(name, sizeof name, which, pname);
-                wst = plait_ckpt_write(w, name, full, global_numel(&spec->params[g]));
+                if (k < 0) wst = check_finite(run, pname, full, global_numel(&spec->params[g]));
+                if (wst == PLAIT_OK) wst = plait_ckpt_write(w, name, full, global_numel(&spec->params[g]));
             }
         }
     }

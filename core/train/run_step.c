@@ -69,6 +69,18 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
                              "%s: the gradient norm at step %lld is not finite (NaN or Inf gradients): training "
                              "diverged; no parameter was changed. Lower [optim] lr, or check the data",
                              plait_config_str(run->cfg, "optim", "plugin"), (long long)run->step + 1);
+    /* a non-finite loss: the parameters already hold NaN or Inf (an
+     * optimizer plugin that writes them without checking its norm, or a
+     * rate that overflowed them); stopped here, before the row and any
+     * checkpoint, as Megatron stops on a NaN loss */
+    if (st == PLAIT_OK && !isfinite(res->loss))
+        st = plait_set_error(PLAIT_ERR_INVALID_ARG,
+                             "the loss at step %lld is %s: the parameters hold non-finite values (written by the last "
+                             "update of [optim] plugin %s, or grown from too high an lr); the run stops before "
+                             "saving them. Resume from the last checkpoint with a lower [optim] lr, or fix the "
+                             "optimizer",
+                             (long long)run->step + 1, isnan(res->loss) ? "NaN" : "infinite",
+                             plait_config_str(run->cfg, "optim", "plugin"));
     if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step + 1);
     plait_stage_timing_take(&run->timing, run->exec.stage_times, res);
     take_plugin_stats(run, &out, res);

@@ -7,7 +7,11 @@
  *                   zero1 reduces it)
  *   BREAK_MEMORY    memory() reports the whole optimizer state, not the
  *                   rank's shard
+ *   BREAK_NAN       each step writes NaN into the first parameter's first
+ *                   element after updating it (an optimizer that never
+ *                   checks what it writes)
  */
+#include <plait/device_util.h>
 #include <plait/optim.h>
 #include <plait/plugin.h>
 
@@ -43,7 +47,13 @@ static plait_status b_after_backward(void *s, int32_t layer, int32_t mb, int las
     return r->after_backward ? r->after_backward(s, layer, mb, last) : PLAIT_OK;
 }
 static plait_status b_step(void *s, const plait_optim_step_in *in, plait_optim_step_out *out) {
-    return real(broken_host)->step(s, in, out);
+    plait_status st = real(broken_host)->step(s, in, out);
+#if defined(BREAK_NAN)
+    const float nan = __builtin_nanf("");
+    if (st == PLAIT_OK && g_params->n_params > 0 && g_params->params[0].data)
+        st = plait_tensor_from_host(broken_host, g_params->params[0].data, &nan, 1);
+#endif
+    return st;
 }
 static plait_status b_export(void *s, int32_t i, const char *which, float *dst) {
     return real(broken_host)->export_tensor(s, i, which, dst);
