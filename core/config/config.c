@@ -88,6 +88,12 @@ plait_status plait_config_declare(plait_config *cfg, const char *section, const 
             return plait_set_error(PLAIT_ERR_ABI, "%s: declaration %zu of [%s] is malformed "
                                                   "(struct_size %u)", owner, i, section, src->struct_size);
         memcpy(&d, src, sz);
+        int valid = d.key[0] >= 'a' && d.key[0] <= 'z' && strlen(d.key) < 64;
+        for (const char *c = d.key; valid && *c; c++) valid = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_';
+        if (!valid)
+            return plait_set_error(PLAIT_ERR_ABI, "%s: [%s] key '%.80s' is not a valid name ([a-z][a-z0-9_]*, up to "
+                                                  "63 characters): no configuration could set it",
+                                   owner, section, d.key);
         if (plait_config_find(cfg, section, d.key))
             return plait_set_error(PLAIT_ERR_INTERNAL, "%s declares [%s] %s twice", owner, section, d.key);
         if (!d.default_value && !(d.flags & PLAIT_KEY_REQUIRED))

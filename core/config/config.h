@@ -36,6 +36,12 @@ void plait_config_free(plait_config *cfg);
  * PLAIT_ERR_INTERNAL. */
 plait_status plait_config_declare(plait_config *cfg, const char *section, const void *decls,
                                   size_t n, size_t stride, const char *owner);
+/* The checks a declaration gets, without a configuration to keep it: key
+ * names ([a-z][a-z0-9_]*, each once), types, and every default parsed as a
+ * value of its key would be. PLAIT_ERR_ABI naming `owner` (a plugin's file,
+ * whose table is at fault) and the key, or PLAIT_OK. */
+plait_status plait_config_check_declared(const char *section, const void *decls, size_t n, size_t stride,
+                                         const char *owner);
 /* 1 if `section` has declared keys. */
 int plait_config_has_section(const plait_config *cfg, const char *section);
 

@@ -271,14 +271,33 @@ static void unknown_section(const plait_config *cfg, const struct cfg_raw *r, st
         problem(p, "%s: section [%s] is not known (sections: %s)", where, r->section, all);
 }
 
+/* Every declared default, set as a value of its key. */
+static void set_defaults(plait_config *cfg, struct problems *p) {
+    for (size_t i = 0; i < cfg->n_decls; i++) {
+        struct cfg_decl *d = &cfg->decls[i];
+        if (d->decl.default_value) set_value(d, d->decl.default_value, PLAIT_ORIGIN_DEFAULT, "default", p);
+    }
+}
+
+plait_status plait_config_check_declared(const char *section, const void *decls, size_t n, size_t stride,
+                                         const char *owner) {
+    plait_config *cfg = plait_config_new();
+    if (!cfg) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_status st = plait_config_declare(cfg, section, decls, n, stride, owner);
+    if (st == PLAIT_ERR_INTERNAL) st = plait_set_error(PLAIT_ERR_ABI, "%s", plait_last_error());
+    struct problems p = {.len = 0, .count = 0};
+    if (st == PLAIT_OK) set_defaults(cfg, &p);
+    if (st == PLAIT_OK && p.count)
+        st = plait_set_error(PLAIT_ERR_ABI, "%s: a default of its key table is not a value of its key: %s", owner,
+                             p.text);
+    plait_config_free(cfg);
+    return st;
+}
+
 plait_status plait_config_finalize(plait_config *cfg, char *const *envp) {
     struct problems p = {.len = 0, .count = 0};
     if (!envp) envp = environ;
-    /* defaults */
-    for (size_t i = 0; i < cfg->n_decls; i++) {
-        struct cfg_decl *d = &cfg->decls[i];
-        if (d->decl.default_value) set_value(d, d->decl.default_value, PLAIT_ORIGIN_DEFAULT, "default", &p);
-    }
+    set_defaults(cfg, &p);
     if (p.count) /* a bad default is a bug in the declarer */
         return plait_set_error(PLAIT_ERR_INTERNAL, "invalid declared default: %s", p.text);
     /* file entries, then environment, then command line */

@@ -1,8 +1,10 @@
 #include "plugin/plugin_check.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 
@@ -121,6 +123,12 @@ plait_status plait_check_descriptor(const char *path, const plait_plugin_desc *d
     if (d->n_keys && (!d->keys || d->key_size < END_OF(plait_key_decl, doc)))
         return plait_set_error(PLAIT_ERR_ABI, "%s: %s/%s declares %u config keys with a bad table (key_size %u)",
                                path, plait_kind_name(d->kind), d->name, d->n_keys, d->key_size);
+    if (d->n_keys) {
+        char section[96];
+        snprintf(section, sizeof section, "%s.%s", plait_kind_name(d->kind), d->name);
+        plait_status st = plait_config_check_declared(section, d->keys, d->n_keys, d->key_size, path);
+        if (st != PLAIT_OK) return st;
+    }
     if (!d->ops)
         return plait_set_error(PLAIT_ERR_ABI, "%s: %s/%s has no function table", path, plait_kind_name(d->kind),
                                d->name);

@@ -495,6 +495,38 @@ static void test_value_helpers(void **state) {
     assert_null(plait_suggest("zzzzzzzz", cands, 3));
 }
 
+/* A plugin's key table is checked as it loads, naming its file: a key no
+ * configuration could set, a key twice, a default its own key refuses. */
+static void test_declared_tables(void **state) {
+    (void)state;
+    static const char *const colours[] = {"red", "blue", NULL};
+    const plait_key_decl good[] = {
+        {sizeof(plait_key_decl), 0, "size_2", PLAIT_KEY_INT, "3", 0, 10, NULL, "d"},
+        {sizeof(plait_key_decl), 0, "colour", PLAIT_KEY_ENUM, "red", 1, 0, colours, "d"},
+    };
+    assert_int_equal(plait_config_check_declared("comm.x", good, 2, sizeof good[0], "x.so"), PLAIT_OK);
+    static const struct {
+        plait_key_decl d[2];
+        size_t n;
+        const char *want;
+    } bad[] = {
+        {{{sizeof(plait_key_decl), 0, "bad key=x", PLAIT_KEY_INT, "1", 0, 10, NULL, "d"}}, 1,
+         "x.so: [comm.x] key 'bad key=x' is not a valid name"},
+        {{{sizeof(plait_key_decl), 0, "", PLAIT_KEY_INT, "1", 0, 10, NULL, "d"}}, 1, "key '' is not a valid name"},
+        {{{sizeof(plait_key_decl), 0, "Upper", PLAIT_KEY_INT, "1", 0, 10, NULL, "d"}}, 1, "'Upper' is not a valid name"},
+        {{{sizeof(plait_key_decl), 0, "a", PLAIT_KEY_INT, "99", 0, 10, NULL, "d"}}, 1,
+         "x.so: a default of its key table is not a value of its key"},
+        {{{sizeof(plait_key_decl), 0, "a", PLAIT_KEY_INT, "1", 0, 10, NULL, "d"},
+          {sizeof(plait_key_decl), 0, "a", PLAIT_KEY_INT, "2", 0, 10, NULL, "d"}}, 2, "x.so declares [comm.x] a twice"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(plait_config_check_declared("comm.x", bad[i].d, bad[i].n, sizeof bad[i].d[0], "x.so"),
+                         PLAIT_ERR_ABI);
+        if (!strstr(plait_last_error(), bad[i].want))
+            fail_msg("table %zu: '%s' not in '%s'", i, bad[i].want, plait_last_error());
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_file_and_origins), cmocka_unit_test(test_misspelt_key_suggests),
@@ -505,7 +537,7 @@ int main(void) {
         cmocka_unit_test(test_derived_value),          cmocka_unit_test(test_value_helpers),
         cmocka_unit_test(test_env_vs_command_line_precedence), cmocka_unit_test(test_misspelt_env_var),
         cmocka_unit_test(test_env_plugin_sections),    cmocka_unit_test(test_long_lines),
-        cmocka_unit_test(test_lines_inih_would_misread),
+        cmocka_unit_test(test_lines_inih_would_misread),  cmocka_unit_test(test_declared_tables),
         cmocka_unit_test(test_garbage_is_escaped),     cmocka_unit_test(test_config_special_files),    cmocka_unit_test(test_every_value_error_names_file_and_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
