@@ -61,7 +61,9 @@ static const char *const verdict_names[] = {"pass", "FAIL", "skip"};
 enum { LIVE_NAME_W = 16, LIVE_RULE_W = 14 };
 
 static void print_head(const kit_report *r, FILE *out, int wn, int wr) {
-    fprintf(out, "%s\n", r->title);
+    char title[sizeof r->title * 4]; /* the plugin's version in it, printable */
+    plait_printable_copy(title, sizeof title, r->title);
+    fprintf(out, "%s\n", title);
     fprintf(out, "  %-*s %-*s %-6s %s\n", wn, "check", wr, "rule", "result", "detail");
 }
 

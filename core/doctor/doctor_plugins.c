@@ -106,8 +106,11 @@ static void replay_report(plait_doctor *d, const char *label, const plait_fork_r
         const char *fact = p + 1, *nul = memchr(fact, '\0', (size_t)(end - fact));
         const char *fix = nul ? nul + 1 : NULL, *nul2 = fix && fix < end ? memchr(fix, '\0', (size_t)(end - fix)) : NULL;
         if (!nul2 || (*p != 'L' && *p != 'P')) break; /* cut short by the child's end */
-        if (*p == 'P') plait_doctor_problem(d, label, fix, "%s", fact);
-        else plait_doctor_line(d, "", "%s", fact);
+        char shown[1024], shown_fix[512]; /* the plugin's words, printable */
+        plait_printable_copy(shown, sizeof shown, fact);
+        plait_printable_copy(shown_fix, sizeof shown_fix, fix);
+        if (*p == 'P') plait_doctor_problem(d, label, shown_fix, "%s", shown);
+        else plait_doctor_line(d, "", "%s", shown);
         p = nul2 + 1;
     }
     if (plait_fork_ok(fr) && returned) return;
@@ -163,8 +166,9 @@ void plait_doctor_plugins(plait_doctor *d) {
             if (!r->available) {
                 plait_doctor_line(d, label, "unavailable%s: %s", chosen, r->status);
             } else {
-                plait_doctor_line(d, label, "available%s: %s (%s, ABI %s)", chosen,
-                                  desc && desc->description ? desc->description : "", r->version, r->abi);
+                char description[512];
+                plait_printable_copy(description, sizeof description, desc ? desc->description : "");
+                plait_doctor_line(d, label, "available%s: %s (%s, ABI %s)", chosen, description, r->version, r->abi);
                 if (!strcmp(r->kind, "device") && strcmp(r->name, "cpu") != 0) device_details(d, r->name);
             }
             if (reports && reports[i].started) replay_report(d, label, &reports[i], limit);

@@ -19,10 +19,15 @@
 /* Variadic entries cannot point at the core's va_list functions directly. */
 static void host_log(plait_log_level level, const char *component, const char *fmt, ...) PLAIT_PRINTF(3, 4);
 static void host_log(plait_log_level level, const char *component, const char *fmt, ...) {
+    /* a plugin's text, printable before it reaches a terminal or a log */
+    char text[4096], shown[4096], comp[64];
     va_list ap;
     va_start(ap, fmt);
-    plait_vlog(level, component, fmt, ap);
+    vsnprintf(text, sizeof text, fmt ? fmt : "", ap);
     va_end(ap);
+    plait_printable_copy(shown, sizeof shown, text);
+    plait_printable_copy(comp, sizeof comp, component ? component : "plugin");
+    plait_log(level, comp, "%s", shown);
 }
 
 static plait_status host_set_error(plait_status status, const char *fmt, ...) PLAIT_PRINTF(2, 3);

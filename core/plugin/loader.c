@@ -430,7 +430,7 @@ static void scan_one(const char *path, const char *kind, const char *name, plait
         if (j > 0 && !(row = push_row(rows, n, cap))) break;
         snprintf(row->kind, sizeof row->kind, "%s", plait_kind_name(desc->kind));
         snprintf(row->name, sizeof row->name, "%s", desc->name);
-        snprintf(row->version, sizeof row->version, "%s", desc->version ? desc->version : "?");
+        plait_printable_copy(row->version, sizeof row->version, desc->version ? desc->version : "?");
         snprintf(row->abi, sizeof row->abi, "%u.%u", desc->abi_major, desc->abi_minor);
         snprintf(row->path, sizeof row->path, "%s", f->path);
         row->loaded = 1;

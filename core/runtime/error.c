@@ -22,25 +22,31 @@ static size_t utf8_len(const unsigned char *s) {
     return n;
 }
 
-/* Messages quote what users and peers gave (config text, file names,
- * metadata); they end up on terminals and in logs, so control bytes and
- * invalid UTF-8 are written as \xNN instead of raw (an escape sequence in a
- * config must not drive the terminal). Newlines and tabs stay. */
-static void store_printable(const char *raw) {
-    const unsigned char *s = (const unsigned char *)raw;
+size_t plait_printable_copy(char *out, size_t cap, const char *raw) {
+    const unsigned char *s = (const unsigned char *)(raw ? raw : "");
     size_t o = 0;
-    while (*s && o + 5 < sizeof error_text) {
+    if (!cap) return 0;
+    while (*s && o + 5 < cap) {
         size_t n = *s < 0x80 ? 1 : utf8_len(s);
         if ((*s < 0x20 && *s != '\n' && *s != '\t') || *s == 0x7f || n == 0) {
-            o += (size_t)snprintf(error_text + o, sizeof error_text - o, "\\x%02x", *s);
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", *s);
             s++;
             continue;
         }
-        memcpy(error_text + o, s, n);
+        memcpy(out + o, s, n);
         o += n;
         s += n;
     }
-    error_text[o] = '\0';
+    out[o] = '\0';
+    return o;
+}
+
+/* Messages quote what users and peers gave (config text, file names,
+ * metadata); they end up on terminals and in logs, so they are stored
+ * printable (plait_printable_copy: an escape sequence in a config must not
+ * drive the terminal). */
+static void store_printable(const char *raw) {
+    plait_printable_copy(error_text, sizeof error_text, raw);
     error_sets++;
 }
 

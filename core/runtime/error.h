@@ -23,6 +23,11 @@ void plait_clear_error(void);
  * plugin set one, without clearing the message already there (which an
  * error being reported may still need). */
 uint64_t plait_error_sets(void);
+/* `raw` (NULL: "") as it may be shown on a terminal or in a log: control
+ * bytes other than newline and tab, DEL and invalid UTF-8 written as \xNN,
+ * so text from a file, a peer or a plugin cannot drive the terminal.
+ * Truncated to fit out[cap] (cap > 0); returns its length. Thread-safe. */
+size_t plait_printable_copy(char *out, size_t cap, const char *raw);
 /* A failure no restart can mend (the run directory taken by another run or
  * removed under this one): marked where it is found, for the process to
  * exit with the status that tells a restarting launcher to end the job

@@ -94,6 +94,20 @@ static void test_waited_for(void **state) {
     assert_int_equal(plait_error_waited_for(NULL), -1);
 }
 
+/* Text a plugin or a file gave, made printable: escape sequences, other
+ * control bytes and invalid UTF-8 as \xNN; newlines, tabs and valid UTF-8
+ * kept; cut to fit. */
+static void test_printable_copy(void **state) {
+    (void)state;
+    char out[64];
+    plait_printable_copy(out, sizeof out, "1\x1b[31mRED\x07\tok\n\xc3\xa9\xff");
+    assert_string_equal(out, "1\\x1b[31mRED\\x07\tok\n\xc3\xa9\\xff");
+    assert_int_equal(plait_printable_copy(out, 8, "\x1b\x1b\x1b"), 4);
+    assert_string_equal(out, "\\x1b");
+    plait_printable_copy(out, sizeof out, NULL);
+    assert_string_equal(out, "");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_first_hand),
@@ -101,6 +115,7 @@ int main(void) {
         cmocka_unit_test(test_waited_for),
         cmocka_unit_test(test_store_host),
         cmocka_unit_test(test_error_sets),
+        cmocka_unit_test(test_printable_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
