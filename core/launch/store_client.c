@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "launch/net.h"
@@ -184,6 +185,10 @@ void plait_store_close(plait_store *st) {
     if (!st) return;
     for (struct sconn *c = st->idle, *nx; c; c = nx) {
         nx = c->next;
+        /* the connection ends here even where a child forked since (a
+         * plugin's helper) holds a copy of the socket: the store host stops
+         * waiting for it at once */
+        shutdown(c->fd, SHUT_RDWR);
         close(c->fd);
         free(c);
     }

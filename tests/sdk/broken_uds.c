@@ -13,6 +13,9 @@
  *                              never completes
  *   BREAK_LEAK     [cleanup]   destroy() forgets the communicator: its
  *                              sockets stay open
+ *   BREAK_FORK     (no rule)   init() forks a helper that sleeps 20 s holding
+ *                              copies of the rank's descriptors (its store
+ *                              sockets among them) and never execs
  *   BREAK_HANG     [timeout]   wait() ignores its timeout: it returns only
  *                              when the request completes, so a request
  *                              nobody completes holds the caller for ever
@@ -25,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <plait/plait.h>
 
@@ -59,6 +63,13 @@ static int user_tag(uint32_t tag, const plait_buffer *buf) { return tag < 0x8000
 #endif
 
 static plait_status w_init(const plait_comm_init *args, void **out) {
+#ifdef BREAK_FORK
+    if (fork() == 0) {
+        struct timespec d = {20, 0};
+        nanosleep(&d, NULL);
+        _exit(0);
+    }
+#endif
     inner = host->plugin_ops(PLAIT_KIND_COMM, "uds");
     if (!inner) return PLAIT_ERR_UNSUPPORTED;
     wcomm *c = calloc(1, sizeof *c);
