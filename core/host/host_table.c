@@ -40,8 +40,23 @@ static plait_status host_set_error(plait_status status, const char *fmt, ...) {
 }
 
 static const void *host_plugin_ops(uint32_t kind, const char *name) {
+    if (!name) {
+        plait_set_error(PLAIT_ERR_INVALID_ARG, "a plugin asked host->plugin_ops for a plugin without a name (NULL)");
+        return NULL;
+    }
     const plait_plugin_desc *d = plait_plugin_load(kind, name);
     return d ? d->ops : NULL;
+}
+
+/* host->config_get: a plugin's NULL arguments are its error, said, never
+ * dereferenced. */
+static plait_status host_config_get(const plait_config *cfg, const char *section, const char *key,
+                                    plait_value *out) {
+    if (!cfg || !section || !key || !out)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "a plugin called host->config_get with a NULL %s",
+                               !cfg ? "configuration (pass the one its init arguments hold)"
+                               : !section ? "section" : !key ? "key" : "value pointer");
+    return plait_config_get(cfg, section, key, out);
 }
 
 /* host->alloc: the open device's memory kind goes to the device, and so
@@ -82,7 +97,7 @@ static void build(void) {
         .status_name = plait_status_name,
         .alloc = host_alloc,
         .free = plait_device_free,
-        .config_get = plait_config_get,
+        .config_get = host_config_get,
         .now = plait_clock_now,
         .coll = plait_coll_api_table(),
         .kernels = plait_kernels_table(),

@@ -12,6 +12,8 @@
 #include <cmocka.h>
 
 #include "config/config.h"
+#include "host/host_table.h"
+#include <plait/plugin.h>
 #include "config/config_value.h"
 #include "runtime/error.h"
 
@@ -527,6 +529,23 @@ static void test_declared_tables(void **state) {
     }
 }
 
+/* A plugin's NULL arguments to the host's config_get and plugin_ops are
+ * said as its error, never dereferenced. */
+static void test_host_refuses_null_arguments(void **state) {
+    (void)state;
+    const plait_host *h = plait_host_table();
+    plait_value v;
+    assert_int_equal(h->config_get(NULL, "comm", "plugin", &v), PLAIT_ERR_INVALID_ARG);
+    assert_non_null(strstr(plait_last_error(), "host->config_get with a NULL configuration"));
+    plait_config *cfg = plait_config_new();
+    assert_int_equal(h->config_get(cfg, NULL, "plugin", &v), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(h->config_get(cfg, "comm", NULL, &v), PLAIT_ERR_INVALID_ARG);
+    assert_int_equal(h->config_get(cfg, "comm", "plugin", NULL), PLAIT_ERR_INVALID_ARG);
+    plait_config_free(cfg);
+    assert_null(h->plugin_ops(PLAIT_KIND_COMM, NULL));
+    assert_non_null(strstr(plait_last_error(), "without a name"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_file_and_origins), cmocka_unit_test(test_misspelt_key_suggests),
@@ -538,6 +557,7 @@ int main(void) {
         cmocka_unit_test(test_env_vs_command_line_precedence), cmocka_unit_test(test_misspelt_env_var),
         cmocka_unit_test(test_env_plugin_sections),    cmocka_unit_test(test_long_lines),
         cmocka_unit_test(test_lines_inih_would_misread),  cmocka_unit_test(test_declared_tables),
+        cmocka_unit_test(test_host_refuses_null_arguments),
         cmocka_unit_test(test_garbage_is_escaped),     cmocka_unit_test(test_config_special_files),    cmocka_unit_test(test_every_value_error_names_file_and_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
