@@ -21,10 +21,13 @@ static void host_log(plait_log_level level, const char *component, const char *f
 static void host_log(plait_log_level level, const char *component, const char *fmt, ...) {
     /* a plugin's text, printable before it reaches a terminal or a log */
     char text[4096], shown[4096], comp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt ? fmt : "", ap);
-    va_end(ap);
+    text[0] = '\0';
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(text, sizeof text, fmt, ap);
+        va_end(ap);
+    }
     plait_printable_copy(shown, sizeof shown, text);
     plait_printable_copy(comp, sizeof comp, component ? component : "plugin");
     plait_log(level, comp, "%s", shown);
