@@ -161,8 +161,11 @@ at simbad "device sim" "problem: the sim driver is too old"
 grep -Eq "^  [0-9]+\. device sim: the sim driver is too old$" "$W/simbad.out" || fail "the summary lacks the device problem"
 has simbad "     fix: the fix PLAIT_SIM_PROBLEM asks for"
 # a report that crashes, exits or hangs after its first line: the line
-# kept, the plugin's problem named, the doctor going on to the end
-for how in crash:"crashed (Segmentation fault, signal 11)" exit:"ended the process (exit status 3)" \
+# kept, the plugin's problem named, the doctor going on to the end (under a
+# sanitizer its own handler turns the crash into an abort: any signal then)
+crashed="crashed (Segmentation fault, signal 11)"
+[ -z "${PLAIT_SANITIZE:-}" ] || crashed="crashed ("
+for how in crash:"$crashed" exit:"ended the process (exit status 3)" \
            exit0:"ended the process (exit status 0)" \
            hang:"did not finish within 2 s and was stopped"; do
   doctor "report_${how%%:*}" PLAIT_SIM_REPORT="${how%%:*}" PLAIT_PLUGIN_SCAN_TIMEOUT=2 PLAIT_SIM_DEVICES=2 \
