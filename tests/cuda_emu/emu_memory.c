@@ -30,6 +30,11 @@
 #include "emu_runtime.h"
 
 #define EMU_ALIGN 256
+/* cudaHostAlloc hands out memory 512 bytes past a page, as the runtime was
+ * seen to on an H100 (CUDA 13, driver 580): CUDA promises page-locked host
+ * memory no alignment beyond what any type needs, so code that wants pages
+ * must align it itself. */
+#define EMU_PINNED_OFFSET 512
 
 /* ---- memory: a table of what was handed out ------------------------------------- */
 
@@ -92,7 +97,7 @@ static cudaError_t remove_region(void *p, int pinned) {
             if (!pinned) g_device_bytes -= g_regions[i].n;
             g_regions[i] = g_regions[--g_nregions];
             pthread_mutex_unlock(&g_lock);
-            free(p);
+            free(pinned ? (char *)p - EMU_PINNED_OFFSET : p);
             return cudaSuccess;
         }
     pthread_mutex_unlock(&g_lock);
@@ -163,12 +168,12 @@ cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags) {
     (void)flags;
     *p = NULL;
     void *m = NULL;
-    if (posix_memalign(&m, 4096, n ? n : 1)) return tl_last = cudaErrorMemoryAllocation;
-    if (add_region(m, n ? n : 1, 1)) {
+    if (posix_memalign(&m, 4096, EMU_PINNED_OFFSET + (n ? n : 1))) return tl_last = cudaErrorMemoryAllocation;
+    if (add_region((char *)m + EMU_PINNED_OFFSET, n ? n : 1, 1)) {
         free(m);
         return tl_last = cudaErrorMemoryAllocation;
     }
-    *p = m;
+    *p = (char *)m + EMU_PINNED_OFFSET;
     return cudaSuccess;
 }
 

@@ -13,6 +13,7 @@
  * is under a lock.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,15 +123,30 @@ void pc_free(void *ptr) {
 /* Page-locked host memory (cudaHostAlloc, portable to every context):
  * copies to and from it run at full bus speed and asynchronously. The core
  * counts it under its tag and frees it through free_pinned; it is host
- * memory, not counted in memory_stats. */
+ * memory, not counted in memory_stats.
+ *
+ * plait/device.h promises a page-aligned pointer; cudaHostAlloc promises
+ * none beyond what any type needs (on an H100 with CUDA 13 it was seen to
+ * return pointers 512 bytes past a page, for 8 bytes and for 128 KiB). So
+ * the allocation is a page longer than asked, the pointer handed out is the
+ * first page boundary at least a word past its start, and the word before
+ * that pointer holds the start for free_pinned. */
+#define PC_PINNED_ALIGN ((uintptr_t)4096)
+
 void *pc_alloc_pinned(size_t bytes, const char *tag) {
     if (!pc.is_open) {
         pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: alloc_pinned of %zu bytes (%s) before the device was opened",
                            bytes, tag ? tag : "untagged");
         return NULL;
     }
-    void *p = NULL;
-    cudaError_t e = pc_make_current() ? cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) : cudaGetLastError();
+    if (bytes > SIZE_MAX - PC_PINNED_ALIGN) {
+        pc.host->set_error(PLAIT_ERR_NO_MEMORY, "cuda: alloc_pinned of %zu bytes for %s: too large", bytes,
+                           tag ? tag : "untagged");
+        return NULL;
+    }
+    void *base = NULL;
+    size_t n = (bytes ? bytes : 1) + PC_PINNED_ALIGN;
+    cudaError_t e = pc_make_current() ? cudaHostAlloc(&base, n, cudaHostAllocPortable) : cudaGetLastError();
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         pc.host->set_error(e == cudaErrorMemoryAllocation ? PLAIT_ERR_NO_MEMORY : PLAIT_ERR_SYSTEM,
@@ -138,11 +154,16 @@ void *pc_alloc_pinned(size_t bytes, const char *tag) {
                            cudaGetErrorString(e));
         return NULL;
     }
-    return p;
+    uintptr_t p = ((uintptr_t)base + sizeof(void *) + PC_PINNED_ALIGN - 1) & ~(PC_PINNED_ALIGN - 1);
+    memcpy((char *)p - sizeof(void *), &base, sizeof base);
+    return (void *)p;
 }
 
 void pc_free_pinned(void *ptr) {
-    if (ptr && pc_make_current()) cudaFreeHost(ptr);
+    if (!ptr) return;
+    void *base;
+    memcpy(&base, (char *)ptr - sizeof base, sizeof base);
+    if (pc_make_current()) cudaFreeHost(base);
 }
 
 void pc_memory_stats(uint64_t *in_use, uint64_t *peak) {
