@@ -46,8 +46,9 @@
  * GELU_AUX_BIAS in the forward (GELU's input kept in aux), DGELU in the
  * backward (GELU's gradient applied to the product), when the aux matrix
  * meets NVIDIA's terms (leading dimension divisible by 8; 16-byte aligned
- * here, the alignment the algorithm is chosen for) and an algorithm offers
- * the epilogue; else the plain product and gelu.cu's kernel after it.
+ * here, the alignment the algorithm is chosen for), an algorithm offers
+ * the epilogue and the run is not fp32 (the epilogue's GELU is accurate to
+ * about 1e-6 only); else the plain product and gelu.cu's kernel after it.
  * A bias gradient (pc_gemm.bgrad) likewise: cuBLASLt's BGRADB epilogue
  * sums the output gradient's columns while the weight gradient's product
  * reads them (the product's B in cuBLASLt's terms), written to a scratch
@@ -414,8 +415,13 @@ void pc_gemm_run(const pc_gemm *g) {
     }
     /* NVIDIA's terms for GELU's input matrix (AUX_LD divisible by 8), one
      * batch, a bias the epilogue can read, the aux pointer as aligned as
-     * the algorithm is chosen for, a product (K > 0); else apart */
-    if (g->gelu && (g->K <= 0 || g->batch != 1 || g->ldc % 8 || (uintptr_t)g->aux % 16 ||
+     * the algorithm is chosen for, a product (K > 0); else apart. fp32
+     * runs take no GELU epilogue: an H100's cuBLASLt computes GELU to
+     * about 1e-6 and its gradient to about 4e-6 (normwise, measured), ten
+     * times float32's rounding, which fp32 runs exist to avoid; under tf32
+     * and bf16 that is far below the operands' own rounding. */
+    if (g->gelu && ((pc.precision == PLAIT_PRECISION_FP32 && !g->in_bf16) || g->K <= 0 || g->batch != 1 ||
+                    g->ldc % 8 || (uintptr_t)g->aux % 16 ||
                     (g->bias && ((uintptr_t)g->bias % 16 || g->gelu == PC_GELU_BACKWARD)) || g->beta != 0.0f)) {
         gelu_apart(g);
         return;
