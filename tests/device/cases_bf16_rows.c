@@ -234,6 +234,11 @@ static void crossentropy_at(kc_ctx *x, int64_t Vl, int64_t valid) {
 static void case_crossentropy_bf16(kc_ctx *x) { crossentropy_at(x, 304, 290); }
 /* 302: not a multiple of 8 (one column a load) */
 static void case_crossentropy_bf16_narrow(kc_ctx *x) { crossentropy_at(x, 302, 290); }
+/* GPT-2's padded head (50,304 columns, 50,257 classes: a class past the
+ * last group of 8), which a cuda device keeps in registers, and one group
+ * past what it keeps there (65,544), which it reads three times */
+static void case_crossentropy_bf16_gpt2(kc_ctx *x) { crossentropy_at(x, 50304, 50257); }
+static void case_crossentropy_bf16_widest(kc_ctx *x) { crossentropy_at(x, 65544, 65530); }
 
 const kc_named kc_bf16_row_cases[] = {
     {"layernorm_bf16", case_layernorm_bf16},
@@ -246,5 +251,7 @@ const kc_named kc_bf16_row_cases[] = {
     {"attention_bf16_as_f32", case_attention_bf16_as_f32},
     {"crossentropy_bf16", case_crossentropy_bf16},
     {"crossentropy_bf16_narrow", case_crossentropy_bf16_narrow},
+    {"crossentropy_bf16_gpt2", case_crossentropy_bf16_gpt2},
+    {"crossentropy_bf16_widest", case_crossentropy_bf16_widest},
 };
 const size_t kc_bf16_row_count = sizeof kc_bf16_row_cases / sizeof kc_bf16_row_cases[0];
