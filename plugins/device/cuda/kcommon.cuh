@@ -144,6 +144,12 @@ __device__ inline void pc_ld(float (&r)[8], const plait_bf16 *p) {
         r[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
     }
 }
+/* 4 bf16 values as one 8-byte load (p 8-byte aligned) */
+__device__ inline void pc_ld(float (&r)[4], const plait_bf16 *p) {
+    const uint2 q = *(const uint2 *)p;
+    r[0] = __uint_as_float(q.x << 16), r[1] = __uint_as_float(q.x & 0xffff0000u);
+    r[2] = __uint_as_float(q.y << 16), r[3] = __uint_as_float(q.y & 0xffff0000u);
+}
 __device__ inline void pc_st(plait_bf16 *p, const float (&r)[1]) { *p = pc_bf16_of(r[0]); }
 /* 4 values as one 8-byte store (p 8-byte aligned) */
 __device__ inline void pc_st(plait_bf16 *p, const float (&r)[4]) {

@@ -6,7 +6,11 @@
  * and bias gradients as column sums over row chunks (pcuda.h), added into
  * the accumulated values. dinp accumulates (the residual
  * stream); layernorm_backward_fused adds the residual's gradient itself
- * and computes the parameters' partial sums in the same block.
+ * and computes the parameters' partial sums in the same block, following
+ * its rows a round of warps at a time so the column sums read them from
+ * cache. A backward row up to LN_HELD_C columns is held in registers,
+ * all its loads in flight at once: the backward is memory-bound, and
+ * one load group at a time per warp left it latency-bound instead.
  *
  * The bf16-activation forms (layernorm_forward_bf16's output,
  * layernorm_backward_fused_bf16's dout) are the same kernels templated on
@@ -20,6 +24,10 @@
 
 #define LN_EPS 1e-5f
 #define LN_WARPS 8 /* rows per block */
+/* ln_backward_fused_kernel's bound: LN_WARPS warps a block and two blocks
+ * a multiprocessor (at most 128 registers a thread), so that one block's
+ * column sums (from L2) overlap another's rows (from DRAM). */
+#define LN_FUSED_BOUNDS LN_WARPS * PC_WARP, 2
 
 /* One row on one warp, V (1, 4 or 8) columns a load: lane l takes columns
  * [V·l, V·l + V), then 32·V further on, and so on (V = 1: lane-strided). */
@@ -116,13 +124,73 @@ __device__ static void ln_backward_row(float *dx, plait_bf16 *dxb, const float *
     }
 }
 
+/* Columns up to which a row's backward holds the row in registers
+ * (ln_backward_row_held): GPT-2's widths, 32 floats of each held tensor a
+ * lane. */
+#define LN_HELD_C 1024
+
+/* ln_backward_row with the row's x, dout and base loaded once, all at once,
+ * into registers (C <= PC_WARP * V * K): every load of the row in flight
+ * together instead of one V-column group a step, and no second read of x
+ * and dout. The same columns a lane in the same order, the same
+ * expressions: ln_backward_row's bits. */
+template <int V, int K, typename TD>
+__device__ static void ln_backward_row_held(float *dx, plait_bf16 *dxb, const float *base, const float *x,
+                                            const TD *d, const float *w, float m, float s, int64_t C) {
+    const int lane = threadIdx.x % PC_WARP;
+    const float inv_c = 1.0f / (float)C;
+    float xv[K][V], dv[K][V];
+    PC_UNROLL
+    for (int j = 0; j < K; j++) {
+        const int64_t c = (int64_t)j * PC_WARP * V + lane * V;
+        if (c >= C) continue;
+        pc_ld(xv[j], x + c);
+        pc_ld(dv[j], d + c);
+    }
+    float a1 = 0, a2 = 0;
+    PC_UNROLL
+    for (int j = 0; j < K; j++) {
+        const int64_t c = (int64_t)j * PC_WARP * V + lane * V;
+        if (c >= C) continue;
+        float wv[V];
+        pc_ld(wv, w + c);
+        PC_UNROLL
+        for (int k = 0; k < V; k++) {
+            float n = (xv[j][k] - m) * s;
+            float dn = wv[k] * dv[j][k];
+            a1 += dn;
+            a2 += dn * n;
+        }
+    }
+    float dn_mean = pc_warp_sum(a1) * inv_c, dnn_mean = pc_warp_sum(a2) * inv_c;
+    PC_UNROLL
+    for (int j = 0; j < K; j++) {
+        const int64_t c = (int64_t)j * PC_WARP * V + lane * V;
+        if (c >= C) continue;
+        float wv[V], bv[V] = {}, ov[V];
+        pc_ld(wv, w + c);
+        if (base) pc_ld(bv, base + c);
+        PC_UNROLL
+        for (int k = 0; k < V; k++) {
+            float n = (xv[j][k] - m) * s;
+            ov[k] = bv[k] + (wv[k] * dv[j][k] - dn_mean - n * dnn_mean) * s;
+        }
+        pc_st(dx + c, ov);
+        if (dxb) pc_st(dxb + c, ov);
+    }
+}
+
 /* One row's backward at the width vec says (ln_forward_kernel's terms,
- * for dout's element type TD). */
+ * for dout's element type TD): held in registers up to LN_HELD_C
+ * columns. */
 template <typename TD>
 __device__ static void ln_backward_row_at(int vec, float *dx, plait_bf16 *dxb, const float *base, const float *x,
                                           const TD *d, const float *w, float m, float s, int64_t C) {
-    if (vec)
-        ln_backward_row<pc_vec<TD>::V>(dx, dxb, base, x, d, w, m, s, C);
+    constexpr int V = pc_vec<TD>::V;
+    if (vec && C <= LN_HELD_C)
+        ln_backward_row_held<V, LN_HELD_C / (PC_WARP * V)>(dx, dxb, base, x, d, w, m, s, C);
+    else if (vec)
+        ln_backward_row<V>(dx, dxb, base, x, d, w, m, s, C);
     else
         ln_backward_row<1>(dx, dxb, base, x, d, w, m, s, C);
 }
@@ -136,19 +204,64 @@ PC_KERNEL(ln_backward_rows_kernel, LN_WARPS * PC_WARP)(float *dinp, const float 
                        rstd[r], C);
 }
 
-/* Column c's terms of the weight and bias gradients over rows [r0, r1), in
- * row order. */
-template <typename TD>
+/* Rows a column sum loads before it adds any: that many loads of each
+ * column in flight per thread (the rows come from L2 or DRAM). */
+#define LN_COL_BATCH 8
+
+/* Adds rows [r0, r1)'s terms of the weight and bias gradients for columns
+ * [c, c + W) to sw[0..W) and sb[0..W), each column's in row order (W = 4:
+ * inp and dout rows 16- and 8-byte aligned). Rows are loaded
+ * LN_COL_BATCH at a time, then added in order: the order, and so the
+ * bits, of adding one row at a time. */
+template <int W, typename TD>
+__device__ static void ln_col_add(float (&sw)[W], float (&sb)[W], const TD *dout, const float *inp,
+                                  const float *mean, const float *rstd, int64_t r0, int64_t r1, int64_t C,
+                                  int64_t c) {
+    int64_t r = r0;
+    for (; r + LN_COL_BATCH <= r1; r += LN_COL_BATCH) {
+        float xv[LN_COL_BATCH][W], dv[LN_COL_BATCH][W], mv[LN_COL_BATCH], sv[LN_COL_BATCH];
+        PC_UNROLL
+        for (int u = 0; u < LN_COL_BATCH; u++) {
+            pc_ld(xv[u], inp + (r + u) * C + c);
+            pc_ld(dv[u], dout + (r + u) * C + c);
+            mv[u] = mean[r + u];
+            sv[u] = rstd[r + u];
+        }
+        PC_UNROLL
+        for (int u = 0; u < LN_COL_BATCH; u++) {
+            PC_UNROLL
+            for (int k = 0; k < W; k++) {
+                sw[k] += (xv[u][k] - mv[u]) * sv[u] * dv[u][k];
+                sb[k] += dv[u][k];
+            }
+        }
+    }
+    for (; r < r1; r++) {
+        float xv[W], dv[W];
+        pc_ld(xv, inp + r * C + c);
+        pc_ld(dv, dout + r * C + c);
+        PC_UNROLL
+        for (int k = 0; k < W; k++) {
+            sw[k] += (xv[k] - mean[r]) * rstd[r] * dv[k];
+            sb[k] += dv[k];
+        }
+    }
+}
+
+/* Columns [c, c + W)'s terms over rows [r0, r1) (ln_col_add) into aw[0..W)
+ * and ab[0..W), where those are not NULL. */
+template <int W, typename TD>
 __device__ static void ln_col_sums(float *aw, float *ab, const TD *dout, const float *inp, const float *mean,
                                    const float *rstd, int64_t r0, int64_t r1, int64_t C, int64_t c) {
-    float sw = 0.0f, sb = 0.0f;
-    for (int64_t r = r0; r < r1; r++) {
-        float d = pc_get(dout + r * C + c);
-        sw += (inp[r * C + c] - mean[r]) * rstd[r] * d;
-        sb += d;
+    float sw[W], sb[W];
+    PC_UNROLL
+    for (int k = 0; k < W; k++) sw[k] = 0.0f, sb[k] = 0.0f;
+    ln_col_add(sw, sb, dout, inp, mean, rstd, r0, r1, C, c);
+    PC_UNROLL
+    for (int k = 0; k < W; k++) {
+        if (aw) aw[k] = sw[k];
+        if (ab) ab[k] = sb[k];
     }
-    *aw = sw;
-    *ab = sb;
 }
 
 /* Pass 1 of the weight and bias gradients (pcuda.h, column sums): block b
@@ -161,31 +274,54 @@ PC_KERNEL(ln_params_partial_kernel, PC_THREADS)(float *part_w, float *part_b, co
     const int64_t c = (int64_t)(blockIdx.x % colblocks) * blockDim.x + threadIdx.x;
     if (c >= C) return;
     const int64_t r1 = (chunk + 1) * PC_COL_ROWS < BT ? (chunk + 1) * PC_COL_ROWS : BT;
-    float aw, ab;
-    ln_col_sums(&aw, &ab, dout, inp, mean, rstd, chunk * PC_COL_ROWS, r1, C, c);
-    if (part_w) part_w[chunk * C + c] = aw;
-    if (part_b) part_b[chunk * C + c] = ab;
+    ln_col_sums<1>(part_w ? part_w + chunk * C + c : NULL, part_b ? part_b + chunk * C + c : NULL, dout, inp, mean,
+                   rstd, chunk * PC_COL_ROWS, r1, C, c);
 }
 
 /* The whole backward of PC_COL_ROWS rows a block (layernorm_backward_fused):
  * each warp a row at a time, dinp = dres + ln_backward_rows_kernel's
  * term (dres NULL: zeros), and its bf16 copy into dinp_bf where that is
- * not NULL; then, from the same rows (the block's reads,
- * now in cache), the chunk's column sums of ln_params_partial_kernel in
- * its order, so the partials are its bits. TD: dout's element type. */
+ * not NULL; and from the same rows the chunk's column sums of
+ * ln_params_partial_kernel in its order, so the partials are its bits.
+ * Where a thread's 4 columns cover C (vec, C <= 4 x the block), the column
+ * sums follow the rows LN_WARPS at a time, the rows the block's warps have
+ * just read and so still in cache (the rows' order is the round's: warp w
+ * takes row w of each); else they run after all the chunk's rows, a
+ * second read of inp and dout, from L2 or DRAM. TD: dout's element type. */
 template <typename TD>
-PC_KERNEL_T(LN_WARPS * PC_WARP)
+PC_KERNEL_T(LN_FUSED_BOUNDS)
 ln_backward_fused_kernel(float *dinp, plait_bf16 *dinp_bf, const float *dres, float *part_w, float *part_b,
                          const TD *dout, const float *inp, const float *w, const float *mean, const float *rstd,
                          int64_t BT, int64_t C, int vec) {
     const int64_t chunk = blockIdx.x, r0 = chunk * PC_COL_ROWS;
     const int64_t r1 = r0 + PC_COL_ROWS < BT ? r0 + PC_COL_ROWS : BT;
-    for (int64_t r = r0 + threadIdx.x / PC_WARP; r < r1; r += LN_WARPS)
+    const int warp = threadIdx.x / PC_WARP;
+    if (part_w && vec && C <= 4 * (int64_t)blockDim.x) {
+        const int64_t c = threadIdx.x * 4;
+        float sw[4] = {}, sb[4] = {};
+        for (int64_t q = r0; q < r1; q += LN_WARPS) {
+            const int64_t r = q + warp, q1 = q + LN_WARPS < r1 ? q + LN_WARPS : r1;
+            if (r < r1)
+                ln_backward_row_at(vec, dinp + r * C, dinp_bf ? dinp_bf + r * C : NULL, dres ? dres + r * C : NULL,
+                                   inp + r * C, dout + r * C, w, mean[r], rstd[r], C);
+            if (c < C) ln_col_add(sw, sb, dout, inp, mean, rstd, q, q1, C, c);
+        }
+        if (c < C) {
+            PC_UNROLL
+            for (int k = 0; k < 4; k++) part_w[chunk * C + c + k] = sw[k], part_b[chunk * C + c + k] = sb[k];
+        }
+        return;
+    }
+    for (int64_t r = r0 + warp; r < r1; r += LN_WARPS)
         ln_backward_row_at(vec, dinp + r * C, dinp_bf ? dinp_bf + r * C : NULL, dres ? dres + r * C : NULL,
                            inp + r * C, dout + r * C, w, mean[r], rstd[r], C);
     if (!part_w) return;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-        ln_col_sums(part_w + chunk * C + c, part_b + chunk * C + c, dout, inp, mean, rstd, r0, r1, C, c);
+    if (vec)
+        for (int64_t c = threadIdx.x * 4; c < C; c += blockDim.x * 4)
+            ln_col_sums<4>(part_w + chunk * C + c, part_b + chunk * C + c, dout, inp, mean, rstd, r0, r1, C, c);
+    else
+        for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+            ln_col_sums<1>(part_w + chunk * C + c, part_b + chunk * C + c, dout, inp, mean, rstd, r0, r1, C, c);
 }
 
 static unsigned row_blocks(int64_t BT) { return (unsigned)((BT + LN_WARPS - 1) / LN_WARPS); }
