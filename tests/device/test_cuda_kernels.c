@@ -317,6 +317,46 @@ static void embedding_at(kc_ctx *x, int64_t w) {
 static void case_embedding(kc_ctx *x) { embedding_at(x, C); }
 static void case_embedding_odd(kc_ctx *x) { embedding_at(x, 37); }
 
+/* Text-like tokens: a few rows take most of them (the order of one row's
+ * many additions is what matters), the rest Zipf-like over ZV rows, some
+ * -1; more than one pass of the gradient kernel's tiles (4096 tokens). Two
+ * hot rows 1024 apart share a block of the gradient when the table has
+ * more rows than its blocks. Whole table; a slice of more rows than the
+ * blocks; a slice of 10 rows around a hot one. */
+#define ZB 2
+#define ZT 2300
+#define ZV 3000
+static void embedding_zipf_at(kc_ctx *x, int64_t w) {
+    const int64_t n = ZB * ZT;
+    int32_t *h = malloc((size_t)n * sizeof *h);
+    for (int64_t i = 0; i < n; i++) {
+        const uint64_t u = kc_next(x) % 1000;
+        if (u < 250) h[i] = 13;
+        else if (u < 370) h[i] = 1037;
+        else if (u < 450) h[i] = 11;
+        else if (u < 455) h[i] = -1;
+        else /* rank ~ ZV^v, v uniform: a Zipf-like tail */
+            h[i] = (int32_t)(pow((double)ZV, (double)(kc_next(x) % 100000) / 100000.0) - 1.0);
+    }
+    int32_t *tok = kc_bytes(x, h, (size_t)n * sizeof *h);
+    free(h);
+    float *dout = kc_rand(x, (size_t)(n * w), -1, 1);
+    float *dwte = kc_rand(x, (size_t)(ZV * w), -1, 1), *dwpe = kc_rand(x, (size_t)(ZT * w), -1, 1);
+    x->k->embedding_backward(dwte, dwpe, dout, tok, ZB, ZT, w);
+    kc_result(x, "backward dwte+=", dwte, (size_t)(ZV * w), KC_EXACT);
+    kc_result(x, "backward dwpe+=", dwpe, (size_t)(ZT * w), KC_EXACT);
+    static const int64_t slice[2][2] = {{2, 1100}, {1032, 10}};
+    static const char *const name[2] = {"vocab [2, 1102) backward dwte+=", "vocab [1032, 1042) backward dwte+="};
+    for (int s = 0; s < 2; s++) {
+        float *dwl = kc_rand(x, (size_t)(slice[s][1] * w), -1, 1);
+        x->k->embedding_backward_vocab(dwl, NULL, dout, tok, slice[s][0], slice[s][1], ZB, ZT, w);
+        kc_result(x, name[s], dwl, (size_t)(slice[s][1] * w), KC_EXACT);
+    }
+}
+
+static void case_embedding_zipf(kc_ctx *x) { embedding_zipf_at(x, C); }
+static void case_embedding_zipf_odd(kc_ctx *x) { embedding_zipf_at(x, 37); }
+
 static void case_crossentropy(kc_ctx *x) {
     int32_t *tg = kc_ints(x, BT, 0, V, 7); /* every 7th row without a target */
     float *logits = kc_rand(x, BT * V, -4, 4), *losses = kc_out(x, BT), *dl = kc_out(x, BT * V);
@@ -683,7 +723,9 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         {"sgemm", case_sgemm},           {"matmul", case_matmul},         {"bias", case_bias},
         {"layernorm", case_layernorm},   {"layernorm_fused", case_layernorm_fused}, {"layernorm_narrow", case_layernorm_narrow},   {"gelu", case_gelu}, {"gelu_fused", case_gelu_fused},             {"attention", case_attention},
         {"attention_fused", case_attention_fused},
-        {"embedding", case_embedding}, {"embedding_odd", case_embedding_odd},   {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
+        {"embedding", case_embedding}, {"embedding_odd", case_embedding_odd},
+        {"embedding_zipf", case_embedding_zipf}, {"embedding_zipf_odd", case_embedding_zipf_odd},
+        {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
         {"fused_loss", case_fused_loss},
         {"vector", case_vector}, {"vector_paths", case_vector_paths},         {"sumsq_exact", case_sumsq_exact}, {"adamw_multi", case_adamw_multi},
     };

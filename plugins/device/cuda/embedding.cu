@@ -3,13 +3,24 @@
  * vocabulary-parallel (wte holds rows [vocab_start, vocab_start+n_rows);
  * n_rows = INT64_MAX for the whole table).
  *
- * The token-table gradient is deterministic without atomics: EMB_OWNERS
- * blocks each own the table rows r with r % EMB_OWNERS == block, and every
- * block walks all tokens in order (staged through shared memory), adding
- * the rows it owns, each thread its own columns. So every dwte element
- * receives its additions in token order from one thread: the same sums as
- * the CPU kernel, in the same order, whatever the table size (which the
- * whole-vocabulary call does not pass).
+ * The token-table gradient is deterministic without floating-point
+ * atomics: EMB_OWNERS blocks each own the table rows r with r % EMB_OWNERS
+ * == block, and every block reads all tokens, a tile at a time. A block
+ * gathers the (row, position) pairs it owns in the tile in token order
+ * (an integer prefix sum over its threads), sorts them by that composite
+ * key (unique, so the order is the same on every run: each row's
+ * positions ascending), and each thread then walks the sorted pairs for
+ * its own columns. A row's sum stays in registers over its run of pairs:
+ * dwte is loaded once at the run's start and stored once at its end (a
+ * run is a row's pairs within one tile), whatever the number of repeats,
+ * and a thread's dout loads do not wait on its additions, EMB_LOADS of
+ * them in flight. So every dwte element
+ * still receives its additions in token order, from one thread, starting
+ * from its value: the same sums as the CPU kernel, in the same order,
+ * whatever the table size (which the whole-vocabulary call does not
+ * pass). Real text is Zipfian: one row can take thousands of a batch's
+ * tokens, which a load and a store of dwte per repeat would turn into as
+ * long a chain of dependent round trips to memory.
  *
  * Every kernel takes 4 columns at a time (16-byte loads and stores) where
  * the width is a multiple of 4 and the rows start 16-byte aligned, else
@@ -18,8 +29,16 @@
  */
 #include "kcommon.cuh"
 
+/* Blocks of the token-table gradient (a power of two: ownership is a
+ * mask), tokens a pass (a position in it fits EMB_POS_BITS; EMB_TILE keys
+ * of 8 bytes are its shared memory), a thread's tokens of a pass, and the
+ * dout rows a thread has in flight. */
 #define EMB_OWNERS 1024
-#define EMB_TILE 2048
+#define EMB_TILE 4096
+#define EMB_POS_BITS 12
+#define EMB_POS_MASK ((1u << EMB_POS_BITS) - 1)
+#define EMB_PER (EMB_TILE / PC_THREADS)
+#define EMB_LOADS 8
 
 /* V (1 or 4) columns at a time: with 4, C a multiple of 4 and every row
  * 16-byte aligned (the launcher checks), one float4 load of each table row
@@ -46,31 +65,101 @@ emb_forward_kernel(float *out, const int32_t *tokens, const float *wte, int64_t 
     }
 }
 
+/* Exclusive prefix sum over the block (PC_THREADS threads) of each
+ * thread's v, in thread order; *total gets the block's sum. `sums` holds a
+ * value a warp. Integer sums: the same on every run. Ends with every
+ * thread past one __syncthreads after its write of `sums`. */
+__device__ inline unsigned emb_block_scan(unsigned v, unsigned *sums, unsigned *total) {
+    const unsigned lane = threadIdx.x % PC_WARP, warp = threadIdx.x / PC_WARP;
+    unsigned pre = v, sum = v; /* inclusive prefix and total of the lane's group of 2o lanes */
+    for (unsigned o = 1; o < PC_WARP; o <<= 1) {
+        const unsigned other = __shfl_xor_sync(0xffffffffu, sum, (int)o);
+        if (lane & o) pre += other;
+        sum += other;
+    }
+    if (lane == PC_WARP - 1) sums[warp] = pre;
+    __syncthreads();
+    unsigned before = 0, all = 0;
+    for (unsigned w = 0; w < PC_THREADS / PC_WARP; w++) {
+        const unsigned s = sums[w];
+        before += w < warp ? s : 0u;
+        all += s;
+    }
+    *total = all;
+    return before + pre - v;
+}
+
+/* dwte[r] += dout[i] for each token i whose row r this block owns
+ * (r % EMB_OWNERS == block), tile by tile: the owned (row, position) pairs
+ * of a tile gathered in token order, sorted by that composite key (unique:
+ * the same order on every run), then each thread walks the sorted pairs
+ * for its columns, keeping a row's sum in registers over its run: one load
+ * and one store of dwte a row a tile, EMB_LOADS rows of dout in flight. */
 template <int V>
 PC_KERNEL_T(PC_THREADS)
 dwte_kernel(float *dwte, const float *dout, const int32_t *tokens, int64_t vocab_start, int64_t n_rows, int64_t BT,
             int64_t C) {
-    __shared__ int64_t rows[EMB_TILE];
-    const int64_t owner = blockIdx.x, owners = gridDim.x;
+    __shared__ uint64_t keys[EMB_TILE]; /* row << EMB_POS_BITS | position in the tile */
+    __shared__ unsigned sums[PC_THREADS / PC_WARP];
+    const int64_t owner = blockIdx.x;
+    const unsigned tid = threadIdx.x, first = tid * EMB_PER;
     for (int64_t t0 = 0; t0 < BT; t0 += EMB_TILE) {
-        int64_t len = BT - t0 < EMB_TILE ? BT - t0 : EMB_TILE;
-        __syncthreads(); /* the previous tile is done with */
-        for (int64_t k = threadIdx.x; k < len; k += blockDim.x) {
-            int64_t r = (int64_t)tokens[t0 + k] - vocab_start;
-            rows[k] = r >= 0 && r < n_rows && r % owners == owner ? r : -1;
+        const unsigned len = (unsigned)(BT - t0 < EMB_TILE ? BT - t0 : EMB_TILE);
+        /* this thread's EMB_PER consecutive tokens of the tile: which it owns */
+        unsigned mine = 0;
+        for (unsigned j = 0; j < EMB_PER && first + j < len; j++) {
+            const int64_t r = (int64_t)tokens[t0 + first + j] - vocab_start;
+            if (r >= 0 && r < n_rows && (r & (EMB_OWNERS - 1)) == owner) mine |= 1u << j;
         }
+        /* every thread is past the previous tile's walk once the scan returns */
+        unsigned n, at = emb_block_scan((unsigned)__popc(mine), sums, &n);
+        for (; mine; mine &= mine - 1) {
+            const unsigned j = (unsigned)__ffs((int)mine) - 1;
+            const int64_t r = (int64_t)tokens[t0 + first + j] - vocab_start;
+            keys[at++] = (uint64_t)r << EMB_POS_BITS | (first + j);
+        }
+        unsigned m = 1; /* n rounded up to a power of two, padded with the largest key */
+        while (m < n) m <<= 1;
+        for (unsigned i = n + tid; i < m; i += PC_THREADS) keys[i] = UINT64_MAX;
         __syncthreads();
-        for (int64_t k = 0; k < len; k++) {
-            int64_t r = rows[k];
-            if (r < 0) continue;
-            const float *d = dout + (t0 + k) * C;
-            float *g = dwte + r * C;
-            for (int64_t c = (int64_t)threadIdx.x * V; c < C; c += (int64_t)blockDim.x * V) {
-                float gv[V], dv[V];
-                pc_ld(gv, g + c);
-                pc_ld(dv, d + c);
-                for (int u = 0; u < V; u++) gv[u] += dv[u];
-                pc_st(g + c, gv);
+        if (n == 0) continue;
+        /* bitonic sort of keys[0, m), ascending */
+        for (unsigned k = 2; k <= m; k <<= 1)
+            for (unsigned j = k >> 1; j > 0; j >>= 1) {
+                for (unsigned i = tid; i < m; i += PC_THREADS) {
+                    const unsigned p = i ^ j;
+                    if (p > i) {
+                        const uint64_t a = keys[i], b = keys[p];
+                        if ((a > b) == ((i & k) == 0)) keys[i] = b, keys[p] = a;
+                    }
+                }
+                __syncthreads();
+            }
+        /* each run of one row: its dwte loaded at the run's first pair, the
+         * dout rows added in position order, stored at its last */
+        for (int64_t c = (int64_t)tid * V; c < C; c += (int64_t)PC_THREADS * V) {
+            float acc[V] = {};
+            for (unsigned k0 = 0; k0 < n; k0 += EMB_LOADS) {
+                float d[EMB_LOADS][V], g[EMB_LOADS][V] = {};
+                PC_UNROLL
+                for (unsigned u = 0; u < EMB_LOADS; u++) {
+                    const unsigned k = k0 + u;
+                    if (k >= n) break;
+                    const uint64_t key = keys[k];
+                    const int64_t r = (int64_t)(key >> EMB_POS_BITS);
+                    pc_ld(d[u], dout + (t0 + (int64_t)(key & EMB_POS_MASK)) * C + c);
+                    if (k == 0 || keys[k - 1] >> EMB_POS_BITS != key >> EMB_POS_BITS) pc_ld(g[u], dwte + r * C + c);
+                }
+                PC_UNROLL
+                for (unsigned u = 0; u < EMB_LOADS; u++) {
+                    const unsigned k = k0 + u;
+                    if (k >= n) break;
+                    const uint64_t row = keys[k] >> EMB_POS_BITS;
+                    if (k == 0 || keys[k - 1] >> EMB_POS_BITS != row)
+                        for (int e = 0; e < V; e++) acc[e] = g[u][e];
+                    for (int e = 0; e < V; e++) acc[e] += d[u][e];
+                    if (k + 1 == n || keys[k + 1] >> EMB_POS_BITS != row) pc_st(dwte + (int64_t)row * C + c, acc);
+                }
             }
         }
     }
@@ -131,6 +220,8 @@ void pc_launch_embedding_backward(float *dwte, float *dwpe, const float *dout, c
                                   int64_t vocab_start, int64_t n_rows, int64_t B, int64_t T, int64_t C) {
     if (B * T * C <= 0) return;
     if (dwte) {
+        /* a table of fewer rows than EMB_OWNERS: one block a row (r < n_rows
+         * = blocks, so the mask leaves r) */
         unsigned owners = n_rows < EMB_OWNERS ? (unsigned)(n_rows > 0 ? n_rows : 1) : EMB_OWNERS;
         if (emb_vec(C, dwte, dout, NULL))
             PC_LAUNCH_T(dwte_kernel<4>, owners, PC_THREADS, PC_THREADS)(dwte, dout, tokens, vocab_start, n_rows,
