@@ -219,9 +219,10 @@ static void test_nccl(void **state) {
 
     expect_config_error(d, "comm.nccl", "[comm.nccl]\ndevice = -3\n", "key 'device' in [comm.nccl]: value '-3' is out of range [-1, 1023]");
     expect_config_error(d, "comm.nccl", "[comm.nccl]\npoll_us = 0\n", "poll_us");
+    expect_config_error(d, "comm.nccl", "[comm.nccl]\nspin_us = -1\n", "spin_us");
     expect_config_error(d, "comm.nccl", "[comm.nccl]\nnonblocking = maybe\n", "nonblocking");
     expect_config_error(d, "comm.nccl", "[comm.nccl]\ndevcie = 1\n", "devcie");
-    expect_config_ok(d, "comm.nccl", "[comm.nccl]\ndevice = 3\nnet = IB\npoll_us = 50\nnonblocking = false\n");
+    expect_config_ok(d, "comm.nccl", "[comm.nccl]\ndevice = 3\nnet = IB\npoll_us = 50\nspin_us = 0\nnonblocking = false\n");
 }
 #endif
 

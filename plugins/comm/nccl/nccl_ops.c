@@ -1,10 +1,12 @@
 /*
  * The NCCL plugin's data path: requests and their CUDA events, queued
- * point-to-point launched as one NCCL group, test/wait with sleeping polls
+ * point-to-point launched as one NCCL group, test/wait with polls (a short
+ * spin, then sleeps)
  * and NCCL's asynchronous error state, abort and release. Collectives and
  * streams are nccl_coll.c. See pnccl.h for the concurrency rules.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,7 +355,7 @@ plait_status pnccl_test(pnccl_comm *c, pnccl_req *r, int *done, size_t *bytes) {
 
 plait_status pnccl_wait(pnccl_comm *c, pnccl_req *r, double timeout_s, size_t *bytes) {
     const plait_host *h = c->host;
-    double deadline = h->now() + (timeout_s > 0 ? timeout_s : 0);
+    const double start = h->now(), deadline = start + (timeout_s > 0 ? timeout_s : 0);
     double us = 2;
     pthread_mutex_lock(&c->mu);
     for (;;) {
@@ -364,9 +366,18 @@ plait_status pnccl_wait(pnccl_comm *c, pnccl_req *r, double timeout_s, size_t *b
             pthread_mutex_unlock(&c->mu);
             return st;
         }
-        double left = deadline - h->now();
+        double now = h->now(), left = deadline - now;
         if (left <= 0) break;
         pthread_mutex_unlock(&c->mu);
+        /* the first spin_us without sleeping: a sleep, however short it
+         * asks, lasts the kernel's timer slack (50 us by default), which
+         * was the whole latency of a small collective (70 us for 8 bytes
+         * on one H100 rank) */
+        if ((now - start) * 1e6 < c->cfg.spin_us) {
+            sched_yield();
+            pthread_mutex_lock(&c->mu);
+            continue;
+        }
         pnccl_sleep_us(us < left * 1e6 ? us : left * 1e6);
         us = us * 2 < c->cfg.poll_us ? us * 2 : c->cfg.poll_us;
         pthread_mutex_lock(&c->mu);

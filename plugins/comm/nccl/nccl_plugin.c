@@ -25,6 +25,9 @@ static const plait_key_decl g_keys[] = {
     P("net", PLAIT_KEY_STRING, "", 1, 0, PLAIT_KEY_SAME_ON_ALL,
       "network NCCL uses between hosts (ncclConfig_t.netName, like NCCL_NET): IB, Socket, or a network plugin's "
       "name; empty = NCCL's choice"),
+    P("spin_us", PLAIT_KEY_INT, "50", 0, 100000, 0,
+      "how long, in microseconds, wait() checks a pending operation without sleeping before its first sleep (a "
+      "sleep lasts at least the kernel's timer slack, 50 us by default); 0 = sleep at once"),
     P("poll_us", PLAIT_KEY_INT, "200", 1, 100000, 0,
       "longest sleep, in microseconds, between two checks of a pending operation in wait() (the sleep starts "
       "short and doubles); lower = less latency, more CPU"),
@@ -94,6 +97,7 @@ static plait_status read_settings(const plait_host *h, const plait_config *cfg, 
     s->device = (int)v.i;
     s->nonblocking = (int)plait_cfg_int(h, cfg, "comm.nccl", "nonblocking");
     s->poll_us = (int)plait_cfg_int(h, cfg, "comm.nccl", "poll_us");
+    s->spin_us = (int)plait_cfg_int(h, cfg, "comm.nccl", "spin_us");
     snprintf(s->net, sizeof s->net, "%s", plait_cfg_str(h, cfg, "comm.nccl", "net"));
     if (s->poll_us < 1) s->poll_us = 1;
     s->timeout_s = timeout_s > 0 ? timeout_s : 300.0;

@@ -48,6 +48,7 @@ typedef struct pnccl_settings {
     int device;        /* -1: local rank modulo the visible devices */
     int nonblocking;   /* NCCL nonblocking communicators */
     int poll_us;       /* longest sleep between two checks in wait() */
+    int spin_us;       /* wait() checks without sleeping this long first */
     char net[32];      /* ncclConfig_t.netName; "" = NCCL's choice */
     double timeout_s;  /* [comm] timeout: init, launches, finalize */
 } pnccl_settings;
