@@ -135,8 +135,8 @@ __device__ inline void pc_st(float *p, const float (&r)[8]) {
     *(float4 *)(p + 4) = make_float4(r[4], r[5], r[6], r[7]);
 }
 __device__ inline void pc_ld(float (&r)[1], const plait_bf16 *p) { r[0] = pc_get(p); }
-__device__ inline void pc_ld(float (&r)[8], const plait_bf16 *p) {
-    const uint4 q = *(const uint4 *)p;
+/* 8 bf16 values already loaded (a uint4) widened to floats */
+__device__ inline void pc_widen(float (&r)[8], const uint4 q) {
     const uint32_t w[4] = {q.x, q.y, q.z, q.w};
     PC_UNROLL
     for (int k = 0; k < 4; k++) {
@@ -144,6 +144,7 @@ __device__ inline void pc_ld(float (&r)[8], const plait_bf16 *p) {
         r[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
     }
 }
+__device__ inline void pc_ld(float (&r)[8], const plait_bf16 *p) { pc_widen(r, *(const uint4 *)p); }
 /* 4 bf16 values as one 8-byte load (p 8-byte aligned) */
 __device__ inline void pc_ld(float (&r)[4], const plait_bf16 *p) {
     const uint2 q = *(const uint2 *)p;

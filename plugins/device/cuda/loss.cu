@@ -89,6 +89,31 @@ __device__ static void row_backward(T *d, const T *l, int64_t Vl, int64_t n_vali
         pc_put(d + c, ce_grad(pc_get(l + c), c, n_valid, lse, t, scale));
 }
 
+/* The row's loss and lse from its max m and Σexp s (thread 0 writes
+ * them); returns lse. */
+template <typename T>
+__device__ static float row_loss(float *losses, float *lse_out, int64_t r, const T *l, int64_t t, int64_t n_valid,
+                                 float m, float s) {
+    const float tl = t >= 0 && t < n_valid ? pc_get(l + t) : 0.0f;
+    const float lse = m + logf(s);
+    if (threadIdx.x == 0) {
+        losses[r] = t >= 0 ? lse - tl : 0.0f;
+        if (lse_out) lse_out[r] = lse;
+    }
+    return lse;
+}
+
+/* 1 if the row's gradient is to be computed: there is a gradient to write
+ * and the row has a target (a row without one gets zeros here). Every
+ * thread has read l[t] (row_loss) before the row may be overwritten. */
+template <typename T> __device__ static int row_gradient_wanted(T *dlogits, int64_t r, int64_t Vl, int64_t t) {
+    if (!dlogits) return 0;
+    __syncthreads();
+    if (t >= 0) return 1;
+    for (int64_t c = threadIdx.x; c < Vl; c += blockDim.x) pc_put(dlogits + r * Vl + c, 0.0f);
+    return 0;
+}
+
 /* The whole loss of one row, its first n_valid of Vl columns classes
  * (crossentropy: all of them): max and Σexp over the valid columns, the
  * loss and lse, then the gradient in place; the losses' sum is
@@ -103,20 +128,9 @@ ce_fused_kernel(float *losses, float *lse_out, T *dlogits, const T *logits, cons
     const int64_t t = targets[r];
     const float m = row_max(l, n_valid, sh, vec);
     const float s = row_sumexp(l, n_valid, m, sh, vec);
-    const float tl = t >= 0 && t < n_valid ? pc_get(l + t) : 0.0f;
-    const float lse = m + logf(s);
-    if (threadIdx.x == 0) {
-        losses[r] = t >= 0 ? lse - tl : 0.0f;
-        if (lse_out) lse_out[r] = lse;
-    }
-    if (!dlogits) return;
-    __syncthreads(); /* every thread has read l[t] before it may be overwritten */
-    T *d = dlogits + r * Vl;
-    if (t < 0) {
-        for (int64_t c = threadIdx.x; c < Vl; c += blockDim.x) pc_put(d + c, 0.0f);
-        return;
-    }
-    row_backward(d, l, Vl, n_valid, lse, t, scale, vec);
+    const float lse = row_loss(losses, lse_out, r, l, t, n_valid, m, s);
+    if (!row_gradient_wanted(dlogits, r, Vl, t)) return;
+    row_backward(dlogits + r * Vl, l, Vl, n_valid, lse, t, scale, vec);
 }
 
 /* The fused kernel for a bf16 row of at most CE_THREADS x CE_CACHE groups
@@ -130,15 +144,6 @@ ce_fused_kernel(float *losses, float *lse_out, T *dlogits, const T *logits, cons
  * Each thread visits its groups in the same order as ce_fused_kernel and
  * does the same arithmetic, so the bits are the same. */
 #define CE_CACHE 16
-
-__device__ static inline void ce_widen(float (&x)[8], const uint4 q) {
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-    PC_UNROLL
-    for (int k = 0; k < 4; k++) {
-        x[2 * k] = __uint_as_float(w[k] << 16);
-        x[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
-    }
-}
 
 PC_KERNEL(ce_fused_cached_kernel, CE_THREADS)(float *losses, float *lse_out, plait_bf16 *dlogits,
                                                const plait_bf16 *logits, const int32_t *targets, int64_t Vl,
@@ -158,7 +163,7 @@ PC_KERNEL(ce_fused_cached_kernel, CE_THREADS)(float *losses, float *lse_out, pla
     for (int k = 0; k < CE_CACHE; k++)
         if (threadIdx.x + k * bd < Gv) {
             float x[8];
-            ce_widen(x, q[k]);
+            pc_widen(x, q[k]);
             PC_UNROLL
             for (int j = 0; j < 8; j++) m = fmaxf(m, x[j]);
         }
@@ -169,31 +174,21 @@ PC_KERNEL(ce_fused_cached_kernel, CE_THREADS)(float *losses, float *lse_out, pla
     for (int k = 0; k < CE_CACHE; k++)
         if (threadIdx.x + k * bd < Gv) {
             float x[8];
-            ce_widen(x, q[k]);
+            pc_widen(x, q[k]);
             PC_UNROLL
             for (int j = 0; j < 8; j++) s += expf(x[j] - m);
         }
     for (int64_t c = Gv * 8 + threadIdx.x; c < n_valid; c += bd) s += expf(pc_get(l + c) - m);
     s = pc_block_sum(s, sh);
-    const float tl = t >= 0 && t < n_valid ? pc_get(l + t) : 0.0f;
-    const float lse = m + logf(s);
-    if (threadIdx.x == 0) {
-        losses[r] = t >= 0 ? lse - tl : 0.0f;
-        if (lse_out) lse_out[r] = lse;
-    }
-    if (!dlogits) return;
-    __syncthreads(); /* every thread has read l[t] before it may be overwritten */
+    const float lse = row_loss(losses, lse_out, r, l, t, n_valid, m, s);
+    if (!row_gradient_wanted(dlogits, r, Vl, t)) return;
     plait_bf16 *d = dlogits + r * Vl;
-    if (t < 0) {
-        for (int64_t c = threadIdx.x; c < Vl; c += bd) pc_put(d + c, 0.0f);
-        return;
-    }
     PC_UNROLL
     for (int k = 0; k < CE_CACHE; k++) {
         const int64_t g = threadIdx.x + k * bd;
         if (g < G) {
             float x[8];
-            ce_widen(x, q[k]);
+            pc_widen(x, q[k]);
             PC_UNROLL
             for (int j = 0; j < 8; j++) x[j] = ce_grad(x[j], g * 8 + j, n_valid, lse, t, scale);
             pc_st(d + g * 8, x);
