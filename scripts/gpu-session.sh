@@ -352,8 +352,10 @@ else
 fi
 if part "4c. where a bf16 step's time goes on $PDEV ($(basename "$PMODEL" .ini)), measured beside estimated" 45; then
   rm -f "$W/profile.tsv"
+  # run.mfu_peak given: no GEMM-rate probe after the steps, whose ~0.8 s
+  # of products the profile's "other" row would otherwise hold
   rc=$(run plait-profile.log 35 "$PLAIT" bench train "$PMODEL" "${PSTEPS[@]}" device.plugin="$PDEV" run.precision=bf16 \
-    "device.$PDEV.profile=$W/profile.tsv")
+    run.mfu_peak=989000 "device.$PDEV.profile=$W/profile.tsv")
   say "bench train with [device.$PDEV] profile: $(status_word "$rc"); $(bench_row plait-profile.log | awk '{ print $1 " ms/step (profiled) " $2 " tokens/s" }')"
   if [ -f "$W/profile.tsv" ]; then
     rc=$(run profile-beside.log 10 "$PY" scripts/gpu-step-estimate.py --config "$PMODEL" --batch "$PBATCH" \
