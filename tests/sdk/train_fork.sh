@@ -4,12 +4,7 @@
 # forks a helper that sleeps 20 s with copies of the rank's sockets): the
 # job ends as soon as its ranks do, not when the helpers let go of the
 # store's connections (rank 0 used to wait for them to close).
-set -euo pipefail
-plait=$1 dir=$2 src=$3
-fail() { echo "FAIL: $*" >&2; exit 1; }
-work=$(mktemp -d /tmp/plait-fork-XXXXXX)
-trap 'pkill -f -- "$work/run" 2>/dev/null || true; rm -rf "$work"' EXIT
-cd "$src"
+. "$(dirname "$0")/train_common.sh"
 start=$SECONDS
 rc=0
 # output to a file: a pipe would stay open as long as the helpers hold it

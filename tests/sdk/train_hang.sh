@@ -5,12 +5,7 @@
 # mid-run, so rank 0's wait on it never returns by itself: the watchdog
 # (core/commstate/comm_watchdog.h) ends rank 0 after the timeout and its
 # grace, naming the plugin, wait() and the peer; the launcher ends the job.
-set -euo pipefail
-plait=$1 dir=$2 src=$3
-fail() { echo "FAIL: $*" >&2; exit 1; }
-work=$(mktemp -d /tmp/plait-hang-XXXXXX)
-trap 'pkill -KILL -f "$work/run" 2>/dev/null || true; rm -rf "$work"' EXIT
-cd "$src"
+. "$(dirname "$0")/train_common.sh"
 PLAIT_PLUGIN_PATH=$dir timeout 100 "$plait" train configs/gpt-tiny.ini parallel.dp=2 comm.plugin=uds_hang \
   comm.timeout=2 run.steps=1000000 run.eval_every=0 run.progress=off "run.out_dir=$work/run" >"$work/out" 2>&1 &
 job=$!

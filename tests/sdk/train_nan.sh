@@ -5,12 +5,7 @@
 # checkpoint of step 1 is refused (it would hold the NaN) naming the
 # parameter and the plugin, the run exits non-zero, no checkpoint is left;
 # without checkpoints on the way, step 2 stops on its non-finite gradient.
-set -euo pipefail
-plait=$1 dir=$2 src=$3
-fail() { echo "FAIL: $*" >&2; exit 1; }
-work=$(mktemp -d /tmp/plait-nan-XXXXXX)
-trap 'rm -rf "$work"' EXIT
-cd "$src"
+. "$(dirname "$0")/train_common.sh"
 rc=0
 PLAIT_PLUGIN_PATH=$dir timeout 100 "$plait" train configs/gpt-tiny.ini parallel.dp=2 optim.plugin=zero_nan \
   run.steps=4 run.ckpt_every=1 run.eval_every=0 run.progress=off "run.out_dir=$work/run" >"$work/out" 2>&1 || rc=$?

@@ -4,12 +4,7 @@
 # isend returns PLAIT_ERR_SYSTEM without host->set_error after 60 sends):
 # the job fails within the timeout, and its message names the plugin's
 # isend() and the missing message, not a stale one left by an earlier call.
-set -euo pipefail
-plait=$1 dir=$2 src=$3
-fail() { echo "FAIL: $*" >&2; exit 1; }
-work=$(mktemp -d /tmp/plait-silent-XXXXXX)
-trap 'rm -rf "$work"' EXIT
-cd "$src"
+. "$(dirname "$0")/train_common.sh"
 rc=0
 PLAIT_PLUGIN_PATH=$dir timeout 100 "$plait" train configs/gpt-tiny.ini parallel.dp=2 comm.plugin=uds_silent \
   comm.timeout=20 run.steps=20 run.eval_every=0 run.progress=off "run.out_dir=$work/run" >"$work/out" 2>&1 || rc=$?
