@@ -91,19 +91,34 @@ template <typename T> static inline unsigned __match_any_sync(unsigned mask, T v
     return out;
 }
 
-/* Σ over the lanes of `mask` (each of which gives the same mask), modulo 2^32 */
-static inline unsigned __reduce_add_sync(unsigned mask, unsigned v) {
+/* each lane's 32-bit value, 0 for the lanes outside `mask` (each lane of
+ * which gives the same mask) */
+static inline void pc_emu_gather_u32(unsigned mask, unsigned v, unsigned value[32]) {
     pc_emu_lane all[32];
-    unsigned out = 0;
     pc_emu_warp_gather(mask, &v, sizeof v, all);
-    for (unsigned l = 0; l < 32; l++)
-        if (mask >> l & 1u) {
-            unsigned x;
-            memcpy(&x, all[l].value, sizeof x);
-            out += x;
-        }
+    for (unsigned l = 0; l < 32; l++) {
+        value[l] = 0;
+        if (mask >> l & 1u) memcpy(&value[l], all[l].value, sizeof value[l]);
+    }
+}
+
+/* Σ over the lanes of `mask`, modulo 2^32 */
+static inline unsigned __reduce_add_sync(unsigned mask, unsigned v) {
+    unsigned value[32], out = 0;
+    pc_emu_gather_u32(mask, v, value);
+    for (unsigned l = 0; l < 32; l++) out += value[l];
     return out;
 }
+
+/* the largest of the values of the lanes of `mask` */
+static inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
+    unsigned value[32], out = 0;
+    pc_emu_gather_u32(mask, v, value);
+    for (unsigned l = 0; l < 32; l++) out = value[l] > out ? value[l] : out;
+    return out;
+}
+
+static inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
 
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline int __ffs(int x) { return __builtin_ffs(x); }

@@ -110,13 +110,17 @@ __global__ static void shuffle_after_exit(float *out) {
 }
 
 /* lanes grouped by in[i] % 3: each lane's group sum (through
- * __match_any_sync and __reduce_add_sync on the group), and the lanes whose
- * value is odd (__ballot_sync) */
-__global__ static void group_sums(unsigned *sums, unsigned *odd, const unsigned *in) {
+ * __match_any_sync and __reduce_add_sync on the group), the lanes whose
+ * value is odd (__ballot_sync), the warp's largest value
+ * (__reduce_max_sync) and whether any lane's value is 7 modulo 64
+ * (__any_sync) */
+__global__ static void group_sums(unsigned *sums, unsigned *odd, unsigned *most, unsigned *any7, const unsigned *in) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x, v = in[i];
     unsigned group = __match_any_sync(0xffffffffu, v % 3);
     sums[i] = __reduce_add_sync(group, v);
     odd[i] = __ballot_sync(0xffffffffu, v & 1);
+    most[i] = __reduce_max_sync(0xffffffffu, v);
+    any7[i] = (unsigned)__any_sync(0xffffffffu, v % 64 == 7);
 }
 
 /* lanes 0-15 name the whole warp in their mask, 16-31 only themselves */
@@ -265,23 +269,30 @@ static void launch_shared_atomic64(void) {
 /* group sums and ballots against the host's */
 static int check_warp_collectives(void) {
     enum { N = 128 };
-    unsigned in[N], sums[N], odd[N], *din, *dsums, *dodd;
+    unsigned in[N], sums[N], odd[N], most[N], any7[N], *din, *dsums, *dodd, *dmost, *dany7;
     cudaMalloc((void **)&din, sizeof in), cudaMalloc((void **)&dsums, sizeof sums), cudaMalloc((void **)&dodd, sizeof odd);
+    cudaMalloc((void **)&dmost, sizeof most), cudaMalloc((void **)&dany7, sizeof any7);
     for (unsigned i = 0; i < N; i++) in[i] = (i * 2654435761u) >> 20;
+    in[70] = 64 * 9 + 7; /* one lane of the third warp only: __any_sync differs between warps */
     cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice);
-    PC_LAUNCH(group_sums, 2, 64)(dsums, dodd, din);
+    PC_LAUNCH(group_sums, 2, 64)(dsums, dodd, dmost, dany7, din);
     cudaMemcpy(sums, dsums, sizeof sums, cudaMemcpyDeviceToHost);
     cudaMemcpy(odd, dodd, sizeof odd, cudaMemcpyDeviceToHost);
-    int same = cudaGetLastError() == cudaSuccess;
+    cudaMemcpy(most, dmost, sizeof most, cudaMemcpyDeviceToHost);
+    cudaMemcpy(any7, dany7, sizeof any7, cudaMemcpyDeviceToHost);
+    int same = cudaGetLastError() == cudaSuccess, anys = 0;
     for (unsigned i = 0; i < N; i++) {
-        unsigned w0 = i / 32 * 32, want = 0, ballot = 0;
+        unsigned w0 = i / 32 * 32, want = 0, ballot = 0, top = 0, seven = 0;
         for (unsigned l = 0; l < 32; l++) {
             want += in[w0 + l] % 3 == in[i] % 3 ? in[w0 + l] : 0;
             ballot |= (in[w0 + l] & 1) << l;
+            top = in[w0 + l] > top ? in[w0 + l] : top;
+            seven |= in[w0 + l] % 64 == 7;
         }
-        same &= sums[i] == want && odd[i] == ballot;
+        same &= sums[i] == want && odd[i] == ballot && most[i] == top && any7[i] == seven;
+        anys += seven;
     }
-    return same;
+    return same && anys > 0 && anys < N;
 }
 
 static int all_equal(const float *x, int n, float v) {
@@ -594,8 +605,8 @@ int main(void) {
     }
     check(same, "warp butterfly sums are exact");
 
-    check(check_warp_collectives(), "__match_any_sync groups, __reduce_add_sync over each group and __ballot_sync "
-                                    "give the host's answers");
+    check(check_warp_collectives(), "__match_any_sync groups, __reduce_add_sync over each group, __ballot_sync, "
+                                    "__reduce_max_sync and __any_sync give the host's answers");
     check_streams();
     check_event_timing();
     check_tensor_cores();

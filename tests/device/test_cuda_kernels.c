@@ -570,6 +570,40 @@ static void case_sumsq_exact(kc_ctx *x) {
     kc_result_add(x, "one exponent, carrying", acc3, sizeof *acc3, 1, KC_EXACT);
 }
 
+/* Gradient-like values: runs of 1 to 40,000 values around a scale that
+ * changes from run to run (2^-60 to 2^20, up and down: each block's window
+ * of exponents moves both ways), zero runs, and one value in 3,000 either
+ * 2^40 times larger or 2^-40 times smaller than its run (outside any
+ * window: added on its own), at an odd offset (no 16-byte loads). */
+static void case_sumsq_runs(kc_ctx *x) {
+    const size_t n = 400001;
+    static const plait_sumsq_acc zero;
+    float *h = malloc(n * sizeof *h);
+    for (size_t i = 0; i < n;) {
+        size_t len = 1 + (size_t)(kc_next(x) % 40000);
+        const int zeros = kc_next(x) % 8 == 0;
+        const float scale = ldexpf(1.0f, (int)(kc_next(x) % 81) - 60);
+        for (; len-- && i < n; i++) {
+            float v = 0.0f;
+            if (!zeros) {
+                for (int u = 0; u < 4; u++) v += (float)(kc_next(x) % 2001) / 1000.0f - 1.0f;
+                v *= scale;
+                const uint64_t r = kc_next(x) % 3000;
+                if (r == 0) v = ldexpf(v, 40);
+                if (r == 1) v = ldexpf(v, -40);
+            }
+            h[i] = v;
+        }
+    }
+    float *vals = kc_bytes(x, h, n * sizeof *h);
+    free(h);
+    plait_sumsq_acc *acc = kc_bytes(x, &zero, sizeof zero), *odd = kc_bytes(x, &zero, sizeof zero);
+    x->k->sumsq_exact(acc, vals, n);
+    kc_result_add(x, "runs of changing scale", acc, sizeof *acc, 1, KC_EXACT);
+    x->k->sumsq_exact(odd, vals + 1, n - 1);
+    kc_result_add(x, "runs of changing scale, at an odd offset", odd, sizeof *odd, 1, KC_EXACT);
+}
+
 /* ---- the device's memory functions ------------------------------------------ */
 
 static int check_memory(const plait_device_ops *d) {
@@ -727,7 +761,8 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         {"embedding_zipf", case_embedding_zipf}, {"embedding_zipf_odd", case_embedding_zipf_odd},
         {"crossentropy", case_crossentropy}, {"vocab_loss", case_vocab_loss},
         {"fused_loss", case_fused_loss},
-        {"vector", case_vector}, {"vector_paths", case_vector_paths},         {"sumsq_exact", case_sumsq_exact}, {"adamw_multi", case_adamw_multi},
+        {"vector", case_vector}, {"vector_paths", case_vector_paths},         {"sumsq_exact", case_sumsq_exact},
+        {"sumsq_runs", case_sumsq_runs}, {"adamw_multi", case_adamw_multi},
     };
     const size_t n = sizeof cases / sizeof cases[0];
     int fails = run_list(cases, n, k, d, tol, seed);
