@@ -52,7 +52,9 @@ static int config_json(char *buf, size_t cap, plait_export_format format, const 
                         "{\n  \"n_layer\": %lld,\n  \"n_head\": %lld,\n  \"n_embd\": %lld,\n  \"block_size\": %lld,\n"
                         "  \"vocab_size\": %lld,\n  \"dropout\": 0.0,\n  \"bias\": true\n}\n",
                         m->n_layer, m->n_head, m->n_embd, m->block_size, m->vocab_size);
-    char eos[96] = "";
+    /* null, not left out, without one: GPT2Config would take GPT-2's 50256,
+     * another token or none of this vocabulary */
+    char eos[96] = "  \"bos_token_id\": null,\n  \"eos_token_id\": null,\n";
     if (m->eot >= 0)
         snprintf(eos, sizeof eos, "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n", m->eot, m->eot);
     return snprintf(buf, cap,
