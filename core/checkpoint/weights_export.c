@@ -52,7 +52,9 @@ static int config_json(char *buf, size_t cap, plait_export_format format, const 
                         "{\n  \"n_layer\": %lld,\n  \"n_head\": %lld,\n  \"n_embd\": %lld,\n  \"block_size\": %lld,\n"
                         "  \"vocab_size\": %lld,\n  \"dropout\": 0.0,\n  \"bias\": true\n}\n",
                         m->n_layer, m->n_head, m->n_embd, m->block_size, m->vocab_size);
-    char eos[96] = "";
+    /* null, not left out, without one: GPT2Config would take GPT-2's 50256,
+     * another token or none of this vocabulary */
+    char eos[96] = "  \"bos_token_id\": null,\n  \"eos_token_id\": null,\n";
     if (m->eot >= 0)
         snprintf(eos, sizeof eos, "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n", m->eot, m->eot);
     return snprintf(buf, cap,
@@ -64,6 +66,38 @@ static int config_json(char *buf, size_t cap, plait_export_format format, const 
                     "  \"scale_attn_weights\": true,\n  \"tie_word_embeddings\": true,\n  \"use_cache\": true,\n"
                     "%s  \"torch_dtype\": \"float32\"\n}\n",
                     m->vocab_size, m->block_size, m->block_size, m->n_embd, m->n_layer, m->n_head, eos);
+}
+
+/* hf's tokenizer_config.json: GPT2Tokenizer (AutoTokenizer then needs no
+ * config.json to choose it), GPT-2's special tokens where the vocabulary
+ * has <|endoftext|> and none where it has not (a default naming a token the
+ * vocabulary lacks would be added as a new id past the model's), no space
+ * prepended and none removed on decoding, so its ids and text are plait's. */
+static int tokenizer_config_json(char *buf, size_t cap, const model_shape *m) {
+    const char *special = m->eot >= 0 ? "\"<|endoftext|>\"" : "null";
+    return snprintf(buf, cap,
+                    "{\n  \"tokenizer_class\": \"GPT2Tokenizer\",\n  \"model_max_length\": %lld,\n"
+                    "  \"add_prefix_space\": false,\n  \"clean_up_tokenization_spaces\": false,\n"
+                    "  \"bos_token\": %s,\n  \"eos_token\": %s,\n  \"unk_token\": %s\n}\n",
+                    m->block_size, special, special, special);
+}
+
+/* A file export writes beside the model: its name and its bytes. */
+typedef struct out_text {
+    const char *name;
+    const char *data;
+    size_t len;
+} out_text;
+
+/* 1 if `path` holds exactly `t`'s bytes (what this export would write). */
+static int same_text(const char *path, const out_text *t) {
+    char *text = NULL;
+    size_t len = 0;
+    int same = plait_fs_read_small_file(path, t->len, &text, &len) == PLAIT_OK && len == t->len &&
+               memcmp(text, t->data, len) == 0;
+    free(text);
+    plait_clear_error();
+    return same;
 }
 
 /* One tensor into the writer, transposed ([out, in] -> [in, out]) for a
@@ -159,23 +193,32 @@ static int config_is_ours(const char *path) {
 }
 
 /* What export may write into: not a checkpoint or a run directory, and no
- * model.safetensors or config.json there that it did not write itself. */
-static plait_status check_out_dir(const char *out_dir) {
+ * file there by a name it writes (model.safetensors, config.json, the
+ * tokenizer's `texts`) that is not a regular file it wrote itself: beside
+ * its own model, or, for a config or a tokenizer file, with the bytes it
+ * would write (a tokenizer put beside the model by hand). */
+static plait_status check_out_dir(const char *out_dir, const out_text *texts, size_t n_texts) {
     const char *role = plait_ckpt_dir_role(out_dir);
     if (role)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "--out %s is a %s: export never writes into one (its model.safetensors would be "
                                "replaced); choose another directory",
                                out_dir, role);
-    static const char *const names[] = {"model.safetensors", "config.json"};
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
     int model_ours = access(path, F_OK) == 0 && model_is_ours(path);
-    for (int i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "%s/%s", out_dir, names[i]);
+    for (size_t i = 0; i < 2 + n_texts; i++) {
+        snprintf(path, sizeof path, "%s/%s", out_dir,
+                 i == 0 ? "model.safetensors" : i == 1 ? "config.json" : texts[i - 2].name);
         struct stat sb;
         if (lstat(path, &sb) != 0) continue;
-        int ours = S_ISREG(sb.st_mode) && (model_ours || (i == 1 && config_is_ours(path)));
+        if (S_ISLNK(sb.st_mode))
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "%s is a symbolic link: export replaces only files it wrote; choose "
+                                   "another --out or remove the link",
+                                   path);
+        int ours = S_ISREG(sb.st_mode) && (model_ours || (i == 1 && config_is_ours(path)) ||
+                                           (i >= 2 && same_text(path, &texts[i - 2])));
         if (!ours)
             return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                    "%s was not written by plait export: not replacing it (a downloaded model?); "
@@ -186,19 +229,33 @@ static plait_status check_out_dir(const char *out_dir) {
 }
 
 plait_status plait_weights_export(const char *checkpoint, plait_export_format format, const char *out_dir,
-                                  plait_export_eot_fn eot_of, void *ctx, char *used, size_t cap) {
+                                  plait_export_tokenizer_fn tokenizer_of, void *ctx, char *used, size_t cap,
+                                  int *tokenizer_files) {
+    if (tokenizer_files) *tokenizer_files = 0;
     plait_ckpt *ck = NULL;
     plait_status st = plait_ckpt_open_named(checkpoint, &ck);
     if (st != PLAIT_OK) return st;
     model_shape m;
     st = read_shape(ck, &m);
-    /* the end-of-text id: the recorded tokenizer's; without one the tokens
-     * are taken as GPT-2's (llm.c's token files record none), whose id is
-     * 50256 where the vocabulary reaches it */
+    /* the end-of-text id and hf's tokenizer files: the recorded tokenizer's;
+     * without one the tokens are taken as GPT-2's (llm.c's token files
+     * record none), whose id is 50256 where the vocabulary reaches it, and
+     * no files are written (which GPT-2 files the tokens came from is not
+     * known) */
+    const int hf = format == PLAIT_EXPORT_HF;
+    plait_export_tokenizer tok = {.eot = -1};
     const char *tokenizer = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.data.tokenizer");
-    if (tokenizer && *tokenizer) m.eot = eot_of ? eot_of(tokenizer, ctx) : -1;
-    else m.eot = m.vocab_size > 50256 ? 50256 : -1;
+    if (st == PLAIT_OK && tokenizer && *tokenizer && tokenizer_of)
+        tokenizer_of(tokenizer, plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.data.tokenizer_fingerprint"), hf,
+                     ctx, &tok);
+    m.eot = tokenizer && *tokenizer ? tok.eot : m.vocab_size > 50256 ? 50256 : -1;
     if (m.eot >= m.vocab_size) m.eot = -1;
+    char tok_config[512];
+    int tok_config_len = tokenizer_config_json(tok_config, sizeof tok_config, &m);
+    const out_text texts[] = {{"vocab.json", tok.vocab.data, tok.vocab.len},
+                              {"merges.txt", tok.merges.data, tok.merges.len},
+                              {"tokenizer_config.json", tok_config, (size_t)tok_config_len}};
+    const size_t n_texts = hf && tok.vocab.data && tok.merges.data ? 3 : 0;
     int made = 0; /* --out created here: removed again if the export fails (it is then empty) */
     if (st == PLAIT_OK && !(made = mkdir(out_dir, 0755) == 0) && errno != EEXIST)
         st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot create %s: %s", out_dir, strerror(errno));
@@ -215,7 +272,7 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
         else
             locked = 1;
     }
-    if (st == PLAIT_OK) st = check_out_dir(out_dir);
+    if (st == PLAIT_OK) st = check_out_dir(out_dir, texts, n_texts);
     if (st == PLAIT_OK) (void)plait_out_remove_stale_temps(out_dir); /* a killed export's */
     size_t len = strlen(out_dir) + 32;
     char *path = malloc(len);
@@ -230,12 +287,19 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
         snprintf(path, len, "%s/config.json", out_dir);
         st = plait_fs_write_file_atomic(path, json, (size_t)n);
     }
+    for (size_t i = 0; st == PLAIT_OK && i < n_texts; i++) {
+        snprintf(path, len, "%s/%s", out_dir, texts[i].name);
+        st = plait_fs_write_file_atomic(path, texts[i].data, texts[i].len);
+    }
+    if (st == PLAIT_OK && tokenizer_files) *tokenizer_files = n_texts > 0;
     if (st == PLAIT_OK && used) snprintf(used, cap, "%s", plait_ckpt_dir(ck));
     /* only by the export that holds the lock: the one refused must not
      * remove a directory the other has just begun to write into */
     if (st != PLAIT_OK && made && locked) rmdir(out_dir);
     if (lock >= 0) close(lock);
     free(path);
+    plait_jbuf_free(&tok.vocab);
+    plait_jbuf_free(&tok.merges);
     plait_ckpt_close(ck);
     return st;
 }

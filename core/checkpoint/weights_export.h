@@ -7,13 +7,19 @@
  *            the tied lm_head left out as save_pretrained leaves it) and
  *            <out>/config.json (model_type gpt2, gelu_new, LayerNorm eps
  *            1e-5, no dropout, tied embeddings): what
- *            GPT2LMHeadModel.from_pretrained(<out>) reads.
+ *            GPT2LMHeadModel.from_pretrained(<out>) reads; with the
+ *            tokenizer the run recorded, its vocab.json and merges.txt
+ *            (GPT-2's format) and a tokenizer_config.json naming
+ *            GPT2Tokenizer and its special tokens, for
+ *            AutoTokenizer.from_pretrained(<out>).
  *   nanogpt  <out>/model.safetensors with nanoGPT's state-dict names and
  *            nn.Linear layouts, lm_head.weight included (equal to the token
  *            table) so load_state_dict(strict=True) of nanoGPT's GPT
  *            accepts it, and <out>/config.json with nanoGPT's GPTConfig
  *            fields (n_layer, n_head, n_embd, block_size, vocab_size,
- *            dropout, bias).
+ *            dropout, bias). No tokenizer files: nanoGPT encodes with
+ *            tiktoken's gpt2 (or a dataset's meta.pkl), named in its own
+ *            scripts.
  *
  * Float32 throughout, exactly the checkpoint's values. Each file is
  * written atomically (temporary file, fsync, rename), the model first, so
@@ -27,23 +33,39 @@
 #include <stddef.h>
 #include <plait/types.h>
 
+#include "checkpoint/safetensors_json.h"
+
 typedef enum plait_export_format {
     PLAIT_EXPORT_HF = 0,
     PLAIT_EXPORT_NANOGPT = 1
 } plait_export_format;
 
-/* The end-of-text token's id in the tokenizer a run recorded (its path,
- * as training saw it), or -1 when it has none or cannot be read (the
- * caller says why). hf's config.json names it as bos and eos_token_id. */
-typedef long long (*plait_export_eot_fn)(const char *tokenizer, void *ctx);
+/* What export takes from the tokenizer a run recorded: its end-of-text
+ * id (-1: none), which hf's config.json names as bos and eos_token_id, and
+ * for hf its vocab.json and merges.txt texts (vocab.data NULL: none). */
+typedef struct plait_export_tokenizer {
+    long long eot;
+    plait_jbuf vocab, merges;
+} plait_export_tokenizer;
+
+/* Read the tokenizer at `path` (as training saw it) into `out` (on entry:
+ * eot -1, no texts), the texts only when `files`. `fingerprint` is the one
+ * the run recorded (NULL: none); a tokenizer that no longer has it, or
+ * cannot be read, gives nothing, and the function says why. The export
+ * frees the texts. */
+typedef void (*plait_export_tokenizer_fn)(const char *path, const char *fingerprint, int files, void *ctx,
+                                          plait_export_tokenizer *out);
 
 /* Export `checkpoint` (a checkpoint directory, or a run directory: its
  * latest complete checkpoint) to out_dir (created if missing; its parent
- * must exist). `eot_of` (may be NULL: no id) reads the recorded tokenizer's
- * end-of-text id; a checkpoint that records no tokenizer is taken to hold
- * GPT-2's tokens (id 50256 where the vocabulary reaches it). The
- * checkpoint directory used goes to used[cap] (may be NULL). */
+ * must exist). `tokenizer_of` (may be NULL: no id, no files) reads the
+ * recorded tokenizer; a checkpoint that records no tokenizer is taken to
+ * hold GPT-2's tokens (id 50256 where the vocabulary reaches it) and gets
+ * no tokenizer files. The checkpoint directory used goes to used[cap] (may
+ * be NULL); *tokenizer_files (may be NULL) is set to 1 when the tokenizer's
+ * files were written. */
 plait_status plait_weights_export(const char *checkpoint, plait_export_format format, const char *out_dir,
-                                  plait_export_eot_fn eot_of, void *ctx, char *used, size_t cap);
+                                  plait_export_tokenizer_fn tokenizer_of, void *ctx, char *used, size_t cap,
+                                  int *tokenizer_files);
 
 #endif

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoint/weights_export.h"
 #include "cli/cli.h"
@@ -19,20 +20,33 @@ static int bad(const char *fmt, ...) {
     return 2;
 }
 
-/* The recorded tokenizer's <|endoftext|> id; a tokenizer that no longer
- * reads is said, and the export names no such token. */
-static long long eot_of(const char *tokenizer, void *ctx) {
-    (void)ctx;
+/* The recorded tokenizer's <|endoftext|> id and, for hf, its files. One
+ * that no longer reads, or that was replaced since the run trained with it
+ * (its ids would be other text), is said, and the export uses nothing of it. */
+static void tokenizer_of(const char *path, const char *fingerprint, int files, void *ctx,
+                         plait_export_tokenizer *out) {
+    *(int *)ctx = 1; /* the run recorded a tokenizer */
+    const char *without = files ? "config.json names no end-of-text token and no tokenizer files are written"
+                                : "config.json names no end-of-text token";
     plait_tokenizer *t = NULL;
-    if (plait_tokenizer_load(tokenizer, &t) != PLAIT_OK) {
-        fprintf(stderr, "plait export: note: the run's tokenizer cannot be read (%s): config.json names no "
-                        "end-of-text token\n", plait_last_error());
+    if (plait_tokenizer_load(path, &t) != PLAIT_OK) {
+        fprintf(stderr, "plait export: note: the run's tokenizer cannot be read (%s): %s\n", plait_last_error(),
+                without);
         plait_clear_error();
-        return -1;
+        return;
     }
-    long long id = plait_tokenizer_eot(t);
+    char have[24];
+    snprintf(have, sizeof have, "%016llx", (unsigned long long)plait_tokenizer_fingerprint(t));
+    if (fingerprint && strcmp(have, fingerprint) != 0) {
+        fprintf(stderr, "plait export: note: the tokenizer at %s has changed since this run trained with it "
+                        "(fingerprint %s, recorded %s): %s\n", path, have, fingerprint, without);
+    } else if (files && plait_tokenizer_gpt2_text(t, &out->vocab, &out->merges) != PLAIT_OK) {
+        fprintf(stderr, "plait export: note: %s: %s\n", plait_last_error(), without);
+        plait_clear_error();
+    } else {
+        out->eot = plait_tokenizer_eot(t);
+    }
     plait_tokenizer_free(t);
-    return id >= 0 ? id : -1;
 }
 
 static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
@@ -56,12 +70,27 @@ static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
     if (!out || !*out) return bad("give --out DIR");
     char used[4096];
     plait_export_format f = strcmp(format, "hf") == 0 ? PLAIT_EXPORT_HF : PLAIT_EXPORT_NANOGPT;
-    if (plait_weights_export(checkpoint, f, out, eot_of, NULL, used, sizeof used) != PLAIT_OK) {
+    int recorded = 0, tok_files = 0;
+    if (plait_weights_export(checkpoint, f, out, tokenizer_of, &recorded, used, sizeof used, &tok_files) != PLAIT_OK) {
         plait_cli_print_error("export");
         return 1;
     }
-    printf("exported %s as %s: %s/model.safetensors, %s/config.json\n", used,
+    printf("exported %s as %s: %s/model.safetensors, %s/config.json", used,
            f == PLAIT_EXPORT_HF ? "Hugging Face GPT2LMHeadModel" : "nanoGPT", out, out);
+    if (tok_files) printf(", the run's tokenizer as %s/vocab.json, merges.txt, tokenizer_config.json", out);
+    printf("\n");
+    if (f == PLAIT_EXPORT_HF && !tok_files) {
+        /* an earlier export's or a hand-placed tokenizer is kept, but it may
+         * not be this model's: say so rather than let it load silently */
+        char p[4200];
+        snprintf(p, sizeof p, "%s/vocab.json", out);
+        if (access(p, F_OK) == 0)
+            printf("note: no tokenizer written; the vocab.json and merges.txt already in %s are left as they were: "
+                   "check they are this model's tokenizer\n", out);
+        else if (!recorded) /* one recorded but unusable was said already */
+            printf("note: no tokenizer written (the run recorded none: its tokens are taken as GPT-2's); for "
+                   "AutoTokenizer.from_pretrained(%s) put GPT-2's vocab.json and merges.txt there\n", out);
+    }
     return 0;
 }
 
@@ -71,9 +100,11 @@ const plait_command plait_cmd_export = {
     "CHECKPOINT is a checkpoint directory (runs/NAME/ckpt-<step>) or a run directory (its latest\n"
     "complete checkpoint). Writes DIR/model.safetensors and DIR/config.json, each atomically:\n"
     "  --format hf       GPT2LMHeadModel layout (Conv1D weights [in, out], tied lm_head omitted) and\n"
-    "                    its config.json: GPT2LMHeadModel.from_pretrained(DIR) loads it\n"
+    "                    its config.json: GPT2LMHeadModel.from_pretrained(DIR) loads it; the run's\n"
+    "                    tokenizer ([data] tokenizer) as vocab.json, merges.txt and tokenizer_config.json\n"
+    "                    for AutoTokenizer.from_pretrained(DIR)\n"
     "  --format nanogpt  nanoGPT's state dict (nn.Linear weights, lm_head.weight included) and its\n"
-    "                    GPTConfig fields in config.json\n"
+    "                    GPTConfig fields in config.json (no tokenizer: nanoGPT encodes with tiktoken)\n"
     "  --out DIR         created if missing (its parent must exist); other files in it are kept\n"
     "Weights only (float32, the checkpoint's exact values); [run] init_from reads both layouts back.\n",
     cmd_export};

@@ -78,6 +78,11 @@ plait_status plait_tokenizer_decode(const plait_tokenizer *t, const int32_t *ids
  * staging directory, then swapped in), so a reader never sees half of a
  * tokenizer. A `dir` holding other files is refused (staged_dir.h). */
 plait_status plait_tokenizer_save(const plait_tokenizer *t, const char *dir);
+/* The texts of vocab.json and merges.txt, as plait_tokenizer_save writes
+ * them, for a caller that writes the files itself (plait export); the
+ * caller frees both buffers (plait_jbuf_free), also after an error. */
+struct plait_jbuf;
+plait_status plait_tokenizer_gpt2_text(const plait_tokenizer *t, struct plait_jbuf *vocab, struct plait_jbuf *merges);
 /* Write vocab.json and merges.txt into a staging directory someone else
  * commits (runtime/staged_dir.h), e.g. beside a prepared dataset. */
 struct plait_staged_dir;

@@ -28,34 +28,43 @@ int plait_tokenizer_file_name(const char *name) {
     return !strcmp(name, "vocab.json") || !strcmp(name, "merges.txt") || !strcmp(name, "tokenizer.json");
 }
 
-plait_status plait_tokenizer_write_staged(const plait_tokenizer *t, const plait_staged_dir *d) {
-    plait_jbuf vocab = {0}, merges = {0}, text = {0};
-    plait_jbuf_puts(&vocab, "{");
+plait_status plait_tokenizer_gpt2_text(const plait_tokenizer *t, plait_jbuf *vocab, plait_jbuf *merges) {
+    *vocab = (plait_jbuf){0};
+    *merges = (plait_jbuf){0};
+    plait_jbuf text = {0};
+    plait_jbuf_puts(vocab, "{");
     for (int32_t id = 0; id < t->n_ids; id++) {
         const unsigned char *bytes;
         size_t n;
         plait_tokenizer_token(t, id, &bytes, &n);
         plait_jbuf_free(&text);
         append_alphabet(&text, bytes, n);
-        if (id) plait_jbuf_puts(&vocab, ", ");
-        plait_jbuf_string(&vocab, text.data ? text.data : "");
-        plait_jbuf_printf(&vocab, ": %d", id);
+        if (id) plait_jbuf_puts(vocab, ", ");
+        plait_jbuf_string(vocab, text.data ? text.data : "");
+        plait_jbuf_printf(vocab, ": %d", id);
     }
-    plait_jbuf_puts(&vocab, "}");
-    plait_jbuf_puts(&merges, "#version: 0.2\n");
+    plait_jbuf_puts(vocab, "}");
+    plait_jbuf_puts(merges, "#version: 0.2\n");
     for (int32_t r = 0; r < t->n_merges; r++) {
         const unsigned char *bytes;
         size_t n;
         plait_tokenizer_token(t, t->merges[r].a, &bytes, &n);
-        append_alphabet(&merges, bytes, n);
-        plait_jbuf_puts(&merges, " ");
+        append_alphabet(merges, bytes, n);
+        plait_jbuf_puts(merges, " ");
         plait_tokenizer_token(t, t->merges[r].b, &bytes, &n);
-        append_alphabet(&merges, bytes, n);
-        plait_jbuf_puts(&merges, "\n");
+        append_alphabet(merges, bytes, n);
+        plait_jbuf_puts(merges, "\n");
     }
     plait_jbuf_free(&text);
-    plait_status st = PLAIT_OK;
-    if (vocab.failed || merges.failed) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory writing %s", d->dest);
+    if (!vocab->failed && !merges->failed) return PLAIT_OK;
+    plait_jbuf_free(vocab);
+    plait_jbuf_free(merges);
+    return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory writing the tokenizer's vocab.json and merges.txt");
+}
+
+plait_status plait_tokenizer_write_staged(const plait_tokenizer *t, const plait_staged_dir *d) {
+    plait_jbuf vocab, merges;
+    plait_status st = plait_tokenizer_gpt2_text(t, &vocab, &merges);
     if (st == PLAIT_OK) st = plait_staged_dir_write(d, "vocab.json", vocab.data, vocab.len);
     if (st == PLAIT_OK) st = plait_staged_dir_write(d, "merges.txt", merges.data, merges.len);
     plait_jbuf_free(&vocab);

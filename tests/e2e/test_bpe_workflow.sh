@@ -2,7 +2,8 @@
 # Text to tokens to a trained model and back, as a user runs it: plait
 # tokenizer train, plait data prepare (shards), plait train on the shards
 # with the tokenizer named, plait sample encoding the prompt and decoding
-# the output with it. Also: encode/decode round trip through the CLI (any
+# the output with it, plait export writing the model with that tokenizer
+# (read back by plait, and by transformers' AutoTokenizer where importable). Also: encode/decode round trip through the CLI (any
 # bytes), tokenizer train and data prepare refusing a compressed or binary
 # input, and
 # bad inputs (a shard with a bad header, a malformed vocab.json, a token id
@@ -68,6 +69,89 @@ rm -rf "$W/exp"
 "$PLAIT_BIN" export "$W/bpe" --format hf --out "$W/exp" >"$W/exp.out" 2>&1 || fail "export: $(cat "$W/exp.out")"
 grep -q "\"eos_token_id\": 1023," "$W/exp/config.json" || fail "export: eos_token_id is not the tokenizer's: $(grep token_id "$W/exp/config.json")"
 "$PLAIT_BIN" export "$W/bpe" --format hf --out "$W/exp" >"$W/exp.out" 2>&1 || fail "export again into its own files: $(cat "$W/exp.out")"
+# ... and the run's tokenizer beside the model: the files plait's tokenizer
+# writes, which read back encode as the run's tokenizer does
+for f in vocab.json merges.txt; do
+  cmp -s "$W/exp/$f" "$W/ds/$f" || fail "export: $f is not the run's tokenizer's"
+done
+grep -q "the run's tokenizer as $W/exp/vocab.json, merges.txt, tokenizer_config.json" "$W/exp.out" ||
+  fail "export does not name the tokenizer files: $(cat "$W/exp.out")"
+grep -q '"tokenizer_class": "GPT2Tokenizer"' "$W/exp/tokenizer_config.json" &&
+  grep -q '"eos_token": "<|endoftext|>"' "$W/exp/tokenizer_config.json" &&
+  grep -q '"model_max_length": 32' "$W/exp/tokenizer_config.json" ||
+  fail "export: tokenizer_config.json: $(cat "$W/exp/tokenizer_config.json")"
+SAMPLE='Fair “quoted” café — 20 naïve 🙂 words,  spaced\tand
+new lines.'
+printf '%s' "$SAMPLE" >"$W/sample.txt"
+"$PLAIT_BIN" tokenizer encode "$W/exp" data/corpus.txt | cmp -s - "$W/ids" ||
+  fail "the exported tokenizer encodes the corpus otherwise than the run's"
+"$PLAIT_BIN" tokenizer encode "$W/ds" "$W/sample.txt" >"$W/sample.ids"
+"$PLAIT_BIN" tokenizer encode "$W/exp" "$W/sample.txt" | cmp -s - "$W/sample.ids" ||
+  fail "the exported tokenizer encodes the sample otherwise than the run's"
+# transformers, where importable (PLAIT_HF_PYTHON names another python):
+# AutoTokenizer of the export gives plait's ids and decodes them back
+PY=${PLAIT_HF_PYTHON:-/usr/bin/python3}
+if "$PY" -c "import transformers" 2>/dev/null; then
+  "$PY" - "$W/exp" data/corpus.txt "$W/ids" "$W/sample.txt" "$W/sample.ids" <<'PYCHECK' || fail "AutoTokenizer of the export differs from plait's tokenizer"
+import sys
+from transformers import AutoTokenizer
+out, *pairs = sys.argv[1:]
+names = []
+for kw in ({}, {"use_fast": False}):  # the tokenizers library's, and the Python one where there is one
+    tok = AutoTokenizer.from_pretrained(out, **kw)
+    names.append(type(tok).__name__)
+    assert tok.eos_token_id == tok.bos_token_id == 1023 and len(tok) == 1024, (tok.eos_token_id, len(tok))
+    for text_path, ids_path in zip(pairs[::2], pairs[1::2]):
+        text = open(text_path, encoding="utf-8").read()
+        want = [int(x) for x in open(ids_path).read().split()]
+        got = tok(text)["input_ids"]
+        assert got == want, f"{names[-1]}, {text_path}: {len(got)} ids, plait {len(want)}; first difference at " \
+            f"{next(i for i, (a, b) in enumerate(zip(got + [-1], want + [-1])) if a != b)}"
+        assert tok.decode(got) == text, f"{names[-1]}, {text_path}: decoding does not give the text back"
+print(f"AutoTokenizer ({', '.join(sorted(set(names)))}) of the export encodes and decodes as plait's tokenizer")
+PYCHECK
+else
+  echo "note: $PY cannot import transformers: the AutoTokenizer check of the export is skipped"
+fi
+# the nanogpt export writes no tokenizer (nanoGPT names tiktoken's gpt2)
+rm -rf "$W/exp-ng"
+"$PLAIT_BIN" export "$W/bpe" --format nanogpt --out "$W/exp-ng" >"$W/exp-ng.out" 2>&1 || fail "export nanogpt: $(cat "$W/exp-ng.out")"
+[ "$(ls "$W/exp-ng")" = "$(printf 'config.json\nmodel.safetensors')" ] || fail "nanogpt export wrote $(ls "$W/exp-ng")"
+# a tokenizer file export did not write is not replaced (nor one that is a
+# link), unless it holds what export writes
+for foreign in other link same; do
+  rm -rf "$W/exp-$foreign" && mkdir "$W/exp-$foreign"
+  case $foreign in
+    other) echo '{"a": 0}' >"$W/exp-$foreign/vocab.json" ;;
+    link) ln -s "$W/ds/merges.txt" "$W/exp-$foreign/merges.txt" ;;
+    same) cp "$W/ds/vocab.json" "$W/ds/merges.txt" "$W/exp-$foreign/" ;;
+  esac
+  if "$PLAIT_BIN" export "$W/bpe" --format hf --out "$W/exp-$foreign" >"$W/exp-$foreign.out" 2>&1; then
+    [ $foreign = same ] || fail "export replaced a $foreign tokenizer file"
+  else
+    [ $foreign != same ] || fail "export refused its own tokenizer files: $(cat "$W/exp-$foreign.out")"
+    grep -Eq "exp-$foreign/(vocab.json was not written by plait export|merges.txt is a symbolic link)" \
+      "$W/exp-$foreign.out" ||
+      fail "unclear refusal of a $foreign tokenizer file: $(cat "$W/exp-$foreign.out")"
+  fi
+done
+[ "$(cat "$W/exp-other/vocab.json")" = '{"a": 0}' ] && [ ! -e "$W/exp-other/model.safetensors" ] ||
+  fail "a refused export changed its --out"
+# a tokenizer changed since the run trained with it: said, and not exported
+cp "$W/ds/merges.txt" "$W/merges.keep"
+head -n -1 "$W/merges.keep" >"$W/ds/merges.txt"
+rm -rf "$W/exp-changed"
+"$PLAIT_BIN" export "$W/bpe" --format hf --out "$W/exp-changed" >"$W/exp-changed.out" 2>&1 ||
+  fail "export with a changed tokenizer: $(cat "$W/exp-changed.out")"
+"$PLAIT_BIN" export "$W/bpe" --format hf --out "$W/exp" >"$W/exp-changed2.out" 2>&1 ||
+  fail "export with a changed tokenizer over an earlier export: $(cat "$W/exp-changed2.out")"
+mv "$W/merges.keep" "$W/ds/merges.txt"
+grep -q "the vocab.json and merges.txt already in $W/exp are left as they were" "$W/exp-changed2.out" ||
+  fail "an earlier export's tokenizer kept without a note: $(cat "$W/exp-changed2.out")"
+grep -q "has changed since this run trained with it .*no tokenizer files are written" "$W/exp-changed.out" ||
+  fail "a changed tokenizer not said: $(cat "$W/exp-changed.out")"
+[ ! -e "$W/exp-changed/vocab.json" ] && grep -q '"eos_token_id": null' "$W/exp-changed/config.json" ||
+  fail "a changed tokenizer was exported"
 
 # a shard with a bad header: the file and the offset of the field
 cp "$W/ds/val_000000.bin" "$W/bad.bin"
