@@ -145,6 +145,25 @@ ce_fused_kernel(float *losses, float *lse_out, T *dlogits, const T *logits, cons
  * does the same arithmetic, so the bits are the same. */
 #define CE_CACHE 16
 
+/* f(x) for each of this thread's valid logits of the row l: its cached
+ * groups (8 values each, the first Gv groups of the row valid), then the
+ * row's last n_valid % 8 valid values read from l; the order of
+ * ce_fused_kernel's loops, so the sums have its bits */
+template <typename F>
+__device__ static inline void ce_each_valid(const uint4 (&q)[CE_CACHE], const plait_bf16 *l, int64_t Gv,
+                                            int64_t n_valid, F f) {
+    const int64_t bd = blockDim.x;
+    PC_UNROLL
+    for (int k = 0; k < CE_CACHE; k++)
+        if (threadIdx.x + k * bd < Gv) {
+            float x[8];
+            pc_widen(x, q[k]);
+            PC_UNROLL
+            for (int j = 0; j < 8; j++) f(x[j]);
+        }
+    for (int64_t c = Gv * 8 + threadIdx.x; c < n_valid; c += bd) f(pc_get(l + c));
+}
+
 PC_KERNEL(ce_fused_cached_kernel, CE_THREADS)(float *losses, float *lse_out, plait_bf16 *dlogits,
                                                const plait_bf16 *logits, const int32_t *targets, int64_t Vl,
                                                int64_t n_valid, float scale) {
@@ -159,26 +178,10 @@ PC_KERNEL(ce_fused_cached_kernel, CE_THREADS)(float *losses, float *lse_out, pla
         if (g < G) q[k] = *(const uint4 *)(l + g * 8);
     }
     float m = -INFINITY;
-    PC_UNROLL
-    for (int k = 0; k < CE_CACHE; k++)
-        if (threadIdx.x + k * bd < Gv) {
-            float x[8];
-            pc_widen(x, q[k]);
-            PC_UNROLL
-            for (int j = 0; j < 8; j++) m = fmaxf(m, x[j]);
-        }
-    for (int64_t c = Gv * 8 + threadIdx.x; c < n_valid; c += bd) m = fmaxf(m, pc_get(l + c));
+    ce_each_valid(q, l, Gv, n_valid, [&](float x) { m = fmaxf(m, x); });
     m = pc_block_max(m, sh);
     float s = 0;
-    PC_UNROLL
-    for (int k = 0; k < CE_CACHE; k++)
-        if (threadIdx.x + k * bd < Gv) {
-            float x[8];
-            pc_widen(x, q[k]);
-            PC_UNROLL
-            for (int j = 0; j < 8; j++) s += expf(x[j] - m);
-        }
-    for (int64_t c = Gv * 8 + threadIdx.x; c < n_valid; c += bd) s += expf(pc_get(l + c) - m);
+    ce_each_valid(q, l, Gv, n_valid, [&](float x) { s += expf(x - m); });
     s = pc_block_sum(s, sh);
     const float lse = row_loss(losses, lse_out, r, l, t, n_valid, m, s);
     if (!row_gradient_wanted(dlogits, r, Vl, t)) return;
