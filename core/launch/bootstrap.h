@@ -74,6 +74,15 @@ typedef struct plait_job_env {
  * value is malformed or contradictory (rank >= size, ...). */
 plait_status plait_job_env_detect(char *const *envp, const char *rendezvous, plait_job_env *out);
 
+/* A name every rank of one job derives alike from the environment alone,
+ * before any rank has met another: a digest of the launcher, its job id
+ * and the job's token (so the token itself never shows). Two live jobs
+ * differ unless they share a launcher's job id and PLAIT_JOB_TOKEN (one
+ * token exported for several multi-host jobs). A single process (no
+ * launcher) has none: "". Pure. */
+#define PLAIT_JOB_IDENTITY_CHARS 24
+void plait_job_env_identity(const plait_job_env *env, char out[PLAIT_JOB_IDENTITY_CHARS + 1]);
+
 /* Name of a launcher for messages ("plait -n", "mpirun", "srun", ...). */
 const char *plait_job_launcher_name(plait_job_launcher launcher);
 

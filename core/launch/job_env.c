@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "launch/bootstrap.h"
+#include "launch/hmac_sha256.h"
 #include "launch/net.h"
 #include "launch/slurm_env.h"
 #include "runtime/error.h"
@@ -37,6 +38,19 @@ const char *plait_job_launcher_name(plait_job_launcher launcher) {
     case PLAIT_LAUNCHER_TORCHRUN: return "torchrun-style environment";
     }
     return "?";
+}
+
+void plait_job_env_identity(const plait_job_env *env, char out[PLAIT_JOB_IDENTITY_CHARS + 1]) {
+    out[0] = '\0';
+    if (env->launcher == PLAIT_LAUNCHER_NONE) return;
+    /* keyed by the token: a lock file or a log may show the digest, which
+     * tells nothing of the secret */
+    const char *name = plait_job_launcher_name(env->launcher);
+    const void *parts[] = {"plait job identity", name, env->job_id};
+    const size_t lens[] = {sizeof "plait job identity", strlen(name) + 1, strlen(env->job_id)};
+    unsigned char mac[PLAIT_SHA256_BYTES];
+    plait_hmac_sha256(env->token, strlen(env->token), parts, lens, 3, mac);
+    plait_net_hex(mac, PLAIT_JOB_IDENTITY_CHARS / 2, out);
 }
 
 #define BIG 1000000

@@ -156,6 +156,11 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
 /* The longest [run] out_dir whose files fit PATH_MAX (4096): 128 bytes are
  * left for "/ckpt-<step>/optim.safetensors.<pid>-<8 hex>.tmp" and the like. */
 #define OUT_DIR_MAX 3968
+/* How long a rank other than 0 gives its rank 0 to write its name into a
+ * lock it holds before taking the holder for another run: writing it takes
+ * microseconds; a refused job's launcher stops its ranks after its grace
+ * (3 s) anyway. */
+#define OUT_DIR_HOLDER_WAIT_S 2.0
 
 plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     char out_dir[4096];
@@ -182,13 +187,18 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     plait_job_env env;
     int detected = plait_job_env_detect(NULL, plait_config_str(cfg, "comm", "rendezvous"), &env) == PLAIT_OK;
     /* Rank 0 (the writer of metrics and checkpoints) holds the run directory
-     * for the run's life, before it writes anything there. */
+     * for the run's life, before it writes anything there; the other ranks
+     * write their logs there only if it is not another run's. */
+    char job[PLAIT_JOB_IDENTITY_CHARS + 1] = "";
+    if (detected) plait_job_env_identity(&env, job);
     int lock_fd = -1;
     if (!detected || env.rank == 0) {
-        st = plait_out_dir_lock(out_dir, &lock_fd);
+        st = plait_out_dir_lock(out_dir, job, &lock_fd);
         if (st != PLAIT_OK) return st;
         /* a metrics.csv rewrite killed half-way left its temporary file */
         (void)plait_out_remove_stale_temps(out_dir);
+    } else if ((st = plait_out_dir_enter(out_dir, job, OUT_DIR_HOLDER_WAIT_S)) != PLAIT_OK) {
+        return st;
     }
     /* The rank's log from the start, so that a failure while the run is
      * built (keys that differ across ranks, a peer that never joins) is in

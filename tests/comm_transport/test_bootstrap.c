@@ -142,6 +142,41 @@ static void test_detect_torchrun(void **state) {
     assert_contains(plait_last_error(), "MASTER_PORT");
 }
 
+/* The job's name in a run directory's lock: alike on every rank of one job
+ * (whatever its rank, local rank or store address), unlike another job's,
+ * never the token itself; none for a single process. */
+static void test_job_identity(void **state) {
+    (void)state;
+    plait_job_env e;
+    char a[PLAIT_JOB_IDENTITY_CHARS + 1], b[PLAIT_JOB_IDENTITY_CHARS + 1];
+    char *r0[] = {"PLAIT_RANK=0", "PLAIT_WORLD_SIZE=4", "PLAIT_STORE_ADDR=node0:4000", "PLAIT_JOB_TOKEN=t0k", NULL};
+    char *r3[] = {"PLAIT_RANK=3", "PLAIT_WORLD_SIZE=4", "PLAIT_LOCAL_RANK=1", "PLAIT_STORE_ADDR=10.0.0.1:4000",
+                  "PLAIT_JOB_TOKEN=t0k", "PLAIT_NNODES=2", NULL};
+    assert_int_equal(detect(r0, NULL, &e), PLAIT_OK);
+    plait_job_env_identity(&e, a);
+    assert_int_equal(strlen(a), PLAIT_JOB_IDENTITY_CHARS);
+    assert_null(strstr(a, "t0k"));
+    assert_int_equal(detect(r3, NULL, &e), PLAIT_OK);
+    plait_job_env_identity(&e, b);
+    assert_string_equal(a, b);
+    char *other[] = {"PLAIT_RANK=3", "PLAIT_WORLD_SIZE=4", "PLAIT_STORE_ADDR=node0:4000", "PLAIT_JOB_TOKEN=t0K", NULL};
+    assert_int_equal(detect(other, NULL, &e), PLAIT_OK);
+    plait_job_env_identity(&e, b);
+    assert_string_not_equal(a, b);
+    /* launchers without a token: their job ids */
+    char *s1[] = {"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_STEP_ID=0", "SLURM_JOB_ID=77", "SLURM_NNODES=1", NULL};
+    char *s2[] = {"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_STEP_ID=1", "SLURM_JOB_ID=77", "SLURM_NNODES=1", NULL};
+    assert_int_equal(detect(s1, NULL, &e), PLAIT_OK);
+    plait_job_env_identity(&e, a);
+    assert_int_equal(detect(s2, NULL, &e), PLAIT_OK);
+    plait_job_env_identity(&e, b);
+    assert_string_not_equal(a, b);
+    char *single[] = {"HOME=/root", NULL};
+    assert_int_equal(detect(single, NULL, &e), PLAIT_OK);
+    plait_job_env_identity(&e, a);
+    assert_string_equal(a, "");
+}
+
 /* ---- whole joins, one thread per rank ----------------------------------------- */
 
 enum { MAXR = 4 };
@@ -411,6 +446,7 @@ int main(void) {
         cmocka_unit_test(test_detect_mpirun),
         cmocka_unit_test(test_detect_slurm),
         cmocka_unit_test(test_detect_torchrun),
+        cmocka_unit_test(test_job_identity),
         cmocka_unit_test(test_join_torchrun_threads),
         cmocka_unit_test(test_bootstrap_timeout_names_member),
         cmocka_unit_test(test_join_missing_rank_is_named),

@@ -38,6 +38,16 @@ train() {
   fi
 }
 
+# train_refused NAME EXPECTED ARGS...: plait train exits non-zero printing
+# EXPECTED (its output in NAME.out).
+train_refused() {
+  local name=$1 want=$2; shift 2
+  if "$PLAIT_BIN" train "$CFG" "$@" >"$E2E_WORK/$name.out" 2>&1; then
+    fail "$name: plait train $* succeeded: $(tail -n 3 "$E2E_WORK/$name.out")"
+  fi
+  grep -qF -- "$want" "$E2E_WORK/$name.out" || fail "$name: unclear refusal: $(tail -n 3 "$E2E_WORK/$name.out")"
+}
+
 # joined: waits for every run started in the background (`train NAME ... &`:
 # runs of one process side by side, where each uses a core or so, as the
 # emulator's do); fails once all have ended if any failed (train printed

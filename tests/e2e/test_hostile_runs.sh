@@ -31,24 +31,15 @@
 #    no restart is made (none could mend it).
 source "$(dirname "$0")/lib.sh"
 
-# refused NAME EXPECTED ARGS...: plait train exits non-zero printing EXPECTED
-refused() {
-  local name=$1 want=$2; shift 2
-  if "$PLAIT_BIN" train "$CFG" "$@" >"$E2E_WORK/$name.out" 2>&1; then
-    fail "$name: plait train $* succeeded: $(tail -n 3 "$E2E_WORK/$name.out")"
-  fi
-  grep -qF -- "$want" "$E2E_WORK/$name.out" || fail "$name: unclear refusal: $(tail -n 3 "$E2E_WORK/$name.out")"
-}
-
 # --- 1. another model shape on resume
 train shape run.steps=4 run.ckpt_every=2
 before=$(ls "$E2E_WORK/shape")
-refused shape-layers "holds a model with [model] n_layer = 2, but this run has n_layer = 1 (command line 'model.n_layer=1')" \
+train_refused shape-layers "holds a model with [model] n_layer = 2, but this run has n_layer = 1 (command line 'model.n_layer=1')" \
   "run.out_dir=$E2E_WORK/shape" run.steps=8 --resume model.n_layer=1
 grep -qF "give model.n_layer=2 to continue it, or start the new model fresh in another [run] out_dir" "$E2E_WORK/shape-layers.out" ||
   fail "the refusal does not say how to continue or start fresh: $(tail -n 1 "$E2E_WORK/shape-layers.out")"
-refused shape-heads "[model] n_head = 4, but this run has n_head = 2" "run.out_dir=$E2E_WORK/shape" run.steps=8 --resume model.n_head=2
-refused shape-auto "[model] n_embd = 64, but this run has n_embd = 32" "run.out_dir=$E2E_WORK/shape" run.steps=8 run.resume=auto model.n_embd=32
+train_refused shape-heads "[model] n_head = 4, but this run has n_head = 2" "run.out_dir=$E2E_WORK/shape" run.steps=8 --resume model.n_head=2
+train_refused shape-auto "[model] n_embd = 64, but this run has n_embd = 32" "run.out_dir=$E2E_WORK/shape" run.steps=8 run.resume=auto model.n_embd=32
 [ "$(ls "$E2E_WORK/shape")" = "$before" ] || fail "a refused resume changed the run directory: $(ls "$E2E_WORK/shape")"
 train shape run.steps=6 --resume # the same model continues
 grep -q "^6," "$E2E_WORK/shape/metrics.csv" || fail "the matching resume did not continue to step 6"
@@ -56,7 +47,7 @@ grep -q "^6," "$E2E_WORK/shape/metrics.csv" || fail "the matching resume did not
 cp "$E2E_WORK/shape/metrics.csv" "$E2E_WORK/shape-metrics.csv"
 head -c 700 /dev/urandom >"$E2E_WORK/shape/metrics.csv"
 cp "$E2E_WORK/shape/metrics.csv" "$E2E_WORK/garbage.csv"
-refused shape-garbage "the run's metrics file $E2E_WORK/shape/metrics.csv: a file, which plait did not write" \
+train_refused shape-garbage "the run's metrics file $E2E_WORK/shape/metrics.csv: a file, which plait did not write" \
   "run.out_dir=$E2E_WORK/shape" run.steps=7 --resume
 cmp -s "$E2E_WORK/shape/metrics.csv" "$E2E_WORK/garbage.csv" || fail "the resume changed a metrics.csv plait did not write"
 cp "$E2E_WORK/shape-metrics.csv" "$E2E_WORK/shape/metrics.csv"
@@ -88,11 +79,11 @@ train valpath run.steps=2 data.val_fraction=0 run.eval_every=2 "data.val_path=$P
 train partial run.steps=4 run.ckpt_every=2
 rm "$E2E_WORK"/partial/ckpt-*/COMPLETE
 cp "$E2E_WORK/partial/metrics.csv" "$E2E_WORK/partial-metrics.csv"
-refused partial-auto "holds 2 checkpoint directories (the first: ckpt-00000002) but none is complete" \
+train_refused partial-auto "holds 2 checkpoint directories (the first: ckpt-00000002) but none is complete" \
   "run.out_dir=$E2E_WORK/partial" run.steps=4 run.resume=auto
 cmp -s "$E2E_WORK/partial/metrics.csv" "$E2E_WORK/partial-metrics.csv" || fail "resume = auto rewrote metrics.csv"
-refused partial-fresh "none is complete" "run.out_dir=$E2E_WORK/partial" run.steps=4
-refused partial-resume "--resume: no usable checkpoint in $E2E_WORK/partial: its 2 checkpoint directories (the first: ckpt-00000002) are incomplete or damaged" \
+train_refused partial-fresh "none is complete" "run.out_dir=$E2E_WORK/partial" run.steps=4
+train_refused partial-resume "--resume: no usable checkpoint in $E2E_WORK/partial: its 2 checkpoint directories (the first: ckpt-00000002) are incomplete or damaged" \
   "run.out_dir=$E2E_WORK/partial" run.steps=4 --resume
 cmp -s "$E2E_WORK/partial/metrics.csv" "$E2E_WORK/partial-metrics.csv" || fail "a fresh run rewrote metrics.csv"
 
@@ -108,7 +99,7 @@ for _ in $(seq 300); do
 done
 kill -0 $first 2>/dev/null || fail "the first run ended before the second started: $(tail -n 3 "$E2E_WORK/shared-first.out")"
 holder=$(pgrep -P $first | while read -r pid; do if grep -zqx PLAIT_RANK=0 /proc/$pid/environ 2>/dev/null; then echo "$pid"; fi; done)
-refused shared-second "run directory $E2E_WORK/shared is in use by another run (pid $holder on host $(hostname)" \
+train_refused shared-second "run directory $E2E_WORK/shared is in use by another run (pid $holder on host $(hostname)" \
   "run.out_dir=$E2E_WORK/shared" run.steps=200 run.ckpt_every=50 parallel.dp=2
 # the launcher's summary names rank 0's refusal as the cause, not a rank that
 # found the store (rank 0's) closed as it joined, whichever ended first (the
@@ -118,12 +109,12 @@ if command -v flock >/dev/null; then
   exec 9>"$E2E_WORK/held/.lock"
   flock -n 9 || fail "cannot lock $E2E_WORK/held/.lock"
   for try in 1 2; do
-    refused "held-$try" "in use by another run" "run.out_dir=$E2E_WORK/held" run.steps=2 parallel.dp=4
+    train_refused "held-$try" "in use by another run" "run.out_dir=$E2E_WORK/held" run.steps=2 parallel.dp=4
     grep -q "^plait: rank 0 failed: .*run directory $E2E_WORK/held is in use" "$E2E_WORK/held-$try.out" ||
       fail "try $try: the launcher blames another rank: $(grep '^plait: rank' "$E2E_WORK/held-$try.out")"
   done
   # restarts allowed: the refusal is not retried
-  refused held-restarts "in use by another run" "run.out_dir=$E2E_WORK/held" run.steps=2 parallel.dp=2 --max-restarts 3
+  train_refused held-restarts "in use by another run" "run.out_dir=$E2E_WORK/held" run.steps=2 parallel.dp=2 --max-restarts 3
   ! grep -q "restart 1 of 3" "$E2E_WORK/held-restarts.out" || fail "a directory in use was retried"
   exec 9>&-
 fi
@@ -197,10 +188,10 @@ echo "a metrics row cut short: dropped on resume, the next rows whole"
 # --- 11. an out_dir too long for its checkpoint files, or one to --resume
 # that does not exist: refused before anything is created
 long=$E2E_WORK/long$(printf '/%0200d' $(seq 20))
-refused longdir "[run] out_dir is $(( ${#long} )) characters long; at most 3968" "run.out_dir=$long" run.steps=2
+train_refused longdir "[run] out_dir is $(( ${#long} )) characters long; at most 3968" "run.out_dir=$long" run.steps=2
 [ ! -e "$E2E_WORK/long" ] || fail "longdir: the refused run created its directory"
 echo "an out_dir too long for its checkpoints: refused at the start"
-refused typo "--resume: $E2E_WORK/typo/run does not exist (nothing to resume from" "run.out_dir=$E2E_WORK/typo/run" --resume
+train_refused typo "--resume: $E2E_WORK/typo/run does not exist (nothing to resume from" "run.out_dir=$E2E_WORK/typo/run" --resume
 [ ! -e "$E2E_WORK/typo" ] || fail "typo: --resume of a run directory that does not exist created it"
 
 # --- 8. the disk fills during a checkpoint

@@ -1,6 +1,6 @@
 /* Trainer building blocks without communication: batch arithmetic, mesh
  * coordinates, deterministic tree accumulation, what a resume checks against
- * the checkpoint's run state. */
+ * the checkpoint's run state, who may write in a locked run directory. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +11,12 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include "runtime/error.h"
 #include "layout/batch.h"
 #include "kernels/kernels.h"
@@ -19,6 +25,8 @@
 #include "model/tied.h"
 #include "train/run_source.h"
 #include "host/host_table.h"
+#include "runtime/clock.h"
+#include "train/out_dir_lock.h"
 #include "train/run_internal.h"
 
 static void test_batch_derivations(void **state) {
@@ -232,6 +240,114 @@ static void test_split_device_rule(void **state) {
     assert_false(plait_split_kernels_ok(3, NULL));
 }
 
+/* The names in `dir` other than . and .., space-separated. */
+static void dir_names(const char *dir, char *out, size_t cap) {
+    out[0] = '\0';
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            snprintf(out + strlen(out), cap - strlen(out), "%s%s", out[0] ? " " : "", e->d_name);
+    closedir(d);
+}
+
+static void read_text(const char *path, char *out, size_t cap) {
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    fclose(f);
+}
+
+typedef struct {
+    const char *dir, *job;
+    double wait_s;
+    int lock;   /* plait_out_dir_lock rather than plait_out_dir_enter */
+    int fd;
+    plait_status st;
+} dir_call;
+
+static void *call_in_thread(void *arg) {
+    dir_call *c = arg;
+    c->st = c->lock ? plait_out_dir_lock(c->dir, c->job, &c->fd) : plait_out_dir_enter(c->dir, c->job, c->wait_s);
+    return NULL;
+}
+
+/* A rank other than 0 writes in the run directory only if no other run
+ * holds it: its own job's holder (named in the lock file), a stale lock
+ * and no lock at all let it in; another run's lock refuses it with rank
+ * 0's message, nothing created or changed. Its rank 0 may hold the lock a
+ * moment before naming the job, and its look must not make rank 0 (of
+ * any job) take the directory for another run's. */
+static void test_out_dir_holders(void **state) {
+    (void)state;
+    char dir[64], lock[128], names[256], before[512], after[512];
+    snprintf(dir, sizeof dir, "/tmp/plait-lock-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(lock, sizeof lock, "%s/" PLAIT_OUT_DIR_LOCK_FILE, dir);
+
+    assert_int_equal(plait_out_dir_enter(dir, "aaa", 0), PLAIT_OK); /* nothing there */
+    dir_names(dir, names, sizeof names);
+    assert_string_equal(names, "");
+
+    int fd = -1;
+    assert_int_equal(plait_out_dir_lock(dir, "aaa", &fd), PLAIT_OK);
+    read_text(lock, before, sizeof before);
+    assert_non_null(strstr(before, "\njob aaa\n"));
+    assert_int_equal(plait_out_dir_enter(dir, "aaa", 0), PLAIT_OK);
+    double t0 = plait_clock_now();
+    assert_int_equal(plait_out_dir_enter(dir, "bbb", 0.05), PLAIT_ERR_INVALID_CONFIG);
+    assert_true(plait_clock_now() - t0 >= 0.05);
+    char want[128];
+    snprintf(want, sizeof want, "is in use by another run (pid %ld on host ", (long)getpid());
+    assert_non_null(strstr(plait_last_error(), want));
+    assert_int_equal(plait_out_dir_enter(dir, "", 0), PLAIT_ERR_INVALID_CONFIG); /* no job: never the holder's */
+    assert_int_equal(plait_out_dir_enter(dir, "aa", 0), PLAIT_ERR_INVALID_CONFIG);
+    dir_names(dir, names, sizeof names);
+    assert_string_equal(names, PLAIT_OUT_DIR_LOCK_FILE);
+    read_text(lock, after, sizeof after);
+    assert_string_equal(after, before);
+    int other = -1;
+    assert_int_equal(plait_out_dir_lock(dir, "bbb", &other), PLAIT_ERR_INVALID_CONFIG);
+    assert_int_equal(other, -1);
+    plait_out_dir_unlock(fd);
+    assert_int_equal(plait_out_dir_enter(dir, "bbb", 0), PLAIT_OK); /* stale */
+
+    /* held by a process that has not yet named its job: the look waits */
+    int held = open(lock, O_RDWR);
+    assert_true(held >= 0);
+    assert_int_equal(flock(held, LOCK_EX | LOCK_NB), 0);
+    dir_call look = {.dir = dir, .job = "ccc", .wait_s = 30};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, call_in_thread, &look), 0);
+    plait_clock_sleep(0.05);
+    const char named[] = "pid 1 on host h, started now\njob ccc\n";
+    assert_int_equal(ftruncate(held, 0), 0);
+    assert_int_equal(pwrite(held, named, sizeof named - 1, 0), (ssize_t)(sizeof named - 1));
+    t0 = plait_clock_now();
+    pthread_join(th, NULL);
+    assert_int_equal(look.st, PLAIT_OK);
+    assert_true(plait_clock_now() - t0 < 5);
+
+    /* a look (a shared lock) under way when rank 0 locks: rank 0 tries again */
+    assert_int_equal(flock(held, LOCK_UN), 0);
+    assert_int_equal(flock(held, LOCK_SH | LOCK_NB), 0);
+    dir_call take = {.dir = dir, .job = "ddd", .lock = 1, .fd = -1};
+    assert_int_equal(pthread_create(&th, NULL, call_in_thread, &take), 0);
+    plait_clock_sleep(0.05);
+    assert_int_equal(flock(held, LOCK_UN), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(take.st, PLAIT_OK);
+    read_text(lock, after, sizeof after);
+    assert_non_null(strstr(after, "\njob ddd\n"));
+    plait_out_dir_unlock(take.fd);
+    close(held);
+
+    unlink(lock);
+    rmdir(dir);
+}
+
 int main(void) {
     plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
@@ -241,6 +357,7 @@ int main(void) {
         cmocka_unit_test(test_tied_weight),
         cmocka_unit_test(test_resume_checks),
         cmocka_unit_test(test_split_device_rule),
+        cmocka_unit_test(test_out_dir_holders),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
