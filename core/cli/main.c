@@ -6,6 +6,7 @@
 #include "cpu/blas.h"
 #include "launch/launch.h"
 #include "plugin/loader.h"
+#include "runtime/exit_guard.h"
 #include "runtime/log.h"
 #include "host/host_table.h"
 
@@ -67,7 +68,13 @@ int main(int argc, char **argv) {
         plait_host_uninstall();
         return rc ? rc : plait_cli_launch(nranks, argc, argv, &job);
     }
+    /* From here on this process runs plugins and libraries: one of them
+     * calling exit(0) would pass for a rank that finished (runtime/exit_guard.h). */
+    char command[64];
+    snprintf(command, sizeof command, "plait %s", c->name);
+    plait_exit_guard_arm(command, plait_launch_report_error);
     int rc = c->run(argc - 1, argv + 1, &job);
     plait_host_uninstall();
+    plait_exit_guard_disarm();
     return rc;
 }

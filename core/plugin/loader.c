@@ -23,6 +23,7 @@
 #include "plugin/plugin_check.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/exit_guard.h"
 #include "runtime/fork_call.h"
 #include "runtime/log.h"
 
@@ -270,7 +271,10 @@ static plait_status open_file(const char *path, struct loaded_file **out) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_load_crash;
     for (size_t i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, &crash_previous[i]);
+    /* its constructors and entry may exit the process too */
+    plait_exit_guard_enter("while loading the plugin file %s", path);
     plait_status st = open_file_unguarded(path, out);
+    plait_exit_guard_leave();
     for (size_t i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &crash_previous[i], NULL);
     crash_tid = 0;
     return st;
@@ -377,6 +381,12 @@ const char *plait_plugin_name_of_ops(uint32_t kind, const void *ops) {
         }
     pthread_mutex_unlock(&g_loader.lock);
     return name;
+}
+
+void plait_plugin_call_enter(uint32_t kind, const void *ops, const char *fn) {
+    const char *name = plait_plugin_name_of_ops(kind, ops);
+    if (name) plait_exit_guard_enter("inside the %s plugin '%s''s %s()", plait_kind_name(kind), name, fn);
+    else plait_exit_guard_enter("inside the %s plugin's %s()", plait_kind_name(kind), fn);
 }
 
 static int parse_file_name(const char *file, char *kind, size_t kl, char *name, size_t nl) {

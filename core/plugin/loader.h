@@ -49,6 +49,10 @@ double plait_plugin_scan_seconds(void);
  * NULL (not a loaded plugin's, or the loader is busy: this never waits for
  * its lock, so a thread reporting a stuck plugin call cannot block on it). */
 const char *plait_plugin_name_of_ops(uint32_t kind, const void *ops);
+/* The calling thread enters the function `fn` ("init") of the plugin of
+ * `kind` whose table is `ops`, as an exit during it names it
+ * (runtime/exit_guard.h); plait_exit_guard_leave() when it returns. */
+void plait_plugin_call_enter(uint32_t kind, const void *ops, const char *fn);
 
 /* Directories searched, in order (owned by the loader). */
 size_t plait_plugin_dirs(const char *const **dirs);

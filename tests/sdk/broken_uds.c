@@ -19,6 +19,9 @@
  *   BREAK_HANG     [timeout]   wait() ignores its timeout: it returns only
  *                              when the request completes, so a request
  *                              nobody completes holds the caller for ever
+ *   BREAK_EXIT     (no rule)   init() on world rank 1 calls exit(0): the
+ *                              rank ends "cleanly" before its run has
+ *                              begun, its peers waiting for it
  * Collective tags (bit 31 set) pass through untouched, so the core's
  * collectives keep working and each copy fails its own rule.
  */
@@ -63,6 +66,9 @@ static int user_tag(uint32_t tag, const plait_buffer *buf) { return tag < 0x8000
 #endif
 
 static plait_status w_init(const plait_comm_init *args, void **out) {
+#ifdef BREAK_EXIT
+    if (args->world_rank == 1) exit(0);
+#endif
 #ifdef BREAK_FORK
     if (fork() == 0) {
         struct timespec d = {20, 0};
