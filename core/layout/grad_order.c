@@ -2,10 +2,11 @@
 
 /* DP before PP: the embedding group sums the tied pair over values already
  * reduced over DP (so each pair is summed once, not once per DP replica).
- * The parallel plugin before the optimizer: an optimizer that owns
- * gradients (ZeRO-2/3) keeps a PLAIT_PARAM_TIED_REMOTE parameter's gradient
- * whole until the embedding group summed it, then reduces it over DP. The
- * core's local tied fold last: it adds gradients that are complete. */
+ * The parallel plugin before the optimizer: an optimizer that reduces
+ * gradients (ZeRO) all-reduces a PLAIT_PARAM_TIED_REMOTE parameter's
+ * gradient over DP at its last backward, keeps it whole for the embedding
+ * group's sum, and takes its shard of the sum in its own finish. The core's
+ * local tied fold last: it adds gradients that are complete. */
 static const plait_grad_finisher g_order[] = {
     PLAIT_GRAD_FINISH_DP, PLAIT_GRAD_FINISH_PP, PLAIT_GRAD_FINISH_TP, PLAIT_GRAD_FINISH_OPTIM, PLAIT_GRAD_FINISH_TIED,
 };

@@ -47,18 +47,24 @@
  * Tied parameters. The copy's reduced gradient slice is added into the
  * original's (original + copy, the core's canonical order) before the norm
  * and the update; the copy takes no update (it shares storage). Under
- * pipeline parallelism the tied pair sits on two stages and the pp plugin
- * sums it over the embedding group in its finish_grads, before ours: stage
- * 1 then reduces every unit in finish_grads (no overlap with backward), and
- * the sum is Σ_ranks(embedding + head) rather than Σ embedding + Σ head
- * (equal up to rounding; not bit-identical to one process). ZeRO-2/3
- * keep the gradient of such a parameter (flagged PLAIT_PARAM_TIED_REMOTE by
- * the core: wte on the first stage, lm_head on the last) whole on the rank
- * for the whole step — a "whole" unit of its own, accumulated in place over
- * the micro-batches — so the pp plugin can sum it; finish_grads then
- * reduce-scatters it over DP like any other unit. Both stages' units hold
- * one tensor of the same size, so their slices line up, and since both get
- * the same summed gradient the two copies take identical Adam updates (the
+ * pipeline parallelism the tied pair sits on two stages (flagged
+ * PLAIT_PARAM_TIED_REMOTE by the core: wte on the first stage, lm_head on
+ * the last) and the pp plugin sums it over the embedding group in its
+ * finish_grads, before ours. Each such parameter is a "whole" unit of its
+ * own: its gradient stays whole on the rank for the step (ZeRO-1: the
+ * core's; ZeRO-2/3: whole_grad, accumulated in place over the
+ * micro-batches, or leaf by leaf into the accumulation tree in
+ * deterministic mode), and once complete, at its last backward, it is
+ * all-reduced over DP in place and waited for. The pp plugin then adds two
+ * DP-reduced halves, Σ embedding + Σ head, the sum plain DP and one process
+ * compute (a sum over DP of embedding + head would differ in the last
+ * bits). finish_grads takes the unit's slice of it without reducing again
+ * (ZeRO-1 reduces its other units there: under pp every unit waits for
+ * finish_grads, no overlap with backward). An all-reduce, not a
+ * reduce-scatter, because the embedding group needs the whole tensor: the
+ * same traffic as plain DP for that tensor. Both stages' units hold one
+ * tensor of the same size, so their slices line up, and since both get the
+ * same summed gradient the two copies take identical Adam updates (the
  * last stage's copy has state of its own, as with plain Adam).
  *
  * Parameters (ZeRO-3, zero_gather.c). A layer's units are all-gathered in
@@ -117,9 +123,10 @@ typedef struct zero_unit {
     size_t tree_off;       /* offset in the deterministic accumulation vector */
     int32_t seg_first, n_seg;
     int copy;              /* a tied copy sharing its original's storage: gradient only */
-    int whole;             /* ZeRO-2/3: a tied parameter whose partner is on another
-                            * stage; its gradient stays whole (whole_grad + whole_off)
-                            * until finish_grads */
+    int whole;             /* a tied parameter whose partner is on another stage: its
+                            * gradient stays whole (ZeRO-1: the core's; 2/3:
+                            * whole_grad + whole_off) and is all-reduced over DP at
+                            * its last backward, before the embedding group's sum */
     size_t whole_off;
     int32_t original;      /* copy: the unit of its original, else -1 */
 
@@ -154,7 +161,7 @@ typedef struct zero_flight {
     float *buf;            /* pool buffer it reads/writes */
     plait_request *req;
 } zero_flight;
-enum { ZERO_FLIGHT_RS = 1, ZERO_FLIGHT_AG_STEP = 2 };
+enum { ZERO_FLIGHT_RS = 1, ZERO_FLIGHT_AG_STEP = 2, ZERO_FLIGHT_AR = 3 };
 
 typedef struct zero {
     int zero_stage;           /* ZeRO ZeRO-1, 2 or 3 (not a pipeline stage) */

@@ -1,7 +1,8 @@
 /*
  * Gradient reduction of the ZeRO engine (zero.h): reduce-scatter of units
  * over the DP group as layers finish their backward, the deterministic
- * accumulation tree (ZeRO-2/3), and the tied-copy sum.
+ * accumulation tree (ZeRO-2/3), the DP all-reduce of a tied half whose
+ * partner is on another pipeline stage, and the tied-copy sum.
  */
 #include <string.h>
 
@@ -102,13 +103,44 @@ plait_status zero_rs_complete(zero *z, const zero_flight *f) {
     return PLAIT_OK;
 }
 
+/* Where a whole unit's gradient lives: the core's (ZeRO-1) or whole_grad. */
+static float *whole_grad(zero *z, const zero_unit *u) {
+    return z->zero_stage == 1 ? z->params->params[u->first].grad : z->whole_grad + u->whole_off;
+}
+
+/* Sum whole unit u's gradient, complete for the step on this rank, over DP
+ * in place, and wait for it: the embedding group adds the two halves next
+ * (PLAIT_GRAD_FINISH_PP, before our finish_grads), so each half must be
+ * reduced over DP first, as plain DP reduces it; the pair's gradient is then
+ * Σ embedding + Σ head, one process's sum. An all-reduce, not a
+ * reduce-scatter: the embedding group sums the whole tensor. */
+static plait_status reduce_whole(zero *z, int32_t ui) {
+    zero_unit *u = &z->units[ui];
+    float *g = whole_grad(z, u);
+    plait_status st = zero_flight_room(z);
+    if (st != PLAIT_OK) return st;
+    plait_coll_opts o = rs_opts(z, u);
+    o.label = "zero tied gradient all-reduce";
+    plait_request *req = NULL;
+    st = z->host->coll->allreduce(z->dp, g, g, u->numel, PLAIT_F32, PLAIT_SUM, &o, &req);
+    if (st != PLAIT_OK) return st;
+    u->rs_issued++;
+    st = zero_flight_push(z, ui, ZERO_FLIGHT_AR, NULL, req);
+    return st == PLAIT_OK ? zero_flight_wait_unit(z, ui) : st;
+}
+
 plait_status zero_before_backward_grads(zero *z, int32_t layer, int32_t mb) {
     (void)mb;
     if (z->zero_stage == 1) return PLAIT_OK;
     for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
         int32_t ui = z->grad_units[k];
         zero_unit *u = &z->units[ui];
-        if (u->whole) continue; /* accumulates in whole_grad all step */
+        if (u->whole) {
+            /* The model adds into whole_grad: over the step, or (tree) one
+             * micro-batch's leaf at a time. */
+            if (z->tree_mode) z->host->kernels->zero(whole_grad(z, u), u->padded);
+            continue;
+        }
         if (u->gbuf)
             return z->host->set_error(PLAIT_ERR_INVALID_ARG,
                                       "%s: before_backward of layer %d while its previous backward is still "
@@ -125,9 +157,12 @@ plait_status zero_before_backward_grads(zero *z, int32_t layer, int32_t mb) {
 
 plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int last) {
     if (z->zero_stage == 1) {
-        if (!last || z->defer_rs) return PLAIT_OK;
+        if (!last) return PLAIT_OK;
         for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
-            plait_status st = start_rs_zero1(z, z->grad_units[k]);
+            int32_t ui = z->grad_units[k];
+            plait_status st = PLAIT_OK;
+            if (z->units[ui].whole) st = reduce_whole(z, ui);
+            else if (!z->defer_rs) st = start_rs_zero1(z, ui);
             if (st != PLAIT_OK) return st;
         }
         return PLAIT_OK;
@@ -135,7 +170,17 @@ plait_status zero_after_backward_grads(zero *z, int32_t layer, int32_t mb, int l
     for (int32_t k = z->grad_first[layer]; k < z->grad_first[layer + 1]; k++) {
         int32_t ui = z->grad_units[k];
         zero_unit *u = &z->units[ui];
-        if (u->whole) continue; /* reduced in finish_grads, after the embedding group's sum */
+        if (u->whole) {
+            float *w = whole_grad(z, u);
+            int done = last;
+            if (z->tree_mode) {
+                plait_status st = z->tree_api->add(z->tree, mb, w, w, u->tree_off, u->numel, &done);
+                if (st != PLAIT_OK) return st;
+            }
+            plait_status st = done ? reduce_whole(z, ui) : PLAIT_OK;
+            if (st != PLAIT_OK) return st;
+            continue;
+        }
         float *buf = u->gbuf;
         if (!buf)
             return z->host->set_error(PLAIT_ERR_INVALID_ARG,
@@ -178,17 +223,13 @@ static void add_tied(zero *z) {
     }
 }
 
-/* ZeRO-2/3: a whole unit's gradient (summed over the embedding group by
- * now) goes to a pool buffer and is reduce-scattered like the others; the
- * whole buffer starts the next step at zero. */
-static plait_status start_rs_whole(zero *z, int32_t ui) {
-    zero_unit *u = &z->units[ui];
-    float *buf = zero_buf_get(z, u->padded);
-    if (!buf) return PLAIT_ERR_NO_MEMORY;
-    float *whole = z->whole_grad + u->whole_off;
-    z->host->kernels->copy(buf, whole, u->padded); /* gaps and padding are zeros in both */
+/* ZeRO-2/3: a whole unit's gradient, reduced over DP and summed over the
+ * embedding group by now, gives this rank its slice; the whole buffer starts
+ * the next step at zero. */
+static void take_whole(zero *z, const zero_unit *u) {
+    float *whole = whole_grad(z, u);
+    z->host->kernels->copy(grad_slice(z, u), whole + zero_lo(z, u), u->shard);
     z->host->kernels->zero(whole, u->padded);
-    return start_rs_owned(z, ui, buf);
 }
 
 plait_status zero_finish_grads(void *state) {
@@ -197,9 +238,9 @@ plait_status zero_finish_grads(void *state) {
     plait_status st = PLAIT_OK;
     for (int32_t ui = 0; ui < z->n_units && st == PLAIT_OK; ui++) {
         zero_unit *u = &z->units[ui];
-        if (u->whole)
-            st = start_rs_whole(z, ui);
-        else if (u->gbuf)
+        if (u->whole) {
+            if (z->zero_stage != 1) take_whole(z, u); /* ZeRO-1: the core's gradient is the sum */
+        } else if (u->gbuf)
             st = z->host->set_error(PLAIT_ERR_INVALID_ARG,
                                     "%s: finish_grads while the backward of layer %d is still open", z->name,
                                     u->layer);

@@ -69,7 +69,7 @@ plait_status zero_partition(zero *z) {
     for (int32_t i = 0; i < np; i++) {
         const plait_param *p = &set->params[i];
         int copy = plait_tied_local_original(set, p) >= 0;
-        int whole = z->zero_stage >= 2 && (p->flags & PLAIT_PARAM_TIED_REMOTE);
+        int whole = (p->flags & PLAIT_PARAM_TIED_REMOTE) != 0;
         int alone = copy || whole || has_local_copy(set, i) || p->numel >= z->bucket_elems;
         size_t off = cur ? align_up(cur->numel, ZERO_ALIGN) : 0;
         int fits = cur && !alone && !cur_alone && cur->layer == p->layer && off + p->numel <= z->bucket_elems;
@@ -99,7 +99,7 @@ plait_status zero_partition(zero *z) {
         if (un->padded > z->max_unit) z->max_unit = un->padded;
         un->tree_off = T;
         T += un->numel;
-        if (un->whole) {
+        if (un->whole && z->zero_stage >= 2) {
             un->whole_off = z->whole_numel;
             z->whole_numel += un->padded;
         }

@@ -135,6 +135,7 @@ plait_status zero_flight_pop(zero *z) {
         switch (f.kind) {
         case ZERO_FLIGHT_RS: st = zero_rs_complete(z, &f); break;
         case ZERO_FLIGHT_AG_STEP: st = zero_ag_complete(z, &f); break;
+        case ZERO_FLIGHT_AR: break; /* reduced in place */
         default: st = z->host->set_error(PLAIT_ERR_INTERNAL, "%s: unknown in-flight operation %d", z->name, f.kind);
         }
     }

@@ -234,8 +234,10 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
     if (z->compression == PLAIT_COMPRESS_ONEBIT && !z->residual && z->n > 1) {
         /* onebit's error feedback: a unit's reduce-scatter input, every unit */
         for (int32_t ui = 0; ui < z->n_units; ui++) {
+            const zero_unit *u = &z->units[ui];
             z->units[ui].res_off = z->residual_numel;
-            z->residual_numel += plait_coll_residual_reduce_scatter(z->units[ui].shard, z->n);
+            z->residual_numel += u->whole ? plait_coll_residual_allreduce(u->numel, z->n)
+                                          : plait_coll_residual_reduce_scatter(u->shard, z->n);
         }
         if (!(z->residual = alloc_zeroed(z, z->residual_numel, "error feedback"))) return PLAIT_ERR_NO_MEMORY;
     }

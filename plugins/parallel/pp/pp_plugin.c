@@ -8,8 +8,9 @@
  *
  * Order with other axes: finish_grads expects each half of the tied
  * gradient to be complete for the step (already reduced over DP when there
- * is a DP axis: the hybrid plugin calls DP's finish_grads first), so the
- * result is (Σ embedding part) + (Σ head part), as one process computes it.
+ * is a DP axis: the hybrid plugin calls DP's finish_grads first, and a ZeRO
+ * optimizer reduces the half at its last backward), so the result is
+ * (Σ embedding part) + (Σ head part), as one process computes it.
  */
 #include <stdio.h>
 #include <string.h>

@@ -60,9 +60,11 @@ typedef enum plait_param_flag {
      * pipeline stage (wte on the first stage, its copy on the last). The
      * parallel plugin sums the pair's gradient over the embedding group
      * (PLAIT_GRAD_FINISH_PP, before PLAIT_GRAD_FINISH_OPTIM in the finish
-     * order, plait_grad_finisher): an optimizer that owns gradients
-     * (ZeRO-2/3) must keep such a parameter's local gradient whole in `grad`
-     * until then and reduce it over DP afterwards. */
+     * order, plait_grad_finisher) and expects each member's gradient
+     * already reduced over DP: an optimizer that reduces gradients
+     * (PLAIT_OPTIM_REDUCES_GRADS, ZeRO) all-reduces such a parameter's local
+     * gradient over DP once it is complete (its last after_backward) and,
+     * if it owns gradients, keeps it whole in `grad` until the sum. */
     PLAIT_PARAM_TIED_REMOTE = 1u << 2
 } plait_param_flag;
 
