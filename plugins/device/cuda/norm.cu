@@ -70,6 +70,64 @@ __device__ static void ln_forward_row(TO *o, float *mean_r, float *rstd_r, const
     }
 }
 
+/* Columns up to which a row's forward and backward hold the row in
+ * registers (ln_forward_row_held, ln_backward_row_held): GPT-2's widths,
+ * 32 floats of each held tensor a lane. */
+#define LN_HELD_C 1024
+
+/* ln_forward_row with the row loaded once, all at once, into registers
+ * (C <= PC_WARP * V * K): every load of the row in flight together
+ * instead of one V-column group a step (the mean's pass waited on DRAM a
+ * group at a time), and the variance and the output read no memory but w
+ * and b. The same columns a lane in the same order, the same expressions:
+ * ln_forward_row's bits. */
+template <int V, int K, typename TO>
+__device__ static void ln_forward_row_held(TO *o, float *mean_r, float *rstd_r, const float *x, const float *w,
+                                           const float *b, int64_t C) {
+    const int lane = threadIdx.x % PC_WARP;
+    const float inv_c = 1.0f / (float)C;
+    float xv[K][V];
+    PC_UNROLL
+    for (int j = 0; j < K; j++) {
+        const int64_t c = (int64_t)j * PC_WARP * V + lane * V;
+        if (c < C) pc_ld(xv[j], x + c);
+    }
+    float s = 0;
+    PC_UNROLL
+    for (int j = 0; j < K; j++)
+        if ((int64_t)j * PC_WARP * V + lane * V < C) {
+            PC_UNROLL
+            for (int k = 0; k < V; k++) s += xv[j][k];
+        }
+    float m = pc_warp_sum(s) * inv_c;
+    float v = 0;
+    PC_UNROLL
+    for (int j = 0; j < K; j++)
+        if ((int64_t)j * PC_WARP * V + lane * V < C) {
+            PC_UNROLL
+            for (int k = 0; k < V; k++) {
+                float d = xv[j][k] - m;
+                v += d * d;
+            }
+        }
+    float rs = 1.0f / sqrtf(pc_warp_sum(v) * inv_c + LN_EPS);
+    PC_UNROLL
+    for (int j = 0; j < K; j++) {
+        const int64_t c = (int64_t)j * PC_WARP * V + lane * V;
+        if (c >= C) continue;
+        float wv[V], bv[V], ov[V];
+        pc_ld(wv, w + c);
+        pc_ld(bv, b + c);
+        PC_UNROLL
+        for (int k = 0; k < V; k++) ov[k] = (xv[j][k] - m) * rs * wv[k] + bv[k];
+        pc_st(o + c, ov);
+    }
+    if (lane == 0) {
+        if (mean_r) *mean_r = m;
+        if (rstd_r) *rstd_r = rs;
+    }
+}
+
 /* vec: every row and w, b 16-byte aligned (C a multiple of a 16-byte
  * access of TO): that many columns a load */
 template <typename TO>
@@ -79,8 +137,11 @@ ln_forward_kernel(TO *out, float *mean, float *rstd, const float *inp, const flo
     int64_t r = (int64_t)blockIdx.x * LN_WARPS + threadIdx.x / PC_WARP;
     if (r >= BT) return;
     float *mr = mean ? mean + r : NULL, *rr = rstd ? rstd + r : NULL;
-    if (vec)
-        ln_forward_row<pc_vec<TO>::V>(out + r * C, mr, rr, inp + r * C, w, b, C);
+    constexpr int V = pc_vec<TO>::V;
+    if (vec && C <= LN_HELD_C)
+        ln_forward_row_held<V, LN_HELD_C / (PC_WARP * V)>(out + r * C, mr, rr, inp + r * C, w, b, C);
+    else if (vec)
+        ln_forward_row<V>(out + r * C, mr, rr, inp + r * C, w, b, C);
     else
         ln_forward_row<1>(out + r * C, mr, rr, inp + r * C, w, b, C);
 }
@@ -123,11 +184,6 @@ __device__ static void ln_backward_row(float *dx, plait_bf16 *dxb, const float *
         if (dxb) pc_st(dxb + c, ov);
     }
 }
-
-/* Columns up to which a row's backward holds the row in registers
- * (ln_backward_row_held): GPT-2's widths, 32 floats of each held tensor a
- * lane. */
-#define LN_HELD_C 1024
 
 /* ln_backward_row with the row's x, dout and base loaded once, all at once,
  * into registers (C <= PC_WARP * V * K): every load of the row in flight
