@@ -11,7 +11,6 @@
 #include "commstate/request.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/exit_guard.h"
 #include "runtime/hash.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -123,9 +122,14 @@ static plait_status derive_plugin(const plait_comm *child, void *parent_plugin, 
                            .size = child->size,
                            .members = members,
                            .rank = child->rank};
-    plait_plugin_call_enter(PLAIT_KIND_COMM, child->ops, "derive");
-    st = child->ops->derive(parent_plugin, &d, out);
-    plait_exit_guard_leave();
+    plait_plugin_call call;
+    plait_plugin_call_enter(&call, PLAIT_KIND_COMM, child->ops, "derive");
+    plait_status made = child->ops->derive(parent_plugin, &d, out);
+    st = plait_plugin_call_leave(&call, made);
+    if (made == PLAIT_OK && st != PLAIT_OK) { /* made, then refused */
+        child->ops->destroy(*out);
+        *out = NULL;
+    }
     if (f->destroy) f->destroy(f->ctx, bs);
     if (st != PLAIT_OK)
         return plait_wrap_error(st, "comm plugin derive() for communicator '%s' (rank %d of %d)",
@@ -170,9 +174,11 @@ plait_status plait_comm_create_world(const plait_comm_ops *ops, const plait_conf
                           .bootstrap = bootstrap,
                           .world_rank = c->rank,
                           .world_size = c->size};
-    plait_plugin_call_enter(PLAIT_KIND_COMM, ops, "init");
-    plait_status st = ops->init(&ia, &c->pcoll);
-    plait_exit_guard_leave();
+    plait_plugin_call call;
+    plait_plugin_call_enter(&call, PLAIT_KIND_COMM, ops, "init");
+    plait_status made = ops->init(&ia, &c->pcoll);
+    plait_status st = plait_plugin_call_leave(&call, made);
+    if (made == PLAIT_OK && st != PLAIT_OK) ops->destroy(c->pcoll); /* made, then refused */
     if (st != PLAIT_OK) {
         plait_wrap_error(st, "comm plugin init() on world rank %d of %d", c->rank, c->size);
         comm_release_memory(c);

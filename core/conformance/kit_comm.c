@@ -13,7 +13,6 @@
 #include "commstate/comm_watchdog.h"
 #include "coll/reduce.h"
 #include "plugin/loader.h"
-#include "runtime/exit_guard.h"
 
 /* Entries of a /proc/self directory (file descriptors, threads). */
 static int count_entries(const char *dir) {
@@ -68,9 +67,11 @@ static plait_status raw_init(plait_job *job, const plait_config *cfg, const plai
     if (st != PLAIT_OK) return st;
     plait_comm_init args = {.struct_size = sizeof args, .host = host, .config = cfg,
                             .bootstrap = *bs_out, .world_rank = plait_job_rank(job), .world_size = n};
-    plait_plugin_call_enter(PLAIT_KIND_COMM, k->ops, "init");
-    st = k->ops->init(&args, &k->comm);
-    plait_exit_guard_leave();
+    plait_plugin_call call;
+    plait_plugin_call_enter(&call, PLAIT_KIND_COMM, k->ops, "init");
+    plait_status made = k->ops->init(&args, &k->comm);
+    st = plait_plugin_call_leave(&call, made);
+    if (made == PLAIT_OK && st != PLAIT_OK) k->ops->destroy(k->comm); /* made, then refused */
     if (st != PLAIT_OK) {
         k->comm = NULL;
         plait_bootstrap_free(*bs_out);

@@ -22,6 +22,11 @@
  *   BREAK_EXIT     (no rule)   init() on world rank 1 calls exit(0): the
  *                              rank ends "cleanly" before its run has
  *                              begun, its peers waiting for it
+ *   BREAK_CHDIR    (no rule)   init() changes the working directory to /
+ *   BREAK_SETENV   (no rule)   init() sets PLAIT_COMM_TIMEOUT (a setting)
+ *                              and PLAIT_JOB_TOKEN (a secret)
+ *   BREAK_LOADENV  (no rule)   its entry, run as the file is loaded, sets
+ *                              PLAIT_LOADED_BY
  * Collective tags (bit 31 set) pass through untouched, so the core's
  * collectives keep working and each copy fails its own rule.
  */
@@ -66,6 +71,13 @@ static int user_tag(uint32_t tag, const plait_buffer *buf) { return tag < 0x8000
 #endif
 
 static plait_status w_init(const plait_comm_init *args, void **out) {
+#ifdef BREAK_CHDIR
+    if (chdir("/") != 0) return host->set_error(PLAIT_ERR_SYSTEM, "chdir");
+#endif
+#ifdef BREAK_SETENV
+    setenv("PLAIT_COMM_TIMEOUT", "1", 1);
+    setenv("PLAIT_JOB_TOKEN", "hunter2", 1);
+#endif
 #ifdef BREAK_EXIT
     if (args->world_rank == 1) exit(0);
 #endif
@@ -245,6 +257,9 @@ static const plait_plugin_desc *const list[] = {&desc};
 PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
                                             const plait_plugin_desc *const **descs, size_t *count) {
     (void)host_abi;
+#ifdef BREAK_LOADENV
+    setenv("PLAIT_LOADED_BY", BROKEN_NAME, 1);
+#endif
     host = h;
     *descs = list;
     *count = 1;
