@@ -8,10 +8,10 @@
 
 #include "staging/staging.h"
 #include "commstate/comm_topo.h"
+#include "commstate/comm_watchdog.h"
 #include "commstate/request.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/exit_guard.h"
 #include "runtime/hash.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -103,6 +103,23 @@ static void comm_release_memory(plait_comm *c) {
     free(c);
 }
 
+/* How long the plugin's init() or derive() for `c` may wait on its members:
+ * the bootstrap's timeout, which a rendezvous gives up after, or the
+ * communicator's if longer. */
+static double setup_timeout(const plait_comm *c, const plait_bootstrap *bs) {
+    return bs && bs->timeout_s > c->settings.timeout_s ? bs->timeout_s : c->settings.timeout_s;
+}
+
+/* destroy() one plugin communicator of `c`, watched: a plugin waiting there
+ * on a peer that is gone would hang the rank at its end. A change it makes
+ * to the process is logged: nothing is left to refuse. */
+static void destroy_plugin(const plait_comm *c, void *plugin_comm) {
+    plait_plugin_call call;
+    plait_watchdog_enter_setup(&call, c->ops, "destroy", c->name, c->settings.timeout_s);
+    c->ops->destroy(plugin_comm);
+    if (plait_watchdog_leave_setup(&call, PLAIT_OK) != PLAIT_OK) PLAIT_WARN("comm", "%s", plait_last_error());
+}
+
 /* derive() one plugin communicator over `members` (parent ranks) with a
  * fresh bootstrap from the factory. */
 static plait_status derive_plugin(const plait_comm *child, void *parent_plugin, uint32_t comm_id,
@@ -123,9 +140,14 @@ static plait_status derive_plugin(const plait_comm *child, void *parent_plugin, 
                            .size = child->size,
                            .members = members,
                            .rank = child->rank};
-    plait_plugin_call_enter(PLAIT_KIND_COMM, child->ops, "derive");
-    st = child->ops->derive(parent_plugin, &d, out);
-    plait_exit_guard_leave();
+    plait_plugin_call call;
+    plait_watchdog_enter_setup(&call, child->ops, "derive", child->name, setup_timeout(child, bs));
+    plait_status made = child->ops->derive(parent_plugin, &d, out);
+    st = plait_watchdog_leave_setup(&call, made);
+    if (made == PLAIT_OK && st != PLAIT_OK) { /* made, then refused */
+        destroy_plugin(child, *out);
+        *out = NULL;
+    }
     if (f->destroy) f->destroy(f->ctx, bs);
     if (st != PLAIT_OK)
         return plait_wrap_error(st, "comm plugin derive() for communicator '%s' (rank %d of %d)",
@@ -170,9 +192,11 @@ plait_status plait_comm_create_world(const plait_comm_ops *ops, const plait_conf
                           .bootstrap = bootstrap,
                           .world_rank = c->rank,
                           .world_size = c->size};
-    plait_plugin_call_enter(PLAIT_KIND_COMM, ops, "init");
-    plait_status st = ops->init(&ia, &c->pcoll);
-    plait_exit_guard_leave();
+    plait_plugin_call call;
+    plait_watchdog_enter_setup(&call, ops, "init", c->name, setup_timeout(c, bootstrap));
+    plait_status made = ops->init(&ia, &c->pcoll);
+    plait_status st = plait_watchdog_leave_setup(&call, made);
+    if (made == PLAIT_OK && st != PLAIT_OK) destroy_plugin(c, c->pcoll); /* made, then refused */
     if (st != PLAIT_OK) {
         plait_wrap_error(st, "comm plugin init() on world rank %d of %d", c->rank, c->size);
         comm_release_memory(c);
@@ -181,7 +205,7 @@ plait_status plait_comm_create_world(const plait_comm_ops *ops, const plait_conf
     st = plait_comm_topo_init_world(c, bootstrap);
     int *members = st == PLAIT_OK ? malloc((size_t)c->size * sizeof(int)) : NULL;
     if (!members) {
-        ops->destroy(c->pcoll);
+        destroy_plugin(c, c->pcoll);
         if (st != PLAIT_OK) {
             comm_release_memory(c);
             return st;
@@ -193,7 +217,7 @@ plait_status plait_comm_create_world(const plait_comm_ops *ops, const plait_conf
     st = derive_plugin(c, c->pcoll, child_comm_id(c->id, 0xffffffffu, 0, 1), members, &c->pp2p);
     free(members);
     if (st != PLAIT_OK) {
-        ops->destroy(c->pcoll);
+        destroy_plugin(c, c->pcoll);
         comm_release_memory(c);
         return st;
     }
@@ -322,7 +346,7 @@ plait_status plait_comm_split(plait_comm *comm, int color, int key, const char *
         st = derive_plugin(child, comm->pp2p, child_comm_id(comm->id, split_no, (uint32_t)color, 1),
                            members, &child->pp2p);
         pthread_mutex_unlock(&comm->p2p_lock);
-        if (st != PLAIT_OK) comm->ops->destroy(child->pcoll);
+        if (st != PLAIT_OK) destroy_plugin(child, child->pcoll);
     }
     if (st != PLAIT_OK) {
         comm_release_memory(child);
@@ -363,8 +387,8 @@ void plait_comm_free(plait_comm *comm) {
     if (started) pthread_join(comm->worker, NULL);
     plait_staging_free(comm->staging, comm->scratch_leaked);
     if (!comm->scratch_leaked) {
-        comm->ops->destroy(comm->pp2p);
-        comm->ops->destroy(comm->pcoll);
+        destroy_plugin(comm, comm->pp2p);
+        destroy_plugin(comm, comm->pcoll);
     }
     if (comm->parent) {
         pthread_mutex_lock(&comm->parent->lock);

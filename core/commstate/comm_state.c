@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "commstate/comm_state.h"
+#include "commstate/comm_watchdog.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -48,8 +49,16 @@ void plait_comm_fail(plait_comm *comm, plait_status status, const char *message)
                  comm->world_ranks ? comm->world_ranks[comm->rank] : comm->rank, root);
         why = relay;
     }
+    /* watched: a plugin whose abort() waits on the peer that failed would
+     * hang the rank that is reporting it */
+    plait_watched_call c = {.ops = comm->ops, .fn = "abort", .rule = "loss", .comm_name = comm->name, .peer = -1,
+                            .limit_s = plait_watchdog_limit(comm->settings.timeout_s)};
+    plait_watchdog_enter(&c);
     comm->ops->abort(comm->pcoll, why);
+    plait_watchdog_leave();
+    plait_watchdog_enter(&c);
     comm->ops->abort(comm->pp2p, why);
+    plait_watchdog_leave();
 }
 
 plait_status plait_comm_check_usable(plait_comm *comm) {

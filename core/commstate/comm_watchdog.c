@@ -70,6 +70,16 @@ static void after_fork_child(void) {
     pthread_mutex_unlock(&g_lock);
 }
 
+/* What the rule `rule` of plait/comm.h asks, in short. */
+static const char *rule_text(const char *rule) {
+    if (strcmp(rule, "timeout") == 0) return "wait() whose timeout expires returns PLAIT_ERR_TIMEOUT";
+    if (strcmp(rule, "setup") == 0)
+        return "init() and derive() return within the bootstrap's timeout (PLAIT_ERR_TIMEOUT for a member that "
+               "never comes), destroy() within the communicator's";
+    if (strcmp(rule, "loss") == 0) return "abort() fails the communicator's requests at once";
+    return "isend, irecv and test return without waiting";
+}
+
 /* The message, on stderr and to the launcher, then the end of the process.
  * stderr is written with write(2), not stdio, whose lock the stuck thread
  * may hold; the log file last, under an alarm, for the same reason. */
@@ -78,14 +88,13 @@ static void report_and_exit(const plait_watched_call *c, double inside_s) {
     char plugin[96], given[96] = "", peer[64] = "", msg[1024];
     if (name) snprintf(plugin, sizeof plugin, "the comm plugin '%s'", name);
     else snprintf(plugin, sizeof plugin, "the transport");
-    if (c->timeout_s > 0) snprintf(given, sizeof given, ", though it was given %g s", c->timeout_s);
+    if (strcmp(c->rule, "setup") == 0) snprintf(given, sizeof given, ", past its timeout of %g s", c->timeout_s);
+    else if (c->timeout_s > 0) snprintf(given, sizeof given, ", though it was given %g s", c->timeout_s);
     else snprintf(given, sizeof given, ", though it must return at once");
     if (c->peer >= 0) snprintf(peer, sizeof peer, ", waiting on world rank %d", c->peer);
     snprintf(msg, sizeof msg, "%s has been inside %s() for %.1f s%s (communicator '%s'%s); plait/comm.h [%s]: %s. "
              "Its thread cannot be taken back: this rank ends here rather than hang the job",
-             plugin, c->fn, inside_s, given, c->comm_name, peer, c->rule,
-             strcmp(c->rule, "timeout") == 0 ? "wait() whose timeout expires returns PLAIT_ERR_TIMEOUT"
-                                             : "isend, irecv and test return without waiting");
+             plugin, c->fn, inside_s, given, c->comm_name, peer, c->rule, rule_text(c->rule));
     char line[1100];
     int n = snprintf(line, sizeof line, "plait: error: %s\n", msg);
     if (n > 0 && write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1) < 0) {}
@@ -200,4 +209,17 @@ void plait_watchdog_enter_comm(const plait_comm *comm, const char *fn, int peer,
                             .peer = peer >= 0 && peer < comm->size && comm->world_ranks ? comm->world_ranks[peer] : -1,
                             .limit_s = plait_watchdog_limit(timeout_s > 0 ? timeout_s : comm->settings.timeout_s)};
     plait_watchdog_enter(&c);
+}
+
+void plait_watchdog_enter_setup(plait_plugin_call *call, const plait_comm_ops *ops, const char *fn,
+                                const char *comm_name, double timeout_s) {
+    plait_plugin_call_enter(call, PLAIT_KIND_COMM, ops, fn);
+    plait_watched_call c = {.ops = ops, .fn = fn, .rule = "setup", .comm_name = comm_name, .peer = -1,
+                            .timeout_s = timeout_s, .limit_s = plait_watchdog_limit(timeout_s)};
+    plait_watchdog_enter(&c);
+}
+
+plait_status plait_watchdog_leave_setup(plait_plugin_call *call, plait_status st) {
+    plait_watchdog_leave();
+    return plait_plugin_call_leave(call, st);
 }

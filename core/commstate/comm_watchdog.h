@@ -9,10 +9,14 @@
  *
  * So the plugin calls of the data path (isend, irecv, test, wait, the
  * posting of a native collective; coll_p2p.c, coll_exec.c, comm_p2p.c and
- * the conformance kit's) are bracketed by plait_watchdog_enter/leave;
- * init, derive, destroy, abort, registration and the stream and event
- * calls are not. One process-wide thread, started by the first
- * call, looks at the calls in flight five times a second; a call still
+ * the conformance kit's), those that set up and end communicators (init,
+ * derive, destroy: comm.c and the kit's; a plugin waiting there for a
+ * member that never comes would hang every rank at start) and abort()
+ * (comm_state.c) are bracketed by plait_watchdog_enter/leave. The core
+ * makes no reg()/dereg() calls, and the stream and event calls only
+ * enqueue on a device stream and are not watched. One process-wide thread,
+ * started by the first call (a rank's first is its world's init()), looks
+ * at the calls in flight five times a second; a call still
  * inside the plugin past its limit (the timeout it was given plus a grace,
  * plait_watchdog_limit) ends the process: it prints what was stuck (the
  * plugin, the function, the communicator, the peer, the rule of
@@ -37,14 +41,18 @@
 
 #include <plait/comm.h>
 
+#include "plugin/loader.h"
+
 /* One plugin call, as the watchdog would name it. Copied at enter. */
 typedef struct plait_watched_call {
     const plait_comm_ops *ops; /* the plugin's table: its name is looked up when the call is reported */
     const char *fn;            /* static text: "wait", "test", "isend", "an all_reduce", ... */
-    const char *rule;          /* static text: the rule of plait/comm.h it would break ("timeout", "progress") */
+    const char *rule;          /* static text: the rule of plait/comm.h it would break ("timeout", "progress",
+                                * "setup", "loss") */
     const char *comm_name;     /* the communicator's name ("dp", "world"): copied (up to 47 bytes) */
     int peer;                  /* the world rank the call waits on; -1 when none or many */
-    double timeout_s;          /* the timeout the call was handed (wait), else 0 */
+    double timeout_s;          /* the timeout the call was handed (wait; init, derive: the bootstrap's;
+                                * destroy: the communicator's), else 0 */
     double limit_s;            /* inside the plugin longer than this ends the process (<= 0: unwatched) */
 } plait_watched_call;
 
@@ -69,5 +77,18 @@ struct plait_comm;
  * native collective, which must return at once (rule [progress]) and are
  * given the communicator's timeout. `peer` is a member of `comm`, or -1. */
 void plait_watchdog_enter_comm(const struct plait_comm *comm, const char *fn, int peer, double timeout_s);
+
+/* Enter `fn` ("init", "derive", "destroy") of the comm plugin `ops`, which
+ * sets up or ends the communicator `comm_name` under the timeout
+ * `timeout_s` (the bootstrap's for init and derive, the communicator's for
+ * destroy): a plugin setup call (plugin/loader.h: an exit inside it is
+ * named, a change it makes to the working directory or a PLAIT_* variable
+ * refused), watched under rule [setup] with the limit
+ * plait_watchdog_limit(timeout_s). A plugin waiting there for a member that
+ * never comes must give up by its timeout like a wait(). */
+void plait_watchdog_enter_setup(plait_plugin_call *call, const plait_comm_ops *ops, const char *fn,
+                                const char *comm_name, double timeout_s);
+/* It has returned `st`: plait_plugin_call_leave's answer. */
+plait_status plait_watchdog_leave_setup(plait_plugin_call *call, plait_status st);
 
 #endif

@@ -13,7 +13,7 @@
 #include "commstate/comm_watchdog.h"
 #include "coll/reduce.h"
 #include "plugin/loader.h"
-#include "runtime/exit_guard.h"
+#include "runtime/log.h"
 
 /* Entries of a /proc/self directory (file descriptors, threads). */
 static int count_entries(const char *dir) {
@@ -54,6 +54,15 @@ static void run_check(kit_p2p *k, const char *name, const char *rule, p2p_check 
     gather_row(k->bs, name, rule, &o, rep);
 }
 
+/* destroy() of the kit's plugin communicator, watched as training's is. */
+static void raw_destroy_comm(kit_p2p *k) {
+    plait_plugin_call call;
+    plait_watchdog_enter_setup(&call, k->ops, "destroy", "plugin test", k->timeout_s);
+    k->ops->destroy(k->comm);
+    if (plait_watchdog_leave_setup(&call, PLAIT_OK) != PLAIT_OK) PLAIT_WARN("kit", "%s", plait_last_error());
+    k->comm = NULL;
+}
+
 /* A plugin communicator over the whole job on a fresh bootstrap namespace,
  * so repeated init() calls never read each other's keys. */
 static plait_status raw_init(plait_job *job, const plait_config *cfg, const plait_host *host, const char *key,
@@ -68,9 +77,11 @@ static plait_status raw_init(plait_job *job, const plait_config *cfg, const plai
     if (st != PLAIT_OK) return st;
     plait_comm_init args = {.struct_size = sizeof args, .host = host, .config = cfg,
                             .bootstrap = *bs_out, .world_rank = plait_job_rank(job), .world_size = n};
-    plait_plugin_call_enter(PLAIT_KIND_COMM, k->ops, "init");
-    st = k->ops->init(&args, &k->comm);
-    plait_exit_guard_leave();
+    plait_plugin_call call;
+    plait_watchdog_enter_setup(&call, k->ops, "init", "plugin test", (*bs_out)->timeout_s);
+    plait_status made = k->ops->init(&args, &k->comm);
+    st = plait_watchdog_leave_setup(&call, made);
+    if (made == PLAIT_OK && st != PLAIT_OK) raw_destroy_comm(k); /* made, then refused */
     if (st != PLAIT_OK) {
         k->comm = NULL;
         plait_bootstrap_free(*bs_out);
@@ -80,7 +91,7 @@ static plait_status raw_init(plait_job *job, const plait_config *cfg, const plai
 }
 
 static void raw_destroy(kit_p2p *k, plait_bootstrap *bs) {
-    if (k->comm) k->ops->destroy(k->comm);
+    if (k->comm) raw_destroy_comm(k);
     k->comm = NULL;
     plait_bootstrap_free(bs);
 }

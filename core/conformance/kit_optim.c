@@ -9,7 +9,6 @@
 
 #include "comm/comm.h"
 #include "plugin/loader.h"
-#include "runtime/exit_guard.h"
 
 
 const char *const kit_optim_overrides[] = {
@@ -189,9 +188,9 @@ static plait_status optim_open(const kit_env *e, const kit_saved *from, kit_opti
     }
     plait_optim_init init = {.struct_size = sizeof init, .host = e->host, .config = e->cfg,
                              .params = &o->kp.set, .dp_comm = e->dp, .world = e->dp, .local_micro_batches = 1};
-    plait_plugin_call_enter(PLAIT_KIND_OPTIM, o->ops, "create");
-    plait_status st = o->ops->create(&init, &o->state);
-    plait_exit_guard_leave();
+    plait_plugin_call call;
+    plait_plugin_call_enter(&call, PLAIT_KIND_OPTIM, o->ops, "create");
+    plait_status st = plait_plugin_call_leave(&call, o->ops->create(&init, &o->state));
     /* a fresh start reads the kit's initial values (and no state) */
     kit_saved fresh = {.n_names = 0, .names = NULL, .tensors = o->kp.data, .numel = o->kp.numel};
     plait_value_source src = {.struct_size = sizeof src, .ctx = (void *)(from ? from : &fresh), .read = saved_read};

@@ -11,7 +11,6 @@
 #include "kernels/kernels.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
-#include "runtime/exit_guard.h"
 #include "runtime/log.h"
 #include "runtime/memory.h"
 
@@ -169,9 +168,11 @@ plait_status plait_device_open(const plait_host *host, const plait_config *cfg, 
                                    .deterministic = plait_config_bool(cfg, "run", "deterministic")};
     plait_device_info info = {.struct_size = sizeof info, .ordinal = -1};
     plait_clear_error();
-    plait_plugin_call_enter(PLAIT_KIND_DEVICE, ops, "open");
-    st = ops->open(host, &args, &info);
-    plait_exit_guard_leave();
+    plait_plugin_call call;
+    plait_plugin_call_enter(&call, PLAIT_KIND_DEVICE, ops, "open");
+    plait_status opened = ops->open(host, &args, &info);
+    st = plait_plugin_call_leave(&call, opened);
+    if (opened == PLAIT_OK && st != PLAIT_OK) ops->close(); /* opened, then refused */
     if (st != PLAIT_OK) return plait_wrap_error(st, "[device] plugin = %s: open (ordinal %lld)", d->name, (long long)ordinal);
     const plait_kernels *k = ops->kernels ? ops->kernels() : NULL;
     if (!k || k->struct_size < offsetof(plait_kernels, zero_f64) + sizeof k->zero_f64) {

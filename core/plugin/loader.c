@@ -124,12 +124,25 @@ static const plait_plugin_desc *find_registered(uint32_t kind, const char *name,
     return NULL;
 }
 
+/* "the comm plugin 'tcp'" into `buf`. */
+static const char *plugin_named(uint32_t kind, const void *ops, char *buf, size_t cap) {
+    const char *name = plait_plugin_name_of_ops(kind, ops);
+    if (name) snprintf(buf, cap, "the %s plugin '%s'", plait_kind_name(kind), name);
+    else snprintf(buf, cap, "the %s plugin", plait_kind_name(kind));
+    return buf;
+}
+
+/* What a plugin must leave as it found it, and why. */
+#define LEAVE_AS_FOUND                                                                                       \
+    "a plugin must leave the process's working directory and PLAIT_* variables as it found them: the rank "    \
+    "finds the run's files and its place in the job through them"
+
 /* The most plugins one file may declare (plugin.h): a larger count is a
  * plugin's mistake (its array's count), never read. */
 #define MAX_DESCRIPTORS 64
 
 /* Open `path` and run every check; on success register its descriptors. */
-static plait_status open_file_unguarded(const char *path, struct loaded_file **out) {
+static plait_status load_file(const char *path, struct loaded_file **out) {
     char real[PATH_MAX];
     if (!realpath(path, real))
         return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s: %s", path, strerror(errno));
@@ -230,6 +243,29 @@ static plait_status open_file_unguarded(const char *path, struct loaded_file **o
     PLAIT_DEBUG("loader", "loaded %s (%zu plugin%s)", real, n, n == 1 ? "" : "s");
     *out = f;
     return PLAIT_OK;
+}
+
+/* load_file, refusing a file whose constructors or entry changed the
+ * process's working directory or PLAIT_* variables. */
+static plait_status open_file_unguarded(const char *path, struct loaded_file **out) {
+    size_t had = g_loader.n_files;
+    plait_process_state before;
+    plait_process_state_take(&before);
+    plait_status st = load_file(path, out);
+    char what[1024];
+    int changed = plait_process_state_changed(&before, what, sizeof what);
+    plait_process_state_free(&before);
+    if (!changed) return st;
+    char failed[1024] = "";
+    if (st != PLAIT_OK) snprintf(failed, sizeof failed, "; the load also failed: %s", plait_last_error());
+    if (st == PLAIT_OK && g_loader.n_files > had) { /* registered just now: taken back */
+        struct loaded_file *f = &g_loader.files[--g_loader.n_files];
+        dlclose(f->handle);
+        free(f->path);
+    }
+    *out = NULL;
+    return plait_set_error(PLAIT_ERR_ABI, "%s: loading the plugin file changed the process: %s; " LEAVE_AS_FOUND "%s",
+                           path, what, failed);
 }
 
 /* ---- a file that crashes while it is loaded: the process cannot go on
@@ -383,10 +419,24 @@ const char *plait_plugin_name_of_ops(uint32_t kind, const void *ops) {
     return name;
 }
 
-void plait_plugin_call_enter(uint32_t kind, const void *ops, const char *fn) {
-    const char *name = plait_plugin_name_of_ops(kind, ops);
-    if (name) plait_exit_guard_enter("inside the %s plugin '%s''s %s()", plait_kind_name(kind), name, fn);
-    else plait_exit_guard_enter("inside the %s plugin's %s()", plait_kind_name(kind), fn);
+void plait_plugin_call_enter(plait_plugin_call *call, uint32_t kind, const void *ops, const char *fn) {
+    char who[128];
+    plugin_named(kind, ops, who, sizeof who);
+    plait_exit_guard_enter("inside %s's %s()", who, fn);
+    *call = (plait_plugin_call){.kind = kind, .ops = ops, .fn = fn};
+    plait_process_state_take(&call->before);
+}
+
+plait_status plait_plugin_call_leave(plait_plugin_call *call, plait_status st) {
+    plait_exit_guard_leave();
+    char what[1024];
+    int changed = plait_process_state_changed(&call->before, what, sizeof what);
+    plait_process_state_free(&call->before);
+    if (!changed) return st;
+    char who[128], failed[1024] = "";
+    if (st != PLAIT_OK) snprintf(failed, sizeof failed, "; the call also failed: %s", plait_last_error());
+    return plait_set_error(PLAIT_ERR_ABI, "%s's %s() changed the process: %s; " LEAVE_AS_FOUND "%s",
+                           plugin_named(call->kind, call->ops, who, sizeof who), call->fn, what, failed);
 }
 
 static int parse_file_name(const char *file, char *kind, size_t kl, char *name, size_t nl) {

@@ -19,6 +19,8 @@
 #include <plait/host.h>
 #include <plait/plugin.h>
 
+#include "runtime/process_state.h"
+
 /* Size of a v1.0 descriptor: anything smaller is refused. */
 #define PLAIT_DESC_V1_0_SIZE (offsetof(plait_plugin_desc, uses) + sizeof(const char *const *))
 
@@ -49,10 +51,25 @@ double plait_plugin_scan_seconds(void);
  * NULL (not a loaded plugin's, or the loader is busy: this never waits for
  * its lock, so a thread reporting a stuck plugin call cannot block on it). */
 const char *plait_plugin_name_of_ops(uint32_t kind, const void *ops);
-/* The calling thread enters the function `fn` ("init") of the plugin of
- * `kind` whose table is `ops`, as an exit during it names it
- * (runtime/exit_guard.h); plait_exit_guard_leave() when it returns. */
-void plait_plugin_call_enter(uint32_t kind, const void *ops, const char *fn);
+/* One setup call into a plugin (comm init/derive/destroy, device open,
+ * parallel/optim create), bracketed by the two functions below: an exit
+ * during it names it (runtime/exit_guard.h), and a change it makes to the
+ * process's working directory or PLAIT_* variables is refused
+ * (runtime/process_state.h). The caller's, on its stack. */
+typedef struct plait_plugin_call {
+    uint32_t kind;
+    const void *ops;
+    const char *fn; /* static text: "init" */
+    plait_process_state before;
+} plait_plugin_call;
+/* The calling thread enters the function `fn` of the plugin of `kind`
+ * whose table is `ops`. */
+void plait_plugin_call_enter(plait_plugin_call *call, uint32_t kind, const void *ops, const char *fn);
+/* It has returned `st`: `st`, or PLAIT_ERR_ABI with the error set when the
+ * call changed the working directory or a PLAIT_* variable (the message
+ * names the plugin, the call and each change; a plugin's own failure
+ * message, if any, follows). */
+plait_status plait_plugin_call_leave(plait_plugin_call *call, plait_status st);
 
 /* Directories searched, in order (owned by the loader). */
 size_t plait_plugin_dirs(const char *const **dirs);

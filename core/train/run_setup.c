@@ -6,7 +6,6 @@
 #include "device/device.h"
 #include "host/host_table.h"
 #include "runtime/error.h"
-#include "runtime/exit_guard.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/run.h"
@@ -87,9 +86,9 @@ plait_status plait_run_load_parallel(plait_run *run) {
                                 .mesh = &run->world.mesh,
                                 .model = run->model.spec,
                                 .deterministic = run->deterministic};
-    plait_plugin_call_enter(PLAIT_KIND_PARALLEL, run->parallel.ops, "create");
-    plait_status st = run->parallel.ops->create(&init, &run->parallel.state);
-    plait_exit_guard_leave();
+    plait_plugin_call call;
+    plait_plugin_call_enter(&call, PLAIT_KIND_PARALLEL, run->parallel.ops, "create");
+    plait_status st = plait_plugin_call_leave(&call, run->parallel.ops->create(&init, &run->parallel.state));
     if (st == PLAIT_OK) st = plait_run_prefill_plan(run);
     if (st == PLAIT_OK) st = run_plugin_plan(run);
     if (st != PLAIT_OK) return plait_wrap_error(st, "parallel plugin %s", name);
@@ -134,9 +133,9 @@ static plait_status create_optim(plait_run *run, const plait_value_source *src) 
                              .world = run->world.comm,
                              .local_micro_batches = run->work.plan.micro_batches,
                              .deterministic = run->deterministic};
-    plait_plugin_call_enter(PLAIT_KIND_OPTIM, run->optim.ops, "create");
-    plait_status st = run->optim.ops->create(&init, &run->optim.state);
-    plait_exit_guard_leave();
+    plait_plugin_call call;
+    plait_plugin_call_enter(&call, PLAIT_KIND_OPTIM, run->optim.ops, "create");
+    plait_status st = plait_plugin_call_leave(&call, run->optim.ops->create(&init, &run->optim.state));
     if (st == PLAIT_OK) st = run->optim.ops->materialize(run->optim.state, src);
     return st != PLAIT_OK ? plait_wrap_error(st, "optimizer %s", plait_config_str(run->cfg, "optim", "plugin")) : st;
 }

@@ -4,8 +4,10 @@
  * message naming the call; many short calls whose sum passes the limit do
  * not; a call that left is forgotten; a child forked while another thread
  * is inside a call is not ended for that thread's call, and a child of a
- * thread that made watched calls has a watchdog of its own. Each case runs in
- * a forked child, since the watchdog ends the process it runs in.
+ * thread that made watched calls has a watchdog of its own; a stuck setup
+ * call names its rule, and one that changed the process is refused. Each
+ * stuck case runs in a forked child, since the watchdog ends the process it
+ * runs in.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +24,7 @@
 #include <cmocka.h>
 
 #include "commstate/comm_watchdog.h"
+#include "runtime/error.h"
 
 static void sleep_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -61,25 +64,63 @@ static int in_child(void (*fn)(void), char *said, size_t cap, double *took) {
     return status;
 }
 
-static void stuck_call(void) {
-    plait_watched_call c = call(0.6);
+static void stuck(plait_watched_call c) {
     plait_watchdog_enter(&c);
     sleep_s(15); /* a plugin that never returns */
     plait_watchdog_leave();
 }
 
-static void test_stuck_call_ends_the_process(void **state) {
-    (void)state;
-    char said[4096];
+static void stuck_call(void) { stuck(call(0.6)); }
+
+/* fn, in a child, is ended by the watchdog past its limit of 0.6 s: what it
+ * said into `said`. */
+static void assert_ended(void (*fn)(void), char *said, size_t cap) {
     double took = 0;
-    int status = in_child(stuck_call, said, sizeof said, &took);
+    int status = in_child(fn, said, cap, &took);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 1);
     assert_true(took >= 0.6 && took < 5.0);
+}
+
+static void test_stuck_call_ends_the_process(void **state) {
+    (void)state;
+    char said[4096];
+    assert_ended(stuck_call, said, sizeof said);
     /* no plugin is loaded for this table: named as the transport */
     assert_non_null(strstr(said, "the transport has been inside wait() for"));
     assert_non_null(strstr(said, "though it was given 0.25 s (communicator 'dp', waiting on world rank 3)"));
     assert_non_null(strstr(said, "plait/comm.h [timeout]"));
+}
+
+/* A setup call (init, derive, destroy) is named with its own rule. */
+static void stuck_setup_call(void) {
+    stuck((plait_watched_call){.fn = "init", .rule = "setup", .comm_name = "world", .peer = -1, .timeout_s = 0.25,
+                               .limit_s = 0.6});
+}
+
+static void test_stuck_setup_call_names_its_rule(void **state) {
+    (void)state;
+    char said[4096];
+    assert_ended(stuck_setup_call, said, sizeof said);
+    assert_non_null(strstr(said, "the transport has been inside init() for"));
+    assert_non_null(strstr(said, "past its timeout of 0.25 s (communicator 'world'); plait/comm.h [setup]: init() and "
+                                 "derive() return within the bootstrap's timeout"));
+}
+
+/* A setup call that returns in time passes its status on, and one that
+ * changed the working directory is refused, naming the call. */
+static void test_setup_call_checks_the_process(void **state) {
+    (void)state;
+    plait_plugin_call pc;
+    plait_watchdog_enter_setup(&pc, NULL, "derive", "dp", 2.0);
+    assert_int_equal(plait_watchdog_leave_setup(&pc, PLAIT_ERR_TIMEOUT), PLAIT_ERR_TIMEOUT);
+    char here[4096];
+    assert_non_null(getcwd(here, sizeof here));
+    plait_watchdog_enter_setup(&pc, NULL, "init", "world", 2.0);
+    assert_int_equal(chdir("/"), 0);
+    assert_int_equal(plait_watchdog_leave_setup(&pc, PLAIT_OK), PLAIT_ERR_ABI);
+    assert_int_equal(chdir(here), 0);
+    assert_non_null(strstr(plait_last_error(), "the comm plugin's init() changed the process: the working directory"));
 }
 
 static void short_calls(void) {
@@ -205,6 +246,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_limit),
         cmocka_unit_test(test_stuck_call_ends_the_process),
+        cmocka_unit_test(test_stuck_setup_call_names_its_rule),
+        cmocka_unit_test(test_setup_call_checks_the_process),
         cmocka_unit_test(test_short_calls_are_not_stuck),
         cmocka_unit_test(test_fork_leaves_other_threads_calls_behind),
         cmocka_unit_test(test_child_of_a_watched_thread),

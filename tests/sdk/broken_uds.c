@@ -22,6 +22,14 @@
  *   BREAK_EXIT     (no rule)   init() on world rank 1 calls exit(0): the
  *                              rank ends "cleanly" before its run has
  *                              begun, its peers waiting for it
+ *   BREAK_INITHANG, BREAK_DERIVEHANG, BREAK_DESTROYHANG  [setup]  init(),
+ *                              derive() or destroy() never returns, on
+ *                              every rank, whatever the bootstrap's timeout
+ *   BREAK_CHDIR    (no rule)   init() changes the working directory to /
+ *   BREAK_SETENV   (no rule)   init() sets PLAIT_COMM_TIMEOUT (a setting)
+ *                              and PLAIT_JOB_TOKEN (a secret)
+ *   BREAK_LOADENV  (no rule)   its entry, run as the file is loaded, sets
+ *                              PLAIT_LOADED_BY
  * Collective tags (bit 31 set) pass through untouched, so the core's
  * collectives keep working and each copy fails its own rule.
  */
@@ -65,7 +73,27 @@ typedef struct wcomm {
 static int user_tag(uint32_t tag, const plait_buffer *buf) { return tag < 0x80000000u && buf->bytes >= 8; }
 #endif
 
+#if defined(BREAK_INITHANG) || defined(BREAK_DERIVEHANG) || defined(BREAK_DESTROYHANG)
+/* Waits for a peer that never answers, and never gives up. */
+static void hang(void) {
+    for (;;) {
+        struct timespec d = {1, 0};
+        nanosleep(&d, NULL);
+    }
+}
+#endif
+
 static plait_status w_init(const plait_comm_init *args, void **out) {
+#ifdef BREAK_INITHANG
+    hang();
+#endif
+#ifdef BREAK_CHDIR
+    if (chdir("/") != 0) return host->set_error(PLAIT_ERR_SYSTEM, "chdir");
+#endif
+#ifdef BREAK_SETENV
+    setenv("PLAIT_COMM_TIMEOUT", "1", 1);
+    setenv("PLAIT_JOB_TOKEN", "hunter2", 1);
+#endif
 #ifdef BREAK_EXIT
     if (args->world_rank == 1) exit(0);
 #endif
@@ -87,6 +115,9 @@ static plait_status w_init(const plait_comm_init *args, void **out) {
 }
 
 static plait_status w_derive(void *parent, const plait_comm_derive *args, void **out) {
+#ifdef BREAK_DERIVEHANG
+    hang();
+#endif
     wcomm *c = calloc(1, sizeof *c);
     if (!c) return host->set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     plait_status st = inner->derive(((wcomm *)parent)->in, args, &c->in);
@@ -97,6 +128,9 @@ static plait_status w_derive(void *parent, const plait_comm_derive *args, void *
 
 static void w_destroy(void *comm) {
     wcomm *c = comm;
+#ifdef BREAK_DESTROYHANG
+    hang();
+#endif
 #ifndef BREAK_LEAK
     inner->destroy(c->in);
 #endif
@@ -245,6 +279,9 @@ static const plait_plugin_desc *const list[] = {&desc};
 PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
                                             const plait_plugin_desc *const **descs, size_t *count) {
     (void)host_abi;
+#ifdef BREAK_LOADENV
+    setenv("PLAIT_LOADED_BY", BROKEN_NAME, 1);
+#endif
     host = h;
     *descs = list;
     *count = 1;

@@ -9,3 +9,17 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 work=$(mktemp -d "/tmp/plait-$(basename "$0" .sh)-XXXXXX")
 trap 'pkill -KILL -f -- "$work/run" 2>/dev/null || true; rm -rf "$work"' EXIT
 cd "$src"
+# train PLUGIN [KEY=VALUE...]: gpt-tiny at dp 2 over the comm plugin PLUGIN,
+# under `timeout 100`, its output in $work/out-PLUGIN (the last lines shown);
+# sets $rc (its exit status) and $took (seconds).
+train() {
+  local plugin=$1 start=$SECONDS
+  shift
+  rc=0
+  PLAIT_PLUGIN_PATH=$dir timeout 100 "$plait" train configs/gpt-tiny.ini parallel.dp=2 comm.plugin="$plugin" \
+    run.eval_every=0 run.progress=off "run.out_dir=$work/run-$plugin" "$@" >"$work/out-$plugin" 2>&1 || rc=$?
+  took=$((SECONDS - start))
+  tail -n 4 "$work/out-$plugin"
+}
+# failed PLUGIN: the last run ended as a failure, neither a success nor a hang.
+failed() { [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "the run over $1 exited $rc (0: counted as a success; 124: it hung)"; }

@@ -48,6 +48,17 @@
  *              timeout (isend, irecv, test, posting: the communicator's
  *              timeout) ends the rank, naming the plugin and the call, since
  *              its thread cannot be taken back.
+ *   [setup]    init() and derive() give up within the bootstrap's
+ *              timeout_s (the job's [comm] timeout) when a member does not
+ *              come, returning PLAIT_ERR_TIMEOUT; destroy() returns within
+ *              the communicator's timeout even when its peers are gone. The
+ *              core watches these calls as it watches wait(): one still
+ *              inside the plugin past that timeout + 5 s + a tenth of it
+ *              ends the rank, naming the plugin and the call. abort()
+ *              (rule [loss]) is watched the same way. None of these calls,
+ *              nor the loading of the plugin's file, may change the
+ *              process's working directory or its PLAIT_* environment
+ *              variables: the core refuses a call that did.
  *   [loss]     When a peer dies, every pending and later request with that
  *              peer fails with PLAIT_ERR_PEER_LOST within the wait's timeout,
  *              naming the peer. abort() makes every pending and later request

@@ -1,0 +1,41 @@
+/*
+ * What a plugin call may change in the process that plait goes on relying
+ * on: the working directory (every relative path of the run: its config,
+ * data, out_dir) and the PLAIT_* environment variables (the rank's place in
+ * the job, its settings, the job's token). A plugin runs in the rank's
+ * process with its rights, so nothing stops it changing them; plait notes
+ * both before each plugin setup call and compares after it
+ * (plugin/loader.h's plait_plugin_call), refusing a change rather than
+ * running on in a process that no longer matches its job.
+ *
+ * Cost: one getcwd() and one walk of environ per take or compare.
+ *
+ * Thread-safety: as getenv(): a thread changing the environment during a
+ * take or a compare is the race the C library already has.
+ */
+#ifndef PLAIT_CORE_RUNTIME_PROCESS_STATE_H
+#define PLAIT_CORE_RUNTIME_PROCESS_STATE_H
+
+#include <stddef.h>
+
+typedef struct plait_process_state {
+    char *cwd;      /* NULL when getcwd() failed (a removed directory): not compared */
+    char *env;      /* the PLAIT_* entries of environ, "NAME=VALUE\0" each, in its order */
+    size_t env_len; /* bytes of `env`; env == NULL: out of memory, not compared */
+} plait_process_state;
+
+/* Note the working directory and the PLAIT_* variables now. */
+void plait_process_state_take(plait_process_state *s);
+
+/* 1 if the working directory or a PLAIT_* variable differs from `before`,
+ * each change written to `what` (", " between them): "the working
+ * directory from '/a' to '/b'", "PLAIT_X from '1' to '2'", "PLAIT_Y set to
+ * '1'", "PLAIT_Z unset (was '1')". The value of a variable whose name says
+ * it may hold a secret (TOKEN, SECRET, PASSWORD, KEY, AUTH, CRED) is never
+ * written, only its name ("PLAIT_JOB_TOKEN set (value not shown)"). 0 if
+ * nothing changed. */
+int plait_process_state_changed(const plait_process_state *before, char *what, size_t cap);
+
+void plait_process_state_free(plait_process_state *s);
+
+#endif

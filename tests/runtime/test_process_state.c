@@ -1,0 +1,71 @@
+/*
+ * What a plugin call may change in the process (runtime/process_state.h):
+ * nothing changed says nothing; a changed working directory, a PLAIT_*
+ * variable set, changed or unset are each named with their values, except a
+ * secret's; other variables are not plait's to watch.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "runtime/process_state.h"
+
+static void test_nothing_changed(void **state) {
+    (void)state;
+    setenv("PLAIT_TEST_KEEP", "1", 1);
+    plait_process_state s;
+    plait_process_state_take(&s);
+    setenv("OTHER_TEST_VAR", "x", 1); /* not a PLAIT_* variable */
+    char what[512];
+    assert_int_equal(plait_process_state_changed(&s, what, sizeof what), 0);
+    assert_string_equal(what, "");
+    plait_process_state_free(&s);
+    unsetenv("PLAIT_TEST_KEEP");
+}
+
+static void test_each_change_named(void **state) {
+    (void)state;
+    char here[4096];
+    assert_non_null(getcwd(here, sizeof here));
+    setenv("PLAIT_TEST_A", "old", 1);
+    setenv("PLAIT_TEST_GONE", "was", 1);
+    plait_process_state s;
+    plait_process_state_take(&s);
+    assert_int_equal(chdir("/"), 0);
+    setenv("PLAIT_TEST_A", "new", 1);
+    unsetenv("PLAIT_TEST_GONE");
+    setenv("PLAIT_TEST_NEW", "1", 1);
+    setenv("PLAIT_TEST_TOKEN", "hunter2", 1);
+    char what[1024];
+    assert_int_equal(plait_process_state_changed(&s, what, sizeof what), 1);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "the working directory from '%s' to '/'", here);
+    assert_non_null(strstr(what, dir));
+    assert_non_null(strstr(what, "PLAIT_TEST_A from 'old' to 'new'"));
+    assert_non_null(strstr(what, "PLAIT_TEST_GONE unset (was 'was')"));
+    assert_non_null(strstr(what, "PLAIT_TEST_NEW set to '1'"));
+    assert_non_null(strstr(what, "PLAIT_TEST_TOKEN set (value not shown)"));
+    assert_null(strstr(what, "hunter2"));
+    /* a short buffer is cut, never overrun */
+    char small[24];
+    assert_int_equal(plait_process_state_changed(&s, small, sizeof small), 1);
+    assert_int_equal(strlen(small), sizeof small - 1);
+    plait_process_state_free(&s);
+    assert_int_equal(chdir(here), 0);
+    unsetenv("PLAIT_TEST_A");
+    unsetenv("PLAIT_TEST_NEW");
+    unsetenv("PLAIT_TEST_TOKEN");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nothing_changed),
+        cmocka_unit_test(test_each_change_named),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
