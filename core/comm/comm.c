@@ -111,13 +111,9 @@ static double setup_timeout(const plait_comm *c, const plait_bootstrap *bs) {
 }
 
 /* destroy() one plugin communicator of `c`, watched: a plugin waiting there
- * on a peer that is gone would hang the rank at its end. A change it makes
- * to the process is logged: nothing is left to refuse. */
+ * on a peer that is gone would hang the rank at its end. */
 static void destroy_plugin(const plait_comm *c, void *plugin_comm) {
-    plait_plugin_call call;
-    plait_watchdog_enter_setup(&call, c->ops, "destroy", c->name, c->settings.timeout_s);
-    c->ops->destroy(plugin_comm);
-    if (plait_watchdog_leave_setup(&call, PLAIT_OK) != PLAIT_OK) PLAIT_WARN("comm", "%s", plait_last_error());
+    plait_watchdog_destroy(c->ops, plugin_comm, c->name, c->settings.timeout_s);
 }
 
 /* derive() one plugin communicator over `members` (parent ranks) with a

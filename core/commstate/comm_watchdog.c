@@ -12,6 +12,7 @@
 
 #include "launch/launch.h"
 #include "plugin/loader.h"
+#include "runtime/error.h"
 #include "runtime/log.h"
 
 #define SLOTS 128
@@ -222,4 +223,11 @@ void plait_watchdog_enter_setup(plait_plugin_call *call, const plait_comm_ops *o
 plait_status plait_watchdog_leave_setup(plait_plugin_call *call, plait_status st) {
     plait_watchdog_leave();
     return plait_plugin_call_leave(call, st);
+}
+
+void plait_watchdog_destroy(const plait_comm_ops *ops, void *plugin_comm, const char *comm_name, double timeout_s) {
+    plait_plugin_call call;
+    plait_watchdog_enter_setup(&call, ops, "destroy", comm_name, timeout_s);
+    ops->destroy(plugin_comm);
+    if (plait_watchdog_leave_setup(&call, PLAIT_OK) != PLAIT_OK) PLAIT_WARN("comm", "%s", plait_last_error());
 }

@@ -90,5 +90,10 @@ void plait_watchdog_enter_setup(plait_plugin_call *call, const plait_comm_ops *o
                                 const char *comm_name, double timeout_s);
 /* It has returned `st`: plait_plugin_call_leave's answer. */
 plait_status plait_watchdog_leave_setup(plait_plugin_call *call, plait_status st);
+/* destroy(plugin_comm) of the comm plugin `ops` for the communicator
+ * `comm_name`, watched as above under `timeout_s`. A change it makes to the
+ * process is logged as a warning: with the communicator gone, nothing is
+ * left to refuse. */
+void plait_watchdog_destroy(const plait_comm_ops *ops, void *plugin_comm, const char *comm_name, double timeout_s);
 
 #endif

@@ -13,7 +13,6 @@
 #include "commstate/comm_watchdog.h"
 #include "coll/reduce.h"
 #include "plugin/loader.h"
-#include "runtime/log.h"
 
 /* Entries of a /proc/self directory (file descriptors, threads). */
 static int count_entries(const char *dir) {
@@ -56,10 +55,7 @@ static void run_check(kit_p2p *k, const char *name, const char *rule, p2p_check 
 
 /* destroy() of the kit's plugin communicator, watched as training's is. */
 static void raw_destroy_comm(kit_p2p *k) {
-    plait_plugin_call call;
-    plait_watchdog_enter_setup(&call, k->ops, "destroy", "plugin test", k->timeout_s);
-    k->ops->destroy(k->comm);
-    if (plait_watchdog_leave_setup(&call, PLAIT_OK) != PLAIT_OK) PLAIT_WARN("kit", "%s", plait_last_error());
+    plait_watchdog_destroy(k->ops, k->comm, "plugin test", k->timeout_s);
     k->comm = NULL;
 }
 

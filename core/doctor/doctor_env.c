@@ -6,6 +6,7 @@
 #include "doctor/doctor.h"
 #include "launch/bootstrap.h"
 #include "runtime/error.h"
+#include "runtime/process_state.h"
 
 extern char **environ;
 
@@ -19,8 +20,12 @@ static int seen(const char *const *prefixes, char *buf, size_t cap) {
         for (const char *const *p = prefixes; *p; p++) {
             size_t len = strlen(*p);
             if (strncmp(*e, *p, len) != 0) continue;
-            /* the job token is a secret: named, never shown */
-            const char *shown = strncmp(*e, "PLAIT_JOB_TOKEN=", 16) == 0 ? "PLAIT_JOB_TOKEN=(set)" : *e;
+            /* a secret (the job token) is named, never shown */
+            const char *eq = strchr(*e, '=');
+            const int name_len = eq ? (int)(eq - *e) : (int)strlen(*e);
+            char hidden[160];
+            snprintf(hidden, sizeof hidden, "%.*s=(set)", name_len, *e);
+            const char *shown = plait_env_name_secret(*e, (size_t)name_len) ? hidden : *e;
             if (off + strlen(shown) + 2 < cap) off += (size_t)snprintf(buf + off, cap - off, "%s%s", n ? " " : "", shown);
             n++;
             break;

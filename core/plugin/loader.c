@@ -132,10 +132,23 @@ static const char *plugin_named(uint32_t kind, const void *ops, char *buf, size_
     return buf;
 }
 
-/* What a plugin must leave as it found it, and why. */
-#define LEAVE_AS_FOUND                                                                                       \
-    "a plugin must leave the process's working directory and PLAIT_* variables as it found them: the rank "    \
-    "finds the run's files and its place in the job through them"
+/* `st`, or PLAIT_ERR_ABI with the error set when the process's working
+ * directory or PLAIT_* variables differ from `before` (freed here): what
+ * changed, after `subject` ("PATH: loading the plugin file"), and the
+ * plugin's own failure, if `st` was one. */
+static plait_status refuse_if_changed(plait_process_state *before, plait_status st, const char *subject) {
+    char what[1024];
+    int changed = plait_process_state_changed(before, what, sizeof what);
+    plait_process_state_free(before);
+    if (!changed) return st;
+    char failed[1024] = "";
+    if (st != PLAIT_OK) snprintf(failed, sizeof failed, "; it also failed: %s", plait_last_error());
+    return plait_set_error(PLAIT_ERR_ABI,
+                           "%s changed the process: %s; a plugin must leave the process's working directory and "
+                           "PLAIT_* variables as it found them: the rank finds the run's files and its place in the "
+                           "job through them%s",
+                           subject, what, failed);
+}
 
 /* The most plugins one file may declare (plugin.h): a larger count is a
  * plugin's mistake (its array's count), never read. */
@@ -251,21 +264,17 @@ static plait_status open_file_unguarded(const char *path, struct loaded_file **o
     size_t had = g_loader.n_files;
     plait_process_state before;
     plait_process_state_take(&before);
-    plait_status st = load_file(path, out);
-    char what[1024];
-    int changed = plait_process_state_changed(&before, what, sizeof what);
-    plait_process_state_free(&before);
-    if (!changed) return st;
-    char failed[1024] = "";
-    if (st != PLAIT_OK) snprintf(failed, sizeof failed, "; the load also failed: %s", plait_last_error());
-    if (st == PLAIT_OK && g_loader.n_files > had) { /* registered just now: taken back */
+    plait_status loaded = load_file(path, out);
+    char subject[PATH_MAX + 64];
+    snprintf(subject, sizeof subject, "%s: loading the plugin file", path);
+    plait_status st = refuse_if_changed(&before, loaded, subject);
+    if (st != PLAIT_OK && loaded == PLAIT_OK && g_loader.n_files > had) { /* registered just now: taken back */
         struct loaded_file *f = &g_loader.files[--g_loader.n_files];
         dlclose(f->handle);
         free(f->path);
     }
-    *out = NULL;
-    return plait_set_error(PLAIT_ERR_ABI, "%s: loading the plugin file changed the process: %s; " LEAVE_AS_FOUND "%s",
-                           path, what, failed);
+    if (st != PLAIT_OK) *out = NULL;
+    return st;
 }
 
 /* ---- a file that crashes while it is loaded: the process cannot go on
@@ -429,14 +438,9 @@ void plait_plugin_call_enter(plait_plugin_call *call, uint32_t kind, const void 
 
 plait_status plait_plugin_call_leave(plait_plugin_call *call, plait_status st) {
     plait_exit_guard_leave();
-    char what[1024];
-    int changed = plait_process_state_changed(&call->before, what, sizeof what);
-    plait_process_state_free(&call->before);
-    if (!changed) return st;
-    char who[128], failed[1024] = "";
-    if (st != PLAIT_OK) snprintf(failed, sizeof failed, "; the call also failed: %s", plait_last_error());
-    return plait_set_error(PLAIT_ERR_ABI, "%s's %s() changed the process: %s; " LEAVE_AS_FOUND "%s",
-                           plugin_named(call->kind, call->ops, who, sizeof who), call->fn, what, failed);
+    char who[128], subject[192];
+    snprintf(subject, sizeof subject, "%s's %s()", plugin_named(call->kind, call->ops, who, sizeof who), call->fn);
+    return refuse_if_changed(&call->before, st, subject);
 }
 
 static int parse_file_name(const char *file, char *kind, size_t kl, char *name, size_t nl) {

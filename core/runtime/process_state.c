@@ -51,8 +51,7 @@ static size_t name_len(const char *entry) {
     return eq ? (size_t)(eq - entry) : strlen(entry);
 }
 
-/* Whether the variable's value may be a secret, and so is never written. */
-static int secret(const char *name, size_t len) {
+int plait_env_name_secret(const char *name, size_t len) {
     static const char *const words[] = {"TOKEN", "SECRET", "PASSWORD", "KEY", "AUTH", "CRED"};
     char n[128];
     snprintf(n, sizeof n, "%.*s", (int)len, name);
@@ -83,7 +82,7 @@ static void compare_one(out *o, const char *was, const char *now) {
     size_t n = name_len(e);
     const char *old = was ? was + n + 1 : NULL, *new = now ? now + n + 1 : NULL;
     if (old && new && strcmp(old, new) == 0) return;
-    int hide = secret(e, n);
+    int hide = plait_env_name_secret(e, n);
     if (old && new && hide) say(o, "%.*s changed (values not shown)", (int)n, e);
     else if (old && new) say(o, "%.*s from '%s' to '%s'", (int)n, e, old, new);
     else if (new && hide) say(o, "%.*s set (value not shown)", (int)n, e);
@@ -97,9 +96,9 @@ int plait_process_state_changed(const plait_process_state *before, char *what, s
     if (cap) what[0] = '\0';
     plait_process_state now;
     plait_process_state_take(&now);
-    if (before->cwd && (!now.cwd || strcmp(before->cwd, now.cwd) != 0))
-        say(&o, "the working directory from '%s' to '%s'", before->cwd, now.cwd ? now.cwd : "(a directory getcwd cannot name)");
     int changed = before->cwd && (!now.cwd || strcmp(before->cwd, now.cwd) != 0);
+    if (changed)
+        say(&o, "the working directory from '%s' to '%s'", before->cwd, now.cwd ? now.cwd : "(a directory getcwd cannot name)");
     if (before->env && now.env) {
         for (size_t off = 0; off < before->env_len; off += strlen(before->env + off) + 1) {
             const char *was = before->env + off;

@@ -38,4 +38,10 @@ int plait_process_state_changed(const plait_process_state *before, char *what, s
 
 void plait_process_state_free(plait_process_state *s);
 
+/* 1 if the environment variable named by the `len` bytes at `name` may
+ * hold a secret (its name contains TOKEN, SECRET, PASSWORD, KEY, AUTH or
+ * CRED, as PLAIT_JOB_TOKEN does): whatever plait prints names it and never
+ * shows its value. */
+int plait_env_name_secret(const char *name, size_t len);
+
 #endif
