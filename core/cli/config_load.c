@@ -12,25 +12,48 @@
  * chain past it is a cycle, or as good as one. */
 #define USES_DEPTH 4
 
-/* Load plugin kind/name and declare its section; recurse into `uses`.
- * Returns PLAIT_OK when loaded (or already declared). */
-static plait_status declare_plugin(plait_config *cfg, uint32_t kind, const char *name, int depth) {
-    const plait_plugin_desc *d = plait_plugin_load(kind, name);
-    if (!d) return PLAIT_ERR_INVALID_CONFIG;
-    char section[128];
-    snprintf(section, sizeof section, "%s.%s", plait_kind_name(kind), d->name);
-    if (!plait_config_has_section(cfg, section) && d->n_keys) {
-        char owner[128];
-        snprintf(owner, sizeof owner, "plugin %s/%s", plait_kind_name(kind), d->name);
-        plait_status st = plait_config_declare(cfg, section, d->keys, d->n_keys, d->key_size, owner);
-        if (st != PLAIT_OK) return st;
+/* Declare [<kind>.<name>] for plugin `plugin` (a name or a path; NULL or
+ * "threads", the in-process transport, have none) and, through
+ * plait_plugin_desc.uses, for the plugins it composes; `from` is the chain
+ * so far, for the message of a cycle.
+ *
+ * Two uses differ only in what a composed plugin may get away with. A
+ * run's config (strict 0): a composed plugin that is missing only matters
+ * if the layout needs it, which the composing plugin reports, and the walk
+ * stops USES_DEPTH deep; the plugin itself missing returns its loader's
+ * error for the caller to place. A plugin under test (strict 1): every
+ * plugin of the chain must load and declare, and a chain deeper than
+ * USES_DEPTH is refused as the cycle it most likely is. */
+static plait_status declare_plugin(plait_config *cfg, uint32_t kind, const char *plugin, int depth,
+                                   const char *from, int strict) {
+    if (!plugin || strcmp(plugin, "threads") == 0) return PLAIT_OK;
+    if (depth > USES_DEPTH)
+        return strict ? plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                        "%s plugins use one another in a cycle, or more than %d deep "
+                                        "(plait_plugin_desc.uses): %s -> %s",
+                                        plait_kind_name(kind), USES_DEPTH, from, plugin)
+                      : PLAIT_OK;
+    const plait_plugin_desc *d = plait_plugin_load(kind, plugin);
+    if (!d) {
+        if (strict) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "%s plugin '%s'", plait_kind_name(kind), plugin);
+        if (depth == 0) return PLAIT_ERR_INVALID_CONFIG;
+        plait_clear_error();
+        return PLAIT_OK;
     }
-    /* Composed plugins are declared when present; one that is missing only
-     * matters if the layout needs it, which the composing plugin reports. */
-    if (d->uses && depth < USES_DEPTH)
-        for (int i = 0; d->uses[i]; i++) (void)declare_plugin(cfg, kind, d->uses[i], depth + 1);
-    plait_clear_error();
-    return PLAIT_OK;
+    char section[128], owner[160], chain[512];
+    snprintf(section, sizeof section, "%s.%s", plait_kind_name(kind), d->name);
+    snprintf(owner, sizeof owner, "plugin %s/%s", plait_kind_name(kind), d->name);
+    plait_status st = PLAIT_OK;
+    if (d->n_keys && !plait_config_has_section(cfg, section))
+        st = plait_config_declare(cfg, section, d->keys, d->n_keys, d->key_size, owner);
+    snprintf(chain, sizeof chain, "%s%s%s", from ? from : "", from ? " -> " : "", d->name);
+    for (int i = 0; st == PLAIT_OK && d->uses && d->uses[i]; i++) {
+        if (strcmp(d->uses[i], d->name) == 0) continue;
+        plait_status used = declare_plugin(cfg, kind, d->uses[i], depth + 1, chain, strict);
+        if (strict) st = used;
+    }
+    if (!strict && st == PLAIT_OK) plait_clear_error();
+    return st;
 }
 
 /* Declare "<kind>.<name>" when a plugin <name> of that kind exists. */
@@ -40,7 +63,7 @@ static void declare_other_plugin(plait_config *cfg, const char *section) {
     char kind[32];
     snprintf(kind, sizeof kind, "%.*s", (int)(dot - section), section);
     uint32_t k = plait_kind_parse(kind);
-    if (k) (void)declare_plugin(cfg, k, dot + 1, 0);
+    if (k) (void)declare_plugin(cfg, k, dot + 1, 0, NULL, 0);
 }
 
 void plait_cli_declare_env_sections(plait_config *cfg) {
@@ -83,7 +106,7 @@ plait_status plait_cli_load_config(const char *path, int n_overrides, char *cons
     for (int i = 0; st == PLAIT_OK && i < 4; i++) {
         const char *name = plait_config_pending_text(cfg, selectors[i], "plugin", NULL);
         if (!name || !*name) continue;
-        if (declare_plugin(cfg, plait_kind_parse(selectors[i]), name, 0) != PLAIT_OK)
+        if (declare_plugin(cfg, plait_kind_parse(selectors[i]), name, 0, NULL, 0) != PLAIT_OK)
             st = plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[%s] plugin = %s", selectors[i], name);
     }
     /* Sections of other plugins present in the file are checked too, when the
@@ -119,32 +142,6 @@ void plait_cli_print_error(const char *context) {
     plait_launch_report_error(line);
 }
 
-/* Declare [<kind>.<name>] for plugin `plugin` (a name or a path; NULL or
- * "threads", the in-process transport, have none), and for the plugins it
- * composes (`from`: the chain so far, for the message of a cycle). */
-static plait_status declare_plugin_section(plait_config *cfg, uint32_t kind, const char *plugin, int depth,
-                                           const char *from) {
-    if (!plugin || strcmp(plugin, "threads") == 0) return PLAIT_OK;
-    if (depth > USES_DEPTH)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s plugins use one another in a cycle, or more than %d deep (plait_plugin_desc.uses): "
-                               "%s -> %s",
-                               plait_kind_name(kind), USES_DEPTH, from, plugin);
-    const plait_plugin_desc *d = plait_plugin_load(kind, plugin);
-    if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "%s plugin '%s'", plait_kind_name(kind), plugin);
-    char section[128];
-    snprintf(section, sizeof section, "%s.%s", plait_kind_name(kind), d->name);
-    plait_status st = PLAIT_OK;
-    if (d->n_keys && !plait_config_has_section(cfg, section))
-        st = plait_config_declare(cfg, section, d->keys, d->n_keys, d->key_size, "plugin");
-    /* and those of the plugins it composes (plait_plugin_desc.uses) */
-    char chain[512];
-    snprintf(chain, sizeof chain, "%s%s%s", from ? from : "", from ? " -> " : "", d->name);
-    for (int i = 0; st == PLAIT_OK && d->uses && d->uses[i]; i++)
-        if (strcmp(d->uses[i], d->name) != 0) st = declare_plugin_section(cfg, kind, d->uses[i], depth + 1, chain);
-    return st;
-}
-
 plait_status plait_cli_load_plugin_config(uint32_t kind, const char *plugin, const char *const *first,
                                           int n_over, char *const *over, plait_config **out) {
     plait_config *cfg = plait_config_new();
@@ -154,11 +151,10 @@ plait_status plait_cli_load_plugin_config(uint32_t kind, const char *plugin, con
     for (int i = 0; st == PLAIT_OK && i < n_over; i++) st = plait_config_add_override(cfg, over[i]);
     /* the plugin whose section to declare: the one named, else [comm] plugin */
     if (!plugin && kind == PLAIT_KIND_COMM) plugin = plait_config_pending_text(cfg, "comm", "plugin", NULL);
-    if (st == PLAIT_OK) st = declare_plugin_section(cfg, kind, plugin, 0, NULL);
+    if (st == PLAIT_OK) st = declare_plugin(cfg, kind, plugin, 0, NULL, 1);
     /* an optimizer under test may need a group: the transport's keys too */
     if (st == PLAIT_OK && kind == PLAIT_KIND_OPTIM)
-        st = declare_plugin_section(cfg, PLAIT_KIND_COMM, plait_config_pending_text(cfg, "comm", "plugin", NULL), 0,
-                                    NULL);
+        st = declare_plugin(cfg, PLAIT_KIND_COMM, plait_config_pending_text(cfg, "comm", "plugin", NULL), 0, NULL, 1);
     if (st == PLAIT_OK) plait_cli_declare_env_sections(cfg);
     if (st == PLAIT_OK) st = plait_config_finalize(cfg, NULL);
     if (st == PLAIT_OK) st = plait_cli_apply_log_level(cfg);
