@@ -20,6 +20,7 @@
 #include "checkpoint/checkpoint_state.h"
 #include "checkpoint/safetensors_crc32c.h"
 #include "checkpoint/safetensors_json.h"
+#include "checkpoint/string_pairs.h"
 #include "model/tied.h"
 #include "runtime/out_file.h"
 #include "runtime/regular_file.h"
@@ -55,8 +56,7 @@ struct plait_ckpt_writer {
     char dir[PATH_MAX];
     int64_t step;
     plait_st_writer *st[2];
-    char **meta_key, **meta_val;
-    size_t n_meta, meta_cap;
+    plait_string_pairs meta; /* state.json's "metadata" */
     plait_ckpt_crash crash;
     int64_t protect; /* never pruned (the checkpoint the run resumed from); -1 none */
 };
@@ -85,12 +85,7 @@ void plait_ckpt_writer_protect(plait_ckpt_writer *w, int64_t step) { w->protect 
 void plait_ckpt_writer_crash_at(plait_ckpt_writer *w, plait_ckpt_crash point) { w->crash = point; }
 
 static void writer_free(plait_ckpt_writer *w) {
-    for (size_t i = 0; i < w->n_meta; i++) {
-        free(w->meta_key[i]);
-        free(w->meta_val[i]);
-    }
-    free(w->meta_key);
-    free(w->meta_val);
+    plait_string_pairs_free(&w->meta);
     free(w);
 }
 
@@ -183,32 +178,9 @@ plait_status plait_ckpt_file_metadata(plait_ckpt_writer *w, plait_ckpt_file file
 }
 
 plait_status plait_ckpt_set_meta(plait_ckpt_writer *w, const char *key, const char *value) {
-    for (size_t i = 0; i < w->n_meta; i++)
-        if (strcmp(w->meta_key[i], key) == 0) {
-            char *v = strdup(value);
-            if (!v) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-            free(w->meta_val[i]);
-            w->meta_val[i] = v;
-            return PLAIT_OK;
-        }
-    if (w->n_meta == w->meta_cap) {
-        size_t cap = w->meta_cap ? 2 * w->meta_cap : 8;
-        char **k = realloc(w->meta_key, cap * sizeof *k);
-        if (k) w->meta_key = k;
-        char **v = realloc(w->meta_val, cap * sizeof *v);
-        if (v) w->meta_val = v;
-        if (!k || !v) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-        w->meta_cap = cap;
-    }
-    char *k = strdup(key), *v = strdup(value);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-    }
-    w->meta_key[w->n_meta] = k;
-    w->meta_val[w->n_meta++] = v;
-    return PLAIT_OK;
+    ssize_t i = plait_string_pairs_find(&w->meta, key);
+    return i >= 0 ? plait_string_pairs_set(&w->meta, (size_t)i, value)
+                  : plait_string_pairs_append(&w->meta, key, value);
 }
 
 plait_status plait_ckpt_write(plait_ckpt_writer *w, const char *name, const float *data, size_t count) {
@@ -220,7 +192,7 @@ plait_status plait_ckpt_write(plait_ckpt_writer *w, const char *name, const floa
 static plait_status write_state(const plait_ckpt_writer *w, const plait_ckpt_state *s,
                                 const plait_ckpt_file_fact *facts, uint32_t *crc_out) {
     plait_jbuf b = {0};
-    plait_ckpt_state_render(&b, s, facts, w->meta_key, w->meta_val, w->n_meta);
+    plait_ckpt_state_render(&b, s, facts, w->meta.key, w->meta.val, w->meta.n);
     if (b.failed) {
         plait_jbuf_free(&b);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory writing %s", PLAIT_CKPT_STATE_FILE);

@@ -14,6 +14,7 @@
 #include "checkpoint/checkpoint_fs.h"
 #include "checkpoint/safetensors_crc32c.h"
 #include "checkpoint/safetensors_json.h"
+#include "checkpoint/string_pairs.h"
 
 #define CRC_PREFIX PLAIT_ST_CRC_PREFIX
 #define HEADER_CRC_KEY PLAIT_ST_HEADER_CRC_KEY
@@ -34,8 +35,7 @@ struct plait_st_writer {
     int fd;
     wtensor *t;
     size_t n, cap;
-    char **meta_key, **meta_val;
-    size_t n_meta, meta_cap;
+    plait_string_pairs meta; /* the header's "__metadata__", besides "format" */
     const char *format;      /* value of "format" */
     int header_written;
     size_t header_len;       /* N, padded */
@@ -74,26 +74,10 @@ plait_status plait_st_writer_metadata(plait_st_writer *w, const char *key, const
     if (w->header_written) return too_late(w, "metadata");
     if (strncmp(key, CRC_PREFIX, strlen(CRC_PREFIX)) == 0 || strcmp(key, HEADER_CRC_KEY) == 0)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s: metadata key \"%s\" is reserved", w->path, key);
-    for (size_t i = 0; i < w->n_meta; i++)
-        if (strcmp(w->meta_key[i], key) == 0)
-            return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s: metadata key \"%s\" given twice", w->path, key);
-    if (w->n_meta == w->meta_cap) {
-        size_t cap = w->meta_cap ? 2 * w->meta_cap : 8;
-        char **k = realloc(w->meta_key, cap * sizeof *k);
-        if (k) w->meta_key = k;
-        char **v = realloc(w->meta_val, cap * sizeof *v);
-        if (v) w->meta_val = v;
-        if (!k || !v) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-        w->meta_cap = cap;
-    }
-    char *k = strdup(key), *v = strdup(value);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
-    }
-    w->meta_key[w->n_meta] = k;
-    w->meta_val[w->n_meta++] = v;
+    if (plait_string_pairs_find(&w->meta, key) >= 0)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s: metadata key \"%s\" given twice", w->path, key);
+    plait_status st = plait_string_pairs_append(&w->meta, key, value);
+    if (st != PLAIT_OK) return st;
     if (strcmp(key, "format") == 0) w->format = NULL; /* the user's entry replaces the default */
     return PLAIT_OK;
 }
@@ -158,12 +142,12 @@ static int build_header(const plait_st_writer *w, uint32_t header_crc, plait_jbu
         plait_jbuf_string(b, w->format);
         first = 0;
     }
-    for (size_t i = 0; i < w->n_meta; i++) {
+    for (size_t i = 0; i < w->meta.n; i++) {
         if (!first) plait_jbuf_puts(b, ",");
         first = 0;
-        plait_jbuf_string(b, w->meta_key[i]);
+        plait_jbuf_string(b, w->meta.key[i]);
         plait_jbuf_puts(b, ":");
-        plait_jbuf_string(b, w->meta_val[i]);
+        plait_jbuf_string(b, w->meta.val[i]);
     }
     for (size_t i = 0; i < w->n; i++) {
         if (!first) plait_jbuf_puts(b, ",");
@@ -272,13 +256,8 @@ plait_status plait_st_writer_finish(plait_st_writer *w, uint64_t *file_bytes) {
 static void writer_free(plait_st_writer *w) {
     if (w->fd >= 0) close(w->fd);
     for (size_t i = 0; i < w->n; i++) free(w->t[i].name);
-    for (size_t i = 0; i < w->n_meta; i++) {
-        free(w->meta_key[i]);
-        free(w->meta_val[i]);
-    }
     free(w->t);
-    free(w->meta_key);
-    free(w->meta_val);
+    plait_string_pairs_free(&w->meta);
     free(w);
 }
 
