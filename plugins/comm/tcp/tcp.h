@@ -242,6 +242,11 @@ void tcp_protocol_error(tcp_engine *e, tcp_conn *c, const char *fmt, ...) PLAIT_
 void tcp_io_error(tcp_engine *e, tcp_conn *c, int err);
 void tcp_set_events(tcp_engine *e, tcp_conn *c, uint32_t ev);
 plait_status tcp_check_peer(tcp_comm *cm, int peer, const char *op);
+/* The start that an isend (kind TCP_SEND) and an irecv (TCP_RECV) share:
+ * the peer checked, its channel found or made, a new request filled in
+ * with the buffer, peer and tag. NULL with *st (the error set) when the
+ * peer is refused or memory runs out. */
+tcp_req *tcp_req_post(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t tag, int kind, plait_status *st);
 
 /* tcp_send.c, tcp_recv.c: socket I/O on one connection (mu held). */
 void tcp_conn_flush(tcp_engine *e, tcp_conn *c);

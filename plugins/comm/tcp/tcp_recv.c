@@ -294,24 +294,11 @@ void tcp_conn_read(tcp_engine *e, tcp_conn *c) {
 plait_status tcp_irecv(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t tag, tcp_req **out) {
     tcp_engine *e = cm->eng;
     pthread_mutex_lock(&e->mu);
-    plait_status st = tcp_check_peer(cm, peer, "receive from");
-    if (st != PLAIT_OK) goto out;
-    int w = cm->world_of[peer];
-    tcp_chan *ch = tcp_chan_find(e, w, cm->id, tag, 1);
-    tcp_req *r = tcp_req_new(e);
-    if (!ch || !r) {
-        if (r) tcp_req_release(e, r);
-        st = e->host->set_error(PLAIT_ERR_NO_MEMORY, "tcp: out of memory posting a receive");
-        goto out;
-    }
-    r->kind = TCP_RECV;
-    r->comm = cm;
-    r->chan = ch;
-    r->peer = w;
-    r->comm_peer = peer;
-    r->tag = tag;
-    r->buf = buf->ptr;
-    r->cap = buf->bytes;
+    plait_status st;
+    tcp_req *r = tcp_req_post(cm, buf, peer, tag, TCP_RECV, &st);
+    if (!r) goto out;
+    const int w = r->peer;
+    tcp_chan *ch = r->chan;
     r->seq = ch->recv_seq++;
     tcp_inmsg *m = ch->msgs;
     while (m && m->seq != r->seq) m = m->next;

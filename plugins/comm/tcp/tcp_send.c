@@ -126,24 +126,11 @@ static plait_status self_send(tcp_engine *e, tcp_comm *cm, tcp_chan *ch, tcp_req
 plait_status tcp_isend(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t tag, tcp_req **out) {
     tcp_engine *e = cm->eng;
     pthread_mutex_lock(&e->mu);
-    plait_status st = tcp_check_peer(cm, peer, "send to");
-    if (st != PLAIT_OK) goto out;
-    int w = cm->world_of[peer];
-    tcp_chan *ch = tcp_chan_find(e, w, cm->id, tag, 1);
-    tcp_req *r = tcp_req_new(e);
-    if (!ch || !r) {
-        if (r) tcp_req_release(e, r);
-        st = e->host->set_error(PLAIT_ERR_NO_MEMORY, "tcp: out of memory posting a send");
-        goto out;
-    }
-    r->kind = TCP_SEND;
-    r->comm = cm;
-    r->chan = ch;
-    r->peer = w;
-    r->comm_peer = peer;
-    r->tag = tag;
-    r->buf = buf->ptr;
-    r->cap = buf->bytes;
+    plait_status st;
+    tcp_req *r = tcp_req_post(cm, buf, peer, tag, TCP_SEND, &st);
+    if (!r) goto out;
+    const int w = r->peer;
+    tcp_chan *ch = r->chan;
     if (w == e->rank) {
         st = self_send(e, cm, ch, r, buf->ptr, buf->bytes);
         if (st != PLAIT_OK) tcp_req_release(e, r);

@@ -355,3 +355,27 @@ plait_status tcp_check_peer(tcp_comm *cm, int peer, const char *op) {
     }
     return PLAIT_OK;
 }
+
+tcp_req *tcp_req_post(tcp_comm *cm, const plait_buffer *buf, int peer, uint32_t tag, int kind, plait_status *st) {
+    tcp_engine *e = cm->eng;
+    *st = tcp_check_peer(cm, peer, kind == TCP_SEND ? "send to" : "receive from");
+    if (*st != PLAIT_OK) return NULL;
+    int w = cm->world_of[peer];
+    tcp_chan *ch = tcp_chan_find(e, w, cm->id, tag, 1);
+    tcp_req *r = tcp_req_new(e);
+    if (!ch || !r) {
+        if (r) tcp_req_release(e, r);
+        *st = e->host->set_error(PLAIT_ERR_NO_MEMORY, "tcp: out of memory posting a %s",
+                                 kind == TCP_SEND ? "send" : "receive");
+        return NULL;
+    }
+    r->kind = kind;
+    r->comm = cm;
+    r->chan = ch;
+    r->peer = w;
+    r->comm_peer = peer;
+    r->tag = tag;
+    r->buf = buf->ptr;
+    r->cap = buf->bytes;
+    return r;
+}
