@@ -369,6 +369,7 @@ int plait_cli_launch_elastic(plait_config *cfg, int min, int max, int max_restar
                                    .store_host = host,
                                    .store_port = store_port,
                                    .token = token,
+                                   .expect_finished = 1, /* ranks of this program (cli/main.c) */
                                    .hooks = &hk};
             plait_launch_result res;
             plait_status st = plait_agent_attach(agent, s.ranks, child);

@@ -173,6 +173,7 @@ static int launch(int nranks, int argc, char **argv, const plait_cli_job_opts *j
     plait_launch_opts o = {0};
     o.nranks = nranks;
     o.stdout_fd = o.stderr_fd = -1;
+    o.expect_finished = 1; /* the ranks are this program, which marks each command's end (cli/main.c) */
     const char *g = getenv("PLAIT_LAUNCH_GRACE");
     o.grace_s = g ? atof(g) : 0;
     char host[256];

@@ -10,7 +10,7 @@
 #include "runtime/log.h"
 #include "host/host_table.h"
 
-int main(int argc, char **argv) {
+static int run_main(int argc, char **argv) {
     /* A file growing past `ulimit -f` would end the process by SIGXFSZ,
      * silently and leaving its temporary files; ignored, the write fails
      * (EFBIG, "File too large") and is reported and cleaned up like a full
@@ -76,5 +76,15 @@ int main(int argc, char **argv) {
     int rc = c->run(argc - 1, argv + 1, &job);
     plait_host_uninstall();
     plait_exit_guard_disarm();
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    int rc = run_main(argc, argv);
+    /* Returning from here is how every command ends; a rank of plait's
+     * launcher that ends any other way (an _exit(0) in a plugin or a
+     * library, which the exit guard cannot see) has not marked itself
+     * finished and counts as failed (launch/launch.h). */
+    plait_launch_report_finished();
     return rc;
 }

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -27,6 +28,10 @@
 extern char **environ;
 
 #define LAST_LINE 1024
+/* A rank's line on its report pipe that says its command has finished,
+ * followed by its pid; an error line never starts with this byte (ASCII
+ * ACK), which plait_launch_report_error replaces. */
+#define FINISHED_MARK "\006finished "
 
 struct rank_proc {
     pid_t pid;
@@ -37,6 +42,8 @@ struct rank_proc {
     char partial[LAST_LINE];
     size_t partial_len;
     char last[LAST_LINE];
+    int finished;        /* it marked its command finished (FINISHED_MARK with its pid) */
+    int unfinished;      /* it exited with status 0 unmarked, counted as exit status 1 */
     int external_signal; /* killed by a signal the launcher did not send: a root cause */
 };
 
@@ -53,6 +60,26 @@ static void report_init(void) {
     if (end && !*end && fd > 2 && fd < (1 << 20) && fcntl((int)fd, F_GETFD) >= 0) g_report_fd = (int)fd;
 }
 
+/* One line to the launcher, in one write below PIPE_BUF (never
+ * interleaved). A launcher that is gone has closed the pipe: the EPIPE is
+ * ignored and the SIGPIPE it raises in this thread taken back, so that
+ * reporting never ends the process. */
+static void report_line(const char *line, size_t n) {
+    int saved = errno;
+    sigset_t pipe_sig, old;
+    sigemptyset(&pipe_sig);
+    sigaddset(&pipe_sig, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_sig, &old);
+    ssize_t w = write(g_report_fd, line, n);
+    if (w < 0 && errno == EPIPE && !sigismember(&old, SIGPIPE)) {
+        const struct timespec now = {0, 0};
+        while (sigtimedwait(&pipe_sig, NULL, &now) < 0 && errno == EINTR) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved;
+}
+
 void plait_launch_report_error(const char *message) {
     pthread_once(&g_report_once, report_init);
     if (g_report_fd < 0 || !message) return;
@@ -65,13 +92,19 @@ void plait_launch_report_error(const char *message) {
             line[n++] = '|';
             line[n++] = ' ';
         } else {
-            line[n++] = *p;
+            line[n++] = *p == FINISHED_MARK[0] ? '?' : *p; /* never read as the mark */
         }
     }
     line[n++] = '\n';
-    /* one write below PIPE_BUF: never interleaved */
-    ssize_t w = write(g_report_fd, line, n);
-    (void)w;
+    report_line(line, n);
+}
+
+void plait_launch_report_finished(void) {
+    pthread_once(&g_report_once, report_init);
+    if (g_report_fd < 0) return;
+    char line[64];
+    int n = snprintf(line, sizeof line, FINISHED_MARK "%ld\n", (long)getpid());
+    if (n > 0 && (size_t)n < sizeof line) report_line(line, (size_t)n);
 }
 
 /* ---- argv --------------------------------------------------------------- */
@@ -173,7 +206,24 @@ static void free_env(char **env) {
     free(env);
 }
 
-/* Read what a rank reported; keep its last complete line. */
+/* A line of a rank's report is complete (or the last one, without a
+ * newline): the finished mark with the rank's own pid (a process it started
+ * may have inherited the pipe: its mark is not the rank's), else an error
+ * line, kept as its last. */
+static void take_line(struct rank_proc *p) {
+    size_t k = sizeof FINISHED_MARK - 1;
+    p->partial[p->partial_len] = '\0';
+    if (p->partial_len >= k && memcmp(p->partial, FINISHED_MARK, k) == 0) {
+        char *end = NULL;
+        long pid = strtol(p->partial + k, &end, 10);
+        if (end && !*end && pid == (long)p->pid) p->finished = 1;
+    } else if (p->partial_len) {
+        memcpy(p->last, p->partial, p->partial_len + 1);
+    }
+    p->partial_len = 0;
+}
+
+/* Read what a rank reported. */
 static void drain_report(struct rank_proc *p) {
     while (p->report_fd >= 0) {
         char buf[4096];
@@ -181,23 +231,16 @@ static void drain_report(struct rank_proc *p) {
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
         if (r <= 0) {
-            if (p->partial_len) { /* a last line without newline */
-                p->partial[p->partial_len] = '\0';
-                memcpy(p->last, p->partial, p->partial_len + 1);
-                p->partial_len = 0;
-            }
+            if (p->partial_len) take_line(p); /* a last line without newline */
             close(p->report_fd);
             p->report_fd = -1;
             return;
         }
         for (ssize_t i = 0; i < r; i++) {
-            if (buf[i] == '\n') {
-                p->partial[p->partial_len] = '\0';
-                if (p->partial_len) memcpy(p->last, p->partial, p->partial_len + 1);
-                p->partial_len = 0;
-            } else if (p->partial_len + 1 < sizeof p->partial) {
+            if (buf[i] == '\n')
+                take_line(p);
+            else if (p->partial_len + 1 < sizeof p->partial)
                 p->partial[p->partial_len++] = buf[i];
-            }
         }
     }
 }
@@ -210,7 +253,10 @@ static const char *signame(int sig) {
 }
 
 static void describe(const struct rank_proc *p, int rank, char *out, size_t cap) {
-    if (WIFSIGNALED(p->status)) {
+    if (p->unfinished) {
+        snprintf(out, cap, "rank %d failed: exited with status 0 before its command finished (a call to _exit() in "
+                 "a plugin or library?)%s%s", rank, p->last[0] ? "; its last error: " : "", p->last);
+    } else if (WIFSIGNALED(p->status)) {
         snprintf(out, cap, "rank %d was killed by %s%s%s", rank, signame(WTERMSIG(p->status)),
                  p->last[0] ? "; its last error: " : "", p->last);
     } else if (p->last[0]) {
@@ -478,6 +524,15 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
                 pid_t w = waitpid(procs[r].pid, &status, WNOHANG);
                 if (w != procs[r].pid) continue;
                 procs[r].alive = 0;
+                /* what it wrote before it ended is in the pipe now, its mark too */
+                drain_report(&procs[r]);
+                if (o->expect_finished && WIFEXITED(status) && WEXITSTATUS(status) == 0 && !procs[r].finished) {
+                    /* ended without returning from main: code it loaded
+                     * called _exit(0), or something ended it so; its peers
+                     * would wait for it until [comm] timeout */
+                    procs[r].unfinished = 1;
+                    status = W_EXITCODE(1, 0);
+                }
                 procs[r].status = status;
                 if (procs[r].pidfd >= 0) close(procs[r].pidfd);
                 procs[r].pidfd = -1;
@@ -511,10 +566,7 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
         /* the rank is gone and what it wrote is in the pipe; never block
          * here (a process it left behind may still hold the pipe open) */
         drain_report(&procs[r]);
-        if (procs[r].partial_len) {
-            procs[r].partial[procs[r].partial_len] = '\0';
-            memcpy(procs[r].last, procs[r].partial, procs[r].partial_len + 1);
-        }
+        if (procs[r].partial_len) take_line(&procs[r]);
         if (procs[r].report_fd >= 0) close(procs[r].report_fd);
         if (procs[r].pidfd >= 0) close(procs[r].pidfd);
     }
@@ -591,7 +643,10 @@ plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result 
         size_t off = 0;
         for (int r = 0; r < n && off + 48 < sizeof others; r++) {
             if (r == first || !procs[r].pid || !failed(procs[r].status)) continue;
-            if (WIFSIGNALED(procs[r].status))
+            if (procs[r].unfinished)
+                off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (exit 0, unfinished)",
+                                        off ? "," : "", base + r);
+            else if (WIFSIGNALED(procs[r].status))
                 off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (%s)", off ? "," : "",
                                         base + r, signame(WTERMSIG(procs[r].status)));
             else

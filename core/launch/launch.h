@@ -4,7 +4,8 @@
  *
  * Each rank gets PLAIT_RANK, PLAIT_WORLD_SIZE, PLAIT_LOCAL_RANK,
  * PLAIT_LOCAL_SIZE, PLAIT_STORE_ADDR (127.0.0.1:<port>), PLAIT_JOB_TOKEN (24
- * random bytes, hex), PLAIT_REPORT_FD (a pipe for its final error line) and
+ * random bytes, hex), PLAIT_REPORT_FD (a pipe for its final error line and
+ * the mark that its command has finished) and
  * OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = PLAIT_MATH_THREADS =
  * max(1, cores / N) (or the PLAIT_MATH_THREADS already set). The launcher
  * creates the store's listening socket itself and hands it to rank 0
@@ -21,10 +22,11 @@
  * Supervision: the ranks run in their own process group and die with the
  * launcher (PR_SET_PDEATHSIG). Ctrl-C / SIGTERM / SIGHUP are forwarded once;
  * a second one kills the ranks. When a rank fails (non-zero exit or a
- * signal), the others get `grace_s` to finish or fail on their own, then
- * SIGTERM, then after another `grace_s` SIGKILL. The result names the first
- * rank that failed with its last error line ("rank 2 failed: ...") or its
- * signal ("rank 2 was killed by SIGKILL").
+ * signal; with expect_finished, also an exit with status 0 before the rank
+ * marked its command finished), the others get `grace_s` to finish or fail
+ * on their own, then SIGTERM, then after another `grace_s` SIGKILL. The
+ * result names the first rank that failed with its last error line ("rank 2
+ * failed: ...") or its signal ("rank 2 was killed by SIGKILL").
  */
 #ifndef PLAIT_CORE_LAUNCH_H
 #define PLAIT_CORE_LAUNCH_H
@@ -44,8 +46,10 @@ typedef struct plait_launch_hooks {
     const int *rank_fds; /* NULL, or nranks fds: local rank i inherits rank_fds[i], named by
                             PLAIT_AGENT_FD in its environment (-1: none for that rank) */
     /* Called once per rank after all have ended: its local index and world
-     * rank, its waitpid status, whether a signal that ended it was the
-     * launcher's own, and its last error line ("" if none). */
+     * rank, its waitpid status (that of exit status 1 for a rank counted as
+     * failed for exiting with status 0 unfinished: see expect_finished),
+     * whether a signal that ended it was the launcher's own, and its last
+     * error line ("" if none). */
     void (*rank_ended)(void *ctx, int local_rank, int world_rank, int status, int by_launcher,
                        const char *last_error);
     int clean_exit;      /* > 0: a rank exiting with this status has not failed (it stopped
@@ -66,6 +70,11 @@ typedef struct plait_launch_opts {
     const char *store_host;   /* nnodes > 1: rank 0's host (MASTER_ADDR) */
     int store_port;           /* nnodes > 1: its port (MASTER_PORT) */
     const char *token;        /* nnodes > 1: the job's shared PLAIT_JOB_TOKEN; else NULL (a fresh one) */
+    int expect_finished;      /* 1: the ranks are plait commands, each of which marks on its report
+                                 pipe that its command has finished (plait_launch_report_finished);
+                                 one that exits with status 0 unmarked was ended by code it loaded
+                                 (an _exit(0) no exit handler sees) and is counted as a failed rank
+                                 with exit status 1. 0: any program, whose exit status 0 is success */
     const plait_launch_hooks *hooks; /* NULL = none */
 } plait_launch_opts;
 
@@ -93,6 +102,18 @@ plait_status plait_launch_local(const plait_launch_opts *opts, plait_launch_resu
  * what the launcher shows. Newlines are folded. Thread-safe, cheap, never
  * fails visibly; a no-op outside a plait launch. */
 void plait_launch_report_error(const char *message);
+
+/* In a rank: tell the launcher (if any: PLAIT_REPORT_FD) that this
+ * process's command has finished, so that its exit status, 0 included, is
+ * the command's own; main calls it as it returns (cli/main.c). A rank
+ * that ends without it (an _exit(0) in a plugin or a library) is a failed
+ * rank to a launcher with expect_finished. The mark names this process's
+ * pid: a plait process started by a rank, which inherits the pipe, cannot
+ * mark the rank finished. Thread-safe, never fails visibly (a launcher
+ * that is gone does not raise SIGPIPE); a no-op outside a plait launch, so
+ * under mpirun, srun or torchrun a rank's exit status is all its launcher
+ * learns. */
+void plait_launch_report_finished(void);
 
 /* Remove "-n N" / "-nN" / "--nranks N" / "--nranks=N" from argv (after
  * argv[0]), returning N through *nranks (0 if absent). Returns 0, or -1

@@ -16,8 +16,10 @@
  * Handlers registered with atexit() or on_exit() before the guard was
  * armed are skipped on such an exit (the guard ends the process with
  * _exit), so arm it early: main arms it before the command runs. _exit()
- * and signals pass it by. A child made by fork() is not guarded: its exits
- * are its parent's to judge (runtime/fork_call.h).
+ * and signals pass it by; plait's launcher still counts a rank that ends
+ * with status 0 before main returned as failed (it never marked its command
+ * finished: launch/launch.h). A child made by fork() is not guarded: its
+ * exits are its parent's to judge (runtime/fork_call.h).
  *
  * Thread-safety: enter/leave from any thread, each thread its own stack of
  * marks (4 deep are named; deeper ones are counted, not kept). Arm and

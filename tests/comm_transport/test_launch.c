@@ -14,8 +14,9 @@
 #include "job_runner.h"
 #include "runtime/error.h"
 
-/* Run `script` with /bin/sh as every rank. */
-static void launch_sh(int n, const char *script, double grace, job_outcome *out) {
+/* Run `script` with /bin/sh as every rank; `expect_finished` as in
+ * plait_launch_opts. */
+static void launch_sh_as(int n, const char *script, double grace, int expect_finished, job_outcome *out) {
     char *argv[] = {"sh", "-c", (char *)script, NULL};
     char path[64];
     int fd = out_file(path, sizeof path);
@@ -24,6 +25,7 @@ static void launch_sh(int n, const char *script, double grace, job_outcome *out)
     o.exe = "/bin/sh";
     o.argv = argv;
     o.grace_s = grace;
+    o.expect_finished = expect_finished;
     o.stdout_fd = o.stderr_fd = fd;
     o.quiet = 1;
     double t0 = plait_clock_now();
@@ -33,6 +35,10 @@ static void launch_sh(int n, const char *script, double grace, job_outcome *out)
     out->output = slurp(path);
     unlink(path);
     out->exit_code = st == PLAIT_OK ? out->res.exit_code : -1;
+}
+
+static void launch_sh(int n, const char *script, double grace, job_outcome *out) {
+    launch_sh_as(n, script, grace, 0, out);
 }
 
 static void test_rank_environment(void **state) {
@@ -138,6 +144,47 @@ static void test_ranks_ignoring_sigterm_are_killed(void **state) {
     launch_sh(2, "if [ $PLAIT_RANK = 0 ]; then exit 1; fi; trap '' TERM; sleep 30", 0.3, &o);
     assert_int_equal(o.res.failed_rank, 0);
     assert_true(o.seconds < 10);
+    outcome_free(&o);
+}
+
+/* Ranks that are plait commands mark their command finished on the report
+ * pipe (plait_launch_report_finished), as "\006finished <pid>". One that
+ * exits with status 0 unmarked (an _exit(0) in a plugin) failed: the job
+ * ends at once naming it, not when its peers give up waiting for it. */
+static void test_exit_before_finished_is_a_failure(void **state) {
+    (void)state;
+    job_outcome o;
+    const char *mark = "printf '\\006finished %s\\n' $$ > /proc/$$/fd/$PLAIT_REPORT_FD";
+    char script[512];
+    /* rank 1 exits 0 unmarked; rank 2 marks and exits 0; rank 0 would run 30 s */
+    snprintf(script, sizeof script, "if [ $PLAIT_RANK = 1 ]; then exit 0; fi; "
+             "if [ $PLAIT_RANK = 2 ]; then %s; exit 0; fi; exec sleep 30", mark);
+    launch_sh_as(3, script, 0.3, 1, &o);
+    assert_int_equal(o.exit_code, 1);
+    assert_int_equal(o.res.failed_rank, 1);
+    assert_string_equal(o.res.message, "rank 1 failed: exited with status 0 before its command finished (a call to "
+                                       "_exit() in a plugin or library?)");
+    assert_true(o.seconds < 10);
+    outcome_free(&o);
+    /* every rank marked: a success; a mark without its newline counts */
+    snprintf(script, sizeof script, "%s; exit 0", mark);
+    launch_sh_as(2, script, 0.3, 1, &o);
+    assert_int_equal(o.exit_code, 0);
+    assert_int_equal(o.res.failed_rank, -1);
+    outcome_free(&o);
+    launch_sh_as(1, "printf '\\006finished %s' $$ > /proc/$$/fd/$PLAIT_REPORT_FD", 0.3, 1, &o);
+    assert_int_equal(o.exit_code, 0);
+    outcome_free(&o);
+    /* a mark naming another process (one the rank started, which inherited
+     * the pipe) is not the rank's */
+    launch_sh_as(1, "sh -c \"printf '\\006finished %s\\n' \\$\\$ > /proc/$$/fd/$PLAIT_REPORT_FD\"; exit 0", 0.3,
+                 1, &o);
+    assert_int_equal(o.exit_code, 1);
+    assert_contains(o.res.message, "rank 0 failed: exited with status 0 before its command finished");
+    outcome_free(&o);
+    /* without expect_finished (any program) status 0 is success */
+    launch_sh(2, "exit 0", 0.3, &o);
+    assert_int_equal(o.exit_code, 0);
     outcome_free(&o);
 }
 
@@ -378,6 +425,7 @@ int main(void) {
         cmocka_unit_test(test_first_hand_failure_is_the_cause),
         cmocka_unit_test(test_store_host_failure_is_the_cause),
         cmocka_unit_test(test_ranks_ignoring_sigterm_are_killed),
+        cmocka_unit_test(test_exit_before_finished_is_a_failure),
         cmocka_unit_test(test_exec_failure),
         cmocka_unit_test(test_second_host_names_world_ranks),
         cmocka_unit_test(test_fork_failure_is_the_cause),

@@ -22,6 +22,9 @@
  *   BREAK_EXIT     (no rule)   init() on world rank 1 calls exit(0): the
  *                              rank ends "cleanly" before its run has
  *                              begun, its peers waiting for it
+ *   BREAK_RAWEXIT  (no rule)   init() on world rank 1 calls _exit(0), which
+ *                              no exit handler sees: only the launcher can
+ *                              tell the rank did not finish its command
  *   BREAK_INITHANG, BREAK_DERIVEHANG, BREAK_DESTROYHANG  [setup]  init(),
  *                              derive() or destroy() never returns, on
  *                              every rank, whatever the bootstrap's timeout
@@ -96,6 +99,9 @@ static plait_status w_init(const plait_comm_init *args, void **out) {
 #endif
 #ifdef BREAK_EXIT
     if (args->world_rank == 1) exit(0);
+#endif
+#ifdef BREAK_RAWEXIT
+    if (args->world_rank == 1) _exit(0);
 #endif
 #ifdef BREAK_FORK
     if (fork() == 0) {

@@ -23,3 +23,12 @@ train() {
 }
 # failed PLUGIN: the last run ended as a failure, neither a success nor a hang.
 failed() { [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "the run over $1 exited $rc (0: counted as a success; 124: it hung)"; }
+# ended_at_once PLUGIN TEXT: the last run over PLUGIN (with [comm] timeout =
+# 120) failed within 30 s, its output saying TEXT and no "done:" line: the
+# job ended as its rank failed, not when rank 0 gave up waiting for it.
+ended_at_once() {
+  failed "$1"
+  grep -qF -- "$2" "$work/out-$1" || fail "the job's end does not say: $2"
+  ! grep -q "^done:" "$work/out-$1" || fail "the run reported itself done"
+  [ $took -lt 30 ] || fail "the job took $took s to end (its [comm] timeout is 120 s)"
+}
