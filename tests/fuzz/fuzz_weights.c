@@ -16,7 +16,7 @@
  *
  * Built as `fuzz_weights` (PLAIT_FUZZ=ON) and as the ctest
  * `test_fuzz_weights_corpus` (replay_main.c over tests/fuzz/corpus/weights).
- * tests/fuzz/corpus/weights/make_seeds.py wrote the seeds.
+ * tests/fuzz/make_weights_seeds.py wrote the seeds.
  */
 #include <math.h>
 #include <stdint.h>
