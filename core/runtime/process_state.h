@@ -5,7 +5,9 @@
  * the job, its settings, the job's token). A plugin runs in the rank's
  * process with its rights, so nothing stops it changing them; plait notes
  * both before each plugin setup call and compares after it
- * (plugin/loader.h's plait_plugin_call), refusing a change rather than
+ * (plugin/loader.h's plait_plugin_call), and a run notes them when it opens
+ * and compares after its set-up and after each step's calls
+ * (train/run.h's plait_run_check_process), refusing a change rather than
  * running on in a process that no longer matches its job.
  *
  * Cost: one getcwd() and one walk of environ per take or compare (about a
