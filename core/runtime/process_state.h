@@ -7,8 +7,9 @@
  * both before each plugin setup call and compares after it
  * (plugin/loader.h's plait_plugin_call), and a run notes them when it opens
  * and compares after its set-up and after each step's calls
- * (train/run.h's plait_run_check_process), refusing a change rather than
- * running on in a process that no longer matches its job.
+ * (train/run.h's plait_run_check_process; `bench comm` after each size,
+ * `sample` after each token), refusing a change rather than running on in
+ * a process that no longer matches its job.
  *
  * Cost: one getcwd() and one walk of environ per take or compare (about a
  * microsecond with a few PLAIT_* variables, ten with thirty:

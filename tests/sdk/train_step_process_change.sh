@@ -8,7 +8,8 @@
 # change (never a secret's value), before anything of step 3 is written:
 # no checkpoint or metrics row of it, nothing in the directory moved to.
 # A transport whose 20th isend() sets PLAIT_SENT_BY (tests/sdk/broken_uds.c,
-# uds_sendenv) fails a run's set-up, whose collectives it ran in.
+# uds_sendenv) fails a run's set-up, and `plait bench comm` at the size
+# whose collectives it ran in.
 . "$(dirname "$0")/train_common.sh"
 # step_run PLUGIN [KEY=VALUE...]: 5 steps over optimizer PLUGIN, from the
 # current directory; output in $work/out-PLUGIN, $rc its exit status.
@@ -52,4 +53,10 @@ train uds_sendenv run.steps=2
 failed uds_sendenv
 grep -qF "the run's set-up: its calls into the plugins 'uds_sendenv' (comm), 'dp' (parallel), 'adam' (optim), 'cpu' (device) changed the process: PLAIT_SENT_BY set to 'uds_sendenv'" \
   "$work/out-uds_sendenv" || fail "the set-up's failure does not name the plugins and the change"
+rc=0
+PLAIT_PLUGIN_PATH=$dir timeout 100 "$plait" bench comm -n 2 --op allreduce --min 4K --max 64K --iters 3 --warmup 1 \
+  --comm uds_sendenv >"$work/out-bench" 2>&1 || rc=$?
+failed uds_sendenv
+grep -q "bench comm: [0-9]* bytes: the calls into the comm plugin 'uds_sendenv' changed the process: PLAIT_SENT_BY set to 'uds_sendenv'" \
+  "$work/out-bench" || fail "bench comm's failure does not name the size, the plugin and the change: $(tail -n 2 "$work/out-bench")"
 echo "a process changed in a step's calls: the run fails at that step, naming it, the plugins and the change"
