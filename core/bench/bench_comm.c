@@ -9,6 +9,7 @@
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
+#include "runtime/process_state.h"
 
 static const char *const op_names[] = {"allreduce", "reduce_scatter", "allgather",
                                        "broadcast", "alltoall",       "sendrecv"};
@@ -250,6 +251,10 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
     if (wrong_here) *wrong_here = 0;
     plait_status checked = plait_bench_comm_check(o, n);
     if (checked != PLAIT_OK) return checked;
+    /* each size's calls into the comm plugin are compared with this, as
+     * `plait train` compares each step's (train/run.h) */
+    plait_process_state set_up;
+    plait_process_state_take(&set_up);
     shape big = shape_of(o->op, o->max_bytes, esz, n);
     size_t sb = big.send * esz, rb = big.recv * esz;
     unsigned char *send = plait_alloc(sb ? sb : 64, PLAIT_MEM_HOST, 4096, "bench send");
@@ -327,6 +332,10 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
             (st = api->allreduce(comm, &w, &wsum, 1, PLAIT_I64, PLAIT_SUM, NULL, NULL)) != PLAIT_OK)
             goto out;
         *wrong_total += (uint64_t)wsum;
+        char subject[160];
+        snprintf(subject, sizeof subject, "%zu bytes: the calls into the comm plugin '%s'", s.count * esz,
+                 o->transport ? o->transport : "?");
+        if ((st = plait_process_state_refuse(&set_up, subject, "")) != PLAIT_OK) goto out;
         qsort(tmax, (size_t)o->iters, sizeof(double), cmp_double);
         double t = tmax[o->iters / 2], S = (double)(s.count * esz);
         double algbw = S / t / 1e9, busbw = algbw * bus_factor(o->op, n);
@@ -354,6 +363,7 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
         fflush(out);
     }
 out:
+    plait_process_state_free(&set_up);
     if (dm) dm->free(dsend), dm->free(drecv);
     plait_free(send);
     plait_free(recv);

@@ -108,12 +108,17 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
             if (v[N_FIELDS + N_SPLIT * q] > v[N_FIELDS + N_SPLIT * slow]) slow = q;
         memcpy(v + F_STEP, v + N_FIELDS + N_SPLIT * slow, sizeof(double) * N_SPLIT);
         memcpy(rows + s * N_FIELDS, v, sizeof(double) * N_FIELDS);
+        /* as `plait train` checks each step (train/run.h): --csv is a path */
+        char when[64];
+        snprintf(when, sizeof when, "step %lld: the step's calls", (long long)(s + 1));
+        if (st == PLAIT_OK) st = plait_run_check_process(run, when);
     }
     free(v);
     if (st == PLAIT_OK && device_gemm) {
         if (rank == 0)
             plait_mfu_peak_get(cfg, plait_kernels_threads(), plait_job_local_size(run->world.job), world, &peak);
         if (world > 1) st = plait_comm_barrier(run->world.comm, NULL, NULL);
+        if (st == PLAIT_OK) st = plait_run_check_process(run, "the bench's end: the calls measuring the device's peak");
     }
     if (st == PLAIT_OK && rank == 0) {
         double med[N_FIELDS] = {0};

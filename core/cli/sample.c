@@ -16,6 +16,7 @@
 #include "runtime/error.h"
 #include "runtime/regular_file.h"
 #include "runtime/memory.h"
+#include "runtime/process_state.h"
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "train/run.h"
@@ -281,6 +282,10 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     if (st == PLAIT_OK && !window) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 1;
     int tty = isatty(fileno(out));
+    /* each token's calls into the device plugin are compared with this, as
+     * `plait train` compares each step's (train/run.h) */
+    plait_process_state set_up;
+    plait_process_state_take(&set_up);
     /* the prompt as given, not an <|endoftext|> */
     if (st == PLAIT_OK && tok) plait_cli_put_bytes((const unsigned char *)prompt, strlen(prompt), out, tty);
     for (int64_t i = 0; st == PLAIT_OK && !tok && i < n; i++) write_token(NULL, V, ctx[i], out, tty);
@@ -293,6 +298,10 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         if (st != PLAIT_OK) break;
         const float *logits = plait_model_logits(run.model.instance, 0) + (size_t)(len - 1) * (size_t)run.work.plan.vocab_padded;
         st = plait_device_copy(row, logits, sizeof(float) * (size_t)V, PLAIT_COPY_TO_HOST);
+        char subject[160];
+        snprintf(subject, sizeof subject, "token %lld: the calls into the device plugin '%s'", (long long)g + 1,
+                 plait_config_str(dev_cfg, "device", "plugin"));
+        if (st == PLAIT_OK) st = plait_process_state_refuse(&set_up, subject, "");
         if (st != PLAIT_OK) break;
         int32_t next = pick(row, V_pick, o->temperature, o->top_k, &rng, probs);
         ctx[n++] = next;
@@ -300,6 +309,7 @@ plait_status plait_sample(const plait_sample_options *o, FILE *out) {
         fflush(out);
     }
     if (st == PLAIT_OK) fputc('\n', out);
+    plait_process_state_free(&set_up);
     free(window);
     free(probs);
     free(ctx);

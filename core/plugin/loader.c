@@ -137,17 +137,11 @@ static const char *plugin_named(uint32_t kind, const void *ops, char *buf, size_
  * changed, after `subject` ("PATH: loading the plugin file"), and the
  * plugin's own failure, if `st` was one. */
 static plait_status refuse_if_changed(plait_process_state *before, plait_status st, const char *subject) {
-    char what[1024];
-    int changed = plait_process_state_changed(before, what, sizeof what);
-    plait_process_state_free(before);
-    if (!changed) return st;
     char failed[1024] = "";
     if (st != PLAIT_OK) snprintf(failed, sizeof failed, "; it also failed: %s", plait_last_error());
-    return plait_set_error(PLAIT_ERR_ABI,
-                           "%s changed the process: %s; a plugin must leave the process's working directory and "
-                           "PLAIT_* variables as it found them: the rank finds the run's files and its place in the "
-                           "job through them%s",
-                           subject, what, failed);
+    plait_status refused = plait_process_state_refuse(before, subject, failed);
+    plait_process_state_free(before);
+    return refused != PLAIT_OK ? refused : st;
 }
 
 /* The most plugins one file may declare (plugin.h): a larger count is a

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/error.h"
+
 extern char **environ;
 
 #define PREFIX "PLAIT_"
@@ -116,4 +118,14 @@ int plait_process_state_changed(const plait_process_state *before, char *what, s
     }
     plait_process_state_free(&now);
     return changed;
+}
+
+plait_status plait_process_state_refuse(const plait_process_state *before, const char *subject, const char *tail) {
+    char what[1024];
+    if (!plait_process_state_changed(before, what, sizeof what)) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_ABI,
+                           "%s changed the process: %s; a plugin must leave the process's working directory and "
+                           "PLAIT_* variables as it found them: the rank finds the run's files and its place in the "
+                           "job through them, so it stops rather than follow the change%s",
+                           subject, what, tail);
 }

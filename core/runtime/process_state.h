@@ -5,10 +5,15 @@
  * the job, its settings, the job's token). A plugin runs in the rank's
  * process with its rights, so nothing stops it changing them; plait notes
  * both before each plugin setup call and compares after it
- * (plugin/loader.h's plait_plugin_call), refusing a change rather than
- * running on in a process that no longer matches its job.
+ * (plugin/loader.h's plait_plugin_call), and a run notes them when it opens
+ * and compares after its set-up and after each step's calls
+ * (train/run.h's plait_run_check_process; `bench comm` after each size,
+ * `sample` after each token), refusing a change rather than running on in
+ * a process that no longer matches its job.
  *
- * Cost: one getcwd() and one walk of environ per take or compare.
+ * Cost: one getcwd() and one walk of environ per take or compare (about a
+ * microsecond with a few PLAIT_* variables, ten with thirty:
+ * test_process_state times it).
  *
  * Thread-safety: as getenv(): a thread changing the environment during a
  * take or a compare is the race the C library already has.
@@ -17,6 +22,8 @@
 #define PLAIT_CORE_RUNTIME_PROCESS_STATE_H
 
 #include <stddef.h>
+
+#include <plait/types.h>
 
 typedef struct plait_process_state {
     char *cwd;      /* NULL when getcwd() failed (a removed directory): not compared */
@@ -35,6 +42,15 @@ void plait_process_state_take(plait_process_state *s);
  * written, only its name ("PLAIT_JOB_TOKEN set (value not shown)"). 0 if
  * nothing changed. */
 int plait_process_state_changed(const plait_process_state *before, char *what, size_t cap);
+
+/* PLAIT_OK when nothing changed since `before` (the error untouched);
+ * else PLAIT_ERR_ABI with the error set: "<subject> changed the process:
+ * <each change, as above>; a plugin must leave the process's working
+ * directory and PLAIT_* variables as it found them: ..., so it stops
+ * rather than follow the change<tail>". `subject` names the calls that ran
+ * ("the comm plugin 'tcp''s init()"); `tail` ("": none) follows. `before`
+ * stays the caller's. */
+plait_status plait_process_state_refuse(const plait_process_state *before, const char *subject, const char *tail);
 
 void plait_process_state_free(plait_process_state *s);
 

@@ -23,6 +23,7 @@
 #include "layout/batch.h"
 #include "coll/sum_tree.h"
 #include "layout/mesh.h"
+#include "runtime/process_state.h"
 #include "train/step_timing.h"
 
 struct plait_job;
@@ -134,6 +135,8 @@ typedef struct plait_run {
     plait_step_exec exec;
     plait_stage_timing timing; /* step timing and the pipeline bubble (step_timing.c) */
     struct plait_replica_flight *replica; /* replicas in flight to other hosts (run_replica.c) */
+    plait_process_state process; /* the working directory and PLAIT_* variables as the run began to
+                                    open (plait_run_check_process) */
 } plait_run;
 
 /* Where a run's values come from. */
@@ -165,6 +168,17 @@ plait_status plait_run_eval(plait_run *run, double *val_loss);
 /* Parameters of the local slice (set-up helpers, run_params.c). */
 plait_status plait_run_build_params(plait_run *run);
 void plait_run_free_params(plait_run *run);
+
+/* PLAIT_OK while the working directory and the PLAIT_* variables are as
+ * they were when the run began to open (run->process); else PLAIT_ERR_ABI
+ * with the error set: "<when> into the plugins 'tcp' (comm), 'dp'
+ * (parallel), 'adam' (optim), 'cpu' (device) changed the process: <each
+ * change>; ..." (runtime/process_state.h), `when` saying which calls ran
+ * ("step 3: the step's calls"). The run's paths (out_dir, its checkpoints
+ * and logs) are relative to that directory and its settings are those
+ * variables, so a caller checks before it writes anything after plugin
+ * calls. Cost: one getcwd() and one walk of environ. */
+plait_status plait_run_check_process(const plait_run *run, const char *when);
 
 /* Training FLOPs per token: 6N + 12·L·C·T (N = parameters without wpe). */
 double plait_run_flops_per_token(const plait_run *run);

@@ -267,6 +267,9 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
     if (me == 0 && st == PLAIT_OK && plait_restart_count() == 0 &&
         plait_config_int(run->cfg, "run", "debug_die_in_save") == run->step)
         raise(SIGKILL); /* for tests: a crash with the tensors written, nothing renamed */
+    /* the checkpoint's directory is renamed into place by its path under
+     * out_dir: not through a process the gathers' calls changed */
+    if (me == 0 && st == PLAIT_OK) st = plait_run_check_process(run, "the save's calls");
     if (me == 0) {
         if (st == PLAIT_OK) {
             char layout[256];

@@ -149,6 +149,9 @@ plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run
 plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *origin, plait_run **out) {
     plait_run *run = calloc(1, sizeof *run);
     if (!run) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    /* before any plugin call of the run: what the set-up and each step
+     * are compared against */
+    plait_process_state_take(&run->process);
     run->cfg = cfg;
     run->resumed_step = -1;
     run->steps = plait_config_int(cfg, "run", "steps");
@@ -204,6 +207,9 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     if (have_source) plait_run_source_close(&source);
     if (st == PLAIT_OK)
         plait_model_set_loss_scale(run->model.instance, 1.0f / (float)((double)run->work.batch.global_batch * run->model.block_size));
+    /* each setup call was compared on its own (plugin/loader.h); the
+     * others of the set-up (plan, materialize, bind, a restore) here */
+    if (st == PLAIT_OK) st = plait_run_check_process(run, "the run's set-up: its calls");
     if (st != PLAIT_OK) {
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", plait_last_error());
@@ -234,5 +240,16 @@ void plait_run_close(plait_run *run) {
     if (run->world.comm) plait_mesh_release(&run->world.mesh);
     plait_run_replica_close(run);
     plait_run_close_world(run);
+    plait_process_state_free(&run->process);
     free(run);
+}
+
+plait_status plait_run_check_process(const plait_run *run, const char *when) {
+    static const char *const kinds[] = {"comm", "parallel", "optim", "device"};
+    char subject[512];
+    int n = snprintf(subject, sizeof subject, "%s into the plugins", when);
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && n > 0 && (size_t)n < sizeof subject; k++)
+        n += snprintf(subject + n, sizeof subject - (size_t)n, "%s '%s' (%s)", k ? "," : "",
+                      plait_config_str(run->cfg, kinds[k], "plugin"), kinds[k]);
+    return plait_process_state_refuse(&run->process, subject, "");
 }

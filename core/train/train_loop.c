@@ -87,9 +87,12 @@ static plait_status report_memory(plait_run *run, const char *out_dir, int at_en
     plait_status st = plait_run_gather_memory(run, rows);
     if (st == PLAIT_OK && run->world.mesh.world_rank == 0) {
         if (at_end) {
+            /* memory.csv is a path under out_dir: never written through a
+             * process the gather's calls changed */
+            st = plait_run_check_process(run, "the run's end: the calls of its memory report");
             char path[4200];
             snprintf(path, sizeof path, "%s/memory.csv", out_dir);
-            st = plait_run_write_memory_csv(run, rows, path);
+            if (st == PLAIT_OK) st = plait_run_write_memory_csv(run, rows, path);
         } else {
             plait_run_print_memory_table(run, rows);
         }
@@ -271,6 +274,9 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         progress.peak_flops = job_peak(run, &progress);
     }
     if (st == PLAIT_OK) st = report_memory(run, out_dir, 0);
+    /* the memory table's gather and the peak's measurement called plugins
+     * too: a change there is theirs, not step 1's */
+    if (st == PLAIT_OK) st = plait_run_check_process(run, "the run's start: the calls of its memory table and peak");
     int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
     int64_t ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
     int64_t replica_every = plait_run_replicas_on(run) ? plait_config_int(cfg, "run", "replica_every") : 0;
@@ -297,6 +303,13 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         st = plait_run_step(run, &res);
         if (st != PLAIT_OK) break;
         int64_t done = run->step; /* steps completed */
+        /* A plugin that changed the working directory or a PLAIT_* variable
+         * in the step's calls: the rank stops before the step writes
+         * anything (its metrics row, its progress line, a checkpoint under
+         * a relative out_dir) through the changed process. */
+        char when[128];
+        snprintf(when, sizeof when, "step %lld: the step's calls", (long long)done);
+        if ((st = plait_run_check_process(run, when)) != PLAIT_OK) break;
         loss = res.loss;
         val_loss = -1;
         /* The row's measurements (memory included) are the step's, taken
@@ -311,7 +324,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
          * step is (run_replica.h) */
         st = plait_run_replica_settle(run);
         if (st != PLAIT_OK) break;
-        int boundary = 0;
+        int boundary = 0, evaluated = 0;
         if ((ckpt_every > 0 && done % ckpt_every == 0) || done == run->steps) {
             st = plait_run_save(run, out_dir);
             /* a save that failed because the directory went in the
@@ -329,6 +342,15 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
             if (rank == 0) plait_progress_eval_begin(&progress, done);
             st = plait_run_eval(run, &val_loss);
             if (st != PLAIT_OK) break;
+            evaluated = 1;
+        }
+        /* the calls of the checkpoint, replica and evaluation, before the
+         * step's metrics row and progress line */
+        if (boundary || evaluated) {
+            snprintf(when, sizeof when, "step %lld: the calls of its %s%s", (long long)done,
+                     boundary ? "checkpoint or replica" : "evaluation",
+                     boundary && evaluated ? " and its evaluation" : "");
+            if ((st = plait_run_check_process(run, when)) != PLAIT_OK) break;
         }
         if (rank == 0) {
             double elapsed = plait_clock_now() - started;

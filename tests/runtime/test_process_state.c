@@ -2,7 +2,9 @@
  * What a plugin call may change in the process (runtime/process_state.h):
  * nothing changed says nothing; a changed working directory, a PLAIT_*
  * variable set, changed or unset are each named with their values, except a
- * secret's; other variables are not plait's to watch.
+ * secret's; other variables are not plait's to watch. A refusal names the
+ * calls and each change; nothing changed leaves the error as it was. A
+ * compare costs microseconds, so a run can make one after every step.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +15,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "runtime/clock.h"
+#include "runtime/error.h"
 #include "runtime/process_state.h"
 
 static void test_nothing_changed(void **state) {
@@ -62,10 +66,45 @@ static void test_each_change_named(void **state) {
     unsetenv("PLAIT_TEST_TOKEN");
 }
 
+static void test_refusal_names_the_calls(void **state) {
+    (void)state;
+    plait_process_state s;
+    plait_process_state_take(&s);
+    plait_set_error(PLAIT_ERR_TIMEOUT, "an earlier error");
+    assert_int_equal(plait_process_state_refuse(&s, "step 3: the step's calls", ""), PLAIT_OK);
+    assert_string_equal(plait_last_error(), "an earlier error");
+    setenv("PLAIT_TEST_STEP", "3", 1);
+    assert_int_equal(plait_process_state_refuse(&s, "step 3: the step's calls", "; and more"), PLAIT_ERR_ABI);
+    const char *msg = plait_last_error();
+    assert_non_null(strstr(msg, "step 3: the step's calls changed the process: PLAIT_TEST_STEP set to '3'; a plugin "
+                                "must leave"));
+    assert_non_null(strstr(msg, "so it stops rather than follow the change; and more"));
+    plait_process_state_free(&s);
+    unsetenv("PLAIT_TEST_STEP");
+}
+
+/* A run compares once or twice a step: 10^4 compares stay far below one
+ * training step's time (printed; the bound only catches a compare gone
+ * quadratic or blocking, not a slow machine). */
+static void test_compare_cost(void **state) {
+    (void)state;
+    plait_process_state s;
+    plait_process_state_take(&s);
+    char what[256];
+    double t0 = plait_clock_now();
+    for (int i = 0; i < 10000; i++) assert_int_equal(plait_process_state_changed(&s, what, sizeof what), 0);
+    double each = (plait_clock_now() - t0) / 10000;
+    printf("one compare: %.2f us\n", each * 1e6);
+    assert_true(each < 1e-3);
+    plait_process_state_free(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nothing_changed),
         cmocka_unit_test(test_each_change_named),
+        cmocka_unit_test(test_refusal_names_the_calls),
+        cmocka_unit_test(test_compare_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

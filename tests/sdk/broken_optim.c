@@ -10,7 +10,16 @@
  *   BREAK_NAN       each step writes NaN into the first parameter's first
  *                   element after updating it (an optimizer that never
  *                   checks what it writes)
+ *   BREAK_STEPCHDIR its 3rd step() changes the working directory to
+ *                   $BROKEN_CHDIR_TO, on every rank
+ *   BREAK_STEPENV   its 3rd step() on DP rank 1 sets PLAIT_STEP_SETTING
+ *                   (a setting) and PLAIT_JOB_TOKEN (a secret)
+ * (the last two break no rule of plait/optim.h but one of the process's,
+ * runtime/process_state.h)
  */
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <plait/device_util.h>
 #include <plait/optim.h>
 #include <plait/plugin.h>
@@ -25,12 +34,13 @@ static const plait_optim_ops *real(const plait_host *h) { return h->plugin_ops(P
 static const plait_host *broken_host;
 
 static plait_param_set *g_params; /* the run's parameters (one instance at a time) */
-static int g_size;
+static int g_size, g_rank;
 
 static plait_status b_create(const plait_optim_init *init, void **state) {
     const plait_optim_ops *r = real(init->host);
     g_params = init->params;
     g_size = init->dp_comm ? init->host->coll->size(init->dp_comm) : 1;
+    g_rank = init->dp_comm ? init->host->coll->rank(init->dp_comm) : 0;
     return r ? r->create(init, state) : PLAIT_ERR_UNSUPPORTED;
 }
 static plait_status b_materialize(void *s, const plait_value_source *src) {
@@ -52,6 +62,20 @@ static plait_status b_step(void *s, const plait_optim_step_in *in, plait_optim_s
     const float nan = __builtin_nanf("");
     if (st == PLAIT_OK && g_params->n_params > 0 && g_params->params[0].data)
         st = plait_tensor_from_host(broken_host, g_params->params[0].data, &nan, 1);
+#endif
+#if defined(BREAK_STEPCHDIR) || defined(BREAK_STEPENV)
+    static int steps;
+    if (st == PLAIT_OK && ++steps == 3) {
+#if defined(BREAK_STEPCHDIR)
+        const char *to = getenv("BROKEN_CHDIR_TO");
+        if (!to || chdir(to) != 0) st = broken_host->set_error(PLAIT_ERR_SYSTEM, "chdir to $BROKEN_CHDIR_TO");
+#else
+        if (g_rank == 1) {
+            setenv("PLAIT_STEP_SETTING", "3", 1);
+            setenv("PLAIT_JOB_TOKEN", "hunter2", 1);
+        }
+#endif
+    }
 #endif
     return st;
 }

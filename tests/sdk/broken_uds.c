@@ -33,6 +33,9 @@
  *                              and PLAIT_JOB_TOKEN (a secret)
  *   BREAK_LOADENV  (no rule)   its entry, run as the file is loaded, sets
  *                              PLAIT_LOADED_BY
+ *   BREAK_SENDENV  (no rule)   its 20th isend() on a communicator sets
+ *                              PLAIT_SENT_BY (long after init: in a
+ *                              collective)
  * Collective tags (bit 31 set) pass through untouched, so the core's
  * collectives keep working and each copy fails its own rule.
  */
@@ -181,6 +184,9 @@ static plait_status w_isend(void *comm, const plait_buffer *buf, int peer, uint3
             return PLAIT_OK;
         }
     }
+#endif
+#ifdef BREAK_SENDENV
+    if (++c->sends == 20) setenv("PLAIT_SENT_BY", BROKEN_NAME, 1);
 #endif
     (void)c;
     return inner->isend(c->in, buf, peer, tag, mr, &r->in);

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# usage: train_step_process_change.sh PLAIT PLUGIN_DIR SOURCE_DIR
+# gpt-tiny at dp 2, a checkpoint every step, with optimizers whose 3rd
+# step() changes the process (tests/sdk/broken_optim.c): zero_stepchdir
+# moves every rank to another directory (the run's out_dir is relative),
+# zero_stepenv sets a PLAIT_* setting and the job's token on rank 1. Each run
+# fails at step 3 naming the step, the plugins its calls ran in and the
+# change (never a secret's value), before anything of step 3 is written:
+# no checkpoint or metrics row of it, nothing in the directory moved to.
+# A transport whose 20th isend() sets PLAIT_SENT_BY (tests/sdk/broken_uds.c,
+# uds_sendenv) fails a run's set-up, and `plait bench comm` at the size
+# whose collectives it ran in.
+. "$(dirname "$0")/train_common.sh"
+# step_run PLUGIN [KEY=VALUE...]: 5 steps over optimizer PLUGIN, from the
+# current directory; output in $work/out-PLUGIN, $rc its exit status.
+step_run() {
+  local plugin=$1
+  shift
+  rc=0
+  PLAIT_PLUGIN_PATH=$dir timeout 100 "$plait" train "$src/configs/gpt-tiny.ini" "data.path=$src/data/corpus.txt" \
+    parallel.dp=2 optim.plugin="$plugin" run.steps=5 run.ckpt_every=1 run.eval_every=0 run.progress=off "$@" \
+    >"$work/out-$plugin" 2>&1 || rc=$?
+  tail -n 3 "$work/out-$plugin"
+  failed "$plugin"
+}
+# steps_kept RUN_DIR: checkpoints and metrics rows of steps 1 and 2, none of step 3.
+steps_kept() {
+  [ -d "$1/ckpt-00000002" ] || fail "step 2's checkpoint is missing: $(ls "$1")"
+  ! ls -d "$1"/ckpt-0000000[3-9]* >/dev/null 2>&1 || fail "a checkpoint of step 3 was saved: $(ls "$1")"
+  [ "$(cut -d, -f1 "$1/metrics.csv" | tail -n +2 | tr '\n' ' ')" = "1 2 " ] ||
+    fail "metrics.csv holds other rows than steps 1 and 2: $(cut -d, -f1 "$1/metrics.csv" | tr '\n' ' ')"
+}
+plugins="'tcp' (comm), 'dp' (parallel), '%s' (optim), 'cpu' (device)"
+
+mkdir "$work/here" "$work/elsewhere"
+here=$(cd "$work/here" && pwd -P) elsewhere=$(cd "$work/elsewhere" && pwd -P)
+(cd "$here" && BROKEN_CHDIR_TO=$elsewhere step_run zero_stepchdir run.out_dir=run)
+# shellcheck disable=SC2059 # the plugins' list is the format
+grep -qF "step 3: the step's calls into the plugins $(printf "$plugins" zero_stepchdir) changed the process: the working directory from '$here' to '$elsewhere'; a plugin must leave" \
+  "$work/out-zero_stepchdir" || fail "the failure does not name step 3, the plugins and the change of directory"
+[ -z "$(ls -A "$elsewhere")" ] || fail "the run wrote into the directory it was moved to: $(find "$elsewhere")"
+steps_kept "$here/run"
+
+step_run zero_stepenv "run.out_dir=$work/run-env"
+# shellcheck disable=SC2059
+line=$(grep -F "rank 1 failed: train: step 3: the step's calls into the plugins $(printf "$plugins" zero_stepenv) changed the process: " \
+  "$work/out-zero_stepenv") || fail "the launcher does not name rank 1's failure at step 3 with the plugins"
+grep -q "PLAIT_STEP_SETTING set to '3'" <<<"$line" || fail "the failure does not name PLAIT_STEP_SETTING's new value"
+grep -q "PLAIT_JOB_TOKEN \(set\|changed\) (values\? not shown)" <<<"$line" || fail "the failure does not name PLAIT_JOB_TOKEN"
+! grep -rq hunter2 "$work" || fail "the secret PLAIT_JOB_TOKEN's value was shown"
+steps_kept "$work/run-env"
+train uds_sendenv run.steps=2
+failed uds_sendenv
+grep -qF "the run's set-up: its calls into the plugins 'uds_sendenv' (comm), 'dp' (parallel), 'adam' (optim), 'cpu' (device) changed the process: PLAIT_SENT_BY set to 'uds_sendenv'" \
+  "$work/out-uds_sendenv" || fail "the set-up's failure does not name the plugins and the change"
+rc=0
+PLAIT_PLUGIN_PATH=$dir timeout 100 "$plait" bench comm -n 2 --op allreduce --min 4K --max 64K --iters 3 --warmup 1 \
+  --comm uds_sendenv >"$work/out-bench" 2>&1 || rc=$?
+failed uds_sendenv
+grep -q "bench comm: [0-9]* bytes: the calls into the comm plugin 'uds_sendenv' changed the process: PLAIT_SENT_BY set to 'uds_sendenv'" \
+  "$work/out-bench" || fail "bench comm's failure does not name the size, the plugin and the change: $(tail -n 2 "$work/out-bench")"
+echo "a process changed in a step's calls: the run fails at that step, naming it, the plugins and the change"
