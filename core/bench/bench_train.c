@@ -76,8 +76,11 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
     if (!rows || !v) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     run->steps = run->step + total;
     double first_loss = NAN, last_loss = NAN;
+    /* the step being worked on, from 1; past the steps: the bench's end */
+    int64_t at_step = 0;
     for (int64_t s = 0; st == PLAIT_OK && s < total; s++) {
         plait_step_result r;
+        at_step = s + 1;
         st = plait_run_step(run, &r);
         if (st != PLAIT_OK) break;
         if (s == 0) first_loss = r.loss;
@@ -198,7 +201,12 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         }
     }
     free(rows);
-    if (st != PLAIT_OK) run->world.failed = 1;
+    /* as `plait train` ends a failing rank: its peers learn why */
+    if (st != PLAIT_OK) {
+        char at[32] = "the bench's start";
+        if (at_step) snprintf(at, sizeof at, "step %lld", (long long)at_step);
+        return plait_run_fail(run, st, at, "bench train");
+    }
     plait_run_close(run);
     return st;
 }

@@ -159,6 +159,17 @@ plait_status plait_run_open(plait_config *cfg, const char *resume_dir, plait_run
 plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *origin, plait_run **out);
 void plait_run_close(plait_run *run);
 
+/* A rank ending its run on `st` (the error set) at `at` ("step 3", "the
+ * run's set-up"): every peer learns why through the comm plugin
+ * (plait_comm_fail), so each rank reports the root cause and not the
+ * neighbour that vanished; then the run is closed and the job told this
+ * rank failed. Returns `st` with the error: this rank's own, or, for a rank
+ * that stops because another failed, one short line "<at>: world rank R
+ * stopped after world rank Q failed (its error names the cause)" (the
+ * relayed chain stays in this rank's log file under `what`, the command).
+ * Takes ownership of `run`. */
+plait_status plait_run_fail(plait_run *run, plait_status st, const char *at, const char *what);
+
 /* One optimizer step (collective over the world). */
 plait_status plait_run_step(plait_run *run, plait_step_result *res);
 

@@ -210,12 +210,8 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     /* each setup call was compared on its own (plugin/loader.h); the
      * others of the set-up (plan, materialize, bind, a restore) here */
     if (st == PLAIT_OK) st = plait_run_check_process(run, "the run's set-up: its calls");
-    if (st != PLAIT_OK) {
-        char msg[2048];
-        snprintf(msg, sizeof msg, "%s", plait_last_error());
-        plait_run_close(run);
-        return plait_set_error(st, "%s", msg);
-    }
+    /* a rank whose set-up failed tells its peers why, as a step's failure does */
+    if (st != PLAIT_OK) return plait_run_fail(run, st, "the run's set-up", "train");
     run->model.flops_per_token = (uint64_t)plait_run_flops_per_token(run);
     *out = run;
     return PLAIT_OK;

@@ -402,35 +402,9 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         }
     }
     if (st != PLAIT_OK) {
-        char msg[2048];
-        snprintf(msg, sizeof msg, "%s", plait_last_error());
-        /* memory, said as memory, with what needs less */
-        if (st == PLAIT_ERR_NO_MEMORY && strlen(msg) + 200 < sizeof msg)
-            strcat(msg, " (`plait config check` predicts each rank's memory and names what fits: a smaller "
-                        "data.micro_batch, model.recompute, a ZeRO stage)");
-        /* The job is going down: every peer learns why (the comm plugin passes
-         * the reason on), so all ranks report the root cause, not just the
-         * neighbour that vanished. */
-        run->world.failed = 1;
-        char why[2200];
-        snprintf(why, sizeof why, "rank %d stopped: %s", run->world.mesh.world_rank, msg);
-        plait_comm_fail(run->world.comm, st, why);
-        long long step = (long long)at_step;
-        int me = run->world.mesh.world_rank;
-        plait_run_close(run);
-        /* A rank that stops because another one failed says so in one
-         * short line pointing to that rank, whose own error names the
-         * failure in full (the chain stays in this rank's log). */
-        int origin;
-        if (plait_error_relayed(msg, &origin)) {
-            plait_log_file_only(PLAIT_LOG_ERROR, "train", "%s", msg);
-            if (origin >= 0)
-                return plait_set_error(st, "step %lld: world rank %d stopped after world rank %d failed (its error "
-                                           "names the cause)", step, me, origin);
-            return plait_set_error(st, "step %lld: world rank %d stopped after another rank failed (its error names "
-                                       "the cause)", step, me);
-        }
-        return plait_set_error(st, "%s", msg);
+        char at[32];
+        snprintf(at, sizeof at, "step %lld", (long long)at_step);
+        return plait_run_fail(run, st, at, "train");
     }
     plait_run_close(run);
     return PLAIT_OK;

@@ -9,7 +9,8 @@
 # no checkpoint or metrics row of it, nothing in the directory moved to.
 # A transport whose 20th isend() sets PLAIT_SENT_BY (tests/sdk/broken_uds.c,
 # uds_sendenv) fails a run's set-up, and `plait bench comm` at the size
-# whose collectives it ran in.
+# whose collectives it ran in. `plait bench train` fails as train does, its
+# other rank pointing to the one that failed.
 . "$(dirname "$0")/train_common.sh"
 # step_run PLUGIN [KEY=VALUE...]: 5 steps over optimizer PLUGIN, from the
 # current directory; output in $work/out-PLUGIN, $rc its exit status.
@@ -49,6 +50,18 @@ grep -q "PLAIT_STEP_SETTING set to '3'" <<<"$line" || fail "the failure does not
 grep -q "PLAIT_JOB_TOKEN \(set\|changed\) (values\? not shown)" <<<"$line" || fail "the failure does not name PLAIT_JOB_TOKEN"
 ! grep -rq hunter2 "$work" || fail "the secret PLAIT_JOB_TOKEN's value was shown"
 steps_kept "$work/run-env"
+# bench train ends as train does: rank 1 names the change, rank 0 points
+# to rank 1 instead of reporting the connection it lost
+rc=0
+PLAIT_PLUGIN_PATH=$dir timeout 100 "$plait" bench train "$src/configs/gpt-tiny.ini" "data.path=$src/data/corpus.txt" \
+  parallel.dp=2 optim.plugin=zero_stepenv --steps 4 --warmup 1 >"$work/out-bench-train" 2>&1 || rc=$?
+failed zero_stepenv
+grep -q "rank 1 failed: bench train: step 3: the step's calls into the plugins .* changed the process: " \
+  "$work/out-bench-train" || fail "bench train does not name rank 1's failure at step 3"
+grep -q "bench train: step [34]: world rank 0 stopped after world rank 1 failed (its error names the cause)" \
+  "$work/out-bench-train" || fail "bench train's rank 0 does not point to rank 1: $(tail -n 3 "$work/out-bench-train")"
+! grep -q "closed the connection" "$work/out-bench-train" ||
+  fail "bench train's rank 0 reports the lost connection instead of rank 1's cause"
 train uds_sendenv run.steps=2
 failed uds_sendenv
 grep -qF "the run's set-up: its calls into the plugins 'uds_sendenv' (comm), 'dp' (parallel), 'adam' (optim), 'cpu' (device) changed the process: PLAIT_SENT_BY set to 'uds_sendenv'" \
