@@ -333,8 +333,11 @@ plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts 
             goto out;
         *wrong_total += (uint64_t)wsum;
         char subject[160];
-        snprintf(subject, sizeof subject, "%zu bytes: the calls into the comm plugin '%s'", s.count * esz,
-                 o->transport ? o->transport : "?");
+        /* "threads" is the core's own in-process transport, not a plugin */
+        const char *name = o->transport ? o->transport : "?";
+        int inprocess = strcmp(name, "threads") == 0;
+        snprintf(subject, sizeof subject, "%zu bytes: the calls into the %s '%s'", s.count * esz,
+                 inprocess ? "in-process transport" : "comm plugin", name);
         if ((st = plait_process_state_refuse(&set_up, subject, "")) != PLAIT_OK) goto out;
         qsort(tmax, (size_t)o->iters, sizeof(double), cmp_double);
         double t = tmax[o->iters / 2], S = (double)(s.count * esz);
