@@ -188,6 +188,17 @@ static int optim_rank(const kit_args *a, const plait_plugin_desc *d) {
         if (plait_job_rank(job) == 0) {
             kit_report_print(rep, stdout);
             fflush(stdout);
+        } else {
+            /* rank 0 prints the table; a check failing here only (a
+             * plugin that misbehaves on one rank) is said by this rank,
+             * so the launcher names it */
+            for (int i = 0; i < rep->n; i++)
+                if (rep->rows[i].verdict == KIT_FAIL) {
+                    plait_set_error(PLAIT_ERR_ABI, "check '%s' failed on rank %d: %s", rep->rows[i].name,
+                                    plait_job_rank(job), rep->rows[i].why);
+                    plait_cli_print_error("plugin test");
+                    break;
+                }
         }
         free(rep);
     } else {

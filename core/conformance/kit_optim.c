@@ -9,6 +9,7 @@
 
 #include "comm/comm.h"
 #include "plugin/loader.h"
+#include "runtime/process_state.h"
 
 
 const char *const kit_optim_overrides[] = {
@@ -441,7 +442,24 @@ int plait_kit_optim_needs_group(const plait_plugin_desc *desc) {
 void plait_kit_optim_run(const plait_plugin_desc *desc, const plait_config *cfg, const plait_host *host,
                          plait_comm *dp, kit_report *rep) {
     kit_env e = {.d = desc, .cfg = cfg, .host = host, .dp = dp};
-    check_math(&e, rep);
-    check_state(&e, rep);
-    check_memory(&e, rep);
+    static const struct {
+        const char *name;
+        void (*run)(const kit_env *, kit_report *);
+    } checks[] = {{"step-math", check_math}, {"state-restore", check_state}, {"memory", check_memory}};
+    /* the process as the kit found it, compared after each check's calls
+     * (plait/plugin.h: no call may change it); the first change is named */
+    plait_process_state before;
+    plait_process_state_take(&before);
+    const char *changed_in = NULL;
+    char what[KIT_WHY_LEN - 96] = "";
+    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
+        checks[i].run(&e, rep);
+        if (!changed_in && plait_process_state_changed(&before, what, sizeof what)) changed_in = checks[i].name;
+    }
+    plait_process_state_free(&before);
+    if (changed_in)
+        kit_report_add(rep, "process", "process", KIT_FAIL, "the calls of the %s check changed the process: %s",
+                       changed_in, what);
+    else
+        kit_report_add(rep, "process", "process", KIT_PASS, "the working directory and PLAIT_* variables as found");
 }

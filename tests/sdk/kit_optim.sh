@@ -6,14 +6,17 @@
 # their rules, and its state still restores bit for bit. zero1-3 pass on
 # data-parallel groups of 2 and 4 ranks; broken copies of zero1 (averaging
 # instead of summing the group's gradients; reporting the whole state as the
-# rank's) fail on the math and memory rules.
+# rank's) fail on the math and memory rules, and copies whose 3rd step()
+# changes the working directory (every rank) or PLAIT_* variables (rank 1
+# only) fail the process row, the change named, a secret's value never.
 set -euo pipefail
 plait=$1 adam=$2 sgd=$3 old=$4 dir=$5 kit=$6
 fail() { echo "FAIL: $*" >&2; exit 1; }
 for so in "$adam" "$sgd"; do
   out=$("$plait" plugin test "$so" 2>&1) || { echo "$out"; fail "$so did not pass"; }
   echo "$out"
-  grep -Eq "^  3 checks: 3 passed, 0 failed, 0 skipped" <<<"$out" || fail "$so: not 3 passed checks"
+  grep -Eq "^  4 checks: 4 passed, 0 failed, 0 skipped" <<<"$out" || fail "$so: not 4 passed checks"
+  grep -Eq "^  process +process +pass" <<<"$out" || fail "$so: no process row passed"
 done
 set +e
 out=$("$plait" plugin test "$old" 2>&1)
@@ -47,4 +50,16 @@ broken zero_memory
 grep -Eq "^  memory +optim-memory +FAIL +memory\(\) on rank 0 of 2 .* equal shard of each state tensor" <<<"$out" ||
   fail "zero_memory: no memory failure naming the shard"
 grep -Eq "^  step-math +optim-math +pass" <<<"$out" || fail "zero_memory: its math is right"
+work=$(mktemp -d "${TMPDIR:-/tmp}/kit-optim.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+here=$(pwd -P) elsewhere=$(cd "$work" && pwd -P)
+BROKEN_CHDIR_TO=$elsewhere broken zero_stepchdir
+grep -Eq "^  process +process +FAIL +the calls of the step-math check changed the process: the working directory from '$here' to '$elsewhere'" \
+  <<<"$out" || fail "zero_stepchdir: no process failure naming the directories"
+grep -Eq "^  rule \[process\] plait/plugin.h" <<<"$out" || fail "zero_stepchdir: the process rule is not printed"
+broken zero_stepenv
+grep -q "rank 1 failed: plugin test: check 'process' failed on rank 1: the calls of the step-math check changed the process: .*PLAIT_STEP_SETTING set to '3'" \
+  <<<"$out" || fail "zero_stepenv: rank 1's process failure is not named"
+grep -q "PLAIT_JOB_TOKEN changed (values not shown)" <<<"$out" || fail "zero_stepenv: PLAIT_JOB_TOKEN is not named"
+! grep -q hunter2 <<<"$out" || fail "zero_stepenv: the secret's value was shown"
 echo "kit optim OK"

@@ -23,6 +23,15 @@
  * Before calling anything in a descriptor the loader checks: magic, ABI major
  * and minor (a plugin needing a newer minor than the core is refused),
  * struct_size >= the v1.0 size, kind, and that the name matches the file.
+ *
+ * A plugin runs in the rank's process. No call into it, of any kind, nor
+ * the loading of its file, may change the process's working directory or
+ * its PLAIT_* environment variables: the core finds the run's files and the
+ * rank's place in the job through them. The core compares them around the
+ * set-up calls (and refuses the call), after each step of a run and each
+ * size of `plait bench comm` and token of `plait sample` (and stops there,
+ * naming the change), and `plait plugin test` checks an optimizer's calls
+ * (its row "process").
  */
 #ifndef PLAIT_PLUGIN_H
 #define PLAIT_PLUGIN_H
