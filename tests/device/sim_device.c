@@ -39,6 +39,10 @@
  *       kernels on the compute stream, event_synchronize; what the
  *       other threads did (copies on each stream, event waits); the
  *       events created, and those still alive at close (a leak).
+ *   PLAIT_SIM_SETENV_AT_COPY=N  its Nth copy to the host on the compute
+ *       stream sets PLAIT_SIM_COPIED=N: a plugin whose call changes the
+ *       process, which the core's commands must refuse (runtime/
+ *       process_state.h).
  *
  * sim13 (built with SIM_ABI_1_3): the same device as a plugin built
  * against ABI 1.3: no streams or events, so the core stages with copy(),
@@ -85,6 +89,8 @@ static struct {
 
 static pthread_t g_model_thread;
 static int g_skip_waits;
+static long long g_setenv_at;            /* PLAIT_SIM_SETENV_AT_COPY; 0: never */
+static _Atomic long long g_host_copies;  /* compute-stream copies to the host */
 static struct {
     _Atomic uint64_t model_syncs, model_event_syncs, other_event_syncs, other_compute_copies, comm_copies, ops,
         event_creates, events_live;
@@ -180,6 +186,9 @@ static plait_status sim_open(const plait_host *host, const plait_device_open_arg
     const char *skip = getenv("PLAIT_SIM_DEBUG_SKIP_WAITS");
     g_skip_waits = skip && skip[0] == '1';
     if (g_skip_waits) host->log(PLAIT_LOG_WARN, "sim", "PLAIT_SIM_DEBUG_SKIP_WAITS: events order nothing (a test)");
+    const char *at = getenv("PLAIT_SIM_SETENV_AT_COPY");
+    g_setenv_at = at ? atoll(at) : 0;
+    atomic_store(&g_host_copies, 0);
     plait_device_info mine = {.struct_size = sizeof mine, .mem_kind = PLAIT_MEM_CUDA, .ordinal = args->ordinal};
     snprintf(mine.name, sizeof mine.name, "sim (host memory at non-canonical addresses)");
     /* PLAIT_SIM_MEMORY_MB: the memory it says it has (default 0: unknown),
@@ -294,7 +303,15 @@ static plait_status sim_copy(void *dst, const void *src, size_t bytes, plait_cop
     if (!bytes) return PLAIT_OK;
     if (!on_model_thread()) atomic_fetch_add(&g_stats.other_compute_copies, 1);
     switch (dir) {
-    case PLAIT_COPY_TO_HOST: sim_host_sync(); return copy_now(dst, src, bytes, dir);
+    case PLAIT_COPY_TO_HOST: {
+        sim_host_sync();
+        if (g_setenv_at > 0 && atomic_fetch_add(&g_host_copies, 1) + 1 == g_setenv_at) {
+            char n[24];
+            snprintf(n, sizeof n, "%lld", g_setenv_at);
+            setenv("PLAIT_SIM_COPIED", n, 1);
+        }
+        return copy_now(dst, src, bytes, dir);
+    }
     case PLAIT_COPY_ON_DEVICE: Q(r_copy_on_device, P(dst), P(src), I(bytes)); return PLAIT_OK;
     case PLAIT_COPY_TO_DEVICE: {
         void *taken = malloc(bytes); /* the caller may reuse its buffer at once */

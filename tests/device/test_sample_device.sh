@@ -5,8 +5,9 @@
 # test device (memory the host cannot dereference) it writes what the cpu
 # device writes; the sim device really was opened (its debug line), its
 # fp32-only refusal of bf16 and its single ordinal are reached (so precision
-# and ordinal get there), tf32 on the cpu is refused naming the key, and
-# [model] overrides are usage errors (the model is the checkpoint's).
+# and ordinal get there), tf32 on the cpu is refused naming the key,
+# [model] overrides are usage errors (the model is the checkpoint's), and a
+# device call that changes the process stops sampling at that token.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 train sampled run.steps=6 run.ckpt_every=6
 CK=$(last_ckpt sampled)
@@ -47,6 +48,18 @@ sample_fails tf32 1 "command line 'run.precision=tf32': key 'precision' in [run]
 sample_fails model 2 "'model.n_layer=3': the model is the checkpoint's" model.n_layer=3
 sample_fails optim 2 "sample uses [device] and [run] settings only" optim.lr=1
 sample_fails nodev 1 "no NODEV device found" device.plugin=nodev
+# a device whose 3rd copy to the host (token 3's logits) sets a PLAIT_*
+# variable: sample stops at token 3 naming the plugin and the change,
+# having written the prompt and the two tokens before it as cpu did
+rc=0
+PLAIT_SIM_SETENV_AT_COPY=3 "$PLAIT_BIN" sample "$CK" "${S[@]}" device.plugin=sim >"$E2E_WORK/changed" \
+  2>"$E2E_WORK/changed.err" || rc=$?
+[ $rc -eq 1 ] || fail "a device call that changed the process: exit $rc, not 1: $(cat "$E2E_WORK/changed.err")"
+grep -qF "sample: token 3: the calls into the device plugin 'sim' changed the process: PLAIT_SIM_COPIED set to '3'" \
+  "$E2E_WORK/changed.err" || fail "the change is not named at token 3: $(cat "$E2E_WORK/changed.err")"
+got=$(wc -c <"$E2E_WORK/changed") all=$(wc -c <"$E2E_WORK/cpu")
+[ "$got" -gt 8 ] && [ "$got" -lt "$all" ] && cmp -s -n "$got" "$E2E_WORK/changed" "$E2E_WORK/cpu" ||
+  fail "before the change sample wrote other text than the prompt and cpu's first tokens: '$(cat "$E2E_WORK/changed")'"
 # the cuda plugin's own code on the CPU emulator (tests/cuda_emu), where
 # built: greedy text identical to the cpu device's (its kernels sum in other
 # orders; the logits' last bits do not change a 12-token argmax here)
