@@ -13,6 +13,7 @@
 #include "commstate/comm_watchdog.h"
 #include "coll/reduce.h"
 #include "plugin/loader.h"
+#include "runtime/process_state.h"
 
 /* Entries of a /proc/self directory (file descriptors, threads). */
 static int count_entries(const char *dir) {
@@ -181,6 +182,19 @@ static void check_cleanup(const plait_bootstrap *bs, int fds0, int th0, kit_repo
     gather_row(bs, "cleanup", "cleanup", &o, rep);
 }
 
+/* The process as the kit found it, compared after each check's calls
+ * (plait/plugin.h: no call may change it); the first change is kept. */
+typedef struct process_watch {
+    plait_process_state before;
+    kit_outcome o;
+} process_watch;
+
+static void process_after(process_watch *w, int rank, const char *check) {
+    char what[KIT_WHY_LEN - 160];
+    if (w->o.verdict == KIT_FAIL || !plait_process_state_changed(&w->before, what, sizeof what)) return;
+    kit_fail(&w->o, "process", "rank %d: the calls of the %s check changed the process: %s", rank, check, what);
+}
+
 void plait_kit_comm_run(plait_job *job, const plait_plugin_desc *desc, const plait_config *cfg,
                         const kit_comm_opts *opts, kit_report *rep) {
     const plait_bootstrap *world = plait_job_world(job);
@@ -189,6 +203,8 @@ void plait_kit_comm_run(plait_job *job, const plait_plugin_desc *desc, const pla
     kit_p2p k = {.ops = desc->ops, .rank = plait_job_rank(job), .size = plait_job_size(job),
                  .timeout_s = opts->timeout_s, .large_bytes = opts->large_bytes, .bs = world};
     plait_bootstrap *bs_a = NULL, *bs_b = NULL;
+    process_watch pw = {0};
+    plait_process_state_take(&pw.before);
     kit_outcome o = {0};
     if (raw_init(job, cfg, opts->host, "kit/a", &k, &bs_a) != PLAIT_OK)
         kit_fail(&o, "setup", "rank %d: init(): %s", k.rank, plait_last_error());
@@ -196,6 +212,7 @@ void plait_kit_comm_run(plait_job *job, const plait_plugin_desc *desc, const pla
         snprintf(o.why, sizeof o.why, "%d ranks, flags 0x%x%s", k.size, desc->ops ? k.ops->flags : 0,
                  k.ops->flags & PLAIT_COMM_ASYNC_PROGRESS ? " (async progress)" : " (progress in test/wait)");
     gather_row(world, "init", "setup", &o, rep);
+    process_after(&pw, k.rank, "init");
     /* every rank must know whether every rank has a communicator */
     int ok = o.verdict == KIT_PASS, all_ok = 1;
     int *oks = calloc((size_t)k.size, sizeof *oks);
@@ -205,6 +222,7 @@ void plait_kit_comm_run(plait_job *job, const plait_plugin_desc *desc, const pla
     if (!all_ok) {
         if (k.rank == 0) kit_report_add(rep, "(rest)", "setup", KIT_SKIP, "skipped: init() failed");
         raw_destroy(&k, bs_a);
+        plait_process_state_free(&pw.before);
         return;
     }
     static const struct {
@@ -216,9 +234,12 @@ void plait_kit_comm_run(plait_job *job, const plait_plugin_desc *desc, const pla
         {"large+posting", "posting", kit_check_posting}, {"progress", "progress", kit_check_progress},
         {"timeout", "timeout", kit_check_timeout},
     };
-    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
+    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
         run_check(&k, checks[i].name, checks[i].rule, checks[i].fn, rep);
+        process_after(&pw, k.rank, checks[i].name);
+    }
     check_collectives(job, desc, cfg, opts, rep);
+    process_after(&pw, k.rank, "collectives");
     /* abort() on a second communicator, so the first stays usable until destroyed */
     kit_p2p kb = k;
     kb.comm = NULL;
@@ -228,9 +249,14 @@ void plait_kit_comm_run(plait_job *job, const plait_plugin_desc *desc, const pla
     else if (world->barrier(world->ctx) == PLAIT_OK)
         kit_check_abort(&kb, &ao);
     gather_row(world, "abort", "loss", &ao, rep);
+    process_after(&pw, k.rank, "abort");
     raw_destroy(&kb, bs_b);
     raw_destroy(&k, bs_a);
     check_cleanup(world, fds0, th0, rep);
+    process_after(&pw, k.rank, "cleanup");
+    if (pw.o.verdict != KIT_FAIL) snprintf(pw.o.why, sizeof pw.o.why, "the working directory and PLAIT_* variables as found");
+    gather_row(world, "process", "process", &pw.o, rep);
+    plait_process_state_free(&pw.before);
     if (!opts->lose_peer || k.size < 2) return;
     /* last: one rank exits in the middle; only the survivors report (rank 0's view) */
     plait_bootstrap *bs_c = NULL;

@@ -30,8 +30,8 @@
  * rank's place in the job through them. The core compares them around the
  * set-up calls (and refuses the call), after each step of a run and each
  * size of `plait bench comm` and token of `plait sample` (and stops there,
- * naming the change), and `plait plugin test` checks an optimizer's calls
- * (its row "process").
+ * naming the change), and `plait plugin test` checks a comm plugin's and
+ * an optimizer's calls (its row "process").
  */
 #ifndef PLAIT_PLUGIN_H
 #define PLAIT_PLUGIN_H
