@@ -254,7 +254,8 @@ void plait_kit_comm_run(plait_job *job, const plait_plugin_desc *desc, const pla
     raw_destroy(&k, bs_a);
     check_cleanup(world, fds0, th0, rep);
     process_after(&pw, k.rank, "cleanup");
-    if (pw.o.verdict != KIT_FAIL) snprintf(pw.o.why, sizeof pw.o.why, "the working directory and PLAIT_* variables as found");
+    if (pw.o.verdict != KIT_FAIL)
+        snprintf(pw.o.why, sizeof pw.o.why, "the working directory and the variables plait reads as found");
     gather_row(world, "process", "process", &pw.o, rep);
     plait_process_state_free(&pw.before);
     if (!opts->lose_peer || k.size < 2) return;

@@ -461,5 +461,6 @@ void plait_kit_optim_run(const plait_plugin_desc *desc, const plait_config *cfg,
         kit_report_add(rep, "process", "process", KIT_FAIL, "the calls of the %s check changed the process: %s",
                        changed_in, what);
     else
-        kit_report_add(rep, "process", "process", KIT_PASS, "the working directory and PLAIT_* variables as found");
+        kit_report_add(rep, "process", "process", KIT_PASS,
+                       "the working directory and the variables plait reads as found");
 }

@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "runtime/process_state.h"
+
 /* The rules, as plait/comm.h, plait/optim.h and plait/parallel.h state them. */
 static const struct {
     const char *rule, *text;
@@ -35,8 +37,8 @@ static const struct {
     {"optim-state", "plait/optim.h export_tensor/materialize: state saved and restored continues bit for bit"},
     {"optim-memory", "plait/optim.h memory: the report counts the bytes the rank holds for parameters, "
                      "gradients and optimizer state"},
-    {"process", "plait/plugin.h: no call into a plugin may change the process's working directory or its PLAIT_* "
-                "environment variables"},
+    {"process", "plait/plugin.h: no call into a plugin may change the process's working directory, its PLAIT_* "
+                "environment variables or the others plait reads (" PLAIT_WATCHED_OTHERS ")"},
     {"plan", "plait/parallel.h plait_plan: every layer of the model is computed by exactly one (stage, chunk), "
              "all ranks agree, and chunks run in model order (chunk c of stage s is virtual stage c*pp+s)"},
     {"plan-shards", "plait/parallel.h plait_plan.shards: over a tensor-parallel group a parameter is whole on "

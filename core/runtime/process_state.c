@@ -1,5 +1,5 @@
-/* The working directory and PLAIT_* variables around a plugin call (see
- * process_state.h). */
+/* The working directory and the variables plait runs by around a plugin
+ * call (see process_state.h). */
 #include "runtime/process_state.h"
 
 #include <limits.h>
@@ -15,17 +15,35 @@ extern char **environ;
 
 #define PREFIX "PLAIT_"
 
+static size_t name_len(const char *entry) {
+    const char *eq = strchr(entry, '=');
+    return eq ? (size_t)(eq - entry) : strlen(entry);
+}
+
+/* 1 for an environ entry plait goes on reading once plugins run: PLAIT_*,
+ * and the few others a run reads later (PLAIT_WATCHED_OTHERS). */
+static int watched(const char *entry) {
+    if (strncmp(entry, PREFIX, sizeof PREFIX - 1) == 0) return 1;
+    size_t len = name_len(entry);
+    for (const char *o = PLAIT_WATCHED_OTHERS; *o; o += strspn(o, ", ")) {
+        size_t n = strcspn(o, ", ");
+        if (n == len && strncmp(entry, o, n) == 0) return 1;
+        o += n;
+    }
+    return 0;
+}
+
 void plait_process_state_take(plait_process_state *s) {
     char dir[PATH_MAX];
     s->cwd = getcwd(dir, sizeof dir) ? strdup(dir) : NULL;
     size_t len = 0;
     for (char **e = environ; e && *e; e++)
-        if (strncmp(*e, PREFIX, sizeof PREFIX - 1) == 0) len += strlen(*e) + 1;
+        if (watched(*e)) len += strlen(*e) + 1;
     s->env = malloc(len + 1);
     s->env_len = 0;
     if (!s->env) return;
     for (char **e = environ; e && *e; e++)
-        if (strncmp(*e, PREFIX, sizeof PREFIX - 1) == 0) {
+        if (watched(*e)) {
             size_t n = strlen(*e) + 1;
             if (s->env_len + n > len) break; /* grown since it was measured */
             memcpy(s->env + s->env_len, *e, n);
@@ -46,11 +64,6 @@ static const char *find_entry(const char *env, size_t len, const char *name, siz
     for (size_t off = 0; off < len; off += strlen(env + off) + 1)
         if (strncmp(env + off, name, name_len) == 0 && env[off + name_len] == '=') return env + off;
     return NULL;
-}
-
-static size_t name_len(const char *entry) {
-    const char *eq = strchr(entry, '=');
-    return eq ? (size_t)(eq - entry) : strlen(entry);
 }
 
 int plait_env_name_secret(const char *name, size_t len) {
@@ -125,7 +138,8 @@ plait_status plait_process_state_refuse(const plait_process_state *before, const
     if (!plait_process_state_changed(before, what, sizeof what)) return PLAIT_OK;
     return plait_set_error(PLAIT_ERR_ABI,
                            "%s changed the process: %s; a plugin must leave the process's working directory and "
-                           "PLAIT_* variables as it found them: the rank finds the run's files and its place in the "
-                           "job through them, so it stops rather than follow the change%s",
+                           "PLAIT_* variables (and " PLAIT_WATCHED_OTHERS ") as it found them: the rank finds the "
+                           "run's files and its place in the job through them, so it stops rather than follow the "
+                           "change%s",
                            subject, what, tail);
 }

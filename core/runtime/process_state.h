@@ -1,8 +1,11 @@
 /*
  * What a plugin call may change in the process that plait goes on relying
  * on: the working directory (every relative path of the run: its config,
- * data, out_dir) and the PLAIT_* environment variables (the rank's place in
- * the job, its settings, the job's token). A plugin runs in the rank's
+ * data, out_dir), the PLAIT_* environment variables (the rank's place in
+ * the job, its settings, the job's token) and the few others a run reads
+ * after its plugins are loaded (PLAIT_WATCHED_OTHERS: where scratch files
+ * and the measured-peak cache go, the rendezvous directory, the GPUs the
+ * nccl plugin numbers). Other variables are not plait's to watch. A plugin runs in the rank's
  * process with its rights, so nothing stops it changing them; plait notes
  * both before each plugin setup call and compares after it
  * (plugin/loader.h's plait_plugin_call), and a run notes them when it opens
@@ -25,16 +28,19 @@
 
 #include <plait/types.h>
 
+/* The variables besides PLAIT_* that are noted and compared. */
+#define PLAIT_WATCHED_OTHERS "HOME, TMPDIR, XDG_CACHE_HOME, XDG_RUNTIME_DIR, CUDA_VISIBLE_DEVICES"
+
 typedef struct plait_process_state {
     char *cwd;      /* NULL when getcwd() failed (a removed directory): not compared */
-    char *env;      /* the PLAIT_* entries of environ, "NAME=VALUE\0" each, in its order */
+    char *env;      /* the watched entries of environ, "NAME=VALUE\0" each, in its order */
     size_t env_len; /* bytes of `env`; env == NULL: out of memory, not compared */
 } plait_process_state;
 
-/* Note the working directory and the PLAIT_* variables now. */
+/* Note the working directory and the watched variables now. */
 void plait_process_state_take(plait_process_state *s);
 
-/* 1 if the working directory or a PLAIT_* variable differs from `before`,
+/* 1 if the working directory or a watched variable differs from `before`,
  * each change written to `what` (", " between them): "the working
  * directory from '/a' to '/b'", "PLAIT_X from '1' to '2'", "PLAIT_Y set to
  * '1'", "PLAIT_Z unset (was '1')". The value of a variable whose name says
@@ -46,7 +52,7 @@ int plait_process_state_changed(const plait_process_state *before, char *what, s
 /* PLAIT_OK when nothing changed since `before` (the error untouched);
  * else PLAIT_ERR_ABI with the error set: "<subject> changed the process:
  * <each change, as above>; a plugin must leave the process's working
- * directory and PLAIT_* variables as it found them: ..., so it stops
+ * directory and PLAIT_* variables (and ...) as it found them: ..., so it stops
  * rather than follow the change<tail>". `subject` names the calls that ran
  * ("the comm plugin 'tcp''s init()"); `tail` ("": none) follows. `before`
  * stays the caller's. */

@@ -2,7 +2,8 @@
  * What a plugin call may change in the process (runtime/process_state.h):
  * nothing changed says nothing; a changed working directory, a PLAIT_*
  * variable set, changed or unset are each named with their values, except a
- * secret's; other variables are not plait's to watch. A refusal names the
+ * secret's, and so are the few others a run reads later (TMPDIR,
+ * CUDA_VISIBLE_DEVICES, ...); other variables are not plait's to watch. A refusal names the
  * calls and each change; nothing changed leaves the error as it was. A
  * compare costs microseconds, so a run can make one after every step.
  */
@@ -66,6 +67,36 @@ static void test_each_change_named(void **state) {
     unsetenv("PLAIT_TEST_TOKEN");
 }
 
+/* Besides PLAIT_*, the variables a run reads after its plugins load:
+ * TMPDIR (scratch), XDG_CACHE_HOME (the peak cache), CUDA_VISIBLE_DEVICES;
+ * a name that only begins like one is not watched. */
+static void test_watched_others(void **state) {
+    (void)state;
+    const char *tmp = getenv("TMPDIR");
+    char *saved = tmp ? strdup(tmp) : NULL;
+    setenv("TMPDIR", "/tmp", 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    plait_process_state s;
+    plait_process_state_take(&s);
+    setenv("TMPDIRX", "1", 1);
+    char what[1024];
+    assert_int_equal(plait_process_state_changed(&s, what, sizeof what), 0);
+    setenv("TMPDIR", "/elsewhere", 1);
+    setenv("CUDA_VISIBLE_DEVICES", "3", 1);
+    assert_int_equal(plait_process_state_changed(&s, what, sizeof what), 1);
+    assert_non_null(strstr(what, "TMPDIR from '/tmp' to '/elsewhere'"));
+    assert_non_null(strstr(what, "CUDA_VISIBLE_DEVICES set to '3'"));
+    assert_null(strstr(what, "TMPDIRX"));
+    assert_int_equal(plait_process_state_refuse(&s, "the calls", ""), PLAIT_ERR_ABI);
+    assert_non_null(strstr(plait_last_error(), "(and " PLAIT_WATCHED_OTHERS ")"));
+    plait_process_state_free(&s);
+    unsetenv("TMPDIRX");
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    if (saved) setenv("TMPDIR", saved, 1);
+    else unsetenv("TMPDIR");
+    free(saved);
+}
+
 static void test_refusal_names_the_calls(void **state) {
     (void)state;
     plait_process_state s;
@@ -103,6 +134,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nothing_changed),
         cmocka_unit_test(test_each_change_named),
+        cmocka_unit_test(test_watched_others),
         cmocka_unit_test(test_refusal_names_the_calls),
         cmocka_unit_test(test_compare_cost),
     };

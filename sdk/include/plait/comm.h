@@ -57,8 +57,9 @@
  *              ends the rank, naming the plugin and the call. abort()
  *              (rule [loss]) is watched the same way. None of these calls,
  *              nor the loading of the plugin's file, may change the
- *              process's working directory or its PLAIT_* environment
- *              variables: the core refuses a call that did. (Nor may any
+ *              process's working directory or the environment variables
+ *              plait reads (PLAIT_* and the few others plait/plugin.h
+ *              names): the core refuses a call that did. (Nor may any
  *              later call: a run fails after the step it was made in.)
  *   [loss]     When a peer dies, every pending and later request with that
  *              peer fails with PLAIT_ERR_PEER_LOST within the wait's timeout,

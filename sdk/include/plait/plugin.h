@@ -25,9 +25,11 @@
  * struct_size >= the v1.0 size, kind, and that the name matches the file.
  *
  * A plugin runs in the rank's process. No call into it, of any kind, nor
- * the loading of its file, may change the process's working directory or
- * its PLAIT_* environment variables: the core finds the run's files and the
- * rank's place in the job through them. The core compares them around the
+ * the loading of its file, may change the process's working directory, its
+ * PLAIT_* environment variables or the few others plait reads once plugins
+ * run (HOME, TMPDIR, XDG_CACHE_HOME, XDG_RUNTIME_DIR, CUDA_VISIBLE_DEVICES):
+ * the core finds the run's files and the rank's place in the job through
+ * them. The core compares them around the
  * set-up calls (and refuses the call), after each step of a run and each
  * size of `plait bench comm` and token of `plait sample` (and stops there,
  * naming the change), and `plait plugin test` checks a comm plugin's and
