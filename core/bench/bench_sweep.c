@@ -11,6 +11,8 @@
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/out_file.h"
+#include "runtime/regular_file.h"
 #include "runtime/self_child.h"
 
 
@@ -21,8 +23,14 @@
 
 /* Fill rows that the CSV already measured (matched by layout name). */
 static plait_status load_csv(const char *path, plait_sweep_row *rows, size_t n) {
-    FILE *f = fopen(path, "r");
-    if (!f) return errno == ENOENT ? PLAIT_OK : plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot read: %s", path, strerror(errno));
+    struct stat sb;
+    if (lstat(path, &sb) != 0 && errno == ENOENT) return PLAIT_OK;
+    /* appended to later: never through a link, into a FIFO or a file
+     * another tool wrote (runtime/out_file.h) */
+    plait_status st = plait_out_check_own(path, "layout,", "--csv");
+    FILE *f = NULL;
+    if (st == PLAIT_OK) st = plait_fopen_regular(path, "--csv file", PLAIT_ERR_INVALID_ARG, &f);
+    if (st != PLAIT_OK) return st;
     char line[2048];
     int lineno = 0;
     while (fgets(line, sizeof line, f)) {
@@ -65,8 +73,9 @@ static plait_status load_csv(const char *path, plait_sweep_row *rows, size_t n) 
 
 /* One run of a layout as a CSV row (its prediction repeated on each). */
 static plait_status append_csv(const char *path, const plait_sweep_row *r, const plait_sweep_sample *u, int run) {
-    FILE *f = fopen(path, "a");
-    if (!f) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot append: %s", path, strerror(errno));
+    FILE *f = NULL;
+    plait_status opened = plait_out_fopen(path, "a", &f); /* never through a link */
+    if (opened != PLAIT_OK) return opened;
     if (ftell(f) == 0) fputs(CSV_HEADER, f);
     const plait_cost_layout *l = &r->predicted.layout;
     const plait_cost_time *t = &r->predicted.time;
@@ -117,13 +126,18 @@ static int run_layout(const plait_sweep_opts *o, plait_sweep_row *r, size_t inde
     argv[a] = NULL;
     int rc = plait_self_child_run(argv, logp);
     free(argv);
+    if (rc < 0) { /* not started: its log refused, or no process */
+        snprintf(r->note, sizeof r->note, "%s", plait_last_error());
+        return 0;
+    }
     if (rc != 0) {
         char last[200];
         plait_file_last_line(logp, last, sizeof last);
         snprintf(r->note, sizeof r->note, "%s (%s)", last[0] ? last : "bench train failed", logp);
         return 0;
     }
-    FILE *f = fopen(csvp, "r");
+    FILE *f = NULL;
+    if (plait_fopen_regular(csvp, "bench train's --csv", PLAIT_ERR_INVALID_ARG, &f) != PLAIT_OK) f = NULL;
     char line[2048] = "", row[2048] = "";
     while (f && fgets(line, sizeof line, f)) snprintf(row, sizeof row, "%s", line);
     if (f) fclose(f);
@@ -194,6 +208,15 @@ plait_status plait_sweep_run(const plait_sweep_opts *o, plait_sweep_row *rows, s
     if (st != PLAIT_OK) return st;
     if (mkdir(o->log_dir, 0755) != 0 && errno != EEXIST)
         return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot create: %s", o->log_dir, strerror(errno));
+    /* the layouts' logs and CSVs are written and removed in it: a link
+     * there (to a directory elsewhere) is not followed */
+    struct stat sb;
+    if (lstat(o->log_dir, &sb) != 0)
+        return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot read: %s", o->log_dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s is %s, not the directory of the sweep's logs plait makes: "
+                               "remove it or give another --csv", o->log_dir,
+                               S_ISLNK(sb.st_mode) ? "a symbolic link" : plait_file_kind(sb.st_mode));
     int repeat = o->repeat < 1 ? 1 : o->repeat > PLAIT_SWEEP_MAX_RUNS ? PLAIT_SWEEP_MAX_RUNS : o->repeat;
     size_t todo = 0, done = 0, failed = 0, layouts = 0;
     for (size_t i = 0; i < n; i++)

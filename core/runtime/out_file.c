@@ -99,7 +99,12 @@ plait_status plait_out_fopen(const char *path, const char *mode, FILE **f) {
     if (!*f) {
         st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot open %s: %s", path, strerror(errno));
         close(fd);
+        return st;
     }
+    /* as fopen's "a": the stream starts at the end, so ftell() says whether
+     * the file already holds something (a CSV's header); an O_APPEND
+     * descriptor alone starts at 0 */
+    if (flags & O_APPEND) fseek(*f, 0, SEEK_END);
     return st;
 }
 

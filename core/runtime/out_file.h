@@ -26,7 +26,9 @@
  * its last component. *fd on success (the caller closes it). */
 plait_status plait_out_open(const char *path, int flags, int *fd);
 
-/* The same as a stdio stream: `mode` "w" (truncate), "a" or "a+". */
+/* The same as a stdio stream: `mode` "w" (truncate), "a" or "a+" (the
+ * stream positioned at the end, as fopen's: ftell() > 0 when the file
+ * already holds something). */
 plait_status plait_out_fopen(const char *path, const char *mode, FILE **f);
 
 /* Create a temporary file beside `path` for writing (its name into tmp,

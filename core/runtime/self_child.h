@@ -12,12 +12,13 @@
 
 /* Run /proc/self/exe with `argv` (NULL-terminated; argv[0] is the name it
  * sees) and the current environment, output to `log` (created or
- * truncated). Returns the exit status (0..255), 128+signal when a signal
- * ended it, or -1 when it could not start (errno set). */
+ * truncated, never through a link: runtime/out_file.h). Returns the exit
+ * status (0..255), 128+signal when a signal ended it, or -1 when it could
+ * not start (the error set: the log refused, or no process). */
 int plait_self_child_run(const char *const *argv, const char *log);
 
 /* The last non-empty line of text file `path` without its newline, into
- * out[cap] ("" when the file is missing or empty). */
+ * out[cap] ("" when the file is missing, empty or not a regular file). */
 void plait_file_last_line(const char *path, char *out, size_t cap);
 
 #endif

@@ -15,7 +15,9 @@
 #     nor written through (a save there is refused naming the link);
 #     metrics.csv, memory.csv and rank-0.log links are refused, their
 #     targets untouched; so are hard links to them (and to .lock), the
-#     file under its other name unchanged.
+#     file under its other name unchanged. bench sweep's --csv, its logs
+#     directory and a layout's log as links, and its --csv as a FIFO, are
+#     refused, nothing written where they point.
 #  3. pruning after a resume that skipped a damaged newest checkpoint keeps
 #     the checkpoint resumed from and the new one.
 #  4. a file size limit (ulimit -f) reached by a checkpoint, data prepare or
@@ -122,6 +124,25 @@ for f in metrics.csv memory.csv rank-0.log .lock; do
   grep -qF "$E2E_WORK/hardf/$f has 2 names (hard links" "$E2E_WORK/hardf.out" ||
     fail "$f as a hard link was not named: $(tail -n 2 "$E2E_WORK/hardf.out")"
 done
+
+# bench sweep's --csv and the CSV.logs directory beside it: a link in
+# either place (or at a layout's log), or a FIFO as the CSV, is refused
+# naming it, and nothing is written where a link points
+mkdir -p "$E2E_WORK/sweepl"
+ln -s "$E2E_WORK/precious/notes.txt" "$E2E_WORK/sweepl/a.csv"
+ln -s "$E2E_WORK/precious" "$E2E_WORK/sweepl/b.csv.logs"
+mkdir "$E2E_WORK/sweepl/c.csv.logs"
+ln -s "$E2E_WORK/precious/notes.txt" "$E2E_WORK/sweepl/c.csv.logs/1.log"
+mkfifo "$E2E_WORK/sweepl/d.csv"
+SW=("$PLAIT_BIN" bench sweep "$CFG" -n 1 --steps 1 --warmup 0 --repeat 1)
+refused sweep-csv-link "$E2E_WORK/sweepl/a.csv is a symbolic link" "${SW[@]}" --csv "$E2E_WORK/sweepl/a.csv"
+refused sweep-logs-link "$E2E_WORK/sweepl/b.csv.logs is a symbolic link, not the directory of the sweep's logs" \
+  "${SW[@]}" --csv "$E2E_WORK/sweepl/b.csv"
+"${SW[@]}" --csv "$E2E_WORK/sweepl/c.csv" >"$E2E_WORK/sweep-log-link.out" 2>&1 || true
+grep -qF "$E2E_WORK/sweepl/c.csv.logs/1.log is a symbolic link" "$E2E_WORK/sweep-log-link.out" ||
+  fail "a layout's log as a link was not named: $(tail -n 2 "$E2E_WORK/sweep-log-link.out")"
+refused sweep-csv-fifo "$E2E_WORK/sweepl/d.csv is a FIFO" timeout 60 "${SW[@]}" --csv "$E2E_WORK/sweepl/d.csv"
+[ "$(sums "$E2E_WORK/precious")" = "$precious" ] || fail "bench sweep wrote through a link"
 
 # --- 3. pruning after a resume past a damaged newest checkpoint
 train prune run.steps=6 run.ckpt_every=2 run.keep_checkpoints=10
