@@ -17,6 +17,7 @@
 #include "model/sgemm_peak.h"
 #include "runtime/clock.h"
 #include "runtime/host_identity.h"
+#include "runtime/out_file.h"
 #include "runtime/regular_file.h"
 
 static const char *precision_name(void) {
@@ -88,10 +89,17 @@ static int make_parent(const char *path) {
  * and renamed, so concurrent runs never see a half-written cache. */
 static int cache_store(const char *path, const char *key, double gflops, int tries, double share) {
     if (make_parent(path) != 0) return -1;
+    /* a name no one else has (O_EXCL, never a link planted at a name
+     * known in advance: runtime/out_file.h) */
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    FILE *out = fopen(tmp, "w");
-    if (!out) return -1;
+    int fd = -1;
+    if (plait_out_temp(path, tmp, sizeof tmp, &fd) != PLAIT_OK) return -1;
+    FILE *out = fdopen(fd, "w");
+    if (!out) {
+        close(fd);
+        remove(tmp);
+        return -1;
+    }
     FILE *in = NULL;
     if (plait_fopen_regular(path, "cache", PLAIT_ERR_SYSTEM, &in) != PLAIT_OK) in = NULL;
     size_t klen = strlen(key);
