@@ -150,6 +150,19 @@ plait_status plait_out_check_own(const char *path, const char *first_line, const
                            first_line);
 }
 
+plait_status plait_out_fopen_temp(const char *path, char *tmp, size_t cap, FILE **f) {
+    *f = NULL;
+    int fd;
+    plait_status st = plait_out_temp(path, tmp, cap, &fd);
+    if (st != PLAIT_OK) return st;
+    *f = fdopen(fd, "w");
+    if (*f) return PLAIT_OK;
+    st = plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    return st;
+}
+
 /* The pid in a temporary name "<name>.<pid>-<8 hex>.tmp", or 0. */
 static long temp_owner(const char *name) {
     size_t n = strlen(name);

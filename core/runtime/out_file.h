@@ -35,6 +35,10 @@ plait_status plait_out_fopen(const char *path, const char *mode, FILE **f);
  * cap bytes; the caller renames it over `path` or unlinks it). */
 plait_status plait_out_temp(const char *path, char *tmp, size_t cap, int *fd);
 
+/* plait_out_temp as a stdio stream for writing ("w"); on failure nothing
+ * is left behind. */
+plait_status plait_out_fopen_temp(const char *path, char *tmp, size_t cap, FILE **f);
+
 /* Remove, in `dir` (not through a link), the temporary files of this
  * naming left by processes that are gone (killed while writing); a live
  * writer's, on this host, are kept. Returns how many were removed. */

@@ -12,18 +12,6 @@
 #include "runtime/regular_file.h"
 
 /* A temporary file of its own beside `path`, as a stream (out_file.h). */
-static plait_status open_temp(const char *path, char *tmp, size_t cap, FILE **out) {
-    int fd;
-    plait_status st = plait_out_temp(path, tmp, cap, &fd);
-    if (st != PLAIT_OK) return st;
-    *out = fdopen(fd, "w");
-    if (*out) return PLAIT_OK;
-    st = plait_set_error(PLAIT_ERR_SYSTEM, "%s: %s", tmp, strerror(errno));
-    close(fd);
-    unlink(tmp);
-    return st;
-}
-
 /* Whether a resume drops this line of the file: a row of a step after
  * `last`, or a line without its line break (a write cut short, by a full
  * disk say: the next row would be glued onto it). */
@@ -53,7 +41,7 @@ static plait_status drop_rows_after(const char *path, int64_t last) {
     if (later) {
         char tmp[4200];
         FILE *out = NULL;
-        st = open_temp(path, tmp, sizeof tmp, &out);
+        st = plait_out_fopen_temp(path, tmp, sizeof tmp, &out);
         if (st == PLAIT_OK) {
             rewind(in);
             for (line = 0; (len = getline(&row, &cap, in)) > 0; line++)
@@ -161,7 +149,7 @@ static plait_status reconcile_header(plait_metrics *m) {
     }
     char tmp[4200];
     FILE *out = NULL;
-    plait_status st = open_temp(m->path, tmp, sizeof tmp, &out);
+    plait_status st = plait_out_fopen_temp(m->path, tmp, sizeof tmp, &out);
     if (st != PLAIT_OK) return st;
     for (int i = 0; i < n; i++) fprintf(out, "%s%s", i ? "," : "", names[i]);
     fputc('\n', out);

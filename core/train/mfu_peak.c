@@ -92,14 +92,8 @@ static int cache_store(const char *path, const char *key, double gflops, int tri
     /* a name no one else has (O_EXCL, never a link planted at a name
      * known in advance: runtime/out_file.h) */
     char tmp[4200];
-    int fd = -1;
-    if (plait_out_temp(path, tmp, sizeof tmp, &fd) != PLAIT_OK) return -1;
-    FILE *out = fdopen(fd, "w");
-    if (!out) {
-        close(fd);
-        remove(tmp);
-        return -1;
-    }
+    FILE *out = NULL;
+    if (plait_out_fopen_temp(path, tmp, sizeof tmp, &out) != PLAIT_OK) return -1;
     FILE *in = NULL;
     if (plait_fopen_regular(path, "cache", PLAIT_ERR_SYSTEM, &in) != PLAIT_OK) in = NULL;
     size_t klen = strlen(key);
