@@ -67,7 +67,9 @@ plait_status plait_rdv_file_publish(const char *path, int port, const char *toke
 
 /* 1 = read a valid file from a live writer, 0 = not (yet). */
 static int try_read(const char *path, int *port, char *token, size_t cap) {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO in the file's place is refused below, never
+     * waited on */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return 0;
     struct stat sb;
     char text[PLAIT_STORE_MAX_TOKEN + 128];

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -20,6 +21,7 @@
 #include "launch/bootstrap.h"
 #include "launch/rendezvous_file.h"
 #include "launch/net.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "host/host_table.h"
@@ -438,6 +440,25 @@ static void test_join_private_rendezvous_file(void **state) {
     leave_all(a, N);
 }
 
+/* A FIFO where the rendezvous file should be is looked at and refused,
+ * never waited on: the wait ends at its deadline (alarm: a blocked open
+ * fails the test instead of hanging it). */
+static void test_rendezvous_fifo_not_waited_on(void **state) {
+    (void)state;
+    char fid[64], path[600], token[256];
+    snprintf(fid, sizeof fid, "fifo-test-%ld", (long)getpid());
+    assert_int_equal(plait_rdv_file_path(fid, path, sizeof path), PLAIT_OK);
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    alarm(20);
+    int port = 0;
+    double t0 = plait_clock_now();
+    assert_int_equal(plait_rdv_file_wait(path, t0 + 0.3, &port, token, sizeof token), PLAIT_ERR_TIMEOUT);
+    alarm(0);
+    assert_true(plait_clock_now() - t0 < 10);
+    unlink(path);
+}
+
 int main(void) {
     plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
@@ -451,6 +472,7 @@ int main(void) {
         cmocka_unit_test(test_bootstrap_timeout_names_member),
         cmocka_unit_test(test_join_missing_rank_is_named),
         cmocka_unit_test(test_join_private_rendezvous_file),
+        cmocka_unit_test(test_rendezvous_fifo_not_waited_on),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
