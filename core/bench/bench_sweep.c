@@ -21,8 +21,7 @@
     "compute_ms,comm_ms,idle_ms,dp_mb,tp_mb,pp_mb,peak_mib,pred_tokens_per_s,pred_step_ms,pred_compute_ms," \
     "pred_comm_ms,pred_idle_ms,pred_mem_mib,run\n"
 
-/* Fill rows that the CSV already measured (matched by layout name). */
-static plait_status load_csv(const char *path, plait_sweep_row *rows, size_t n) {
+plait_status plait_sweep_load_csv(const char *path, plait_sweep_row *rows, size_t n) {
     struct stat sb;
     if (lstat(path, &sb) != 0 && errno == ENOENT) return PLAIT_OK;
     /* appended to later: never through a link, into a FIFO or a file
@@ -204,7 +203,7 @@ static void summarize(plait_sweep_row *r) {
 static int wanted(const plait_sweep_row *r) { return r->predicted.valid && r->predicted.fits && r->state != 2; }
 
 plait_status plait_sweep_run(const plait_sweep_opts *o, plait_sweep_row *rows, size_t n, FILE *progress) {
-    plait_status st = load_csv(o->csv, rows, n);
+    plait_status st = plait_sweep_load_csv(o->csv, rows, n);
     if (st != PLAIT_OK) return st;
     if (mkdir(o->log_dir, 0755) != 0 && errno != EEXIST)
         return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot create: %s", o->log_dir, strerror(errno));

@@ -61,6 +61,17 @@ typedef struct plait_sweep_row {
  * recorded, not an error; a failed layout is not run again). */
 plait_status plait_sweep_run(const plait_sweep_opts *o, plait_sweep_row *rows, size_t n, FILE *progress);
 
+/* The runs a sweep's CSV at `path` already holds (a sweep started again
+ * continues): each row of status "ok" whose layout column is the
+ * plait_cost_layout_name of rows[i].predicted.layout is added to rows[i]'s
+ * runs (up to PLAIT_SWEEP_MAX_RUNS; state 1, note naming the line); other
+ * rows are skipped. No file at `path` is not an error (nothing measured
+ * yet). Errors: PLAIT_ERR_INVALID_ARG naming the file when it is not a
+ * regular file of its own (a link, a FIFO, a hard-linked file) or a CSV whose header does not start with
+ * "layout,". Owns nothing: the file is closed before it returns. Used by
+ * plait_sweep_run; public so that the reader can be fuzzed. */
+plait_status plait_sweep_load_csv(const char *path, plait_sweep_row *rows, size_t n);
+
 /* A measured row as the table, the plots and the report show it. */
 typedef struct plait_sweep_view {
     char name[128];       /* plait_cost_layout_name */

@@ -47,10 +47,7 @@ static int cache_path(char *buf, size_t len) {
     return n > 0 && (size_t)n < len ? 0 : -1;
 }
 
-/* The cached rate for `key` (GFLOP/s), when it was measured, over how
- * many tries and with what share of its threads' time (1 for a line from
- * before shares were recorded); 0 if none. */
-static double cache_lookup(const char *path, const char *key, long long *when, int *tries, double *share) {
+double plait_mfu_peak_cache_lookup(const char *path, const char *key, long long *when, int *tries, double *share) {
     FILE *f = NULL;
     /* a cache that is not a regular file (a FIFO would block) is no cache */
     if (plait_fopen_regular(path, "cache", PLAIT_ERR_SYSTEM, &f) != PLAIT_OK) return 0;
@@ -230,7 +227,7 @@ void plait_cpu_peak_get(int threads, plait_peak_how how, plait_cpu_peak *out) {
      * MFU is divided by stays the same from run to run on one machine. */
     double cached_share = 1;
     double cached = have_path && how != PLAIT_PEAK_MEASURED
-                        ? cache_lookup(out->path, out->key, &out->when, &out->tries, &cached_share)
+                        ? plait_mfu_peak_cache_lookup(out->path, out->key, &out->when, &out->tries, &cached_share)
                         : 0;
     if (cached > 0 && (cached_share >= PLAIT_CPU_PEAK_QUIET || how == PLAIT_PEAK_CACHED_ONLY)) {
         out->flops = cached * 1e9;

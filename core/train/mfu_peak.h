@@ -75,6 +75,15 @@ typedef enum {
  * were busy is measured again (from_cache 0), the higher figure kept. */
 void plait_cpu_peak_get(int threads, plait_peak_how how, plait_cpu_peak *out);
 
+/* The cache's rate for `key` in the peak cache at `path` (lines
+ * "key\tGFLOP/s\tunix time\ttries\tshare", the last line for a key
+ * winning): GFLOP/s, with *when, *tries and *share (the share of its
+ * threads' time, 1 for a line from before shares were recorded or one out
+ * of range) set; 0, the outputs untouched, when there is no such line or
+ * the file cannot be read (or is not a regular file). Owns nothing.
+ * Used by plait_cpu_peak_get; public so that the reader can be fuzzed. */
+double plait_mfu_peak_cache_lookup(const char *path, const char *key, long long *when, int *tries, double *share);
+
 /* "; the cores were busy (...)" when `p` was measured while they were,
  * else "". */
 void plait_cpu_peak_busy_text(const plait_cpu_peak *p, char *buf, size_t len);
