@@ -58,8 +58,10 @@ double plait_mfu_peak_cache_lookup(const char *path, const char *key, long long 
         double g, sh = 1;
         long long t;
         int n = 0;
+        /* "inf" (or 1e999) reads as a rate too: a peak of infinity would
+         * make every MFU 0%, so only a finite rate is one */
         if (strncmp(line, key, klen) == 0 && line[klen] == '\t' &&
-            sscanf(line + klen + 1, "%lf\t%lld\t%d\t%lf", &g, &t, &n, &sh) >= 2 && g > 0) {
+            sscanf(line + klen + 1, "%lf\t%lld\t%d\t%lf", &g, &t, &n, &sh) >= 2 && g > 0 && isfinite(g)) {
             found = g;
             *when = t;
             *tries = n;
