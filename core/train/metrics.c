@@ -101,12 +101,16 @@ void plait_metrics_set_named(plait_metrics *m, const char *name, double value) {
         if (strcmp(m->names[i], name) == 0) m->values[i] = value;
 }
 
-/* Split a header line into names (in place); returns the count. */
+/* Split a header line into names (in place); returns the count, or -1
+ * when a name is longer than 31 bytes or there are more than `max`: cut
+ * or dropped, the rewritten header would no longer match the rows. */
 static int split_header(char *line, char names[][32], int max) {
     int n = 0;
     line[strcspn(line, "\r\n")] = '\0';
-    for (char *save = NULL, *tok = strtok_r(line, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save))
+    for (char *save = NULL, *tok = strtok_r(line, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n == max || strlen(tok) >= 32) return -1;
         snprintf(names[n++], 32, "%s", tok);
+    }
     return n;
 }
 
@@ -128,7 +132,15 @@ static plait_status reconcile_header(plait_metrics *m) {
     snprintf(copy, sizeof copy, "%s", line);
     copy[strcspn(copy, "\r\n")] = '\0';
     if (strcmp(copy, mine_line) == 0) return PLAIT_OK;
-    int n_old = split_header(line, old, PLAIT_METRICS_MAX_COLUMNS);
+    /* a header longer than the line read would have its rest copied as a
+     * row; plait's own (at most 64 names of 31 bytes) always fits */
+    int whole = strchr(line, '\n') || feof(m->file);
+    int n_old = whole ? split_header(line, old, PLAIT_METRICS_MAX_COLUMNS) : -1;
+    if (n_old < 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: its header is not one plait writes (more than %d columns, a name longer than 31 "
+                               "bytes or a line longer than %zu); not rewriting it: move it away",
+                               m->path, PLAIT_METRICS_MAX_COLUMNS, sizeof line - 1);
     char names[PLAIT_METRICS_MAX_COLUMNS][32];
     double values[PLAIT_METRICS_MAX_COLUMNS];
     int n = 0;
