@@ -26,6 +26,7 @@
 #include "runtime/exit_guard.h"
 #include "runtime/fork_call.h"
 #include "runtime/log.h"
+#include "runtime/regular_file.h"
 
 #ifndef PLAIT_INSTALL_PLUGIN_DIR_ABS
 #define PLAIT_INSTALL_PLUGIN_DIR_ABS "/usr/local/lib/plait"
@@ -158,6 +159,15 @@ static plait_status load_file(const char *path, struct loaded_file **out) {
         *out = have;
         return PLAIT_OK;
     }
+    /* dlopen opens the file with a plain open(): a FIFO in the plugin path
+     * would block it for ever (and `plait plugins` would blame a plugin
+     * that never returns), and a link to a device is named only by the
+     * device. What is not a regular file is refused first, by the name given. */
+    int regular_fd;
+    uint64_t size;
+    plait_status regular = plait_open_regular(path, "plugin file", PLAIT_ERR_UNSUPPORTED, &regular_fd, &size);
+    if (regular != PLAIT_OK) return regular;
+    close(regular_fd);
     dlerror();
     void *h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
     if (!h)

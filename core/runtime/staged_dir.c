@@ -265,11 +265,23 @@ static plait_status check_replaceable(const char *dest, int (*owned)(const char 
     plait_status st = PLAIT_OK;
     while (st == PLAIT_OK && (e = readdir(dp)) != NULL) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if (!owned(e->d_name))
+        if (!owned(e->d_name)) {
             st = plait_set_error(PLAIT_ERR_INVALID_ARG,
                                  "%s already holds %s, which this command does not write; choose another output "
                                  "directory or remove it (nothing was changed)",
                                  dest, e->d_name);
+            continue;
+        }
+        /* the name alone is not enough: what commit replaces is only
+         * removed if it is a plain file (remove_flat), so a directory or a
+         * link by an output's name would be carried off into the staging
+         * directory and left there, the command saying it succeeded */
+        struct stat sb;
+        if (fstatat(dirfd(dp), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(sb.st_mode))
+            st = plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                 "%s already holds %s, which is %s, not a file this command writes; choose another "
+                                 "output directory or remove it (nothing was changed)",
+                                 dest, e->d_name, plait_file_kind(sb.st_mode));
     }
     closedir(dp);
     return st;

@@ -4,7 +4,7 @@
 #  1. a FIFO with no writer in place of any path a command reads or writes
 #     (corpora, inputs to encode and decode, tokenizer files, the
 #     --comm-csv table, a run directory's metrics.csv, rank log and .lock, a
-#     resumed run's metrics.csv, the MFU cache):
+#     resumed run's metrics.csv, the MFU cache, a plugin file):
 #     refused at once naming "a FIFO" (every command runs under a 10 s
 #     timeout: a hang fails the test).
 #  2. `data prepare` interrupted (SIGINT, SIGTERM) removes its staging
@@ -48,6 +48,20 @@ refused fifo-comm-csv "--comm-csv file $fifo is a FIFO" "$PLAIT_BIN" plan "$CFG"
 refused fifo-sample "$fifo is a FIFO; plait sample reads a checkpoint directory" "$PLAIT_BIN" sample "$fifo"
 refused fifo-export "$fifo is a FIFO, not a checkpoint" "$PLAIT_BIN" export "$fifo" --format hf --out "$E2E_WORK/ex"
 [ ! -e "$E2E_WORK/tk" ] && [ ! -e "$E2E_WORK/dp" ] || fail "a refused command left an output directory"
+# a plugin file that is a FIFO (dlopen would wait for a writer) or a link to a device
+mkdir -p "$E2E_WORK/plugfifo"
+mkfifo "$E2E_WORK/plugfifo/libplait-optim-ff.so"
+ln -s /dev/zero "$E2E_WORK/plugfifo/libplait-optim-zz.so"
+refused fifo-plugin "plugin file $E2E_WORK/plugfifo/libplait-optim-ff.so is a FIFO" env "PLAIT_PLUGIN_PATH=$E2E_WORK/plugfifo" \
+  "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/plugrun" optim.plugin=ff
+refused zero-plugin "plugin file $E2E_WORK/plugfifo/libplait-optim-zz.so is a character device" \
+  env "PLAIT_PLUGIN_PATH=$E2E_WORK/plugfifo" "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/plugrun" optim.plugin=zz
+refused fifo-plugin-test "plugin file $E2E_WORK/plugfifo/libplait-optim-ff.so is a FIFO" \
+  "$PLAIT_BIN" plugin test "$E2E_WORK/plugfifo/libplait-optim-ff.so"
+PLAIT_PLUGIN_PATH=$E2E_WORK/plugfifo timeout 10 "$PLAIT_BIN" plugins >"$E2E_WORK/plugfifo.out" 2>&1 ||
+  fail "plait plugins with a FIFO in the plugin path failed or hung: $(tail -n 2 "$E2E_WORK/plugfifo.out")"
+grep -qF "plugin file $E2E_WORK/plugfifo/libplait-optim-ff.so is a FIFO" "$E2E_WORK/plugfifo.out" ||
+  fail "plait plugins did not name a FIFO in the plugin path: $(grep -A1 ff "$E2E_WORK/plugfifo.out")"
 # a resumed run's metrics.csv, and the MFU cache, as FIFOs
 rm -rf "${E2E_WORK:?}/resfifo"
 "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/resfifo" run.steps=1 >"$E2E_WORK/resfifo.out" 2>&1 || fail "a run failed"

@@ -6,7 +6,8 @@
  * destination, while a live process's are kept; a destination that is a
  * symbolic link is refused; a commit over an earlier output replaces it
  * whole; a destination that is a file or holds someone else's file is
- * refused before the caller's work (check, begin), not at commit.
+ * refused before the caller's work (check, begin), not at commit; so is
+ * one holding a directory or a link by an output's name.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -145,7 +146,7 @@ static void test_commit_replaces_and_refuses_links(void **state) {
 }
 
 /* A destination that is a file, or a directory holding a file the caller
- * does not write, is refused by check and by begin (before the caller's
+ * does not write or something not a plain file by a name it writes, is refused by check and by begin (before the caller's
  * work), each naming it, and nothing is created beside it. */
 static void test_refused_before_work(void **state) {
     (void)state;
@@ -160,9 +161,21 @@ static void test_refused_before_work(void **state) {
     f = fopen(path, "w");
     assert_non_null(f);
     fclose(f);
-    const char *dests[] = {file, foreign};
-    const char *why[] = {"exists and is a regular file, not a directory", "already holds notes.txt"};
-    for (int i = 0; i < 2; i++) {
+    /* an output's name that is not a plain file: commit would carry it off
+     * into the staging directory and leave it there */
+    char subdir[128], linked[128];
+    snprintf(subdir, sizeof subdir, "%s/subdir", scratch);
+    snprintf(path, sizeof path, "%s/out1", subdir);
+    assert_int_equal(mkdir(subdir, 0777), 0);
+    assert_int_equal(mkdir(path, 0777), 0);
+    snprintf(linked, sizeof linked, "%s/linked", scratch);
+    snprintf(path, sizeof path, "%s/out1", linked);
+    assert_int_equal(mkdir(linked, 0777), 0);
+    assert_int_equal(symlink(file, path), 0);
+    const char *dests[] = {file, foreign, subdir, linked};
+    const char *why[] = {"exists and is a regular file, not a directory", "already holds notes.txt",
+                         "already holds out1, which is a directory", "already holds out1, which is a symbolic link"};
+    for (int i = 0; i < 4; i++) {
         assert_int_equal(plait_staged_dir_check(dests[i], owned), PLAIT_ERR_INVALID_ARG);
         assert_non_null(strstr(plait_last_error(), why[i]));
         plait_staged_dir d;
