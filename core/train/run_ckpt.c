@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "comm/comm.h"
 #include "launch/restart.h"
@@ -24,7 +25,9 @@
 #include "runtime/memory.h"
 #include "runtime/log.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_shard.h"
+#include "runtime/regular_file.h"
 #include "train/data.h"
 #include "train/run_internal.h"
 
@@ -299,4 +302,29 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
                              me, failed_rank);
     if (st != PLAIT_OK) return plait_wrap_error(st, "checkpoint at step %" PRId64, run->step);
     return PLAIT_OK;
+}
+
+plait_status plait_run_check_ckpt_names(const char *out_dir, int64_t from_step, int64_t steps, int64_t every) {
+    DIR *d = opendir(out_dir);
+    if (!d) return PLAIT_OK; /* not made yet: nothing in the way */
+    plait_status st = PLAIT_OK;
+    for (struct dirent *e; st == PLAIT_OK && (e = readdir(d));) {
+        int64_t step;
+        if (plait_ckpt_parse_dir_name(e->d_name, &step) != 0 || step <= from_step || step > steps) continue;
+        if (step != steps && (every <= 0 || step % every != 0)) continue;
+        char path[4200];
+        plait_ckpt_dir_path(path, sizeof path, out_dir, step);
+        const char *slash = strrchr(path, '/');
+        if (strcmp(slash ? slash + 1 : path, e->d_name) != 0) continue; /* "ckpt-6" is not ckpt-00000006 */
+        struct stat sb;
+        if (lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode))
+            st = plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                 "%s is %s, where this run saves its checkpoint of step %lld: the save would refuse "
+                                 "it only after training to that step; remove it or choose another out_dir "
+                                 "(nothing was trained)",
+                                 path, plait_file_kind(sb.st_mode),
+                                 (long long)step);
+    }
+    closedir(d);
+    return st;
 }

@@ -252,6 +252,9 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         snprintf(path, sizeof path, "%s/memory.csv", out_dir);
         plait_status own = st == PLAIT_OK ? plait_out_check_own(path, "rank,", "the run's memory report") : st;
         if (own != st) st = plait_wrap_error(own, "cannot write the memory report at the run's end");
+        /* so is whatever stands where a checkpoint of this run goes */
+        if (st == PLAIT_OK)
+            st = plait_run_check_ckpt_names(out_dir, run->step, run->steps, plait_config_int(cfg, "run", "ckpt_every"));
         add_columns(&metrics, run->world.mesh.pp);
         plait_progress_init(&progress, progress_mode(cfg, opts->progress),
                             stdout, run->steps, plait_run_flops_per_token(run), 0);

@@ -12,7 +12,8 @@
 #     and bench train --csv, bench sweep --report never write over a run's
 #     files or files they did not write.
 #  2. links: a ckpt-* link to another directory is neither pruned through
-#     nor written through (a save there is refused naming the link);
+#     nor written through (a run that would save there is refused before
+#     its first step, naming the link; so is a file or FIFO by that name);
 #     metrics.csv, memory.csv and rank-0.log links are refused, their
 #     targets untouched; so are hard links to them (and to .lock), the
 #     file under its other name unchanged. bench sweep's --csv, its logs
@@ -101,6 +102,9 @@ ln -s "$E2E_WORK/precious" "$E2E_WORK/links/ckpt-00000002"
 ln -s "$E2E_WORK/precious" "$E2E_WORK/links/ckpt-00000006"
 refused links-save "$E2E_WORK/links/ckpt-00000006 is a symbolic link" "$PLAIT_BIN" train "$CFG" \
   "run.out_dir=$E2E_WORK/links" run.steps=8 run.ckpt_every=2 run.keep_checkpoints=1 run.resume=auto
+# refused before a step is trained, not at the save after training to it
+[ "$(tail -n 1 "$E2E_WORK/links/metrics.csv" | cut -d, -f1)" = 4 ] ||
+  fail "the run trained before refusing the link where its checkpoint goes: $(tail -n 1 "$E2E_WORK/links/metrics.csv")"
 rm "$E2E_WORK/links/ckpt-00000006"
 train links run.steps=8 run.ckpt_every=2 run.keep_checkpoints=1 run.resume=auto
 [ "$(sums "$E2E_WORK/precious")" = "$precious" ] || fail "pruning or saving followed a ckpt-* link out of the run directory"
@@ -112,6 +116,19 @@ for f in metrics.csv memory.csv rank-0.log; do
   "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/linkf" run.steps=2 >"$E2E_WORK/linkf.out" 2>&1 || true
   [ "$(sums "$E2E_WORK/precious")" = "$precious" ] || fail "$f as a link: its target was written"
   grep -qF "$E2E_WORK/linkf/$f is a symbolic link" "$E2E_WORK/linkf.out" || fail "$f as a link was not named: $(tail -n 2 "$E2E_WORK/linkf.out")"
+done
+
+# a file or a FIFO where a checkpoint of the run goes: refused before step 1
+for kind in file fifo; do
+  rm -rf "${E2E_WORK:?}/ckname"
+  mkdir -p "$E2E_WORK/ckname"
+  if [ $kind = file ]; then echo keep >"$E2E_WORK/ckname/ckpt-00000002"; else mkfifo "$E2E_WORK/ckname/ckpt-00000002"; fi
+  want="a regular file"; [ $kind = fifo ] && want="a FIFO"
+  refused "ckname-$kind" "$E2E_WORK/ckname/ckpt-00000002 is $want, where this run saves its checkpoint of step 2" \
+    timeout 60 "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/ckname" run.steps=3 run.ckpt_every=2
+  [ ! -s "$E2E_WORK/ckname/metrics.csv" ] || [ "$(wc -l <"$E2E_WORK/ckname/metrics.csv")" -le 1 ] ||
+    fail "ckpt-00000002 as a $kind: the run trained before refusing it"
+  [ $kind = fifo ] || [ "$(cat "$E2E_WORK/ckname/ckpt-00000002")" = keep ] || fail "ckpt-00000002 as a file was changed"
 done
 
 # hard links (cp -al, ln): the file's other name is never written
