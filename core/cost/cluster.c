@@ -156,7 +156,15 @@ static plait_status build(const char *path, const char *text, plait_cluster *out
     if (st == PLAIT_OK) st = DECLARE("intra", intra_keys);
     if (st == PLAIT_OK) st = DECLARE("inter", inter_keys);
     if (st == PLAIT_OK && text) st = plait_config_load_string(cfg, path, text);
-    else if (st == PLAIT_OK && path) st = plait_config_load_file(cfg, path);
+    else if (st == PLAIT_OK && path) {
+        /* a FIFO, device or directory named as what it is meant to be (the
+         * INI loader would call it a "config file") */
+        int fd;
+        uint64_t size;
+        st = plait_open_regular(path, "cluster file", PLAIT_ERR_INVALID_CONFIG, &fd, &size);
+        if (st == PLAIT_OK) close(fd);
+        if (st == PLAIT_OK) st = plait_config_load_file(cfg, path);
+    }
     /* no environment: a cluster file says everything itself */
     char *const no_env[] = {NULL};
     if (st == PLAIT_OK) st = plait_config_finalize(cfg, no_env);
