@@ -145,7 +145,7 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     plait_batch batch;
     if (plait_cli_load_config(a->config, a->n_over, a->over, &cfg) != PLAIT_OK ||
         plait_batch_from_config(cfg, &batch) != PLAIT_OK) {
-        plait_cli_print_error(a->config);
+        plait_cli_print_error(NULL); /* its errors name the file or the command line, as config check's do */
         plait_config_free(cfg);
         return 1;
     }
@@ -169,7 +169,7 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     a->hierarchical = strcmp(b->comm, "nccl") == 0 || strcmp(algo, "auto") == 0 || strcmp(algo, "hier") == 0;
     if (a->cluster) {
         if (plait_cluster_load(a->cluster, cluster) != PLAIT_OK) {
-            plait_cli_print_error(a->cluster);
+            plait_cli_print_error(NULL); /* its errors name the file */
             return 1;
         }
     } else {
