@@ -137,6 +137,22 @@ plait_status plait_ckpt_writer_begin(const char *out_dir, int64_t step, plait_ck
     return PLAIT_OK;
 }
 
+plait_status plait_ckpt_check_replaceable(const char *dir) {
+    static const char *const names[] = {PLAIT_CKPT_MODEL_FILE, PLAIT_CKPT_OPTIM_FILE, PLAIT_CKPT_STATE_FILE,
+                                        PLAIT_CKPT_MARKER_FILE};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        struct stat sb;
+        if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+            return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                   "%s is a directory, where a save of this checkpoint puts its %s file; a save "
+                                   "cannot replace it",
+                                   path, names[i]);
+    }
+    return PLAIT_OK;
+}
+
 plait_status plait_ckpt_declare(plait_ckpt_writer *w, plait_ckpt_file file, const char *name, int32_t ndim,
                                 const int64_t *shape) {
     if (file != PLAIT_CKPT_MODEL && file != PLAIT_CKPT_OPTIM)

@@ -119,6 +119,13 @@ typedef struct plait_ckpt_writer plait_ckpt_writer;
  * If ckpt-<step> exists already (a crash, or the same step saved again), its
  * marker is removed first, so it is incomplete until this commit ends. */
 plait_status plait_ckpt_writer_begin(const char *out_dir, int64_t step, plait_ckpt_writer **out);
+/* Whether a save into the existing directory `dir` could put its files in
+ * place: each is renamed over its name, and a rename cannot replace a
+ * directory, so a directory by a file's name (model.safetensors,
+ * optim.safetensors, state.json, COMPLETE) is refused, naming it. Anything
+ * else by those names (a file, a link) is replaced and never written
+ * through. PLAIT_OK when `dir` does not exist. Thread-safe; touches nothing. */
+plait_status plait_ckpt_check_replaceable(const char *dir);
 /* Declare a tensor of `file` (global shape). */
 plait_status plait_ckpt_declare(plait_ckpt_writer *w, plait_ckpt_file file, const char *name,
                                 int32_t ndim, const int64_t *shape);

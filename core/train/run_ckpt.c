@@ -324,6 +324,14 @@ plait_status plait_run_check_ckpt_names(const char *out_dir, int64_t from_step, 
                                  "(nothing was trained)",
                                  path, plait_file_kind(sb.st_mode),
                                  (long long)step);
+        else if (plait_ckpt_check_replaceable(path) != PLAIT_OK) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", plait_last_error());
+            st = plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                 "%s: the save of step %lld would fail only after training to it; remove it or "
+                                 "choose another out_dir (nothing was trained)",
+                                 why, (long long)step);
+        }
     }
     closedir(d);
     return st;

@@ -29,9 +29,11 @@ plait_status plait_run_find_resume_quick(const char *out_dir, char **dir, int64_
 /* Rank 0, before the first step: PLAIT_OK unless out_dir holds, under the
  * name of a checkpoint this run will save (ckpt-<step> for a step in
  * (from_step, steps] that is a multiple of `every` (0: none) or the last),
- * something that is not a directory (a symbolic link, a file, a FIFO):
- * the save would refuse it only after training to that step, so the run
- * is refused now, naming it (PLAIT_ERR_INVALID_ARG). */
+ * something that is not a directory (a symbolic link, a file, a FIFO), or
+ * a directory that holds a directory by a checkpoint file's name
+ * (plait_ckpt_check_replaceable): the save would refuse it only after
+ * training to that step, so the run is refused now, naming it
+ * (PLAIT_ERR_INVALID_ARG). */
 plait_status plait_run_check_ckpt_names(const char *out_dir, int64_t from_step, int64_t steps, int64_t every);
 
 /* Write a checkpoint of the current state (collective over the world). */

@@ -13,7 +13,8 @@
 #     files or files they did not write.
 #  2. links: a ckpt-* link to another directory is neither pruned through
 #     nor written through (a run that would save there is refused before
-#     its first step, naming the link; so is a file or FIFO by that name);
+#     its first step, naming the link; so is a file or FIFO by that name,
+#     and a ckpt-* directory holding a directory by a checkpoint file's name);
 #     metrics.csv, memory.csv and rank-0.log links are refused, their
 #     targets untouched; so are hard links to them (and to .lock), the
 #     file under its other name unchanged. bench sweep's --csv, its logs
@@ -130,6 +131,17 @@ for kind in file fifo; do
     fail "ckpt-00000002 as a $kind: the run trained before refusing it"
   [ $kind = fifo ] || [ "$(cat "$E2E_WORK/ckname/ckpt-00000002")" = keep ] || fail "ckpt-00000002 as a file was changed"
 done
+# a directory by a checkpoint file's name inside a later ckpt-00000004 (left
+# by an earlier, longer run; a rename cannot replace it): a resume that will
+# save there is refused before its first step
+rm -rf "${E2E_WORK:?}/ckname"
+"$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/ckname" run.steps=2 run.ckpt_every=2 >"$E2E_WORK/ckname.out" 2>&1 ||
+  fail "the run before the planted directory failed: $(tail -n 2 "$E2E_WORK/ckname.out")"
+mkdir -p "$E2E_WORK/ckname/ckpt-00000004/state.json"
+refused ckname-inner "$E2E_WORK/ckname/ckpt-00000004/state.json is a directory, where a save of this checkpoint puts its state.json file" \
+  timeout 60 "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/ckname" run.steps=5 run.ckpt_every=2 --resume
+[ "$(wc -l <"$E2E_WORK/ckname/metrics.csv")" -eq 3 ] ||
+  fail "state.json as a directory: the resume trained before refusing it: $(cat "$E2E_WORK/ckname/metrics.csv")"
 
 # hard links (cp -al, ln): the file's other name is never written
 for f in metrics.csv memory.csv rank-0.log .lock; do
