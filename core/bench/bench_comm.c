@@ -8,6 +8,7 @@
 #include "coll/reduce.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/host_memory.h"
 #include "runtime/memory.h"
 #include "runtime/process_state.h"
 
@@ -240,6 +241,46 @@ plait_status plait_bench_comm_check(const plait_bench_comm_opts *o, int n) {
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "bench: --root %d is not a rank of this job of %d (0..%d)",
                                o->root, n, n - 1);
     return PLAIT_OK;
+}
+
+uint64_t plait_bench_comm_host_bytes(const plait_bench_comm_opts *o, int n) {
+    size_t esz = plait_dtype_size(o->dtype);
+    shape big = shape_of(o->op, o->max_bytes, esz, n);
+    uint64_t sb = big.send * esz, rb = big.recv * esz;
+    return (sb ? sb : 64) + 2 * (rb ? rb : 64) + 2 * (uint64_t)o->iters * sizeof(double);
+}
+
+plait_status plait_bench_comm_check_memory(const plait_bench_comm_opts *o, int n, int local, int threads) {
+    plait_host_memory m;
+    plait_host_memory_read(&m);
+    uint64_t per = plait_bench_comm_host_bytes(o, n);
+    double all = (double)per * (local > 0 ? local : 1);
+    /* ulimit -v bounds one process: a rank's buffers, or all of a threads run's */
+    double one = threads ? all : (double)per;
+    int over_host = m.usable > 0 && m.usable != UINT64_MAX && all > (double)m.usable;
+    int over_process = m.process_limit != UINT64_MAX && one > (double)m.process_limit;
+    if (!over_host && !over_process) return PLAIT_OK;
+    double room = over_host ? (double)m.usable / (local > 0 ? local : 1) : (double)m.process_limit / (threads ? local : 1);
+    /* the largest power of two --max whose buffers fit (they grow in
+     * proportion to it), written as --max takes it */
+    double fit = (double)o->max_bytes * room / (double)per;
+    uint64_t p2 = 1;
+    while ((double)(p2 * 2) <= fit && p2 < ((uint64_t)1 << 62)) p2 *= 2;
+    static const char units[] = " KMGTP";
+    int u = 0;
+    while (u < 5 && p2 >= 1024) p2 /= 1024, u++;
+    char d[32];
+    if (u) snprintf(d, sizeof d, "%llu%c", (unsigned long long)p2, units[u]);
+    else snprintf(d, sizeof d, "%llu", (unsigned long long)p2);
+    char a[32], b[32], c[32], ranks[96] = "";
+    if (local > 1)
+        snprintf(ranks, sizeof ranks, " on each of %d ranks here, %s in all,", local, plait_bytes_text(all, b, sizeof b));
+    return plait_set_error(PLAIT_ERR_NO_MEMORY,
+                           "--max %llu bytes needs %s of host buffers (send, receive and the expected result)%s and "
+                           "%s %s; give --max %s or less",
+                           (unsigned long long)o->max_bytes, plait_bytes_text((double)per, a, sizeof a), ranks,
+                           over_host ? "this host can still give" : "ulimit -v allows one process",
+                           plait_bytes_text(over_host ? (double)m.usable : (double)m.process_limit, c, sizeof c), d);
 }
 
 plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts *o, FILE *out,

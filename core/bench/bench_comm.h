@@ -98,6 +98,20 @@ int plait_bench_op_parse(const char *name);
  * launcher calls this once before any rank starts): PLAIT_ERR_INVALID_ARG
  * naming what is wrong. */
 plait_status plait_bench_comm_check(const plait_bench_comm_opts *opts, int n);
+
+/* The host memory one rank of a job of n ranks allocates for its buffers
+ * (send, receive and the expected result at --max, each a host image of
+ * the device's with --mem; the timings). */
+uint64_t plait_bench_comm_host_bytes(const plait_bench_comm_opts *opts, int n);
+
+/* Whether `local` ranks (processes, or threads of one process) of a job of
+ * n ranks fit this host's memory (runtime/host_memory.h: MemAvailable, a
+ * cgroup's limit, ulimit -v per process) with their buffers: checked before
+ * any rank starts, because pages a malloc promised are taken only when
+ * touched, and a host short of them ends processes (the OOM killer), not
+ * the benchmark with an error. PLAIT_ERR_NO_MEMORY naming both sizes and the
+ * largest --max that fits; PLAIT_OK when it fits or nothing is known. */
+plait_status plait_bench_comm_check_memory(const plait_bench_comm_opts *opts, int n, int local, int threads);
 /* Run the benchmark on `comm` (collective: every rank calls it with the
  * same options). Rank 0 prints the table to `out` (may be NULL elsewhere)
  * and rows to opts->csv. *wrong receives the total #wrong over all sizes

@@ -339,6 +339,10 @@ static int bench_before_launch(int argc, char **argv, const plait_cli_job_opts *
         fprintf(stderr, "plait bench comm: %s; no rank was started\n", plait_last_error());
         rc = 2;
     }
+    if (rc == 0 && plait_bench_comm_check_memory(&a.o, world, job->local_ranks, 0) != PLAIT_OK) {
+        fprintf(stderr, "plait bench comm: %s; no rank was started\n", plait_last_error());
+        rc = 1;
+    }
     plait_config *cfg = NULL;
     if (rc == 0) rc = load_comm_config(&a, &cfg);
     int32_t devices = 0;
@@ -372,6 +376,14 @@ static int bench_comm(int argc, char **argv) {
         return 2;
     }
     o.transport = comm_name;
+    /* a run the launcher started was checked there, for all its ranks */
+    int in_process = strcmp(comm_name, "threads") == 0;
+    int here = in_process && threads ? threads : 1;
+    if (!getenv("PLAIT_RANK") && plait_bench_comm_check_memory(&o, here, here, in_process) != PLAIT_OK) {
+        fprintf(stderr, "plait bench comm: %s\n", plait_last_error());
+        plait_config_free(cfg);
+        return 1;
+    }
     FILE *csv = NULL;
     /* rank 0 alone writes the table: every rank checking and truncating
      * the one file would race (a rank could find rank 0's file half

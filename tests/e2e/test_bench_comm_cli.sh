@@ -4,7 +4,8 @@
 # code says; [comm] algorithm reaching the collectives; the CSV holds the
 # table's rows; a wrong result (--corrupt flips one element per iteration)
 # makes #wrong count every iteration and the exit status 1. Option and
-# configuration errors are said once, by the launcher, before any rank starts.
+# configuration errors, and buffers larger than the host can give, are said
+# once, by the launcher, before any rank starts.
 source "$(dirname "$0")/lib.sh"
 P=$PLAIT_BIN
 out=$E2E_WORK/bench.out
@@ -47,11 +48,21 @@ grep -q "spin_us" "$out" || fail "the spin_us error does not name the key: $(cat
 for bad in "--op broadcast --root 5|--root 5 is not a rank of this job of 2" \
            "--op sendrecv --min 8M --max 4K|min <= max (--min 8388608, --max 4096)" \
            "--op allreduce --min 3 --max 3|--max 3 bytes holds no f32 element (4 bytes each)" \
-           "--op allgather --min 4 --max 4|--max 4 bytes holds no f32 element per rank"; do
+           "--op allgather --min 4 --max 4|--max 4 bytes holds no f32 element per rank" \
+           "--op allreduce --min 4K --max 1T|of host buffers (send, receive and the expected result) on each of 2 ranks here"; do
   if $P bench comm -n 2 ${bad%%|*} >"$out" 2>&1; then fail "bench comm ${bad%%|*} was accepted"; fi
   [ "$(grep -cF -- "${bad#*|}" "$out")" = 1 ] && grep -q "no rank was started" "$out" && ! grep -q "tcp: rank" "$out" ||
     fail "bench comm ${bad%%|*}: not said once before the ranks started: $(cat "$out")"
 done
+
+# buffers larger than the host can give (pages a malloc promised would be
+# taken only when touched, by the OOM killer): refused before they are
+# touched, in one process of thread ranks too, with a --max that fits
+if $P bench comm --comm threads --threads 2 --op allreduce --min 4K --max 1T >"$out" 2>&1; then
+  fail "bench comm --threads 2 --max 1T was accepted"
+fi
+grep -q "needs 3072.0 GiB of host buffers .* on each of 2 ranks here, 6144.0 GiB in all, and this host can still give .*; give --max [0-9]*[KMG] or less" "$out" ||
+  fail "bench comm --threads 2 --max 1T: $(cat "$out")"
 
 # [comm] algorithm from the command line and from the environment reaches the collectives
 small="bench comm -n 2 --op allreduce --min 4K --max 64K --factor 4 --iters 1 --warmup 0"
