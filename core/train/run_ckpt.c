@@ -18,10 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "comm/comm.h"
 #include "launch/restart.h"
 #include "runtime/error.h"
+#include "runtime/host_memory.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
 #include "checkpoint/checkpoint.h"
@@ -335,4 +337,36 @@ plait_status plait_run_check_ckpt_names(const char *out_dir, int64_t from_step, 
     }
     closedir(d);
     return st;
+}
+
+uint64_t plait_run_ckpt_bytes(const plait_run *run) {
+    const plait_model_spec *spec = run->model.spec;
+    size_t states = 0;
+    for (const char *const *n = run->optim.ops->state_names; n && *n; n++) states++;
+    uint64_t elems = 0;
+    for (int32_t i = 0; i < spec->n_params; i++) {
+        if (!plait_ckpt_param_stored(spec, i)) continue;
+        uint64_t e = 1;
+        for (int32_t d = 0; d < spec->params[i].ndim; d++) e *= (uint64_t)spec->params[i].shape[d];
+        elems += e;
+    }
+    return elems * sizeof(float) * (1 + states);
+}
+
+void plait_run_warn_ckpt_room(const plait_run *run, const char *out_dir, int64_t every) {
+    if (run->step >= run->steps) return; /* nothing to train, nothing to save */
+    /* the first save: the first multiple of `every` after this step, else the last step */
+    int64_t first = every > 0 ? (run->step / every + 1) * every : run->steps;
+    if (first > run->steps) first = run->steps;
+    struct statvfs fs;
+    if (statvfs(out_dir, &fs) != 0) return; /* not made yet: its parent's room is asked when it is */
+    uint64_t room = (uint64_t)fs.f_bavail * (uint64_t)fs.f_frsize, need = plait_run_ckpt_bytes(run);
+    if (room >= need) return;
+    char a[32], b[32];
+    PLAIT_WARN("train",
+               "the file system of %s has %s free, and a checkpoint of this model takes about %s (the "
+               "parameters and the optimizer's state in float32): the save at step %lld will fail unless room is "
+               "made before then",
+               out_dir, plait_bytes_text((double)room, a, sizeof a), plait_bytes_text((double)need, b, sizeof b),
+               (long long)first);
 }

@@ -36,6 +36,19 @@ plait_status plait_run_find_resume_quick(const char *out_dir, char **dir, int64_
  * (PLAIT_ERR_INVALID_ARG). */
 plait_status plait_run_check_ckpt_names(const char *out_dir, int64_t from_step, int64_t steps, int64_t every);
 
+/* Bytes one checkpoint of `run` takes on disk: every stored parameter (its
+ * global shape) and each of the optimizer's states, float32 (the headers
+ * not counted). */
+uint64_t plait_run_ckpt_bytes(const plait_run *run);
+
+/* Rank 0, before the first step: when this run will save a checkpoint and
+ * out_dir's file system has less room than one takes (statvfs: the blocks
+ * an unprivileged writer may use), a warning naming both and the first save
+ * that would fail. Only a warning: room can be made while the run trains,
+ * and a save that still finds the disk full ends every rank at once
+ * naming the file, the earlier checkpoints kept. */
+void plait_run_warn_ckpt_room(const plait_run *run, const char *out_dir, int64_t every);
+
 /* Write a checkpoint of the current state (collective over the world). */
 plait_status plait_run_save(plait_run *run, const char *out_dir);
 

@@ -255,6 +255,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         /* so is whatever stands where a checkpoint of this run goes */
         if (st == PLAIT_OK)
             st = plait_run_check_ckpt_names(out_dir, run->step, run->steps, plait_config_int(cfg, "run", "ckpt_every"));
+        if (st == PLAIT_OK) plait_run_warn_ckpt_room(run, out_dir, plait_config_int(cfg, "run", "ckpt_every"));
         add_columns(&metrics, run->world.mesh.pp);
         plait_progress_init(&progress, progress_mode(cfg, opts->progress),
                             stdout, run->steps, plait_run_flops_per_token(run), 0);

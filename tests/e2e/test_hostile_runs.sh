@@ -16,7 +16,8 @@
 #    with an error naming the file and both sizes, none dies of SIGBUS,
 #    and the failing step is the one after metrics.csv's last row;
 #  - the disk filling while rank 0 writes a pipeline-parallel checkpoint
-#    (a 6 MiB tmpfs; needs root, said and skipped otherwise): every rank
+#    (a 6 MiB tmpfs; needs root, said and skipped otherwise): a warning at
+#    the start names the room and a checkpoint's size, then every rank
 #    ends at once naming the file, the byte and "No space left on device"
 #    (rank 0 used to stop receiving and leave the other stage's owner
 #    waiting in its send until [comm] timeout, the cause never printed);
@@ -33,6 +34,7 @@ source "$(dirname "$0")/lib.sh"
 
 # --- 1. another model shape on resume
 train shape run.steps=4 run.ckpt_every=2
+! grep -q "the file system of" "$E2E_WORK/shape.out" || fail "a run with room for its checkpoints warned: $(grep "file system" "$E2E_WORK/shape.out")"
 before=$(ls "$E2E_WORK/shape")
 train_refused shape-layers "holds a model with [model] n_layer = 2, but this run has n_layer = 1 (command line 'model.n_layer=1')" \
   "run.out_dir=$E2E_WORK/shape" run.steps=8 --resume model.n_layer=1
@@ -206,6 +208,8 @@ if mount -t tmpfs -o size=6m tmpfs "$full" 2>/dev/null; then
   [ $rc -ne 0 ] || fail "disk full: plait train exited 0"
   grep -q "checkpoint at step 2: writing .*/ckpt-00000002/.*\.tmp at byte [0-9]*: No space left on device" \
     "$E2E_WORK/full.out" || fail "disk full: the cause is not named: $(tail -n 4 "$E2E_WORK/full.out")"
+  grep -q "train warn: the file system of $full/run has [0-9]* MiB free, and a checkpoint of this model takes about [0-9]* MiB .*: the save at step 2 will fail unless room is made before then" \
+    "$E2E_WORK/full.out" || fail "disk full: no warning at the start: $(head -n 6 "$E2E_WORK/full.out")"
   [ $took -lt 30 ] || fail "disk full: the job took $took s (the ranks waited for [comm] timeout = 60 s)"
   echo "disk full during a checkpoint: ended in $took s naming the cause"
 else
