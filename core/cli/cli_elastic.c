@@ -208,231 +208,312 @@ static int rank_store_socket(const char *host, int *port) {
 
 static int grow_wanted(void *ctx) { return plait_membership_grow_wanted(ctx); }
 
+/* What this host's launcher keeps from round to round. */
+typedef struct launcher {
+    int min, max, max_restarts;
+    int argc;
+    char **argv;
+    shape s;
+    cmdline cl;
+    char host[256], what[64]; /* the job's store: host, and the --nnodes it is for */
+    int port;
+    const char *token;
+    int new_dir;              /* the run directory held no checkpoint when the job started */
+    plait_membership *m;
+    plait_agent *agent;
+    char **args;
+    int *child;               /* the fds the ranks inherit from the replica keeper */
+    const char *grace;        /* PLAIT_LAUNCH_GRACE */
+    int code;                 /* the exit code */
+} launcher;
+
+/* MAX from Slurm: 0, or the exit code after a message. */
+static int max_from_slurm(int min, int *max) {
+    const char *n = getenv("SLURM_NNODES") ? getenv("SLURM_NNODES") : getenv("SLURM_JOB_NUM_NODES");
+    *max = n ? atoi(n) : 0;
+    if (*max < 1) {
+        fprintf(stderr, "plait: --nnodes %d: leaves MAX to Slurm, but SLURM_NNODES is not set (give MIN:MAX)\n",
+                min);
+        return 2;
+    }
+    if (*max > 256) *max = 256;
+    if (min > *max) {
+        fprintf(stderr, "plait: --nnodes %d: (MAX from SLURM_NNODES = %d): MIN is larger than MAX\n", min, *max);
+        return 2;
+    }
+    return 0;
+}
+
+/* The layout of every size, the command line's config and the job's
+ * address: 0, or the exit code after a message (nothing left to free). */
+static int read_job(launcher *l, plait_config *cfg) {
+    if (check_shapes(cfg, l->min, l->max, &l->s) != PLAIT_OK) {
+        plait_cli_print_error("train");
+        return 2;
+    }
+    if (read_cmdline(l->argc, l->argv, &l->cl) != 0) {
+        free(l->cl.over);
+        fprintf(stderr, "plait: train: no config file on the command line\n");
+        return 2;
+    }
+    l->port = 0;
+    l->token = NULL;
+    snprintf(l->what, sizeof l->what, "--nnodes %d:%d", l->min, l->max);
+    if (plait_cli_job_address(plait_config_str(cfg, "comm", "rendezvous"), l->what, l->host, sizeof l->host,
+                              &l->port, &l->token) != PLAIT_OK) {
+        plait_cli_print_error("launch");
+        free(l->cl.over);
+        return 2;
+    }
+    char out_dir[4096];
+    plait_train_out_dir(cfg, out_dir, sizeof out_dir);
+    l->new_dir = plait_ckpt_list(out_dir, NULL, 0) == 0;
+    return 0;
+}
+
+/* Join the job's membership and start the replica keeper: 0, or the exit
+ * code after a message (nothing left to free). */
+static int join_job(launcher *l, plait_config *cfg) {
+    plait_membership_opts mo = {.store_host = l->host,
+                                .store_port = l->port,
+                                .token = l->token,
+                                .min_hosts = l->min,
+                                .max_hosts = l->max,
+                                .ranks_per_host = l->s.ranks,
+                                .join_wait = plait_config_float(cfg, "run", "join_wait"),
+                                .join_timeout = plait_config_float(cfg, "run", "join_timeout"),
+                                .host_timeout = plait_config_float(cfg, "run", "host_timeout"),
+                                .max_restarts = l->max_restarts};
+    l->m = NULL;
+    l->agent = NULL;
+    fprintf(stderr, "plait: elastic: joining the job's membership store at %s:%d\n", l->host, l->port);
+    if (plait_membership_open(&mo, &l->m) != PLAIT_OK) {
+        plait_cli_print_error("launch");
+        free(l->cl.over);
+        return 1;
+    }
+    if (plait_agent_start(grow_wanted, l->m, &l->agent) != PLAIT_OK) {
+        plait_cli_print_error("launch");
+        plait_membership_close(l->m);
+        free(l->cl.over);
+        return 1;
+    }
+    fprintf(stderr, "plait: elastic: %s, %d..%d hosts of %d rank%s each%s\n", l->what, l->min, l->max, l->s.ranks,
+            l->s.ranks == 1 ? "" : "s",
+            plait_membership_is_store_host(l->m) ? "; this host serves the job's store" : "");
+    return 0;
+}
+
+/* Every member's verdict on whether the round's layout fits: 0 all fit,
+ * 2 the round was stopped; 1 (a host refused, reported) or -1 (an error)
+ * after a message. */
+static int share_verdict(launcher *l, const plait_round *r) {
+    char *refusal = verdict(&l->cl, &l->s, r->hosts, l->max);
+    char why[8192] = "";
+    int v = plait_membership_verdicts(l->m, refusal, why, sizeof why);
+    free(refusal);
+    plait_attempt_end end = {.kind = PLAIT_ATTEMPT_STOPPED};
+    if (v == 1) {
+        fprintf(stderr, "plait: error: train: the job cannot continue: %s; no rank was started\n", why);
+        end.kind = PLAIT_ATTEMPT_REFUSED;
+        snprintf(end.message, sizeof end.message, "the layout does not fit: %s", why);
+        (void)plait_membership_report(l->m, &end);
+        return 1;
+    }
+    if (v < 0) {
+        plait_cli_print_error("launch");
+        return -1;
+    }
+    return v;
+}
+
+/* Where the round's ranks meet: 1 with *store_fd (node 0 of several
+ * hosts) or *store_port (the others) set, 0 when the round was stopped
+ * (`v` 2, or no port was published), -1 after a message. */
+static int round_store(launcher *l, const plait_round *r, int v, int *store_fd, int *store_port) {
+    int got = 1;
+    if (v == 2) {
+        got = 0;
+    } else if (r->hosts == 1) {
+        /* one host: its ranks meet on loopback, as `plait -n` */
+    } else if (r->node == 0) {
+        *store_fd = rank_store_socket(l->host, store_port);
+        if (*store_fd < 0 || plait_membership_set_store_port(l->m, *store_port) != PLAIT_OK) {
+            plait_cli_print_error("launch");
+            if (*store_fd >= 0) close(*store_fd);
+            return -1;
+        }
+    } else {
+        got = plait_membership_store_port(l->m, store_port);
+        if (got < 0) {
+            plait_cli_print_error("launch");
+            return -1;
+        }
+    }
+    return got;
+}
+
+/* Run this host's ranks for the round with its layout, the replica keeper
+ * attached to them; store_fd goes to the launcher, or is closed here when
+ * the keeper cannot attach. */
+static plait_status launch_round(launcher *l, const plait_round *r, const round_over *ro, int store_fd,
+                                 int store_port, ends *e, plait_launch_result *res) {
+    int n = 0;
+    for (; n < l->argc; n++) l->args[n] = l->argv[n];
+    for (int i = 0; i < 4; i++) l->args[n++] = (char *)ro->v[i];
+    if (r->restarts > 0) l->args[n++] = "run.resume=auto";
+    l->args[n] = NULL;
+    char *env[PLAIT_RESTART_ENV_MAX];
+    plait_restart_facts facts = {.attempt = r->restarts, .max_restarts = l->max_restarts, .reason = r->reason,
+                                 .new_dir = l->new_dir, .hosts = r->hosts, .changes = r->changes};
+    plait_restart_env(&facts, env);
+    plait_launch_hooks hk = {.stop_fd = plait_membership_stop_fd(l->m),
+                             .store_fd = store_fd,
+                             .rank_fds = l->child,
+                             .rank_ended = rank_ended,
+                             .clean_exit = PLAIT_RESTART_REGROUP_EXIT,
+                             .ctx = e};
+    plait_launch_opts o = {.nranks = l->s.ranks,
+                           .argv = l->args,
+                           .extra_env = env,
+                           .grace_s = l->grace ? atof(l->grace) : 0,
+                           .stdout_fd = -1,
+                           .stderr_fd = -1,
+                           .nnodes = r->hosts,
+                           .node_rank = r->node,
+                           .store_host = l->host,
+                           .store_port = store_port,
+                           .token = l->token,
+                           .expect_finished = 1, /* ranks of this program (cli/main.c) */
+                           .hooks = &hk};
+    plait_status st = plait_agent_attach(l->agent, l->s.ranks, l->child);
+    if (st == PLAIT_OK) {
+        st = plait_launch_local(&o, res);
+        for (int i = 0; i < l->s.ranks; i++) close(l->child[i]);
+    } else if (store_fd >= 0) {
+        close(store_fd);
+    }
+    plait_restart_env_free(env);
+    return st;
+}
+
+/* Tell the membership how this host's ranks ended: 1 when another round
+ * follows. */
+static int finish_round(launcher *l, const ends *e, const plait_launch_result *res) {
+    plait_attempt_end end = e->end;
+    if (res->interrupted) {
+        l->code = res->exit_code;
+        end.kind = PLAIT_ATTEMPT_FAILED;
+        snprintf(end.message, sizeof end.message, "host's launcher interrupted: %s", res->message);
+        (void)plait_membership_report(l->m, &end);
+        return 0;
+    }
+    if (res->exit_code == 0 && !res->stopped && e->n == l->s.ranks && e->regroup == 0) {
+        end.kind = PLAIT_ATTEMPT_OK;
+    } else if (e->regroup == e->n && e->n > 0 && !res->stopped) {
+        end.kind = PLAIT_ATTEMPT_REGROUP;
+    } else if (res->exit_code == PLAIT_RESTART_FINAL_EXIT) { /* no round can mend it: the job ends */
+        end.kind = PLAIT_ATTEMPT_REFUSED;
+        snprintf(end.message, sizeof end.message, "%s (a restart cannot mend it)",
+                 res->message[0] ? res->message : "a rank failed");
+        l->code = 1;
+    } else if (res->stopped && end.n_failed == 0) {
+        end.kind = PLAIT_ATTEMPT_STOPPED;
+        snprintf(end.message, sizeof end.message, "%s", plait_membership_stop_reason(l->m));
+    } else {
+        end.kind = PLAIT_ATTEMPT_FAILED;
+        snprintf(end.message, sizeof end.message, "%s", res->message[0] ? res->message : "a rank failed");
+    }
+    if (plait_membership_report(l->m, &end) != PLAIT_OK) {
+        plait_cli_print_error("launch");
+        return 0;
+    }
+    if (end.kind == PLAIT_ATTEMPT_OK) {
+        l->code = 0;
+        return 0;
+    }
+    if (end.kind == PLAIT_ATTEMPT_REFUSED) {
+        fprintf(stderr, "plait: error: the job ends: %s\n", end.message);
+        return 0;
+    }
+    return 1;
+}
+
+/* A round stopped before its ranks started: say so, 1 when another round
+ * follows. */
+static int sit_out_round(launcher *l) {
+    plait_attempt_end end = {.kind = PLAIT_ATTEMPT_STOPPED};
+    snprintf(end.message, sizeof end.message, "%s", plait_membership_stop_reason(l->m));
+    if (plait_membership_report(l->m, &end) != PLAIT_OK) {
+        plait_cli_print_error("launch");
+        return 0;
+    }
+    return 1;
+}
+
+/* One round on this host: join it, agree that its layout fits everywhere,
+ * run its ranks (or sit it out) and report how it ended. 1 when another
+ * round follows. */
+static int run_round(launcher *l, int attempt) {
+    plait_round r;
+    if (plait_membership_join(l->m, &r) != PLAIT_OK) {
+        plait_cli_print_error("launch");
+        return 0;
+    }
+    if (r.status == PLAIT_ROUND_FINISHED) {
+        fprintf(stderr, "plait: elastic: the job is over (%s)%s\n", r.reason,
+                attempt ? "" : "; this host did not train in it");
+        l->code = 0;
+        return 0;
+    }
+    if (r.status != PLAIT_ROUND_TRAIN) {
+        fprintf(stderr, "plait: error: %s: %s\n",
+                r.status == PLAIT_ROUND_DROPPED ? "this host was dropped from the job" : "the job ends", r.reason);
+        return 0;
+    }
+    round_over ro;
+    round_settings(&l->s, r.hosts, &ro);
+    fprintf(stderr, "plait: elastic: round %d: node %d of %d (%s), dp %lld, accumulation %lld%s%s\n", r.round,
+            r.node, r.hosts, r.names, (long long)dp_for(&l->s, r.hosts),
+            (long long)(l->s.global / (dp_for(&l->s, r.hosts) * l->s.micro)), r.reason[0] ? "; " : "", r.reason);
+    int v = share_verdict(l, &r);
+    if (v == 1 || v < 0) return 0;
+    int store_fd = -1, store_port = 0;
+    int got = round_store(l, &r, v, &store_fd, &store_port);
+    if (got < 0) return 0;
+    if (got != 1) return sit_out_round(l);
+    ends e = {0};
+    plait_launch_result res;
+    if (launch_round(l, &r, &ro, store_fd, store_port, &e, &res) != PLAIT_OK) {
+        plait_cli_print_error("launch");
+        return 0;
+    }
+    return finish_round(l, &e, &res);
+}
+
 int plait_cli_launch_elastic(plait_config *cfg, int min, int max, int max_restarts, int argc, char **argv) {
     if (getenv("PLAIT_RANK")) {
         fprintf(stderr, "plait: --nnodes is for each host's launcher: this process is already rank %s of a plait "
                         "job\n", getenv("PLAIT_RANK"));
         return 2;
     }
-    if (max == 0) { /* "MIN:": the allocation's size */
-        const char *n = getenv("SLURM_NNODES") ? getenv("SLURM_NNODES") : getenv("SLURM_JOB_NUM_NODES");
-        max = n ? atoi(n) : 0;
-        if (max < 1) {
-            fprintf(stderr, "plait: --nnodes %d: leaves MAX to Slurm, but SLURM_NNODES is not set (give MIN:MAX)\n",
-                    min);
-            return 2;
-        }
-        if (max > 256) max = 256;
-        if (min > max) {
-            fprintf(stderr, "plait: --nnodes %d: (MAX from SLURM_NNODES = %d): MIN is larger than MAX\n", min, max);
-            return 2;
-        }
-    }
-    shape s;
-    if (check_shapes(cfg, min, max, &s) != PLAIT_OK) {
-        plait_cli_print_error("train");
+    if (max == 0 && max_from_slurm(min, &max) != 0) /* "MIN:": the allocation's size */
         return 2;
-    }
-    cmdline cl;
-    if (read_cmdline(argc, argv, &cl) != 0) {
-        free(cl.over);
-        fprintf(stderr, "plait: train: no config file on the command line\n");
-        return 2;
-    }
-    char host[256], what[64];
-    int port = 0;
-    const char *token = NULL;
-    snprintf(what, sizeof what, "--nnodes %d:%d", min, max);
-    if (plait_cli_job_address(plait_config_str(cfg, "comm", "rendezvous"), what, host, sizeof host, &port, &token) !=
-        PLAIT_OK) {
-        plait_cli_print_error("launch");
-        free(cl.over);
-        return 2;
-    }
-    char out_dir[4096];
-    plait_train_out_dir(cfg, out_dir, sizeof out_dir);
-    int new_dir = plait_ckpt_list(out_dir, NULL, 0) == 0;
-
-    plait_membership_opts mo = {.store_host = host,
-                                .store_port = port,
-                                .token = token,
-                                .min_hosts = min,
-                                .max_hosts = max,
-                                .ranks_per_host = s.ranks,
-                                .join_wait = plait_config_float(cfg, "run", "join_wait"),
-                                .join_timeout = plait_config_float(cfg, "run", "join_timeout"),
-                                .host_timeout = plait_config_float(cfg, "run", "host_timeout"),
-                                .max_restarts = max_restarts};
-    plait_membership *m = NULL;
-    plait_agent *agent = NULL;
-    fprintf(stderr, "plait: elastic: joining the job's membership store at %s:%d\n", host, port);
-    if (plait_membership_open(&mo, &m) != PLAIT_OK) {
-        plait_cli_print_error("launch");
-        free(cl.over);
-        return 1;
-    }
-    if (plait_agent_start(grow_wanted, m, &agent) != PLAIT_OK) {
-        plait_cli_print_error("launch");
-        plait_membership_close(m);
-        free(cl.over);
-        return 1;
-    }
-    fprintf(stderr, "plait: elastic: %s, %d..%d hosts of %d rank%s each%s\n", what, min, max, s.ranks,
-            s.ranks == 1 ? "" : "s", plait_membership_is_store_host(m) ? "; this host serves the job's store" : "");
+    launcher l = {.min = min, .max = max, .max_restarts = max_restarts, .argc = argc, .argv = argv};
+    int code = read_job(&l, cfg);
+    if (code == 0) code = join_job(&l, cfg);
+    if (code != 0) return code;
     /* the ranks' command line: argv, the round's layout, a resume */
-    char **args = calloc((size_t)argc + 8, sizeof *args);
-    int *child = calloc((size_t)s.ranks, sizeof *child);
-    int code = 1;
-    const char *grace = getenv("PLAIT_LAUNCH_GRACE");
-    for (int attempt = 0; args && child; attempt++) {
-        plait_round r;
-        if (plait_membership_join(m, &r) != PLAIT_OK) {
-            plait_cli_print_error("launch");
-            break;
-        }
-        if (r.status == PLAIT_ROUND_FINISHED) {
-            fprintf(stderr, "plait: elastic: the job is over (%s)%s\n", r.reason,
-                    attempt ? "" : "; this host did not train in it");
-            code = 0;
-            break;
-        }
-        if (r.status != PLAIT_ROUND_TRAIN) {
-            fprintf(stderr, "plait: error: %s: %s\n",
-                    r.status == PLAIT_ROUND_DROPPED ? "this host was dropped from the job" : "the job ends", r.reason);
-            break;
-        }
-        round_over ro;
-        round_settings(&s, r.hosts, &ro);
-        fprintf(stderr, "plait: elastic: round %d: node %d of %d (%s), dp %lld, accumulation %lld%s%s\n", r.round,
-                r.node, r.hosts, r.names, (long long)dp_for(&s, r.hosts),
-                (long long)(s.global / (dp_for(&s, r.hosts) * s.micro)), r.reason[0] ? "; " : "", r.reason);
-        char *refusal = verdict(&cl, &s, r.hosts, max);
-        char why[8192] = "";
-        int v = plait_membership_verdicts(m, refusal, why, sizeof why);
-        free(refusal);
-        plait_attempt_end end = {.kind = PLAIT_ATTEMPT_STOPPED};
-        if (v == 1) {
-            fprintf(stderr, "plait: error: train: the job cannot continue: %s; no rank was started\n", why);
-            end.kind = PLAIT_ATTEMPT_REFUSED;
-            snprintf(end.message, sizeof end.message, "the layout does not fit: %s", why);
-            (void)plait_membership_report(m, &end);
-            break;
-        }
-        if (v < 0) {
-            plait_cli_print_error("launch");
-            break;
-        }
-        int store_fd = -1, store_port = 0, got = 1;
-        if (v == 2) {
-            got = 0;
-        } else if (r.hosts == 1) {
-            /* one host: its ranks meet on loopback, as `plait -n` */
-        } else if (r.node == 0) {
-            store_fd = rank_store_socket(host, &store_port);
-            if (store_fd < 0 || plait_membership_set_store_port(m, store_port) != PLAIT_OK) {
-                plait_cli_print_error("launch");
-                if (store_fd >= 0) close(store_fd);
-                break;
-            }
-        } else {
-            got = plait_membership_store_port(m, &store_port);
-            if (got < 0) {
-                plait_cli_print_error("launch");
-                break;
-            }
-        }
-        if (got == 1) {
-            int n = 0;
-            for (; n < argc; n++) args[n] = argv[n];
-            for (int i = 0; i < 4; i++) args[n++] = (char *)ro.v[i];
-            if (r.restarts > 0) args[n++] = "run.resume=auto";
-            args[n] = NULL;
-            char *env[PLAIT_RESTART_ENV_MAX];
-            plait_restart_facts facts = {.attempt = r.restarts, .max_restarts = max_restarts, .reason = r.reason,
-                                         .new_dir = new_dir, .hosts = r.hosts, .changes = r.changes};
-            plait_restart_env(&facts, env);
-            ends e = {0};
-            plait_launch_hooks hk = {.stop_fd = plait_membership_stop_fd(m),
-                                     .store_fd = store_fd,
-                                     .rank_fds = child,
-                                     .rank_ended = rank_ended,
-                                     .clean_exit = PLAIT_RESTART_REGROUP_EXIT,
-                                     .ctx = &e};
-            plait_launch_opts o = {.nranks = s.ranks,
-                                   .argv = args,
-                                   .extra_env = env,
-                                   .grace_s = grace ? atof(grace) : 0,
-                                   .stdout_fd = -1,
-                                   .stderr_fd = -1,
-                                   .nnodes = r.hosts,
-                                   .node_rank = r.node,
-                                   .store_host = host,
-                                   .store_port = store_port,
-                                   .token = token,
-                                   .expect_finished = 1, /* ranks of this program (cli/main.c) */
-                                   .hooks = &hk};
-            plait_launch_result res;
-            plait_status st = plait_agent_attach(agent, s.ranks, child);
-            if (st == PLAIT_OK) {
-                st = plait_launch_local(&o, &res);
-                for (int i = 0; i < s.ranks; i++) close(child[i]);
-            } else if (store_fd >= 0) {
-                close(store_fd);
-            }
-            plait_restart_env_free(env);
-            if (st != PLAIT_OK) {
-                plait_cli_print_error("launch");
-                break;
-            }
-            end = e.end;
-            if (res.interrupted) {
-                code = res.exit_code;
-                end.kind = PLAIT_ATTEMPT_FAILED;
-                snprintf(end.message, sizeof end.message, "host's launcher interrupted: %s", res.message);
-                (void)plait_membership_report(m, &end);
-                break;
-            }
-            if (res.exit_code == 0 && !res.stopped && e.n == s.ranks && e.regroup == 0) {
-                end.kind = PLAIT_ATTEMPT_OK;
-            } else if (e.regroup == e.n && e.n > 0 && !res.stopped) {
-                end.kind = PLAIT_ATTEMPT_REGROUP;
-            } else if (res.exit_code == PLAIT_RESTART_FINAL_EXIT) { /* no round can mend it: the job ends */
-                end.kind = PLAIT_ATTEMPT_REFUSED;
-                snprintf(end.message, sizeof end.message, "%s (a restart cannot mend it)",
-                         res.message[0] ? res.message : "a rank failed");
-                code = 1;
-            } else if (res.stopped && end.n_failed == 0) {
-                end.kind = PLAIT_ATTEMPT_STOPPED;
-                snprintf(end.message, sizeof end.message, "%s", plait_membership_stop_reason(m));
-            } else {
-                end.kind = PLAIT_ATTEMPT_FAILED;
-                snprintf(end.message, sizeof end.message, "%s", res.message[0] ? res.message : "a rank failed");
-            }
-            if (plait_membership_report(m, &end) != PLAIT_OK) {
-                plait_cli_print_error("launch");
-                break;
-            }
-            if (end.kind == PLAIT_ATTEMPT_OK) {
-                code = 0;
-                break;
-            }
-            if (end.kind == PLAIT_ATTEMPT_REFUSED) {
-                fprintf(stderr, "plait: error: the job ends: %s\n", end.message);
-                break;
-            }
-        } else {
-            end.kind = PLAIT_ATTEMPT_STOPPED;
-            snprintf(end.message, sizeof end.message, "%s", plait_membership_stop_reason(m));
-            if (plait_membership_report(m, &end) != PLAIT_OK) {
-                plait_cli_print_error("launch");
-                break;
-            }
-        }
-    }
-    free(args);
-    free(child);
-    plait_agent_stop(agent);
-    plait_membership_close(m);
-    free(cl.over);
-    return code;
+    l.args = calloc((size_t)argc + 8, sizeof *l.args);
+    l.child = calloc((size_t)l.s.ranks, sizeof *l.child);
+    l.code = 1;
+    l.grace = getenv("PLAIT_LAUNCH_GRACE");
+    for (int attempt = 0; l.args && l.child; attempt++)
+        if (!run_round(&l, attempt)) break;
+    free(l.args);
+    free(l.child);
+    plait_agent_stop(l.agent);
+    plait_membership_close(l.m);
+    free(l.cl.over);
+    return l.code;
 }

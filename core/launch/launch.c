@@ -312,354 +312,527 @@ static int failed(int status) {
            (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != g_clean_exit);
 }
 
-plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result *res) {
-    memset(res, 0, sizeof *res);
-    res->failed_rank = -1;
-    g_launcher_signalled = 0;
-    int n = o->nranks;
-    if (n < 1 || !o->argv || !o->argv[0])
-        return plait_set_error(PLAIT_ERR_INVALID_ARG, "launch: need at least one rank and a command line");
-    double grace = o->grace_s > 0 ? o->grace_s : 3.0;
+/* What one launch shares between its steps. */
+struct launch {
+    const plait_launch_opts *o;
+    const plait_launch_hooks *hk;
+    int n;                   /* ranks on this host */
+    int multi;               /* a job on several hosts */
+    double grace;
+    const char *exe;         /* what the ranks execute */
+    char self[4096];         /* its resolved path, for messages */
+    int threads;             /* each rank's PLAIT_MATH_THREADS */
+    char token[PLAIT_STORE_MAX_TOKEN + 1];
+    char store_addr[300];
+    int listen_fd;           /* the store's listening socket, for rank 0; -1 if none here */
+    struct rank_proc *procs;
+    int *report_w;           /* write ends of the report pipes, -1 once closed */
+    sigset_t old_mask;       /* the caller's signal mask, the ranks' too */
+    int sfd;                 /* signalfd of SIGINT, SIGTERM and SIGHUP */
+    pid_t launcher;
+    pid_t pgid;              /* the ranks' process group; 0 before the first starts */
+    int started;
+    plait_status st;         /* PLAIT_OK, or why a rank could not start */
+    char start_error[1024];
+    int alive;
+    int first;               /* the rank to blame; -1 if none */
+    int interrupts, int_sig, stopped;
+    int stop_fd;
+    double term_at, kill_at; /* when the ranks get SIGTERM / SIGKILL; -1 if not due */
+};
+
+/* Reports name world ranks: on host i of a job on several hosts this
+ * launcher's ranks are i·n .. i·n + n-1, not 0 .. n-1. */
+static int world_base(const struct launch *l) {
+    return (l->o->nnodes > 1 ? l->o->node_rank : 0) * l->n;
+}
+
+/* The program the ranks run, and its path for messages. */
+static void resolve_exe(struct launch *l) {
+    const plait_launch_opts *o = l->o;
     /* The children run this very binary: /proc/self/exe is this process's
      * executable itself, not a path to look up, so a binary replaced or
      * removed on disk since the launcher started (a reinstall, a rebuild)
      * still starts the ranks, and every --max-restarts relaunch runs what the
      * first attempt ran. Its resolved path is for messages only. */
-    const char *exe = o->exe ? o->exe : "/proc/self/exe";
-    char self[4096];
-    snprintf(self, sizeof self, "%s", exe);
+    l->exe = o->exe ? o->exe : "/proc/self/exe";
+    snprintf(l->self, sizeof l->self, "%s", l->exe);
     if (!o->exe) {
-        ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
-        self[l > 0 ? l : 0] = '\0';
-        if (l <= 0) snprintf(self, sizeof self, "%s", exe);
+        ssize_t len = readlink("/proc/self/exe", l->self, sizeof l->self - 1);
+        l->self[len > 0 ? len : 0] = '\0';
+        if (len <= 0) snprintf(l->self, sizeof l->self, "%s", l->exe);
     }
-    const char *mt = getenv("PLAIT_MATH_THREADS");
-    int threads = plait_math_threads_rule(mt ? atoi(mt) : 0, n);
+}
 
-    int multi = o->nnodes > 1;
-    if (multi && (o->node_rank < 0 || o->node_rank >= o->nnodes || !o->store_host || !*o->store_host ||
-                  o->store_port < 1 || o->store_port > 65535 || !o->token || !*o->token))
+/* Check the options and settle what every rank shares: the program, its
+ * math threads, the job's token. Nothing is open yet. */
+static plait_status launch_init(struct launch *l, const plait_launch_opts *o) {
+    memset(l, 0, sizeof *l);
+    l->o = o;
+    l->hk = o->hooks;
+    l->n = o->nranks;
+    l->listen_fd = -1;
+    l->sfd = -1;
+    l->first = -1;
+    if (l->n < 1 || !o->argv || !o->argv[0])
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "launch: need at least one rank and a command line");
+    l->grace = o->grace_s > 0 ? o->grace_s : 3.0;
+    resolve_exe(l);
+    const char *mt = getenv("PLAIT_MATH_THREADS");
+    l->threads = plait_math_threads_rule(mt ? atoi(mt) : 0, l->n);
+
+    l->multi = o->nnodes > 1;
+    if (l->multi && (o->node_rank < 0 || o->node_rank >= o->nnodes || !o->store_host || !*o->store_host ||
+                     o->store_port < 1 || o->store_port > 65535 || !o->token || !*o->token))
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "launch: a job on %d hosts needs this host's rank "
                                "(0..%d), rank 0's host and port and the job's token", o->nnodes, o->nnodes - 1);
-    char token[PLAIT_STORE_MAX_TOKEN + 1];
     plait_status st = PLAIT_OK;
-    if (multi) {
-        snprintf(token, sizeof token, "%s", o->token);
+    if (l->multi) {
+        snprintf(l->token, sizeof l->token, "%s", o->token);
     } else {
         unsigned char raw[24];
         if ((st = plait_net_random(raw, sizeof raw)) != PLAIT_OK) return st;
-        plait_net_hex(raw, sizeof raw, token);
+        plait_net_hex(raw, sizeof raw, l->token);
     }
-    char store_addr[300];
-    int listen_fd = -1;
-    const plait_launch_hooks *hk = o->hooks;
+    return st;
+}
+
+/* The store's listening socket (the caller's, or made here on the host of
+ * rank 0) and the address every rank reaches it at. */
+static plait_status open_store(struct launch *l) {
+    const plait_launch_opts *o = l->o;
+    const plait_launch_hooks *hk = l->hk;
     g_clean_exit = hk && hk->clean_exit > 0 ? hk->clean_exit : 0;
     if (hk && hk->store_fd >= 0) {
-        listen_fd = hk->store_fd;
-    } else if (!multi || o->node_rank == 0) {
-        listen_fd = store_listener(multi ? o->store_host : NULL, multi ? o->store_port : 0);
-        if (listen_fd < 0) return plait_wrap_error(PLAIT_ERR_SYSTEM, "launch: creating the job's store socket");
+        l->listen_fd = hk->store_fd;
+    } else if (!l->multi || o->node_rank == 0) {
+        l->listen_fd = store_listener(l->multi ? o->store_host : NULL, l->multi ? o->store_port : 0);
+        if (l->listen_fd < 0) return plait_wrap_error(PLAIT_ERR_SYSTEM, "launch: creating the job's store socket");
     }
-    if (multi) {
-        snprintf(store_addr, sizeof store_addr, "%s%s%s:%d", strchr(o->store_host, ':') ? "[" : "", o->store_host,
-                 strchr(o->store_host, ':') ? "]" : "", o->store_port);
+    if (l->multi) {
+        snprintf(l->store_addr, sizeof l->store_addr, "%s%s%s:%d", strchr(o->store_host, ':') ? "[" : "",
+                 o->store_host, strchr(o->store_host, ':') ? "]" : "", o->store_port);
     } else {
         struct sockaddr_in sa = {0};
         socklen_t sl = sizeof sa;
-        getsockname(listen_fd, (struct sockaddr *)&sa, &sl);
-        snprintf(store_addr, sizeof store_addr, "127.0.0.1:%d", ntohs(sa.sin_port));
+        getsockname(l->listen_fd, (struct sockaddr *)&sa, &sl);
+        snprintf(l->store_addr, sizeof l->store_addr, "127.0.0.1:%d", ntohs(sa.sin_port));
     }
+    return PLAIT_OK;
+}
 
-    struct rank_proc *procs = calloc((size_t)n, sizeof *procs);
-    int *report_w = malloc(sizeof(int) * (size_t)n);
-    if (!procs || !report_w) {
-        free(procs);
-        free(report_w);
-        close(listen_fd);
+/* The table of ranks, none started; on error the store socket is closed. */
+static plait_status alloc_procs(struct launch *l) {
+    l->procs = calloc((size_t)l->n, sizeof *l->procs);
+    l->report_w = malloc(sizeof(int) * (size_t)l->n);
+    if (!l->procs || !l->report_w) {
+        free(l->procs);
+        free(l->report_w);
+        close(l->listen_fd);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     }
-    for (int r = 0; r < n; r++) {
-        procs[r].report_fd = report_w[r] = -1;
-        procs[r].pidfd = -1;
+    for (int r = 0; r < l->n; r++) {
+        l->procs[r].report_fd = l->report_w[r] = -1;
+        l->procs[r].pidfd = -1;
     }
+    return PLAIT_OK;
+}
 
-    sigset_t mask, old_mask;
+/* SIGINT, SIGTERM and SIGHUP arrive on a signalfd while the ranks run; on
+ * error everything made so far is undone. */
+static plait_status block_signals(struct launch *l) {
+    sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &mask, &old_mask);
-    int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (sfd < 0) {
-        st = plait_set_error(PLAIT_ERR_SYSTEM, "launch: signalfd: %s", strerror(errno));
-        pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-        close(listen_fd);
-        free(procs);
-        free(report_w);
+    pthread_sigmask(SIG_BLOCK, &mask, &l->old_mask);
+    l->sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (l->sfd < 0) {
+        plait_status st = plait_set_error(PLAIT_ERR_SYSTEM, "launch: signalfd: %s", strerror(errno));
+        pthread_sigmask(SIG_SETMASK, &l->old_mask, NULL);
+        close(l->listen_fd);
+        free(l->procs);
+        free(l->report_w);
         return st;
     }
+    return PLAIT_OK;
+}
 
-    pid_t launcher = getpid();
-    pid_t pgid = 0;
-    int started = 0;
-    for (int r = 0; r < n; r++) {
-        int pfd[2];
-        if (pipe2(pfd, O_CLOEXEC) != 0) {
-            st = plait_set_error(PLAIT_ERR_SYSTEM, "pipe: %s", strerror(errno));
-            break;
-        }
-        procs[r].report_fd = pfd[0];
-        report_w[r] = pfd[1];
-        plait_net_set_nonblocking(pfd[0]);
-        int agent_fd = hk && hk->rank_fds ? hk->rank_fds[r] : -1;
-        char **env = rank_env(o, r, store_addr, token, listen_fd, pfd[1], threads, agent_fd);
-        if (!env) {
-            st = plait_set_error(PLAIT_ERR_NO_MEMORY, "launch: out of memory");
-            break;
-        }
-        pid_t pid = fork();
-        if (pid < 0) {
-            int err = errno;
-            struct rlimit lim;
-            char hint[128] = "";
-            if (err == EAGAIN && getrlimit(RLIMIT_NPROC, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
-                snprintf(hint, sizeof hint, " (this user may run %llu processes: ulimit -u)",
-                         (unsigned long long)lim.rlim_cur);
-            st = plait_set_error(PLAIT_ERR_SYSTEM, "fork: %s%s", strerror(err), hint);
-            free_env(env);
-            break;
-        }
-        if (pid == 0) {
-            /* child: only async-signal-safe calls until exec */
-            setpgid(0, pgid);
-            prctl(PR_SET_PDEATHSIG, SIGTERM);
-            if (getppid() != launcher) _exit(126);
-            if (o->stdout_fd >= 0) dup2(o->stdout_fd, STDOUT_FILENO);
-            if (o->stderr_fd >= 0) dup2(o->stderr_fd, STDERR_FILENO);
-            fcntl(pfd[1], F_SETFD, 0);
-            if (r == 0 && listen_fd >= 0) fcntl(listen_fd, F_SETFD, 0);
-            if (agent_fd >= 0) fcntl(agent_fd, F_SETFD, 0);
-            signal(SIGINT, SIG_DFL);
-            signal(SIGTERM, SIG_DFL);
-            signal(SIGHUP, SIG_DFL);
-            signal(SIGPIPE, SIG_DFL);
-            pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-            execve(exe, o->argv, env);
-            char msg[512];
-            int len = snprintf(msg, sizeof msg, "cannot execute %s: %s\n", self, strerror(errno));
-            if (len > 0 && write(pfd[1], msg, (size_t)len) < 0) {
-            }
-            _exit(127);
-        }
-        setpgid(pid, pgid); /* also in the parent: no race with the first kill */
-        if (pgid == 0) pgid = pid;
+/* In the forked rank: set it up and run the command; never returns. */
+static _Noreturn void exec_rank(const struct launch *l, int r, int report_fd, int agent_fd, char **env) {
+    const plait_launch_opts *o = l->o;
+    /* child: only async-signal-safe calls until exec */
+    setpgid(0, l->pgid);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != l->launcher) _exit(126);
+    if (o->stdout_fd >= 0) dup2(o->stdout_fd, STDOUT_FILENO);
+    if (o->stderr_fd >= 0) dup2(o->stderr_fd, STDERR_FILENO);
+    fcntl(report_fd, F_SETFD, 0);
+    if (r == 0 && l->listen_fd >= 0) fcntl(l->listen_fd, F_SETFD, 0);
+    if (agent_fd >= 0) fcntl(agent_fd, F_SETFD, 0);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    pthread_sigmask(SIG_SETMASK, &l->old_mask, NULL);
+    execve(l->exe, o->argv, env);
+    char msg[512];
+    int len = snprintf(msg, sizeof msg, "cannot execute %s: %s\n", l->self, strerror(errno));
+    if (len > 0 && write(report_fd, msg, (size_t)len) < 0) {
+    }
+    _exit(127);
+}
+
+/* Why fork failed, with the user's process limit when that is what it
+ * ran into. */
+static plait_status fork_error(int err) {
+    struct rlimit lim;
+    char hint[128] = "";
+    if (err == EAGAIN && getrlimit(RLIMIT_NPROC, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+        snprintf(hint, sizeof hint, " (this user may run %llu processes: ulimit -u)",
+                 (unsigned long long)lim.rlim_cur);
+    return plait_set_error(PLAIT_ERR_SYSTEM, "fork: %s%s", strerror(err), hint);
+}
+
+/* Start rank r with its report pipe. What it leaves open on error (the
+ * pipe) is closed by the steps after. */
+static plait_status start_rank(struct launch *l, int r) {
+    const plait_launch_hooks *hk = l->hk;
+    struct rank_proc *p = &l->procs[r];
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) return plait_set_error(PLAIT_ERR_SYSTEM, "pipe: %s", strerror(errno));
+    p->report_fd = pfd[0];
+    l->report_w[r] = pfd[1];
+    plait_net_set_nonblocking(pfd[0]);
+    int agent_fd = hk && hk->rank_fds ? hk->rank_fds[r] : -1;
+    char **env = rank_env(l->o, r, l->store_addr, l->token, l->listen_fd, pfd[1], l->threads, agent_fd);
+    if (!env) return plait_set_error(PLAIT_ERR_NO_MEMORY, "launch: out of memory");
+    pid_t pid = fork();
+    if (pid < 0) {
+        plait_status st = fork_error(errno);
         free_env(env);
-        close(pfd[1]);
-        report_w[r] = -1;
-        procs[r].pid = pid;
-        procs[r].alive = 1;
-        /* pidfds tell us about our own children only, so a launcher inside a
-         * bigger program (tests) never needs SIGCHLD or reaps others' children */
-        procs[r].pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        started++;
+        return st;
     }
-    if (listen_fd >= 0) close(listen_fd); /* rank 0 has its own copy */
-    for (int r = 0; r < n; r++)
-        if (report_w[r] >= 0) close(report_w[r]);
-    free(report_w);
-    /* A start that failed is the cause; the ranks stopped for it are not. */
-    char start_error[1024] = "";
-    if (st != PLAIT_OK) snprintf(start_error, sizeof start_error, "%s", plait_last_error());
+    if (pid == 0) exec_rank(l, r, pfd[1], agent_fd, env);
+    setpgid(pid, l->pgid); /* also in the parent: no race with the first kill */
+    if (l->pgid == 0) l->pgid = pid;
+    free_env(env);
+    close(pfd[1]);
+    l->report_w[r] = -1;
+    p->pid = pid;
+    p->alive = 1;
+    /* pidfds tell us about our own children only, so a launcher inside a
+     * bigger program (tests) never needs SIGCHLD or reaps others' children */
+    p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    l->started++;
+    return PLAIT_OK;
+}
 
-    int alive = started;
-    int first = -1;
-    int interrupts = 0, int_sig = 0, stopped = 0;
-    int stop_fd = hk && hk->stop_fd >= 0 ? hk->stop_fd : -1;
-    double term_at = -1, kill_at = -1;
-    if (st != PLAIT_OK && started > 0) { /* could not start everyone: stop the rest */
-        signal_all(procs, n, pgid, SIGTERM);
-        kill_at = plait_clock_now() + grace;
+/* Start the ranks in order, up to the first that cannot start (l->st says
+ * why), and close what only the ranks need. */
+static void start_ranks(struct launch *l) {
+    l->launcher = getpid();
+    l->pgid = 0;
+    l->started = 0;
+    l->st = PLAIT_OK;
+    for (int r = 0; r < l->n; r++)
+        if ((l->st = start_rank(l, r)) != PLAIT_OK) break;
+    if (l->listen_fd >= 0) close(l->listen_fd); /* rank 0 has its own copy */
+    for (int r = 0; r < l->n; r++)
+        if (l->report_w[r] >= 0) close(l->report_w[r]);
+    free(l->report_w);
+    l->report_w = NULL;
+    /* A start that failed is the cause; the ranks stopped for it are not. */
+    l->start_error[0] = '\0';
+    if (l->st != PLAIT_OK) snprintf(l->start_error, sizeof l->start_error, "%s", plait_last_error());
+}
+
+/* What the next poll waits on: the signalfd, the stop fd, and each rank's
+ * report pipe and pidfd. Returns how many. */
+static int poll_set(const struct launch *l, struct pollfd *pfds) {
+    int np = 0;
+    pfds[np++] = (struct pollfd){l->sfd, POLLIN, 0};
+    if (l->stop_fd >= 0 && !l->stopped) pfds[np++] = (struct pollfd){l->stop_fd, POLLIN, 0};
+    for (int r = 0; r < l->n; r++) {
+        const struct rank_proc *p = &l->procs[r];
+        if (p->report_fd >= 0) pfds[np++] = (struct pollfd){p->report_fd, POLLIN, 0};
+        if (p->alive && p->pidfd >= 0) pfds[np++] = (struct pollfd){p->pidfd, POLLIN, 0};
     }
-    struct pollfd *pfds = calloc(2 * (size_t)n + 2, sizeof *pfds);
-    int have_pidfds = 1;
-    for (int r = 0; r < n; r++)
-        if (procs[r].alive && procs[r].pidfd < 0) have_pidfds = 0;
-    while (alive > 0 && pfds) {
-        int np = 0;
-        pfds[np++] = (struct pollfd){sfd, POLLIN, 0};
-        if (stop_fd >= 0 && !stopped) pfds[np++] = (struct pollfd){stop_fd, POLLIN, 0};
-        for (int r = 0; r < n; r++) {
-            if (procs[r].report_fd >= 0) pfds[np++] = (struct pollfd){procs[r].report_fd, POLLIN, 0};
-            if (procs[r].alive && procs[r].pidfd >= 0) pfds[np++] = (struct pollfd){procs[r].pidfd, POLLIN, 0};
+    return np;
+}
+
+/* Milliseconds until the next SIGTERM or SIGKILL is due; -1 if none is. */
+static int poll_timeout(const struct launch *l, int have_pidfds) {
+    int timeout = -1;
+    double now = plait_clock_now();
+    double next = l->term_at >= 0 ? l->term_at : l->kill_at;
+    if (l->kill_at >= 0 && (next < 0 || l->kill_at < next)) next = l->kill_at;
+    if (next >= 0) timeout = next > now ? (int)((next - now) * 1000) + 1 : 0;
+    if (!have_pidfds && (timeout < 0 || timeout > 100)) timeout = 100; /* old kernel: look every 0.1 s */
+    return timeout;
+}
+
+/* The launcher's own SIGINT/SIGTERM/SIGHUP: the first is passed on to the
+ * ranks, any later one kills them. */
+static void take_signals(struct launch *l) {
+    struct signalfd_siginfo si;
+    while (read(l->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        l->interrupts++;
+        l->int_sig = (int)si.ssi_signo;
+        signal_all(l->procs, l->n, l->pgid, l->interrupts == 1 ? l->int_sig : SIGKILL);
+        if (l->interrupts == 1) l->kill_at = plait_clock_now() + 10 * l->grace;
+    }
+}
+
+/* hooks->stop_fd became readable: every rank is killed at once. */
+static void check_stop(struct launch *l, const struct pollfd *pfds) {
+    if (l->stop_fd >= 0 && !l->stopped && pfds[1].fd == l->stop_fd &&
+        (pfds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+        /* decided elsewhere (the job's membership changed): nothing of
+         * these ranks is worth waiting for */
+        l->stopped = 1;
+        signal_all(l->procs, l->n, l->pgid, SIGKILL);
+        l->term_at = -1;
+    }
+}
+
+/* Collect the ranks that have ended; the first failure names the rank to
+ * blame and gives the others their grace. */
+static void reap_ranks(struct launch *l) {
+    int newly[2] = {-1, -1}; /* first failure by signal / by exit this round */
+    for (int r = 0; r < l->n; r++) {
+        struct rank_proc *p = &l->procs[r];
+        if (!p->alive) continue;
+        int status;
+        pid_t w = waitpid(p->pid, &status, WNOHANG);
+        if (w != p->pid) continue;
+        p->alive = 0;
+        /* what it wrote before it ended is in the pipe now, its mark too */
+        drain_report(p);
+        if (l->o->expect_finished && WIFEXITED(status) && WEXITSTATUS(status) == 0 && !p->finished) {
+            /* ended without returning from main: code it loaded
+             * called _exit(0), or something ended it so; its peers
+             * would wait for it until [comm] timeout */
+            p->unfinished = 1;
+            status = W_EXITCODE(1, 0);
         }
-        int timeout = -1;
-        double now = plait_clock_now();
-        double next = term_at >= 0 ? term_at : kill_at;
-        if (kill_at >= 0 && (next < 0 || kill_at < next)) next = kill_at;
-        if (next >= 0) timeout = next > now ? (int)((next - now) * 1000) + 1 : 0;
-        if (!have_pidfds && (timeout < 0 || timeout > 100)) timeout = 100; /* old kernel: look every 0.1 s */
+        p->status = status;
+        if (p->pidfd >= 0) close(p->pidfd);
+        p->pidfd = -1;
+        l->alive--;
+        if (failed(status) && !l->stopped) {
+            int k = WIFSIGNALED(status) ? 0 : 1;
+            p->external_signal = k == 0 && !g_launcher_signalled;
+            if (newly[k] < 0) newly[k] = r;
+        }
+    }
+    if (l->first < 0 && (newly[0] >= 0 || newly[1] >= 0)) {
+        /* a rank killed by a signal is the cause; ranks exiting with
+         * an error at the same moment are usually its victims */
+        l->first = newly[0] >= 0 ? newly[0] : newly[1];
+        if (!l->interrupts) l->term_at = plait_clock_now() + l->grace;
+    }
+}
+
+/* SIGTERM once the grace is over, SIGKILL a grace later. */
+static void escalate(struct launch *l) {
+    double now = plait_clock_now();
+    if (l->term_at >= 0 && now >= l->term_at) {
+        signal_all(l->procs, l->n, l->pgid, SIGTERM);
+        l->term_at = -1;
+        l->kill_at = now + l->grace;
+    }
+    if (l->kill_at >= 0 && now >= l->kill_at) {
+        signal_all(l->procs, l->n, l->pgid, SIGKILL);
+        l->kill_at = -1;
+    }
+}
+
+/* Supervise the started ranks until all have ended. */
+static void watch_ranks(struct launch *l) {
+    l->alive = l->started;
+    l->first = -1;
+    l->interrupts = l->int_sig = l->stopped = 0;
+    l->stop_fd = l->hk && l->hk->stop_fd >= 0 ? l->hk->stop_fd : -1;
+    l->term_at = l->kill_at = -1;
+    if (l->st != PLAIT_OK && l->started > 0) { /* could not start everyone: stop the rest */
+        signal_all(l->procs, l->n, l->pgid, SIGTERM);
+        l->kill_at = plait_clock_now() + l->grace;
+    }
+    struct pollfd *pfds = calloc(2 * (size_t)l->n + 2, sizeof *pfds);
+    int have_pidfds = 1;
+    for (int r = 0; r < l->n; r++)
+        if (l->procs[r].alive && l->procs[r].pidfd < 0) have_pidfds = 0;
+    while (l->alive > 0 && pfds) {
+        int np = poll_set(l, pfds);
+        int timeout = poll_timeout(l, have_pidfds);
         int rc = poll(pfds, (nfds_t)np, timeout);
         if (rc < 0 && errno != EINTR) break;
-        for (int r = 0; r < n; r++)
-            if (procs[r].report_fd >= 0) drain_report(&procs[r]);
-        struct signalfd_siginfo si;
-        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-            interrupts++;
-            int_sig = (int)si.ssi_signo;
-            signal_all(procs, n, pgid, interrupts == 1 ? int_sig : SIGKILL);
-            if (interrupts == 1) kill_at = plait_clock_now() + 10 * grace;
-        }
-        if (stop_fd >= 0 && !stopped && pfds[1].fd == stop_fd && (pfds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-            /* decided elsewhere (the job's membership changed): nothing of
-             * these ranks is worth waiting for */
-            stopped = 1;
-            signal_all(procs, n, pgid, SIGKILL);
-            term_at = -1;
-        }
-        {
-            int newly[2] = {-1, -1}; /* first failure by signal / by exit this round */
-            for (int r = 0; r < n; r++) {
-                if (!procs[r].alive) continue;
-                int status;
-                pid_t w = waitpid(procs[r].pid, &status, WNOHANG);
-                if (w != procs[r].pid) continue;
-                procs[r].alive = 0;
-                /* what it wrote before it ended is in the pipe now, its mark too */
-                drain_report(&procs[r]);
-                if (o->expect_finished && WIFEXITED(status) && WEXITSTATUS(status) == 0 && !procs[r].finished) {
-                    /* ended without returning from main: code it loaded
-                     * called _exit(0), or something ended it so; its peers
-                     * would wait for it until [comm] timeout */
-                    procs[r].unfinished = 1;
-                    status = W_EXITCODE(1, 0);
-                }
-                procs[r].status = status;
-                if (procs[r].pidfd >= 0) close(procs[r].pidfd);
-                procs[r].pidfd = -1;
-                alive--;
-                if (failed(status) && !stopped) {
-                    int k = WIFSIGNALED(status) ? 0 : 1;
-                    procs[r].external_signal = k == 0 && !g_launcher_signalled;
-                    if (newly[k] < 0) newly[k] = r;
-                }
-            }
-            if (first < 0 && (newly[0] >= 0 || newly[1] >= 0)) {
-                /* a rank killed by a signal is the cause; ranks exiting with
-                 * an error at the same moment are usually its victims */
-                first = newly[0] >= 0 ? newly[0] : newly[1];
-                if (!interrupts) term_at = plait_clock_now() + grace;
-            }
-        }
-        now = plait_clock_now();
-        if (term_at >= 0 && now >= term_at) {
-            signal_all(procs, n, pgid, SIGTERM);
-            term_at = -1;
-            kill_at = now + grace;
-        }
-        if (kill_at >= 0 && now >= kill_at) {
-            signal_all(procs, n, pgid, SIGKILL);
-            kill_at = -1;
-        }
+        for (int r = 0; r < l->n; r++)
+            if (l->procs[r].report_fd >= 0) drain_report(&l->procs[r]);
+        take_signals(l);
+        check_stop(l, pfds);
+        reap_ranks(l);
+        escalate(l);
     }
     free(pfds);
-    for (int r = 0; r < n; r++) {
+}
+
+/* Close what the watch used and give the caller its signal mask back. */
+static void end_watch(struct launch *l) {
+    for (int r = 0; r < l->n; r++) {
+        struct rank_proc *p = &l->procs[r];
         /* the rank is gone and what it wrote is in the pipe; never block
          * here (a process it left behind may still hold the pipe open) */
-        drain_report(&procs[r]);
-        if (procs[r].partial_len) take_line(&procs[r]);
-        if (procs[r].report_fd >= 0) close(procs[r].report_fd);
-        if (procs[r].pidfd >= 0) close(procs[r].pidfd);
+        drain_report(p);
+        if (p->partial_len) take_line(p);
+        if (p->report_fd >= 0) close(p->report_fd);
+        if (p->pidfd >= 0) close(p->pidfd);
     }
-    close(sfd);
-    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+    close(l->sfd);
+    pthread_sigmask(SIG_SETMASK, &l->old_mask, NULL);
     /* an abnormal end takes down what the ranks left behind in their group */
-    if ((interrupts || first >= 0 || stopped) && pgid > 0) killpg(pgid, SIGKILL);
-    res->stopped = stopped;
+    if ((l->interrupts || l->first >= 0 || l->stopped) && l->pgid > 0) killpg(l->pgid, SIGKILL);
+}
 
-    if (interrupts) {
-        res->interrupted = 1;
-        res->exit_code = 128 + int_sig;
-        snprintf(res->message, sizeof res->message, "interrupted by %s; stopped %d rank%s", signame(int_sig), n,
-                 n == 1 ? "" : "s");
-    }
-    /* A rank killed from outside is the cause even when a peer that lost it
-     * exited first (ranks notice a dead peer faster than waitpid reports it). */
-    if (first >= 0 && !procs[first].external_signal)
-        for (int r = 0; r < n; r++)
-            if (procs[r].external_signal) {
-                first = r;
+/* A rank killed from outside is the cause even when a peer that lost it
+ * exited first (ranks notice a dead peer faster than waitpid reports it). */
+static void blame_external_signal(struct launch *l) {
+    if (l->first >= 0 && !l->procs[l->first].external_signal)
+        for (int r = 0; r < l->n; r++)
+            if (l->procs[r].external_signal) {
+                l->first = r;
                 break;
             }
-    /* A rank whose error relays another rank's going down stopped because
-     * of it: the root cause is the rank its error names when that one
-     * failed first-hand here, else the first rank here that did. */
+}
+
+/* A rank whose error relays another rank's going down stopped because
+ * of it: the root cause is the rank its error names when that one
+ * failed first-hand here, else the first rank here that did. */
+static void blame_relay_origin(struct launch *l) {
+    const struct rank_proc *procs = l->procs;
     int origin;
-    if (first >= 0 && !procs[first].external_signal && plait_error_relayed(procs[first].last, &origin)) {
-        int local = origin - (o->nnodes > 1 ? o->node_rank : 0) * n, ignored; /* its index on this host */
-        if (local >= 0 && local < n && procs[local].pid && failed(procs[local].status) &&
+    if (l->first >= 0 && !procs[l->first].external_signal && plait_error_relayed(procs[l->first].last, &origin)) {
+        int local = origin - world_base(l), ignored; /* its index on this host */
+        if (local >= 0 && local < l->n && procs[local].pid && failed(procs[local].status) &&
             !plait_error_relayed(procs[local].last, &ignored)) {
-            first = local;
+            l->first = local;
         } else {
-            for (int r = 0; r < n; r++)
+            for (int r = 0; r < l->n; r++)
                 if (procs[r].pid && failed(procs[r].status) && !plait_error_relayed(procs[r].last, &ignored)) {
-                    first = r;
+                    l->first = r;
                     break;
                 }
         }
     }
-    /* A rank that could not reach the job's store failed because of its
-     * host when that rank exited on an error of its own here (rank 0
-     * refused the run directory, say, and closed the store as the others
-     * joined); a host the launcher stopped (stuck, never joined) is not. */
+}
+
+/* A rank that could not reach the job's store failed because of its
+ * host when that rank exited on an error of its own here (rank 0
+ * refused the run directory, say, and closed the store as the others
+ * joined); a host the launcher stopped (stuck, never joined) is not. */
+static void blame_store_host(struct launch *l) {
+    const struct rank_proc *procs = l->procs;
+    int first = l->first;
     int host = first >= 0 && !procs[first].external_signal ? plait_error_store_host(procs[first].last) : -1;
     if (host >= 0) {
-        int local = host - (o->nnodes > 1 ? o->node_rank : 0) * n, ignored;
-        if (local >= 0 && local < n && local != first && procs[local].pid && WIFEXITED(procs[local].status) &&
+        int local = host - world_base(l), ignored;
+        if (local >= 0 && local < l->n && local != first && procs[local].pid && WIFEXITED(procs[local].status) &&
             WEXITSTATUS(procs[local].status) != 0 && procs[local].last[0] &&
             !plait_error_relayed(procs[local].last, &ignored) && plait_error_store_host(procs[local].last) < 0)
-            first = local;
+            l->first = local;
     }
-    if (st != PLAIT_OK) first = -1; /* the ranks that ended were stopped by the launcher */
-    /* Reports name world ranks: on host i of a job on several hosts this
-     * launcher's ranks are i·n .. i·n + n-1, not 0 .. n-1. */
-    int base = (o->nnodes > 1 ? o->node_rank : 0) * n;
-    if (first >= 0) {
-        struct rank_proc *p = &procs[first];
-        res->failed_rank = base + first;
+}
+
+/* Which rank the job failed because of: l->first, or -1. */
+static void root_cause(struct launch *l) {
+    blame_external_signal(l);
+    blame_relay_origin(l);
+    blame_store_host(l);
+    if (l->st != PLAIT_OK) l->first = -1; /* the ranks that ended were stopped by the launcher */
+}
+
+/* The job's outcome: an interruption, else the exit of the rank to blame. */
+static void fill_result(const struct launch *l, plait_launch_result *res) {
+    res->stopped = l->stopped;
+    if (l->interrupts) {
+        res->interrupted = 1;
+        res->exit_code = 128 + l->int_sig;
+        snprintf(res->message, sizeof res->message, "interrupted by %s; stopped %d rank%s", signame(l->int_sig),
+                 l->n, l->n == 1 ? "" : "s");
+    }
+    if (l->first >= 0) {
+        const struct rank_proc *p = &l->procs[l->first];
+        int base = world_base(l);
+        res->failed_rank = base + l->first;
         res->term_signal = WIFSIGNALED(p->status) ? WTERMSIG(p->status) : 0;
-        if (!interrupts)
+        if (!l->interrupts)
             res->exit_code = res->term_signal ? 128 + res->term_signal : WEXITSTATUS(p->status);
-        if (!interrupts) describe(p, base + first, res->message, sizeof res->message);
+        if (!l->interrupts) describe(p, base + l->first, res->message, sizeof res->message);
     }
+}
+
+/* The hooks' rank_ended, once for every rank that started. */
+static void tell_rank_ended(const struct launch *l) {
+    const plait_launch_hooks *hk = l->hk;
     if (hk && hk->rank_ended)
-        for (int r = 0; r < n; r++)
-            if (procs[r].pid)
-                hk->rank_ended(hk->ctx, r, base + r, procs[r].status,
-                               WIFSIGNALED(procs[r].status) && !procs[r].external_signal, procs[r].last);
-    if (!o->quiet && res->message[0]) {
-        fprintf(stderr, "plait: %s\n", res->message);
-        /* the others, briefly */
-        char others[1024];
-        size_t off = 0;
-        for (int r = 0; r < n && off + 48 < sizeof others; r++) {
-            if (r == first || !procs[r].pid || !failed(procs[r].status)) continue;
-            if (procs[r].unfinished)
-                off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (exit 0, unfinished)",
-                                        off ? "," : "", base + r);
-            else if (WIFSIGNALED(procs[r].status))
-                off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (%s)", off ? "," : "",
-                                        base + r, signame(WTERMSIG(procs[r].status)));
-            else
-                off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (exit %d)", off ? "," : "",
-                                        base + r, WEXITSTATUS(procs[r].status));
+        for (int r = 0; r < l->n; r++) {
+            const struct rank_proc *p = &l->procs[r];
+            if (p->pid)
+                hk->rank_ended(hk->ctx, r, world_base(l) + r, p->status,
+                               WIFSIGNALED(p->status) && !p->external_signal, p->last);
         }
-        /* after an interruption the launcher stopped them all itself: no news */
-        if (off && !interrupts) fprintf(stderr, "plait: also ended abnormally:%s\n", others);
+}
+
+/* The summary on stderr: the result's message, then the other ranks that
+ * failed. */
+static void print_summary(const struct launch *l, const plait_launch_result *res) {
+    if (l->o->quiet || !res->message[0]) return;
+    fprintf(stderr, "plait: %s\n", res->message);
+    /* the others, briefly */
+    int base = world_base(l);
+    char others[1024];
+    size_t off = 0;
+    for (int r = 0; r < l->n && off + 48 < sizeof others; r++) {
+        const struct rank_proc *p = &l->procs[r];
+        if (r == l->first || !p->pid || !failed(p->status)) continue;
+        if (p->unfinished)
+            off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (exit 0, unfinished)",
+                                    off ? "," : "", base + r);
+        else if (WIFSIGNALED(p->status))
+            off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (%s)", off ? "," : "",
+                                    base + r, signame(WTERMSIG(p->status)));
+        else
+            off += (size_t)snprintf(others + off, sizeof others - off, "%s rank %d (exit %d)", off ? "," : "",
+                                    base + r, WEXITSTATUS(p->status));
     }
-    free(procs);
-    if (st != PLAIT_OK)
-        return plait_set_error(st, "could not start rank %d of %d: %s; the %d rank%s already started %s stopped",
-                               started, n, start_error, started, started == 1 ? "" : "s",
-                               started == 1 ? "was" : "were");
+    /* after an interruption the launcher stopped them all itself: no news */
+    if (off && !l->interrupts) fprintf(stderr, "plait: also ended abnormally:%s\n", others);
+}
+
+plait_status plait_launch_local(const plait_launch_opts *o, plait_launch_result *res) {
+    memset(res, 0, sizeof *res);
+    res->failed_rank = -1;
+    g_launcher_signalled = 0;
+    struct launch l;
+    plait_status st = launch_init(&l, o);
+    if (st == PLAIT_OK) st = open_store(&l);
+    if (st == PLAIT_OK) st = alloc_procs(&l);
+    if (st == PLAIT_OK) st = block_signals(&l);
+    if (st != PLAIT_OK) return st;
+
+    start_ranks(&l);
+    watch_ranks(&l);
+    end_watch(&l);
+    root_cause(&l);
+    fill_result(&l, res);
+    tell_rank_ended(&l);
+    print_summary(&l, res);
+    free(l.procs);
+    if (l.st != PLAIT_OK)
+        return plait_set_error(l.st, "could not start rank %d of %d: %s; the %d rank%s already started %s stopped",
+                               l.started, l.n, l.start_error, l.started, l.started == 1 ? "" : "s",
+                               l.started == 1 ? "was" : "were");
     return PLAIT_OK;
 }
