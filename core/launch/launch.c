@@ -548,13 +548,13 @@ static void start_ranks(struct launch *l) {
     if (l->st != PLAIT_OK) snprintf(l->start_error, sizeof l->start_error, "%s", plait_last_error());
 }
 
-/* What the next poll waits on: the signalfd, the stop fd, and each rank's
- * report pipe and pidfd. Returns how many. */
-static int poll_set(const struct launch *l, struct pollfd *pfds) {
+/* What the next poll waits on: the signalfd, the stop fd, and (`ranks`)
+ * each rank's report pipe and pidfd. Returns how many. */
+static int poll_set(const struct launch *l, struct pollfd *pfds, int ranks) {
     int np = 0;
     pfds[np++] = (struct pollfd){l->sfd, POLLIN, 0};
     if (l->stop_fd >= 0 && !l->stopped) pfds[np++] = (struct pollfd){l->stop_fd, POLLIN, 0};
-    for (int r = 0; r < l->n; r++) {
+    for (int r = 0; r < l->n && ranks; r++) {
         const struct rank_proc *p = &l->procs[r];
         if (p->report_fd >= 0) pfds[np++] = (struct pollfd){p->report_fd, POLLIN, 0};
         if (p->alive && p->pidfd >= 0) pfds[np++] = (struct pollfd){p->pidfd, POLLIN, 0};
@@ -569,7 +569,8 @@ static int poll_timeout(const struct launch *l, int have_pidfds) {
     double next = l->term_at >= 0 ? l->term_at : l->kill_at;
     if (l->kill_at >= 0 && (next < 0 || l->kill_at < next)) next = l->kill_at;
     if (next >= 0) timeout = next > now ? (int)((next - now) * 1000) + 1 : 0;
-    if (!have_pidfds && (timeout < 0 || timeout > 100)) timeout = 100; /* old kernel: look every 0.1 s */
+    /* no pidfds (an old kernel), or not polling the ranks: look every 0.1 s */
+    if (!have_pidfds && (timeout < 0 || timeout > 100)) timeout = 100;
     return timeout;
 }
 
@@ -660,19 +661,31 @@ static void watch_ranks(struct launch *l) {
         signal_all(l->procs, l->n, l->pgid, SIGTERM);
         l->kill_at = plait_clock_now() + l->grace;
     }
-    struct pollfd *pfds = calloc(2 * (size_t)l->n + 2, sizeof *pfds);
+    struct pollfd *pfds = calloc(2 * (size_t)l->n + 2, sizeof *pfds), few[2];
     int have_pidfds = 1;
     for (int r = 0; r < l->n; r++)
         if (l->procs[r].alive && l->procs[r].pidfd < 0) have_pidfds = 0;
-    while (l->alive > 0 && pfds) {
-        int np = poll_set(l, pfds);
-        int timeout = poll_timeout(l, have_pidfds);
-        int rc = poll(pfds, (nfds_t)np, timeout);
-        if (rc < 0 && errno != EINTR) break;
+    /* Without the whole poll set (no memory for it, or poll failing: ENOMEM)
+     * the launcher still watches every rank to its end, polling only the
+     * signal and stop fds and looking at the ranks every 0.1 s: leaving
+     * the loop would return with ranks running and unreaped. */
+    int degraded = !pfds;
+    while (l->alive > 0) {
+        struct pollfd *set = degraded ? few : pfds;
+        int np = poll_set(l, set, !degraded);
+        int rc = poll(set, (nfds_t)np, poll_timeout(l, have_pidfds && !degraded));
+        if (rc < 0 && errno != EINTR) {
+            if (degraded) { /* not even the two: sleep the 0.1 s instead */
+                const struct timespec tenth = {0, 100 * 1000 * 1000};
+                nanosleep(&tenth, NULL);
+            }
+            degraded = 1;
+            for (int i = 0; i < np; i++) set[i].revents = 0;
+        }
         for (int r = 0; r < l->n; r++)
             if (l->procs[r].report_fd >= 0) drain_report(&l->procs[r]);
         take_signals(l);
-        check_stop(l, pfds);
+        check_stop(l, set);
         reap_ranks(l);
         escalate(l);
     }

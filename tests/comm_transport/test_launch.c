@@ -9,6 +9,8 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <poll.h>
+#include <time.h>
 #include <sys/resource.h>
 
 #include "job_runner.h"
@@ -39,6 +41,21 @@ static void launch_sh_as(int n, const char *script, double grace, int expect_fin
 
 static void launch_sh(int n, const char *script, double grace, job_outcome *out) {
     launch_sh_as(n, script, grace, 0, out);
+}
+
+/* poll() as the launcher sees it: with g_poll_fails set, every call fails
+ * with ENOMEM (the kernel's answer when it cannot allocate the poll
+ * table). This executable's definition is the one the launcher's calls
+ * reach; the ranks, being other programs, keep the C library's. */
+static int g_poll_fails;
+
+int poll(struct pollfd *fds, nfds_t n, int timeout_ms) {
+    if (g_poll_fails) {
+        errno = ENOMEM;
+        return -1;
+    }
+    struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+    return ppoll(fds, n, timeout_ms < 0 ? NULL : &ts, NULL);
 }
 
 static void test_rank_environment(void **state) {
@@ -86,6 +103,38 @@ static void test_failure_without_report(void **state) {
     assert_int_equal(o.exit_code, 5);
     assert_int_equal(o.res.failed_rank, 0);
     assert_contains(o.res.message, "rank 0 failed with exit code 5");
+    outcome_free(&o);
+}
+
+/* poll failing (ENOMEM) does not end the launcher's watch: it returns
+ * only after every rank has ended, with their outcomes, and still stops
+ * the others when one fails. */
+static void test_watch_survives_poll_failing(void **state) {
+    (void)state;
+    char done[64];
+    snprintf(done, sizeof done, "/tmp/plait-launch-poll-%d", (int)getpid());
+    char script[256];
+    snprintf(script, sizeof script, "sleep 0.4; touch %s-$PLAIT_RANK", done);
+    job_outcome o;
+    g_poll_fails = 1;
+    launch_sh(2, script, 1, &o);
+    g_poll_fails = 0;
+    assert_int_equal(o.exit_code, 0);
+    assert_int_equal(o.res.failed_rank, -1);
+    for (int r = 0; r < 2; r++) {
+        char path[80];
+        snprintf(path, sizeof path, "%s-%d", done, r);
+        assert_int_equal(access(path, F_OK), 0); /* the rank had ended when the launcher returned */
+        unlink(path);
+    }
+    assert_true(o.seconds >= 0.4);
+    outcome_free(&o);
+    g_poll_fails = 1;
+    launch_sh(3, "if [ $PLAIT_RANK = 2 ]; then sleep 0.2; exit 5; fi; exec sleep 30", 0.3, &o);
+    g_poll_fails = 0;
+    assert_int_equal(o.exit_code, 5);
+    assert_int_equal(o.res.failed_rank, 2);
+    assert_true(o.seconds < 10); /* the sleepers were stopped */
     outcome_free(&o);
 }
 
@@ -421,6 +470,7 @@ int main(void) {
         cmocka_unit_test(test_rank_environment),
         cmocka_unit_test(test_failure_names_rank_and_last_error),
         cmocka_unit_test(test_failure_without_report),
+        cmocka_unit_test(test_watch_survives_poll_failing),
         cmocka_unit_test(test_killed_rank_is_the_cause),
         cmocka_unit_test(test_first_hand_failure_is_the_cause),
         cmocka_unit_test(test_store_host_failure_is_the_cause),
