@@ -459,6 +459,30 @@ static plait_status block_signals(struct launch *l) {
     return PLAIT_OK;
 }
 
+/* What execve's failure `err` means, in the C library's words, without
+ * calling it (async-signal-safe: a table of the errors execve returns);
+ * NULL for another error. */
+static const char *exec_error_text(int err) {
+    switch (err) {
+    case ENOENT: return "No such file or directory";
+    case EACCES: return "Permission denied";
+    case ENOEXEC: return "Exec format error";
+    case ENOMEM: return "Cannot allocate memory";
+    case E2BIG: return "Argument list too long";
+    case ETXTBSY: return "Text file busy";
+    case ELOOP: return "Too many levels of symbolic links";
+    case ENAMETOOLONG: return "File name too long";
+    case ENOTDIR: return "Not a directory";
+    case EISDIR: return "Is a directory";
+    case EPERM: return "Operation not permitted";
+    case EIO: return "Input/output error";
+    case EMFILE: return "Too many open files";
+    case ENFILE: return "Too many open files in system";
+    case ELIBBAD: return "Accessing a corrupted shared library";
+    default: return NULL;
+    }
+}
+
 /* In the forked rank: set it up and run the command; never returns. */
 static _Noreturn void exec_rank(const struct launch *l, int r, int report_fd, int agent_fd, char **env) {
     const plait_launch_opts *o = l->o;
@@ -477,9 +501,27 @@ static _Noreturn void exec_rank(const struct launch *l, int r, int report_fd, in
     signal(SIGPIPE, SIG_DFL);
     pthread_sigmask(SIG_SETMASK, &l->old_mask, NULL);
     execve(l->exe, o->argv, env);
-    char msg[512];
-    int len = snprintf(msg, sizeof msg, "cannot execute %s: %s\n", l->self, strerror(errno));
-    if (len > 0 && write(report_fd, msg, (size_t)len) < 0) {
+    /* still async-signal-safe: snprintf and strerror may take locks that
+     * another thread of the launcher held at the fork, and a rank stuck
+     * here would never end */
+    int err = errno;
+    char num[16] = "error ";
+    const char *why = exec_error_text(err);
+    if (!why) { /* "error N" by hand */
+        char digits[12];
+        int nd = 0;
+        for (unsigned v = (unsigned)err; nd == 0 || v; v /= 10) digits[nd++] = (char)('0' + v % 10);
+        size_t at = 6;
+        while (nd) num[at++] = digits[--nd];
+        num[at] = '\0';
+        why = num;
+    }
+    const char *const parts[] = {"cannot execute ", l->self, ": ", why, "\n"};
+    char msg[4200];
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        for (const char *c = parts[i]; *c && len < sizeof msg; c++) msg[len++] = *c;
+    if (write(report_fd, msg, len) < 0) {
     }
     _exit(127);
 }

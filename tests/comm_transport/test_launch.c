@@ -256,7 +256,12 @@ static void test_exec_failure(void **state) {
     plait_launch_result res;
     assert_int_equal(plait_launch_local(&o, &res), PLAIT_OK);
     assert_int_equal(res.exit_code, 127);
-    assert_contains(res.message, "cannot execute /nonexistent/binary");
+    assert_contains(res.message, "cannot execute /nonexistent/binary: No such file or directory");
+    /* a file that is not executable: execve's EACCES in the C library's words */
+    o = quiet_job(1, "/etc/passwd", argv);
+    assert_int_equal(plait_launch_local(&o, &res), PLAIT_OK);
+    assert_int_equal(res.exit_code, 127);
+    assert_contains(res.message, "cannot execute /etc/passwd: Permission denied");
 }
 
 /* The launcher of host 1 of a job on 2 hosts runs world ranks 2 and 3:
