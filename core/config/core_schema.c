@@ -64,7 +64,8 @@ static const plait_key_decl run_keys[] = {
     KEY("threads", I, "0", 0, 1024, NULL, 0, "math threads per rank (0 = cores / local ranks)"),
     KEY("memory_check", B, "true", 1, 0, NULL, 0,
         "refuse, before any rank starts, a layout whose memory (plait plan's prediction per rank) exceeds "
-        "what this host's ranks have, naming what would fit; false = start it anyway"),
+        "what this host's ranks have, naming what would fit, and (before step 1) an elastic job's replicas a "
+        "host cannot hold; false = start it anyway"),
     KEY("precision", E, "fp32", 1, 0, precision_choices, SAME,
         "matrix products: fp32; bf16 = bf16 operands, fp32 accumulation, fp32 master weights and optimizer "
         "state (CPUs with AVX512_BF16 or AMX, or a GPU); tf32 = GPUs only (see docs/cpu.md and docs/gpu.md)"),

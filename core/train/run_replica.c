@@ -13,6 +13,7 @@
 #include "launch/bootstrap.h"
 #include "launch/restart.h"
 #include "runtime/error.h"
+#include "runtime/host_memory.h"
 #include "runtime/log.h"
 #include "runtime/memory.h"
 #include "train/run_internal.h"
@@ -79,6 +80,37 @@ static struct plait_replica_flight *flight(plait_run *run) {
 
 static size_t image_bytes(plait_run *run, int32_t stage) {
     return plait_ckpt_image_size(run->model.spec, run->optim.ops->state_names, run->replica->stage_of, stage);
+}
+
+plait_status plait_run_check_replica_room(plait_run *run, int64_t every) {
+    int r = ranks_per_host(run), me = run->world.mesh.world_rank;
+    if (every <= 0 || me % r != 0 || plait_restart_count() > 0) return PLAIT_OK;
+    int64_t first = (run->step / every + 1) * every;
+    if (first > run->steps || !flight(run)) return PLAIT_OK; /* no snapshot in this run */
+    int host = me / r;
+    double need = 0;
+    for (int32_t s = 0; s < run->world.mesh.pp; s++) {
+        int owner = plait_run_stage_owner(run, s), buddy = buddy_of(run, owner);
+        double img = (double)image_bytes(run, s);
+        if (owner / r == host) need += 2 * img;
+        if (buddy >= 0 && buddy / r == host) need += 2 * img;
+    }
+    plait_host_memory m;
+    plait_host_memory_read(&m);
+    if (need <= 0 || m.usable == 0 || m.usable == UINT64_MAX || need <= (double)m.usable) return PLAIT_OK;
+    char a[32], b[32], what[640];
+    snprintf(what, sizeof what,
+             "this host's launcher would hold %s of replicas (the two newest snapshots of the stages this host and "
+             "the one before it own) from the snapshot at step %lld on, and this host can still give %s, so the "
+             "kernel would end processes of the job then (the OOM killer); more memory, fewer ranks a host, or "
+             "[run] replica_every = 0 with disk checkpoints avoid it",
+             plait_bytes_text(need, a, sizeof a), (long long)first, plait_bytes_text((double)m.usable, b, sizeof b));
+    if (!plait_config_bool(run->cfg, "run", "memory_check")) {
+        PLAIT_WARN("replica", "%s ([run] memory_check = false: training anyway)", what);
+        return PLAIT_OK;
+    }
+    plait_error_mark_final();
+    return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s; [run] memory_check = false starts it anyway", what);
 }
 
 /* Build this stage's image on its owner (every rank of the stage takes

@@ -284,6 +284,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
     int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
     int64_t ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
     int64_t replica_every = plait_run_replicas_on(run) ? plait_config_int(cfg, "run", "replica_every") : 0;
+    if (st == PLAIT_OK) st = plait_run_check_replica_room(run, replica_every);
     /* No validation data (no val_path and val_fraction = 0, which preflight
      * allows only with eval_every = 0): the run trains on all the data and
      * skips the final evaluation. A val_path is validation data whatever
