@@ -82,11 +82,15 @@ static size_t image_bytes(plait_run *run, int32_t stage) {
     return plait_ckpt_image_size(run->model.spec, run->optim.ops->state_names, run->replica->stage_of, stage);
 }
 
-plait_status plait_run_check_replica_room(plait_run *run, int64_t every) {
-    int r = ranks_per_host(run), me = run->world.mesh.world_rank;
-    if (every <= 0 || me % r != 0 || plait_restart_count() > 0) return PLAIT_OK;
+int64_t plait_run_first_snapshot(const plait_run *run, int64_t every) {
+    if (every <= 0) return 0;
     int64_t first = (run->step / every + 1) * every;
-    if (first > run->steps || !flight(run)) return PLAIT_OK; /* no snapshot in this run */
+    return first < run->steps ? first : 0; /* none at the last step: the run's end saves a checkpoint */
+}
+
+plait_status plait_run_check_replica_room(plait_run *run, int64_t first) {
+    int r = ranks_per_host(run), me = run->world.mesh.world_rank;
+    if (first <= 0 || me % r != 0 || plait_restart_count() > 0 || !flight(run)) return PLAIT_OK;
     int host = me / r;
     double need = 0;
     for (int32_t s = 0; s < run->world.mesh.pp; s++) {
@@ -106,7 +110,8 @@ plait_status plait_run_check_replica_room(plait_run *run, int64_t every) {
              "[run] replica_every = 0 with disk checkpoints avoid it",
              plait_bytes_text(need, a, sizeof a), (long long)first, plait_bytes_text((double)m.usable, b, sizeof b));
     if (!plait_config_bool(run->cfg, "run", "memory_check")) {
-        PLAIT_WARN("replica", "%s ([run] memory_check = false: training anyway)", what);
+        static int warned; /* once: the check before the first snapshot would say it again */
+        if (!warned++) PLAIT_WARN("replica", "%s ([run] memory_check = false: training anyway)", what);
         return PLAIT_OK;
     }
     plait_error_mark_final();

@@ -40,19 +40,26 @@ int plait_run_replicas_on(const plait_run *run);
  * copies to the peers travel meanwhile. */
 plait_status plait_run_replicate(plait_run *run);
 
-/* Before step 1 of a job's first round, on each host's first rank: the
- * bytes this host's keeper will hold (the two newest snapshots of every
- * stage whose owner is on this host, and of every stage whose owner is on
- * the host before it) against what the host can still give
- * (runtime/host_memory.h), which by then has the ranks' own memory taken.
- * The images are memfd pages, taken as a snapshot is written, so a host
- * short of them ends processes (the OOM killer) rather than failing an
- * allocation: a shortfall is refused (PLAIT_ERR_NO_MEMORY, marked final so
- * that no round retries it), naming both sizes and the first snapshot;
- * with [run] memory_check = false it is a warning. Not checked at a
- * restart, where the keepers already hold images the host's figures
- * count. */
-plait_status plait_run_check_replica_room(plait_run *run, int64_t every);
+/* The step of the first snapshot a run at its current step takes with a
+ * snapshot every `every` steps (none at the last step, where the run's end
+ * saves a checkpoint); 0 for none. */
+int64_t plait_run_first_snapshot(const plait_run *run, int64_t every);
+
+/* Whether this host can hold its replicas, in a job's first round, on
+ * each host's first rank, for the snapshot of step `first` (0: none to
+ * check): the bytes this host's keeper will hold (the two newest snapshots
+ * of every stage whose owner is on this host, and of every stage whose
+ * owner is on the host before it) against what the host can still give
+ * (runtime/host_memory.h). Called before step 1, when the ranks' weights
+ * and optimizer state are taken but their activations not yet touched,
+ * and again just before the first snapshot, when they are. The images are
+ * memfd pages, taken as a snapshot is written, so a host short of them
+ * ends processes (the OOM killer) rather than failing an allocation: a
+ * shortfall is refused (PLAIT_ERR_NO_MEMORY, marked final so that no round
+ * retries it), naming both sizes and the snapshot; with [run] memory_check
+ * = false it is a warning. Not checked at a restart, where the keepers
+ * already hold images the host's figures count. */
+plait_status plait_run_check_replica_room(plait_run *run, int64_t first);
 /* Finish the last snapshot's transfers and hand the received copies over
  * (collective in effect: the matching sends and receives). A no-op when
  * nothing is in flight. */

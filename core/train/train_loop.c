@@ -284,7 +284,8 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
     int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
     int64_t ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
     int64_t replica_every = plait_run_replicas_on(run) ? plait_config_int(cfg, "run", "replica_every") : 0;
-    if (st == PLAIT_OK) st = plait_run_check_replica_room(run, replica_every);
+    int64_t first_snapshot = plait_run_first_snapshot(run, replica_every);
+    if (st == PLAIT_OK) st = plait_run_check_replica_room(run, first_snapshot);
     /* No validation data (no val_path and val_fraction = 0, which preflight
      * allows only with eval_every = 0): the run trains on all the data and
      * skips the final evaluation. A val_path is validation data whatever
@@ -339,6 +340,8 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
             boundary = 1;
         }
         if (replica_every > 0 && done % replica_every == 0 && done < run->steps) {
+            /* again now that the steps have touched their activations */
+            if (done == first_snapshot && (st = plait_run_check_replica_room(run, done)) != PLAIT_OK) break;
             st = plait_run_replicate(run);
             if (st != PLAIT_OK) break;
             boundary = 1;
