@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "launch/launch.h"
+#include "launch/rank_report.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 #include "runtime/log.h"

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "cpu/blas.h"
 #include "launch/launch.h"
+#include "launch/rank_report.h"
 #include "plugin/loader.h"
 #include "runtime/exit_guard.h"
 #include "runtime/log.h"

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "launch/launch.h"
+#include "launch/rank_report.h"
 #include "plugin/loader.h"
 #include "runtime/error.h"
 #include "runtime/log.h"

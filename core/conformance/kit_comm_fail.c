@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "launch/launch.h"
+#include "launch/rank_report.h"
 #include "runtime/clock.h"
 
 typedef struct aborter {

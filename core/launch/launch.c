@@ -22,16 +22,12 @@
 
 #include "launch/math_threads.h"
 #include "launch/net.h"
+#include "launch/rank_env.h"
+#include "launch/rank_report.h"
 #include "launch/store.h"
 #include "runtime/error.h"
 
-extern char **environ;
-
-#define LAST_LINE 1024
-/* A rank's line on its report pipe that says its command has finished,
- * followed by its pid; an error line never starts with this byte (ASCII
- * ACK), which plait_launch_report_error replaces. */
-#define FINISHED_MARK "\006finished "
+#define LAST_LINE PLAIT_REPORT_LINE
 
 struct rank_proc {
     pid_t pid;
@@ -42,70 +38,10 @@ struct rank_proc {
     char partial[LAST_LINE];
     size_t partial_len;
     char last[LAST_LINE];
-    int finished;        /* it marked its command finished (FINISHED_MARK with its pid) */
+    int finished;        /* it marked its command finished (PLAIT_REPORT_FINISHED_MARK with its pid) */
     int unfinished;      /* it exited with status 0 unmarked, counted as exit status 1 */
     int external_signal; /* killed by a signal the launcher did not send: a root cause */
 };
-
-/* ---- in a rank ---------------------------------------------------------- */
-
-static pthread_once_t g_report_once = PTHREAD_ONCE_INIT;
-static int g_report_fd = -1;
-
-static void report_init(void) {
-    const char *v = getenv("PLAIT_REPORT_FD");
-    if (!v) return;
-    char *end = NULL;
-    long fd = strtol(v, &end, 10);
-    if (end && !*end && fd > 2 && fd < (1 << 20) && fcntl((int)fd, F_GETFD) >= 0) g_report_fd = (int)fd;
-}
-
-/* One line to the launcher, in one write below PIPE_BUF (never
- * interleaved). A launcher that is gone has closed the pipe: the EPIPE is
- * ignored and the SIGPIPE it raises in this thread taken back, so that
- * reporting never ends the process. */
-static void report_line(const char *line, size_t n) {
-    int saved = errno;
-    sigset_t pipe_sig, old;
-    sigemptyset(&pipe_sig);
-    sigaddset(&pipe_sig, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_sig, &old);
-    ssize_t w = write(g_report_fd, line, n);
-    if (w < 0 && errno == EPIPE && !sigismember(&old, SIGPIPE)) {
-        const struct timespec now = {0, 0};
-        while (sigtimedwait(&pipe_sig, NULL, &now) < 0 && errno == EINTR) {
-        }
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    errno = saved;
-}
-
-void plait_launch_report_error(const char *message) {
-    pthread_once(&g_report_once, report_init);
-    if (g_report_fd < 0 || !message) return;
-    char line[LAST_LINE];
-    size_t n = 0;
-    for (const char *p = message; *p && n + 4 < sizeof line; p++) {
-        if (*p == '\n') {
-            if (p[1] == '\0') break;
-            line[n++] = ' ';
-            line[n++] = '|';
-            line[n++] = ' ';
-        } else {
-            line[n++] = *p == FINISHED_MARK[0] ? '?' : *p; /* never read as the mark */
-        }
-    }
-    line[n++] = '\n';
-    report_line(line, n);
-}
-
-void plait_launch_report_finished(void) {
-    pthread_once(&g_report_once, report_init);
-    if (g_report_fd < 0) return;
-    char line[64];
-    int n = snprintf(line, sizeof line, FINISHED_MARK "%ld\n", (long)getpid());
-    if (n > 0 && (size_t)n < sizeof line) report_line(line, (size_t)n);
-}
 
 /* ---- argv --------------------------------------------------------------- */
 
@@ -152,68 +88,14 @@ int plait_launch_take_nranks(int *argc, char **argv, int *nranks, const char **e
 
 /* ---- launcher ----------------------------------------------------------- */
 
-static const char *const g_owned_vars[] = {
-    "PLAIT_RANK", "PLAIT_WORLD_SIZE", "PLAIT_LOCAL_RANK", "PLAIT_LOCAL_SIZE", "PLAIT_STORE_ADDR",
-    "PLAIT_JOB_TOKEN", "PLAIT_STORE_FD", "PLAIT_REPORT_FD", "PLAIT_MATH_THREADS", "PLAIT_NNODES",
-    "PLAIT_RESTART_COUNT", "PLAIT_MAX_RESTARTS", "PLAIT_RESTART_REASON", "PLAIT_RESTART_NEW_DIR", "PLAIT_AGENT_FD", "PLAIT_ELASTIC_HOSTS", "PLAIT_ELASTIC_CHANGES",
-    "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", NULL};
-
-static int owned(const char *entry) {
-    for (int i = 0; g_owned_vars[i]; i++) {
-        size_t n = strlen(g_owned_vars[i]);
-        if (strncmp(entry, g_owned_vars[i], n) == 0 && entry[n] == '=') return 1;
-    }
-    return 0;
-}
-
-/* Build one rank's environment (malloc'd array of malloc'd strings). */
-static char **rank_env(const plait_launch_opts *o, int rank, const char *store_addr, const char *token,
-                       int listen_fd, int report_fd, int threads, int agent_fd) {
-    int nodes = o->nnodes > 1 ? o->nnodes : 1, node = nodes > 1 ? o->node_rank : 0;
-    size_t n = 0, extra = 0;
-    while (environ[n]) n++;
-    while (o->extra_env && o->extra_env[extra]) extra++;
-    char **env = calloc(n + extra + 16, sizeof *env);
-    if (!env) return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!owned(environ[i])) env[k++] = strdup(environ[i]);
-    char buf[512];
-#define ADD(...) (snprintf(buf, sizeof buf, __VA_ARGS__), env[k++] = strdup(buf))
-    ADD("PLAIT_RANK=%d", node * o->nranks + rank);
-    ADD("PLAIT_WORLD_SIZE=%d", nodes * o->nranks);
-    ADD("PLAIT_LOCAL_RANK=%d", rank);
-    ADD("PLAIT_LOCAL_SIZE=%d", o->nranks);
-    ADD("PLAIT_NNODES=%d", nodes);
-    ADD("PLAIT_STORE_ADDR=%s", store_addr);
-    ADD("PLAIT_JOB_TOKEN=%s", token);
-    ADD("PLAIT_REPORT_FD=%d", report_fd);
-    ADD("PLAIT_MATH_THREADS=%d", threads);
-    ADD("OPENBLAS_NUM_THREADS=%d", threads);
-    ADD("OMP_NUM_THREADS=%d", threads);
-    if (rank == 0 && listen_fd >= 0) ADD("PLAIT_STORE_FD=%d", listen_fd);
-    if (agent_fd >= 0) ADD("PLAIT_AGENT_FD=%d", agent_fd);
-#undef ADD
-    for (size_t i = 0; i < extra; i++) env[k++] = strdup(o->extra_env[i]);
-    for (size_t i = 0; i < k; i++)
-        if (!env[i]) return NULL; /* leaks on OOM; the launch fails anyway */
-    return env;
-}
-
-static void free_env(char **env) {
-    if (!env) return;
-    for (char **p = env; *p; p++) free(*p);
-    free(env);
-}
-
 /* A line of a rank's report is complete (or the last one, without a
  * newline): the finished mark with the rank's own pid (a process it started
  * may have inherited the pipe: its mark is not the rank's), else an error
  * line, kept as its last. */
 static void take_line(struct rank_proc *p) {
-    size_t k = sizeof FINISHED_MARK - 1;
+    size_t k = sizeof PLAIT_REPORT_FINISHED_MARK - 1;
     p->partial[p->partial_len] = '\0';
-    if (p->partial_len >= k && memcmp(p->partial, FINISHED_MARK, k) == 0) {
+    if (p->partial_len >= k && memcmp(p->partial, PLAIT_REPORT_FINISHED_MARK, k) == 0) {
         char *end = NULL;
         long pid = strtol(p->partial + k, &end, 10);
         if (end && !*end && pid == (long)p->pid) p->finished = 1;
@@ -548,18 +430,18 @@ static plait_status start_rank(struct launch *l, int r) {
     l->report_w[r] = pfd[1];
     plait_net_set_nonblocking(pfd[0]);
     int agent_fd = hk && hk->rank_fds ? hk->rank_fds[r] : -1;
-    char **env = rank_env(l->o, r, l->store_addr, l->token, l->listen_fd, pfd[1], l->threads, agent_fd);
+    char **env = plait_launch_rank_env(l->o, r, l->store_addr, l->token, l->listen_fd, pfd[1], l->threads, agent_fd);
     if (!env) return plait_set_error(PLAIT_ERR_NO_MEMORY, "launch: out of memory");
     pid_t pid = fork();
     if (pid < 0) {
         plait_status st = fork_error(errno);
-        free_env(env);
+        plait_launch_rank_env_free(env);
         return st;
     }
     if (pid == 0) exec_rank(l, r, pfd[1], agent_fd, env);
     setpgid(pid, l->pgid); /* also in the parent: no race with the first kill */
     if (l->pgid == 0) l->pgid = pid;
-    free_env(env);
+    plait_launch_rank_env_free(env);
     close(pfd[1]);
     l->report_w[r] = -1;
     p->pid = pid;

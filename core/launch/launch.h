@@ -97,24 +97,6 @@ typedef struct plait_launch_result {
  * of the calling thread while it runs; call it from the main thread). */
 plait_status plait_launch_local(const plait_launch_opts *opts, plait_launch_result *res);
 
-/* In a rank: tell the launcher (if any: PLAIT_REPORT_FD) the error this
- * rank is about to fail with. The last report before the rank exits is
- * what the launcher shows. Newlines are folded. Thread-safe, cheap, never
- * fails visibly; a no-op outside a plait launch. */
-void plait_launch_report_error(const char *message);
-
-/* In a rank: tell the launcher (if any: PLAIT_REPORT_FD) that this
- * process's command has finished, so that its exit status, 0 included, is
- * the command's own; main calls it as it returns (cli/main.c). A rank
- * that ends without it (an _exit(0) in a plugin or a library) is a failed
- * rank to a launcher with expect_finished. The mark names this process's
- * pid: a plait process started by a rank, which inherits the pipe, cannot
- * mark the rank finished. Thread-safe, never fails visibly (a launcher
- * that is gone does not raise SIGPIPE); a no-op outside a plait launch, so
- * under mpirun, srun or torchrun a rank's exit status is all its launcher
- * learns. */
-void plait_launch_report_finished(void);
-
 /* Remove "-n N" / "-nN" / "--nranks N" / "--nranks=N" from argv (after
  * argv[0]), returning N through *nranks (0 if absent). Returns 0, or -1
  * with a message in *err (static text) when the value is missing or not

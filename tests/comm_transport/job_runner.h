@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "launch/launch.h"
+#include "launch/rank_report.h"
 #include "launch/net.h"
 
 #define assert_contains(haystack, needle)                                                  \

@@ -38,6 +38,7 @@
 #include "comm/comm_job.h"
 #include "comm/conformance.h"
 #include "launch/launch.h"
+#include "launch/rank_report.h"
 #include "launch/net.h"
 #include "launch/store_wire.h"
 #include "config/config.h"
