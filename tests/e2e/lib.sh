@@ -10,6 +10,9 @@ export XDG_CACHE_HOME=$(dirname "$(dirname "$E2E_WORK")")/cache
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# free_port: a TCP port on 127.0.0.1 that nothing listens on now
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
 # at_exit CMD: run CMD when the test ends, however it ends (one EXIT trap
 # for the test: use this, not trap). Then a test that passed (or skipped)
 # removes its $E2E_WORK; a failed one keeps it for its outputs, as does

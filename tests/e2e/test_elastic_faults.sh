@@ -29,7 +29,6 @@
 #     within seconds naming it (the one host an elastic job cannot lose).
 source "$(dirname "$0")/lib.sh"
 TOKEN=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # refused NAME WANT CMD...: exits non-zero within 60 s, saying WANT
 refused() {

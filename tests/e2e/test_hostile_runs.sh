@@ -245,7 +245,7 @@ replicas() { # NAME CGROUP ARGS...: one elastic host trains 3 steps, a snapshot 
   local name=$1 cg=$2; shift 2
   rm -rf "${E2E_WORK:?}/$name"
   # shellcheck disable=SC2086
-  (echo $BASHPID >"$cg/cgroup.procs" && MASTER_ADDR=127.0.0.1 MASTER_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') \
+  (echo $BASHPID >"$cg/cgroup.procs" && MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) \
     PLAIT_JOB_TOKEN=0123456789abcdef timeout 120 "$PLAIT_BIN" train "$CFG" $big parallel.dp=2 --nnodes 1:2 run.join_wait=1 \
     run.replica_every=2 run.steps=3 run.ckpt_every=0 --max-restarts 2 "run.out_dir=$E2E_WORK/$name" "$@") >"$E2E_WORK/$name.out" 2>&1
 }

@@ -11,7 +11,6 @@
 #    by their index on the host (0 and 1).
 source "$(dirname "$0")/lib.sh"
 TOKEN=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # hosts NAME NNODES "NODE_RANK DP" ...: one launcher per pair, started together;
 # each launcher's output in NAME.<i>.out, its exit status in NAME.<i>.rc.
