@@ -272,19 +272,17 @@ plait_status plait_bench_comm_check_memory(const plait_bench_comm_opts *o, int n
     char d[32];
     if (u) snprintf(d, sizeof d, "%llu%c", (unsigned long long)p2, units[u]);
     else snprintf(d, sizeof d, "%llu", (unsigned long long)p2);
-    char a[32], b[32], c[32], ranks[96] = "", group[400] = "";
-    if (over_host && m.cgroup_limit != UINT64_MAX) /* the room is the group's, not the host's */
-        snprintf(group, sizeof group, " (cgroup %s: limit %s)", m.cgroup,
-                 plait_bytes_text((double)m.cgroup_limit, b, sizeof b));
+    char a[32], b[32], c[32], ranks[96] = "", room_text[512];
+    if (over_host) plait_host_memory_room_text(&m, room_text, sizeof room_text);
+    else snprintf(room_text, sizeof room_text, "ulimit -v allows one process %s",
+                  plait_bytes_text((double)m.process_limit, c, sizeof c));
     if (local > 1)
         snprintf(ranks, sizeof ranks, " on each of %d ranks here, %s in all,", local, plait_bytes_text(all, b, sizeof b));
     return plait_set_error(PLAIT_ERR_NO_MEMORY,
                            "--max %llu bytes needs %s of host buffers (send, receive and the expected result)%s and "
-                           "%s %s%s; give --max %s or less",
+                           "%s; give --max %s or less",
                            (unsigned long long)o->max_bytes, plait_bytes_text((double)per, a, sizeof a), ranks,
-                           over_host ? "this host can still give" : "ulimit -v allows one process",
-                           plait_bytes_text(over_host ? (double)m.usable : (double)m.process_limit, c, sizeof c),
-                           group, d);
+                           room_text, d);
 }
 
 plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts *o, FILE *out,

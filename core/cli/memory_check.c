@@ -79,7 +79,7 @@ static need predict(plait_config *cfg, const plait_cost_device *dev, int local, 
  * with. */
 static int find_room(const plait_cli_device *d, room *r) {
     memset(r, 0, sizeof *r);
-    char a[32], b[32], c[32];
+    char a[32];
     if (d->memory_bytes > 0) {
         r->on_device = 1;
         r->bytes = (double)d->memory_bytes;
@@ -91,13 +91,7 @@ static int find_room(const plait_cli_device *d, room *r) {
     if (m.process_limit != UINT64_MAX) r->per_process = (double)m.process_limit;
     if (m.usable == UINT64_MAX || m.usable == 0) return r->per_process > 0;
     r->bytes = (double)m.usable;
-    int n = snprintf(r->what, sizeof r->what, "this host can still give %s (MemAvailable %s",
-                     plait_bytes_text(r->bytes, a, sizeof a), plait_bytes_text((double)m.available, b, sizeof b));
-    if (m.cgroup_limit != UINT64_MAX && n > 0 && (size_t)n < sizeof r->what)
-        n += snprintf(r->what + n, sizeof r->what - (size_t)n, "; cgroup %s: limit %s, %s in use", m.cgroup,
-                      plait_bytes_text((double)m.cgroup_limit, b, sizeof b),
-                      plait_bytes_text((double)m.cgroup_used, c, sizeof c));
-    if (n > 0 && (size_t)n < sizeof r->what) snprintf(r->what + n, sizeof r->what - (size_t)n, ")");
+    plait_host_memory_room_text(&m, r->what, sizeof r->what);
     return 1;
 }
 

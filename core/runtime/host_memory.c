@@ -88,3 +88,15 @@ const char *plait_bytes_text(double bytes, char *buf, size_t cap) {
         snprintf(buf, cap, "%.0f MiB", mib);
     return buf;
 }
+
+const char *plait_host_memory_room_text(const plait_host_memory *m, char *buf, size_t cap) {
+    char a[32], b[32], c[32];
+    int n = snprintf(buf, cap, "this host can still give %s (MemAvailable %s", plait_bytes_text((double)m->usable, a, sizeof a),
+                     plait_bytes_text((double)m->available, b, sizeof b));
+    if (m->cgroup_limit != UINT64_MAX && n > 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, "; cgroup %s: limit %s, %s in use", m->cgroup,
+                      plait_bytes_text((double)m->cgroup_limit, b, sizeof b),
+                      plait_bytes_text((double)m->cgroup_used, c, sizeof c));
+    if (n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, ")");
+    return buf;
+}

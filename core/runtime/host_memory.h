@@ -31,6 +31,10 @@ void plait_host_memory_read(plait_host_memory *out);
  * line of `path` (a /proc file counting kB), in bytes; 0 if absent. */
 uint64_t plait_proc_kb(const char *path, const char *field);
 
+/* "this host can still give X (MemAvailable Y; cgroup G: limit L, U in
+ * use)" for messages: m->usable and where it comes from. Returns buf. */
+const char *plait_host_memory_room_text(const plait_host_memory *m, char *buf, size_t cap);
+
 /* "1,234 MiB" / "21.3 GiB" for messages. Returns buf. */
 const char *plait_bytes_text(double bytes, char *buf, size_t cap);
 

@@ -102,13 +102,13 @@ plait_status plait_run_check_replica_room(plait_run *run, int64_t first) {
     plait_host_memory m;
     plait_host_memory_read(&m);
     if (need <= 0 || m.usable == 0 || m.usable == UINT64_MAX || need <= (double)m.usable) return PLAIT_OK;
-    char a[32], b[32], what[640];
+    char a[32], room[512], what[1024];
     snprintf(what, sizeof what,
              "this host's launcher would hold %s of replicas (the two newest snapshots of the stages this host and "
-             "the one before it own) from the snapshot at step %lld on, and this host can still give %s, so the "
-             "kernel would end processes of the job then (the OOM killer); more memory, fewer ranks a host, or "
-             "[run] replica_every = 0 with disk checkpoints avoid it",
-             plait_bytes_text(need, a, sizeof a), (long long)first, plait_bytes_text((double)m.usable, b, sizeof b));
+             "the one before it own) from the snapshot at step %lld on, and %s, so the kernel would end processes "
+             "of the job then (the OOM killer); more memory, fewer ranks a host, or [run] replica_every = 0 with "
+             "disk checkpoints avoid it",
+             plait_bytes_text(need, a, sizeof a), (long long)first, plait_host_memory_room_text(&m, room, sizeof room));
     if (!plait_config_bool(run->cfg, "run", "memory_check")) {
         static int warned; /* once: the check before the first snapshot would say it again */
         if (!warned++) PLAIT_WARN("replica", "%s ([run] memory_check = false: training anyway)", what);
