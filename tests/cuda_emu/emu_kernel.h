@@ -138,6 +138,15 @@ template <typename T> static inline T atomicAdd(T *p, T v) {
     return old;
 }
 
+/* CUDA's explicitly rounded arithmetic (never fused into an FMA on a GPU):
+ * here every operation is rounded on its own already (ISO C++, no
+ * contraction), so they are the plain operations. */
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+
 static inline unsigned __float_as_uint(float f) {
     unsigned u;
     memcpy(&u, &f, sizeof u);

@@ -19,17 +19,23 @@ PC_KERNEL(axpy_kernel, PC_THREADS)(float *y, const float *x, size_t n, float a, 
 }
 
 /* One element of AdamW: the CPU kernel's operations in its order
- * (core/kernels/kernels_vector.c). */
+ * (core/kernels/kernels_vector.c), each rounded on its own. The explicitly
+ * rounded intrinsics are what keep that order: a plain `a * b + c` may be
+ * fused into one FMA by nvcc or ptxas, and which product gets fused
+ * differs between the per-tensor and the multi-tensor kernel, so one
+ * rank (adamw_multi) and data-parallel ranks (adamw) would end a step with
+ * parameters a rounding apart although their gradients and moments agree
+ * bit for bit (seen on an H100; the emulator never fuses). */
 __device__ static inline void adamw_value(float &param, float grad, float &m, float &v, float b1, float b2,
                                           float step_size, float bc2_sqrt, float decay, float gs, float eps) {
-    float g = grad * gs;
-    float p = param * decay;
-    float mi = b1 * m + (1.0f - b1) * g;
-    float vi = b2 * v + (1.0f - b2) * g * g;
+    const float g = __fmul_rn(grad, gs);
+    const float p = __fmul_rn(param, decay);
+    const float mi = __fadd_rn(__fmul_rn(b1, m), __fmul_rn(__fsub_rn(1.0f, b1), g));
+    const float vi = __fadd_rn(__fmul_rn(b2, v), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), g), g));
     m = mi;
     v = vi;
-    float denom = sqrtf(vi) / bc2_sqrt + eps;
-    param = p - step_size * (mi / denom);
+    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
+    param = __fsub_rn(p, __fmul_rn(step_size, __fdiv_rn(mi, denom)));
 }
 
 __device__ static inline void adamw_elem(float *param, const float *grad, float *m, float *v, size_t i, float b1,
@@ -63,7 +69,7 @@ PC_KERNEL(adamw_multi_kernel, PC_THREADS)(const plait_adamw_tensor *t, size_t co
         const plait_adamw_tensor e = t[k];
         const size_t s0 = lo > e.offset ? lo - e.offset : 0, end = e.offset + e.n;
         const size_t s1 = (hi < end ? hi : end) - e.offset;
-        const float decay = 1.0f - lr * e.weight_decay;
+        const float decay = __fsub_rn(1.0f, __fmul_rn(lr, e.weight_decay)); /* as the host computes it for adamw */
         float *p = e.param + s0, *m = e.m + s0, *v = e.v + s0;
         const float *g = e.grad + s0;
         size_t done = 0;
