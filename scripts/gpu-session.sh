@@ -111,9 +111,12 @@ run() {
 }
 
 # ctest_counts LOG: "P passed, S skipped, F failed of N" (ctest's own
-# percentage counts a skipped test as passed)
+# percentage counts a skipped test as passed; with none failed, ctest
+# writes "100% tests passed out of N", without the failed count)
 ctest_counts() {
-  awk '/tests passed, [0-9]+ tests failed out of/ { f = $4; n = $NF } / Passed / { p++ } /\*\*\*Skipped/ { s++ }
+  awk '/% tests passed, [0-9]+ tests failed out of [0-9]+$/ { f = $4; n = $NF }
+       /% tests passed out of [0-9]+$/ { f = 0; n = $NF }
+       / Passed / { p++ } /\*\*\*Skipped/ { s++ }
        END { if (n == "") print "no ctest summary (stopped?)"; else printf "%d passed, %d skipped, %d failed of %d\n", p, s, f, n }' "$W/$1"
 }
 
@@ -152,8 +155,10 @@ say "started $(date -u '+%F %T') UTC on $(hostname), ${TOTAL}s budget; logs: $W 
 # ---- 1. the machine --------------------------------------------------------
 if part "1. machine" 20; then
   {
-    # git where the checkout has it (here), else what --pack recorded (there)
-    git rev-parse HEAD 2>/dev/null || cat "$BUILD/gpu-commit.txt" 2>/dev/null || echo "commit unknown"
+    # on the GPU machine, what --pack recorded beside the build that runs
+    # (a checkout there may carry a .git of another commit); here, git
+    { [ $DRY = 0 ] && cat "$BUILD/gpu-commit.txt" 2>/dev/null; } || git rev-parse HEAD 2>/dev/null ||
+      echo "commit unknown"
     nvidia-smi 2>&1 || echo "no nvidia-smi"
     nproc
     lscpu 2>/dev/null | grep -E 'Model name|^CPU\(s\)|Flags' | cut -c1-300
@@ -395,7 +400,7 @@ if part "4c. where a bf16 step's time goes on $PDEV ($(basename "$PMODEL" .ini))
 fi
 
 # ---- 5. bench comm on device memory ----------------------------------------
-if part "5. bench comm --mem device ($DEV): nccl 1 rank, tcp staging 2 ranks, pinned cudaMemcpy beside" 45; then
+if part "5. bench comm --mem device ($DEV): nccl 1 rank, tcp staging 2 ranks beside host buffers, pinned cudaMemcpy beside" 60; then
   BCB=("$PLAIT" bench comm --op allreduce --mem device --iters 10 --warmup 3)
   BC=("${BCB[@]}" device.plugin="$DEV")
   if [ "$DEV" = sim ]; then
@@ -417,6 +422,13 @@ if part "5. bench comm --mem device ($DEV): nccl 1 rank, tcp staging 2 ranks, pi
   rc=$(run comm-tcp.log 30 "${BC[@]}" "${size[@]}" -n 2 comm.plugin=tcp)
   row=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { last = $0 } END { print last }' "$W/comm-tcp.log")
   say "tcp staging, 2 ranks: $(status_word "$rc"); largest row: size time(us) algbw busbw = $(awk '{ print $1, $5, $6, $7 }' <<<"$row")"
+  # the same transport on host buffers: what two ranks of one host reach
+  # without staging (loopback TCP and the host's reduction), so the share
+  # staging keeps of it is staging's own cost
+  rc=$(run comm-tcp-host.log 20 "$PLAIT" bench comm --op allreduce --iters 10 --warmup 3 "${size[@]}" -n 2 comm.plugin=tcp)
+  hrow=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { last = $0 } END { print last }' "$W/comm-tcp-host.log")
+  say "tcp on host buffers, 2 ranks: $(status_word "$rc"); largest row: $(awk '{ print $1, $5, $6, $7 }' <<<"$hrow"); $(awk -v s="$(awk '{ print $6 }' <<<"$row")" -v h="$(awk '{ print $6 }' <<<"$hrow")" 'BEGIN {
+    if (s == "" || h == "" || h + 0 <= 0) print "staging / host buffers: n/a"; else printf "staging keeps %.0f%% of the host buffers'"'"' algbw\n", 100 * s / h }')"
   rc=$(run comm-threads.log 20 "${BC[@]}" "${size[@]}" --comm threads --threads 2)
   trow=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { last = $0 } END { print last }' "$W/comm-threads.log")
   say "in-process staging, 2 ranks: $(status_word "$rc"); largest row: $(awk '{ print $1, $5, $6, $7 }' <<<"$trow")"
