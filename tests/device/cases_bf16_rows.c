@@ -235,8 +235,8 @@ static void case_crossentropy_bf16(kc_ctx *x) { crossentropy_at(x, 304, 290); }
 /* 302: not a multiple of 8 (one column a load) */
 static void case_crossentropy_bf16_narrow(kc_ctx *x) { crossentropy_at(x, 302, 290); }
 /* GPT-2's padded head (50,304 columns, 50,257 classes: a class past the
- * last group of 8), which a cuda device keeps in registers, and one group
- * past what it keeps there (65,544), which it reads three times */
+ * last group of 8), which a cuda device stages in shared memory, and one
+ * group past what it stages there (65,544), which it reads three times */
 static void case_crossentropy_bf16_gpt2(kc_ctx *x) { crossentropy_at(x, 50304, 50257); }
 static void case_crossentropy_bf16_widest(kc_ctx *x) { crossentropy_at(x, 65544, 65530); }
 

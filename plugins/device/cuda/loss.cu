@@ -16,6 +16,7 @@
  * where the width is a multiple of 8), fp32 arithmetic, the gradient
  * rounded once to bf16, losses, lse and the loss sum as in fp32.
  */
+#include "async_copy.cuh"
 #include "kcommon.cuh"
 
 #define ROWS_PER_LOSS_CHUNK 1024
@@ -133,50 +134,54 @@ ce_fused_kernel(float *losses, float *lse_out, T *dlogits, const T *logits, cons
     row_backward(dlogits + r * Vl, l, Vl, n_valid, lse, t, scale, vec);
 }
 
-/* The fused kernel for a bf16 row of at most CE_THREADS x CE_CACHE groups
- * of 8 (65,536 columns; GPT-2's padded 50,304 take 13 a thread): each
- * thread loads its groups once, all before it uses any, and keeps them in
- * registers for the max, Σexp and gradient passes, which ce_fused_kernel
- * reads from memory three times. A block's row (100 KB for GPT-2) is read
- * again after the whole block has passed over it; with hundreds of rows in
- * flight those re-reads miss the L2 and cost as much as the first (a
- * chunk of 2,048 rows took 311 us on an H100: three reads and a write).
- * Each thread visits its groups in the same order as ce_fused_kernel and
- * does the same arithmetic, so the bits are the same. */
-#define CE_CACHE 16
+/* The fused kernel for a bf16 row of at most CE_STAGE_COLUMNS columns, the
+ * row staged in the block's shared memory: each thread copies its own
+ * groups of 8 (g = threadIdx.x + k·blockDim.x) with cp.async, all in
+ * flight at once, and reads them back for the max, Σexp and gradient
+ * passes, so the row comes from device memory once. Measured on an H100
+ * (GPT-2's 50,304 columns, chunks of 2,048 rows): ce_fused_kernel's three
+ * reads took 311 µs a chunk, its re-reads missing the L2 with hundreds of
+ * rows in flight; the row held in registers instead took 344 µs, its
+ * ~100 registers a thread leaving room for one block a multiprocessor, so
+ * each block's load, reductions and writes ran one after another. Staged
+ * in shared memory (100.6 KB for GPT-2) two blocks fit an H100's
+ * multiprocessor and one loads while the other computes and writes.
+ * Each thread visits its groups in ce_fused_kernel's order with the same
+ * arithmetic, so the bits are the same. */
+#define CE_STAGE_COLUMNS 65536
+#define CE_STAGE_BYTES (CE_STAGE_COLUMNS * 2)
 
-/* f(x) for each of this thread's valid logits of the row l: its cached
+/* f(x) for each of this thread's valid logits of the row l: its staged
  * groups (8 values each, the first Gv groups of the row valid), then the
  * row's last n_valid % 8 valid values read from l; the order of
  * ce_fused_kernel's loops, so the sums have its bits */
 template <typename F>
-__device__ static inline void ce_each_valid(const uint4 (&q)[CE_CACHE], const plait_bf16 *l, int64_t Gv,
-                                            int64_t n_valid, F f) {
+__device__ static inline void ce_each_valid(const uint4 *q, const plait_bf16 *l, int64_t Gv, int64_t n_valid, F f) {
     const int64_t bd = blockDim.x;
-    PC_UNROLL
-    for (int k = 0; k < CE_CACHE; k++)
-        if (threadIdx.x + k * bd < Gv) {
-            float x[8];
-            pc_widen(x, q[k]);
-            PC_UNROLL
-            for (int j = 0; j < 8; j++) f(x[j]);
-        }
+    for (int64_t g = threadIdx.x; g < Gv; g += bd) {
+        float x[8];
+        pc_widen(x, q[g]);
+        PC_UNROLL
+        for (int j = 0; j < 8; j++) f(x[j]);
+    }
     for (int64_t c = Gv * 8 + threadIdx.x; c < n_valid; c += bd) f(pc_get(l + c));
 }
 
-PC_KERNEL(ce_fused_cached_kernel, CE_THREADS)(float *losses, float *lse_out, plait_bf16 *dlogits,
-                                               const plait_bf16 *logits, const int32_t *targets, int64_t Vl,
-                                               int64_t n_valid, float scale) {
+/* (a template for PC_LAUNCH_T_SHARED; one instance, bf16) */
+template <typename T>
+PC_KERNEL_T(CE_THREADS)
+ce_fused_staged_kernel(float *losses, float *lse_out, T *dlogits, const T *logits, const int32_t *targets, int64_t Vl,
+                       int64_t n_valid, float scale) {
+    static_assert(sizeof(T) == 2, "the staged cross-entropy takes bf16 rows");
+    PC_SHARED_DYNAMIC(stage);
     __shared__ float sh[32];
+    uint4 *q = (uint4 *)stage;
     const int64_t r = blockIdx.x, G = Vl / 8, Gv = n_valid / 8, bd = blockDim.x;
     const plait_bf16 *l = logits + r * Vl;
     const int64_t t = targets[r];
-    uint4 q[CE_CACHE];
-    PC_UNROLL
-    for (int k = 0; k < CE_CACHE; k++) {
-        const int64_t g = threadIdx.x + k * bd;
-        if (g < G) q[k] = *(const uint4 *)(l + g * 8);
-    }
+    for (int64_t g = threadIdx.x; g < G; g += bd) pc_cp_async16(q + g, l + g * 8);
+    pc_cp_async_commit();
+    pc_cp_async_wait<0>(); /* each thread reads back only the groups it copied */
     float m = -INFINITY;
     ce_each_valid(q, l, Gv, n_valid, [&](float x) { m = fmaxf(m, x); });
     m = pc_block_max(m, sh);
@@ -186,18 +191,13 @@ PC_KERNEL(ce_fused_cached_kernel, CE_THREADS)(float *losses, float *lse_out, pla
     const float lse = row_loss(losses, lse_out, r, l, t, n_valid, m, s);
     if (!row_gradient_wanted(dlogits, r, Vl, t)) return;
     plait_bf16 *d = dlogits + r * Vl;
-    PC_UNROLL
-    for (int k = 0; k < CE_CACHE; k++) {
-        const int64_t g = threadIdx.x + k * bd;
-        if (g < G) {
-            float x[8];
-            pc_widen(x, q[k]);
-            PC_UNROLL
-            for (int j = 0; j < 8; j++) x[j] = ce_grad(x[j], g * 8 + j, n_valid, lse, t, scale);
-            pc_st(d + g * 8, x);
-        }
+    for (int64_t g = threadIdx.x; g < G; g += bd) {
+        float x[8];
+        pc_widen(x, q[g]);
+        PC_UNROLL
+        for (int j = 0; j < 8; j++) x[j] = ce_grad(x[j], g * 8 + j, n_valid, lse, t, scale);
+        pc_st(d + g * 8, x);
     }
-    for (int64_t c = G * 8 + threadIdx.x; c < Vl; c += bd) pc_put(d + c, ce_grad(pc_get(l + c), c, n_valid, lse, t, scale));
 }
 
 /* *loss_sum += Σ losses in double in row order: the block stages a chunk
@@ -289,15 +289,22 @@ static void ce_fused(float *losses, float *lse, double *loss_sum, T *dlogits, co
                      int64_t BT, int64_t Vl, int64_t n_valid, float scale, const char *what) {
     if (BT <= 0) return;
     const int vec = rows_vec(Vl, logits, (const T *)dlogits);
-    if (sizeof(T) == 2 && vec && Vl / 8 <= (int64_t)CE_THREADS * CE_CACHE)
-        PC_LAUNCH(ce_fused_cached_kernel, (unsigned)BT, CE_THREADS)(losses, lse, (plait_bf16 *)dlogits,
-                                                                    (const plait_bf16 *)logits, targets, Vl,
-                                                                    n_valid, scale);
+    if (sizeof(T) == 2 && vec && Vl <= CE_STAGE_COLUMNS)
+        PC_LAUNCH_T_SHARED(ce_fused_staged_kernel<plait_bf16>, (unsigned)BT, CE_THREADS, CE_THREADS,
+                           (size_t)Vl * 2)((float *)losses, lse, (plait_bf16 *)dlogits, (const plait_bf16 *)logits,
+                                           targets, Vl, n_valid, scale);
     else
         PC_LAUNCH_T(ce_fused_kernel<T>, (unsigned)BT, CE_THREADS, CE_THREADS)(losses, lse, dlogits, logits, targets,
                                                                              Vl, n_valid, scale, vec);
     PC_LAUNCH(loss_sum_kernel, 1, ROWS_PER_LOSS_CHUNK)(loss_sum, losses, BT);
     pc_check_launch(what);
+}
+
+/* The staged cross-entropy allowed its shared memory (over the 48 KiB a
+ * launch gets without asking) on the current device. */
+extern "C" cudaError_t pc_loss_prepare(void) {
+    return cudaFuncSetAttribute((const void *)ce_fused_staged_kernel<plait_bf16>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, CE_STAGE_BYTES);
 }
 
 extern "C" {
