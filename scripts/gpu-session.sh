@@ -142,6 +142,8 @@ smi_peak_stop() {
 
 # bench_row LOG: "ms/step tokens/s" from a `plait bench train` table
 bench_row() { awk '/^# +ms\/step/ { getline; print $1, $2; exit }' "$W/$1"; }
+# comm_row LOG: the largest size's row of a `plait bench comm` table
+comm_row() { awk '$1 ~ /^[0-9]+$/ && NF >= 8 { last = $0 } END { print last }' "$W/$1"; }
 # the allocator's peak from bench train's '# device' line, in GB (1e9 bytes,
 # as PyTorch's max_memory_allocated is printed beside): no CUDA context
 alloc_peak() { awk 'match($0, /: peak device memory [0-9.]+ MiB/) { split(substr($0, RSTART, RLENGTH), f, " "); printf "%.2f GB allocated", f[5] * 1048576 / 1e9; exit }' "$W/$1"; }
@@ -420,17 +422,17 @@ if part "5. bench comm --mem device ($DEV): nccl 1 rank, tcp staging 2 ranks bes
   rc=$(run comm-nccl.log 25 "${NCCL[@]}")
   say "nccl$([ "$DEV" = sim ] && echo " over the CUDA emulator (cuda_emu)"), 1 rank: $(status_word "$rc"); #wrong $(sed -n 's/.*Total #wrong *: *//p' "$W/comm-nccl.log"); smallest row (latency floor): $(awk '$1 ~ /^[0-9]+$/ && NF >= 10 { print $1 " B: " $5 " us timed alone, " $10 " us per iteration back to back (nccl-tests time)"; exit }' "$W/comm-nccl.log")"
   rc=$(run comm-tcp.log 30 "${BC[@]}" "${size[@]}" -n 2 comm.plugin=tcp)
-  row=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { last = $0 } END { print last }' "$W/comm-tcp.log")
+  row=$(comm_row comm-tcp.log)
   say "tcp staging, 2 ranks: $(status_word "$rc"); largest row: size time(us) algbw busbw = $(awk '{ print $1, $5, $6, $7 }' <<<"$row")"
   # the same transport on host buffers: what two ranks of one host reach
   # without staging (loopback TCP and the host's reduction), so the share
   # staging keeps of it is staging's own cost
   rc=$(run comm-tcp-host.log 20 "$PLAIT" bench comm --op allreduce --iters 10 --warmup 3 "${size[@]}" -n 2 comm.plugin=tcp)
-  hrow=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { last = $0 } END { print last }' "$W/comm-tcp-host.log")
+  hrow=$(comm_row comm-tcp-host.log)
   say "tcp on host buffers, 2 ranks: $(status_word "$rc"); largest row: $(awk '{ print $1, $5, $6, $7 }' <<<"$hrow"); $(awk -v s="$(awk '{ print $6 }' <<<"$row")" -v h="$(awk '{ print $6 }' <<<"$hrow")" 'BEGIN {
     if (s == "" || h == "" || h + 0 <= 0) print "staging / host buffers: n/a"; else printf "staging keeps %.0f%% of the host buffers'"'"' algbw\n", 100 * s / h }')"
   rc=$(run comm-threads.log 20 "${BC[@]}" "${size[@]}" --comm threads --threads 2)
-  trow=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { last = $0 } END { print last }' "$W/comm-threads.log")
+  trow=$(comm_row comm-threads.log)
   say "in-process staging, 2 ranks: $(status_word "$rc"); largest row: $(awk '{ print $1, $5, $6, $7 }' <<<"$trow")"
   if [ -s "$W/peaks.log" ]; then
     h2d=$(peer_field peaks.log h2d_GBps)

@@ -291,7 +291,7 @@ static void ce_fused(float *losses, float *lse, double *loss_sum, T *dlogits, co
     const int vec = rows_vec(Vl, logits, (const T *)dlogits);
     if (sizeof(T) == 2 && vec && Vl <= CE_STAGE_COLUMNS)
         PC_LAUNCH_T_SHARED(ce_fused_staged_kernel<plait_bf16>, (unsigned)BT, CE_THREADS, CE_THREADS,
-                           (size_t)Vl * 2)((float *)losses, lse, (plait_bf16 *)dlogits, (const plait_bf16 *)logits,
+                           (size_t)Vl * 2)(losses, lse, (plait_bf16 *)dlogits, (const plait_bf16 *)logits,
                                            targets, Vl, n_valid, scale);
     else
         PC_LAUNCH_T(ce_fused_kernel<T>, (unsigned)BT, CE_THREADS, CE_THREADS)(losses, lse, dlogits, logits, targets,
