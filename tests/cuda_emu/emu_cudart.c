@@ -33,8 +33,18 @@
 #include "emu_sched.h"
 
 /* Shared memory a block may have without opting in (more: up to
- * PC_EMU_SHARED_OPTIN, emu_sched.h). */
+ * shared_optin()). */
 #define EMU_SHARED_DEFAULT (48 << 10)
+
+/* The most dynamic shared memory a block may opt in to: a GPU of compute
+ * capability 9.0's 227 KiB (PC_EMU_SHARED_OPTIN), or less where
+ * PLAIT_CUDA_EMU_SHARED_OPTIN_KIB says so, to play a smaller GPU (99 for
+ * sm_86 and sm_89, 163 for sm_80). */
+static unsigned shared_optin(void) {
+    const char *e = getenv("PLAIT_CUDA_EMU_SHARED_OPTIN_KIB");
+    const long kib = e && *e ? atol(e) : 0;
+    return kib > 0 && ((unsigned long)kib << 10) < PC_EMU_SHARED_OPTIN ? (unsigned)kib << 10 : PC_EMU_SHARED_OPTIN;
+}
 
 /* ---- errors ---------------------------------------------------------------- */
 
@@ -169,7 +179,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
     prop->warpSize = 32;
     prop->maxThreadsPerBlock = 1024;
     prop->sharedMemPerBlock = EMU_SHARED_DEFAULT;
-    prop->sharedMemPerBlockOptin = PC_EMU_SHARED_OPTIN;
+    prop->sharedMemPerBlockOptin = shared_optin();
     return cudaSuccess;
 }
 
@@ -230,10 +240,10 @@ static func_shared *func_entry(const void *func) {
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
         return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute(%d): not emulated", (int)attr);
-    if (!func || value < 0 || (unsigned)value > PC_EMU_SHARED_OPTIN)
+    if (!func || value < 0 || (unsigned)value > shared_optin())
         return fail(cudaErrorInvalidValue,
                     "cudaFuncSetAttribute(%p, MaxDynamicSharedMemorySize, %d): over the %u bytes a block may opt in to",
-                    func, value, PC_EMU_SHARED_OPTIN);
+                    func, value, shared_optin());
     pthread_mutex_lock(&g_lock);
     func_shared *e = func_entry(func);
     if (!e && g_nfunc_shared < EMU_FUNCS) {

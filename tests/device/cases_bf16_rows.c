@@ -239,6 +239,10 @@ static void case_crossentropy_bf16_narrow(kc_ctx *x) { crossentropy_at(x, 302, 2
  * group past what it stages there (65,544), which it reads three times */
 static void case_crossentropy_bf16_gpt2(kc_ctx *x) { crossentropy_at(x, 50304, 50257); }
 static void case_crossentropy_bf16_widest(kc_ctx *x) { crossentropy_at(x, 65544, 65530); }
+/* 50,688 columns (101,376 bytes): staged where a block may opt in to
+ * more than 99 KiB (sm_80, sm_90), read three times where it may not
+ * (sm_86, sm_89: test_cuda_kernels_emu_bf16_optin99) */
+static void case_crossentropy_bf16_past_99k(kc_ctx *x) { crossentropy_at(x, 50688, 50600); }
 
 const kc_named kc_bf16_row_cases[] = {
     {"layernorm_bf16", case_layernorm_bf16},
@@ -253,5 +257,6 @@ const kc_named kc_bf16_row_cases[] = {
     {"crossentropy_bf16_narrow", case_crossentropy_bf16_narrow},
     {"crossentropy_bf16_gpt2", case_crossentropy_bf16_gpt2},
     {"crossentropy_bf16_widest", case_crossentropy_bf16_widest},
+    {"crossentropy_bf16_past_99k", case_crossentropy_bf16_past_99k},
 };
 const size_t kc_bf16_row_count = sizeof kc_bf16_row_cases / sizeof kc_bf16_row_cases[0];

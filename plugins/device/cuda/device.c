@@ -135,7 +135,7 @@ plait_status pc_open(const plait_host *host, const plait_device_open_args *args,
         return open_failed(host->set_error(PLAIT_ERR_SYSTEM, "cuda: setting up GPU %d (streams, scratch): %s",
                                            ordinal, cudaGetErrorString(e)));
     e = pc_attention_prepare();
-    if (e == cudaSuccess) e = pc_loss_prepare();
+    if (e == cudaSuccess) e = pc_loss_prepare(prop.sharedMemPerBlockOptin);
     if (e != cudaSuccess)
         return open_failed(host->set_error(PLAIT_ERR_SYSTEM,
                                            "cuda: allowing the fused attention's and cross-entropy's kernels their "

@@ -134,7 +134,8 @@ ce_fused_kernel(float *losses, float *lse_out, T *dlogits, const T *logits, cons
     row_backward(dlogits + r * Vl, l, Vl, n_valid, lse, t, scale, vec);
 }
 
-/* The fused kernel for a bf16 row of at most CE_STAGE_COLUMNS columns, the
+/* The fused kernel for a bf16 row of at most CE_STAGE_COLUMNS columns (fewer
+ * where the device lets a block opt in to less: pc_loss_prepare), the
  * row staged in the block's shared memory: each thread copies its own
  * groups of 8 (g = threadIdx.x + k·blockDim.x) with cp.async, all in
  * flight at once, and reads them back for the max, Σexp and gradient
@@ -150,6 +151,14 @@ ce_fused_kernel(float *losses, float *lse_out, T *dlogits, const T *logits, cons
  * arithmetic, so the bits are the same. */
 #define CE_STAGE_COLUMNS 65536
 #define CE_STAGE_BYTES (CE_STAGE_COLUMNS * 2)
+/* the staged kernel's static shared memory (block reductions), counted
+ * with its dynamic shared memory against the device's opt-in limit */
+#define CE_STAGE_STATIC_WORDS 32
+
+/* The widest staged row, in bytes, on the open device: CE_STAGE_BYTES,
+ * less where the device lets a block opt in to less (pc_loss_prepare);
+ * 0 until then. Written at open(), before any kernel call. */
+static size_t ce_stage_max;
 
 /* f(x) for each of this thread's valid logits of the row l: its staged
  * groups (8 values each, the first Gv groups of the row valid), then the
@@ -174,7 +183,7 @@ ce_fused_staged_kernel(float *losses, float *lse_out, T *dlogits, const T *logit
                        int64_t n_valid, float scale) {
     static_assert(sizeof(T) == 2, "the staged cross-entropy takes bf16 rows");
     PC_SHARED_DYNAMIC(stage);
-    __shared__ float sh[32];
+    __shared__ float sh[CE_STAGE_STATIC_WORDS];
     uint4 *q = (uint4 *)stage;
     const int64_t r = blockIdx.x, G = Vl / 8, Gv = n_valid / 8, bd = blockDim.x;
     const plait_bf16 *l = logits + r * Vl;
@@ -289,7 +298,7 @@ static void ce_fused(float *losses, float *lse, double *loss_sum, T *dlogits, co
                      int64_t BT, int64_t Vl, int64_t n_valid, float scale, const char *what) {
     if (BT <= 0) return;
     const int vec = rows_vec(Vl, logits, (const T *)dlogits);
-    if (sizeof(T) == 2 && vec && Vl <= CE_STAGE_COLUMNS)
+    if (sizeof(T) == 2 && vec && (size_t)Vl * 2 <= ce_stage_max)
         PC_LAUNCH_T_SHARED(ce_fused_staged_kernel<plait_bf16>, (unsigned)BT, CE_THREADS, CE_THREADS,
                            (size_t)Vl * 2)(losses, lse, (plait_bf16 *)dlogits, (const plait_bf16 *)logits,
                                            targets, Vl, n_valid, scale);
@@ -301,10 +310,16 @@ static void ce_fused(float *losses, float *lse, double *loss_sum, T *dlogits, co
 }
 
 /* The staged cross-entropy allowed its shared memory (over the 48 KiB a
- * launch gets without asking) on the current device. */
-extern "C" cudaError_t pc_loss_prepare(void) {
-    return cudaFuncSetAttribute((const void *)ce_fused_staged_kernel<plait_bf16>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, CE_STAGE_BYTES);
+ * launch gets without asking) on the current device, within what the
+ * device lets a block opt in to: GPT-2's 50,304 columns (100,608 bytes)
+ * still fit sm_86's 99 KiB, a wider head takes ce_fused_kernel there. */
+extern "C" cudaError_t pc_loss_prepare(size_t optin) {
+    const size_t room = optin > CE_STAGE_STATIC_WORDS * sizeof(float) ? optin - CE_STAGE_STATIC_WORDS * sizeof(float) : 0;
+    const size_t stage = (room < CE_STAGE_BYTES ? room : CE_STAGE_BYTES) / 16 * 16;
+    const cudaError_t e = cudaFuncSetAttribute((const void *)ce_fused_staged_kernel<plait_bf16>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)stage);
+    ce_stage_max = e == cudaSuccess ? stage : 0;
+    return e;
 }
 
 extern "C" {

@@ -261,9 +261,13 @@ void pc_launch_attention_fused_forward(float *out, float *lse, const float *qkv,
  * over the 48 KiB a kernel gets without asking) on the current device:
  * once per open(), after cudaSetDevice. Returns CUDA's error, if any. */
 cudaError_t pc_attention_prepare(void);
-/* Allows the fused cross-entropy's staged kernel (loss.cu) its 128 KiB of
- * dynamic shared memory (a bf16 row of up to 65,536 columns) likewise. */
-cudaError_t pc_loss_prepare(void);
+/* Allows the fused cross-entropy's staged kernel (loss.cu) the dynamic
+ * shared memory of a bf16 row of up to 65,536 columns (128 KiB), or what
+ * the device lets a block opt in to (`optin` bytes, cudaDeviceProp's
+ * sharedMemPerBlockOptin: 99 KiB on sm_86 and sm_89) where that is less;
+ * wider rows take the kernel that reads them from device memory. Once per
+ * open(), after cudaSetDevice. Returns CUDA's error, if any. */
+cudaError_t pc_loss_prepare(size_t optin);
 void pc_launch_attention_fused_backward(float *dqkv, float *Dv, const float *dout, const float *qkv, const float *out,
                                         const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS,
                                         int tensor_cores);
