@@ -165,6 +165,15 @@ static plait_status build(const char *path, const char *text, plait_cluster *out
         if (st == PLAIT_OK) close(fd);
         if (st == PLAIT_OK) st = plait_config_load_file(cfg, path);
     }
+    /* a file that sets no key (empty, comments or section headers alone)
+     * would plan this machine's defaults under the file's name: a file
+     * truncated or named by mistake, never what was meant */
+    const char *const *sections = NULL;
+    if (st == PLAIT_OK && (path || text) && plait_config_raw_sections(cfg, &sections) == 0)
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                             "%s: the cluster file sets no key of [cluster], [node], [intra] or [inter] (the "
+                             "files of configs/clusters/ show each key; leave --cluster out to plan this machine)",
+                             path ? path : "cluster file");
     /* no environment: a cluster file says everything itself */
     char *const no_env[] = {NULL};
     if (st == PLAIT_OK) st = plait_config_finalize(cfg, no_env);

@@ -501,6 +501,16 @@ static void test_cluster_precision(void **state) {
                                                     "precision = fp32\n", &c),
                      PLAIT_OK);
     assert_int_equal(c.precision, PLAIT_PRECISION_FP32);
+    /* a file that sets no key (empty, comments, a header alone): refused
+     * naming it, not planned as this machine under its name */
+    assert_int_equal(plait_cluster_parse("empty.ini", "", &c), PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), "empty.ini: the cluster file sets no key"));
+    assert_int_equal(plait_cluster_parse("comments.ini", "# nodes = 2\n; [node]\n\n", &c), PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), "comments.ini: the cluster file sets no key"));
+    assert_int_equal(plait_cluster_parse("header.ini", "[node]\n", &c), PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), "header.ini: the cluster file sets no key"));
+    /* one key is enough: the rest default */
+    assert_int_equal(plait_cluster_parse("one.ini", "[cluster]\nnodes = 1\n", &c), PLAIT_OK);
     /* a wrong precision: FILE:LINE and the allowed values */
     assert_int_equal(plait_cluster_parse("gpu.ini", "[node]\nprecision = fp8\n", &c), PLAIT_ERR_INVALID_CONFIG);
     assert_non_null(strstr(plait_last_error(), "gpu.ini:2"));
