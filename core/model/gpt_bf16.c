@@ -235,7 +235,8 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
  * all (BT x 50,304 in bf16: 1.65 GB for GPT-2 124M at batch 16, a third of
  * what its 12 blocks keep). The fused loss already turns them into their
  * gradient in the forward; so the forward also runs the head's products'
- * backward there, head_rows rows at a time (the idea of fused
+ * backward there, head_rows rows at a time (plait_model_head_rows, in
+ * model_slots.c; the idea of fused
  * linear-cross-entropy heads): a chunk's logits, its loss and gradient in
  * place, ln_f's output gradient for its rows and lm_head's weight gradient
  * added over the chunks. A chunk's logits live in the backward scratch,
@@ -246,19 +247,6 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
  * added its product, so gradients accumulate in the same order whatever
  * the schedule. The cost: the weight gradient is read and written once a
  * chunk instead of once. */
-
-int64_t plait_model_head_rows(int64_t BT, int64_t Vl, size_t room, size_t *extra) {
-    const int64_t least = BT < PLAIT_HEAD_MIN_ROWS ? BT : PLAIT_HEAD_MIN_ROWS;
-    int64_t fit = (int64_t)(room * 2 / (size_t)Vl) / 8 * 8;
-    if (fit > BT) fit = BT;
-    if (fit < least) fit = least;
-    const size_t need = ((size_t)(fit * Vl) + 1) / 2;
-    if (extra) *extra = need > room ? need - room : 0;
-    if (fit == BT) return BT;
-    /* as even as multiples of 8 allow: never more than fit, which is one */
-    const int64_t chunks = (BT + fit - 1) / fit;
-    return ((BT + chunks - 1) / chunks + 7) / 8 * 8;
-}
 
 /* ln_f, then per chunk of rows lm_head, the loss with the logits'
  * gradient in place, and the products' backward: ln_f's output gradient

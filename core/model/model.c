@@ -3,7 +3,9 @@
  * plan (which layers, which slices) and the layer-at-a-time entry points of
  * model.h. Activation memory is model_slots.c; the layer bodies are
  * gpt_layers.c (embedding, attention, head) and mlp.c (the MLP half of a
- * block, which is the whole block of the MLP arch).
+ * block, which is the whole block of the MLP arch); the parameters they
+ * read come from model_params.c. The top of the folder's layers
+ * (core/model/LAYERS): it calls the bodies, nothing calls back up.
  */
 #include <math.h>
 #include <stddef.h>
@@ -16,62 +18,6 @@
 #include "model/tied.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
-
-static const char *layer_name(const plait_model *m, int32_t layer) {
-    return m->desc->layers[layer].name;
-}
-
-/* The `n` consecutive parameters from global index `first`, all of layer
- * `layer`: their data or gradients into out[0..n). */
-static plait_status tensors(plait_model *m, param_part part, int32_t layer, int32_t first, int32_t n,
-                            float **out) {
-    for (int32_t i = 0; i < n; i++) {
-        int32_t gi = first + i;
-        plait_param *p = m->param[gi];
-        out[i] = !p ? NULL : part == PARAM_DATA ? p->data : p->grad;
-        if (out[i]) continue;
-        if (part == PARAM_DATA)
-            return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                                   "model: parameter %s has no data during layer %s (not local, or "
-                                   "released: the optimizer must gather it before the layer runs)",
-                                   m->desc->params[gi].name, layer_name(m, layer));
-        return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "model: parameter %s has no gradient storage during the backward of "
-                               "layer %s",
-                               m->desc->params[gi].name, layer_name(m, layer));
-    }
-    return PLAIT_OK;
-}
-
-plait_status plait_model_embedding_params(plait_model *m, param_part part, embedding_params *out) {
-    float *t[2];
-    plait_status st = tensors(m, part, 0, m->desc->p_wte, 2, t);
-    *out = (embedding_params){.wte = t[0], .wpe = t[1]};
-    return st;
-}
-
-plait_status plait_model_half_params(plait_model *m, param_part part, int32_t layer, int first_bp,
-                                     half_params *out) {
-    float *t[6];
-    plait_status st = tensors(m, part, layer, desc_block_param(m->desc, layer - 1, first_bp), 6, t);
-    *out = (half_params){.ln_w = t[0], .ln_b = t[1], .in_w = t[2], .in_b = t[3], .out_w = t[4], .out_b = t[5]};
-    return st;
-}
-
-plait_status plait_model_head_params(plait_model *m, param_part part, head_params *out) {
-    float *t[3];
-    plait_status st = tensors(m, part, m->desc->n_layer + 1, m->desc->p_lnf_w, 3, t);
-    *out = (head_params){.ln_w = t[0], .ln_b = t[1], .w = t[2]};
-    return st;
-}
-
-half_bf16 plait_model_half_bf16(const plait_model *m, int32_t layer, int first_bp) {
-    const int32_t gi = desc_block_param(m->desc, layer - 1, first_bp);
-    /* first_bp + 2, 3, 4: the projection in (weight, bias), the one out */
-    return (half_bf16){.in_w = m->wbf[gi + 2], .in_b = m->wbf[gi + 3], .out_w = m->wbf[gi + 4]};
-}
-
-const plait_bf16 *plait_model_head_bf16(const plait_model *m) { return m->wbf[m->desc->p_lm_head]; }
 
 /* The weights of every linear layer, and the biases of those whose output
  * is bf16 (a residual product adds its float32 bias to the float32
@@ -129,11 +75,7 @@ static plait_status bf16_weights_refresh(plait_model *m, int32_t layer) {
     const plait_layer *ly = &d->layers[layer];
     for (int32_t gi = ly->first_param; gi < ly->first_param + ly->n_params; gi++) {
         if (!m->wbf[gi]) continue;
-        if (!m->param[gi]->data)
-            return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                                   "model: parameter %s has no data during layer %s (not local, or released: the "
-                                   "optimizer must gather it before the layer runs)",
-                                   d->params[gi].name, layer_name(m, layer));
+        if (!m->param[gi]->data) return plait_model_param_missing(m, gi, layer, PARAM_DATA);
         m->k->to_bf16(m->wbf[gi], m->param[gi]->data, m->param[gi]->numel);
     }
     m->layer_epoch[layer] = m->weights_epoch;
@@ -147,12 +89,6 @@ int64_t plait_model_head_chunk_rows(const plait_model *m) { return m->bf16 ? m->
 uint64_t plait_model_weight_copy_bytes(const plait_model *m) { return m->bf16 ? (uint64_t)m->wbf_bytes : 0; }
 
 void plait_model_weights_changed(plait_model *m) { m->weights_epoch++; }
-
-plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *what,
-                                  int32_t layer) {
-    return plait_wrap_error(st, "tensor-parallel %s in layer %s (tp rank %d of %d)", what,
-                            layer_name(m, layer), (int)m->tp_rank, (int)m->tp);
-}
 
 /* ---- creation ------------------------------------------------------------ */
 
@@ -177,7 +113,7 @@ static plait_status check_params(plait_model *m, const plait_model_create_args *
             return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                    "model: parameter %s of local layer %s is missing from the "
                                    "parameter set",
-                                   g->name, layer_name(m, g->layer));
+                                   g->name, plait_model_layer_name(m, g->layer));
         plait_param expect = *g;
         plait_status st = plait_param_apply_shard(&expect, &args->plan->shards[gi]);
         if (st != PLAIT_OK) return plait_wrap_error(st, "model");
@@ -406,7 +342,7 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
     if (s->weight_due && s->weight_due[layer])
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "model: forward of layer %s in slot %d before the weight half of its last backward",
-                               layer_name(m, layer), (int)slot);
+                               plait_model_layer_name(m, layer), (int)slot);
     if ((st = bf16_weights_refresh(m, layer)) != PLAIT_OK) return st;
     const int32_t L = m->desc->n_layer;
     if (layer == 0) return plait_gpt_embedding_forward(m, s);
@@ -458,11 +394,11 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
     if (part != BWD_ALL && !m->split)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "model: the %s of layer %s needs a model laid out for a split backward",
-                               what[part], layer_name(m, layer));
+                               what[part], plait_model_layer_name(m, layer));
     int due = s->weight_due ? s->weight_due[layer] : 0;
     if (part == BWD_WEIGHT ? !due : due)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: %s of layer %s in slot %d %s", what[part],
-                               layer_name(m, layer), (int)slot,
+                               plait_model_layer_name(m, layer), (int)slot,
                                due ? "while its weight half is still due" : "before its input half");
     const int32_t L = m->desc->n_layer;
     if (layer == 0) {

@@ -201,7 +201,7 @@ int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS);
  * output is bf16 (c_attn, c_fc). The model keeps each such local tensor,
  * its numel rounded up to 8, in the copy (plait_model_weight_copy_bytes). */
 int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi);
-/* The bf16 head's chunks (gpt_bf16.c): under bf16 activations the head
+/* The bf16 head's chunks (model_slots.c; gpt_bf16.c runs them): under bf16 activations the head
  * computes its logits `rows` rows at a time into the backward scratch,
  * after ln_f's output, where `room` floats follow it (the scratch's
  * bf16 gradients but the first). Rows fill the room, a multiple of 8 (so

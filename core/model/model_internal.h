@@ -1,6 +1,6 @@
 /*
- * Shared by the model's files (model_desc.c, param_init.c, shard.c, model*.c, gpt_layers.c,
- * mlp.c): the description's indices and the executable model's state.
+ * Shared by the model's files (core/model/LAYERS lists them, lowest
+ * first): the description's indices and the executable model's state.
  *
  * Not thread-safe: one thread drives a model (the kernels it calls use
  * the math thread pool themselves).
@@ -256,6 +256,11 @@ half_bf16 plait_model_half_bf16(const plait_model *m, int32_t layer, int first_b
 const plait_bf16 *plait_model_head_bf16(const plait_model *m);
 
 plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *what, int32_t layer);
+/* The layer's name ("h.3"), for messages. */
+const char *plait_model_layer_name(const plait_model *m, int32_t layer);
+/* The error for global parameter gi found without its `part` while layer
+ * `layer` runs (PLAIT_ERR_INVALID_ARG, the message naming both). */
+plait_status plait_model_param_missing(const plait_model *m, int32_t gi, int32_t layer, param_part part);
 /* Copy n floats from src to dst unless they are the same buffer (the
  * weight half's inputs: kept in the slot under a split backward, read in
  * place from the scratch in one pass). */
@@ -313,7 +318,8 @@ plait_status plait_bf16_head_backward(plait_model *m, model_slot *s, bwd_part pa
 /* The fused attention's scratch, allocated with the first slot (model_slots.c). */
 plait_status plait_model_att_scratch(plait_model *m);
 
-/* ---- recompute (recompute.c) ----------------------------------------------- */
+/* ---- recompute (recompute_keep.c: what a mode keeps, the shared buffers;
+ * recompute.c: the refill before a backward) ---------------------------- */
 
 /* Floats of the shared recompute buffers for the model's mode (0 for
  * none); a part stored in bf16 (bf16 activations) takes half as many. */

@@ -249,6 +249,22 @@ plait_status plait_model_att_scratch(plait_model *m) {
     return PLAIT_OK;
 }
 
+/* How many rows of logits a chunk of the bf16 head takes (gpt_bf16.c says
+ * why the head runs in chunks): pure arithmetic on the scratch's room, so
+ * the slots' sizes, the head and the cost model agree. */
+int64_t plait_model_head_rows(int64_t BT, int64_t Vl, size_t room, size_t *extra) {
+    const int64_t least = BT < PLAIT_HEAD_MIN_ROWS ? BT : PLAIT_HEAD_MIN_ROWS;
+    int64_t fit = (int64_t)(room * 2 / (size_t)Vl) / 8 * 8;
+    if (fit > BT) fit = BT;
+    if (fit < least) fit = least;
+    const size_t need = ((size_t)(fit * Vl) + 1) / 2;
+    if (extra) *extra = need > room ? need - room : 0;
+    if (fit == BT) return BT;
+    /* as even as multiples of 8 allow: never more than fit, which is one */
+    const int64_t chunks = (BT + fit - 1) / fit;
+    return ((BT + chunks - 1) / chunks + 7) / 8 * 8;
+}
+
 size_t plait_model_head_room(const plait_model *m) {
     const int64_t BT = m->B * m->T;
     return align_up((size_t)(BT * m->Fl + 1) / 2) + align_up((size_t)(BT * m->Cl + 1) / 2) +

@@ -16,9 +16,10 @@
  *              backward reruns the block's forward up to the GELU (c_proj
  *              of the MLP is not needed) before differentiating it.
  *
- * Dropped parts live in one set of buffers shared by every block and slot:
- * the forward writes them as scratch, and plait_recompute_block() refills
- * them right before the block's backward. Under bf16 activations the parts
+ * Dropped parts live in one set of buffers shared by every block and slot
+ * (recompute_keep.c says which parts each mode drops and lays the buffers
+ * out): the forward writes them as scratch, and plait_recompute_block()
+ * refills them right before the block's backward. Under bf16 activations the parts
  * the products read and write (block_acts_bf16) are bf16 there as in a
  * slot, and the refill runs the bf16 bodies (gpt_bf16.c) with the weights'
  * bf16 copy the forward read: a backward never makes it again, and the
@@ -30,114 +31,7 @@
  * gpt_bf16.c). Under tensor parallelism a full recompute repeats the
  * all-reduce after attn.c_proj (Megatron does the same; counted in tp_bytes).
  */
-#include <stddef.h>
-
 #include "model/model_internal.h"
-#include "runtime/error.h"
-
-#define ALIGN_FLOATS 16
-
-static size_t align_up(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS; }
-
-/* The parts of a block's acts: the float32 pointer, and the bf16 one that
- * holds the part under bf16 activations (NO_BF16: float32 there too);
- * gpt_only parts are absent from the MLP arch. */
-#define NO_BF16 ((size_t)-1)
-typedef struct part {
-    size_t field, bf_field;
-    int gpt_only;
-    int selective; /* dropped by selective too */
-} part;
-
-#define F32(f) offsetof(block_acts, f), NO_BF16
-#define BF16(f) offsetof(block_acts, f), offsetof(block_acts, bf.f)
-static const part parts[] = {
-    {BF16(ln1), 1, 0},      {F32(ln1_mean), 1, 0}, {F32(ln1_rstd), 1, 0}, {BF16(qkv), 1, 0},
-    {F32(att), 1, 1},       {BF16(atty), 1, 0},    {F32(res2), 1, 0},     {BF16(ln2), 0, 0},
-    {F32(ln2_mean), 0, 0},  {F32(ln2_rstd), 0, 0}, {BF16(fch), 0, 0},     {BF16(fcg), 0, 1},
-    {F32(lse), 1, 0},
-};
-#undef BF16
-#undef F32
-#define N_PARTS (sizeof parts / sizeof parts[0])
-
-static const part *find_part(size_t field) {
-    for (size_t i = 0; i < N_PARTS; i++)
-        if (parts[i].field == field) return &parts[i];
-    return NULL;
-}
-
-/* Elements of a part (of its bf16 form or its float32 one: the same count). */
-static size_t part_elems(const plait_model *m, size_t field) {
-    const int64_t BT = m->B * m->T, C = m->C;
-    if (field == offsetof(block_acts, ln1) || field == offsetof(block_acts, res2) ||
-        field == offsetof(block_acts, ln2))
-        return (size_t)(BT * C);
-    if (field == offsetof(block_acts, qkv)) return (size_t)(BT * 3 * m->Cl);
-    /* a model has the probabilities or, with fused attention, the rows' log-sum-exp */
-    if (field == offsetof(block_acts, att)) return m->fused_attn ? 0 : (size_t)(m->B * m->NHl * m->T * m->T);
-    if (field == offsetof(block_acts, lse)) return m->fused_attn ? (size_t)(m->B * m->NHl * m->T) : 0;
-    if (field == offsetof(block_acts, atty)) return (size_t)(BT * m->Cl);
-    if (field == offsetof(block_acts, fch) || field == offsetof(block_acts, fcg))
-        return (size_t)(BT * m->Fl);
-    return (size_t)BT; /* means and reciprocal deviations */
-}
-
-static int part_bf16(const plait_model *m, const part *p) { return m->bf16 && p->bf_field != NO_BF16; }
-
-/* Floats a part takes, aligned: a bf16 part two elements a float. */
-static size_t part_floats(const plait_model *m, const part *p) {
-    const size_t n = part_elems(m, p->field);
-    return align_up(part_bf16(m, p) ? (n + 1) / 2 : n);
-}
-
-/* Points part p of `a` at `at`, in the part's type. */
-static void part_point(const plait_model *m, const part *p, block_acts *a, float *at) {
-    if (part_bf16(m, p)) *(plait_bf16 **)(void *)((char *)a + p->bf_field) = (plait_bf16 *)(void *)at;
-    else *(float **)(void *)((char *)a + p->field) = at;
-}
-
-/* Where part p of `a` points (as floats: the start of its buffer). */
-static float *part_at(const plait_model *m, const part *p, block_acts *a) {
-    if (part_bf16(m, p)) return (float *)(void *)*(plait_bf16 **)(void *)((char *)a + p->bf_field);
-    return *(float **)(void *)((char *)a + p->field);
-}
-
-static int dropped(const plait_model *m, const part *p) {
-    if (p->gpt_only && !m->desc->is_gpt) return 0;
-    if (part_elems(m, p->field) == 0) return 0; /* a part this model does not have */
-    switch (m->desc->recompute) {
-    case PLAIT_RECOMPUTE_FULL: return 1;
-    case PLAIT_RECOMPUTE_SELECTIVE: return p->selective;
-    default: return 0;
-    }
-}
-
-int plait_recompute_keeps(const plait_model *m, size_t which) {
-    const part *p = find_part(which);
-    return !p || !dropped(m, p);
-}
-
-size_t plait_recompute_floats(const plait_model *m) {
-    size_t n = 0;
-    for (size_t i = 0; i < N_PARTS; i++)
-        if (dropped(m, &parts[i])) n += part_floats(m, &parts[i]);
-    return n;
-}
-
-void plait_recompute_carve(plait_model *m, float *base) {
-    size_t off = 0;
-    for (size_t i = 0; i < N_PARTS; i++) {
-        if (!dropped(m, &parts[i])) continue;
-        part_point(m, &parts[i], &m->rc, base + off);
-        off += part_floats(m, &parts[i]);
-    }
-}
-
-void plait_recompute_share(plait_model *m, block_acts *a) {
-    for (size_t i = 0; i < N_PARTS; i++)
-        if (dropped(m, &parts[i])) part_point(m, &parts[i], a, part_at(m, &parts[i], &m->rc));
-}
 
 /* Under bf16 activations (a one-pass backward): the bf16 bodies' forward,
  * with the bf16 weight copies the block's forward read. */
