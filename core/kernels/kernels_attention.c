@@ -14,6 +14,10 @@
  * backward recomputes the tile's probabilities from it, exp(s − lse), and
  * accumulates dK and dV over the row tiles in order.
  *
+ * The fused entries also take grouped-query attention (NKV key/value
+ * heads shared by NH query heads, qkv's rows [q | k | v] then NH + 2·NKV
+ * heads wide); with NKV = NH they are the entries above.
+ *
  * Shapes: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS..;
  * out[B,T,NH·HS]; att[B,NH,T,T] softmax probabilities (zeros above the
  * diagonal); lse[B,NH,T].
@@ -195,71 +199,107 @@ PLAIT_SIMD_CLONES static void softmax_tile_grad(float *p, float *g, const float 
 typedef struct fused_job {
     float *out, *lse, *scratch, *dqkv;
     const float *qkv, *dout, *lse_in;
-    int64_t B, T, NH, HS;
+    int64_t B, T, NH, NKV, HS;
 } fused_job;
 
-/* The forward of one item: the unfused forward's products and softmax on
- * the tile's rows (so `out` gets its bits), and lse = max + log Σ. */
+/* Where query head h's q, k and v start in row 0 of batch b: a row is
+ * [q of NH heads | k of NKV | v of NKV], head h reading key/value head
+ * h / (NH/NKV); W is the row's width. */
+typedef struct head_at {
+    int64_t q, k, v, W;
+} head_at;
+
+static head_at head_columns(const fused_job *j, int64_t b, int64_t h) {
+    const int64_t HS = j->HS, W = (j->NH + 2 * j->NKV) * HS, kv = h / (j->NH / j->NKV);
+    const int64_t row0 = b * j->T * W;
+    return (head_at){.q = row0 + h * HS, .k = row0 + (j->NH + kv) * HS, .v = row0 + (j->NH + j->NKV + kv) * HS,
+                     .W = W};
+}
+
+/* The forward of one item (a batch and query head): the unfused forward's
+ * products and softmax on the tile's rows (so `out` gets its bits), and
+ * lse = max + log Σ. */
 static void fused_forward_item(void *vj, int64_t item) {
     const fused_job *j = vj;
     const int64_t T = j->T, HS = j->HS, NH = j->NH;
     const int64_t b = item / NH, h = item % NH;
-    const int64_t Cl = NH * HS, C3 = 3 * Cl;
-    const float *q = j->qkv + b * T * C3 + h * HS, *k = q + Cl, *v = q + 2 * Cl;
+    const int64_t Cl = NH * HS;
+    const head_at at = head_columns(j, b, h);
+    const int64_t W = at.W;
+    const float *q = j->qkv + at.q, *k = j->qkv + at.k, *v = j->qkv + at.v;
     float *s = j->scratch + (size_t)item * fused_item_floats(T), *lse = j->lse + item * T;
     float *out = j->out + b * T * Cl + h * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
         int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T;
-        plait_k_blas_gemm(0, 1, i1 - i0, i1, HS, scale, q + i0 * C3, C3, k, C3, 0.0f, s, T);
+        plait_k_blas_gemm(0, 1, i1 - i0, i1, HS, scale, q + i0 * W, W, k, W, 0.0f, s, T);
         softmax_tile_lse(s, lse, i0, i1, T);
-        plait_k_blas_gemm(0, 0, i1 - i0, HS, i1, 1.0f, s, T, v, C3, 0.0f, out + i0 * Cl, Cl);
+        plait_k_blas_gemm(0, 0, i1 - i0, HS, i1, 1.0f, s, T, v, W, 0.0f, out + i0 * Cl, Cl);
     }
+}
+
+void plait_k_attention_gqa_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
+                                   int64_t NH, int64_t NKV, int64_t HS) {
+    plait_kernels_ensure_init();
+    fused_job j = {.out = out, .lse = lse, .scratch = scratch, .qkv = qkv, .B = B, .T = T, .NH = NH, .NKV = NKV,
+                   .HS = HS};
+    plait_pool_run(B * NH, fused_forward_item, &j);
 }
 
 void plait_k_attention_fused_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
                                      int64_t NH, int64_t HS) {
-    plait_kernels_ensure_init();
-    fused_job j = {.out = out, .lse = lse, .scratch = scratch, .qkv = qkv, .B = B, .T = T, .NH = NH, .HS = HS};
-    plait_pool_run(B * NH, fused_forward_item, &j);
+    plait_k_attention_gqa_forward(out, lse, scratch, qkv, B, T, NH, NH, HS);
 }
 
-/* The backward of one item, row tile by row tile: P = exp(S − lse) and
+/* The backward of one item (a batch and key/value head), for each query
+ * head of its group in order, row tile by row tile: P = exp(S − lse) and
  * dP = dO·Vᵀ for the tile's rows over keys 0..i1, dS = P(dP − Σ_j P·dP)
  * (the row's full dot: every key of the row is in the tile), dQ = dS·K
  * for the tile's rows, and dV += Pᵀ·dO, dK += dSᵀ·Q over the keys the
- * tile sees (row tiles in order). */
+ * tile sees. One item owns its key/value head's dK and dV, so the sum
+ * over the group's heads has one order whatever the threads. */
 static void fused_backward_item(void *vj, int64_t item) {
     const fused_job *j = vj;
-    const int64_t T = j->T, HS = j->HS, NH = j->NH;
-    const int64_t b = item / NH, h = item % NH;
-    const int64_t Cl = NH * HS, C3 = 3 * Cl;
-    const float *q = j->qkv + b * T * C3 + h * HS, *k = q + Cl, *v = q + 2 * Cl;
-    const float *dout = j->dout + b * T * Cl + h * HS, *lse = j->lse_in + item * T;
-    float *dq = j->dqkv + b * T * C3 + h * HS, *dk = dq + Cl, *dv = dq + 2 * Cl;
+    const int64_t T = j->T, HS = j->HS, NH = j->NH, NKV = j->NKV, G = NH / NKV;
+    const int64_t b = item / NKV, kv = item % NKV;
+    const int64_t Cl = NH * HS;
     float *p = j->scratch + (size_t)item * fused_item_floats(T), *g = p + ATT_TILE * T;
     const float scale = 1.0f / sqrtf((float)HS);
-    for (int64_t t = 0; t < T; t++) {
-        memset(dk + t * C3, 0, (size_t)HS * sizeof *dk);
-        memset(dv + t * C3, 0, (size_t)HS * sizeof *dv);
+    for (int64_t h = kv * G; h < (kv + 1) * G; h++) {
+        const head_at at = head_columns(j, b, h);
+        const int64_t W = at.W;
+        const float *q = j->qkv + at.q, *k = j->qkv + at.k, *v = j->qkv + at.v;
+        const float *dout = j->dout + b * T * Cl + h * HS, *lse = j->lse_in + (b * NH + h) * T;
+        float *dq = j->dqkv + at.q, *dk = j->dqkv + at.k, *dv = j->dqkv + at.v;
+        if (h == kv * G)
+            for (int64_t t = 0; t < T; t++) {
+                memset(dk + t * W, 0, (size_t)HS * sizeof *dk);
+                memset(dv + t * W, 0, (size_t)HS * sizeof *dv);
+            }
+        for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
+            const int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T, rows = i1 - i0;
+            plait_k_blas_gemm(0, 1, rows, i1, HS, scale, q + i0 * W, W, k, W, 0.0f, p, T);
+            plait_k_blas_gemm(0, 1, rows, i1, HS, 1.0f, dout + i0 * Cl, Cl, v, W, 0.0f, g, T);
+            softmax_tile_grad(p, g, lse, i0, i1, T);
+            plait_k_blas_gemm(0, 0, rows, HS, i1, scale, g, T, k, W, 0.0f, dq + i0 * W, W);
+            plait_k_blas_gemm(1, 0, i1, HS, rows, 1.0f, p, T, dout + i0 * Cl, Cl, 1.0f, dv, W);
+            plait_k_blas_gemm(1, 0, i1, HS, rows, scale, g, T, q + i0 * W, W, 1.0f, dk, W);
+        }
     }
-    for (int64_t i0 = 0; i0 < T; i0 += ATT_TILE) {
-        const int64_t i1 = i0 + ATT_TILE < T ? i0 + ATT_TILE : T, rows = i1 - i0;
-        plait_k_blas_gemm(0, 1, rows, i1, HS, scale, q + i0 * C3, C3, k, C3, 0.0f, p, T);
-        plait_k_blas_gemm(0, 1, rows, i1, HS, 1.0f, dout + i0 * Cl, Cl, v, C3, 0.0f, g, T);
-        softmax_tile_grad(p, g, lse, i0, i1, T);
-        plait_k_blas_gemm(0, 0, rows, HS, i1, scale, g, T, k, C3, 0.0f, dq + i0 * C3, C3);
-        plait_k_blas_gemm(1, 0, i1, HS, rows, 1.0f, p, T, dout + i0 * Cl, Cl, 1.0f, dv, C3);
-        plait_k_blas_gemm(1, 0, i1, HS, rows, scale, g, T, q + i0 * C3, C3, 1.0f, dk, C3);
-    }
+}
+
+void plait_k_attention_gqa_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                    const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
+                                    int64_t NKV, int64_t HS) {
+    (void)out; /* the row's Σ_j P·dP stands for dout·out: each row tile holds the whole row */
+    plait_kernels_ensure_init();
+    fused_job j = {.dqkv = dqkv, .scratch = scratch, .qkv = qkv, .dout = dout, .lse_in = lse, .B = B, .T = T,
+                   .NH = NH, .NKV = NKV, .HS = HS};
+    plait_pool_run(B * NKV, fused_backward_item, &j);
 }
 
 void plait_k_attention_fused_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                                       const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
                                       int64_t HS) {
-    (void)out; /* the row's Σ_j P·dP stands for dout·out: each row tile holds the whole row */
-    plait_kernels_ensure_init();
-    fused_job j = {.dqkv = dqkv, .scratch = scratch, .qkv = qkv, .dout = dout, .lse_in = lse, .B = B, .T = T,
-                   .NH = NH, .HS = HS};
-    plait_pool_run(B * NH, fused_backward_item, &j);
+    plait_k_attention_gqa_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, NH, HS);
 }

@@ -61,6 +61,13 @@ static const plait_kernels g_table = {
     .layernorm_backward_fused = plait_k_layernorm_backward_fused,
     .matmul_forward_gelu = plait_k_matmul_forward_gelu,
     .matmul_backward_gelu = plait_k_matmul_backward_gelu,
+    .rmsnorm_forward = plait_k_rmsnorm_forward,
+    .rmsnorm_backward = plait_k_rmsnorm_backward,
+    .rope = plait_k_rope,
+    .swiglu_forward = plait_k_swiglu_forward,
+    .swiglu_backward = plait_k_swiglu_backward,
+    .attention_gqa_forward = plait_k_attention_gqa_forward,
+    .attention_gqa_backward = plait_k_attention_gqa_backward,
 };
 
 const plait_kernels *plait_kernels_table(void) { return &g_table; }

@@ -426,7 +426,54 @@ typedef struct plait_kernels {
                                                float *dbias, const plait_bf16 *dout, const float *inp,
                                                const float *weight, const float *mean, const float *rstd, int64_t BT,
                                                int64_t C);
+
+    /* --- ABI 1.10: what a Llama-family decoder runs --------------------
+     * Optional, all or none (PLAIT_KERNELS_HAS_LLAMA), float32 like the
+     * entries of 1.0-1.7; same conventions (device memory, no atomics:
+     * the same inputs give the same bits). */
+    /* RMSNorm over C: rstd[r] = 1/sqrt(mean(x²) + eps), out = x·rstd·weight
+     * (rstd may be NULL: not kept). */
+    void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *weight, int64_t BT, int64_t C,
+                            float eps);
+    /* dinp = dres + the input gradient (dres may equal dinp: it
+     * accumulates; NULL: dinp overwritten), dweight += Σ_r dout·x·rstd
+     * (NULL: not computed). dinp may be NULL (weight then not read): the
+     * two parts in separate calls give one call's bits. */
+    void (*rmsnorm_backward)(float *dinp, const float *dres, float *dweight, const float *dout, const float *inp,
+                             const float *weight, const float *rstd, int64_t BT, int64_t C);
+    /* Rotary positions, in place, Hugging Face's half-rotation: heads
+     * 0..n_heads-1 of each row of x[B,T,row_stride] (head h at columns
+     * h·HS; q and k heads side by side in one call), each pair (i, i+HS/2)
+     * of a head at its token t rotated by the angle whose cos and sin are
+     * cs[t,i] and cs[T·HS/2 + t,i] (cs: [2,T,HS/2], the caller's, computed
+     * in float32 from each token's position in its sequence). inverse
+     * rotates by minus the angle: the backward of the rotation. */
+    void (*rope)(float *x, const float *cs, int64_t B, int64_t T, int64_t row_stride, int64_t n_heads, int64_t HS,
+                 int inverse);
+    /* SwiGLU's gate: out[i] = silu(gate[i])·up[i] (out may equal up), and
+     * its backward dgate[i], dup[i] (overwritten; dup may equal dout). */
+    void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
+    void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                            size_t n);
+    /* attention_fused_forward/_backward with grouped-query attention:
+     * qkv[B,T,(NH+2·NKV)·HS] = [q of NH heads | k of NKV | v of NKV], query
+     * head h reading key/value head h / (NH/NKV) (NKV divides NH; NKV = 1
+     * is multi-query, NKV = NH the entries above, bit for bit); out
+     * [B,T,NH·HS], lse[B,NH,T]. dqkv is overwritten, each key/value head's
+     * gradient summed over its query heads in head order, without K and V
+     * expanded in memory. attention_fused_scratch(B, T, NH, HS) serves. */
+    void (*attention_gqa_forward)(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
+                                  int64_t NH, int64_t NKV, int64_t HS);
+    void (*attention_gqa_backward)(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                   const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
+                                   int64_t NKV, int64_t HS);
 } plait_kernels;
+
+/* 1 if table k has the Llama family's entries (ABI 1.10), every one. */
+#define PLAIT_KERNELS_HAS_LLAMA(k)                                                                            \
+    ((k)->struct_size >= offsetof(plait_kernels, attention_gqa_backward) + sizeof((k)->attention_gqa_backward) && \
+     (k)->rmsnorm_forward && (k)->rmsnorm_backward && (k)->rope && (k)->swiglu_forward &&                    \
+     (k)->swiglu_backward && (k)->attention_gqa_forward && (k)->attention_gqa_backward)
 
 /* 1 if table k has the optimizer step's entries of ABI 1.7. */
 #define PLAIT_KERNELS_HAS_DEVICE_STEP(k)                                                              \
