@@ -18,7 +18,7 @@
 
 static const char *const resume_choices[] = {"no", "auto", "yes", NULL};
 static const char *const progress_choices[] = {"auto", "tty", "plain", "off", NULL};
-static const char *const arch_choices[] = {"gpt", "mlp", NULL};
+static const char *const arch_choices[] = {"gpt", "mlp", "llama", NULL};
 static const char *const recompute_choices[] = {"none", "selective", "full", NULL};
 static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
@@ -91,12 +91,26 @@ static const plait_key_decl run_keys[] = {
 };
 
 static const plait_key_decl model_keys[] = {
-    KEY("arch", E, "gpt", 1, 0, arch_choices, SAME, "model: gpt (GPT-2 decoder) or mlp (small test model)"),
+    KEY("arch", E, "gpt", 1, 0, arch_choices, SAME,
+        "model: gpt (GPT-2 decoder), llama (Llama-family decoder: RMSNorm, rotary positions, SwiGLU, "
+        "grouped-query attention, untied head) or mlp (small test model)"),
     KEY("n_layer", I, "4", 1, 4096, NULL, SAME, "transformer blocks (mlp: hidden layers)"),
     KEY("n_head", I, "4", 1, 1024, NULL, SAME, "attention heads per block"),
     KEY("n_embd", I, "128", 1, 65536, NULL, SAME, "embedding width (must be a multiple of n_head)"),
     KEY("block_size", I, "128", 1, 1048576, NULL, SAME, "sequence length (context) in tokens"),
     KEY("vocab_size", I, "256", 2, 10000000, NULL, SAME, "vocabulary size (256 = bytes)"),
+    KEY("n_kv_head", I, "0", 0, 1024, NULL, SAME,
+        "llama: key/value heads of grouped-query attention, dividing n_head (1 = multi-query; 0 = n_head)"),
+    KEY("ffn_hidden", I, "0", 0, 1048576, NULL, SAME,
+        "llama: the SwiGLU MLP's width (0 = Llama's rule: 8/3 n_embd, times ffn_multiplier, rounded up to "
+        "a multiple of multiple_of)"),
+    KEY("multiple_of", I, "256", 1, 65536, NULL, SAME, "llama: ffn_hidden's rule rounds up to a multiple of this"),
+    KEY("ffn_multiplier", F, "1", 0.01, 100, NULL, SAME, "llama: ffn_hidden's rule scales 8/3 n_embd by this"),
+    KEY("norm_eps", F, "1e-5", 1e-12, 1, NULL, SAME, "llama: RMSNorm's epsilon"),
+    KEY("rope_theta", F, "10000", 1e-300, 1e300, NULL, SAME,
+        "llama: the base of the rotary positions' frequencies (Llama 3: 500000); must be above 0"),
+    KEY("tie_embeddings", B, "false", 1, 0, NULL, SAME,
+        "llama: the output head shares the token embedding's weights (gpt always does)"),
     KEY("recompute", E, "none", 1, 0, recompute_choices, SAME,
         "activation checkpointing: none (keep every activation), selective (recompute the attention "
         "probabilities and the GELU in backward), full (keep only each block's input, rerun its forward)"),

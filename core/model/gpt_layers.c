@@ -157,7 +157,6 @@ plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t
 
 plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
     const plait_model_desc *d = m->desc;
-    const int32_t layer = d->n_layer + 1;
     const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
     head_params p;
     plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
@@ -165,6 +164,13 @@ plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
     m->k->layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], p.ln_w, p.ln_b,
                               BT, C);
     m->k->matmul_forward(s->logits, s->lnf, p.w, NULL, BT, C, Vl);
+    return plait_head_loss(m, s);
+}
+
+plait_status plait_head_loss(plait_model *m, model_slot *s) {
+    const int32_t layer = m->desc->n_layer + 1;
+    const int64_t BT = m->B * m->T, Vl = m->Vl;
+    plait_status st;
     s->has_logits = 1;
     s->has_dlogits = 0;
     s->has_loss = 0;
@@ -205,6 +211,21 @@ plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
     return PLAIT_OK;
 }
 
+plait_status plait_head_dlogits(plait_model *m, model_slot *s) {
+    if (!s->has_loss || !(s->has_logits || s->has_dlogits))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: backward of the head needs a forward with targets since "
+                               "the last backward of this slot");
+    /* the logits become their gradient, in place (unless the fused loss of
+     * the forward did it) */
+    if (!s->has_dlogits)
+        m->k->crossentropy_backward(s->logits, s->logits, s->lse, s->targets, m->vocab_start, m->B * m->T, m->Vl,
+                                    m->vocab_valid, m->loss_scale);
+    s->has_logits = 0;
+    s->has_dlogits = 0;
+    return PLAIT_OK;
+}
+
 /* The input half turns the logits into their gradient (in place, kept in
  * the slot for the weight half), leaves d(ln_f's output), TP-reduced, in
  * dln (the scratch, or the slot's stash) and d(input) in the gradient
@@ -214,20 +235,10 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
     const int32_t layer = d->n_layer + 1;
     const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
     if (part & BWD_INPUT) {
-        if (!s->has_loss || !(s->has_logits || s->has_dlogits))
-            return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                                   "model: backward of the head needs a forward with targets since "
-                                   "the last backward of this slot");
         head_params p;
-        plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
+        plait_status st = plait_head_dlogits(m, s);
+        if (st == PLAIT_OK) st = plait_model_head_params(m, PARAM_DATA, &p);
         if (st != PLAIT_OK) return st;
-        /* the logits become their gradient, in place (unless the fused
-         * loss of the forward did it) */
-        if (!s->has_dlogits)
-            m->k->crossentropy_backward(s->logits, s->logits, s->lse, s->targets, m->vocab_start, BT, Vl,
-                                        m->vocab_valid, m->loss_scale);
-        s->has_logits = 0;
-        s->has_dlogits = 0;
         /* in one pass the weight gradient from the same call (the logits'
          * gradient read and converted once) */
         head_params dp = {0};

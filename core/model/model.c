@@ -92,6 +92,45 @@ void plait_model_weights_changed(plait_model *m) { m->weights_epoch++; }
 
 /* ---- creation ------------------------------------------------------------ */
 
+/* What the llama arch needs that the gpt arch's paths have and its own do
+ * not yet, refused naming the reason; then the rotary angles' table. */
+static plait_status llama_setup(plait_model *m, const plait_model_create_args *args) {
+    const char *missing = !PLAIT_KERNELS_HAS_LLAMA(m->k) ? "the device's kernel table has no Llama kernels (ABI 1.10: "
+                                                           "RMSNorm, rotary positions, SwiGLU, grouped-query "
+                                                           "attention); the cpu device has them"
+                          : m->tp_ops                  ? "tensor parallelism ([parallel] tp > 1) is not supported "
+                                                           "for it yet; use dp, pp or ZeRO"
+                          : args->split_backward       ? "a split backward (the zb1 schedule) is not supported for "
+                                                           "it yet; use gpipe, 1f1b or interleaved"
+                          : m->desc->recompute != PLAIT_RECOMPUTE_NONE
+                              ? "[model] recompute other than none is not supported for it yet"
+                              : NULL;
+    if (missing)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "model: arch llama: %s", missing);
+    /* cos and sin of each token's angle at each frequency, in float32
+     * whatever the run's precision, as Hugging Face computes them:
+     * inv_freq_i = 1 / theta^(2i/HS), angle = position · inv_freq_i */
+    const int64_t T = m->T, half = m->HS / 2;
+    const size_t bytes = (size_t)(2 * T * half) * sizeof(float);
+    float *cs = malloc(bytes);
+    m->rope_cs = plait_device_alloc(bytes, "activations");
+    if (!cs || !m->rope_cs) {
+        free(cs);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: the rotary angles' table (%zu bytes)", bytes);
+    }
+    for (int64_t i = 0; i < half; i++) {
+        const float inv = 1.0f / powf((float)m->desc->rope_theta, (float)(2 * i) / (float)m->HS);
+        for (int64_t t = 0; t < T; t++) {
+            const float angle = (float)t * inv;
+            cs[t * half + i] = cosf(angle);
+            cs[T * half + t * half + i] = sinf(angle);
+        }
+    }
+    plait_status st = plait_device_copy(m->rope_cs, cs, bytes, PLAIT_COPY_TO_DEVICE);
+    free(cs);
+    return st == PLAIT_OK ? PLAIT_OK : plait_wrap_error(st, "model: uploading the rotary angles' table");
+}
+
 static plait_status check_params(plait_model *m, const plait_model_create_args *args) {
     const plait_model_desc *d = m->desc;
     const plait_param_set *ps = args->params;
@@ -176,14 +215,25 @@ static plait_status check_params(plait_model *m, const plait_model_create_args *
     return PLAIT_OK;
 }
 
+static plait_status vocab_slice(plait_model *m);
+
 static plait_status derive_sizes(plait_model *m) {
     const plait_model_desc *d = m->desc;
     m->B = d->micro_batch;
     m->T = d->block_size;
     m->C = d->n_embd;
-    m->NH = d->is_gpt ? d->n_head : 1;
-    m->HS = d->is_gpt ? m->C / m->NH : m->C;
+    const int heads = d->is_gpt || d->is_llama;
+    m->NH = heads ? d->n_head : 1;
+    m->HS = heads ? m->C / m->NH : m->C;
+    m->NKV = d->is_llama ? d->n_kv_head : m->NH;
     m->V = d->vocab_size;
+    if (d->is_llama) { /* tp is refused for it (plait_model_create) */
+        m->NHl = m->NH;
+        m->Cl = m->C;
+        m->Fl = d->ffn_hidden;
+        m->Wq = (m->NH + 2 * m->NKV) * m->HS;
+        return vocab_slice(m);
+    }
     if ((d->is_gpt && m->NH % m->tp != 0) || (4 * m->C) % m->tp != 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "model: tensor parallelism over %d ranks needs n_head (%lld) and "
@@ -192,7 +242,12 @@ static plait_status derive_sizes(plait_model *m) {
     m->NHl = m->NH / m->tp;
     m->Cl = m->NHl * m->HS;
     m->Fl = 4 * m->C / m->tp;
-    /* vocabulary slice from the token table or the head, whichever is local */
+    return vocab_slice(m);
+}
+
+/* The vocabulary slice from the token table or the head, whichever is local. */
+static plait_status vocab_slice(plait_model *m) {
+    const plait_model_desc *d = m->desc;
     m->Vl = m->V;
     m->vocab_start = 0;
     int32_t gi = m->param[d->p_wte] ? d->p_wte : m->param[d->p_lm_head] ? d->p_lm_head : -1;
@@ -242,9 +297,11 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     st = check_params(m, args);
     if (st == PLAIT_OK) st = derive_sizes(m);
     if (st != PLAIT_OK) goto fail;
+    if (desc->is_llama && (st = llama_setup(m, args)) != PLAIT_OK) goto fail;
     /* the scores of a fused attention never leave the kernels: a block
-     * keeps each row's log-sum-exp instead of B·NH·T² probabilities */
-    m->fused_attn = desc->is_gpt && PLAIT_KERNELS_HAS_FUSED_ATTENTION(m->k, m->HS);
+     * keeps each row's log-sum-exp instead of B·NH·T² probabilities (the
+     * llama arch has only the fused, grouped-query one) */
+    m->fused_attn = desc->is_llama || (desc->is_gpt && PLAIT_KERNELS_HAS_FUSED_ATTENTION(m->k, m->HS));
     m->fused_loss = PLAIT_KERNELS_HAS_FUSED_LOSS(m->k);
     m->fused_ln = PLAIT_KERNELS_HAS_FUSED_LAYERNORM(m->k);
     m->fused_gelu = PLAIT_KERNELS_HAS_FUSED_GELU(m->k);
@@ -274,6 +331,7 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->att_scratch);
     plait_device_free(m->rc_mem);
     plait_device_free(m->loss_dev);
+    plait_device_free(m->rope_cs);
     plait_device_free(m->wbf_mem);
     free(m->wbf);
     free(m->layer_epoch);
@@ -345,6 +403,10 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
                                plait_model_layer_name(m, layer), (int)slot);
     if ((st = bf16_weights_refresh(m, layer)) != PLAIT_OK) return st;
     const int32_t L = m->desc->n_layer;
+    if (m->desc->is_llama)
+        return layer == 0       ? plait_llama_embedding_forward(m, s)
+               : layer == L + 1 ? plait_llama_head_forward(m, s)
+                                : plait_llama_block_forward(m, s, layer);
     if (layer == 0) return plait_gpt_embedding_forward(m, s);
     if (layer == L + 1) return m->bf16 ? plait_bf16_head_forward(m, s) : plait_gpt_head_forward(m, s);
     const float *x = s->bound[layer - 1];
@@ -401,7 +463,11 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
                                plait_model_layer_name(m, layer), (int)slot,
                                due ? "while its weight half is still due" : "before its input half");
     const int32_t L = m->desc->n_layer;
-    if (layer == 0) {
+    if (m->desc->is_llama) /* one pass (llama_setup refuses a split backward) */
+        st = layer == 0       ? plait_llama_embedding_backward(m, s)
+             : layer == L + 1 ? plait_llama_head_backward(m, s)
+                              : plait_llama_block_backward(m, s, layer);
+    else if (layer == 0) {
         /* the embedding has no input gradient: all of it is weights */
         if (part & BWD_WEIGHT) st = plait_gpt_embedding_backward(m, s);
     } else if (layer == L + 1) {

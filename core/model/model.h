@@ -67,6 +67,8 @@ int32_t plait_model_param_index(const plait_model_desc *desc, const char *name);
 typedef struct plait_init_rule {
     uint64_t seed;     /* [run] seed */
     int32_t n_layer;   /* the model's blocks: residual projections get 0.02/sqrt(2·n_layer) */
+    int llama;         /* the llama arch's names (param_init.c) */
+    int tied;          /* llama: lm_head is a tied copy of the embedding */
 } plait_init_rule;
 
 /* The rule for a described model under `seed`. */

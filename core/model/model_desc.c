@@ -59,10 +59,10 @@ static plait_status add_param(plait_model_desc *d, const char *name, int32_t lay
         if (st_ != PLAIT_OK) return st_;                                          \
     } while (0)
 
-static plait_status build(plait_model_desc *d) {
-    const int64_t C = d->n_embd, V = d->vocab_size, T = d->block_size, L = d->n_layer;
-    const int64_t H = d->n_head;
-    const double B = d->micro_batch;
+/* The layers every architecture has: the embedding, the blocks h.0 ..,
+ * the head. */
+static plait_status name_layers(plait_model_desc *d) {
+    const int64_t L = d->n_layer;
     d->spec.n_layers = (int32_t)L + 2;
     for (int32_t i = 0; i < d->spec.n_layers; i++) {
         plait_layer *ly = &d->layers[i];
@@ -71,6 +71,30 @@ static plait_status build(plait_model_desc *d) {
         ly->name = i == 0 ? "embedding" : i == L + 1 ? "head" : keep_name(d, "h.%d", i - 1);
         if (!ly->name) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model description: out of memory");
     }
+    return PLAIT_OK;
+}
+
+/* The output projection, last parameter of every architecture's head
+ * (a tied copy of the token embedding where d->tied), the head's costs,
+ * and the model's parameter count (a tied copy counted once). */
+static plait_status add_lm_head(plait_model_desc *d) {
+    const int64_t C = d->n_embd, V = d->vocab_size, T = d->block_size;
+    const int32_t hl = d->n_layer + 1;
+    d->p_lm_head = d->spec.n_params;
+    ADD("lm_head.weight", hl, 2, V, C, PLAIT_TP_VOCAB, 1, d->tied ? PLAIT_PARAM_TIED_COPY : 0);
+    if (d->tied) d->params[d->p_lm_head].tied_to = d->p_wte;
+    d->layers[hl].flops_per_token = 2.0 * (double)(V * C);
+    d->layers[hl].activation_bytes = (size_t)((double)d->micro_batch * (double)T * (double)(C + 3 + V) * 4.0);
+    d->spec.total_numel = 0;
+    for (int32_t i = 0; i < d->spec.n_params; i++)
+        if (!plait_tied_is_copy(&d->params[i])) d->spec.total_numel += d->params[i].numel;
+    return PLAIT_OK;
+}
+
+static plait_status build(plait_model_desc *d) {
+    const int64_t C = d->n_embd, V = d->vocab_size, T = d->block_size, L = d->n_layer;
+    const int64_t H = d->n_head;
+    const double B = d->micro_batch;
     /* embedding */
     d->p_wte = d->spec.n_params;
     ADD("transformer.wte.weight", 0, 2, V, C, PLAIT_TP_VOCAB, 1, 0);
@@ -124,15 +148,87 @@ static plait_status build(plait_model_desc *d) {
     ADD("transformer.ln_f.weight", hl, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
     d->p_lnf_b = d->spec.n_params;
     ADD("transformer.ln_f.bias", hl, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
-    d->p_lm_head = d->spec.n_params;
-    ADD("lm_head.weight", hl, 2, V, C, PLAIT_TP_VOCAB, 1, PLAIT_PARAM_TIED_COPY);
-    d->params[d->p_lm_head].tied_to = d->p_wte;
-    d->layers[hl].flops_per_token = 2.0 * (double)(V * C);
-    d->layers[hl].activation_bytes = (size_t)(B * (double)T * (double)(C + 3 + V) * 4.0);
+    return add_lm_head(d);
+}
 
-    d->spec.total_numel = 0;
-    for (int32_t i = 0; i < d->spec.n_params; i++)
-        if (!plait_tied_is_copy(&d->params[i])) d->spec.total_numel += d->params[i].numel;
+/* The Llama family (Hugging Face's LlamaForCausalLM names and shapes):
+ * the token embedding, blocks of RMSNorm, q/k/v/o projections (k and v of
+ * n_kv_head heads), RMSNorm and the SwiGLU MLP (gate, up, down), no
+ * biases; then the final RMSNorm and lm_head, untied unless [model]
+ * tie_embeddings. Under tensor parallelism q, k, v, gate and up would be
+ * column-parallel and o, down row-parallel (Megatron's split; the model
+ * refuses tp for now, model.c). */
+static plait_status build_llama(plait_model_desc *d) {
+    const int64_t C = d->n_embd, V = d->vocab_size, T = d->block_size, L = d->n_layer;
+    const int64_t H = d->n_head, KV = d->n_kv_head, HS = C / H, F = d->ffn_hidden;
+    const double B = d->micro_batch;
+    d->p_wte = d->spec.n_params;
+    ADD("model.embed_tokens.weight", 0, 2, V, C, PLAIT_TP_VOCAB, 1, 0);
+    d->p_wpe = -1;
+    d->layers[0].flops_per_token = 0.0;
+    d->layers[0].activation_bytes = (size_t)(B * (double)(T * C) * 4.0);
+    for (int32_t l = 0; l < L; l++) {
+        const int32_t ly = l + 1;
+#define BLOCK_NAME(s) keep_name(d, "model.layers.%d." s, l)
+        ADD(BLOCK_NAME("input_layernorm.weight"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
+        ADD(BLOCK_NAME("self_attn.q_proj.weight"), ly, 2, H * HS, C, PLAIT_TP_COLUMN, 1, 0);
+        ADD(BLOCK_NAME("self_attn.k_proj.weight"), ly, 2, KV * HS, C, PLAIT_TP_COLUMN, 1, 0);
+        ADD(BLOCK_NAME("self_attn.v_proj.weight"), ly, 2, KV * HS, C, PLAIT_TP_COLUMN, 1, 0);
+        ADD(BLOCK_NAME("self_attn.o_proj.weight"), ly, 2, C, H * HS, PLAIT_TP_ROW, 1, 0);
+        ADD(BLOCK_NAME("post_attention_layernorm.weight"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
+        ADD(BLOCK_NAME("mlp.gate_proj.weight"), ly, 2, F, C, PLAIT_TP_COLUMN, 1, 0);
+        ADD(BLOCK_NAME("mlp.up_proj.weight"), ly, 2, F, C, PLAIT_TP_COLUMN, 1, 0);
+        ADD(BLOCK_NAME("mlp.down_proj.weight"), ly, 2, C, F, PLAIT_TP_ROW, 1, 0);
+#undef BLOCK_NAME
+        /* forward multiply-adds ×2: q and o (C·C each), k and v (C·KV·HS
+         * each), the MLP's three (C·F each); attention's QKᵀ and att·V as
+         * for the gpt arch */
+        const double proj = 2.0 * (2.0 * (double)(C * C) + 2.0 * (double)(C * KV * HS) + 3.0 * (double)(C * F));
+        d->layers[ly].flops_per_token = proj + 4.0 * (double)(T * C);
+        /* saved per token: two norms' outputs and rstd (2C+2), q, k, v
+         * (C + 2·KV·HS), the attention's output (C), the residual (C),
+         * each head's log-sum-exp (H), gate, up and SwiGLU's output (3F) */
+        const double per_token = (double)(4 * C + 2 + 2 * KV * HS + H + 3 * F);
+        d->layers[ly].activation_bytes = (size_t)(B * (double)T * per_token * 4.0);
+    }
+    const int32_t hl = (int32_t)L + 1;
+    d->p_lnf_w = d->spec.n_params;
+    ADD("model.norm.weight", hl, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
+    d->p_lnf_b = -1;
+    return add_lm_head(d);
+}
+
+/* Llama's rule for the MLP's width (Meta's reference code): 8/3 of
+ * n_embd, scaled by ffn_multiplier, rounded up to a multiple of
+ * multiple_of. */
+static int64_t llama_ffn_hidden(int64_t C, double multiplier, int64_t multiple_of) {
+    int64_t hidden = 2 * (4 * C) / 3;
+    hidden = (int64_t)(multiplier * (double)hidden);
+    return multiple_of * ((hidden + multiple_of - 1) / multiple_of);
+}
+
+/* The llama keys together, and what the kernels need of them. */
+static plait_status check_llama(const plait_config *cfg, int64_t n_head, int64_t n_embd, int64_t *kv, int64_t *ffn) {
+    *kv = plait_config_int(cfg, "model", "n_kv_head");
+    if (*kv == 0) *kv = n_head;
+    if (n_head % *kv != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[model] n_kv_head = %lld does not divide n_head = %lld: each key/value head serves "
+                               "n_head / n_kv_head query heads (allowed: a divisor of %lld; 1 is multi-query)",
+                               (long long)*kv, (long long)n_head, (long long)n_head);
+    const int64_t HS = n_embd / n_head;
+    if (HS % 2 != 0 || HS > PLAIT_ATTENTION_FUSED_MAX_HS)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[model] n_embd / n_head = %lld: the llama arch's head size must be even (rotary "
+                               "positions rotate pairs) and at most %d (its fused attention)",
+                               (long long)HS, PLAIT_ATTENTION_FUSED_MAX_HS);
+    if (plait_config_float(cfg, "model", "rope_theta") <= 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[model] rope_theta = %g: it must be above 0",
+                               plait_config_float(cfg, "model", "rope_theta"));
+    *ffn = plait_config_int(cfg, "model", "ffn_hidden");
+    if (*ffn == 0)
+        *ffn = llama_ffn_hidden(n_embd, plait_config_float(cfg, "model", "ffn_multiplier"),
+                                plait_config_int(cfg, "model", "multiple_of"));
     return PLAIT_OK;
 }
 
@@ -145,16 +241,21 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
     int64_t n_embd = plait_config_int(cfg, "model", "n_embd");
     int64_t block_size = plait_config_int(cfg, "model", "block_size");
     int64_t vocab_size = plait_config_int(cfg, "model", "vocab_size");
-    int is_gpt = strcmp(arch, "mlp") != 0;
+    const int is_llama = strcmp(arch, "llama") == 0, is_gpt = strcmp(arch, "gpt") == 0;
     if (micro_batch < 1)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "model: micro-batch of %d sequences; it must be at least 1",
                                (int)micro_batch);
-    if (is_gpt && n_embd % n_head != 0)
+    if ((is_gpt || is_llama) && n_embd % n_head != 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "[model] n_embd = %lld is not a multiple of n_head = %lld: "
                                "each head needs n_embd / n_head channels",
                                (long long)n_embd, (long long)n_head);
+    int64_t n_kv_head = 0, ffn_hidden = 0;
+    if (is_llama) {
+        plait_status st = check_llama(cfg, n_head, n_embd, &n_kv_head, &ffn_hidden);
+        if (st != PLAIT_OK) return st;
+    }
     /* every index of the largest activation must fit int64 with room to spare */
     double act = (double)micro_batch * (double)block_size *
                  ((double)n_embd * 4.0 + (double)vocab_size + (double)n_head * (double)block_size);
@@ -167,6 +268,12 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
     plait_model_desc *d = calloc(1, sizeof *d);
     if (!d) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model description: out of memory");
     d->is_gpt = is_gpt;
+    d->is_llama = is_llama;
+    d->n_kv_head = (int32_t)n_kv_head;
+    d->ffn_hidden = (int32_t)ffn_hidden;
+    d->norm_eps = (float)plait_config_float(cfg, "model", "norm_eps");
+    d->rope_theta = plait_config_float(cfg, "model", "rope_theta");
+    d->tied = !is_llama || plait_config_bool(cfg, "model", "tie_embeddings");
     const char *rc = plait_config_str(cfg, "model", "recompute");
     d->recompute = strcmp(rc, "full") == 0        ? PLAIT_RECOMPUTE_FULL
                    : strcmp(rc, "selective") == 0 ? PLAIT_RECOMPUTE_SELECTIVE
@@ -177,7 +284,7 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
     d->block_size = (int32_t)block_size;
     d->vocab_size = (int32_t)vocab_size;
     d->micro_batch = micro_batch;
-    d->params_per_block = is_gpt ? BP_COUNT : BP_MLP_COUNT;
+    d->params_per_block = is_llama ? LP_COUNT : is_gpt ? BP_COUNT : BP_MLP_COUNT;
     size_t max_params = 5 + (size_t)n_layer * BP_COUNT;
     d->layers = calloc((size_t)n_layer + 2, sizeof *d->layers);
     d->params = calloc(max_params, sizeof *d->params);
@@ -187,7 +294,7 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "model description: out of memory");
     }
     d->spec.struct_size = sizeof d->spec;
-    d->spec.arch = is_gpt ? "gpt" : "mlp";
+    d->spec.arch = is_llama ? "llama" : is_gpt ? "gpt" : "mlp";
     d->spec.n_layer = d->n_layer;
     d->spec.n_head = d->n_head;
     d->spec.n_embd = d->n_embd;
@@ -196,7 +303,8 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
     d->spec.micro_batch = micro_batch;
     d->spec.layers = d->layers;
     d->spec.params = d->params;
-    plait_status st = build(d);
+    plait_status st = name_layers(d);
+    if (st == PLAIT_OK) st = is_llama ? build_llama(d) : build(d);
     if (st != PLAIT_OK) {
         plait_model_desc_free(d);
         return st;

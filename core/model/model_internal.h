@@ -19,6 +19,13 @@ enum {
     BP_LN2_W, BP_LN2_B, BP_FC_W, BP_FC_B, BP_MPROJ_W, BP_MPROJ_B,
     BP_COUNT
 };
+/* Parameters of one Llama block, in Hugging Face's order (indices
+ * relative to the block's first parameter). */
+enum {
+    LP_ATTN_NORM, LP_Q, LP_K, LP_V, LP_O, LP_MLP_NORM, LP_GATE, LP_UP, LP_DOWN,
+    LP_COUNT
+};
+
 /* First MLP-part parameter, and the MLP arch's count per block. */
 #define BP_MLP_FIRST BP_LN2_W
 #define BP_MLP_COUNT (BP_COUNT - BP_MLP_FIRST)
@@ -32,7 +39,14 @@ typedef enum plait_recompute {
 
 struct plait_model_desc {
     plait_model_spec spec;
-    int is_gpt;                  /* 0 = mlp arch */
+    int is_gpt;                  /* the gpt arch (0: mlp or llama) */
+    int is_llama;                /* the llama arch */
+    /* llama: key/value heads, the SwiGLU width, RMSNorm's eps, the
+     * rotary base, and whether lm_head is a tied copy of the embedding */
+    int32_t n_kv_head, ffn_hidden;
+    float norm_eps;
+    double rope_theta;
+    int tied;
     plait_recompute recompute;
     int32_t n_layer, n_head, n_embd, block_size, vocab_size, micro_batch;
     plait_layer *layers;
@@ -49,6 +63,11 @@ struct plait_model_desc {
 static inline int32_t desc_block_param(const plait_model_desc *d, int32_t l, int bp) {
     int first = d->is_gpt ? 0 : BP_MLP_FIRST;
     return 2 + l * d->params_per_block + (bp - first);
+}
+
+/* Global index of Llama block `l`'s parameter `lp` (an LP_* value). */
+static inline int32_t desc_llama_param(const plait_model_desc *d, int32_t l, int lp) {
+    return d->p_wte + 1 + l * LP_COUNT + lp;
 }
 
 /* Global flat index (row-major over the unpadded global shape) of local
@@ -79,7 +98,8 @@ typedef struct block_acts {
     float *qkv, *att, *atty, *res2;
     float *lse; /* fused attention: each row's log-sum-exp [B,NHl,T] (att is then NULL) */
     float *ln2, *ln2_mean, *ln2_rstd; /* MLP half */
-    float *fch, *fcg;                 /* c_fc output, and after GELU */
+    float *fch, *fcg;                 /* c_fc output, and after GELU; llama: gate_proj's and up_proj's */
+    float *swi;                       /* llama: SwiGLU's output, down_proj's input */
 } block_acts;
 
 /* Which part of a layer's backward to run (plait_model_backward_input /
@@ -164,6 +184,8 @@ struct plait_model {
     int64_t B, T, C, NH, HS, V;
     int32_t tp, tp_rank;
     int64_t NHl, Cl, Fl;              /* local heads, attention width, MLP width */
+    int64_t NKV, Wq;                  /* llama: key/value heads, a row of q, k and v ((NH + 2·NKV)·HS) */
+    float *rope_cs;                   /* llama: the rotary angles' cos and sin [2,T,HS/2] (device memory) */
     int64_t Vl, vocab_start, vocab_valid; /* local vocabulary rows */
     float loss_scale;
     int32_t max_slots;
@@ -208,6 +230,7 @@ struct plait_model {
     float *scratch;
     size_t scratch_bytes;
     float *s_dln, *s_dfc, *s_datty, *s_dqkv, *s_datt, *s_rows;
+    float *s_dgate;                   /* llama: gate_proj's output gradient [BT,Fl] */
     /* the fused attention's scratch (forward and backward, every layer),
      * allocated with the first slot; under fused attention s_datt points here */
     float *att_scratch;
@@ -251,6 +274,10 @@ plait_status plait_model_embedding_params(plait_model *m, param_part part, embed
 plait_status plait_model_half_params(plait_model *m, param_part part, int32_t layer, int first_bp,
                                      half_params *out);
 plait_status plait_model_head_params(plait_model *m, param_part part, head_params *out);
+/* The `n` consecutive parameters from global index `first`, all of layer
+ * `layer`: their data or gradients into out[0..n) (the Llama bodies). */
+plait_status plait_model_tensors(plait_model *m, param_part part, int32_t layer, int32_t first, int32_t n,
+                                 float **out);
 /* The bf16 copies of a block half's weights (first_bp as above); of the head's. */
 half_bf16 plait_model_half_bf16(const plait_model *m, int32_t layer, int first_bp);
 const plait_bf16 *plait_model_head_bf16(const plait_model *m);
@@ -300,6 +327,13 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
                                      const float *dy, float *dr, bwd_part part, const block_grads *g);
 plait_status plait_gpt_head_forward(plait_model *m, model_slot *s);
 plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part part, float *dln);
+/* What every architecture's head shares (gpt_layers.c): the loss of the
+ * slot's logits (s->logits, just computed) against its targets, and, by
+ * the fused loss, their gradient in place where nothing keeps them; and
+ * in the backward the logits turned into their gradient if the forward
+ * did not. */
+plait_status plait_head_loss(plait_model *m, model_slot *s);
+plait_status plait_head_dlogits(plait_model *m, model_slot *s);
 
 /* The same bodies under bf16 activations (gpt_bf16.c); a backward runs
  * `part` as above, its weight half from the slot's block_grads_bf16, each
@@ -314,6 +348,17 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
                                      float *dr, bwd_part part);
 plait_status plait_bf16_head_forward(plait_model *m, model_slot *s);
 plait_status plait_bf16_head_backward(plait_model *m, model_slot *s, bwd_part part);
+
+/* The Llama family's bodies (llama_layers.c), float32, one pass or in
+ * halves as above: the embedding (no positions: the rotary angles are
+ * applied to q and k), a whole block, and the head (RMSNorm, lm_head,
+ * the loss). */
+plait_status plait_llama_embedding_forward(plait_model *m, model_slot *s);
+plait_status plait_llama_embedding_backward(plait_model *m, model_slot *s);
+plait_status plait_llama_block_forward(plait_model *m, model_slot *s, int32_t layer);
+plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer);
+plait_status plait_llama_head_forward(plait_model *m, model_slot *s);
+plait_status plait_llama_head_backward(plait_model *m, model_slot *s);
 
 /* The fused attention's scratch, allocated with the first slot (model_slots.c). */
 plait_status plait_model_att_scratch(plait_model *m);

@@ -28,8 +28,8 @@ plait_status plait_model_param_missing(const plait_model *m, int32_t gi, int32_t
 
 /* The `n` consecutive parameters from global index `first`, all of layer
  * `layer`: their data or gradients into out[0..n). */
-static plait_status tensors(plait_model *m, param_part part, int32_t layer, int32_t first, int32_t n,
-                            float **out) {
+plait_status plait_model_tensors(plait_model *m, param_part part, int32_t layer, int32_t first, int32_t n,
+                                 float **out) {
     for (int32_t i = 0; i < n; i++) {
         int32_t gi = first + i;
         plait_param *p = m->param[gi];
@@ -41,7 +41,7 @@ static plait_status tensors(plait_model *m, param_part part, int32_t layer, int3
 
 plait_status plait_model_embedding_params(plait_model *m, param_part part, embedding_params *out) {
     float *t[2];
-    plait_status st = tensors(m, part, 0, m->desc->p_wte, 2, t);
+    plait_status st = plait_model_tensors(m, part, 0, m->desc->p_wte, 2, t);
     *out = (embedding_params){.wte = t[0], .wpe = t[1]};
     return st;
 }
@@ -49,14 +49,14 @@ plait_status plait_model_embedding_params(plait_model *m, param_part part, embed
 plait_status plait_model_half_params(plait_model *m, param_part part, int32_t layer, int first_bp,
                                      half_params *out) {
     float *t[6];
-    plait_status st = tensors(m, part, layer, desc_block_param(m->desc, layer - 1, first_bp), 6, t);
+    plait_status st = plait_model_tensors(m, part, layer, desc_block_param(m->desc, layer - 1, first_bp), 6, t);
     *out = (half_params){.ln_w = t[0], .ln_b = t[1], .in_w = t[2], .in_b = t[3], .out_w = t[4], .out_b = t[5]};
     return st;
 }
 
 plait_status plait_model_head_params(plait_model *m, param_part part, head_params *out) {
     float *t[3];
-    plait_status st = tensors(m, part, m->desc->n_layer + 1, m->desc->p_lnf_w, 3, t);
+    plait_status st = plait_model_tensors(m, part, m->desc->n_layer + 1, m->desc->p_lnf_w, 3, t);
     *out = (head_params){.ln_w = t[0], .ln_b = t[1], .w = t[2]};
     return st;
 }

@@ -149,6 +149,20 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             else TAKE(a->field, n);                                        \
         }                                                                  \
     } while (0)
+        if (m->desc->is_llama) { /* float32, recompute none (llama_layers.c) */
+            TAKE(a->ln1, BT * C);
+            TAKE(a->ln1_rstd, BT);
+            TAKE(a->qkv, BT * m->Wq);
+            TAKE(a->lse, m->B * m->NH * m->T);
+            TAKE(a->atty, BT * m->Cl);
+            TAKE(a->res2, BT * C);
+            TAKE(a->ln2, BT * C);
+            TAKE(a->ln2_rstd, BT);
+            TAKE(a->fch, BT * m->Fl);
+            TAKE(a->fcg, BT * m->Fl);
+            TAKE(a->swi, BT * m->Fl);
+            continue;
+        }
         if (m->desc->is_gpt) {
             KEEP_PRODUCT(ln1, BT * C);
             KEEP(ln1_mean, BT);
@@ -280,7 +294,7 @@ plait_status plait_model_scratch_get(plait_model *m) {
     if (m->scratch) return PLAIT_OK;
     const int64_t BT = m->B * m->T;
     const int f32 = !m->bf16;
-    size_t sizes[12] = {f32 ? align_up((size_t)(BT * m->C)) : 0,
+    size_t sizes[13] = {f32 ? align_up((size_t)(BT * m->C)) : 0,
                         f32 ? align_up((size_t)(BT * m->Fl)) : 0,
                         f32 ? align_up((size_t)(BT * m->Cl)) : 0,
                         f32 ? align_up((size_t)(BT * 3 * m->Cl)) : 0,
@@ -292,21 +306,23 @@ plait_status plait_model_scratch_get(plait_model *m) {
                         f32 ? 0 : align_up((size_t)(BT * m->Cl + 1) / 2),
                         f32 ? 0 : align_up((size_t)(BT * 3 * m->Cl + 1) / 2),
                         f32 ? 0 : align_up((size_t)(BT * m->C + 1) / 2),
-                        0};
+                        0,
+                        /* llama: gate_proj's output gradient beside up_proj's in dfc */
+                        m->desc->is_llama ? align_up((size_t)(BT * m->Fl)) : 0};
     if (m->bf16) { /* head_rows: plait_model_create */
         size_t extra = 0;
         plait_model_head_rows(BT, m->Vl, plait_model_head_room(m), &extra);
         sizes[11] = align_up(extra);
     }
     size_t total = 0;
-    for (int i = 0; i < 12; i++) total += sizes[i];
+    for (int i = 0; i < 13; i++) total += sizes[i];
     m->scratch = plait_device_alloc(total * sizeof(float), "activations");
     if (!m->scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: backward scratch");
     m->scratch_bytes = total * sizeof(float);
     m->act_bytes += m->scratch_bytes;
-    float *at[12];
+    float *at[13];
     float *p = m->scratch;
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < 13; i++) {
         at[i] = sizes[i] ? p : NULL;
         p += sizes[i];
     }
@@ -316,6 +332,7 @@ plait_status plait_model_scratch_get(plait_model *m) {
     m->s_dqkv = at[3];
     m->s_datt = m->fused_attn ? m->att_scratch : at[4];
     m->s_rows = at[5];
+    m->s_dgate = at[12];
     m->sb.dln = (plait_bf16 *)(void *)at[6];
     m->sb.dfc = (plait_bf16 *)(void *)at[7];
     m->sb.datty = (plait_bf16 *)(void *)at[8];

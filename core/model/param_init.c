@@ -10,6 +10,12 @@
  *   LayerNorm weights              1
  *   biases                         0
  *   lm_head.weight (tied copy)     the values of transformer.wte.weight
+ *
+ * The llama arch's names (Hugging Face's) follow the same scheme: its
+ * RMSNorm weights (*norm.weight) 1, the residual projections (o_proj,
+ * down_proj) N(0, 0.02 / sqrt(2·n_layer)), the rest N(0, 0.02); a tied
+ * lm_head the values of model.embed_tokens.weight, an untied one values
+ * of its own.
  */
 #include <math.h>
 #include <string.h>
@@ -19,7 +25,7 @@
 #include "runtime/hash.h"
 
 plait_init_rule plait_model_init_rule(const plait_model_desc *desc, uint64_t seed) {
-    return (plait_init_rule){.seed = seed, .n_layer = desc->n_layer};
+    return (plait_init_rule){.seed = seed, .n_layer = desc->n_layer, .llama = desc->is_llama, .tied = desc->tied};
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -29,12 +35,21 @@ static int ends_with(const char *s, const char *suffix) {
 
 enum init_kind { INIT_ZERO, INIT_ONE, INIT_NORMAL };
 
-static enum init_kind init_kind_of(const char *name, int32_t n_layer, double *std, const char **hash_name) {
-    *hash_name = strcmp(name, "lm_head.weight") == 0 ? "transformer.wte.weight" : name;
+static enum init_kind init_kind_of(const char *name, const plait_init_rule *rule, double *std,
+                                   const char **hash_name) {
+    const double residual = 0.02 / sqrt(2.0 * (double)(rule->n_layer > 0 ? rule->n_layer : 1));
+    *hash_name = name;
     *std = 0.02;
+    if (rule->llama) {
+        if (strcmp(name, "lm_head.weight") == 0 && rule->tied) *hash_name = "model.embed_tokens.weight";
+        if (ends_with(name, "norm.weight")) return INIT_ONE;
+        if (ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight")) *std = residual;
+        return INIT_NORMAL;
+    }
+    if (strcmp(name, "lm_head.weight") == 0) *hash_name = "transformer.wte.weight";
     if (ends_with(name, ".bias")) return INIT_ZERO;
     if (strstr(name, ".ln_") && ends_with(name, ".weight")) return INIT_ONE;
-    if (ends_with(name, "c_proj.weight")) *std = 0.02 / sqrt(2.0 * (double)(n_layer > 0 ? n_layer : 1));
+    if (ends_with(name, "c_proj.weight")) *std = residual;
     return INIT_NORMAL;
 }
 
@@ -55,7 +70,7 @@ plait_status plait_model_init_values(const plait_init_rule *rule, const plait_pa
                                param->name, offset, offset + count, param->numel);
     double std;
     const char *hname;
-    enum init_kind kind = init_kind_of(param->name, rule->n_layer, &std, &hname);
+    enum init_kind kind = init_kind_of(param->name, rule, &std, &hname);
     uint64_t key = plait_mix64(rule->seed ^ plait_mix64(plait_fnv1a_str(hname)));
     for (size_t i = 0; i < count; i++) {
         int64_t g = plait_shard_global_index(param, offset + i);

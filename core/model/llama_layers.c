@@ -1,0 +1,155 @@
+/*
+ * The Llama family's layer bodies, float32: the token embedding (no
+ * learned positions), a block (RMSNorm, q/k/v projections, rotary
+ * positions on q and k, grouped-query attention, o_proj into the residual
+ * stream; RMSNorm, gate and up projections, SwiGLU, down_proj into the
+ * stream) and the head (RMSNorm, lm_head, the loss the gpt head shares).
+ *
+ * q, k and v share one buffer a row, [q of NH heads | k of NKV | v of
+ * NKV], as the attention kernel reads it; each projection writes its
+ * columns with the table's sgemm (ldc the row's width), so K and V are
+ * never expanded. The rotation happens in place after the products: the
+ * slot keeps the rotated q and k the attention read, and the backward
+ * rotates their gradient back before the products' backward.
+ *
+ * What is not here yet: tensor parallelism, a split backward,
+ * recomputation and bf16 activations (model.c refuses the first three for
+ * this arch with the reason; a bf16 run keeps float32 activations).
+ */
+#include "model/model_internal.h"
+#include "runtime/error.h"
+
+/* ---- embedding ----------------------------------------------------------- */
+
+plait_status plait_llama_embedding_forward(plait_model *m, model_slot *s) {
+    if (!s->has_tokens)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "model: forward of the embedding without tokens (set_batch first)");
+    float *wte;
+    plait_status st = plait_model_tensors(m, PARAM_DATA, 0, m->desc->p_wte, 1, &wte);
+    if (st != PLAIT_OK) return st;
+    m->k->embedding_forward_vocab(s->bound[0], s->tokens, wte, m->vocab_start, m->Vl, NULL, m->B, m->T, m->C);
+    return PLAIT_OK;
+}
+
+plait_status plait_llama_embedding_backward(plait_model *m, model_slot *s) {
+    float *dwte;
+    plait_status st = plait_model_tensors(m, PARAM_GRAD, 0, m->desc->p_wte, 1, &dwte);
+    if (st != PLAIT_OK) return st;
+    m->k->embedding_backward_vocab(dwte, NULL, s->gbuf[0], s->tokens, m->vocab_start, m->Vl, m->B, m->T, m->C);
+    return PLAIT_OK;
+}
+
+/* ---- a block --------------------------------------------------------------- */
+
+/* Block `layer`'s parameters (their data or gradients) in LP_* order. */
+static plait_status block_params(plait_model *m, param_part part, int32_t layer, float **p) {
+    return plait_model_tensors(m, part, layer, desc_llama_param(m->desc, layer - 1, 0), LP_COUNT, p);
+}
+
+/* Where q, k and v start in a row, and their widths. */
+typedef struct qkv_cols {
+    int64_t at[3], width[3];
+} qkv_cols;
+
+static qkv_cols qkv_columns(const plait_model *m) {
+    const int64_t q = m->NH * m->HS, kv = m->NKV * m->HS;
+    return (qkv_cols){.at = {0, q, q + kv}, .width = {q, kv, kv}};
+}
+
+plait_status plait_llama_block_forward(plait_model *m, model_slot *s, int32_t layer) {
+    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl, Wq = m->Wq;
+    const float *x = s->bound[layer - 1];
+    block_acts *a = &s->blocks[layer - 1];
+    float *p[LP_COUNT];
+    plait_status st = block_params(m, PARAM_DATA, layer, p);
+    if (st != PLAIT_OK) return st;
+    m->k->rmsnorm_forward(a->ln1, a->ln1_rstd, x, p[LP_ATTN_NORM], BT, C, m->desc->norm_eps);
+    const qkv_cols qc = qkv_columns(m);
+    for (int i = 0; i < 3; i++)
+        m->k->sgemm(0, 1, BT, qc.width[i], C, 1.0f, a->ln1, C, p[LP_Q + i], C, 0.0f, a->qkv + qc.at[i], Wq);
+    m->k->rope(a->qkv, m->rope_cs, m->B, m->T, Wq, m->NH + m->NKV, m->HS, 0);
+    m->k->attention_gqa_forward(a->atty, a->lse, m->att_scratch, a->qkv, m->B, m->T, m->NH, m->NKV, m->HS);
+    m->k->matmul_forward_residual(a->res2, x, a->atty, p[LP_O], NULL, BT, m->Cl, C);
+    m->k->rmsnorm_forward(a->ln2, a->ln2_rstd, a->res2, p[LP_MLP_NORM], BT, C, m->desc->norm_eps);
+    m->k->matmul_forward(a->fch, a->ln2, p[LP_GATE], NULL, BT, C, F);
+    m->k->matmul_forward(a->fcg, a->ln2, p[LP_UP], NULL, BT, C, F);
+    m->k->swiglu_forward(a->swi, a->fch, a->fcg, (size_t)(BT * F));
+    m->k->matmul_forward_residual(s->bound[layer], a->res2, a->swi, p[LP_DOWN], NULL, BT, F, C);
+    return PLAIT_OK;
+}
+
+/* The MLP half's backward: d(res2) into dr from dy = d(block output). */
+static void mlp_backward(plait_model *m, const block_acts *a, float *const *p, float *const *g, const float *dy,
+                         float *dr) {
+    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
+    float *dswi = m->s_dfc; /* becomes up's output gradient, in place */
+    m->k->matmul_backward(dswi, g[LP_DOWN], NULL, dy, a->swi, p[LP_DOWN], BT, F, C);
+    m->k->swiglu_backward(m->s_dgate, dswi, dswi, a->fch, a->fcg, (size_t)(BT * F));
+    /* d(ln2) = gate's input gradient + up's (the latter through the free
+     * attention scratch s_datty, BT·C floats like it) */
+    m->k->matmul_backward(m->s_dln, g[LP_GATE], NULL, m->s_dgate, a->ln2, p[LP_GATE], BT, C, F);
+    m->k->matmul_backward(m->s_datty, g[LP_UP], NULL, dswi, a->ln2, p[LP_UP], BT, C, F);
+    m->k->axpy(m->s_dln, m->s_datty, (size_t)(BT * C), 1.0f);
+    m->k->rmsnorm_backward(dr, dy, g[LP_MLP_NORM], m->s_dln, a->res2, p[LP_MLP_NORM], a->ln2_rstd, BT, C);
+}
+
+/* The attention half's backward: dx holds d(res2) on entry, d(x) after. */
+static void attention_backward(plait_model *m, const block_acts *a, float *const *p, float *const *g,
+                               const float *x, float *dx) {
+    const int64_t BT = m->B * m->T, C = m->C, Wq = m->Wq;
+    m->k->matmul_backward(m->s_datty, g[LP_O], NULL, dx, a->atty, p[LP_O], BT, m->Cl, C);
+    m->k->attention_gqa_backward(m->s_dqkv, m->att_scratch, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T, m->NH,
+                                 m->NKV, m->HS);
+    /* the gradient of q and k before their rotation */
+    m->k->rope(m->s_dqkv, m->rope_cs, m->B, m->T, Wq, m->NH + m->NKV, m->HS, 1);
+    const qkv_cols qc = qkv_columns(m);
+    for (int i = 0; i < 3; i++) {
+        const float *dpart = m->s_dqkv + qc.at[i];
+        m->k->sgemm(0, 0, BT, C, qc.width[i], 1.0f, dpart, Wq, p[LP_Q + i], C, i ? 1.0f : 0.0f, m->s_dln, C);
+        m->k->sgemm(1, 0, qc.width[i], C, BT, 1.0f, dpart, Wq, a->ln1, C, 1.0f, g[LP_Q + i], C);
+    }
+    m->k->rmsnorm_backward(dx, dx, g[LP_ATTN_NORM], m->s_dln, x, p[LP_ATTN_NORM], a->ln1_rstd, BT, C);
+}
+
+plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer) {
+    block_acts *a = &s->blocks[layer - 1];
+    float *p[LP_COUNT], *g[LP_COUNT];
+    plait_status st = block_params(m, PARAM_DATA, layer, p);
+    if (st == PLAIT_OK) st = block_params(m, PARAM_GRAD, layer, g);
+    if (st != PLAIT_OK) return st;
+    float *dx = s->gbuf[(layer - 1) & 1];
+    mlp_backward(m, a, p, g, s->gbuf[layer & 1], dx);
+    attention_backward(m, a, p, g, s->bound[layer - 1], dx);
+    return PLAIT_OK;
+}
+
+/* ---- head ---------------------------------------------------------------- */
+
+/* The final norm's weight and lm_head's (data or gradients). */
+static plait_status norm_and_head(plait_model *m, param_part part, float **p) {
+    return plait_model_tensors(m, part, m->desc->n_layer + 1, m->desc->p_lnf_w, 2, p);
+}
+
+plait_status plait_llama_head_forward(plait_model *m, model_slot *s) {
+    const int64_t BT = m->B * m->T, C = m->C;
+    float *p[2];
+    plait_status st = norm_and_head(m, PARAM_DATA, p);
+    if (st != PLAIT_OK) return st;
+    m->k->rmsnorm_forward(s->lnf, s->lnf_rstd, s->bound[m->desc->n_layer], p[0], BT, C, m->desc->norm_eps);
+    m->k->matmul_forward(s->logits, s->lnf, p[1], NULL, BT, C, m->Vl);
+    return plait_head_loss(m, s);
+}
+
+plait_status plait_llama_head_backward(plait_model *m, model_slot *s) {
+    const int64_t BT = m->B * m->T, C = m->C;
+    const int32_t L = m->desc->n_layer;
+    float *p[2], *g[2];
+    plait_status st = plait_head_dlogits(m, s);
+    if (st == PLAIT_OK) st = norm_and_head(m, PARAM_DATA, p);
+    if (st == PLAIT_OK) st = norm_and_head(m, PARAM_GRAD, g);
+    if (st != PLAIT_OK) return st;
+    m->k->matmul_backward(m->s_dln, g[1], NULL, s->logits, s->lnf, p[1], BT, C, m->Vl);
+    m->k->rmsnorm_backward(s->gbuf[L & 1], NULL, g[0], m->s_dln, s->bound[L], p[0], s->lnf_rstd, BT, C);
+    return PLAIT_OK;
+}

@@ -1,0 +1,201 @@
+/*
+ * The llama arch: every parameter tensor's gradient against central
+ * finite differences of the loss along a random direction (multi-query,
+ * grouped-query and multi-head attention, tied and untied heads);
+ * bit-identical results with 1 and 3 math threads; a two-stage pipeline
+ * split bit-identical to one stage; and what is refused (n_kv_head not
+ * dividing n_head, rope_theta <= 0, an odd head size, what the arch's
+ * bodies do not run yet) naming the key or the reason.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "model/model_harness.h"
+#include "model/model_internal.h"
+#include "runtime/error.h"
+
+static char *llama_ini(int kv, int tied) {
+    static char buf[512];
+    snprintf(buf, sizeof buf,
+             "[run]\nseed = 7\n[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_kv_head = %d\nn_embd = 16\n"
+             "ffn_hidden = 24\nblock_size = 8\nvocab_size = 11\nrope_theta = 500\ntie_embeddings = %s\n",
+             kv, tied ? "true" : "false");
+    return buf;
+}
+
+static uint64_t g_rng = 99;
+static double urand(void) { /* [-1, 1) */
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(g_rng >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+
+/* The mean loss of the current parameters (a forward of every layer). */
+static double mean_loss(harness *h, const int32_t *tok, const int32_t *tgt) {
+    assert_int_equal(harness_forward(h, tok, tgt), PLAIT_OK);
+    return plait_model_loss_sum(h->model, 0) / (double)(h->B * h->T);
+}
+
+/* For each parameter tensor p and a random direction v over it: the
+ * gradient's g·v against (L(p + εv) − L(p − εv)) / 2ε. */
+static void check_gradients(int kv, int tied) {
+    harness h;
+    assert_int_equal(harness_init(&h, llama_ini(kv, tied), 2, 1, 0, NULL), 0);
+    const size_t n = (size_t)h.B * (size_t)h.T;
+    int32_t tok[16], tgt[16];
+    harness_tokens(tok, n, h.V, 1);
+    harness_tokens(tgt, n, h.V, 2);
+    harness_zero_grads(&h);
+    assert_int_equal(harness_step(&h, tok, tgt), PLAIT_OK);
+    const double eps = 1e-3;
+    for (int32_t i = 0; i < h.set.n_params; i++) {
+        plait_param *p = &h.params[i];
+        if (p->flags & PLAIT_PARAM_TIED_COPY) continue; /* its gradient is checked through the embedding's */
+        double *v = malloc(p->numel * sizeof *v);
+        float *keep = malloc(p->numel * sizeof *keep);
+        assert_non_null(v);
+        assert_non_null(keep);
+        memcpy(keep, p->data, p->numel * sizeof *keep);
+        double gv = 0;
+        for (size_t e = 0; e < p->numel; e++) {
+            v[e] = urand();
+            gv += v[e] * (double)p->grad[e];
+        }
+        /* a tied embedding's gradient is its own part plus the head's copy */
+        if (tied && i == h.desc->p_wte)
+            for (size_t e = 0; e < p->numel; e++) gv += v[e] * (double)h.params[h.desc->p_lm_head].grad[e];
+        for (size_t e = 0; e < p->numel; e++) p->data[e] = (float)((double)keep[e] + eps * v[e]);
+        const double lp = mean_loss(&h, tok, tgt);
+        for (size_t e = 0; e < p->numel; e++) p->data[e] = (float)((double)keep[e] - eps * v[e]);
+        const double lm = mean_loss(&h, tok, tgt);
+        memcpy(p->data, keep, p->numel * sizeof *keep);
+        const double fd = (lp - lm) / (2 * eps);
+        if (fabs(gv - fd) > 2e-3 + 0.03 * fabs(fd))
+            fail_msg("n_kv_head %d%s: %s: g·v = %.6g, finite differences %.6g", kv, tied ? " tied" : "", p->name, gv,
+                     fd);
+        free(v);
+        free(keep);
+    }
+    harness_free(&h);
+}
+
+static void test_gradients_gqa(void **state) {
+    (void)state;
+    check_gradients(2, 0);
+}
+
+static void test_gradients_mqa_tied(void **state) {
+    (void)state;
+    check_gradients(1, 1);
+}
+
+static void test_gradients_mha(void **state) {
+    (void)state;
+    check_gradients(4, 0);
+}
+
+/* The loss and every gradient, bit for bit, with 1 and 3 threads. */
+static void test_threads(void **state) {
+    (void)state;
+    harness h;
+    assert_int_equal(harness_init(&h, llama_ini(2, 0), 4, 1, 0, NULL), 0);
+    const size_t n = (size_t)h.B * (size_t)h.T;
+    int32_t tok[32], tgt[32];
+    harness_tokens(tok, n, h.V, 3);
+    harness_tokens(tgt, n, h.V, 4);
+    float *g1 = malloc(h.set.numel * sizeof *g1);
+    assert_non_null(g1);
+    double loss[2];
+    for (int run = 0; run < 2; run++) {
+        plait_kernels_set_threads(run ? 3 : 1);
+        harness_zero_grads(&h);
+        assert_int_equal(harness_step(&h, tok, tgt), PLAIT_OK);
+        loss[run] = plait_model_loss_sum(h.model, 0);
+        if (run == 0) memcpy(g1, h.grad, h.set.numel * sizeof *g1);
+    }
+    plait_kernels_set_threads(1);
+    assert_true(loss[0] == loss[1]);
+    assert_memory_equal(g1, h.grad, h.set.numel * sizeof *g1);
+    free(g1);
+    harness_free(&h);
+}
+
+/* Stage 0 (embedding, h.0) and stage 1 (h.1, head) through the boundary
+ * buffers: the loss and every gradient of one stage's, bit for bit. */
+static void test_pipeline_split(void **state) {
+    (void)state;
+    harness full, st0, st1;
+    const char *ini = llama_ini(2, 0);
+    assert_int_equal(harness_init(&full, ini, 2, 1, 0, NULL), 0);
+    const int32_t stages[4] = {0, 0, 1, 1};
+    harness_opts o0 = {1, 0, NULL, stages, 0, 1}, o1 = {1, 0, NULL, stages, 1, 1};
+    assert_int_equal(harness_init_ex(&st0, ini, 2, &o0), 0);
+    assert_int_equal(harness_init_ex(&st1, ini, 2, &o1), 0);
+    const size_t n = (size_t)full.B * (size_t)full.T, nb = plait_model_boundary_numel(full.model);
+    int32_t tok[16], tgt[16];
+    harness_tokens(tok, n, full.V, 5);
+    harness_tokens(tgt, n, full.V, 6);
+    assert_int_equal(harness_step(&full, tok, tgt), PLAIT_OK);
+    assert_int_equal(plait_model_set_batch(st0.model, 0, tok, NULL), PLAIT_OK);
+    assert_int_equal(plait_model_set_batch(st1.model, 0, NULL, tgt), PLAIT_OK);
+    assert_int_equal(plait_model_forward_layer(st0.model, 0, 0), PLAIT_OK);
+    assert_int_equal(plait_model_forward_layer(st0.model, 1, 0), PLAIT_OK);
+    memcpy(plait_model_boundary(st1.model, 0, 1), plait_model_boundary(st0.model, 0, 1), nb * sizeof(float));
+    assert_int_equal(plait_model_forward_layer(st1.model, 2, 0), PLAIT_OK);
+    assert_int_equal(plait_model_forward_layer(st1.model, 3, 0), PLAIT_OK);
+    assert_true(plait_model_loss_sum(st1.model, 0) == plait_model_loss_sum(full.model, 0));
+    assert_int_equal(plait_model_backward_layer(st1.model, 3, 0), PLAIT_OK);
+    assert_int_equal(plait_model_backward_layer(st1.model, 2, 0), PLAIT_OK);
+    memcpy(plait_model_boundary_grad(st0.model, 0, 1), plait_model_boundary_grad(st1.model, 0, 1), nb * sizeof(float));
+    assert_int_equal(plait_model_backward_layer(st0.model, 1, 0), PLAIT_OK);
+    assert_int_equal(plait_model_backward_layer(st0.model, 0, 0), PLAIT_OK);
+    for (int32_t i = 0; i < full.set.n_params; i++) {
+        const plait_param *f = &full.params[i];
+        const plait_param *p = f->layer <= 1 ? &st0.params[i] : &st1.params[i];
+        assert_memory_equal(p->grad, f->grad, f->numel * sizeof(float));
+    }
+    harness_free(&full);
+    harness_free(&st0);
+    harness_free(&st1);
+}
+
+/* harness_init fails for `ini` (with a split backward if `split`), the
+ * last error naming `want`. */
+static void refused(const char *ini, int split, const char *want) {
+    harness h;
+    harness_opts o = {.tp = 1, .max_slots = 1, .split_backward = split};
+    assert_int_equal(harness_init_ex(&h, ini, 2, &o), -1);
+    if (!strstr(plait_last_error(), want)) fail_msg("refused with \"%s\", not naming \"%s\"", plait_last_error(), want);
+    harness_free(&h);
+}
+
+static void test_refused(void **state) {
+    (void)state;
+    const char *base = "[model]\narch = llama\nn_layer = 1\nn_head = 4\nn_embd = 16\nblock_size = 8\nvocab_size = 11\n";
+    char ini[512];
+    snprintf(ini, sizeof ini, "%sn_kv_head = 3\n", base);
+    refused(ini, 0, "n_kv_head = 3 does not divide n_head = 4");
+    snprintf(ini, sizeof ini, "%srope_theta = -1\n", base);
+    refused(ini, 0, "rope_theta");
+    refused("[model]\narch = llama\nn_layer = 1\nn_head = 4\nn_embd = 12\nblock_size = 8\nvocab_size = 11\n", 0,
+            "head size must be even");
+    snprintf(ini, sizeof ini, "%srecompute = full\n", base);
+    refused(ini, 0, "arch llama: [model] recompute other than none");
+    refused(base, 1, "arch llama: a split backward");
+}
+
+int main(void) {
+    plait_kernels_set_threads(1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gradients_gqa), cmocka_unit_test(test_gradients_mqa_tied),
+        cmocka_unit_test(test_gradients_mha), cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
