@@ -1,5 +1,5 @@
 /*
- * The rank's trace recorder: spans of work
+ * The rank's trace recorder ([run] trace, docs/trace.md): spans of work
  * (a step, a layer's forward, a collective, a send) on the monotonic clock,
  * kept in one buffer of fixed capacity per process and written as the
  * rank's file (<out_dir>/trace/rank-NNNNN.trace) for trace_merge.c.

@@ -1,5 +1,5 @@
 /*
- * One trace file for a job: the ranks' files written by
+ * One trace file for a job (docs/trace.md): the ranks' files written by
  * trace.c (<out_dir>/trace/rank-NNNNN.trace) merged into
  * <out_dir>/trace.json, Chrome's trace-event format (what Perfetto and
  * chrome://tracing open): a process per rank, a track per thread, "X"

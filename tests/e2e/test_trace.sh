@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# [run] trace: a dp 2 x pp 2 run tracing steps 2 and 3 writes trace.json,
+# Chrome trace-event JSON (trace_check.py: every rank a process, exactly
+# the traced steps, each collective on every member of its group with the
+# same bytes, each send's flow ending at its receive); `plait trace merge`
+# rewrites the same file, and merges what is left when rank 0's file is
+# missing; a range outside the
+# run's steps, a value that is not one, and a trace directory that cannot
+# be written are refused before step 1.
+source "$(dirname "$0")/lib.sh"
+H="run.steps=4 parallel.plugin=hybrid parallel.dp=2 parallel.pp=2"
+train traced $H run.trace=2:3
+out=$E2E_WORK/traced
+grep -q "^trace of steps 2 to 3: $out/trace.json (4 ranks" "$E2E_WORK/traced.out" ||
+  fail "rank 0 did not say where the trace is: $(grep trace "$E2E_WORK/traced.out")"
+ls "$out"/trace/rank-0000{0,1,2,3}.trace >/dev/null || fail "a rank's file is missing: $(ls "$out/trace")"
+python3 "$PLAIT_SOURCE_DIR/tests/e2e/trace_check.py" "$out/trace.json" 4 2 3 || fail "trace.json"
+
+cp "$out/trace.json" "$E2E_WORK/first.json"
+rm "$out/trace.json"
+"$PLAIT_BIN" trace merge "$out" >"$E2E_WORK/merge.out" 2>&1 || fail "merge: $(cat "$E2E_WORK/merge.out")"
+cmp -s "$out/trace.json" "$E2E_WORK/first.json" || fail "plait trace merge wrote another file than the run's rank 0"
+# a run whose rank 0 died before writing its file: the others still merge
+rm "$out/trace/rank-00000.trace"
+"$PLAIT_BIN" trace merge "$out" >"$E2E_WORK/merge3.out" 2>&1 || fail "merge without rank 0: $(cat "$E2E_WORK/merge3.out")"
+grep -q "merged 3 rank traces" "$E2E_WORK/merge3.out" || fail "merge without rank 0: $(cat "$E2E_WORK/merge3.out")"
+grep -q "missing ranks wrote none" "$E2E_WORK/merge3.out" || fail "the missing rank was not said: $(cat "$E2E_WORK/merge3.out")"
+
+train_refused range "key 'trace' in [run]: '5:9' lies outside the steps this run trains; this run trains steps 1 to 4" \
+  "run.out_dir=$E2E_WORK/range" $H run.trace=5:9
+grep -q "ckpt\|trace" < <(ls "$E2E_WORK/range" 2>/dev/null) && fail "a refused range trained: $(ls "$E2E_WORK/range")"
+train_refused syntax "'2-3' is not a step number or range" "run.out_dir=$E2E_WORK/syntax" $H run.trace=2-3
+mkdir -p "$E2E_WORK/blocked"
+echo "not a directory" >"$E2E_WORK/blocked/trace"
+train_refused blocked "$E2E_WORK/blocked/trace is in the way of the ranks' traces (not a directory)" \
+  "run.out_dir=$E2E_WORK/blocked" $H run.trace=2
+echo "trace OK"
