@@ -166,7 +166,8 @@ plait_status plait_run_trace_step_end(plait_run *run, int64_t step, const char *
     int ranks = 0;
     st = plait_trace_merge(out_dir, &ranks);
     if (st != PLAIT_OK) return plait_wrap_error(st, "[run] trace");
-    printf("trace of steps %lld to %lld: %s/trace.json (%d rank%s%s; open it in https://ui.perfetto.dev)\n",
+    printf("trace of steps %lld to %lld: %s/trace.json (%d rank%s%s; open it in https://ui.perfetto.dev, or "
+           "`plait trace summary`)\n",
            (long long)run->trace_first, (long long)run->trace_last, out_dir, ranks, ranks == 1 ? "" : "s",
            dropped ? ", rank 0 dropped spans: its buffer was full" : "");
     fflush(stdout);

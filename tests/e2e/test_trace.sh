@@ -2,9 +2,9 @@
 # [run] trace: a dp 2 x pp 2 run tracing steps 2 and 3 writes trace.json,
 # Chrome trace-event JSON (trace_check.py: every rank a process, exactly
 # the traced steps, each collective on every member of its group with the
-# same bytes, each send's flow ending at its receive); `plait trace merge`
-# rewrites the same file, and merges what is left when rank 0's file is
-# missing; a range outside the
+# same bytes, each send's flow ending at its receive); `plait trace summary`
+# prints a row per rank; `plait trace merge` rewrites the same file, and
+# merges what is left when rank 0's file is missing; a range outside the
 # run's steps, a value that is not one, and a trace directory that cannot
 # be written are refused before step 1.
 source "$(dirname "$0")/lib.sh"
@@ -15,6 +15,12 @@ grep -q "^trace of steps 2 to 3: $out/trace.json (4 ranks" "$E2E_WORK/traced.out
   fail "rank 0 did not say where the trace is: $(grep trace "$E2E_WORK/traced.out")"
 ls "$out"/trace/rank-0000{0,1,2,3}.trace >/dev/null || fail "a rank's file is missing: $(ls "$out/trace")"
 python3 "$PLAIT_SOURCE_DIR/tests/e2e/trace_check.py" "$out/trace.json" 4 2 3 || fail "trace.json"
+
+"$PLAIT_BIN" trace summary "$out/trace.json" >"$E2E_WORK/summary.out" 2>&1 || fail "summary: $(cat "$E2E_WORK/summary.out")"
+for r in 0 1 2 3; do
+  grep -Eq "^ +$r +2 +[0-9.]+ +[0-9.]+ " "$E2E_WORK/summary.out" || fail "summary has no row for rank $r: $(cat "$E2E_WORK/summary.out")"
+done
+grep -q "^largest exposed transfers:" "$E2E_WORK/summary.out" || fail "summary names no transfer"
 
 cp "$out/trace.json" "$E2E_WORK/first.json"
 rm "$out/trace.json"
