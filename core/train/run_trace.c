@@ -157,7 +157,6 @@ plait_status plait_run_trace_step_end(plait_run *run, int64_t step, const char *
     plait_status st = plait_trace_write();
     rank_written = 1;
     uint64_t dropped = plait_trace_dropped();
-    plait_trace_close();
     /* every rank's file is in place before rank 0 reads them */
     plait_coll_opts opts = {.struct_size = sizeof opts, .label = "trace files written"};
     if (st == PLAIT_OK && run->world.comm && run->world.mesh.world_size > 1)
@@ -179,5 +178,4 @@ void plait_run_trace_flush(void) {
     plait_trace_set_recording(0);
     (void)plait_trace_write();
     rank_written = 1;
-    plait_trace_close();
 }

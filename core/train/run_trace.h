@@ -5,7 +5,9 @@
  *
  * Called by train_loop.c on every rank, in the same order (the start-up's
  * clock exchange and the end's barrier are collective over the world).
- * The recorder itself is runtime/trace.h.
+ * The recorder itself is runtime/trace.h; its buffer is freed with the
+ * run (plait_run_close), once the communicators' threads, which may still
+ * be finishing a span, are gone.
  */
 #ifndef PLAIT_CORE_TRAIN_RUN_TRACE_H
 #define PLAIT_CORE_TRAIN_RUN_TRACE_H
