@@ -148,7 +148,8 @@ static void keep_top(const event **top, int k, const event *e) {
 /* One rank's events [lo, hi) (sorted by start, the outer of two at one
  * start first): its row, each span's own time (less the spans inside it)
  * in its bucket, and its exposed transfers added to `top` (the k longest
- * so far). */
+ * so far). Steps do not overlap: a span inside one starts after its start,
+ * before its end. */
 static void sum_rank(const event *ev, size_t lo, size_t hi, rank_row *row, const event **top, int k) {
     row->rank = ev[lo].rank;
     row->main_tid = -1;
@@ -165,10 +166,15 @@ static void sum_rank(const event *ev, size_t lo, size_t hi, rank_row *row, const
     } open_span;
     open_span open[DEPTH];
     int depth = 0;
+    /* only what lies inside a step: not a checkpoint's or an evaluation's
+     * work after it */
+    const event *step = NULL;
     for (size_t i = lo; i < hi; i++) {
         const event *e = &ev[i];
-        int b = e->tid == row->main_tid ? bucket_of(e) : -1;
-        if (b < 0) continue;
+        if (e->tid != row->main_tid) continue;
+        if (strcmp(e->cat, "step") == 0) step = e;
+        int b = bucket_of(e);
+        if (b < 0 || !step || e->ts >= step->ts + step->dur) continue;
         while (depth > 0 && open[depth - 1].end <= e->ts) depth--;
         if (depth > 0) row->b[open[depth - 1].bucket] -= e->dur;
         row->b[b] += e->dur;
@@ -212,10 +218,10 @@ plait_status plait_trace_summary(const char *path, FILE *out) {
         const rank_row *w = &rows[r];
         double busy = 0;
         for (int b = 0; b < BUCKETS; b++) busy += w->b[b];
-        double idle = w->step_us - busy;
+        /* never clamped: the columns add up to the step */
         fprintf(out, "%5d %6d %10.3f %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", w->rank, w->steps,
                 w->step_us / 1e3, w->b[COMPUTE] / 1e3, w->b[DP] / 1e3, w->b[TP] / 1e3, w->b[PP] / 1e3,
-                w->b[OTHER] / 1e3, w->b[WAIT] / 1e3, (idle > 0 ? idle : 0) / 1e3);
+                w->b[OTHER] / 1e3, w->b[WAIT] / 1e3, (w->step_us - busy) / 1e3);
     }
     if (top[0]) fprintf(out, "largest exposed transfers:\n");
     for (int j = 0; j < TOP && top[j]; j++) {
