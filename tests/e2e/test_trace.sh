@@ -8,7 +8,8 @@
 # counted in it); `plait trace merge` rewrites the same file, and
 # merges what is left when rank 0's file is missing; a range outside the
 # run's steps, a value that is not one, and a trace directory that cannot
-# be written are refused before step 1.
+# be written are refused before step 1. A rank killed inside the traced
+# steps leaves the others' files, which plait trace merge joins.
 source "$(dirname "$0")/lib.sh"
 H="run.steps=3 parallel.plugin=hybrid parallel.dp=2 parallel.pp=2"
 train traced $H run.trace=2:3
@@ -46,4 +47,19 @@ mkdir -p "$E2E_WORK/blocked"
 echo "not a directory" >"$E2E_WORK/blocked/trace"
 train_refused blocked "$E2E_WORK/blocked/trace is in the way of the ranks' traces (not a directory)" \
   "run.out_dir=$E2E_WORK/blocked" $H run.trace=2
+
+# a rank killed inside the traced steps: the others write what they
+# recorded from their failure path, rank 0 merges nothing (the range did
+# not end), and plait trace merge joins the survivors' files
+kill_midstep killed 4 1 5 10 parallel.plugin=hybrid parallel.pp=4 data.micro_batch=1 run.steps=100000 \
+  run.ckpt_every=0 run.trace=1:100000 >/dev/null
+out=$E2E_WORK/killed
+for r in 0 2 3; do
+  grep -q "^span" "$out/trace/rank-0000$r.trace" || fail "rank $r left no spans after rank 1 was killed: $(ls "$out/trace")"
+done
+[ ! -e "$out/trace/rank-00001.trace" ] && [ ! -e "$out/trace.json" ] || fail "files of a range that did not end: $(ls "$out" "$out/trace")"
+"$PLAIT_BIN" trace merge "$out" >"$E2E_WORK/merge_killed.out" 2>&1 || fail "merge after the kill: $(cat "$E2E_WORK/merge_killed.out")"
+python3 -c 'import json, sys
+ranks = {e["pid"] for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X" and e["cat"] == "step"}
+assert ranks == {0, 2, 3}, ranks' "$out/trace.json" || fail "the merged survivors' trace"
 echo "trace OK"
