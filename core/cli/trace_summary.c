@@ -93,7 +93,7 @@ static plait_status read_events(const char *path, event **out, size_t *n_out) {
             st = plait_set_error(PLAIT_ERR_INVALID_ARG, "%s:%d: an \"X\" event without pid, tid, ts and dur", path, ln);
             break;
         }
-        e.rank = (int)pid;
+        e.rank = (int)pid - 1; /* rank r is process r + 1 (trace_merge.c) */
         e.tid = (int)tid;
         if (!num_of(line, "bytes", &e.bytes)) e.bytes = -1;
         str_of(line, "cat", e.cat, sizeof e.cat);

@@ -200,30 +200,34 @@ static void put_str(FILE *f, const char *key, const char *v, int *first) {
     *first = 0;
 }
 
+/* Rank r is process r + 1: Perfetto takes pid 0 for the kernel's idle
+ * task and shows it apart. Threads are numbered from 1 likewise. */
+#define PID(rank) ((rank) + 1)
+
 static void write_events(FILE *f, const merge *m, int64_t base) {
     fputs(PLAIT_TRACE_JSON_FIRST_LINE "\n", f);
     int first_event = 1;
 #define SEP (first_event ? (first_event = 0, "") : ",\n")
     for (int r = 0; r < m->n_files; r++) {
         const rank_file *rf = &m->files[r];
-        fprintf(f, "%s{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"rank %d\"}}", SEP,
-                rf->rank, rf->rank);
-        fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":%d}}",
-                rf->rank, rf->rank);
-        fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"plait_rank\",\"args\":{\"rank\":%d,"
+        fprintf(f, "%s{\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"rank %d\"}}", SEP,
+                PID(rf->rank), rf->rank);
+        fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":%d}}",
+                PID(rf->rank), rf->rank);
+        fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"name\":\"plait_rank\",\"args\":{\"rank\":%d,"
                    "\"clock_offset_ns\":%lld,\"clock_uncertainty_ns\":%lld,\"clock_rounds\":%d,\"dropped\":%lld}}",
-                rf->rank, rf->rank, (long long)rf->offset, (long long)rf->uncertainty, rf->rounds,
+                PID(rf->rank), rf->rank, (long long)rf->offset, (long long)rf->uncertainty, rf->rounds,
                 (long long)rf->dropped);
         for (int t = 0; t < rf->n_threads; t++)
             fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}",
-                    rf->rank, rf->thread_id[t], rf->thread_name[t]);
+                    PID(rf->rank), rf->thread_id[t], rf->thread_name[t]);
     }
     for (size_t i = 0; i < m->n; i++) {
         const mspan *s = &m->s[i];
         double ts = (double)(s->t0 - base) / 1e3, dur = (double)(s->t1 - s->t0) / 1e3;
         fprintf(f, "%s{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",\"name\":\"%s\","
                    "\"args\":{",
-                SEP, s->rank, s->tid, ts, dur, s->cat, s->name);
+                SEP, PID(s->rank), s->tid, ts, dur, s->cat, s->name);
         int first = 1;
         put_num(f, "bytes", s->bytes, &first);
         put_num(f, "peer", s->peer, &first);
@@ -245,7 +249,7 @@ static void write_events(FILE *f, const merge *m, int64_t base) {
          * (each at its start, inside the span it binds to) */
         int is_send = strcmp(s->name, "send") == 0;
         fprintf(f, ",\n{\"ph\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"cat\":\"p2p\",\"name\":\"p2p\",\"id\":%lld%s}",
-                is_send ? "s" : "f", s->rank, s->tid, ts, (long long)s->flow, is_send ? "" : ",\"bp\":\"e\"");
+                is_send ? "s" : "f", PID(s->rank), s->tid, ts, (long long)s->flow, is_send ? "" : ",\"bp\":\"e\"");
     }
 #undef SEP
     fputs("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"plait\"}}\n", f);

@@ -60,6 +60,6 @@ done
 [ ! -e "$out/trace/rank-00001.trace" ] && [ ! -e "$out/trace.json" ] || fail "files of a range that did not end: $(ls "$out" "$out/trace")"
 "$PLAIT_BIN" trace merge "$out" >"$E2E_WORK/merge_killed.out" 2>&1 || fail "merge after the kill: $(cat "$E2E_WORK/merge_killed.out")"
 python3 -c 'import json, sys
-ranks = {e["pid"] for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X" and e["cat"] == "step"}
+ranks = {e["pid"] - 1 for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X" and e["cat"] == "step"}
 assert ranks == {0, 2, 3}, ranks' "$out/trace.json" || fail "the merged survivors' trace"
 echo "trace OK"

@@ -29,10 +29,13 @@ for e in events:
     if e["ph"] in ("s", "f"):
         need("id" in e and "ts" in e, f"flow event without id or ts: {e}")
 
+# rank r is process r + 1 (Perfetto keeps pid 0 for the kernel)
 names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
-need(names == {r: f"rank {r}" for r in range(ranks)}, f"process names {names}")
+need(names == {r + 1: f"rank {r}" for r in range(ranks)}, f"process names {names}")
+rank_of = {e["pid"]: e["args"]["rank"] for e in events if e["ph"] == "M" and e["name"] == "plait_rank"}
+need(rank_of == {r + 1: r for r in range(ranks)}, f"processes of the ranks: {rank_of}")
 clocks = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "plait_rank" and "clock_offset_ns" in e["args"]}
-need(clocks == set(range(ranks)), f"ranks with a clock offset: {sorted(clocks)}")
+need(clocks == set(rank_of), f"ranks with a clock offset: {sorted(clocks)}")
 threads = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
 spans = [e for e in events if e["ph"] == "X"]
 for e in spans:
@@ -41,18 +44,18 @@ for e in spans:
 steps = collections.defaultdict(list)
 for e in spans:
     if e["cat"] == "step":
-        steps[e["pid"]].append(e["args"]["step"])
+        steps[rank_of.get(e["pid"])].append(e["args"]["step"])
 for r in range(ranks):
     need(sorted(steps[r]) == list(range(first, last + 1)), f"rank {r} traced steps {sorted(steps[r])}")
 cats = {e["cat"] for e in spans}
-for c in ("step", "compute", "instr", "coll", "p2p", "optim", "wait"):
+for c in ("step", "compute", "instr", "coll", "p2p", "optim", "wait", "ckpt"):
     need(c in cats, f"no span of category {c}")
 
 colls = collections.defaultdict(list)
 for e in spans:
     if e["cat"] == "coll":
         a = e["args"]
-        colls[(a["comm"], a["group"], a["seq"])].append((e["pid"], a["bytes"], a["members"], e["name"]))
+        colls[(a["comm"], a["group"], a["seq"])].append((rank_of.get(e["pid"]), a["bytes"], a["members"], e["name"]))
 need(len(colls) > 0, "no collective")
 for key, seen in colls.items():
     members = seen[0][2]
@@ -69,7 +72,8 @@ for fid, s in sends.items():
     need(r is not None, f"send {s} has no receive")
     if r is None:
         continue
-    need(r["pid"] == s["args"]["peer"] and s["pid"] == r["args"]["peer"], f"flow {fid}: send {s} to receive {r}")
+    need(rank_of.get(r["pid"]) == s["args"]["peer"] and rank_of.get(s["pid"]) == r["args"]["peer"],
+         f"flow {fid}: send {s} to receive {r}")
     need(r["args"]["tag"] == s["args"]["tag"] and r["args"]["bytes"] == s["args"]["bytes"], f"flow {fid}: {s} vs {r}")
 starts = collections.Counter(e["id"] for e in events if e["ph"] == "s")
 ends = collections.Counter(e["id"] for e in events if e["ph"] == "f")
