@@ -27,6 +27,7 @@ typedef struct mspan {
     int64_t bytes, peer, tag, group, members, posted, layer, mb;
     char name[48], comm[24], detail[24];
     int64_t flow; /* p2p: the flow id, or -1 */
+    int thread;   /* p2p: the thread that finished it (tid is its lane's track) */
 } mspan;
 
 typedef struct rank_file {
@@ -34,6 +35,7 @@ typedef struct rank_file {
     int64_t offset, uncertainty, dropped;
     int rounds;
     int n_threads;
+    int lanes; /* p2p tracks used (assign_lanes) */
     int thread_id[64];
     char thread_name[64][24];
 } rank_file;
@@ -184,6 +186,46 @@ static plait_status link_flows(merge *m) {
     return PLAIT_OK;
 }
 
+/* ---- transfers' tracks ---------------------------------------------------- */
+
+/* A transfer spans its post to its completion, across the other work of
+ * its thread, and several are in flight at once: on the thread's own track
+ * their spans would overlap others without nesting, which a trace viewer
+ * cuts. Each rank's transfers go to tracks of their own ("transfers N",
+ * tid LANE_TID + N), the first free one at each start; the finishing
+ * thread stays in args.thread. */
+#define LANE_TID 1000
+#define MAX_LANES 64
+
+static int cmp_start(const void *a, const void *b) {
+    const mspan *x = *(const mspan *const *)a, *y = *(const mspan *const *)b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+static plait_status assign_lanes(merge *m) {
+    mspan **p2p = malloc((m->n + 1) * sizeof *p2p);
+    if (!p2p) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory merging the trace");
+    size_t n = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (strcmp(m->s[i].cat, "p2p") == 0) p2p[n++] = &m->s[i];
+    qsort(p2p, n, sizeof *p2p, cmp_start);
+    int64_t lane_end[MAX_LANES];
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || p2p[i]->rank != p2p[i - 1]->rank)
+            for (int l = 0; l < MAX_LANES; l++) lane_end[l] = INT64_MIN;
+        int l = 0;
+        while (l < MAX_LANES - 1 && lane_end[l] > p2p[i]->t0) l++;
+        lane_end[l] = p2p[i]->t1;
+        p2p[i]->thread = p2p[i]->tid;
+        p2p[i]->tid = LANE_TID + l;
+        for (int f = 0; f < m->n_files; f++)
+            if (m->files[f].rank == p2p[i]->rank && m->files[f].lanes < l + 1) m->files[f].lanes = l + 1;
+    }
+    free(p2p);
+    return PLAIT_OK;
+}
+
 /* ---- the JSON file ------------------------------------------------------- */
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
@@ -221,6 +263,10 @@ static void write_events(FILE *f, const merge *m, int64_t base) {
         for (int t = 0; t < rf->n_threads; t++)
             fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}",
                     PID(rf->rank), rf->thread_id[t], rf->thread_name[t]);
+        for (int l = 0; l < rf->lanes; l++)
+            fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"transfers "
+                       "%d\"}}",
+                    PID(rf->rank), LANE_TID + l, l + 1);
     }
     for (size_t i = 0; i < m->n; i++) {
         const mspan *s = &m->s[i];
@@ -243,6 +289,7 @@ static void write_events(FILE *f, const merge *m, int64_t base) {
         put_str(f, "comm", s->comm, &first);
         put_str(f, "detail", s->detail, &first);
         put_num(f, "flow", s->flow, &first);
+        if (strcmp(s->cat, "p2p") == 0) put_num(f, "thread", s->thread, &first);
         fputs("}}", f);
         if (s->flow < 0) continue;
         /* the flow leaves the send's span and arrives in the receive's
@@ -327,6 +374,7 @@ plait_status plait_trace_merge(const char *out_dir, int *ranks) {
         st = read_rank_file(&m, path, &m.files[i]);
     }
     if (st == PLAIT_OK) st = link_flows(&m);
+    if (st == PLAIT_OK) st = assign_lanes(&m);
     char out[4200];
     snprintf(out, sizeof out, "%s/trace.json", out_dir);
     if (st == PLAIT_OK) st = write_json(out, &m);

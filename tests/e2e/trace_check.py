@@ -1,6 +1,7 @@
 """Checks a merged trace (docs/trace.md) of a run: python3 trace_check.py
 TRACE RANKS FIRST LAST. It parses as JSON in Chrome's trace-event schema;
-each rank is a process with its name and clock; the traced steps are
+each rank is a process with its name and clock; on every track two spans
+nest or do not meet (what a viewer draws whole); the traced steps are
 exactly FIRST..LAST on every rank; every collective appears on every member
 of its group with the same bytes; every send's flow ends at the receive
 that matches it (peers, tag and bytes), and every flow has both ends."""
@@ -40,6 +41,20 @@ threads = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] 
 spans = [e for e in events if e["ph"] == "X"]
 for e in spans:
     need((e["pid"], e["tid"]) in threads, f"a span on an unnamed thread: {e}")
+
+# on each track, two spans nest or do not meet (a viewer cuts the others)
+tracks = collections.defaultdict(list)
+for e in spans:
+    tracks[(e["pid"], e["tid"])].append(e)
+for key, track in tracks.items():
+    track.sort(key=lambda e: (e["ts"], -e["dur"]))
+    open_ends = []
+    for e in track:
+        while open_ends and open_ends[-1] <= e["ts"] + 0.0015:
+            open_ends.pop()
+        end = e["ts"] + e["dur"]
+        need(not open_ends or end <= open_ends[-1] + 0.0015, f"track {key}: {e['name']} at {e['ts']} overlaps its parent")
+        open_ends.append(end)
 
 steps = collections.defaultdict(list)
 for e in spans:

@@ -130,10 +130,10 @@ static void test_merge_aligns_and_links(void **state) {
     assert_int_equal(count_of(text, "\"name\":\"process_name\""), 2);
     assert_non_null(strstr(text, "\"clock_offset_ns\":3000000"));
     /* the send at rank 0's 1 ms is time 0; the receive at 3.001 ms */
-    assert_non_null(strstr(text, "\"pid\":1,\"tid\":1,\"ts\":0.000,\"dur\":5.000,\"cat\":\"p2p\",\"name\":\"send\""));
-    assert_non_null(strstr(text, "\"pid\":2,\"tid\":1,\"ts\":2001.000,\"dur\":5.000,\"cat\":\"p2p\",\"name\":\"recv\""));
-    assert_non_null(strstr(text, "{\"ph\":\"s\",\"pid\":1,\"tid\":1,\"ts\":0.000,\"cat\":\"p2p\",\"name\":\"p2p\",\"id\":1}"));
-    assert_non_null(strstr(text, "{\"ph\":\"f\",\"pid\":2,\"tid\":1,\"ts\":2001.000,\"cat\":\"p2p\",\"name\":\"p2p\",\"id\":1,"));
+    assert_non_null(strstr(text, "\"pid\":1,\"tid\":1000,\"ts\":0.000,\"dur\":5.000,\"cat\":\"p2p\",\"name\":\"send\""));
+    assert_non_null(strstr(text, "\"pid\":2,\"tid\":1000,\"ts\":2001.000,\"dur\":5.000,\"cat\":\"p2p\",\"name\":\"recv\""));
+    assert_non_null(strstr(text, "{\"ph\":\"s\",\"pid\":1,\"tid\":1000,\"ts\":0.000,\"cat\":\"p2p\",\"name\":\"p2p\",\"id\":1}"));
+    assert_non_null(strstr(text, "{\"ph\":\"f\",\"pid\":2,\"tid\":1000,\"ts\":2001.000,\"cat\":\"p2p\",\"name\":\"p2p\",\"id\":1,"));
 }
 
 static void test_merge_refuses_nothing(void **state) {
