@@ -13,6 +13,7 @@ extern const plait_command plait_cmd_export;
 extern const plait_command plait_cmd_tokenizer;
 extern const plait_command plait_cmd_data;
 extern const plait_command plait_cmd_doctor;
+extern const plait_command plait_cmd_trace;
 
 const plait_command *const plait_commands[] = {
     &plait_cmd_train,
@@ -25,6 +26,7 @@ const plait_command *const plait_commands[] = {
     &plait_cmd_plugin,
     &plait_cmd_bench,
     &plait_cmd_plan,
+    &plait_cmd_trace,
     &plait_cmd_doctor,
     &plait_cmd_help,
     NULL,

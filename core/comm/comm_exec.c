@@ -9,6 +9,7 @@
 
 #include "comm/comm.h"
 #include "coll/compress.h"
+#include "coll/reduce.h"
 #include "staging/coll_staging.h"
 #include "commstate/comm_device.h"
 #include "comm/comm_p2p.h"
@@ -16,6 +17,24 @@
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/trace.h"
+
+/* A collective's span, on the thread that ran it: its bytes (count x
+ * element size), its algorithm, and the communicator's identity (name,
+ * first world rank, sequence number: one collective on every member). */
+static void trace_coll(const plait_comm *comm, const plait_coll_args *a, uint64_t t0) {
+    char name[48];
+    snprintf(name, sizeof name, "%s%s%s", plait_coll_kind_name(a->kind), *a->label ? " " : "", a->label);
+    plait_trace_args ta = PLAIT_TRACE_ARGS;
+    ta.bytes = (int64_t)(a->count * plait_dtype_size(a->dtype));
+    ta.tag = (int64_t)a->seq;
+    ta.group = comm->world_ranks[0];
+    ta.members = comm->size;
+    ta.posted_ns = a->posted_ns ? (int64_t)a->posted_ns : PLAIT_TRACE_NONE;
+    ta.comm = comm->name;
+    ta.detail = plait_coll_algo_name((plait_coll_algo)atomic_load(&comm->last_algo));
+    plait_trace_end(PLAIT_TRACE_COLL, name, t0, &ta);
+}
 
 /* Run one collective on this thread; on a fatal error mark the
  * communicator failed (the message stays the thread's error). With
@@ -29,7 +48,9 @@ static plait_status run_one(plait_comm *comm, const plait_coll_args *args) {
     }
     int trace = plait_log_enabled_for(PLAIT_LOG_DEBUG, "coll");
     uint64_t t0 = trace ? plait_clock_now_ns() : 0, sent0 = trace ? atomic_load(&comm->bytes_sent) : 0;
+    uint64_t span0 = plait_trace_begin();
     st = plait_coll_run(comm, args);
+    if (span0) trace_coll(comm, args, span0);
     if (trace)
         plait_log(PLAIT_LOG_DEBUG, "coll", "%s #%llu '%s' on '%s': %zu values, %s%s%s, %llu bytes sent, %.3f ms",
                   plait_coll_kind_name(args->kind), (unsigned long long)args->seq, args->label, comm->name,
@@ -93,6 +114,19 @@ static plait_status ensure_worker(plait_comm *comm) {
     return PLAIT_OK;
 }
 
+/* Time the caller blocked on a queued collective (its exposed part). */
+static void trace_wait(const plait_request *r, uint64_t t0) {
+    if (!plait_trace_on()) return;
+    char name[48];
+    snprintf(name, sizeof name, "wait %s%s%s", plait_coll_kind_name(r->args.kind), *r->args.label ? " " : "",
+             r->args.label);
+    plait_trace_args ta = PLAIT_TRACE_ARGS;
+    ta.bytes = (int64_t)(r->args.count * plait_dtype_size(r->args.dtype));
+    ta.tag = (int64_t)r->args.seq;
+    ta.comm = r->comm->name;
+    plait_trace_span(PLAIT_TRACE_WAIT, name, t0, plait_clock_now_ns(), &ta);
+}
+
 static plait_status finish_coll(plait_request *r, int *done, int block) {
     plait_comm *comm = r->comm;
     uint64_t t0 = block ? plait_clock_now_ns() : 0;
@@ -101,7 +135,10 @@ static plait_status finish_coll(plait_request *r, int *done, int block) {
         while (!r->done) pthread_cond_wait(&comm->done_cond, &comm->lock);
     int is_done = r->done;
     pthread_mutex_unlock(&comm->lock);
-    if (block) atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
+    if (block) {
+        atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
+        trace_wait(r, t0);
+    }
     if (done) *done = is_done;
     if (!is_done) return PLAIT_OK;
     plait_status st = r->status;
@@ -143,6 +180,7 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
         return plait_comm_check_usable(comm);
     }
     uint64_t seq = ++comm->next_seq;
+    uint64_t posted = plait_trace_begin();
     atomic_fetch_add(&comm->collectives, 1);
     if (!req && !comm->busy && !comm->head) {
         /* idle and blocking: run inline */
@@ -150,6 +188,7 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
         pthread_mutex_unlock(&comm->lock);
         plait_coll_args a = *args;
         a.seq = seq;
+        a.posted_ns = posted;
         uint64_t t0 = plait_clock_now_ns();
         plait_status st = run_one(comm, &a);
         atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
@@ -170,6 +209,7 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
     r->comm = comm;
     r->args = *args;
     r->args.seq = seq;
+    r->args.posted_ns = posted;
     r->args.req = req ? r : NULL; /* a blocking caller waits for the end anyway */
     plait_status st = ensure_worker(comm);
     if (st != PLAIT_OK) {

@@ -30,6 +30,7 @@
 #include "commstate/request.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/trace.h"
 
 void plait_p2p_describe(const plait_request *r, char *buf, size_t len) {
     char where[128];
@@ -139,6 +140,7 @@ static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count,
     r->is_send = is_send;
     r->bytes = count * esz;
     r->tag = tag;
+    r->posted_ns = plait_trace_begin();
     r->ready = count ? plait_comm_ready_take(plait_comm_device_of(comm), kind, ready, &r->own_ready) : NULL;
     plait_buffer b;
     if ((st = transport_buffer(comm, r, buf, kind, &b)) != PLAIT_OK) {
@@ -195,8 +197,25 @@ plait_status plait_comm_p2p_after(plait_comm *comm, int is_send, const void *buf
     return post(comm, is_send, (void *)(uintptr_t)buf, count, dtype, peer, tag, kind, ready, req);
 }
 
+/* A transfer's span, from its post to its completion on the thread that
+ * finished it; peers as world ranks, so that trace_merge.c links each send
+ * to its receive. */
+static void trace_p2p(const plait_request *r) {
+    const plait_comm *comm = r->comm;
+    plait_trace_args ta = PLAIT_TRACE_ARGS;
+    ta.bytes = (int64_t)r->bytes;
+    ta.peer = comm->world_ranks[r->peer];
+    ta.tag = r->tag;
+    ta.group = comm->world_ranks[0];
+    ta.members = comm->size;
+    ta.posted_ns = (int64_t)r->posted_ns;
+    ta.comm = comm->name;
+    plait_trace_span(PLAIT_TRACE_P2P, r->is_send ? "send" : "recv", r->posted_ns, plait_clock_now_ns(), &ta);
+}
+
 static plait_status finish(plait_request *r, plait_status st, size_t bytes) {
     plait_comm *comm = r->comm;
+    if (r->posted_ns && st == PLAIT_OK) trace_p2p(r);
     if (st == PLAIT_OK) {
         if (!r->is_send) atomic_fetch_add(&comm->bytes_received, bytes);
         st = unstage(r, !r->is_send);

@@ -104,6 +104,7 @@ typedef struct plait_coll_args {
      * algorithm: staging copies a device one in and out) */
     plait_compression compression;
     float *residual;
+    uint64_t posted_ns; /* when it was issued, while tracing (runtime/trace.h); else 0 */
 } plait_coll_args;
 
 /* ---- the communicator ------------------------------------------------ */

@@ -36,6 +36,7 @@ struct plait_request {
     size_t bytes;
     uint32_t tag;
     uint64_t p2p_seq;
+    uint64_t posted_ns;       /* when it was posted, while tracing (runtime/trace.h); else 0 */
     void *staged;             /* pinned copy of a device buffer (staging.h), or NULL */
     void *dev;                /* the device buffer it stands for */
     struct plait_device_event *ready; /* device memory: touched only after it (comm_device.h) */

@@ -66,6 +66,9 @@ static const plait_key_decl run_keys[] = {
         "refuse, before any rank starts, a layout whose memory (plait plan's prediction per rank) exceeds "
         "what this host's ranks have, naming what would fit, and (before step 1) an elastic job's replicas a "
         "host cannot hold; false = start it anyway"),
+    KEY("trace", S, "", 1, 0, NULL, SAME,
+        "record a timeline of these steps on every rank: N or FIRST:LAST (from 1), merged into "
+        "<out_dir>/trace.json for Perfetto (docs/trace.md); empty = off"),
     KEY("precision", E, "fp32", 1, 0, precision_choices, SAME,
         "matrix products: fp32; bf16 = bf16 operands, fp32 accumulation, fp32 master weights and optimizer "
         "state (CPUs with AVX512_BF16 or AMX, or a GPU); tf32 = GPUs only (see docs/cpu.md and docs/gpu.md)"),

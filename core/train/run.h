@@ -124,6 +124,9 @@ typedef struct plait_run {
     char resumed_from[4200];  /* what it resumed from (a checkpoint directory, or the replicas in memory);
                                  "" for a fresh run */
     uint64_t seed;
+    /* [run] trace: the traced steps, numbered from 1 as metrics.csv
+     * numbers them; 0 and 0 when the run is not traced (run_trace.c) */
+    int64_t trace_first, trace_last;
 
     plait_run_world world;
     plait_run_model model;

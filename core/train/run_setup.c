@@ -5,6 +5,7 @@
 #include "plugin/loader.h"
 #include "device/device.h"
 #include "host/host_table.h"
+#include "runtime/trace.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
@@ -236,6 +237,7 @@ void plait_run_close(plait_run *run) {
     if (run->world.comm) plait_mesh_release(&run->world.mesh);
     plait_run_replica_close(run);
     plait_run_close_world(run);
+    plait_trace_close(); /* [run] trace's buffer, once no communicator's thread records */
     plait_process_state_free(&run->process);
     free(run);
 }

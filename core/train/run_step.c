@@ -17,6 +17,7 @@
  */
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,7 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/memory.h"
+#include "runtime/trace.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 #include "train/step_pipeline.h"
@@ -50,7 +52,9 @@ static int norm_on_device(const plait_optim_step_out *out) {
 
 plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     memset(res, 0, sizeof *res);
-    double t0 = plait_clock_now();
+    /* one clock read for the step's time and its span (the trace and
+     * metrics.csv split the same intervals) */
+    uint64_t t0 = plait_clock_now_ns();
     if (run->params.grad_flat) plait_device_kernels()->zero(run->params.grad_flat, run->params.flat_numel);
     plait_status st = PLAIT_OK;
     if (run->parallel.ops->begin_step) st = run->parallel.ops->begin_step(run->parallel.state, run->step);
@@ -85,10 +89,18 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     plait_stage_timing_take(&run->timing, run->exec.stage_times, res);
     take_plugin_stats(run, &out, res);
     if (norm_on_device(&out)) res->grad_norm = sqrt(sumsq);
-    res->t.step_s = plait_clock_now() - t0;
+    uint64_t t1 = plait_clock_now_ns();
+    res->t.step_s = 1e-9 * (double)(t1 - t0);
     res->t.compute_s = res->t.step_s - res->t.comm_s - res->t.idle_s;
     run->timing.last_step = res->t;
     run->step++;
+    if (plait_trace_on()) {
+        plait_trace_args ta = PLAIT_TRACE_ARGS;
+        ta.tag = run->step; /* numbered from 1 */
+        char name[32];
+        snprintf(name, sizeof name, "step %lld", (long long)run->step);
+        plait_trace_span(PLAIT_TRACE_STEP, name, t0, t1, &ta);
+    }
     return PLAIT_OK;
 }
 
@@ -141,6 +153,28 @@ static void end_phase(pipeline_phase *ph, plait_step_timing *t) {
     ph->ended = 1;
 }
 
+static const char *const instr_names[] = {"?", "FORWARD", "BACKWARD", "RECV_ACT", "SEND_ACT", "RECV_GRAD",
+                                          "SEND_GRAD", "REDUCE_GRADS", "OPTIM_STEP", "BACKWARD_INPUT",
+                                          "BACKWARD_WEIGHT"};
+
+/* One instruction of the schedule as the trace shows it: its op, chunk
+ * (in `layer`: trace_merge.c names it so) and micro-batch. */
+static void trace_instr(const plait_instr *in, uint64_t t0) {
+    plait_trace_args ta = PLAIT_TRACE_ARGS;
+    ta.layer = in->chunk;
+    ta.mb = in->mb;
+    plait_trace_end(PLAIT_TRACE_INSTR, in->op < sizeof instr_names / sizeof instr_names[0] ? instr_names[in->op] : "?",
+                    t0, &ta);
+}
+
+/* A layer's forward or backward. */
+static void trace_layer(const char *what, int32_t layer, int32_t mb, uint64_t t0) {
+    plait_trace_args ta = PLAIT_TRACE_ARGS;
+    ta.layer = layer;
+    ta.mb = mb;
+    plait_trace_end(PLAIT_TRACE_COMPUTE, what, t0, &ta);
+}
+
 /* One pass over this rank's instructions. A training pass runs them all;
  * an evaluation pass runs the forwards and their activations' sends, and
  * releases each slot as soon as nothing more reads it. Loss sums land in
@@ -159,6 +193,7 @@ static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_ste
     for (size_t i = 0; st == PLAIT_OK && i < plan->n_instr; i++) {
         const plait_instr *in = &plan->schedule[i];
         int32_t c = in->chunk, mb = in->mb;
+        uint64_t span0 = plait_trace_begin();
         switch ((plait_instr_op)in->op) {
         case PLAIT_INSTR_FORWARD:
             st = forward_chunk(run, p, step, c, mb, t);
@@ -191,7 +226,9 @@ static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_ste
             if (train) {
                 plait_optim_step_in sin = {.struct_size = sizeof sin, .step = step,
                                            .sumsq_dev = run->exec.mb_loss_dev + run->exec.n_micro_batches};
+                uint64_t o0 = plait_trace_begin();
                 st = run->optim.ops->step(run->optim.state, &sin, out);
+                plait_trace_end(PLAIT_TRACE_OPTIM, "optimizer step", o0, NULL);
                 t->comm_s += out->wait_seconds; /* 0 from a plugin that predates the field */
                 /* the bf16 copies of the weights are made again at each layer's next forward */
                 plait_model_weights_changed(run->model.instance);
@@ -200,6 +237,7 @@ static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_ste
         default:
             st = plait_set_error(PLAIT_ERR_INTERNAL, "schedule instruction %zu has unknown op %u", i, in->op);
         }
+        if (span0) trace_instr(in, span0);
     }
     if (!phase.ended) end_phase(&phase, t); /* a schedule without REDUCE_GRADS */
     /* Sends still in flight finish before the buffers are touched again. */
@@ -214,29 +252,47 @@ static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_ste
  * bucketed all-reduces), so their time counts as communication. */
 typedef enum layer_call { BEFORE_FORWARD, AFTER_FORWARD, BEFORE_BACKWARD, AFTER_BACKWARD } layer_call;
 
+static const char *const hook_names[] = {"before_forward", "after_forward", "before_backward", "after_backward"};
+
 static plait_status call_plugins(plait_run *run, layer_call call, int32_t l, int32_t mb, plait_step_timing *t) {
     const plait_optim_ops *o = run->optim.ops;
     void *s = run->optim.state;
     int last = mb == run->work.plan.micro_batches - 1;
-    double t0 = plait_clock_now();
+    uint64_t t0 = plait_clock_now_ns();
     plait_status st = PLAIT_OK;
+    int called = 1;
     switch (call) {
     case BEFORE_FORWARD:
         if (o->before_forward) st = o->before_forward(s, l, mb);
+        else called = 0;
         break;
     case AFTER_FORWARD:
         if (o->after_forward) st = o->after_forward(s, l, mb);
+        else called = 0;
         break;
     case BEFORE_BACKWARD:
         if (o->before_backward) st = o->before_backward(s, l, mb);
+        else called = 0;
         break;
     case AFTER_BACKWARD: /* then the layer's gradients are ready for the parallel plugin */
         if (o->after_backward) st = o->after_backward(s, l, mb, last);
         if (st == PLAIT_OK && run->parallel.ops->grads_ready)
             st = run->parallel.ops->grads_ready(run->parallel.state, l, mb, last);
+        called = o->after_backward || run->parallel.ops->grads_ready;
         break;
     }
-    t->comm_s += plait_clock_now() - t0;
+    uint64_t t1 = plait_clock_now_ns();
+    t->comm_s += 1e-9 * (double)(t1 - t0);
+    /* the same interval in the trace: communication over DP as the summary
+     * counts it (ZeRO's gathers and reductions, the gradient buckets) */
+    if (called && plait_trace_on()) {
+        plait_trace_args ta = PLAIT_TRACE_ARGS;
+        ta.layer = l;
+        ta.mb = mb;
+        ta.comm = "dp";
+        ta.detail = "hook";
+        plait_trace_span(PLAIT_TRACE_WAIT, hook_names[call], t0, t1, &ta);
+    }
     return st;
 }
 
@@ -273,7 +329,9 @@ static plait_status forward_chunk(plait_run *run, pass p, int64_t step, int32_t 
     for (int32_t l = run->work.first_layer[chunk]; st == PLAIT_OK && l <= run->work.last_layer[chunk]; l++) {
         if (run->exec.on_layer) run->exec.on_layer(run->exec.on_layer_ctx, 0, l, mb);
         st = call_plugins(run, BEFORE_FORWARD, l, mb, t);
+        uint64_t span0 = plait_trace_begin();
         if (st == PLAIT_OK) st = plait_model_forward_layer(run->model.instance, l, slot);
+        if (span0) trace_layer("forward", l, mb, span0);
         if (st == PLAIT_OK) st = call_plugins(run, AFTER_FORWARD, l, mb, t);
     }
     /* the loss sum stays on the device until the step's end (global_loss) */
@@ -320,7 +378,9 @@ static plait_status fold_grads(plait_run *run, int32_t layer, int32_t mb) {
  * and releases them; plait/optim.h). */
 static plait_status backward_input_layer(plait_run *run, int32_t l, int32_t mb, int32_t slot, plait_step_timing *t) {
     plait_status st = call_plugins(run, BEFORE_FORWARD, l, mb, t);
+    uint64_t span0 = plait_trace_begin();
     if (st == PLAIT_OK) st = plait_model_backward_input(run->model.instance, l, slot);
+    if (span0) trace_layer("backward_input", l, mb, span0);
     if (st == PLAIT_OK) st = call_plugins(run, AFTER_FORWARD, l, mb, t);
     return st;
 }
@@ -332,8 +392,10 @@ static plait_status backward_grads_layer(plait_run *run, plait_instr_op op, int3
     plait_status st = call_plugins(run, BEFORE_BACKWARD, l, mb, t);
     if (st != PLAIT_OK) return st;
     if (run->params.tree) grads_to_scratch(run, l);
+    uint64_t span0 = plait_trace_begin();
     st = op == PLAIT_INSTR_BACKWARD_WEIGHT ? plait_model_backward_weight(run->model.instance, l, slot)
                                            : plait_model_backward_layer(run->model.instance, l, slot);
+    if (span0) trace_layer(op == PLAIT_INSTR_BACKWARD_WEIGHT ? "backward_weight" : "backward", l, mb, span0);
     if (run->params.tree) {
         grads_to_flat(run, l);
         if (st == PLAIT_OK) st = fold_grads(run, l, mb);
@@ -378,7 +440,7 @@ static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
     int32_t n_order = plait_grad_finish_order(&order);
     int par_done = 0;
     for (int32_t i = 0; st == PLAIT_OK && i < n_order; i++) {
-        double t0 = plait_clock_now();
+        uint64_t t0 = plait_clock_now_ns();
         switch (order[i]) {
         case PLAIT_GRAD_FINISH_DP:
         case PLAIT_GRAD_FINISH_PP:
@@ -393,7 +455,16 @@ static plait_status reduce_grads(plait_run *run, plait_step_timing *t) {
             combine_tied_grads(run);
             continue; /* local arithmetic, not communication */
         }
-        t->comm_s += plait_clock_now() - t0;
+        uint64_t t1 = plait_clock_now_ns();
+        t->comm_s += 1e-9 * (double)(t1 - t0);
+        if (plait_trace_on()) {
+            plait_trace_args ta = PLAIT_TRACE_ARGS;
+            ta.comm = "dp"; /* the reductions' own spans inside name their groups */
+            ta.detail = "finish";
+            plait_trace_span(PLAIT_TRACE_WAIT, order[i] == PLAIT_GRAD_FINISH_OPTIM ? "optim finish_grads"
+                                                                                  : "parallel finish_grads",
+                             t0, t1, &ta);
+        }
     }
     return st;
 }

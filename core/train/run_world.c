@@ -16,6 +16,7 @@
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
+#include "train/run_trace.h"
 #include "train/precision.h"
 #include "train/run.h"
 #include "train/run_internal.h"
@@ -129,6 +130,7 @@ plait_status plait_run_fail(plait_run *run, plait_status st, const char *at, con
         strcat(msg, " (`plait config check` predicts each rank's memory and names what fits: a smaller "
                     "data.micro_batch, model.recompute, a ZeRO stage)");
     run->world.failed = 1;
+    plait_run_trace_flush(); /* what this rank recorded up to the failure */
     int me = run->world.mesh.world_rank;
     char why[2200];
     snprintf(why, sizeof why, "rank %d stopped: %s", me, msg);

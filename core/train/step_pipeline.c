@@ -11,6 +11,7 @@
 #include "device/device.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/trace.h"
 
 /* ---- activation slots ------------------------------------------------ */
 
@@ -27,14 +28,26 @@ static plait_status wait_sends(plait_run *run, int32_t slot) {
     return st;
 }
 
+/* Time blocked on a pipeline neighbour from t0: the step's idle time, and
+ * the same interval in the trace. */
+static void add_idle(plait_step_timing *t, const char *what, uint64_t t0) {
+    uint64_t t1 = plait_clock_now_ns();
+    t->idle_s += 1e-9 * (double)(t1 - t0);
+    if (!plait_trace_on()) return;
+    plait_trace_args ta = PLAIT_TRACE_ARGS;
+    ta.comm = "pp";
+    ta.detail = "pipeline"; /* a neighbour's, not a collective's */
+    plait_trace_span(PLAIT_TRACE_WAIT, what, t0, t1, &ta);
+}
+
 plait_status plait_step_wait_all_sends(plait_run *run, plait_step_timing *t) {
-    double t0 = plait_clock_now();
+    uint64_t t0 = plait_clock_now_ns();
     plait_status st = PLAIT_OK;
     for (int32_t s = 0; s < run->exec.max_slots; s++) {
         plait_status w = wait_sends(run, s);
         if (st == PLAIT_OK) st = w;
     }
-    t->idle_s += plait_clock_now() - t0;
+    add_idle(t, "wait pending sends", t0);
     return st;
 }
 
@@ -116,10 +129,10 @@ static uint32_t pp_tag(crossing what, int32_t boundary, int32_t mb) {
 }
 
 static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint32_t tag, plait_step_timing *t) {
-    double t0 = plait_clock_now();
+    uint64_t t0 = plait_clock_now_ns();
     plait_status st = plait_comm_p2p(run->world.mesh.pp_comm, 0, buf, plait_model_boundary_numel(run->model.instance),
                                      PLAIT_F32, from_stage, tag, plait_device_mem_kind(), NULL);
-    t->idle_s += plait_clock_now() - t0;
+    add_idle(t, tag >> 30 ? "wait recv gradient" : "wait recv activation", t0);
     return st;
 }
 

@@ -30,6 +30,8 @@
 #include "train/run_ckpt.h"
 #include "train/run_internal.h"
 #include "train/run_replica.h"
+#include "train/run_trace.h"
+#include "runtime/trace.h"
 
 static plait_status make_dirs(const char *path) {
     char buf[4096];
@@ -286,6 +288,9 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
     int64_t replica_every = plait_run_replicas_on(run) ? plait_config_int(cfg, "run", "replica_every") : 0;
     int64_t first_snapshot = plait_run_first_snapshot(run, replica_every);
     if (st == PLAIT_OK) st = plait_run_check_replica_room(run, first_snapshot);
+    if (st == PLAIT_OK)
+        st = plait_run_trace_range(cfg, run->step + 1, run->steps, &run->trace_first, &run->trace_last);
+    if (st == PLAIT_OK) st = plait_run_trace_start(run, out_dir);
     /* No validation data (no val_path and val_fraction = 0, which preflight
      * allows only with eval_every = 0): the run trains on all the data and
      * skips the final evaluation. A val_path is validation data whatever
@@ -306,6 +311,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         plait_step_result res;
         at_step = run->step + 1;
         if (rank == 0) plait_progress_step_begin(&progress, run->step + 1);
+        plait_run_trace_step_begin(run, at_step);
         st = plait_run_step(run, &res);
         if (st != PLAIT_OK) break;
         int64_t done = run->step; /* steps completed */
@@ -332,7 +338,9 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         if (st != PLAIT_OK) break;
         int boundary = 0, evaluated = 0;
         if ((ckpt_every > 0 && done % ckpt_every == 0) || done == run->steps) {
+            uint64_t span0 = plait_trace_begin();
             st = plait_run_save(run, out_dir);
+            plait_trace_end(PLAIT_TRACE_CKPT, "checkpoint", span0, NULL);
             /* a save that failed because the directory went in the
              * meantime says so, not which file it could not create */
             if (st != PLAIT_OK && rank == 0 && plait_out_dir_check(out_dir, lock_fd) != PLAIT_OK) st = PLAIT_ERR_SYSTEM;
@@ -373,6 +381,10 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
                                                                     progress.peak_flops, mfu_text, sizeof mfu_text));
             st = plait_metrics_row(&metrics);
         }
+        /* the traced steps' files once the last one is done, its
+         * checkpoint and evaluation included */
+        if (st == PLAIT_OK) st = plait_run_trace_step_end(run, done, out_dir);
+        if (st != PLAIT_OK) break;
         /* an elastic job with a host waiting to join stops here, its
          * checkpoint saved, so the next round trains with it */
         if (st == PLAIT_OK && boundary && done < run->steps && plait_agent_present()) {
@@ -414,6 +426,7 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         snprintf(at, sizeof at, "step %lld", (long long)at_step);
         return plait_run_fail(run, st, at, "train");
     }
+    plait_run_trace_flush(); /* a run that stopped inside its traced steps (to regroup) */
     plait_run_close(run);
     return PLAIT_OK;
 }

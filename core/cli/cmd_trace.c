@@ -1,0 +1,52 @@
+/* plait trace merge DIR | plait trace summary FILE (docs/trace.md) */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/trace_summary.h"
+#include "runtime/error.h"
+#include "runtime/trace_merge.h"
+
+static int usage_error(const char *msg) {
+    fprintf(stderr, "plait trace: %s; 'plait help trace' lists the subcommands\n", msg);
+    return 2;
+}
+
+static int cmd_trace(int argc, char **argv, const plait_cli_job_opts *job) {
+    (void)job; /* starts no ranks */
+    if (argc != 3) return usage_error("give a subcommand and its one argument: merge DIR, or summary FILE");
+    if (strcmp(argv[1], "merge") == 0) {
+        int ranks = 0;
+        if (plait_trace_merge(argv[2], &ranks) != PLAIT_OK) {
+            plait_cli_print_error("trace merge");
+            return 1;
+        }
+        printf("merged %d rank trace%s into %s/trace.json\n", ranks, ranks == 1 ? "" : "s", argv[2]);
+        return 0;
+    }
+    if (strcmp(argv[1], "summary") == 0) {
+        if (plait_trace_summary(argv[2], stdout) != PLAIT_OK) {
+            plait_cli_print_error("trace summary");
+            return 1;
+        }
+        return 0;
+    }
+    char msg[160];
+    snprintf(msg, sizeof msg, "unknown subcommand '%.60s' (allowed: merge, summary)", argv[1]);
+    return usage_error(msg);
+}
+
+const plait_command plait_cmd_trace = {
+    "trace",
+    "merge the ranks' traces of a run, or summarise one",
+    "plait trace merge DIR\n"
+    "    merge DIR/trace/rank-NNNNN.trace (written by a run with [run] trace) into\n"
+    "    DIR/trace.json, a Chrome trace-event file that opens in https://ui.perfetto.dev;\n"
+    "    a traced run's rank 0 does it itself: this is for a run whose rank 0 stopped\n"
+    "plait trace summary FILE\n"
+    "    per rank, over the traced steps: compute, exposed communication by axis\n"
+    "    (dp, tp, pp, other), waits on pipeline neighbours and idle, in ms; then the\n"
+    "    largest exposed transfers (docs/trace.md)\n",
+    cmd_trace,
+    NULL,
+};

@@ -1,0 +1,28 @@
+/*
+ * `plait trace summary FILE`: where each rank's traced steps went, read
+ * from a merged trace (runtime/trace_merge.h writes one event a line).
+ *
+ * Per rank, over its "step" spans, on the thread that ran them, each
+ * span's own time (less the spans inside it): compute (the layers'
+ * forward and backward, the optimizer step), exposed communication by
+ * axis (the collectives this thread ran or waited on, the plugins'
+ * per-layer hooks and gradient finish as dp: dp; tp; pp with the tied
+ * embedding's group; other, e.g. the step's loss over the world), waits
+ * on pipeline neighbours, and idle (the rest: bookkeeping, data, the gaps
+ * between spans), as metrics.csv splits a step (docs/trace.md). Then the
+ * largest exposed transfers of the job.
+ *
+ * Thread-safe (no shared state). Errors: a file that is not a trace plait
+ * merged (PLAIT_ERR_INVALID_ARG naming it and the line), or that holds no
+ * step.
+ */
+#ifndef PLAIT_CLI_TRACE_SUMMARY_H
+#define PLAIT_CLI_TRACE_SUMMARY_H
+
+#include <stdio.h>
+#include <plait/types.h>
+
+/* Print the summary of merged trace `path` to `out`. */
+plait_status plait_trace_summary(const char *path, FILE *out);
+
+#endif
