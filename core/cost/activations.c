@@ -30,15 +30,17 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     s->C = spec->n_embd;
     s->L = spec->n_layer;
     s->gpt = strcmp(spec->arch, "gpt") == 0;
+    s->llama = strcmp(spec->arch, "llama") == 0;
     s->recompute = in->recompute;
     s->split = in->split;
-    double NH = s->gpt ? spec->n_head : 1, HS = s->gpt ? s->C / NH : s->C;
+    double NH = s->gpt || s->llama ? spec->n_head : 1, HS = s->gpt || s->llama ? s->C / NH : s->C;
     s->HS = HS;
-    s->fused = s->gpt && HS <= PLAIT_ATTENTION_FUSED_MAX_HS;
+    s->fused = (s->gpt && HS <= PLAIT_ATTENTION_FUSED_MAX_HS) || s->llama;
     s->att_scratch = s->fused && in->device ? in->device->att_scratch : 0;
     s->NHl = floor(NH / in->tp); /* the model's integer division (the mlp arch: no heads under tp) */
     s->Cl = s->NHl * HS;
-    s->Fl = 4 * s->C / in->tp;
+    s->Fl = (s->llama ? spec->ffn_hidden : 4 * s->C) / in->tp;
+    s->Wq = (s->NHl + 2 * floor(spec->n_kv_head / in->tp)) * HS;
     s->Vl = in->vocab_padded > 0 ? in->vocab_padded / in->tp : spec->vocab_size;
     const plait_bf16_terms terms = {.requested = in->precision == PLAIT_PRECISION_BF16,
                                     .gpt = s->gpt,
@@ -55,6 +57,10 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
  * (model/model_slots.c, slot_carve). */
 static double block_floats(const plait_cost_shape *s, int kept) {
     double BT = s->B * s->T;
+    if (s->llama) /* slot_carve's llama branch: all kept, float32 */
+        return !kept ? 0
+                     : 3 * al(BT * s->C) + 2 * al(BT) + al(BT * s->Wq) + al(s->B * s->NHl * s->T) + al(BT * s->Cl) +
+                           3 * al(BT * s->Fl);
     const double att = s->fused ? 0 : s->B * s->NHl * s->T * s->T, lse = s->fused ? s->B * s->NHl * s->T : 0;
     const struct {
         double n;
@@ -128,7 +134,8 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
     f += al(3 * BT);
     /* the attention's: the device's fused scratch (at least Cl floats: the
      * weight half's saved key-bias gradient), or the probabilities' gradient */
-    if (s->gpt && s->fused) {
+    if (s->llama) f += al(BT * s->Fl) + s->T * s->HS; /* gate_proj's output gradient; the rotary angles' table */
+    if ((s->gpt || s->llama) && s->fused) {
         double n = s->B * s->NHl * s->att_scratch;
         f += al(n > s->Cl ? n : s->Cl);
     } else if (s->gpt) {

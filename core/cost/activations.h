@@ -68,7 +68,9 @@ typedef struct plait_cost_shape {
     double B, T, C;   /* micro-batch, sequence, width */
     double Cl, NHl;   /* this rank's attention width and heads (C/tp, n_head/tp) */
     double Fl, Vl;    /* its MLP width (4C/tp) and vocabulary slice */
-    int L, gpt;       /* blocks; the GPT model (else the MLP test model) */
+    int L, gpt;       /* blocks; the GPT model (else the MLP test model, or llama) */
+    int llama;        /* the llama arch (float32, recompute none: model/llama_layers.c) */
+    double Wq;        /* llama: a row of q, k and v ((NHl + 2·n_kv_head/tp)·HS) */
     int recompute;    /* 0 none, 1 selective, 2 full */
     int split;        /* the schedule splits backwards into input and weight halves (zb1) */
     int fused;        /* fused attention: each row's log-sum-exp, no probabilities (GPT, head size <=

@@ -86,8 +86,10 @@ double plait_cost_model_params(const plait_cost_model *m) { return (double)m->sp
 
 const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, int v, char *why, size_t len) {
     const plait_model_spec *s = m->spec;
-    /* the tp and pp plugins' own rules and words */
-    if (tp > 1 && strcmp(s->arch, "gpt") == 0 && s->n_head % tp != 0)
+    /* the tp and pp plugins' own rules and words, and the model's */
+    if (tp > 1 && strcmp(s->arch, "llama") == 0)
+        snprintf(why, len, "arch llama: tensor parallelism ([parallel] tp > 1) is not supported for it yet");
+    else if (tp > 1 && strcmp(s->arch, "gpt") == 0 && s->n_head % tp != 0)
         snprintf(why, len,
                  "[parallel] tp = %d does not divide [model] n_head = %d: tensor parallelism gives each rank whole "
                  "attention heads (choose tp among the divisors of n_head)",
@@ -104,6 +106,14 @@ const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, 
                  pp, v, (long long)pp * v, m->n_layers, s->n_layer);
     else
         return NULL;
+    return why;
+}
+
+const char *plait_cost_model_refuses_mode(const plait_cost_model *m, int recompute, const char *schedule, char *why,
+                                          size_t len) {
+    if (strcmp(m->spec->arch, "llama") != 0 || (recompute == 0 && strcmp(schedule, "zb1") != 0)) return NULL;
+    snprintf(why, len, "arch llama: %s is not supported for it yet",
+             recompute > 0 ? "[model] recompute other than none" : "a split backward (the zb1 schedule)");
     return why;
 }
 

@@ -126,6 +126,7 @@ static plait_status llama_setup(plait_model *m, const plait_model_create_args *a
             cs[T * half + t * half + i] = sinf(angle);
         }
     }
+    m->act_bytes += bytes;
     plait_status st = plait_device_copy(m->rope_cs, cs, bytes, PLAIT_COPY_TO_DEVICE);
     free(cs);
     return st == PLAIT_OK ? PLAIT_OK : plait_wrap_error(st, "model: uploading the rotary angles' table");

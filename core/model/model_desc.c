@@ -300,6 +300,8 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
     d->spec.n_embd = d->n_embd;
     d->spec.block_size = d->block_size;
     d->spec.vocab_size = d->vocab_size;
+    d->spec.n_kv_head = is_llama ? d->n_kv_head : d->n_head;
+    d->spec.ffn_hidden = is_llama ? d->ffn_hidden : 4 * d->n_embd;
     d->spec.micro_batch = micro_batch;
     d->spec.layers = d->layers;
     d->spec.params = d->params;

@@ -105,17 +105,28 @@ void plait_run_free_params(plait_run *run) {
     run->params.local_of_global = NULL;
 }
 
+/* 1 if a parameter of `s` is a tied copy of parameter g. */
+static int has_tied_copy(const plait_model_spec *s, int32_t g) {
+    for (int32_t i = 0; i < s->n_params; i++)
+        if (plait_tied_is_copy(&s->params[i]) && s->params[i].tied_to == g) return 1;
+    return 0;
+}
+
 double plait_run_flops_per_token(const plait_run *run) {
     const plait_model_spec *s = run->model.spec;
     double n = 0;
     for (int32_t g = 0; g < s->n_params; g++) {
         const plait_param *p = &s->params[g];
-        if (plait_tied_is_copy(p) || strcmp(p->name, "transformer.wpe.weight") == 0) continue;
+        /* what takes part in no product: learned positions, an untied
+         * token embedding (a lookup; the llama arch's) */
+        if (plait_tied_is_copy(p) || strcmp(p->name, "transformer.wpe.weight") == 0 ||
+            (strcmp(p->name, "model.embed_tokens.weight") == 0 && !has_tied_copy(s, g)))
+            continue;
         double numel = 1;
         for (int d = 0; d < p->ndim; d++) numel *= (double)p->shape[d];
         n += numel;
     }
-    double attn = strcmp(s->arch, "gpt") == 0 ? 12.0 * s->n_layer * s->n_embd * s->block_size : 0;
+    double attn = strcmp(s->arch, "mlp") != 0 ? 12.0 * s->n_layer * s->n_embd * s->block_size : 0;
     return 6.0 * n + attn;
 }
 

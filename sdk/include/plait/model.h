@@ -107,7 +107,7 @@ typedef struct plait_layer {
 /* The global model as the core built it from the config, before any split. */
 typedef struct plait_model_spec {
     uint32_t struct_size;
-    const char *arch;            /* "gpt" or "mlp" */
+    const char *arch;            /* "gpt", "llama" or "mlp" */
     int32_t n_layer, n_head, n_embd, block_size, vocab_size;
     int32_t micro_batch;         /* sequences per micro-batch */
     int32_t n_layers;            /* entries in `layers` (embedding + blocks + head for GPT) */
@@ -120,6 +120,11 @@ typedef struct plait_model_spec {
     int32_t n_params;
     const plait_param *params;
     size_t total_numel;          /* Σ global numel, tied copies counted once */
+    /* ABI 1.10 (read them where struct_size covers them): the key/value
+     * heads of grouped-query attention (n_head where every head has its
+     * own), and the MLP's width (4·n_embd for gpt; llama's SwiGLU width,
+     * its gate, up and down projections that wide). */
+    int32_t n_kv_head, ffn_hidden;
 } plait_model_spec;
 
 /* The parameters this rank holds after planning, in global order. */
