@@ -10,6 +10,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config   # compiler, make, CMake, pkg-config
   clang libclang-rt-dev              # second compiler (-Werror in both) and libFuzzer/sanitizer runtimes
+  clang-format-14                    # the format check of each commit's changed lines (.clang-format)
   libinih-dev                        # INI parsing
   libopenblas-dev                    # cblas_sgemm
   libcmocka-dev                      # unit tests

@@ -285,6 +285,8 @@ plait_status plait_bench_comm_check_memory(const plait_bench_comm_opts *o, int n
                            room_text, d);
 }
 
+/* long: one loop over the sizes whose buffers, reset, timed region and
+ * check are one measurement; the comments inside say why each is where it is */
 plait_status plait_bench_comm_run(plait_comm *comm, const plait_bench_comm_opts *o, FILE *out,
                                   uint64_t *wrong_total, uint64_t *wrong_here) {
     const plait_coll_api *api = plait_coll_api_table();

@@ -18,20 +18,6 @@
 
 static int scan(const char *out_dir, plait_ckpt_entry **out, int warn_links);
 
-int plait_ckpt_parse_dir_name(const char *name, int64_t *step) {
-    size_t plen = strlen(PLAIT_CKPT_DIR_PREFIX);
-    if (strncmp(name, PLAIT_CKPT_DIR_PREFIX, plen) != 0) return -1;
-    const char *d = name + plen;
-    if (!*d || strlen(d) > 18) return -1;
-    int64_t v = 0;
-    for (; *d; d++) {
-        if (*d < '0' || *d > '9') return -1;
-        v = v * 10 + (*d - '0');
-    }
-    *step = v;
-    return 0;
-}
-
 const char *plait_ckpt_dir_role(const char *dir) {
     static const char *const ckpt_files[] = {PLAIT_CKPT_MARKER_FILE, PLAIT_CKPT_STATE_FILE, PLAIT_CKPT_OPTIM_FILE};
     static const char *const run_files[] = {".lock", "metrics.csv"};
@@ -48,10 +34,6 @@ const char *plait_ckpt_dir_role(const char *dir) {
     int n = scan(dir, &v, 0);
     free(v);
     return n > 0 ? "run directory" : NULL;
-}
-
-void plait_ckpt_dir_path(char *buf, size_t cap, const char *out_dir, int64_t step) {
-    snprintf(buf, cap, "%s/" PLAIT_CKPT_DIR_PREFIX "%08lld", out_dir, (long long)step);
 }
 
 static int cmp_entry(const void *a, const void *b) {

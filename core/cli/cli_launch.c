@@ -105,36 +105,6 @@ int plait_cli_take_job_options(int *argc, char **argv, plait_cli_job_opts *o, co
     return 0;
 }
 
-plait_status plait_cli_job_address(const char *rendezvous, const char *what, char *host, size_t cap, int *port,
-                                   const char **token) {
-    plait_status st;
-    const char *addr = getenv("MASTER_ADDR");
-    if (rendezvous && *rendezvous) {
-        st = plait_net_split_hostport(rendezvous, "[comm] rendezvous", host, cap, port);
-    } else if (addr && *addr) {
-        const char *p = getenv("MASTER_PORT");
-        if (!p || plait_cli_parse_int(p, 1, 65535, port) != 0)
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "MASTER_ADDR is set but MASTER_PORT is %s%s%s",
-                                   p ? "'" : "not set", p ? p : "", p ? "', not a port" : "");
-        snprintf(host, cap, "%s", addr);
-        st = PLAIT_OK;
-    } else if (getenv("SLURM_NODELIST") || getenv("SLURM_STEP_NODELIST")) {
-        st = plait_slurm_store_address(NULL, host, cap, port);
-    } else {
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: nothing says where the job's store is; set MASTER_ADDR and MASTER_PORT (the "
-                               "store's host, a free port) or [comm] rendezvous on every host", what);
-    }
-    if (st != PLAIT_OK) return st;
-    *token = getenv("PLAIT_JOB_TOKEN");
-    if (!*token || !**token || strlen(*token) > PLAIT_STORE_MAX_TOKEN)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: set the same secret PLAIT_JOB_TOKEN (1..%d bytes) on every host, "
-                               "e.g. export PLAIT_JOB_TOKEN=$(head -c 24 /dev/urandom | base64)",
-                               what, PLAIT_STORE_MAX_TOKEN);
-    return PLAIT_OK;
-}
-
 /* Fill the multi-host part of `lo` from the options and the environment:
  * this host's index (--node-rank, else SLURM_NODEID under Slurm), rank 0's
  * host and port (`rendezvous`, else MASTER_ADDR/MASTER_PORT, else the first

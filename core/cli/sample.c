@@ -199,6 +199,9 @@ static void write_token(const plait_tokenizer *tok, int32_t V, int32_t id, FILE 
     else fprintf(out, "%d ", id);
 }
 
+/* long: `plait sample` in the order it happens, from the checkpoint to the
+ * last token: a model set up by hand (no job) whose every object is freed
+ * at one end */
 plait_status plait_sample(const plait_sample_options *o, FILE *out) {
     plait_ckpt *ck = NULL;
     plait_status st = refuse_file_path(o->checkpoint);

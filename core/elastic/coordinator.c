@@ -242,7 +242,9 @@ static int stuck_rank(const elastic_outcome *out, const int *done, int n) {
 
 /* Watch round r (members in res) until every member is done or lost.
  * Writes the next round's reason; returns 0 (go on: `failure` 1 when the
- * round ended by a failure), 1 when the job is over, -1 store lost. */
+ * round ended by a failure), 1 when the job is over, -1 store lost.
+ * long: one loop over the round's members whose per-host state (done,
+ * lost, outcomes) every branch reads and writes */
 static int watch(elastic_coordinator *c, int r, const elastic_result *res, char *next_reason, size_t cap,
                  int *failure, char *over, size_t over_cap) {
     int n = res->n, done[ELASTIC_MAX_HOSTS] = {0}, lost[ELASTIC_MAX_HOSTS] = {0};

@@ -87,6 +87,128 @@ static void set_job_id(plait_job_env *e, const char *kind, const char *a, const 
     snprintf(e->job_id, sizeof e->job_id, "%s", id);
 }
 
+/* The ranks as the launcher that started this process gives them (none:
+ * one process alone), and its job id. */
+static plait_status read_launcher(char *const *envp, plait_job_env *e) {
+    plait_status st = PLAIT_OK;
+    if (plait_env_lookup(envp, "PLAIT_RANK")) {
+        e->launcher = PLAIT_LAUNCHER_PLAIT;
+        st = read_ranks(envp, e, "PLAIT_RANK", "PLAIT_WORLD_SIZE", "PLAIT_LOCAL_RANK", "PLAIT_LOCAL_SIZE");
+        int nodes = env_int(envp, "PLAIT_NNODES", 1, BIG); /* set by a launcher of a multi-host job */
+        if (nodes == -2) return PLAIT_ERR_INVALID_CONFIG;
+        e->all_local = nodes <= 1;
+    } else if (plait_env_lookup(envp, "OMPI_COMM_WORLD_RANK")) {
+        e->launcher = PLAIT_LAUNCHER_MPI;
+        st = read_ranks(envp, e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                        "OMPI_COMM_WORLD_LOCAL_SIZE");
+        const char *nodes = plait_env_lookup(envp, "OMPI_MCA_orte_num_nodes");
+        e->all_local = (e->local_size > 0 && e->local_size == e->size) || (nodes && strcmp(nodes, "1") == 0);
+        const char *jid = plait_env_lookup(envp, "OMPI_MCA_ess_base_jobid");
+        if (!jid) jid = plait_env_lookup(envp, "PMIX_NAMESPACE");
+        set_job_id(e, "mpi", jid, NULL);
+    } else if (plait_env_lookup(envp, "SLURM_PROCID") && plait_env_lookup(envp, "SLURM_STEP_ID")) {
+        e->launcher = PLAIT_LAUNCHER_SLURM;
+        st = read_ranks(envp, e, "SLURM_PROCID",
+                        plait_env_lookup(envp, "SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_NPROCS", "SLURM_LOCALID",
+                        NULL);
+        const char *nodes = plait_env_lookup(envp, "SLURM_STEP_NUM_NODES");
+        if (!nodes) nodes = plait_env_lookup(envp, "SLURM_NNODES");
+        e->all_local = nodes && strcmp(nodes, "1") == 0;
+        set_job_id(e, "slurm", plait_env_lookup(envp, "SLURM_JOB_ID"), plait_env_lookup(envp, "SLURM_STEP_ID"));
+    } else if (plait_env_lookup(envp, "RANK") && plait_env_lookup(envp, "WORLD_SIZE")) {
+        e->launcher = PLAIT_LAUNCHER_TORCHRUN;
+        st = read_ranks(envp, e, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
+        e->all_local = e->local_size > 0 && e->local_size == e->size;
+        const char *port = plait_env_lookup(envp, "MASTER_PORT");
+        set_job_id(e, "torch", port ? port : plait_env_lookup(envp, "TORCHELASTIC_RUN_ID"),
+                   port ? plait_env_lookup(envp, "TORCHELASTIC_RUN_ID") : NULL);
+    } else {
+        e->launcher = PLAIT_LAUNCHER_NONE;
+        e->rank = 0;
+        e->size = 1;
+        e->local_rank = 0;
+        e->local_size = 1;
+        e->all_local = 1;
+    }
+    return st;
+}
+
+/* Where the job's store is: `plait -n`'s variables, [comm] rendezvous, MASTER_ADDR and
+ * MASTER_PORT, or srun's first node; without a token or an address, only a job on
+ * this one host may use the private rendezvous file. */
+static plait_status find_store(char *const *envp, const char *rendezvous, const char *token, plait_job_env *e) {
+    plait_status st = PLAIT_OK;
+    const char *addr = NULL, *what = NULL;
+    char joined[300];
+    if (e->launcher == PLAIT_LAUNCHER_PLAIT) {
+        addr = plait_env_lookup(envp, "PLAIT_STORE_ADDR");
+        what = "PLAIT_STORE_ADDR";
+        if (!addr)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "PLAIT_RANK is set but PLAIT_STORE_ADDR is not: "
+                                                             "was this process started by `plait -n`?");
+        if (!token)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "PLAIT_RANK is set but PLAIT_JOB_TOKEN is not: "
+                                                             "was this process started by `plait -n`?");
+        int fd = env_int(envp, "PLAIT_STORE_FD", 0, 1 << 20);
+        if (fd == -2) return PLAIT_ERR_INVALID_CONFIG;
+        e->store_fd = e->rank == 0 ? fd : -1;
+    } else if (rendezvous && *rendezvous) {
+        addr = rendezvous;
+        what = "[comm] rendezvous";
+    } else if (e->launcher != PLAIT_LAUNCHER_NONE && plait_env_lookup(envp, "MASTER_ADDR")) {
+        if (!plait_env_lookup(envp, "MASTER_PORT"))
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "MASTER_ADDR is set but MASTER_PORT is not");
+        snprintf(joined, sizeof joined, "%s%s%s:%s", strchr(plait_env_lookup(envp, "MASTER_ADDR"), ':') ? "[" : "",
+                 plait_env_lookup(envp, "MASTER_ADDR"), strchr(plait_env_lookup(envp, "MASTER_ADDR"), ':') ? "]" : "",
+                 plait_env_lookup(envp, "MASTER_PORT"));
+        addr = joined;
+        what = "MASTER_ADDR/MASTER_PORT";
+    } else if (e->launcher == PLAIT_LAUNCHER_SLURM && !e->all_local) {
+        /* srun over several nodes and nobody exported MASTER_ADDR: rank 0
+         * runs on the step's first node */
+        char host[256];
+        int port = 0;
+        st = plait_slurm_store_address(envp, host, sizeof host, &port);
+        if (st != PLAIT_OK) return st;
+        snprintf(joined, sizeof joined, "%s%s%s:%d", strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
+                 port);
+        addr = joined;
+        what = "SLURM_STEP_NODELIST (first node)";
+    }
+    if (addr) {
+        st = plait_net_split_hostport(addr, what, e->store_host, sizeof e->store_host, &e->store_port);
+        if (st != PLAIT_OK) return st;
+        e->store_source = what;
+    }
+    if (e->launcher == PLAIT_LAUNCHER_NONE && !addr) {
+        e->store_source = "in-process";
+    } else if (!e->token[0] || !addr) {
+        /* Missing token or address: only a job on this one host may use the
+         * private rendezvous file. */
+        if (!e->all_local) {
+            if (!addr)
+                return plait_set_error(
+                    PLAIT_ERR_INVALID_CONFIG,
+                    "the ranks of this %s job run on several hosts and nothing says where rank 0's "
+                    "store is: set [comm] rendezvous = <rank 0's host>:<free port> (or MASTER_ADDR and "
+                    "MASTER_PORT) and the same secret PLAIT_JOB_TOKEN on every rank",
+                    plait_job_launcher_name(e->launcher));
+            return plait_set_error(
+                PLAIT_ERR_INVALID_CONFIG,
+                "PLAIT_JOB_TOKEN is not set: a job whose ranks run on several hosts needs the same "
+                "secret on every rank, e.g. export PLAIT_JOB_TOKEN=$(head -c 24 /dev/urandom | base64) "
+                "before starting it (store address from %s)", what);
+        }
+        if (!e->job_id[0])
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "cannot tell this %s job apart from others on this host (no job id "
+                                   "in the environment): set PLAIT_JOB_TOKEN and [comm] rendezvous",
+                                   plait_job_launcher_name(e->launcher));
+        e->store_source = "private rendezvous file";
+    }
+    return PLAIT_OK;
+}
+
 plait_status plait_job_env_detect(char *const *envp, const char *rendezvous, plait_job_env *out) {
     if (!envp) envp = environ;
     plait_job_env e;
@@ -94,50 +216,11 @@ plait_status plait_job_env_detect(char *const *envp, const char *rendezvous, pla
     e.size = 1;
     e.local_rank = e.local_size = -1;
     e.store_fd = -1;
-    plait_status st = PLAIT_OK;
-
-    if (plait_env_lookup(envp, "PLAIT_RANK")) {
-        e.launcher = PLAIT_LAUNCHER_PLAIT;
-        st = read_ranks(envp, &e, "PLAIT_RANK", "PLAIT_WORLD_SIZE", "PLAIT_LOCAL_RANK", "PLAIT_LOCAL_SIZE");
-        int nodes = env_int(envp, "PLAIT_NNODES", 1, BIG); /* set by a launcher of a multi-host job */
-        if (nodes == -2) return PLAIT_ERR_INVALID_CONFIG;
-        e.all_local = nodes <= 1;
-    } else if (plait_env_lookup(envp, "OMPI_COMM_WORLD_RANK")) {
-        e.launcher = PLAIT_LAUNCHER_MPI;
-        st = read_ranks(envp, &e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                        "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE");
-        const char *nodes = plait_env_lookup(envp, "OMPI_MCA_orte_num_nodes");
-        e.all_local = (e.local_size > 0 && e.local_size == e.size) || (nodes && strcmp(nodes, "1") == 0);
-        const char *jid = plait_env_lookup(envp, "OMPI_MCA_ess_base_jobid");
-        if (!jid) jid = plait_env_lookup(envp, "PMIX_NAMESPACE");
-        set_job_id(&e, "mpi", jid, NULL);
-    } else if (plait_env_lookup(envp, "SLURM_PROCID") && plait_env_lookup(envp, "SLURM_STEP_ID")) {
-        e.launcher = PLAIT_LAUNCHER_SLURM;
-        st = read_ranks(envp, &e, "SLURM_PROCID", plait_env_lookup(envp, "SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_NPROCS",
-                        "SLURM_LOCALID", NULL);
-        const char *nodes = plait_env_lookup(envp, "SLURM_STEP_NUM_NODES");
-        if (!nodes) nodes = plait_env_lookup(envp, "SLURM_NNODES");
-        e.all_local = nodes && strcmp(nodes, "1") == 0;
-        set_job_id(&e, "slurm", plait_env_lookup(envp, "SLURM_JOB_ID"), plait_env_lookup(envp, "SLURM_STEP_ID"));
-    } else if (plait_env_lookup(envp, "RANK") && plait_env_lookup(envp, "WORLD_SIZE")) {
-        e.launcher = PLAIT_LAUNCHER_TORCHRUN;
-        st = read_ranks(envp, &e, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
-        e.all_local = e.local_size > 0 && e.local_size == e.size;
-        const char *port = plait_env_lookup(envp, "MASTER_PORT");
-        set_job_id(&e, "torch", port ? port : plait_env_lookup(envp, "TORCHELASTIC_RUN_ID"),
-                   port ? plait_env_lookup(envp, "TORCHELASTIC_RUN_ID") : NULL);
-    } else {
-        e.launcher = PLAIT_LAUNCHER_NONE;
-        e.rank = 0;
-        e.size = 1;
-        e.local_rank = 0;
-        e.local_size = 1;
-        e.all_local = 1;
-    }
+    plait_status st = read_launcher(envp, &e);
     if (st != PLAIT_OK) return st;
     if (e.local_rank >= 0 && e.local_size > 0 && e.local_rank >= e.local_size)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "the launcher's local rank %d is not below its local "
-                                                         "size %d", e.local_rank, e.local_size);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "the launcher's local rank %d is not below its local size %d",
+                               e.local_rank, e.local_size);
 
     int mt = env_int(envp, "PLAIT_MATH_THREADS", 1, 4096);
     if (mt == -2) return PLAIT_ERR_INVALID_CONFIG;
@@ -151,75 +234,8 @@ plait_status plait_job_env_detect(char *const *envp, const char *rendezvous, pla
         snprintf(e.token, sizeof e.token, "%s", token);
     }
 
-    /* Where the store is. */
-    const char *addr = NULL, *what = NULL;
-    char joined[300];
-    if (e.launcher == PLAIT_LAUNCHER_PLAIT) {
-        addr = plait_env_lookup(envp, "PLAIT_STORE_ADDR");
-        what = "PLAIT_STORE_ADDR";
-        if (!addr)
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "PLAIT_RANK is set but PLAIT_STORE_ADDR is not: "
-                                                             "was this process started by `plait -n`?");
-        if (!token)
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "PLAIT_RANK is set but PLAIT_JOB_TOKEN is not: "
-                                                             "was this process started by `plait -n`?");
-        int fd = env_int(envp, "PLAIT_STORE_FD", 0, 1 << 20);
-        if (fd == -2) return PLAIT_ERR_INVALID_CONFIG;
-        e.store_fd = e.rank == 0 ? fd : -1;
-    } else if (rendezvous && *rendezvous) {
-        addr = rendezvous;
-        what = "[comm] rendezvous";
-    } else if (e.launcher != PLAIT_LAUNCHER_NONE && plait_env_lookup(envp, "MASTER_ADDR")) {
-        if (!plait_env_lookup(envp, "MASTER_PORT"))
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "MASTER_ADDR is set but MASTER_PORT is not");
-        snprintf(joined, sizeof joined, "%s%s%s:%s", strchr(plait_env_lookup(envp, "MASTER_ADDR"), ':') ? "[" : "",
-                 plait_env_lookup(envp, "MASTER_ADDR"), strchr(plait_env_lookup(envp, "MASTER_ADDR"), ':') ? "]" : "",
-                 plait_env_lookup(envp, "MASTER_PORT"));
-        addr = joined;
-        what = "MASTER_ADDR/MASTER_PORT";
-    } else if (e.launcher == PLAIT_LAUNCHER_SLURM && !e.all_local) {
-        /* srun over several nodes and nobody exported MASTER_ADDR: rank 0
-         * runs on the step's first node */
-        char host[256];
-        int port = 0;
-        st = plait_slurm_store_address(envp, host, sizeof host, &port);
-        if (st != PLAIT_OK) return st;
-        snprintf(joined, sizeof joined, "%s%s%s:%d", strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
-                 port);
-        addr = joined;
-        what = "SLURM_STEP_NODELIST (first node)";
-    }
-    if (addr) {
-        st = plait_net_split_hostport(addr, what, e.store_host, sizeof e.store_host, &e.store_port);
-        if (st != PLAIT_OK) return st;
-        e.store_source = what;
-    }
-    if (e.launcher == PLAIT_LAUNCHER_NONE && !addr) {
-        e.store_source = "in-process";
-    } else if (!e.token[0] || !addr) {
-        /* Missing token or address: only a job on this one host may use the
-         * private rendezvous file. */
-        if (!e.all_local) {
-            if (!addr)
-                return plait_set_error(
-                    PLAIT_ERR_INVALID_CONFIG,
-                    "the ranks of this %s job run on several hosts and nothing says where rank 0's "
-                    "store is: set [comm] rendezvous = <rank 0's host>:<free port> (or MASTER_ADDR and "
-                    "MASTER_PORT) and the same secret PLAIT_JOB_TOKEN on every rank",
-                    plait_job_launcher_name(e.launcher));
-            return plait_set_error(
-                PLAIT_ERR_INVALID_CONFIG,
-                "PLAIT_JOB_TOKEN is not set: a job whose ranks run on several hosts needs the same "
-                "secret on every rank, e.g. export PLAIT_JOB_TOKEN=$(head -c 24 /dev/urandom | base64) "
-                "before starting it (store address from %s)", what);
-        }
-        if (!e.job_id[0])
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "cannot tell this %s job apart from others on this host (no job id "
-                                   "in the environment): set PLAIT_JOB_TOKEN and [comm] rendezvous",
-                                   plait_job_launcher_name(e.launcher));
-        e.store_source = "private rendezvous file";
-    }
+    st = find_store(envp, rendezvous, token, &e);
+    if (st != PLAIT_OK) return st;
     *out = e;
     return PLAIT_OK;
 }

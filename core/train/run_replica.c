@@ -397,6 +397,9 @@ static int complete(const plait_replica_set *set, const plait_run *run) {
     return 1;
 }
 
+/* long: four collective steps every rank takes in lockstep (numbered
+ * below), sharing the inventory, the chosen step's bits and the set, which
+ * each exit frees; read top to bottom, as numbered */
 plait_status plait_run_replica_find(plait_run *run, int64_t disk_step, plait_replica_set **out) {
     *out = NULL;
     struct plait_replica_flight *f = flight(run);

@@ -5,13 +5,11 @@
 #include "plugin/loader.h"
 #include "device/device.h"
 #include "host/host_table.h"
-#include "runtime/trace.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
 #include "train/run.h"
 #include "train/run_internal.h"
-#include "train/run_replica.h"
 #include "train/run_source.h"
 
 /* The single-process plan every parallel plugin starts from: nothing split,
@@ -216,38 +214,4 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     run->model.flops_per_token = (uint64_t)plait_run_flops_per_token(run);
     *out = run;
     return PLAIT_OK;
-}
-
-void plait_run_close(plait_run *run) {
-    if (!run) return;
-    plait_run_data_close(run);
-    if (run->optim.ops && run->optim.state) run->optim.ops->destroy(run->optim.state);
-    if (run->parallel.ops && run->parallel.state) run->parallel.ops->destroy(run->parallel.state);
-    plait_model_free(run->model.instance);
-    plait_run_free_params(run);
-    free(run->work.plan.shards);
-    free(run->work.plan.layer_stage);
-    free(run->work.plan.layer_chunk);
-    free(run->work.plan.schedule);
-    free(run->work.first_layer);
-    free(run->work.last_layer);
-    plait_step_exec_close(&run->exec);
-    plait_stage_timing_close(&run->timing);
-    plait_model_desc_free(run->model.desc);
-    if (run->world.comm) plait_mesh_release(&run->world.mesh);
-    plait_run_replica_close(run);
-    plait_run_close_world(run);
-    plait_trace_close(); /* [run] trace's buffer, once no communicator's thread records */
-    plait_process_state_free(&run->process);
-    free(run);
-}
-
-plait_status plait_run_check_process(const plait_run *run, const char *when) {
-    static const char *const kinds[] = {"comm", "parallel", "optim", "device"};
-    char subject[512];
-    int n = snprintf(subject, sizeof subject, "%s into the plugins", when);
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && n > 0 && (size_t)n < sizeof subject; k++)
-        n += snprintf(subject + n, sizeof subject - (size_t)n, "%s '%s' (%s)", k ? "," : "",
-                      plait_config_str(run->cfg, kinds[k], "plugin"), kinds[k]);
-    return plait_process_state_refuse(&run->process, subject, "");
 }

@@ -16,7 +16,6 @@
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/log.h"
-#include "train/run_trace.h"
 #include "train/precision.h"
 #include "train/run.h"
 #include "train/run_internal.h"
@@ -120,33 +119,4 @@ void plait_run_close_world(plait_run *run) {
         plait_host_attach_device();
     }
     run->world.device_open = 0;
-}
-
-plait_status plait_run_fail(plait_run *run, plait_status st, const char *at, const char *what) {
-    char msg[2048];
-    snprintf(msg, sizeof msg, "%s", plait_last_error());
-    /* memory, said as memory, with what needs less */
-    if (st == PLAIT_ERR_NO_MEMORY && strlen(msg) + 200 < sizeof msg)
-        strcat(msg, " (`plait config check` predicts each rank's memory and names what fits: a smaller "
-                    "data.micro_batch, model.recompute, a ZeRO stage)");
-    run->world.failed = 1;
-    plait_run_trace_flush(); /* what this rank recorded up to the failure */
-    int me = run->world.mesh.world_rank;
-    char why[2200];
-    snprintf(why, sizeof why, "rank %d stopped: %s", me, msg);
-    if (run->world.comm) plait_comm_fail(run->world.comm, st, why);
-    plait_run_close(run);
-    /* A rank that stops because another one failed says so in one short
-     * line pointing to that rank, whose own error names the failure in
-     * full (the chain stays in this rank's log). */
-    int origin;
-    if (plait_error_relayed(msg, &origin)) {
-        plait_log_file_only(PLAIT_LOG_ERROR, what, "%s", msg);
-        if (origin >= 0)
-            return plait_set_error(st, "%s: world rank %d stopped after world rank %d failed (its error names the "
-                                       "cause)", at, me, origin);
-        return plait_set_error(st, "%s: world rank %d stopped after another rank failed (its error names the cause)",
-                               at, me);
-    }
-    return plait_set_error(st, "%s", msg);
 }

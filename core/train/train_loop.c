@@ -218,12 +218,36 @@ plait_status plait_train(plait_config *cfg, const plait_train_options *opts) {
     return st;
 }
 
-/* The run itself, in `out_dir` (created; locked by rank 0). */
-static plait_status train_in(plait_config *cfg, const plait_train_options *opts, const char *out_dir,
-                             int log_rank, int lock_fd) {
+/* One run's loop: the run, where it writes, rank 0's reports, and what the
+ * step just done asked for. */
+typedef struct train_loop {
+    plait_config *cfg;
+    const plait_train_options *opts;
+    plait_run *run;
+    const char *out_dir;
+    int lock_fd;             /* rank 0's hold on out_dir (train/out_dir_lock.h), -1 on the others */
+    int rank;                /* world rank */
+    plait_metrics metrics;   /* rank 0 */
+    plait_progress progress; /* rank 0 */
+    layer_watch watch;       /* rank 0's step executor hook */
+    int64_t tokens_per_step;
+    int64_t eval_every, ckpt_every, replica_every, first_snapshot;
+    int has_val;           /* validation data, evaluated every eval_every steps and at the end */
+    double started;        /* when the loop began (runtime/clock.h) */
+    int64_t first_step;    /* the steps done when the loop began */
+    int64_t at_step;       /* the step being worked on, numbered as metrics.csv numbers it (from 1) */
+    double loss, val_loss; /* the last step's; val_loss -1 when it was not evaluated */
+    int boundary;          /* the last step saved a checkpoint or a replica */
+    int evaluated;         /* the last step was evaluated */
+    int stop;              /* stopping early so that a waiting host joins the next round */
+} train_loop;
+
+/* The run opened: from the replicas in the launchers' memory on an elastic
+ * restart that keeps them (the disk only looked at: what it holds is read
+ * only if the memory does not serve), else from the newest complete
+ * checkpoint in out_dir, else fresh. */
+static plait_status open_run(plait_config *cfg, const plait_train_options *opts, const char *out_dir, plait_run **run) {
     char *resume_dir = NULL;
-    /* an elastic restart keeping replicas: the memory first, the disk only
-     * looked at (what it holds is read only if the memory does not serve) */
     plait_run_origin from = {.disk_step = -1, .out_dir = out_dir, .resume_mode = opts->resume};
     from.try_replicas = plait_agent_present() && plait_restart_count() > 0 &&
                         plait_config_int(cfg, "run", "replica_every") > 0 &&
@@ -232,198 +256,281 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
                                         : plait_run_find_resume(cfg, out_dir, opts->resume, &resume_dir);
     if (st != PLAIT_OK) return st;
     from.resume_dir = resume_dir;
-    plait_run *run = NULL;
-    st = plait_run_open_from(cfg, &from, &run);
+    st = plait_run_open_from(cfg, &from, run);
     free(resume_dir);
-    resume_dir = NULL;
-    if (st != PLAIT_OK) return st;
-    const char *resumed = run->resumed_from[0] ? run->resumed_from : NULL;
-    int rank = run->world.mesh.world_rank;
-    if (rank != log_rank) (void)open_rank_log(out_dir, rank);
+    return st;
+}
 
-    plait_metrics metrics = {0};
-    plait_progress progress;
-    int64_t tokens_per_step = run->work.batch.global_batch * run->model.block_size;
-    if (rank == 0) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/metrics.csv", out_dir);
-        st = plait_metrics_open(&metrics, path, resumed != NULL, run->step);
-        /* memory.csv is written when the run ends: a file in its place that
-         * plait would refuse to write over is refused now, not after the
-         * whole run (and after every restart of it) */
-        snprintf(path, sizeof path, "%s/memory.csv", out_dir);
-        plait_status own = st == PLAIT_OK ? plait_out_check_own(path, "rank,", "the run's memory report") : st;
-        if (own != st) st = plait_wrap_error(own, "cannot write the memory report at the run's end");
-        /* so is whatever stands where a checkpoint of this run goes */
-        if (st == PLAIT_OK)
-            st = plait_run_check_ckpt_names(out_dir, run->step, run->steps, plait_config_int(cfg, "run", "ckpt_every"));
-        if (st == PLAIT_OK) plait_run_warn_ckpt_room(run, out_dir, plait_config_int(cfg, "run", "ckpt_every"));
-        add_columns(&metrics, run->world.mesh.pp);
-        plait_progress_init(&progress, progress_mode(cfg, opts->progress),
-                            stdout, run->steps, plait_run_flops_per_token(run), 0);
-        plait_run_print_summary(run, out_dir, resumed);
-        if (plait_restart_count() > 0 && plait_restart_hosts() > 0) {
-            /* an elastic job's new round: who trains now, and why */
-            PLAIT_WARN("train", "restart %d (membership changes so far: %d) after: %s; now %d host%s, dp %d x tp %d x "
-                       "pp %d, accumulation %lld; resuming at step %lld from %s",
-                       plait_restart_count(), plait_restart_changes(), plait_restart_reason(), plait_restart_hosts(),
-                       plait_restart_hosts() == 1 ? "" : "s", run->world.mesh.dp, run->world.mesh.tp,
-                       run->world.mesh.pp, (long long)run->work.batch.accumulation, (long long)run->step,
-                       resumed ? resumed : "the start (no complete checkpoint yet)");
-        } else if (plait_restart_count() > 0) {
-            /* the launcher relaunched the job (--max-restarts): say so in
-             * the log and on the console, with the failure that caused it */
-            PLAIT_WARN("train", "restart %d of at most %d after: %s; resuming at step %lld from %s",
-                       plait_restart_count(), plait_restart_max(), plait_restart_reason(), (long long)run->step,
-                       resumed ? resumed : "the start (no complete checkpoint yet)");
-        }
-        progress.peak_flops = job_peak(run, &progress);
+/* Rank 0: why a restarted run restarted, in the log and on the console. */
+static void warn_restart(const plait_run *run, const char *resumed) {
+    if (plait_restart_count() > 0 && plait_restart_hosts() > 0) {
+        /* an elastic job's new round: who trains now, and why */
+        PLAIT_WARN("train",
+                   "restart %d (membership changes so far: %d) after: %s; now %d host%s, dp %d x tp %d x "
+                   "pp %d, accumulation %lld; resuming at step %lld from %s",
+                   plait_restart_count(), plait_restart_changes(), plait_restart_reason(), plait_restart_hosts(),
+                   plait_restart_hosts() == 1 ? "" : "s", run->world.mesh.dp, run->world.mesh.tp, run->world.mesh.pp,
+                   (long long)run->work.batch.accumulation, (long long)run->step,
+                   resumed ? resumed : "the start (no complete checkpoint yet)");
+    } else if (plait_restart_count() > 0) {
+        /* the launcher relaunched the job (--max-restarts), with the
+         * failure that caused it */
+        PLAIT_WARN("train", "restart %d of at most %d after: %s; resuming at step %lld from %s", plait_restart_count(),
+                   plait_restart_max(), plait_restart_reason(), (long long)run->step,
+                   resumed ? resumed : "the start (no complete checkpoint yet)");
     }
-    if (st == PLAIT_OK) st = report_memory(run, out_dir, 0);
+}
+
+/* Rank 0's reports opened: metrics.csv; the files the run writes later
+ * (memory.csv at its end, its checkpoints) checked now, not after the whole
+ * run; the progress line, the run's summary, why it restarted, and the peak
+ * its MFU is measured against. */
+static plait_status open_reports(train_loop *t) {
+    plait_run *run = t->run;
+    const char *resumed = run->resumed_from[0] ? run->resumed_from : NULL;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.csv", t->out_dir);
+    plait_status st = plait_metrics_open(&t->metrics, path, resumed != NULL, run->step);
+    /* memory.csv is written when the run ends: a file in its place that
+     * plait would refuse to write over is refused now, not after the
+     * whole run (and after every restart of it) */
+    snprintf(path, sizeof path, "%s/memory.csv", t->out_dir);
+    plait_status own = st == PLAIT_OK ? plait_out_check_own(path, "rank,", "the run's memory report") : st;
+    if (own != st) st = plait_wrap_error(own, "cannot write the memory report at the run's end");
+    /* so is whatever stands where a checkpoint of this run goes */
+    if (st == PLAIT_OK) st = plait_run_check_ckpt_names(t->out_dir, run->step, run->steps, t->ckpt_every);
+    if (st == PLAIT_OK) plait_run_warn_ckpt_room(run, t->out_dir, t->ckpt_every);
+    add_columns(&t->metrics, run->world.mesh.pp);
+    plait_progress_init(&t->progress, progress_mode(t->cfg, t->opts->progress), stdout, run->steps,
+                        plait_run_flops_per_token(run), 0);
+    plait_run_print_summary(run, t->out_dir, resumed);
+    warn_restart(run, resumed);
+    t->progress.peak_flops = job_peak(run, &t->progress);
+    return st;
+}
+
+/* The loop's start, once the run is open: rank 0's reports, every rank's
+ * memory table, the room the first replica needs, and the settings the
+ * after-step actions follow. */
+static plait_status start(train_loop *t) {
+    plait_run *run = t->run;
+    plait_config *cfg = t->cfg;
+    plait_status st = PLAIT_OK;
+    t->tokens_per_step = run->work.batch.global_batch * run->model.block_size;
+    t->ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
+    if (t->rank == 0) st = open_reports(t);
+    if (st == PLAIT_OK) st = report_memory(run, t->out_dir, 0);
     /* the memory table's gather and the peak's measurement called plugins
      * too: a change there is theirs, not step 1's */
     if (st == PLAIT_OK) st = plait_run_check_process(run, "the run's start: the calls of its memory table and peak");
-    int64_t eval_every = plait_config_int(cfg, "run", "eval_every");
-    int64_t ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
-    int64_t replica_every = plait_run_replicas_on(run) ? plait_config_int(cfg, "run", "replica_every") : 0;
-    int64_t first_snapshot = plait_run_first_snapshot(run, replica_every);
-    if (st == PLAIT_OK) st = plait_run_check_replica_room(run, first_snapshot);
+    t->eval_every = plait_config_int(cfg, "run", "eval_every");
+    t->replica_every = plait_run_replicas_on(run) ? plait_config_int(cfg, "run", "replica_every") : 0;
+    t->first_snapshot = plait_run_first_snapshot(run, t->replica_every);
+    if (st == PLAIT_OK) st = plait_run_check_replica_room(run, t->first_snapshot);
     if (st == PLAIT_OK)
         st = plait_run_trace_range(cfg, run->step + 1, run->steps, &run->trace_first, &run->trace_last);
-    if (st == PLAIT_OK) st = plait_run_trace_start(run, out_dir);
+    if (st == PLAIT_OK) st = plait_run_trace_start(run, t->out_dir);
     /* No validation data (no val_path and val_fraction = 0, which preflight
      * allows only with eval_every = 0): the run trains on all the data and
      * skips the final evaluation. A val_path is validation data whatever
      * val_fraction says (it is not used then). */
     const char *val_path = plait_config_str(cfg, "data", "val_path");
-    int has_val = plait_config_float(cfg, "data", "val_fraction") > 0 || (val_path && *val_path);
-    double started = plait_clock_now();
-    int64_t first_step = run->step;
-    double loss = NAN, val_loss = -1;
-    layer_watch watch = {.progress = &progress, .run = run};
-    if (rank == 0) {
+    t->has_val = plait_config_float(cfg, "data", "val_fraction") > 0 || (val_path && *val_path);
+    t->started = plait_clock_now();
+    t->first_step = run->step;
+    t->loss = NAN;
+    t->val_loss = -1;
+    t->watch = (layer_watch){.progress = &t->progress, .run = run};
+    if (t->rank == 0) {
         run->exec.on_layer = on_layer;
-        run->exec.on_layer_ctx = &watch;
+        run->exec.on_layer_ctx = &t->watch;
     }
-    /* the step being worked on, numbered as metrics.csv numbers it (from 1) */
-    int64_t at_step = run->step + 1;
-    while (st == PLAIT_OK && run->step < run->steps) {
+    t->at_step = run->step + 1;
+    return st;
+}
+
+/* One optimizer step. */
+static plait_status take_step(train_loop *t, plait_step_result *res) {
+    t->at_step = t->run->step + 1;
+    if (t->rank == 0) plait_progress_step_begin(&t->progress, t->run->step + 1);
+    plait_run_trace_step_begin(t->run, t->at_step);
+    return plait_run_step(t->run, res);
+}
+
+/* After a step, check: before the step writes anything (its metrics row, its
+ * progress line, a checkpoint under a relative out_dir), the process its
+ * calls left is the one they were given (a plugin that changed the working
+ * directory or a PLAIT_* variable stops the rank); rank 0 takes the row's
+ * measurements (memory included) as the step left them, before a
+ * checkpoint adds its buffers, and finds the run directory still this
+ * run's (removed or replaced under the run, nothing more is written there:
+ * a checkpoint would recreate it half); the last snapshot's copies on
+ * other hosts are complete once this step is (run_replica.h). */
+static plait_status check(train_loop *t, const plait_step_result *res) {
+    plait_run *run = t->run;
+    char when[128];
+    snprintf(when, sizeof when, "step %lld: the step's calls", (long long)run->step);
+    plait_status st = plait_run_check_process(run, when);
+    if (st != PLAIT_OK) return st;
+    t->loss = res->loss;
+    t->val_loss = -1;
+    t->boundary = t->evaluated = 0;
+    if (t->rank == 0) plait_run_fill_metrics(run, &t->metrics, res, -1);
+    if (t->rank == 0 && (st = plait_out_dir_check(t->out_dir, t->lock_fd)) != PLAIT_OK) return st;
+    return plait_run_replica_settle(run);
+}
+
+/* After a step, save: a checkpoint every ckpt_every steps and at the last.
+ * It comes before the evaluation of the same step, so an evaluation that
+ * fails never costs the checkpoint. */
+static plait_status save(train_loop *t) {
+    int64_t done = t->run->step;
+    if (!((t->ckpt_every > 0 && done % t->ckpt_every == 0) || done == t->run->steps)) return PLAIT_OK;
+    uint64_t span0 = plait_trace_begin();
+    plait_status st = plait_run_save(t->run, t->out_dir);
+    plait_trace_end(PLAIT_TRACE_CKPT, "checkpoint", span0, NULL);
+    /* a save that failed because the directory went in the meantime says
+     * so, not which file it could not create */
+    if (st != PLAIT_OK && t->rank == 0 && plait_out_dir_check(t->out_dir, t->lock_fd) != PLAIT_OK)
+        st = PLAIT_ERR_SYSTEM;
+    if (st == PLAIT_OK) t->boundary = 1;
+    return st;
+}
+
+/* After a step, replicate: an elastic job's snapshot into the launchers'
+ * memory every replica_every steps (none at the last: its checkpoint is
+ * saved). */
+static plait_status replicate(train_loop *t) {
+    int64_t done = t->run->step;
+    if (!(t->replica_every > 0 && done % t->replica_every == 0 && done < t->run->steps)) return PLAIT_OK;
+    plait_status st = PLAIT_OK;
+    /* the room checked again now that the steps have touched their activations */
+    if (done == t->first_snapshot) st = plait_run_check_replica_room(t->run, done);
+    if (st == PLAIT_OK) st = plait_run_replicate(t->run);
+    if (st == PLAIT_OK) t->boundary = 1;
+    return st;
+}
+
+/* After a step, evaluate: the validation loss every eval_every steps and at
+ * the last, when there is validation data. */
+static plait_status evaluate(train_loop *t) {
+    int64_t done = t->run->step;
+    if (!(t->has_val && ((t->eval_every > 0 && done % t->eval_every == 0) || done == t->run->steps))) return PLAIT_OK;
+    if (t->rank == 0) plait_progress_eval_begin(&t->progress, done);
+    plait_status st = plait_run_eval(t->run, &t->val_loss);
+    if (st == PLAIT_OK) t->evaluated = 1;
+    return st;
+}
+
+/* After a step, check again: the calls of its checkpoint, replica and
+ * evaluation left the process as it was, before the step's metrics row and
+ * progress line are written. */
+static plait_status check_calls(train_loop *t) {
+    if (!t->boundary && !t->evaluated) return PLAIT_OK;
+    char when[128];
+    snprintf(when, sizeof when, "step %lld: the calls of its %s%s", (long long)t->run->step,
+             t->boundary ? "checkpoint or replica" : "evaluation",
+             t->boundary && t->evaluated ? " and its evaluation" : "");
+    return plait_run_check_process(t->run, when);
+}
+
+/* After a step, report (rank 0): the progress line and the metrics row. */
+static plait_status report(train_loop *t, const plait_step_result *res) {
+    if (t->rank != 0) return PLAIT_OK;
+    plait_run *run = t->run;
+    int64_t done = run->step;
+    double elapsed = plait_clock_now() - t->started;
+    double tps = (double)t->tokens_per_step / res->t.step_s;
+    double eta = (double)(run->steps - done) * elapsed / (double)(done - t->first_step);
+    plait_progress_step(&t->progress, done, res->loss, t->val_loss, res->lr, tps, eta);
+    if (t->val_loss >= 0) plait_metrics_set_named(&t->metrics, "val_loss", t->val_loss);
+    char mfu_text[64];
+    plait_metrics_set_named(&t->metrics, "time_s", elapsed);
+    plait_metrics_set_named(&t->metrics, "tokens_seen", (double)done * (double)t->tokens_per_step);
+    plait_metrics_set_named(&t->metrics, "mfu",
+                            plait_mfu_text(tps * plait_run_flops_per_token(run), t->progress.peak_flops, mfu_text,
+                                           sizeof mfu_text));
+    return plait_metrics_row(&t->metrics);
+}
+
+/* After a step, regroup: an elastic job with a host waiting to join stops
+ * at a checkpoint or replica (not the last step), so that the next round
+ * trains with it. */
+static plait_status regroup(train_loop *t) {
+    plait_run *run = t->run;
+    int64_t done = run->step;
+    if (!(t->boundary && done < run->steps && plait_agent_present())) return PLAIT_OK;
+    int waits = 0;
+    plait_status st = plait_run_replica_settle(run); /* both copies in place before anyone stops */
+    if (st != PLAIT_OK) return st;
+    if (t->rank == 0 && plait_agent_regroup(&waits) != PLAIT_OK) waits = 0;
+    st = plait_comm_broadcast(run->world.comm, &waits, 1, PLAIT_I32, 0, NULL, NULL);
+    if (st == PLAIT_OK && waits) {
+        if (t->rank == 0)
+            PLAIT_WARN("train",
+                       "a host waits to join the job: stopping after step %lld (its checkpoint "
+                       "saved) so that the next round trains with it",
+                       (long long)done);
+        if (t->opts->regrouped) *t->opts->regrouped = 1;
+        t->stop = 1;
+    }
+    return st;
+}
+
+/* The loop's end: the replicas settled, every rank's memory.csv row, and
+ * rank 0's last line (regrouped, done, or nothing to do). */
+static plait_status finish(train_loop *t, plait_status st) {
+    plait_run *run = t->run;
+    if (st == PLAIT_OK) st = plait_run_replica_settle(run);
+    int trained = run->step > t->first_step;
+    if (st == PLAIT_OK) st = report_memory(run, t->out_dir, 1);
+    if (t->rank != 0) return st;
+    plait_progress_finish(&t->progress);
+    plait_metrics_close(&t->metrics);
+    if (st == PLAIT_OK && t->opts->regrouped && *t->opts->regrouped) {
+        printf("stopped at step %lld of %lld to regroup with a host that joins\n", (long long)run->step,
+               (long long)run->steps);
+    } else if (st == PLAIT_OK && trained) {
+        plait_run_print_bubble(run);
+        printf("done: %lld steps, final loss %.4f; metrics: %s/metrics.csv; checkpoint: %s/ckpt-%08lld\n",
+               (long long)run->step, t->loss, t->out_dir, t->out_dir, (long long)run->step);
+    } else if (st == PLAIT_OK) {
+        printf("nothing to do: the run is already at step %lld of [run] steps = %lld (raise run.steps to "
+               "train further)\n",
+               (long long)run->step, (long long)run->steps);
+    }
+    return st;
+}
+
+/* The run itself, in `out_dir` (created; locked by rank 0): each step, then
+ * its after-step actions in order, until the last step or a regroup. */
+static plait_status train_in(plait_config *cfg, const plait_train_options *opts, const char *out_dir, int log_rank,
+                             int lock_fd) {
+    train_loop t = {.cfg = cfg, .opts = opts, .out_dir = out_dir, .lock_fd = lock_fd};
+    plait_status st = open_run(cfg, opts, out_dir, &t.run);
+    if (st != PLAIT_OK) return st;
+    plait_run *run = t.run;
+    t.rank = run->world.mesh.world_rank;
+    if (t.rank != log_rank) (void)open_rank_log(out_dir, t.rank);
+    st = start(&t);
+    while (st == PLAIT_OK && !t.stop && run->step < run->steps) {
         plait_step_result res;
-        at_step = run->step + 1;
-        if (rank == 0) plait_progress_step_begin(&progress, run->step + 1);
-        plait_run_trace_step_begin(run, at_step);
-        st = plait_run_step(run, &res);
-        if (st != PLAIT_OK) break;
-        int64_t done = run->step; /* steps completed */
-        /* A plugin that changed the working directory or a PLAIT_* variable
-         * in the step's calls: the rank stops before the step writes
-         * anything (its metrics row, its progress line, a checkpoint under
-         * a relative out_dir) through the changed process. */
-        char when[128];
-        snprintf(when, sizeof when, "step %lld: the step's calls", (long long)done);
-        if ((st = plait_run_check_process(run, when)) != PLAIT_OK) break;
-        loss = res.loss;
-        val_loss = -1;
-        /* The row's measurements (memory included) are the step's, taken
-         * before a checkpoint save adds its buffers. */
-        if (rank == 0) plait_run_fill_metrics(run, &metrics, &res, -1);
-        /* The run directory removed or replaced under the run: nothing
-         * more is written there (a checkpoint would recreate it half). */
-        if (rank == 0 && (st = plait_out_dir_check(out_dir, lock_fd)) != PLAIT_OK) break;
-        /* The checkpoint is saved before the evaluation of the same step, so
-         * an evaluation that fails never costs the checkpoint. */
-        /* the last snapshot's copies on other hosts are complete once this
-         * step is (run_replica.h) */
-        st = plait_run_replica_settle(run);
-        if (st != PLAIT_OK) break;
-        int boundary = 0, evaluated = 0;
-        if ((ckpt_every > 0 && done % ckpt_every == 0) || done == run->steps) {
-            uint64_t span0 = plait_trace_begin();
-            st = plait_run_save(run, out_dir);
-            plait_trace_end(PLAIT_TRACE_CKPT, "checkpoint", span0, NULL);
-            /* a save that failed because the directory went in the
-             * meantime says so, not which file it could not create */
-            if (st != PLAIT_OK && rank == 0 && plait_out_dir_check(out_dir, lock_fd) != PLAIT_OK) st = PLAIT_ERR_SYSTEM;
-            if (st != PLAIT_OK) break;
-            boundary = 1;
-        }
-        if (replica_every > 0 && done % replica_every == 0 && done < run->steps) {
-            /* again now that the steps have touched their activations */
-            if (done == first_snapshot && (st = plait_run_check_replica_room(run, done)) != PLAIT_OK) break;
-            st = plait_run_replicate(run);
-            if (st != PLAIT_OK) break;
-            boundary = 1;
-        }
-        if (has_val && ((eval_every > 0 && done % eval_every == 0) || done == run->steps)) {
-            if (rank == 0) plait_progress_eval_begin(&progress, done);
-            st = plait_run_eval(run, &val_loss);
-            if (st != PLAIT_OK) break;
-            evaluated = 1;
-        }
-        /* the calls of the checkpoint, replica and evaluation, before the
-         * step's metrics row and progress line */
-        if (boundary || evaluated) {
-            snprintf(when, sizeof when, "step %lld: the calls of its %s%s", (long long)done,
-                     boundary ? "checkpoint or replica" : "evaluation",
-                     boundary && evaluated ? " and its evaluation" : "");
-            if ((st = plait_run_check_process(run, when)) != PLAIT_OK) break;
-        }
-        if (rank == 0) {
-            double elapsed = plait_clock_now() - started;
-            double tps = (double)tokens_per_step / res.t.step_s;
-            double eta = (double)(run->steps - done) * elapsed / (double)(done - first_step);
-            plait_progress_step(&progress, done, res.loss, val_loss, res.lr, tps, eta);
-            if (val_loss >= 0) plait_metrics_set_named(&metrics, "val_loss", val_loss);
-            char mfu_text[64];
-            plait_metrics_set_named(&metrics, "time_s", elapsed);
-            plait_metrics_set_named(&metrics, "tokens_seen", (double)done * (double)tokens_per_step);
-            plait_metrics_set_named(&metrics, "mfu", plait_mfu_text(tps * plait_run_flops_per_token(run),
-                                                                    progress.peak_flops, mfu_text, sizeof mfu_text));
-            st = plait_metrics_row(&metrics);
-        }
+        st = take_step(&t, &res);
+        if (st == PLAIT_OK) st = check(&t, &res);
+        if (st == PLAIT_OK) st = save(&t);
+        if (st == PLAIT_OK) st = replicate(&t);
+        if (st == PLAIT_OK) st = evaluate(&t);
+        if (st == PLAIT_OK) st = check_calls(&t);
+        if (st == PLAIT_OK) st = report(&t, &res);
         /* the traced steps' files once the last one is done, its
          * checkpoint and evaluation included */
-        if (st == PLAIT_OK) st = plait_run_trace_step_end(run, done, out_dir);
-        if (st != PLAIT_OK) break;
-        /* an elastic job with a host waiting to join stops here, its
-         * checkpoint saved, so the next round trains with it */
-        if (st == PLAIT_OK && boundary && done < run->steps && plait_agent_present()) {
-            int regroup = 0;
-            st = plait_run_replica_settle(run); /* both copies in place before anyone stops */
-            if (st != PLAIT_OK) break;
-            if (rank == 0 && plait_agent_regroup(&regroup) != PLAIT_OK) regroup = 0;
-            st = plait_comm_broadcast(run->world.comm, &regroup, 1, PLAIT_I32, 0, NULL, NULL);
-            if (st == PLAIT_OK && regroup) {
-                if (rank == 0)
-                    PLAIT_WARN("train", "a host waits to join the job: stopping after step %lld (its checkpoint "
-                               "saved) so that the next round trains with it", (long long)done);
-                if (opts->regrouped) *opts->regrouped = 1;
-                break;
-            }
-        }
+        if (st == PLAIT_OK) st = plait_run_trace_step_end(run, run->step, out_dir);
+        if (st == PLAIT_OK) st = regroup(&t);
     }
-    if (st == PLAIT_OK) st = plait_run_replica_settle(run);
-    int trained = run->step > first_step;
-    if (st == PLAIT_OK) st = report_memory(run, out_dir, 1);
-    if (rank == 0) {
-        plait_progress_finish(&progress);
-        plait_metrics_close(&metrics);
-        if (st == PLAIT_OK && opts->regrouped && *opts->regrouped) {
-            printf("stopped at step %lld of %lld to regroup with a host that joins\n", (long long)run->step,
-                   (long long)run->steps);
-        } else if (st == PLAIT_OK && trained) {
-            plait_run_print_bubble(run);
-            printf("done: %lld steps, final loss %.4f; metrics: %s/metrics.csv; checkpoint: %s/ckpt-%08lld\n",
-                   (long long)run->step, loss, out_dir, out_dir, (long long)run->step);
-        } else if (st == PLAIT_OK) {
-            printf("nothing to do: the run is already at step %lld of [run] steps = %lld (raise run.steps to "
-                   "train further)\n",
-                   (long long)run->step, (long long)run->steps);
-        }
-    }
+    st = finish(&t, st);
     if (st != PLAIT_OK) {
         char at[32];
-        snprintf(at, sizeof at, "step %lld", (long long)at_step);
+        snprintf(at, sizeof at, "step %lld", (long long)t.at_step);
         return plait_run_fail(run, st, at, "train");
     }
     plait_run_trace_flush(); /* a run that stopped inside its traced steps (to regroup) */

@@ -105,7 +105,7 @@ def expand(token):
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../.."))
     os.chdir(root)
-    files = ["README.md"]
+    files = ["README.md", "CONTRIBUTING.md"]
     for top in TOP:
         for d, subdirs, names in os.walk(top):
             subdirs[:] = [s for s in subdirs if s not in SKIP_DIRS]

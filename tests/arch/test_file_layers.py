@@ -1,70 +1,53 @@
 #!/usr/bin/env python3
-"""Calls between the files of one core folder flow one way.
+"""Calls between the files of one core folder flow one way, in the order
+its LAYERS file gives.
 
 A folder of core/ that has a LAYERS file lists its .c files (without the
 extension), lowest first, as core/LAYERS lists the folders: a file may call
 the functions that files listed before it define, never those of a file
-listed after it, so the folder's files form layers with no circle of calls.
+listed after it (which calls are read as test_folder_calls.py reads them).
 Every .c file of such a folder must be listed, and every listed name must
-be a file. Fails naming each call upward (caller file, line, function,
-callee's file) and each unlisted or missing file.
+be a file. Fails naming each call upward (caller's file, the functions,
+the callee's file) and each unlisted or missing file.
 
-A function is a file's when the file defines it without `static`; a call is
-the function's name followed by `(` outside comments and strings. Static
-inline helpers in headers belong to no file and are not counted.
+Usage: test_file_layers.py [ROOT]
 """
-import pathlib
-import re
+import os
 import sys
 
-root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parents[2])
-
-DEF = re.compile(r"^(?!static\b)[A-Za-z_][\w \t\*]*?\b([a-z_][a-z0-9_]*)\s*\([^;{]*?\)\s*\{", re.M)
-CALL = re.compile(r"\b([a-z_][a-z0-9_]*)\s*\(")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_folder_calls import calls_between  # noqa: E402
 
 
-def strip(src):
-    """The source without comments and string or character literals (line breaks kept)."""
-    out = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), src, flags=re.S)
-    out = re.sub(r"//[^\n]*", "", out)
-    return re.sub(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', '""', out)
-
-
-def check(folder):
-    problems = []
-    listed = [l.strip() for l in (folder / "LAYERS").read_text().splitlines()
-              if l.strip() and not l.lstrip().startswith("#")]
+def check(root, folder):
+    rel = os.path.relpath(folder, root)
+    with open(os.path.join(folder, "LAYERS"), encoding="utf-8") as fh:
+        listed = [l.strip() for l in fh if l.strip() and not l.lstrip().startswith("#")]
     rank = {name: i for i, name in enumerate(listed)}
-    files = {p.stem: p for p in folder.glob("*.c")}
-    rel = folder.relative_to(root)
-    for name in sorted(set(files) - set(rank)):
-        problems.append(f"{rel}/{name}.c is not in {rel}/LAYERS (add it where it belongs)")
-    for name in sorted(set(rank) - set(files)):
-        problems.append(f"{rel}/LAYERS names {name}, which is no .c file there")
-    owner = {}
-    text = {}
-    for name, path in files.items():
-        text[name] = strip(path.read_text())
-        for m in DEF.finditer(text[name]):
-            owner[m.group(1)] = name
-    for name, src in sorted(text.items()):
-        if name not in rank:
-            continue
-        for lineno, line in enumerate(src.splitlines(), 1):
-            for m in CALL.finditer(line):
-                callee = owner.get(m.group(1))
-                if callee is None or callee == name or callee not in rank:
-                    continue
-                if rank[callee] > rank[name]:
-                    problems.append(f"{rel}/{name}.c:{lineno}: calls {m.group(1)} of {callee}.c, "
-                                    f"a higher layer in {rel}/LAYERS")
+    files = {f[:-2] for f in os.listdir(folder) if f.endswith(".c")}
+    problems = [f"{rel}/{n}.c is not in {rel}/LAYERS (add it where it belongs)" for n in sorted(files - set(rank))]
+    problems += [f"{rel}/LAYERS names {n}, which is no .c file there" for n in sorted(set(rank) - files)]
+    for caller, callees in sorted(calls_between(folder).items()):
+        for callee, names in sorted(callees.items()):
+            a, b = caller[:-2], callee[:-2]
+            if a in rank and b in rank and rank[b] > rank[a]:
+                problems.append(f"{rel}/{caller} calls {', '.join(sorted(names))} of {callee}, "
+                                f"a higher layer in {rel}/LAYERS")
     return problems
 
 
-folders = sorted(p.parent for p in (root / "core").glob("*/LAYERS"))
-problems = [p for f in folders for p in check(f)]
-for p in problems:
-    print("FAIL:", p)
-if problems:
-    sys.exit(1)
-print("file layers ok:", " ".join(str(f.relative_to(root)) for f in folders))
+def main(argv):
+    root = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
+    core = os.path.join(root, "core")
+    folders = sorted(os.path.join(core, d) for d in os.listdir(core) if os.path.isfile(os.path.join(core, d, "LAYERS")))
+    problems = [p for f in folders for p in check(root, f)]
+    for p in problems:
+        print("FAIL:", p)
+    if problems:
+        return 1
+    print("file layers ok:", " ".join(os.path.relpath(f, root) for f in folders))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -88,6 +88,9 @@ static void tmp_free(pnccl_comm *c, void *p, cudaStream_t s) {
     if (p && c->async_alloc) cudaFreeAsync(p, s);
 }
 
+/* long: one collective from its checks to its request: the overlap rules by
+ * kind, the staging, the NCCL call by kind and the teardown when it fails
+ * share the stream, the temporary buffers and the request */
 static plait_status run(pnccl_comm *c, const coll_call *a, void **req_out) {
     const plait_host *h = c->host;
     *req_out = NULL;

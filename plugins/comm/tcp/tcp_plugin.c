@@ -68,6 +68,9 @@ static void engine_free(tcp_engine *e) {
     free(e);
 }
 
+/* long: the engine set up in the order the peers depend on (settings,
+ * listening socket, the address exchange, connections, threads), each
+ * failure through one exit that undoes what came before */
 static plait_status tcp_init(const plait_comm_init *args, void **out) {
     const plait_host *h = args->host ? args->host : g_host;
     const plait_bootstrap *bs = args->bootstrap;

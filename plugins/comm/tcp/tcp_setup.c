@@ -235,191 +235,236 @@ static int accept_hello(tcp_engine *eng, struct pend *p) {
     return 1;
 }
 
-plait_status tcp_connect_all(tcp_engine *eng, const tcp_addr_info *infos, double timeout_s) {
+/* The connections of tcp_connect_all being set up: the outgoing ones first
+ * (n_out: one per later rank and stream), then the incoming ones as they
+ * are accepted (strays included, up to cap). */
+typedef struct setup {
+    tcp_engine *eng;
+    const tcp_addr_info *infos;
+    struct pend *pends;
+    struct pollfd *pfd; /* the listening socket, then each open connection */
+    int *pidx;          /* pfd's connection index, -1 the listening socket */
+    size_t cap, np;
+    int n_out, in_needed, out_done, in_done;
+} setup;
+
+/* The address a peer listens on, from its published info. */
+static void peer_address(const tcp_addr_info *info, struct sockaddr_storage *ss, socklen_t *sl) {
+    memset(ss, 0, sizeof *ss);
+    if (info->family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+        a->sin6_family = AF_INET6;
+        memcpy(&a->sin6_addr, info->addr, 16);
+        a->sin6_port = htons(info->port);
+        *sl = sizeof *a;
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)ss;
+        a->sin_family = AF_INET;
+        memcpy(&a->sin_addr, info->addr, 4);
+        a->sin_port = htons(info->port);
+        *sl = sizeof *a;
+    }
+}
+
+/* Every outgoing connection started (to each later rank, one per stream),
+ * its hello ready to send. */
+static plait_status start_outgoing(setup *su) {
+    tcp_engine *eng = su->eng;
     const plait_host *h = eng->host;
     int S = eng->cfg.streams, me = eng->rank, n = eng->size;
-    int n_out = (n - 1 - me) * S, in_needed = me * S, in_done = 0, out_done = 0;
-    size_t cap = (size_t)n_out + 64;
-    struct pend *pends = calloc(cap, sizeof *pends);
-    struct pollfd *pfd = calloc(cap + 1, sizeof *pfd);
-    int *pidx = calloc(cap + 1, sizeof *pidx);
-    plait_status st = PLAIT_OK;
-    char failure[512] = "";
-    size_t np = 0;
-    if (!pends || !pfd || !pidx) {
-        st = h->set_error(PLAIT_ERR_NO_MEMORY, "tcp: out of memory setting up connections");
-        goto out;
-    }
     for (int peer = me + 1; peer < n; peer++)
         for (int s = 0; s < S; s++) {
-            struct pend *p = &pends[np++];
+            struct pend *p = &su->pends[su->np++];
             p->outgoing = 1;
             p->peer = peer;
             p->stream = s;
-            addr_text(&infos[peer], p->who, sizeof p->who);
+            addr_text(&su->infos[peer], p->who, sizeof p->who);
             struct sockaddr_storage ss;
-            memset(&ss, 0, sizeof ss);
             socklen_t sl;
-            if (infos[peer].family == AF_INET6) {
-                struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-                a->sin6_family = AF_INET6;
-                memcpy(&a->sin6_addr, infos[peer].addr, 16);
-                a->sin6_port = htons(infos[peer].port);
-                sl = sizeof *a;
-            } else {
-                struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-                a->sin_family = AF_INET;
-                memcpy(&a->sin_addr, infos[peer].addr, 4);
-                a->sin_port = htons(infos[peer].port);
-                sl = sizeof *a;
-            }
+            peer_address(&su->infos[peer], &ss, &sl);
             p->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-            if (p->fd < 0) {
-                st = h->set_error(PLAIT_ERR_SYSTEM, "tcp: socket(): %s", strerror(errno));
-                goto out;
-            }
+            if (p->fd < 0) return h->set_error(PLAIT_ERR_SYSTEM, "tcp: socket(): %s", strerror(errno));
             tcp_tune_socket(eng, p->fd);
-            if (connect(p->fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS) {
-                st = h->set_error(PLAIT_ERR_PEER_LOST, "tcp: rank %d cannot connect to rank %d at %s: %s", me, peer,
-                                  p->who, strerror(errno));
-                goto out;
-            }
+            if (connect(p->fd, (struct sockaddr *)&ss, sl) != 0 && errno != EINPROGRESS)
+                return h->set_error(PLAIT_ERR_PEER_LOST, "tcp: rank %d cannot connect to rank %d at %s: %s", me, peer,
+                                    p->who, strerror(errno));
             tcp_hello hello = {.magic = TCP_HELLO_MAGIC, .version = TCP_WIRE_VERSION, .stream = (uint16_t)s,
                                .from_rank = me, .to_rank = peer, .world_size = n, .streams = (uint16_t)S};
-            memcpy(hello.secret, infos[peer].secret, TCP_SECRET_BYTES);
+            memcpy(hello.secret, su->infos[peer].secret, TCP_SECRET_BYTES);
             memcpy(p->buf, &hello, sizeof hello);
         }
+    return PLAIT_OK;
+}
+
+/* The incoming connections waiting on the listening socket, each in a free
+ * incoming slot (one a stray left), its hello to be read. */
+static void accept_incoming(setup *su) {
+    tcp_engine *eng = su->eng;
+    for (;;) {
+        int fd = accept4(eng->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        size_t slot = su->np;
+        for (size_t i = (size_t)su->n_out; i < su->np; i++)
+            if (su->pends[i].fd < 0 && !su->pends[i].outgoing) {
+                slot = i;
+                break;
+            }
+        if (slot == su->np && su->np == su->cap) { /* too many strays at once */
+            eng->rejected++;
+            close(fd);
+            continue;
+        }
+        if (slot == su->np) su->np++;
+        struct pend *p = &su->pends[slot];
+        memset(p, 0, sizeof *p);
+        p->fd = fd;
+        p->state = 2;
+        peer_text(fd, p->who, sizeof p->who);
+        tcp_tune_socket(eng, fd);
+    }
+}
+
+/* An outgoing connection that is writable: connected (or refused), then its
+ * hello sent as far as the socket takes it. */
+static plait_status send_hello(setup *su, struct pend *p) {
+    const plait_host *h = su->eng->host;
+    int me = su->eng->rank;
+    if (p->state == 0) {
+        int err = 0;
+        socklen_t el = sizeof err;
+        getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &el);
+        if (err)
+            return h->set_error(PLAIT_ERR_PEER_LOST, "tcp: rank %d cannot connect to rank %d at %s (stream %d): %s", me,
+                                p->peer, p->who, p->stream, strerror(err));
+        p->state = 1;
+    }
+    ssize_t w = send(p->fd, p->buf + p->off, sizeof(tcp_hello) - p->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0 && errno != EAGAIN && errno != EINTR)
+        return h->set_error(PLAIT_ERR_PEER_LOST, "tcp: rank %d lost its new connection to rank %d at %s: %s", me,
+                            p->peer, p->who, strerror(errno));
+    if (w > 0) p->off += (size_t)w;
+    if (p->off == sizeof(tcp_hello)) {
+        p->state = 2;
+        p->off = 0;
+    }
+    return PLAIT_OK;
+}
+
+/* A connection that is readable: an outgoing one's ack (the connection is
+ * then installed), an incoming one's hello (checked, answered, installed,
+ * or the connection rejected as a stray). */
+static plait_status read_reply(setup *su, struct pend *p) {
+    tcp_engine *eng = su->eng;
+    const plait_host *h = eng->host;
+    int me = eng->rank;
+    size_t want = p->outgoing ? sizeof(tcp_ack) : sizeof(tcp_hello);
+    ssize_t r = recv(p->fd, p->buf + p->off, want - p->off, MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+        if (p->outgoing)
+            return h->set_error(PLAIT_ERR_PEER_LOST,
+                                "tcp: rank %d at %s closed the connection from rank %d during setup (%s): "
+                                "it refused our hello or exited",
+                                p->peer, p->who, me, r == 0 ? "end of stream" : strerror(errno));
+        stray(eng, p, r == 0 ? "closed before completing its hello" : strerror(errno));
+        return PLAIT_OK;
+    }
+    if (r < 0) return PLAIT_OK;
+    p->off += (size_t)r;
+    if (p->off < want) return PLAIT_OK;
+    if (p->outgoing) {
+        tcp_ack ack;
+        memcpy(&ack, p->buf, sizeof ack);
+        if (ack.magic != TCP_ACK_MAGIC || ack.rank != p->peer)
+            return h->set_error(PLAIT_ERR_PROTOCOL,
+                                "tcp: %s answered rank %d's hello with garbage: it is "
+                                "not rank %d of this job",
+                                p->who, me, p->peer);
+        install(eng, p);
+        su->out_done++;
+    } else if (accept_hello(eng, p)) {
+        su->in_done++;
+    }
+    return PLAIT_OK;
+}
+
+/* Poll every connection until all are installed or the time is up. */
+static plait_status connect_until(setup *su, double timeout_s) {
+    tcp_engine *eng = su->eng;
+    const plait_host *h = eng->host;
     double deadline = h->now() + timeout_s;
-    while (out_done < n_out || in_done < in_needed) {
+    while (su->out_done < su->n_out || su->in_done < su->in_needed) {
         double left = deadline - h->now();
         if (left <= 0) break;
         size_t k = 0;
-        pfd[k] = (struct pollfd){eng->listen_fd, POLLIN, 0};
-        pidx[k++] = -1;
-        for (size_t i = 0; i < np; i++) {
-            if (pends[i].fd < 0) continue;
-            short ev = pends[i].state == 2 ? POLLIN : POLLOUT;
-            pfd[k] = (struct pollfd){pends[i].fd, ev, 0};
-            pidx[k++] = (int)i;
+        su->pfd[k] = (struct pollfd){eng->listen_fd, POLLIN, 0};
+        su->pidx[k++] = -1;
+        for (size_t i = 0; i < su->np; i++) {
+            if (su->pends[i].fd < 0) continue;
+            short ev = su->pends[i].state == 2 ? POLLIN : POLLOUT;
+            su->pfd[k] = (struct pollfd){su->pends[i].fd, ev, 0};
+            su->pidx[k++] = (int)i;
         }
-        int rc = poll(pfd, (nfds_t)k, (int)(left * 1000) + 1);
+        int rc = poll(su->pfd, (nfds_t)k, (int)(left * 1000) + 1);
         if (rc < 0 && errno == EINTR) continue;
-        if (rc < 0) {
-            st = h->set_error(PLAIT_ERR_SYSTEM, "tcp: poll: %s", strerror(errno));
-            goto out;
-        }
+        if (rc < 0) return h->set_error(PLAIT_ERR_SYSTEM, "tcp: poll: %s", strerror(errno));
         for (size_t j = 0; j < k; j++) {
-            if (!pfd[j].revents) continue;
-            if (pidx[j] < 0) { /* new incoming connections */
-                for (;;) {
-                    int fd = accept4(eng->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-                    if (fd < 0) break;
-                    size_t slot = np;
-                    for (size_t i = (size_t)n_out; i < np; i++)
-                        if (pends[i].fd < 0 && !pends[i].outgoing) {
-                            slot = i;
-                            break;
-                        }
-                    if (slot == np && np == cap) { /* too many strays at once */
-                        eng->rejected++;
-                        close(fd);
-                        continue;
-                    }
-                    if (slot == np) np++;
-                    struct pend *p = &pends[slot];
-                    memset(p, 0, sizeof *p);
-                    p->fd = fd;
-                    p->state = 2;
-                    peer_text(fd, p->who, sizeof p->who);
-                    tcp_tune_socket(eng, fd);
-                }
+            if (!su->pfd[j].revents) continue;
+            if (su->pidx[j] < 0) {
+                accept_incoming(su);
                 continue;
             }
-            struct pend *p = &pends[pidx[j]];
-            if (p->outgoing && p->state == 0) {
-                int err = 0;
-                socklen_t el = sizeof err;
-                getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &el);
-                if (err) {
-                    st = h->set_error(PLAIT_ERR_PEER_LOST, "tcp: rank %d cannot connect to rank %d at %s (stream %d): %s",
-                                      me, p->peer, p->who, p->stream, strerror(err));
-                    goto out;
-                }
-                p->state = 1;
-            }
-            if (p->outgoing && p->state == 1) {
-                ssize_t w = send(p->fd, p->buf + p->off, sizeof(tcp_hello) - p->off, MSG_NOSIGNAL | MSG_DONTWAIT);
-                if (w < 0 && errno != EAGAIN && errno != EINTR) {
-                    st = h->set_error(PLAIT_ERR_PEER_LOST, "tcp: rank %d lost its new connection to rank %d at %s: %s",
-                                      me, p->peer, p->who, strerror(errno));
-                    goto out;
-                }
-                if (w > 0) p->off += (size_t)w;
-                if (p->off == sizeof(tcp_hello)) {
-                    p->state = 2;
-                    p->off = 0;
-                }
-                continue;
-            }
-            /* state 2: reading */
-            size_t want = p->outgoing ? sizeof(tcp_ack) : sizeof(tcp_hello);
-            ssize_t r = recv(p->fd, p->buf + p->off, want - p->off, MSG_DONTWAIT);
-            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
-                if (p->outgoing) {
-                    st = h->set_error(PLAIT_ERR_PEER_LOST,
-                                      "tcp: rank %d at %s closed the connection from rank %d during setup (%s): "
-                                      "it refused our hello or exited",
-                                      p->peer, p->who, me, r == 0 ? "end of stream" : strerror(errno));
-                    goto out;
-                }
-                stray(eng, p, r == 0 ? "closed before completing its hello" : strerror(errno));
-                continue;
-            }
-            if (r < 0) continue;
-            p->off += (size_t)r;
-            if (p->off < want) continue;
-            if (p->outgoing) {
-                tcp_ack ack;
-                memcpy(&ack, p->buf, sizeof ack);
-                if (ack.magic != TCP_ACK_MAGIC || ack.rank != p->peer) {
-                    st = h->set_error(PLAIT_ERR_PROTOCOL, "tcp: %s answered rank %d's hello with garbage: it is "
-                                                          "not rank %d of this job", p->who, me, p->peer);
-                    goto out;
-                }
-                install(eng, p);
-                out_done++;
-            } else if (accept_hello(eng, p)) {
-                in_done++;
-            }
+            struct pend *p = &su->pends[su->pidx[j]];
+            plait_status st = p->outgoing && p->state < 2 ? send_hello(su, p) : read_reply(su, p);
+            if (st != PLAIT_OK) return st;
         }
     }
-    if (out_done < n_out || in_done < in_needed) {
-        size_t off = 0;
-        for (int peer = 0; peer < me && off + 40 < sizeof failure; peer++)
-            for (int s = 0; s < S; s++)
-                if (eng->peers[peer].conns[s].fd < 0) {
-                    off += (size_t)snprintf(failure + off, sizeof failure - off, "%sno connection from rank %d",
-                                            off ? "; " : "", peer);
-                    break;
-                }
-        for (size_t i = 0; i < (size_t)n_out && off + 80 < sizeof failure; i++)
-            if (pends[i].fd >= 0) {
-                off += (size_t)snprintf(failure + off, sizeof failure - off, "%srank %d at %s %s", off ? "; " : "",
-                                        pends[i].peer, pends[i].who,
-                                        pends[i].state == 0 ? "did not accept the connection"
-                                                            : "did not answer the hello");
-                /* one line per peer is enough */
-                while (i + 1 < (size_t)n_out && pends[i + 1].peer == pends[i].peer) i++;
+    return PLAIT_OK;
+}
+
+/* The time ran out: which peers did not connect, or did not answer. */
+static plait_status report_missing(const setup *su, double timeout_s) {
+    const tcp_engine *eng = su->eng;
+    int S = eng->cfg.streams, me = eng->rank;
+    char failure[512] = "";
+    size_t off = 0;
+    for (int peer = 0; peer < me && off + 40 < sizeof failure; peer++)
+        for (int s = 0; s < S; s++)
+            if (eng->peers[peer].conns[s].fd < 0) {
+                off += (size_t)snprintf(failure + off, sizeof failure - off, "%sno connection from rank %d",
+                                        off ? "; " : "", peer);
+                break;
             }
-        st = h->set_error(PLAIT_ERR_TIMEOUT, "tcp: rank %d could not connect to every peer within %.3g s: %s", me,
-                          timeout_s, failure);
-    }
-out:
-    if (pends)
-        for (size_t i = 0; i < np; i++)
-            if (pends[i].fd >= 0) close(pends[i].fd);
-    free(pends);
-    free(pfd);
-    free(pidx);
+    const struct pend *pends = su->pends;
+    for (size_t i = 0; i < (size_t)su->n_out && off + 80 < sizeof failure; i++)
+        if (pends[i].fd >= 0) {
+            off += (size_t)snprintf(failure + off, sizeof failure - off, "%srank %d at %s %s", off ? "; " : "",
+                                    pends[i].peer, pends[i].who,
+                                    pends[i].state == 0 ? "did not accept the connection" : "did not answer the hello");
+            /* one line per peer is enough */
+            while (i + 1 < (size_t)su->n_out && pends[i + 1].peer == pends[i].peer) i++;
+        }
+    return eng->host->set_error(PLAIT_ERR_TIMEOUT, "tcp: rank %d could not connect to every peer within %.3g s: %s", me,
+                                timeout_s, failure);
+}
+
+plait_status tcp_connect_all(tcp_engine *eng, const tcp_addr_info *infos, double timeout_s) {
+    int S = eng->cfg.streams, me = eng->rank, n = eng->size;
+    setup su = {.eng = eng, .infos = infos, .n_out = (n - 1 - me) * S, .in_needed = me * S};
+    su.cap = (size_t)su.n_out + 64;
+    su.pends = calloc(su.cap, sizeof *su.pends);
+    su.pfd = calloc(su.cap + 1, sizeof *su.pfd);
+    su.pidx = calloc(su.cap + 1, sizeof *su.pidx);
+    plait_status st = PLAIT_OK;
+    if (!su.pends || !su.pfd || !su.pidx)
+        st = eng->host->set_error(PLAIT_ERR_NO_MEMORY, "tcp: out of memory setting up connections");
+    if (st == PLAIT_OK) st = start_outgoing(&su);
+    if (st == PLAIT_OK) st = connect_until(&su, timeout_s);
+    if (st == PLAIT_OK && (su.out_done < su.n_out || su.in_done < su.in_needed)) st = report_missing(&su, timeout_s);
+    if (su.pends)
+        for (size_t i = 0; i < su.np; i++)
+            if (su.pends[i].fd >= 0) close(su.pends[i].fd);
+    free(su.pends);
+    free(su.pfd);
+    free(su.pidx);
     return st;
 }

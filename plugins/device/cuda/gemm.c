@@ -397,6 +397,8 @@ static void profile_mark(const pc_gemm *g, const gemm_cached *p) {
     pc_profile_mark("gemm", detail);
 }
 
+/* long: one product from its shapes to its launch; whether each epilogue
+ * applies reads the decisions before it, as the comments inside say */
 void pc_gemm_run(const pc_gemm *g) {
     if (g->M <= 0 || g->N <= 0 || g->batch <= 0) return;
     if (g->bgrad && (!g->in_bf16 || !g->trans_a || g->batch != 1 || g->lda != g->M || g->bias || g->gelu ||

@@ -50,6 +50,9 @@ static void zero_destroy(void *sp) {
     free(z);
 }
 
+/* long: the optimizer's state built in the order each piece needs the one
+ * before (the checks, settings, partition, buffers, the core's tree); a
+ * failure once the state exists frees all of it through zero_destroy */
 static plait_status zero_create(int zero_stage, const plait_optim_init *init, void **out) {
     *out = NULL;
     const plait_host *host = init->host;
