@@ -146,9 +146,8 @@ void plait_k_attention_fused_backward(float *dqkv, float *scratch, const float *
 /* Grouped-query attention (ABI 1.10): the fused entries with NKV key/value heads. */
 void plait_k_attention_gqa_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
                                    int64_t NH, int64_t NKV, int64_t HS);
-void plait_k_attention_gqa_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                                    const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
-                                    int64_t NKV, int64_t HS);
+void plait_k_attention_gqa_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
+                                    const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS);
 /* The Llama family's other kernels (ABI 1.10): RMSNorm, rotary positions, SwiGLU. */
 void plait_k_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int64_t BT, int64_t C,
                              float eps);
@@ -157,8 +156,7 @@ void plait_k_rmsnorm_backward(float *dinp, const float *dres, float *dweight, co
 void plait_k_rope(float *x, const float *cs, int64_t B, int64_t T, int64_t row_stride, int64_t n_heads, int64_t HS,
                   int inverse);
 void plait_k_swiglu_forward(float *out, const float *gate, const float *up, size_t n);
-void plait_k_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
-                             size_t n);
+void plait_k_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n);
 
 /* ---- embedding --------------------------------------------------------- */
 void plait_k_embedding_forward(float *out, const int32_t *tokens, const float *wte,

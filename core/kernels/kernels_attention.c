@@ -212,8 +212,7 @@ typedef struct head_at {
 static head_at head_columns(const fused_job *j, int64_t b, int64_t h) {
     const int64_t HS = j->HS, W = (j->NH + 2 * j->NKV) * HS, kv = h / (j->NH / j->NKV);
     const int64_t row0 = b * j->T * W;
-    return (head_at){.q = row0 + h * HS, .k = row0 + (j->NH + kv) * HS, .v = row0 + (j->NH + j->NKV + kv) * HS,
-                     .W = W};
+    return (head_at){.q = row0 + h * HS, .k = row0 + (j->NH + kv) * HS, .v = row0 + (j->NH + j->NKV + kv) * HS, .W = W};
 }
 
 /* The forward of one item (a batch and query head): the unfused forward's
@@ -241,8 +240,8 @@ static void fused_forward_item(void *vj, int64_t item) {
 void plait_k_attention_gqa_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
                                    int64_t NH, int64_t NKV, int64_t HS) {
     plait_kernels_ensure_init();
-    fused_job j = {.out = out, .lse = lse, .scratch = scratch, .qkv = qkv, .B = B, .T = T, .NH = NH, .NKV = NKV,
-                   .HS = HS};
+    fused_job j = {
+        .out = out, .lse = lse, .scratch = scratch, .qkv = qkv, .B = B, .T = T, .NH = NH, .NKV = NKV, .HS = HS};
     plait_pool_run(B * NH, fused_forward_item, &j);
 }
 
@@ -288,13 +287,20 @@ static void fused_backward_item(void *vj, int64_t item) {
     }
 }
 
-void plait_k_attention_gqa_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                                    const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
-                                    int64_t NKV, int64_t HS) {
+void plait_k_attention_gqa_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
+                                    const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
     (void)out; /* the row's Σ_j P·dP stands for dout·out: each row tile holds the whole row */
     plait_kernels_ensure_init();
-    fused_job j = {.dqkv = dqkv, .scratch = scratch, .qkv = qkv, .dout = dout, .lse_in = lse, .B = B, .T = T,
-                   .NH = NH, .NKV = NKV, .HS = HS};
+    fused_job j = {.dqkv = dqkv,
+                   .scratch = scratch,
+                   .qkv = qkv,
+                   .dout = dout,
+                   .lse_in = lse,
+                   .B = B,
+                   .T = T,
+                   .NH = NH,
+                   .NKV = NKV,
+                   .HS = HS};
     plait_pool_run(B * NKV, fused_backward_item, &j);
 }
 

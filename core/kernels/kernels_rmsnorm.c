@@ -18,8 +18,8 @@
 #define RMS_COLS 16 /* columns per work item of the weight gradient */
 
 typedef struct rms_job {
-    float *out, *rstd;          /* forward */
-    float *dinp, *dweight;      /* backward */
+    float *out, *rstd;     /* forward */
+    float *dinp, *dweight; /* backward */
     const float *inp, *weight, *dout, *rstd_in;
     const float *dres; /* backward: dinp = dres + ..., NULL: 0 + ... */
     int64_t BT, C;
@@ -91,8 +91,15 @@ void plait_k_rmsnorm_forward(float *out, float *rstd, const float *inp, const fl
 
 void plait_k_rmsnorm_backward(float *dinp, const float *dres, float *dweight, const float *dout, const float *inp,
                               const float *weight, const float *rstd, int64_t BT, int64_t C) {
-    rms_job j = {.dinp = dinp, .dweight = dweight, .inp = inp, .weight = weight, .dout = dout, .rstd_in = rstd,
-                 .dres = dres, .BT = BT, .C = C};
+    rms_job j = {.dinp = dinp,
+                 .dweight = dweight,
+                 .inp = inp,
+                 .weight = weight,
+                 .dout = dout,
+                 .rstd_in = rstd,
+                 .dres = dres,
+                 .BT = BT,
+                 .C = C};
     /* the two parts are independent (a split backward runs them apart) */
     if (dinp) plait_pool_run((BT + RMS_ROWS - 1) / RMS_ROWS, rms_backward_item, &j);
     if (dweight) plait_pool_run((C + RMS_COLS - 1) / RMS_COLS, rms_weight_item, &j);

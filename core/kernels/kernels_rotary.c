@@ -42,7 +42,13 @@ static void rope_rows(void *vj, int64_t lo, int64_t hi) {
 
 void plait_k_rope(float *x, const float *cs, int64_t B, int64_t T, int64_t row_stride, int64_t n_heads, int64_t HS,
                   int inverse) {
-    rope_job j = {.x = x, .cs = cs, .B = B, .T = T, .stride = row_stride, .n_heads = n_heads, .HS = HS,
+    rope_job j = {.x = x,
+                  .cs = cs,
+                  .B = B,
+                  .T = T,
+                  .stride = row_stride,
+                  .n_heads = n_heads,
+                  .HS = HS,
                   .sign = inverse ? -1.0f : 1.0f};
     plait_pool_for(B * T, ROPE_ROWS, rope_rows, &j);
 }

@@ -213,9 +213,8 @@ plait_status plait_head_loss(plait_model *m, model_slot *s) {
 
 plait_status plait_head_dlogits(plait_model *m, model_slot *s) {
     if (!s->has_loss || !(s->has_logits || s->has_dlogits))
-        return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "model: backward of the head needs a forward with targets since "
-                               "the last backward of this slot");
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: backward of the head needs a forward with targets since "
+                                                      "the last backward of this slot");
     /* the logits become their gradient, in place (unless the fused loss of
      * the forward did it) */
     if (!s->has_dlogits)

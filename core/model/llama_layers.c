@@ -95,8 +95,8 @@ static void mlp_backward(plait_model *m, const block_acts *a, float *const *p, f
 }
 
 /* The attention half's backward: dx holds d(res2) on entry, d(x) after. */
-static void attention_backward(plait_model *m, const block_acts *a, float *const *p, float *const *g,
-                               const float *x, float *dx) {
+static void attention_backward(plait_model *m, const block_acts *a, float *const *p, float *const *g, const float *x,
+                               float *dx) {
     const int64_t BT = m->B * m->T, C = m->C, Wq = m->Wq;
     m->k->matmul_backward(m->s_datty, g[LP_O], NULL, dx, a->atty, p[LP_O], BT, m->Cl, C);
     m->k->attention_gqa_backward(m->s_dqkv, m->att_scratch, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T, m->NH,

@@ -98,15 +98,14 @@ static plait_status llama_setup(plait_model *m, const plait_model_create_args *a
     const char *missing = !PLAIT_KERNELS_HAS_LLAMA(m->k) ? "the device's kernel table has no Llama kernels (ABI 1.10: "
                                                            "RMSNorm, rotary positions, SwiGLU, grouped-query "
                                                            "attention); the cpu device has them"
-                          : m->tp_ops                  ? "tensor parallelism ([parallel] tp > 1) is not supported "
+                          : m->tp_ops                    ? "tensor parallelism ([parallel] tp > 1) is not supported "
                                                            "for it yet; use dp, pp or ZeRO"
-                          : args->split_backward       ? "a split backward (the zb1 schedule) is not supported for "
+                          : args->split_backward         ? "a split backward (the zb1 schedule) is not supported for "
                                                            "it yet; use gpipe, 1f1b or interleaved"
                           : m->desc->recompute != PLAIT_RECOMPUTE_NONE
                               ? "[model] recompute other than none is not supported for it yet"
                               : NULL;
-    if (missing)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "model: arch llama: %s", missing);
+    if (missing) return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "model: arch llama: %s", missing);
     /* cos and sin of each token's angle at each frequency, in float32
      * whatever the run's precision, as Hugging Face computes them:
      * inv_freq_i = 1 / theta^(2i/HS), angle = position · inv_freq_i */
@@ -456,8 +455,8 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
     if (st != PLAIT_OK) return st;
     if (part != BWD_ALL && !m->split)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "model: the %s of layer %s needs a model laid out for a split backward",
-                               what[part], plait_model_layer_name(m, layer));
+                               "model: the %s of layer %s needs a model laid out for a split backward", what[part],
+                               plait_model_layer_name(m, layer));
     int due = s->weight_due ? s->weight_due[layer] : 0;
     if (part == BWD_WEIGHT ? !due : due)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: %s of layer %s in slot %d %s", what[part],

@@ -21,10 +21,7 @@ enum {
 };
 /* Parameters of one Llama block, in Hugging Face's order (indices
  * relative to the block's first parameter). */
-enum {
-    LP_ATTN_NORM, LP_Q, LP_K, LP_V, LP_O, LP_MLP_NORM, LP_GATE, LP_UP, LP_DOWN,
-    LP_COUNT
-};
+enum { LP_ATTN_NORM, LP_Q, LP_K, LP_V, LP_O, LP_MLP_NORM, LP_GATE, LP_UP, LP_DOWN, LP_COUNT };
 
 /* First MLP-part parameter, and the MLP arch's count per block. */
 #define BP_MLP_FIRST BP_LN2_W
@@ -39,8 +36,8 @@ typedef enum plait_recompute {
 
 struct plait_model_desc {
     plait_model_spec spec;
-    int is_gpt;                  /* the gpt arch (0: mlp or llama) */
-    int is_llama;                /* the llama arch */
+    int is_gpt;   /* the gpt arch (0: mlp or llama) */
+    int is_llama; /* the llama arch */
     /* llama: key/value heads, the SwiGLU width, RMSNorm's eps, the
      * rotary base, and whether lm_head is a tied copy of the embedding */
     int32_t n_kv_head, ffn_hidden;
@@ -230,7 +227,7 @@ struct plait_model {
     float *scratch;
     size_t scratch_bytes;
     float *s_dln, *s_dfc, *s_datty, *s_dqkv, *s_datt, *s_rows;
-    float *s_dgate;                   /* llama: gate_proj's output gradient [BT,Fl] */
+    float *s_dgate; /* llama: gate_proj's output gradient [BT,Fl] */
     /* the fused attention's scratch (forward and backward, every layer),
      * allocated with the first slot; under fused attention s_datt points here */
     float *att_scratch;
@@ -276,8 +273,7 @@ plait_status plait_model_half_params(plait_model *m, param_part part, int32_t la
 plait_status plait_model_head_params(plait_model *m, param_part part, head_params *out);
 /* The `n` consecutive parameters from global index `first`, all of layer
  * `layer`: their data or gradients into out[0..n) (the Llama bodies). */
-plait_status plait_model_tensors(plait_model *m, param_part part, int32_t layer, int32_t first, int32_t n,
-                                 float **out);
+plait_status plait_model_tensors(plait_model *m, param_part part, int32_t layer, int32_t first, int32_t n, float **out);
 /* The bf16 copies of a block half's weights (first_bp as above); of the head's. */
 half_bf16 plait_model_half_bf16(const plait_model *m, int32_t layer, int first_bp);
 const plait_bf16 *plait_model_head_bf16(const plait_model *m);

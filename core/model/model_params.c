@@ -10,9 +10,7 @@
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
-const char *plait_model_layer_name(const plait_model *m, int32_t layer) {
-    return m->desc->layers[layer].name;
-}
+const char *plait_model_layer_name(const plait_model *m, int32_t layer) { return m->desc->layers[layer].name; }
 
 plait_status plait_model_param_missing(const plait_model *m, int32_t gi, int32_t layer, param_part part) {
     if (part == PARAM_DATA)
@@ -46,8 +44,7 @@ plait_status plait_model_embedding_params(plait_model *m, param_part part, embed
     return st;
 }
 
-plait_status plait_model_half_params(plait_model *m, param_part part, int32_t layer, int first_bp,
-                                     half_params *out) {
+plait_status plait_model_half_params(plait_model *m, param_part part, int32_t layer, int first_bp, half_params *out) {
     float *t[6];
     plait_status st = plait_model_tensors(m, part, layer, desc_block_param(m->desc, layer - 1, first_bp), 6, t);
     *out = (half_params){.ln_w = t[0], .ln_b = t[1], .in_w = t[2], .in_b = t[3], .out_w = t[4], .out_b = t[5]};
@@ -69,8 +66,7 @@ half_bf16 plait_model_half_bf16(const plait_model *m, int32_t layer, int first_b
 
 const plait_bf16 *plait_model_head_bf16(const plait_model *m) { return m->wbf[m->desc->p_lm_head]; }
 
-plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *what,
-                                  int32_t layer) {
+plait_status plait_model_tp_error(plait_model *m, plait_status st, const char *what, int32_t layer) {
     return plait_wrap_error(st, "tensor-parallel %s in layer %s (tp rank %d of %d)", what,
                             plait_model_layer_name(m, layer), (int)m->tp_rank, (int)m->tp);
 }

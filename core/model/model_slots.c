@@ -294,10 +294,8 @@ plait_status plait_model_scratch_get(plait_model *m) {
     if (m->scratch) return PLAIT_OK;
     const int64_t BT = m->B * m->T;
     const int f32 = !m->bf16;
-    size_t sizes[13] = {f32 ? align_up((size_t)(BT * m->C)) : 0,
-                        f32 ? align_up((size_t)(BT * m->Fl)) : 0,
-                        f32 ? align_up((size_t)(BT * m->Cl)) : 0,
-                        f32 ? align_up((size_t)(BT * 3 * m->Cl)) : 0,
+    size_t sizes[13] = {f32 ? align_up((size_t)(BT * m->C)) : 0, f32 ? align_up((size_t)(BT * m->Fl)) : 0,
+                        f32 ? align_up((size_t)(BT * m->Cl)) : 0, f32 ? align_up((size_t)(BT * 3 * m->Cl)) : 0,
                         m->desc->is_gpt && !m->fused_attn ? align_up((size_t)(m->B * m->NHl * m->T * m->T)) : 0,
                         align_up((size_t)(3 * BT)),
                         /* bf16: dln, dfc, datty, dqkv, dres */
@@ -305,8 +303,7 @@ plait_status plait_model_scratch_get(plait_model *m) {
                         f32 ? 0 : align_up((size_t)(BT * m->Fl + 1) / 2),
                         f32 ? 0 : align_up((size_t)(BT * m->Cl + 1) / 2),
                         f32 ? 0 : align_up((size_t)(BT * 3 * m->Cl + 1) / 2),
-                        f32 ? 0 : align_up((size_t)(BT * m->C + 1) / 2),
-                        0,
+                        f32 ? 0 : align_up((size_t)(BT * m->C + 1) / 2), 0,
                         /* llama: gate_proj's output gradient beside up_proj's in dfc */
                         m->desc->is_llama ? align_up((size_t)(BT * m->Fl)) : 0};
     if (m->bf16) { /* head_rows: plait_model_create */

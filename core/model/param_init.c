@@ -35,8 +35,7 @@ static int ends_with(const char *s, const char *suffix) {
 
 enum init_kind { INIT_ZERO, INIT_ONE, INIT_NORMAL };
 
-static enum init_kind init_kind_of(const char *name, const plait_init_rule *rule, double *std,
-                                   const char **hash_name) {
+static enum init_kind init_kind_of(const char *name, const plait_init_rule *rule, double *std, const char **hash_name) {
     const double residual = 0.02 / sqrt(2.0 * (double)(rule->n_layer > 0 ? rule->n_layer : 1));
     *hash_name = name;
     *std = 0.02;

@@ -25,10 +25,9 @@ typedef struct part {
 #define F32(f) offsetof(block_acts, f), NO_BF16
 #define BF16(f) offsetof(block_acts, f), offsetof(block_acts, bf.f)
 static const part parts[] = {
-    {BF16(ln1), 1, 0},      {F32(ln1_mean), 1, 0}, {F32(ln1_rstd), 1, 0}, {BF16(qkv), 1, 0},
-    {F32(att), 1, 1},       {BF16(atty), 1, 0},    {F32(res2), 1, 0},     {BF16(ln2), 0, 0},
-    {F32(ln2_mean), 0, 0},  {F32(ln2_rstd), 0, 0}, {BF16(fch), 0, 0},     {BF16(fcg), 0, 1},
-    {F32(lse), 1, 0},
+    {BF16(ln1), 1, 0},  {F32(ln1_mean), 1, 0}, {F32(ln1_rstd), 1, 0}, {BF16(qkv), 1, 0},     {F32(att), 1, 1},
+    {BF16(atty), 1, 0}, {F32(res2), 1, 0},     {BF16(ln2), 0, 0},     {F32(ln2_mean), 0, 0}, {F32(ln2_rstd), 0, 0},
+    {BF16(fch), 0, 0},  {BF16(fcg), 0, 1},     {F32(lse), 1, 0},
 };
 #undef BF16
 #undef F32
@@ -43,16 +42,14 @@ static const part *find_part(size_t field) {
 /* Elements of a part (of its bf16 form or its float32 one: the same count). */
 static size_t part_elems(const plait_model *m, size_t field) {
     const int64_t BT = m->B * m->T, C = m->C;
-    if (field == offsetof(block_acts, ln1) || field == offsetof(block_acts, res2) ||
-        field == offsetof(block_acts, ln2))
+    if (field == offsetof(block_acts, ln1) || field == offsetof(block_acts, res2) || field == offsetof(block_acts, ln2))
         return (size_t)(BT * C);
     if (field == offsetof(block_acts, qkv)) return (size_t)(BT * 3 * m->Cl);
     /* a model has the probabilities or, with fused attention, the rows' log-sum-exp */
     if (field == offsetof(block_acts, att)) return m->fused_attn ? 0 : (size_t)(m->B * m->NHl * m->T * m->T);
     if (field == offsetof(block_acts, lse)) return m->fused_attn ? (size_t)(m->B * m->NHl * m->T) : 0;
     if (field == offsetof(block_acts, atty)) return (size_t)(BT * m->Cl);
-    if (field == offsetof(block_acts, fch) || field == offsetof(block_acts, fcg))
-        return (size_t)(BT * m->Fl);
+    if (field == offsetof(block_acts, fch) || field == offsetof(block_acts, fcg)) return (size_t)(BT * m->Fl);
     return (size_t)BT; /* means and reciprocal deviations */
 }
 
@@ -80,9 +77,12 @@ static int dropped(const plait_model *m, const part *p) {
     if (p->gpt_only && !m->desc->is_gpt) return 0;
     if (part_elems(m, p->field) == 0) return 0; /* a part this model does not have */
     switch (m->desc->recompute) {
-    case PLAIT_RECOMPUTE_FULL: return 1;
-    case PLAIT_RECOMPUTE_SELECTIVE: return p->selective;
-    default: return 0;
+        case PLAIT_RECOMPUTE_FULL:
+            return 1;
+        case PLAIT_RECOMPUTE_SELECTIVE:
+            return p->selective;
+        default:
+            return 0;
     }
 }
 

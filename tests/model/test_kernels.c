@@ -1037,13 +1037,22 @@ static void test_crossentropy(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sgemm),           cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_sgemm_tiles),     cmocka_unit_test(test_vector_threads), cmocka_unit_test(test_sumsq_value_rounding),
-        cmocka_unit_test(test_layernorm),       cmocka_unit_test(test_gelu),
-        cmocka_unit_test(test_attention_small), cmocka_unit_test(test_attention_tiled),
-        cmocka_unit_test(test_attention_gqa),   cmocka_unit_test(test_rmsnorm),
-        cmocka_unit_test(test_rope),            cmocka_unit_test(test_swiglu),
-        cmocka_unit_test(test_bias_residual),   cmocka_unit_test(test_embedding),       cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_sgemm),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_sgemm_tiles),
+        cmocka_unit_test(test_vector_threads),
+        cmocka_unit_test(test_sumsq_value_rounding),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_attention_small),
+        cmocka_unit_test(test_attention_tiled),
+        cmocka_unit_test(test_attention_gqa),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_bias_residual),
+        cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_crossentropy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

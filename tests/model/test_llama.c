@@ -193,8 +193,8 @@ static void test_refused(void **state) {
 int main(void) {
     plait_kernels_set_threads(1);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gradients_gqa), cmocka_unit_test(test_gradients_mqa_tied),
-        cmocka_unit_test(test_gradients_mha), cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_gradients_gqa),  cmocka_unit_test(test_gradients_mqa_tied),
+        cmocka_unit_test(test_gradients_mha),  cmocka_unit_test(test_threads),
         cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -453,8 +453,7 @@ typedef struct plait_kernels {
     /* SwiGLU's gate: out[i] = silu(gate[i])·up[i] (out may equal up), and
      * its backward dgate[i], dup[i] (overwritten; dup may equal dout). */
     void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
-    void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
-                            size_t n);
+    void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n);
     /* attention_fused_forward/_backward with grouped-query attention:
      * qkv[B,T,(NH+2·NKV)·HS] = [q of NH heads | k of NKV | v of NKV], query
      * head h reading key/value head h / (NH/NKV) (NKV divides NH; NKV = 1
@@ -464,16 +463,15 @@ typedef struct plait_kernels {
      * expanded in memory. attention_fused_scratch(B, T, NH, HS) serves. */
     void (*attention_gqa_forward)(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
                                   int64_t NH, int64_t NKV, int64_t HS);
-    void (*attention_gqa_backward)(float *dqkv, float *scratch, const float *dout, const float *qkv,
-                                   const float *out, const float *lse, int64_t B, int64_t T, int64_t NH,
-                                   int64_t NKV, int64_t HS);
+    void (*attention_gqa_backward)(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
+                                   const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS);
 } plait_kernels;
 
 /* 1 if table k has the Llama family's entries (ABI 1.10), every one. */
-#define PLAIT_KERNELS_HAS_LLAMA(k)                                                                            \
-    ((k)->struct_size >= offsetof(plait_kernels, attention_gqa_backward) + sizeof((k)->attention_gqa_backward) && \
-     (k)->rmsnorm_forward && (k)->rmsnorm_backward && (k)->rope && (k)->swiglu_forward &&                    \
-     (k)->swiglu_backward && (k)->attention_gqa_forward && (k)->attention_gqa_backward)
+#define PLAIT_KERNELS_HAS_LLAMA(k)                                                                                     \
+    ((k)->struct_size >= offsetof(plait_kernels, attention_gqa_backward) + sizeof((k)->attention_gqa_backward) &&      \
+     (k)->rmsnorm_forward && (k)->rmsnorm_backward && (k)->rope && (k)->swiglu_forward && (k)->swiglu_backward &&      \
+     (k)->attention_gqa_forward && (k)->attention_gqa_backward)
 
 /* 1 if table k has the optimizer step's entries of ABI 1.7. */
 #define PLAIT_KERNELS_HAS_DEVICE_STEP(k)                                                              \

@@ -107,7 +107,7 @@ typedef struct plait_layer {
 /* The global model as the core built it from the config, before any split. */
 typedef struct plait_model_spec {
     uint32_t struct_size;
-    const char *arch;            /* "gpt", "llama" or "mlp" */
+    const char *arch; /* "gpt", "llama" or "mlp" */
     int32_t n_layer, n_head, n_embd, block_size, vocab_size;
     int32_t micro_batch;         /* sequences per micro-batch */
     int32_t n_layers;            /* entries in `layers` (embedding + blocks + head for GPT) */
