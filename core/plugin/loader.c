@@ -21,6 +21,7 @@
 #include <plait/parallel.h>
 
 #include "plugin/plugin_check.h"
+#include "runtime/bounded_call.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/exit_guard.h"
@@ -149,6 +150,25 @@ static plait_status refuse_if_changed(plait_process_state *before, plait_status 
  * plugin's mistake (its array's count), never read. */
 #define MAX_DESCRIPTORS 64
 
+/* The thread whose faults while a file loads are named as the file's
+ * (0: none); see on_load_crash below. */
+static volatile pid_t crash_tid;
+
+/* The entry function, called in a thread of its own (bounded_call.h): one
+ * that never returns is named rather than hanging the command. */
+typedef struct entry_call {
+    plait_plugin_entry_v1_fn entry;
+    int claim_crash; /* a crash in it is named as the file's */
+    const plait_plugin_desc *const *descs;
+    size_t n;
+} entry_call;
+
+static plait_status call_entry(void *arg) {
+    entry_call *c = arg;
+    if (c->claim_crash) crash_tid = (pid_t)syscall(SYS_gettid);
+    return c->entry(PLAIT_ABI_VERSION, g_plugin_host, &c->descs, &c->n);
+}
+
 /* Open `path` and run every check; on success register its descriptors. */
 static plait_status load_file(const char *path, struct loaded_file **out) {
     char real[PATH_MAX];
@@ -200,10 +220,25 @@ static plait_status load_file(const char *path, struct loaded_file **out) {
         return plait_set_error(PLAIT_ERR_INTERNAL, "%s: no host table was installed before loading plugins "
                                                    "(call plait_host_install() at start-up)", real);
     }
-    const plait_plugin_desc *const *descs = NULL;
-    size_t n = 0;
-    plait_clear_error();
-    plait_status st = entry(PLAIT_ABI_VERSION, g_plugin_host, &descs, &n);
+    pid_t loader_tid = crash_tid;
+    entry_call ec = {.entry = entry, .claim_crash = loader_tid != 0};
+    plait_status st;
+    double limit = plait_plugin_scan_seconds();
+    int returned = plait_bounded_call(call_entry, &ec, sizeof ec, limit, &st);
+    crash_tid = loader_tid;
+    if (!returned && st == PLAIT_ERR_TIMEOUT) /* its code still runs: the file stays open, unused */
+        return plait_set_error(PLAIT_ERR_TIMEOUT,
+                               "%s: the plugin's entry function %s did not return within %g s (it only hands over "
+                               "the plugin's descriptors, at once); it was left running and the file is not used: "
+                               "fix the plugin or remove it from the plugin path (PLAIT_PLUGIN_SCAN_TIMEOUT sets "
+                               "the limit)",
+                               real, PLAIT_PLUGIN_ENTRY_NAME, limit);
+    if (!returned) {
+        dlclose(h);
+        return plait_wrap_error(st, "%s: calling its entry function", real);
+    }
+    const plait_plugin_desc *const *descs = ec.descs;
+    size_t n = ec.n;
     if (st != PLAIT_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", plait_last_error());
@@ -290,7 +325,6 @@ static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 #define N_CRASH (sizeof crash_signals / sizeof crash_signals[0])
 static struct sigaction crash_previous[N_CRASH];
 static char crash_path[PATH_MAX];
-static volatile pid_t crash_tid;
 
 static void on_load_crash(int sig) {
     size_t i = 0;
@@ -511,6 +545,30 @@ static void scan_one(const char *path, const char *kind, const char *name, plait
             }
         }
     }
+}
+
+typedef struct probe_call {
+    const plait_plugin_desc *desc;
+} probe_call;
+
+static plait_status call_probe(void *arg) {
+    const probe_call *c = arg;
+    return c->desc->probe(g_plugin_host);
+}
+
+plait_status plait_plugin_probe(const plait_plugin_desc *desc) {
+    if (!desc->probe) return PLAIT_OK;
+    probe_call c = {desc};
+    plait_status st;
+    double limit = plait_plugin_scan_seconds();
+    if (plait_bounded_call(call_probe, &c, sizeof c, limit, &st)) return st;
+    if (st != PLAIT_ERR_TIMEOUT) return st;
+    const char *path = plait_plugin_path(desc);
+    return plait_set_error(PLAIT_ERR_TIMEOUT,
+                           "%s/%s (%s): its probe did not return within %g s (it only says whether the plugin can "
+                           "run here, at once); it was left running and the plugin is not used: fix the plugin or "
+                           "remove it from the plugin path (PLAIT_PLUGIN_SCAN_TIMEOUT sets the limit)",
+                           plait_kind_name(desc->kind), desc->name, path ? path : "?", limit);
 }
 
 double plait_plugin_scan_seconds(void) {
