@@ -75,6 +75,41 @@ static void add_dir(const char *dir) {
     g_loader.dirs[g_loader.n_dirs++] = xstrdup(use);
 }
 
+/* A plugin directory or file that every user may write lets any of them
+ * put code into every plait run that searches it. A directory's sticky bit
+ * (/tmp's) does not help: it stops others from removing or renaming files
+ * they do not own, not from creating the plugin file that is not there yet.
+ * So either is warned about, once a path, when plugins are looked up there.
+ * Called with g_loader.lock held. */
+static char **g_warned;
+static size_t g_n_warned;
+
+static void warn_world_writable(const char *path, const struct stat *sb) {
+    if (!(sb->st_mode & S_IWOTH)) return;
+    const char *rank = getenv("PLAIT_RANK"); /* a launched job's ranks: the launcher and rank 0 say it */
+    if (rank && *rank && strcmp(rank, "0") != 0) return;
+    for (size_t i = 0; i < g_n_warned; i++)
+        if (strcmp(g_warned[i], path) == 0) return;
+    char **nw = realloc(g_warned, (g_n_warned + 1) * sizeof *nw);
+    if (nw) {
+        g_warned = nw;
+        g_warned[g_n_warned++] = xstrdup(path);
+    }
+    int dir = S_ISDIR(sb->st_mode);
+    PLAIT_WARN("loader",
+               "%s%s is writable by every user (mode %04o): %s, and plait runs its code; make it writable by its "
+               "owner only (chmod o-w %s)%s",
+               dir ? "plugin directory " : "plugin file ", path, (unsigned)(sb->st_mode & 07777),
+               dir ? "anyone can put a plugin file there (the sticky bit does not stop a new file)"
+                   : "anyone can replace what it does",
+               path, dir && getenv("PLAIT_PLUGIN_PATH") ? ", or take it out of PLAIT_PLUGIN_PATH" : "");
+}
+
+static void check_dir_writers(const char *dir) {
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) warn_world_writable(dir, &sb);
+}
+
 static void setup_dirs(void) {
     if (g_loader.dirs_ready) return;
     g_loader.dirs_ready = 1;
@@ -187,6 +222,8 @@ static plait_status load_file(const char *path, struct loaded_file **out) {
     uint64_t size;
     plait_status regular = plait_open_regular(path, "plugin file", PLAIT_ERR_UNSUPPORTED, &regular_fd, &size);
     if (regular != PLAIT_OK) return regular;
+    struct stat file_sb;
+    if (fstat(regular_fd, &file_sb) == 0) warn_world_writable(real, &file_sb);
     close(regular_fd);
     dlerror();
     void *h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
@@ -419,6 +456,7 @@ const plait_plugin_desc *plait_plugin_load(uint32_t kind, const char *name) {
     for (size_t i = 0; i < g_loader.n_dirs; i++) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", g_loader.dirs[i], file);
+        check_dir_writers(g_loader.dirs[i]);
         if (access(path, F_OK) != 0) continue;
         if (open_file(path, &f) == PLAIT_OK && check_file_name(f, plait_kind_name(kind), name) == PLAIT_OK)
             result = find_registered(kind, name, NULL);
@@ -685,6 +723,7 @@ size_t plait_plugins_scan(plait_plugin_row **rows_out) {
     for (size_t d = 0; d < g_loader.n_dirs; d++) {
         DIR *dir = opendir(g_loader.dirs[d]);
         if (!dir) continue;
+        check_dir_writers(g_loader.dirs[d]);
         char **names = NULL;
         size_t nn = 0;
         struct dirent *e;
@@ -738,5 +777,9 @@ void plait_plugins_unload_all(void) {
     free(g_loader.files);
     g_loader.files = NULL;
     g_loader.n_files = 0;
+    for (size_t i = 0; i < g_n_warned; i++) free(g_warned[i]);
+    free(g_warned);
+    g_warned = NULL;
+    g_n_warned = 0;
     pthread_mutex_unlock(&g_loader.lock);
 }
