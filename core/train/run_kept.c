@@ -98,7 +98,7 @@ plait_status plait_run_kept_manifest(plait_run *run, plait_kept_manifest *m) {
     return st;
 }
 
-static void tensor_name(const plait_run *run, char *buf, size_t cap, int rank, const char *name) {
+void plait_run_kept_tensor_name(const plait_run *run, char *buf, size_t cap, int rank, const char *name) {
     char layout[96];
     layout_of(run, layout, sizeof layout);
     plait_kept_tensor_name(buf, cap, layout, rank, name);
@@ -108,7 +108,7 @@ plait_status plait_run_kept_declare(const plait_run *run, const plait_kept_manif
     plait_status st = PLAIT_OK;
     for (int i = 0; st == PLAIT_OK && i < m->n; i++) {
         char name[256];
-        tensor_name(run, name, sizeof name, m->rank[i], m->name[i]);
+        plait_run_kept_tensor_name(run, name, sizeof name, m->rank[i], m->name[i]);
         int64_t shape[1] = {(int64_t)m->count[i]};
         st = plait_ckpt_declare(w, PLAIT_CKPT_OPTIM, name, 1, shape);
     }
@@ -144,7 +144,7 @@ plait_status plait_run_kept_write(plait_run *run, const plait_kept_manifest *m, 
         }
         if (st == PLAIT_OK && w && wst == PLAIT_OK) {
             char name[256];
-            tensor_name(run, name, sizeof name, m->rank[i], m->name[i]);
+            plait_run_kept_tensor_name(run, name, sizeof name, m->rank[i], m->name[i]);
             wst = plait_ckpt_write(w, name, buf, m->count[i]);
         }
     }
@@ -165,7 +165,7 @@ plait_status plait_run_kept_restore(plait_run *run, const plait_ckpt_source *src
     plait_kept k;
     for (int i = 0; plait_kept_at(i, &k); i++) {
         char name[256];
-        tensor_name(run, name, sizeof name, me, k.name);
+        plait_run_kept_tensor_name(run, name, sizeof name, me, k.name);
         const plait_st_tensor *t = src->find(src->find_ctx, name);
         if (!t || !t->data || t->numel != k.count) votes[0] = 0;
     }
@@ -179,14 +179,14 @@ plait_status plait_run_kept_restore(plait_run *run, const plait_ckpt_source *src
                        "%s holds no error feedback for this layout (%s: world size, mesh and order), so onebit's "
                        "residuals start from zero and the steps from %lld on differ from an uninterrupted run's: "
                        "they are saved per rank, and only a resume with the saving run's layout and plugins "
-                       "reads them back (it was saved by another layout, without onebit, or by an elastic "
-                       "job's replicas in memory)",
+                       "reads them back (it was saved by another layout or without onebit; an elastic restart "
+                       "from memory finds a rank's own on its host only)",
                        src->what, layout, (long long)run->step + 1);
         return PLAIT_OK;
     }
     for (int i = 0; st == PLAIT_OK && plait_kept_at(i, &k); i++) {
         char name[256];
-        tensor_name(run, name, sizeof name, me, k.name);
+        plait_run_kept_tensor_name(run, name, sizeof name, me, k.name);
         st = plait_kept_from_host(&k, src->find(src->find_ctx, name)->data);
     }
     if (st == PLAIT_OK && me == 0)

@@ -34,6 +34,10 @@ plait_status plait_run_kept_declare(const plait_run *run, const plait_kept_manif
 plait_status plait_run_kept_write(plait_run *run, const plait_kept_manifest *m, plait_ckpt_writer *w);
 void plait_run_kept_manifest_free(plait_kept_manifest *m);
 
+/* The tensor name of kept buffer `name` of world rank `rank` under this
+ * run's layout (as checkpoints and the replicas in memory store it). */
+void plait_run_kept_tensor_name(const plait_run *run, char *buf, size_t cap, int rank, const char *name);
+
 /* Collective, after the plugins' set-up: fill the kept buffers from `src`
  * when it holds every rank's under this layout; else leave them zero and
  * say so once (rank 0), when any rank keeps one. */
