@@ -179,8 +179,8 @@ plait_status plait_run_kept_restore(plait_run *run, const plait_ckpt_source *src
                        "%s holds no error feedback for this layout (%s: world size, mesh and order), so onebit's "
                        "residuals start from zero and the steps from %lld on differ from an uninterrupted run's: "
                        "they are saved per rank, and only a resume with the saving run's layout and plugins "
-                       "reads them back (it was saved by another layout or without onebit; an elastic restart "
-                       "from memory finds a rank's own on its host only)",
+                       "reads them back (it was saved by another layout, other buckets or without onebit; an "
+                       "elastic restart from memory finds a rank's own on its host only)",
                        src->what, layout, (long long)run->step + 1);
         return PLAIT_OK;
     }
