@@ -37,41 +37,47 @@ typedef struct image_entry {
 
 static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
-static size_t numel_of(const plait_param *p) {
-    size_t n = 1;
-    for (int d = 0; d < p->ndim; d++) n *= (size_t)p->shape[d];
-    return n;
-}
-
-/* Calls `fn` for every tensor of the stage in order: its parameter, the
- * tensor's name and `which`. */
-typedef void (*visit_fn)(void *ctx, const plait_param *p, int32_t g, const char *name, const char *which);
+/* Calls `fn` for every tensor of the stage in order: its name and shape. */
+typedef void (*visit_fn)(void *ctx, const char *name, int32_t ndim, const int64_t *shape);
 
 static void visit(const plait_model_spec *spec, const char *const *states, const int32_t *stage_of, int32_t stage,
                   visit_fn fn, void *ctx) {
     for (int32_t g = 0; g < spec->n_params; g++) {
         if (!plait_ckpt_param_stored(spec, g) || stage_of[g] != stage) continue;
+        const plait_param *p = &spec->params[g];
         const char *base = plait_ckpt_param_name(spec, g);
-        fn(ctx, &spec->params[g], g, base, "param");
+        fn(ctx, base, p->ndim, p->shape);
         for (int k = 0; states && states[k]; k++) {
             char name[1024];
             plait_ckpt_optim_name(name, sizeof name, states[k], base);
-            fn(ctx, &spec->params[g], g, name, states[k]);
+            fn(ctx, name, p->ndim, p->shape);
         }
     }
+}
+
+/* The same over named 1-D tensors. */
+static void visit_named(const plait_ckpt_image_tensors *t, visit_fn fn, void *ctx) {
+    for (size_t i = 0; i < t->n; i++) {
+        int64_t shape[1] = {(int64_t)t->counts[i]};
+        fn(ctx, t->names[i], 1, shape);
+    }
+}
+
+static size_t numel_of_shape(int32_t ndim, const int64_t *shape) {
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= (size_t)shape[d];
+    return n;
 }
 
 typedef struct sizes {
     size_t n, names, data;
 } sizes;
 
-static void count(void *ctx, const plait_param *p, int32_t g, const char *name, const char *which) {
+static void count(void *ctx, const char *name, int32_t ndim, const int64_t *shape) {
     sizes *s = ctx;
-    (void)g;
-    (void)which;
     s->n++;
     s->names += strlen(name);
-    s->data += align_up(numel_of(p) * sizeof(float));
+    s->data += align_up(numel_of_shape(ndim, shape) * sizeof(float));
 }
 
 static sizes measure(const plait_model_spec *spec, const char *const *states, const int32_t *stage_of,
@@ -98,10 +104,8 @@ typedef struct writer {
     uint64_t names_off;
 } writer;
 
-static void lay(void *ctx, const plait_param *p, int32_t g, const char *name, const char *which) {
+static void lay(void *ctx, const char *name, int32_t ndim, const int64_t *shape) {
     writer *w = ctx;
-    (void)g;
-    (void)which;
     image_entry *e = &w->e[w->i++];
     memset(e, 0, sizeof *e);
     size_t len = strlen(name);
@@ -109,21 +113,21 @@ static void lay(void *ctx, const plait_param *p, int32_t g, const char *name, co
     e->name_len = (uint32_t)len;
     memcpy(w->buf + w->names_off + w->name_at, name, len);
     w->name_at += len;
-    e->ndim = p->ndim;
-    for (int d = 0; d < p->ndim && d < PLAIT_ST_MAX_DIMS; d++) e->shape[d] = p->shape[d];
-    e->numel = numel_of(p);
+    e->ndim = ndim;
+    for (int d = 0; d < ndim && d < PLAIT_ST_MAX_DIMS; d++) e->shape[d] = shape[d];
+    e->numel = numel_of_shape(ndim, shape);
     e->data_off = w->data_at;
     w->data_at += align_up(e->numel * sizeof(float));
 }
 
-plait_status plait_ckpt_image_begin(void *buf, size_t bytes, const plait_ckpt_image_state *state,
-                                    const plait_model_spec *spec, const char *const *state_names,
-                                    const int32_t *stage_of) {
-    sizes s = measure(spec, state_names, stage_of, state->stage);
-    size_t want = data_start(&s) + s.data;
+/* The header of an image whose tensors `sz` measured, and *w ready for
+ * `lay` to write their entries. */
+static plait_status begin(void *buf, size_t bytes, const plait_ckpt_image_state *state, const sizes *sz, writer *w) {
+    size_t want = data_start(sz) + sz->data;
     if (bytes != want)
         return plait_set_error(PLAIT_ERR_INTERNAL, "a checkpoint image of stage %d needs %zu bytes, not %zu",
                                (int)state->stage, want, bytes);
+    const sizes s = *sz;
     image_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, IMAGE_MAGIC, 8);
@@ -147,20 +151,49 @@ plait_status plait_ckpt_image_begin(void *buf, size_t bytes, const plait_ckpt_im
     unsigned char *b = buf;
     memset(b, 0, h.data_off); /* padding included: the CRC covers it */
     memcpy(b, &h, sizeof h);
-    writer w = {.buf = b, .e = (image_entry *)(b + sizeof h), .names_off = h.names_off, .data_at = h.data_off};
-    visit(spec, state_names, stage_of, state->stage, lay, &w);
+    *w = (writer){.buf = b, .e = (image_entry *)(b + sizeof h), .names_off = h.names_off, .data_at = h.data_off};
     return PLAIT_OK;
 }
 
+plait_status plait_ckpt_image_begin(void *buf, size_t bytes, const plait_ckpt_image_state *state,
+                                    const plait_model_spec *spec, const char *const *state_names,
+                                    const int32_t *stage_of) {
+    sizes s = measure(spec, state_names, stage_of, state->stage);
+    writer w = {0};
+    plait_status st = begin(buf, bytes, state, &s, &w);
+    if (st == PLAIT_OK) visit(spec, state_names, stage_of, state->stage, lay, &w);
+    return st;
+}
+
+size_t plait_ckpt_image_tensors_size(const plait_ckpt_image_tensors *t) {
+    sizes s = {0, 0, 0};
+    visit_named(t, count, &s);
+    return data_start(&s) + s.data;
+}
+
+plait_status plait_ckpt_image_begin_tensors(void *buf, size_t bytes, const plait_ckpt_image_state *state,
+                                            const plait_ckpt_image_tensors *t) {
+    sizes s = {0, 0, 0};
+    visit_named(t, count, &s);
+    writer w = {0};
+    plait_status st = begin(buf, bytes, state, &s, &w);
+    if (st == PLAIT_OK) visit_named(t, lay, &w);
+    return st;
+}
+
 float *plait_ckpt_image_slot(void *buf, const plait_model_spec *spec, int32_t g, const char *which) {
-    unsigned char *b = buf;
-    image_header h;
-    memcpy(&h, b, sizeof h);
-    const image_entry *e = (const image_entry *)(b + sizeof h);
     char name[1024];
     const char *base = plait_ckpt_param_name(spec, g);
     if (strcmp(which, "param") == 0) snprintf(name, sizeof name, "%s", base);
     else plait_ckpt_optim_name(name, sizeof name, which, base);
+    return plait_ckpt_image_slot_named(buf, name);
+}
+
+float *plait_ckpt_image_slot_named(void *buf, const char *name) {
+    unsigned char *b = buf;
+    image_header h;
+    memcpy(&h, b, sizeof h);
+    const image_entry *e = (const image_entry *)(b + sizeof h);
     size_t len = strlen(name);
     for (uint64_t i = 0; i < h.n_tensors; i++)
         if (e[i].name_len == len && memcmp(b + h.names_off + e[i].name_off, name, len) == 0)

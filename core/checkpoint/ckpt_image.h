@@ -6,6 +6,8 @@
  * tensors under their global names, optimizer state as
  * "optim.<state>.<name>") and the run state, so a restarted job of any dp
  * reads it as it reads a checkpoint (plait_ckpt_source over its tensors).
+ * The same layout also holds named 1-D tensors instead of a stage's: one
+ * rank's kept buffers (plait_ckpt_image_begin_tensors).
  *
  * Layout (little-endian, every offset from the image's start):
  *   header       magic "PLAITIMG", version, the run state (step, seed,
@@ -59,6 +61,20 @@ plait_status plait_ckpt_image_begin(void *buf, size_t bytes, const plait_ckpt_im
  * name) go: the full global tensor, numel floats. NULL if the image has
  * no such tensor. */
 float *plait_ckpt_image_slot(void *buf, const plait_model_spec *spec, int32_t g, const char *which);
+
+/* An image of named 1-D tensors instead of a stage's parameters: one rank's
+ * kept buffers (train/run_kept.h), which an elastic job's launcher keeps
+ * beside the stages' images. The same layout and reader. */
+typedef struct plait_ckpt_image_tensors {
+    size_t n;
+    const char *const *names;
+    const size_t *counts; /* floats of each */
+} plait_ckpt_image_tensors;
+size_t plait_ckpt_image_tensors_size(const plait_ckpt_image_tensors *t);
+plait_status plait_ckpt_image_begin_tensors(void *buf, size_t bytes, const plait_ckpt_image_state *state,
+                                            const plait_ckpt_image_tensors *t);
+/* Where the elements of tensor `name` go; NULL if the image has none. */
+float *plait_ckpt_image_slot_named(void *buf, const char *name);
 /* Compute and store the image's CRC32C (after every slot is written);
  * returns it. */
 uint32_t plait_ckpt_image_seal(void *buf);

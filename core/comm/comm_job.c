@@ -28,11 +28,9 @@ plait_status plait_comm_create_job_world(plait_job *job, const plait_comm_ops *o
 }
 
 plait_status plait_comm_plugin_usable(const plait_plugin_desc *desc, plait_mem_kind kind) {
-    if (desc->probe) {
-        plait_clear_error();
-        if (desc->probe(plait_plugin_host()) != PLAIT_OK)
-            return plait_wrap_error(PLAIT_ERR_UNSUPPORTED, "[comm] plugin = %s cannot run here", desc->name);
-    }
+    plait_status pst = plait_plugin_probe(desc);
+    if (pst == PLAIT_ERR_TIMEOUT) return pst;
+    if (pst != PLAIT_OK) return plait_wrap_error(PLAIT_ERR_UNSUPPORTED, "[comm] plugin = %s cannot run here", desc->name);
     const plait_comm_ops *ops = desc->ops;
     if (!(ops->mem_kinds & PLAIT_MEM_KIND_BIT(kind)))
         return plait_set_error(PLAIT_ERR_UNSUPPORTED,

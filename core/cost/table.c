@@ -37,18 +37,28 @@ void plait_cost_print_header(FILE *out, const char *config, int ranks, const pla
     }
     fprintf(out, "; memory limit %.0f MiB per rank\n", limit / MiB);
     if (memory_for) fprintf(out, "# %s\n", memory_for);
-    fprintf(out, "# %-4s %-44s %10s %10s %10s %9s %9s %8s %9s %9s %9s %5s\n", "rank", "layout", "tokens/s",
-            "step_ms", "compute", "comm", "idle", "optim", "dp_MB", "tp_MB", "mem_MiB", "fits");
 }
 
 size_t plait_cost_print_table(FILE *out, const plait_cost_result *r, size_t n) {
+    /* the layout column as wide as its longest name (a pipeline's schedule,
+     * virtual stages, recompute and bucket make names of 50 characters and
+     * more), so that every row's numbers stand under their heading */
+    int width = 44;
+    for (size_t i = 0; i < n; i++) {
+        char name[128];
+        if (!r[i].valid) continue;
+        plait_cost_layout_name(&r[i].layout, name, sizeof name);
+        if ((int)strlen(name) > width) width = (int)strlen(name);
+    }
+    fprintf(out, "# %-4s %-*s %10s %10s %10s %9s %9s %8s %9s %9s %9s %5s\n", "rank", width, "layout", "tokens/s",
+            "step_ms", "compute", "comm", "idle", "optim", "dp_MB", "tp_MB", "mem_MiB", "fits");
     size_t fit = 0, row = 0;
     for (size_t i = 0; i < n; i++) {
         if (!r[i].valid) continue;
         char name[128];
         plait_cost_layout_name(&r[i].layout, name, sizeof name);
         const plait_cost_time *t = &r[i].time;
-        fprintf(out, "  %-4zu %-44s %10.0f %10.1f %10.1f %9.1f %9.1f %8.1f %9.2f %9.2f %9.1f %5s\n", ++row, name,
+        fprintf(out, "  %-4zu %-*s %10.0f %10.1f %10.1f %9.1f %9.1f %8.1f %9.2f %9.2f %9.1f %5s\n", ++row, width, name,
                 r[i].tokens_per_s, 1e3 * t->step, 1e3 * t->compute, 1e3 * t->comm, 1e3 * t->idle, 1e3 * t->optim,
                 t->dp_bytes / MiB, t->tp_bytes / MiB, r[i].mem.total / MiB, r[i].fits ? "yes" : "NO");
         fit += r[i].fits != 0;

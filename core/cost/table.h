@@ -13,12 +13,13 @@
 #include "cost/layouts.h"
 #include "cost/search.h"
 
-/* The header; `memory_for` (or NULL) is one more line, which device the
- * memory is counted for. */
+/* The header (the cluster, the precision); `memory_for` (or NULL) is one
+ * more line, which device the memory is counted for. */
 void plait_cost_print_header(FILE *out, const char *config, int ranks, const plait_cluster *c, plait_precision p,
                              double mem_limit, const char *memory_for);
-/* Rows of the valid layouts (results already ranked), then "does not fit"
- * for those over the limit; returns how many fit. */
+/* The columns' heading, rows of the valid layouts (results already
+ * ranked; the layout column as wide as the longest name), then "does not
+ * fit" for those over the limit; returns how many fit. */
 size_t plait_cost_print_table(FILE *out, const plait_cost_result *r, size_t n);
 /* "# skipped: FAMILY (N layouts): WHY", or "# does not fit: ..." for a
  * family none of whose layouts fits; returns the layouts they hold. */

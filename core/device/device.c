@@ -103,7 +103,7 @@ static plait_status count_devices(const plait_config *cfg, const plait_plugin_de
     const plait_host *host = plait_plugin_host();
     const plait_device_ops *ops = d->ops;
     plait_clear_error();
-    plait_status st = d->probe ? d->probe(host) : PLAIT_OK;
+    plait_status st = plait_plugin_probe(d);
     *n = 0;
     if (st == PLAIT_OK) st = ops->count(host, n);
     if (st == PLAIT_OK && *n > 0) return PLAIT_OK;

@@ -43,8 +43,10 @@ void plait_doctor_launch(plait_doctor *d) {
         plait_doctor_line(d, "launcher", "none: plait train starts the layout's ranks on this host itself (or -n N, "
                           "or --nnodes with one launcher per host)");
     } else {
+        char launcher[96];
         plait_doctor_line(d, "launcher", "%s: this process would be rank %d of %d (local rank %d of %d); the "
-                          "rendezvous store from %s", plait_job_launcher_name(env.launcher), env.rank, env.size,
+                          "rendezvous store from %s", plait_job_env_launcher(&env, launcher, sizeof launcher),
+                          env.rank, env.size,
                           env.local_rank, env.local_size, env.store_source ? env.store_source : "?");
     }
     char buf[1024];

@@ -114,7 +114,11 @@ static int serve(plait_agent *a, int sock) {
         memset(&list, 0, sizeof list);
         list.h = rep;
         pthread_mutex_lock(&a->lock);
-        for (int i = 0; i < a->n_img && list.h.count < AGENT_MAX_LIST; i++) list.e[list.h.count++] = a->img[i].e;
+        /* the stages' images first (n_shards > 0), then the ranks' own
+         * (train/run_replica.c): a long list never hides a stage's */
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < a->n_img && list.h.count < AGENT_MAX_LIST; i++)
+                if ((a->img[i].e.n_shards > 0) == (pass == 0)) list.e[list.h.count++] = a->img[i].e;
         pthread_mutex_unlock(&a->lock);
         size_t len = sizeof list.h + sizeof(agent_entry) * (size_t)list.h.count;
         return agent_send(sock, &list, len, -1) < 0 ? -1 : 0;

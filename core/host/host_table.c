@@ -7,6 +7,7 @@
 #include "coll/sum_tree.h"
 #include "config/config.h"
 #include "device/device.h"
+#include "host/kept_buffers.h"
 #include "layout/grad_order.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -99,7 +100,7 @@ static void build(void) {
         .last_error = plait_last_error,
         .status_name = plait_status_name,
         .alloc = host_alloc,
-        .free = plait_device_free,
+        .free = plait_kept_free, /* plait_device_free, forgetting a kept buffer */
         .config_get = host_config_get,
         .now = plait_clock_now,
         .coll = plait_coll_api_table(),
@@ -109,6 +110,7 @@ static void build(void) {
         .init_values = host_init_values,
         .sum_tree = plait_sum_tree_api_table(),
         .grad_finish_order = plait_grad_finish_order,
+        .alloc_kept = plait_kept_alloc,
     };
 }
 

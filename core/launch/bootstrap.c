@@ -291,9 +291,10 @@ static plait_status connect_store(plait_job *job, const char *host, int port, co
     double left = deadline - plait_clock_now();
     plait_status st = plait_store_connect(host, port, token, job->rank, left > 0.01 ? left : 0.01, what,
                                           &job->store);
+    char launcher[96];
     if (st != PLAIT_OK)
         return plait_wrap_error(st, "rank %d joining the %s job (store address from %s)", job->rank,
-                                plait_job_launcher_name(e->launcher), e->store_source);
+                                plait_job_env_launcher(e, launcher, sizeof launcher), e->store_source);
     return PLAIT_OK;
 }
 
@@ -390,11 +391,12 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
         list[0] = '\0';
         for (int i = 0; i < nm && off + 16 < sizeof list; i++)
             off += (size_t)snprintf(list + off, sizeof list - off, "%s%d", i ? ", " : "", missing[i]);
+        char launcher[96];
         st = plait_set_error(PLAIT_ERR_TIMEOUT,
                              "rank%s %s never joined the job within %.3g s (%d of %d ranks joined; store at "
                              "%s, %s; launcher: %s)",
                              nm == 1 ? "" : "s", list, job->timeout, job->size - nm, job->size,
-                             job->store_addr, e->store_source, plait_job_launcher_name(e->launcher));
+                             job->store_addr, e->store_source, plait_job_env_launcher(e, launcher, sizeof launcher));
     }
     free(missing);
     if (st == PLAIT_OK) {
@@ -421,8 +423,9 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
     }
     job->world = &w->pub;
     if (job->size > 1) plait_log_set_rank(job->rank);
+    char launcher[96];
     PLAIT_DEBUG(COMPONENT, "joined as rank %d of %d (local %d of %d) via %s; store %s (%s); %d math threads; %.3f s",
-                job->rank, job->size, job->local_rank, job->local_size, plait_job_launcher_name(e->launcher),
+                job->rank, job->size, job->local_rank, job->local_size, plait_job_env_launcher(e, launcher, sizeof launcher),
                 job->store_addr, e->store_source, job->math_threads, plait_clock_now() - t0);
     *out = job;
     return PLAIT_OK;

@@ -57,6 +57,7 @@ typedef struct plait_job_env {
     int rank, size;
     int local_rank, local_size;  /* as the launcher says; -1 if it does not */
     int all_local;               /* 1 if the launcher says every rank runs on this host */
+    int nodes;                   /* plait's launchers: hosts of the job (PLAIT_NNODES; 1 for -n), else 0 */
     char store_host[256];        /* "" = not given */
     int store_port;
     const char *store_source;    /* "PLAIT_STORE_ADDR", "[comm] rendezvous", "MASTER_ADDR/MASTER_PORT",
@@ -85,6 +86,11 @@ void plait_job_env_identity(const plait_job_env *env, char out[PLAIT_JOB_IDENTIT
 
 /* Name of a launcher for messages ("plait -n", "mpirun", "srun", ...). */
 const char *plait_job_launcher_name(plait_job_launcher launcher);
+/* What started this process's job, as messages name it: the launcher's
+ * name, and for plait's launchers of several hosts (--nnodes) "plait
+ * --nnodes (N hosts)", not the one-host "plait -n". `buf` (64 bytes or
+ * more) holds it; returns it. */
+const char *plait_job_env_launcher(const plait_job_env *env, char *buf, size_t cap);
 
 typedef struct plait_job plait_job;
 

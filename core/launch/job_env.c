@@ -40,6 +40,14 @@ const char *plait_job_launcher_name(plait_job_launcher launcher) {
     return "?";
 }
 
+const char *plait_job_env_launcher(const plait_job_env *env, char *buf, size_t cap) {
+    if (env->launcher == PLAIT_LAUNCHER_PLAIT && env->nodes > 1)
+        snprintf(buf, cap, "plait --nnodes (%d hosts)", env->nodes);
+    else
+        snprintf(buf, cap, "%s", plait_job_launcher_name(env->launcher));
+    return buf;
+}
+
 void plait_job_env_identity(const plait_job_env *env, char out[PLAIT_JOB_IDENTITY_CHARS + 1]) {
     out[0] = '\0';
     if (env->launcher == PLAIT_LAUNCHER_NONE) return;
@@ -97,6 +105,7 @@ static plait_status read_launcher(char *const *envp, plait_job_env *e) {
         int nodes = env_int(envp, "PLAIT_NNODES", 1, BIG); /* set by a launcher of a multi-host job */
         if (nodes == -2) return PLAIT_ERR_INVALID_CONFIG;
         e->all_local = nodes <= 1;
+        e->nodes = nodes > 1 ? nodes : 1;
     } else if (plait_env_lookup(envp, "OMPI_COMM_WORLD_RANK")) {
         e->launcher = PLAIT_LAUNCHER_MPI;
         st = read_ranks(envp, e, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",

@@ -21,6 +21,7 @@
 #include <plait/parallel.h>
 
 #include "plugin/plugin_check.h"
+#include "runtime/bounded_call.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/exit_guard.h"
@@ -72,6 +73,41 @@ static void add_dir(const char *dir) {
     if (!nd) return;
     g_loader.dirs = nd;
     g_loader.dirs[g_loader.n_dirs++] = xstrdup(use);
+}
+
+/* A plugin directory or file that every user may write lets any of them
+ * put code into every plait run that searches it. A directory's sticky bit
+ * (/tmp's) does not help: it stops others from removing or renaming files
+ * they do not own, not from creating the plugin file that is not there yet.
+ * So either is warned about, once a path, when plugins are looked up there.
+ * Called with g_loader.lock held. */
+static char **g_warned;
+static size_t g_n_warned;
+
+static void warn_world_writable(const char *path, const struct stat *sb) {
+    if (!(sb->st_mode & S_IWOTH)) return;
+    const char *rank = getenv("PLAIT_RANK"); /* a launched job's ranks: the launcher and rank 0 say it */
+    if (rank && *rank && strcmp(rank, "0") != 0) return;
+    for (size_t i = 0; i < g_n_warned; i++)
+        if (strcmp(g_warned[i], path) == 0) return;
+    char **nw = realloc(g_warned, (g_n_warned + 1) * sizeof *nw);
+    if (nw) {
+        g_warned = nw;
+        g_warned[g_n_warned++] = xstrdup(path);
+    }
+    int dir = S_ISDIR(sb->st_mode);
+    PLAIT_WARN("loader",
+               "%s%s is writable by every user (mode %04o): %s, and plait runs its code; make it writable by its "
+               "owner only (chmod o-w %s)%s",
+               dir ? "plugin directory " : "plugin file ", path, (unsigned)(sb->st_mode & 07777),
+               dir ? "anyone can put a plugin file there (the sticky bit does not stop a new file)"
+                   : "anyone can replace what it does",
+               path, dir && getenv("PLAIT_PLUGIN_PATH") ? ", or take it out of PLAIT_PLUGIN_PATH" : "");
+}
+
+static void check_dir_writers(const char *dir) {
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) warn_world_writable(dir, &sb);
 }
 
 static void setup_dirs(void) {
@@ -149,6 +185,46 @@ static plait_status refuse_if_changed(plait_process_state *before, plait_status 
  * plugin's mistake (its array's count), never read. */
 #define MAX_DESCRIPTORS 64
 
+/* The thread whose faults while a file loads are named as the file's
+ * (0: none); see on_load_crash below. */
+static volatile pid_t crash_tid;
+
+/* The entry function, called in a thread of its own (bounded_call.h): one
+ * that never returns is named rather than hanging the command. */
+typedef struct entry_call {
+    plait_plugin_entry_v1_fn entry;
+    int claim_crash; /* a crash in it is named as the file's */
+    const plait_plugin_desc *const *descs;
+    size_t n;
+} entry_call;
+
+static plait_status call_entry(void *arg) {
+    entry_call *c = arg;
+    if (c->claim_crash) crash_tid = (pid_t)syscall(SYS_gettid);
+    return c->entry(PLAIT_ABI_VERSION, g_plugin_host, &c->descs, &c->n);
+}
+
+/* Each descriptor a file's entry handed over checked, and its kind and
+ * name unique in the file and among the plugins already loaded; the
+ * caller closes the file on an error (the message may name strings of the
+ * plugin's). */
+static plait_status check_descriptors(const char *real, const plait_plugin_desc *const *descs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        plait_status st = plait_check_descriptor(real, descs[i]);
+        if (st != PLAIT_OK) return st;
+        for (size_t j = 0; j < i; j++)
+            if (descs[j]->kind == descs[i]->kind && strcmp(descs[j]->name, descs[i]->name) == 0)
+                return plait_set_error(PLAIT_ERR_ABI, "%s: declares two plugins named %s/%s; names must be unique",
+                                       real, plait_kind_name(descs[i]->kind), descs[i]->name);
+        const char *other = NULL;
+        if (find_registered(descs[i]->kind, descs[i]->name, &other))
+            return plait_set_error(PLAIT_ERR_ABI,
+                                   "two plugins named %s/%s: %s and %s; remove one of them or fix PLAIT_PLUGIN_PATH",
+                                   plait_kind_name(descs[i]->kind), descs[i]->name, other, real);
+    }
+    return PLAIT_OK;
+}
+
 /* Open `path` and run every check; on success register its descriptors. */
 static plait_status load_file(const char *path, struct loaded_file **out) {
     char real[PATH_MAX];
@@ -167,6 +243,8 @@ static plait_status load_file(const char *path, struct loaded_file **out) {
     uint64_t size;
     plait_status regular = plait_open_regular(path, "plugin file", PLAIT_ERR_UNSUPPORTED, &regular_fd, &size);
     if (regular != PLAIT_OK) return regular;
+    struct stat file_sb;
+    if (fstat(regular_fd, &file_sb) == 0) warn_world_writable(real, &file_sb);
     close(regular_fd);
     dlerror();
     void *h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
@@ -200,10 +278,25 @@ static plait_status load_file(const char *path, struct loaded_file **out) {
         return plait_set_error(PLAIT_ERR_INTERNAL, "%s: no host table was installed before loading plugins "
                                                    "(call plait_host_install() at start-up)", real);
     }
-    const plait_plugin_desc *const *descs = NULL;
-    size_t n = 0;
-    plait_clear_error();
-    plait_status st = entry(PLAIT_ABI_VERSION, g_plugin_host, &descs, &n);
+    pid_t loader_tid = crash_tid;
+    entry_call ec = {.entry = entry, .claim_crash = loader_tid != 0};
+    plait_status st;
+    double limit = plait_plugin_scan_seconds();
+    int returned = plait_bounded_call(call_entry, &ec, sizeof ec, limit, &st);
+    crash_tid = loader_tid;
+    if (!returned && st == PLAIT_ERR_TIMEOUT) /* its code still runs: the file stays open, unused */
+        return plait_set_error(PLAIT_ERR_TIMEOUT,
+                               "%s: the plugin's entry function %s did not return within %g s (it only hands over "
+                               "the plugin's descriptors, at once); it was left running and the file is not used: "
+                               "fix the plugin or remove it from the plugin path (PLAIT_PLUGIN_SCAN_TIMEOUT sets "
+                               "the limit)",
+                               real, PLAIT_PLUGIN_ENTRY_NAME, limit);
+    if (!returned) {
+        dlclose(h);
+        return plait_wrap_error(st, "%s: calling its entry function", real);
+    }
+    const plait_plugin_desc *const *descs = ec.descs;
+    size_t n = ec.n;
     if (st != PLAIT_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", plait_last_error());
@@ -223,28 +316,9 @@ static plait_status load_file(const char *path, struct loaded_file **out) {
                                               "the count of its array?)",
                                real, n, MAX_DESCRIPTORS);
     }
-    for (size_t i = 0; i < n; i++) {
-        st = plait_check_descriptor(real, descs[i]);
-        if (st != PLAIT_OK) {
-            dlclose(h);
-            return st;
-        }
-        for (size_t j = 0; j < i; j++) {
-            if (descs[j]->kind == descs[i]->kind && strcmp(descs[j]->name, descs[i]->name) == 0) {
-                plait_set_error(PLAIT_ERR_ABI, "%s: declares two plugins named %s/%s; names must be unique",
-                                real, plait_kind_name(descs[i]->kind), descs[i]->name);
-                dlclose(h); /* only after the message: it points into the plugin */
-                return PLAIT_ERR_ABI;
-            }
-        }
-        const char *other = NULL;
-        if (find_registered(descs[i]->kind, descs[i]->name, &other)) {
-            plait_set_error(PLAIT_ERR_ABI,
-                            "two plugins named %s/%s: %s and %s; remove one of them or fix PLAIT_PLUGIN_PATH",
-                            plait_kind_name(descs[i]->kind), descs[i]->name, other, real);
-            dlclose(h);
-            return PLAIT_ERR_ABI;
-        }
+    if ((st = check_descriptors(real, descs, n)) != PLAIT_OK) {
+        dlclose(h); /* only after the message: it may point into the plugin */
+        return st;
     }
     struct loaded_file *nf = realloc(g_loader.files, (g_loader.n_files + 1) * sizeof *nf);
     if (!nf) {
@@ -290,7 +364,6 @@ static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 #define N_CRASH (sizeof crash_signals / sizeof crash_signals[0])
 static struct sigaction crash_previous[N_CRASH];
 static char crash_path[PATH_MAX];
-static volatile pid_t crash_tid;
 
 static void on_load_crash(int sig) {
     size_t i = 0;
@@ -385,6 +458,7 @@ const plait_plugin_desc *plait_plugin_load(uint32_t kind, const char *name) {
     for (size_t i = 0; i < g_loader.n_dirs; i++) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", g_loader.dirs[i], file);
+        check_dir_writers(g_loader.dirs[i]);
         if (access(path, F_OK) != 0) continue;
         if (open_file(path, &f) == PLAIT_OK && check_file_name(f, plait_kind_name(kind), name) == PLAIT_OK)
             result = find_registered(kind, name, NULL);
@@ -513,6 +587,30 @@ static void scan_one(const char *path, const char *kind, const char *name, plait
     }
 }
 
+typedef struct probe_call {
+    const plait_plugin_desc *desc;
+} probe_call;
+
+static plait_status call_probe(void *arg) {
+    const probe_call *c = arg;
+    return c->desc->probe(g_plugin_host);
+}
+
+plait_status plait_plugin_probe(const plait_plugin_desc *desc) {
+    if (!desc->probe) return PLAIT_OK;
+    probe_call c = {desc};
+    plait_status st;
+    double limit = plait_plugin_scan_seconds();
+    if (plait_bounded_call(call_probe, &c, sizeof c, limit, &st)) return st;
+    if (st != PLAIT_ERR_TIMEOUT) return st;
+    const char *path = plait_plugin_path(desc);
+    return plait_set_error(PLAIT_ERR_TIMEOUT,
+                           "%s/%s (%s): its probe did not return within %g s (it only says whether the plugin can "
+                           "run here, at once); it was left running and the plugin is not used: fix the plugin or "
+                           "remove it from the plugin path (PLAIT_PLUGIN_SCAN_TIMEOUT sets the limit)",
+                           plait_kind_name(desc->kind), desc->name, path ? path : "?", limit);
+}
+
 double plait_plugin_scan_seconds(void) {
     const char *v = getenv("PLAIT_PLUGIN_SCAN_TIMEOUT");
     char *end = NULL;
@@ -627,6 +725,7 @@ size_t plait_plugins_scan(plait_plugin_row **rows_out) {
     for (size_t d = 0; d < g_loader.n_dirs; d++) {
         DIR *dir = opendir(g_loader.dirs[d]);
         if (!dir) continue;
+        check_dir_writers(g_loader.dirs[d]);
         char **names = NULL;
         size_t nn = 0;
         struct dirent *e;
@@ -680,5 +779,9 @@ void plait_plugins_unload_all(void) {
     free(g_loader.files);
     g_loader.files = NULL;
     g_loader.n_files = 0;
+    for (size_t i = 0; i < g_n_warned; i++) free(g_warned[i]);
+    free(g_warned);
+    g_warned = NULL;
+    g_n_warned = 0;
     pthread_mutex_unlock(&g_loader.lock);
 }

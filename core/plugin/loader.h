@@ -47,6 +47,12 @@ const char *plait_plugin_path(const plait_plugin_desc *desc);
  * may take before it is named as hung and stopped:
  * PLAIT_PLUGIN_SCAN_TIMEOUT seconds, 30 by default. */
 double plait_plugin_scan_seconds(void);
+/* desc->probe (PLAIT_OK when it has none), in a thread of its own and
+ * bounded by plait_plugin_scan_seconds (runtime/bounded_call.h): its own
+ * answer and message, or PLAIT_ERR_TIMEOUT naming the plugin and its file
+ * when it did not return (it is left running). The entry function of a
+ * file is bounded so by every load. */
+plait_status plait_plugin_probe(const plait_plugin_desc *desc);
 /* The name of the loaded plugin of `kind` whose ops table is `ops`, or
  * NULL (not a loaded plugin's, or the loader is busy: this never waits for
  * its lock, so a thread reporting a stuck plugin call cannot block on it). */

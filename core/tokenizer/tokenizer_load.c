@@ -171,8 +171,10 @@ static int is_string(const plait_json *j, const char *s) {
     return j && j->type == PLAIT_JSON_STRING && strcmp(j->str, s) == 0;
 }
 
-/* added_tokens: [{"id": N, "content": "raw text", ...}]; ids the model's
- * vocabulary already has are skipped (GPT-2's <|endoftext|> is in both). */
+/* added_tokens: [{"id": N, "content": "raw text", ...}]; an id the model's
+ * vocabulary already has is skipped when it names the same token there
+ * (GPT-2's <|endoftext|> is in both), and refused when it names another:
+ * one of the two would silently never be produced or decoded. */
 static plait_status add_added_tokens(plait_tokenizer *t, const plait_json *arr, const plait_json *vocab,
                                      const char *what) {
     if (!arr || arr->type == PLAIT_JSON_NULL) return PLAIT_OK;
@@ -185,9 +187,24 @@ static plait_status add_added_tokens(plait_tokenizer *t, const plait_json *arr, 
             return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: an added token needs an integer \"id\" and "
                                                        "a non-empty \"content\"",
                                    what, a->pos);
-        int known = 0;
-        for (const plait_json *v = vocab->child; v && !known; v = v->next) known = v->num == id->num;
-        if (known) continue;
+        const plait_json *known = NULL;
+        for (const plait_json *v = vocab->child; v && !known; v = v->next)
+            if (v->num == id->num) known = v;
+        if (known) {
+            size_t len = strlen(known->key), n = 0;
+            unsigned char *bytes = malloc(len + 1);
+            if (!bytes) return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", what);
+            plait_status st = alphabet_to_bytes(known->key, len, bytes, &n, what, 0, known->key_pos);
+            int same = st == PLAIT_OK && n == content->str_len && memcmp(bytes, content->str, n) == 0;
+            free(bytes);
+            if (st != PLAIT_OK) return st;
+            if (same) continue;
+            return plait_set_error(PLAIT_ERR_PROTOCOL,
+                                   "%s: byte %zu: added token \"%.80s\" has id %lld, which the vocabulary gives to "
+                                   "\"%.80s\" (byte %zu): an id names one token; give the added token an id the "
+                                   "vocabulary does not use",
+                                   what, a->pos, content->str, (long long)id->num, known->key, known->key_pos);
+        }
         plait_status st = plait_tokenizer_add_token(t, (const unsigned char *)content->str, content->str_len,
                                                     (int32_t)id->num, what, content->pos);
         if (st != PLAIT_OK) return st;

@@ -172,82 +172,122 @@ static int check_batches(const plait_plan_set *ps, char *why, size_t cap) {
     return 0;
 }
 
-/* Position of the first (op, chunk, mb) in the schedule, or -1. */
-static long find_instr(const rank_plan *r, int op, int chunk, int mb) {
-    for (size_t i = 0; i < r->n_instr; i++)
-        if (r->schedule[i].op == op && r->schedule[i].chunk == chunk && r->schedule[i].mb == mb) return (long)i;
-    return -1;
+/* Where each (op, chunk, micro-batch) first appears in a rank's schedule,
+ * and how often: built in one pass, so that checking every micro-batch of
+ * a long accumulation stays linear in the schedule's length (a scan of the
+ * whole schedule for each micro-batch took minutes at 100,000). */
+#define N_OPS 11 /* plait_instr_op values 1 .. 10 */
+typedef struct instr_index {
+    long *first; /* -1: never */
+    int *count;
+    int chunks, mbs;
+} instr_index;
+
+static size_t cell(const instr_index *x, int op, int chunk, int mb) {
+    return ((size_t)chunk * (size_t)x->mbs + (size_t)mb) * N_OPS + (size_t)op;
 }
 
-static int count_instr(const rank_plan *r, int op, int chunk, int mb) {
-    int n = 0;
-    for (size_t i = 0; i < r->n_instr; i++)
-        n += r->schedule[i].op == op && r->schedule[i].chunk == chunk && r->schedule[i].mb == mb;
-    return n;
+static int index_build(const rank_plan *r, instr_index *x) {
+    x->chunks = r->chunks > 0 ? r->chunks : 0;
+    x->mbs = r->micro_batches > 0 ? r->micro_batches : 0;
+    size_t cells = (size_t)x->chunks * (size_t)x->mbs * N_OPS + 1;
+    x->first = malloc(cells * sizeof *x->first);
+    x->count = calloc(cells, sizeof *x->count);
+    if (!x->first || !x->count) return -1;
+    for (size_t i = 0; i < cells; i++) x->first[i] = -1;
+    for (size_t i = 0; i < r->n_instr; i++) {
+        const plait_instr *in = &r->schedule[i];
+        if (in->op < 1 || in->op >= N_OPS || in->chunk >= x->chunks || in->mb < 0 || in->mb >= x->mbs)
+            continue; /* matches no (op, chunk, mb) asked; the range check below names a compute one */
+        size_t c = cell(x, in->op, in->chunk, in->mb);
+        if (x->first[c] < 0) x->first[c] = (long)i;
+        x->count[c]++;
+    }
+    return 0;
+}
+
+static void index_free(instr_index *x) {
+    free(x->first);
+    free(x->count);
+}
+
+/* Position of the first (op, chunk, mb) in the schedule, or -1. */
+static long find_instr(const instr_index *x, int op, int chunk, int mb) { return x->first[cell(x, op, chunk, mb)]; }
+
+static int count_instr(const instr_index *x, int op, int chunk, int mb) { return x->count[cell(x, op, chunk, mb)]; }
+
+static int check_rank_schedule(const plait_plan_set *ps, int a, const instr_index *x, char *why, size_t cap) {
+    const rank_plan *r = &ps->r[a];
+    int V = ps->pp * r->chunks;
+    long last_bwd = -1;
+    for (int c = 0; c < r->chunks; c++) {
+        int k = c * ps->pp + r->pp_rank;
+        for (int mb = 0; mb < r->micro_batches; mb++) {
+            int nf = count_instr(x, PLAIT_INSTR_FORWARD, c, mb), nb = count_instr(x, PLAIT_INSTR_BACKWARD, c, mb);
+            long f = find_instr(x, PLAIT_INSTR_FORWARD, c, mb), b = find_instr(x, PLAIT_INSTR_BACKWARD, c, mb);
+            /* a split backward: its input half stands for the backward
+             * (the gradient it sends), its weight half must follow */
+            int ni = count_instr(x, PLAIT_INSTR_BACKWARD_INPUT, c, mb);
+            int nw = count_instr(x, PLAIT_INSTR_BACKWARD_WEIGHT, c, mb);
+            long w = find_instr(x, PLAIT_INSTR_BACKWARD_WEIGHT, c, mb);
+            if (nb == 0 && ni == 1 && nw == 1) {
+                b = find_instr(x, PLAIT_INSTR_BACKWARD_INPUT, c, mb);
+                if (w < b)
+                    return snprintf(why, cap, "rank %d (pp %d): chunk %d micro-batch %d computes its weight "
+                                    "gradients before its input gradient", a, r->pp_rank, c, mb), -1;
+                nb = 1;
+            } else if (ni || nw) {
+                return snprintf(why, cap, "rank %d (pp %d): chunk %d micro-batch %d has %d backwards, %d input "
+                                "halves and %d weight halves (one backward, or one of each half)", a,
+                                r->pp_rank, c, mb, nb, ni, nw), -1;
+            } else {
+                w = b;
+            }
+            if (nf != 1 || nb != 1 || b < f)
+                return snprintf(why, cap, "rank %d (pp %d): chunk %d micro-batch %d has %d forwards and %d "
+                                "backwards%s", a, r->pp_rank, c, mb, nf, nb,
+                                nf == 1 && nb == 1 ? ", the backward first" : ""), -1;
+            if (w > last_bwd) last_bwd = w;
+            long ra = find_instr(x, PLAIT_INSTR_RECV_ACT, c, mb), sa = find_instr(x, PLAIT_INSTR_SEND_ACT, c, mb);
+            long rg = find_instr(x, PLAIT_INSTR_RECV_GRAD, c, mb), sg = find_instr(x, PLAIT_INSTR_SEND_GRAD, c, mb);
+            const char *bad = NULL;
+            if (k > 0 && (ra < 0 || ra > f)) bad = "receives its input activation after the forward, or never";
+            else if (k < V - 1 && (sa < 0 || sa < f)) bad = "sends its output activation before the forward, or never";
+            else if (k < V - 1 && (rg < 0 || rg > b)) bad = "receives its output gradient after the backward, or never";
+            else if (k > 0 && (sg < 0 || sg < b)) bad = "sends its input gradient before the backward, or never";
+            else if ((k == 0 && (ra >= 0 || sg >= 0)) || (k == V - 1 && (sa >= 0 || rg >= 0)))
+                bad = "transfers data beyond the ends of the pipeline";
+            if (bad)
+                return snprintf(why, cap, "rank %d (pp %d): chunk %d micro-batch %d (virtual stage %d of %d) %s",
+                                a, r->pp_rank, c, mb, k, V, bad), -1;
+        }
+    }
+    long red = -1, opt = -1;
+    int n_red = 0, n_opt = 0;
+    for (size_t i = 0; i < r->n_instr; i++) {
+        const plait_instr *in = &r->schedule[i];
+        if (in->op == PLAIT_INSTR_REDUCE_GRADS) red = (long)i, n_red++;
+        if (in->op == PLAIT_INSTR_OPTIM_STEP) opt = (long)i, n_opt++;
+        if ((in->op == PLAIT_INSTR_FORWARD || in->op == PLAIT_INSTR_BACKWARD ||
+             in->op == PLAIT_INSTR_BACKWARD_INPUT || in->op == PLAIT_INSTR_BACKWARD_WEIGHT) &&
+            (in->chunk >= r->chunks || in->mb < 0 || in->mb >= r->micro_batches))
+            return snprintf(why, cap, "rank %d: instruction %zu names chunk %d micro-batch %d (it has %d chunks, "
+                            "%d micro-batches)", a, i, in->chunk, in->mb, r->chunks, r->micro_batches), -1;
+    }
+    if (n_red != 1 || n_opt != 1 || red < last_bwd || opt < red || opt != (long)r->n_instr - 1)
+        return snprintf(why, cap, "rank %d: the schedule must end with one REDUCE_GRADS after the last backward "
+                        "and one OPTIM_STEP last (found %d and %d)", a, n_red, n_opt), -1;
+    return 0;
 }
 
 static int check_schedule(const plait_plan_set *ps, char *why, size_t cap) {
     for (int a = 0; a < ps->n; a++) {
-        const rank_plan *r = &ps->r[a];
-        int V = ps->pp * r->chunks;
-        long last_bwd = -1;
-        for (int c = 0; c < r->chunks; c++) {
-            int k = c * ps->pp + r->pp_rank;
-            for (int mb = 0; mb < r->micro_batches; mb++) {
-                int nf = count_instr(r, PLAIT_INSTR_FORWARD, c, mb), nb = count_instr(r, PLAIT_INSTR_BACKWARD, c, mb);
-                long f = find_instr(r, PLAIT_INSTR_FORWARD, c, mb), b = find_instr(r, PLAIT_INSTR_BACKWARD, c, mb);
-                /* a split backward: its input half stands for the backward
-                 * (the gradient it sends), its weight half must follow */
-                int ni = count_instr(r, PLAIT_INSTR_BACKWARD_INPUT, c, mb);
-                int nw = count_instr(r, PLAIT_INSTR_BACKWARD_WEIGHT, c, mb);
-                long w = find_instr(r, PLAIT_INSTR_BACKWARD_WEIGHT, c, mb);
-                if (nb == 0 && ni == 1 && nw == 1) {
-                    b = find_instr(r, PLAIT_INSTR_BACKWARD_INPUT, c, mb);
-                    if (w < b)
-                        return snprintf(why, cap, "rank %d (pp %d): chunk %d micro-batch %d computes its weight "
-                                        "gradients before its input gradient", a, r->pp_rank, c, mb), -1;
-                    nb = 1;
-                } else if (ni || nw) {
-                    return snprintf(why, cap, "rank %d (pp %d): chunk %d micro-batch %d has %d backwards, %d input "
-                                    "halves and %d weight halves (one backward, or one of each half)", a,
-                                    r->pp_rank, c, mb, nb, ni, nw), -1;
-                } else {
-                    w = b;
-                }
-                if (nf != 1 || nb != 1 || b < f)
-                    return snprintf(why, cap, "rank %d (pp %d): chunk %d micro-batch %d has %d forwards and %d "
-                                    "backwards%s", a, r->pp_rank, c, mb, nf, nb,
-                                    nf == 1 && nb == 1 ? ", the backward first" : ""), -1;
-                if (w > last_bwd) last_bwd = w;
-                long ra = find_instr(r, PLAIT_INSTR_RECV_ACT, c, mb), sa = find_instr(r, PLAIT_INSTR_SEND_ACT, c, mb);
-                long rg = find_instr(r, PLAIT_INSTR_RECV_GRAD, c, mb), sg = find_instr(r, PLAIT_INSTR_SEND_GRAD, c, mb);
-                const char *bad = NULL;
-                if (k > 0 && (ra < 0 || ra > f)) bad = "receives its input activation after the forward, or never";
-                else if (k < V - 1 && (sa < 0 || sa < f)) bad = "sends its output activation before the forward, or never";
-                else if (k < V - 1 && (rg < 0 || rg > b)) bad = "receives its output gradient after the backward, or never";
-                else if (k > 0 && (sg < 0 || sg < b)) bad = "sends its input gradient before the backward, or never";
-                else if ((k == 0 && (ra >= 0 || sg >= 0)) || (k == V - 1 && (sa >= 0 || rg >= 0)))
-                    bad = "transfers data beyond the ends of the pipeline";
-                if (bad)
-                    return snprintf(why, cap, "rank %d (pp %d): chunk %d micro-batch %d (virtual stage %d of %d) %s",
-                                    a, r->pp_rank, c, mb, k, V, bad), -1;
-            }
-        }
-        long red = -1, opt = -1;
-        int n_red = 0, n_opt = 0;
-        for (size_t i = 0; i < r->n_instr; i++) {
-            const plait_instr *in = &r->schedule[i];
-            if (in->op == PLAIT_INSTR_REDUCE_GRADS) red = (long)i, n_red++;
-            if (in->op == PLAIT_INSTR_OPTIM_STEP) opt = (long)i, n_opt++;
-            if ((in->op == PLAIT_INSTR_FORWARD || in->op == PLAIT_INSTR_BACKWARD ||
-                 in->op == PLAIT_INSTR_BACKWARD_INPUT || in->op == PLAIT_INSTR_BACKWARD_WEIGHT) &&
-                (in->chunk >= r->chunks || in->mb < 0 || in->mb >= r->micro_batches))
-                return snprintf(why, cap, "rank %d: instruction %zu names chunk %d micro-batch %d (it has %d chunks, "
-                                "%d micro-batches)", a, i, in->chunk, in->mb, r->chunks, r->micro_batches), -1;
-        }
-        if (n_red != 1 || n_opt != 1 || red < last_bwd || opt < red || opt != (long)r->n_instr - 1)
-            return snprintf(why, cap, "rank %d: the schedule must end with one REDUCE_GRADS after the last backward "
-                            "and one OPTIM_STEP last (found %d and %d)", a, n_red, n_opt), -1;
+        instr_index x;
+        int bad = index_build(&ps->r[a], &x);
+        if (bad) snprintf(why, cap, "out of memory indexing rank %d's schedule of %zu instructions", a, ps->r[a].n_instr);
+        else bad = check_rank_schedule(ps, a, &x, why, cap);
+        index_free(&x);
+        if (bad) return -1;
     }
     return 0;
 }

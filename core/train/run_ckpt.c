@@ -32,6 +32,7 @@
 #include "runtime/regular_file.h"
 #include "train/data.h"
 #include "train/run_internal.h"
+#include "train/run_kept.h"
 
 /* 1 if none of the n checkpoint directories of out_dir has its COMPLETE
  * marker (none was ever complete, as opposed to complete but damaged). */
@@ -230,11 +231,15 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
     }
     float *slice = full + max_global;
     plait_ckpt_writer *w = NULL;
-    plait_status st = PLAIT_OK;
-    if (me == 0) {
+    /* every rank's kept buffers (onebit's error feedback), declared with the
+     * tensors: rank 0 learns their names and sizes first */
+    plait_kept_manifest kept;
+    plait_status st = plait_run_kept_manifest(run, &kept);
+    if (me == 0 && st == PLAIT_OK) {
         st = plait_ckpt_writer_begin(out_dir, run->step, &w);
         if (st == PLAIT_OK) plait_ckpt_writer_protect(w, run->resumed_step);
         if (st == PLAIT_OK) st = plait_ckpt_declare_model(w, spec, run->optim.ops->state_names);
+        if (st == PLAIT_OK) st = plait_run_kept_declare(run, &kept, w);
         if (st == PLAIT_OK) st = write_model_meta(run, w);
     }
     /* Everyone learns whether rank 0 could start, so nobody waits for it. */
@@ -268,6 +273,8 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
             }
         }
     }
+    if (st == PLAIT_OK) st = plait_run_kept_write(run, &kept, wst == PLAIT_OK ? w : NULL);
+    plait_run_kept_manifest_free(&kept);
     if (st == PLAIT_OK) st = wst;
     if (me == 0 && st == PLAIT_OK && plait_restart_count() == 0 &&
         plait_config_int(run->cfg, "run", "debug_die_in_save") == run->step)

@@ -16,13 +16,18 @@
 #include "runtime/host_memory.h"
 #include "runtime/log.h"
 #include "runtime/memory.h"
+#include "host/kept_buffers.h"
 #include "train/run_internal.h"
+#include "train/run_kept.h"
 
 /* Tags of the replicas' point-to-point messages on the world (user tags,
  * apart from the checkpoint's 0x5a...). */
 #define TAG_SNAPSHOT 0x52100000u
 #define TAG_RESTORE 0x52200000u
 #define MAX_STAGES 64
+/* The n_shards of a rank's own image (its kept buffers, shard = its world
+ * rank) in its launcher's keeper, beside the stages' (n_shards = pp). */
+#define KEPT_SHARDS (-1)
 
 /* One image in flight to or from a peer. */
 typedef struct flight_item {
@@ -99,6 +104,10 @@ plait_status plait_run_check_replica_room(plait_run *run, int64_t first) {
         if (owner / r == host) need += 2 * img;
         if (buddy >= 0 && buddy / r == host) need += 2 * img;
     }
+    /* each rank's own kept buffers, two snapshots (this rank's stand for
+     * its host's others) */
+    plait_kept k;
+    for (int i = 0; plait_kept_at(i, &k); i++) need += 2.0 * r * 4.0 * (double)k.count;
     plait_host_memory m;
     plait_host_memory_read(&m);
     if (need <= 0 || m.usable == 0 || m.usable == UINT64_MAX || need <= (double)m.usable) return PLAIT_OK;
@@ -182,6 +191,54 @@ static plait_status build(plait_run *run, int *fd, void **map, size_t *bytes, ui
     return st;
 }
 
+/* This rank's kept buffers (onebit's error feedback, train/run_kept.h) as
+ * an image of their own in its launcher's keeper, never copied to another
+ * host: they serve a restart of the same layout on the same hosts (a rank
+ * lost, its host still there), and another layout starts them at zero
+ * anyway. */
+static plait_status put_kept(plait_run *run) {
+    int n = plait_kept_count(), me = run->world.mesh.world_rank;
+    if (n == 0) return PLAIT_OK;
+    char(*names)[256] = calloc((size_t)n, sizeof *names);
+    const char **np = calloc((size_t)n, sizeof *np);
+    size_t *counts = calloc((size_t)n, sizeof *counts);
+    plait_status st = names && np && counts ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    plait_kept k;
+    for (int i = 0; st == PLAIT_OK && i < n && plait_kept_at(i, &k); i++) {
+        plait_run_kept_tensor_name(run, names[i], sizeof names[i], me, k.name);
+        np[i] = names[i];
+        counts[i] = k.count;
+    }
+    plait_ckpt_image_tensors t = {.n = (size_t)n, .names = np, .counts = counts};
+    size_t bytes = st == PLAIT_OK ? plait_ckpt_image_tensors_size(&t) : 0;
+    int fd = -1;
+    void *map = NULL;
+    if (st == PLAIT_OK) st = plait_replica_mem_create(bytes, &fd, &map);
+    if (st == PLAIT_OK) {
+        plait_ckpt_image_state s = {.step = run->step, .stage = 0, .stages = 1, .dp = run->world.mesh.dp,
+                                    .tp = run->world.mesh.tp, .pp = run->world.mesh.pp};
+        st = plait_ckpt_image_begin_tensors(map, bytes, &s, &t);
+    }
+    for (int i = 0; st == PLAIT_OK && i < n && plait_kept_at(i, &k); i++)
+        st = plait_kept_to_host(&k, plait_ckpt_image_slot_named(map, names[i]));
+    uint32_t crc = 0;
+    if (st == PLAIT_OK) {
+        crc = plait_ckpt_image_seal(map);
+        st = plait_replica_mem_seal(fd, bytes, &map);
+    }
+    if (st == PLAIT_OK) {
+        plait_replica_info info = {.step = run->step, .shard = me, .n_shards = KEPT_SHARDS, .bytes = bytes,
+                                   .crc = crc, .origin = me / ranks_per_host(run)};
+        st = plait_agent_put(&info, fd);
+    }
+    if (map) munmap(map, bytes);
+    if (fd >= 0) close(fd);
+    free(names);
+    free(np);
+    free(counts);
+    return st;
+}
+
 plait_status plait_run_replicate(plait_run *run) {
     plait_status st = plait_run_replica_settle(run);
     if (st != PLAIT_OK) return st;
@@ -194,6 +251,7 @@ plait_status plait_run_replicate(plait_run *run) {
     size_t bytes = 0;
     uint32_t crc = 0;
     st = build(run, &fd, &map, &bytes, &crc);
+    if (st == PLAIT_OK) st = put_kept(run);
     int owner = plait_run_stage_owner(run, run->work.stage) == me;
     if (st == PLAIT_OK && owner) {
         plait_replica_info info = {.step = run->step, .shard = run->work.stage, .n_shards = pp, .bytes = bytes,
@@ -290,6 +348,7 @@ struct plait_replica_set {
     int64_t step;
     int n;                /* stages */
     held_image shard[MAX_STAGES];
+    held_image kept;      /* this rank's kept buffers, when its host holds them */
     char what[96];
 };
 
@@ -315,11 +374,13 @@ static void drop_image(held_image *h) {
 void plait_replica_set_free(plait_replica_set *set) {
     if (!set) return;
     for (int k = 0; k < set->n; k++) drop_image(&set->shard[k]);
+    drop_image(&set->kept);
     free(set);
 }
 
 /* Map this host's image of (step, k) and check it: 1 usable, 0 absent or
- * damaged (logged). */
+ * damaged (logged). k is a stage, or with stages KEPT_SHARDS a rank whose
+ * own image it is. */
 static int map_local(int64_t step, int k, int stages, int verify, held_image *h) {
     int fd = -1;
     plait_replica_info info;
@@ -330,15 +391,18 @@ static int map_local(int64_t step, int k, int stages, int verify, held_image *h)
     const void *map = NULL;
     plait_status st = plait_replica_mem_map(fd, info.bytes, &map);
     close(fd);
+    char what[128];
+    if (stages == KEPT_SHARDS)
+        snprintf(what, sizeof what, "the error feedback of rank %d at step %lld on this host", k, (long long)step);
+    else
+        snprintf(what, sizeof what, "the replica of stage %d at step %lld on this host", k, (long long)step);
     if (st != PLAIT_OK) {
-        PLAIT_WARN("train", "the replica of stage %d at step %lld on this host cannot be mapped: %s", k,
-                   (long long)step, plait_last_error());
+        PLAIT_WARN("train", "%s cannot be mapped: %s", what, plait_last_error());
         return 0;
     }
-    char what[128];
-    snprintf(what, sizeof what, "the replica of stage %d at step %lld on this host", k, (long long)step);
     st = plait_ckpt_image_open(map, info.bytes, verify, what, &h->img);
-    if (st == PLAIT_OK && (h->img.crc != info.crc || h->img.state.step != step || h->img.state.stage != k))
+    if (st == PLAIT_OK && (h->img.crc != info.crc || h->img.state.step != step ||
+                           h->img.state.stage != (stages == KEPT_SHARDS ? 0 : k)))
         st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s does not match the keeper's record of it", what);
     if (st != PLAIT_OK) {
         PLAIT_WARN("train", "%s; it is not used", plait_last_error());
@@ -359,7 +423,7 @@ static const plait_st_tensor *find_in_set(const void *ctx, const char *name) {
         const plait_st_tensor *t = plait_ckpt_image_find(&set->shard[k].img, name);
         if (t) return t;
     }
-    return NULL;
+    return set->kept.have ? plait_ckpt_image_find(&set->kept.img, name) : NULL;
 }
 
 /* The stages whose images hold this rank's parameters (a tied copy reads
@@ -418,14 +482,17 @@ plait_status plait_run_replica_find(plait_run *run, int64_t disk_step, plait_rep
             PLAIT_WARN("train", "cannot ask this host's replica keeper: %s", plait_last_error());
             n = 0;
         }
+        int m = 0; /* the stages' images only */
         for (int i = 0; i < n; i++) {
-            mine.e[i].step = list[i].step;
-            mine.e[i].shard = list[i].shard;
-            mine.e[i].shards = list[i].n_shards;
-            mine.e[i].bytes = list[i].bytes;
-            mine.e[i].crc = list[i].crc;
+            if (list[i].n_shards <= 0) continue;
+            mine.e[m].step = list[i].step;
+            mine.e[m].shard = list[i].shard;
+            mine.e[m].shards = list[i].n_shards;
+            mine.e[m].bytes = list[i].bytes;
+            mine.e[m].crc = list[i].crc;
+            m++;
         }
-        mine.count = n;
+        mine.count = m;
     }
     inventory *all = malloc(sizeof *all * (size_t)world);
     uint64_t *bits = malloc(sizeof *bits * (size_t)world);
@@ -542,6 +609,9 @@ plait_status plait_run_replica_find(plait_run *run, int64_t disk_step, plait_rep
         plait_replica_set_free(set);
         return st;
     }
+    /* this rank's own kept buffers, where its host kept them (verified: no
+     * other copy exists); absent, the restore starts them at zero */
+    (void)map_local(set->step, me, KEPT_SHARDS, 1, &set->kept);
     snprintf(set->what, sizeof set->what, "the replicas of step %lld in memory", (long long)set->step);
     *out = set;
     return PLAIT_OK;

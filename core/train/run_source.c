@@ -11,6 +11,7 @@
 #include "runtime/log.h"
 #include "train/run_ckpt.h"
 #include "train/run_internal.h"
+#include "train/run_kept.h"
 
 /* Fresh run: parameters from the layout-independent initialiser (a tied copy
  * by its original's name, so both ends of a pipeline start equal); no
@@ -212,7 +213,8 @@ plait_status plait_run_source_restore_state(plait_run *run, plait_run_source *sr
     run->step = state->step;
     run->resumed_step = state->step;
     if (run->optim.ops->set_step) run->optim.ops->set_step(run->optim.state, state->optim_step);
-    return PLAIT_OK;
+    /* the plugins' kept buffers exist now (create, materialize, bind) */
+    return plait_run_kept_restore(run, &src->cks);
 }
 
 void plait_run_source_close(plait_run_source *src) {

@@ -64,6 +64,14 @@ static void test_detect_plait(void **state) {
     assert_int_equal(e.store_port, 4000);
     assert_string_equal(e.token, "t0k");
     assert_int_equal(e.store_fd, -1); /* only rank 0 takes the socket */
+    char launcher[96];
+    assert_string_equal(plait_job_env_launcher(&e, launcher, sizeof launcher), "plait -n");
+    /* a rank of plait --nnodes: named as that, with its hosts, not as -n's */
+    char *nodes[] = {"PLAIT_RANK=2", "PLAIT_WORLD_SIZE=4", "PLAIT_STORE_ADDR=10.0.0.1:4000", "PLAIT_JOB_TOKEN=t0k",
+                     "PLAIT_NNODES=2", NULL};
+    assert_int_equal(detect(nodes, NULL, &e), PLAIT_OK);
+    assert_int_equal(e.all_local, 0);
+    assert_string_equal(plait_job_env_launcher(&e, launcher, sizeof launcher), "plait --nnodes (2 hosts)");
     char *env0[] = {"PLAIT_RANK=0", "PLAIT_WORLD_SIZE=4", "PLAIT_STORE_ADDR=127.0.0.1:4000", "PLAIT_JOB_TOKEN=t",
                     "PLAIT_STORE_FD=9", NULL};
     assert_int_equal(detect(env0, NULL, &e), PLAIT_OK);

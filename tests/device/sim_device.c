@@ -461,6 +461,16 @@ static void sim_report(const plait_host *host, const plait_config *cfg, plait_re
 }
 #endif
 
+/* Usable always; PLAIT_SIM_PROBE=hang makes the probe never return (the
+ * bound every command puts on a probe: test_plugin_entry_hang). */
+static plait_status sim_probe(const plait_host *host) {
+    (void)host;
+    const char *probe = getenv("PLAIT_SIM_PROBE");
+    if (probe && !strcmp(probe, "hang"))
+        for (;;) pause();
+    return PLAIT_OK;
+}
+
 static const plait_plugin_desc sim_desc = {
     .struct_size = sizeof(plait_plugin_desc),
     .magic = PLAIT_PLUGIN_MAGIC,
@@ -475,6 +485,7 @@ static const plait_plugin_desc sim_desc = {
     .version = "0.0.1",
     .description = "test device: host memory at non-canonical addresses, the CPU kernels queued and run late (tests only)",
     .ops = &sim_ops,
+    .probe = sim_probe,
 #ifndef SIM_ABI_1_3
     .report = sim_report,
 #endif

@@ -7,7 +7,7 @@
 #include <plait/plait.h>
 
 #if defined(VARIANT_CRASH_CTOR) || defined(VARIANT_EXIT_CTOR) || defined(VARIANT_HANG_PROBE) || \
-    defined(VARIANT_CRASH_PROBE)
+    defined(VARIANT_CRASH_PROBE) || defined(VARIANT_HANG_ENTRY)
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -166,6 +166,9 @@ PLAIT_EXPORT plait_status ENTRY(uint32_t host_abi, const plait_host *host,
 PLAIT_EXPORT plait_status ENTRY(uint32_t host_abi, const plait_host *host,
                                 const plait_plugin_desc *const **descs, size_t *count) {
     (void)host_abi;
+#ifdef VARIANT_HANG_ENTRY
+    for (;;) pause(); /* an entry that never hands over its descriptors */
+#endif
 #ifdef VARIANT_ENTRY_FAILS
     (void)descs;
     (void)count;

@@ -24,6 +24,7 @@
 #include "cost/cluster.h"
 #include "cost/cost.h"
 #include "cost/layouts.h"
+#include "cost/table.h"
 #include "runtime/error.h"
 
 #define NEAR(a, b) assert_true(fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-15)
@@ -345,6 +346,48 @@ static void test_spearman(void **state) {
     NEAR(plait_spearman(x, down, 5), -1.0);
     /* ranks of tie: 1, 2, 3.5, 5, 3.5 -> rho = 8 / sqrt(10 x 9.5) */
     NEAR(plait_spearman(x, tie, 5), 8.0 / sqrt(95.0));
+}
+
+/* plan's table: a layout name longer than the column's default width
+ * (interleaved, virtual stages, selective recompute, a bucket) widens the
+ * column for every row, so each line, the heading's too, ends at the same
+ * character: the numbers stand under their headings */
+static void test_table_columns_aligned(void **state) {
+    (void)state;
+    plait_cost_result r[3];
+    memset(r, 0, sizeof r);
+    const char *schedules[3] = {"1f1b", "interleaved", "interleaved"};
+    for (int i = 0; i < 3; i++) {
+        plait_cost_layout *l = &r[i].layout;
+        l->dp = 2, l->tp = 1, l->pp = 2, l->chunks = i ? 2 : 1, l->micro_batch = 4, l->recompute = i;
+        l->bucket_mb = i == 2 ? 25 : 0;
+        snprintf(l->schedule, sizeof l->schedule, "%s", schedules[i]);
+        snprintf(l->optim, sizeof l->optim, "zero1");
+        snprintf(l->comm, sizeof l->comm, i == 2 ? "verbs" : "tcp");
+        r[i].valid = 1, r[i].fits = i != 1, r[i].tokens_per_s = 4413.0 * (i + 1);
+        r[i].time.step = 0.232, r[i].mem.total = 27.3 * 1048576.0;
+    }
+    char name[128];
+    plait_cost_layout_name(&r[2].layout, name, sizeof name);
+    assert_true(strlen(name) > 44); /* longer than the default column */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    assert_non_null(out);
+    assert_int_equal(plait_cost_print_table(out, r, 3), 2);
+    fclose(out);
+    size_t width = 0, lines = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "# does not fit", 14) == 0) continue;
+        if (!width) {
+            assert_non_null(strstr(line, "tokens/s")); /* the heading comes first */
+            width = strlen(line);
+        }
+        if (strlen(line) != width) fail_msg("misaligned row (%zu characters, the heading %zu): %s", strlen(line), width, line);
+        lines++;
+    }
+    assert_int_equal(lines, 4);
+    free(text);
 }
 
 /* rows ranked by median: overlapping spreads share a group */
@@ -697,6 +740,7 @@ int main(void) {
         cmocka_unit_test(test_memory_zero_formulas),    cmocka_unit_test(test_time_pipeline_on_gpus),
         cmocka_unit_test(test_time_shared_cpu_cores),   cmocka_unit_test(test_time_cpu_rows),
         cmocka_unit_test(test_time_cpu_pipeline),       cmocka_unit_test(test_spearman),          cmocka_unit_test(test_sweep_groups),
+        cmocka_unit_test(test_table_columns_aligned),
         cmocka_unit_test(test_enumerate_default_axes),  cmocka_unit_test(test_enumerate_bounds_and_optim),
         cmocka_unit_test(test_cluster_examples),        cmocka_unit_test(test_cluster_errors),
         cmocka_unit_test(test_fit_comm),                cmocka_unit_test(test_cluster_precision),

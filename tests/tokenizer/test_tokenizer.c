@@ -356,6 +356,18 @@ static void test_bad_files(void **state) {
     assert_int_equal(plait_tokenizer_vocab_size(t), 258);
     assert_int_equal(plait_tokenizer_eot(t), 257);
     plait_tokenizer_free(t);
+    /* an added token whose id the vocabulary gives to another token is
+     * refused, naming the id and both tokens; the same token in both (as
+     * GPT-2's <|endoftext|> is) is one token */
+    static const char added_fmt[] = "{\"added_tokens\": [{\"id\": 256, \"content\": \"%s\", \"special\": true}], "
+                                    "\"model\": {\"type\": \"BPE\", \"vocab\": %s, \"merges\": [\"a b\"]}}";
+    snprintf(hf, sizeof hf, added_fmt, "<|endoftext|>", vocab);
+    expect_error(make_tok("hf5", NULL, NULL, hf), "added token \"<|endoftext|>\" has id 256",
+                 "the vocabulary gives to \"ab\"");
+    snprintf(hf, sizeof hf, added_fmt, "ab", vocab);
+    assert_int_equal(plait_tokenizer_load(make_tok("hf6", NULL, NULL, hf), &t), PLAIT_OK);
+    assert_int_equal(plait_tokenizer_vocab_size(t), 257);
+    plait_tokenizer_free(t);
     expect_error(make_tok("empty", NULL, NULL, NULL), "holds neither tokenizer.json", "vocab.json and merges.txt");
     /* one of GPT-2's two files alone is named; a FIFO in a file's place is
      * refused for what it is, without waiting for a writer */

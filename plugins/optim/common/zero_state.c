@@ -242,7 +242,10 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
             z->residual_numel += u->whole ? plait_coll_residual_allreduce(u->numel, z->n)
                                           : plait_coll_residual_reduce_scatter(u->shard, z->n);
         }
-        if (!(z->residual = alloc_zeroed(z, z->residual_numel, "error feedback"))) return PLAIT_ERR_NO_MEMORY;
+        char name[64], tag[64];
+        snprintf(name, sizeof name, "%s.units", z->name);
+        snprintf(tag, sizeof tag, "%s error feedback", z->name);
+        if (!(z->residual = plait_tensor_alloc_kept(h, z->residual_numel, name, tag))) return PLAIT_ERR_NO_MEMORY;
     }
     if (z->tree_mode && !z->tree) {
         char tag[64];

@@ -32,10 +32,12 @@
  *
  * [parallel.dp] grad_compression picks the all-reduces' wire format (ABI
  * 1.6, plait/coll.h): bf16, int8 or onebit; onebit's error feedback lives
- * in one residual per bucket (twice the bucket's floats, device memory).
+ * in one residual per bucket (twice the bucket's floats, device memory),
+ * kept by the core with each checkpoint of the rank (alloc_kept, ABI 1.10).
  * In deterministic mode a compressed run repeats bit for bit and does not
  * depend on the host placement, but it is not one process's arithmetic.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,9 +175,9 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     for (int32_t i = 0; s->compression == PLAIT_COMPRESS_ONEBIT && i < s->buckets.n; i++) {
         dp_bucket *b = &s->buckets.b[i];
         size_t n = plait_coll_residual_allreduce(b->count, s->mesh->dp);
-        if (!(b->residual = host->alloc(n * sizeof(float), plait_tensor_kind(host), 64, "dp error feedback")))
-            return PLAIT_ERR_NO_MEMORY;
-        host->kernels->zero(b->residual, n);
+        char name[32];
+        snprintf(name, sizeof name, "dp.bucket.%d", (int)i);
+        if (!(b->residual = plait_tensor_alloc_kept(host, n, name, "dp error feedback"))) return PLAIT_ERR_NO_MEMORY;
     }
     if (s->compression != PLAIT_COMPRESS_NONE && s->mesh->world_rank == 0)
         host->log(PLAIT_LOG_INFO, "dp", "gradient all-reduces travel as %s%s", compression_choices[s->compression],

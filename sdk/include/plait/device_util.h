@@ -47,6 +47,18 @@ static inline float *plait_tensor_alloc(const plait_host *host, size_t numel, co
     return (float *)host->alloc((numel ? numel : 1) * sizeof(float), plait_tensor_kind(host), 64, tag);
 }
 
+/* `numel` zeroed floats of tensor memory that the core keeps with each
+ * checkpoint of this rank under `name` and fills again on a resume of the
+ * same layout (host->alloc_kept, ABI 1.10); with an older core, plain
+ * zeroed tensor memory, which a resume starts at zero. Free with host->free. */
+static inline float *plait_tensor_alloc_kept(const plait_host *host, size_t numel, const char *name,
+                                             const char *tag) {
+    if (PLAIT_HOST_HAS(host, alloc_kept)) return host->alloc_kept(numel, plait_tensor_kind(host), name, tag);
+    float *p = plait_tensor_alloc(host, numel, tag);
+    if (p) host->kernels->zero(p, numel ? numel : 1);
+    return p;
+}
+
 /* Copy `bytes` between tensor memory and host memory (`dir`:
  * PLAIT_COPY_TO_HOST, PLAIT_COPY_TO_DEVICE or PLAIT_COPY_ON_DEVICE). A copy
  * to the host returns when the bytes are there (it orders after every

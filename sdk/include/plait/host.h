@@ -123,6 +123,24 @@ typedef struct plait_host {
      * is not host memory: they were written before device memory existed. */
     const plait_device_ops *device;
     const plait_device_info *device_info;
+
+    /* --- ABI 1.10 ----------------------------------------------------- */
+    /* `count` floats of `kind` (PLAIT_MEM_HOST or device_info->mem_kind),
+     * zeroed, for state this rank carries from one step to the next that
+     * is neither a parameter nor per-parameter optimizer state, and that a
+     * resumed run must find as it was: onebit's error feedback
+     * (plait_coll_opts.residual). The core saves its contents with each
+     * checkpoint (per rank, under `name` and the layout) and fills it again
+     * before the first step of a resume with the same layout; otherwise it
+     * stays zero. `name`: 1 to 95 printable characters without spaces, '/',
+     * '"' or '\', unique among this rank's live kept buffers, the same on
+     * every run (e.g. "dp.bucket.3"); counted in the memory report under
+     * `tag`, as alloc's. Allocate it during set-up (create,
+     * bind or materialize), not in a step. Free it with free(). NULL and
+     * the error set on failure. Check PLAIT_HOST_HAS(host, alloc_kept): an
+     * older core has none (plain alloc then, and a resume starts it at
+     * zero). */
+    float *(*alloc_kept)(size_t count, plait_mem_kind kind, const char *name, const char *tag);
 } plait_host;
 
 /* True if `host` (a table from a possibly older core) has member `field`. */
