@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     plait_weights *w = NULL;
-    if (plait_weights_open(argv[1], h.spec, &w) != PLAIT_OK) return die(argv[1]);
+    if (plait_weights_open(argv[1], h.spec, h.cfg, &w) != PLAIT_OK) return die(argv[1]);
     for (int32_t i = 0; i < h.set.n_params; i++) {
         plait_param *p = &h.set.params[i];
         if (!(p->flags & PLAIT_PARAM_TIED_COPY) && plait_weights_read(w, p, 0, p->numel, p->data) != PLAIT_OK)
