@@ -141,7 +141,7 @@ static plait_status write_llama(const plait_ckpt *ck, const char *path) {
     plait_st_writer *w = NULL;
     plait_status st = plait_st_writer_create(path, &w);
     if (st == PLAIT_OK) st = plait_st_writer_metadata(w, EXPORT_MARK, "hf");
-    if (st == PLAIT_OK) st = plait_st_writer_metadata(w, "format", "pt");
+    if (st == PLAIT_OK) st = plait_st_writer_metadata(w, "format", "pt"); /* as write_model's */
     for (size_t i = 0; st == PLAIT_OK && i < plait_st_count(src); i++) {
         const plait_st_tensor *t = plait_st_tensor_at(src, i);
         st = plait_st_writer_declare(w, t->name, t->ndim, t->shape);
@@ -163,7 +163,8 @@ static plait_status write_model(const plait_ckpt *ck, plait_export_format format
     plait_status st = plait_st_writer_create(path, &w);
     /* the mark by which a later export knows the file is its own to replace */
     if (st == PLAIT_OK) st = plait_st_writer_metadata(w, EXPORT_MARK, format_name(format));
-    /* transformers' from_pretrained reads the format tag; "pt" is what save_pretrained writes */
+    /* transformers 4 refuses a file whose metadata lacks the format tag;
+     * "pt" is what save_pretrained writes */
     if (st == PLAIT_OK) st = plait_st_writer_metadata(w, "format", "pt");
     const plait_st_tensor *wte = NULL;
     for (size_t i = 0; st == PLAIT_OK && i < plait_st_count(src); i++) {
