@@ -13,6 +13,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,12 +86,65 @@ static void write_weights(harness *h, const char *path, int32_t from, int32_t to
     assert_int_equal(plait_st_writer_commit(w), PLAIT_OK);
 }
 
+/* The harness's parameters as a bf16 save_pretrained stores them: each
+ * value cut to bfloat16 in place first (so the file holds it exactly),
+ * then written as BF16, the header padded to 8 bytes. */
+static void write_bf16(harness *h, const char *path) {
+    char header[8192];
+    size_t len = 0, off = 0;
+    len += (size_t)snprintf(header, sizeof header, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (int32_t i = 0; i < h->set.n_params; i++) {
+        plait_param *p = &h->set.params[i];
+        if (p->flags & PLAIT_PARAM_TIED_COPY) continue;
+        for (size_t e = 0; e < p->numel; e++) {
+            uint32_t bits;
+            memcpy(&bits, &p->data[e], 4);
+            bits &= 0xffff0000u;
+            memcpy(&p->data[e], &bits, 4);
+        }
+        char shape[64];
+        if (p->ndim > 1) snprintf(shape, sizeof shape, "%lld,%lld", (long long)p->shape[0], (long long)p->shape[1]);
+        else snprintf(shape, sizeof shape, "%lld", (long long)p->shape[0]);
+        len += (size_t)snprintf(header + len, sizeof header - len,
+                                ",\"%s\":{\"dtype\":\"BF16\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}", p->name,
+                                shape, off, off + 2 * p->numel);
+        off += 2 * p->numel;
+    }
+    len += (size_t)snprintf(header + len, sizeof header - len, "}");
+    assert_true(len + 8 < sizeof header);
+    while (len % 8) header[len++] = ' ';
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint64_t n = len;
+    fwrite(&n, 8, 1, f);
+    fwrite(header, 1, len, f);
+    for (int32_t i = 0; i < h->set.n_params; i++) {
+        plait_param *p = &h->set.params[i];
+        for (size_t e = 0; !(p->flags & PLAIT_PARAM_TIED_COPY) && e < p->numel; e++) {
+            uint32_t bits;
+            memcpy(&bits, &p->data[e], 4);
+            uint16_t top = (uint16_t)(bits >> 16);
+            fwrite(&top, 2, 1, f);
+        }
+    }
+    fclose(f);
+}
+
 static char *model_dir(const char *name) {
     static char dir[512];
     snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
     assert_int_equal(system(cmd), 0);
+    return dir;
+}
+
+/* A source model for llama_ini(tied) and a fresh directory `name` for
+ * it: path[cap] set to its model.safetensors (not written yet). */
+static char *start(harness *src, int tied, const char *name, char *path, size_t cap) {
+    assert_int_equal(harness_init(src, llama_ini(tied), 1, 1, 0, NULL), 0);
+    char *dir = model_dir(name);
+    snprintf(path, cap, "%s/model.safetensors", dir);
     return dir;
 }
 
@@ -167,6 +221,18 @@ static void test_sharded(void **state) {
     harness_free(&src);
 }
 
+/* A model saved in bfloat16 is read as its values in float32. */
+static void test_bf16(void **state) {
+    (void)state;
+    harness src;
+    char path[600];
+    char *dir = start(&src, 1, "bf16", path, sizeof path);
+    write_bf16(&src, path);
+    write_config(dir, 1, "\"torch_dtype\": \"bfloat16\"");
+    if (read_back(dir, 1, &src) != PLAIT_OK) fail_msg("%s: %s", dir, plait_last_error());
+    harness_free(&src);
+}
+
 /* Each config.json difference, and what the message must name. */
 static void test_config_refusals(void **state) {
     (void)state;
@@ -193,10 +259,8 @@ static void test_config_refusals(void **state) {
         {"\"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 500.0}", {"rope_type", "yarn", NULL}},
     };
     harness src;
-    assert_int_equal(harness_init(&src, llama_ini(0), 1, 1, 0, NULL), 0);
-    char *dir = model_dir("refusals");
     char path[600];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    char *dir = start(&src, 0, "refusals", path, sizeof path);
     write_weights(&src, path, 0, src.set.n_params, NULL);
     /* transformers 5's rope_parameters with the default type reads as rope_theta */
     write_config(dir, 0, "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 500.0}");
@@ -218,10 +282,8 @@ static void test_config_refusals(void **state) {
 static void test_other_arch(void **state) {
     (void)state;
     harness src;
-    assert_int_equal(harness_init(&src, llama_ini(0), 1, 1, 0, NULL), 0);
-    char *dir = model_dir("gpt_meta");
     char path[600];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    start(&src, 0, "gpt_meta", path, sizeof path);
     write_weights(&src, path, 0, src.set.n_params, "gpt");
     assert_int_equal(read_back(path, 0, &src), PLAIT_ERR_INVALID_CONFIG);
     assert_non_null(strstr(plait_last_error(), "arch = gpt"));
@@ -244,10 +306,8 @@ static void test_other_arch(void **state) {
 static void test_shapes(void **state) {
     (void)state;
     harness src;
-    assert_int_equal(harness_init(&src, llama_ini(0), 1, 1, 0, NULL), 0);
-    char *dir = model_dir("shapes");
     char path[600];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    start(&src, 0, "shapes", path, sizeof path);
     write_weights(&src, path, 0, src.set.n_params, NULL); /* no config.json: shapes alone */
     harness other;
     assert_int_equal(harness_init(&other,
@@ -281,6 +341,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_directory_tied_and_untied),
         cmocka_unit_test(test_sharded),
+        cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_other_arch),
         cmocka_unit_test(test_shapes),
