@@ -5,8 +5,10 @@
       heads, intermediate 176, vocabulary 256, rope_theta 10000; weights
       drawn from N(0, 0.08), the norms' from U(0.5, 1.5), so that no weight
       is trivially 0 or 1), saved with save_pretrained(safe_serialization=
-      True) into DIR; and TOKENS, a safetensors file with "tokens" [2, 32]
-      (float32 ids, as tests/checkpoint/weights_logits.c reads them).
+      True) into DIR, sharded (max_shard_size 40KB: an index and a file
+      a tensor or so) into DIR-sharded, and in bfloat16 into DIR-bf16;
+      and TOKENS, a safetensors file with "tokens" [2, 32] (float32 ids,
+      as tests/checkpoint/weights_logits.c reads them).
   llama_torch_check.py logits DIR TOKENS PLAIT_LOGITS
       DIR loaded by LlamaForCausalLM.from_pretrained (nothing missing but a
       tied lm_head, nothing unexpected); its float32 logits on TOKENS equal
@@ -42,6 +44,8 @@ def make(out_dir, tokens_path, tied=False):
             else:
                 p.normal_(0.0, 0.08)
     model.save_pretrained(out_dir, safe_serialization=True)
+    model.save_pretrained(out_dir + "-sharded", safe_serialization=True, max_shard_size="40KB")
+    model.to(torch.bfloat16).save_pretrained(out_dir + "-bf16", safe_serialization=True)
     tokens = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(5))
     save_file({"tokens": tokens.float().contiguous()}, tokens_path)
     return 0

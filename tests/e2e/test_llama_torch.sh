@@ -4,6 +4,8 @@
 # (nothing downloaded), read by [run] init_from, gives transformers'
 # logits within 1e-4 of the largest logit and the same greedy tokens
 # (plait sample --temperature 0 of a run that starts from it at lr 0);
+# saved sharded it gives the same logits bit for bit, saved in bfloat16
+# transformers' logits of those bfloat16 weights;
 # llama runs trained by plait, untied and tied, exported with --format hf,
 # loaded by LlamaForCausalLM.from_pretrained give plait's logits.
 # Needs a python with torch, transformers and safetensors: PLAIT_TORCH_PYTHON
@@ -29,6 +31,16 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
   fail "plait's logits of the transformers model"
 "$PY" "$CHECK" logits "$E2E_WORK/hf" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_hf.safetensors" ||
   fail "plait's logits of the transformers model differ from transformers'"
+ls "$E2E_WORK/hf-sharded/model.safetensors.index.json" >/dev/null || fail "transformers wrote no sharded model"
+for v in sharded bf16; do
+  # shellcheck disable=SC2086
+  "$LOGITS" "$E2E_WORK/hf-$v" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_$v.safetensors" $SHAPE ||
+    fail "plait's logits of the $v transformers model"
+done
+cmp -s "$E2E_WORK/plait_hf.safetensors" "$E2E_WORK/plait_sharded.safetensors" ||
+  fail "the sharded save gives other logits than the single file"
+"$PY" "$CHECK" logits "$E2E_WORK/hf-bf16" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_bf16.safetensors" ||
+  fail "plait's logits of the bfloat16 transformers model differ from transformers'"
 D="data.path=$PLAIT_SOURCE_DIR/data/corpus.txt"
 train from_hf $D run.steps=1 optim.lr=0 optim.min_lr=0 run.init_from="$E2E_WORK/hf"
 "$PLAIT_BIN" sample "$E2E_WORK/from_hf" --prompt "The cat" --tokens 20 --temperature 0 >"$E2E_WORK/greedy.out" \
