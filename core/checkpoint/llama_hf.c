@@ -198,8 +198,8 @@ static plait_status check_config(const char *path, const plait_json *root, const
                                "weights %s: model_type = %s: [model] arch = llama reads Hugging Face Llama models "
                                "(model_type llama)",
                                path, type && type->type == PLAIT_JSON_STRING ? type->str : "(missing)");
-    /* a missing required size is refused as a mismatch against 0 */
-    double heads = (double)want->n_head;
+    /* a key left out takes LlamaConfig's default (Llama 2 7B's shape) */
+    double heads = 32;
     number(root, "num_attention_heads", &heads);
     double rope_theta = 10000;
     const plait_json *params = plait_json_get(root, "rope_parameters");
@@ -209,11 +209,11 @@ static plait_status check_config(const char *path, const plait_json *root, const
         double dflt, want;
         const char *ours;
     } num[] = {
-        {"hidden_size", 0, (double)want->n_embd, "n_embd"},
-        {"num_hidden_layers", 0, (double)want->n_layer, "n_layer"},
-        {"num_attention_heads", 0, (double)want->n_head, "n_head"},
+        {"hidden_size", 4096, (double)want->n_embd, "n_embd"},
+        {"num_hidden_layers", 32, (double)want->n_layer, "n_layer"},
+        {"num_attention_heads", 32, (double)want->n_head, "n_head"},
         {"num_key_value_heads", heads, (double)want->n_kv_head, "n_kv_head"},
-        {"intermediate_size", 0, (double)want->ffn_hidden, "ffn_hidden"},
+        {"intermediate_size", 11008, (double)want->ffn_hidden, "ffn_hidden"},
         {"vocab_size", 32000, (double)want->vocab_size, "vocab_size"},
         {"rms_norm_eps", 1e-6, want->norm_eps, "norm_eps"},
         {theta_in_params ? "rope_parameters.rope_theta" : "rope_theta", 10000, want->rope_theta, "rope_theta"},
