@@ -258,7 +258,9 @@ plait_status plait_ckpt_check_finite(const plait_ckpt *ck);
 
 /* The [model] keys that define a model's shape, NULL-terminated: plait
  * train stores each in the model file's metadata as "plait.model.<key>"; a
- * resume must match every one and `plait sample` rebuilds the model from them. */
+ * resume must match every one and `plait sample` rebuilds the model from them.
+ * A llama model records its own keys beside them (llama_hf.h,
+ * plait_llama_ckpt_keys). */
 extern const char *const plait_ckpt_model_keys[];
 
 typedef struct plait_ckpt_entry {

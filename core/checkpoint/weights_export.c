@@ -14,6 +14,7 @@
 #include "runtime/out_file.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_fs.h"
+#include "checkpoint/llama_hf.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_json.h"
 
@@ -23,13 +24,28 @@
 typedef struct model_shape {
     long long n_layer, n_head, n_embd, block_size, vocab_size;
     long long eot; /* the end-of-text token's id (hf's bos/eos_token_id), -1: none */
+    int llama;     /* [model] arch = llama: `ls` holds its shape */
+    plait_llama_shape ls;
 } model_shape;
 
-static plait_status read_shape(const plait_ckpt *ck, model_shape *m) {
+static plait_status read_shape(const plait_ckpt *ck, plait_export_format format, model_shape *m) {
     const char *arch = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.arch");
+    memset(m, 0, sizeof *m);
+    m->llama = arch && strcmp(arch, "llama") == 0;
+    if (m->llama && format != PLAIT_EXPORT_HF)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "%s: a llama model; --format nanogpt is nanoGPT's GPT-2 layout (allowed for llama: "
+                               "--format hf, LlamaForCausalLM)",
+                               plait_ckpt_dir(ck));
+    if (m->llama) {
+        plait_status st = plait_llama_shape_from_ckpt(ck, &m->ls);
+        m->block_size = m->ls.block_size;
+        m->vocab_size = m->ls.vocab_size;
+        return st;
+    }
     if (!arch || strcmp(arch, "gpt") != 0)
         return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: %s", plait_ckpt_dir(ck),
-                               arch ? "the model is not a GPT ([model] arch = mlp): nothing to export"
+                               arch ? "the model is neither a GPT nor a llama ([model] arch = mlp): nothing to export"
                                     : "the model file has no 'plait.model.arch' metadata (not written by plait train?)");
     static const char *const keys[] = {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
     long long *dst[] = {&m->n_layer, &m->n_head, &m->n_embd, &m->block_size, &m->vocab_size};
@@ -47,6 +63,7 @@ static plait_status read_shape(const plait_ckpt *ck, model_shape *m) {
 }
 
 static int config_json(char *buf, size_t cap, plait_export_format format, const model_shape *m) {
+    if (m->llama) return plait_llama_hf_config_json(buf, cap, &m->ls, m->eot);
     if (format == PLAIT_EXPORT_NANOGPT)
         return snprintf(buf, cap,
                         "{\n  \"n_layer\": %lld,\n  \"n_head\": %lld,\n  \"n_embd\": %lld,\n  \"block_size\": %lld,\n"
@@ -116,6 +133,29 @@ static plait_status put(plait_st_writer *w, const char *name, const plait_st_ten
 
 static const char *format_name(plait_export_format format) { return format == PLAIT_EXPORT_HF ? "hf" : "nanogpt"; }
 
+/* A llama checkpoint holds LlamaForCausalLM's names and orientations
+ * already, lm_head only when untied (a tied copy is never saved, as
+ * save_pretrained leaves it out): written as it is. */
+static plait_status write_llama(const plait_ckpt *ck, const char *path) {
+    const plait_st_file *src = plait_ckpt_st(ck, PLAIT_CKPT_MODEL);
+    plait_st_writer *w = NULL;
+    plait_status st = plait_st_writer_create(path, &w);
+    if (st == PLAIT_OK) st = plait_st_writer_metadata(w, EXPORT_MARK, "hf");
+    if (st == PLAIT_OK) st = plait_st_writer_metadata(w, "format", "pt"); /* as write_model's */
+    for (size_t i = 0; st == PLAIT_OK && i < plait_st_count(src); i++) {
+        const plait_st_tensor *t = plait_st_tensor_at(src, i);
+        st = plait_st_writer_declare(w, t->name, t->ndim, t->shape);
+    }
+    for (size_t i = 0; st == PLAIT_OK && i < plait_st_count(src); i++) {
+        const plait_st_tensor *t = plait_st_tensor_at(src, i);
+        st = plait_st_writer_write(w, t->name, t->data, t->numel);
+    }
+    if (st == PLAIT_OK) st = plait_st_writer_finish(w, NULL);
+    if (st == PLAIT_OK) return plait_st_writer_commit(w);
+    plait_st_writer_abort(w);
+    return st;
+}
+
 static plait_status write_model(const plait_ckpt *ck, plait_export_format format, const char *path) {
     const plait_st_file *src = plait_ckpt_st(ck, PLAIT_CKPT_MODEL);
     const int hf = format == PLAIT_EXPORT_HF;
@@ -123,6 +163,9 @@ static plait_status write_model(const plait_ckpt *ck, plait_export_format format
     plait_status st = plait_st_writer_create(path, &w);
     /* the mark by which a later export knows the file is its own to replace */
     if (st == PLAIT_OK) st = plait_st_writer_metadata(w, EXPORT_MARK, format_name(format));
+    /* transformers 4 refuses a file whose metadata lacks the format tag;
+     * "pt" is what save_pretrained writes */
+    if (st == PLAIT_OK) st = plait_st_writer_metadata(w, "format", "pt");
     const plait_st_tensor *wte = NULL;
     for (size_t i = 0; st == PLAIT_OK && i < plait_st_count(src); i++) {
         const plait_st_tensor *t = plait_st_tensor_at(src, i);
@@ -230,13 +273,13 @@ static plait_status check_out_dir(const char *out_dir, const out_text *texts, si
 
 plait_status plait_weights_export(const char *checkpoint, plait_export_format format, const char *out_dir,
                                   plait_export_tokenizer_fn tokenizer_of, void *ctx, char *used, size_t cap,
-                                  int *tokenizer_files) {
+                                  int *tokenizer_files, const char **what) {
     if (tokenizer_files) *tokenizer_files = 0;
     plait_ckpt *ck = NULL;
     plait_status st = plait_ckpt_open_named(checkpoint, &ck);
     if (st != PLAIT_OK) return st;
     model_shape m;
-    st = read_shape(ck, &m);
+    st = read_shape(ck, format, &m);
     /* the end-of-text id and hf's tokenizer files: the recorded tokenizer's;
      * without one the tokens are taken as GPT-2's (llm.c's token files
      * record none), whose id is 50256 where the vocabulary reaches it, and
@@ -279,7 +322,7 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
     if (st == PLAIT_OK && !path) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     if (st == PLAIT_OK) {
         snprintf(path, len, "%s/model.safetensors", out_dir);
-        st = write_model(ck, format, path);
+        st = m.llama ? write_llama(ck, path) : write_model(ck, format, path);
     }
     if (st == PLAIT_OK) {
         char json[2048];
@@ -293,6 +336,8 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
     }
     if (st == PLAIT_OK && tokenizer_files) *tokenizer_files = n_texts > 0;
     if (st == PLAIT_OK && used) snprintf(used, cap, "%s", plait_ckpt_dir(ck));
+    if (st == PLAIT_OK && what)
+        *what = m.llama ? "Hugging Face LlamaForCausalLM" : hf ? "Hugging Face GPT2LMHeadModel" : "nanoGPT";
     /* only by the export that holds the lock: the one refused must not
      * remove a directory the other has just begun to write into */
     if (st != PLAIT_OK && made && locked) rmdir(out_dir);

@@ -2,7 +2,11 @@
  * `plait export`: a plait checkpoint's model as files other tools load
  * directly, weights only.
  *
- *   hf       <out>/model.safetensors in the Hugging Face GPT2LMHeadModel
+ *   hf       a llama model ([model] arch = llama): <out>/model.safetensors
+ *            with its own names, which are LlamaForCausalLM's (llama_hf.h;
+ *            lm_head only when untied, as save_pretrained leaves it out),
+ *            and a LlamaForCausalLM config.json from the llama keys the
+ *            checkpoint records. A GPT: <out>/model.safetensors in the Hugging Face GPT2LMHeadModel
  *            layout (gpt2_names.h: Conv1D weights transposed to [in, out],
  *            the tied lm_head left out as save_pretrained leaves it) and
  *            <out>/config.json (model_type gpt2, gelu_new, LayerNorm eps
@@ -25,7 +29,8 @@
  * written atomically (temporary file, fsync, rename), the model first, so
  * a failure leaves no partial file; <out> is created if missing and other
  * files in it are left alone. Errors name the file (PLAIT_ERR_SYSTEM,
- * PLAIT_ERR_PROTOCOL for a checkpoint that is not plait's GPT).
+ * PLAIT_ERR_PROTOCOL for a checkpoint that is not plait's GPT or llama,
+ * PLAIT_ERR_INVALID_ARG for a llama asked for as nanogpt).
  */
 #ifndef PLAIT_CORE_CHECKPOINT_WEIGHTS_EXPORT_H
 #define PLAIT_CORE_CHECKPOINT_WEIGHTS_EXPORT_H
@@ -63,9 +68,10 @@ typedef void (*plait_export_tokenizer_fn)(const char *path, const char *fingerpr
  * hold GPT-2's tokens (id 50256 where the vocabulary reaches it) and gets
  * no tokenizer files. The checkpoint directory used goes to used[cap] (may
  * be NULL); *tokenizer_files (may be NULL) is set to 1 when the tokenizer's
- * files were written. */
+ * files were written; *what (may be NULL) to what the model was written
+ * as ("Hugging Face LlamaForCausalLM", ...; static). */
 plait_status plait_weights_export(const char *checkpoint, plait_export_format format, const char *out_dir,
                                   plait_export_tokenizer_fn tokenizer_of, void *ctx, char *used, size_t cap,
-                                  int *tokenizer_files);
+                                  int *tokenizer_files, const char **what);
 
 #endif

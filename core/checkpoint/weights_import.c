@@ -11,8 +11,11 @@
 
 #include "runtime/error.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_fs.h"
 #include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/llama_hf.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors_json.h"
 #include "model/tied.h"
 
 #define NAME_CAP 512
@@ -20,7 +23,10 @@
 struct plait_weights {
     char *path;
     plait_st_file *st;
+    plait_st_file **shards; /* llama: the other files of a sharded model (index.json), n_shards */
+    size_t n_shards;
     const plait_model_spec *spec;
+    int llama;
     plait_gpt2_orientation orientation;
     const plait_st_tensor **tensor; /* [n_params] by global index; NULL for tied copies */
     char note[512];
@@ -43,6 +49,11 @@ static void shape_text(char *buf, size_t cap, int32_t ndim, const int64_t *shape
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
+static const char *format_of(const plait_weights *w) {
+    return w->llama ? "Llama-family names (Hugging Face LlamaForCausalLM, plait)"
+                    : plait_gpt2_orientation_name(w->orientation);
+}
+
 static plait_status shape_error(const plait_weights *w, const plait_st_tensor *t, int32_t ndim,
                                 const int64_t *want, const char *why) {
     char have[128], need[128];
@@ -50,7 +61,7 @@ static plait_status shape_error(const plait_weights *w, const plait_st_tensor *t
     shape_text(need, sizeof need, ndim, want);
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                            "weights %s: tensor '%s' has shape %s, the config needs %s%s (%s)", w->path,
-                           t->name, have, need, why, plait_gpt2_orientation_name(w->orientation));
+                           t->name, have, need, why, format_of(w));
 }
 
 /* The parameter's global index by canonical name, or -1. */
@@ -87,10 +98,39 @@ static plait_status detect_orientation(plait_weights *w) {
                                w->path, t->name, have, (long long)C, (long long)C, (long long)(4 * C),
                                (long long)(4 * C), (long long)C);
     }
+    if (plait_st_find(w->st, "model.embed_tokens.weight"))
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "weights %s: a Llama-family model (tensor 'model.embed_tokens.weight'), but [model] "
+                               "arch = gpt: give model.arch=llama and the model's shape to load it",
+                               w->path);
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                            "weights %s: no tensor 'transformer.h.0.mlp.c_fc.weight' (or 'h.0.mlp.c_fc.weight'): not "
                            "a GPT-2 model file",
                            w->path);
+}
+
+/* File f's tensor t (canonical name `name`) as parameter gi, or as the
+ * tied head: each at most once; anything else is no parameter of this model. */
+static plait_status place(plait_weights *w, const plait_st_file *f, const plait_st_tensor *t, const char *name,
+                          int32_t gi, int is_head, const plait_st_tensor **head) {
+    if (is_head) {
+        if (*head)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "weights %s: tensors '%s' and '%s' are both the head",
+                                   w->path, (*head)->name, t->name);
+        *head = t;
+        return PLAIT_OK;
+    }
+    if (gi < 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "weights %s: tensor '%s' is not a parameter of this model ([model] arch = %s, "
+                               "n_layer = %d): a model of another shape%s?",
+                               plait_st_path(f), t->name, w->spec->arch, (int)w->spec->n_layer,
+                               w->llama ? " or family" : "");
+    if (w->tensor[gi])
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "weights %s: tensors '%s' and '%s' are both '%s'", w->path,
+                               w->tensor[gi]->name, t->name, name);
+    w->tensor[gi] = t;
+    return PLAIT_OK;
 }
 
 /* Every tensor of the file is a parameter of this model (or a mask buffer,
@@ -106,22 +146,8 @@ static plait_status map_tensors(plait_weights *w, const plait_st_tensor **head) 
         plait_status st = plait_st_require_float(w->st, t);
         if (st != PLAIT_OK) return st;
         int32_t gi = kind == PLAIT_GPT2_PARAM ? param_of(s, name) : -1;
-        if (kind == PLAIT_GPT2_HEAD) {
-            if (*head)
-                return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "weights %s: tensors '%s' and '%s' are both the head",
-                                       w->path, (*head)->name, t->name);
-            *head = t;
-            continue;
-        }
-        if (gi < 0)
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "weights %s: tensor '%s' is not a parameter of this model ([model] arch = %s, "
-                                   "n_layer = %d): a model of another shape?",
-                                   w->path, t->name, s->arch, (int)s->n_layer);
-        if (w->tensor[gi])
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "weights %s: tensors '%s' and '%s' are both '%s'",
-                                   w->path, w->tensor[gi]->name, t->name, name);
-        w->tensor[gi] = t;
+        st = place(w, w->st, t, name, gi, kind == PLAIT_GPT2_HEAD, head);
+        if (st != PLAIT_OK) return st;
     }
     return PLAIT_OK;
 }
@@ -133,7 +159,8 @@ static void add_note(plait_weights *w, const char *fmt, long long a, long long b
     snprintf(w->note + n, sizeof w->note - n, fmt, a, b, c);
 }
 
-/* Each parameter present with the config's shape (in the file's orientation). */
+/* Each parameter present with the config's shape (in the file's
+ * orientation; a llama's exactly: no relaxation applies to its names). */
 static plait_status check_shapes(plait_weights *w) {
     const plait_model_spec *s = w->spec;
     for (int32_t gi = 0; gi < s->n_params; gi++) {
@@ -142,11 +169,12 @@ static plait_status check_shapes(plait_weights *w) {
         const plait_st_tensor *t = w->tensor[gi];
         if (!t)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "weights %s: no tensor '%s' (the config has n_layer = %d, arch = %s): a model of "
-                                   "another shape?",
-                                   w->path, p->name, (int)s->n_layer, s->arch);
+                                   "weights %s: no tensor '%s' (the config has n_layer = %d, arch = %s%s): a model "
+                                   "of another shape?",
+                                   w->path, p->name, (int)s->n_layer, s->arch,
+                                   strcmp(p->name, "lm_head.weight") == 0 ? ", an untied head" : "");
         int64_t want[2] = {p->shape[0], p->ndim > 1 ? p->shape[1] : 0};
-        int transposed = w->orientation == PLAIT_GPT2_CONV1D && plait_gpt2_conv1d_weight(p->name);
+        int transposed = !w->llama && w->orientation == PLAIT_GPT2_CONV1D && plait_gpt2_conv1d_weight(p->name);
         if (transposed) {
             want[0] = p->shape[1];
             want[1] = p->shape[0];
@@ -174,7 +202,8 @@ static plait_status check_shapes(plait_weights *w) {
 /* A stored head must be the token table itself: plait ties them. */
 static plait_status check_head(plait_weights *w, const plait_st_tensor *head) {
     if (!head) return PLAIT_OK;
-    const plait_st_tensor *wte = w->tensor[param_of(w->spec, "transformer.wte.weight")];
+    const plait_st_tensor *wte =
+        w->tensor[param_of(w->spec, w->llama ? "model.embed_tokens.weight" : "transformer.wte.weight")];
     if (head->ndim != wte->ndim || head->shape[0] != wte->shape[0] || head->shape[1] != wte->shape[1])
         return shape_error(w, head, wte->ndim, wte->shape, " (the token table's: the head is tied to it)");
     if (memcmp(head->data, wte->data, wte->bytes) != 0)
@@ -187,29 +216,33 @@ static plait_status check_head(plait_weights *w, const plait_st_tensor *head) {
 
 /* Weights that start a run are finite: a NaN or Inf is named with its
  * tensor and element, not left to surface as a diverged run. */
-static plait_status check_finite(const plait_weights *w, const plait_st_tensor *head) {
-    for (size_t i = 0; i < plait_st_count(w->st); i++) {
-        const plait_st_tensor *t = plait_st_tensor_at(w->st, i);
-        int used = t == head;
-        for (int32_t gi = 0; gi < w->spec->n_params && !used; gi++) used = w->tensor[gi] == t;
-        if (!used) continue; /* buffers (attention masks) are never read */
-        for (size_t k = 0; k < t->numel; k++) {
-            if (isfinite(t->data[k])) continue;
-            double stored = 0;
-            if (!strcmp(t->dtype, "F64")) memcpy(&stored, t->raw + 8 * k, sizeof stored);
-            if (isfinite(stored) && stored != 0)
-                return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                       "weights %s: tensor '%s' holds %g at element %zu of %zu, past float32's "
-                                       "range (+-3.4e38): plait trains in float32 and cannot start from it",
-                                       w->path, t->name, stored, k, t->numel);
+static plait_status check_finite_tensor(const plait_weights *w, const plait_st_tensor *t) {
+    for (size_t k = 0; k < t->numel; k++) {
+        if (isfinite(t->data[k])) continue;
+        double stored = 0;
+        if (!strcmp(t->dtype, "F64")) memcpy(&stored, t->raw + 8 * k, sizeof stored);
+        if (isfinite(stored) && stored != 0)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "weights %s: tensor '%s' holds a non-finite value (%s) at element %zu of %zu: "
-                                   "the weights are damaged or were saved by a run that had diverged; they "
-                                   "cannot start a run",
-                                   w->path, t->name, isnan(t->data[k]) ? "NaN" : "Inf", k, t->numel);
-        }
+                                   "weights %s: tensor '%s' holds %g at element %zu of %zu, past float32's "
+                                   "range (+-3.4e38): plait trains in float32 and cannot start from it",
+                                   w->path, t->name, stored, k, t->numel);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "weights %s: tensor '%s' holds a non-finite value (%s) at element %zu of %zu: "
+                               "the weights are damaged or were saved by a run that had diverged; they "
+                               "cannot start a run",
+                               w->path, t->name, isnan(t->data[k]) ? "NaN" : "Inf", k, t->numel);
     }
     return PLAIT_OK;
+}
+
+/* Weights that start a run are finite: a NaN or Inf is named with its
+ * tensor and element, not left to surface as a diverged run. Buffers
+ * (attention masks) are never read, so never checked. */
+static plait_status check_finite(const plait_weights *w, const plait_st_tensor *head) {
+    plait_status st = head ? check_finite_tensor(w, head) : PLAIT_OK;
+    for (int32_t gi = 0; st == PLAIT_OK && gi < w->spec->n_params; gi++)
+        if (w->tensor[gi]) st = check_finite_tensor(w, w->tensor[gi]);
+    return st;
 }
 
 /* Shapes cannot tell the head count: a plait checkpoint records it. */
@@ -222,12 +255,207 @@ static plait_status check_heads(const plait_weights *w) {
                            w->path, v, (int)w->spec->n_head);
 }
 
-plait_status plait_weights_open(const char *path, const plait_model_spec *spec, plait_weights **out) {
-    *out = NULL;
-    if (strcmp(spec->arch, "gpt") != 0)
+/* A plait checkpoint or export records its arch: one of another arch is
+ * refused by name rather than by its first unknown tensor. */
+static plait_status check_arch(const plait_weights *w) {
+    const char *arch = plait_st_metadata(w->st, "plait.model.arch");
+    if (!arch || strcmp(arch, w->spec->arch) == 0) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "weights %s: a plait model of [model] arch = %s, but this run has arch = %s: init_from "
+                           "reads a model of the run's arch (%s); give model.arch=%s and that model's shape to "
+                           "start from this one",
+                           w->path, arch, w->spec->arch,
+                           strcmp(w->spec->arch, "llama") == 0
+                               ? "a Hugging Face Llama directory, or a plait llama checkpoint, run or export"
+                               : "GPT-2's weights, or a plait gpt checkpoint, run or export",
+                           arch);
+}
+
+static plait_status open_gpt(plait_weights *w) {
+    const plait_st_tensor *head = NULL;
+    plait_status st = check_arch(w);
+    if (st == PLAIT_OK) st = detect_orientation(w);
+    if (st == PLAIT_OK) st = map_tensors(w, &head);
+    if (st == PLAIT_OK) st = check_shapes(w);
+    if (st == PLAIT_OK) st = check_head(w, head);
+    if (st == PLAIT_OK) st = check_heads(w);
+    if (st == PLAIT_OK) st = check_finite(w, head);
+    return st;
+}
+
+/* ---- the llama arch: the file's names are plait's ---------------------- */
+
+/* Older transformers saved each layer's rotary frequencies as a buffer:
+ * computed, not learned, never read. */
+static int llama_buffer(const char *name) {
+    static const char suffix[] = ".rotary_emb.inv_freq";
+    size_t n = strlen(name);
+    return n >= sizeof suffix - 1 && strcmp(name + n - (sizeof suffix - 1), suffix) == 0;
+}
+
+static plait_status llama_map_file(plait_weights *w, const plait_st_file *f, const plait_st_tensor **head) {
+    const plait_model_spec *s = w->spec;
+    for (size_t i = 0; i < plait_st_count(f); i++) {
+        const plait_st_tensor *t = plait_st_tensor_at(f, i);
+        const char *name = t->name;
+        if (strncmp(name, "_orig_mod.", 10) == 0) name += 10; /* torch.compile's prefix */
+        if (llama_buffer(name)) continue;
+        plait_status st = plait_st_require_float(f, t);
+        if (st != PLAIT_OK) return st;
+        int32_t gi = param_of(s, name);
+        /* only a tied head is no parameter of its own */
+        st = place(w, f, t, name, gi, gi < 0 && strcmp(name, "lm_head.weight") == 0, head);
+        if (st != PLAIT_OK) return st;
+    }
+    return PLAIT_OK;
+}
+
+/* The one file name a sharded model's index names, checked to stay in its
+ * directory. */
+static plait_status shard_name_ok(const char *index, const char *tensor, const char *file) {
+    size_t n = strlen(file);
+    if (n > 12 && !strchr(file, '/') && strcmp(file, "..") != 0 && strcmp(file + n - 12, ".safetensors") == 0)
+        return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "weights %s: weight_map names '%s' for '%s': allowed is a .safetensors file beside the "
+                           "index",
+                           index, file, tensor);
+}
+
+/* A sharded save_pretrained model: model.safetensors.index.json's
+ * weight_map names the file of each tensor; each file is opened once and
+ * each tensor must be in the file the index names. */
+static plait_status llama_open_shards(plait_weights *w, const char *dir, const char *index) {
+    char *text = NULL;
+    size_t len = 0;
+    plait_json_doc *doc = NULL;
+    plait_status st = plait_fs_read_small_file(index, 64u << 20, &text, &len);
+    if (st == PLAIT_OK) st = plait_json_parse_any(text, len, index, &doc);
+    const plait_json *map = st == PLAIT_OK ? plait_json_get(plait_json_root(doc), "weight_map") : NULL;
+    if (st == PLAIT_OK && (!map || map->type != PLAIT_JSON_OBJECT || !map->count))
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "weights %s: no 'weight_map' object naming each tensor's file",
+                             index);
+    const char **names = st == PLAIT_OK ? calloc(map->count, sizeof *names) : NULL;
+    plait_st_file **files = st == PLAIT_OK ? calloc(map->count, sizeof *files) : NULL;
+    if (st == PLAIT_OK && (!names || !files)) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    size_t n = 0;
+    for (const plait_json *e = st == PLAIT_OK ? map->child : NULL; e && st == PLAIT_OK; e = e->next) {
+        if (e->type != PLAIT_JSON_STRING) {
+            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "weights %s: weight_map['%s'] is not a file name", index,
+                                 e->key);
+            break;
+        }
+        st = shard_name_ok(index, e->key, e->str);
+        size_t f = 0;
+        while (f < n && strcmp(names[f], e->str) != 0) f++;
+        if (st == PLAIT_OK && f == n) {
+            char path[PATH_MAX];
+            snprintf(path, sizeof path, "%s/%s", dir, e->str);
+            st = plait_st_open(path, PLAIT_ST_VERIFY | PLAIT_ST_CONVERT, &files[n]);
+            if (st == PLAIT_OK) names[n++] = e->str;
+        }
+        if (st == PLAIT_OK && !plait_st_find(files[f], e->key))
+            st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "weights %s: no tensor '%s', which %s places there",
+                                 plait_st_path(files[f]), e->key, index);
+    }
+    /* and no tensor the index does not name */
+    for (size_t f = 0; st == PLAIT_OK && f < n; f++)
+        for (size_t i = 0; st == PLAIT_OK && i < plait_st_count(files[f]); i++) {
+            const plait_st_tensor *t = plait_st_tensor_at(files[f], i);
+            const plait_json *where = plait_json_get(map, t->name);
+            if (!where || where->type != PLAIT_JSON_STRING || strcmp(where->str, names[f]) != 0)
+                st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                     "weights %s: tensor '%s' is not placed in this file by %s (a shard of another "
+                                     "save?)",
+                                     plait_st_path(files[f]), t->name, index);
+        }
+    if (st == PLAIT_OK) {
+        w->st = files[0];
+        w->shards = files;
+        w->n_shards = n;
+        files = NULL;
+    }
+    for (size_t f = 0; files && f < n; f++) plait_st_close(files[f]);
+    free(files);
+    free(names);
+    plait_json_free(doc);
+    free(text);
+    return st;
+}
+
+/* What a plait checkpoint recorded of the llama keys equals the run's. */
+static plait_status llama_check_meta(const plait_weights *w, const plait_llama_shape *want) {
+    for (size_t i = 0; plait_llama_ckpt_keys[i]; i++) {
+        char key[64], now[64];
+        snprintf(key, sizeof key, "plait.model.%s", plait_llama_ckpt_keys[i]);
+        const char *was = plait_st_metadata(w->st, key);
+        plait_llama_key_text(want, i, now, sizeof now);
+        if (was && strcmp(was, now) != 0)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "weights %s: the model was trained with [model] %s = %s, the run has %s = %s "
+                                   "(give model.%s=%s to load it)",
+                                   w->path, plait_llama_ckpt_keys[i], was, plait_llama_ckpt_keys[i], now,
+                                   plait_llama_ckpt_keys[i], was);
+    }
+    const char *heads = plait_st_metadata(w->st, "plait.model.n_head");
+    if (heads && atoll(heads) != want->n_head)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[run] init_from = %s: pretrained weights are GPT-2's; [model] arch = %s", path,
-                               spec->arch);
+                               "weights %s: the model was trained with n_head = %s, the config has n_head = %lld (the "
+                               "shapes agree, the attention would not)",
+                               w->path, heads, want->n_head);
+    return PLAIT_OK;
+}
+
+/* `dir` (NULL for a file given alone) holds the model: model.safetensors,
+ * or the shards model.safetensors.index.json names; and its config.json
+ * when there is one (a plait checkpoint has none: its metadata is checked). */
+static plait_status open_llama(plait_weights *w, const char *dir, const plait_config *cfg) {
+    plait_llama_shape want;
+    if (!cfg)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "weights %s: a llama model is checked against its [model] "
+                                                      "keys, and none were given", w->path);
+    plait_status st = plait_llama_shape_of(w->spec, cfg, &want);
+    if (st != PLAIT_OK) return st;
+    char index[PATH_MAX], config[PATH_MAX];
+    struct stat sb;
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir ? dir : ".");
+    if (dir && stat(w->path, &sb) != 0 && stat(index, &sb) == 0) {
+        free(w->path);
+        w->path = strdup(index);
+        if (!w->path) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+        st = llama_open_shards(w, dir, index);
+    } else {
+        st = plait_st_open(w->path, PLAIT_ST_VERIFY | PLAIT_ST_CONVERT, &w->st);
+    }
+    if (st != PLAIT_OK) return plait_wrap_error(st, "[run] init_from");
+    /* config.json beside the model: the directory's, or the file's own directory's */
+    if (dir) {
+        snprintf(config, sizeof config, "%s/config.json", dir);
+    } else {
+        snprintf(config, sizeof config, "%s", w->path);
+        char *slash = strrchr(config, '/');
+        snprintf(slash ? slash + 1 : config, sizeof config - (size_t)(slash ? slash + 1 - config : 0), "config.json");
+    }
+    st = check_arch(w);
+    if (st == PLAIT_OK && stat(config, &sb) == 0) st = plait_llama_check_hf_config(config, &want);
+    if (st == PLAIT_OK) st = llama_check_meta(w, &want);
+    const plait_st_tensor *head = NULL;
+    for (size_t f = 0; st == PLAIT_OK && f < (w->n_shards ? w->n_shards : 1); f++)
+        st = llama_map_file(w, w->n_shards ? w->shards[f] : w->st, &head);
+    if (st == PLAIT_OK) st = check_shapes(w);
+    if (st == PLAIT_OK) st = check_head(w, head);
+    if (st == PLAIT_OK) st = check_finite(w, head);
+    return st;
+}
+
+plait_status plait_weights_open(const char *path, const plait_model_spec *spec, const plait_config *cfg,
+                                plait_weights **out) {
+    *out = NULL;
+    const int llama = strcmp(spec->arch, "llama") == 0;
+    if (strcmp(spec->arch, "gpt") != 0 && !llama)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[run] init_from = %s: pretrained weights are GPT-2's or a Llama's; [model] arch = %s",
+                               path, spec->arch);
     struct stat sb;
     int is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
     char newest[PATH_MAX];
@@ -245,6 +473,7 @@ plait_status plait_weights_open(const char *path, const plait_model_spec *spec, 
     if (!w) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     pthread_mutex_init(&w->lock, NULL);
     w->spec = spec;
+    w->llama = llama;
     w->cached = -1;
     size_t len = strlen(path) + sizeof "/model.safetensors";
     w->path = malloc(len);
@@ -259,18 +488,12 @@ plait_status plait_weights_open(const char *path, const plait_model_spec *spec, 
         st = plait_set_error(PLAIT_ERR_SYSTEM, "[run] init_from = %s: %s", path, strerror(errno));
         goto fail;
     }
-    st = plait_st_open(w->path, PLAIT_ST_VERIFY | PLAIT_ST_CONVERT, &w->st);
-    if (st != PLAIT_OK) {
-        st = plait_wrap_error(st, "[run] init_from");
-        goto fail;
+    if (llama) {
+        st = open_llama(w, is_dir ? path : NULL, cfg);
+    } else {
+        st = plait_st_open(w->path, PLAIT_ST_VERIFY | PLAIT_ST_CONVERT, &w->st);
+        st = st == PLAIT_OK ? open_gpt(w) : plait_wrap_error(st, "[run] init_from");
     }
-    const plait_st_tensor *head = NULL;
-    st = detect_orientation(w);
-    if (st == PLAIT_OK) st = map_tensors(w, &head);
-    if (st == PLAIT_OK) st = check_shapes(w);
-    if (st == PLAIT_OK) st = check_head(w, head);
-    if (st == PLAIT_OK) st = check_heads(w);
-    if (st == PLAIT_OK) st = check_finite(w, head);
     if (st != PLAIT_OK) goto fail;
     *out = w;
     return PLAIT_OK;
@@ -281,7 +504,11 @@ fail:
 
 void plait_weights_close(plait_weights *w) {
     if (!w) return;
-    if (w->st) plait_st_close(w->st);
+    if (w->n_shards)
+        for (size_t f = 0; f < w->n_shards; f++) plait_st_close(w->shards[f]);
+    else if (w->st)
+        plait_st_close(w->st);
+    free(w->shards);
     pthread_mutex_destroy(&w->lock);
     free(w->cache);
     free(w->tensor);
@@ -291,6 +518,7 @@ void plait_weights_close(plait_weights *w) {
 
 const char *plait_weights_path(const plait_weights *w) { return w->path; }
 plait_gpt2_orientation plait_weights_orientation(const plait_weights *w) { return w->orientation; }
+const char *plait_weights_format(const plait_weights *w) { return format_of(w); }
 const char *plait_weights_note(const plait_weights *w) { return w->note; }
 
 /* Parameter gi as a full tensor in plait's orientation: the mapped data itself
@@ -300,7 +528,7 @@ const char *plait_weights_note(const plait_weights *w) { return w->note; }
 static plait_status full_tensor(plait_weights *w, int32_t gi, const float **out) {
     const plait_param *p = &w->spec->params[gi];
     const plait_st_tensor *t = w->tensor[gi];
-    int transposed = w->orientation == PLAIT_GPT2_CONV1D && plait_gpt2_conv1d_weight(p->name);
+    int transposed = !w->llama && w->orientation == PLAIT_GPT2_CONV1D && plait_gpt2_conv1d_weight(p->name);
     int padded = t->shape[0] < p->shape[0];
     if (!transposed && !padded) {
         *out = t->data;

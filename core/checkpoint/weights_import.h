@@ -22,6 +22,17 @@
  * (PLAIT_ERR_INVALID_CONFIG), or the file's problem (PLAIT_ERR_PROTOCOL,
  * from the safetensors reader: only F32 tensors are read).
  *
+ * A llama model ([model] arch = llama) is read by its own names, which are
+ * Hugging Face's LlamaForCausalLM names (llama_hf.h): from a file, a
+ * directory holding model.safetensors or a sharded save_pretrained
+ * (model.safetensors.index.json and the files its weight_map names), a
+ * plait checkpoint, export or run directory. Its config.json, where the
+ * directory (or the file's directory) holds one, must describe the run's
+ * model (plait_llama_check_hf_config); a plait checkpoint's recorded llama
+ * keys must be the run's; every parameter must be present with exactly its
+ * shape, and a stored lm_head.weight of a tied model equal the embedding.
+ * A plait model of the other arch is refused by name.
+ *
  * The model description must outlive the handle. Reads are thread-safe.
  */
 #ifndef PLAIT_CORE_CHECKPOINT_WEIGHTS_IMPORT_H
@@ -31,13 +42,17 @@
 #include <plait/model.h>
 
 #include "checkpoint/gpt2_names.h"
+#include "config/config.h"
 
 typedef struct plait_weights plait_weights;
 
 /* Open `path` (a .safetensors file, or a directory holding
- * model.safetensors) and check it against `spec` (a GPT description). The
+ * model.safetensors) and check it against `spec` (a gpt or llama
+ * description; `cfg`, the run's config, gives a llama's norm_eps and
+ * rope_theta: required for llama, unused for gpt, may be NULL there). The
  * caller closes *out. */
-plait_status plait_weights_open(const char *path, const plait_model_spec *spec, plait_weights **out);
+plait_status plait_weights_open(const char *path, const plait_model_spec *spec, const plait_config *cfg,
+                                plait_weights **out);
 void plait_weights_close(plait_weights *w);
 
 /* The file opened, and its detected layout. */
@@ -46,6 +61,9 @@ plait_gpt2_orientation plait_weights_orientation(const plait_weights *w);
 /* What was adapted ("token table: 50257 rows, rows 50257..50303 zero"), or
  * "" when nothing; owned by w. */
 const char *plait_weights_note(const plait_weights *w);
+/* The format read, for the log ("Hugging Face GPT2LMHeadModel (Conv1D ...)",
+ * "Llama-family names ..."); static. */
+const char *plait_weights_format(const plait_weights *w);
 
 /* Fill local elements [offset, offset+count) of `param`'s slice (its
  * global index, shape and shard; padding positions 0). A tied copy reads

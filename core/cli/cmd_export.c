@@ -66,17 +66,19 @@ static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
     if (!checkpoint) return bad("give a checkpoint directory (runs/NAME/ckpt-<step>, or runs/NAME for its latest)");
     if (!format) return bad("give --format hf or --format nanogpt");
     if (strcmp(format, "hf") != 0 && strcmp(format, "nanogpt") != 0)
-        return bad("--format %s: must be hf (Hugging Face GPT2LMHeadModel) or nanogpt", format);
+        return bad("--format %s: must be hf (Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a llama) or "
+                   "nanogpt (GPT only)", format);
     if (!out || !*out) return bad("give --out DIR");
     char used[4096];
     plait_export_format f = strcmp(format, "hf") == 0 ? PLAIT_EXPORT_HF : PLAIT_EXPORT_NANOGPT;
     int recorded = 0, tok_files = 0;
-    if (plait_weights_export(checkpoint, f, out, tokenizer_of, &recorded, used, sizeof used, &tok_files) != PLAIT_OK) {
+    const char *what = "";
+    if (plait_weights_export(checkpoint, f, out, tokenizer_of, &recorded, used, sizeof used, &tok_files, &what) !=
+        PLAIT_OK) {
         plait_cli_print_error("export");
         return 1;
     }
-    printf("exported %s as %s: %s/model.safetensors, %s/config.json", used,
-           f == PLAIT_EXPORT_HF ? "Hugging Face GPT2LMHeadModel" : "nanoGPT", out, out);
+    printf("exported %s as %s: %s/model.safetensors, %s/config.json", used, what, out, out);
     if (tok_files) printf(", the run's tokenizer as %s/vocab.json, merges.txt, tokenizer_config.json", out);
     printf("\n");
     if (f == PLAIT_EXPORT_HF && !tok_files) {
@@ -103,6 +105,7 @@ const plait_command plait_cmd_export = {
     "                    its config.json: GPT2LMHeadModel.from_pretrained(DIR) loads it; the run's\n"
     "                    tokenizer ([data] tokenizer) as vocab.json, merges.txt and tokenizer_config.json\n"
     "                    for AutoTokenizer.from_pretrained(DIR)\n"
+    "                    (a llama: LlamaForCausalLM's names and config.json, lm_head left out when tied)\n"
     "  --format nanogpt  nanoGPT's state dict (nn.Linear weights, lm_head.weight included) and its\n"
     "                    GPTConfig fields in config.json (no tokenizer: nanoGPT encodes with tiktoken)\n"
     "  --out DIR         created if missing (its parent must exist); other files in it are kept\n"

@@ -18,6 +18,7 @@
 #include "runtime/memory.h"
 #include "runtime/process_state.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/llama_hf.h"
 #include "cli/cli.h"
 #include "train/run.h"
 #include "train/run_internal.h"
@@ -45,6 +46,14 @@ static plait_status config_from_checkpoint(const plait_ckpt *ck, plait_config **
             break;
         }
         len += (size_t)snprintf(text + len, sizeof text - len, "%s = %s\n", plait_ckpt_model_keys[i], v);
+    }
+    /* a llama's own keys, where the checkpoint records them */
+    for (size_t i = 0; st == PLAIT_OK && plait_llama_ckpt_keys[i]; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "plait.model.%s", plait_llama_ckpt_keys[i]);
+        const char *v = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, key);
+        if (v && !strpbrk(v, "\n\r;#") && strlen(v) <= 100)
+            len += (size_t)snprintf(text + len, sizeof text - len, "%s = %s\n", plait_llama_ckpt_keys[i], v);
     }
     snprintf(where, sizeof where, "%s/" PLAIT_CKPT_MODEL_FILE " (metadata plait.model.*)", plait_ckpt_dir(ck));
     if (st == PLAIT_OK) st = plait_config_load_string(cfg, where, text);

@@ -50,7 +50,8 @@ static const plait_key_decl run_keys[] = {
     KEY("init_from", S, "", 1, 0, NULL, SAME,
         "start a fresh run from pretrained weights: a safetensors file (or a directory holding "
         "model.safetensors, or a run directory: its newest checkpoint) in the Hugging Face GPT-2 or "
-        "plait/nanoGPT format; empty = random init"),
+        "plait/nanoGPT format; for arch llama, a Hugging Face Llama directory (config.json checked "
+        "against [model]; sharded too) or a plait llama checkpoint; empty = random init"),
     KEY("ckpt_every", I, "0", 0, 1e12, NULL, SAME, "checkpoint every N steps (0 = only at the end)"),
     KEY("keep_checkpoints", I, "2", 1, 1000, NULL, 0, "how many recent checkpoints to keep"),
     KEY("eval_every", I, "0", 0, 1e12, NULL, SAME, "validation loss every N steps (0 = only at the end)"),

@@ -29,6 +29,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/llama_hf.h"
 #include "runtime/regular_file.h"
 #include "train/data.h"
 #include "train/run_internal.h"
@@ -189,6 +190,18 @@ static plait_status write_model_meta(plait_run *run, plait_ckpt_writer *w) {
         plait_value v;
         plait_status st = plait_config_get(run->cfg, "model", plait_ckpt_model_keys[i], &v);
         if (st == PLAIT_OK) st = plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, k, v.s);
+        if (st != PLAIT_OK) return st;
+    }
+    /* a llama's own keys, resolved (n_kv_head and ffn_hidden as the model has them) */
+    plait_llama_shape llama;
+    if (strcmp(run->model.spec->arch, "llama") == 0) {
+        plait_status st = plait_llama_shape_of(run->model.spec, run->cfg, &llama);
+        for (size_t i = 0; st == PLAIT_OK && plait_llama_ckpt_keys[i]; i++) {
+            char k[64], v[64];
+            snprintf(k, sizeof k, "plait.model.%s", plait_llama_ckpt_keys[i]);
+            plait_llama_key_text(&llama, i, v, sizeof v);
+            st = plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, k, v);
+        }
         if (st != PLAIT_OK) return st;
     }
     /* the tokenizer the run's data was made with, for `plait sample` */

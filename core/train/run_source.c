@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/llama_hf.h"
 #include "device/device.h"
 #include "model/tied.h"
 #include "runtime/memory.h"
@@ -26,12 +27,25 @@ static plait_status init_read(void *ctx, int32_t index, const char *which, size_
     return plait_model_init_values(&run->model.init, &as, offset, count, dst);
 }
 
+static plait_status refuse_other_model(const plait_config *cfg, const plait_ckpt *ck, const char *key,
+                                       const char *was, const char *now) {
+    const char *where = "";
+    plait_config_origin(cfg, "model", key, &where);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "cannot resume from %s: it holds a model with [model] %s = %s, but this run has %s = "
+                           "%s (%s); a resume continues the same model: give model.%s=%s to continue it, or "
+                           "start the new model fresh in another [run] out_dir",
+                           plait_ckpt_dir(ck), key, was, key, now, where, key, was);
+}
+
 /* A resume continues the same model: fewer layers or another n_head would
  * load a subset of the tensors (or all of them, reshaped in meaning) without
  * complaint, and pruning would later delete the original checkpoints. Every
  * key that defines the model must match the checkpoint's (checkpoints that
- * predate the metadata are checked by tensor shapes alone). */
-static plait_status check_model_keys(const plait_config *cfg, const plait_ckpt *ck) {
+ * predate the metadata are checked by tensor shapes alone); a llama's own
+ * keys too, as the model resolved them (a gpt checkpoint records none). */
+static plait_status check_model_keys(const plait_run *run, const plait_ckpt *ck) {
+    const plait_config *cfg = run->cfg;
     for (size_t i = 0; plait_ckpt_model_keys[i]; i++) {
         const char *key = plait_ckpt_model_keys[i];
         char meta[64];
@@ -42,16 +56,19 @@ static plait_status check_model_keys(const plait_config *cfg, const plait_ckpt *
         char now[64];
         if (v.type == PLAIT_KEY_INT) snprintf(now, sizeof now, "%lld", (long long)v.i);
         else snprintf(now, sizeof now, "%s", v.s ? v.s : "");
-        if (strcmp(was, now) == 0) continue;
-        const char *where = "";
-        plait_config_origin(cfg, "model", key, &where);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "cannot resume from %s: it holds a model with [model] %s = %s, but this run has %s = "
-                               "%s (%s); a resume continues the same model: give model.%s=%s to continue it, or "
-                               "start the new model fresh in another [run] out_dir",
-                               plait_ckpt_dir(ck), key, was, key, now, where, key, was);
+        if (strcmp(was, now) != 0) return refuse_other_model(cfg, ck, key, was, now);
     }
-    return PLAIT_OK;
+    plait_llama_shape llama;
+    if (strcmp(run->model.spec->arch, "llama") != 0) return PLAIT_OK;
+    plait_status st = plait_llama_shape_of(run->model.spec, cfg, &llama);
+    for (size_t i = 0; st == PLAIT_OK && plait_llama_ckpt_keys[i]; i++) {
+        char meta[64], now[64];
+        snprintf(meta, sizeof meta, "plait.model.%s", plait_llama_ckpt_keys[i]);
+        const char *was = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, meta);
+        plait_llama_key_text(&llama, i, now, sizeof now);
+        if (was && strcmp(was, now) != 0) st = refuse_other_model(cfg, ck, plait_llama_ckpt_keys[i], was, now);
+    }
+    return st;
 }
 
 /* A fresh run from [run] init_from: the parameters only. */
@@ -67,12 +84,12 @@ static plait_status weights_read(void *ctx, int32_t index, const char *which, si
 }
 
 static plait_status open_weights(plait_run *run, const char *path, plait_run_source *src) {
-    plait_status st = plait_weights_open(path, run->model.spec, &src->weights);
+    plait_status st = plait_weights_open(path, run->model.spec, run->cfg, &src->weights);
     if (st != PLAIT_OK) return st;
     if (run->world.mesh.world_rank == 0) {
         const char *note = plait_weights_note(src->weights);
         PLAIT_INFO("train", "initial weights from %s (%s)%s%s", plait_weights_path(src->weights),
-                   plait_gpt2_orientation_name(plait_weights_orientation(src->weights)), *note ? ": " : "", note);
+                   plait_weights_format(src->weights), *note ? ": " : "", note);
     }
     src->source = (plait_value_source){.struct_size = sizeof(plait_value_source), .ctx = src, .read = weights_read};
     return PLAIT_OK;
@@ -91,7 +108,7 @@ static plait_status open_dir(plait_run *run, const char *resume_dir, plait_run_s
                    init_from);
     snprintf(run->resumed_from, sizeof run->resumed_from, "%s", resume_dir);
     plait_status st = plait_ckpt_open(resume_dir, &src->ck);
-    if (st == PLAIT_OK) st = check_model_keys(run->cfg, src->ck);
+    if (st == PLAIT_OK) st = check_model_keys(run, src->ck);
     if (st == PLAIT_OK) st = plait_ckpt_check_finite(src->ck);
     if (st != PLAIT_OK) {
         plait_run_source_close(src);

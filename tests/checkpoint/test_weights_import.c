@@ -41,7 +41,7 @@ static const char *ini(char *buf, size_t cap, int n_layer, int n_embd, int block
 /* Fill the harness's parameters from `path`; returns the open status. */
 static plait_status load(harness *h, const char *path) {
     plait_weights *w = NULL;
-    plait_status st = plait_weights_open(path, h->spec, &w);
+    plait_status st = plait_weights_open(path, h->spec, h->cfg, &w);
     if (st != PLAIT_OK) return st;
     for (int32_t i = 0; i < h->set.n_params; i++) {
         plait_param *p = &h->set.params[i];
@@ -285,7 +285,7 @@ static void test_names_and_layouts(void **state) {
         char buf[256];
         harness h;
         assert_int_equal(harness_init(&h, ini(buf, sizeof buf, L, C, T, V), B, 1, 0, NULL), 0);
-        assert_int_equal(plait_weights_open(path, h.spec, &w), PLAIT_OK);
+        assert_int_equal(plait_weights_open(path, h.spec, h.cfg, &w), PLAIT_OK);
         assert_int_equal(plait_weights_orientation(w), (variants[i] & LINEAR) ? PLAIT_GPT2_LINEAR : PLAIT_GPT2_CONV1D);
         plait_weights_close(w);
         harness_free(&h);
@@ -304,7 +304,7 @@ static void test_tp_slices(void **state) {
     harness h;
     assert_int_equal(harness_init(&h, ini(buf, sizeof buf, L, C, T, V), B, 1, 0, NULL), 0);
     plait_weights *w = NULL;
-    assert_int_equal(plait_weights_open(fixture, h.spec, &w), PLAIT_OK);
+    assert_int_equal(plait_weights_open(fixture, h.spec, h.cfg, &w), PLAIT_OK);
     const char *names[] = {"transformer.h.1.attn.c_attn.weight", "transformer.h.0.mlp.c_proj.weight",
                            "transformer.wte.weight", "lm_head.weight"};
     for (size_t i = 0; i < 4; i++) {
@@ -354,7 +354,7 @@ static void expect_refusal(const char *path, const char *ini_text, const char *c
     harness h;
     assert_int_equal(harness_init(&h, ini_text, B, 1, 0, NULL), 0);
     plait_weights *w = NULL;
-    plait_status st = plait_weights_open(path, h.spec, &w);
+    plait_status st = plait_weights_open(path, h.spec, h.cfg, &w);
     const char *msg = plait_last_error();
     if (st == PLAIT_OK) fail_msg("%s accepted for %s", path, ini_text);
     assert_null(w);

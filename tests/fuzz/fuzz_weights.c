@@ -92,7 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (as_dir) snprintf(path, sizeof path, "%s/weights", dir);
 
     plait_weights *w = NULL;
-    plait_status st = plait_weights_open(path, spec, &w);
+    plait_status st = plait_weights_open(path, spec, NULL, &w);
     if (st != PLAIT_OK) {
         if (w || !plait_last_error()[0]) abort(); /* a refusal says why and hands nothing back */
         plait_clear_error();

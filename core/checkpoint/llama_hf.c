@@ -1,0 +1,282 @@
+#include "checkpoint/llama_hf.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint/checkpoint_fs.h"
+#include "checkpoint/safetensors_json.h"
+#include "model/tied.h"
+#include "runtime/error.h"
+
+const char *const plait_llama_ckpt_keys[] = {"n_kv_head", "ffn_hidden", "norm_eps", "rope_theta", "tie_embeddings",
+                                             NULL};
+
+static const plait_param *param_named(const plait_model_spec *spec, const char *name) {
+    for (int32_t i = 0; i < spec->n_params; i++)
+        if (strcmp(spec->params[i].name, name) == 0) return &spec->params[i];
+    return NULL;
+}
+
+plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_config *cfg, plait_llama_shape *out) {
+    const plait_param *k = param_named(spec, "model.layers.0.self_attn.k_proj.weight");
+    const plait_param *gate = param_named(spec, "model.layers.0.mlp.gate_proj.weight");
+    const plait_param *head = param_named(spec, "lm_head.weight");
+    if (strcmp(spec->arch, "llama") != 0 || !k || !gate || !head || spec->n_head < 1)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "[model] arch = %s: not a llama model", spec->arch);
+    const long long hs = spec->n_embd / spec->n_head;
+    *out = (plait_llama_shape){.n_layer = spec->n_layer,
+                               .n_head = spec->n_head,
+                               .n_kv_head = (long long)k->shape[0] / hs,
+                               .n_embd = spec->n_embd,
+                               .ffn_hidden = (long long)gate->shape[0],
+                               .vocab_size = spec->vocab_size,
+                               .block_size = spec->block_size,
+                               .norm_eps = plait_config_float(cfg, "model", "norm_eps"),
+                               .rope_theta = plait_config_float(cfg, "model", "rope_theta"),
+                               .tied = plait_tied_is_copy(head)};
+    return PLAIT_OK;
+}
+
+/* The shortest %g text that reads back as v: 1e-05, not
+ * 1.0000000000000001e-05; a whole number in full (500000, not 5e+05). */
+static void real_text(double v, char *buf, size_t cap) {
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(buf, cap, "%.0f", v);
+        return;
+    }
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, cap, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
+void plait_llama_key_text(const plait_llama_shape *s, size_t i, char *buf, size_t cap) {
+    switch (i) {
+    case 0: snprintf(buf, cap, "%lld", s->n_kv_head); break;
+    case 1: snprintf(buf, cap, "%lld", s->ffn_hidden); break;
+    case 2: real_text(s->norm_eps, buf, cap); break;
+    case 3: real_text(s->rope_theta, buf, cap); break;
+    default: snprintf(buf, cap, "%s", s->tied ? "true" : "false"); break;
+    }
+}
+
+plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape *out) {
+    long long *dst[] = {&out->n_layer,    &out->n_head,     &out->n_embd,    &out->block_size,
+                        &out->vocab_size, &out->n_kv_head, &out->ffn_hidden};
+    static const char *const all[] = {"n_layer",    "n_head",     "n_embd",   "block_size",    "vocab_size",
+                                      "n_kv_head",  "ffn_hidden", "norm_eps", "rope_theta", "tie_embeddings"};
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "plait.model.%s", all[i]);
+        const char *v = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, key);
+        char *end = NULL;
+        int ok = v && *v;
+        if (ok && i < 7) {
+            *dst[i] = strtoll(v, &end, 10);
+            ok = !*end && *dst[i] >= 1;
+        } else if (ok && i < 9) {
+            double d = strtod(v, &end);
+            ok = !*end && d > 0 && isfinite(d);
+            *(i == 7 ? &out->norm_eps : &out->rope_theta) = d;
+        } else if (ok) {
+            ok = !strcmp(v, "true") || !strcmp(v, "false");
+            out->tied = !strcmp(v, "true");
+        }
+        if (!ok)
+            return plait_set_error(PLAIT_ERR_PROTOCOL,
+                                   "%s: model metadata '%s' is %s%s%s (a llama checkpoint records it; one written "
+                                   "before plait recorded the llama keys cannot be exported: resume it for one "
+                                   "step to write a new checkpoint)",
+                                   plait_ckpt_dir(ck), key, v ? "'" : "missing", v ? v : "", v ? "', malformed" : "");
+    }
+    return PLAIT_OK;
+}
+
+/* ---- config.json -------------------------------------------------------- */
+
+/* A number member (integer or real) of `obj`: 1 with *v set, 0 when absent
+ * or null, -1 when of another type. */
+static int number(const plait_json *obj, const char *key, double *v) {
+    const plait_json *j = plait_json_get(obj, key);
+    if (!j || j->type == PLAIT_JSON_NULL) return 0;
+    if (j->type == PLAIT_JSON_INT) *v = (double)j->num;
+    else if (j->type == PLAIT_JSON_REAL) *v = j->real;
+    else return -1;
+    return 1;
+}
+
+static plait_status not_a(const char *path, const char *key, const char *what) {
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "weights %s: '%s' is not %s", path, key, what);
+}
+
+/* One number of config.json, `dflt` where left out, against the run's. */
+static plait_status same_number(const char *path, const plait_json *root, const char *key, double dflt, double want,
+                                const char *ours) {
+    double v = dflt;
+    int got = number(root, key, &v);
+    if (got < 0) return not_a(path, key, "a number");
+    int same = fabs(v - want) <= 1e-12 * fabs(want);
+    if (same) return PLAIT_OK;
+    char have[40], need[40];
+    real_text(v, have, sizeof have);
+    real_text(want, need, sizeof need);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "weights %s: %s = %s%s, but the run has [model] %s = %s: the model in the file is another "
+                           "one (give model.%s=%s to load it)",
+                           path, key, have, got ? "" : " (LlamaConfig's default: the file leaves it out)", ours, need,
+                           ours, have);
+}
+
+static plait_status refuse_feature(const char *path, const char *key, const char *value, const char *why) {
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "weights %s: %s = %s: %s; plait's llama arch does not implement it, so the model could "
+                           "not compute what it was trained to",
+                           path, key, value, why);
+}
+
+/* attention_bias, mlp_bias: false (or left out). */
+static plait_status no_bias(const char *path, const plait_json *root, const char *key) {
+    const plait_json *j = plait_json_get(root, key);
+    if (!j || j->type == PLAIT_JSON_NULL || (j->type == PLAIT_JSON_BOOL && !j->num)) return PLAIT_OK;
+    if (j->type != PLAIT_JSON_BOOL) return not_a(path, key, "true or false");
+    return refuse_feature(path, key, "true", "the projections have biases");
+}
+
+static plait_status check_features(const char *path, const plait_json *root, const plait_llama_shape *want) {
+    plait_status st = no_bias(path, root, "attention_bias");
+    if (st == PLAIT_OK) st = no_bias(path, root, "mlp_bias");
+    if (st != PLAIT_OK) return st;
+    const plait_json *act = plait_json_get(root, "hidden_act");
+    if (act && act->type != PLAIT_JSON_NULL && (act->type != PLAIT_JSON_STRING || strcmp(act->str, "silu") != 0))
+        return refuse_feature(path, "hidden_act", act->type == PLAIT_JSON_STRING ? act->str : "(not a string)",
+                              "the MLP's activation is not SiLU (allowed: silu)");
+    /* rope_scaling (transformers 4) or rope_parameters.rope_type (5): plait knows no scaled rotary */
+    const plait_json *scaling = plait_json_get(root, "rope_scaling");
+    const plait_json *params = plait_json_get(root, "rope_parameters");
+    const plait_json *type = NULL;
+    const char *where = NULL;
+    if (scaling && scaling->type != PLAIT_JSON_NULL) {
+        where = "rope_scaling";
+        type = plait_json_get(scaling, "rope_type");
+        if (!type) type = plait_json_get(scaling, "type");
+    } else if (params && params->type == PLAIT_JSON_OBJECT) {
+        type = plait_json_get(params, "rope_type");
+        if (type && (type->type != PLAIT_JSON_STRING || strcmp(type->str, "default") != 0))
+            where = "rope_parameters.rope_type";
+    }
+    if (where) {
+        const char *name = type && type->type == PLAIT_JSON_STRING ? type->str : NULL;
+        char value[160];
+        snprintf(value, sizeof value, "%s%s%s", name ? "type '" : "", name ? name : "(an unnamed type)",
+                 name ? "'" : "");
+        return refuse_feature(path, where, value,
+                              "the rotary positions are scaled (plait knows no rope scaling: allowed is null)");
+    }
+    double hd = 0;
+    int got = number(root, "head_dim", &hd);
+    if (got < 0) return not_a(path, "head_dim", "a number");
+    if (got && hd != (double)(want->n_embd / want->n_head)) {
+        char value[40];
+        snprintf(value, sizeof value, "%.0f", hd);
+        return refuse_feature(path, "head_dim", value,
+                              "the head size is not hidden_size / num_attention_heads (plait's is n_embd / n_head)");
+    }
+    const plait_json *sw = plait_json_get(root, "sliding_window");
+    if (sw && sw->type != PLAIT_JSON_NULL)
+        return refuse_feature(path, "sliding_window", "set", "attention sees a sliding window (allowed: null)");
+    return PLAIT_OK;
+}
+
+static plait_status check_config(const char *path, const plait_json *root, const plait_llama_shape *want) {
+    if (!root || root->type != PLAIT_JSON_OBJECT) return not_a(path, "the document", "an object");
+    const plait_json *type = plait_json_get(root, "model_type");
+    if (!type || type->type != PLAIT_JSON_STRING || strcmp(type->str, "llama") != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "weights %s: model_type = %s: [model] arch = llama reads Hugging Face Llama models "
+                               "(model_type llama)",
+                               path, type && type->type == PLAIT_JSON_STRING ? type->str : "(missing)");
+    /* a key left out takes LlamaConfig's default (Llama 2 7B's shape) */
+    double heads = 32;
+    number(root, "num_attention_heads", &heads);
+    double rope_theta = 10000;
+    const plait_json *params = plait_json_get(root, "rope_parameters");
+    int theta_in_params = params && params->type == PLAIT_JSON_OBJECT && number(params, "rope_theta", &rope_theta) > 0;
+    const struct {
+        const char *key;
+        double dflt, want;
+        const char *ours;
+    } num[] = {
+        {"hidden_size", 4096, (double)want->n_embd, "n_embd"},
+        {"num_hidden_layers", 32, (double)want->n_layer, "n_layer"},
+        {"num_attention_heads", 32, (double)want->n_head, "n_head"},
+        {"num_key_value_heads", heads, (double)want->n_kv_head, "n_kv_head"},
+        {"intermediate_size", 11008, (double)want->ffn_hidden, "ffn_hidden"},
+        {"vocab_size", 32000, (double)want->vocab_size, "vocab_size"},
+        {"rms_norm_eps", 1e-6, want->norm_eps, "norm_eps"},
+        {theta_in_params ? "rope_parameters.rope_theta" : "rope_theta", 10000, want->rope_theta, "rope_theta"},
+    };
+    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++) {
+        const plait_json *from = root;
+        const char *key = num[i].key;
+        if (!strcmp(key, "rope_parameters.rope_theta")) {
+            from = params;
+            key = "rope_theta";
+        }
+        plait_status st = same_number(path, from, key, num[i].dflt, num[i].want, num[i].ours);
+        if (st != PLAIT_OK) return st;
+    }
+    const plait_json *tie = plait_json_get(root, "tie_word_embeddings");
+    if (tie && tie->type != PLAIT_JSON_BOOL && tie->type != PLAIT_JSON_NULL)
+        return not_a(path, "tie_word_embeddings", "true or false");
+    int tied = tie && tie->type == PLAIT_JSON_BOOL && tie->num;
+    if (tied != want->tied)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "weights %s: tie_word_embeddings = %s%s, but the run has [model] tie_embeddings = %s "
+                               "(give model.tie_embeddings=%s to load it)",
+                               path, tied ? "true" : "false", tie ? "" : " (LlamaConfig's default)",
+                               want->tied ? "true" : "false", tied ? "true" : "false");
+    double positions = 2048;
+    if (number(root, "max_position_embeddings", &positions) < 0)
+        return not_a(path, "max_position_embeddings", "a number");
+    if (positions < (double)want->block_size)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "weights %s: max_position_embeddings = %.0f, but the run has [model] block_size = %lld: "
+                               "the model was not made for contexts that long (allowed: block_size <= %.0f)",
+                               path, positions, want->block_size, positions);
+    return check_features(path, root, want);
+}
+
+plait_status plait_llama_check_hf_config(const char *path, const plait_llama_shape *want) {
+    char *text = NULL;
+    size_t len = 0;
+    plait_status st = plait_fs_read_small_file(path, 1 << 20, &text, &len);
+    if (st != PLAIT_OK) return st;
+    plait_json_doc *doc = NULL;
+    st = plait_json_parse_any(text, len, path, &doc);
+    if (st == PLAIT_OK) st = check_config(path, plait_json_root(doc), want);
+    plait_json_free(doc);
+    free(text);
+    return st;
+}
+
+int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s, long long eot) {
+    char eps[40], theta[40], eos[96] = "  \"bos_token_id\": null,\n  \"eos_token_id\": null,\n";
+    real_text(s->norm_eps, eps, sizeof eps);
+    real_text(s->rope_theta, theta, sizeof theta);
+    if (!strpbrk(theta, ".e")) strcat(theta, ".0"); /* a float, as LlamaConfig writes it */
+    if (eot >= 0) snprintf(eos, sizeof eos, "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n", eot, eot);
+    return snprintf(buf, cap,
+                    "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+                    "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
+                    "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
+                    "  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n  \"hidden_act\": \"silu\",\n"
+                    "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n"
+                    "  \"rope_scaling\": null,\n  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n"
+                    "  \"mlp_bias\": false,\n  \"pretraining_tp\": 1,\n  \"initializer_range\": 0.02,\n"
+                    "  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n%s  \"torch_dtype\": \"float32\"\n}\n",
+                    s->vocab_size, s->n_embd, s->ffn_hidden, s->n_layer, s->n_head, s->n_kv_head,
+                    s->n_embd / s->n_head, s->block_size, eps, theta, s->tied ? "true" : "false", eos);
+}

@@ -1,0 +1,73 @@
+/*
+ * The Llama family outside plait: Hugging Face's LlamaForCausalLM
+ * config.json, and the [model] keys of a llama model that a checkpoint
+ * records beside the common ones (checkpoint.h plait_ckpt_model_keys).
+ *
+ * Tensor names need no mapping: plait's llama parameters carry
+ * LlamaForCausalLM's names and [out, in] shapes (model/model_desc.c), and
+ * its rotary positions are transformers' rotate_half, so a Hugging Face
+ * file is read by its own names and a plait checkpoint is one already.
+ * What names cannot tell (the head counts, RMSNorm's epsilon, the rotary
+ * base, features plait does not implement) lives in config.json, checked
+ * here against the run's [model] keys.
+ *
+ * Pure functions over their arguments, thread-safe; no allocation is kept.
+ */
+#ifndef PLAIT_CORE_CHECKPOINT_LLAMA_HF_H
+#define PLAIT_CORE_CHECKPOINT_LLAMA_HF_H
+
+#include <stddef.h>
+#include <plait/model.h>
+
+#include "checkpoint/checkpoint.h"
+#include "config/config.h"
+
+/* A llama model's shape, as resolved by the model description: n_kv_head
+ * and ffn_hidden as the parameters have them (never the keys' 0 for "the
+ * default"). */
+typedef struct plait_llama_shape {
+    long long n_layer, n_head, n_kv_head, n_embd, ffn_hidden, vocab_size, block_size;
+    double norm_eps, rope_theta;
+    int tied;
+} plait_llama_shape;
+
+/* The shape of the described llama model `spec`, built from `cfg` (which
+ * gives norm_eps and rope_theta). PLAIT_ERR_INVALID_ARG when spec is not
+ * a llama description. */
+plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_config *cfg, plait_llama_shape *out);
+
+/* The llama keys a checkpoint records as "plait.model.<key>", beside
+ * plait_ckpt_model_keys, NULL-terminated: n_kv_head, ffn_hidden, norm_eps,
+ * rope_theta, tie_embeddings. */
+extern const char *const plait_llama_ckpt_keys[];
+
+/* The text of key `plait_llama_ckpt_keys[i]` for `s` into buf[cap]
+ * (integers in decimal, reals in the shortest text that reads back to the
+ * same double, "true"/"false"): what a checkpoint records and what
+ * a [model] key would be given. */
+void plait_llama_key_text(const plait_llama_shape *s, size_t i, char *buf, size_t cap);
+
+/* The shape a llama checkpoint records. PLAIT_ERR_PROTOCOL naming the
+ * checkpoint and the key when one is missing or malformed (a checkpoint of
+ * another arch, or older than these keys). */
+plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape *out);
+
+/* Check the Hugging Face config.json at `path` against `want`: model_type
+ * llama; hidden_size, num_hidden_layers, num_attention_heads,
+ * num_key_value_heads, intermediate_size, vocab_size, rms_norm_eps,
+ * rope_theta (or rope_parameters.rope_theta), tie_word_embeddings equal
+ * to the run's, max_position_embeddings at least block_size; and no
+ * feature plait does not implement (attention_bias or mlp_bias true, any
+ * rope_scaling, a hidden_act other than silu, a head_dim other than
+ * hidden_size / num_attention_heads, a sliding_window). Keys the file
+ * leaves out take LlamaConfig's defaults. PLAIT_ERR_INVALID_CONFIG naming
+ * the file, the key and both values; PLAIT_ERR_PROTOCOL for a file that is
+ * not JSON. */
+plait_status plait_llama_check_hf_config(const char *path, const plait_llama_shape *want);
+
+/* The config.json `plait export --format hf` writes for `s`
+ * (LlamaForCausalLM, float32; bos/eos_token_id `eot`, or null when < 0)
+ * into buf[cap]; returns what snprintf returns. */
+int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s, long long eot);
+
+#endif

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# plait's llama against Hugging Face transformers (llama_torch_check.py),
+# both ways: a random LlamaForCausalLM built and saved by transformers
+# (nothing downloaded), read by [run] init_from, gives transformers'
+# logits within 1e-4 of the largest logit and the same greedy tokens
+# (plait sample --temperature 0 of a run that starts from it at lr 0);
+# saved sharded it gives the same logits bit for bit, saved in bfloat16
+# transformers' logits of those bfloat16 weights;
+# llama runs trained by plait, untied and tied, exported with --format hf,
+# loaded by LlamaForCausalLM.from_pretrained give plait's logits.
+# Needs a python with torch, transformers and safetensors: PLAIT_TORCH_PYTHON
+# names it (default python3); skipped (77) without them.
+CFG=$(dirname "$0")/llama.ini
+source "$(dirname "$0")/lib.sh"
+PY=${PLAIT_TORCH_PYTHON:-python3}
+if ! "$PY" -c "import torch, transformers, safetensors" 2>/dev/null; then
+  echo "SKIP: $PY cannot import torch, transformers and safetensors (set PLAIT_TORCH_PYTHON to a python that" \
+    "can); nothing was checked"
+  exit 77
+fi
+CHECK=$PLAIT_SOURCE_DIR/tests/e2e/llama_torch_check.py
+LOGITS=$(dirname "$CKPT_DIFF")/weights_logits
+SHAPE="2 4 64 32 256 arch=llama n_kv_head=2 ffn_hidden=176"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
+
+# transformers -> plait
+"$PY" "$CHECK" make "$E2E_WORK/hf" "$E2E_WORK/tokens.safetensors" >"$E2E_WORK/make.out" 2>&1 ||
+  fail "building the transformers model: $(tail -n 3 "$E2E_WORK/make.out")"
+# shellcheck disable=SC2086
+"$LOGITS" "$E2E_WORK/hf" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_hf.safetensors" $SHAPE ||
+  fail "plait's logits of the transformers model"
+"$PY" "$CHECK" logits "$E2E_WORK/hf" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_hf.safetensors" ||
+  fail "plait's logits of the transformers model differ from transformers'"
+ls "$E2E_WORK/hf-sharded/model.safetensors.index.json" >/dev/null || fail "transformers wrote no sharded model"
+for v in sharded bf16; do
+  # shellcheck disable=SC2086
+  "$LOGITS" "$E2E_WORK/hf-$v" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_$v.safetensors" $SHAPE ||
+    fail "plait's logits of the $v transformers model"
+done
+cmp -s "$E2E_WORK/plait_hf.safetensors" "$E2E_WORK/plait_sharded.safetensors" ||
+  fail "the sharded save gives other logits than the single file"
+"$PY" "$CHECK" logits "$E2E_WORK/hf-bf16" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_bf16.safetensors" ||
+  fail "plait's logits of the bfloat16 transformers model differ from transformers'"
+D="data.path=$PLAIT_SOURCE_DIR/data/corpus.txt"
+train from_hf $D run.steps=1 optim.lr=0 optim.min_lr=0 run.init_from="$E2E_WORK/hf"
+"$PLAIT_BIN" sample "$E2E_WORK/from_hf" --prompt "The cat" --tokens 20 --temperature 0 >"$E2E_WORK/greedy.out" \
+  2>"$E2E_WORK/greedy.err" || fail "plait sample: $(tail -n 2 "$E2E_WORK/greedy.err")"
+"$PY" "$CHECK" greedy "$E2E_WORK/hf" "The cat" 20 "$E2E_WORK/greedy.out" ||
+  fail "plait's greedy tokens differ from transformers'"
+
+# plait -> transformers: trained, exported, loaded
+for tie in false true; do
+  train "trained_$tie" $D run.steps=5 model.tie_embeddings=$tie
+  "$PLAIT_BIN" export "$E2E_WORK/trained_$tie" --format hf --out "$E2E_WORK/exp_$tie" >/dev/null || fail "export"
+  # shellcheck disable=SC2086
+  "$LOGITS" "$E2E_WORK/exp_$tie" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_$tie.safetensors" $SHAPE \
+    tie_embeddings=$tie || fail "plait's logits of its export"
+  "$PY" "$CHECK" logits "$E2E_WORK/exp_$tie" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_$tie.safetensors" ||
+    fail "transformers' logits of plait's export (tie_embeddings=$tie) differ from plait's"
+done
+echo "llama in transformers OK: its model read by plait, plait's exports read by it, logits and greedy tokens agree"

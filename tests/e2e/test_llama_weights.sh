@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Llama weights in and out, without PyTorch: a trained llama run, exported
+# as hf (LlamaForCausalLM's config.json and names, lm_head left out when
+# tied), imports back bit-identical through [run] init_from, untied and
+# tied; plait sample reads a llama run's checkpoint; a config.json that
+# does not describe the run's model, a plait model of the other arch, a
+# resume with another llama key, and --format nanogpt are refused naming
+# the key, both values or the arch.
+CFG=$(dirname "$0")/llama.ini
+source "$(dirname "$0")/lib.sh"
+D="run.steps=3 data.path=$PLAIT_SOURCE_DIR/data/corpus.txt"
+Z="run.steps=1 optim.lr=0 optim.min_lr=0 data.path=$PLAIT_SOURCE_DIR/data/corpus.txt"
+for tie in false true; do
+  train "trained_$tie" $D model.tie_embeddings=$tie
+  "$PLAIT_BIN" export "$E2E_WORK/trained_$tie" --format hf --out "$E2E_WORK/exp_$tie" >"$E2E_WORK/exp_$tie.out" 2>&1 ||
+    fail "export a llama: $(cat "$E2E_WORK/exp_$tie.out")"
+  grep -q "as Hugging Face LlamaForCausalLM" "$E2E_WORK/exp_$tie.out" || fail "export did not say LlamaForCausalLM"
+  J=$E2E_WORK/exp_$tie/config.json
+  for want in '"model_type": "llama"' '"architectures": \["LlamaForCausalLM"\]' '"num_key_value_heads": 2' \
+    '"intermediate_size": 176' '"hidden_size": 64' '"rms_norm_eps": 1e-05' '"rope_theta": 10000.0' \
+    '"max_position_embeddings": 32' "\"tie_word_embeddings\": $tie" '"torch_dtype": "float32"'; do
+    grep -q "$want" "$J" || fail "config.json lacks $want: $(cat "$J")"
+  done
+  heads=$(grep -a -c '"lm_head.weight"' "$E2E_WORK/exp_$tie/model.safetensors" || true)
+  [ "$heads" = "$([ $tie = true ] && echo 0 || echo 1)" ] || fail "tie_embeddings=$tie: $heads lm_head.weight tensors"
+  train "back_$tie" $Z model.tie_embeddings=$tie run.init_from="$E2E_WORK/exp_$tie"
+  grep -q "initial weights from $E2E_WORK/exp_$tie/model.safetensors (Llama-family" "$E2E_WORK/back_$tie.out" ||
+    fail "no line naming the llama weights: $(grep -i 'initial weights' "$E2E_WORK/back_$tie.out")"
+  same_params "trained_$tie" "back_$tie" 0
+done
+
+# plait sample rebuilds the llama from the checkpoint's recorded keys
+"$PLAIT_BIN" sample "$E2E_WORK/trained_false" --tokens 4 --prompt "The" >"$E2E_WORK/sample.out" 2>&1 ||
+  fail "plait sample of a llama run: $(tail -n 2 "$E2E_WORK/sample.out")"
+
+# refusals, naming what differs
+train_refused kv "num_key_value_heads = 2, but the run has [model] n_kv_head = 4" $Z model.n_kv_head=4 \
+  run.init_from="$E2E_WORK/exp_false" "run.out_dir=$E2E_WORK/kv"
+train_refused theta "rope_theta = 10000, but the run has [model] rope_theta = 500" $Z model.rope_theta=500 \
+  run.init_from="$E2E_WORK/exp_false" "run.out_dir=$E2E_WORK/theta"
+train_refused gpt_from_llama "a plait model of [model] arch = llama, but this run has arch = gpt" $Z model.arch=gpt \
+  run.init_from="$E2E_WORK/trained_false" "run.out_dir=$E2E_WORK/gpt_from_llama"
+train_refused resume_theta "it holds a model with [model] rope_theta = 10000, but this run has rope_theta = 500" \
+  $D model.rope_theta=500 "run.out_dir=$E2E_WORK/trained_false" --resume
+train_refused resume_gpt "it holds a model with [model] arch = llama, but this run has arch = gpt" \
+  $D model.arch=gpt "run.out_dir=$E2E_WORK/trained_false" --resume
+if "$PLAIT_BIN" export "$E2E_WORK/trained_false" --format nanogpt --out "$E2E_WORK/ng" >"$E2E_WORK/ng.out" 2>&1; then
+  fail "a llama exported as nanogpt"
+fi
+grep -q "allowed for llama: --format hf" "$E2E_WORK/ng.out" || fail "unclear nanogpt refusal: $(cat "$E2E_WORK/ng.out")"
+echo "llama weights OK: exported as LlamaForCausalLM and read back bit-identical, tied and untied; refusals named"
