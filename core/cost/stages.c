@@ -87,16 +87,18 @@ double plait_cost_model_params(const plait_cost_model *m) { return (double)m->sp
 const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, int v, char *why, size_t len) {
     const plait_model_spec *s = m->spec;
     /* the tp and pp plugins' own rules and words, and the model's */
-    if (tp > 1 && strcmp(s->arch, "llama") == 0)
-        snprintf(why, len, "arch llama: tensor parallelism ([parallel] tp > 1) is not supported for it yet");
-    else if (tp > 1 && strcmp(s->arch, "gpt") == 0 && s->n_head % tp != 0)
+    if (tp > 1 && strcmp(s->arch, "mlp") != 0 && s->n_head % tp != 0)
         snprintf(why, len,
                  "[parallel] tp = %d does not divide [model] n_head = %d: tensor parallelism gives each rank whole "
                  "attention heads (choose tp among the divisors of n_head)",
                  tp, s->n_head);
-    else if (tp > 1 && (4 * (int64_t)s->n_embd) % tp != 0)
-        snprintf(why, len, "[parallel] tp = %d does not divide the MLP width 4 x n_embd = %lld", tp,
-                 (long long)(4 * (int64_t)s->n_embd));
+    else if (tp > 1 && strcmp(s->arch, "mlp") != 0 && s->n_kv_head % tp != 0)
+        snprintf(why, len,
+                 "[parallel] tp = %d does not divide [model] n_kv_head = %d: tensor parallelism gives each rank whole "
+                 "key/value heads with their query heads (choose tp among the divisors of n_kv_head)",
+                 tp, s->n_kv_head);
+    else if (tp > 1 && s->ffn_hidden % tp != 0)
+        snprintf(why, len, "[parallel] tp = %d does not divide the MLP width %d", tp, s->ffn_hidden);
     else if (v > 64)
         snprintf(why, len, "virtual stages v = %d: must be in [1, 64]", v);
     else if ((int64_t)pp * v > m->n_layers)

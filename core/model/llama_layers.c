@@ -12,12 +12,49 @@
  * slot keeps the rotated q and k the attention read, and the backward
  * rotates their gradient back before the products' backward.
  *
- * What is not here yet: tensor parallelism, a split backward,
- * recomputation and bf16 activations (model.c refuses the first three for
- * this arch with the reason; a bf16 run keeps float32 activations).
+ * Under tensor parallelism they follow Megatron-LM as the GPT's bodies do:
+ * q, k, v (whole query heads with their key/value heads), gate and up
+ * column-parallel, o_proj and down_proj row-parallel, the vocabulary-
+ * parallel embedding and head; g (all-reduce forward) after the
+ * row-parallel products and the embedding, f (all-reduce of the input
+ * gradient) before the column-parallel ones.
+ *
+ * What is not here yet: a split backward, recomputation and bf16
+ * activations (model.c refuses the first two for this arch with the
+ * reason; a bf16 run keeps float32 activations).
  */
 #include "model/model_internal.h"
 #include "runtime/error.h"
+
+/* Megatron's conjugate operators (no-ops without tensor parallelism): g
+ * after a row-parallel product (the partial sums all-reduced), f's
+ * backward before a column-parallel one's input gradient is used. */
+static plait_status g_forward(plait_model *m, float *x, const char *what, int32_t layer) {
+    if (!m->tp_ops) return PLAIT_OK;
+    plait_status st = m->tp_ops->exit_forward(m->tp_ops->ctx, x, (size_t)(m->B * m->T * m->C));
+    return st == PLAIT_OK ? PLAIT_OK : plait_model_tp_error(m, st, what, layer);
+}
+
+static plait_status f_backward(plait_model *m, float *dx, const char *what, int32_t layer) {
+    if (!m->tp_ops) return PLAIT_OK;
+    plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, dx, (size_t)(m->B * m->T * m->C));
+    return st == PLAIT_OK ? PLAIT_OK : plait_model_tp_error(m, st, what, layer);
+}
+
+/* out = res + inp @ weight^T, the product row-parallel under tensor
+ * parallelism (all-reduced before the residual is added). */
+static plait_status residual_product(plait_model *m, float *out, const float *res, const float *inp,
+                                     const float *weight, int64_t K, const char *what, int32_t layer) {
+    const int64_t BT = m->B * m->T, C = m->C;
+    if (!m->tp_ops) {
+        m->k->matmul_forward_residual(out, res, inp, weight, NULL, BT, K, C);
+        return PLAIT_OK;
+    }
+    m->k->matmul_forward(out, inp, weight, NULL, BT, K, C);
+    plait_status st = g_forward(m, out, what, layer);
+    if (st == PLAIT_OK) m->k->add_bias_residual(out, res, NULL, BT, C);
+    return st;
+}
 
 /* ---- embedding ----------------------------------------------------------- */
 
@@ -29,7 +66,8 @@ plait_status plait_llama_embedding_forward(plait_model *m, model_slot *s) {
     plait_status st = plait_model_tensors(m, PARAM_DATA, 0, m->desc->p_wte, 1, &wte);
     if (st != PLAIT_OK) return st;
     m->k->embedding_forward_vocab(s->bound[0], s->tokens, wte, m->vocab_start, m->Vl, NULL, m->B, m->T, m->C);
-    return PLAIT_OK;
+    /* each tp rank contributes its vocabulary rows, zeros elsewhere: g sums them exactly */
+    return g_forward(m, s->bound[0], "all-reduce of the embedding", 0);
 }
 
 plait_status plait_llama_embedding_backward(plait_model *m, model_slot *s) {
@@ -53,7 +91,7 @@ typedef struct qkv_cols {
 } qkv_cols;
 
 static qkv_cols qkv_columns(const plait_model *m) {
-    const int64_t q = m->NH * m->HS, kv = m->NKV * m->HS;
+    const int64_t q = m->NHl * m->HS, kv = m->NKVl * m->HS;
     return (qkv_cols){.at = {0, q, q + kv}, .width = {q, kv, kv}};
 }
 
@@ -68,20 +106,21 @@ plait_status plait_llama_block_forward(plait_model *m, model_slot *s, int32_t la
     const qkv_cols qc = qkv_columns(m);
     for (int i = 0; i < 3; i++)
         m->k->sgemm(0, 1, BT, qc.width[i], C, 1.0f, a->ln1, C, p[LP_Q + i], C, 0.0f, a->qkv + qc.at[i], Wq);
-    m->k->rope(a->qkv, m->rope_cs, m->B, m->T, Wq, m->NH + m->NKV, m->HS, 0);
-    m->k->attention_gqa_forward(a->atty, a->lse, m->att_scratch, a->qkv, m->B, m->T, m->NH, m->NKV, m->HS);
-    m->k->matmul_forward_residual(a->res2, x, a->atty, p[LP_O], NULL, BT, m->Cl, C);
+    m->k->rope(a->qkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 0);
+    m->k->attention_gqa_forward(a->atty, a->lse, m->att_scratch, a->qkv, m->B, m->T, m->NHl, m->NKVl, m->HS);
+    st = residual_product(m, a->res2, x, a->atty, p[LP_O], m->Cl, "all-reduce after self_attn.o_proj", layer);
+    if (st != PLAIT_OK) return st;
     m->k->rmsnorm_forward(a->ln2, a->ln2_rstd, a->res2, p[LP_MLP_NORM], BT, C, m->desc->norm_eps);
     m->k->matmul_forward(a->fch, a->ln2, p[LP_GATE], NULL, BT, C, F);
     m->k->matmul_forward(a->fcg, a->ln2, p[LP_UP], NULL, BT, C, F);
     m->k->swiglu_forward(a->swi, a->fch, a->fcg, (size_t)(BT * F));
-    m->k->matmul_forward_residual(s->bound[layer], a->res2, a->swi, p[LP_DOWN], NULL, BT, F, C);
-    return PLAIT_OK;
+    return residual_product(m, s->bound[layer], a->res2, a->swi, p[LP_DOWN], F, "all-reduce after mlp.down_proj",
+                            layer);
 }
 
 /* The MLP half's backward: d(res2) into dr from dy = d(block output). */
-static void mlp_backward(plait_model *m, const block_acts *a, float *const *p, float *const *g, const float *dy,
-                         float *dr) {
+static plait_status mlp_backward(plait_model *m, int32_t layer, const block_acts *a, float *const *p, float *const *g,
+                                 const float *dy, float *dr) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
     float *dswi = m->s_dfc; /* becomes up's output gradient, in place */
     m->k->matmul_backward(dswi, g[LP_DOWN], NULL, dy, a->swi, p[LP_DOWN], BT, F, C);
@@ -91,25 +130,32 @@ static void mlp_backward(plait_model *m, const block_acts *a, float *const *p, f
     m->k->matmul_backward(m->s_dln, g[LP_GATE], NULL, m->s_dgate, a->ln2, p[LP_GATE], BT, C, F);
     m->k->matmul_backward(m->s_datty, g[LP_UP], NULL, dswi, a->ln2, p[LP_UP], BT, C, F);
     m->k->axpy(m->s_dln, m->s_datty, (size_t)(BT * C), 1.0f);
+    plait_status st = f_backward(m, m->s_dln, "all-reduce of the gradient before mlp.gate_proj and up_proj", layer);
+    if (st != PLAIT_OK) return st;
     m->k->rmsnorm_backward(dr, dy, g[LP_MLP_NORM], m->s_dln, a->res2, p[LP_MLP_NORM], a->ln2_rstd, BT, C);
+    return PLAIT_OK;
 }
 
 /* The attention half's backward: dx holds d(res2) on entry, d(x) after. */
-static void attention_backward(plait_model *m, const block_acts *a, float *const *p, float *const *g, const float *x,
-                               float *dx) {
+static plait_status attention_backward(plait_model *m, int32_t layer, const block_acts *a, float *const *p,
+                                       float *const *g, const float *x, float *dx) {
     const int64_t BT = m->B * m->T, C = m->C, Wq = m->Wq;
     m->k->matmul_backward(m->s_datty, g[LP_O], NULL, dx, a->atty, p[LP_O], BT, m->Cl, C);
-    m->k->attention_gqa_backward(m->s_dqkv, m->att_scratch, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T, m->NH,
-                                 m->NKV, m->HS);
+    m->k->attention_gqa_backward(m->s_dqkv, m->att_scratch, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T, m->NHl,
+                                 m->NKVl, m->HS);
     /* the gradient of q and k before their rotation */
-    m->k->rope(m->s_dqkv, m->rope_cs, m->B, m->T, Wq, m->NH + m->NKV, m->HS, 1);
+    m->k->rope(m->s_dqkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 1);
     const qkv_cols qc = qkv_columns(m);
     for (int i = 0; i < 3; i++) {
         const float *dpart = m->s_dqkv + qc.at[i];
         m->k->sgemm(0, 0, BT, C, qc.width[i], 1.0f, dpart, Wq, p[LP_Q + i], C, i ? 1.0f : 0.0f, m->s_dln, C);
         m->k->sgemm(1, 0, qc.width[i], C, BT, 1.0f, dpart, Wq, a->ln1, C, 1.0f, g[LP_Q + i], C);
     }
+    plait_status st = f_backward(m, m->s_dln, "all-reduce of the gradient before self_attn.q_proj, k_proj and v_proj",
+                                 layer);
+    if (st != PLAIT_OK) return st;
     m->k->rmsnorm_backward(dx, dx, g[LP_ATTN_NORM], m->s_dln, x, p[LP_ATTN_NORM], a->ln1_rstd, BT, C);
+    return PLAIT_OK;
 }
 
 plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer) {
@@ -119,9 +165,8 @@ plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t l
     if (st == PLAIT_OK) st = block_params(m, PARAM_GRAD, layer, g);
     if (st != PLAIT_OK) return st;
     float *dx = s->gbuf[(layer - 1) & 1];
-    mlp_backward(m, a, p, g, s->gbuf[layer & 1], dx);
-    attention_backward(m, a, p, g, s->bound[layer - 1], dx);
-    return PLAIT_OK;
+    st = mlp_backward(m, layer, a, p, g, s->gbuf[layer & 1], dx);
+    return st != PLAIT_OK ? st : attention_backward(m, layer, a, p, g, s->bound[layer - 1], dx);
 }
 
 /* ---- head ---------------------------------------------------------------- */
@@ -150,6 +195,7 @@ plait_status plait_llama_head_backward(plait_model *m, model_slot *s) {
     if (st == PLAIT_OK) st = norm_and_head(m, PARAM_GRAD, g);
     if (st != PLAIT_OK) return st;
     m->k->matmul_backward(m->s_dln, g[1], NULL, s->logits, s->lnf, p[1], BT, C, m->Vl);
+    if ((st = f_backward(m, m->s_dln, "all-reduce of the gradient before lm_head", L + 1)) != PLAIT_OK) return st;
     m->k->rmsnorm_backward(s->gbuf[L & 1], NULL, g[0], m->s_dln, s->bound[L], p[0], s->lnf_rstd, BT, C);
     return PLAIT_OK;
 }

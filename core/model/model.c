@@ -98,8 +98,6 @@ static plait_status llama_setup(plait_model *m, const plait_model_create_args *a
     const char *missing = !PLAIT_KERNELS_HAS_LLAMA(m->k) ? "the device's kernel table has no Llama kernels (ABI 1.10: "
                                                            "RMSNorm, rotary positions, SwiGLU, grouped-query "
                                                            "attention); the cpu device has them"
-                          : m->tp_ops                    ? "tensor parallelism ([parallel] tp > 1) is not supported "
-                                                           "for it yet; use dp, pp or ZeRO"
                           : args->split_backward         ? "a split backward (the zb1 schedule) is not supported for "
                                                            "it yet; use gpipe, 1f1b or interleaved"
                           : m->desc->recompute != PLAIT_RECOMPUTE_NONE
@@ -227,11 +225,18 @@ static plait_status derive_sizes(plait_model *m) {
     m->HS = heads ? m->C / m->NH : m->C;
     m->NKV = d->is_llama ? d->n_kv_head : m->NH;
     m->V = d->vocab_size;
-    if (d->is_llama) { /* tp is refused for it (plait_model_create) */
-        m->NHl = m->NH;
-        m->Cl = m->C;
-        m->Fl = d->ffn_hidden;
-        m->Wq = (m->NH + 2 * m->NKV) * m->HS;
+    if (d->is_llama) { /* whole query heads with their key/value heads on each tp rank */
+        if (m->NH % m->tp != 0 || m->NKV % m->tp != 0 || d->ffn_hidden % m->tp != 0)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "model: tensor parallelism over %d ranks needs n_head (%lld), n_kv_head (%lld) "
+                                   "and ffn_hidden (%lld) divisible by %d",
+                                   (int)m->tp, (long long)m->NH, (long long)m->NKV, (long long)d->ffn_hidden,
+                                   (int)m->tp);
+        m->NHl = m->NH / m->tp;
+        m->NKVl = m->NKV / m->tp;
+        m->Cl = m->NHl * m->HS;
+        m->Fl = d->ffn_hidden / m->tp;
+        m->Wq = (m->NHl + 2 * m->NKVl) * m->HS;
         return vocab_slice(m);
     }
     if ((d->is_gpt && m->NH % m->tp != 0) || (4 * m->C) % m->tp != 0)

@@ -181,7 +181,8 @@ struct plait_model {
     int64_t B, T, C, NH, HS, V;
     int32_t tp, tp_rank;
     int64_t NHl, Cl, Fl;              /* local heads, attention width, MLP width */
-    int64_t NKV, Wq;                  /* llama: key/value heads, a row of q, k and v ((NH + 2·NKV)·HS) */
+    int64_t NKV, NKVl, Wq;            /* llama: key/value heads (all, this rank's), a row of this rank's q, k
+                                       * and v ((NHl + 2·NKVl)·HS) */
     float *rope_cs;                   /* llama: the rotary angles' cos and sin [2,T,HS/2] (device memory) */
     int64_t Vl, vocab_start, vocab_valid; /* local vocabulary rows */
     float loss_scale;

@@ -1,6 +1,6 @@
 /*
  * Running the model: bit-identical results with 1, 2, 3 and 8 math threads;
- * tensor parallelism (tp = 2, 4 "ranks" as threads with an in-process
+ * tensor parallelism of the gpt, mlp and llama archs (tp = 2, 4 "ranks" as threads with an in-process
  * all-reduce) against the unsharded model, layer by layer (every layer's
  * output and the gradient reaching it, the logits of the vocab-parallel
  * head with a vocabulary of 37, divisible by neither 2 nor 4, the loss of
@@ -351,6 +351,22 @@ static void test_tp4_gpt(void **state) {
     check_tp(TP_GPT_INI, 4);
 }
 
+/* the llama arch: two query heads a key/value head, whole groups per rank */
+static const char *TP_LLAMA_INI = "[run]\nseed = 9\n[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_kv_head = 2\n"
+                                  "n_embd = 16\nffn_hidden = 24\nblock_size = 9\nvocab_size = 37\n";
+static const char *TP4_LLAMA_INI = "[run]\nseed = 9\n[model]\narch = llama\nn_layer = 2\nn_head = 8\nn_kv_head = 4\n"
+                                   "n_embd = 32\nffn_hidden = 48\nblock_size = 9\nvocab_size = 37\n";
+
+static void test_tp2_llama(void **state) {
+    (void)state;
+    check_tp(TP_LLAMA_INI, 2);
+}
+
+static void test_tp4_llama(void **state) {
+    (void)state;
+    check_tp(TP4_LLAMA_INI, 4);
+}
+
 static void test_tp2_mlp(void **state) {
     (void)state;
     check_tp(TP_MLP_INI, 2);
@@ -609,9 +625,11 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_gpt), cmocka_unit_test(test_threads_mlp),
         cmocka_unit_test(test_tp2_gpt),     cmocka_unit_test(test_tp4_gpt),
-        cmocka_unit_test(test_tp2_mlp),     cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_slot_layers),
-        cmocka_unit_test(test_errors),      cmocka_unit_test(test_fused_loss),
-        cmocka_unit_test(test_fused_layernorm), cmocka_unit_test(test_fused_gelu),
+        cmocka_unit_test(test_tp2_mlp),     cmocka_unit_test(test_tp2_llama),
+        cmocka_unit_test(test_tp4_llama),   cmocka_unit_test(test_pipeline_split),
+        cmocka_unit_test(test_slot_layers), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_fused_loss),  cmocka_unit_test(test_fused_layernorm),
+        cmocka_unit_test(test_fused_gelu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

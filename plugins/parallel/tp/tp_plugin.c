@@ -22,6 +22,7 @@
  * quantity Megatron's formula gives; what the wire carries is that times the
  * all-reduce algorithm's factor (ring: 2(tp-1)/tp), in the comm statistics.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,14 +58,25 @@ static plait_status tp_create(const plait_parallel_init *init, void **out) {
     const plait_host *host = init->host;
     const plait_model_spec *m = init->model;
     int tp = init->mesh->tp;
-    if (tp > 1 && strcmp(m->arch, "gpt") == 0 && m->n_head % tp != 0)
+    /* the model's MLP width and key/value heads (ABI 1.10; before it,
+     * every model's MLP was 4·n_embd wide and every head its own) */
+    const int grown = m->struct_size >= offsetof(plait_model_spec, ffn_hidden) + sizeof m->ffn_hidden;
+    const int heads = strcmp(m->arch, "mlp") != 0, ffn = grown ? m->ffn_hidden : 4 * m->n_embd;
+    const int kv = grown ? m->n_kv_head : m->n_head;
+    if (tp > 1 && heads && m->n_head % tp != 0)
         return host->set_error(PLAIT_ERR_INVALID_CONFIG,
                                "[parallel] tp = %d does not divide [model] n_head = %d: tensor parallelism gives "
                                "each rank whole attention heads (choose tp among the divisors of n_head)",
                                tp, m->n_head);
-    if (tp > 1 && (4 * m->n_embd) % tp != 0)
+    if (tp > 1 && heads && kv % tp != 0)
         return host->set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[parallel] tp = %d does not divide the MLP width 4 x n_embd = %d", tp, 4 * m->n_embd);
+                               "[parallel] tp = %d does not divide [model] n_kv_head = %d: tensor parallelism gives "
+                               "each rank whole key/value heads with their query heads (choose tp among the "
+                               "divisors of n_kv_head)",
+                               tp, kv);
+    if (tp > 1 && ffn % tp != 0)
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG, "[parallel] tp = %d does not divide the MLP width %d", tp,
+                               ffn);
     tp_state *s = calloc(1, sizeof *s);
     if (!s) return host->set_error(PLAIT_ERR_NO_MEMORY, "tp: out of memory");
     s->host = host;
