@@ -89,6 +89,8 @@ static double block_floats(const plait_cost_shape *s, int kept) {
  * gradients, c_fc's and c_attn's the same way. */
 static double stash_floats(const plait_cost_shape *s) {
     double BT = s->B * s->T, f = 2 * al(BT * s->C);
+    if (s->llama) /* stash_carve's llama branch: all apart, float32 */
+        return 4 * al(BT * s->C) + 2 * al(BT * s->Fl) + al(BT * s->Wq);
     int none = s->recompute == 0;
     if (s->bf16) return 4 * bh(BT * s->C) + (none ? 0 : bh(BT * s->Fl) + bh(BT * 3 * s->Cl));
     if (!none) f += al(BT * s->Fl) + (s->gpt ? al(BT * 3 * s->Cl) : 0);

@@ -113,9 +113,9 @@ const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, 
 
 const char *plait_cost_model_refuses_mode(const plait_cost_model *m, int recompute, const char *schedule, char *why,
                                           size_t len) {
-    if (strcmp(m->spec->arch, "llama") != 0 || (recompute == 0 && strcmp(schedule, "zb1") != 0)) return NULL;
-    snprintf(why, len, "arch llama: %s is not supported for it yet",
-             recompute > 0 ? "[model] recompute other than none" : "a split backward (the zb1 schedule)");
+    (void)schedule; /* every schedule runs every arch */
+    if (strcmp(m->spec->arch, "llama") != 0 || recompute == 0) return NULL;
+    snprintf(why, len, "arch llama: [model] recompute other than none is not supported for it yet");
     return why;
 }
 

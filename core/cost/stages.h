@@ -33,7 +33,7 @@ void plait_cost_model_free(plait_cost_model *m);
 const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, int v, char *why, size_t len);
 /* The same for the modes the model's arch does not run ([model] recompute
  * 0 none, 1 selective, 2 full; the pipeline schedule's name): the llama
- * arch runs neither recomputation nor a split backward yet. */
+ * arch runs no recomputation yet. */
 const char *plait_cost_model_refuses_mode(const plait_cost_model *m, int recompute, const char *schedule, char *why,
                                           size_t len);
 

@@ -19,9 +19,9 @@
  * row-parallel products and the embedding, f (all-reduce of the input
  * gradient) before the column-parallel ones.
  *
- * What is not here yet: a split backward, recomputation and bf16
- * activations (model.c refuses the first two for this arch with the
- * reason; a bf16 run keeps float32 activations).
+ * What is not here yet: recomputation and bf16 activations (model.c
+ * refuses the first for this arch with the reason; a bf16 run keeps
+ * float32 activations).
  */
 #include "model/model_internal.h"
 #include "runtime/error.h"
@@ -118,55 +118,106 @@ plait_status plait_llama_block_forward(plait_model *m, model_slot *s, int32_t la
                             layer);
 }
 
-/* The MLP half's backward: d(res2) into dr from dy = d(block output). */
-static plait_status mlp_backward(plait_model *m, int32_t layer, const block_acts *a, float *const *p, float *const *g,
-                                 const float *dy, float *dr) {
+/* The MLP half's input gradient: d(res2) into dr from dy = d(block
+ * output). With `gw` (a one-pass backward) the weight gradients come from
+ * the same calls; with `keep` (the input half of a split backward) the
+ * output gradients the weight half reads are kept there. */
+static plait_status mlp_input(plait_model *m, int32_t layer, const block_acts *a, float *const *p, float *const *gw,
+                              const float *dy, float *dr, const block_grads *keep) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
     float *dswi = m->s_dfc; /* becomes up's output gradient, in place */
-    m->k->matmul_backward(dswi, g[LP_DOWN], NULL, dy, a->swi, p[LP_DOWN], BT, F, C);
+    m->k->matmul_backward(dswi, gw ? gw[LP_DOWN] : NULL, NULL, dy, a->swi, p[LP_DOWN], BT, F, C);
     m->k->swiglu_backward(m->s_dgate, dswi, dswi, a->fch, a->fcg, (size_t)(BT * F));
     /* d(ln2) = gate's input gradient + up's (the latter through the free
      * attention scratch s_datty, BT·C floats like it) */
-    m->k->matmul_backward(m->s_dln, g[LP_GATE], NULL, m->s_dgate, a->ln2, p[LP_GATE], BT, C, F);
-    m->k->matmul_backward(m->s_datty, g[LP_UP], NULL, dswi, a->ln2, p[LP_UP], BT, C, F);
+    m->k->matmul_backward(m->s_dln, gw ? gw[LP_GATE] : NULL, NULL, m->s_dgate, a->ln2, p[LP_GATE], BT, C, F);
+    m->k->matmul_backward(m->s_datty, gw ? gw[LP_UP] : NULL, NULL, dswi, a->ln2, p[LP_UP], BT, C, F);
     m->k->axpy(m->s_dln, m->s_datty, (size_t)(BT * C), 1.0f);
     plait_status st = f_backward(m, m->s_dln, "all-reduce of the gradient before mlp.gate_proj and up_proj", layer);
     if (st != PLAIT_OK) return st;
-    m->k->rmsnorm_backward(dr, dy, g[LP_MLP_NORM], m->s_dln, a->res2, p[LP_MLP_NORM], a->ln2_rstd, BT, C);
+    if (keep) {
+        m->k->copy(keep->dy, dy, (size_t)(BT * C));
+        m->k->copy(keep->dfch, dswi, (size_t)(BT * F));
+        m->k->copy(keep->dgate, m->s_dgate, (size_t)(BT * F));
+        m->k->copy(keep->dln2, m->s_dln, (size_t)(BT * C));
+    }
+    m->k->rmsnorm_backward(dr, dy, gw ? gw[LP_MLP_NORM] : NULL, m->s_dln, a->res2, p[LP_MLP_NORM], a->ln2_rstd, BT, C);
     return PLAIT_OK;
 }
 
-/* The attention half's backward: dx holds d(res2) on entry, d(x) after. */
-static plait_status attention_backward(plait_model *m, int32_t layer, const block_acts *a, float *const *p,
-                                       float *const *g, const float *x, float *dx) {
+/* The MLP half's weight gradients from what its input half kept. */
+static void mlp_weight(plait_model *m, const block_acts *a, float *const *gw, const block_grads *kept) {
+    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
+    m->k->matmul_backward(NULL, gw[LP_DOWN], NULL, kept->dy, a->swi, NULL, BT, F, C);
+    m->k->matmul_backward(NULL, gw[LP_GATE], NULL, kept->dgate, a->ln2, NULL, BT, C, F);
+    m->k->matmul_backward(NULL, gw[LP_UP], NULL, kept->dfch, a->ln2, NULL, BT, C, F);
+    m->k->rmsnorm_backward(NULL, NULL, gw[LP_MLP_NORM], kept->dln2, a->res2, NULL, a->ln2_rstd, BT, C);
+}
+
+/* q's, k's and v's weight gradients from their output gradient dqkv (one
+ * row of the three a token, as the forward's buffer). */
+static void qkv_weight(plait_model *m, const block_acts *a, float *const *gw, const float *dqkv) {
+    const qkv_cols qc = qkv_columns(m);
+    for (int i = 0; i < 3; i++)
+        m->k->sgemm(1, 0, qc.width[i], m->C, m->B * m->T, 1.0f, dqkv + qc.at[i], m->Wq, a->ln1, m->C, 1.0f,
+                    gw[LP_Q + i], m->C);
+}
+
+/* The attention half's input gradient: dx holds d(res2) on entry, d(x)
+ * after; `gw` and `keep` as for mlp_input. */
+static plait_status attention_input(plait_model *m, int32_t layer, const block_acts *a, float *const *p,
+                                    float *const *gw, const float *x, float *dx, const block_grads *keep) {
     const int64_t BT = m->B * m->T, C = m->C, Wq = m->Wq;
-    m->k->matmul_backward(m->s_datty, g[LP_O], NULL, dx, a->atty, p[LP_O], BT, m->Cl, C);
+    m->k->matmul_backward(m->s_datty, gw ? gw[LP_O] : NULL, NULL, dx, a->atty, p[LP_O], BT, m->Cl, C);
+    if (keep) m->k->copy(keep->dres2, dx, (size_t)(BT * C));
     m->k->attention_gqa_backward(m->s_dqkv, m->att_scratch, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T, m->NHl,
                                  m->NKVl, m->HS);
     /* the gradient of q and k before their rotation */
     m->k->rope(m->s_dqkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 1);
     const qkv_cols qc = qkv_columns(m);
-    for (int i = 0; i < 3; i++) {
-        const float *dpart = m->s_dqkv + qc.at[i];
-        m->k->sgemm(0, 0, BT, C, qc.width[i], 1.0f, dpart, Wq, p[LP_Q + i], C, i ? 1.0f : 0.0f, m->s_dln, C);
-        m->k->sgemm(1, 0, qc.width[i], C, BT, 1.0f, dpart, Wq, a->ln1, C, 1.0f, g[LP_Q + i], C);
-    }
+    for (int i = 0; i < 3; i++)
+        m->k->sgemm(0, 0, BT, C, qc.width[i], 1.0f, m->s_dqkv + qc.at[i], Wq, p[LP_Q + i], C, i ? 1.0f : 0.0f, m->s_dln,
+                    C);
+    if (gw) qkv_weight(m, a, gw, m->s_dqkv);
+    if (keep) m->k->copy(keep->dqkv, m->s_dqkv, (size_t)(BT * Wq));
     plait_status st = f_backward(m, m->s_dln, "all-reduce of the gradient before self_attn.q_proj, k_proj and v_proj",
                                  layer);
     if (st != PLAIT_OK) return st;
-    m->k->rmsnorm_backward(dx, dx, g[LP_ATTN_NORM], m->s_dln, x, p[LP_ATTN_NORM], a->ln1_rstd, BT, C);
+    if (keep) m->k->copy(keep->dln1, m->s_dln, (size_t)(BT * C));
+    m->k->rmsnorm_backward(dx, dx, gw ? gw[LP_ATTN_NORM] : NULL, m->s_dln, x, p[LP_ATTN_NORM], a->ln1_rstd, BT, C);
     return PLAIT_OK;
 }
 
-plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer) {
+/* The attention half's weight gradients from what its input half kept. */
+static void attention_weight(plait_model *m, const block_acts *a, float *const *gw, const float *x,
+                             const block_grads *kept) {
+    const int64_t BT = m->B * m->T, C = m->C;
+    m->k->matmul_backward(NULL, gw[LP_O], NULL, kept->dres2, a->atty, NULL, BT, m->Cl, C);
+    qkv_weight(m, a, gw, kept->dqkv);
+    m->k->rmsnorm_backward(NULL, NULL, gw[LP_ATTN_NORM], kept->dln1, x, NULL, a->ln1_rstd, BT, C);
+}
+
+/* One pass (BWD_ALL), or either half of a split backward: the input half
+ * keeps in the slot's stash (s->wg) what the weight half reads, and the
+ * two give one pass's bits (each product's input and weight gradients
+ * from the same operands, in calls whose halves are exact). */
+plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part) {
     block_acts *a = &s->blocks[layer - 1];
     float *p[LP_COUNT], *g[LP_COUNT];
-    plait_status st = block_params(m, PARAM_DATA, layer, p);
-    if (st == PLAIT_OK) st = block_params(m, PARAM_GRAD, layer, g);
+    plait_status st = PLAIT_OK;
+    if (part & BWD_INPUT) st = block_params(m, PARAM_DATA, layer, p);
+    if (st == PLAIT_OK && (part & BWD_WEIGHT)) st = block_params(m, PARAM_GRAD, layer, g);
     if (st != PLAIT_OK) return st;
-    float *dx = s->gbuf[(layer - 1) & 1];
-    st = mlp_backward(m, layer, a, p, g, s->gbuf[layer & 1], dx);
-    return st != PLAIT_OK ? st : attention_backward(m, layer, a, p, g, s->bound[layer - 1], dx);
+    const float *x = s->bound[layer - 1];
+    const block_grads *stash = part == BWD_ALL ? NULL : &s->wg[layer - 1];
+    if (part == BWD_WEIGHT) {
+        mlp_weight(m, a, g, stash);
+        attention_weight(m, a, g, x, stash);
+        return PLAIT_OK;
+    }
+    float *dx = s->gbuf[(layer - 1) & 1], *const *gw = part == BWD_ALL ? g : NULL;
+    st = mlp_input(m, layer, a, p, gw, s->gbuf[layer & 1], dx, stash);
+    return st != PLAIT_OK ? st : attention_input(m, layer, a, p, gw, x, dx, stash);
 }
 
 /* ---- head ---------------------------------------------------------------- */
@@ -186,16 +237,23 @@ plait_status plait_llama_head_forward(plait_model *m, model_slot *s) {
     return plait_head_loss(m, s);
 }
 
-plait_status plait_llama_head_backward(plait_model *m, model_slot *s) {
+plait_status plait_llama_head_backward(plait_model *m, model_slot *s, bwd_part part) {
     const int64_t BT = m->B * m->T, C = m->C;
     const int32_t L = m->desc->n_layer;
-    float *p[2], *g[2];
-    plait_status st = plait_head_dlogits(m, s);
-    if (st == PLAIT_OK) st = norm_and_head(m, PARAM_DATA, p);
-    if (st == PLAIT_OK) st = norm_and_head(m, PARAM_GRAD, g);
+    float *p[2], *g[2] = {NULL, NULL};
+    plait_status st = PLAIT_OK;
+    if (part & BWD_WEIGHT) st = norm_and_head(m, PARAM_GRAD, g);
+    if (st != PLAIT_OK) return st;
+    if (part == BWD_WEIGHT) { /* from the logits' gradient and ln_f's output's the input half left */
+        m->k->matmul_backward(NULL, g[1], NULL, s->logits, s->lnf, NULL, BT, C, m->Vl);
+        m->k->rmsnorm_backward(NULL, NULL, g[0], s->head_dln, s->bound[L], NULL, s->lnf_rstd, BT, C);
+        return PLAIT_OK;
+    }
+    if ((st = plait_head_dlogits(m, s)) == PLAIT_OK) st = norm_and_head(m, PARAM_DATA, p);
     if (st != PLAIT_OK) return st;
     m->k->matmul_backward(m->s_dln, g[1], NULL, s->logits, s->lnf, p[1], BT, C, m->Vl);
     if ((st = f_backward(m, m->s_dln, "all-reduce of the gradient before lm_head", L + 1)) != PLAIT_OK) return st;
+    if (part == BWD_INPUT) m->k->copy(s->head_dln, m->s_dln, (size_t)(BT * C));
     m->k->rmsnorm_backward(s->gbuf[L & 1], NULL, g[0], m->s_dln, s->bound[L], p[0], s->lnf_rstd, BT, C);
     return PLAIT_OK;
 }

@@ -94,12 +94,10 @@ void plait_model_weights_changed(plait_model *m) { m->weights_epoch++; }
 
 /* What the llama arch needs that the gpt arch's paths have and its own do
  * not yet, refused naming the reason; then the rotary angles' table. */
-static plait_status llama_setup(plait_model *m, const plait_model_create_args *args) {
+static plait_status llama_setup(plait_model *m) {
     const char *missing = !PLAIT_KERNELS_HAS_LLAMA(m->k) ? "the device's kernel table has no Llama kernels (ABI 1.10: "
                                                            "RMSNorm, rotary positions, SwiGLU, grouped-query "
                                                            "attention); the cpu device has them"
-                          : args->split_backward         ? "a split backward (the zb1 schedule) is not supported for "
-                                                           "it yet; use gpipe, 1f1b or interleaved"
                           : m->desc->recompute != PLAIT_RECOMPUTE_NONE
                               ? "[model] recompute other than none is not supported for it yet"
                               : NULL;
@@ -302,7 +300,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     st = check_params(m, args);
     if (st == PLAIT_OK) st = derive_sizes(m);
     if (st != PLAIT_OK) goto fail;
-    if (desc->is_llama && (st = llama_setup(m, args)) != PLAIT_OK) goto fail;
+    if (desc->is_llama && (st = llama_setup(m)) != PLAIT_OK) goto fail;
     /* the scores of a fused attention never leave the kernels: a block
      * keeps each row's log-sum-exp instead of B·NH·T² probabilities (the
      * llama arch has only the fused, grouped-query one) */
@@ -468,10 +466,10 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
                                plait_model_layer_name(m, layer), (int)slot,
                                due ? "while its weight half is still due" : "before its input half");
     const int32_t L = m->desc->n_layer;
-    if (m->desc->is_llama) /* one pass (llama_setup refuses a split backward) */
-        st = layer == 0       ? plait_llama_embedding_backward(m, s)
-             : layer == L + 1 ? plait_llama_head_backward(m, s)
-                              : plait_llama_block_backward(m, s, layer);
+    if (m->desc->is_llama)
+        st = layer == 0       ? ((part & BWD_WEIGHT) ? plait_llama_embedding_backward(m, s) : PLAIT_OK)
+             : layer == L + 1 ? plait_llama_head_backward(m, s, part)
+                              : plait_llama_block_backward(m, s, layer, part);
     else if (layer == 0) {
         /* the embedding has no input gradient: all of it is weights */
         if (part & BWD_WEIGHT) st = plait_gpt_embedding_backward(m, s);

@@ -137,6 +137,9 @@ typedef struct block_grads {
     float *dres2; /* of res2 = attn.c_proj's output [BT,C] (GPT) */
     float *dqkv;  /* of c_attn's output [BT,3Cl] (GPT) */
     float *dln1;  /* of ln_1's output, TP-reduced [BT,C] (GPT) */
+    /* llama: dfch holds up_proj's output gradient, dgate gate_proj's, dqkv
+     * q's, k's and v's before their rotation, [BT,Wq] */
+    float *dgate;
 } block_grads;
 
 typedef struct model_slot {
@@ -353,9 +356,9 @@ plait_status plait_bf16_head_backward(plait_model *m, model_slot *s, bwd_part pa
 plait_status plait_llama_embedding_forward(plait_model *m, model_slot *s);
 plait_status plait_llama_embedding_backward(plait_model *m, model_slot *s);
 plait_status plait_llama_block_forward(plait_model *m, model_slot *s, int32_t layer);
-plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer);
+plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part);
 plait_status plait_llama_head_forward(plait_model *m, model_slot *s);
-plait_status plait_llama_head_backward(plait_model *m, model_slot *s);
+plait_status plait_llama_head_backward(plait_model *m, model_slot *s, bwd_part part);
 
 /* The fused attention's scratch, allocated with the first slot (model_slots.c). */
 plait_status plait_model_att_scratch(plait_model *m);

@@ -80,6 +80,16 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
         if (base) (ptr) = (plait_bf16 *)(void *)(base + off);          \
         off += align_up(((size_t)(n) + 1) / 2);                        \
     } while (0)
+    if (m->desc->is_llama) { /* float32, all in the stash (llama_layers.c) */
+        STASH(g->dy, BT * C);
+        STASH(g->dln2, BT * C);
+        STASH(g->dfch, BT * m->Fl);
+        STASH(g->dgate, BT * m->Fl);
+        STASH(g->dres2, BT * C);
+        STASH(g->dqkv, BT * m->Wq);
+        STASH(g->dln1, BT * C);
+        return off;
+    }
     if (m->bf16) { /* a GPT's (block_grads_bf16); c_fc's and c_attn's outputs as above */
         STASH_BF16(g->bf.dy, BT * C);
         STASH_BF16(g->bf.dln2, BT * C);
@@ -161,6 +171,7 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             TAKE(a->fch, BT * m->Fl);
             TAKE(a->fcg, BT * m->Fl);
             TAKE(a->swi, BT * m->Fl);
+            if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL);
             continue;
         }
         if (m->desc->is_gpt) {

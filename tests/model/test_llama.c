@@ -3,9 +3,10 @@
  * finite differences of the loss along a random direction (multi-query,
  * grouped-query and multi-head attention, tied and untied heads);
  * bit-identical results with 1 and 3 math threads; a two-stage pipeline
- * split bit-identical to one stage; and what is refused (n_kv_head not
- * dividing n_head, rope_theta <= 0, an odd head size, what the arch's
- * bodies do not run yet) naming the key or the reason.
+ * split bit-identical to one stage; a split backward's halves bit-identical
+ * to one pass; and what is refused (n_kv_head not dividing n_head,
+ * rope_theta <= 0, an odd head size, what the arch's bodies do not run
+ * yet) naming the key or the reason.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -165,11 +166,43 @@ static void test_pipeline_split(void **state) {
     harness_free(&st1);
 }
 
-/* harness_init fails for `ini` (with a split backward if `split`), the
- * last error naming `want`. */
-static void refused(const char *ini, int split, const char *want) {
+/* A split backward (the zb1 schedule's halves): every layer's input half,
+ * last layer first, then every weight half, gives one pass's gradients bit
+ * for bit, under tensor parallelism's absence and with a tied head. */
+static void check_split(int tied) {
+    harness one, two;
+    const char *ini = llama_ini(2, tied);
+    harness_opts o = {.tp = 1, .max_slots = 1, .split_backward = 1};
+    assert_int_equal(harness_init(&one, ini, 2, 1, 0, NULL), 0);
+    assert_int_equal(harness_init_ex(&two, llama_ini(2, tied), 2, &o), 0);
+    const size_t n = (size_t)one.B * (size_t)one.T;
+    int32_t tok[16], tgt[16];
+    harness_tokens(tok, n, one.V, 7);
+    harness_tokens(tgt, n, one.V, 8);
+    assert_int_equal(harness_step(&one, tok, tgt), PLAIT_OK);
+    assert_int_equal(plait_model_set_batch(two.model, 0, tok, tgt), PLAIT_OK);
+    const int32_t nl = two.spec->n_layers;
+    for (int32_t l = 0; l < nl; l++) assert_int_equal(plait_model_forward_layer(two.model, l, 0), PLAIT_OK);
+    for (int32_t l = nl - 1; l >= 0; l--) assert_int_equal(plait_model_backward_input(two.model, l, 0), PLAIT_OK);
+    /* nothing of the weights' gradients yet */
+    for (int32_t i = 0; i < two.set.n_params; i++)
+        for (size_t e = 0; e < two.params[i].numel; e++) assert_true(two.params[i].grad[e] == 0.0f);
+    for (int32_t l = nl - 1; l >= 0; l--) assert_int_equal(plait_model_backward_weight(two.model, l, 0), PLAIT_OK);
+    assert_memory_equal(one.grad, two.grad, one.set.numel * sizeof(float));
+    harness_free(&one);
+    harness_free(&two);
+}
+
+static void test_split_backward(void **state) {
+    (void)state;
+    check_split(0);
+    check_split(1);
+}
+
+/* harness_init fails for `ini`, the last error naming `want`. */
+static void refused(const char *ini, const char *want) {
     harness h;
-    harness_opts o = {.tp = 1, .max_slots = 1, .split_backward = split};
+    harness_opts o = {.tp = 1, .max_slots = 1};
     assert_int_equal(harness_init_ex(&h, ini, 2, &o), -1);
     if (!strstr(plait_last_error(), want)) fail_msg("refused with \"%s\", not naming \"%s\"", plait_last_error(), want);
     harness_free(&h);
@@ -180,14 +213,13 @@ static void test_refused(void **state) {
     const char *base = "[model]\narch = llama\nn_layer = 1\nn_head = 4\nn_embd = 16\nblock_size = 8\nvocab_size = 11\n";
     char ini[512];
     snprintf(ini, sizeof ini, "%sn_kv_head = 3\n", base);
-    refused(ini, 0, "n_kv_head = 3 does not divide n_head = 4");
+    refused(ini, "n_kv_head = 3 does not divide n_head = 4");
     snprintf(ini, sizeof ini, "%srope_theta = -1\n", base);
-    refused(ini, 0, "rope_theta");
-    refused("[model]\narch = llama\nn_layer = 1\nn_head = 4\nn_embd = 12\nblock_size = 8\nvocab_size = 11\n", 0,
+    refused(ini, "rope_theta");
+    refused("[model]\narch = llama\nn_layer = 1\nn_head = 4\nn_embd = 12\nblock_size = 8\nvocab_size = 11\n",
             "head size must be even");
     snprintf(ini, sizeof ini, "%srecompute = full\n", base);
-    refused(ini, 0, "arch llama: [model] recompute other than none");
-    refused(base, 1, "arch llama: a split backward");
+    refused(ini, "arch llama: [model] recompute other than none");
 }
 
 int main(void) {
@@ -195,7 +227,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients_gqa),  cmocka_unit_test(test_gradients_mqa_tied),
         cmocka_unit_test(test_gradients_mha),  cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_split_backward),
+        cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
