@@ -57,10 +57,16 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
  * (model/model_slots.c, slot_carve). */
 static double block_floats(const plait_cost_shape *s, int kept) {
     double BT = s->B * s->T;
-    if (s->llama) /* slot_carve's llama branch: all kept, float32 */
-        return !kept ? 0
-                     : 3 * al(BT * s->C) + 2 * al(BT) + al(BT * s->Wq) + al(s->B * s->NHl * s->T) + al(BT * s->Cl) +
-                           3 * al(BT * s->Fl);
+    if (s->llama) { /* slot_carve's llama branch, float32: selective drops SwiGLU's output */
+        const double n[] = {BT * s->C, BT,         BT * s->Wq, BT * s->Cl,           BT * s->C, BT * s->C,
+                            BT,        BT * s->Fl, BT * s->Fl, s->B * s->NHl * s->T, BT * s->Fl};
+        double f = 0;
+        for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
+            const int dropped = s->recompute == 2 || (s->recompute == 1 && i == sizeof n / sizeof n[0] - 1);
+            if (dropped == !kept) f += al(n[i]);
+        }
+        return f;
+    }
     const double att = s->fused ? 0 : s->B * s->NHl * s->T * s->T, lse = s->fused ? s->B * s->NHl * s->T : 0;
     const struct {
         double n;

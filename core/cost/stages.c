@@ -111,14 +111,6 @@ const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, 
     return why;
 }
 
-const char *plait_cost_model_refuses_mode(const plait_cost_model *m, int recompute, const char *schedule, char *why,
-                                          size_t len) {
-    (void)schedule; /* every schedule runs every arch */
-    if (strcmp(m->spec->arch, "llama") != 0 || recompute == 0) return NULL;
-    snprintf(why, len, "arch llama: [model] recompute other than none is not supported for it yet");
-    return why;
-}
-
 static const tp_slices *slices(plait_cost_model *m, int tp) {
     for (int i = 0; i < m->n_tps; i++)
         if (m->tps[i].tp == tp) return &m->tps[i];

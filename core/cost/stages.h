@@ -31,11 +31,6 @@ void plait_cost_model_free(plait_cost_model *m);
 /* Why the model cannot be cut into tp slices and pp x v pipeline chunks
  * (written to why, returned), or NULL when it can. */
 const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, int v, char *why, size_t len);
-/* The same for the modes the model's arch does not run ([model] recompute
- * 0 none, 1 selective, 2 full; the pipeline schedule's name): the llama
- * arch runs no recomputation yet. */
-const char *plait_cost_model_refuses_mode(const plait_cost_model *m, int recompute, const char *schedule, char *why,
-                                          size_t len);
 
 /* The cost of each of l->pp stages (stages[s]) of layout `l` with
  * `global_batch` sequences a step, training in `precision` on the device

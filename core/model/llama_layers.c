@@ -19,9 +19,11 @@
  * row-parallel products and the embedding, f (all-reduce of the input
  * gradient) before the column-parallel ones.
  *
- * What is not here yet: recomputation and bf16 activations (model.c
- * refuses the first for this arch with the reason; a bf16 run keeps
- * float32 activations).
+ * [model] recompute: selective drops SwiGLU's output (rebuilt from gate's
+ * and up's), full keeps the block's input alone and reruns the block up
+ * to SwiGLU (plait_llama_block_forward_act) before its backward
+ * (recompute.c). What is not here yet: bf16 activations (a bf16 run keeps
+ * them float32).
  */
 #include "model/model_internal.h"
 #include "runtime/error.h"
@@ -95,7 +97,7 @@ static qkv_cols qkv_columns(const plait_model *m) {
     return (qkv_cols){.at = {0, q, q + kv}, .width = {q, kv, kv}};
 }
 
-plait_status plait_llama_block_forward(plait_model *m, model_slot *s, int32_t layer) {
+plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_t layer) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl, Wq = m->Wq;
     const float *x = s->bound[layer - 1];
     block_acts *a = &s->blocks[layer - 1];
@@ -114,8 +116,17 @@ plait_status plait_llama_block_forward(plait_model *m, model_slot *s, int32_t la
     m->k->matmul_forward(a->fch, a->ln2, p[LP_GATE], NULL, BT, C, F);
     m->k->matmul_forward(a->fcg, a->ln2, p[LP_UP], NULL, BT, C, F);
     m->k->swiglu_forward(a->swi, a->fch, a->fcg, (size_t)(BT * F));
-    return residual_product(m, s->bound[layer], a->res2, a->swi, p[LP_DOWN], F, "all-reduce after mlp.down_proj",
-                            layer);
+    return PLAIT_OK;
+}
+
+plait_status plait_llama_block_forward(plait_model *m, model_slot *s, int32_t layer) {
+    float *down;
+    plait_status st = plait_llama_block_forward_act(m, s, layer);
+    if (st == PLAIT_OK)
+        st = plait_model_tensors(m, PARAM_DATA, layer, desc_llama_param(m->desc, layer - 1, LP_DOWN), 1, &down);
+    if (st != PLAIT_OK) return st;
+    const block_acts *a = &s->blocks[layer - 1];
+    return residual_product(m, s->bound[layer], a->res2, a->swi, down, m->Fl, "all-reduce after mlp.down_proj", layer);
 }
 
 /* The MLP half's input gradient: d(res2) into dr from dy = d(block

@@ -92,16 +92,13 @@ void plait_model_weights_changed(plait_model *m) { m->weights_epoch++; }
 
 /* ---- creation ------------------------------------------------------------ */
 
-/* What the llama arch needs that the gpt arch's paths have and its own do
- * not yet, refused naming the reason; then the rotary angles' table. */
+/* The llama arch's kernels, refused naming them where the device has
+ * none; then the rotary angles' table. */
 static plait_status llama_setup(plait_model *m) {
-    const char *missing = !PLAIT_KERNELS_HAS_LLAMA(m->k) ? "the device's kernel table has no Llama kernels (ABI 1.10: "
-                                                           "RMSNorm, rotary positions, SwiGLU, grouped-query "
-                                                           "attention); the cpu device has them"
-                          : m->desc->recompute != PLAIT_RECOMPUTE_NONE
-                              ? "[model] recompute other than none is not supported for it yet"
-                              : NULL;
-    if (missing) return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "model: arch llama: %s", missing);
+    if (!PLAIT_KERNELS_HAS_LLAMA(m->k))
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "model: arch llama: the device's kernel table has no Llama kernels (ABI 1.10: RMSNorm, "
+                               "rotary positions, SwiGLU, grouped-query attention); the cpu device has them");
     /* cos and sin of each token's angle at each frequency, in float32
      * whatever the run's precision, as Hugging Face computes them:
      * inv_freq_i = 1 / theta^(2i/HS), angle = position · inv_freq_i */
@@ -466,11 +463,13 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
                                plait_model_layer_name(m, layer), (int)slot,
                                due ? "while its weight half is still due" : "before its input half");
     const int32_t L = m->desc->n_layer;
-    if (m->desc->is_llama)
-        st = layer == 0       ? ((part & BWD_WEIGHT) ? plait_llama_embedding_backward(m, s) : PLAIT_OK)
-             : layer == L + 1 ? plait_llama_head_backward(m, s, part)
-                              : plait_llama_block_backward(m, s, layer, part);
-    else if (layer == 0) {
+    if (m->desc->is_llama) {
+        if (layer == 0) st = (part & BWD_WEIGHT) ? plait_llama_embedding_backward(m, s) : PLAIT_OK;
+        else if (layer == L + 1) st = plait_llama_head_backward(m, s, part);
+        /* what [model] recompute dropped rebuilt first, for the weight half too */
+        else if ((st = plait_recompute_block(m, s, layer, part == BWD_WEIGHT)) == PLAIT_OK)
+            st = plait_llama_block_backward(m, s, layer, part);
+    } else if (layer == 0) {
         /* the embedding has no input gradient: all of it is weights */
         if (part & BWD_WEIGHT) st = plait_gpt_embedding_backward(m, s);
     } else if (layer == L + 1) {

@@ -356,6 +356,9 @@ plait_status plait_bf16_head_backward(plait_model *m, model_slot *s, bwd_part pa
 plait_status plait_llama_embedding_forward(plait_model *m, model_slot *s);
 plait_status plait_llama_embedding_backward(plait_model *m, model_slot *s);
 plait_status plait_llama_block_forward(plait_model *m, model_slot *s, int32_t layer);
+/* A block's forward up to SwiGLU's output, without down_proj: what its
+ * backward reads (full recomputation reruns it). */
+plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_t layer);
 plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part);
 plait_status plait_llama_head_forward(plait_model *m, model_slot *s);
 plait_status plait_llama_head_backward(plait_model *m, model_slot *s, bwd_part part);

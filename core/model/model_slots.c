@@ -159,18 +159,19 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             else TAKE(a->field, n);                                        \
         }                                                                  \
     } while (0)
-        if (m->desc->is_llama) { /* float32, recompute none (llama_layers.c) */
-            TAKE(a->ln1, BT * C);
-            TAKE(a->ln1_rstd, BT);
-            TAKE(a->qkv, BT * m->Wq);
-            TAKE(a->lse, m->B * m->NH * m->T);
-            TAKE(a->atty, BT * m->Cl);
-            TAKE(a->res2, BT * C);
-            TAKE(a->ln2, BT * C);
-            TAKE(a->ln2_rstd, BT);
-            TAKE(a->fch, BT * m->Fl);
-            TAKE(a->fcg, BT * m->Fl);
-            TAKE(a->swi, BT * m->Fl);
+        if (m->desc->is_llama) { /* float32 (llama_layers.c) */
+            KEEP(ln1, BT * C);
+            KEEP(ln1_rstd, BT);
+            KEEP(qkv, BT * m->Wq);
+            KEEP(lse, m->B * m->NHl * m->T);
+            KEEP(atty, BT * m->Cl);
+            KEEP(res2, BT * C);
+            KEEP(ln2, BT * C);
+            KEEP(ln2_rstd, BT);
+            KEEP(fch, BT * m->Fl);
+            KEEP(fcg, BT * m->Fl);
+            KEEP(swi, BT * m->Fl);
+            if (base) plait_recompute_share(m, a);
             if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL);
             continue;
         }

@@ -49,7 +49,23 @@ static plait_status recompute_bf16(plait_model *m, model_slot *s, int32_t layer)
     }
 }
 
+/* The llama arch: SwiGLU's output from gate's and up's (selective), or the
+ * block up to it (full). */
+static plait_status recompute_llama(plait_model *m, model_slot *s, int32_t layer) {
+    block_acts *a = &s->blocks[layer - 1];
+    switch (m->desc->recompute) {
+        case PLAIT_RECOMPUTE_SELECTIVE:
+            m->k->swiglu_forward(a->swi, a->fch, a->fcg, (size_t)(m->B * m->T * m->Fl));
+            return PLAIT_OK;
+        case PLAIT_RECOMPUTE_FULL:
+            return plait_llama_block_forward_act(m, s, layer);
+        default:
+            return PLAIT_OK;
+    }
+}
+
 plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer, int weights_only) {
+    if (m->desc->is_llama) return recompute_llama(m, s, layer);
     if (m->bf16) return recompute_bf16(m, s, layer);
     block_acts *a = &s->blocks[layer - 1];
     switch (m->desc->recompute) {

@@ -13,22 +13,30 @@
 static size_t align_up(size_t n) { return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS; }
 
 /* The parts of a block's acts: the float32 pointer, and the bf16 one that
- * holds the part under bf16 activations (NO_BF16: float32 there too);
- * gpt_only parts are absent from the MLP arch. */
+ * holds the part under bf16 activations (NO_BF16: float32 there too); the
+ * architectures that have the part, and those whose selective mode drops
+ * it too (G gpt, M mlp, L llama). */
 #define NO_BF16 ((size_t)-1)
+enum { G = 1, M = 2, L = 4 };
 typedef struct part {
     size_t field, bf_field;
-    int gpt_only;
-    int selective; /* dropped by selective too */
+    unsigned archs;
+    unsigned selective;
 } part;
 
 #define F32(f) offsetof(block_acts, f), NO_BF16
 #define BF16(f) offsetof(block_acts, f), offsetof(block_acts, bf.f)
+/* the llama arch: fch and fcg are gate's and up's outputs, swi SwiGLU's,
+ * which its selective mode rebuilds from them */
 static const part parts[] = {
-    {BF16(ln1), 1, 0},  {F32(ln1_mean), 1, 0}, {F32(ln1_rstd), 1, 0}, {BF16(qkv), 1, 0},     {F32(att), 1, 1},
-    {BF16(atty), 1, 0}, {F32(res2), 1, 0},     {BF16(ln2), 0, 0},     {F32(ln2_mean), 0, 0}, {F32(ln2_rstd), 0, 0},
-    {BF16(fch), 0, 0},  {BF16(fcg), 0, 1},     {F32(lse), 1, 0},
+    {BF16(ln1), G | L, 0},         {F32(ln1_mean), G, 0},     {F32(ln1_rstd), G | L, 0},
+    {BF16(qkv), G | L, 0},         {F32(att), G, G},          {BF16(atty), G | L, 0},
+    {F32(res2), G | L, 0},         {BF16(ln2), G | M | L, 0}, {F32(ln2_mean), G | M, 0},
+    {F32(ln2_rstd), G | M | L, 0}, {BF16(fch), G | M | L, 0}, {BF16(fcg), G | M | L, G | M},
+    {F32(lse), G | L, 0},          {F32(swi), L, L},
 };
+
+static unsigned arch_of(const plait_model *m) { return m->desc->is_gpt ? G : m->desc->is_llama ? L : M; }
 #undef BF16
 #undef F32
 #define N_PARTS (sizeof parts / sizeof parts[0])
@@ -44,12 +52,13 @@ static size_t part_elems(const plait_model *m, size_t field) {
     const int64_t BT = m->B * m->T, C = m->C;
     if (field == offsetof(block_acts, ln1) || field == offsetof(block_acts, res2) || field == offsetof(block_acts, ln2))
         return (size_t)(BT * C);
-    if (field == offsetof(block_acts, qkv)) return (size_t)(BT * 3 * m->Cl);
+    if (field == offsetof(block_acts, qkv)) return (size_t)(BT * (m->desc->is_llama ? m->Wq : 3 * m->Cl));
     /* a model has the probabilities or, with fused attention, the rows' log-sum-exp */
     if (field == offsetof(block_acts, att)) return m->fused_attn ? 0 : (size_t)(m->B * m->NHl * m->T * m->T);
     if (field == offsetof(block_acts, lse)) return m->fused_attn ? (size_t)(m->B * m->NHl * m->T) : 0;
     if (field == offsetof(block_acts, atty)) return (size_t)(BT * m->Cl);
-    if (field == offsetof(block_acts, fch) || field == offsetof(block_acts, fcg)) return (size_t)(BT * m->Fl);
+    if (field == offsetof(block_acts, fch) || field == offsetof(block_acts, fcg) || field == offsetof(block_acts, swi))
+        return (size_t)(BT * m->Fl);
     return (size_t)BT; /* means and reciprocal deviations */
 }
 
@@ -74,13 +83,13 @@ static float *part_at(const plait_model *m, const part *p, block_acts *a) {
 }
 
 static int dropped(const plait_model *m, const part *p) {
-    if (p->gpt_only && !m->desc->is_gpt) return 0;
+    if (!(p->archs & arch_of(m))) return 0;
     if (part_elems(m, p->field) == 0) return 0; /* a part this model does not have */
     switch (m->desc->recompute) {
         case PLAIT_RECOMPUTE_FULL:
             return 1;
         case PLAIT_RECOMPUTE_SELECTIVE:
-            return p->selective;
+            return (p->selective & arch_of(m)) != 0;
         default:
             return 0;
     }

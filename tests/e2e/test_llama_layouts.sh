@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The llama arch under every layout its bodies run today, in deterministic
-# mode: dp, pp (1f1b, gpipe, zb1), dp x pp and ZeRO-1/3 give the loss curve and
-# final parameters of one process running the same micro-batches, bit for
-# bit; tp and dp x tp within tensor parallelism's tolerance; a run resumes
-# from another layout's checkpoint; and what it does not run (a tp that
-# does not divide n_kv_head; recomputation, not yet) is refused before
-# step 1 naming the reason.
+# mode: dp, pp (1f1b, gpipe, zb1), dp x pp, ZeRO-1/3 and recomputation
+# (full; selective under zb1) give the loss curve and final parameters of
+# one process running the same micro-batches, bit for bit; tp and dp x tp
+# within tensor parallelism's tolerance; a run resumes from another
+# layout's checkpoint; and a tp that does not divide n_kv_head is refused
+# before step 1 naming it.
 CFG=$(dirname "$0")/llama.ini
 source "$(dirname "$0")/lib.sh"
 D="run.steps=6 run.deterministic=true run.ckpt_every=3 data.micro_batch=1 data.global_batch=4"
@@ -14,10 +14,12 @@ train dp2 $D parallel.dp=2
 train pp2 $D parallel.plugin=hybrid parallel.pp=2
 train gpipe $D parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=gpipe
 train zb1 $D parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1
+train full $D model.recompute=full
+train selzb1 $D model.recompute=selective parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1
 train dp2pp2 $D parallel.plugin=hybrid parallel.dp=2 parallel.pp=2
 train zero1 $D parallel.dp=2 optim.plugin=zero1
 train zero3 $D parallel.dp=2 optim.plugin=zero3
-for r in dp2 pp2 gpipe zb1 dp2pp2 zero1 zero3; do same_losses one "$r" 0; same_params one "$r" bits model; done
+for r in dp2 pp2 gpipe zb1 full selzb1 dp2pp2 zero1 zero3; do same_losses one "$r" 0; same_params one "$r" bits model; done
 # the first run's step-3 checkpoint resumed as dp 2 x pp 2: steps 4-6 as the straight run's
 rm -r "$E2E_WORK/one/ckpt-00000006"
 train one $D parallel.plugin=hybrid parallel.dp=2 parallel.pp=2 --resume
@@ -29,5 +31,4 @@ train dp2tp2 $D parallel.plugin=hybrid parallel.dp=2 parallel.tp=2
 for r in tp2 dp2tp2; do same_losses one "$r" 1e-5; same_params one "$r" 1e-4; done
 train_refused tp4 "[parallel] tp = 4 does not divide [model] n_kv_head = 2" $D parallel.plugin=hybrid \
   parallel.tp=4 "run.out_dir=$E2E_WORK/tp4"
-train_refused full "arch llama: [model] recompute other than none" $D model.recompute=full "run.out_dir=$E2E_WORK/full"
-echo "llama layouts OK: dp, pp (1f1b, gpipe, zb1), dp x pp, ZeRO-1/3 bit-identical to one process; tp, dp x tp within 1e-5; resume across layouts"
+echo "llama layouts OK: dp, pp (1f1b, gpipe, zb1), dp x pp, ZeRO-1/3, recompute bit-identical to one process; tp, dp x tp within 1e-5; resume across layouts"

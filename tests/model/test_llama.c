@@ -4,9 +4,9 @@
  * grouped-query and multi-head attention, tied and untied heads);
  * bit-identical results with 1 and 3 math threads; a two-stage pipeline
  * split bit-identical to one stage; a split backward's halves bit-identical
- * to one pass; and what is refused (n_kv_head not dividing n_head,
- * rope_theta <= 0, an odd head size, what the arch's bodies do not run
- * yet) naming the key or the reason.
+ * to one pass; selective and full recomputation bit-identical to none;
+ * and what is refused (n_kv_head not dividing n_head, rope_theta <= 0, an
+ * odd head size) naming the key.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -199,6 +199,46 @@ static void test_split_backward(void **state) {
     check_split(1);
 }
 
+/* [model] recompute selective and full: the loss and every gradient of
+ * recompute none, bit for bit, in one pass and split into halves. */
+static void check_recompute(const char *mode, int split) {
+    char ini[600];
+    snprintf(ini, sizeof ini, "%srecompute = %s\n", llama_ini(2, 0), mode);
+    harness none, rc;
+    harness_opts o = {.tp = 1, .max_slots = 1, .split_backward = split};
+    assert_int_equal(harness_init(&none, llama_ini(2, 0), 2, 1, 0, NULL), 0);
+    assert_int_equal(harness_init_ex(&rc, ini, 2, &o), 0);
+    const size_t n = (size_t)none.B * (size_t)none.T;
+    int32_t tok[16], tgt[16];
+    harness_tokens(tok, n, none.V, 9);
+    harness_tokens(tgt, n, none.V, 10);
+    assert_int_equal(harness_step(&none, tok, tgt), PLAIT_OK);
+    assert_int_equal(plait_model_set_batch(rc.model, 0, tok, tgt), PLAIT_OK);
+    const int32_t nl = rc.spec->n_layers;
+    for (int32_t l = 0; l < nl; l++) assert_int_equal(plait_model_forward_layer(rc.model, l, 0), PLAIT_OK);
+    assert_true(plait_model_loss_sum(rc.model, 0) == plait_model_loss_sum(none.model, 0));
+    for (int32_t l = nl - 1; l >= 0; l--)
+        assert_int_equal(split ? plait_model_backward_input(rc.model, l, 0)
+                               : plait_model_backward_layer(rc.model, l, 0),
+                         PLAIT_OK);
+    for (int32_t l = nl - 1; split && l >= 0; l--)
+        assert_int_equal(plait_model_backward_weight(rc.model, l, 0), PLAIT_OK);
+    assert_memory_equal(none.grad, rc.grad, none.set.numel * sizeof(float));
+    /* and it keeps less */
+    assert_true(plait_model_activation_bytes(rc.model) <
+                plait_model_activation_bytes(none.model) + (split ? 1u << 20 : 0));
+    harness_free(&none);
+    harness_free(&rc);
+}
+
+static void test_recompute(void **state) {
+    (void)state;
+    check_recompute("selective", 0);
+    check_recompute("full", 0);
+    check_recompute("selective", 1);
+    check_recompute("full", 1);
+}
+
 /* harness_init fails for `ini`, the last error naming `want`. */
 static void refused(const char *ini, const char *want) {
     harness h;
@@ -218,8 +258,6 @@ static void test_refused(void **state) {
     refused(ini, "rope_theta");
     refused("[model]\narch = llama\nn_layer = 1\nn_head = 4\nn_embd = 12\nblock_size = 8\nvocab_size = 11\n",
             "head size must be even");
-    snprintf(ini, sizeof ini, "%srecompute = full\n", base);
-    refused(ini, "arch llama: [model] recompute other than none");
 }
 
 int main(void) {
@@ -228,7 +266,7 @@ int main(void) {
         cmocka_unit_test(test_gradients_gqa),  cmocka_unit_test(test_gradients_mqa_tied),
         cmocka_unit_test(test_gradients_mha),  cmocka_unit_test(test_threads),
         cmocka_unit_test(test_pipeline_split), cmocka_unit_test(test_split_backward),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_recompute),      cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
