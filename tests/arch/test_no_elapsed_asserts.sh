@@ -103,7 +103,7 @@ for f in "${files[@]}"; do
   # variables (a helper's $took, a runner's .seconds) it compares
   with=("$f")
   while IFS= read -r other; do
-    [ -f "$(dirname "$f")/$other" ] && with+=("$(dirname "$f")/$other")
+    if [ -f "$(dirname "$f")/$other" ]; then with+=("$(dirname "$f")/$other"); fi
   done < <(sed -nE 's/^[[:space:]]*(source|\.) "\$\(dirname "\$0"\)\/([^"]*)".*/\2/p; s/^#include "([^"/]*)".*/\1/p' "$f")
   known=$(awk -v lang=$lang -v mode=vars "$scan" "${with[@]}" | tr '\n' '|')
   while IFS= read -r hit; do
