@@ -62,8 +62,8 @@ cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
 say "cloning $commit into /root/plait"
 git -C "$repo" bundle create "$root/tmp/plait.bundle" HEAD >/dev/null 2>&1 || die "git bundle failed"
-chroot "$root" git clone -q /tmp/plait.bundle /root/plait || die "git clone inside the root failed"
-chroot "$root" git -C /root/plait checkout -q "$commit" || die "checkout of $commit inside the root failed"
+chroot "$root" git -c advice.detachedHead=false clone -q /tmp/plait.bundle /root/plait || die "git clone inside the root failed"
+chroot "$root" git -C /root/plait -c advice.detachedHead=false checkout -q "$commit" || die "checkout of $commit inside the root failed"
 rm -f "$root/tmp/plait.bundle"
 
 mount -t proc proc "$root/proc" && mounted+=("$root/proc")
