@@ -37,21 +37,19 @@ if ! command -v debootstrap >/dev/null; then
 fi
 
 root=$dir/root
-mounted=()
+# every mount point under the root, deepest first: the three mounted here
+# and what the tests left (`ip netns add` inside binds the root's /run/netns,
+# in the machine's mount table since chroot makes no namespace of its own)
+mounts_below() { awk -v r="$root/" 'index($2 "/", r) == 1 { print $2 }' /proc/self/mounts | sort -r; }
 unmount_all() {
-  local i
-  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
-    umount -R "${mounted[$i]}" 2>/dev/null || umount -lR "${mounted[$i]}" 2>/dev/null || true
-  done
-  mounted=()
+  local m
+  for m in $(mounts_below); do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
 }
 trap unmount_all EXIT
 trap 'exit 130' INT TERM HUP
 
 # a DIR left mounted by a run that was killed: unmount before emptying it
-for m in proc sys dev; do
-  if mountpoint -q "$root/$m" 2>/dev/null; then umount -R "$root/$m" 2>/dev/null || umount -lR "$root/$m"; fi
-done
+unmount_all
 rm -rf --one-file-system "${dir:?}"
 mkdir -p "$dir"
 
@@ -66,9 +64,9 @@ chroot "$root" git -c advice.detachedHead=false clone -q /tmp/plait.bundle /root
 chroot "$root" git -C /root/plait -c advice.detachedHead=false checkout -q "$commit" || die "checkout of $commit inside the root failed"
 rm -f "$root/tmp/plait.bundle"
 
-mount -t proc proc "$root/proc" && mounted+=("$root/proc")
-mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys" && mounted+=("$root/sys")
-mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev" && mounted+=("$root/dev")
+mount -t proc proc "$root/proc"
+mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
+mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"
 
 # in_root LOG CMD: CMD in /root/plait as root, with a clean environment
 in_root() {
