@@ -5,7 +5,7 @@
 # on a real machine), and runs `make demo`, then `make test`, in it through
 # chroot, as root. Reports each command's result and, for a failure, the
 # tail of its log and the tests that failed. Run it when a dependency
-# (scripts/deps.sh, a test's tool) changes; it takes an hour or more on a
+# (scripts/deps.sh, a test's tool) changes; it takes half an hour or more on a
 # small machine, so it is no ctest test.
 #
 #   scripts/fresh-debian-check.sh [DIR]
