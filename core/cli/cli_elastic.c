@@ -513,7 +513,8 @@ int plait_cli_launch_elastic(plait_config *cfg, int min, int max, int max_restar
     free(l.args);
     free(l.child);
     plait_agent_stop(l.agent);
-    plait_membership_close(l.m);
+    if (plait_membership_close(l.m))
+        fprintf(stderr, "plait: elastic: every other host's launcher has left or is lost: the store closes\n");
     free(l.cl.over);
     return l.code;
 }

@@ -205,8 +205,9 @@ plait_status plait_membership_open(const plait_membership_opts *o, plait_members
     return PLAIT_OK;
 }
 
-void plait_membership_close(plait_membership *m) {
-    if (!m) return;
+int plait_membership_close(plait_membership *m) {
+    if (!m) return 0;
+    int all_gone = 0;
     if (m->hb_started) {
         atomic_store(&m->hb_stop, 1);
         pthread_join(m->hb, NULL);
@@ -226,7 +227,10 @@ void plait_membership_close(plait_membership *m) {
         /* then until every other launcher has left or is lost: a lost
          * host's connection may never close, so the store need not wait for
          * connections beyond those of launchers closing now */
-        if (elastic_coordinator_farewell(m->coord, plait_clock_now() + drain)) drain = 1.0;
+        if (elastic_coordinator_farewell(m->coord, plait_clock_now() + drain)) {
+            drain = 1.0;
+            all_gone = 1;
+        }
         elastic_coordinator_stop(m->coord);
     }
     plait_store_close(m->st);
@@ -234,6 +238,7 @@ void plait_membership_close(plait_membership *m) {
     if (m->stop_efd >= 0) close(m->stop_efd);
     pthread_mutex_destroy(&m->lock);
     free(m);
+    return all_gone;
 }
 
 int plait_membership_is_store_host(const plait_membership *m) { return m->srv != NULL; }

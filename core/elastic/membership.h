@@ -58,8 +58,11 @@ plait_status plait_membership_open(const plait_membership_opts *o, plait_members
 /* Leave: stop the heartbeat, say goodbye (the coordinator then need not
  * wait for this host), and on the store host keep the store up until the
  * coordinator is done and every other launcher has left or is lost (at
- * most 2 x host_timeout + 2 s after the coordinator is done). */
-void plait_membership_close(plait_membership *m);
+ * most 2 x host_timeout + 2 s after the coordinator is done). Returns 1 on
+ * the store host when every other launcher had left or was lost, so the
+ * store closed within a second, waiting for no lost host's connection
+ * (which may never close); 0 otherwise, and for m NULL. */
+int plait_membership_close(plait_membership *m);
 int plait_membership_is_store_host(const plait_membership *m);
 
 typedef enum plait_round_status {

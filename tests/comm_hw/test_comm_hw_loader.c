@@ -140,20 +140,19 @@ static void expect_init_fails(const plait_plugin_desc *d, const char *section, c
     assert_int_equal(plait_config_declare_core(cfg), PLAIT_OK);
     assert_int_equal(plait_config_declare(cfg, section, d->keys, d->n_keys, d->key_size, "plugin"), PLAIT_OK);
     assert_int_equal(plait_config_finalize(cfg, g_noenv), PLAIT_OK);
-    plait_threads_world *w = plait_threads_world_new(2, 10.0);
+    /* the bootstrap's timeout is an hour: a rank that waited for it instead
+     * of failing at once would meet ctest's TIMEOUT, or end PLAIT_ERR_TIMEOUT */
+    plait_threads_world *w = plait_threads_world_new(2, 3600.0);
     init_ctx ctx = {d, cfg, w, {PLAIT_OK, PLAIT_OK}, {"", ""}};
     /* the watchdog's thread, which a plugin's init starts and keeps for the
      * process, is the core's: counted before, so the count is the plugin's */
     plait_watchdog_start();
     int t0 = count_dir("/proc/self/task");
-    double t_start = plait_host_table()->now();
     assert_int_equal(plait_threads_run(2, rank_fn, &ctx), PLAIT_OK);
-    double took = plait_host_table()->now() - t_start;
     for (int r = 0; r < 2; r++) {
         assert_int_equal(ctx.st[r], PLAIT_ERR_UNSUPPORTED);
         if (!strstr(ctx.msg[r], needle)) fail_msg("rank %d: %s", r, ctx.msg[r]);
     }
-    assert_true(took < 5.0); /* every rank fails at once, not at the timeout */
     assert_int_equal(settled_thread_count(t0), t0);
     plait_threads_world_free(w);
     plait_config_free(cfg);

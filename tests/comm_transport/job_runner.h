@@ -25,6 +25,16 @@
             fail_msg("expected \"%s\" in:\n%s", (needle), (haystack));                      \
     } while (0)
 
+/* No rank of the job's output gave up waiting on a peer: what the core and
+ * the tcp transport print when a wait meets its timeout is absent. A test
+ * that a loss is noticed at once sets the timeout far above ctest's TIMEOUT
+ * and checks this, rather than how long the job took. */
+#define assert_no_timeout(output)                                                          \
+    do {                                                                                   \
+        if (strstr((output), "timed out") || strstr((output), "did not complete within"))  \
+            fail_msg("a rank waited for its timeout:\n%s", (output));                       \
+    } while (0)
+
 static inline const char *test_driver(void) {
     const char *d = getenv("PLAIT_TCP_DRIVER");
     return d ? d : "tests/tcp_p2p_driver";

@@ -84,15 +84,15 @@ static void test_rank_environment(void **state) {
 static void test_failure_names_rank_and_last_error(void **state) {
     (void)state;
     job_outcome o;
-    /* rank 1 reports an error and fails; the others would run for 30 s */
+    /* rank 1 reports an error and fails; the others would sleep for 600 s,
+     * past ctest's TIMEOUT, unless the launcher stopped them */
     launch_sh(4,
               "if [ $PLAIT_RANK = 1 ]; then echo 'first problem' > /proc/$$/fd/$PLAIT_REPORT_FD; "
-              "echo 'disk on fire' > /proc/$$/fd/$PLAIT_REPORT_FD; exit 3; fi; exec sleep 30",
+              "echo 'disk on fire' > /proc/$$/fd/$PLAIT_REPORT_FD; exit 3; fi; exec sleep 600",
               0.3, &o);
     assert_int_equal(o.exit_code, 3);
     assert_int_equal(o.res.failed_rank, 1);
     assert_string_equal(o.res.message, "rank 1 failed: disk on fire");
-    assert_true(o.seconds < 10); /* the sleepers were stopped */
     outcome_free(&o);
 }
 
@@ -130,28 +130,28 @@ static void test_watch_survives_poll_failing(void **state) {
     assert_true(o.seconds >= 0.4);
     outcome_free(&o);
     g_poll_fails = 1;
-    launch_sh(3, "if [ $PLAIT_RANK = 2 ]; then sleep 0.2; exit 5; fi; exec sleep 30", 0.3, &o);
+    /* the sleepers (600 s, past ctest's TIMEOUT) are stopped */
+    launch_sh(3, "if [ $PLAIT_RANK = 2 ]; then sleep 0.2; exit 5; fi; exec sleep 600", 0.3, &o);
     g_poll_fails = 0;
     assert_int_equal(o.exit_code, 5);
     assert_int_equal(o.res.failed_rank, 2);
-    assert_true(o.seconds < 10); /* the sleepers were stopped */
     outcome_free(&o);
 }
 
 static void test_killed_rank_is_the_cause(void **state) {
     (void)state;
     job_outcome o;
-    /* rank 2 dies by SIGKILL; rank 0 "notices" and fails right after */
+    /* rank 2 dies by SIGKILL; rank 0 "notices" and fails right after; rank 1
+     * sleeps past ctest's TIMEOUT unless stopped */
     launch_sh(3,
               "if [ $PLAIT_RANK = 2 ]; then kill -9 $$; fi; "
               "if [ $PLAIT_RANK = 0 ]; then sleep 0.2; echo 'lost rank 2' > /proc/$$/fd/$PLAIT_REPORT_FD; exit 1; fi; "
-              "exec sleep 30",
+              "exec sleep 600",
               0.5, &o);
     assert_int_equal(o.res.failed_rank, 2);
     assert_int_equal(o.res.term_signal, SIGKILL);
     assert_string_equal(o.res.message, "rank 2 was killed by SIGKILL");
     assert_int_equal(o.exit_code, 128 + SIGKILL);
-    assert_true(o.seconds < 10);
     outcome_free(&o);
 }
 
@@ -190,9 +190,10 @@ static void test_store_host_failure_is_the_cause(void **state) {
 static void test_ranks_ignoring_sigterm_are_killed(void **state) {
     (void)state;
     job_outcome o;
-    launch_sh(2, "if [ $PLAIT_RANK = 0 ]; then exit 1; fi; trap '' TERM; sleep 30", 0.3, &o);
+    /* rank 1's sleep ignores SIGTERM (an ignored signal stays so across
+     * exec) and would outlast ctest's TIMEOUT: only SIGKILL ends it */
+    launch_sh(2, "if [ $PLAIT_RANK = 0 ]; then exit 1; fi; trap '' TERM; exec sleep 600", 0.3, &o);
     assert_int_equal(o.res.failed_rank, 0);
-    assert_true(o.seconds < 10);
     outcome_free(&o);
 }
 
@@ -205,15 +206,15 @@ static void test_exit_before_finished_is_a_failure(void **state) {
     job_outcome o;
     const char *mark = "printf '\\006finished %s\\n' $$ > /proc/$$/fd/$PLAIT_REPORT_FD";
     char script[512];
-    /* rank 1 exits 0 unmarked; rank 2 marks and exits 0; rank 0 would run 30 s */
+    /* rank 1 exits 0 unmarked; rank 2 marks and exits 0; rank 0 would run
+     * 600 s, past ctest's TIMEOUT */
     snprintf(script, sizeof script, "if [ $PLAIT_RANK = 1 ]; then exit 0; fi; "
-             "if [ $PLAIT_RANK = 2 ]; then %s; exit 0; fi; exec sleep 30", mark);
+             "if [ $PLAIT_RANK = 2 ]; then %s; exit 0; fi; exec sleep 600", mark);
     launch_sh_as(3, script, 0.3, 1, &o);
     assert_int_equal(o.exit_code, 1);
     assert_int_equal(o.res.failed_rank, 1);
     assert_string_equal(o.res.message, "rank 1 failed: exited with status 0 before its command finished (a call to "
                                        "_exit() in a plugin or library?)");
-    assert_true(o.seconds < 10);
     outcome_free(&o);
     /* every rank marked: a success; a mark without its newline counts */
     snprintf(script, sizeof script, "%s; exit 0", mark);
@@ -321,13 +322,12 @@ static void test_fork_failure_is_the_cause(void **state) {
         struct rlimit lim = {allow, allow};
         if (setrlimit(RLIMIT_NPROC, &lim) != 0 || setgid(nobody) != 0 || setuid(nobody) != 0) _exit(77);
         job_outcome o;
-        launch_sh(12, "exec sleep 30", 0.3, &o);
+        /* the ranks started sleep past ctest's TIMEOUT unless stopped */
+        launch_sh(12, "exec sleep 600", 0.3, &o);
         const char *err = plait_last_error();
         int ok = o.exit_code == -1 && strstr(err, "could not start rank ") && strstr(err, " of 12: fork: ") &&
-                 strstr(err, "already started were stopped") && !strstr(o.res.message, "killed by") &&
-                 o.seconds < 10;
-        fprintf(stderr, "exit %d, error '%s', launcher message '%s', %.1f s\n", o.exit_code, err, o.res.message,
-                o.seconds);
+                 strstr(err, "already started were stopped") && !strstr(o.res.message, "killed by");
+        fprintf(stderr, "exit %d, error '%s', launcher message '%s'\n", o.exit_code, err, o.res.message);
         _exit(ok ? 0 : 1);
     }
     close(pfd[1]);
@@ -352,7 +352,8 @@ static void test_ctrl_c_forwarded(void **state) {
     pid_t child = fork();
     if (child == 0) {
         char script[256];
-        snprintf(script, sizeof script, "echo $$ >> %s; trap 'exit 7' INT; sleep 30 & wait", pidfile);
+        /* a sleep past ctest's TIMEOUT, ended with its rank */
+        snprintf(script, sizeof script, "echo $$ >> %s; trap 'kill $!; exit 7' INT; sleep 600 & wait", pidfile);
         char *argv[] = {"sh", "-c", script, NULL};
         plait_launch_opts o = {0};
         o.nranks = 2;
@@ -375,11 +376,9 @@ static void test_ctrl_c_forwarded(void **state) {
         if (lines >= 2 || plait_clock_now() > deadline) break;
         usleep(20000);
     }
-    double t0 = plait_clock_now();
     kill(child, SIGINT);
     int status;
     waitpid(child, &status, 0);
-    assert_true(plait_clock_now() - t0 < 5);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 130);
     char *s = slurp(pidfile);

@@ -106,16 +106,14 @@ static void test_get_waits_and_times_out(void **state) {
     pthread_create(&t, NULL, delayed_set, &a);
     char buf[8];
     size_t len = 0;
-    double t0 = plait_clock_now();
-    assert_int_equal(plait_store_get(st, "w1", buf, sizeof buf, &len, 5), PLAIT_OK);
+    assert_int_equal(plait_store_get(st, "w1", buf, sizeof buf, &len, 30), PLAIT_OK); /* set after 0.1 s */
     assert_int_equal(len, 4);
-    assert_true(plait_clock_now() - t0 < 4);
     pthread_join(t, NULL);
     /* timeout names the key */
-    t0 = plait_clock_now();
+    double t0 = plait_clock_now();
     assert_int_equal(plait_store_get(st, "never", buf, sizeof buf, &len, 0.2), PLAIT_ERR_TIMEOUT);
     double el = plait_clock_now() - t0;
-    assert_true(el >= 0.15 && el < 3);
+    assert_true(el >= 0.15); /* not before its timeout */
     assert_contains(plait_last_error(), "'never'");
     /* the connection is still usable after a timeout */
     assert_int_equal(plait_store_set(st, "after", "x", 1), PLAIT_OK);
@@ -187,11 +185,9 @@ static void test_gather_timeout_names_missing(void **state) {
     struct gather_arg other = {.index = 2, .n = 4, .timeout = 0.3, .prefix = "gt/"};
     pthread_t t;
     pthread_create(&t, NULL, gather_thread, &other);
-    double t0 = plait_clock_now();
     plait_status s = plait_store_gather(st, "gt/", 4, 0, &mine, all, sizeof mine, 0.3, missing, &nm);
     pthread_join(t, NULL);
     assert_int_equal(s, PLAIT_ERR_TIMEOUT);
-    assert_true(plait_clock_now() - t0 < 3);
     assert_int_equal(nm, 2);
     assert_int_equal(missing[0], 1);
     assert_int_equal(missing[1], 3);
@@ -220,7 +216,6 @@ static void on_own_store(void (*test)(void)) {
 static void size_mismatch(void) {
     struct gather_arg zero = {.index = 0, .n = 2, .timeout = 20, .prefix = "job/join/"};
     pthread_t t;
-    double t0 = plait_clock_now();
     pthread_create(&t, NULL, gather_thread, &zero);
     usleep(100 * 1000); /* rank 0 waits for rank 1 of 2 */
     plait_store *st = client(2);
@@ -233,15 +228,12 @@ static void size_mismatch(void) {
     assert_contains(plait_last_error(), "counts 2");
     assert_contains(plait_last_error(), "the same layout");
     pthread_join(t, NULL);
-    assert_int_equal(zero.status, PLAIT_ERR_PEER_LOST);
-    assert_true(plait_clock_now() - t0 < 5);
+    assert_int_equal(zero.status, PLAIT_ERR_PEER_LOST); /* stopped, not timed out (20 s) */
     /* a late member of either size stops too, at once */
-    t0 = plait_clock_now();
     mine = 3;
     assert_int_equal(plait_store_gather(st, "job/join/", 4, 3, &mine, all, sizeof mine, 20, NULL, NULL),
                      PLAIT_ERR_PEER_LOST);
     assert_contains(plait_last_error(), "joins a job of 4 ranks");
-    assert_true(plait_clock_now() - t0 < 5);
     /* another gather is untouched */
     assert_int_equal(plait_store_gather(st, "solo/", 1, 0, &mine, all, sizeof mine, 5, NULL, NULL), PLAIT_OK);
     plait_store_close(st);
@@ -251,7 +243,6 @@ static void index_claimed_twice(void) {
     /* rank 0 waits for 3 members; two processes both claim index 1 */
     struct gather_arg zero = {.index = 0, .n = 3, .timeout = 20, .prefix = "job/join/"};
     pthread_t t;
-    double t0 = plait_clock_now();
     pthread_create(&t, NULL, gather_thread, &zero);
     usleep(100 * 1000);
     plait_store *a = client(1), *b = client(1);
@@ -267,8 +258,7 @@ static void index_claimed_twice(void) {
     pthread_join(t, NULL);
     pthread_join(t1, NULL);
     assert_int_equal(zero.status, PLAIT_ERR_PEER_LOST);
-    assert_int_equal(first.status, PLAIT_ERR_PEER_LOST);
-    assert_true(plait_clock_now() - t0 < 5);
+    assert_int_equal(first.status, PLAIT_ERR_PEER_LOST); /* stopped, not timed out (20 s) */
     /* the same bytes again (a retry) are no conflict; a completed gather
      * stays complete for a late duplicate with other bytes, which alone stops */
     int x = 7, y = 8, two[2];
@@ -419,9 +409,7 @@ static void test_silent_client_dropped(void **state) {
     (void)state;
     uint64_t before = plait_store_server_rejected(g_srv);
     int fd = raw_connect(); /* says nothing; the hello deadline is 0.5 s */
-    double t0 = plait_clock_now();
     assert_closed_by_server(fd);
-    assert_true(plait_clock_now() - t0 < 4);
     assert_int_equal(plait_store_server_rejected(g_srv), before + 1);
 }
 
@@ -464,10 +452,8 @@ static void test_unauthenticated_flood_does_not_starve(void **state) {
     }
     usleep(200 * 1000); /* the store has seen them all */
     plait_store *st = NULL;
-    double t0 = plait_clock_now();
     plait_status s = plait_store_connect("127.0.0.1", port, TOKEN, 1, 5, NULL, &st);
     if (s != PLAIT_OK) fail_msg("a rank could not join beside %d idle connections: %s", FLOOD, plait_last_error());
-    assert_true(plait_clock_now() - t0 < 3);
     assert_int_equal(plait_store_set(st, "after-flood", "ok", 2), PLAIT_OK);
     plait_store_close(st);
     for (int i = 0; i < FLOOD; i++) close(fds[i]);
@@ -530,7 +516,7 @@ static void test_stop_drains_then_clients_see_loss(void **state) {
     plait_store_server_stop(srv, 0.6);
     double el = plait_clock_now() - t0;
     pthread_join(t, NULL);
-    assert_true(el >= 0.5 && el < 3);
+    assert_true(el >= 0.5); /* not before the drain's end */
     char buf[4];
     plait_status s = plait_store_get(b, "k", buf, sizeof buf, NULL, 1);
     assert_int_equal(s, PLAIT_ERR_PEER_LOST);
@@ -551,10 +537,8 @@ static void test_connect_refused_times_out(void **state) {
     int port = ntohs(((struct sockaddr_in *)&got)->sin_port);
     close(fd);
     plait_store *st = NULL;
-    double t0 = plait_clock_now();
     plait_status s = plait_store_connect("127.0.0.1", port, TOKEN, 1, 0.3, "the job's store (rank 0)", &st);
     assert_int_not_equal(s, PLAIT_OK);
-    assert_true(plait_clock_now() - t0 < 3);
     char want[128];
     snprintf(want, sizeof want, "cannot connect to the job's store (rank 0) at 127.0.0.1:%d: Connection refused", port);
     assert_contains(plait_last_error(), want);
@@ -666,16 +650,13 @@ static void test_squatter_learns_nothing(void **state) {
 struct gather_result {
     plait_store *st;
     plait_status status;
-    double seconds;
     char message[1024];
 };
 
 static void *join_gather(void *arg) {
     struct gather_result *g = arg;
     int mine = 0, all[2];
-    double t0 = plait_clock_now();
     g->status = plait_store_gather(g->st, "job/join/", 2, 0, &mine, all, sizeof mine, 20, NULL, NULL);
-    g->seconds = plait_clock_now() - t0;
     snprintf(g->message, sizeof g->message, "%s", plait_last_error());
     return NULL;
 }
@@ -696,8 +677,7 @@ static void test_token_mismatch_stops_waiters(void **state) {
     assert_int_not_equal(plait_store_connect("127.0.0.1", port, "another-token", 1, 5, NULL, &bad), PLAIT_OK);
     assert_contains(plait_last_error(), "could not be authenticated");
     pthread_join(t, NULL);
-    assert_int_equal(g.status, PLAIT_ERR_PEER_LOST);
-    assert_true(g.seconds < 5);
+    assert_int_equal(g.status, PLAIT_ERR_PEER_LOST); /* stopped, not timed out (20 s) */
     assert_contains(g.message, "rank 1 (connecting from 127.0.0.1:");
     assert_contains(g.message, "its job token differs from rank 0's");
     /* a later gather waiting for rank 1 stops too; one among others still completes */

@@ -73,7 +73,6 @@ static void test_rank_never_joins(void **state) {
     assert_true(o.res.failed_rank != 2); /* a rank that waited for it, not the sleeper */
     assert_contains(o.res.message, "rank 2 never joined the job within 2 s");
     assert_contains(o.output, "rank 2 never joined");
-    assert_true(o.seconds < 15);
     outcome_free(&o);
 }
 
@@ -85,16 +84,15 @@ static void test_rank_zero_never_joins(void **state) {
     assert_int_not_equal(o.exit_code, 0);
     /* the store is rank 0's: the others say so */
     assert_contains(o.res.message, "rank 0 never joined the job or is stuck");
-    assert_true(o.seconds < 15);
     outcome_free(&o);
 }
 
 static void test_rank_killed_mid_transfer(void **state) {
     (void)state;
     job_outcome o;
-    /* a long timeout: the survivors must notice the loss, not time out */
-    launch_driver(4, (const char *const[]){"kill", "2", NULL}, (const char *const[]){"PLAIT_COMM_TIMEOUT=60", NULL}, 5,
-                  &o);
+    /* an hour's timeout: the survivors must notice the loss, not time out */
+    launch_driver(4, (const char *const[]){"kill", "2", NULL}, (const char *const[]){"PLAIT_COMM_TIMEOUT=3600", NULL},
+                  5, &o);
     assert_int_not_equal(o.exit_code, 0);
     assert_int_equal(o.res.failed_rank, 2);
     assert_int_equal(o.res.term_signal, SIGKILL);
@@ -103,7 +101,7 @@ static void test_rank_killed_mid_transfer(void **state) {
      * the cascade first: rank 1's send may have finished into the kernel) */
     expect_line_naming(o.output, "driver: error: rank 3: ", "rank 2");
     assert_contains(o.output, "the process probably");
-    assert_true(o.seconds < 20);
+    assert_no_timeout(o.output);
     outcome_free(&o);
 }
 
@@ -111,11 +109,11 @@ static void test_rank_killed_mid_transfer_sockets_only(void **state) {
     (void)state;
     job_outcome o;
     launch_driver(4, (const char *const[]){"kill", "1", NULL},
-                  (const char *const[]){"PLAIT_COMM_TIMEOUT=60", "PLAIT_COMM_TCP_CMA=off", NULL}, 5, &o);
+                  (const char *const[]){"PLAIT_COMM_TIMEOUT=3600", "PLAIT_COMM_TCP_CMA=off", NULL}, 5, &o);
     assert_int_equal(o.res.failed_rank, 1);
     assert_int_equal(o.res.term_signal, SIGKILL);
     expect_line_naming(o.output, "driver: error: rank 2: ", "rank 1");
-    assert_true(o.seconds < 20);
+    assert_no_timeout(o.output);
     outcome_free(&o);
 }
 

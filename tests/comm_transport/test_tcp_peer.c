@@ -352,7 +352,7 @@ static void test_timeout_leaves_request_pending(void **state) {
     double t0 = plait_clock_now();
     assert_int_equal(g_ops->wait(g_comm, req, 0.2, NULL), PLAIT_ERR_TIMEOUT);
     double el = plait_clock_now() - t0;
-    assert_true(el >= 0.15 && el < 3);
+    assert_true(el >= 0.15); /* not before its timeout */
     assert_contains(plait_last_error(), "rank 1");
     int done = 1;
     assert_int_equal(g_ops->test(g_comm, req, &done, NULL), PLAIT_OK);

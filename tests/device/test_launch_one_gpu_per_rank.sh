@@ -7,6 +7,9 @@
 # share the device, their buffers staged through host memory.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 CFG=$PLAIT_SOURCE_DIR/tests/e2e/tiny.ini
+# the refusals are the nccl plugin's to make, and it is built only with CUDA
+"$PLAIT_BIN" plugins 2>/dev/null | grep -Eq '^comm +nccl ' ||
+  { echo "SKIP: the nccl comm plugin is not built (no CUDA toolkit and NCCL found at configure time)"; exit 77; }
 
 # no_start NAME EXPECTED-TEXT ARGS...: plait train exits non-zero with the
 # text, before any rank printed a line or wrote metrics

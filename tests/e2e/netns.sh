@@ -9,7 +9,9 @@
 #
 #   netns_up H [RATE]     create the hosts (RATE e.g. 200mbit); exit 77
 #                         (skipped) with the reason where namespaces cannot be
-#                         created (not root, no CAP_SYS_ADMIN, no ip/tc)
+#                         created or entered (not root, no CAP_SYS_ADMIN, no
+#                         ip/tc, a chroot or container whose / is not a mount
+#                         point, which `ip netns exec` must make a slave)
 #   on_host I CMD...      run CMD on host I (its namespaces, its host name)
 #   host_addr I           host I's address
 #   netns_down            delete everything netns_up made (also when the test
@@ -44,6 +46,10 @@ netns_up() {
   at_exit netns_down
   local err
   err=$(ip netns add "${NETNS_P}br" 2>&1) || netns_skip "cannot create a network namespace here: $err"
+  # `ip netns exec` remounts / as a slave in a mount namespace of its own,
+  # which fails where / is not a mount point (a chroot, some containers)
+  err=$(ip netns exec "${NETNS_P}br" true 2>&1) ||
+    netns_skip "cannot enter a network namespace here (is / a mount point? a chroot's is not): $err"
   unshare --uts true 2>/dev/null || netns_skip "cannot create a UTS namespace here"
   ip -n "${NETNS_P}br" link set lo up
   ip -n "${NETNS_P}br" link add br0 type bridge

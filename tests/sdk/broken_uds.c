@@ -13,7 +13,7 @@
  *                              never completes
  *   BREAK_LEAK     [cleanup]   destroy() forgets the communicator: its
  *                              sockets stay open
- *   BREAK_FORK     (no rule)   init() forks a helper that sleeps 20 s holding
+ *   BREAK_FORK     (no rule)   init() forks a helper that sleeps 600 s holding
  *                              copies of the rank's descriptors (its store
  *                              sockets among them) and never execs
  *   BREAK_HANG     [timeout]   wait() ignores its timeout: it returns only
@@ -108,7 +108,7 @@ static plait_status w_init(const plait_comm_init *args, void **out) {
 #endif
 #ifdef BREAK_FORK
     if (fork() == 0) {
-        struct timespec d = {20, 0};
+        struct timespec d = {600, 0};
         nanosleep(&d, NULL);
         _exit(0);
     }

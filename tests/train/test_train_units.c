@@ -325,10 +325,8 @@ static void test_out_dir_holders(void **state) {
     const char named[] = "pid 1 on host h, started now\njob ccc\n";
     assert_int_equal(ftruncate(held, 0), 0);
     assert_int_equal(pwrite(held, named, sizeof named - 1, 0), (ssize_t)(sizeof named - 1));
-    t0 = plait_clock_now();
     pthread_join(th, NULL);
-    assert_int_equal(look.st, PLAIT_OK);
-    assert_true(plait_clock_now() - t0 < 5);
+    assert_int_equal(look.st, PLAIT_OK); /* a look that missed the name would end refused after 30 s */
 
     /* a look (a shared lock) under way when rank 0 locks: rank 0 tries again */
     assert_int_equal(flock(held, LOCK_UN), 0);
