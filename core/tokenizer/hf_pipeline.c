@@ -107,30 +107,38 @@ static plait_status template_first(plait_tokenizer *t, const plait_json *tp, con
     if (!single || single->type != PLAIT_JSON_ARRAY)
         return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: %s.single must be an array", what, tp->pos, path);
     size_t i = 0;
-    const plait_json *first = NULL;
+    const plait_json *special = NULL;
+    int text = 0;
     for (const plait_json *p = single->child; p; p = p->next, i++) {
         const plait_json *seq = plait_json_get(p, "Sequence"), *sp = plait_json_get(p, "SpecialToken");
-        if (seq && is_string(plait_json_get(seq, "id"), "A") && !p->next) break;
-        const plait_json *bad = seq ? p->next : !sp || i > 0 ? p : NULL;
-        if (bad)
+        if (!text && seq && is_string(plait_json_get(seq, "id"), "A")) {
+            text = 1;
+            continue;
+        }
+        if (text || !sp || special)
             return plait_set_error(PLAIT_ERR_PROTOCOL,
-                                   "%s: byte %zu: %s.single[%zu]: plait's encoding puts at most "
-                                   "one special token before the text and none after it",
-                                   what, bad->pos, path, seq ? i + 1 : i);
-        first = plait_json_get(sp, "id");
+                                   "%s: byte %zu: %s.single[%zu]: plait's encoding puts the text "
+                                   "({\"Sequence\": {\"id\": \"A\"}}) with at most one special token before "
+                                   "it and none after it",
+                                   what, p->pos, path, i);
+        special = sp;
     }
-    if (!first) return PLAIT_OK;
-    const plait_json *named = first->type == PLAIT_JSON_STRING
-                                  ? plait_json_get(plait_json_get(tp, "special_tokens"), first->str)
-                                  : NULL;
+    if (!text)
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "%s: byte %zu: %s.single has no {\"Sequence\": {\"id\": \"A\"}}: where the "
+                               "text goes is not said",
+                               what, single->pos, path);
+    if (!special) return PLAIT_OK;
+    const plait_json *first = plait_json_get(special, "id");
+    const char *name = first && first->type == PLAIT_JSON_STRING ? first->str : NULL;
+    const plait_json *named = name ? plait_json_get(plait_json_get(tp, "special_tokens"), name) : NULL;
     const plait_json *ids = plait_json_get(named, "ids");
     if (!ids || ids->type != PLAIT_JSON_ARRAY || ids->count != 1 || ids->child->type != PLAIT_JSON_INT ||
         ids->child->num < 0 || ids->child->num >= t->n_ids)
         return plait_set_error(PLAIT_ERR_PROTOCOL,
                                "%s: byte %zu: %s.special_tokens must give the token %s put "
                                "first one id of the vocabulary (\"ids\": [N], N below %d)",
-                               what, named ? named->pos : first->pos, path,
-                               first->type == PLAIT_JSON_STRING ? first->str : "?", t->n_ids);
+                               what, named ? named->pos : special->pos, path, name ? name : "?", t->n_ids);
     t->bos = (int32_t)ids->child->num;
     return PLAIT_OK;
 }

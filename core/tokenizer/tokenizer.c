@@ -356,6 +356,12 @@ plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, 
     return encode_into(t, text, len, out, NULL);
 }
 
+plait_status plait_tokenizer_encode_prompt(const plait_tokenizer *t, const void *text, size_t len,
+                                           plait_token_buf *out) {
+    plait_status st = t->bos >= 0 ? plait_token_buf_push(out, t->bos) : PLAIT_OK;
+    return st == PLAIT_OK ? encode_into(t, text, len, out, NULL) : st;
+}
+
 plait_status plait_tokenizer_encode_stream(const plait_tokenizer *t, const void *text, size_t len,
                                            plait_status (*sink)(void *ctx, const int32_t *ids, size_t n, size_t done),
                                            void *ctx) {

@@ -70,7 +70,12 @@ const char *plait_tokenizer_source(const plait_tokenizer *t);
 
 /* Append the ids of `len` bytes of `text` (any bytes) to `out`. */
 plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out);
-/* The same, handing the ids to `sink` in batches (at most about 64K at a
+/* The same after the post-processor's first token, when there is one
+ * (plait_tokenizer_bos): the ids Hugging Face's encode gives with its
+ * special tokens added, as a prompt is encoded. */
+plait_status plait_tokenizer_encode_prompt(const plait_tokenizer *t, const void *text, size_t len,
+                                           plait_token_buf *out);
+/* As plait_tokenizer_encode, handing the ids to `sink` in batches (at most about 64K at a
  * time, in order) instead of keeping them: for texts larger than memory
  * should hold as ids. The ids are exactly those of plait_tokenizer_encode on
  * the whole text. A sink error stops the encoding and is returned. */

@@ -205,6 +205,17 @@ static void test_encode_decode(void **state) {
     EXPECT(t, "日本", 0xe6, 0x97, 0xa5, 0xe6, 0x9c, 0xac);
     /* the text of a special token is ordinary text */
     EXPECT(t, "<|end_of_text|>", '<', '|', 'e', 'n', 'd', '_', 'o', 'f', '_', 't', 'e', 'x', 't', '|', '>');
+    /* a prompt starts with the post-processor's first token */
+    plait_token_buf prompt = {0};
+    assert_int_equal(plait_tokenizer_encode_prompt(t, "I'm", 3, &prompt), PLAIT_OK);
+    assert_int_equal(prompt.len, 4);
+    assert_int_equal(prompt.ids[0], ID_BOS);
+    assert_int_equal(prompt.ids[1], 'I');
+    prompt.len = 0;
+    assert_int_equal(plait_tokenizer_encode_prompt(t, "", 0, &prompt), PLAIT_OK);
+    assert_int_equal(prompt.len, 1);
+    assert_int_equal(prompt.ids[0], ID_BOS);
+    plait_token_buf_free(&prompt);
     /* a special token's id decodes to its text */
     int32_t ids[] = {ID_BOS, 'I', ID_EOT};
     char *out = NULL;
@@ -238,6 +249,12 @@ static void test_save_copies_json(void **state) {
     /* the same vocabulary and merges with GPT-2's pattern is another tokenizer */
     assert_int_equal(plait_tokenizer_load(write_json("gpt2", 0, "{\"type\": \"ByteLevel\"}", "null"), &back), PLAIT_OK);
     assert_true(plait_tokenizer_gpt2_compatible(back));
+    assert_int_equal(plait_tokenizer_bos(back), -1);
+    plait_token_buf prompt = {0};
+    assert_int_equal(plait_tokenizer_encode_prompt(back, "I", 1, &prompt), PLAIT_OK);
+    assert_int_equal(prompt.len, 1);
+    assert_int_equal(prompt.ids[0], 'I');
+    plait_token_buf_free(&prompt);
     assert_true(plait_tokenizer_fingerprint(back) != plait_tokenizer_fingerprint(t));
     plait_tokenizer_free(back);
     plait_tokenizer_free(t);
@@ -282,6 +299,10 @@ static void test_refused(void **state) {
                    "{\"type\": \"TemplateProcessing\", \"single\": [{\"Sequence\": {\"id\": \"A\"}}, "
                    "{\"SpecialToken\": {\"id\": \"<|end_of_text|>\"}}], \"special_tokens\": {}}",
                    "post_processor.single[1]", "none after it");
+    expect_refused("notext", NULL,
+                   "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}}], "
+                   "\"special_tokens\": {}}",
+                   "post_processor.single has no", "where the text goes");
     expect_refused("bert", NULL, "{\"type\": \"BertProcessing\"}", "post_processor.type \"BertProcessing\"",
                    "not supported");
     expect_refused("noid", NULL,
