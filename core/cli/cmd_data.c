@@ -118,9 +118,11 @@ const plait_command plait_cmd_data = {
     "data", "tokenize text into token files for training",
     "usage: plait data prepare INPUT... --tokenizer DIR --out DIR [--val-fraction F] [--shard-tokens N]\n"
     "                          [--dtype auto|u16|u32]\n\n"
-    "Encodes each INPUT file (one document each, preceded by <|endoftext|> when the vocabulary has it)\n"
+    "Encodes each INPUT file (one document each, preceded by the token a tokenizer.json's post-processor\n"
+    "puts first, e.g. Llama 3's <|begin_of_text|>, else by <|endoftext|> when the vocabulary has it)\n"
     "and writes llm.c's token files into DIR: train_000000.bin, ... and val_000000.bin, ..., plus the\n"
-    "tokenizer's vocab.json and merges.txt. Train with [data] path = DIR/train_*.bin and\n"
+    "tokenizer's vocab.json and merges.txt (a copy of its tokenizer.json when those cannot describe it,\n"
+    "as for Llama 3's). Train with [data] path = DIR/train_*.bin and\n"
     "val_path = DIR/val_*.bin.\n"
     "  --tokenizer DIR      vocab.json + merges.txt (GPT-2's, or from plait tokenizer train) or tokenizer.json\n"
     "  --out DIR            output directory; replaced whole, and only if it holds nothing but such files\n"

@@ -110,8 +110,11 @@ const plait_command plait_cmd_sample = {
     "variables (PLAIT_DEVICE_PLUGIN=cuda) and device.* / run.* overrides, later ones winning.\n"
     "On a terminal, control characters of the text are shown as \\xNN; piped, bytes are written as they are.\n"
     "  --prompt TEXT        start of the text, encoded with the run's tokenizer (without one: bytes,\n"
-    "                       or token ids for vocabularies larger than 256); default \"" PLAIT_SAMPLE_DEFAULT_PROMPT "\"\n"
-    "                       (said on stderr); '' starts from <|endoftext|>, or a line break\n"
+    "                       or token ids for vocabularies larger than 256); default \"" PLAIT_SAMPLE_DEFAULT_PROMPT
+    "\"\n"
+    "                       (said on stderr); '' starts from <|endoftext|>, or a line break; a\n"
+    "                       tokenizer.json whose post-processor puts a token first (Llama 3's\n"
+    "                       <|begin_of_text|>) has it before every prompt, '' too\n"
     "  --tokenizer DIR      the tokenizer to encode and decode with (default: the one [data] tokenizer\n"
     "                       named when the run was trained, recorded in the checkpoint)\n"
     "  --tokens N           tokens to generate (default 200)\n"

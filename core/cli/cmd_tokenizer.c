@@ -219,5 +219,7 @@ const plait_command plait_cmd_tokenizer = {
     "decode  writes the bytes of the ids (separated by white space) in FILE or stdin (on a terminal,\n"
     "        control characters are shown as \\xNN).\n"
     "TOKENIZER is a directory with vocab.json and merges.txt (GPT-2's files, or one written by\n"
-    "train) or tokenizer.json (Hugging Face, model type BPE), or a tokenizer.json file.\n",
+    "train) or tokenizer.json (Hugging Face, model type BPE: GPT-2's ByteLevel pre-tokenizer or Llama 3's\n"
+    "Split + ByteLevel), or a tokenizer.json file. encode prints the text's ids alone (no special token\n"
+    "is added, and special tokens' text in FILE is ordinary text); decode shows special tokens as text.\n",
     cmd_tokenizer};

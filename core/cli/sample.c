@@ -182,11 +182,13 @@ static plait_status open_tokenizer(const plait_sample_options *o, const plait_ck
     return st;
 }
 
-/* The prompt's ids through the tokenizer (an empty prompt: <|endoftext|>,
- * or a newline when the vocabulary has no such token). */
+/* The prompt's ids through the tokenizer, after the token its
+ * post-processor puts first (Llama 3's <|begin_of_text|>), as Hugging Face
+ * encodes a prompt; without one, an empty prompt is <|endoftext|>, or a
+ * newline when the vocabulary has no such token. */
 static plait_status encode_prompt(const plait_tokenizer *tok, const char *prompt, int32_t **out, int64_t *n) {
     plait_token_buf ids = {0};
-    plait_status st = plait_tokenizer_encode(tok, prompt, strlen(prompt), &ids);
+    plait_status st = plait_tokenizer_encode_prompt(tok, prompt, strlen(prompt), &ids);
     if (st == PLAIT_OK && ids.len == 0)
         st = plait_tokenizer_eot(tok) >= 0 ? plait_token_buf_push(&ids, plait_tokenizer_eot(tok))
                                            : plait_tokenizer_encode(tok, "\n", 1, &ids);

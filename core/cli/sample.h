@@ -49,7 +49,10 @@ typedef struct plait_sample_options {
  * ids never are); without one, text is bytes when the vocabulary is 256 and
  * token ids otherwise. No prompt (NULL) is PLAIT_SAMPLE_DEFAULT_PROMPT,
  * which a line on stderr names; an empty one starts from <|endoftext|> when
- * the tokenizer has it (a newline without a tokenizer). With a vocabulary
+ * the tokenizer has it (a newline without a tokenizer). A tokenizer whose
+ * tokenizer.json post-processor puts a token first (plait_tokenizer_bos,
+ * Llama 3's <|begin_of_text|>) has it before every prompt, an empty one
+ * too, as Hugging Face encodes a prompt. With a vocabulary
  * of token ids and no tokenizer there is no default text: NULL is an empty
  * prompt. */
 plait_status plait_sample(const plait_sample_options *opts, FILE *out);

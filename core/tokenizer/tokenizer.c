@@ -16,6 +16,7 @@ plait_tokenizer *plait_tokenizer_new(const char *source) {
     snprintf(t->source, sizeof t->source, "%s", source ? source : "");
     for (int i = 0; i < 256; i++) t->byte_id[i] = -1;
     t->eot = -1;
+    t->bos = -1;
     return t;
 }
 
@@ -25,6 +26,7 @@ void plait_tokenizer_free(plait_tokenizer *t) {
     plait_u64_map_free(&t->merge_rank);
     free(t->entry_of_id);
     free(t->merged);
+    free(t->added);
     free(t->merges);
     free(t);
 }
@@ -43,7 +45,10 @@ plait_status plait_tokenizer_add_token(plait_tokenizer *t, const unsigned char *
                                what, offset, id, (long long)*v);
     if (id >= t->n_ids) t->n_ids = id + 1;
     if (len == 1) t->byte_id[bytes[0]] = id;
-    if (len == 13 && memcmp(bytes, "<|endoftext|>", 13) == 0) t->eot = id;
+    /* GPT-2's end of text, and Llama 3's */
+    if ((len == 13 && memcmp(bytes, "<|endoftext|>", 13) == 0) ||
+        (len == 15 && memcmp(bytes, "<|end_of_text|>", 15) == 0))
+        t->eot = id;
     return PLAIT_OK;
 }
 
@@ -157,6 +162,10 @@ plait_status plait_tokenizer_add_merge(plait_tokenizer *t, int32_t a, int32_t b,
 int32_t plait_tokenizer_vocab_size(const plait_tokenizer *t) { return t->n_ids; }
 int32_t plait_tokenizer_merges(const plait_tokenizer *t) { return t->n_merges; }
 int32_t plait_tokenizer_eot(const plait_tokenizer *t) { return t->eot; }
+int32_t plait_tokenizer_bos(const plait_tokenizer *t) { return t->bos; }
+int plait_tokenizer_gpt2_compatible(const plait_tokenizer *t) {
+    return t->pretok == PLAIT_PRETOK_GPT2 && !t->ignore_merges && t->bos < 0;
+}
 const char *plait_tokenizer_source(const plait_tokenizer *t) { return t->source; }
 
 uint64_t plait_tokenizer_fingerprint(const plait_tokenizer *t) {
@@ -171,6 +180,11 @@ uint64_t plait_tokenizer_fingerprint(const plait_tokenizer *t) {
     for (int32_t m = 0; m < t->n_merges; m++) {
         int32_t pair[2] = {t->merges[m].a, t->merges[m].b};
         h = plait_fnv1a(h, pair, sizeof pair);
+    }
+    /* only what GPT-2's files cannot say, so theirs keep the hash they had */
+    if (!plait_tokenizer_gpt2_compatible(t)) {
+        int32_t more[3] = {(int32_t)t->pretok, t->ignore_merges, t->bos};
+        h = plait_fnv1a(h, more, sizeof more);
     }
     plait_clear_error();
     return h;
@@ -301,9 +315,15 @@ static plait_status encode_into(const plait_tokenizer *t, const void *text, size
     plait_token_buf memo = {0};
     plait_status st = PLAIT_OK;
     for (size_t pos = 0; st == PLAIT_OK && pos < len;) {
-        size_t end = plait_pretokenize_next(s, len, pos), n = end - pos;
+        size_t end = t->pretok == PLAIT_PRETOK_LLAMA3 ? plait_pretokenize_next_llama3(s, len, pos)
+                                                      : plait_pretokenize_next(s, len, pos),
+               n = end - pos;
         int64_t *hit = n <= CACHE_PIECE_BYTES ? plait_bytes_map_find(&cache, s + pos, n) : NULL;
-        if (hit) {
+        const int64_t *whole = t->ignore_merges && !hit ? plait_bytes_map_find(&t->tokens, s + pos, n) : NULL;
+        if (whole && t->added && t->added[*whole]) whole = NULL;
+        if (whole) {
+            st = plait_token_buf_push(out, (int32_t)*whole);
+        } else if (hit) {
             size_t start = (size_t)(*hit >> 8), count = (size_t)(*hit & 0xff);
             for (size_t k = 0; st == PLAIT_OK && k < count; k++) st = plait_token_buf_push(out, memo.ids[start + k]);
         } else {
@@ -334,6 +354,12 @@ static plait_status encode_into(const plait_tokenizer *t, const void *text, size
 
 plait_status plait_tokenizer_encode(const plait_tokenizer *t, const void *text, size_t len, plait_token_buf *out) {
     return encode_into(t, text, len, out, NULL);
+}
+
+plait_status plait_tokenizer_encode_prompt(const plait_tokenizer *t, const void *text, size_t len,
+                                           plait_token_buf *out) {
+    plait_status st = t->bos >= 0 ? plait_token_buf_push(out, t->bos) : PLAIT_OK;
+    return st == PLAIT_OK ? encode_into(t, text, len, out, NULL) : st;
 }
 
 plait_status plait_tokenizer_encode_stream(const plait_tokenizer *t, const void *text, size_t len,

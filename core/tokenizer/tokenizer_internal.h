@@ -8,6 +8,7 @@
 #include <limits.h>
 
 #include "tokenizer/bytes_map.h"
+#include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/u64_map.h"
 
@@ -26,6 +27,10 @@ struct plait_tokenizer {
     plait_u64_map merge_rank;    /* pair_key(a, b) -> rank */
     unsigned char *merged;       /* per id: made by a merge added so far */
     int32_t eot;
+    int32_t bos; /* put first by the post-processor, or -1 */
+    plait_pretokenizer pretok;
+    int ignore_merges;    /* a piece that is a vocabulary token is that token */
+    unsigned char *added; /* per id: an added (special) token, never a whole piece */
 };
 
 plait_tokenizer *plait_tokenizer_new(const char *source);
@@ -40,5 +45,13 @@ plait_status plait_tokenizer_finish_vocab(plait_tokenizer *t, const char *what);
  * is an error. `what`/`line`/`offset` locate it for errors. */
 plait_status plait_tokenizer_add_merge(plait_tokenizer *t, int32_t a, int32_t b, const char *what, size_t line,
                                        size_t offset);
+
+/* tokenizer.json's pre_tokenizer (hf_pipeline.c): the pattern, or
+ * PLAIT_ERR_PROTOCOL naming the JSON path of what plait does not implement. */
+struct plait_json;
+plait_status plait_hf_pre_tokenizer(const struct plait_json *root, const char *what, plait_pretokenizer *out);
+/* tokenizer.json's post_processor, after the vocabulary is finished: sets
+ * t->bos from a TemplateProcessing, or refuses one plait does not follow. */
+plait_status plait_hf_post_processor(plait_tokenizer *t, const struct plait_json *root, const char *what);
 
 #endif

@@ -212,30 +212,36 @@ static plait_status add_added_tokens(plait_tokenizer *t, const plait_json *arr, 
     return PLAIT_OK;
 }
 
+/* Which ids are added tokens: ignore_merges never makes a piece of text
+ * one of them (Hugging Face looks the piece up in the model's vocabulary). */
+static plait_status mark_added(plait_tokenizer *t, const plait_json *arr, const char *what) {
+    t->added = calloc((size_t)(t->n_ids ? t->n_ids : 1), 1);
+    if (!t->added) return plait_set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", what);
+    for (const plait_json *a = arr && arr->type == PLAIT_JSON_ARRAY ? arr->child : NULL; a; a = a->next) {
+        const plait_json *content = plait_json_get(a, "content");
+        const int64_t *id = plait_bytes_map_find(&t->tokens, content->str, content->str_len);
+        if (id) t->added[*id] = 1;
+    }
+    return PLAIT_OK;
+}
+
 static plait_status check_hf_kind(const plait_json *root, const plait_json *model, const char *what) {
     if (!model || model->type != PLAIT_JSON_OBJECT)
         return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: no \"model\" object (not a tokenizer.json?)", what,
                                root->pos);
     const plait_json *type = plait_json_get(model, "type");
     if (type && !is_string(type, "BPE"))
-        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: model type \"%s\" is not supported; plait reads "
-                                                   "byte-level BPE (\"type\": \"BPE\")",
+        return plait_set_error(PLAIT_ERR_PROTOCOL,
+                               "%s: byte %zu: model type \"%s\" is not supported; plait reads "
+                               "byte-level BPE (\"type\": \"BPE\")",
                                what, type->pos, type->type == PLAIT_JSON_STRING ? type->str : "?");
-    const plait_json *pre = plait_json_get(root, "pre_tokenizer");
-    if (pre && pre->type != PLAIT_JSON_NULL && !is_string(plait_json_get(pre, "type"), "ByteLevel"))
-        return plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: the pre-tokenizer must be ByteLevel (GPT-2's); "
-                                                   "other pre-tokenizers are not supported",
-                               what, pre->pos);
     /* settings that would change the ids: refused rather than ignored, so
      * plait never encodes a text other than Hugging Face would */
     static const struct {
         const char *object, *key, *allowed, *what;
     } fixed[] = {
         {NULL, "normalizer", "null", "a normalizer (lowercasing, Unicode normalisation, ...)"},
-        {"pre_tokenizer", "add_prefix_space", "false", "a space added before the text"},
-        {"pre_tokenizer", "use_regex", "true", "no pre-tokenizing split (GPT-2's regular expression)"},
         {"model", "dropout", "null or 0", "BPE dropout"},
-        {"model", "ignore_merges", "false", "words taken from the vocabulary whole"},
         {"model", "byte_fallback", "false", "byte fallback tokens"},
         {"model", "continuing_subword_prefix", "\"\" or null", "a continuing-subword prefix"},
         {"model", "end_of_word_suffix", "\"\" or null", "an end-of-word suffix"},
@@ -268,10 +274,18 @@ plait_status plait_tokenizer_load_hf(const char *path, plait_tokenizer **out) {
     const plait_json *root = doc ? plait_json_root(doc) : NULL;
     const plait_json *model = plait_json_get(root, "model");
     if (st == PLAIT_OK) st = check_hf_kind(root, model, path);
+    if (st == PLAIT_OK) st = plait_hf_pre_tokenizer(root, path, &t->pretok);
+    const plait_json *ignore = plait_json_get(model, "ignore_merges");
+    if (st == PLAIT_OK && ignore && ignore->type != PLAIT_JSON_NULL && ignore->type != PLAIT_JSON_BOOL)
+        st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: model.ignore_merges must be true or false", path,
+                             ignore->pos);
+    t->ignore_merges = ignore && ignore->type == PLAIT_JSON_BOOL && ignore->num;
     const plait_json *vocab = plait_json_get(model, "vocab"), *merges = plait_json_get(model, "merges");
     if (st == PLAIT_OK) st = add_vocab(t, vocab, path);
     if (st == PLAIT_OK) st = add_added_tokens(t, plait_json_get(root, "added_tokens"), vocab, path);
     if (st == PLAIT_OK) st = plait_tokenizer_finish_vocab(t, path);
+    if (st == PLAIT_OK) st = mark_added(t, plait_json_get(root, "added_tokens"), path);
+    if (st == PLAIT_OK) st = plait_hf_post_processor(t, root, path);
     if (st == PLAIT_OK && (!merges || merges->type != PLAIT_JSON_ARRAY))
         st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s: byte %zu: \"model\" has no \"merges\" array", path, model->pos);
     size_t line = 0;

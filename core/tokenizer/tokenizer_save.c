@@ -1,11 +1,14 @@
-/* Writing a tokenizer in GPT-2's format: vocab.json and merges.txt. */
+/* Writing a tokenizer in GPT-2's format: vocab.json and merges.txt (or, for
+ * one those cannot describe, the tokenizer.json it came from). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/error.h"
 #include "runtime/staged_dir.h"
 #include "tokenizer/byte_map.h"
 #include "tokenizer/tokenizer_internal.h"
+#include "checkpoint/checkpoint_fs.h"
 #include "checkpoint/safetensors_json.h"
 
 /* Token bytes in GPT-2's byte alphabet, as UTF-8. */
@@ -31,6 +34,14 @@ int plait_tokenizer_file_name(const char *name) {
 plait_status plait_tokenizer_gpt2_text(const plait_tokenizer *t, plait_jbuf *vocab, plait_jbuf *merges) {
     *vocab = (plait_jbuf){0};
     *merges = (plait_jbuf){0};
+    if (!plait_tokenizer_gpt2_compatible(t))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "%s: GPT-2's vocab.json and merges.txt cannot describe this tokenizer (%s); use its "
+                               "tokenizer.json",
+                               t->source,
+                               t->pretok != PLAIT_PRETOK_GPT2 ? "Llama 3's pre-tokenizer"
+                               : t->ignore_merges             ? "ignore_merges"
+                                                              : "a post-processor's first token");
     plait_jbuf text = {0};
     plait_jbuf_puts(vocab, "{");
     for (int32_t id = 0; id < t->n_ids; id++) {
@@ -62,7 +73,26 @@ plait_status plait_tokenizer_gpt2_text(const plait_tokenizer *t, plait_jbuf *voc
     return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory writing the tokenizer's vocab.json and merges.txt");
 }
 
+/* The tokenizer.json it was read from, copied, and read back to check that
+ * the file still holds this tokenizer (it may have changed since). */
+static plait_status copy_json(const plait_tokenizer *t, const plait_staged_dir *d) {
+    char *text = NULL, copy[PATH_MAX];
+    size_t len = 0;
+    plait_status st = plait_fs_read_small_file(t->source, (size_t)1 << 30, &text, &len);
+    if (st == PLAIT_OK) st = plait_staged_dir_write(d, "tokenizer.json", text, len);
+    free(text);
+    plait_tokenizer *back = NULL;
+    if (st == PLAIT_OK)
+        st = plait_tokenizer_load_hf(plait_staged_dir_path(d, "tokenizer.json", copy, sizeof copy), &back);
+    if (st == PLAIT_OK && plait_tokenizer_fingerprint(back) != plait_tokenizer_fingerprint(t))
+        st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s has changed since the tokenizer was read from it; not copied",
+                             t->source);
+    plait_tokenizer_free(back);
+    return st;
+}
+
 plait_status plait_tokenizer_write_staged(const plait_tokenizer *t, const plait_staged_dir *d) {
+    if (!plait_tokenizer_gpt2_compatible(t)) return copy_json(t, d);
     plait_jbuf vocab, merges;
     plait_status st = plait_tokenizer_gpt2_text(t, &vocab, &merges);
     if (st == PLAIT_OK) st = plait_staged_dir_write(d, "vocab.json", vocab.data, vocab.len);

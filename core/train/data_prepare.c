@@ -77,9 +77,12 @@ static plait_status sink(void *ctx, const int32_t *ids, size_t n, size_t done) {
 static plait_status encode_part(prepare_run *r, shard_stream *s, const unsigned char *text, size_t from, size_t to,
                                 int doc_start) {
     r->stream = s;
-    int32_t eot = plait_tokenizer_eot(r->o->tokenizer);
-    if (doc_start && eot >= 0) {
-        plait_status st = stream_write(s, &eot, 1);
+    /* the token the tokenizer's post-processor puts before every text
+     * (Llama 3's <|begin_of_text|>), else the end-of-text token (GPT-2) */
+    int32_t first = plait_tokenizer_bos(r->o->tokenizer) >= 0 ? plait_tokenizer_bos(r->o->tokenizer)
+                                                              : plait_tokenizer_eot(r->o->tokenizer);
+    if (doc_start && first >= 0) {
+        plait_status st = stream_write(s, &first, 1);
         if (st != PLAIT_OK) return st;
         r->tokens++;
     }

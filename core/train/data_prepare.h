@@ -1,9 +1,10 @@
 /*
  * Turning text into token files for training (`plait data prepare`), as
  * llm.c's and nanoGPT's prepare scripts do: every input file is one
- * document, encoded with a tokenizer and, when the vocabulary has
- * "<|endoftext|>", preceded by it (llm.c's convention: each document starts
- * with the end-of-text token). The last `val_fraction` of the input bytes
+ * document, encoded with a tokenizer and preceded by the token its
+ * tokenizer.json's post-processor puts first (Llama 3's <|begin_of_text|>)
+ * or else, when the vocabulary has "<|endoftext|>", by that (llm.c's
+ * convention: each document starts with the end-of-text token). The last `val_fraction` of the input bytes
  * (taken from the start of a line, so no word is cut) is encoded separately
  * as the validation set, the way nanoGPT's prepare.py splits its text.
  *
@@ -12,7 +13,9 @@
  *   val_000000.bin, ...                      shard_tokens tokens per shard
  *                                            (the last one of each shorter);
  *   vocab.json, merges.txt                   the tokenizer, so the directory
- *                                            names its own vocabulary.
+ *                                            names its own vocabulary
+ *                                            (tokenizer.json, copied, for
+ *                                            one GPT-2's files cannot say).
  * Tokens are uint16 while the vocabulary has at most 65536 ids, uint32
  * above (or as `dtype` forces; a vocabulary too large for a forced uint16 is
  * refused before anything is written).

@@ -2,7 +2,8 @@
 # Text to tokens to a trained model and back, as a user runs it: plait
 # tokenizer train, plait data prepare (shards), plait train on the shards
 # with the tokenizer named, plait sample encoding the prompt and decoding
-# the output with it, plait export writing the model with that tokenizer
+# the output with it (also with a Llama-3-style tokenizer.json), plait
+# export writing the model with that tokenizer
 # (read back by plait, and by transformers' AutoTokenizer where importable). Also: encode/decode round trip through the CLI (any
 # bytes), tokenizer train and data prepare refusing a compressed or binary
 # input, and
@@ -62,6 +63,12 @@ train bpe run.steps=4 model.vocab_size=1024 "data.path=$W/ds/train_*.bin" "data.
 ! "$PLAIT_BIN" sample "$W/bpe" --tokenizer data/tokenizers/gpt2 --tokens 2 >/dev/null 2>"$W/sample2.err" ||
   fail "GPT-2's tokenizer accepted for a 1024-token model"
 grep -q "50257 ids, more than the model's 1024" "$W/sample2.err" || fail "sample: $(cat "$W/sample2.err")"
+# a Llama-3-style tokenizer.json (its ids fit the model's 1024): the prompt
+# as given, then text decoded with it
+"$PLAIT_BIN" sample "$W/bpe" --tokenizer tests/tokenizer/llama3-mini.json --prompt "the" --tokens 2 \
+  --temperature 0 >"$W/sample3.out" 2>"$W/sample3.err" || fail "sample with Llama 3's tokenizer: $(cat "$W/sample3.err")"
+[ "$(head -c 3 "$W/sample3.out")" = "the" ] ||
+  fail "sample with Llama 3's tokenizer does not start with the prompt: $(head -c 60 "$W/sample3.out")"
 echo "sample OK: $(head -c 80 "$W/sample.out" | tr '\n' ' ')"
 # exported for Hugging Face: the end-of-text id is the run's tokenizer's (the
 # last of its 1024), not GPT-2's 50256

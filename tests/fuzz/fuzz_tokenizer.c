@@ -4,7 +4,8 @@
  *   0  vocab.json, beside an empty merges.txt;
  *   1  merges.txt, beside a vocab.json of GPT-2's 256 byte tokens, a few
  *      learned ones ("Ġt", "he", "Ġthe", "in", "er", "ing") and <|endoftext|>;
- *   2  tokenizer.json (Hugging Face).
+ *   2  tokenizer.json (Hugging Face; GPT-2's pre-tokenizer or Llama 3's,
+ *      ignore_merges, a post-processor's first token).
  * Whatever the bytes, loading returns a status with a message and never
  * crashes, leaks or reads out of bounds (ASan/UBSan); a tokenizer that loads
  * encodes a fixed text and decodes it back unchanged.
@@ -103,7 +104,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
     }
     if (plait_tokenizer_load(path, &t) != PLAIT_OK) return 0;
-    static const char text[] = "In the beginning, the thing\n\xc3\xa9t\xc3\xa9 <|endoftext|> \xff\x01 the end.";
+    if (plait_tokenizer_bos(t) >= plait_tokenizer_vocab_size(t)) abort();
+    static const char text[] = "In the beginning, the thing\n\xc3\xa9t\xc3\xa9 <|endoftext|> \xff\x01 the end.\n\n"
+                               "I'M 12345  na\xc3\xafve\t'\xc5\xbf\r\n";
     plait_token_buf ids = {0};
     if (plait_tokenizer_encode(t, text, sizeof text - 1, &ids) == PLAIT_OK) {
         for (size_t i = 0; i < ids.len; i++)

@@ -333,10 +333,11 @@ static void test_bad_files(void **state) {
         const char *root, *pre, *model, *want;
     } changes[] = {
         {"\"normalizer\": {\"type\": \"Lowercase\"}, ", "", "", "\"normalizer\" asks for a normalizer"},
-        {"", "\"add_prefix_space\": true", "", "\"pre_tokenizer.add_prefix_space\" asks for a space"},
-        {"", "\"use_regex\": false", "", "\"pre_tokenizer.use_regex\" asks for no pre-tokenizing split"},
+        {"", "\"add_prefix_space\": true", "", "pre_tokenizer.add_prefix_space must be false"},
+        {"", "\"use_regex\": false", "", "pre_tokenizer.use_regex must be true"},
         {"", "", "\"dropout\": 0.1, ", "\"model.dropout\" asks for BPE dropout"},
-        {"", "", "\"ignore_merges\": true, ", "\"model.ignore_merges\""},
+        {"", "", "\"ignore_merges\": 1, ", "model.ignore_merges must be true or false"},
+        {"", "", "\"byte_fallback\": true, ", "\"model.byte_fallback\" asks for byte fallback"},
         {"", "", "\"end_of_word_suffix\": \"</w>\", ", "\"model.end_of_word_suffix\""},
     };
     for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++) {

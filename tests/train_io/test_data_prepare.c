@@ -135,6 +135,41 @@ static void test_shards_read_back_as_the_text(void **state) {
 }
 
 /* A tokenizer with 70000 ids: the 256 bytes plus tokens no merge makes. */
+/* Llama 3's tokenizer.json (tests/tokenizer/llama3-mini.json: its pattern,
+ * ignore_merges, <|begin_of_text|> put first by its post-processor): every
+ * document starts with <|begin_of_text|>, and the directory keeps a copy of
+ * the tokenizer.json (GPT-2's files cannot say what it does). */
+static void test_llama3_tokenizer(void **state) {
+    (void)state;
+    char json[PATH_MAX], input[PATH_MAX + 32], out[PATH_MAX + 32], path[PATH_MAX + 64];
+    const char *root = getenv("PLAIT_SOURCE_DIR");
+    snprintf(json, sizeof json, "%s/tests/tokenizer/llama3-mini.json", root ? root : ".");
+    plait_tokenizer *tok = NULL, *back = NULL;
+    if (plait_tokenizer_load(json, &tok) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    assert_int_equal(plait_tokenizer_bos(tok), 262);
+    snprintf(input, sizeof input, "%s/doc.txt", scratch);
+    write_bytes(input, "the naive doc\n", 14);
+    snprintf(out, sizeof out, "%s/ds-llama3", scratch);
+    const char *inputs[] = {input};
+    plait_prepare_options o = {.inputs = inputs, .n_inputs = 1, .tokenizer = tok, .out_dir = out, .shard_tokens = 1000};
+    plait_prepare_result r;
+    if (plait_data_prepare(&o, &r) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    char **train = shard_names(out, "train", 1);
+    plait_data_options d_o = {.paths = (const char *const *)train, .n_paths = 1, .vocab_size = 264, .seq_len = 2};
+    plait_data *d = NULL;
+    if (plait_data_open(&d_o, &d) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    assert_int_equal(plait_data_token(d, 0), 262);
+    assert_int_equal(plait_data_token(d, 1), 257); /* "the" */
+    plait_data_close(d);
+    free_names(train, 1);
+    snprintf(path, sizeof path, "%s/vocab.json", out);
+    assert_int_not_equal(access(path, F_OK), 0);
+    if (plait_tokenizer_load(out, &back) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    assert_true(plait_tokenizer_fingerprint(back) == plait_tokenizer_fingerprint(tok));
+    plait_tokenizer_free(back);
+    plait_tokenizer_free(tok);
+}
+
 static plait_tokenizer *big_vocab(void) {
     char dir[PATH_MAX + 32], path[PATH_MAX + 64];
     snprintf(dir, sizeof dir, "%s/big", scratch);
@@ -244,6 +279,7 @@ int main(void) {
         cmocka_unit_test(test_shards_read_back_as_the_text),
         cmocka_unit_test(test_uint32_and_dtype_errors),
         cmocka_unit_test(test_bad_headers),
+        cmocka_unit_test(test_llama3_tokenizer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
