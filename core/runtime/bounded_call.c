@@ -57,14 +57,10 @@ int plait_bounded_call(plait_status (*fn)(void *arg), void *arg, size_t arg_size
     b->fn = fn;
     b->arg_size = arg_size;
     memcpy(b->arg, arg, arg_size);
-    pthread_attr_t ta;
+    /* joinable: a call that returned leaves no thread behind (the caller
+     * joins it); one given up on is detached to end on its own */
     pthread_t t;
-    int rc = pthread_attr_init(&ta);
-    if (rc == 0) {
-        pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
-        rc = pthread_create(&t, &ta, worker, b);
-        pthread_attr_destroy(&ta);
-    }
+    int rc = pthread_create(&t, NULL, worker, b);
     if (rc != 0) {
         release(b);
         *st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot start a thread: %s", strerror(rc));
@@ -86,10 +82,12 @@ int plait_bounded_call(plait_status (*fn)(void *arg), void *arg, size_t arg_size
     if (!b->done) {
         b->abandoned = 1;
         pthread_mutex_unlock(&b->lock);
+        pthread_detach(t);
         *st = PLAIT_ERR_TIMEOUT;
         return 0;
     }
     pthread_mutex_unlock(&b->lock);
+    pthread_join(t, NULL);
     *st = b->st;
     memcpy(arg, b->arg, arg_size);
     if (b->msg[0]) plait_set_error(b->st, "%s", b->msg);

@@ -20,7 +20,8 @@
  * (so that an abandoned call never writes into the caller's memory), and
  * wait at most `limit_s` seconds (<= 0: no limit). Returns 1 when fn
  * returned: its result in *st, the thread's error message set on the
- * calling thread as fn left it, and the copy written back to `arg`. Returns
+ * calling thread as fn left it, the copy written back to `arg`, and the
+ * thread ended (joined: nothing of the call outlives it). Returns
  * 0 when it did not return in time (*st PLAIT_ERR_TIMEOUT, no error set:
  * the caller says what hung; the thread is abandoned, owning the copy) or
  * no thread could be started (*st PLAIT_ERR_SYSTEM, the error set); `arg`
