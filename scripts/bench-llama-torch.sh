@@ -35,7 +35,7 @@ fi
 shapes=()
 case $what in
   tiny | all) shapes+=("tiny configs/llama-tiny.ini --n_layer 4 --n_head 4 --n_kv_head 2 --n_embd 128 --ffn_hidden 352 --block 128 --batch 8|5|30") ;;&
-  small | all) shapes+=("small configs/llama-small.ini --n_layer 6 --n_head 6 --n_kv_head 2 --n_embd 384 --ffn_hidden 1024 --block 256 --batch 8|3|10") ;;
+  small | all) shapes+=("small configs/llama-small.ini --n_layer 6 --n_head 6 --n_kv_head 2 --n_embd 384 --ffn_hidden 1024 --block 256 --batch 8|2|6") ;;
   tiny) ;;
   *) echo "bench-llama-torch: '$what': give tiny, small or all" >&2; exit 2 ;;
 esac
