@@ -26,10 +26,6 @@ threads=${BENCH_THREADS:-1 2}
 here=$(cd "$(dirname "$0")" && pwd)
 
 [ -x "$plait" ] || { echo "bench-llama-torch: no $plait (build first: make build)" >&2; exit 1; }
-if ! "$py" -c 'import torch, transformers' 2>/dev/null; then
-  echo "SKIP: $py cannot import torch and transformers (set PLAIT_TORCH_PYTHON to a python that can)"
-  exit 77
-fi
 
 # shape: name config peer-args warmup steps
 shapes=()
@@ -39,6 +35,10 @@ case $what in
   tiny) ;;
   *) echo "bench-llama-torch: '$what': give tiny, small or all" >&2; exit 2 ;;
 esac
+if ! "$py" -c 'import torch, transformers' 2>/dev/null; then
+  echo "SKIP: $py cannot import torch and transformers (set PLAIT_TORCH_PYTHON to a python that can)"
+  exit 77
+fi
 
 echo "# $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; $("$py" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"
 summary=()
