@@ -22,8 +22,9 @@ plait_status plait_run_prefill_plan(plait_run *run);
 
 /* Load the parallel plugin, create its state for run->mesh and let it plan
  * (create + plan only: neither communicates, so the preflight calls this
- * with a mesh whose communicators are NULL). Fills run->par, run->par_state,
- * run->plan, run->stage and the local chunks' layer ranges. */
+ * with a mesh whose communicators are NULL). Fills run->parallel (the
+ * plugin and its state), run->work.plan, run->work.stage and the local
+ * chunks' layer ranges (run->work.first_layer, last_layer). */
 plait_status plait_run_load_parallel(plait_run *run);
 
 /* 1 if the plan's schedule splits backwards into input and weight halves
