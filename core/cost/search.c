@@ -88,6 +88,12 @@ static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait
         return 1;
     }
     if (plait_cost_model_refuses(m, l->tp, 1, 1, why, wlen)) return 1;
+    if (plait_cost_model_refuses(m, 1, l->pp, l->chunks, why, wlen)) {
+        /* too few layers for the stages sets the whole family aside, for
+         * the chunks of interleaving only that schedule */
+        if (l->chunks > 1) snprintf(family, flen, "dp%d tp%d pp%d %s v%d", l->dp, l->tp, l->pp, l->schedule, l->chunks);
+        return 1;
+    }
     return 0;
 }
 
