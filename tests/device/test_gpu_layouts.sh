@@ -18,6 +18,8 @@
 #     (sharded optimizer, gathered parameters, the exact norm's accumulators
 #     merged across ranks) bit-identical to one rank with adam, and pp 2
 #     under zero-bubble.
+#   On the emulator make test runs two layouts of each list (sample_cases in
+#     tests/e2e/lib.sh: the commit chooses which), make test-all every one.
 #   On the GPU and the emulator also bf16 (bf16 activations): dp 2, pp 2,
 #     dp 2 with zero3, one rank with full recomputation (its bf16
 #     activations rebuilt in the backward) and pp 2 under the zero-bubble
@@ -33,6 +35,7 @@ if [ "$MODE" = selfcheck ]; then
 elif [ "$MODE" = emu ]; then
   DEV=cuda_emu STEPS=2 layouts=("dp2|parallel.dp=2" "pp2|parallel.pp=2" "tp2|parallel.tp=2"
     "dp2_zero3|parallel.dp=2 optim.plugin=zero3" "pp2_zb1|parallel.pp=2 parallel.pp.schedule=zb1")
+  sample_cases layouts 2 # the emulator runs a GPU thread per element: make test-all runs them all
 else
   [ "$MODE" = gpu ] || fail "usage: test_gpu_layouts.sh [selfcheck|emu]"
   line=$("$PLAIT_BIN" plugins 2>&1 | grep -A1 -E '^device +cuda ' || true)
@@ -70,8 +73,10 @@ done
 # weight copy)
 if [ "$MODE" != selfcheck ]; then
   grep -q '^plait: activations bf16' "$E2E_WORK/one_bf16.out" || fail "the bf16 run kept float32 activations"
-  for l in "dp2|parallel.dp=2" "pp2|parallel.pp=2" "dp2_zero3|parallel.dp=2 optim.plugin=zero3" \
-    "rcfull|model.recompute=full" "pp2_zb1|parallel.pp=2 parallel.pp.schedule=zb1"; do
+  bf16_layouts=("dp2|parallel.dp=2" "pp2|parallel.pp=2" "dp2_zero3|parallel.dp=2 optim.plugin=zero3"
+    "rcfull|model.recompute=full" "pp2_zb1|parallel.pp=2 parallel.pp.schedule=zb1")
+  [ "$MODE" = gpu ] || sample_cases bf16_layouts 2
+  for l in "${bf16_layouts[@]}"; do
     name=${l%%|*}_bf16 arg=${l#*|}
     # shellcheck disable=SC2086 # $arg may hold several overrides
     train "$name" "${B[@]}" $arg comm.plugin=tcp

@@ -37,6 +37,33 @@ e2e_exit() {
 }
 trap e2e_exit EXIT
 
+# sample_cases ARRAY KEEP: the long matrices' tier. `make test` (and so CI)
+# runs KEEP of the array's cases, consecutive from an offset that the
+# commit under test chooses, so successive commits cover the whole matrix
+# and a rerun of one commit repeats its choice; `make test-all`
+# (PLAIT_TEST_ALL=1) runs every case. PLAIT_TEST_SAMPLE=N picks the
+# offset by hand. The cases run and left are printed.
+sample_cases() {
+  local -n sc_cases=$1
+  local keep=$2 n=${#sc_cases[@]} seed off i kept=() left=()
+  if [ -n "${PLAIT_TEST_ALL:-}" ] || [ "$keep" -ge "$n" ]; then
+    echo "matrix $1: all $n cases"
+    return 0
+  fi
+  if [ -n "${PLAIT_TEST_SAMPLE:-}" ]; then
+    case $PLAIT_TEST_SAMPLE in *[!0-9]*) fail "PLAIT_TEST_SAMPLE=$PLAIT_TEST_SAMPLE is not a number" ;; esac
+    seed="PLAIT_TEST_SAMPLE=$PLAIT_TEST_SAMPLE" off=$((10#$PLAIT_TEST_SAMPLE % n))
+  else
+    seed=$(git -C "$PLAIT_SOURCE_DIR" rev-parse --short=7 HEAD 2>/dev/null || echo 0)
+    off=$((16#$seed % n)) seed="commit $seed"
+  fi
+  for ((i = 0; i < n; i++)); do
+    if (((i - off + n) % n < keep)); then kept+=("${sc_cases[$i]}"); else left+=("${sc_cases[$i]%%|*}"); fi
+  done
+  sc_cases=("${kept[@]}")
+  echo "matrix $1: $keep of $n cases (offset $off, from $seed); left to make test-all: ${left[*]}"
+}
+
 # train NAME [args...]: a run into $E2E_WORK/NAME; its output in NAME.out.
 # The run directory starts empty unless the run resumes (--resume or
 # run.resume=auto|yes).
