@@ -10,6 +10,9 @@ and its code blocks (fenced or indented) whole. Checked there:
   `PLAIT_<SECTION>_<KEY>` of the config (README.md, "Training") counts as
   its key `[section] key`;
 - functions in call form, `name()`: a word of some source file;
+- struct fields, `host->alloc_kept` or `plait_model_spec.n_kv_head`: the
+  field a word of the C sources (the struct being a plait_* name above, or
+  any variable before `->`);
 - config keys `[section] key`, sections `[section]`, and command-line
   overrides `section.key=value` of the core's sections: the key must be a
   string literal of the C sources, and the section too (the core's schema,
@@ -39,6 +42,7 @@ SPAN = re.compile(r"`([^`\n]+)`")
 IDENT = re.compile(r"(?<![\w<])((?:plait|PLAIT)_[A-Za-z0-9_]*[A-Za-z0-9])(?![\w<*>])")
 KEY = re.compile(r"^\[([a-z][a-z0-9_.]*)\](?:\s+([a-z][a-z0-9_]*))?(?:\s*=.*)?$")
 CALL = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\(\)$")
+FIELD = re.compile(r"(?:\b\w+->|\bplait_\w+\.)([A-Za-z_]\w*)")
 OVERRIDE = re.compile(r"(?<![\w./-])([a-z][a-z0-9_]*(?:\.[a-z0-9_]+)?)\.([a-z][a-z0-9_]*)=")
 DECLARE = re.compile(r'DECLARE\("([a-z]+)"')
 LITERAL = re.compile(r'"([a-z][a-z0-9_.]*)"')
@@ -97,7 +101,7 @@ def check_key(root, literals, rel, n, section, key):
 def main(argv):
     root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     files = tracked(root)
-    words, literals, core_sections = set(), set(), set()
+    words, literals, core_sections, c_words = set(), set(), set(), set()
     for rel in files:
         if not rel.endswith(SOURCE_EXT) and os.path.basename(rel) != "CMakeLists.txt":
             continue
@@ -106,6 +110,7 @@ def main(argv):
         core_sections.update(DECLARE.findall(text) if rel == "core/config/core_schema.c" else ())
         if rel.endswith(C_EXT):
             literals.update(LITERAL.findall(text))
+            c_words.update(re.findall(r"\w+", text))
     bad = []
     for rel in files:
         if not rel.endswith(".md"):
@@ -114,6 +119,9 @@ def main(argv):
             call = CALL.match(span.strip())
             if call and call.group(1) not in words:
                 bad.append(f"{rel}:{n}: names the function `{call.group(1)}()`, which no source file of the tree has")
+            for field in FIELD.findall(span):
+                if field not in c_words:
+                    bad.append(f"{rel}:{n}: names the field `{field}` (in `{span.strip()}`), which no C source has")
             for section, key in OVERRIDE.findall(span):
                 if section.split(".")[0] in core_sections:
                     bad += check_key(root, literals, rel, n, section, key)
