@@ -2,8 +2,9 @@
  * The launcher's units, each alone: the environment a rank is started with
  * (launch/rank_env.h), the restart facts through the environment and the
  * exit status of a failure no restart mends (launch/restart.h), the
- * math-thread rule (launch/math_threads.h), and the rendezvous store's
- * table and gathers (launch/store_table.h, launch/store_gather.h).
+ * math-thread rule (launch/math_threads.h), the rendezvous store's table
+ * and gathers (launch/store_table.h, launch/store_gather.h), and the
+ * private rendezvous file of a one-host job (launch/rendezvous_file.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,13 +12,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "launch/math_threads.h"
 #include "launch/rank_env.h"
 #include "launch/restart.h"
 #include "launch/store_gather.h"
+#include "launch/rendezvous_file.h"
 #include "launch/store_table.h"
+#include "runtime/clock.h"
 #include "runtime/error.h"
 
 /* How many entries of env are NAME=..., and the value of the last one. */
@@ -258,10 +264,94 @@ static void test_store_gathers(void **state) {
     store_gathers_free(&g);
 }
 
+/* A file the waiting ranks must not take: waited for until a short
+ * deadline, then PLAIT_ERR_TIMEOUT naming the file. */
+static void expect_refused(const char *path, const char *what) {
+    int port = 0;
+    char token[64];
+    if (plait_rdv_file_wait(path, plait_clock_now() + 0.1, &port, token, sizeof token) != PLAIT_ERR_TIMEOUT)
+        fail_msg("a rendezvous file %s was taken (port %d)", what, port);
+    assert_non_null(strstr(plait_last_error(), path));
+}
+
+static void write_text(const char *path, const char *text, mode_t mode) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    assert_int_equal(chmod(path, mode), 0);
+}
+
+/* Published by rank 0, read by the others; in a private directory of
+ * this user; a file others may read, a dead writer's, a malformed one or
+ * a link in its place is never taken. */
+static void test_rendezvous_file(void **state) {
+    (void)state;
+    char xdg[] = "/tmp/plait-rdv-test-XXXXXX";
+    assert_non_null(mkdtemp(xdg));
+    const char *old = getenv("XDG_RUNTIME_DIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("XDG_RUNTIME_DIR", xdg, 1);
+    char path[600];
+    assert_int_equal(plait_rdv_file_path("unit-1", path, sizeof path), PLAIT_OK);
+    char want[600];
+    snprintf(want, sizeof want, "%s/plait/job-unit-1.rdv", xdg);
+    assert_string_equal(path, want);
+    struct stat sb;
+    snprintf(want, sizeof want, "%s/plait", xdg);
+    assert_int_equal(lstat(want, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0700);
+
+    assert_int_equal(plait_rdv_file_publish(path, 4242, "0123abcd"), PLAIT_OK);
+    assert_int_equal(lstat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    int port = 0;
+    char token[64] = "";
+    assert_int_equal(plait_rdv_file_wait(path, plait_clock_now() + 5, &port, token, sizeof token), PLAIT_OK);
+    assert_int_equal(port, 4242);
+    assert_string_equal(token, "0123abcd");
+    chmod(path, 0644);
+    expect_refused(path, "others may read");
+    plait_rdv_file_remove(path);
+
+    pid_t gone = fork();
+    if (gone == 0) _exit(0);
+    waitpid(gone, NULL, 0);
+    char text[128];
+    snprintf(text, sizeof text, "plait-rendezvous 1\npid %d\nport 4242\ntoken abc\n", (int)gone);
+    write_text(path, text, 0600);
+    expect_refused(path, "of a writer that is gone");
+    snprintf(text, sizeof text, "plait-rendezvous 1\npid %d\nport 70000\ntoken abc\n", (int)getpid());
+    write_text(path, text, 0600);
+    expect_refused(path, "with port 70000");
+    plait_rdv_file_remove(path);
+
+    char real[600];
+    snprintf(real, sizeof real, "%s/elsewhere.rdv", xdg);
+    snprintf(text, sizeof text, "plait-rendezvous 1\npid %d\nport 4242\ntoken abc\n", (int)getpid());
+    write_text(real, text, 0600);
+    assert_int_equal(symlink(real, path), 0);
+    expect_refused(path, "that is a link");
+    plait_rdv_file_remove(path);
+    unlink(real);
+
+    /* a directory of this user that others may write is refused */
+    assert_int_equal(chmod(want, 0777), 0);
+    assert_int_equal(plait_rdv_file_path("unit-2", path, sizeof path), PLAIT_ERR_SYSTEM);
+    assert_non_null(strstr(plait_last_error(), "not a private directory"));
+    rmdir(want);
+    rmdir(xdg);
+    if (saved) setenv("XDG_RUNTIME_DIR", saved, 1);
+    else unsetenv("XDG_RUNTIME_DIR");
+    free(saved);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rank_env),     cmocka_unit_test(test_restart_facts), cmocka_unit_test(test_failure_exit),
-        cmocka_unit_test(test_math_threads), cmocka_unit_test(test_store_table),   cmocka_unit_test(test_store_gathers),
+        cmocka_unit_test(test_rank_env),        cmocka_unit_test(test_restart_facts),
+        cmocka_unit_test(test_failure_exit),    cmocka_unit_test(test_math_threads),
+        cmocka_unit_test(test_store_table),     cmocka_unit_test(test_store_gathers),
+        cmocka_unit_test(test_rendezvous_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
