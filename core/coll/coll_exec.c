@@ -4,27 +4,9 @@
  * fingerprint when [comm] check_collectives is on, use the plugin's native
  * collective when it has one, and release what a failure left in flight.
  *
- * AUTO crossovers, measured with `plait bench comm --algo A` over the TCP
- * plugin on loopback, on the 2-core VM the project is tuned on (ranks share
- * the cores), f32 sum, medians of 2-3 interleaved runs (the machine was
- * shared with other jobs, so +-20% is noise):
- *
- *   allreduce time (us)     4K     64K    1M      4M
- *     n=2  tree / rhd       33/37  52/73  352/382
- *     n=3  tree / rhd       53/53  116/154 1051/1061
- *     n=4  tree / rhd       72/83  162/170 1491/1443 6500/7828
- *     n=8  tree / rhd       235/424 392/768 3985/5456 18155/19438
- *     (ring: 1.5-3x slower than both below 4M at every n)
- *   allreduce busbw (GB/s)  4M              16M             64M
- *     n=3  tree/rhd/ring                    0.65/0.80/0.56  0.60/0.73/0.76
- *     n=4  tree/rhd/ring    0.92/0.86/0.53  0.79/0.78/0.61  0.65/0.80/0.54
- *     n=4  (a busier hour)  0.67/0.40/0.35  0.55/0.57/0.47  0.46/0.48/0.49
- *     n=8  tree/rhd/ring                    0.23/0.36/0.36  0.23/0.25/0.30
- *   n=4 busbw (GB/s)        16K    256K   4M     64M
- *     allgather ring/rhd/direct     0.09/0.10/0.08 0.47/0.83/0.51 0.54/0.77/0.57 0.63/0.65/0.54
- *     reduce_scatter ring/rhd/ord   0.09/0.11/0.08 0.49/0.60/0.41 0.50/0.75/0.67 0.73/0.62/0.61
- *     broadcast tree/chain/direct   1.44/1.48/0.35 2.37/1.56/1.32 0.92/0.61/1.32 0.71/0.88/1.14
- *     alltoall direct/pairwise      0.08/0.09      0.36/0.75      0.45/0.80      0.44/0.72
+ * AUTO's crossovers come from `plait bench comm --algo A` over the TCP
+ * plugin on loopback, 2 to 8 ranks sharing 2 cores; the figures are in
+ * docs/measurements/2026-11-22-collectives-tcp-loopback.md.
  *
  * Why the tree wins small allreduces here: with ranks sharing cores, what
  * costs is the total number of messages and bytes moved (reduce + broadcast

@@ -10,6 +10,9 @@
  *      round has node 0 alone, reason naming the stuck rank;
  *   3. node 0's ranks finish: the job is over for a late join too.
  * A third launcher with MIN 2 and nobody else gives up after join_timeout.
+ * A round whose layout does not fit one member's memory: every member
+ * learns the refusal, naming that host. Host counts outside 1 <= MIN <=
+ * MAX <= 256 are refused before anything starts.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -59,6 +62,15 @@ static void *verdict_thread(void *arg) {
     joiner *j = arg;
     char why[256];
     j->verdict = plait_membership_verdicts(j->m, NULL, why, sizeof why);
+    return NULL;
+}
+
+static char b_why[512];
+
+/* Node 1's verdict: it does not fit. */
+static void *refuse_thread(void *arg) {
+    joiner *j = arg;
+    j->verdict = plait_membership_verdicts(j->m, "host b: 9.0 GiB a rank, 4.0 GiB available", b_why, sizeof b_why);
     return NULL;
 }
 
@@ -155,10 +167,53 @@ static void test_too_few(void **state) {
     plait_membership_close(a.m);
 }
 
+/* Node 1's host refuses the round's layout: both launchers learn it, with
+ * its words, so neither starts ranks; the job then ends. */
+static void test_refusal(void **state) {
+    (void)state;
+    plait_membership_opts o = opts(free_port(), 2, 2);
+    joiner a = {0}, b = {0};
+    if (plait_membership_open(&o, &a.m) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    if (plait_membership_open(&o, &b.m) != PLAIT_OK) fail_msg("%s", plait_last_error());
+    join_both(&a, &b);
+    assert_int_equal(a.r.status, PLAIT_ROUND_TRAIN);
+    assert_int_equal(b.r.hosts, 2);
+    char why_a[512] = "";
+    const char *refusal = "host b: 9.0 GiB a rank, 4.0 GiB available";
+    pthread_t t;
+    pthread_create(&t, NULL, refuse_thread, &b);
+    int va = plait_membership_verdicts(a.m, NULL, why_a, sizeof why_a);
+    pthread_join(t, NULL);
+    assert_int_equal(va, 1);
+    assert_int_equal(b.verdict, 1);
+    if (!strstr(why_a, refusal) || !strstr(b_why, refusal))
+        fail_msg("both should give node 1's refusal: '%s', '%s'", why_a, b_why);
+    plait_attempt_end refused = {.kind = PLAIT_ATTEMPT_REFUSED};
+    snprintf(refused.message, sizeof refused.message, "%s", refusal);
+    assert_int_equal(plait_membership_report(a.m, &refused), PLAIT_OK);
+    assert_int_equal(plait_membership_report(b.m, &refused), PLAIT_OK);
+    plait_membership_close(b.m);
+    plait_membership_close(a.m);
+}
+
+static void test_bad_hosts(void **state) {
+    (void)state;
+    const int cases[][2] = {{0, 2}, {3, 2}, {1, 257}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        plait_membership_opts o = opts(free_port(), cases[i][0], cases[i][1]);
+        plait_membership *m = NULL;
+        assert_int_equal(plait_membership_open(&o, &m), PLAIT_ERR_INVALID_ARG);
+        assert_null(m);
+        assert_non_null(strstr(plait_last_error(), "1 <= MIN <= MAX <= 256"));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rounds),
         cmocka_unit_test(test_too_few),
+        cmocka_unit_test(test_refusal),
+        cmocka_unit_test(test_bad_hosts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

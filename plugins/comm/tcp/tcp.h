@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include <plait/comm_util.h>
 #include <plait/plait.h>
 
 #include "tcp_wire.h"

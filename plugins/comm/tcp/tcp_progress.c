@@ -115,20 +115,10 @@ plait_status tcp_test(tcp_comm *cm, tcp_req *r, int *done, size_t *bytes) {
     return st;
 }
 
-/* The condition variables use CLOCK_MONOTONIC, the clock of host->now(). */
-static void deadline_ts(double deadline_mono, struct timespec *ts) {
-    ts->tv_sec = (time_t)deadline_mono;
-    ts->tv_nsec = (long)((deadline_mono - (double)ts->tv_sec) * 1e9);
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 plait_status tcp_wait(tcp_comm *cm, tcp_req *r, double timeout_s, size_t *bytes) {
     tcp_engine *e = cm->eng;
     pthread_mutex_lock(&e->mu);
-    double deadline = e->host->now() + (timeout_s > 0 ? timeout_s : 0);
+    double deadline = plait_deadline(e->host, timeout_s);
     while (!r->done) {
         double left = deadline - e->host->now();
         if (left <= 0) break;
@@ -139,8 +129,8 @@ plait_status tcp_wait(tcp_comm *cm, tcp_req *r, double timeout_s, size_t *bytes)
         }
         /* another caller polls: it wakes us on every completion and when
          * it stops polling */
-        struct timespec ts;
-        deadline_ts(deadline, &ts);
+        struct timespec ts; /* the condition variables use CLOCK_MONOTONIC, host->now()'s clock */
+        plait_deadline_timespec(deadline, &ts);
         e->waiting++;
         pthread_cond_timedwait(&e->cv, &e->mu, &ts);
         e->waiting--;
@@ -149,8 +139,7 @@ plait_status tcp_wait(tcp_comm *cm, tcp_req *r, double timeout_s, size_t *bytes)
     if (!r->done) {
         char name[96];
         tcp_peer_name(cm, r->peer, name, sizeof name);
-        st = e->host->set_error(PLAIT_ERR_TIMEOUT, "tcp: %s %s (tag %u, %zu bytes) did not complete within %.3g s",
-                                r->kind == TCP_SEND ? "send to" : "receive from", name, r->tag, r->cap, timeout_s);
+        st = plait_req_timeout(e->host, "tcp", r->kind == TCP_SEND, name, r->tag, r->cap, timeout_s, NULL);
     } else {
         release(e, r, bytes, &st);
     }

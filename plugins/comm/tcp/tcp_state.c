@@ -22,16 +22,8 @@
 
 /* "rank 3" or "rank 1 of communicator 7 (world rank 3)". */
 void tcp_peer_name(const tcp_comm *c, int world_peer, char *buf, size_t cap) {
-    if (!c || c->is_world) {
-        snprintf(buf, cap, "rank %d", world_peer);
-        return;
-    }
-    for (int i = 0; i < c->size; i++)
-        if (c->world_of[i] == world_peer) {
-            snprintf(buf, cap, "rank %d of communicator %u (world rank %d)", i, c->id, world_peer);
-            return;
-        }
-    snprintf(buf, cap, "world rank %d", world_peer);
+    plait_comm_peer_name(!c || c->is_world, c ? c->world_of : NULL, c ? c->size : 0, c ? c->id : 0, world_peer, buf,
+                         cap);
 }
 
 void tcp_req_fail(tcp_engine *e, tcp_req *r, plait_status st, const char *fmt, ...) PLAIT_PRINTF(4, 5);
@@ -59,9 +51,8 @@ void tcp_req_fail(tcp_engine *e, tcp_req *r, plait_status st, const char *fmt, .
     if (r->done) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    plait_req_vfail(&r->status, r->err, sizeof r->err, st, fmt, ap);
     va_end(ap);
-    r->status = st;
     tcp_req_done(e, r);
 }
 

@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <plait/comm_util.h>
 #include <plait/plait.h>
 
 #include "verbs_proto.h"

@@ -31,16 +31,8 @@ void vb_settings_default(vb_settings *s) {
 /* ---- naming, requests -------------------------------------------------------- */
 
 void vb_peer_name(const vb_comm *c, int world_peer, char *buf, size_t cap) {
-    if (!c || c->is_world) {
-        snprintf(buf, cap, "rank %d", world_peer);
-        return;
-    }
-    for (int i = 0; i < c->size; i++)
-        if (c->world_of[i] == world_peer) {
-            snprintf(buf, cap, "rank %d of communicator %u (world rank %d)", i, c->id, world_peer);
-            return;
-        }
-    snprintf(buf, cap, "world rank %d", world_peer);
+    plait_comm_peer_name(!c || c->is_world, c ? c->world_of : NULL, c ? c->size : 0, c ? c->id : 0, world_peer, buf,
+                         cap);
 }
 
 void vb_req_done(vb_engine *e, vb_req *r) {
@@ -53,9 +45,8 @@ void vb_req_fail(vb_engine *e, vb_req *r, plait_status st, const char *fmt, ...)
     if (r->done) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    plait_req_vfail(&r->status, r->err, sizeof r->err, st, fmt, ap);
     va_end(ap);
-    r->status = st;
     vb_req_done(e, r);
 }
 

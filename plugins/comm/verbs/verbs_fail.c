@@ -227,24 +227,15 @@ plait_status vb_test(vb_comm *c, vb_req *r, int *done, size_t *bytes) {
     return st;
 }
 
-static void deadline_ts(double t, struct timespec *ts) {
-    ts->tv_sec = (time_t)t;
-    ts->tv_nsec = (long)((t - (double)ts->tv_sec) * 1e9);
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 plait_status vb_wait(vb_comm *c, vb_req *r, double timeout_s, size_t *bytes) {
     vb_engine *e = c->eng;
     pthread_mutex_lock(&e->mu);
-    double deadline = e->host->now() + (timeout_s > 0 ? timeout_s : 0);
+    double deadline = plait_deadline(e->host, timeout_s);
     while (!r->done) {
         vb_progress(e);
         if (r->done || e->host->now() >= deadline) break;
         struct timespec ts;
-        deadline_ts(deadline, &ts);
+        plait_deadline_timespec(deadline, &ts);
         e->waiting++;
         pthread_cond_timedwait(&e->cv, &e->mu, &ts);
         e->waiting--;
@@ -257,9 +248,7 @@ plait_status vb_wait(vb_comm *c, vb_req *r, double timeout_s, size_t *bytes) {
                                 ? (r->exp ? "announced, waiting for the receiver to read it"
                                           : "waiting for flow-control credit or send-queue room")
                                 : (r->reading ? "reading the data" : "no message yet");
-        st = e->host->set_error(PLAIT_ERR_TIMEOUT, "verbs: %s %s (tag %u, %zu bytes) did not complete within %.3g s (%s)",
-                                r->kind == VB_REQ_SEND ? "send to" : "receive from", name, r->tag, r->cap, timeout_s,
-                                state);
+        st = plait_req_timeout(e->host, "verbs", r->kind == VB_REQ_SEND, name, r->tag, r->cap, timeout_s, state);
     } else {
         st = finish(e, r, bytes);
     }

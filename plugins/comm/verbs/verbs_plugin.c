@@ -200,12 +200,7 @@ static const plait_comm_ops g_ops = {
 };
 
 static const plait_plugin_desc g_desc = {
-    .struct_size = sizeof(plait_plugin_desc),
-    .magic = PLAIT_PLUGIN_MAGIC,
-    .abi_major = PLAIT_ABI_MAJOR,
-    .abi_minor = PLAIT_ABI_MINOR,
-    .kind = PLAIT_KIND_COMM,
-    .name = "verbs",
+    PLAIT_PLUGIN_DESC_HEAD(PLAIT_KIND_COMM, "verbs", PLAIT_ABI_MINOR),
     .version = "0.1.0",
     .description = "RDMA over InfiniBand / RoCE (libibverbs): RC queue pairs, eager + RDMA-READ rendezvous",
     .keys = g_keys,
@@ -217,13 +212,4 @@ static const plait_plugin_desc g_desc = {
     .report = vb_report,
 };
 
-static const plait_plugin_desc *const g_list[] = {&g_desc};
-
-PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
-                                             const plait_plugin_desc *const **descs, size_t *count) {
-    (void)host_abi;
-    g_host = host;
-    *descs = g_list;
-    *count = 1;
-    return PLAIT_OK;
-}
+PLAIT_PLUGIN_DEFINE_ENTRY("comm/verbs", 0, &g_host, &g_desc)

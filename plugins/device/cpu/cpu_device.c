@@ -147,24 +147,10 @@ static const plait_device_ops cpu_ops = {
 };
 
 static const plait_plugin_desc cpu_desc = {
-    .struct_size = sizeof(plait_plugin_desc),
-    .magic = PLAIT_PLUGIN_MAGIC,
-    .abi_major = PLAIT_ABI_MAJOR,
-    .abi_minor = PLAIT_ABI_MINOR,
-    .kind = PLAIT_KIND_DEVICE,
-    .name = "cpu",
+    PLAIT_PLUGIN_DESC_HEAD(PLAIT_KIND_DEVICE, "cpu", PLAIT_ABI_MINOR),
     .version = "1.0.0",
     .description = "the CPU: host memory, plait's threaded, deterministic CPU kernels (OpenBLAS)",
     .ops = &cpu_ops,
 };
 
-static const plait_plugin_desc *const cpu_list[] = {&cpu_desc};
-
-PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
-                                            const plait_plugin_desc *const **descs, size_t *count) {
-    if (PLAIT_ABI_VERSION_MINOR(host_abi) < 3)
-        return host->set_error(PLAIT_ERR_ABI, "the cpu device plugin needs plait ABI 1.3 (device plugins)");
-    *descs = cpu_list;
-    *count = 1;
-    return PLAIT_OK;
-}
+PLAIT_PLUGIN_DEFINE_ENTRY("device/cpu", 3, NULL, &cpu_desc)

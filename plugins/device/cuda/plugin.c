@@ -78,12 +78,7 @@ static const plait_device_ops g_ops = {
 };
 
 static const plait_plugin_desc g_desc = {
-    .struct_size = sizeof(plait_plugin_desc),
-    .magic = PLAIT_PLUGIN_MAGIC,
-    .abi_major = PLAIT_ABI_MAJOR,
-    .abi_minor = 3,
-    .kind = PLAIT_KIND_DEVICE,
-    .name = PC_PLUGIN_NAME,
+    PLAIT_PLUGIN_DESC_HEAD(PLAIT_KIND_DEVICE, PC_PLUGIN_NAME, 3),
     .version = "0.1.0",
     .description = PC_PLUGIN_DESCRIPTION,
     .keys = g_keys,
@@ -95,16 +90,4 @@ static const plait_plugin_desc g_desc = {
     .report = pc_report,
 };
 
-static const plait_plugin_desc *const g_list[] = {&g_desc};
-
-PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
-                                            const plait_plugin_desc *const **descs, size_t *count) {
-    if (PLAIT_ABI_VERSION_MAJOR(host_abi) != PLAIT_ABI_MAJOR || PLAIT_ABI_VERSION_MINOR(host_abi) < 3)
-        return host->set_error(PLAIT_ERR_ABI,
-                               "device/cuda needs plait ABI 1.3 (the device layer) or later; this plait is %u.%u",
-                               PLAIT_ABI_VERSION_MAJOR(host_abi), PLAIT_ABI_VERSION_MINOR(host_abi));
-    pc.host = host;
-    *descs = g_list;
-    *count = 1;
-    return PLAIT_OK;
-}
+PLAIT_PLUGIN_DEFINE_ENTRY("device/cuda", 3, &pc.host, &g_desc)

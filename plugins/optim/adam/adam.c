@@ -351,17 +351,4 @@ static const plait_plugin_desc adam_desc = {
     .uses = NULL,
 };
 
-static const plait_plugin_desc *const adam_list[] = {&adam_desc};
-
-/* The SDK does not declare the entry; -Wmissing-prototypes wants one. */
-PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
-                                             const plait_plugin_desc *const **descs, size_t *count);
-
-PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
-                                             const plait_plugin_desc *const **descs, size_t *count) {
-    (void)host_abi;
-    (void)host;
-    *descs = adam_list;
-    *count = 1;
-    return PLAIT_OK;
-}
+PLAIT_PLUGIN_DEFINE_ENTRY("optim/adam", 0, NULL, &adam_desc)

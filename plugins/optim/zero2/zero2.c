@@ -25,13 +25,4 @@ static const plait_plugin_desc zero2_desc = {
     .uses = NULL,
 };
 
-static const plait_plugin_desc *const zero2_list[] = {&zero2_desc};
-
-PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
-                                             const plait_plugin_desc *const **descs, size_t *count) {
-    (void)host_abi;
-    (void)host;
-    *descs = zero2_list;
-    *count = 1;
-    return PLAIT_OK;
-}
+PLAIT_PLUGIN_DEFINE_ENTRY("optim/zero2", 0, NULL, &zero2_desc)

@@ -25,13 +25,4 @@ static const plait_plugin_desc zero3_desc = {
     .uses = NULL,
 };
 
-static const plait_plugin_desc *const zero3_list[] = {&zero3_desc};
-
-PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
-                                             const plait_plugin_desc *const **descs, size_t *count) {
-    (void)host_abi;
-    (void)host;
-    *descs = zero3_list;
-    *count = 1;
-    return PLAIT_OK;
-}
+PLAIT_PLUGIN_DEFINE_ENTRY("optim/zero3", 0, NULL, &zero3_desc)

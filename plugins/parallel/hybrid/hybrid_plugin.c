@@ -179,15 +179,4 @@ static const plait_plugin_desc hybrid_desc = {
     .uses = hybrid_uses,
 };
 
-static const plait_plugin_desc *const hybrid_list[] = {&hybrid_desc};
-
-PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
-                                            const plait_plugin_desc *const **descs, size_t *count);
-PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
-                                            const plait_plugin_desc *const **descs, size_t *count) {
-    (void)host_abi;
-    (void)h; /* every instance uses the host of its init argument */
-    *descs = hybrid_list;
-    *count = 1;
-    return PLAIT_OK;
-}
+PLAIT_PLUGIN_DEFINE_ENTRY("parallel/hybrid", 0, NULL, &hybrid_desc)

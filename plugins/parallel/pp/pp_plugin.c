@@ -366,17 +366,4 @@ static const plait_plugin_desc pp_desc = {
     .uses = NULL,
 };
 
-static const plait_plugin_desc *const pp_list[] = {&pp_desc};
-
-PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
-                                            const plait_plugin_desc *const **descs, size_t *count);
-PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
-                                            const plait_plugin_desc *const **descs, size_t *count) {
-    if (PLAIT_ABI_VERSION_MAJOR(host_abi) != PLAIT_ABI_MAJOR)
-        return host ? host->set_error(PLAIT_ERR_ABI, "pp: built for ABI %d, core has %u", PLAIT_ABI_MAJOR,
-                                      PLAIT_ABI_VERSION_MAJOR(host_abi))
-                    : PLAIT_ERR_ABI;
-    *descs = pp_list;
-    *count = 1;
-    return PLAIT_OK;
-}
+PLAIT_PLUGIN_DEFINE_ENTRY("parallel/pp", 0, NULL, &pp_desc)

@@ -168,15 +168,4 @@ static const plait_plugin_desc tp_desc = {
     .ops = &tp_ops,
 };
 
-static const plait_plugin_desc *const tp_list[] = {&tp_desc};
-
-PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
-                                            const plait_plugin_desc *const **descs, size_t *count);
-PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *h,
-                                            const plait_plugin_desc *const **descs, size_t *count) {
-    (void)host_abi;
-    (void)h; /* every instance uses the host of its init argument */
-    *descs = tp_list;
-    *count = 1;
-    return PLAIT_OK;
-}
+PLAIT_PLUGIN_DEFINE_ENTRY("parallel/tp", 0, NULL, &tp_desc)

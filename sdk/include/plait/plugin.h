@@ -16,6 +16,13 @@
  *         *descs = my_list; *count = 1; return PLAIT_OK;
  *     }
  *
+ * or, with this SDK's helpers below (1.11), the same in two statements:
+ *
+ *     static const plait_plugin_desc my_desc = {
+ *         PLAIT_PLUGIN_DESC_HEAD(PLAIT_KIND_COMM, "mynet", 3), .version = "1.0.0", ...,
+ *         .ops = &my_comm_ops };
+ *     PLAIT_PLUGIN_DEFINE_ENTRY("comm/mynet", 3, NULL, &my_desc)
+ *
  * A later ABI major exports `plait_plugin_v2` and the core keeps a shim for
  * v1, so old plugins keep loading; a plugin built for a major the core does
  * not know is refused with both versions named, never called.
@@ -48,7 +55,7 @@ extern "C" {
 
 /* Minor versions of ABI 1: sdk/README.md lists what each added. */
 #define PLAIT_ABI_MAJOR 1
-#define PLAIT_ABI_MINOR 10
+#define PLAIT_ABI_MINOR 11
 #define PLAIT_ABI_VERSION ((uint32_t)((PLAIT_ABI_MAJOR << 16) | PLAIT_ABI_MINOR))
 #define PLAIT_ABI_VERSION_MAJOR(v) ((uint32_t)(v) >> 16)
 #define PLAIT_ABI_VERSION_MINOR(v) ((uint32_t)(v)&0xffffu)
@@ -162,6 +169,56 @@ typedef plait_status (*plait_plugin_entry_v1_fn)(uint32_t host_abi, const plait_
  *     PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, ...) { ... } */
 PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,
                                             const plait_plugin_desc *const **descs, size_t *count);
+
+/* The fields every descriptor starts with (ABI 1.11, header-only): a
+ * plugin of `kind_` named `name_` (its file's name) needing ABI minor
+ * `min_minor_`, the lowest minor whose features it uses (sdk/README.md,
+ * "Versions and compatibility"; PLAIT_ABI_MINOR: this SDK's).
+ *     static const plait_plugin_desc my_desc = {
+ *         PLAIT_PLUGIN_DESC_HEAD(PLAIT_KIND_COMM, "mynet", 3),
+ *         .version = "1.0.0", .description = "...", .ops = &my_comm_ops };
+ */
+#define PLAIT_PLUGIN_DESC_HEAD(kind_, name_, min_minor_)                                                               \
+    .struct_size = sizeof(plait_plugin_desc), .magic = PLAIT_PLUGIN_MAGIC, .abi_major = PLAIT_ABI_MAJOR,               \
+    .abi_minor = (min_minor_), .kind = (kind_), .name = (name_)
+
+/* The entry's check of the core (ABI 1.11, header-only): PLAIT_OK when
+ * `host_abi` has this SDK's major and a minor of at least `min_minor`;
+ * else PLAIT_ERR_ABI, with a message naming `who`, both versions and the
+ * fix set through host->set_error when host is not NULL. */
+static inline plait_status plait_plugin_check_abi(uint32_t host_abi, const plait_host *host, const char *who,
+                                                  uint32_t min_minor) {
+    if (PLAIT_ABI_VERSION_MAJOR(host_abi) == PLAIT_ABI_MAJOR && PLAIT_ABI_VERSION_MINOR(host_abi) >= min_minor)
+        return PLAIT_OK;
+    if (!host) return PLAIT_ERR_ABI;
+    return host->set_error(PLAIT_ERR_ABI, "%s needs plait ABI %d.%u or later; this plait is %u.%u: upgrade plait", who,
+                           PLAIT_ABI_MAJOR, min_minor, PLAIT_ABI_VERSION_MAJOR(host_abi),
+                           PLAIT_ABI_VERSION_MINOR(host_abi));
+}
+
+static inline void plait_plugin_keep_host_(const plait_host **keep, const plait_host *host) {
+    if (keep) *keep = host;
+}
+
+/* Defines the file's entry symbol (ABI 1.11, header-only), the one
+ * definition a plugin file needs: checks the core with
+ * plait_plugin_check_abi(who_, min_minor_), stores the host table in
+ * *keep_ unless keep_ is NULL (a `const plait_host *` of the plugin's: the
+ * table outlives the plugin, so any thread may read it later), and hands
+ * the core the descriptors listed after it (static data, at most 64).
+ *     PLAIT_PLUGIN_DEFINE_ENTRY("comm/mynet", 3, &g_host, &my_desc)
+ */
+#define PLAIT_PLUGIN_DEFINE_ENTRY(who_, min_minor_, keep_, ...)                                                        \
+    static const plait_plugin_desc *const plait_plugin_descs_[] = {__VA_ARGS__};                                       \
+    PLAIT_EXPORT plait_status PLAIT_PLUGIN_ENTRY(uint32_t host_abi, const plait_host *host,                            \
+                                                 const plait_plugin_desc *const **descs, size_t *count) {              \
+        plait_status st_ = plait_plugin_check_abi(host_abi, host, (who_), (min_minor_));                               \
+        if (st_ != PLAIT_OK) return st_;                                                                               \
+        plait_plugin_keep_host_((keep_), host);                                                                        \
+        *descs = plait_plugin_descs_;                                                                                  \
+        *count = sizeof plait_plugin_descs_ / sizeof plait_plugin_descs_[0];                                           \
+        return PLAIT_OK;                                                                                               \
+    }
 
 /* Name of a kind as used in file names and sections: "comm", "parallel", "optim", "device". */
 static inline const char *plait_kind_name(uint32_t kind) {
