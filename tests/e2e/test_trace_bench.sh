@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# `plait bench train` with [run] trace: the trace of the chosen step is
+# written, and the bench's split of that step (the slowest rank's step,
+# compute, communication, idle: its --csv row) is the trace summary's row
+# of the same rank: comm = dp + tp + pp + other, idle = wait, compute =
+# compute + idle, each within the files' rounding (0.001 ms), as both are
+# read from the same clock readings. Two layouts: DP with TP (the layers'
+# TP all-reduces, the gradient buckets, the optimizer's norm), DP with PP
+# (waits on pipeline neighbours, the tied embedding's group).
+source "$(dirname "$0")/lib.sh"
+for layout in "parallel.dp=2 parallel.tp=2" "parallel.dp=2 parallel.pp=2"; do
+  name=$(tr -cd '0-9a-z' <<<"${layout//parallel./}")
+  out=$E2E_WORK/$name
+  rm -rf "$out" && mkdir -p "$out"
+  "$PLAIT_BIN" bench train "$CFG" --warmup 1 --steps 1 --csv "$out/bench.csv" parallel.plugin=hybrid $layout \
+    run.trace=2 "run.out_dir=$out" >"$out/bench.out" 2>&1 || fail "$layout: bench train: $(tail -n 20 "$out/bench.out")"
+  grep -q "^trace of steps 2 to 2: $out/trace.json (4 ranks" "$out/bench.out" ||
+    fail "$layout: bench train wrote no trace: $(tail -n 20 "$out/bench.out")"
+  "$PLAIT_BIN" trace summary "$out/trace.json" >"$out/summary.out" 2>&1 || fail "$layout: summary: $(cat "$out/summary.out")"
+  python3 - "$out/bench.csv" "$out/summary.out" <<'PY' || fail "$layout: the bench's split and the trace's differ: $(cat "$out/bench.csv" "$out/summary.out")"
+import csv, sys
+row = list(csv.DictReader(open(sys.argv[1])))[-1]
+bench = {k: float(row[k]) for k in ("ms_per_step", "compute_ms", "comm_ms", "idle_ms")}
+rows = []
+for line in open(sys.argv[2]):
+    f = line.split()
+    if len(f) == 10 and f[0].isdigit():
+        rank, steps, step, compute, dp, tp, pp, other, wait, idle = int(f[0]), int(f[1]), *map(float, f[2:])
+        assert steps == 1, line
+        rows.append({"ms_per_step": step, "compute_ms": compute + idle, "comm_ms": dp + tp + pp + other, "idle_ms": wait})
+assert len(rows) == 4, rows
+# the bench reports the slowest rank's step, split as that rank split it
+slow = max(rows, key=lambda r: r["ms_per_step"])
+bad = {k: (bench[k], slow[k]) for k in bench if abs(bench[k] - slow[k]) > 0.0025}
+if bad:
+    sys.exit(f"bench vs trace (ms): {bad}")
+print("agree:", bench)
+PY
+done
+echo "trace bench OK"
