@@ -1,8 +1,9 @@
-/* plait trace merge DIR | plait trace summary FILE (docs/trace.md) */
+/* plait trace merge DIR | summary FILE | compare MEASURED PREDICTED (docs/trace.md) */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/trace_compare.h"
 #include "cli/trace_summary.h"
 #include "runtime/error.h"
 #include "runtime/trace_merge.h"
@@ -14,7 +15,16 @@ static int usage_error(const char *msg) {
 
 static int cmd_trace(int argc, char **argv, const plait_cli_job_opts *job) {
     (void)job; /* starts no ranks */
-    if (argc != 3) return usage_error("give a subcommand and its one argument: merge DIR, or summary FILE");
+    if (argc == 4 && strcmp(argv[1], "compare") == 0) {
+        if (plait_trace_compare(argv[2], argv[3], 24, stdout) != PLAIT_OK) {
+            plait_cli_print_error("trace compare");
+            return 1;
+        }
+        return 0;
+    }
+    if (argc != 3 || strcmp(argv[1], "compare") == 0)
+        return usage_error("give a subcommand and its arguments: merge DIR, summary FILE, or compare MEASURED "
+                           "PREDICTED");
     if (strcmp(argv[1], "merge") == 0) {
         int ranks = 0;
         if (plait_trace_merge(argv[2], &ranks) != PLAIT_OK) {
@@ -32,13 +42,13 @@ static int cmd_trace(int argc, char **argv, const plait_cli_job_opts *job) {
         return 0;
     }
     char msg[160];
-    snprintf(msg, sizeof msg, "unknown subcommand '%.60s' (allowed: merge, summary)", argv[1]);
+    snprintf(msg, sizeof msg, "unknown subcommand '%.60s' (allowed: merge, summary, compare)", argv[1]);
     return usage_error(msg);
 }
 
 const plait_command plait_cmd_trace = {
     "trace",
-    "merge the ranks' traces of a run, or summarise one",
+    "merge the ranks' traces of a run, summarise one, or compare it with the plan's",
     "plait trace merge DIR\n"
     "    merge DIR/trace/rank-NNNNN.trace (written by a run with [run] trace) into\n"
     "    DIR/trace.json, a Chrome trace-event file that opens in https://ui.perfetto.dev;\n"
@@ -46,7 +56,11 @@ const plait_command plait_cmd_trace = {
     "plait trace summary FILE\n"
     "    per rank, over the traced steps: compute, exposed communication by axis\n"
     "    (dp, tp, pp, other), waits on pipeline neighbours and idle, in ms; then the\n"
-    "    largest exposed transfers (docs/trace.md)\n",
+    "    largest exposed transfers (docs/trace.md)\n"
+    "plait trace compare MEASURED PREDICTED\n"
+    "    a run's trace beside the planner's prediction of its step (`plait plan CONFIG\n"
+    "    --ranks N --explain LAYOUT --trace PREDICTED`): per rank and stage, each part of\n"
+    "    the summary's split, measured and predicted, largest differences first\n",
     cmd_trace,
     NULL,
 };

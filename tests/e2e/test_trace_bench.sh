@@ -6,10 +6,14 @@
 # compute + idle, each within the files' rounding (0.001 ms), as both are
 # read from the same clock readings. Two layouts: DP with TP (the layers'
 # TP all-reduces, the gradient buckets, the optimizer's norm), DP with PP
-# (waits on pipeline neighbours, the tied embedding's group).
+# (waits on pipeline neighbours, the tied embedding's group). Then `plait
+# trace compare` sets the trace beside the planner's prediction of the
+# layout (plan --explain --trace): each part's mean and every rank.
 source "$(dirname "$0")/lib.sh"
-for layout in "parallel.dp=2 parallel.tp=2" "parallel.dp=2 parallel.pp=2"; do
-  name=$(tr -cd '0-9a-z' <<<"${layout//parallel./}")
+for spec in "dp2 tp2 pp1" "dp2 tp1 pp2"; do
+  read -r dp tp pp <<<"$spec"
+  layout="parallel.dp=${dp#dp} parallel.tp=${tp#tp} parallel.pp=${pp#pp}"
+  name=${spec// /}
   out=$E2E_WORK/$name
   rm -rf "$out" && mkdir -p "$out"
   "$PLAIT_BIN" bench train "$CFG" --warmup 1 --steps 1 --csv "$out/bench.csv" parallel.plugin=hybrid $layout \
@@ -36,5 +40,13 @@ if bad:
     sys.exit(f"bench vs trace (ms): {bad}")
 print("agree:", bench)
 PY
+  # the measured step beside the planner's: every rank and part compared
+  "$PLAIT_BIN" plan "$CFG" --ranks 4 --explain "$spec" --trace "$out/pred.json" \
+    parallel.plugin=hybrid >"$out/plan.out" 2>&1 || fail "$layout: plan --trace: $(tail -n 5 "$out/plan.out")"
+  "$PLAIT_BIN" trace compare "$out/trace.json" "$out/pred.json" >"$out/compare.out" 2>&1 ||
+    fail "$layout: compare: $(cat "$out/compare.out")"
+  [ "$(grep -cE '^all +- +[a-z]+ +[0-9.]+ +-?[0-9.]+ +[-+][0-9.]+ ' "$out/compare.out")" -eq 8 ] ||
+    fail "$layout: compare's parts: $(cat "$out/compare.out")"
+  for r in 0 1 2 3; do grep -Eq "^$r +[0-9]+ +[a-z]+ " "$out/compare.out" || fail "$layout: compare names no rank $r"; done
 done
 echo "trace bench OK"
