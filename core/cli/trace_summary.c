@@ -12,13 +12,11 @@
 #include "runtime/regular_file.h"
 #include "runtime/trace_merge.h"
 
-typedef struct event {
-    int rank, tid;
-    double ts, dur; /* µs */
-    double bytes;
-    char cat[12], name[48], comm[24], detail[24];
-} event;
+typedef plait_trace_event event;
 
+static int bucket_of(const event *e);
+
+/* The buckets of a span's own time: the parts after STEP, before IDLE. */
 enum { COMPUTE, DP, TP, PP, OTHER, WAIT, BUCKETS };
 
 typedef struct rank_row {
@@ -69,7 +67,7 @@ static int axis_of(const event *e) {
 
 static int is_comm(const event *e) { return strcmp(e->cat, "coll") == 0 || strcmp(e->cat, "wait") == 0; }
 
-static plait_status read_events(const char *path, event **out, size_t *n_out) {
+plait_status plait_trace_events_read(const char *path, event **out, size_t *n_out) {
     FILE *f;
     plait_status st = plait_fopen_regular(path, "trace", PLAIT_ERR_INVALID_ARG, &f);
     if (st != PLAIT_OK) return st;
@@ -120,6 +118,11 @@ static plait_status read_events(const char *path, event **out, size_t *n_out) {
     *out = ev;
     *n_out = n;
     return PLAIT_OK;
+}
+
+int plait_trace_event_part(const event *e) {
+    int b = bucket_of(e);
+    return b < 0 ? -1 : PLAIT_TRACE_PART_COMPUTE + b;
 }
 
 /* Where a span's own time goes (-1: nowhere, it only groups others). */
@@ -193,7 +196,7 @@ static plait_status split_file(const char *path, rank_row **rows_out, int *n_row
                                const event **top, int k) {
     event *ev = NULL;
     size_t n = 0;
-    plait_status st = read_events(path, &ev, &n);
+    plait_status st = plait_trace_events_read(path, &ev, &n);
     if (st != PLAIT_OK) return st;
     rank_row *rows = calloc(n + 1, sizeof *rows);
     int n_rows = 0;

@@ -46,6 +46,23 @@ typedef struct plait_trace_split {
  * (the caller frees it) and their count into *n. Errors as the summary's. */
 plait_status plait_trace_split_read(const char *path, plait_trace_split **rows, int *n);
 
+/* One "X" span of a trace as the summary reads it. */
+typedef struct plait_trace_event {
+    int rank, tid;
+    double ts, dur; /* µs */
+    double bytes;   /* < 0: none */
+    char cat[12], name[48], comm[24], detail[24];
+} plait_trace_event;
+
+/* Every span of trace `path`, sorted by rank, then start (the outer of two
+ * at one start first), into *ev (the caller frees it). */
+plait_status plait_trace_events_read(const char *path, plait_trace_event **ev, size_t *n);
+
+/* The part a span's own time counts in (PLAIT_TRACE_PART_COMPUTE to
+ * _WAIT), or -1 for one that only groups others (a step, an
+ * instruction, a transfer's own track). */
+int plait_trace_event_part(const plait_trace_event *e);
+
 /* Print the summary of merged trace `path` to `out`. */
 plait_status plait_trace_summary(const char *path, FILE *out);
 
