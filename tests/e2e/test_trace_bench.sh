@@ -8,7 +8,8 @@
 # TP all-reduces, the gradient buckets, the optimizer's norm), DP with PP
 # (waits on pipeline neighbours, the tied embedding's group). Then `plait
 # trace compare` sets the trace beside the planner's prediction of the
-# layout (plan --explain --trace): each part's mean and every rank.
+# layout (plan --explain --trace): each part's mean and every rank. A
+# step range outside the bench's steps is refused.
 source "$(dirname "$0")/lib.sh"
 for spec in "dp2 tp2 pp1" "dp2 tp1 pp2"; do
   read -r dp tp pp <<<"$spec"
@@ -49,4 +50,9 @@ PY
     fail "$layout: compare's parts: $(cat "$out/compare.out")"
   for r in 0 1 2 3; do grep -Eq "^$r +[0-9]+ +[a-z]+ " "$out/compare.out" || fail "$layout: compare names no rank $r"; done
 done
+# a range outside the bench's steps (warm-up and timed, from 1): refused before step 1
+out=$("$PLAIT_BIN" bench train "$CFG" --warmup 1 --steps 1 run.trace=3 "run.out_dir=$E2E_WORK/range" 2>&1) &&
+  fail "bench train traced a step it does not run"
+grep -q "key 'trace' in \[run\]: '3' lies outside the steps this run trains; this run trains steps 1 to 2" <<<"$out" ||
+  fail "bench train's refusal of run.trace=3: $(tail -n 3 <<<"$out")"
 echo "trace bench OK"
