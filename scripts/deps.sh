@@ -20,7 +20,7 @@ packages=(
   python3                            # the tests' free ports (tests/e2e/lib.sh, slurm_lib.sh), test_doc_paths
   iproute2                           # ip netns, tc: the multi-host namespace tests
   slurmctld slurmd slurm-client munge  # a real Slurm for tests/e2e/test_slurm.sh (slurm-wlm without its docs)
-  gnuplot-nox                        # plait bench sweep --report: PNG plots
+  gnuplot-nox                        # plait bench sweep --report and plait trace plot: PNG plots
 )
 
 if [[ "${1:-}" == "--list" ]]; then

@@ -103,6 +103,12 @@ static int run_layout(const plait_sweep_opts *o, plait_sweep_row *r, size_t inde
     unlink(csvp);
     char ov[16][96];
     int nov = plait_cost_layout_overrides(&r->predicted.layout, o->global_batch, ov);
+    /* each layout's trace in a run directory of its own */
+    char out_dir[1040] = "", out_over[1100] = "";
+    if (o->trace) {
+        snprintf(out_dir, sizeof out_dir, "%s/%zu", o->log_dir, index + 1);
+        snprintf(out_over, sizeof out_over, "run.out_dir=%s", out_dir);
+    }
     const char **argv = calloc((size_t)(o->n_overrides + nov + 16), sizeof *argv);
     if (!argv) {
         snprintf(r->note, sizeof r->note, "out of memory");
@@ -122,6 +128,7 @@ static int run_layout(const plait_sweep_opts *o, plait_sweep_row *r, size_t inde
     for (int i = 0; i < o->n_overrides; i++) argv[a++] = o->overrides[i];
     for (int i = 0; i < nov; i++) argv[a++] = ov[i];
     argv[a++] = "run.progress=off";
+    if (out_over[0]) argv[a++] = out_over;
     argv[a] = NULL;
     int rc = plait_self_child_run(argv, logp);
     free(argv);
@@ -163,6 +170,10 @@ static int run_layout(const plait_sweep_opts *o, plait_sweep_row *r, size_t inde
                            .comm_ms = v[12], .idle_ms = v[13], .dp_mb = v[14] / 1048576.0,
                            .tp_mb = v[15] / 1048576.0, .pp_mb = v[16] / 1048576.0, .peak_mib = v[18]};
     r->note[0] = 0;
+    struct stat sb;
+    if (o->trace && snprintf(r->trace, sizeof r->trace, "%s/trace.json", out_dir) < (int)sizeof r->trace &&
+        stat(r->trace, &sb) != 0)
+        r->trace[0] = 0;
     return 1;
 }
 

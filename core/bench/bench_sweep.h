@@ -28,6 +28,8 @@ typedef struct plait_sweep_opts {
     int csv_is_scratch;             /* the CSV is removed after the sweep: the table is the result */
     const char *log_dir;            /* each layout's output, <log_dir>/<n>.log */
     double mem_limit;               /* bytes per rank, for the memory plot's line */
+    int trace;                      /* [run] trace is set: each layout writes its trace into its own
+                                     * out_dir, <log_dir>/<n>, and the report links it */
 } plait_sweep_opts;
 
 #define PLAIT_SWEEP_MAX_RUNS 16
@@ -50,6 +52,7 @@ typedef struct plait_sweep_row {
     double ms_per_step, tokens_per_s, mfu, compute_ms, comm_ms, idle_ms; /* the median run's */
     double dp_mb, tp_mb, pp_mb, peak_mib;
     double tokens_min, tokens_max;   /* the spread over the runs */
+    char trace[1100];                /* with plait_sweep_opts.trace: its last run's trace.json, once written */
 } plait_sweep_row;
 
 /* Run the valid, fitting layouts of rows[0..n) (already holding their

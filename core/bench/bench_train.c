@@ -3,15 +3,19 @@
  * (no checkpoints, no evaluation): median step time over the slowest rank,
  * tokens/s, MFU against this machine's measured SGEMM peak, the step's split
  * into compute / communication / idle, bytes each rank sent per step by axis,
- * and peak memory per rank.
+ * and peak memory per rank; with [run] trace, the trace of the chosen steps
+ * (warm-up ones numbered first, from 1), whose summary splits each step
+ * from the same clock readings (docs/trace.md).
  */
 #include "bench/bench_train.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "launch/bootstrap.h"
 #include "comm/comm.h"
@@ -23,6 +27,8 @@
 #include "runtime/memory.h"
 #include "train/mfu_peak.h"
 #include "train/run.h"
+#include "train/run_trace.h"
+#include "train/train_loop.h"
 
 #define MB (1024.0 * 1024.0)
 
@@ -202,6 +208,19 @@ static plait_status report(plait_config *cfg, const plait_run *run, const plait_
     return o->csv ? append_csv(cfg, run, o->csv, &g) : PLAIT_OK;
 }
 
+/* [run] trace over the bench's steps (warm-up first, numbered from 1):
+ * the recorder opened and the clocks measured (collective), into the
+ * run's out_dir as `plait train` writes it. */
+static plait_status trace_start(plait_config *cfg, plait_run *run, int64_t total, char *out_dir, size_t cap) {
+    plait_train_out_dir(cfg, out_dir, cap);
+    plait_status st = plait_run_trace_range(cfg, 1, total, &run->trace_first, &run->trace_last);
+    if (st != PLAIT_OK || run->trace_first <= 0) return st;
+    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)
+        return plait_set_error(PLAIT_ERR_SYSTEM, "[run] trace: cannot create [run] out_dir %s for the trace: %s",
+                               out_dir, strerror(errno));
+    return plait_run_trace_start(run, out_dir);
+}
+
 plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_opts *o, FILE *out) {
     plait_run *run = NULL;
     plait_status st = plait_run_open(cfg, NULL, &run);
@@ -217,6 +236,8 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
         plait_mfu_peak_get(cfg, plait_kernels_threads(), plait_job_local_size(run->world.job), world, &peak);
     if (world > 1) st = plait_comm_barrier(run->world.comm, NULL, NULL);
     int64_t total = o->warmup + o->steps;
+    char out_dir[4096];
+    if (st == PLAIT_OK) st = trace_start(cfg, run, total, out_dir, sizeof out_dir);
     bench_rows b = {.v_len = N_FIELDS + (size_t)N_SPLIT * (size_t)world, .first_loss = NAN, .last_loss = NAN};
     b.rows = calloc((size_t)total * N_FIELDS, sizeof(double));
     b.v = calloc(b.v_len, sizeof(double));
@@ -227,9 +248,11 @@ plait_status plait_bench_train_run(plait_config *cfg, const plait_bench_train_op
     for (int64_t s = 0; st == PLAIT_OK && s < total; s++) {
         plait_step_result r;
         at_step = s + 1;
+        plait_run_trace_step_begin(run, at_step);
         st = plait_run_step(run, &r);
         if (st != PLAIT_OK) break;
         st = record_step(run, &r, s, &b);
+        if (st == PLAIT_OK) st = plait_run_trace_step_end(run, at_step, out_dir);
         /* as `plait train` checks each step (train/run.h): --csv is a path */
         char when[64];
         snprintf(when, sizeof when, "step %lld: the step's calls", (long long)(s + 1));

@@ -112,6 +112,36 @@ static plait_status write_script(const char *path, double limit_mib, double max_
     return PLAIT_OK;
 }
 
+/* `path`, from the folder of the report `report` when it lies in it. */
+static const char *from_report(const char *report, const char *path) {
+    const char *slash = strrchr(report, '/');
+    size_t n = slash ? (size_t)(slash - report) + 1 : 0;
+    return n && strncmp(path, report, n) == 0 ? path + n : path;
+}
+
+/* Each traced layout's trace (bench sweep with [run] trace), and its
+ * picture where `plait trace plot` drew one beside it. */
+static void write_traces(FILE *f, const char *report, const plait_sweep_row *rows, size_t n) {
+    int any = 0;
+    for (size_t i = 0; i < n; i++) any |= rows[i].state == 1 && rows[i].trace[0];
+    if (!any) return;
+    fprintf(f, "\n## Traces\n\nEach layout's traced steps ([run] trace; docs/trace.md): open a trace.json in "
+               "https://ui.perfetto.dev, or `plait trace summary` it.\n\n");
+    for (size_t i = 0, k = 0; i < n; i++) {
+        const plait_sweep_row *r = &rows[i];
+        plait_sweep_view v;
+        if (!plait_sweep_row_view(r, &v)) continue;
+        k++;
+        if (!r->trace[0]) continue;
+        const char *rel = from_report(report, r->trace);
+        fprintf(f, "- %zu, %s: [%s](%s)\n", k, v.name, rel, rel);
+        char png[1200];
+        struct stat sb;
+        snprintf(png, sizeof png, "%.*s/step.png", (int)(strlen(r->trace) - strlen("/trace.json")), r->trace);
+        if (stat(png, &sb) == 0) fprintf(f, "\n  ![%s, one row per rank](%s)\n", v.name, from_report(report, png));
+    }
+}
+
 static plait_status write_markdown(const char *path, const plait_sweep_row *rows, size_t n, const char *header) {
     FILE *f;
     plait_status opened = plait_out_fopen(path, "w", &f); /* never through a link */
@@ -138,6 +168,7 @@ static plait_status write_markdown(const char *path, const plait_sweep_row *rows
         if (!rows[i].predicted.valid || !rows[i].predicted.fits) fprintf(f, "- skipped: %s: %s\n", name, rows[i].predicted.why);
         else if (rows[i].state != 1) fprintf(f, "- not measured: %s: %s\n", name, rows[i].note);
     }
+    write_traces(f, path, rows, n);
     fprintf(f, "\n![tokens/s per layout](tokens.png)\n\n![step split](split.png)\n\n"
                "![peak memory per rank](memory.png)\n\n![predicted against measured step time](predicted.png)\n");
     if (fclose(f) != 0) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));

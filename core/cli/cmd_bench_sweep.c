@@ -9,6 +9,8 @@
 #include "bench/bench_sweep.h"
 #include "cli/cli.h"
 #include "cli/layout_args.h"
+#include "cli/trace_plot.h"
+#include "config/config.h"
 #include "cost/table.h"
 #include "runtime/error.h"
 #include "runtime/scratch_dir.h"
@@ -21,6 +23,19 @@ static void load_average(char *buf, size_t len) {
     if (f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3) snprintf(buf, len, "%.2f, %.2f, %.2f", a, b, c);
     else snprintf(buf, len, "unknown");
     if (f) fclose(f);
+}
+
+/* Each traced layout's step drawn beside its trace (step.png), for the
+ * report; without gnuplot the report links the traces alone. */
+static void plot_traces(const plait_sweep_row *rows, size_t n) {
+    if (!plait_trace_plot_available()) return;
+    for (size_t i = 0; i < n; i++) {
+        if (!rows[i].trace[0]) continue;
+        char png[1200];
+        snprintf(png, sizeof png, "%.*s/step.png", (int)(strlen(rows[i].trace) - strlen("/trace.json")), rows[i].trace);
+        if (plait_trace_plot(rows[i].trace, png) != PLAIT_OK)
+            fprintf(stderr, "plait: warning: bench sweep: %s\n", plait_last_error());
+    }
 }
 
 int plait_cli_bench_sweep(int argc, char **argv) {
@@ -50,11 +65,19 @@ int plait_cli_bench_sweep(int argc, char **argv) {
     else if (st == PLAIT_OK && (st = plait_scratch_dir_make("plait-sweep", scratch, sizeof scratch)) == PLAIT_OK)
         snprintf(csv, sizeof csv, "%s/sweep.csv", scratch);
     snprintf(logs, sizeof logs, "%s.logs", csv);
-    plait_sweep_opts o = {.config = a.config, .overrides = a.over, .n_overrides = a.n_over,
-                          .global_batch = a.axes.global_batch, .steps = a.steps, .warmup = a.warmup, .repeat = a.repeat,
-                          .max_minutes = a.max_minutes, .csv = csv, .csv_is_scratch = scratch[0] != 0,
+    plait_sweep_opts o = {.config = a.config,
+                          .overrides = a.over,
+                          .n_overrides = a.n_over,
+                          .global_batch = a.axes.global_batch,
+                          .steps = a.steps,
+                          .warmup = a.warmup,
+                          .repeat = a.repeat,
+                          .max_minutes = a.max_minutes,
+                          .csv = csv,
+                          .csv_is_scratch = scratch[0] != 0,
                           .log_dir = logs,
-                          .mem_limit = a.mem_limit > 0 ? a.mem_limit : plait_cost_mem_limit(&cluster, a.ranks)};
+                          .mem_limit = a.mem_limit > 0 ? a.mem_limit : plait_cost_mem_limit(&cluster, a.ranks),
+                          .trace = a.base && *plait_config_str(a.base, "run", "trace")};
     for (size_t i = 0; rows && i < n; i++) rows[i].predicted = res[i];
     if (st == PLAIT_OK && !usable) {
         plait_cost_print_table(stdout, res, n);
@@ -85,6 +108,7 @@ int plait_cli_bench_sweep(int argc, char **argv) {
         plait_sweep_print(stdout, rows, n);
         plait_cost_print_families(stdout, srch.families, srch.n_families);
         if (a.report) {
+            if (o.trace) plot_traces(rows, n);
             char text[2048];
             snprintf(text, sizeof text, "%s\nPredicted %s.\n", header, memory_for);
             st = plait_sweep_report(a.report, &o, rows, n, text);

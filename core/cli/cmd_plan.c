@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/layout_args.h"
+#include "cost/predicted_trace.h"
 #include "cost/table.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -41,6 +42,14 @@ static int explain(plait_cli_layout_args *a, const plait_cluster *cluster) {
         char line[800];
         plait_cli_device_line(&a->device, line, sizeof line);
         plait_cost_print_explain(stdout, &r, stages, &x, line);
+        if (a->trace && plait_cost_write_trace(a->trace, &r, stages) != PLAIT_OK) {
+            plait_cli_print_error("plan --explain --trace");
+            rc = 1;
+        } else if (a->trace) {
+            printf("\npredicted step written to %s (open it in https://ui.perfetto.dev; `plait trace compare "
+                   "MEASURED %s` sets a run's trace beside it)\n",
+                   a->trace, a->trace);
+        }
     }
     free(stages);
     return rc;
@@ -87,7 +96,8 @@ const plait_command plait_cmd_plan = {
     "plan", "predict step time and memory per rank of every layout of N ranks",
     "usage: plait plan CONFIG --ranks N [--cluster CLUSTER.ini] [--comm-csv FILE] [--axes LIST]\n"
     "                  [--AXIS VALUES ...] [--mem-limit MiB] [--top N|all] [section.key=value ...]\n"
-    "       plait plan CONFIG --ranks N [--cluster CLUSTER.ini] --explain LAYOUT [section.key=value ...]\n"
+    "       plait plan CONFIG --ranks N [--cluster CLUSTER.ini] --explain LAYOUT [--trace FILE]\n"
+    "                  [section.key=value ...]\n"
     "\n"
     "Searches the layouts of N ranks along the chosen axes (default all: dp,tp,pp,schedule,chunks,\n"
     "optim,micro_batch,recompute; also bucket_mb and comm) for the cluster, in the precision the\n"
@@ -115,6 +125,9 @@ const plait_command plait_cmd_plan = {
     "  --explain LAYOUT   one layout's step, broken down: compute per stage, each communication\n"
     "                     by axis and link, bubble, optimizer, memory by part; LAYOUT as the\n"
     "                     table prints it, e.g. \"dp8 tp8 pp4 interleaved v2 mb1 zero1 full\"\n"
+    "  --trace FILE       with --explain: also write that step as a trace (the format of a run's\n"
+    "                     [run] trace, docs/trace.md: per stage, compute per forward and backward,\n"
+    "                     each axis's communication, the bubble) for Perfetto and `plait trace compare`\n"
     "\n"
     "Exit status: 0 when at least one layout is valid and fits, 1 otherwise, 2 for usage errors.\n",
     cmd_plan};

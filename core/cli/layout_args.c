@@ -68,6 +68,9 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
         } else if (!sweep && !strcmp(o, "--explain")) {
             if (!*v) return bad(cmd, "--explain takes a layout as the table prints it (\"dp2 tp2 pp1\"), not", v);
             a->explain = v;
+        } else if (!sweep && !strcmp(o, "--trace")) {
+            if (!*v) return bad(cmd, "--trace takes the file to write the predicted step to, not", v);
+            a->trace = v;
         } else if (sweep && !strcmp(o, "--steps")) {
             a->steps = (int)strtol(v, &end, 10);
             if (*end || a->steps < 1) return bad(cmd, "--steps must be >= 1, not", v);
@@ -98,6 +101,11 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
     if (!a->config || !a->ranks) {
         fprintf(stderr, "usage: plait %s CONFIG %s N [options] (see 'plait help %s')\n", cmd,
                 sweep ? "-n" : "--ranks", strncmp(cmd, "bench", 5) == 0 ? "bench" : cmd);
+        return 2;
+    }
+    if (a->trace && !a->explain) {
+        fprintf(stderr, "plait %s: --trace %s writes the step of one layout: give it with --explain LAYOUT\n", cmd,
+                a->trace);
         return 2;
     }
     /* explicit values (--tp 1,2) made their axes vary already; --axes adds */

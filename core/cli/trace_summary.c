@@ -12,13 +12,11 @@
 #include "runtime/regular_file.h"
 #include "runtime/trace_merge.h"
 
-typedef struct event {
-    int rank, tid;
-    double ts, dur; /* µs */
-    double bytes;
-    char cat[12], name[48], comm[24], detail[24];
-} event;
+typedef plait_trace_event event;
 
+static int bucket_of(const event *e);
+
+/* The buckets of a span's own time: the parts after STEP, before IDLE. */
 enum { COMPUTE, DP, TP, PP, OTHER, WAIT, BUCKETS };
 
 typedef struct rank_row {
@@ -69,7 +67,7 @@ static int axis_of(const event *e) {
 
 static int is_comm(const event *e) { return strcmp(e->cat, "coll") == 0 || strcmp(e->cat, "wait") == 0; }
 
-static plait_status read_events(const char *path, event **out, size_t *n_out) {
+plait_status plait_trace_events_read(const char *path, event **out, size_t *n_out) {
     FILE *f;
     plait_status st = plait_fopen_regular(path, "trace", PLAIT_ERR_INVALID_ARG, &f);
     if (st != PLAIT_OK) return st;
@@ -122,6 +120,11 @@ static plait_status read_events(const char *path, event **out, size_t *n_out) {
     return PLAIT_OK;
 }
 
+int plait_trace_event_part(const event *e) {
+    int b = bucket_of(e);
+    return b < 0 ? -1 : PLAIT_TRACE_PART_COMPUTE + b;
+}
+
 /* Where a span's own time goes (-1: nowhere, it only groups others). */
 static int bucket_of(const event *e) {
     if (strcmp(e->cat, "compute") == 0 || strcmp(e->cat, "optim") == 0) return COMPUTE;
@@ -137,6 +140,7 @@ static int is_transfer(const event *e) {
 }
 
 static void keep_top(const event **top, int k, const event *e) {
+    if (!top) return;
     for (int j = 0; j < k; j++)
         if (!top[j] || top[j]->dur < e->dur) {
             memmove(&top[j + 1], &top[j], sizeof *top * (size_t)(k - 1 - j));
@@ -175,7 +179,9 @@ static void sum_rank(const event *ev, size_t lo, size_t hi, rank_row *row, const
         if (strcmp(e->cat, "step") == 0) step = e;
         int b = bucket_of(e);
         if (b < 0 || !step || e->ts >= step->ts + step->dur) continue;
-        while (depth > 0 && open[depth - 1].end <= e->ts) depth--;
+        /* a span starting where the open one ends is its sibling: the
+         * file's microseconds to 3 decimals, summed in doubles */
+        while (depth > 0 && open[depth - 1].end <= e->ts + 5e-4) depth--;
         if (depth > 0) row->b[open[depth - 1].bucket] -= e->dur;
         row->b[b] += e->dur;
         if (depth < DEPTH) open[depth++] = (open_span){e->ts + e->dur, b};
@@ -183,13 +189,15 @@ static void sum_rank(const event *ev, size_t lo, size_t hi, rank_row *row, const
     }
 }
 
-plait_status plait_trace_summary(const char *path, FILE *out) {
+/* Every rank's row of the trace at `path` (those with a step), and the
+ * job's `k` longest exposed transfers into top (NULL: not wanted); the
+ * events stay in *ev_out for top's pointers (free both). */
+static plait_status split_file(const char *path, rank_row **rows_out, int *n_rows_out, event **ev_out,
+                               const event **top, int k) {
     event *ev = NULL;
     size_t n = 0;
-    plait_status st = read_events(path, &ev, &n);
+    plait_status st = plait_trace_events_read(path, &ev, &n);
     if (st != PLAIT_OK) return st;
-    enum { TOP = 5 };
-    const event *top[TOP + 1] = {0};
     rank_row *rows = calloc(n + 1, sizeof *rows);
     int n_rows = 0;
     if (!rows) {
@@ -199,7 +207,7 @@ plait_status plait_trace_summary(const char *path, FILE *out) {
     for (size_t lo = 0; lo < n;) {
         size_t hi = lo;
         while (hi < n && ev[hi].rank == ev[lo].rank) hi++;
-        sum_rank(ev, lo, hi, &rows[n_rows], top, TOP);
+        sum_rank(ev, lo, hi, &rows[n_rows], top, k);
         if (rows[n_rows].steps > 0) n_rows++;
         lo = hi;
     }
@@ -209,6 +217,52 @@ plait_status plait_trace_summary(const char *path, FILE *out) {
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s holds no step span: nothing to summarise (was it written by "
                                                       "a run with [run] trace?)", path);
     }
+    *rows_out = rows;
+    *n_rows_out = n_rows;
+    *ev_out = ev;
+    return PLAIT_OK;
+}
+
+plait_status plait_trace_split_read(const char *path, plait_trace_split **out, int *n_out) {
+    rank_row *rows = NULL;
+    int n = 0;
+    event *ev = NULL;
+    plait_status st = split_file(path, &rows, &n, &ev, NULL, 0);
+    if (st != PLAIT_OK) return st;
+    free(ev);
+    plait_trace_split *sp = calloc((size_t)n, sizeof *sp);
+    if (!sp) {
+        free(rows);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory reading %s", path);
+    }
+    for (int r = 0; r < n; r++) {
+        double busy = 0;
+        sp[r].rank = rows[r].rank;
+        sp[r].steps = rows[r].steps;
+        sp[r].ms[PLAIT_TRACE_PART_STEP] = rows[r].step_us / 1e3 / rows[r].steps;
+        for (int b = 0; b < BUCKETS; b++) {
+            sp[r].ms[PLAIT_TRACE_PART_COMPUTE + b] = rows[r].b[b] / 1e3 / rows[r].steps;
+            busy += rows[r].b[b];
+        }
+        sp[r].ms[PLAIT_TRACE_PART_IDLE] = (rows[r].step_us - busy) / 1e3 / rows[r].steps;
+    }
+    free(rows);
+    *out = sp;
+    *n_out = n;
+    return PLAIT_OK;
+}
+
+const char *const plait_trace_part_names[PLAIT_TRACE_PARTS] = {"step", "compute", "dp",   "tp",
+                                                               "pp",   "other",   "wait", "idle"};
+
+plait_status plait_trace_summary(const char *path, FILE *out) {
+    enum { TOP = 5 };
+    const event *top[TOP + 1] = {0};
+    rank_row *rows = NULL;
+    int n_rows = 0;
+    event *ev = NULL;
+    plait_status st = split_file(path, &rows, &n_rows, &ev, top, TOP);
+    if (st != PLAIT_OK) return st;
     fprintf(out, "%s: %d rank%s; ms over each rank's traced steps (exposed communication: what the step's thread "
                  "ran or waited for)\n",
             path, n_rows, n_rows == 1 ? "" : "s");

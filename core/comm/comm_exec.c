@@ -22,7 +22,7 @@
 /* A collective's span, on the thread that ran it: its bytes (count x
  * element size), its algorithm, and the communicator's identity (name,
  * first world rank, sequence number: one collective on every member). */
-static void trace_coll(const plait_comm *comm, const plait_coll_args *a, uint64_t t0) {
+static void trace_coll(const plait_comm *comm, const plait_coll_args *a, uint64_t t0, uint64_t t1) {
     char name[48];
     snprintf(name, sizeof name, "%s%s%s", plait_coll_kind_name(a->kind), *a->label ? " " : "", a->label);
     plait_trace_args ta = PLAIT_TRACE_ARGS;
@@ -33,24 +33,29 @@ static void trace_coll(const plait_comm *comm, const plait_coll_args *a, uint64_
     ta.posted_ns = a->posted_ns ? (int64_t)a->posted_ns : PLAIT_TRACE_NONE;
     ta.comm = comm->name;
     ta.detail = plait_coll_algo_name((plait_coll_algo)atomic_load(&comm->last_algo));
-    plait_trace_end(PLAIT_TRACE_COLL, name, t0, &ta);
+    plait_trace_span(PLAIT_TRACE_COLL, name, t0, t1, &ta);
 }
 
 /* Run one collective on this thread; on a fatal error mark the
- * communicator failed (the message stays the thread's error). With
+ * communicator failed (the message stays the thread's error). Its span
+ * runs from `span0` (the caller's clock reading, 0: none) to the reading
+ * returned in *end (NULL: not wanted), so that the caller's count of the
+ * time blocked (wait_ns) and the trace are the same interval. With
  * PLAIT_LOG_LEVEL=coll=debug each one logs when it started and how long it
  * ran: where a step's communication goes, bucket by bucket. */
-static plait_status run_one(plait_comm *comm, const plait_coll_args *args) {
+static plait_status run_one(plait_comm *comm, const plait_coll_args *args, uint64_t span0, uint64_t *end) {
     plait_status st = plait_comm_check_usable(comm);
     if (st != PLAIT_OK) {
         plait_comm_ready_release(plait_comm_device_of(comm), args->ready, args->own_ready);
+        if (end) *end = plait_clock_now_ns();
         return st;
     }
     int trace = plait_log_enabled_for(PLAIT_LOG_DEBUG, "coll");
     uint64_t t0 = trace ? plait_clock_now_ns() : 0, sent0 = trace ? atomic_load(&comm->bytes_sent) : 0;
-    uint64_t span0 = plait_trace_begin();
     st = plait_coll_run(comm, args);
-    if (span0) trace_coll(comm, args, span0);
+    uint64_t t1 = span0 || end ? plait_clock_now_ns() : 0;
+    if (end) *end = t1;
+    if (span0 && plait_trace_on()) trace_coll(comm, args, span0, t1);
     if (trace)
         plait_log(PLAIT_LOG_DEBUG, "coll", "%s #%llu '%s' on '%s': %zu values, %s%s%s, %llu bytes sent, %.3f ms",
                   plait_coll_kind_name(args->kind), (unsigned long long)args->seq, args->label, comm->name,
@@ -79,7 +84,7 @@ static void *worker_main(void *arg) {
         comm->busy = 1;
         pthread_mutex_unlock(&comm->lock);
 
-        plait_status st = run_one(comm, &r->args);
+        plait_status st = run_one(comm, &r->args, plait_trace_begin(), NULL);
         char *msg = st == PLAIT_OK ? NULL : strdup(plait_last_error());
 
         pthread_mutex_lock(&comm->lock);
@@ -114,8 +119,9 @@ static plait_status ensure_worker(plait_comm *comm) {
     return PLAIT_OK;
 }
 
-/* Time the caller blocked on a queued collective (its exposed part). */
-static void trace_wait(const plait_request *r, uint64_t t0) {
+/* Time the caller blocked on a queued collective (its exposed part):
+ * [t0, t1], the interval wait_ns counts. */
+static void trace_wait(const plait_request *r, uint64_t t0, uint64_t t1) {
     if (!plait_trace_on()) return;
     char name[48];
     snprintf(name, sizeof name, "wait %s%s%s", plait_coll_kind_name(r->args.kind), *r->args.label ? " " : "",
@@ -124,7 +130,7 @@ static void trace_wait(const plait_request *r, uint64_t t0) {
     ta.bytes = (int64_t)(r->args.count * plait_dtype_size(r->args.dtype));
     ta.tag = (int64_t)r->args.seq;
     ta.comm = r->comm->name;
-    plait_trace_span(PLAIT_TRACE_WAIT, name, t0, plait_clock_now_ns(), &ta);
+    plait_trace_span(PLAIT_TRACE_WAIT, name, t0, t1, &ta);
 }
 
 static plait_status finish_coll(plait_request *r, int *done, int block) {
@@ -136,8 +142,9 @@ static plait_status finish_coll(plait_request *r, int *done, int block) {
     int is_done = r->done;
     pthread_mutex_unlock(&comm->lock);
     if (block) {
-        atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
-        trace_wait(r, t0);
+        uint64_t t1 = plait_clock_now_ns();
+        atomic_fetch_add(&comm->wait_ns, t1 - t0);
+        trace_wait(r, t0, t1);
     }
     if (done) *done = is_done;
     if (!is_done) return PLAIT_OK;
@@ -189,9 +196,9 @@ plait_status plait_comm_submit(plait_comm *comm, const plait_coll_args *args, pl
         plait_coll_args a = *args;
         a.seq = seq;
         a.posted_ns = posted;
-        uint64_t t0 = plait_clock_now_ns();
-        plait_status st = run_one(comm, &a);
-        atomic_fetch_add(&comm->wait_ns, plait_clock_now_ns() - t0);
+        uint64_t t0 = plait_clock_now_ns(), t1 = 0;
+        plait_status st = run_one(comm, &a, t0, &t1);
+        atomic_fetch_add(&comm->wait_ns, t1 - t0);
         pthread_mutex_lock(&comm->lock);
         comm->busy = 0;
         pthread_cond_broadcast(&comm->work_cond);

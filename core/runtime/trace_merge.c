@@ -302,29 +302,44 @@ static void write_events(FILE *f, const merge *m, int64_t base) {
     fputs("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"plait\"}}\n", f);
 }
 
-static plait_status write_json(const char *path, const merge *m) {
-    plait_status st = plait_out_check_own(path, PLAIT_TRACE_JSON_FIRST_LINE, "the merged trace");
+plait_status plait_trace_json_write(const char *path, const char *what, void (*write)(FILE *f, void *ctx), void *ctx) {
+    plait_status st = plait_out_check_own(path, PLAIT_TRACE_JSON_FIRST_LINE, what);
     if (st != PLAIT_OK) return st;
-    int64_t base = INT64_MAX;
-    for (size_t i = 0; i < m->n; i++) {
-        if (m->s[i].t0 < base) base = m->s[i].t0;
-        if (m->s[i].posted >= 0 && m->s[i].posted < base) base = m->s[i].posted;
-    }
-    if (base == INT64_MAX) base = 0;
     char tmp[4400];
     FILE *f;
     st = plait_out_fopen_temp(path, tmp, sizeof tmp, &f);
     if (st != PLAIT_OK) return st;
-    write_events(f, m, base);
+    write(f, ctx);
     int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
     int err = errno;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
         if (!bad) err = errno;
         unlink(tmp);
-        return plait_set_error(PLAIT_ERR_SYSTEM, "cannot write the merged trace %s: %s", path, strerror(err));
+        return plait_set_error(PLAIT_ERR_SYSTEM, "cannot write %s %s: %s", what, path, strerror(err));
     }
     return PLAIT_OK;
+}
+
+typedef struct merged_out {
+    const merge *m;
+    int64_t base;
+} merged_out;
+
+static void write_merged(FILE *f, void *ctx) {
+    const merged_out *o = ctx;
+    write_events(f, o->m, o->base);
+}
+
+static plait_status write_json(const char *path, const merge *m) {
+    int64_t base = INT64_MAX;
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->s[i].t0 < base) base = m->s[i].t0;
+        if (m->s[i].posted >= 0 && m->s[i].posted < base) base = m->s[i].posted;
+    }
+    if (base == INT64_MAX) base = 0;
+    merged_out o = {m, base};
+    return plait_trace_json_write(path, "the merged trace", write_merged, &o);
 }
 
 static int is_rank_file(const char *name, int *rank) {

@@ -17,6 +17,7 @@
 #ifndef PLAIT_CORE_RUNTIME_TRACE_MERGE_H
 #define PLAIT_CORE_RUNTIME_TRACE_MERGE_H
 
+#include <stdio.h>
 #include <plait/types.h>
 
 /* Merge every rank file of `out_dir`/trace into `out_dir`/trace.json.
@@ -24,6 +25,13 @@
  * error. A rank missing from 0..max is warned about, not refused (a run
  * whose rank died before writing its file). */
 plait_status plait_trace_merge(const char *out_dir, int *ranks);
+
+/* Write a trace-event JSON file at `path` as the merge writes its own:
+ * refused over a file plait did not write (one not starting with
+ * PLAIT_TRACE_JSON_FIRST_LINE), `write` filling a temporary file beside
+ * it, renamed into place once complete. `what` names the file in errors
+ * ("the merged trace", "the predicted trace"). */
+plait_status plait_trace_json_write(const char *path, const char *what, void (*write)(FILE *f, void *ctx), void *ctx);
 
 /* The merged file's first line (a file plait wrote starts with it). */
 #define PLAIT_TRACE_JSON_FIRST_LINE "{\"traceEvents\":["

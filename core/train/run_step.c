@@ -479,7 +479,7 @@ static plait_status global_loss(plait_run *run, double *loss, plait_step_timing 
                                 double *sumsq) {
     int64_t n = run->exec.n_micro_batches;
     plait_coll_opts opts = {.struct_size = sizeof opts, .label = "step loss"};
-    double t0 = plait_clock_now();
+    uint64_t t0 = plait_clock_now_ns();
     /* the step's one read: every micro-batch's loss sum at once, and the
      * optimizer's Σg² after them when it left it on the device */
     const int with_norm = out && norm_on_device(out);
@@ -493,7 +493,16 @@ static plait_status global_loss(plait_run *run, double *loss, plait_step_timing 
         st = plait_comm_allreduce(run->world.comm, run->exec.step_sums, run->exec.step_sums,
                                   (size_t)(n + plait_stage_times_len(run->world.mesh.pp)), PLAIT_F64, PLAIT_SUM, &opts,
                                   NULL);
-    t->comm_s += plait_clock_now() - t0;
+    uint64_t t1 = plait_clock_now_ns();
+    t->comm_s += 1e-9 * (double)(t1 - t0);
+    /* the same interval in the trace: the losses' copy from the device
+     * and their all-reduce over the world */
+    if (plait_trace_on()) {
+        plait_trace_args ta = PLAIT_TRACE_ARGS;
+        ta.comm = "world";
+        ta.detail = "loss";
+        plait_trace_span(PLAIT_TRACE_WAIT, "step loss", t0, t1, &ta);
+    }
     if (st != PLAIT_OK) return st;
     *loss = plait_sum_tree_f64(run->exec.mb_loss, (int32_t)n) /
             ((double)run->work.batch.global_batch * run->model.block_size);

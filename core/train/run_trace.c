@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "runtime/out_file.h"
 #include "runtime/trace.h"
 #include "runtime/trace_merge.h"
@@ -28,6 +29,8 @@
 #define TAG_CLOCK 0x7ff00000u
 
 static int rank_written;
+/* The run's directory and this rank's file, for the failure path's note. */
+static char trace_out_dir[4200], rank_path[4300];
 
 static plait_status bad_range(const plait_config *cfg, const char *text, int64_t from, int64_t steps,
                               const char *why) {
@@ -143,6 +146,8 @@ plait_status plait_run_trace_start(plait_run *run, const char *out_dir) {
     }
     if (st == PLAIT_OK) st = plait_trace_open(TRACE_CAPACITY, run->world.mesh.world_rank, path);
     rank_written = 0;
+    snprintf(trace_out_dir, sizeof trace_out_dir, "%s", out_dir);
+    snprintf(rank_path, sizeof rank_path, "%s", path);
     if (st == PLAIT_OK) st = measure_clock(run);
     return st;
 }
@@ -176,6 +181,17 @@ plait_status plait_run_trace_step_end(plait_run *run, int64_t step, const char *
 void plait_run_trace_flush(void) {
     if (!plait_trace_is_open() || rank_written) return;
     plait_trace_set_recording(0);
-    (void)plait_trace_write();
     rank_written = 1;
+    /* the failure's own message stays the thread's error */
+    char failure[1024];
+    snprintf(failure, sizeof failure, "%s", plait_last_error());
+    if (plait_trace_write() == PLAIT_OK)
+        PLAIT_WARN("trace",
+                   "this rank stopped inside the traced steps: the %zu spans it recorded up to the failure are in "
+                   "%s; `plait trace merge %s` joins the ranks' files into %s/trace.json",
+                   plait_trace_count(), rank_path, trace_out_dir, trace_out_dir);
+    else
+        PLAIT_WARN("trace", "this rank stopped inside the traced steps, and its spans could not be written: %s",
+                   plait_last_error());
+    plait_set_error(PLAIT_ERR_INTERNAL, "%s", failure);
 }

@@ -49,13 +49,16 @@ train_refused blocked "$E2E_WORK/blocked/trace is in the way of the ranks' trace
   "run.out_dir=$E2E_WORK/blocked" $H run.trace=2
 
 # a rank killed inside the traced steps: the others write what they
-# recorded from their failure path, rank 0 merges nothing (the range did
-# not end), and plait trace merge joins the survivors' files
+# recorded from their failure path, each saying where, rank 0 merges
+# nothing (the range did not end), and plait trace merge joins the
+# survivors' files
 kill_midstep killed 4 1 5 10 parallel.plugin=hybrid parallel.pp=4 data.micro_batch=1 run.steps=100000 \
   run.ckpt_every=0 run.trace=1:100000 >/dev/null
 out=$E2E_WORK/killed
 for r in 0 2 3; do
   grep -q "^span" "$out/trace/rank-0000$r.trace" || fail "rank $r left no spans after rank 1 was killed: $(ls "$out/trace")"
+  grep -q "spans it recorded up to the failure are in $out/trace/rank-0000$r.trace; \`plait trace merge $out\`" \
+    "$out/rank-$r.log" || fail "rank $r did not say where its spans are: $(grep -i trace "$out/rank-$r.log" | tail -n 3)"
 done
 [ ! -e "$out/trace/rank-00001.trace" ] && [ ! -e "$out/trace.json" ] || fail "files of a range that did not end: $(ls "$out" "$out/trace")"
 "$PLAIT_BIN" trace merge "$out" >"$E2E_WORK/merge_killed.out" 2>&1 || fail "merge after the kill: $(cat "$E2E_WORK/merge_killed.out")"

@@ -37,13 +37,24 @@ typedef struct tp_state {
     plait_parallel_stats stats;
 } tp_state;
 
+/* The time this rank has blocked in the TP communicator's calls: the
+ * communicator's own count, whose readings are the trace's spans of the
+ * same calls (so metrics.csv's tp_ms and a trace agree); the plugin's
+ * clock where the core keeps no count. */
+static double blocked_seconds(const plait_host *host, plait_comm *c) {
+    if (!host->coll->stats) return host->now();
+    plait_comm_stats cs = {.struct_size = sizeof cs};
+    host->coll->stats(c, &cs);
+    return cs.wait_seconds;
+}
+
 static plait_status allreduce(tp_state *s, float *x, size_t count, plait_redop op, const char *label) {
     if (s->mesh->tp == 1 || count == 0) return PLAIT_OK;
     const plait_host *host = s->host;
     plait_coll_opts opts = plait_tensor_coll_opts(host, PLAIT_ALGO_AUTO, label); /* activations: tensor memory */
-    double t0 = host->now();
+    double t0 = blocked_seconds(host, s->mesh->tp_comm);
     plait_status st = host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, NULL);
-    s->stats.wait_seconds += host->now() - t0;
+    s->stats.wait_seconds += blocked_seconds(host, s->mesh->tp_comm) - t0;
     s->stats.bytes_sent += count * sizeof(float);
     s->stats.reductions++;
     return st;

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `plait bench train` with [run] trace: the trace of the chosen step is
+# written, and the bench's split of that step (the slowest rank's step,
+# compute, communication, idle: its --csv row) is the trace summary's row
+# of the same rank: comm = dp + tp + pp + other, idle = wait, compute =
+# compute + idle, each within the files' rounding (0.001 ms), as both are
+# read from the same clock readings. Two layouts: DP with TP (the layers'
+# TP all-reduces, the gradient buckets, the optimizer's norm), DP with PP
+# (waits on pipeline neighbours, the tied embedding's group). Then `plait
+# trace compare` sets the trace beside the planner's prediction of the
+# layout (plan --explain --trace): each part's mean and every rank. A
+# step range outside the bench's steps is refused.
+source "$(dirname "$0")/lib.sh"
+for spec in "dp2 tp2 pp1" "dp2 tp1 pp2"; do
+  read -r dp tp pp <<<"$spec"
+  layout="parallel.dp=${dp#dp} parallel.tp=${tp#tp} parallel.pp=${pp#pp}"
+  name=${spec// /}
+  out=$E2E_WORK/$name
+  rm -rf "$out" && mkdir -p "$out"
+  "$PLAIT_BIN" bench train "$CFG" --warmup 1 --steps 1 --csv "$out/bench.csv" parallel.plugin=hybrid $layout \
+    run.trace=2 "run.out_dir=$out" >"$out/bench.out" 2>&1 || fail "$layout: bench train: $(tail -n 20 "$out/bench.out")"
+  grep -q "^trace of steps 2 to 2: $out/trace.json (4 ranks" "$out/bench.out" ||
+    fail "$layout: bench train wrote no trace: $(tail -n 20 "$out/bench.out")"
+  "$PLAIT_BIN" trace summary "$out/trace.json" >"$out/summary.out" 2>&1 || fail "$layout: summary: $(cat "$out/summary.out")"
+  python3 - "$out/bench.csv" "$out/summary.out" <<'PY' || fail "$layout: the bench's split and the trace's differ: $(cat "$out/bench.csv" "$out/summary.out")"
+import csv, sys
+row = list(csv.DictReader(open(sys.argv[1])))[-1]
+bench = {k: float(row[k]) for k in ("ms_per_step", "compute_ms", "comm_ms", "idle_ms")}
+rows = []
+for line in open(sys.argv[2]):
+    f = line.split()
+    if len(f) == 10 and f[0].isdigit():
+        rank, steps, step, compute, dp, tp, pp, other, wait, idle = int(f[0]), int(f[1]), *map(float, f[2:])
+        assert steps == 1, line
+        rows.append({"ms_per_step": step, "compute_ms": compute + idle, "comm_ms": dp + tp + pp + other, "idle_ms": wait})
+assert len(rows) == 4, rows
+# the bench reports the slowest rank's step, split as that rank split it
+slow = max(rows, key=lambda r: r["ms_per_step"])
+bad = {k: (bench[k], slow[k]) for k in bench if abs(bench[k] - slow[k]) > 0.0025}
+if bad:
+    sys.exit(f"bench vs trace (ms): {bad}")
+print("agree:", bench)
+PY
+  # the measured step beside the planner's: every rank and part compared
+  "$PLAIT_BIN" plan "$CFG" --ranks 4 --explain "$spec" --trace "$out/pred.json" \
+    parallel.plugin=hybrid >"$out/plan.out" 2>&1 || fail "$layout: plan --trace: $(tail -n 5 "$out/plan.out")"
+  "$PLAIT_BIN" trace compare "$out/trace.json" "$out/pred.json" >"$out/compare.out" 2>&1 ||
+    fail "$layout: compare: $(cat "$out/compare.out")"
+  [ "$(grep -cE '^all +- +[a-z]+ +[0-9.]+ +-?[0-9.]+ +[-+][0-9.]+ ' "$out/compare.out")" -eq 8 ] ||
+    fail "$layout: compare's parts: $(cat "$out/compare.out")"
+  for r in 0 1 2 3; do grep -Eq "^$r +[0-9]+ +[a-z]+ " "$out/compare.out" || fail "$layout: compare names no rank $r"; done
+done
+# a range outside the bench's steps (warm-up and timed, from 1): refused before step 1
+out=$("$PLAIT_BIN" bench train "$CFG" --warmup 1 --steps 1 run.trace=3 "run.out_dir=$E2E_WORK/range" 2>&1) &&
+  fail "bench train traced a step it does not run"
+grep -q "key 'trace' in \[run\]: '3' lies outside the steps this run trains; this run trains steps 1 to 2" <<<"$out" ||
+  fail "bench train's refusal of run.trace=3: $(tail -n 3 <<<"$out")"
+echo "trace bench OK"
