@@ -242,17 +242,21 @@ size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, si
     return count;
 }
 
-void plait_cost_layout_name(const plait_cost_layout *l, char *buf, size_t len) {
+static void name_of(const plait_cost_layout *l, int every, char *buf, size_t len) {
     int n = snprintf(buf, len, "dp%d tp%d pp%d", l->dp, l->tp, l->pp);
     if (n < 0 || (size_t)n >= len) return;
     if (l->pp > 1) n += snprintf(buf + n, len - (size_t)n, " %s", l->schedule);
     if ((size_t)n < len && l->chunks > 1) n += snprintf(buf + n, len - (size_t)n, " v%d", l->chunks);
     if ((size_t)n < len) n += snprintf(buf + n, len - (size_t)n, " mb%lld %s", (long long)l->micro_batch, l->optim);
-    if ((size_t)n < len && l->recompute > 0)
+    if ((size_t)n < len && (every || l->recompute > 0))
         n += snprintf(buf + n, len - (size_t)n, " %s", plait_cost_recompute_name(l->recompute));
     if ((size_t)n < len && l->bucket_mb > 0) n += snprintf(buf + n, len - (size_t)n, " b%dM", l->bucket_mb);
     if ((size_t)n < len && strcmp(l->comm, "tcp") != 0) snprintf(buf + n, len - (size_t)n, " %s", l->comm);
 }
+
+void plait_cost_layout_name(const plait_cost_layout *l, char *buf, size_t len) { name_of(l, 0, buf, len); }
+
+void plait_cost_layout_name_every(const plait_cost_layout *l, char *buf, size_t len) { name_of(l, 1, buf, len); }
 
 /* "dp12" -> 12 when `word` is `prefix` and a whole number >= 1 */
 static int number_after(const char *word, const char *prefix, long long *v) {
@@ -467,12 +471,80 @@ void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l
                  out->mem.total / 1048576.0, limit / 1048576.0);
 }
 
+/* A plan the preflight made, by the layout's settings it reads: every
+ * one but the optimizer and its bucket, which the preflight never looks
+ * at (they change only the job's memory and time, plait_cost_finish). */
+typedef struct plan_entry {
+    plait_cost_layout key;
+    int valid;
+    char why[512];
+    plait_cost_rank *ranks;
+    int n;
+} plan_entry;
+
+struct plait_cost_plans {
+    plan_entry *e;
+    size_t n, cap;
+};
+
+plait_cost_plans *plait_cost_plans_new(void) { return calloc(1, sizeof(plait_cost_plans)); }
+
+void plait_cost_plans_free(plait_cost_plans *p) {
+    if (!p) return;
+    for (size_t i = 0; i < p->n; i++) free(p->e[i].ranks);
+    free(p->e);
+    free(p);
+}
+
+static void plan_key(const plait_cost_layout *l, plait_cost_layout *key) {
+    memset(key, 0, sizeof *key);
+    key->dp = l->dp, key->tp = l->tp, key->pp = l->pp, key->chunks = l->chunks;
+    key->micro_batch = l->micro_batch, key->recompute = l->recompute;
+    memcpy(key->schedule, l->schedule, sizeof key->schedule);
+    memcpy(key->comm, l->comm, sizeof key->comm);
+}
+
+static plan_entry *plan_find(plait_cost_plans *p, const plait_cost_layout *key) {
+    for (size_t i = 0; p && i < p->n; i++)
+        if (!memcmp(&p->e[i].key, key, sizeof *key)) return &p->e[i];
+    return NULL;
+}
+
+/* Keeps a copy of the preflight's answer (ranks NULL: its refusal, why). */
+static void plan_keep(plait_cost_plans *p, const plait_cost_layout *key, const plait_cost_rank *ranks, int n,
+                      const char *why) {
+    if (!p) return;
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 64;
+        plan_entry *e = realloc(p->e, cap * sizeof *e);
+        if (!e) return; /* not kept: the next one plans again */
+        p->e = e, p->cap = cap;
+    }
+    plan_entry *e = &p->e[p->n];
+    memset(e, 0, sizeof *e);
+    e->key = *key;
+    e->valid = ranks != NULL;
+    snprintf(e->why, sizeof e->why, "%s", why ? why : "");
+    if (ranks) {
+        e->ranks = malloc((size_t)n * sizeof *ranks);
+        if (!e->ranks) return;
+        memcpy(e->ranks, ranks, (size_t)n * sizeof *ranks);
+        e->n = n;
+    }
+    p->n++;
+}
+
 plait_status plait_cost_evaluate(const plait_cost_layout *l, const plait_cost_ctx *x, plait_cost_result *out) {
-    return plait_cost_evaluate_stages(l, x, out, NULL, 0);
+    return plait_cost_evaluate_with(l, x, NULL, out, NULL, 0);
 }
 
 plait_status plait_cost_evaluate_stages(const plait_cost_layout *l, const plait_cost_ctx *x, plait_cost_result *out,
                                         plait_cost_rank *stages, int cap) {
+    return plait_cost_evaluate_with(l, x, NULL, out, stages, cap);
+}
+
+plait_status plait_cost_evaluate_with(const plait_cost_layout *l, const plait_cost_ctx *x, plait_cost_plans *plans,
+                                      plait_cost_result *out, plait_cost_rank *stages, int cap) {
     memset(out, 0, sizeof *out);
     out->layout = *l;
     char ov[16][96];
@@ -481,8 +553,24 @@ plait_status plait_cost_evaluate_stages(const plait_cost_layout *l, const plait_
     for (int i = 0; i < n; i++) ptr[i] = ov[i];
     plait_config *cfg = NULL;
     collect col = {.precision = x->precision, .device = &x->device};
+    plait_cost_layout key;
+    plan_key(l, &key);
+    const plan_entry *kept = NULL;
     plait_status st = x->load(x->load_ctx, n, ptr, &cfg);
-    if (st == PLAIT_OK) st = rank_costs(cfg, 0, &col);
+    if (st == PLAIT_OK && (kept = plan_find(plans, &key)) != NULL) {
+        if (!kept->valid) {
+            snprintf(out->why, sizeof out->why, "%s", kept->why);
+            plait_config_free(cfg);
+            return PLAIT_OK;
+        }
+        col.ranks = malloc((size_t)kept->n * sizeof *col.ranks);
+        if (!col.ranks) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+        else memcpy(col.ranks, kept->ranks, (size_t)kept->n * sizeof *col.ranks), col.n = kept->n;
+    } else if (st == PLAIT_OK) {
+        st = rank_costs(cfg, 0, &col);
+        if (st == PLAIT_OK) plan_keep(plans, &key, col.ranks, col.n, NULL);
+        else if (st != PLAIT_ERR_NO_MEMORY) plan_keep(plans, &key, NULL, 0, plait_last_error());
+    }
     if (st != PLAIT_OK) {
         if (st == PLAIT_ERR_NO_MEMORY) {
             plait_config_free(cfg);

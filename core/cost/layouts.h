@@ -70,6 +70,10 @@ size_t plait_cost_enumerate(const plait_cost_axes *axes, plait_cost_layout *out,
 /* "dp2 tp1 pp2 1f1b mb1 adam" (then the recompute mode when not none, the
  * bucket, chunks and comm when set). */
 void plait_cost_layout_name(const plait_cost_layout *l, char *buf, size_t len);
+/* The same with every word --explain reads, the recompute mode "none"
+ * included (a word left out would take the config's setting there): what
+ * `plait plan`'s table and --explain print. */
+void plait_cost_layout_name_every(const plait_cost_layout *l, char *buf, size_t len);
 /* The layout a name (as above, words in any order; "dp2 tp1 pp2" alone
  * keeps `base`'s other settings) gives. Errors name the word and what is
  * allowed. */
@@ -136,6 +140,18 @@ plait_status plait_cost_evaluate(const plait_cost_layout *l, const plait_cost_ct
  * (for --explain). */
 plait_status plait_cost_evaluate_stages(const plait_cost_layout *l, const plait_cost_ctx *x, plait_cost_result *out,
                                         plait_cost_rank *stages, int cap);
+
+/* The plans the preflight made for layouts evaluated so far, by every
+ * setting of a layout but the optimizer and its bucket (which the
+ * preflight never reads): a search confirming many layouts that differ
+ * only there plans each once. Owned by its creator; one thread at a time. */
+typedef struct plait_cost_plans plait_cost_plans;
+plait_cost_plans *plait_cost_plans_new(void); /* NULL when out of memory */
+void plait_cost_plans_free(plait_cost_plans *p);
+/* plait_cost_evaluate_stages through `plans` (NULL: plan every time);
+ * the same figures either way. */
+plait_status plait_cost_evaluate_with(const plait_cost_layout *l, const plait_cost_ctx *x, plait_cost_plans *plans,
+                                      plait_cost_result *out, plait_cost_rank *stages, int cap);
 
 /* The predicted memory of each rank of the layout `cfg` (finalized, as for
  * plait_layout_preflight) describes, in world order, training in its [run]

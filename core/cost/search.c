@@ -135,6 +135,7 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     } triple;
     triple *tri = calloc(count + 1, sizeof *tri);
     families fs = {0};
+    plait_cost_plans *plans = NULL;
     if (!lay || !w || !stages || !scratch || !tri) {
         st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory weighing %zu layouts", count);
         goto done;
@@ -192,11 +193,12 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
      * aside (and the next one is tried); the figures shown are its */
     size_t keep = show > 0 && show < nw ? show : nw;
     out->results = calloc(keep + 1, sizeof *out->results);
-    if (!out->results) goto oom;
+    plans = plait_cost_plans_new();
+    if (!out->results || !plans) goto oom;
     for (size_t i = 0; i < nw && out->n < keep; i++) {
         if (show > 0 && !w[i].fits) break;
         plait_cost_result *r = &out->results[out->n];
-        st = plait_cost_evaluate(&lay[w[i].index], x, r);
+        st = plait_cost_evaluate_with(&lay[w[i].index], x, plans, r, NULL, 0);
         out->confirmed++;
         if (st != PLAIT_OK) goto done;
         if (!r->valid) {
@@ -217,6 +219,7 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
 oom:
     st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory weighing %zu layouts", count);
 done:
+    plait_cost_plans_free(plans);
     out->families = fs.f;
     out->n_families = fs.n;
     free(tri);
