@@ -35,12 +35,24 @@ typedef struct plait_cost_layout {
     int recompute;       /* [model] recompute: 0 none, 1 selective, 2 full */
     int bucket_mb;       /* DP / ZeRO bucket size in MB (0 = the plugin's default) */
     char comm[32];       /* comm plugin */
+    int sp;              /* sequence parallelism over the tp group ([parallel.tp] sequence_parallel; tp > 1) */
 } plait_cost_layout;
 
 /* Axis names, in the order of --axes. */
-enum { PLAIT_AXIS_N_DP, PLAIT_AXIS_N_TP, PLAIT_AXIS_N_PP, PLAIT_AXIS_N_SCHEDULE, PLAIT_AXIS_N_CHUNKS,
-       PLAIT_AXIS_N_OPTIM, PLAIT_AXIS_N_MICRO_BATCH, PLAIT_AXIS_N_RECOMPUTE, PLAIT_AXIS_N_BUCKET_MB,
-       PLAIT_AXIS_N_COMM, PLAIT_AXIS_N_COUNT };
+enum {
+    PLAIT_AXIS_N_DP,
+    PLAIT_AXIS_N_TP,
+    PLAIT_AXIS_N_PP,
+    PLAIT_AXIS_N_SCHEDULE,
+    PLAIT_AXIS_N_CHUNKS,
+    PLAIT_AXIS_N_OPTIM,
+    PLAIT_AXIS_N_MICRO_BATCH,
+    PLAIT_AXIS_N_RECOMPUTE,
+    PLAIT_AXIS_N_BUCKET_MB,
+    PLAIT_AXIS_N_COMM,
+    PLAIT_AXIS_N_SP,
+    PLAIT_AXIS_N_COUNT
+};
 extern const char *const plait_cost_axis_names[PLAIT_AXIS_N_COUNT];
 
 typedef struct plait_cost_axes {
@@ -68,8 +80,12 @@ plait_status plait_cost_axes_values(plait_cost_axes *axes, const char *axis, con
 size_t plait_cost_enumerate(const plait_cost_axes *axes, plait_cost_layout *out, size_t cap);
 
 /* "dp2 tp1 pp2 1f1b mb1 adam" (then the recompute mode when not none, the
- * bucket, chunks and comm when set). */
+ * bucket, chunks and comm when set, "sp" with sequence parallelism). */
 void plait_cost_layout_name(const plait_cost_layout *l, char *buf, size_t len);
+/* The same with every word --explain reads, the recompute mode "none"
+ * included (a word left out would take the config's setting there): what
+ * `plait plan`'s table and --explain print. */
+void plait_cost_layout_name_every(const plait_cost_layout *l, char *buf, size_t len);
 /* The layout a name (as above, words in any order; "dp2 tp1 pp2" alone
  * keeps `base`'s other settings) gives. Errors name the word and what is
  * allowed. */
@@ -137,12 +153,33 @@ plait_status plait_cost_evaluate(const plait_cost_layout *l, const plait_cost_ct
 plait_status plait_cost_evaluate_stages(const plait_cost_layout *l, const plait_cost_ctx *x, plait_cost_result *out,
                                         plait_cost_rank *stages, int cap);
 
+/* The plans the preflight made for layouts evaluated so far, by every
+ * setting of a layout but the optimizer and its bucket (which the
+ * preflight never reads): a search confirming many layouts that differ
+ * only there plans each once. Owned by its creator; one thread at a time. */
+typedef struct plait_cost_plans plait_cost_plans;
+plait_cost_plans *plait_cost_plans_new(void); /* NULL when out of memory */
+void plait_cost_plans_free(plait_cost_plans *p);
+/* plait_cost_evaluate_stages through `plans` (NULL: plan every time);
+ * the same figures either way. */
+plait_status plait_cost_evaluate_with(const plait_cost_layout *l, const plait_cost_ctx *x, plait_cost_plans *plans,
+                                      plait_cost_result *out, plait_cost_rank *stages, int cap);
+
 /* The predicted memory of each rank of the layout `cfg` (finalized, as for
  * plait_layout_preflight) describes, in world order, training in its [run]
  * precision on the device `dev` describes: up to `cap` rows, the count in
  * *n. Errors are the preflight's. */
 plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c, const plait_cost_device *dev,
                                       plait_cost_mem *per_rank, int cap, int *n);
+
+/* Why layout `l`'s sequence parallelism cannot split a sequence of T
+ * tokens (written to why, returned), or NULL: it needs tp > 1 and T
+ * divisible by tp. */
+const char *plait_cost_sp_refuses(const plait_cost_layout *l, int64_t T, char *why, size_t len);
+
+/* The config's [parallel.tp] sequence_parallel (0 where it is not set or
+ * the tp plugin does not declare it). */
+int plait_cost_config_sp(const plait_config *cfg);
 
 /* The device planning assumes for the model of `cfg` (finalized): on a GPU
  * cluster (gpu = 1) the cuda device (plait_cost_device_cuda), else the cpu

@@ -63,7 +63,7 @@ static int by_weight(const void *a, const void *b) {
 
 /* The rule no plan is needed for that layout `l` breaks, written to why
  * with the family it sets aside, or 0. */
-static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait_cost_ctx *x,
+static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait_cost_ctx *x, int T,
                    const plait_cost_layout *l, char *family, size_t flen, char *why, size_t wlen) {
     snprintf(family, flen, "dp%d tp%d pp%d", l->dp, l->tp, l->pp);
     plait_batch b;
@@ -88,6 +88,10 @@ static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait
         return 1;
     }
     if (plait_cost_model_refuses(m, l->tp, 1, 1, why, wlen)) return 1;
+    if (l->sp && plait_cost_sp_refuses(l, T, why, wlen)) {
+        snprintf(family, flen, "dp%d tp%d pp%d sp", l->dp, l->tp, l->pp);
+        return 1;
+    }
     if (plait_cost_model_refuses(m, 1, l->pp, l->chunks, why, wlen)) {
         /* too few layers for the stages sets the whole family aside, for
          * the chunks of interleaving only that schedule */
@@ -135,6 +139,7 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     } triple;
     triple *tri = calloc(count + 1, sizeof *tri);
     families fs = {0};
+    plait_cost_plans *plans = NULL;
     if (!lay || !w || !stages || !scratch || !tri) {
         st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory weighing %zu layouts", count);
         goto done;
@@ -146,7 +151,7 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     for (size_t i = 0; i < count; i++) {
         const plait_cost_layout *l = &lay[i];
         char family[96], why[512];
-        if (refused(m, axes, x, l, family, sizeof family, why, sizeof why)) {
+        if (refused(m, axes, x, block_size, l, family, sizeof family, why, sizeof why)) {
             out->refused++;
             if (add_family(&fs, family, why, 0) != 0) goto oom;
             continue;
@@ -192,11 +197,12 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
      * aside (and the next one is tried); the figures shown are its */
     size_t keep = show > 0 && show < nw ? show : nw;
     out->results = calloc(keep + 1, sizeof *out->results);
-    if (!out->results) goto oom;
+    plans = plait_cost_plans_new();
+    if (!out->results || !plans) goto oom;
     for (size_t i = 0; i < nw && out->n < keep; i++) {
         if (show > 0 && !w[i].fits) break;
         plait_cost_result *r = &out->results[out->n];
-        st = plait_cost_evaluate(&lay[w[i].index], x, r);
+        st = plait_cost_evaluate_with(&lay[w[i].index], x, plans, r, NULL, 0);
         out->confirmed++;
         if (st != PLAIT_OK) goto done;
         if (!r->valid) {
@@ -217,6 +223,7 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
 oom:
     st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory weighing %zu layouts", count);
 done:
+    plait_cost_plans_free(plans);
     out->families = fs.f;
     out->n_families = fs.n;
     free(tri);

@@ -47,7 +47,7 @@ size_t plait_cost_print_table(FILE *out, const plait_cost_result *r, size_t n) {
     for (size_t i = 0; i < n; i++) {
         char name[128];
         if (!r[i].valid) continue;
-        plait_cost_layout_name(&r[i].layout, name, sizeof name);
+        plait_cost_layout_name_every(&r[i].layout, name, sizeof name);
         if ((int)strlen(name) > width) width = (int)strlen(name);
     }
     fprintf(out, "# %-4s %-*s %10s %10s %10s %9s %9s %8s %9s %9s %9s %5s\n", "rank", width, "layout", "tokens/s",
@@ -56,7 +56,7 @@ size_t plait_cost_print_table(FILE *out, const plait_cost_result *r, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (!r[i].valid) continue;
         char name[128];
-        plait_cost_layout_name(&r[i].layout, name, sizeof name);
+        plait_cost_layout_name_every(&r[i].layout, name, sizeof name);
         const plait_cost_time *t = &r[i].time;
         fprintf(out, "  %-4zu %-*s %10.0f %10.1f %10.1f %9.1f %9.1f %8.1f %9.2f %9.2f %9.1f %5s\n", ++row, width, name,
                 r[i].tokens_per_s, 1e3 * t->step, 1e3 * t->compute, 1e3 * t->comm, 1e3 * t->idle, 1e3 * t->optim,
@@ -66,7 +66,7 @@ size_t plait_cost_print_table(FILE *out, const plait_cost_result *r, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (r[i].valid && !r[i].fits) {
             char name[128];
-            plait_cost_layout_name(&r[i].layout, name, sizeof name);
+            plait_cost_layout_name_every(&r[i].layout, name, sizeof name);
             fprintf(out, "# does not fit: %s: %s\n", name, r[i].why);
         }
     return fit;
@@ -95,7 +95,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     const plait_cost_time *t = &r->time;
     const plait_cluster *c = x->cluster;
     char name[128];
-    plait_cost_layout_name(l, name, sizeof name);
+    plait_cost_layout_name_every(l, name, sizeof name);
     const char *pn = plait_device_precision_name(x->precision);
     fprintf(out, "# plait plan --explain %s: %d ranks on %s, in %s\n", name, l->dp * l->tp * l->pp, c->name, pn);
     if (memory_for) fprintf(out, "# %s\n", memory_for);
@@ -140,15 +140,18 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     plait_cost_bytes b;
     plait_cost_bytes_of(&b);
     const plait_cost_rank *bs = &stages[t->busiest];
+    double msg = bs->msg_bytes > 0 ? bs->msg_bytes : b.message;
+    const char *dtype = msg < 4 ? "bf16" : "float32";
     if (l->tp > 1)
-        fprintf(out, "  TP  %d ranks on %s: %.0f all-reduces of %.2f MiB (float32 activations): %.4f s, all on the "
-                     "critical path\n",
-                l->tp, t->tp_link, bs->tp_msgs, b.message * bs->tp_msg_elems / MiB, t->tp_s);
+        fprintf(out, "  TP  %d ranks on %s: %.0f %s of %.2f MiB (%s activations): %.4f s, all on the critical path\n",
+                l->tp, t->tp_link, bs->tp_msgs,
+                bs->sp ? "all-gather + reduce-scatter pairs (sequence parallelism)" : "all-reduces",
+                msg * bs->tp_msg_elems / MiB, dtype, t->tp_s);
     else
         fprintf(out, "  TP  none (tp 1)\n");
     if (l->pp > 1)
-        fprintf(out, "  PP  %.0f sends of %.2f MiB on %s: %.4f s on the critical path\n", bs->pp_msgs,
-                b.message * bs->pp_msg_elems / MiB, t->pp_link, t->pp_s);
+        fprintf(out, "  PP  %.0f sends of %.2f MiB (%s) on %s: %.4f s on the critical path\n", bs->pp_msgs,
+                msg * bs->pp_msg_elems / MiB, dtype, t->pp_link, t->pp_s);
     else
         fprintf(out, "  PP  none (pp 1)\n");
     if (l->dp > 1)
@@ -169,8 +172,9 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     const plait_cost_mem *m = &r->mem;
     double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(c, l->dp * l->tp * l->pp);
     int z = plait_cost_zero_stage(l->optim);
-    fprintf(out, "\nmemory of the rank needing the most: %.2f GiB of %.2f GiB%s\n", m->total / GiB, limit / GiB,
-            r->fits ? "" : " -- does not fit");
+    /* the total in the table's unit too, so that a row and its explanation compare digit for digit */
+    fprintf(out, "\nmemory of the rank needing the most: %.2f GiB (%.1f MiB) of %.2f GiB%s\n", m->total / GiB,
+            m->total / MiB, limit / GiB, r->fits ? "" : " -- does not fit");
     const plait_cost_rank *ms = &stages[r->mem_stage]; /* the rank needing the most */
     char copy[96] = "";
     if (ms->bf16)

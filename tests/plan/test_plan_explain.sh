@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Every row of `plait plan`'s table, passed back as `--explain "LAYOUT"`
+# (the layout as the row names it), gives the row's figures: the same
+# tokens/s (the step time, to the token) and the same memory of the rank
+# needing the most (to the table's 0.1 MiB). The config asks for selective
+# recomputation, so a row that left out "none" would be explained with the
+# config's mode instead and differ. A GPU cluster file keeps the figures
+# independent of this machine; bf16 and fp32, with and without a pipeline,
+# every optimizer.
+source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
+W=$E2E_WORK
+CFG=$PLAIT_SOURCE_DIR/configs/gpt-small.ini
+CL=$PLAIT_SOURCE_DIR/configs/clusters/dgx-a100.ini
+
+check() { # NAME RANKS OVERRIDES...
+  local name=$1 ranks=$2; shift 2
+  "$PLAIT_BIN" plan "$CFG" --ranks "$ranks" --cluster "$CL" --top all --micro_batch 1,2 "$@" >"$W/$name.out" \
+    2>"$W/$name.err" || fail "plan $name: $(cat "$W/$name.out" "$W/$name.err")"
+  local rows=0 layout tokens mem got
+  # a row: rank, the layout's words, tokens/s, 7 columns, mem_MiB, fits
+  while IFS=$'\t' read -r layout tokens mem; do
+    rows=$((rows + 1))
+    "$PLAIT_BIN" plan "$CFG" --ranks "$ranks" --cluster "$CL" --explain "$layout" "$@" >"$W/explain.out" \
+      2>"$W/explain.err" || fail "$name: --explain '$layout': $(cat "$W/explain.out" "$W/explain.err")"
+    got=$(sed -nE 's/^step .*: ([0-9]+) tokens\/s .*/\1/p' "$W/explain.out")
+    [ "$got" = "$tokens" ] || fail "$name: '$layout': the table says $tokens tokens/s, --explain $got"
+    got=$(sed -nE 's/^memory of the rank needing the most: .* GiB \(([0-9.]+) MiB\).*/\1/p' "$W/explain.out")
+    [ "$got" = "$mem" ] || fail "$name: '$layout': the table says $mem MiB, --explain $got"
+  done < <(awk '/^  [0-9]+ / { l = $2; for (i = 3; i <= NF - 10; i++) l = l " " $i; print l "\t" $(NF - 9) "\t" $(NF - 1) }' \
+             "$W/$name.out")
+  [ "$rows" -ge 20 ] || fail "$name: only $rows rows in the table: $(cat "$W/$name.out")"
+  echo "$name: $rows rows, each explained with the table's figures"
+}
+
+check bf16 4 model.recompute=selective run.precision=bf16
+check fp32 2 model.recompute=full run.precision=fp32
