@@ -46,7 +46,10 @@ struct optim_offload {
     offload_req rd[3][2], wr[3][2];
     size_t slot_c0[3]; /* the first element of the chunk each slot last held */
     offload_io *io;
-    double waited;
+    double waited;   /* seconds the steps blocked on the disk */
+    double stepping; /* seconds inside optim_offload_step */
+    uint64_t bytes_read, bytes_written;
+    int64_t steps;
 };
 
 static void *alloc_host(const plait_host *host, size_t bytes, const char *tag) {
@@ -61,6 +64,12 @@ static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 void optim_offload_close(optim_offload *o) {
     if (!o) return;
     const plait_host *h = o->host;
+    if (o->steps > 0 && o->cfg.mode == PLAIT_OFFLOAD_NVME)
+        h->log(PLAIT_LOG_INFO, o->who,
+               "offload: %lld step(s) streamed %.3f GB in and %.3f GB out of %s; the updates took %.3f s, of which "
+               "%.3f s waiting for the disk",
+               (long long)o->steps, (double)o->bytes_read / 1e9, (double)o->bytes_written / 1e9, o->path, o->stepping,
+               o->waited);
     if (o->io) {
         for (int s = 0; s < 3; s++)
             for (int k = 0; k < 2; k++) {
@@ -258,6 +267,8 @@ static void submit_chunk(optim_offload *o, int s, int write, size_t c0, size_t c
                            .buf = o->slot[s] + (size_t)k * o->chunk,
                            .bytes = bytes,
                            .off = (off_t)((uint64_t)k * o->region + c0 * sizeof(float))};
+        if (write) o->bytes_written += bytes;
+        else o->bytes_read += bytes;
         if (write && injected_failure(step)) {
             r->done = 1;
             r->err = ENOSPC;
@@ -323,8 +334,10 @@ static plait_status step_chunk(optim_offload *o, const optim_offload_seg *segs, 
     return PLAIT_OK;
 }
 
-plait_status optim_offload_step(optim_offload *o, const optim_offload_seg *segs, size_t n_segs,
-                                const plait_adamw_args *in, int64_t step) {
+/* The update of every segment: host memory's walk, or the disk's three-slot
+ * pipeline. */
+static plait_status step_all(optim_offload *o, const optim_offload_seg *segs, size_t n_segs, const plait_adamw_args *in,
+                             int64_t step) {
     plait_adamw_args args = *in;
     size_t next = 0, C = o->chunk, N = o->numel;
     if (o->cfg.mode == PLAIT_OFFLOAD_HOST) {
@@ -358,6 +371,15 @@ plait_status optim_offload_step(optim_offload *o, const optim_offload_seg *segs,
         plait_status w = wait_chunk(o, s, 1, step);
         if (st == PLAIT_OK) st = r != PLAIT_OK ? r : w;
     }
+    return st;
+}
+
+plait_status optim_offload_step(optim_offload *o, const optim_offload_seg *segs, size_t n_segs,
+                                const plait_adamw_args *in, int64_t step) {
+    double t0 = o->host->now();
+    plait_status st = step_all(o, segs, n_segs, in, step);
+    o->stepping += o->host->now() - t0;
+    o->steps++;
     return st;
 }
 
