@@ -195,9 +195,9 @@ double plait_cli_offload_free(const plait_config *cfg, char *why, size_t cap) {
 /* The offloaded state's room: offload_path's disk (nvme) and, where the
  * ranks compute on a device of their own, the host's memory. */
 static plait_status offload_check(const plait_config *cfg, const char *name, const need *n, const room *r, int local) {
-    int offload;
+    int offload, params;
     double buffer;
-    plait_cost_offload_of(cfg, &offload, &buffer);
+    plait_cost_offload_of(cfg, &offload, &buffer, &params);
     if (!n->ok || !offload) return PLAIT_OK;
     char a[32], b[32], why[256];
     const char *dir = plait_config_str(cfg, "optim", "offload_path");

@@ -193,6 +193,9 @@ static const plait_key_decl optim_keys[] = {
     KEY("offload_buffer", Z, "64M", 65536, 1099511627776.0, NULL, SAME,
         "host memory through which offload = nvme streams the state: three slots, one read ahead, one stepping, "
         "one being written"),
+    KEY("offload_params", B, "false", 1, 0, NULL, SAME,
+        "zero3: keep this rank's float32 parameter shards where offload keeps the state too, fetched as each "
+        "layer's gather starts (only the gathered layers are on the device)"),
 };
 
 static const plait_key_decl device_keys[] = {

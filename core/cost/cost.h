@@ -87,6 +87,7 @@ typedef struct plait_cost_job {
     int hierarchical;         /* DP collectives across nodes go hierarchically (intra, inter, intra) */
     int offload;              /* [optim] offload: 0 none, 1 host, 2 nvme */
     double offload_buffer;    /* [optim] offload_buffer (nvme) */
+    int offload_params;       /* [optim] offload_params (zero3: the parameter shards move too) */
 } plait_cost_job;
 
 typedef struct plait_cost_mem {

@@ -391,10 +391,11 @@ void plait_cost_wire(const plait_config *cfg, int zero, double *grad, double *pa
     *param = (double)plait_compress_bytes((plait_compression)p, n) / (4.0 * n);
 }
 
-void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer) {
+void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer, int *params) {
     plait_value v;
     *offload = plait_config_get(cfg, "optim", "offload", &v) == PLAIT_OK ? (int)v.i : 0;
     *buffer = plait_config_get(cfg, "optim", "offload_buffer", &v) == PLAIT_OK ? (double)v.i : 0;
+    *params = plait_config_get(cfg, "optim", "offload_params", &v) == PLAIT_OK && v.i;
 }
 
 static int world_of(const plait_config *cfg) {
@@ -431,7 +432,7 @@ plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c,
                         .tp = (int)plait_config_int(cfg, "parallel", "tp"),
                         .pp = (int)plait_config_int(cfg, "parallel", "pp"), .zero = zero, .bucket_bytes = bucket,
                         .precision = precision};
-    plait_cost_offload_of(cfg, &j.offload, &j.offload_buffer);
+    plait_cost_offload_of(cfg, &j.offload, &j.offload_buffer, &j.offload_params);
     for (int i = 0; st == PLAIT_OK && i < col.n && i < cap; i++) {
         col.ranks[i].grad_wire = gw;
         col.ranks[i].param_wire = pw;
@@ -451,7 +452,8 @@ void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, doub
                             .precision = x->precision,
                             .hierarchical = x->hierarchical,
                             .offload = x->offload,
-                            .offload_buffer = x->offload_buffer};
+                            .offload_buffer = x->offload_buffer,
+                            .offload_params = x->offload_params};
 }
 
 void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l, const plait_cost_ctx *x,

@@ -30,6 +30,12 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
         out->host_state = j->offload == 1 ? out->state : j->offload_buffer;
         out->disk = j->offload == 2 ? out->state : 0;
         out->state = 0;
+        if (j->offload_params && j->zero >= 3) { /* ZeRO-3's float32 shards go with them */
+            double shard = b.weight * psi / n;
+            out->param -= shard;
+            if (j->offload == 1) out->host_state += shard;
+            else out->disk += shard;
+        }
     }
     out->activations = r->act_bytes;
     /* The largest message a collective runs whole needs a scratch buffer of

@@ -5,8 +5,9 @@
 #    that is missing, or whose free space cannot hold the ranks' files,
 #    naming the path, its free space and what is needed;
 #  - `plait plan` shows the offloaded bytes apart from the rank's memory;
-#  - `plait train` refuses offload = nvme without offload_path and a missing
-#    path before step 1, and warns (naming the path) about a tmpfs.
+#  - `plait train` refuses offload = nvme without offload_path, a missing
+#    path and offload_params with another optimizer than zero3 before step
+#    1, and warns (naming the path) about a tmpfs.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
 mkdir -p "$E2E_WORK/disk"
@@ -41,6 +42,8 @@ train_refused no_path "offload = nvme needs [optim] offload_path" "${S[@]}" opti
   "run.out_dir=$E2E_WORK/no_path" run.memory_check=false
 train_refused missing_path "offload_path = $E2E_WORK/nope" "${S[@]}" optim.offload=nvme \
   "optim.offload_path=$E2E_WORK/nope" "run.out_dir=$E2E_WORK/missing_path"
+train_refused params_adam "offload_params = true: adam keeps every parameter whole" "${S[@]}" "${N[@]}" \
+  optim.offload_params=true "run.out_dir=$E2E_WORK/params_adam"
 # the plugin checks too, where the launcher's check is switched off
 train_refused missing_path_plugin "offload_path = $E2E_WORK/nope: No such file or directory" "${S[@]}" \
   optim.offload=nvme "optim.offload_path=$E2E_WORK/nope" "run.out_dir=$E2E_WORK/missing_path_plugin" \

@@ -2,7 +2,8 @@
  * End to end: [optim] offload = nvme (the moments in files streamed through
  * a small host buffer) leaves a run bit-identical to the same run without
  * it, for adam on one process and ZeRO-1/2/3 at dp 2 (losses and both
- * checkpoint files), and resumes with and without offload either way. A
+ * checkpoint files), ZeRO-3 with its parameter shards on disk too
+ * (offload_params) at dp 2 and at dp 1, and resumes with and without offload either way. A
  * disk that fails mid-run (PLAIT_FAULT_OFFLOAD_WRITE) ends the run naming
  * the step and the file, with the earlier checkpoint intact. The buffer is
  * 64 KiB, so every step streams several chunks.
@@ -51,6 +52,15 @@ static void test_nvme_bit_identical(void **state) {
                  "optim.offload=nvme", disk, (char *)NULL);
         assert_same_losses(out, ref, 4);
         zt_assert_same_ckpt(out, ref, 2);
+        zt_assert_same_ckpt(out, ref, 4);
+    }
+    for (int dp = 1; dp <= 2; dp++) {
+        char out[4300], a1[64];
+        snprintf(out, sizeof out, "%s/nvme-params-zero3-dp%d", dir, dp);
+        snprintf(a1, sizeof a1, "parallel.dp=%d", dp);
+        zt_train(ini, dp, out, 120, "run.deterministic=true", "run.steps=4", "run.ckpt_every=2", a1,
+                 "optim.plugin=zero3", "optim.offload=nvme", "optim.offload_params=true", disk, (char *)NULL);
+        assert_same_losses(out, ref, 4);
         zt_assert_same_ckpt(out, ref, 4);
     }
 }

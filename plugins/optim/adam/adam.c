@@ -124,6 +124,10 @@ static plait_status adam_create(const plait_optim_init *init, void **out) {
     a->world = init->world;
     plait_status st = plait_optim_read_hparams(host, init->config, &a->hp);
     if (st == PLAIT_OK) st = plait_optim_read_offload(host, init->config, NAME, &a->offload);
+    if (st == PLAIT_OK && a->offload.params)
+        st = host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                             NAME ": [optim] offload_params = true: adam keeps every parameter whole where the model "
+                                  "computes; only zero3 shards them (use [optim] plugin = zero3, at any dp)");
     if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &a->topo);
     if (st == PLAIT_OK) st = plait_optim_norm_init(host, &a->norm);
     if (st != PLAIT_OK) {
@@ -153,7 +157,7 @@ static plait_status adam_materialize_offload(adam *a, const plait_value_source *
     optim_offload_close(a->store);
     a->store = NULL;
     int rank = a->world && host->coll ? host->coll->rank(a->world) : 0;
-    plait_status st = optim_offload_open(host, NAME, &a->offload, rank, total, &a->store);
+    plait_status st = optim_offload_open(host, NAME, &a->offload, rank, total, 0, &a->store);
     if (st != PLAIT_OK) return st;
     const plait_param *present = NULL, *absent = NULL;
     const char *present_which = NULL, *absent_which = NULL;

@@ -36,17 +36,19 @@ struct optim_offload {
     size_t chunk;             /* floats per moment per slot: a multiple of ALIGN_FLOATS */
     int on_device;            /* tensor memory is not host memory: stage parameters and gradients */
     int threads;              /* math threads of the host step */
-    float *m, *v;             /* host mode: the moments */
+    int n_arr;                /* arrays in the store: exp_avg, exp_avg_sq (2), and the parameter slices (3) */
+    float *arr[3];            /* host mode: the arrays */
     float *stage_p, *stage_g; /* on_device: a chunk of parameters and of gradients */
     /* nvme */
     int fd, fd_plain;
     char path[4096];
-    uint64_t region; /* bytes of one moment in the file */
-    float *slot[3];  /* exp_avg chunk, then exp_avg_sq chunk */
-    offload_req rd[3][2], wr[3][2];
+    uint64_t region; /* bytes of one array in the file */
+    float *slot[3];  /* a chunk of each array, one after the other */
+    offload_req rd[3][3], wr[3][3];
     size_t slot_c0[3]; /* the first element of the chunk each slot last held */
     offload_io *io;
-    double waited;   /* seconds the steps blocked on the disk */
+    double waited;       /* seconds the steps blocked on the disk */
+    double fetch_waited; /* seconds the parameter fetches read the disk */
     double stepping; /* seconds inside optim_offload_step */
     uint64_t bytes_read, bytes_written;
     int64_t steps;
@@ -67,12 +69,12 @@ void optim_offload_close(optim_offload *o) {
     if (o->steps > 0 && o->cfg.mode == PLAIT_OFFLOAD_NVME)
         h->log(PLAIT_LOG_INFO, o->who,
                "offload: %lld step(s) streamed %.3f GB in and %.3f GB out of %s; the updates took %.3f s, of which "
-               "%.3f s waiting for the disk",
+               "%.3f s waiting for the disk; the parameter fetches read it for %.3f s",
                (long long)o->steps, (double)o->bytes_read / 1e9, (double)o->bytes_written / 1e9, o->path, o->stepping,
-               o->waited);
+               o->waited, o->fetch_waited);
     if (o->io) {
         for (int s = 0; s < 3; s++)
-            for (int k = 0; k < 2; k++) {
+            for (int k = 0; k < o->n_arr; k++) {
                 offload_io_wait(o->io, &o->rd[s][k]);
                 offload_io_wait(o->io, &o->wr[s][k]);
             }
@@ -81,8 +83,7 @@ void optim_offload_close(optim_offload *o) {
     if (o->fd >= 0) close(o->fd);
     if (o->fd_plain >= 0) close(o->fd_plain);
     for (int s = 0; s < 3; s++) h->free(o->slot[s]);
-    h->free(o->m);
-    h->free(o->v);
+    for (int k = 0; k < 3; k++) h->free(o->arr[k]);
     h->free(o->stage_p);
     h->free(o->stage_g);
     free(o);
@@ -96,7 +97,7 @@ static double gib(uint64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
 static plait_status open_file(optim_offload *o, int rank) {
     const plait_host *h = o->host;
     const char *dir = o->cfg.path;
-    uint64_t need = 2 * o->region;
+    uint64_t need = (uint64_t)o->n_arr * o->region;
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return h->set_error(PLAIT_ERR_INVALID_ARG,
@@ -144,7 +145,7 @@ static plait_status open_file(optim_offload *o, int rank) {
 }
 
 plait_status optim_offload_open(const plait_host *host, const char *who, const plait_optim_offload *cfg, int rank,
-                                size_t numel, optim_offload **out) {
+                                size_t numel, int with_params, optim_offload **out) {
     *out = NULL;
     if (cfg->mode == PLAIT_OFFLOAD_NONE) return PLAIT_OK;
     optim_offload *o = calloc(1, sizeof *o);
@@ -153,28 +154,31 @@ plait_status optim_offload_open(const plait_host *host, const char *who, const p
     o->who = who;
     o->cfg = *cfg;
     o->numel = numel;
+    o->n_arr = with_params ? 3 : 2;
     o->fd = o->fd_plain = -1;
     o->on_device = plait_tensor_kind(host) != PLAIT_MEM_HOST;
     o->threads = host->math_threads ? host->math_threads() : 1;
-    /* the buffer: three slots of both moments (nvme) plus the staging of
+    /* the buffer: three slots of every array (nvme) plus the staging of
      * parameters and gradients (on a device) */
     uint64_t buffer = cfg->buffer_bytes ? cfg->buffer_bytes : (64u << 20);
-    size_t parts = (cfg->mode == PLAIT_OFFLOAD_NVME ? 6 : 0) + (o->on_device ? 2 : 0);
+    size_t parts = (cfg->mode == PLAIT_OFFLOAD_NVME ? 3 * (size_t)o->n_arr : 0) + (o->on_device ? 2 : 0);
     size_t chunk = parts ? (size_t)(buffer / parts / sizeof(float)) / ALIGN_FLOATS * ALIGN_FLOATS : numel;
     if (chunk < ALIGN_FLOATS) chunk = ALIGN_FLOATS;
     o->chunk = chunk;
     o->region = round_up(numel * sizeof(float), ALIGN_BYTES);
     plait_status st = PLAIT_OK;
     if (cfg->mode == PLAIT_OFFLOAD_HOST) {
-        o->m = alloc_host(host, numel * sizeof(float), "offloaded exp_avg");
-        o->v = alloc_host(host, numel * sizeof(float), "offloaded exp_avg_sq");
-        if (!o->m || !o->v) st = PLAIT_ERR_NO_MEMORY; /* alloc set the message */
-        else memset(o->m, 0, numel * sizeof(float)), memset(o->v, 0, numel * sizeof(float));
+        static const char *const tags[] = {"offloaded exp_avg", "offloaded exp_avg_sq", "offloaded parameters"};
+        for (int k = 0; k < o->n_arr && st == PLAIT_OK; k++) {
+            if (!(o->arr[k] = alloc_host(host, numel * sizeof(float), tags[k]))) st = PLAIT_ERR_NO_MEMORY;
+            else memset(o->arr[k], 0, numel * sizeof(float));
+        }
     } else {
         st = open_file(o, rank);
         for (int s = 0; s < 3 && st == PLAIT_OK; s++) {
-            if (!(o->slot[s] = alloc_host(host, 2 * chunk * sizeof(float), "offload buffer"))) st = PLAIT_ERR_NO_MEMORY;
-            for (int k = 0; k < 2; k++) o->rd[s][k].done = o->wr[s][k].done = 1;
+            if (!(o->slot[s] = alloc_host(host, (size_t)o->n_arr * chunk * sizeof(float), "offload buffer")))
+                st = PLAIT_ERR_NO_MEMORY;
+            for (int k = 0; k < 3; k++) o->rd[s][k].done = o->wr[s][k].done = 1;
         }
         if (st == PLAIT_OK && !(o->io = offload_io_create(4)))
             st = host->set_error(PLAIT_ERR_INTERNAL, "%s: cannot start the offload I/O threads: %s", who,
@@ -193,7 +197,7 @@ plait_status optim_offload_open(const plait_host *host, const char *who, const p
     return PLAIT_OK;
 }
 
-static const char *moment_name(int which) { return which ? "exp_avg_sq" : "exp_avg"; }
+static const char *moment_name(int which) { return which == 2 ? "param" : which ? "exp_avg_sq" : "exp_avg"; }
 
 /* Synchronous transfer of host memory at element `at` of moment `which`
  * through the buffered descriptor (any alignment). */
@@ -215,14 +219,14 @@ int optim_offload_load(optim_offload *o, int which, size_t at, const plait_value
                        const char *name, size_t offset, size_t count) {
     const plait_host *h = o->host;
     if (o->cfg.mode == PLAIT_OFFLOAD_HOST) {
-        float *dst = (which ? o->v : o->m) + at;
+        float *dst = o->arr[which] + at;
         plait_status st = src && src->read ? src->read(src->ctx, index, name, offset, count, dst)
                                            : PLAIT_ERR_UNSUPPORTED;
         if (st == PLAIT_ERR_UNSUPPORTED) memset(dst, 0, count * sizeof(float));
         return st == PLAIT_OK ? 1 : st == PLAIT_ERR_UNSUPPORTED ? 0 : -1;
     }
     float *buf = o->slot[0];
-    size_t cap = 2 * o->chunk;
+    size_t cap = (size_t)o->n_arr * o->chunk;
     int got = -2;
     for (size_t done = 0; done < count; done += cap) {
         size_t n = count - done < cap ? count - done : cap;
@@ -239,13 +243,28 @@ int optim_offload_load(optim_offload *o, int which, size_t at, const plait_value
 
 plait_status optim_offload_get(optim_offload *o, int which, size_t at, float *dst, size_t count) {
     if (o->cfg.mode == PLAIT_OFFLOAD_HOST) {
-        memcpy(dst, (which ? o->v : o->m) + at, count * sizeof(float));
+        memcpy(dst, o->arr[which] + at, count * sizeof(float));
         return PLAIT_OK;
     }
     return file_io(o, 0, which, at, dst, count);
 }
 
-/* Element range [c0, c1) of both moments into or out of slot s. */
+plait_status optim_offload_fetch(optim_offload *o, int which, size_t at, float *dst, size_t count) {
+    const plait_host *h = o->host;
+    if (o->cfg.mode == PLAIT_OFFLOAD_HOST) return plait_tensor_from_host(h, dst, o->arr[which] + at, count);
+    float *buf = o->slot[0]; /* no step is running: the slots are free */
+    size_t cap = (size_t)o->n_arr * o->chunk;
+    plait_status st = PLAIT_OK;
+    for (size_t done = 0; done < count && st == PLAIT_OK; done += cap) {
+        size_t n = count - done < cap ? count - done : cap;
+        double t0 = h->now();
+        st = file_io(o, 0, which, at + done, buf, n);
+        o->fetch_waited += h->now() - t0;
+        if (st == PLAIT_OK) st = plait_tensor_from_host(h, dst + done, buf, n);
+    }
+    return st;
+}
+
 /* PLAIT_FAULT_OFFLOAD_WRITE=S: the first write of step S (1-based) fails
  * with ENOSPC, so tests can fill the disk mid-run without a small file
  * system of their own. */
@@ -257,10 +276,11 @@ static int injected_failure(int64_t step) {
     return 1;
 }
 
+/* Element range [c0, c1) of every array into or out of slot s. */
 static void submit_chunk(optim_offload *o, int s, int write, size_t c0, size_t c1, int64_t step) {
     size_t bytes = round_up((c1 - c0) * sizeof(float), ALIGN_BYTES);
     o->slot_c0[s] = c0;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < o->n_arr; k++) {
         offload_req *r = write ? &o->wr[s][k] : &o->rd[s][k];
         *r = (offload_req){.fd = o->fd,
                            .write = write,
@@ -282,7 +302,7 @@ static void submit_chunk(optim_offload *o, int s, int write, size_t c0, size_t c
 static plait_status wait_chunk(optim_offload *o, int s, int write, int64_t step) {
     double t0 = o->host->now();
     int err = 0, bad = 0;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < o->n_arr; k++) {
         offload_req *r = write ? &o->wr[s][k] : &o->rd[s][k];
         int e = offload_io_wait(o->io, r);
         r->err = 0;
@@ -299,11 +319,13 @@ static plait_status wait_chunk(optim_offload *o, int s, int write, int64_t step)
     return PLAIT_OK;
 }
 
-/* The update of segment part [s0, s1) (state positions) with moments at m, v. */
+/* The update of segment part [s0, s1) (state positions) with moments at
+ * m, v and, where the store holds the parameters (g->param NULL), those at
+ * p (host memory all three). */
 static plait_status update(optim_offload *o, const optim_offload_seg *g, size_t s0, size_t s1, float *m, float *v,
-                           plait_adamw_args *args) {
+                           float *p, plait_adamw_args *args) {
     const plait_host *h = o->host;
-    float *param = g->param + (s0 - g->at);
+    float *param = g->param ? g->param + (s0 - g->at) : p;
     const float *grad = g->grad + (s0 - g->at);
     size_t n = s1 - s0;
     args->weight_decay = g->weight_decay;
@@ -312,15 +334,16 @@ static plait_status update(optim_offload *o, const optim_offload_seg *g, size_t 
         return PLAIT_OK;
     }
     plait_status st = plait_tensor_to_host(h, o->stage_g, grad, n);
-    if (st == PLAIT_OK) st = plait_tensor_to_host(h, o->stage_p, param, n);
+    if (st == PLAIT_OK && g->param) st = plait_tensor_to_host(h, o->stage_p, param, n);
     if (st != PLAIT_OK) return st;
-    optim_host_adamw(o->stage_p, o->stage_g, m, v, n, args, o->threads);
-    return plait_tensor_from_host(h, param, o->stage_p, n);
+    optim_host_adamw(g->param ? o->stage_p : p, o->stage_g, m, v, n, args, o->threads);
+    return g->param ? plait_tensor_from_host(h, param, o->stage_p, n) : PLAIT_OK;
 }
 
-/* The segments' parts inside chunk [c0, c1), moments at m, v (chunk-relative). */
+/* The segments' parts inside chunk [c0, c1), the store's arrays at a[]
+ * (chunk-relative on disk, whole in host memory). */
 static plait_status step_chunk(optim_offload *o, const optim_offload_seg *segs, size_t n_segs, size_t *next, size_t c0,
-                               size_t c1, float *m, float *v, plait_adamw_args *args) {
+                               size_t c1, float *const *a, plait_adamw_args *args) {
     while (*next < n_segs && segs[*next].at + segs[*next].n <= c0) (*next)++;
     for (size_t i = *next; i < n_segs && segs[i].at < c1; i++) {
         const optim_offload_seg *g = &segs[i];
@@ -328,7 +351,8 @@ static plait_status step_chunk(optim_offload *o, const optim_offload_seg *segs, 
         if (s0 >= s1) continue;
         /* host mode: a chunk is a staging window, m and v are the whole arrays */
         size_t base = o->cfg.mode == PLAIT_OFFLOAD_HOST ? 0 : c0;
-        plait_status st = update(o, g, s0, s1, m + (s0 - base), v + (s0 - base), args);
+        size_t at = s0 - base;
+        plait_status st = update(o, g, s0, s1, a[0] + at, a[1] + at, o->n_arr > 2 ? a[2] + at : NULL, args);
         if (st != PLAIT_OK) return st;
     }
     return PLAIT_OK;
@@ -342,7 +366,7 @@ static plait_status step_all(optim_offload *o, const optim_offload_seg *segs, si
     size_t next = 0, C = o->chunk, N = o->numel;
     if (o->cfg.mode == PLAIT_OFFLOAD_HOST) {
         for (size_t c0 = 0; c0 < N; c0 += C) {
-            plait_status st = step_chunk(o, segs, n_segs, &next, c0, c0 + C < N ? c0 + C : N, o->m, o->v, &args);
+            plait_status st = step_chunk(o, segs, n_segs, &next, c0, c0 + C < N ? c0 + C : N, o->arr, &args);
             if (st != PLAIT_OK) return st;
         }
         return PLAIT_OK;
@@ -361,7 +385,8 @@ static plait_status step_all(optim_offload *o, const optim_offload_seg *segs, si
             submit_chunk(o, s_next, 0, c1, c1 + C < N ? c1 + C : N, step);
         }
         st = wait_chunk(o, s, 0, step);
-        if (st == PLAIT_OK) st = step_chunk(o, segs, n_segs, &next, c0, c1, o->slot[s], o->slot[s] + C, &args);
+        float *a[3] = {o->slot[s], o->slot[s] + C, o->slot[s] + 2 * C};
+        if (st == PLAIT_OK) st = step_chunk(o, segs, n_segs, &next, c0, c1, a, &args);
         if (st == PLAIT_OK) submit_chunk(o, s, 1, c0, c1, step);
     }
     /* every read and write done before the step returns: the next step, a
@@ -386,12 +411,12 @@ plait_status optim_offload_step(optim_offload *o, const optim_offload_seg *segs,
 uint64_t optim_offload_host_bytes(const optim_offload *o) {
     if (!o) return 0;
     uint64_t b = o->on_device ? 2 * o->chunk * sizeof(float) : 0;
-    if (o->cfg.mode == PLAIT_OFFLOAD_HOST) return b + 2 * (uint64_t)o->numel * sizeof(float);
-    return b + 6 * (uint64_t)o->chunk * sizeof(float);
+    if (o->cfg.mode == PLAIT_OFFLOAD_HOST) return b + (uint64_t)o->n_arr * o->numel * sizeof(float);
+    return b + 3 * (uint64_t)o->n_arr * o->chunk * sizeof(float);
 }
 
 uint64_t optim_offload_disk_bytes(const optim_offload *o) {
-    return o && o->cfg.mode == PLAIT_OFFLOAD_NVME ? 2 * o->region : 0;
+    return o && o->cfg.mode == PLAIT_OFFLOAD_NVME ? (uint64_t)o->n_arr * o->region : 0;
 }
 
 double optim_offload_wait_seconds(const optim_offload *o) { return o ? o->waited : 0; }

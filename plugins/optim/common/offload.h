@@ -31,28 +31,33 @@ typedef struct optim_offload optim_offload;
 
 /* One run of elements the step updates: state positions [at, at + n). */
 typedef struct optim_offload_seg {
-    float *param;      /* tensor memory */
+    float *param;      /* tensor memory; NULL: the store's parameter slices (with_params) */
     const float *grad; /* tensor memory */
     size_t at, n;
     float weight_decay;
 } optim_offload_seg;
 
-/* Open the store for `numel` elements per moment (all zero) as `cfg` says;
- * *out is NULL when cfg->mode is NONE. `rank` names this rank's file. The
+/* Open the store for `numel` elements per moment (all zero) as `cfg` says,
+ * and as many parameter elements when `with_params` (ZeRO-3's slices,
+ * [optim] offload_params); *out is NULL when cfg->mode is NONE. `rank`
+ * names this rank's file. The
  * checks before step 1 are here: the directory exists and is writable,
  * its free space holds the file (reserved at once where the file system
  * can), and a tmpfs (memory) is warned about. */
 plait_status optim_offload_open(const plait_host *host, const char *who, const plait_optim_offload *cfg, int rank,
-                                size_t numel, optim_offload **out);
+                                size_t numel, int with_params, optim_offload **out);
 void optim_offload_close(optim_offload *o);
 
-/* Fill moment `which` (0: exp_avg, 1: exp_avg_sq) at [at, at + count) from
+/* Fill array `which` (0: exp_avg, 1: exp_avg_sq, 2: the parameters) at [at, at + count) from
  * the value source's tensor `name` of parameter `index` from element
  * `offset`; zeros where the source lacks it. 1: read, 0: zeros, -1: error. */
 int optim_offload_load(optim_offload *o, int which, size_t at, const plait_value_source *src, int32_t index,
                        const char *name, size_t offset, size_t count);
-/* Copy moment `which` at [at, at + count) to host memory `dst`. */
+/* Copy array `which` at [at, at + count) to host memory `dst`. */
 plait_status optim_offload_get(optim_offload *o, int which, size_t at, float *dst, size_t count);
+/* The same into tensor memory `dst` (ZeRO-3's gather of a unit's slice);
+ * not while a step runs. */
+plait_status optim_offload_fetch(optim_offload *o, int which, size_t at, float *dst, size_t count);
 
 /* One AdamW update of every segment (sorted by `at`, disjoint), the
  * arguments' weight_decay replaced by each segment's. `step` (1-based) is

@@ -99,6 +99,11 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     plait_value v;
     plait_status st = plait_optim_read_hparams(host, init->config, &z->hp);
     if (st == PLAIT_OK) st = plait_optim_read_offload(host, init->config, name, &z->offload);
+    if (st == PLAIT_OK && z->offload.params && zero_stage != 3)
+        st = host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                             "%s: [optim] offload_params = true: only zero3 shards the parameters; %s keeps them "
+                             "whole where the model computes (use [optim] plugin = zero3, at any dp)",
+                             name, name);
     if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &z->topo);
     if (st == PLAIT_OK) st = plait_optim_norm_init(host, &z->norm);
     if (st == PLAIT_OK) st = host->config_get(init->config, section, "bucket_size", &v);
@@ -242,7 +247,7 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
         optim_offload_close(z->store);
         z->store = NULL;
         int wrank = z->world ? h->coll->rank(z->world) : z->rank;
-        plait_status st = optim_offload_open(h, z->name, &z->offload, wrank, S, &z->store);
+        plait_status st = optim_offload_open(h, z->name, &z->offload, wrank, S, z->offload.params, &z->store);
         if (st != PLAIT_OK) return st;
         if (!z->osegs && !(z->osegs = calloc(z->n_segs ? (size_t)z->n_segs : 1, sizeof *z->osegs)))
             return h->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", z->name);
@@ -255,7 +260,9 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
             return PLAIT_ERR_NO_MEMORY;
     }
     int masters = z->zero_stage == 3 || z->param_gather != PLAIT_COMPRESS_NONE;
-    if (masters && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards"))) return PLAIT_ERR_NO_MEMORY;
+    int params_offloaded = z->store && z->offload.params; /* the slices live in the store */
+    if (masters && !params_offloaded && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards")))
+        return PLAIT_ERR_NO_MEMORY;
     if (z->compression == PLAIT_COMPRESS_ONEBIT && !z->residual && z->n > 1) {
         /* onebit's error feedback: a unit's reduce-scatter input, every unit */
         for (int32_t ui = 0; ui < z->n_units; ui++) {
@@ -278,7 +285,8 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
     }
     if (masters) {
         const plait_param *absent = NULL, *present = NULL;
-        if (read_slices(z, src, "param", z->pshard, -1, &absent, &present) < 0) return PLAIT_ERR_PROTOCOL;
+        if (read_slices(z, src, "param", params_offloaded ? NULL : z->pshard, 2, &absent, &present) < 0)
+            return PLAIT_ERR_PROTOCOL;
         if (absent)
             return h->set_error(PLAIT_ERR_PROTOCOL, "%s: the value source has no values for parameter %s", z->name,
                                 absent->name);
@@ -389,7 +397,9 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
     const float *base;
     int which_id;
     if (strcmp(which, "param") == 0) {
-        if (!z->pshard) return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
+        int offloaded = z->store && z->offload.params;
+        if (!z->pshard && !offloaded)
+            return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
         base = z->pshard, which_id = 0;
     } else if (strcmp(which, "exp_avg") == 0) {
         base = z->state, which_id = 1;
@@ -418,8 +428,9 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
         size_t s = a > lo ? a : lo, e = b < hi ? b : hi;
         if (s >= e) continue;
         size_t at = u->shard_off + (s - lo);
-        if (z->store && which_id > 0 && z->rank == q)
-            st = export_offloaded(z, which_id - 1, at, e - s, q == 0 && !scratch ? dst + (s - a) : NULL, which_id);
+        if (z->store && (which_id > 0 || z->offload.params) && z->rank == q)
+            st = export_offloaded(z, which_id > 0 ? which_id - 1 : 2, at, e - s,
+                                  q == 0 && !scratch ? dst + (s - a) : NULL, which_id);
         else if (z->rank == 0 && q == 0)
             st = scratch ? PLAIT_OK : plait_tensor_to_host(h, dst + (s - a), base + at, e - s);
         else if (z->rank == q)
@@ -439,7 +450,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     zero *z = sp;
     plait_optim_memory m = {.struct_size = sizeof m};
     uint64_t S = z->shard_numel, psi = z->psi;
-    m.param_bytes = 4 * (z->zero_stage == 3 ? S : psi + (z->pshard ? S : 0));
+    m.param_bytes = 4 * (z->zero_stage == 3 ? (z->pshard ? S : 0) : psi + (z->pshard ? S : 0));
     m.grad_bytes = 4 * (z->zero_stage == 1 ? psi : S);
     m.state_bytes = z->store ? 0 : 8 * S;
     uint64_t pool = z->pool_bytes, declared = zero_buffer_bytes(z);

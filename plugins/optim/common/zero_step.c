@@ -13,8 +13,10 @@ static float *grad_ptr(zero *z, const zero_unit *u, const zero_seg *g) {
     return z->gshard + u->shard_off + (g->unit_off - zero_lo(z, u));
 }
 
+/* NULL where the slices live in the offload store ([optim] offload_params). */
 static float *param_ptr(zero *z, const zero_unit *u, const zero_seg *g) {
     if (z->pshard) return z->pshard + u->shard_off + (g->unit_off - zero_lo(z, u));
+    if (z->zero_stage == 3) return NULL;
     return z->params->params[g->param].data + g->param_off;
 }
 

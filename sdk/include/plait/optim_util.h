@@ -398,6 +398,7 @@ typedef struct plait_optim_offload {
     plait_optim_offload_mode mode;
     const char *path;      /* [optim] offload_path ("" when unset) */
     uint64_t buffer_bytes; /* [optim] offload_buffer */
+    int params;            /* [optim] offload_params: the parameter shards too (ZeRO-3) */
 } plait_optim_offload;
 
 /* Read the offload keys for optimizer `who` (named in errors). A core
@@ -416,10 +417,16 @@ static inline plait_status plait_optim_read_offload(const plait_host *host, cons
                                            : PLAIT_OFFLOAD_NONE;
     if (host->config_get(cfg, "optim", "offload_path", &v) == PLAIT_OK && v.s) out->path = v.s;
     if (host->config_get(cfg, "optim", "offload_buffer", &v) == PLAIT_OK) out->buffer_bytes = (uint64_t)v.i;
+    if (host->config_get(cfg, "optim", "offload_params", &v) == PLAIT_OK) out->params = v.i != 0;
     if (out->mode == PLAIT_OFFLOAD_HOST && plait_tensor_kind(host) == PLAIT_MEM_HOST)
         return host->set_error(PLAIT_ERR_INVALID_CONFIG,
                                "%s: [optim] offload = host: this device's memory is host memory already, so the "
                                "optimizer state is there; use none, or nvme (with offload_path) to move it to disk",
+                               who);
+    if (out->params && out->mode == PLAIT_OFFLOAD_NONE)
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [optim] offload_params = true needs offload = host or nvme (where the parameter "
+                               "shards go)",
                                who);
     if (out->mode == PLAIT_OFFLOAD_NVME && !out->path[0])
         return host->set_error(PLAIT_ERR_INVALID_CONFIG,
