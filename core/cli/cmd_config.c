@@ -26,6 +26,11 @@ static void print_memory(plait_config *cfg) {
     for (int r = 0; r < n; r++)
         printf("  %4d  %10.1f  %9.1f  %9.1f  %11.1f  %7.1f  %7.1f  %7.1f\n", r, m[r].param / MiB, m[r].grad / MiB,
                m[r].state / MiB, m[r].activations / MiB, m[r].buffers / MiB, m[r].process / MiB, m[r].total / MiB);
+    if (n > 0 && (m[0].host_state > 0 || m[0].disk > 0)) {
+        printf("offloaded optimizer state per rank (MiB; [optim] offload, not in the totals above):\n"
+               "  rank  host memory     disk\n");
+        for (int r = 0; r < n; r++) printf("  %4d  %11.1f  %7.1f\n", r, m[r].host_state / MiB, m[r].disk / MiB);
+    }
     free(m);
 }
 

@@ -8,6 +8,7 @@
 #include "device/device.h"
 #include "model/sgemm_peak.h"
 #include "cli/cli.h"
+#include "cli/memory_check.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "layout/batch.h"
@@ -225,6 +226,11 @@ void plait_cli_layout_ctx(plait_cli_layout_args *a, const plait_cluster *cluster
     *x = (plait_cost_ctx){.cluster = cluster, .precision = a->precision, .hierarchical = a->hierarchical,
                           .mem_limit = a->mem_limit, .global_batch = a->axes.global_batch,
                           .load = plait_cli_layout_load, .load_ctx = a, .device = a->device.cost};
+    if (a->base) {
+        plait_cost_offload_of(a->base, &x->offload, &x->offload_buffer, &x->offload_params);
+        double free_bytes = x->offload == 2 ? plait_cli_offload_free(a->base, NULL, 0) : 0;
+        x->offload_disk_free = free_bytes > 0 ? free_bytes : 0;
+    }
 }
 
 int plait_cli_layout_search(int argc, char **argv, int sweep, const char *cmd, plait_cli_layout_args *a,

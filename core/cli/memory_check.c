@@ -1,10 +1,12 @@
 /* Does the layout fit this host's memory (cli/memory_check.h)? */
 #include "cli/memory_check.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "cli/cli.h"
 #include "cli/cost_device.h"
@@ -26,6 +28,8 @@ typedef struct need {
     int ok;                /* predicted at all */
     double bytes;          /* the largest need: one host's ranks together, or one rank's device */
     plait_cost_mem worst;  /* the rank needing the most */
+    double host_state;     /* [optim] offload: one host's ranks' offloaded state in host memory */
+    double disk;           /* and on offload_path's disk */
 } need;
 
 plait_cost_mem *plait_cli_predict_memory(plait_config *cfg, const plait_cost_device *dev, int *n) {
@@ -66,9 +70,15 @@ static need predict(plait_config *cfg, const plait_cost_device *dev, int local, 
     } else {
         for (int h = 0; h * local < got; h++) {
             double sum = 0;
-            for (int r = h * local; r < (h + 1) * local && r < got; r++) sum += m[r].total;
+            for (int r = h * local; r < (h + 1) * local && r < got; r++) sum += m[r].total + m[r].host_state;
             if (sum > n.bytes) n.bytes = sum;
         }
+    }
+    for (int h = 0; h * local < got; h++) {
+        double host = 0, disk = 0;
+        for (int r = h * local; r < (h + 1) * local && r < got; r++) host += m[r].host_state, disk += m[r].disk;
+        if (host > n.host_state) n.host_state = host;
+        if (disk > n.disk) n.disk = disk;
     }
     n.ok = 1;
     free(m);
@@ -167,6 +177,62 @@ static int suggest(const char *path, int n_over, char *const *over, const char *
     return 0;
 }
 
+double plait_cli_offload_free(const plait_config *cfg, char *why, size_t cap) {
+    const char *dir = plait_config_str(cfg, "optim", "offload_path");
+    struct statvfs fs;
+    if (why) why[0] = '\0';
+    if (!dir || !*dir || statvfs(dir, &fs) != 0) {
+        if (why) snprintf(why, cap, "%s", dir && *dir ? strerror(errno) : "not set");
+        return -1;
+    }
+    if (fs.f_flag & ST_RDONLY) {
+        if (why) snprintf(why, cap, "a read-only file system");
+        return -1;
+    }
+    return (double)fs.f_bavail * (double)fs.f_frsize;
+}
+
+/* The offloaded state's room: offload_path's disk (nvme) and, where the
+ * ranks compute on a device of their own, the host's memory. */
+static plait_status offload_check(const plait_config *cfg, const char *name, const need *n, const room *r, int local) {
+    int offload, params;
+    double buffer;
+    plait_cost_offload_of(cfg, &offload, &buffer, &params);
+    if (!n->ok || !offload) return PLAIT_OK;
+    char a[32], b[32], why[256];
+    const char *dir = plait_config_str(cfg, "optim", "offload_path");
+    if (offload == 2) {
+        double free_bytes = plait_cli_offload_free(cfg, why, sizeof why);
+        if (free_bytes < 0)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "%s: [optim] offload = nvme: offload_path = %s: %s; it must be a writable directory "
+                                   "with room for %s of optimizer state (the %d rank(s) on this host), so no rank was "
+                                   "started",
+                                   name, dir, why, plait_bytes_text(n->disk, a, sizeof a), local);
+        if (n->disk > free_bytes)
+            return plait_set_error(PLAIT_ERR_NO_MEMORY,
+                                   "%s: [optim] offload = nvme: offload_path = %s has %s free and the optimizer state "
+                                   "of the %d rank(s) on this host needs %s there, so no rank was started; free space "
+                                   "there, point offload_path at a larger disk, or shard the state (a higher ZeRO "
+                                   "stage with more ranks)",
+                                   name, dir, plait_bytes_text(free_bytes, a, sizeof a), local,
+                                   plait_bytes_text(n->disk, b, sizeof b));
+    }
+    if (!r->on_device) return PLAIT_OK; /* host memory is the device's: counted in its need */
+    plait_host_memory m;
+    plait_host_memory_read(&m);
+    if (m.usable != UINT64_MAX && m.usable > 0 && n->host_state > (double)m.usable) {
+        plait_host_memory_room_text(&m, why, sizeof why);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY,
+                               "%s: [optim] offload = %s: the offloaded optimizer state of the %d rank(s) on this host "
+                               "needs %s of host memory, and %s, so no rank was started; use offload = nvme (with "
+                               "offload_path) or a higher ZeRO stage",
+                               name, offload == 1 ? "host" : "nvme", local,
+                               plait_bytes_text(n->host_state, a, sizeof a), why);
+    }
+    return PLAIT_OK;
+}
+
 plait_status plait_cli_memory_check(plait_config *cfg, const char *path, int n_over, char *const *over,
                                     int local_ranks) {
     if (!plait_config_bool(cfg, "run", "memory_check")) return PLAIT_OK;
@@ -174,12 +240,14 @@ plait_status plait_cli_memory_check(plait_config *cfg, const char *path, int n_o
     plait_cli_device d;
     plait_cli_device_ask(cfg, &d);
     const plait_cost_device dev = d.cost;
-    if (!find_room(&d, &r)) return PLAIT_OK;
+    int known = find_room(&d, &r);
     int world = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                       plait_config_int(cfg, "parallel", "pp"));
     int local = local_ranks > 0 && local_ranks < world ? local_ranks : world;
     need n = predict(cfg, &dev, local, r.on_device);
-    if (fits(&n, &r)) return PLAIT_OK;
+    plait_status st = offload_check(cfg, path ? path : "the config", &n, &r, local);
+    if (st != PLAIT_OK) return st;
+    if (!known || fits(&n, &r)) return PLAIT_OK;
 
     char parts[256], a[32], b[32], c[32], what[1024];
     largest_parts(&n.worst, r.on_device, parts, sizeof parts);

@@ -12,7 +12,11 @@
  * it and may still fork). A layout that does not fit is refused with the
  * prediction, its largest parts, what is available, and the changes of one
  * setting that would fit (a smaller micro-batch, recomputation, a ZeRO
- * stage), each predicted the same way.
+ * stage), each predicted the same way. With [optim] offload the moments
+ * are counted apart: offload_path's free space must hold the ranks' files
+ * (nvme), and on a device of its own the host's memory what offload = host
+ * keeps there; each refused naming the path or the memory, what is free and
+ * what is needed.
  *
  * Not thread-safe (loads configs and plugins, uses the thread's error slot).
  */
@@ -38,5 +42,9 @@ plait_cost_mem *plait_cli_predict_memory(plait_config *cfg, const plait_cost_dev
  * (ending "no rank was started"). */
 plait_status plait_cli_memory_check(plait_config *cfg, const char *path, int n_over, char *const *over,
                                     int local_ranks);
+
+/* Bytes free in [optim] offload_path (statvfs), or -1 with the reason in
+ * `why` (may be NULL) when it is unset, missing or read-only. */
+double plait_cli_offload_free(const plait_config *cfg, char *why, size_t cap);
 
 #endif

@@ -23,6 +23,7 @@ static const char *const recompute_choices[] = {"none", "selective", "full", NUL
 static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", NULL};
+static const char *const offload_choices[] = {"none", "host", "nvme", NULL};
 static const char *const precision_choices[] = {"fp32", "tf32", "bf16", NULL};
 
 static const plait_key_decl run_keys[] = {
@@ -172,17 +173,29 @@ static const plait_key_decl optim_keys[] = {
     KEY("plugin", S, "adam", 1, 0, NULL, SAME, "optimizer plugin: adam, zero1, zero2, zero3, or a path"),
     KEY("lr", F, "1e-3", 0, 10, NULL, SAME, "peak learning rate"),
     KEY("min_lr", F, "1e-4", 0, 10, NULL, SAME, "learning rate at the end of the decay"),
-    KEY("lr_schedule", E, "cosine", 1, 0, schedule_choices, SAME,
-        "after warmup: cosine decay to min_lr, or constant"),
+    KEY("lr_schedule", E, "cosine", 1, 0, schedule_choices, SAME, "after warmup: cosine decay to min_lr, or constant"),
     KEY("warmup_steps", I, "0", 0, 1e12, NULL, SAME, "linear warmup steps"),
     KEY("lr_decay_steps", I, "0", 0, 1e12, NULL, SAME, "step at which decay reaches min_lr (0 = [run] steps)"),
     KEY("beta1", F, "0.9", 0, 0.999999, NULL, SAME, "Adam beta1"),
     KEY("beta2", F, "0.95", 0, 0.999999999, NULL, SAME, "Adam beta2"),
-    KEY("eps", F, "1e-8", 1e-30, 1, NULL, SAME, "Adam epsilon (> 0: it keeps the update finite where a "
-                                                  "parameter's second moment is zero)"),
+    KEY("eps", F, "1e-8", 1e-30, 1, NULL, SAME,
+        "Adam epsilon (> 0: it keeps the update finite where a "
+        "parameter's second moment is zero)"),
     KEY("weight_decay", F, "0.1", 0, 10, NULL, SAME,
         "decoupled weight decay (not applied to biases and LayerNorm parameters)"),
     KEY("grad_clip", F, "1.0", 0, 1e9, NULL, SAME, "clip the global gradient norm to this (0 = off)"),
+    KEY("offload", E, "none", 1, 0, offload_choices, SAME,
+        "where the optimizer state lives and steps: none (the device), host (host memory, the step on the host; "
+        "a device whose memory is not host memory only), nvme (files under offload_path, streamed through "
+        "offload_buffer)"),
+    KEY("offload_path", S, "", 1, 0, NULL, 0,
+        "directory of the optimizer state files when offload = nvme (a local disk; tmpfs counts against memory)"),
+    KEY("offload_buffer", Z, "64M", 65536, 1099511627776.0, NULL, SAME,
+        "host memory through which offload = nvme streams the state: three slots, one read ahead, one stepping, "
+        "one being written"),
+    KEY("offload_params", B, "false", 1, 0, NULL, SAME,
+        "zero3: keep this rank's float32 parameter shards where offload keeps the state too, fetched as each "
+        "layer's gather starts (only the gathered layers are on the device)"),
 };
 
 static const plait_key_decl device_keys[] = {

@@ -89,6 +89,9 @@ typedef struct plait_cost_job {
     double bucket_bytes;      /* the DP / ZeRO bucket */
     plait_precision precision;
     int hierarchical;         /* DP collectives across nodes go hierarchically (intra, inter, intra) */
+    int offload;              /* [optim] offload: 0 none, 1 host, 2 nvme */
+    double offload_buffer;    /* [optim] offload_buffer (nvme) */
+    int offload_params;       /* [optim] offload_params (zero3: the parameter shards move too) */
 } plait_cost_job;
 
 typedef struct plait_cost_mem {
@@ -97,6 +100,10 @@ typedef struct plait_cost_mem {
     double buffers;              /* collective scratch, ZeRO working buffers */
     double process;              /* the runtime itself */
     double total;
+    /* the optimizer state [optim] offload moved (then state is 0): in host
+     * memory (offload = host; nvme's buffer) and on disk (nvme); neither is
+     * in total */
+    double host_state, disk;
 } plait_cost_mem;
 
 /* Memory of one rank. */

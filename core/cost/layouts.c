@@ -413,6 +413,13 @@ void plait_cost_wire(const plait_config *cfg, int zero, double *grad, double *pa
     *param = (double)plait_compress_bytes((plait_compression)p, n) / (4.0 * n);
 }
 
+void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer, int *params) {
+    plait_value v;
+    *offload = plait_config_get(cfg, "optim", "offload", &v) == PLAIT_OK ? (int)v.i : 0;
+    *buffer = plait_config_get(cfg, "optim", "offload_buffer", &v) == PLAIT_OK ? (double)v.i : 0;
+    *params = plait_config_get(cfg, "optim", "offload_params", &v) == PLAIT_OK && v.i;
+}
+
 static int world_of(const plait_config *cfg) {
     return (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
                  plait_config_int(cfg, "parallel", "pp"));
@@ -465,6 +472,7 @@ plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c,
                         .tp = (int)plait_config_int(cfg, "parallel", "tp"),
                         .pp = (int)plait_config_int(cfg, "parallel", "pp"), .zero = zero, .bucket_bytes = bucket,
                         .precision = precision};
+    plait_cost_offload_of(cfg, &j.offload, &j.offload_buffer, &j.offload_params);
     for (int i = 0; st == PLAIT_OK && i < col.n && i < cap; i++) {
         col.ranks[i].grad_wire = gw;
         col.ranks[i].param_wire = pw;
@@ -476,8 +484,16 @@ plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c,
 }
 
 void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, double bucket_bytes, plait_cost_job *out) {
-    *out = (plait_cost_job){.dp = l->dp, .tp = l->tp, .pp = l->pp, .zero = plait_cost_zero_stage(l->optim),
-                            .bucket_bytes = bucket_bytes, .precision = x->precision, .hierarchical = x->hierarchical};
+    *out = (plait_cost_job){.dp = l->dp,
+                            .tp = l->tp,
+                            .pp = l->pp,
+                            .zero = plait_cost_zero_stage(l->optim),
+                            .bucket_bytes = bucket_bytes,
+                            .precision = x->precision,
+                            .hierarchical = x->hierarchical,
+                            .offload = x->offload,
+                            .offload_buffer = x->offload_buffer,
+                            .offload_params = x->offload_params};
 }
 
 void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l, const plait_cost_ctx *x,
@@ -505,6 +521,15 @@ void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l
     if (!out->fits)
         snprintf(out->why, sizeof out->why, "memory over the limit: %.1f MiB per rank predicted, %.1f MiB allowed",
                  out->mem.total / 1048576.0, limit / 1048576.0);
+    /* offload = nvme: the node's ranks share offload_path's disk */
+    int per_node = plait_cluster_ranks_per_node(x->cluster, l->dp * l->tp * l->pp);
+    double disk = out->mem.disk * (per_node > 0 ? per_node : 1);
+    if (out->fits && x->offload_disk_free > 0 && disk > x->offload_disk_free) {
+        out->fits = 0;
+        snprintf(out->why, sizeof out->why,
+                 "disk over the limit: %.1f MiB of offloaded optimizer state per node, %.1f MiB free in offload_path",
+                 disk / 1048576.0, x->offload_disk_free / 1048576.0);
+    }
 }
 
 /* A plan the preflight made, by the layout's settings it reads: every

@@ -118,6 +118,10 @@ typedef struct plait_cost_ctx {
     int64_t global_batch;
     plait_cost_loader load;
     void *load_ctx;
+    int offload;              /* [optim] offload of the config: 0 none, 1 host, 2 nvme */
+    double offload_buffer;    /* [optim] offload_buffer */
+    int offload_params;       /* [optim] offload_params */
+    double offload_disk_free; /* bytes free in [optim] offload_path (nvme; 0 = not known) */
 } plait_cost_ctx;
 
 typedef struct plait_cost_result {
@@ -133,6 +137,10 @@ typedef struct plait_cost_result {
     double tokens_per_s;
     double flops_per_step;     /* all ranks */
 } plait_cost_result;
+
+/* [optim] offload (0 none, 1 host, 2 nvme), offload_buffer and
+ * offload_params of `cfg`. */
+void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer, int *params);
 
 /* The job settings of layout `l` in context `x`. */
 void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, double bucket_bytes, plait_cost_job *out);

@@ -26,6 +26,17 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
                  b.weight_copy * r->weight_copy_numel;
     out->grad = b.grad * psi / (j->zero >= 2 ? n : 1);
     out->state = b.optim * psi / (j->zero >= 1 ? n : 1);
+    if (j->offload) { /* the moments leave the device (plugins/optim/README.md) */
+        out->host_state = j->offload == 1 ? out->state : j->offload_buffer;
+        out->disk = j->offload == 2 ? out->state : 0;
+        out->state = 0;
+        if (j->offload_params && j->zero >= 3) { /* ZeRO-3's float32 shards go with them */
+            double shard = b.weight * psi / n;
+            out->param -= shard;
+            if (j->offload == 1) out->host_state += shard;
+            else out->disk += shard;
+        }
+    }
     out->activations = r->act_bytes;
     /* The largest message a collective runs whole needs a scratch buffer of
      * that size plus a quarter (the collectives grow it geometrically): a

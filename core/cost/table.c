@@ -193,6 +193,9 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     fprintf(out, "  buffers     %10.2f GiB  (collective scratch%s)\n", m->buffers / GiB,
             z > 0 && l->dp > 1 ? ", ZeRO's working buffers" : "");
     fprintf(out, "  process     %10.2f GiB\n", m->process / GiB);
+    if (m->host_state > 0 || m->disk > 0)
+        fprintf(out, "  offloaded   %10.2f GiB of host memory, %.2f GiB on disk ([optim] offload; not in the total)\n",
+                m->host_state / GiB, m->disk / GiB);
     fprintf(out, "%s\n", r->confirmed ? "(figures from the parallel plugin's plan of each stage)"
                                       : "(figures from the model's shape alone)");
 }

@@ -64,26 +64,10 @@ double plait_k_sumsq(const float *x, size_t n) {
  * PyTorch's AdamW (foreach=False) applies them, in float32. */
 static void adamw_range(void *vj, int64_t lo, int64_t hi) {
     const vec_job *j = vj;
-    const plait_adamw_args *a = j->args;
-    const float b1 = a->beta1, b2 = a->beta2;
-    const double bc1 = 1.0 - pow((double)a->beta1, (double)a->step);
-    const double bc2 = 1.0 - pow((double)a->beta2, (double)a->step);
-    const float step_size = (float)((double)a->lr / bc1);
-    const float bc2_sqrt = (float)sqrt(bc2);
-    const float decay = 1.0f - a->lr * a->weight_decay;
-    const float gs = a->grad_scale, eps = a->eps;
+    const plait_adamw_consts c = plait_adamw_consts_of(j->args);
     float *restrict param = j->y, *restrict m = j->m, *restrict v = j->v;
     const float *restrict grad = j->x;
-    for (int64_t i = lo; i < hi; i++) {
-        float g = grad[i] * gs;
-        float p = param[i] * decay;
-        float mi = b1 * m[i] + (1.0f - b1) * g;
-        float vi = b2 * v[i] + (1.0f - b2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        param[i] = p - step_size * (mi / denom);
-    }
+    for (int64_t i = lo; i < hi; i++) plait_adamw_elem(&param[i], grad[i], &m[i], &v[i], &c);
 }
 
 void plait_k_adamw(float *param, const float *grad, float *m, float *v, size_t n,

@@ -39,6 +39,7 @@
 
 #include <plait/plugin.h>
 
+#include "offload.h"
 #include "optim_common.h"
 
 #define NAME "adam"
@@ -63,6 +64,13 @@ typedef struct adam {
     plait_adamw_tensor *list, *list_dev;
     size_t list_count, list_total;
     float *scale_dev;
+    /* [optim] offload: the moments in host memory or a file instead of
+     * `state` (offload.h); state_at[i] is parameter i's place in them */
+    plait_optim_offload offload;
+    optim_offload *store;
+    size_t *state_at;
+    optim_offload_seg *segs;
+    size_t n_segs;
 } adam;
 
 static const char *const state_names[] = {"exp_avg", "exp_avg_sq", NULL};
@@ -74,6 +82,9 @@ static void adam_destroy(void *sp) {
     a->host->free(a->list_dev);
     a->host->free(a->scale_dev);
     free(a->list);
+    optim_offload_close(a->store);
+    free(a->state_at);
+    free(a->segs);
     plait_optim_norm_free(a->host, &a->norm);
     free(a->exp_avg);
     free(a->exp_avg_sq);
@@ -97,8 +108,10 @@ static plait_status adam_create(const plait_optim_init *init, void **out) {
         a->exp_avg = calloc(n ? (size_t)n : 1, sizeof *a->exp_avg);
         a->exp_avg_sq = calloc(n ? (size_t)n : 1, sizeof *a->exp_avg_sq);
         a->owns_state = calloc(n ? (size_t)n : 1, 1);
+        a->state_at = calloc(n ? (size_t)n : 1, sizeof *a->state_at);
+        a->segs = calloc(n ? (size_t)n : 1, sizeof *a->segs);
     }
-    if (!a || !a->exp_avg || !a->exp_avg_sq || !a->owns_state) {
+    if (!a || !a->exp_avg || !a->exp_avg_sq || !a->owns_state || !a->state_at || !a->segs) {
         if (a) {
             a->host = host;
             adam_destroy(a);
@@ -110,6 +123,11 @@ static plait_status adam_create(const plait_optim_init *init, void **out) {
     a->params = init->params;
     a->world = init->world;
     plait_status st = plait_optim_read_hparams(host, init->config, &a->hp);
+    if (st == PLAIT_OK) st = plait_optim_read_offload(host, init->config, NAME, &a->offload);
+    if (st == PLAIT_OK && a->offload.params)
+        st = host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                             NAME ": [optim] offload_params = true: adam keeps every parameter whole where the model "
+                                  "computes; only zero3 shards them (use [optim] plugin = zero3, at any dp)");
     if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &a->topo);
     if (st == PLAIT_OK) st = plait_optim_norm_init(host, &a->norm);
     if (st != PLAIT_OK) {
@@ -131,6 +149,45 @@ static int fill_state(adam *a, const plait_value_source *src, const plait_param 
     return 0;
 }
 
+/* materialize() with the moments offloaded: the store opened (or made
+ * again) for this rank's elements and filled from the source. */
+static plait_status adam_materialize_offload(adam *a, const plait_value_source *src, size_t total) {
+    const plait_host *host = a->host;
+    plait_param_set *set = a->params;
+    optim_offload_close(a->store);
+    a->store = NULL;
+    int rank = a->world && host->coll ? host->coll->rank(a->world) : 0;
+    plait_status st = optim_offload_open(host, NAME, &a->offload, rank, total, 0, &a->store);
+    if (st != PLAIT_OK) return st;
+    const plait_param *present = NULL, *absent = NULL;
+    const char *present_which = NULL, *absent_which = NULL;
+    size_t off = 0;
+    for (int32_t i = 0; i < set->n_params; i++) {
+        if (!a->owns_state[i]) continue;
+        const plait_param *p = &set->params[i];
+        a->state_at[i] = off;
+        for (int s = 0; s < 2; s++) {
+            int got = optim_offload_load(a->store, s, off, src, p->index, state_names[s], 0, p->numel);
+            if (got < 0) {
+                char msg[1024];
+                snprintf(msg, sizeof msg, "%s", host->last_error());
+                return host->set_error(PLAIT_ERR_PROTOCOL, NAME ": reading %s of %s: %s", state_names[s], p->name, msg);
+            }
+            if (got && !present) present = p, present_which = state_names[s];
+            if (!got && !absent) absent = p, absent_which = state_names[s];
+        }
+        off += p->numel;
+    }
+    for (int32_t i = 0; i < set->n_params; i++)
+        if (!a->owns_state[i]) a->state_at[i] = a->state_at[plait_tied_local_original(set, &set->params[i])];
+    if (present && absent)
+        return host->set_error(PLAIT_ERR_PROTOCOL,
+                               NAME ": the optimizer state is incomplete: it has %s for %s but no %s for %s "
+                                    "(a damaged or foreign checkpoint)",
+                               present_which, present->name, absent_which, absent->name);
+    return PLAIT_OK;
+}
+
 static plait_status adam_materialize(void *sp, const plait_value_source *src) {
     adam *a = sp;
     const plait_host *host = a->host;
@@ -141,6 +198,7 @@ static plait_status adam_materialize(void *sp, const plait_value_source *src) {
     for (int32_t i = 0; i < set->n_params; i++)
         if (a->owns_state[i]) total += set->params[i].numel;
     a->state_numel = total;
+    if (a->offload.mode != PLAIT_OFFLOAD_NONE) return adam_materialize_offload(a, src, total);
     a->state = plait_tensor_alloc(host, 2 * total, "optimizer state");
     if (!a->state) return PLAIT_ERR_NO_MEMORY; /* alloc set the message */
     size_t off = 0;
@@ -256,8 +314,8 @@ static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_opt
     const plait_host *host = a->host;
     const plait_kernels *k = host->kernels;
     plait_param_set *set = a->params;
-    if (!a->state) return host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": step() before materialize()");
-    if (plait_optim_norm_on_device(host, in, a->world)) return adam_step_on_device(a, in, out);
+    if (!a->state && !a->store) return host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": step() before materialize()");
+    if (!a->store && plait_optim_norm_on_device(host, in, a->world)) return adam_step_on_device(a, in, out);
 
     double norm = 0;
     uint64_t sent = 0;
@@ -268,14 +326,22 @@ static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_opt
     st = optim_begin_update(host, NAME, &a->hp, in->step, norm, &a->updates, &args);
     if (st != PLAIT_OK) return st;
     double lr = plait_optim_lr_at(&a->hp, in->step); /* reported in double, as before */
+    a->n_segs = 0;
     for (int32_t i = 0; i < set->n_params; i++) {
         if (!a->owns_state[i]) continue;
         plait_param *p = &set->params[i];
         if (!p->data || !p->grad)
             return host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": parameter %s has no storage", p->name);
         args.weight_decay = (p->flags & PLAIT_PARAM_NO_DECAY) ? 0.0f : (float)a->hp.weight_decay;
-        k->adamw(p->data, p->grad, a->exp_avg[i], a->exp_avg_sq[i], p->numel, &args);
+        if (a->store)
+            a->segs[a->n_segs++] = (optim_offload_seg){.param = p->data,
+                                                       .grad = p->grad,
+                                                       .at = a->state_at[i],
+                                                       .n = p->numel,
+                                                       .weight_decay = args.weight_decay};
+        else k->adamw(p->data, p->grad, a->exp_avg[i], a->exp_avg_sq[i], p->numel, &args);
     }
+    if (a->store && (st = optim_offload_step(a->store, a->segs, a->n_segs, &args, in->step + 1)) != PLAIT_OK) return st;
     plait_optim_report_step(out, lr, norm, sent, plait_optim_wait_seconds(host, a->world, NULL) - waited_before);
     return PLAIT_OK;
 }
@@ -287,6 +353,12 @@ static plait_status adam_export(void *sp, int32_t param_index, const char *which
         return a->host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": parameter %d is not held by this rank", param_index);
     const plait_param *p = &a->params->params[i];
     const float *src;
+    if (a->store && strcmp(which, "param") != 0) {
+        int s = strcmp(which, "exp_avg") == 0 ? 0 : strcmp(which, "exp_avg_sq") == 0 ? 1 : -1;
+        if (s < 0)
+            return a->host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": unknown tensor \"%s\" of %s", which, p->name);
+        return dst ? optim_offload_get(a->store, s, a->state_at[i], dst, p->numel) : PLAIT_OK;
+    }
     if (strcmp(which, "param") == 0) src = p->data;
     else if (strcmp(which, "exp_avg") == 0) src = a->exp_avg[i];
     else if (strcmp(which, "exp_avg_sq") == 0) src = a->exp_avg_sq[i];
@@ -316,7 +388,7 @@ static void adam_memory(void *sp, plait_optim_memory *out) {
             m.buffer_bytes += bytes;
         }
     }
-    m.state_bytes = 2 * (uint64_t)a->state_numel * sizeof(float);
+    m.state_bytes = a->store ? 0 : 2 * (uint64_t)a->state_numel * sizeof(float);
     plait_fill_versioned(out, &m, (uint32_t)sizeof m);
 }
 

@@ -100,6 +100,7 @@
 
 #include <plait/plugin.h>
 
+#include "offload.h"
 #include "optim_common.h"
 
 /* Floats each parameter's packed offset is aligned to (64 bytes). */
@@ -202,7 +203,11 @@ typedef struct zero {
 
     /* storage: tensor memory (the device's; plait/device_util.h), touched
      * only through host->kernels, the collectives and the device's copy */
-    float *state;                 /* exp_avg [S] then exp_avg_sq [S] */
+    float *state;                /* exp_avg [S] then exp_avg_sq [S]; NULL when offloaded */
+    plait_optim_offload offload; /* [optim] offload */
+    optim_offload *store;        /* the moments offloaded (offload.h), positions as in state */
+    optim_offload_seg *osegs;    /* the step's segments for the store */
+    size_t n_osegs;
     float *gshard;                /* ZeRO-2/3: reduced gradient slices [S] */
     float *copy_gshard;           /* ZeRO-2/3: tied copies' slices */
     float *pshard;                /* ZeRO-3, and ZeRO-1/2 gathering in bf16: the float32

@@ -42,10 +42,16 @@ static plait_status start_gather(zero *z, int32_t ui) {
     if (u->pbuf) return PLAIT_OK;
     float *buf = zero_buf_get(z, u->padded);
     if (!buf) return PLAIT_ERR_NO_MEMORY;
-    z->host->kernels->copy(buf + zero_lo(z, u), z->pshard + u->shard_off, u->shard);
+    plait_status st = PLAIT_OK;
+    if (z->pshard) z->host->kernels->copy(buf + zero_lo(z, u), z->pshard + u->shard_off, u->shard);
+    else st = optim_offload_fetch(z->store, 2, u->shard_off, buf + zero_lo(z, u), u->shard); /* offload_params */
+    if (st != PLAIT_OK) {
+        zero_buf_put(z, buf);
+        return st;
+    }
     plait_coll_opts o = plait_tensor_coll_opts(z->host, PLAIT_ALGO_AUTO, "zero3 parameter all-gather");
     o.compression = (uint32_t)z->param_gather;
-    plait_status st = z->host->coll->allgather(z->dp, buf, buf, u->shard, PLAIT_F32, &o, &u->ag_req);
+    st = z->host->coll->allgather(z->dp, buf, buf, u->shard, PLAIT_F32, &o, &u->ag_req);
     if (st != PLAIT_OK) {
         zero_buf_put(z, buf);
         u->ag_req = NULL;

@@ -36,6 +36,8 @@ static void zero_destroy(void *sp) {
             if (z->zero_stage == 3) z->params->params[i].data = NULL;
         }
     h->free(z->state);
+    optim_offload_close(z->store);
+    free(z->osegs);
     h->free(z->gshard);
     h->free(z->copy_gshard);
     h->free(z->pshard);
@@ -96,6 +98,12 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
     snprintf(section, sizeof section, "optim.%s", name);
     plait_value v;
     plait_status st = plait_optim_read_hparams(host, init->config, &z->hp);
+    if (st == PLAIT_OK) st = plait_optim_read_offload(host, init->config, name, &z->offload);
+    if (st == PLAIT_OK && z->offload.params && zero_stage != 3)
+        st = host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                             "%s: [optim] offload_params = true: only zero3 shards the parameters; %s keeps them "
+                             "whole where the model computes (use [optim] plugin = zero3, at any dp)",
+                             name, name);
     if (st == PLAIT_OK) st = plait_optim_topology_from_init(init, &z->topo);
     if (st == PLAIT_OK) st = plait_optim_norm_init(host, &z->norm);
     if (st == PLAIT_OK) st = host->config_get(init->config, section, "bucket_size", &v);
@@ -192,10 +200,18 @@ static float *alloc_zeroed(zero *z, size_t numel, const char *what) {
     return p;
 }
 
-/* Read tensor `which` of this rank's slices into `base` (a shard array);
- * slices the source lacks (PLAIT_ERR_UNSUPPORTED) are zero-filled. Notes the
- * first parameter found and the first missing. -1 on a read error. */
-static int read_slices(zero *z, const plait_value_source *src, const char *which, float *base,
+/* One slice's read into the offloaded moment `moment`: as plait_tensor_read. */
+static plait_status read_offloaded(zero *z, const plait_value_source *src, const char *which, int moment, size_t at,
+                                   const plait_param *p, const zero_seg *g) {
+    int got = optim_offload_load(z->store, moment, at, src, p->index, which, g->param_off, g->len);
+    return got > 0 ? PLAIT_OK : got == 0 ? PLAIT_ERR_UNSUPPORTED : PLAIT_ERR_PROTOCOL;
+}
+
+/* Read tensor `which` of this rank's slices into `base` (a shard array), or
+ * with base NULL into offloaded moment `moment`; slices the source lacks
+ * (PLAIT_ERR_UNSUPPORTED) are zero-filled. Notes the first parameter found
+ * and the first missing. -1 on a read error. */
+static int read_slices(zero *z, const plait_value_source *src, const char *which, float *base, int moment,
                        const plait_param **absent, const plait_param **present) {
     for (int32_t ui = 0; ui < z->n_units; ui++) {
         const zero_unit *u = &z->units[ui];
@@ -204,12 +220,13 @@ static int read_slices(zero *z, const plait_value_source *src, const char *which
         for (int32_t s = 0; s < u->n_seg; s++) {
             const zero_seg *g = &z->segs[u->seg_first + s];
             const plait_param *p = &z->params->params[g->param];
-            float *dst = base + u->shard_off + (g->unit_off - lo);
-            plait_status st = plait_tensor_read(z->host, src, p->index, which, g->param_off, g->len, dst);
+            size_t at = u->shard_off + (g->unit_off - lo);
+            plait_status st = base ? plait_tensor_read(z->host, src, p->index, which, g->param_off, g->len, base + at)
+                                   : read_offloaded(z, src, which, moment, at, p, g);
             if (st == PLAIT_OK) {
                 if (!*present) *present = p;
             } else if (st == PLAIT_ERR_UNSUPPORTED) {
-                z->host->kernels->zero(dst, g->len);
+                if (base) z->host->kernels->zero(base + at, g->len);
                 if (!*absent) *absent = p;
             } else {
                 char msg[1024];
@@ -226,14 +243,26 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
     zero *z = sp;
     const plait_host *h = z->host;
     size_t S = z->shard_numel;
-    if (!z->state && !(z->state = alloc_zeroed(z, 2 * S, "optimizer state"))) return PLAIT_ERR_NO_MEMORY;
+    if (z->offload.mode != PLAIT_OFFLOAD_NONE) {
+        optim_offload_close(z->store);
+        z->store = NULL;
+        int wrank = z->world ? h->coll->rank(z->world) : z->rank;
+        plait_status st = optim_offload_open(h, z->name, &z->offload, wrank, S, z->offload.params, &z->store);
+        if (st != PLAIT_OK) return st;
+        if (!z->osegs && !(z->osegs = calloc(z->n_segs ? (size_t)z->n_segs : 1, sizeof *z->osegs)))
+            return h->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", z->name);
+    } else if (!z->state && !(z->state = alloc_zeroed(z, 2 * S, "optimizer state"))) {
+        return PLAIT_ERR_NO_MEMORY;
+    }
     if (z->zero_stage >= 2) {
         if (!z->gshard && !(z->gshard = alloc_zeroed(z, S, "gradient shards"))) return PLAIT_ERR_NO_MEMORY;
         if (!z->copy_gshard && !(z->copy_gshard = alloc_zeroed(z, z->copy_shard_numel, "tied gradient shards")))
             return PLAIT_ERR_NO_MEMORY;
     }
     int masters = z->zero_stage == 3 || z->param_gather != PLAIT_COMPRESS_NONE;
-    if (masters && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards"))) return PLAIT_ERR_NO_MEMORY;
+    int params_offloaded = z->store && z->offload.params; /* the slices live in the store */
+    if (masters && !params_offloaded && !z->pshard && !(z->pshard = alloc_zeroed(z, S, "parameter shards")))
+        return PLAIT_ERR_NO_MEMORY;
     if (z->compression == PLAIT_COMPRESS_ONEBIT && !z->residual && z->n > 1) {
         /* onebit's error feedback: a unit's reduce-scatter input, every unit */
         for (int32_t ui = 0; ui < z->n_units; ui++) {
@@ -256,7 +285,8 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
     }
     if (masters) {
         const plait_param *absent = NULL, *present = NULL;
-        if (read_slices(z, src, "param", z->pshard, &absent, &present) < 0) return PLAIT_ERR_PROTOCOL;
+        if (read_slices(z, src, "param", params_offloaded ? NULL : z->pshard, 2, &absent, &present) < 0)
+            return PLAIT_ERR_PROTOCOL;
         if (absent)
             return h->set_error(PLAIT_ERR_PROTOCOL, "%s: the value source has no values for parameter %s", z->name,
                                 absent->name);
@@ -266,7 +296,8 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
     const char *absent_which = NULL, *present_which = NULL;
     for (int s = 0; state_names[s]; s++) {
         const plait_param *a = NULL, *p = NULL;
-        if (read_slices(z, src, state_names[s], z->state + (s ? S : 0), &a, &p) < 0) return PLAIT_ERR_PROTOCOL;
+        float *base = z->store ? NULL : z->state + (s ? S : 0);
+        if (read_slices(z, src, state_names[s], base, s, &a, &p) < 0) return PLAIT_ERR_PROTOCOL;
         if (a && !absent) absent = a, absent_which = state_names[s];
         if (p && !present) present = p, present_which = state_names[s];
     }
@@ -337,6 +368,23 @@ static plait_status zero_after_backward(void *sp, int32_t layer, int32_t mb, int
     return st;
 }
 
+/* This rank's part [at, at + count) of an offloaded moment: into rank 0's
+ * `dst` (host memory; NULL: nothing to keep), or sent to rank 0 from a
+ * host buffer. */
+static plait_status export_offloaded(zero *z, int moment, size_t at, size_t count, float *dst, int which_id) {
+    const plait_host *h = z->host;
+    if (z->rank == 0) return dst ? optim_offload_get(z->store, moment, at, dst, count) : PLAIT_OK;
+    float *buf = malloc((count ? count : 1) * sizeof *buf);
+    if (!buf) return h->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", z->name);
+    plait_status st = optim_offload_get(z->store, moment, at, buf, count);
+    plait_coll_opts o = plait_tensor_coll_opts(h, PLAIT_ALGO_AUTO, "zero checkpoint export");
+    o.mem_kind = PLAIT_MEM_HOST;
+    if (st == PLAIT_OK)
+        st = h->coll->send(z->dp, buf, count, PLAIT_F32, 0, ZERO_EXPORT_TAG + (uint32_t)which_id, &o, NULL);
+    free(buf);
+    return st;
+}
+
 static plait_status zero_export(void *sp, int32_t param_index, const char *which, float *dst) {
     zero *z = sp;
     const plait_host *h = z->host;
@@ -349,7 +397,9 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
     const float *base;
     int which_id;
     if (strcmp(which, "param") == 0) {
-        if (!z->pshard) return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
+        int offloaded = z->store && z->offload.params;
+        if (!z->pshard && !offloaded)
+            return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
         base = z->pshard, which_id = 0;
     } else if (strcmp(which, "exp_avg") == 0) {
         base = z->state, which_id = 1;
@@ -377,11 +427,14 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
         size_t lo = (size_t)q * u->shard, hi = lo + u->shard;
         size_t s = a > lo ? a : lo, e = b < hi ? b : hi;
         if (s >= e) continue;
-        const float *mine = base + u->shard_off + (s - lo);
-        if (z->rank == 0 && q == 0)
-            st = scratch ? PLAIT_OK : plait_tensor_to_host(h, dst + (s - a), mine, e - s);
+        size_t at = u->shard_off + (s - lo);
+        if (z->store && (which_id > 0 || z->offload.params) && z->rank == q)
+            st = export_offloaded(z, which_id > 0 ? which_id - 1 : 2, at, e - s,
+                                  q == 0 && !scratch ? dst + (s - a) : NULL, which_id);
+        else if (z->rank == 0 && q == 0)
+            st = scratch ? PLAIT_OK : plait_tensor_to_host(h, dst + (s - a), base + at, e - s);
         else if (z->rank == q)
-            st = h->coll->send(z->dp, mine, e - s, PLAIT_F32, 0, ZERO_EXPORT_TAG + (uint32_t)which_id, &dev, NULL);
+            st = h->coll->send(z->dp, base + at, e - s, PLAIT_F32, 0, ZERO_EXPORT_TAG + (uint32_t)which_id, &dev, NULL);
         else if (z->rank == 0)
             st = h->coll->recv(z->dp, dst + (s - a), e - s, PLAIT_F32, q, ZERO_EXPORT_TAG + (uint32_t)which_id, &into,
                                NULL);
@@ -397,9 +450,9 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     zero *z = sp;
     plait_optim_memory m = {.struct_size = sizeof m};
     uint64_t S = z->shard_numel, psi = z->psi;
-    m.param_bytes = 4 * (z->zero_stage == 3 ? S : psi + (z->pshard ? S : 0));
+    m.param_bytes = 4 * (z->zero_stage == 3 ? (z->pshard ? S : 0) : psi + (z->pshard ? S : 0));
     m.grad_bytes = 4 * (z->zero_stage == 1 ? psi : S);
-    m.state_bytes = 8 * S;
+    m.state_bytes = z->store ? 0 : 8 * S;
     uint64_t pool = z->pool_bytes, declared = zero_buffer_bytes(z);
     m.buffer_bytes = pool > declared ? pool : declared;
     if (z->zero_stage == 1) {

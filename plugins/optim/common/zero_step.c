@@ -13,8 +13,10 @@ static float *grad_ptr(zero *z, const zero_unit *u, const zero_seg *g) {
     return z->gshard + u->shard_off + (g->unit_off - zero_lo(z, u));
 }
 
+/* NULL where the slices live in the offload store ([optim] offload_params). */
 static float *param_ptr(zero *z, const zero_unit *u, const zero_seg *g) {
     if (z->pshard) return z->pshard + u->shard_off + (g->unit_off - zero_lo(z, u));
+    if (z->zero_stage == 3) return NULL;
     return z->params->params[g->param].data + g->param_off;
 }
 
@@ -97,6 +99,7 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
     if (st != PLAIT_OK) return st;
     double lr = plait_optim_lr_at(&z->hp, in->step); /* reported in double */
     float *m = z->state, *v = z->state + z->shard_numel;
+    z->n_osegs = 0;
     for (int32_t ui = 0; ui < z->n_units; ui++) {
         const zero_unit *u = &z->units[ui];
         if (u->copy) continue;
@@ -106,9 +109,17 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
             const plait_param *p = &z->params->params[g->param];
             size_t at = u->shard_off + (g->unit_off - lo);
             args.weight_decay = (p->flags & PLAIT_PARAM_NO_DECAY) ? 0.0f : (float)z->hp.weight_decay;
-            k->adamw(param_ptr(z, u, g), grad_ptr(z, u, g), m + at, v + at, g->len, &args);
+            if (z->store)
+                z->osegs[z->n_osegs++] = (optim_offload_seg){.param = param_ptr(z, u, g),
+                                                             .grad = grad_ptr(z, u, g),
+                                                             .at = at,
+                                                             .n = g->len,
+                                                             .weight_decay = args.weight_decay};
+            else k->adamw(param_ptr(z, u, g), grad_ptr(z, u, g), m + at, v + at, g->len, &args);
         }
     }
+    if (z->store && (st = optim_offload_step(z->store, z->osegs, z->n_osegs, &args, in->step + 1)) != PLAIT_OK)
+        return st;
 
     /* ZeRO-1/2: every rank needs every updated parameter. */
     st = z->zero_stage != 3 ? zero_gather_updated(z) : zero_flight_drain(z);

@@ -42,6 +42,37 @@ typedef struct plait_adamw_args {
     float grad_scale;    /* gradient multiplier applied first (clipping); 1 = none */
 } plait_adamw_args;
 
+/* The host's AdamW, one element at a time (ABI 1.12, header-only): the
+ * `adamw` kernel's arithmetic in its order, which the cpu device's kernel
+ * runs and an optimizer stepping on the host (offloaded state) shares, so
+ * both round alike. Each product and sum is rounded to float; compile the
+ * loop that calls it without FMA contraction (-ffp-contract=off) to keep
+ * it so. plait_adamw_consts_of derives the per-step constants (the bias
+ * corrections in double). */
+typedef struct plait_adamw_consts {
+    float b1, b2, step_size, bc2_sqrt, decay, gs, eps;
+} plait_adamw_consts;
+
+static inline plait_adamw_consts plait_adamw_consts_of(const plait_adamw_args *a) {
+    const double bc1 = 1.0 - pow((double)a->beta1, (double)a->step);
+    const double bc2 = 1.0 - pow((double)a->beta2, (double)a->step);
+    plait_adamw_consts c = {
+        a->beta1,      a->beta2, (float)((double)a->lr / bc1), (float)sqrt(bc2), 1.0f - a->lr * a->weight_decay,
+        a->grad_scale, a->eps};
+    return c;
+}
+
+static inline void plait_adamw_elem(float *param, float grad, float *m, float *v, const plait_adamw_consts *c) {
+    float g = grad * c->gs;
+    float p = *param * c->decay;
+    float mi = c->b1 * *m + (1.0f - c->b1) * g;
+    float vi = c->b2 * *v + (1.0f - c->b2) * g * g;
+    *m = mi;
+    *v = vi;
+    float denom = sqrtf(vi) / c->bc2_sqrt + c->eps;
+    *param = p - c->step_size * (mi / denom);
+}
+
 /* Exact, order-independent accumulator of Σ x² over float32 values.
  * Each x² is added exactly into a 128-bit bin chosen by x's exponent, so the
  * total does not depend on how elements are split across ranks or in which

@@ -380,6 +380,62 @@ static inline void plait_optim_report_step_norm_on_device(plait_optim_step_out *
     plait_fill_versioned(out, &r, (uint32_t)sizeof r);
 }
 
+/* Where the optimizer state lives (ABI 1.12: [optim] offload, offload_path,
+ * offload_buffer, declared by the core for every optimizer):
+ *   NONE  tensor memory (the device's), as before 1.12;
+ *   HOST  host memory, the update computed on the host: for a device whose
+ *         memory is not host memory (a GPU); refused on one whose memory is
+ *         (the cpu device), where it would change nothing;
+ *   NVME  files under `path`, streamed through `buffer_bytes` of host memory.
+ * `path` points into the configuration (valid while it is). */
+typedef enum plait_optim_offload_mode {
+    PLAIT_OFFLOAD_NONE = 0,
+    PLAIT_OFFLOAD_HOST = 1,
+    PLAIT_OFFLOAD_NVME = 2
+} plait_optim_offload_mode;
+
+typedef struct plait_optim_offload {
+    plait_optim_offload_mode mode;
+    const char *path;      /* [optim] offload_path ("" when unset) */
+    uint64_t buffer_bytes; /* [optim] offload_buffer */
+    int params;            /* [optim] offload_params: the parameter shards too (ZeRO-3) */
+} plait_optim_offload;
+
+/* Read the offload keys for optimizer `who` (named in errors). A core
+ * before 1.12 declares none of them: the state then stays where it was
+ * (mode NONE). Fails naming the key for `host` on a device whose memory is
+ * host memory and for `nvme` without offload_path. */
+static inline plait_status plait_optim_read_offload(const plait_host *host, const plait_config *cfg, const char *who,
+                                                    plait_optim_offload *out) {
+    memset(out, 0, sizeof *out);
+    out->path = "";
+    plait_value v;
+    if ((host->abi_version & 0xffffu) < 12 || host->config_get(cfg, "optim", "offload", &v) != PLAIT_OK || !v.s)
+        return PLAIT_OK;
+    out->mode = strcmp(v.s, "host") == 0   ? PLAIT_OFFLOAD_HOST
+                : strcmp(v.s, "nvme") == 0 ? PLAIT_OFFLOAD_NVME
+                                           : PLAIT_OFFLOAD_NONE;
+    if (host->config_get(cfg, "optim", "offload_path", &v) == PLAIT_OK && v.s) out->path = v.s;
+    if (host->config_get(cfg, "optim", "offload_buffer", &v) == PLAIT_OK) out->buffer_bytes = (uint64_t)v.i;
+    if (host->config_get(cfg, "optim", "offload_params", &v) == PLAIT_OK) out->params = v.i != 0;
+    if (out->mode == PLAIT_OFFLOAD_HOST && plait_tensor_kind(host) == PLAIT_MEM_HOST)
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [optim] offload = host: this device's memory is host memory already, so the "
+                               "optimizer state is there; use none, or nvme (with offload_path) to move it to disk",
+                               who);
+    if (out->params && out->mode == PLAIT_OFFLOAD_NONE)
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [optim] offload_params = true needs offload = host or nvme (where the parameter "
+                               "shards go)",
+                               who);
+    if (out->mode == PLAIT_OFFLOAD_NVME && !out->path[0])
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [optim] offload = nvme needs [optim] offload_path, the directory for the state "
+                               "files",
+                               who);
+    return PLAIT_OK;
+}
+
 #ifdef __cplusplus
 }
 #endif

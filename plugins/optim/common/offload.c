@@ -1,0 +1,422 @@
+/*
+ * The offloaded optimizer state (offload.h): host memory or one file per
+ * rank, and the chunked AdamW step over it.
+ *
+ * The file holds exp_avg then exp_avg_sq, each rounded up to 4 KiB so that
+ * every chunk's transfer is aligned for O_DIRECT (the page cache would hold
+ * a second copy of what the host buffer streams). Where O_DIRECT is refused
+ * (tmpfs) the file is opened without it. The file is reserved in full when
+ * it is made (posix_fallocate, where the file system can), so a disk that
+ * other writers fill later cannot cut a step short; it is unlinked once
+ * open, so nothing is left behind however the run ends.
+ */
+#include "offload.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "offload_io.h"
+
+#define ALIGN_BYTES 4096u
+#define ALIGN_FLOATS (ALIGN_BYTES / sizeof(float))
+#define TMPFS_MAGIC_ 0x01021994
+
+struct optim_offload {
+    const plait_host *host;
+    const char *who;
+    plait_optim_offload cfg;
+    size_t numel;             /* per moment */
+    size_t chunk;             /* floats per moment per slot: a multiple of ALIGN_FLOATS */
+    int on_device;            /* tensor memory is not host memory: stage parameters and gradients */
+    int threads;              /* math threads of the host step */
+    int n_arr;                /* arrays in the store: exp_avg, exp_avg_sq (2), and the parameter slices (3) */
+    float *arr[3];            /* host mode: the arrays */
+    float *stage_p, *stage_g; /* on_device: a chunk of parameters and of gradients */
+    /* nvme */
+    int fd, fd_plain;
+    char path[4096];
+    uint64_t region; /* bytes of one array in the file */
+    float *slot[3];  /* a chunk of each array, one after the other */
+    offload_req rd[3][3], wr[3][3];
+    size_t slot_c0[3]; /* the first element of the chunk each slot last held */
+    offload_io *io;
+    double waited;       /* seconds the steps blocked on the disk */
+    double fetch_waited; /* seconds the parameter fetches read the disk */
+    double stepping; /* seconds inside optim_offload_step */
+    uint64_t bytes_read, bytes_written;
+    int64_t steps;
+};
+
+static void *alloc_host(const plait_host *host, size_t bytes, const char *tag) {
+    /* page-locked where the device has it: the staging copies and O_DIRECT
+     * both want page-aligned, and copies to a GPU pinned, memory */
+    plait_mem_kind kind = plait_has_device(host) ? PLAIT_MEM_HOST_PINNED : PLAIT_MEM_HOST;
+    return host->alloc(bytes ? bytes : 1, kind, ALIGN_BYTES, tag);
+}
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+void optim_offload_close(optim_offload *o) {
+    if (!o) return;
+    const plait_host *h = o->host;
+    if (o->steps > 0 && o->cfg.mode == PLAIT_OFFLOAD_NVME)
+        h->log(PLAIT_LOG_INFO, o->who,
+               "offload: %lld step(s) streamed %.3f GB in and %.3f GB out of %s; the updates took %.3f s, of which "
+               "%.3f s waiting for the disk; the parameter fetches read it for %.3f s",
+               (long long)o->steps, (double)o->bytes_read / 1e9, (double)o->bytes_written / 1e9, o->path, o->stepping,
+               o->waited, o->fetch_waited);
+    if (o->io) {
+        for (int s = 0; s < 3; s++)
+            for (int k = 0; k < o->n_arr; k++) {
+                offload_io_wait(o->io, &o->rd[s][k]);
+                offload_io_wait(o->io, &o->wr[s][k]);
+            }
+        offload_io_destroy(o->io);
+    }
+    if (o->fd >= 0) close(o->fd);
+    if (o->fd_plain >= 0) close(o->fd_plain);
+    for (int s = 0; s < 3; s++) h->free(o->slot[s]);
+    for (int k = 0; k < 3; k++) h->free(o->arr[k]);
+    h->free(o->stage_p);
+    h->free(o->stage_g);
+    free(o);
+}
+
+static double gib(uint64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
+
+/* long: the checks before step 1, each with its own message (a missing or
+ * read-only directory, too little free space, tmpfs), then the file made,
+ * reserved and unlinked */
+static plait_status open_file(optim_offload *o, int rank) {
+    const plait_host *h = o->host;
+    const char *dir = o->cfg.path;
+    uint64_t need = (uint64_t)o->n_arr * o->region;
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return h->set_error(PLAIT_ERR_INVALID_ARG,
+                            "%s: [optim] offload_path = %s: %s; it must be an existing directory on a local disk "
+                            "(the state needs %.3f GiB there)",
+                            o->who, dir, errno ? strerror(errno) : "not a directory", gib(need));
+    struct statvfs vfs;
+    if (statvfs(dir, &vfs) == 0) {
+        uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+        if (vfs.f_flag & ST_RDONLY)
+            return h->set_error(PLAIT_ERR_INVALID_ARG,
+                                "%s: [optim] offload_path = %s is on a read-only file system (%.3f GiB free; the "
+                                "state needs %.3f GiB)",
+                                o->who, dir, gib(avail), gib(need));
+        if (avail < need)
+            return h->set_error(PLAIT_ERR_NO_MEMORY,
+                                "%s: [optim] offload_path = %s has %.3f GiB free; this rank's optimizer state needs "
+                                "%.3f GiB (every rank sharing the disk needs its own)",
+                                o->who, dir, gib(avail), gib(need));
+        struct statfs fs;
+        if (statfs(dir, &fs) == 0 && fs.f_type == TMPFS_MAGIC_ && rank == 0)
+            h->log(PLAIT_LOG_WARN, o->who,
+                   "[optim] offload_path = %s is a tmpfs: its %.3f GiB of state files live in memory, counting "
+                   "against the host memory offload was to spare (%.3f GiB free there)",
+                   dir, gib(need), gib(avail));
+    }
+    snprintf(o->path, sizeof o->path, "%s/plait-%s-state-%ld-rank%d.bin", dir, o->who, (long)getpid(), rank);
+    o->fd = open(o->path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
+    if (o->fd < 0 && errno == EINVAL) o->fd = open(o->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (o->fd < 0)
+        return h->set_error(PLAIT_ERR_SYSTEM,
+                            "%s: [optim] offload_path: cannot create %s: %s (the state needs %.3f GiB)", o->who,
+                            o->path, strerror(errno), gib(need));
+    o->fd_plain = open(o->path, O_RDWR | O_CLOEXEC);
+    int err = o->fd_plain < 0 ? errno : 0;
+    if (!err) {
+        err = posix_fallocate(o->fd, 0, (off_t)need);
+        if (err == EOPNOTSUPP || err == EINVAL) err = ftruncate(o->fd, (off_t)need) == 0 ? 0 : errno;
+    }
+    unlink(o->path);
+    if (err)
+        return h->set_error(PLAIT_ERR_SYSTEM, "%s: [optim] offload_path: reserving %.3f GiB for %s: %s", o->who,
+                            gib(need), o->path, strerror(err));
+    return PLAIT_OK;
+}
+
+plait_status optim_offload_open(const plait_host *host, const char *who, const plait_optim_offload *cfg, int rank,
+                                size_t numel, int with_params, optim_offload **out) {
+    *out = NULL;
+    if (cfg->mode == PLAIT_OFFLOAD_NONE) return PLAIT_OK;
+    optim_offload *o = calloc(1, sizeof *o);
+    if (!o) return host->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", who);
+    o->host = host;
+    o->who = who;
+    o->cfg = *cfg;
+    o->numel = numel;
+    o->n_arr = with_params ? 3 : 2;
+    o->fd = o->fd_plain = -1;
+    o->on_device = plait_tensor_kind(host) != PLAIT_MEM_HOST;
+    o->threads = host->math_threads ? host->math_threads() : 1;
+    /* the buffer: three slots of every array (nvme) plus the staging of
+     * parameters and gradients (on a device) */
+    uint64_t buffer = cfg->buffer_bytes ? cfg->buffer_bytes : (64u << 20);
+    size_t parts = (cfg->mode == PLAIT_OFFLOAD_NVME ? 3 * (size_t)o->n_arr : 0) + (o->on_device ? 2 : 0);
+    size_t chunk = parts ? (size_t)(buffer / parts / sizeof(float)) / ALIGN_FLOATS * ALIGN_FLOATS : numel;
+    if (chunk < ALIGN_FLOATS) chunk = ALIGN_FLOATS;
+    o->chunk = chunk;
+    o->region = round_up(numel * sizeof(float), ALIGN_BYTES);
+    plait_status st = PLAIT_OK;
+    if (cfg->mode == PLAIT_OFFLOAD_HOST) {
+        static const char *const tags[] = {"offloaded exp_avg", "offloaded exp_avg_sq", "offloaded parameters"};
+        for (int k = 0; k < o->n_arr && st == PLAIT_OK; k++) {
+            if (!(o->arr[k] = alloc_host(host, numel * sizeof(float), tags[k]))) st = PLAIT_ERR_NO_MEMORY;
+            else memset(o->arr[k], 0, numel * sizeof(float));
+        }
+    } else {
+        st = open_file(o, rank);
+        for (int s = 0; s < 3 && st == PLAIT_OK; s++) {
+            if (!(o->slot[s] = alloc_host(host, (size_t)o->n_arr * chunk * sizeof(float), "offload buffer")))
+                st = PLAIT_ERR_NO_MEMORY;
+            for (int k = 0; k < 3; k++) o->rd[s][k].done = o->wr[s][k].done = 1;
+        }
+        if (st == PLAIT_OK && !(o->io = offload_io_create(4)))
+            st = host->set_error(PLAIT_ERR_INTERNAL, "%s: cannot start the offload I/O threads: %s", who,
+                                 strerror(errno));
+    }
+    if (st == PLAIT_OK && o->on_device) {
+        o->stage_p = alloc_host(host, chunk * sizeof(float), "offload parameter staging");
+        o->stage_g = alloc_host(host, chunk * sizeof(float), "offload gradient staging");
+        if (!o->stage_p || !o->stage_g) st = PLAIT_ERR_NO_MEMORY;
+    }
+    if (st != PLAIT_OK) {
+        optim_offload_close(o);
+        return st;
+    }
+    *out = o;
+    return PLAIT_OK;
+}
+
+static const char *moment_name(int which) { return which == 2 ? "param" : which ? "exp_avg_sq" : "exp_avg"; }
+
+/* Synchronous transfer of host memory at element `at` of moment `which`
+ * through the buffered descriptor (any alignment). */
+static plait_status file_io(optim_offload *o, int write, int which, size_t at, float *buf, size_t count) {
+    offload_req r = {.fd = o->fd_plain,
+                     .write = write,
+                     .buf = buf,
+                     .bytes = count * sizeof(float),
+                     .off = (off_t)((uint64_t)which * o->region + at * sizeof(float))};
+    offload_io_submit(o->io, &r);
+    int err = offload_io_wait(o->io, &r);
+    if (err)
+        return o->host->set_error(PLAIT_ERR_SYSTEM, "%s: %s %s of the optimizer state at element %zu in %s: %s", o->who,
+                                  write ? "writing" : "reading", moment_name(which), at, o->path, strerror(err));
+    return PLAIT_OK;
+}
+
+int optim_offload_load(optim_offload *o, int which, size_t at, const plait_value_source *src, int32_t index,
+                       const char *name, size_t offset, size_t count) {
+    const plait_host *h = o->host;
+    if (o->cfg.mode == PLAIT_OFFLOAD_HOST) {
+        float *dst = o->arr[which] + at;
+        plait_status st = src && src->read ? src->read(src->ctx, index, name, offset, count, dst)
+                                           : PLAIT_ERR_UNSUPPORTED;
+        if (st == PLAIT_ERR_UNSUPPORTED) memset(dst, 0, count * sizeof(float));
+        return st == PLAIT_OK ? 1 : st == PLAIT_ERR_UNSUPPORTED ? 0 : -1;
+    }
+    float *buf = o->slot[0];
+    size_t cap = (size_t)o->n_arr * o->chunk;
+    int got = -2;
+    for (size_t done = 0; done < count; done += cap) {
+        size_t n = count - done < cap ? count - done : cap;
+        plait_status st = src && src->read ? src->read(src->ctx, index, name, offset + done, n, buf)
+                                           : PLAIT_ERR_UNSUPPORTED;
+        if (st != PLAIT_OK && st != PLAIT_ERR_UNSUPPORTED) return -1;
+        if (st == PLAIT_ERR_UNSUPPORTED) memset(buf, 0, n * sizeof(float));
+        got = st == PLAIT_OK;
+        if (file_io(o, 1, which, at + done, buf, n) != PLAIT_OK) return -1;
+    }
+    (void)h;
+    return got == -2 ? 0 : got;
+}
+
+plait_status optim_offload_get(optim_offload *o, int which, size_t at, float *dst, size_t count) {
+    if (o->cfg.mode == PLAIT_OFFLOAD_HOST) {
+        memcpy(dst, o->arr[which] + at, count * sizeof(float));
+        return PLAIT_OK;
+    }
+    return file_io(o, 0, which, at, dst, count);
+}
+
+plait_status optim_offload_fetch(optim_offload *o, int which, size_t at, float *dst, size_t count) {
+    const plait_host *h = o->host;
+    if (o->cfg.mode == PLAIT_OFFLOAD_HOST) return plait_tensor_from_host(h, dst, o->arr[which] + at, count);
+    float *buf = o->slot[0]; /* no step is running: the slots are free */
+    size_t cap = (size_t)o->n_arr * o->chunk;
+    plait_status st = PLAIT_OK;
+    for (size_t done = 0; done < count && st == PLAIT_OK; done += cap) {
+        size_t n = count - done < cap ? count - done : cap;
+        double t0 = h->now();
+        st = file_io(o, 0, which, at + done, buf, n);
+        o->fetch_waited += h->now() - t0;
+        if (st == PLAIT_OK) st = plait_tensor_from_host(h, dst + done, buf, n);
+    }
+    return st;
+}
+
+/* PLAIT_FAULT_OFFLOAD_WRITE=S: the first write of step S (1-based) fails
+ * with ENOSPC, so tests can fill the disk mid-run without a small file
+ * system of their own. */
+static int injected_failure(int64_t step) {
+    static int fired;
+    const char *s = getenv("PLAIT_FAULT_OFFLOAD_WRITE");
+    if (fired || !s || !*s || strtoll(s, NULL, 10) != step) return 0;
+    fired = 1;
+    return 1;
+}
+
+/* Element range [c0, c1) of every array into or out of slot s. */
+static void submit_chunk(optim_offload *o, int s, int write, size_t c0, size_t c1, int64_t step) {
+    size_t bytes = round_up((c1 - c0) * sizeof(float), ALIGN_BYTES);
+    o->slot_c0[s] = c0;
+    for (int k = 0; k < o->n_arr; k++) {
+        offload_req *r = write ? &o->wr[s][k] : &o->rd[s][k];
+        *r = (offload_req){.fd = o->fd,
+                           .write = write,
+                           .buf = o->slot[s] + (size_t)k * o->chunk,
+                           .bytes = bytes,
+                           .off = (off_t)((uint64_t)k * o->region + c0 * sizeof(float))};
+        if (write) o->bytes_written += bytes;
+        else o->bytes_read += bytes;
+        if (write && injected_failure(step)) {
+            r->done = 1;
+            r->err = ENOSPC;
+            continue;
+        }
+        offload_io_submit(o->io, r);
+    }
+}
+
+/* Wait for slot s's reads or writes; a failure is reported once. */
+static plait_status wait_chunk(optim_offload *o, int s, int write, int64_t step) {
+    double t0 = o->host->now();
+    int err = 0, bad = 0;
+    for (int k = 0; k < o->n_arr; k++) {
+        offload_req *r = write ? &o->wr[s][k] : &o->rd[s][k];
+        int e = offload_io_wait(o->io, r);
+        r->err = 0;
+        if (e && !err) err = e, bad = k;
+    }
+    size_t c0 = o->slot_c0[s];
+    o->waited += o->host->now() - t0;
+    if (err)
+        return o->host->set_error(PLAIT_ERR_SYSTEM,
+                                  "%s: step %lld: %s %s of the optimizer state (elements from %zu) %s %s: %s; the "
+                                  "parameters of this step are incomplete, resume from the last checkpoint",
+                                  o->who, (long long)step, write ? "writing" : "reading", moment_name(bad), c0,
+                                  write ? "to" : "from", o->path, strerror(err));
+    return PLAIT_OK;
+}
+
+/* The update of segment part [s0, s1) (state positions) with moments at
+ * m, v and, where the store holds the parameters (g->param NULL), those at
+ * p (host memory all three). */
+static plait_status update(optim_offload *o, const optim_offload_seg *g, size_t s0, size_t s1, float *m, float *v,
+                           float *p, plait_adamw_args *args) {
+    const plait_host *h = o->host;
+    float *param = g->param ? g->param + (s0 - g->at) : p;
+    const float *grad = g->grad + (s0 - g->at);
+    size_t n = s1 - s0;
+    args->weight_decay = g->weight_decay;
+    if (!o->on_device) {
+        h->kernels->adamw(param, grad, m, v, n, args);
+        return PLAIT_OK;
+    }
+    plait_status st = plait_tensor_to_host(h, o->stage_g, grad, n);
+    if (st == PLAIT_OK && g->param) st = plait_tensor_to_host(h, o->stage_p, param, n);
+    if (st != PLAIT_OK) return st;
+    optim_host_adamw(g->param ? o->stage_p : p, o->stage_g, m, v, n, args, o->threads);
+    return g->param ? plait_tensor_from_host(h, param, o->stage_p, n) : PLAIT_OK;
+}
+
+/* The segments' parts inside chunk [c0, c1), the store's arrays at a[]
+ * (chunk-relative on disk, whole in host memory). */
+static plait_status step_chunk(optim_offload *o, const optim_offload_seg *segs, size_t n_segs, size_t *next, size_t c0,
+                               size_t c1, float *const *a, plait_adamw_args *args) {
+    while (*next < n_segs && segs[*next].at + segs[*next].n <= c0) (*next)++;
+    for (size_t i = *next; i < n_segs && segs[i].at < c1; i++) {
+        const optim_offload_seg *g = &segs[i];
+        size_t s0 = g->at > c0 ? g->at : c0, e = g->at + g->n, s1 = e < c1 ? e : c1;
+        if (s0 >= s1) continue;
+        /* host mode: a chunk is a staging window, m and v are the whole arrays */
+        size_t base = o->cfg.mode == PLAIT_OFFLOAD_HOST ? 0 : c0;
+        size_t at = s0 - base;
+        plait_status st = update(o, g, s0, s1, a[0] + at, a[1] + at, o->n_arr > 2 ? a[2] + at : NULL, args);
+        if (st != PLAIT_OK) return st;
+    }
+    return PLAIT_OK;
+}
+
+/* The update of every segment: host memory's walk, or the disk's three-slot
+ * pipeline. */
+static plait_status step_all(optim_offload *o, const optim_offload_seg *segs, size_t n_segs, const plait_adamw_args *in,
+                             int64_t step) {
+    plait_adamw_args args = *in;
+    size_t next = 0, C = o->chunk, N = o->numel;
+    if (o->cfg.mode == PLAIT_OFFLOAD_HOST) {
+        for (size_t c0 = 0; c0 < N; c0 += C) {
+            plait_status st = step_chunk(o, segs, n_segs, &next, c0, c0 + C < N ? c0 + C : N, o->arr, &args);
+            if (st != PLAIT_OK) return st;
+        }
+        return PLAIT_OK;
+    }
+    /* nvme: chunk k in slot k % 3; chunk k + 1's read is in flight while
+     * chunk k steps, chunk k - 1's write drains */
+    size_t n_chunks = (N + C - 1) / C;
+    plait_status st = PLAIT_OK;
+    if (n_chunks > 0) submit_chunk(o, 0, 0, 0, C < N ? C : N, step);
+    for (size_t k = 0; k < n_chunks && st == PLAIT_OK; k++) {
+        int s = (int)(k % 3), s_next = (int)((k + 1) % 3);
+        size_t c0 = k * C, c1 = c0 + C < N ? c0 + C : N;
+        if (k + 1 < n_chunks) {
+            st = wait_chunk(o, s_next, 1, step); /* chunk k - 2's write left that slot */
+            if (st != PLAIT_OK) break;
+            submit_chunk(o, s_next, 0, c1, c1 + C < N ? c1 + C : N, step);
+        }
+        st = wait_chunk(o, s, 0, step);
+        float *a[3] = {o->slot[s], o->slot[s] + C, o->slot[s] + 2 * C};
+        if (st == PLAIT_OK) st = step_chunk(o, segs, n_segs, &next, c0, c1, a, &args);
+        if (st == PLAIT_OK) submit_chunk(o, s, 1, c0, c1, step);
+    }
+    /* every read and write done before the step returns: the next step, a
+     * checkpoint's export and a failure all find the file complete */
+    for (int s = 0; s < 3; s++) {
+        plait_status r = wait_chunk(o, s, 0, step);
+        plait_status w = wait_chunk(o, s, 1, step);
+        if (st == PLAIT_OK) st = r != PLAIT_OK ? r : w;
+    }
+    return st;
+}
+
+plait_status optim_offload_step(optim_offload *o, const optim_offload_seg *segs, size_t n_segs,
+                                const plait_adamw_args *in, int64_t step) {
+    double t0 = o->host->now();
+    plait_status st = step_all(o, segs, n_segs, in, step);
+    o->stepping += o->host->now() - t0;
+    o->steps++;
+    return st;
+}
+
+uint64_t optim_offload_host_bytes(const optim_offload *o) {
+    if (!o) return 0;
+    uint64_t b = o->on_device ? 2 * o->chunk * sizeof(float) : 0;
+    if (o->cfg.mode == PLAIT_OFFLOAD_HOST) return b + (uint64_t)o->n_arr * o->numel * sizeof(float);
+    return b + 3 * (uint64_t)o->n_arr * o->chunk * sizeof(float);
+}
+
+uint64_t optim_offload_disk_bytes(const optim_offload *o) {
+    return o && o->cfg.mode == PLAIT_OFFLOAD_NVME ? (uint64_t)o->n_arr * o->region : 0;
+}
+
+double optim_offload_wait_seconds(const optim_offload *o) { return o ? o->waited : 0; }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# [optim] offload on a device whose memory is not host memory:
+#   test_offload_device.sh        on the sim test device (host memory at
+#     non-canonical addresses, its kernels queued and run late: a host read
+#     of device memory faults, a copy that does not wait for the kernels
+#     before it reads stale values): offload = host and nvme, with adam on
+#     one rank and zero2 at dp 2, bit-identical to offload = none (every
+#     loss, model and optimizer checkpoints byte for byte): each chunk's
+#     gradients and parameters reach the host after the backward that
+#     wrote them, and the updated parameters reach the device before the
+#     next forward; and ZeRO-3 on one rank with offload = host and
+#     offload_params (the parameter shards in host memory, each layer's
+#     slices copied to the device for its gather). On the cpu device
+#     offload = host is refused.
+#   test_offload_device.sh emu    the same on cuda_emu, the cuda plugin's own
+#     source on the CPU emulator (label cuda_emu), its runs of about 40 s
+#     each cut to adam and ZeRO-3's parameters on one rank, 2 steps.
+source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
+CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
+DEV=sim STEPS=3 layouts=("adam|" "zero2|parallel.dp=2 optim.plugin=zero2")
+[ "${1:-}" = emu ] && DEV=cuda_emu STEPS=2 layouts=("adam|")
+mkdir -p "$E2E_WORK/disk"
+D=("run.steps=$STEPS" run.eval_every=0 "run.ckpt_every=$STEPS" run.progress=off run.deterministic=true data.micro_batch=1
+  run.precision=fp32 "device.plugin=$DEV" optim.offload_buffer=64K "optim.offload_path=$E2E_WORK/disk")
+
+train_refused cpu_host "offload = host: this device's memory is host memory" run.steps=1 device.plugin=cpu \
+  optim.offload=host "run.out_dir=$E2E_WORK/cpu_host"
+
+for l in "${layouts[@]}"; do
+  name=${l%%|*} arg=${l#*|}
+  for mode in none host nvme; do
+    # shellcheck disable=SC2086 # $arg may hold several overrides
+    train "$name-$mode" "${D[@]}" $arg optim.offload=$mode
+  done
+  grep -q 'optimizer state 0.0 MB' "$E2E_WORK/$name-nvme.out" || fail "$name-nvme kept its state on the device"
+  for mode in host nvme; do
+    same_losses "$name-none" "$name-$mode" 0
+    same_params "$name-none" "$name-$mode" bits
+    echo "$name offload=$mode on $DEV: bit-identical to none (final loss $(column "$name-$mode" loss | tail -n 1))"
+  done
+done
+# ZeRO-3 on one rank with its parameter shards in host memory: each layer's
+# gather copies its slice to the device, the update runs on the host
+train zero3-params "${D[@]}" optim.plugin=zero3 optim.offload=host optim.offload_params=true
+same_losses adam-none zero3-params 0
+same_params adam-none zero3-params bits
+echo "zero3 dp 1 offload=host offload_params on $DEV: bit-identical to adam without offload"

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# [optim] offload's checks before step 1 (plugins/optim/README.md):
+#  - `plait config check` counts the offloaded state apart (host memory and
+#    disk per rank, not in the device's total) and refuses an offload_path
+#    that is missing, or whose free space cannot hold the ranks' files,
+#    naming the path, its free space and what is needed;
+#  - `plait plan` shows the offloaded bytes apart from the rank's memory;
+#  - `plait train` refuses offload = nvme without offload_path, a missing
+#    path and offload_params with another optimizer than zero3 before step
+#    1, and warns (naming the path) about a tmpfs.
+source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
+CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
+mkdir -p "$E2E_WORK/disk"
+N=(optim.offload=nvme "optim.offload_path=$E2E_WORK/disk")
+
+out=$("$PLAIT_BIN" config check "$CFG" "${N[@]}" 2>&1) || fail "config check refused a layout that fits: $out"
+grep -q '^offloaded optimizer state per rank' <<<"$out" || fail "config check shows no offloaded state: $out"
+[ "$(grep -A2 '^predicted memory' <<<"$out" | tail -n 1 | awk '{print $4}')" = 0.0 ] ||
+  fail "the device's optimizer column is not 0 with offload: $out"
+
+# missing directory
+if out=$("$PLAIT_BIN" config check "$CFG" optim.offload=nvme "optim.offload_path=$E2E_WORK/nope" 2>&1); then
+  fail "config check accepted a missing offload_path: $out"
+fi
+grep -qF "offload_path = $E2E_WORK/nope: No such file or directory" <<<"$out" || fail "unclear refusal: $out"
+
+# a state larger than the disk's free space (a 77B-parameter GPT: 576 GiB of moments)
+BIG=(model.n_embd=8192 model.n_head=64 model.n_layer=96)
+if out=$("$PLAIT_BIN" config check "$CFG" "${N[@]}" "${BIG[@]}" 2>&1); then
+  fail "config check accepted a state larger than the disk: $out"
+fi
+grep -qE "offload_path = $E2E_WORK/disk has [0-9.]+ [KMGT]?i?B free and the optimizer state of the 1 rank\(s\) on this host needs 576\.[0-9] GiB there" <<<"$out" ||
+  fail "the disk refusal does not name the path, its free space and the need: $out"
+
+# plait plan: the offloaded bytes apart
+out=$("$PLAIT_BIN" plan "$CFG" --ranks 1 --explain dp1 "${N[@]}" 2>&1) || fail "plan --explain failed: $out"
+grep -qE '^  optimizer +0\.00 GiB' <<<"$out" || fail "plan counts the offloaded state on the rank: $out"
+grep -qE '^  offloaded +[0-9.]+ GiB of host memory, [0-9.]+ GiB on disk' <<<"$out" || fail "plan shows no offloaded state: $out"
+
+S=(run.steps=1 run.eval_every=0 run.progress=off)
+train_refused no_path "offload = nvme needs [optim] offload_path" "${S[@]}" optim.offload=nvme \
+  "run.out_dir=$E2E_WORK/no_path" run.memory_check=false
+train_refused missing_path "offload_path = $E2E_WORK/nope" "${S[@]}" optim.offload=nvme \
+  "optim.offload_path=$E2E_WORK/nope" "run.out_dir=$E2E_WORK/missing_path"
+train_refused params_adam "offload_params = true: adam keeps every parameter whole" "${S[@]}" "${N[@]}" \
+  optim.offload_params=true "run.out_dir=$E2E_WORK/params_adam"
+# the plugin checks too, where the launcher's check is switched off
+train_refused missing_path_plugin "offload_path = $E2E_WORK/nope: No such file or directory" "${S[@]}" \
+  optim.offload=nvme "optim.offload_path=$E2E_WORK/nope" "run.out_dir=$E2E_WORK/missing_path_plugin" \
+  run.memory_check=false
+
+if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ -w /dev/shm ]; then
+  train shm "${S[@]}" optim.offload=nvme optim.offload_path=/dev/shm
+  grep -q 'offload_path = /dev/shm is a tmpfs' "$E2E_WORK/shm.out" || fail "no tmpfs warning: $(tail -n 5 "$E2E_WORK/shm.out")"
+else
+  echo "no writable tmpfs at /dev/shm: its warning is not checked here"
+fi
+echo "offload checks: ok"

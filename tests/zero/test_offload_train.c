@@ -1,0 +1,144 @@
+/*
+ * End to end: [optim] offload = nvme (the moments in files streamed through
+ * a small host buffer) leaves a run bit-identical to the same run without
+ * it, for adam on one process and ZeRO-1/2/3 at dp 2 (losses and both
+ * checkpoint files), ZeRO-3 with its parameter shards on disk too
+ * (offload_params) at dp 2 and at dp 1, and resumes with and without offload either way. A
+ * disk that fails mid-run (PLAIT_FAULT_OFFLOAD_WRITE) ends the run naming
+ * the step and the file, with the earlier checkpoint intact. The buffer is
+ * 64 KiB, so every step streams several chunks.
+ */
+#include "zero/zero_train_util.h"
+
+static char dir[4096], ini[4200], disk[4300];
+
+static int setup(void **state) {
+    (void)state;
+    zt_scratch(dir, sizeof dir, "offload");
+    zt_config(dir, ini, sizeof ini, "lr_decay_steps = 10\noffload_buffer = 64K\n");
+    snprintf(disk, sizeof disk, "optim.offload_path=%s", dir);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    zt_rm_rf(dir);
+    return 0;
+}
+
+static void assert_same_losses(const char *run, const char *ref, int want_rows) {
+    double want[16], got[16];
+    assert_int_equal(zt_metrics(ref, "loss", want, 16), want_rows);
+    assert_int_equal(zt_metrics(run, "loss", got, 16), want_rows);
+    for (int s = 0; s < want_rows; s++)
+        if (got[s] != want[s]) fail_msg("%s: step %d loss %.9g, without offload %.9g", run, s + 1, got[s], want[s]);
+}
+
+static void test_nvme_bit_identical(void **state) {
+    (void)state;
+    char ref[4300];
+    snprintf(ref, sizeof ref, "%s/ref", dir);
+    zt_train(ini, 1, ref, 120, "run.deterministic=true", "run.steps=4", "run.ckpt_every=2", (char *)NULL);
+    static const struct {
+        const char *plugin;
+        int dp;
+    } runs[] = {{"adam", 1}, {"zero1", 2}, {"zero2", 2}, {"zero3", 2}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        char out[4300], a1[64], a2[64];
+        snprintf(out, sizeof out, "%s/nvme-%s-dp%d", dir, runs[k].plugin, runs[k].dp);
+        snprintf(a1, sizeof a1, "parallel.dp=%d", runs[k].dp);
+        snprintf(a2, sizeof a2, "optim.plugin=%s", runs[k].plugin);
+        zt_train(ini, runs[k].dp, out, 120, "run.deterministic=true", "run.steps=4", "run.ckpt_every=2", a1, a2,
+                 "optim.offload=nvme", disk, (char *)NULL);
+        assert_same_losses(out, ref, 4);
+        zt_assert_same_ckpt(out, ref, 2);
+        zt_assert_same_ckpt(out, ref, 4);
+    }
+    for (int dp = 1; dp <= 2; dp++) {
+        char out[4300], a1[64];
+        snprintf(out, sizeof out, "%s/nvme-params-zero3-dp%d", dir, dp);
+        snprintf(a1, sizeof a1, "parallel.dp=%d", dp);
+        zt_train(ini, dp, out, 120, "run.deterministic=true", "run.steps=4", "run.ckpt_every=2", a1,
+                 "optim.plugin=zero3", "optim.offload=nvme", "optim.offload_params=true", disk, (char *)NULL);
+        assert_same_losses(out, ref, 4);
+        zt_assert_same_ckpt(out, ref, 4);
+    }
+}
+
+/* A run directory holding only `from`'s checkpoint of step 2. */
+static void copy_ckpt(const char *from, const char *to) {
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp -r '%s'/ckpt-00000002 '%s'/", to, from, to);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* The resumed run's last two losses are the uninterrupted run's steps 3, 4. */
+static void assert_same_resumed_losses(const char *run, const char *ref) {
+    double want[16], got[16];
+    assert_int_equal(zt_metrics(ref, "loss", want, 16), 4);
+    int rows = zt_metrics(run, "loss", got, 16);
+    assert_true(rows >= 2);
+    for (int s = 0; s < 2; s++)
+        if (got[rows - 2 + s] != want[2 + s])
+            fail_msg("%s: step %d loss %.9g, uninterrupted %.9g", run, 3 + s, got[rows - 2 + s], want[2 + s]);
+}
+
+static void test_resume_across_offload(void **state) {
+    (void)state;
+    char ref[4300], first[4300], out[4300];
+    snprintf(ref, sizeof ref, "%s/ref", dir); /* test_nvme_bit_identical's */
+    /* offloaded for two steps (zero2, dp 2), resumed without offload on one process */
+    snprintf(first, sizeof first, "%s/nvme-zero2-dp2", dir);
+    snprintf(out, sizeof out, "%s/resume-none", dir);
+    copy_ckpt(first, out);
+    zt_train(ini, 1, out, 120, "run.deterministic=true", "run.steps=4", "run.ckpt_every=2", "run.resume=yes",
+             (char *)NULL);
+    assert_same_resumed_losses(out, ref);
+    zt_assert_same_ckpt(out, ref, 4);
+    /* without offload for two steps, resumed offloaded (zero3, dp 2) */
+    snprintf(out, sizeof out, "%s/resume-nvme", dir);
+    copy_ckpt(ref, out);
+    zt_train(ini, 2, out, 120, "run.deterministic=true", "run.steps=4", "run.ckpt_every=2", "run.resume=yes",
+             "parallel.dp=2", "optim.plugin=zero3", "optim.offload=nvme", disk, (char *)NULL);
+    assert_same_resumed_losses(out, ref);
+    zt_assert_same_ckpt(out, ref, 4);
+}
+
+/* `plait train` expected to fail: its exit status and log. */
+static int train_failing(const char *out, char *log_text, size_t cap, const char *fault) {
+    const char *bin = getenv("PLAIT_BIN");
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd,
+             "PLAIT_FAULT_OFFLOAD_WRITE=%s timeout 120 '%s' train '%s' run.out_dir='%s' run.deterministic=true "
+             "run.steps=4 run.ckpt_every=2 optim.offload=nvme %s > '%s.log' 2>&1",
+             fault, bin, ini, out, disk, out);
+    int rc = system(cmd);
+    char log[4400];
+    snprintf(log, sizeof log, "%s.log", out);
+    zt_tail(log, log_text, cap);
+    return rc;
+}
+
+static void test_disk_failure_mid_run(void **state) {
+    (void)state;
+    char ref[4300], out[4300], text[3001];
+    snprintf(ref, sizeof ref, "%s/ref", dir);
+    snprintf(out, sizeof out, "%s/disk-fails", dir);
+    int rc = train_failing(out, text, sizeof text, "3"); /* step 3's first write fails */
+    if (rc == 0) fail_msg("the run with a failing disk succeeded:\n%s", text);
+    if (!strstr(text, "step 3") || !strstr(text, "No space left on device") || !strstr(text, "plait-adam-state"))
+        fail_msg("the failure does not name the step, the error and the file:\n%s", text);
+    zt_assert_same_ckpt(out, ref, 2); /* the checkpoint before it, intact */
+    char later[4400];
+    snprintf(later, sizeof later, "%s/ckpt-00000004", out);
+    assert_int_not_equal(access(later, F_OK), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nvme_bit_identical),
+        cmocka_unit_test(test_resume_across_offload),
+        cmocka_unit_test(test_disk_failure_mid_run),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
