@@ -334,7 +334,12 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
         snprintf(path, len, "%s/%s", out_dir, texts[i].name);
         st = plait_fs_write_file_atomic(path, texts[i].data, texts[i].len);
     }
-    if (st == PLAIT_OK && tokenizer_files) *tokenizer_files = n_texts > 0;
+    /* no tokenizer and a run that read text as bytes (recorded; before it
+     * was, one id for each byte value): a byte-level model */
+    const char *data = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.data.format");
+    int bytes = data ? strcmp(data, "bytes") == 0 : m.vocab_size == 256;
+    if (st == PLAIT_OK && tokenizer_files)
+        *tokenizer_files = n_texts > 0 ? 1 : !(tokenizer && *tokenizer) && bytes ? -1 : 0;
     if (st == PLAIT_OK && used) snprintf(used, cap, "%s", plait_ckpt_dir(ck));
     if (st == PLAIT_OK && what)
         *what = m.llama ? "Hugging Face LlamaForCausalLM" : hf ? "Hugging Face GPT2LMHeadModel" : "nanoGPT";

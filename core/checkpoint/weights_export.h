@@ -68,7 +68,9 @@ typedef void (*plait_export_tokenizer_fn)(const char *path, const char *fingerpr
  * hold GPT-2's tokens (id 50256 where the vocabulary reaches it) and gets
  * no tokenizer files. The checkpoint directory used goes to used[cap] (may
  * be NULL); *tokenizer_files (may be NULL) is set to 1 when the tokenizer's
- * files were written; *what (may be NULL) to what the model was written
+ * files were written, -1 when none was recorded and the run read its
+ * data as bytes (a byte-level model: its ids are bytes, not GPT-2's
+ * tokens; a checkpoint from before plait recorded that: 256 ids), else 0; *what (may be NULL) to what the model was written
  * as ("Hugging Face LlamaForCausalLM", ...; static). */
 plait_status plait_weights_export(const char *checkpoint, plait_export_format format, const char *out_dir,
                                   plait_export_tokenizer_fn tokenizer_of, void *ctx, char *used, size_t cap,

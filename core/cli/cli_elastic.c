@@ -287,7 +287,11 @@ static int join_job(launcher *l, plait_config *cfg) {
     l->m = NULL;
     l->agent = NULL;
     fprintf(stderr, "plait: elastic: joining the job's membership store at %s:%d\n", l->host, l->port);
-    if (plait_membership_open(&mo, &l->m) != PLAIT_OK) {
+    char *fingerprint = plait_config_fingerprint(cfg);
+    mo.config_text = fingerprint;
+    plait_status opened = plait_membership_open(&mo, &l->m);
+    free(fingerprint);
+    if (opened != PLAIT_OK) {
         plait_cli_print_error("launch");
         free(l->cl.over);
         return 1;

@@ -79,9 +79,9 @@ static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
         return 1;
     }
     printf("exported %s as %s: %s/model.safetensors, %s/config.json", used, what, out, out);
-    if (tok_files) printf(", the run's tokenizer as %s/vocab.json, merges.txt, tokenizer_config.json", out);
+    if (tok_files > 0) printf(", the run's tokenizer as %s/vocab.json, merges.txt, tokenizer_config.json", out);
     printf("\n");
-    if (f == PLAIT_EXPORT_HF && !tok_files) {
+    if (f == PLAIT_EXPORT_HF && tok_files <= 0) {
         /* an earlier export's or a hand-placed tokenizer is kept, but it may
          * not be this model's: say so rather than let it load silently */
         char p[4200];
@@ -89,6 +89,10 @@ static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
         if (access(p, F_OK) == 0)
             printf("note: no tokenizer written; the vocab.json and merges.txt already in %s are left as they were: "
                    "check they are this model's tokenizer\n", out);
+        else if (tok_files < 0)
+            printf("note: no tokenizer written: the run recorded none and its model's ids are bytes (a byte-level "
+                   "model); no Hugging Face tokenizer file describes that: encode text as its UTF-8 bytes "
+                   "(ids 0-255) and decode ids back to bytes\n");
         else if (!recorded) /* one recorded but unusable was said already */
             printf("note: no tokenizer written (the run recorded none: its tokens are taken as GPT-2's); for "
                    "AutoTokenizer.from_pretrained(%s) put GPT-2's vocab.json and merges.txt there\n", out);

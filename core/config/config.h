@@ -110,6 +110,10 @@ void plait_config_show(const plait_config *cfg, FILE *out);
 /* Canonical text "section.key=value\n" of every PLAIT_KEY_SAME_ON_ALL key,
  * in a fixed order, for cross-rank comparison. Caller frees. */
 char *plait_config_fingerprint(const plait_config *cfg);
+/* Compare two fingerprints: 0 when equal; 1 when they differ, `out` (of
+ * `cap` bytes) then holding the first differing line of each, as
+ * "<line of mine> where <who> has <line of theirs>". */
+int plait_config_fingerprint_diff(const char *mine, const char *theirs, const char *who, char *out, size_t cap);
 
 /* Core sections' declarations (core_schema.c). */
 plait_status plait_config_declare_core(plait_config *cfg);

@@ -54,3 +54,21 @@ char *plait_config_fingerprint(const plait_config *cfg) {
     }
     return buf;
 }
+
+int plait_config_fingerprint_diff(const char *mine, const char *theirs, const char *who, char *out, size_t cap) {
+    if (strcmp(mine, theirs) == 0) return 0;
+    if (cap) out[0] = '\0';
+    const char *a = mine, *b = theirs;
+    /* one side may end first: its missing line reads as empty */
+    while (*a || *b) {
+        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+        size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+        if (la != lb || memcmp(a, b, la) != 0) {
+            snprintf(out, cap, "%.*s where %s has %.*s", (int)la, a, who, (int)lb, b);
+            break;
+        }
+        a += la + (ea != NULL);
+        b += lb + (eb != NULL);
+    }
+    return 1;
+}

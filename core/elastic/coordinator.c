@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "elastic/membership_wire.h"
 #include "elastic/store_keys.h"
 #include "runtime/clock.h"
@@ -22,6 +23,7 @@ typedef struct known {
     int dropped;     /* the coordinator dropped it */
     int lost;        /* its heartbeat stopped */
     int told_full;   /* it was said to wait for room (the job at --nnodes MAX) */
+    int cfg_same;    /* its config's fingerprint was found equal to the store host's */
 } known;
 
 struct elastic_coordinator {
@@ -141,6 +143,45 @@ static void drop(elastic_coordinator *c, known *k, const char *why) {
     (void)plait_store_set(c->st, key, why, strlen(why) + 1);
 }
 
+/* Drop launcher `k`, which may not join the job, saying why on this host. */
+static void not_admitted(elastic_coordinator *c, known *k, const char *why) {
+    drop(c, k, why);
+    fprintf(stderr, "plait: elastic: %s: it is not admitted\n", why);
+}
+
+/* 1 when launcher `k`'s config differs from the store host's in a key
+ * that must be equal on every host (`why` says which); 0 when equal or
+ * when either published none (an older launcher: the ranks' own check
+ * stands); -1 when the store failed. */
+static int config_differs(elastic_coordinator *c, known *k, char *why, size_t cap) {
+    if (k->cfg_same || k->info.lid == c->anchor) return 0;
+    char key[64];
+    char *text[2] = {NULL, NULL};
+    uint64_t lid[2] = {k->info.lid, c->anchor};
+    int got = 1;
+    for (int i = 0; i < 2 && got == 1; i++) {
+        size_t len = 0;
+        elastic_key_lid(key, sizeof key, "m/cfg/", lid[i]);
+        got = elastic_get_now(c->st, key, NULL, 0, &len);
+        if (got == 1 && !(text[i] = calloc(1, len + 1))) got = -1;
+        if (got == 1) got = elastic_get_now(c->st, key, text[i], len, &len);
+    }
+    int differs = got;
+    if (got == 1) {
+        char diff[768];
+        differs = plait_config_fingerprint_diff(text[0], text[1], "the job", diff, sizeof diff);
+        if (differs)
+            snprintf(why, cap,
+                     "host %s's configuration differs from the job's in a key that must be equal on every host: "
+                     "%s (start it with the job's config to rejoin)",
+                     k->info.host, diff);
+    }
+    k->cfg_same = got == 1 && !differs;
+    free(text[0]);
+    free(text[1]);
+    return differs;
+}
+
 /* Collect round r's arrivals until it can close. Returns the members
  * (node order) in res, 0; 1 when the job ended (published); -1 store lost. */
 static int collect(elastic_coordinator *c, int r, elastic_result *res) {
@@ -192,8 +233,17 @@ static int collect(elastic_coordinator *c, int r, elastic_result *res) {
                 char why[512];
                 snprintf(why, sizeof why, "host %s runs %d ranks, the job's hosts %d each (every host must run the "
                          "same config)", k->info.host, (int)k->info.ranks, (int)anchor->info.ranks);
-                drop(c, k, why);
-                fprintf(stderr, "plait: elastic: %s: it is not admitted\n", why);
+                not_admitted(c, k, why);
+                continue;
+            }
+            /* once the job has trained, its config is the store host's: a
+             * host that comes back with another is refused alone (at the
+             * start the ranks' own check ends the job, naming the key) */
+            char why[1024];
+            int differs = c->n_prev > 0 ? config_differs(c, k, why, sizeof why) : 0;
+            if (differs < 0) return -1;
+            if (differs) {
+                not_admitted(c, k, why);
                 continue;
             }
             res->members[m++] = order[i];
@@ -307,6 +357,13 @@ static int watch(elastic_coordinator *c, int r, const elastic_result *res, char 
             for (int i = 0; i < c->nk && !grow; i++) {
                 known *k = &c->k[i];
                 if (!fresh(c, k, now) || in_list(res->members, n, k->info.lid)) continue;
+                char why[1024];
+                int differs = config_differs(c, k, why, sizeof why);
+                if (differs < 0) break;
+                if (differs) { /* refused before the ranks stop for it */
+                    not_admitted(c, k, why);
+                    continue;
+                }
                 if (n >= c->o.max_hosts) { /* no room: it waits, the ranks go on (torchrun's wait list) */
                     if (!k->told_full)
                         fprintf(stderr, "plait: elastic: host %s waits to join: the job has its --nnodes maximum "

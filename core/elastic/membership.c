@@ -171,6 +171,11 @@ plait_status plait_membership_open(const plait_membership_opts *o, plait_members
     /* a store host that goes silent is lost as any host is */
     if (st == PLAIT_OK) plait_store_set_patience(m->st, 2 * o->host_timeout + 1);
     int64_t index = 0;
+    if (st == PLAIT_OK && o->config_text) {
+        char key[64];
+        elastic_key_lid(key, sizeof key, "m/cfg/", m->lid);
+        st = plait_store_set(m->st, key, o->config_text, strlen(o->config_text) + 1);
+    }
     if (st == PLAIT_OK) st = plait_store_add(m->st, "m/nreg", 1, &index);
     if (st == PLAIT_OK) {
         elastic_member me;

@@ -47,6 +47,10 @@ typedef struct plait_membership_opts {
     double join_timeout;      /* a round waits at most this long for MIN hosts */
     double host_timeout;      /* a host whose heartbeat stops this long is lost */
     int max_restarts;         /* relaunches after failures the job may take */
+    /* This host's plait_config_fingerprint (borrowed for the open), or
+     * NULL: once the job has trained, a host whose text differs from the
+     * store host's is not admitted, alone (the job goes on). */
+    const char *config_text;
 } plait_membership_opts;
 
 typedef struct plait_membership plait_membership;

@@ -6,6 +6,7 @@
  * Keys ("<lid>" is a launcher's id, 16 hex digits; r a round, k a node):
  *   m/nreg               counter: launchers registered so far
  *   m/reg/<i>            launcher i's elastic_member record
+ *   m/cfg/<lid>          its config's fingerprint (text), set before its record
  *   m/hb/<lid>           counter its heartbeat thread increments
  *   m/bye/<lid>          set when it leaves for good (not lost: no wait for it)
  *   m/dropped/<lid>      why the coordinator dropped it (it exits)

@@ -74,11 +74,6 @@ struct plait_store_server {
     store_gathers gathers; /* members, contributors and conflicts of each gather */
     atomic_uint_fast64_t rejected;
     double accept_paused_until; /* out of file descriptors: accept again then */
-    /* Ranks refused for a wrong job token: a gather still missing one of
-     * them can never complete, so it is answered ABORTED with the reason. */
-    int refused[16];
-    int n_refused;
-    char failed[512];
 };
 
 /* ---- connections -------------------------------------------------------- */
@@ -179,12 +174,6 @@ static int gather_ready(plait_store_server *s, struct conn *c, int final) {
         if (!e) missing++;
         else total += 4 + e->vlen;
     }
-    for (int i = 0; missing && i < s->n_refused; i++) {
-        if (s->refused[i] < 0 || (uint32_t)s->refused[i] >= c->n) continue;
-        int kl = snprintf(key + plen, sizeof key - plen, "%d", s->refused[i]);
-        if (!store_table_find(&s->table, key, plen + (size_t)kl))
-            return reply(c, STORE_ABORTED, s->failed, strlen(s->failed)) == 0 ? 1 : -1;
-    }
     if (missing && !final) return 0;
     if (missing) { /* deadline passed: report who is missing */
         uint32_t *list = malloc(missing * sizeof *list);
@@ -255,7 +244,7 @@ static int park(struct conn *c, uint8_t op, const char *key, size_t klen, uint32
     return 0;
 }
 
-/* Answer every parked gather that waits for a refused rank, or whose
+/* Answer every parked gather whose
  * members disagree (store_gather.h), with the reason. */
 static void abort_waiters(plait_store_server *s) {
     for (struct conn *c = s->conns, *nx; c; c = nx) {
@@ -313,16 +302,14 @@ static int authenticate(plait_store_server *s, struct conn *c, const store_req_h
     store_auth_client_proof(s->token, s->token_len, c->nc, c->ns, rank, want);
     if (gave_up || !plait_net_ct_equal(val + 4, STORE_PROOF_BYTES, want, sizeof want)) {
         reply(c, STORE_DENIED, NULL, 0);
-        /* It spoke the protocol (and could not verify this store, or failed
-         * to prove the token), so it is most likely a rank of this job
-         * started with another PLAIT_JOB_TOKEN: the job cannot start. */
-        if (s->n_refused < (int)(sizeof s->refused / sizeof s->refused[0])) s->refused[s->n_refused++] = rank;
-        snprintf(s->failed, sizeof s->failed,
-                 "rank %d (connecting from %s) was refused by the job's store: its job token differs from "
-                 "rank 0's (PLAIT_JOB_TOKEN must be the same on every rank)",
-                 (int)rank, c->peer);
-        reject(s, c, "wrong job token (claimed rank %d)", (int)rank);
-        abort_waiters(s);
+        /* Anyone who can reach the port can send this, claiming any rank,
+         * so it changes nothing for the job: a rank started with another
+         * PLAIT_JOB_TOKEN stops itself, naming the token, and its launcher
+         * ends the job; a stranger's frames only cost it a connection. */
+        reject(s, c,
+               "%s (claimed rank %d): a rank started with another PLAIT_JOB_TOKEN, or a process that does "
+               "not have the token",
+               gave_up ? "could not verify the store" : "did not prove the job token", (int)rank);
         return -1;
     }
     if (s->n_authed >= MAX_AUTHED) {
@@ -453,6 +440,15 @@ static void on_readable(plait_store_server *s, struct conn *c) {
             memcpy(&h, c->rbuf + pos, sizeof h);
             if (h.magic != STORE_REQ_MAGIC) {
                 reject(s, c, "bad frame magic 0x%08x (not a plait store client)", h.magic);
+                return;
+            }
+            if (!c->authed && h.op != STORE_HELLO && h.op != STORE_AUTH) {
+                /* Said before the handshake ended: a client of another
+                 * protocol, or one that skips proving the job token. */
+                reject(s, c,
+                       "request (op %u, key %u bytes, value %u bytes) before authenticating: only HELLO "
+                       "and AUTH may come first",
+                       h.op, h.key_len, h.val_len);
                 return;
             }
             if (h.key_len > PLAIT_STORE_MAX_KEY || h.val_len > PLAIT_STORE_MAX_VALUE + 8 ||

@@ -204,6 +204,11 @@ static plait_status write_model_meta(plait_run *run, plait_ckpt_writer *w) {
         }
         if (st != PLAIT_OK) return st;
     }
+    /* text read as bytes: the ids are bytes, which export says */
+    if (run->data && plait_data_format_of(run->data) == PLAIT_DATA_FORMAT_TEXT) {
+        plait_status st = plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, "plait.data.format", "bytes");
+        if (st != PLAIT_OK) return st;
+    }
     /* the tokenizer the run's data was made with, for `plait sample` */
     const char *tokenizer = run->data ? plait_data_tokenizer(run->data) : "";
     if (!*tokenizer) return PLAIT_OK;

@@ -33,22 +33,8 @@ static plait_status check_same_config(plait_run *run) {
         if (plait_comm_rank(run->world.comm) == 0) memcpy(root, mine, (size_t)len);
         st = plait_comm_broadcast(run->world.comm, root, (size_t)len, PLAIT_U8, 0, NULL, NULL);
     }
-    int differs = st == PLAIT_OK && strcmp(root, mine) != 0;
     char diff[1024] = "";
-    if (differs) {
-        /* first differing line of each side */
-        char *a = mine, *b = root;
-        while (*a && *b) {
-            char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
-            size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
-            if (la != lb || memcmp(a, b, la) != 0) {
-                snprintf(diff, sizeof diff, "%.*s where rank 0 has %.*s", (int)la, a, (int)lb, b);
-                break;
-            }
-            a += la + (ea != NULL);
-            b += lb + (eb != NULL);
-        }
-    }
+    int differs = st == PLAIT_OK && plait_config_fingerprint_diff(mine, root, "rank 0", diff, sizeof diff);
     /* the lowest differing rank's difference, said by every rank (rank 0's
      * host included, where the job's store and its user are) */
     int32_t first = differs ? (int32_t)plait_comm_rank(run->world.comm) : INT32_MAX;

@@ -5,6 +5,10 @@
 # the launchers start both ranks again with the same layout from the
 # replicas in memory, each rank's residuals from its own host's keeper; the
 # losses and the final checkpoint are the 12 straight steps' bit for bit.
+# Then a job of 2 ranks a host (dp 4) as --nnodes 1:2 loses host 1: the
+# restart on host 0 alone changes dp (4 to 2), so the residuals of dp 4 are
+# not used: rank 0 says they start from zero, and the job finishes every
+# step once.
 # Skipped (exit 77, with the reason) where namespaces cannot be created.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
@@ -29,3 +33,17 @@ same_params straight killed bits
 grep -q "error feedback of compressed gradient reductions restored from the replicas of step $RESUMED_STEP in memory" \
   "$E2E_WORK/killed/rank-0.log" || fail "the restart did not say it restored the error feedback: $(grep -h 'error feedback' "$E2E_WORK"/killed/rank-*.log)"
 echo "compressed elastic restart OK: rank 1 killed after step 7, resumed at step $RESUMED_STEP from memory, bit-identical"
+
+# --- dp changes on the restart: the residuals start from zero, said
+host_back 1 2>/dev/null || true
+L4=${L/parallel.dp=2/parallel.dp=4}
+for i in 0 1; do elastic_start shrunk $i $L4 --nnodes 1:2 $E run.steps=$N run.replica_every=2 run.ckpt_every=0; done
+wait_rows shrunk 5
+host_kill 1
+elastic_wait shrunk
+resumed shrunk 1
+grep -q "holds no error feedback for this layout (w2\.dp2\..*residuals start from zero" "$E2E_WORK/shrunk/rank-0.log" ||
+  fail "shrunk: the reset residuals were not said: $(grep -h 'error feedback' "$E2E_WORK"/shrunk/rank-*.log)"
+[ "$(column shrunk step | tr '\n' ' ')" = "$(seq 1 $N | tr '\n' ' ')" ] ||
+  fail "shrunk: metrics.csv steps are not 1..$N once each: $(column shrunk step | tr '\n' ' ')"
+echo "compressed elastic restart with another dp OK: resumed at step $RESUMED_STEP on 1 host, residuals from zero, said"

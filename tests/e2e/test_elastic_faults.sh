@@ -25,6 +25,8 @@
 #     lost: the damage is found by the CRC32C and the disk checkpoint is used;
 #   - a rank that stops progressing (SIGSTOP): the ranks waiting for it time
 #     out naming it, its host is dropped, the job finishes on 2 hosts;
+#   - a host that comes back with another model or optim key: refused
+#     alone, naming the key, the job going on without regrouping for it;
 #   - the store host lost: the other launchers stop their ranks and exit
 #     within seconds naming it (the one host an elastic job cannot lose).
 source "$(dirname "$0")/lib.sh"
@@ -183,9 +185,35 @@ grep -q "node 0 of 2 (plait-h0,plait-h1), dp 2, accumulation 3; world rank 5 on 
   "$E2E_WORK/stuck.h0.out" || fail "stuck: no round without host 2: $(grep elastic "$E2E_WORK/stuck.h0.out")"
 echo "stuck rank OK: world rank 5 stopped, host 2 dropped, the job finished on 2 hosts"
 
+# --- hosts that come back with another config (a model key, an optim key):
+# each is refused alone, the job going on without a restart for it
+host_back 2
+for i in 0 1 2; do elastic_start rejoin $i $J run.steps=80; done
+wait_rows rejoin 3
+host_kill 1
+wait_line "$E2E_WORK/rejoin.h0.out" "round 2: node 0 of 2" "rejoin: no round after host 1's loss"
+host_back 1
+n=2
+for bad in model.n_layer=1 optim.lr=0.5; do
+  elastic_start rejoin 1 $J run.steps=80 "$bad"
+  rc=0
+  timeout 60 tail --pid="${ELASTIC_PID[1]}" -f /dev/null || fail "rejoin: the launcher with $bad still runs after 60 s"
+  wait "${ELASTIC_PID[1]}" || rc=$?
+  [ $rc -ne 0 ] || fail "rejoin: the launcher with $bad exited 0"
+  grep -q "this host was dropped from the job: host plait-h1's configuration differs from the job's in a key that must be equal on every host: $bad where the job has ${bad%=*}=" \
+    "$E2E_WORK/rejoin.h1.$n.out" || fail "rejoin: $bad not named: $(tail -n 3 "$E2E_WORK/rejoin.h1.$n.out")"
+  n=$((n + 1))
+done
+elastic_wait rejoin
+! grep -q "round 3" "$E2E_WORK/rejoin.h0.out" || fail "rejoin: the job regrouped for a refused host: $(grep elastic "$E2E_WORK/rejoin.h0.out")"
+! grep -q "cannot mend" "$E2E_WORK"/rejoin.h*.out || fail "rejoin: the job ended for a refused host"
+[ "$(column rejoin step | tr '\n' ' ')" = "$(seq 1 80 | tr '\n' ' ')" ] ||
+  fail "rejoin: metrics.csv steps are not 1..80 once each: $(column rejoin step | tr '\n' ' ')"
+echo "rejoin OK: hosts back with model.n_layer=1 and optim.lr=0.5 refused alone, the job finished on 2 hosts"
+
 # --- the store host lost: the job cannot go on, and says so within seconds
 host_back 2
-for i in 0 1 2; do elastic_start anchor $i $J run.steps=400; done
+for i in 0 1 2; do elastic_start anchor $i $J run.steps=800; done
 wait_rows anchor 3
 host_kill 0
 start=$SECONDS

@@ -3,8 +3,8 @@
 # committed Hugging Face GPT-2 fixture gives the same parameters, bit for
 # bit, in one process, dp 2 x tp 2 x pp 2 and dp 2 x pp 2 with ZeRO-3 (one
 # step at lr 0 writes them into a checkpoint); a model trained from it,
-# exported as hf and as nanogpt (no tokenizer files: the run recorded
-# none), imports back bit-identical, and so does
+# exported as hf and as nanogpt (no tokenizer files: the run read its text
+# as bytes, which the export says, pointing at no GPT-2 files), imports back bit-identical, and so does
 # its run directory given as init_from (its newest checkpoint); a resumed run
 # keeps its checkpoint over init_from; a shape mismatch stops the run
 # before anything is written, naming the file, the tensor and both shapes
@@ -37,8 +37,9 @@ grep -q "plait/nanoGPT" "$E2E_WORK/back_nanogpt.out" || fail "the nanogpt export
 # a run on token files records no tokenizer: none exported, and said
 [ ! -e "$E2E_WORK/exp_hf/vocab.json" ] && [ ! -e "$E2E_WORK/exp_hf/tokenizer_config.json" ] ||
   fail "a run without a tokenizer exported tokenizer files"
-grep -q "note: no tokenizer written (the run recorded none" "$E2E_WORK/exp_hf.out" ||
-  fail "no note that no tokenizer was written: $(cat "$E2E_WORK/exp_hf.out")"
+grep -q "note: no tokenizer written: the run recorded none and its model's ids are bytes (a byte-level model)" \
+  "$E2E_WORK/exp_hf.out" || fail "no note that the ids are bytes: $(cat "$E2E_WORK/exp_hf.out")"
+! grep -q "GPT-2" "$E2E_WORK/exp_hf.out" || fail "a byte-level model's export points at GPT-2's files: $(cat "$E2E_WORK/exp_hf.out")"
 # a run directory as init_from, as sample and export take one: its newest checkpoint
 train back_run run.steps=1 optim.lr=0 optim.min_lr=0 run.init_from="$E2E_WORK/trained"
 grep -q "initial weights from $E2E_WORK/trained/ckpt-00000005/model.safetensors" "$E2E_WORK/back_run.out" ||
