@@ -130,7 +130,9 @@ plait_status plait_run_find_resume_quick(const char *out_dir, char **dir, int64_
 }
 
 int plait_run_stage_owner(const plait_run *run, int32_t stage) {
-    int axes[3], sizes[3] = {run->world.mesh.dp, run->world.mesh.tp, run->world.mesh.pp}, c[3] = {0, 0, stage};
+    const plait_mesh *m = &run->world.mesh;
+    int axes[PLAIT_MESH_AXES], sizes[PLAIT_MESH_AXES] = {m->dp, m->tp, m->pp, m->cp},
+                               c[PLAIT_MESH_AXES] = {0, 0, stage, 0};
     if (plait_mesh_parse_order(run->world.mesh.order, axes) != PLAIT_OK) return 0;
     return plait_mesh_rank_of(c, sizes, axes);
 }

@@ -63,21 +63,46 @@ static plait_status run_plugin_plan(plait_run *run) {
     return st;
 }
 
-static const char *const axis_label[3] = {"dp", "tp", "pp"};
+static const char *const axis_label[5] = {"dp", "tp", "pp", "cp", "ep"};
+
+/* Axes the mesh accepts that training cannot run yet: refused by name. */
+static plait_status check_mesh_axes(const plait_run *run) {
+    const plait_mesh *m = &run->world.mesh;
+    const char *where = "";
+    if (m->ep > 1) {
+        plait_config_origin(run->cfg, "parallel", "ep", &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel] ep = %d: expert parallelism splits a mixture-of-experts model's "
+                               "experts, and plait's models (model.arch gpt, llama, mlp) have none; set ep = 1",
+                               where, m->ep);
+    }
+    if (m->cp > 1) {
+        plait_config_origin(run->cfg, "parallel", "cp", &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel] cp = %d: the mesh has the context-parallel axis, but no model of "
+                               "plait splits its attention over it yet; set cp = 1",
+                               where, m->cp);
+    }
+    return PLAIT_OK;
+}
 
 plait_status plait_run_load_parallel(plait_run *run) {
+    plait_status ast = check_mesh_axes(run);
+    if (ast != PLAIT_OK) return ast;
     const char *name = plait_config_str(run->cfg, "parallel", "plugin");
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_PARALLEL, name);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[parallel] plugin = %s", name);
     if (plait_device_check_plugin(d) != PLAIT_OK) return PLAIT_ERR_ABI;
     run->parallel.ops = d->ops;
-    int sizes[3] = {run->world.mesh.dp, run->world.mesh.tp, run->world.mesh.pp};
-    const uint32_t bits[3] = {PLAIT_PARALLEL_AXIS_DP, PLAIT_PARALLEL_AXIS_TP, PLAIT_PARALLEL_AXIS_PP};
-    for (int a = 0; a < 3; a++)
+    const plait_mesh *m = &run->world.mesh;
+    int sizes[5] = {m->dp, m->tp, m->pp, m->cp, m->ep};
+    const uint32_t bits[5] = {PLAIT_PARALLEL_AXIS_DP, PLAIT_PARALLEL_AXIS_TP, PLAIT_PARALLEL_AXIS_PP,
+                              PLAIT_PARALLEL_AXIS_CP, PLAIT_PARALLEL_AXIS_EP};
+    for (int a = 0; a < 5; a++)
         if (sizes[a] > 1 && !(run->parallel.ops->axes & bits[a]))
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                    "[parallel] %s = %d, but plugin '%s' does not implement %s parallelism; use "
-                                   "plugin = hybrid to combine dp, tp and pp",
+                                   "plugin = dp (dp x cp) or hybrid to combine dp, cp, tp and pp",
                                    axis_label[a], sizes[a], name, axis_label[a]);
     plait_parallel_init init = {.struct_size = sizeof init,
                                 .host = plait_plugin_host(),
@@ -128,7 +153,7 @@ static plait_status create_optim(plait_run *run, const plait_value_source *src) 
                              .host = plait_plugin_host(),
                              .config = run->cfg,
                              .params = &run->params.set,
-                             .dp_comm = run->world.mesh.dp_comm,
+                             .dp_comm = run->world.mesh.dpcp_comm, /* dp_comm itself when cp = 1 */
                              .world = run->world.comm,
                              .local_micro_batches = run->work.plan.micro_batches,
                              .deterministic = run->deterministic};
