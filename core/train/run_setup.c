@@ -65,6 +65,38 @@ static plait_status run_plugin_plan(plait_run *run) {
 
 static const char *const axis_label[5] = {"dp", "tp", "pp", "cp", "ep"};
 
+/* Context parallelism splits the attention of a gpt or llama model's
+ * sequences into 2cp chunks on the cpu device: anything else is refused
+ * here, before any rank starts, naming the keys and what would work. */
+static plait_status check_cp(const plait_run *run) {
+    const int cp = run->world.mesh.cp;
+    const char *where = "";
+    plait_config_origin(run->cfg, "parallel", "cp", &where);
+    const char *arch = plait_config_str(run->cfg, "model", "arch");
+    if (strcmp(arch, "gpt") != 0 && strcmp(arch, "llama") != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel] cp = %d splits each sequence's attention over a ring of ranks, and "
+                               "[model] arch = %s has no attention to split; use arch gpt or llama, or cp = 1",
+                               where, cp, arch);
+    int64_t T = plait_config_int(run->cfg, "model", "block_size");
+    if (T % (2 * cp) != 0) {
+        int64_t up = (T / (2 * cp) + 1) * 2 * cp;
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel] cp = %d holds each sequence as 2cp = %d equal chunks, but [model] "
+                               "block_size = %lld does not split into %d; set block_size to a multiple of %d (%lld "
+                               "or %lld) or cp to a value whose 2cp divides it",
+                               where, cp, 2 * cp, (long long)T, 2 * cp, 2 * cp, (long long)(up - 2 * cp),
+                               (long long)up);
+    }
+    const char *device = plait_config_str(run->cfg, "device", "plugin");
+    if (strcmp(device, "cpu") != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel] cp = %d: ring attention runs on the cpu device so far, not on "
+                               "[device] plugin = %s; use device.plugin=cpu or cp = 1",
+                               where, cp, device);
+    return PLAIT_OK;
+}
+
 /* Axes the mesh accepts that training cannot run yet: refused by name. */
 static plait_status check_mesh_axes(const plait_run *run) {
     const plait_mesh *m = &run->world.mesh;
@@ -76,14 +108,7 @@ static plait_status check_mesh_axes(const plait_run *run) {
                                "experts, and plait's models (model.arch gpt, llama, mlp) have none; set ep = 1",
                                where, m->ep);
     }
-    if (m->cp > 1) {
-        plait_config_origin(run->cfg, "parallel", "cp", &where);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: [parallel] cp = %d: the mesh has the context-parallel axis, but no model of "
-                               "plait splits its attention over it yet; set cp = 1",
-                               where, m->cp);
-    }
-    return PLAIT_OK;
+    return m->cp > 1 ? check_cp(run) : PLAIT_OK;
 }
 
 plait_status plait_run_load_parallel(plait_run *run) {
@@ -208,10 +233,15 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     int split = plait_plan_splits_backward(&run->work.plan);
     if (st == PLAIT_OK && split) st = plait_run_check_split_device();
     if (st == PLAIT_OK) {
-        plait_model_create_args args = {.plan = &run->work.plan, .stage = run->work.stage, .params = &run->params.set,
-                                     .max_slots = run->work.plan.chunks * run->work.plan.micro_batches,
-                                     .split_backward = split,
-                                     .activations_bf16 = plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16};
+        plait_model_create_args args = {.plan = &run->work.plan,
+                                        .stage = run->work.stage,
+                                        .params = &run->params.set,
+                                        .max_slots = run->work.plan.chunks * run->work.plan.micro_batches,
+                                        .split_backward = split,
+                                        .activations_bf16 = plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16,
+                                        .cp = run->world.mesh.cp,
+                                        .cp_rank = run->world.mesh.cp_rank,
+                                        .cp_comm = run->world.mesh.cp_comm};
         st = plait_model_create(run->model.desc, &args, &run->model.instance);
     }
     if (st == PLAIT_OK) st = create_optim(run, &source.source);
