@@ -7,6 +7,8 @@
 # - cp composes: dp 2 x cp 2 (dense gradients summed over dp x cp), with
 #   ZeRO-1 and ZeRO-3 over that group, tp 2 x cp 2, pp 2 x cp 2 under 1f1b
 #   and zb1, and full recomputation each follow cp 1's curve within 1e-5;
+# - each rank's activation memory (the model's activation bytes, as
+#   memory.csv reports them) is cp 1's divided by cp, on every rank;
 # - a cp 2 checkpoint resumes in one process and continues cp 1's curve,
 #   final parameters within 1e-5;
 # - refused before any rank starts, naming the keys and what would work:
@@ -18,9 +20,18 @@ for c in 1 2 4; do
   train gpt_cp$c $S parallel.cp=$c
   CFG=$LLAMA train llama_cp$c $S parallel.cp=$c
 done
+act() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "activation_bytes") c = i; next } { print $c }' \
+  "$E2E_WORK/$1/memory.csv"; }
 for c in 2 4; do
   same_losses gpt_cp1 gpt_cp$c 1e-5
   same_losses llama_cp1 llama_cp$c 1e-5
+  for m in gpt llama; do
+    whole=$(act ${m}_cp1)
+    [ "$(act ${m}_cp$c | wc -l)" = $c ] || fail "${m}_cp$c: memory.csv does not have $c ranks"
+    for a in $(act ${m}_cp$c); do
+      [ "$a" -gt 0 ] && [ $((a * c)) = "$whole" ] || fail "${m}_cp$c: a rank's activations $a bytes, not cp 1's $whole / $c"
+    done
+  done
 done
 
 A="run.steps=4 run.ckpt_every=2 optim.lr_decay_steps=4"
