@@ -51,6 +51,12 @@ static int64_t dp_for(const shape *s, int hosts) { return (int64_t)hosts * s->ra
  * tp x pp, the global batch by dp x micro-batch. */
 static plait_status check_shapes(const plait_config *cfg, int min, int max, shape *s) {
     int64_t dp = plait_config_int(cfg, "parallel", "dp");
+    if (plait_config_int(cfg, "parallel", "cp") > 1 || plait_config_int(cfg, "parallel", "ep") > 1)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "--nnodes %d:%d: an elastic job regroups dp x tp x pp only; [parallel] cp = %lld and "
+                               "ep = %lld must be 1 (or give a fixed --nnodes)",
+                               min, max, (long long)plait_config_int(cfg, "parallel", "cp"),
+                               (long long)plait_config_int(cfg, "parallel", "ep"));
     s->tp = plait_config_int(cfg, "parallel", "tp");
     s->pp = plait_config_int(cfg, "parallel", "pp");
     int64_t world = dp * s->tp * s->pp;

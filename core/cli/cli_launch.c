@@ -241,18 +241,20 @@ static int job_nnodes(const plait_config *cfg, const plait_cli_job_opts *given, 
 }
 
 plait_status plait_cli_check_ranks(const plait_config *cfg, const plait_cli_job_opts *job) {
-    int sizes[3], axes[3];
+    int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES];
     if (job->local_ranks < 1 || job->nnodes_min > 0 || plait_mesh_shape(cfg, sizes, axes) != PLAIT_OK) {
         plait_clear_error(); /* a bad layout is the ranks' to report, with the rest of the config */
         return PLAIT_OK;
     }
-    int nodes = job->nnodes > 1 ? job->nnodes : 1, want = sizes[0] * sizes[1] * sizes[2];
+    int nodes = job->nnodes > 1 ? job->nnodes : 1, want = sizes[0] * sizes[1] * sizes[2] * sizes[3];
+    char text[96];
     if ((int64_t)job->local_ranks * nodes == want) return PLAIT_OK;
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                           "[parallel] dp %d x tp %d x pp %d = %d ranks, but -n %d%s starts %lld; set the sizes so "
-                           "their product is the ranks started (or give -n %d); no rank was started",
-                           sizes[0], sizes[1], sizes[2], want, job->local_ranks, nodes > 1 ? " on each host" : "",
-                           (long long)job->local_ranks * nodes, want % nodes ? want : want / nodes);
+                           "[parallel] %s = %d ranks, but -n %d%s starts %lld; set the sizes so their product is "
+                           "the ranks started (or give -n %d); no rank was started",
+                           plait_mesh_sizes_text(sizes, text, sizeof text), want, job->local_ranks,
+                           nodes > 1 ? " on each host" : "", (long long)job->local_ranks * nodes,
+                           want % nodes ? want : want / nodes);
 }
 
 plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_over, char *const *over,
@@ -262,8 +264,7 @@ plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_o
     if (job_nnodes(cfg, given, &merged) != 0) return PLAIT_ERR_INVALID_CONFIG;
     const plait_cli_job_opts *job = &merged;
     if (job->nnodes_min > 0) return PLAIT_OK; /* each round checks its own layout (cli_elastic.c) */
-    int64_t world = plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
-                    plait_config_int(cfg, "parallel", "pp");
+    int64_t world = plait_mesh_world_size(cfg);
     int local = (int)world;
     plait_job_env env;
     if (job->nnodes > 1)
@@ -286,8 +287,7 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
         return 1;
     }
     const plait_cli_job_opts *job = &merged;
-    int64_t world = plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
-                    plait_config_int(cfg, "parallel", "pp");
+    int64_t world = plait_mesh_world_size(cfg);
     int restarts = strcmp(context, "train") == 0 ? (int)plait_config_int(cfg, "run", "max_restarts") : 0;
     if (job->max_restarts >= 0) restarts = job->max_restarts;
     if (job->nnodes_min > 0 && strcmp(context, "train") != 0) {

@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "cli/cost_device.h"
 #include "cost/layouts.h"
+#include "layout/mesh.h"
 #include "runtime/error.h"
 #include "runtime/host_memory.h"
 
@@ -35,8 +36,7 @@ typedef struct need {
 plait_cost_mem *plait_cli_predict_memory(plait_config *cfg, const plait_cost_device *dev, int *n) {
     plait_cluster c;
     plait_cluster_default(&c);
-    int world = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
-                      plait_config_int(cfg, "parallel", "pp"));
+    int world = (int)plait_mesh_world_size(cfg);
     plait_cost_mem *m = calloc((size_t)world, sizeof *m);
     *n = 0;
     if (!m) {
@@ -241,8 +241,7 @@ plait_status plait_cli_memory_check(plait_config *cfg, const char *path, int n_o
     plait_cli_device_ask(cfg, &d);
     const plait_cost_device dev = d.cost;
     int known = find_room(&d, &r);
-    int world = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "tp") *
-                      plait_config_int(cfg, "parallel", "pp"));
+    int world = (int)plait_mesh_world_size(cfg);
     int local = local_ranks > 0 && local_ranks < world ? local_ranks : world;
     need n = predict(cfg, &dev, local, r.on_device);
     plait_status st = offload_check(cfg, path ? path : "the config", &n, &r, local);

@@ -165,8 +165,12 @@ static const plait_key_decl parallel_keys[] = {
     KEY("dp", I, "1", 1, 1e6, NULL, SAME, "data-parallel size"),
     KEY("tp", I, "1", 1, 1e6, NULL, SAME, "tensor-parallel size"),
     KEY("pp", I, "1", 1, 1e6, NULL, SAME, "pipeline-parallel size"),
+    KEY("cp", I, "1", 1, 1e6, NULL, SAME,
+        "context-parallel size: each rank holds 2 of 2cp chunks of every sequence (ring attention)"),
+    KEY("ep", I, "1", 1, 1e6, NULL, SAME,
+        "expert-parallel size, carved out of dp x cp (a divisor of dp*cp; training needs experts: 1 today)"),
     KEY("order", S, "tp,dp,pp", 1, 0, NULL, SAME,
-        "mesh axis order, innermost (neighbouring ranks) first"),
+        "mesh axis order, innermost (neighbouring ranks) first; cp, when not named, goes just outside tp"),
 };
 
 static const plait_key_decl optim_keys[] = {

@@ -8,6 +8,7 @@
  * max, Σexp and target logit across ranks instead of gathering logits.
  */
 #include "model/model_internal.h"
+#include "model/ring_attention.h"
 #include "runtime/error.h"
 
 /* ---- embedding ----------------------------------------------------------- */
@@ -20,6 +21,13 @@ plait_status plait_gpt_embedding_forward(plait_model *m, model_slot *s) {
     plait_status st = plait_model_embedding_params(m, PARAM_DATA, &p);
     if (st != PLAIT_OK) return st;
     float *out = s->bound[0];
+    if (m->cp > 1) { /* positions in the whole sequence (ring_attention.h) */
+        m->k->embedding_forward_vocab(out, s->tokens, p.wte, m->vocab_start, m->Vl, NULL, m->B, m->T, m->C);
+        if (m->tp_ops) st = m->tp_ops->exit_forward(m->tp_ops->ctx, out, (size_t)(m->B * m->T * m->C));
+        if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce of the embedding", 0);
+        plait_cp_add_positions(m, out, p.wpe);
+        return PLAIT_OK;
+    }
     if (!m->tp_ops) {
         m->k->embedding_forward_vocab(out, s->tokens, p.wte, m->vocab_start, m->Vl, p.wpe, m->B,
                                         m->T, m->C);
@@ -39,8 +47,9 @@ plait_status plait_gpt_embedding_backward(plait_model *m, model_slot *s) {
     embedding_params g;
     plait_status st = plait_model_embedding_params(m, PARAM_GRAD, &g);
     if (st != PLAIT_OK) return st;
-    m->k->embedding_backward_vocab(g.wte, g.wpe, s->gbuf[0], s->tokens, m->vocab_start, m->Vl,
-                                     m->B, m->T, m->C);
+    m->k->embedding_backward_vocab(g.wte, m->cp > 1 ? NULL : g.wpe, s->gbuf[0], s->tokens, m->vocab_start, m->Vl, m->B,
+                                   m->T, m->C);
+    if (m->cp > 1) plait_cp_positions_backward(m, g.wpe, s->gbuf[0]);
     return PLAIT_OK;
 }
 
@@ -55,10 +64,12 @@ plait_status plait_gpt_attention_forward(plait_model *m, model_slot *s, int32_t 
     if (st != PLAIT_OK) return st;
     m->k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p.ln_w, p.ln_b, BT, C);
     m->k->matmul_forward(a->qkv, a->ln1, p.in_w, p.in_b, BT, C, 3 * Cl);
-    if (m->fused_attn) /* its scratch came with the first slot */
+    if (m->cp > 1) st = plait_ring_attention_forward(m, layer, a->atty, a->lse, a->qkv, m->NHl, m->NHl);
+    else if (m->fused_attn) /* its scratch came with the first slot */
         m->k->attention_fused_forward(a->atty, a->lse, m->att_scratch, a->qkv, m->B, m->T, m->NHl, m->HS);
     else
         m->k->attention_forward(a->atty, a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
+    if (st != PLAIT_OK) return st;
     if (!m->tp_ops) {
         m->k->matmul_forward_residual(a->res2, x, a->atty, p.out_w, p.out_b, BT, Cl, C);
         return PLAIT_OK;
@@ -79,7 +90,11 @@ static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t
     block_acts *a = &s->blocks[layer - 1];
     m->k->matmul_backward(m->s_datty, dp ? dp->out_w : NULL, dp ? dp->out_b : NULL, dx, a->atty, p->out_w, BT, Cl,
                           C);
-    if (m->fused_attn)
+    if (m->cp > 1) {
+        plait_status st = plait_ring_attention_backward(m, layer, m->s_dqkv, m->s_datty, a->qkv, a->atty, a->lse,
+                                                        m->NHl, m->NHl);
+        if (st != PLAIT_OK) return st;
+    } else if (m->fused_attn)
         m->k->attention_fused_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T,
                                        m->NHl, m->HS);
     else

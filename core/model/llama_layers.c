@@ -26,6 +26,7 @@
  * them float32).
  */
 #include "model/model_internal.h"
+#include "model/ring_attention.h"
 #include "runtime/error.h"
 
 /* Megatron's conjugate operators (no-ops without tensor parallelism): g
@@ -109,7 +110,9 @@ plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_
     for (int i = 0; i < 3; i++)
         m->k->sgemm(0, 1, BT, qc.width[i], C, 1.0f, a->ln1, C, p[LP_Q + i], C, 0.0f, a->qkv + qc.at[i], Wq);
     m->k->rope(a->qkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 0);
-    m->k->attention_gqa_forward(a->atty, a->lse, m->att_scratch, a->qkv, m->B, m->T, m->NHl, m->NKVl, m->HS);
+    if (m->cp > 1) st = plait_ring_attention_forward(m, layer, a->atty, a->lse, a->qkv, m->NHl, m->NKVl);
+    else m->k->attention_gqa_forward(a->atty, a->lse, m->att_scratch, a->qkv, m->B, m->T, m->NHl, m->NKVl, m->HS);
+    if (st != PLAIT_OK) return st;
     st = residual_product(m, a->res2, x, a->atty, p[LP_O], m->Cl, "all-reduce after self_attn.o_proj", layer);
     if (st != PLAIT_OK) return st;
     m->k->rmsnorm_forward(a->ln2, a->ln2_rstd, a->res2, p[LP_MLP_NORM], BT, C, m->desc->norm_eps);
@@ -181,8 +184,13 @@ static plait_status attention_input(plait_model *m, int32_t layer, const block_a
     const int64_t BT = m->B * m->T, C = m->C, Wq = m->Wq;
     m->k->matmul_backward(m->s_datty, gw ? gw[LP_O] : NULL, NULL, dx, a->atty, p[LP_O], BT, m->Cl, C);
     if (keep) m->k->copy(keep->dres2, dx, (size_t)(BT * C));
-    m->k->attention_gqa_backward(m->s_dqkv, m->att_scratch, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T, m->NHl,
-                                 m->NKVl, m->HS);
+    if (m->cp > 1) {
+        plait_status rst = plait_ring_attention_backward(m, layer, m->s_dqkv, m->s_datty, a->qkv, a->atty, a->lse,
+                                                         m->NHl, m->NKVl);
+        if (rst != PLAIT_OK) return rst;
+    } else
+        m->k->attention_gqa_backward(m->s_dqkv, m->att_scratch, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T, m->NHl,
+                                     m->NKVl, m->HS);
     /* the gradient of q and k before their rotation */
     m->k->rope(m->s_dqkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 1);
     const qkv_cols qc = qkv_columns(m);

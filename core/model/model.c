@@ -15,6 +15,7 @@
 #include "device/device.h"
 #include "kernels/kernels.h"
 #include "model/model_internal.h"
+#include "model/ring_attention.h"
 #include "model/tied.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
@@ -113,7 +114,7 @@ static plait_status llama_setup(plait_model *m) {
     for (int64_t i = 0; i < half; i++) {
         const float inv = 1.0f / powf((float)m->desc->rope_theta, (float)(2 * i) / (float)m->HS);
         for (int64_t t = 0; t < T; t++) {
-            const float angle = (float)t * inv;
+            const float angle = (float)(m->cp > 1 ? plait_cp_position(m, t) : t) * inv;
             cs[t * half + i] = cosf(angle);
             cs[T * half + t * half + i] = sinf(angle);
         }
@@ -210,6 +211,27 @@ static plait_status check_params(plait_model *m, const plait_model_create_args *
 
 static plait_status vocab_slice(plait_model *m);
 
+/* Context parallelism: this rank's share of the sequence (ring_attention.h),
+ * on what the ring attention runs on (train/'s checks name the keys first). */
+static plait_status cp_setup(plait_model *m, const plait_model_create_args *args) {
+    m->cp = args->cp > 1 ? args->cp : 1;
+    m->cp_rank = args->cp > 1 ? args->cp_rank : 0;
+    m->cp_comm = args->cp_comm;
+    if (m->cp == 1) return PLAIT_OK;
+    const plait_model_desc *d = m->desc;
+    if (!d->is_gpt && !d->is_llama)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "model: context parallelism splits attention, and the "
+                                                         "mlp arch has none");
+    if (m->T % (2 * m->cp) != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "model: block_size %lld does not split into 2cp = %d chunks",
+                               (long long)m->T, 2 * (int)m->cp);
+    if (!m->cp_comm || plait_device_mem_kind() != PLAIT_MEM_HOST)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "model: context parallelism runs on the cpu device (host "
+                                                         "memory) with the mesh's cp group");
+    m->T /= m->cp;
+    return PLAIT_OK;
+}
+
 static plait_status derive_sizes(plait_model *m) {
     const plait_model_desc *d = m->desc;
     m->B = d->micro_batch;
@@ -296,12 +318,19 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     for (int32_t l = 0; l < m->n_layers; l++) m->local_layer[l] = plan->layer_stage[l] == m->stage;
     st = check_params(m, args);
     if (st == PLAIT_OK) st = derive_sizes(m);
+    if (st == PLAIT_OK) st = cp_setup(m, args);
     if (st != PLAIT_OK) goto fail;
     if (desc->is_llama && (st = llama_setup(m)) != PLAIT_OK) goto fail;
     /* the scores of a fused attention never leave the kernels: a block
      * keeps each row's log-sum-exp instead of B·NH·T² probabilities (the
      * llama arch has only the fused, grouped-query one) */
     m->fused_attn = desc->is_llama || (desc->is_gpt && PLAIT_KERNELS_HAS_FUSED_ATTENTION(m->k, m->HS));
+    if (m->cp > 1 && !m->fused_attn) { /* the ring keeps the fused attention's log-sum-exp rows */
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                             "model: context parallelism needs the fused attention (head size %lld, at most %d)",
+                             (long long)m->HS, PLAIT_ATTENTION_FUSED_MAX_HS);
+        goto fail;
+    }
     m->fused_loss = PLAIT_KERNELS_HAS_FUSED_LOSS(m->k);
     m->fused_ln = PLAIT_KERNELS_HAS_FUSED_LAYERNORM(m->k);
     m->fused_gelu = PLAIT_KERNELS_HAS_FUSED_GELU(m->k);
@@ -312,7 +341,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     const plait_bf16_terms terms = {.requested = args->activations_bf16,
                                     .gpt = desc->is_gpt,
                                     .kernels = plait_model_kernels_bf16(m->k, m->HS),
-                                    .tensor_parallel = m->tp_ops != NULL};
+                                    .tensor_parallel = m->tp_ops != NULL || m->cp > 1};
     m->bf16 = plait_model_grants_bf16(&terms);
     if (m->bf16 && (st = bf16_weights_alloc(m)) != PLAIT_OK) goto fail;
     if (m->bf16) m->head_rows = plait_model_head_rows(m->B * m->T, m->Vl, plait_model_head_room(m), NULL);
@@ -332,6 +361,7 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->rc_mem);
     plait_device_free(m->loss_dev);
     plait_device_free(m->rope_cs);
+    plait_ring_attention_free(m);
     plait_device_free(m->wbf_mem);
     free(m->wbf);
     free(m->layer_epoch);

@@ -121,6 +121,11 @@ typedef struct plait_model_create_args {
      * without targets, or with plait_model_keep_logits, is refused. Whether
      * it was granted: plait_model_bf16_activations. */
     int activations_bf16;
+    /* Context parallelism: cp ranks on cp_comm share every sequence, this
+     * one holding chunks cp_rank and 2cp-1-cp_rank of 2cp (ring_attention.h);
+     * the model's tokens and activations are that share. 0 or 1: none. */
+    int32_t cp, cp_rank;
+    plait_comm *cp_comm;
 } plait_model_create_args;
 
 /* Build the local model: the layers with layer_stage == stage. Allocates
@@ -137,6 +142,11 @@ void plait_model_free(plait_model *m);
  * layer outside the slot's range fail. Slots never restricted hold every
  * local layer. */
 plait_status plait_model_slot_layers(plait_model *m, int32_t slot, int32_t first, int32_t last);
+
+/* Context parallelism: keep, in place, cp rank cp_rank's two chunks (cp_rank
+ * and 2cp-1-cp_rank of 2cp) of each of the B rows of `seq` [B, T_local·cp]
+ * (tokens or targets): [B, T_local] on return, what set_batch takes. */
+void plait_cp_take_local(int32_t *seq, int64_t B, int64_t T_local, int cp, int cp_rank);
 
 /* Attach a micro-batch's tokens and targets ([B,T] int32, copied) to a slot.
  * Needed on the rank holding the embedding (tokens) and the head (targets). */

@@ -243,6 +243,12 @@ struct plait_model {
     float *rc_mem;
     size_t rc_bytes;
     uint64_t act_bytes;
+    /* context parallelism (ring_attention.h): T is this rank's share of
+     * the sequence, 2 chunks of block_size / 2cp; cp = 1 without */
+    int32_t cp, cp_rank;
+    plait_comm *cp_comm;
+    float *ring_mem; /* the ring's K/V blocks and their gradients (host memory) */
+    size_t ring_bytes;
 };
 
 /* The bf16 copies of a block half's product weights (bf16 activations):

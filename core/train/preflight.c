@@ -61,7 +61,7 @@ plait_status plait_layout_preflight_stages(plait_config *cfg, plait_layout_visit
 }
 
 static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx) {
-    int sizes[3], axes[3], c[3];
+    int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES], c[PLAIT_MESH_AXES];
     plait_status st = plait_check_evaluation(cfg);
     if (st != PLAIT_OK) return st;
     st = plait_mesh_shape(cfg, sizes, axes);
@@ -78,17 +78,14 @@ static plait_status preflight(plait_config *cfg, int all, plait_layout_visit vis
     if (st != PLAIT_OK) return st;
     run.model.spec = plait_model_desc_spec(run.model.desc);
 
-    int world = sizes[0] * sizes[1] * sizes[2];
+    int world = sizes[0] * sizes[1] * sizes[2] * sizes[3], ep = (int)plait_config_int(cfg, "parallel", "ep");
     plait_plan_set *plans = all ? plait_plan_set_new(sizes[PLAIT_AXIS_DP], sizes[PLAIT_AXIS_TP], sizes[PLAIT_AXIS_PP]) : NULL;
     if (all && !plans) st = PLAIT_ERR_NO_MEMORY;
     for (int r = 0; st == PLAIT_OK && r < world; r++) {
         plait_mesh_coords(r, sizes, axes, c);
-        if (!all && (c[PLAIT_AXIS_DP] != 0 || c[PLAIT_AXIS_TP] != 0)) continue;
-        run.world.mesh = (plait_mesh){.struct_size = sizeof run.world.mesh,
-                                .dp = sizes[PLAIT_AXIS_DP], .tp = sizes[PLAIT_AXIS_TP], .pp = sizes[PLAIT_AXIS_PP],
-                                .dp_rank = c[PLAIT_AXIS_DP], .tp_rank = c[PLAIT_AXIS_TP],
-                                .pp_rank = c[PLAIT_AXIS_PP], .world_rank = r, .world_size = world,
-                                .order = order};
+        /* a cp rank plans as its cp rank 0 peer: the plan is the dp x tp x pp mesh's */
+        if (c[PLAIT_AXIS_CP] != 0 || (!all && (c[PLAIT_AXIS_DP] != 0 || c[PLAIT_AXIS_TP] != 0))) continue;
+        plait_mesh_fill(&run.world.mesh, r, sizes, axes, ep, order);
         st = plait_run_load_parallel(&run);
         if (st == PLAIT_OK) {
             const char *rc = plait_config_str(cfg, "model", "recompute");

@@ -130,7 +130,9 @@ plait_status plait_run_find_resume_quick(const char *out_dir, char **dir, int64_
 }
 
 int plait_run_stage_owner(const plait_run *run, int32_t stage) {
-    int axes[3], sizes[3] = {run->world.mesh.dp, run->world.mesh.tp, run->world.mesh.pp}, c[3] = {0, 0, stage};
+    const plait_mesh *m = &run->world.mesh;
+    int axes[PLAIT_MESH_AXES], sizes[PLAIT_MESH_AXES] = {m->dp, m->tp, m->pp, m->cp},
+                               c[PLAIT_MESH_AXES] = {0, 0, stage, 0};
     if (plait_mesh_parse_order(run->world.mesh.order, axes) != PLAIT_OK) return 0;
     return plait_mesh_rank_of(c, sizes, axes);
 }
@@ -151,7 +153,7 @@ plait_status plait_run_gather_full(plait_run *run, int32_t g, const char *which,
     if (run->work.stage == stage) {
         int32_t l = run->params.local_of_global[g];
         const plait_param *lp = &run->params.set.params[l];
-        int dp0 = run->world.mesh.dp_rank == 0;
+        int dp0 = run->world.mesh.dpcp_rank == 0; /* dp_rank 0 of cp rank 0: the cp ranks hold the same */
         st = run->optim.ops->export_tensor(run->optim.state, g, which, dp0 ? slice : NULL);
         if (st == PLAIT_OK && dp0) {
             int tp = run->world.mesh.tp;
@@ -178,7 +180,9 @@ plait_status plait_run_gather_full(plait_run *run, int32_t g, const char *which,
 }
 
 static void layout_text(const plait_run *run, char *buf, size_t len) {
-    snprintf(buf, len, "dp%d x tp%d x pp%d, %s, %s", run->world.mesh.dp, run->world.mesh.tp, run->world.mesh.pp,
+    char cp[16] = "";
+    if (run->world.mesh.cp > 1) snprintf(cp, sizeof cp, " x cp%d", run->world.mesh.cp);
+    snprintf(buf, len, "dp%d%s x tp%d x pp%d, %s, %s", run->world.mesh.dp, cp, run->world.mesh.tp, run->world.mesh.pp,
              plait_config_str(run->cfg, "parallel", "plugin"), plait_config_str(run->cfg, "optim", "plugin"));
 }
 

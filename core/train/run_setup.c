@@ -63,21 +63,71 @@ static plait_status run_plugin_plan(plait_run *run) {
     return st;
 }
 
-static const char *const axis_label[3] = {"dp", "tp", "pp"};
+static const char *const axis_label[5] = {"dp", "tp", "pp", "cp", "ep"};
+
+/* Context parallelism splits the attention of a gpt or llama model's
+ * sequences into 2cp chunks on the cpu device: anything else is refused
+ * here, before any rank starts, naming the keys and what would work. */
+static plait_status check_cp(const plait_run *run) {
+    const int cp = run->world.mesh.cp;
+    const char *where = "";
+    plait_config_origin(run->cfg, "parallel", "cp", &where);
+    const char *arch = plait_config_str(run->cfg, "model", "arch");
+    if (strcmp(arch, "gpt") != 0 && strcmp(arch, "llama") != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel] cp = %d splits each sequence's attention over a ring of ranks, and "
+                               "[model] arch = %s has no attention to split; use arch gpt or llama, or cp = 1",
+                               where, cp, arch);
+    int64_t T = plait_config_int(run->cfg, "model", "block_size");
+    if (T % (2 * cp) != 0) {
+        int64_t up = (T / (2 * cp) + 1) * 2 * cp;
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel] cp = %d holds each sequence as 2cp = %d equal chunks, but [model] "
+                               "block_size = %lld does not split into %d; set block_size to a multiple of %d (%lld "
+                               "or %lld) or cp to a value whose 2cp divides it",
+                               where, cp, 2 * cp, (long long)T, 2 * cp, 2 * cp, (long long)(up - 2 * cp),
+                               (long long)up);
+    }
+    const char *device = plait_config_str(run->cfg, "device", "plugin");
+    if (strcmp(device, "cpu") != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel] cp = %d: ring attention runs on the cpu device so far, not on "
+                               "[device] plugin = %s; use device.plugin=cpu or cp = 1",
+                               where, cp, device);
+    return PLAIT_OK;
+}
+
+/* Axes the mesh accepts that training cannot run yet: refused by name. */
+static plait_status check_mesh_axes(const plait_run *run) {
+    const plait_mesh *m = &run->world.mesh;
+    const char *where = "";
+    if (m->ep > 1) {
+        plait_config_origin(run->cfg, "parallel", "ep", &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel] ep = %d: expert parallelism splits a mixture-of-experts model's "
+                               "experts, and plait's models (model.arch gpt, llama, mlp) have none; set ep = 1",
+                               where, m->ep);
+    }
+    return m->cp > 1 ? check_cp(run) : PLAIT_OK;
+}
 
 plait_status plait_run_load_parallel(plait_run *run) {
+    plait_status ast = check_mesh_axes(run);
+    if (ast != PLAIT_OK) return ast;
     const char *name = plait_config_str(run->cfg, "parallel", "plugin");
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_PARALLEL, name);
     if (!d) return plait_wrap_error(PLAIT_ERR_INVALID_CONFIG, "[parallel] plugin = %s", name);
     if (plait_device_check_plugin(d) != PLAIT_OK) return PLAIT_ERR_ABI;
     run->parallel.ops = d->ops;
-    int sizes[3] = {run->world.mesh.dp, run->world.mesh.tp, run->world.mesh.pp};
-    const uint32_t bits[3] = {PLAIT_PARALLEL_AXIS_DP, PLAIT_PARALLEL_AXIS_TP, PLAIT_PARALLEL_AXIS_PP};
-    for (int a = 0; a < 3; a++)
+    const plait_mesh *m = &run->world.mesh;
+    int sizes[5] = {m->dp, m->tp, m->pp, m->cp, m->ep};
+    const uint32_t bits[5] = {PLAIT_PARALLEL_AXIS_DP, PLAIT_PARALLEL_AXIS_TP, PLAIT_PARALLEL_AXIS_PP,
+                              PLAIT_PARALLEL_AXIS_CP, PLAIT_PARALLEL_AXIS_EP};
+    for (int a = 0; a < 5; a++)
         if (sizes[a] > 1 && !(run->parallel.ops->axes & bits[a]))
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                    "[parallel] %s = %d, but plugin '%s' does not implement %s parallelism; use "
-                                   "plugin = hybrid to combine dp, tp and pp",
+                                   "plugin = dp (dp x cp) or hybrid to combine dp, cp, tp and pp",
                                    axis_label[a], sizes[a], name, axis_label[a]);
     plait_parallel_init init = {.struct_size = sizeof init,
                                 .host = plait_plugin_host(),
@@ -128,7 +178,7 @@ static plait_status create_optim(plait_run *run, const plait_value_source *src) 
                              .host = plait_plugin_host(),
                              .config = run->cfg,
                              .params = &run->params.set,
-                             .dp_comm = run->world.mesh.dp_comm,
+                             .dp_comm = run->world.mesh.dpcp_comm, /* dp_comm itself when cp = 1 */
                              .world = run->world.comm,
                              .local_micro_batches = run->work.plan.micro_batches,
                              .deterministic = run->deterministic};
@@ -183,10 +233,15 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     int split = plait_plan_splits_backward(&run->work.plan);
     if (st == PLAIT_OK && split) st = plait_run_check_split_device();
     if (st == PLAIT_OK) {
-        plait_model_create_args args = {.plan = &run->work.plan, .stage = run->work.stage, .params = &run->params.set,
-                                     .max_slots = run->work.plan.chunks * run->work.plan.micro_batches,
-                                     .split_backward = split,
-                                     .activations_bf16 = plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16};
+        plait_model_create_args args = {.plan = &run->work.plan,
+                                        .stage = run->work.stage,
+                                        .params = &run->params.set,
+                                        .max_slots = run->work.plan.chunks * run->work.plan.micro_batches,
+                                        .split_backward = split,
+                                        .activations_bf16 = plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16,
+                                        .cp = run->world.mesh.cp,
+                                        .cp_rank = run->world.mesh.cp_rank,
+                                        .cp_comm = run->world.mesh.cp_comm};
         st = plait_model_create(run->model.desc, &args, &run->model.instance);
     }
     if (st == PLAIT_OK) st = create_optim(run, &source.source);

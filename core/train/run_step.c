@@ -317,6 +317,12 @@ static plait_status load_batch(plait_run *run, pass p, int64_t step, int32_t chu
     plait_status st = plait_run_fetch_batch(run, p == TRAIN ? PLAIT_DATA_TRAIN : PLAIT_DATA_VAL, step, global_mb,
                                             run->exec.tokens, run->exec.targets);
     if (st != PLAIT_OK) return st;
+    const plait_mesh *m = &run->world.mesh;
+    if (m->cp > 1) { /* this rank's 2 chunks of every sequence (model/ring_attention.h) */
+        const int64_t B = run->work.batch.micro_batch, Tl = run->model.block_size / m->cp;
+        plait_cp_take_local(run->exec.tokens, B, Tl, m->cp, m->cp_rank);
+        plait_cp_take_local(run->exec.targets, B, Tl, m->cp, m->cp_rank);
+    }
     return plait_model_set_batch(run->model.instance, slot, run->exec.tokens, run->exec.targets);
 }
 

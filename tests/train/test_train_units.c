@@ -56,10 +56,10 @@ static void test_batch_derivations(void **state) {
 
 static void test_mesh_coords_roundtrip(void **state) {
     (void)state;
-    int axes[3];
+    int axes[PLAIT_MESH_AXES];
     assert_int_equal(plait_mesh_parse_order("tp,dp,pp", axes), PLAIT_OK);
-    int sizes[3] = {2, 2, 2}; /* dp, tp, pp */
-    int c[3];
+    int sizes[PLAIT_MESH_AXES] = {2, 2, 2, 1}; /* dp, tp, pp, cp */
+    int c[PLAIT_MESH_AXES];
     plait_mesh_coords(1, sizes, axes, c); /* tp innermost: rank 1 = tp 1 */
     assert_int_equal(c[PLAIT_AXIS_TP], 1);
     assert_int_equal(c[PLAIT_AXIS_DP], 0);
@@ -67,7 +67,7 @@ static void test_mesh_coords_roundtrip(void **state) {
     assert_int_equal(c[PLAIT_AXIS_DP], 1);
     plait_mesh_coords(4, sizes, axes, c);
     assert_int_equal(c[PLAIT_AXIS_PP], 1);
-    int s2[3] = {3, 2, 4};
+    int s2[PLAIT_MESH_AXES] = {3, 2, 4, 1};
     assert_int_equal(plait_mesh_parse_order("dp, pp, tp", axes), PLAIT_OK);
     for (int r = 0; r < 24; r++) {
         plait_mesh_coords(r, s2, axes, c);
@@ -75,6 +75,45 @@ static void test_mesh_coords_roundtrip(void **state) {
     }
     assert_int_equal(plait_mesh_parse_order("tp,dp", axes), PLAIT_ERR_INVALID_CONFIG);
     assert_int_equal(plait_mesh_parse_order("tp,tp,pp", axes), PLAIT_ERR_INVALID_CONFIG);
+    assert_int_equal(plait_mesh_parse_order("tp,ep,dp,pp", axes), PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), "carved out of dp x cp"));
+}
+
+/* cp, unnamed in the order, sits just outside tp (tp,cp,dp,pp); with cp = 1
+ * every rank has the coordinates of the three-axis mesh. */
+static void test_mesh_cp_axis(void **state) {
+    (void)state;
+    int axes[PLAIT_MESH_AXES], named[PLAIT_MESH_AXES], c[PLAIT_MESH_AXES];
+    assert_int_equal(plait_mesh_parse_order("tp,dp,pp", axes), PLAIT_OK);
+    assert_int_equal(plait_mesh_parse_order("tp,cp,dp,pp", named), PLAIT_OK);
+    assert_memory_equal(axes, named, sizeof axes);
+    assert_int_equal(plait_mesh_parse_order("dp,pp,tp", axes), PLAIT_OK);
+    assert_int_equal(axes[3], PLAIT_AXIS_CP);
+    assert_int_equal(plait_mesh_parse_order("tp,dp,pp", axes), PLAIT_OK);
+    int s[PLAIT_MESH_AXES] = {2, 2, 2, 2}; /* dp, tp, pp, cp */
+    plait_mesh_coords(2, s, axes, c);      /* after tp, the cp ring */
+    assert_int_equal(c[PLAIT_AXIS_CP], 1);
+    assert_int_equal(c[PLAIT_AXIS_TP], 0);
+    plait_mesh_coords(4, s, axes, c);
+    assert_int_equal(c[PLAIT_AXIS_DP], 1);
+    assert_int_equal(c[PLAIT_AXIS_CP], 0);
+    /* the dp x cp index nests cp inside dp here; ep takes its innermost ranks */
+    plait_mesh m;
+    plait_mesh_fill(&m, 2 + 4, s, axes, 2, "tp,dp,pp");
+    assert_int_equal(m.dp_rank, 1);
+    assert_int_equal(m.cp_rank, 1);
+    assert_int_equal(m.dpcp_rank, 3);
+    assert_int_equal(m.ep_rank, 1);
+    assert_int_equal(m.world_size, 16);
+    int s1[PLAIT_MESH_AXES] = {3, 2, 2, 1};
+    for (int r = 0; r < 12; r++) {
+        plait_mesh_fill(&m, r, s1, axes, 1, "tp,dp,pp");
+        assert_int_equal(m.tp_rank, r % 2);
+        assert_int_equal(m.dp_rank, r / 2 % 3);
+        assert_int_equal(m.pp_rank, r / 6);
+        assert_int_equal(m.cp_rank, 0);
+        assert_int_equal(m.dpcp_rank, m.dp_rank);
+    }
 }
 
 static float rnd(uint64_t *s) {
@@ -349,13 +388,10 @@ static void test_out_dir_holders(void **state) {
 int main(void) {
     plait_host_install(); /* plugins are handed the core's host table */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_batch_derivations),
-        cmocka_unit_test(test_mesh_coords_roundtrip),
-        cmocka_unit_test(test_grad_tree_bits),
-        cmocka_unit_test(test_tied_weight),
-        cmocka_unit_test(test_resume_checks),
-        cmocka_unit_test(test_split_device_rule),
-        cmocka_unit_test(test_out_dir_holders),
+        cmocka_unit_test(test_batch_derivations), cmocka_unit_test(test_mesh_coords_roundtrip),
+        cmocka_unit_test(test_mesh_cp_axis),      cmocka_unit_test(test_grad_tree_bits),
+        cmocka_unit_test(test_tied_weight),       cmocka_unit_test(test_resume_checks),
+        cmocka_unit_test(test_split_device_rule), cmocka_unit_test(test_out_dir_holders),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

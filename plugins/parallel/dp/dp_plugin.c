@@ -14,6 +14,10 @@
  * segment owner receives N-1 messages at once instead of a pipelined ring,
  * and the segment sums are not overlapped with the transfers.
  *
+ * With context parallelism (ABI 1.13) the cp ranks of a dp rank compute the
+ * same micro-batches, each its share of every sequence: the micro-batches
+ * follow dp_rank, the sums run over the dp x cp group (mesh->dpcp_comm).
+ *
  * A tied pair on this rank (the output head's copy of the token embedding,
  * one pipeline stage) is summed once: outside deterministic mode the copy's
  * gradient is folded into the original's just before the original's bucket
@@ -52,6 +56,8 @@ static const char *const compression_choices[] = PLAIT_COMPRESSION_NAMES;
 typedef struct dp_state {
     const plait_host *host; /* init->host: logging, errors, collectives */
     const plait_mesh *mesh;
+    plait_comm *group; /* the gradients' group: dp_comm, or dp x cp's with cp > 1 */
+    int group_n;       /* its size */
     const plait_config *config;
     int deterministic;
     int overlap;
@@ -79,6 +85,9 @@ static plait_status dp_create(const plait_parallel_init *init, void **out) {
     if (!s) return host->set_error(PLAIT_ERR_NO_MEMORY, "dp: out of memory");
     s->host = host;
     s->mesh = init->mesh;
+    int cp = PLAIT_MESH_HAS(init->mesh, edp_comm) ? init->mesh->cp : 1;
+    s->group = cp > 1 ? init->mesh->dpcp_comm : init->mesh->dp_comm;
+    s->group_n = init->mesh->dp * cp;
     s->config = init->config;
     s->deterministic = init->deterministic;
     s->overlap = (int)plait_cfg_int(host, init->config, "parallel.dp", "overlap");
@@ -151,8 +160,8 @@ static int layer_has_fold(const dp_state *s, int32_t layer) {
 static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     dp_state *s = state;
     const plait_host *host = s->host;
-    if (s->mesh->dp == 1) return PLAIT_OK;
-    plait_status st = dp_replicas_start(s->host, s->mesh, &s->checks, bind->params);
+    if (s->group_n == 1) return PLAIT_OK;
+    plait_status st = s->mesh->dp > 1 ? dp_replicas_start(s->host, s->mesh, &s->checks, bind->params) : PLAIT_OK;
     if (st != PLAIT_OK) return st;
     s->reduce = !bind->optim_reduces_grads;
     if (!s->reduce && s->compression != PLAIT_COMPRESS_NONE)
@@ -174,7 +183,7 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
             if (!(s->buckets.b[i].ready = host->device->event_create())) return PLAIT_ERR_NO_MEMORY;
     for (int32_t i = 0; s->compression == PLAIT_COMPRESS_ONEBIT && i < s->buckets.n; i++) {
         dp_bucket *b = &s->buckets.b[i];
-        size_t n = plait_coll_residual_allreduce(b->count, s->mesh->dp);
+        size_t n = plait_coll_residual_allreduce(b->count, s->group_n);
         char name[32];
         snprintf(name, sizeof name, "dp.bucket.%d", (int)i);
         if (!(b->residual = plait_tensor_alloc_kept(host, n, name, "dp error feedback"))) return PLAIT_ERR_NO_MEMORY;
@@ -192,9 +201,9 @@ static plait_status dp_begin_step(void *state, int64_t step) {
     const plait_host *host = s->host;
     memset(&s->stats, 0, sizeof s->stats);
     s->stats.struct_size = sizeof s->stats;
-    if (s->mesh->dp > 1) {
+    if (s->group_n > 1) {
         s->comm_before.struct_size = sizeof s->comm_before;
-        host->coll->stats(s->mesh->dp_comm, &s->comm_before);
+        host->coll->stats(s->group, &s->comm_before);
     }
     s->grads_ready_calls = 0;
     s->folded = 0;
@@ -220,8 +229,7 @@ static plait_status start_bucket(dp_state *s, dp_bucket *b, uint32_t in_call) {
         if (st != PLAIT_OK) return st;
         opts.ready = b->ready;
     }
-    return host->coll->allreduce(s->mesh->dp_comm, b->grad, b->grad, b->count, PLAIT_F32, PLAIT_SUM, &opts,
-                                 &b->req);
+    return host->coll->allreduce(s->group, b->grad, b->grad, b->count, PLAIT_F32, PLAIT_SUM, &opts, &b->req);
 }
 
 static plait_status dp_grads_ready(void *state, int32_t layer, int32_t mb, int last) {
@@ -280,9 +288,9 @@ static void dp_step_stats(void *state, plait_parallel_stats *out) {
     const plait_host *host = s->host;
     /* When the optimizer reduces (ZeRO), the DP group's traffic is its own
      * and it reports it (plait_optim_step_out.bytes_sent): not counted twice. */
-    if (s->mesh->dp > 1 && s->reduce) {
+    if (s->group_n > 1 && s->reduce) {
         plait_comm_stats now = {.struct_size = sizeof now};
-        host->coll->stats(s->mesh->dp_comm, &now);
+        host->coll->stats(s->group, &now);
         s->stats.bytes_sent = now.bytes_sent - s->comm_before.bytes_sent;
     }
     s->stats.axis_bytes[0] = s->stats.bytes_sent;
@@ -304,7 +312,7 @@ static void dp_destroy(void *state) {
 
 static const plait_parallel_ops dp_ops = {
     .struct_size = sizeof(plait_parallel_ops),
-    .axes = PLAIT_PARALLEL_AXIS_DP,
+    .axes = PLAIT_PARALLEL_AXIS_DP | PLAIT_PARALLEL_AXIS_CP,
     .create = dp_create,
     .plan = dp_plan,
     .bind = dp_bind,

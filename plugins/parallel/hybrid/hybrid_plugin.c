@@ -153,7 +153,7 @@ static void hybrid_step_stats(void *state, plait_parallel_stats *out) {
 
 static const plait_parallel_ops hybrid_ops = {
     .struct_size = sizeof(plait_parallel_ops),
-    .axes = PLAIT_PARALLEL_AXIS_DP | PLAIT_PARALLEL_AXIS_TP | PLAIT_PARALLEL_AXIS_PP,
+    .axes = PLAIT_PARALLEL_AXIS_DP | PLAIT_PARALLEL_AXIS_TP | PLAIT_PARALLEL_AXIS_PP | PLAIT_PARALLEL_AXIS_CP,
     .create = hybrid_create,
     .plan = hybrid_plan,
     .bind = hybrid_bind,

@@ -44,7 +44,8 @@ typedef struct plait_optim_init {
     const struct plait_host *host;
     const plait_config *config;
     plait_param_set *params;     /* this rank's parameters (TP/PP-local) */
-    plait_comm *dp_comm;         /* the group that replicates these parameters */
+    plait_comm *dp_comm;         /* the group that replicates these parameters (dp x cp with context
+                                  * parallelism, ABI 1.13: the mesh's dpcp_comm) */
     plait_comm *world;
     int32_t local_micro_batches; /* per step on this rank (gradient accumulation) */
     int deterministic;           /* [run] deterministic: reduce in canonical order */

@@ -1,9 +1,10 @@
 /*
  * plait SDK — parallelism plugins (kind PLAIT_KIND_PARALLEL).
  *
- * The world is a 3-D mesh dp × pp × tp built by the core from [parallel]
- * (`dp`, `tp`, `pp`, `order`); the core splits the world communicator into
- * the DP, TP and PP groups. A parallel plugin turns that mesh into a *plan*
+ * The world is a mesh dp × cp × tp × pp built by the core from [parallel]
+ * (`dp`, `cp`, `tp`, `pp`, `order`; ABI 1.13 added cp, and ep carved out of
+ * dp × cp); the core splits the world communicator into the DP, CP, TP, PP,
+ * dp × cp, EP and expert-DP groups. A parallel plugin turns that mesh into a *plan*
  * — which layers this rank runs (PP), which slice of each parameter it holds
  * (TP), which micro-batches it computes (DP), and the per-step list of
  * instructions (the schedule) — and takes part in the step through hooks:
@@ -44,8 +45,28 @@ typedef struct plait_mesh {
     /* First and last pipeline stage of this pipeline (same dp, tp ranks) when
      * pp > 1 and this rank is on one of them; NULL otherwise. */
     plait_comm *embed_comm;
-    const char *order;                /* e.g. "tp,dp,pp": innermost first */
+    const char *order; /* e.g. "tp,dp,pp": innermost first, as configured */
+    /* --- ABI 1.13: context and expert parallelism ----------------------
+     * Read these where struct_size covers them (PLAIT_MESH_HAS); an older
+     * core's mesh is cp = ep = 1. With cp > 1 the world is dp*cp*tp*pp and
+     * dp_comm, tp_comm, pp_comm and embed_comm also share the cp rank.
+     * A context-parallel rank holds a share of every sequence of its dp
+     * rank's micro-batches (the same micro-batches as its cp peers), so the
+     * dense parameters' gradients are summed over dpcp_comm, not dp_comm. */
+    int32_t cp, cp_rank;   /* context-parallel size; this rank's place on the ring */
+    int32_t ep, ep_rank;   /* expert-parallel size (divides dp*cp); rank in ep_comm */
+    int32_t dpcp_rank;     /* rank in dpcp_comm: dp and cp nested as `order` nests them */
+    plait_comm *cp_comm;   /* same dp, tp, pp ranks; rank = cp_rank; NULL when cp = 1 */
+    plait_comm *dpcp_comm; /* same tp and pp ranks (dp*cp members): the dense gradients'
+                                       * group; the same communicator as dp_comm when cp = 1 */
+    plait_comm *ep_comm;   /* ep consecutive members of dpcp_comm (dpcp_rank / ep equal);
+                                       * rank = ep_rank; NULL when ep = 1 */
+    plait_comm *edp_comm;  /* members of dpcp_comm with this ep_rank (dp*cp/ep of them):
+                                       * the experts' gradients; dpcp_comm itself when ep = 1 */
 } plait_mesh;
+
+/* 1 if mesh m has field `field` (ABI 1.13's cp and ep fields). */
+#define PLAIT_MESH_HAS(m, field) ((m)->struct_size >= offsetof(plait_mesh, field) + sizeof((m)->field))
 
 /* Step-schedule instructions: a pure list per stage, testable without
  * communication. Sends are asynchronous (posted, completed before the buffer
@@ -172,7 +193,14 @@ typedef struct plait_parallel_stats {
 enum {
     PLAIT_PARALLEL_AXIS_DP = 1u << 0,
     PLAIT_PARALLEL_AXIS_TP = 1u << 1,
-    PLAIT_PARALLEL_AXIS_PP = 1u << 2
+    PLAIT_PARALLEL_AXIS_PP = 1u << 2,
+    /* ABI 1.13. CP: the plugin takes cp ranks as sharing their dp rank's
+     * micro-batches and sums the dense gradients over mesh->dpcp_comm (and
+     * gives the optimizer that group). EP: it handles expert parameters'
+     * groups (ep_comm, edp_comm). A plugin without the bit is refused with
+     * cp > 1 (or ep > 1): its sums would miss the other ranks' shares. */
+    PLAIT_PARALLEL_AXIS_CP = 1u << 3,
+    PLAIT_PARALLEL_AXIS_EP = 1u << 4
 };
 
 /* Who finishes a step's gradients once the last backward is done, in the
