@@ -139,11 +139,12 @@ ce_fused_kernel(float *losses, float *lse_out, T *dlogits, const T *logits, cons
  * row staged in the block's shared memory: each thread copies its own
  * groups of 8 (g = threadIdx.x + k·blockDim.x) with cp.async, all in
  * flight at once, and reads them back for the max, Σexp and gradient
- * passes, so the row comes from device memory once. Measured on an H100
- * (GPT-2's 50,304 columns, chunks of 2,048 rows): ce_fused_kernel's three
- * reads took 311 µs a chunk, its re-reads missing the L2 with hundreds of
- * rows in flight; the row held in registers instead took 344 µs, its
- * ~100 registers a thread leaving room for one block a multiprocessor, so
+ * passes, so the row comes from device memory once. On an H100 (GPT-2's
+ * 50,304 columns; the figures are in
+ * docs/measurements/2026-11-26-h100-gpu-session.md, "cross-entropy")
+ * ce_fused_kernel's three reads miss the L2 with hundreds of rows in
+ * flight, and the row held in registers instead was slower still: its
+ * ~100 registers a thread leave room for one block a multiprocessor, so
  * each block's load, reductions and writes ran one after another. Staged
  * in shared memory (100.6 KB for GPT-2) two blocks fit an H100's
  * multiprocessor and one loads while the other computes and writes.
