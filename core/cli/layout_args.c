@@ -162,6 +162,7 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     const char *rc = plait_config_str(cfg, "model", "recompute");
     b->recompute = strcmp(rc, "full") == 0 ? 2 : strcmp(rc, "selective") == 0 ? 1 : 0;
     b->micro_batch = batch.micro_batch;
+    b->sp = b->tp > 1 && plait_cost_config_sp(cfg);
     a->axes.global_batch = batch.global_batch;
     /* the comm plugins that reduce hierarchically across nodes: nccl, and
      * the core's collectives unless an algorithm is forced (coll/coll_hier.c) */

@@ -10,6 +10,8 @@
  * a bf16 buffer of n elements taking (n + 1) / 2 floats before alignment. */
 static double al(double n) { return (double)(((long long)n + 15) / 16 * 16); }
 static double bh(double n) { return al((double)(((long long)n + 1) / 2)); }
+/* what sequence parallelism divides the sequence by (1 without it) */
+static double seq_cut(const plait_cost_shape *s) { return s->q > 1 ? s->q : 1; }
 
 void plait_cost_device_of(const plait_kernels *k, int64_t T, int64_t HS, plait_cost_device *out) {
     memset(out, 0, sizeof *out);
@@ -42,10 +44,15 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     s->Fl = (s->llama ? spec->ffn_hidden : 4 * s->C) / in->tp;
     s->Wq = (s->NHl + 2 * floor(spec->n_kv_head / in->tp)) * HS;
     s->Vl = in->vocab_padded > 0 ? in->vocab_padded / in->tp : spec->vocab_size;
+    s->sp = in->sp && in->tp > 1;
+    s->q = s->sp ? in->tp : 1;
+    /* the sequence-parallel path keeps bf16 activations under tp where the
+     * model's rule grants them without tp (its messages bf16 too); plain
+     * tp stays as the model runs it, float32 */
     const plait_bf16_terms terms = {.requested = in->precision == PLAIT_PRECISION_BF16,
                                     .gpt = s->gpt,
                                     .kernels = in->device && in->device->bf16_path,
-                                    .tensor_parallel = in->tensor_parallel};
+                                    .tensor_parallel = in->tensor_parallel && !s->sp};
     s->bf16 = plait_model_grants_bf16(&terms);
 }
 
@@ -60,28 +67,33 @@ static double block_floats(const plait_cost_shape *s, int kept) {
     if (s->llama) { /* slot_carve's llama branch, float32: selective drops SwiGLU's output */
         const double n[] = {BT * s->C, BT,         BT * s->Wq, BT * s->Cl,           BT * s->C, BT * s->C,
                             BT,        BT * s->Fl, BT * s->Fl, s->B * s->NHl * s->T, BT * s->Fl};
+        const int seq[] = {1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0}; /* outside the tp-split regions */
         double f = 0;
         for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
             const int dropped = s->recompute == 2 || (s->recompute == 1 && i == sizeof n / sizeof n[0] - 1);
-            if (dropped == !kept) f += al(n[i]);
+            if (dropped == !kept) f += al(seq[i] ? n[i] / seq_cut(s) : n[i]);
         }
         return f;
     }
     const double att = s->fused ? 0 : s->B * s->NHl * s->T * s->T, lse = s->fused ? s->B * s->NHl * s->T : 0;
+    /* seq: outside the tp-split regions, cut along the sequence by q */
     const struct {
         double n;
-        int gpt_only, selective, bf16;
-    } parts[] = {{BT * s->C, 1, 0, 1},      {BT, 1, 0, 0},        {BT, 1, 0, 0},
-                 {BT * 3 * s->Cl, 1, 0, 1}, {att, 1, 1, 0},       {BT * s->Cl, 1, 0, 1},
-                 {BT * s->C, 1, 0, 0},      {BT * s->C, 0, 0, 1}, {BT, 0, 0, 0},
-                 {BT, 0, 0, 0},             {BT * s->Fl, 0, 0, 1}, {BT * s->Fl, 0, 1, 1},
-                 {lse, 1, 0, 0}};
+        int gpt_only, selective, bf16, seq;
+    } parts[] = {{BT * s->C, 1, 0, 1, 1},  {BT, 1, 0, 0, 1},
+                 {BT, 1, 0, 0, 1},         {BT * 3 * s->Cl, 1, 0, 1, 0},
+                 {att, 1, 1, 0, 0},        {BT * s->Cl, 1, 0, 1, 0},
+                 {BT * s->C, 1, 0, 0, 1},  {BT * s->C, 0, 0, 1, 1},
+                 {BT, 0, 0, 0, 1},         {BT, 0, 0, 0, 1},
+                 {BT * s->Fl, 0, 0, 1, 0}, {BT * s->Fl, 0, 1, 1, 0},
+                 {lse, 1, 0, 0, 0}};
     double f = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         if (parts[i].gpt_only && !s->gpt) continue;
         int dropped = s->recompute == 2 || (s->recompute == 1 && parts[i].selective);
         if (dropped != !kept || parts[i].n <= 0) continue;
-        f += s->bf16 && parts[i].bf16 ? bh(parts[i].n) : al(parts[i].n);
+        double n = parts[i].seq ? parts[i].n / seq_cut(s) : parts[i].n;
+        f += s->bf16 && parts[i].bf16 ? bh(n) : al(n);
     }
     return f;
 }
@@ -107,13 +119,16 @@ static double stash_floats(const plait_cost_shape *s) {
 static int imax(int a, int b) { return a > b ? a : b; }
 static int imin(int a, int b) { return a < b ? a : b; }
 
+double plait_cost_message_bytes(const plait_cost_shape *s) { return s->sp && s->bf16 ? 2 : 4; }
+
 double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last) {
-    double BT = s->B * s->T, f = al(BT) * 2 + al(BT * s->C) * 2;
+    /* the residual stream and its gradient: cut along the sequence under sp */
+    double BT = s->B * s->T, BTCq = BT * s->C / seq_cut(s), f = al(BT) * 2 + al(BTCq) * 2;
     /* the residual stream at boundary l (0..L) sits between layers l and
      * l + 1: a slot holding either keeps it */
     int boundaries = imin(last, s->L) - imax(first - 1, 0) + 1;
     int blocks = imin(last, s->L) - imax(first, 1) + 1;
-    if (boundaries > 0) f += boundaries * al(BT * s->C);
+    if (boundaries > 0) f += boundaries * al(BTCq);
     if (blocks > 0) f += blocks * (block_floats(s, 1) + (s->split ? stash_floats(s) : 0));
     /* the head: ln_f's output and the logits (under bf16 activations,
      * which compute the logits a chunk at a time in the scratch, ln_f's
@@ -122,7 +137,7 @@ double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last) {
      * split backward's ln_f gradient (float32 activations: the bf16 head's
      * weight half reads what its forward left) */
     if (first <= s->L + 1 && s->L + 1 <= last)
-        f += (s->bf16 ? bh(BT * s->C) + al(s->Vl * s->C) : al(BT * s->C) + al(BT * s->Vl)) + 5 * al(BT) +
+        f += (s->bf16 ? bh(BTCq) + al(s->Vl * s->C) : al(BTCq) + al(BT * s->Vl)) + 5 * al(BT) +
              (s->split && !s->bf16 ? al(BT * s->C) : 0);
     return 4 * f;
 }

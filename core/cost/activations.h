@@ -14,7 +14,14 @@
  * block's input alone. A fused attention (the model uses the device's
  * when its kernel table has one) keeps a·s·b log-sum-exps instead of the
  * probabilities, and its backward recomputes the scores in every mode. With tensor parallelism the head-split and
- * column-split tensors shrink by t, the LayerNorm inputs do not.
+ * column-split tensors shrink by t, the LayerNorm inputs do not. With
+ * sequence parallelism (Korthikanti et al.'s section 4.2.2) they do too:
+ * the LayerNorms' inputs and outputs and statistics, the residual stream at
+ * every boundary and its gradient, ln_f's output, each cut along the
+ * sequence over the t ranks (their sbh/t·(34 + 5as/h), without the
+ * dropout), and such a layout is counted as the model's sequence-parallel
+ * path keeps it: bf16 on a bf16 run where the device has the bf16 path,
+ * its messages bf16 too.
  *
  * Where the model stores its activations in bf16 (plait_model_grants_bf16:
  * a bf16 run on a device whose kernels have the bf16 path, without tensor
@@ -59,6 +66,7 @@ typedef struct plait_cost_shape_in {
     double vocab_padded;        /* the vocabulary padded for tp (0 = unpadded) */
     int recompute;              /* 0 none, 1 selective, 2 full */
     int split;                  /* the schedule splits backwards into input and weight halves (zb1) */
+    int sp;                     /* sequence parallelism over the tp group (tp > 1) */
     plait_precision precision;  /* the run's */
     const plait_cost_device *device;
 } plait_cost_shape_in;
@@ -78,11 +86,18 @@ typedef struct plait_cost_shape {
     double HS;        /* head size */
     double att_scratch; /* the fused attention's scratch floats per sequence and head (the device's) */
     int bf16;         /* the model stores this rank's activations in bf16 (plait_model_grants_bf16) */
+    int sp;           /* sequence parallelism: the tensors outside the tp-split regions are cut by q */
+    double q;         /* the tp group's size under sequence parallelism, else 1 */
 } plait_cost_shape;
 
 /* Shapes of a rank of the model `spec` (the gpt arch's bf16 copy and
  * grant use its parameters and arch). */
 void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, const plait_cost_shape_in *in);
+
+/* Bytes an element of a TP collective or a pipeline message takes: the
+ * activations' own under sequence parallelism (bf16 where granted), else
+ * float32, as the model sends them now. */
+double plait_cost_message_bytes(const plait_cost_shape *s);
 
 /* Bytes one activation slot holds for layers [first, last] of the model
  * (0 = embedding, 1..L blocks, L+1 head): token and target ids, two

@@ -37,8 +37,9 @@
 #include "cost/cluster.h"
 
 /* What one rank of a pipeline stage does in one optimizer step, and what
- * it stores. Messages are counted in elements (float32 on the wire: the
- * residual stream, and tensor parallelism keeps float32 activations). */
+ * it stores. Messages are counted in elements of msg_bytes each (float32
+ * on the wire: the residual stream, and tensor parallelism keeps float32
+ * activations; bf16 under sequence parallelism on a bf16 run). */
 typedef struct plait_cost_rank {
     int dp, tp, pp;              /* layout sizes */
     int stage;                   /* its pipeline stage */
@@ -51,6 +52,9 @@ typedef struct plait_cost_rank {
     double recompute_flops;      /* of those, the forwards run again for recomputation */
     double act_bytes;            /* activation bytes alive at the peak, + the backward scratch */
     int bf16;                    /* the model stores its activations in bf16 (plait_model_grants_bf16) */
+    int sp;                      /* sequence parallelism: TP's all-reduces are an all-gather and a
+                                    reduce-scatter each (the same bytes), the norms' regions split */
+    double msg_bytes;            /* bytes an element of a TP or pipeline message (0 = float32's 4) */
     double weight_copy_numel;    /* then: elements of the bf16 copy of the weights the products read */
     double tp_msgs, tp_msg_elems;/* TP all-reduces per step and the elements of each */
     double pp_msgs, pp_msg_elems;/* pipeline sends per step (activations and gradients) and each's elements */

@@ -13,9 +13,9 @@
 #include "runtime/error.h"
 #include "train/preflight.h"
 
-const char *const plait_cost_axis_names[PLAIT_AXIS_N_COUNT] = {"dp",     "tp",          "pp",        "schedule",
-                                                              "chunks", "optim",       "micro_batch", "recompute",
-                                                              "bucket_mb", "comm"};
+const char *const plait_cost_axis_names[PLAIT_AXIS_N_COUNT] = {"dp",        "tp",    "pp",          "schedule",
+                                                               "chunks",    "optim", "micro_batch", "recompute",
+                                                               "bucket_mb", "comm",  "sp"};
 static const char *const recompute_names[] = {"none", "selective", "full", NULL};
 
 const char *plait_cost_recompute_name(int recompute) {
@@ -39,7 +39,7 @@ static int axis_index(const char *name, size_t len) {
 static plait_status unknown_axis(const char *name, size_t len) {
     return plait_set_error(PLAIT_ERR_INVALID_ARG,
                            "unknown axis '%.*s' (axes: dp, tp, pp, schedule, chunks, optim, micro_batch, "
-                           "recompute, bucket_mb, comm; or all)",
+                           "recompute, bucket_mb, comm, sp; or all)",
                            (int)len, name);
 }
 
@@ -98,10 +98,12 @@ plait_status plait_cost_axes_values(plait_cost_axes *axes, const char *axis, con
             snprintf(buf, sizeof buf, "%.*s", (int)len, p);
             errno = 0;
             long long v = strtoll(buf, &end, 10);
-            int lo = a == PLAIT_AXIS_N_BUCKET_MB ? 0 : 1;
-            if (errno || !end || *end || v < lo || v > 1000000)
-                return plait_set_error(PLAIT_ERR_INVALID_ARG, "--%s: '%s' is not a whole number in %d..1000000", axis,
-                                       buf, lo);
+            int lo = a == PLAIT_AXIS_N_BUCKET_MB || a == PLAIT_AXIS_N_SP ? 0 : 1;
+            long long hi = a == PLAIT_AXIS_N_SP ? 1 : 1000000;
+            if (errno || !end || *end || v < lo || v > hi)
+                return plait_set_error(PLAIT_ERR_INVALID_ARG, "--%s: '%s' is not a whole number in %d..%lld%s", axis,
+                                       buf, lo, hi,
+                                       a == PLAIT_AXIS_N_SP ? " (0: without sequence parallelism, 1: with)" : "");
             axes->num[a][k] = v;
         }
         axes->n[a]++;
@@ -183,6 +185,11 @@ static int axis_values(const plait_cost_axes *x, int a, int dp, int pp, int64_t 
     case PLAIT_AXIS_N_COMM:
         text[n++] = x->base.comm;
         break;
+    case PLAIT_AXIS_N_SP:
+        if (!vary) num[n++] = x->base.sp;
+        else
+            for (int v = 0; v <= 1; v++) num[n++] = v;
+        break;
     }
     return n;
 }
@@ -206,6 +213,7 @@ size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, si
                  * DP, neither do ZeRO and the bucket */
                 if (pp == 1) n[PLAIT_AXIS_N_SCHEDULE] = n[PLAIT_AXIS_N_CHUNKS] = 1;
                 if (dp == 1) n[PLAIT_AXIS_N_BUCKET_MB] = 1;
+                if (tp == 1) n[PLAIT_AXIS_N_SP] = 1; /* sequence parallelism splits over the tp group */
                 int i[PLAIT_AXIS_N_COUNT] = {0};
                 for (;;) {
                     plait_cost_layout l;
@@ -226,6 +234,7 @@ size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, si
                     l.bucket_mb = dp > 1 ? (int)v[PLAIT_AXIS_N_BUCKET_MB][i[PLAIT_AXIS_N_BUCKET_MB]] : 0;
                     const char *comm = t[PLAIT_AXIS_N_COMM][i[PLAIT_AXIS_N_COMM]];
                     snprintf(l.comm, sizeof l.comm, "%s", comm ? comm : "tcp");
+                    l.sp = tp > 1 && v[PLAIT_AXIS_N_SP][i[PLAIT_AXIS_N_SP]] > 0;
                     /* chunks other than the first only differ for interleaved;
                      * ZeRO with one replica is plain Adam: skip the repeats */
                     int repeat = (!interleaved && i[PLAIT_AXIS_N_CHUNKS] > 0) ||
@@ -250,6 +259,7 @@ static void name_of(const plait_cost_layout *l, int every, char *buf, size_t len
     if ((size_t)n < len) n += snprintf(buf + n, len - (size_t)n, " mb%lld %s", (long long)l->micro_batch, l->optim);
     if ((size_t)n < len && (every || l->recompute > 0))
         n += snprintf(buf + n, len - (size_t)n, " %s", plait_cost_recompute_name(l->recompute));
+    if ((size_t)n < len && l->sp) n += snprintf(buf + n, len - (size_t)n, " sp");
     if ((size_t)n < len && l->bucket_mb > 0) n += snprintf(buf + n, len - (size_t)n, " b%dM", l->bucket_mb);
     if ((size_t)n < len && strcmp(l->comm, "tcp") != 0) snprintf(buf + n, len - (size_t)n, " %s", l->comm);
 }
@@ -279,6 +289,7 @@ static int bucket_of(const char *word, long long *v) {
 
 plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *base, plait_cost_layout *out) {
     *out = *base;
+    out->sp = 0; /* a name without "sp" has none (plait plan names it where it is on) */
     int has_mb = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", text);
@@ -296,15 +307,21 @@ plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *
         else if (!strcmp(w, "adam") || (!strncmp(w, "zero", 4) && w[4] >= '1' && w[4] <= '3' && !w[5]))
             snprintf(out->optim, sizeof out->optim, "%s", w);
         else if (recompute_of(w) >= 0) out->recompute = recompute_of(w);
+        else if (!strcmp(w, "sp")) out->sp = 1;
         else if (!strcmp(w, "tcp") || !strcmp(w, "nccl") || !strcmp(w, "verbs"))
             snprintf(out->comm, sizeof out->comm, "%s", w);
         else
             return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                    "layout '%s': '%s' is not a layout word (dpN tpN ppN, a schedule gpipe|1f1b|"
                                    "interleaved|zb1, vN chunks, mbN, adam|zero1|zero2|zero3, none|selective|full, "
-                                   "bNM bucket, tcp|nccl|verbs), as plait plan prints them",
+                                   "sp, bNM bucket, tcp|nccl|verbs), as plait plan prints them",
                                    text, w);
     }
+    if (out->sp && out->tp < 2)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "layout '%s': sp (sequence parallelism) splits the sequence over the tp group: it "
+                               "needs tp 2 or more, not tp %d",
+                               text, out->tp);
     if (out->pp <= 1) {
         out->schedule[0] = 0;
         out->chunks = 1;
@@ -346,11 +363,12 @@ typedef struct collect {
     int n, cap;
     plait_precision precision;
     const plait_cost_device *device;
+    int sp; /* the layout's sequence parallelism */
 } collect;
 
 static void visit(void *ctx, const plait_layout_rank *r) {
     collect *c = ctx;
-    if (c->n < c->cap) plait_cost_rank_from_plan(r, c->precision, c->device, &c->ranks[c->n++]);
+    if (c->n < c->cap) plait_cost_rank_from_plan(r, c->precision, c->device, c->sp, &c->ranks[c->n++]);
 }
 
 void plait_cost_model_dims(const plait_config *cfg, int64_t *T, int64_t *HS) {
@@ -415,10 +433,28 @@ static plait_status rank_costs(plait_config *cfg, int all, collect *col) {
     return st;
 }
 
+const char *plait_cost_sp_refuses(const plait_cost_layout *l, int64_t T, char *why, size_t len) {
+    if (!l->sp) return NULL;
+    if (l->tp < 2)
+        snprintf(why, len, "sequence parallelism splits the sequence over the tp group: it needs tp 2 or more");
+    else if (T % l->tp != 0)
+        snprintf(why, len,
+                 "sequence parallelism splits the sequence over the tp group: [model] block_size %lld does not "
+                 "divide by tp %d (a block_size of a multiple of %d, or another tp)",
+                 (long long)T, l->tp, l->tp);
+    else return NULL;
+    return why;
+}
+
+int plait_cost_config_sp(const plait_config *cfg) {
+    plait_value v;
+    return plait_config_get(cfg, "parallel.tp", "sequence_parallel", &v) == PLAIT_OK && v.i != 0;
+}
+
 plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c, const plait_cost_device *dev,
                                       plait_cost_mem *per_rank, int cap, int *n) {
     plait_precision precision = plait_device_precision(cfg);
-    collect col = {.precision = precision, .device = dev};
+    collect col = {.precision = precision, .device = dev, .sp = plait_cost_config_sp(cfg)};
     plait_status st = rank_costs(cfg, 1, &col);
     int zero;
     double bucket, gw, pw;
@@ -499,7 +535,7 @@ void plait_cost_plans_free(plait_cost_plans *p) {
 static void plan_key(const plait_cost_layout *l, plait_cost_layout *key) {
     memset(key, 0, sizeof *key);
     key->dp = l->dp, key->tp = l->tp, key->pp = l->pp, key->chunks = l->chunks;
-    key->micro_batch = l->micro_batch, key->recompute = l->recompute;
+    key->micro_batch = l->micro_batch, key->recompute = l->recompute, key->sp = l->sp;
     memcpy(key->schedule, l->schedule, sizeof key->schedule);
     memcpy(key->comm, l->comm, sizeof key->comm);
 }
@@ -552,11 +588,16 @@ plait_status plait_cost_evaluate_with(const plait_cost_layout *l, const plait_co
     int n = plait_cost_layout_overrides(l, x->global_batch, ov);
     for (int i = 0; i < n; i++) ptr[i] = ov[i];
     plait_config *cfg = NULL;
-    collect col = {.precision = x->precision, .device = &x->device};
+    collect col = {.precision = x->precision, .device = &x->device, .sp = l->sp};
     plait_cost_layout key;
     plan_key(l, &key);
     const plan_entry *kept = NULL;
     plait_status st = x->load(x->load_ctx, n, ptr, &cfg);
+    if (st == PLAIT_OK &&
+        plait_cost_sp_refuses(l, plait_config_int(cfg, "model", "block_size"), out->why, sizeof out->why)) {
+        plait_config_free(cfg);
+        return PLAIT_OK;
+    }
     if (st == PLAIT_OK && (kept = plan_find(plans, &key)) != NULL) {
         if (!kept->valid) {
             snprintf(out->why, sizeof out->why, "%s", kept->why);

@@ -35,12 +35,24 @@ typedef struct plait_cost_layout {
     int recompute;       /* [model] recompute: 0 none, 1 selective, 2 full */
     int bucket_mb;       /* DP / ZeRO bucket size in MB (0 = the plugin's default) */
     char comm[32];       /* comm plugin */
+    int sp;              /* sequence parallelism over the tp group ([parallel.tp] sequence_parallel; tp > 1) */
 } plait_cost_layout;
 
 /* Axis names, in the order of --axes. */
-enum { PLAIT_AXIS_N_DP, PLAIT_AXIS_N_TP, PLAIT_AXIS_N_PP, PLAIT_AXIS_N_SCHEDULE, PLAIT_AXIS_N_CHUNKS,
-       PLAIT_AXIS_N_OPTIM, PLAIT_AXIS_N_MICRO_BATCH, PLAIT_AXIS_N_RECOMPUTE, PLAIT_AXIS_N_BUCKET_MB,
-       PLAIT_AXIS_N_COMM, PLAIT_AXIS_N_COUNT };
+enum {
+    PLAIT_AXIS_N_DP,
+    PLAIT_AXIS_N_TP,
+    PLAIT_AXIS_N_PP,
+    PLAIT_AXIS_N_SCHEDULE,
+    PLAIT_AXIS_N_CHUNKS,
+    PLAIT_AXIS_N_OPTIM,
+    PLAIT_AXIS_N_MICRO_BATCH,
+    PLAIT_AXIS_N_RECOMPUTE,
+    PLAIT_AXIS_N_BUCKET_MB,
+    PLAIT_AXIS_N_COMM,
+    PLAIT_AXIS_N_SP,
+    PLAIT_AXIS_N_COUNT
+};
 extern const char *const plait_cost_axis_names[PLAIT_AXIS_N_COUNT];
 
 typedef struct plait_cost_axes {
@@ -68,7 +80,7 @@ plait_status plait_cost_axes_values(plait_cost_axes *axes, const char *axis, con
 size_t plait_cost_enumerate(const plait_cost_axes *axes, plait_cost_layout *out, size_t cap);
 
 /* "dp2 tp1 pp2 1f1b mb1 adam" (then the recompute mode when not none, the
- * bucket, chunks and comm when set). */
+ * bucket, chunks and comm when set, "sp" with sequence parallelism). */
 void plait_cost_layout_name(const plait_cost_layout *l, char *buf, size_t len);
 /* The same with every word --explain reads, the recompute mode "none"
  * included (a word left out would take the config's setting there): what
@@ -159,6 +171,15 @@ plait_status plait_cost_evaluate_with(const plait_cost_layout *l, const plait_co
  * *n. Errors are the preflight's. */
 plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c, const plait_cost_device *dev,
                                       plait_cost_mem *per_rank, int cap, int *n);
+
+/* Why layout `l`'s sequence parallelism cannot split a sequence of T
+ * tokens (written to why, returned), or NULL: it needs tp > 1 and T
+ * divisible by tp. */
+const char *plait_cost_sp_refuses(const plait_cost_layout *l, int64_t T, char *why, size_t len);
+
+/* The config's [parallel.tp] sequence_parallel (0 where it is not set or
+ * the tp plugin does not declare it). */
+int plait_cost_config_sp(const plait_config *cfg);
 
 /* The device planning assumes for the model of `cfg` (finalized): on a GPU
  * cluster (gpu = 1) the cuda device (plait_cost_device_cuda), else the cpu

@@ -30,10 +30,10 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
     /* The largest message a collective runs whole needs a scratch buffer of
      * that size plus a quarter (the collectives grow it geometrically): a
      * gradient bucket under plain DP, a TP all-reduce, a pipeline message. */
-    double largest = 0, grads = b.grad * psi;
+    double largest = 0, grads = b.grad * psi, msg = r->msg_bytes > 0 ? r->msg_bytes : b.message;
     if (r->dp > 1 && j->zero == 0) largest = grads < j->bucket_bytes ? grads : j->bucket_bytes;
-    if (r->tp > 1 && b.message * r->tp_msg_elems > largest) largest = b.message * r->tp_msg_elems;
-    if (r->pp > 1 && b.message * r->pp_msg_elems > largest) largest = b.message * r->pp_msg_elems;
+    if (r->tp > 1 && msg * r->tp_msg_elems > largest) largest = msg * r->tp_msg_elems;
+    if (r->pp > 1 && msg * r->pp_msg_elems > largest) largest = msg * r->pp_msg_elems;
     out->buffers = 1.25 * largest;
     /* ZeRO's working buffers, per unit (a layer's parameters, U): stage 1
      * keeps two units in flight with their shards, 2 (U + U/n); stage 2 a

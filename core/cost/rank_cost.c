@@ -15,7 +15,7 @@ static double shard_numel(const plait_param *g, const plait_shard *sh) {
 }
 
 void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision precision, const plait_cost_device *dev,
-                               plait_cost_rank *out) {
+                               int sp, plait_cost_rank *out) {
     const plait_model_spec *spec = lr->spec;
     const plait_plan *plan = lr->plan;
     const plait_mesh *mesh = lr->mesh;
@@ -56,6 +56,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
                                           .tensor_parallel = plan->tp_ops != NULL,
                                           .vocab_padded = plan->vocab_padded > 0 ? (double)plan->vocab_padded : 0,
                                           .recompute = lr->recompute,
+                                          .sp = sp && mesh->tp > 1,
                                           .split = split,
                                           .precision = precision,
                                           .device = dev};
@@ -63,6 +64,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     /* under bf16 activations the products read a bf16 copy of their local
      * weights, the head's tied copy included (model/model.c) */
     out->bf16 = s.bf16;
+    out->sp = s.sp, out->msg_bytes = plait_cost_message_bytes(&s); /* what its messages take */
     for (int32_t g = 0; s.bf16 && g < spec->n_params; g++) {
         const plait_param *p = &spec->params[g];
         if (!LOCAL(p->layer) || !plait_model_bf16_copied(spec, g)) continue;
@@ -125,7 +127,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
             sends += (k < K - 1) + (k > 0);
         }
         out->pp_msgs = sends * plan->micro_batches;
-        out->pp_msg_elems = bsh;
+        out->pp_msg_elems = s.sp ? bsh / mesh->tp : bsh; /* under sp each rank sends its part of the sequence */
         out->bubble = plan->bubble_formula > 0 ? plan->bubble_formula
                                                : plait_cost_bubble(out->chunks > 1 ? "interleaved" : "1f1b", mesh->pp,
                                                                    plan->micro_batches, out->chunks);

@@ -11,11 +11,13 @@
 #include "train/preflight.h"
 
 /* Fill `out` for the rank `r` describes, training in `precision` on the
- * device `dev` describes. The activation bytes follow the model's slot
- * layout (model/model_slots.c: slot_carve and plait_model_scratch_get)
- * times the largest number of micro-batches the schedule keeps alive per
- * chunk, in bf16 where the model grants it (plait_model_grants_bf16). */
+ * device `dev` describes, with sequence parallelism over its tp group
+ * when `sp` (activations.h says what it splits). The activation bytes
+ * follow the model's slot layout (model/model_slots.c: slot_carve and
+ * plait_model_scratch_get) times the largest number of micro-batches the
+ * schedule keeps alive per chunk, in bf16 where the model grants it
+ * (plait_model_grants_bf16). */
 void plait_cost_rank_from_plan(const plait_layout_rank *r, plait_precision precision, const plait_cost_device *dev,
-                               plait_cost_rank *out);
+                               int sp, plait_cost_rank *out);
 
 #endif

@@ -63,7 +63,7 @@ static int by_weight(const void *a, const void *b) {
 
 /* The rule no plan is needed for that layout `l` breaks, written to why
  * with the family it sets aside, or 0. */
-static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait_cost_ctx *x,
+static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait_cost_ctx *x, int T,
                    const plait_cost_layout *l, char *family, size_t flen, char *why, size_t wlen) {
     snprintf(family, flen, "dp%d tp%d pp%d", l->dp, l->tp, l->pp);
     plait_batch b;
@@ -88,6 +88,10 @@ static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait
         return 1;
     }
     if (plait_cost_model_refuses(m, l->tp, 1, 1, why, wlen)) return 1;
+    if (l->sp && plait_cost_sp_refuses(l, T, why, wlen)) {
+        snprintf(family, flen, "dp%d tp%d pp%d sp", l->dp, l->tp, l->pp);
+        return 1;
+    }
     if (plait_cost_model_refuses(m, 1, l->pp, l->chunks, why, wlen)) {
         /* too few layers for the stages sets the whole family aside, for
          * the chunks of interleaving only that schedule */
@@ -147,7 +151,7 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     for (size_t i = 0; i < count; i++) {
         const plait_cost_layout *l = &lay[i];
         char family[96], why[512];
-        if (refused(m, axes, x, l, family, sizeof family, why, sizeof why)) {
+        if (refused(m, axes, x, block_size, l, family, sizeof family, why, sizeof why)) {
             out->refused++;
             if (add_family(&fs, family, why, 0) != 0) goto oom;
             continue;

@@ -308,6 +308,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                                     .tensor_parallel = tp > 1, /* the tp plugin's ops exist from tp 2 */
                                     .vocab_padded = tp > 1 ? t->vocab_padded : 0,
                                     .recompute = l->recompute,
+                                    .sp = l->sp && tp > 1,
                                     .split = strcmp(sched, "zb1") == 0,
                                     .precision = precision,
                                     .device = dev};
@@ -326,6 +327,8 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         r->rows = (double)l->micro_batch * spec->block_size;
         r->chunks = v;
         r->bf16 = s.bf16;
+        r->sp = s.sp;
+        r->msg_bytes = plait_cost_message_bytes(&s);
         int blocks = 0, emb = 0, head = 0;
         const double *live = all_live + (size_t)st * v;
         for (int c = 0; c < v; c++) {
@@ -356,7 +359,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
             r->tp_msg_elems = bsh;
         }
         if (p > 1) {
-            r->pp_msg_elems = bsh;
+            r->pp_msg_elems = s.sp ? bsh / tp : bsh; /* under sp each rank sends its part of the sequence */
             r->bubble = plait_cost_bubble(sched, p, mb, v);
         } else {
             r->pp_msgs = 0;

@@ -286,9 +286,12 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     for (int s = 0; s < pp; s++) {
         const plait_cost_rank *r = &stages[s];
         double compute = r->flops / alone;
-        double tp_s = r->tp_msgs * plait_cost_allreduce_bw_s(tpr.link->latency, tpr.bandwidth, tp,
-                                                               sz.message * r->tp_msg_elems);
-        double pp_s = r->pp_msgs * (ppr.link->latency + sz.message * r->pp_msg_elems / ppr.bandwidth);
+        /* an all-reduce, or under sequence parallelism an all-gather and a
+         * reduce-scatter: 2(n-1) steps of S/n either way */
+        double mb = r->msg_bytes > 0 ? r->msg_bytes : sz.message;
+        double tp_s = r->tp_msgs *
+                      plait_cost_allreduce_bw_s(tpr.link->latency, tpr.bandwidth, tp, mb * r->tp_msg_elems);
+        double pp_s = r->pp_msgs * (ppr.link->latency + mb * r->pp_msg_elems / ppr.bandwidth);
         double span = (compute + tp_s + pp_s) / (1 - r->bubble);
         if (span > crit) {
             crit = span;
@@ -313,10 +316,8 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             out->dp_hierarchical = d.hier && d.r.link == &c->inter && d.r.local > 1;
         }
         if (b > out->dp_bytes) out->dp_bytes = b;
-        if (r->tp_msgs * r->tp_msg_elems * sz.message > out->tp_bytes)
-            out->tp_bytes = r->tp_msgs * r->tp_msg_elems * sz.message;
-        if (r->pp_msgs * r->pp_msg_elems * sz.message > out->pp_bytes)
-            out->pp_bytes = r->pp_msgs * r->pp_msg_elems * sz.message;
+        if (r->tp_msgs * r->tp_msg_elems * mb > out->tp_bytes) out->tp_bytes = r->tp_msgs * r->tp_msg_elems * mb;
+        if (r->pp_msgs * r->pp_msg_elems * mb > out->pp_bytes) out->pp_bytes = r->pp_msgs * r->pp_msg_elems * mb;
         /* a GPU's memory bandwidth is its own */
         double opt = optim_bytes(r, j) / c->memory_bandwidth;
         if (c->gpu && opt > opt_max) opt_max = opt;

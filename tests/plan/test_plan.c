@@ -733,18 +733,91 @@ static void test_fit_comm(void **state) {
     unlink(path);
 }
 
+/* Sequence parallelism cuts along the sequence what tp leaves whole: per
+ * block the LayerNorms' outputs and statistics and the attention's residual
+ * output, and the slot's residual stream at its boundaries and its two
+ * gradient buffers (float32 here: 7·BT·C + 4·BT floats of a one-block slot);
+ * tp's own cuts stay. On a bf16 run it is counted as the model's
+ * sequence-parallel path keeps it: bf16 activations and bf16 messages,
+ * where plain tp keeps float32 ones. */
+static void test_sequence_parallel_activations(void **state) {
+    (void)state;
+    const plait_model_spec spec = {.struct_size = sizeof spec,
+                                   .arch = "gpt",
+                                   .n_layer = 2,
+                                   .n_head = 8,
+                                   .n_embd = 64,
+                                   .block_size = 64,
+                                   .vocab_size = 512,
+                                   .n_kv_head = 8};
+    const double t = 4, BT = 64, C = 64;
+    plait_cost_shape_in in = {.B = 1, .tp = 4, .tensor_parallel = 1, .precision = PLAIT_PRECISION_FP32};
+    plait_cost_shape a, b;
+    plait_cost_shape_init(&a, &spec, &in);
+    in.sp = 1;
+    plait_cost_shape_init(&b, &spec, &in);
+    NEAR(plait_cost_slot_bytes(&a, 1, 1) - plait_cost_slot_bytes(&b, 1, 1), 4 * (1 - 1 / t) * (7 * BT * C + 4 * BT));
+    /* the head's tp-split logits stay, its ln_f output is cut */
+    NEAR(plait_cost_slot_bytes(&a, 3, 3) - plait_cost_slot_bytes(&b, 3, 3), 4 * (1 - 1 / t) * (4 * BT * C));
+    assert_int_equal(plait_cost_message_bytes(&b), 4);
+    /* bf16 on the cuda device: granted with sp, not with plain tp */
+    plait_cost_device cuda;
+    plait_cost_device_cuda(64, 8, &cuda);
+    in.precision = PLAIT_PRECISION_BF16;
+    in.device = &cuda;
+    in.sp = 0;
+    plait_cost_shape_init(&a, &spec, &in);
+    in.sp = 1;
+    plait_cost_shape_init(&b, &spec, &in);
+    assert_false(a.bf16);
+    assert_true(b.bf16);
+    assert_int_equal(plait_cost_message_bytes(&a), 4);
+    assert_int_equal(plait_cost_message_bytes(&b), 2);
+    assert_true(plait_cost_slot_bytes(&b, 1, 1) < plait_cost_slot_bytes(&a, 1, 1) / 2);
+    /* tp 1 has no sequence parallelism to count */
+    in.tp = 1;
+    in.tensor_parallel = 0;
+    plait_cost_shape_init(&b, &spec, &in);
+    assert_false(b.sp);
+    /* and a layout name says it, read back; sp without tp is refused */
+    plait_cost_layout
+        l = {.dp = 2, .tp = 4, .pp = 1, .chunks = 1, .optim = "adam", .micro_batch = 1, .sp = 1, .comm = "tcp"},
+        back;
+    char name[128], why[256];
+    plait_cost_layout_name(&l, name, sizeof name);
+    assert_string_equal(name, "dp2 tp4 pp1 mb1 adam sp");
+    assert_int_equal(plait_cost_layout_parse(name, &l, &back), PLAIT_OK);
+    assert_true(back.sp);
+    assert_int_equal(plait_cost_layout_parse("dp2 tp4 pp1", &l, &back), PLAIT_OK);
+    assert_false(back.sp);
+    assert_int_not_equal(plait_cost_layout_parse("dp8 tp1 pp1 sp", &l, &back), PLAIT_OK);
+    assert_null(plait_cost_sp_refuses(&l, 64, why, sizeof why));
+    assert_non_null(plait_cost_sp_refuses(&l, 66, why, sizeof why));
+    assert_non_null(strstr(why, "block_size 66 does not divide by tp 4"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_link_formulas),           cmocka_unit_test(test_bubble),
-        cmocka_unit_test(test_stored_bytes),         cmocka_unit_test(test_time_hierarchy),
-        cmocka_unit_test(test_memory_zero_formulas),    cmocka_unit_test(test_time_pipeline_on_gpus),
-        cmocka_unit_test(test_time_shared_cpu_cores),   cmocka_unit_test(test_time_cpu_rows),
-        cmocka_unit_test(test_time_cpu_pipeline),       cmocka_unit_test(test_spearman),          cmocka_unit_test(test_sweep_groups),
+        cmocka_unit_test(test_link_formulas),
+        cmocka_unit_test(test_bubble),
+        cmocka_unit_test(test_stored_bytes),
+        cmocka_unit_test(test_time_hierarchy),
+        cmocka_unit_test(test_memory_zero_formulas),
+        cmocka_unit_test(test_time_pipeline_on_gpus),
+        cmocka_unit_test(test_time_shared_cpu_cores),
+        cmocka_unit_test(test_time_cpu_rows),
+        cmocka_unit_test(test_time_cpu_pipeline),
+        cmocka_unit_test(test_spearman),
+        cmocka_unit_test(test_sweep_groups),
         cmocka_unit_test(test_table_columns_aligned),
-        cmocka_unit_test(test_enumerate_default_axes),  cmocka_unit_test(test_enumerate_bounds_and_optim),
-        cmocka_unit_test(test_cluster_examples),        cmocka_unit_test(test_cluster_errors),
-        cmocka_unit_test(test_fit_comm),                cmocka_unit_test(test_cluster_precision),
+        cmocka_unit_test(test_enumerate_default_axes),
+        cmocka_unit_test(test_enumerate_bounds_and_optim),
+        cmocka_unit_test(test_cluster_examples),
+        cmocka_unit_test(test_cluster_errors),
+        cmocka_unit_test(test_fit_comm),
+        cmocka_unit_test(test_cluster_precision),
         cmocka_unit_test(test_stages_match_plans),
+        cmocka_unit_test(test_sequence_parallel_activations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
