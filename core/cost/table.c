@@ -140,15 +140,18 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     plait_cost_bytes b;
     plait_cost_bytes_of(&b);
     const plait_cost_rank *bs = &stages[t->busiest];
+    double msg = bs->msg_bytes > 0 ? bs->msg_bytes : b.message;
+    const char *dtype = msg < 4 ? "bf16" : "float32";
     if (l->tp > 1)
-        fprintf(out, "  TP  %d ranks on %s: %.0f all-reduces of %.2f MiB (float32 activations): %.4f s, all on the "
-                     "critical path\n",
-                l->tp, t->tp_link, bs->tp_msgs, b.message * bs->tp_msg_elems / MiB, t->tp_s);
+        fprintf(out, "  TP  %d ranks on %s: %.0f %s of %.2f MiB (%s activations): %.4f s, all on the critical path\n",
+                l->tp, t->tp_link, bs->tp_msgs,
+                bs->sp ? "all-gather + reduce-scatter pairs (sequence parallelism)" : "all-reduces",
+                msg * bs->tp_msg_elems / MiB, dtype, t->tp_s);
     else
         fprintf(out, "  TP  none (tp 1)\n");
     if (l->pp > 1)
-        fprintf(out, "  PP  %.0f sends of %.2f MiB on %s: %.4f s on the critical path\n", bs->pp_msgs,
-                b.message * bs->pp_msg_elems / MiB, t->pp_link, t->pp_s);
+        fprintf(out, "  PP  %.0f sends of %.2f MiB (%s) on %s: %.4f s on the critical path\n", bs->pp_msgs,
+                msg * bs->pp_msg_elems / MiB, dtype, t->pp_link, t->pp_s);
     else
         fprintf(out, "  PP  none (pp 1)\n");
     if (l->dp > 1)
