@@ -116,6 +116,17 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
         return 2;
     }
     a->axes.vary |= explicit_axes;
+    /* a sweep runs each layout: sequence parallelism only where the tp
+     * plugin reads [parallel.tp] sequence_parallel, which the layout's
+     * overrides do not set (the planner weighs it from the model's shape) */
+    if (sweep && (explicit_axes >> PLAIT_AXIS_N_SP & 1u)) {
+        fprintf(stderr,
+                "plait %s: --sp: a sweep measures each layout as the config runs it; set [parallel.tp] "
+                "sequence_parallel in the config instead (plait plan weighs --sp 0,1)\n",
+                cmd);
+        return 2;
+    }
+    if (sweep) a->axes.vary &= ~(1u << PLAIT_AXIS_N_SP);
     a->axes.ranks = a->ranks;
     return 0;
 }

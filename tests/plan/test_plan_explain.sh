@@ -14,7 +14,7 @@ CL=$PLAIT_SOURCE_DIR/configs/clusters/dgx-a100.ini
 
 check() { # NAME RANKS OVERRIDES...
   local name=$1 ranks=$2; shift 2
-  "$PLAIT_BIN" plan "$CFG" --ranks "$ranks" --cluster "$CL" --top all --micro_batch 1,2 "$@" >"$W/$name.out" \
+  "$PLAIT_BIN" plan "$CFG" --ranks "$ranks" --cluster "$CL" --top all "$@" >"$W/$name.out" \
     2>"$W/$name.err" || fail "plan $name: $(cat "$W/$name.out" "$W/$name.err")"
   local rows=0 layout tokens mem got
   # a row: rank, the layout's words, tokens/s, 7 columns, mem_MiB, fits
@@ -32,5 +32,5 @@ check() { # NAME RANKS OVERRIDES...
   echo "$name: $rows rows, each explained with the table's figures"
 }
 
-check bf16 4 model.recompute=selective run.precision=bf16
-check fp32 2 model.recompute=full run.precision=fp32
+check bf16 4 --micro_batch 2 --optim adam,zero1 model.recompute=selective run.precision=bf16
+check fp32 2 --micro_batch 1 model.recompute=full run.precision=fp32
