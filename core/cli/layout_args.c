@@ -164,6 +164,7 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     b->recompute = strcmp(rc, "full") == 0 ? 2 : strcmp(rc, "selective") == 0 ? 1 : 0;
     b->micro_batch = batch.micro_batch;
     a->axes.global_batch = batch.global_batch;
+    a->axes.offload_params = plait_config_get(cfg, "optim", "offload_params", &v) == PLAIT_OK && v.i;
     /* the comm plugins that reduce hierarchically across nodes: nccl, and
      * the core's collectives unless an algorithm is forced (coll/coll_hier.c) */
     const char *algo = plait_config_str(cfg, "comm", "algorithm");
