@@ -236,9 +236,11 @@ size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, si
                     snprintf(l.comm, sizeof l.comm, "%s", comm ? comm : "tcp");
                     l.sp = tp > 1 && v[PLAIT_AXIS_N_SP][i[PLAIT_AXIS_N_SP]] > 0;
                     /* chunks other than the first only differ for interleaved;
-                     * ZeRO with one replica is plain Adam: skip the repeats */
+                     * ZeRO with one replica is plain Adam (but for ZeRO-3
+                     * offloading its parameters): skip the repeats */
                     int repeat = (!interleaved && i[PLAIT_AXIS_N_CHUNKS] > 0) ||
-                                 (dp == 1 && strcmp(l.optim, "adam") != 0 && ((x->vary >> PLAIT_AXIS_N_OPTIM) & 1u));
+                                 (dp == 1 && strcmp(l.optim, "adam") != 0 && ((x->vary >> PLAIT_AXIS_N_OPTIM) & 1u) &&
+                                  !(x->offload_params && strcmp(l.optim, "zero3") == 0));
                     if (!repeat) {
                         if (count < cap) out[count] = l;
                         count++;
@@ -529,6 +531,10 @@ void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l
         snprintf(out->why, sizeof out->why,
                  "disk over the limit: %.1f MiB of offloaded optimizer state per node, %.1f MiB free in offload_path",
                  disk / 1048576.0, x->offload_disk_free / 1048576.0);
+    }
+    if (x->offload_params && j.zero != 3) { /* the optimizer refuses it (plugins/optim/README.md) */
+        out->fits = 0;
+        snprintf(out->why, sizeof out->why, "[optim] offload_params = true: only zero3 shards the parameters");
     }
 }
 

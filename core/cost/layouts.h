@@ -66,6 +66,9 @@ typedef struct plait_cost_axes {
     /* The config's own settings, for the axes that do not vary. */
     int64_t global_batch;
     plait_cost_layout base;
+    /* [optim] offload_params: ZeRO-3 at dp 1 keeps its parameter shards off
+     * the device, so it is not plain Adam and is weighed on its own */
+    int offload_params;
 } plait_cost_axes;
 
 /* Parse "dp,tp,pp,schedule" (or "all") into axes->vary; "AXIS=v1,v2"

@@ -4,7 +4,8 @@
 #    disk per rank, not in the device's total) and refuses an offload_path
 #    that is missing, or whose free space cannot hold the ranks' files,
 #    naming the path, its free space and what is needed;
-#  - `plait plan` shows the offloaded bytes apart from the rank's memory;
+#  - `plait plan` shows the offloaded bytes apart from the rank's memory,
+#    and with offload_params weighs ZeRO-3 at dp 1;
 #  - `plait train` refuses offload = nvme without offload_path, a missing
 #    path and offload_params with another optimizer than zero3 before step
 #    1, and warns (naming the path) about a tmpfs.
@@ -36,6 +37,15 @@ grep -qE "offload_path = $E2E_WORK/disk has [0-9.]+ [KMGT]?i?B free and the opti
 out=$("$PLAIT_BIN" plan "$CFG" --ranks 1 --explain dp1 "${N[@]}" 2>&1) || fail "plan --explain failed: $out"
 grep -qE '^  optimizer +0\.00 GiB' <<<"$out" || fail "plan counts the offloaded state on the rank: $out"
 grep -qE '^  offloaded +[0-9.]+ GiB of host memory, [0-9.]+ GiB on disk' <<<"$out" || fail "plan shows no offloaded state: $out"
+
+# with offload_params the search weighs ZeRO-3 at dp 1 (no longer plain Adam)
+# and sets aside the optimizers that refuse it; without, dp 1 is adam alone
+out=$("$PLAIT_BIN" plan "$CFG" --ranks 1 --axes optim "${N[@]}" optim.offload_params=true 2>&1) ||
+  fail "plan with offload_params failed: $out"
+grep -qE '^ +1 +dp1 tp1 pp1 .* zero3 ' <<<"$out" || fail "plan does not weigh zero3 at dp 1 with offload_params: $out"
+grep -qE '^ +[0-9]+ +dp1 .* adam ' <<<"$out" && fail "plan keeps adam, which refuses offload_params: $out"
+out=$("$PLAIT_BIN" plan "$CFG" --ranks 1 --axes optim 2>&1) || fail "plan failed: $out"
+grep -qE '^ +[0-9]+ +dp1 .* zero3 ' <<<"$out" && fail "plan weighs zero3 at dp 1 without offload: $out"
 
 S=(run.steps=1 run.eval_every=0 run.progress=off)
 train_refused no_path "offload = nvme needs [optim] offload_path" "${S[@]}" optim.offload=nvme \
