@@ -66,6 +66,8 @@ layout_error "stages: gap: layer 2 is in no stage" parallel.plugin=hybrid parall
 # the sequence: the keys named, and what would work
 layout_error "\[parallel.tp\] sequence_parallel = true needs tensor parallelism, but \[parallel\] tp = 1: set \[parallel\] tp >= 2" \
   parallel.plugin=hybrid parallel.dp=2 parallel.tp.sequence_parallel=true
+layout_error "\[parallel.tp\] sequence_parallel = true needs tensor parallelism, but \[parallel\] tp = 1" \
+  parallel.plugin=dp parallel.dp=2 parallel.tp.sequence_parallel=true
 # (one rank: refused by its set-up, before step 1)
 for cmd in "config check" train; do
   if $P $cmd "$CFG" run.out_dir="$E2E_WORK/sp1" parallel.plugin=tp parallel.tp.sequence_parallel=true \

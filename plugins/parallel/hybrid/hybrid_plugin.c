@@ -65,16 +65,6 @@ static plait_status hybrid_create(const plait_parallel_init *init, void **out) {
         return host->set_error(PLAIT_ERR_INVALID_CONFIG,
                                "[parallel.pp] virtual_stages = %lld needs [parallel] pp >= 2 (pp is 1)", (long long)v.i);
     }
-    /* likewise sequence parallelism without a tp group */
-    if (sizes[AX_TP] == 1 && host->config_get(init->config, "parallel.tp", "sequence_parallel", &v) == PLAIT_OK &&
-        v.i != 0) {
-        hybrid_destroy(s);
-        return host->set_error(
-            PLAIT_ERR_INVALID_CONFIG,
-            "[parallel.tp] sequence_parallel = true needs tensor parallelism, but [parallel] tp = 1: "
-            "set [parallel] tp >= 2 (dividing [model] n_head and block_size) or "
-            "sequence_parallel = false");
-    }
     for (int a = 0; a < N_AX; a++) {
         if (a != AX_DP && sizes[a] == 1) continue;
         s->ops[a] = host->plugin_ops(PLAIT_KIND_PARALLEL, ax_name[a]);
