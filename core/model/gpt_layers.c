@@ -6,6 +6,11 @@
  * (all-reduce forward) after the row-parallel c_proj and the
  * vocabulary-parallel embedding, and a cross-entropy that combines per-row
  * max, Σexp and target logit across ranks instead of gathering logits.
+ * Under sequence parallelism (tp_conjugates.c) the norms and the residual
+ * stream hold this rank's rows only: an all-gather of ln_1's (ln_f's)
+ * output before c_attn (lm_head: the logits are computed over every row,
+ * as Megatron-LM gathers before its vocabulary-parallel logits), a
+ * reduce-scatter after c_proj and the embedding.
  */
 #include "model/model_internal.h"
 #include "model/ring_attention.h"
@@ -34,12 +39,17 @@ plait_status plait_gpt_embedding_forward(plait_model *m, model_slot *s) {
         return PLAIT_OK;
     }
     /* each rank contributes its vocabulary rows, zeros elsewhere; g sums them
-     * exactly (x + 0 = x), then the replicated positions are added */
-    m->k->embedding_forward_vocab(out, s->tokens, p.wte, m->vocab_start, m->Vl, NULL, m->B, m->T,
-                                    m->C);
-    st = m->tp_ops->exit_forward(m->tp_ops->ctx, out, (size_t)(m->B * m->T * m->C));
-    if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce of the embedding", 0);
-    m->k->add_positions(out, p.wpe, m->B, m->T, m->C);
+     * exactly (x + 0 = x), then the replicated positions are added: to this
+     * rank's rows, a run of consecutive positions per sequence they cross */
+    float *part = plait_tp_partial(m, out);
+    m->k->embedding_forward_vocab(part, s->tokens, p.wte, m->vocab_start, m->Vl, NULL, m->B, m->T, m->C);
+    st = plait_tp_sum(m, part, out, "of the embedding", 0);
+    if (st != PLAIT_OK) return st;
+    for (int64_t row = m->row0; row < m->row0 + m->R;) {
+        const int64_t t = row % m->T, n = m->T - t < m->row0 + m->R - row ? m->T - t : m->row0 + m->R - row;
+        m->k->add_positions(out + (row - m->row0) * m->C, p.wpe + t * m->C, 1, n, m->C);
+        row += n;
+    }
     return PLAIT_OK;
 }
 
@@ -47,9 +57,11 @@ plait_status plait_gpt_embedding_backward(plait_model *m, model_slot *s) {
     embedding_params g;
     plait_status st = plait_model_embedding_params(m, PARAM_GRAD, &g);
     if (st != PLAIT_OK) return st;
-    m->k->embedding_backward_vocab(g.wte, m->cp > 1 ? NULL : g.wpe, s->gbuf[0], s->tokens, m->vocab_start, m->Vl, m->B,
-                                   m->T, m->C);
-    if (m->cp > 1) plait_cp_positions_backward(m, g.wpe, s->gbuf[0]);
+    const float *d;
+    if ((st = plait_tp_grad_full(m, s->gbuf[0], &d, "of the embedding", 0)) != PLAIT_OK) return st;
+    m->k->embedding_backward_vocab(g.wte, m->cp > 1 ? NULL : g.wpe, d, s->tokens, m->vocab_start, m->Vl, m->B, m->T,
+                                   m->C);
+    if (m->cp > 1) plait_cp_positions_backward(m, g.wpe, d);
     return PLAIT_OK;
 }
 
@@ -57,12 +69,14 @@ plait_status plait_gpt_embedding_backward(plait_model *m, model_slot *s) {
 
 plait_status plait_gpt_attention_forward(plait_model *m, model_slot *s, int32_t layer,
                                          const float *x) {
-    const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
+    const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl, R = m->R;
     block_acts *a = &s->blocks[layer - 1];
     half_params p;
     plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN1_W, &p);
     if (st != PLAIT_OK) return st;
-    m->k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p.ln_w, p.ln_b, BT, C);
+    float *ln = plait_tp_local(m, a->ln1);
+    m->k->layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, x, p.ln_w, p.ln_b, R, C);
+    if ((st = plait_tp_gather(m, ln, a->ln1, "before attn.c_attn", layer)) != PLAIT_OK) return st;
     m->k->matmul_forward(a->qkv, a->ln1, p.in_w, p.in_b, BT, C, 3 * Cl);
     if (m->cp > 1) st = plait_ring_attention_forward(m, layer, a->atty, a->lse, a->qkv, m->NHl, m->NHl);
     else if (m->fused_attn) /* its scratch came with the first slot */
@@ -74,24 +88,29 @@ plait_status plait_gpt_attention_forward(plait_model *m, model_slot *s, int32_t 
         m->k->matmul_forward_residual(a->res2, x, a->atty, p.out_w, p.out_b, BT, Cl, C);
         return PLAIT_OK;
     }
-    m->k->matmul_forward(a->res2, a->atty, p.out_w, NULL, BT, Cl, C);
-    st = m->tp_ops->exit_forward(m->tp_ops->ctx, a->res2, (size_t)(BT * C));
-    if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce after attn.c_proj", layer);
-    m->k->add_bias_residual(a->res2, x, p.out_b, BT, C);
+    float *part = plait_tp_partial(m, a->res2);
+    m->k->matmul_forward(part, a->atty, p.out_w, NULL, BT, Cl, C);
+    if ((st = plait_tp_sum(m, part, a->res2, "after attn.c_proj", layer)) != PLAIT_OK) return st;
+    m->k->add_bias_residual(a->res2, x, p.out_b, R, C);
     return PLAIT_OK;
 }
 
 /* The attention half's input gradient up to (not including) ln_1: with dx
- * holding d(res2), leaves d(ln_1's output), TP-reduced, in the scratch
- * s_dln and c_attn's output gradient in s_dqkv. */
+ * holding d(res2) (this rank's rows; over all of them in *dres2 after),
+ * leaves d(ln_1's output), TP-reduced, in the scratch s_dln and c_attn's
+ * output gradient in s_dqkv. */
 static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t layer, const half_params *p,
-                                          const half_params *dp, const float *dx) {
+                                          const half_params *dp, const float *dx_rows, const float **dres2) {
     const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
     block_acts *a = &s->blocks[layer - 1];
+    const float *dx;
+    plait_status st = plait_tp_grad_full(m, dx_rows, &dx, "after attn.c_proj", layer);
+    if (st != PLAIT_OK) return st;
+    *dres2 = dx;
     m->k->matmul_backward(m->s_datty, dp ? dp->out_w : NULL, dp ? dp->out_b : NULL, dx, a->atty, p->out_w, BT, Cl,
                           C);
     if (m->cp > 1) {
-        plait_status st = plait_ring_attention_backward(m, layer, m->s_dqkv, m->s_datty, a->qkv, a->atty, a->lse,
+        st = plait_ring_attention_backward(m, layer, m->s_dqkv, m->s_datty, a->qkv, a->atty, a->lse,
                                                         m->NHl, m->NHl);
         if (st != PLAIT_OK) return st;
     } else if (m->fused_attn)
@@ -103,12 +122,7 @@ static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t
     m->k->matmul_backward(m->s_dln, dp ? dp->in_w : NULL, dp ? dp->in_b : NULL, m->s_dqkv, a->ln1, p->in_w, BT, C,
                           3 * Cl);
     if (dp) m->k->copy(dp->in_b + Cl, m->s_datt, (size_t)Cl);
-    if (m->tp_ops) {
-        plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
-        if (st != PLAIT_OK)
-            return plait_model_tp_error(m, st, "all-reduce of the gradient before attn.c_attn", layer);
-    }
-    return PLAIT_OK;
+    return plait_tp_grad_sum(m, m->s_dln, "before attn.c_attn", layer);
 }
 
 /* c_proj's, c_attn's (unless the input half's products computed them:
@@ -118,9 +132,11 @@ static plait_status attention_weight_grads(plait_model *m, model_slot *s, int32_
     const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
     block_acts *a = &s->blocks[layer - 1];
     half_params dp = *grads;
+    norm_grads ng;
     if (products_done) {
-        m->k->layernorm_backward(NULL, dp.ln_w, dp.ln_b, g->dln1, x, NULL, a->ln1_mean, a->ln1_rstd, BT, C);
-        return PLAIT_OK;
+        ng = plait_tp_norm_grads(m, dp.ln_w, dp.ln_b);
+        m->k->layernorm_backward(NULL, ng.w, ng.b, g->dln1, x, NULL, a->ln1_mean, a->ln1_rstd, m->R, C);
+        return plait_tp_norm_grads_sum(m, &ng, layer);
     }
     m->k->matmul_backward(NULL, dp.out_w, dp.out_b, g->dres2, a->atty, NULL, BT, Cl, C);
     /* The key bias cannot change the output (softmax is invariant to adding
@@ -132,8 +148,9 @@ static plait_status attention_weight_grads(plait_model *m, model_slot *s, int32_
     m->k->copy(m->s_datt, dp.in_b + Cl, (size_t)Cl);
     m->k->matmul_backward(NULL, dp.in_w, dp.in_b, g->dqkv, a->ln1, NULL, BT, C, 3 * Cl);
     m->k->copy(dp.in_b + Cl, m->s_datt, (size_t)Cl);
-    m->k->layernorm_backward(NULL, dp.ln_w, dp.ln_b, g->dln1, x, NULL, a->ln1_mean, a->ln1_rstd, BT, C);
-    return PLAIT_OK;
+    ng = plait_tp_norm_grads(m, dp.ln_w, dp.ln_b);
+    m->k->layernorm_backward(NULL, ng.w, ng.b, g->dln1, x, NULL, a->ln1_mean, a->ln1_rstd, m->R, C);
+    return plait_tp_norm_grads_sum(m, &ng, layer);
 }
 
 /* On entry dx holds d(res2); the input half leaves d(x) there (and, under a
@@ -142,29 +159,31 @@ static plait_status attention_weight_grads(plait_model *m, model_slot *s, int32_
  * before ln_1's input gradient overwrites d(res2). */
 plait_status plait_gpt_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x, float *dx,
                                           bwd_part part, const block_grads *g) {
-    const int64_t BT = m->B * m->T, C = m->C;
+    const int64_t BT = m->B * m->T, C = m->C, R = m->R;
     block_acts *a = &s->blocks[layer - 1];
     half_params p, dp;
+    const float *dres2 = dx;
     plait_status st = PLAIT_OK;
     if (part & BWD_INPUT) st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN1_W, &p);
     if (st == PLAIT_OK && (part & BWD_WEIGHT)) st = plait_model_half_params(m, PARAM_GRAD, layer, BP_LN1_W, &dp);
     /* in one pass each product's input and weight gradients come from one
      * call, which reads (and converts) its output gradient once */
-    if (st == PLAIT_OK && (part & BWD_INPUT)) st = attention_input_grads(m, s, layer, &p, part == BWD_ALL ? &dp : NULL, dx);
+    if (st == PLAIT_OK && (part & BWD_INPUT))
+        st = attention_input_grads(m, s, layer, &p, part == BWD_ALL ? &dp : NULL, dx, &dres2);
     if (st != PLAIT_OK) return st;
     if (part == BWD_INPUT) {
-        plait_model_keep(m, g->dres2, dx, (size_t)(BT * C));
+        plait_model_keep(m, g->dres2, dres2, (size_t)(BT * C));
         plait_model_keep(m, g->dqkv, m->s_dqkv, (size_t)(BT * 3 * m->Cl));
-        plait_model_keep(m, g->dln1, m->s_dln, (size_t)(BT * C));
+        plait_model_keep(m, g->dln1, m->s_dln, (size_t)(R * C));
     }
     if (part == BWD_ALL && m->fused_ln) { /* ln_1's input gradient into dx and its parameters', one pass */
-        m->k->layernorm_backward_fused(dx, dx, dp.ln_w, dp.ln_b, m->s_dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd, BT,
-                                       C);
-        return PLAIT_OK;
+        norm_grads ng = plait_tp_norm_grads(m, dp.ln_w, dp.ln_b);
+        m->k->layernorm_backward_fused(dx, dx, ng.w, ng.b, m->s_dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd, R, C);
+        return plait_tp_norm_grads_sum(m, &ng, layer);
     }
     if (part & BWD_WEIGHT) st = attention_weight_grads(m, s, layer, x, g, &dp, part == BWD_ALL);
     if (st != PLAIT_OK || !(part & BWD_INPUT)) return st;
-    m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd, BT, C);
+    m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd, R, C);
     return PLAIT_OK;
 }
 
@@ -176,8 +195,9 @@ plait_status plait_gpt_head_forward(plait_model *m, model_slot *s) {
     head_params p;
     plait_status st = plait_model_head_params(m, PARAM_DATA, &p);
     if (st != PLAIT_OK) return st;
-    m->k->layernorm_forward(s->lnf, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], p.ln_w, p.ln_b,
-                              BT, C);
+    float *ln = plait_tp_local(m, s->lnf);
+    m->k->layernorm_forward(ln, s->lnf_mean, s->lnf_rstd, s->bound[d->n_layer], p.ln_w, p.ln_b, m->R, C);
+    if ((st = plait_tp_gather(m, ln, s->lnf, "before lm_head", d->n_layer + 1)) != PLAIT_OK) return st;
     m->k->matmul_forward(s->logits, s->lnf, p.w, NULL, BT, C, Vl);
     return plait_head_loss(m, s);
 }
@@ -247,7 +267,7 @@ plait_status plait_head_dlogits(plait_model *m, model_slot *s) {
 plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part part, float *dln) {
     const plait_model_desc *d = m->desc;
     const int32_t layer = d->n_layer + 1;
-    const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl;
+    const int64_t BT = m->B * m->T, C = m->C, Vl = m->Vl, R = m->R;
     if (part & BWD_INPUT) {
         head_params p;
         plait_status st = plait_head_dlogits(m, s);
@@ -258,29 +278,27 @@ plait_status plait_gpt_head_backward(plait_model *m, model_slot *s, bwd_part par
         head_params dp = {0};
         if (part == BWD_ALL && (st = plait_model_head_params(m, PARAM_GRAD, &dp)) != PLAIT_OK) return st;
         m->k->matmul_backward(m->s_dln, dp.w, NULL, s->logits, s->lnf, p.w, BT, C, Vl);
-        if (m->tp_ops) {
-            st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
-            if (st != PLAIT_OK)
-                return plait_model_tp_error(m, st, "all-reduce of the gradient before lm_head", layer);
-        }
-        plait_model_keep(m, dln, m->s_dln, (size_t)(BT * C));
+        if ((st = plait_tp_grad_sum(m, m->s_dln, "before lm_head", layer)) != PLAIT_OK) return st;
+        plait_model_keep(m, dln, m->s_dln, (size_t)(R * C));
         float *dx = s->gbuf[d->n_layer & 1];
         if (part == BWD_ALL && m->fused_ln) { /* dx written (no zeroing first), ln_f's parameters too */
-            m->k->layernorm_backward_fused(dx, NULL, dp.ln_w, dp.ln_b, m->s_dln, s->bound[d->n_layer], p.ln_w,
-                                           s->lnf_mean, s->lnf_rstd, BT, C);
-            return PLAIT_OK;
+            norm_grads ng = plait_tp_norm_grads(m, dp.ln_w, dp.ln_b);
+            m->k->layernorm_backward_fused(dx, NULL, ng.w, ng.b, m->s_dln, s->bound[d->n_layer], p.ln_w, s->lnf_mean,
+                                           s->lnf_rstd, R, C);
+            return plait_tp_norm_grads_sum(m, &ng, layer);
         }
-        m->k->zero(dx, (size_t)(BT * C));
-        m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, s->bound[d->n_layer], p.ln_w, s->lnf_mean,
-                                 s->lnf_rstd, BT, C);
+        m->k->zero(dx, (size_t)(R * C));
+        m->k->layernorm_backward(dx, NULL, NULL, m->s_dln, s->bound[d->n_layer], p.ln_w, s->lnf_mean, s->lnf_rstd, R,
+                                 C);
     }
     if (part & BWD_WEIGHT) {
         head_params dp;
         plait_status st = plait_model_head_params(m, PARAM_GRAD, &dp);
         if (st != PLAIT_OK) return st;
         if (part != BWD_ALL) m->k->matmul_backward(NULL, dp.w, NULL, s->logits, s->lnf, NULL, BT, C, Vl);
-        m->k->layernorm_backward(NULL, dp.ln_w, dp.ln_b, dln, s->bound[d->n_layer], NULL, s->lnf_mean,
-                                 s->lnf_rstd, BT, C);
+        norm_grads ng = plait_tp_norm_grads(m, dp.ln_w, dp.ln_b);
+        m->k->layernorm_backward(NULL, ng.w, ng.b, dln, s->bound[d->n_layer], NULL, s->lnf_mean, s->lnf_rstd, R, C);
+        return plait_tp_norm_grads_sum(m, &ng, layer);
     }
     return PLAIT_OK;
 }

@@ -17,7 +17,10 @@
  * column-parallel, o_proj and down_proj row-parallel, the vocabulary-
  * parallel embedding and head; g (all-reduce forward) after the
  * row-parallel products and the embedding, f (all-reduce of the input
- * gradient) before the column-parallel ones.
+ * gradient) before the column-parallel ones. Under sequence parallelism
+ * (tp_conjugates.c) the RMSNorms and the residual stream hold this rank's
+ * rows: an all-gather of the norm's output before q/k/v, gate/up and
+ * lm_head, a reduce-scatter after o_proj, down_proj and the embedding.
  *
  * [model] recompute: selective drops SwiGLU's output (rebuilt from gate's
  * and up's), full keeps the block's input alone and reruns the block up
@@ -29,34 +32,40 @@
 #include "model/ring_attention.h"
 #include "runtime/error.h"
 
-/* Megatron's conjugate operators (no-ops without tensor parallelism): g
- * after a row-parallel product (the partial sums all-reduced), f's
- * backward before a column-parallel one's input gradient is used. */
-static plait_status g_forward(plait_model *m, float *x, const char *what, int32_t layer) {
-    if (!m->tp_ops) return PLAIT_OK;
-    plait_status st = m->tp_ops->exit_forward(m->tp_ops->ctx, x, (size_t)(m->B * m->T * m->C));
-    return st == PLAIT_OK ? PLAIT_OK : plait_model_tp_error(m, st, what, layer);
-}
-
-static plait_status f_backward(plait_model *m, float *dx, const char *what, int32_t layer) {
-    if (!m->tp_ops) return PLAIT_OK;
-    plait_status st = m->tp_ops->enter_backward(m->tp_ops->ctx, dx, (size_t)(m->B * m->T * m->C));
-    return st == PLAIT_OK ? PLAIT_OK : plait_model_tp_error(m, st, what, layer);
-}
-
 /* out = res + inp @ weight^T, the product row-parallel under tensor
- * parallelism (all-reduced before the residual is added). */
+ * parallelism (its partial sums summed over the group before the residual
+ * is added: all-reduced, or reduce-scattered into this rank's rows). */
 static plait_status residual_product(plait_model *m, float *out, const float *res, const float *inp,
-                                     const float *weight, int64_t K, const char *what, int32_t layer) {
+                                     const float *weight, int64_t K, const char *where, int32_t layer) {
     const int64_t BT = m->B * m->T, C = m->C;
     if (!m->tp_ops) {
         m->k->matmul_forward_residual(out, res, inp, weight, NULL, BT, K, C);
         return PLAIT_OK;
     }
-    m->k->matmul_forward(out, inp, weight, NULL, BT, K, C);
-    plait_status st = g_forward(m, out, what, layer);
-    if (st == PLAIT_OK) m->k->add_bias_residual(out, res, NULL, BT, C);
+    float *part = plait_tp_partial(m, out);
+    m->k->matmul_forward(part, inp, weight, NULL, BT, K, C);
+    plait_status st = plait_tp_sum(m, part, out, where, layer);
+    if (st == PLAIT_OK) m->k->add_bias_residual(out, res, NULL, m->R, C);
     return st;
+}
+
+/* RMSNorm of this rank's rows of x into `out` over every row (gathered
+ * under sequence parallelism), its reciprocal deviations into rstd. */
+static plait_status norm_forward(plait_model *m, float *out, float *rstd, const float *x, const float *w,
+                                 const char *where, int32_t layer) {
+    float *rows = plait_tp_local(m, out);
+    m->k->rmsnorm_forward(rows, rstd, x, w, m->R, m->C, m->desc->norm_eps);
+    return plait_tp_gather(m, rows, out, where, layer);
+}
+
+/* RMSNorm's backward over this rank's rows: dx = (dres, or 0) + its input
+ * gradient from dout (either may be NULL), its weight's gradient added to
+ * dw (may be NULL; completed over the group under sequence parallelism). */
+static plait_status norm_backward(plait_model *m, float *dx, const float *dres, float *dw, const float *dout,
+                                  const float *x, const float *w, const float *rstd, int32_t layer) {
+    norm_grads ng = plait_tp_norm_grads(m, dw, NULL);
+    m->k->rmsnorm_backward(dx, dres, ng.w, dout, x, w, rstd, m->R, m->C);
+    return plait_tp_norm_grads_sum(m, &ng, layer);
 }
 
 /* ---- embedding ----------------------------------------------------------- */
@@ -68,16 +77,19 @@ plait_status plait_llama_embedding_forward(plait_model *m, model_slot *s) {
     float *wte;
     plait_status st = plait_model_tensors(m, PARAM_DATA, 0, m->desc->p_wte, 1, &wte);
     if (st != PLAIT_OK) return st;
-    m->k->embedding_forward_vocab(s->bound[0], s->tokens, wte, m->vocab_start, m->Vl, NULL, m->B, m->T, m->C);
+    float *part = m->tp_ops ? plait_tp_partial(m, s->bound[0]) : s->bound[0];
+    m->k->embedding_forward_vocab(part, s->tokens, wte, m->vocab_start, m->Vl, NULL, m->B, m->T, m->C);
     /* each tp rank contributes its vocabulary rows, zeros elsewhere: g sums them exactly */
-    return g_forward(m, s->bound[0], "all-reduce of the embedding", 0);
+    return plait_tp_sum(m, part, s->bound[0], "of the embedding", 0);
 }
 
 plait_status plait_llama_embedding_backward(plait_model *m, model_slot *s) {
     float *dwte;
     plait_status st = plait_model_tensors(m, PARAM_GRAD, 0, m->desc->p_wte, 1, &dwte);
     if (st != PLAIT_OK) return st;
-    m->k->embedding_backward_vocab(dwte, NULL, s->gbuf[0], s->tokens, m->vocab_start, m->Vl, m->B, m->T, m->C);
+    const float *d;
+    if ((st = plait_tp_grad_full(m, s->gbuf[0], &d, "of the embedding", 0)) != PLAIT_OK) return st;
+    m->k->embedding_backward_vocab(dwte, NULL, d, s->tokens, m->vocab_start, m->Vl, m->B, m->T, m->C);
     return PLAIT_OK;
 }
 
@@ -105,7 +117,8 @@ plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_
     float *p[LP_COUNT];
     plait_status st = block_params(m, PARAM_DATA, layer, p);
     if (st != PLAIT_OK) return st;
-    m->k->rmsnorm_forward(a->ln1, a->ln1_rstd, x, p[LP_ATTN_NORM], BT, C, m->desc->norm_eps);
+    st = norm_forward(m, a->ln1, a->ln1_rstd, x, p[LP_ATTN_NORM], "before self_attn.q_proj, k_proj and v_proj", layer);
+    if (st != PLAIT_OK) return st;
     const qkv_cols qc = qkv_columns(m);
     for (int i = 0; i < 3; i++)
         m->k->sgemm(0, 1, BT, qc.width[i], C, 1.0f, a->ln1, C, p[LP_Q + i], C, 0.0f, a->qkv + qc.at[i], Wq);
@@ -113,9 +126,10 @@ plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_
     if (m->cp > 1) st = plait_ring_attention_forward(m, layer, a->atty, a->lse, a->qkv, m->NHl, m->NKVl);
     else m->k->attention_gqa_forward(a->atty, a->lse, m->att_scratch, a->qkv, m->B, m->T, m->NHl, m->NKVl, m->HS);
     if (st != PLAIT_OK) return st;
-    st = residual_product(m, a->res2, x, a->atty, p[LP_O], m->Cl, "all-reduce after self_attn.o_proj", layer);
+    st = residual_product(m, a->res2, x, a->atty, p[LP_O], m->Cl, "after self_attn.o_proj", layer);
+    if (st == PLAIT_OK)
+        st = norm_forward(m, a->ln2, a->ln2_rstd, a->res2, p[LP_MLP_NORM], "before mlp.gate_proj and up_proj", layer);
     if (st != PLAIT_OK) return st;
-    m->k->rmsnorm_forward(a->ln2, a->ln2_rstd, a->res2, p[LP_MLP_NORM], BT, C, m->desc->norm_eps);
     m->k->matmul_forward(a->fch, a->ln2, p[LP_GATE], NULL, BT, C, F);
     m->k->matmul_forward(a->fcg, a->ln2, p[LP_UP], NULL, BT, C, F);
     m->k->swiglu_forward(a->swi, a->fch, a->fcg, (size_t)(BT * F));
@@ -129,7 +143,7 @@ plait_status plait_llama_block_forward(plait_model *m, model_slot *s, int32_t la
         st = plait_model_tensors(m, PARAM_DATA, layer, desc_llama_param(m->desc, layer - 1, LP_DOWN), 1, &down);
     if (st != PLAIT_OK) return st;
     const block_acts *a = &s->blocks[layer - 1];
-    return residual_product(m, s->bound[layer], a->res2, a->swi, down, m->Fl, "all-reduce after mlp.down_proj", layer);
+    return residual_product(m, s->bound[layer], a->res2, a->swi, down, m->Fl, "after mlp.down_proj", layer);
 }
 
 /* The MLP half's input gradient: d(res2) into dr from dy = d(block
@@ -137,9 +151,12 @@ plait_status plait_llama_block_forward(plait_model *m, model_slot *s, int32_t la
  * the same calls; with `keep` (the input half of a split backward) the
  * output gradients the weight half reads are kept there. */
 static plait_status mlp_input(plait_model *m, int32_t layer, const block_acts *a, float *const *p, float *const *gw,
-                              const float *dy, float *dr, const block_grads *keep) {
+                              const float *dy_rows, float *dr, const block_grads *keep) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
     float *dswi = m->s_dfc; /* becomes up's output gradient, in place */
+    const float *dy;        /* over every row: gathered under sequence parallelism */
+    plait_status st = plait_tp_grad_full(m, dy_rows, &dy, "after mlp.down_proj", layer);
+    if (st != PLAIT_OK) return st;
     m->k->matmul_backward(dswi, gw ? gw[LP_DOWN] : NULL, NULL, dy, a->swi, p[LP_DOWN], BT, F, C);
     m->k->swiglu_backward(m->s_dgate, dswi, dswi, a->fch, a->fcg, (size_t)(BT * F));
     /* d(ln2) = gate's input gradient + up's (the latter through the free
@@ -147,25 +164,26 @@ static plait_status mlp_input(plait_model *m, int32_t layer, const block_acts *a
     m->k->matmul_backward(m->s_dln, gw ? gw[LP_GATE] : NULL, NULL, m->s_dgate, a->ln2, p[LP_GATE], BT, C, F);
     m->k->matmul_backward(m->s_datty, gw ? gw[LP_UP] : NULL, NULL, dswi, a->ln2, p[LP_UP], BT, C, F);
     m->k->axpy(m->s_dln, m->s_datty, (size_t)(BT * C), 1.0f);
-    plait_status st = f_backward(m, m->s_dln, "all-reduce of the gradient before mlp.gate_proj and up_proj", layer);
+    st = plait_tp_grad_sum(m, m->s_dln, "before mlp.gate_proj and up_proj", layer);
     if (st != PLAIT_OK) return st;
     if (keep) {
         m->k->copy(keep->dy, dy, (size_t)(BT * C));
         m->k->copy(keep->dfch, dswi, (size_t)(BT * F));
         m->k->copy(keep->dgate, m->s_dgate, (size_t)(BT * F));
-        m->k->copy(keep->dln2, m->s_dln, (size_t)(BT * C));
+        m->k->copy(keep->dln2, m->s_dln, (size_t)(m->R * C));
     }
-    m->k->rmsnorm_backward(dr, dy, gw ? gw[LP_MLP_NORM] : NULL, m->s_dln, a->res2, p[LP_MLP_NORM], a->ln2_rstd, BT, C);
-    return PLAIT_OK;
+    return norm_backward(m, dr, dy_rows, gw ? gw[LP_MLP_NORM] : NULL, m->s_dln, a->res2, p[LP_MLP_NORM], a->ln2_rstd,
+                         layer);
 }
 
 /* The MLP half's weight gradients from what its input half kept. */
-static void mlp_weight(plait_model *m, const block_acts *a, float *const *gw, const block_grads *kept) {
+static plait_status mlp_weight(plait_model *m, int32_t layer, const block_acts *a, float *const *gw,
+                               const block_grads *kept) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
     m->k->matmul_backward(NULL, gw[LP_DOWN], NULL, kept->dy, a->swi, NULL, BT, F, C);
     m->k->matmul_backward(NULL, gw[LP_GATE], NULL, kept->dgate, a->ln2, NULL, BT, C, F);
     m->k->matmul_backward(NULL, gw[LP_UP], NULL, kept->dfch, a->ln2, NULL, BT, C, F);
-    m->k->rmsnorm_backward(NULL, NULL, gw[LP_MLP_NORM], kept->dln2, a->res2, NULL, a->ln2_rstd, BT, C);
+    return norm_backward(m, NULL, NULL, gw[LP_MLP_NORM], kept->dln2, a->res2, NULL, a->ln2_rstd, layer);
 }
 
 /* q's, k's and v's weight gradients from their output gradient dqkv (one
@@ -182,12 +200,14 @@ static void qkv_weight(plait_model *m, const block_acts *a, float *const *gw, co
 static plait_status attention_input(plait_model *m, int32_t layer, const block_acts *a, float *const *p,
                                     float *const *gw, const float *x, float *dx, const block_grads *keep) {
     const int64_t BT = m->B * m->T, C = m->C, Wq = m->Wq;
-    m->k->matmul_backward(m->s_datty, gw ? gw[LP_O] : NULL, NULL, dx, a->atty, p[LP_O], BT, m->Cl, C);
-    if (keep) m->k->copy(keep->dres2, dx, (size_t)(BT * C));
+    const float *dres2; /* over every row: gathered under sequence parallelism */
+    plait_status st = plait_tp_grad_full(m, dx, &dres2, "after self_attn.o_proj", layer);
+    if (st != PLAIT_OK) return st;
+    m->k->matmul_backward(m->s_datty, gw ? gw[LP_O] : NULL, NULL, dres2, a->atty, p[LP_O], BT, m->Cl, C);
+    if (keep) m->k->copy(keep->dres2, dres2, (size_t)(BT * C));
     if (m->cp > 1) {
-        plait_status rst = plait_ring_attention_backward(m, layer, m->s_dqkv, m->s_datty, a->qkv, a->atty, a->lse,
-                                                         m->NHl, m->NKVl);
-        if (rst != PLAIT_OK) return rst;
+        st = plait_ring_attention_backward(m, layer, m->s_dqkv, m->s_datty, a->qkv, a->atty, a->lse, m->NHl, m->NKVl);
+        if (st != PLAIT_OK) return st;
     } else
         m->k->attention_gqa_backward(m->s_dqkv, m->att_scratch, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T, m->NHl,
                                      m->NKVl, m->HS);
@@ -199,21 +219,19 @@ static plait_status attention_input(plait_model *m, int32_t layer, const block_a
                     C);
     if (gw) qkv_weight(m, a, gw, m->s_dqkv);
     if (keep) m->k->copy(keep->dqkv, m->s_dqkv, (size_t)(BT * Wq));
-    plait_status st = f_backward(m, m->s_dln, "all-reduce of the gradient before self_attn.q_proj, k_proj and v_proj",
-                                 layer);
+    st = plait_tp_grad_sum(m, m->s_dln, "before self_attn.q_proj, k_proj and v_proj", layer);
     if (st != PLAIT_OK) return st;
-    if (keep) m->k->copy(keep->dln1, m->s_dln, (size_t)(BT * C));
-    m->k->rmsnorm_backward(dx, dx, gw ? gw[LP_ATTN_NORM] : NULL, m->s_dln, x, p[LP_ATTN_NORM], a->ln1_rstd, BT, C);
-    return PLAIT_OK;
+    if (keep) m->k->copy(keep->dln1, m->s_dln, (size_t)(m->R * C));
+    return norm_backward(m, dx, dx, gw ? gw[LP_ATTN_NORM] : NULL, m->s_dln, x, p[LP_ATTN_NORM], a->ln1_rstd, layer);
 }
 
 /* The attention half's weight gradients from what its input half kept. */
-static void attention_weight(plait_model *m, const block_acts *a, float *const *gw, const float *x,
-                             const block_grads *kept) {
+static plait_status attention_weight(plait_model *m, int32_t layer, const block_acts *a, float *const *gw,
+                                     const float *x, const block_grads *kept) {
     const int64_t BT = m->B * m->T, C = m->C;
     m->k->matmul_backward(NULL, gw[LP_O], NULL, kept->dres2, a->atty, NULL, BT, m->Cl, C);
     qkv_weight(m, a, gw, kept->dqkv);
-    m->k->rmsnorm_backward(NULL, NULL, gw[LP_ATTN_NORM], kept->dln1, x, NULL, a->ln1_rstd, BT, C);
+    return norm_backward(m, NULL, NULL, gw[LP_ATTN_NORM], kept->dln1, x, NULL, a->ln1_rstd, layer);
 }
 
 /* One pass (BWD_ALL), or either half of a split backward: the input half
@@ -230,9 +248,8 @@ plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t l
     const float *x = s->bound[layer - 1];
     const block_grads *stash = part == BWD_ALL ? NULL : &s->wg[layer - 1];
     if (part == BWD_WEIGHT) {
-        mlp_weight(m, a, g, stash);
-        attention_weight(m, a, g, x, stash);
-        return PLAIT_OK;
+        st = mlp_weight(m, layer, a, g, stash);
+        return st != PLAIT_OK ? st : attention_weight(m, layer, a, g, x, stash);
     }
     float *dx = s->gbuf[(layer - 1) & 1], *const *gw = part == BWD_ALL ? g : NULL;
     st = mlp_input(m, layer, a, p, gw, s->gbuf[layer & 1], dx, stash);
@@ -250,8 +267,10 @@ plait_status plait_llama_head_forward(plait_model *m, model_slot *s) {
     const int64_t BT = m->B * m->T, C = m->C;
     float *p[2];
     plait_status st = norm_and_head(m, PARAM_DATA, p);
+    if (st == PLAIT_OK)
+        st = norm_forward(m, s->lnf, s->lnf_rstd, s->bound[m->desc->n_layer], p[0], "before lm_head",
+                          m->desc->n_layer + 1);
     if (st != PLAIT_OK) return st;
-    m->k->rmsnorm_forward(s->lnf, s->lnf_rstd, s->bound[m->desc->n_layer], p[0], BT, C, m->desc->norm_eps);
     m->k->matmul_forward(s->logits, s->lnf, p[1], NULL, BT, C, m->Vl);
     return plait_head_loss(m, s);
 }
@@ -265,14 +284,12 @@ plait_status plait_llama_head_backward(plait_model *m, model_slot *s, bwd_part p
     if (st != PLAIT_OK) return st;
     if (part == BWD_WEIGHT) { /* from the logits' gradient and ln_f's output's the input half left */
         m->k->matmul_backward(NULL, g[1], NULL, s->logits, s->lnf, NULL, BT, C, m->Vl);
-        m->k->rmsnorm_backward(NULL, NULL, g[0], s->head_dln, s->bound[L], NULL, s->lnf_rstd, BT, C);
-        return PLAIT_OK;
+        return norm_backward(m, NULL, NULL, g[0], s->head_dln, s->bound[L], NULL, s->lnf_rstd, L + 1);
     }
     if ((st = plait_head_dlogits(m, s)) == PLAIT_OK) st = norm_and_head(m, PARAM_DATA, p);
     if (st != PLAIT_OK) return st;
     m->k->matmul_backward(m->s_dln, g[1], NULL, s->logits, s->lnf, p[1], BT, C, m->Vl);
-    if ((st = f_backward(m, m->s_dln, "all-reduce of the gradient before lm_head", L + 1)) != PLAIT_OK) return st;
-    if (part == BWD_INPUT) m->k->copy(s->head_dln, m->s_dln, (size_t)(BT * C));
-    m->k->rmsnorm_backward(s->gbuf[L & 1], NULL, g[0], m->s_dln, s->bound[L], p[0], s->lnf_rstd, BT, C);
-    return PLAIT_OK;
+    if ((st = plait_tp_grad_sum(m, m->s_dln, "before lm_head", L + 1)) != PLAIT_OK) return st;
+    if (part == BWD_INPUT) m->k->copy(s->head_dln, m->s_dln, (size_t)(m->R * C));
+    return norm_backward(m, s->gbuf[L & 1], NULL, g[0], m->s_dln, s->bound[L], p[0], s->lnf_rstd, L + 1);
 }

@@ -2,7 +2,9 @@
  * The MLP half of a block, y = r + c_proj(gelu(c_fc(ln_2(r)))): the second
  * half of every GPT block and the whole block of the small "mlp" arch.
  * Under tensor parallelism c_fc is column-parallel and c_proj row-parallel
- * (Megatron's MLP): f before c_fc, g after c_proj, then the replicated bias.
+ * (Megatron's MLP): f before c_fc, g after c_proj, then the replicated bias;
+ * under sequence parallelism an all-gather of ln_2's rows before c_fc and a
+ * reduce-scatter after c_proj (tp_conjugates.c).
  */
 #include "model/model_internal.h"
 #include "runtime/error.h"
@@ -14,7 +16,9 @@ plait_status plait_mlp_half_forward_act(plait_model *m, model_slot *s, int32_t l
     half_params p;
     plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
     if (st != PLAIT_OK) return st;
-    m->k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, r, p.ln_w, p.ln_b, BT, C);
+    float *ln = plait_tp_local(m, a->ln2);
+    m->k->layernorm_forward(ln, a->ln2_mean, a->ln2_rstd, r, p.ln_w, p.ln_b, m->R, C);
+    if ((st = plait_tp_gather(m, ln, a->ln2, "before mlp.c_fc", layer)) != PLAIT_OK) return st;
     /* GELU in the product's epilogue, its input kept; not where selective
      * recomputation rebuilds GELU's output with gelu_forward, whose bits a
      * device's epilogue need not give */
@@ -39,10 +43,10 @@ plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer
         m->k->matmul_forward_residual(y, r, a->fcg, p.out_w, p.out_b, BT, F, C);
         return PLAIT_OK;
     }
-    m->k->matmul_forward(y, a->fcg, p.out_w, NULL, BT, F, C);
-    st = m->tp_ops->exit_forward(m->tp_ops->ctx, y, (size_t)(BT * C));
-    if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce after mlp.c_proj", layer);
-    m->k->add_bias_residual(y, r, p.out_b, BT, C);
+    float *part = plait_tp_partial(m, y);
+    m->k->matmul_forward(part, a->fcg, p.out_w, NULL, BT, F, C);
+    if ((st = plait_tp_sum(m, part, y, "after mlp.c_proj", layer)) != PLAIT_OK) return st;
+    m->k->add_bias_residual(y, r, p.out_b, m->R, C);
     return PLAIT_OK;
 }
 
@@ -50,9 +54,9 @@ plait_status plait_mlp_half_forward(plait_model *m, model_slot *s, int32_t layer
  * dln2 in g (the scratch in one pass; copied into the slot's stash, with dy,
  * when the backward is split). The weight half: c_proj's, c_fc's and
  * ln_2's gradients from g; it reads no parameter. */
-plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r,
-                                     const float *dy, float *dr, bwd_part part, const block_grads *g) {
-    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
+plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy_rows,
+                                     float *dr, bwd_part part, const block_grads *g) {
+    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl, R = m->R;
     block_acts *a = &s->blocks[layer - 1];
     half_params dp;
     if (part & BWD_WEIGHT) {
@@ -64,7 +68,9 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
     const half_params *both = part == BWD_ALL ? &dp : NULL;
     if (part & BWD_INPUT) {
         half_params p;
+        const float *dy; /* over every row: gathered under sequence parallelism */
         plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
+        if (st == PLAIT_OK) st = plait_tp_grad_full(m, dy_rows, &dy, "after mlp.c_proj", layer);
         if (st != PLAIT_OK) return st;
         if (m->fused_gelu) /* GELU's derivative in the product's epilogue */
             m->k->matmul_backward_gelu(m->s_dfc, both ? both->out_w : NULL, both ? both->out_b : NULL, dy, a->fcg,
@@ -76,28 +82,27 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
         }
         m->k->matmul_backward(m->s_dln, both ? both->in_w : NULL, both ? both->in_b : NULL, m->s_dfc, a->ln2, p.in_w,
                               BT, C, F);
-        if (m->tp_ops) {
-            st = m->tp_ops->enter_backward(m->tp_ops->ctx, m->s_dln, (size_t)(BT * C));
-            if (st != PLAIT_OK)
-                return plait_model_tp_error(m, st, "all-reduce of the gradient before mlp.c_fc", layer);
-        }
+        if ((st = plait_tp_grad_sum(m, m->s_dln, "before mlp.c_fc", layer)) != PLAIT_OK) return st;
         plait_model_keep(m, g->dfch, m->s_dfc, (size_t)(BT * F));
-        plait_model_keep(m, g->dln2, m->s_dln, (size_t)(BT * C));
-        plait_model_keep(m, g->dy, dy, (size_t)(BT * C));
+        plait_model_keep(m, g->dln2, m->s_dln, (size_t)(R * C));
+        if (part == BWD_INPUT) plait_model_keep(m, g->dy, dy, (size_t)(BT * C)); /* one pass: g->dy is dy_rows */
         if (both && m->fused_ln) { /* d(r) = dy + ln_2's input gradient, and its parameters', one pass */
-            m->k->layernorm_backward_fused(dr, dy, both->ln_w, both->ln_b, m->s_dln, r, p.ln_w, a->ln2_mean,
-                                           a->ln2_rstd, BT, C);
-            return PLAIT_OK;
+            norm_grads ng = plait_tp_norm_grads(m, both->ln_w, both->ln_b);
+            m->k->layernorm_backward_fused(dr, dy_rows, ng.w, ng.b, m->s_dln, r, p.ln_w, a->ln2_mean, a->ln2_rstd, R,
+                                           C);
+            return plait_tp_norm_grads_sum(m, &ng, layer);
         }
-        m->k->copy(dr, dy, (size_t)(BT * C));
-        m->k->layernorm_backward(dr, NULL, NULL, m->s_dln, r, p.ln_w, a->ln2_mean, a->ln2_rstd, BT, C);
+        m->k->copy(dr, dy_rows, (size_t)(R * C));
+        m->k->layernorm_backward(dr, NULL, NULL, m->s_dln, r, p.ln_w, a->ln2_mean, a->ln2_rstd, R, C);
     }
     if (part & BWD_WEIGHT) {
         if (!both) {
             m->k->matmul_backward(NULL, dp.out_w, dp.out_b, g->dy, a->fcg, NULL, BT, F, C);
             m->k->matmul_backward(NULL, dp.in_w, dp.in_b, g->dfch, a->ln2, NULL, BT, C, F);
         }
-        m->k->layernorm_backward(NULL, dp.ln_w, dp.ln_b, g->dln2, r, NULL, a->ln2_mean, a->ln2_rstd, BT, C);
+        norm_grads ng = plait_tp_norm_grads(m, dp.ln_w, dp.ln_b);
+        m->k->layernorm_backward(NULL, ng.w, ng.b, g->dln2, r, NULL, a->ln2_mean, a->ln2_rstd, R, C);
+        return plait_tp_norm_grads_sum(m, &ng, layer);
     }
     return PLAIT_OK;
 }

@@ -232,6 +232,28 @@ static plait_status cp_setup(plait_model *m, const plait_model_create_args *args
     return PLAIT_OK;
 }
 
+/* Sequence parallelism where the plan's operators ask for it
+ * (plait_tp_ops.sequence_parallel, ABI 1.14): this rank's rows of the
+ * residual stream (tp_conjugates.c). */
+static plait_status sequence_setup(plait_model *m) {
+    const plait_tp_ops *tp = m->tp_ops;
+    m->R = m->B * m->T;
+    m->row0 = 0;
+    if (!tp || m->tp < 2 || !PLAIT_TP_OPS_HAS(tp, wait) || !tp->sequence_parallel) return PLAIT_OK;
+    if (!tp->allgather || !tp->reduce_scatter || !tp->wait)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: the plan's tensor-parallel operators ask for sequence "
+                                                      "parallelism but lack allgather, reduce_scatter or wait");
+    if (m->T % m->tp != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "model: sequence parallelism over %d ranks needs [model] block_size (%lld) divisible "
+                               "by %d",
+                               (int)m->tp, (long long)m->T, (int)m->tp);
+    m->sp = 1;
+    m->R = m->B * m->T / m->tp;
+    m->row0 = m->tp_rank * m->R;
+    return PLAIT_OK;
+}
+
 static plait_status derive_sizes(plait_model *m) {
     const plait_model_desc *d = m->desc;
     m->B = d->micro_batch;
@@ -319,6 +341,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     st = check_params(m, args);
     if (st == PLAIT_OK) st = derive_sizes(m);
     if (st == PLAIT_OK) st = cp_setup(m, args);
+    if (st == PLAIT_OK) st = sequence_setup(m);
     if (st != PLAIT_OK) goto fail;
     if (desc->is_llama && (st = llama_setup(m)) != PLAIT_OK) goto fail;
     /* the scores of a fused attention never leave the kernels: a block
@@ -358,6 +381,7 @@ void plait_model_free(plait_model *m) {
         for (int32_t i = 0; i < m->max_slots; i++) plait_model_slot_release(m, &m->slots[i]);
     plait_device_free(m->scratch);
     plait_device_free(m->att_scratch);
+    plait_device_free(m->sp_mem);
     plait_device_free(m->rc_mem);
     plait_device_free(m->loss_dev);
     plait_device_free(m->rope_cs);
@@ -554,6 +578,6 @@ float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer) {
     return s->gbuf[layer & 1];
 }
 
-size_t plait_model_boundary_numel(const plait_model *m) { return (size_t)(m->B * m->T * m->C); }
+size_t plait_model_boundary_numel(const plait_model *m) { return (size_t)(m->R * m->C); }
 
 uint64_t plait_model_activation_bytes(const plait_model *m) { return m->act_bytes; }

@@ -278,7 +278,8 @@ const float *plait_model_logits(const plait_model *m, int32_t slot);
  * buffer out drops that copy, so what the caller writes is read. */
 float *plait_model_boundary(plait_model *m, int32_t slot, int32_t layer);
 float *plait_model_boundary_grad(plait_model *m, int32_t slot, int32_t layer);
-/* Elements of one boundary buffer (B*T*C). */
+/* Elements of one boundary buffer: B*T*C, or this rank's B*T/tp rows
+ * of C under sequence parallelism (what a pipeline stage sends). */
 size_t plait_model_boundary_numel(const plait_model *m);
 
 /* Bytes of activation memory currently allocated (all slots, plus the

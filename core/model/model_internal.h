@@ -177,6 +177,17 @@ struct plait_model {
     double *loss_dev;                 /* [max_slots] Σ token losses per slot, device memory */
     const plait_plan *plan;
     const plait_tp_ops *tp_ops;       /* NULL = no tensor parallelism */
+    /* sequence parallelism (tp_ops->sequence_parallel): the residual stream,
+     * its norms and the embedding's output hold R = B·T/tp rows from row0 =
+     * tp_rank·R (without it R = B·T, row0 = 0); sp_full [B·T,C] holds a
+     * row-parallel product's partial sums or a gathered gradient, sp_local
+     * [R,C] a norm's rows before their all-gather or a gradient's after its
+     * reduce-scatter, sp_wg [2,C] a norm's partial parameter gradients
+     * (tp_conjugates.c), allocated with the first slot */
+    int sp;
+    int64_t R, row0;
+    float *sp_mem, *sp_full, *sp_local, *sp_wg;
+    size_t sp_bytes;
     int32_t stage;
     plait_param **param;              /* [n_params] global index -> local param or NULL */
     uint8_t *local_layer;             /* [n_layers] 1 if this rank runs it */
@@ -314,6 +325,37 @@ size_t plait_model_head_room(const plait_model *m);
  * range (every local layer when the slot is not ranged). */
 int plait_model_slot_has(const plait_model *m, const model_slot *s, int64_t l);
 
+/* Tensor parallelism's conjugates, with or without sequence parallelism
+ * (tp_conjugates.c; each a no-op where it has nothing to do). `where` ends
+ * the operation's name in an error ("after attn.c_proj").
+ *   plait_tp_local: where a norm writes the rows plait_tp_gather gathers
+ *     into `full` (sp_local, or `full` itself without sequence parallelism);
+ *   plait_tp_gather: those R rows into every rank's full [B·T,C];
+ *   plait_tp_partial: where a row-parallel product writes its partial sums
+ *     (sp_full, or `out` itself);
+ *   plait_tp_sum: their sum into this rank's rows of `out` (all-reduce in
+ *     place, or reduce-scatter);
+ *   plait_tp_grad_full: a row-parallel product's output gradient over all
+ *     rows from this rank's R (`d` itself, or gathered into sp_full);
+ *   plait_tp_grad_sum: a column-parallel product's input gradient `d`
+ *     [B·T,C] summed over the group, this rank's R rows at its start;
+ *   plait_tp_norm_grads: where a norm's backward adds its parameter
+ *     gradients (`w`, `b`, either NULL), and plait_tp_norm_grads_sum, after
+ *     it, adds them to the accumulators: under sequence parallelism the R
+ *     rows' partial sums land in sp_wg and are all-reduced first. */
+typedef struct norm_grads {
+    float *w, *b;         /* what the norm's backward writes */
+    float *acc_w, *acc_b; /* the accumulators they are added to, or NULL */
+} norm_grads;
+float *plait_tp_local(plait_model *m, float *full);
+plait_status plait_tp_gather(plait_model *m, const float *local, float *full, const char *where, int32_t layer);
+float *plait_tp_partial(plait_model *m, float *out);
+plait_status plait_tp_sum(plait_model *m, float *partial, float *out, const char *where, int32_t layer);
+plait_status plait_tp_grad_full(plait_model *m, const float *d, const float **full, const char *where, int32_t layer);
+plait_status plait_tp_grad_sum(plait_model *m, float *d, const char *where, int32_t layer);
+norm_grads plait_tp_norm_grads(plait_model *m, float *w, float *b);
+plait_status plait_tp_norm_grads_sum(plait_model *m, const norm_grads *g, int32_t layer);
+
 /* Layer bodies (gpt_layers.c, mlp.c). `s` is an allocated slot. A
  * backward runs `part` of the layer (bwd_part); the weight half reads what
  * the input half left in `g` (the slot's stash under a split backward, the
@@ -371,6 +413,8 @@ plait_status plait_llama_head_backward(plait_model *m, model_slot *s, bwd_part p
 
 /* The fused attention's scratch, allocated with the first slot (model_slots.c). */
 plait_status plait_model_att_scratch(plait_model *m);
+/* Sequence parallelism's buffers (sp_full, sp_local, sp_wg), likewise. */
+plait_status plait_model_sp_scratch(plait_model *m);
 
 /* ---- recompute (recompute_keep.c: what a mode keeps, the shared buffers;
  * recompute.c: the refill before a backward) ---------------------------- */

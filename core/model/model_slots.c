@@ -66,7 +66,7 @@ int plait_model_slot_has(const plait_model *m, const model_slot *s, int64_t l) {
  * residual-stream tensors), the rest laid out from `base` (NULL: just
  * measure). Returns the floats taken from base. */
 static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *base) {
-    const int64_t BT = m->B * m->T, C = m->C;
+    const int64_t BT = m->B * m->T, C = m->C, R = m->R; /* R: the residual stream's rows (tp_conjugates.c) */
     const int gpt = m->desc->is_gpt, none = m->desc->recompute == PLAIT_RECOMPUTE_NONE;
     const int att_room = gpt && none && !m->fused_attn && m->NHl * m->T >= 2 * C;
     size_t off = 0;
@@ -82,12 +82,12 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
     } while (0)
     if (m->desc->is_llama) { /* float32, all in the stash (llama_layers.c) */
         STASH(g->dy, BT * C);
-        STASH(g->dln2, BT * C);
+        STASH(g->dln2, R * C);
         STASH(g->dfch, BT * m->Fl);
         STASH(g->dgate, BT * m->Fl);
         STASH(g->dres2, BT * C);
         STASH(g->dqkv, BT * m->Wq);
-        STASH(g->dln1, BT * C);
+        STASH(g->dln1, R * C);
         return off;
     }
     if (m->bf16) { /* a GPT's (block_grads_bf16); c_fc's and c_attn's outputs as above */
@@ -102,7 +102,7 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
         return off;
     }
     STASH(g->dy, BT * C);
-    STASH(g->dln2, BT * C);
+    STASH(g->dln2, R * C);
     if (none) g->dfch = a->fch;
     else STASH(g->dfch, BT * m->Fl);
     if (gpt) {
@@ -113,7 +113,7 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
             g->dln1 = a->att ? a->att + BT * C : NULL;
         } else {
             STASH(g->dres2, BT * C);
-            STASH(g->dln1, BT * C);
+            STASH(g->dln1, R * C);
         }
     }
 #undef STASH_BF16
@@ -124,7 +124,7 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
 /* Carves (or, with base == NULL, just measures) everything one slot holds
  * for this rank's layers. Returns the float count. */
 static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
-    const int64_t BT = m->B * m->T, C = m->C, L = m->desc->n_layer;
+    const int64_t BT = m->B * m->T, C = m->C, L = m->desc->n_layer, R = m->R;
     size_t off = 0;
 #define TAKE(ptr, n)                                                   \
     do {                                                               \
@@ -139,10 +139,12 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
     } while (0)
     TAKE(s->tokens, BT);
     TAKE(s->targets, BT);
-    TAKE(s->gbuf[0], BT * C);
-    TAKE(s->gbuf[1], BT * C);
+    /* the residual stream and its gradient: R rows (all B·T but under
+     * sequence parallelism), as are the norms' statistics below */
+    TAKE(s->gbuf[0], R * C);
+    TAKE(s->gbuf[1], R * C);
     for (int64_t l = 0; l <= L; l++)
-        if (plait_model_slot_has(m, s, l) || plait_model_slot_has(m, s, l + 1)) TAKE(s->bound[l], BT * C);
+        if (plait_model_slot_has(m, s, l) || plait_model_slot_has(m, s, l + 1)) TAKE(s->bound[l], R * C);
     for (int64_t l = 1; l <= L; l++) {
         if (!plait_model_slot_has(m, s, l)) continue;
         block_acts *a = &s->blocks[l - 1];
@@ -161,13 +163,13 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
     } while (0)
         if (m->desc->is_llama) { /* float32 (llama_layers.c) */
             KEEP(ln1, BT * C);
-            KEEP(ln1_rstd, BT);
+            KEEP(ln1_rstd, R);
             KEEP(qkv, BT * m->Wq);
             KEEP(lse, m->B * m->NHl * m->T);
             KEEP(atty, BT * m->Cl);
-            KEEP(res2, BT * C);
+            KEEP(res2, R * C);
             KEEP(ln2, BT * C);
-            KEEP(ln2_rstd, BT);
+            KEEP(ln2_rstd, R);
             KEEP(fch, BT * m->Fl);
             KEEP(fcg, BT * m->Fl);
             KEEP(swi, BT * m->Fl);
@@ -177,17 +179,17 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
         }
         if (m->desc->is_gpt) {
             KEEP_PRODUCT(ln1, BT * C);
-            KEEP(ln1_mean, BT);
-            KEEP(ln1_rstd, BT);
+            KEEP(ln1_mean, R);
+            KEEP(ln1_rstd, R);
             KEEP_PRODUCT(qkv, BT * 3 * m->Cl);
             if (m->fused_attn) KEEP(lse, m->B * m->NHl * m->T);
             else KEEP(att, m->B * m->NHl * m->T * m->T);
             KEEP_PRODUCT(atty, BT * m->Cl);
-            KEEP(res2, BT * C);
+            KEEP(res2, R * C);
         }
         KEEP_PRODUCT(ln2, BT * C);
-        KEEP(ln2_mean, BT);
-        KEEP(ln2_rstd, BT);
+        KEEP(ln2_mean, R);
+        KEEP(ln2_rstd, R);
         KEEP_PRODUCT(fch, BT * m->Fl);
         KEEP_PRODUCT(fcg, BT * m->Fl);
 #undef KEEP_PRODUCT
@@ -203,12 +205,12 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             TAKE(s->lnf, BT * C);
             TAKE(s->logits, BT * m->Vl);
         }
-        TAKE(s->lnf_mean, BT);
-        TAKE(s->lnf_rstd, BT);
+        TAKE(s->lnf_mean, R);
+        TAKE(s->lnf_rstd, R);
         TAKE(s->lse, BT);
         TAKE(s->sumexp, BT);
         TAKE(s->losses, BT);
-        if (m->split && !m->bf16) TAKE(s->head_dln, BT * C); /* the bf16 head keeps what its forward left */
+        if (m->split && !m->bf16) TAKE(s->head_dln, R * C); /* the bf16 head keeps what its forward left */
     }
 #undef TAKE_BF16
 #undef TAKE
@@ -236,6 +238,7 @@ plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out
     if (!s->allocated) {
         plait_status st = recompute_get(m);
         if (st == PLAIT_OK && m->fused_attn) st = plait_model_att_scratch(m);
+        if (st == PLAIT_OK && m->sp) st = plait_model_sp_scratch(m);
         if (st != PLAIT_OK) return st;
         s->bound = calloc((size_t)m->desc->n_layer + 1, sizeof *s->bound);
         s->blocks = calloc((size_t)m->desc->n_layer + 1, sizeof *s->blocks);
@@ -260,6 +263,20 @@ plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out
         s->allocated = 1;
     }
     *out = s;
+    return PLAIT_OK;
+}
+
+plait_status plait_model_sp_scratch(plait_model *m) {
+    if (m->sp_mem) return PLAIT_OK;
+    const size_t full = align_up((size_t)(m->B * m->T * m->C)), local = align_up((size_t)(m->R * m->C));
+    const size_t n = full + local + align_up((size_t)(2 * m->C));
+    m->sp_mem = plait_device_alloc(n * sizeof(float), "activations");
+    if (!m->sp_mem) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: sequence-parallel buffers");
+    m->sp_bytes = n * sizeof(float);
+    m->act_bytes += m->sp_bytes;
+    m->sp_full = m->sp_mem;
+    m->sp_local = m->sp_mem + full;
+    m->sp_wg = m->sp_local + local;
     return PLAIT_OK;
 }
 

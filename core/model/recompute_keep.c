@@ -50,8 +50,10 @@ static const part *find_part(size_t field) {
 /* Elements of a part (of its bf16 form or its float32 one: the same count). */
 static size_t part_elems(const plait_model *m, size_t field) {
     const int64_t BT = m->B * m->T, C = m->C;
-    if (field == offsetof(block_acts, ln1) || field == offsetof(block_acts, res2) || field == offsetof(block_acts, ln2))
-        return (size_t)(BT * C);
+    /* the norms' outputs are gathered over all rows (sequence parallelism
+     * splits the residual stream and the norms' statistics: m->R rows) */
+    if (field == offsetof(block_acts, ln1) || field == offsetof(block_acts, ln2)) return (size_t)(BT * C);
+    if (field == offsetof(block_acts, res2)) return (size_t)(m->R * C);
     if (field == offsetof(block_acts, qkv)) return (size_t)(BT * (m->desc->is_llama ? m->Wq : 3 * m->Cl));
     /* a model has the probabilities or, with fused attention, the rows' log-sum-exp */
     if (field == offsetof(block_acts, att)) return m->fused_attn ? 0 : (size_t)(m->B * m->NHl * m->T * m->T);
@@ -59,7 +61,7 @@ static size_t part_elems(const plait_model *m, size_t field) {
     if (field == offsetof(block_acts, atty)) return (size_t)(BT * m->Cl);
     if (field == offsetof(block_acts, fch) || field == offsetof(block_acts, fcg) || field == offsetof(block_acts, swi))
         return (size_t)(BT * m->Fl);
-    return (size_t)BT; /* means and reciprocal deviations */
+    return (size_t)m->R; /* means and reciprocal deviations */
 }
 
 static int part_bf16(const plait_model *m, const part *p) { return m->bf16 && p->bf_field != NO_BF16; }

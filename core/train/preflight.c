@@ -66,6 +66,14 @@ static plait_status preflight(plait_config *cfg, int all, plait_layout_visit vis
     if (st != PLAIT_OK) return st;
     st = plait_mesh_shape(cfg, sizes, axes);
     if (st != PLAIT_OK) return st;
+    /* sequence parallelism needs a tp group: without one no plugin would
+     * read the key (the tp plugin is not loaded), and it would be ignored */
+    plait_value sp;
+    if (sizes[PLAIT_AXIS_TP] == 1 && plait_config_get(cfg, "parallel.tp", "sequence_parallel", &sp) == PLAIT_OK && sp.i)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[parallel.tp] sequence_parallel = true needs tensor parallelism, but [parallel] tp = "
+                               "1: set [parallel] tp >= 2 (dividing [model] n_head and block_size) or "
+                               "sequence_parallel = false");
     const char *order = plait_config_str(cfg, "parallel", "order");
 
     plait_run run;

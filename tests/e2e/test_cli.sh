@@ -62,6 +62,22 @@ layout_error() { # EXPECTED overrides...
 layout_error "global_batch is not a multiple of dp x micro_batch" parallel.dp=4 data.micro_batch=3
 layout_error "tp = 3 does not divide \[model\] n_head = 4" parallel.plugin=hybrid parallel.tp=3
 layout_error "stages: gap: layer 2 is in no stage" parallel.plugin=hybrid parallel.pp=2 parallel.pp.stages=0-1,3-3
+# sequence parallelism without a tp group, or with a tp that does not divide
+# the sequence: the keys named, and what would work
+layout_error "\[parallel.tp\] sequence_parallel = true needs tensor parallelism, but \[parallel\] tp = 1: set \[parallel\] tp >= 2" \
+  parallel.plugin=hybrid parallel.dp=2 parallel.tp.sequence_parallel=true
+layout_error "\[parallel.tp\] sequence_parallel = true needs tensor parallelism, but \[parallel\] tp = 1" \
+  parallel.plugin=dp parallel.dp=2 parallel.tp.sequence_parallel=true
+# (one rank: refused by its set-up, before step 1)
+for cmd in "config check" train; do
+  if $P $cmd "$CFG" run.out_dir="$E2E_WORK/sp1" parallel.plugin=tp parallel.tp.sequence_parallel=true \
+       >"$E2E_WORK/sp1.out" 2>&1; then fail "$cmd accepted sequence parallelism with tp = 1"; fi
+  grep -q "\[parallel.tp\] sequence_parallel = true needs tensor parallelism, but \[parallel\] tp = 1" \
+    "$E2E_WORK/sp1.out" || fail "$cmd, sequence parallelism with tp = 1: $(cat "$E2E_WORK/sp1.out")"
+  ! grep -q "step 1\b" "$E2E_WORK/sp1.out" || fail "$cmd ran a step: $(cat "$E2E_WORK/sp1.out")"
+done
+layout_error "\[parallel\] tp = 4 does not divide \[model\] block_size = 30: use \[parallel\] tp = 2, or \[model\] block_size = 28 or 32, or sequence_parallel = false" \
+  parallel.plugin=hybrid parallel.tp=4 model.block_size=30 parallel.tp.sequence_parallel=true
 # (output captured first: grep -q stopping early would break the pipe under pipefail)
 show=$($P config show "$CFG" parallel.dp=2 data.micro_batch=0 data.accumulation_steps=2)
 grep -Eq "^micro_batch = 2 +; \[derived: dp 2" <<<"$show" || fail "config show does not show the derived micro_batch"

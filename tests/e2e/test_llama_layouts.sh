@@ -4,8 +4,9 @@
 # (full; selective under zb1) give the loss curve and final parameters of
 # one process running the same micro-batches, bit for bit; tp and dp x tp
 # within tensor parallelism's tolerance; a run resumes from another
-# layout's checkpoint; and a tp that does not divide n_kv_head is refused
-# before step 1 naming it.
+# layout's checkpoint; sequence parallelism within 1e-6 of tp without it,
+# with dp, pp, ZeRO-3 and recomputation; and a tp that does not divide
+# n_kv_head is refused before step 1 naming it.
 CFG=$(dirname "$0")/llama.ini
 source "$(dirname "$0")/lib.sh"
 D="run.steps=6 run.deterministic=true run.ckpt_every=3 data.micro_batch=1 data.global_batch=4"
@@ -29,6 +30,23 @@ same_losses one dp2pp2 0
 train tp2 $D parallel.plugin=hybrid parallel.tp=2
 train dp2tp2 $D parallel.plugin=hybrid parallel.dp=2 parallel.tp=2
 for r in tp2 dp2tp2; do same_losses one "$r" 1e-5; same_params one "$r" 1e-4; done
+# sequence parallelism against tp without it (deterministic): within 1e-6
+# (the norms' gradients are summed in two parts, docs/parallelism.md), with
+# dp, pp (1f1b; zb1 with selective recomputation), ZeRO-3 and full
+# recomputation
+SP="parallel.tp.sequence_parallel=true"
+train sp2 $D parallel.plugin=hybrid parallel.tp=2 $SP
+train tp2pp2 $D parallel.plugin=hybrid parallel.tp=2 parallel.pp=2
+train sp2pp2 $D parallel.plugin=hybrid parallel.tp=2 parallel.pp=2 $SP
+train tp2zb1 $D parallel.plugin=hybrid parallel.tp=2 parallel.pp=2 parallel.pp.schedule=zb1 model.recompute=selective
+train sp2zb1 $D parallel.plugin=hybrid parallel.tp=2 parallel.pp=2 parallel.pp.schedule=zb1 model.recompute=selective $SP
+train tp2z3 $D parallel.plugin=hybrid parallel.dp=2 parallel.tp=2 optim.plugin=zero3 model.recompute=full
+train sp2z3 $D parallel.plugin=hybrid parallel.dp=2 parallel.tp=2 optim.plugin=zero3 model.recompute=full $SP
+for p in "tp2 sp2" "tp2pp2 sp2pp2" "tp2zb1 sp2zb1" "tp2z3 sp2z3"; do
+  set -- $p
+  same_losses "$1" "$2" 1e-6
+  same_params "$1" "$2" 1e-6
+done
 train_refused tp4 "[parallel] tp = 4 does not divide [model] n_kv_head = 2" $D parallel.plugin=hybrid \
   parallel.tp=4 "run.out_dir=$E2E_WORK/tp4"
-echo "llama layouts OK: dp, pp (1f1b, gpipe, zb1), dp x pp, ZeRO-1/3, recompute bit-identical to one process; tp, dp x tp within 1e-5; resume across layouts"
+echo "llama layouts OK: dp, pp (1f1b, gpipe, zb1), dp x pp, ZeRO-1/3, recompute bit-identical to one process; tp, dp x tp within 1e-5; sequence parallelism within 1e-6 of tp; resume across layouts"

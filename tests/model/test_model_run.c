@@ -171,6 +171,58 @@ static plait_status group_allreduce(void *ctx, float *x, size_t count, int is_ma
 static plait_status op_sum(void *ctx, float *x, size_t n) { return group_allreduce(ctx, x, n, 0); }
 static plait_status op_max(void *ctx, float *x, size_t n) { return group_allreduce(ctx, x, n, 1); }
 
+/* Sequence parallelism's collectives: the all-gather copies every rank's
+ * block in rank order; the reduce-scatter sums this rank's block of every
+ * rank's buffer in rank order, as group_allreduce sums every element (so
+ * the same bits). Both block; `req` is always left NULL. */
+static plait_status op_allgather(void *ctx, const float *local, float *full, size_t count, void **req) {
+    tp_rank *r = ctx;
+    tp_group *g = r->g;
+    if (req) *req = NULL;
+    r->calls++;
+    g->bufs[r->rank] = (float *)(uintptr_t)local;
+    plait_status st = group_barrier(g);
+    if (st != PLAIT_OK) return st;
+    for (int k = 0; k < g->n; k++) memcpy(full + (size_t)k * count, g->bufs[k], count * sizeof *full);
+    return group_barrier(g);
+}
+
+static plait_status op_reduce_scatter(void *ctx, const float *full, float *local, size_t count, void **req) {
+    tp_rank *r = ctx;
+    tp_group *g = r->g;
+    if (req) *req = NULL;
+    r->calls++;
+    g->bufs[r->rank] = (float *)(uintptr_t)full;
+    plait_status st = group_barrier(g);
+    if (st != PLAIT_OK) return st;
+    const size_t at = (size_t)r->rank * count;
+    for (size_t i = 0; i < count; i++) {
+        float acc = g->bufs[0][at + i];
+        for (int k = 1; k < g->n; k++) acc += g->bufs[k][at + i];
+        local[i] = acc;
+    }
+    return group_barrier(g);
+}
+
+static plait_status op_wait(void *ctx, void *req) {
+    (void)ctx;
+    return req ? plait_set_error(PLAIT_ERR_INTERNAL, "test tp group: no request was handed out") : PLAIT_OK;
+}
+
+/* The TP operators of rank `r`, with sequence parallelism or without. */
+static plait_tp_ops group_ops(tp_rank *r, int sequence_parallel) {
+    return (plait_tp_ops){.struct_size = sizeof(plait_tp_ops),
+                          .ctx = r,
+                          .enter_backward = op_sum,
+                          .exit_forward = op_sum,
+                          .reduce_max = op_max,
+                          .reduce_sum = op_sum,
+                          .sequence_parallel = sequence_parallel,
+                          .allgather = op_allgather,
+                          .reduce_scatter = op_reduce_scatter,
+                          .wait = op_wait};
+}
+
 typedef struct tp_job {
     harness *h;
     int32_t *tok, *tgt;
@@ -183,6 +235,7 @@ typedef struct tp_job {
      * as the backward of layer l+1 leaves it (the input gradient of l+1).
      * [B,T,C] each, full on every TP rank. */
     float *outs, *out_grads;
+    int split; /* the backward in halves: input, then weight, layer by layer */
 } tp_job;
 
 /* Forward of every layer, keeping each layer's output (run_backward keeps
@@ -201,17 +254,24 @@ static plait_status run_layers(harness *h, const int32_t *tok, const int32_t *tg
     return st;
 }
 
-static plait_status run_backward(harness *h, float *out_grads) {
+static plait_status run_backward_ex(harness *h, float *out_grads, int split) {
     plait_model *m = h->model;
     size_t btc = plait_model_boundary_numel(m);
     plait_status st = PLAIT_OK;
     for (int32_t l = h->spec->n_layers - 1; st == PLAIT_OK && l >= 0; l--) {
-        st = plait_model_backward_layer(m, l, 0);
+        if (split) {
+            st = plait_model_backward_input(m, l, 0);
+            if (st == PLAIT_OK) st = plait_model_backward_weight(m, l, 0);
+        } else {
+            st = plait_model_backward_layer(m, l, 0);
+        }
         const float *g = l > 0 ? plait_model_boundary_grad(m, 0, l - 1) : NULL;
         if (st == PLAIT_OK && g) memcpy(out_grads + (size_t)(l - 1) * btc, g, btc * sizeof(float));
     }
     return st;
 }
+
+static plait_status run_backward(harness *h, float *out_grads) { return run_backward_ex(h, out_grads, 0); }
 
 static void *tp_thread(void *arg) {
     tp_job *j = arg;
@@ -222,7 +282,7 @@ static void *tp_thread(void *arg) {
         j->logits = malloc(n * sizeof(float));
         memcpy(j->logits, plait_model_logits(j->h->model, 0), n * sizeof(float));
     }
-    if (j->st == PLAIT_OK) j->st = run_backward(j->h, j->out_grads);
+    if (j->st == PLAIT_OK) j->st = run_backward_ex(j->h, j->out_grads, j->split);
     if (j->st != PLAIT_OK) snprintf(j->err, sizeof j->err, "%s", plait_last_error());
     return NULL;
 }
@@ -274,11 +334,18 @@ static void check_tp(const char *ini, int tp) {
     tp_job jobs[MAX_TP];
     pthread_t th[MAX_TP];
     for (int r = 0; r < tp; r++) {
-        ranks[r] = (tp_rank){&g, r,
-                             {sizeof(plait_tp_ops), &ranks[r], op_sum, op_sum, op_max, op_sum}, 0};
+        ranks[r] = (tp_rank){&g, r, group_ops(&ranks[r], 0), 0};
         assert_int_equal(harness_init(&hs[r], ini, B, tp, r, &ranks[r].ops), 0);
-        jobs[r] = (tp_job){&hs[r], tok, tgt, PLAIT_OK, "", 0, NULL, calloc((size_t)nl * btc, sizeof(float)),
-                           calloc((size_t)nl * btc, sizeof(float))};
+        jobs[r] = (tp_job){&hs[r],
+                           tok,
+                           tgt,
+                           PLAIT_OK,
+                           "",
+                           0,
+                           NULL,
+                           calloc((size_t)nl * btc, sizeof(float)),
+                           calloc((size_t)nl * btc, sizeof(float)),
+                           0};
     }
     for (int r = 0; r < tp; r++) assert_int_equal(pthread_create(&th[r], NULL, tp_thread, &jobs[r]), 0);
     for (int r = 0; r < tp; r++) pthread_join(th[r], NULL);
@@ -370,6 +437,151 @@ static void test_tp4_llama(void **state) {
 static void test_tp2_mlp(void **state) {
     (void)state;
     check_tp(TP_MLP_INI, 2);
+}
+
+/* ---- sequence parallelism ------------------------------------------------ */
+
+/* tp ranks as threads running one micro-batch's forward and backward,
+ * with or without sequence parallelism; kept for the caller to compare. */
+typedef struct tp_run {
+    tp_group g;
+    tp_rank ranks[MAX_TP];
+    harness hs[MAX_TP];
+    tp_job jobs[MAX_TP];
+    int tp;
+} tp_run;
+
+static void tp_run_go(tp_run *t, const char *ini, int tp, int sp, int split, int32_t B, int32_t *tok, int32_t *tgt) {
+    t->tp = tp;
+    t->g.n = tp;
+    pthread_mutex_init(&t->g.lock, NULL);
+    pthread_cond_init(&t->g.cond, NULL);
+    pthread_t th[MAX_TP];
+    for (int r = 0; r < tp; r++) {
+        t->ranks[r] = (tp_rank){&t->g, r, group_ops(&t->ranks[r], sp), 0};
+        harness_opts o = {.tp = tp, .tp_rank = r, .ops = &t->ranks[r].ops, .max_slots = 1, .split_backward = split};
+        assert_int_equal(harness_init_ex(&t->hs[r], ini, B, &o), 0);
+        const size_t nl = (size_t)t->hs[r].spec->n_layers, btc = plait_model_boundary_numel(t->hs[r].model);
+        t->jobs[r] = (tp_job){&t->hs[r],
+                              tok,
+                              tgt,
+                              PLAIT_OK,
+                              "",
+                              0,
+                              NULL,
+                              calloc(nl * btc, sizeof(float)),
+                              calloc(nl * btc, sizeof(float)),
+                              split};
+    }
+    for (int r = 0; r < tp; r++) assert_int_equal(pthread_create(&th[r], NULL, tp_thread, &t->jobs[r]), 0);
+    for (int r = 0; r < tp; r++) pthread_join(th[r], NULL);
+    for (int r = 0; r < tp; r++)
+        if (t->jobs[r].st != PLAIT_OK) fail_msg("tp rank %d (sequence parallel %d): %s", r, sp, t->jobs[r].err);
+}
+
+static void tp_run_free(tp_run *t) {
+    for (int r = 0; r < t->tp; r++) {
+        free(t->jobs[r].outs);
+        free(t->jobs[r].out_grads);
+        free(t->jobs[r].logits);
+        harness_free(&t->hs[r]);
+    }
+    pthread_mutex_destroy(&t->g.lock);
+    pthread_cond_destroy(&t->g.cond);
+}
+
+/* A norm's parameter: under sequence parallelism each rank sums its rows'
+ * share of the gradient and an all-reduce adds the shares, a different
+ * order of additions than one sum over every row. */
+static int is_norm(const char *name) { return strstr(name, "ln_") || strstr(name, "norm"); }
+
+/* Sequence-parallel tp against tp alone, rank by rank: the loss, the
+ * logits, every layer's output and input gradient (this rank's rows of
+ * them) and every gradient but the norms' bit for bit; the norms'
+ * gradients within 1e-6 of their largest element; and less activation
+ * memory. */
+static void check_sequence_parallel(const char *ini, int tp, int split) {
+    plait_kernels_set_threads(1);
+    const int32_t B = 2;
+    harness probe;
+    assert_int_equal(harness_init(&probe, ini, B, 1, 0, NULL), 0);
+    const size_t n = (size_t)B * (size_t)probe.T;
+    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
+    harness_tokens(tok, n, probe.V, 31);
+    harness_tokens(tgt, n, probe.V, 32);
+    harness_free(&probe);
+    tp_run *plain = calloc(1, sizeof *plain), *seq = calloc(1, sizeof *seq);
+    tp_run_go(plain, ini, tp, 0, split, B, tok, tgt);
+    tp_run_go(seq, ini, tp, 1, split, B, tok, tgt);
+    for (int r = 0; r < tp; r++) {
+        plait_model *ma = plain->hs[r].model, *mb = seq->hs[r].model;
+        const tp_job *ja = &plain->jobs[r], *jb = &seq->jobs[r];
+        assert_int_equal(ma->sp, 0);
+        assert_int_equal(mb->sp, 1);
+        assert_int_equal(mb->R * tp, (int64_t)n);
+        const size_t btc = plait_model_boundary_numel(ma), rc = plait_model_boundary_numel(mb);
+        assert_int_equal(rc * (size_t)tp, btc);
+        if (memcmp(&ja->loss, &jb->loss, sizeof ja->loss) != 0)
+            fail_msg("tp rank %d: loss %.17g with sequence parallelism, %.17g without", r, jb->loss, ja->loss);
+        assert_memory_equal(jb->logits, ja->logits, n * (size_t)ma->Vl * sizeof(float));
+        for (int32_t l = 0; l < plain->hs[r].spec->n_layers - 1; l++) {
+            const size_t at = (size_t)l * btc + (size_t)mb->row0 * (size_t)mb->C;
+            if (memcmp(jb->outs + (size_t)l * rc, ja->outs + at, rc * sizeof(float)) != 0)
+                fail_msg("tp rank %d: layer %d's output differs with sequence parallelism", r, (int)l);
+            if (memcmp(jb->out_grads + (size_t)l * rc, ja->out_grads + at, rc * sizeof(float)) != 0)
+                fail_msg("tp rank %d: the gradient of layer %d's output differs with sequence parallelism", r, (int)l);
+        }
+        int norms = 0;
+        for (int32_t i = 0; i < plain->hs[r].set.n_params; i++) {
+            const plait_param *pa = &plain->hs[r].params[i], *pb = &seq->hs[r].params[i];
+            if (!is_norm(pa->name)) {
+                if (memcmp(pb->grad, pa->grad, pa->numel * sizeof(float)) != 0)
+                    fail_msg("tp rank %d: the gradient of %s differs with sequence parallelism", r, pa->name);
+                continue;
+            }
+            norms++;
+            double scale = 0, worst = 0;
+            for (size_t k = 0; k < pa->numel; k++) scale = fmax(scale, fabs(pa->grad[k]));
+            for (size_t k = 0; k < pa->numel; k++) worst = fmax(worst, fabs((double)pb->grad[k] - pa->grad[k]));
+            assert_true(scale > 0);
+            if (worst > 1e-6 * scale)
+                fail_msg("tp rank %d: the gradient of %s is %.3g off (of %.3g) with sequence parallelism", r, pa->name,
+                         worst, scale);
+        }
+        assert_true(norms > 0);
+        assert_true(plait_model_activation_bytes(mb) < plait_model_activation_bytes(ma));
+    }
+    tp_run_free(plain);
+    tp_run_free(seq);
+    free(plain);
+    free(seq);
+    free(tok);
+    free(tgt);
+}
+
+/* block_size 8: divisible by 2 and 4; the vocabulary padded as above */
+#define SP_MODEL "[run]\nseed = 9\n[model]\nblock_size = 8\nvocab_size = 37\nn_layer = 2\n"
+#define SP_GPT_INI SP_MODEL "n_head = 4\nn_embd = 16\n"
+#define SP_LLAMA_INI SP_MODEL "arch = llama\nn_head = 4\nn_kv_head = 2\nn_embd = 16\nffn_hidden = 24\n"
+#define SP4_LLAMA_INI SP_MODEL "arch = llama\nn_head = 8\nn_kv_head = 4\nn_embd = 32\nffn_hidden = 48\n"
+
+static void test_sp_gpt(void **state) {
+    (void)state;
+    check_sequence_parallel(SP_GPT_INI, 2, 0);
+    check_sequence_parallel(SP_GPT_INI, 4, 0);
+    check_sequence_parallel(SP_GPT_INI, 2, 1); /* zero-bubble schedules' halves */
+    check_sequence_parallel(SP_GPT_INI "recompute = selective\n", 2, 0);
+    check_sequence_parallel(SP_GPT_INI "recompute = full\n", 2, 1);
+    check_sequence_parallel(SP_MODEL "arch = mlp\nn_embd = 16\n", 2, 0);
+}
+
+static void test_sp_llama(void **state) {
+    (void)state;
+    check_sequence_parallel(SP_LLAMA_INI, 2, 0);
+    check_sequence_parallel(SP4_LLAMA_INI, 4, 0);
+    check_sequence_parallel(SP_LLAMA_INI, 2, 1);
+    check_sequence_parallel(SP_LLAMA_INI "recompute = selective\n", 2, 0);
+    check_sequence_parallel(SP4_LLAMA_INI "recompute = full\n", 4, 1);
 }
 
 /* ---- pipeline split through boundary buffers ---------------------------- */
@@ -629,7 +841,8 @@ int main(void) {
         cmocka_unit_test(test_tp4_llama),   cmocka_unit_test(test_pipeline_split),
         cmocka_unit_test(test_slot_layers), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_fused_loss),  cmocka_unit_test(test_fused_layernorm),
-        cmocka_unit_test(test_fused_gelu),
+        cmocka_unit_test(test_fused_gelu),  cmocka_unit_test(test_sp_gpt),
+        cmocka_unit_test(test_sp_llama),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

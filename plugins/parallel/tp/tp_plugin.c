@@ -14,6 +14,13 @@
  * and the communication (the conjugate operators the model calls); the
  * model computes with whatever slices the plan gives.
  *
+ * [parallel.tp] sequence_parallel (Megatron-LM's sequence parallelism): the
+ * residual stream, the norms and the embedding's output split by rows over
+ * the group; the model calls `allgather` before each column-parallel product
+ * and `reduce_scatter` after each row-parallel one in place of the
+ * all-reduces (the conjugates in backward). Refused without tp or where tp
+ * does not divide [model] block_size.
+ *
  * Accounting: per micro-batch and block, 2 all-reduces in forward and 2 in
  * backward of b·s·h floats; plus one of b·s·h for the vocab-parallel
  * embedding (forward) and one for the head's input gradient (backward); plus
@@ -23,6 +30,7 @@
  * all-reduce algorithm's factor (ring: 2(tp-1)/tp), in the comm statistics.
  */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +43,10 @@ typedef struct tp_state {
     const plait_model_spec *model;
     plait_tp_ops ops;
     plait_parallel_stats stats;
+    /* deterministic mode: every sum in the ordered algorithm's one order, so
+     * a reduce-scatter's element is the bits of the all-reduce's (sequence
+     * parallelism equals tp without it) and runs repeat bit for bit */
+    plait_coll_algo algo;
 } tp_state;
 
 /* The time this rank has blocked in the TP communicator's calls: the
@@ -48,10 +60,12 @@ static double blocked_seconds(const plait_host *host, plait_comm *c) {
     return cs.wait_seconds;
 }
 
+#define SECTION "parallel.tp"
+
 static plait_status allreduce(tp_state *s, float *x, size_t count, plait_redop op, const char *label) {
     if (s->mesh->tp == 1 || count == 0) return PLAIT_OK;
     const plait_host *host = s->host;
-    plait_coll_opts opts = plait_tensor_coll_opts(host, PLAIT_ALGO_AUTO, label); /* activations: tensor memory */
+    plait_coll_opts opts = plait_tensor_coll_opts(host, s->algo, label); /* activations: tensor memory */
     double t0 = blocked_seconds(host, s->mesh->tp_comm);
     plait_status st = host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, NULL);
     s->stats.wait_seconds += blocked_seconds(host, s->mesh->tp_comm) - t0;
@@ -60,10 +74,81 @@ static plait_status allreduce(tp_state *s, float *x, size_t count, plait_redop o
     return st;
 }
 
+/* A sequence-parallel collective's accounting: the whole buffer's bytes,
+ * as an all-reduce's (docs/parallelism.md). */
+static plait_status sp_done(tp_state *s, double t0, size_t count, plait_status st) {
+    s->stats.wait_seconds += s->host->now() - t0;
+    s->stats.bytes_sent += count * sizeof(float);
+    s->stats.reductions++;
+    return st;
+}
+
+static plait_status op_allgather(void *ctx, const float *local, float *full, size_t count, void **req) {
+    tp_state *s = ctx;
+    const plait_host *host = s->host;
+    plait_coll_opts opts = plait_tensor_coll_opts(host, s->algo, "tp sequence all-gather");
+    if (req) *req = NULL;
+    double t0 = host->now();
+    plait_status st = host->coll->allgather(s->mesh->tp_comm, local, full, count, PLAIT_F32, &opts,
+                                            (plait_request **)req);
+    return sp_done(s, t0, count * (size_t)s->mesh->tp, st);
+}
+
+static plait_status op_reduce_scatter(void *ctx, const float *full, float *local, size_t count, void **req) {
+    tp_state *s = ctx;
+    const plait_host *host = s->host;
+    plait_coll_opts opts = plait_tensor_coll_opts(host, s->algo, "tp sequence reduce-scatter");
+    if (req) *req = NULL;
+    double t0 = host->now();
+    plait_status st = host->coll->reduce_scatter(s->mesh->tp_comm, full, local, count, PLAIT_F32, PLAIT_SUM, &opts,
+                                                 (plait_request **)req);
+    return sp_done(s, t0, count * (size_t)s->mesh->tp, st);
+}
+
+static plait_status op_wait(void *ctx, void *req) {
+    tp_state *s = ctx;
+    if (!req) return PLAIT_OK;
+    double t0 = s->host->now();
+    plait_status st = PLAIT_COLL_HAS(s->host->coll, wait_device) ? s->host->coll->wait_device(req)
+                                                                 : s->host->coll->wait(req);
+    s->stats.wait_seconds += s->host->now() - t0;
+    return st;
+}
+
 static plait_status op_enter_backward(void *ctx, float *g, size_t n) { return allreduce(ctx, g, n, PLAIT_SUM, "tp f (backward)"); }
 static plait_status op_exit_forward(void *ctx, float *x, size_t n) { return allreduce(ctx, x, n, PLAIT_SUM, "tp g (forward)"); }
 static plait_status op_reduce_max(void *ctx, float *x, size_t n) { return allreduce(ctx, x, n, PLAIT_MAX, "tp cross-entropy max"); }
 static plait_status op_reduce_sum(void *ctx, float *x, size_t n) { return allreduce(ctx, x, n, PLAIT_SUM, "tp cross-entropy sum"); }
+
+/* Sequence parallelism splits each sequence's rows over the group: it needs
+ * a group (tp >= 2) and a block_size that tp divides. The refusal names the
+ * nearest tp that divides both block_size and n_head (`heads`), and the
+ * block sizes around this one that tp divides. */
+static plait_status sequence_check(const plait_host *host, int tp, int32_t seq, int32_t heads) {
+    if (tp < 2)
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[%s] sequence_parallel = true needs tensor parallelism, but [parallel] tp = %d: "
+                               "set [parallel] tp >= 2 (dividing [model] n_head and block_size) or "
+                               "sequence_parallel = false",
+                               SECTION, tp);
+    if (seq % tp == 0) return PLAIT_OK;
+    int near = 0;
+    for (int d = 1; d < seq && !near; d++) {
+        if (tp - d >= 2 && seq % (tp - d) == 0 && heads % (tp - d) == 0) near = tp - d;
+        else if (seq % (tp + d) == 0 && heads % (tp + d) == 0) near = tp + d;
+    }
+    char tp_hint[64] = "";
+    if (near) snprintf(tp_hint, sizeof tp_hint, "[parallel] tp = %d, or ", near);
+    const int32_t down = seq / tp * tp, up = down + tp;
+    char seq_hint[64];
+    if (down > 0) snprintf(seq_hint, sizeof seq_hint, "%d or %d", (int)down, (int)up);
+    else snprintf(seq_hint, sizeof seq_hint, "%d", (int)up);
+    return host->set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "[%s] sequence_parallel = true splits each sequence over the tp ranks, but [parallel] "
+                           "tp = %d does not divide [model] block_size = %d: use %s[model] block_size = %s, or "
+                           "sequence_parallel = false",
+                           SECTION, tp, (int)seq, tp_hint, seq_hint);
+}
 
 static plait_status tp_create(const plait_parallel_init *init, void **out) {
     const plait_host *host = init->host;
@@ -88,17 +173,28 @@ static plait_status tp_create(const plait_parallel_init *init, void **out) {
     if (tp > 1 && ffn % tp != 0)
         return host->set_error(PLAIT_ERR_INVALID_CONFIG, "[parallel] tp = %d does not divide the MLP width %d", tp,
                                ffn);
+    plait_value v;
+    plait_status cst = host->config_get(init->config, SECTION, "sequence_parallel", &v);
+    if (cst != PLAIT_OK) return cst;
+    const int sp = v.i != 0;
+    if (sp && (cst = sequence_check(host, tp, m->block_size, heads ? m->n_head : m->block_size)) != PLAIT_OK)
+        return cst;
     tp_state *s = calloc(1, sizeof *s);
     if (!s) return host->set_error(PLAIT_ERR_NO_MEMORY, "tp: out of memory");
     s->host = host;
     s->mesh = init->mesh;
     s->model = m;
+    s->algo = init->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO;
     s->ops = (plait_tp_ops){.struct_size = sizeof(plait_tp_ops),
                             .ctx = s,
                             .enter_backward = op_enter_backward,
                             .exit_forward = op_exit_forward,
                             .reduce_max = op_reduce_max,
-                            .reduce_sum = op_reduce_sum};
+                            .reduce_sum = op_reduce_sum,
+                            .sequence_parallel = sp,
+                            .allgather = op_allgather,
+                            .reduce_scatter = op_reduce_scatter,
+                            .wait = op_wait};
     *out = s;
     return PLAIT_OK;
 }
@@ -157,6 +253,13 @@ static void tp_step_stats(void *state, plait_parallel_stats *out) {
 
 static void tp_destroy(void *state) { free(state); }
 
+static const plait_key_decl tp_keys[] = {
+    {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "sequence_parallel", PLAIT_KEY_BOOL, "false", 0, 0, NULL,
+     "Megatron-LM's sequence parallelism: the residual stream, norms and embedding output split along the "
+     "sequence over the tp ranks, an all-gather before and a reduce-scatter after each tensor-parallel pair in "
+     "place of the all-reduces (needs tp >= 2 dividing [model] block_size)"},
+};
+
 static const plait_parallel_ops tp_ops = {
     .struct_size = sizeof(plait_parallel_ops),
     .axes = PLAIT_PARALLEL_AXIS_TP,
@@ -177,6 +280,9 @@ static const plait_plugin_desc tp_desc = {
     .version = "0.1.0",
     .description = "tensor parallelism (Megatron): column/row-parallel linears, vocab-parallel embedding and loss",
     .ops = &tp_ops,
+    .keys = tp_keys,
+    .n_keys = sizeof tp_keys / sizeof tp_keys[0],
+    .key_size = sizeof(plait_key_decl),
 };
 
 PLAIT_PLUGIN_DEFINE_ENTRY("parallel/tp", 0, NULL, &tp_desc)

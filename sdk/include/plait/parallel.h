@@ -117,7 +117,31 @@ typedef struct plait_tp_ops {
     plait_status (*exit_forward)(void *ctx, float *out, size_t count);    /* g, forward */
     plait_status (*reduce_max)(void *ctx, float *x, size_t count);
     plait_status (*reduce_sum)(void *ctx, float *x, size_t count);
+    /* ABI 1.14: sequence parallelism (Megatron-LM's; read these where
+     * struct_size covers them). With `sequence_parallel` 1 the model keeps
+     * the residual stream, its norms and the embedding's output split by
+     * rows (tokens) over the TP group, rank r holding the r-th of tp equal
+     * runs of the B*T rows (`count` floats: its rows times n_embd), in
+     * token order: before a column-parallel product
+     * it calls `allgather` (local `count` floats in, tp*count out, in rank
+     * order; in backward the conjugate `reduce_scatter`), after a
+     * row-parallel one `reduce_scatter` (tp*count partial sums in, this
+     * rank's `count` summed floats out, the sum of each element in the
+     * order the all-reduce of the same group would take: in deterministic
+     * mode the same bits as exit_forward's; in backward `allgather`).
+     * The buffers do not overlap. With `req` NULL the call blocks; with
+     * `req` non-NULL it may return before the data moved, leaving in *req
+     * a request that `wait` finishes (NULL: already done), the buffers the
+     * plugin's until then. With `sequence_parallel` 0 the three may be
+     * NULL. */
+    int32_t sequence_parallel;
+    plait_status (*allgather)(void *ctx, const float *local, float *full, size_t count, void **req);
+    plait_status (*reduce_scatter)(void *ctx, const float *full, float *local, size_t count, void **req);
+    plait_status (*wait)(void *ctx, void *req);
 } plait_tp_ops;
+
+/* True if `ops` (a table from a possibly older plugin) has member `field`. */
+#define PLAIT_TP_OPS_HAS(ops, field) ((ops)->struct_size >= offsetof(plait_tp_ops, field) + sizeof((ops)->field))
 
 /* The plan a parallel plugin fills in plan(). The core prefills the
  * single-process plan (everything local, no split, the plain

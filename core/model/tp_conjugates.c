@@ -1,0 +1,90 @@
+/*
+ * Tensor parallelism's conjugate operators as the layer bodies call them,
+ * Megatron-LM's f and g, with or without sequence parallelism
+ * (plait_tp_ops.sequence_parallel):
+ *
+ *   where                          tp                      tp + sequence parallelism
+ *   before a column-parallel       nothing                 all-gather of the norm's R rows
+ *     product (forward)
+ *   after a row-parallel product   all-reduce (g)          reduce-scatter into R rows
+ *   backward of the first          nothing                 all-gather of the output gradient
+ *   backward of the second         all-reduce (f)          reduce-scatter into R rows
+ *
+ * R = m->R, the rows of the (B·T, C) residual stream this rank holds: all
+ * B·T without sequence parallelism, B·T/tp with it (rank r's rows start
+ * at m->row0 = r·R). A norm's parameters see only R rows under sequence
+ * parallelism, so their gradients are partial sums that one more
+ * all-reduce completes (plait_tp_norm_grads*); every other gradient is
+ * computed from full (gathered) tensors, as without it.
+ *
+ * One thread drives a model (model_internal.h); these calls are collective
+ * over the TP group, every rank making them in the same order.
+ */
+#include <stdio.h>
+
+#include "model/model_internal.h"
+
+static plait_status tp_fail(plait_model *m, plait_status st, const char *op, const char *where, int32_t layer) {
+    char what[160];
+    snprintf(what, sizeof what, "%s %s", op, where);
+    return plait_model_tp_error(m, st, what, layer);
+}
+
+float *plait_tp_local(plait_model *m, float *full) { return m->sp ? m->sp_local : full; }
+
+plait_status plait_tp_gather(plait_model *m, const float *local, float *full, const char *where, int32_t layer) {
+    if (!m->sp) return PLAIT_OK;
+    const plait_tp_ops *tp = m->tp_ops;
+    plait_status st = tp->allgather(tp->ctx, local, full, (size_t)(m->R * m->C), NULL);
+    return st == PLAIT_OK ? PLAIT_OK : tp_fail(m, st, "all-gather", where, layer);
+}
+
+float *plait_tp_partial(plait_model *m, float *out) { return m->sp ? m->sp_full : out; }
+
+plait_status plait_tp_sum(plait_model *m, float *partial, float *out, const char *where, int32_t layer) {
+    const plait_tp_ops *tp = m->tp_ops;
+    if (!tp) return PLAIT_OK;
+    const size_t rc = (size_t)(m->R * m->C);
+    plait_status st = m->sp ? tp->reduce_scatter(tp->ctx, partial, out, rc, NULL) : tp->exit_forward(tp->ctx, out, rc);
+    return st == PLAIT_OK ? PLAIT_OK : tp_fail(m, st, m->sp ? "reduce-scatter" : "all-reduce", where, layer);
+}
+
+plait_status plait_tp_grad_full(plait_model *m, const float *d, const float **full, const char *where, int32_t layer) {
+    *full = d;
+    if (!m->sp) return PLAIT_OK;
+    const plait_tp_ops *tp = m->tp_ops;
+    plait_status st = tp->allgather(tp->ctx, d, m->sp_full, (size_t)(m->R * m->C), NULL);
+    if (st != PLAIT_OK) return tp_fail(m, st, "all-gather of the gradient", where, layer);
+    *full = m->sp_full;
+    return PLAIT_OK;
+}
+
+plait_status plait_tp_grad_sum(plait_model *m, float *d, const char *where, int32_t layer) {
+    const plait_tp_ops *tp = m->tp_ops;
+    if (!tp) return PLAIT_OK;
+    const size_t rc = (size_t)(m->R * m->C);
+    plait_status st = m->sp ? tp->reduce_scatter(tp->ctx, d, m->sp_local, rc, NULL)
+                            : tp->enter_backward(tp->ctx, d, rc);
+    if (st != PLAIT_OK)
+        return tp_fail(m, st, m->sp ? "reduce-scatter of the gradient" : "all-reduce of the gradient", where, layer);
+    if (m->sp) m->k->copy(d, m->sp_local, rc); /* this rank's rows where the callers read them */
+    return PLAIT_OK;
+}
+
+norm_grads plait_tp_norm_grads(plait_model *m, float *w, float *b) {
+    if (!m->sp || (!w && !b)) return (norm_grads){.w = w, .b = b};
+    const size_t C = (size_t)m->C;
+    m->k->zero(m->sp_wg, 2 * C);
+    return (norm_grads){.w = w ? m->sp_wg : NULL, .b = b ? m->sp_wg + C : NULL, .acc_w = w, .acc_b = b};
+}
+
+plait_status plait_tp_norm_grads_sum(plait_model *m, const norm_grads *g, int32_t layer) {
+    if (!g->acc_w && !g->acc_b) return PLAIT_OK;
+    const plait_tp_ops *tp = m->tp_ops;
+    const size_t C = (size_t)m->C;
+    plait_status st = tp->reduce_sum(tp->ctx, m->sp_wg, 2 * C);
+    if (st != PLAIT_OK) return tp_fail(m, st, "all-reduce", "of a norm's parameter gradients", layer);
+    if (g->acc_w) m->k->axpy(g->acc_w, m->sp_wg, C, 1.0f);
+    if (g->acc_b) m->k->axpy(g->acc_b, m->sp_wg + C, C, 1.0f);
+    return PLAIT_OK;
+}
