@@ -18,6 +18,7 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/trace.h"
+#include "runtime/trace_nvtx.h"
 
 /* A collective's span, on the thread that ran it: its bytes (count x
  * element size), its algorithm, and the communicator's identity (name,
@@ -52,7 +53,14 @@ static plait_status run_one(plait_comm *comm, const plait_coll_args *args, uint6
     }
     int trace = plait_log_enabled_for(PLAIT_LOG_DEBUG, "coll");
     uint64_t t0 = trace ? plait_clock_now_ns() : 0, sent0 = trace ? atomic_load(&comm->bytes_sent) : 0;
+    int nvtx = 0;
+    if (span0 && plait_trace_range_on()) {
+        char name[48];
+        snprintf(name, sizeof name, "%s%s%s", plait_coll_kind_name(args->kind), *args->label ? " " : "", args->label);
+        nvtx = plait_trace_range_push(name);
+    }
     st = plait_coll_run(comm, args);
+    plait_trace_range_pop(nvtx);
     uint64_t t1 = span0 || end ? plait_clock_now_ns() : 0;
     if (end) *end = t1;
     if (span0 && plait_trace_on()) trace_coll(comm, args, span0, t1);

@@ -30,6 +30,7 @@
 #include "runtime/log.h"
 #include "runtime/memory.h"
 #include "runtime/trace.h"
+#include "runtime/trace_nvtx.h"
 #include "train/run.h"
 #include "train/run_internal.h"
 #include "train/step_pipeline.h"
@@ -55,6 +56,9 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     /* one clock read for the step's time and its span (the trace and
      * metrics.csv split the same intervals) */
     uint64_t t0 = plait_clock_now_ns();
+    char step_name[32];
+    snprintf(step_name, sizeof step_name, "step %lld", (long long)run->step + 1);
+    int nvtx = plait_trace_range_push(step_name);
     if (run->params.grad_flat) plait_device_kernels()->zero(run->params.grad_flat, run->params.flat_numel);
     plait_status st = PLAIT_OK;
     if (run->parallel.ops->begin_step) st = run->parallel.ops->begin_step(run->parallel.state, run->step);
@@ -85,6 +89,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
                              "optimizer",
                              (long long)run->step + 1, isnan(res->loss) ? "NaN" : "infinite",
                              plait_config_str(run->cfg, "optim", "plugin"));
+    plait_trace_range_pop(nvtx);
     if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step + 1);
     plait_stage_timing_take(&run->timing, run->exec.stage_times, res);
     take_plugin_stats(run, &out, res);
@@ -97,9 +102,7 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     if (plait_trace_on()) {
         plait_trace_args ta = PLAIT_TRACE_ARGS;
         ta.tag = run->step; /* numbered from 1 */
-        char name[32];
-        snprintf(name, sizeof name, "step %lld", (long long)run->step);
-        plait_trace_span(PLAIT_TRACE_STEP, name, t0, t1, &ta);
+        plait_trace_span(PLAIT_TRACE_STEP, step_name, t0, t1, &ta);
     }
     return PLAIT_OK;
 }
@@ -159,12 +162,15 @@ static const char *const instr_names[] = {"?", "FORWARD", "BACKWARD", "RECV_ACT"
 
 /* One instruction of the schedule as the trace shows it: its op, chunk
  * (in `layer`: trace_merge.c names it so) and micro-batch. */
+static const char *instr_name(const plait_instr *in) {
+    return in->op < sizeof instr_names / sizeof instr_names[0] ? instr_names[in->op] : "?";
+}
+
 static void trace_instr(const plait_instr *in, uint64_t t0) {
     plait_trace_args ta = PLAIT_TRACE_ARGS;
     ta.layer = in->chunk;
     ta.mb = in->mb;
-    plait_trace_end(PLAIT_TRACE_INSTR, in->op < sizeof instr_names / sizeof instr_names[0] ? instr_names[in->op] : "?",
-                    t0, &ta);
+    plait_trace_end(PLAIT_TRACE_INSTR, instr_name(in), t0, &ta);
 }
 
 /* A layer's forward or backward. */
@@ -194,6 +200,7 @@ static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_ste
         const plait_instr *in = &plan->schedule[i];
         int32_t c = in->chunk, mb = in->mb;
         uint64_t span0 = plait_trace_begin();
+        int nvtx = plait_trace_range_push(instr_name(in));
         switch ((plait_instr_op)in->op) {
         case PLAIT_INSTR_FORWARD:
             st = forward_chunk(run, p, step, c, mb, t);
@@ -227,7 +234,9 @@ static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_ste
                 plait_optim_step_in sin = {.struct_size = sizeof sin, .step = step,
                                            .sumsq_dev = run->exec.mb_loss_dev + run->exec.n_micro_batches};
                 uint64_t o0 = plait_trace_begin();
+                int onv = plait_trace_range_push("optimizer step");
                 st = run->optim.ops->step(run->optim.state, &sin, out);
+                plait_trace_range_pop(onv);
                 plait_trace_end(PLAIT_TRACE_OPTIM, "optimizer step", o0, NULL);
                 t->comm_s += out->wait_seconds; /* 0 from a plugin that predates the field */
                 /* the bf16 copies of the weights are made again at each layer's next forward */
@@ -237,6 +246,7 @@ static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_ste
         default:
             st = plait_set_error(PLAIT_ERR_INTERNAL, "schedule instruction %zu has unknown op %u", i, in->op);
         }
+        plait_trace_range_pop(nvtx);
         if (span0) trace_instr(in, span0);
     }
     if (!phase.ended) end_phase(&phase, t); /* a schedule without REDUCE_GRADS */
@@ -336,7 +346,9 @@ static plait_status forward_chunk(plait_run *run, pass p, int64_t step, int32_t 
         if (run->exec.on_layer) run->exec.on_layer(run->exec.on_layer_ctx, 0, l, mb);
         st = call_plugins(run, BEFORE_FORWARD, l, mb, t);
         uint64_t span0 = plait_trace_begin();
+        int nvtx = plait_trace_range_push("forward");
         if (st == PLAIT_OK) st = plait_model_forward_layer(run->model.instance, l, slot);
+        plait_trace_range_pop(nvtx);
         if (span0) trace_layer("forward", l, mb, span0);
         if (st == PLAIT_OK) st = call_plugins(run, AFTER_FORWARD, l, mb, t);
     }
@@ -385,7 +397,9 @@ static plait_status fold_grads(plait_run *run, int32_t layer, int32_t mb) {
 static plait_status backward_input_layer(plait_run *run, int32_t l, int32_t mb, int32_t slot, plait_step_timing *t) {
     plait_status st = call_plugins(run, BEFORE_FORWARD, l, mb, t);
     uint64_t span0 = plait_trace_begin();
+    int nvtx = plait_trace_range_push("backward_input");
     if (st == PLAIT_OK) st = plait_model_backward_input(run->model.instance, l, slot);
+    plait_trace_range_pop(nvtx);
     if (span0) trace_layer("backward_input", l, mb, span0);
     if (st == PLAIT_OK) st = call_plugins(run, AFTER_FORWARD, l, mb, t);
     return st;
@@ -399,9 +413,12 @@ static plait_status backward_grads_layer(plait_run *run, plait_instr_op op, int3
     if (st != PLAIT_OK) return st;
     if (run->params.tree) grads_to_scratch(run, l);
     uint64_t span0 = plait_trace_begin();
+    const char *what = op == PLAIT_INSTR_BACKWARD_WEIGHT ? "backward_weight" : "backward";
+    int nvtx = plait_trace_range_push(what);
     st = op == PLAIT_INSTR_BACKWARD_WEIGHT ? plait_model_backward_weight(run->model.instance, l, slot)
                                            : plait_model_backward_layer(run->model.instance, l, slot);
-    if (span0) trace_layer(op == PLAIT_INSTR_BACKWARD_WEIGHT ? "backward_weight" : "backward", l, mb, span0);
+    plait_trace_range_pop(nvtx);
+    if (span0) trace_layer(what, l, mb, span0);
     if (run->params.tree) {
         grads_to_flat(run, l);
         if (st == PLAIT_OK) st = fold_grads(run, l, mb);

@@ -19,6 +19,7 @@
 #include "runtime/out_file.h"
 #include "runtime/trace.h"
 #include "runtime/trace_merge.h"
+#include "runtime/trace_nvtx.h"
 
 /* Spans a rank holds (about 190 bytes each): a few steps of a deep
  * pipeline; past it spans are counted as dropped, and the count written. */
@@ -145,6 +146,7 @@ plait_status plait_run_trace_start(plait_run *run, const char *out_dir) {
         st = plait_out_check_own(merged, PLAIT_TRACE_JSON_FIRST_LINE, "the merged trace");
     }
     if (st == PLAIT_OK) st = plait_trace_open(TRACE_CAPACITY, run->world.mesh.world_rank, path);
+    if (st == PLAIT_OK) (void)plait_trace_nvtx_load(); /* the spans as NVTX ranges too, where NVTX is */
     rank_written = 0;
     snprintf(trace_out_dir, sizeof trace_out_dir, "%s", out_dir);
     snprintf(rank_path, sizeof rank_path, "%s", path);

@@ -32,6 +32,7 @@
 #include "train/run_replica.h"
 #include "train/run_trace.h"
 #include "runtime/trace.h"
+#include "runtime/trace_nvtx.h"
 
 static plait_status make_dirs(const char *path) {
     char buf[4096];
@@ -386,7 +387,9 @@ static plait_status save(train_loop *t) {
     int64_t done = t->run->step;
     if (!((t->ckpt_every > 0 && done % t->ckpt_every == 0) || done == t->run->steps)) return PLAIT_OK;
     uint64_t span0 = plait_trace_begin();
+    int nvtx = plait_trace_range_push("checkpoint");
     plait_status st = plait_run_save(t->run, t->out_dir);
+    plait_trace_range_pop(nvtx);
     plait_trace_end(PLAIT_TRACE_CKPT, "checkpoint", span0, NULL);
     /* a save that failed because the directory went in the meantime says
      * so, not which file it could not create */
