@@ -9,6 +9,7 @@
 #   and zb1, and full recomputation each follow cp 1's curve within 1e-5;
 # - each rank's activation memory (the model's activation bytes, as
 #   memory.csv reports them) is cp 1's divided by cp, on every rank;
+# - deterministic mode: a dp 2 x cp 2 run repeats its bits;
 # - a cp 2 checkpoint resumes in one process and continues cp 1's curve,
 #   final parameters within 1e-5;
 # - a checkpoint trained at another sequence length: a Llama's (rotary
@@ -51,6 +52,12 @@ for r in dpcp zero1 zero3 tpcp ppcp zb1cp rccp; do
   same_losses one $r 1e-5
   same_params one $r 1e-5
 done
+
+# deterministic mode: a dp 2 x cp 2 layout repeats its own bits
+train det1 $A parallel.dp=2 parallel.cp=2 run.deterministic=true
+train det2 $A parallel.dp=2 parallel.cp=2 run.deterministic=true
+same_losses det1 det2 0
+same_params det1 det2 bits
 
 # a cp 2 checkpoint (full tensors) resumes in one process
 train resumed $A parallel.cp=2 run.steps=2
