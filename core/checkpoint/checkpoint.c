@@ -299,6 +299,18 @@ static plait_status read_slice(const plait_st_tensor *t, const char *what, const
     if (!t) return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s has no tensor %s", what, name);
     int same = t->ndim == param->ndim;
     for (int32_t d = 0; same && d < t->ndim; d++) same = t->shape[d] == param->shape[d];
+    /* the learned positions of a longer sequence: a run at a shorter
+     * block_size reads their first rows (train/run_source.c allows it) */
+    const int prefix = !same && strcmp(param->name, "transformer.wpe.weight") == 0 && t->ndim == 2 &&
+                       param->ndim == 2 && t->shape[1] == param->shape[1] && t->shape[0] > param->shape[0] &&
+                       param->shard.parts <= 1;
+    if (prefix) {
+        if (offset > (size_t)param->numel || count > (size_t)param->numel - offset)
+            return plait_set_error(PLAIT_ERR_INVALID_ARG, "reading %s from %s: elements [%zu, %zu) of %lld", name, what,
+                                   offset, offset + count, (long long)param->numel);
+        memcpy(dst, t->data + offset, count * sizeof *dst);
+        return PLAIT_OK;
+    }
     if (!same) {
         char a[128], b[128];
         shape_text(a, sizeof a, t->ndim, t->shape);

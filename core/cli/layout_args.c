@@ -169,6 +169,17 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
         plait_config_free(cfg);
         return 1;
     }
+    if (plait_config_int(cfg, "parallel", "cp") > 1 || plait_config_int(cfg, "parallel", "ep") > 1) {
+        /* their layouts would be weighed as cp = ep = 1's: wrong, so refused */
+        plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                        "[parallel] cp = %lld, ep = %lld: plan and bench sweep do not weigh context or expert "
+                        "parallelism yet; give cp = 1 and ep = 1 here (plait train and plait config check run cp)",
+                        (long long)plait_config_int(cfg, "parallel", "cp"),
+                        (long long)plait_config_int(cfg, "parallel", "ep"));
+        plait_cli_print_error(NULL);
+        plait_config_free(cfg);
+        return 1;
+    }
     a->base = cfg;
     plait_cost_layout *b = &a->axes.base;
     b->dp = (int)plait_config_int(cfg, "parallel", "dp");

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "kernels/kernels_pool.h"
 #include "runtime/error.h"
 
 enum { TAG_KV_FWD = 1, TAG_KV_BWD = 2, TAG_DKV = 3 };
@@ -150,46 +151,63 @@ static float dot(const float *a, const float *b, int64_t n) {
     return s;
 }
 
-/* Fold block `src` (K|V rows kv) into each local query row's running
- * maximum mx, sum l (in lse's place until the end) and weighted values acc
- * (in out's place). sc: a row of scores, T/2 floats. */
-static void forward_block(const ring *r, int src, const float *kv, const float *qkv, float *acc, float *mx, float *l,
-                          float *sc) {
+/* One block's pass, over the kernels' threads: the arguments of an item. */
+typedef struct block_job {
+    const ring *r;
+    int src;
+    const float *kv, *qkv, *dout, *lse, *dd;
+    float *acc, *mx, *l, *dkv, *dqkv;
+} block_job;
+
+enum { TILE = 128 }; /* keys scored at once: a row's scores stay on the stack */
+
+/* Fold block `src` (K|V rows kv) into one (batch, head) item's query rows:
+ * the running maximum mx, sum l (in lse's place until the end) and
+ * weighted values acc (in out's place), a tile of keys at a time. */
+static void forward_item(void *ctx, int64_t item) {
+    const block_job *jb = ctx;
+    const ring *r = jb->r;
     const plait_model *m = r->m;
     const int64_t T = m->T, HS = r->HS, c = T / 2, group = r->NH / r->NKV;
+    const int64_t b = item / r->NH, h = item % r->NH, kh = h / group;
     const float scale = 1.0f / sqrtf((float)HS);
-    for (int64_t b = 0; b < m->B; b++)
-        for (int64_t h = 0; h < r->NH; h++) {
-            const int64_t kh = h / group;
-            for (int64_t t = 0; t < T; t++) {
-                const float *q = qkv + (b * T + t) * r->W + h * HS;
-                float *o = acc + (b * T + t) * r->NH * HS + h * HS;
-                const int64_t row = (b * r->NH + h) * T + t;
-                for (int j = 0; j < 2; j++) {
-                    int64_t n;
-                    visible(r, src, t, j, &n);
-                    if (n == 0) continue;
-                    const float *kb = kv + (b * T + j * c) * r->KVW + kh * HS;
-                    float bmax = -INFINITY;
-                    for (int64_t u = 0; u < n; u++) {
-                        sc[u] = dot(q, kb + u * r->KVW, HS) * scale;
-                        if (sc[u] > bmax) bmax = sc[u];
-                    }
-                    const float nmax = bmax > mx[row] ? bmax : mx[row];
-                    const float keep = expf(mx[row] - nmax); /* 0 while the row is empty (-inf) */
-                    for (int64_t i = 0; i < HS; i++) o[i] *= keep;
-                    float sum = 0.0f;
-                    const float *vb = kb + r->NKV * HS;
-                    for (int64_t u = 0; u < n; u++) {
-                        const float p = expf(sc[u] - nmax);
-                        sum += p;
-                        for (int64_t i = 0; i < HS; i++) o[i] += p * vb[u * r->KVW + i];
-                    }
-                    l[row] = l[row] * keep + sum;
-                    mx[row] = nmax;
+    float sc[TILE];
+    for (int64_t t = 0; t < T; t++) {
+        const float *q = jb->qkv + (b * T + t) * r->W + h * HS;
+        float *o = jb->acc + (b * T + t) * r->NH * HS + h * HS;
+        const int64_t row = (b * r->NH + h) * T + t;
+        float *mx = jb->mx + row, *l = jb->l + row;
+        for (int j = 0; j < 2; j++) {
+            int64_t n;
+            visible(r, jb->src, t, j, &n);
+            const float *kb = jb->kv + (b * T + j * c) * r->KVW + kh * HS, *vb = kb + r->NKV * HS;
+            for (int64_t u0 = 0; u0 < n; u0 += TILE) {
+                const int64_t w = n - u0 < TILE ? n - u0 : TILE;
+                float tmax = -INFINITY;
+                for (int64_t u = 0; u < w; u++) {
+                    sc[u] = dot(q, kb + (u0 + u) * r->KVW, HS) * scale;
+                    if (sc[u] > tmax) tmax = sc[u];
                 }
+                const float nmax = tmax > *mx ? tmax : *mx;
+                const float keep = expf(*mx - nmax); /* 0 while the row is empty (-inf) */
+                for (int64_t i = 0; i < HS; i++) o[i] *= keep;
+                float sum = 0.0f;
+                for (int64_t u = 0; u < w; u++) {
+                    const float p = expf(sc[u] - nmax);
+                    const float *v = vb + (u0 + u) * r->KVW;
+                    sum += p;
+                    for (int64_t i = 0; i < HS; i++) o[i] += p * v[i];
+                }
+                *l = *l * keep + sum;
+                *mx = nmax;
             }
         }
+    }
+}
+
+static void forward_block(const ring *r, int src, const float *kv, const float *qkv, float *acc, float *mx, float *l) {
+    block_job jb = {.r = r, .src = src, .kv = kv, .qkv = qkv, .acc = acc, .mx = mx, .l = l};
+    plait_pool_run(r->m->B * r->NH, forward_item, &jb);
 }
 
 plait_status plait_ring_attention_forward(plait_model *m, int32_t layer, float *out, float *lse, const float *qkv,
@@ -198,7 +216,7 @@ plait_status plait_ring_attention_forward(plait_model *m, int32_t layer, float *
     plait_status st = ring_open(m, layer, NH, NKV, &r);
     if (st != PLAIT_OK) return st;
     const int64_t rows = m->B * NH * m->T, HS = m->HS;
-    float *l = malloc((size_t)rows * sizeof(float)), *sc = r.dkv_out[0]; /* sc: T/2 floats, idle in the forward */
+    float *l = malloc((size_t)rows * sizeof(float));
     if (!l) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: ring attention's row sums");
     for (int64_t i = 0; i < rows; i++) lse[i] = -INFINITY, l[i] = 0.0f;
     memset(out, 0, (size_t)(m->B * m->T * NH * HS) * sizeof(float));
@@ -208,7 +226,7 @@ plait_status plait_ring_attention_forward(plait_model *m, int32_t layer, float *
         if (more) st = ring_post(&r, 0, 0, r.kv[cur ^ 1], TAG_KV_FWD);
         if (more && st == PLAIT_OK) st = ring_post(&r, 1, 1, r.kv[cur], TAG_KV_FWD);
         if (st != PLAIT_OK) break;
-        forward_block(&r, (m->cp_rank - s + m->cp) % m->cp, r.kv[cur], qkv, out, lse, l, sc);
+        forward_block(&r, (m->cp_rank - s + m->cp) % m->cp, r.kv[cur], qkv, out, lse, l);
         if (more && (st = ring_wait(&r, 0)) == PLAIT_OK) st = ring_wait(&r, 1);
     }
     st = ring_close(&r, st);
@@ -225,40 +243,48 @@ plait_status plait_ring_attention_forward(plait_model *m, int32_t layer, float *
     return st;
 }
 
-/* Block `src`'s share of the gradients: dq (in dqkv's q columns) += and
- * dkv (this rank's share of the block's dK|dV, zeroed first) =, from the
- * probabilities rebuilt from lse; dd holds each row's Σ dout·out. */
-static void backward_block(const ring *r, int src, const float *kv, float *dkv, const float *qkv, float *dqkv,
-                           const float *dout, const float *lse, const float *dd) {
+/* Block `src`'s share of the gradients for one (batch, key/value head)
+ * item: dq of its query heads (in dqkv's q columns) += and its rows of dkv
+ * (this rank's share of the block's dK|dV, zeroed first) +=, from the
+ * probabilities rebuilt from lse; dd holds each row's Σ dout·out. An item
+ * writes only its own rows, so the items run on any threads. */
+static void backward_item(void *ctx, int64_t item) {
+    const block_job *jb = ctx;
+    const ring *r = jb->r;
     const plait_model *m = r->m;
     const int64_t T = m->T, HS = r->HS, c = T / 2, group = r->NH / r->NKV;
+    const int64_t b = item / r->NKV, kh = item % r->NKV;
     const float scale = 1.0f / sqrtf((float)HS);
-    memset(dkv, 0, r->kv_numel * sizeof(float));
-    for (int64_t b = 0; b < m->B; b++)
-        for (int64_t h = 0; h < r->NH; h++) {
-            const int64_t kh = h / group;
-            for (int64_t t = 0; t < T; t++) {
-                const float *q = qkv + (b * T + t) * r->W + h * HS;
-                float *dq = dqkv + (b * T + t) * r->W + h * HS;
-                const float *go = dout + (b * T + t) * r->NH * HS + h * HS;
-                const int64_t row = (b * r->NH + h) * T + t;
-                for (int j = 0; j < 2; j++) {
-                    int64_t n;
-                    visible(r, src, t, j, &n);
-                    const float *kb = kv + (b * T + j * c) * r->KVW + kh * HS, *vb = kb + r->NKV * HS;
-                    float *dkb = dkv + (b * T + j * c) * r->KVW + kh * HS, *dvb = dkb + r->NKV * HS;
-                    for (int64_t u = 0; u < n; u++) {
-                        const float p = expf(dot(q, kb + u * r->KVW, HS) * scale - lse[row]);
-                        const float ds = p * (dot(go, vb + u * r->KVW, HS) - dd[row]) * scale;
-                        for (int64_t i = 0; i < HS; i++) {
-                            dvb[u * r->KVW + i] += p * go[i];
-                            dq[i] += ds * kb[u * r->KVW + i];
-                            dkb[u * r->KVW + i] += ds * q[i];
-                        }
+    for (int64_t h = kh * group; h < (kh + 1) * group; h++)
+        for (int64_t t = 0; t < T; t++) {
+            const float *q = jb->qkv + (b * T + t) * r->W + h * HS;
+            float *dq = jb->dqkv + (b * T + t) * r->W + h * HS;
+            const float *go = jb->dout + (b * T + t) * r->NH * HS + h * HS;
+            const int64_t row = (b * r->NH + h) * T + t;
+            for (int j = 0; j < 2; j++) {
+                int64_t n;
+                visible(r, jb->src, t, j, &n);
+                const float *kb = jb->kv + (b * T + j * c) * r->KVW + kh * HS, *vb = kb + r->NKV * HS;
+                float *dkb = jb->dkv + (b * T + j * c) * r->KVW + kh * HS, *dvb = dkb + r->NKV * HS;
+                for (int64_t u = 0; u < n; u++) {
+                    const float p = expf(dot(q, kb + u * r->KVW, HS) * scale - jb->lse[row]);
+                    const float ds = p * (dot(go, vb + u * r->KVW, HS) - jb->dd[row]) * scale;
+                    for (int64_t i = 0; i < HS; i++) {
+                        dvb[u * r->KVW + i] += p * go[i];
+                        dq[i] += ds * kb[u * r->KVW + i];
+                        dkb[u * r->KVW + i] += ds * q[i];
                     }
                 }
             }
         }
+}
+
+static void backward_block(const ring *r, int src, const float *kv, float *dkv, const float *qkv, float *dqkv,
+                           const float *dout, const float *lse, const float *dd) {
+    memset(dkv, 0, r->kv_numel * sizeof(float));
+    block_job jb = {
+        .r = r, .src = src, .kv = kv, .qkv = qkv, .dout = dout, .lse = lse, .dd = dd, .dkv = dkv, .dqkv = dqkv};
+    plait_pool_run(r->m->B * r->NKV, backward_item, &jb);
 }
 
 /* dd[row] = Σ dout·out over the row's head (softmax's backward term). */

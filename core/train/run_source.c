@@ -38,6 +38,33 @@ static plait_status refuse_other_model(const plait_config *cfg, const plait_ckpt
                            plait_ckpt_dir(ck), key, was, key, now, where, key, was);
 }
 
+/* Another block_size resumes where the weights allow: rotary positions
+ * (the llama arch) have none, and learned ones (the gpt arch) cover the
+ * sequence they were trained at, whose first rows serve a shorter one.
+ * *ok = 1 when it may resume; an error names both lengths. */
+static plait_status check_block_size(const plait_run *run, const plait_ckpt *ck, const char *was, const char *now,
+                                     int *ok) {
+    const long long before = atoll(was), after = atoll(now);
+    *ok = strcmp(run->model.spec->arch, "llama") == 0 || (strcmp(run->model.spec->arch, "gpt") == 0 && after < before);
+    if (*ok) {
+        if (run->world.mesh.world_rank == 0)
+            PLAIT_INFO("train", "resuming %s, trained at block_size %lld, at block_size %lld (%s)", plait_ckpt_dir(ck),
+                       before, after,
+                       strcmp(run->model.spec->arch, "llama") == 0 ? "rotary positions have no weights"
+                                                                   : "the first rows of its learned positions");
+        return PLAIT_OK;
+    }
+    if (strcmp(run->model.spec->arch, "gpt") != 0) return PLAIT_OK; /* mlp: refuse_other_model speaks */
+    const char *where = "";
+    plait_config_origin(run->cfg, "model", "block_size", &where);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "cannot resume from %s: its learned positions (transformer.wpe.weight) cover a sequence of "
+                           "%lld tokens ([model] block_size = %lld when it was trained), shorter than this run's "
+                           "block_size = %lld (%s); resume at block_size <= %lld, or use rotary positions "
+                           "(model.arch=llama), which resume at any length",
+                           plait_ckpt_dir(ck), before, before, after, where, before);
+}
+
 /* A resume continues the same model: fewer layers or another n_head would
  * load a subset of the tensors (or all of them, reshaped in meaning) without
  * complaint, and pruning would later delete the original checkpoints. Every
@@ -56,7 +83,12 @@ static plait_status check_model_keys(const plait_run *run, const plait_ckpt *ck)
         char now[64];
         if (v.type == PLAIT_KEY_INT) snprintf(now, sizeof now, "%lld", (long long)v.i);
         else snprintf(now, sizeof now, "%s", v.s ? v.s : "");
-        if (strcmp(was, now) != 0) return refuse_other_model(cfg, ck, key, was, now);
+        int ok = 0;
+        if (strcmp(was, now) != 0 && strcmp(key, "block_size") == 0) {
+            plait_status st = check_block_size(run, ck, was, now, &ok);
+            if (st != PLAIT_OK) return st;
+        }
+        if (strcmp(was, now) != 0 && !ok) return refuse_other_model(cfg, ck, key, was, now);
     }
     plait_llama_shape llama;
     if (strcmp(run->model.spec->arch, "llama") != 0) return PLAIT_OK;

@@ -9,8 +9,13 @@
 #   and zb1, and full recomputation each follow cp 1's curve within 1e-5;
 # - each rank's activation memory (the model's activation bytes, as
 #   memory.csv reports them) is cp 1's divided by cp, on every rank;
+# - deterministic mode: a dp 2 x cp 2 run repeats its bits;
 # - a cp 2 checkpoint resumes in one process and continues cp 1's curve,
 #   final parameters within 1e-5;
+# - a checkpoint trained at another sequence length: a Llama's (rotary
+#   positions) resumes at twice its length over cp 2; a GPT's resumes at a
+#   shorter one (the first rows of its learned positions) and is refused
+#   at a longer one before step 1, naming both lengths;
 # - refused before any rank starts, naming the keys and what would work:
 #   a block_size that does not split into 2cp chunks, cp with the mlp arch.
 source "$(dirname "$0")/lib.sh"
@@ -48,12 +53,35 @@ for r in dpcp zero1 zero3 tpcp ppcp zb1cp rccp; do
   same_params one $r 1e-5
 done
 
+# deterministic mode: a dp 2 x cp 2 layout repeats its own bits
+train det1 $A parallel.dp=2 parallel.cp=2 run.deterministic=true
+train det2 $A parallel.dp=2 parallel.cp=2 run.deterministic=true
+same_losses det1 det2 0
+same_params det1 det2 bits
+
 # a cp 2 checkpoint (full tensors) resumes in one process
 train resumed $A parallel.cp=2 run.steps=2
 train resumed $A --resume
 grep -q "resuming from $E2E_WORK/resumed/ckpt-00000002" "$E2E_WORK/resumed.out" || fail "the cp 2 checkpoint was not resumed"
 same_losses one resumed 1e-5
 same_params one resumed 1e-5
+
+# another sequence length
+CFG=$LLAMA train llama_len run.steps=2
+CFG=$LLAMA train llama_len run.steps=3 model.block_size=64 parallel.cp=2 --resume
+grep -q "trained at block_size 32, at block_size 64 (rotary positions have no weights)" "$E2E_WORK/llama_len.out" ||
+  fail "the llama checkpoint did not resume at block_size 64: $(cat "$E2E_WORK/llama_len.out")"
+[ "$(column llama_len step | tr '\n' ' ')" = "1 2 3 " ] || fail "llama_len: steps $(column llama_len step)"
+train gpt_short run.steps=2 model.block_size=64
+train gpt_short run.steps=3 parallel.cp=2 --resume
+grep -q "trained at block_size 64, at block_size 32 (the first rows of its learned positions)" \
+  "$E2E_WORK/gpt_short.out" || fail "the gpt checkpoint did not resume at block_size 32"
+train gpt_long run.steps=2
+if "$PLAIT_BIN" train "$CFG" run.out_dir="$E2E_WORK/gpt_long" run.steps=3 model.block_size=64 parallel.cp=2 --resume \
+  >"$E2E_WORK/gpt_long.out" 2>&1; then fail "a gpt checkpoint of block_size 32 resumed at 64"; fi
+grep -q "learned positions (transformer.wpe.weight) cover a sequence of 32 tokens (\[model\] block_size = 32 when it was trained), shorter than this run's block_size = 64" \
+  "$E2E_WORK/gpt_long.out" || fail "gpt_long: $(cat "$E2E_WORK/gpt_long.out")"
+[ "$(column gpt_long step | tr '\n' ' ')" = "1 2 " ] || fail "gpt_long trained past its checkpoint"
 
 refused() { # EXPECTED overrides...
   local want=$1; shift

@@ -2,7 +2,8 @@
 # The mesh's cp and ep axes as a user meets them before any rank starts:
 # ep that does not divide dp x cp names the keys and the divisors; ep > 1
 # is refused by train while no model has experts; the rank count a layout
-# needs counts cp; an order naming ep is refused, saying where ep comes from.
+# needs counts cp; an order naming ep is refused, saying where ep comes from;
+# plan and bench sweep refuse cp, which they do not weigh.
 source "$(dirname "$0")/lib.sh"
 P=$PLAIT_BIN
 refused() { # EXPECTED overrides...
@@ -23,4 +24,10 @@ if $P train "$CFG" -n 2 parallel.cp=2 parallel.dp=2 run.out_dir="$E2E_WORK/n" >"
   fail "-n 2 started a layout of 4 ranks"
 fi
 grep -q "dp 2 x cp 2 x tp 1 x pp 1 = 4 ranks, but -n 2" "$E2E_WORK/out" || fail "-n 2: $(cat "$E2E_WORK/out")"
+# plan and bench sweep do not weigh cp or ep: refused, not weighed as cp = 1
+for cmd in plan "bench sweep"; do
+  if $P $cmd "$CFG" parallel.cp=2 -n 2 --ranks 2 >"$E2E_WORK/out" 2>&1; then fail "$cmd accepted cp = 2"; fi
+  grep -q "plan and bench sweep do not weigh context or expert parallelism yet" "$E2E_WORK/out" ||
+    fail "$cmd with cp = 2: $(cat "$E2E_WORK/out")"
+done
 echo "mesh axes: ep and cp refusals named before any rank"
