@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "runtime/out_file.h"
 #include "runtime/regular_file.h"
 
@@ -44,8 +45,16 @@ static plait_status drop_rows_after(const char *path, int64_t last) {
         st = plait_out_fopen_temp(path, tmp, sizeof tmp, &out);
         if (st == PLAIT_OK) {
             rewind(in);
-            for (line = 0; (len = getline(&row, &cap, in)) > 0; line++)
+            long long gone = 0; /* whole rows of later steps: trained again after this resume */
+            for (line = 0; (len = getline(&row, &cap, in)) > 0; line++) {
                 if (!dropped(row, len, line, last)) fwrite(row, 1, (size_t)len, out);
+                else gone += row[len - 1] == '\n';
+            }
+            if (gone)
+                PLAIT_INFO("train",
+                           "metrics: %lld row%s of steps after %lld dropped: the resumed run trains them "
+                           "again",
+                           gone, gone == 1 ? "" : "s", (long long)last);
             int err = ferror(in) || ferror(out) ? EIO : 0;
             if (fflush(out) != 0 && !err) err = errno;
             if (fclose(out) != 0 && !err) err = errno;

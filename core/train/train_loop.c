@@ -380,9 +380,8 @@ static plait_status check(train_loop *t, const plait_step_result *res) {
     return plait_run_replica_settle(run);
 }
 
-/* After a step, save: a checkpoint every ckpt_every steps and at the last.
- * It comes before the evaluation of the same step, so an evaluation that
- * fails never costs the checkpoint. */
+/* After a step and its metrics row, save: a checkpoint every ckpt_every
+ * steps and at the last. */
 static plait_status save(train_loop *t) {
     int64_t done = t->run->step;
     if (!((t->ckpt_every > 0 && done % t->ckpt_every == 0) || done == t->run->steps)) return PLAIT_OK;
@@ -422,15 +421,15 @@ static plait_status evaluate(train_loop *t) {
     return st;
 }
 
-/* After a step, check again: the calls of its checkpoint, replica and
- * evaluation left the process as it was, before the step's metrics row and
- * progress line are written. */
+/* After a step, check again: the calls of its evaluation left the process
+ * as it was, before the step's metrics row and progress line are written;
+ * then those of its checkpoint or replica, before the next step. */
 static plait_status check_calls(train_loop *t) {
     if (!t->boundary && !t->evaluated) return PLAIT_OK;
     char when[128];
-    snprintf(when, sizeof when, "step %lld: the calls of its %s%s", (long long)t->run->step,
-             t->boundary ? "checkpoint or replica" : "evaluation",
-             t->boundary && t->evaluated ? " and its evaluation" : "");
+    snprintf(when, sizeof when, "step %lld: the calls of its %s", (long long)t->run->step,
+             t->boundary ? "checkpoint or replica" : "evaluation");
+    t->evaluated = 0; /* checked: the second call is the boundary's */
     return plait_run_check_process(t->run, when);
 }
 
@@ -517,11 +516,15 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         plait_step_result res;
         st = take_step(&t, &res);
         if (st == PLAIT_OK) st = check(&t, &res);
-        if (st == PLAIT_OK) st = save(&t);
-        if (st == PLAIT_OK) st = replicate(&t);
         if (st == PLAIT_OK) st = evaluate(&t);
         if (st == PLAIT_OK) st = check_calls(&t);
+        /* the step's row before its checkpoint or replica: a state a
+         * resume can start from has the rows of every step it holds (the
+         * resume drops those of later steps, which it trains again) */
         if (st == PLAIT_OK) st = report(&t, &res);
+        if (st == PLAIT_OK) st = save(&t);
+        if (st == PLAIT_OK) st = replicate(&t);
+        if (st == PLAIT_OK) st = check_calls(&t);
         /* the traced steps' files once the last one is done, its
          * checkpoint and evaluation included */
         if (st == PLAIT_OK) st = plait_run_trace_step_end(run, run->step, out_dir);

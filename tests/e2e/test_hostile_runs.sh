@@ -30,6 +30,9 @@
 #    allowed: the job stops with an error naming it, never "done ...
 #    metrics: RUN/metrics.csv", no checkpoint recreates the directory, and
 #    no restart is made (none could mend it);
+#  - a step that fails in its evaluation (the validation file truncated),
+#    then --resume: metrics.csv holds every step once (its row and its
+#    checkpoint go together);
 #  - an elastic job whose replicas its host cannot hold (a memory cgroup;
 #    needs root, said and skipped otherwise): refused before step 1, or at
 #    the first snapshot once activations take the room, without a restart;
@@ -156,6 +159,31 @@ for r in 0 1; do
   grep -qF "data file $E2E_WORK/shrinking.txt changed while the run was reading it: it had $size bytes when opened and it now has 4096 bytes" \
     "$E2E_WORK/shrink/rank-$r.log" || fail "rank $r did not name the data file and both sizes: $(tail -n 2 "$E2E_WORK/shrink/rank-$r.log")"
 done
+# --- 12. a step that fails after its checkpoint could be saved (its
+# evaluation: the validation file truncated under the run), then --resume:
+# the step's row and its checkpoint go together, so metrics.csv holds every
+# step once (a checkpoint saved before the failing evaluation left its
+# step without a row: resumed from it, the run went on at the next step)
+cp data/corpus.txt "$E2E_WORK/val.txt"
+rm -rf "${E2E_WORK:?}/evalfail"
+"$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/evalfail" "data.val_path=$E2E_WORK/val.txt" run.steps=8 \
+  run.eval_every=4 run.ckpt_every=2 run.debug_compute_sleep_ms=100 >"$E2E_WORK/evalfail.out" 2>&1 &
+job=$!
+for _ in $(seq 300); do
+  [ -f "$E2E_WORK/evalfail/metrics.csv" ] && [ "$(wc -l <"$E2E_WORK/evalfail/metrics.csv")" -gt 2 ] && break
+  sleep 0.05
+done
+truncate -s 0 "$E2E_WORK/val.txt"
+rc=0
+wait $job || rc=$?
+[ $rc -ne 0 ] || fail "evalfail: the run exited 0 after its validation file was truncated"
+grep -q "val.txt changed while the run was reading it" "$E2E_WORK/evalfail.out" ||
+  fail "evalfail: the run did not fail in its evaluation: $(tail -n 3 "$E2E_WORK/evalfail.out")"
+cp data/corpus.txt "$E2E_WORK/val.txt"
+train evalfail --resume "data.val_path=$E2E_WORK/val.txt" run.steps=8 run.eval_every=4 run.ckpt_every=2
+[ "$(column evalfail step | tr '\n' ' ')" = "$(seq 1 8 | tr '\n' ' ')" ] ||
+  fail "evalfail: metrics.csv steps are not 1..8 once each: $(column evalfail step | tr '\n' ' ')"
+
 # --- 9. the run directory removed under a running job (with restarts
 # allowed: none can mend it, so none is made)
 rm -rf "${E2E_WORK:?}/vanish"
@@ -274,13 +302,14 @@ if [ -n "$cg" ]; then
   limit() { echo $(($1 * 1024 * 1024)) >"$cg/$([ -f "$cg/memory.max" ] && echo memory.max || echo memory.limit_in_bytes)"; }
   # in 1750 MiB with 4 x 256 tokens a micro-batch: room enough before step 1,
   # but not once the steps have touched their activations (about 400 MiB):
-  # refused just before the first snapshot, after step 1's metrics row
+  # refused just before the first snapshot (step 2's), after that step's
+  # metrics row (a step's row comes before its snapshot)
   limit 1750
   small=$big big="$big model.block_size=256 data.global_batch=8 data.micro_batch=4"
   if replicas replica-room-late "$cg"; then fail "replicas beyond the host's memory after step 1: the job trained"; fi
   grep -q "plait: error: the job ends: rank 0 failed: train: $want" "$E2E_WORK/replica-room-late.out" ||
     fail "replicas beyond the host's memory after step 1: unclear refusal: $(tail -n 3 "$E2E_WORK/replica-room-late.out")"
-  grep -q "^1," "$E2E_WORK/replica-room-late/metrics.csv" && ! grep -q "^2," "$E2E_WORK/replica-room-late/metrics.csv" ||
+  grep -q "^2," "$E2E_WORK/replica-room-late/metrics.csv" && ! grep -q "^3," "$E2E_WORK/replica-room-late/metrics.csv" ||
     fail "replicas beyond the host's memory after step 1: not refused at the first snapshot: $(cut -d, -f1 "$E2E_WORK/replica-room-late/metrics.csv" | tr '\n' ' ')"
   limit 4096
   big=$small
