@@ -118,6 +118,9 @@ static plait_status same_number(const char *path, const plait_json *root, const 
     double v = dflt;
     int got = number(root, key, &v);
     if (got < 0) return not_a(path, key, "a number");
+    /* every number compared is a size, an epsilon or a base: one at or
+     * below 0 is no model's, and no [model] value could load it */
+    if (!(v > 0)) return not_a(path, key, "above 0 (the file is damaged, or not a Llama model's config.json)");
     int same = fabs(v - want) <= 1e-12 * fabs(want);
     if (same) return PLAIT_OK;
     char have[40], need[40];

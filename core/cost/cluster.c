@@ -130,17 +130,26 @@ static plait_status read_cluster(const plait_config *cfg, const char *name, plai
     read_link(cfg, "intra", &out->intra);
     read_link(cfg, "inter", &out->inter);
     out->inter_node_bandwidth = plait_config_float(cfg, "inter", "node_bandwidth") * 1e9;
-    const char *gpus_at = NULL, *kind_at = NULL;
-    if (!out->gpu && plait_config_origin(cfg, "node", "gpus", &gpus_at) != PLAIT_ORIGIN_DEFAULT &&
-        plait_config_int(cfg, "node", "gpus") > 0) {
-        /* planned as CPU nodes (this machine's cores), the file's GPUs
-         * would be ignored in silence */
+    /* a key of the other kind of node would be ignored in silence (GPUs
+     * planned as this machine's cores, cores on a GPU node) */
+    static const struct {
+        const char *key;
+        int gpu;
+    } kind_keys[] = {{"gpus", 1}, {"cores", 0}, {"half_rate_rows", 0}};
+    for (size_t i = 0; i < sizeof kind_keys / sizeof kind_keys[0]; i++) {
+        const char *at = NULL, *kind_at = NULL;
+        if (kind_keys[i].gpu == out->gpu ||
+            plait_config_origin(cfg, "node", kind_keys[i].key, &at) == PLAIT_ORIGIN_DEFAULT)
+            continue;
         plait_config_origin(cfg, "node", "kind", &kind_at);
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: [node] gpus = %lld describes GPU nodes, but [node] kind is cpu (%s): add kind "
-                               "= gpu (with memory and peak_gflops per GPU), or leave gpus out for CPU nodes",
-                               gpus_at ? gpus_at : name, (long long)plait_config_int(cfg, "node", "gpus"),
-                               kind_at && strcmp(kind_at, "default") != 0 ? kind_at : "the default");
+                               "%s: [node] %s describes %s nodes, but [node] kind is %s (%s): %s", at ? at : name,
+                               kind_keys[i].key, kind_keys[i].gpu ? "GPU" : "CPU", out->gpu ? "gpu" : "cpu",
+                               kind_at && strcmp(kind_at, "default") != 0 ? kind_at : "the default",
+                               kind_keys[i].gpu ? "add kind = gpu (with memory and peak_gflops per GPU), or leave "
+                                                  "gpus out for CPU nodes"
+                                                : "leave it out for GPU nodes (their rate is peak_gflops per GPU), "
+                                                  "or set kind = cpu");
     }
     if (out->gpu && (out->units_per_node < 1 || out->memory <= 0 || out->peak_flops <= 0)) {
         const char *where = NULL;

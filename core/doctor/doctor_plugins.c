@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <plait/plugin.h>
@@ -126,7 +127,27 @@ static void replay_report(plait_doctor *d, const char *label, const plait_fork_r
                              WIFEXITED(fr->status) ? WEXITSTATUS(fr->status) : -1);
 }
 
+/* Each directory PLAIT_PLUGIN_PATH names: one that is missing or not a
+ * directory holds no plugin, so the plugins meant to be there are not
+ * found (a typo says nothing otherwise). */
+static void check_plugin_path(plait_doctor *d) {
+    const char *env = getenv("PLAIT_PLUGIN_PATH");
+    char *copy = env ? strdup(env) : NULL, *save = NULL;
+    for (char *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir; dir = strtok_r(NULL, ":", &save)) {
+        struct stat sb;
+        int found = stat(dir, &sb) == 0, e = errno;
+        if (found && S_ISDIR(sb.st_mode)) continue;
+        plait_doctor_problem(d, "plugins", "correct PLAIT_PLUGIN_PATH (directories, separated by ':')",
+                             "PLAIT_PLUGIN_PATH names %s, which %s: no plugin is found there", dir,
+                             found         ? "is not a directory"
+                             : e == ENOENT ? "does not exist"
+                                           : strerror(e));
+    }
+    free(copy);
+}
+
 void plait_doctor_plugins(plait_doctor *d) {
+    check_plugin_path(d);
     plait_plugin_row *rows = NULL;
     size_t n = plait_plugins_scan(&rows);
     /* every report first, each in a child, before this process opens any

@@ -251,6 +251,18 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
                                "[model] n_embd = %lld is not a multiple of n_head = %lld: "
                                "each head needs n_embd / n_head channels",
                                (long long)n_embd, (long long)n_head);
+    /* the llama arch's own keys on another model would be ignored in
+     * silence (a gpt with n_kv_head = 2 is not grouped-query) */
+    static const char *const llama_only[] = {"n_kv_head", "ffn_hidden", "multiple_of",    "ffn_multiplier",
+                                             "norm_eps",  "rope_theta", "tie_embeddings", NULL};
+    for (int i = 0; !is_llama && llama_only[i]; i++) {
+        const char *where = NULL;
+        if (plait_config_origin(cfg, "model", llama_only[i], &where) == PLAIT_ORIGIN_DEFAULT) continue;
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [model] %s is a key of arch = llama, and this model is arch = %s, which has "
+                               "no use for it (remove it, or set arch = llama)",
+                               where ? where : "config", llama_only[i], arch);
+    }
     int64_t n_kv_head = 0, ffn_hidden = 0;
     if (is_llama) {
         plait_status st = check_llama(cfg, n_head, n_embd, &n_kv_head, &ffn_hidden);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plugin/loader.h"
 #include "runtime/error.h"
 #include "train/plan_check.h"
 #include "train/precision.h"
@@ -60,11 +61,36 @@ plait_status plait_layout_preflight_stages(plait_config *cfg, plait_layout_visit
     return preflight(cfg, 0, visit, ctx);
 }
 
+/* [parallel.dp] grad_compression beside an optimizer that reduces the
+ * gradients itself (ZeRO): the dp plugin refuses it as it binds, on every
+ * rank; said here too, so `config check` and the launcher say it first. */
+static plait_status check_dp_compression(const plait_config *cfg, int dp) {
+    plait_value v;
+    if (dp < 2 || plait_config_get(cfg, "parallel.dp", "grad_compression", &v) != PLAIT_OK) return PLAIT_OK;
+    const char *kind = plait_config_str(cfg, "parallel.dp", "grad_compression");
+    if (!kind || strcmp(kind, "none") == 0) return PLAIT_OK;
+    const char *optim = plait_config_str(cfg, "optim", "plugin");
+    const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_OPTIM, optim);
+    if (!d) { /* train names the plugin it cannot load */
+        plait_clear_error();
+        return PLAIT_OK;
+    }
+    const plait_optim_ops *ops = d->ops;
+    if (!(ops->flags & PLAIT_OPTIM_REDUCES_GRADS)) return PLAIT_OK;
+    const char *where = NULL;
+    plait_config_origin(cfg, "parallel.dp", "grad_compression", &where);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: [parallel.dp] grad_compression = %s does nothing here: the optimizer (%s) reduces the "
+                           "gradients itself; set its own key instead ([optim.%s] grad_compression)",
+                           where ? where : "config", kind, optim, optim);
+}
+
 static plait_status preflight(plait_config *cfg, int all, plait_layout_visit visit, void *ctx) {
     int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES], c[PLAIT_MESH_AXES];
     plait_status st = plait_check_evaluation(cfg);
     if (st != PLAIT_OK) return st;
     st = plait_mesh_shape(cfg, sizes, axes);
+    if (st == PLAIT_OK) st = check_dp_compression(cfg, sizes[PLAIT_AXIS_DP]);
     if (st != PLAIT_OK) return st;
     /* sequence parallelism needs a tp group: without one no plugin would
      * read the key (the tp plugin is not loaded), and it would be ignored */

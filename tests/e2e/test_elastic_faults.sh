@@ -157,7 +157,8 @@ echo "faults OK: two hosts lost in one recovery (resumed at step $step from disk
 host_back 1
 host_back 2
 for i in 0 1 2; do elastic_start damaged $i $J run.steps=12 run.ckpt_every=2 run.debug_corrupt_replica=2; done
-wait_rows damaged 5
+# row 7: the replica of step 6 is complete (a step's row comes before its own replica)
+wait_rows damaged 6
 host_kill 1
 elastic_wait damaged
 resumed damaged 1

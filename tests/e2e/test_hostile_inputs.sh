@@ -19,6 +19,10 @@
 #     tokenizer files; each refused at once naming the value and what is
 #     allowed. As another user (when run as root): an unwritable out_dir,
 #     an unreadable data file or checkpoint.
+#  5. the newest paths: llama configs and Hugging Face llama directories
+#     changed one way each, tokenizer.json files, cluster files, gradient
+#     compression beside ZeRO, pipeline schedules, `plait doctor` and the
+#     plugin path: each refused naming what and why.
 source "$(dirname "$0")/lib.sh"
 rm -rf "${E2E_WORK:?}"/* # what a failed run kept (FIFOs, staging directories)
 
@@ -262,4 +266,132 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 else
   echo "permissions: skipped (needs root and setpriv to act as another user)"
 fi
+# --- 5. the newest paths: llama configs, Hugging Face llama directories,
+# tokenizer.json files, cluster files, compression, pipeline schedules,
+# doctor and the plugin path; each refused at once, naming what and why
+W5=$E2E_WORK/n
+mkdir -p "$W5"
+LL=$PLAIT_SOURCE_DIR/configs/llama-tiny.ini
+while IFS='|' read -r want args; do
+  # shellcheck disable=SC2086
+  refused newest "$want" "$PLAIT_BIN" $args
+done <<EOF2
+n_kv_head = 3 does not divide n_head = 4|config check $LL model.n_kv_head=3
+n_kv_head = 8 does not divide n_head = 4|config check $LL model.n_kv_head=8
+the llama arch's head size must be even|config check $LL model.n_embd=20 model.n_head=4 model.n_kv_head=2
+n_embd = 66 is not a multiple of n_head = 4|config check $LL model.n_embd=66
+tp = 4 does not divide [model] n_kv_head = 2|config check $LL parallel.plugin=hybrid parallel.tp=4
+value '0' is out of range|config check $LL model.rope_theta=0
+[model] n_kv_head is a key of arch = llama, and this model is arch = gpt|config check $CFG model.n_kv_head=2
+[model] rope_theta is a key of arch = llama, and this model is arch = gpt|config check $CFG model.rope_theta=500000
+[parallel.dp] grad_compression = onebit does nothing here: the optimizer (zero1) reduces the gradients itself|config check $CFG parallel.dp=2 optim.plugin=zero1 parallel.dp.grad_compression=onebit
+value 'fp4' is not allowed (one of: none, bf16, int8, onebit)|config check $CFG parallel.dp=2 parallel.dp.grad_compression=fp4
+virtual_stages = 2 needs schedule = interleaved (zb1 runs one model chunk per stage)|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1 parallel.pp.virtual_stages=2
+schedule = interleaved needs virtual_stages >= 2|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=interleaved
+ranges overlap or are out of model order|config check $CFG parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=zb1 parallel.pp.stages=0-3,3-3
+EOF2
+# cluster files
+while IFS='|' read -r want text; do
+  printf "$text" >"$W5/cluster.ini"
+  refused cluster "$want" "$PLAIT_BIN" plan "$CFG" --ranks 2 --cluster "$W5/cluster.ini"
+done <<'EOF2'
+[node] gpus describes GPU nodes, but [node] kind is cpu (the default)|[node]\ngpus = 8\nmemory = 80G\n
+[node] cores describes CPU nodes, but [node] kind is gpu|[node]\nkind = gpu\ngpus = 8\ncores = 64\nmemory = 80G\npeak_gflops = 19500\n
+value '0' is out of range [1, 1000000]|[cluster]\nnodes = 0\n
+value '80X' is not a byte size|[node]\nkind = gpu\ngpus = 8\nmemory = 80X\npeak_gflops = 100\n
+key 'cores' is given twice (first on line 2)|[node]\ncores = 2\ncores = 4\n
+section [gpu] is not known|[gpu]\ncount = 8\n
+value 'nan' is not a finite number|[node]\npeak_gflops = nan\n
+kind = gpu needs gpus >= 1, memory > 0 and peak_gflops > 0|[node]\nkind = gpu\ngpus = 8\nmemory = 0\npeak_gflops = 100\n
+EOF2
+mkdir -p "$W5/cdir"
+refused cluster "is a directory, not a regular file" "$PLAIT_BIN" plan "$CFG" --ranks 2 --cluster "$W5/cdir"
+# tokenizer.json files (GPT-2's byte alphabet, one merge "a b" -> 256)
+python3 - "$W5" <<'PY'
+import json, os, sys
+w = sys.argv[1]
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + n); n += 1
+vocab = {chr(c): b for b, c in zip(bs, cs)}
+vocab["ab"] = 256
+base = {"model": {"type": "BPE", "vocab": vocab, "merges": ["a b"]},
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False}}
+def put(name, obj):
+    os.makedirs(f"{w}/{name}", exist_ok=True)
+    open(f"{w}/{name}/tokenizer.json", "w").write(obj if isinstance(obj, str) else json.dumps(obj))
+def model(**kw):
+    return dict(base, model=dict(base["model"], **kw))
+put("wordpiece", {"model": {"type": "WordPiece", "vocab": {"a": 0}}})
+put("empty", {})
+put("negative", model(vocab=dict(vocab, zz=-5)))
+put("twice", model(vocab=dict(vocab, cd=256), merges=["a b", "c d"]))
+put("badmerge", model(merges=["a b", "q xyz"]))
+put("truncated", json.dumps(base)[:500])
+put("deep", "[" * 200000 + "]" * 200000)
+put("gap", model(vocab=dict(vocab, ab=100000)))
+put("dropout", model(dropout=0.1))
+put("fallback", model(byte_fallback=True))
+put("normalizer", dict(base, normalizer={"type": "NFC"}))
+put("dupmember", '{"model":{"type":"BPE","type":"WordPiece","vocab":{},"merges":[]}}')
+put("sameadded", dict(base, added_tokens=[{"id": 257, "content": "<x>"}, {"id": 258, "content": "<x>"}]))
+put("nul", json.dumps(base)[:-1] + '\u0000}')
+PY
+printf 'ab cd' >"$W5/in.txt"
+while IFS='|' read -r name want; do
+  refused "tok-$name" "$want" "$PLAIT_BIN" tokenizer encode "$W5/$name" "$W5/in.txt"
+done <<'EOF2'
+wordpiece|model type "WordPiece" is not supported
+empty|no "model" object (not a tokenizer.json?)
+negative|the id of token "zz" must be an integer 0..2147483646
+twice|token id 256 is used twice, by "ab" and by "cd"
+badmerge|merge part "xyz" is not in the vocabulary
+truncated|found end of input
+deep|nesting deeper than 32 levels
+gap|no token has id 256, but ids go up to 100000
+dropout|asks for BPE dropout
+fallback|asks for byte fallback tokens
+normalizer|asks for a normalizer
+dupmember|duplicate member name "type"
+sameadded|token id 258 has the same bytes as id 257
+nul|found byte 0x00
+EOF2
+# Hugging Face llama directories: one exported from a plait llama, then
+# each changed in one way
+"$PLAIT_BIN" train "$LL" "run.out_dir=$W5/llama" run.steps=1 run.progress=off >"$W5/llama.out" 2>&1 ||
+  fail "llama run: $(tail -n 3 "$W5/llama.out")"
+"$PLAIT_BIN" export "$W5/llama" --format hf --out "$W5/hf" >"$W5/hf.out" 2>&1 || fail "llama export: $(cat "$W5/hf.out")"
+while IFS='|' read -r name change want; do
+  rm -rf "${W5:?}/$name"
+  cp -r "$W5/hf" "$W5/$name"
+  (cd "$W5/$name" && eval "$change")
+  refused "hf-$name" "$want" "$PLAIT_BIN" train "$LL" "run.out_dir=$W5/imp-$name" run.steps=1 run.init_from="$W5/$name"
+done <<'EOF2'
+scaling|python3 -c 'import json; c = json.load(open("config.json")); c["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}; json.dump(c, open("config.json", "w"))'|plait knows no rope scaling: allowed is null
+act|sed -i 's/"silu"/"gelu"/' config.json|the MLP's activation is not SiLU (allowed: silu)
+bias|sed -i 's/"attention_bias": false/"attention_bias": true/' config.json|attention_bias = true: the projections have biases
+headdim|sed -i 's/"head_dim": 32/"head_dim": 16/' config.json|head_dim = 16: the head size is not hidden_size / num_attention_heads
+window|sed -i 's/"mlp_bias": false/"mlp_bias": false, "sliding_window": 64/' config.json|attention sees a sliding window (allowed: null)
+mistral|sed -i 's/"model_type": "llama"/"model_type": "mistral"/' config.json|model_type = mistral: [model] arch = llama reads Hugging Face Llama models
+tied|sed -i 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' config.json|give model.tie_embeddings=true to load it
+kvtext|sed -i 's/"num_key_value_heads": 2/"num_key_value_heads": "2"/' config.json|'num_key_value_heads' is not a number
+vocabneg|sed -i 's/"vocab_size": 256/"vocab_size": -1/' config.json|'vocab_size' is not above 0 (the file is damaged, or not a Llama model's config.json)
+context|sed -i 's/"max_position_embeddings": 128/"max_position_embeddings": 64/' config.json|the model was not made for contexts that long (allowed: block_size <= 64)
+cfgjson|printf '{"model_type": "llama",' >config.json|expected a member name in quotes, found end of input
+escape|mv model.safetensors model-00001-of-00001.safetensors && echo '{"weight_map": {"model.embed_tokens.weight": "../hf/model.safetensors"}}' >model.safetensors.index.json|allowed is a .safetensors file beside the index
+noshard|rm model.safetensors && echo '{"weight_map": {"model.embed_tokens.weight": "model-00002-of-00002.safetensors"}}' >model.safetensors.index.json|cannot open safetensors file
+truncated|truncate -s 100000 model.safetensors|(truncated file)
+EOF2
+# doctor and the plugin path: a directory that is not there, a file, a
+# plugin file that is no shared object
+printf 'junk' >"$W5/libplait-optim-junk.so"
+PLAIT_PLUGIN_PATH=/nonexistent-plait-dir:$W5/in.txt refused doctor-path "PLAIT_PLUGIN_PATH names /nonexistent-plait-dir, which does not exist" "$PLAIT_BIN" doctor
+grep -qF "PLAIT_PLUGIN_PATH names $W5/in.txt, which is not a directory" "$E2E_WORK/doctor-path.out" ||
+  fail "doctor: a file in PLAIT_PLUGIN_PATH not named: $(grep -i plugin_path "$E2E_WORK/doctor-path.out")"
+PLAIT_PLUGIN_PATH=$W5 refused doctor-junk "libplait-optim-junk.so: file too short" "$PLAIT_BIN" doctor
+PLAIT_PLUGIN_PATH=$W5 refused junk-optim "[optim] plugin = junk: $W5/libplait-optim-junk.so: cannot load" "$PLAIT_BIN" config check "$CFG" optim.plugin=junk
+rm -f "$W5/libplait-optim-junk.so"
+echo "the newest paths: llama configs and directories, tokenizer.json files, cluster files, compression, schedules, doctor"
 echo "ok"

@@ -38,12 +38,15 @@ train_refused kv "num_key_value_heads = 2, but the run has [model] n_kv_head = 4
   run.init_from="$E2E_WORK/exp_false" "run.out_dir=$E2E_WORK/kv"
 train_refused theta "rope_theta = 10000, but the run has [model] rope_theta = 500" $Z model.rope_theta=500 \
   run.init_from="$E2E_WORK/exp_false" "run.out_dir=$E2E_WORK/theta"
-train_refused gpt_from_llama "a plait model of [model] arch = llama, but this run has arch = gpt" $Z model.arch=gpt \
+# a gpt config of the same sizes (a llama config with arch = gpt is
+# refused for its llama keys first)
+GPT=$PLAIT_SOURCE_DIR/tests/e2e/tiny.ini
+CFG=$GPT train_refused gpt_from_llama "a plait model of [model] arch = llama, but this run has arch = gpt" $Z \
   run.init_from="$E2E_WORK/trained_false" "run.out_dir=$E2E_WORK/gpt_from_llama"
 train_refused resume_theta "it holds a model with [model] rope_theta = 10000, but this run has rope_theta = 500" \
   $D model.rope_theta=500 "run.out_dir=$E2E_WORK/trained_false" --resume
-train_refused resume_gpt "it holds a model with [model] arch = llama, but this run has arch = gpt" \
-  $D model.arch=gpt "run.out_dir=$E2E_WORK/trained_false" --resume
+CFG=$GPT train_refused resume_gpt "it holds a model with [model] arch = llama, but this run has arch = gpt" \
+  $D "run.out_dir=$E2E_WORK/trained_false" --resume
 if "$PLAIT_BIN" export "$E2E_WORK/trained_false" --format nanogpt --out "$E2E_WORK/ng" >"$E2E_WORK/ng.out" 2>&1; then
   fail "a llama exported as nanogpt"
 fi

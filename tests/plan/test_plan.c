@@ -555,11 +555,19 @@ static void test_cluster_precision(void **state) {
     /* GPUs without kind = gpu: refused naming the line, not planned as
      * this machine's cores */
     assert_int_equal(plait_cluster_parse("gpus.ini", "[node]\ngpus = 8\nmemory = 80G\n", &c), PLAIT_ERR_INVALID_CONFIG);
-    assert_non_null(strstr(plait_last_error(), "gpus.ini:2: [node] gpus = 8 describes GPU nodes, but [node] kind is "
+    assert_non_null(strstr(plait_last_error(), "gpus.ini:2: [node] gpus describes GPU nodes, but [node] kind is "
                                                "cpu (the default): add kind = gpu"));
     assert_int_equal(plait_cluster_parse("gpus.ini", "[node]\nkind = cpu\ngpus = 8\n", &c), PLAIT_ERR_INVALID_CONFIG);
     assert_non_null(strstr(plait_last_error(), "kind is cpu (gpus.ini:2)"));
-    assert_int_equal(plait_cluster_parse("gpus.ini", "[node]\ngpus = 0\n", &c), PLAIT_OK);
+    assert_int_equal(plait_cluster_parse("gpus.ini", "[node]\ngpus = 0\n", &c), PLAIT_ERR_INVALID_CONFIG);
+    /* and cores on GPU nodes */
+    assert_int_equal(plait_cluster_parse("cores.ini",
+                                         "[node]\nkind = gpu\ngpus = 8\ncores = 64\nmemory = 80G\n"
+                                         "peak_gflops = 19500\n",
+                                         &c),
+                     PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), "cores.ini:4: [node] cores describes CPU nodes, but [node] kind is gpu "
+                                               "(cores.ini:2): leave it out"));
     /* one key is enough: the rest default */
     assert_int_equal(plait_cluster_parse("one.ini", "[cluster]\nnodes = 1\n", &c), PLAIT_OK);
     /* a wrong precision: FILE:LINE and the allowed values */
