@@ -26,10 +26,10 @@ plait_status plait_gpt_embedding_forward(plait_model *m, model_slot *s) {
     plait_status st = plait_model_embedding_params(m, PARAM_DATA, &p);
     if (st != PLAIT_OK) return st;
     float *out = s->bound[0];
-    if (m->cp > 1) { /* positions in the whole sequence (ring_attention.h) */
-        m->k->embedding_forward_vocab(out, s->tokens, p.wte, m->vocab_start, m->Vl, NULL, m->B, m->T, m->C);
-        if (m->tp_ops) st = m->tp_ops->exit_forward(m->tp_ops->ctx, out, (size_t)(m->B * m->T * m->C));
-        if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce of the embedding", 0);
+    if (m->cp > 1) { /* positions in the whole sequence (ring_attention.h), to this rank's rows */
+        float *part = plait_tp_partial(m, out);
+        m->k->embedding_forward_vocab(part, s->tokens, p.wte, m->vocab_start, m->Vl, NULL, m->B, m->T, m->C);
+        if ((st = plait_tp_sum(m, part, out, "of the embedding", 0)) != PLAIT_OK) return st;
         plait_cp_add_positions(m, out, p.wpe);
         return PLAIT_OK;
     }

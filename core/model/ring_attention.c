@@ -42,12 +42,13 @@ void plait_cp_take_local(int32_t *seq, int64_t B, int64_t T_local, int cp, int c
 }
 
 void plait_cp_add_positions(const plait_model *m, float *out, const float *wpe) {
-    for (int64_t b = 0; b < m->B; b++)
-        for (int64_t t = 0; t < m->T; t++) {
-            float *o = out + (b * m->T + t) * m->C;
-            const float *w = wpe + plait_cp_position(m, t) * m->C;
-            for (int64_t i = 0; i < m->C; i++) o[i] += w[i];
-        }
+    /* this rank's rows of the residual stream: all B·T, or under sequence
+     * parallelism the R from row0 (model.c's sequence_setup) */
+    for (int64_t row = m->row0; row < m->row0 + m->R; row++) {
+        float *o = out + (row - m->row0) * m->C;
+        const float *w = wpe + plait_cp_position(m, row % m->T) * m->C;
+        for (int64_t i = 0; i < m->C; i++) o[i] += w[i];
+    }
 }
 
 void plait_cp_positions_backward(const plait_model *m, float *dwpe, const float *dout) {

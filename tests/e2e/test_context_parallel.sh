@@ -5,8 +5,10 @@
 #   Llama (rotary positions, grouped-query attention) trains at cp 2 and
 #   cp 4 with the losses of cp 1 within 1e-5 (relative);
 # - cp composes: dp 2 x cp 2 (dense gradients summed over dp x cp), with
-#   ZeRO-1 and ZeRO-3 over that group, tp 2 x cp 2, pp 2 x cp 2 under 1f1b
-#   and zb1, and full recomputation each follow cp 1's curve within 1e-5;
+#   ZeRO-1 and ZeRO-3 over that group, tp 2 x cp 2 (with and without
+#   sequence parallelism, which splits each rank's rows of the two chunks
+#   over tp; GPT and Llama), pp 2 x cp 2 under 1f1b and zb1, and full
+#   recomputation each follow cp 1's curve within 1e-5;
 # - each rank's activation memory (the model's activation bytes, as
 #   memory.csv reports them) is cp 1's divided by cp, on every rank;
 # - deterministic mode: a dp 2 x cp 2 run repeats its bits;
@@ -45,13 +47,18 @@ train dpcp $A parallel.dp=2 parallel.cp=2
 train zero1 $A parallel.dp=2 parallel.cp=2 optim.plugin=zero1
 train zero3 $A parallel.dp=2 parallel.cp=2 optim.plugin=zero3
 train tpcp $A parallel.plugin=hybrid parallel.tp=2 parallel.cp=2
+train spcp $A parallel.plugin=hybrid parallel.tp=2 parallel.tp.sequence_parallel=true parallel.cp=2
+CFG=$LLAMA train llama_one $A
+CFG=$LLAMA train llama_spcp $A parallel.plugin=hybrid parallel.tp=2 parallel.tp.sequence_parallel=true parallel.cp=2
 train ppcp $A parallel.plugin=hybrid parallel.pp=2 parallel.cp=2
 train zb1cp $A parallel.plugin=hybrid parallel.pp=2 parallel.cp=2 parallel.pp.schedule=zb1
 train rccp $A parallel.cp=2 model.recompute=full
-for r in dpcp zero1 zero3 tpcp ppcp zb1cp rccp; do
+for r in dpcp zero1 zero3 tpcp spcp ppcp zb1cp rccp; do
   same_losses one $r 1e-5
   same_params one $r 1e-5
 done
+same_losses llama_one llama_spcp 1e-5
+same_params llama_one llama_spcp 1e-5
 
 # deterministic mode: a dp 2 x cp 2 layout repeats its own bits
 train det1 $A parallel.dp=2 parallel.cp=2 run.deterministic=true
