@@ -1,6 +1,7 @@
 /*
- * Saving and resuming a run. A checkpoint always holds full tensors with
- * global names, whatever the layout: for each parameter (in global order) the
+ * Saving and resuming a run. A gathered checkpoint holds full tensors with
+ * global names, whatever the layout (a sharded one: run_ckpt_shard.c): for
+ * each parameter (in global order) the
  * optimizer gathers its DP shards onto DP rank 0 (export_tensor), TP rank 0
  * assembles the TP slices, and the stage's (dp 0, tp 0) rank sends the full
  * tensor to world rank 0, the only writer. One tensor is in flight at a time.
@@ -226,7 +227,12 @@ static plait_status check_finite(const plait_run *run, const char *name, const f
     return PLAIT_OK;
 }
 
-plait_status plait_run_save(plait_run *run, const char *out_dir) {
+/* A gathered save: each tensor assembled on world rank 0, which writes it.
+ * Rank 0's writing fails alone (a full disk): it keeps taking part in the
+ * gathers, writing nothing more, so the owners' sends still find their
+ * receive and every rank reaches the outcome at once with rank 0's reason,
+ * instead of waiting for [comm] timeout; *wst is that failure. */
+static plait_status gather_and_write(plait_run *run, plait_ckpt_writer *w, plait_status *wst_out) {
     const plait_model_spec *spec = run->model.spec;
     int me = run->world.mesh.world_rank;
     size_t max_global = 0, max_local = 0;
@@ -240,35 +246,13 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
                                      : NULL;
     if (!full || (run->world.mesh.tp > 1 && !slices)) {
         plait_free(full);
+        plait_free(slices);
         return PLAIT_ERR_NO_MEMORY;
     }
     float *slice = full + max_global;
-    plait_ckpt_writer *w = NULL;
-    /* every rank's kept buffers (onebit's error feedback), declared with the
-     * tensors: rank 0 learns their names and sizes first */
-    plait_kept_manifest kept;
-    plait_status st = plait_run_kept_manifest(run, &kept);
-    if (me == 0 && st == PLAIT_OK) {
-        st = plait_ckpt_writer_begin(out_dir, run->step, &w);
-        if (st == PLAIT_OK) plait_ckpt_writer_protect(w, run->resumed_step);
-        if (st == PLAIT_OK) st = plait_ckpt_declare_model(w, spec, run->optim.ops->state_names);
-        if (st == PLAIT_OK) st = plait_run_kept_declare(run, &kept, w);
-        if (st == PLAIT_OK) st = write_model_meta(run, w);
-    }
-    /* Everyone learns whether rank 0 could start, so nobody waits for it. */
-    int ok = st == PLAIT_OK;
-    plait_status cst = plait_comm_broadcast(run->world.comm, &ok, 1, PLAIT_I32, 0, NULL, NULL);
-    if (cst != PLAIT_OK) st = cst;
-    else if (!ok && me != 0) /* worded as a relay, so that the launcher reports rank 0's own error */
-        st = plait_set_error(PLAIT_ERR_SYSTEM, "world rank %d stopped after world rank 0 failed to start the checkpoint",
-                             me);
+    plait_status st = PLAIT_OK, wst = PLAIT_OK;
     const char *const *states = run->optim.ops->state_names;
     uint32_t tag = 0x5a000000u;
-    /* Rank 0's writing fails alone (a full disk): it keeps taking part in
-     * the gathers, writing nothing more, so the owners' sends still find
-     * their receive and every rank reaches the outcome below at once with
-     * rank 0's reason, instead of waiting for [comm] timeout. */
-    plait_status wst = PLAIT_OK;
     for (int32_t g = 0; st == PLAIT_OK && g < spec->n_params; g++) {
         if (!plait_ckpt_param_stored(spec, g)) continue;
         const char *pname = plait_ckpt_param_name(spec, g);
@@ -286,17 +270,53 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
             }
         }
     }
+    plait_free(full);
+    plait_free(slices);
+    *wst_out = wst;
+    return st;
+}
+
+plait_status plait_run_save(plait_run *run, const char *out_dir) {
+    const plait_model_spec *spec = run->model.spec;
+    int me = run->world.mesh.world_rank;
+    plait_ckpt_writer *w = NULL;
+    /* every rank's kept buffers (onebit's error feedback), declared with the
+     * tensors: rank 0 learns their names and sizes first */
+    plait_kept_manifest kept;
+    plait_status st = plait_run_kept_manifest(run, &kept);
+    int sharded = strcmp(plait_config_str(run->cfg, "run", "ckpt_format"), "sharded") == 0, others_failed = 0;
+    if (me == 0 && st == PLAIT_OK) {
+        st = plait_ckpt_writer_begin(out_dir, run->step, &w);
+        if (st == PLAIT_OK) plait_ckpt_writer_protect(w, run->resumed_step);
+        /* sharded: the tensors are in the ranks' shard files, named by index.json */
+        if (st == PLAIT_OK && !sharded) st = plait_ckpt_declare_model(w, spec, run->optim.ops->state_names);
+        if (st == PLAIT_OK) st = plait_run_kept_declare(run, &kept, w);
+        if (st == PLAIT_OK) st = write_model_meta(run, w);
+    }
+    /* Everyone learns whether rank 0 could start, so nobody waits for it. */
+    int ok = st == PLAIT_OK;
+    plait_status cst = plait_comm_broadcast(run->world.comm, &ok, 1, PLAIT_I32, 0, NULL, NULL);
+    if (cst != PLAIT_OK) st = cst;
+    else if (!ok && me != 0) /* worded as a relay, so that the launcher reports rank 0's own error */
+        st = plait_set_error(PLAIT_ERR_SYSTEM,
+                             "world rank %d stopped after world rank 0 failed to start the checkpoint", me);
+    plait_status wst = PLAIT_OK;
+    if (sharded && st == PLAIT_OK) st = plait_run_save_shards(run, w, out_dir, &others_failed);
+    else if (st == PLAIT_OK) st = gather_and_write(run, w, &wst);
     if (st == PLAIT_OK) st = plait_run_kept_write(run, &kept, wst == PLAIT_OK ? w : NULL);
     plait_run_kept_manifest_free(&kept);
     if (st == PLAIT_OK) st = wst;
     if (me == 0 && st == PLAIT_OK && plait_restart_count() == 0 &&
-        plait_config_int(run->cfg, "run", "debug_die_in_save") == run->step)
+        plait_config_int(run->cfg, "run", "debug_die_in_save") == run->step &&
+        plait_config_int(run->cfg, "run", "debug_die_in_save_rank") == 0)
         raise(SIGKILL); /* for tests: a crash with the tensors written, nothing renamed */
     /* the checkpoint's directory is renamed into place by its path under
      * out_dir: not through a process the gathers' calls changed */
     if (me == 0 && st == PLAIT_OK) st = plait_run_check_process(run, "the save's calls");
     if (me == 0) {
-        if (st == PLAIT_OK) {
+        /* another rank's shard failed (it said why): no index, no marker,
+         * and the allreduce below names that rank */
+        if (st == PLAIT_OK && !others_failed) {
             char layout[256];
             layout_text(run, layout, sizeof layout);
             plait_ckpt_state state = {.step = run->step,
@@ -311,8 +331,6 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
             plait_ckpt_writer_abort(w);
         }
     }
-    plait_free(full);
-    plait_free(slices);
     /* The save is complete only when rank 0 committed; tell everyone, and
      * which rank failed first-hand (the lowest), so that the others' errors
      * relay to it and the launcher reports its error, the cause. */

@@ -1,5 +1,6 @@
 /*
- * Checkpoints of a run: full, unsharded tensors with global (nanoGPT) names,
+ * Checkpoints of a run: tensors with global (nanoGPT) names, full or as the
+ * ranks' slices with an index ([run] ckpt_format),
  * gathered from whatever layout wrote them and scattered into whatever layout
  * reads them; optimizer state under the Adam family's shared names; the run
  * state (step, seed, data position) beside them. Plus the run's reports.
@@ -10,6 +11,7 @@
 #ifndef PLAIT_CORE_RUN_CKPT_H
 #define PLAIT_CORE_RUN_CKPT_H
 
+#include "checkpoint/checkpoint.h"
 #include "train/metrics.h"
 #include "train/run.h"
 #include "train/train_loop.h"
@@ -51,6 +53,12 @@ void plait_run_warn_ckpt_room(const plait_run *run, const char *out_dir, int64_t
 
 /* Write a checkpoint of the current state (collective over the world). */
 plait_status plait_run_save(plait_run *run, const char *out_dir);
+/* The tensors of a sharded save (run_ckpt_shard.c): every rank writes its
+ * shard file into the checkpoint directory rank 0 began (`w`, NULL on other
+ * ranks), then rank 0 writes index.json and lists the files in `w`'s
+ * manifest. Collective over the world. *others_failed (rank 0): another
+ * rank's shard failed, so `w` must not be committed. */
+plait_status plait_run_save_shards(plait_run *run, plait_ckpt_writer *w, const char *out_dir, int *others_failed);
 
 /* Rank 0: the start-up summary (layout, batch, model size, memory report). */
 void plait_run_print_summary(plait_run *run, const char *out_dir, const char *resumed_from);

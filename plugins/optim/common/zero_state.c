@@ -337,8 +337,12 @@ static plait_status zero_after_backward(void *sp, int32_t layer, int32_t mb, int
     return st;
 }
 
-static plait_status zero_export(void *sp, int32_t param_index, const char *which, float *dst) {
-    zero *z = sp;
+/* The local parameter behind global `param_index` (a tied copy's original)
+ * and where this rank's part of tensor `which` lives: *base the shard array
+ * (NULL for a parameter every rank holds whole: ZeRO-1/2 without a float32
+ * slice of their own) and *which_id its message tag offset. */
+static plait_status zero_export_base(zero *z, int32_t param_index, const char *which, int32_t *local,
+                                     const float **base, int *which_id) {
     const plait_host *h = z->host;
     int32_t i = plait_param_set_find(z->params, param_index);
     if (i < 0) return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: parameter %d is not held by this rank", z->name, param_index);
@@ -346,18 +350,49 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
     if (orig >= 0) i = orig; /* shares the original's everything */
     const plait_param *p = &z->params->params[i];
     if (!z->materialized) return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: export before materialize()", z->name);
+    *local = i;
+    if (strcmp(which, "param") == 0) *base = z->pshard, *which_id = 0;
+    else if (strcmp(which, "exp_avg") == 0) *base = z->state, *which_id = 1;
+    else if (strcmp(which, "exp_avg_sq") == 0) *base = z->state + z->shard_numel, *which_id = 2;
+    else return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: unknown tensor \"%s\" of %s", z->name, which, p->name);
+    return PLAIT_OK;
+}
+
+/* This rank's own range of the parameter's slice: nothing is sent, so
+ * every DP rank writes its part of a sharded checkpoint at once. */
+static plait_status zero_export_shard(void *sp, int32_t param_index, const char *which, size_t *offset, size_t *count,
+                                      float *dst) {
+    zero *z = sp;
+    int32_t i;
     const float *base;
     int which_id;
-    if (strcmp(which, "param") == 0) {
-        if (!z->pshard) return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
-        base = z->pshard, which_id = 0;
-    } else if (strcmp(which, "exp_avg") == 0) {
-        base = z->state, which_id = 1;
-    } else if (strcmp(which, "exp_avg_sq") == 0) {
-        base = z->state + z->shard_numel, which_id = 2;
-    } else {
-        return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: unknown tensor \"%s\" of %s", z->name, which, p->name);
+    *offset = *count = 0;
+    plait_status st = zero_export_base(z, param_index, which, &i, &base, &which_id);
+    if (st != PLAIT_OK) return st;
+    const plait_param *p = &z->params->params[i];
+    if (!base) { /* held whole by every rank: DP rank 0 writes it */
+        if (z->rank == 0) *count = p->numel;
+        return z->rank == 0 && dst ? plait_tensor_to_host(z->host, dst, p->data, p->numel) : PLAIT_OK;
     }
+    const zero_unit *u = &z->units[z->unit_of_param[i]];
+    size_t a = z->param_off[i], b = a + p->numel, lo = zero_lo(z, u), hi = lo + u->shard;
+    size_t s = a > lo ? a : lo, e = b < hi ? b : hi;
+    if (s >= e) return PLAIT_OK;
+    *offset = s - a;
+    *count = e - s;
+    return dst ? plait_tensor_to_host(z->host, dst, base + u->shard_off + (s - lo), e - s) : PLAIT_OK;
+}
+
+static plait_status zero_export(void *sp, int32_t param_index, const char *which, float *dst) {
+    zero *z = sp;
+    const plait_host *h = z->host;
+    int32_t i;
+    const float *base;
+    int which_id;
+    plait_status st0 = zero_export_base(z, param_index, which, &i, &base, &which_id);
+    if (st0 != PLAIT_OK) return st0;
+    const plait_param *p = &z->params->params[i];
+    if (!base) return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
     /* Rank q holds [q*shard, (q+1)*shard) of the unit; each sends its part of
      * the parameter to rank 0, which assembles it in dst (host memory; a
      * rank-0 call without dst receives into a pool buffer instead). */
@@ -419,16 +454,15 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     plait_fill_versioned(out, &m, (uint32_t)sizeof m);
 }
 
-#define ZERO_OPS(stage_, flags_)                                                                    \
-    {                                                                                               \
-        .struct_size = sizeof(plait_optim_ops), .flags = (flags_), .state_names = state_names,      \
-        .create = create##stage_, .materialize = zero_materialize,                                  \
-        .before_forward = (stage_) == 3 ? zero_before_forward : NULL,                               \
-        .after_forward = (stage_) == 3 ? zero_after_forward : NULL,                                 \
-        .before_backward = zero_before_backward, .after_backward = zero_after_backward,             \
-        .finish_grads = zero_finish_grads, .step = zero_step, .export_tensor = zero_export,         \
-        .get_step = zero_get_step, .set_step = zero_set_step, .memory = zero_memory,                \
-        .destroy = zero_destroy                                                                     \
+#define ZERO_OPS(stage_, flags_)                                                                                       \
+    {                                                                                                                  \
+        .struct_size = sizeof(plait_optim_ops), .flags = (flags_), .state_names = state_names,                         \
+        .create = create##stage_, .materialize = zero_materialize,                                                     \
+        .before_forward = (stage_) == 3 ? zero_before_forward : NULL,                                                  \
+        .after_forward = (stage_) == 3 ? zero_after_forward : NULL, .before_backward = zero_before_backward,           \
+        .after_backward = zero_after_backward, .finish_grads = zero_finish_grads, .step = zero_step,                   \
+        .export_tensor = zero_export, .get_step = zero_get_step, .set_step = zero_set_step, .memory = zero_memory,     \
+        .destroy = zero_destroy, .export_shard = zero_export_shard                                                     \
     }
 
 const plait_optim_ops zero1_ops = ZERO_OPS(1, PLAIT_OPTIM_REDUCES_GRADS);
