@@ -60,6 +60,10 @@ static const plait_key_decl run_keys[] = {
         "(model.safetensors, optim.safetensors); sharded = every rank writes the slices it holds to its own "
         "shard file at once, with an index.json (the checkpoint directory must be on a file system every rank "
         "shares); any layout resumes either"),
+    KEY("ckpt_async", B, "false", 1, 0, NULL, SAME,
+        "sharded saves only: each rank copies its share to host memory at the saving step and a thread of its "
+        "own writes it while training goes on (one save in flight; the next waits for it; the last save is "
+        "waited for)"),
     KEY("eval_every", I, "0", 0, 1e12, NULL, SAME, "validation loss every N steps (0 = only at the end)"),
     KEY("eval_batches", I, "4", 1, 1e6, NULL, SAME, "micro-batches per validation"),
     KEY("deterministic", B, "false", 1, 0, NULL, SAME,

@@ -53,12 +53,30 @@ void plait_run_warn_ckpt_room(const plait_run *run, const char *out_dir, int64_t
 
 /* Write a checkpoint of the current state (collective over the world). */
 plait_status plait_run_save(plait_run *run, const char *out_dir);
-/* The tensors of a sharded save (run_ckpt_shard.c): every rank writes its
- * shard file into the checkpoint directory rank 0 began (`w`, NULL on other
- * ranks), then rank 0 writes index.json and lists the files in `w`'s
- * manifest. Collective over the world. *others_failed (rank 0): another
- * rank's shard failed, so `w` must not be committed. */
-plait_status plait_run_save_shards(plait_run *run, plait_ckpt_writer *w, const char *out_dir, int *others_failed);
+/* With [run] ckpt_async: finish a save still being written in the
+ * background. `wait` 0: only when every rank's file is written (one
+ * all-reduce; called after each step); 1: wait for it, saying so. A failed
+ * background write is reported here, naming the rank and the file; the
+ * previous checkpoint is kept. Collective over the world. `ok` 0 (the run
+ * is failing): wait for this rank's writer and give the save up, with no
+ * collective. */
+plait_status plait_run_save_settle(plait_run *run, int wait, int ok);
+
+/* The tensors of a sharded save (run_ckpt_shard.c). begin: this rank's
+ * parts planned and, synchronously, its shard file written into the
+ * checkpoint directory rank 0 began; with `async` its share copied to host
+ * memory instead and written by a thread of its own (*job is set even on
+ * failure). written: the file is done (thread-safe, never blocks). end,
+ * collective over the world: the writer joined, every rank's slices told to
+ * rank 0, which writes index.json into `w` (NULL elsewhere) and lists the
+ * files in its manifest; frees job. *others_failed (rank 0): another rank's
+ * shard failed, so `w` must not be committed. drop: join and free, no
+ * collective (a run that is failing). */
+typedef struct plait_shard_job plait_shard_job;
+plait_status plait_run_shards_begin(plait_run *run, const char *out_dir, int async, plait_shard_job **job);
+int plait_run_shards_written(const plait_shard_job *job);
+plait_status plait_run_shards_end(plait_run *run, plait_shard_job *job, plait_ckpt_writer *w, int *others_failed);
+void plait_run_shards_drop(plait_shard_job *job);
 
 /* Rank 0: the start-up summary (layout, batch, model size, memory report). */
 void plait_run_print_summary(plait_run *run, const char *out_dir, const char *resumed_from);

@@ -14,7 +14,9 @@
  * kept buffers are not in the shard files: the first are their original,
  * the second go to rank 0's optim.safetensors as in a gathered save.
  */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,12 +103,30 @@ static plait_status check_finite(const char *name, const float *v, size_t n) {
     return PLAIT_OK;
 }
 
-/* Write this rank's shard file: declare, then each part. Every rank takes
- * part in each export_tensor (collective over its DP group) even after its
- * own writing failed, so that no peer waits. *wrote: the file is in place. */
-static plait_status write_file(plait_run *run, const char *path, part *parts, size_t n, float *buf, plait_status *wst,
-                               int *wrote) {
-    int shard_api = PLAIT_OPTIM_HAS(run->optim.ops, export_shard), any = 0;
+/* The part of parts[i] into buf: exported now (collective over the DP
+ * group for export_tensor: every DP rank calls it, count 0 or not). */
+static plait_status export_part(plait_run *run, const part *p, float *buf) {
+    size_t begin = p->begin, count = p->count;
+    if (PLAIT_OPTIM_HAS(run->optim.ops, export_shard))
+        return count ? run->optim.ops->export_shard(run->optim.state, p->g, which_of(run, p->k), &begin, &count, buf)
+                     : PLAIT_OK;
+    return run->optim.ops->export_tensor(run->optim.state, p->g, which_of(run, p->k), count ? buf : NULL);
+}
+
+/* Whether this rank takes part in parts[i]'s export at all (its stage
+ * holds it; TP rank 0 alone for a tensor TP holds whole). */
+static int exports(const plait_run *run, const part *p) {
+    return p->lp && !(p->lp->shard.parts <= 1 && run->world.mesh.tp_rank != 0);
+}
+
+/* Write this rank's shard file: declare, then each part, from `snap` (the
+ * parts one after another, copied at the save's step) or, without it,
+ * exported one at a time through `buf`. Exporting, every rank takes part
+ * in each export_tensor (collective over its DP group) even after its own
+ * writing failed, so that no peer waits. *wrote: the file is in place. */
+static plait_status write_file(plait_run *run, const char *path, part *parts, size_t n, const float *snap, float *buf,
+                               plait_status *wst, int *wrote) {
+    int any = 0;
     plait_st_writer *w = NULL;
     for (size_t i = 0; i < n; i++) any |= parts[i].count > 0;
     if (any) *wst = plait_st_writer_create(path, &w);
@@ -120,18 +140,15 @@ static plait_status write_file(plait_run *run, const char *path, part *parts, si
     plait_status st = PLAIT_OK;
     for (size_t i = 0; i < n && st == PLAIT_OK; i++) {
         part *p = &parts[i];
-        if (!p->lp || (p->lp->shard.parts <= 1 && run->world.mesh.tp_rank != 0)) continue;
-        size_t begin = p->begin, count = p->count;
-        if (shard_api) {
-            if (count && *wst == PLAIT_OK)
-                st = run->optim.ops->export_shard(run->optim.state, p->g, which_of(run, p->k), &begin, &count, buf);
-        } else {
-            st = run->optim.ops->export_tensor(run->optim.state, p->g, which_of(run, p->k), count ? buf : NULL);
-        }
-        if (st != PLAIT_OK || !count || *wst != PLAIT_OK) continue;
+        if (!exports(run, p)) continue;
+        const float *data = snap;
+        if (snap) snap += p->count;
+        else if (*wst == PLAIT_OK || !PLAIT_OPTIM_HAS(run->optim.ops, export_shard))
+            st = export_part(run, p, buf), data = buf;
+        if (st != PLAIT_OK || !p->count || *wst != PLAIT_OK) continue;
         tensor_name(run, p, name, sizeof name);
-        if (p->k < 0) *wst = check_finite(name, buf, count);
-        if (*wst == PLAIT_OK) *wst = plait_st_writer_write(w, name, buf, count);
+        if (p->k < 0) *wst = check_finite(name, data, p->count);
+        if (*wst == PLAIT_OK) *wst = plait_st_writer_write(w, name, data, p->count);
     }
     if (any && *wst == PLAIT_OK && st == PLAIT_OK) *wst = plait_st_writer_finish(w, NULL);
     if (any && *wst == PLAIT_OK && st == PLAIT_OK) {
@@ -164,10 +181,11 @@ static plait_status visible(plait_ckpt_writer *w, const char *name, int r, uint6
 
 /* Rank 0: index.json from every rank's records, each shard file in the
  * manifest. */
-static plait_status write_index(plait_run *run, plait_ckpt_writer *w, const int64_t *all, const part *parts, size_t n) {
+static plait_status write_index(plait_run *run, plait_ckpt_writer *w, const int64_t *all, const part *parts, size_t n,
+                                int64_t step) {
     int world = run->world.mesh.world_size;
     size_t per = n * REC + TAIL;
-    plait_ckpt_index ix = {.step = run->step};
+    plait_ckpt_index ix = {.step = step};
     char(*names)[32] = calloc((size_t)world, sizeof *names);
     const char **files = calloc((size_t)world, sizeof *files);
     int32_t *file_of = calloc((size_t)world, sizeof *file_of);
@@ -217,47 +235,128 @@ static plait_status write_index(plait_run *run, plait_ckpt_writer *w, const int6
     return st;
 }
 
-plait_status plait_run_save_shards(plait_run *run, plait_ckpt_writer *w, const char *out_dir, int *others_failed) {
-    int me = run->world.mesh.world_rank, world = run->world.mesh.world_size, n_states = 0;
+/* One rank's part of a sharded save, from its plan to its file in place. */
+struct plait_shard_job {
+    plait_run *run;
+    int64_t step;
+    char path[4200];
+    part *parts;
+    size_t n, share; /* parts; the elements this rank writes */
+    float *snap;     /* ckpt_async: the share, copied to host memory at the save's step */
+    pthread_t thread;
+    int has_thread;
+    atomic_int written;   /* the writer thread is done (ckpt_async) */
+    plait_status st, wst; /* the exports' status; the file's */
+    int wrote;
+    uint64_t bytes;
+    uint32_t crc;
+    char why[1024]; /* the file's failure, as its writer said it */
+};
+
+static void finish_file(plait_shard_job *j) {
+    if (j->st == PLAIT_OK && j->wst == PLAIT_OK && j->wrote) j->wst = plait_fs_file_crc32c(j->path, &j->bytes, &j->crc);
+    if (j->wst != PLAIT_OK) snprintf(j->why, sizeof j->why, "%s", plait_last_error());
+}
+
+static void *writer_main(void *arg) {
+    plait_shard_job *j = arg;
+    j->st = write_file(j->run, j->path, j->parts, j->n, j->snap, NULL, &j->wst, &j->wrote);
+    finish_file(j);
+    atomic_store(&j->written, 1);
+    return NULL;
+}
+
+static void job_free(plait_shard_job *j) {
+    if (!j) return;
+    plait_free(j->snap);
+    free(j->parts);
+    free(j);
+}
+
+/* ckpt_async: this rank's share copied to host memory, every export at
+ * this step (the collective ones in step with the DP group). */
+static plait_status snapshot(plait_shard_job *j) {
+    plait_run *run = j->run;
+    j->snap = plait_alloc((j->share ? j->share : 1) * sizeof(float), PLAIT_MEM_HOST, 64, "checkpoint snapshot");
+    if (!j->snap) return PLAIT_ERR_NO_MEMORY;
+    float *at = j->snap;
+    plait_status st = PLAIT_OK;
+    for (size_t i = 0; i < j->n && st == PLAIT_OK; i++) {
+        if (!exports(run, &j->parts[i])) continue;
+        st = export_part(run, &j->parts[i], at);
+        at += j->parts[i].count;
+    }
+    return st;
+}
+
+plait_status plait_run_shards_begin(plait_run *run, const char *out_dir, int async, plait_shard_job **out) {
+    int n_states = 0;
     for (const char *const *s = run->optim.ops->state_names; s && *s; s++) n_states++;
-    size_t n = 0, most = 0;
-    for (int32_t g = 0; g < run->model.spec->n_params; g++) n += plait_ckpt_param_stored(run->model.spec, g);
-    n *= (size_t)(1 + n_states);
-    size_t per = n * REC + TAIL;
-    part *parts = calloc(n + 1, sizeof *parts);
+    plait_shard_job *j = calloc(1, sizeof *j);
+    *out = j;
+    if (!j) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory planning the sharded checkpoint");
+    j->run = run;
+    j->step = run->step;
+    for (int32_t g = 0; g < run->model.spec->n_params; g++) j->n += plait_ckpt_param_stored(run->model.spec, g);
+    j->n *= (size_t)(1 + n_states);
+    j->parts = calloc(j->n + 1, sizeof *j->parts);
+    if (!j->parts) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory planning the sharded checkpoint");
+    char dir[4096], name[64];
+    plait_ckpt_dir_path(dir, sizeof dir, out_dir, run->step);
+    plait_ckpt_shard_file_name(name, sizeof name, run->world.mesh.world_rank);
+    snprintf(j->path, sizeof j->path, "%s/%s", dir, name);
+    size_t most = 0;
+    j->st = plan_parts(run, j->parts, n_states, &most);
+    for (size_t i = 0; i < j->n; i++) j->share += j->parts[i].count;
+    if (j->st == PLAIT_OK && async) {
+        j->st = snapshot(j);
+        if (j->st == PLAIT_OK && pthread_create(&j->thread, NULL, writer_main, j) == 0) {
+            j->has_thread = 1;
+            return PLAIT_OK;
+        }
+        if (j->st == PLAIT_OK) j->st = plait_set_error(PLAIT_ERR_SYSTEM, "cannot start the checkpoint's writer thread");
+        return j->st;
+    }
+    float *buf = j->st == PLAIT_OK && most ? plait_alloc(most * sizeof(float), PLAIT_MEM_HOST, 64, "checkpoint buffer")
+                                           : NULL;
+    if (j->st == PLAIT_OK && most && !buf) j->st = PLAIT_ERR_NO_MEMORY;
+    if (j->st == PLAIT_OK) j->st = write_file(run, j->path, j->parts, j->n, NULL, buf, &j->wst, &j->wrote);
+    plait_free(buf);
+    finish_file(j);
+    atomic_store(&j->written, 1);
+    return j->st;
+}
+
+int plait_run_shards_written(const plait_shard_job *job) { return atomic_load(&((plait_shard_job *)job)->written); }
+
+void plait_run_shards_drop(plait_shard_job *job) {
+    if (job && job->has_thread) pthread_join(job->thread, NULL);
+    job_free(job);
+}
+
+plait_status plait_run_shards_end(plait_run *run, plait_shard_job *j, plait_ckpt_writer *w, int *others_failed) {
+    int me = run->world.mesh.world_rank, world = run->world.mesh.world_size;
+    if (j->has_thread) pthread_join(j->thread, NULL);
+    j->has_thread = 0;
+    size_t n = j->n, per = n * REC + TAIL;
     int64_t *mine = calloc(per, sizeof *mine);
     int64_t *all = me == 0 ? calloc(per * (size_t)world, sizeof *all) : NULL;
-    if (!parts || !mine || (me == 0 && !all)) {
-        free(parts);
+    if (!mine || (me == 0 && !all)) {
         free(mine);
         free(all);
-        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory planning the sharded checkpoint");
+        job_free(j);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory ending the sharded checkpoint");
     }
-    plait_status st = plan_parts(run, parts, n_states, &most);
-    float *buf = st == PLAIT_OK && most ? plait_alloc(most * sizeof(float), PLAIT_MEM_HOST, 64, "checkpoint buffer")
-                                        : NULL;
-    if (st == PLAIT_OK && most && !buf) st = PLAIT_ERR_NO_MEMORY;
-    char dir[4096], name[64], path[4200];
-    plait_ckpt_dir_path(dir, sizeof dir, out_dir, run->step);
-    plait_ckpt_shard_file_name(name, sizeof name, me);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    plait_status wst = PLAIT_OK;
-    int wrote = 0;
-    if (st == PLAIT_OK) st = write_file(run, path, parts, n, buf, &wst, &wrote);
-    plait_free(buf);
+    plait_status st = j->st, wst = j->wst;
     if (wst != PLAIT_OK) /* this rank's own file failed: said here, with the file */
-        plait_log(PLAIT_LOG_ERROR, "checkpoint", "world rank %d could not write its shard %s: %s", me, path,
-                  plait_last_error());
-    uint64_t bytes = 0;
-    uint32_t crc = 0;
-    if (st == PLAIT_OK && wst == PLAIT_OK && wrote) wst = plait_fs_file_crc32c(path, &bytes, &crc);
+        plait_log(PLAIT_LOG_ERROR, "checkpoint", "world rank %d could not write its shard %s: %s", me, j->path, j->why);
     if (st == PLAIT_OK && wst == PLAIT_OK && plait_restart_count() == 0 &&
-        plait_config_int(run->cfg, "run", "debug_die_in_save") == run->step &&
+        plait_config_int(run->cfg, "run", "debug_die_in_save") == j->step &&
         plait_config_int(run->cfg, "run", "debug_die_in_save_rank") == me && me != 0)
         raise(SIGKILL); /* for tests: one rank's shard in place, no index, no marker */
     for (size_t i = 0; i < n; i++) {
         int64_t *rec = mine + i * REC;
-        const part *p = &parts[i];
+        const part *p = &j->parts[i];
         if (!p->count) continue;
         const plait_shard *sh = &p->lp->shard;
         int64_t v[REC] = {1,          (int64_t)p->begin, (int64_t)(p->begin + p->count), sh->dim, sh->parts, sh->index,
@@ -265,16 +364,17 @@ plait_status plait_run_save_shards(plait_run *run, plait_ckpt_writer *w, const c
         memcpy(rec, v, sizeof v);
     }
     int64_t *tail = mine + n * REC;
-    tail[0] = st == PLAIT_OK && wst == PLAIT_OK, tail[1] = (int64_t)bytes, tail[2] = crc, tail[3] = wrote;
+    tail[0] = st == PLAIT_OK && wst == PLAIT_OK, tail[1] = (int64_t)j->bytes, tail[2] = j->crc, tail[3] = j->wrote;
     /* the barrier: rank 0 learns every rank's slices once each file is in place */
     plait_status cst = plait_comm_gather(run->world.comm, mine, all, per, PLAIT_I64, 0, NULL, NULL);
     if (st == PLAIT_OK) st = cst;
-    if (st == PLAIT_OK) st = wst;
+    if (st == PLAIT_OK && wst != PLAIT_OK)
+        st = plait_set_error(PLAIT_ERR_SYSTEM, "world rank %d could not write its shard %s: %s", me, j->path, j->why);
     *others_failed = 0;
     for (int r = 0; me == 0 && st == PLAIT_OK && r < world; r++) *others_failed |= !all[(size_t)r * per + n * REC];
-    if (me == 0 && st == PLAIT_OK && !*others_failed) st = write_index(run, w, all, parts, n);
-    free(parts);
+    if (me == 0 && st == PLAIT_OK && !*others_failed) st = write_index(run, w, all, j->parts, n, j->step);
     free(mine);
     free(all);
+    job_free(j);
     return st;
 }

@@ -11,7 +11,11 @@
 #   checkpoint, naming the file and so the rank that wrote it; nothing is
 #   lost;
 # - plait export of a sharded checkpoint writes the very file it writes
-#   from the gathered checkpoint of the same state.
+#   from the gathered checkpoint of the same state;
+# - [run] ckpt_async: background saves leave the losses bit for bit, one
+#   resumes exactly, a gathered save refuses the key, and a failed
+#   background write ends the run naming the rank and the file, the
+#   previous checkpoint kept.
 source "$(dirname "$0")/lib.sh"
 A="run.steps=6 run.ckpt_every=3 parallel.plugin=hybrid data.micro_batch=1 run.deterministic=true"
 S="run.ckpt_format=sharded"
@@ -88,4 +92,27 @@ for how in flip gone rank1; do
     fail "bad_$how did not resume from the previous complete checkpoint"
   [ -f "$E2E_WORK/bad_$how/ckpt-00000009/COMPLETE" ] || fail "bad_$how: no complete checkpoint at step 9"
 done
+# [run] ckpt_async: saves at steps 2 and 4 written in the background while
+# training goes on (the last one waited for); the losses are one process's,
+# and a resume from the background save of step 4 continues them bit for bit
+AS="$S run.ckpt_async=true run.ckpt_every=2 run.keep_checkpoints=5"
+train async $A $Z1 $AS
+same_losses one async 0
+for s in 2 4 6; do [ -f "$E2E_WORK/async/ckpt-0000000$s/COMPLETE" ] || fail "async: no complete checkpoint of step $s"; done
+rm -rf "$E2E_WORK/async/ckpt-00000006"
+train async $A parallel.dp=4 optim.plugin=zero3 --resume
+grep -q "resuming from $E2E_WORK/async/ckpt-00000004" "$E2E_WORK/async.out" || fail "async did not resume from step 4"
+same_losses one async 0
+same_params one async bits
+train_refused async_gathered "needs [run] ckpt_format = sharded" "run.out_dir=$E2E_WORK/async_gathered" $A \
+  run.ckpt_async=true
+# a background write that fails (a directory where world rank 1's shard of
+# step 4 goes): reported at a later step naming the rank and the file; the
+# save of step 2 stays the run's complete checkpoint
+train async_fail $A $Z1 $AS run.steps=2
+mkdir -p "$E2E_WORK/async_fail/ckpt-00000004/shard-00001.safetensors"
+train_refused async_fail "world rank 1 could not write its shard $E2E_WORK/async_fail/ckpt-00000004/shard-00001.safetensors" \
+  "run.out_dir=$E2E_WORK/async_fail" $A $Z1 $AS --resume
+[ -f "$E2E_WORK/async_fail/ckpt-00000002/COMPLETE" ] || fail "async_fail: the checkpoint of step 2 is gone"
+[ ! -e "$E2E_WORK/async_fail/ckpt-00000004/COMPLETE" ] || fail "async_fail: the failed save is marked complete"
 echo "sharded checkpoints OK"
