@@ -5,7 +5,8 @@
 #   uninterrupted run bit for bit (losses and the final checkpoint);
 # - a dp 2 x tp 2 ZeRO-1 save with a vocabulary TP pads (257) resumes at
 #   pp 2, at dp 4 ZeRO-3 and in one process exactly as the same layout's
-#   gathered checkpoint does (losses bit for bit);
+#   gathered checkpoint does (losses bit for bit), and so does a tp 2 x
+#   pp 2 interleaved save at dp 2 ZeRO-3;
 # - bad input: a damaged shard file, a missing one, and a save that one rank
 #   (world rank 1) did not finish are each skipped for the previous complete
 #   checkpoint, naming the file and so the rank that wrote it; nothing is
@@ -65,6 +66,17 @@ for to in pp2 z3 one; do
   same_losses "g4_$to" "s4_$to" 0
   same_params "g4_$to" "s4_$to" bits
 done
+
+# tp 2 x pp 2 interleaved (two chunks per stage): resumed at dp 2 ZeRO-3
+# exactly as the same layout's gathered checkpoint
+IV="parallel.tp=2 parallel.pp=2 parallel.pp.schedule=interleaved parallel.pp.virtual_stages=2"
+train giv $A $IV run.steps=3
+train siv $A $IV $S run.steps=3
+train giv $A parallel.dp=2 optim.plugin=zero3 --resume
+train siv $A parallel.dp=2 optim.plugin=zero3 --resume
+grep -q "resuming from $E2E_WORK/siv/ckpt-00000003" "$E2E_WORK/siv.out" || fail "siv did not resume"
+same_losses giv siv 0
+same_params giv siv bits
 
 # bad input: each damaged newest checkpoint is skipped for ckpt-3
 train bad $A $Z1 $S
