@@ -129,6 +129,26 @@ static int holds_a_save(const char *dir) {
     return found;
 }
 
+/* A sharded save that never got its marker: which world ranks' shard
+ * files are in place (a rank missing from the list did not finish), as
+ * "; shard files in place: world ranks 0, 2", or "" for none. */
+static void shard_ranks(const char *dir, char *buf, size_t cap) {
+    buf[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d) return;
+    size_t used = 0, pre = strlen(PLAIT_CKPT_SHARD_PREFIX);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) && used + 16 < cap;) {
+        int rank, end = 0;
+        if (strncmp(e->d_name, PLAIT_CKPT_SHARD_PREFIX, pre) != 0 ||
+            sscanf(e->d_name + pre, "%d.safetensors%n", &rank, &end) != 1 || e->d_name[pre + (size_t)end] != '\0')
+            continue;
+        used += (size_t)snprintf(buf + used, cap - used, "%s%d", n++ ? ", " : "; shard files in place: world ranks ",
+                                 rank);
+    }
+    closedir(d);
+}
+
 /* Why `dir` has no marker: it does not exist, is a file, is not a
  * checkpoint at all, or is one whose save was interrupted. */
 static plait_status no_marker(const char *dir) {
@@ -148,9 +168,10 @@ static plait_status no_marker(const char *dir) {
                                PLAIT_CKPT_STATE_FILE " or " PLAIT_CKPT_OPTIM_FILE
                                " (a checkpoint is a directory runs/NAME/ckpt-<step>; a run directory holds them)",
                                dir);
-    return plait_set_error(PLAIT_ERR_PROTOCOL,
-                           "checkpoint %s is incomplete: no %s marker (its save was interrupted)", dir,
-                           PLAIT_CKPT_MARKER_FILE);
+    char ranks[160];
+    shard_ranks(dir, ranks, sizeof ranks);
+    return plait_set_error(PLAIT_ERR_PROTOCOL, "checkpoint %s is incomplete: no %s marker (its save was interrupted%s)",
+                           dir, PLAIT_CKPT_MARKER_FILE, ranks);
 }
 
 static plait_status read_marker(const char *dir, int64_t *step, uint32_t *state_crc) {

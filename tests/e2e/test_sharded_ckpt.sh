@@ -96,7 +96,7 @@ for how in flip gone rank1; do
            fi
            [ -f "$c/shard-00001.safetensors" ] || fail "world rank 1 died before writing its shard"
            [ ! -e "$c/COMPLETE" ] || fail "a save that world rank 1 did not finish is marked complete"
-           want="ckpt-00000006 is incomplete" ;;
+           want="ckpt-00000006 is incomplete: no COMPLETE marker (its save was interrupted; shard files in place: world ranks" ;;
   esac
   train "bad_$how" $A $Z1 $S run.steps=9 run.resume=auto
   grep -qF "$want" "$E2E_WORK/bad_$how.out" || fail "bad_$how: no warning naming $want: $(grep -i ckpt-00000006 "$E2E_WORK/bad_$how.out" | head -n 3)"
