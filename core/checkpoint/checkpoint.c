@@ -19,6 +19,7 @@
 #include "runtime/log.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_fs.h"
+#include "checkpoint/checkpoint_index.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/checkpoint_state.h"
 #include "checkpoint/safetensors_crc32c.h"
@@ -45,11 +46,16 @@ struct plait_ckpt {
     plait_json_doc *doc;
     const plait_json *meta;
     plait_st_file *st[2];
+    plait_ckpt_index *index; /* a sharded checkpoint's index.json, else NULL */
+    plait_st_file **shards;  /* its files, as index->files */
 };
 
 void plait_ckpt_close(plait_ckpt *ck) {
     if (!ck) return;
     for (int f = 0; f < 2; f++) plait_st_close(ck->st[f]);
+    for (int32_t f = 0; ck->index && ck->shards && f < ck->index->n_files; f++) plait_st_close(ck->shards[f]);
+    free(ck->shards);
+    plait_ckpt_index_free(ck->index);
     plait_json_free(ck->doc);
     free(ck);
 }
@@ -100,6 +106,8 @@ static plait_status scan_tensors(const char *dir, const char *file, const plait_
 plait_status plait_ckpt_check_finite(const plait_ckpt *ck) {
     plait_status st = PLAIT_OK;
     for (int f = 0; f < 2 && st == PLAIT_OK; f++) st = scan_tensors(ck->dir, file_names[f], ck->st[f], 1);
+    for (int32_t f = 0; ck->index && f < ck->index->n_files && st == PLAIT_OK; f++)
+        st = scan_tensors(ck->dir, ck->index->files[f], ck->shards[f], 1);
     return st;
 }
 
@@ -113,10 +121,32 @@ static int holds_a_save(const char *dir) {
     while (!found && (e = readdir(d))) {
         size_t n = strlen(e->d_name);
         found = strcmp(e->d_name, PLAIT_CKPT_STATE_FILE) == 0 || strcmp(e->d_name, PLAIT_CKPT_OPTIM_FILE) == 0 ||
+                strcmp(e->d_name, PLAIT_CKPT_INDEX_FILE) == 0 ||
+                strncmp(e->d_name, PLAIT_CKPT_SHARD_PREFIX, strlen(PLAIT_CKPT_SHARD_PREFIX)) == 0 ||
                 (n > 4 && strcmp(e->d_name + n - 4, ".tmp") == 0);
     }
     closedir(d);
     return found;
+}
+
+/* A sharded save that never got its marker: which world ranks' shard
+ * files are in place (a rank missing from the list did not finish), as
+ * "; shard files in place: world ranks 0, 2", or "" for none. */
+static void shard_ranks(const char *dir, char *buf, size_t cap) {
+    buf[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d) return;
+    size_t used = 0, pre = strlen(PLAIT_CKPT_SHARD_PREFIX);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) && used + 16 < cap;) {
+        int rank, end = 0;
+        if (strncmp(e->d_name, PLAIT_CKPT_SHARD_PREFIX, pre) != 0 ||
+            sscanf(e->d_name + pre, "%d.safetensors%n", &rank, &end) != 1 || e->d_name[pre + (size_t)end] != '\0')
+            continue;
+        used += (size_t)snprintf(buf + used, cap - used, "%s%d", n++ ? ", " : "; shard files in place: world ranks ",
+                                 rank);
+    }
+    closedir(d);
 }
 
 /* Why `dir` has no marker: it does not exist, is a file, is not a
@@ -138,9 +168,10 @@ static plait_status no_marker(const char *dir) {
                                PLAIT_CKPT_STATE_FILE " or " PLAIT_CKPT_OPTIM_FILE
                                " (a checkpoint is a directory runs/NAME/ckpt-<step>; a run directory holds them)",
                                dir);
-    return plait_set_error(PLAIT_ERR_PROTOCOL,
-                           "checkpoint %s is incomplete: no %s marker (its save was interrupted)", dir,
-                           PLAIT_CKPT_MARKER_FILE);
+    char ranks[160];
+    shard_ranks(dir, ranks, sizeof ranks);
+    return plait_set_error(PLAIT_ERR_PROTOCOL, "checkpoint %s is incomplete: no %s marker (its save was interrupted%s)",
+                           dir, PLAIT_CKPT_MARKER_FILE, ranks);
 }
 
 static plait_status read_marker(const char *dir, int64_t *step, uint32_t *state_crc) {
@@ -164,6 +195,76 @@ static plait_status read_marker(const char *dir, int64_t *step, uint32_t *state_
     *step = s;
     *state_crc = (uint32_t)c;
     return PLAIT_OK;
+}
+
+/* One file of the manifest: `quick`, its size; else its size and CRC32C. */
+static plait_status check_file(const char *dir, const char *name, const plait_ckpt_file_fact *fact, int quick) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (quick) {
+        struct stat sb;
+        if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != fact->bytes)
+            return plait_ckpt_refuse(dir, name, "missing, not a plain file, or not the manifest's %llu bytes",
+                                     (unsigned long long)fact->bytes);
+        return PLAIT_OK;
+    }
+    uint64_t bytes;
+    uint32_t crc;
+    if (plait_fs_file_crc32c(path, &bytes, &crc) != PLAIT_OK)
+        return plait_ckpt_refuse(dir, name, "%s", plait_last_error());
+    if (bytes != fact->bytes)
+        return plait_ckpt_refuse(dir, name, "%s: %llu bytes but the manifest says %llu",
+                                 bytes < fact->bytes ? "truncated" : "wrong size", (unsigned long long)bytes,
+                                 (unsigned long long)fact->bytes);
+    if (crc != fact->crc)
+        return plait_ckpt_refuse(dir, name, "checksum mismatch (manifest %08x, file %08x): the file is corrupted",
+                                 fact->crc, crc);
+    return PLAIT_OK;
+}
+
+/* A sharded checkpoint: its index (which the manifest vouched for), each
+ * shard file it names (in the manifest too) mapped and its tensors'
+ * checksums checked, and every slice found in its file. The shard files
+ * are named shard-<world rank>, so a refusal names the rank that wrote it. */
+static plait_status open_shards(plait_ckpt *ck) {
+    char path[PATH_MAX], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/" PLAIT_CKPT_INDEX_FILE, ck->dir);
+    plait_status st = plait_fs_read_small_file(path, 256u << 20, &text, &len);
+    if (st == PLAIT_OK) st = plait_ckpt_index_parse(text, len, path, &ck->index);
+    free(text);
+    if (st != PLAIT_OK) return plait_ckpt_refuse(ck->dir, PLAIT_CKPT_INDEX_FILE, "%s", plait_last_error());
+    if (ck->index->step != ck->state.step)
+        return plait_ckpt_refuse(ck->dir, PLAIT_CKPT_INDEX_FILE, "step %lld differs from state.json's %lld",
+                                 (long long)ck->index->step, (long long)ck->state.step);
+    ck->shards = calloc((size_t)ck->index->n_files + 1, sizeof *ck->shards);
+    if (!ck->shards) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    for (int32_t f = 0; f < ck->index->n_files && st == PLAIT_OK; f++) {
+        const char *name = ck->index->files[f];
+        const plait_json *files = plait_json_get(plait_json_root(ck->doc), "files");
+        if (!plait_json_get(files, name))
+            return plait_ckpt_refuse(ck->dir, PLAIT_CKPT_INDEX_FILE,
+                                     "it names %s, which the manifest in state.json does not list", name);
+        snprintf(path, sizeof path, "%s/%s", ck->dir, name);
+        if ((st = plait_st_open(path, 0, &ck->shards[f])) != PLAIT_OK)
+            return plait_wrap_error(st, "checkpoint %s refused", ck->dir);
+        st = scan_tensors(ck->dir, name, ck->shards[f], 0);
+    }
+    for (int32_t i = 0; i < ck->index->n_tensors && st == PLAIT_OK; i++) {
+        plait_ckpt_index_tensor *t = &ck->index->tensors[i];
+        for (int32_t k = 0; k < t->n_slices; k++) {
+            plait_ckpt_slice *s = &t->slices[k];
+            const plait_st_tensor *e = plait_st_find(ck->shards[s->file], t->name);
+            if (!e || e->ndim != 1 || e->numel != s->end - s->begin || !e->data)
+                return plait_ckpt_refuse(ck->dir, ck->index->files[s->file],
+                                         "the index says it holds %llu elements of tensor %s, but it %s (shards of "
+                                         "another save or another model?)",
+                                         (unsigned long long)(s->end - s->begin), t->name,
+                                         e ? "holds another number" : "has no such tensor");
+            s->data = e->data;
+        }
+    }
+    return st;
 }
 
 /* Open `dir`; `quick`: check the marker, state.json and the files' sizes
@@ -202,32 +303,11 @@ static plait_status open_checked(const char *dir, int quick, plait_ckpt **out) {
         dir_step != ck->state.step)
         st = plait_ckpt_refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "step %lld does not match the directory name",
                     (long long)ck->state.step);
-    for (int f = 0; f < 2 && st == PLAIT_OK && quick; f++) {
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", ck->dir, file_names[f]);
-        struct stat sb;
-        if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != facts[f].bytes)
-            st = plait_ckpt_refuse(ck->dir, file_names[f], "missing, not a plain file, or not the manifest's %llu bytes",
-                                   (unsigned long long)facts[f].bytes);
-    }
+    for (int f = 0; f < 2 && st == PLAIT_OK; f++) st = check_file(ck->dir, file_names[f], &facts[f], quick);
     for (int f = 0; f < 2 && st == PLAIT_OK && !quick; f++) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", ck->dir, file_names[f]);
-        uint64_t bytes;
-        uint32_t crc;
-        st = plait_fs_file_crc32c(path, &bytes, &crc);
-        if (st != PLAIT_OK) {
-            st = plait_ckpt_refuse(ck->dir, file_names[f], "%s", plait_last_error());
-            break;
-        }
-        if (bytes != facts[f].bytes)
-            st = plait_ckpt_refuse(ck->dir, file_names[f], "%s: %llu bytes but the manifest says %llu",
-                        bytes < facts[f].bytes ? "truncated" : "wrong size", (unsigned long long)bytes,
-                        (unsigned long long)facts[f].bytes);
-        else if (crc != facts[f].crc)
-            st = plait_ckpt_refuse(ck->dir, file_names[f], "checksum mismatch (manifest %08x, file %08x): the file is corrupted",
-                        facts[f].crc, crc);
-        else if ((st = plait_st_open(path, 0, &ck->st[f])) != PLAIT_OK)
+        if ((st = plait_st_open(path, 0, &ck->st[f])) != PLAIT_OK)
             st = plait_wrap_error(st, "checkpoint %s refused", ck->dir);
         /* The manifest vouches for the bytes; each tensor's own checksum in
          * the header is checked too, so a file re-signed after an edit of one
@@ -235,6 +315,17 @@ static plait_status open_checked(const char *dir, int quick, plait_ckpt **out) {
         else
             st = scan_tensors(ck->dir, file_names[f], ck->st[f], 0);
     }
+    const char *extra;
+    plait_ckpt_file_fact fact;
+    int sharded = 0;
+    for (size_t i = 0; st == PLAIT_OK && ck->doc && plait_ckpt_state_extra_file(ck->doc, i, &extra, &fact); i++) {
+        st = check_file(ck->dir, extra, &fact, quick);
+        sharded |= strcmp(extra, PLAIT_CKPT_INDEX_FILE) == 0;
+    }
+    if (st == PLAIT_OK && !sharded && plait_ckpt_state_extra_file(ck->doc, 0, &extra, &fact))
+        st = plait_ckpt_refuse(ck->dir, PLAIT_CKPT_STATE_FILE, "the manifest lists %s but no %s", extra,
+                               PLAIT_CKPT_INDEX_FILE);
+    if (st == PLAIT_OK && sharded && !quick) st = open_shards(ck);
     free(text);
     if (st != PLAIT_OK) {
         plait_ckpt_close(ck);
@@ -292,44 +383,72 @@ static void shape_text(char *buf, size_t cap, int32_t ndim, const int64_t *shape
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
+/* Refuse tensor `name` of `what` of shape (ndim, shape) for `param` unless
+ * the shapes are equal. */
+static plait_status same_shape(const char *what, const char *name, int32_t ndim, const int64_t *shape,
+                               const plait_param *param) {
+    int same = ndim == param->ndim;
+    for (int32_t d = 0; same && d < ndim; d++) same = shape[d] == param->shape[d];
+    if (same) return PLAIT_OK;
+    char a[128], b[128];
+    shape_text(a, sizeof a, ndim, shape);
+    shape_text(b, sizeof b, param->ndim, param->shape);
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: tensor %s has shape %s but the model's %s is %s; the "
+                           "checkpoint was saved from a different [model] configuration",
+                           what, name, a, param->name, b);
+}
+
 /* Local elements [offset, offset+count) of `param`'s slice from full
- * tensor `t` (`name` of `what`), whose shape must be the parameter's. */
-static plait_status read_slice(const plait_st_tensor *t, const char *what, const char *name, const plait_param *param,
-                               size_t offset, size_t count, float *dst) {
-    if (!t) return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s has no tensor %s", what, name);
-    int same = t->ndim == param->ndim;
-    for (int32_t d = 0; same && d < t->ndim; d++) same = t->shape[d] == param->shape[d];
-    /* the learned positions of a longer sequence: a run at a shorter
-     * block_size reads their first rows (train/run_source.c allows it) */
-    const int prefix = !same && strcmp(param->name, "transformer.wpe.weight") == 0 && t->ndim == 2 &&
-                       param->ndim == 2 && t->shape[1] == param->shape[1] && t->shape[0] > param->shape[0] &&
-                       param->shard.parts <= 1;
-    if (prefix) {
+ * tensor `t` (`name` of `what`), or else from the slices of a sharded
+ * checkpoint's tensor `it` that hold them; the shape must be the
+ * parameter's, but for the learned positions of a longer sequence, of
+ * which a run at a shorter block_size reads the first rows
+ * (train/run_source.c allows it). */
+static plait_status read_slice(const plait_st_tensor *t, const plait_ckpt_index_tensor *it, const char *what,
+                               const char *name, const plait_param *param, size_t offset, size_t count, float *dst) {
+    if (!t && !it) return plait_set_error(PLAIT_ERR_UNSUPPORTED, "%s has no tensor %s", what, name);
+    const int32_t ndim = t ? t->ndim : it->ndim;
+    const int64_t *shape = t ? t->shape : it->shape;
+    int same = ndim == param->ndim;
+    for (int32_t d = 0; same && d < ndim; d++) same = shape[d] == param->shape[d];
+    const int prefix = !same && strcmp(param->name, "transformer.wpe.weight") == 0 && ndim == 2 && param->ndim == 2 &&
+                       shape[1] == param->shape[1] && shape[0] > param->shape[0] && param->shard.parts <= 1;
+    plait_status st;
+    if (prefix) { /* the first rows are the first elements, row-major */
         if (offset > (size_t)param->numel || count > (size_t)param->numel - offset)
             return plait_set_error(PLAIT_ERR_INVALID_ARG, "reading %s from %s: elements [%zu, %zu) of %lld", name, what,
                                    offset, offset + count, (long long)param->numel);
-        memcpy(dst, t->data + offset, count * sizeof *dst);
-        return PLAIT_OK;
+        if (t) {
+            memcpy(dst, t->data + offset, count * sizeof *dst);
+            return PLAIT_OK;
+        }
+        st = plait_ckpt_index_read(it, &param->shard, offset, count, dst, what);
+    } else {
+        st = same_shape(what, name, ndim, shape, param);
+        if (st != PLAIT_OK) return st;
+        st = t ? plait_shard_extract(t->ndim, t->shape, &param->shard, t->data, offset, count, dst)
+               : plait_ckpt_index_read(it, &param->shard, offset, count, dst, what);
     }
-    if (!same) {
-        char a[128], b[128];
-        shape_text(a, sizeof a, t->ndim, t->shape);
-        shape_text(b, sizeof b, param->ndim, param->shape);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: tensor %s has shape %s but the model's %s is %s; the "
-                               "checkpoint was saved from a different [model] configuration",
-                               what, name, a, param->name, b);
-    }
-    plait_status st = plait_shard_extract(t->ndim, t->shape, &param->shard, t->data, offset, count, dst);
     if (st != PLAIT_OK) return plait_wrap_error(st, "reading %s from %s", name, what);
     return PLAIT_OK;
 }
 
+const plait_ckpt_index *plait_ckpt_index_of(const plait_ckpt *ck) { return ck->index; }
+
 plait_status plait_ckpt_read_slice(const plait_ckpt *ck, const char *name, const plait_param *param,
                                    size_t offset, size_t count, float *dst) {
-    char what[4200];
-    snprintf(what, sizeof what, "checkpoint %s", ck->dir);
-    return read_slice(plait_ckpt_tensor(ck, name), what, name, param, offset, count, dst);
+    const plait_st_tensor *t = plait_ckpt_tensor(ck, name);
+    return read_slice(t, t ? NULL : plait_ckpt_index_find(ck->index, name), ck->what, name, param, offset, count, dst);
+}
+
+/* Tensor `name` of the source: a full tensor its `find` finds, else a
+ * sharded checkpoint's slices. */
+static plait_status read_named(const plait_ckpt_source *s, const char *name, const plait_param *local, size_t offset,
+                               size_t count, float *dst) {
+    const plait_st_tensor *t = s->find(s->find_ctx, name);
+    const plait_ckpt_index_tensor *it = t || !s->sharded ? NULL : plait_ckpt_index_find(s->sharded->index, name);
+    return read_slice(t, it, s->what, name, local, offset, count, dst);
 }
 
 static plait_status source_read(void *ctx, int32_t param_index, const char *which, size_t offset, size_t count,
@@ -345,7 +464,7 @@ static plait_status source_read(void *ctx, int32_t param_index, const char *whic
                                s->spec->params[param_index].name);
     const char *base = plait_ckpt_param_name(s->spec, param_index);
     if (strcmp(which, "param") == 0) {
-        plait_status st = read_slice(s->find(s->find_ctx, base), s->what, base, local, offset, count, dst);
+        plait_status st = read_named(s, base, local, offset, count, dst);
         if (st == PLAIT_ERR_UNSUPPORTED)
             return plait_set_error(PLAIT_ERR_PROTOCOL, "%s has no tensor %s: it was saved from a different model",
                                    s->what, base);
@@ -354,7 +473,7 @@ static plait_status source_read(void *ctx, int32_t param_index, const char *whic
     char name[1024];
     if ((size_t)plait_ckpt_optim_name(name, sizeof name, which, base) >= sizeof name)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "tensor name too long: optim.%s.%s", which, base);
-    return read_slice(s->find(s->find_ctx, name), s->what, name, local, offset, count, dst);
+    return read_named(s, name, local, offset, count, dst);
 }
 
 static const plait_st_tensor *find_in_ckpt(const void *ctx, const char *name) { return plait_ckpt_tensor(ctx, name); }
@@ -375,4 +494,5 @@ void plait_ckpt_source_init_find(plait_ckpt_source *s, plait_ckpt_find_fn find, 
 void plait_ckpt_source_init(plait_ckpt_source *s, const plait_ckpt *ck, const plait_model_spec *spec,
                             const plait_param_set *local) {
     plait_ckpt_source_init_find(s, find_in_ckpt, ck, ck->what, spec, local);
+    s->sharded = ck->index ? ck : NULL;
 }

@@ -1,6 +1,12 @@
 /*
- * Checkpoints: full, unsharded float32 tensors under global names, so any
- * layout (DP/TP/PP/ZeRO, any sizes) resumes any other layout's checkpoint.
+ * Checkpoints: float32 tensors under global names, so any layout
+ * (DP/TP/PP/ZeRO, any sizes) resumes any other layout's checkpoint. Below
+ * is the gathered format (full tensors); a sharded checkpoint (state.json
+ * format 3, docs/checkpoints.md) holds the parameters and optimizer state
+ * instead as the ranks' slices in shard-<rank>.safetensors files named by
+ * index.json (checkpoint_index.h), its model file keeping only the
+ * metadata, and every file in the manifest; a reader gets either through
+ * plait_ckpt_read_slice and the source below.
  *
  * On disk, under the run directory:
  *   <out_dir>/ckpt-<step, 8+ digits>/
@@ -148,6 +154,14 @@ plait_status plait_ckpt_write(plait_ckpt_writer *w, const char *name, const floa
 plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *state, int keep);
 /* Give up: remove temp files, free. NULL is ignored. */
 void plait_ckpt_writer_abort(plait_ckpt_writer *w);
+/* A sharded save: list file `name` of the checkpoint directory (a shard
+ * file another rank wrote, fsync'd and renamed into place) in state.json's
+ * manifest with its size and CRC32C, so that opening checks it. */
+plait_status plait_ckpt_writer_add_file(plait_ckpt_writer *w, const char *name, uint64_t bytes, uint32_t crc);
+/* A sharded save: write index.json (atomically, fsync'd) and list it in
+ * the manifest. Call after every shard file is in place, before commit. */
+struct plait_ckpt_index;
+plait_status plait_ckpt_write_index(plait_ckpt_writer *w, const struct plait_ckpt_index *ix);
 /* The checkpoint directory being written. */
 const char *plait_ckpt_writer_dir(const plait_ckpt_writer *w);
 /* The pruning after this commit never deletes checkpoint `step` (the one
@@ -193,7 +207,12 @@ const char *plait_ckpt_meta(const plait_ckpt *ck, const char *key);
 const char *plait_ckpt_file_meta(const plait_ckpt *ck, plait_ckpt_file file, const char *key);
 /* The open safetensors file (for listing tensors). */
 const plait_st_file *plait_ckpt_st(const plait_ckpt *ck, plait_ckpt_file file);
-/* Tensor `name` from either file, or NULL. Its data is mapped, read-only. */
+/* A sharded checkpoint's index (its slices' data mapped), or NULL for a
+ * checkpoint of full tensors. */
+const struct plait_ckpt_index *plait_ckpt_index_of(const plait_ckpt *ck);
+/* Tensor `name` from either file, or NULL (also for a sharded checkpoint's
+ * parameters and optimizer state, which only plait_ckpt_read_slice and the
+ * source read). Its data is mapped, read-only. */
 const plait_st_tensor *plait_ckpt_tensor(const plait_ckpt *ck, const char *name);
 /* Copy elements [offset, offset+count) of tensor `name` (global, row-major).
  * PLAIT_ERR_UNSUPPORTED if absent, PLAIT_ERR_INVALID_ARG if out of range. */
@@ -222,6 +241,7 @@ typedef struct plait_ckpt_source {
     const char *what;             /* "checkpoint DIR", for messages */
     const plait_model_spec *spec;
     const plait_param_set *local;
+    const plait_ckpt *sharded; /* a sharded checkpoint: tensors `find` lacks come from its slices */
 } plait_ckpt_source;
 void plait_ckpt_source_init(plait_ckpt_source *s, const plait_ckpt *ck, const plait_model_spec *spec,
                             const plait_param_set *local);

@@ -55,9 +55,7 @@ plait_status plait_shard_numel(int32_t ndim, const int64_t *shape, const plait_s
 
 /* Walk local elements [offset, offset+count) in runs that are contiguous both
  * locally and globally; global_at < 0 marks a run of padding. */
-typedef void (*run_fn)(void *ctx, size_t local_at, long long global_at, size_t n);
-
-static void walk(const geometry *g, size_t offset, size_t count, run_fn fn, void *ctx) {
+static void walk(const geometry *g, size_t offset, size_t count, plait_shard_run_fn fn, void *ctx) {
     size_t f = offset, end = offset + count;
     while (f < end) {
         size_t r = f % g->inner, t = f / g->inner;
@@ -97,23 +95,12 @@ static void insert_run(void *ctx, size_t local_at, long long global_at, size_t n
 
 plait_status plait_shard_extract(int32_t ndim, const int64_t *shape, const plait_shard *shard,
                                  const float *global, size_t offset, size_t count, float *dst) {
-    geometry g;
-    plait_status st = describe(ndim, shape, shard, &g);
-    if (st != PLAIT_OK) return st;
-    if (offset > g.total || count > g.total - offset)
-        return plait_set_error(PLAIT_ERR_INVALID_ARG, "slice elements [%zu, %zu) exceed the slice's %zu", offset,
-                               offset + count, g.total);
-    if (g.whole) {
-        memcpy(dst, global + offset, count * sizeof *dst);
-        return PLAIT_OK;
-    }
     copy_ctx c = {.src = global, .dst = dst, .base = offset};
-    walk(&g, offset, count, extract_run, &c);
-    return PLAIT_OK;
+    return plait_shard_walk(ndim, shape, shard, offset, count, extract_run, &c);
 }
 
-plait_status plait_shard_insert(int32_t ndim, const int64_t *shape, const plait_shard *shard,
-                                const float *local, float *global) {
+plait_status plait_shard_insert(int32_t ndim, const int64_t *shape, const plait_shard *shard, const float *local,
+                                float *global) {
     geometry g;
     plait_status st = describe(ndim, shape, shard, &g);
     if (st != PLAIT_OK) return st;
@@ -123,5 +110,41 @@ plait_status plait_shard_insert(int32_t ndim, const int64_t *shape, const plait_
     }
     copy_ctx c = {.src = local, .dst = global, .base = 0};
     walk(&g, 0, g.total, insert_run, &c);
+    return PLAIT_OK;
+}
+
+int plait_shard_locate(int32_t ndim, const int64_t *shape, const plait_shard *shard, size_t at, size_t *local,
+                       size_t *run) {
+    geometry g;
+    if (describe(ndim, shape, shard, &g) != PLAIT_OK) return 0;
+    if (g.whole) {
+        if (at >= g.total) return 0;
+        *local = at;
+        *run = g.total - at;
+        return 1;
+    }
+    size_t r = at % g.inner, t = at / g.inner, gi = t % g.real, outer = t / g.real;
+    size_t group = gi / g.group_len, pos = gi % g.group_len;
+    if (pos / g.slice != g.first / g.slice) return 0;
+    size_t within = pos % g.slice;
+    *local = (outer * g.local_len + group * g.slice + within) * g.inner + r;
+    size_t in_slice = (g.slice - within) * g.inner - r, real_left = (g.real - gi) * g.inner - r;
+    *run = in_slice < real_left ? in_slice : real_left;
+    return 1;
+}
+
+plait_status plait_shard_walk(int32_t ndim, const int64_t *shape, const plait_shard *shard, size_t offset, size_t count,
+                              plait_shard_run_fn fn, void *ctx) {
+    geometry g;
+    plait_status st = describe(ndim, shape, shard, &g);
+    if (st != PLAIT_OK) return st;
+    if (offset > g.total || count > g.total - offset)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "slice elements [%zu, %zu) exceed the slice's %zu", offset,
+                               offset + count, g.total);
+    if (g.whole) {
+        if (count) fn(ctx, offset, (long long)offset, count);
+        return PLAIT_OK;
+    }
+    walk(&g, offset, count, fn, ctx);
     return PLAIT_OK;
 }

@@ -32,4 +32,18 @@ plait_status plait_shard_extract(int32_t ndim, const int64_t *shape, const plait
 plait_status plait_shard_insert(int32_t ndim, const int64_t *shape, const plait_shard *shard,
                                 const float *local, float *global);
 
+/* Where global element `at` (row-major) lies in the slice: 1 with *local its
+ * local position and *run how many global elements from `at` on follow it
+ * contiguously in the slice (>= 1); 0 when another rank's slice holds it.
+ * The shard must fit the shape (plait_shard_numel checks). */
+int plait_shard_locate(int32_t ndim, const int64_t *shape, const plait_shard *shard, size_t at, size_t *local,
+                       size_t *run);
+
+/* Visit local elements [offset, offset+count) of the slice in runs that are
+ * contiguous both locally and globally: fn(ctx, local_at, global_at, n),
+ * global_at < 0 for a run of padding. */
+typedef void (*plait_shard_run_fn)(void *ctx, size_t local_at, long long global_at, size_t n);
+plait_status plait_shard_walk(int32_t ndim, const int64_t *shape, const plait_shard *shard, size_t offset, size_t count,
+                              plait_shard_run_fn fn, void *ctx);
+
 #endif

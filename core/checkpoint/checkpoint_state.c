@@ -20,9 +20,11 @@ plait_status plait_ckpt_refuse(const char *dir, const char *file, const char *fm
 }
 
 void plait_ckpt_state_render(plait_jbuf *b, const plait_ckpt_state *s, const plait_ckpt_file_fact facts[2],
-                             char *const *meta_key, char *const *meta_val, size_t n_meta) {
+                             const plait_ckpt_extra_files *extra, char *const *meta_key, char *const *meta_val,
+                             size_t n_meta) {
+    size_t n_extra = extra ? extra->n : 0;
     plait_jbuf_printf(b, "{\n  \"format\": \"%s\",\n  \"format_version\": %d,\n  \"plait_version\": ",
-                      PLAIT_CKPT_FORMAT_NAME, PLAIT_CKPT_FORMAT_VERSION);
+                      PLAIT_CKPT_FORMAT_NAME, n_extra ? 3 : 2);
     plait_jbuf_string(b, PLAIT_VERSION);
     plait_jbuf_printf(b, ",\n  \"step\": %lld,\n  \"seed\": %lld,\n  \"data_step\": %lld,\n  \"optim_step\": %lld,\n",
                       (long long)s->step, (long long)s->seed, (long long)s->data_step, (long long)s->optim_step);
@@ -36,6 +38,12 @@ void plait_ckpt_state_render(plait_jbuf *b, const plait_ckpt_state *s, const pla
     for (int f = 0; f < 2; f++)
         plait_jbuf_printf(b, "%s\n    \"%s\": {\"bytes\": %llu, \"crc32c\": \"%08x\"}", f ? "," : "", file_names[f],
                           (unsigned long long)facts[f].bytes, facts[f].crc);
+    for (size_t i = 0; i < n_extra; i++) {
+        plait_jbuf_puts(b, ",\n    ");
+        plait_jbuf_string(b, extra->name[i]);
+        plait_jbuf_printf(b, ": {\"bytes\": %llu, \"crc32c\": \"%08x\"}", (unsigned long long)extra->fact[i].bytes,
+                          extra->fact[i].crc);
+    }
     plait_jbuf_puts(b, "\n  },\n  \"meta\": {");
     for (size_t i = 0; i < n_meta; i++) {
         plait_jbuf_puts(b, i ? ",\n    " : "\n    ");
@@ -112,18 +120,40 @@ plait_status plait_ckpt_state_parse(const char *dir, const char *text, size_t le
         if (m->type != PLAIT_JSON_STRING)
             return plait_ckpt_refuse(dir, PLAIT_CKPT_STATE_FILE, "meta \"%s\" is not a string", m->key);
     const plait_json *files = plait_json_get(root, "files");
-    if (!files || files->type != PLAIT_JSON_OBJECT || files->count != 2)
+    if (!files || files->type != PLAIT_JSON_OBJECT || files->count < 2 || (version < 3 && files->count != 2))
         return plait_ckpt_refuse(dir, PLAIT_CKPT_STATE_FILE, "\"files\" must list %s and %s", file_names[0],
                                  file_names[1]);
-    for (int f = 0; f < 2; f++) {
-        const plait_json *e = plait_json_get(files, file_names[f]);
+    for (const plait_json *e = files->child; e; e = e->next) {
         const plait_json *bytes = plait_json_get(e, "bytes"), *crc = plait_json_get(e, "crc32c");
         uint64_t c;
-        if (!e || e->count != 2 || !bytes || bytes->type != PLAIT_JSON_INT || bytes->num < 0 || !crc ||
-            crc->type != PLAIT_JSON_STRING || plait_json_hex(crc->str, 8, &c) != 0)
-            return plait_ckpt_refuse(dir, PLAIT_CKPT_STATE_FILE, "files entry for %s is malformed", file_names[f]);
-        facts[f].bytes = (uint64_t)bytes->num;
-        facts[f].crc = (uint32_t)c;
+        /* a file of the checkpoint directory itself, never a path */
+        if (e->type != PLAIT_JSON_OBJECT || e->count != 2 || !bytes || bytes->type != PLAIT_JSON_INT ||
+            bytes->num < 0 || !crc || crc->type != PLAIT_JSON_STRING || plait_json_hex(crc->str, 8, &c) != 0 ||
+            !e->key[0] || strchr(e->key, '/') || e->key[0] == '.' || strlen(e->key) > 255)
+            return plait_ckpt_refuse(dir, PLAIT_CKPT_STATE_FILE, "files entry for %s is malformed", e->key);
+        for (int f = 0; f < 2; f++)
+            if (strcmp(e->key, file_names[f]) == 0) {
+                facts[f].bytes = (uint64_t)bytes->num;
+                facts[f].crc = (uint32_t)c;
+            }
     }
+    for (int f = 0; f < 2; f++)
+        if (!plait_json_get(files, file_names[f]))
+            return plait_ckpt_refuse(dir, PLAIT_CKPT_STATE_FILE, "\"files\" must list %s and %s", file_names[0],
+                                     file_names[1]);
     return PLAIT_OK;
+}
+
+int plait_ckpt_state_extra_file(const plait_json_doc *doc, size_t i, const char **name, plait_ckpt_file_fact *fact) {
+    const plait_json *files = plait_json_get(plait_json_root(doc), "files");
+    for (const plait_json *e = files ? files->child : NULL; e; e = e->next) {
+        if (strcmp(e->key, file_names[0]) == 0 || strcmp(e->key, file_names[1]) == 0 || i-- > 0) continue;
+        uint64_t c = 0;
+        (void)plait_json_hex(plait_json_get(e, "crc32c")->str, 8, &c);
+        *name = e->key;
+        fact->bytes = (uint64_t)plait_json_get(e, "bytes")->num;
+        fact->crc = (uint32_t)c;
+        return 1;
+    }
+    return 0;
 }

@@ -17,8 +17,11 @@
 
 #define PLAIT_CKPT_FORMAT_NAME "plait-checkpoint"
 /* 2: "data" (the training data's identity) replaced format 1's "rng_state"
- * placeholder. Format 1 is still read (no data record: has_data = 0). */
-#define PLAIT_CKPT_FORMAT_VERSION 2
+ * placeholder. Format 1 is still read (no data record: has_data = 0).
+ * 3: "files" may list more files than the two tensor files (a sharded
+ * checkpoint's index.json and shard files); written only by a sharded
+ * save, so a gathered checkpoint stays readable by a plait that knows 2. */
+#define PLAIT_CKPT_FORMAT_VERSION 3
 
 /* Size and CRC32C of one tensor file, as the manifest records them. */
 typedef struct plait_ckpt_file_fact {
@@ -26,10 +29,24 @@ typedef struct plait_ckpt_file_fact {
     uint32_t crc;
 } plait_ckpt_file_fact;
 
+/* Files of the manifest beyond the two tensor files: n names and facts. */
+typedef struct plait_ckpt_extra_files {
+    size_t n;
+    char *const *name;
+    const plait_ckpt_file_fact *fact;
+} plait_ckpt_extra_files;
+
 /* state.json of `state` into `b` (the caller checks b->failed). facts[f] is
- * file f (PLAIT_CKPT_MODEL, PLAIT_CKPT_OPTIM); meta: n_meta key/value pairs. */
+ * file f (PLAIT_CKPT_MODEL, PLAIT_CKPT_OPTIM); `extra` (format 3 when it
+ * lists any); meta: n_meta key/value pairs. */
 void plait_ckpt_state_render(plait_jbuf *b, const plait_ckpt_state *state, const plait_ckpt_file_fact facts[2],
-                             char *const *meta_key, char *const *meta_val, size_t n_meta);
+                             const plait_ckpt_extra_files *extra, char *const *meta_key, char *const *meta_val,
+                             size_t n_meta);
+
+/* Extra file i (0-based, beyond the two tensor files) of a parsed
+ * state.json's manifest: 1 with *name (owned by doc) and *fact, 0 past the
+ * last. The parse checked every entry. */
+int plait_ckpt_state_extra_file(const plait_json_doc *doc, size_t i, const char **name, plait_ckpt_file_fact *fact);
 
 /* Parse and check the state.json text of checkpoint `dir`. On success
  * *doc owns the strings *state and *meta point into (free it with

@@ -16,6 +16,7 @@
 #include "runtime/log.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_fs.h"
+#include "checkpoint/checkpoint_index.h"
 #include "checkpoint/checkpoint_name.h"
 #include "checkpoint/checkpoint_state.h"
 #include "checkpoint/safetensors_crc32c.h"
@@ -32,6 +33,8 @@ struct plait_ckpt_writer {
     plait_string_pairs meta; /* state.json's "metadata" */
     plait_ckpt_crash crash;
     int64_t protect; /* never pruned (the checkpoint the run resumed from); -1 none */
+    plait_string_pairs extra;         /* a sharded save's other files, named in the manifest */
+    plait_ckpt_file_fact *extra_fact; /* their sizes and checksums */
 };
 
 static plait_status mkdir_p(const char *path) {
@@ -59,6 +62,8 @@ void plait_ckpt_writer_crash_at(plait_ckpt_writer *w, plait_ckpt_crash point) { 
 
 static void writer_free(plait_ckpt_writer *w) {
     plait_string_pairs_free(&w->meta);
+    plait_string_pairs_free(&w->extra);
+    free(w->extra_fact);
     free(w);
 }
 
@@ -112,7 +117,7 @@ plait_status plait_ckpt_writer_begin(const char *out_dir, int64_t step, plait_ck
 
 plait_status plait_ckpt_check_replaceable(const char *dir) {
     static const char *const names[] = {PLAIT_CKPT_MODEL_FILE, PLAIT_CKPT_OPTIM_FILE, PLAIT_CKPT_STATE_FILE,
-                                        PLAIT_CKPT_MARKER_FILE};
+                                        PLAIT_CKPT_MARKER_FILE, PLAIT_CKPT_INDEX_FILE};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -177,10 +182,41 @@ plait_status plait_ckpt_write(plait_ckpt_writer *w, const char *name, const floa
     return plait_set_error(PLAIT_ERR_INVALID_ARG, "%s: tensor %s was not declared", w->dir, name);
 }
 
+plait_status plait_ckpt_writer_add_file(plait_ckpt_writer *w, const char *name, uint64_t bytes, uint32_t crc) {
+    plait_ckpt_file_fact *f = realloc(w->extra_fact, (w->extra.n + 1) * sizeof *f);
+    if (!f) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    w->extra_fact = f;
+    f[w->extra.n] = (plait_ckpt_file_fact){bytes, crc};
+    return plait_string_pairs_append(&w->extra, name, "");
+}
+
+plait_status plait_ckpt_write_index(plait_ckpt_writer *w, const plait_ckpt_index *ix) {
+    plait_jbuf b = {0};
+    plait_ckpt_index_render(&b, ix);
+    if (b.failed) {
+        plait_jbuf_free(&b);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory writing %s", PLAIT_CKPT_INDEX_FILE);
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/" PLAIT_CKPT_INDEX_FILE, w->dir);
+    /* what a reader will check (the slices fit and cover every tensor),
+     * checked before anything is written */
+    plait_ckpt_index *check = NULL;
+    plait_status st = plait_ckpt_index_parse(b.data, b.len, path, &check);
+    plait_ckpt_index_free(check);
+    if (st != PLAIT_OK) st = plait_wrap_error(st, "the ranks' slices make no valid index");
+    if (st == PLAIT_OK) st = plait_fs_write_file_atomic(path, b.data, b.len);
+    if (st == PLAIT_OK)
+        st = plait_ckpt_writer_add_file(w, PLAIT_CKPT_INDEX_FILE, b.len, plait_crc32c(0, b.data, b.len));
+    plait_jbuf_free(&b);
+    return st;
+}
+
 static plait_status write_state(const plait_ckpt_writer *w, const plait_ckpt_state *s,
                                 const plait_ckpt_file_fact *facts, uint32_t *crc_out) {
     plait_jbuf b = {0};
-    plait_ckpt_state_render(&b, s, facts, w->meta.key, w->meta.val, w->meta.n);
+    plait_ckpt_extra_files extra = {w->extra.n, w->extra.key, w->extra_fact};
+    plait_ckpt_state_render(&b, s, facts, &extra, w->meta.key, w->meta.val, w->meta.n);
     if (b.failed) {
         plait_jbuf_free(&b);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory writing %s", PLAIT_CKPT_STATE_FILE);
@@ -239,8 +275,10 @@ plait_status plait_ckpt_commit(plait_ckpt_writer *w, const plait_ckpt_state *sta
         plait_ckpt_writer_abort(w);
         return err;
     }
-    plait_log(PLAIT_LOG_INFO, "checkpoint", "saved step %lld to %s (%.1f MB)", (long long)w->step, w->dir,
-              (double)(facts[0].bytes + facts[1].bytes) / 1e6);
+    uint64_t total = facts[0].bytes + facts[1].bytes;
+    for (size_t i = 0; i < w->extra.n; i++) total += w->extra_fact[i].bytes;
+    plait_log(PLAIT_LOG_INFO, "checkpoint", "saved step %lld to %s (%.1f MB%s)", (long long)w->step, w->dir,
+              (double)total / 1e6, w->extra.n ? ", sharded" : "");
     char out_dir[PATH_MAX];
     snprintf(out_dir, sizeof out_dir, "%s", w->out_dir);
     int64_t saved = w->step, protect = w->protect;

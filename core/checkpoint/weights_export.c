@@ -1,6 +1,7 @@
 #include "checkpoint/weights_export.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "runtime/out_file.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_fs.h"
+#include "checkpoint/checkpoint_index.h"
 #include "checkpoint/llama_hf.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_json.h"
@@ -133,23 +135,70 @@ static plait_status put(plait_st_writer *w, const char *name, const plait_st_ten
 
 static const char *format_name(plait_export_format format) { return format == PLAIT_EXPORT_HF ? "hf" : "nanogpt"; }
 
+/* The model's tensors of a checkpoint, one at a time: a gathered
+ * checkpoint's model file, or a sharded one's parameters (its index's
+ * tensors but the optimizer's), each assembled from its slices only while
+ * it is written, so an export never holds more than one tensor. */
+static size_t model_count(const plait_ckpt *ck) {
+    const plait_ckpt_index *ix = plait_ckpt_index_of(ck);
+    if (!ix) return plait_st_count(plait_ckpt_st(ck, PLAIT_CKPT_MODEL));
+    size_t n = 0;
+    for (int32_t i = 0; i < ix->n_tensors; i++) n += strncmp(ix->tensors[i].name, "optim.", 6) != 0;
+    return n;
+}
+
+/* Tensor i of model_count's: its name and shape in *t, with `load` its
+ * elements too (*owned: a buffer the caller frees, NULL when mapped). */
+static plait_status model_tensor(const plait_ckpt *ck, size_t i, int load, plait_st_tensor *t, float **owned) {
+    *owned = NULL;
+    const plait_ckpt_index *ix = plait_ckpt_index_of(ck);
+    if (!ix) {
+        *t = *plait_st_tensor_at(plait_ckpt_st(ck, PLAIT_CKPT_MODEL), i);
+        return PLAIT_OK;
+    }
+    const plait_ckpt_index_tensor *it = NULL;
+    for (int32_t k = 0; k < ix->n_tensors && !it; k++)
+        if (strncmp(ix->tensors[k].name, "optim.", 6) != 0 && i-- == 0) it = &ix->tensors[k];
+    memset(t, 0, sizeof *t);
+    t->name = it->name;
+    t->ndim = it->ndim;
+    memcpy(t->shape, it->shape, sizeof t->shape);
+    t->numel = it->numel;
+    t->bytes = 4 * (uint64_t)it->numel;
+    if (!load) return PLAIT_OK;
+    *owned = malloc(t->bytes ? t->bytes : 4);
+    if (!*owned) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory exporting '%s'", t->name);
+    plait_shard whole = {-1, 1, 0, 1, 0};
+    t->data = *owned;
+    return plait_ckpt_index_read(it, &whole, 0, it->numel, *owned, plait_ckpt_dir(ck));
+}
+
+/* Tensor i into the writer under its own name (transposed for a Hugging
+ * Face Conv1D weight). */
+static plait_status put_tensor(plait_st_writer *w, const plait_ckpt *ck, size_t i, const char *as, int hf) {
+    plait_st_tensor t;
+    float *owned;
+    plait_status st = model_tensor(ck, i, 1, &t, &owned);
+    if (st == PLAIT_OK) st = put(w, as ? as : t.name, &t, hf && plait_gpt2_conv1d_weight(t.name));
+    free(owned);
+    return st;
+}
+
 /* A llama checkpoint holds LlamaForCausalLM's names and orientations
  * already, lm_head only when untied (a tied copy is never saved, as
  * save_pretrained leaves it out): written as it is. */
 static plait_status write_llama(const plait_ckpt *ck, const char *path) {
-    const plait_st_file *src = plait_ckpt_st(ck, PLAIT_CKPT_MODEL);
     plait_st_writer *w = NULL;
     plait_status st = plait_st_writer_create(path, &w);
     if (st == PLAIT_OK) st = plait_st_writer_metadata(w, EXPORT_MARK, "hf");
     if (st == PLAIT_OK) st = plait_st_writer_metadata(w, "format", "pt"); /* as write_model's */
-    for (size_t i = 0; st == PLAIT_OK && i < plait_st_count(src); i++) {
-        const plait_st_tensor *t = plait_st_tensor_at(src, i);
-        st = plait_st_writer_declare(w, t->name, t->ndim, t->shape);
+    float *none;
+    for (size_t i = 0; st == PLAIT_OK && i < model_count(ck); i++) {
+        plait_st_tensor t;
+        st = model_tensor(ck, i, 0, &t, &none);
+        if (st == PLAIT_OK) st = plait_st_writer_declare(w, t.name, t.ndim, t.shape);
     }
-    for (size_t i = 0; st == PLAIT_OK && i < plait_st_count(src); i++) {
-        const plait_st_tensor *t = plait_st_tensor_at(src, i);
-        st = plait_st_writer_write(w, t->name, t->data, t->numel);
-    }
+    for (size_t i = 0; st == PLAIT_OK && i < model_count(ck); i++) st = put_tensor(w, ck, i, NULL, 0);
     if (st == PLAIT_OK) st = plait_st_writer_finish(w, NULL);
     if (st == PLAIT_OK) return plait_st_writer_commit(w);
     plait_st_writer_abort(w);
@@ -157,7 +206,6 @@ static plait_status write_llama(const plait_ckpt *ck, const char *path) {
 }
 
 static plait_status write_model(const plait_ckpt *ck, plait_export_format format, const char *path) {
-    const plait_st_file *src = plait_ckpt_st(ck, PLAIT_CKPT_MODEL);
     const int hf = format == PLAIT_EXPORT_HF;
     plait_st_writer *w = NULL;
     plait_status st = plait_st_writer_create(path, &w);
@@ -166,26 +214,32 @@ static plait_status write_model(const plait_ckpt *ck, plait_export_format format
     /* transformers 4 refuses a file whose metadata lacks the format tag;
      * "pt" is what save_pretrained writes */
     if (st == PLAIT_OK) st = plait_st_writer_metadata(w, "format", "pt");
-    const plait_st_tensor *wte = NULL;
-    for (size_t i = 0; st == PLAIT_OK && i < plait_st_count(src); i++) {
-        const plait_st_tensor *t = plait_st_tensor_at(src, i);
+    size_t wte = SIZE_MAX;
+    plait_st_tensor t;
+    float *none;
+    int64_t wte_shape[PLAIT_ST_MAX_DIMS];
+    int32_t wte_ndim = 0;
+    for (size_t i = 0; st == PLAIT_OK && i < model_count(ck); i++) {
+        st = model_tensor(ck, i, 0, &t, &none);
+        if (st != PLAIT_OK) break;
         int64_t shape[PLAIT_ST_MAX_DIMS];
-        memcpy(shape, t->shape, sizeof shape);
-        if (hf && plait_gpt2_conv1d_weight(t->name)) {
-            shape[0] = t->shape[1];
-            shape[1] = t->shape[0];
+        memcpy(shape, t.shape, sizeof shape);
+        if (hf && plait_gpt2_conv1d_weight(t.name)) {
+            shape[0] = t.shape[1];
+            shape[1] = t.shape[0];
         }
-        if (strcmp(t->name, "transformer.wte.weight") == 0) wte = t;
-        st = plait_st_writer_declare(w, t->name, t->ndim, shape);
+        if (strcmp(t.name, "transformer.wte.weight") == 0) {
+            wte = i;
+            wte_ndim = t.ndim;
+            memcpy(wte_shape, t.shape, sizeof wte_shape);
+        }
+        st = plait_st_writer_declare(w, t.name, t.ndim, shape);
     }
-    if (st == PLAIT_OK && !wte)
+    if (st == PLAIT_OK && wte == SIZE_MAX)
         st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s: no tensor 'transformer.wte.weight'", plait_ckpt_dir(ck));
-    if (st == PLAIT_OK && !hf) st = plait_st_writer_declare(w, "lm_head.weight", wte->ndim, wte->shape);
-    for (size_t i = 0; st == PLAIT_OK && i < plait_st_count(src); i++) {
-        const plait_st_tensor *t = plait_st_tensor_at(src, i);
-        st = put(w, t->name, t, hf && plait_gpt2_conv1d_weight(t->name));
-    }
-    if (st == PLAIT_OK && !hf) st = put(w, "lm_head.weight", wte, 0);
+    if (st == PLAIT_OK && !hf) st = plait_st_writer_declare(w, "lm_head.weight", wte_ndim, wte_shape);
+    for (size_t i = 0; st == PLAIT_OK && i < model_count(ck); i++) st = put_tensor(w, ck, i, NULL, hf);
+    if (st == PLAIT_OK && !hf) st = put_tensor(w, ck, wte, "lm_head.weight", 0);
     if (st == PLAIT_OK) st = plait_st_writer_finish(w, NULL);
     if (st == PLAIT_OK) return plait_st_writer_commit(w);
     plait_st_writer_abort(w);

@@ -18,6 +18,7 @@
 
 static const char *const resume_choices[] = {"no", "auto", "yes", NULL};
 static const char *const progress_choices[] = {"auto", "tty", "plain", "off", NULL};
+static const char *const ckpt_format_choices[] = {"gathered", "sharded", NULL};
 static const char *const arch_choices[] = {"gpt", "mlp", "llama", NULL};
 static const char *const recompute_choices[] = {"none", "selective", "full", NULL};
 static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
@@ -55,6 +56,15 @@ static const plait_key_decl run_keys[] = {
         "against [model]; sharded too) or a plait llama checkpoint; empty = random init"),
     KEY("ckpt_every", I, "0", 0, 1e12, NULL, SAME, "checkpoint every N steps (0 = only at the end)"),
     KEY("keep_checkpoints", I, "2", 1, 1000, NULL, 0, "how many recent checkpoints to keep"),
+    KEY("ckpt_format", E, "gathered", 1, 0, ckpt_format_choices, SAME,
+        "how a checkpoint is written: gathered = full tensors, gathered to world rank 0 and written by it "
+        "(model.safetensors, optim.safetensors); sharded = every rank writes the slices it holds to its own "
+        "shard file at once, with an index.json (the checkpoint directory must be on a file system every rank "
+        "shares); any layout resumes either"),
+    KEY("ckpt_async", B, "false", 1, 0, NULL, SAME,
+        "sharded saves only: each rank copies its share to host memory at the saving step and a thread of its "
+        "own writes it while training goes on (one save in flight; the next waits for it; the last save is "
+        "waited for)"),
     KEY("eval_every", I, "0", 0, 1e12, NULL, SAME, "validation loss every N steps (0 = only at the end)"),
     KEY("eval_batches", I, "4", 1, 1e6, NULL, SAME, "micro-batches per validation"),
     KEY("deterministic", B, "false", 1, 0, NULL, SAME,
@@ -93,6 +103,9 @@ static const plait_key_decl run_keys[] = {
         "for tests: on a job's first attempt (no --max-restarts restart yet), world rank 0 kills itself "
         "(SIGKILL) while saving the checkpoint of this step, after writing its tensors and before renaming "
         "them into place (0 = off)"),
+    KEY("debug_die_in_save_rank", I, "0", 0, 1e6, NULL, SAME | PLAIT_KEY_HIDDEN,
+        "for tests: the world rank debug_die_in_save kills; with ckpt_format = sharded it dies after writing "
+        "its shard file, before the index"),
 };
 
 static const plait_key_decl model_keys[] = {

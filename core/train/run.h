@@ -124,6 +124,9 @@ typedef struct plait_run {
     char resumed_from[4200];  /* what it resumed from (a checkpoint directory, or the replicas in memory);
                                  "" for a fresh run */
     uint64_t seed;
+    /* [run] ckpt_async: the save still being written in the background,
+     * finished by plait_run_save_settle (run_ckpt.c); NULL when none */
+    struct plait_pending_save *pending_save;
     /* [run] trace: the traced steps, numbered from 1 as metrics.csv
      * numbers them; 0 and 0 when the run is not traced (run_trace.c) */
     int64_t trace_first, trace_last;

@@ -1,6 +1,7 @@
 /*
- * Saving and resuming a run. A checkpoint always holds full tensors with
- * global names, whatever the layout: for each parameter (in global order) the
+ * Saving and resuming a run. A gathered checkpoint holds full tensors with
+ * global names, whatever the layout (a sharded one: run_ckpt_shard.c): for
+ * each parameter (in global order) the
  * optimizer gathers its DP shards onto DP rank 0 (export_tensor), TP rank 0
  * assembles the TP slices, and the stage's (dp 0, tp 0) rank sends the full
  * tensor to world rank 0, the only writer. One tensor is in flight at a time.
@@ -235,7 +236,12 @@ static plait_status check_finite(const plait_run *run, const char *name, const f
     return PLAIT_OK;
 }
 
-plait_status plait_run_save(plait_run *run, const char *out_dir) {
+/* A gathered save: each tensor assembled on world rank 0, which writes it.
+ * Rank 0's writing fails alone (a full disk): it keeps taking part in the
+ * gathers, writing nothing more, so the owners' sends still find their
+ * receive and every rank reaches the outcome at once with rank 0's reason,
+ * instead of waiting for [comm] timeout; *wst is that failure. */
+static plait_status gather_and_write(plait_run *run, plait_ckpt_writer *w, plait_status *wst_out) {
     const plait_model_spec *spec = run->model.spec;
     int me = run->world.mesh.world_rank;
     size_t max_global = 0, max_local = 0;
@@ -249,35 +255,13 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
                                      : NULL;
     if (!full || (run->world.mesh.tp > 1 && !slices)) {
         plait_free(full);
+        plait_free(slices);
         return PLAIT_ERR_NO_MEMORY;
     }
     float *slice = full + max_global;
-    plait_ckpt_writer *w = NULL;
-    /* every rank's kept buffers (onebit's error feedback), declared with the
-     * tensors: rank 0 learns their names and sizes first */
-    plait_kept_manifest kept;
-    plait_status st = plait_run_kept_manifest(run, &kept);
-    if (me == 0 && st == PLAIT_OK) {
-        st = plait_ckpt_writer_begin(out_dir, run->step, &w);
-        if (st == PLAIT_OK) plait_ckpt_writer_protect(w, run->resumed_step);
-        if (st == PLAIT_OK) st = plait_ckpt_declare_model(w, spec, run->optim.ops->state_names);
-        if (st == PLAIT_OK) st = plait_run_kept_declare(run, &kept, w);
-        if (st == PLAIT_OK) st = write_model_meta(run, w);
-    }
-    /* Everyone learns whether rank 0 could start, so nobody waits for it. */
-    int ok = st == PLAIT_OK;
-    plait_status cst = plait_comm_broadcast(run->world.comm, &ok, 1, PLAIT_I32, 0, NULL, NULL);
-    if (cst != PLAIT_OK) st = cst;
-    else if (!ok && me != 0) /* worded as a relay, so that the launcher reports rank 0's own error */
-        st = plait_set_error(PLAIT_ERR_SYSTEM, "world rank %d stopped after world rank 0 failed to start the checkpoint",
-                             me);
+    plait_status st = PLAIT_OK, wst = PLAIT_OK;
     const char *const *states = run->optim.ops->state_names;
     uint32_t tag = 0x5a000000u;
-    /* Rank 0's writing fails alone (a full disk): it keeps taking part in
-     * the gathers, writing nothing more, so the owners' sends still find
-     * their receive and every rank reaches the outcome below at once with
-     * rank 0's reason, instead of waiting for [comm] timeout. */
-    plait_status wst = PLAIT_OK;
     for (int32_t g = 0; st == PLAIT_OK && g < spec->n_params; g++) {
         if (!plait_ckpt_param_stored(spec, g)) continue;
         const char *pname = plait_ckpt_param_name(spec, g);
@@ -295,44 +279,150 @@ plait_status plait_run_save(plait_run *run, const char *out_dir) {
             }
         }
     }
-    if (st == PLAIT_OK) st = plait_run_kept_write(run, &kept, wst == PLAIT_OK ? w : NULL);
-    plait_run_kept_manifest_free(&kept);
-    if (st == PLAIT_OK) st = wst;
+    plait_free(full);
+    plait_free(slices);
+    *wst_out = wst;
+    return st;
+}
+
+/* A save's ending on world rank 0's side: its writer (NULL elsewhere) and
+ * the run state it records, as they were at the save's step. */
+typedef struct plait_pending_save {
+    plait_ckpt_writer *w;
+    plait_shard_job *job; /* sharded: this rank's file */
+    int64_t step;
+    plait_ckpt_state state;
+    char layout[256];
+} plait_pending_save;
+
+/* The save's end, collective: the shard files told to rank 0 (sharded),
+ * then rank 0 commits (manifest, marker, pruning) unless a rank failed, and
+ * everyone learns the outcome. `st`: this rank's status so far. */
+static plait_status end_save(plait_run *run, plait_pending_save *ps, plait_status st) {
+    int me = run->world.mesh.world_rank, others_failed = 0;
+    if (ps->job) {
+        plait_status est = plait_run_shards_end(run, ps->job, ps->w, &others_failed);
+        if (st == PLAIT_OK) st = est;
+        ps->job = NULL;
+    }
     if (me == 0 && st == PLAIT_OK && plait_restart_count() == 0 &&
-        plait_config_int(run->cfg, "run", "debug_die_in_save") == run->step)
+        plait_config_int(run->cfg, "run", "debug_die_in_save") == ps->step &&
+        plait_config_int(run->cfg, "run", "debug_die_in_save_rank") == 0)
         raise(SIGKILL); /* for tests: a crash with the tensors written, nothing renamed */
     /* the checkpoint's directory is renamed into place by its path under
      * out_dir: not through a process the gathers' calls changed */
     if (me == 0 && st == PLAIT_OK) st = plait_run_check_process(run, "the save's calls");
     if (me == 0) {
-        if (st == PLAIT_OK) {
-            char layout[256];
-            layout_text(run, layout, sizeof layout);
-            plait_ckpt_state state = {.step = run->step,
-                                      .seed = run->seed,
-                                      .data_step = run->step,
-                                      .optim_step = run->optim.ops->get_step ? run->optim.ops->get_step(run->optim.state) : run->step,
-                                      .has_data = 1,
-                                      .layout = layout};
-            plait_run_data_record(run, &state.data);
-            st = plait_ckpt_commit(w, &state, (int)plait_config_int(run->cfg, "run", "keep_checkpoints"));
-        } else if (w) {
-            plait_ckpt_writer_abort(w);
+        /* another rank's shard failed (it said why): no marker, and the
+         * allreduce below names that rank */
+        if (st == PLAIT_OK && !others_failed) {
+            ps->state.layout = ps->layout;
+            st = plait_ckpt_commit(ps->w, &ps->state, (int)plait_config_int(run->cfg, "run", "keep_checkpoints"));
+        } else if (ps->w) {
+            plait_ckpt_writer_abort(ps->w);
         }
+        ps->w = NULL;
     }
-    plait_free(full);
-    plait_free(slices);
     /* The save is complete only when rank 0 committed; tell everyone, and
      * which rank failed first-hand (the lowest), so that the others' errors
      * relay to it and the launcher reports its error, the cause. */
     int world = run->world.mesh.world_size, failed_rank = st == PLAIT_OK ? world : me;
-    cst = plait_comm_allreduce(run->world.comm, &failed_rank, &failed_rank, 1, PLAIT_I32, PLAIT_MIN, NULL, NULL);
+    plait_status cst = plait_comm_allreduce(run->world.comm, &failed_rank, &failed_rank, 1, PLAIT_I32, PLAIT_MIN, NULL,
+                                            NULL);
     if (st == PLAIT_OK && cst != PLAIT_OK) st = cst;
     if (st == PLAIT_OK && failed_rank < world)
-        st = plait_set_error(PLAIT_ERR_SYSTEM, "world rank %d stopped after world rank %d failed to save the checkpoint",
-                             me, failed_rank);
-    if (st != PLAIT_OK) return plait_wrap_error(st, "checkpoint at step %" PRId64, run->step);
+        st = plait_set_error(PLAIT_ERR_SYSTEM,
+                             "world rank %d stopped after world rank %d failed to save the checkpoint", me,
+                             failed_rank);
+    if (st != PLAIT_OK) return plait_wrap_error(st, "checkpoint at step %" PRId64, ps->step);
     return PLAIT_OK;
+}
+
+plait_status plait_run_save_settle(plait_run *run, int wait, int ok) {
+    plait_pending_save *ps = run->pending_save;
+    if (!ps) return PLAIT_OK;
+    if (!ok) { /* the run is failing: this rank's writer joined, the save given up (no marker) */
+        plait_run_shards_drop(ps->job);
+        if (ps->w) plait_ckpt_writer_abort(ps->w);
+        free(ps);
+        run->pending_save = NULL;
+        return PLAIT_OK;
+    }
+    int done = plait_run_shards_written(ps->job);
+    if (!wait) {
+        plait_status st = plait_comm_allreduce(run->world.comm, &done, &done, 1, PLAIT_I32, PLAIT_MIN, NULL, NULL);
+        if (st != PLAIT_OK || !done) return st;
+    } else if (!done && run->world.mesh.world_rank == 0) {
+        PLAIT_INFO("checkpoint", "waiting for the checkpoint of step %lld, still being written in the background",
+                   (long long)ps->step);
+    }
+    run->pending_save = NULL;
+    plait_status st = end_save(run, ps, PLAIT_OK);
+    free(ps);
+    return st;
+}
+
+plait_status plait_run_save(plait_run *run, const char *out_dir) {
+    const plait_model_spec *spec = run->model.spec;
+    int me = run->world.mesh.world_rank;
+    /* at most one save in flight: the previous one ends first */
+    plait_status st = plait_run_save_settle(run, 1, 1);
+    if (st != PLAIT_OK) return st;
+    plait_pending_save *ps = calloc(1, sizeof *ps);
+    if (!ps) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    ps->step = run->step;
+    /* every rank's kept buffers (onebit's error feedback), declared with the
+     * tensors: rank 0 learns their names and sizes first */
+    plait_kept_manifest kept;
+    st = plait_run_kept_manifest(run, &kept);
+    int sharded = strcmp(plait_config_str(run->cfg, "run", "ckpt_format"), "sharded") == 0;
+    /* the last save is waited for: the run ends with it */
+    int async = sharded && plait_config_bool(run->cfg, "run", "ckpt_async") && run->step < run->steps;
+    if (me == 0 && st == PLAIT_OK) {
+        st = plait_ckpt_writer_begin(out_dir, run->step, &ps->w);
+        if (st == PLAIT_OK) plait_ckpt_writer_protect(ps->w, run->resumed_step);
+        /* sharded: the tensors are in the ranks' shard files, named by index.json */
+        if (st == PLAIT_OK && !sharded) st = plait_ckpt_declare_model(ps->w, spec, run->optim.ops->state_names);
+        if (st == PLAIT_OK) st = plait_run_kept_declare(run, &kept, ps->w);
+        if (st == PLAIT_OK) st = write_model_meta(run, ps->w);
+    }
+    /* Everyone learns whether rank 0 could start, so nobody waits for it. */
+    int ok = st == PLAIT_OK;
+    plait_status cst = plait_comm_broadcast(run->world.comm, &ok, 1, PLAIT_I32, 0, NULL, NULL);
+    if (cst != PLAIT_OK) st = cst;
+    else if (!ok && me != 0) /* worded as a relay, so that the launcher reports rank 0's own error */
+        st = plait_set_error(PLAIT_ERR_SYSTEM,
+                             "world rank %d stopped after world rank 0 failed to start the checkpoint", me);
+    plait_status wst = PLAIT_OK;
+    if (sharded && st == PLAIT_OK) st = plait_run_shards_begin(run, out_dir, async, &ps->job);
+    else if (st == PLAIT_OK) st = gather_and_write(run, ps->w, &wst);
+    if (async) { /* in the background only if every rank's snapshot and thread started */
+        int good = st == PLAIT_OK;
+        cst = plait_comm_allreduce(run->world.comm, &good, &good, 1, PLAIT_I32, PLAIT_MIN, NULL, NULL);
+        if (cst != PLAIT_OK && st == PLAIT_OK) st = cst;
+        async = good && st == PLAIT_OK;
+    }
+    if (st == PLAIT_OK) st = plait_run_kept_write(run, &kept, wst == PLAIT_OK ? ps->w : NULL);
+    plait_run_kept_manifest_free(&kept);
+    if (st == PLAIT_OK) st = wst;
+    if (me == 0) {
+        layout_text(run, ps->layout, sizeof ps->layout);
+        ps->state = (plait_ckpt_state){.step = run->step,
+                                       .seed = run->seed,
+                                       .data_step = run->step,
+                                       .optim_step = run->optim.ops->get_step
+                                                         ? run->optim.ops->get_step(run->optim.state)
+                                                         : run->step,
+                                       .has_data = 1};
+        plait_run_data_record(run, &ps->state.data);
+    }
+    if (async && st == PLAIT_OK) { /* written while training goes on; ended by plait_run_save_settle */
+        run->pending_save = ps;
+        return PLAIT_OK;
+    }
+    st = end_save(run, ps, st);
+    free(ps);
+    return st;
 }
 
 plait_status plait_run_check_ckpt_names(const char *out_dir, int64_t from_step, int64_t steps, int64_t every) {

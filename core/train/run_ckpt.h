@@ -1,5 +1,6 @@
 /*
- * Checkpoints of a run: full, unsharded tensors with global (nanoGPT) names,
+ * Checkpoints of a run: tensors with global (nanoGPT) names, full or as the
+ * ranks' slices with an index ([run] ckpt_format),
  * gathered from whatever layout wrote them and scattered into whatever layout
  * reads them; optimizer state under the Adam family's shared names; the run
  * state (step, seed, data position) beside them. Plus the run's reports.
@@ -10,6 +11,7 @@
 #ifndef PLAIT_CORE_RUN_CKPT_H
 #define PLAIT_CORE_RUN_CKPT_H
 
+#include "checkpoint/checkpoint.h"
 #include "train/metrics.h"
 #include "train/run.h"
 #include "train/train_loop.h"
@@ -51,6 +53,30 @@ void plait_run_warn_ckpt_room(const plait_run *run, const char *out_dir, int64_t
 
 /* Write a checkpoint of the current state (collective over the world). */
 plait_status plait_run_save(plait_run *run, const char *out_dir);
+/* With [run] ckpt_async: finish a save still being written in the
+ * background. `wait` 0: only when every rank's file is written (one
+ * all-reduce; called after each step); 1: wait for it, saying so. A failed
+ * background write is reported here, naming the rank and the file; the
+ * previous checkpoint is kept. Collective over the world. `ok` 0 (the run
+ * is failing): wait for this rank's writer and give the save up, with no
+ * collective. */
+plait_status plait_run_save_settle(plait_run *run, int wait, int ok);
+
+/* The tensors of a sharded save (run_ckpt_shard.c). begin: this rank's
+ * parts planned and, synchronously, its shard file written into the
+ * checkpoint directory rank 0 began; with `async` its share copied to host
+ * memory instead and written by a thread of its own (*job is set even on
+ * failure). written: the file is done (thread-safe, never blocks). end,
+ * collective over the world: the writer joined, every rank's slices told to
+ * rank 0, which writes index.json into `w` (NULL elsewhere) and lists the
+ * files in its manifest; frees job. *others_failed (rank 0): another rank's
+ * shard failed, so `w` must not be committed. drop: join and free, no
+ * collective (a run that is failing). */
+typedef struct plait_shard_job plait_shard_job;
+plait_status plait_run_shards_begin(plait_run *run, const char *out_dir, int async, plait_shard_job **job);
+int plait_run_shards_written(const plait_shard_job *job);
+plait_status plait_run_shards_end(plait_run *run, plait_shard_job *job, plait_ckpt_writer *w, int *others_failed);
+void plait_run_shards_drop(plait_shard_job *job);
 
 /* Rank 0: the start-up summary (layout, batch, model size, memory report). */
 void plait_run_print_summary(plait_run *run, const char *out_dir, const char *resumed_from);

@@ -319,6 +319,11 @@ static plait_status start(train_loop *t) {
     plait_status st = PLAIT_OK;
     t->tokens_per_step = run->work.batch.global_batch * run->model.block_size;
     t->ckpt_every = plait_config_int(cfg, "run", "ckpt_every");
+    if (plait_config_bool(cfg, "run", "ckpt_async") && strcmp(plait_config_str(cfg, "run", "ckpt_format"), "sharded"))
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[run] ckpt_async = true needs [run] ckpt_format = sharded: a gathered save passes "
+                               "every tensor through world rank 0 as it is gathered, so no rank has a snapshot of "
+                               "its own to write in the background");
     if (t->rank == 0) st = open_reports(t);
     if (st == PLAIT_OK) st = report_memory(run, t->out_dir, 0);
     /* the memory table's gather and the peak's measurement called plugins
@@ -518,6 +523,9 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
     while (st == PLAIT_OK && !t.stop && run->step < run->steps) {
         plait_step_result res;
         st = take_step(&t, &res);
+        /* a background save that every rank has written ends here, or
+         * reports its failure at this step */
+        if (st == PLAIT_OK) st = plait_run_save_settle(run, 0, 1);
         if (st == PLAIT_OK) st = check(&t, &res);
         if (st == PLAIT_OK) st = evaluate(&t);
         if (st == PLAIT_OK) st = check_calls(&t);
@@ -533,6 +541,8 @@ static plait_status train_in(plait_config *cfg, const plait_train_options *opts,
         if (st == PLAIT_OK) st = plait_run_trace_step_end(run, run->step, out_dir);
         if (st == PLAIT_OK) st = regroup(&t);
     }
+    plait_status sst = plait_run_save_settle(run, 1, st == PLAIT_OK);
+    if (st == PLAIT_OK) st = sst;
     st = finish(&t, st);
     if (st != PLAIT_OK) {
         char at[32];

@@ -415,7 +415,8 @@ static void rewrite_state(const char *dir, const char *from, const char *to) {
 }
 
 /* Format 1 (an always-zero "rng_state", no "data") is still read, without
- * a data record; format 2 needs its "data"; a newer format is refused. */
+ * a data record; format 2 needs its "data"; a newer format than 3 (a
+ * sharded checkpoint's) is refused. */
 static void test_state_formats(void **state) {
     (void)state;
     char out[PATH_MAX], dir[PATH_MAX];
@@ -426,11 +427,11 @@ static void test_state_formats(void **state) {
     assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_OK);
     plait_ckpt_close(ck);
 
-    rewrite_state(dir, "\"format_version\": 2", "\"format_version\": 3");
+    rewrite_state(dir, "\"format_version\": 2", "\"format_version\": 4");
     assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_ERR_PROTOCOL);
-    assert_error_contains("format_version 3 is not 1 to 2 (written by a newer plait)");
+    assert_error_contains("format_version 4 is not 1 to 3 (written by a newer plait)");
 
-    rewrite_state(dir, "\"format_version\": 3", "\"format_version\": 2");
+    rewrite_state(dir, "\"format_version\": 4", "\"format_version\": 2");
     /* a negative count (a seed of -7 would come back as 2^64 - 7) */
     rewrite_state(dir, "\"seed\": 1337", "\"seed\": -7");
     assert_int_equal(plait_ckpt_open(dir, &ck), PLAIT_ERR_PROTOCOL);

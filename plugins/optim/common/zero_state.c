@@ -368,9 +368,9 @@ static plait_status zero_after_backward(void *sp, int32_t layer, int32_t mb, int
     return st;
 }
 
-/* This rank's part [at, at + count) of an offloaded moment: into rank 0's
- * `dst` (host memory; NULL: nothing to keep), or sent to rank 0 from a
- * host buffer. */
+/* This rank's part [at, at + count) of an offloaded moment (or offloaded
+ * parameter shard): into rank 0's `dst` (host memory; NULL: nothing to
+ * keep), or sent to rank 0 from a host buffer. */
 static plait_status export_offloaded(zero *z, int moment, size_t at, size_t count, float *dst, int which_id) {
     const plait_host *h = z->host;
     if (z->rank == 0) return dst ? optim_offload_get(z->store, moment, at, dst, count) : PLAIT_OK;
@@ -385,8 +385,18 @@ static plait_status export_offloaded(zero *z, int moment, size_t at, size_t coun
     return st;
 }
 
-static plait_status zero_export(void *sp, int32_t param_index, const char *which, float *dst) {
-    zero *z = sp;
+/* Where this rank's part of tensor `which` of the local parameter behind
+ * global `param_index` (a tied copy's original) lives. */
+typedef struct export_src {
+    int32_t local;    /* the local parameter */
+    int whole;        /* every rank holds it whole (ZeRO-1/2 without a float32 slice of their own) */
+    int offloaded;    /* in the offload store: moment `moment` */
+    int moment;       /* the store's moment index when offloaded */
+    const float *base; /* else the shard array */
+    int which_id;     /* the message tag offset */
+} export_src;
+
+static plait_status zero_export_base(zero *z, int32_t param_index, const char *which, export_src *src) {
     const plait_host *h = z->host;
     int32_t i = plait_param_set_find(z->params, param_index);
     if (i < 0) return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: parameter %d is not held by this rank", z->name, param_index);
@@ -394,25 +404,62 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
     if (orig >= 0) i = orig; /* shares the original's everything */
     const plait_param *p = &z->params->params[i];
     if (!z->materialized) return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: export before materialize()", z->name);
-    const float *base;
-    int which_id;
+    *src = (export_src){.local = i};
     if (strcmp(which, "param") == 0) {
-        int offloaded = z->store && z->offload.params;
-        if (!z->pshard && !offloaded)
-            return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
-        base = z->pshard, which_id = 0;
+        src->offloaded = z->store && z->offload.params;
+        src->whole = !z->pshard && !src->offloaded;
+        src->base = z->pshard, src->which_id = 0, src->moment = 2;
     } else if (strcmp(which, "exp_avg") == 0) {
-        base = z->state, which_id = 1;
+        src->offloaded = z->store != NULL;
+        src->base = z->state, src->which_id = 1, src->moment = 0;
     } else if (strcmp(which, "exp_avg_sq") == 0) {
-        base = z->state + z->shard_numel, which_id = 2;
+        src->offloaded = z->store != NULL;
+        src->base = z->state ? z->state + z->shard_numel : NULL, src->which_id = 2, src->moment = 1;
     } else {
         return h->set_error(PLAIT_ERR_INVALID_ARG, "%s: unknown tensor \"%s\" of %s", z->name, which, p->name);
     }
+    return PLAIT_OK;
+}
+
+/* This rank's own range of the parameter's slice: nothing is sent, so
+ * every DP rank writes its part of a sharded checkpoint at once. */
+static plait_status zero_export_shard(void *sp, int32_t param_index, const char *which, size_t *offset, size_t *count,
+                                      float *dst) {
+    zero *z = sp;
+    export_src src;
+    *offset = *count = 0;
+    plait_status st = zero_export_base(z, param_index, which, &src);
+    if (st != PLAIT_OK) return st;
+    const plait_param *p = &z->params->params[src.local];
+    if (src.whole) { /* held whole by every rank: DP rank 0 writes it */
+        if (z->rank == 0) *count = p->numel;
+        return z->rank == 0 && dst ? plait_tensor_to_host(z->host, dst, p->data, p->numel) : PLAIT_OK;
+    }
+    const zero_unit *u = &z->units[z->unit_of_param[src.local]];
+    size_t a = z->param_off[src.local], b = a + p->numel, lo = zero_lo(z, u), hi = lo + u->shard;
+    size_t s = a > lo ? a : lo, e = b < hi ? b : hi;
+    if (s >= e) return PLAIT_OK;
+    *offset = s - a;
+    *count = e - s;
+    if (!dst) return PLAIT_OK;
+    size_t at = u->shard_off + (s - lo);
+    return src.offloaded ? optim_offload_get(z->store, src.moment, at, dst, e - s)
+                         : plait_tensor_to_host(z->host, dst, src.base + at, e - s);
+}
+
+static plait_status zero_export(void *sp, int32_t param_index, const char *which, float *dst) {
+    zero *z = sp;
+    const plait_host *h = z->host;
+    export_src src;
+    plait_status st0 = zero_export_base(z, param_index, which, &src);
+    if (st0 != PLAIT_OK) return st0;
+    const plait_param *p = &z->params->params[src.local];
+    if (src.whole) return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
     /* Rank q holds [q*shard, (q+1)*shard) of the unit; each sends its part of
      * the parameter to rank 0, which assembles it in dst (host memory; a
      * rank-0 call without dst receives into a pool buffer instead). */
-    const zero_unit *u = &z->units[z->unit_of_param[i]];
-    size_t a = z->param_off[i], b = a + p->numel;
+    const zero_unit *u = &z->units[z->unit_of_param[src.local]];
+    size_t a = z->param_off[src.local], b = a + p->numel;
     float *scratch = NULL;
     if (z->rank == 0 && !dst) {
         scratch = zero_buf_get(z, p->numel);
@@ -428,16 +475,16 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
         size_t s = a > lo ? a : lo, e = b < hi ? b : hi;
         if (s >= e) continue;
         size_t at = u->shard_off + (s - lo);
-        if (z->store && (which_id > 0 || z->offload.params) && z->rank == q)
-            st = export_offloaded(z, which_id > 0 ? which_id - 1 : 2, at, e - s,
-                                  q == 0 && !scratch ? dst + (s - a) : NULL, which_id);
+        if (src.offloaded && z->rank == q)
+            st = export_offloaded(z, src.moment, at, e - s, q == 0 && !scratch ? dst + (s - a) : NULL, src.which_id);
         else if (z->rank == 0 && q == 0)
-            st = scratch ? PLAIT_OK : plait_tensor_to_host(h, dst + (s - a), base + at, e - s);
+            st = scratch ? PLAIT_OK : plait_tensor_to_host(h, dst + (s - a), src.base + at, e - s);
         else if (z->rank == q)
-            st = h->coll->send(z->dp, base + at, e - s, PLAIT_F32, 0, ZERO_EXPORT_TAG + (uint32_t)which_id, &dev, NULL);
+            st = h->coll->send(z->dp, src.base + at, e - s, PLAIT_F32, 0, ZERO_EXPORT_TAG + (uint32_t)src.which_id,
+                               &dev, NULL);
         else if (z->rank == 0)
-            st = h->coll->recv(z->dp, dst + (s - a), e - s, PLAIT_F32, q, ZERO_EXPORT_TAG + (uint32_t)which_id, &into,
-                               NULL);
+            st = h->coll->recv(z->dp, dst + (s - a), e - s, PLAIT_F32, q, ZERO_EXPORT_TAG + (uint32_t)src.which_id,
+                               &into, NULL);
     }
     zero_buf_put(z, scratch);
     return st;
@@ -472,16 +519,15 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
     plait_fill_versioned(out, &m, (uint32_t)sizeof m);
 }
 
-#define ZERO_OPS(stage_, flags_)                                                                    \
-    {                                                                                               \
-        .struct_size = sizeof(plait_optim_ops), .flags = (flags_), .state_names = state_names,      \
-        .create = create##stage_, .materialize = zero_materialize,                                  \
-        .before_forward = (stage_) == 3 ? zero_before_forward : NULL,                               \
-        .after_forward = (stage_) == 3 ? zero_after_forward : NULL,                                 \
-        .before_backward = zero_before_backward, .after_backward = zero_after_backward,             \
-        .finish_grads = zero_finish_grads, .step = zero_step, .export_tensor = zero_export,         \
-        .get_step = zero_get_step, .set_step = zero_set_step, .memory = zero_memory,                \
-        .destroy = zero_destroy                                                                     \
+#define ZERO_OPS(stage_, flags_)                                                                                       \
+    {                                                                                                                  \
+        .struct_size = sizeof(plait_optim_ops), .flags = (flags_), .state_names = state_names,                         \
+        .create = create##stage_, .materialize = zero_materialize,                                                     \
+        .before_forward = (stage_) == 3 ? zero_before_forward : NULL,                                                  \
+        .after_forward = (stage_) == 3 ? zero_after_forward : NULL, .before_backward = zero_before_backward,           \
+        .after_backward = zero_after_backward, .finish_grads = zero_finish_grads, .step = zero_step,                   \
+        .export_tensor = zero_export, .get_step = zero_get_step, .set_step = zero_set_step, .memory = zero_memory,     \
+        .destroy = zero_destroy, .export_shard = zero_export_shard                                                     \
     }
 
 const plait_optim_ops zero1_ops = ZERO_OPS(1, PLAIT_OPTIM_REDUCES_GRADS);

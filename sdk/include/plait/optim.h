@@ -146,7 +146,24 @@ typedef struct plait_optim_ops {
     /* Fill the memory report. Never fails. */
     void (*memory)(void *state, plait_optim_memory *out);
     void (*destroy)(void *state);
+
+    /* Sharded checkpoints (ABI 1.15): the part of parameter `param_index`'s
+     * local slice (its TP shard) of tensor `which` that this DP rank writes,
+     * without communication: local elements [*offset, *offset + *count).
+     * The parts of the DP group's ranks are disjoint and together cover the
+     * slice; a tensor the group holds replicated is reported whole by DP
+     * rank 0 and as *count = 0 by the others. With `dst` (host memory,
+     * *count floats) the part is copied into it; NULL only reports the
+     * range. Not collective. Optional (check PLAIT_OPTIM_HAS): without it
+     * the core gathers each slice onto DP rank 0 with export_tensor. */
+    plait_status (*export_shard)(void *state, int32_t param_index, const char *which, size_t *offset, size_t *count,
+                                 float *dst);
 } plait_optim_ops;
+
+/* True if optimizer table `o` (from a plugin built against a possibly older
+ * SDK) has member `field` set. */
+#define PLAIT_OPTIM_HAS(o, field)                                                                                      \
+    ((o)->struct_size >= offsetof(plait_optim_ops, field) + sizeof((o)->field) && (o)->field != NULL)
 
 #ifdef __cplusplus
 }
