@@ -126,7 +126,7 @@ static void test_stray_clients(void **state) {
     assert_contains(o.output, "stray wrong token to the store: rejected as expected");
     assert_contains(o.output, "stray wrong secret to a transport port: rejected as expected");
     assert_contains(o.output, "store warn: rejected connection");
-    assert_contains(o.output, "wrong job token");
+    assert_contains(o.output, "did not prove the job token");
     assert_contains(o.output, "tcp warn: rejected a connection");
     assert_contains(o.output, "wrong secret (claims rank 0)");
     assert_contains(o.output, "bad hello magic");

@@ -63,7 +63,7 @@ static void test_mpirun_stray_clients(void **state) {
     if (o.exit_code != 0) fail_msg("mpirun exited %d:\n%s", o.exit_code, o.output);
     assert_contains(o.output, "driver: stray: ok");
     assert_contains(o.output, "stray wrong token to the store: rejected as expected");
-    assert_contains(o.output, "wrong job token");
+    assert_contains(o.output, "did not prove the job token");
     assert_contains(o.output, "wrong secret (claims rank 0)");
     assert_contains(o.output, "bad hello magic");
     outcome_free(&o);

@@ -124,14 +124,16 @@ static void test_file_name_kind_mismatch(void **state) {
 }
 
 /* A descriptor that lies about its kind (comm, with an optim function table)
- * is refused by the table's size, before anything in it is called. */
+ * is refused by the table's size, or (an optim table as large as comm's
+ * first one, as the optim table has grown) by the comm functions it lacks,
+ * before anything in it is called. */
 static void test_kind_lie(void **state) {
     (void)state;
     plait_clear_error();
     assert_null(plait_plugin_load(PLAIT_KIND_COMM, "kindlie"));
     const char *msg = plait_last_error();
-    assert_contains(msg, "libplait-comm-kindlie.so: comm/kindlie function table is");
-    assert_contains(msg, "smaller than ABI v1.0's");
+    assert_contains(msg, "libplait-comm-kindlie.so: comm/kindlie ");
+    if (!strstr(msg, "smaller than ABI v1.0's")) assert_contains(msg, "lacks the required function");
 }
 
 /* A descriptor of an unknown kind is refused; so is a load for one. */
