@@ -110,8 +110,7 @@ static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t
     m->k->matmul_backward(m->s_datty, dp ? dp->out_w : NULL, dp ? dp->out_b : NULL, dx, a->atty, p->out_w, BT, Cl,
                           C);
     if (m->cp > 1) {
-        st = plait_ring_attention_backward(m, layer, m->s_dqkv, m->s_datty, a->qkv, a->atty, a->lse,
-                                                        m->NHl, m->NHl);
+        st = plait_ring_attention_backward(m, layer, m->s_dqkv, m->s_datty, a->qkv, a->atty, a->lse, m->NHl, m->NHl);
         if (st != PLAIT_OK) return st;
     } else if (m->fused_attn)
         m->k->attention_fused_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->atty, a->lse, m->B, m->T,

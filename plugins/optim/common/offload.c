@@ -49,7 +49,7 @@ struct optim_offload {
     offload_io *io;
     double waited;       /* seconds the steps blocked on the disk */
     double fetch_waited; /* seconds the parameter fetches read the disk */
-    double stepping; /* seconds inside optim_offload_step */
+    double stepping;     /* seconds inside optim_offload_step */
     uint64_t bytes_read, bytes_written;
     int64_t steps;
 };

@@ -388,12 +388,12 @@ static plait_status export_offloaded(zero *z, int moment, size_t at, size_t coun
 /* Where this rank's part of tensor `which` of the local parameter behind
  * global `param_index` (a tied copy's original) lives. */
 typedef struct export_src {
-    int32_t local;    /* the local parameter */
-    int whole;        /* every rank holds it whole (ZeRO-1/2 without a float32 slice of their own) */
-    int offloaded;    /* in the offload store: moment `moment` */
-    int moment;       /* the store's moment index when offloaded */
+    int32_t local;     /* the local parameter */
+    int whole;         /* every rank holds it whole (ZeRO-1/2 without a float32 slice of their own) */
+    int offloaded;     /* in the offload store: moment `moment` */
+    int moment;        /* the store's moment index when offloaded */
     const float *base; /* else the shard array */
-    int which_id;     /* the message tag offset */
+    int which_id;      /* the message tag offset */
 } export_src;
 
 static plait_status zero_export_base(zero *z, int32_t param_index, const char *which, export_src *src) {
