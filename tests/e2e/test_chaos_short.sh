@@ -7,4 +7,4 @@
 # (skipped, exit 77, saying why, otherwise).
 source "$(dirname "$0")/lib.sh"
 CHAOS_WORK=$E2E_WORK/chaos PLAIT_BIN=$PLAIT_BIN CKPT_DIFF=$CKPT_DIFF \
-  exec timeout 400 "$PLAIT_SOURCE_DIR/scripts/chaos.sh" --minutes 1 --steps 200 --gap 3:6
+  exec timeout 400 "$PLAIT_SOURCE_DIR/scripts/chaos.sh" --minutes 1 --steps 600 --gap 3:6
