@@ -6,5 +6,6 @@
 # bit-identical to one process, every checkpoint verified. Needs root
 # (skipped, exit 77, saying why, otherwise).
 source "$(dirname "$0")/lib.sh"
+# not exec: lib.sh's EXIT trap removes $E2E_WORK when the run passes
 CHAOS_WORK=$E2E_WORK/chaos PLAIT_BIN=$PLAIT_BIN CKPT_DIFF=$CKPT_DIFF \
-  exec timeout 400 "$PLAIT_SOURCE_DIR/scripts/chaos.sh" --minutes 1 --steps 600 --gap 3:6
+  timeout 400 "$PLAIT_SOURCE_DIR/scripts/chaos.sh" --minutes 1 --steps 600 --gap 3:6
