@@ -124,11 +124,15 @@ plait_status plait_run_load_parallel(plait_run *run) {
     const uint32_t bits[5] = {PLAIT_PARALLEL_AXIS_DP, PLAIT_PARALLEL_AXIS_TP, PLAIT_PARALLEL_AXIS_PP,
                               PLAIT_PARALLEL_AXIS_CP, PLAIT_PARALLEL_AXIS_EP};
     for (int a = 0; a < 5; a++)
-        if (sizes[a] > 1 && !(run->parallel.ops->axes & bits[a]))
+        if (sizes[a] > 1 && !(run->parallel.ops->axes & bits[a])) {
+            const char *where = NULL;
+            plait_config_origin(run->cfg, "parallel", axis_label[a], &where);
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "[parallel] %s = %d, but plugin '%s' does not implement %s parallelism; use "
-                                   "plugin = dp (dp x cp) or hybrid to combine dp, cp, tp and pp",
-                                   axis_label[a], sizes[a], name, axis_label[a]);
+                                   "%s: [parallel] %s = %d, but plugin '%s' does not implement %s parallelism; "
+                                   "use plugin = hybrid, which combines dp, cp, tp and pp (plugin dp splits dp "
+                                   "and cp only)",
+                                   where, axis_label[a], sizes[a], name, axis_label[a]);
+        }
     plait_parallel_init init = {.struct_size = sizeof init,
                                 .host = plait_plugin_host(),
                                 .config = run->cfg,
