@@ -84,9 +84,10 @@ void plait_run_print_summary(plait_run *run, const char *out_dir, const char *re
  * dp, tp, pp coordinates, then bytes of parameters, gradients, optimizer
  * state, buffers, activations, the peak RSS, and the bytes the rank sent
  * per axis in its last step (dp, tp, pp: metrics.csv's counts, which rank 0
- * alone writes). Collective over the world (every rank gets every row).
- * rows: world_size * PLAIT_RUN_MEM_FIELDS. */
-#define PLAIT_RUN_MEM_FIELDS 12
+ * alone writes), then the cp and ep coordinates (last, so that readers of
+ * the first columns by position keep working). Collective over the world
+ * (every rank gets every row). rows: world_size * PLAIT_RUN_MEM_FIELDS. */
+#define PLAIT_RUN_MEM_FIELDS 14
 plait_status plait_run_gather_memory(plait_run *run, double *rows);
 /* Rank 0: the per-rank memory table (when the world has > 1 rank). */
 void plait_run_print_memory_table(const plait_run *run, const double *rows);

@@ -94,9 +94,20 @@ plait_status plait_run_gather_memory(plait_run *run, double *rows) {
     collect_memory(run, &m);
     double *r = rows + (size_t)run->world.mesh.world_rank * PLAIT_RUN_MEM_FIELDS;
     const plait_step_timing *t = &run->timing.last_step;
-    const double mine[PLAIT_RUN_MEM_FIELDS] = {run->world.mesh.dp_rank, run->world.mesh.tp_rank, run->world.mesh.pp_rank,
-                                               m.param, m.grad, m.state, m.buffers, m.activations, m.rss_peak,
-                                               (double)t->dp_bytes, (double)t->tp_bytes, (double)t->pp_bytes};
+    const double mine[PLAIT_RUN_MEM_FIELDS] = {run->world.mesh.dp_rank,
+                                               run->world.mesh.tp_rank,
+                                               run->world.mesh.pp_rank,
+                                               m.param,
+                                               m.grad,
+                                               m.state,
+                                               m.buffers,
+                                               m.activations,
+                                               m.rss_peak,
+                                               (double)t->dp_bytes,
+                                               (double)t->tp_bytes,
+                                               (double)t->pp_bytes,
+                                               run->world.mesh.cp_rank,
+                                               run->world.mesh.ep_rank};
     memcpy(r, mine, sizeof mine);
     if (world == 1) return PLAIT_OK;
     /* one row per rank, zeros elsewhere: the sum is a gather */
@@ -118,7 +129,7 @@ void plait_run_print_memory_table(const plait_run *run, const double *rows) {
 plait_status plait_run_write_memory_csv(const plait_run *run, const double *rows, const char *path) {
     FILE *f;
     static const char header[] = "rank,dp,tp,pp,param_bytes,grad_bytes,optim_state_bytes,buffer_bytes,"
-                                 "activation_bytes,peak_rss_bytes,dp_bytes,tp_bytes,pp_bytes\n";
+                                 "activation_bytes,peak_rss_bytes,dp_bytes,tp_bytes,pp_bytes,cp,ep\n";
     /* never over a file plait did not write */
     plait_status st = plait_out_check_own(path, "rank,", "the run's memory report");
     if (st == PLAIT_OK) st = plait_out_fopen(path, "w", &f);

@@ -10,7 +10,8 @@
 #   over tp; GPT and Llama), pp 2 x cp 2 under 1f1b and zb1, and full
 #   recomputation each follow cp 1's curve within 1e-5;
 # - each rank's activation memory (the model's activation bytes, as
-#   memory.csv reports them) is cp 1's divided by cp, on every rank;
+#   memory.csv reports them) is cp 1's divided by cp, on every rank, and
+#   its cp column is the rank's place on the ring;
 # - deterministic mode: a dp 2 x cp 2 run repeats its bits;
 # - a cp 2 checkpoint resumes in one process and continues cp 1's curve,
 #   final parameters within 1e-5;
@@ -38,6 +39,9 @@ for c in 2 4; do
     for a in $(act ${m}_cp$c); do
       [ "$a" -gt 0 ] && [ $((a * c)) = "$whole" ] || fail "${m}_cp$c: a rank's activations $a bytes, not cp 1's $whole / $c"
     done
+    # each rank's place on the ring, as memory.csv's cp column gives it
+    cps=$(for r in $(seq 0 $((c - 1))); do mem ${m}_cp$c $r cp; done | sort -n | tr '\n' ' ')
+    [ "$cps" = "$(seq -s ' ' 0 $((c - 1))) " ] || fail "${m}_cp$c: memory.csv's cp coordinates are '$cps'"
   done
 done
 
