@@ -97,9 +97,10 @@ void plait_model_weights_changed(plait_model *m) { m->weights_epoch++; }
  * none; then the rotary angles' table. */
 static plait_status llama_setup(plait_model *m) {
     if (!PLAIT_KERNELS_HAS_LLAMA(m->k))
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "model: arch llama: the device's kernel table has no Llama kernels (ABI 1.10: RMSNorm, "
-                               "rotary positions, SwiGLU, grouped-query attention); the cpu device has them");
+        return plait_set_error(
+            PLAIT_ERR_INVALID_CONFIG,
+            "model: arch llama: the device's kernel table has no Llama kernels (ABI 1.10: RMSNorm, "
+            "rotary positions, SwiGLU, grouped-query attention); the cpu and cuda devices have them");
     /* cos and sin of each token's angle at each frequency, in float32
      * whatever the run's precision, as Hugging Face computes them:
      * inv_freq_i = 1 / theta^(2i/HS), angle = position · inv_freq_i */
