@@ -391,3 +391,14 @@ int32_t plait_model_param_index(const plait_model_desc *desc, const char *name) 
         if (strcmp(desc->params[i].name, name) == 0) return i;
     return -1;
 }
+
+double plait_model_spec_params(const plait_model_spec *s) {
+    double n = 0;
+    for (int32_t g = 0; g < s->n_params; g++) {
+        if (plait_tied_is_copy(&s->params[g])) continue;
+        double e = 1;
+        for (int d = 0; d < s->params[g].ndim; d++) e *= (double)s->params[g].shape[d];
+        n += e;
+    }
+    return n;
+}
