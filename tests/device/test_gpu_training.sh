@@ -28,8 +28,8 @@
 #     Llama kernels): fp32 within 1e-4 of the cpu curve at every step, a bf16
 #     run (float32 activations, bf16 product operands, as the llama arch
 #     runs bf16 on every device) within 2% over windows, two deterministic
-#     bf16 runs bit-identical. On a GPU 100 steps; on the emulator 6 steps of
-#     2 sequences of 96 tokens (two attention tiles), windows of 3 steps.
+#     bf16 runs bit-identical. On a GPU 100 steps; on the emulator 4 steps of
+#     2 sequences of 96 tokens (two attention tiles), windows of 2 steps.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -121,7 +121,7 @@ else
 fi
 if [ "$MODEL" = llama ]; then
   [ "$MODE" != selfcheck ] || fail "the self-check is the gpt arch's"
-  if [ "$MODE" = emu ]; then STEPS=6 WIN=3 EXTRA=(data.global_batch=2 model.block_size=96); else STEPS=100; fi
+  if [ "$MODE" = emu ]; then STEPS=4 WIN=2 EXTRA=(data.global_batch=2 model.block_size=96); else STEPS=100; fi
 fi
 S=("run.steps=$STEPS" run.eval_every=0 "run.ckpt_every=$STEPS" run.progress=off "${EXTRA[@]}")
 # one-process runs two at a time (the emulator's run on one core): the two
