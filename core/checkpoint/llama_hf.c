@@ -10,8 +10,20 @@
 #include "model/tied.h"
 #include "runtime/error.h"
 
-const char *const plait_llama_ckpt_keys[] = {"n_kv_head", "ffn_hidden", "norm_eps", "rope_theta", "tie_embeddings",
+const char *const plait_llama_ckpt_keys[] = {"n_kv_head",
+                                             "ffn_hidden",
+                                             "norm_eps",
+                                             "rope_theta",
+                                             "tie_embeddings",
+                                             "rope_scaling",
+                                             "rope_factor",
+                                             "rope_low_freq_factor",
+                                             "rope_high_freq_factor",
+                                             "rope_original_max_pos",
                                              NULL};
+
+/* rope_scaling = none's parameters: the keys' defaults (core_schema.c) */
+static const plait_rope_scaling rope_none = {PLAIT_ROPE_SCALING_NONE, 8, 1, 4, 8192};
 
 static const plait_param *param_named(const plait_model_spec *spec, const char *name) {
     for (int32_t i = 0; i < spec->n_params; i++)
@@ -35,7 +47,14 @@ plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_conf
                                .block_size = spec->block_size,
                                .norm_eps = plait_config_float(cfg, "model", "norm_eps"),
                                .rope_theta = plait_config_float(cfg, "model", "rope_theta"),
-                               .tied = plait_tied_is_copy(head)};
+                               .tied = plait_tied_is_copy(head),
+                               .rope = {strcmp(plait_config_str(cfg, "model", "rope_scaling"), "llama3") == 0
+                                            ? PLAIT_ROPE_SCALING_LLAMA3
+                                            : PLAIT_ROPE_SCALING_NONE,
+                                        plait_config_float(cfg, "model", "rope_factor"),
+                                        plait_config_float(cfg, "model", "rope_low_freq_factor"),
+                                        plait_config_float(cfg, "model", "rope_high_freq_factor"),
+                                        plait_config_int(cfg, "model", "rope_original_max_pos")}};
     return PLAIT_OK;
 }
 
@@ -58,8 +77,55 @@ void plait_llama_key_text(const plait_llama_shape *s, size_t i, char *buf, size_
     case 1: snprintf(buf, cap, "%lld", s->ffn_hidden); break;
     case 2: real_text(s->norm_eps, buf, cap); break;
     case 3: real_text(s->rope_theta, buf, cap); break;
-    default: snprintf(buf, cap, "%s", s->tied ? "true" : "false"); break;
+    case 4:
+        snprintf(buf, cap, "%s", s->tied ? "true" : "false");
+        break;
+    case 5:
+        snprintf(buf, cap, "%s", s->rope.type == PLAIT_ROPE_SCALING_LLAMA3 ? "llama3" : "none");
+        break;
+    case 6:
+        real_text(s->rope.factor, buf, cap);
+        break;
+    case 7:
+        real_text(s->rope.low_freq_factor, buf, cap);
+        break;
+    case 8:
+        real_text(s->rope.high_freq_factor, buf, cap);
+        break;
+    default:
+        snprintf(buf, cap, "%lld", (long long)s->rope.original_max_pos);
+        break;
     }
+}
+
+/* The rope scaling a checkpoint records (none where it records none: one
+ * written before plait knew rope scaling). */
+static plait_status rope_from_ckpt(const plait_ckpt *ck, plait_rope_scaling *out) {
+    *out = rope_none;
+    const char *type = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.rope_scaling");
+    if (!type || !strcmp(type, "none")) return PLAIT_OK;
+    static const char *const keys[] = {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+                                       "rope_original_max_pos"};
+    double v[4];
+    for (int i = 0; i < 4; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "plait.model.%s", keys[i]);
+        const char *text = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, key);
+        char *end = NULL;
+        v[i] = text ? strtod(text, &end) : 0;
+        if (strcmp(type, "llama3") != 0 || !text || *end || !(v[i] > 0) || !isfinite(v[i]))
+            return plait_set_error(PLAIT_ERR_PROTOCOL,
+                                   "%s: model metadata 'plait.model.rope_scaling' is '%s' and '%s' is %s%s%s "
+                                   "(allowed: rope_scaling none or llama3, its parameters above 0)",
+                                   plait_ckpt_dir(ck), type, key, text ? "'" : "missing", text ? text : "",
+                                   text ? "'" : "");
+    }
+    *out = (plait_rope_scaling){PLAIT_ROPE_SCALING_LLAMA3, v[0], v[1], v[2], (int64_t)v[3]};
+    return PLAIT_OK;
+}
+
+int plait_llama_key_recorded(const plait_llama_shape *s, size_t i) {
+    return i <= 5 || s->rope.type == PLAIT_ROPE_SCALING_LLAMA3;
 }
 
 plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape *out) {
@@ -92,7 +158,7 @@ plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape
                                    "step to write a new checkpoint)",
                                    plait_ckpt_dir(ck), key, v ? "'" : "missing", v ? v : "", v ? "', malformed" : "");
     }
-    return PLAIT_OK;
+    return rope_from_ckpt(ck, &out->rope);
 }
 
 /* ---- config.json -------------------------------------------------------- */
@@ -148,6 +214,71 @@ static plait_status no_bias(const char *path, const plait_json *root, const char
     return refuse_feature(path, key, "true", "the projections have biases");
 }
 
+/* The llama3 parameters of `obj` (a rope_scaling or rope_parameters
+ * object, named `where`) against the run's rope_scaling = llama3. */
+static plait_status same_llama3(const char *path, const char *where, const plait_json *obj,
+                                const plait_rope_scaling *want) {
+    static const char *const keys[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                       "original_max_position_embeddings"};
+    static const char *const ours[] = {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+                                       "rope_original_max_pos"};
+    const double run[] = {want->factor, want->low_freq_factor, want->high_freq_factor, (double)want->original_max_pos};
+    for (int i = 0; i < 4; i++) {
+        char key[96];
+        double v = 0;
+        snprintf(key, sizeof key, "%s.%s", where, keys[i]);
+        const int got = number(obj, keys[i], &v);
+        if (got <= 0) return not_a(path, key, "a number (rope_type llama3 gives all four of its parameters)");
+        if (fabs(v - run[i]) <= 1e-12 * fabs(run[i])) continue;
+        char have[40], need[40];
+        real_text(v, have, sizeof have);
+        real_text(run[i], need, sizeof need);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "weights %s: %s = %s, but the run has [model] %s = %s: the model in the file is "
+                               "another one (give model.%s=%s to load it)",
+                               path, key, have, ours[i], need, ours[i], have);
+    }
+    return PLAIT_OK;
+}
+
+/* rope_scaling (transformers 4) or rope_parameters (5): none (null, or
+ * rope_type default) or llama3, as the run's rope_scaling; any other type
+ * refused (plait does not implement it). */
+static plait_status check_rope(const char *path, const plait_json *root, const plait_rope_scaling *want) {
+    const plait_json *scaling = plait_json_get(root, "rope_scaling");
+    const plait_json *params = plait_json_get(root, "rope_parameters");
+    const plait_json *obj = NULL, *type = NULL;
+    const char *where = NULL;
+    if (scaling && scaling->type != PLAIT_JSON_NULL) {
+        where = "rope_scaling", obj = scaling;
+        type = plait_json_get(scaling, "rope_type");
+        if (!type) type = plait_json_get(scaling, "type");
+    } else if (params && params->type == PLAIT_JSON_OBJECT) {
+        type = plait_json_get(params, "rope_type");
+        if (type && (type->type != PLAIT_JSON_STRING || strcmp(type->str, "default") != 0))
+            where = "rope_parameters", obj = params;
+    }
+    const char *name = type && type->type == PLAIT_JSON_STRING ? type->str : NULL;
+    const int llama3 = where && name && !strcmp(name, "llama3");
+    if (where && !llama3) {
+        char value[160];
+        snprintf(value, sizeof value, "%s%s%s", name ? "type '" : "", name ? name : "(an unnamed type)",
+                 name ? "'" : "");
+        return refuse_feature(path, obj == params ? "rope_parameters.rope_type" : where, value,
+                              "the rotary positions are scaled in a way plait does not implement (allowed: null, "
+                              "default or llama3)");
+    }
+    const int run_llama3 = want->type == PLAIT_ROPE_SCALING_LLAMA3;
+    if (llama3 != run_llama3)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "weights %s: %s = %s, but the run has [model] rope_scaling = %s: the model in the "
+                               "file rotates by other angles (give model.rope_scaling=%s%s to load it)",
+                               path, where ? where : "rope_scaling", llama3 ? "type 'llama3'" : "null",
+                               run_llama3 ? "llama3" : "none", llama3 ? "llama3" : "none",
+                               llama3 ? " and its parameters" : "");
+    return llama3 ? same_llama3(path, where, obj, want) : PLAIT_OK;
+}
+
 static plait_status check_features(const char *path, const plait_json *root, const plait_llama_shape *want) {
     plait_status st = no_bias(path, root, "attention_bias");
     if (st == PLAIT_OK) st = no_bias(path, root, "mlp_bias");
@@ -156,28 +287,8 @@ static plait_status check_features(const char *path, const plait_json *root, con
     if (act && act->type != PLAIT_JSON_NULL && (act->type != PLAIT_JSON_STRING || strcmp(act->str, "silu") != 0))
         return refuse_feature(path, "hidden_act", act->type == PLAIT_JSON_STRING ? act->str : "(not a string)",
                               "the MLP's activation is not SiLU (allowed: silu)");
-    /* rope_scaling (transformers 4) or rope_parameters.rope_type (5): plait knows no scaled rotary */
-    const plait_json *scaling = plait_json_get(root, "rope_scaling");
-    const plait_json *params = plait_json_get(root, "rope_parameters");
-    const plait_json *type = NULL;
-    const char *where = NULL;
-    if (scaling && scaling->type != PLAIT_JSON_NULL) {
-        where = "rope_scaling";
-        type = plait_json_get(scaling, "rope_type");
-        if (!type) type = plait_json_get(scaling, "type");
-    } else if (params && params->type == PLAIT_JSON_OBJECT) {
-        type = plait_json_get(params, "rope_type");
-        if (type && (type->type != PLAIT_JSON_STRING || strcmp(type->str, "default") != 0))
-            where = "rope_parameters.rope_type";
-    }
-    if (where) {
-        const char *name = type && type->type == PLAIT_JSON_STRING ? type->str : NULL;
-        char value[160];
-        snprintf(value, sizeof value, "%s%s%s", name ? "type '" : "", name ? name : "(an unnamed type)",
-                 name ? "'" : "");
-        return refuse_feature(path, where, value,
-                              "the rotary positions are scaled (plait knows no rope scaling: allowed is null)");
-    }
+    st = check_rope(path, root, &want->rope);
+    if (st != PLAIT_OK) return st;
     double hd = 0;
     int got = number(root, "head_dim", &hd);
     if (got < 0) return not_a(path, "head_dim", "a number");
@@ -265,8 +376,28 @@ plait_status plait_llama_check_hf_config(const char *path, const plait_llama_sha
     return st;
 }
 
+/* config.json's rope_scaling for `r` into buf[cap]: null, or Llama 3.1's
+ * object (reals as LlamaConfig writes them, with a decimal point). */
+static void rope_json(const plait_rope_scaling *r, char *buf, size_t cap) {
+    if (r->type != PLAIT_ROPE_SCALING_LLAMA3) {
+        snprintf(buf, cap, "null");
+        return;
+    }
+    char v[3][40];
+    const double x[3] = {r->factor, r->low_freq_factor, r->high_freq_factor};
+    for (int i = 0; i < 3; i++) {
+        real_text(x[i], v[i], sizeof v[i]);
+        if (!strpbrk(v[i], ".e")) strcat(v[i], ".0");
+    }
+    snprintf(buf, cap,
+             "{\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n    \"low_freq_factor\": %s,\n"
+             "    \"original_max_position_embeddings\": %lld,\n    \"rope_type\": \"llama3\"\n  }",
+             v[0], v[2], v[1], (long long)r->original_max_pos);
+}
+
 int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s, long long eot) {
-    char eps[40], theta[40], eos[96] = "  \"bos_token_id\": null,\n  \"eos_token_id\": null,\n";
+    char eps[40], theta[40], eos[96] = "  \"bos_token_id\": null,\n  \"eos_token_id\": null,\n", rope[320];
+    rope_json(&s->rope, rope, sizeof rope);
     real_text(s->norm_eps, eps, sizeof eps);
     real_text(s->rope_theta, theta, sizeof theta);
     if (!strpbrk(theta, ".e")) strcat(theta, ".0"); /* a float, as LlamaConfig writes it */
@@ -277,9 +408,9 @@ int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s
                     "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
                     "  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n  \"hidden_act\": \"silu\",\n"
                     "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n"
-                    "  \"rope_scaling\": null,\n  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n"
+                    "  \"rope_scaling\": %s,\n  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n"
                     "  \"mlp_bias\": false,\n  \"pretraining_tp\": 1,\n  \"initializer_range\": 0.02,\n"
                     "  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n%s  \"torch_dtype\": \"float32\"\n}\n",
-                    s->vocab_size, s->n_embd, s->ffn_hidden, s->n_layer, s->n_head, s->n_kv_head,
-                    s->n_embd / s->n_head, s->block_size, eps, theta, s->tied ? "true" : "false", eos);
+                    s->vocab_size, s->n_embd, s->ffn_hidden, s->n_layer, s->n_head, s->n_kv_head, s->n_embd / s->n_head,
+                    s->block_size, eps, theta, rope, s->tied ? "true" : "false", eos);
 }

@@ -21,6 +21,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "config/config.h"
+#include "model/rope_freq.h"
 
 /* A llama model's shape, as resolved by the model description: n_kv_head
  * and ffn_hidden as the parameters have them (never the keys' 0 for "the
@@ -29,16 +30,22 @@ typedef struct plait_llama_shape {
     long long n_layer, n_head, n_kv_head, n_embd, ffn_hidden, vocab_size, block_size;
     double norm_eps, rope_theta;
     int tied;
+    /* [model] rope_scaling: its type, and its parameters' values (the
+     * keys' defaults under rope_scaling = none) */
+    plait_rope_scaling rope;
 } plait_llama_shape;
 
 /* The shape of the described llama model `spec`, built from `cfg` (which
- * gives norm_eps and rope_theta). PLAIT_ERR_INVALID_ARG when spec is not
+ * gives norm_eps, rope_theta and the rope scaling). PLAIT_ERR_INVALID_ARG when spec is not
  * a llama description. */
 plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_config *cfg, plait_llama_shape *out);
 
 /* The llama keys a checkpoint records as "plait.model.<key>", beside
  * plait_ckpt_model_keys, NULL-terminated: n_kv_head, ffn_hidden, norm_eps,
- * rope_theta, tie_embeddings. */
+ * rope_theta, tie_embeddings, rope_scaling, rope_factor,
+ * rope_low_freq_factor, rope_high_freq_factor, rope_original_max_pos (a
+ * checkpoint written before plait knew rope scaling has none of the last
+ * five: it read as rope_scaling = none). */
 extern const char *const plait_llama_ckpt_keys[];
 
 /* The text of key `plait_llama_ckpt_keys[i]` for `s` into buf[cap]
@@ -46,6 +53,12 @@ extern const char *const plait_llama_ckpt_keys[];
  * same double, "true"/"false"): what a checkpoint records and what
  * a [model] key would be given. */
 void plait_llama_key_text(const plait_llama_shape *s, size_t i, char *buf, size_t cap);
+
+/* Whether a checkpoint records key `plait_llama_ckpt_keys[i]` for `s`:
+ * every key but the rope scaling's parameters under rope_scaling = none
+ * (a [model] text made of what a checkpoint records, as plait sample
+ * makes, then sets none of them). */
+int plait_llama_key_recorded(const plait_llama_shape *s, size_t i);
 
 /* The shape a llama checkpoint records. PLAIT_ERR_PROTOCOL naming the
  * checkpoint and the key when one is missing or malformed (a checkpoint of
@@ -56,9 +69,12 @@ plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape
  * llama; hidden_size, num_hidden_layers, num_attention_heads,
  * num_key_value_heads, intermediate_size, vocab_size, rms_norm_eps,
  * rope_theta (or rope_parameters.rope_theta), tie_word_embeddings equal
- * to the run's, max_position_embeddings at least block_size; and no
- * feature plait does not implement (attention_bias or mlp_bias true, any
- * rope_scaling, a hidden_act other than silu, a head_dim other than
+ * to the run's, max_position_embeddings at least block_size; rope_scaling
+ * (or transformers 5's rope_parameters) null, default, or llama3 with the
+ * run's rope_scaling = llama3 and its factor, low_freq_factor,
+ * high_freq_factor and original_max_position_embeddings equal to the
+ * run's; and no feature plait does not implement (attention_bias or
+ * mlp_bias true, another rope scaling type, a hidden_act other than silu, a head_dim other than
  * hidden_size / num_attention_heads, a sliding_window). Keys the file
  * leaves out take LlamaConfig's defaults. PLAIT_ERR_INVALID_CONFIG naming
  * the file, the key and both values; PLAIT_ERR_PROTOCOL for a file that is

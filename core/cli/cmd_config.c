@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "cli/cost_device.h"
 #include "cli/memory_check.h"
+#include "model/model.h"
 #include "train/preflight.h"
 
 /* What `plait plan` predicts each rank of the layout will hold, on this
@@ -34,6 +35,18 @@ static void print_memory(plait_config *cfg) {
     free(m);
 }
 
+/* The model's shape and parameters, a tied head once: what a published
+ * count (Llama 3 8B's 8.0B) is compared with. */
+static void print_model(const plait_config *cfg) {
+    plait_model_desc *desc = NULL;
+    if (plait_model_describe(cfg, 1, &desc) != PLAIT_OK) return; /* the preflight above described it */
+    const plait_model_spec *s = plait_model_desc_spec(desc);
+    const double n = plait_model_spec_params(s);
+    printf("model: %s n_layer=%d n_head=%d n_embd=%d vocab=%d: %.0f parameters (%.2f%s)\n", s->arch, s->n_layer,
+           s->n_head, s->n_embd, s->vocab_size, n, n >= 1e9 ? n / 1e9 : n / 1e6, n >= 1e9 ? "B" : "M");
+    plait_model_desc_free(desc);
+}
+
 static int cmd_config(int argc, char **argv, const plait_cli_job_opts *job) {
     (void)job; /* starts no ranks */
     if (argc < 3 || (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "show") != 0)) {
@@ -58,6 +71,7 @@ static int cmd_config(int argc, char **argv, const plait_cli_job_opts *job) {
         return 0;
     }
     /* what train would refuse, check refuses: the table, then the verdict */
+    print_model(cfg);
     print_memory(cfg);
     int rc = 0;
     if (plait_cli_memory_check(cfg, argv[2], argc - 3, argv + 3, 0) != PLAIT_OK) {

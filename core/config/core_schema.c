@@ -21,6 +21,7 @@ static const char *const progress_choices[] = {"auto", "tty", "plain", "off", NU
 static const char *const ckpt_format_choices[] = {"gathered", "sharded", NULL};
 static const char *const arch_choices[] = {"gpt", "mlp", "llama", NULL};
 static const char *const recompute_choices[] = {"none", "selective", "full", NULL};
+static const char *const rope_scaling_choices[] = {"none", "llama3", NULL};
 static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", NULL};
@@ -127,6 +128,20 @@ static const plait_key_decl model_keys[] = {
     KEY("norm_eps", F, "1e-5", 1e-12, 1, NULL, SAME, "llama: RMSNorm's epsilon"),
     KEY("rope_theta", F, "10000", 1e-300, 1e300, NULL, SAME,
         "llama: the base of the rotary positions' frequencies (Llama 3: 500000); must be above 0"),
+    KEY("rope_scaling", E, "none", 1, 0, rope_scaling_choices, SAME,
+        "llama: the rotary frequencies' scaling: none, or llama3 (Llama 3.1's long-context scaling, Hugging "
+        "Face's rope_type llama3: rope_factor, rope_low_freq_factor, rope_high_freq_factor, "
+        "rope_original_max_pos)"),
+    KEY("rope_factor", F, "8", 1, 1e6, NULL, SAME,
+        "llama, rope_scaling = llama3: the low frequencies are divided by this (Hugging Face's factor)"),
+    KEY("rope_low_freq_factor", F, "1", 1e-6, 1e6, NULL, SAME,
+        "llama, rope_scaling = llama3: wavelengths above rope_original_max_pos / this are scaled whole"),
+    KEY("rope_high_freq_factor", F, "4", 1e-6, 1e6, NULL, SAME,
+        "llama, rope_scaling = llama3: wavelengths below rope_original_max_pos / this are kept; above "
+        "rope_low_freq_factor"),
+    KEY("rope_original_max_pos", I, "8192", 1, 1073741824, NULL, SAME,
+        "llama, rope_scaling = llama3: the context the model was first trained for (Hugging Face's "
+        "original_max_position_embeddings)"),
     KEY("tie_embeddings", B, "false", 1, 0, NULL, SAME,
         "llama: the output head shares the token embedding's weights (gpt always does)"),
     KEY("recompute", E, "none", 1, 0, recompute_choices, SAME,

@@ -97,12 +97,14 @@ void plait_model_weights_changed(plait_model *m) { m->weights_epoch++; }
  * none; then the rotary angles' table. */
 static plait_status llama_setup(plait_model *m) {
     if (!PLAIT_KERNELS_HAS_LLAMA(m->k))
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "model: arch llama: the device's kernel table has no Llama kernels (ABI 1.10: RMSNorm, "
-                               "rotary positions, SwiGLU, grouped-query attention); the cpu device has them");
+        return plait_set_error(
+            PLAIT_ERR_INVALID_CONFIG,
+            "model: arch llama: the device's kernel table has no Llama kernels (ABI 1.10: RMSNorm, "
+            "rotary positions, SwiGLU, grouped-query attention); the cpu and cuda devices have them");
     /* cos and sin of each token's angle at each frequency, in float32
      * whatever the run's precision, as Hugging Face computes them:
-     * inv_freq_i = 1 / theta^(2i/HS), angle = position · inv_freq_i */
+     * inv_freq_i = 1 / theta^(2i/HS) (scaled under rope_scaling,
+     * rope_freq.h), angle = position · inv_freq_i */
     const int64_t T = m->T, half = m->HS / 2;
     const size_t bytes = (size_t)(2 * T * half) * sizeof(float);
     float *cs = malloc(bytes);
@@ -112,7 +114,7 @@ static plait_status llama_setup(plait_model *m) {
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: the rotary angles' table (%zu bytes)", bytes);
     }
     for (int64_t i = 0; i < half; i++) {
-        const float inv = 1.0f / powf((float)m->desc->rope_theta, (float)(2 * i) / (float)m->HS);
+        const float inv = plait_rope_inv_freq(m->desc->rope_theta, &m->desc->rope_scaling, i, m->HS);
         for (int64_t t = 0; t < T; t++) {
             const float angle = (float)(m->cp > 1 ? plait_cp_position(m, t) : t) * inv;
             cs[t * half + i] = cosf(angle);

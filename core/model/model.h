@@ -57,6 +57,10 @@ typedef struct plait_model_desc plait_model_desc;
 plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
                                   plait_model_desc **out);
 const plait_model_spec *plait_model_desc_spec(const plait_model_desc *desc);
+/* The model's parameters, a tied head counted once (as published counts
+ * are), as a double (405B models overflow no int64, but the MFU and the
+ * reports divide it). */
+double plait_model_spec_params(const plait_model_spec *s);
 void plait_model_desc_free(plait_model_desc *desc);
 
 /* Global parameter index of `name`, or -1. */

@@ -208,6 +208,34 @@ static int64_t llama_ffn_hidden(int64_t C, double multiplier, int64_t multiple_o
 }
 
 /* The llama keys together, and what the kernels need of them. */
+/* The rope_scaling parameters: read only under rope_scaling = llama3 (one
+ * set without it would be ignored in silence: refused), and the blend's
+ * band must be one (low_freq_factor below high_freq_factor). */
+static plait_status check_rope_scaling(const plait_config *cfg) {
+    static const char *const params[] = {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+                                         "rope_original_max_pos", NULL};
+    if (strcmp(plait_config_str(cfg, "model", "rope_scaling"), "llama3") != 0) {
+        for (int i = 0; params[i]; i++) {
+            const char *where = NULL;
+            if (plait_config_origin(cfg, "model", params[i], &where) == PLAIT_ORIGIN_DEFAULT) continue;
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "%s: [model] %s is a parameter of rope_scaling = llama3, and this model has "
+                                   "rope_scaling = %s (remove it, or set rope_scaling = llama3)",
+                                   where ? where : "config", params[i], plait_config_str(cfg, "model", "rope_scaling"));
+        }
+        return PLAIT_OK;
+    }
+    const double low = plait_config_float(cfg, "model", "rope_low_freq_factor");
+    const double high = plait_config_float(cfg, "model", "rope_high_freq_factor");
+    if (!(low < high))
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[model] rope_low_freq_factor = %g, rope_high_freq_factor = %g: llama3 scaling blends "
+                               "the wavelengths between rope_original_max_pos / high and / low, so low must be below "
+                               "high (Llama 3.1: 1 and 4)",
+                               low, high);
+    return PLAIT_OK;
+}
+
 static plait_status check_llama(const plait_config *cfg, int64_t n_head, int64_t n_embd, int64_t *kv, int64_t *ffn) {
     *kv = plait_config_int(cfg, "model", "n_kv_head");
     if (*kv == 0) *kv = n_head;
@@ -225,6 +253,8 @@ static plait_status check_llama(const plait_config *cfg, int64_t n_head, int64_t
     if (plait_config_float(cfg, "model", "rope_theta") <= 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "[model] rope_theta = %g: it must be above 0",
                                plait_config_float(cfg, "model", "rope_theta"));
+    plait_status st = check_rope_scaling(cfg);
+    if (st != PLAIT_OK) return st;
     *ffn = plait_config_int(cfg, "model", "ffn_hidden");
     if (*ffn == 0)
         *ffn = llama_ffn_hidden(n_embd, plait_config_float(cfg, "model", "ffn_multiplier"),
@@ -253,8 +283,19 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
                                (long long)n_embd, (long long)n_head);
     /* the llama arch's own keys on another model would be ignored in
      * silence (a gpt with n_kv_head = 2 is not grouped-query) */
-    static const char *const llama_only[] = {"n_kv_head", "ffn_hidden", "multiple_of",    "ffn_multiplier",
-                                             "norm_eps",  "rope_theta", "tie_embeddings", NULL};
+    static const char *const llama_only[] = {"n_kv_head",
+                                             "ffn_hidden",
+                                             "multiple_of",
+                                             "ffn_multiplier",
+                                             "norm_eps",
+                                             "rope_theta",
+                                             "rope_scaling",
+                                             "rope_factor",
+                                             "rope_low_freq_factor",
+                                             "rope_high_freq_factor",
+                                             "rope_original_max_pos",
+                                             "tie_embeddings",
+                                             NULL};
     for (int i = 0; !is_llama && llama_only[i]; i++) {
         const char *where = NULL;
         if (plait_config_origin(cfg, "model", llama_only[i], &where) == PLAIT_ORIGIN_DEFAULT) continue;
@@ -285,6 +326,13 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
     d->ffn_hidden = (int32_t)ffn_hidden;
     d->norm_eps = (float)plait_config_float(cfg, "model", "norm_eps");
     d->rope_theta = plait_config_float(cfg, "model", "rope_theta");
+    if (is_llama && strcmp(plait_config_str(cfg, "model", "rope_scaling"), "llama3") == 0)
+        d->rope_scaling =
+            (plait_rope_scaling){.type = PLAIT_ROPE_SCALING_LLAMA3,
+                                 .factor = plait_config_float(cfg, "model", "rope_factor"),
+                                 .low_freq_factor = plait_config_float(cfg, "model", "rope_low_freq_factor"),
+                                 .high_freq_factor = plait_config_float(cfg, "model", "rope_high_freq_factor"),
+                                 .original_max_pos = plait_config_int(cfg, "model", "rope_original_max_pos")};
     d->tied = !is_llama || plait_config_bool(cfg, "model", "tie_embeddings");
     const char *rc = plait_config_str(cfg, "model", "recompute");
     d->recompute = strcmp(rc, "full") == 0        ? PLAIT_RECOMPUTE_FULL
@@ -342,4 +390,15 @@ int32_t plait_model_param_index(const plait_model_desc *desc, const char *name) 
     for (int32_t i = 0; i < desc->spec.n_params; i++)
         if (strcmp(desc->params[i].name, name) == 0) return i;
     return -1;
+}
+
+double plait_model_spec_params(const plait_model_spec *s) {
+    double n = 0;
+    for (int32_t g = 0; g < s->n_params; g++) {
+        if (plait_tied_is_copy(&s->params[g])) continue;
+        double e = 1;
+        for (int d = 0; d < s->params[g].ndim; d++) e *= (double)s->params[g].shape[d];
+        n += e;
+    }
+    return n;
 }

@@ -11,6 +11,7 @@
 #include <plait/kernels.h>
 
 #include "model/model.h"
+#include "model/rope_freq.h"
 
 /* Parameters of one block, in nanoGPT order (indices relative to the
  * block's first parameter). The MLP arch has only the ln_2/mlp part. */
@@ -43,6 +44,7 @@ struct plait_model_desc {
     int32_t n_kv_head, ffn_hidden;
     float norm_eps;
     double rope_theta;
+    plait_rope_scaling rope_scaling; /* [model] rope_scaling and its parameters */
     int tied;
     plait_recompute recompute;
     int32_t n_layer, n_head, n_embd, block_size, vocab_size, micro_batch;

@@ -202,6 +202,7 @@ static plait_status write_model_meta(plait_run *run, plait_ckpt_writer *w) {
     if (strcmp(run->model.spec->arch, "llama") == 0) {
         plait_status st = plait_llama_shape_of(run->model.spec, run->cfg, &llama);
         for (size_t i = 0; st == PLAIT_OK && plait_llama_ckpt_keys[i]; i++) {
+            if (!plait_llama_key_recorded(&llama, i)) continue;
             char k[64], v[64];
             snprintf(k, sizeof k, "plait.model.%s", plait_llama_ckpt_keys[i]);
             plait_llama_key_text(&llama, i, v, sizeof v);

@@ -11,7 +11,6 @@
 #include "comm/comm.h"
 #include "cpu/compute_line.h"
 #include "launch/bootstrap.h"
-#include "model/tied.h"
 #include "launch/restart.h"
 #include "runtime/out_file.h"
 #include "device/device.h"
@@ -45,13 +44,7 @@ static void collect_memory(plait_run *run, run_memory *m) {
 
 void plait_run_print_summary(plait_run *run, const char *out_dir, const char *resumed_from) {
     const plait_model_spec *s = run->model.spec;
-    double n = 0;
-    for (int32_t g = 0; g < s->n_params; g++) {
-        if (plait_tied_is_copy(&s->params[g])) continue;
-        double e = 1;
-        for (int d = 0; d < s->params[g].ndim; d++) e *= (double)s->params[g].shape[d];
-        n += e;
-    }
+    const double n = plait_model_spec_params(s);
     printf("plait: %s n_layer=%d n_head=%d n_embd=%d block=%d vocab=%d: %.2fM parameters\n", s->arch, s->n_layer,
            s->n_head, s->n_embd, s->block_size, s->vocab_size, n / 1e6);
     printf("plait: layout dp=%d tp=%d pp=%d (%s, order %s), optimizer %s, comm %s\n", run->world.mesh.dp, run->world.mesh.tp,

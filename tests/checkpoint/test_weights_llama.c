@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint/llama_hf.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/weights_import.h"
 #include "model/model_harness.h"
@@ -27,13 +28,16 @@
 
 static char tmpdir[256];
 
+/* [model] keys added to every run's config (test_rope_scaling's) */
+static const char *g_extra = "";
+
 static const char *llama_ini(int tied) {
-    static char buf[512];
+    static char buf[768];
     snprintf(buf, sizeof buf,
              "[run]\nseed = 3\n[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_kv_head = 2\nn_embd = 16\n"
              "ffn_hidden = 24\nblock_size = 8\nvocab_size = 11\nrope_theta = 500\nnorm_eps = 1e-6\n"
-             "tie_embeddings = %s\n",
-             tied ? "true" : "false");
+             "tie_embeddings = %s\n%s",
+             tied ? "true" : "false", g_extra);
     return buf;
 }
 
@@ -278,6 +282,56 @@ static void test_config_refusals(void **state) {
     harness_free(&src);
 }
 
+/* Llama 3.1's rope scaling: a config.json with rope_type llama3 (as
+ * transformers 4 and 5 write it) loads into a run of rope_scaling =
+ * llama3 with the same parameters; another factor, or no scaling on
+ * either side, is refused naming the key; and plait export's config.json
+ * writes the object back. */
+static void test_rope_scaling(void **state) {
+    (void)state;
+    static const char *const llama31 =
+        "\"rope_scaling\": {\"factor\": 8.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
+        "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}";
+    harness src;
+    char path[600];
+    g_extra = "rope_scaling = llama3\n";
+    char *dir = start(&src, 0, "rope_llama3", path, sizeof path);
+    write_weights(&src, path, 0, src.set.n_params, NULL);
+    write_config(dir, 0, llama31);
+    if (read_back(dir, 0, &src) != PLAIT_OK) fail_msg("llama3 rope_scaling: %s", plait_last_error());
+    write_config(dir, 0,
+                 "\"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 500.0, \"factor\": 8.0, "
+                 "\"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, \"original_max_position_embeddings\": 8192}");
+    if (read_back(dir, 0, &src) != PLAIT_OK) fail_msg("llama3 rope_parameters: %s", plait_last_error());
+    static const struct {
+        const char *extra, *says[2];
+    } refused[] = {
+        {"\"rope_scaling\": {\"factor\": 32.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
+         "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}",
+         {"rope_scaling.factor = 32", "rope_factor = 8"}},
+        {"\"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"llama3\"}", {"low_freq_factor", "a number"}},
+        {"\"rope_scaling\": null", {"rope_scaling = null", "rope_scaling = llama3"}},
+    };
+    for (size_t c = 0; c < sizeof refused / sizeof refused[0]; c++) {
+        write_config(dir, 0, refused[c].extra);
+        if (read_back(dir, 0, &src) != PLAIT_ERR_INVALID_CONFIG) fail_msg("%s: accepted", refused[c].extra);
+        for (int k = 0; k < 2; k++)
+            if (!strstr(plait_last_error(), refused[c].says[k]))
+                fail_msg("%s: the message does not say '%s': %s", refused[c].extra, refused[c].says[k],
+                         plait_last_error());
+    }
+    plait_llama_shape shape;
+    assert_int_equal(plait_llama_shape_of(src.spec, src.cfg, &shape), PLAIT_OK);
+    char json[4096];
+    plait_llama_hf_config_json(json, sizeof json, &shape, -1);
+    static const char *const written[] = {"\"factor\": 8.0", "\"high_freq_factor\": 4.0", "\"low_freq_factor\": 1.0",
+                                          "\"original_max_position_embeddings\": 8192", "\"rope_type\": \"llama3\""};
+    for (size_t k = 0; k < sizeof written / sizeof written[0]; k++)
+        if (!strstr(json, written[k])) fail_msg("export's config.json lacks %s:\n%s", written[k], json);
+    harness_free(&src);
+    g_extra = "";
+}
+
 /* A plait model of the other arch is named as such, either way round. */
 static void test_other_arch(void **state) {
     (void)state;
@@ -343,6 +397,7 @@ int main(void) {
         cmocka_unit_test(test_sharded),
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_config_refusals),
+        cmocka_unit_test(test_rope_scaling),
         cmocka_unit_test(test_other_arch),
         cmocka_unit_test(test_shapes),
     };

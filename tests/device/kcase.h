@@ -98,6 +98,10 @@ extern const kc_named kc_bf16_product_cases[];
 extern const size_t kc_bf16_product_count;
 extern const kc_named kc_bf16_row_cases[];
 extern const size_t kc_bf16_row_count;
+/* The Llama family's entries' cases (ABI 1.10, cases_llama.c), run in
+ * every precision. */
+extern const kc_named kc_llama_cases[];
+extern const size_t kc_llama_count;
 
 /* Run `fn` as above; returns the number of failures (printed). */
 int kc_run(const char *name, kc_case_fn fn, const plait_kernels *cpu, const plait_kernels *gpu,

@@ -1,12 +1,16 @@
 """plait's llama against Hugging Face transformers' LlamaForCausalLM.
 
-  llama_torch_check.py make DIR TOKENS [tied]
+  llama_torch_check.py make DIR TOKENS [tied] [llama3]
       a random LlamaForCausalLM (2 layers, hidden 64, 4 heads, 2 key/value
       heads, intermediate 176, vocabulary 256, rope_theta 10000; weights
       drawn from N(0, 0.08), the norms' from U(0.5, 1.5), so that no weight
       is trivially 0 or 1), saved with save_pretrained(safe_serialization=
       True) into DIR, sharded (max_shard_size 40KB: an index and a file
       a tensor or so) into DIR-sharded, and in bfloat16 into DIR-bf16;
+      llama3: with Llama 3.1's rope scaling (rope_type llama3, factor 8,
+      low_freq_factor 1, high_freq_factor 4, and an original context of 16
+      positions, so that the 32 tokens meet kept, blended and divided
+      frequencies alike);
       and TOKENS, a safetensors file with "tokens" [2, 32] (float32 ids,
       as tests/checkpoint/weights_logits.c reads them).
   llama_torch_check.py logits DIR TOKENS PLAIT_LOGITS
@@ -29,13 +33,17 @@ from safetensors.torch import load_file, save_file
 from transformers import LlamaConfig, LlamaForCausalLM
 
 
-def make(out_dir, tokens_path, tied=False):
+def make(out_dir, tokens_path, tied=False, llama3=False):
     torch.manual_seed(1234)
+    scaling = None
+    if llama3:
+        scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 16}
     cfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      rms_norm_eps=1e-5, rope_theta=10000.0, hidden_act="silu", attention_bias=False,
-                      mlp_bias=False, tie_word_embeddings=tied, bos_token_id=None, eos_token_id=None,
-                      pad_token_id=None)
+                      rms_norm_eps=1e-5, rope_theta=10000.0, rope_scaling=scaling, hidden_act="silu",
+                      attention_bias=False, mlp_bias=False, tie_word_embeddings=tied, bos_token_id=None,
+                      eos_token_id=None, pad_token_id=None)
     model = LlamaForCausalLM(cfg).float()
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -99,7 +107,7 @@ def greedy(model_dir, prompt, n, sample_out):
 def main(argv):
     torch.set_num_threads(1)
     if argv[0] == "make":
-        return make(argv[1], argv[2], len(argv) > 3 and argv[3] == "tied")
+        return make(argv[1], argv[2], "tied" in argv[3:], "llama3" in argv[3:])
     if argv[0] == "logits":
         return logits(*argv[1:4])
     if argv[0] == "greedy":

@@ -369,7 +369,8 @@ while IFS='|' read -r name change want; do
   (cd "$W5/$name" && eval "$change")
   refused "hf-$name" "$want" "$PLAIT_BIN" train "$LL" "run.out_dir=$W5/imp-$name" run.steps=1 run.init_from="$W5/$name"
 done <<'EOF2'
-scaling|python3 -c 'import json; c = json.load(open("config.json")); c["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}; json.dump(c, open("config.json", "w"))'|plait knows no rope scaling: allowed is null
+scaling|python3 -c 'import json; c = json.load(open("config.json")); c["rope_scaling"] = {"rope_type": "yarn", "factor": 8.0}; json.dump(c, open("config.json", "w"))'|scaled in a way plait does not implement (allowed: null, default or llama3)
+llama3|python3 -c 'import json; c = json.load(open("config.json")); c["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}; json.dump(c, open("config.json", "w"))'|rope_scaling = type 'llama3', but the run has [model] rope_scaling = none
 act|sed -i 's/"silu"/"gelu"/' config.json|the MLP's activation is not SiLU (allowed: silu)
 bias|sed -i 's/"attention_bias": false/"attention_bias": true/' config.json|attention_bias = true: the projections have biases
 headdim|sed -i 's/"head_dim": 32/"head_dim": 16/' config.json|head_dim = 16: the head size is not hidden_size / num_attention_heads

@@ -7,7 +7,9 @@
 # saved sharded it gives the same logits bit for bit, saved in bfloat16
 # transformers' logits of those bfloat16 weights;
 # llama runs trained by plait, untied and tied, exported with --format hf,
-# loaded by LlamaForCausalLM.from_pretrained give plait's logits.
+# loaded by LlamaForCausalLM.from_pretrained give plait's logits; and a
+# transformers model with Llama 3.1's rope scaling (rope_type llama3) gives
+# plait's logits of it, read with [model] rope_scaling = llama3.
 # Needs a python with torch, transformers and safetensors: PLAIT_TORCH_PYTHON
 # names it (default python3); skipped (77) without them.
 CFG=$(dirname "$0")/llama.ini
@@ -41,6 +43,20 @@ cmp -s "$E2E_WORK/plait_hf.safetensors" "$E2E_WORK/plait_sharded.safetensors" ||
   fail "the sharded save gives other logits than the single file"
 "$PY" "$CHECK" logits "$E2E_WORK/hf-bf16" "$E2E_WORK/tokens.safetensors" "$E2E_WORK/plait_bf16.safetensors" ||
   fail "plait's logits of the bfloat16 transformers model differ from transformers'"
+# Llama 3.1's rope scaling: the same logits, and a run without the scaling refused
+"$PY" "$CHECK" make "$E2E_WORK/hf3" "$E2E_WORK/tokens3.safetensors" llama3 >"$E2E_WORK/make3.out" 2>&1 ||
+  fail "building the transformers model with llama3 rope scaling: $(tail -n 3 "$E2E_WORK/make3.out")"
+# shellcheck disable=SC2086
+"$LOGITS" "$E2E_WORK/hf3" "$E2E_WORK/tokens3.safetensors" "$E2E_WORK/plait_hf3.safetensors" $SHAPE \
+  rope_scaling=llama3 rope_original_max_pos=16 || fail "plait's logits of the transformers model with llama3 scaling"
+"$PY" "$CHECK" logits "$E2E_WORK/hf3" "$E2E_WORK/tokens3.safetensors" "$E2E_WORK/plait_hf3.safetensors" ||
+  fail "plait's logits of the transformers model with llama3 rope scaling differ from transformers'"
+# shellcheck disable=SC2086
+if "$LOGITS" "$E2E_WORK/hf3" "$E2E_WORK/tokens3.safetensors" "$E2E_WORK/plait_no3.safetensors" $SHAPE \
+  >"$E2E_WORK/no3.out" 2>&1; then
+  fail "a model with llama3 rope scaling read by a run without it"
+fi
+grep -q "rope_scaling = type 'llama3'" "$E2E_WORK/no3.out" || fail "unclear refusal: $(cat "$E2E_WORK/no3.out")"
 D="data.path=$PLAIT_SOURCE_DIR/data/corpus.txt"
 train from_hf $D run.steps=1 optim.lr=0 optim.min_lr=0 run.init_from="$E2E_WORK/hf"
 "$PLAIT_BIN" sample "$E2E_WORK/from_hf" --prompt "The cat" --tokens 20 --temperature 0 >"$E2E_WORK/greedy.out" \

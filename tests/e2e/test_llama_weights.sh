@@ -5,7 +5,8 @@
 # tied; plait sample reads a llama run's checkpoint; a config.json that
 # does not describe the run's model, a plait model of the other arch, a
 # resume with another llama key, and --format nanogpt are refused naming
-# the key, both values or the arch.
+# the key, both values or the arch; a run with Llama 3.1's rope scaling
+# goes out and back the same way.
 CFG=$(dirname "$0")/llama.ini
 source "$(dirname "$0")/lib.sh"
 D="run.steps=3 data.path=$PLAIT_SOURCE_DIR/data/corpus.txt"
@@ -47,6 +48,25 @@ train_refused resume_theta "it holds a model with [model] rope_theta = 10000, bu
   $D model.rope_theta=500 "run.out_dir=$E2E_WORK/trained_false" --resume
 CFG=$GPT train_refused resume_gpt "it holds a model with [model] arch = llama, but this run has arch = gpt" \
   $D "run.out_dir=$E2E_WORK/trained_false" --resume
+# Llama 3.1's rope scaling: recorded, exported as config.json's
+# rope_scaling, read back bit-identical, sampled; a resume or an import
+# without it refused naming the key
+R="model.rope_scaling=llama3 model.rope_original_max_pos=16"
+train rope $D $R
+"$PLAIT_BIN" export "$E2E_WORK/rope" --format hf --out "$E2E_WORK/exp_rope" >"$E2E_WORK/exp_rope.out" 2>&1 ||
+  fail "export a llama with rope scaling: $(cat "$E2E_WORK/exp_rope.out")"
+for want in '"rope_type": "llama3"' '"factor": 8.0' '"low_freq_factor": 1.0' '"high_freq_factor": 4.0' \
+  '"original_max_position_embeddings": 16'; do
+  grep -q "$want" "$E2E_WORK/exp_rope/config.json" || fail "config.json lacks $want: $(cat "$E2E_WORK/exp_rope/config.json")"
+done
+train back_rope $Z $R run.init_from="$E2E_WORK/exp_rope"
+same_params rope back_rope 0
+"$PLAIT_BIN" sample "$E2E_WORK/rope" --tokens 4 --prompt "The" >"$E2E_WORK/sample_rope.out" 2>&1 ||
+  fail "plait sample of a llama run with rope scaling: $(tail -n 2 "$E2E_WORK/sample_rope.out")"
+train_refused rope_none "rope_scaling = type 'llama3', but the run has [model] rope_scaling = none" $Z \
+  run.init_from="$E2E_WORK/exp_rope" "run.out_dir=$E2E_WORK/rope_none"
+train_refused resume_rope "it holds a model with [model] rope_scaling = llama3, but this run has rope_scaling = none" \
+  $D "run.out_dir=$E2E_WORK/rope" --resume
 if "$PLAIT_BIN" export "$E2E_WORK/trained_false" --format nanogpt --out "$E2E_WORK/ng" >"$E2E_WORK/ng.out" 2>&1; then
   fail "a llama exported as nanogpt"
 fi

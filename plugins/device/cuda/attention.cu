@@ -23,7 +23,13 @@
  * between the two (attention.cuh: what the two files share).
  *
  * Shapes: qkv[B,T,3·NH·HS] = [q | k | v], head h at columns h·HS; out and
- * dout [B,T,NH·HS]; lse and D [B,NH,T].
+ * dout [B,T,NH·HS]; lse and D [B,NH,T]. Grouped-query attention (the
+ * Llama family's, attention_gqa_*) is the fp32 kernels with NKV key/value
+ * heads: qkv[B,T,(NH+2·NKV)·HS] = [q | k of NKV | v of NKV], query head h
+ * reading key/value head h / (NH/NKV) where it lies, never copied out; the
+ * dK and dV kernel takes a key/value head's block and walks its query
+ * heads in head order, so its sums keep a fixed order. With NKV = NH
+ * every index is the multi-head one: the same kernels, the same bits.
  *
  * Every kernel is templated on the activations' element type E: float, or
  * plait_bf16 for the bf16-activation entries (qkv, out, dout, dqkv in
@@ -58,14 +64,14 @@ __device__ static void at_load_f32(float *s, const E *g, int64_t stride, int D, 
 
 template <int DC, typename E>
 PC_KERNEL_T(AT_TILE)
-attn_fwd_f32(E *out, float *lse, const E *qkv, int64_t B, int64_t T, int64_t NH, int HS, float scale) {
+attn_fwd_f32(E *out, float *lse, const E *qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int HS, float scale) {
     constexpr int MAXD = at_f32<DC>::MAXD, KR = at_f32<DC>::ROWS;
     const int D = DC ? DC : HS;
     __shared__ float sK[KR * MAXD], sV[KR * MAXD];
     const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
     const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
-    const int64_t Cl = NH * D, C3 = 3 * Cl, i = qt * AT_TILE + threadIdx.x;
-    const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl;
+    const int64_t Cl = NH * D, C3 = (NH + 2 * NKV) * D, i = qt * AT_TILE + threadIdx.x, kvh = h / (NH / NKV);
+    const E *q = qkv + b * T * C3 + h * D, *k = qkv + b * T * C3 + Cl + kvh * D, *v = k + NKV * D;
     const bool in = i < T;
     float qr[MAXD], acc[MAXD], m = -INFINITY, l = 0.0f;
     for (int d = 0; d < D; d++) {
@@ -104,17 +110,18 @@ attn_fwd_f32(E *out, float *lse, const E *qkv, int64_t B, int64_t T, int64_t NH,
     lse[bh * T + i] = m + logf(l);
 }
 
-/* dK and dV: one thread per key of a 64-key tile, query rows in tiles. */
+/* dK and dV: one thread per key of a 64-key tile of key/value head kvh,
+ * its query heads in head order, query rows in tiles. */
 template <int DC, typename E>
 PC_KERNEL_T(AT_TILE)
-attn_bwd_dkdv_f32(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv, int64_t B,
-                      int64_t T, int64_t NH, int HS, float scale) {
+attn_bwd_dkdv_f32(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv, int64_t B, int64_t T,
+                  int64_t NH, int64_t NKV, int HS, float scale) {
     constexpr int MAXD = at_f32<DC>::MAXD, QR = at_f32<DC>::ROWS;
     const int D = DC ? DC : HS;
     __shared__ float sQ[QR * MAXD], sO[QR * MAXD], sL[QR], sD[QR];
-    const int64_t BH = B * NH, kt = blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
-    const int64_t Cl = NH * D, C3 = 3 * Cl, j = kt * AT_TILE + threadIdx.x;
-    const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
+    const int64_t BK = B * NKV, kt = blockIdx.x / BK, bk = blockIdx.x % BK, b = bk / NKV, kvh = bk % NKV;
+    const int64_t Cl = NH * D, C3 = (NH + 2 * NKV) * D, j = kt * AT_TILE + threadIdx.x, G = NH / NKV;
+    const E *k = qkv + b * T * C3 + Cl + kvh * D, *v = k + NKV * D;
     const bool in = j < T;
     float kr[MAXD], vr[MAXD], dk[MAXD], dv[MAXD];
     for (int d = 0; d < D; d++) {
@@ -122,34 +129,38 @@ attn_bwd_dkdv_f32(E *dqkv, const E *dout, const E *qkv, const float *lse, const 
         vr[d] = in ? pc_get(v + j * C3 + d) : 0.0f;
         dk[d] = dv[d] = 0.0f;
     }
-    for (int64_t q0 = kt * AT_TILE; q0 < T; q0 += QR) {
-        __syncthreads();
-        at_load_f32(sQ, q + q0 * C3, C3, D, QR, T - q0);
-        at_load_f32(sO, dO + q0 * Cl, Cl, D, QR, T - q0);
-        for (int r = threadIdx.x; r < QR; r += blockDim.x) {
-            sL[r] = q0 + r < T ? lse[bh * T + q0 + r] : 0.0f;
-            sD[r] = q0 + r < T ? Dv[bh * T + q0 + r] : 0.0f;
-        }
-        __syncthreads();
-        if (!in) continue;
-        for (int r = 0; r < QR; r++) {
-            const int64_t i = q0 + r;
-            if (i >= T) break;
-            if (i < j) continue;
-            float s = 0.0f, dp = 0.0f;
-            for (int d = 0; d < D; d++) {
-                s += sQ[r * D + d] * kr[d];
-                dp += sO[r * D + d] * vr[d];
+    for (int64_t h = kvh * G; h < (kvh + 1) * G; h++) {
+        const int64_t bh = b * NH + h;
+        const E *q = qkv + b * T * C3 + h * D, *dO = dout + b * T * Cl + h * D;
+        for (int64_t q0 = kt * AT_TILE; q0 < T; q0 += QR) {
+            __syncthreads();
+            at_load_f32(sQ, q + q0 * C3, C3, D, QR, T - q0);
+            at_load_f32(sO, dO + q0 * Cl, Cl, D, QR, T - q0);
+            for (int r = threadIdx.x; r < QR; r += blockDim.x) {
+                sL[r] = q0 + r < T ? lse[bh * T + q0 + r] : 0.0f;
+                sD[r] = q0 + r < T ? Dv[bh * T + q0 + r] : 0.0f;
             }
-            const float p = expf(s * scale - sL[r]), ds = p * (dp - sD[r]);
-            for (int d = 0; d < D; d++) {
-                dv[d] += p * sO[r * D + d];
-                dk[d] += ds * sQ[r * D + d];
+            __syncthreads();
+            if (!in) continue;
+            for (int r = 0; r < QR; r++) {
+                const int64_t i = q0 + r;
+                if (i >= T) break;
+                if (i < j) continue;
+                float s = 0.0f, dp = 0.0f;
+                for (int d = 0; d < D; d++) {
+                    s += sQ[r * D + d] * kr[d];
+                    dp += sO[r * D + d] * vr[d];
+                }
+                const float p = expf(s * scale - sL[r]), ds = p * (dp - sD[r]);
+                for (int d = 0; d < D; d++) {
+                    dv[d] += p * sO[r * D + d];
+                    dk[d] += ds * sQ[r * D + d];
+                }
             }
         }
     }
     if (!in) return;
-    E *dkr = dqkv + b * T * C3 + Cl + h * D + j * C3, *dvr = dkr + Cl;
+    E *dkr = dqkv + b * T * C3 + Cl + kvh * D + j * C3, *dvr = dkr + NKV * D;
     for (int d = 0; d < D; d++) {
         pc_put(dkr + d, dk[d] * scale);
         pc_put(dvr + d, dv[d]);
@@ -159,15 +170,16 @@ attn_bwd_dkdv_f32(E *dqkv, const E *dout, const E *qkv, const float *lse, const 
 /* dQ: one thread per query row, key rows in tiles up to the diagonal. */
 template <int DC, typename E>
 PC_KERNEL_T(AT_TILE)
-attn_bwd_dq_f32(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv, int64_t B,
-                    int64_t T, int64_t NH, int HS, float scale) {
+attn_bwd_dq_f32(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv, int64_t B, int64_t T,
+                int64_t NH, int64_t NKV, int HS, float scale) {
     constexpr int MAXD = at_f32<DC>::MAXD, KR = at_f32<DC>::ROWS;
     const int D = DC ? DC : HS;
     __shared__ float sK[KR * MAXD], sV[KR * MAXD];
     const int64_t BH = B * NH, nQ = (T + AT_TILE - 1) / AT_TILE;
     const int64_t qt = nQ - 1 - blockIdx.x / BH, bh = blockIdx.x % BH, b = bh / NH, h = bh % NH;
-    const int64_t Cl = NH * D, C3 = 3 * Cl, i = qt * AT_TILE + threadIdx.x;
-    const E *q = qkv + b * T * C3 + h * D, *k = q + Cl, *v = q + 2 * Cl, *dO = dout + b * T * Cl + h * D;
+    const int64_t Cl = NH * D, C3 = (NH + 2 * NKV) * D, i = qt * AT_TILE + threadIdx.x, kvh = h / (NH / NKV);
+    const E *q = qkv + b * T * C3 + h * D, *k = qkv + b * T * C3 + Cl + kvh * D, *v = k + NKV * D;
+    const E *dO = dout + b * T * Cl + h * D;
     const bool in = i < T;
     float qr[MAXD], orow[MAXD], dq[MAXD];
     for (int d = 0; d < D; d++) {
@@ -219,7 +231,8 @@ attn_bwd_dot(float *Dv, const E *dout, const E *out, int64_t B, int64_t T, int64
 /* A launch of an fp32 kernel of the templates above (a thread per row of
  * a tile) for head size d and the element type E in scope (parenthesised:
  * the template's comma). */
-#define AT_F32(kernel, d) PC_LAUNCH_T((kernel<d, E>), blocks, AT_TILE, AT_TILE)
+#define AT_F32(kernel, d) AT_F32_GRID(kernel, d, blocks)
+#define AT_F32_GRID(kernel, d, grid) PC_LAUNCH_T((kernel<d, E>), grid, AT_TILE, AT_TILE)
 /* X(d) for the fp32 kernels' head sizes known at compile time (others:
  * <0>), for the element type E in scope: bf16 activations reach those
  * kernels only at the sizes the tensor cores do not take */
@@ -230,11 +243,13 @@ attn_bwd_dot(float *Dv, const E *dout, const E *out, int64_t B, int64_t T, int64
         X(16)                                                                                                          \
     }
 
+/* NKV key/value heads (NH: multi-head); the tensor cores take
+ * multi-head attention only */
 template <typename E>
-static void at_forward(E *out, float *lse, const E *qkv, int64_t B, int64_t T, int64_t NH, int64_t HS,
+static void at_forward(E *out, float *lse, const E *qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
                        int tensor_cores) {
     if (B * T * NH <= 0) return;
-    if (tensor_cores && at_tc_size(HS)) {
+    if (tensor_cores && at_tc_size(HS) && NKV == NH) {
         at_forward_tc(out, lse, qkv, B, T, NH, HS);
         return;
     }
@@ -243,38 +258,40 @@ static void at_forward(E *out, float *lse, const E *qkv, int64_t B, int64_t T, i
     const int h = (int)HS;
 #define AT_CASE(d)                                                                                                     \
     if (HS == d) {                                                                                                     \
-        AT_F32(attn_fwd_f32, d)(out, lse, qkv, B, T, NH, h, scale);                                                    \
+        AT_F32(attn_fwd_f32, d)(out, lse, qkv, B, T, NH, NKV, h, scale);                                               \
         return;                                                                                                        \
     }
     AT_F32_SIZES(AT_CASE)
 #undef AT_CASE
-    AT_F32(attn_fwd_f32, 0)(out, lse, qkv, B, T, NH, h, scale);
+    AT_F32(attn_fwd_f32, 0)(out, lse, qkv, B, T, NH, NKV, h, scale);
 }
 
 template <typename E>
 static void at_backward(E *dqkv, float *Dv, const E *dout, const E *qkv, const E *out, const float *lse, int64_t B,
-                        int64_t T, int64_t NH, int64_t HS, int tensor_cores) {
+                        int64_t T, int64_t NH, int64_t NKV, int64_t HS, int tensor_cores) {
     if (B * T * NH <= 0) return;
     const unsigned rows_per_block = PC_THREADS / PC_WARP;
     const int h = (int)HS;
     PC_LAUNCH_T(attn_bwd_dot<E>, (unsigned)((B * T * NH + rows_per_block - 1) / rows_per_block), PC_THREADS,
                 PC_THREADS)(Dv, dout, out, B, T, NH, h);
-    if (tensor_cores && at_tc_size(HS)) {
+    if (tensor_cores && at_tc_size(HS) && NKV == NH) {
         at_backward_tc(dqkv, Dv, dout, qkv, lse, B, T, NH, HS);
         return;
     }
-    const unsigned blocks = at_blocks(B, T, NH);
+    /* dK and dV: a block per key tile and key/value head; dQ: per query
+     * tile and query head */
+    const unsigned kv_blocks = at_blocks(B, T, NKV), blocks = at_blocks(B, T, NH);
     const float scale = 1.0f / sqrtf((float)HS);
 #define AT_CASE(d)                                                                                                     \
     if (HS == d) {                                                                                                     \
-        AT_F32(attn_bwd_dkdv_f32, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);                                    \
-        AT_F32(attn_bwd_dq_f32, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);                                      \
+        AT_F32_GRID(attn_bwd_dkdv_f32, d, kv_blocks)(dqkv, dout, qkv, lse, Dv, B, T, NH, NKV, h, scale);               \
+        AT_F32(attn_bwd_dq_f32, d)(dqkv, dout, qkv, lse, Dv, B, T, NH, NKV, h, scale);                                 \
         return;                                                                                                        \
     }
     AT_F32_SIZES(AT_CASE)
 #undef AT_CASE
-    AT_F32(attn_bwd_dkdv_f32, 0)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);
-    AT_F32(attn_bwd_dq_f32, 0)(dqkv, dout, qkv, lse, Dv, B, T, NH, h, scale);
+    AT_F32_GRID(attn_bwd_dkdv_f32, 0, kv_blocks)(dqkv, dout, qkv, lse, Dv, B, T, NH, NKV, h, scale);
+    AT_F32(attn_bwd_dq_f32, 0)(dqkv, dout, qkv, lse, Dv, B, T, NH, NKV, h, scale);
 }
 
 /* 0 (a failure recorded) unless the bf16 tensors start 16-byte aligned,
@@ -294,21 +311,21 @@ extern "C" {
 
 void pc_launch_attention_fused_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH,
                                        int64_t HS, int tensor_cores) {
-    at_forward(out, lse, qkv, B, T, NH, HS, tensor_cores);
+    at_forward(out, lse, qkv, B, T, NH, NH, HS, tensor_cores);
     pc_check_launch("fused attention forward");
 }
 
 void pc_launch_attention_fused_backward(float *dqkv, float *Dv, const float *dout, const float *qkv, const float *out,
                                         const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS,
                                         int tensor_cores) {
-    at_backward(dqkv, Dv, dout, qkv, out, lse, B, T, NH, HS, tensor_cores);
+    at_backward(dqkv, Dv, dout, qkv, out, lse, B, T, NH, NH, HS, tensor_cores);
     pc_check_launch("fused attention backward");
 }
 
 void pc_launch_attention_fused_forward_bf16(plait_bf16 *out, float *lse, const plait_bf16 *qkv, int64_t B, int64_t T,
                                             int64_t NH, int64_t HS) {
     if (!at_aligned_bf16("attention_fused_forward_bf16", out, qkv, NULL, NULL)) return;
-    at_forward(out, lse, qkv, B, T, NH, HS, 1);
+    at_forward(out, lse, qkv, B, T, NH, NH, HS, 1);
     pc_check_launch("fused attention forward (bf16)");
 }
 
@@ -316,8 +333,21 @@ void pc_launch_attention_fused_backward_bf16(plait_bf16 *dqkv, float *Dv, const 
                                              const plait_bf16 *qkv, const plait_bf16 *out, const float *lse, int64_t B,
                                              int64_t T, int64_t NH, int64_t HS) {
     if (!at_aligned_bf16("attention_fused_backward_bf16", dqkv, dout, qkv, out)) return;
-    at_backward(dqkv, Dv, dout, qkv, out, lse, B, T, NH, HS, 1);
+    at_backward(dqkv, Dv, dout, qkv, out, lse, B, T, NH, NH, HS, 1);
     pc_check_launch("fused attention backward (bf16)");
+}
+
+void pc_launch_attention_gqa_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH,
+                                     int64_t NKV, int64_t HS, int tensor_cores) {
+    at_forward(out, lse, qkv, B, T, NH, NKV, HS, tensor_cores);
+    pc_check_launch("grouped-query attention forward");
+}
+
+void pc_launch_attention_gqa_backward(float *dqkv, float *Dv, const float *dout, const float *qkv, const float *out,
+                                      const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                      int tensor_cores) {
+    at_backward(dqkv, Dv, dout, qkv, out, lse, B, T, NH, NKV, HS, tensor_cores);
+    pc_check_launch("grouped-query attention backward");
 }
 
 } /* extern "C" */

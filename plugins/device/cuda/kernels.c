@@ -282,6 +282,21 @@ static void k_attention_fused_backward(float *dqkv, float *scratch, const float 
                                        pc.precision == PLAIT_PRECISION_BF16);
 }
 
+/* Grouped-query attention (ABI 1.10): the same kernels with NKV key/value
+ * heads read in place; with NKV = NH the fused entries' bits (the tensor
+ * cores in bf16 runs), else the fp32 kernels in every precision. */
+static void k_attention_gqa_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
+                                    int64_t NH, int64_t NKV, int64_t HS) {
+    (void)scratch;
+    pc_launch_attention_gqa_forward(out, lse, qkv, B, T, NH, NKV, HS, pc.precision == PLAIT_PRECISION_BF16);
+}
+
+static void k_attention_gqa_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
+                                     const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+    pc_launch_attention_gqa_backward(dqkv, scratch, dout, qkv, out, lse, B, T, NH, NKV, HS,
+                                     pc.precision == PLAIT_PRECISION_BF16);
+}
+
 /* The bf16-activation forms (ABI 1.8): the same kernels on bf16 q, k, v,
  * out, dout and dqkv, on the tensor cores at head sizes 32, 64 and 128
  * whatever the run's precision (the operands are bf16 already); scratch
@@ -404,6 +419,32 @@ PC_ENTRY(attention_fused_forward_bf16, k_attention_fused_forward_bf16, (plait_bf
 PC_ENTRY(attention_fused_backward_bf16, pc_launch_attention_fused_backward_bf16, (plait_bf16 *dqkv, float *scratch, const plait_bf16 *dout, const plait_bf16 *qkv, const plait_bf16 *out, const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS), (dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS))
 PC_ENTRY(crossentropy_fused_bf16, pc_launch_crossentropy_fused_bf16, (float *losses, float *lse, double *loss_sum, plait_bf16 *dlogits, const plait_bf16 *logits, const int32_t *targets, int64_t BT, int64_t Vl, int64_t n_valid, float scale), (losses, lse, loss_sum, dlogits, logits, targets, BT, Vl, n_valid, scale))
 
+/* the Llama family (ABI 1.10): llama.cu, and attention.cu's grouped-query attention */
+PC_ENTRY(rmsnorm_forward, pc_launch_rmsnorm_forward,
+         (float *out, float *rstd, const float *inp, const float *weight, int64_t BT, int64_t C, float eps),
+         (out, rstd, inp, weight, BT, C, eps))
+PC_ENTRY(rmsnorm_backward, pc_launch_rmsnorm_backward,
+         (float *dinp, const float *dres, float *dweight, const float *dout, const float *inp, const float *weight,
+          const float *rstd, int64_t BT, int64_t C),
+         (dinp, dres, dweight, dout, inp, weight, rstd, BT, C))
+PC_ENTRY(rope, pc_launch_rope,
+         (float *x, const float *cs, int64_t B, int64_t T, int64_t row_stride, int64_t n_heads, int64_t HS,
+          int inverse),
+         (x, cs, B, T, row_stride, n_heads, HS, inverse))
+PC_ENTRY(swiglu_forward, pc_launch_swiglu_forward, (float *out, const float *gate, const float *up, size_t n),
+         (out, gate, up, n))
+PC_ENTRY(swiglu_backward, pc_launch_swiglu_backward,
+         (float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n),
+         (dgate, dup, dout, gate, up, n))
+PC_ENTRY(attention_gqa_forward, k_attention_gqa_forward,
+         (float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T, int64_t NH, int64_t NKV,
+          int64_t HS),
+         (out, lse, scratch, qkv, B, T, NH, NKV, HS))
+PC_ENTRY(attention_gqa_backward, k_attention_gqa_backward,
+         (float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out, const float *lse,
+          int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS),
+         (dqkv, scratch, dout, qkv, out, lse, B, T, NH, NKV, HS))
+
 /* bf16 activations (ABI 1.8): the products */
 PC_ENTRY(to_bf16, pc_launch_to_bf16, (plait_bf16 *dst, const float *src, size_t n), (dst, src, n))
 PC_ENTRY(matmul_forward_bf16, k_matmul_forward_bf16, (plait_bf16 *out, const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC), (out, inp, weight, bias, BT, C, OC))
@@ -474,6 +515,14 @@ static const plait_kernels g_table = {
     .crossentropy_fused_bf16 = e_crossentropy_fused_bf16,
     /* ABI 1.9 */
     .layernorm_backward_fused_bf16_copy = e_layernorm_backward_fused_bf16_copy,
+    /* the Llama family (ABI 1.10) */
+    .rmsnorm_forward = e_rmsnorm_forward,
+    .rmsnorm_backward = e_rmsnorm_backward,
+    .rope = e_rope,
+    .swiglu_forward = e_swiglu_forward,
+    .swiglu_backward = e_swiglu_backward,
+    .attention_gqa_forward = e_attention_gqa_forward,
+    .attention_gqa_backward = e_attention_gqa_backward,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

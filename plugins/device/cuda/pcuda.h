@@ -271,6 +271,24 @@ cudaError_t pc_loss_prepare(size_t optin);
 void pc_launch_attention_fused_backward(float *dqkv, float *Dv, const float *dout, const float *qkv, const float *out,
                                         const float *lse, int64_t B, int64_t T, int64_t NH, int64_t HS,
                                         int tensor_cores);
+/* attention.cu: the same with NKV key/value heads (grouped-query, ABI
+ * 1.10); the tensor cores only where NKV == NH, else the fp32 kernels. */
+void pc_launch_attention_gqa_forward(float *out, float *lse, const float *qkv, int64_t B, int64_t T, int64_t NH,
+                                     int64_t NKV, int64_t HS, int tensor_cores);
+void pc_launch_attention_gqa_backward(float *dqkv, float *Dv, const float *dout, const float *qkv, const float *out,
+                                      const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                      int tensor_cores);
+/* llama.cu: the Llama family's RMSNorm, rotary rotation and SwiGLU gate
+ * (plait/kernels.h, ABI 1.10) */
+void pc_launch_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int64_t BT, int64_t C,
+                               float eps);
+void pc_launch_rmsnorm_backward(float *dinp, const float *dres, float *dweight, const float *dout, const float *inp,
+                                const float *weight, const float *rstd, int64_t BT, int64_t C);
+void pc_launch_rope(float *x, const float *cs, int64_t B, int64_t T, int64_t row_stride, int64_t n_heads, int64_t HS,
+                    int inverse);
+void pc_launch_swiglu_forward(float *out, const float *gate, const float *up, size_t n);
+void pc_launch_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                               size_t n);
 /* embedding.cu */
 void pc_launch_embedding_forward(float *out, const int32_t *tokens, const float *wte,
                                  int64_t vocab_start, int64_t n_rows, const float *wpe, int64_t B,
