@@ -15,6 +15,7 @@ packages=(
   libopenblas-dev                    # cblas_sgemm
   libcmocka-dev                      # unit tests
   libibverbs-dev                     # verbs comm plugin (built when found)
+  liburing-dev                       # io_uring for [optim] offload = nvme (threads without it)
   openmpi-bin                        # tests that join an external mpirun
   procps                             # ps/pkill used by fault tests
   python3                            # the tests' free ports (tests/e2e/lib.sh, slurm_lib.sh), test_doc_paths

@@ -8,7 +8,8 @@
 #    and with offload_params weighs ZeRO-3 at dp 1;
 #  - `plait train` refuses offload = nvme without offload_path, a missing
 #    path and offload_params with another optimizer than zero3 before step
-#    1, and warns (naming the path) about a tmpfs.
+#    1, and warns (naming the path and its free space) about a tmpfs;
+#  - the optimizer refuses a PLAIT_OFFLOAD_IO it does not know.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
 mkdir -p "$E2E_WORK/disk"
@@ -54,6 +55,9 @@ train_refused missing_path "offload_path = $E2E_WORK/nope" "${S[@]}" optim.offlo
   "optim.offload_path=$E2E_WORK/nope" "run.out_dir=$E2E_WORK/missing_path"
 train_refused params_adam "offload_params = true: adam keeps every parameter whole" "${S[@]}" "${N[@]}" \
   optim.offload_params=true "run.out_dir=$E2E_WORK/params_adam"
+# the way the file is read and written: a value PLAIT_OFFLOAD_IO does not know
+PLAIT_OFFLOAD_IO=ring train_refused io_bogus "PLAIT_OFFLOAD_IO = ring: not a way to read and write offload_path; use auto" \
+  "${S[@]}" "${N[@]}" "run.out_dir=$E2E_WORK/io_bogus"
 # the plugin checks too, where the launcher's check is switched off
 train_refused missing_path_plugin "offload_path = $E2E_WORK/nope: No such file or directory" "${S[@]}" \
   optim.offload=nvme "optim.offload_path=$E2E_WORK/nope" "run.out_dir=$E2E_WORK/missing_path_plugin" \
@@ -61,7 +65,8 @@ train_refused missing_path_plugin "offload_path = $E2E_WORK/nope: No such file o
 
 if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ -w /dev/shm ]; then
   train shm "${S[@]}" optim.offload=nvme optim.offload_path=/dev/shm
-  grep -q 'offload_path = /dev/shm is a tmpfs' "$E2E_WORK/shm.out" || fail "no tmpfs warning: $(tail -n 5 "$E2E_WORK/shm.out")"
+  grep -qE 'offload_path = /dev/shm is a tmpfs: .* \([0-9.]+ GiB free there\)' "$E2E_WORK/shm.out" ||
+    fail "no tmpfs warning naming the path and its free space: $(tail -n 5 "$E2E_WORK/shm.out")"
 else
   echo "no writable tmpfs at /dev/shm: its warning is not checked here"
 fi

@@ -5,8 +5,11 @@
  * checkpoint files), ZeRO-3 with its parameter shards on disk too
  * (offload_params) at dp 2 and at dp 1, and resumes with and without offload either way. A
  * disk that fails mid-run (PLAIT_FAULT_OFFLOAD_WRITE) ends the run naming
- * the step and the file, with the earlier checkpoint intact. The buffer is
- * 64 KiB, so every step streams several chunks.
+ * the step and the file, with the earlier checkpoint intact. The disk's
+ * reads and writes go through io_uring where it works here, and a run with
+ * the threads forced (PLAIT_OFFLOAD_IO=threads) is bit-identical too; each
+ * run's log says which it used. The buffer is 64 KiB, so every step
+ * streams several chunks.
  */
 #include "zero/zero_train_util.h"
 
@@ -63,6 +66,57 @@ static void test_nvme_bit_identical(void **state) {
         assert_same_losses(out, ref, 4);
         zt_assert_same_ckpt(out, ref, 4);
     }
+}
+
+/* The log of run `out` says how its file was read and written: through
+ * io_uring, or by the threads for the reason `why` (any reason if NULL). 1:
+ * io_uring. */
+static int assert_io_path(const char *out, const char *why) {
+    char log[4400];
+    snprintf(log, sizeof log, "%s.log", out);
+    char *text = zt_slurp(log);
+    int ring = strstr(text, "read and written through io_uring") != NULL;
+    const char *threads = strstr(text, "read and written by 4 pread/pwrite threads: ");
+    int ok = ring + (threads != NULL) == 1 && (why ? threads && strstr(threads, why) : 1);
+    free(text);
+    if (!ok) {
+        char tail[3001];
+        zt_tail(log, tail, sizeof tail);
+        fail_msg("%s: the log does not say once which way the file was read and written%s%s:\n%s", out,
+                 why ? ", expected the threads for " : "", why ? why : "", tail);
+    }
+    return ring;
+}
+
+static void test_io_paths(void **state) {
+    (void)state;
+    char ref[4300], out[4300];
+    snprintf(ref, sizeof ref, "%s/ref", dir);
+    /* the optimizers' own lines at info, the rest as the other runs */
+    setenv("PLAIT_LOG_LEVEL", "warn,adam=info,zero3=info", 1);
+    snprintf(out, sizeof out, "%s/auto-adam", dir);
+    zt_train(ini, 1, out, 120, "run.deterministic=true", "run.steps=4", "run.ckpt_every=2", "optim.offload=nvme", disk,
+             (char *)NULL);
+    if (!assert_io_path(out, NULL))
+        print_message("io_uring is not available here: the default run used the threads too\n");
+    assert_same_losses(out, ref, 4);
+    zt_assert_same_ckpt(out, ref, 4);
+    /* the threads forced, on one rank and at ZeRO-3 dp 2 with the parameters on disk */
+    setenv("PLAIT_OFFLOAD_IO", "threads", 1);
+    snprintf(out, sizeof out, "%s/threads-adam", dir);
+    zt_train(ini, 1, out, 120, "run.deterministic=true", "run.steps=4", "run.ckpt_every=2", "optim.offload=nvme", disk,
+             (char *)NULL);
+    assert_io_path(out, "PLAIT_OFFLOAD_IO = threads");
+    assert_same_losses(out, ref, 4);
+    zt_assert_same_ckpt(out, ref, 4);
+    snprintf(out, sizeof out, "%s/threads-zero3", dir);
+    zt_train(ini, 2, out, 120, "run.deterministic=true", "run.steps=4", "run.ckpt_every=2", "parallel.dp=2",
+             "optim.plugin=zero3", "optim.offload=nvme", "optim.offload_params=true", disk, (char *)NULL);
+    unsetenv("PLAIT_OFFLOAD_IO");
+    setenv("PLAIT_LOG_LEVEL", "warn", 1);
+    assert_io_path(out, "PLAIT_OFFLOAD_IO = threads");
+    assert_same_losses(out, ref, 4);
+    zt_assert_same_ckpt(out, ref, 4);
 }
 
 /* A run directory holding only `from`'s checkpoint of step 2. */
@@ -137,6 +191,7 @@ static void test_disk_failure_mid_run(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nvme_bit_identical),
+        cmocka_unit_test(test_io_paths),
         cmocka_unit_test(test_resume_across_offload),
         cmocka_unit_test(test_disk_failure_mid_run),
     };

@@ -9,6 +9,12 @@
  * it is made (posix_fallocate, where the file system can), so a disk that
  * other writers fill later cannot cut a step short; it is unlinked once
  * open, so nothing is left behind however the run ends.
+ *
+ * The transfers go through io_uring where the ring can be made and the file
+ * takes O_DIRECT, else through pread/pwrite threads (offload_io.h; buffered
+ * I/O through a ring would only move the page cache's copying into the
+ * kernel's own worker threads). PLAIT_OFFLOAD_IO = auto (the default),
+ * io_uring (required: a refusal where it cannot be made) or threads.
  */
 #include "offload.h"
 
@@ -41,6 +47,7 @@ struct optim_offload {
     float *stage_p, *stage_g; /* on_device: a chunk of parameters and of gradients */
     /* nvme */
     int fd, fd_plain;
+    int direct; /* fd was opened with O_DIRECT */
     char path[4096];
     uint64_t region; /* bytes of one array in the file */
     float *slot[3];  /* a chunk of each array, one after the other */
@@ -126,6 +133,7 @@ static plait_status open_file(optim_offload *o, int rank) {
     }
     snprintf(o->path, sizeof o->path, "%s/plait-%s-state-%ld-rank%d.bin", dir, o->who, (long)getpid(), rank);
     o->fd = open(o->path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
+    o->direct = o->fd >= 0;
     if (o->fd < 0 && errno == EINVAL) o->fd = open(o->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (o->fd < 0)
         return h->set_error(PLAIT_ERR_SYSTEM,
@@ -141,6 +149,48 @@ static plait_status open_file(optim_offload *o, int rank) {
     if (err)
         return h->set_error(PLAIT_ERR_SYSTEM, "%s: [optim] offload_path: reserving %.3f GiB for %s: %s", o->who,
                             gib(need), o->path, strerror(err));
+    return PLAIT_OK;
+}
+
+/* The ring's depth: every request the step can have in flight (three slots'
+ * reads and writes of each array) and a synchronous one, with room. */
+#define RING_DEPTH 32u
+
+/* Start the reads and writes: io_uring or the threads, as PLAIT_OFFLOAD_IO
+ * and the file allow, said once in the log (rank 0, and any other rank
+ * whose ring could not be made). */
+static plait_status start_io(optim_offload *o, int rank) {
+    const plait_host *h = o->host;
+    const char *want = getenv("PLAIT_OFFLOAD_IO");
+    if (!want || !*want) want = "auto";
+    int force_threads = strcmp(want, "threads") == 0, need_ring = strcmp(want, "io_uring") == 0;
+    if (!force_threads && !need_ring && strcmp(want, "auto") != 0)
+        return h->set_error(PLAIT_ERR_INVALID_ARG,
+                            "%s: PLAIT_OFFLOAD_IO = %s: not a way to read and write offload_path; use auto (io_uring "
+                            "where it works, else threads), io_uring or threads",
+                            o->who, want);
+    unsigned depth = force_threads || (!o->direct && !need_ring) ? 0 : RING_DEPTH;
+    int ring_err = 0;
+    if (!(o->io = offload_io_create(4, depth, &ring_err)))
+        return h->set_error(PLAIT_ERR_INTERNAL, "%s: cannot start the offload I/O threads: %s", o->who,
+                            strerror(errno));
+    char why[256];
+    if (offload_io_uses_ring(o->io)) {
+        if (rank == 0)
+            h->log(PLAIT_LOG_INFO, o->who, "offload: %s read and written through io_uring (%u entries%s)", o->path,
+                   depth, o->direct ? ", O_DIRECT" : "");
+        return PLAIT_OK;
+    }
+    if (force_threads) snprintf(why, sizeof why, "PLAIT_OFFLOAD_IO = threads");
+    else if (!o->direct) snprintf(why, sizeof why, "its file system refuses O_DIRECT");
+#ifdef PLAIT_HAVE_LIBURING
+    else snprintf(why, sizeof why, "io_uring_queue_init: %s (blocked by seccomp or the kernel)", strerror(ring_err));
+#else
+    else snprintf(why, sizeof why, "this build has no liburing");
+#endif
+    if (need_ring) return h->set_error(PLAIT_ERR_UNSUPPORTED, "%s: PLAIT_OFFLOAD_IO = io_uring, but %s", o->who, why);
+    if (rank == 0 || ring_err)
+        h->log(PLAIT_LOG_INFO, o->who, "offload: %s read and written by 4 pread/pwrite threads: %s", o->path, why);
     return PLAIT_OK;
 }
 
@@ -180,9 +230,7 @@ plait_status optim_offload_open(const plait_host *host, const char *who, const p
                 st = PLAIT_ERR_NO_MEMORY;
             for (int k = 0; k < 3; k++) o->rd[s][k].done = o->wr[s][k].done = 1;
         }
-        if (st == PLAIT_OK && !(o->io = offload_io_create(4)))
-            st = host->set_error(PLAIT_ERR_INTERNAL, "%s: cannot start the offload I/O threads: %s", who,
-                                 strerror(errno));
+        if (st == PLAIT_OK) st = start_io(o, rank);
     }
     if (st == PLAIT_OK && o->on_device) {
         o->stage_p = alloc_host(host, chunk * sizeof(float), "offload parameter staging");

@@ -1,7 +1,8 @@
 /*
- * The thread pool behind offload_io.h. Each request is one pread or pwrite
- * loop (a transfer may come back short: it continues until every byte is
- * moved, a write that moves nothing is a full disk).
+ * offload_io.h: the ring where it was made, else the thread pool. Each of
+ * the pool's requests is one pread or pwrite loop (a transfer may come back
+ * short: it continues until every byte is moved, a write that moves nothing
+ * is a full disk).
  */
 #include "offload_io.h"
 
@@ -10,7 +11,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "offload_uring.h"
+
 struct offload_io {
+    offload_uring *ring; /* NULL: the threads */
     pthread_mutex_t mu;
     pthread_cond_t work, done;
     offload_req *head, *tail;
@@ -55,9 +59,11 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-offload_io *offload_io_create(int threads) {
+offload_io *offload_io_create(int threads, unsigned ring_depth, int *ring_err) {
     offload_io *io = calloc(1, sizeof *io);
     if (!io) return NULL;
+    *ring_err = ring_depth > 0 ? offload_uring_create(ring_depth, &io->ring) : 0;
+    if (io->ring) return io;
     if (threads < 1) threads = 1;
     if (threads > (int)(sizeof io->threads / sizeof io->threads[0]))
         threads = (int)(sizeof io->threads / sizeof io->threads[0]);
@@ -76,8 +82,15 @@ offload_io *offload_io_create(int threads) {
     return io;
 }
 
+int offload_io_uses_ring(const offload_io *io) { return io->ring != NULL; }
+
 void offload_io_destroy(offload_io *io) {
     if (!io) return;
+    if (io->ring) {
+        offload_uring_destroy(io->ring);
+        free(io);
+        return;
+    }
     pthread_mutex_lock(&io->mu);
     io->stop = 1;
     pthread_cond_broadcast(&io->work);
@@ -90,6 +103,10 @@ void offload_io_destroy(offload_io *io) {
 }
 
 void offload_io_submit(offload_io *io, offload_req *r) {
+    if (io->ring) {
+        offload_uring_submit(io->ring, r);
+        return;
+    }
     r->done = r->bytes == 0;
     r->err = 0;
     r->next = NULL;
@@ -103,6 +120,7 @@ void offload_io_submit(offload_io *io, offload_req *r) {
 }
 
 int offload_io_wait(offload_io *io, offload_req *r) {
+    if (io->ring) return offload_uring_wait(io->ring, r);
     pthread_mutex_lock(&io->mu);
     while (!r->done) pthread_cond_wait(&io->done, &io->mu);
     int err = r->err;
