@@ -157,5 +157,16 @@ plait_status plait_comm_p2p(plait_comm *comm, int is_send, const void *buf, size
 plait_status plait_comm_p2p_after(plait_comm *comm, int is_send, const void *buf, size_t count, plait_dtype dtype,
                                   int peer, uint32_t tag, plait_mem_kind kind, struct plait_device_event *ready,
                                   plait_request **req);
+/* plait_comm_p2p of `count` float32 values that travel as bf16 (2 bytes a
+ * value, rounded to nearest even; the collectives' bf16 wire format): the
+ * sender's values rounded once on the host side of the transport, the
+ * receiver's widened back to float32 exactly. Both sides must call it. Needs
+ * a transport that moves host memory (device memory is staged);
+ * PLAIT_ERR_UNSUPPORTED where the transport moves `kind` itself (nccl's
+ * device memory: plait_comm_p2p_bf16_carried says so beforehand). */
+plait_status plait_comm_p2p_bf16(plait_comm *comm, int is_send, const float *buf, size_t count, int peer, uint32_t tag,
+                                 plait_mem_kind kind, plait_request **req);
+/* 1 if plait_comm_p2p_bf16 can carry memory of `kind` on `comm`. */
+int plait_comm_p2p_bf16_carried(const plait_comm *comm, plait_mem_kind kind);
 
 #endif

@@ -20,14 +20,22 @@
 #include "runtime/trace.h"
 #include "runtime/trace_nvtx.h"
 
-/* A collective's span, on the thread that ran it: its bytes (count x
- * element size), its algorithm, and the communicator's identity (name,
+/* The bytes a collective's values take as they travel: count x element
+ * size, or its wire format's bytes where it is compressed (a bf16 run's
+ * tensor-parallel activations: half the float32 bytes). */
+static int64_t coll_bytes(const plait_coll_args *a) {
+    if (a->compression != PLAIT_COMPRESS_NONE) return (int64_t)plait_compress_bytes(a->compression, a->count);
+    return (int64_t)(a->count * plait_dtype_size(a->dtype));
+}
+
+/* A collective's span, on the thread that ran it: its bytes (coll_bytes),
+ * its algorithm, and the communicator's identity (name,
  * first world rank, sequence number: one collective on every member). */
 static void trace_coll(const plait_comm *comm, const plait_coll_args *a, uint64_t t0, uint64_t t1) {
     char name[48];
     snprintf(name, sizeof name, "%s%s%s", plait_coll_kind_name(a->kind), *a->label ? " " : "", a->label);
     plait_trace_args ta = PLAIT_TRACE_ARGS;
-    ta.bytes = (int64_t)(a->count * plait_dtype_size(a->dtype));
+    ta.bytes = coll_bytes(a);
     ta.tag = (int64_t)a->seq;
     ta.group = comm->world_ranks[0];
     ta.members = comm->size;
@@ -135,7 +143,7 @@ static void trace_wait(const plait_request *r, uint64_t t0, uint64_t t1) {
     snprintf(name, sizeof name, "wait %s%s%s", plait_coll_kind_name(r->args.kind), *r->args.label ? " " : "",
              r->args.label);
     plait_trace_args ta = PLAIT_TRACE_ARGS;
-    ta.bytes = (int64_t)(r->args.count * plait_dtype_size(r->args.dtype));
+    ta.bytes = coll_bytes(&r->args);
     ta.tag = (int64_t)r->args.seq;
     ta.comm = r->comm->name;
     plait_trace_span(PLAIT_TRACE_WAIT, name, t0, t1, &ta);

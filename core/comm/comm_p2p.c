@@ -16,6 +16,13 @@
  * run's control data, a checkpoint's gathered shards) travel the other way
  * round: through a device scratch buffer of the message's size, filled
  * before a send, copied back after a receive, freed with the request.
+ *
+ * Float32 values may travel as bf16 (plait_comm_p2p_bf16: a bf16 run's
+ * pipeline activations and their gradients): encoded on the host side of
+ * the transport (after the staging copy of device memory) and decoded
+ * there on arrival, half the bytes on the wire. The device never sees the
+ * bf16 form, so no device kernel is needed; a transport that moves the
+ * device memory itself cannot carry it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +32,7 @@
 #include "commstate/comm_device.h"
 #include "commstate/comm_watchdog.h"
 #include "staging/staging.h"
+#include "coll/compress.h"
 #include "coll/reduce.h"
 #include "comm/comm_p2p.h"
 #include "commstate/request.h"
@@ -85,8 +93,70 @@ static plait_status transport_buffer(plait_comm *comm, plait_request *r, void *b
     return st == PLAIT_OK ? st : plait_wrap_error(st, "staging a device buffer");
 }
 
+int plait_comm_p2p_bf16_carried(const plait_comm *comm, plait_mem_kind kind) {
+    const uint32_t kinds = comm->ops->mem_kinds;
+    if (plait_mem_is_host(kind))
+        return (kinds & PLAIT_MEM_KIND_BIT(kind)) || (kinds & PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST));
+    return !(kinds & PLAIT_MEM_KIND_BIT(kind));
+}
+
+/* The transport's buffer for a bf16 message of r->bytes / 2 float32 values
+ * at `buf`: their bf16 form in host memory, encoded for a send (device
+ * memory staged first, its float32 values and their bf16 form in one
+ * pinned buffer). */
+static plait_status wire_buffer(plait_comm *comm, plait_request *r, float *buf, plait_mem_kind kind, plait_buffer *b) {
+    const size_t n = r->bytes / 2, fbytes = n * sizeof(float);
+    if (!plait_comm_p2p_bf16_carried(comm, kind))
+        return plait_set_error(PLAIT_ERR_UNSUPPORTED,
+                               "a bf16 message needs a transport that moves host memory; "
+                               "this one moves %s",
+                               plait_mem_is_host(kind) ? "device memory only" : "the device buffer itself");
+    *b = (plait_buffer){.ptr = NULL, .bytes = r->bytes, .kind = PLAIT_MEM_HOST, .device = -1};
+    if (!n) return PLAIT_OK;
+    if (plait_mem_is_host(kind)) {
+        if (!(r->wire = malloc(r->bytes)))
+            return plait_set_error(PLAIT_ERR_NO_MEMORY, "no memory for a %zu-byte bf16 message", r->bytes);
+        r->wire_owned = 1;
+        r->floats = buf;
+    } else {
+        plait_staging *sg = NULL;
+        plait_status st = plait_staging_of(comm, &sg);
+        if (st != PLAIT_OK) return st;
+        if (!(r->staged = plait_staging_borrow(sg, fbytes + r->bytes))) return PLAIT_ERR_NO_MEMORY;
+        r->dev = buf;
+        r->floats = r->staged;
+        r->wire = (char *)r->staged + fbytes; /* 4-byte aligned: fbytes is a multiple of 4 */
+        if (comm->ops->mem_kinds & PLAIT_MEM_KIND_BIT(PLAIT_MEM_HOST_PINNED)) b->kind = PLAIT_MEM_HOST_PINNED;
+        if (r->is_send) {
+            if (r->ready && (st = plait_comm_ready_wait(plait_comm_device_of(comm), r->ready)) != PLAIT_OK) return st;
+            plait_staging_copy j = {.dir = PLAIT_COPY_TO_HOST,
+                                    .host = r->staged,
+                                    .dev = (char *)buf,
+                                    .bytes = fbytes,
+                                    .blocks = 1,
+                                    .on_comm = r->ready != NULL,
+                                    .device = plait_comm_device_of(comm)};
+            if ((st = plait_staging_copy_now(&j)) != PLAIT_OK) return plait_wrap_error(st, "staging a device buffer");
+        }
+    }
+    b->ptr = r->wire;
+    if (r->is_send) plait_compress_encode(PLAIT_COMPRESS_BF16, r->wire, r->floats, n, NULL);
+    return PLAIT_OK;
+}
+
+/* A bf16 message's end: a completed receive widens its values back into
+ * the float32 buffer they stand for. */
+static void unwire(plait_request *r, int received) {
+    if (!r->wire) return;
+    if (received) plait_compress_decode(PLAIT_COMPRESS_BF16, r->floats, r->wire, r->bytes / 2);
+    if (r->wire_owned) free(r->wire);
+    r->wire = NULL;
+}
+
 /* Release the staging buffer; a completed receive first copies it back. */
 static plait_status unstage(plait_request *r, int received) {
+    const size_t host_bytes = r->wire ? r->bytes * 2 : r->bytes; /* a bf16 message's float32 values */
+    unwire(r, received);
     plait_status st = PLAIT_OK;
     if (r->scratch) {
         if (received) st = r->scratch_dev->copy(r->host, r->scratch, r->bytes, PLAIT_COPY_TO_HOST);
@@ -97,8 +167,13 @@ static plait_status unstage(plait_request *r, int received) {
     if (received) {
         /* the buffer's earlier readers on the compute stream come first */
         if (r->ready) st = plait_comm_ready_wait(plait_comm_device_of(r->comm), r->ready);
-        plait_staging_copy j = {.dir = PLAIT_COPY_TO_DEVICE, .host = r->staged, .dev = r->dev, .bytes = r->bytes,
-                              .blocks = 1, .on_comm = r->ready != NULL, .device = plait_comm_device_of(r->comm)};
+        plait_staging_copy j = {.dir = PLAIT_COPY_TO_DEVICE,
+                                .host = r->staged,
+                                .dev = r->dev,
+                                .bytes = host_bytes,
+                                .blocks = 1,
+                                .on_comm = r->ready != NULL,
+                                .device = plait_comm_device_of(r->comm)};
         if (st == PLAIT_OK) st = plait_staging_copy_now(&j);
     }
     plait_staging_give_back(r->comm->staging, r->staged);
@@ -112,9 +187,9 @@ static void release(plait_request *r) {
     free(r);
 }
 
-static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count, plait_dtype dtype,
-                         int peer, uint32_t tag, plait_mem_kind kind, plait_device_event *ready,
-                         plait_request **req) {
+/* `bf16`: float32 values (dtype PLAIT_F32) that travel as bf16. */
+static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count, plait_dtype dtype, int peer,
+                         uint32_t tag, plait_mem_kind kind, plait_device_event *ready, int bf16, plait_request **req) {
     if (req) *req = NULL;
     plait_status st = plait_comm_check_usable(comm);
     if (st != PLAIT_OK) return st;
@@ -138,12 +213,13 @@ static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count,
     r->comm = comm;
     r->peer = peer;
     r->is_send = is_send;
-    r->bytes = count * esz;
+    r->bytes = count * (bf16 ? 2 : esz);
     r->tag = tag;
     r->posted_ns = plait_trace_begin();
     r->ready = count ? plait_comm_ready_take(plait_comm_device_of(comm), kind, ready, &r->own_ready) : NULL;
     plait_buffer b;
-    if ((st = transport_buffer(comm, r, buf, kind, &b)) != PLAIT_OK) {
+    st = bf16 ? wire_buffer(comm, r, buf, kind, &b) : transport_buffer(comm, r, buf, kind, &b);
+    if (st != PLAIT_OK) {
         char d[256];
         plait_p2p_describe(r, d, sizeof d);
         (void)unstage(r, 0);
@@ -178,23 +254,28 @@ static plait_status post(plait_comm *comm, int is_send, void *buf, size_t count,
 
 plait_status plait_comm_send(plait_comm *comm, const void *buf, size_t count, plait_dtype dtype,
                              int peer, uint32_t tag, plait_request **req) {
-    return post(comm, 1, (void *)(uintptr_t)buf, count, dtype, peer, tag, PLAIT_MEM_HOST, NULL, req);
+    return post(comm, 1, (void *)(uintptr_t)buf, count, dtype, peer, tag, PLAIT_MEM_HOST, NULL, 0, req);
 }
 
 plait_status plait_comm_recv(plait_comm *comm, void *buf, size_t count, plait_dtype dtype,
                              int peer, uint32_t tag, plait_request **req) {
-    return post(comm, 0, buf, count, dtype, peer, tag, PLAIT_MEM_HOST, NULL, req);
+    return post(comm, 0, buf, count, dtype, peer, tag, PLAIT_MEM_HOST, NULL, 0, req);
 }
 
 plait_status plait_comm_p2p(plait_comm *comm, int is_send, const void *buf, size_t count, plait_dtype dtype,
                             int peer, uint32_t tag, plait_mem_kind kind, plait_request **req) {
-    return post(comm, is_send, (void *)(uintptr_t)buf, count, dtype, peer, tag, kind, NULL, req);
+    return post(comm, is_send, (void *)(uintptr_t)buf, count, dtype, peer, tag, kind, NULL, 0, req);
+}
+
+plait_status plait_comm_p2p_bf16(plait_comm *comm, int is_send, const float *buf, size_t count, int peer, uint32_t tag,
+                                 plait_mem_kind kind, plait_request **req) {
+    return post(comm, is_send, (void *)(uintptr_t)buf, count, PLAIT_F32, peer, tag, kind, NULL, 1, req);
 }
 
 plait_status plait_comm_p2p_after(plait_comm *comm, int is_send, const void *buf, size_t count, plait_dtype dtype,
                                   int peer, uint32_t tag, plait_mem_kind kind, struct plait_device_event *ready,
                                   plait_request **req) {
-    return post(comm, is_send, (void *)(uintptr_t)buf, count, dtype, peer, tag, kind, ready, req);
+    return post(comm, is_send, (void *)(uintptr_t)buf, count, dtype, peer, tag, kind, ready, 0, req);
 }
 
 /* A transfer's span, from its post to its completion on the thread that

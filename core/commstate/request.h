@@ -44,6 +44,13 @@ struct plait_request {
     void *scratch;            /* device copy of a host buffer for a device-only transport, or NULL */
     void *host;               /* the host buffer it stands for */
     const plait_comm_device *scratch_dev; /* whose memory `scratch` is */
+    /* float32 values travelling in bf16 (plait_comm_p2p_bf16): `bytes` are
+     * the wire's (2 a value); `wire` their bf16 form, in host memory (the
+     * staged buffer's tail for device memory, else malloc'd), `floats` the
+     * float32 values it stands for (the caller's host buffer, or `staged`) */
+    void *wire;
+    float *floats;
+    int wire_owned; /* `wire` was malloc'd: freed with the request */
 };
 
 /* A collective running for request `req` (plait_coll_args.req, not NULL)

@@ -582,6 +582,7 @@ plait_status plait_step_exec_open(plait_run *run) {
     e->max_slots = run->work.plan.chunks * run->work.plan.micro_batches;
     e->split_backward = plait_plan_splits_backward(&run->work.plan);
     e->n_micro_batches = plait_batch_micro_batches(&run->work.batch);
+    e->pp_bf16 = plait_step_pp_bf16(run);
     size_t bt = (size_t)run->work.batch.micro_batch * (size_t)run->model.block_size;
     e->slot_of = malloc(sizeof(int32_t) * (size_t)e->max_slots);
     e->slot_busy = calloc((size_t)e->max_slots, 1);

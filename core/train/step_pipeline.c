@@ -2,6 +2,12 @@
  * The step executor's activation slots and the pipeline's sends and
  * receives (step_pipeline.h). Time blocked on a pipeline neighbour is the
  * step's idle time; the bytes sent count as pipeline traffic.
+ *
+ * On a bf16 run the boundaries travel in bf16, as Megatron-LM's pipeline
+ * sends its bf16 activations (pipeline_dtype): the float32 residual stream
+ * and its gradient rounded once as they leave a stage, widened exactly on
+ * arrival (plait_comm_p2p_bf16), half the bytes. The residual stream stays
+ * float32 inside a stage (docs/parallelism.md, "What crosses ranks").
  */
 #include "train/step_pipeline.h"
 
@@ -128,10 +134,24 @@ static uint32_t pp_tag(crossing what, int32_t boundary, int32_t mb) {
     return ((uint32_t)what << 30) | ((uint32_t)boundary << 16) | ((uint32_t)mb & 0xffffu);
 }
 
+int plait_step_pp_bf16(const plait_run *run) {
+    return run->world.mesh.pp > 1 && plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16 &&
+           plait_comm_p2p_bf16_carried(run->world.mesh.pp_comm, plait_device_mem_kind());
+}
+
+/* One boundary's send or receive, in bf16 or float32 (exec.pp_bf16). */
+static plait_status pp_p2p(plait_run *run, int is_send, const float *buf, int32_t stage, uint32_t tag,
+                           plait_request **req) {
+    const size_t n = plait_model_boundary_numel(run->model.instance);
+    if (run->exec.pp_bf16)
+        return plait_comm_p2p_bf16(run->world.mesh.pp_comm, is_send, buf, n, stage, tag, plait_device_mem_kind(), req);
+    return plait_comm_p2p(run->world.mesh.pp_comm, is_send, buf, n, PLAIT_F32, stage, tag, plait_device_mem_kind(),
+                          req);
+}
+
 static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint32_t tag, plait_step_timing *t) {
     uint64_t t0 = plait_clock_now_ns();
-    plait_status st = plait_comm_p2p(run->world.mesh.pp_comm, 0, buf, plait_model_boundary_numel(run->model.instance),
-                                     PLAIT_F32, from_stage, tag, plait_device_mem_kind(), NULL);
+    plait_status st = pp_p2p(run, 0, buf, from_stage, tag, NULL);
     add_idle(t, tag >> 30 ? "wait recv gradient" : "wait recv activation", t0);
     return st;
 }
@@ -148,9 +168,8 @@ static plait_status pp_send(plait_run *run, int32_t slot, crossing what, const f
         *r = NULL;
         if (w != PLAIT_OK) return w;
     }
-    t->pp_bytes += plait_model_boundary_numel(run->model.instance) * sizeof(float);
-    return plait_comm_p2p(run->world.mesh.pp_comm, 1, buf, plait_model_boundary_numel(run->model.instance), PLAIT_F32,
-                          to_stage, tag, plait_device_mem_kind(), r);
+    t->pp_bytes += plait_model_boundary_numel(run->model.instance) * (run->exec.pp_bf16 ? 2 : sizeof(float));
+    return pp_p2p(run, 1, buf, to_stage, tag, r);
 }
 
 plait_status plait_step_recv_activation(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {

@@ -27,6 +27,12 @@ void plait_step_reset_slots(plait_run *run);
  * idle): before their buffers are touched again. */
 plait_status plait_step_wait_all_sends(plait_run *run, plait_step_timing *t);
 
+/* 1 if this run's stage boundaries (the activations and their gradients
+ * between pipeline stages) travel in bf16: a bf16 run ([run] precision)
+ * with pp > 1 on a transport that can carry them so
+ * (plait_comm_p2p_bf16_carried); float32 otherwise. */
+int plait_step_pp_bf16(const plait_run *run);
+
 /* The four pipeline instructions for (chunk, mb); a receive blocks (idle
  * time), a send is posted and left in flight. */
 plait_status plait_step_recv_activation(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t);

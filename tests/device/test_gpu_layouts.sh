@@ -20,12 +20,13 @@
 #     under zero-bubble.
 #   On the emulator make test runs two layouts of each list (sample_cases in
 #     tests/e2e/lib.sh: the commit chooses which), make test-all every one.
-#   On the GPU and the emulator also bf16 (bf16 activations): dp 2, pp 2,
-#     dp 2 with zero3, one rank with full recomputation (its bf16
-#     activations rebuilt in the backward) and pp 2 under the zero-bubble
-#     schedule (each backward in an input and a weight half, the weight
-#     halves reading bf16 gradients the input halves kept) bit-identical
-#     to one rank.
+#   On the GPU and the emulator also bf16 (bf16 activations): dp 2, dp 2
+#     with zero3 and one rank with full recomputation (its bf16
+#     activations rebuilt in the backward) bit-identical to one rank; pp 2
+#     and pp 2 under the zero-bubble schedule (each backward in an input
+#     and a weight half, the weight halves reading bf16 gradients the input
+#     halves kept), whose stage boundaries travel in bf16, within 1e-3 of
+#     its losses (docs/parallelism.md).
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -67,8 +68,8 @@ for l in "${layouts[@]}"; do
 done
 # bf16 activations (the model's bf16 path: bf16 buffers, the weights' bf16
 # copy made again after each optimizer step, ZeRO-3's from its gathered
-# parameters) give dp, pp (1f1b and zero-bubble's split backward) and zero3
-# the bits of one rank too, and so does full recomputation (each block's
+# parameters) give dp and zero3 the bits of one rank too (pp, whose
+# boundaries travel in bf16, its losses within 1e-3), and so does full recomputation (each block's
 # bf16 activations rebuilt in its backward by the same kernels on the same
 # weight copy)
 if [ "$MODE" != selfcheck ]; then
@@ -81,9 +82,15 @@ if [ "$MODE" != selfcheck ]; then
     # shellcheck disable=SC2086 # $arg may hold several overrides
     train "$name" "${B[@]}" $arg comm.plugin=tcp
     grep -q '^plait: activations bf16' "$E2E_WORK/$name.out" || fail "the $name run kept float32 activations"
-    same_losses one_bf16 "$name" 0
-    same_params one_bf16 "$name" bits
-    echo "$name: bf16 activations, bit-identical to one rank on $DEV (final loss $(column "$name" loss | tail -n 1))"
+    case $name in
+    pp2*) # the stage boundaries round to bf16 on the wire
+      same_losses one_bf16 "$name" 1e-3
+      echo "$name: bf16 activations and boundaries, losses within 1e-3 of one rank on $DEV" ;;
+    *)
+      same_losses one_bf16 "$name" 0
+      same_params one_bf16 "$name" bits
+      echo "$name: bf16 activations, bit-identical to one rank on $DEV (final loss $(column "$name" loss | tail -n 1))" ;;
+    esac
   done
 fi
 if [ "$MODE" = gpu ]; then

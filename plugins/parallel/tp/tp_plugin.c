@@ -25,9 +25,22 @@
  * backward of b·s·h floats; plus one of b·s·h for the vocab-parallel
  * embedding (forward) and one for the head's input gradient (backward); plus
  * three of b·s for the cross-entropy. Payload bytes are counted per call
- * (`step_stats` bytes_sent = Σ elements × 4 of every all-reduce), which is the
- * quantity Megatron's formula gives; what the wire carries is that times the
- * all-reduce algorithm's factor (ring: 2(tp-1)/tp), in the comm statistics.
+ * (`step_stats` bytes_sent = Σ elements × 4 of every all-reduce, × 2 for
+ * the activations of a bf16 run), which is the quantity Megatron's formula
+ * gives; what the wire carries is that times the all-reduce algorithm's
+ * factor (ring: 2(tp-1)/tp), in the comm statistics.
+ *
+ * On a bf16 run ([run] precision = bf16) the activations and their
+ * gradients (f, g, the all-gathers and reduce-scatters) travel in bf16,
+ * half the bytes, as Megatron-LM's bf16 activations do: the collectives'
+ * bf16 wire format (PLAIT_COMPRESS_BF16), each contribution rounded once
+ * where it leaves its rank and the sums added in float32 inside the
+ * collective. The cross-entropy's row statistics and the norms' parameter
+ * gradients stay float32 (a sum of exponentials and a gradient, as
+ * Megatron-LM keeps them). A comm plugin that moves device memory itself
+ * (nccl) cannot carry the core's wire formats: there they stay float32,
+ * said once at the first collective (docs/parallelism.md, "What crosses
+ * ranks, and in which type").
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -47,6 +60,9 @@ typedef struct tp_state {
      * a reduce-scatter's element is the bits of the all-reduce's (sequence
      * parallelism equals tp without it) and runs repeat bit for bit */
     plait_coll_algo algo;
+    /* the activations' collectives in bf16 (a bf16 run, until a comm
+     * plugin that moves device memory itself refuses the wire format) */
+    int bf16_wire;
 } tp_state;
 
 /* The time this rank has blocked in the TP communicator's calls: the
@@ -62,14 +78,42 @@ static double blocked_seconds(const plait_host *host, plait_comm *c) {
 
 #define SECTION "parallel.tp"
 
-static plait_status allreduce(tp_state *s, float *x, size_t count, plait_redop op, const char *label) {
+/* The options of an activation's collective: bf16 on the wire on a bf16
+ * run. */
+static plait_coll_opts act_opts(const tp_state *s, const char *label) {
+    plait_coll_opts opts = plait_tensor_coll_opts(s->host, s->algo, label); /* activations: tensor memory */
+    if (s->bf16_wire) opts.compression = PLAIT_COMPRESS_BF16;
+    return opts;
+}
+
+/* A collective refused its bf16 wire format (a comm plugin that moves
+ * device memory itself): 1 once float32 is the wire format from now on,
+ * said once, so the caller runs it again uncompressed. */
+static int bf16_refused(tp_state *s, plait_status st) {
+    if (!s->bf16_wire || st != PLAIT_ERR_UNSUPPORTED) return 0;
+    s->bf16_wire = 0;
+    s->host->log(PLAIT_LOG_WARN, "tp",
+                 "the activations' collectives travel in float32: the comm plugin moves device memory itself and "
+                 "carries no bf16 wire format (%s)",
+                 s->host->last_error());
+    return 1;
+}
+
+/* Bytes of `count` activation values as they travel. */
+static size_t act_bytes(const tp_state *s, size_t count) { return count * (s->bf16_wire ? 2 : sizeof(float)); }
+
+static plait_status allreduce(tp_state *s, float *x, size_t count, plait_redop op, int act, const char *label) {
     if (s->mesh->tp == 1 || count == 0) return PLAIT_OK;
     const plait_host *host = s->host;
-    plait_coll_opts opts = plait_tensor_coll_opts(host, s->algo, label); /* activations: tensor memory */
+    plait_coll_opts opts = act ? act_opts(s, label) : plait_tensor_coll_opts(host, s->algo, label);
     double t0 = blocked_seconds(host, s->mesh->tp_comm);
     plait_status st = host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, NULL);
+    if (act && bf16_refused(s, st)) {
+        opts.compression = PLAIT_COMPRESS_NONE;
+        st = host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, NULL);
+    }
     s->stats.wait_seconds += blocked_seconds(host, s->mesh->tp_comm) - t0;
-    s->stats.bytes_sent += count * sizeof(float);
+    s->stats.bytes_sent += act ? act_bytes(s, count) : count * sizeof(float);
     s->stats.reductions++;
     return st;
 }
@@ -78,7 +122,7 @@ static plait_status allreduce(tp_state *s, float *x, size_t count, plait_redop o
  * as an all-reduce's (docs/parallelism.md). */
 static plait_status sp_done(tp_state *s, double t0, size_t count, plait_status st) {
     s->stats.wait_seconds += s->host->now() - t0;
-    s->stats.bytes_sent += count * sizeof(float);
+    s->stats.bytes_sent += act_bytes(s, count);
     s->stats.reductions++;
     return st;
 }
@@ -86,22 +130,31 @@ static plait_status sp_done(tp_state *s, double t0, size_t count, plait_status s
 static plait_status op_allgather(void *ctx, const float *local, float *full, size_t count, void **req) {
     tp_state *s = ctx;
     const plait_host *host = s->host;
-    plait_coll_opts opts = plait_tensor_coll_opts(host, s->algo, "tp sequence all-gather");
+    plait_coll_opts opts = act_opts(s, "tp sequence all-gather");
     if (req) *req = NULL;
     double t0 = host->now();
     plait_status st = host->coll->allgather(s->mesh->tp_comm, local, full, count, PLAIT_F32, &opts,
                                             (plait_request **)req);
+    if (bf16_refused(s, st)) {
+        opts.compression = PLAIT_COMPRESS_NONE;
+        st = host->coll->allgather(s->mesh->tp_comm, local, full, count, PLAIT_F32, &opts, (plait_request **)req);
+    }
     return sp_done(s, t0, count * (size_t)s->mesh->tp, st);
 }
 
 static plait_status op_reduce_scatter(void *ctx, const float *full, float *local, size_t count, void **req) {
     tp_state *s = ctx;
     const plait_host *host = s->host;
-    plait_coll_opts opts = plait_tensor_coll_opts(host, s->algo, "tp sequence reduce-scatter");
+    plait_coll_opts opts = act_opts(s, "tp sequence reduce-scatter");
     if (req) *req = NULL;
     double t0 = host->now();
     plait_status st = host->coll->reduce_scatter(s->mesh->tp_comm, full, local, count, PLAIT_F32, PLAIT_SUM, &opts,
                                                  (plait_request **)req);
+    if (bf16_refused(s, st)) {
+        opts.compression = PLAIT_COMPRESS_NONE;
+        st = host->coll->reduce_scatter(s->mesh->tp_comm, full, local, count, PLAIT_F32, PLAIT_SUM, &opts,
+                                        (plait_request **)req);
+    }
     return sp_done(s, t0, count * (size_t)s->mesh->tp, st);
 }
 
@@ -115,10 +168,18 @@ static plait_status op_wait(void *ctx, void *req) {
     return st;
 }
 
-static plait_status op_enter_backward(void *ctx, float *g, size_t n) { return allreduce(ctx, g, n, PLAIT_SUM, "tp f (backward)"); }
-static plait_status op_exit_forward(void *ctx, float *x, size_t n) { return allreduce(ctx, x, n, PLAIT_SUM, "tp g (forward)"); }
-static plait_status op_reduce_max(void *ctx, float *x, size_t n) { return allreduce(ctx, x, n, PLAIT_MAX, "tp cross-entropy max"); }
-static plait_status op_reduce_sum(void *ctx, float *x, size_t n) { return allreduce(ctx, x, n, PLAIT_SUM, "tp cross-entropy sum"); }
+static plait_status op_enter_backward(void *ctx, float *g, size_t n) {
+    return allreduce(ctx, g, n, PLAIT_SUM, 1, "tp f (backward)");
+}
+static plait_status op_exit_forward(void *ctx, float *x, size_t n) {
+    return allreduce(ctx, x, n, PLAIT_SUM, 1, "tp g (forward)");
+}
+static plait_status op_reduce_max(void *ctx, float *x, size_t n) {
+    return allreduce(ctx, x, n, PLAIT_MAX, 0, "tp cross-entropy max");
+}
+static plait_status op_reduce_sum(void *ctx, float *x, size_t n) {
+    return allreduce(ctx, x, n, PLAIT_SUM, 0, "tp cross-entropy sum");
+}
 
 /* Sequence parallelism splits each sequence's rows over the group: it needs
  * a group (tp >= 2) and a block_size that tp divides. The refusal names the
@@ -148,6 +209,12 @@ static plait_status sequence_check(const plait_host *host, int tp, int32_t seq, 
                            "tp = %d does not divide [model] block_size = %d: use %s[model] block_size = %s, or "
                            "sequence_parallel = false",
                            SECTION, tp, (int)seq, tp_hint, seq_hint);
+}
+
+/* [run] precision = bf16 (the core's key; its choices fp32, tf32, bf16). */
+static int run_is_bf16(const plait_host *host, const plait_config *cfg) {
+    plait_value v;
+    return host->config_get(cfg, "run", "precision", &v) == PLAIT_OK && v.i == 2;
 }
 
 static plait_status tp_create(const plait_parallel_init *init, void **out) {
@@ -185,6 +252,7 @@ static plait_status tp_create(const plait_parallel_init *init, void **out) {
     s->mesh = init->mesh;
     s->model = m;
     s->algo = init->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO;
+    s->bf16_wire = tp > 1 && PLAIT_ABI_VERSION_MINOR(host->abi_version) >= 6 && run_is_bf16(host, init->config);
     s->ops = (plait_tp_ops){.struct_size = sizeof(plait_tp_ops),
                             .ctx = s,
                             .enter_backward = op_enter_backward,
