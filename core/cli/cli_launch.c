@@ -8,8 +8,10 @@
 #include "cli/cli.h"
 #include "cli/cli_elastic.h"
 #include "cli/memory_check.h"
+#include "launch/bind.h"
 #include "launch/bootstrap.h"
 #include "launch/launch.h"
+#include "launch/math_threads.h"
 #include "launch/net.h"
 #include "launch/restart.h"
 #include "launch/slurm_env.h"
@@ -277,6 +279,22 @@ plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_o
     return plait_cli_memory_check(cfg, path, n_over, over, local);
 }
 
+int plait_cli_print_placement(const plait_config *cfg, int local, const char *context) {
+    const char *mt = getenv("PLAIT_MATH_THREADS");
+    int given = (int)plait_config_int(cfg, "run", "threads");
+    plait_bind_request req = {.mode = plait_config_str(cfg, "run", "bind"),
+                              .use_gpus = strcmp(plait_config_str(cfg, "device", "plugin"), "cpu") != 0,
+                              .ordinal = (int)plait_config_int(cfg, "device", "ordinal"),
+                              .local_ranks = local,
+                              .threads = plait_math_threads_rule(given > 0 ? given
+                                                                 : mt      ? atoi(mt)
+                                                                           : 0,
+                                                                 local)};
+    if (plait_bind_print_plan(&req, stderr) == PLAIT_OK) return 0;
+    plait_cli_print_error(context);
+    return 1;
+}
+
 int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv,
                             const plait_cli_job_opts *given, int *exit_code) {
     plait_cli_job_opts merged;
@@ -353,7 +371,9 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
             plait_train_out_dir(cfg, out_dir, sizeof out_dir);
             new_dir = plait_ckpt_list(out_dir, NULL, 0) == 0;
         }
-        *exit_code = launch((int)(world / nodes), argc, argv, job, rdv, restarts, new_dir);
+        *exit_code = plait_cli_print_placement(cfg, (int)(world / nodes), context)
+                         ? 2
+                         : launch((int)(world / nodes), argc, argv, job, rdv, restarts, new_dir);
     }
     plait_config_free(cfg);
     return 1;
