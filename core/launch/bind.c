@@ -7,7 +7,6 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "launch/placement.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -142,7 +141,8 @@ plait_status plait_bind_self(const plait_bind_request *req, int local_rank, int 
     return st;
 }
 
-plait_status plait_bind_print_plan(const plait_bind_request *req, FILE *out) {
+plait_status plait_bind_print_plan(const plait_bind_request *req, FILE *out, plait_topology **topo,
+                                   plait_rank_place **places) {
     plait_topology *t = NULL;
     plait_rank_place *all = NULL;
     plait_status st = plan(req, &t, &all);
@@ -157,7 +157,12 @@ plait_status plait_bind_print_plan(const plait_bind_request *req, FILE *out) {
         for (int r = 0; r < req->local_ranks; r++)
             fprintf(out, "plait:   local rank %d: %s\n", r, plait_place_text(t, &all[r], text, sizeof text));
     }
-    free(all);
-    plait_topology_free(t);
+    if (topo && places) {
+        *topo = t;
+        *places = all;
+    } else {
+        free(all);
+        plait_topology_free(t);
+    }
     return PLAIT_OK;
 }

@@ -18,6 +18,8 @@
 
 #include <plait/types.h>
 
+#include "launch/placement.h"
+
 typedef struct plait_bind_request {
     const char *mode; /* [run] bind: auto, none, cores, numa */
     int use_gpus;     /* the ranks compute on GPUs ([device] plugin is not cpu) */
@@ -34,7 +36,10 @@ typedef struct plait_bind_request {
 plait_status plait_bind_self(const plait_bind_request *req, int local_rank, int rank, int multi_host);
 
 /* Print every local rank's place to `out` (the local launcher, before it
- * starts them). */
-plait_status plait_bind_print_plan(const plait_bind_request *req, FILE *out);
+ * starts them). With `topo` and `places` non-NULL, hands the topology and
+ * the req->local_ranks places over (the caller frees them:
+ * plait_topology_free, free); else frees them. */
+plait_status plait_bind_print_plan(const plait_bind_request *req, FILE *out, plait_topology **topo,
+                                   plait_rank_place **places);
 
 #endif

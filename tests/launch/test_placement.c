@@ -20,6 +20,7 @@
 
 #include "launch/placement.h"
 #include "launch/topology.h"
+#include "layout/mesh_map.h"
 #include "runtime/error.h"
 
 static plait_topology *load(const char *name) {
@@ -182,6 +183,42 @@ static void test_cpu_node(void **state) {
     plait_topology_free(t);
 }
 
+/* The sites of `hosts` hosts like `t`, each with `local` ranks placed as p. */
+static const char *map(const plait_topology *t, const plait_rank_place *p, int local, int hosts, int dp, int tp,
+                       int pp) {
+    static char text[1024];
+    plait_rank_site site[64];
+    for (int r = 0; r < local * hosts; r++) {
+        site[r].host = r / local;
+        site[r].numa = p[r % local].numa;
+        site[r].island = p[r % local].gpu >= 0 ? t->gpus[p[r % local].gpu].island : -1;
+    }
+    int sizes[PLAIT_MESH_AXES] = {
+        [PLAIT_AXIS_DP] = dp, [PLAIT_AXIS_TP] = tp, [PLAIT_AXIS_PP] = pp, [PLAIT_AXIS_CP] = 1};
+    int axes[PLAIT_MESH_AXES];
+    assert_int_equal(plait_mesh_parse_order("tp,dp,pp", axes), PLAIT_OK);
+    return plait_mesh_map_text(sizes, axes, site, text, sizeof text);
+}
+
+static void test_mesh_map(void **state) {
+    (void)state;
+    plait_topology *t = load("dgx-h100.xml");
+    plait_rank_place p[8];
+    place(t, 8, 7, PLAIT_BIND_AUTO, 1, NULL, NULL, p);
+    const char *m = map(t, p, 8, 1, 2, 4, 1);
+    assert_non_null(strstr(m, "tp: 2 groups of 4, 2 on one host, 2 on one NUMA node, 2 in one NVLink island"));
+    assert_non_null(strstr(m, "dp: 4 groups of 2, 4 on one host, 0 on one NUMA node, 4 in one NVLink island"));
+    m = map(t, p, 8, 2, 1, 8, 2); /* two DGX: tp inside each, the pp pairs across */
+    assert_non_null(strstr(m, "tp: 2 groups of 8, 2 on one host, 0 on one NUMA node, 2 in one NVLink island"));
+    assert_non_null(strstr(m, "pp: 8 neighbour pairs of 2 stages, 0 on one host"));
+    plait_topology_free(t);
+    t = load("workstation-4gpu.xml"); /* no NVLink: tp crosses PCIe, and nothing claims an island */
+    place(t, 4, 8, PLAIT_BIND_AUTO, 1, NULL, NULL, p);
+    m = map(t, p, 4, 1, 2, 2, 1);
+    assert_non_null(strstr(m, "tp: 2 groups of 2, 2 on one host, 2 on one NUMA node\n"));
+    plait_topology_free(t);
+}
+
 static void test_broken_file(void **state) {
     (void)state;
     char path[] = "/tmp/plait-topo-XXXXXX";
@@ -201,9 +238,9 @@ static void test_broken_file(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dgx_read),    cmocka_unit_test(test_dgx_gpu_ranks), cmocka_unit_test(test_oversubscribed),
-        cmocka_unit_test(test_user_mask),   cmocka_unit_test(test_workstation),   cmocka_unit_test(test_cpu_node),
-        cmocka_unit_test(test_broken_file),
+        cmocka_unit_test(test_dgx_read),  cmocka_unit_test(test_dgx_gpu_ranks), cmocka_unit_test(test_oversubscribed),
+        cmocka_unit_test(test_user_mask), cmocka_unit_test(test_workstation),   cmocka_unit_test(test_cpu_node),
+        cmocka_unit_test(test_mesh_map),  cmocka_unit_test(test_broken_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
