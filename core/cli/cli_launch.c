@@ -324,7 +324,11 @@ int plait_cli_print_placement(const plait_config *cfg, int local, const char *co
                                                                  local)};
     plait_topology *topo = NULL;
     plait_rank_place *places = NULL;
-    if (plait_bind_print_plan(&req, stderr, &topo, &places) != PLAIT_OK) {
+    plait_status st = plait_bind_print_plan(&req, stderr, &topo, &places);
+    if (st != PLAIT_OK) {
+        const char *where = NULL;
+        plait_config_origin(cfg, "run", "bind", &where);
+        plait_wrap_error(st, "%s", where ? where : "[run] bind");
         plait_cli_print_error(context);
         return 1;
     }

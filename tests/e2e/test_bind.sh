@@ -27,7 +27,7 @@ train over -n "$n" run.steps=1 run.ckpt_every=0 parallel.dp=$n run.threads=1
   fail "an oversubscribed run does not say once that it is not bound: $(grep -i bound "$E2E_WORK/over.out")"
 grep -q "affinity now" "$E2E_WORK/over.out" && fail "an oversubscribed auto run was bound"
 
-train_refused cores_over "[run] bind = cores: $n ranks x 1 math thread = $n, but this node has" \
+train_refused cores_over "command line 'run.bind=cores': [run] bind = cores: $n ranks x 1 math thread = $n, but this node has" \
   -n "$n" run.out_dir="$E2E_WORK/co" run.steps=1 parallel.dp=$n run.threads=1 run.bind=cores
 grep -q "\[r0\]" "$E2E_WORK/cores_over.out" && fail "a rank started after bind = cores was refused"
 
