@@ -125,8 +125,9 @@ plait_status plait_bind_self(const plait_bind_request *req, int local_rank, int 
         PLAIT_WARN(COMPONENT, "rank %d: %s", rank, p->note);
     } else {
         /* unbound by choice or by oversubscription: the launcher said it
-         * once; under mpirun or srun the first local rank says it */
-        if (local_rank == 0) PLAIT_INFO(COMPONENT, "rank %d: %s", rank, text);
+         * once; under mpirun or srun the first local rank says it (a
+         * process alone has nothing to say) */
+        if (local_rank == 0 && req->local_ranks > 1) PLAIT_INFO(COMPONENT, "rank %d: %s", rank, text);
         else PLAIT_DEBUG(COMPONENT, "rank %d: %s", rank, text);
     }
     if (st == PLAIT_OK && t->this_system) {

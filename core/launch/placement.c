@@ -123,8 +123,11 @@ plait_status plait_place_ranks(const plait_placement_in *in, plait_rank_place *o
                                "(auto leaves an oversubscribed run unbound)",
                                n, n == 1 ? "" : "s", threads, threads == 1 ? "" : "s", (long long)n * threads, cores,
                                plait_cpuset_text(&allowed, set, sizeof set));
+    /* one CPU process alone gains nothing from a subset of the cores, and
+     * several started side by side would all pile onto the first ones */
+    int lone = mode == PLAIT_BIND_AUTO && !gpus && n == 1;
     if (mode == PLAIT_BIND_AUTO)
-        mode = (long long)n * threads > cores ? PLAIT_BIND_NONE : gpus ? PLAIT_BIND_NUMA : PLAIT_BIND_CORES;
+        mode = lone || (long long)n * threads > cores ? PLAIT_BIND_NONE : gpus ? PLAIT_BIND_NUMA : PLAIT_BIND_CORES;
     char *used = calloc(t->n_cores > 0 ? (size_t)t->n_cores : 1, 1);
     int *chosen = calloc(t->n_nics > 0 ? (size_t)t->n_nics : 1, sizeof *chosen);
     if (!used || !chosen) {
@@ -143,7 +146,11 @@ plait_status plait_place_ranks(const plait_placement_in *in, plait_rank_place *o
             keep_mask(t, p, r, &allowed, 1);
         } else if (mode == PLAIT_BIND_NONE) {
             keep_mask(t, p, r, &allowed, 0);
-            if (in->mode == PLAIT_BIND_AUTO)
+            if (lone)
+                snprintf(p->note, sizeof p->note,
+                         "not bound: one CPU rank alone keeps every core it may use "
+                         "(bind = cores binds it)");
+            else if (in->mode == PLAIT_BIND_AUTO)
                 snprintf(p->note, sizeof p->note,
                          "not bound: %d rank%s x %d math thread%s on %d cores share them "
                          "(bind = auto binds only ranks whose threads have cores of their own)",

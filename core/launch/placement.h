@@ -16,7 +16,8 @@
  *    hardware thread per core;
  *  - auto = numa for GPU ranks, cores for CPU ranks, and nothing where the
  *    ranks' threads outnumber the cores (an oversubscribed run is left to
- *    the scheduler, and says so);
+ *    the scheduler, and says so) or for one CPU rank alone (processes
+ *    started side by side would all be bound to the first cores);
  *  - a mask the processes started with that leaves out some of the node's
  *    threads (taskset, Slurm's --cpu-bind, mpirun's --bind-to) is the
  *    user's: kept, and said; one that excludes every thread of the rank's

@@ -177,6 +177,11 @@ static void test_cpu_node(void **state) {
     place(t, 4, 8, PLAIT_BIND_NUMA, 0, NULL, NULL, p);
     assert_string_equal(cpus(&p[1]), "0-31,64-95");
     assert_string_equal(cpus(&p[2]), "32-63,96-127");
+    place(t, 1, 8, PLAIT_BIND_AUTO, 0, NULL, NULL, p); /* one CPU process alone: left where it is */
+    assert_int_equal(p[0].bound, 0);
+    assert_non_null(strstr(p[0].note, "one CPU rank alone"));
+    place(t, 1, 8, PLAIT_BIND_CORES, 0, NULL, NULL, p);
+    assert_string_equal(cpus(&p[0]), "0-7");
     place(t, 4, 8, PLAIT_BIND_NONE, 0, NULL, NULL, p);
     assert_int_equal(p[0].bound, 0);
     assert_string_equal(cpus(&p[0]), "0-127");
