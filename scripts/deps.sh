@@ -13,6 +13,7 @@ packages=(
   clang-format-14                    # the format check of each commit's changed lines (.clang-format)
   libinih-dev                        # INI parsing
   libopenblas-dev                    # cblas_sgemm
+  libhwloc-dev                       # the node's topology: binding ranks near their GPU and NIC
   libcmocka-dev                      # unit tests
   libibverbs-dev                     # verbs comm plugin (built when found)
   liburing-dev                       # io_uring for [optim] offload = nvme (threads without it)

@@ -126,6 +126,12 @@ int plait_cli_launch(int nranks, int argc, char **argv, const plait_cli_job_opts
 int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv,
                             const plait_cli_job_opts *job, int *exit_code);
 
+/* Where this host's `local` ranks will run ([run] bind, launch/bind.h),
+ * printed to stderr before they start; non-zero after printing why it
+ * cannot be done (bind = cores on too few cores, a topology file that does
+ * not parse). */
+int plait_cli_print_placement(const plait_config *cfg, int local, const char *context);
+
 /* For train and bench train, before plait_cli_launch_layout: refuse a
  * layout that does not fit this host's memory (cli/memory_check.h), in the
  * process that would start the ranks (or, under mpirun, srun or torchrun,

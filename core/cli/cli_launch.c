@@ -8,12 +8,15 @@
 #include "cli/cli.h"
 #include "cli/cli_elastic.h"
 #include "cli/memory_check.h"
+#include "launch/bind.h"
 #include "launch/bootstrap.h"
 #include "launch/launch.h"
+#include "launch/math_threads.h"
 #include "launch/net.h"
 #include "launch/restart.h"
 #include "launch/slurm_env.h"
 #include "layout/mesh.h"
+#include "layout/mesh_map.h"
 #include "runtime/error.h"
 #include "checkpoint/checkpoint.h"
 #include "device/device.h"
@@ -277,6 +280,64 @@ plait_status plait_cli_check_memory(plait_config *cfg, const char *path, int n_o
     return plait_cli_memory_check(cfg, path, n_over, over, local);
 }
 
+/* Which ranks share this host's NUMA nodes and NVLink islands, and how the
+ * layout's groups fall on hosts, NUMA nodes and islands (every host taken
+ * to be like this one: the launcher sees its own). */
+static void print_mesh_map(const plait_config *cfg, int local, const plait_topology *t, const plait_rank_place *p) {
+    int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES];
+    int64_t world = plait_mesh_world_size(cfg);
+    if (plait_mesh_shape(cfg, sizes, axes) != PLAIT_OK || world < 2 || world % local || world > 4096) {
+        plait_clear_error();
+        return;
+    }
+    for (int n = 0; n < t->n_numa; n++) {
+        char ranks[256] = "";
+        size_t off = 0;
+        for (int r = 0; r < local && off + 12 < sizeof ranks; r++)
+            if (p[r].numa == n) off += (size_t)snprintf(ranks + off, sizeof ranks - off, "%s%d", off ? " " : "", r);
+        if (off) fprintf(stderr, "plait:   NUMA node %d: local ranks %s\n", t->numa[n].os_index, ranks);
+    }
+    plait_rank_site *site = calloc((size_t)world, sizeof *site);
+    if (!site) return;
+    for (int64_t r = 0; r < world; r++) {
+        const plait_rank_place *q = &p[r % local];
+        site[r].host = (int)(r / local);
+        site[r].numa = q->numa;
+        site[r].island = q->gpu >= 0 ? t->gpus[q->gpu].island : -1;
+    }
+    char text[1024];
+    plait_mesh_map_text(sizes, axes, site, text, sizeof text);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) fprintf(stderr, "plait:   %s\n", line);
+    free(site);
+}
+
+int plait_cli_print_placement(const plait_config *cfg, int local, const char *context) {
+    const char *mt = getenv("PLAIT_MATH_THREADS");
+    int given = (int)plait_config_int(cfg, "run", "threads");
+    plait_bind_request req = {.mode = plait_config_str(cfg, "run", "bind"),
+                              .use_gpus = strcmp(plait_config_str(cfg, "device", "plugin"), "cpu") != 0,
+                              .ordinal = (int)plait_config_int(cfg, "device", "ordinal"),
+                              .local_ranks = local,
+                              .threads = plait_math_threads_rule(given > 0 ? given
+                                                                 : mt      ? atoi(mt)
+                                                                           : 0,
+                                                                 local)};
+    plait_topology *topo = NULL;
+    plait_rank_place *places = NULL;
+    plait_status st = plait_bind_print_plan(&req, stderr, &topo, &places);
+    if (st != PLAIT_OK) {
+        const char *where = NULL;
+        plait_config_origin(cfg, "run", "bind", &where);
+        plait_wrap_error(st, "%s", where ? where : "[run] bind");
+        plait_cli_print_error(context);
+        return 1;
+    }
+    print_mesh_map(cfg, local, topo, places);
+    free(places);
+    plait_topology_free(topo);
+    return 0;
+}
+
 int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, char **argv,
                             const plait_cli_job_opts *given, int *exit_code) {
     plait_cli_job_opts merged;
@@ -353,7 +414,9 @@ int plait_cli_launch_layout(plait_config *cfg, const char *context, int argc, ch
             plait_train_out_dir(cfg, out_dir, sizeof out_dir);
             new_dir = plait_ckpt_list(out_dir, NULL, 0) == 0;
         }
-        *exit_code = launch((int)(world / nodes), argc, argv, job, rdv, restarts, new_dir);
+        *exit_code = plait_cli_print_placement(cfg, (int)(world / nodes), context)
+                         ? 2
+                         : launch((int)(world / nodes), argc, argv, job, rdv, restarts, new_dir);
     }
     plait_config_free(cfg);
     return 1;

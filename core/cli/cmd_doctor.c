@@ -1,4 +1,4 @@
-/* plait doctor [CONFIG] [section.key=value ...] [--peak] */
+/* plait doctor [CONFIG] [section.key=value ...] [--peak], plait doctor --topology */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +11,7 @@
 static int cmd_doctor(int argc, char **argv, const plait_cli_job_opts *job) {
     (void)job; /* starts no ranks */
     plait_doctor d = {.out = stdout};
+    int topology = 0;
     const char *path = NULL;
     char **over = calloc((size_t)argc + 1, sizeof *over);
     int n_over = 0;
@@ -18,6 +19,8 @@ static int cmd_doctor(int argc, char **argv, const plait_cli_job_opts *job) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--peak")) {
             d.measure_peak = 1;
+        } else if (!strcmp(argv[i], "--topology")) {
+            topology = 1;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "plait doctor: unknown option '%s'; 'plait help doctor' lists them\n", argv[i]);
             free(over);
@@ -25,6 +28,13 @@ static int cmd_doctor(int argc, char **argv, const plait_cli_job_opts *job) {
         } else {
             plait_cli_take_positional(argv[i], &path, over, &n_over);
         }
+    }
+    if (topology) {
+        /* the node alone: what placement sees and what is lopsided */
+        printf("plait doctor --topology: this node's hardware as plait places ranks on it\n\n");
+        plait_doctor_topology(&d);
+        free(over);
+        return plait_doctor_summary(&d) ? 1 : 0;
     }
     printf("plait doctor: what plait will use on this machine, and why\n\n");
     plait_config *cfg = NULL;
@@ -51,7 +61,8 @@ static int cmd_doctor(int argc, char **argv, const plait_cli_job_opts *job) {
 
 const plait_command plait_cmd_doctor = {
     "doctor", "what plait will use on this machine and why, and what to fix",
-    "usage: plait doctor [CONFIG] [section.key=value ...] [--peak]\n\n"
+    "usage: plait doctor [CONFIG] [section.key=value ...] [--peak]\n"
+    "       plait doctor --topology\n\n"
     "Prints what plait finds and would use here: itself, the CPU and its features, the BLAS and its\n"
     "kernels (and whether they are the right ones for the CPU), math threads, precision, memory (and\n"
     "its limits), the MFU peak and where it came from, every plugin (available or why not) with what\n"
@@ -59,5 +70,9 @@ const plait_command plait_cmd_doctor = {
     "the network interfaces a job would use; then the job environment seen (Slurm, torchrun, mpirun,\n"
     "PLAIT_* variables). It ends with the problems found and their fixes; exit 1 when there is one.\n"
     "  CONFIG, overrides   judge the machine for this configuration (its plugins, threads, keys)\n"
-    "  --peak              measure the MFU peak again (5 tries, the best kept) and cache it\n",
+    "  --peak              measure the MFU peak again (5 tries, the best kept) and cache it\n"
+    "  --topology          only the node's sockets, NUMA nodes, cores, GPUs and network cards (hwloc; the\n"
+    "                      XML file PLAIT_TOPOLOGY names in place of this machine), each device's NUMA node\n"
+    "                      and PCIe switch, and what is lopsided: a GPU with no NIC on its socket, NICs of\n"
+    "                      different speeds, MTU 1500 on a fast link, SMT siblings counted as cores\n",
     cmd_doctor};

@@ -81,6 +81,7 @@ static int train_before_launch(int argc, char **argv, const plait_cli_job_opts *
         plait_cli_print_error("train");
         rc = 1;
     }
+    if (rc == 0 && cfg && job->local_ranks > 0 && plait_cli_print_placement(cfg, job->local_ranks, "train")) rc = 2;
     plait_clear_error(); /* a config error is the ranks' to report */
     plait_config_free(cfg);
     free(over);

@@ -18,6 +18,7 @@
 
 static const char *const resume_choices[] = {"no", "auto", "yes", NULL};
 static const char *const progress_choices[] = {"auto", "tty", "plain", "off", NULL};
+static const char *const bind_choices[] = {"auto", "none", "cores", "numa", NULL};
 static const char *const ckpt_format_choices[] = {"gathered", "sharded", NULL};
 static const char *const arch_choices[] = {"gpt", "mlp", "llama", NULL};
 static const char *const recompute_choices[] = {"none", "selective", "full", NULL};
@@ -75,6 +76,11 @@ static const plait_key_decl run_keys[] = {
     KEY("progress", E, "auto", 1, 0, progress_choices, 0,
         "progress display on rank 0: auto (in place on a terminal), tty, plain lines, off"),
     KEY("threads", I, "0", 0, 1024, NULL, 0, "math threads per rank (0 = cores / local ranks)"),
+    KEY("bind", E, "auto", 1, 0, bind_choices, 0,
+        "where each rank and its math threads run (docs/multi-node.md): numa = the threads of its GPU's NUMA "
+        "node; cores = [run] threads cores of its own there (CPU ranks: in blocks over the NUMA nodes); none; "
+        "auto = numa for GPU ranks, cores for CPU ranks, unbound where the ranks' threads outnumber the cores. "
+        "A mask the process starts with (taskset, Slurm, mpirun) is kept"),
     KEY("memory_check", B, "true", 1, 0, NULL, 0,
         "refuse, before any rank starts, a layout whose memory (plait plan's prediction per rank) exceeds "
         "what this host's ranks have, naming what would fit, and (before step 1) an elastic job's replicas a "

@@ -37,6 +37,9 @@ void plait_doctor_problem(plait_doctor *d, const char *label, const char *fix, c
 void plait_doctor_host(plait_doctor *d);    /* plait itself, the CPU, BLAS, threads, precision, memory, MFU peak */
 void plait_doctor_plugins(plait_doctor *d); /* devices, transports and the other plugins, with their reports */
 void plait_doctor_launch(plait_doctor *d);  /* the job environment seen: Slurm, torchrun, mpirun, PLAIT_* */
+/* --topology: the node's packages, NUMA nodes, GPUs and NICs (PLAIT_TOPOLOGY's
+ * file, or this machine) and what is lopsided in them */
+void plait_doctor_topology(plait_doctor *d);
 /* The problems again with their fixes; returns how many there are. */
 int plait_doctor_summary(plait_doctor *d);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "launch/bind.h"
 #include "launch/math_threads.h"
 #include "launch/net.h"
 #include "launch/rendezvous_file.h"
@@ -322,6 +323,19 @@ static plait_status place_ranks(plait_job *job, const struct join_info *all) {
     return PLAIT_OK;
 }
 
+/* [run] bind, once the rank knows its local rank and threads. */
+static plait_status bind_rank(const plait_job *job, const plait_job_options *opts) {
+    if (!opts->bind || !*opts->bind) return PLAIT_OK;
+    int hosts = 0;
+    for (int r = 0; r < job->size; r++) hosts = job->host_of[r] + 1 > hosts ? job->host_of[r] + 1 : hosts;
+    plait_bind_request req = {.mode = opts->bind,
+                              .use_gpus = opts->use_gpus,
+                              .ordinal = opts->device_ordinal,
+                              .local_ranks = job->local_size,
+                              .threads = job->math_threads};
+    return plait_bind_self(&req, job->local_rank, job->rank, hosts > 1);
+}
+
 plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out) {
     plait_job *job = calloc(1, sizeof *job);
     if (!job) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
@@ -415,6 +429,8 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
 
     job->math_threads =
         plait_math_threads_rule(opts->math_threads > 0 ? opts->math_threads : e->math_threads, job->local_size);
+    st = bind_rank(job, opts);
+    if (st != PLAIT_OK) goto fail;
 
     bs_impl *w = bs_new(job, 0, job->size, NULL, job->rank);
     if (!w) {
@@ -439,6 +455,9 @@ plait_status plait_job_join(const plait_config *cfg, plait_job **out) {
     o.timeout_s = plait_config_float(cfg, "comm", "timeout");
     o.rendezvous = plait_config_str(cfg, "comm", "rendezvous");
     o.math_threads = (int)plait_config_int(cfg, "run", "threads");
+    o.bind = plait_config_str(cfg, "run", "bind");
+    o.use_gpus = strcmp(plait_config_str(cfg, "device", "plugin"), "cpu") != 0;
+    o.device_ordinal = (int)plait_config_int(cfg, "device", "ordinal");
     return plait_job_join_with(&o, out);
 }
 

@@ -99,13 +99,18 @@ typedef struct plait_job_options {
     const char *rendezvous;  /* [comm] rendezvous ("" or NULL = unset) */
     int math_threads;        /* [run] threads (0 = PLAIT_MATH_THREADS, else cores / local ranks) */
     char *const *envp;       /* NULL = the process environment */
+    const char *bind;        /* [run] bind: where the rank binds itself once joined (launch/bind.h);
+                                NULL or "" = it does not */
+    int use_gpus;            /* [device] plugin is not cpu */
+    int device_ordinal;      /* [device] ordinal (-1 = local rank mod the GPUs) */
 } plait_job_options;
 
 /* Join the job: detect the launcher, start the store (rank 0), connect to
- * it, wait until every rank has joined, compute local rank/size and set the
- * rank's math threads (plait_job_math_threads). Collective over all
- * ranks. Reads [comm] timeout, [comm] rendezvous and [run] threads from
- * `cfg`. A rank that does not join within the timeout makes the others fail
+ * it, wait until every rank has joined, compute local rank/size, set the
+ * rank's math threads (plait_job_math_threads) and bind it to its cores
+ * ([run] bind, launch/bind.h). Collective over all ranks. Reads [comm]
+ * timeout, [comm] rendezvous, [run] threads, [run] bind, [device] plugin and
+ * [device] ordinal from `cfg`. A rank that does not join within the timeout makes the others fail
  * with "rank R never joined the job within T s". The caller owns *out and
  * releases it with plait_job_leave(). Not thread-safe with itself. */
 plait_status plait_job_join(const plait_config *cfg, plait_job **out);

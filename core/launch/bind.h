@@ -1,0 +1,45 @@
+/*
+ * [run] bind applied: a rank binds itself and its threads to its place
+ * (placement.h) when it joins a job, under `plait -n`, mpirun or srun
+ * alike, and the local launcher prints every local rank's place before
+ * starting them. What the user fixed wins: a mask the process started with
+ * that leaves out some of the node's threads, an explicit [device] ordinal,
+ * CUDA_VISIBLE_DEVICES, and interface variables already set.
+ *
+ * Not thread-safe (changes the affinity of every thread of the process and
+ * its environment: call it from the main thread, before plugins start
+ * threads of their own). Errors: PLAIT_ERR_INVALID_CONFIG naming [run] bind
+ * and the counts (bind = cores on too few cores), or the topology file.
+ */
+#ifndef PLAIT_CORE_LAUNCH_BIND_H
+#define PLAIT_CORE_LAUNCH_BIND_H
+
+#include <stdio.h>
+
+#include <plait/types.h>
+
+#include "launch/placement.h"
+
+typedef struct plait_bind_request {
+    const char *mode; /* [run] bind: auto, none, cores, numa */
+    int use_gpus;     /* the ranks compute on GPUs ([device] plugin is not cpu) */
+    int ordinal;      /* [device] ordinal; -1 = not fixed */
+    int local_ranks;  /* this host's ranks */
+    int threads;      /* math threads of each */
+} plait_bind_request;
+
+/* Bind this process (local rank `local_rank`, world rank `rank`) and every
+ * thread it has to its place; log it, with the mask read back. With
+ * `multi_host`, NCCL_SOCKET_IFNAME and NCCL_IB_HCA name the nearest card
+ * where they are unset; with GPUs, CUDA_DEVICE_ORDER=PCI_BUS_ID where unset,
+ * so that the ordinal counts GPUs in the bus order placement uses. */
+plait_status plait_bind_self(const plait_bind_request *req, int local_rank, int rank, int multi_host);
+
+/* Print every local rank's place to `out` (the local launcher, before it
+ * starts them). With `topo` and `places` non-NULL, hands the topology and
+ * the req->local_ranks places over (the caller frees them:
+ * plait_topology_free, free); else frees them. */
+plait_status plait_bind_print_plan(const plait_bind_request *req, FILE *out, plait_topology **topo,
+                                   plait_rank_place **places);
+
+#endif
