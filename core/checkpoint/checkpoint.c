@@ -361,6 +361,18 @@ const plait_st_file *plait_ckpt_st(const plait_ckpt *ck, plait_ckpt_file file) {
     return file == PLAIT_CKPT_MODEL || file == PLAIT_CKPT_OPTIM ? ck->st[file] : NULL;
 }
 
+void plait_ckpt_release_tensor(const plait_ckpt *ck, const char *name) {
+    const plait_ckpt_index_tensor *t = ck->index ? plait_ckpt_index_find(ck->index, name) : NULL;
+    for (int32_t k = 0; t && ck->shards && k < t->n_slices; k++)
+        plait_st_release(ck->shards[t->slices[k].file], t->slices[k].data,
+                         4 * (size_t)(t->slices[k].end - t->slices[k].begin));
+    for (int f = PLAIT_CKPT_MODEL; !t && f <= PLAIT_CKPT_OPTIM; f++) {
+        if (!ck->st[f]) continue;
+        const plait_st_tensor *e = plait_st_find(ck->st[f], name);
+        if (e) plait_st_release(ck->st[f], e->data, e->bytes);
+    }
+}
+
 const plait_st_tensor *plait_ckpt_tensor(const plait_ckpt *ck, const char *name) {
     const plait_st_tensor *t = plait_st_find(ck->st[PLAIT_CKPT_MODEL], name);
     return t ? t : plait_st_find(ck->st[PLAIT_CKPT_OPTIM], name);

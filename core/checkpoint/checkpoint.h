@@ -210,6 +210,11 @@ const plait_st_file *plait_ckpt_st(const plait_ckpt *ck, plait_ckpt_file file);
 /* A sharded checkpoint's index (its slices' data mapped), or NULL for a
  * checkpoint of full tensors. */
 const struct plait_ckpt_index *plait_ckpt_index_of(const plait_ckpt *ck);
+/* Give back the resident pages of tensor `name`'s mapped bytes (in the
+ * model or optimizer file, or its slices in the shard files; plait_st_release),
+ * for a reader that reads each tensor once: plait export holds one
+ * tensor's pages at a time, not every file's. A later read is correct. */
+void plait_ckpt_release_tensor(const plait_ckpt *ck, const char *name);
 /* Tensor `name` from either file, or NULL (also for a sharded checkpoint's
  * parameters and optimizer state, which only plait_ckpt_read_slice and the
  * source read). Its data is mapped, read-only. */

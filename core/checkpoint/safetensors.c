@@ -397,6 +397,19 @@ static plait_status parse_file(plait_st_file *f, unsigned flags) {
     return convert_tensors(f);
 }
 
+void plait_st_release(const plait_st_file *f, const void *data, size_t bytes) {
+    const unsigned char *map = f ? f->map : NULL, *p = data;
+    if (!map || !p || bytes == 0 || p < map || p >= map + f->map_bytes) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t begin = (uintptr_t)p & ~(page - 1);
+    uintptr_t end = (uintptr_t)p +
+                    (bytes < (size_t)(map + f->map_bytes - p) ? bytes : (size_t)(map + f->map_bytes - p));
+    end = (end + page - 1) & ~(page - 1);
+    /* a private read-only mapping no one wrote: DONTNEED drops the pages
+     * and a later touch maps the file's again; a failure only leaves them */
+    (void)madvise((void *)begin, end - begin, MADV_DONTNEED);
+}
+
 plait_status plait_st_open(const char *path, unsigned flags, plait_st_file **out) {
     *out = NULL;
     plait_st_file *f = calloc(1, sizeof *f);

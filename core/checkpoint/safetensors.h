@@ -134,5 +134,13 @@ const char *plait_st_metadata(const plait_st_file *f, const char *key);
 uint64_t plait_st_data_start(const plait_st_file *f);
 /* Verify one tensor's checksum now (PLAIT_OK when the file has none). */
 plait_status plait_st_verify_tensor(const plait_st_file *f, const plait_st_tensor *t);
+/* Give back the resident pages of `bytes` bytes at `data` within f's
+ * mapping (the pages they touch, so a neighbour's first or last page too),
+ * for a reader that reads each tensor once (plait export): its resident
+ * memory then stays at what it reads next, not the file. Reading them
+ * again is correct (the kernel maps them from the file again); bytes
+ * outside the mapping (a converted copy) are left alone. Thread-safe: a
+ * reader of those bytes at the same time still reads the file's values. */
+void plait_st_release(const plait_st_file *f, const void *data, size_t bytes);
 
 #endif

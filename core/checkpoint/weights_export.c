@@ -174,12 +174,18 @@ static plait_status model_tensor(const plait_ckpt *ck, size_t i, int load, plait
 }
 
 /* Tensor i into the writer under its own name (transposed for a Hugging
- * Face Conv1D weight). */
-static plait_status put_tensor(plait_st_writer *w, const plait_ckpt *ck, size_t i, const char *as, int hf) {
+ * Face Conv1D weight), then its memory given back: what it held (its
+ * assembled or mapped bytes, and the transposed copy) counted in *mem. */
+static plait_status put_tensor(plait_st_writer *w, const plait_ckpt *ck, size_t i, const char *as, int hf,
+                               plait_export_memory *mem) {
     plait_st_tensor t;
     float *owned;
     plait_status st = model_tensor(ck, i, 1, &t, &owned);
-    if (st == PLAIT_OK) st = put(w, as ? as : t.name, &t, hf && plait_gpt2_conv1d_weight(t.name));
+    const int transpose = hf && st == PLAIT_OK && plait_gpt2_conv1d_weight(t.name);
+    if (st == PLAIT_OK) st = put(w, as ? as : t.name, &t, transpose);
+    if (st == PLAIT_OK && t.bytes * (transpose ? 2 : 1) > mem->largest_held)
+        mem->largest_held = t.bytes * (transpose ? 2 : 1);
+    if (st == PLAIT_OK) plait_ckpt_release_tensor(ck, t.name);
     free(owned);
     return st;
 }
@@ -187,7 +193,7 @@ static plait_status put_tensor(plait_st_writer *w, const plait_ckpt *ck, size_t 
 /* A llama checkpoint holds LlamaForCausalLM's names and orientations
  * already, lm_head only when untied (a tied copy is never saved, as
  * save_pretrained leaves it out): written as it is. */
-static plait_status write_llama(const plait_ckpt *ck, const char *path) {
+static plait_status write_llama(const plait_ckpt *ck, const char *path, plait_export_memory *mem) {
     plait_st_writer *w = NULL;
     plait_status st = plait_st_writer_create(path, &w);
     if (st == PLAIT_OK) st = plait_st_writer_metadata(w, EXPORT_MARK, "hf");
@@ -197,15 +203,17 @@ static plait_status write_llama(const plait_ckpt *ck, const char *path) {
         plait_st_tensor t;
         st = model_tensor(ck, i, 0, &t, &none);
         if (st == PLAIT_OK) st = plait_st_writer_declare(w, t.name, t.ndim, t.shape);
+        mem->model_bytes += t.bytes;
     }
-    for (size_t i = 0; st == PLAIT_OK && i < model_count(ck); i++) st = put_tensor(w, ck, i, NULL, 0);
+    for (size_t i = 0; st == PLAIT_OK && i < model_count(ck); i++) st = put_tensor(w, ck, i, NULL, 0, mem);
     if (st == PLAIT_OK) st = plait_st_writer_finish(w, NULL);
     if (st == PLAIT_OK) return plait_st_writer_commit(w);
     plait_st_writer_abort(w);
     return st;
 }
 
-static plait_status write_model(const plait_ckpt *ck, plait_export_format format, const char *path) {
+static plait_status write_model(const plait_ckpt *ck, plait_export_format format, const char *path,
+                                plait_export_memory *mem) {
     const int hf = format == PLAIT_EXPORT_HF;
     plait_st_writer *w = NULL;
     plait_status st = plait_st_writer_create(path, &w);
@@ -234,12 +242,13 @@ static plait_status write_model(const plait_ckpt *ck, plait_export_format format
             memcpy(wte_shape, t.shape, sizeof wte_shape);
         }
         st = plait_st_writer_declare(w, t.name, t.ndim, shape);
+        mem->model_bytes += t.bytes;
     }
     if (st == PLAIT_OK && wte == SIZE_MAX)
         st = plait_set_error(PLAIT_ERR_PROTOCOL, "%s: no tensor 'transformer.wte.weight'", plait_ckpt_dir(ck));
     if (st == PLAIT_OK && !hf) st = plait_st_writer_declare(w, "lm_head.weight", wte_ndim, wte_shape);
-    for (size_t i = 0; st == PLAIT_OK && i < model_count(ck); i++) st = put_tensor(w, ck, i, NULL, hf);
-    if (st == PLAIT_OK && !hf) st = put_tensor(w, ck, wte, "lm_head.weight", 0);
+    for (size_t i = 0; st == PLAIT_OK && i < model_count(ck); i++) st = put_tensor(w, ck, i, NULL, hf, mem);
+    if (st == PLAIT_OK && !hf) st = put_tensor(w, ck, wte, "lm_head.weight", 0, mem);
     if (st == PLAIT_OK) st = plait_st_writer_finish(w, NULL);
     if (st == PLAIT_OK) return plait_st_writer_commit(w);
     plait_st_writer_abort(w);
@@ -327,8 +336,9 @@ static plait_status check_out_dir(const char *out_dir, const out_text *texts, si
 
 plait_status plait_weights_export(const char *checkpoint, plait_export_format format, const char *out_dir,
                                   plait_export_tokenizer_fn tokenizer_of, void *ctx, char *used, size_t cap,
-                                  int *tokenizer_files, const char **what) {
+                                  int *tokenizer_files, const char **what, plait_export_memory *mem) {
     if (tokenizer_files) *tokenizer_files = 0;
+    plait_export_memory held = {0, 0};
     plait_ckpt *ck = NULL;
     plait_status st = plait_ckpt_open_named(checkpoint, &ck);
     if (st != PLAIT_OK) return st;
@@ -376,7 +386,7 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
     if (st == PLAIT_OK && !path) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     if (st == PLAIT_OK) {
         snprintf(path, len, "%s/model.safetensors", out_dir);
-        st = m.llama ? write_llama(ck, path) : write_model(ck, format, path);
+        st = m.llama ? write_llama(ck, path, &held) : write_model(ck, format, path, &held);
     }
     if (st == PLAIT_OK) {
         char json[2048];
@@ -395,6 +405,7 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
     if (st == PLAIT_OK && tokenizer_files)
         *tokenizer_files = n_texts > 0 ? 1 : !(tokenizer && *tokenizer) && bytes ? -1 : 0;
     if (st == PLAIT_OK && used) snprintf(used, cap, "%s", plait_ckpt_dir(ck));
+    if (st == PLAIT_OK && mem) *mem = held;
     if (st == PLAIT_OK && what)
         *what = m.llama ? "Hugging Face LlamaForCausalLM" : hf ? "Hugging Face GPT2LMHeadModel" : "nanoGPT";
     /* only by the export that holds the lock: the one refused must not

@@ -61,6 +61,15 @@ typedef struct plait_export_tokenizer {
 typedef void (*plait_export_tokenizer_fn)(const char *path, const char *fingerprint, int files, void *ctx,
                                           plait_export_tokenizer *out);
 
+/* What an export held: every tensor is read, written and given back
+ * before the next (a sharded checkpoint's assembled from its slices into
+ * one buffer; a gathered one's mapped pages released), so its memory is
+ * its largest tensor (twice, transposed for hf's Conv1D), never the model. */
+typedef struct plait_export_memory {
+    uint64_t largest_held; /* bytes of tensor data held at once, at most */
+    uint64_t model_bytes;  /* the model's tensors, all together */
+} plait_export_memory;
+
 /* Export `checkpoint` (a checkpoint directory, or a run directory: its
  * latest complete checkpoint) to out_dir (created if missing; its parent
  * must exist). `tokenizer_of` (may be NULL: no id, no files) reads the
@@ -71,9 +80,10 @@ typedef void (*plait_export_tokenizer_fn)(const char *path, const char *fingerpr
  * files were written, -1 when none was recorded and the run read its
  * data as bytes (a byte-level model: its ids are bytes, not GPT-2's
  * tokens; a checkpoint from before plait recorded that: 256 ids), else 0; *what (may be NULL) to what the model was written
- * as ("Hugging Face LlamaForCausalLM", ...; static). */
+ * as ("Hugging Face LlamaForCausalLM", ...; static); *mem (may be NULL)
+ * to what it held. */
 plait_status plait_weights_export(const char *checkpoint, plait_export_format format, const char *out_dir,
                                   plait_export_tokenizer_fn tokenizer_of, void *ctx, char *used, size_t cap,
-                                  int *tokenizer_files, const char **what);
+                                  int *tokenizer_files, const char **what, plait_export_memory *mem);
 
 #endif

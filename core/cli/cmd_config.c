@@ -6,8 +6,23 @@
 #include "cli/cli.h"
 #include "cli/cost_device.h"
 #include "cli/memory_check.h"
+#include "cost/ckpt_cost.h"
 #include "model/model.h"
+#include "runtime/error.h"
 #include "train/preflight.h"
+
+/* What a checkpoint of the layout costs, on this machine's defaults
+ * ([cluster] disk_gbps of configs/clusters/this-machine.ini). */
+static void print_checkpoint(plait_config *cfg) {
+    plait_cluster c;
+    plait_cluster_default(&c);
+    plait_cost_ckpt k;
+    if (plait_cost_ckpt_of_config(cfg, NULL, 0, &c, &k) != PLAIT_OK) {
+        plait_clear_error(); /* the preflight above passed: nothing new to say */
+        return;
+    }
+    plait_cost_ckpt_print(stdout, &k, cfg, &c);
+}
 
 /* What `plait plan` predicts each rank of the layout will hold, on this
  * machine's defaults (the runtime's own bytes included), on the device its
@@ -33,6 +48,7 @@ static void print_memory(plait_config *cfg) {
         for (int r = 0; r < n; r++) printf("  %4d  %11.1f  %7.1f\n", r, m[r].host_state / MiB, m[r].disk / MiB);
     }
     free(m);
+    print_checkpoint(cfg);
 }
 
 /* The model's shape and parameters, a tied head once: what a published

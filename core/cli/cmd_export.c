@@ -7,6 +7,7 @@
 #include "checkpoint/weights_export.h"
 #include "cli/cli.h"
 #include "runtime/error.h"
+#include "runtime/memory.h"
 #include "tokenizer/tokenizer.h"
 
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -73,7 +74,8 @@ static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
     plait_export_format f = strcmp(format, "hf") == 0 ? PLAIT_EXPORT_HF : PLAIT_EXPORT_NANOGPT;
     int recorded = 0, tok_files = 0;
     const char *what = "";
-    if (plait_weights_export(checkpoint, f, out, tokenizer_of, &recorded, used, sizeof used, &tok_files, &what) !=
+    plait_export_memory mem;
+    if (plait_weights_export(checkpoint, f, out, tokenizer_of, &recorded, used, sizeof used, &tok_files, &what, &mem) !=
         PLAIT_OK) {
         plait_cli_print_error("export");
         return 1;
@@ -81,6 +83,10 @@ static int cmd_export(int argc, char **argv, const plait_cli_job_opts *job) {
     printf("exported %s as %s: %s/model.safetensors, %s/config.json", used, what, out, out);
     if (tok_files > 0) printf(", the run's tokenizer as %s/vocab.json, merges.txt, tokenizer_config.json", out);
     printf("\n");
+    /* the streaming's evidence: one tensor at a time, never the model */
+    printf("memory: at most %llu bytes of tensors held at once, of the model's %llu; peak resident set %llu bytes\n",
+           (unsigned long long)mem.largest_held, (unsigned long long)mem.model_bytes,
+           (unsigned long long)plait_peak_rss());
     if (f == PLAIT_EXPORT_HF && tok_files <= 0) {
         /* an earlier export's or a hand-placed tokenizer is kept, but it may
          * not be this model's: say so rather than let it load silently */

@@ -5,10 +5,24 @@
 
 #include "cli/cli.h"
 #include "cli/layout_args.h"
+#include "cost/ckpt_cost.h"
 #include "cost/predicted_trace.h"
 #include "cost/table.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+
+/* What a checkpoint of layout `l` costs (its own function: the search
+ * never weighs it). */
+static void print_checkpoint(plait_cli_layout_args *a, const plait_cost_layout *l, const plait_cluster *cluster) {
+    plait_cost_ckpt k;
+    if (plait_cost_ckpt_of_config(a->base, l, a->axes.global_batch, cluster, &k) != PLAIT_OK) {
+        plait_cli_print_error("plan: checkpoint");
+        return;
+    }
+    printf("\n");
+    if (!a->explain) printf("the best layout's ");
+    plait_cost_ckpt_print(stdout, &k, a->base, cluster);
+}
 
 /* --explain LAYOUT: one layout through its plugin's plan, broken down. */
 static int explain(plait_cli_layout_args *a, const plait_cluster *cluster) {
@@ -42,6 +56,7 @@ static int explain(plait_cli_layout_args *a, const plait_cluster *cluster) {
         char line[800];
         plait_cli_device_line(&a->device, line, sizeof line);
         plait_cost_print_explain(stdout, &r, stages, &x, line);
+        print_checkpoint(a, &l, cluster);
         if (a->trace && plait_cost_write_trace(a->trace, &r, stages) != PLAIT_OK) {
             plait_cli_print_error("plan --explain --trace");
             rc = 1;
@@ -80,6 +95,7 @@ static int cmd_plan(int argc, char **argv, const plait_cli_job_opts *job) {
             plait_cost_print_table(stdout, s.results, s.n);
             plait_cost_print_families(stdout, s.families, s.n_families);
             plait_cost_print_search(stdout, &s);
+            if (s.n > 0) print_checkpoint(&a, &s.results[0].layout, &cluster);
             if (s.n == 0) {
                 fprintf(stderr, "plait: error: plan: no layout of %d ranks is valid and fits (reasons above)\n",
                         a.ranks);

@@ -24,6 +24,11 @@ static const char *const inter_kinds[] = {"none", "infiniband", "roce", "etherne
 static const plait_key_decl cluster_keys[] = {
     KEY("name", PLAIT_KEY_STRING, "", 1, 0, NULL, "what the file describes, shown by plait plan"),
     KEY("nodes", PLAIT_KEY_INT, "1", 1, 1e6, NULL, "nodes (hosts)"),
+    KEY("disk_gbps", PLAIT_KEY_FLOAT, "2", 0.001, 1e6, NULL,
+        "GB/s the checkpoint directory takes, all ranks writing together (a node's NVMe; a parallel file "
+        "system's aggregate): a checkpoint's predicted save time"),
+    KEY("disk_writer_gbps", PLAIT_KEY_FLOAT, "0", 0, 1e6, NULL,
+        "GB/s one rank's process writes to it (0 = disk_gbps): what a gathered save, rank 0 alone, reaches"),
 };
 static const plait_key_decl node_keys[] = {
     KEY("kind", PLAIT_KEY_ENUM, "cpu", 1, 0, node_kinds, "cpu (ranks share the cores) or gpu (a rank per GPU)"),
@@ -103,6 +108,10 @@ static plait_status read_cluster(const plait_config *cfg, const char *name, plai
     const char *n = plait_config_str(cfg, "cluster", "name");
     snprintf(out->name, sizeof out->name, "%s", n && *n ? n : name);
     out->nodes = (int)plait_config_int(cfg, "cluster", "nodes");
+    out->disk_bandwidth = plait_config_float(cfg, "cluster", "disk_gbps") * 1e9;
+    out->disk_writer_bandwidth = plait_config_float(cfg, "cluster", "disk_writer_gbps") * 1e9;
+    if (out->disk_writer_bandwidth <= 0 || out->disk_writer_bandwidth > out->disk_bandwidth)
+        out->disk_writer_bandwidth = out->disk_bandwidth;
     out->gpu = strcmp(plait_config_str(cfg, "node", "kind"), "gpu") == 0;
     out->units_per_node = (int)plait_config_int(cfg, "node", out->gpu ? "gpus" : "cores");
     if (!out->gpu && out->units_per_node == 0) out->units_per_node = online_cores();

@@ -40,6 +40,8 @@ typedef struct plait_cluster {
     plait_link inter;      /* between nodes: inter.bandwidth is one rank's (its NIC's) */
     double inter_node_bandwidth; /* bytes/s all ranks of a node push through the network together */
     char precision_where[160];   /* "FILE:LINE" of [node] precision, or "FILE" when defaulted */
+    double disk_bandwidth;       /* bytes/s the checkpoint directory takes from all ranks together */
+    double disk_writer_bandwidth; /* bytes/s one rank writes to it (at most disk_bandwidth) */
 } plait_cluster;
 
 /* Read CLUSTER.ini. Errors: PLAIT_ERR_INVALID_CONFIG with every problem as

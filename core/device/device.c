@@ -282,6 +282,15 @@ int plait_device_owns(const void *ptr) {
     return owns;
 }
 
+int plait_device_is_pinned(const void *ptr) {
+    if (!ptr) return 0;
+    pthread_mutex_lock(&g_blocks.lock);
+    const dev_block *b = find_block((uintptr_t)ptr);
+    int pinned = b && b->pinned;
+    pthread_mutex_unlock(&g_blocks.lock);
+    return pinned;
+}
+
 void plait_device_free(void *ptr) {
     if (!ptr) return;
     pthread_mutex_lock(&g_blocks.lock);

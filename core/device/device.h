@@ -97,6 +97,10 @@ void plait_device_free(void *ptr);
 /* 1 if `ptr` is a live allocation of the open device's own allocator
  * (device memory; not its page-locked host memory). */
 int plait_device_owns(const void *ptr);
+/* 1 if `ptr` is a live block of the open device's page-locked host memory
+ * (plait_device_alloc_pinned got it from alloc_pinned, not plain host
+ * memory in its place). Thread-safe. */
+int plait_device_is_pinned(const void *ptr);
 
 /* Copy through the open device (memcpy when none is open or its memory is
  * host memory). */

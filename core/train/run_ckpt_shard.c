@@ -27,6 +27,7 @@
 #include "checkpoint/checkpoint_index.h"
 #include "checkpoint/checkpoint_name.h"
 #include "comm/comm.h"
+#include "device/device.h"
 #include "launch/restart.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -268,17 +269,27 @@ static void *writer_main(void *arg) {
 
 static void job_free(plait_shard_job *j) {
     if (!j) return;
-    plait_free(j->snap);
+    plait_device_free(j->snap);
     free(j->parts);
     free(j);
 }
 
 /* ckpt_async: this rank's share copied to host memory, every export at
- * this step (the collective ones in step with the DP group). */
+ * this step (the collective ones in step with the DP group). The memory is
+ * the device's page-locked host memory where it has some (cudaHostAlloc on
+ * cuda), so the exports' device-to-host copies run at the bus's speed
+ * rather than through the driver's bounce buffer; plain host memory
+ * elsewhere. */
 static plait_status snapshot(plait_shard_job *j) {
     plait_run *run = j->run;
-    j->snap = plait_alloc((j->share ? j->share : 1) * sizeof(float), PLAIT_MEM_HOST, 64, "checkpoint snapshot");
+    const size_t bytes = (j->share ? j->share : 1) * sizeof(float);
+    j->snap = plait_device_alloc_pinned(bytes, 64, "checkpoint snapshot");
     if (!j->snap) return PLAIT_ERR_NO_MEMORY;
+    plait_log(PLAIT_LOG_DEBUG, "checkpoint", "step %lld: the snapshot of this rank's %zu bytes is in %s",
+              (long long)j->step, bytes,
+              plait_device_is_pinned(j->snap) ? "page-locked host memory"
+                                              : "plain host memory (the device has no "
+                                                "page-locked memory)");
     float *at = j->snap;
     plait_status st = PLAIT_OK;
     for (size_t i = 0; i < j->n && st == PLAIT_OK; i++) {

@@ -76,6 +76,7 @@ static void plain_or_pinned_roundtrip(const char *tag, size_t bytes, size_t alig
     assert_int_equal(p[bytes - 1], 0x5a);
     assert_int_equal(plait_mem_usage_of(tag), before + bytes);
     assert_int_equal(plait_device_owns(p), 0);
+    if (align > 4096) assert_int_equal(plait_device_is_pinned(p), 0); /* beyond a page: plain */
     h->free(p);
     assert_int_equal(plait_mem_usage_of(tag), before);
 }
@@ -94,7 +95,9 @@ static void test_routed_to_the_device(void **state) {
     assert_int_equal(l, l0 + 1);
     assert_int_equal(plait_mem_usage_of("pinned test"), 10000);
     assert_int_equal(plait_device_owns(p), 0);
+    assert_int_equal(plait_device_is_pinned(p), 1); /* what a ckpt_async snapshot reports */
     h->free(p);
+    assert_int_equal(plait_device_is_pinned(p), 0);
     counts(&a, &l);
     assert_int_equal(l, l0); /* reached free_pinned */
     assert_int_equal(plait_mem_usage_of("pinned test"), 0);
@@ -110,6 +113,7 @@ static void test_routed_to_the_device(void **state) {
     void *d = h->alloc(256, PLAIT_MEM_CUDA, 256, "device test");
     assert_non_null(d);
     assert_int_equal(plait_device_owns(d), 1);
+    assert_int_equal(plait_device_is_pinned(d), 0);
     h->free(d);
     close_device(cfg);
 }

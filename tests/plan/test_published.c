@@ -22,6 +22,7 @@
 
 #include "cli/cli.h"
 #include "host/host_table.h"
+#include "cost/ckpt_cost.h"
 #include "cost/cluster.h"
 #include "cost/search.h"
 #include "layout/batch.h"
@@ -138,6 +139,37 @@ typedef struct outcome {
     char first[128], published[128];
 } outcome;
 
+/* The published layout's predicted checkpoint (core/cost/ckpt_cost.h),
+ * printed, and consistent: the sharded ranks together and gathered rank 0
+ * write the whole checkpoint (12 bytes a parameter), no sharded rank less
+ * than its share, ZeRO-3 without tp or pp exactly 1/ranks each, the
+ * sharded save no slower. -1 (said) when not. */
+static int ckpt_check(const run *r, plait_config *cfg, const plait_cost_layout *l, const plait_cluster *c) {
+    plait_cost_ckpt k;
+    if (plait_cost_ckpt_of_config(cfg, l, r->global_batch, c, &k) != PLAIT_OK) {
+        fprintf(stderr, "%s: the checkpoint's cost: %s\n", r->name, plait_last_error());
+        return -1;
+    }
+    printf("%s checkpoint: %.4g TB; sharded: the busiest rank %.4g GB x %d ranks, save %.3g s; gathered: rank 0 "
+           "%.4g TB, save %.3g s\n",
+           r->name, k.total / 1e12, k.sharded.rank_max / 1e9, k.ranks, k.sharded.save_s, k.gathered.rank0 / 1e12,
+           k.gathered.save_s);
+    const double tol = 1e-9 * k.total;
+    const int even = plait_cost_zero_stage(l->optim) == 3 && l->tp == 1 && l->pp == 1;
+    if (k.ranks != r->gpus || fabs(k.total - 12 * k.params) > tol || fabs(k.sharded.all_ranks - k.total) > tol ||
+        fabs(k.gathered.rank0 - k.total) > tol || k.sharded.rank_max * k.ranks < k.total - tol ||
+        (even && fabs(k.sharded.rank_max * k.ranks - k.total) > tol) || k.sharded.save_s > k.gathered.save_s ||
+        k.sharded.save_s <= 0) {
+        fprintf(stderr,
+                "%s: the predicted checkpoint does not add up: %.0f bytes, sharded %.0f x %d (all %.0f), "
+                "gathered %.0f, saves %g / %g s\n",
+                r->name, k.total, k.sharded.rank_max, k.ranks, k.sharded.all_ranks, k.gathered.rank0, k.sharded.save_s,
+                k.gathered.save_s);
+        return -1;
+    }
+    return 0;
+}
+
 /* Search `axes` (show 1); the best fitting, else (mem_limit lifted) the best. */
 static int best_of(const plait_cost_axes *axes, plait_config *cfg, plait_cost_ctx *x, plait_cost_result *best,
                    int *fits) {
@@ -239,7 +271,7 @@ static int weigh(const run *r, outcome *o) {
     double peak = c.peak_bf16; /* the MFU's: the dense bf16 peak */
     o->mfu_measured = 100 * o->measured * model_flops_per_token(r) / (r->gpus * peak);
     o->mfu_predicted = 100 * o->predicted * model_flops_per_token(r) / (r->gpus * peak);
-    rc = 0;
+    rc = ckpt_check(r, cfg, &pub.layout, &c);
 out:
     if (rc != 0) fprintf(stderr, "%s: the search failed: %s\n", r->name, plait_last_error());
     plait_config_free(cfg);
