@@ -8,8 +8,9 @@
 # JSON whose tracks nest (tests/e2e/trace_check.py's checks of one rank),
 # with the device's kernels and copies on a track per stream, inside the
 # step's span, never overlapping on one stream (trace_device_check.py); the
-# untraced first step has no device span. `plait trace summary` still adds
-# the step up from the host's spans alone.
+# untraced first step has no device span. At dp 2 over tcp the staging
+# copies are on the communication stream's track. `plait trace summary`
+# still adds the step up from the host's spans alone.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 # shellcheck source=tests/device/cuda_mode.sh
@@ -40,6 +41,12 @@ assert steps == [2], f"traced steps {steps}"
 print(f"trace-event JSON: {len(spans)} spans, categories {sorted({e['cat'] for e in spans})}")
 PY
 python3 "$PLAIT_SOURCE_DIR/tests/device/trace_device_check.py" "$T" 1 || fail "the device's spans"
+# dp 2 over tcp: the gradients staged through host memory by copies on the
+# communication stream, on its own track
+(cd "$W" && "$PLAIT_BIN" train model.ini "device.plugin=$DEV" run.steps=2 run.trace=2 run.eval_every=0 \
+  run.ckpt_every=0 run.progress=off data.global_batch=4 parallel.dp=2 comm.plugin=tcp "run.out_dir=$W/dp2") \
+  >"$W/dp2.out" 2>&1 || fail "the traced dp 2 run failed: $(tail -5 "$W/dp2.out")"
+python3 "$PLAIT_SOURCE_DIR/tests/device/trace_device_check.py" "$W/dp2/trace.json" 2 --comm || fail "dp 2: the device's spans"
 "$PLAIT_BIN" trace summary "$T" >"$W/summary.out" 2>&1 || fail "summary: $(cat "$W/summary.out")"
 awk '$1 == 0 && $2 == 1 && NF == 10 { s = 0; for (i = 4; i <= 10; i++) s += $i; ok = (s - $3 < 0.01 && $3 - s < 0.01) }
   END { exit !ok }' "$W/summary.out" || fail "the summary's row does not add up: $(cat "$W/summary.out")"
