@@ -18,7 +18,9 @@ static const plait_device_ops *tracing_device(void) {
 
 plait_status plait_device_trace_begin(void) {
     const plait_device_ops *ops = tracing_device();
-    if (!ops || timing) return PLAIT_OK;
+    if (!ops) return PLAIT_OK;
+    /* called again without trace_end (the step before failed, and the run
+     * went on): the device discards what it timed then */
     plait_status st = ops->trace_begin();
     timing = st == PLAIT_OK;
     return st;

@@ -130,10 +130,27 @@ void pc_trace_span_end(int span) {
     pthread_mutex_unlock(&g_stream_lock[s]);
 }
 
+/* No span starts from here; one under way ends before its stream's lock
+ * is free. */
+static void stop_spans(void) {
+    __atomic_store_n(&g_on, 0, __ATOMIC_RELEASE);
+    for (int s = 0; s < 2; s++) {
+        pthread_mutex_lock(&g_stream_lock[s]);
+        pthread_mutex_unlock(&g_stream_lock[s]);
+    }
+}
+
 plait_status pc_trace_begin(void) {
     if (!pc.is_open) return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: trace_begin before the device was opened");
     if (!pc_make_current()) return pc_cuda_status(cudaGetLastError(), "cudaSetDevice");
+    /* the spans of a step that never reached trace_end (it failed, and the
+     * run went on) are discarded, their events kept for this one */
+    stop_spans();
     pthread_mutex_lock(&g_lock);
+    for (size_t i = 0; i < g_n; i++) {
+        give_event(g_recs[i].start);
+        give_event(g_recs[i].end);
+    }
     g_n = 0;
     g_dropped = 0;
     if (!g_anchor) g_anchor = take_event();
@@ -157,17 +174,12 @@ static uint64_t host_ns(cudaEvent_t e) {
         (void)cudaGetLastError();
         return 0;
     }
-    return g_anchor_ns + (uint64_t)((double)ms * 1e6 + 0.5);
+    /* recorded after the anchor completed: never before it */
+    return g_anchor_ns + (ms > 0.0f ? (uint64_t)((double)ms * 1e6 + 0.5) : 0);
 }
 
 plait_status pc_trace_end(plait_device_span_fn fn, void *ctx, uint64_t *dropped) {
-    /* no span starts from here; one under way ends before its stream's
-     * lock is free */
-    __atomic_store_n(&g_on, 0, __ATOMIC_RELEASE);
-    for (int s = 0; s < 2; s++) {
-        pthread_mutex_lock(&g_stream_lock[s]);
-        pthread_mutex_unlock(&g_stream_lock[s]);
-    }
+    stop_spans();
     if (dropped) *dropped = g_dropped;
     if (!pc.is_open) return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: trace_end before the device was opened");
     if (!pc_make_current()) return pc_cuda_status(cudaGetLastError(), "cudaSetDevice");

@@ -238,8 +238,9 @@ typedef struct plait_device_ops {
      * times its kernels and copies on its streams (a GPU: timing events
      * recorded around each), and trace_end waits for them, hands each span
      * to `fn` (in each stream's order, times on CLOCK_MONOTONIC, the clock
-     * of the core's trace) and stops timing. Outside the two calls nothing
-     * is timed and nothing costs. `ctx` is handed to fn unchanged; a span
+     * of the core's trace) and stops timing; trace_begin called again
+     * before trace_end (a step that failed) discards the spans timed so
+     * far. Outside the two calls nothing is timed and nothing costs. `ctx` is handed to fn unchanged; a span
      * and its name live for the call to fn only. *dropped: the spans the
      * device did not keep (its buffer full). Main thread; errors set with
      * host->set_error (a failed timing read is not one: its span is left
