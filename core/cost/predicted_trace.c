@@ -1,6 +1,7 @@
 /*
  * The planner's predicted step as a trace (predicted_trace.h): each
- * stage's spans simulated in the schedule's order, then written once per
+ * stage's spans simulated in the order of the instruction list the pp
+ * plugin runs (plugins/parallel/pp/schedule.c), then written once per
  * rank of the stage.
  */
 #include "cost/predicted_trace.h"
@@ -12,6 +13,8 @@
 
 #include "runtime/error.h"
 #include "runtime/trace_merge.h"
+/* plugins/parallel/pp's schedules, compiled into libplait too (core/CMakeLists.txt) */
+#include "schedule.h"
 
 enum { MAIN_TID = 1, DP_TID = 2 };
 
@@ -19,23 +22,26 @@ typedef struct pspan {
     int tid;
     double t0, t1; /* seconds from the step's start */
     const char *cat, *name, *comm, *detail;
-    int mb;
+    int mb, chunk;
     double bytes; /* < 0: none */
 } pspan;
 
 typedef struct stage_plan {
     pspan *s;
     size_t n, cap;
-    double cursor; /* where the stage's thread is */
-    int next;      /* its next operation */
+    double cursor;    /* where the stage's thread is */
+    plait_instr *ops; /* the schedule's compute instructions, in its order */
+    size_t n_ops, next;
 } stage_plan;
 
 typedef struct sim {
     const plait_cost_result *r;
     const plait_cost_rank *stages;
-    int p, m;
+    int p, m, v; /* stages, micro-batches, chunks per stage */
     stage_plan *st;
-    double *f_ready, *b_ready; /* [p][m]: when a forward's input, a backward's gradient arrives; < 0 not yet */
+    /* [v*p][m], by virtual stage k = chunk*p + stage: when a chunk's
+     * forward input, or its backward's gradient, arrives; < 0 not yet */
+    double *f_ready, *b_ready;
     int oom;
 } sim;
 
@@ -56,13 +62,14 @@ static void add(sim *x, int s, pspan e) {
 
 static pspan span(int tid, double t0, double t1, const char *cat, const char *name, const char *comm,
                   const char *detail) {
-    return (pspan){tid, t0, t1, cat, name, comm, detail, -1, -1};
+    return (pspan){tid, t0, t1, cat, name, comm, detail, -1, -1, -1};
 }
 
-/* Stage s's per-micro-batch times: forward and backward compute, the TP
- * all-reduces ending each, one pipeline send. */
+/* Stage s's times per chunk and micro-batch: forward, backward (whole, or
+ * its input half and weight half), the TP all-reduces ending a forward or
+ * a backward's input half, one pipeline send. */
 typedef struct stage_times {
-    double fwd, bwd, tp, send, tp_bytes, send_bytes;
+    double fwd, bwd, bwd_input, bwd_weight, tp, send, tp_bytes, send_bytes;
 } stage_times;
 
 static stage_times times_of(const sim *x, int s) {
@@ -71,65 +78,69 @@ static stage_times times_of(const sim *x, int s) {
     plait_cost_bytes b;
     plait_cost_bytes_of(&b);
     stage_times o = {0};
-    double m = x->m;
+    double mv = (double)x->m * x->v;
     /* the busiest stage's compute is the planner's; the others' by their FLOPs */
     double comp = busy->flops > 0 ? t->compute * st->flops / busy->flops : 0;
     double rec = busy->flops > 0 ? t->compute * st->recompute_flops / busy->flops : 0;
-    o.fwd = (comp - rec) / 3 / m;
-    o.bwd = comp / m - o.fwd;
-    if (busy->tp_msgs > 0) o.tp = t->tp_s * st->tp_msgs / busy->tp_msgs / (2 * m);
+    o.fwd = (comp - rec) / 3 / mv;
+    o.bwd = comp / mv - o.fwd;
+    /* a split backward: the weight gradients' products take a forward's
+     * time, the input half the rest (the recomputed forwards with it) */
+    o.bwd_weight = o.fwd;
+    o.bwd_input = o.bwd - o.bwd_weight;
+    if (busy->tp_msgs > 0) o.tp = t->tp_s * st->tp_msgs / busy->tp_msgs / (2 * mv);
     o.tp_bytes = b.message * st->tp_msg_elems;
     if (busy->pp_msgs > 0) o.send = t->pp_s / busy->pp_msgs;
     o.send_bytes = b.message * st->pp_msg_elems;
     return o;
 }
 
-/* The i-th operation of stage s: micro-batch *mb, backward or not. 1f1b:
- * p - s - 1 forwards first, then one forward and one backward in turn,
- * then the remaining backwards; gpipe: every forward, then every backward. */
-static int op_of(const sim *x, int s, int i, int *mb) {
-    int m = x->m, warm = x->p - s - 1;
-    if (strcmp(x->r->layout.schedule, "gpipe") == 0 || warm > m) warm = m;
-    if (i < warm) return *mb = i, 0;
-    int k = i - warm;
-    if (k < 2 * (m - warm)) return *mb = k % 2 == 0 ? warm + k / 2 : k / 2, k % 2;
-    return *mb = m - warm + (k - 2 * (m - warm)), 1;
-}
-
-/* Stage s's next operation, if its input has arrived: the span of the
- * wait for it, of the compute with its TP all-reduce, and of its send. */
+/* Stage s's next compute instruction, if its input has arrived: the span
+ * of the wait for it, of the compute with its TP all-reduce, and of its
+ * send to the virtual stage it feeds. */
 static int step_stage(sim *x, int s) {
     stage_plan *sp = &x->st[s];
-    if (sp->next >= 2 * x->m) return 0;
-    int mb, bwd = op_of(x, s, sp->next, &mb);
-    double ready = bwd ? x->b_ready[s * x->m + mb] : x->f_ready[s * x->m + mb];
+    if (sp->next >= sp->n_ops) return 0;
+    const plait_instr *in = &sp->ops[sp->next];
+    int mb = in->mb, chunk = in->chunk, V = x->v * x->p, k = chunk * x->p + s;
+    int fwd = in->op == PLAIT_INSTR_FORWARD, weight = in->op == PLAIT_INSTR_BACKWARD_WEIGHT;
+    /* a weight half follows its own input half, earlier on this stage */
+    double ready = weight ? 0 : fwd ? x->f_ready[k * x->m + mb] : x->b_ready[k * x->m + mb];
     if (ready < 0) return 0;
     stage_times tt = times_of(x, s);
     double t = sp->cursor;
     if (ready > t)
-        add(x, s, span(MAIN_TID, t, ready, "wait", bwd ? "recv gradient" : "recv activation", "pp", "pipeline"));
+        add(x, s, span(MAIN_TID, t, ready, "wait", fwd ? "recv activation" : "recv gradient", "pp", "pipeline"));
     t = ready > t ? ready : t;
-    double end = t + (bwd ? tt.bwd : tt.fwd) + tt.tp;
-    pspan c = span(MAIN_TID, t, end, "compute", bwd ? "backward" : "forward", NULL, NULL);
+    static const char *const names[] = {[PLAIT_INSTR_FORWARD] = "forward",
+                                        [PLAIT_INSTR_BACKWARD] = "backward",
+                                        [PLAIT_INSTR_BACKWARD_INPUT] = "backward_input",
+                                        [PLAIT_INSTR_BACKWARD_WEIGHT] = "backward_weight"};
+    double work = fwd ? tt.fwd : in->op == PLAIT_INSTR_BACKWARD_INPUT ? tt.bwd_input : weight ? tt.bwd_weight : tt.bwd;
+    double tp = weight ? 0 : tt.tp;
+    double end = t + work + tp;
+    pspan c = span(MAIN_TID, t, end, "compute", names[in->op], NULL, NULL);
     c.mb = mb;
+    c.chunk = chunk;
     add(x, s, c);
-    if (tt.tp > 0) {
-        pspan a = span(MAIN_TID, end - tt.tp, end, "coll", bwd ? "allreduce tp (backward)" : "allreduce tp (forward)",
+    if (tp > 0) {
+        pspan a = span(MAIN_TID, end - tp, end, "coll", fwd ? "allreduce tp (forward)" : "allreduce tp (backward)",
                        "tp", "predicted");
         a.bytes = tt.tp_bytes;
         add(x, s, a);
     }
-    int to = bwd ? s - 1 : s + 1;
-    if (to >= 0 && to < x->p) {
-        pspan w = span(MAIN_TID, end, end + tt.send, "wait", bwd ? "send gradient" : "send activation", "pp", NULL);
+    int to = weight ? -1 : fwd ? k + 1 : k - 1;
+    if (to >= 0 && to < V) {
+        pspan w = span(MAIN_TID, end, end + tt.send, "wait", fwd ? "send activation" : "send gradient", "pp", NULL);
         w.bytes = tt.send_bytes;
         w.mb = mb;
+        w.chunk = chunk;
         add(x, s, w);
         end += tt.send;
-        (bwd ? x->b_ready : x->f_ready)[to * x->m + mb] = end;
+        (fwd ? x->f_ready : x->b_ready)[to * x->m + mb] = end;
     }
-    /* the last stage's backward follows its own forward */
-    if (!bwd && s == x->p - 1) x->b_ready[s * x->m + mb] = end;
+    /* the last virtual stage's backward follows its own forward */
+    if (fwd && k == V - 1) x->b_ready[k * x->m + mb] = end;
     sp->cursor = end;
     sp->next++;
     return 1;
@@ -155,9 +166,43 @@ static void finish_stage(sim *x, int s) {
     sp->cursor = c + t->optim;
 }
 
+/* Stage s's compute instructions as plugins/parallel/pp runs them
+ * (schedule.c's lists; without a pipeline, one forward and one backward a
+ * micro-batch). */
+static plait_status schedule_of(sim *x, int s) {
+    pp_schedule_kind kind = PP_SCHEDULE_1F1B;
+    const char *name = x->r->layout.schedule;
+    if (x->p > 1 && name[0] && pp_schedule_parse(name, &kind) != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "predicted trace: unknown pipeline schedule '%s'", name);
+    size_t n = 0;
+    char err[256] = "";
+    plait_status st = pp_schedule_build(kind, x->p, s, x->m, x->v, NULL, 0, &n, err, sizeof err);
+    if (st != PLAIT_OK && st != PLAIT_ERR_NO_MEMORY)
+        return plait_set_error(st, "predicted trace: the %s schedule of stage %d: %s", name, s, err);
+    plait_instr *all = malloc((n ? n : 1) * sizeof *all);
+    if (!all) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the predicted trace");
+    st = pp_schedule_build(kind, x->p, s, x->m, x->v, all, n, &n, err, sizeof err);
+    if (st != PLAIT_OK) {
+        free(all);
+        return plait_set_error(st, "predicted trace: the %s schedule of stage %d: %s", name, s, err);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (all[i].op == PLAIT_INSTR_FORWARD || all[i].op == PLAIT_INSTR_BACKWARD ||
+            all[i].op == PLAIT_INSTR_BACKWARD_INPUT || all[i].op == PLAIT_INSTR_BACKWARD_WEIGHT)
+            all[k++] = all[i];
+    x->st[s].ops = all;
+    x->st[s].n_ops = k;
+    return PLAIT_OK;
+}
+
 static plait_status simulate(sim *x) {
-    int p = x->p, m = x->m;
-    for (int i = 0; i < p * m; i++) x->f_ready[i] = x->b_ready[i] = -1;
+    int p = x->p, m = x->m, V = x->v * x->p;
+    for (int s = 0; s < p; s++) {
+        plait_status st = schedule_of(x, s);
+        if (st != PLAIT_OK) return st;
+    }
+    for (int i = 0; i < V * m; i++) x->f_ready[i] = x->b_ready[i] = -1;
     for (int mb = 0; mb < m; mb++) x->f_ready[mb] = 0;
     for (int progress = 1; progress && !x->oom;) {
         progress = 0;
@@ -165,9 +210,9 @@ static plait_status simulate(sim *x) {
             while (step_stage(x, s)) progress = 1;
     }
     for (int s = 0; s < p; s++)
-        if (x->st[s].next < 2 * m)
-            return plait_set_error(PLAIT_ERR_INTERNAL, "predicted trace: stage %d's schedule stalls at operation %d", s,
-                                   x->st[s].next);
+        if (x->st[s].next < x->st[s].n_ops)
+            return plait_set_error(PLAIT_ERR_INTERNAL, "predicted trace: stage %d's schedule stalls at operation %zu",
+                                   s, x->st[s].next);
     double end = 0;
     for (int s = 0; s < p; s++) {
         finish_stage(x, s);
@@ -194,6 +239,7 @@ static void write_span(FILE *f, int pid, const pspan *e) {
         pid, e->tid, t0 / 1000, t0 % 1000, (t1 - t0) / 1000, (t1 - t0) % 1000, e->cat, e->name);
     const char *sep = "";
     if (strcmp(e->cat, "step") == 0) fprintf(f, "\"step\":1"), sep = ",";
+    if (e->chunk >= 0) fprintf(f, "%s\"chunk\":%d", sep, e->chunk), sep = ",";
     if (e->mb >= 0) fprintf(f, "%s\"mb\":%d", sep, e->mb), sep = ",";
     if (e->bytes >= 0) fprintf(f, "%s\"bytes\":%.0f", sep, e->bytes), sep = ",";
     if (e->comm) fprintf(f, "%s\"comm\":\"%s\"", sep, e->comm), sep = ",";
@@ -227,15 +273,19 @@ static void write_predicted(FILE *f, void *ctx) {
 plait_status plait_cost_write_trace(const char *path, const plait_cost_result *r, const plait_cost_rank *stages) {
     int p = r->layout.pp > 0 ? r->layout.pp : 1;
     int m = stages[0].micro_batches > 0 ? stages[0].micro_batches : 1;
-    sim x = {.r = r, .stages = stages, .p = p, .m = m};
+    int v = p > 1 && r->layout.chunks > 1 ? r->layout.chunks : 1;
+    sim x = {.r = r, .stages = stages, .p = p, .m = m, .v = v};
     x.st = calloc((size_t)p, sizeof *x.st);
-    x.f_ready = malloc(sizeof(double) * (size_t)p * (size_t)m);
-    x.b_ready = malloc(sizeof(double) * (size_t)p * (size_t)m);
+    x.f_ready = malloc(sizeof(double) * (size_t)(p * v) * (size_t)m);
+    x.b_ready = malloc(sizeof(double) * (size_t)(p * v) * (size_t)m);
     plait_status st = x.st && x.f_ready && x.b_ready
                           ? simulate(&x)
                           : plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the predicted trace");
     if (st == PLAIT_OK) st = plait_trace_json_write(path, "the predicted trace", write_predicted, &x);
-    for (int s = 0; x.st && s < p; s++) free(x.st[s].s);
+    for (int s = 0; x.st && s < p; s++) {
+        free(x.st[s].s);
+        free(x.st[s].ops);
+    }
     free(x.st);
     free(x.f_ready);
     free(x.b_ready);

@@ -6,13 +6,14 @@
  * trace compare` read it as they read a run's.
  *
  * Each stage's step is built from its costs (cost.h): a forward and a
- * backward per micro-batch (the stage's compute split 1:2, the forwards a
- * recompute mode runs again in the backward), each ending in its share
- * of the stage's TP all-reduces; a pipeline send after each forward and
- * backward that has a neighbour to feed; the schedule's order (gpipe: all
- * forwards, then all backwards; every other schedule as 1f1b, its chunks
- * merged, which the bubble formula of interleaved and zb1 does not
- * follow); the time a stage waits for its neighbour as a pipeline wait
+ * backward per chunk and micro-batch (the stage's compute split 1:2 and
+ * evenly over its chunks, the forwards a recompute mode runs again in the
+ * backward; zb1's backward in an input half and a weight half, the latter
+ * a forward's time), each forward and backward ending in its share of the
+ * stage's TP all-reduces; a pipeline send after each forward and backward
+ * that has a virtual stage to feed; the order of the instruction list the
+ * pp plugin runs (plugins/parallel/pp/schedule.c: gpipe, 1f1b, interleaved,
+ * zb1); the time a stage waits for its neighbour as a pipeline wait
  * (the bubble); then the DP reduction's exposed part, the optimizer, and
  * a wait until the slowest stage ends the step. The DP reduction's hidden
  * part runs on a track of its own beside the backwards. Ranks are placed

@@ -52,8 +52,8 @@ static struct {
 
 static _Thread_local int my_tid; /* 0: not yet numbered */
 
-static const char *const cat_names[PLAIT_TRACE_CATS] = {"step", "compute", "instr", "coll",
-                                                        "p2p",  "optim",   "ckpt",  "wait"};
+static const char *const cat_names[PLAIT_TRACE_CATS] = {"step",  "compute", "instr", "coll",   "p2p",
+                                                        "optim", "ckpt",    "wait",  "kernel", "copy"};
 
 const char *plait_trace_cat_name(plait_trace_cat cat) {
     return (unsigned)cat < PLAIT_TRACE_CATS ? cat_names[cat] : "?";
@@ -70,24 +70,47 @@ static void copy_text(char *dst, size_t cap, const char *src) {
     dst[i] = '\0';
 }
 
-static int thread_id(void) {
-    if (my_tid) return my_tid;
+/* Named tracks that are no thread (a device's streams): their ids, as
+ * threads' are given. Touched by the main thread only. */
+#define MAX_TRACKS 4
+static struct {
+    int id;
+    char name[TEXT_CHARS];
+} tracks[MAX_TRACKS];
+static int n_tracks;
+
+static int new_id(const char *name) {
     int id = atomic_fetch_add(&tr.n_threads, 1) + 1;
-    if (id > MAX_THREADS) id = MAX_THREADS;
-    else {
-        char name[16] = "";
-        /* the main thread bears the program's name: "main" says more */
-        if (syscall(SYS_gettid) == getpid()) snprintf(name, sizeof name, "main");
-        else if (pthread_getname_np(pthread_self(), name, sizeof name) != 0 || !*name)
-            snprintf(name, sizeof name, "thread");
-        copy_text(tr.thread_names[id - 1], TEXT_CHARS, name);
-    }
-    my_tid = id;
+    if (id > MAX_THREADS) return MAX_THREADS;
+    copy_text(tr.thread_names[id - 1], TEXT_CHARS, name);
     return id;
 }
 
-void plait_trace_span(plait_trace_cat cat, const char *name, uint64_t t0, uint64_t t1, const plait_trace_args *a) {
-    if (!tr.spans) return;
+static int track_id(const char *track) {
+    for (int i = 0; i < n_tracks; i++)
+        if (strcmp(tracks[i].name, track) == 0) return tracks[i].id;
+    int id = new_id(track);
+    if (n_tracks < MAX_TRACKS) {
+        tracks[n_tracks].id = id;
+        copy_text(tracks[n_tracks].name, TEXT_CHARS, track);
+        n_tracks++;
+    }
+    return id;
+}
+
+static int thread_id(void) {
+    if (my_tid) return my_tid;
+    char name[16] = "";
+    /* the main thread bears the program's name: "main" says more */
+    if (syscall(SYS_gettid) == getpid()) snprintf(name, sizeof name, "main");
+    else if (pthread_getname_np(pthread_self(), name, sizeof name) != 0 || !*name)
+        snprintf(name, sizeof name, "thread");
+    my_tid = new_id(name);
+    return my_tid;
+}
+
+static void put_span(int tid, plait_trace_cat cat, const char *name, uint64_t t0, uint64_t t1,
+                     const plait_trace_args *a) {
     size_t i = atomic_fetch_add_explicit(&tr.next, 1, memory_order_relaxed);
     if (i >= tr.capacity) {
         atomic_fetch_add_explicit(&tr.dropped, 1, memory_order_relaxed);
@@ -97,7 +120,7 @@ void plait_trace_span(plait_trace_cat cat, const char *name, uint64_t t0, uint64
     static const plait_trace_args none = PLAIT_TRACE_ARGS;
     if (!a) a = &none;
     s->cat = (uint8_t)cat;
-    s->tid = thread_id();
+    s->tid = tid;
     s->t0 = t0;
     s->t1 = t1 < t0 ? t0 : t1;
     s->v = (span_ints){a->bytes, a->peer, a->tag, a->group, a->members, a->posted_ns, a->layer, a->mb};
@@ -106,6 +129,17 @@ void plait_trace_span(plait_trace_cat cat, const char *name, uint64_t t0, uint64
     copy_text(s->detail, TEXT_CHARS, a->detail);
     atomic_store_explicit(&s->done, 1, memory_order_release);
 }
+
+void plait_trace_span(plait_trace_cat cat, const char *name, uint64_t t0, uint64_t t1, const plait_trace_args *a) {
+    if (tr.spans) put_span(thread_id(), cat, name, t0, t1, a);
+}
+
+void plait_trace_span_on(const char *track, plait_trace_cat cat, const char *name, uint64_t t0, uint64_t t1,
+                         const plait_trace_args *a) {
+    if (tr.spans) put_span(track_id(track), cat, name, t0, t1, a);
+}
+
+void plait_trace_add_dropped(uint64_t n) { atomic_fetch_add_explicit(&tr.dropped, n, memory_order_relaxed); }
 
 plait_status plait_trace_open(size_t capacity, int rank, const char *path) {
     plait_trace_close();

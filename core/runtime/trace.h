@@ -31,14 +31,16 @@
 
 /* What a span is; the merged file's "cat". */
 typedef enum plait_trace_cat {
-    PLAIT_TRACE_STEP,     /* one training step */
-    PLAIT_TRACE_COMPUTE,  /* a layer's forward or backward */
-    PLAIT_TRACE_INSTR,    /* one pipeline instruction of the schedule */
-    PLAIT_TRACE_COLL,     /* a collective, on the thread that ran it */
-    PLAIT_TRACE_P2P,      /* a point-to-point send or receive, posted to completed */
-    PLAIT_TRACE_OPTIM,    /* the optimizer step */
-    PLAIT_TRACE_CKPT,     /* a checkpoint write */
-    PLAIT_TRACE_WAIT,     /* blocked on a request or a pipeline neighbour */
+    PLAIT_TRACE_STEP,    /* one training step */
+    PLAIT_TRACE_COMPUTE, /* a layer's forward or backward */
+    PLAIT_TRACE_INSTR,   /* one pipeline instruction of the schedule */
+    PLAIT_TRACE_COLL,    /* a collective, on the thread that ran it */
+    PLAIT_TRACE_P2P,     /* a point-to-point send or receive, posted to completed */
+    PLAIT_TRACE_OPTIM,   /* the optimizer step */
+    PLAIT_TRACE_CKPT,    /* a checkpoint write */
+    PLAIT_TRACE_WAIT,    /* blocked on a request or a pipeline neighbour */
+    PLAIT_TRACE_KERNEL,  /* a device's kernels, on its stream's track (core/device/device_trace.c) */
+    PLAIT_TRACE_COPY,    /* a device's copy or fill, on its stream's track */
     PLAIT_TRACE_CATS
 } plait_trace_cat;
 
@@ -76,6 +78,14 @@ static inline uint64_t plait_trace_begin(void) { return plait_trace_on() ? plait
 /* Record a complete span [t0, t1] (ns, plait_clock_now_ns) on the calling
  * thread. `name` is copied (at most 47 bytes kept); `args` may be NULL. */
 void plait_trace_span(plait_trace_cat cat, const char *name, uint64_t t0, uint64_t t1, const plait_trace_args *args);
+
+/* The same on the named track `track` (a device's stream: "stream
+ * compute") rather than the calling thread's; its first use numbers it
+ * as a thread is numbered. Main thread only. */
+void plait_trace_span_on(const char *track, plait_trace_cat cat, const char *name, uint64_t t0, uint64_t t1,
+                         const plait_trace_args *args);
+/* Count `n` spans dropped elsewhere (a device's buffer full). */
+void plait_trace_add_dropped(uint64_t n);
 
 /* The span from plait_trace_begin's `t0` to now, when t0 != 0. */
 static inline void plait_trace_end(plait_trace_cat cat, const char *name, uint64_t t0, const plait_trace_args *args) {

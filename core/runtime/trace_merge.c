@@ -101,7 +101,7 @@ static plait_status read_rank_file(merge *m, const char *path, rank_file *rf) {
             rf->rounds = (int)v;
         } else if (sscanf(line, "dropped %lld", &v) == 1) {
             rf->dropped = v;
-        } else if (sscanf(line, "thread %lld %23s", &v, text) == 2) {
+        } else if (sscanf(line, "thread %lld %23[^\n]", &v, text) == 2) {
             if (rf->n_threads < 64) {
                 rf->thread_id[rf->n_threads] = (int)v;
                 snprintf(rf->thread_name[rf->n_threads], sizeof rf->thread_name[0], "%s", text);

@@ -23,6 +23,7 @@
 
 #include "comm/comm.h"
 #include "device/device.h"
+#include "device/device_trace.h"
 #include "layout/grad_order.h"
 #include "model/tied.h"
 #include "runtime/clock.h"
@@ -53,6 +54,13 @@ static int norm_on_device(const plait_optim_step_out *out) {
 
 plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     memset(res, 0, sizeof *res);
+    /* a traced step: the device times its kernels and copies from here
+     * (it waits for the work queued before, outside the step's time) */
+    if (plait_trace_on()) {
+        plait_status dt = plait_device_trace_begin();
+        if (dt != PLAIT_OK)
+            return plait_wrap_error(dt, "step %lld: the device's timing for [run] trace", (long long)run->step + 1);
+    }
     /* one clock read for the step's time and its span (the trace and
      * metrics.csv split the same intervals) */
     uint64_t t0 = plait_clock_now_ns();
@@ -94,6 +102,10 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
     plait_stage_timing_take(&run->timing, run->exec.stage_times, res);
     take_plugin_stats(run, &out, res);
     if (norm_on_device(&out)) res->grad_norm = sqrt(sumsq);
+    /* a traced step ends when its device work ends: the device's spans
+     * lie inside the step's (trace_end waits for the streams) */
+    if (plait_trace_on() && (st = plait_device_trace_end()) != PLAIT_OK)
+        return plait_wrap_error(st, "step %lld: the device's spans for [run] trace", (long long)run->step + 1);
     uint64_t t1 = plait_clock_now_ns();
     res->t.step_s = 1e-9 * (double)(t1 - t0);
     res->t.compute_s = res->t.step_s - res->t.comm_s - res->t.idle_s;

@@ -14,16 +14,10 @@
 # link at the table's path is replaced, its target left alone.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
+# shellcheck source=tests/device/cuda_mode.sh
+source "$PLAIT_SOURCE_DIR/tests/device/cuda_mode.sh"
 MODE=${1:-gpu}
-if [ "$MODE" = emu ]; then
-  DEV=cuda_emu
-else
-  [ "$MODE" = gpu ] || fail "usage: test_cuda_profile.sh [emu|gpu]"
-  line=$("$PLAIT_BIN" plugins 2>&1 | grep -A1 -E '^device +cuda ' || true)
-  [ -n "$line" ] || { echo "SKIP: the cuda device plugin is not built"; exit 77; }
-  case "$line" in *" available "*) ;; *) echo "SKIP: no CUDA device: $(sed -n 2p <<<"$line" | sed 's/^ *-> *//')"; exit 77 ;; esac
-  DEV=cuda
-fi
+cuda_device "$MODE" "test_cuda_profile.sh [emu|gpu]"
 W=$E2E_WORK
 rm -rf "${W:?}" && mkdir -p "$W"
 # gpt-tiny reshaped so that no two of the step's dimensions coincide (the

@@ -4,7 +4,9 @@
 # per rank with its stage (rank r: stage r / (dp x tp)), on each rank's
 # main track every micro-batch's forward and backward once, spans nesting
 # or apart, one step; its summary has TP and PP time, a bubble (waits on
-# neighbours) on the first stage, no DP. `plait trace compare` of the file
+# neighbours) on the first stage, no DP. Interleaved pp 2 with 2 chunks
+# draws each chunk's forward and backward of every micro-batch, zb1 the
+# input and weight halves of every backward. `plait trace compare` of the file
 # with itself differs nowhere; with a trace of other ranks it says so.
 # --trace without --explain, into a missing folder or over a file plait
 # did not write is refused.
@@ -57,6 +59,49 @@ grep -Eq "^2 +1 " "$E2E_WORK/same.out" || fail "compare does not name rank 2's s
   fail "plan of 2 ranks"
 "$PLAIT_BIN" trace compare "$E2E_WORK/two.json" "$pred" >"$E2E_WORK/other.out" 2>&1 || fail "compare 2 vs 4: $(cat "$E2E_WORK/other.out")"
 grep -q "has 2 ranks, $pred 4: only the 2 in both are compared" "$E2E_WORK/other.out" || fail "$(cat "$E2E_WORK/other.out")"
+
+# the schedules as the pp plugin runs them: interleaved pp 2 with 2 chunks
+# a stage, a forward and a backward of each chunk for every micro-batch on
+# every stage; zb1, a forward, an input half and a weight half for every
+# micro-batch, the weight halves after their input halves, and no whole
+# backward; 1f1b above, none of either
+for sched in "interleaved v2" zb1; do
+  f=$E2E_WORK/pred-${sched%% *}.json
+  "$PLAIT_BIN" plan "$CFG" --ranks 2 --explain "dp1 tp1 pp2 $sched" --trace "$f" parallel.plugin=hybrid \
+    >"$E2E_WORK/plan-${sched%% *}.out" 2>&1 || fail "plan --trace $sched: $(tail -n 5 "$E2E_WORK/plan-${sched%% *}.out")"
+done
+python3 - "$E2E_WORK/pred-interleaved.json" "$E2E_WORK/pred-zb1.json" "$pred" <<'PY' || fail "the schedules' predicted traces"
+import collections, json, sys
+def main_spans(path):
+    ev = json.load(open(path))["traceEvents"]
+    per = collections.defaultdict(list)
+    for e in ev:
+        if e["ph"] == "X" and e["tid"] == 1 and e["cat"] == "compute":
+            per[e["pid"] - 1].append(e)
+    return per
+inter = main_spans(sys.argv[1])
+assert sorted(inter) == [0, 1], sorted(inter)
+for r, spans in inter.items():
+    got = collections.Counter((e["name"], e["args"]["chunk"], e["args"]["mb"]) for e in spans)
+    mbs = sorted({e["args"]["mb"] for e in spans})
+    assert len(mbs) >= 2 and mbs == list(range(len(mbs))), (r, mbs)
+    want = collections.Counter((n, c, mb) for n in ("forward", "backward") for c in (0, 1) for mb in mbs)
+    assert got == want, f"interleaved rank {r}: {sorted(got)} not 2 chunks x forward, backward x {mbs}"
+zb = main_spans(sys.argv[2])
+for r, spans in zb.items():
+    names = collections.Counter(e["name"] for e in spans)
+    mbs = {e["args"]["mb"] for e in spans}
+    assert names["backward"] == 0 and names["forward"] == names["backward_input"] == names["backward_weight"] == len(mbs), \
+        f"zb1 rank {r}: {dict(names)}"
+    end_input = {e["args"]["mb"]: e["ts"] + e["dur"] for e in spans if e["name"] == "backward_input"}
+    for e in spans:
+        if e["name"] == "backward_weight":
+            assert e["ts"] >= end_input[e["args"]["mb"]] - 0.0015, f"zb1 rank {r}: a weight half before its input half"
+one = main_spans(sys.argv[3])
+for r, spans in one.items():
+    assert {e["name"] for e in spans} == {"forward", "backward"} and {e["args"]["chunk"] for e in spans} == {0}, r
+print("schedules drawn as they run: interleaved v2 and zb1")
+PY
 
 out=$("$PLAIT_BIN" plan "$CFG" --ranks 4 --trace "$E2E_WORK/x.json" 2>&1) && fail "--trace without --explain ran"
 grep -q "give it with --explain LAYOUT" <<<"$out" || fail "--trace without --explain: $out"

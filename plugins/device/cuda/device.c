@@ -183,6 +183,7 @@ void pc_close(void) {
     pc_profile_close();
     if (pc.stream) cudaStreamSynchronize(pc.stream);
     if (pc.comm_stream) cudaStreamSynchronize(pc.comm_stream);
+    pc_trace_release();
     pc_lt_close();
     pc_scratch_release();
     size_t leaked = pc_memory_release_all();

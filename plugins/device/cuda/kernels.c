@@ -332,6 +332,8 @@ static void k_embedding_backward(float *dwte, float *dwpe, const float *dout, co
  * result. The device is made current on the calling thread first (CUDA's
  * current device is per thread). */
 static pthread_mutex_t g_entry = PTHREAD_MUTEX_INITIALIZER;
+/* The running entry's span in a traced step (trace.c), or -1. */
+static int g_span = -1;
 
 static void enter(const char *what) {
     pthread_mutex_lock(&g_entry);
@@ -345,9 +347,12 @@ static void enter(const char *what) {
         pc_profile_mark("(outside the kernel table)", "copies, fills, waits for other streams");
         pc_profile_entry(what);
     }
+    g_span = pc_trace_span_begin(PLAIT_STREAM_COMPUTE, what, 0, 0);
 }
 
 static void leave(void) {
+    pc_trace_span_end(g_span);
+    g_span = -1;
     if (pc_profile_on) {
         pc_profile_mark("(the entry's own copies and fills)", NULL);
         pc_profile_entry(NULL);

@@ -206,7 +206,10 @@ plait_status pc_copy_on(plait_device_stream stream, void *dst, const void *src, 
                                   (int)stream);
     if (!pc_make_current()) return pc_cuda_status(cudaGetLastError(), "cudaSetDevice");
     cudaStream_t s = stream == PLAIT_STREAM_COMM ? pc.comm_stream : pc.stream;
+    static const char *const names[] = {"copy to device", "copy to host", "copy on device"};
+    int span = pc_trace_span_begin(stream, names[dir], 1, bytes);
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kinds[dir], s);
+    pc_trace_span_end(span);
     if (e != cudaSuccess) return pc_cuda_status(e, "cudaMemcpyAsync");
     if (dir == PLAIT_COPY_ON_DEVICE) return PLAIT_OK;
     if (dir == PLAIT_COPY_TO_HOST) {
@@ -234,7 +237,9 @@ plait_status pc_copy(void *dst, const void *src, size_t bytes, plait_copy_dir di
 plait_status pc_fill_zero(void *dst, size_t bytes) {
     if (!pc.is_open) return pc.host->set_error(PLAIT_ERR_INVALID_ARG, "cuda: fill_zero before the device was opened");
     if (bytes == 0) return PLAIT_OK;
+    int span = pc_trace_span_begin(PLAIT_STREAM_COMPUTE, "fill_zero", 1, bytes);
     cudaError_t e = cudaMemsetAsync(dst, 0, bytes, pc.stream);
+    pc_trace_span_end(span);
     return e == cudaSuccess ? PLAIT_OK : pc_cuda_status(e, "cudaMemsetAsync");
 }
 

@@ -89,6 +89,20 @@ void pc_profile_entry(const char *name);
 /* Read every mark, write the table, end the profile. */
 void pc_profile_close(void);
 
+/* ---- trace.c: the device's work in the step trace (ABI 1.16) --------------- */
+plait_status pc_trace_begin(void);
+plait_status pc_trace_end(plait_device_span_fn fn, void *ctx, uint64_t *dropped);
+/* Start a span of `name` (a string that outlives the step: a literal) on
+ * `stream`, recorded there now: its handle, or -1 when no step is timed
+ * (nothing else is done then). Until pc_trace_span_end(handle), which
+ * records its end, the stream is this thread's: queue the span's work
+ * between the two and nothing that waits for another thread's work on
+ * the same stream. Any thread. */
+int pc_trace_span_begin(plait_device_stream stream, const char *name, int is_copy, uint64_t bytes);
+void pc_trace_span_end(int span);
+/* Destroy the events at close(). */
+void pc_trace_release(void);
+
 /* ---- device.c: open/close ------------------------------------------------- */
 plait_status pc_open(const plait_host *host, const plait_device_open_args *args, plait_device_info *info);
 void pc_close(void);

@@ -75,6 +75,8 @@ static const plait_device_ops g_ops = {
     .event_synchronize = pc_event_synchronize,
     .copy_on = pc_copy_on,
     .event_native = pc_event_native,
+    .trace_begin = pc_trace_begin,
+    .trace_end = pc_trace_end,
 };
 
 static const plait_plugin_desc g_desc = {

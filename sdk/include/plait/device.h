@@ -1,6 +1,7 @@
 /*
- * plait SDK — a compute device (ABI 1.3; streams and events 1.4): where a
- * rank's tensors live and the kernels that compute on them.
+ * plait SDK — a compute device (ABI 1.3; streams and events 1.4; its work in
+ * the step trace 1.16): where a rank's tensors live and the kernels that
+ * compute on them.
  *
  * A device plugin (kind PLAIT_KIND_DEVICE, file libplait-device-<name>.so,
  * selected by `[device] plugin`) provides one `plait_device_ops` table.
@@ -132,6 +133,20 @@ typedef enum plait_copy_dir {
     PLAIT_COPY_ON_DEVICE = 2    /* device memory -> device memory */
 } plait_copy_dir;
 
+/* One span of the device's work (ABI 1.16), handed to the core's trace
+ * by trace_end: a kernel-table entry's kernels ("matmul_forward_bf16") or
+ * a copy, on the stream that ran it, from its start to its end on
+ * CLOCK_MONOTONIC in nanoseconds. */
+typedef struct plait_device_span {
+    uint32_t struct_size;
+    const char *name;
+    int32_t is_copy;            /* 1: a copy or fill of `bytes`; 0: kernels */
+    plait_device_stream stream; /* the track it is drawn on */
+    uint64_t start_ns, end_ns;
+    uint64_t bytes; /* a copy's bytes; 0 for kernels */
+} plait_device_span;
+typedef void (*plait_device_span_fn)(void *ctx, const plait_device_span *span);
+
 /* What open() found. Filled by the plugin up to the caller's struct_size. */
 typedef struct plait_device_info {
     uint32_t struct_size;
@@ -215,6 +230,24 @@ typedef struct plait_device_ops {
     /* The event's native handle for a comm plugin sharing the device's
      * driver (a cudaEvent_t on cuda), or NULL where there is none (cpu). */
     void *(*event_native)(plait_device_event *ev);
+
+    /* --- ABI 1.16: the device's own work in the step trace ------------- */
+    /* Both or neither (PLAIT_DEVICE_HAS_TRACE). While [run] trace records
+     * a step, the core calls trace_begin before the step's first kernel and
+     * trace_end after its last: from the one call to the other the device
+     * times its kernels and copies on its streams (a GPU: timing events
+     * recorded around each), and trace_end waits for them, hands each span
+     * to `fn` (in each stream's order, times on CLOCK_MONOTONIC, the clock
+     * of the core's trace) and stops timing; trace_begin called again
+     * before trace_end (a step that failed) discards the spans timed so
+     * far. Outside the two calls nothing is timed and nothing costs. `ctx` is handed to fn unchanged; a span
+     * and its name live for the call to fn only. *dropped: the spans the
+     * device did not keep (its buffer full). Main thread; errors set with
+     * host->set_error (a failed timing read is not one: its span is left
+     * out). A device without them (cpu, a plugin built before 1.16) shows
+     * no device spans: its kernels run inside the host's spans. */
+    plait_status (*trace_begin)(void);
+    plait_status (*trace_end)(plait_device_span_fn fn, void *ctx, uint64_t *dropped);
 } plait_device_ops;
 
 /* True if device table `ops` (from a possibly older plugin) has streams and
@@ -223,6 +256,11 @@ typedef struct plait_device_ops {
     ((ops) != NULL &&                                                                                  \
      (ops)->struct_size >= offsetof(plait_device_ops, event_native) + sizeof((ops)->event_native) &&   \
      (ops)->event_create != NULL)
+
+/* True if device table `ops` times its work for the step trace (ABI 1.16). */
+#define PLAIT_DEVICE_HAS_TRACE(ops)                                                                                    \
+    ((ops) != NULL && (ops)->struct_size >= offsetof(plait_device_ops, trace_end) + sizeof((ops)->trace_end) &&        \
+     (ops)->trace_begin != NULL && (ops)->trace_end != NULL)
 
 #ifdef __cplusplus
 }
