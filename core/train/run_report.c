@@ -157,6 +157,7 @@ void plait_run_fill_metrics(plait_run *run, plait_metrics *mt, const plait_step_
     const plait_step_timing *t = &r->t;
     double tokens = (double)run->work.batch.global_batch * run->model.block_size;
     plait_metrics_set_named(mt, "step", (double)run->step);
+    plait_run_moe_metrics(run, mt);
     plait_metrics_set_named(mt, "restarts", (double)plait_restart_count()); /* launch/restart.h */
     /* an elastic job's hosts and the changes of membership so far (one
      * launcher alone: 1 host, none) */
