@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mixture-of-experts models ([model] moe_*) in training, deterministic
-# mode: dp, pp, dp x pp and ZeRO-1/3 give one process's loss curve and
+# mode: dp, pp (1f1b, interleaved), dp x pp and ZeRO-1/3 give one process's loss curve and
 # final parameters bit for bit (the experts' gradients, the auxiliary
 # losses' and the selection bias moved after each step by the world's
 # counts), for the gpt and llama archs; a run resumes from another
@@ -21,6 +21,11 @@ train one_nobias $D model.moe_bias_rate=0
 same_losses one_nobias zero3 0
 same_params one_nobias zero3 bits model
 for r in dp2 pp2 zero1; do same_losses one "$r" 0; same_params one "$r" bits model; done
+train one4 $D model.n_layer=4
+train il $D model.n_layer=4 parallel.plugin=hybrid parallel.pp=2 parallel.pp.schedule=interleaved \
+  parallel.pp.virtual_stages=2
+same_losses one4 il 0
+same_params one4 il bits model
 # the step-3 checkpoint of one process resumed as dp 2 x pp 2: steps 4-6 as the straight run's
 rm -r "$E2E_WORK/one/ckpt-00000006"
 train one $D parallel.plugin=hybrid parallel.dp=2 parallel.pp=2 --resume
