@@ -234,6 +234,12 @@ void plait_model_weights_changed(plait_model *m);
 /* Mixture of experts ([model] moe_*; core/model/moe.c). The routed
  * experts of the description (0: a dense model). */
 int32_t plait_model_moe_experts(const plait_model_desc *desc);
+/* The share of parameter `p` (of this description) a token's forward
+ * uses: a sparse block's routed experts' tensors top_k / experts, the
+ * routers' selection bias 0 (it takes part in no product), everything
+ * else 1. Parameter counts "active a token" and MFU's FLOPs weigh each
+ * tensor by it. Pure; thread-safe. */
+double plait_model_param_active(const plait_model_desc *desc, const plait_param *p);
 /* What this rank's training forwards routed since the last take (a
  * forward_only one counts nothing), then cleared: counts[l·E + e] the
  * routes block l gave expert e (0 for dense and other stages' blocks;

@@ -493,6 +493,15 @@ void plait_model_desc_free(plait_model_desc *d) {
     free(d);
 }
 
+double plait_model_param_active(const plait_model_desc *d, const plait_param *p) {
+    if (d->moe.experts == 0 || p->layer < 1 || p->layer > d->n_layer || !desc_block_sparse(d, p->layer - 1)) return 1.0;
+    const int32_t at = p->index - d->moe_first[p->layer - 1];
+    const int32_t nt = d->is_llama ? MOE_LLAMA_TENSORS : MOE_GPT_TENSORS;
+    if (at == MOE_BIAS) return 0.0;
+    if (at >= MOE_EXPERTS && at < MOE_EXPERTS + nt) return (double)d->moe.top_k / (double)d->moe.experts;
+    return 1.0;
+}
+
 int32_t plait_model_param_index(const plait_model_desc *desc, const char *name) {
     for (int32_t i = 0; i < desc->spec.n_params; i++)
         if (strcmp(desc->params[i].name, name) == 0) return i;

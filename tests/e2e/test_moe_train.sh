@@ -5,7 +5,8 @@
 # losses' and the selection bias moved after each step by the world's
 # counts), for the gpt and llama archs; a run resumes from another
 # layout's checkpoint; the loss falls; metrics.csv counts every route
-# (moe_tokens_*) and warns when a router collapses; and what the experts
+# (moe_tokens_*) and warns when a router collapses; config check counts
+# the experts' parameters; and what the experts
 # cannot run with yet is refused before step 1, naming the keys:
 # ep not dividing dp x cp or moe_experts, ep > 1 at all, tp > 1, top_k
 # above the experts, a moe key on a dense model.
@@ -51,6 +52,14 @@ first=$(column falls loss | head -n 1) last=$(column falls loss | tail -n 1)
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.8 * a) }' || fail "the loss went from $first to $last"
 grep -q "the router of block h.[01] collapsed: expert [0-3] took" "$E2E_WORK/falls.out" ||
   echo "(no router collapsed in 40 steps without balancing)"
+
+# config check counts the experts (moe-tiny by hand: 4 blocks x 8 experts x
+# (2 x 128 x 64 + 128 + 64) = 530432 of 620704; a token uses 2 of 8 and no
+# selection bias: 530432 / 4 + 620704 - 530432 - 4 x 8 = 222848)
+"$PLAIT_BIN" config check "$PLAIT_SOURCE_DIR/configs/moe-tiny.ini" >"$E2E_WORK/check.out" 2>&1 ||
+  fail "config check of moe-tiny: $(cat "$E2E_WORK/check.out")"
+grep -qF "8 experts, top 2: 0.621M parameters, 0.530M of them the routed experts'; 0.223M active a token" \
+  "$E2E_WORK/check.out" || fail "config check's expert count: $(head -n 2 "$E2E_WORK/check.out")"
 
 # refused by config check, and by train before step 1 (before any rank
 # starts where the layout has several)
