@@ -336,6 +336,7 @@ static plait_status moe_setup(plait_model *m, const plait_model_create_args *arg
 int32_t plait_model_moe_experts(const plait_model_desc *desc) { return desc->moe.experts; }
 
 void plait_model_moe_take(plait_model *m, double *counts, double *totals) {
+    if (!m->moe_counts) return; /* no experts */
     const size_t n = (size_t)m->desc->n_layer * (size_t)m->desc->moe.experts;
     for (size_t i = 0; i < n; i++) counts[i] = (double)m->moe_counts[i];
     totals[0] = m->moe_aux;
