@@ -6,7 +6,7 @@
 # counts), for the gpt and llama archs; a run resumes from another
 # layout's checkpoint; the loss falls; metrics.csv counts every route
 # (moe_tokens_*) and warns when a router collapses; config check counts
-# the experts' parameters; and what the experts
+# the experts' parameters; plait sample reads a checkpoint with experts; and what the experts
 # cannot run with yet is refused before step 1, naming the keys:
 # ep not dividing dp x cp or moe_experts, ep > 1 at all, tp > 1, top_k
 # above the experts, a moe key on a dense model.
@@ -37,6 +37,9 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /^moe_tokens_/) c[i] = 1; 
   { s = 0; for (i in c) s += $i; if (s != 512) { print "step " $1 ": " s " routes"; bad = 1 } } END { exit bad }' \
   "$E2E_WORK/one/metrics.csv" || fail "metrics.csv's moe_tokens_* do not add up to every route"
 [ "$(column one moe_aux_loss | grep -c .)" = 6 ] || fail "metrics.csv has no moe_aux_loss for every step"
+# plait sample rebuilds the sparse blocks from the checkpoint's metadata alone
+"$PLAIT_BIN" sample "$E2E_WORK/one" --prompt "LOVE" --tokens 8 >"$E2E_WORK/sample.out" 2>&1 ||
+  fail "sample of a mixture of experts: $(tail -n 3 "$E2E_WORK/sample.out")"
 
 # the llama arch, dp x pp against one process
 CFG=$(dirname "$0")/llama.ini
