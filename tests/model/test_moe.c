@@ -6,7 +6,8 @@
  * model with dense and sparse blocks); the router's top-k, its ties and
  * the selection bias; the load-balancing and z losses' values against a
  * hand computation; DeepSeek-V3's bias balancing; the loss falling under
- * training; and what is refused, naming the keys.
+ * training; bit-identical results with 1 and 3 math threads; and what is
+ * refused, naming the keys.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -244,6 +245,40 @@ static void test_trains(void **state) {
     check_trains(llama_base);
 }
 
+/* The loss and every gradient, bit for bit, with 1 and 3 math threads
+ * (both archs, shared experts, the auxiliary losses on). */
+static void check_threads(const char *base) {
+    char ini[1024];
+    snprintf(ini, sizeof ini, "%smoe_experts = 4\nmoe_top_k = 2\nmoe_shared_experts = 1\nmoe_z_loss = 0.1\n", base);
+    harness h;
+    assert_int_equal(harness_init(&h, ini, 4, 1, 0, NULL), 0);
+    const size_t n = (size_t)h.B * (size_t)h.T;
+    int32_t tok[32], tgt[32];
+    harness_tokens(tok, n, h.V, 3);
+    harness_tokens(tgt, n, h.V, 4);
+    float *g1 = malloc(h.set.numel * sizeof *g1);
+    assert_non_null(g1);
+    double loss[2];
+    for (int run = 0; run < 2; run++) {
+        plait_kernels_set_threads(run ? 3 : 1);
+        harness_zero_grads(&h);
+        assert_int_equal(harness_step(&h, tok, tgt), PLAIT_OK);
+        loss[run] = plait_model_loss_sum(h.model, 0);
+        if (run == 0) memcpy(g1, h.grad, h.set.numel * sizeof *g1);
+    }
+    plait_kernels_set_threads(1);
+    assert_true(loss[0] == loss[1]);
+    assert_memory_equal(g1, h.grad, h.set.numel * sizeof *g1);
+    free(g1);
+    harness_free(&h);
+}
+
+static void test_threads(void **state) {
+    (void)state;
+    check_threads(gpt_base);
+    check_threads(llama_base);
+}
+
 /* harness_init_ex fails for `ini`, the last error naming `want`. */
 static void refused(const char *ini, const harness_opts *o, const char *want) {
     harness h;
@@ -277,7 +312,7 @@ int main(void) {
         cmocka_unit_test(test_gradients_gpt), cmocka_unit_test(test_gradients_llama),
         cmocka_unit_test(test_router_hand),   cmocka_unit_test(test_capacity),
         cmocka_unit_test(test_bias_balance),  cmocka_unit_test(test_trains),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_threads),       cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
