@@ -6,7 +6,8 @@
 # counts), for the gpt and llama archs; a run resumes from another
 # layout's checkpoint; the loss falls; metrics.csv counts every route
 # (moe_tokens_*) and warns when a router collapses; config check counts
-# the experts' parameters; plait sample reads a checkpoint with experts; and what the experts
+# the experts' parameters; plait sample reads a checkpoint with experts,
+# plait export refuses it; and what the experts
 # cannot run with yet is refused before step 1, naming the keys:
 # ep not dividing dp x cp or moe_experts, ep > 1 at all, tp > 1, top_k
 # above the experts, a moe key on a dense model.
@@ -40,6 +41,11 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /^moe_tokens_/) c[i] = 1; 
 # plait sample rebuilds the sparse blocks from the checkpoint's metadata alone
 "$PLAIT_BIN" sample "$E2E_WORK/one" --prompt "LOVE" --tokens 8 >"$E2E_WORK/sample.out" 2>&1 ||
   fail "sample of a mixture of experts: $(tail -n 3 "$E2E_WORK/sample.out")"
+# export refuses it rather than writing a dense model without its MLPs
+if "$PLAIT_BIN" export "$E2E_WORK/one" --format hf --out "$E2E_WORK/exported" >"$E2E_WORK/export.out" 2>&1; then
+  fail "export wrote a mixture of experts as a dense model"
+fi
+grep -qF "a mixture of experts (moe_experts = 4)" "$E2E_WORK/export.out" || fail "export: $(cat "$E2E_WORK/export.out")"
 
 # the llama arch, dp x pp against one process
 CFG=$(dirname "$0")/llama.ini
