@@ -34,6 +34,10 @@
 static const char *const file_names[2] = {PLAIT_CKPT_MODEL_FILE, PLAIT_CKPT_OPTIM_FILE};
 
 const char *const plait_ckpt_model_keys[] = {"arch", "n_layer", "n_head", "n_embd", "block_size", "vocab_size", NULL};
+const char *const plait_ckpt_moe_keys[] = {"moe_experts",    "moe_top_k",  "moe_shared_experts",
+                                           "moe_ffn_hidden", "moe_every",  "moe_router",
+                                           "moe_aux_loss",   "moe_z_loss", "moe_bias_rate",
+                                           "moe_capacity",   NULL};
 
 /* ======================================================================== */
 /* reader                                                                    */

@@ -287,6 +287,10 @@ plait_status plait_ckpt_check_finite(const plait_ckpt *ck);
  * A llama model records its own keys beside them (llama_hf.h,
  * plait_llama_ckpt_keys). */
 extern const char *const plait_ckpt_model_keys[];
+/* A mixture of experts' [model] keys, recorded (as plait.model.<key>)
+ * only by a model with experts, so a dense checkpoint's metadata is as
+ * before and `plait sample` rebuilds the sparse blocks. */
+extern const char *const plait_ckpt_moe_keys[];
 
 typedef struct plait_ckpt_entry {
     int64_t step;

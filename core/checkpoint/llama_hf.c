@@ -35,14 +35,15 @@ plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_conf
     const plait_param *k = param_named(spec, "model.layers.0.self_attn.k_proj.weight");
     const plait_param *gate = param_named(spec, "model.layers.0.mlp.gate_proj.weight");
     const plait_param *head = param_named(spec, "lm_head.weight");
-    if (strcmp(spec->arch, "llama") != 0 || !k || !gate || !head || spec->n_head < 1)
+    /* block 0 of a mixture of experts has no dense MLP: the spec's width is the same number */
+    if (strcmp(spec->arch, "llama") != 0 || !k || !head || spec->n_head < 1)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "[model] arch = %s: not a llama model", spec->arch);
     const long long hs = spec->n_embd / spec->n_head;
     *out = (plait_llama_shape){.n_layer = spec->n_layer,
                                .n_head = spec->n_head,
                                .n_kv_head = (long long)k->shape[0] / hs,
                                .n_embd = spec->n_embd,
-                               .ffn_hidden = (long long)gate->shape[0],
+                               .ffn_hidden = gate ? (long long)gate->shape[0] : (long long)spec->ffn_hidden,
                                .vocab_size = spec->vocab_size,
                                .block_size = spec->block_size,
                                .norm_eps = plait_config_float(cfg, "model", "norm_eps"),

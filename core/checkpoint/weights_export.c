@@ -33,6 +33,14 @@ typedef struct model_shape {
 static plait_status read_shape(const plait_ckpt *ck, plait_export_format format, model_shape *m) {
     const char *arch = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.arch");
     memset(m, 0, sizeof *m);
+    /* a mixture of experts would be written as a dense model missing its MLPs */
+    const char *experts = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.moe_experts");
+    if (experts && strcmp(experts, "0") != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "%s: a mixture of experts (moe_experts = %s): --format hf and nanogpt describe dense "
+                               "models, and the Hugging Face Mixtral layout is not offered yet; sample it with "
+                               "plait sample",
+                               plait_ckpt_dir(ck), experts);
     m->llama = arch && strcmp(arch, "llama") == 0;
     if (m->llama && format != PLAIT_EXPORT_HF)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,

@@ -8,6 +8,7 @@
 #include "cli/memory_check.h"
 #include "cost/ckpt_cost.h"
 #include "model/model.h"
+#include "model/tied.h"
 #include "runtime/error.h"
 #include "train/preflight.h"
 
@@ -22,6 +23,31 @@ static void print_checkpoint(plait_config *cfg) {
         return;
     }
     plait_cost_ckpt_print(stdout, &k, cfg, &c);
+}
+
+/* A mixture of experts' parameters, all of them and those a token uses
+ * (its k routed experts of E), and what the experts' all-to-alls move a
+ * step: nothing while every rank holds every expert (ep = 1). */
+static void print_experts(const plait_config *cfg) {
+    plait_model_desc *d = NULL;
+    if (plait_model_describe(cfg, 1, &d) != PLAIT_OK) return;
+    const plait_model_spec *s = plait_model_desc_spec(d);
+    double all = 0, active = 0, experts = 0;
+    for (int32_t g = 0; plait_model_moe_experts(d) > 0 && g < s->n_params; g++) {
+        if (plait_tied_is_copy(&s->params[g])) continue;
+        double e = 1;
+        for (int k = 0; k < s->params[g].ndim; k++) e *= (double)s->params[g].shape[k];
+        const double share = plait_model_param_active(d, &s->params[g]);
+        all += e;
+        active += e * share;
+        if (share > 0 && share < 1) experts += e;
+    }
+    if (plait_model_moe_experts(d) > 0)
+        printf("mixture of experts: %d experts, top %lld: %.3fM parameters, %.3fM of them the routed experts'; "
+               "%.3fM active a token; all-to-all bytes a step: 0 (ep = 1, every rank holds every expert)\n",
+               (int)plait_model_moe_experts(d), (long long)plait_config_int(cfg, "model", "moe_top_k"), all / 1e6,
+               experts / 1e6, active / 1e6);
+    plait_model_desc_free(d);
 }
 
 /* What `plait plan` predicts each rank of the layout will hold, on this
@@ -88,6 +114,7 @@ static int cmd_config(int argc, char **argv, const plait_cli_job_opts *job) {
     }
     /* what train would refuse, check refuses: the table, then the verdict */
     print_model(cfg);
+    print_experts(cfg);
     print_memory(cfg);
     int rc = 0;
     if (plait_cli_memory_check(cfg, argv[2], argc - 3, argv + 3, 0) != PLAIT_OK) {

@@ -47,14 +47,16 @@ static plait_status config_from_checkpoint(const plait_ckpt *ck, plait_config **
         }
         len += (size_t)snprintf(text + len, sizeof text - len, "%s = %s\n", plait_ckpt_model_keys[i], v);
     }
-    /* a llama's own keys, where the checkpoint records them */
-    for (size_t i = 0; st == PLAIT_OK && plait_llama_ckpt_keys[i]; i++) {
-        char key[64];
-        snprintf(key, sizeof key, "plait.model.%s", plait_llama_ckpt_keys[i]);
-        const char *v = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, key);
-        if (v && !strpbrk(v, "\n\r;#") && strlen(v) <= 100)
-            len += (size_t)snprintf(text + len, sizeof text - len, "%s = %s\n", plait_llama_ckpt_keys[i], v);
-    }
+    /* a llama's own keys and a mixture of experts', where the checkpoint records them */
+    const char *const *const lists[] = {plait_llama_ckpt_keys, plait_ckpt_moe_keys};
+    for (size_t l = 0; l < 2; l++)
+        for (size_t i = 0; st == PLAIT_OK && lists[l][i]; i++) {
+            char key[64];
+            snprintf(key, sizeof key, "plait.model.%s", lists[l][i]);
+            const char *v = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, key);
+            if (v && !strpbrk(v, "\n\r;#") && strlen(v) <= 100 && len < sizeof text)
+                len += (size_t)snprintf(text + len, sizeof text - len, "%s = %s\n", lists[l][i], v);
+        }
     snprintf(where, sizeof where, "%s/" PLAIT_CKPT_MODEL_FILE " (metadata plait.model.*)", plait_ckpt_dir(ck));
     if (st == PLAIT_OK) st = plait_config_load_string(cfg, where, text);
     if (st == PLAIT_OK) st = plait_config_finalize(cfg, (char *const[]){NULL});

@@ -23,6 +23,7 @@ static const char *const ckpt_format_choices[] = {"gathered", "sharded", NULL};
 static const char *const arch_choices[] = {"gpt", "mlp", "llama", NULL};
 static const char *const recompute_choices[] = {"none", "selective", "full", NULL};
 static const char *const rope_scaling_choices[] = {"none", "llama3", NULL};
+static const char *const router_choices[] = {"softmax", "sigmoid", NULL};
 static const char *const format_choices[] = {"auto", "text", "bin", "u16", NULL};
 static const char *const algo_choices[] = {"auto", "ring", "rhd", "tree", "direct", "ordered", "hier", NULL};
 static const char *const schedule_choices[] = {"cosine", "constant", NULL};
@@ -153,6 +154,31 @@ static const plait_key_decl model_keys[] = {
     KEY("recompute", E, "none", 1, 0, recompute_choices, SAME,
         "activation checkpointing: none (keep every activation), selective (recompute the attention "
         "probabilities and the GELU in backward), full (keep only each block's input, rerun its forward)"),
+    KEY("moe_experts", I, "0", 0, 4096, NULL, SAME,
+        "mixture of experts: routed experts of a sparse block's MLP (0 = a dense model; docs/models.md)"),
+    KEY("moe_top_k", I, "2", 1, 4096, NULL, SAME, "mixture of experts: experts each token is routed to"),
+    KEY("moe_shared_experts", I, "0", 0, 64, NULL, SAME,
+        "mixture of experts: experts every token passes through besides its routed ones (DeepSeek's shared "
+        "experts)"),
+    KEY("moe_ffn_hidden", I, "0", 0, 1048576, NULL, SAME,
+        "mixture of experts: one expert's MLP width (0 = the dense MLP's: 4 n_embd for gpt, ffn_hidden for "
+        "llama)"),
+    KEY("moe_every", I, "1", 1, 4096, NULL, SAME,
+        "mixture of experts: every n-th block is sparse (blocks n-1, 2n-1, ...; 1 = every block)"),
+    KEY("moe_router", E, "softmax", 1, 0, router_choices, SAME,
+        "mixture of experts: the router's scores, softmax (Mixtral, Switch) or sigmoid (DeepSeek-V3); the "
+        "top-k scores renormalised to sum to 1 when top_k > 1"),
+    KEY("moe_aux_loss", F, "0.01", 0, 1e3, NULL, SAME,
+        "mixture of experts: coefficient of the load-balancing auxiliary loss (Switch/GShard form; 0 = off)"),
+    KEY("moe_z_loss", F, "0", 0, 1e3, NULL, SAME,
+        "mixture of experts: coefficient of the router's z-loss, the mean squared log-sum-exp of its logits "
+        "(0 = off)"),
+    KEY("moe_bias_rate", F, "0", 0, 1e3, NULL, SAME,
+        "mixture of experts: DeepSeek-V3's auxiliary-loss-free balancing, each expert's selection bias moved "
+        "by this after every step, up when it took fewer tokens than the mean (0 = off)"),
+    KEY("moe_capacity", F, "0", 0, 1e6, NULL, SAME,
+        "mixture of experts: capacity factor, an expert taking at most factor x tokens x top_k / experts "
+        "tokens of a micro-batch, the rest dropped and counted (0 = dropless)"),
 };
 
 static const plait_key_decl data_keys[] = {

@@ -97,7 +97,9 @@ plait_status plait_llama_embedding_backward(plait_model *m, model_slot *s) {
 
 /* Block `layer`'s parameters (their data or gradients) in LP_* order. */
 static plait_status block_params(plait_model *m, param_part part, int32_t layer, float **p) {
-    return plait_model_tensors(m, part, layer, desc_llama_param(m->desc, layer - 1, 0), LP_COUNT, p);
+    /* a sparse block's MLP tensors are its experts' (moe.c) */
+    const int n = desc_block_sparse(m->desc, layer - 1) ? LP_GATE : LP_COUNT;
+    return plait_model_tensors(m, part, layer, desc_llama_param(m->desc, layer - 1, 0), n, p);
 }
 
 /* Where q, k and v start in a row, and their widths. */
@@ -129,7 +131,7 @@ plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_
     st = residual_product(m, a->res2, x, a->atty, p[LP_O], m->Cl, "after self_attn.o_proj", layer);
     if (st == PLAIT_OK)
         st = norm_forward(m, a->ln2, a->ln2_rstd, a->res2, p[LP_MLP_NORM], "before mlp.gate_proj and up_proj", layer);
-    if (st != PLAIT_OK) return st;
+    if (st != PLAIT_OK || desc_block_sparse(m->desc, layer - 1)) return st;
     m->k->matmul_forward(a->fch, a->ln2, p[LP_GATE], NULL, BT, C, F);
     m->k->matmul_forward(a->fcg, a->ln2, p[LP_UP], NULL, BT, C, F);
     m->k->swiglu_forward(a->swi, a->fch, a->fcg, (size_t)(BT * F));
@@ -139,6 +141,8 @@ plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_
 plait_status plait_llama_block_forward(plait_model *m, model_slot *s, int32_t layer) {
     float *down;
     plait_status st = plait_llama_block_forward_act(m, s, layer);
+    if (st == PLAIT_OK && desc_block_sparse(m->desc, layer - 1))
+        return plait_moe_forward(m, s, layer, s->blocks[layer - 1].ln2, s->blocks[layer - 1].res2, s->bound[layer]);
     if (st == PLAIT_OK)
         st = plait_model_tensors(m, PARAM_DATA, layer, desc_llama_param(m->desc, layer - 1, LP_DOWN), 1, &down);
     if (st != PLAIT_OK) return st;
@@ -252,7 +256,12 @@ plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t l
         return st != PLAIT_OK ? st : attention_weight(m, layer, a, g, x, stash);
     }
     float *dx = s->gbuf[(layer - 1) & 1], *const *gw = part == BWD_ALL ? g : NULL;
-    st = mlp_input(m, layer, a, p, gw, s->gbuf[layer & 1], dx, stash);
+    if (desc_block_sparse(m->desc, layer - 1)) { /* one pass only: model.c refuses a split backward */
+        const float *dy = s->gbuf[layer & 1];
+        st = plait_moe_backward(m, s, layer, a->ln2, dy, m->s_dln);
+        if (st == PLAIT_OK)
+            st = norm_backward(m, dx, dy, g[LP_MLP_NORM], m->s_dln, a->res2, p[LP_MLP_NORM], a->ln2_rstd, layer);
+    } else st = mlp_input(m, layer, a, p, gw, s->gbuf[layer & 1], dx, stash);
     return st != PLAIT_OK ? st : attention_input(m, layer, a, p, gw, x, dx, stash);
 }
 

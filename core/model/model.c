@@ -309,6 +309,65 @@ static plait_status vocab_slice(plait_model *m) {
     return PLAIT_OK;
 }
 
+/* A model with experts: what its sparse blocks need of the layout and the
+ * device, refused naming what would work; the routing's counters. */
+static plait_status moe_setup(plait_model *m, const plait_model_create_args *args) {
+    const int32_t E = m->desc->moe.experts;
+    if (m->tp_ops)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "model: [model] moe_experts = %d with [parallel] tp = %d: the experts are not split "
+                               "over tensor-parallel ranks (allowed with experts: tp = 1; dp, pp, cp and ep split "
+                               "them)",
+                               (int)E, (int)m->tp);
+    if (args->split_backward)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "model: [model] moe_experts = %d: the sparse blocks run a one-pass backward, and this "
+                               "pipeline schedule splits it in two halves (zero-bubble); choose a schedule without "
+                               "the split (1f1b, interleaved, gpipe)",
+                               (int)E);
+    if (plait_device_mem_kind() != PLAIT_MEM_HOST)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "model: [model] moe_experts = %d: the experts' routing runs on the host and reads "
+                               "the tensors there, so it needs a device whose memory is host memory (allowed: "
+                               "[device] plugin = cpu)",
+                               (int)E);
+    m->moe_counts = calloc((size_t)m->desc->n_layer * (size_t)E, sizeof *m->moe_counts);
+    return m->moe_counts ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
+}
+
+int32_t plait_model_moe_experts(const plait_model_desc *desc) { return desc->moe.experts; }
+
+void plait_model_moe_take(plait_model *m, double *counts, double *totals) {
+    if (!m->moe_counts) return; /* no experts */
+    const size_t n = (size_t)m->desc->n_layer * (size_t)m->desc->moe.experts;
+    for (size_t i = 0; i < n; i++) counts[i] = (double)m->moe_counts[i];
+    totals[0] = m->moe_aux;
+    totals[1] = m->moe_z;
+    totals[2] = (double)m->moe_dropped;
+    memset(m->moe_counts, 0, n * sizeof *m->moe_counts);
+    m->moe_aux = m->moe_z = 0.0;
+    m->moe_dropped = m->moe_forwards = 0;
+}
+
+plait_status plait_model_moe_balance(plait_model *m, const double *counts) {
+    const moe_desc *md = &m->desc->moe;
+    if (md->experts == 0 || md->bias_rate <= 0) return PLAIT_OK;
+    for (int32_t l = 0; l < m->desc->n_layer; l++) {
+        if (!desc_block_sparse(m->desc, l) || !m->local_layer[l + 1]) continue;
+        float *bias;
+        plait_status st = plait_model_tensors(m, PARAM_DATA, l + 1, m->desc->moe_first[l] + MOE_BIAS, 1, &bias);
+        if (st != PLAIT_OK) return st;
+        const double *c = counts + (size_t)l * (size_t)md->experts;
+        double mean = 0.0;
+        for (int32_t e = 0; e < md->experts; e++) mean += c[e];
+        mean /= md->experts;
+        /* DeepSeek-V3: an expert below the mean load gains, above it loses */
+        for (int32_t e = 0; e < md->experts; e++)
+            bias[e] += (float)(c[e] < mean ? md->bias_rate : c[e] > mean ? -md->bias_rate : 0.0);
+    }
+    return PLAIT_OK;
+}
+
 plait_status plait_model_create(const plait_model_desc *desc, const plait_model_create_args *args,
                                 plait_model **out) {
     *out = NULL;
@@ -366,8 +425,9 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     const plait_bf16_terms terms = {.requested = args->activations_bf16,
                                     .gpt = desc->is_gpt,
                                     .kernels = plait_model_kernels_bf16(m->k, m->HS),
-                                    .tensor_parallel = m->tp_ops != NULL || m->cp > 1};
+                                    .tensor_parallel = m->tp_ops != NULL || m->cp > 1 || desc->moe.experts > 0};
     m->bf16 = plait_model_grants_bf16(&terms);
+    if (desc->moe.experts > 0 && (st = moe_setup(m, args)) != PLAIT_OK) goto fail;
     if (m->bf16 && (st = bf16_weights_alloc(m)) != PLAIT_OK) goto fail;
     if (m->bf16) m->head_rows = plait_model_head_rows(m->B * m->T, m->Vl, plait_model_head_room(m), NULL);
     *out = m;
@@ -389,6 +449,8 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->rope_cs);
     plait_ring_attention_free(m);
     plait_device_free(m->wbf_mem);
+    plait_device_free(m->moe_scratch);
+    free(m->moe_counts);
     free(m->wbf);
     free(m->layer_epoch);
     free(m->slots);
@@ -476,6 +538,7 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
         if (st != PLAIT_OK) return st;
         r = s->blocks[layer - 1].res2;
     }
+    if (desc_block_sparse(m->desc, layer - 1)) return plait_moe_gpt_half_forward(m, s, layer, r, s->bound[layer]);
     return plait_mlp_half_forward(m, s, layer, r, s->bound[layer]);
 }
 
@@ -496,7 +559,9 @@ static plait_status block_backward(plait_model *m, model_slot *s, int32_t layer,
     block_grads one_pass = {.dy = dy, .dfch = m->s_dfc, .dln2 = m->s_dln, .dres2 = dx, .dqkv = m->s_dqkv,
                             .dln1 = m->s_dln};
     const block_grads *g = part == BWD_ALL ? &one_pass : &s->wg[layer - 1];
-    st = plait_mlp_half_backward(m, s, layer, r, dy, dx, part, g);
+    if (desc_block_sparse(m->desc, layer - 1)) /* one pass only: moe_setup refuses a split backward */
+        st = plait_moe_gpt_half_backward(m, s, layer, r, dy, dx);
+    else st = plait_mlp_half_backward(m, s, layer, r, dy, dx, part, g);
     if (st == PLAIT_OK && m->desc->is_gpt) st = plait_gpt_attention_backward(m, s, layer, x, dx, part, g);
     return st;
 }

@@ -235,6 +235,32 @@ static inline size_t plait_model_bf16_copy_numel(size_t numel) { return (numel +
  * whatever writes the parameters once the model exists. */
 void plait_model_weights_changed(plait_model *m);
 
+/* Mixture of experts ([model] moe_*; core/model/moe.c). The routed
+ * experts of the description (0: a dense model). */
+int32_t plait_model_moe_experts(const plait_model_desc *desc);
+/* The share of parameter `p` (of this description) a token's forward
+ * uses: a sparse block's routed experts' tensors top_k / experts, the
+ * routers' selection bias 0 (it takes part in no product), everything
+ * else 1. Parameter counts "active a token" and MFU's FLOPs weigh each
+ * tensor by it. Pure; thread-safe. */
+double plait_model_param_active(const plait_model_desc *desc, const plait_param *p);
+/* What this rank's training forwards routed since the last take (a
+ * forward_only one counts nothing), then cleared: counts[l·E + e] the
+ * routes block l gave expert e (0 for dense and other stages' blocks;
+ * n_layer·E doubles), totals[0] the load-balancing loss, [1] the z-loss
+ * (each micro-batch's weighted by its share of the global batch's tokens,
+ * summed over the sparse blocks), [2] the routes a capacity dropped. A
+ * model without experts writes nothing. */
+void plait_model_moe_take(plait_model *m, double *counts, double *totals);
+/* DeepSeek-V3's auxiliary-loss-free balancing: each local sparse block's
+ * mlp.router.expert_bias moved by [model] moe_bias_rate toward the mean
+ * load of `counts` (the step's global routes, as take lays them out): up
+ * for an expert below it, down above it. No-op at moe_bias_rate = 0.
+ * Call it after the optimizer step with the same counts on every rank
+ * that holds the block, so the copies stay equal. Fails as a layer body's
+ * parameter fetch does when the bias is not there (released). */
+plait_status plait_model_moe_balance(plait_model *m, const double *counts);
+
 /* Forward of one local layer for the slot. The head layer computes the
  * logits and, if targets are set, the loss (Σ over the slot's tokens). */
 plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t slot);

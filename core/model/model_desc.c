@@ -59,6 +59,68 @@ static plait_status add_param(plait_model_desc *d, const char *name, int32_t lay
         if (st_ != PLAIT_OK) return st_;                                          \
     } while (0)
 
+/* An expert tensor stacked over the experts: [E, d0, d1] (d1 = 0: [E, d0],
+ * a bias), replicated over tp (a tp split of experts is not offered). */
+static plait_status add_stacked(plait_model_desc *d, const char *name, int32_t layer, int64_t d0, int64_t d1) {
+    const int64_t E = d->moe.experts;
+    plait_status st = add_param(d, name, layer, 2, E, d1 ? d0 * d1 : d0, PLAIT_TP_REPLICATE, 1, 0);
+    if (st != PLAIT_OK || !d1) return st;
+    plait_param *p = &d->params[d->spec.n_params - 1];
+    p->ndim = 3;
+    p->shape[1] = p->local_shape[1] = d0;
+    p->shape[2] = p->local_shape[2] = d1;
+    return PLAIT_OK;
+}
+
+/* Activation bytes of a sparse block per micro-batch: its attention half
+ * and norm as a dense block's, the router's logits and scores (2E a
+ * token), each of its k routes' index, gate and row (3), input and
+ * output rows (2C) and expert activations (3F), the shared experts' (3SF). */
+static size_t moe_activation_bytes(const plait_model_desc *d) {
+    const double C = d->n_embd, F = d->moe.ffn, E = d->moe.experts, k = d->moe.top_k, S = d->moe.shared;
+    const double per_token = 8.0 * C + 4.0 + d->n_head + 2.0 * E + k * (3.0 + 2.0 * C + 3.0 * F) + 3.0 * S * F;
+    return (size_t)((double)d->micro_batch * (double)d->block_size * per_token * 4.0);
+}
+
+/* A sparse block's MoE parameters (model_internal.h: MOE_*) after its
+ * MLP norm: `fmt` names a block's tensor (the arch's block prefix, its
+ * index and the tensor's name), `names`
+ * the architecture's expert tensors, `bias[i]` whether tensor i is a bias
+ * [E, out], else an [E, out, in] weight whose out/in are given by
+ * `wide[i]` (1: F by C, 0: C by F). Its forward cost per token too. */
+static plait_status add_moe(plait_model_desc *d, int32_t l, const char *fmt, const char *const *names, int n,
+                            const int *bias, const int *wide) {
+    const int64_t C = d->n_embd, F = d->moe.ffn, E = d->moe.experts, S = d->moe.shared;
+    const int32_t ly = l + 1;
+    char buf[96];
+    d->moe_first[l] = d->spec.n_params;
+    snprintf(buf, sizeof buf, fmt, "mlp.router.weight");
+    ADD(keep_name(d, buf, l), ly, 2, E, C, PLAIT_TP_REPLICATE, 1, 0);
+    snprintf(buf, sizeof buf, fmt, "mlp.router.expert_bias");
+    ADD(keep_name(d, buf, l), ly, 1, E, 0, PLAIT_TP_REPLICATE, 1, PLAIT_PARAM_NO_DECAY);
+    for (int i = 0; i < n; i++) {
+        char sub[64];
+        snprintf(sub, sizeof sub, "mlp.experts.%s", names[i]);
+        snprintf(buf, sizeof buf, fmt, sub);
+        plait_status st = bias[i]   ? add_stacked(d, keep_name(d, buf, l), ly, wide[i] ? F : C, 0)
+                          : wide[i] ? add_stacked(d, keep_name(d, buf, l), ly, F, C)
+                                    : add_stacked(d, keep_name(d, buf, l), ly, C, F);
+        if (st != PLAIT_OK) return st;
+    }
+    for (int i = 0; S > 0 && i < n; i++) {
+        char sub[64];
+        snprintf(sub, sizeof sub, "mlp.shared_experts.%s", names[i]);
+        snprintf(buf, sizeof buf, fmt, sub);
+        const int64_t out = wide[i] ? S * F : C, in = wide[i] ? C : S * F;
+        ADD(keep_name(d, buf, l), ly, bias[i] ? 1 : 2, out, bias[i] ? 0 : in, PLAIT_TP_REPLICATE, 1, 0);
+    }
+    /* the router and k experts' products, the shared experts' (as nanoGPT
+     * counts: 2 flops a multiply-add) */
+    const double per_expert = 2.0 * (double)(n == MOE_GPT_TENSORS ? 2 : 3) * (double)(C * F);
+    d->layers[ly].flops_per_token = 2.0 * (double)(C * E) + per_expert * (double)(d->moe.top_k + S);
+    return PLAIT_OK;
+}
+
 /* The layers every architecture has: the embedding, the blocks h.0 ..,
  * the head. */
 static plait_status name_layers(plait_model_desc *d) {
@@ -116,6 +178,15 @@ static plait_status build(plait_model_desc *d) {
         }
         ADD(BLOCK_NAME("ln_2.weight"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
         ADD(BLOCK_NAME("ln_2.bias"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
+        if (d->moe_first[l] == 0) { /* marked sparse by plait_model_describe */
+            static const char *const names[] = {"c_fc.weight", "c_fc.bias", "c_proj.weight", "c_proj.bias"};
+            static const int bias[] = {0, 1, 0, 1}, wide[] = {1, 1, 0, 0};
+            plait_status st = add_moe(d, l, "transformer.h.%%d.%s", names, MOE_GPT_TENSORS, bias, wide);
+            if (st != PLAIT_OK) return st;
+            d->layers[ly].flops_per_token += 2.0 * (4.0 * (double)(C * C)) + 4.0 * (double)(T * C);
+            d->layers[ly].activation_bytes = moe_activation_bytes(d);
+            continue;
+        }
         ADD(BLOCK_NAME("mlp.c_fc.weight"), ly, 2, 4 * C, C, PLAIT_TP_COLUMN, 1, 0);
         ADD(BLOCK_NAME("mlp.c_fc.bias"), ly, 1, 4 * C, 0, PLAIT_TP_COLUMN, 1, 0);
         ADD(BLOCK_NAME("mlp.c_proj.weight"), ly, 2, C, 4 * C, PLAIT_TP_ROW, 1, 0);
@@ -176,6 +247,16 @@ static plait_status build_llama(plait_model_desc *d) {
         ADD(BLOCK_NAME("self_attn.v_proj.weight"), ly, 2, KV * HS, C, PLAIT_TP_COLUMN, 1, 0);
         ADD(BLOCK_NAME("self_attn.o_proj.weight"), ly, 2, C, H * HS, PLAIT_TP_ROW, 1, 0);
         ADD(BLOCK_NAME("post_attention_layernorm.weight"), ly, 1, C, 0, PLAIT_TP_REPLICATE, 1, 0);
+        if (d->moe_first[l] == 0) { /* marked sparse by plait_model_describe */
+            static const char *const names[] = {"gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+            static const int bias[] = {0, 0, 0}, wide[] = {1, 1, 0};
+            plait_status st = add_moe(d, l, "model.layers.%%d.%s", names, MOE_LLAMA_TENSORS, bias, wide);
+            if (st != PLAIT_OK) return st;
+            d->layers[ly].flops_per_token += 2.0 * (2.0 * (double)(C * C) + 2.0 * (double)(C * KV * HS)) +
+                                             4.0 * (double)(T * C);
+            d->layers[ly].activation_bytes = moe_activation_bytes(d);
+            continue;
+        }
         ADD(BLOCK_NAME("mlp.gate_proj.weight"), ly, 2, F, C, PLAIT_TP_COLUMN, 1, 0);
         ADD(BLOCK_NAME("mlp.up_proj.weight"), ly, 2, F, C, PLAIT_TP_COLUMN, 1, 0);
         ADD(BLOCK_NAME("mlp.down_proj.weight"), ly, 2, C, F, PLAIT_TP_ROW, 1, 0);
@@ -262,6 +343,70 @@ static plait_status check_llama(const plait_config *cfg, int64_t n_head, int64_t
     return PLAIT_OK;
 }
 
+/* [model] `key` = v refused for being more than `bound` = max. */
+static plait_status over(const char *key, int64_t v, const char *bound, int64_t max, const char *why) {
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "[model] %s = %lld is more than %s = %lld: %s (allowed: 1 to %lld)", key, (long long)v,
+                           bound, (long long)max, why, (long long)max);
+}
+
+/* The [model] moe_* keys together: none on a dense model (they would be
+ * ignored in silence), what the router and the blocks allow. */
+static plait_status check_moe(const plait_config *cfg, const char *arch, int64_t n_layer, int64_t dense_ffn,
+                              moe_desc *out) {
+    static const char *const keys[] = {"moe_top_k",  "moe_shared_experts", "moe_ffn_hidden",
+                                       "moe_every",  "moe_router",         "moe_aux_loss",
+                                       "moe_z_loss", "moe_bias_rate",      "moe_capacity",
+                                       NULL};
+    memset(out, 0, sizeof *out);
+    const int64_t E = plait_config_int(cfg, "model", "moe_experts");
+    const char *where = NULL;
+    plait_config_origin(cfg, "model", "moe_experts", &where);
+    where = where ? where : "config";
+    if (E == 0) {
+        for (int i = 0; keys[i]; i++) {
+            const char *at = NULL;
+            if (plait_config_origin(cfg, "model", keys[i], &at) == PLAIT_ORIGIN_DEFAULT) continue;
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "%s: [model] %s configures a mixture of experts, and this model has none "
+                                   "(moe_experts = 0): remove it, or set moe_experts to 2 or more",
+                                   at ? at : "config", keys[i]);
+        }
+        return PLAIT_OK;
+    }
+    if (strcmp(arch, "gpt") != 0 && strcmp(arch, "llama") != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [model] moe_experts = %lld: arch = %s has no MLP to make sparse (allowed: arch = "
+                               "gpt or llama, or moe_experts = 0)",
+                               where, (long long)E, arch);
+    if (E < 2)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [model] moe_experts = 1 routes every token to one expert, a dense MLP: set 2 or "
+                               "more, or 0 for a dense model",
+                               where);
+    const int64_t k = plait_config_int(cfg, "model", "moe_top_k"), every = plait_config_int(cfg, "model", "moe_every");
+    if (k > E) return over("moe_top_k", k, "moe_experts", E, "each token goes to k different experts");
+    if (every > n_layer) return over("moe_every", every, "n_layer", n_layer, "no block would be sparse");
+    const char *rc = plait_config_str(cfg, "model", "recompute");
+    if (strcmp(rc, "none") != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[model] recompute = %s with moe_experts = %lld: the sparse blocks keep every "
+                               "activation (allowed with experts: recompute = none)",
+                               rc, (long long)E);
+    out->experts = (int32_t)E;
+    out->top_k = (int32_t)k;
+    out->shared = (int32_t)plait_config_int(cfg, "model", "moe_shared_experts");
+    out->ffn = (int32_t)plait_config_int(cfg, "model", "moe_ffn_hidden");
+    if (out->ffn == 0) out->ffn = (int32_t)dense_ffn;
+    out->every = (int32_t)every;
+    out->sigmoid = strcmp(plait_config_str(cfg, "model", "moe_router"), "sigmoid") == 0;
+    out->aux = plait_config_float(cfg, "model", "moe_aux_loss");
+    out->z = plait_config_float(cfg, "model", "moe_z_loss");
+    out->bias_rate = plait_config_float(cfg, "model", "moe_bias_rate");
+    out->capacity = plait_config_float(cfg, "model", "moe_capacity");
+    return PLAIT_OK;
+}
+
 plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
                                   plait_model_desc **out) {
     *out = NULL;
@@ -309,6 +454,9 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
         plait_status st = check_llama(cfg, n_head, n_embd, &n_kv_head, &ffn_hidden);
         if (st != PLAIT_OK) return st;
     }
+    moe_desc moe;
+    plait_status mst = check_moe(cfg, arch, n_layer, is_llama ? ffn_hidden : 4 * n_embd, &moe);
+    if (mst != PLAIT_OK) return mst;
     /* every index of the largest activation must fit int64 with room to spare */
     double act = (double)micro_batch * (double)block_size *
                  ((double)n_embd * 4.0 + (double)vocab_size + (double)n_head * (double)block_size);
@@ -345,11 +493,17 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
     d->vocab_size = (int32_t)vocab_size;
     d->micro_batch = micro_batch;
     d->params_per_block = is_llama ? LP_COUNT : is_gpt ? BP_COUNT : BP_MLP_COUNT;
-    size_t max_params = 5 + (size_t)n_layer * BP_COUNT;
+    d->moe = moe;
+    size_t max_params = 5 + (size_t)n_layer * (BP_COUNT + MOE_EXPERTS + 2 * MOE_GPT_TENSORS);
+    d->moe_first = malloc((size_t)n_layer * sizeof *d->moe_first);
+    /* -1 a dense block; 0 marks a sparse one for build(), which sets its
+     * first MoE parameter's index (never 0: the embedding's) */
+    for (int64_t l = 0; d->moe_first && l < n_layer; l++)
+        d->moe_first[l] = moe.experts > 0 && (l + 1) % moe.every == 0 ? 0 : -1;
     d->layers = calloc((size_t)n_layer + 2, sizeof *d->layers);
     d->params = calloc(max_params, sizeof *d->params);
     d->names = calloc(max_params + (size_t)n_layer + 2, sizeof *d->names);
-    if (!d->layers || !d->params || !d->names) {
+    if (!d->layers || !d->params || !d->names || !d->moe_first) {
         plait_model_desc_free(d);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "model description: out of memory");
     }
@@ -383,7 +537,17 @@ void plait_model_desc_free(plait_model_desc *d) {
     free(d->names);
     free(d->params);
     free(d->layers);
+    free(d->moe_first);
     free(d);
+}
+
+double plait_model_param_active(const plait_model_desc *d, const plait_param *p) {
+    if (d->moe.experts == 0 || p->layer < 1 || p->layer > d->n_layer || !desc_block_sparse(d, p->layer - 1)) return 1.0;
+    const int32_t at = p->index - d->moe_first[p->layer - 1];
+    const int32_t nt = d->is_llama ? MOE_LLAMA_TENSORS : MOE_GPT_TENSORS;
+    if (at == MOE_BIAS) return 0.0;
+    if (at >= MOE_EXPERTS && at < MOE_EXPERTS + nt) return (double)d->moe.top_k / (double)d->moe.experts;
+    return 1.0;
 }
 
 int32_t plait_model_param_index(const plait_model_desc *desc, const char *name) {

@@ -24,6 +24,24 @@ enum {
  * relative to the block's first parameter). */
 enum { LP_ATTN_NORM, LP_Q, LP_K, LP_V, LP_O, LP_MLP_NORM, LP_GATE, LP_UP, LP_DOWN, LP_COUNT };
 
+/* A sparse block's parameters in place of its MLP's (after ln_2 /
+ * post_attention_layernorm), relative to its first: the router and its
+ * selection bias, then each expert tensor stacked over the experts
+ * ([E, out, in] weights, [E, out] biases), then the shared experts' as one
+ * dense MLP S·F wide. The gpt arch's expert tensors: c_fc weight and
+ * bias, c_proj weight and bias; llama's: gate_proj, up_proj, down_proj. */
+enum { MOE_ROUTER, MOE_BIAS, MOE_EXPERTS };
+#define MOE_GPT_TENSORS 4
+#define MOE_LLAMA_TENSORS 3
+
+/* [model] moe_*: the mixture of experts (moe.c; docs/models.md). */
+typedef struct moe_desc {
+    int32_t experts; /* 0: a dense model */
+    int32_t top_k, shared, ffn, every;
+    int sigmoid; /* moe_router = sigmoid */
+    double aux, z, bias_rate, capacity;
+} moe_desc;
+
 /* First MLP-part parameter, and the MLP arch's count per block. */
 #define BP_MLP_FIRST BP_LN2_W
 #define BP_MLP_COUNT (BP_COUNT - BP_MLP_FIRST)
@@ -55,18 +73,27 @@ struct plait_model_desc {
     /* global indices of fixed parameters */
     int32_t p_wte, p_wpe, p_lnf_w, p_lnf_b, p_lm_head;
     int32_t params_per_block;    /* BP_COUNT or BP_MLP_COUNT */
+    moe_desc moe;
+    /* [n_layer]: global index of block l's first MoE parameter (MOE_*),
+     * -1 for a dense block */
+    int32_t *moe_first;
 };
+
+/* 1 if block `l` (0-based) of the description is sparse. */
+static inline int desc_block_sparse(const plait_model_desc *d, int32_t l) {
+    return d->moe_first && d->moe_first[l] >= 0;
+}
 
 /* Global index of block `l`'s parameter `bp` (a BP_* value; for the MLP
  * arch only BP_MLP_FIRST.. are valid). */
 static inline int32_t desc_block_param(const plait_model_desc *d, int32_t l, int bp) {
     int first = d->is_gpt ? 0 : BP_MLP_FIRST;
-    return 2 + l * d->params_per_block + (bp - first);
+    return d->layers[l + 1].first_param + (bp - first);
 }
 
 /* Global index of Llama block `l`'s parameter `lp` (an LP_* value). */
 static inline int32_t desc_llama_param(const plait_model_desc *d, int32_t l, int lp) {
-    return d->p_wte + 1 + l * LP_COUNT + lp;
+    return d->layers[l + 1].first_param + lp;
 }
 
 /* Global flat index (row-major over the unpadded global shape) of local
@@ -171,6 +198,11 @@ typedef struct model_slot {
     block_grads *wg;
     float *head_dln;
     uint8_t *weight_due;
+    /* mixture of experts: per block (by block index), a sparse block's
+     * routing and its experts' activations (moe.c), in moe_mem */
+    struct moe_acts *moe;
+    float *moe_mem;
+    size_t moe_bytes;
 } model_slot;
 
 struct plait_model {
@@ -262,6 +294,14 @@ struct plait_model {
     plait_comm *cp_comm;
     float *ring_mem; /* the ring's K/V blocks and their gradients (host memory) */
     size_t ring_bytes;
+    /* mixture of experts (moe.c): the sparse blocks' backward scratch,
+     * allocated on first use, and what the forwards routed since the
+     * trainer last took it (plait_model_moe_take) */
+    float *moe_scratch;
+    size_t moe_scratch_bytes;
+    int64_t *moe_counts;   /* [n_layer·experts] tokens per block and expert */
+    double moe_aux, moe_z; /* Σ over the sparse blocks' forwards of each loss's value */
+    int64_t moe_dropped, moe_forwards;
 };
 
 /* The bf16 copies of a block half's product weights (bf16 activations):
@@ -412,6 +452,23 @@ plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_
 plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part);
 plait_status plait_llama_head_forward(plait_model *m, model_slot *s);
 plait_status plait_llama_head_backward(plait_model *m, model_slot *s, bwd_part part);
+
+/* Mixture of experts (moe.c): a sparse block's MLP half over `ln` [BT,C],
+ * the normalised rows: out = res + the shared experts' output + each
+ * token's top-k experts' outputs, weighted by their gates and summed in
+ * the order of expert index. The backward reads dy = d(out) and
+ * overwrites dln with d(ln); it adds every gradient of the block's MoE
+ * parameters in the same call (one pass: a model with sparse blocks is
+ * refused a split backward). */
+plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *res,
+                               float *out);
+plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *dy,
+                                float *dln);
+/* The gpt arch's sparse MLP half: ln_2 (LayerNorm) and the above; dr
+ * (overwritten) = d(r) from dy. */
+plait_status plait_moe_gpt_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y);
+plait_status plait_moe_gpt_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
+                                         float *dr);
 
 /* The fused attention's scratch, allocated with the first slot (model_slots.c). */
 plait_status plait_model_att_scratch(plait_model *m);

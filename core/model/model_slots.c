@@ -44,6 +44,11 @@ void plait_model_slot_release(plait_model *m, model_slot *s) {
     free(s->blocks);
     free(s->wg);
     free(s->weight_due);
+    if (s->moe_mem) {
+        plait_device_free(s->moe_mem);
+        m->act_bytes -= s->moe_bytes;
+    }
+    free(s->moe);
     int ranged = s->ranged;
     int32_t first = s->first, last = s->last;
     memset(s, 0, sizeof *s);

@@ -10,6 +10,7 @@
  *   LayerNorm weights              1
  *   biases                         0
  *   lm_head.weight (tied copy)     the values of transformer.wte.weight
+ *   *.expert_bias (MoE routers)    0
  *
  * The llama arch's names (Hugging Face's) follow the same scheme: its
  * RMSNorm weights (*norm.weight) 1, the residual projections (o_proj,
@@ -39,6 +40,7 @@ static enum init_kind init_kind_of(const char *name, const plait_init_rule *rule
     const double residual = 0.02 / sqrt(2.0 * (double)(rule->n_layer > 0 ? rule->n_layer : 1));
     *hash_name = name;
     *std = 0.02;
+    if (ends_with(name, ".expert_bias")) return INIT_ZERO; /* a router's selection bias (moe.c) starts neutral */
     if (rule->llama) {
         if (strcmp(name, "lm_head.weight") == 0 && rule->tied) *hash_name = "model.embed_tokens.weight";
         if (ends_with(name, "norm.weight")) return INIT_ONE;

@@ -24,6 +24,7 @@
 #include "coll/sum_tree.h"
 #include "layout/mesh.h"
 #include "runtime/process_state.h"
+#include "train/run_moe.h"
 #include "train/step_timing.h"
 
 struct plait_job;
@@ -141,6 +142,7 @@ typedef struct plait_run {
     struct plait_data *data;  /* run_data.c */
     plait_step_exec exec;
     plait_stage_timing timing; /* step timing and the pipeline bubble (step_timing.c) */
+    plait_run_moe moe;         /* the experts' routes of the last step (run_moe.c) */
     struct plait_replica_flight *replica; /* replicas in flight to other hosts (run_replica.c) */
     plait_process_state process; /* the working directory and PLAIT_* variables as the run began to
                                     open (plait_run_check_process) */

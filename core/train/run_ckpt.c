@@ -197,6 +197,18 @@ static plait_status write_model_meta(plait_run *run, plait_ckpt_writer *w) {
         if (st == PLAIT_OK) st = plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, k, v.s);
         if (st != PLAIT_OK) return st;
     }
+    /* a mixture of experts' keys, as the config gives them */
+    for (size_t i = 0; plait_model_moe_experts(run->model.desc) > 0 && plait_ckpt_moe_keys[i]; i++) {
+        char k[64], text[64];
+        plait_value v;
+        snprintf(k, sizeof k, "plait.model.%s", plait_ckpt_moe_keys[i]);
+        plait_status st = plait_config_get(run->cfg, "model", plait_ckpt_moe_keys[i], &v);
+        if (st != PLAIT_OK) return st;
+        if (v.type == PLAIT_KEY_INT) snprintf(text, sizeof text, "%lld", (long long)v.i);
+        else if (v.type == PLAIT_KEY_FLOAT) snprintf(text, sizeof text, "%.17g", v.f);
+        else snprintf(text, sizeof text, "%s", v.s ? v.s : "");
+        if ((st = plait_ckpt_file_metadata(w, PLAIT_CKPT_MODEL, k, text)) != PLAIT_OK) return st;
+    }
     /* a llama's own keys, resolved (n_kv_head and ffn_hidden as the model has them) */
     plait_llama_shape llama;
     if (strcmp(run->model.spec->arch, "llama") == 0) {

@@ -30,6 +30,7 @@ void plait_run_close(plait_run *run) {
     free(run->work.last_layer);
     plait_step_exec_close(&run->exec);
     plait_stage_timing_close(&run->timing);
+    plait_run_moe_free(&run->moe);
     plait_model_desc_free(run->model.desc);
     if (run->world.comm) plait_mesh_release(&run->world.mesh);
     plait_run_replica_close(run);

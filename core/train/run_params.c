@@ -122,7 +122,7 @@ double plait_run_flops_per_token(const plait_run *run) {
         if (plait_tied_is_copy(p) || strcmp(p->name, "transformer.wpe.weight") == 0 ||
             (strcmp(p->name, "model.embed_tokens.weight") == 0 && !has_tied_copy(s, g)))
             continue;
-        double numel = 1;
+        double numel = plait_model_param_active(run->model.desc, p); /* a token's share of a mixture of experts */
         for (int d = 0; d < p->ndim; d++) numel *= (double)p->shape[d];
         n += numel;
     }

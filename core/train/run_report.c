@@ -44,9 +44,18 @@ static void collect_memory(plait_run *run, run_memory *m) {
 
 void plait_run_print_summary(plait_run *run, const char *out_dir, const char *resumed_from) {
     const plait_model_spec *s = run->model.spec;
-    const double n = plait_model_spec_params(s);
-    printf("plait: %s n_layer=%d n_head=%d n_embd=%d block=%d vocab=%d: %.2fM parameters\n", s->arch, s->n_layer,
-           s->n_head, s->n_embd, s->block_size, s->vocab_size, n / 1e6);
+    double n = 0, active = 0;
+    for (int32_t g = 0; g < s->n_params; g++) {
+        if (plait_tied_is_copy(&s->params[g])) continue;
+        double e = 1;
+        for (int d = 0; d < s->params[g].ndim; d++) e *= (double)s->params[g].shape[d];
+        n += e;
+        active += e * plait_model_param_active(run->model.desc, &s->params[g]);
+    }
+    char moe[96] = "";
+    if (active < n) snprintf(moe, sizeof moe, " (%.2fM active a token)", active / 1e6);
+    printf("plait: %s n_layer=%d n_head=%d n_embd=%d block=%d vocab=%d: %.2fM parameters%s\n", s->arch, s->n_layer,
+           s->n_head, s->n_embd, s->block_size, s->vocab_size, n / 1e6, moe);
     printf("plait: layout dp=%d tp=%d pp=%d (%s, order %s), optimizer %s, comm %s\n", run->world.mesh.dp, run->world.mesh.tp,
            run->world.mesh.pp, plait_config_str(run->cfg, "parallel", "plugin"), run->world.mesh.order,
            plait_config_str(run->cfg, "optim", "plugin"), plait_config_str(run->cfg, "comm", "plugin"));
@@ -161,6 +170,7 @@ void plait_run_fill_metrics(plait_run *run, plait_metrics *mt, const plait_step_
     const plait_step_timing *t = &r->t;
     double tokens = (double)run->work.batch.global_batch * run->model.block_size;
     plait_metrics_set_named(mt, "step", (double)run->step);
+    plait_run_moe_metrics(run, mt);
     plait_metrics_set_named(mt, "restarts", (double)plait_restart_count()); /* launch/restart.h */
     /* an elastic job's hosts and the changes of membership so far (one
      * launcher alone: 1 host, none) */

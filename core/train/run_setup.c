@@ -100,14 +100,8 @@ static plait_status check_cp(const plait_run *run) {
 /* Axes the mesh accepts that training cannot run yet: refused by name. */
 static plait_status check_mesh_axes(const plait_run *run) {
     const plait_mesh *m = &run->world.mesh;
-    const char *where = "";
-    if (m->ep > 1) {
-        plait_config_origin(run->cfg, "parallel", "ep", &where);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: [parallel] ep = %d: expert parallelism splits a mixture-of-experts model's "
-                               "experts, and plait's models (model.arch gpt, llama, mlp) have none; set ep = 1",
-                               where, m->ep);
-    }
+    plait_status st = plait_run_moe_check_layout(run);
+    if (st != PLAIT_OK) return st;
     return m->cp > 1 ? check_cp(run) : PLAIT_OK;
 }
 
@@ -145,6 +139,7 @@ plait_status plait_run_load_parallel(plait_run *run) {
     if (st == PLAIT_OK) st = plait_run_prefill_plan(run);
     if (st == PLAIT_OK) st = run_plugin_plan(run);
     if (st != PLAIT_OK) return plait_wrap_error(st, "parallel plugin %s", name);
+    if ((st = plait_run_moe_check_plan(run, plait_plan_splits_backward(&run->work.plan))) != PLAIT_OK) return st;
     run->work.stage = run->world.mesh.pp_rank;
     int32_t chunks = run->work.plan.chunks;
     if (chunks < 1)
@@ -223,6 +218,7 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
     }
     if (st == PLAIT_OK) st = plait_run_load_parallel(run);
     if (st == PLAIT_OK) st = load_optim(run);
+    if (st == PLAIT_OK) st = plait_run_moe_check_optim(run);
     if (st == PLAIT_OK) st = plait_run_build_params(run);
     if (st == PLAIT_OK) st = plait_run_alloc_storage(run);
     plait_run_source source;

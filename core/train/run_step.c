@@ -97,6 +97,8 @@ plait_status plait_run_step(plait_run *run, plait_step_result *res) {
                              "optimizer",
                              (long long)run->step + 1, isnan(res->loss) ? "NaN" : "infinite",
                              plait_config_str(run->cfg, "optim", "plugin"));
+    /* the experts' routes summed, their selection bias moved */
+    if (st == PLAIT_OK) st = plait_run_moe_step(run, run->step + 1);
     plait_trace_range_pop(nvtx);
     if (st != PLAIT_OK) return plait_wrap_error(st, "step %lld", (long long)run->step + 1);
     plait_stage_timing_take(&run->timing, run->exec.stage_times, res);

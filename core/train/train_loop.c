@@ -302,6 +302,7 @@ static plait_status open_reports(train_loop *t) {
     if (st == PLAIT_OK) st = plait_run_check_ckpt_names(t->out_dir, run->step, run->steps, t->ckpt_every);
     if (st == PLAIT_OK) plait_run_warn_ckpt_room(run, t->out_dir, t->ckpt_every);
     add_columns(&t->metrics, run->world.mesh.pp);
+    plait_run_moe_columns(run, &t->metrics);
     plait_progress_init(&t->progress, progress_mode(t->cfg, t->opts->progress), stdout, run->steps,
                         plait_run_flops_per_token(run), 0);
     plait_run_print_summary(run, t->out_dir, resumed);

@@ -1,0 +1,466 @@
+/*
+ * The mixture of experts: a sparse block's MLP half. A router (float32)
+ * scores each token's normalised row against every expert, picks its top
+ * k, and the token's output is the residual plus the shared experts'
+ * output plus its k experts' outputs weighted by their gates. Each expert
+ * is the architecture's MLP (the GPT's c_fc, GELU, c_proj with biases;
+ * the Llama family's gate, up, SwiGLU, down), its weights one slice of a
+ * tensor stacked over the experts.
+ *
+ *   scores  softmax (Mixtral, Switch) or sigmoid (DeepSeek-V3) of the
+ *           router's logits; the choice ranks score + expert_bias (the
+ *           bias moves outside the gradient, plait_model_moe_balance), the
+ *           gates are the chosen scores, renormalised to sum to 1 when
+ *           k > 1; ties go to the lower expert index
+ *   routes  in token order, so with a capacity (moe_capacity) the first
+ *           tokens win and the rest are dropped (their gate counts, their
+ *           output is not added)
+ *   rows    permuted by expert (expert 0's tokens in token order, then
+ *           expert 1's, ...), so each expert's product is one GEMM over
+ *           its rows; un-permuted by summing a token's outputs in the
+ *           order of expert index, whatever order they were computed in
+ *   losses  Switch/GShard's load-balancing loss as Megatron-Core writes
+ *           it, aux·E/(N²k)·Σ_e P_e·c_e (P_e the sum of expert e's scores
+ *           over the N tokens, c_e the routes it was given), and the
+ *           z-loss z/N·Σ_n lse_n², each entering the gradient only (as
+ *           Megatron's MoEAuxLossAutoScaler), weighted by the micro-batch's
+ *           share of the global batch's tokens like the LM loss
+ *
+ * The routing is host code over the tensors: the model refuses experts on
+ * a device whose memory is not host memory (model.c). The backward runs
+ * whole in one call (input and weight gradients).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/device.h"
+#include "model/model_internal.h"
+#include "runtime/error.h"
+
+/* What a sparse block's forward keeps for its backward (in the slot's
+ * moe_mem). N tokens, k routes each, E experts, F an expert's width, SF
+ * the shared experts' width. */
+typedef struct moe_acts {
+    float *logits, *scores; /* [N,E] */
+    float *lse;             /* [N] log-sum-exp of the logits (z-loss) */
+    float *routed;          /* [E] routes each expert was given, before any drop */
+    int32_t *idx;           /* [N,k] chosen experts, ascending */
+    float *gate;            /* [N,k] */
+    int32_t *row;           /* [N,k] each route's permuted row, -1 dropped */
+    int32_t *tok;           /* [N·k] the token of a permuted row */
+    int32_t *off;           /* [E+1] each expert's first row */
+    float *x, *y;           /* [N·k,C] permuted inputs, experts' outputs */
+    float *h, *u, *a;       /* [N·k,F]: gpt c_fc's output and GELU's; llama gate's, up's, SwiGLU's */
+    float *sh, *su, *sa;    /* [N,SF] the same for the shared experts */
+    float *sy;              /* [N,C] the shared experts' output */
+} moe_acts;
+
+typedef struct moe_dims {
+    int64_t N, C, E, k, F, SF;
+    int nt; /* expert tensors: MOE_GPT_TENSORS or MOE_LLAMA_TENSORS */
+} moe_dims;
+
+static moe_dims dims_of(const plait_model *m) {
+    const moe_desc *md = &m->desc->moe;
+    return (moe_dims){.N = m->B * m->T,
+                      .C = m->C,
+                      .E = md->experts,
+                      .k = md->top_k,
+                      .F = md->ffn,
+                      .SF = (int64_t)md->shared * md->ffn,
+                      .nt = m->desc->is_llama ? MOE_LLAMA_TENSORS : MOE_GPT_TENSORS};
+}
+
+/* Floats of one block's moe_acts (ints take a float's room); carved from
+ * `base` into *a unless base is NULL. */
+static size_t acts_carve(const moe_dims *d, float *base, moe_acts *a) {
+    const int64_t N = d->N, Nk = d->N * d->k, E = d->E;
+    size_t at = 0;
+#define TAKE(ptr, type, n)                                                                                             \
+    do {                                                                                                               \
+        if (base) (ptr) = (type *)(void *)(base + at);                                                                 \
+        at += (size_t)(n);                                                                                             \
+    } while (0)
+    moe_acts z = {0};
+    if (!a) a = &z;
+    TAKE(a->logits, float, N *E);
+    TAKE(a->scores, float, N *E);
+    TAKE(a->lse, float, N);
+    TAKE(a->routed, float, E);
+    TAKE(a->idx, int32_t, Nk);
+    TAKE(a->gate, float, Nk);
+    TAKE(a->row, int32_t, Nk);
+    TAKE(a->tok, int32_t, Nk);
+    TAKE(a->off, int32_t, E + 1);
+    TAKE(a->x, float, Nk * d->C);
+    TAKE(a->y, float, Nk * d->C);
+    TAKE(a->h, float, Nk * d->F);
+    TAKE(a->u, float, Nk * d->F);
+    TAKE(a->a, float, Nk * d->F);
+    if (d->SF > 0) {
+        TAKE(a->sh, float, N * d->SF);
+        TAKE(a->su, float, N * d->SF);
+        TAKE(a->sa, float, N * d->SF);
+        TAKE(a->sy, float, N * d->C);
+    }
+#undef TAKE
+    return (at + 63) / 64 * 64; /* each block's part 256-byte aligned */
+}
+
+/* The slot's moe_acts for every sparse block it holds, allocated at its
+ * first sparse forward. */
+static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_acts **out) {
+    const int32_t L = m->desc->n_layer;
+    if (!s->moe) {
+        const moe_dims d = dims_of(m);
+        const size_t per = acts_carve(&d, NULL, NULL);
+        size_t n = 0;
+        for (int32_t l = 0; l < L; l++) n += desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1);
+        s->moe = calloc((size_t)L, sizeof *s->moe);
+        s->moe_bytes = n * per * sizeof(float);
+        s->moe_mem = s->moe ? plait_device_alloc(s->moe_bytes, "activations") : NULL;
+        if (!s->moe || !s->moe_mem) {
+            free(s->moe);
+            s->moe = NULL;
+            s->moe_bytes = 0;
+            return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the experts' activations");
+        }
+        m->act_bytes += s->moe_bytes;
+        size_t at = 0;
+        for (int32_t l = 0; l < L; l++)
+            if (desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1))
+                at += acts_carve(&d, s->moe_mem + at, &s->moe[l]);
+    }
+    *out = &s->moe[layer - 1];
+    return PLAIT_OK;
+}
+
+/* The backward's scratch, shared by every sparse block and slot. */
+typedef struct moe_scratch {
+    float *d1, *d2, *d3;  /* [max(N·k, N·S)·F] */
+    float *dy, *dx, *dx2; /* [N·k,C] */
+    float *dlogits;       /* [N,E] */
+} moe_scratch;
+
+static plait_status scratch_get(plait_model *m, moe_scratch *sc) {
+    const moe_dims d = dims_of(m);
+    const int64_t wide = d.N * d.k * d.F > d.N * d.SF ? d.N * d.k * d.F : d.N * d.SF;
+    const size_t floats = (size_t)(3 * wide + 3 * d.N * d.k * d.C + d.N * d.E);
+    if (!m->moe_scratch) {
+        m->moe_scratch = plait_device_alloc(floats * sizeof(float), "activations");
+        if (!m->moe_scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: the experts' backward scratch");
+        m->moe_scratch_bytes = floats * sizeof(float);
+        m->act_bytes += m->moe_scratch_bytes;
+    }
+    float *p = m->moe_scratch;
+    sc->d1 = p;
+    sc->d2 = p + wide;
+    sc->d3 = p + 2 * wide;
+    sc->dy = p + 3 * wide;
+    sc->dx = sc->dy + d.N * d.k * d.C;
+    sc->dx2 = sc->dx + d.N * d.k * d.C;
+    sc->dlogits = sc->dx2 + d.N * d.k * d.C;
+    return PLAIT_OK;
+}
+
+/* ---- one MLP (an expert, or the shared experts) -------------------------- */
+
+/* An MLP's weights (or their gradients): gpt w1/b1 = c_fc, w2/b2 = c_proj;
+ * llama w1 = gate_proj, w3 = up_proj, w2 = down_proj. */
+typedef struct mlp_w {
+    float *w1, *b1, *w3, *w2, *b2;
+} mlp_w;
+
+/* The MoE tensors of block `layer` (data or gradients) into t[0..n). */
+static plait_status moe_tensors(plait_model *m, param_part part, int32_t layer, float **t, int *n) {
+    const moe_dims d = dims_of(m);
+    *n = MOE_EXPERTS + d.nt * (d.SF > 0 ? 2 : 1);
+    return plait_model_tensors(m, part, layer, m->desc->moe_first[layer - 1], *n, t);
+}
+
+/* Expert e's slices of the stacked tensors t[MOE_EXPERTS..]; e = -1: the
+ * shared experts' tensors after them. */
+static mlp_w expert_w(const moe_dims *d, float *const *t, int64_t e) {
+    float *const *x = t + MOE_EXPERTS + (e < 0 ? d->nt : 0);
+    const int64_t i = e < 0 ? 0 : e, C = d->C, F = d->F;
+    if (d->nt == MOE_LLAMA_TENSORS)
+        return (mlp_w){.w1 = x[0] + i * F * C, .w3 = x[1] + i * F * C, .w2 = x[2] + i * C * F};
+    return (mlp_w){.w1 = x[0] + i * F * C, .b1 = x[1] + i * F, .w2 = x[2] + i * C * F, .b2 = x[3] + i * C};
+}
+
+/* y [n,C] = the MLP of x [n,C], width F, keeping h, u (and a) [n,F]. */
+static void mlp_forward(plait_model *m, const moe_dims *d, const mlp_w *w, const float *x, float *h, float *u, float *a,
+                        float *y, int64_t n, int64_t F) {
+    const int64_t C = d->C;
+    if (n == 0) return;
+    m->k->matmul_forward(h, x, w->w1, w->b1, n, C, F);
+    if (d->nt == MOE_LLAMA_TENSORS) {
+        m->k->matmul_forward(u, x, w->w3, NULL, n, C, F);
+        m->k->swiglu_forward(a, h, u, (size_t)(n * F));
+        m->k->matmul_forward(y, a, w->w2, NULL, n, F, C);
+        return;
+    }
+    m->k->gelu_forward(u, h, (size_t)(n * F));
+    m->k->matmul_forward(y, u, w->w2, w->b2, n, F, C);
+}
+
+/* dx [n,C] (overwritten) from dy [n,C], the weights' gradients added to
+ * g; d1..d3 [n,F] scratch, dx2 [n,C] scratch (llama). */
+static void mlp_backward(plait_model *m, const moe_dims *d, const mlp_w *w, const mlp_w *g, const float *x,
+                         const float *h, const float *u, const float *a, const float *dy, float *dx, int64_t n,
+                         int64_t F, const moe_scratch *sc) {
+    const int64_t C = d->C;
+    if (n == 0) return;
+    if (d->nt == MOE_LLAMA_TENSORS) {
+        m->k->matmul_backward(sc->d1, g->w2, NULL, dy, a, w->w2, n, F, C);
+        m->k->swiglu_backward(sc->d2, sc->d3, sc->d1, h, u, (size_t)(n * F));
+        m->k->matmul_backward(dx, g->w1, NULL, sc->d2, x, w->w1, n, C, F);
+        m->k->matmul_backward(sc->dx2, g->w3, NULL, sc->d3, x, w->w3, n, C, F);
+        m->k->axpy(dx, sc->dx2, (size_t)(n * C), 1.0f);
+        return;
+    }
+    m->k->matmul_backward(sc->d1, g->w2, g->b2, dy, u, w->w2, n, F, C);
+    m->k->gelu_backward(sc->d2, h, sc->d1, (size_t)(n * F));
+    m->k->matmul_backward(dx, g->w1, g->b1, sc->d2, x, w->w1, n, C, F);
+}
+
+/* ---- the router ---------------------------------------------------------- */
+
+/* Scores, log-sum-exp and the top k of token n (logits already in a). */
+static void route_token(const plait_model *m, const moe_dims *d, moe_acts *a, const float *bias, int64_t n) {
+    const int64_t E = d->E, k = d->k;
+    const float *z = a->logits + n * E;
+    float *s = a->scores + n * E;
+    double mx = z[0], sum = 0.0;
+    for (int64_t e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+    for (int64_t e = 0; e < E; e++) sum += exp((double)z[e] - mx);
+    a->lse[n] = (float)(mx + log(sum));
+    for (int64_t e = 0; e < E; e++)
+        s[e] = m->desc->moe.sigmoid ? (float)(1.0 / (1.0 + exp(-(double)z[e]))) : (float)(exp((double)z[e] - mx) / sum);
+    int32_t *idx = a->idx + n * k;
+    for (int64_t j = 0; j < k; j++) { /* the k highest score + bias, ties to the lower index */
+        int32_t best = -1;
+        for (int64_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (int64_t i = 0; i < j; i++) taken |= idx[i] == e;
+            if (!taken && (best < 0 || s[e] + bias[e] > s[best] + bias[best])) best = (int32_t)e;
+        }
+        idx[j] = best;
+    }
+    for (int64_t j = 1; j < k; j++) /* ascending: the combine's order */
+        for (int64_t i = j; i > 0 && idx[i - 1] > idx[i]; i--) {
+            int32_t t = idx[i];
+            idx[i] = idx[i - 1];
+            idx[i - 1] = t;
+        }
+    double g = 0.0;
+    for (int64_t j = 0; j < k; j++) g += s[idx[j]];
+    for (int64_t j = 0; j < k; j++) a->gate[n * k + j] = k > 1 ? (float)(s[idx[j]] / g) : s[idx[j]];
+}
+
+/* The routes in token order into the experts' rows (a capacity drops the
+ * routes past it), their offsets, and the permuted inputs. Returns the
+ * routes dropped, -1 out of memory. */
+static int64_t permute(const plait_model *m, const moe_dims *d, moe_acts *a, const float *ln) {
+    const int64_t N = d->N, E = d->E, k = d->k, C = d->C;
+    const double cf = m->desc->moe.capacity;
+    const int64_t cap = cf > 0 ? (int64_t)ceil(cf * (double)(N * k) / (double)E) : N * k;
+    int64_t dropped = 0;
+    for (int64_t e = 0; e <= E; e++) a->off[e] = 0;
+    for (int64_t e = 0; e < E; e++) a->routed[e] = 0.0f;
+    for (int64_t r = 0; r < N * k; r++) { /* kept routes counted in off[e+1] */
+        const int32_t e = a->idx[r];
+        a->routed[e] += 1.0f;
+        if (a->off[e + 1] < cap) a->off[e + 1]++, a->row[r] = 0;
+        else a->row[r] = -1, dropped++;
+    }
+    for (int64_t e = 0; e < E; e++) a->off[e + 1] += a->off[e];
+    int32_t *fill = calloc(E > 0 ? (size_t)E : 1u, sizeof *fill);
+    if (!fill) return -1;
+    for (int64_t r = 0; r < N * k; r++) {
+        if (a->row[r] < 0) continue;
+        const int32_t e = a->idx[r], at = a->off[e] + fill[e]++;
+        a->row[r] = at;
+        a->tok[at] = (int32_t)(r / k);
+        memcpy(a->x + (int64_t)at * C, ln + (r / k) * C, (size_t)C * sizeof(float));
+    }
+    free(fill);
+    return dropped;
+}
+
+/* The load-balancing and z losses of one forward. */
+static void losses(const plait_model *m, const moe_dims *d, const moe_acts *a, double *aux, double *z) {
+    const int64_t N = d->N, E = d->E;
+    double az = 0.0, al = 0.0;
+    for (int64_t n = 0; n < N; n++) az += (double)a->lse[n] * (double)a->lse[n];
+    for (int64_t e = 0; e < E; e++) {
+        double p = 0.0;
+        for (int64_t n = 0; n < N; n++) p += a->scores[n * E + e];
+        al += p * (double)a->routed[e];
+    }
+    *aux = m->desc->moe.aux * (double)E / ((double)N * (double)N * (double)d->k) * al;
+    *z = m->desc->moe.z * az / (double)N;
+}
+
+/* ---- forward and backward -------------------------------------------------- */
+
+plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *res,
+                               float *out) {
+    const moe_dims d = dims_of(m);
+    moe_acts *a = NULL;
+    float *t[MOE_EXPERTS + 2 * MOE_GPT_TENSORS];
+    int nt;
+    plait_status st = slot_acts(m, s, layer, &a);
+    if (st == PLAIT_OK) st = moe_tensors(m, PARAM_DATA, layer, t, &nt);
+    if (st != PLAIT_OK) return st;
+    const int64_t N = d.N, C = d.C, k = d.k;
+    m->k->matmul_forward(a->logits, ln, t[MOE_ROUTER], NULL, N, C, d.E);
+    for (int64_t n = 0; n < N; n++) route_token(m, &d, a, t[MOE_BIAS], n);
+    const int64_t dropped = permute(m, &d, a, ln);
+    if (dropped < 0)
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory routing %s's tokens",
+                               plait_model_layer_name(m, layer));
+    for (int64_t e = 0; e < d.E; e++) {
+        const mlp_w w = expert_w(&d, t, e);
+        const int64_t r0 = a->off[e], n = a->off[e + 1] - r0;
+        mlp_forward(m, &d, &w, a->x + r0 * C, a->h + r0 * d.F, a->u + r0 * d.F, a->a + r0 * d.F, a->y + r0 * C, n, d.F);
+    }
+    if (d.SF > 0) {
+        const mlp_w w = expert_w(&d, t, -1);
+        mlp_forward(m, &d, &w, ln, a->sh, a->su, a->sa, a->sy, N, d.SF);
+    }
+    /* the combine: residual, shared experts, then the k routes by expert index */
+    for (int64_t n = 0; n < N; n++) {
+        float *o = out + n * C;
+        memcpy(o, res + n * C, (size_t)C * sizeof(float));
+        if (d.SF > 0)
+            for (int64_t c = 0; c < C; c++) o[c] += a->sy[n * C + c];
+        for (int64_t j = 0; j < k; j++) {
+            const int32_t r = a->row[n * k + j];
+            const float g = a->gate[n * k + j];
+            if (r < 0) continue;
+            for (int64_t c = 0; c < C; c++) o[c] += g * a->y[(int64_t)r * C + c];
+        }
+    }
+    if (!m->forward_only) { /* what the trainer reports and balances with */
+        double aux, z;
+        losses(m, &d, a, &aux, &z);
+        const double share = (double)N * (double)m->loss_scale;
+        m->moe_aux += aux * share;
+        m->moe_z += z * share;
+        m->moe_dropped += dropped;
+        m->moe_forwards++;
+        for (int64_t e = 0; e < d.E; e++) m->moe_counts[(layer - 1) * d.E + e] += (int64_t)a->routed[e];
+    }
+    return PLAIT_OK;
+}
+
+/* The router's logits' gradient for token n from its gates' (dg [k]),
+ * the load-balancing loss's and the z-loss's, each weighted by `share`. */
+static void router_token_grad(const plait_model *m, const moe_dims *d, const moe_acts *a, const double *dg,
+                              double share, float *dl, int64_t n) {
+    const int64_t E = d->E, k = d->k, N = d->N;
+    const float *s = a->scores + n * E;
+    const int32_t *idx = a->idx + n * k;
+    double ds[4096];
+    for (int64_t e = 0; e < E; e++)
+        ds[e] = m->desc->moe.aux * (double)E * (double)a->routed[e] / ((double)N * (double)N * (double)k) * share;
+    if (k > 1) { /* g_j = s_j / Σ s: d s_j = (dg_j - Σ_l dg_l g_l) / Σ s */
+        double sum = 0.0, dot = 0.0;
+        for (int64_t j = 0; j < k; j++) sum += s[idx[j]];
+        for (int64_t j = 0; j < k; j++) dot += dg[j] * a->gate[n * k + j];
+        for (int64_t j = 0; j < k; j++) ds[idx[j]] += (dg[j] - dot) / sum;
+    } else ds[idx[0]] += dg[0];
+    double sds = 0.0;
+    for (int64_t e = 0; e < E; e++) sds += (double)s[e] * ds[e];
+    for (int64_t e = 0; e < E; e++) {
+        const double se = s[e];
+        double g = m->desc->moe.sigmoid ? ds[e] * se * (1.0 - se) : se * (ds[e] - sds);
+        /* z-loss: d(lse²) = 2 lse softmax */
+        const double p = exp((double)a->logits[n * E + e] - (double)a->lse[n]);
+        g += m->desc->moe.z * 2.0 * (double)a->lse[n] * p / (double)N * share;
+        dl[n * E + e] = (float)g;
+    }
+}
+
+plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *dy,
+                                float *dln) {
+    const moe_dims d = dims_of(m);
+    const int64_t N = d.N, C = d.C, k = d.k;
+    moe_acts *a = s->moe ? &s->moe[layer - 1] : NULL;
+    if (!a || !a->logits)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: backward of sparse block %s before its forward",
+                               plait_model_layer_name(m, layer));
+    float *t[MOE_EXPERTS + 2 * MOE_GPT_TENSORS], *g[MOE_EXPERTS + 2 * MOE_GPT_TENSORS];
+    int nt;
+    moe_scratch sc = {0};
+    plait_status st = moe_tensors(m, PARAM_DATA, layer, t, &nt);
+    if (st == PLAIT_OK) st = moe_tensors(m, PARAM_GRAD, layer, g, &nt);
+    if (st == PLAIT_OK) st = scratch_get(m, &sc);
+    if (st != PLAIT_OK) return st;
+    /* the shared experts see dy whole; their input gradient starts dln */
+    if (d.SF > 0) {
+        const mlp_w w = expert_w(&d, t, -1), gw = expert_w(&d, g, -1);
+        mlp_backward(m, &d, &w, &gw, ln, a->sh, a->su, a->sa, dy, dln, N, d.SF, &sc);
+    } else m->k->zero(dln, (size_t)(N * C));
+    /* each route's output gradient (gate × dy) in its row, the gate's (dy · its output) */
+    for (int64_t n = 0; n < N; n++) {
+        double dg[4096];
+        for (int64_t j = 0; j < k; j++) {
+            const int32_t r = a->row[n * k + j];
+            dg[j] = 0.0;
+            if (r < 0) continue;
+            const float gt = a->gate[n * k + j];
+            double dot = 0.0;
+            for (int64_t c = 0; c < C; c++) {
+                sc.dy[(int64_t)r * C + c] = gt * dy[n * C + c];
+                dot += (double)dy[n * C + c] * (double)a->y[(int64_t)r * C + c];
+            }
+            dg[j] = dot;
+        }
+        router_token_grad(m, &d, a, dg, (double)N * (double)m->loss_scale, sc.dlogits, n);
+    }
+    for (int64_t e = 0; e < d.E; e++) {
+        const mlp_w w = expert_w(&d, t, e), gw = expert_w(&d, g, e);
+        const int64_t r0 = a->off[e], n = a->off[e + 1] - r0;
+        mlp_backward(m, &d, &w, &gw, a->x + r0 * C, a->h + r0 * d.F, a->u + r0 * d.F, a->a + r0 * d.F, sc.dy + r0 * C,
+                     sc.dx + r0 * C, n, d.F, &sc);
+    }
+    /* un-permute: each token's routes added in the order of expert index */
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t j = 0; j < k; j++) {
+            const int32_t r = a->row[n * k + j];
+            if (r < 0) continue;
+            for (int64_t c = 0; c < C; c++) dln[n * C + c] += sc.dx[(int64_t)r * C + c];
+        }
+    /* the router: its weight's gradient and its input's, added last */
+    m->k->matmul_backward(sc.dx2, g[MOE_ROUTER], NULL, sc.dlogits, ln, t[MOE_ROUTER], N, C, d.E);
+    m->k->axpy(dln, sc.dx2, (size_t)(N * C), 1.0f);
+    return PLAIT_OK;
+}
+
+/* ---- the gpt arch's sparse MLP half ---------------------------------------- */
+
+plait_status plait_moe_gpt_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y) {
+    block_acts *a = &s->blocks[layer - 1];
+    float *p[2];
+    plait_status st = plait_model_tensors(m, PARAM_DATA, layer, desc_block_param(m->desc, layer - 1, BP_LN2_W), 2, p);
+    if (st != PLAIT_OK) return st;
+    m->k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, r, p[0], p[1], m->B * m->T, m->C);
+    return plait_moe_forward(m, s, layer, a->ln2, r, y);
+}
+
+plait_status plait_moe_gpt_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
+                                         float *dr) {
+    block_acts *a = &s->blocks[layer - 1];
+    float *p[2], *g[2];
+    const int32_t first = desc_block_param(m->desc, layer - 1, BP_LN2_W);
+    plait_status st = plait_model_tensors(m, PARAM_DATA, layer, first, 2, p);
+    if (st == PLAIT_OK) st = plait_model_tensors(m, PARAM_GRAD, layer, first, 2, g);
+    if (st == PLAIT_OK) st = plait_moe_backward(m, s, layer, a->ln2, dy, m->s_dln);
+    if (st != PLAIT_OK) return st;
+    m->k->copy(dr, dy, (size_t)(m->B * m->T * m->C));
+    m->k->layernorm_backward(dr, g[0], g[1], m->s_dln, r, p[0], a->ln2_mean, a->ln2_rstd, m->B * m->T, m->C);
+    return PLAIT_OK;
+}
