@@ -17,9 +17,10 @@ static int explain(plait_cli_layout_args *a, const plait_cluster *cluster) {
         fprintf(stderr, "plait plan: --explain: %s\n", plait_last_error());
         return 2;
     }
-    if ((int64_t)l.dp * l.tp * l.pp != a->ranks) {
-        fprintf(stderr, "plait plan: --explain '%s': dp %d x tp %d x pp %d is %lld ranks, not --ranks %d\n", a->explain,
-                l.dp, l.tp, l.pp, (long long)l.dp * l.tp * l.pp, a->ranks);
+    if ((int64_t)plait_cost_layout_ranks(&l) != a->ranks) {
+        fprintf(stderr, "plait plan: --explain '%s': dp %d x cp %d x tp %d x pp %d is %lld ranks, not --ranks %d\n",
+                a->explain, l.dp, plait_cost_layout_cp(&l), l.tp, l.pp, (long long)plait_cost_layout_ranks(&l),
+                a->ranks);
         return 2;
     }
     if (l.micro_batch == 0) l.micro_batch = l.pp > 1 ? 1 : (a->axes.global_batch / l.dp > 0 ? a->axes.global_batch / l.dp : 1);
