@@ -81,9 +81,11 @@ typedef struct plait_cost_axes {
 } plait_cost_axes;
 
 /* The fewest tokens of a sequence a cp rank keeps when cp varies without
- * bounds: below it the ring's transfers outweigh the attention that hides
- * them (Megatron-LM users turn cp on from sequences of 8K and more). */
-#define PLAIT_COST_CP_MIN_TOKENS 1024
+ * bounds: context parallelism is for sequences whose activations a rank
+ * cannot hold, and long-context recipes (Megatron-LM's, Llama 3's) keep
+ * 4K to 8K tokens a cp rank; at shorter ones the ring's latency and its
+ * float32 activations buy nothing tp does not. */
+#define PLAIT_COST_CP_MIN_TOKENS 4096
 
 /* Parse "dp,tp,pp,schedule" (or "all") into axes->vary; "AXIS=v1,v2"
  * style bounds are set with plait_cost_axes_values. Errors name the

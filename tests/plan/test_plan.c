@@ -822,15 +822,15 @@ static void test_context_parallel(void **state) {
     (void)state;
     plait_cost_axes a = axes4("cp");
     a.ranks = 8;
-    a.seq = 4096;
+    a.seq = 16384;
     a.attention = 1;
     a.base.dp = 1;
-    /* cp 1, 2, 4 (4096 / 8 = 512 tokens a rank is too few), dp x tp x pp = 8 / cp fixed at the base's 1: none
-     * of 8 ranks but cp 8 would make 8, and it is left out: no layout */
+    /* cp 1, 2, 4 (16384 / 8 = 2048 tokens a rank is too few), dp x tp x pp fixed at the base's 1: none of 8
+     * ranks but cp 8 would make 8, and it is left out: no layout */
     assert_int_equal(plait_cost_enumerate(&a, NULL, 0), 0);
     a = axes4("dp,cp");
     a.ranks = 8;
-    a.seq = 4096;
+    a.seq = 16384;
     a.attention = 1;
     plait_cost_layout l[8];
     assert_int_equal(plait_cost_enumerate(&a, l, 8), 3); /* dp 8 cp 1, dp 4 cp 2, dp 2 cp 4 */
