@@ -268,7 +268,8 @@ int plait_cli_layout_search(int argc, char **argv, int sweep, const char *cmd, p
     if (rc != 0) return rc;
     plait_cost_ctx x;
     plait_cli_layout_ctx(a, cluster, &x);
-    plait_status st = plait_cost_search_run(&a->axes, a->base, &x, sweep ? 0 : (a->top ? a->top : (size_t)-1 / 2), s);
+    plait_status st = plait_cost_search_run(&a->axes, a->base, &x, sweep ? 0 : (a->top ? a->top : PLAIT_COST_SHOW_ALL),
+                                            s);
     if (st != PLAIT_OK) {
         plait_cli_print_error(cmd);
         plait_cost_search_free(s);

@@ -419,7 +419,7 @@ double plait_cost_mem_limit(const plait_cluster *c, int ranks) {
 static void optim_of(const plait_config *cfg, int bucket_mb, int *zero, double *bucket) {
     const char *optim = plait_config_str(cfg, "optim", "plugin");
     *zero = plait_cost_zero_stage(optim);
-    *bucket = bucket_mb > 0 ? bucket_mb * 1e6 : 25e6;
+    *bucket = bucket_mb > 0 ? bucket_mb * 1e6 : 25.0 * 1024 * 1024; /* "25M" */
     plait_value v;
     char sec[48];
     snprintf(sec, sizeof sec, *zero ? "optim.%s" : "parallel.dp", optim);

@@ -123,7 +123,31 @@ static double bucket_for(const plait_config *cfg, const plait_cost_layout *l) {
     plait_value v;
     /* the optimizer's section exists only when the config selects it */
     if (plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK) return (double)v.i;
-    return 25e6;
+    return 25.0 * 1024 * 1024; /* the plugins' default, "25M": 25 MiB as a bytes key reads it */
+}
+
+/* Layout `l`'s figures from the model's shape into *r (the stages in
+ * `stages`); 0, or -1 when out of memory. */
+static int weigh_shape(plait_cost_model *m, plait_config *cfg, const plait_cost_ctx *x, const plait_cost_layout *l,
+                       int block_size, plait_cost_rank *stages, plait_cost_result *r) {
+    if (plait_cost_model_stages(m, l, x->global_batch, x->precision, &x->device, stages) != 0) return -1;
+    double gw, pw;
+    plait_cost_wire(cfg, plait_cost_zero_stage(l->optim), &gw, &pw);
+    for (int k = 0; k < l->pp; k++) stages[k].grad_wire = gw, stages[k].param_wire = pw;
+    plait_cost_finish(stages, l, x, bucket_for(cfg, l), block_size, r);
+    r->layout = *l;
+    return 0;
+}
+
+/* The next result of `out`, ranked by layout `l`'s shape alone. */
+static int shape_row(plait_cost_model *m, plait_config *cfg, const plait_cost_ctx *x, const plait_cost_layout *l,
+                     int block_size, plait_cost_rank *stages, plait_cost_search *out) {
+    plait_cost_result *r = &out->results[out->n];
+    memset(r, 0, sizeof *r);
+    if (weigh_shape(m, cfg, x, l, block_size, stages, r) != 0) return -1;
+    out->shape_only++;
+    out->n++;
+    return 0;
 }
 
 void plait_cost_search_free(plait_cost_search *s) {
@@ -170,11 +194,7 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
             if (add_family(&fs, family, why, 0) != 0) goto oom;
             continue;
         }
-        if (plait_cost_model_stages(m, l, x->global_batch, x->precision, &x->device, stages) != 0) goto oom;
-        double gw, pw;
-        plait_cost_wire(cfg, plait_cost_zero_stage(l->optim), &gw, &pw);
-        for (int k = 0; k < l->pp; k++) stages[k].grad_wire = gw, stages[k].param_wire = pw;
-        plait_cost_finish(stages, l, x, bucket_for(cfg, l), block_size, scratch);
+        if (weigh_shape(m, cfg, x, l, block_size, stages, scratch) != 0) goto oom;
         w[nw++] = (weighed){.index = i, .tokens_per_s = scratch->tokens_per_s, .mem = scratch->mem.total,
                             .fits = scratch->fits};
         out->fitting += scratch->fits != 0;
@@ -218,6 +238,10 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     for (size_t i = 0; i < nw && out->n < keep; i++) {
         if (show > 0 && !w[i].fits) break;
         plait_cost_result *r = &out->results[out->n];
+        if (show == PLAIT_COST_SHOW_ALL && out->confirmed >= PLAIT_COST_CONFIRM) { /* ranked only */
+            if (shape_row(m, cfg, x, &lay[w[i].index], block_size, stages, out) != 0) goto oom;
+            continue;
+        }
         st = plait_cost_evaluate_with(&lay[w[i].index], x, plans, r, NULL, 0);
         out->confirmed++;
         if (st != PLAIT_OK) goto done;

@@ -87,6 +87,11 @@ void plait_cost_print_search(FILE *out, const plait_cost_search *s) {
             "# searched %zu layouts in %.2f s: %zu set aside by the rules above, %zu weighed from the model's shape "
             "(%zu fit), %zu checked against their plugin's plan (%zu of them over the memory limit by the plan's count)\n",
             s->candidates, s->seconds, s->refused, s->weighed, s->fitting, s->confirmed, s->over_in_plan);
+    if (s->shape_only)
+        fprintf(out,
+                "# %zu of the rows are ranked by the model's shape alone, not checked against their plugin's plan "
+                "(the best %d are; --explain checks any one)\n",
+                s->shape_only, PLAIT_COST_CONFIRM);
 }
 
 void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait_cost_rank *stages,
