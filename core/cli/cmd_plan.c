@@ -17,10 +17,11 @@ static int explain(plait_cli_layout_args *a, const plait_cluster *cluster) {
         fprintf(stderr, "plait plan: --explain: %s\n", plait_last_error());
         return 2;
     }
-    if ((int64_t)plait_cost_layout_ranks(&l) != a->ranks) {
+    /* in 64 bits: each size a name gives can be up to 1e8 */
+    int64_t ranks = (int64_t)l.dp * plait_cost_layout_cp(&l) * l.tp * l.pp;
+    if (ranks != a->ranks) {
         fprintf(stderr, "plait plan: --explain '%s': dp %d x cp %d x tp %d x pp %d is %lld ranks, not --ranks %d\n",
-                a->explain, l.dp, plait_cost_layout_cp(&l), l.tp, l.pp, (long long)plait_cost_layout_ranks(&l),
-                a->ranks);
+                a->explain, l.dp, plait_cost_layout_cp(&l), l.tp, l.pp, (long long)ranks, a->ranks);
         return 2;
     }
     if (l.micro_batch == 0) l.micro_batch = l.pp > 1 ? 1 : (a->axes.global_batch / l.dp > 0 ? a->axes.global_batch / l.dp : 1);
