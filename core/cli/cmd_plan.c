@@ -31,9 +31,11 @@ static int explain(plait_cli_layout_args *a, const plait_cluster *cluster) {
         fprintf(stderr, "plait plan: --explain: %s\n", plait_last_error());
         return 2;
     }
-    if ((int64_t)l.dp * l.tp * l.pp != a->ranks) {
-        fprintf(stderr, "plait plan: --explain '%s': dp %d x tp %d x pp %d is %lld ranks, not --ranks %d\n", a->explain,
-                l.dp, l.tp, l.pp, (long long)l.dp * l.tp * l.pp, a->ranks);
+    /* in 64 bits: each size a name gives can be up to 1e8 */
+    int64_t ranks = (int64_t)l.dp * plait_cost_layout_cp(&l) * l.tp * l.pp;
+    if (ranks != a->ranks) {
+        fprintf(stderr, "plait plan: --explain '%s': dp %d x cp %d x tp %d x pp %d is %lld ranks, not --ranks %d\n",
+                a->explain, l.dp, plait_cost_layout_cp(&l), l.tp, l.pp, (long long)ranks, a->ranks);
         return 2;
     }
     if (l.micro_batch == 0) l.micro_batch = l.pp > 1 ? 1 : (a->axes.global_batch / l.dp > 0 ? a->axes.global_batch / l.dp : 1);
@@ -84,7 +86,7 @@ static int cmd_plan(int argc, char **argv, const plait_cli_job_opts *job) {
         plait_cost_ctx x;
         plait_cli_layout_ctx(&a, &cluster, &x);
         plait_cost_search s;
-        plait_status st = plait_cost_search_run(&a.axes, a.base, &x, a.top ? a.top : (size_t)-1 / 2, &s);
+        plait_status st = plait_cost_search_run(&a.axes, a.base, &x, a.top ? a.top : PLAIT_COST_SHOW_ALL, &s);
         if (st != PLAIT_OK) {
             plait_cli_print_error("plan");
             rc = 1;
@@ -138,7 +140,8 @@ const plait_command plait_cmd_plan = {
     "                     the values an axis takes (comma-separated; makes it vary)\n"
     "  --sp 0,1           sequence parallelism over the tp group: without, with (tp > 1)\n"
     "  --mem-limit MiB    memory per rank (default: the cluster's)\n"
-    "  --top N            layouts to show (default 20; all: every one that fits)\n"
+    "  --top N            layouts to show (default 20; all: every one that fits, the best 20 checked\n"
+    "                     against their plugin's plan, the others ranked by the model's shape)\n"
     "  --explain LAYOUT   one layout's step, broken down: compute per stage, each communication\n"
     "                     by axis and link, bubble, optimizer, memory by part; LAYOUT as the\n"
     "                     table prints it, e.g. \"dp8 tp8 pp4 interleaved v2 mb1 zero1 full\"\n"

@@ -36,7 +36,7 @@ int plait_cli_layout_args_parse(int argc, char **argv, int sweep, const char *cm
     a->over = calloc((size_t)argc + 1, sizeof *a->over);
     if (!a->over) return bad(cmd, "out of memory at", argv[0]);
     /* plan weighs the whole space; a sweep measures, so it varies less */
-    const char *axes = sweep ? "dp,tp,pp,schedule" : "all";
+    const char *axes = sweep ? "dp,tp,pp,schedule,cp" : "all";
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (o[0] != '-') {
@@ -169,12 +169,11 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
         plait_config_free(cfg);
         return 1;
     }
-    if (plait_config_int(cfg, "parallel", "cp") > 1 || plait_config_int(cfg, "parallel", "ep") > 1) {
-        /* their layouts would be weighed as cp = ep = 1's: wrong, so refused */
+    if (plait_config_int(cfg, "parallel", "ep") > 1) {
+        /* its layouts would be weighed as ep = 1's: wrong, so refused */
         plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                        "[parallel] cp = %lld, ep = %lld: plan and bench sweep do not weigh context or expert "
-                        "parallelism yet; give cp = 1 and ep = 1 here (plait train and plait config check run cp)",
-                        (long long)plait_config_int(cfg, "parallel", "cp"),
+                        "[parallel] ep = %lld: plan and bench sweep do not weigh expert parallelism; give ep = 1 "
+                        "here",
                         (long long)plait_config_int(cfg, "parallel", "ep"));
         plait_cli_print_error(NULL);
         plait_config_free(cfg);
@@ -185,6 +184,9 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
     b->dp = (int)plait_config_int(cfg, "parallel", "dp");
     b->tp = (int)plait_config_int(cfg, "parallel", "tp");
     b->pp = (int)plait_config_int(cfg, "parallel", "pp");
+    b->cp = (int)plait_config_int(cfg, "parallel", "cp");
+    a->axes.seq = plait_config_int(cfg, "model", "block_size");
+    a->axes.attention = strcmp(plait_config_str(cfg, "model", "arch"), "mlp") != 0;
     snprintf(b->schedule, sizeof b->schedule, "%s", str_or(cfg, "parallel.pp", "schedule", "1f1b"));
     plait_value v;
     b->chunks = plait_config_get(cfg, "parallel.pp", "virtual_stages", &v) == PLAIT_OK ? (int)v.i : 1;
@@ -266,7 +268,8 @@ int plait_cli_layout_search(int argc, char **argv, int sweep, const char *cmd, p
     if (rc != 0) return rc;
     plait_cost_ctx x;
     plait_cli_layout_ctx(a, cluster, &x);
-    plait_status st = plait_cost_search_run(&a->axes, a->base, &x, sweep ? 0 : (a->top ? a->top : (size_t)-1 / 2), s);
+    plait_status st = plait_cost_search_run(&a->axes, a->base, &x, sweep ? 0 : (a->top ? a->top : PLAIT_COST_SHOW_ALL),
+                                            s);
     if (st != PLAIT_OK) {
         plait_cli_print_error(cmd);
         plait_cost_search_free(s);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cost/cost.h"
 #include "model/model.h"
 
 /* The model aligns every buffer of a slot to 16 floats (model/model_slots.c),
@@ -28,7 +29,10 @@ void plait_cost_device_cuda(int64_t T, int64_t HS, plait_cost_device *out) {
 void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, const plait_cost_shape_in *in) {
     memset(s, 0, sizeof *s);
     s->B = in->B;
-    s->T = spec->block_size;
+    /* a cp rank keeps its 2 of the 2cp chunks of every sequence: every
+     * activation is of T / cp rows (model/model.c, cp_setup) */
+    s->cp = in->cp > 1 ? in->cp : 1;
+    s->T = spec->block_size / s->cp;
     s->C = spec->n_embd;
     s->L = spec->n_layer;
     s->gpt = strcmp(spec->arch, "gpt") == 0;
@@ -38,7 +42,7 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     double NH = s->gpt || s->llama ? spec->n_head : 1, HS = s->gpt || s->llama ? s->C / NH : s->C;
     s->HS = HS;
     s->fused = (s->gpt && HS <= PLAIT_ATTENTION_FUSED_MAX_HS) || s->llama;
-    s->att_scratch = s->fused && in->device ? in->device->att_scratch : 0;
+    s->att_scratch = s->fused && in->device ? in->device->att_scratch / s->cp : 0;
     s->NHl = floor(NH / in->tp); /* the model's integer division (the mlp arch: no heads under tp) */
     s->Cl = s->NHl * HS;
     s->Fl = (s->llama ? spec->ffn_hidden : 4 * s->C) / in->tp;
@@ -52,7 +56,7 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     const plait_bf16_terms terms = {.requested = in->precision == PLAIT_PRECISION_BF16,
                                     .gpt = s->gpt,
                                     .kernels = in->device && in->device->bf16_path,
-                                    .tensor_parallel = in->tensor_parallel && !s->sp};
+                                    .tensor_parallel = (in->tensor_parallel && !s->sp) || s->cp > 1};
     s->bf16 = plait_model_grants_bf16(&terms);
 }
 
@@ -168,8 +172,23 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
 }
 
 double plait_cost_recompute_flops_per_token(const plait_cost_shape *s, double block_flops_per_token) {
-    double scores = s->fused ? 2.0 * s->T * s->C : 0; /* the fused backward's */
+    /* a token attends over the whole sequence, T x cp, under cp too */
+    double T = s->T * s->cp, scores = s->fused ? 2.0 * T * s->C : 0; /* the fused backward's */
     if (s->recompute == 2) return block_flops_per_token + scores;
-    if (s->recompute == 1 && s->gpt && !s->fused) return 4.0 * s->T * s->C;
+    if (s->recompute == 1 && s->gpt && !s->fused) return 4.0 * T * s->C;
     return scores;
+}
+
+void plait_cost_ring_traffic(const plait_cost_shape *s, double blocks, double micro_batches, plait_cost_rank *r) {
+    r->cp = (int)s->cp;
+    r->cp_passes = r->cp_msg_elems = r->cp_hide_flops = r->cp_tail_msgs = 0;
+    if (s->cp <= 1 || blocks <= 0) return;
+    double kv = s->Wq - s->Cl; /* k and v of this rank's kv heads */
+    if (!s->llama || kv <= 0) kv = 2 * s->Cl;
+    r->cp_passes = (s->cp - 1) * blocks * micro_batches;
+    r->cp_msg_elems = s->B * s->T * kv;
+    /* QKᵀ and att·V of one query block against one key block, as the
+     * model's FLOP count has them (4·T·C a token, causal or not) */
+    r->cp_hide_flops = 4.0 * s->B * s->T * s->T * s->Cl;
+    r->cp_tail_msgs = blocks * micro_batches;
 }

@@ -67,13 +67,15 @@ typedef struct plait_cost_shape_in {
     int recompute;              /* 0 none, 1 selective, 2 full */
     int split;                  /* the schedule splits backwards into input and weight halves (zb1) */
     int sp;                     /* sequence parallelism over the tp group (tp > 1) */
+    int cp;                     /* context parallelism: the rank keeps T / cp of each sequence (0 = 1) */
     plait_precision precision;  /* the run's */
     const plait_cost_device *device;
 } plait_cost_shape_in;
 
 /* The shapes one rank's activations have. */
 typedef struct plait_cost_shape {
-    double B, T, C;   /* micro-batch, sequence, width */
+    double B, T, C;   /* micro-batch, this rank's share of the sequence (T / cp), width */
+    double cp;        /* context parallelism (1 without): the whole sequence is T x cp */
     double Cl, NHl;   /* this rank's attention width and heads (C/tp, n_head/tp) */
     double Fl, Vl;    /* its MLP width (4C/tp) and vocabulary slice */
     int L, gpt;       /* blocks; the GPT model (else the MLP test model, or llama) */
@@ -104,6 +106,15 @@ double plait_cost_message_bytes(const plait_cost_shape *s);
  * gradient buffers, the residual stream at every boundary the slot touches,
  * each block's saved tensors and, with the head, its logits. */
 double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last);
+
+/* Ring attention's traffic (cp > 1; nothing otherwise) for `blocks`
+ * blocks and `micro_batches` micro-batches a step: r's cp_passes,
+ * cp_msg_elems, cp_hide_flops and cp_tail_msgs (cost.h says what each
+ * is). A pass's transfer is this rank's K and V (its kv heads only under
+ * grouped-query attention), 2·B·(T/cp)·n_kv_head/tp·HS elements; a
+ * block of the ring is (T/cp)² of the attention's scores. */
+struct plait_cost_rank;
+void plait_cost_ring_traffic(const plait_cost_shape *s, double blocks, double micro_batches, struct plait_cost_rank *r);
 
 /* Bytes of the backward scratch all slots share, the fused attention's
  * scratch, and under recompute the one block's worth of dropped tensors

@@ -42,6 +42,7 @@
  * activations; bf16 under sequence parallelism on a bf16 run). */
 typedef struct plait_cost_rank {
     int dp, tp, pp;              /* layout sizes */
+    int cp;                      /* context parallelism: the ranks sharing each sequence (0 = 1) */
     int stage;                   /* its pipeline stage */
     int micro_batches;           /* m: micro-batches this rank runs per step */
     double rows;                 /* tokens of one micro-batch: the rows of its matrix products */
@@ -58,6 +59,15 @@ typedef struct plait_cost_rank {
     double weight_copy_numel;    /* then: elements of the bf16 copy of the weights the products read */
     double tp_msgs, tp_msg_elems;/* TP all-reduces per step and the elements of each */
     double pp_msgs, pp_msg_elems;/* pipeline sends per step (activations and gradients) and each's elements */
+    /* ring attention (cp > 1, model/ring_attention.c), per step: the
+     * forward's ring passes that move a transfer (cp - 1 a block and
+     * micro-batch; the backward has as many, each moving two: K and V, and
+     * the dK and dV going round), the elements of one transfer (this rank's
+     * K and V, kv heads only), the attention FLOPs of one block of the
+     * ring, which a forward pass's transfer overlaps (a backward pass's
+     * overlaps twice that), and the transfers that overlap nothing (each
+     * block's dK and dV coming home at its backward's end) */
+    double cp_passes, cp_msg_elems, cp_hide_flops, cp_tail_msgs;
     double bubble;               /* the schedule's idle share, 0 without a pipeline */
     /* bytes on the wire per float32 byte of the DP gradient reductions and
      * of ZeRO's parameter gathers (grad_compression, param_gather:
@@ -85,6 +95,7 @@ void plait_cost_bytes_of(plait_cost_bytes *out);
 /* A layout's settings the formulas need beyond its ranks' costs. */
 typedef struct plait_cost_job {
     int dp, tp, pp;
+    int cp;                   /* context parallelism (0 = 1): the DP group is dp x cp */
     int zero;                 /* 0 = adam (plain DP), 1..3 = ZeRO stage */
     double bucket_bytes;      /* the DP / ZeRO bucket */
     plait_precision precision;
@@ -139,6 +150,8 @@ typedef struct plait_cost_time {
     double recompute;             /* of compute, the forwards run again */
     double stream;                /* CPU: of the busiest stage's compute alone, streaming its weights */
     double tp_s, pp_s;            /* the busiest stage's TP all-reduces and pipeline sends */
+    double cp_s, cp_total;        /* its ring attention's transfers: exposed (behind no attention), all */
+    const char *cp_link;          /* the cp ring's link kind */
     double dp_hidden, dp_exposed; /* the DP reduction behind the backward pass, and exposed */
     double dp_intra, dp_inter;    /* of the DP reduction, the time on each link */
     double bubble;                /* the busiest stage's idle share */

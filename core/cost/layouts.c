@@ -9,13 +9,14 @@
 #include "coll/compress.h"
 #include "device/device.h"
 #include "kernels/kernels.h"
+#include "layout/mesh.h"
 #include "cost/rank_cost.h"
 #include "runtime/error.h"
 #include "train/preflight.h"
 
 const char *const plait_cost_axis_names[PLAIT_AXIS_N_COUNT] = {"dp",        "tp",    "pp",          "schedule",
                                                                "chunks",    "optim", "micro_batch", "recompute",
-                                                               "bucket_mb", "comm",  "sp"};
+                                                               "bucket_mb", "comm",  "sp",          "cp"};
 static const char *const recompute_names[] = {"none", "selective", "full", NULL};
 
 const char *plait_cost_recompute_name(int recompute) {
@@ -39,7 +40,7 @@ static int axis_index(const char *name, size_t len) {
 static plait_status unknown_axis(const char *name, size_t len) {
     return plait_set_error(PLAIT_ERR_INVALID_ARG,
                            "unknown axis '%.*s' (axes: dp, tp, pp, schedule, chunks, optim, micro_batch, "
-                           "recompute, bucket_mb, comm, sp; or all)",
+                           "recompute, bucket_mb, comm, sp, cp; or all)",
                            (int)len, name);
 }
 
@@ -190,6 +191,16 @@ static int axis_values(const plait_cost_axes *x, int a, int dp, int pp, int64_t 
         else
             for (int v = 0; v <= 1; v++) num[n++] = v;
         break;
+    case PLAIT_AXIS_N_CP: /* the sizes a model's sequence and attention allow (layouts.h) */
+        if (!vary || x->seq <= 0 || !x->attention) {
+            num[n++] = x->base.cp > 1 ? x->base.cp : 1;
+            break;
+        }
+        for (int d = 1; d <= x->ranks && n < PLAIT_COST_MAX_VALUES; d++)
+            if (x->ranks % d == 0 &&
+                (d == 1 || d == x->base.cp || (x->seq % (2 * d) == 0 && x->seq / d >= PLAIT_COST_CP_MIN_TOKENS)))
+                num[n++] = d; /* and the config's own */
+        break;
     }
     return n;
 }
@@ -201,60 +212,68 @@ size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, si
     int nd = axis_values(x, PLAIT_AXIS_N_DP, 0, 0, v[0], t[0]);
     int nt = axis_values(x, PLAIT_AXIS_N_TP, 0, 0, v[1], t[1]);
     int np = axis_values(x, PLAIT_AXIS_N_PP, 0, 0, v[2], t[2]);
+    int64_t cps[PLAIT_COST_MAX_VALUES];
+    const char *unused[PLAIT_COST_MAX_VALUES];
+    int ncp = axis_values(x, PLAIT_AXIS_N_CP, 0, 0, cps, unused);
     for (int a = 0; a < nd; a++)
         for (int b = 0; b < nt; b++)
-            for (int c = 0; c < np; c++) {
-                int dp = (int)v[0][a], tp = (int)v[1][b], pp = (int)v[2][c];
-                if ((int64_t)dp * tp * pp != x->ranks) continue;
-                int n[PLAIT_AXIS_N_COUNT];
-                for (int k = PLAIT_AXIS_N_SCHEDULE; k < PLAIT_AXIS_N_COUNT; k++)
-                    n[k] = axis_values(x, k, dp, pp, v[k], t[k]);
-                /* without a pipeline, schedule and chunks do not apply; without
+            for (int c = 0; c < np; c++)
+                for (int e = 0; e < ncp; e++) {
+                    int dp = (int)v[0][a], tp = (int)v[1][b], pp = (int)v[2][c], cp = (int)cps[e];
+                    if ((int64_t)dp * tp * pp * cp != x->ranks) continue;
+                    int n[PLAIT_AXIS_N_COUNT];
+                    for (int k = PLAIT_AXIS_N_SCHEDULE; k < PLAIT_AXIS_N_COUNT; k++)
+                        n[k] = axis_values(x, k, dp, pp, v[k], t[k]);
+                    n[PLAIT_AXIS_N_CP] = 1; /* the loop above varies it */
+                    /* without a pipeline, schedule and chunks do not apply; without
                  * DP, neither do ZeRO and the bucket */
-                if (pp == 1) n[PLAIT_AXIS_N_SCHEDULE] = n[PLAIT_AXIS_N_CHUNKS] = 1;
-                if (dp == 1) n[PLAIT_AXIS_N_BUCKET_MB] = 1;
-                if (tp == 1) n[PLAIT_AXIS_N_SP] = 1; /* sequence parallelism splits over the tp group */
-                int i[PLAIT_AXIS_N_COUNT] = {0};
-                for (;;) {
-                    plait_cost_layout l;
-                    memset(&l, 0, sizeof l);
-                    l.dp = dp;
-                    l.tp = tp;
-                    l.pp = pp;
-                    const char *sched = pp > 1 ? t[PLAIT_AXIS_N_SCHEDULE][i[PLAIT_AXIS_N_SCHEDULE]] : "";
-                    snprintf(l.schedule, sizeof l.schedule, "%s", sched ? sched : "");
-                    int interleaved = strcmp(l.schedule, "interleaved") == 0;
-                    l.chunks = interleaved ? (int)v[PLAIT_AXIS_N_CHUNKS][i[PLAIT_AXIS_N_CHUNKS]] : 1;
-                    if (interleaved && l.chunks < 2) l.chunks = 2;
-                    const char *opt = t[PLAIT_AXIS_N_OPTIM][i[PLAIT_AXIS_N_OPTIM]];
-                    snprintf(l.optim, sizeof l.optim, "%s", opt ? opt : "adam");
-                    l.micro_batch = v[PLAIT_AXIS_N_MICRO_BATCH][i[PLAIT_AXIS_N_MICRO_BATCH]];
-                    const char *rc = t[PLAIT_AXIS_N_RECOMPUTE][i[PLAIT_AXIS_N_RECOMPUTE]];
-                    l.recompute = rc && recompute_of(rc) >= 0 ? recompute_of(rc) : 0;
-                    l.bucket_mb = dp > 1 ? (int)v[PLAIT_AXIS_N_BUCKET_MB][i[PLAIT_AXIS_N_BUCKET_MB]] : 0;
-                    const char *comm = t[PLAIT_AXIS_N_COMM][i[PLAIT_AXIS_N_COMM]];
-                    snprintf(l.comm, sizeof l.comm, "%s", comm ? comm : "tcp");
-                    l.sp = tp > 1 && v[PLAIT_AXIS_N_SP][i[PLAIT_AXIS_N_SP]] > 0;
-                    /* chunks other than the first only differ for interleaved;
+                    if (pp == 1) n[PLAIT_AXIS_N_SCHEDULE] = n[PLAIT_AXIS_N_CHUNKS] = 1;
+                    if (dp == 1) n[PLAIT_AXIS_N_BUCKET_MB] = 1;
+                    if (tp == 1) n[PLAIT_AXIS_N_SP] = 1; /* sequence parallelism splits over the tp group */
+                    int i[PLAIT_AXIS_N_COUNT] = {0};
+                    for (;;) {
+                        plait_cost_layout l;
+                        memset(&l, 0, sizeof l);
+                        l.dp = dp;
+                        l.tp = tp;
+                        l.pp = pp;
+                        const char *sched = pp > 1 ? t[PLAIT_AXIS_N_SCHEDULE][i[PLAIT_AXIS_N_SCHEDULE]] : "";
+                        snprintf(l.schedule, sizeof l.schedule, "%s", sched ? sched : "");
+                        int interleaved = strcmp(l.schedule, "interleaved") == 0;
+                        l.chunks = interleaved ? (int)v[PLAIT_AXIS_N_CHUNKS][i[PLAIT_AXIS_N_CHUNKS]] : 1;
+                        if (interleaved && l.chunks < 2) l.chunks = 2;
+                        const char *opt = t[PLAIT_AXIS_N_OPTIM][i[PLAIT_AXIS_N_OPTIM]];
+                        snprintf(l.optim, sizeof l.optim, "%s", opt ? opt : "adam");
+                        l.micro_batch = v[PLAIT_AXIS_N_MICRO_BATCH][i[PLAIT_AXIS_N_MICRO_BATCH]];
+                        const char *rc = t[PLAIT_AXIS_N_RECOMPUTE][i[PLAIT_AXIS_N_RECOMPUTE]];
+                        l.recompute = rc && recompute_of(rc) >= 0 ? recompute_of(rc) : 0;
+                        l.bucket_mb = dp > 1 ? (int)v[PLAIT_AXIS_N_BUCKET_MB][i[PLAIT_AXIS_N_BUCKET_MB]] : 0;
+                        const char *comm = t[PLAIT_AXIS_N_COMM][i[PLAIT_AXIS_N_COMM]];
+                        snprintf(l.comm, sizeof l.comm, "%s", comm ? comm : "tcp");
+                        l.sp = tp > 1 && v[PLAIT_AXIS_N_SP][i[PLAIT_AXIS_N_SP]] > 0;
+                        l.cp = cp;
+                        /* chunks other than the first only differ for interleaved;
                      * ZeRO with one replica is plain Adam (but for ZeRO-3
                      * offloading its parameters): skip the repeats */
-                    int repeat = (!interleaved && i[PLAIT_AXIS_N_CHUNKS] > 0) ||
-                                 (dp == 1 && strcmp(l.optim, "adam") != 0 && ((x->vary >> PLAIT_AXIS_N_OPTIM) & 1u) &&
-                                  !(x->offload_params && strcmp(l.optim, "zero3") == 0));
-                    if (!repeat) {
-                        if (count < cap) out[count] = l;
-                        count++;
+                        int repeat = (!interleaved && i[PLAIT_AXIS_N_CHUNKS] > 0) ||
+                                     (dp == 1 && strcmp(l.optim, "adam") != 0 &&
+                                      ((x->vary >> PLAIT_AXIS_N_OPTIM) & 1u) &&
+                                      !(x->offload_params && strcmp(l.optim, "zero3") == 0));
+                        if (!repeat) {
+                            if (count < cap) out[count] = l;
+                            count++;
+                        }
+                        int k = PLAIT_AXIS_N_COUNT - 1;
+                        while (k >= PLAIT_AXIS_N_SCHEDULE && ++i[k] >= n[k]) i[k--] = 0;
+                        if (k < PLAIT_AXIS_N_SCHEDULE) break;
                     }
-                    int k = PLAIT_AXIS_N_COUNT - 1;
-                    while (k >= PLAIT_AXIS_N_SCHEDULE && ++i[k] >= n[k]) i[k--] = 0;
-                    if (k < PLAIT_AXIS_N_SCHEDULE) break;
                 }
-            }
     return count;
 }
 
 static void name_of(const plait_cost_layout *l, int every, char *buf, size_t len) {
     int n = snprintf(buf, len, "dp%d tp%d pp%d", l->dp, l->tp, l->pp);
+    if (n >= 0 && (size_t)n < len && l->cp > 1) n += snprintf(buf + n, len - (size_t)n, " cp%d", l->cp);
     if (n < 0 || (size_t)n >= len) return;
     if (l->pp > 1) n += snprintf(buf + n, len - (size_t)n, " %s", l->schedule);
     if ((size_t)n < len && l->chunks > 1) n += snprintf(buf + n, len - (size_t)n, " v%d", l->chunks);
@@ -292,6 +311,7 @@ static int bucket_of(const char *word, long long *v) {
 plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *base, plait_cost_layout *out) {
     *out = *base;
     out->sp = 0; /* a name without "sp" has none (plait plan names it where it is on) */
+    out->cp = 1; /* nor one without "cpN" context parallelism */
     int has_mb = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", text);
@@ -301,6 +321,7 @@ plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *
         if (number_after(w, "dp", &v)) out->dp = (int)v;
         else if (number_after(w, "tp", &v)) out->tp = (int)v;
         else if (number_after(w, "pp", &v)) out->pp = (int)v;
+        else if (number_after(w, "cp", &v)) out->cp = (int)v;
         else if (number_after(w, "mb", &v)) out->micro_batch = v, has_mb = 1;
         else if (number_after(w, "v", &v)) out->chunks = (int)v;
         else if (w[0] == 'b' && wl > 2 && w[wl - 1] == 'M' && bucket_of(w, &v)) out->bucket_mb = (int)v;
@@ -314,7 +335,7 @@ plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *
             snprintf(out->comm, sizeof out->comm, "%s", w);
         else
             return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                                   "layout '%s': '%s' is not a layout word (dpN tpN ppN, a schedule gpipe|1f1b|"
+                                   "layout '%s': '%s' is not a layout word (dpN tpN ppN cpN, a schedule gpipe|1f1b|"
                                    "interleaved|zb1, vN chunks, mbN, adam|zero1|zero2|zero3, none|selective|full, "
                                    "sp, bNM bucket, tcp|nccl|verbs), as plait plan prints them",
                                    text, w);
@@ -341,6 +362,7 @@ int plait_cost_layout_overrides(const plait_cost_layout *l, int64_t global_batch
     snprintf(out[n++], 96, "parallel.dp=%d", l->dp);
     snprintf(out[n++], 96, "parallel.tp=%d", l->tp);
     snprintf(out[n++], 96, "parallel.pp=%d", l->pp);
+    snprintf(out[n++], 96, "parallel.cp=%d", plait_cost_layout_cp(l));
     /* only the hybrid plugin composes TP and PP with DP */
     if (l->tp > 1 || l->pp > 1) snprintf(out[n++], 96, "parallel.plugin=hybrid");
     if (l->pp > 1) {
@@ -366,11 +388,12 @@ typedef struct collect {
     plait_precision precision;
     const plait_cost_device *device;
     int sp; /* the layout's sequence parallelism */
+    int cp; /* its context parallelism */
 } collect;
 
 static void visit(void *ctx, const plait_layout_rank *r) {
     collect *c = ctx;
-    if (c->n < c->cap) plait_cost_rank_from_plan(r, c->precision, c->device, c->sp, &c->ranks[c->n++]);
+    if (c->n < c->cap) plait_cost_rank_from_plan(r, c->precision, c->device, c->sp, c->cp, &c->ranks[c->n++]);
 }
 
 void plait_cost_model_dims(const plait_config *cfg, int64_t *T, int64_t *HS) {
@@ -396,7 +419,7 @@ double plait_cost_mem_limit(const plait_cluster *c, int ranks) {
 static void optim_of(const plait_config *cfg, int bucket_mb, int *zero, double *bucket) {
     const char *optim = plait_config_str(cfg, "optim", "plugin");
     *zero = plait_cost_zero_stage(optim);
-    *bucket = bucket_mb > 0 ? bucket_mb * 1e6 : 25e6;
+    *bucket = bucket_mb > 0 ? bucket_mb * 1e6 : 25.0 * 1024 * 1024; /* "25M" */
     plait_value v;
     char sec[48];
     snprintf(sec, sizeof sec, *zero ? "optim.%s" : "parallel.dp", optim);
@@ -442,15 +465,37 @@ static plait_status rank_costs(plait_config *cfg, int all, collect *col) {
     return st;
 }
 
+int plait_cost_layout_cp(const plait_cost_layout *l) { return l->cp > 1 ? l->cp : 1; }
+
+int plait_cost_layout_ranks(const plait_cost_layout *l) { return l->dp * plait_cost_layout_cp(l) * l->tp * l->pp; }
+
 const char *plait_cost_sp_refuses(const plait_cost_layout *l, int64_t T, char *why, size_t len) {
     if (!l->sp) return NULL;
+    int cp = plait_cost_layout_cp(l);
     if (l->tp < 2)
         snprintf(why, len, "sequence parallelism splits the sequence over the tp group: it needs tp 2 or more");
-    else if (T % l->tp != 0)
+    else if (T % cp == 0 && (T / cp) % l->tp != 0)
         snprintf(why, len,
-                 "sequence parallelism splits the sequence over the tp group: [model] block_size %lld does not "
+                 "sequence parallelism splits the sequence over the tp group: [model] block_size %lld%s does not "
                  "divide by tp %d (a block_size of a multiple of %d, or another tp)",
-                 (long long)T, l->tp, l->tp);
+                 (long long)T, cp > 1 ? " / cp, a cp rank's share," : "", l->tp, l->tp * cp);
+    else return NULL;
+    return why;
+}
+
+const char *plait_cost_cp_refuses(const plait_cost_layout *l, int64_t T, int attention, char *why, size_t len) {
+    int cp = plait_cost_layout_cp(l);
+    if (cp == 1) return NULL;
+    if (!attention)
+        snprintf(why, len,
+                 "[parallel] cp = %d splits each sequence's attention over a ring of ranks, and the model has no "
+                 "attention to split (arch gpt or llama, or cp = 1)",
+                 cp);
+    else if (T % (2 * cp) != 0)
+        snprintf(why, len,
+                 "[parallel] cp = %d holds each sequence as 2cp = %d equal chunks, but [model] block_size = %lld "
+                 "does not split into %d (a block_size of a multiple of %d, or another cp)",
+                 cp, 2 * cp, (long long)T, 2 * cp, 2 * cp);
     else return NULL;
     return why;
 }
@@ -460,10 +505,28 @@ int plait_cost_config_sp(const plait_config *cfg) {
     return plait_config_get(cfg, "parallel.tp", "sequence_parallel", &v) == PLAIT_OK && v.i != 0;
 }
 
+/* The index among the ranks the preflight plans (world order, a cp
+ * group's rank 0 alone) of world rank w's cp rank 0 peer, whose plan and
+ * memory it shares. */
+static int planned_index(int w, const int sizes[PLAIT_MESH_AXES], const int axes[PLAIT_MESH_AXES]) {
+    int c[PLAIT_MESH_AXES];
+    plait_mesh_coords(w, sizes, axes, c);
+    c[PLAIT_AXIS_CP] = 0;
+    int peer = plait_mesh_rank_of(c, sizes, axes), index = 0;
+    for (int r = 0; r < peer; r++) {
+        plait_mesh_coords(r, sizes, axes, c);
+        index += c[PLAIT_AXIS_CP] == 0;
+    }
+    return index;
+}
+
 plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c, const plait_cost_device *dev,
                                       plait_cost_mem *per_rank, int cap, int *n) {
     plait_precision precision = plait_device_precision(cfg);
-    collect col = {.precision = precision, .device = dev, .sp = plait_cost_config_sp(cfg)};
+    collect col = {.precision = precision,
+                   .device = dev,
+                   .sp = plait_cost_config_sp(cfg),
+                   .cp = (int)plait_config_int(cfg, "parallel", "cp")};
     plait_status st = rank_costs(cfg, 1, &col);
     int zero;
     double bucket, gw, pw;
@@ -472,14 +535,22 @@ plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c,
     *n = 0;
     plait_cost_job j = {.dp = (int)plait_config_int(cfg, "parallel", "dp"),
                         .tp = (int)plait_config_int(cfg, "parallel", "tp"),
-                        .pp = (int)plait_config_int(cfg, "parallel", "pp"), .zero = zero, .bucket_bytes = bucket,
+                        .pp = (int)plait_config_int(cfg, "parallel", "pp"),
+                        .cp = col.cp,
+                        .zero = zero,
+                        .bucket_bytes = bucket,
                         .precision = precision};
     plait_cost_offload_of(cfg, &j.offload, &j.offload_buffer, &j.offload_params);
-    for (int i = 0; st == PLAIT_OK && i < col.n && i < cap; i++) {
+    /* every world rank: a cp rank's memory is its cp rank 0 peer's */
+    int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES];
+    if (st == PLAIT_OK) st = plait_mesh_shape(cfg, sizes, axes);
+    int world = col.n * (col.cp > 1 ? col.cp : 1);
+    for (int w = 0; st == PLAIT_OK && w < world && w < cap; w++) {
+        int i = col.cp > 1 ? planned_index(w, sizes, axes) : w;
         col.ranks[i].grad_wire = gw;
         col.ranks[i].param_wire = pw;
-        plait_cost_memory(&col.ranks[i], &j, c->process_bytes, &per_rank[i]);
-        *n = i + 1;
+        plait_cost_memory(&col.ranks[i], &j, c->process_bytes, &per_rank[w]);
+        *n = w + 1;
     }
     free(col.ranks);
     return st;
@@ -489,6 +560,7 @@ void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, doub
     *out = (plait_cost_job){.dp = l->dp,
                             .tp = l->tp,
                             .pp = l->pp,
+                            .cp = plait_cost_layout_cp(l),
                             .zero = plait_cost_zero_stage(l->optim),
                             .bucket_bytes = bucket_bytes,
                             .precision = x->precision,
@@ -512,19 +584,19 @@ void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l
             out->mem = m;
             out->mem_stage = s;
         }
-        out->flops_per_step += stages[s].flops * l->dp * l->tp;
+        out->flops_per_step += stages[s].flops * l->dp * plait_cost_layout_cp(l) * l->tp;
     }
     plait_cost_step_time(stages, &j, x->cluster, &out->time);
     out->tokens_per_step = (double)x->global_batch * block_size;
     out->tokens_per_s = out->time.step > 0 ? out->tokens_per_step / out->time.step : 0;
-    double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(x->cluster, l->dp * l->tp * l->pp);
+    double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(x->cluster, plait_cost_layout_ranks(l));
     out->fits = !(limit > 0 && out->mem.total > limit);
     out->why[0] = 0;
     if (!out->fits)
         snprintf(out->why, sizeof out->why, "memory over the limit: %.1f MiB per rank predicted, %.1f MiB allowed",
                  out->mem.total / 1048576.0, limit / 1048576.0);
     /* offload = nvme: the node's ranks share offload_path's disk */
-    int per_node = plait_cluster_ranks_per_node(x->cluster, l->dp * l->tp * l->pp);
+    int per_node = plait_cluster_ranks_per_node(x->cluster, plait_cost_layout_ranks(l));
     double disk = out->mem.disk * (per_node > 0 ? per_node : 1);
     if (out->fits && x->offload_disk_free > 0 && disk > x->offload_disk_free) {
         out->fits = 0;
@@ -566,7 +638,7 @@ void plait_cost_plans_free(plait_cost_plans *p) {
 static void plan_key(const plait_cost_layout *l, plait_cost_layout *key) {
     memset(key, 0, sizeof *key);
     key->dp = l->dp, key->tp = l->tp, key->pp = l->pp, key->chunks = l->chunks;
-    key->micro_batch = l->micro_batch, key->recompute = l->recompute, key->sp = l->sp;
+    key->micro_batch = l->micro_batch, key->recompute = l->recompute, key->sp = l->sp, key->cp = l->cp;
     memcpy(key->schedule, l->schedule, sizeof key->schedule);
     memcpy(key->comm, l->comm, sizeof key->comm);
 }
@@ -619,13 +691,16 @@ plait_status plait_cost_evaluate_with(const plait_cost_layout *l, const plait_co
     int n = plait_cost_layout_overrides(l, x->global_batch, ov);
     for (int i = 0; i < n; i++) ptr[i] = ov[i];
     plait_config *cfg = NULL;
-    collect col = {.precision = x->precision, .device = &x->device, .sp = l->sp};
+    collect col = {.precision = x->precision, .device = &x->device, .sp = l->sp, .cp = l->cp};
     plait_cost_layout key;
     plan_key(l, &key);
     const plan_entry *kept = NULL;
     plait_status st = x->load(x->load_ctx, n, ptr, &cfg);
     if (st == PLAIT_OK &&
-        plait_cost_sp_refuses(l, plait_config_int(cfg, "model", "block_size"), out->why, sizeof out->why)) {
+        (plait_cost_sp_refuses(l, plait_config_int(cfg, "model", "block_size"), out->why, sizeof out->why) ||
+         plait_cost_cp_refuses(l, plait_config_int(cfg, "model", "block_size"),
+                               strcmp(plait_config_str(cfg, "model", "arch"), "mlp") != 0, out->why,
+                               sizeof out->why))) {
         plait_config_free(cfg);
         return PLAIT_OK;
     }

@@ -36,6 +36,7 @@ typedef struct plait_cost_layout {
     int bucket_mb;       /* DP / ZeRO bucket size in MB (0 = the plugin's default) */
     char comm[32];       /* comm plugin */
     int sp;              /* sequence parallelism over the tp group ([parallel.tp] sequence_parallel; tp > 1) */
+    int cp;              /* context parallelism ([parallel] cp): ranks sharing each sequence on a ring (0 = 1) */
 } plait_cost_layout;
 
 /* Axis names, in the order of --axes. */
@@ -51,6 +52,7 @@ enum {
     PLAIT_AXIS_N_BUCKET_MB,
     PLAIT_AXIS_N_COMM,
     PLAIT_AXIS_N_SP,
+    PLAIT_AXIS_N_CP,
     PLAIT_AXIS_N_COUNT
 };
 extern const char *const plait_cost_axis_names[PLAIT_AXIS_N_COUNT];
@@ -69,7 +71,21 @@ typedef struct plait_cost_axes {
     /* [optim] offload_params: ZeRO-3 at dp 1 keeps its parameter shards off
      * the device, so it is not plain Adam and is weighed on its own */
     int offload_params;
+    /* The model's sequence (block_size) and whether it has attention for
+     * context parallelism to split (gpt, llama): a varied cp axis takes the
+     * divisors of ranks whose 2cp chunks divide seq and leave a rank at
+     * least PLAIT_COST_CP_MIN_TOKENS of each sequence, and base.cp; seq 0
+     * keeps base.cp */
+    int64_t seq;
+    int attention;
 } plait_cost_axes;
+
+/* The fewest tokens of a sequence a cp rank keeps when cp varies without
+ * bounds: context parallelism is for sequences whose activations a rank
+ * cannot hold, and long-context recipes (Megatron-LM's, Llama 3's) keep
+ * 4K to 8K tokens a cp rank; at shorter ones the ring's latency and its
+ * float32 activations buy nothing tp does not. */
+#define PLAIT_COST_CP_MIN_TOKENS 4096
 
 /* Parse "dp,tp,pp,schedule" (or "all") into axes->vary; "AXIS=v1,v2"
  * style bounds are set with plait_cost_axes_values. Errors name the
@@ -82,8 +98,9 @@ plait_status plait_cost_axes_values(plait_cost_axes *axes, const char *axis, con
  * in axis order). Writes at most `cap`; returns the count there would be. */
 size_t plait_cost_enumerate(const plait_cost_axes *axes, plait_cost_layout *out, size_t cap);
 
-/* "dp2 tp1 pp2 1f1b mb1 adam" (then the recompute mode when not none, the
- * bucket, chunks and comm when set, "sp" with sequence parallelism). */
+/* "dp2 tp1 pp2 1f1b mb1 adam" ("cpN" after the pp size with context
+ * parallelism; then the recompute mode when not none, the bucket, chunks
+ * and comm when set, "sp" with sequence parallelism). */
 void plait_cost_layout_name(const plait_cost_layout *l, char *buf, size_t len);
 /* The same with every word --explain reads, the recompute mode "none"
  * included (a word left out would take the config's setting there): what
@@ -96,7 +113,7 @@ plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *
 /* "none", "selective", "full". */
 const char *plait_cost_recompute_name(int recompute);
 /* The `section.key=value` overrides that turn the config into the layout,
- * one per entry of out (each up to 96 bytes). Returns the count (<= 14). */
+ * one per entry of out (each up to 96 bytes). Returns the count (<= 15). */
 int plait_cost_layout_overrides(const plait_cost_layout *l, int64_t global_batch, char out[][96]);
 /* The ZeRO stage of an optimizer plugin name (0 for adam). */
 int plait_cost_zero_stage(const char *optim);
@@ -185,8 +202,16 @@ plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c,
 
 /* Why layout `l`'s sequence parallelism cannot split a sequence of T
  * tokens (written to why, returned), or NULL: it needs tp > 1 and T
- * divisible by tp. */
+ * divisible by tp (with context parallelism, T / cp: a cp rank's share). */
 const char *plait_cost_sp_refuses(const plait_cost_layout *l, int64_t T, char *why, size_t len);
+
+/* Why layout `l`'s context parallelism cannot split a sequence of T tokens
+ * of a model with (attention = 1) or without attention (written to why,
+ * returned), or NULL: as plait train checks it, the 2cp chunks of a
+ * sequence must be equal and the model must have attention (gpt, llama). */
+const char *plait_cost_cp_refuses(const plait_cost_layout *l, int64_t T, int attention, char *why, size_t len);
+/* l->cp, at least 1. */
+int plait_cost_layout_cp(const plait_cost_layout *l);
 
 /* The config's [parallel.tp] sequence_parallel (0 where it is not set or
  * the tp plugin does not declare it). */
@@ -198,6 +223,9 @@ int plait_cost_config_sp(const plait_config *cfg);
 void plait_cost_device_planned(const plait_config *cfg, int gpu, plait_cost_device *out);
 /* The model's sequence length and head size, which a device's costs depend on. */
 void plait_cost_model_dims(const plait_config *cfg, int64_t *T, int64_t *HS);
+
+/* Ranks of layout `l`: dp x cp x tp x pp. */
+int plait_cost_layout_ranks(const plait_cost_layout *l);
 
 /* Memory limit per rank on cluster `c` for a job of `ranks`. */
 double plait_cost_mem_limit(const plait_cluster *c, int ranks);

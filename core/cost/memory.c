@@ -15,7 +15,10 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
     memset(out, 0, sizeof *out);
     plait_cost_bytes b;
     plait_cost_bytes_of(&b);
-    double psi = r->param_numel, n = r->dp > 0 ? r->dp : 1;
+    /* the group that replicates the parameters, and over which ZeRO shards
+     * them, is dp x cp: a cp rank holds every weight of its dp rank
+     * (sdk/include/plait/optim.h, plait_optim_init.dp_comm) */
+    double psi = r->param_numel, n = (r->dp > 0 ? r->dp : 1) * (j->cp > 1 ? j->cp : 1);
     /* stage 1 shards the optimizer state, 2 also the gradients, 3 also the
      * parameters (plugins/optim/common/zero.h); ZeRO-1/2 gathering bf16
      * weights (param_gather) keep their float32 shard as the master copy;
@@ -42,7 +45,7 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
      * that size plus a quarter (the collectives grow it geometrically): a
      * gradient bucket under plain DP, a TP all-reduce, a pipeline message. */
     double largest = 0, grads = b.grad * psi, msg = r->msg_bytes > 0 ? r->msg_bytes : b.message;
-    if (r->dp > 1 && j->zero == 0) largest = grads < j->bucket_bytes ? grads : j->bucket_bytes;
+    if (n > 1 && j->zero == 0) largest = grads < j->bucket_bytes ? grads : j->bucket_bytes;
     if (r->tp > 1 && msg * r->tp_msg_elems > largest) largest = msg * r->tp_msg_elems;
     if (r->pp > 1 && msg * r->pp_msg_elems > largest) largest = msg * r->pp_msg_elems;
     out->buffers = 1.25 * largest;
@@ -50,7 +53,7 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
      * keeps two units in flight with their shards, 2 (U + U/n); stage 2 a
      * layer's gradients plus two units; stage 3 also the gathered
      * parameters of the running layer and the prefetched one. */
-    if (j->zero > 0 && r->dp > 1) {
+    if (j->zero > 0 && n > 1) {
         double U = b.grad * r->largest_layer_numel;
         if (j->zero == 1) out->buffers += 2 * (U + U / n);
         else out->buffers += 3 * U + (j->zero == 3 ? 2 * b.weight * r->largest_layer_numel : 0);

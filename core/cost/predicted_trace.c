@@ -250,7 +250,7 @@ static void write_span(FILE *f, int pid, const pspan *e) {
 static void write_predicted(FILE *f, void *ctx) {
     const sim *x = ctx;
     const plait_cost_layout *l = &x->r->layout;
-    int per_stage = l->dp * l->tp;
+    int per_stage = l->dp * plait_cost_layout_cp(l) * l->tp;
     char name[128];
     plait_cost_layout_name(l, name, sizeof name);
     fputs(PLAIT_TRACE_JSON_FIRST_LINE, f);

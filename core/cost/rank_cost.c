@@ -15,7 +15,7 @@ static double shard_numel(const plait_param *g, const plait_shard *sh) {
 }
 
 void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision precision, const plait_cost_device *dev,
-                               int sp, plait_cost_rank *out) {
+                               int sp, int cp, plait_cost_rank *out) {
     const plait_model_spec *spec = lr->spec;
     const plait_plan *plan = lr->plan;
     const plait_mesh *mesh = lr->mesh;
@@ -25,7 +25,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     out->pp = mesh->pp;
     out->stage = mesh->pp_rank;
     out->micro_batches = plan->micro_batches;
-    out->rows = (double)lr->batch->micro_batch * spec->block_size;
+    out->rows = (double)lr->batch->micro_batch * spec->block_size / (cp > 1 ? cp : 1);
     out->chunks = plan->chunks > 0 ? plan->chunks : 1;
     int stage = mesh->pp_rank, L = spec->n_layer, nl = spec->n_layers;
 #define LOCAL(l) ((l) >= 0 && (l) < nl && (!plan->layer_stage || plan->layer_stage[l] == stage))
@@ -57,6 +57,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
                                           .vocab_padded = plan->vocab_padded > 0 ? (double)plan->vocab_padded : 0,
                                           .recompute = lr->recompute,
                                           .sp = sp && mesh->tp > 1,
+                                          .cp = cp,
                                           .split = split,
                                           .precision = precision,
                                           .device = dev};
@@ -72,10 +73,9 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         out->weight_copy_numel += (double)plait_model_bf16_copy_numel((size_t)e);
     }
 
-    /* FLOPs: each local layer's forward estimate, x3 for forward + backward,
-     * split over TP (heads, MLP columns and the vocabulary are all cut),
-     * and the forwards a recompute mode runs again */
-    double tokens = (double)lr->batch->micro_batch * spec->block_size * plan->micro_batches;
+    /* FLOPs: each local layer's forward estimate, x3 for forward + backward, split over TP (heads, MLP
+     * columns, vocabulary), and the forwards a recompute mode runs again; of T / cp tokens a sequence */
+    double tokens = (double)lr->batch->micro_batch * s.T * plan->micro_batches;
     for (int l = 0; l < nl; l++)
         if (LOCAL(l)) {
             double f = spec->layers[l].flops_per_token;
@@ -106,14 +106,14 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     }
     out->act_bytes += plait_cost_scratch_bytes(&s);
 
-    /* TP: Megatron's count, per micro-batch 2 all-reduces of b.s.h in the
-     * forward and 2 in the backward of every block, one more for the
-     * vocab-parallel embedding's output and one for the head's input
+    /* TP: Megatron's count, per micro-batch 2 all-reduces of b.s.h in the forward and 2 in the backward
+     * of every block, one more for the vocab-parallel embedding's output and one for the head's input
      * gradient */
     double bsh = s.B * s.T * s.C;
+    int blocks = 0;
+    for (int l = 1; l <= L; l++) blocks += LOCAL(l);
+    plait_cost_ring_traffic(&s, blocks, plan->micro_batches, out); /* cp's ring */
     if (mesh->tp > 1) {
-        int blocks = 0;
-        for (int l = 1; l <= L; l++) blocks += LOCAL(l);
         out->tp_msgs = plan->micro_batches * (4.0 * blocks + has_embedding + has_head);
         out->tp_msg_elems = bsh;
     }

@@ -12,12 +12,15 @@
 
 /* Fill `out` for the rank `r` describes, training in `precision` on the
  * device `dev` describes, with sequence parallelism over its tp group
- * when `sp` (activations.h says what it splits). The activation bytes
+ * when `sp` (activations.h says what it splits) and context parallelism
+ * over `cp` ranks (the preflight plans a cp group's rank 0 alone: the
+ * plan is the dp x tp x pp mesh's, and each cp rank computes and keeps
+ * T / cp of every sequence, with ring attention's traffic). The activation bytes
  * follow the model's slot layout (model/model_slots.c: slot_carve and
  * plait_model_scratch_get) times the largest number of micro-batches the
  * schedule keeps alive per chunk, in bf16 where the model grants it
  * (plait_model_grants_bf16). */
 void plait_cost_rank_from_plan(const plait_layout_rank *r, plait_precision precision, const plait_cost_device *dev,
-                               int sp, plait_cost_rank *out);
+                               int sp, int cp, plait_cost_rank *out);
 
 #endif

@@ -63,16 +63,26 @@ static int by_weight(const void *a, const void *b) {
 
 /* The rule no plan is needed for that layout `l` breaks, written to why
  * with the family it sets aside, or 0. */
+/* "dp8 tp8 pp16" ("cpN" after it with context parallelism) and `extra` */
+static void family_of(const plait_cost_layout *l, const char *extra, char *family, size_t flen) {
+    char cp[16] = "";
+    if (l->cp > 1) snprintf(cp, sizeof cp, " cp%d", l->cp);
+    snprintf(family, flen, "dp%d tp%d pp%d%s%s", l->dp, l->tp, l->pp, cp, extra);
+}
+
 static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait_cost_ctx *x, int T,
                    const plait_cost_layout *l, char *family, size_t flen, char *why, size_t wlen) {
-    snprintf(family, flen, "dp%d tp%d pp%d", l->dp, l->tp, l->pp);
+    family_of(l, "", family, flen);
+    if (plait_cost_cp_refuses(l, T, plait_cost_model_attention(m), why, wlen)) return 1;
     plait_batch b;
     if (plait_batch_solve(x->global_batch, l->micro_batch, 0, l->dp, &b) != PLAIT_OK) {
         snprintf(why, wlen, "%s", plait_last_error());
         plait_clear_error();
         /* a global batch dp does not divide sets aside every micro-batch */
         if (x->global_batch % l->dp != 0) return 1;
-        snprintf(family, flen, "dp%d tp%d pp%d mb%lld", l->dp, l->tp, l->pp, (long long)l->micro_batch);
+        char mb[32];
+        snprintf(mb, sizeof mb, " mb%lld", (long long)l->micro_batch);
+        family_of(l, mb, family, flen);
         return 1;
     }
     const plait_cluster *c = x->cluster;
@@ -89,13 +99,17 @@ static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait
     }
     if (plait_cost_model_refuses(m, l->tp, 1, 1, why, wlen)) return 1;
     if (l->sp && plait_cost_sp_refuses(l, T, why, wlen)) {
-        snprintf(family, flen, "dp%d tp%d pp%d sp", l->dp, l->tp, l->pp);
+        family_of(l, " sp", family, flen);
         return 1;
     }
     if (plait_cost_model_refuses(m, 1, l->pp, l->chunks, why, wlen)) {
         /* too few layers for the stages sets the whole family aside, for
          * the chunks of interleaving only that schedule */
-        if (l->chunks > 1) snprintf(family, flen, "dp%d tp%d pp%d %s v%d", l->dp, l->tp, l->pp, l->schedule, l->chunks);
+        if (l->chunks > 1) {
+            char v[40];
+            snprintf(v, sizeof v, " %s v%d", l->schedule, l->chunks);
+            family_of(l, v, family, flen);
+        }
         return 1;
     }
     return 0;
@@ -109,7 +123,31 @@ static double bucket_for(const plait_config *cfg, const plait_cost_layout *l) {
     plait_value v;
     /* the optimizer's section exists only when the config selects it */
     if (plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK) return (double)v.i;
-    return 25e6;
+    return 25.0 * 1024 * 1024; /* the plugins' default, "25M": 25 MiB as a bytes key reads it */
+}
+
+/* Layout `l`'s figures from the model's shape into *r (the stages in
+ * `stages`); 0, or -1 when out of memory. */
+static int weigh_shape(plait_cost_model *m, plait_config *cfg, const plait_cost_ctx *x, const plait_cost_layout *l,
+                       int block_size, plait_cost_rank *stages, plait_cost_result *r) {
+    if (plait_cost_model_stages(m, l, x->global_batch, x->precision, &x->device, stages) != 0) return -1;
+    double gw, pw;
+    plait_cost_wire(cfg, plait_cost_zero_stage(l->optim), &gw, &pw);
+    for (int k = 0; k < l->pp; k++) stages[k].grad_wire = gw, stages[k].param_wire = pw;
+    plait_cost_finish(stages, l, x, bucket_for(cfg, l), block_size, r);
+    r->layout = *l;
+    return 0;
+}
+
+/* The next result of `out`, ranked by layout `l`'s shape alone. */
+static int shape_row(plait_cost_model *m, plait_config *cfg, const plait_cost_ctx *x, const plait_cost_layout *l,
+                     int block_size, plait_cost_rank *stages, plait_cost_search *out) {
+    plait_cost_result *r = &out->results[out->n];
+    memset(r, 0, sizeof *r);
+    if (weigh_shape(m, cfg, x, l, block_size, stages, r) != 0) return -1;
+    out->shape_only++;
+    out->n++;
+    return 0;
 }
 
 void plait_cost_search_free(plait_cost_search *s) {
@@ -133,7 +171,7 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     plait_cost_result *scratch = malloc(sizeof *scratch);
     /* per dp x tp x pp family, the least memory of its layouts and whether one fits */
     typedef struct triple {
-        int dp, tp, pp, fits;
+        int dp, tp, pp, cp, fits;
         double least;
         size_t least_index;
     } triple;
@@ -156,16 +194,14 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
             if (add_family(&fs, family, why, 0) != 0) goto oom;
             continue;
         }
-        if (plait_cost_model_stages(m, l, x->global_batch, x->precision, &x->device, stages) != 0) goto oom;
-        double gw, pw;
-        plait_cost_wire(cfg, plait_cost_zero_stage(l->optim), &gw, &pw);
-        for (int k = 0; k < l->pp; k++) stages[k].grad_wire = gw, stages[k].param_wire = pw;
-        plait_cost_finish(stages, l, x, bucket_for(cfg, l), block_size, scratch);
+        if (weigh_shape(m, cfg, x, l, block_size, stages, scratch) != 0) goto oom;
         w[nw++] = (weighed){.index = i, .tokens_per_s = scratch->tokens_per_s, .mem = scratch->mem.total,
                             .fits = scratch->fits};
         out->fitting += scratch->fits != 0;
-        if (nt == 0 || tri[nt - 1].dp != l->dp || tri[nt - 1].tp != l->tp || tri[nt - 1].pp != l->pp)
-            tri[nt++] = (triple){.dp = l->dp, .tp = l->tp, .pp = l->pp, .least = scratch->mem.total, .least_index = i};
+        if (nt == 0 || tri[nt - 1].dp != l->dp || tri[nt - 1].tp != l->tp || tri[nt - 1].pp != l->pp ||
+            tri[nt - 1].cp != l->cp)
+            tri[nt++] = (triple){
+                .dp = l->dp, .tp = l->tp, .pp = l->pp, .cp = l->cp, .least = scratch->mem.total, .least_index = i};
         triple *t = &tri[nt - 1];
         t->fits |= scratch->fits;
         if (scratch->mem.total < t->least) {
@@ -177,7 +213,7 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     for (size_t k = 0; k < nt; k++) {
         if (tri[k].fits) continue;
         char family[96], why[512], least[128];
-        snprintf(family, sizeof family, "dp%d tp%d pp%d", tri[k].dp, tri[k].tp, tri[k].pp);
+        family_of(&lay[tri[k].least_index], "", family, sizeof family);
         plait_cost_layout_name(&lay[tri[k].least_index], least, sizeof least);
         double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(x->cluster, axes->ranks);
         snprintf(why, sizeof why,
@@ -188,7 +224,7 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
         size_t members = 0;
         for (size_t i = 0; i < nw; i++) {
             const plait_cost_layout *l = &lay[w[i].index];
-            members += l->dp == tri[k].dp && l->tp == tri[k].tp && l->pp == tri[k].pp;
+            members += l->dp == tri[k].dp && l->tp == tri[k].tp && l->pp == tri[k].pp && l->cp == tri[k].cp;
         }
         fs.f[fs.last].layouts = members;
     }
@@ -202,6 +238,10 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     for (size_t i = 0; i < nw && out->n < keep; i++) {
         if (show > 0 && !w[i].fits) break;
         plait_cost_result *r = &out->results[out->n];
+        if (show == PLAIT_COST_SHOW_ALL && out->confirmed >= PLAIT_COST_CONFIRM) { /* ranked only */
+            if (shape_row(m, cfg, x, &lay[w[i].index], block_size, stages, out) != 0) goto oom;
+            continue;
+        }
         st = plait_cost_evaluate_with(&lay[w[i].index], x, plans, r, NULL, 0);
         out->confirmed++;
         if (st != PLAIT_OK) goto done;

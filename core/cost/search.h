@@ -36,6 +36,7 @@ typedef struct plait_cost_search {
     size_t weighed;               /* costed from the model's shape */
     size_t fitting;               /* of those, within the memory limit */
     size_t confirmed;             /* plans asked of the plugin */
+    size_t shape_only;            /* of the results, ranked by the model's shape alone (PLAIT_COST_SHOW_ALL) */
     size_t over_in_plan;          /* of those, over the memory limit by the plan's own count (not shown) */
     double seconds;               /* the whole search */
 } plait_cost_search;
@@ -49,6 +50,14 @@ typedef struct plait_cost_search {
  * plait_cost_search_free. */
 plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cfg, const plait_cost_ctx *x,
                                    size_t show, plait_cost_search *out);
+
+/* show = PLAIT_COST_SHOW_ALL (`plait plan --top all`): every fitting
+ * layout, the best PLAIT_COST_CONFIRM of them confirmed by the plugin as
+ * above and the others ranked by their figures from the model's shape
+ * (confirmed = 0: a plugin's plan per layout costs milliseconds, and
+ * thousands of them seconds; `--explain` confirms any one). */
+#define PLAIT_COST_SHOW_ALL ((size_t)-1 / 2)
+#define PLAIT_COST_CONFIRM 20
 void plait_cost_search_free(plait_cost_search *s);
 
 #endif

@@ -84,6 +84,8 @@ void plait_cost_model_free(plait_cost_model *m) {
 
 double plait_cost_model_params(const plait_cost_model *m) { return (double)m->spec->total_numel; }
 
+int plait_cost_model_attention(const plait_cost_model *m) { return strcmp(m->spec->arch, "mlp") != 0; }
+
 const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, int v, char *why, size_t len) {
     const plait_model_spec *s = m->spec;
     /* the tp and pp plugins' own rules and words, and the model's */
@@ -309,11 +311,13 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                                     .vocab_padded = tp > 1 ? t->vocab_padded : 0,
                                     .recompute = l->recompute,
                                     .sp = l->sp && tp > 1,
+                                    .cp = l->cp,
                                     .split = strcmp(sched, "zb1") == 0,
                                     .precision = precision,
                                     .device = dev};
     plait_cost_shape_init(&s, spec, &in);
-    double tokens = (double)l->micro_batch * spec->block_size * mb, bsh = s.B * s.T * s.C;
+    /* a cp rank computes T / cp tokens of each sequence (s.T) */
+    double tokens = (double)l->micro_batch * s.T * mb, bsh = s.B * s.T * s.C;
     const double *all_live = live_of(m, sched, p, v, mb);
     if (!all_live) return -1;
     for (int st = 0; st < p; st++) {
@@ -324,7 +328,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         r->pp = p;
         r->stage = st;
         r->micro_batches = mb;
-        r->rows = (double)l->micro_batch * spec->block_size;
+        r->rows = (double)l->micro_batch * s.T;
         r->chunks = v;
         r->bf16 = s.bf16;
         r->sp = s.sp;
@@ -354,6 +358,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         }
         /* and the backward scratch the chunks share */
         r->act_bytes += plait_cost_scratch_bytes(&s);
+        plait_cost_ring_traffic(&s, blocks, mb, r);
         if (tp > 1) {
             r->tp_msgs = mb * (4.0 * blocks + emb + head);
             r->tp_msg_elems = bsh;

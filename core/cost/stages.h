@@ -40,6 +40,10 @@ const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, 
 int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int64_t global_batch,
                             plait_precision precision, const plait_cost_device *dev, plait_cost_rank *stages);
 
+/* 1 when the model has attention for context parallelism to split (the
+ * gpt and llama archs), else 0. */
+int plait_cost_model_attention(const plait_cost_model *m);
+
 /* Parameters of the whole model (tied copies once). */
 double plait_cost_model_params(const plait_cost_model *m);
 

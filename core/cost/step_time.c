@@ -116,7 +116,7 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
                      double *bytes) {
     plait_cost_bytes b;
     plait_cost_bytes_of(&b);
-    int n = r->dp;
+    int n = d->n; /* dp x cp */
     double m = r->micro_batches > 0 ? r->micro_batches : 1;
     *hidden = *exposed = *bytes = 0;
     if (n <= 1) return;
@@ -163,7 +163,28 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
 static double optim_bytes(const plait_cost_rank *r, const plait_cost_job *j) {
     plait_cost_bytes b;
     plait_cost_bytes_of(&b);
-    return b.adam_io * r->param_numel / (j->zero > 0 && j->dp > 0 ? j->dp : 1) + b.copy_io * r->weight_copy_numel;
+    int n = (j->dp > 0 ? j->dp : 1) * (j->cp > 1 ? j->cp : 1);
+    return b.adam_io * r->param_numel / (j->zero > 0 ? n : 1) + b.copy_io * r->weight_copy_numel;
+}
+
+/* Ring attention's transfers in a step (cost.h, plait_cost_rank's cp_*)
+ * and what of them the attention does not hide. Each pass of the ring
+ * posts the next block's transfer, then computes the attention of the
+ * block it holds (model/ring_attention.c): a transfer hides behind that
+ * block's attention, as Megatron-LM's and TransformerEngine's ring
+ * attention overlap them, and what it takes beyond is exposed. The
+ * forward's passes move K and V against a block's forward attention; the
+ * backward's move K and V and the dK and dV going round (two transfers
+ * on the ring at once, sharing the rank's bandwidth) against its backward
+ * attention, twice the forward's; each layer's dK and dV coming home at
+ * the end overlap nothing. All of it, hidden or not, in *all. */
+static double ring_exposed(const plait_cost_rank *r, const route *cpr, double elem_bytes, double alone, double *all) {
+    *all = 0;
+    if (r->cp_passes <= 0 || r->cp_msg_elems <= 0) return 0;
+    double t = cpr->link->latency + elem_bytes * r->cp_msg_elems / cpr->bandwidth, f = r->cp_hide_flops / alone;
+    double fwd = t > f ? t - f : 0, bwd = 2 * t > 2 * f ? 2 * t - 2 * f : 0;
+    *all = r->cp_passes * 3 * t + r->cp_tail_msgs * t;
+    return r->cp_passes * (fwd + bwd) + r->cp_tail_msgs * t;
 }
 
 /* A CPU rank's compute rate at `rows` rows a product: a saturating curve,
@@ -213,7 +234,7 @@ static double crowding(double busy, int threads, int units) {
  * whole work at the node's rate. */
 static void cpu_pace(const plait_cost_rank *stages, const plait_cost_job *j, const plait_cluster *c, int per_node,
                      int threads, double comm_max, plait_cost_time *out, double *fwd_bwd, double *opt_max) {
-    int dp = j->dp, tp = j->tp, pp = j->pp, n = dp * tp * pp;
+    int dp = j->dp * (j->cp > 1 ? j->cp : 1), tp = j->tp, pp = j->pp, n = dp * tp * pp; /* dp x cp */
     int units = c->units_per_node > 0 ? c->units_per_node : 1;
     double rate = out->rate, alone = rate / units * threads, node_work_max = 0, tau = 0;
     for (int first = 0; first < n; first += per_node) {
@@ -263,7 +284,10 @@ static void cpu_pace(const plait_cost_rank *stages, const plait_cost_job *j, con
 void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j, const plait_cluster *c,
                           plait_cost_time *out) {
     memset(out, 0, sizeof *out);
-    int dp = j->dp, tp = j->tp, pp = j->pp, n = dp * tp * pp;
+    /* ranks are placed tp innermost, then cp (parallel.order's default
+     * puts cp just outside tp), then dp, then pp: the DP group, dp x cp,
+     * is dp x cp consecutive tp strides */
+    int cp = j->cp > 1 ? j->cp : 1, dp = j->dp * cp, tp = j->tp, pp = j->pp, n = dp * tp * pp;
     if (n < 1) return;
     int per_node = plait_cluster_ranks_per_node(c, n);
     int units = c->units_per_node > 0 ? c->units_per_node : 1;
@@ -278,9 +302,10 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     double alone = c->gpu ? rate : rate / units * threads;
     plait_cost_bytes sz;
     plait_cost_bytes_of(&sz);
-    route tpr = route_of(c, n, tp, 1), ppr = route_of(c, n, pp, tp * dp);
+    route tpr = route_of(c, n, tp, 1), ppr = route_of(c, n, pp, tp * dp), cpr = route_of(c, n, cp, tp);
     out->tp_link = tpr.link->kind;
     out->pp_link = ppr.link->kind;
+    out->cp_link = cp > 1 ? cpr.link->kind : NULL;
 
     double crit = -1, comm_max = 0, opt_max = 0, dp_total = -1;
     for (int s = 0; s < pp; s++) {
@@ -292,7 +317,8 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
         double tp_s = r->tp_msgs *
                       plait_cost_allreduce_bw_s(tpr.link->latency, tpr.bandwidth, tp, mb * r->tp_msg_elems);
         double pp_s = r->pp_msgs * (ppr.link->latency + mb * r->pp_msg_elems / ppr.bandwidth);
-        double span = (compute + tp_s + pp_s) / (1 - r->bubble);
+        double cp_all, cp_s = ring_exposed(r, &cpr, mb, alone, &cp_all);
+        double span = (compute + tp_s + pp_s + cp_s) / (1 - r->bubble);
         if (span > crit) {
             crit = span;
             out->busiest = s;
@@ -300,10 +326,12 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             out->recompute = r->recompute_flops / alone;
             out->tp_s = tp_s;
             out->pp_s = pp_s;
+            out->cp_s = cp_s;
+            out->cp_total = cp_all;
             out->bubble = r->bubble;
         }
-        if (tp_s + pp_s > comm_max) comm_max = tp_s + pp_s;
-        dp_net d = {.c = c, .r = route_of(c, n, dp, tp), .n = dp, .hier = j->hierarchical};
+        if (tp_s + pp_s + cp_s > comm_max) comm_max = tp_s + pp_s + cp_s;
+        dp_net d = {.c = c, .r = route_of(c, n, dp, tp), .n = dp, .hier = j->hierarchical}; /* dp x cp */
         double h, e, b;
         dp_times(r, j, &d, &h, &e, &b);
         if (h + e > dp_total) {
@@ -323,7 +351,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
         if (c->gpu && opt > opt_max) opt_max = opt;
     }
     double fwd_bwd = crit;
-    out->comm = out->tp_s + out->pp_s;
+    out->comm = out->tp_s + out->pp_s + out->cp_s;
     out->idle = crit - out->compute - out->comm;
     if (!c->gpu) cpu_pace(stages, j, c, per_node, threads, comm_max, out, &fwd_bwd, &opt_max);
     /* the reduction of all buckets but the last hides behind the backward

@@ -87,6 +87,11 @@ void plait_cost_print_search(FILE *out, const plait_cost_search *s) {
             "# searched %zu layouts in %.2f s: %zu set aside by the rules above, %zu weighed from the model's shape "
             "(%zu fit), %zu checked against their plugin's plan (%zu of them over the memory limit by the plan's count)\n",
             s->candidates, s->seconds, s->refused, s->weighed, s->fitting, s->confirmed, s->over_in_plan);
+    if (s->shape_only)
+        fprintf(out,
+                "# %zu of the rows are ranked by the model's shape alone, not checked against their plugin's plan "
+                "(the best %d are; --explain checks any one)\n",
+                s->shape_only, PLAIT_COST_CONFIRM);
 }
 
 void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait_cost_rank *stages,
@@ -97,7 +102,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     char name[128];
     plait_cost_layout_name_every(l, name, sizeof name);
     const char *pn = plait_device_precision_name(x->precision);
-    fprintf(out, "# plait plan --explain %s: %d ranks on %s, in %s\n", name, l->dp * l->tp * l->pp, c->name, pn);
+    fprintf(out, "# plait plan --explain %s: %d ranks on %s, in %s\n", name, plait_cost_layout_ranks(l), c->name, pn);
     if (memory_for) fprintf(out, "# %s\n", memory_for);
     fprintf(out, "step %.3f s = compute %.3f + communication not hidden %.3f + bubble %.3f + optimizer %.3f s: %.0f "
                  "tokens/s (%.0f tokens a step)\n",
@@ -121,7 +126,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     /* a CPU stage's compute as a rank alone on its threads, at its rows */
     double alone = t->rate;
     if (!c->gpu) {
-        int per_node = plait_cluster_ranks_per_node(c, l->dp * l->tp * l->pp), units = c->units_per_node;
+        int per_node = plait_cluster_ranks_per_node(c, plait_cost_layout_ranks(l)), units = c->units_per_node;
         alone = t->rate / units * (units / per_node > 1 ? units / per_node : 1);
         if (c->half_rows > 0 && stages[0].rows > 0) alone *= stages[0].rows / (stages[0].rows + c->half_rows);
     }
@@ -154,15 +159,23 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
                 msg * bs->pp_msg_elems / MiB, dtype, t->pp_link, t->pp_s);
     else
         fprintf(out, "  PP  none (pp 1)\n");
-    if (l->dp > 1)
-        fprintf(out, "  DP  %d ranks, %s (%.2f MiB a rank sends, %s%s): %.4f s on the intra-node link, %.4f s on the "
-                     "network; %.4f s behind the backward pass%s, %.4f s exposed (the last bucket%s)\n",
-                l->dp, l->optim, t->dp_bytes / MiB, "fp32 gradients",
+    if (l->cp > 1)
+        fprintf(out,
+                "  CP  %d ranks on %s, ring attention: %.0f transfers of %.2f MiB (this rank's K and V; the "
+                "backward's also dK and dV): %.4f s, of which %.4f s not hidden by the attention of the block "
+                "each pass computes, on the critical path\n",
+                l->cp, t->cp_link ? t->cp_link : "-", 3 * bs->cp_passes + bs->cp_tail_msgs,
+                4.0 * bs->cp_msg_elems / MiB, t->cp_total, t->cp_s);
+    if (l->dp * plait_cost_layout_cp(l) > 1)
+        fprintf(out,
+                "  DP  %d ranks, %s (%.2f MiB a rank sends, %s%s): %.4f s on the intra-node link, %.4f s on the "
+                "network; %.4f s behind the backward pass%s, %.4f s exposed (the last bucket%s)\n",
+                l->dp * plait_cost_layout_cp(l), l->optim, t->dp_bytes / MiB, "fp32 gradients",
                 t->dp_hierarchical ? ", hierarchical across nodes" : "", t->dp_intra, t->dp_inter, t->dp_hidden,
                 t->dp_hidden > 2.0 / 3.0 * t->compute ? " (more than it hides)" : "", t->dp_exposed,
-                plait_cost_zero_stage(l->optim) == 3   ? ", the first layer's gather"
+                plait_cost_zero_stage(l->optim) == 3  ? ", the first layer's gather"
                 : plait_cost_zero_stage(l->optim) > 0 ? ", the updated weights' all-gather"
-                                                        : "");
+                                                      : "");
     else
         fprintf(out, "  DP  none (dp 1)\n");
     fprintf(out, "\nbubble: %s, the busiest stage idles %.1f%% of its span: %.4f s\n",
@@ -170,7 +183,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     fprintf(out, "optimizer: AdamW moves %.0f bytes per parameter a rank owns%s at %.0f GB/s: %.4f s\n", b.adam_io,
             bs->bf16 ? ", the bf16 copy of the weights 6 bytes an element" : "", c->memory_bandwidth / 1e9, t->optim);
     const plait_cost_mem *m = &r->mem;
-    double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(c, l->dp * l->tp * l->pp);
+    double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(c, plait_cost_layout_ranks(l));
     int z = plait_cost_zero_stage(l->optim);
     /* the total in the table's unit too, so that a row and its explanation compare digit for digit */
     fprintf(out, "\nmemory of the rank needing the most: %.2f GiB (%.1f MiB) of %.2f GiB%s\n", m->total / GiB,

@@ -112,6 +112,14 @@ static const layout layouts[] = {
       NULL},
      0,
      0},
+    /* context parallelism: each of the 2 cp ranks keeps half of every
+     * sequence (12 of its 24 tokens), ZeRO-1's moments sharded over dp x cp */
+    {"cpu llama cp2 zero1",
+     {"device.plugin=cpu", "model.arch=llama", "model.n_kv_head=2", "model.ffn_hidden=104", "parallel.cp=2",
+      "optim.plugin=zero1", NULL},
+     0,
+     0},
+    {"cpu gpt cp2 dp2 adam", {"device.plugin=cpu", "parallel.cp=2", "parallel.dp=2", NULL}, 0, 0},
     {"cuda_emu fp32 dp2 adam", {"device.plugin=cuda_emu", "parallel.dp=2", NULL}, 1, 0},
     {"cuda_emu bf16 dp2 adam", {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", NULL}, 1, 1},
     {"cuda_emu bf16 dp2 zero1",
