@@ -12,6 +12,7 @@
 #include "cpu/compute_line.h"
 #include "launch/bootstrap.h"
 #include "launch/restart.h"
+#include "model/tied.h"
 #include "runtime/out_file.h"
 #include "device/device.h"
 #include "runtime/error.h"
