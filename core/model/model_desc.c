@@ -407,27 +407,9 @@ static plait_status check_moe(const plait_config *cfg, const char *arch, int64_t
     return PLAIT_OK;
 }
 
-plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
-                                  plait_model_desc **out) {
-    *out = NULL;
-    const char *arch = plait_config_str(cfg, "model", "arch");
-    int64_t n_layer = plait_config_int(cfg, "model", "n_layer");
-    int64_t n_head = plait_config_int(cfg, "model", "n_head");
-    int64_t n_embd = plait_config_int(cfg, "model", "n_embd");
-    int64_t block_size = plait_config_int(cfg, "model", "block_size");
-    int64_t vocab_size = plait_config_int(cfg, "model", "vocab_size");
-    const int is_llama = strcmp(arch, "llama") == 0, is_gpt = strcmp(arch, "gpt") == 0;
-    if (micro_batch < 1)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "model: micro-batch of %d sequences; it must be at least 1",
-                               (int)micro_batch);
-    if ((is_gpt || is_llama) && n_embd % n_head != 0)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[model] n_embd = %lld is not a multiple of n_head = %lld: "
-                               "each head needs n_embd / n_head channels",
-                               (long long)n_embd, (long long)n_head);
-    /* the llama arch's own keys on another model would be ignored in
-     * silence (a gpt with n_kv_head = 2 is not grouped-query) */
+/* The llama arch's own keys on another model would be ignored in silence
+ * (a gpt with n_kv_head = 2 is not grouped-query): refused, naming where. */
+static plait_status refuse_llama_keys(const plait_config *cfg, const char *arch, int is_llama) {
     static const char *const llama_only[] = {"n_kv_head",
                                              "ffn_hidden",
                                              "multiple_of",
@@ -449,6 +431,28 @@ plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch,
                                "no use for it (remove it, or set arch = llama)",
                                where ? where : "config", llama_only[i], arch);
     }
+    return PLAIT_OK;
+}
+
+plait_status plait_model_describe(const plait_config *cfg, int32_t micro_batch, plait_model_desc **out) {
+    *out = NULL;
+    const char *arch = plait_config_str(cfg, "model", "arch");
+    int64_t n_layer = plait_config_int(cfg, "model", "n_layer");
+    int64_t n_head = plait_config_int(cfg, "model", "n_head");
+    int64_t n_embd = plait_config_int(cfg, "model", "n_embd");
+    int64_t block_size = plait_config_int(cfg, "model", "block_size");
+    int64_t vocab_size = plait_config_int(cfg, "model", "vocab_size");
+    const int is_llama = strcmp(arch, "llama") == 0, is_gpt = strcmp(arch, "gpt") == 0;
+    if (micro_batch < 1)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "model: micro-batch of %d sequences; it must be at least 1",
+                               (int)micro_batch);
+    if ((is_gpt || is_llama) && n_embd % n_head != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "[model] n_embd = %lld is not a multiple of n_head = %lld: "
+                               "each head needs n_embd / n_head channels",
+                               (long long)n_embd, (long long)n_head);
+    plait_status kst = refuse_llama_keys(cfg, arch, is_llama);
+    if (kst != PLAIT_OK) return kst;
     int64_t n_kv_head = 0, ffn_hidden = 0;
     if (is_llama) {
         plait_status st = check_llama(cfg, n_head, n_embd, &n_kv_head, &ffn_hidden);
