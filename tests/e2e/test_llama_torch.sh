@@ -56,7 +56,8 @@ if "$LOGITS" "$E2E_WORK/hf3" "$E2E_WORK/tokens3.safetensors" "$E2E_WORK/plait_no
   >"$E2E_WORK/no3.out" 2>&1; then
   fail "a model with llama3 rope scaling read by a run without it"
 fi
-grep -q "rope_scaling = type 'llama3'" "$E2E_WORK/no3.out" || fail "unclear refusal: $(cat "$E2E_WORK/no3.out")"
+# transformers 4 writes the scaling as rope_scaling, 5 as rope_parameters
+grep -Eq "rope_(scaling|parameters) = type 'llama3'" "$E2E_WORK/no3.out" || fail "unclear refusal: $(cat "$E2E_WORK/no3.out")"
 D="data.path=$PLAIT_SOURCE_DIR/data/corpus.txt"
 train from_hf $D run.steps=1 optim.lr=0 optim.min_lr=0 run.init_from="$E2E_WORK/hf"
 "$PLAIT_BIN" sample "$E2E_WORK/from_hf" --prompt "The cat" --tokens 20 --temperature 0 >"$E2E_WORK/greedy.out" \
