@@ -20,7 +20,9 @@ void plait_cost_ckpt_predict(double params, double largest, const plait_cost_ran
     out->params = params;
     out->largest = largest;
     out->total = params * CKPT_BYTES_PER_PARAM;
-    out->ranks = l->dp * l->tp * l->pp;
+    /* cp ranks hold what their dp peers hold: ZeRO shards over dp x cp */
+    const int dp = l->dp * (l->cp > 1 ? l->cp : 1);
+    out->ranks = dp * l->tp * l->pp;
     const int zero = plait_cost_zero_stage(l->optim);
     double held = 0;
     for (int s = 0; s < l->pp; s++) held += stages[s].param_numel;
@@ -29,14 +31,14 @@ void plait_cost_ckpt_predict(double params, double largest, const plait_cost_ran
     plait_cost_ckpt_format *sh = &out->sharded;
     for (int s = 0; s < l->pp; s++) {
         double rank = out->total * (held > 0 ? stages[s].param_numel / held : 1.0 / l->pp) / l->tp;
-        double dp0 = zero >= 3 ? rank / l->dp : zero >= 1 ? rank * (4.0 + 8.0 / l->dp) / 12.0 : rank;
+        double dp0 = zero >= 3 ? rank / dp : zero >= 1 ? rank * (4.0 + 8.0 / dp) / 12.0 : rank;
         if (dp0 > sh->rank_max) sh->rank_max = dp0;
         if (s == 0) sh->rank0 = dp0;
         sh->all_ranks += rank * l->tp;
     }
     /* one buffer of the largest local slice; with ckpt_async the snapshot
      * of everything the rank writes */
-    sh->rank0_extra = 4.0 * largest / l->tp / (zero >= 3 ? l->dp : 1);
+    sh->rank0_extra = 4.0 * largest / l->tp / (zero >= 3 ? dp : 1);
     sh->async_extra = sh->rank0;
     double disk = c->disk_bandwidth > 0 ? c->disk_bandwidth : 2e9;
     double writer = c->disk_writer_bandwidth > 0 ? c->disk_writer_bandwidth : disk;
