@@ -26,7 +26,7 @@ if $P train "$CFG" -n 2 parallel.cp=2 parallel.dp=2 run.out_dir="$E2E_WORK/n" >"
 fi
 grep -q "dp 2 x cp 2 x tp 1 x pp 1 = 4 ranks, but -n 2" "$E2E_WORK/out" || fail "-n 2: $(cat "$E2E_WORK/out")"
 # plan weighs the config's cp beside the others; ep is refused, not weighed as ep = 1
-$P plan "$CFG" parallel.cp=2 --ranks 2 >"$E2E_WORK/out" 2>&1 || fail "plan with cp = 2: $(cat "$E2E_WORK/out")"
+$P plan "$CFG" parallel.cp=2 --ranks 2 --top all >"$E2E_WORK/out" 2>&1 || fail "plan with cp = 2: $(cat "$E2E_WORK/out")"
 grep -q "^  [0-9][0-9]*  *dp1 tp1 pp1 cp2 " "$E2E_WORK/out" || fail "plan with cp = 2 shows no cp2 layout: $(cat "$E2E_WORK/out")"
 for cmd in plan "bench sweep"; do
   if $P $cmd "$CFG" parallel.dp=2 parallel.ep=2 -n 2 --ranks 2 >"$E2E_WORK/out" 2>&1; then fail "$cmd accepted ep = 2"; fi
