@@ -55,7 +55,7 @@ static const plait_key_decl node_keys[] = {
         "share of bf16_peak_gflops a training step reaches (0 = efficiency's)"),
     KEY("memory_bandwidth", PLAIT_KEY_FLOAT, "20", 0.001, 1e6, NULL,
         "GB/s per GPU, or per node for kind = cpu (the optimizer step is bound by it)"),
-    KEY("process_mb", PLAIT_KEY_FLOAT, "7", 0, 1e9, NULL,
+    KEY("process_mb", PLAIT_KEY_FLOAT, "9", 0, 1e9, NULL,
         "MiB every rank holds besides the model: code, libraries, the data, the runtime"),
     KEY("half_rate_rows", PLAIT_KEY_FLOAT, "0", 0, 1e9, NULL,
         "kind = cpu: rows of a micro-batch (its tokens) at which a rank computes at half its large-batch rate "
