@@ -100,7 +100,10 @@ static void test_rank_killed_mid_transfer(void **state) {
     /* rank 3 receives from it: it fails naming rank 2 (the others may see
      * the cascade first: rank 1's send may have finished into the kernel) */
     expect_line_naming(o.output, "driver: error: rank 3: ", "rank 2");
-    assert_contains(o.output, "the process probably");
+    /* the loss is said by whichever path finds it first: a socket that
+     * closed ("the process probably exited or died") or a direct read of
+     * the peer's memory whose process is gone */
+    assert_true(strstr(o.output, "the process probably") || strstr(o.output, "process is gone"));
     assert_no_timeout(o.output);
     outcome_free(&o);
 }
