@@ -75,7 +75,7 @@ plait_status plait_run_open_world(plait_run *run) {
     if (st == PLAIT_OK) st = plait_precision_from_config(run->cfg, &precision);
     /* the device first: after the fork, before any other plugin object */
     if (st == PLAIT_OK) {
-        st = plait_device_open(plait_plugin_host(), run->cfg, plait_job_local_rank(run->world.job),
+        st = plait_device_open(plait_plugin_host(), run->cfg, plait_job_device_slot(run->world.job),
                                plait_job_math_threads(run->world.job));
         run->world.device_open = st == PLAIT_OK;
         plait_host_attach_device();
@@ -84,6 +84,9 @@ plait_status plait_run_open_world(plait_run *run) {
         plait_mem_kind kind = plait_device_mem_kind();
         st = plait_comm_plugin_usable(d, plait_mem_is_host(kind) ? PLAIT_MEM_HOST : kind);
     }
+    if (st == PLAIT_OK)
+        st = plait_comm_nearest_card_defaults(run->cfg, plait_job_bind_result(run->world.job),
+                                              plait_job_rank(run->world.job));
     if (st == PLAIT_OK) st = plait_comm_create_job_world(run->world.job, d->ops, run->cfg, &settings, &run->world.comm);
     if (st != PLAIT_OK) return st;
     plait_log_set_rank(plait_job_size(run->world.job) > 1 ? plait_job_rank(run->world.job) : -1);
