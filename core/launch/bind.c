@@ -180,9 +180,21 @@ plait_status plait_bind_self(const plait_bind_request *req, int local_rank, int 
             set_unset("NCCL_IB_HCA", t->nics[p->nic].rdma);
         }
     }
-    free(all);
-    plait_topology_free(t);
+    if (res) {
+        res->topo = t;
+        res->places = all;
+    } else {
+        free(all);
+        plait_topology_free(t);
+    }
     return st;
+}
+
+void plait_bind_result_free(plait_bind_result *res) {
+    free(res->places);
+    plait_topology_free(res->topo);
+    res->places = NULL;
+    res->topo = NULL;
 }
 
 plait_status plait_bind_print_plan(const plait_bind_request *req, FILE *out, plait_topology **topo,

@@ -36,7 +36,12 @@ typedef struct plait_bind_result {
                         (no GPU, [device] ordinal or CUDA_VISIBLE_DEVICES set) */
     char ifname[24]; /* job on several hosts: the nearest card's interface, up with an address; "" none */
     char rdma[24];   /* job on several hosts: the nearest card's RDMA device; "" none */
+    plait_topology *topo;     /* the node as read, for the start-up map; NULL when the rank did not bind */
+    plait_rank_place *places; /* every local rank's place on it */
 } plait_bind_result;
+
+/* Free what a result holds (topo, places); the struct itself is the caller's. */
+void plait_bind_result_free(plait_bind_result *res);
 
 /* Bind this process (local rank `local_rank`, world rank `rank`) and every
  * thread it has to its place; log it, with the mask read back. `masks`:
@@ -45,7 +50,8 @@ typedef struct plait_bind_result {
  * With `multi_host`, NCCL_SOCKET_IFNAME and NCCL_IB_HCA name the nearest
  * card where they are unset; with GPUs, CUDA_DEVICE_ORDER=PCI_BUS_ID where
  * unset, so that the ordinal counts GPUs in the bus order placement uses.
- * `res` (non-NULL) receives the rest. */
+ * `res` (non-NULL) receives the rest, and owns the topology and places
+ * (plait_bind_result_free). */
 plait_status plait_bind_self(const plait_bind_request *req, int local_rank, int rank, int multi_host,
                              const plait_cpuset *masks, plait_bind_result *res);
 

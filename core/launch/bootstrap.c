@@ -479,6 +479,7 @@ void plait_job_leave(plait_job *job, int failed) {
     else if (job->env.store_fd >= 0) close(job->env.store_fd);
     free(job->host_of);
     free(job->local_masks);
+    plait_bind_result_free(&job->bound);
     free(job);
 }
 
@@ -489,6 +490,7 @@ int plait_job_local_size(const plait_job *job) { return job->local_size; }
 int plait_job_math_threads(const plait_job *job) { return job->math_threads; }
 double plait_job_timeout(const plait_job *job) { return job->timeout; }
 const plait_bind_result *plait_job_bind_result(const plait_job *job) { return &job->bound; }
+const int *plait_job_host_of(const plait_job *job) { return job->host_of; }
 int plait_job_device_slot(const plait_job *job) {
     return job->bound.gpu_ordinal >= 0 ? job->bound.gpu_ordinal : job->local_rank;
 }

@@ -282,11 +282,7 @@ static const char *map(const plait_topology *t, const plait_rank_place *p, int l
                        int pp) {
     static char text[1024];
     plait_rank_site site[64];
-    for (int r = 0; r < local * hosts; r++) {
-        site[r].host = r / local;
-        site[r].numa = p[r % local].numa;
-        site[r].island = p[r % local].gpu >= 0 ? t->gpus[p[r % local].gpu].island : -1;
-    }
+    plait_mesh_sites(t, p, local, NULL, local * hosts, site);
     int sizes[PLAIT_MESH_AXES] = {
         [PLAIT_AXIS_DP] = dp, [PLAIT_AXIS_TP] = tp, [PLAIT_AXIS_PP] = pp, [PLAIT_AXIS_CP] = 1};
     int axes[PLAIT_MESH_AXES];
@@ -305,6 +301,20 @@ static void test_mesh_map(void **state) {
     m = map(t, p, 8, 2, 1, 8, 2); /* two DGX: tp inside each, the pp pairs across */
     assert_non_null(strstr(m, "tp: 2 groups of 8, 2 on one host, 0 on one NUMA node, 2 in one NVLink island"));
     assert_non_null(strstr(m, "pp: 8 neighbour pairs of 2 stages, 0 on one host"));
+    /* the hosts as ranks joined them (mpirun --map-by node: rank r on host
+     * r mod 2): the same lines the launcher prints, from the real hosts */
+    int sizes[PLAIT_MESH_AXES] = {[PLAIT_AXIS_DP] = 2, [PLAIT_AXIS_TP] = 8, [PLAIT_AXIS_PP] = 1, [PLAIT_AXIS_CP] = 1};
+    int axes[PLAIT_MESH_AXES], host_of[16];
+    assert_int_equal(plait_mesh_parse_order("tp,dp,pp", axes), PLAIT_OK);
+    for (int r = 0; r < 16; r++) host_of[r] = r % 2;
+    char text[2048];
+    plait_mesh_map_node_text(sizes, axes, t, p, 8, host_of, text, sizeof text);
+    assert_non_null(strstr(text, "NUMA node 0: local ranks 0 1 2 3\nNUMA node 1: local ranks 4 5 6 7\n"));
+    assert_non_null(strstr(text, "tp: 2 groups of 8, 0 on one host"));
+    assert_non_null(strstr(text, "dp: 8 groups of 2, 8 on one host")); /* the wrong way round, and said */
+    for (int r = 0; r < 16; r++) host_of[r] = r / 8;                   /* --map-by slot: as plait -n places them */
+    plait_mesh_map_node_text(sizes, axes, t, p, 8, host_of, text, sizeof text);
+    assert_non_null(strstr(text, "tp: 2 groups of 8, 2 on one host, 0 on one NUMA node, 2 in one NVLink island"));
     plait_topology_free(t);
     t = load("workstation-4gpu.xml"); /* no NVLink: tp crosses PCIe, and nothing claims an island */
     place(t, 4, 8, PLAIT_BIND_AUTO, 1, NULL, NULL, p);
