@@ -165,6 +165,8 @@ plait_status plait_bind_self(const plait_bind_request *req, int local_rank, int 
                    plait_cpuset_text(&back, set, sizeof set));
     } else if (p->warn) {
         PLAIT_WARN(COMPONENT, "rank %d: %s", rank, p->note);
+    } else if (p->gpu != p->gpu_default) {
+        PLAIT_INFO(COMPONENT, "rank %d (local %d): %s", rank, local_rank, text);
     } else {
         /* unbound by choice or by oversubscription: the launcher said it
          * once; under mpirun or srun the first local rank says it (a
@@ -203,10 +205,13 @@ plait_status plait_bind_print_plan(const plait_bind_request *req, FILE *out, pla
     plait_rank_place *all = NULL;
     plait_status st = plan(req, NULL, &t, &all);
     if (st != PLAIT_OK) return st;
-    int bound = 0;
-    for (int r = 0; r < req->local_ranks; r++) bound += all[r].bound || all[r].warn;
+    /* a rank bound, warned about or moved to another GPU gets a line of its
+     * own; ranks all left alone share one */
+    int listed = 0;
+    for (int r = 0; r < req->local_ranks; r++)
+        listed += all[r].bound || all[r].warn || all[r].gpu != all[r].gpu_default;
     char text[768];
-    if (!bound) {
+    if (!listed) {
         fprintf(out, "plait: ranks not bound ([run] bind = %s): %s\n", req->mode, all[0].note);
     } else {
         fprintf(out, "plait: [run] bind = %s on %s:\n", req->mode, t->source);
