@@ -290,25 +290,9 @@ static void print_mesh_map(const plait_config *cfg, int local, const plait_topol
         plait_clear_error();
         return;
     }
-    for (int n = 0; n < t->n_numa; n++) {
-        char ranks[256] = "";
-        size_t off = 0;
-        for (int r = 0; r < local && off + 12 < sizeof ranks; r++)
-            if (p[r].numa == n) off += (size_t)snprintf(ranks + off, sizeof ranks - off, "%s%d", off ? " " : "", r);
-        if (off) fprintf(stderr, "plait:   NUMA node %d: local ranks %s\n", t->numa[n].os_index, ranks);
-    }
-    plait_rank_site *site = calloc((size_t)world, sizeof *site);
-    if (!site) return;
-    for (int64_t r = 0; r < world; r++) {
-        const plait_rank_place *q = &p[r % local];
-        site[r].host = (int)(r / local);
-        site[r].numa = q->numa;
-        site[r].island = q->gpu >= 0 ? t->gpus[q->gpu].island : -1;
-    }
-    char text[1024];
-    plait_mesh_map_text(sizes, axes, site, text, sizeof text);
+    char text[2048];
+    plait_mesh_map_node_text(sizes, axes, t, p, local, NULL, text, sizeof text);
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) fprintf(stderr, "plait:   %s\n", line);
-    free(site);
 }
 
 int plait_cli_print_placement(const plait_config *cfg, int local, const char *context) {

@@ -183,7 +183,7 @@ static int bench_job(const plait_config *cfg, const char *plugin, const plait_co
     plait_bench_mem mem;
     plait_status st = plait_job_join(cfg, &job);
     if (st == PLAIT_OK && on_device) {
-        st = open_device(cfg, plait_job_local_rank(job), &mem);
+        st = open_device(cfg, plait_job_device_slot(job), &mem);
         o.mem = &mem;
         if (st == PLAIT_OK && plait_comm_plugin_usable(d, PLAIT_MEM_HOST) != PLAIT_OK)
             st = plait_comm_plugin_usable(d, mem.kind);

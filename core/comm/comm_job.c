@@ -3,7 +3,9 @@
 #include "comm/comm_job.h"
 
 #include "plugin/loader.h"
+#include "config/config.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "runtime/memory.h"
 
 static plait_status job_create(void *ctx, uint32_t comm_id, int rank, int size, const int *world_ranks,
@@ -25,6 +27,22 @@ plait_status plait_comm_create_job_world(plait_job *job, const plait_comm_ops *o
                                          const plait_comm_settings *settings, plait_comm **out) {
     plait_bootstrap_factory f = plait_job_bootstrap_factory(job);
     return plait_comm_create_world(ops, cfg, plait_job_world(job), &f, settings, "world", out);
+}
+
+/* [section] key = value where the user left it unset. */
+static plait_status card_default(plait_config *cfg, const char *section, const char *key, const char *value, int rank) {
+    if (!*value || !plait_config_has_section(cfg, section) ||
+        plait_config_origin(cfg, section, key, NULL) != PLAIT_ORIGIN_DEFAULT || *plait_config_str(cfg, section, key))
+        return PLAIT_OK;
+    plait_status st = plait_config_set_derived(cfg, section, key, value, "the card nearest the rank's GPU or cores");
+    if (st == PLAIT_OK)
+        PLAIT_INFO("comm", "rank %d: [%s] %s = %s (the card nearest its GPU or cores)", rank, section, key, value);
+    return st;
+}
+
+plait_status plait_comm_nearest_card_defaults(plait_config *cfg, const plait_bind_result *nearest, int rank) {
+    plait_status st = card_default(cfg, "comm.tcp", "ifname", nearest->ifname, rank);
+    return st == PLAIT_OK ? card_default(cfg, "comm.verbs", "device", nearest->rdma, rank) : st;
 }
 
 plait_status plait_comm_plugin_usable(const plait_plugin_desc *desc, plait_mem_kind kind) {

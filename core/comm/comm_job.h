@@ -25,6 +25,17 @@ plait_bootstrap_factory plait_job_bootstrap_factory(plait_job *job);
 plait_status plait_comm_create_job_world(plait_job *job, const plait_comm_ops *ops, const plait_config *cfg,
                                          const plait_comm_settings *settings, plait_comm **out);
 
+/* The comm plugins' card where the user left it unset: [comm.tcp] ifname
+ * and [comm.verbs] device (where those sections are declared) become the
+ * card nearest the rank's GPU, or its NUMA node, that its place chose
+ * (`nearest`, plait_job_bind_result: filled for a job on several hosts
+ * only, so that one on a single host keeps loopback and the first active
+ * RDMA port). A value from a file, the environment or the command line is
+ * kept. Origin "derived", shown by `plait config show`; logged. Call it
+ * before plait_comm_create_job_world. Errors: those of
+ * plait_config_set_derived. */
+plait_status plait_comm_nearest_card_defaults(plait_config *cfg, const plait_bind_result *nearest, int rank);
+
 /* Can the comm plugin `desc` serve a run on this machine whose buffers are
  * `kind` memory? Runs its probe (no GPU, no RDMA device, ...), then checks
  * that it moves that kind of memory (the core stages device memory through

@@ -57,6 +57,9 @@ static const plait_key_decl node_keys[] = {
         "GB/s per GPU, or per node for kind = cpu (the optimizer step is bound by it)"),
     KEY("process_mb", PLAIT_KEY_FLOAT, "9", 0, 1e9, NULL,
         "MiB every rank holds besides the model: code, libraries, the data, the runtime"),
+    KEY("topology", PLAIT_KEY_STRING, "", 1, 0, NULL,
+        "kind = gpu: an hwloc XML of one node (lstopo node.xml; configs/topologies/), relative to this file's "
+        "folder: groups inside one of its NVLink islands use [intra], other groups of one node [cross]"),
     KEY("half_rate_rows", PLAIT_KEY_FLOAT, "0", 0, 1e9, NULL,
         "kind = cpu: rows of a micro-batch (its tokens) at which a rank computes at half its large-batch rate "
         "(0 = measure this machine's when peak_gflops is 0 too, else the rate does not depend on them)"),
@@ -69,6 +72,8 @@ static const plait_key_decl node_keys[] = {
             KEY("latency_us", PLAIT_KEY_FLOAT, latency_default, 0, 1e7, NULL, "microseconds per message"),    \
     }
 static const plait_key_decl intra_keys[] = LINK_KEYS(intra_kinds, "shm", "link between ranks of one node", "2.2", "15");
+static const plait_key_decl cross_keys[] = LINK_KEYS(
+    intra_kinds, "pcie", "link between GPUs of one node outside one NVLink island ([node] topology)", "25", "10");
 static const plait_key_decl inter_keys[] = {
     KEY("kind", PLAIT_KEY_ENUM, "none", 1, 0, inter_kinds, "network between nodes (none: one node)"),
     KEY("bandwidth", PLAIT_KEY_FLOAT, "1", 0.001, 1e6, NULL, "GB/s one rank moves through it (its own NIC)"),
@@ -138,6 +143,7 @@ static plait_status read_cluster(const plait_config *cfg, const char *name, plai
              pw && strcmp(pw, "default") != 0 ? pw : name);
     read_link(cfg, "intra", &out->intra);
     read_link(cfg, "inter", &out->inter);
+    read_link(cfg, "cross", &out->cross);
     out->inter_node_bandwidth = plait_config_float(cfg, "inter", "node_bandwidth") * 1e9;
     /* a key of the other kind of node would be ignored in silence (GPUs
      * planned as this machine's cores, cores on a GPU node) */
@@ -173,6 +179,9 @@ static plait_status read_cluster(const plait_config *cfg, const char *name, plai
                                "%s: [cluster] nodes = %d needs an [inter] network: kind = infiniband, roce "
                                "or ethernet, with bandwidth and latency_us",
                                name, out->nodes);
+    const char *topo = plait_config_str(cfg, "node", "topology"), *topo_at = NULL;
+    plait_config_origin(cfg, "node", "topology", &topo_at);
+    if (topo && *topo) return plait_cluster_read_topology(out, name, topo, topo_at ? topo_at : name);
     return PLAIT_OK;
 }
 
@@ -185,6 +194,7 @@ static plait_status build(const char *path, const char *text, plait_cluster *out
     if (st == PLAIT_OK) st = DECLARE("node", node_keys);
     if (st == PLAIT_OK) st = DECLARE("intra", intra_keys);
     if (st == PLAIT_OK) st = DECLARE("inter", inter_keys);
+    if (st == PLAIT_OK) st = DECLARE("cross", cross_keys);
     if (st == PLAIT_OK && text) st = plait_config_load_string(cfg, path, text);
     else if (st == PLAIT_OK && path) {
         /* a FIFO, device or directory named as what it is meant to be (the
@@ -269,7 +279,8 @@ int plait_cluster_ranks_per_node(const plait_cluster *c, int ranks) {
 
 const plait_link *plait_cluster_link(const plait_cluster *c, int ranks, int size, int stride) {
     int per_node = plait_cluster_ranks_per_node(c, ranks);
-    return c->nodes > 1 && (long)size * stride > per_node ? &c->inter : &c->intra;
+    if (c->nodes > 1 && (long)size * stride > per_node) return &c->inter;
+    return plait_cluster_group_crosses(c, size, stride) ? &c->cross : &c->intra;
 }
 
 /* Column `name` of a CSV header line, or -1. */

@@ -12,6 +12,9 @@
 #include <plait/device.h>
 #include <plait/types.h>
 
+#include "launch/topology.h"
+#include "layout/mesh_map.h"
+
 /* One class of link, in the alpha-beta model: sending S bytes takes
  * latency + S / bandwidth. */
 typedef struct plait_link {
@@ -42,6 +45,12 @@ typedef struct plait_cluster {
     char precision_where[160];   /* "FILE:LINE" of [node] precision, or "FILE" when defaulted */
     double disk_bandwidth;       /* bytes/s the checkpoint directory takes from all ranks together */
     double disk_writer_bandwidth; /* bytes/s one rank writes to it (at most disk_bandwidth) */
+    /* [node] topology: a node's hwloc XML, its ranks placed as a run's
+     * would be (cluster_topo.c); node_ranks 0 = none given */
+    char topology[512];
+    int node_ranks;                                /* the node's ranks placed on it (its GPUs) */
+    plait_rank_site node_site[PLAIT_TOPO_MAX_DEV]; /* each local rank's NUMA node and NVLink island */
+    plait_link cross; /* between ranks of one node outside one NVLink island (with a topology) */
 } plait_cluster;
 
 /* Read CLUSTER.ini. Errors: PLAIT_ERR_INVALID_CONFIG with every problem as
@@ -82,8 +91,21 @@ plait_status plait_cluster_check_ranks(const plait_cluster *c, int ranks);
 int plait_cluster_ranks_per_node(const plait_cluster *c, int ranks);
 
 /* The link a group of `size` ranks whose members are `stride` world ranks
- * apart uses (ranks are placed node by node): intra when the whole group
- * fits in one node's ranks, inter otherwise. */
+ * apart uses (ranks are placed node by node): inter when the group spans
+ * nodes; within a node, with a topology, intra when every such group stays
+ * inside one NVLink island and cross otherwise; intra without one. */
 const plait_link *plait_cluster_link(const plait_cluster *c, int ranks, int size, int stride);
+
+/* Read [node] topology (cluster_topo.c): the XML at `path` (relative to the
+ * folder of the cluster file `file`), its GPUs placed as `plait train`
+ * places a node's ranks (launch/placement.c, layout/mesh_map.c), into
+ * c->node_site. `where` names the key ("FILE:LINE") in errors:
+ * PLAIT_ERR_INVALID_CONFIG for a file that does not parse, a node of
+ * another kind, or GPUs other than [node] gpus. */
+plait_status plait_cluster_read_topology(plait_cluster *c, const char *file, const char *path, const char *where);
+
+/* Whether some group of `size` ranks `stride` apart inside one node leaves
+ * one NVLink island (or islands are not known), by the node's sites. */
+int plait_cluster_group_crosses(const plait_cluster *c, int size, int stride);
 
 #endif

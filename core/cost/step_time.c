@@ -34,7 +34,8 @@ double plait_cost_bubble(const char *schedule, int p, int m, int v) {
 }
 
 /* How a group of `size` ranks whose members are `stride` world ranks apart
- * talks: within a node on the intra link; across nodes each member of a
+ * talks: within a node on the intra link (the cross link between NVLink
+ * islands of a node whose topology is given); across nodes each member of a
  * node is one of `per_node` ranks using the network at once. */
 typedef struct route {
     const plait_link *link;
@@ -45,8 +46,8 @@ typedef struct route {
 static route route_of(const plait_cluster *c, int world, int size, int stride) {
     int per_node = plait_cluster_ranks_per_node(c, world);
     route r = {.link = plait_cluster_link(c, world, size, stride), .local = size, .nodes = 1};
-    if (r.link == &c->intra) {
-        r.bandwidth = c->intra.bandwidth;
+    if (r.link != &c->inter) { /* within a node: intra, or cross between NVLink islands */
+        r.bandwidth = r.link->bandwidth;
         return r;
     }
     r.bandwidth = plait_cluster_inter_share(c, per_node);
@@ -76,7 +77,7 @@ static double ring(double latency, double bandwidth, int n, double bytes, double
 
 /* `times` collectives of `bytes` each. */
 static double dp_gathers(dp_net *d, double bytes, double parts, double times) {
-    const plait_link *in = &d->c->intra, *out = &d->c->inter;
+    const plait_link *in = d->r.link != &d->c->inter ? d->r.link : &d->c->intra, *out = &d->c->inter;
     if (parts < 1) parts = 1;
     if (d->r.link == in || d->n <= 1) {
         double t = times * ring(in->latency, in->bandwidth, d->n, bytes, parts);

@@ -36,6 +36,19 @@ void plait_cost_print_header(FILE *out, const char *config, int ranks, const pla
         if (c->inter_node_bandwidth > 0) fprintf(out, ", %.0f GB/s a node", c->inter_node_bandwidth / 1e9);
     }
     fprintf(out, "; memory limit %.0f MiB per rank\n", limit / MiB);
+    if (c->node_ranks) {
+        int islands = 0;
+        for (int r = 0; r < c->node_ranks; r++) {
+            int first = c->node_site[r].island >= 0;
+            for (int q = 0; q < r && first; q++) first = c->node_site[q].island != c->node_site[r].island;
+            islands += first;
+        }
+        fprintf(out,
+                "# node topology %s: %d GPUs in %d NVLink island%s, placed as plait places a node's ranks; a node's "
+                "groups that leave an island: %s %.1f GB/s %.1f us\n",
+                c->topology, c->node_ranks, islands, islands == 1 ? "" : "s", c->cross.kind, c->cross.bandwidth / 1e9,
+                c->cross.latency * 1e6);
+    }
     if (memory_for) fprintf(out, "# %s\n", memory_for);
 }
 

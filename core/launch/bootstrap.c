@@ -25,6 +25,7 @@ struct join_info {
     uint64_t host_key; /* runtime/host_identity.h: name, boot id, network namespace */
     int32_t pid;
     int32_t rank;
+    plait_cpuset mask; /* the affinity it started with: every rank places its host's ranks from the same masks */
 };
 
 struct plait_job {
@@ -37,6 +38,8 @@ struct plait_job {
     char store_addr[300];
     char rdv_path[600];         /* rank 0's private rendezvous file, "" if none */
     int *host_of;               /* world rank -> host index */
+    plait_cpuset *local_masks;  /* this host's ranks' start masks, by local rank */
+    plait_bind_result bound;    /* what its place asks of the device and comm plugin */
     plait_bootstrap *world;
 };
 
@@ -320,11 +323,15 @@ static plait_status place_ranks(plait_job *job, const struct join_info *all) {
         if (r < job->rank) job->local_rank++;
         job->local_size++;
     }
+    job->local_masks = calloc((size_t)job->local_size, sizeof *job->local_masks);
+    if (!job->local_masks) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    for (int r = 0, k = 0; r < job->size; r++)
+        if (job->host_of[r] == mine) job->local_masks[k++] = all[r].mask;
     return PLAIT_OK;
 }
 
 /* [run] bind, once the rank knows its local rank and threads. */
-static plait_status bind_rank(const plait_job *job, const plait_job_options *opts) {
+static plait_status bind_rank(plait_job *job, const plait_job_options *opts) {
     if (!opts->bind || !*opts->bind) return PLAIT_OK;
     int hosts = 0;
     for (int r = 0; r < job->size; r++) hosts = job->host_of[r] + 1 > hosts ? job->host_of[r] + 1 : hosts;
@@ -333,12 +340,13 @@ static plait_status bind_rank(const plait_job *job, const plait_job_options *opt
                               .ordinal = opts->device_ordinal,
                               .local_ranks = job->local_size,
                               .threads = job->math_threads};
-    return plait_bind_self(&req, job->local_rank, job->rank, hosts > 1);
+    return plait_bind_self(&req, job->local_rank, job->rank, hosts > 1, job->local_masks, &job->bound);
 }
 
 plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out) {
     plait_job *job = calloc(1, sizeof *job);
     if (!job) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    job->bound.gpu_ordinal = -1;
     plait_status st = plait_job_env_detect(opts->envp, opts->rendezvous, &job->env);
     if (st != PLAIT_OK) {
         free(job);
@@ -387,6 +395,7 @@ plait_status plait_job_join_with(const plait_job_options *opts, plait_job **out)
     mine.host_key = plait_host_key();
     mine.pid = (int32_t)getpid();
     mine.rank = job->rank;
+    plait_bind_current_mask(&mine.mask);
     struct join_info *all = calloc((size_t)job->size, sizeof *all);
     int *missing = calloc((size_t)job->size, sizeof *missing);
     if (!all || !missing) {
@@ -469,6 +478,8 @@ void plait_job_leave(plait_job *job, int failed) {
     if (job->server) plait_store_server_stop(job->server, failed ? 0 : job->timeout);
     else if (job->env.store_fd >= 0) close(job->env.store_fd);
     free(job->host_of);
+    free(job->local_masks);
+    plait_bind_result_free(&job->bound);
     free(job);
 }
 
@@ -478,6 +489,11 @@ int plait_job_local_rank(const plait_job *job) { return job->local_rank; }
 int plait_job_local_size(const plait_job *job) { return job->local_size; }
 int plait_job_math_threads(const plait_job *job) { return job->math_threads; }
 double plait_job_timeout(const plait_job *job) { return job->timeout; }
+const plait_bind_result *plait_job_bind_result(const plait_job *job) { return &job->bound; }
+const int *plait_job_host_of(const plait_job *job) { return job->host_of; }
+int plait_job_device_slot(const plait_job *job) {
+    return job->bound.gpu_ordinal >= 0 ? job->bound.gpu_ordinal : job->local_rank;
+}
 plait_job_launcher plait_job_launcher_kind(const plait_job *job) { return job->env.launcher; }
 const char *plait_job_store_address(const plait_job *job) { return job->store_addr; }
 const char *plait_job_store_source(const plait_job *job) { return job->env.store_source; }

@@ -39,6 +39,7 @@
 #define PLAIT_CORE_BOOTSTRAP_H
 
 #include <plait/comm.h>
+#include "launch/bind.h"
 #include "launch/store.h"
 
 typedef struct plait_config plait_config;
@@ -131,7 +132,20 @@ int plait_job_local_size(const plait_job *job);
  * else the host's cores / local ranks (at least 1). */
 int plait_job_math_threads(const plait_job *job);
 double plait_job_timeout(const plait_job *job);
+/* What the rank's place ([run] bind, launch/bind.h) asks of the device and
+ * the comm plugin: the GPU ordinal near its cores, the nearest card (-1 and
+ * "" when it did not bind: bind unset, or a topology file of another
+ * machine), and the host's places (NULL when bind is unset). Lives as long
+ * as the job. */
+const plait_bind_result *plait_job_bind_result(const plait_job *job);
+/* The device ordinal for this rank where [device] ordinal is not set: the
+ * GPU its place chose, else its local rank (plait_device_open takes it mod
+ * the devices). */
+int plait_job_device_slot(const plait_job *job);
 plait_job_launcher plait_job_launcher_kind(const plait_job *job);
+/* Host number of each world rank (size entries, hosts numbered by their
+ * first rank). */
+const int *plait_job_host_of(const plait_job *job);
 /* "host:port" of the store; where it came from (plait_job_env.store_source). */
 const char *plait_job_store_address(const plait_job *job);
 const char *plait_job_store_source(const plait_job *job);

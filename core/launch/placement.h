@@ -20,8 +20,10 @@
  *    started side by side would all be bound to the first cores);
  *  - a mask the processes started with that leaves out some of the node's
  *    threads (taskset, Slurm's --cpu-bind, mpirun's --bind-to) is the
- *    user's: kept, and said; one that excludes every thread of the rank's
- *    GPU's NUMA node is a warning naming the rank and both sets;
+ *    user's: kept, and said; where it excludes every thread of the rank's
+ *    GPU's NUMA node, the GPU is re-chosen among those near the allowed
+ *    threads (the one fewest ranks use), unless the caller fixed it; with
+ *    none near, or a fixed GPU, a warning names the rank and both sets;
  *  - cores with more ranks x threads than the cores allowed is an error.
  *  - the NIC: the fastest under the same PCIe switch as the GPU, else on
  *    its NUMA node, else on its package, else any; ranks tied on one choice
@@ -53,6 +55,8 @@ typedef struct plait_placement_in {
     plait_bind_mode mode;
     int use_gpus;                   /* 1: the ranks compute on GPUs (a device plugin other than cpu) */
     const plait_cpuset *start_mask; /* the affinity the ranks start with; NULL = every thread of the node */
+    /* NULL, or local_ranks masks, each rank's own (mpirun, srun): wins over start_mask */
+    const plait_cpuset *start_masks;
     const int *gpu_of_rank;         /* NULL, or local_ranks topology GPU indexes the user fixed (-1: not known) */
 } plait_placement_in;
 
@@ -61,6 +65,7 @@ typedef struct plait_rank_place {
     plait_cpuset cpus;
     int numa;       /* index into topo->numa, -1 unknown */
     int gpu;        /* index into topo->gpus, -1 none */
+    int gpu_default; /* the GPU it would use without the start mask; != gpu when re-chosen near the mask */
     int nic;        /* index into topo->nics, -1 none */
     int warn;       /* 1: note is a warning */
     char note[384]; /* why it is not bound, what was kept; "" when bound as asked */

@@ -2,6 +2,7 @@
 #include "layout/mesh_map.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const g_axis[PLAIT_MESH_AXES] = {"dp", "tp", "pp", "cp"};
@@ -69,5 +70,43 @@ char *plait_mesh_map_text(const int sizes[PLAIT_MESH_AXES], const int axes[PLAIT
                                g_axis[a], t.groups, t.groups == 1 ? "" : "s", n, t.host, t.numa, island);
         off += w > 0 ? (size_t)w : 0;
     }
+    return buf;
+}
+
+void plait_mesh_sites(const plait_topology *t, const plait_rank_place *p, int local, const int *host_of, int world,
+                      plait_rank_site *site) {
+    for (int r = 0; r < world; r++) {
+        int host = host_of ? host_of[r] : r / local, lr = host_of ? 0 : r % local;
+        for (int q = 0; host_of && q < r; q++) lr += host_of[q] == host;
+        const plait_rank_place *k = &p[lr % local];
+        site[r].host = host;
+        site[r].numa = k->numa;
+        site[r].island = k->gpu >= 0 ? t->gpus[k->gpu].island : -1;
+    }
+}
+
+char *plait_mesh_map_node_text(const int sizes[PLAIT_MESH_AXES], const int axes[PLAIT_MESH_AXES],
+                               const plait_topology *t, const plait_rank_place *p, int local, const int *host_of,
+                               char *buf, size_t cap) {
+    int world = sizes[0] * sizes[1] * sizes[2] * sizes[3];
+    buf[0] = '\0';
+    if (world < 2 || local < 1 || (!host_of && world % local)) return buf;
+    size_t off = 0;
+    for (int n = 0; n < t->n_numa && off < cap; n++) {
+        char ranks[256] = "";
+        size_t k = 0;
+        for (int r = 0; r < local && k + 12 < sizeof ranks; r++)
+            if (p[r].numa == n) k += (size_t)snprintf(ranks + k, sizeof ranks - k, "%s%d", k ? " " : "", r);
+        int w = k ? snprintf(buf + off, cap - off, "NUMA node %d: local ranks %s\n", t->numa[n].os_index, ranks) : 0;
+        off += w > 0 ? (size_t)w : 0;
+    }
+    plait_rank_site *site = calloc((size_t)world, sizeof *site);
+    if (!site || off >= cap) {
+        free(site);
+        return buf;
+    }
+    plait_mesh_sites(t, p, local, host_of, world, site);
+    plait_mesh_map_text(sizes, axes, site, buf + off, cap - off);
+    free(site);
     return buf;
 }

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 
+#include "launch/placement.h"
 #include "layout/mesh.h"
 
 typedef struct plait_rank_site {
@@ -25,5 +26,21 @@ typedef struct plait_rank_site {
  * island, into buf. */
 char *plait_mesh_map_text(const int sizes[PLAIT_MESH_AXES], const int axes[PLAIT_MESH_AXES],
                           const plait_rank_site *site, char *buf, size_t cap);
+
+/* The sites of a job's `world` ranks from this host's places (`p`, its
+ * `local` ranks on topology `t`, launch/placement.h): rank r on host
+ * host_of[r] at its local rank there (the count of earlier ranks on that
+ * host), or, with host_of NULL, on host r / local at local rank r % local;
+ * every host is taken to be like this one. `site` has `world` entries. */
+void plait_mesh_sites(const plait_topology *t, const plait_rank_place *p, int local, const int *host_of, int world,
+                      plait_rank_site *site);
+
+/* What the launcher, or rank 0 under mpirun and srun, prints at start-up:
+ * a line per NUMA node naming this host's ranks on it, then
+ * plait_mesh_map_text. Lines end in '\n'; "" when the layout cannot be
+ * shaped or has fewer than 2 ranks. */
+char *plait_mesh_map_node_text(const int sizes[PLAIT_MESH_AXES], const int axes[PLAIT_MESH_AXES],
+                               const plait_topology *t, const plait_rank_place *p, int local, const int *host_of,
+                               char *buf, size_t cap);
 
 #endif

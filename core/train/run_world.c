@@ -11,6 +11,7 @@
 #include "device/device.h"
 #include "host/host_table.h"
 #include "kernels/kernels.h"
+#include "layout/mesh_map.h"
 #include "plugin/loader.h"
 #include "comm/comm.h"
 #include "runtime/error.h"
@@ -54,6 +55,26 @@ static plait_status check_same_config(plait_run *run) {
     return PLAIT_OK;
 }
 
+/* The mesh on the node, said once at start-up by rank 0 where another
+ * launcher (mpirun, srun, torchrun) started the ranks: plait's own prints
+ * it before starting them (cli/cli_launch.c). From the job's hosts as they
+ * joined, each taken to be like rank 0's. */
+static void log_mesh_map(const plait_run *run) {
+    plait_job *job = run->world.job;
+    const plait_bind_result *b = plait_job_bind_result(job);
+    int sizes[PLAIT_MESH_AXES], axes[PLAIT_MESH_AXES];
+    if (plait_job_rank(job) != 0 || plait_job_launcher_kind(job) == PLAIT_LAUNCHER_PLAIT || !b->topo ||
+        plait_job_size(job) > 4096 || plait_mesh_shape(run->cfg, sizes, axes) != PLAIT_OK ||
+        plait_mesh_world_size(run->cfg) != plait_job_size(job)) {
+        plait_clear_error();
+        return;
+    }
+    char text[2048];
+    plait_mesh_map_node_text(sizes, axes, b->topo, b->places, plait_job_local_size(job), plait_job_host_of(job), text,
+                             sizeof text);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) PLAIT_INFO("bind", "%s", line);
+}
+
 plait_status plait_run_open_world(plait_run *run) {
     const char *name = plait_config_str(run->cfg, "comm", "plugin");
     const plait_plugin_desc *d = plait_plugin_load(PLAIT_KIND_COMM, name);
@@ -75,7 +96,7 @@ plait_status plait_run_open_world(plait_run *run) {
     if (st == PLAIT_OK) st = plait_precision_from_config(run->cfg, &precision);
     /* the device first: after the fork, before any other plugin object */
     if (st == PLAIT_OK) {
-        st = plait_device_open(plait_plugin_host(), run->cfg, plait_job_local_rank(run->world.job),
+        st = plait_device_open(plait_plugin_host(), run->cfg, plait_job_device_slot(run->world.job),
                                plait_job_math_threads(run->world.job));
         run->world.device_open = st == PLAIT_OK;
         plait_host_attach_device();
@@ -84,6 +105,10 @@ plait_status plait_run_open_world(plait_run *run) {
         plait_mem_kind kind = plait_device_mem_kind();
         st = plait_comm_plugin_usable(d, plait_mem_is_host(kind) ? PLAIT_MEM_HOST : kind);
     }
+    if (st == PLAIT_OK) log_mesh_map(run);
+    if (st == PLAIT_OK)
+        st = plait_comm_nearest_card_defaults(run->cfg, plait_job_bind_result(run->world.job),
+                                              plait_job_rank(run->world.job));
     if (st == PLAIT_OK) st = plait_comm_create_job_world(run->world.job, d->ops, run->cfg, &settings, &run->world.comm);
     if (st != PLAIT_OK) return st;
     plait_log_set_rank(plait_job_size(run->world.job) > 1 ? plait_job_rank(run->world.job) : -1);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # [run] bind on this machine: with bind = cores, 2 ranks x 1 math thread,
 # the mask each rank reads back with sched_getaffinity (its log) is the one
-# the launcher printed for it, and the two differ; auto leaves an
+# the launcher printed for it, and the two differ; under Open MPI's and
+# Slurm's variables the ranks bind the same way and rank 0 prints the map; auto leaves an
 # oversubscribed run unbound and says so once; bind = cores with more ranks
 # x threads than cores, and a topology file that does not parse, are refused
 # before any rank starts, naming what is wrong; a mask the launcher started
@@ -20,6 +21,36 @@ for r in 0 1; do
   eval "cpus$r=\$got"
 done
 [ "$cpus0" != "$cpus1" ] || fail "both ranks were bound to cpus $cpus0"
+
+# The same job started by Open MPI's and Slurm's variables (set here, as
+# mpirun and srun set them, so no launcher is needed): each rank binds to
+# the cpus plait's own launcher printed for its local rank, and rank 0 says
+# how the mesh falls on the node, as that launcher does.
+faked() {
+  local name=$1 r pids=(); shift
+  rm -rf "${E2E_WORK:?}/$name"
+  for r in 0 1; do
+    env "${@//@R@/$r}" timeout 300 "$PLAIT_BIN" train "$CFG" run.out_dir="$E2E_WORK/$name" $S run.bind=cores \
+      >"$E2E_WORK/$name.$r.out" 2>&1 &
+    pids+=($!)
+  done
+  for r in 0 1; do wait "${pids[$r]}" || fail "$name: rank $r failed: $(tail -n 5 "$E2E_WORK/$name.$r.out")"; done
+  for r in 0 1; do
+    got=$(sed -n "s/.*bind: rank $r (local $r): .*; affinity now cpus \([0-9,-]*\)$/\1/p" "$E2E_WORK/$name.$r.out")
+    eval "want=\$cpus$r"
+    [ "$want" = "$got" ] || fail "$name: rank $r bound to cpus '$got', plait -n printed '$want' for local rank $r"
+  done
+  for want in "bind: NUMA node 0: local ranks 0 1" "bind: dp: 1 group of 2, 1 on one host, 1 on one NUMA node"; do
+    grep -qF "$want" "$E2E_WORK/$name.0.out" || fail "$name: rank 0 does not say '$want': $(grep bind "$E2E_WORK/$name.0.out")"
+  done
+  grep -q "NUMA node 0: local ranks" "$E2E_WORK/$name.1.out" && fail "$name: rank 1 printed the map too"
+  grep -q "NUMA node 0: local ranks" "$E2E_WORK/cores.out" ||
+    fail "plait -n printed no map to compare with: $(head -n 8 "$E2E_WORK/cores.out")"
+}
+faked mpi OMPI_COMM_WORLD_RANK=@R@ OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=@R@ \
+  OMPI_COMM_WORLD_LOCAL_SIZE=2 OMPI_MCA_ess_base_jobid="plait-bind-$$"
+faked srun SLURM_PROCID=@R@ SLURM_NTASKS=2 SLURM_LOCALID=@R@ SLURM_STEP_ID=0 SLURM_JOB_ID="$$" \
+  SLURM_STEP_NUM_NODES=1
 
 n=$(($(nproc) * 2))
 train over -n "$n" run.steps=1 run.ckpt_every=0 parallel.dp=$n run.threads=1

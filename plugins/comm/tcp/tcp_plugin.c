@@ -25,10 +25,10 @@ static const plait_key_decl g_keys[] = {
       "sockets per pair of ranks; messages above chunk_size are striped over them"),
     P("ifname", PLAIT_KEY_STRING, "", 1, 0, 0,
       "network interface (exact name, else prefix, as NCCL_SOCKET_IFNAME); empty = loopback when every rank "
-      "is on this host, else the first interface that is up and not loopback/docker/virbr/veth"),
+      "is on this host, else the card nearest the rank's GPU or cores where [run] bind placed it and its "
+      "interface has an address, else the first interface that is up and not loopback/docker/virbr/veth"),
     P("sndbuf", PLAIT_KEY_BYTES, "0", 0, 1073741824.0, 0, "socket send buffer (SO_SNDBUF); 0 = kernel autotuning"),
-    P("rcvbuf", PLAIT_KEY_BYTES, "0", 0, 1073741824.0, 0,
-      "socket receive buffer (SO_RCVBUF); 0 = kernel autotuning"),
+    P("rcvbuf", PLAIT_KEY_BYTES, "0", 0, 1073741824.0, 0, "socket receive buffer (SO_RCVBUF); 0 = kernel autotuning"),
     P("chunk_size", PLAIT_KEY_BYTES, "512K", 4096, 1073741824.0, PLAIT_KEY_SAME_ON_ALL,
       "largest frame payload: longer messages are cut into chunks of this size and striped over the streams"),
     P("max_message", PLAIT_KEY_BYTES, "64G", 1, 1125899906842624.0, 0,

@@ -16,7 +16,8 @@ static const plait_host *g_host;
 
 static const plait_key_decl g_keys[] = {
     P("device", PLAIT_KEY_STRING, "", 1, 0, 0,
-      "RDMA device, optionally with its port, as NCCL_IB_HCA: mlx5_0 or mlx5_0:1; empty = the first device with an "
+      "RDMA device, optionally with its port, as NCCL_IB_HCA: mlx5_0 or mlx5_0:1; empty = in a job on several "
+      "hosts, the card nearest the rank's GPU or cores where [run] bind placed it, else the first device with an "
       "active port"),
     P("port", PLAIT_KEY_INT, "0", 0, 255, 0, "port of the device; 0 = its first active port"),
     P("gid_index", PLAIT_KEY_INT, "-1", -1, 1023, 0,
@@ -28,9 +29,11 @@ static const plait_key_decl g_keys[] = {
     P("credits", PLAIT_KEY_INT, "64", 2, 65535, 0,
       "eager and control messages a peer may have in flight to this rank before it waits for a credit grant"),
     P("rx_depth", PLAIT_KEY_INT, "512", 16, 1048576, 0, "receive bounce buffers in the shared receive queue"),
-    P("tx_depth", PLAIT_KEY_INT, "256", 16, 1048576, 0, "bounce buffers for eager sends and control messages, shared by all peers"),
+    P("tx_depth", PLAIT_KEY_INT, "256", 16, 1048576, 0,
+      "bounce buffers for eager sends and control messages, shared by all peers"),
     P("sq_depth", PLAIT_KEY_INT, "128", 4, 65536, 0, "work requests in flight per queue pair (sends and READs)"),
-    P("max_read", PLAIT_KEY_BYTES, "1G", 4096, 2147483648.0, 0, "largest single RDMA READ; longer messages are read in pieces"),
+    P("max_read", PLAIT_KEY_BYTES, "1G", 4096, 2147483648.0, 0,
+      "largest single RDMA READ; longer messages are read in pieces"),
     P("ib_timeout", PLAIT_KEY_INT, "18", 1, 31, 0,
       "transport ACK timeout exponent: 4.096 us * 2^x per try (18: about 1 s), like NCCL_IB_TIMEOUT"),
     P("retry_cnt", PLAIT_KEY_INT, "7", 0, 7, 0, "transport retries before a connection is declared broken"),
