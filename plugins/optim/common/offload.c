@@ -115,8 +115,9 @@ static plait_status open_file(optim_offload *o, int rank) {
                             "(the state needs %.3f GiB there)",
                             o->who, dir, errno ? strerror(errno) : "not a directory", gib(need));
     struct statvfs vfs;
+    uint64_t avail = 0;
     if (statvfs(dir, &vfs) == 0) {
-        uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+        avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
         if (vfs.f_flag & ST_RDONLY)
             return h->set_error(PLAIT_ERR_INVALID_ARG,
                                 "%s: [optim] offload_path = %s is on a read-only file system (%.3f GiB free; the "
@@ -150,8 +151,9 @@ static plait_status open_file(optim_offload *o, int rank) {
     }
     unlink(o->path);
     if (err)
-        return h->set_error(PLAIT_ERR_SYSTEM, "%s: [optim] offload_path: reserving %.3f GiB for %s: %s", o->who,
-                            gib(need), o->path, strerror(err));
+        return h->set_error(PLAIT_ERR_SYSTEM,
+                            "%s: [optim] offload_path: reserving %.3f GiB for %s (%.3f GiB free there): %s", o->who,
+                            gib(need), o->path, gib(avail), strerror(err));
     return PLAIT_OK;
 }
 
