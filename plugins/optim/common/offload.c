@@ -82,6 +82,9 @@ void optim_offload_close(optim_offload *o) {
                "%.3f s waiting for the disk; the parameter fetches read it for %.3f s",
                (long long)o->steps, (double)o->bytes_read / 1e9, (double)o->bytes_written / 1e9, o->path, o->stepping,
                o->waited, o->fetch_waited);
+    else if (o->steps > 0 && o->on_device)
+        h->log(PLAIT_LOG_INFO, o->who, "offload: %lld step(s) updated in host memory (%s, %d thread(s)) in %.3f s",
+               (long long)o->steps, optim_host_isa_name(o->isa), o->threads, o->stepping);
     if (o->io) {
         for (int s = 0; s < 3; s++)
             for (int k = 0; k < o->n_arr; k++) {
