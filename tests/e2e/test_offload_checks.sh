@@ -9,7 +9,8 @@
 #  - `plait train` refuses offload = nvme without offload_path, a missing
 #    path and offload_params with another optimizer than zero3 before step
 #    1, and warns (naming the path and its free space) about a tmpfs;
-#  - the optimizer refuses a PLAIT_OFFLOAD_IO it does not know.
+#  - the optimizer refuses a PLAIT_OFFLOAD_IO it does not know, and a
+#    PLAIT_OFFLOAD_ISA it does not know or this CPU lacks.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
 mkdir -p "$E2E_WORK/disk"
@@ -58,6 +59,9 @@ train_refused params_adam "offload_params = true: adam keeps every parameter who
 # the way the file is read and written: a value PLAIT_OFFLOAD_IO does not know
 PLAIT_OFFLOAD_IO=ring train_refused io_bogus "PLAIT_OFFLOAD_IO = ring: not a way to read and write offload_path; use auto" \
   "${S[@]}" "${N[@]}" "run.out_dir=$E2E_WORK/io_bogus"
+# the host AdamW's vectors: a name it does not know
+PLAIT_OFFLOAD_ISA=neon train_refused isa_bogus "PLAIT_OFFLOAD_ISA = neon: not an instruction set of the host's AdamW" \
+  "${S[@]}" "${N[@]}" "run.out_dir=$E2E_WORK/isa_bogus"
 # the plugin checks too, where the launcher's check is switched off
 train_refused missing_path_plugin "offload_path = $E2E_WORK/nope: No such file or directory" "${S[@]}" \
   optim.offload=nvme "optim.offload_path=$E2E_WORK/nope" "run.out_dir=$E2E_WORK/missing_path_plugin" \

@@ -15,6 +15,8 @@
  * I/O through a ring would only move the page cache's copying into the
  * kernel's own worker threads). PLAIT_OFFLOAD_IO = auto (the default),
  * io_uring (required: a refusal where it cannot be made) or threads.
+ * PLAIT_OFFLOAD_ISA chooses the host AdamW's vectors the same way
+ * (offload_adamw.c), where the update runs there (a device of its own).
  */
 #include "offload.h"
 
@@ -42,6 +44,7 @@ struct optim_offload {
     size_t chunk;             /* floats per moment per slot: a multiple of ALIGN_FLOATS */
     int on_device;            /* tensor memory is not host memory: stage parameters and gradients */
     int threads;              /* math threads of the host step */
+    optim_host_isa isa;       /* its vectors (PLAIT_OFFLOAD_ISA) */
     int n_arr;                /* arrays in the store: exp_avg, exp_avg_sq (2), and the parameter slices (3) */
     float *arr[3];            /* host mode: the arrays */
     float *stage_p, *stage_g; /* on_device: a chunk of parameters and of gradients */
@@ -79,6 +82,9 @@ void optim_offload_close(optim_offload *o) {
                "%.3f s waiting for the disk; the parameter fetches read it for %.3f s",
                (long long)o->steps, (double)o->bytes_read / 1e9, (double)o->bytes_written / 1e9, o->path, o->stepping,
                o->waited, o->fetch_waited);
+    else if (o->steps > 0 && o->on_device)
+        h->log(PLAIT_LOG_INFO, o->who, "offload: %lld step(s) updated in host memory (%s, %d thread(s)) in %.3f s",
+               (long long)o->steps, optim_host_isa_name(o->isa), o->threads, o->stepping);
     if (o->io) {
         for (int s = 0; s < 3; s++)
             for (int k = 0; k < o->n_arr; k++) {
@@ -112,8 +118,9 @@ static plait_status open_file(optim_offload *o, int rank) {
                             "(the state needs %.3f GiB there)",
                             o->who, dir, errno ? strerror(errno) : "not a directory", gib(need));
     struct statvfs vfs;
+    uint64_t avail = 0;
     if (statvfs(dir, &vfs) == 0) {
-        uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+        avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
         if (vfs.f_flag & ST_RDONLY)
             return h->set_error(PLAIT_ERR_INVALID_ARG,
                                 "%s: [optim] offload_path = %s is on a read-only file system (%.3f GiB free; the "
@@ -147,8 +154,9 @@ static plait_status open_file(optim_offload *o, int rank) {
     }
     unlink(o->path);
     if (err)
-        return h->set_error(PLAIT_ERR_SYSTEM, "%s: [optim] offload_path: reserving %.3f GiB for %s: %s", o->who,
-                            gib(need), o->path, strerror(err));
+        return h->set_error(PLAIT_ERR_SYSTEM,
+                            "%s: [optim] offload_path: reserving %.3f GiB for %s (%.3f GiB free there): %s", o->who,
+                            gib(need), o->path, gib(avail), strerror(err));
     return PLAIT_OK;
 }
 
@@ -208,6 +216,16 @@ plait_status optim_offload_open(const plait_host *host, const char *who, const p
     o->fd = o->fd_plain = -1;
     o->on_device = plait_tensor_kind(host) != PLAIT_MEM_HOST;
     o->threads = host->math_threads ? host->math_threads() : 1;
+    /* checked on every device, though the cpu device steps with its own
+     * kernel: a bad value is refused wherever it is set */
+    char why[256];
+    if (optim_host_isa_pick(getenv("PLAIT_OFFLOAD_ISA"), &o->isa, why, sizeof why) != 0) {
+        free(o);
+        return host->set_error(PLAIT_ERR_INVALID_ARG, "%s: %s", who, why);
+    }
+    if (o->on_device && rank == 0)
+        host->log(PLAIT_LOG_INFO, who, "offload: the host's AdamW runs %s (%d floats a vector) on %d thread(s)",
+                  optim_host_isa_name(o->isa), optim_host_isa_lanes(o->isa), o->threads);
     /* the buffer: three slots of every array (nvme) plus the staging of
      * parameters and gradients (on a device) */
     uint64_t buffer = cfg->buffer_bytes ? cfg->buffer_bytes : (64u << 20);
@@ -384,7 +402,7 @@ static plait_status update(optim_offload *o, const optim_offload_seg *g, size_t 
     plait_status st = plait_tensor_to_host(h, o->stage_g, grad, n);
     if (st == PLAIT_OK && g->param) st = plait_tensor_to_host(h, o->stage_p, param, n);
     if (st != PLAIT_OK) return st;
-    optim_host_adamw(g->param ? o->stage_p : p, o->stage_g, m, v, n, args, o->threads);
+    optim_host_adamw(g->param ? o->stage_p : p, o->stage_g, m, v, n, args, o->threads, o->isa);
     return g->param ? plait_tensor_from_host(h, param, o->stage_p, n) : PLAIT_OK;
 }
 

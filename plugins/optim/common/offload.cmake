@@ -1,7 +1,8 @@
 # The offloaded optimizer state ([optim] offload), compiled into adam and the
 # ZeRO plugins. The host's AdamW must round as the device's does: no FMA
 # contraction (clang contracts within an expression by default), and
-# -fno-math-errno lets the compiler vectorise sqrtf, which stays exact.
+# -fno-math-errno lets sqrtf be the instruction, which stays exact; the
+# vector bodies choose their ISA at run time (offload_adamw.c).
 # liburing where it is found (scripts/deps.sh installs it); without it the
 # disk's reads and writes run on threads (plugins/optim/README.md).
 # Included by each optimizer's directory: the check runs once, its target is

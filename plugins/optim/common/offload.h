@@ -71,9 +71,22 @@ uint64_t optim_offload_host_bytes(const optim_offload *o);
 uint64_t optim_offload_disk_bytes(const optim_offload *o);
 double optim_offload_wait_seconds(const optim_offload *o);
 
+/* The instruction sets the host's AdamW is built for (offload_adamw.c),
+ * narrowest first; every one gives the same bits. */
+typedef enum optim_host_isa { OPTIM_ISA_SCALAR, OPTIM_ISA_SSE2, OPTIM_ISA_AVX2, OPTIM_ISA_AVX512 } optim_host_isa;
+
+/* The set `want` names (PLAIT_OFFLOAD_ISA: auto, the widest this CPU has,
+ * when NULL or empty; avx512, avx2, sse2 or scalar) into *out: 0, or -1
+ * with the reason (a name it does not know, a set this CPU lacks) in why. */
+int optim_host_isa_pick(const char *want, optim_host_isa *out, char *why, size_t cap);
+int optim_host_isa_supported(optim_host_isa isa);
+const char *optim_host_isa_name(optim_host_isa isa);
+int optim_host_isa_lanes(optim_host_isa isa);
+
 /* The host's AdamW over n elements of host memory, the cpu device's
- * `adamw` value for value, on `threads` threads (offload_adamw.c). */
+ * `adamw` value for value, with `isa`'s vectors (one the CPU has) on
+ * `threads` threads started for the call and joined before it returns. */
 void optim_host_adamw(float *param, const float *grad, float *m, float *v, size_t n, const plait_adamw_args *args,
-                      int threads);
+                      int threads, optim_host_isa isa);
 
 #endif
