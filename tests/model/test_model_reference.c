@@ -2,7 +2,8 @@
  * The whole model against PyTorch: tests/reference/make_gpt_fixture.py
  * (GPT-2 and the mlp arch) and make_llama_fixture.py (the llama arch: every
  * Llama kernel of the table, RMSNorm, the rotation, SwiGLU and
- * grouped-query attention, forward and backward) wrote the exact weights,
+ * grouped-query attention, forward and backward; and multi-query attention
+ * with Llama 3.1's rope scaling) wrote the exact weights,
  * a batch, and PyTorch's float64 logits, loss and parameter gradients. The
  * float32 model must match them closely.
  *
@@ -48,7 +49,7 @@ typedef struct fx_tensor {
 typedef struct fixture {
     char arch[8];
     int n_layer, n_head, n_embd, block_size, vocab_size, batch;
-    char arch_keys[256]; /* the arch's own [model] lines (llama's), or "" */
+    char arch_keys[512]; /* the arch's own [model] lines (llama's), or "" */
     int n;
     fx_tensor t[128];
     unsigned char *blob;
@@ -61,26 +62,23 @@ static void load_fixture(fixture *f, const char *file) {
     FILE *fp = fopen(path, "rb");
     if (!fp) fail_msg("cannot open fixture %s (set PLAIT_SOURCE_DIR)", path);
     memset(f, 0, sizeof *f);
-    char line[512];
+    char line[1024];
     assert_non_null(fgets(line, sizeof line, fp));
     assert_string_equal(line, "PLAITFX1\n");
     assert_non_null(fgets(line, sizeof line, fp));
+    int keys = 0;
     assert_int_equal(sscanf(line,
                             "config arch %7s n_layer %d n_head %d n_embd %d block_size %d "
-                            "vocab_size %d batch %d",
-                            f->arch, &f->n_layer, &f->n_head, &f->n_embd, &f->block_size,
-                            &f->vocab_size, &f->batch),
+                            "vocab_size %d batch %d%n",
+                            f->arch, &f->n_layer, &f->n_head, &f->n_embd, &f->block_size, &f->vocab_size, &f->batch,
+                            &keys),
                      7);
-    if (strcmp(f->arch, "llama") == 0) {
-        int kv = 0, ffn = 0;
-        double theta = 0, eps = 0;
-        const char *keys = strstr(line, " n_kv_head ");
-        assert_non_null(keys);
-        assert_int_equal(sscanf(keys, " n_kv_head %d ffn_hidden %d rope_theta %lf norm_eps %lf", &kv, &ffn, &theta,
-                                &eps),
-                         4);
-        snprintf(f->arch_keys, sizeof f->arch_keys,
-                 "n_kv_head = %d\nffn_hidden = %d\nrope_theta = %.17g\nnorm_eps = %.17g\n", kv, ffn, theta, eps);
+    /* the arch's own keys, "key value" pairs, as [model] lines */
+    size_t kept = 0;
+    char key[64], value[64];
+    for (int n = 0; sscanf(line + keys, " %63s %63s%n", key, value, &n) == 2; keys += n) {
+        kept += (size_t)snprintf(f->arch_keys + kept, sizeof f->arch_keys - kept, "%s = %s\n", key, value);
+        assert_true(kept < sizeof f->arch_keys);
     }
     size_t total = 0;
     while (fgets(line, sizeof line, fp) && strcmp(line, "end\n") != 0) {
@@ -195,7 +193,7 @@ static int run_fixture(const char *file) {
     fixture *f = malloc(sizeof *f);
     assert_non_null(f);
     load_fixture(f, file);
-    char ini[512];
+    char ini[1024];
     snprintf(ini, sizeof ini,
              "[model]\narch = %s\nn_layer = %d\nn_head = %d\nn_embd = %d\nblock_size = %d\n"
              "vocab_size = %d\n%s",
@@ -302,6 +300,11 @@ static void test_llama_matches_pytorch(void **state) {
     check_fixture("llama_fixture.bin");
 }
 
+static void test_llama_mqa_matches_pytorch(void **state) {
+    (void)state;
+    check_fixture("llama_mqa_fixture.bin");
+}
+
 static plait_config *g_cfg;
 
 /* Opens [device] plugin = device with [run] precision as a rank does.
@@ -371,6 +374,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_gpt_matches_pytorch),
         cmocka_unit_test(test_mlp_matches_pytorch),
         cmocka_unit_test(test_llama_matches_pytorch),
+        cmocka_unit_test(test_llama_mqa_matches_pytorch),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (g_run.device) {

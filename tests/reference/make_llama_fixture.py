@@ -13,11 +13,13 @@ the rotation and its inverse, SwiGLU forward and backward, grouped-query
 attention forward and backward.
 
 Usage:  /path/to/python-with-torch tests/reference/make_llama_fixture.py
-Writes tests/reference/llama_fixture.bin. Its config line adds, after
-make_gpt_fixture.py's keys, "n_kv_head K ffn_hidden F rope_theta R
-norm_eps E". The rotary angles are float64 here: plait's float32 angles
-(rope_freq.h) are within the float32 tolerances of them at these
-positions.
+Writes tests/reference/llama_fixture.bin (grouped-query attention) and
+llama_mqa_fixture.bin (multi-query attention, a head size of no
+specialised kernel, Llama 3.1's rope scaling). Their config line adds,
+after make_gpt_fixture.py's keys, the [model] keys of the arch as "key
+value" pairs. The rotary angles are float64 here: plait's float32 angles
+(core/model/rope_freq.h) are within the float32 tolerances of them at
+these positions.
 """
 import math, os, sys
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -92,18 +94,20 @@ class Layer(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(s, V, L, H, KV, C, Fw, theta, eps):
+    def __init__(s, V, L, H, KV, C, Fw, theta, eps, scaling):
         super().__init__()
         s.model = nn.Module()
         s.model.embed_tokens = nn.Embedding(V, C)
         s.model.layers = nn.ModuleList([Layer(C, H, KV, Fw, eps) for _ in range(L)])
         s.model.norm = RMSNorm(C, eps)
         s.lm_head = nn.Linear(C, V, bias=False)
-        s.HS, s.theta = C // H, theta
+        s.HS, s.theta, s.scaling = C // H, theta, scaling
 
     def forward(s, idx, targets):
         B, T = idx.shape
         inv_freq = 1.0 / s.theta ** (torch.arange(0, s.HS, 2, dtype=torch.float64) / s.HS)
+        if s.scaling:
+            inv_freq = llama3_scaled(inv_freq, **s.scaling)
         ang = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
         ang = torch.cat((ang, ang), dim=-1)
         cos, sin = ang.cos().to(s.lm_head.weight.dtype), ang.sin().to(s.lm_head.weight.dtype)
@@ -113,6 +117,16 @@ class Llama(nn.Module):
         logits = s.lm_head(s.model.norm(x))
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
         return logits, loss
+
+
+def llama3_scaled(inv, factor, low, high, old_len):
+    """transformers' _compute_llama3_parameters: wavelengths below
+    old_len / high kept, above old_len / low divided by factor, a smooth
+    blend between."""
+    wavelen = 2 * math.pi / inv
+    smooth = (old_len / wavelen - low) / (high - low)
+    blended = (1 - smooth) * inv / factor + smooth * inv
+    return torch.where(wavelen < old_len / high, inv, torch.where(wavelen > old_len / low, inv / factor, blended))
 
 
 def randomize(model):
@@ -128,9 +142,9 @@ def randomize(model):
                 p.copy_(torch.randn_like(p) / math.sqrt(p.shape[1]))
 
 
-def write(path, L, H, KV, C, Fw, T, V, B, theta, eps, seed):
+def write(path, L, H, KV, C, Fw, T, V, B, theta, eps, seed, scaling=None):
     torch.manual_seed(seed)
-    model = Llama(V, L, H, KV, C, Fw, theta, eps)
+    model = Llama(V, L, H, KV, C, Fw, theta, eps, scaling)
     randomize(model)
     weights = {n: p.detach().clone().float() for n, p in model.named_parameters()}
     tokens = torch.randint(V, (B, T))
@@ -145,8 +159,12 @@ def write(path, L, H, KV, C, Fw, T, V, B, theta, eps, seed):
     tensors += [("param." + n, "f32", w) for n, w in weights.items()]
     tensors += [("logits", "f64", logits.detach()), ("loss", "f64", loss.detach().reshape(1))]
     tensors += [("grad." + n, "f64", p.grad.detach()) for n, p in model.named_parameters()]
-    save_fixture(path, f"arch llama n_layer {L} n_head {H} n_embd {C} block_size {T} vocab_size {V} batch {B} "
-                 f"n_kv_head {KV} ffn_hidden {Fw} rope_theta {theta:g} norm_eps {eps:g}", tensors)
+    keys = f"n_kv_head {KV} ffn_hidden {Fw} rope_theta {theta:g} norm_eps {eps:g}"
+    if scaling:
+        keys += (f" rope_scaling llama3 rope_factor {scaling['factor']:g} rope_low_freq_factor {scaling['low']:g}"
+                 f" rope_high_freq_factor {scaling['high']:g} rope_original_max_pos {scaling['old_len']}")
+    save_fixture(path, f"arch llama n_layer {L} n_head {H} n_embd {C} block_size {T} vocab_size {V} batch {B} {keys}",
+                 tensors)
     print(f"{path}: {os.path.getsize(path)} bytes, loss {loss.item():.6f}")
 
 
@@ -156,3 +174,8 @@ if __name__ == "__main__":
     # heads a key/value head; a MLP width of no power of two; V = 37 odd
     write(os.path.join(HERE, "llama_fixture.bin"), L=2, H=4, KV=2, C=32, Fw=56, T=72, V=37, B=2,
           theta=10000.0, eps=1e-5, seed=2024)
+    # one key/value head for 4 query heads of size 12; theta 500000 and
+    # the scaling put the 6 frequencies' wavelengths in all three of its
+    # bands (6.3 kept, 56 blended, 499 and longer divided by 8)
+    write(os.path.join(HERE, "llama_mqa_fixture.bin"), L=1, H=4, KV=1, C=48, Fw=40, T=72, V=37, B=2,
+          theta=500000.0, eps=1e-6, seed=77, scaling=dict(factor=8.0, low=1.0, high=4.0, old_len=200))
