@@ -342,6 +342,61 @@ static void k_matmul_backward_gelu(float *dinp, float *dw, float *db, const floa
     Q(r_matmul_backward_gelu, P(dinp), P(dw), P(db), P(dout), P(inp), P(w), P(pre), I(BT), I(C), I(OC));
 }
 
+/* the Llama family's (ABI 1.10) */
+static void r_attention_gqa_forward(const sim_op *o) {
+    plait_k_attention_gqa_forward(HF(o->a[0].p), HF(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), o->a[4].i, o->a[5].i,
+                                  o->a[6].i, o->a[7].i, o->a[8].i);
+}
+static void k_attention_gqa_forward(float *out, float *lse, float *scratch, const float *qkv, int64_t B, int64_t T,
+                                    int64_t NH, int64_t NKV, int64_t HS) {
+    Q(r_attention_gqa_forward, P(out), P(lse), P(scratch), P(qkv), I(B), I(T), I(NH), I(NKV), I(HS));
+}
+static void r_attention_gqa_backward(const sim_op *o) {
+    plait_k_attention_gqa_backward(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
+                                   HC(o->a[5].p), o->a[6].i, o->a[7].i, o->a[8].i, o->a[9].i, o->a[10].i);
+}
+static void k_attention_gqa_backward(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
+                                     const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+    Q(r_attention_gqa_backward, P(dqkv), P(scratch), P(dout), P(qkv), P(out), P(lse), I(B), I(T), I(NH), I(NKV), I(HS));
+}
+static void r_rmsnorm_forward(const sim_op *o) {
+    plait_k_rmsnorm_forward(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), o->a[4].i, o->a[5].i,
+                            o->a[6].f);
+}
+static void k_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int64_t BT, int64_t C,
+                              float eps) {
+    Q(r_rmsnorm_forward, P(out), P(rstd), P(inp), P(w), I(BT), I(C), F(eps));
+}
+static void r_rmsnorm_backward(const sim_op *o) {
+    plait_k_rmsnorm_backward(HF(o->a[0].p), HC(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p), HC(o->a[5].p),
+                             HC(o->a[6].p), o->a[7].i, o->a[8].i);
+}
+static void k_rmsnorm_backward(float *dinp, const float *dres, float *dw, const float *dout, const float *inp,
+                               const float *w, const float *rstd, int64_t BT, int64_t C) {
+    Q(r_rmsnorm_backward, P(dinp), P(dres), P(dw), P(dout), P(inp), P(w), P(rstd), I(BT), I(C));
+}
+static void r_rope(const sim_op *o) {
+    plait_k_rope(HF(o->a[0].p), HC(o->a[1].p), o->a[2].i, o->a[3].i, o->a[4].i, o->a[5].i, o->a[6].i, (int)o->a[7].i);
+}
+static void k_rope(float *x, const float *cs, int64_t B, int64_t T, int64_t row_stride, int64_t n_heads, int64_t HS,
+                   int inverse) {
+    Q(r_rope, P(x), P(cs), I(B), I(T), I(row_stride), I(n_heads), I(HS), I(inverse));
+}
+static void r_swiglu_forward(const sim_op *o) {
+    plait_k_swiglu_forward(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), (size_t)o->a[3].i);
+}
+static void k_swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
+    Q(r_swiglu_forward, P(out), P(gate), P(up), I(n));
+}
+static void r_swiglu_backward(const sim_op *o) {
+    plait_k_swiglu_backward(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
+                            (size_t)o->a[5].i);
+}
+static void k_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                              size_t n) {
+    Q(r_swiglu_backward, P(dgate), P(dup), P(dout), P(gate), P(up), I(n));
+}
+
 static const plait_kernels sim_kernels = {
     .struct_size = sizeof(plait_kernels),
     .sgemm = k_sgemm,
@@ -387,6 +442,13 @@ static const plait_kernels sim_kernels = {
     .layernorm_backward_fused = k_layernorm_backward_fused,
     .matmul_forward_gelu = k_matmul_forward_gelu,
     .matmul_backward_gelu = k_matmul_backward_gelu,
+    .rmsnorm_forward = k_rmsnorm_forward,
+    .rmsnorm_backward = k_rmsnorm_backward,
+    .rope = k_rope,
+    .swiglu_forward = k_swiglu_forward,
+    .swiglu_backward = k_swiglu_backward,
+    .attention_gqa_forward = k_attention_gqa_forward,
+    .attention_gqa_backward = k_attention_gqa_backward,
 };
 
 const plait_kernels *sim_kernel_table(void) { return &sim_kernels; }

@@ -1,7 +1,11 @@
 /*
  * The whole model against PyTorch: tests/reference/make_gpt_fixture.py
- * wrote the exact weights, a batch, and PyTorch's float64 logits, loss and
- * parameter gradients. The float32 model must match them closely.
+ * (GPT-2 and the mlp arch) and make_llama_fixture.py (the llama arch: every
+ * Llama kernel of the table, RMSNorm, the rotation, SwiGLU and
+ * grouped-query attention, forward and backward; and multi-query attention
+ * with Llama 3.1's rope scaling) wrote the exact weights,
+ * a batch, and PyTorch's float64 logits, loss and parameter gradients. The
+ * float32 model must match them closely.
  *
  *   test_model_reference                         the core's CPU kernels, host memory
  *   test_model_reference DEVICE PRECISION [--perturb] [RUN_KEY=VALUE ...]
@@ -45,6 +49,7 @@ typedef struct fx_tensor {
 typedef struct fixture {
     char arch[8];
     int n_layer, n_head, n_embd, block_size, vocab_size, batch;
+    char arch_keys[512]; /* the arch's own [model] lines (llama's), or "" */
     int n;
     fx_tensor t[128];
     unsigned char *blob;
@@ -57,16 +62,24 @@ static void load_fixture(fixture *f, const char *file) {
     FILE *fp = fopen(path, "rb");
     if (!fp) fail_msg("cannot open fixture %s (set PLAIT_SOURCE_DIR)", path);
     memset(f, 0, sizeof *f);
-    char line[512];
+    char line[1024];
     assert_non_null(fgets(line, sizeof line, fp));
     assert_string_equal(line, "PLAITFX1\n");
     assert_non_null(fgets(line, sizeof line, fp));
+    int keys = 0;
     assert_int_equal(sscanf(line,
                             "config arch %7s n_layer %d n_head %d n_embd %d block_size %d "
-                            "vocab_size %d batch %d",
-                            f->arch, &f->n_layer, &f->n_head, &f->n_embd, &f->block_size,
-                            &f->vocab_size, &f->batch),
+                            "vocab_size %d batch %d%n",
+                            f->arch, &f->n_layer, &f->n_head, &f->n_embd, &f->block_size, &f->vocab_size, &f->batch,
+                            &keys),
                      7);
+    /* the arch's own keys, "key value" pairs, as [model] lines */
+    size_t kept = 0;
+    char key[64], value[64];
+    for (int n = 0; sscanf(line + keys, " %63s %63s%n", key, value, &n) == 2; keys += n) {
+        kept += (size_t)snprintf(f->arch_keys + kept, sizeof f->arch_keys - kept, "%s = %s\n", key, value);
+        assert_true(kept < sizeof f->arch_keys);
+    }
     size_t total = 0;
     while (fgets(line, sizeof line, fp) && strcmp(line, "end\n") != 0) {
         assert_true(f->n < 128);
@@ -180,11 +193,11 @@ static int run_fixture(const char *file) {
     fixture *f = malloc(sizeof *f);
     assert_non_null(f);
     load_fixture(f, file);
-    char ini[512];
+    char ini[1024];
     snprintf(ini, sizeof ini,
              "[model]\narch = %s\nn_layer = %d\nn_head = %d\nn_embd = %d\nblock_size = %d\n"
-             "vocab_size = %d\n",
-             f->arch, f->n_layer, f->n_head, f->n_embd, f->block_size, f->vocab_size);
+             "vocab_size = %d\n%s",
+             f->arch, f->n_layer, f->n_head, f->n_embd, f->block_size, f->vocab_size, f->arch_keys);
     harness h;
     assert_int_equal(harness_init(&h, ini, f->batch, 1, 0, NULL), 0);
     assert_int_equal(h.on_device, g_run.device && plait_device_mem_kind() != PLAIT_MEM_HOST);
@@ -201,7 +214,8 @@ static int run_fixture(const char *file) {
         for (int d = 0; d < p->ndim; d++) assert_int_equal(t->dims[d], p->shape[d]);
         float *w = t->data;
         if (g_run.perturb && p->ndim == 2 && checked == 0) {
-            /* the first matrix (the embedding, tied to the head: every logit sees it) */
+            /* the first matrix (the embedding: every logit sees it, tied to
+             * the head or, untied, through token 0, which the batch reads) */
             w = malloc(p->numel * sizeof *w);
             assert_non_null(w);
             memcpy(w, t->data, p->numel * sizeof *w);
@@ -212,7 +226,8 @@ static int run_fixture(const char *file) {
         if (w != t->data) free(w);
         checked++;
     }
-    assert_int_equal(checked, h.set.n_params - 1);
+    /* every parameter but a tied head */
+    assert_int_equal(checked, h.set.n_params - (harness_param(&h, "transformer.wte.weight") != NULL));
 
     const size_t ntok = (size_t)f->batch * (size_t)f->block_size;
     int failed = 0;
@@ -278,6 +293,16 @@ static void test_gpt_matches_pytorch(void **state) {
 static void test_mlp_matches_pytorch(void **state) {
     (void)state;
     check_fixture("mlp_fixture.bin");
+}
+
+static void test_llama_matches_pytorch(void **state) {
+    (void)state;
+    check_fixture("llama_fixture.bin");
+}
+
+static void test_llama_mqa_matches_pytorch(void **state) {
+    (void)state;
+    check_fixture("llama_mqa_fixture.bin");
 }
 
 static plait_config *g_cfg;
@@ -348,6 +373,8 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt_matches_pytorch),
         cmocka_unit_test(test_mlp_matches_pytorch),
+        cmocka_unit_test(test_llama_matches_pytorch),
+        cmocka_unit_test(test_llama_mqa_matches_pytorch),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (g_run.device) {

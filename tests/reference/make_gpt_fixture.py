@@ -14,6 +14,7 @@ Writes tests/reference/gpt_fixture.bin and tests/reference/mlp_fixture.bin.
 File format (little-endian):
   line "PLAITFX1"
   line "config arch <gpt|mlp> n_layer L n_head H n_embd C block_size T vocab_size V batch B"
+       (an arch's own keys follow: make_llama_fixture.py's)
   lines "tensor <name> <f32|f64|i32> <ndim> <dims...>"   in data order
   line "end"
   the raw tensors, concatenated in the order listed.
@@ -120,8 +121,15 @@ def write(path, arch, L, H, C, T, V, B, seed):
     tensors += [("param." + n, "f32", w) for n, w in weights.items()]
     tensors += [("logits", "f64", logits.detach()), ("loss", "f64", loss.detach().reshape(1))]
     tensors += [("grad." + n, "f64", p.grad.detach()) for n, p in model.named_parameters()]
-    head = ["PLAITFX1",
-            f"config arch {arch} n_layer {L} n_head {H} n_embd {C} block_size {T} vocab_size {V} batch {B}"]
+    save_fixture(path, f"arch {arch} n_layer {L} n_head {H} n_embd {C} block_size {T} vocab_size {V} batch {B}",
+                 tensors)
+    print(f"{path}: {os.path.getsize(path)} bytes, loss {loss.item():.6f}")
+
+
+def save_fixture(path, config, tensors):
+    """Writes the file format above: config is the line's text after
+    "config ", tensors (name, "i32"|"f32"|"f64", tensor) in data order."""
+    head = ["PLAITFX1", "config " + config]
     for name, dt, t in tensors:
         head.append(f"tensor {name} {dt} {t.dim()} " + " ".join(str(d) for d in t.shape))
     head.append("end")
@@ -131,7 +139,6 @@ def write(path, arch, L, H, C, T, V, B, seed):
         for name, dt, t in tensors:
             a = t.to(torch_dtype[dt]).contiguous().numpy()
             f.write(a.astype(a.dtype.newbyteorder("<")).tobytes())
-    print(f"{path}: {os.path.getsize(path)} bytes, loss {loss.item():.6f}")
 
 
 if __name__ == "__main__":
