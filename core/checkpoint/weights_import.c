@@ -132,7 +132,10 @@ static plait_status place(plait_weights *w, const plait_st_file *f, const plait_
                                "n_layer = %d): a model of another shape%s?",
                                plait_st_path(f), t->name, w->spec->arch, (int)w->spec->n_layer,
                                w->llama ? " or family" : "");
-    const plait_st_tensor *other = w->tensor[gi] ? w->tensor[gi] : w->parts && w->parts[gi] ? w->parts[gi][0] : NULL;
+    const plait_st_tensor *other = w->tensor[gi];
+    /* an expert's tensor of Mixtral's, whichever came first */
+    for (int64_t e = 0; !other && w->parts && w->parts[gi] && e < w->spec->params[gi].shape[0]; e++)
+        other = w->parts[gi][e];
     if (other)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "weights %s: tensors '%s' and '%s' are both '%s'", w->path,
                                other->name, t->name, name);

@@ -447,7 +447,7 @@ static void write_mixtral_config(const char *dir, const char *change) {
 typedef struct hf_tensor {
     char name[160];
     int32_t ndim;
-    int64_t shape[2];
+    int64_t shape[3];
     const float *data;
     size_t numel;
 } hf_tensor;
@@ -619,6 +619,18 @@ static void test_mixtral_refusals(void **state) {
     fewer[n - 1] = t[n - 1];
     write_file(path, fewer, n);
     expect_refusal(dir, "", "is expert 5, but the run has [model] moe_experts = 3");
+    /* an expert stack given twice: by its experts and whole, after them */
+    hf_tensor both[129];
+    memcpy(both, t, n * sizeof *t);
+    const plait_param *stacked = NULL;
+    for (int32_t i = 0; i < src.set.n_params && !stacked; i++)
+        if (!strcmp(src.set.params[i].name, "model.layers.0.mlp.experts.up_proj.weight")) stacked = &src.set.params[i];
+    assert_non_null(stacked);
+    both[n] = (hf_tensor){.ndim = 3, .data = stacked->data, .numel = stacked->numel};
+    snprintf(both[n].name, sizeof both[n].name, "%s", stacked->name);
+    memcpy(both[n].shape, stacked->shape, sizeof both[n].shape);
+    write_file(path, both, n + 1);
+    expect_refusal(dir, "", "are both 'model.layers.0.mlp.experts.up_proj.weight'");
     /* a Mixtral directory for a run without experts */
     dir = model_dir("dense");
     write_mixtral_config(dir, "");
