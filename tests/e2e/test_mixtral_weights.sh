@@ -37,6 +37,7 @@ same_params trained back 0
 # what Mixtral cannot describe
 # shellcheck disable=SC2086
 train biased $D $MOE model.moe_bias_rate=0.01
+rm -rf "${E2E_WORK:?}/exp_biased" # a failed earlier run's
 if "$PLAIT_BIN" export "$E2E_WORK/biased" --format hf --out "$E2E_WORK/exp_biased" >"$E2E_WORK/biased.out" 2>&1; then
   fail "a model whose router bias steers its routing was exported as Mixtral"
 fi
