@@ -56,7 +56,43 @@ plait_status plait_llama_shape_of(const plait_model_spec *spec, const plait_conf
                                         plait_config_float(cfg, "model", "rope_low_freq_factor"),
                                         plait_config_float(cfg, "model", "rope_high_freq_factor"),
                                         plait_config_int(cfg, "model", "rope_original_max_pos")}};
+    out->moe_experts = plait_config_int(cfg, "model", "moe_experts");
+    if (out->moe_experts > 0) {
+        out->moe_top_k = plait_config_int(cfg, "model", "moe_top_k");
+        out->moe_every = plait_config_int(cfg, "model", "moe_every");
+        out->moe_shared = plait_config_int(cfg, "model", "moe_shared_experts");
+        out->moe_sigmoid = strcmp(plait_config_str(cfg, "model", "moe_router"), "sigmoid") == 0;
+        /* the first sparse block's experts give the width the key resolves to */
+        char name[96];
+        snprintf(name, sizeof name, "model.layers.%lld.mlp.experts.gate_proj.weight", out->moe_every - 1);
+        const plait_param *up = param_named(spec, name);
+        out->moe_ffn_hidden = up ? (long long)up->shape[1] : 0;
+    }
     return PLAIT_OK;
+}
+
+plait_status plait_llama_mixtral_ok(const plait_llama_shape *s, const char *where) {
+    const char *key = NULL, *allowed = NULL;
+    char value[32];
+    if (s->moe_every != 1) {
+        key = "moe_every", allowed = "1: Mixtral's every block is sparse";
+        snprintf(value, sizeof value, "%lld", s->moe_every);
+    } else if (s->moe_shared != 0) {
+        key = "moe_shared_experts", allowed = "0: Mixtral has no shared experts";
+        snprintf(value, sizeof value, "%lld", s->moe_shared);
+    } else if (s->moe_sigmoid) {
+        key = "moe_router", allowed = "softmax, Mixtral's";
+        snprintf(value, sizeof value, "sigmoid");
+    } else if (s->moe_top_k < 2) {
+        key = "moe_top_k", allowed = "2 or more: Mixtral renormalises the chosen scores to sum to 1, which with "
+                                     "k = 1 gives a gate of 1 where plait's gate is the score itself";
+        snprintf(value, sizeof value, "%lld", s->moe_top_k);
+    }
+    if (!key) return PLAIT_OK;
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "%s: a mixture of experts with [model] %s = %s, which Hugging Face's MixtralForCausalLM "
+                           "does not compute (allowed: %s)",
+                           where, key, value, allowed);
 }
 
 /* The shortest %g text that reads back as v: 1e-05, not
@@ -125,6 +161,31 @@ static plait_status rope_from_ckpt(const plait_ckpt *ck, plait_rope_scaling *out
     return PLAIT_OK;
 }
 
+/* The mixture of experts a checkpoint records (none where it records
+ * none: a dense model). */
+static plait_status moe_from_ckpt(const plait_ckpt *ck, plait_llama_shape *out) {
+    static const char *const keys[] = {"moe_experts", "moe_top_k", "moe_ffn_hidden", "moe_every", "moe_shared_experts"};
+    long long *dst[] = {&out->moe_experts, &out->moe_top_k, &out->moe_ffn_hidden, &out->moe_every, &out->moe_shared};
+    const char *experts = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.moe_experts");
+    if (!experts || !strcmp(experts, "0")) return PLAIT_OK;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "plait.model.%s", keys[i]);
+        const char *v = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, key);
+        char *end = NULL;
+        *dst[i] = v ? strtoll(v, &end, 10) : -1;
+        if (!v || !*v || *end || *dst[i] < 0)
+            return plait_set_error(PLAIT_ERR_PROTOCOL,
+                                   "%s: model metadata '%s' is %s%s%s (a checkpoint of a mixture of experts "
+                                   "records it as a whole number)",
+                                   plait_ckpt_dir(ck), key, v ? "'" : "missing", v ? v : "", v ? "', malformed" : "");
+    }
+    const char *router = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.moe_router");
+    out->moe_sigmoid = router && !strcmp(router, "sigmoid");
+    if (!out->moe_ffn_hidden) out->moe_ffn_hidden = out->ffn_hidden; /* the key's 0: the dense width */
+    return PLAIT_OK;
+}
+
 int plait_llama_key_recorded(const plait_llama_shape *s, size_t i) {
     return i <= 5 || s->rope.type == PLAIT_ROPE_SCALING_LLAMA3;
 }
@@ -159,7 +220,8 @@ plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape
                                    "step to write a new checkpoint)",
                                    plait_ckpt_dir(ck), key, v ? "'" : "missing", v ? v : "", v ? "', malformed" : "");
     }
-    return rope_from_ckpt(ck, &out->rope);
+    plait_status st = rope_from_ckpt(ck, &out->rope);
+    return st == PLAIT_OK ? moe_from_ckpt(ck, out) : st;
 }
 
 /* ---- config.json -------------------------------------------------------- */
@@ -181,7 +243,7 @@ static plait_status not_a(const char *path, const char *key, const char *what) {
 
 /* One number of config.json, `dflt` where left out, against the run's. */
 static plait_status same_number(const char *path, const plait_json *root, const char *key, double dflt, double want,
-                                const char *ours) {
+                                const char *ours, const char *cls) {
     double v = dflt;
     int got = number(root, key, &v);
     if (got < 0) return not_a(path, key, "a number");
@@ -196,8 +258,7 @@ static plait_status same_number(const char *path, const plait_json *root, const 
     return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                            "weights %s: %s = %s%s, but the run has [model] %s = %s: the model in the file is another "
                            "one (give model.%s=%s to load it)",
-                           path, key, have, got ? "" : " (LlamaConfig's default: the file leaves it out)", ours, need,
-                           ours, have);
+                           path, key, have, got ? "" : cls, ours, need, ours, have);
 }
 
 static plait_status refuse_feature(const char *path, const char *key, const char *value, const char *why) {
@@ -305,15 +366,49 @@ static plait_status check_features(const char *path, const plait_json *root, con
     return PLAIT_OK;
 }
 
+/* A mixture of experts against Mixtral's config.json: the experts, the
+ * top k and an expert's width (intermediate_size) are the run's, and no
+ * router jitter (noise on the router's input in training, which plait's
+ * router does not add). */
+static plait_status check_mixtral(const char *path, const plait_json *root, const plait_llama_shape *want) {
+    static const char cls[] = " (MixtralConfig's default: the file leaves it out)";
+    plait_status st = plait_llama_mixtral_ok(want, "[model]");
+    if (st == PLAIT_OK)
+        st = same_number(path, root, "num_local_experts", 8, (double)want->moe_experts, "moe_experts", cls);
+    if (st == PLAIT_OK)
+        st = same_number(path, root, "num_experts_per_tok", 2, (double)want->moe_top_k, "moe_top_k", cls);
+    if (st == PLAIT_OK)
+        st = same_number(path, root, "intermediate_size", 14336, (double)want->moe_ffn_hidden, "moe_ffn_hidden", cls);
+    double jitter = 0;
+    const int got = number(root, "router_jitter_noise", &jitter);
+    if (st == PLAIT_OK && got < 0) return not_a(path, "router_jitter_noise", "a number");
+    if (st == PLAIT_OK && jitter != 0) {
+        char value[40];
+        real_text(jitter, value, sizeof value);
+        return refuse_feature(path, "router_jitter_noise", value,
+                              "the router's input is scaled by random noise in training (allowed: 0)");
+    }
+    return st;
+}
+
 static plait_status check_config(const char *path, const plait_json *root, const plait_llama_shape *want) {
     if (!root || root->type != PLAIT_JSON_OBJECT) return not_a(path, "the document", "an object");
     const plait_json *type = plait_json_get(root, "model_type");
-    if (!type || type->type != PLAIT_JSON_STRING || strcmp(type->str, "llama") != 0)
+    const int moe = want->moe_experts > 0;
+    const char *name = type && type->type == PLAIT_JSON_STRING ? type->str : "(missing)";
+    if (strcmp(name, moe ? "mixtral" : "llama") != 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "weights %s: model_type = %s: [model] arch = llama reads Hugging Face Llama models "
-                               "(model_type llama)",
-                               path, type && type->type == PLAIT_JSON_STRING ? type->str : "(missing)");
-    /* a key left out takes LlamaConfig's default (Llama 2 7B's shape) */
+                               "weights %s: model_type = %s: [model] arch = llama %s Hugging Face %s models "
+                               "(model_type %s)%s",
+                               path, name, moe ? "with moe_experts > 0 reads" : "reads", moe ? "Mixtral" : "Llama",
+                               moe ? "mixtral" : "llama",
+                               !moe && !strcmp(name, "mixtral")
+                                   ? "; a Mixtral model needs model.moe_experts, moe_top_k and moe_ffn_hidden "
+                                     "as its num_local_experts, num_experts_per_tok and intermediate_size"
+                                   : "");
+    const char *cls = moe ? " (MixtralConfig's default: the file leaves it out)"
+                          : " (LlamaConfig's default: the file leaves it out)";
+    /* a key left out takes its class's default (Llama 2 7B's, Mixtral 8x7B's shape) */
     double heads = 32;
     number(root, "num_attention_heads", &heads);
     double rope_theta = 10000;
@@ -327,11 +422,12 @@ static plait_status check_config(const char *path, const plait_json *root, const
         {"hidden_size", 4096, (double)want->n_embd, "n_embd"},
         {"num_hidden_layers", 32, (double)want->n_layer, "n_layer"},
         {"num_attention_heads", 32, (double)want->n_head, "n_head"},
-        {"num_key_value_heads", heads, (double)want->n_kv_head, "n_kv_head"},
+        {"num_key_value_heads", moe ? 8 : heads, (double)want->n_kv_head, "n_kv_head"},
         {"intermediate_size", 11008, (double)want->ffn_hidden, "ffn_hidden"},
         {"vocab_size", 32000, (double)want->vocab_size, "vocab_size"},
-        {"rms_norm_eps", 1e-6, want->norm_eps, "norm_eps"},
-        {theta_in_params ? "rope_parameters.rope_theta" : "rope_theta", 10000, want->rope_theta, "rope_theta"},
+        {"rms_norm_eps", moe ? 1e-5 : 1e-6, want->norm_eps, "norm_eps"},
+        {theta_in_params ? "rope_parameters.rope_theta" : "rope_theta", moe ? 1e6 : 10000, want->rope_theta,
+         "rope_theta"},
     };
     for (size_t i = 0; i < sizeof num / sizeof num[0]; i++) {
         const plait_json *from = root;
@@ -340,7 +436,13 @@ static plait_status check_config(const char *path, const plait_json *root, const
             from = params;
             key = "rope_theta";
         }
-        plait_status st = same_number(path, from, key, num[i].dflt, num[i].want, num[i].ours);
+        /* Mixtral's intermediate_size is an expert's width: check_mixtral's */
+        if (moe && !strcmp(key, "intermediate_size")) continue;
+        plait_status st = same_number(path, from, key, num[i].dflt, num[i].want, num[i].ours, cls);
+        if (st != PLAIT_OK) return st;
+    }
+    if (moe) {
+        plait_status st = check_mixtral(path, root, want);
         if (st != PLAIT_OK) return st;
     }
     const plait_json *tie = plait_json_get(root, "tie_word_embeddings");
@@ -351,9 +453,12 @@ static plait_status check_config(const char *path, const plait_json *root, const
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "weights %s: tie_word_embeddings = %s%s, but the run has [model] tie_embeddings = %s "
                                "(give model.tie_embeddings=%s to load it)",
-                               path, tied ? "true" : "false", tie ? "" : " (LlamaConfig's default)",
+                               path, tied ? "true" : "false",
+                               tie   ? ""
+                               : moe ? " (MixtralConfig's default)"
+                                     : " (LlamaConfig's default)",
                                want->tied ? "true" : "false", tied ? "true" : "false");
-    double positions = 2048;
+    double positions = moe ? 4096 * 32 : 2048;
     if (number(root, "max_position_embeddings", &positions) < 0)
         return not_a(path, "max_position_embeddings", "a number");
     if (positions < (double)want->block_size)
@@ -403,6 +508,23 @@ int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s
     real_text(s->rope_theta, theta, sizeof theta);
     if (!strpbrk(theta, ".e")) strcat(theta, ".0"); /* a float, as LlamaConfig writes it */
     if (eot >= 0) snprintf(eos, sizeof eos, "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n", eot, eot);
+    /* the training coefficients (router_aux_loss_coef) are left out: the
+     * model computes the same without them */
+    if (s->moe_experts > 0)
+        return snprintf(buf, cap,
+                        "{\n  \"architectures\": [\"MixtralForCausalLM\"],\n  \"model_type\": \"mixtral\",\n"
+                        "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"
+                        "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
+                        "  \"num_key_value_heads\": %lld,\n  \"head_dim\": %lld,\n  \"hidden_act\": \"silu\",\n"
+                        "  \"num_local_experts\": %lld,\n  \"num_experts_per_tok\": %lld,\n"
+                        "  \"router_jitter_noise\": 0.0,\n  \"output_router_logits\": false,\n"
+                        "  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n"
+                        "  \"rope_scaling\": %s,\n  \"sliding_window\": null,\n  \"attention_dropout\": 0.0,\n"
+                        "  \"initializer_range\": 0.02,\n  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n"
+                        "%s  \"torch_dtype\": \"float32\"\n}\n",
+                        s->vocab_size, s->n_embd, s->moe_ffn_hidden, s->n_layer, s->n_head, s->n_kv_head,
+                        s->n_embd / s->n_head, s->moe_experts, s->moe_top_k, s->block_size, eps, theta, rope,
+                        s->tied ? "true" : "false", eos);
     return snprintf(buf, cap,
                     "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
                     "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n"

@@ -33,6 +33,11 @@ typedef struct plait_llama_shape {
     /* [model] rope_scaling: its type, and its parameters' values (the
      * keys' defaults under rope_scaling = none) */
     plait_rope_scaling rope;
+    /* a mixture of experts (moe_experts 0: dense): the experts, a token's
+     * top k, one expert's width (resolved: never 0), every n-th block
+     * sparse, the shared experts, and the router (1: sigmoid, 0: softmax) */
+    long long moe_experts, moe_top_k, moe_ffn_hidden, moe_every, moe_shared;
+    int moe_sigmoid;
 } plait_llama_shape;
 
 /* The shape of the described llama model `spec`, built from `cfg` (which
@@ -60,13 +65,24 @@ void plait_llama_key_text(const plait_llama_shape *s, size_t i, char *buf, size_
  * makes, then sets none of them). */
 int plait_llama_key_recorded(const plait_llama_shape *s, size_t i);
 
+/* Whether `s` is a model Hugging Face's MixtralForCausalLM computes: a
+ * mixture of experts in every block (moe_every 1), no shared experts, a
+ * softmax router and a top k of at least 2 (Mixtral renormalises the k
+ * chosen scores, plait's k = 1 keeps the score itself). `where` names the
+ * model in the message (a checkpoint's directory, "[model]").
+ * PLAIT_ERR_INVALID_CONFIG naming the key, its value and what is allowed. */
+plait_status plait_llama_mixtral_ok(const plait_llama_shape *s, const char *where);
+
 /* The shape a llama checkpoint records. PLAIT_ERR_PROTOCOL naming the
  * checkpoint and the key when one is missing or malformed (a checkpoint of
  * another arch, or older than these keys). */
 plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape *out);
 
 /* Check the Hugging Face config.json at `path` against `want`: model_type
- * llama; hidden_size, num_hidden_layers, num_attention_heads,
+ * llama, or mixtral for a mixture of experts (its num_local_experts,
+ * num_experts_per_tok and intermediate_size, an expert's width, equal to
+ * the run's moe_experts, moe_top_k and expert width; router_jitter_noise
+ * 0; plait_llama_mixtral_ok); hidden_size, num_hidden_layers, num_attention_heads,
  * num_key_value_heads, intermediate_size, vocab_size, rms_norm_eps,
  * rope_theta (or rope_parameters.rope_theta), tie_word_embeddings equal
  * to the run's, max_position_embeddings at least block_size; rope_scaling
@@ -82,7 +98,7 @@ plait_status plait_llama_shape_from_ckpt(const plait_ckpt *ck, plait_llama_shape
 plait_status plait_llama_check_hf_config(const char *path, const plait_llama_shape *want);
 
 /* The config.json `plait export --format hf` writes for `s`
- * (LlamaForCausalLM, float32; bos/eos_token_id `eot`, or null when < 0)
+ * (LlamaForCausalLM, or MixtralForCausalLM for a mixture of experts; float32; bos/eos_token_id `eot`, or null when < 0)
  * into buf[cap]; returns what snprintf returns. */
 int plait_llama_hf_config_json(char *buf, size_t cap, const plait_llama_shape *s, long long eot);
 

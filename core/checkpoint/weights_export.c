@@ -17,6 +17,7 @@
 #include "checkpoint/checkpoint_fs.h"
 #include "checkpoint/checkpoint_index.h"
 #include "checkpoint/llama_hf.h"
+#include "checkpoint/mixtral_names.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_json.h"
 
@@ -33,15 +34,16 @@ typedef struct model_shape {
 static plait_status read_shape(const plait_ckpt *ck, plait_export_format format, model_shape *m) {
     const char *arch = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.arch");
     memset(m, 0, sizeof *m);
-    /* a mixture of experts would be written as a dense model missing its MLPs */
+    /* a mixture of experts: a llama one as Mixtral, never as a dense model
+     * missing its MLPs */
     const char *experts = plait_ckpt_file_meta(ck, PLAIT_CKPT_MODEL, "plait.model.moe_experts");
-    if (experts && strcmp(experts, "0") != 0)
-        return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                               "%s: a mixture of experts (moe_experts = %s): --format hf and nanogpt describe dense "
-                               "models, and the Hugging Face Mixtral layout is not offered yet; sample it with "
-                               "plait sample",
-                               plait_ckpt_dir(ck), experts);
     m->llama = arch && strcmp(arch, "llama") == 0;
+    if (experts && strcmp(experts, "0") != 0 && !m->llama)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG,
+                               "%s: a mixture of experts (moe_experts = %s) of [model] arch = %s: --format hf and "
+                               "nanogpt describe dense GPTs (allowed: a llama mixture of experts, exported with "
+                               "--format hf as Hugging Face's MixtralForCausalLM); sample it with plait sample",
+                               plait_ckpt_dir(ck), experts, arch ? arch : "(unrecorded)");
     if (m->llama && format != PLAIT_EXPORT_HF)
         return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                "%s: a llama model; --format nanogpt is nanoGPT's GPT-2 layout (allowed for llama: "
@@ -51,6 +53,7 @@ static plait_status read_shape(const plait_ckpt *ck, plait_export_format format,
         plait_status st = plait_llama_shape_from_ckpt(ck, &m->ls);
         m->block_size = m->ls.block_size;
         m->vocab_size = m->ls.vocab_size;
+        if (st == PLAIT_OK && m->ls.moe_experts > 0) st = plait_llama_mixtral_ok(&m->ls, plait_ckpt_dir(ck));
         return st;
     }
     if (!arch || strcmp(arch, "gpt") != 0)
@@ -198,10 +201,59 @@ static plait_status put_tensor(plait_st_writer *w, const plait_ckpt *ck, size_t 
     return st;
 }
 
+/* Declare tensor `t` of a llama checkpoint under its Hugging Face name:
+ * its own, or with experts (`mixtral`) Mixtral's (mixtral_names.h): a
+ * stacked expert tensor as one tensor an expert, no expert_bias. */
+static plait_status declare_llama(plait_st_writer *w, const plait_st_tensor *t, int mixtral) {
+    char name[512];
+    const plait_mixtral_kind kind = mixtral ? plait_mixtral_to_hf(t->name, 0, name, sizeof name) : PLAIT_MIXTRAL_NONE;
+    if (kind == PLAIT_MIXTRAL_BIAS) return PLAIT_OK;
+    if (kind != PLAIT_MIXTRAL_EXPERT) return plait_st_writer_declare(w, kind ? name : t->name, t->ndim, t->shape);
+    plait_status st = PLAIT_OK;
+    for (int64_t e = 0; st == PLAIT_OK && e < t->shape[0]; e++) {
+        plait_mixtral_to_hf(t->name, (long long)e, name, sizeof name);
+        st = plait_st_writer_declare(w, name, 2, t->shape + 1);
+    }
+    return st;
+}
+
+/* Tensor i of a Mixtral export (declare_llama's names): the router
+ * renamed, each expert's slice of a stacked tensor under its own name, the
+ * expert_bias only checked to be zero (Mixtral's router has none: a bias
+ * that steered the choice would route otherwise there). */
+static plait_status put_mixtral(plait_st_writer *w, const plait_ckpt *ck, size_t i, plait_export_memory *mem) {
+    plait_st_tensor t;
+    float *owned;
+    char name[512];
+    plait_status st = model_tensor(ck, i, 0, &t, &owned);
+    const plait_mixtral_kind kind = st == PLAIT_OK ? plait_mixtral_to_hf(t.name, 0, name, sizeof name) : 0;
+    if (st != PLAIT_OK || kind == PLAIT_MIXTRAL_NONE || kind == PLAIT_MIXTRAL_ROUTER)
+        return st == PLAIT_OK ? put_tensor(w, ck, i, kind ? name : NULL, 0, mem) : st;
+    st = model_tensor(ck, i, 1, &t, &owned);
+    for (size_t k = 0; st == PLAIT_OK && kind == PLAIT_MIXTRAL_BIAS && k < t.numel; k++)
+        if (t.data[k] != 0)
+            st = plait_set_error(PLAIT_ERR_INVALID_ARG,
+                                 "%s: '%s' is %g for expert %zu, not 0: the bias balancing ([model] moe_bias_rate) "
+                                 "steers this model's routing, and Hugging Face's MixtralForCausalLM has no router "
+                                 "bias, so it would route tokens otherwise (allowed: a model trained with "
+                                 "moe_bias_rate = 0)",
+                                 plait_ckpt_dir(ck), t.name, (double)t.data[k], k);
+    const size_t slice = kind == PLAIT_MIXTRAL_EXPERT ? t.numel / (size_t)t.shape[0] : 0;
+    for (int64_t e = 0; st == PLAIT_OK && slice && e < t.shape[0]; e++) {
+        plait_mixtral_to_hf(t.name, (long long)e, name, sizeof name);
+        st = plait_st_writer_write(w, name, t.data + (size_t)e * slice, slice);
+    }
+    if (st == PLAIT_OK && t.bytes > mem->largest_held) mem->largest_held = t.bytes;
+    if (st == PLAIT_OK) plait_ckpt_release_tensor(ck, t.name);
+    free(owned);
+    return st;
+}
+
 /* A llama checkpoint holds LlamaForCausalLM's names and orientations
  * already, lm_head only when untied (a tied copy is never saved, as
- * save_pretrained leaves it out): written as it is. */
-static plait_status write_llama(const plait_ckpt *ck, const char *path, plait_export_memory *mem) {
+ * save_pretrained leaves it out): written as it is; a mixture of experts
+ * with Mixtral's names for its experts and router (`mixtral`). */
+static plait_status write_llama(const plait_ckpt *ck, const char *path, int mixtral, plait_export_memory *mem) {
     plait_st_writer *w = NULL;
     plait_status st = plait_st_writer_create(path, &w);
     if (st == PLAIT_OK) st = plait_st_writer_metadata(w, EXPORT_MARK, "hf");
@@ -210,10 +262,11 @@ static plait_status write_llama(const plait_ckpt *ck, const char *path, plait_ex
     for (size_t i = 0; st == PLAIT_OK && i < model_count(ck); i++) {
         plait_st_tensor t;
         st = model_tensor(ck, i, 0, &t, &none);
-        if (st == PLAIT_OK) st = plait_st_writer_declare(w, t.name, t.ndim, t.shape);
+        if (st == PLAIT_OK) st = declare_llama(w, &t, mixtral);
         mem->model_bytes += t.bytes;
     }
-    for (size_t i = 0; st == PLAIT_OK && i < model_count(ck); i++) st = put_tensor(w, ck, i, NULL, 0, mem);
+    for (size_t i = 0; st == PLAIT_OK && i < model_count(ck); i++)
+        st = mixtral ? put_mixtral(w, ck, i, mem) : put_tensor(w, ck, i, NULL, 0, mem);
     if (st == PLAIT_OK) st = plait_st_writer_finish(w, NULL);
     if (st == PLAIT_OK) return plait_st_writer_commit(w);
     plait_st_writer_abort(w);
@@ -394,7 +447,7 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
     if (st == PLAIT_OK && !path) st = plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     if (st == PLAIT_OK) {
         snprintf(path, len, "%s/model.safetensors", out_dir);
-        st = m.llama ? write_llama(ck, path, &held) : write_model(ck, format, path, &held);
+        st = m.llama ? write_llama(ck, path, m.ls.moe_experts > 0, &held) : write_model(ck, format, path, &held);
     }
     if (st == PLAIT_OK) {
         char json[2048];
@@ -415,7 +468,10 @@ plait_status plait_weights_export(const char *checkpoint, plait_export_format fo
     if (st == PLAIT_OK && used) snprintf(used, cap, "%s", plait_ckpt_dir(ck));
     if (st == PLAIT_OK && mem) *mem = held;
     if (st == PLAIT_OK && what)
-        *what = m.llama ? "Hugging Face LlamaForCausalLM" : hf ? "Hugging Face GPT2LMHeadModel" : "nanoGPT";
+        *what = m.llama && m.ls.moe_experts > 0 ? "Hugging Face MixtralForCausalLM"
+                : m.llama                       ? "Hugging Face LlamaForCausalLM"
+                : hf                            ? "Hugging Face GPT2LMHeadModel"
+                                                : "nanoGPT";
     /* only by the export that holds the lock: the one refused must not
      * remove a directory the other has just begun to write into */
     if (st != PLAIT_OK && made && locked) rmdir(out_dir);

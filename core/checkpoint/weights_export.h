@@ -6,7 +6,11 @@
  *            with its own names, which are LlamaForCausalLM's (llama_hf.h;
  *            lm_head only when untied, as save_pretrained leaves it out),
  *            and a LlamaForCausalLM config.json from the llama keys the
- *            checkpoint records. A GPT: <out>/model.safetensors in the Hugging Face GPT2LMHeadModel
+ *            checkpoint records; a llama mixture of experts as
+ *            MixtralForCausalLM (mixtral_names.h: an expert's tensors
+ *            one by one, the router renamed, a zero expert_bias left out;
+ *            a model Mixtral does not compute, or a non-zero bias, refused
+ *            naming the key). A GPT: <out>/model.safetensors in the Hugging Face GPT2LMHeadModel
  *            layout (gpt2_names.h: Conv1D weights transposed to [in, out],
  *            the tied lm_head left out as save_pretrained leaves it) and
  *            <out>/config.json (model_type gpt2, gelu_new, LayerNorm eps
@@ -30,7 +34,8 @@
  * a failure leaves no partial file; <out> is created if missing and other
  * files in it are left alone. Errors name the file (PLAIT_ERR_SYSTEM,
  * PLAIT_ERR_PROTOCOL for a checkpoint that is not plait's GPT or llama,
- * PLAIT_ERR_INVALID_ARG for a llama asked for as nanogpt).
+ * PLAIT_ERR_INVALID_ARG for a llama asked for as nanogpt, or a mixture of
+ * experts that is no Mixtral).
  */
 #ifndef PLAIT_CORE_CHECKPOINT_WEIGHTS_EXPORT_H
 #define PLAIT_CORE_CHECKPOINT_WEIGHTS_EXPORT_H

@@ -14,6 +14,7 @@
 #include "checkpoint/checkpoint_fs.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/llama_hf.h"
+#include "checkpoint/mixtral_names.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_json.h"
 #include "model/tied.h"
@@ -29,6 +30,10 @@ struct plait_weights {
     int llama;
     plait_gpt2_orientation orientation;
     const plait_st_tensor **tensor; /* [n_params] by global index; NULL for tied copies */
+    /* [n_params]: a stacked expert tensor read from Mixtral's one tensor an
+     * expert (mixtral_names.h), its experts' in order; NULL for the others */
+    const plait_st_tensor ***parts;
+    int mixtral; /* the file has Mixtral's names: a missing expert_bias reads as 0 */
     char note[512];
     /* the last parameter converted to plait's orientation and shape (transposed, padded) */
     pthread_mutex_t lock;
@@ -50,6 +55,7 @@ static void shape_text(char *buf, size_t cap, int32_t ndim, const int64_t *shape
 }
 
 static const char *format_of(const plait_weights *w) {
+    if (w->mixtral) return "Hugging Face MixtralForCausalLM names, one tensor an expert";
     return w->llama ? "Llama-family names (Hugging Face LlamaForCausalLM, plait)"
                     : plait_gpt2_orientation_name(w->orientation);
 }
@@ -126,9 +132,13 @@ static plait_status place(plait_weights *w, const plait_st_file *f, const plait_
                                "n_layer = %d): a model of another shape%s?",
                                plait_st_path(f), t->name, w->spec->arch, (int)w->spec->n_layer,
                                w->llama ? " or family" : "");
-    if (w->tensor[gi])
+    const plait_st_tensor *other = w->tensor[gi];
+    /* an expert's tensor of Mixtral's, whichever came first */
+    for (int64_t e = 0; !other && w->parts && w->parts[gi] && e < w->spec->params[gi].shape[0]; e++)
+        other = w->parts[gi][e];
+    if (other)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "weights %s: tensors '%s' and '%s' are both '%s'", w->path,
-                               w->tensor[gi]->name, t->name, name);
+                               other->name, t->name, name);
     w->tensor[gi] = t;
     return PLAIT_OK;
 }
@@ -159,6 +169,25 @@ static void add_note(plait_weights *w, const char *fmt, long long a, long long b
     snprintf(w->note + n, sizeof w->note - n, fmt, a, b, c);
 }
 
+/* A stacked expert tensor read from Mixtral's: every expert's tensor
+ * present, each with the shape of the stacked one's slice. */
+static plait_status check_parts(const plait_weights *w, int32_t gi) {
+    const plait_param *p = &w->spec->params[gi];
+    for (int64_t e = 0; e < p->shape[0]; e++) {
+        const plait_st_tensor *t = w->parts && w->parts[gi] ? w->parts[gi][e] : NULL;
+        char name[NAME_CAP];
+        plait_mixtral_to_hf(p->name, (long long)e, name, sizeof name);
+        if (!t)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "weights %s: no tensor '%s' (the config has moe_experts = %lld): a model of "
+                                   "another shape?",
+                                   w->path, name, (long long)p->shape[0]);
+        if (t->ndim != 2 || t->shape[0] != p->shape[1] || t->shape[1] != p->shape[2])
+            return shape_error(w, t, 2, p->shape + 1, " (one expert's slice of the stacked tensor)");
+    }
+    return PLAIT_OK;
+}
+
 /* Each parameter present with the config's shape (in the file's
  * orientation; a llama's exactly: no relaxation applies to its names). */
 static plait_status check_shapes(plait_weights *w) {
@@ -167,6 +196,13 @@ static plait_status check_shapes(plait_weights *w) {
         const plait_param *p = &s->params[gi];
         if (plait_tied_is_copy(p)) continue;
         const plait_st_tensor *t = w->tensor[gi];
+        if ((w->parts && w->parts[gi]) ||
+            (!t && w->mixtral && plait_mixtral_to_hf(p->name, 0, NULL, 0) == PLAIT_MIXTRAL_EXPERT)) {
+            plait_status st = check_parts(w, gi);
+            if (st != PLAIT_OK) return st;
+            continue;
+        }
+        if (!t && w->mixtral && plait_mixtral_to_hf(p->name, 0, NULL, 0) == PLAIT_MIXTRAL_BIAS) continue;
         if (!t)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                    "weights %s: no tensor '%s' (the config has n_layer = %d, arch = %s%s): a model "
@@ -242,6 +278,9 @@ static plait_status check_finite(const plait_weights *w, const plait_st_tensor *
     plait_status st = head ? check_finite_tensor(w, head) : PLAIT_OK;
     for (int32_t gi = 0; st == PLAIT_OK && gi < w->spec->n_params; gi++)
         if (w->tensor[gi]) st = check_finite_tensor(w, w->tensor[gi]);
+    for (int32_t gi = 0; w->parts && st == PLAIT_OK && gi < w->spec->n_params; gi++)
+        for (int64_t e = 0; w->parts[gi] && st == PLAIT_OK && e < w->spec->params[gi].shape[0]; e++)
+            st = check_finite_tensor(w, w->parts[gi][e]);
     return st;
 }
 
@@ -293,6 +332,35 @@ static int llama_buffer(const char *name) {
     return n >= sizeof suffix - 1 && strcmp(name + n - (sizeof suffix - 1), suffix) == 0;
 }
 
+/* Mixtral's tensor t of expert `expert` as that expert's slice of plait's
+ * stacked tensor `name`: each at most once, never beside the stacked
+ * tensor itself. */
+static plait_status place_part(plait_weights *w, const plait_st_file *f, const plait_st_tensor *t, const char *name,
+                               long long expert) {
+    const int32_t gi = param_of(w->spec, name);
+    if (gi < 0 || w->spec->params[gi].ndim != 3)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "weights %s: tensor '%s' is an expert's, but this model ([model] arch = %s, n_layer = "
+                               "%d) has no '%s': a mixture of experts needs [model] moe_experts > 0 (and moe_every "
+                               "= 1 for Mixtral's every block)",
+                               plait_st_path(f), t->name, w->spec->arch, (int)w->spec->n_layer, name);
+    const long long E = (long long)w->spec->params[gi].shape[0];
+    if (expert >= E)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "weights %s: tensor '%s' is expert %lld, but the run has [model] moe_experts = %lld "
+                               "(experts 0 .. %lld)",
+                               plait_st_path(f), t->name, expert, E, E - 1);
+    if (!w->parts) w->parts = calloc((size_t)w->spec->n_params, sizeof *w->parts);
+    if (w->parts && !w->parts[gi]) w->parts[gi] = calloc((size_t)E, sizeof **w->parts);
+    if (!w->parts || !w->parts[gi]) return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
+    const plait_st_tensor *other = w->tensor[gi] ? w->tensor[gi] : w->parts[gi][expert];
+    if (other)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "weights %s: tensors '%s' and '%s' are both '%s'%s", w->path,
+                               other->name, t->name, name, w->tensor[gi] ? "" : "'s expert");
+    w->parts[gi][expert] = t;
+    return PLAIT_OK;
+}
+
 static plait_status llama_map_file(plait_weights *w, const plait_st_file *f, const plait_st_tensor **head) {
     const plait_model_spec *s = w->spec;
     for (size_t i = 0; i < plait_st_count(f); i++) {
@@ -302,6 +370,16 @@ static plait_status llama_map_file(plait_weights *w, const plait_st_file *f, con
         if (llama_buffer(name)) continue;
         plait_status st = plait_st_require_float(f, t);
         if (st != PLAIT_OK) return st;
+        char plait_name[NAME_CAP];
+        long long expert = -1;
+        plait_mixtral_kind kind = plait_mixtral_from_hf(name, plait_name, sizeof plait_name, &expert);
+        if (kind != PLAIT_MIXTRAL_NONE) w->mixtral = 1;
+        if (kind == PLAIT_MIXTRAL_EXPERT) {
+            st = place_part(w, f, t, plait_name, expert);
+            if (st != PLAIT_OK) return st;
+            continue;
+        }
+        if (kind == PLAIT_MIXTRAL_ROUTER) name = plait_name;
         int32_t gi = param_of(s, name);
         /* only a tied head is no parameter of its own */
         st = place(w, f, t, name, gi, gi < 0 && strcmp(name, "lm_head.weight") == 0, head);
@@ -511,6 +589,8 @@ void plait_weights_close(plait_weights *w) {
     free(w->shards);
     pthread_mutex_destroy(&w->lock);
     free(w->cache);
+    for (int32_t gi = 0; w->parts && gi < w->spec->n_params; gi++) free(w->parts[gi]);
+    free(w->parts);
     free(w->tensor);
     free(w->path);
     free(w);
@@ -521,6 +601,27 @@ plait_gpt2_orientation plait_weights_orientation(const plait_weights *w) { retur
 const char *plait_weights_format(const plait_weights *w) { return format_of(w); }
 const char *plait_weights_note(const plait_weights *w) { return w->note; }
 
+/* Parameter gi that no one tensor of the file holds, into the cache: a
+ * stacked expert tensor from its experts' (in expert order), or Mixtral's
+ * missing expert_bias as zeros. Called with the lock held. */
+static plait_status assembled(plait_weights *w, int32_t gi, const float **out) {
+    const plait_param *p = &w->spec->params[gi];
+    if (w->cached != gi) {
+        free(w->cache);
+        w->cached = -1;
+        const size_t n = spec_numel(p);
+        w->cache = calloc(n ? n : 1, sizeof(float));
+        if (!w->cache)
+            return plait_set_error(PLAIT_ERR_NO_MEMORY, "weights %s: out of memory for '%s'", w->path, p->name);
+        const size_t slice = p->ndim == 3 ? n / (size_t)p->shape[0] : 0;
+        for (int64_t e = 0; w->parts && w->parts[gi] && e < p->shape[0]; e++)
+            memcpy(w->cache + (size_t)e * slice, w->parts[gi][e]->data, slice * sizeof(float));
+        w->cached = gi;
+    }
+    *out = w->cache;
+    return PLAIT_OK;
+}
+
 /* Parameter gi as a full tensor in plait's orientation: the mapped data itself
  * when the file already holds it so (a longer position table included: its
  * first rows are contiguous), else converted into the cache. Called with
@@ -528,6 +629,7 @@ const char *plait_weights_note(const plait_weights *w) { return w->note; }
 static plait_status full_tensor(plait_weights *w, int32_t gi, const float **out) {
     const plait_param *p = &w->spec->params[gi];
     const plait_st_tensor *t = w->tensor[gi];
+    if (!t) return assembled(w, gi, out);
     int transposed = !w->llama && w->orientation == PLAIT_GPT2_CONV1D && plait_gpt2_conv1d_weight(p->name);
     int padded = t->shape[0] < p->shape[0];
     if (!transposed && !padded) {

@@ -9,6 +9,16 @@
  * values; features plait does not implement (biases, rope scaling, another
  * activation or head size, a sliding window) are refused naming the key;
  * a plait model of the other arch is refused naming both archs.
+ *
+ * Hugging Face Mixtral (mixtral_names.h), written as MixtralForCausalLM's
+ * save_pretrained lays it out: a llama mixture of experts is read back
+ * bit-identical from one tensor an expert, the router under
+ * block_sparse_moe.gate and no router bias (read as zeros), from one file
+ * and from shards that split an expert stack between files; the names map
+ * both ways; config.json's expert keys are checked against the run's, and
+ * a router jitter, a missing or extra expert, a Llama config for a run
+ * with experts and a model Mixtral does not compute (moe_every 2) are
+ * refused naming the key or tensor.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +31,7 @@
 #include <unistd.h>
 
 #include "checkpoint/llama_hf.h"
+#include "checkpoint/mixtral_names.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/weights_import.h"
 #include "model/model_harness.h"
@@ -44,15 +55,31 @@ static const char *llama_ini(int tied) {
 /* config.json of the model llama_ini describes, with `change` (one
  * member, "\"key\": value", or "") replacing the member of its name or
  * added. */
+static void write_members(const char *dir, const char *const *base, size_t n, const char *change);
+
 static void write_config(const char *dir, int tied, const char *change) {
-    const char *base[] = {"\"architectures\": [\"LlamaForCausalLM\"]", "\"model_type\": \"llama\"",
-                          "\"hidden_size\": 16", "\"num_hidden_layers\": 2", "\"num_attention_heads\": 4",
-                          "\"num_key_value_heads\": 2", "\"intermediate_size\": 24", "\"vocab_size\": 11",
-                          "\"rms_norm_eps\": 1e-06", "\"rope_theta\": 500.0", "\"max_position_embeddings\": 64",
-                          "\"hidden_act\": \"silu\"", "\"attention_bias\": false", "\"mlp_bias\": false",
-                          "\"rope_scaling\": null",
-                          tied ? "\"tie_word_embeddings\": true" : "\"tie_word_embeddings\": false"};
-    const size_t n = sizeof base / sizeof base[0];
+    const char *const base[] = {"\"architectures\": [\"LlamaForCausalLM\"]",
+                                "\"model_type\": \"llama\"",
+                                "\"hidden_size\": 16",
+                                "\"num_hidden_layers\": 2",
+                                "\"num_attention_heads\": 4",
+                                "\"num_key_value_heads\": 2",
+                                "\"intermediate_size\": 24",
+                                "\"vocab_size\": 11",
+                                "\"rms_norm_eps\": 1e-06",
+                                "\"rope_theta\": 500.0",
+                                "\"max_position_embeddings\": 64",
+                                "\"hidden_act\": \"silu\"",
+                                "\"attention_bias\": false",
+                                "\"mlp_bias\": false",
+                                "\"rope_scaling\": null",
+                                tied ? "\"tie_word_embeddings\": true" : "\"tie_word_embeddings\": false"};
+    write_members(dir, base, sizeof base / sizeof base[0], change);
+}
+
+/* config.json of members base[n], `change` replacing the member of its
+ * name or added. */
+static void write_members(const char *dir, const char *const *base, size_t n, const char *change) {
     const char *colon = strchr(change, ':');
     const size_t key_len = colon ? (size_t)(colon - change) : 0;
     char path[512];
@@ -152,17 +179,17 @@ static char *start(harness *src, int tied, const char *name, char *path, size_t 
     return dir;
 }
 
-/* Open `path` for a run of llama_ini(tied); each parameter read back must
+/* Open `path` for a run of `ini`; each parameter read back must
  * equal `want`'s bit for bit. Returns the open status. */
-static plait_status read_back(const char *path, int tied, harness *want) {
+static plait_status read_back_ini(const char *path, const char *ini, harness *want) {
     harness h;
-    assert_int_equal(harness_init(&h, llama_ini(tied), 1, 1, 0, NULL), 0);
+    assert_int_equal(harness_init(&h, ini, 1, 1, 0, NULL), 0);
     plait_weights *w = NULL;
     plait_status st = plait_weights_open(path, h.spec, h.cfg, &w);
     for (int32_t i = 0; st == PLAIT_OK && i < h.set.n_params; i++) {
         plait_param *p = &h.set.params[i];
         if (p->flags & PLAIT_PARAM_TIED_COPY) continue;
-        memset(p->data, 0, p->numel * sizeof(float));
+        memset(p->data, 0x7f, p->numel * sizeof(float)); /* every element must be written */
         assert_int_equal(plait_weights_read(w, p, 0, p->numel, p->data), PLAIT_OK);
         if (memcmp(p->data, want->set.params[i].data, p->numel * sizeof(float)) != 0)
             fail_msg("%s: %s differs", path, p->name);
@@ -170,6 +197,10 @@ static plait_status read_back(const char *path, int tied, harness *want) {
     plait_weights_close(w);
     harness_free(&h);
     return st;
+}
+
+static plait_status read_back(const char *path, int tied, harness *want) {
+    return read_back_ini(path, llama_ini(tied), want);
 }
 
 static void test_directory_tied_and_untied(void **state) {
@@ -378,6 +409,246 @@ static void test_shapes(void **state) {
     harness_free(&src);
 }
 
+#define EXPERTS 3
+
+static const char *moe_ini(const char *extra) {
+    static char buf[768];
+    snprintf(buf, sizeof buf,
+             "[run]\nseed = 5\n[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_kv_head = 2\nn_embd = 16\n"
+             "ffn_hidden = 24\nblock_size = 8\nvocab_size = 11\nrope_theta = 500\nnorm_eps = 1e-5\n"
+             "moe_experts = %d\nmoe_top_k = 2\nmoe_ffn_hidden = 12\n%s",
+             EXPERTS, extra);
+    return buf;
+}
+
+/* MixtralForCausalLM's config.json for moe_ini, `change` as write_config's. */
+static void write_mixtral_config(const char *dir, const char *change) {
+    static const char *const base[] = {"\"architectures\": [\"MixtralForCausalLM\"]",
+                                       "\"model_type\": \"mixtral\"",
+                                       "\"hidden_size\": 16",
+                                       "\"num_hidden_layers\": 2",
+                                       "\"num_attention_heads\": 4",
+                                       "\"num_key_value_heads\": 2",
+                                       "\"intermediate_size\": 12",
+                                       "\"vocab_size\": 11",
+                                       "\"rms_norm_eps\": 1e-05",
+                                       "\"rope_parameters\": {\"rope_theta\": 500.0, \"rope_type\": \"default\"}",
+                                       "\"max_position_embeddings\": 64",
+                                       "\"num_local_experts\": 3",
+                                       "\"num_experts_per_tok\": 2",
+                                       "\"router_jitter_noise\": 0.0",
+                                       "\"sliding_window\": null",
+                                       "\"head_dim\": null",
+                                       "\"tie_word_embeddings\": false"};
+    write_members(dir, base, sizeof base / sizeof base[0], change);
+}
+
+/* One tensor of the Mixtral save: its name, shape and data. */
+typedef struct hf_tensor {
+    char name[160];
+    int32_t ndim;
+    int64_t shape[3];
+    const float *data;
+    size_t numel;
+} hf_tensor;
+
+/* The harness's parameters in Mixtral's names (mixtral_names.h): a stacked
+ * expert tensor as one tensor an expert, the router renamed, no
+ * expert_bias. Returns the count written to out[cap]. */
+static size_t mixtral_tensors(harness *h, hf_tensor *out, size_t cap) {
+    size_t n = 0;
+    for (int32_t i = 0; i < h->set.n_params; i++) {
+        plait_param *p = &h->set.params[i];
+        if (p->flags & PLAIT_PARAM_TIED_COPY) continue;
+        char name[160];
+        plait_mixtral_kind kind = plait_mixtral_to_hf(p->name, 0, name, sizeof name);
+        if (kind == PLAIT_MIXTRAL_BIAS) continue;
+        const int64_t parts = kind == PLAIT_MIXTRAL_EXPERT ? p->shape[0] : 1;
+        for (int64_t e = 0; e < parts; e++) {
+            assert_true(n < cap);
+            hf_tensor *t = &out[n++];
+            if (kind == PLAIT_MIXTRAL_EXPERT) {
+                plait_mixtral_to_hf(p->name, (long long)e, t->name, sizeof t->name);
+                t->ndim = 2;
+                t->shape[0] = p->shape[1];
+                t->shape[1] = p->shape[2];
+            } else {
+                snprintf(t->name, sizeof t->name, "%s", kind ? name : p->name);
+                t->ndim = p->ndim;
+                t->shape[0] = p->shape[0];
+                t->shape[1] = p->ndim > 1 ? p->shape[1] : 0;
+            }
+            t->numel = p->numel / (size_t)parts;
+            t->data = p->data + (size_t)e * t->numel;
+        }
+    }
+    return n;
+}
+
+static void write_file(const char *path, const hf_tensor *t, size_t n) {
+    plait_st_writer *w = NULL;
+    assert_int_equal(plait_st_writer_create(path, &w), PLAIT_OK);
+    assert_int_equal(plait_st_writer_metadata(w, "format", "pt"), PLAIT_OK);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(plait_st_writer_declare(w, t[i].name, t[i].ndim, t[i].shape), PLAIT_OK);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(plait_st_writer_write(w, t[i].name, t[i].data, t[i].numel), PLAIT_OK);
+    assert_int_equal(plait_st_writer_finish(w, NULL), PLAIT_OK);
+    assert_int_equal(plait_st_writer_commit(w), PLAIT_OK);
+}
+
+static void expect_refusal(const char *dir, const char *extra, const char *want) {
+    harness h;
+    assert_int_equal(harness_init(&h, moe_ini(extra), 1, 1, 0, NULL), 0);
+    plait_weights *w = NULL;
+    assert_int_not_equal(plait_weights_open(dir, h.spec, h.cfg, &w), PLAIT_OK);
+    assert_null(w);
+    if (!strstr(plait_last_error(), want)) fail_msg("refusal '%s' does not say '%s'", plait_last_error(), want);
+    harness_free(&h);
+}
+
+static void test_mixtral_names(void **state) {
+    (void)state;
+    char buf[160];
+    long long e = -1;
+    assert_int_equal(plait_mixtral_from_hf("model.layers.3.block_sparse_moe.experts.7.w3.weight", buf, sizeof buf, &e),
+                     PLAIT_MIXTRAL_EXPERT);
+    assert_string_equal(buf, "model.layers.3.mlp.experts.up_proj.weight");
+    assert_int_equal(e, 7);
+    assert_int_equal(plait_mixtral_from_hf("model.layers.0.block_sparse_moe.gate.weight", buf, sizeof buf, &e),
+                     PLAIT_MIXTRAL_ROUTER);
+    assert_string_equal(buf, "model.layers.0.mlp.router.weight");
+    assert_int_equal(plait_mixtral_from_hf("model.layers.0.block_sparse_moe.experts.1.w4.weight", buf, sizeof buf, &e),
+                     PLAIT_MIXTRAL_NONE);
+    assert_int_equal(plait_mixtral_from_hf("model.layers.0.mlp.gate_proj.weight", buf, sizeof buf, &e),
+                     PLAIT_MIXTRAL_NONE);
+    assert_int_equal(plait_mixtral_to_hf("model.layers.1.mlp.experts.down_proj.weight", 2, buf, sizeof buf),
+                     PLAIT_MIXTRAL_EXPERT);
+    assert_string_equal(buf, "model.layers.1.block_sparse_moe.experts.2.w2.weight");
+    assert_int_equal(plait_mixtral_to_hf("model.layers.1.mlp.experts.gate_proj.weight", 0, buf, sizeof buf),
+                     PLAIT_MIXTRAL_EXPERT);
+    assert_string_equal(buf, "model.layers.1.block_sparse_moe.experts.0.w1.weight");
+    assert_int_equal(plait_mixtral_to_hf("model.layers.1.mlp.router.expert_bias", 0, buf, sizeof buf),
+                     PLAIT_MIXTRAL_BIAS);
+    assert_int_equal(plait_mixtral_to_hf("model.layers.1.mlp.down_proj.weight", 0, buf, sizeof buf),
+                     PLAIT_MIXTRAL_NONE);
+}
+
+static void test_mixtral_file_and_shards(void **state) {
+    (void)state;
+    harness src;
+    assert_int_equal(harness_init(&src, moe_ini(""), 1, 1, 0, NULL), 0);
+    hf_tensor t[128];
+    const size_t n = mixtral_tensors(&src, t, 128);
+    char path[600];
+    char *dir = model_dir("one");
+    write_mixtral_config(dir, "");
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_file(path, t, n);
+    assert_int_equal(read_back_ini(dir, moe_ini(""), &src), PLAIT_OK);
+
+    /* two shards, split in the middle of a stack: experts 0..1 of the
+     * first expert tensor in one file, expert 2 in the other */
+    dir = model_dir("sharded");
+    write_mixtral_config(dir, "");
+    size_t cut = 0;
+    while (cut < n && !strstr(t[cut].name, ".experts.2.")) cut++;
+    assert_true(cut > 0 && cut < n);
+    const char *files[2] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
+    for (int f = 0; f < 2; f++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+        write_file(path, f ? t + cut : t, f ? n - cut : cut);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    FILE *ix = fopen(path, "w");
+    assert_non_null(ix);
+    fprintf(ix, "{\"metadata\": {}, \"weight_map\": {");
+    for (size_t i = 0; i < n; i++) fprintf(ix, "%s\"%s\": \"%s\"", i ? ", " : "", t[i].name, files[i >= cut]);
+    fprintf(ix, "}}\n");
+    fclose(ix);
+    assert_int_equal(read_back_ini(dir, moe_ini(""), &src), PLAIT_OK);
+    harness_free(&src);
+}
+
+static void test_mixtral_refusals(void **state) {
+    (void)state;
+    harness src;
+    assert_int_equal(harness_init(&src, moe_ini(""), 1, 1, 0, NULL), 0);
+    hf_tensor t[128];
+    const size_t n = mixtral_tensors(&src, t, 128);
+    char path[600];
+    static const struct {
+        const char *member, *want;
+    } bad[] = {
+        {"\"router_jitter_noise\": 0.01", "router_jitter_noise = 0.01"},
+        {"\"num_local_experts\": 4", "num_local_experts = 4, but the run has [model] moe_experts = 3"},
+        {"\"num_experts_per_tok\": 1", "num_experts_per_tok = 1, but the run has [model] moe_top_k = 2"},
+        {"\"intermediate_size\": 24", "intermediate_size = 24, but the run has [model] moe_ffn_hidden = 12"},
+        {"\"sliding_window\": 4", "sliding_window = set"},
+        {"\"model_type\": \"llama\"", "model_type = llama: [model] arch = llama with moe_experts > 0"},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        char *dir = model_dir("bad");
+        write_mixtral_config(dir, bad[b].member);
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        write_file(path, t, n);
+        expect_refusal(dir, "", bad[b].want);
+    }
+    /* a model Mixtral does not compute */
+    char *dir = model_dir("every");
+    write_mixtral_config(dir, "");
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_file(path, t, n);
+    expect_refusal(dir, "moe_every = 2\n", "moe_every = 2, which Hugging Face's MixtralForCausalLM does not compute");
+    /* an expert missing, and one past the run's experts */
+    size_t last = 0;
+    while (last < n && !strstr(t[last].name, "layers.1.block_sparse_moe.experts.2.w3")) last++;
+    assert_true(last < n);
+    dir = model_dir("missing");
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    hf_tensor fewer[128];
+    memcpy(fewer, t, n * sizeof *t);
+    fewer[last] = fewer[n - 1];
+    write_file(path, fewer, n - 1);
+    expect_refusal(dir, "", "no tensor 'model.layers.1.block_sparse_moe.experts.2.w3.weight'");
+    snprintf(fewer[last].name, sizeof fewer[last].name, "model.layers.1.block_sparse_moe.experts.5.w3.weight");
+    fewer[last].data = t[last].data;
+    fewer[last].ndim = t[last].ndim;
+    memcpy(fewer[last].shape, t[last].shape, sizeof t[last].shape);
+    fewer[last].numel = t[last].numel;
+    fewer[n - 1] = t[n - 1];
+    write_file(path, fewer, n);
+    expect_refusal(dir, "", "is expert 5, but the run has [model] moe_experts = 3");
+    /* an expert stack given twice: by its experts and whole, after them */
+    hf_tensor both[129];
+    memcpy(both, t, n * sizeof *t);
+    const plait_param *stacked = NULL;
+    for (int32_t i = 0; i < src.set.n_params && !stacked; i++)
+        if (!strcmp(src.set.params[i].name, "model.layers.0.mlp.experts.up_proj.weight")) stacked = &src.set.params[i];
+    assert_non_null(stacked);
+    both[n] = (hf_tensor){.ndim = 3, .data = stacked->data, .numel = stacked->numel};
+    snprintf(both[n].name, sizeof both[n].name, "%s", stacked->name);
+    memcpy(both[n].shape, stacked->shape, sizeof both[n].shape);
+    write_file(path, both, n + 1);
+    expect_refusal(dir, "", "are both 'model.layers.0.mlp.experts.up_proj.weight'");
+    /* a Mixtral directory for a run without experts */
+    dir = model_dir("dense");
+    write_mixtral_config(dir, "");
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_file(path, t, n);
+    harness dense;
+    assert_int_equal(harness_init(&dense,
+                                  "[model]\narch = llama\nn_layer = 2\nn_head = 4\nn_kv_head = 2\nn_embd = 16\n"
+                                  "ffn_hidden = 12\nblock_size = 8\nvocab_size = 11\n",
+                                  1, 1, 0, NULL),
+                     0);
+    plait_weights *w = NULL;
+    assert_int_not_equal(plait_weights_open(dir, dense.spec, dense.cfg, &w), PLAIT_OK);
+    assert_non_null(strstr(plait_last_error(), "a Mixtral model needs model.moe_experts"));
+    harness_free(&dense);
+    harness_free(&src);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/plait_test_weights_llama_XXXXXX");
@@ -400,6 +671,9 @@ int main(void) {
         cmocka_unit_test(test_rope_scaling),
         cmocka_unit_test(test_other_arch),
         cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_mixtral_names),
+        cmocka_unit_test(test_mixtral_file_and_shards),
+        cmocka_unit_test(test_mixtral_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -78,6 +78,12 @@ def logits(model_dir, tokens_path, plait_path):
     model = load(model_dir)
     if model is None:
         return 1
+    return compare(model, model_dir, tokens_path, plait_path)
+
+
+def compare(model, model_dir, tokens_path, plait_path):
+    """0 when `model`'s float32 logits on TOKENS equal PLAIT_LOGITS within
+    1e-4 of the largest logit (also mixtral_torch_check.py's)."""
     tokens = load_file(tokens_path)["tokens"].long()
     want = load_file(plait_path)["logits"].double()
     with torch.no_grad():
