@@ -103,6 +103,11 @@ typedef struct plait_cost_job {
     int offload;              /* [optim] offload: 0 none, 1 host, 2 nvme */
     double offload_buffer;    /* [optim] offload_buffer (nvme) */
     int offload_params;       /* [optim] offload_params (zero3: the parameter shards move too) */
+    /* bytes an element of a tp collective or a pipeline send takes on the
+     * wire (0 = the stage's msg_bytes): 2 on a bf16 run whose comm plugin
+     * runs the core's collectives (tcp, verbs), which send bf16 whatever
+     * the activations' type (docs/parallelism.md, "What crosses ranks") */
+    double wire_bytes;
 } plait_cost_job;
 
 typedef struct plait_cost_mem {
@@ -150,6 +155,7 @@ typedef struct plait_cost_time {
     double recompute;             /* of compute, the forwards run again */
     double stream;                /* CPU: of the busiest stage's compute alone, streaming its weights */
     double tp_s, pp_s;            /* the busiest stage's TP all-reduces and pipeline sends */
+    double wire_bytes;            /* bytes an element of those messages takes on the wire */
     double cp_s, cp_total;        /* its ring attention's transfers: exposed (behind no attention), all */
     const char *cp_link;          /* the cp ring's link kind */
     double dp_hidden, dp_exposed; /* the DP reduction behind the backward pass, and exposed */

@@ -577,7 +577,8 @@ void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, doub
                             .hierarchical = x->hierarchical,
                             .offload = x->offload,
                             .offload_buffer = x->offload_buffer,
-                            .offload_params = x->offload_params};
+                            .offload_params = x->offload_params,
+                            .wire_bytes = x->precision == PLAIT_PRECISION_BF16 && strcmp(l->comm, "nccl") != 0 ? 2 : 0};
 }
 
 void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l, const plait_cost_ctx *x,

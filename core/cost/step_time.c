@@ -313,10 +313,10 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
         double compute = r->flops / alone;
         /* an all-reduce, or under sequence parallelism an all-gather and a
          * reduce-scatter: 2(n-1) steps of S/n either way */
-        double mb = r->msg_bytes > 0 ? r->msg_bytes : sz.message;
+        double mb = r->msg_bytes > 0 ? r->msg_bytes : sz.message, wire = j->wire_bytes > 0 ? j->wire_bytes : mb;
         double tp_s = r->tp_msgs *
-                      plait_cost_allreduce_bw_s(tpr.link->latency, tpr.bandwidth, tp, mb * r->tp_msg_elems);
-        double pp_s = r->pp_msgs * (ppr.link->latency + mb * r->pp_msg_elems / ppr.bandwidth);
+                      plait_cost_allreduce_bw_s(tpr.link->latency, tpr.bandwidth, tp, wire * r->tp_msg_elems);
+        double pp_s = r->pp_msgs * (ppr.link->latency + wire * r->pp_msg_elems / ppr.bandwidth);
         double cp_all, cp_s = ring_exposed(r, &cpr, mb, alone, &cp_all);
         double span = (compute + tp_s + pp_s + cp_s) / (1 - r->bubble);
         if (span > crit) {
@@ -326,6 +326,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             out->recompute = r->recompute_flops / alone;
             out->tp_s = tp_s;
             out->pp_s = pp_s;
+            out->wire_bytes = wire;
             out->cp_s = cp_s;
             out->cp_total = cp_all;
             out->bubble = r->bubble;
@@ -344,8 +345,8 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             out->dp_hierarchical = d.hier && d.r.link == &c->inter && d.r.local > 1;
         }
         if (b > out->dp_bytes) out->dp_bytes = b;
-        if (r->tp_msgs * r->tp_msg_elems * mb > out->tp_bytes) out->tp_bytes = r->tp_msgs * r->tp_msg_elems * mb;
-        if (r->pp_msgs * r->pp_msg_elems * mb > out->pp_bytes) out->pp_bytes = r->pp_msgs * r->pp_msg_elems * mb;
+        if (r->tp_msgs * r->tp_msg_elems * wire > out->tp_bytes) out->tp_bytes = r->tp_msgs * r->tp_msg_elems * wire;
+        if (r->pp_msgs * r->pp_msg_elems * wire > out->pp_bytes) out->pp_bytes = r->pp_msgs * r->pp_msg_elems * wire;
         /* a GPU's memory bandwidth is its own */
         double opt = optim_bytes(r, j) / c->memory_bandwidth;
         if (c->gpu && opt > opt_max) opt_max = opt;

@@ -159,6 +159,26 @@ static void test_time_pipeline_on_gpus(void **state) {
     NEAR(t.optim, (28e6 + 5.4e6) / 1e11);
     NEAR(t.step, (0.05 + pp) / 0.8 + (28e6 + 5.4e6) / 1e11);
     NEAR(t.pp_bytes, 4e6);
+    /* a bf16 run over a comm plugin that sends bf16 (tcp, verbs): the
+     * sends take half the bytes, nothing else changes */
+    plait_cost_layout l = {.dp = 1, .tp = 1, .pp = 2, .comm = "tcp"};
+    plait_cost_ctx x = {.precision = PLAIT_PRECISION_BF16};
+    plait_cost_job_of(&l, &x, 25e6, &j);
+    assert_true(j.wire_bytes == 2);
+    plait_cost_step_time(r, &j, &c, &t);
+    double half = 4 * (1e-5 + 5e5 / 1e10);
+    NEAR(t.compute, 0.05);
+    NEAR(t.comm, half);
+    NEAR(t.step, (0.05 + half) / 0.8 + (28e6 + 5.4e6) / 1e11);
+    NEAR(t.pp_bytes, 2e6);
+    /* nccl's tp and pipeline messages stay float32, as do a float32 run's */
+    snprintf(l.comm, sizeof l.comm, "nccl");
+    plait_cost_job_of(&l, &x, 25e6, &j);
+    assert_true(j.wire_bytes == 0);
+    snprintf(l.comm, sizeof l.comm, "tcp");
+    x.precision = PLAIT_PRECISION_FP32;
+    plait_cost_job_of(&l, &x, 25e6, &j);
+    assert_true(j.wire_bytes == 0);
 }
 
 /* two nodes of 4 GPUs, each GPU with a 10 GB/s NIC, the nodes' NICs
