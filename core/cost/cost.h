@@ -46,6 +46,7 @@ typedef struct plait_cost_rank {
     int stage;                   /* its pipeline stage */
     int micro_batches;           /* m: micro-batches this rank runs per step */
     double rows;                 /* tokens of one micro-batch: the rows of its matrix products */
+    double width;                /* the model's width over tp: its products' inner size on this rank (0 = not known) */
     int chunks;                  /* v: model chunks per pipeline stage */
     double param_numel;          /* Ψ_rank: elements of the parameters it holds */
     double largest_layer_numel;  /* its largest layer's parameter elements (ZeRO units) */
@@ -133,6 +134,12 @@ double plait_cost_allreduce_s(const plait_link *l, int n, double bytes);
 double plait_cost_gather_s(const plait_link *l, int n, double bytes);
 double plait_cost_p2p_s(const plait_link *l, double bytes);
 double plait_cost_allreduce_bw_s(double latency, double bandwidth, int n, double bytes);
+/* A GPU's share of its rate (peak x efficiency) at a rank's product width
+ * w (the model's width over tp): w / (w + c->half_width). A narrow product
+ * has too few output tiles to fill the GPU's units and too little reuse
+ * of its operands to hide their reads, so wide products reach more of the
+ * peak than narrow ones. 1 on a CPU, without half_width or without w. */
+double plait_cost_width_share(const plait_cluster *c, double w);
 double plait_cost_gather_bw_s(double latency, double bandwidth, int n, double bytes);
 
 /* The pipeline's idle share of schedule `schedule` ("gpipe", "1f1b",

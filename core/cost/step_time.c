@@ -213,6 +213,11 @@ static double weight_stream_flops(const plait_cluster *c, const plait_cost_rank 
     return bytes * rate / c->memory_bandwidth;
 }
 
+double plait_cost_width_share(const plait_cluster *c, double w) {
+    if (!c->gpu || c->half_width <= 0 || w <= 0) return 1;
+    return w / (w + c->half_width);
+}
+
 /* How much longer than alone a slot of the pipeline takes when `busy`
  * ranks of the node compute in it, each on its `threads` threads, and the
  * node has `units` cores. */
@@ -310,7 +315,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     double crit = -1, comm_max = 0, opt_max = 0, dp_total = -1;
     for (int s = 0; s < pp; s++) {
         const plait_cost_rank *r = &stages[s];
-        double compute = r->flops / alone;
+        double compute = r->flops / (alone * plait_cost_width_share(c, r->width));
         /* an all-reduce, or under sequence parallelism an all-gather and a
          * reduce-scatter: 2(n-1) steps of S/n either way */
         double mb = r->msg_bytes > 0 ? r->msg_bytes : sz.message, wire = j->wire_bytes > 0 ? j->wire_bytes : mb;
@@ -323,7 +328,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             crit = span;
             out->busiest = s;
             out->compute = compute;
-            out->recompute = r->recompute_flops / alone;
+            out->recompute = r->recompute_flops / (alone * plait_cost_width_share(c, r->width));
             out->tp_s = tp_s;
             out->pp_s = pp_s;
             out->wire_bytes = wire;

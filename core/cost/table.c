@@ -130,6 +130,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
         alone = t->rate / units * (units / per_node > 1 ? units / per_node : 1);
         if (c->half_rows > 0 && stages[0].rows > 0) alone *= stages[0].rows / (stages[0].rows + c->half_rows);
     }
+    alone *= plait_cost_width_share(c, stages[0].width); /* a GPU's at its products' width */
     for (int s = 0; s < l->pp; s++) {
         const plait_cost_rank *st = &stages[s];
         /* a deep pipeline: its first and last stages, the busiest, and a note */
