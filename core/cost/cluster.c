@@ -63,6 +63,9 @@ static const plait_key_decl node_keys[] = {
     KEY("half_rate_rows", PLAIT_KEY_FLOAT, "0", 0, 1e9, NULL,
         "kind = cpu: rows of a micro-batch (its tokens) at which a rank computes at half its large-batch rate "
         "(0 = measure this machine's when peak_gflops is 0 too, else the rate does not depend on them)"),
+    KEY("half_rate_width", PLAIT_KEY_FLOAT, "0", 0, 1e9, NULL,
+        "kind = gpu: the width of a rank's products (the model's width over tp) at which a GPU computes at half "
+        "the rate its efficiency gives for wide ones (0 = the rate does not depend on it)"),
 };
 /* Both link sections have the same keys; only the kinds and defaults differ. */
 #define LINK_KEYS(kinds, kind_default, kind_doc, bw_default, latency_default)                     \
@@ -126,6 +129,7 @@ static plait_status read_cluster(const plait_config *cfg, const char *name, plai
     out->peak_flops = plait_config_float(cfg, "node", "peak_gflops") * 1e9;
     out->efficiency = plait_config_float(cfg, "node", "efficiency");
     out->half_rows = out->gpu ? 0 : plait_config_float(cfg, "node", "half_rate_rows");
+    out->half_width = out->gpu ? plait_config_float(cfg, "node", "half_rate_width") : 0;
     out->memory_bandwidth = plait_config_float(cfg, "node", "memory_bandwidth") * 1e9;
     out->process_bytes = plait_config_float(cfg, "node", "process_mb") * 1048576.0;
     out->peak_tf32 = plait_config_float(cfg, "node", "tf32_peak_gflops") * 1e9;
@@ -150,7 +154,7 @@ static plait_status read_cluster(const plait_config *cfg, const char *name, plai
     static const struct {
         const char *key;
         int gpu;
-    } kind_keys[] = {{"gpus", 1}, {"cores", 0}, {"half_rate_rows", 0}};
+    } kind_keys[] = {{"gpus", 1}, {"cores", 0}, {"half_rate_rows", 0}, {"half_rate_width", 1}};
     for (size_t i = 0; i < sizeof kind_keys / sizeof kind_keys[0]; i++) {
         const char *at = NULL, *kind_at = NULL;
         if (kind_keys[i].gpu == out->gpu ||

@@ -32,6 +32,7 @@ typedef struct plait_cluster {
     double peak_flops;     /* fp32 FLOP/s per GPU, or per node for CPUs (all cores); 0 = measure here */
     double efficiency;     /* share of peak_flops a training step's compute reaches */
     double half_rows;      /* CPU: rows of a micro-batch at which a rank computes at half that rate (0: GPU) */
+    double half_width;     /* GPU: a rank's products' width at which it computes at half that rate (0: any) */
     /* Tensor-core rates: FLOP/s and the share reached, per GPU or per CPU
      * node; 0 = not given (a CPU then computes at its fp32 rate, a GPU
      * cluster cannot be planned in that precision) */

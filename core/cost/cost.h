@@ -46,6 +46,7 @@ typedef struct plait_cost_rank {
     int stage;                   /* its pipeline stage */
     int micro_batches;           /* m: micro-batches this rank runs per step */
     double rows;                 /* tokens of one micro-batch: the rows of its matrix products */
+    double width;                /* the model's width over tp: its products' inner size on this rank (0 = not known) */
     int chunks;                  /* v: model chunks per pipeline stage */
     double param_numel;          /* Ψ_rank: elements of the parameters it holds */
     double largest_layer_numel;  /* its largest layer's parameter elements (ZeRO units) */
@@ -103,6 +104,11 @@ typedef struct plait_cost_job {
     int offload;              /* [optim] offload: 0 none, 1 host, 2 nvme */
     double offload_buffer;    /* [optim] offload_buffer (nvme) */
     int offload_params;       /* [optim] offload_params (zero3: the parameter shards move too) */
+    /* bytes an element of a tp collective or a pipeline send takes on the
+     * wire (0 = the stage's msg_bytes): 2 on a bf16 run whose comm plugin
+     * runs the core's collectives (tcp, verbs), which send bf16 whatever
+     * the activations' type (docs/parallelism.md, "What crosses ranks") */
+    double wire_bytes;
 } plait_cost_job;
 
 typedef struct plait_cost_mem {
@@ -128,6 +134,12 @@ double plait_cost_allreduce_s(const plait_link *l, int n, double bytes);
 double plait_cost_gather_s(const plait_link *l, int n, double bytes);
 double plait_cost_p2p_s(const plait_link *l, double bytes);
 double plait_cost_allreduce_bw_s(double latency, double bandwidth, int n, double bytes);
+/* A GPU's share of its rate (peak x efficiency) at a rank's product width
+ * w (the model's width over tp): w / (w + c->half_width). A narrow product
+ * has too few output tiles to fill the GPU's units and too little reuse
+ * of its operands to hide their reads, so wide products reach more of the
+ * peak than narrow ones. 1 on a CPU, without half_width or without w. */
+double plait_cost_width_share(const plait_cluster *c, double w);
 double plait_cost_gather_bw_s(double latency, double bandwidth, int n, double bytes);
 
 /* The pipeline's idle share of schedule `schedule` ("gpipe", "1f1b",
@@ -150,6 +162,7 @@ typedef struct plait_cost_time {
     double recompute;             /* of compute, the forwards run again */
     double stream;                /* CPU: of the busiest stage's compute alone, streaming its weights */
     double tp_s, pp_s;            /* the busiest stage's TP all-reduces and pipeline sends */
+    double wire_bytes;            /* bytes an element of those messages takes on the wire */
     double cp_s, cp_total;        /* its ring attention's transfers: exposed (behind no attention), all */
     const char *cp_link;          /* the cp ring's link kind */
     double dp_hidden, dp_exposed; /* the DP reduction behind the backward pass, and exposed */

@@ -205,6 +205,16 @@ static int axis_values(const plait_cost_axes *x, int a, int dp, int pp, int64_t 
     return n;
 }
 
+/* A name into a layout's field, cut to fit: the enumeration writes three
+ * for each of up to a few hundred thousand layouts, where snprintf's
+ * format parsing was a tenth of a large search's time. */
+static void copy_name(char *dst, size_t len, const char *src) {
+    size_t n = strlen(src);
+    if (n >= len) n = len - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
 size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, size_t cap) {
     int64_t v[PLAIT_AXIS_N_COUNT][PLAIT_COST_MAX_VALUES];
     const char *t[PLAIT_AXIS_N_COUNT][PLAIT_COST_MAX_VALUES];
@@ -238,18 +248,18 @@ size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, si
                         l.tp = tp;
                         l.pp = pp;
                         const char *sched = pp > 1 ? t[PLAIT_AXIS_N_SCHEDULE][i[PLAIT_AXIS_N_SCHEDULE]] : "";
-                        snprintf(l.schedule, sizeof l.schedule, "%s", sched ? sched : "");
+                        copy_name(l.schedule, sizeof l.schedule, sched ? sched : "");
                         int interleaved = strcmp(l.schedule, "interleaved") == 0;
                         l.chunks = interleaved ? (int)v[PLAIT_AXIS_N_CHUNKS][i[PLAIT_AXIS_N_CHUNKS]] : 1;
                         if (interleaved && l.chunks < 2) l.chunks = 2;
                         const char *opt = t[PLAIT_AXIS_N_OPTIM][i[PLAIT_AXIS_N_OPTIM]];
-                        snprintf(l.optim, sizeof l.optim, "%s", opt ? opt : "adam");
+                        copy_name(l.optim, sizeof l.optim, opt ? opt : "adam");
                         l.micro_batch = v[PLAIT_AXIS_N_MICRO_BATCH][i[PLAIT_AXIS_N_MICRO_BATCH]];
                         const char *rc = t[PLAIT_AXIS_N_RECOMPUTE][i[PLAIT_AXIS_N_RECOMPUTE]];
                         l.recompute = rc && recompute_of(rc) >= 0 ? recompute_of(rc) : 0;
                         l.bucket_mb = dp > 1 ? (int)v[PLAIT_AXIS_N_BUCKET_MB][i[PLAIT_AXIS_N_BUCKET_MB]] : 0;
                         const char *comm = t[PLAIT_AXIS_N_COMM][i[PLAIT_AXIS_N_COMM]];
-                        snprintf(l.comm, sizeof l.comm, "%s", comm ? comm : "tcp");
+                        copy_name(l.comm, sizeof l.comm, comm ? comm : "tcp");
                         l.sp = tp > 1 && v[PLAIT_AXIS_N_SP][i[PLAIT_AXIS_N_SP]] > 0;
                         l.cp = cp;
                         /* chunks other than the first only differ for interleaved;
@@ -567,7 +577,8 @@ void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, doub
                             .hierarchical = x->hierarchical,
                             .offload = x->offload,
                             .offload_buffer = x->offload_buffer,
-                            .offload_params = x->offload_params};
+                            .offload_params = x->offload_params,
+                            .wire_bytes = x->precision == PLAIT_PRECISION_BF16 && strcmp(l->comm, "nccl") != 0 ? 2 : 0};
 }
 
 void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l, const plait_cost_ctx *x,

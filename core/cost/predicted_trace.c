@@ -89,9 +89,10 @@ static stage_times times_of(const sim *x, int s) {
     o.bwd_weight = o.fwd;
     o.bwd_input = o.bwd - o.bwd_weight;
     if (busy->tp_msgs > 0) o.tp = t->tp_s * st->tp_msgs / busy->tp_msgs / (2 * mv);
-    o.tp_bytes = b.message * st->tp_msg_elems;
+    double wire = t->wire_bytes > 0 ? t->wire_bytes : b.message; /* what the step time counted */
+    o.tp_bytes = wire * st->tp_msg_elems;
     if (busy->pp_msgs > 0) o.send = t->pp_s / busy->pp_msgs;
-    o.send_bytes = b.message * st->pp_msg_elems;
+    o.send_bytes = wire * st->pp_msg_elems;
     return o;
 }
 

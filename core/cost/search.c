@@ -70,16 +70,21 @@ static void family_of(const plait_cost_layout *l, const char *extra, char *famil
     snprintf(family, flen, "dp%d tp%d pp%d%s%s", l->dp, l->tp, l->pp, cp, extra);
 }
 
+/* A rule that sets aside every layout of dp x tp x pp (x cp): 1, the family named. */
+static int whole_family(const plait_cost_layout *l, char *family, size_t flen) {
+    family_of(l, "", family, flen);
+    return 1;
+}
+
 static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait_cost_ctx *x, int T,
                    const plait_cost_layout *l, char *family, size_t flen, char *why, size_t wlen) {
-    family_of(l, "", family, flen);
-    if (plait_cost_cp_refuses(l, T, plait_cost_model_attention(m), why, wlen)) return 1;
+    if (plait_cost_cp_refuses(l, T, plait_cost_model_attention(m), why, wlen)) return whole_family(l, family, flen);
     plait_batch b;
     if (plait_batch_solve(x->global_batch, l->micro_batch, 0, l->dp, &b) != PLAIT_OK) {
         snprintf(why, wlen, "%s", plait_last_error());
         plait_clear_error();
         /* a global batch dp does not divide sets aside every micro-batch */
-        if (x->global_batch % l->dp != 0) return 1;
+        if (x->global_batch % l->dp != 0) return whole_family(l, family, flen);
         char mb[32];
         snprintf(mb, sizeof mb, " mb%lld", (long long)l->micro_batch);
         family_of(l, mb, family, flen);
@@ -95,9 +100,9 @@ static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait
                  "tp %d spans nodes of %d ranks: tensor parallelism stays on a node's %s (give --tp to weigh "
                  "it across the %s)",
                  l->tp, per_node, c->intra.kind, c->inter.kind);
-        return 1;
+        return whole_family(l, family, flen);
     }
-    if (plait_cost_model_refuses(m, l->tp, 1, 1, why, wlen)) return 1;
+    if (plait_cost_model_refuses(m, l->tp, 1, 1, why, wlen)) return whole_family(l, family, flen);
     if (l->sp && plait_cost_sp_refuses(l, T, why, wlen)) {
         family_of(l, " sp", family, flen);
         return 1;
@@ -109,42 +114,83 @@ static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait
             char v[40];
             snprintf(v, sizeof v, " %s v%d", l->schedule, l->chunks);
             family_of(l, v, family, flen);
+            return 1;
         }
-        return 1;
+        return whole_family(l, family, flen);
     }
     return 0;
 }
 
-static double bucket_for(const plait_config *cfg, const plait_cost_layout *l) {
-    if (l->bucket_mb > 0) return l->bucket_mb * 1e6;
+/* The rules above read a layout's dp, tp, pp, cp, micro-batch, sp,
+ * schedule and chunks alone; the enumeration varies the optimizer, the
+ * recompute mode, the bucket and the comm plugin innermost, so a layout
+ * equal to the one before it in these is refused, or not, as it was, with
+ * the same family (at 3,072 ranks most of the search's layouts are
+ * refused, and writing each refusal's reason was most of its time). */
+static int same_rules(const plait_cost_layout *a, const plait_cost_layout *b) {
+    return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp && a->cp == b->cp && a->micro_batch == b->micro_batch &&
+           a->sp == b->sp && a->chunks == b->chunks && !strcmp(a->schedule, b->schedule);
+}
+
+/* Layout lay[i] against the rules: 1 when set aside (joining its family),
+ * 0 when it is to be weighed, -1 out of memory. *prev: whether lay[i - 1]
+ * was set aside. */
+static int set_aside(plait_cost_model *m, const plait_cost_axes *axes, const plait_cost_ctx *x, int T,
+                     const plait_cost_layout *lay, size_t i, int *prev, families *fs) {
+    if (*prev && same_rules(&lay[i], &lay[i - 1])) { /* its family is the one the last joined */
+        fs->f[fs->last].layouts++;
+        return 1;
+    }
+    char family[96], why[512];
+    *prev = refused(m, axes, x, T, &lay[i], family, sizeof family, why, sizeof why);
+    if (*prev && add_family(fs, family, why, 0) != 0) return -1;
+    return *prev;
+}
+
+/* What a layout's costs read from the config, by its ZeRO stage: the
+ * bucket and the wire's compression. Read once a search per stage (a
+ * config's lookups for each of tens of thousands of layouts were a
+ * tenth of a large search's time). */
+typedef struct config_reads {
+    int have[4];
+    double bucket[4], grad_wire[4], param_wire[4];
+} config_reads;
+
+static int reads_of(const plait_config *cfg, const plait_cost_layout *l, config_reads *k) {
     int zero = plait_cost_zero_stage(l->optim);
+    if (zero < 0 || zero > 3) zero = 0;
+    if (k->have[zero]) return zero;
     char sec[48];
     snprintf(sec, sizeof sec, zero ? "optim.%s" : "parallel.dp", l->optim);
     plait_value v;
-    /* the optimizer's section exists only when the config selects it */
-    if (plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK) return (double)v.i;
-    return 25.0 * 1024 * 1024; /* the plugins' default, "25M": 25 MiB as a bytes key reads it */
+    /* the optimizer's section exists only when the config selects it; else
+     * the plugins' default, "25M": 25 MiB as a bytes key reads it */
+    k->bucket[zero] = plait_config_get(cfg, sec, "bucket_size", &v) == PLAIT_OK ? (double)v.i : 25.0 * 1024 * 1024;
+    plait_cost_wire(cfg, zero, &k->grad_wire[zero], &k->param_wire[zero]);
+    k->have[zero] = 1;
+    return zero;
 }
 
 /* Layout `l`'s figures from the model's shape into *r (the stages in
  * `stages`); 0, or -1 when out of memory. */
-static int weigh_shape(plait_cost_model *m, plait_config *cfg, const plait_cost_ctx *x, const plait_cost_layout *l,
-                       int block_size, plait_cost_rank *stages, plait_cost_result *r) {
+static int weigh_shape(plait_cost_model *m, plait_config *cfg, config_reads *reads, const plait_cost_ctx *x,
+                       const plait_cost_layout *l, int block_size, plait_cost_rank *stages, plait_cost_result *r) {
     if (plait_cost_model_stages(m, l, x->global_batch, x->precision, &x->device, stages) != 0) return -1;
-    double gw, pw;
-    plait_cost_wire(cfg, plait_cost_zero_stage(l->optim), &gw, &pw);
-    for (int k = 0; k < l->pp; k++) stages[k].grad_wire = gw, stages[k].param_wire = pw;
-    plait_cost_finish(stages, l, x, bucket_for(cfg, l), block_size, r);
+    int z = reads_of(cfg, l, reads);
+    for (int k = 0; k < l->pp; k++)
+        stages[k].grad_wire = reads->grad_wire[z], stages[k].param_wire = reads->param_wire[z];
+    double bucket = l->bucket_mb > 0 ? l->bucket_mb * 1e6 : reads->bucket[z];
+    plait_cost_finish(stages, l, x, bucket, block_size, r);
     r->layout = *l;
     return 0;
 }
 
 /* The next result of `out`, ranked by layout `l`'s shape alone. */
-static int shape_row(plait_cost_model *m, plait_config *cfg, const plait_cost_ctx *x, const plait_cost_layout *l,
-                     int block_size, plait_cost_rank *stages, plait_cost_search *out) {
+static int shape_row(plait_cost_model *m, plait_config *cfg, config_reads *reads, const plait_cost_ctx *x,
+                     const plait_cost_layout *l, int block_size, plait_cost_rank *stages, plait_cost_search *out) {
     plait_cost_result *r = &out->results[out->n];
     memset(r, 0, sizeof *r);
-    if (weigh_shape(m, cfg, x, l, block_size, stages, r) != 0) return -1;
+    if (weigh_shape(m, cfg, reads, x, l, block_size, stages, r) != 0) return -1;
     out->shape_only++;
     out->n++;
     return 0;
@@ -185,16 +231,16 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     plait_cost_enumerate(axes, lay, count);
     out->candidates = count;
     size_t nw = 0, nt = 0;
+    int prev_refused = 0;
+    config_reads reads = {0};
     int block_size = (int)plait_config_int(cfg, "model", "block_size");
     for (size_t i = 0; i < count; i++) {
         const plait_cost_layout *l = &lay[i];
-        char family[96], why[512];
-        if (refused(m, axes, x, block_size, l, family, sizeof family, why, sizeof why)) {
-            out->refused++;
-            if (add_family(&fs, family, why, 0) != 0) goto oom;
-            continue;
-        }
-        if (weigh_shape(m, cfg, x, l, block_size, stages, scratch) != 0) goto oom;
+        int aside = set_aside(m, axes, x, block_size, lay, i, &prev_refused, &fs);
+        if (aside < 0) goto oom;
+        out->refused += (size_t)aside;
+        if (aside) continue;
+        if (weigh_shape(m, cfg, &reads, x, l, block_size, stages, scratch) != 0) goto oom;
         w[nw++] = (weighed){.index = i, .tokens_per_s = scratch->tokens_per_s, .mem = scratch->mem.total,
                             .fits = scratch->fits};
         out->fitting += scratch->fits != 0;
@@ -239,7 +285,7 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
         if (show > 0 && !w[i].fits) break;
         plait_cost_result *r = &out->results[out->n];
         if (show == PLAIT_COST_SHOW_ALL && out->confirmed >= PLAIT_COST_CONFIRM) { /* ranked only */
-            if (shape_row(m, cfg, x, &lay[w[i].index], block_size, stages, out) != 0) goto oom;
+            if (shape_row(m, cfg, &reads, x, &lay[w[i].index], block_size, stages, out) != 0) goto oom;
             continue;
         }
         st = plait_cost_evaluate_with(&lay[w[i].index], x, plans, r, NULL, 0);

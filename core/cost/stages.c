@@ -329,6 +329,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         r->stage = st;
         r->micro_batches = mb;
         r->rows = (double)l->micro_batch * s.T;
+        r->width = s.C / tp;
         r->chunks = v;
         r->bf16 = s.bf16;
         r->sp = s.sp;

@@ -214,6 +214,11 @@ static double weight_stream_flops(const plait_cluster *c, const plait_cost_rank 
     return bytes * rate / c->memory_bandwidth;
 }
 
+double plait_cost_width_share(const plait_cluster *c, double w) {
+    if (!c->gpu || c->half_width <= 0 || w <= 0) return 1;
+    return w / (w + c->half_width);
+}
+
 /* How much longer than alone a slot of the pipeline takes when `busy`
  * ranks of the node compute in it, each on its `threads` threads, and the
  * node has `units` cores. */
@@ -311,22 +316,23 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     double crit = -1, comm_max = 0, opt_max = 0, dp_total = -1;
     for (int s = 0; s < pp; s++) {
         const plait_cost_rank *r = &stages[s];
-        double compute = r->flops / alone;
+        double compute = r->flops / (alone * plait_cost_width_share(c, r->width));
         /* an all-reduce, or under sequence parallelism an all-gather and a
          * reduce-scatter: 2(n-1) steps of S/n either way */
-        double mb = r->msg_bytes > 0 ? r->msg_bytes : sz.message;
+        double mb = r->msg_bytes > 0 ? r->msg_bytes : sz.message, wire = j->wire_bytes > 0 ? j->wire_bytes : mb;
         double tp_s = r->tp_msgs *
-                      plait_cost_allreduce_bw_s(tpr.link->latency, tpr.bandwidth, tp, mb * r->tp_msg_elems);
-        double pp_s = r->pp_msgs * (ppr.link->latency + mb * r->pp_msg_elems / ppr.bandwidth);
+                      plait_cost_allreduce_bw_s(tpr.link->latency, tpr.bandwidth, tp, wire * r->tp_msg_elems);
+        double pp_s = r->pp_msgs * (ppr.link->latency + wire * r->pp_msg_elems / ppr.bandwidth);
         double cp_all, cp_s = ring_exposed(r, &cpr, mb, alone, &cp_all);
         double span = (compute + tp_s + pp_s + cp_s) / (1 - r->bubble);
         if (span > crit) {
             crit = span;
             out->busiest = s;
             out->compute = compute;
-            out->recompute = r->recompute_flops / alone;
+            out->recompute = r->recompute_flops / (alone * plait_cost_width_share(c, r->width));
             out->tp_s = tp_s;
             out->pp_s = pp_s;
+            out->wire_bytes = wire;
             out->cp_s = cp_s;
             out->cp_total = cp_all;
             out->bubble = r->bubble;
@@ -345,8 +351,8 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             out->dp_hierarchical = d.hier && d.r.link == &c->inter && d.r.local > 1;
         }
         if (b > out->dp_bytes) out->dp_bytes = b;
-        if (r->tp_msgs * r->tp_msg_elems * mb > out->tp_bytes) out->tp_bytes = r->tp_msgs * r->tp_msg_elems * mb;
-        if (r->pp_msgs * r->pp_msg_elems * mb > out->pp_bytes) out->pp_bytes = r->pp_msgs * r->pp_msg_elems * mb;
+        if (r->tp_msgs * r->tp_msg_elems * wire > out->tp_bytes) out->tp_bytes = r->tp_msgs * r->tp_msg_elems * wire;
+        if (r->pp_msgs * r->pp_msg_elems * wire > out->pp_bytes) out->pp_bytes = r->pp_msgs * r->pp_msg_elems * wire;
         /* a GPU's memory bandwidth is its own */
         double opt = optim_bytes(r, j) / c->memory_bandwidth;
         if (c->gpu && opt > opt_max) opt_max = opt;

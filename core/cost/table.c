@@ -143,6 +143,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
         alone = t->rate / units * (units / per_node > 1 ? units / per_node : 1);
         if (c->half_rows > 0 && stages[0].rows > 0) alone *= stages[0].rows / (stages[0].rows + c->half_rows);
     }
+    alone *= plait_cost_width_share(c, stages[0].width); /* a GPU's at its products' width */
     for (int s = 0; s < l->pp; s++) {
         const plait_cost_rank *st = &stages[s];
         /* a deep pipeline: its first and last stages, the busiest, and a note */
@@ -158,10 +159,10 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     plait_cost_bytes b;
     plait_cost_bytes_of(&b);
     const plait_cost_rank *bs = &stages[t->busiest];
-    double msg = bs->msg_bytes > 0 ? bs->msg_bytes : b.message;
+    double msg = t->wire_bytes > 0 ? t->wire_bytes : bs->msg_bytes > 0 ? bs->msg_bytes : b.message;
     const char *dtype = msg < 4 ? "bf16" : "float32";
     if (l->tp > 1)
-        fprintf(out, "  TP  %d ranks on %s: %.0f %s of %.2f MiB (%s activations): %.4f s, all on the critical path\n",
+        fprintf(out, "  TP  %d ranks on %s: %.0f %s of %.2f MiB (%s on the wire): %.4f s, all on the critical path\n",
                 l->tp, t->tp_link, bs->tp_msgs,
                 bs->sp ? "all-gather + reduce-scatter pairs (sequence parallelism)" : "all-reduces",
                 msg * bs->tp_msg_elems / MiB, dtype, t->tp_s);

@@ -159,6 +159,58 @@ static void test_time_pipeline_on_gpus(void **state) {
     NEAR(t.optim, (28e6 + 5.4e6) / 1e11);
     NEAR(t.step, (0.05 + pp) / 0.8 + (28e6 + 5.4e6) / 1e11);
     NEAR(t.pp_bytes, 4e6);
+    /* a bf16 run over a comm plugin that sends bf16 (tcp, verbs): the
+     * sends take half the bytes, nothing else changes */
+    plait_cost_layout l = {.dp = 1, .tp = 1, .pp = 2, .comm = "tcp"};
+    plait_cost_ctx x = {.precision = PLAIT_PRECISION_BF16};
+    plait_cost_job_of(&l, &x, 25e6, &j);
+    assert_true(j.wire_bytes == 2);
+    plait_cost_step_time(r, &j, &c, &t);
+    double half = 4 * (1e-5 + 5e5 / 1e10);
+    NEAR(t.compute, 0.05);
+    NEAR(t.comm, half);
+    NEAR(t.step, (0.05 + half) / 0.8 + (28e6 + 5.4e6) / 1e11);
+    NEAR(t.pp_bytes, 2e6);
+    /* nccl's tp and pipeline messages stay float32, as do a float32 run's */
+    snprintf(l.comm, sizeof l.comm, "nccl");
+    plait_cost_job_of(&l, &x, 25e6, &j);
+    assert_true(j.wire_bytes == 0);
+    snprintf(l.comm, sizeof l.comm, "tcp");
+    x.precision = PLAIT_PRECISION_FP32;
+    plait_cost_job_of(&l, &x, 25e6, &j);
+    assert_true(j.wire_bytes == 0);
+}
+
+/* A GPU's rate by its products' width: w / (w + half_width) of it, the
+ * compute and its recomputed share slowed alike; no change without a
+ * half width or on a CPU node. */
+static void test_time_width(void **state) {
+    (void)state;
+    plait_cluster c = gpu_cluster();
+    plait_cost_rank r = {.dp = 1,
+                         .tp = 1,
+                         .pp = 1,
+                         .micro_batches = 1,
+                         .chunks = 1,
+                         .param_numel = 1e6,
+                         .flops = 1e11,
+                         .recompute_flops = 2e10,
+                         .width = 768};
+    plait_cost_job j = {.dp = 1, .tp = 1, .pp = 1, .bucket_bytes = 25e6, .precision = PLAIT_PRECISION_FP32};
+    plait_cost_time t;
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.compute, 0.2);
+    c.half_width = 256;
+    NEAR(plait_cost_width_share(&c, 768), 0.75);
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.compute, 0.2 / 0.75);
+    NEAR(t.recompute, 0.04 / 0.75);
+    NEAR(t.step, 0.2 / 0.75 + 28e6 / 1e11);
+    r.width = 0; /* not known: the whole rate */
+    plait_cost_step_time(&r, &j, &c, &t);
+    NEAR(t.compute, 0.2);
+    c.gpu = 0;
+    assert_true(plait_cost_width_share(&c, 768) == 1);
 }
 
 /* two nodes of 4 GPUs, each GPU with a 10 GB/s NIC, the nodes' NICs
@@ -549,6 +601,10 @@ static void test_cluster_precision(void **state) {
                      PLAIT_ERR_INVALID_CONFIG);
     assert_non_null(strstr(plait_last_error(), "cores.ini:4: [node] cores describes CPU nodes, but [node] kind is gpu "
                                                "(cores.ini:2): leave it out"));
+    /* the GPUs' rate by product width on CPU nodes */
+    assert_int_equal(plait_cluster_parse("width.ini", "[node]\ncores = 4\nhalf_rate_width = 650\n", &c),
+                     PLAIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(plait_last_error(), "width.ini:3: [node] half_rate_width describes GPU nodes"));
     /* one key is enough: the rest default */
     assert_int_equal(plait_cluster_parse("one.ini", "[cluster]\nnodes = 1\n", &c), PLAIT_OK);
     /* a wrong precision: FILE:LINE and the allowed values */
@@ -738,6 +794,7 @@ int main(void) {
         cmocka_unit_test(test_time_hierarchy),
         cmocka_unit_test(test_memory_zero_formulas),
         cmocka_unit_test(test_time_pipeline_on_gpus),
+        cmocka_unit_test(test_time_width),
         cmocka_unit_test(test_time_shared_cpu_cores),
         cmocka_unit_test(test_time_cpu_rows),
         cmocka_unit_test(test_time_cpu_pipeline),
