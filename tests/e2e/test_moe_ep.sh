@@ -3,8 +3,9 @@
 # micro-batch a rank, ep 2 and ep 4 (each rank holding 2 or 1 of the 4
 # experts, the tokens traded by all-to-all) give ep 1's loss curve, routes
 # per expert and final parameters bit for bit; a checkpoint of ep 1 resumes
-# at ep 2 and one of ep 2 at ep 1, each as the straight run; and what ep
-# cannot run with yet is refused before step 1, naming the keys.
+# at ep 2 and one of ep 2 at ep 1, each as the straight run; config check
+# counts a rank's all-to-all bytes and experts; and what ep cannot run with
+# yet is refused before step 1, naming the keys.
 source "$(dirname "$0")/lib.sh"
 MOE="model.moe_experts=4 model.moe_top_k=2 model.moe_ffn_hidden=64 model.moe_z_loss=0.001 model.moe_bias_rate=0.001"
 D="run.steps=4 run.deterministic=true run.ckpt_every=2 data.micro_batch=1 data.global_batch=4 parallel.dp=4 $MOE"
@@ -33,6 +34,16 @@ rm -r "$E2E_WORK/to1/ckpt-00000004"
 train to1 $D --resume
 same_losses ep2 to1 0
 same_params ep2 to1 bits model
+
+# config check counts a rank's trades and experts (moe-tiny at dp 2, ep 2
+# by hand: 4 sparse blocks x 1 micro-batch x (4 trades x 256 tokens x 2
+# routes x 64 floats x 4 bytes x 1/2 leaving + 4 counts x 4 bytes) = 1048640)
+"$PLAIT_BIN" config check "$PLAIT_SOURCE_DIR/configs/moe-tiny.ini" parallel.dp=2 parallel.ep=2 \
+  >"$E2E_WORK/check.out" 2>&1 || fail "config check at ep 2: $(cat "$E2E_WORK/check.out")"
+grep -qF "all-to-all bytes a step: 1048640 a rank sends at ep 2" "$E2E_WORK/check.out" ||
+  fail "config check's all-to-all count: $(sed -n 2p "$E2E_WORK/check.out")"
+grep -qF "each rank holds 4 of the 8 experts, 0.265M routed experts' parameters" "$E2E_WORK/check.out" ||
+  fail "config check's experts a rank: $(sed -n 2p "$E2E_WORK/check.out")"
 
 refused() { # NAME EXPECTED overrides...: config check and train refuse, train before step 1
   local name=$1 want=$2; shift 2
