@@ -98,13 +98,12 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
                                    "%s: [parallel] ep = %d: a sparse block trades its tokens over at most %d ranks "
                                    "(allowed: ep from 1 to %d dividing moe_experts = %lld and dp x cp = %d)",
                                    where, m->ep, PLAIT_MODEL_MAX_EP, PLAIT_MODEL_MAX_EP, (long long)E, m->dp * m->cp);
-        if (m->pp > 1 || m->tp > 1) {
-            const char *axis = m->pp > 1 ? "pp" : "tp";
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "%s: [parallel] ep = %d with %s = %d: expert parallelism runs with the dp plugin, "
-                                   "over dp x cp alone (allowed with ep > 1: tp = 1, pp = 1; or ep = 1 with %s)",
-                                   where, m->ep, axis, m->pp > 1 ? m->pp : m->tp, axis);
-        }
+        if (m->tp > 1)
+            return plait_set_error(
+                PLAIT_ERR_INVALID_CONFIG,
+                "%s: [parallel] ep = %d with tp = %d: the experts are not split over tensor-parallel "
+                "ranks (allowed with ep > 1: tp = 1; dp, cp and pp split the work)",
+                where, m->ep, m->tp);
         const char *optim = plait_config_str(run->cfg, "optim", "plugin");
         if (strcmp(optim, "adam") != 0)
             return plait_set_error(PLAIT_ERR_INVALID_CONFIG,

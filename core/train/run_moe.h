@@ -32,7 +32,7 @@ typedef struct plait_run_moe {
 /* The layout a model's experts need, refused before any rank starts
  * (config check and train's preflight) naming the keys and what would
  * work: [parallel] ep > 1 with a model without experts, an ep not dividing
- * moe_experts, or, for now, with tp, pp, an optimizer other than adam or a
+ * moe_experts, or, for now, with tp, an optimizer other than adam or a
  * sharded checkpoint format; tp > 1, a device other than cpu; and, once
  * the plan is made, a schedule
  * that splits the backward (splits_backward:

@@ -2,8 +2,8 @@
 # Expert parallelism ([parallel] ep): at dp 4 in deterministic mode with one
 # micro-batch a rank, ep 2 and ep 4 (each rank holding 2 or 1 of the 4
 # experts, the tokens traded by all-to-all) give ep 1's loss curve, routes
-# per expert and final parameters bit for bit, as do dp 2 x cp 2 at ep 4
-# and the llama arch at ep 2; with two micro-batches a rank within 1e-6; a
+# per expert and final parameters bit for bit, as do dp 2 x cp 2 at ep 4,
+# dp 2 x pp 2 at ep 2 and the llama arch at ep 2; with two micro-batches a rank within 1e-6; a
 # checkpoint of ep 1 resumes at ep 2 and one of ep 2 at ep 1, each as the
 # straight run; config check counts a rank's all-to-all bytes and experts;
 # and what ep cannot run with yet is refused before step 1, naming the keys.
@@ -30,6 +30,14 @@ train cp1 $C
 train cp_ep4 $C parallel.ep=4
 same_losses cp1 cp_ep4 0
 same_params cp1 cp_ep4 bits model
+# with pipeline parallelism (hybrid): dp 2 x pp 2, each stage's experts
+# split over its ep group
+P="run.steps=4 run.deterministic=true run.ckpt_every=4 data.micro_batch=1 data.global_batch=2 model.n_layer=4 \
+parallel.plugin=hybrid parallel.dp=2 parallel.pp=2 $MOE"
+train pp1 $P
+train pp_ep2 $P parallel.ep=2
+same_losses pp1 pp_ep2 0
+same_params pp1 pp_ep2 bits model
 # two micro-batches a rank: the holder adds each micro-batch's sources
 # first, so the sums round otherwise (docs/parallelism.md): within 1e-6
 A="run.steps=4 run.deterministic=true run.ckpt_every=4 data.micro_batch=1 data.global_batch=8 parallel.dp=2 $MOE"
@@ -78,7 +86,7 @@ refused() { # NAME EXPECTED overrides...: config check and train refuse, train b
 refused dense "[parallel] ep = 2: expert parallelism splits a mixture-of-experts model's experts, and this model \
 has none" parallel.dp=2 parallel.ep=2
 refused zero1 "[parallel] ep = 2 with [optim] plugin = zero1" $MOE parallel.dp=2 parallel.ep=2 optim.plugin=zero1
-refused pp "[parallel] ep = 2 with pp = 2" $MOE parallel.plugin=hybrid parallel.dp=2 parallel.pp=2 parallel.ep=2
+refused tp "[parallel] ep = 2 with tp = 2" $MOE parallel.plugin=hybrid parallel.dp=2 parallel.tp=2 parallel.ep=2
 refused sharded "[parallel] ep = 2 with [run] ckpt_format = sharded" $MOE parallel.dp=2 parallel.ep=2 \
   run.ckpt_format=sharded
 echo "ep: ep 2 and 4 bit-identical to ep 1, resumes across ep, refusals named"
