@@ -83,6 +83,7 @@ typedef struct dp_state {
     int folded;               /* this step's folds are done */
     plait_parallel_stats stats;
     plait_comm_stats comm_before;
+    plait_comm_stats edp_before; /* the experts' group's counters (ep > 1 with ep < dp x cp) */
 } dp_state;
 
 static plait_status dp_create(const plait_parallel_init *init, void **out) {
@@ -208,6 +209,13 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     return PLAIT_OK;
 }
 
+/* The ranks holding this rank's experts when ep splits them and they are
+ * more than this one (mesh->edp_comm), else NULL. */
+static plait_comm *experts_group(const dp_state *s) {
+    plait_comm *edp = PLAIT_MESH_HAS(s->mesh, edp_comm) && s->mesh->ep > 1 ? s->mesh->edp_comm : NULL;
+    return edp && s->host->coll->size(edp) > 1 ? edp : NULL;
+}
+
 static plait_status dp_begin_step(void *state, int64_t step) {
     (void)step;
     dp_state *s = state;
@@ -217,6 +225,9 @@ static plait_status dp_begin_step(void *state, int64_t step) {
     if (s->group_n > 1) {
         s->comm_before.struct_size = sizeof s->comm_before;
         host->coll->stats(s->group, &s->comm_before);
+        plait_comm *edp = experts_group(s);
+        s->edp_before.struct_size = sizeof s->edp_before;
+        if (edp) host->coll->stats(edp, &s->edp_before);
     }
     s->grads_ready_calls = 0;
     s->folded = 0;
@@ -269,8 +280,8 @@ static plait_status dp_grads_ready(void *state, int32_t layer, int32_t mb, int l
  * deterministic mode by the ordered algorithm like the buckets. */
 static plait_status reduce_experts(dp_state *s) {
     const plait_host *host = s->host;
-    plait_comm *edp = PLAIT_MESH_HAS(s->mesh, edp_comm) ? s->mesh->edp_comm : NULL;
-    if (!edp || host->coll->size(edp) <= 1 || s->skip_reduce) return PLAIT_OK;
+    plait_comm *edp = experts_group(s);
+    if (!edp || s->skip_reduce) return PLAIT_OK;
     plait_coll_opts opts = plait_tensor_coll_opts(host, s->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
                                                   "dp expert gradients");
     plait_status st = PLAIT_OK;
@@ -325,6 +336,12 @@ static void dp_step_stats(void *state, plait_parallel_stats *out) {
         plait_comm_stats now = {.struct_size = sizeof now};
         host->coll->stats(s->group, &now);
         s->stats.bytes_sent = now.bytes_sent - s->comm_before.bytes_sent;
+        plait_comm *edp = experts_group(s);
+        if (edp) {
+            plait_comm_stats e = {.struct_size = sizeof e};
+            host->coll->stats(edp, &e);
+            s->stats.bytes_sent += e.bytes_sent - s->edp_before.bytes_sent;
+        }
     }
     s->stats.axis_bytes[0] = s->stats.bytes_sent;
     s->stats.axis_wait_seconds[0] = s->stats.wait_seconds;
