@@ -206,6 +206,7 @@ typedef struct model_slot {
     /* ... and at ep > 1 the rows this rank's experts computed for the ep
      * group (moe.c's moe_held, one malloc'd block a block, host memory) */
     void **moe_held;
+    size_t moe_held_bytes; /* their sum, counted in the model's act_bytes */
 } model_slot;
 
 struct plait_model {

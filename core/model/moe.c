@@ -326,6 +326,7 @@ static void losses(const plait_model *m, const moe_dims *d, const moe_acts *a, d
  * moe_held): from each source rank q, ascending, its rows of local expert
  * 0, then 1, ... (cnt[q·El + le] of them), in the order q permuted them. */
 typedef struct moe_held {
+    size_t bytes; /* the block's, counted in the slot's moe_held_bytes */
     int64_t rows;
     int32_t *cnt;     /* [ep·El] */
     float *x, *y;     /* [rows,C] inputs, outputs */
@@ -393,11 +394,20 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
     const int64_t n = (int64_t)m->ep * (d->E / m->ep), head = (int64_t)((sizeof(moe_held) + 63) / 64 * 64);
     const int64_t cnt = (n * (int64_t)sizeof(int32_t) + 63) / 64 * 64;
     const int64_t floats = rows * (2 * d->C + 3 * d->F);
-    free(s->moe_held[layer - 1]);
-    char *mem = malloc((size_t)(head + cnt) + (size_t)floats * sizeof(float) + 1);
+    moe_held *old = s->moe_held[layer - 1];
+    if (old) {
+        s->moe_held_bytes -= old->bytes;
+        m->act_bytes -= old->bytes;
+        free(old);
+    }
+    const size_t bytes = (size_t)(head + cnt) + (size_t)floats * sizeof(float) + 1;
+    char *mem = malloc(bytes);
     s->moe_held[layer - 1] = mem;
     if (!mem) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' rows");
     moe_held *h = (moe_held *)(void *)mem;
+    h->bytes = bytes;
+    s->moe_held_bytes += bytes;
+    m->act_bytes += bytes;
     h->rows = rows;
     h->cnt = (int32_t *)(void *)(mem + head);
     h->x = (float *)(void *)(mem + head + cnt);
