@@ -3,10 +3,11 @@
 # micro-batch a rank, ep 2 and ep 4 (each rank holding 2 or 1 of the 4
 # experts, the tokens traded by all-to-all) give ep 1's loss curve, routes
 # per expert and final parameters bit for bit, as do dp 2 x cp 2 at ep 4,
-# dp 2 x pp 2 at ep 2 and the llama arch at ep 2; with two micro-batches a rank within 1e-6; a
-# checkpoint of ep 1 resumes at ep 2 and one of ep 2 at ep 1, each as the
-# straight run; config check counts a rank's all-to-all bytes and experts;
-# and what ep cannot run with yet is refused before step 1, naming the keys.
+# dp 2 x pp 2 at ep 2 and the llama arch with a shared expert at ep 2;
+# with two micro-batches a rank within 1e-6; a checkpoint of ep 1 resumes
+# at ep 2 and one of ep 2 at ep 1, each as the straight run; config check
+# counts a rank's all-to-all bytes and experts; and what ep cannot run
+# with yet is refused before step 1, naming the keys.
 source "$(dirname "$0")/lib.sh"
 MOE="model.moe_experts=4 model.moe_top_k=2 model.moe_ffn_hidden=64 model.moe_z_loss=0.001 model.moe_bias_rate=0.001"
 D="run.steps=4 run.deterministic=true run.ckpt_every=2 data.micro_batch=1 data.global_batch=4 parallel.dp=4 $MOE"
@@ -45,10 +46,11 @@ train acc1 $A
 train acc_ep2 $A parallel.ep=2
 same_losses acc1 acc_ep2 1e-6
 same_params acc1 acc_ep2 1e-5
-# the llama arch's experts (gate, up and down projections)
+# the llama arch's experts (gate, up and down projections), beside a
+# shared expert every token passes through
 CFG=$(dirname "$0")/llama.ini
-train lep1 $D
-train lep2 $D parallel.ep=2
+train lep1 $D model.moe_shared_experts=1
+train lep2 $D model.moe_shared_experts=1 parallel.ep=2
 same_losses lep1 lep2 0
 same_params lep1 lep2 bits model
 CFG=$PLAIT_SOURCE_DIR/tests/e2e/tiny.ini
