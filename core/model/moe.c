@@ -30,12 +30,13 @@
  * by the plan): every rank routes its own tokens as above, then the
  * dispatch sends each local expert's rows to the rank holding it (the
  * per-expert row counts first, one all-to-all, then the rows, point to
- * point, whatever their number), the holder runs each source rank's rows
- * of each of its experts as one GEMM of their own (the very product that
- * rank would run at ep 1) and the combine sends the outputs back into the
- * permuted rows, which are summed into each token as above. The backward
- * trades the rows' gradients the same way; the holder computes each
- * source's weight gradients apart and adds them in the summation tree's
+ * point, whatever their number; the shared experts' forward runs while
+ * they travel), the holder runs each source rank's rows of each of its
+ * experts as one GEMM of their own (the very product that rank would run
+ * at ep 1) and the combine sends the outputs back into the permuted rows,
+ * which are summed into each token as above. The backward trades the
+ * rows' gradients the same way; the holder computes each source's weight
+ * gradients apart and adds them in the summation tree's
  * order over the sources (coll/sum_tree.c: left-complete, pairwise, the
  * earlier source on the left), the order in which an ordered reduction
  * over the dp x cp group would add them at ep 1. So at one micro-batch a
@@ -354,14 +355,14 @@ static void ep_ranges_of(const plait_model *m, const moe_dims *d, const moe_acts
     }
 }
 
-/* Rows of `width` floats between the ep ranks: send_n[p] rows from
- * src + send_at[p] rows to rank p, recv_n[q] rows from rank q into dst +
- * recv_at[q] rows (swap: the combine's direction, recv as send). */
-static plait_status ep_trade(plait_model *m, int32_t layer, const ep_ranges *r, int swap, const float *src, float *dst,
-                             int64_t width, const char *what) {
+/* Rows of `width` floats between the ep ranks, posted: send_n[p] rows
+ * from src + send_at[p] rows to rank p, recv_n[q] rows from rank q into
+ * dst + recv_at[q] rows (swap: the combine's direction, recv as send); this
+ * rank's own rows copied at once. ep_wait completes them. */
+static plait_status ep_post(plait_model *m, const ep_ranges *r, int swap, const float *src, float *dst, int64_t width,
+                            plait_request **req) {
     const int64_t *sat = swap ? r->recv_at : r->send_at, *sn = swap ? r->recv_n : r->send_n;
     const int64_t *rat = swap ? r->send_at : r->recv_at, *rn = swap ? r->send_n : r->recv_n;
-    plait_request *req[2 * PLAIT_MODEL_MAX_EP] = {0};
     plait_status st = PLAIT_OK;
     const uint32_t tag = 0x4d6f45u; /* "MoE": the only point-to-point on ep_comm */
     for (int q = 0; q < m->ep && st == PLAIT_OK; q++)
@@ -375,14 +376,26 @@ static plait_status ep_trade(plait_model *m, int32_t layer, const ep_ranges *r, 
     if (st == PLAIT_OK && sn[m->ep_rank] > 0)
         memcpy(dst + rat[m->ep_rank] * width, src + sat[m->ep_rank] * width,
                (size_t)(sn[m->ep_rank] * width) * sizeof(float));
+    return st;
+}
+
+/* Every request ep_post posted completed (st: the post's status). */
+static plait_status ep_wait(plait_model *m, int32_t layer, plait_request **req, plait_status st, const char *what) {
     for (int i = 0; i < 2 * m->ep; i++) {
         plait_status w = req[i] ? plait_request_wait(req[i]) : PLAIT_OK;
+        req[i] = NULL;
         if (st == PLAIT_OK) st = w;
     }
     if (st != PLAIT_OK)
         return plait_wrap_error(st, "model: %s of %s's experts (ep rank %d of %d)", what,
                                 plait_model_layer_name(m, layer), (int)m->ep_rank, (int)m->ep);
     return PLAIT_OK;
+}
+
+static plait_status ep_trade(plait_model *m, int32_t layer, const ep_ranges *r, int swap, const float *src, float *dst,
+                             int64_t width, const char *what) {
+    plait_request *req[2 * PLAIT_MODEL_MAX_EP] = {0};
+    return ep_wait(m, layer, req, ep_post(m, r, swap, src, dst, width, req), what);
 }
 
 /* The held rows' block for block `layer`, sized for `rows` (replacing the
@@ -420,9 +433,10 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
 }
 
 /* The forward's experts at ep > 1: dispatch, each (source, local expert)
- * product, combine into a->y. */
+ * product, combine into a->y; the shared experts' forward of `ln` while
+ * the dispatch travels. */
 static plait_status ep_forward(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, moe_acts *a,
-                               float *const *t) {
+                               float *const *t, const float *ln) {
     const int64_t El = d->E / m->ep, C = d->C, F = d->F;
     int32_t sent[4096], got[4096]; /* [model] moe_experts <= 4096 */
     if (!m->ep_comm || m->ep > PLAIT_MODEL_MAX_EP)
@@ -440,7 +454,13 @@ static plait_status ep_forward(plait_model *m, model_slot *s, int32_t layer, con
     memcpy(h->cnt, got, (size_t)(m->ep * El) * sizeof *got);
     ep_ranges r;
     ep_ranges_of(m, d, a, h->cnt, &r);
-    if ((st = ep_trade(m, layer, &r, 0, a->x, h->x, C, "the dispatch")) != PLAIT_OK) return st;
+    plait_request *req[2 * PLAIT_MODEL_MAX_EP] = {0};
+    st = ep_post(m, &r, 0, a->x, h->x, C, req);
+    if (st == PLAIT_OK && d->SF > 0) {
+        const mlp_w w = expert_w(d, t, -1);
+        mlp_forward(m, d, &w, ln, a->sh, a->su, a->sa, a->sy, d->N, d->SF);
+    }
+    if ((st = ep_wait(m, layer, req, st, "the dispatch")) != PLAIT_OK) return st;
     int64_t at = 0;
     for (int q = 0; q < m->ep; q++)
         for (int64_t le = 0; le < El; le++) {
@@ -532,8 +552,8 @@ plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, con
         const int64_t r0 = a->off[e], n = a->off[e + 1] - r0;
         mlp_forward(m, &d, &w, a->x + r0 * C, a->h + r0 * d.F, a->u + r0 * d.F, a->a + r0 * d.F, a->y + r0 * C, n, d.F);
     }
-    if (m->ep > 1 && (st = ep_forward(m, s, layer, &d, a, t)) != PLAIT_OK) return st;
-    if (d.SF > 0) {
+    if (m->ep > 1 && (st = ep_forward(m, s, layer, &d, a, t, ln)) != PLAIT_OK) return st;
+    if (d.SF > 0 && m->ep == 1) {
         const mlp_w w = expert_w(&d, t, -1);
         mlp_forward(m, &d, &w, ln, a->sh, a->su, a->sa, a->sy, N, d.SF);
     }
