@@ -6,7 +6,9 @@
 #include "cli/cli.h"
 #include "cli/cost_device.h"
 #include "cli/memory_check.h"
+#include "cost/activations.h"
 #include "cost/ckpt_cost.h"
+#include "layout/batch.h"
 #include "model/model.h"
 #include "model/tied.h"
 #include "runtime/error.h"
@@ -25,10 +27,37 @@ static void print_checkpoint(plait_config *cfg) {
     plait_cost_ckpt_print(stdout, &k, cfg, &c);
 }
 
+/* What the experts' all-to-alls move a step: at ep 1 nothing, every rank
+ * holding every expert; else a rank's bytes (cost/activations.h), with
+ * the routed experts' parameters it holds. */
+static void print_ep(plait_config *cfg, const plait_model_spec *s, int64_t E, double experts) {
+    const int ep = (int)plait_config_int(cfg, "parallel", "ep"), cp = (int)plait_config_int(cfg, "parallel", "cp");
+    plait_batch b;
+    if (ep <= 1 || plait_batch_from_config(cfg, &b) != PLAIT_OK) {
+        plait_clear_error();
+        printf("all-to-all bytes a step: 0 (ep = 1, every rank holds every expert)\n");
+        return;
+    }
+    double blocks = 0;
+    for (int32_t l = 0; l < s->n_layers; l++) {
+        int sparse = 0;
+        for (int32_t g = 0; g < s->n_params; g++)
+            sparse |= s->params[g].layer == l && (s->params[g].flags & PLAIT_PARAM_EXPERT);
+        blocks += sparse;
+    }
+    const double tokens = (double)b.micro_batch * (double)s->block_size / (cp > 1 ? cp : 1);
+    const double bytes = plait_cost_ep_bytes(tokens, plait_config_int(cfg, "model", "moe_top_k"), s->n_embd, E, ep,
+                                             blocks, (double)b.accumulation);
+    printf("all-to-all bytes a step: %.0f a rank sends at ep %d (%.0f sparse blocks x %lld micro-batches; the "
+           "dispatch and combine, forward and backward, the routes spread evenly); each rank holds %lld of the %lld "
+           "experts, %.3fM routed experts' parameters\n",
+           bytes, ep, blocks, (long long)b.accumulation, (long long)(E / ep), (long long)E, experts / ep / 1e6);
+}
+
 /* A mixture of experts' parameters, all of them and those a token uses
  * (its k routed experts of E), and what the experts' all-to-alls move a
- * step: nothing while every rank holds every expert (ep = 1). */
-static void print_experts(const plait_config *cfg) {
+ * step (print_ep). */
+static void print_experts(plait_config *cfg) {
     plait_model_desc *d = NULL;
     if (plait_model_describe(cfg, 1, &d) != PLAIT_OK) return;
     const plait_model_spec *s = plait_model_desc_spec(d);
@@ -42,11 +71,13 @@ static void print_experts(const plait_config *cfg) {
         active += e * share;
         if (share > 0 && share < 1) experts += e;
     }
-    if (plait_model_moe_experts(d) > 0)
+    if (plait_model_moe_experts(d) > 0) {
         printf("mixture of experts: %d experts, top %lld: %.3fM parameters, %.3fM of them the routed experts'; "
-               "%.3fM active a token; all-to-all bytes a step: 0 (ep = 1, every rank holds every expert)\n",
+               "%.3fM active a token; ",
                (int)plait_model_moe_experts(d), (long long)plait_config_int(cfg, "model", "moe_top_k"), all / 1e6,
                experts / 1e6, active / 1e6);
+        print_ep(cfg, s, plait_model_moe_experts(d), experts);
+    }
     plait_model_desc_free(d);
 }
 

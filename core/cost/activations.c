@@ -179,6 +179,13 @@ double plait_cost_recompute_flops_per_token(const plait_cost_shape *s, double bl
     return scores;
 }
 
+double plait_cost_ep_bytes(double tokens, int64_t k, int64_t C, int64_t E, int ep, double sparse_blocks,
+                           double micro_batches) {
+    if (ep <= 1) return 0.0;
+    const double rows = 4.0 * tokens * (double)k * (double)(ep - 1) / ep, counts = (double)(E / ep) * (ep - 1);
+    return sparse_blocks * micro_batches * (rows * (double)C * sizeof(float) + counts * sizeof(int32_t));
+}
+
 void plait_cost_ring_traffic(const plait_cost_shape *s, double blocks, double micro_batches, plait_cost_rank *r) {
     r->cp = (int)s->cp;
     r->cp_passes = r->cp_msg_elems = r->cp_hide_flops = r->cp_tail_msgs = 0;

@@ -114,6 +114,17 @@ double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last);
  * grouped-query attention), 2·B·(T/cp)·n_kv_head/tp·HS elements; a
  * block of the ring is (T/cp)² of the attention's scores. */
 struct plait_cost_rank;
+
+/* Bytes one rank sends a step in expert parallelism's trades (ep > 1; 0
+ * otherwise), `tokens` its tokens a micro-batch, k routes each, C wide, E
+ * experts over ep ranks, `sparse_blocks` local sparse blocks: per block and
+ * micro-batch the forward's dispatch and combine and the backward's two,
+ * each the (ep - 1)/ep of the rank's tokens·k rows of C float32 that leave
+ * it when the routes spread evenly, and the forward's row counts (E/ep
+ * int32 to each of the other ep - 1 ranks). core/model/moe.c moves these. */
+double plait_cost_ep_bytes(double tokens, int64_t k, int64_t C, int64_t E, int ep, double sparse_blocks,
+                           double micro_batches);
+
 void plait_cost_ring_traffic(const plait_cost_shape *s, double blocks, double micro_batches, struct plait_cost_rank *r);
 
 /* Bytes of the backward scratch all slots share, the fused attention's

@@ -141,6 +141,9 @@ static plait_status check_params(plait_model *m, const plait_model_create_args *
     }
     m->tp = 1;
     m->tp_rank = 0;
+    m->ep = 1;
+    m->ep_rank = 0;
+    m->ep_comm = args->ep_comm;
     for (int32_t gi = 0; gi < d->spec.n_params; gi++) {
         const plait_param *g = &d->params[gi];
         if (!m->local_layer[g->layer]) continue;
@@ -159,6 +162,11 @@ static plait_status check_params(plait_model *m, const plait_model_create_args *
                                    g->name, m->param[gi]->numel, expect.numel);
         const plait_shard *sh = &expect.shard;
         int split = sh->dim >= 0 && sh->parts > 1;
+        if (split && (g->flags & PLAIT_PARAM_EXPERT) && sh->dim == 0) { /* expert parallelism: moe.c */
+            m->ep = sh->parts;
+            m->ep_rank = sh->index;
+            continue;
+        }
         if (g->tp_role == PLAIT_TP_REPLICATE) {
             if (split)
                 return plait_set_error(PLAIT_ERR_INVALID_ARG,

@@ -98,6 +98,10 @@ plait_status plait_model_init_values(const plait_init_rule *rule, const plait_pa
  * padded_len. */
 plait_status plait_param_apply_shard(plait_param *p, const plait_shard *shard);
 
+/* The largest ep group a sparse block trades its tokens over (moe.c);
+ * train/ refuses a larger [parallel] ep by name. */
+#define PLAIT_MODEL_MAX_EP 64
+
 /* One rank's executable part of the model. */
 typedef struct plait_model plait_model;
 
@@ -130,6 +134,10 @@ typedef struct plait_model_create_args {
      * the model's tokens and activations are that share. 0 or 1: none. */
     int32_t cp, cp_rank;
     plait_comm *cp_comm;
+    /* Expert parallelism: the plan splits the expert tensors
+     * (PLAIT_PARAM_EXPERT) over ep_comm's ranks, which trade tokens with
+     * all-to-alls (moe.c); NULL without. */
+    plait_comm *ep_comm;
 } plait_model_create_args;
 
 /* Build the local model: the layers with layer_stage == stage. Allocates

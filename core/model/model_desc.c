@@ -63,7 +63,7 @@ static plait_status add_param(plait_model_desc *d, const char *name, int32_t lay
  * a bias), replicated over tp (a tp split of experts is not offered). */
 static plait_status add_stacked(plait_model_desc *d, const char *name, int32_t layer, int64_t d0, int64_t d1) {
     const int64_t E = d->moe.experts;
-    plait_status st = add_param(d, name, layer, 2, E, d1 ? d0 * d1 : d0, PLAIT_TP_REPLICATE, 1, 0);
+    plait_status st = add_param(d, name, layer, 2, E, d1 ? d0 * d1 : d0, PLAIT_TP_REPLICATE, 1, PLAIT_PARAM_EXPERT);
     if (st != PLAIT_OK || !d1) return st;
     plait_param *p = &d->params[d->spec.n_params - 1];
     p->ndim = 3;

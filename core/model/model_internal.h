@@ -203,6 +203,10 @@ typedef struct model_slot {
     struct moe_acts *moe;
     float *moe_mem;
     size_t moe_bytes;
+    /* ... and at ep > 1 the rows this rank's experts computed for the ep
+     * group (moe.c's moe_held, one malloc'd block a block, host memory) */
+    void **moe_held;
+    size_t moe_held_bytes; /* their sum, counted in the model's act_bytes */
 } model_slot;
 
 struct plait_model {
@@ -292,6 +296,10 @@ struct plait_model {
      * the sequence, 2 chunks of block_size / 2cp; cp = 1 without */
     int32_t cp, cp_rank;
     plait_comm *cp_comm;
+    /* expert parallelism (moe.c): this rank holds experts ep_rank·E/ep ..
+     * of E, from the expert tensors' shard; ep = 1 without */
+    int32_t ep, ep_rank;
+    plait_comm *ep_comm;
     float *ring_mem; /* the ring's K/V blocks and their gradients (host memory) */
     size_t ring_bytes;
     /* mixture of experts (moe.c): the sparse blocks' backward scratch,

@@ -26,6 +26,22 @@
  *           Megatron's MoEAuxLossAutoScaler), weighted by the micro-batch's
  *           share of the global batch's tokens like the LM loss
  *
+ * Expert parallelism (ep > 1, the expert tensors split over the ep group
+ * by the plan): every rank routes its own tokens as above, then the
+ * dispatch sends each local expert's rows to the rank holding it (the
+ * per-expert row counts first, one all-to-all, then the rows, point to
+ * point, whatever their number; the shared experts' forward runs while
+ * they travel), the holder runs each source rank's rows of each of its
+ * experts as one GEMM of their own (the very product that rank would run
+ * at ep 1) and the combine sends the outputs back into the permuted rows,
+ * which are summed into each token as above. The backward trades the
+ * rows' gradients the same way; the holder computes each source's weight
+ * gradients apart and adds them in the summation tree's
+ * order over the sources (coll/sum_tree.c: left-complete, pairwise, the
+ * earlier source on the left), the order in which an ordered reduction
+ * over the dp x cp group would add them at ep 1. So at one micro-batch a
+ * rank, ep 2 and 4 compute the bits of ep 1 (docs/parallelism.md).
+ *
  * The routing is host code over the tensors: the model refuses experts on
  * a device whose memory is not host memory (model.c). The backward runs
  * whole in one call (input and weight gradients).
@@ -34,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "device/device.h"
 #include "model/model_internal.h"
 #include "runtime/error.h"
@@ -303,6 +320,215 @@ static void losses(const plait_model *m, const moe_dims *d, const moe_acts *a, d
     *z = m->desc->moe.z * az / (double)N;
 }
 
+/* ---- expert parallelism: the ep group's trades ------------------------------ */
+
+/* The rows this rank's El = E/ep experts computed for its ep group, kept
+ * from the forward for the backward (one malloc'd block in the slot's
+ * moe_held): from each source rank q, ascending, its rows of local expert
+ * 0, then 1, ... (cnt[q·El + le] of them), in the order q permuted them. */
+typedef struct moe_held {
+    size_t bytes; /* the block's, counted in the slot's moe_held_bytes */
+    int64_t rows;
+    int32_t *cnt;     /* [ep·El] */
+    float *x, *y;     /* [rows,C] inputs, outputs */
+    float *h, *u, *a; /* [rows,F] as moe_acts' */
+} moe_held;
+
+/* Row ranges of one trade: this rank's rows for (from) each ep rank. */
+typedef struct ep_ranges {
+    int64_t send_at[PLAIT_MODEL_MAX_EP], send_n[PLAIT_MODEL_MAX_EP];
+    int64_t recv_at[PLAIT_MODEL_MAX_EP], recv_n[PLAIT_MODEL_MAX_EP];
+} ep_ranges;
+
+/* The dispatch's ranges: to rank p the permuted rows of its experts; from
+ * rank q the rows it counted for this rank's. The combine swaps them. */
+static void ep_ranges_of(const plait_model *m, const moe_dims *d, const moe_acts *a, const int32_t *cnt, ep_ranges *r) {
+    const int64_t El = d->E / m->ep;
+    int64_t at = 0;
+    for (int p = 0; p < m->ep; p++) {
+        r->send_at[p] = a->off[p * El];
+        r->send_n[p] = a->off[(p + 1) * El] - a->off[p * El];
+        r->recv_at[p] = at;
+        r->recv_n[p] = 0;
+        for (int64_t le = 0; le < El; le++) r->recv_n[p] += cnt[p * El + le];
+        at += r->recv_n[p];
+    }
+}
+
+/* Rows of `width` floats between the ep ranks, posted: send_n[p] rows
+ * from src + send_at[p] rows to rank p, recv_n[q] rows from rank q into
+ * dst + recv_at[q] rows (swap: the combine's direction, recv as send); this
+ * rank's own rows copied at once. ep_wait completes them. */
+static plait_status ep_post(plait_model *m, const ep_ranges *r, int swap, const float *src, float *dst, int64_t width,
+                            plait_request **req) {
+    const int64_t *sat = swap ? r->recv_at : r->send_at, *sn = swap ? r->recv_n : r->send_n;
+    const int64_t *rat = swap ? r->send_at : r->recv_at, *rn = swap ? r->send_n : r->recv_n;
+    plait_status st = PLAIT_OK;
+    const uint32_t tag = 0x4d6f45u; /* "MoE": the only point-to-point on ep_comm */
+    for (int q = 0; q < m->ep && st == PLAIT_OK; q++)
+        if (q != m->ep_rank && rn[q] > 0)
+            st = plait_comm_p2p(m->ep_comm, 0, dst + rat[q] * width, (size_t)(rn[q] * width), PLAIT_F32, q, tag,
+                                PLAIT_MEM_HOST, &req[q]);
+    for (int p = 0; p < m->ep && st == PLAIT_OK; p++)
+        if (p != m->ep_rank && sn[p] > 0)
+            st = plait_comm_p2p(m->ep_comm, 1, src + sat[p] * width, (size_t)(sn[p] * width), PLAIT_F32, p, tag,
+                                PLAIT_MEM_HOST, &req[m->ep + p]);
+    if (st == PLAIT_OK && sn[m->ep_rank] > 0)
+        memcpy(dst + rat[m->ep_rank] * width, src + sat[m->ep_rank] * width,
+               (size_t)(sn[m->ep_rank] * width) * sizeof(float));
+    return st;
+}
+
+/* Every request ep_post posted completed (st: the post's status). */
+static plait_status ep_wait(plait_model *m, int32_t layer, plait_request **req, plait_status st, const char *what) {
+    for (int i = 0; i < 2 * m->ep; i++) {
+        plait_status w = req[i] ? plait_request_wait(req[i]) : PLAIT_OK;
+        req[i] = NULL;
+        if (st == PLAIT_OK) st = w;
+    }
+    if (st != PLAIT_OK)
+        return plait_wrap_error(st, "model: %s of %s's experts (ep rank %d of %d)", what,
+                                plait_model_layer_name(m, layer), (int)m->ep_rank, (int)m->ep);
+    return PLAIT_OK;
+}
+
+static plait_status ep_trade(plait_model *m, int32_t layer, const ep_ranges *r, int swap, const float *src, float *dst,
+                             int64_t width, const char *what) {
+    plait_request *req[2 * PLAIT_MODEL_MAX_EP] = {0};
+    return ep_wait(m, layer, req, ep_post(m, r, swap, src, dst, width, req), what);
+}
+
+/* The held rows' block for block `layer`, sized for `rows` (replacing the
+ * last forward's). */
+static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, int64_t rows,
+                               moe_held **out) {
+    if (!s->moe_held && !(s->moe_held = calloc((size_t)m->desc->n_layer, sizeof *s->moe_held)))
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' rows");
+    const int64_t n = (int64_t)m->ep * (d->E / m->ep), head = (int64_t)((sizeof(moe_held) + 63) / 64 * 64);
+    const int64_t cnt = (n * (int64_t)sizeof(int32_t) + 63) / 64 * 64;
+    const int64_t floats = rows * (2 * d->C + 3 * d->F);
+    moe_held *old = s->moe_held[layer - 1];
+    if (old) {
+        s->moe_held_bytes -= old->bytes;
+        m->act_bytes -= old->bytes;
+        free(old);
+    }
+    const size_t bytes = (size_t)(head + cnt) + (size_t)floats * sizeof(float) + 1;
+    char *mem = malloc(bytes);
+    s->moe_held[layer - 1] = mem;
+    if (!mem) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' rows");
+    moe_held *h = (moe_held *)(void *)mem;
+    h->bytes = bytes;
+    s->moe_held_bytes += bytes;
+    m->act_bytes += bytes;
+    h->rows = rows;
+    h->cnt = (int32_t *)(void *)(mem + head);
+    h->x = (float *)(void *)(mem + head + cnt);
+    h->y = h->x + rows * d->C;
+    h->h = h->y + rows * d->C;
+    h->u = h->h + rows * d->F;
+    h->a = h->u + rows * d->F;
+    *out = h;
+    return PLAIT_OK;
+}
+
+/* The forward's experts at ep > 1: dispatch, each (source, local expert)
+ * product, combine into a->y; the shared experts' forward of `ln` while
+ * the dispatch travels. */
+static plait_status ep_forward(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, moe_acts *a,
+                               float *const *t, const float *ln) {
+    const int64_t El = d->E / m->ep, C = d->C, F = d->F;
+    int32_t sent[4096], got[4096]; /* [model] moe_experts <= 4096 */
+    if (!m->ep_comm || m->ep > PLAIT_MODEL_MAX_EP)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: %s's experts split %d ways without an ep group",
+                               plait_model_layer_name(m, layer), (int)m->ep);
+    for (int64_t e = 0; e < d->E; e++) sent[e] = a->off[e + 1] - a->off[e];
+    plait_coll_opts opts = {.struct_size = sizeof opts, .label = "experts' row counts"};
+    plait_status st = plait_comm_alltoall(m->ep_comm, sent, got, (size_t)El, PLAIT_I32, &opts, NULL);
+    if (st != PLAIT_OK)
+        return plait_wrap_error(st, "model: the row counts of %s's experts", plait_model_layer_name(m, layer));
+    int64_t rows = 0;
+    for (int64_t i = 0; i < m->ep * El; i++) rows += got[i];
+    moe_held *h = NULL;
+    if ((st = held_alloc(m, s, layer, d, rows, &h)) != PLAIT_OK) return st;
+    memcpy(h->cnt, got, (size_t)(m->ep * El) * sizeof *got);
+    ep_ranges r;
+    ep_ranges_of(m, d, a, h->cnt, &r);
+    plait_request *req[2 * PLAIT_MODEL_MAX_EP] = {0};
+    st = ep_post(m, &r, 0, a->x, h->x, C, req);
+    if (st == PLAIT_OK && d->SF > 0) {
+        const mlp_w w = expert_w(d, t, -1);
+        mlp_forward(m, d, &w, ln, a->sh, a->su, a->sa, a->sy, d->N, d->SF);
+    }
+    if ((st = ep_wait(m, layer, req, st, "the dispatch")) != PLAIT_OK) return st;
+    int64_t at = 0;
+    for (int q = 0; q < m->ep; q++)
+        for (int64_t le = 0; le < El; le++) {
+            const mlp_w w = expert_w(d, t, le);
+            const int64_t n = h->cnt[q * El + le];
+            mlp_forward(m, d, &w, h->x + at * C, h->h + at * F, h->u + at * F, h->a + at * F, h->y + at * C, n, F);
+            at += n;
+        }
+    return ep_trade(m, layer, &r, 1, h->y, a->y, C, "the combine");
+}
+
+/* Floats of one expert's tensors (the stacked tensors' slices). */
+static int64_t expert_floats(const moe_dims *d, int tensor) {
+    const int64_t C = d->C, F = d->F;
+    if (d->nt == MOE_LLAMA_TENSORS) return F * C;
+    static const int wide[MOE_GPT_TENSORS] = {2, 1, 2, 0}; /* c_fc w, c_fc b, c_proj w, c_proj b */
+    return wide[tensor] == 2 ? F * C : wide[tensor] == 1 ? F : C;
+}
+
+/* The backward's experts at ep > 1: the rows' gradients to their holders,
+ * each source's weight gradients apart, added over the sources in the
+ * summation tree's order into g, the input gradients back into sc->dx. */
+static plait_status ep_backward(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, const moe_acts *a,
+                                float *const *t, float *const *g, const moe_scratch *sc) {
+    const int64_t El = d->E / m->ep, C = d->C, F = d->F;
+    moe_held *h = s->moe_held ? s->moe_held[layer - 1] : NULL;
+    if (!h)
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: backward of %s's experts before their forward",
+                               plait_model_layer_name(m, layer));
+    int64_t G = 0, part[MOE_GPT_TENSORS];
+    for (int i = 0; i < d->nt; i++) part[i] = G, G += El * expert_floats(d, i);
+    float *dy = malloc((size_t)(2 * h->rows * C) * sizeof(float) + 1);
+    float *gs = calloc((size_t)(m->ep * G), sizeof(float));
+    if (!dy || !gs) {
+        free(dy);
+        free(gs);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for %s's experts' gradients",
+                               plait_model_layer_name(m, layer));
+    }
+    float *dx = dy + h->rows * C;
+    ep_ranges r;
+    ep_ranges_of(m, d, a, h->cnt, &r);
+    plait_status st = ep_trade(m, layer, &r, 0, sc->dy, dy, C, "the output gradients' dispatch");
+    int64_t at = 0;
+    for (int q = 0; q < m->ep && st == PLAIT_OK; q++) {
+        float *gq[MOE_EXPERTS + MOE_GPT_TENSORS];
+        for (int i = 0; i < d->nt; i++) gq[MOE_EXPERTS + i] = gs + q * G + part[i];
+        for (int64_t le = 0; le < El; le++) {
+            const mlp_w w = expert_w(d, t, le), gw = expert_w(d, gq, le);
+            const int64_t n = h->cnt[q * El + le];
+            mlp_backward(m, d, &w, &gw, h->x + at * C, h->h + at * F, h->u + at * F, h->a + at * F, dy + at * C,
+                         dx + at * C, n, F, sc);
+            at += n;
+        }
+    }
+    /* the sources' gradients, pairwise with doubling strides: the
+     * left-complete tree of coll/sum_tree.c over the ep sources */
+    for (int stride = 1; st == PLAIT_OK && stride < m->ep; stride *= 2)
+        for (int q = 0; q + stride < m->ep; q += 2 * stride)
+            m->k->axpy(gs + q * G, gs + (q + stride) * G, (size_t)G, 1.0f);
+    for (int i = 0; st == PLAIT_OK && i < d->nt; i++)
+        m->k->axpy(g[MOE_EXPERTS + i], gs + part[i], (size_t)(El * expert_floats(d, i)), 1.0f);
+    if (st == PLAIT_OK) st = ep_trade(m, layer, &r, 1, dx, sc->dx, C, "the input gradients' combine");
+    free(dy);
+    free(gs);
+    return st;
+}
+
 /* ---- forward and backward -------------------------------------------------- */
 
 plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *res,
@@ -321,12 +547,13 @@ plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, con
     if (dropped < 0)
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory routing %s's tokens",
                                plait_model_layer_name(m, layer));
-    for (int64_t e = 0; e < d.E; e++) {
+    for (int64_t e = 0; m->ep == 1 && e < d.E; e++) {
         const mlp_w w = expert_w(&d, t, e);
         const int64_t r0 = a->off[e], n = a->off[e + 1] - r0;
         mlp_forward(m, &d, &w, a->x + r0 * C, a->h + r0 * d.F, a->u + r0 * d.F, a->a + r0 * d.F, a->y + r0 * C, n, d.F);
     }
-    if (d.SF > 0) {
+    if (m->ep > 1 && (st = ep_forward(m, s, layer, &d, a, t, ln)) != PLAIT_OK) return st;
+    if (d.SF > 0 && m->ep == 1) {
         const mlp_w w = expert_w(&d, t, -1);
         mlp_forward(m, &d, &w, ln, a->sh, a->su, a->sa, a->sy, N, d.SF);
     }
@@ -421,12 +648,13 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
         }
         router_token_grad(m, &d, a, dg, (double)N * (double)m->loss_scale, sc.dlogits, n);
     }
-    for (int64_t e = 0; e < d.E; e++) {
+    for (int64_t e = 0; m->ep == 1 && e < d.E; e++) {
         const mlp_w w = expert_w(&d, t, e), gw = expert_w(&d, g, e);
         const int64_t r0 = a->off[e], n = a->off[e + 1] - r0;
         mlp_backward(m, &d, &w, &gw, a->x + r0 * C, a->h + r0 * d.F, a->u + r0 * d.F, a->a + r0 * d.F, sc.dy + r0 * C,
                      sc.dx + r0 * C, n, d.F, &sc);
     }
+    if (m->ep > 1 && (st = ep_backward(m, s, layer, &d, a, t, g, &sc)) != PLAIT_OK) return st;
     /* un-permute: each token's routes added in the order of expert index */
     for (int64_t n = 0; n < N; n++)
         for (int64_t j = 0; j < k; j++) {

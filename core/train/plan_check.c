@@ -50,8 +50,14 @@ void plait_plan_set_add(void *set, const plait_layout_rank *lr) {
     r->shards = dup_mem(p->shards, (size_t)p->n_params * sizeof(plait_shard), &ps->oom);
     r->param_layer = malloc(((size_t)p->n_params + 1) * sizeof(int32_t));
     if (!r->param_layer) ps->oom = 1;
-    for (int32_t i = 0; r->param_layer && i < p->n_params && i < lr->spec->n_params; i++)
+    for (int32_t i = 0; r->param_layer && i < p->n_params && i < lr->spec->n_params; i++) {
         r->param_layer[i] = lr->spec->params[i].layer;
+        /* an expert tensor's split over ep is the core's own (the prefilled
+         * plan), not a tp slice: the tp rules see it whole */
+        if (r->shards && (lr->spec->params[i].flags & PLAIT_PARAM_EXPERT) && m->ep > 1)
+            r->shards[i] =
+                (plait_shard){.dim = -1, .parts = 1, .groups = 1, .padded_len = lr->spec->params[i].shape[0]};
+    }
     r->chunks = p->chunks;
     r->micro_batches = p->micro_batches;
     r->first_mb = p->first_micro_batch;

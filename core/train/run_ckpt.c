@@ -155,13 +155,22 @@ plait_status plait_run_gather_full(plait_run *run, int32_t g, const char *which,
         int32_t l = run->params.local_of_global[g];
         const plait_param *lp = &run->params.set.params[l];
         int dp0 = run->world.mesh.dpcp_rank == 0; /* dp_rank 0 of cp rank 0: the cp ranks hold the same */
-        st = run->optim.ops->export_tensor(run->optim.state, g, which, dp0 ? slice : NULL);
+        /* experts split over ep: the first ep group holds each once, its
+         * slices along dimension 0 in ep-rank order are the whole tensor */
+        int ep_split = (lp->flags & PLAIT_PARAM_EXPERT) && lp->shard.dim == 0 && lp->shard.parts > 1;
+        int holds = ep_split ? run->world.mesh.dpcp_rank < run->world.mesh.ep : dp0;
+        st = run->optim.ops->export_tensor(run->optim.state, g, which, holds ? slice : NULL);
+        if (st == PLAIT_OK && ep_split && holds)
+            st = plait_comm_gather(run->world.mesh.ep_comm, slice, dp0 ? full : NULL, lp->numel, PLAIT_F32, 0, NULL,
+                                   NULL);
         if (st == PLAIT_OK && dp0) {
             int tp = run->world.mesh.tp;
             if (tp > 1)
                 st = plait_comm_gather(run->world.mesh.tp_comm, slice, slices, lp->numel, PLAIT_F32, 0, NULL, NULL);
             if (st == PLAIT_OK && me == owner) {
-                if (tp == 1 || lp->shard.parts <= 1) {
+                if (ep_split) {
+                    /* gathered into full above */
+                } else if (tp == 1 || lp->shard.parts <= 1) {
                     memcpy(full, slice, global_numel(gp) * sizeof(float));
                 } else {
                     for (int k = 0; k < tp && st == PLAIT_OK; k++) {

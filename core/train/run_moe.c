@@ -93,10 +93,30 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
                                    "would hold moe_experts / ep experts (allowed: an ep dividing both %lld and dp x cp "
                                    "= %d)",
                                    where, m->ep, (long long)E, (long long)E, m->dp * m->cp);
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: [parallel] ep = %d: the experts are not split over ranks yet, every dp x cp rank "
-                               "holds all %lld of them; set ep = 1 (dp and cp still split the tokens)",
-                               where, m->ep, (long long)E);
+        if (m->ep > PLAIT_MODEL_MAX_EP)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "%s: [parallel] ep = %d: a sparse block trades its tokens over at most %d ranks "
+                                   "(allowed: ep from 1 to %d dividing moe_experts = %lld and dp x cp = %d)",
+                                   where, m->ep, PLAIT_MODEL_MAX_EP, PLAIT_MODEL_MAX_EP, (long long)E, m->dp * m->cp);
+        if (m->tp > 1)
+            return plait_set_error(
+                PLAIT_ERR_INVALID_CONFIG,
+                "%s: [parallel] ep = %d with tp = %d: the experts are not split over tensor-parallel "
+                "ranks (allowed with ep > 1: tp = 1; dp, cp and pp split the work)",
+                where, m->ep, m->tp);
+        const char *optim = plait_config_str(run->cfg, "optim", "plugin");
+        if (strcmp(optim, "adam") != 0)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "%s: [parallel] ep = %d with [optim] plugin = %s: the experts' tensors differ "
+                                   "between the ep ranks, and only adam keeps each rank's tensors whole so far "
+                                   "(allowed with ep > 1: optim.plugin = adam; or ep = 1 with %s)",
+                                   where, m->ep, optim, optim);
+        if (strcmp(plait_config_str(run->cfg, "run", "ckpt_format"), "sharded") == 0)
+            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                                   "%s: [parallel] ep = %d with [run] ckpt_format = sharded: the experts are gathered "
+                                   "into a checkpoint's whole tensors, not written in shards (allowed with ep > 1: "
+                                   "ckpt_format = gathered)",
+                                   where, m->ep);
     }
     if (E == 0) return PLAIT_OK;
     if (m->tp > 1) {

@@ -31,9 +31,10 @@ typedef struct plait_run_moe {
 
 /* The layout a model's experts need, refused before any rank starts
  * (config check and train's preflight) naming the keys and what would
- * work: [parallel] ep > 1 (with a model without experts, and, until the
- * experts are split over ranks, with one: each rank holds every expert),
- * tp > 1, a device other than cpu; and, once the plan is made, a schedule
+ * work: [parallel] ep > 1 with a model without experts, an ep not dividing
+ * moe_experts, or, for now, with tp, an optimizer other than adam or a
+ * sharded checkpoint format; tp > 1, a device other than cpu; and, once
+ * the plan is made, a schedule
  * that splits the backward (splits_backward:
  * plait_plan_splits_backward). */
 plait_status plait_run_moe_check_layout(const struct plait_run *run);

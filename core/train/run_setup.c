@@ -29,10 +29,15 @@ plait_status plait_run_prefill_plan(plait_run *run) {
     plan->schedule = calloc(plan->capacity, sizeof(plait_instr));
     if (!plan->shards || !plan->layer_stage || !plan->layer_chunk || !plan->schedule)
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory planning");
+    const plait_mesh *mesh = &run->world.mesh;
     for (int32_t g = 0; g < spec->n_params; g++) {
         const plait_param *p = &spec->params[g];
         plan->shards[g] = (plait_shard){.dim = -1, .parts = 1, .index = 0, .groups = 1,
                                         .padded_len = p->ndim > 0 ? p->shape[0] : 1};
+        /* expert parallelism: the ep ranks hold the experts in turn */
+        if ((p->flags & PLAIT_PARAM_EXPERT) && mesh->ep > 1)
+            plan->shards[g] = (plait_shard){
+                .dim = 0, .parts = mesh->ep, .index = mesh->ep_rank, .groups = 1, .padded_len = p->shape[0]};
     }
     plan->chunks = 1;
     plan->vocab_padded = spec->vocab_size;
@@ -241,7 +246,8 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
                                         .activations_bf16 = plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16,
                                         .cp = run->world.mesh.cp,
                                         .cp_rank = run->world.mesh.cp_rank,
-                                        .cp_comm = run->world.mesh.cp_comm};
+                                        .cp_comm = run->world.mesh.cp_comm,
+                                        .ep_comm = run->world.mesh.ep_comm};
         st = plait_model_create(run->model.desc, &args, &run->model.instance);
     }
     if (st == PLAIT_OK) st = create_optim(run, &source.source);

@@ -14,6 +14,11 @@
  * segment owner receives N-1 messages at once instead of a pipelined ring,
  * and the segment sums are not overlapped with the transfers.
  *
+ * With expert parallelism (ABI 1.17) the expert tensors split over the ep
+ * group (PLAIT_PARAM_EXPERT) stay out of the buckets: the ranks holding the
+ * same experts, mesh->edp_comm, sum them after the buckets, each tensor
+ * one all-reduce (ordered in deterministic mode).
+ *
  * With context parallelism (ABI 1.13) the cp ranks of a dp rank compute the
  * same micro-batches, each its share of every sequence: the micro-batches
  * follow dp_rank, the sums run over the dp x cp group (mesh->dpcp_comm).
@@ -66,6 +71,7 @@ typedef struct dp_state {
     size_t bucket_bytes;
     plait_compression compression; /* [parallel.dp] grad_compression */
     dp_buckets buckets;
+    plait_param_set *experts; /* the set whose split expert tensors reduce_experts sums */
     int reduce;               /* 0 when dp == 1 or the optimizer reduces */
     /* grads_ready calls so far this step: a bucket overlapped the backward
      * only if it started before the step's final call, whose layer was the
@@ -77,6 +83,7 @@ typedef struct dp_state {
     int folded;               /* this step's folds are done */
     plait_parallel_stats stats;
     plait_comm_stats comm_before;
+    plait_comm_stats edp_before; /* the experts' group's counters (ep > 1 with ep < dp x cp) */
 } dp_state;
 
 static plait_status dp_create(const plait_parallel_init *init, void **out) {
@@ -175,6 +182,13 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
         st = find_folds(s, bind->params, &skip);
         if (st != PLAIT_OK) return st;
     }
+    if (!skip && !(skip = calloc((size_t)bind->params->n_params + 1, 1)))
+        return host->set_error(PLAIT_ERR_NO_MEMORY, "dp: out of memory");
+    for (int32_t i = 0; i < bind->params->n_params; i++) { /* summed over edp_comm at the end */
+        const plait_param *p = &bind->params->params[i];
+        skip[i] |= (p->flags & PLAIT_PARAM_EXPERT) && p->shard.dim >= 0 && p->shard.parts > 1;
+    }
+    s->experts = bind->params;
     st = dp_buckets_build(host, bind->params, skip, s->bucket_bytes, &s->buckets);
     free(skip);
     if (st != PLAIT_OK) return st;
@@ -195,6 +209,13 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
     return PLAIT_OK;
 }
 
+/* The ranks holding this rank's experts when ep splits them and they are
+ * more than this one (mesh->edp_comm), else NULL. */
+static plait_comm *experts_group(const dp_state *s) {
+    plait_comm *edp = PLAIT_MESH_HAS(s->mesh, edp_comm) && s->mesh->ep > 1 ? s->mesh->edp_comm : NULL;
+    return edp && s->host->coll->size(edp) > 1 ? edp : NULL;
+}
+
 static plait_status dp_begin_step(void *state, int64_t step) {
     (void)step;
     dp_state *s = state;
@@ -204,6 +225,9 @@ static plait_status dp_begin_step(void *state, int64_t step) {
     if (s->group_n > 1) {
         s->comm_before.struct_size = sizeof s->comm_before;
         host->coll->stats(s->group, &s->comm_before);
+        plait_comm *edp = experts_group(s);
+        s->edp_before.struct_size = sizeof s->edp_before;
+        if (edp) host->coll->stats(edp, &s->edp_before);
     }
     s->grads_ready_calls = 0;
     s->folded = 0;
@@ -251,6 +275,25 @@ static plait_status dp_grads_ready(void *state, int32_t layer, int32_t mb, int l
     return PLAIT_OK;
 }
 
+/* The expert tensors split over ep (ABI 1.17): summed over the ranks
+ * holding the same experts, mesh->edp_comm, once the backward is done, in
+ * deterministic mode by the ordered algorithm like the buckets. */
+static plait_status reduce_experts(dp_state *s) {
+    const plait_host *host = s->host;
+    plait_comm *edp = experts_group(s);
+    if (!edp || s->skip_reduce) return PLAIT_OK;
+    plait_coll_opts opts = plait_tensor_coll_opts(host, s->deterministic ? PLAIT_ALGO_ORDERED : PLAIT_ALGO_AUTO,
+                                                  "dp expert gradients");
+    plait_status st = PLAIT_OK;
+    for (int32_t i = 0; s->experts && i < s->experts->n_params && st == PLAIT_OK; i++) {
+        plait_param *p = &s->experts->params[i];
+        if (!(p->flags & PLAIT_PARAM_EXPERT) || p->shard.dim < 0 || p->shard.parts <= 1) continue;
+        st = host->coll->allreduce(edp, p->grad, p->grad, p->numel, PLAIT_F32, PLAIT_SUM, &opts, NULL);
+        s->stats.reductions += st == PLAIT_OK;
+    }
+    return st;
+}
+
 static plait_status dp_finish_grads(void *state) {
     dp_state *s = state;
     const plait_host *host = s->host;
@@ -279,6 +322,7 @@ static plait_status dp_finish_grads(void *state) {
         s->stats.reductions++;
         s->stats.early_reductions += b->started_in_call != 0 && b->started_in_call < s->grads_ready_calls;
     }
+    if (st == PLAIT_OK) st = reduce_experts(s);
     s->stats.wait_seconds += host->now() - t0;
     return st;
 }
@@ -292,6 +336,12 @@ static void dp_step_stats(void *state, plait_parallel_stats *out) {
         plait_comm_stats now = {.struct_size = sizeof now};
         host->coll->stats(s->group, &now);
         s->stats.bytes_sent = now.bytes_sent - s->comm_before.bytes_sent;
+        plait_comm *edp = experts_group(s);
+        if (edp) {
+            plait_comm_stats e = {.struct_size = sizeof e};
+            host->coll->stats(edp, &e);
+            s->stats.bytes_sent += e.bytes_sent - s->edp_before.bytes_sent;
+        }
     }
     s->stats.axis_bytes[0] = s->stats.bytes_sent;
     s->stats.axis_wait_seconds[0] = s->stats.wait_seconds;
@@ -312,7 +362,7 @@ static void dp_destroy(void *state) {
 
 static const plait_parallel_ops dp_ops = {
     .struct_size = sizeof(plait_parallel_ops),
-    .axes = PLAIT_PARALLEL_AXIS_DP | PLAIT_PARALLEL_AXIS_CP,
+    .axes = PLAIT_PARALLEL_AXIS_DP | PLAIT_PARALLEL_AXIS_CP | PLAIT_PARALLEL_AXIS_EP,
     .create = dp_create,
     .plan = dp_plan,
     .bind = dp_bind,

@@ -24,6 +24,13 @@ static float *staging_alloc(const plait_host *host) {
     return host->alloc(PLAIT_TENSOR_STAGING_FLOATS * sizeof(float), PLAIT_MEM_HOST_PINNED, 64, "dp staging");
 }
 
+/* An expert tensor split over the ep group (plait/model.h): the ranks of
+ * the DP group hold different experts, the ranks of mesh->edp_comm the
+ * same ones. */
+static int ep_split(const plait_param *p) {
+    return (p->flags & PLAIT_PARAM_EXPERT) && p->shard.dim >= 0 && p->shard.parts > 1;
+}
+
 /* FNV-1a over the parameter bytes: cheap, and any difference between replicas
  * shows (the broadcast makes them equal; this proves it). The bytes come to
  * the host in chunks through the device's copy. */
@@ -34,6 +41,7 @@ static plait_status params_checksum(const plait_host *host, const plait_param_se
     plait_status st = PLAIT_OK;
     for (int32_t i = 0; i < set->n_params && st == PLAIT_OK; i++) {
         if (!set->params[i].data) continue; /* held in shards by the optimizer (ZeRO-3) */
+        if (ep_split(&set->params[i])) continue; /* another rank's experts differ */
         for (size_t at = 0; at < set->params[i].numel && st == PLAIT_OK; at += PLAIT_TENSOR_STAGING_FLOATS) {
             size_t n = set->params[i].numel - at;
             if (n > PLAIT_TENSOR_STAGING_FLOATS) n = PLAIT_TENSOR_STAGING_FLOATS;
@@ -93,7 +101,8 @@ plait_status dp_replicas_start(const plait_host *host, const plait_mesh *mesh, c
     for (int32_t i = 0; i < set->n_params && st == PLAIT_OK; i++) {
         if (!owns_storage(set, i)) continue;
         plait_param *p = &set->params[i];
-        st = coll->broadcast(dp, p->data, p->numel, PLAIT_F32, 0, &opts, NULL);
+        plait_comm *group = ep_split(p) ? mesh->edp_comm : dp; /* NULL: ep = dp x cp, one holder */
+        if (group) st = coll->broadcast(group, p->data, p->numel, PLAIT_F32, 0, &opts, NULL);
     }
     if (st == PLAIT_OK && checks->perturb == DP_PERTURB_AFTER) st = perturb_replica(host, mesh, checks->perturb, set);
     if (st != PLAIT_OK || !checks->verify) return st;

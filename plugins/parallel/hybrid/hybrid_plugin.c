@@ -153,7 +153,9 @@ static void hybrid_step_stats(void *state, plait_parallel_stats *out) {
 
 static const plait_parallel_ops hybrid_ops = {
     .struct_size = sizeof(plait_parallel_ops),
-    .axes = PLAIT_PARALLEL_AXIS_DP | PLAIT_PARALLEL_AXIS_TP | PLAIT_PARALLEL_AXIS_PP | PLAIT_PARALLEL_AXIS_CP,
+    /* ep: the dp plugin sums the experts' gradients over edp_comm */
+    .axes = PLAIT_PARALLEL_AXIS_DP | PLAIT_PARALLEL_AXIS_TP | PLAIT_PARALLEL_AXIS_PP | PLAIT_PARALLEL_AXIS_CP |
+            PLAIT_PARALLEL_AXIS_EP,
     .create = hybrid_create,
     .plan = hybrid_plan,
     .bind = hybrid_bind,

@@ -49,7 +49,7 @@ typedef struct plait_shard {
 /* A model parameter's flags (plait_param.flags); a configuration key's
  * flags are plait_key_flag (config.h). */
 typedef enum plait_param_flag {
-    PLAIT_PARAM_NO_DECAY = 1u << 0,  /* biases, LayerNorm, (by nanoGPT's rule: every tensor with ndim < 2) */
+    PLAIT_PARAM_NO_DECAY = 1u << 0, /* biases, LayerNorm, (by nanoGPT's rule: every tensor with ndim < 2) */
     /* A second copy of a tied parameter living on another pipeline stage
      * (the output head's copy of the token embedding). Its gradient is summed
      * with the original's across the embedding group; checkpoints store only
@@ -65,7 +65,16 @@ typedef enum plait_param_flag {
      * (PLAIT_OPTIM_REDUCES_GRADS, ZeRO) all-reduces such a parameter's local
      * gradient over DP once it is complete (its last after_backward) and,
      * if it owns gradients, keeps it whole in `grad` until the sum. */
-    PLAIT_PARAM_TIED_REMOTE = 1u << 2
+    PLAIT_PARAM_TIED_REMOTE = 1u << 2,
+    /* ABI 1.17: a mixture of experts' tensor stacked over the experts
+     * (dimension 0 is the expert). With [parallel] ep > 1 the core splits
+     * dimension 0 over the ep group (shard.parts = ep, shard.index =
+     * ep_rank; the split is not a TP one), so ranks of one dp x cp group
+     * hold different experts: the parallel plugin sums such a gradient
+     * over mesh->edp_comm (the ranks holding the same experts), not
+     * dpcp_comm, and the gradient norm counts it on the first ep group
+     * (plait_optim_counts_in_norm). */
+    PLAIT_PARAM_EXPERT = 1u << 3
 } plait_param_flag;
 
 typedef struct plait_param {

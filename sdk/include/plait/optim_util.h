@@ -34,6 +34,9 @@
  *     counts it. Split parameters count on every TP rank (their slices are
  *     disjoint; padding positions hold zero gradient and add nothing).
  *   - PP: stages hold different layers; each counts its own.
+ *   - EP (ABI 1.17): an expert tensor split over the ep group
+ *     (PLAIT_PARAM_EXPERT, shard.parts > 1) counts on the first ep ranks
+ *     of the dp x cp group, each holding its own experts.
  *   - Tied copies (PLAIT_PARAM_TIED_COPY: lm_head.weight) never count: the
  *     original (transformer.wte.weight) holds the same, complete gradient.
  * The TP rank is read from any split parameter's shard.index (all split
@@ -128,6 +131,10 @@ typedef struct plait_optim_topology {
     int32_t dp_rank;     /* rank in the DP group (0 without one) */
     int32_t tp;          /* [parallel] tp */
     int32_t tp_rank;     /* from the split parameters' shard.index (0 if none) */
+    /* ABI 1.17: [parallel] ep (1 without expert parallelism); dp_rank is
+     * the rank in the optimizer's dp_comm, the dp x cp group, whose first
+     * ep members hold every expert once */
+    int32_t ep;
 } plait_optim_topology;
 
 /* Derive the topology from the init arguments; fails if tp > 1 while no
@@ -139,11 +146,12 @@ static inline plait_status plait_optim_topology_from_init(const plait_optim_init
     out->dp_rank = init->dp_comm && host->coll ? host->coll->rank(init->dp_comm) : 0;
     plait_value v;
     out->tp = host->config_get(init->config, "parallel", "tp", &v) == PLAIT_OK && v.i > 1 ? (int32_t)v.i : 1;
+    out->ep = host->config_get(init->config, "parallel", "ep", &v) == PLAIT_OK && v.i > 1 ? (int32_t)v.i : 1;
     const char *first = NULL;
     int found = 0;
     for (int32_t i = 0; i < init->params->n_params; i++) {
         const plait_shard *s = &init->params->params[i].shard;
-        if (s->dim < 0 || s->parts <= 1) continue;
+        if (s->dim < 0 || s->parts <= 1 || (init->params->params[i].flags & PLAIT_PARAM_EXPERT)) continue;
         if (found && s->index != out->tp_rank)
             return host->set_error(PLAIT_ERR_INTERNAL,
                                    "optimizer: parameters %s and %s are split with different TP indices (%d, %d)",
@@ -164,6 +172,10 @@ static inline plait_status plait_optim_topology_from_init(const plait_optim_init
  * (replicated-gradient) rule above. */
 static inline int plait_optim_counts_in_norm(const plait_optim_topology *topo, const plait_param *p) {
     if (p->flags & PLAIT_PARAM_TIED_COPY) return 0;
+    /* an expert tensor split over ep: each of the first ep ranks of the
+     * dp x cp group holds its own experts */
+    if ((p->flags & PLAIT_PARAM_EXPERT) && p->shard.dim >= 0 && p->shard.parts > 1)
+        return topo->dp_rank < topo->ep && topo->tp_rank == 0;
     if (topo->dp_rank != 0) return 0;
     int split = p->shard.dim >= 0 && p->shard.parts > 1;
     if (topo->tp > 1 && !split && topo->tp_rank != 0) return 0;

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Expert parallelism ([parallel] ep): at dp 4 in deterministic mode with one
+# micro-batch a rank, ep 2 and ep 4 (each rank holding 2 or 1 of the 4
+# experts, the tokens traded by all-to-all) give ep 1's loss curve, routes
+# per expert and final parameters bit for bit, as do dp 2 x cp 2 at ep 4,
+# dp 2 x pp 2 at ep 2 and the llama arch with a shared expert at ep 2;
+# with two micro-batches a rank within 1e-6; a checkpoint of ep 1 resumes
+# at ep 2 and one of ep 2 at ep 1, each as the straight run; config check
+# counts a rank's all-to-all bytes and experts; and what ep cannot run
+# with yet is refused before step 1, naming the keys.
+source "$(dirname "$0")/lib.sh"
+MOE="model.moe_experts=4 model.moe_top_k=2 model.moe_ffn_hidden=64 model.moe_z_loss=0.001 model.moe_bias_rate=0.001"
+D="run.steps=4 run.deterministic=true run.ckpt_every=2 data.micro_batch=1 data.global_batch=4 parallel.dp=4 $MOE"
+train ep1 $D
+train ep2 $D parallel.ep=2
+train ep4 $D parallel.ep=4
+for r in ep2 ep4; do
+  same_losses ep1 "$r" 0
+  same_params ep1 "$r" bits model
+  for e in 0 1 2 3; do
+    [ "$(column ep1 moe_tokens_$e)" = "$(column "$r" moe_tokens_$e)" ] ||
+      fail "$r routed other tokens to expert $e than ep 1"
+  done
+done
+grep -q "step 4" "$E2E_WORK/ep4.out" || fail "ep 4 did not reach step 4: $(tail -n 3 "$E2E_WORK/ep4.out")"
+
+# ep carved out of dp x cp: dp 2 x cp 2 at ep 4 as at ep 1
+C="run.steps=4 run.deterministic=true run.ckpt_every=4 data.micro_batch=1 data.global_batch=2 parallel.dp=2 \
+parallel.cp=2 $MOE"
+train cp1 $C
+train cp_ep4 $C parallel.ep=4
+same_losses cp1 cp_ep4 0
+same_params cp1 cp_ep4 bits model
+# with pipeline parallelism (hybrid): dp 2 x pp 2, each stage's experts
+# split over its ep group
+P="run.steps=4 run.deterministic=true run.ckpt_every=4 data.micro_batch=1 data.global_batch=2 model.n_layer=4 \
+parallel.plugin=hybrid parallel.dp=2 parallel.pp=2 $MOE"
+train pp1 $P
+train pp_ep2 $P parallel.ep=2
+same_losses pp1 pp_ep2 0
+same_params pp1 pp_ep2 bits model
+# two micro-batches a rank: the holder adds each micro-batch's sources
+# first, so the sums round otherwise (docs/parallelism.md): within 1e-6
+A="run.steps=4 run.deterministic=true run.ckpt_every=4 data.micro_batch=1 data.global_batch=8 parallel.dp=2 $MOE"
+train acc1 $A
+train acc_ep2 $A parallel.ep=2
+same_losses acc1 acc_ep2 1e-6
+same_params acc1 acc_ep2 1e-5
+# the llama arch's experts (gate, up and down projections), beside a
+# shared expert every token passes through
+CFG=$(dirname "$0")/llama.ini
+train lep1 $D model.moe_shared_experts=1
+train lep2 $D model.moe_shared_experts=1 parallel.ep=2
+same_losses lep1 lep2 0
+same_params lep1 lep2 bits model
+CFG=$PLAIT_SOURCE_DIR/tests/e2e/tiny.ini
+
+# ep 1's step-2 checkpoint resumed at ep 2, and ep 2's at ep 1: steps 3-4
+# as the straight runs
+cp -r "$E2E_WORK/ep1" "$E2E_WORK/to2"
+rm -r "$E2E_WORK/to2/ckpt-00000004"
+train to2 $D parallel.ep=2 --resume
+same_losses ep1 to2 0
+same_params ep1 to2 bits model
+cp -r "$E2E_WORK/ep2" "$E2E_WORK/to1"
+rm -r "$E2E_WORK/to1/ckpt-00000004"
+train to1 $D --resume
+same_losses ep2 to1 0
+same_params ep2 to1 bits model
+
+# config check counts a rank's trades and experts (moe-tiny at dp 2, ep 2
+# by hand: 4 sparse blocks x 1 micro-batch x (4 trades x 256 tokens x 2
+# routes x 64 floats x 4 bytes x 1/2 leaving + 4 counts x 4 bytes) = 1048640)
+"$PLAIT_BIN" config check "$PLAIT_SOURCE_DIR/configs/moe-tiny.ini" parallel.dp=2 parallel.ep=2 \
+  >"$E2E_WORK/check.out" 2>&1 || fail "config check at ep 2: $(cat "$E2E_WORK/check.out")"
+grep -qF "all-to-all bytes a step: 1048640 a rank sends at ep 2" "$E2E_WORK/check.out" ||
+  fail "config check's all-to-all count: $(sed -n 2p "$E2E_WORK/check.out")"
+grep -qF "each rank holds 4 of the 8 experts, 0.265M routed experts' parameters" "$E2E_WORK/check.out" ||
+  fail "config check's experts a rank: $(sed -n 2p "$E2E_WORK/check.out")"
+
+refused() { # NAME EXPECTED overrides...: config check and train refuse, train before step 1
+  local name=$1 want=$2; shift 2
+  if "$PLAIT_BIN" config check "$CFG" "$@" >"$E2E_WORK/$name.check" 2>&1; then fail "config check accepted $*"; fi
+  grep -qF -- "$want" "$E2E_WORK/$name.check" || fail "config check $*: $(cat "$E2E_WORK/$name.check")"
+  train_refused "$name" "$want" run.out_dir="$E2E_WORK/$name" "$@"
+  ! grep -q "^step " "$E2E_WORK/$name.out" || fail "train $* ran a step"
+}
+refused dense "[parallel] ep = 2: expert parallelism splits a mixture-of-experts model's experts, and this model \
+has none" parallel.dp=2 parallel.ep=2
+refused zero1 "[parallel] ep = 2 with [optim] plugin = zero1" $MOE parallel.dp=2 parallel.ep=2 optim.plugin=zero1
+refused tp "[parallel] ep = 2 with tp = 2" $MOE parallel.plugin=hybrid parallel.dp=2 parallel.tp=2 parallel.ep=2
+refused sharded "[parallel] ep = 2 with [run] ckpt_format = sharded" $MOE parallel.dp=2 parallel.ep=2 \
+  run.ckpt_format=sharded
+echo "ep: ep 2 and 4 bit-identical to ep 1, resumes across ep, refusals named"
