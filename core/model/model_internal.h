@@ -292,7 +292,7 @@ struct plait_model {
      * the sequence, 2 chunks of block_size / 2cp; cp = 1 without */
     int32_t cp, cp_rank;
     plait_comm *cp_comm;
-    float *ring_mem; /* the ring's K/V blocks and their gradients (host memory) */
+    float *ring_mem; /* the ring's K/V blocks, their gradients and row sums (device memory) */
     size_t ring_bytes;
     /* mixture of experts (moe.c): the sparse blocks' backward scratch,
      * allocated on first use, and what the forwards routed since the
