@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "device/device.h"
 #include "kernels/kernels.h"
 #include "model/model_internal.h"
@@ -235,6 +236,9 @@ static plait_status cp_setup(plait_model *m, const plait_model_create_args *args
                                "(plait/kernels.h, ABI 1.17), which this device lacks; use [device] plugin = cpu "
                                "or cuda, or [parallel] cp = 1");
     m->T /= m->cp;
+    /* a bf16 run's K|V blocks in bf16 on the wire where the transport
+     * carries them so (a host-memory one; nccl's device memory stays float32) */
+    m->cp_wire_bf16 = args->activations_bf16 && plait_comm_p2p_bf16_carried(m->cp_comm, plait_device_mem_kind());
     return PLAIT_OK;
 }
 

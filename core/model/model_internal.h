@@ -292,6 +292,7 @@ struct plait_model {
      * the sequence, 2 chunks of block_size / 2cp; cp = 1 without */
     int32_t cp, cp_rank;
     plait_comm *cp_comm;
+    int cp_wire_bf16; /* a bf16 run: the ring's K|V blocks travel as bf16 (ring_attention.c) */
     float *ring_mem; /* the ring's K/V blocks, their gradients and row sums (device memory) */
     size_t ring_bytes;
     /* mixture of experts (moe.c): the sparse blocks' backward scratch,

@@ -113,12 +113,19 @@ static plait_status ring_error(const ring *r, plait_status st, const char *what)
 }
 
 /* Post request slot i: a send to the next rank or a receive from the
- * previous, touching buf after the kernels queued so far. */
+ * previous, touching buf after the kernels queued so far. On a bf16 run
+ * K and V travel as bf16 (rounded once by their sender, widened exactly on
+ * arrival; every rank folds them in float32), half the bytes; their
+ * gradients' running sums stay float32, as the dp gradients do. */
 static plait_status ring_post(ring *r, int i, int is_send, float *buf, uint32_t tag) {
     const int cp = r->m->cp, me = r->m->cp_rank;
     const int peer = is_send ? (me + 1) % cp : (me + cp - 1) % cp;
-    plait_status st = plait_comm_p2p_after(r->m->cp_comm, is_send, buf, r->kv_numel, PLAIT_F32, peer, tag,
-                                           plait_device_mem_kind(), NULL, &r->req[i]);
+    const plait_mem_kind kind = plait_device_mem_kind();
+    plait_status st = r->m->cp_wire_bf16 && tag != TAG_DKV
+                          ? plait_comm_p2p_bf16_after(r->m->cp_comm, is_send, buf, r->kv_numel, peer, tag, kind, NULL,
+                                                      &r->req[i])
+                          : plait_comm_p2p_after(r->m->cp_comm, is_send, buf, r->kv_numel, PLAIT_F32, peer, tag, kind,
+                                                 NULL, &r->req[i]);
     return st == PLAIT_OK ? PLAIT_OK : ring_error(r, st, is_send ? "posting a send" : "posting a receive");
 }
 
