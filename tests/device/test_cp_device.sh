@@ -51,7 +51,7 @@ for m in gpt llama; do
   # here; the losses hold 1e-5
   case $m in gpt) ptol=1e-5 ;; llama) ptol=2e-4 ;; esac
   same_losses ${m}_dev2 ${m}_dev1 1e-5
-  same_params ${m}_dev2 ${m}_dev1 $ptol
+  same_params ${m}_dev2 ${m}_dev1 "$ptol"
   same_losses ${m}_dev2 ${m}_cpu2 1e-5
   same_params ${m}_dev2 ${m}_cpu2 1e-4 # the devices' products round otherwise (test_gpu_training's bound)
   # the ring's transfers of the traced step, over both ranks: per layer and
