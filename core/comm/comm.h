@@ -166,6 +166,11 @@ plait_status plait_comm_p2p_after(plait_comm *comm, int is_send, const void *buf
  * device memory: plait_comm_p2p_bf16_carried says so beforehand). */
 plait_status plait_comm_p2p_bf16(plait_comm *comm, int is_send, const float *buf, size_t count, int peer, uint32_t tag,
                                  plait_mem_kind kind, plait_request **req);
+/* The same, touching device memory only after compute-stream event `ready`
+ * (NULL: the point of the call), as plait_comm_p2p_after. */
+plait_status plait_comm_p2p_bf16_after(plait_comm *comm, int is_send, const float *buf, size_t count, int peer,
+                                       uint32_t tag, plait_mem_kind kind, struct plait_device_event *ready,
+                                       plait_request **req);
 /* 1 if plait_comm_p2p_bf16 can carry memory of `kind` on `comm`. */
 int plait_comm_p2p_bf16_carried(const plait_comm *comm, plait_mem_kind kind);
 

@@ -272,6 +272,12 @@ plait_status plait_comm_p2p_bf16(plait_comm *comm, int is_send, const float *buf
     return post(comm, is_send, (void *)(uintptr_t)buf, count, PLAIT_F32, peer, tag, kind, NULL, 1, req);
 }
 
+plait_status plait_comm_p2p_bf16_after(plait_comm *comm, int is_send, const float *buf, size_t count, int peer,
+                                       uint32_t tag, plait_mem_kind kind, plait_device_event *ready,
+                                       plait_request **req) {
+    return post(comm, is_send, (void *)(uintptr_t)buf, count, PLAIT_F32, peer, tag, kind, ready, 1, req);
+}
+
 plait_status plait_comm_p2p_after(plait_comm *comm, int is_send, const void *buf, size_t count, plait_dtype dtype,
                                   int peer, uint32_t tag, plait_mem_kind kind, struct plait_device_event *ready,
                                   plait_request **req) {

@@ -157,6 +157,16 @@ void plait_k_rope(float *x, const float *cs, int64_t B, int64_t T, int64_t row_s
                   int inverse);
 void plait_k_swiglu_forward(float *out, const float *gate, const float *up, size_t n);
 void plait_k_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n);
+/* Ring attention's block kernels (ABI 1.18, kernels_ring.c). */
+void plait_k_ring_attention_forward(float *out, float *mx, float *l, const float *qkv, const float *kv,
+                                    int64_t kv_stride, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                    const plait_ring_block *blk);
+void plait_k_ring_attention_finish(float *out, float *mx, const float *l, int64_t B, int64_t T, int64_t NH, int64_t HS);
+void plait_k_ring_attention_backward(float *dqkv, float *dkv, const float *qkv, const float *kv, int64_t kv_stride,
+                                     const float *dout, const float *out, const float *lse, int64_t B, int64_t T,
+                                     int64_t NH, int64_t NKV, int64_t HS, const plait_ring_block *blk);
+void plait_k_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
+                       int64_t width);
 
 /* ---- embedding --------------------------------------------------------- */
 void plait_k_embedding_forward(float *out, const int32_t *tokens, const float *wte,

@@ -68,6 +68,10 @@ static const plait_kernels g_table = {
     .swiglu_backward = plait_k_swiglu_backward,
     .attention_gqa_forward = plait_k_attention_gqa_forward,
     .attention_gqa_backward = plait_k_attention_gqa_backward,
+    .ring_attention_forward = plait_k_ring_attention_forward,
+    .ring_attention_finish = plait_k_ring_attention_finish,
+    .ring_attention_backward = plait_k_ring_attention_backward,
+    .copy_rows = plait_k_copy_rows,
 };
 
 const plait_kernels *plait_kernels_table(void) { return &g_table; }

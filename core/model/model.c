@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "device/device.h"
 #include "kernels/kernels.h"
 #include "model/model_internal.h"
@@ -235,10 +236,17 @@ static plait_status cp_setup(plait_model *m, const plait_model_create_args *args
     if (m->T % (2 * m->cp) != 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "model: block_size %lld does not split into 2cp = %d chunks",
                                (long long)m->T, 2 * (int)m->cp);
-    if (!m->cp_comm || plait_device_mem_kind() != PLAIT_MEM_HOST)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "model: context parallelism runs on the cpu device (host "
-                                                         "memory) with the mesh's cp group");
+    if (!m->cp_comm)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG, "model: context parallelism needs the mesh's cp group");
+    if (!PLAIT_KERNELS_HAS_RING_ATTENTION(m->k))
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "model: context parallelism needs ring attention in the device's kernel table "
+                               "(plait/kernels.h, ABI 1.18), which this device lacks; use [device] plugin = cpu "
+                               "or cuda, or [parallel] cp = 1");
     m->T /= m->cp;
+    /* a bf16 run's K|V blocks in bf16 on the wire where the transport
+     * carries them so (a host-memory one; nccl's device memory stays float32) */
+    m->cp_wire_bf16 = args->activations_bf16 && plait_comm_p2p_bf16_carried(m->cp_comm, plait_device_mem_kind());
     return PLAIT_OK;
 }
 

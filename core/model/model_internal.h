@@ -300,7 +300,8 @@ struct plait_model {
      * of E, from the expert tensors' shard; ep = 1 without */
     int32_t ep, ep_rank;
     plait_comm *ep_comm;
-    float *ring_mem; /* the ring's K/V blocks and their gradients (host memory) */
+    int cp_wire_bf16; /* a bf16 run: the ring's K|V blocks travel as bf16 (ring_attention.c) */
+    float *ring_mem; /* the ring's K/V blocks, their gradients and row sums (device memory) */
     size_t ring_bytes;
     /* mixture of experts (moe.c): the sparse blocks' backward scratch,
      * allocated on first use, and what the forwards routed since the

@@ -11,8 +11,9 @@
  * results merged by their log-sum-exp; the backward passing dK and dV on
  * around the ring to their owner).
  *
- * Host memory only (the cpu device): model.c refuses cp > 1 elsewhere.
- * Not thread-safe: the thread that drives the model calls it, in the same
+ * On the open device, with its ring attention kernels (plait/kernels.h,
+ * ABI 1.18: the cpu and cuda devices; model.c refuses cp > 1 on a device
+ * without them). Not thread-safe: the thread that drives the model calls it, in the same
  * order on every rank of the ring (each call communicates over cp_comm).
  */
 #ifndef PLAIT_CORE_RING_ATTENTION_H

@@ -450,6 +450,23 @@ PC_ENTRY(attention_gqa_backward, k_attention_gqa_backward,
           int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS),
          (dqkv, scratch, dout, qkv, out, lse, B, T, NH, NKV, HS))
 
+/* ring attention (ABI 1.18): ring.cu */
+PC_ENTRY(ring_attention_forward, pc_launch_ring_attention_forward,
+         (float *out, float *mx, float *l, const float *qkv, const float *kv, int64_t kv_stride, int64_t B, int64_t T,
+          int64_t NH, int64_t NKV, int64_t HS, const plait_ring_block *blk),
+         (out, mx, l, qkv, kv, kv_stride, B, T, NH, NKV, HS, blk))
+PC_ENTRY(ring_attention_finish, pc_launch_ring_attention_finish,
+         (float *out, float *mx, const float *l, int64_t B, int64_t T, int64_t NH, int64_t HS),
+         (out, mx, l, B, T, NH, HS))
+PC_ENTRY(ring_attention_backward, pc_launch_ring_attention_backward,
+         (float *dqkv, float *dkv, const float *qkv, const float *kv, int64_t kv_stride, const float *dout,
+          const float *out, const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+          const plait_ring_block *blk),
+         (dqkv, dkv, qkv, kv, kv_stride, dout, out, lse, B, T, NH, NKV, HS, blk))
+PC_ENTRY(copy_rows, pc_launch_copy_rows,
+         (float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows, int64_t width),
+         (dst, dst_stride, src, src_stride, rows, width))
+
 /* bf16 activations (ABI 1.8): the products */
 PC_ENTRY(to_bf16, pc_launch_to_bf16, (plait_bf16 *dst, const float *src, size_t n), (dst, src, n))
 PC_ENTRY(matmul_forward_bf16, k_matmul_forward_bf16, (plait_bf16 *out, const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC), (out, inp, weight, bias, BT, C, OC))
@@ -528,6 +545,11 @@ static const plait_kernels g_table = {
     .swiglu_backward = e_swiglu_backward,
     .attention_gqa_forward = e_attention_gqa_forward,
     .attention_gqa_backward = e_attention_gqa_backward,
+    /* ring attention (ABI 1.18) */
+    .ring_attention_forward = e_ring_attention_forward,
+    .ring_attention_finish = e_ring_attention_finish,
+    .ring_attention_backward = e_ring_attention_backward,
+    .copy_rows = e_copy_rows,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

@@ -303,6 +303,17 @@ void pc_launch_rope(float *x, const float *cs, int64_t B, int64_t T, int64_t row
 void pc_launch_swiglu_forward(float *out, const float *gate, const float *up, size_t n);
 void pc_launch_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
                                size_t n);
+/* ring.cu: ring attention's block kernels (plait/kernels.h, ABI 1.18) */
+void pc_launch_ring_attention_forward(float *out, float *mx, float *l, const float *qkv, const float *kv,
+                                      int64_t kv_stride, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                      const plait_ring_block *blk);
+void pc_launch_ring_attention_finish(float *out, float *mx, const float *l, int64_t B, int64_t T, int64_t NH,
+                                     int64_t HS);
+void pc_launch_ring_attention_backward(float *dqkv, float *dkv, const float *qkv, const float *kv, int64_t kv_stride,
+                                       const float *dout, const float *out, const float *lse, int64_t B, int64_t T,
+                                       int64_t NH, int64_t NKV, int64_t HS, const plait_ring_block *blk);
+void pc_launch_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
+                         int64_t width);
 /* embedding.cu */
 void pc_launch_embedding_forward(float *out, const int32_t *tokens, const float *wte,
                                  int64_t vocab_start, int64_t n_rows, const float *wpe, int64_t B,

@@ -161,6 +161,16 @@ typedef struct plait_adamw_tensor {
     uint32_t reserved;  /* 0 */
 } plait_adamw_tensor;
 
+/* One block of ring attention (ABI 1.18; ring_attention_forward below):
+ * which chunks of the whole sequence (2cp chunks of T/2 tokens, T the
+ * rank's rows) the query rows and the block's keys are. */
+typedef struct plait_ring_block {
+    int64_t q_chunk[2]; /* rows [0, T/2) are chunk q_chunk[0], rows [T/2, T) q_chunk[1] */
+    int64_t k_chunk[2]; /* the same for the block's K|V rows */
+    int32_t first;      /* 1: the first block folded in (the running rows start empty) */
+    int32_t reserved;   /* 0 */
+} plait_ring_block;
+
 typedef struct plait_kernels {
     uint32_t struct_size;
 
@@ -496,7 +506,49 @@ typedef struct plait_kernels {
                                   int64_t NH, int64_t NKV, int64_t HS);
     void (*attention_gqa_backward)(float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out,
                                    const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS);
+
+    /* --- ABI 1.18: ring attention (context parallelism) ----------------
+     * Optional, all four (PLAIT_KERNELS_HAS_RING_ATTENTION); float32,
+     * device memory, no atomics (the same inputs give the same bits). A
+     * rank of a cp ring holds T query rows of each sequence, two chunks
+     * of T/2 tokens (blk->q_chunk, chunk numbers in the whole sequence),
+     * and folds in one block of keys and values at a time, the block's
+     * two chunks blk->k_chunk: a query sees a key chunk before its own in
+     * full, its own chunk causally, a later one not at all. q comes from
+     * qkv[B,T,(NH+2·NKV)·HS] (the grouped-query layout above); a block's
+     * K|V rows are kv[B,T,kv_stride] (K's NKV heads at column 0, V's at
+     * NKV·HS: qkv + NH·HS with stride (NH+2·NKV)·HS for this rank's own
+     * block, a packed copy of stride 2·NKV·HS for another rank's). blk
+     * is host memory, read during the call. */
+    /* Fold the block into each query row's running maximum mx[B,NH,T],
+     * sum l[B,NH,T] and weighted values out[B,T,NH·HS] (flash attention's
+     * log-sum-exp merge, keys in sequence order within a block, 128 scored
+     * at a time); blk->first starts the rows empty (the three overwritten). */
+    void (*ring_attention_forward)(float *out, float *mx, float *l, const float *qkv, const float *kv,
+                                   int64_t kv_stride, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                   const plait_ring_block *blk);
+    /* After the last block: out /= l, and mx becomes the rows' lse
+     * (mx + log l, the natural log; attention_gqa_forward's lse). */
+    void (*ring_attention_finish)(float *out, float *mx, const float *l, int64_t B, int64_t T, int64_t NH, int64_t HS);
+    /* The block's share of the gradients, the probabilities rebuilt from
+     * lse: dq += into dqkv's q columns (the k and v columns not touched),
+     * dkv[B,T,2·NKV·HS] (dK|dV of the block's rows, packed) += the
+     * queries' share, each key/value head's summed over its query heads
+     * in head order, then over the query rows in order. */
+    void (*ring_attention_backward)(float *dqkv, float *dkv, const float *qkv, const float *kv, int64_t kv_stride,
+                                    const float *dout, const float *out, const float *lse, int64_t B, int64_t T,
+                                    int64_t NH, int64_t NKV, int64_t HS, const plait_ring_block *blk);
+    /* dst[r·dst_stride + i] = src[r·src_stride + i] for r < rows, i <
+     * width (floats; the two do not overlap): a block's K|V packed from
+     * qkv, its dK|dV unpacked into dqkv. */
+    void (*copy_rows)(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
+                      int64_t width);
 } plait_kernels;
+
+/* 1 if table k has ring attention (ABI 1.18), every entry. */
+#define PLAIT_KERNELS_HAS_RING_ATTENTION(k)                                                                            \
+    ((k)->struct_size >= offsetof(plait_kernels, copy_rows) + sizeof((k)->copy_rows) && (k)->ring_attention_forward && \
+     (k)->ring_attention_finish && (k)->ring_attention_backward && (k)->copy_rows)
 
 /* 1 if table k has the Llama family's entries (ABI 1.10), every one. */
 #define PLAIT_KERNELS_HAS_LLAMA(k)                                                                                     \

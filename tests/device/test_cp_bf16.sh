@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Context parallelism on a bf16 run ([run] precision = bf16, cp 2): the
+# ring's K and V blocks travel as bf16, rounded once by their sender and
+# widened exactly on arrival, every rank folding them in float32; their
+# gradients' sums stay float32. On cuda_emu (the cuda plugin's own source
+# on the CPU emulator, label cuda_emu: bf16 products need no AVX512_BF16
+# there), a 1-block tiny GPT and a 1-block tiny Llama, a sequence of 32,
+# 3 steps of 2 sequences, the second traced; asserts:
+# - the cp group's K|V sends of the traced step are half the bytes of the
+#   same float32 run's, its dK|dV sends the same bytes (the traces' p2p
+#   spans, tags 1-2 and 3 of ring_attention.c);
+# - the losses follow cp 1's bf16 run within 1e-3 relative (the documented
+#   tolerance of a bf16 layout against one bf16 process, docs/parallelism.md).
+# shellcheck source=tests/e2e/lib.sh
+source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
+export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
+# wire NAME TAGS: the bytes of the cp group's sends with one of TAGS
+# (comma-separated) inside each rank's traced step span
+wire() {
+  python3 - "$E2E_WORK/$1/trace.json" "$2" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+tags = {int(t) for t in sys.argv[2].split(",")}
+steps = {e["pid"]: (e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "step" and e.get("ph") == "X"}
+print(sum(e["args"]["bytes"] for e in ev
+          if e.get("cat") == "p2p" and e.get("name") == "send" and e.get("args", {}).get("comm") == "cp"
+          and e["args"].get("tag") in tags and steps[e["pid"]][0] <= e["ts"] <= steps[e["pid"]][1]))
+PY
+}
+A=(run.steps=3 run.trace=2 run.eval_every=0 run.ckpt_every=0 run.progress=off data.global_batch=2 data.micro_batch=1
+  model.n_layer=1 model.block_size=32 device.plugin=cuda_emu comm.plugin=tcp)
+for m in gpt llama; do
+  [ $m = llama ] && export CFG=$PLAIT_SOURCE_DIR/tests/e2e/llama.ini
+  train ${m}_one "${A[@]}" run.precision=bf16
+  train ${m}_bf16 "${A[@]}" run.precision=bf16 parallel.cp=2
+  train ${m}_fp32 "${A[@]}" run.precision=fp32 parallel.cp=2
+  kv16=$(wire ${m}_bf16 1,2) kv32=$(wire ${m}_fp32 1,2) d16=$(wire ${m}_bf16 3) d32=$(wire ${m}_fp32 3)
+  [ "$kv32" -gt 0 ] && [ $((kv16 * 2)) = "$kv32" ] ||
+    fail "$m: the bf16 run's K|V sends are $kv16 bytes, the float32 run's $kv32 (not half)"
+  [ "$d32" -gt 0 ] && [ "$d16" = "$d32" ] || fail "$m: dK|dV sends $d16 bytes on the bf16 run, $d32 on the float32 run"
+  same_losses ${m}_one ${m}_bf16 1e-3
+  echo "$m: bf16 K|V on the ring, $kv16 bytes a step (float32: $kv32), dK|dV $d16 both; losses within 1e-3 of cp 1"
+done
