@@ -12,7 +12,9 @@
 #    no marker file left;
 #  - directories apart, ckpt_format = gathered: world rank 0 writes the
 #    whole checkpoint into its own directory, the alternative the refusal
-#    names.
+#    names; a resume there (run.resume=auto: rank 0 finds the checkpoint,
+#    rank 1 none) is refused by both before any step, each naming where it
+#    would start and the shared file system a resume needs.
 source "$(dirname "$0")/lib.sh"
 TOKEN=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
@@ -34,6 +36,7 @@ two() {
   done
   wait "${pids[@]}" || true
 }
+rm -rf "${E2E_WORK:?}"/{a0,a1,s,g0,g1} # what a failed run of this test left
 rcs() { echo "$(cat "$E2E_WORK/$1.0.rc") $(cat "$E2E_WORK/$1.1.rc")"; }
 no_markers() {
   local left
@@ -70,4 +73,11 @@ two gathered g0 g1 run.ckpt_format=gathered optim.plugin=zero3
 [ "$(rcs gathered)" = "0 0" ] || fail "gathered, directories apart: launchers exited $(rcs gathered): $(tail -n 3 "$E2E_WORK/gathered.0.out")"
 [ -f "$E2E_WORK/g0/ckpt-00000002/COMPLETE" ] && [ -f "$E2E_WORK/g0/ckpt-00000002/model.safetensors" ] ||
   fail "gathered, directories apart: no complete checkpoint in world rank 0's directory"
-echo "sharded checkpoints and the run directory OK: refused before the first step where the ranks do not share it, saved where they do; gathered saves either way"
+two resumed g0 g1 run.ckpt_format=gathered optim.plugin=zero3 run.steps=4 run.resume=auto
+[ "$(rcs resumed)" = "1 1" ] || fail "a resume from directories apart: launchers exited $(rcs resumed) (1 1 expected)"
+grep -qF "the ranks would start from different steps, from 0 to 2 (0: fresh): world rank 0 resumes at step 2 from $E2E_WORK/g0/ckpt-00000002" \
+  "$E2E_WORK/resumed.0.out" || fail "world rank 0 did not say where it would resume: $(grep error "$E2E_WORK/resumed.0.out" | head -n 1)"
+grep -qF "world rank 1 starts fresh (it found no complete checkpoint). The ranks do not see the same checkpoints: [run] out_dir must be on a file system every rank shares" \
+  "$E2E_WORK/resumed.1.out" || fail "world rank 1 did not say it would start fresh: $(grep error "$E2E_WORK/resumed.1.out" | head -n 1)"
+[ "$(wc -l <"$E2E_WORK/g0/metrics.csv")" = 3 ] || fail "a resume from directories apart trained: $(cat "$E2E_WORK/g0/metrics.csv")"
+echo "sharded checkpoints and the run directory OK: refused before the first step where the ranks do not share it, saved where they do; gathered saves either way, and a resume where ranks find different checkpoints is refused"
