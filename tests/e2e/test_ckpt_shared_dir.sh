@@ -71,7 +71,7 @@ no_markers "shared directory"
 # --- directories apart, gathered: rank 0 writes it all into its own
 two gathered g0 g1 run.ckpt_format=gathered optim.plugin=zero3
 [ "$(rcs gathered)" = "0 0" ] || fail "gathered, directories apart: launchers exited $(rcs gathered): $(tail -n 3 "$E2E_WORK/gathered.0.out")"
-[ -f "$E2E_WORK/g0/ckpt-00000002/COMPLETE" ] && [ -f "$E2E_WORK/g0/ckpt-00000002/model.safetensors" ] ||
+{ [ -f "$E2E_WORK/g0/ckpt-00000002/COMPLETE" ] && [ -f "$E2E_WORK/g0/ckpt-00000002/model.safetensors" ]; } ||
   fail "gathered, directories apart: no complete checkpoint in world rank 0's directory"
 two resumed g0 g1 run.ckpt_format=gathered optim.plugin=zero3 run.steps=4 run.resume=auto
 [ "$(rcs resumed)" = "1 1" ] || fail "a resume from directories apart: launchers exited $(rcs resumed) (1 1 expected)"
