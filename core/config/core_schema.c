@@ -114,6 +114,9 @@ static const plait_key_decl run_keys[] = {
     KEY("debug_die_in_save_rank", I, "0", 0, 1e6, NULL, SAME | PLAIT_KEY_HIDDEN,
         "for tests: the world rank debug_die_in_save kills; with ckpt_format = sharded it dies after writing "
         "its shard file, before the index"),
+    KEY("debug_ckpt_copy_late", B, "false", 0, 0, NULL, SAME | PLAIT_KEY_HIDDEN,
+        "for tests: a ckpt_async save's writer thread waits for its snapshot's device copies only once the "
+        "next step has ended, so that a snapshot the next step's optimizer overwrote would show it"),
 };
 
 static const plait_key_decl model_keys[] = {

@@ -129,6 +129,12 @@ typedef struct plait_run {
     /* [run] ckpt_async: the save still being written in the background,
      * finished by plait_run_save_settle (run_ckpt.c); NULL when none */
     struct plait_pending_save *pending_save;
+    /* [run] ckpt_async on a device with streams: the mark after the
+     * snapshot's copies on the communication stream, which the optimizer's
+     * next step waits for on the compute stream before it writes what
+     * they read (run_step.c); NULL when none is pending. Owned by the
+     * save's job (run_ckpt_shard.c). */
+    struct plait_device_event *snapshot_fence;
     /* [run] trace: the traced steps, numbered from 1 as metrics.csv
      * numbers them; 0 and 0 when the run is not traced (run_trace.c) */
     int64_t trace_first, trace_last;

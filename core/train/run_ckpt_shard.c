@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_fs.h"
@@ -28,6 +29,7 @@
 #include "checkpoint/checkpoint_name.h"
 #include "comm/comm.h"
 #include "device/device.h"
+#include "device/event_pool.h"
 #include "launch/restart.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -244,9 +246,12 @@ struct plait_shard_job {
     part *parts;
     size_t n, share; /* parts; the elements this rank writes */
     float *snap;     /* ckpt_async: the share, copied to host memory at the save's step */
+    plait_device_event *copied; /* the snapshot's copies on the communication stream end here, or NULL */
     pthread_t thread;
     int has_thread;
     atomic_int written;   /* the writer thread is done (ckpt_async) */
+    atomic_int released;  /* [run] debug_ckpt_copy_late: the writer may wait for the copies */
+    int late;
     plait_status st, wst; /* the exports' status; the file's */
     int wrote;
     uint64_t bytes;
@@ -261,6 +266,13 @@ static void finish_file(plait_shard_job *j) {
 
 static void *writer_main(void *arg) {
     plait_shard_job *j = arg;
+    while (j->late && !atomic_load(&j->released)) nanosleep(&(struct timespec){0, 1000000}, NULL);
+    if (j->copied) j->wst = plait_device_events_open()->event_synchronize(j->copied);
+    if (j->wst != PLAIT_OK) {
+        finish_file(j);
+        atomic_store(&j->written, 1);
+        return NULL;
+    }
     j->st = write_file(j->run, j->path, j->parts, j->n, j->snap, NULL, &j->wst, &j->wrote);
     finish_file(j);
     atomic_store(&j->written, 1);
@@ -269,9 +281,32 @@ static void *writer_main(void *arg) {
 
 static void job_free(plait_shard_job *j) {
     if (!j) return;
+    if (j->copied) {
+        if (j->run->snapshot_fence == j->copied) j->run->snapshot_fence = NULL; /* no step came to wait */
+        plait_device_events_open()->event_destroy(j->copied);
+    }
     plait_device_free(j->snap);
     free(j->parts);
     free(j);
+}
+
+/* On a device with streams, the snapshot's copies go on the communication
+ * stream after the point the compute stream has reached (the step that
+ * saves, its optimizer's writes included), so that the next step's forward
+ * and backward compute while they run; the optimizer's next step waits for
+ * them (run->snapshot_fence), and the writer thread before it reads the
+ * snapshot (j->copied). */
+static plait_status begin_copies(plait_shard_job *j, const plait_device_ops *ev) {
+    j->copied = ev->event_create();
+    plait_device_event *now = plait_event_pool_get(ev);
+    if (!j->copied || !now) {
+        plait_event_pool_put(ev, now);
+        return plait_set_error(PLAIT_ERR_NO_MEMORY, "cannot create the checkpoint snapshot's device events");
+    }
+    plait_status st = ev->event_record(now, PLAIT_STREAM_COMPUTE);
+    if (st == PLAIT_OK) st = ev->event_wait(now, PLAIT_STREAM_COMM);
+    plait_event_pool_put(ev, now);
+    return st;
 }
 
 /* ckpt_async: this rank's share copied to host memory, every export at
@@ -290,13 +325,29 @@ static plait_status snapshot(plait_shard_job *j) {
               plait_device_is_pinned(j->snap) ? "page-locked host memory"
                                               : "plain host memory (the device has no "
                                                 "page-locked memory)");
+    const plait_device_ops *ev = plait_device_events_open();
+    int overlap = ev && PLAIT_OPTIM_HAS(run->optim.ops, shard_source);
+    plait_status st = overlap ? begin_copies(j, ev) : PLAIT_OK;
     float *at = j->snap;
-    plait_status st = PLAIT_OK;
     for (size_t i = 0; i < j->n && st == PLAIT_OK; i++) {
-        if (!exports(run, &j->parts[i])) continue;
-        st = export_part(run, &j->parts[i], at);
-        at += j->parts[i].count;
+        part *p = &j->parts[i];
+        if (!exports(run, p)) continue;
+        const float *src = NULL;
+        size_t begin, count;
+        if (overlap && p->count)
+            st = run->optim.ops->shard_source(run->optim.state, p->g, which_of(run, p->k), &begin, &count, &src);
+        if (st == PLAIT_OK && src && count == p->count)
+            st = ev->copy_on(PLAIT_STREAM_COMM, at, src, count * sizeof(float), PLAIT_COPY_TO_HOST);
+        else if (st == PLAIT_OK) st = export_part(run, p, at);
+        at += p->count;
     }
+    if (overlap && st == PLAIT_OK) st = ev->event_record(j->copied, PLAIT_STREAM_COMM);
+    if (overlap && st == PLAIT_OK) run->snapshot_fence = j->copied;
+    if (overlap && st == PLAIT_OK)
+        plait_log(PLAIT_LOG_DEBUG, "checkpoint",
+                  "step %lld: the snapshot's copies run on the device's communication stream, the next step's "
+                  "optimizer after them",
+                  (long long)j->step);
     return st;
 }
 
@@ -320,6 +371,7 @@ plait_status plait_run_shards_begin(plait_run *run, const char *out_dir, int asy
     j->st = plan_parts(run, j->parts, n_states, &most);
     for (size_t i = 0; i < j->n; i++) j->share += j->parts[i].count;
     if (j->st == PLAIT_OK && async) {
+        j->late = plait_config_bool(run->cfg, "run", "debug_ckpt_copy_late");
         j->st = snapshot(j);
         if (j->st == PLAIT_OK && pthread_create(&j->thread, NULL, writer_main, j) == 0) {
             j->has_thread = 1;
@@ -338,15 +390,21 @@ plait_status plait_run_shards_begin(plait_run *run, const char *out_dir, int asy
     return j->st;
 }
 
-int plait_run_shards_written(const plait_shard_job *job) { return atomic_load(&((plait_shard_job *)job)->written); }
+int plait_run_shards_written(const plait_shard_job *job) {
+    plait_shard_job *j = (plait_shard_job *)job;
+    atomic_store(&j->released, 1); /* a step has ended since the save's */
+    return atomic_load(&j->written);
+}
 
 void plait_run_shards_drop(plait_shard_job *job) {
+    if (job) atomic_store(&job->released, 1);
     if (job && job->has_thread) pthread_join(job->thread, NULL);
     job_free(job);
 }
 
 plait_status plait_run_shards_end(plait_run *run, plait_shard_job *j, plait_ckpt_writer *w, int *others_failed) {
     int me = run->world.mesh.world_rank, world = run->world.mesh.world_size;
+    atomic_store(&j->released, 1);
     if (j->has_thread) pthread_join(j->thread, NULL);
     j->has_thread = 0;
     size_t n = j->n, per = n * REC + TAIL;

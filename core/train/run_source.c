@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "checkpoint/llama_hf.h"
+#include "comm/comm.h"
 #include "device/device.h"
 #include "model/tied.h"
 #include "runtime/memory.h"
@@ -160,7 +161,47 @@ static plait_status from_replicas(plait_run *run, const plait_run_origin *origin
     return plait_run_find_resume(run->cfg, origin->out_dir, (plait_resume_mode)origin->resume_mode, dir);
 }
 
+/* Every rank starts from the same point. Each rank found its checkpoint in
+ * its own view of out_dir; ranks that do not share the directory (hosts
+ * with local disks) find different ones, or none, and would otherwise fail
+ * later at a collective whose sizes differ, with nothing naming why.
+ * Collective over the world: one allreduce of the step each starts from
+ * (0: fresh). */
+static plait_status agree(plait_run *run, const plait_run_source *src) {
+    if (run->world.mesh.world_size <= 1) return PLAIT_OK;
+    int64_t step = 0;
+    if (src->replicas) {
+        plait_ckpt_state s;
+        plait_replica_set_state(src->replicas, &s);
+        step = s.step;
+    } else if (src->ck) {
+        step = plait_ckpt_state_of(src->ck)->step;
+    }
+    int64_t v[2] = {step, -step};
+    plait_status st = plait_comm_allreduce(run->world.comm, v, v, 2, PLAIT_I64, PLAIT_MAX, NULL, NULL);
+    if (st != PLAIT_OK || v[0] == -v[1]) return st;
+    char here[4200];
+    if (src->replicas || src->ck)
+        snprintf(here, sizeof here, "resumes at step %lld from %s", (long long)step, run->resumed_from);
+    else snprintf(here, sizeof here, "starts fresh (it found no complete checkpoint)");
+    return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                           "the ranks would start from different steps, from %lld to %lld (0: fresh): world rank %d "
+                           "%s. The ranks do not see the same checkpoints: [run] out_dir must be on a file system "
+                           "every rank shares (NFS, Lustre, GPFS...), as every rank reads the checkpoint it resumes "
+                           "from; copy the checkpoint there, or start fresh in another out_dir",
+                           (long long)-v[1], (long long)v[0], run->world.mesh.world_rank, here);
+}
+
+static plait_status open_any(plait_run *run, const plait_run_origin *origin, plait_run_source *src);
+
 plait_status plait_run_source_open(plait_run *run, const plait_run_origin *origin, plait_run_source *src) {
+    plait_status st = open_any(run, origin, src);
+    if (st == PLAIT_OK) st = agree(run, src);
+    if (st != PLAIT_OK) plait_run_source_close(src);
+    return st;
+}
+
+static plait_status open_any(plait_run *run, const plait_run_origin *origin, plait_run_source *src) {
     memset(src, 0, sizeof *src);
     src->run = run;
     run->resumed_from[0] = '\0';

@@ -249,7 +249,11 @@ static plait_status run_schedule(plait_run *run, pass p, int64_t step, plait_ste
                                            .sumsq_dev = run->exec.mb_loss_dev + run->exec.n_micro_batches};
                 uint64_t o0 = plait_trace_begin();
                 int onv = plait_trace_range_push("optimizer step");
-                st = run->optim.ops->step(run->optim.state, &sin, out);
+                if (run->snapshot_fence) { /* the step writes what a checkpoint's snapshot is still copying */
+                    st = plait_device_events_open()->event_wait(run->snapshot_fence, PLAIT_STREAM_COMPUTE);
+                    run->snapshot_fence = NULL;
+                }
+                if (st == PLAIT_OK) st = run->optim.ops->step(run->optim.state, &sin, out);
                 plait_trace_range_pop(onv);
                 plait_trace_end(PLAIT_TRACE_OPTIM, "optimizer step", o0, NULL);
                 t->comm_s += out->wait_seconds; /* 0 from a plugin that predates the field */

@@ -28,6 +28,7 @@
 #include "train/progress.h"
 #include "train/run.h"
 #include "train/run_ckpt.h"
+#include "train/run_shared_dir.h"
 #include "train/run_internal.h"
 #include "train/run_replica.h"
 #include "train/run_trace.h"
@@ -325,7 +326,11 @@ static plait_status start(train_loop *t) {
                                "[run] ckpt_async = true needs [run] ckpt_format = sharded: a gathered save passes "
                                "every tensor through world rank 0 as it is gathered, so no rank has a snapshot of "
                                "its own to write in the background");
-    if (t->rank == 0) st = open_reports(t);
+    /* before anything is trained: a sharded save needs every rank to see
+     * the run directory */
+    if (!strcmp(plait_config_str(cfg, "run", "ckpt_format"), "sharded"))
+        st = plait_run_check_shared_dir(run, t->out_dir);
+    if (st == PLAIT_OK && t->rank == 0) st = open_reports(t);
     if (st == PLAIT_OK) st = report_memory(run, t->out_dir, 0);
     /* the memory table's gather and the peak's measurement called plugins
      * too: a change there is theirs, not step 1's */

@@ -36,4 +36,17 @@ for f in shard-00000.safetensors shard-00001.safetensors index.json optim.safete
   cmp -s "$E2E_WORK/sync/$c/$f" "$E2E_WORK/async/$c/$f" ||
     fail "$c/$f written from the page-locked snapshot differs from the synchronous save's"
 done
-echo "ok: step 1's snapshot page-locked on both ranks of $DEV; its checkpoint byte for byte the synchronous one's"
+# The snapshot's copies run on the communication stream while step 2
+# computes, and step 2's optimizer waits for them before it writes what they
+# read. run.debug_ckpt_copy_late has the writer thread wait for the copies
+# only once step 2 has ended, so nothing else runs them first (cuda_emu
+# runs queued work only when a thread waits for it): step 1's checkpoint
+# still holds step 1's values, byte for byte the synchronous save's.
+PLAIT_LOG_LEVEL=debug train late "${D[@]}" run.ckpt_async=true run.debug_ckpt_copy_late=true
+n=$(grep -c "step 1: the snapshot's copies run on the device's communication stream" "$E2E_WORK/late.out" || true)
+[ "$n" = 2 ] || fail "$n of 2 ranks copied step 1's snapshot on the communication stream"
+for f in shard-00000.safetensors shard-00001.safetensors index.json optim.safetensors; do
+  cmp -s "$E2E_WORK/sync/$c/$f" "$E2E_WORK/late/$c/$f" ||
+    fail "$c/$f, its snapshot copied while step 2 ran, differs from the synchronous save's (step 2's values?)"
+done
+echo "ok: step 1's snapshot page-locked on both ranks of $DEV; its checkpoint byte for byte the synchronous one's, also with its copies overlapping step 2"

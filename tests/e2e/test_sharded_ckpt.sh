@@ -7,10 +7,12 @@
 #   pp 2, at dp 4 ZeRO-3 and in one process exactly as the same layout's
 #   gathered checkpoint does (losses bit for bit), and so does a tp 2 x
 #   pp 2 interleaved save at dp 2 ZeRO-3;
-# - bad input: a damaged shard file, a missing one, and a save that one rank
-#   (world rank 1) did not finish are each skipped for the previous complete
-#   checkpoint, naming the file and so the rank that wrote it; nothing is
-#   lost;
+# - bad input: a damaged shard file, a missing one, another model's shard
+#   file in its place, an index.json that does not match its files, and a
+#   save that one rank (world rank 1) did not finish are each skipped for
+#   the previous complete checkpoint, naming the file and so the rank that
+#   wrote it; nothing is lost; a whole checkpoint of another model is
+#   refused naming the key that differs;
 # - plait export of a sharded checkpoint writes the very file it writes
 #   from the gathered checkpoint of the same state;
 # - [run] ckpt_async: background saves leave the losses bit for bit, one
@@ -80,7 +82,8 @@ same_params giv siv bits
 
 # bad input: each damaged newest checkpoint is skipped for ckpt-3
 train bad $A $Z1 $S
-for how in flip gone rank1; do
+train bad_model $A $Z1 $S model.n_layer=1
+for how in flip gone other index rank1; do
   rm -rf "$E2E_WORK/bad_$how"
   cp -r "$E2E_WORK/bad" "$E2E_WORK/bad_$how"
   c="$E2E_WORK/bad_$how/ckpt-00000006"
@@ -89,6 +92,10 @@ for how in flip gone rank1; do
           want="ckpt-00000006/shard-00001.safetensors: checksum mismatch" ;;
     gone) rm "$c/shard-00001.safetensors"
           want="ckpt-00000006/shard-00001.safetensors" ;;
+    other) cp "$E2E_WORK/bad_model/ckpt-00000006/shard-00001.safetensors" "$c/"
+           want="ckpt-00000006/shard-00001.safetensors: truncated: " ;;
+    index) sed -i 's/"end": \([0-9]*\)/"end": 1\1/' "$c/index.json"
+           want="ckpt-00000006/index.json: " ;;
     rank1) rm -rf "$c"
            if "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/bad_$how" $A $Z1 $S run.resume=auto \
              run.debug_die_in_save=6 run.debug_die_in_save_rank=1 >"$E2E_WORK/bad_rank1_die.out" 2>&1; then
@@ -104,6 +111,8 @@ for how in flip gone rank1; do
     fail "bad_$how did not resume from the previous complete checkpoint"
   [ -f "$E2E_WORK/bad_$how/ckpt-00000009/COMPLETE" ] || fail "bad_$how: no complete checkpoint at step 9"
 done
+train_refused bad_model_resume "it holds a model with [model] n_layer = 1, but this run has n_layer = 2" \
+  "run.out_dir=$E2E_WORK/bad_model" $A $Z1 $S run.steps=9 --resume
 # [run] ckpt_async: saves at steps 2 and 4 written in the background while
 # training goes on (the last one waited for); the losses are one process's,
 # and a resume from the background save of step 4 continues them bit for bit

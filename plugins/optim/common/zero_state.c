@@ -447,6 +447,25 @@ static plait_status zero_export_shard(void *sp, int32_t param_index, const char 
                          : plait_tensor_to_host(z->host, dst, src.base + at, e - s);
 }
 
+/* Where zero_export_shard's part lives: the core copies it itself. */
+static plait_status zero_shard_source(void *sp, int32_t param_index, const char *which, size_t *offset, size_t *count,
+                                      const float **src) {
+    zero *z = sp;
+    export_src es;
+    *src = NULL;
+    plait_status st = zero_export_shard(sp, param_index, which, offset, count, NULL);
+    if (st == PLAIT_OK) st = zero_export_base(z, param_index, which, &es);
+    if (st != PLAIT_OK || !*count || es.offloaded) return st;
+    const plait_param *p = &z->params->params[es.local];
+    if (es.whole) {
+        *src = p->data;
+        return PLAIT_OK;
+    }
+    const zero_unit *u = &z->units[z->unit_of_param[es.local]];
+    *src = es.base + u->shard_off + (z->param_off[es.local] + *offset - zero_lo(z, u));
+    return PLAIT_OK;
+}
+
 static plait_status zero_export(void *sp, int32_t param_index, const char *which, float *dst) {
     zero *z = sp;
     const plait_host *h = z->host;
@@ -527,7 +546,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
         .after_forward = (stage_) == 3 ? zero_after_forward : NULL, .before_backward = zero_before_backward,           \
         .after_backward = zero_after_backward, .finish_grads = zero_finish_grads, .step = zero_step,                   \
         .export_tensor = zero_export, .get_step = zero_get_step, .set_step = zero_set_step, .memory = zero_memory,     \
-        .destroy = zero_destroy, .export_shard = zero_export_shard                                                     \
+        .destroy = zero_destroy, .export_shard = zero_export_shard, .shard_source = zero_shard_source                  \
     }
 
 const plait_optim_ops zero1_ops = ZERO_OPS(1, PLAIT_OPTIM_REDUCES_GRADS);

@@ -158,6 +158,18 @@ typedef struct plait_optim_ops {
      * the core gathers each slice onto DP rank 0 with export_tensor. */
     plait_status (*export_shard)(void *state, int32_t param_index, const char *which, size_t *offset, size_t *count,
                                  float *dst);
+    /* Asynchronous sharded checkpoints (ABI 1.19): the part export_shard
+     * reports (*offset, *count the same) and *src, where its first element
+     * lives in tensor memory, so that the core copies it to host memory
+     * itself, on the device's communication stream while the next step
+     * computes ([run] ckpt_async), and orders the optimizer's next step()
+     * after that copy. *src stays valid, and unchanged but by step(), until
+     * destroy(). *src NULL where the part is not one run of tensor memory
+     * (offloaded to host or NVMe): the core then calls export_shard. Not
+     * collective. Optional (PLAIT_OPTIM_HAS): without it the core copies
+     * through export_shard at the save's step. */
+    plait_status (*shard_source)(void *state, int32_t param_index, const char *which, size_t *offset, size_t *count,
+                                 const float **src);
 } plait_optim_ops;
 
 /* True if optimizer table `o` (from a plugin built against a possibly older
