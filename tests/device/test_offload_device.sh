@@ -40,6 +40,20 @@ for l in "${layouts[@]}"; do
     echo "$name offload=$mode on $DEV: bit-identical to none (final loss $(column "$name-$mode" loss | tail -n 1))"
   done
 done
+# offload = host's copies run on the communication stream beside the host's
+# update, ordered by events: the same bits as each chunk copied in and out
+# in turn (PLAIT_OFFLOAD_COPY=sync); another value is refused.
+grep -q 'copied on the communication stream beside' "$E2E_WORK/adam-host.out" ||
+  fail "adam-host did not overlap its copies: $(grep -m 1 'offload:' "$E2E_WORK/adam-host.out")"
+PLAIT_OFFLOAD_COPY=sync train adam-host-sync "${D[@]}" optim.offload=host
+grep -q 'copied on the communication stream beside' "$E2E_WORK/adam-host-sync.out" &&
+  fail "PLAIT_OFFLOAD_COPY=sync still overlapped the copies"
+same_losses adam-host adam-host-sync 0
+same_params adam-host adam-host-sync bits
+echo "adam offload=host on $DEV: the overlapped copies give the synchronous path's bits"
+PLAIT_OFFLOAD_COPY=bogus train_refused copy-bogus "PLAIT_OFFLOAD_COPY = bogus: not a way" "${D[@]}" \
+  optim.offload=host "run.out_dir=$E2E_WORK/copy-bogus"
+
 # ZeRO-3 on one rank with its parameter shards in host memory: each layer's
 # gather copies its slice to the device, the update runs on the host
 train zero3-params "${D[@]}" optim.plugin=zero3 optim.offload=host optim.offload_params=true
