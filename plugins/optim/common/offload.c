@@ -460,11 +460,10 @@ static plait_status step_chunk(optim_offload *o, const optim_offload_seg *segs, 
     return PLAIT_OK;
 }
 
-/* Host memory's walk with the copies overlapped: the segments cut into
- * pieces of at most a chunk, each updated in the mirrors as soon as its
- * copy is in, then released for the copy back. */
-static plait_status step_overlapped(optim_offload *o, const optim_offload_seg *segs, size_t n_segs,
-                                    plait_adamw_args *args) {
+/* Post the segments' copies, cut into pieces of at most a chunk; with
+ * `skip_posted`, those whose start was posted earlier this step are left
+ * out. */
+static plait_status post_segs(optim_offload *o, const optim_offload_seg *segs, size_t n_segs, int skip_posted) {
     size_t n = 0, C = o->chunk;
     for (size_t i = 0; i < n_segs; i++) n += (segs[i].n + C - 1) / C;
     if (n > o->cap_pieces) {
@@ -473,22 +472,40 @@ static plait_status step_overlapped(optim_offload *o, const optim_offload_seg *s
         o->pieces = p, o->cap_pieces = n;
     }
     n = 0;
-    for (size_t i = 0; i < n_segs; i++)
-        for (size_t d = 0; d < segs[i].n; d += C)
+    for (size_t i = 0; i < n_segs; i++) {
+        int seen = 0;
+        offload_piece q;
+        for (size_t k = 0; skip_posted && !seen && offload_copy_piece(o->copy, k, &q); k++) seen = q.at == segs[i].at;
+        for (size_t d = 0; !seen && d < segs[i].n; d += C)
             o->pieces[n++] = (offload_piece){.param = segs[i].param ? segs[i].param + d : NULL,
                                              .grad = segs[i].grad + d,
                                              .at = segs[i].at + d,
                                              .n = segs[i].n - d < C ? segs[i].n - d : C,
                                              .weight_decay = segs[i].weight_decay};
-    plait_status st = offload_copy_begin(o->copy, o->pieces, n);
-    if (st != PLAIT_OK) return st;
+    }
+    return offload_copy_post(o->copy, o->pieces, n);
+}
+
+int optim_offload_posts(const optim_offload *o) { return o && o->copy; }
+
+plait_status optim_offload_post(optim_offload *o, const optim_offload_seg *segs, size_t n_segs) {
+    return o && o->copy ? post_segs(o, segs, n_segs, 0) : PLAIT_OK;
+}
+
+/* Host memory's walk with the copies overlapped: what was not posted
+ * during the backward posted now, then each piece, in the order posted,
+ * updated in the mirrors as soon as its copy is in and released for the
+ * copy back. */
+static plait_status step_overlapped(optim_offload *o, const optim_offload_seg *segs, size_t n_segs,
+                                    plait_adamw_args *args) {
+    plait_status st = post_segs(o, segs, n_segs, 1);
     float *g = offload_copy_grad(o->copy), *p = o->n_arr > 2 ? o->arr[2] : offload_copy_param(o->copy);
-    for (size_t i = 0; i < n && st == PLAIT_OK; i++) {
-        const offload_piece *q = &o->pieces[i];
+    offload_piece q;
+    for (size_t i = 0; st == PLAIT_OK && offload_copy_piece(o->copy, i, &q); i++) {
         st = offload_copy_wait_in(o->copy, i);
         if (st != PLAIT_OK) break;
-        args->weight_decay = q->weight_decay;
-        optim_host_adamw(p + q->at, g + q->at, o->arr[0] + q->at, o->arr[1] + q->at, q->n, args, o->threads, o->isa);
+        args->weight_decay = q.weight_decay;
+        optim_host_adamw(p + q.at, g + q.at, o->arr[0] + q.at, o->arr[1] + q.at, q.n, args, o->threads, o->isa);
         offload_copy_release(o->copy, i);
     }
     plait_status fin = offload_copy_finish(o->copy);

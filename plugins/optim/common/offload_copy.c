@@ -1,14 +1,16 @@
 /*
  * offload = host's copies on the communication stream (offload_copy.h).
  *
- * The thread copies every piece in (gradient, then parameter) and
- * publishes how many are in; then copies each piece's parameters back as
- * the training thread releases it. copy_on to or from page-locked memory
- * returns once the mirror may be read or reused, so "in" is exact when it
- * is published. The mirrors are whole (the elements this rank updates),
- * not a ring of chunks: the host's walk never waits for a slot to drain,
- * at 8 bytes of page-locked memory per element (config check and plan
- * count them, core/cost/memory.c).
+ * The thread copies each posted piece in (gradient, then parameter), after
+ * making the communication stream wait for its post's event, and counts
+ * the pieces in; between those it copies back the parameters of the pieces
+ * the training thread has released (copies in first: the host's update
+ * waits for them). copy_on to or from page-locked memory returns once the
+ * mirror may be read or reused, so a piece counted in is there. The mirrors
+ * are whole (the elements this rank updates), not a ring of chunks: the
+ * walk never waits for a slot to drain, and a piece copied during the
+ * backward stays until the step, at 8 bytes of page-locked memory per
+ * element (config check and plan count them, core/cost/memory.c).
  */
 #include "offload_copy.h"
 
@@ -19,20 +21,30 @@
 
 #include <plait/device.h>
 
+/* A queued piece and the post it came with. */
+typedef struct queued {
+    offload_piece p;
+    size_t post;
+} queued;
+
 struct offload_copy {
     const plait_host *host;
     const plait_device_ops *dev;
     const char *who;
     float *mir_g, *mir_p;
-    plait_device_event *ready, *done;
+    plait_device_event **ev; /* one per post of a step, reused step after step */
+    size_t n_ev, cap_ev;
+    plait_device_event *done;
     pthread_t th;
     int started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     /* under mu */
-    int quit, job;           /* job: a step's copies are running */
-    const offload_piece *pc; /* the step's pieces */
-    size_t n, in, out_ok;    /* pieces; copied in; released for the copy back */
+    int quit;
+    queued *q;
+    size_t n, cap, posts;   /* pieces and posts this step */
+    size_t in, out, out_ok; /* copied in; copied back; released for the copy back */
+    int closing, recorded;  /* finish is waiting; the end of the copies back is marked */
     plait_status err;
     char msg[512];
 };
@@ -43,69 +55,71 @@ static void *mirror(const plait_host *h, size_t n, const char *tag) {
     return p;
 }
 
-/* The first failure, its message kept for the training thread. */
+/* The first failure, its message kept for the training thread. Called
+ * with mu held. */
 static void fail(offload_copy *c, plait_status st, const char *what, size_t at) {
     const char *m = c->host->last_error ? c->host->last_error() : "";
-    pthread_mutex_lock(&c->mu);
     if (c->err == PLAIT_OK) {
         c->err = st;
         snprintf(c->msg, sizeof c->msg, "%s: offload: %s of state elements from %zu: %s", c->who, what, at, m);
     }
-    pthread_mutex_unlock(&c->mu);
 }
 
-static void copy_in(offload_copy *c) {
+/* Piece e in: its post's event waited for first (on the device) when it
+ * opens the post. */
+static plait_status copy_in(offload_copy *c, const queued *e, int first_of_post, plait_device_event *ev) {
     const plait_device_ops *d = c->dev;
-    plait_status st = d->event_wait(c->ready, PLAIT_STREAM_COMM);
-    if (st != PLAIT_OK) fail(c, st, "ordering the copies after the backward", 0);
-    for (size_t i = 0; i < c->n; i++) {
-        const offload_piece *p = &c->pc[i];
-        size_t bytes = p->n * sizeof(float);
-        if (c->err == PLAIT_OK) {
-            st = d->copy_on(PLAIT_STREAM_COMM, c->mir_g + p->at, p->grad, bytes, PLAIT_COPY_TO_HOST);
-            if (st == PLAIT_OK && p->param)
-                st = d->copy_on(PLAIT_STREAM_COMM, c->mir_p + p->at, p->param, bytes, PLAIT_COPY_TO_HOST);
-            if (st != PLAIT_OK) fail(c, st, "copying gradients and parameters to the host", p->at);
-        }
-        pthread_mutex_lock(&c->mu);
-        c->in = i + 1;
-        pthread_cond_broadcast(&c->cv);
-        pthread_mutex_unlock(&c->mu);
-    }
+    plait_status st = first_of_post ? d->event_wait(ev, PLAIT_STREAM_COMM) : PLAIT_OK;
+    size_t bytes = e->p.n * sizeof(float);
+    if (st == PLAIT_OK) st = d->copy_on(PLAIT_STREAM_COMM, c->mir_g + e->p.at, e->p.grad, bytes, PLAIT_COPY_TO_HOST);
+    if (st == PLAIT_OK && e->p.param)
+        st = d->copy_on(PLAIT_STREAM_COMM, c->mir_p + e->p.at, e->p.param, bytes, PLAIT_COPY_TO_HOST);
+    return st;
 }
 
-static void copy_out(offload_copy *c) {
-    const plait_device_ops *d = c->dev;
-    for (size_t i = 0; i < c->n; i++) {
-        pthread_mutex_lock(&c->mu);
-        while (c->out_ok <= i) pthread_cond_wait(&c->cv, &c->mu);
-        int skip = c->err != PLAIT_OK;
-        pthread_mutex_unlock(&c->mu);
-        const offload_piece *p = &c->pc[i];
-        if (skip || !p->param) continue;
-        plait_status st = d->copy_on(PLAIT_STREAM_COMM, p->param, c->mir_p + p->at, p->n * sizeof(float),
-                                     PLAIT_COPY_TO_DEVICE);
-        if (st != PLAIT_OK) fail(c, st, "copying the updated parameters to the device", p->at);
-    }
-    plait_status st = d->event_record(c->done, PLAIT_STREAM_COMM);
-    if (st != PLAIT_OK) fail(c, st, "marking the end of the copies back", 0);
-}
-
+/* The thread: copies in first, then copies back, then the end marked once
+ * finish asks; mu is released around every device call. */
 static void *copier(void *arg) {
     offload_copy *c = arg;
+    const plait_device_ops *d = c->dev;
+    pthread_mutex_lock(&c->mu);
     for (;;) {
-        pthread_mutex_lock(&c->mu);
-        while (!c->job && !c->quit) pthread_cond_wait(&c->cv, &c->mu);
-        int quit = c->quit && !c->job;
-        pthread_mutex_unlock(&c->mu);
-        if (quit) return NULL;
-        copy_in(c);
-        copy_out(c);
-        pthread_mutex_lock(&c->mu);
-        c->job = 0;
+        while (!c->quit && c->in == c->n && c->out == c->out_ok && !(c->closing && !c->recorded))
+            pthread_cond_wait(&c->cv, &c->mu);
+        if (c->in < c->n) {
+            size_t i = c->in;
+            queued e = c->q[i];
+            int first = i == 0 || c->q[i - 1].post != e.post, skip = c->err != PLAIT_OK;
+            plait_device_event *ev = c->ev[e.post];
+            pthread_mutex_unlock(&c->mu);
+            plait_status st = skip ? PLAIT_OK : copy_in(c, &e, first, ev);
+            pthread_mutex_lock(&c->mu);
+            if (st != PLAIT_OK) fail(c, st, "copying gradients and parameters to the host", e.p.at);
+            c->in = i + 1;
+        } else if (c->out < c->out_ok) {
+            size_t i = c->out;
+            queued e = c->q[i];
+            int skip = c->err != PLAIT_OK || !e.p.param;
+            pthread_mutex_unlock(&c->mu);
+            plait_status st = skip ? PLAIT_OK
+                                   : d->copy_on(PLAIT_STREAM_COMM, e.p.param, c->mir_p + e.p.at, e.p.n * sizeof(float),
+                                                PLAIT_COPY_TO_DEVICE);
+            pthread_mutex_lock(&c->mu);
+            if (st != PLAIT_OK) fail(c, st, "copying the updated parameters to the device", e.p.at);
+            c->out = i + 1;
+        } else if (c->closing && !c->recorded) {
+            pthread_mutex_unlock(&c->mu);
+            plait_status st = d->event_record(c->done, PLAIT_STREAM_COMM);
+            pthread_mutex_lock(&c->mu);
+            if (st != PLAIT_OK) fail(c, st, "marking the end of the copies back", 0);
+            c->recorded = 1;
+        } else if (c->quit) {
+            break;
+        }
         pthread_cond_broadcast(&c->cv);
-        pthread_mutex_unlock(&c->mu);
     }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
 }
 
 offload_copy *offload_copy_open(const plait_host *host, const char *who, size_t numel, int with_param) {
@@ -121,7 +135,7 @@ offload_copy *offload_copy_open(const plait_host *host, const char *who, size_t 
     pthread_cond_init(&c->cv, NULL);
     int ok = (c->mir_g = mirror(host, numel, "offload gradient mirror")) != NULL;
     if (ok && with_param) ok = (c->mir_p = mirror(host, numel, "offload parameter mirror")) != NULL;
-    if (ok) ok = (c->ready = c->dev->event_create()) != NULL && (c->done = c->dev->event_create()) != NULL;
+    if (ok) ok = (c->done = c->dev->event_create()) != NULL;
     if (ok && pthread_create(&c->th, NULL, copier, c) != 0) {
         host->set_error(PLAIT_ERR_SYSTEM, "%s: offload: cannot start the copy thread", who);
         ok = 0;
@@ -143,8 +157,10 @@ void offload_copy_close(offload_copy *c) {
         pthread_mutex_unlock(&c->mu);
         pthread_join(c->th, NULL);
     }
-    if (c->ready) c->dev->event_destroy(c->ready);
+    for (size_t i = 0; i < c->n_ev; i++) c->dev->event_destroy(c->ev[i]);
     if (c->done) c->dev->event_destroy(c->done);
+    free(c->ev);
+    free(c->q);
     c->host->free(c->mir_g);
     c->host->free(c->mir_p);
     pthread_mutex_destroy(&c->mu);
@@ -155,19 +171,54 @@ void offload_copy_close(offload_copy *c) {
 float *offload_copy_grad(offload_copy *c) { return c->mir_g; }
 float *offload_copy_param(offload_copy *c) { return c->mir_p; }
 
-plait_status offload_copy_begin(offload_copy *c, const offload_piece *pieces, size_t n) {
-    /* the gradients are final once what the compute stream has queued ran */
-    plait_status st = c->dev->event_record(c->ready, PLAIT_STREAM_COMPUTE);
-    if (st != PLAIT_OK) return st;
+/* The event of post number k, made the first time a step has k + 1 posts
+ * (called with mu held: the thread reads c->ev under it). */
+static plait_device_event *post_event(offload_copy *c, size_t k) {
+    if (k < c->n_ev) return c->ev[k];
+    if (k >= c->cap_ev) {
+        size_t cap = c->cap_ev ? 2 * c->cap_ev : 16;
+        plait_device_event **ev = realloc(c->ev, cap * sizeof *ev);
+        if (!ev) return NULL;
+        c->ev = ev, c->cap_ev = cap;
+    }
+    plait_device_event *e = c->dev->event_create();
+    if (e) c->ev[c->n_ev++] = e;
+    return e;
+}
+
+plait_status offload_copy_post(offload_copy *c, const offload_piece *pieces, size_t n) {
+    if (!n) return PLAIT_OK;
     pthread_mutex_lock(&c->mu);
-    c->pc = pieces;
-    c->n = n;
-    c->in = c->out_ok = 0;
-    c->err = PLAIT_OK;
-    c->job = 1;
-    pthread_cond_broadcast(&c->cv);
+    size_t k = c->posts;
+    plait_device_event *ev = post_event(c, k);
+    plait_status st = ev ? PLAIT_OK : PLAIT_ERR_NO_MEMORY;
+    if (st == PLAIT_OK && c->n + n > c->cap) {
+        size_t cap = c->cap ? c->cap : 64;
+        while (cap < c->n + n) cap *= 2;
+        queued *q = realloc(c->q, cap * sizeof *q);
+        if (q) c->q = q, c->cap = cap;
+        else st = PLAIT_ERR_NO_MEMORY;
+    }
+    /* the pieces' gradients are final once what the compute stream holds
+     * now has run */
+    if (st == PLAIT_OK) st = c->dev->event_record(ev, PLAIT_STREAM_COMPUTE);
+    if (st == PLAIT_OK) {
+        for (size_t i = 0; i < n; i++) c->q[c->n + i] = (queued){pieces[i], k};
+        c->n += n;
+        c->posts = k + 1;
+        pthread_cond_broadcast(&c->cv);
+    }
     pthread_mutex_unlock(&c->mu);
-    return PLAIT_OK;
+    if (st == PLAIT_ERR_NO_MEMORY) return c->host->set_error(st, "%s: offload: out of memory queueing copies", c->who);
+    return st;
+}
+
+int offload_copy_piece(offload_copy *c, size_t i, offload_piece *out) {
+    pthread_mutex_lock(&c->mu);
+    int have = i < c->n;
+    if (have) *out = c->q[i].p;
+    pthread_mutex_unlock(&c->mu);
+    return have;
 }
 
 static plait_status take_error(offload_copy *c) {
@@ -193,9 +244,13 @@ void offload_copy_release(offload_copy *c, size_t i) {
 plait_status offload_copy_finish(offload_copy *c) {
     pthread_mutex_lock(&c->mu);
     c->out_ok = c->n; /* after a failure: let the thread run out */
+    c->closing = 1;
     pthread_cond_broadcast(&c->cv);
-    while (c->job) pthread_cond_wait(&c->cv, &c->mu);
+    while (!c->recorded || c->in < c->n || c->out < c->n) pthread_cond_wait(&c->cv, &c->mu);
     plait_status st = take_error(c);
+    c->n = c->posts = c->in = c->out = c->out_ok = 0;
+    c->closing = c->recorded = 0;
+    c->err = PLAIT_OK;
     pthread_mutex_unlock(&c->mu);
     if (st != PLAIT_OK) return st;
     /* the next kernel reading a parameter waits on the device, not here */

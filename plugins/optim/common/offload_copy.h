@@ -2,22 +2,25 @@
  * The copies of offload = host on a device with streams and events
  * (plait/device.h, ABI 1.4): one thread of the store's that moves each
  * piece's gradient and parameter slices to page-locked host mirrors on the
- * communication stream, in the order the host's AdamW walks them, and the
+ * communication stream, in the order they are posted (which the host's
+ * AdamW follows: the update is element-wise), and the
  * updated parameters back as the update releases each piece. The update of
  * piece i waits for piece i's copy only (not the whole device), so the
  * copies of the pieces after it and the copies back of those before it run
  * while it computes.
  *
- * Ordering: the copies start after an event recorded on the compute stream
- * when the step begins (the backward's gradients, the reductions ordered
- * into that stream); the compute stream waits, on the device, for an event
+ * Ordering: each post's copies start after an event recorded on the
+ * compute stream when it is posted (a layer's final gradients, from the
+ * optimizer's after_backward, or the rest when the step begins); the
+ * compute stream waits, on the device, for an event
  * recorded on the communication stream after the last copy back, before
  * the next kernel that reads a parameter.
  *
  * Ownership: the mirrors and the thread belong to the copier, made by
  * offload_copy_open and freed by offload_copy_close (which joins the
- * thread). Thread-safety: one training thread calls begin, wait_in,
- * release and finish, in that order, once per step. Errors: the message
+ * thread). Thread-safety: one training thread calls post (once or
+ * more), then wait_in and release for each piece in order, then finish,
+ * once per step. Errors: the message
  * of a failed copy is set on the training thread by wait_in or finish.
  */
 #ifndef PLAIT_OPTIM_OFFLOAD_COPY_H
@@ -48,13 +51,19 @@ void offload_copy_close(offload_copy *c);
 float *offload_copy_grad(offload_copy *c);
 float *offload_copy_param(offload_copy *c);
 
-/* Start a step's copies of `pieces` (kept by the caller until finish). */
-plait_status offload_copy_begin(offload_copy *c, const offload_piece *pieces, size_t n);
+/* Queue pieces (copied; the caller's array may go) whose gradients are
+ * final once what the compute stream holds now has run: an event recorded
+ * there now orders their copies. Pieces are numbered in the order posted,
+ * from 0 each step. */
+plait_status offload_copy_post(offload_copy *c, const offload_piece *pieces, size_t n);
+/* Piece i of those posted this step into *out: 1, or 0 past the last. */
+int offload_copy_piece(offload_copy *c, size_t i, offload_piece *out);
 /* Block until piece i's slices are in the mirrors. */
 plait_status offload_copy_wait_in(offload_copy *c, size_t i);
 /* Pieces [0, i] are updated: their parameters may go back. */
 void offload_copy_release(offload_copy *c, size_t i);
-/* Wait for every copy back, and order the compute stream after them. */
+/* Wait for every copy back, order the compute stream after them, and start
+ * the next step's numbering. */
 plait_status offload_copy_finish(offload_copy *c);
 
 #endif
