@@ -61,7 +61,9 @@ PLAIT_OFFLOAD_COPY=bogus train_refused copy-bogus "PLAIT_OFFLOAD_COPY = bogus: n
 # the backward of the layers before it, ordered by an event: with the sim's
 # event waits switched off those copies read the gradients before the
 # backward kernels ran, so the run must go wrong (while the synchronous
-# path, which uses no events, stays right). The emulator has no such switch.
+# path, which uses no events, stays right). The emulator needs no switch:
+# its streams run only when waited for, so a missing wait fails the
+# comparisons above.
 if [ "$DEV" = sim ]; then
   PLAIT_SIM_DEBUG_SKIP_WAITS=1 PLAIT_OFFLOAD_COPY=sync train skip-sync "${D[@]}" optim.offload=host
   same_params adam-none skip-sync bits
