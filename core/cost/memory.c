@@ -32,6 +32,14 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
     if (j->offload) { /* the moments leave the device (plugins/optim/README.md) */
         out->host_state = j->offload == 1 ? out->state : j->offload_buffer;
         out->disk = j->offload == 2 ? out->state : 0;
+        /* host on a device with events: whole page-locked mirrors of the
+         * gradients and parameters this rank updates, which the copies on
+         * the communication stream fill beside the host's update
+         * (plugins/optim/common/offload_copy.h; the parameters' not with
+         * offload_params, whose shards are on the host already) */
+        if (j->offload == 1)
+            out->host_state += (b.grad + (j->offload_params && j->zero >= 3 ? 0 : b.weight)) * psi /
+                               (j->zero >= 1 ? n : 1);
         out->state = 0;
         if (j->offload_params && j->zero >= 3) { /* ZeRO-3's float32 shards go with them */
             double shard = b.weight * psi / n;

@@ -10,12 +10,16 @@
 #     wrote them, and the updated parameters reach the device before the
 #     next forward; and ZeRO-3 on one rank with offload = host and
 #     offload_params (the parameter shards in host memory, each layer's
-#     slices copied to the device for its gather). On the cpu device
-#     offload = host is refused.
+#     slices copied to the device for its gather). offload = host's copies
+#     on the communication stream (adam on one rank: from each layer's
+#     after_backward) give the synchronous path's bits
+#     (PLAIT_OFFLOAD_COPY=sync), and go wrong with the sim's event waits
+#     switched off (the events order them). On the cpu device offload =
+#     host is refused.
 #   test_offload_device.sh emu    the same on cuda_emu, the cuda plugin's own
 #     source on the CPU emulator (label cuda_emu), its runs of about 40 s
-#     each cut to adam with offload = host and ZeRO-3's parameters on one
-#     rank, 2 steps.
+#     each cut to adam with offload = host (overlapped and synchronous
+#     copies) and ZeRO-3's parameters on one rank, 2 steps.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
 DEV=sim STEPS=3 layouts=("adam|" "zero2|parallel.dp=2 optim.plugin=zero2") modes=(host nvme)
@@ -40,6 +44,40 @@ for l in "${layouts[@]}"; do
     echo "$name offload=$mode on $DEV: bit-identical to none (final loss $(column "$name-$mode" loss | tail -n 1))"
   done
 done
+# offload = host's copies run on the communication stream beside the host's
+# update, ordered by events: the same bits as each chunk copied in and out
+# in turn (PLAIT_OFFLOAD_COPY=sync); another value is refused.
+grep -q 'copied on the communication stream beside' "$E2E_WORK/adam-host.out" ||
+  fail "adam-host did not overlap its copies: $(grep -m 1 'offload:' "$E2E_WORK/adam-host.out")"
+PLAIT_OFFLOAD_COPY=sync train adam-host-sync "${D[@]}" optim.offload=host
+grep -q 'copied on the communication stream beside' "$E2E_WORK/adam-host-sync.out" &&
+  fail "PLAIT_OFFLOAD_COPY=sync still overlapped the copies"
+same_losses adam-host adam-host-sync 0
+same_params adam-host adam-host-sync bits
+echo "adam offload=host on $DEV: the overlapped copies give the synchronous path's bits"
+PLAIT_OFFLOAD_COPY=bogus train_refused copy-bogus "PLAIT_OFFLOAD_COPY = bogus: not a way" "${D[@]}" \
+  optim.offload=host "run.out_dir=$E2E_WORK/copy-bogus"
+# On one rank a layer's gradients are copied from its after_backward, beside
+# the backward of the layers before it, ordered by an event: with the sim's
+# event waits switched off those copies read the gradients before the
+# backward kernels ran, so the run must go wrong (while the synchronous
+# path, which uses no events, stays right). The emulator needs no switch:
+# its streams run only when waited for, so a missing wait fails the
+# comparisons above.
+if [ "$DEV" = sim ]; then
+  PLAIT_SIM_DEBUG_SKIP_WAITS=1 PLAIT_OFFLOAD_COPY=sync train skip-sync "${D[@]}" optim.offload=host
+  same_params adam-none skip-sync bits
+  # stale gradients give other values, or a non-finite norm that stops the
+  # run: either shows; only a run matching offload = none would not
+  rm -rf "${E2E_WORK:?}/skip-overlap"
+  if PLAIT_SIM_DEBUG_SKIP_WAITS=1 "$PLAIT_BIN" train "$CFG" "run.out_dir=$E2E_WORK/skip-overlap" "${D[@]}" \
+    optim.offload=host >"$E2E_WORK/skip-overlap.out" 2>&1 &&
+    "$CKPT_DIFF" "$(last_ckpt adam-none)" "$(last_ckpt skip-overlap)" --bits >/dev/null 2>&1; then
+    fail "with the sim's event waits off the overlapped copies still match: the test cannot see a missing wait"
+  fi
+  echo "without the event waits the copies started in the backward go wrong; the synchronous path does not"
+fi
+
 # ZeRO-3 on one rank with its parameter shards in host memory: each layer's
 # gather copies its slice to the device, the update runs on the host
 train zero3-params "${D[@]}" optim.plugin=zero3 optim.offload=host optim.offload_params=true

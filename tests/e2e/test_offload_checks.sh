@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # [optim] offload's checks before step 1 (plugins/optim/README.md):
 #  - `plait config check` counts the offloaded state apart (host memory and
-#    disk per rank, not in the device's total) and refuses an offload_path
+#    disk per rank, not in the device's total; with offload = host the
+#    page-locked gradient and parameter mirrors too) and refuses an offload_path
 #    that is missing, or whose free space cannot hold the ranks' files,
 #    naming the path, its free space and what is needed;
 #  - `plait plan` shows the offloaded bytes apart from the rank's memory,
@@ -20,6 +21,14 @@ out=$("$PLAIT_BIN" config check "$CFG" "${N[@]}" 2>&1) || fail "config check ref
 grep -q '^offloaded optimizer state per rank' <<<"$out" || fail "config check shows no offloaded state: $out"
 [ "$(grep -A2 '^predicted memory' <<<"$out" | tail -n 1 | awk '{print $4}')" = 0.0 ] ||
   fail "the device's optimizer column is not 0 with offload: $out"
+
+# offload = host counts, beside the moments (the nvme file's bytes), the
+# page-locked mirrors of the gradients and parameters its copies fill: as
+# many bytes again
+host_mib=$("$PLAIT_BIN" config check "$CFG" optim.offload=host 2>&1 | grep -A2 '^offloaded' | awk 'NR == 3 {print $2}')
+disk_mib=$(grep -A2 '^offloaded' <<<"$out" | awk 'NR == 3 {print $3}')
+awk -v h="$host_mib" -v d="$disk_mib" 'BEGIN { exit !(d > 0 && h >= 2 * d - 0.1 && h <= 2 * d + 0.1) }' ||
+  fail "offload = host counts $host_mib MiB of host memory; the moments are $disk_mib MiB, the mirrors as much again"
 
 # missing directory
 if out=$("$PLAIT_BIN" config check "$CFG" optim.offload=nvme "optim.offload_path=$E2E_WORK/nope" 2>&1); then

@@ -346,6 +346,38 @@ static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_opt
     return PLAIT_OK;
 }
 
+/* 1 if another local parameter is a tied copy of parameter i: its
+ * gradient is folded into i's after the backward (PLAIT_GRAD_FINISH_TIED). */
+static int has_tied_copy(const plait_param_set *set, int32_t i) {
+    for (int32_t k = 0; k < set->n_params; k++)
+        if (k != i && plait_tied_local_original(set, &set->params[k]) == i) return 1;
+    return 0;
+}
+
+/* With offload = host on one rank, a layer's gradients are final after its
+ * backward on the last micro-batch: their copies to the host start then,
+ * beside the backward of the layers before it (offload.h). With more ranks
+ * the gradients are reduced after this hook, so the step copies them all;
+ * a parameter with a tied copy waits for the step too (its gradient gets
+ * the copy's folded in after the backward). */
+static plait_status adam_after_backward(void *sp, int32_t layer, int32_t mb, int last) {
+    adam *a = sp;
+    (void)mb;
+    const plait_host *host = a->host;
+    if (!last || !a->store || !optim_offload_posts(a->store)) return PLAIT_OK;
+    if (a->world && host->coll && host->coll->size(a->world) > 1) return PLAIT_OK;
+    plait_param_set *set = a->params;
+    size_t n = 0;
+    for (int32_t i = 0; i < set->n_params; i++) {
+        plait_param *p = &set->params[i];
+        if (p->layer != layer || !a->owns_state[i] || !p->data || !p->grad || has_tied_copy(set, i)) continue;
+        float wd = (p->flags & PLAIT_PARAM_NO_DECAY) ? 0.0f : (float)a->hp.weight_decay;
+        a->segs[n++] = (optim_offload_seg){
+            .param = p->data, .grad = p->grad, .at = a->state_at[i], .n = p->numel, .weight_decay = wd};
+    }
+    return optim_offload_post(a->store, a->segs, n);
+}
+
 static plait_status adam_export(void *sp, int32_t param_index, const char *which, float *dst) {
     adam *a = sp;
     int32_t i = plait_param_set_find(a->params, param_index);
@@ -398,6 +430,7 @@ static const plait_optim_ops adam_ops = {
     .state_names = state_names,
     .create = adam_create,
     .materialize = adam_materialize,
+    .after_backward = adam_after_backward,
     .step = adam_step,
     .export_tensor = adam_export,
     .get_step = adam_get_step,

@@ -30,6 +30,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "offload_copy.h"
 #include "offload_io.h"
 
 #define ALIGN_BYTES 4096u
@@ -48,6 +49,9 @@ struct optim_offload {
     int n_arr;                /* arrays in the store: exp_avg, exp_avg_sq (2), and the parameter slices (3) */
     float *arr[3];            /* host mode: the arrays */
     float *stage_p, *stage_g; /* on_device: a chunk of parameters and of gradients */
+    offload_copy *copy;       /* host mode on a device with events: the copies overlapped (offload_copy.h) */
+    offload_piece *pieces;    /* its step's pieces, grown as needed */
+    size_t cap_pieces;
     /* nvme */
     int fd, fd_plain;
     int direct; /* fd was opened with O_DIRECT */
@@ -99,6 +103,8 @@ void optim_offload_close(optim_offload *o) {
     for (int k = 0; k < 3; k++) h->free(o->arr[k]);
     h->free(o->stage_p);
     h->free(o->stage_g);
+    offload_copy_close(o->copy);
+    free(o->pieces);
     free(o);
 }
 
@@ -202,6 +208,27 @@ static plait_status start_io(optim_offload *o, int rank) {
     return PLAIT_OK;
 }
 
+/* offload = host on a device with streams and events copies on its
+ * communication stream, overlapped with the host's update (offload_copy.h);
+ * nvme, a device without events and PLAIT_OFFLOAD_COPY = sync copy each
+ * chunk in and out in turn on the compute stream (the bounded buffer of
+ * nvme has no room for whole mirrors). */
+static plait_status pick_copies(optim_offload *o, int *overlap) {
+    const char *want = getenv("PLAIT_OFFLOAD_COPY");
+    if (!want || !*want) want = "overlap";
+    int sync = strcmp(want, "sync") == 0;
+    if (!sync && strcmp(want, "overlap") != 0)
+        return o->host->set_error(PLAIT_ERR_INVALID_ARG,
+                                  "%s: PLAIT_OFFLOAD_COPY = %s: not a way to copy offload = host's chunks; use "
+                                  "overlap (the default: on the communication stream beside the host's update) or "
+                                  "sync (each chunk in and out in turn)",
+                                  o->who, want);
+    const plait_device_ops *d = o->host->device;
+    *overlap = !sync && o->on_device && o->cfg.mode == PLAIT_OFFLOAD_HOST && PLAIT_DEVICE_HAS_EVENTS(d) && d->copy_on &&
+               d->event_wait && d->event_record;
+    return PLAIT_OK;
+}
+
 plait_status optim_offload_open(const plait_host *host, const char *who, const plait_optim_offload *cfg, int rank,
                                 size_t numel, int with_params, optim_offload **out) {
     *out = NULL;
@@ -250,7 +277,16 @@ plait_status optim_offload_open(const plait_host *host, const char *who, const p
         }
         if (st == PLAIT_OK) st = start_io(o, rank);
     }
-    if (st == PLAIT_OK && o->on_device) {
+    int overlap = 0;
+    if (st == PLAIT_OK) st = pick_copies(o, &overlap);
+    if (st == PLAIT_OK && overlap && !(o->copy = offload_copy_open(host, who, numel, !with_params)))
+        st = PLAIT_ERR_NO_MEMORY;
+    if (st == PLAIT_OK && o->copy && rank == 0)
+        host->log(PLAIT_LOG_INFO, who,
+                  "offload: gradients and parameters copied on the communication stream beside the host's update, "
+                  "through %.1f MiB of page-locked mirrors",
+                  (double)((with_params ? 1 : 2) * numel * sizeof(float)) / (1024.0 * 1024.0));
+    if (st == PLAIT_OK && o->on_device && !o->copy) {
         o->stage_p = alloc_host(host, chunk * sizeof(float), "offload parameter staging");
         o->stage_g = alloc_host(host, chunk * sizeof(float), "offload gradient staging");
         if (!o->stage_p || !o->stage_g) st = PLAIT_ERR_NO_MEMORY;
@@ -424,12 +460,65 @@ static plait_status step_chunk(optim_offload *o, const optim_offload_seg *segs, 
     return PLAIT_OK;
 }
 
+/* Post the segments' copies, cut into pieces of at most a chunk; with
+ * `skip_posted`, those whose start was posted earlier this step are left
+ * out. */
+static plait_status post_segs(optim_offload *o, const optim_offload_seg *segs, size_t n_segs, int skip_posted) {
+    size_t n = 0, C = o->chunk;
+    for (size_t i = 0; i < n_segs; i++) n += (segs[i].n + C - 1) / C;
+    if (n > o->cap_pieces) {
+        offload_piece *p = realloc(o->pieces, n * sizeof *p);
+        if (!p) return o->host->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", o->who);
+        o->pieces = p, o->cap_pieces = n;
+    }
+    n = 0;
+    for (size_t i = 0; i < n_segs; i++) {
+        int seen = 0;
+        offload_piece q;
+        for (size_t k = 0; skip_posted && !seen && offload_copy_piece(o->copy, k, &q); k++) seen = q.at == segs[i].at;
+        for (size_t d = 0; !seen && d < segs[i].n; d += C)
+            o->pieces[n++] = (offload_piece){.param = segs[i].param ? segs[i].param + d : NULL,
+                                             .grad = segs[i].grad + d,
+                                             .at = segs[i].at + d,
+                                             .n = segs[i].n - d < C ? segs[i].n - d : C,
+                                             .weight_decay = segs[i].weight_decay};
+    }
+    return offload_copy_post(o->copy, o->pieces, n);
+}
+
+int optim_offload_posts(const optim_offload *o) { return o && o->copy; }
+
+plait_status optim_offload_post(optim_offload *o, const optim_offload_seg *segs, size_t n_segs) {
+    return o && o->copy ? post_segs(o, segs, n_segs, 0) : PLAIT_OK;
+}
+
+/* Host memory's walk with the copies overlapped: what was not posted
+ * during the backward posted now, then each piece, in the order posted,
+ * updated in the mirrors as soon as its copy is in and released for the
+ * copy back. */
+static plait_status step_overlapped(optim_offload *o, const optim_offload_seg *segs, size_t n_segs,
+                                    plait_adamw_args *args) {
+    plait_status st = post_segs(o, segs, n_segs, 1);
+    float *g = offload_copy_grad(o->copy), *p = o->n_arr > 2 ? o->arr[2] : offload_copy_param(o->copy);
+    offload_piece q;
+    for (size_t i = 0; st == PLAIT_OK && offload_copy_piece(o->copy, i, &q); i++) {
+        st = offload_copy_wait_in(o->copy, i);
+        if (st != PLAIT_OK) break;
+        args->weight_decay = q.weight_decay;
+        optim_host_adamw(p + q.at, g + q.at, o->arr[0] + q.at, o->arr[1] + q.at, q.n, args, o->threads, o->isa);
+        offload_copy_release(o->copy, i);
+    }
+    plait_status fin = offload_copy_finish(o->copy);
+    return st != PLAIT_OK ? st : fin;
+}
+
 /* The update of every segment: host memory's walk, or the disk's three-slot
  * pipeline. */
 static plait_status step_all(optim_offload *o, const optim_offload_seg *segs, size_t n_segs, const plait_adamw_args *in,
                              int64_t step) {
     plait_adamw_args args = *in;
     size_t next = 0, C = o->chunk, N = o->numel;
+    if (o->copy) return step_overlapped(o, segs, n_segs, &args);
     if (o->cfg.mode == PLAIT_OFFLOAD_HOST) {
         for (size_t c0 = 0; c0 < N; c0 += C) {
             plait_status st = step_chunk(o, segs, n_segs, &next, c0, c0 + C < N ? c0 + C : N, o->arr, &args);
@@ -476,7 +565,9 @@ plait_status optim_offload_step(optim_offload *o, const optim_offload_seg *segs,
 
 uint64_t optim_offload_host_bytes(const optim_offload *o) {
     if (!o) return 0;
-    uint64_t b = o->on_device ? 2 * o->chunk * sizeof(float) : 0;
+    uint64_t b = o->copy        ? (o->n_arr > 2 ? 1 : 2) * (uint64_t)o->numel * sizeof(float)
+                 : o->on_device ? 2 * o->chunk * sizeof(float)
+                                : 0;
     if (o->cfg.mode == PLAIT_OFFLOAD_HOST) return b + (uint64_t)o->n_arr * o->numel * sizeof(float);
     return b + 3 * (uint64_t)o->n_arr * o->chunk * sizeof(float);
 }

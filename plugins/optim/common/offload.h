@@ -65,6 +65,16 @@ plait_status optim_offload_fetch(optim_offload *o, int which, size_t at, float *
 plait_status optim_offload_step(optim_offload *o, const optim_offload_seg *segs, size_t n_segs,
                                 const plait_adamw_args *args, int64_t step);
 
+/* With offload = host on a device with events (offload_copy.h), start
+ * copying segments whose gradients are final once the compute stream's
+ * work queued so far has run (a layer's, from after_backward on its last
+ * micro-batch), before the step; the step then copies only the rest.
+ * Only where nothing changes those gradients between now and the step (no
+ * reduction, no tied gradient folded into them). A no-op elsewhere;
+ * optim_offload_posts says whether posting does anything. */
+plait_status optim_offload_post(optim_offload *o, const optim_offload_seg *segs, size_t n_segs);
+int optim_offload_posts(const optim_offload *o);
+
 /* Bytes of host memory and of disk the store holds, and the seconds the
  * steps so far waited for the disk (the metrics' share of the step). */
 uint64_t optim_offload_host_bytes(const optim_offload *o);
