@@ -197,14 +197,17 @@ typedef struct plait_bf16_terms {
     int requested;       /* create_args.activations_bf16: a bf16 run */
     int gpt;             /* the gpt arch (the mlp arch has no bf16 path) */
     int kernels;         /* the kernel table runs the bf16 path (plait_model_kernels_bf16) */
-    int tensor_parallel; /* the plan cuts layers over tp ranks (plan->tp_ops) */
+    int context_parallel; /* the plan splits sequences over cp ranks (cp > 1) */
+    int experts;          /* the model has a mixture of experts */
 } plait_bf16_terms;
 /* 1 when a model with these terms stores its activations in bf16: a bf16
  * run of the gpt arch on kernels that run the whole path, unless the
- * layout needs what the path lacks (tensor parallelism's collectives and
- * vocabulary-parallel loss). Every recompute mode is covered (recompute.c
- * rebuilds what it drops in bf16), and a split backward (its weight
- * halves' stash in bf16). */
+ * layout needs what the path lacks (ring attention and the experts' MLPs
+ * are float32). Tensor and sequence parallelism are covered (gpt_bf16.c:
+ * the blocks in bf16 with float32 messages between their products and
+ * the collectives; the vocabulary-parallel head float32), every recompute
+ * mode (recompute.c rebuilds what it drops in bf16), and a split backward
+ * (its weight halves' stash in bf16). */
 int plait_model_grants_bf16(const plait_bf16_terms *t);
 /* 1 if kernel table k runs the GPT's bf16-activation path for head size
  * HS: the fused attention (HS within PLAIT_ATTENTION_FUSED_MAX_HS), the

@@ -128,6 +128,11 @@ typedef struct block_acts {
     float *swi;                       /* llama: SwiGLU's output, down_proj's input */
 } block_acts;
 
+/* Where plait_model.unit holds the k x k identity (16-element aligned),
+ * and the bf16 elements it takes. */
+#define PLAIT_UNIT_AT(k) ((k) == 8 ? 0 : (k) == 4 ? 64 : (k) == 2 ? 80 : 96)
+#define PLAIT_UNIT_BF16 128
+
 /* Which part of a layer's backward to run (plait_model_backward_input /
  * _weight, or both: plait_model_backward_layer). */
 typedef enum bwd_part {
@@ -250,9 +255,18 @@ struct plait_model {
      * changed (weights_epoch, bumped by plait_model_weights_changed; each
      * layer's copy is of epoch layer_epoch[layer]) */
     int bf16;
+    /* the head in bf16 too (gpt_bf16.c): bf16 activations without tensor
+     * parallelism, whose vocabulary-parallel loss is gpt_layers.c's,
+     * float32, over the blocks' float32 residual stream */
+    int bf16_head;
     struct {
         plait_bf16 *dln, *dfc, *datty, *dqkv, *dres; /* dres: the residual stream's gradient, converted once */
     } sb;
+    /* bf16 activations under tensor parallelism: the identities in bf16
+     * whose product widens a bf16 gradient to float32 exactly for the tp
+     * group's collectives, which sum float32 (gpt_bf16.c): the k x k one
+     * (k = 8, 4, 2, 1) at unit + PLAIT_UNIT_AT(k), in the backward scratch */
+    plait_bf16 *unit;
     /* The float32 gradient whose bf16 rounding sb.dres holds, or NULL:
      * set where a LayerNorm backward wrote both (the table's
      * layernorm_backward_fused_bf16_copy) or to_bf16 made it; cleared by

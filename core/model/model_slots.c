@@ -203,7 +203,7 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
         if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL);
     }
     if (plait_model_slot_has(m, s, L + 1)) {
-        if (m->bf16) { /* the head's gradients its forward leaves (gpt_bf16.c) */
+        if (m->bf16_head) { /* the head's gradients its forward leaves (gpt_bf16.c) */
             TAKE_BF16(s->dlnf_bf, BT * C);
             TAKE(s->head_dw, m->Vl * C);
         } else {
@@ -215,7 +215,7 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
         TAKE(s->lse, BT);
         TAKE(s->sumexp, BT);
         TAKE(s->losses, BT);
-        if (m->split && !m->bf16) TAKE(s->head_dln, R * C); /* the bf16 head keeps what its forward left */
+        if (m->split && !m->bf16_head) TAKE(s->head_dln, R * C); /* the bf16 head keeps what its forward left */
     }
 #undef TAKE_BF16
 #undef TAKE
@@ -327,8 +327,10 @@ size_t plait_model_head_room(const plait_model *m) {
 plait_status plait_model_scratch_get(plait_model *m) {
     if (m->scratch) return PLAIT_OK;
     const int64_t BT = m->B * m->T;
-    const int f32 = !m->bf16;
-    size_t sizes[13] = {f32 ? align_up((size_t)(BT * m->C)) : 0, f32 ? align_up((size_t)(BT * m->Fl)) : 0,
+    const int f32 = !m->bf16, tp_bf16 = m->bf16 && !m->bf16_head;
+    /* under tensor parallelism s_dln holds float32 gradients for the
+     * group's collectives and the float32 head (gpt_bf16.c) */
+    size_t sizes[14] = {f32 || tp_bf16 ? align_up((size_t)(BT * m->C)) : 0, f32 ? align_up((size_t)(BT * m->Fl)) : 0,
                         f32 ? align_up((size_t)(BT * m->Cl)) : 0, f32 ? align_up((size_t)(BT * 3 * m->Cl)) : 0,
                         m->desc->is_gpt && !m->fused_attn ? align_up((size_t)(m->B * m->NHl * m->T * m->T)) : 0,
                         align_up((size_t)(3 * BT)),
@@ -339,21 +341,24 @@ plait_status plait_model_scratch_get(plait_model *m) {
                         f32 ? 0 : align_up((size_t)(BT * 3 * m->Cl + 1) / 2),
                         f32 ? 0 : align_up((size_t)(BT * m->C + 1) / 2), 0,
                         /* llama: gate_proj's output gradient beside up_proj's in dfc */
-                        m->desc->is_llama ? align_up((size_t)(BT * m->Fl)) : 0};
-    if (m->bf16) { /* head_rows: plait_model_create */
+                        m->desc->is_llama ? align_up((size_t)(BT * m->Fl)) : 0,
+                        /* the bf16 identities that widen a gradient, then C floats of
+                         * zeros for a split backward's norms (gpt_bf16.c) */
+                        tp_bf16 ? align_up(PLAIT_UNIT_BF16 / 2 + (size_t)m->C) : 0};
+    if (m->bf16_head) { /* head_rows: plait_model_create */
         size_t extra = 0;
         plait_model_head_rows(BT, m->Vl, plait_model_head_room(m), &extra);
         sizes[11] = align_up(extra);
     }
     size_t total = 0;
-    for (int i = 0; i < 13; i++) total += sizes[i];
+    for (int i = 0; i < 14; i++) total += sizes[i];
     m->scratch = plait_device_alloc(total * sizeof(float), "activations");
     if (!m->scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: backward scratch");
     m->scratch_bytes = total * sizeof(float);
     m->act_bytes += m->scratch_bytes;
-    float *at[13];
+    float *at[14];
     float *p = m->scratch;
-    for (int i = 0; i < 13; i++) {
+    for (int i = 0; i < 14; i++) {
         at[i] = sizes[i] ? p : NULL;
         p += sizes[i];
     }
@@ -371,5 +376,13 @@ plait_status plait_model_scratch_get(plait_model *m) {
     m->sb.dres = (plait_bf16 *)(void *)at[10];
     m->head_lnf = m->sb.dln;
     m->head_logits = m->sb.dfc;
+    m->unit = (plait_bf16 *)(void *)at[13];
+    if (m->unit) { /* the k x k identity at PLAIT_UNIT_AT(k), k = 8, 4, 2, 1 */
+        plait_bf16 unit[PLAIT_UNIT_BF16] = {0};
+        for (int k = 8; k >= 1; k /= 2)
+            for (int i = 0; i < k; i++) unit[PLAIT_UNIT_AT(k) + i * (k + 1)] = 0x3F80; /* 1.0 */
+        plait_status st = plait_device_copy(m->unit, unit, sizeof unit, PLAIT_COPY_TO_DEVICE);
+        if (st != PLAIT_OK) return plait_wrap_error(st, "model: the bf16 identity that widens gradients");
+    }
     return PLAIT_OK;
 }
