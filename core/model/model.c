@@ -24,9 +24,9 @@
  * is bf16 (a residual product adds its float32 bias to the float32
  * stream). The gpt arch declares its parameters in model_desc.c's order:
  * wte, wpe, BP_COUNT a block, then ln_f and the head's tied copy of wte. */
-int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi) {
+int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi, int head) {
     if (strcmp(spec->arch, "gpt") != 0 || gi < 0 || gi >= spec->n_params) return 0;
-    if (plait_tied_is_copy(&spec->params[gi])) return 1; /* lm_head */
+    if (plait_tied_is_copy(&spec->params[gi])) return head; /* lm_head */
     if (gi < 2 || gi >= 2 + spec->n_layer * BP_COUNT) return 0;
     const int bp = (gi - 2) % BP_COUNT;
     return bp == BP_ATTN_W || bp == BP_ATTN_B || bp == BP_APROJ_W || bp == BP_FC_W || bp == BP_FC_B ||
@@ -49,7 +49,9 @@ static size_t bf16_weights_carve(plait_model *m, plait_bf16 *base) {
     const plait_model_desc *d = m->desc;
     size_t off = 0;
     for (int32_t gi = 0; gi < d->spec.n_params; gi++) {
-        if (!m->param[gi] || !m->local_layer[d->params[gi].layer] || !plait_model_bf16_copied(&d->spec, gi)) continue;
+        if (!m->param[gi] || !m->local_layer[d->params[gi].layer] ||
+            !plait_model_bf16_copied(&d->spec, gi, m->bf16_head))
+            continue;
         if (base) m->wbf[gi] = base + off;
         off += plait_model_bf16_copy_numel(m->param[gi]->numel);
     }

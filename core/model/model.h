@@ -215,11 +215,13 @@ int plait_model_grants_bf16(const plait_bf16_terms *t);
  * (PLAIT_KERNELS_HAS_BF16_ACTIVATIONS). */
 int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS);
 /* 1 if, under bf16 activations, the products of the gpt model `spec` read
- * its global parameter gi from the bf16 copy: every linear layer's weight
- * (the head's tied copy included) and the biases of the products whose
- * output is bf16 (c_attn, c_fc). The model keeps each such local tensor,
- * its numel rounded up to 8, in the copy (plait_model_weight_copy_bytes). */
-int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi);
+ * its global parameter gi from the bf16 copy: every block's linear
+ * layers' weights, the biases of the products whose output is bf16
+ * (c_attn, c_fc), and the head's tied copy where the head runs in bf16
+ * (`head`: no tensor parallelism, whose head is float32). The model keeps
+ * each such local tensor, its numel rounded up to 8, in the copy
+ * (plait_model_weight_copy_bytes). */
+int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi, int head);
 /* The bf16 head's chunks (model_slots.c; gpt_bf16.c runs them): under bf16 activations the head
  * computes its logits `rows` rows at a time into the backward scratch,
  * after ln_f's output, where `room` floats follow it (the scratch's
