@@ -82,15 +82,16 @@ static double block_floats(const plait_cost_shape *s, int kept) {
         return f;
     }
     const double att = s->fused ? 0 : s->B * s->NHl * s->T * s->T, lse = s->fused ? s->B * s->NHl * s->T : 0;
-    /* seq: cut along the sequence by q (the norms' statistics and res2; their
-     * outputs are kept gathered, as the column-parallel products read them) */
+    /* seq: cut along the sequence by q (the norms' outputs and statistics
+     * and res2: the column-parallel products read the outputs gathered into
+     * one buffer the blocks share, counted in the scratch) */
     const struct {
         double n;
         int gpt_only, selective, bf16, seq;
-    } parts[] = {{BT * s->C, 1, 0, 1, 0},  {BT, 1, 0, 0, 1},
+    } parts[] = {{BT * s->C, 1, 0, 1, 1},  {BT, 1, 0, 0, 1},
                  {BT, 1, 0, 0, 1},         {BT * 3 * s->Cl, 1, 0, 1, 0},
                  {att, 1, 1, 0, 0},        {BT * s->Cl, 1, 0, 1, 0},
-                 {BT * s->C, 1, 0, 0, 1},  {BT * s->C, 0, 0, 1, 0},
+                 {BT * s->C, 1, 0, 0, 1},  {BT * s->C, 0, 0, 1, 1},
                  {BT, 0, 0, 0, 1},         {BT, 0, 0, 0, 1},
                  {BT * s->Fl, 0, 0, 1, 0}, {BT * s->Fl, 0, 1, 1, 0},
                  {lse, 1, 0, 0, 0}};
@@ -157,8 +158,11 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
                        : al(BT * s->C) + al(BT * s->Fl) + al(BT * s->Cl) + al(BT * 3 * s->Cl);
     if (s->bf16 && !s->bf16_head) /* tp: the float32 gradient its collectives and head read, the identities */
         f += al(BT * s->C) + al(64 + s->C);
-    if (s->sp) /* the sequence-parallel buffers (model/model_slots.c, plait_model_sp_scratch) */
+    if (s->sp) { /* the sequence-parallel buffers (model/model_slots.c, plait_model_sp_scratch) */
         f += al(BT * s->C) + al(BT * s->C / seq_cut(s)) + al(2 * s->C);
+        /* the gathered norm output the gpt and mlp archs' products read */
+        if (!s->llama) f += s->bf16 ? bh(BT * s->C) : al(BT * s->C);
+    }
     if (s->bf16_head) { /* the bf16 head's least chunk of logits, where the gradients leave too little room */
         size_t extra = 0;
         plait_model_head_rows((int64_t)BT, (int64_t)s->Vl,

@@ -35,8 +35,10 @@
  * (tp_conjugates.c), the blocks keep what their products read and write in
  * bf16 as one rank does, and hand the tp group's collectives float32, as
  * gpt_layers.c does (the tp plugin sends them as bf16 on a bf16 run): a
- * norm's output is all-gathered in float32 under sequence parallelism and
- * rounded to bf16 after; a row-parallel product writes its partial sums in
+ * norm's output, kept in bf16 on this rank's rows under sequence
+ * parallelism, is widened, all-gathered in float32 and rounded to bf16
+ * again, exactly, before its product in the forward and before the
+ * product's weight gradient in the backward; a row-parallel product writes its partial sums in
  * float32 (matmul_forward_residual_bf16 without a residual), summed over
  * the group before the residual and the bias are added; a column-parallel
  * product's input gradient, this rank's partial sums in bf16, is widened
@@ -55,20 +57,34 @@ static void widen(plait_model *m, float *dst, const plait_bf16 *src, int64_t n) 
     m->k->matmul_forward_residual_bf16(dst, NULL, src, m->unit + PLAIT_UNIT_AT(k), NULL, n / k, k, k);
 }
 
-/* A norm's output in bf16 over every row the column-parallel product
- * reads: computed in bf16, or under sequence parallelism in float32 on
- * this rank's rows, all-gathered and rounded to bf16. */
-static plait_status norm_forward(plait_model *m, plait_bf16 *out, float *mean, float *rstd, const float *x,
-                                 const float *w, const float *b, const char *where, int32_t layer) {
-    const int64_t BT = m->B * m->T, C = m->C;
-    if (!m->sp) {
-        m->k->layernorm_forward_bf16(out, mean, rstd, x, w, b, BT, C);
-        return PLAIT_OK;
-    }
-    m->k->layernorm_forward(m->sp_local, mean, rstd, x, w, b, m->R, C);
-    plait_status st = plait_tp_gather(m, m->sp_local, m->sp_full, where, layer);
-    if (st == PLAIT_OK) m->k->to_bf16(out, m->sp_full, (size_t)(BT * C));
-    return st;
+/* A block norm's bf16 output over every row the column-parallel product
+ * reads, from the rows the slot keeps: `rows` itself, or under sequence
+ * parallelism those R rows widened to float32 (exact), all-gathered and
+ * rounded back (exact again) into sp_ln_bf, the buffer every block
+ * shares: in the forward, and again before the product's weight
+ * gradient, the same bits both times. The identities that widen reads
+ * live in the backward's scratch, got here in the forward (a forward-only
+ * model under sequence parallelism allocates it too). */
+static plait_status norm_full(plait_model *m, const plait_bf16 *rows, const plait_bf16 **full, const char *where,
+                              int32_t layer) {
+    *full = rows;
+    if (!m->sp) return PLAIT_OK;
+    plait_status st = plait_model_scratch_get(m);
+    if (st != PLAIT_OK) return st;
+    widen(m, m->sp_local, rows, m->R * m->C);
+    st = plait_tp_gather(m, m->sp_local, m->sp_full, where, layer);
+    if (st != PLAIT_OK) return st;
+    m->k->to_bf16(m->sp_ln_bf, m->sp_full, (size_t)(m->B * m->T * m->C));
+    *full = m->sp_ln_bf;
+    return PLAIT_OK;
+}
+
+/* A norm's output in bf16 on this rank's rows (out), the same bits as
+ * without sequence parallelism; *full as norm_full gives it. */
+static plait_status norm_forward(plait_model *m, plait_bf16 *out, const plait_bf16 **full, float *mean, float *rstd,
+                                 const float *x, const float *w, const float *b, const char *where, int32_t layer) {
+    m->k->layernorm_forward_bf16(out, mean, rstd, x, w, b, m->R, m->C);
+    return norm_full(m, out, full, where, layer);
 }
 
 /* out (this rank's rows of the residual stream) = res + inp · wᵀ + bias,
@@ -210,9 +226,10 @@ plait_status plait_bf16_attention_forward(plait_model *m, model_slot *s, int32_t
     plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN1_W, &p);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN1_W);
-    st = norm_forward(m, a->bf.ln1, a->ln1_mean, a->ln1_rstd, x, p.ln_w, p.ln_b, "before attn.c_attn", layer);
+    const plait_bf16 *ln;
+    st = norm_forward(m, a->bf.ln1, &ln, a->ln1_mean, a->ln1_rstd, x, p.ln_w, p.ln_b, "before attn.c_attn", layer);
     if (st != PLAIT_OK) return st;
-    m->k->matmul_forward_bf16(a->bf.qkv, a->bf.ln1, w.in_w, w.in_b, BT, C, 3 * Cl);
+    m->k->matmul_forward_bf16(a->bf.qkv, ln, w.in_w, w.in_b, BT, C, 3 * Cl);
     m->k->attention_fused_forward_bf16(a->bf.atty, a->lse, m->att_scratch, a->bf.qkv, m->B, m->T, m->NHl, m->HS);
     return row_product(m, a->res2, x, a->bf.atty, w.out_w, p.out_b, Cl, "after attn.c_proj", layer);
 }
@@ -240,9 +257,14 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     plait_status st = half_for(m, layer, BP_LN1_W, part, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN1_W);
+    /* c_attn's weight gradient reads ln_1's output over every row (the
+     * input gradient alone reads none of it) */
+    const plait_bf16 *ln = m->sp ? m->sp_ln_bf : a->bf.ln1;
+    if (part != BWD_INPUT) st = norm_full(m, a->bf.ln1, &ln, "before attn.c_attn's weight gradient", layer);
+    if (st != PLAIT_OK) return st;
     if (part == BWD_WEIGHT) { /* from what the input half kept */
         m->k->matmul_backward_bf16(NULL, dp.out_w, dp.out_b, g->dres2, a->bf.atty, NULL, BT, Cl, C);
-        attention_in_backward(m, NULL, &dp, g->dqkv, a->bf.ln1, NULL);
+        attention_in_backward(m, NULL, &dp, g->dqkv, ln, NULL);
         return layernorm_param_grads(m, layer, dp.ln_w, dp.ln_b, g->dln1, x, a->ln1_mean, a->ln1_rstd);
     }
     const plait_bf16 *dres = NULL;
@@ -254,9 +276,9 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     if (g) {
         keep_bf16(m, g->dres2, dres, BT * C);
         keep_bf16(m, g->dqkv, m->sb.dqkv, BT * 3 * Cl);
-        m->k->matmul_backward_bf16(m->sb.dln, NULL, NULL, m->sb.dqkv, a->bf.ln1, w.in_w, BT, C, 3 * Cl);
+        m->k->matmul_backward_bf16(m->sb.dln, NULL, NULL, m->sb.dqkv, ln, w.in_w, BT, C, 3 * Cl);
     } else {
-        attention_in_backward(m, m->sb.dln, &dp, m->sb.dqkv, a->bf.ln1, w.in_w);
+        attention_in_backward(m, m->sb.dln, &dp, m->sb.dqkv, ln, w.in_w);
     }
     if ((st = input_grad_sum(m, "before attn.c_attn", layer)) != PLAIT_OK) return st;
     if (g) keep_bf16(m, g->dln1, m->sb.dln, R * C);
@@ -268,16 +290,17 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
 static plait_status mlp_act(plait_model *m, int32_t layer, block_acts *a, const float *r, const half_params *p,
                             const half_bf16 *w) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
-    plait_status st = norm_forward(m, a->bf.ln2, a->ln2_mean, a->ln2_rstd, r, p->ln_w, p->ln_b, "before mlp.c_fc",
+    const plait_bf16 *ln;
+    plait_status st = norm_forward(m, a->bf.ln2, &ln, a->ln2_mean, a->ln2_rstd, r, p->ln_w, p->ln_b, "before mlp.c_fc",
                                    layer);
     if (st != PLAIT_OK) return st;
     if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) {
         /* GELU apart, with the kernel the backward rebuilds its output
          * with: the same bits in both */
-        m->k->matmul_forward_bf16(a->bf.fch, a->bf.ln2, w->in_w, w->in_b, BT, C, F);
+        m->k->matmul_forward_bf16(a->bf.fch, ln, w->in_w, w->in_b, BT, C, F);
         m->k->gelu_forward_bf16(a->bf.fcg, a->bf.fch, (size_t)(BT * F));
     } else {
-        m->k->matmul_forward_gelu_bf16(a->bf.fcg, a->bf.fch, a->bf.ln2, w->in_w, w->in_b, BT, C, F);
+        m->k->matmul_forward_gelu_bf16(a->bf.fcg, a->bf.fch, ln, w->in_w, w->in_b, BT, C, F);
     }
     return PLAIT_OK;
 }
@@ -311,17 +334,20 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
     plait_status st = half_for(m, layer, BP_LN2_W, part, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
+    /* c_fc's weight gradient reads ln_2's output over every row */
+    const plait_bf16 *ln = m->sp ? m->sp_ln_bf : a->bf.ln2;
+    if (part != BWD_INPUT) st = norm_full(m, a->bf.ln2, &ln, "before mlp.c_fc's weight gradient", layer);
+    if (st != PLAIT_OK) return st;
     if (part == BWD_WEIGHT) { /* from what the input half kept */
         m->k->matmul_backward_gelu_bf16(NULL, dp.out_w, dp.out_b, g->dy, a->bf.fcg, NULL, NULL, BT, F, C);
-        m->k->matmul_backward_bf16(NULL, dp.in_w, dp.in_b, g->dfc, a->bf.ln2, NULL, BT, C, F);
+        m->k->matmul_backward_bf16(NULL, dp.in_w, dp.in_b, g->dfc, ln, NULL, BT, C, F);
         return layernorm_param_grads(m, layer, dp.ln_w, dp.ln_b, g->dln2, r, a->ln2_mean, a->ln2_rstd);
     }
     const plait_bf16 *dres = NULL;
     if ((st = dres_full(m, dy, &dres, "after mlp.c_proj", layer)) != PLAIT_OK) return st;
     m->k->matmul_backward_gelu_bf16(m->sb.dfc, g ? NULL : dp.out_w, g ? NULL : dp.out_b, dres, a->bf.fcg, w.out_w,
                                     a->bf.fch, BT, F, C);
-    m->k->matmul_backward_bf16(m->sb.dln, g ? NULL : dp.in_w, g ? NULL : dp.in_b, m->sb.dfc, a->bf.ln2, w.in_w, BT, C,
-                               F);
+    m->k->matmul_backward_bf16(m->sb.dln, g ? NULL : dp.in_w, g ? NULL : dp.in_b, m->sb.dfc, ln, w.in_w, BT, C, F);
     if (g) { /* before the LayerNorm's copy replaces dres */
         keep_bf16(m, g->dy, dres, BT * C);
         keep_bf16(m, g->dfc, m->sb.dfc, BT * F);

@@ -221,11 +221,15 @@ struct plait_model {
      * tp_rank·R (without it R = B·T, row0 = 0); sp_full [B·T,C] holds a
      * row-parallel product's partial sums or a gathered gradient, sp_local
      * [R,C] a norm's rows before their all-gather or a gradient's after its
-     * reduce-scatter, sp_wg [2,C] a norm's partial parameter gradients
-     * (tp_conjugates.c), allocated with the first slot */
+     * reduce-scatter, sp_wg [2,C] a norm's partial parameter gradients,
+     * sp_ln [B·T,C] (bf16 under bf16 activations: sp_ln_bf) a block norm's
+     * output gathered for the column-parallel product that reads it, the
+     * slots keeping only this rank's R rows (tp_conjugates.c), allocated
+     * with the first slot */
     int sp;
     int64_t R, row0;
-    float *sp_mem, *sp_full, *sp_local, *sp_wg;
+    float *sp_mem, *sp_full, *sp_local, *sp_wg, *sp_ln;
+    plait_bf16 *sp_ln_bf;
     size_t sp_bytes;
     int32_t stage;
     plait_param **param;              /* [n_params] global index -> local param or NULL */
@@ -387,6 +391,10 @@ int plait_model_slot_has(const plait_model *m, const model_slot *s, int64_t l);
  *   plait_tp_local: where a norm writes the rows plait_tp_gather gathers
  *     into `full` (sp_local, or `full` itself without sequence parallelism);
  *   plait_tp_gather: those R rows into every rank's full [B·T,C];
+ *   plait_tp_norm_full: a block norm's output over every row from the R
+ *     rows a slot keeps (`rows` itself, or gathered into sp_ln: in the
+ *     forward and again in the backward before the weight gradient of the
+ *     product that reads it, as Megatron-LM does);
  *   plait_tp_partial: where a row-parallel product writes its partial sums
  *     (sp_full, or `out` itself);
  *   plait_tp_sum: their sum into this rank's rows of `out` (all-reduce in
@@ -405,6 +413,8 @@ typedef struct norm_grads {
 } norm_grads;
 float *plait_tp_local(plait_model *m, float *full);
 plait_status plait_tp_gather(plait_model *m, const float *local, float *full, const char *where, int32_t layer);
+plait_status plait_tp_norm_full(plait_model *m, const float *rows, const float **full, const char *where,
+                                int32_t layer);
 float *plait_tp_partial(plait_model *m, float *out);
 plait_status plait_tp_sum(plait_model *m, float *partial, float *out, const char *where, int32_t layer);
 plait_status plait_tp_grad_full(plait_model *m, const float *d, const float **full, const char *where, int32_t layer);

@@ -183,7 +183,7 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             continue;
         }
         if (m->desc->is_gpt) {
-            KEEP_PRODUCT(ln1, BT * C);
+            KEEP_PRODUCT(ln1, R * C); /* this rank's rows: gathered where read */
             KEEP(ln1_mean, R);
             KEEP(ln1_rstd, R);
             KEEP_PRODUCT(qkv, BT * 3 * m->Cl);
@@ -192,7 +192,7 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             KEEP_PRODUCT(atty, BT * m->Cl);
             KEEP(res2, R * C);
         }
-        KEEP_PRODUCT(ln2, BT * C);
+        KEEP_PRODUCT(ln2, R * C);
         KEEP(ln2_mean, R);
         KEEP(ln2_rstd, R);
         KEEP_PRODUCT(fch, BT * m->Fl);
@@ -274,7 +274,10 @@ plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out
 plait_status plait_model_sp_scratch(plait_model *m) {
     if (m->sp_mem) return PLAIT_OK;
     const size_t full = align_up((size_t)(m->B * m->T * m->C)), local = align_up((size_t)(m->R * m->C));
-    const size_t n = full + local + align_up((size_t)(2 * m->C));
+    /* the gathered norm output: float32, or bf16 (half the floats); the
+     * llama arch's slots keep theirs gathered */
+    const size_t ln = m->desc->is_llama ? 0 : m->bf16 ? align_up((size_t)(m->B * m->T * m->C + 1) / 2) : full;
+    const size_t n = full + local + align_up((size_t)(2 * m->C)) + ln;
     m->sp_mem = plait_device_alloc(n * sizeof(float), "activations");
     if (!m->sp_mem) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: sequence-parallel buffers");
     m->sp_bytes = n * sizeof(float);
@@ -282,6 +285,8 @@ plait_status plait_model_sp_scratch(plait_model *m) {
     m->sp_full = m->sp_mem;
     m->sp_local = m->sp_mem + full;
     m->sp_wg = m->sp_local + local;
+    m->sp_ln = m->sp_wg + align_up((size_t)(2 * m->C));
+    m->sp_ln_bf = (plait_bf16 *)(void *)m->sp_ln;
     return PLAIT_OK;
 }
 

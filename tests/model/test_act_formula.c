@@ -7,7 +7,7 @@
  * full, under tensor parallelism with and without sequence parallelism,
  * gpt and llama, float32; and gpt with bf16 activations (the bf16 entries'
  * CPU references standing in for a device's), whose products' operands and
- * gathered norm outputs take 2 bytes an element (the residual stream, the
+ * norm outputs take 2 bytes an element (the residual stream, the
  * norms' statistics and the log-sum-exps stay float32). The sizes are multiples of the
  * slots' 16-float alignment, so the counts are exact.
  */
@@ -50,13 +50,15 @@ static double block_bytes(const shape *x, double t, int sp, int bf16, const char
     const double s = x->s, b = x->b, h = x->h, a = x->a, tq = sp ? t : 1;
     const int gpt = x->arch[0] == 'g';
     const int none = recompute[0] == 'n', selective = recompute[0] == 's';
-    /* the two norms' outputs (gathered), the products' operands (split by
-     * tp), the residual stream's two tensors and the norms' statistics
-     * (split by sequence parallelism), the rows' log-sum-exp */
+    /* the two norms' outputs (split by sequence parallelism in the gpt
+     * arch, gathered in the llama arch's slots), the products' operands
+     * (split by tp), the residual stream's two tensors and the norms'
+     * statistics (split by sequence parallelism), the rows' log-sum-exp */
     double products = gpt ? 12 * s * b * h / t : s * b * h * (2 + 2 * x->kv / a) / t + 3 * s * b * x->F / t;
     const double stats = gpt ? 4 : 2,
                  dropped = gpt ? 4 * s * b * h / t : s * b * x->F / t; /* GELU's, SwiGLU's output */
-    const double narrow = 2 * s * b * h + products, wide = 2 * s * b * h / tq + s * b * (a / t + stats / tq);
+    const double narrow = 2 * s * b * h / (gpt ? tq : 1) + products,
+                 wide = 2 * s * b * h / tq + s * b * (a / t + stats / tq);
     const double half = bf16 ? 2 : 4, block = half * narrow + 4 * wide, input = 4 * s * b * h / tq;
     if (shared) return none ? 0 : selective ? half * dropped : block - input;
     return none ? block : selective ? block - half * dropped : input;

@@ -507,12 +507,22 @@ static void tp_run_free(tp_run *t) {
  * order of additions than one sum over every row. */
 static int is_norm(const char *name) { return strstr(name, "ln_") || strstr(name, "norm"); }
 
-/* Sequence-parallel tp against tp alone, rank by rank: the loss, the
- * logits, every layer's output and input gradient (this rank's rows of
- * them) and every gradient but the norms' bit for bit; the norms'
+/* The CPU's kernels with the bf16 entries' references (tests/device/
+ * kref_bf16.c) standing in for a device's. */
+static const plait_kernels *bf16_kernels(void) {
+    static plait_kernels k;
+    k = *plait_kernels_table();
+    kref_bf16_fill(&k);
+    return &k;
+}
+
+/* Sequence-parallel tp against tp alone, rank by rank, both with kernels
+ * kern (NULL: the CPU's float32 ones; bf16_kernels: bf16 activations): the
+ * loss, the logits, every layer's output and input gradient (this rank's
+ * rows of them) and every gradient but the norms' bit for bit; the norms'
  * gradients within 1e-6 of their largest element; and less activation
  * memory. */
-static void check_sequence_parallel(const char *ini, int tp, int split) {
+static void check_sequence_parallel_k(const char *ini, int tp, int split, const plait_kernels *kern) {
     plait_kernels_set_threads(1);
     const int32_t B = 2;
     harness probe;
@@ -523,13 +533,14 @@ static void check_sequence_parallel(const char *ini, int tp, int split) {
     harness_tokens(tgt, n, probe.V, 32);
     harness_free(&probe);
     tp_run *plain = calloc(1, sizeof *plain), *seq = calloc(1, sizeof *seq);
-    tp_run_go(plain, ini, tp, 0, split, NULL, B, tok, tgt);
-    tp_run_go(seq, ini, tp, 1, split, NULL, B, tok, tgt);
+    tp_run_go(plain, ini, tp, 0, split, kern, B, tok, tgt);
+    tp_run_go(seq, ini, tp, 1, split, kern, B, tok, tgt);
     for (int r = 0; r < tp; r++) {
         plait_model *ma = plain->hs[r].model, *mb = seq->hs[r].model;
         const tp_job *ja = &plain->jobs[r], *jb = &seq->jobs[r];
         assert_int_equal(ma->sp, 0);
         assert_int_equal(mb->sp, 1);
+        assert_int_equal(plait_model_bf16_activations(mb), kern != NULL);
         assert_int_equal(mb->R * tp, (int64_t)n);
         const size_t btc = plait_model_boundary_numel(ma), rc = plait_model_boundary_numel(mb);
         assert_int_equal(rc * (size_t)tp, btc);
@@ -571,6 +582,10 @@ static void check_sequence_parallel(const char *ini, int tp, int split) {
     free(tgt);
 }
 
+static void check_sequence_parallel(const char *ini, int tp, int split) {
+    check_sequence_parallel_k(ini, tp, split, NULL);
+}
+
 /* block_size 8: divisible by 2 and 4; the vocabulary padded as above */
 #define SP_MODEL "[run]\nseed = 9\n[model]\nblock_size = 8\nvocab_size = 37\nn_layer = 2\n"
 #define SP_GPT_INI SP_MODEL "n_head = 4\nn_embd = 16\n"
@@ -587,16 +602,19 @@ static void test_sp_gpt(void **state) {
     check_sequence_parallel(SP_MODEL "arch = mlp\nn_embd = 16\n", 2, 0);
 }
 
-/* ---- bf16 activations under tensor parallelism --------------------------- */
-
-/* The CPU's kernels with the bf16 entries' references (tests/device/
- * kref_bf16.c) standing in for a device's. */
-static const plait_kernels *bf16_kernels(void) {
-    static plait_kernels k;
-    k = *plait_kernels_table();
-    kref_bf16_fill(&k);
-    return &k;
+/* Under bf16 activations too: the slot keeps the norms' bf16 rows, and
+ * what they gather is what one tp rank without sequence parallelism
+ * computes, in every recompute mode. */
+static void test_sp_gpt_bf16(void **state) {
+    (void)state;
+    check_sequence_parallel_k(SP_GPT_INI, 2, 0, bf16_kernels());
+    check_sequence_parallel_k(SP_GPT_INI, 4, 0, bf16_kernels());
+    check_sequence_parallel_k(SP_GPT_INI, 2, 1, bf16_kernels());
+    check_sequence_parallel_k(SP_GPT_INI "recompute = selective\n", 2, 0, bf16_kernels());
+    check_sequence_parallel_k(SP_GPT_INI "recompute = full\n", 2, 1, bf16_kernels());
 }
+
+/* ---- bf16 activations under tensor parallelism --------------------------- */
 
 /* sqrt(Σ(x - y)²  / Σ y²) over n pairs, accumulated into *d and *w. */
 static void add_dev(const float *x, const float *y, size_t n, double *d, double *w) {
@@ -938,7 +956,8 @@ int main(void) {
         cmocka_unit_test(test_slot_layers), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_fused_loss),  cmocka_unit_test(test_fused_layernorm),
         cmocka_unit_test(test_fused_gelu),  cmocka_unit_test(test_sp_gpt),
-        cmocka_unit_test(test_sp_llama),    cmocka_unit_test(test_bf16_tp_gpt),
+        cmocka_unit_test(test_sp_gpt_bf16), cmocka_unit_test(test_sp_llama),
+        cmocka_unit_test(test_bf16_tp_gpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

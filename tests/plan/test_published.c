@@ -30,11 +30,12 @@
 
 /* What the goals' tests hold: the counts met now, so that they cannot
  * regress unnoticed (docs/plan.md gives the table they come from). */
-/* of the 35 published layouts, fitting plait's count (which counts the
- * norms' outputs that sequence parallelism keeps gathered, as the model
- * allocates them) */
-#define MIN_FITTING 27
-#define MIN_WITHIN_15 18   /* predicted within 15% */
+/* of the 35 published layouts, fitting plait's count */
+#define MIN_FITTING 29
+/* predicted within 15%: Korthikanti's 1T run with sequence parallelism,
+ * whose schedule the paper leaves open, fits as 1f1b (predicted 16% low)
+ * where the table showed the faster interleaved schedule that did not fit */
+#define MIN_WITHIN_15 17
 #define MAX_MEDIAN_MFU 5.0 /* points between the predicted and the measured MFU, the median */
 
 typedef struct run {
