@@ -50,14 +50,14 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     s->Vl = in->vocab_padded > 0 ? in->vocab_padded / in->tp : spec->vocab_size;
     s->sp = in->sp && in->tp > 1;
     s->q = s->sp ? in->tp : 1;
-    /* the sequence-parallel path keeps bf16 activations under tp where the
-     * model's rule grants them without tp (its messages bf16 too); plain
-     * tp stays as the model runs it, float32 */
+    /* the model's rule (tp and sp keep bf16 blocks, cp float32); under tp
+     * the head stays float32 (model/gpt_bf16.c) */
     const plait_bf16_terms terms = {.requested = in->precision == PLAIT_PRECISION_BF16,
                                     .gpt = s->gpt,
                                     .kernels = in->device && in->device->bf16_path,
-                                    .tensor_parallel = (in->tensor_parallel && !s->sp) || s->cp > 1};
+                                    .context_parallel = s->cp > 1};
     s->bf16 = plait_model_grants_bf16(&terms);
+    s->bf16_head = s->bf16 && !in->tensor_parallel;
 }
 
 /* Floats of a block's saved tensors (model/recompute.c's parts, in their
@@ -71,7 +71,9 @@ static double block_floats(const plait_cost_shape *s, int kept) {
     if (s->llama) { /* slot_carve's llama branch, float32: selective drops SwiGLU's output */
         const double n[] = {BT * s->C, BT,         BT * s->Wq, BT * s->Cl,           BT * s->C, BT * s->C,
                             BT,        BT * s->Fl, BT * s->Fl, s->B * s->NHl * s->T, BT * s->Fl};
-        const int seq[] = {1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0}; /* outside the tp-split regions */
+        /* cut along the sequence: the norms' statistics and res2 (their
+         * outputs are kept gathered, as the products read them) */
+        const int seq[] = {0, 1, 0, 0, 1, 0, 1, 0, 0, 0, 0};
         double f = 0;
         for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
             const int dropped = s->recompute == 2 || (s->recompute == 1 && i == sizeof n / sizeof n[0] - 1);
@@ -80,7 +82,9 @@ static double block_floats(const plait_cost_shape *s, int kept) {
         return f;
     }
     const double att = s->fused ? 0 : s->B * s->NHl * s->T * s->T, lse = s->fused ? s->B * s->NHl * s->T : 0;
-    /* seq: outside the tp-split regions, cut along the sequence by q */
+    /* seq: cut along the sequence by q (the norms' outputs and statistics
+     * and res2: the column-parallel products read the outputs gathered into
+     * one buffer the blocks share, counted in the scratch) */
     const struct {
         double n;
         int gpt_only, selective, bf16, seq;
@@ -110,13 +114,13 @@ static double block_floats(const plait_cost_shape *s, int kept) {
  * the block output's, attn.c_proj's and both LayerNorms' output
  * gradients, c_fc's and c_attn's the same way. */
 static double stash_floats(const plait_cost_shape *s) {
-    double BT = s->B * s->T, f = 2 * al(BT * s->C);
+    double BT = s->B * s->T, BTCq = BT * s->C / seq_cut(s), f = al(BT * s->C) + al(BTCq); /* dy, dln2 */
     if (s->llama) /* stash_carve's llama branch: all apart, float32 */
         return 4 * al(BT * s->C) + 2 * al(BT * s->Fl) + al(BT * s->Wq);
     int none = s->recompute == 0;
     if (s->bf16) return 4 * bh(BT * s->C) + (none ? 0 : bh(BT * s->Fl) + bh(BT * 3 * s->Cl));
     if (!none) f += al(BT * s->Fl) + (s->gpt ? al(BT * 3 * s->Cl) : 0);
-    if (s->gpt && !(none && !s->fused && s->NHl * s->T >= 2 * s->C)) f += 2 * al(BT * s->C);
+    if (s->gpt && !(none && !s->fused && s->NHl * s->T >= 2 * s->C)) f += al(BT * s->C) + al(BTCq); /* dres2, dln1 */
     return f;
 }
 
@@ -134,15 +138,15 @@ double plait_cost_slot_bytes(const plait_cost_shape *s, int first, int last) {
     int blocks = imin(last, s->L) - imax(first, 1) + 1;
     if (boundaries > 0) f += boundaries * al(BTCq);
     if (blocks > 0) f += blocks * (block_floats(s, 1) + (s->split ? stash_floats(s) : 0));
-    /* the head: ln_f's output and the logits (under bf16 activations,
-     * which compute the logits a chunk at a time in the scratch, ln_f's
-     * output gradient in bf16 and lm_head's weight gradient), ln_f's mean
-     * and rstd, the rows' log-sum-exp, sum of exponentials and losses; a
-     * split backward's ln_f gradient (float32 activations: the bf16 head's
-     * weight half reads what its forward left) */
+    /* the head: ln_f's output (gathered) and the logits (under a bf16
+     * head, which computes the logits a chunk at a time in the scratch,
+     * ln_f's output gradient in bf16 and lm_head's weight gradient), ln_f's
+     * mean and rstd (this rank's rows), the rows' log-sum-exp, sum of
+     * exponentials and losses; a split backward's ln_f gradient (a float32
+     * head: the bf16 head's weight half reads what its forward left) */
     if (first <= s->L + 1 && s->L + 1 <= last)
-        f += (s->bf16 ? bh(BTCq) + al(s->Vl * s->C) : al(BTCq) + al(BT * s->Vl)) + 5 * al(BT) +
-             (s->split && !s->bf16 ? al(BT * s->C) : 0);
+        f += (s->bf16_head ? bh(BT * s->C) + al(s->Vl * s->C) : al(BT * s->C) + al(BT * s->Vl)) +
+             2 * al(BT / seq_cut(s)) + 3 * al(BT) + (s->split && !s->bf16_head ? al(BTCq) : 0);
     return 4 * f;
 }
 
@@ -152,7 +156,14 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
      * float32, or bf16 with the residual stream's gradient converted once */
     double f = s->bf16 ? bh(BT * s->C) + bh(BT * s->Fl) + bh(BT * s->Cl) + bh(BT * 3 * s->Cl) + bh(BT * s->C)
                        : al(BT * s->C) + al(BT * s->Fl) + al(BT * s->Cl) + al(BT * 3 * s->Cl);
-    if (s->bf16) { /* the bf16 head's least chunk of logits, where the gradients leave too little room */
+    if (s->bf16 && !s->bf16_head) /* tp: the float32 gradient its collectives and head read, the identities */
+        f += al(BT * s->C) + al(64 + s->C);
+    if (s->sp) { /* the sequence-parallel buffers (model/model_slots.c, plait_model_sp_scratch) */
+        f += al(BT * s->C) + al(BT * s->C / seq_cut(s)) + al(2 * s->C);
+        /* the gathered norm output the gpt and mlp archs' products read */
+        if (!s->llama) f += s->bf16 ? bh(BT * s->C) : al(BT * s->C);
+    }
+    if (s->bf16_head) { /* the bf16 head's least chunk of logits, where the gradients leave too little room */
         size_t extra = 0;
         plait_model_head_rows((int64_t)BT, (int64_t)s->Vl,
                               (size_t)(bh(BT * s->Fl) + bh(BT * s->Cl) + bh(BT * 3 * s->Cl) + bh(BT * s->C)), &extra);

@@ -16,21 +16,25 @@
  * probabilities, and its backward recomputes the scores in every mode. With tensor parallelism the head-split and
  * column-split tensors shrink by t, the LayerNorm inputs do not. With
  * sequence parallelism (Korthikanti et al.'s section 4.2.2) they do too:
- * the LayerNorms' inputs and outputs and statistics, the residual stream at
- * every boundary and its gradient, ln_f's output, each cut along the
+ * the LayerNorms' inputs and statistics, the residual stream at
+ * every boundary and its gradient, each cut along the
  * sequence over the t ranks (their sbh/t·(34 + 5as/h), without the
  * dropout), and such a layout is counted as the model's sequence-parallel
  * path keeps it: bf16 on a bf16 run where the device has the bf16 path,
  * its messages bf16 too.
  *
  * Where the model stores its activations in bf16 (plait_model_grants_bf16:
- * a bf16 run on a device whose kernels have the bf16 path, without tensor
- * parallelism, in any recompute mode) the tensors the products read and
- * write take 2 bytes an element (LayerNorm outputs, q/k/v, the attention
- * output, GELU's input and output, the logits, the backward scratch of the
- * products' gradients, a split backward's stash); the residual stream and
- * its gradient, LayerNorm's statistics, the log-sum-exps and the losses
- * stay float32. Elsewhere every activation is float32.
+ * a bf16 run of the gpt arch on a device whose kernels have the bf16
+ * path, without context parallelism, in any recompute mode, under tp and
+ * sequence parallelism too) the tensors the products read and write take
+ * 2 bytes an element (LayerNorm outputs, q/k/v, the attention output,
+ * GELU's input and output, the logits without tp, the backward scratch of
+ * the products' gradients, a split backward's stash); the residual stream
+ * and its gradient, LayerNorm's statistics, the log-sum-exps and the
+ * losses stay float32, and under tp the head (vocabulary-parallel) with a
+ * float32 gradient buffer for the group's collectives. Elsewhere every
+ * activation is float32. The norms' outputs are kept gathered under
+ * sequence parallelism (the column-parallel products read every row).
  */
 #ifndef PLAIT_CORE_COST_ACTIVATIONS_H
 #define PLAIT_CORE_COST_ACTIVATIONS_H
@@ -88,6 +92,7 @@ typedef struct plait_cost_shape {
     double HS;        /* head size */
     double att_scratch; /* the fused attention's scratch floats per sequence and head (the device's) */
     int bf16;         /* the model stores this rank's activations in bf16 (plait_model_grants_bf16) */
+    int bf16_head;    /* and its head's (without tensor parallelism) */
     int sp;           /* sequence parallelism: the tensors outside the tp-split regions are cut by q */
     double q;         /* the tp group's size under sequence parallelism, else 1 */
 } plait_cost_shape;

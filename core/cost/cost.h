@@ -38,8 +38,8 @@
 
 /* What one rank of a pipeline stage does in one optimizer step, and what
  * it stores. Messages are counted in elements of msg_bytes each (float32
- * on the wire: the residual stream, and tensor parallelism keeps float32
- * activations; bf16 under sequence parallelism on a bf16 run). */
+ * on the wire: the residual stream; bf16 under sequence parallelism on a
+ * bf16 run). */
 typedef struct plait_cost_rank {
     int dp, tp, pp;              /* layout sizes */
     int cp;                      /* context parallelism: the ranks sharing each sequence (0 = 1) */

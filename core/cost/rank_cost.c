@@ -63,12 +63,12 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
                                           .device = dev};
     plait_cost_shape_init(&s, spec, &shape_in);
     /* under bf16 activations the products read a bf16 copy of their local
-     * weights, the head's tied copy included (model/model.c) */
+     * weights, the head's tied copy included where the head is bf16 (model/model.c) */
     out->bf16 = s.bf16, out->width = s.C / (mesh->tp > 0 ? mesh->tp : 1); /* its products' width */
     out->sp = s.sp, out->msg_bytes = plait_cost_message_bytes(&s); /* what its messages take */
     for (int32_t g = 0; s.bf16 && g < spec->n_params; g++) {
         const plait_param *p = &spec->params[g];
-        if (!LOCAL(p->layer) || !plait_model_bf16_copied(spec, g)) continue;
+        if (!LOCAL(p->layer) || !plait_model_bf16_copied(spec, g, s.bf16_head)) continue;
         double e = plan->shards ? shard_numel(p, &plan->shards[g]) : (double)p->numel;
         out->weight_copy_numel += (double)plait_model_bf16_copy_numel((size_t)e);
     }

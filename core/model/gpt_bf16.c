@@ -11,8 +11,8 @@
  * layernorm_backward_fused_bf16_copy (m->dres_of says whose copy sb.dres
  * holds), else made by to_bf16 (a read and a write of the gradient more
  * per block half).
- * Only the layouts model.c grants bf16 come here: no tensor parallelism
- * and the fused kernels, under any [model] recompute: what it drops is
+ * Only the layouts model.c grants bf16 come here: the fused kernels, no
+ * context parallelism, under any [model] recompute: what it drops is
  * rebuilt before a block's backward (recompute.c) by these forwards, into
  * bf16 buffers the blocks share. A split backward (zero-bubble schedules)
  * runs the same calls in two halves: the input half makes every input
@@ -30,6 +30,91 @@
 #include "model/model_internal.h"
 #include "runtime/error.h"
 
+/* ---- tensor parallelism ---------------------------------------------------
+ * Under tensor parallelism, with or without sequence parallelism
+ * (tp_conjugates.c), the blocks keep what their products read and write in
+ * bf16 as one rank does, and hand the tp group's collectives float32, as
+ * gpt_layers.c does (the tp plugin sends them as bf16 on a bf16 run): a
+ * norm's output, kept in bf16 on this rank's rows under sequence
+ * parallelism, is widened, all-gathered in float32 and rounded to bf16
+ * again, exactly, before its product in the forward and before the
+ * product's weight gradient in the backward; a row-parallel product writes its partial sums in
+ * float32 (matmul_forward_residual_bf16 without a residual), summed over
+ * the group before the residual and the bias are added; a column-parallel
+ * product's input gradient, this rank's partial sums in bf16, is widened
+ * to float32 exactly (a product with an identity: the kernel table has no
+ * widening entry) and summed before its norm's backward reads it in bf16
+ * again. The head stays float32 there (gpt_layers.c's vocabulary-parallel
+ * loss: plait_model.bf16_head). */
+
+/* dst[n] = src[n] widened to float32: rows of k values times the k x k
+ * identity, each output one product by 1 plus zeros, exact (a NaN or an
+ * infinity spreads to its row's other k - 1 values: such a gradient is
+ * lost whatever follows). */
+static void widen(plait_model *m, float *dst, const plait_bf16 *src, int64_t n) {
+    int64_t k = 8;
+    while (n % k) k /= 2;
+    m->k->matmul_forward_residual_bf16(dst, NULL, src, m->unit + PLAIT_UNIT_AT(k), NULL, n / k, k, k);
+}
+
+/* A block norm's bf16 output over every row the column-parallel product
+ * reads, from the rows the slot keeps: `rows` itself, or under sequence
+ * parallelism those R rows widened to float32 (exact), all-gathered and
+ * rounded back (exact again) into sp_ln_bf, the buffer every block
+ * shares: in the forward, and again before the product's weight
+ * gradient, the same bits both times. The identities that widen reads
+ * live in the backward's scratch, got here in the forward (a forward-only
+ * model under sequence parallelism allocates it too). */
+static plait_status norm_full(plait_model *m, const plait_bf16 *rows, const plait_bf16 **full, const char *where,
+                              int32_t layer) {
+    *full = rows;
+    if (!m->sp) return PLAIT_OK;
+    plait_status st = plait_model_scratch_get(m);
+    if (st != PLAIT_OK) return st;
+    widen(m, m->sp_local, rows, m->R * m->C);
+    st = plait_tp_gather(m, m->sp_local, m->sp_full, where, layer);
+    if (st != PLAIT_OK) return st;
+    m->k->to_bf16(m->sp_ln_bf, m->sp_full, (size_t)(m->B * m->T * m->C));
+    *full = m->sp_ln_bf;
+    return PLAIT_OK;
+}
+
+/* A norm's output in bf16 on this rank's rows (out), the same bits as
+ * without sequence parallelism; *full as norm_full gives it. */
+static plait_status norm_forward(plait_model *m, plait_bf16 *out, const plait_bf16 **full, float *mean, float *rstd,
+                                 const float *x, const float *w, const float *b, const char *where, int32_t layer) {
+    m->k->layernorm_forward_bf16(out, mean, rstd, x, w, b, m->R, m->C);
+    return norm_full(m, out, full, where, layer);
+}
+
+/* out (this rank's rows of the residual stream) = res + inp · wᵀ + bias,
+ * K inputs a row: one product, or under tensor parallelism the float32
+ * partial sums summed over the group, then the residual and bias added. */
+static plait_status row_product(plait_model *m, float *out, const float *res, const plait_bf16 *inp,
+                                const plait_bf16 *w, const float *bias, int64_t K, const char *where, int32_t layer) {
+    const int64_t BT = m->B * m->T, C = m->C;
+    if (!m->tp_ops) {
+        m->k->matmul_forward_residual_bf16(out, res, inp, w, bias, BT, K, C);
+        return PLAIT_OK;
+    }
+    float *part = plait_tp_partial(m, out);
+    m->k->matmul_forward_residual_bf16(part, NULL, inp, w, NULL, BT, K, C);
+    plait_status st = plait_tp_sum(m, part, out, where, layer);
+    if (st == PLAIT_OK) m->k->add_bias_residual(out, res, bias, m->R, C);
+    return st;
+}
+
+/* sb.dln, a column-parallel product's input gradient: under tensor
+ * parallelism this rank's partial sums, summed over the group into its R
+ * rows at sb.dln's start (float32 in s_dln on the way). */
+static plait_status input_grad_sum(plait_model *m, const char *where, int32_t layer) {
+    if (!m->tp_ops) return PLAIT_OK;
+    widen(m, m->s_dln, m->sb.dln, m->B * m->T * m->C);
+    plait_status st = plait_tp_grad_sum(m, m->s_dln, where, layer);
+    if (st == PLAIT_OK) m->k->to_bf16(m->sb.dln, m->s_dln, (size_t)(m->R * m->C));
+    return st;
+}
+
 /* sb.dres as the bf16 copy of the residual stream's gradient g: the copy
  * the LayerNorm backward that wrote g left there, or one made now. */
 static const plait_bf16 *dres_bf16(plait_model *m, const float *g) {
@@ -40,38 +125,69 @@ static const plait_bf16 *dres_bf16(plait_model *m, const float *g) {
     return m->sb.dres;
 }
 
+/* The residual stream's gradient over every row a row-parallel product
+ * reads, in bf16: dres_bf16 of g, or under sequence parallelism of g's
+ * rows all-gathered first (converted every time: sp_full's contents
+ * change under one address). */
+static plait_status dres_full(plait_model *m, const float *g, const plait_bf16 **out, const char *where,
+                              int32_t layer) {
+    if (!m->sp) {
+        *out = dres_bf16(m, g);
+        return PLAIT_OK;
+    }
+    const float *full = NULL;
+    plait_status st = plait_tp_grad_full(m, g, &full, where, layer);
+    if (st != PLAIT_OK) return st;
+    m->k->to_bf16(m->sb.dres, full, (size_t)(m->B * m->T * m->C));
+    m->dres_of = NULL;
+    *out = m->sb.dres;
+    return PLAIT_OK;
+}
+
 /* LayerNorm's fused backward into the residual stream's gradient dinp
- * (from dres, which may be dinp); with `copy`, its bf16 copy into sb.dres
- * where the table can write both at once (the next block half's products
- * read it): dres_bf16 then finds it there. */
-static void layernorm_backward_into_stream(plait_model *m, int copy, float *dinp, const float *dres, float *dweight,
-                                           float *dbias, const plait_bf16 *dout, const float *inp,
-                                           const float *weight, const float *mean, const float *rstd) {
-    const int64_t BT = m->B * m->T, C = m->C;
-    if (copy && PLAIT_KERNELS_HAS_LAYERNORM_BF16_COPY(m->k)) {
-        m->k->layernorm_backward_fused_bf16_copy(dinp, m->sb.dres, dres, dweight, dbias, dout, inp, weight, mean,
-                                                 rstd, BT, C);
+ * (from dres, which may be dinp), over this rank's rows; with `copy`, its
+ * bf16 copy into sb.dres where the table can write both at once (the next
+ * block half's products read it; not under sequence parallelism, whose
+ * products read gathered rows): dres_bf16 then finds it there. The
+ * parameter gradients summed over the tp group under sequence
+ * parallelism (plait_tp_norm_grads). */
+static plait_status layernorm_backward_into_stream(plait_model *m, int32_t layer, int copy, float *dinp,
+                                                   const float *dres, float *dweight, float *dbias,
+                                                   const plait_bf16 *dout, const float *inp, const float *weight,
+                                                   const float *mean, const float *rstd) {
+    const int64_t R = m->R, C = m->C;
+    norm_grads ng = plait_tp_norm_grads(m, dweight, dbias);
+    if (copy && !m->sp && PLAIT_KERNELS_HAS_LAYERNORM_BF16_COPY(m->k)) {
+        m->k->layernorm_backward_fused_bf16_copy(dinp, m->sb.dres, dres, ng.w, ng.b, dout, inp, weight, mean, rstd, R,
+                                                 C);
         m->dres_of = dinp;
     } else {
-        m->k->layernorm_backward_fused_bf16(dinp, dres, dweight, dbias, dout, inp, weight, mean, rstd, BT, C);
+        m->k->layernorm_backward_fused_bf16(dinp, dres, ng.w, ng.b, dout, inp, weight, mean, rstd, R, C);
         if (m->dres_of == dinp) m->dres_of = NULL;
     }
+    return plait_tp_norm_grads_sum(m, &ng, layer);
 }
 
 /* A LayerNorm's parameter gradients alone (a split backward's weight
  * half), from the entry the one pass makes them with, for its bits. That
  * entry writes an input gradient as well: dropped here into idle scratch
  * (sb.dfc, BT x 4C bf16, holds BT x C floats: the weight half computes no
- * product's input gradient). The LayerNorm's weight scales that input
- * gradient only, never the parameters' sums, so zeros stand in for it
- * (the attention scratch's first C floats): the weight half reads no
- * parameter. */
-static void layernorm_param_grads(plait_model *m, float *dweight, float *dbias, const plait_bf16 *dout,
-                                  const float *inp, const float *mean, const float *rstd) {
-    const int64_t BT = m->B * m->T, C = m->C;
-    m->k->zero(m->s_datt, (size_t)C);
-    m->k->layernorm_backward_fused_bf16((float *)(void *)m->sb.dfc, NULL, dweight, dbias, dout, inp, m->s_datt, mean,
-                                        rstd, BT, C);
+ * product's input gradient; under tensor parallelism, where sb.dfc holds
+ * BT x 4C/tp, s_dln). The LayerNorm's weight scales that input gradient
+ * only, never the parameters' sums, so zeros stand in for it (the
+ * attention scratch's first C floats, or under tensor parallelism the C
+ * after the identities): the weight half reads no parameter. Over this
+ * rank's rows, summed over the tp group under sequence parallelism. */
+static plait_status layernorm_param_grads(plait_model *m, int32_t layer, float *dweight, float *dbias,
+                                          const plait_bf16 *dout, const float *inp, const float *mean,
+                                          const float *rstd) {
+    const int64_t C = m->C;
+    float *zeros = m->unit ? (float *)(void *)(m->unit + PLAIT_UNIT_BF16) : m->s_datt;
+    float *drop = m->unit ? m->s_dln : (float *)(void *)m->sb.dfc;
+    m->k->zero(zeros, (size_t)C);
+    norm_grads ng = plait_tp_norm_grads(m, dweight, dbias);
+    m->k->layernorm_backward_fused_bf16(drop, NULL, ng.w, ng.b, dout, inp, zeros, mean, rstd, m->R, C);
+    return plait_tp_norm_grads_sum(m, &ng, layer);
 }
 
 /* 1 if the input gradient of global layer `layer`'s LayerNorm backward
@@ -110,11 +226,12 @@ plait_status plait_bf16_attention_forward(plait_model *m, model_slot *s, int32_t
     plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN1_W, &p);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN1_W);
-    m->k->layernorm_forward_bf16(a->bf.ln1, a->ln1_mean, a->ln1_rstd, x, p.ln_w, p.ln_b, BT, C);
-    m->k->matmul_forward_bf16(a->bf.qkv, a->bf.ln1, w.in_w, w.in_b, BT, C, 3 * Cl);
+    const plait_bf16 *ln;
+    st = norm_forward(m, a->bf.ln1, &ln, a->ln1_mean, a->ln1_rstd, x, p.ln_w, p.ln_b, "before attn.c_attn", layer);
+    if (st != PLAIT_OK) return st;
+    m->k->matmul_forward_bf16(a->bf.qkv, ln, w.in_w, w.in_b, BT, C, 3 * Cl);
     m->k->attention_fused_forward_bf16(a->bf.atty, a->lse, m->att_scratch, a->bf.qkv, m->B, m->T, m->NHl, m->HS);
-    m->k->matmul_forward_residual_bf16(a->res2, x, a->bf.atty, w.out_w, p.out_b, BT, Cl, C);
-    return PLAIT_OK;
+    return row_product(m, a->res2, x, a->bf.atty, w.out_w, p.out_b, Cl, "after attn.c_proj", layer);
 }
 
 /* c_attn's backward: dln (NULL: none) from dqkv, with its parameter
@@ -133,20 +250,25 @@ static void attention_in_backward(plait_model *m, plait_bf16 *dln, const half_pa
  * its weight half: its products', leaving dx alone). */
 plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_t layer, const float *x, float *dx,
                                            bwd_part part) {
-    const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl;
+    const int64_t BT = m->B * m->T, C = m->C, Cl = m->Cl, R = m->R;
     block_acts *a = &s->blocks[layer - 1];
     block_grads_bf16 *g = stash_of(s, layer, part);
     half_params p, dp;
     plait_status st = half_for(m, layer, BP_LN1_W, part, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN1_W);
+    /* c_attn's weight gradient reads ln_1's output over every row (the
+     * input gradient alone reads none of it) */
+    const plait_bf16 *ln = m->sp ? m->sp_ln_bf : a->bf.ln1;
+    if (part != BWD_INPUT) st = norm_full(m, a->bf.ln1, &ln, "before attn.c_attn's weight gradient", layer);
+    if (st != PLAIT_OK) return st;
     if (part == BWD_WEIGHT) { /* from what the input half kept */
         m->k->matmul_backward_bf16(NULL, dp.out_w, dp.out_b, g->dres2, a->bf.atty, NULL, BT, Cl, C);
-        attention_in_backward(m, NULL, &dp, g->dqkv, a->bf.ln1, NULL);
-        layernorm_param_grads(m, dp.ln_w, dp.ln_b, g->dln1, x, a->ln1_mean, a->ln1_rstd);
-        return PLAIT_OK;
+        attention_in_backward(m, NULL, &dp, g->dqkv, ln, NULL);
+        return layernorm_param_grads(m, layer, dp.ln_w, dp.ln_b, g->dln1, x, a->ln1_mean, a->ln1_rstd);
     }
-    const plait_bf16 *dres = dres_bf16(m, dx);
+    const plait_bf16 *dres = NULL;
+    if ((st = dres_full(m, dx, &dres, "after attn.c_proj", layer)) != PLAIT_OK) return st;
     m->k->matmul_backward_bf16(m->sb.datty, g ? NULL : dp.out_w, g ? NULL : dp.out_b, dres, a->bf.atty, w.out_w, BT,
                                Cl, C);
     m->k->attention_fused_backward_bf16(m->sb.dqkv, m->s_datt, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse, m->B,
@@ -154,28 +276,33 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     if (g) {
         keep_bf16(m, g->dres2, dres, BT * C);
         keep_bf16(m, g->dqkv, m->sb.dqkv, BT * 3 * Cl);
-        m->k->matmul_backward_bf16(m->sb.dln, NULL, NULL, m->sb.dqkv, a->bf.ln1, w.in_w, BT, C, 3 * Cl);
-        keep_bf16(m, g->dln1, m->sb.dln, BT * C);
+        m->k->matmul_backward_bf16(m->sb.dln, NULL, NULL, m->sb.dqkv, ln, w.in_w, BT, C, 3 * Cl);
     } else {
-        attention_in_backward(m, m->sb.dln, &dp, m->sb.dqkv, a->bf.ln1, w.in_w);
+        attention_in_backward(m, m->sb.dln, &dp, m->sb.dqkv, ln, w.in_w);
     }
-    layernorm_backward_into_stream(m, copy_read_below(m, layer), dx, dx, g ? NULL : dp.ln_w, g ? NULL : dp.ln_b,
-                                   m->sb.dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd);
-    return PLAIT_OK;
+    if ((st = input_grad_sum(m, "before attn.c_attn", layer)) != PLAIT_OK) return st;
+    if (g) keep_bf16(m, g->dln1, m->sb.dln, R * C);
+    return layernorm_backward_into_stream(m, layer, copy_read_below(m, layer), dx, dx, g ? NULL : dp.ln_w,
+                                          g ? NULL : dp.ln_b, m->sb.dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd);
 }
 
 /* ln_2, c_fc and GELU into the block's acts. */
-static void mlp_act(plait_model *m, block_acts *a, const float *r, const half_params *p, const half_bf16 *w) {
+static plait_status mlp_act(plait_model *m, int32_t layer, block_acts *a, const float *r, const half_params *p,
+                            const half_bf16 *w) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
-    m->k->layernorm_forward_bf16(a->bf.ln2, a->ln2_mean, a->ln2_rstd, r, p->ln_w, p->ln_b, BT, C);
+    const plait_bf16 *ln;
+    plait_status st = norm_forward(m, a->bf.ln2, &ln, a->ln2_mean, a->ln2_rstd, r, p->ln_w, p->ln_b, "before mlp.c_fc",
+                                   layer);
+    if (st != PLAIT_OK) return st;
     if (m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE) {
         /* GELU apart, with the kernel the backward rebuilds its output
          * with: the same bits in both */
-        m->k->matmul_forward_bf16(a->bf.fch, a->bf.ln2, w->in_w, w->in_b, BT, C, F);
+        m->k->matmul_forward_bf16(a->bf.fch, ln, w->in_w, w->in_b, BT, C, F);
         m->k->gelu_forward_bf16(a->bf.fcg, a->bf.fch, (size_t)(BT * F));
     } else {
-        m->k->matmul_forward_gelu_bf16(a->bf.fcg, a->bf.fch, a->bf.ln2, w->in_w, w->in_b, BT, C, F);
+        m->k->matmul_forward_gelu_bf16(a->bf.fcg, a->bf.fch, ln, w->in_w, w->in_b, BT, C, F);
     }
+    return PLAIT_OK;
 }
 
 plait_status plait_bf16_mlp_forward_act(plait_model *m, model_slot *s, int32_t layer, const float *r) {
@@ -183,8 +310,7 @@ plait_status plait_bf16_mlp_forward_act(plait_model *m, model_slot *s, int32_t l
     plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
-    mlp_act(m, &s->blocks[layer - 1], r, &p, &w);
-    return PLAIT_OK;
+    return mlp_act(m, layer, &s->blocks[layer - 1], r, &p, &w);
 }
 
 plait_status plait_bf16_mlp_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y) {
@@ -193,41 +319,43 @@ plait_status plait_bf16_mlp_forward(plait_model *m, model_slot *s, int32_t layer
     plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
-    mlp_act(m, a, r, &p, &w);
-    m->k->matmul_forward_residual_bf16(y, r, a->bf.fcg, w.out_w, p.out_b, m->B * m->T, m->Fl, m->C);
-    return PLAIT_OK;
+    if ((st = mlp_act(m, layer, a, r, &p, &w)) != PLAIT_OK) return st;
+    return row_product(m, y, r, a->bf.fcg, w.out_w, p.out_b, m->Fl, "after mlp.c_proj", layer);
 }
 
 /* dr (overwritten) = d(r) from dy = d(y); the half's parameter gradients
  * added (as the attention half splits them). */
 plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
                                      float *dr, bwd_part part) {
-    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
+    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl, R = m->R;
     block_acts *a = &s->blocks[layer - 1];
     block_grads_bf16 *g = stash_of(s, layer, part);
     half_params p, dp;
     plait_status st = half_for(m, layer, BP_LN2_W, part, &p, &dp);
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
+    /* c_fc's weight gradient reads ln_2's output over every row */
+    const plait_bf16 *ln = m->sp ? m->sp_ln_bf : a->bf.ln2;
+    if (part != BWD_INPUT) st = norm_full(m, a->bf.ln2, &ln, "before mlp.c_fc's weight gradient", layer);
+    if (st != PLAIT_OK) return st;
     if (part == BWD_WEIGHT) { /* from what the input half kept */
         m->k->matmul_backward_gelu_bf16(NULL, dp.out_w, dp.out_b, g->dy, a->bf.fcg, NULL, NULL, BT, F, C);
-        m->k->matmul_backward_bf16(NULL, dp.in_w, dp.in_b, g->dfc, a->bf.ln2, NULL, BT, C, F);
-        layernorm_param_grads(m, dp.ln_w, dp.ln_b, g->dln2, r, a->ln2_mean, a->ln2_rstd);
-        return PLAIT_OK;
+        m->k->matmul_backward_bf16(NULL, dp.in_w, dp.in_b, g->dfc, ln, NULL, BT, C, F);
+        return layernorm_param_grads(m, layer, dp.ln_w, dp.ln_b, g->dln2, r, a->ln2_mean, a->ln2_rstd);
     }
-    const plait_bf16 *dres = dres_bf16(m, dy);
+    const plait_bf16 *dres = NULL;
+    if ((st = dres_full(m, dy, &dres, "after mlp.c_proj", layer)) != PLAIT_OK) return st;
     m->k->matmul_backward_gelu_bf16(m->sb.dfc, g ? NULL : dp.out_w, g ? NULL : dp.out_b, dres, a->bf.fcg, w.out_w,
                                     a->bf.fch, BT, F, C);
-    m->k->matmul_backward_bf16(m->sb.dln, g ? NULL : dp.in_w, g ? NULL : dp.in_b, m->sb.dfc, a->bf.ln2, w.in_w, BT, C,
-                               F);
+    m->k->matmul_backward_bf16(m->sb.dln, g ? NULL : dp.in_w, g ? NULL : dp.in_b, m->sb.dfc, ln, w.in_w, BT, C, F);
     if (g) { /* before the LayerNorm's copy replaces dres */
         keep_bf16(m, g->dy, dres, BT * C);
         keep_bf16(m, g->dfc, m->sb.dfc, BT * F);
-        keep_bf16(m, g->dln2, m->sb.dln, BT * C);
     }
-    layernorm_backward_into_stream(m, 1, dr, dy, g ? NULL : dp.ln_w, g ? NULL : dp.ln_b, m->sb.dln, r, p.ln_w,
-                                   a->ln2_mean, a->ln2_rstd);
-    return PLAIT_OK;
+    if ((st = input_grad_sum(m, "before mlp.c_fc", layer)) != PLAIT_OK) return st;
+    if (g) keep_bf16(m, g->dln2, m->sb.dln, R * C);
+    return layernorm_backward_into_stream(m, layer, 1, dr, dy, g ? NULL : dp.ln_w, g ? NULL : dp.ln_b, m->sb.dln, r,
+                                          p.ln_w, a->ln2_mean, a->ln2_rstd);
 }
 
 /* ---- the head ------------------------------------------------------------
@@ -306,14 +434,13 @@ plait_status plait_bf16_head_backward(plait_model *m, model_slot *s, bwd_part pa
     if (st == PLAIT_OK) st = plait_model_head_params(m, PARAM_GRAD, &dp);
     if (st != PLAIT_OK) return st;
     if (part & BWD_WEIGHT) m->k->axpy(dp.w, s->head_dw, (size_t)(Vl * C), 1.0f);
-    if (part == BWD_WEIGHT) {
-        layernorm_param_grads(m, dp.ln_w, dp.ln_b, s->dlnf_bf, s->bound[d->n_layer], s->lnf_mean, s->lnf_rstd);
-        return PLAIT_OK;
-    }
+    const int32_t layer = d->n_layer + 1;
+    if (part == BWD_WEIGHT)
+        return layernorm_param_grads(m, layer, dp.ln_w, dp.ln_b, s->dlnf_bf, s->bound[d->n_layer], s->lnf_mean,
+                                     s->lnf_rstd);
     s->has_dlogits = 0;
     const int all = part == BWD_ALL;
-    layernorm_backward_into_stream(m, copy_read_below(m, d->n_layer + 1), s->gbuf[d->n_layer & 1], NULL,
-                                   all ? dp.ln_w : NULL, all ? dp.ln_b : NULL, s->dlnf_bf, s->bound[d->n_layer],
-                                   p.ln_w, s->lnf_mean, s->lnf_rstd);
-    return PLAIT_OK;
+    return layernorm_backward_into_stream(m, layer, copy_read_below(m, layer), s->gbuf[d->n_layer & 1], NULL,
+                                          all ? dp.ln_w : NULL, all ? dp.ln_b : NULL, s->dlnf_bf, s->bound[d->n_layer],
+                                          p.ln_w, s->lnf_mean, s->lnf_rstd);
 }

@@ -10,7 +10,8 @@
  * stream hold this rank's rows only: an all-gather of ln_1's (ln_f's)
  * output before c_attn (lm_head: the logits are computed over every row,
  * as Megatron-LM gathers before its vocabulary-parallel logits), a
- * reduce-scatter after c_proj and the embedding.
+ * reduce-scatter after c_proj and the embedding. The slot keeps ln_1's
+ * output split; c_attn's weight gradient gathers it again.
  */
 #include "model/model_internal.h"
 #include "model/ring_attention.h"
@@ -74,10 +75,10 @@ plait_status plait_gpt_attention_forward(plait_model *m, model_slot *s, int32_t 
     half_params p;
     plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN1_W, &p);
     if (st != PLAIT_OK) return st;
-    float *ln = plait_tp_local(m, a->ln1);
-    m->k->layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, x, p.ln_w, p.ln_b, R, C);
-    if ((st = plait_tp_gather(m, ln, a->ln1, "before attn.c_attn", layer)) != PLAIT_OK) return st;
-    m->k->matmul_forward(a->qkv, a->ln1, p.in_w, p.in_b, BT, C, 3 * Cl);
+    const float *ln;
+    m->k->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p.ln_w, p.ln_b, R, C);
+    if ((st = plait_tp_norm_full(m, a->ln1, &ln, "before attn.c_attn", layer)) != PLAIT_OK) return st;
+    m->k->matmul_forward(a->qkv, ln, p.in_w, p.in_b, BT, C, 3 * Cl);
     if (m->cp > 1) st = plait_ring_attention_forward(m, layer, a->atty, a->lse, a->qkv, m->NHl, m->NHl);
     else if (m->fused_attn) /* its scratch came with the first slot */
         m->k->attention_fused_forward(a->atty, a->lse, m->att_scratch, a->qkv, m->B, m->T, m->NHl, m->HS);
@@ -117,9 +118,13 @@ static plait_status attention_input_grads(plait_model *m, model_slot *s, int32_t
                                        m->NHl, m->HS);
     else
         m->k->attention_backward(m->s_dqkv, m->s_datt, m->s_datty, a->qkv, a->att, m->B, m->T, m->NHl, m->HS);
+    /* c_attn's weight gradient reads ln_1's output over every row (the
+     * input gradient alone reads none of it) */
+    const float *ln = m->sp ? m->sp_ln : a->ln1;
+    if (dp && (st = plait_tp_norm_full(m, a->ln1, &ln, "before attn.c_attn's weight gradient", layer)) != PLAIT_OK)
+        return st;
     if (dp) m->k->copy(m->s_datt, dp->in_b + Cl, (size_t)Cl); /* the key bias: attention_weight_grads */
-    m->k->matmul_backward(m->s_dln, dp ? dp->in_w : NULL, dp ? dp->in_b : NULL, m->s_dqkv, a->ln1, p->in_w, BT, C,
-                          3 * Cl);
+    m->k->matmul_backward(m->s_dln, dp ? dp->in_w : NULL, dp ? dp->in_b : NULL, m->s_dqkv, ln, p->in_w, BT, C, 3 * Cl);
     if (dp) m->k->copy(dp->in_b + Cl, m->s_datt, (size_t)Cl);
     return plait_tp_grad_sum(m, m->s_dln, "before attn.c_attn", layer);
 }
@@ -144,8 +149,11 @@ static plait_status attention_weight_grads(plait_model *m, model_slot *s, int32_
      * and that would differ between layouts. Keep it at exactly zero: save
      * that slice of the accumulator around the update (s_datt is free: the
      * attention backward is done). */
+    const float *ln;
+    plait_status st = plait_tp_norm_full(m, a->ln1, &ln, "before attn.c_attn's weight gradient", layer);
+    if (st != PLAIT_OK) return st;
     m->k->copy(m->s_datt, dp.in_b + Cl, (size_t)Cl);
-    m->k->matmul_backward(NULL, dp.in_w, dp.in_b, g->dqkv, a->ln1, NULL, BT, C, 3 * Cl);
+    m->k->matmul_backward(NULL, dp.in_w, dp.in_b, g->dqkv, ln, NULL, BT, C, 3 * Cl);
     m->k->copy(dp.in_b + Cl, m->s_datt, (size_t)Cl);
     ng = plait_tp_norm_grads(m, dp.ln_w, dp.ln_b);
     m->k->layernorm_backward(NULL, ng.w, ng.b, g->dln1, x, NULL, a->ln1_mean, a->ln1_rstd, m->R, C);

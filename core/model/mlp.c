@@ -4,7 +4,8 @@
  * Under tensor parallelism c_fc is column-parallel and c_proj row-parallel
  * (Megatron's MLP): f before c_fc, g after c_proj, then the replicated bias;
  * under sequence parallelism an all-gather of ln_2's rows before c_fc and a
- * reduce-scatter after c_proj (tp_conjugates.c).
+ * reduce-scatter after c_proj (tp_conjugates.c); the slot keeps ln_2's
+ * rows split, gathered again for c_fc's weight gradient.
  */
 #include "model/model_internal.h"
 #include "runtime/error.h"
@@ -16,17 +17,17 @@ plait_status plait_mlp_half_forward_act(plait_model *m, model_slot *s, int32_t l
     half_params p;
     plait_status st = plait_model_half_params(m, PARAM_DATA, layer, BP_LN2_W, &p);
     if (st != PLAIT_OK) return st;
-    float *ln = plait_tp_local(m, a->ln2);
-    m->k->layernorm_forward(ln, a->ln2_mean, a->ln2_rstd, r, p.ln_w, p.ln_b, m->R, C);
-    if ((st = plait_tp_gather(m, ln, a->ln2, "before mlp.c_fc", layer)) != PLAIT_OK) return st;
+    const float *ln;
+    m->k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, r, p.ln_w, p.ln_b, m->R, C);
+    if ((st = plait_tp_norm_full(m, a->ln2, &ln, "before mlp.c_fc", layer)) != PLAIT_OK) return st;
     /* GELU in the product's epilogue, its input kept; not where selective
      * recomputation rebuilds GELU's output with gelu_forward, whose bits a
      * device's epilogue need not give */
     if (m->fused_gelu && m->desc->recompute != PLAIT_RECOMPUTE_SELECTIVE) {
-        m->k->matmul_forward_gelu(a->fcg, a->fch, a->ln2, p.in_w, p.in_b, BT, C, F);
+        m->k->matmul_forward_gelu(a->fcg, a->fch, ln, p.in_w, p.in_b, BT, C, F);
         return PLAIT_OK;
     }
-    m->k->matmul_forward(a->fch, a->ln2, p.in_w, p.in_b, BT, C, F);
+    m->k->matmul_forward(a->fch, ln, p.in_w, p.in_b, BT, C, F);
     m->k->gelu_forward(a->fcg, a->fch, (size_t)(BT * F));
     return PLAIT_OK;
 }
@@ -80,8 +81,12 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
                                   p.out_w, BT, F, C);
             m->k->gelu_backward(m->s_dfc, a->fch, m->s_dfc, (size_t)(BT * F));
         }
-        m->k->matmul_backward(m->s_dln, both ? both->in_w : NULL, both ? both->in_b : NULL, m->s_dfc, a->ln2, p.in_w,
-                              BT, C, F);
+        /* c_fc's weight gradient reads ln_2's output over every row */
+        const float *ln = m->sp ? m->sp_ln : a->ln2;
+        if (both && (st = plait_tp_norm_full(m, a->ln2, &ln, "before mlp.c_fc's weight gradient", layer)) != PLAIT_OK)
+            return st;
+        m->k->matmul_backward(m->s_dln, both ? both->in_w : NULL, both ? both->in_b : NULL, m->s_dfc, ln, p.in_w, BT, C,
+                              F);
         if ((st = plait_tp_grad_sum(m, m->s_dln, "before mlp.c_fc", layer)) != PLAIT_OK) return st;
         plait_model_keep(m, g->dfch, m->s_dfc, (size_t)(BT * F));
         plait_model_keep(m, g->dln2, m->s_dln, (size_t)(R * C));
@@ -97,8 +102,11 @@ plait_status plait_mlp_half_backward(plait_model *m, model_slot *s, int32_t laye
     }
     if (part & BWD_WEIGHT) {
         if (!both) {
+            const float *ln;
+            plait_status st = plait_tp_norm_full(m, a->ln2, &ln, "before mlp.c_fc's weight gradient", layer);
+            if (st != PLAIT_OK) return st;
             m->k->matmul_backward(NULL, dp.out_w, dp.out_b, g->dy, a->fcg, NULL, BT, F, C);
-            m->k->matmul_backward(NULL, dp.in_w, dp.in_b, g->dfch, a->ln2, NULL, BT, C, F);
+            m->k->matmul_backward(NULL, dp.in_w, dp.in_b, g->dfch, ln, NULL, BT, C, F);
         }
         norm_grads ng = plait_tp_norm_grads(m, dp.ln_w, dp.ln_b);
         m->k->layernorm_backward(NULL, ng.w, ng.b, g->dln2, r, NULL, a->ln2_mean, a->ln2_rstd, R, C);

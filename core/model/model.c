@@ -25,9 +25,9 @@
  * is bf16 (a residual product adds its float32 bias to the float32
  * stream). The gpt arch declares its parameters in model_desc.c's order:
  * wte, wpe, BP_COUNT a block, then ln_f and the head's tied copy of wte. */
-int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi) {
+int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi, int head) {
     if (strcmp(spec->arch, "gpt") != 0 || gi < 0 || gi >= spec->n_params) return 0;
-    if (plait_tied_is_copy(&spec->params[gi])) return 1; /* lm_head */
+    if (plait_tied_is_copy(&spec->params[gi])) return head; /* lm_head */
     if (gi < 2 || gi >= 2 + spec->n_layer * BP_COUNT) return 0;
     const int bp = (gi - 2) % BP_COUNT;
     return bp == BP_ATTN_W || bp == BP_ATTN_B || bp == BP_APROJ_W || bp == BP_FC_W || bp == BP_FC_B ||
@@ -41,7 +41,7 @@ int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS) {
 }
 
 int plait_model_grants_bf16(const plait_bf16_terms *t) {
-    return t->requested && t->gpt && t->kernels && !t->tensor_parallel;
+    return t->requested && t->gpt && t->kernels && !t->context_parallel && !t->experts;
 }
 
 /* Lays out (base NULL: measures) the bf16 copies of the local product
@@ -50,7 +50,9 @@ static size_t bf16_weights_carve(plait_model *m, plait_bf16 *base) {
     const plait_model_desc *d = m->desc;
     size_t off = 0;
     for (int32_t gi = 0; gi < d->spec.n_params; gi++) {
-        if (!m->param[gi] || !m->local_layer[d->params[gi].layer] || !plait_model_bf16_copied(&d->spec, gi)) continue;
+        if (!m->param[gi] || !m->local_layer[d->params[gi].layer] ||
+            !plait_model_bf16_copied(&d->spec, gi, m->bf16_head))
+            continue;
         if (base) m->wbf[gi] = base + off;
         off += plait_model_bf16_copy_numel(m->param[gi]->numel);
     }
@@ -86,7 +88,7 @@ static plait_status bf16_weights_refresh(plait_model *m, int32_t layer) {
 
 int plait_model_bf16_activations(const plait_model *m) { return m->bf16; }
 
-int64_t plait_model_head_chunk_rows(const plait_model *m) { return m->bf16 ? m->head_rows : 0; }
+int64_t plait_model_head_chunk_rows(const plait_model *m) { return m->bf16_head ? m->head_rows : 0; }
 
 uint64_t plait_model_weight_copy_bytes(const plait_model *m) { return m->bf16 ? (uint64_t)m->wbf_bytes : 0; }
 
@@ -441,11 +443,13 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     const plait_bf16_terms terms = {.requested = args->activations_bf16,
                                     .gpt = desc->is_gpt,
                                     .kernels = plait_model_kernels_bf16(m->k, m->HS),
-                                    .tensor_parallel = m->tp_ops != NULL || m->cp > 1 || desc->moe.experts > 0};
+                                    .context_parallel = m->cp > 1,
+                                    .experts = desc->moe.experts > 0};
     m->bf16 = plait_model_grants_bf16(&terms);
+    m->bf16_head = m->bf16 && !m->tp_ops;
     if (desc->moe.experts > 0 && (st = moe_setup(m, args)) != PLAIT_OK) goto fail;
     if (m->bf16 && (st = bf16_weights_alloc(m)) != PLAIT_OK) goto fail;
-    if (m->bf16) m->head_rows = plait_model_head_rows(m->B * m->T, m->Vl, plait_model_head_room(m), NULL);
+    if (m->bf16_head) m->head_rows = plait_model_head_rows(m->B * m->T, m->Vl, plait_model_head_room(m), NULL);
     *out = m;
     return PLAIT_OK;
 fail:
@@ -542,7 +546,7 @@ plait_status plait_model_forward_layer(plait_model *m, int32_t layer, int32_t sl
                : layer == L + 1 ? plait_llama_head_forward(m, s)
                                 : plait_llama_block_forward(m, s, layer);
     if (layer == 0) return plait_gpt_embedding_forward(m, s);
-    if (layer == L + 1) return m->bf16 ? plait_bf16_head_forward(m, s) : plait_gpt_head_forward(m, s);
+    if (layer == L + 1) return m->bf16_head ? plait_bf16_head_forward(m, s) : plait_gpt_head_forward(m, s);
     const float *x = s->bound[layer - 1];
     if (m->bf16) {
         st = plait_bf16_attention_forward(m, s, layer, x);
@@ -610,8 +614,9 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
         /* the embedding has no input gradient: all of it is weights */
         if (part & BWD_WEIGHT) st = plait_gpt_embedding_backward(m, s);
     } else if (layer == L + 1) {
-        st = m->bf16 ? plait_bf16_head_backward(m, s, part)
-                     : plait_gpt_head_backward(m, s, part, part == BWD_ALL ? m->s_dln : s->head_dln);
+        m->dres_of = NULL; /* a float32 head under bf16 blocks writes the gradient sb.dres may stand for */
+        st = m->bf16_head ? plait_bf16_head_backward(m, s, part)
+                          : plait_gpt_head_backward(m, s, part, part == BWD_ALL ? m->s_dln : s->head_dln);
     } else {
         st = block_backward(m, s, layer, part);
     }

@@ -205,14 +205,17 @@ typedef struct plait_bf16_terms {
     int requested;       /* create_args.activations_bf16: a bf16 run */
     int gpt;             /* the gpt arch (the mlp arch has no bf16 path) */
     int kernels;         /* the kernel table runs the bf16 path (plait_model_kernels_bf16) */
-    int tensor_parallel; /* the plan cuts layers over tp ranks (plan->tp_ops) */
+    int context_parallel; /* the plan splits sequences over cp ranks (cp > 1) */
+    int experts;          /* the model has a mixture of experts */
 } plait_bf16_terms;
 /* 1 when a model with these terms stores its activations in bf16: a bf16
  * run of the gpt arch on kernels that run the whole path, unless the
- * layout needs what the path lacks (tensor parallelism's collectives and
- * vocabulary-parallel loss). Every recompute mode is covered (recompute.c
- * rebuilds what it drops in bf16), and a split backward (its weight
- * halves' stash in bf16). */
+ * layout needs what the path lacks (ring attention and the experts' MLPs
+ * are float32). Tensor and sequence parallelism are covered (gpt_bf16.c:
+ * the blocks in bf16 with float32 messages between their products and
+ * the collectives; the vocabulary-parallel head float32), every recompute
+ * mode (recompute.c rebuilds what it drops in bf16), and a split backward
+ * (its weight halves' stash in bf16). */
 int plait_model_grants_bf16(const plait_bf16_terms *t);
 /* 1 if kernel table k runs the GPT's bf16-activation path for head size
  * HS: the fused attention (HS within PLAIT_ATTENTION_FUSED_MAX_HS), the
@@ -220,11 +223,13 @@ int plait_model_grants_bf16(const plait_bf16_terms *t);
  * (PLAIT_KERNELS_HAS_BF16_ACTIVATIONS). */
 int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS);
 /* 1 if, under bf16 activations, the products of the gpt model `spec` read
- * its global parameter gi from the bf16 copy: every linear layer's weight
- * (the head's tied copy included) and the biases of the products whose
- * output is bf16 (c_attn, c_fc). The model keeps each such local tensor,
- * its numel rounded up to 8, in the copy (plait_model_weight_copy_bytes). */
-int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi);
+ * its global parameter gi from the bf16 copy: every block's linear
+ * layers' weights, the biases of the products whose output is bf16
+ * (c_attn, c_fc), and the head's tied copy where the head runs in bf16
+ * (`head`: no tensor parallelism, whose head is float32). The model keeps
+ * each such local tensor, its numel rounded up to 8, in the copy
+ * (plait_model_weight_copy_bytes). */
+int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi, int head);
 /* The bf16 head's chunks (model_slots.c; gpt_bf16.c runs them): under bf16 activations the head
  * computes its logits `rows` rows at a time into the backward scratch,
  * after ln_f's output, where `room` floats follow it (the scratch's

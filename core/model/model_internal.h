@@ -128,6 +128,11 @@ typedef struct block_acts {
     float *swi;                       /* llama: SwiGLU's output, down_proj's input */
 } block_acts;
 
+/* Where plait_model.unit holds the k x k identity (16-element aligned),
+ * and the bf16 elements it takes. */
+#define PLAIT_UNIT_AT(k) ((k) == 8 ? 0 : (k) == 4 ? 64 : (k) == 2 ? 80 : 96)
+#define PLAIT_UNIT_BF16 128
+
 /* Which part of a layer's backward to run (plait_model_backward_input /
  * _weight, or both: plait_model_backward_layer). */
 typedef enum bwd_part {
@@ -220,11 +225,15 @@ struct plait_model {
      * tp_rank·R (without it R = B·T, row0 = 0); sp_full [B·T,C] holds a
      * row-parallel product's partial sums or a gathered gradient, sp_local
      * [R,C] a norm's rows before their all-gather or a gradient's after its
-     * reduce-scatter, sp_wg [2,C] a norm's partial parameter gradients
-     * (tp_conjugates.c), allocated with the first slot */
+     * reduce-scatter, sp_wg [2,C] a norm's partial parameter gradients,
+     * sp_ln [B·T,C] (bf16 under bf16 activations: sp_ln_bf) a block norm's
+     * output gathered for the column-parallel product that reads it, the
+     * slots keeping only this rank's R rows (tp_conjugates.c), allocated
+     * with the first slot */
     int sp;
     int64_t R, row0;
-    float *sp_mem, *sp_full, *sp_local, *sp_wg;
+    float *sp_mem, *sp_full, *sp_local, *sp_wg, *sp_ln;
+    plait_bf16 *sp_ln_bf;
     size_t sp_bytes;
     int32_t stage;
     plait_param **param;              /* [n_params] global index -> local param or NULL */
@@ -254,9 +263,18 @@ struct plait_model {
      * changed (weights_epoch, bumped by plait_model_weights_changed; each
      * layer's copy is of epoch layer_epoch[layer]) */
     int bf16;
+    /* the head in bf16 too (gpt_bf16.c): bf16 activations without tensor
+     * parallelism, whose vocabulary-parallel loss is gpt_layers.c's,
+     * float32, over the blocks' float32 residual stream */
+    int bf16_head;
     struct {
         plait_bf16 *dln, *dfc, *datty, *dqkv, *dres; /* dres: the residual stream's gradient, converted once */
     } sb;
+    /* bf16 activations under tensor parallelism: the identities in bf16
+     * whose product widens a bf16 gradient to float32 exactly for the tp
+     * group's collectives, which sum float32 (gpt_bf16.c): the k x k one
+     * (k = 8, 4, 2, 1) at unit + PLAIT_UNIT_AT(k), in the backward scratch */
+    plait_bf16 *unit;
     /* The float32 gradient whose bf16 rounding sb.dres holds, or NULL:
      * set where a LayerNorm backward wrote both (the table's
      * layernorm_backward_fused_bf16_copy) or to_bf16 made it; cleared by
@@ -382,6 +400,10 @@ int plait_model_slot_has(const plait_model *m, const model_slot *s, int64_t l);
  *   plait_tp_local: where a norm writes the rows plait_tp_gather gathers
  *     into `full` (sp_local, or `full` itself without sequence parallelism);
  *   plait_tp_gather: those R rows into every rank's full [B·T,C];
+ *   plait_tp_norm_full: a block norm's output over every row from the R
+ *     rows a slot keeps (`rows` itself, or gathered into sp_ln: in the
+ *     forward and again in the backward before the weight gradient of the
+ *     product that reads it, as Megatron-LM does);
  *   plait_tp_partial: where a row-parallel product writes its partial sums
  *     (sp_full, or `out` itself);
  *   plait_tp_sum: their sum into this rank's rows of `out` (all-reduce in
@@ -400,6 +422,8 @@ typedef struct norm_grads {
 } norm_grads;
 float *plait_tp_local(plait_model *m, float *full);
 plait_status plait_tp_gather(plait_model *m, const float *local, float *full, const char *where, int32_t layer);
+plait_status plait_tp_norm_full(plait_model *m, const float *rows, const float **full, const char *where,
+                                int32_t layer);
 float *plait_tp_partial(plait_model *m, float *out);
 plait_status plait_tp_sum(plait_model *m, float *partial, float *out, const char *where, int32_t layer);
 plait_status plait_tp_grad_full(plait_model *m, const float *d, const float **full, const char *where, int32_t layer);

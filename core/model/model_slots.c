@@ -186,7 +186,7 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             continue;
         }
         if (m->desc->is_gpt) {
-            KEEP_PRODUCT(ln1, BT * C);
+            KEEP_PRODUCT(ln1, R * C); /* this rank's rows: gathered where read */
             KEEP(ln1_mean, R);
             KEEP(ln1_rstd, R);
             KEEP_PRODUCT(qkv, BT * 3 * m->Cl);
@@ -195,7 +195,7 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             KEEP_PRODUCT(atty, BT * m->Cl);
             KEEP(res2, R * C);
         }
-        KEEP_PRODUCT(ln2, BT * C);
+        KEEP_PRODUCT(ln2, R * C);
         KEEP(ln2_mean, R);
         KEEP(ln2_rstd, R);
         KEEP_PRODUCT(fch, BT * m->Fl);
@@ -206,7 +206,7 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
         if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL);
     }
     if (plait_model_slot_has(m, s, L + 1)) {
-        if (m->bf16) { /* the head's gradients its forward leaves (gpt_bf16.c) */
+        if (m->bf16_head) { /* the head's gradients its forward leaves (gpt_bf16.c) */
             TAKE_BF16(s->dlnf_bf, BT * C);
             TAKE(s->head_dw, m->Vl * C);
         } else {
@@ -218,7 +218,7 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
         TAKE(s->lse, BT);
         TAKE(s->sumexp, BT);
         TAKE(s->losses, BT);
-        if (m->split && !m->bf16) TAKE(s->head_dln, R * C); /* the bf16 head keeps what its forward left */
+        if (m->split && !m->bf16_head) TAKE(s->head_dln, R * C); /* the bf16 head keeps what its forward left */
     }
 #undef TAKE_BF16
 #undef TAKE
@@ -277,7 +277,10 @@ plait_status plait_model_slot_get(plait_model *m, int32_t slot, model_slot **out
 plait_status plait_model_sp_scratch(plait_model *m) {
     if (m->sp_mem) return PLAIT_OK;
     const size_t full = align_up((size_t)(m->B * m->T * m->C)), local = align_up((size_t)(m->R * m->C));
-    const size_t n = full + local + align_up((size_t)(2 * m->C));
+    /* the gathered norm output: float32, or bf16 (half the floats); the
+     * llama arch's slots keep theirs gathered */
+    const size_t ln = m->desc->is_llama ? 0 : m->bf16 ? align_up((size_t)(m->B * m->T * m->C + 1) / 2) : full;
+    const size_t n = full + local + align_up((size_t)(2 * m->C)) + ln;
     m->sp_mem = plait_device_alloc(n * sizeof(float), "activations");
     if (!m->sp_mem) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: sequence-parallel buffers");
     m->sp_bytes = n * sizeof(float);
@@ -285,6 +288,8 @@ plait_status plait_model_sp_scratch(plait_model *m) {
     m->sp_full = m->sp_mem;
     m->sp_local = m->sp_mem + full;
     m->sp_wg = m->sp_local + local;
+    m->sp_ln = m->sp_wg + align_up((size_t)(2 * m->C));
+    m->sp_ln_bf = (plait_bf16 *)(void *)m->sp_ln;
     return PLAIT_OK;
 }
 
@@ -330,8 +335,10 @@ size_t plait_model_head_room(const plait_model *m) {
 plait_status plait_model_scratch_get(plait_model *m) {
     if (m->scratch) return PLAIT_OK;
     const int64_t BT = m->B * m->T;
-    const int f32 = !m->bf16;
-    size_t sizes[13] = {f32 ? align_up((size_t)(BT * m->C)) : 0, f32 ? align_up((size_t)(BT * m->Fl)) : 0,
+    const int f32 = !m->bf16, tp_bf16 = m->bf16 && !m->bf16_head;
+    /* under tensor parallelism s_dln holds float32 gradients for the
+     * group's collectives and the float32 head (gpt_bf16.c) */
+    size_t sizes[14] = {f32 || tp_bf16 ? align_up((size_t)(BT * m->C)) : 0, f32 ? align_up((size_t)(BT * m->Fl)) : 0,
                         f32 ? align_up((size_t)(BT * m->Cl)) : 0, f32 ? align_up((size_t)(BT * 3 * m->Cl)) : 0,
                         m->desc->is_gpt && !m->fused_attn ? align_up((size_t)(m->B * m->NHl * m->T * m->T)) : 0,
                         align_up((size_t)(3 * BT)),
@@ -342,21 +349,24 @@ plait_status plait_model_scratch_get(plait_model *m) {
                         f32 ? 0 : align_up((size_t)(BT * 3 * m->Cl + 1) / 2),
                         f32 ? 0 : align_up((size_t)(BT * m->C + 1) / 2), 0,
                         /* llama: gate_proj's output gradient beside up_proj's in dfc */
-                        m->desc->is_llama ? align_up((size_t)(BT * m->Fl)) : 0};
-    if (m->bf16) { /* head_rows: plait_model_create */
+                        m->desc->is_llama ? align_up((size_t)(BT * m->Fl)) : 0,
+                        /* the bf16 identities that widen a gradient, then C floats of
+                         * zeros for a split backward's norms (gpt_bf16.c) */
+                        tp_bf16 ? align_up(PLAIT_UNIT_BF16 / 2 + (size_t)m->C) : 0};
+    if (m->bf16_head) { /* head_rows: plait_model_create */
         size_t extra = 0;
         plait_model_head_rows(BT, m->Vl, plait_model_head_room(m), &extra);
         sizes[11] = align_up(extra);
     }
     size_t total = 0;
-    for (int i = 0; i < 13; i++) total += sizes[i];
+    for (int i = 0; i < 14; i++) total += sizes[i];
     m->scratch = plait_device_alloc(total * sizeof(float), "activations");
     if (!m->scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: backward scratch");
     m->scratch_bytes = total * sizeof(float);
     m->act_bytes += m->scratch_bytes;
-    float *at[13];
+    float *at[14];
     float *p = m->scratch;
-    for (int i = 0; i < 13; i++) {
+    for (int i = 0; i < 14; i++) {
         at[i] = sizes[i] ? p : NULL;
         p += sizes[i];
     }
@@ -374,5 +384,13 @@ plait_status plait_model_scratch_get(plait_model *m) {
     m->sb.dres = (plait_bf16 *)(void *)at[10];
     m->head_lnf = m->sb.dln;
     m->head_logits = m->sb.dfc;
+    m->unit = (plait_bf16 *)(void *)at[13];
+    if (m->unit) { /* the k x k identity at PLAIT_UNIT_AT(k), k = 8, 4, 2, 1 */
+        plait_bf16 unit[PLAIT_UNIT_BF16] = {0};
+        for (int k = 8; k >= 1; k /= 2)
+            for (int i = 0; i < k; i++) unit[PLAIT_UNIT_AT(k) + i * (k + 1)] = 0x3F80; /* 1.0 */
+        plait_status st = plait_device_copy(m->unit, unit, sizeof unit, PLAIT_COPY_TO_DEVICE);
+        if (st != PLAIT_OK) return plait_wrap_error(st, "model: the bf16 identity that widens gradients");
+    }
     return PLAIT_OK;
 }

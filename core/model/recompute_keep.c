@@ -50,9 +50,10 @@ static const part *find_part(size_t field) {
 /* Elements of a part (of its bf16 form or its float32 one: the same count). */
 static size_t part_elems(const plait_model *m, size_t field) {
     const int64_t BT = m->B * m->T, C = m->C;
-    /* the norms' outputs are gathered over all rows (sequence parallelism
-     * splits the residual stream and the norms' statistics: m->R rows) */
-    if (field == offsetof(block_acts, ln1) || field == offsetof(block_acts, ln2)) return (size_t)(BT * C);
+    /* sequence parallelism splits the residual stream, the norms'
+     * statistics and (but the llama arch's) their outputs: m->R rows */
+    if (field == offsetof(block_acts, ln1) || field == offsetof(block_acts, ln2))
+        return (size_t)((m->desc->is_llama ? BT : m->R) * C);
     if (field == offsetof(block_acts, res2)) return (size_t)(m->R * C);
     if (field == offsetof(block_acts, qkv)) return (size_t)(BT * (m->desc->is_llama ? m->Wq : 3 * m->Cl));
     /* a model has the probabilities or, with fused attention, the rows' log-sum-exp */

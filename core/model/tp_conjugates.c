@@ -10,6 +10,12 @@
  *   backward of the first          nothing                 all-gather of the output gradient
  *   backward of the second         all-reduce (f)          reduce-scatter into R rows
  *
+ * A block norm's output stays split in the slot (R rows): the products
+ * read it all-gathered into the one buffer sp_ln, which every block and
+ * slot share, gathered again in the backward before the column-parallel
+ * product's weight gradient (Megatron-LM's sequence parallelism keeps it
+ * so too; Korthikanti et al. count it at s/tp rows).
+ *
  * R = m->R, the rows of the (B·T, C) residual stream this rank holds: all
  * B·T without sequence parallelism, B·T/tp with it (rank r's rows start
  * at m->row0 = r·R). A norm's parameters see only R rows under sequence
@@ -37,6 +43,15 @@ plait_status plait_tp_gather(plait_model *m, const float *local, float *full, co
     const plait_tp_ops *tp = m->tp_ops;
     plait_status st = tp->allgather(tp->ctx, local, full, (size_t)(m->R * m->C), NULL);
     return st == PLAIT_OK ? PLAIT_OK : tp_fail(m, st, "all-gather", where, layer);
+}
+
+plait_status plait_tp_norm_full(plait_model *m, const float *rows, const float **full, const char *where,
+                                int32_t layer) {
+    *full = rows;
+    if (!m->sp) return PLAIT_OK;
+    plait_status st = plait_tp_gather(m, rows, m->sp_ln, where, layer);
+    if (st == PLAIT_OK) *full = m->sp_ln;
+    return st;
 }
 
 float *plait_tp_partial(plait_model *m, float *out) { return m->sp ? m->sp_full : out; }

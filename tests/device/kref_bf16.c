@@ -24,10 +24,19 @@ float kref_float_of(plait_bf16 h) {
     return x;
 }
 
-/* Scratch float copies, one per operand position of an entry. */
+/* Scratch float copies, one per operand position of an entry, per thread
+ * (a test may run ranks as threads). */
 #define SLOTS 6
-static float *g_buf[SLOTS];
-static size_t g_cap[SLOTS];
+static _Thread_local float *g_buf[SLOTS];
+static _Thread_local size_t g_cap[SLOTS];
+
+void kref_bf16_release(void) {
+    for (int i = 0; i < SLOTS; i++) {
+        free(g_buf[i]);
+        g_buf[i] = NULL;
+        g_cap[i] = 0;
+    }
+}
 
 static float *scratch(int slot, size_t n) {
     if (n > g_cap[slot]) {

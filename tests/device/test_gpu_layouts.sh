@@ -25,8 +25,9 @@
 #     activations rebuilt in the backward) bit-identical to one rank; pp 2
 #     and pp 2 under the zero-bubble schedule (each backward in an input
 #     and a weight half, the weight halves reading bf16 gradients the input
-#     halves kept), whose stage boundaries travel in bf16, within 1e-3 of
-#     its losses (docs/parallelism.md).
+#     halves kept), whose stage boundaries travel in bf16, and tp 2 with
+#     and without sequence parallelism (bf16 blocks, tp's collectives bf16
+#     on the wire), within 1e-3 of its losses (docs/parallelism.md).
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -75,7 +76,8 @@ done
 if [ "$MODE" != selfcheck ]; then
   grep -q '^plait: activations bf16' "$E2E_WORK/one_bf16.out" || fail "the bf16 run kept float32 activations"
   bf16_layouts=("dp2|parallel.dp=2" "pp2|parallel.pp=2" "dp2_zero3|parallel.dp=2 optim.plugin=zero3"
-    "rcfull|model.recompute=full" "pp2_zb1|parallel.pp=2 parallel.pp.schedule=zb1")
+    "rcfull|model.recompute=full" "pp2_zb1|parallel.pp=2 parallel.pp.schedule=zb1" "tp2|parallel.tp=2"
+    "tp2_sp|parallel.tp=2 parallel.tp.sequence_parallel=true")
   [ "$MODE" = gpu ] || sample_cases bf16_layouts 2
   for l in "${bf16_layouts[@]}"; do
     name=${l%%|*}_bf16 arg=${l#*|}
@@ -86,6 +88,9 @@ if [ "$MODE" != selfcheck ]; then
     pp2*) # the stage boundaries round to bf16 on the wire
       same_losses one_bf16 "$name" 1e-3
       echo "$name: bf16 activations and boundaries, losses within 1e-3 of one rank on $DEV" ;;
+    tp2*) # tp's collectives round to bf16 on the wire, the products' partial sums apart
+      same_losses one_bf16 "$name" 1e-3
+      echo "$name: bf16 activations under tp, losses within 1e-3 of one rank on $DEV" ;;
     *)
       same_losses one_bf16 "$name" 0
       same_params one_bf16 "$name" bits

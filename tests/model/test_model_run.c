@@ -5,8 +5,10 @@
  * output and the gradient reaching it, the logits of the vocab-parallel
  * head with a vocabulary of 37, divisible by neither 2 nor 4, the loss of
  * the vocab-parallel cross-entropy, and every parameter's gradient); a two-stage pipeline split
- * through the boundary buffers (bit-identical to one stage); slots; and
- * the API's error paths.
+ * through the boundary buffers (bit-identical to one stage); sequence
+ * parallelism against tp alone; bf16 activations under tp and sequence
+ * parallelism against float32 (the bf16 entries' CPU references standing
+ * in for a device's); slots; and the API's error paths.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "device/kref_bf16.h"
 #include "kernels/kernels.h"
 #include "model/model_harness.h"
 #include "model/model_internal.h"
@@ -284,6 +287,7 @@ static void *tp_thread(void *arg) {
     }
     if (j->st == PLAIT_OK) j->st = run_backward_ex(j->h, j->out_grads, j->split);
     if (j->st != PLAIT_OK) snprintf(j->err, sizeof j->err, "%s", plait_last_error());
+    kref_bf16_release(); /* this thread's scratch, where a bf16 model used the references */
     return NULL;
 }
 
@@ -451,7 +455,9 @@ typedef struct tp_run {
     int tp;
 } tp_run;
 
-static void tp_run_go(tp_run *t, const char *ini, int tp, int sp, int split, int32_t B, int32_t *tok, int32_t *tgt) {
+/* k: the kernels of a model with bf16 activations, or NULL (float32). */
+static void tp_run_go(tp_run *t, const char *ini, int tp, int sp, int split, const plait_kernels *k, int32_t B,
+                      int32_t *tok, int32_t *tgt) {
     t->tp = tp;
     t->g.n = tp;
     pthread_mutex_init(&t->g.lock, NULL);
@@ -459,7 +465,13 @@ static void tp_run_go(tp_run *t, const char *ini, int tp, int sp, int split, int
     pthread_t th[MAX_TP];
     for (int r = 0; r < tp; r++) {
         t->ranks[r] = (tp_rank){&t->g, r, group_ops(&t->ranks[r], sp), 0};
-        harness_opts o = {.tp = tp, .tp_rank = r, .ops = &t->ranks[r].ops, .max_slots = 1, .split_backward = split};
+        harness_opts o = {.tp = tp,
+                          .tp_rank = r,
+                          .ops = &t->ranks[r].ops,
+                          .max_slots = 1,
+                          .split_backward = split,
+                          .kernels = k,
+                          .activations_bf16 = k != NULL};
         assert_int_equal(harness_init_ex(&t->hs[r], ini, B, &o), 0);
         const size_t nl = (size_t)t->hs[r].spec->n_layers, btc = plait_model_boundary_numel(t->hs[r].model);
         t->jobs[r] = (tp_job){&t->hs[r],
@@ -495,12 +507,22 @@ static void tp_run_free(tp_run *t) {
  * order of additions than one sum over every row. */
 static int is_norm(const char *name) { return strstr(name, "ln_") || strstr(name, "norm"); }
 
-/* Sequence-parallel tp against tp alone, rank by rank: the loss, the
- * logits, every layer's output and input gradient (this rank's rows of
- * them) and every gradient but the norms' bit for bit; the norms'
+/* The CPU's kernels with the bf16 entries' references (tests/device/
+ * kref_bf16.c) standing in for a device's. */
+static const plait_kernels *bf16_kernels(void) {
+    static plait_kernels k;
+    k = *plait_kernels_table();
+    kref_bf16_fill(&k);
+    return &k;
+}
+
+/* Sequence-parallel tp against tp alone, rank by rank, both with kernels
+ * kern (NULL: the CPU's float32 ones; bf16_kernels: bf16 activations): the
+ * loss, the logits, every layer's output and input gradient (this rank's
+ * rows of them) and every gradient but the norms' bit for bit; the norms'
  * gradients within 1e-6 of their largest element; and less activation
  * memory. */
-static void check_sequence_parallel(const char *ini, int tp, int split) {
+static void check_sequence_parallel_k(const char *ini, int tp, int split, const plait_kernels *kern) {
     plait_kernels_set_threads(1);
     const int32_t B = 2;
     harness probe;
@@ -511,13 +533,14 @@ static void check_sequence_parallel(const char *ini, int tp, int split) {
     harness_tokens(tgt, n, probe.V, 32);
     harness_free(&probe);
     tp_run *plain = calloc(1, sizeof *plain), *seq = calloc(1, sizeof *seq);
-    tp_run_go(plain, ini, tp, 0, split, B, tok, tgt);
-    tp_run_go(seq, ini, tp, 1, split, B, tok, tgt);
+    tp_run_go(plain, ini, tp, 0, split, kern, B, tok, tgt);
+    tp_run_go(seq, ini, tp, 1, split, kern, B, tok, tgt);
     for (int r = 0; r < tp; r++) {
         plait_model *ma = plain->hs[r].model, *mb = seq->hs[r].model;
         const tp_job *ja = &plain->jobs[r], *jb = &seq->jobs[r];
         assert_int_equal(ma->sp, 0);
         assert_int_equal(mb->sp, 1);
+        assert_int_equal(plait_model_bf16_activations(mb), kern != NULL);
         assert_int_equal(mb->R * tp, (int64_t)n);
         const size_t btc = plait_model_boundary_numel(ma), rc = plait_model_boundary_numel(mb);
         assert_int_equal(rc * (size_t)tp, btc);
@@ -559,6 +582,10 @@ static void check_sequence_parallel(const char *ini, int tp, int split) {
     free(tgt);
 }
 
+static void check_sequence_parallel(const char *ini, int tp, int split) {
+    check_sequence_parallel_k(ini, tp, split, NULL);
+}
+
 /* block_size 8: divisible by 2 and 4; the vocabulary padded as above */
 #define SP_MODEL "[run]\nseed = 9\n[model]\nblock_size = 8\nvocab_size = 37\nn_layer = 2\n"
 #define SP_GPT_INI SP_MODEL "n_head = 4\nn_embd = 16\n"
@@ -573,6 +600,93 @@ static void test_sp_gpt(void **state) {
     check_sequence_parallel(SP_GPT_INI "recompute = selective\n", 2, 0);
     check_sequence_parallel(SP_GPT_INI "recompute = full\n", 2, 1);
     check_sequence_parallel(SP_MODEL "arch = mlp\nn_embd = 16\n", 2, 0);
+}
+
+/* Under bf16 activations too: the slot keeps the norms' bf16 rows, and
+ * what they gather is what one tp rank without sequence parallelism
+ * computes, in every recompute mode. */
+static void test_sp_gpt_bf16(void **state) {
+    (void)state;
+    check_sequence_parallel_k(SP_GPT_INI, 2, 0, bf16_kernels());
+    check_sequence_parallel_k(SP_GPT_INI, 4, 0, bf16_kernels());
+    check_sequence_parallel_k(SP_GPT_INI, 2, 1, bf16_kernels());
+    check_sequence_parallel_k(SP_GPT_INI "recompute = selective\n", 2, 0, bf16_kernels());
+    check_sequence_parallel_k(SP_GPT_INI "recompute = full\n", 2, 1, bf16_kernels());
+}
+
+/* ---- bf16 activations under tensor parallelism --------------------------- */
+
+/* sqrt(Σ(x - y)²  / Σ y²) over n pairs, accumulated into *d and *w. */
+static void add_dev(const float *x, const float *y, size_t n, double *d, double *w) {
+    for (size_t i = 0; i < n; i++) {
+        *d += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+        *w += (double)y[i] * y[i];
+    }
+}
+
+/* A bf16 model under tp (with sequence parallelism or without; one pass
+ * or split) against the float32 one of the same layout, rank by rank: it
+ * stores bf16 activations, its loss is within 1e-2 (and rounded: not
+ * equal), every layer's output and input gradient and its parameters'
+ * gradients within 5e-2 norm-wise (bf16's 2^-8 rounding of every stored
+ * activation and of the products' input gradients before the group sums
+ * them, a few layers deep; the one-rank bf16 model's bound,
+ * test_bf16_activations), in less activation memory. */
+static void check_bf16_tp(const char *ini, int tp, int sp, int split) {
+    plait_kernels_set_threads(1);
+    const int32_t B = 2;
+    harness probe;
+    assert_int_equal(harness_init(&probe, ini, B, 1, 0, NULL), 0);
+    const size_t n = (size_t)B * (size_t)probe.T;
+    int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
+    harness_tokens(tok, n, probe.V, 41);
+    harness_tokens(tgt, n, probe.V, 42);
+    harness_free(&probe);
+    tp_run *f32 = calloc(1, sizeof *f32), *bf = calloc(1, sizeof *bf);
+    tp_run_go(f32, ini, tp, sp, split, NULL, B, tok, tgt);
+    tp_run_go(bf, ini, tp, sp, split, bf16_kernels(), B, tok, tgt);
+    for (int r = 0; r < tp; r++) {
+        plait_model *ma = f32->hs[r].model, *mb = bf->hs[r].model;
+        const tp_job *ja = &f32->jobs[r], *jb = &bf->jobs[r];
+        assert_false(plait_model_bf16_activations(ma));
+        assert_true(plait_model_bf16_activations(mb));
+        const double dl = fabs(jb->loss - ja->loss) / fabs(ja->loss);
+        double dout = 0, wout = 0, dgrad = 0, wgrad = 0, dp = 0, wp = 0;
+        const size_t rc = plait_model_boundary_numel(ma) * (size_t)(f32->hs[r].spec->n_layers - 1);
+        add_dev(jb->outs, ja->outs, rc, &dout, &wout);
+        add_dev(jb->out_grads, ja->out_grads, rc, &dgrad, &wgrad);
+        for (int32_t i = 0; i < f32->hs[r].set.n_params; i++)
+            add_dev(bf->hs[r].params[i].grad, f32->hs[r].params[i].grad, f32->hs[r].params[i].numel, &dp, &wp);
+        printf("bf16 tp %d rank %d (sequence parallel %d, split %d) against float32: loss within %.2e, outputs "
+               "%.2e, their gradients %.2e, the parameters' gradients %.2e; activations %llu bytes of %llu\n",
+               tp, r, sp, split, dl, sqrt(dout / wout), sqrt(dgrad / wgrad), sqrt(dp / wp),
+               (unsigned long long)plait_model_activation_bytes(mb),
+               (unsigned long long)plait_model_activation_bytes(ma));
+        assert_true(dl <= 1e-2);
+        assert_true(dl > 0);
+        assert_true(sqrt(dout / wout) <= 5e-2);
+        assert_true(sqrt(dgrad / wgrad) <= 5e-2);
+        assert_true(sqrt(dp / wp) <= 5e-2);
+        assert_true(plait_model_activation_bytes(mb) < plait_model_activation_bytes(ma));
+    }
+    tp_run_free(f32);
+    tp_run_free(bf);
+    free(f32);
+    free(bf);
+    free(tok);
+    free(tgt);
+}
+
+/* tp 2 and 4, sequence parallelism or not, one pass and split, every recompute mode */
+static void test_bf16_tp_gpt(void **state) {
+    (void)state;
+    for (int sp = 0; sp <= 1; sp++) {
+        check_bf16_tp(SP_GPT_INI, 2, sp, 0);
+        check_bf16_tp(SP_GPT_INI, 4, sp, 0);
+        check_bf16_tp(SP_GPT_INI, 2, sp, 1); /* zero-bubble schedules' halves */
+        check_bf16_tp(SP_GPT_INI "recompute = selective\n", 2, sp, 0);
+        check_bf16_tp(SP_GPT_INI "recompute = full\n", 2, sp, 1);
+    }
 }
 
 static void test_sp_llama(void **state) {
@@ -842,7 +956,8 @@ int main(void) {
         cmocka_unit_test(test_slot_layers), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_fused_loss),  cmocka_unit_test(test_fused_layernorm),
         cmocka_unit_test(test_fused_gelu),  cmocka_unit_test(test_sp_gpt),
-        cmocka_unit_test(test_sp_llama),
+        cmocka_unit_test(test_sp_gpt_bf16), cmocka_unit_test(test_sp_llama),
+        cmocka_unit_test(test_bf16_tp_gpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /*
  * The planner's memory per rank against what plait allocates: for a few
- * layouts of a small GPT (dp 2 with adam, ZeRO-1 and ZeRO-3; tp 2; pp 2
+ * layouts of a small GPT (dp 2 with adam, ZeRO-1 and ZeRO-3; tp 2, with
+ * sequence parallelism too, and with pp 2 zb1 in bf16; pp 2
  * with selective and with full recomputation, and zero-bubble's split
  * backward with none and selective; one rank whose bf16 head
  * runs in chunks), in fp32 and bf16, on the sim test device
@@ -136,7 +137,20 @@ static const layout layouts[] = {
      {"device.plugin=cuda_emu", "run.precision=bf16", "model.vocab_size=4096", NULL},
      1,
      1},
-    {"cuda_emu bf16 tp2", {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.tp=2", NULL}, 1, 0},
+    /* bf16 blocks under tp, the vocabulary-parallel head float32; with
+     * sequence parallelism the residual stream and the norms' statistics
+     * cut along the sequence, the norms' outputs kept gathered */
+    {"cuda_emu bf16 tp2", {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.tp=2", NULL}, 1, 1},
+    {"cuda_emu bf16 tp2 sp",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.tp=2", "parallel.tp.sequence_parallel=true", NULL},
+     1,
+     1},
+    {"cuda_emu bf16 tp2 sp pp2 zb1",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.tp=2", "parallel.tp.sequence_parallel=true",
+      "parallel.pp=2", "parallel.pp.schedule=zb1", "data.micro_batch=1", NULL},
+     1,
+     1},
+    {"cpu tp2 sp", {"device.plugin=cpu", "parallel.tp=2", "parallel.tp.sequence_parallel=true", NULL}, 0, 0},
     {"cuda_emu bf16 pp2 1f1b selective",
      {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=1f1b",
       "data.micro_batch=1", "model.recompute=selective", NULL},

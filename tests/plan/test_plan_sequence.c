@@ -30,12 +30,14 @@
 #include "plan_fixtures.h"
 
 /* Sequence parallelism cuts along the sequence what tp leaves whole: per
- * block the LayerNorms' outputs and statistics and the attention's residual
- * output, and the slot's residual stream at its boundaries and its two
- * gradient buffers (float32 here: 7·BT·C + 4·BT floats of a one-block slot);
- * tp's own cuts stay. On a bf16 run it is counted as the model's
- * sequence-parallel path keeps it: bf16 activations and bf16 messages,
- * where plain tp keeps float32 ones. */
+ * block the LayerNorms' outputs and statistics and the attention's
+ * residual output, and the slot's residual stream at its boundaries and
+ * its two gradient buffers (float32 here: 7·BT·C + 4·BT floats of a
+ * one-block slot); the products read the LayerNorms' outputs gathered
+ * into one buffer the blocks share (model/model_slots.c, counted in the
+ * scratch), and tp's own cuts stay. On a bf16 run both keep
+ * bf16 blocks (and a float32 head, vocabulary-parallel), as the model
+ * does; the messages of the sequence-parallel path are counted bf16. */
 static void test_sequence_parallel_activations(void **state) {
     (void)state;
     const plait_model_spec spec = {.struct_size = sizeof spec,
@@ -53,10 +55,15 @@ static void test_sequence_parallel_activations(void **state) {
     in.sp = 1;
     plait_cost_shape_init(&b, &spec, &in);
     NEAR(plait_cost_slot_bytes(&a, 1, 1) - plait_cost_slot_bytes(&b, 1, 1), 4 * (1 - 1 / t) * (7 * BT * C + 4 * BT));
-    /* the head's tp-split logits stay, its ln_f output is cut */
-    NEAR(plait_cost_slot_bytes(&a, 3, 3) - plait_cost_slot_bytes(&b, 3, 3), 4 * (1 - 1 / t) * (4 * BT * C));
+    /* the sequence-parallel buffers: a gathered gradient, this rank's rows,
+     * a norm's parameter gradients and the shared gathered norm output */
+    NEAR(plait_cost_scratch_bytes(&b) - plait_cost_scratch_bytes(&a), 4 * (2 * BT * C + BT * C / t + 2 * C));
+    /* the head's tp-split logits and its gathered ln_f output stay, its
+     * statistics are cut */
+    NEAR(plait_cost_slot_bytes(&a, 3, 3) - plait_cost_slot_bytes(&b, 3, 3), 4 * (1 - 1 / t) * (3 * BT * C + 2 * BT));
     assert_int_equal(plait_cost_message_bytes(&b), 4);
-    /* bf16 on the cuda device: granted with sp, not with plain tp */
+    const double f32_sp = plait_cost_slot_bytes(&b, 1, 1);
+    /* bf16 on the cuda device: granted with tp, with sp or without */
     plait_cost_device cuda;
     plait_cost_device_cuda(64, 8, &cuda);
     in.precision = PLAIT_PRECISION_BF16;
@@ -65,11 +72,15 @@ static void test_sequence_parallel_activations(void **state) {
     plait_cost_shape_init(&a, &spec, &in);
     in.sp = 1;
     plait_cost_shape_init(&b, &spec, &in);
-    assert_false(a.bf16);
+    assert_true(a.bf16);
     assert_true(b.bf16);
+    assert_false(a.bf16_head);
+    assert_false(b.bf16_head);
     assert_int_equal(plait_cost_message_bytes(&a), 4);
     assert_int_equal(plait_cost_message_bytes(&b), 2);
-    assert_true(plait_cost_slot_bytes(&b, 1, 1) < plait_cost_slot_bytes(&a, 1, 1) / 2);
+    /* the block's norms' outputs and the products' operands in 2 bytes:
+     * 2·BT·C/t + 12·BT·C/t elements of a block */
+    NEAR(f32_sp - plait_cost_slot_bytes(&b, 1, 1), 2 * (2 * BT * C / t + 12 * BT * C / t));
     /* tp 1 has no sequence parallelism to count */
     in.tp = 1;
     in.tensor_parallel = 0;
