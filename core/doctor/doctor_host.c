@@ -63,6 +63,7 @@ static void cpu_and_blas(plait_doctor *d) {
                              "right), and plait could not restart itself with better ones", core, better);
     }
     char why[768];
+    if (plait_kernels_onednn_load(why, sizeof why) != 0) plait_doctor_line(d, "onednn", "%s", why);
     if (plait_kernels_set_gemm(NULL, why, sizeof why) != 0) {
         plait_doctor_problem(d, "gemm", "set PLAIT_CPU_GEMM to auto, blas or onednn (with libdnnl2 installed)", "%s",
                              why);

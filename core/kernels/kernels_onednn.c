@@ -108,14 +108,21 @@ static int load(char *err, size_t errlen) {
     return 0;
 }
 
-/* auto: oneDNN where it was measured faster than OpenBLAS on plait's
- * products (docs/cpu.md, "oneDNN or OpenBLAS"). On AVX2 (AMD EPYC, Zen
- * kernels) OpenBLAS was 8-13% faster; AVX-512 and AMX are unmeasured and
- * keep the BLAS until measured. */
+/* auto: oneDNN on the ISAs (dnnl_cpu_isa_t values) where it was measured
+ * faster than OpenBLAS on plait's products (docs/cpu.md, "oneDNN or
+ * OpenBLAS"). On AVX2 (AMD EPYC, Zen kernels) OpenBLAS was 8-13% faster;
+ * AVX-512 and AMX are unmeasured and keep the BLAS until measured. While
+ * the list is empty auto does not even load oneDNN: its OpenMP runtime
+ * would cost every run memory and a library for nothing. */
+static const int g_onednn_faster[] = {-1};
+
 static int auto_picks_onednn(int isa) {
-    (void)isa;
+    for (size_t i = 0; i < sizeof g_onednn_faster / sizeof g_onednn_faster[0]; i++)
+        if (g_onednn_faster[i] == isa) return 1;
     return 0;
 }
+
+int plait_kernels_onednn_load(char *err, size_t errlen) { return load(err, errlen); }
 
 int plait_kernels_set_gemm(const char *name, char *err, size_t errlen) {
     const char *from = "";
@@ -134,7 +141,8 @@ int plait_kernels_set_gemm(const char *name, char *err, size_t errlen) {
         }
         g_gemm = PLAIT_GEMM_ONEDNN;
     } else if (strcmp(name, "auto") == 0) {
-        g_gemm = load(why, sizeof why) == 0 && auto_picks_onednn(g_dnnl.isa) ? PLAIT_GEMM_ONEDNN : PLAIT_GEMM_BLAS;
+        int may = g_onednn_faster[0] != -1 && load(why, sizeof why) == 0;
+        g_gemm = may && auto_picks_onednn(g_dnnl.isa) ? PLAIT_GEMM_ONEDNN : PLAIT_GEMM_BLAS;
     } else {
         snprintf(err, errlen, "%s%s: unknown matrix-product library; allowed: auto, blas, onednn", from, name);
         return -1;
