@@ -13,6 +13,7 @@ packages=(
   clang-format-14                    # the format check of each commit's changed lines (.clang-format)
   libinih-dev                        # INI parsing
   libopenblas-dev                    # cblas_sgemm
+  libdnnl-dev                        # oneDNN: PLAIT_CPU_GEMM=onednn, loaded at run time (libdnnl2), never needed to build
   libhwloc-dev                       # the node's topology: binding ranks near their GPU and NIC
   libcmocka-dev                      # unit tests
   libibverbs-dev                     # verbs comm plugin (built when found)

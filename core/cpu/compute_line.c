@@ -4,13 +4,15 @@
 
 #include "cpu/blas.h"
 #include "cpu/cpu_features.h"
+#include "kernels/kernels.h"
 
 void plait_compute_line(char *buf, size_t len, int threads, const char *precision) {
     plait_cpu_features f;
     plait_cpu_detect(&f);
-    char have[128], blas[256];
+    char have[128], blas[256], gemm[160];
     plait_cpu_feature_list(&f, have, sizeof have);
     plait_blas_describe(blas, sizeof blas);
-    snprintf(buf, len, "%s (%s), %s, %d math thread%s per rank, precision %s", f.brand[0] ? f.brand : "CPU", have,
-             blas, threads, threads == 1 ? "" : "s", precision);
+    plait_kernels_gemm_describe(gemm, sizeof gemm);
+    snprintf(buf, len, "%s (%s), %s, %s, %d math thread%s per rank, precision %s", f.brand[0] ? f.brand : "CPU", have,
+             blas, gemm, threads, threads == 1 ? "" : "s", precision);
 }

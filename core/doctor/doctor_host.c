@@ -62,6 +62,15 @@ static void cpu_and_blas(plait_doctor *d) {
         plait_doctor_problem(d, "blas", fix, "OpenBLAS runs its %s kernels, older than this CPU's (%s would be "
                              "right), and plait could not restart itself with better ones", core, better);
     }
+    char why[768];
+    if (plait_kernels_onednn_load(why, sizeof why) != 0) plait_doctor_line(d, "onednn", "%s", why);
+    if (plait_kernels_set_gemm(NULL, why, sizeof why) != 0) {
+        plait_doctor_problem(d, "gemm", "set PLAIT_CPU_GEMM to auto, blas or onednn (with libdnnl2 installed)", "%s",
+                             why);
+    } else {
+        plait_kernels_gemm_describe(why, sizeof why);
+        plait_doctor_line(d, "gemm", "%s", why);
+    }
     int bf16_cpu = f.has[PLAIT_CPU_AVX512_BF16] || f.has[PLAIT_CPU_AMX_BF16];
     if (bf16_cpu && plait_kernels_sbgemm())
         plait_doctor_line(d, "precision", "fp32; bf16 runs here (%s, the BLAS's cblas_sbgemm)",

@@ -72,6 +72,23 @@ plait_sbgemm_fn plait_kernels_sbgemm(void);
 /* x rounded to the nearest bfloat16 (ties to even; NaN stays NaN). */
 float plait_bf16_round(float x);
 
+/* The library under the fp32 products (kernels_onednn.c): the BLAS or
+ * oneDNN (libdnnl.so.2, loaded at run time). `name` is "auto", "blas" or
+ * "onednn"; NULL reads PLAIT_CPU_GEMM from the environment (unset: auto).
+ * auto takes oneDNN only where it loads and was measured faster on this
+ * ISA (and loads it only where some ISA was). Returns 0, or -1 with a message in err naming the setting and what is
+ * allowed, or the missing library and its Debian package (the choice is then
+ * unchanged). Process-wide; set it as the threads are set. */
+enum { PLAIT_GEMM_BLAS = 0, PLAIT_GEMM_ONEDNN = 1 };
+int plait_kernels_set_gemm(const char *name, char *err, size_t errlen);
+int plait_kernels_gemm(void);
+/* Loads oneDNN without choosing it (plait doctor: which ISA it would run).
+ * Returns 0, or -1 with the missing library and its package in err. */
+int plait_kernels_onednn_load(char *err, size_t errlen);
+/* "products on oneDNN 2.6.0, avx2 ISA (PLAIT_CPU_GEMM=onednn)", or "products
+ * on the BLAS (...)" with the ISA oneDNN would run when it is loaded. */
+void plait_kernels_gemm_describe(char *buf, size_t len);
+
 /* ---- BLAS -------------------------------------------------------------- */
 /* Row-major C[M,N] = alpha*op(A) @ op(B) + beta*C (trans_a/trans_b nonzero
  * = transposed), threaded over a shape-determined partition of C. */

@@ -23,6 +23,12 @@ void plait_k_blas_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                        float *C, int64_t ldc);
 
+/* The same through oneDNN's dnnl_sgemm (kernels_onednn.c), its OpenMP
+ * team held at the calling thread; only once plait_kernels_set_gemm chose
+ * oneDNN. */
+void plait_k_onednn_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 /* bf16 copies of a product's operands (kernels_bf16.c), packed: A as
  * stored (trans_a: K x M) with row stride lda, B likewise. native: uint16
  * bf16 values for cblas_sbgemm; else fp32 values rounded to bf16. They live

@@ -1,6 +1,6 @@
 /*
- * Matrix products: OpenBLAS cblas_sgemm, threaded by plait over a partition
- * of the output that depends only on the shapes (see kernels.h for why).
+ * Matrix products: OpenBLAS cblas_sgemm (or oneDNN's dnnl_sgemm,
+ * kernels_onednn.c), threaded by plait over a partition of the output that depends only on the shapes (see kernels.h for why).
  */
 #include <assert.h>
 #include <cblas.h>
@@ -83,8 +83,12 @@ static void sgemm_tile(void *vjob, int64_t tile) {
     }
     const float *A = j->trans_a ? j->A + r0 : j->A + r0 * j->lda;
     const float *B = j->trans_b ? j->B + c0 * j->ldb : j->B + c0;
-    plait_k_blas_gemm(j->trans_a, j->trans_b, rows, cols, j->K, j->alpha, A, j->lda, B, j->ldb,
-                      j->beta, j->C + r0 * j->ldc + c0, j->ldc);
+    if (plait_kernels_gemm() == PLAIT_GEMM_ONEDNN)
+        plait_k_onednn_sgemm(j->trans_a, j->trans_b, rows, cols, j->K, j->alpha, A, j->lda, B, j->ldb, j->beta,
+                             j->C + r0 * j->ldc + c0, j->ldc);
+    else
+        plait_k_blas_gemm(j->trans_a, j->trans_b, rows, cols, j->K, j->alpha, A, j->lda, B, j->ldb, j->beta,
+                          j->C + r0 * j->ldc + c0, j->ldc);
 }
 
 void plait_k_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,

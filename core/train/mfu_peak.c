@@ -210,6 +210,12 @@ void plait_mfu_peak_get(const plait_config *cfg, int threads, int local_ranks, i
     out->flops = out->rank_flops * out->ranks;
 }
 
+/* "X (how it was chosen)" -> "X" */
+static void cut_how(char *s) {
+    char *paren = strchr(s, '(');
+    if (paren && paren > s) paren[-1] = '\0';
+}
+
 void plait_cpu_peak_get(int threads, plait_peak_how how, plait_cpu_peak *out) {
     memset(out, 0, sizeof *out);
     if (threads < 1) threads = 1;
@@ -218,8 +224,16 @@ void plait_cpu_peak_get(int threads, plait_peak_how how, plait_cpu_peak *out) {
     char blas[256], machine[400];
     plait_blas_describe(blas, sizeof blas);
     /* "OpenBLAS 0.3.21, Zen kernels (...)": the kernels without how they were chosen */
-    char *paren = strchr(blas, '(');
-    if (paren && paren > blas) paren[-1] = '\0';
+    cut_how(blas);
+    if (plait_kernels_gemm() == PLAIT_GEMM_ONEDNN) {
+        /* oneDNN's products have a rate of their own: ", products on oneDNN
+         * 2.6.3, avx2 ISA" after the BLAS (a BLAS run's key is unchanged) */
+        char gemm[160];
+        plait_kernels_gemm_describe(gemm, sizeof gemm);
+        cut_how(gemm);
+        size_t n = strlen(blas);
+        snprintf(blas + n, sizeof blas - n, ", %s", gemm);
+    }
     plait_machine_identity(machine, sizeof machine);
     snprintf(out->key, sizeof out->key, "%s|%s|%ld cores|%s|%dt|%s", machine, f.brand[0] ? f.brand : f.vendor,
              sysconf(_SC_NPROCESSORS_ONLN), blas, threads, precision_name());

@@ -116,6 +116,9 @@ plait_status plait_run_open_world(plait_run *run) {
     /* the core's own CPU kernels (the SGEMM peak behind MFU) match the rank's */
     if (plait_kernels_set_precision(precision) != 0)
         st = plait_set_error(PLAIT_ERR_INTERNAL, "the kernels refused precision mode %d", precision);
+    char why[768];
+    if (st == PLAIT_OK && plait_kernels_set_gemm(NULL, why, sizeof why) != 0)
+        st = plait_set_error(PLAIT_ERR_INVALID_CONFIG, "the cpu's matrix products: %s", why);
     if (st != PLAIT_OK) return st;
     return plait_job_size(run->world.job) > 1 ? check_same_config(run) : PLAIT_OK;
 }

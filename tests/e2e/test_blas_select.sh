@@ -3,7 +3,9 @@
 # (pretended here with PLAIT_BLAS_PRETEND_DETECTED=Prescott, what Debian's
 # OpenBLAS does on CPU models it does not know), plait restarts itself with
 # OPENBLAS_CORETYPE set, the ranks it launches inherit it, and the start-up
-# line says so; a hand-set OPENBLAS_CORETYPE is respected.
+# line says so; a hand-set OPENBLAS_CORETYPE is respected. The line names the
+# library under the products (PLAIT_CPU_GEMM: the BLAS or oneDNN with its
+# ISA), and a missing oneDNN or an unknown library is refused before step 1.
 source "$(dirname "$0")/lib.sh"
 # a core type set in the environment that runs the tests would hide the selection
 unset OPENBLAS_CORETYPE
@@ -24,4 +26,17 @@ grep -qF "Prescott kernels (OPENBLAS_CORETYPE=Prescott set by hand)" "$E2E_WORK/
 train plain $S
 grep -Eq "^plait: compute .*OpenBLAS [0-9.]*, [A-Za-z0-9]+ kernels \((as OpenBLAS detected|selected by plait from cpuid; OpenBLAS detected [A-Za-z0-9]+)\)" "$E2E_WORK/plain.out" ||
   fail "default start-up line: $(grep compute "$E2E_WORK/plain.out")"
+# the library under the products: named on the start-up line; a oneDNN that
+# cannot be loaded and an unknown library are refused before step 1
+grep -qF "products on the BLAS (PLAIT_CPU_GEMM unset: auto" "$E2E_WORK/plain.out" ||
+  fail "the line does not name the products' library: $(grep compute "$E2E_WORK/plain.out")"
+PLAIT_CPU_GEMM=onednn PLAIT_ONEDNN_LIB=libdnnl-absent.so.9 train_refused no_onednn \
+  "PLAIT_CPU_GEMM=onednn: oneDNN (libdnnl-absent.so.9) cannot be loaded" $S
+grep -qF "Debian's package libdnnl2" "$E2E_WORK/no_onednn.out" || fail "no package named: $(tail -n 1 "$E2E_WORK/no_onednn.out")"
+PLAIT_CPU_GEMM=mkl train_refused mkl "PLAIT_CPU_GEMM=mkl: unknown matrix-product library; allowed: auto, blas, onednn" $S
+if [ -e /usr/lib/x86_64-linux-gnu/libdnnl.so.2 ] || ldconfig -p 2>/dev/null | grep -qF libdnnl.so.2; then
+  PLAIT_CPU_GEMM=onednn train onednn $S
+  grep -Eq "products on oneDNN 2\.[0-9.]+, [a-z0-9_]+ ISA \(PLAIT_CPU_GEMM=onednn\)" "$E2E_WORK/onednn.out" ||
+    fail "oneDNN run: $(grep compute "$E2E_WORK/onednn.out")"
+fi
 echo "BLAS selection OK: $want"

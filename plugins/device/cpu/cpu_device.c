@@ -50,6 +50,9 @@ static plait_status cpu_open(const plait_host *host, const plait_device_open_arg
     }
     if (plait_kernels_set_precision(mode) != 0)
         return host->set_error(PLAIT_ERR_UNSUPPORTED, "bf16 needs the BLAS's cblas_sbgemm, and this BLAS has none");
+    char why[768];
+    if (plait_kernels_set_gemm(NULL, why, sizeof why) != 0)
+        return host->set_error(PLAIT_ERR_INVALID_CONFIG, "the cpu's matrix products: %s", why);
     plait_kernels_set_threads(args->math_threads);
     plait_device_info mine = {.struct_size = sizeof mine, .mem_kind = PLAIT_MEM_HOST, .ordinal = -1};
     snprintf(mine.name, sizeof mine.name, "cpu");
@@ -60,6 +63,7 @@ static plait_status cpu_open(const plait_host *host, const plait_device_open_arg
 static void cpu_close(void) {
     plait_kernels_set_threads(1); /* stops the workers */
     plait_kernels_set_precision(PLAIT_KERNELS_FP32);
+    plait_kernels_set_gemm("blas", NULL, 0);
 }
 
 static void *cpu_alloc(size_t bytes, const char *tag) {

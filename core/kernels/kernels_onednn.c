@@ -1,0 +1,175 @@
+/*
+ * The library under the fp32 matrix products: OpenBLAS (linked) or oneDNN
+ * (Debian's libdnnl2, found at run time with dlopen so that one binary runs
+ * with or without it and plait needs nothing of it to build).
+ *
+ * PLAIT_CPU_GEMM=auto|blas|onednn chooses, like OPENBLAS_CORETYPE chooses
+ * the BLAS's kernels: an environment variable, so that the ranks a launcher
+ * starts inherit it. auto takes oneDNN only on the ISAs where it was
+ * measured faster than OpenBLAS on plait's products (docs/cpu.md), else the
+ * BLAS. oneDNN's dnnl_sgemm runs on each tile of plait_k_sgemm's partition
+ * from plait's own threads, as cblas_sgemm does, so results stay the same
+ * bits for any thread count; oneDNN's OpenMP pool is therefore held at one
+ * thread in each caller, with the passive wait, so that it never spins
+ * beside plait's workers.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+
+#define ONEDNN_LIB "libdnnl.so.2"
+
+typedef int (*dnnl_sgemm_fn)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,
+                             int64_t, float, float *, int64_t);
+typedef struct {
+    int major, minor, patch;
+    const char *hash;
+    unsigned cpu_runtime, gpu_runtime;
+} dnnl_version_t;
+
+static struct {
+    void *lib;
+    dnnl_sgemm_fn sgemm;
+    void (*omp_set_num_threads)(int);
+    int isa;
+    char version[32];
+} g_dnnl;
+static int g_gemm = PLAIT_GEMM_BLAS;
+static char g_how[64] = "PLAIT_CPU_GEMM unset: auto";
+
+/* the values of oneDNN 2.6's enum dnnl_cpu_isa_t */
+static const char *isa_name(int isa) {
+    switch (isa) {
+        case 0x1:
+            return "sse41";
+        case 0x3:
+            return "avx";
+        case 0x7:
+            return "avx2";
+        case 0x407:
+            return "avx2_vnni";
+        case 0x27:
+            return "avx512_core";
+        case 0x67:
+            return "avx512_core_vnni";
+        case 0xe7:
+            return "avx512_core_bf16";
+        case 0x3e7:
+            return "avx512_core_amx";
+        default:
+            return "unknown";
+    }
+}
+
+/* Loads oneDNN once; 0, or -1 with why in err. */
+static int load(char *err, size_t errlen) {
+    if (g_dnnl.sgemm) return 0;
+    /* Testing switch: another file name, to see the refusal of a missing
+     * library on a machine that has it. */
+    const char *name = getenv("PLAIT_ONEDNN_LIB");
+    if (!name || !*name) name = ONEDNN_LIB;
+    /* libgomp reads its wait policy when it loads: oneDNN's threads sleep
+     * rather than spin between products (a setting made by hand stays). */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
+    void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *why = dlerror();
+        snprintf(err, errlen,
+                 "oneDNN (%s) cannot be loaded: %s; it comes with Debian's package libdnnl2 "
+                 "(apt-get install libdnnl2), or use PLAIT_CPU_GEMM=blas",
+                 name, why ? why : "not found");
+        return -1;
+    }
+    void *s = dlsym(lib, "dnnl_sgemm"), *omp = dlsym(lib, "omp_set_num_threads");
+    void *isa = dlsym(lib, "dnnl_get_effective_cpu_isa"), *ver = dlsym(lib, "dnnl_version");
+    if (!s || !omp || !isa || !ver) {
+        snprintf(err, errlen, "%s has no %s: plait needs oneDNN 2.x built with OpenMP (Debian's libdnnl2)", name,
+                 !s     ? "dnnl_sgemm"
+                 : !omp ? "omp_set_num_threads"
+                 : !isa ? "dnnl_get_effective_cpu_isa"
+                        : "dnnl_version");
+        dlclose(lib);
+        return -1;
+    }
+    int (*isa_fn)(void);
+    const dnnl_version_t *(*ver_fn)(void);
+    memcpy(&isa_fn, &isa, sizeof isa_fn);
+    memcpy(&ver_fn, &ver, sizeof ver_fn);
+    memcpy(&g_dnnl.omp_set_num_threads, &omp, sizeof omp);
+    const dnnl_version_t *v = ver_fn();
+    snprintf(g_dnnl.version, sizeof g_dnnl.version, "%d.%d.%d", v->major, v->minor, v->patch);
+    g_dnnl.isa = isa_fn();
+    g_dnnl.lib = lib;
+    memcpy(&g_dnnl.sgemm, &s, sizeof s);
+    return 0;
+}
+
+/* auto: oneDNN on the ISAs (dnnl_cpu_isa_t values) where it was measured
+ * faster than OpenBLAS on plait's products (docs/cpu.md, "oneDNN or
+ * OpenBLAS"). On AVX2 (AMD EPYC, Zen kernels) OpenBLAS was 8-13% faster;
+ * AVX-512 and AMX are unmeasured and keep the BLAS until measured. While
+ * the list is empty auto does not even load oneDNN: its OpenMP runtime
+ * would cost every run memory and a library for nothing. */
+static const int g_onednn_faster[] = {-1};
+
+static int auto_picks_onednn(int isa) {
+    for (size_t i = 0; i < sizeof g_onednn_faster / sizeof g_onednn_faster[0]; i++)
+        if (g_onednn_faster[i] == isa) return 1;
+    return 0;
+}
+
+int plait_kernels_onednn_load(char *err, size_t errlen) { return load(err, errlen); }
+
+int plait_kernels_set_gemm(const char *name, char *err, size_t errlen) {
+    const char *from = "";
+    if (!name) {
+        name = getenv("PLAIT_CPU_GEMM");
+        from = "PLAIT_CPU_GEMM=";
+        if (!name || !*name) name = "auto", from = "PLAIT_CPU_GEMM unset: ";
+    }
+    char why[512];
+    if (strcmp(name, "blas") == 0) {
+        g_gemm = PLAIT_GEMM_BLAS;
+    } else if (strcmp(name, "onednn") == 0) {
+        if (load(why, sizeof why) != 0) {
+            snprintf(err, errlen, "%sonednn: %s", from, why);
+            return -1;
+        }
+        g_gemm = PLAIT_GEMM_ONEDNN;
+    } else if (strcmp(name, "auto") == 0) {
+        int may = g_onednn_faster[0] != -1 && load(why, sizeof why) == 0;
+        g_gemm = may && auto_picks_onednn(g_dnnl.isa) ? PLAIT_GEMM_ONEDNN : PLAIT_GEMM_BLAS;
+    } else {
+        snprintf(err, errlen, "%s%s: unknown matrix-product library; allowed: auto, blas, onednn", from, name);
+        return -1;
+    }
+    snprintf(g_how, sizeof g_how, "%s%s", from, name);
+    return 0;
+}
+
+int plait_kernels_gemm(void) { return g_gemm; }
+
+void plait_kernels_gemm_describe(char *buf, size_t len) {
+    if (g_gemm == PLAIT_GEMM_ONEDNN)
+        snprintf(buf, len, "products on oneDNN %s, %s ISA (%s)", g_dnnl.version, isa_name(g_dnnl.isa), g_how);
+    else if (g_dnnl.lib)
+        snprintf(buf, len, "products on the BLAS (%s; oneDNN %s would run its %s ISA)", g_how, g_dnnl.version,
+                 isa_name(g_dnnl.isa));
+    else snprintf(buf, len, "products on the BLAS (%s; oneDNN not loaded)", g_how);
+}
+
+void plait_k_onednn_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    /* this thread's OpenMP team: itself (a per-thread setting in libgomp) */
+    g_dnnl.omp_set_num_threads(1);
+    if (g_dnnl.sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) != 0) {
+        /* dnnl_sgemm refuses only bad arguments, which plait_k_sgemm's
+         * callers never pass; the BLAS computes the same product */
+        plait_k_blas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+}
