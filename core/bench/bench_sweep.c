@@ -15,11 +15,13 @@
 #include "runtime/regular_file.h"
 #include "runtime/self_child.h"
 
-
-#define CSV_HEADER                                                                                          \
-    "layout,dp,tp,pp,schedule,chunks,optim,micro_batch,bucket_mb,comm,status,tokens_per_s,ms_per_step,mfu,"  \
-    "compute_ms,comm_ms,idle_ms,dp_mb,tp_mb,pp_mb,peak_mib,pred_tokens_per_s,pred_step_ms,pred_compute_ms," \
-    "pred_comm_ms,pred_idle_ms,pred_mem_mib,run\n"
+/* cp comes last so that the columns before it keep their numbers for the
+ * scripts that read them; a continued sweep matches rows by the layout
+ * column, whose name carries cp too ("cp2"). */
+#define CSV_HEADER                                                                                                     \
+    "layout,dp,tp,pp,schedule,chunks,optim,micro_batch,bucket_mb,comm,status,tokens_per_s,ms_per_step,mfu,"            \
+    "compute_ms,comm_ms,idle_ms,dp_mb,tp_mb,pp_mb,peak_mib,pred_tokens_per_s,pred_step_ms,pred_compute_ms,"            \
+    "pred_comm_ms,pred_idle_ms,pred_mem_mib,run,cp\n"
 
 plait_status plait_sweep_load_csv(const char *path, plait_sweep_row *rows, size_t n) {
     struct stat sb;
@@ -80,13 +82,15 @@ static plait_status append_csv(const char *path, const plait_sweep_row *r, const
     const plait_cost_time *t = &r->predicted.time;
     char name[128];
     plait_cost_layout_name(l, name, sizeof name);
-    fprintf(f, "%s,%d,%d,%d,%s,%d,%s,%lld,%d,%s,%s,%.1f,%.3f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.1f,%.3f,%.3f,"
-               "%.3f,%.3f,%.1f,%d\n",
+    fprintf(f,
+            "%s,%d,%d,%d,%s,%d,%s,%lld,%d,%s,%s,%.1f,%.3f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.1f,%.3f,%.3f,"
+            "%.3f,%.3f,%.1f,%d,%d\n",
             name, l->dp, l->tp, l->pp, l->schedule[0] ? l->schedule : "-", l->chunks, l->optim,
             (long long)l->micro_batch, l->bucket_mb, l->comm, u ? "ok" : "failed", u ? u->tokens_per_s : 0,
             u ? u->ms_per_step : 0, u ? u->mfu : 0, u ? u->compute_ms : 0, u ? u->comm_ms : 0, u ? u->idle_ms : 0,
             u ? u->dp_mb : 0, u ? u->tp_mb : 0, u ? u->pp_mb : 0, u ? u->peak_mib : 0, r->predicted.tokens_per_s,
-            1e3 * t->step, 1e3 * t->compute, 1e3 * t->comm, 1e3 * t->idle, r->predicted.mem.total / 1048576.0, run);
+            1e3 * t->step, 1e3 * t->compute, 1e3 * t->comm, 1e3 * t->idle, r->predicted.mem.total / 1048576.0, run,
+            plait_cost_layout_cp(l));
     if (fclose(f) != 0) return plait_set_error(PLAIT_ERR_SYSTEM, "%s: cannot append: %s", path, strerror(errno));
     return PLAIT_OK;
 }

@@ -11,11 +11,12 @@
 # names in view; with 3 ranks the invalid layouts are skipped with
 # their reason and never started; `plait plan` lists the same layouts and
 # says for each family that none fits --mem-limit; --max-minutes starts no layout after the
-# limit; with 5 ranks every layout is invalid and the sweep says why for each
-# and exits non-zero.
+# limit; a cp layout is measured and its cp is in the CSV, a cp the sequence
+# or the model cannot take is listed with why; with 5 ranks every layout is
+# invalid and the sweep says why for each and exits non-zero.
 source "$(dirname "$0")/lib.sh"
 W=$E2E_WORK
-rm -rf "$W/rep" "$W/rep3"* "$W/three"* "$W/five"* "$W/max"* "$W/zb"*
+rm -rf "$W/rep" "$W/rep3"* "$W/three"* "$W/five"* "$W/max"* "$W/zb"* "$W/cp"*
 sweep() { "$PLAIT_BIN" bench sweep "$CFG" --steps 2 --warmup 1 --repeat 1 "$@"; }
 
 sweep -n 2 --report "$W/rep" >"$W/sweep.out" 2>"$W/sweep.err" || { cat "$W/sweep.out" "$W/sweep.err"; fail "sweep of 2 ranks"; }
@@ -138,6 +139,31 @@ grep -q "^  [12] .*dp1 tp1 pp2 zb1 mb[0-9]* adam" "$W/planzb.out" || fail "plait
 sweep -n 2 --dp 1 --tp 1 --pp 2 --schedule zb1 --csv "$W/zb.csv" >"$W/zb.out" 2>"$W/zb.err" || fail "sweep of zb1: $(cat "$W/zb.err")"
 [ "$(awk -F, 'NR > 1 && $11 == "ok" { print $1 }' "$W/zb.csv")" = "dp1 tp1 pp2 zb1 mb1 adam" ] ||
   fail "the zb1 sweep did not measure its layout: $(cat "$W/zb.csv")"
+
+# context parallelism: a cp layout measured, the prediction beside it, its
+# cp in the CSV's last column; a sequence of 32 that does not split into
+# 2cp = 6 chunks, and the MLP (no attention), listed as invalid with why;
+# cp varies by itself where a cp rank keeps 4,096 tokens (block_size 8192),
+# not for tiny's 32 (the first sweep's layouts above) nor for the MLP
+sweep -n 2 --dp 1 --tp 1 --pp 1 --cp 2 --csv "$W/cp.csv" >"$W/cp.out" 2>"$W/cp.err" || fail "sweep of cp 2: $(cat "$W/cp.err")"
+[ "$(head -n 1 "$W/cp.csv" | awk -F, '{ print $NF }')" = cp ] || fail "the CSV has no cp column: $(head -n 1 "$W/cp.csv")"
+[ "$(awk -F, 'NR > 1 && $11 == "ok" { print $1 ";" $29 }' "$W/cp.csv")" = "dp1 tp1 pp1 cp2 mb8 adam;2" ] ||
+  fail "the cp sweep did not measure dp1 tp1 pp1 cp2 with cp 2 in its row: $(cat "$W/cp.csv")"
+grep "^  1 .*dp1 tp1 pp1 cp2 mb8 adam" "$W/cp.out" | awk -F'|' '{ split($2, p, " "); exit !(p[1] > 0 && p[2] > 0) }' ||
+  fail "the cp row has no prediction beside it: $(cat "$W/cp.out")"
+if sweep -n 3 --dp 1 --tp 1 --pp 1 --cp 3 --csv "$W/cp3.csv" >"$W/cp3.out" 2>&1; then fail "cp 3 of a sequence of 32 exited 0"; fi
+grep -q "^# skipped: dp1 tp1 pp1 cp3 .*block_size = 32 does not split into 6" "$W/cp3.out" ||
+  fail "cp 3 not skipped naming block_size and its 6 chunks: $(cat "$W/cp3.out")"
+if sweep model.arch=mlp -n 2 --dp 1 --tp 1 --pp 1 --cp 2 --csv "$W/cpm.csv" >"$W/cpm.out" 2>&1; then
+  fail "cp 2 of the MLP exited 0"
+fi
+grep -q "^# skipped: dp1 tp1 pp1 cp2 .*no attention to split" "$W/cpm.out" || fail "the MLP's cp 2 not skipped: $(cat "$W/cpm.out")"
+# (nothing fits 1 MiB: the layouts are listed, none is run)
+sweep model.block_size=8192 -n 2 --mem-limit 1 >"$W/cpl.out" 2>&1 || true
+grep -q "^  [0-9]  *dp1 tp1 pp1 cp2 " "$W/cpl.out" || fail "block_size 8192: no cp 2 layout by default: $(cat "$W/cpl.out")"
+sweep model.arch=mlp model.block_size=8192 -n 2 --mem-limit 1 >"$W/cplm.out" 2>&1 || true
+grep -q "^  [0-9]  *dp2 tp1 pp1 " "$W/cplm.out" || fail "the MLP at block_size 8192 lists no layout: $(cat "$W/cplm.out")"
+! grep -q " cp2 " "$W/cplm.out" || fail "the MLP's default axes vary cp: $(cat "$W/cplm.out")"
 
 # 5 ranks: nothing is valid
 if sweep -n 5 --csv "$W/five.csv" >"$W/five.out" 2>"$W/five.err"; then fail "an all-invalid sweep exited 0"; fi
