@@ -571,6 +571,7 @@ void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, doub
                             .tp = l->tp,
                             .pp = l->pp,
                             .cp = plait_cost_layout_cp(l),
+                            .ep = l->ep > 1 ? l->ep : 1,
                             .zero = plait_cost_zero_stage(l->optim),
                             .bucket_bytes = bucket_bytes,
                             .precision = x->precision,

@@ -37,6 +37,7 @@ typedef struct plait_cost_layout {
     char comm[32];       /* comm plugin */
     int sp;              /* sequence parallelism over the tp group ([parallel.tp] sequence_parallel; tp > 1) */
     int cp;              /* context parallelism ([parallel] cp): ranks sharing each sequence on a ring (0 = 1) */
+    int ep;              /* expert parallelism ([parallel] ep): ranks of dp x cp splitting the experts (0 = 1) */
 } plait_cost_layout;
 
 /* Axis names, in the order of --axes. */
