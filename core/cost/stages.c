@@ -42,18 +42,15 @@ struct plait_cost_model {
     int n_live, next_live;
     /* a mixture of experts (E > 0): k routes a token, F an expert's width,
      * and per layer its routed experts' parameter elements (0: dense) */
-    int64_t moe_E, moe_k, moe_F;
+    plait_cost_moe moe;
     double *expert_numel; /* n_layers entries */
 };
 
 /* The model's experts: their count, routes and width, and each layer's
  * routed experts' parameters (PLAIT_PARAM_EXPERT), which ep splits. */
 static void moe_of(plait_cost_model *m, const plait_config *cfg) {
-    m->moe_E = plait_model_moe_experts(m->desc);
-    if (m->moe_E <= 0) return;
-    m->moe_k = plait_config_int(cfg, "model", "moe_top_k");
-    m->moe_F = plait_config_int(cfg, "model", "moe_ffn_hidden");
-    if (m->moe_F <= 0) m->moe_F = m->spec->ffn_hidden; /* the dense MLP's width, as the model takes it */
+    plait_cost_moe_of(cfg, m->spec->ffn_hidden, &m->moe);
+    if (m->moe.E <= 0) return;
     for (int32_t g = 0; g < m->spec->n_params; g++) {
         const plait_param *p = &m->spec->params[g];
         if (!(p->flags & PLAIT_PARAM_EXPERT) || p->layer < 0 || p->layer >= m->n_layers) continue;
@@ -319,23 +316,11 @@ static const double *live_of(plait_cost_model *model, const char *schedule, int 
     return slots;
 }
 
-/* Bytes a sparse block keeps at ep > 1 for the rows other ranks' tokens
- * bring to this rank's experts (model/moe.c's held rows: each row's input
- * and output, C wide, and its three F-wide hidden tensors, float32). With
- * the routes spread evenly (balanced routing assumed: the planner cannot
- * know the router's skew) a rank's experts receive B·T·k rows a
- * micro-batch, as many as its own tokens send out. */
-static double held_bytes(const plait_cost_model *m, const plait_cost_shape *s, int ep) {
-    if (ep <= 1) return 0;
-    double rows = s->B * s->T * (double)m->moe_k;
-    return sizeof(float) * (rows * (2.0 * s->C + 3.0 * (double)m->moe_F) + (double)m->moe_E);
-}
-
 int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int64_t global_batch,
                             plait_precision precision, const plait_cost_device *dev, plait_cost_rank *stages) {
     const plait_model_spec *spec = m->spec;
     int p = l->pp, v = l->chunks > 0 ? l->chunks : 1, tp = l->tp, K = p * v, L = spec->n_layer;
-    int ep = l->ep > 1 && m->moe_E > 0 ? l->ep : 1;
+    int ep = l->ep > 1 && m->moe.E > 0 ? l->ep : 1;
     const tp_slices *t = slices(m, tp);
     const int32_t *b = partition(m, K);
     if (!t || !b) return -1;
@@ -381,7 +366,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                 if (m->expert_numel[ly] > 0) { /* a sparse block: its E / ep experts */
                     e -= m->expert_numel[ly] * (1.0 - 1.0 / ep);
                     r->expert_numel += m->expert_numel[ly] / ep;
-                    r->act_bytes += live[c] * held_bytes(m, &s, ep);
+                    r->act_bytes += live[c] * plait_cost_held_bytes(&m->moe, &s, ep);
                     sparse++;
                 }
                 if (s.bf16) r->weight_copy_numel += t->layer_copy[ly];
@@ -403,9 +388,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         /* and the backward scratch the chunks share */
         r->act_bytes += plait_cost_scratch_bytes(&s);
         plait_cost_ring_traffic(&s, blocks, mb, r);
-        r->ep = ep;
-        r->ep_msgs = ep > 1 ? 4.0 * sparse * mb : 0;
-        r->ep_bytes = plait_cost_ep_bytes(s.B * s.T, m->moe_k, (int64_t)s.C, m->moe_E, ep, sparse, mb);
+        plait_cost_ep_traffic(&m->moe, &s, ep, sparse, mb, r);
         if (tp > 1) {
             r->tp_msgs = mb * (4.0 * blocks + emb + head);
             r->tp_msg_elems = bsh;

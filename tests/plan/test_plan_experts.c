@@ -19,6 +19,7 @@
 #include "cost/cluster.h"
 #include "cost/cost.h"
 #include "cost/layouts.h"
+#include "cost/search.h"
 #include "cost/stages.h"
 #include "host/host_table.h"
 #include "runtime/error.h"
@@ -111,10 +112,74 @@ static void test_ep_stages(void **state) {
     plait_config_free(cfg);
 }
 
+static plait_status load_moe(void *ctx, int n, char *const *overrides, plait_config **out) {
+    (void)ctx;
+    char lvl[] = "run.log_level=error", gb[] = "data.global_batch=8";
+    char *all[24] = {lvl, gb};
+    int k = 2;
+    for (int i = 0; i < n && k < 24; i++) all[k++] = overrides[i];
+    return plait_cli_load_config(source_path("configs/moe-tiny.ini"), k, all, out);
+}
+
+/* The search over dp x ep of 4 ranks under a memory limit between what a
+ * rank of dp4 ep4 and of dp4 (every expert on every rank) needs: only ep
+ * layouts fit, and the best is one, with the all-to-all bytes `config
+ * check` prints. */
+static void test_ep_search(void **state) {
+    (void)state;
+    plait_host_install();
+    plait_config *cfg = NULL;
+    assert_int_equal(load_moe(NULL, 0, NULL, &cfg), PLAIT_OK);
+    plait_cluster c;
+    plait_cluster_default(&c);
+    c.peak_flops = 1e11;
+    plait_cost_ctx x = {.cluster = &c, .global_batch = 8, .load = load_moe};
+    plait_cost_device_planned(cfg, 0, &x.device);
+    plait_cost_layout l = {.dp = 4, .tp = 1, .pp = 1, .chunks = 1, .micro_batch = 2, .optim = "adam", .comm = "tcp"};
+    plait_cost_result one, four;
+    assert_int_equal(plait_cost_evaluate(&l, &x, &one), PLAIT_OK);
+    l.ep = 4;
+    assert_int_equal(plait_cost_evaluate(&l, &x, &four), PLAIT_OK);
+    if (!one.valid || !four.valid) fail_msg("%s / %s", one.why, four.why);
+    assert_true(four.mem.total < one.mem.total);
+    NEAR(four.time.ep_bytes, 4 * (4 * 128 * 2 * 3 / 4.0 * 64 * 4 + 2 * 3 * 4)); /* config check: 786528 */
+    x.mem_limit = (one.mem.total + four.mem.total) / 2;
+    plait_cost_axes a = axes4("dp,ep");
+    a.ranks = 4;
+    a.global_batch = 8;
+    a.base = l;
+    a.base.ep = 1;
+    a.experts = 8;
+    plait_cost_search s;
+    assert_int_equal(plait_cost_search_run(&a, cfg, &x, 3, &s), PLAIT_OK);
+    assert_true(s.n >= 1);
+    char name[128];
+    plait_cost_layout_name(&s.results[0].layout, name, sizeof name);
+    assert_true(s.results[0].layout.ep > 1);
+    assert_non_null(strstr(name, " ep"));
+    for (size_t i = 0; i < s.n; i++) assert_true(s.results[i].layout.ep > 1); /* ep 1 is over the limit */
+    plait_cost_search_free(&s);
+    /* train's rules: tp with ep, another optimizer, ep not dividing the experts */
+    char why[512];
+    plait_cost_layout bad = l;
+    bad.tp = 2;
+    assert_non_null(plait_cost_ep_refuses(&bad, 8, why, sizeof why));
+    assert_non_null(strstr(why, "tp = 2"));
+    bad = l;
+    snprintf(bad.optim, sizeof bad.optim, "zero1");
+    assert_non_null(plait_cost_ep_refuses(&bad, 8, why, sizeof why));
+    bad = l;
+    bad.ep = 3;
+    assert_non_null(plait_cost_ep_refuses(&bad, 8, why, sizeof why));
+    assert_null(plait_cost_ep_refuses(&l, 8, why, sizeof why));
+    plait_config_free(cfg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ep_step_time),
         cmocka_unit_test(test_ep_stages),
+        cmocka_unit_test(test_ep_search),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
