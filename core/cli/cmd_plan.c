@@ -139,6 +139,8 @@ const plait_command plait_cmd_plan = {
     "  --dp/--tp/--pp/--schedule/--chunks/--optim/--micro_batch/--recompute/--bucket_mb/--comm VALUES\n"
     "                     the values an axis takes (comma-separated; makes it vary)\n"
     "  --sp 0,1           sequence parallelism over the tp group: without, with (tp > 1)\n"
+    "  --ep VALUES        expert parallelism of a model with experts (varied by default: ep\n"
+    "                     dividing dp x cp and moe_experts)\n"
     "  --mem-limit MiB    memory per rank (default: the cluster's)\n"
     "  --top N            layouts to show (default 20; all: every one that fits, the best 20 checked\n"
     "                     against their plugin's plan, the others ranked by the model's shape)\n"

@@ -169,22 +169,14 @@ int plait_cli_layout_setup(plait_cli_layout_args *a, plait_cluster *cluster) {
         plait_config_free(cfg);
         return 1;
     }
-    if (plait_config_int(cfg, "parallel", "ep") > 1) {
-        /* its layouts would be weighed as ep = 1's: wrong, so refused */
-        plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                        "[parallel] ep = %lld: plan and bench sweep do not weigh expert parallelism; give ep = 1 "
-                        "here",
-                        (long long)plait_config_int(cfg, "parallel", "ep"));
-        plait_cli_print_error(NULL);
-        plait_config_free(cfg);
-        return 1;
-    }
     a->base = cfg;
     plait_cost_layout *b = &a->axes.base;
     b->dp = (int)plait_config_int(cfg, "parallel", "dp");
     b->tp = (int)plait_config_int(cfg, "parallel", "tp");
     b->pp = (int)plait_config_int(cfg, "parallel", "pp");
     b->cp = (int)plait_config_int(cfg, "parallel", "cp");
+    b->ep = (int)plait_config_int(cfg, "parallel", "ep");
+    a->axes.experts = plait_config_int(cfg, "model", "moe_experts");
     a->axes.seq = plait_config_int(cfg, "model", "block_size");
     a->axes.attention = strcmp(plait_config_str(cfg, "model", "arch"), "mlp") != 0;
     snprintf(b->schedule, sizeof b->schedule, "%s", str_or(cfg, "parallel.pp", "schedule", "1f1b"));

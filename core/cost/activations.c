@@ -197,6 +197,26 @@ double plait_cost_ep_bytes(double tokens, int64_t k, int64_t C, int64_t E, int e
     return sparse_blocks * micro_batches * (rows * (double)C * sizeof(float) + counts * sizeof(int32_t));
 }
 
+void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_moe *out) {
+    out->E = plait_config_int(cfg, "model", "moe_experts");
+    out->k = out->E > 0 ? plait_config_int(cfg, "model", "moe_top_k") : 0;
+    out->F = out->E > 0 ? plait_config_int(cfg, "model", "moe_ffn_hidden") : 0;
+    if (out->E > 0 && out->F <= 0) out->F = ffn_hidden;
+}
+
+double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {
+    if (!moe || ep <= 1 || moe->E <= 0) return 0;
+    double rows = s->B * s->T * (double)moe->k;
+    return sizeof(float) * (rows * (2.0 * s->C + 3.0 * (double)moe->F) + (double)moe->E);
+}
+
+void plait_cost_ep_traffic(const plait_cost_moe *moe, const plait_cost_shape *s, int ep, double sparse, double m,
+                           plait_cost_rank *r) {
+    r->ep = ep;
+    r->ep_msgs = ep > 1 && moe->E > 0 ? 4.0 * sparse * m : 0;
+    r->ep_bytes = moe->E > 0 ? plait_cost_ep_bytes(s->B * s->T, moe->k, (int64_t)s->C, moe->E, ep, sparse, m) : 0;
+}
+
 void plait_cost_ring_traffic(const plait_cost_shape *s, double blocks, double micro_batches, plait_cost_rank *r) {
     r->cp = (int)s->cp;
     r->cp_passes = r->cp_msg_elems = r->cp_hide_flops = r->cp_tail_msgs = 0;

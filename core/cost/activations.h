@@ -44,6 +44,8 @@
 #include <plait/kernels.h>
 #include <plait/model.h>
 
+#include "config/config.h"
+
 /* What a device's kernels change in a rank's activations, for one model
  * (its sequence length T and head size HS). The cost model never opens a
  * device: its caller describes the one the ranks use. */
@@ -129,6 +131,29 @@ struct plait_cost_rank;
  * int32 to each of the other ep - 1 ranks). core/model/moe.c moves these. */
 double plait_cost_ep_bytes(double tokens, int64_t k, int64_t C, int64_t E, int ep, double sparse_blocks,
                            double micro_batches);
+
+/* A mixture of experts as the cost model reads it: E routed experts (0:
+ * a dense model), k routes a token, F an expert's width. */
+typedef struct plait_cost_moe {
+    int64_t E, k, F;
+} plait_cost_moe;
+
+/* The model's experts from `cfg` (finalized; F the dense MLP's
+ * `ffn_hidden` where moe_ffn_hidden is 0, as the model takes it). */
+void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_moe *out);
+
+/* Bytes a sparse block keeps at ep > 1 (0 otherwise) for the rows other
+ * ranks' tokens bring to this rank's experts, per micro-batch alive
+ * (model/moe.c's held rows: each row's input and output, C wide, its
+ * three F-wide hidden tensors, float32, and the E row counts). Balanced
+ * routing assumed (the planner cannot know the router's skew): a rank's
+ * experts receive B·T·k rows a micro-batch, as many as its tokens send. */
+double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep);
+
+/* Sets r's ep fields for `sparse` local sparse blocks and m micro-batches
+ * a step (plait_cost_rank: ep_msgs, ep_bytes; plait_cost_ep_bytes). */
+void plait_cost_ep_traffic(const plait_cost_moe *moe, const plait_cost_shape *s, int ep, double sparse, double m,
+                           struct plait_cost_rank *r);
 
 void plait_cost_ring_traffic(const plait_cost_shape *s, double blocks, double micro_batches, struct plait_cost_rank *r);
 

@@ -69,6 +69,15 @@ typedef struct plait_cost_rank {
      * overlaps twice that), and the transfers that overlap nothing (each
      * block's dK and dV coming home at its backward's end) */
     double cp_passes, cp_msg_elems, cp_hide_flops, cp_tail_msgs;
+    /* expert parallelism (ep > 1, model/moe.c), per step: the all-to-alls
+     * (4 a sparse block and micro-batch: the forward's dispatch and
+     * combine and their backward twins, each ep - 1 sends), the bytes the
+     * rank sends in them (plait_cost_ep_bytes, as `config check` prints
+     * them), and of param_numel the routed experts' elements it holds (its
+     * E / ep experts), whose gradients sum over the edp group (dp x cp / ep
+     * ranks holding the same experts) instead of dp x cp */
+    int ep;
+    double ep_msgs, ep_bytes, expert_numel;
     double bubble;               /* the schedule's idle share, 0 without a pipeline */
     /* bytes on the wire per float32 byte of the DP gradient reductions and
      * of ZeRO's parameter gathers (grad_compression, param_gather:
@@ -97,6 +106,7 @@ void plait_cost_bytes_of(plait_cost_bytes *out);
 typedef struct plait_cost_job {
     int dp, tp, pp;
     int cp;                   /* context parallelism (0 = 1): the DP group is dp x cp */
+    int ep;                   /* expert parallelism (0 = 1): ep consecutive tp strides of the DP group */
     int zero;                 /* 0 = adam (plain DP), 1..3 = ZeRO stage */
     double bucket_bytes;      /* the DP / ZeRO bucket */
     plait_precision precision;
@@ -165,6 +175,8 @@ typedef struct plait_cost_time {
     double wire_bytes;            /* bytes an element of those messages takes on the wire */
     double cp_s, cp_total;        /* its ring attention's transfers: exposed (behind no attention), all */
     const char *cp_link;          /* the cp ring's link kind */
+    double ep_s, ep_bytes;        /* the busiest stage's all-to-alls (ep > 1): seconds, bytes it sends */
+    const char *ep_link;          /* the ep group's link kind */
     double dp_hidden, dp_exposed; /* the DP reduction behind the backward pass, and exposed */
     double dp_intra, dp_inter;    /* of the DP reduction, the time on each link */
     double bubble;                /* the busiest stage's idle share */

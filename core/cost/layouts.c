@@ -10,13 +10,15 @@
 #include "device/device.h"
 #include "kernels/kernels.h"
 #include "layout/mesh.h"
+#include "model/model.h"
 #include "cost/rank_cost.h"
 #include "runtime/error.h"
 #include "train/preflight.h"
 
 const char *const plait_cost_axis_names[PLAIT_AXIS_N_COUNT] = {"dp",        "tp",    "pp",          "schedule",
                                                                "chunks",    "optim", "micro_batch", "recompute",
-                                                               "bucket_mb", "comm",  "sp",          "cp"};
+                                                               "bucket_mb", "comm",  "sp",          "cp",
+                                                               "ep"};
 static const char *const recompute_names[] = {"none", "selective", "full", NULL};
 
 const char *plait_cost_recompute_name(int recompute) {
@@ -40,7 +42,7 @@ static int axis_index(const char *name, size_t len) {
 static plait_status unknown_axis(const char *name, size_t len) {
     return plait_set_error(PLAIT_ERR_INVALID_ARG,
                            "unknown axis '%.*s' (axes: dp, tp, pp, schedule, chunks, optim, micro_batch, "
-                           "recompute, bucket_mb, comm, sp, cp; or all)",
+                           "recompute, bucket_mb, comm, sp, cp, ep; or all)",
                            (int)len, name);
 }
 
@@ -201,6 +203,14 @@ static int axis_values(const plait_cost_axes *x, int a, int dp, int pp, int64_t 
                 (d == 1 || d == x->base.cp || (x->seq % (2 * d) == 0 && x->seq / d >= PLAIT_COST_CP_MIN_TOKENS)))
                 num[n++] = d; /* and the config's own */
         break;
+    case PLAIT_AXIS_N_EP: /* the sizes the model's experts allow (layouts.h) */
+        if (!vary || x->experts <= 0) {
+            num[n++] = x->base.ep > 1 ? x->base.ep : 1;
+            break;
+        }
+        for (int d = 1; d <= x->ranks && d <= PLAIT_MODEL_MAX_EP && n < PLAIT_COST_MAX_VALUES; d++)
+            if (x->ranks % d == 0 && (x->experts % d == 0 || d == x->base.ep)) num[n++] = d;
+        break;
     }
     return n;
 }
@@ -225,16 +235,21 @@ size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, si
     int64_t cps[PLAIT_COST_MAX_VALUES];
     const char *unused[PLAIT_COST_MAX_VALUES];
     int ncp = axis_values(x, PLAIT_AXIS_N_CP, 0, 0, cps, unused);
+    int64_t eps[PLAIT_COST_MAX_VALUES];
+    int nep = axis_values(x, PLAIT_AXIS_N_EP, 0, 0, eps, unused);
     for (int a = 0; a < nd; a++)
         for (int b = 0; b < nt; b++)
             for (int c = 0; c < np; c++)
-                for (int e = 0; e < ncp; e++) {
-                    int dp = (int)v[0][a], tp = (int)v[1][b], pp = (int)v[2][c], cp = (int)cps[e];
+                for (int e = 0; e < ncp * nep; e++) {
+                    int dp = (int)v[0][a], tp = (int)v[1][b], pp = (int)v[2][c], cp = (int)cps[e / nep];
+                    int ep = (int)eps[e % nep];
                     if ((int64_t)dp * tp * pp * cp != x->ranks) continue;
+                    /* ep is carved out of dp x cp; train's other rules are the search's refusals */
+                    if ((dp * cp) % ep != 0) continue;
                     int n[PLAIT_AXIS_N_COUNT];
                     for (int k = PLAIT_AXIS_N_SCHEDULE; k < PLAIT_AXIS_N_COUNT; k++)
                         n[k] = axis_values(x, k, dp, pp, v[k], t[k]);
-                    n[PLAIT_AXIS_N_CP] = 1; /* the loop above varies it */
+                    n[PLAIT_AXIS_N_CP] = n[PLAIT_AXIS_N_EP] = 1; /* the loop above varies them */
                     /* without a pipeline, schedule and chunks do not apply; without
                  * DP, neither do ZeRO and the bucket */
                     if (pp == 1) n[PLAIT_AXIS_N_SCHEDULE] = n[PLAIT_AXIS_N_CHUNKS] = 1;
@@ -262,6 +277,7 @@ size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, si
                         copy_name(l.comm, sizeof l.comm, comm ? comm : "tcp");
                         l.sp = tp > 1 && v[PLAIT_AXIS_N_SP][i[PLAIT_AXIS_N_SP]] > 0;
                         l.cp = cp;
+                        l.ep = ep;
                         /* chunks other than the first only differ for interleaved;
                      * ZeRO with one replica is plain Adam (but for ZeRO-3
                      * offloading its parameters): skip the repeats */
@@ -284,6 +300,7 @@ size_t plait_cost_enumerate(const plait_cost_axes *x, plait_cost_layout *out, si
 static void name_of(const plait_cost_layout *l, int every, char *buf, size_t len) {
     int n = snprintf(buf, len, "dp%d tp%d pp%d", l->dp, l->tp, l->pp);
     if (n >= 0 && (size_t)n < len && l->cp > 1) n += snprintf(buf + n, len - (size_t)n, " cp%d", l->cp);
+    if (n >= 0 && (size_t)n < len && l->ep > 1) n += snprintf(buf + n, len - (size_t)n, " ep%d", l->ep);
     if (n < 0 || (size_t)n >= len) return;
     if (l->pp > 1) n += snprintf(buf + n, len - (size_t)n, " %s", l->schedule);
     if ((size_t)n < len && l->chunks > 1) n += snprintf(buf + n, len - (size_t)n, " v%d", l->chunks);
@@ -322,6 +339,7 @@ plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *
     *out = *base;
     out->sp = 0; /* a name without "sp" has none (plait plan names it where it is on) */
     out->cp = 1; /* nor one without "cpN" context parallelism */
+    out->ep = 1; /* nor "epN" expert parallelism */
     int has_mb = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", text);
@@ -332,6 +350,7 @@ plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *
         else if (number_after(w, "tp", &v)) out->tp = (int)v;
         else if (number_after(w, "pp", &v)) out->pp = (int)v;
         else if (number_after(w, "cp", &v)) out->cp = (int)v;
+        else if (number_after(w, "ep", &v)) out->ep = (int)v;
         else if (number_after(w, "mb", &v)) out->micro_batch = v, has_mb = 1;
         else if (number_after(w, "v", &v)) out->chunks = (int)v;
         else if (w[0] == 'b' && wl > 2 && w[wl - 1] == 'M' && bucket_of(w, &v)) out->bucket_mb = (int)v;
@@ -345,7 +364,7 @@ plait_status plait_cost_layout_parse(const char *text, const plait_cost_layout *
             snprintf(out->comm, sizeof out->comm, "%s", w);
         else
             return plait_set_error(PLAIT_ERR_INVALID_ARG,
-                                   "layout '%s': '%s' is not a layout word (dpN tpN ppN cpN, a schedule gpipe|1f1b|"
+                                   "layout '%s': '%s' is not a layout word (dpN tpN ppN cpN epN, a schedule gpipe|1f1b|"
                                    "interleaved|zb1, vN chunks, mbN, adam|zero1|zero2|zero3, none|selective|full, "
                                    "sp, bNM bucket, tcp|nccl|verbs), as plait plan prints them",
                                    text, w);
@@ -373,6 +392,7 @@ int plait_cost_layout_overrides(const plait_cost_layout *l, int64_t global_batch
     snprintf(out[n++], 96, "parallel.tp=%d", l->tp);
     snprintf(out[n++], 96, "parallel.pp=%d", l->pp);
     snprintf(out[n++], 96, "parallel.cp=%d", plait_cost_layout_cp(l));
+    snprintf(out[n++], 96, "parallel.ep=%d", l->ep > 1 ? l->ep : 1);
     /* only the hybrid plugin composes TP and PP with DP */
     if (l->tp > 1 || l->pp > 1) snprintf(out[n++], 96, "parallel.plugin=hybrid");
     if (l->pp > 1) {
@@ -399,11 +419,15 @@ typedef struct collect {
     const plait_cost_device *device;
     int sp; /* the layout's sequence parallelism */
     int cp; /* its context parallelism */
+    const plait_config *cfg; /* the layout's: its experts, read at the first rank */
+    plait_cost_moe moe;
+    int moe_read;
 } collect;
 
 static void visit(void *ctx, const plait_layout_rank *r) {
     collect *c = ctx;
-    if (c->n < c->cap) plait_cost_rank_from_plan(r, c->precision, c->device, c->sp, c->cp, &c->ranks[c->n++]);
+    if (!c->moe_read && c->cfg) plait_cost_moe_of(c->cfg, r->spec->ffn_hidden, &c->moe), c->moe_read = 1;
+    if (c->n < c->cap) plait_cost_rank_from_plan(r, c->precision, c->device, c->sp, c->cp, &c->moe, &c->ranks[c->n++]);
 }
 
 void plait_cost_model_dims(const plait_config *cfg, int64_t *T, int64_t *HS) {
@@ -475,6 +499,33 @@ static plait_status rank_costs(plait_config *cfg, int all, collect *col) {
     return st;
 }
 
+const char *plait_cost_ep_refuses(const plait_cost_layout *l, int64_t experts, char *why, size_t len) {
+    int ep = l->ep > 1 ? l->ep : 1, dpcp = l->dp * plait_cost_layout_cp(l);
+    if (ep == 1) return NULL;
+    if (experts <= 0)
+        snprintf(why, len,
+                 "[parallel] ep = %d splits a mixture-of-experts model's experts, and this model has none ([model] "
+                 "moe_experts = 0; allowed: ep = 1)",
+                 ep);
+    else if (experts % ep != 0 || dpcp % ep != 0 || ep > PLAIT_MODEL_MAX_EP)
+        snprintf(why, len,
+                 "[parallel] ep = %d must divide [model] moe_experts = %lld and dp x cp = %d, at most %d (each ep rank "
+                 "holds moe_experts / ep experts)",
+                 ep, (long long)experts, dpcp, PLAIT_MODEL_MAX_EP);
+    else if (l->tp > 1)
+        snprintf(why, len,
+                 "[parallel] ep = %d with tp = %d: the experts are not split over tensor-parallel ranks (allowed "
+                 "with ep > 1: tp = 1)",
+                 ep, l->tp);
+    else if (strcmp(l->optim, "adam") != 0)
+        snprintf(why, len,
+                 "[parallel] ep = %d with [optim] plugin = %s: only adam keeps each rank's expert tensors whole so "
+                 "far (allowed with ep > 1: adam)",
+                 ep, l->optim);
+    else return NULL;
+    return why;
+}
+
 int plait_cost_layout_cp(const plait_cost_layout *l) { return l->cp > 1 ? l->cp : 1; }
 
 int plait_cost_layout_ranks(const plait_cost_layout *l) { return l->dp * plait_cost_layout_cp(l) * l->tp * l->pp; }
@@ -536,7 +587,8 @@ plait_status plait_cost_config_memory(plait_config *cfg, const plait_cluster *c,
     collect col = {.precision = precision,
                    .device = dev,
                    .sp = plait_cost_config_sp(cfg),
-                   .cp = (int)plait_config_int(cfg, "parallel", "cp")};
+                   .cp = (int)plait_config_int(cfg, "parallel", "cp"),
+                   .cfg = cfg};
     plait_status st = rank_costs(cfg, 1, &col);
     int zero;
     double bucket, gw, pw;
@@ -571,6 +623,7 @@ void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, doub
                             .tp = l->tp,
                             .pp = l->pp,
                             .cp = plait_cost_layout_cp(l),
+                            .ep = l->ep > 1 ? l->ep : 1,
                             .zero = plait_cost_zero_stage(l->optim),
                             .bucket_bytes = bucket_bytes,
                             .precision = x->precision,
@@ -650,6 +703,7 @@ static void plan_key(const plait_cost_layout *l, plait_cost_layout *key) {
     memset(key, 0, sizeof *key);
     key->dp = l->dp, key->tp = l->tp, key->pp = l->pp, key->chunks = l->chunks;
     key->micro_batch = l->micro_batch, key->recompute = l->recompute, key->sp = l->sp, key->cp = l->cp;
+    key->ep = l->ep;
     memcpy(key->schedule, l->schedule, sizeof key->schedule);
     memcpy(key->comm, l->comm, sizeof key->comm);
 }
@@ -707,8 +761,10 @@ plait_status plait_cost_evaluate_with(const plait_cost_layout *l, const plait_co
     plan_key(l, &key);
     const plan_entry *kept = NULL;
     plait_status st = x->load(x->load_ctx, n, ptr, &cfg);
+    col.cfg = cfg;
     if (st == PLAIT_OK &&
-        (plait_cost_sp_refuses(l, plait_config_int(cfg, "model", "block_size"), out->why, sizeof out->why) ||
+        (plait_cost_ep_refuses(l, plait_config_int(cfg, "model", "moe_experts"), out->why, sizeof out->why) ||
+         plait_cost_sp_refuses(l, plait_config_int(cfg, "model", "block_size"), out->why, sizeof out->why) ||
          plait_cost_cp_refuses(l, plait_config_int(cfg, "model", "block_size"),
                                strcmp(plait_config_str(cfg, "model", "arch"), "mlp") != 0, out->why,
                                sizeof out->why))) {

@@ -37,6 +37,7 @@ typedef struct plait_cost_layout {
     char comm[32];       /* comm plugin */
     int sp;              /* sequence parallelism over the tp group ([parallel.tp] sequence_parallel; tp > 1) */
     int cp;              /* context parallelism ([parallel] cp): ranks sharing each sequence on a ring (0 = 1) */
+    int ep;              /* expert parallelism ([parallel] ep): ranks of dp x cp splitting the experts (0 = 1) */
 } plait_cost_layout;
 
 /* Axis names, in the order of --axes. */
@@ -53,6 +54,7 @@ enum {
     PLAIT_AXIS_N_COMM,
     PLAIT_AXIS_N_SP,
     PLAIT_AXIS_N_CP,
+    PLAIT_AXIS_N_EP,
     PLAIT_AXIS_N_COUNT
 };
 extern const char *const plait_cost_axis_names[PLAIT_AXIS_N_COUNT];
@@ -78,6 +80,10 @@ typedef struct plait_cost_axes {
      * keeps base.cp */
     int64_t seq;
     int attention;
+    /* The model's routed experts (0: dense): a varied ep axis takes the
+     * divisors of ranks that divide experts, up to PLAIT_MODEL_MAX_EP, and
+     * base.ep; the enumeration keeps those dividing a layout's dp x cp */
+    int64_t experts;
 } plait_cost_axes;
 
 /* The fewest tokens of a sequence a cp rank keeps when cp varies without
@@ -210,6 +216,11 @@ const char *plait_cost_sp_refuses(const plait_cost_layout *l, int64_t T, char *w
  * returned), or NULL: as plait train checks it, the 2cp chunks of a
  * sequence must be equal and the model must have attention (gpt, llama). */
 const char *plait_cost_cp_refuses(const plait_cost_layout *l, int64_t T, int attention, char *why, size_t len);
+/* Why layout `l`'s expert parallelism cannot split a model of `experts`
+ * routed experts (0: dense), as plait train refuses it (written to why,
+ * returned), or NULL: ep > 1 needs experts, ep dividing them and dp x cp
+ * (at most PLAIT_MODEL_MAX_EP), tp 1 and the adam optimizer. */
+const char *plait_cost_ep_refuses(const plait_cost_layout *l, int64_t experts, char *why, size_t len);
 /* l->cp, at least 1. */
 int plait_cost_layout_cp(const plait_cost_layout *l);
 

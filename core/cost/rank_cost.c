@@ -14,8 +14,11 @@ static double shard_numel(const plait_param *g, const plait_shard *sh) {
     return (double)p.numel;
 }
 
+/* long: one rank's cost from its plan, each part (parameters, FLOPs,
+ * activations, messages) reading the same locals: the plan, its layers'
+ * placement and the shape */
 void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision precision, const plait_cost_device *dev,
-                               int sp, int cp, plait_cost_rank *out) {
+                               int sp, int cp, const plait_cost_moe *moe, plait_cost_rank *out) {
     const plait_model_spec *spec = lr->spec;
     const plait_plan *plan = lr->plan;
     const plait_mesh *mesh = lr->mesh;
@@ -28,6 +31,11 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     out->rows = (double)lr->batch->micro_batch * spec->block_size / (cp > 1 ? cp : 1);
     out->chunks = plan->chunks > 0 ? plan->chunks : 1;
     int stage = mesh->pp_rank, L = spec->n_layer, nl = spec->n_layers;
+    const int ep = moe && moe->E > 0 && mesh->ep > 1 ? mesh->ep : 1;
+    int sparse_of[4096] = {0}; /* a sparse block's layer: 1 */
+    for (int32_t g = 0; g < spec->n_params; g++)
+        if ((spec->params[g].flags & PLAIT_PARAM_EXPERT) && spec->params[g].layer >= 0 && spec->params[g].layer < 4096)
+            sparse_of[spec->params[g].layer] = 1;
 #define LOCAL(l) ((l) >= 0 && (l) < nl && (!plan->layer_stage || plan->layer_stage[l] == stage))
 
     /* parameters: the TP slice of every parameter of a local layer; a tied
@@ -39,6 +47,10 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         if (!LOCAL(p->layer)) continue;
         if (plait_tied_is_copy(p) && LOCAL(plait_tied_source(spec, p)->layer)) continue;
         double e = plan->shards ? shard_numel(p, &plan->shards[g]) : (double)p->numel;
+        if ((p->flags & PLAIT_PARAM_EXPERT) && ep > 1) { /* its E / ep experts */
+            e /= ep;
+            out->expert_numel += e;
+        }
         out->param_numel += e;
         if (p->layer < 4096) layer_numel[p->layer] += e;
     }
@@ -86,11 +98,12 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
 
     int has_embedding = LOCAL(0), has_head = LOCAL(L + 1);
     for (int c = 0; c < out->chunks; c++) {
-        int first = -1, last = -1;
+        int first = -1, last = -1, sparse = 0;
         for (int l = 0; l < nl; l++)
             if (LOCAL(l) && (!plan->layer_chunk || plan->layer_chunk[l] == c)) {
                 if (first < 0) first = l;
                 last = l;
+                sparse += l < 4096 && sparse_of[l];
             }
         if (first < 0) continue;
         int live = 0, peak = 0;
@@ -102,7 +115,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
             if (in->op == PLAIT_INSTR_BACKWARD || in->op == PLAIT_INSTR_BACKWARD_WEIGHT) live--;
         }
         if (peak < 1) peak = 1;
-        out->act_bytes += peak * plait_cost_slot_bytes(&s, first, last);
+        out->act_bytes += peak * (plait_cost_slot_bytes(&s, first, last) + sparse * plait_cost_held_bytes(moe, &s, ep));
     }
     out->act_bytes += plait_cost_scratch_bytes(&s);
 
@@ -113,6 +126,9 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     int blocks = 0;
     for (int l = 1; l <= L; l++) blocks += LOCAL(l);
     plait_cost_ring_traffic(&s, blocks, plan->micro_batches, out); /* cp's ring */
+    int sparse = 0;
+    for (int l = 1; l <= L && l < 4096; l++) sparse += LOCAL(l) && sparse_of[l];
+    if (moe) plait_cost_ep_traffic(moe, &s, ep, sparse, plan->micro_batches, out); /* ep's all-to-alls */
     if (mesh->tp > 1) {
         out->tp_msgs = plan->micro_batches * (4.0 * blocks + has_embedding + has_head);
         out->tp_msg_elems = bsh;

@@ -19,8 +19,10 @@
  * follow the model's slot layout (model/model_slots.c: slot_carve and
  * plait_model_scratch_get) times the largest number of micro-batches the
  * schedule keeps alive per chunk, in bf16 where the model grants it
- * (plait_model_grants_bf16). */
+ * (plait_model_grants_bf16). With experts (`moe`, E > 0) and the mesh's
+ * ep > 1, the experts' parameters are the rank's E / ep, and the
+ * all-to-alls and held rows are counted (activations.h). */
 void plait_cost_rank_from_plan(const plait_layout_rank *r, plait_precision precision, const plait_cost_device *dev,
-                               int sp, int cp, plait_cost_rank *out);
+                               int sp, int cp, const plait_cost_moe *moe, plait_cost_rank *out);
 
 #endif

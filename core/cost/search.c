@@ -65,8 +65,9 @@ static int by_weight(const void *a, const void *b) {
  * with the family it sets aside, or 0. */
 /* "dp8 tp8 pp16" ("cpN" after it with context parallelism) and `extra` */
 static void family_of(const plait_cost_layout *l, const char *extra, char *family, size_t flen) {
-    char cp[16] = "";
-    if (l->cp > 1) snprintf(cp, sizeof cp, " cp%d", l->cp);
+    char cp[32] = "";
+    int n = l->cp > 1 ? snprintf(cp, sizeof cp, " cp%d", l->cp) : 0;
+    if (l->ep > 1) snprintf(cp + n, sizeof cp - (size_t)n, " ep%d", l->ep);
     snprintf(family, flen, "dp%d tp%d pp%d%s%s", l->dp, l->tp, l->pp, cp, extra);
 }
 
@@ -79,6 +80,16 @@ static int whole_family(const plait_cost_layout *l, char *family, size_t flen) {
 static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait_cost_ctx *x, int T,
                    const plait_cost_layout *l, char *family, size_t flen, char *why, size_t wlen) {
     if (plait_cost_cp_refuses(l, T, plait_cost_model_attention(m), why, wlen)) return whole_family(l, family, flen);
+    if (plait_cost_ep_refuses(l, axes->experts, why, wlen)) {
+        plait_cost_layout with_adam = *l;
+        snprintf(with_adam.optim, sizeof with_adam.optim, "adam");
+        if (plait_cost_ep_refuses(&with_adam, axes->experts, why, wlen)) return whole_family(l, family, flen);
+        plait_cost_ep_refuses(l, axes->experts, why, wlen);
+        char o[24];
+        snprintf(o, sizeof o, " %s", l->optim); /* another optimizer: that one aside */
+        family_of(l, o, family, flen);
+        return 1;
+    }
     plait_batch b;
     if (plait_batch_solve(x->global_batch, l->micro_batch, 0, l->dp, &b) != PLAIT_OK) {
         snprintf(why, wlen, "%s", plait_last_error());
@@ -128,8 +139,9 @@ static int refused(plait_cost_model *m, const plait_cost_axes *axes, const plait
  * the same family (at 3,072 ranks most of the search's layouts are
  * refused, and writing each refusal's reason was most of its time). */
 static int same_rules(const plait_cost_layout *a, const plait_cost_layout *b) {
-    return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp && a->cp == b->cp && a->micro_batch == b->micro_batch &&
-           a->sp == b->sp && a->chunks == b->chunks && !strcmp(a->schedule, b->schedule);
+    return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp && a->cp == b->cp && a->ep == b->ep &&
+           a->micro_batch == b->micro_batch && a->sp == b->sp && a->chunks == b->chunks &&
+           !strcmp(a->schedule, b->schedule);
 }
 
 /* Layout lay[i] against the rules: 1 when set aside (joining its family),
@@ -202,6 +214,18 @@ void plait_cost_search_free(plait_cost_search *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* Per dp x tp x pp (x cp x ep) family, the least memory of its layouts
+ * and whether one fits. */
+typedef struct triple {
+    int dp, tp, pp, cp, ep, fits;
+    double least;
+    size_t least_index;
+} triple;
+
+static triple triple_of(const plait_cost_layout *l, double mem, size_t i) {
+    return (triple){.dp = l->dp, .tp = l->tp, .pp = l->pp, .cp = l->cp, .ep = l->ep, .least = mem, .least_index = i};
+}
+
 plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cfg, const plait_cost_ctx *x,
                                    size_t show, plait_cost_search *out) {
     memset(out, 0, sizeof *out);
@@ -215,12 +239,6 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
     int max_pp = axes->ranks;
     plait_cost_rank *stages = malloc((size_t)max_pp * sizeof *stages);
     plait_cost_result *scratch = malloc(sizeof *scratch);
-    /* per dp x tp x pp family, the least memory of its layouts and whether one fits */
-    typedef struct triple {
-        int dp, tp, pp, cp, fits;
-        double least;
-        size_t least_index;
-    } triple;
     triple *tri = calloc(count + 1, sizeof *tri);
     families fs = {0};
     plait_cost_plans *plans = NULL;
@@ -245,9 +263,8 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
                             .fits = scratch->fits};
         out->fitting += scratch->fits != 0;
         if (nt == 0 || tri[nt - 1].dp != l->dp || tri[nt - 1].tp != l->tp || tri[nt - 1].pp != l->pp ||
-            tri[nt - 1].cp != l->cp)
-            tri[nt++] = (triple){
-                .dp = l->dp, .tp = l->tp, .pp = l->pp, .cp = l->cp, .least = scratch->mem.total, .least_index = i};
+            tri[nt - 1].cp != l->cp || tri[nt - 1].ep != l->ep)
+            tri[nt++] = triple_of(l, scratch->mem.total, i);
         triple *t = &tri[nt - 1];
         t->fits |= scratch->fits;
         if (scratch->mem.total < t->least) {
@@ -270,7 +287,8 @@ plait_status plait_cost_search_run(const plait_cost_axes *axes, plait_config *cf
         size_t members = 0;
         for (size_t i = 0; i < nw; i++) {
             const plait_cost_layout *l = &lay[w[i].index];
-            members += l->dp == tri[k].dp && l->tp == tri[k].tp && l->pp == tri[k].pp && l->cp == tri[k].cp;
+            members += l->dp == tri[k].dp && l->tp == tri[k].tp && l->pp == tri[k].pp && l->cp == tri[k].cp &&
+                       l->ep == tri[k].ep;
         }
         fs.f[fs.last].layouts = members;
     }

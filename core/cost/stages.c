@@ -40,7 +40,25 @@ struct plait_cost_model {
         double *slots;
     } live[LIVE_CACHE];
     int n_live, next_live;
+    /* a mixture of experts (E > 0): k routes a token, F an expert's width,
+     * and per layer its routed experts' parameter elements (0: dense) */
+    plait_cost_moe moe;
+    double *expert_numel; /* n_layers entries */
 };
+
+/* The model's experts: their count, routes and width, and each layer's
+ * routed experts' parameters (PLAIT_PARAM_EXPERT), which ep splits. */
+static void moe_of(plait_cost_model *m, const plait_config *cfg) {
+    plait_cost_moe_of(cfg, m->spec->ffn_hidden, &m->moe);
+    if (m->moe.E <= 0) return;
+    for (int32_t g = 0; g < m->spec->n_params; g++) {
+        const plait_param *p = &m->spec->params[g];
+        if (!(p->flags & PLAIT_PARAM_EXPERT) || p->layer < 0 || p->layer >= m->n_layers) continue;
+        double e = 1;
+        for (int k = 0; k < p->ndim; k++) e *= (double)p->shape[k];
+        m->expert_numel[p->layer] += e;
+    }
+}
 
 plait_status plait_cost_model_new(plait_config *cfg, plait_cost_model **out) {
     *out = NULL;
@@ -61,10 +79,12 @@ plait_status plait_cost_model_new(plait_config *cfg, plait_cost_model **out) {
         m->copy_source = plait_tied_source(m->spec, p)->layer;
     }
     m->bounds = calloc((size_t)m->n_layers + 1, sizeof *m->bounds);
-    if (!m->bounds) {
+    m->expert_numel = calloc((size_t)m->n_layers, sizeof *m->expert_numel);
+    if (!m->bounds || !m->expert_numel) {
         plait_cost_model_free(m);
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory");
     }
+    moe_of(m, cfg);
     *out = m;
     return PLAIT_OK;
 }
@@ -78,6 +98,7 @@ void plait_cost_model_free(plait_cost_model *m) {
     for (int k = 0; m->bounds && k <= m->n_layers; k++) free(m->bounds[k]);
     for (int i = 0; i < m->n_live; i++) free(m->live[i].slots);
     free(m->bounds);
+    free(m->expert_numel);
     plait_model_desc_free(m->desc);
     free(m);
 }
@@ -299,6 +320,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                             plait_precision precision, const plait_cost_device *dev, plait_cost_rank *stages) {
     const plait_model_spec *spec = m->spec;
     int p = l->pp, v = l->chunks > 0 ? l->chunks : 1, tp = l->tp, K = p * v, L = spec->n_layer;
+    int ep = l->ep > 1 && m->moe.E > 0 ? l->ep : 1;
     const tp_slices *t = slices(m, tp);
     const int32_t *b = partition(m, K);
     if (!t || !b) return -1;
@@ -334,13 +356,19 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         r->bf16 = s.bf16;
         r->sp = s.sp;
         r->msg_bytes = plait_cost_message_bytes(&s);
-        int blocks = 0, emb = 0, head = 0;
+        int blocks = 0, emb = 0, head = 0, sparse = 0;
         const double *live = all_live + (size_t)st * v;
         for (int c = 0; c < v; c++) {
             int k = c * p + st, first = b[k], last = b[k + 1] - 1;
             r->act_bytes += live[c] * plait_cost_slot_bytes(&s, first, last);
             for (int ly = first; ly <= last; ly++) {
                 double e = t->layer_numel[ly], f = spec->layers[ly].flops_per_token;
+                if (m->expert_numel[ly] > 0) { /* a sparse block: its E / ep experts */
+                    e -= m->expert_numel[ly] * (1.0 - 1.0 / ep);
+                    r->expert_numel += m->expert_numel[ly] / ep;
+                    r->act_bytes += live[c] * plait_cost_held_bytes(&m->moe, &s, ep);
+                    sparse++;
+                }
                 if (s.bf16) r->weight_copy_numel += t->layer_copy[ly];
                 /* a tied copy counts where its original is not on the stage */
                 if (ly == m->copy_layer && stage_of(b, K, p, m->copy_source) != st) e += t->copy_numel;
@@ -360,6 +388,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         /* and the backward scratch the chunks share */
         r->act_bytes += plait_cost_scratch_bytes(&s);
         plait_cost_ring_traffic(&s, blocks, mb, r);
+        plait_cost_ep_traffic(&m->moe, &s, ep, sparse, mb, r);
         if (tp > 1) {
             r->tp_msgs = mb * (4.0 * blocks + emb + head);
             r->tp_msg_elems = bsh;

@@ -188,6 +188,25 @@ static double ring_exposed(const plait_cost_rank *r, const route *cpr, double el
     return r->cp_passes * (fwd + bwd) + r->cp_tail_msgs * t;
 }
 
+/* The DP reduction of a rank with experts at ep > 1: the dense
+ * parameters over the dp x cp group `d`, the routed experts' over the edp
+ * group `e` (the dp x cp / ep ranks holding the same experts, ep x tp
+ * ranks apart), each reduction with its own last bucket exposed. */
+static void dp_times_ep(const plait_cost_rank *r, const plait_cost_job *j, dp_net *d, dp_net *e, double *hidden,
+                        double *exposed, double *bytes) {
+    plait_cost_rank dense = *r, experts = *r;
+    dense.param_numel -= r->expert_numel;
+    experts.param_numel = r->expert_numel;
+    double h, x, b;
+    dp_times(&dense, j, d, hidden, exposed, bytes);
+    dp_times(&experts, j, e, &h, &x, &b);
+    *hidden += h;
+    *exposed += x;
+    *bytes += b;
+    d->intra += e->intra;
+    d->inter += e->inter;
+}
+
 /* A CPU rank's compute rate at `rows` rows a product: a saturating curve,
  * half the large-batch rate at c->half_rows (the weights' packing and every
  * kernel's fixed cost per call, spread over the micro-batch's rows). */
@@ -294,6 +313,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
      * puts cp just outside tp), then dp, then pp: the DP group, dp x cp,
      * is dp x cp consecutive tp strides */
     int cp = j->cp > 1 ? j->cp : 1, dp = j->dp * cp, tp = j->tp, pp = j->pp, n = dp * tp * pp;
+    int ep = j->ep > 1 && dp % j->ep == 0 ? j->ep : 1; /* ep consecutive tp strides of dp x cp */
     if (n < 1) return;
     int per_node = plait_cluster_ranks_per_node(c, n);
     int units = c->units_per_node > 0 ? c->units_per_node : 1;
@@ -312,6 +332,8 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
     out->tp_link = tpr.link->kind;
     out->pp_link = ppr.link->kind;
     out->cp_link = cp > 1 ? cpr.link->kind : NULL;
+    route epr = route_of(c, n, ep, tp);
+    out->ep_link = ep > 1 ? epr.link->kind : NULL;
 
     double crit = -1, comm_max = 0, opt_max = 0, dp_total = -1;
     for (int s = 0; s < pp; s++) {
@@ -324,7 +346,11 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
                       plait_cost_allreduce_bw_s(tpr.link->latency, tpr.bandwidth, tp, wire * r->tp_msg_elems);
         double pp_s = r->pp_msgs * (ppr.link->latency + wire * r->pp_msg_elems / ppr.bandwidth);
         double cp_all, cp_s = ring_exposed(r, &cpr, mb, alone, &cp_all);
-        double span = (compute + tp_s + pp_s + cp_s) / (1 - r->bubble);
+        /* each all-to-all: ep - 1 sends, their bytes on the ep group's
+         * link; on the critical path (the shared experts' forward that
+         * model/moe.c runs while the dispatch travels is not counted) */
+        double ep_s = ep > 1 ? r->ep_msgs * (ep - 1) * epr.link->latency + r->ep_bytes / epr.bandwidth : 0;
+        double span = (compute + tp_s + pp_s + cp_s + ep_s) / (1 - r->bubble);
         if (span > crit) {
             crit = span;
             out->busiest = s;
@@ -335,12 +361,16 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             out->wire_bytes = wire;
             out->cp_s = cp_s;
             out->cp_total = cp_all;
+            out->ep_s = ep_s;
+            out->ep_bytes = ep > 1 ? r->ep_bytes : 0;
             out->bubble = r->bubble;
         }
-        if (tp_s + pp_s + cp_s > comm_max) comm_max = tp_s + pp_s + cp_s;
+        if (tp_s + pp_s + cp_s + ep_s > comm_max) comm_max = tp_s + pp_s + cp_s + ep_s;
         dp_net d = {.c = c, .r = route_of(c, n, dp, tp), .n = dp, .hier = j->hierarchical}; /* dp x cp */
+        dp_net edp = {.c = c, .r = route_of(c, n, dp / ep, tp * ep), .n = dp / ep, .hier = j->hierarchical};
         double h, e, b;
-        dp_times(r, j, &d, &h, &e, &b);
+        if (ep > 1 && r->expert_numel > 0) dp_times_ep(r, j, &d, &edp, &h, &e, &b);
+        else dp_times(r, j, &d, &h, &e, &b);
         if (h + e > dp_total) {
             dp_total = h + e;
             out->dp_hidden = h;
@@ -358,7 +388,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
         if (c->gpu && opt > opt_max) opt_max = opt;
     }
     double fwd_bwd = crit;
-    out->comm = out->tp_s + out->pp_s + out->cp_s;
+    out->comm = out->tp_s + out->pp_s + out->cp_s + out->ep_s;
     out->idle = crit - out->compute - out->comm;
     if (!c->gpu) cpu_pace(stages, j, c, per_node, threads, comm_max, out, &fwd_bwd, &opt_max);
     /* the reduction of all buckets but the last hides behind the backward

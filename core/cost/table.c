@@ -107,6 +107,17 @@ void plait_cost_print_search(FILE *out, const plait_cost_search *s) {
                 s->shape_only, PLAIT_COST_CONFIRM);
 }
 
+/* --explain's all-to-all line of a layout with ep > 1. */
+static void print_ep(FILE *out, const plait_cost_layout *l, const plait_cost_rank *bs, const plait_cost_time *t) {
+    if (l->ep > 1)
+        fprintf(out,
+                "  EP  %d ranks on %s, all-to-all: %.0f exchanges (dispatch and combine, forward and backward) of "
+                "%.0f bytes a rank sends in all, the routes spread evenly: %.4f s on the critical path; the "
+                "experts' gradients reduced over edp = %d ranks\n",
+                l->ep, t->ep_link ? t->ep_link : "-", bs->ep_msgs, t->ep_bytes, t->ep_s,
+                l->dp * plait_cost_layout_cp(l) / l->ep);
+}
+
 void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait_cost_rank *stages,
                               const plait_cost_ctx *x, const char *memory_for) {
     const plait_cost_layout *l = &r->layout;
@@ -180,6 +191,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
                 "each pass computes, on the critical path\n",
                 l->cp, t->cp_link ? t->cp_link : "-", 3 * bs->cp_passes + bs->cp_tail_msgs,
                 4.0 * bs->cp_msg_elems / MiB, t->cp_total, t->cp_s);
+    print_ep(out, l, bs, t);
     if (l->dp * plait_cost_layout_cp(l) > 1)
         fprintf(out,
                 "  DP  %d ranks, %s (%.2f MiB a rank sends, %s%s): %.4f s on the intra-node link, %.4f s on the "

@@ -4,7 +4,7 @@
 # is refused by train while no model has experts; the rank count a layout
 # needs counts cp; an order naming ep is refused, saying where ep comes from;
 # plan weighs cp (the config's among the sizes it varies), and plan and
-# bench sweep refuse ep, which they do not weigh.
+# bench sweep refuse ep > 1 on a model without experts, as train does.
 source "$(dirname "$0")/lib.sh"
 P=$PLAIT_BIN
 refused() { # EXPECTED overrides...
@@ -25,12 +25,12 @@ if $P train "$CFG" -n 2 parallel.cp=2 parallel.dp=2 run.out_dir="$E2E_WORK/n" >"
   fail "-n 2 started a layout of 4 ranks"
 fi
 grep -q "dp 2 x cp 2 x tp 1 x pp 1 = 4 ranks, but -n 2" "$E2E_WORK/out" || fail "-n 2: $(cat "$E2E_WORK/out")"
-# plan weighs the config's cp beside the others; ep is refused, not weighed as ep = 1
+# plan weighs the config's cp beside the others; ep > 1 without experts is set aside
 $P plan "$CFG" parallel.cp=2 --ranks 2 --top all >"$E2E_WORK/out" 2>&1 || fail "plan with cp = 2: $(cat "$E2E_WORK/out")"
 grep -q "^  [0-9][0-9]*  *dp1 tp1 pp1 cp2 " "$E2E_WORK/out" || fail "plan with cp = 2 shows no cp2 layout: $(cat "$E2E_WORK/out")"
 for cmd in plan "bench sweep"; do
   if $P $cmd "$CFG" parallel.dp=2 parallel.ep=2 -n 2 --ranks 2 >"$E2E_WORK/out" 2>&1; then fail "$cmd accepted ep = 2"; fi
-  grep -q "plan and bench sweep do not weigh expert parallelism" "$E2E_WORK/out" ||
+  grep -q "ep = 2 splits a mixture-of-experts model's experts, and this model has none" "$E2E_WORK/out" ||
     fail "$cmd with ep = 2: $(cat "$E2E_WORK/out")"
 done
 echo "mesh axes: ep and cp refusals named before any rank, cp weighed by plan"

@@ -1,0 +1,185 @@
+/*
+ * Expert parallelism in the cost model against hand-computed cases: the
+ * all-to-alls on the ep group's link, the experts' gradients reduced over
+ * edp (dp x cp / ep) instead of dp x cp, a rank's experts' parameters
+ * divided by ep and the rows it holds for other ranks' tokens.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cli/cli.h"
+#include "cost/activations.h"
+#include "cost/cluster.h"
+#include "cost/cost.h"
+#include "cost/layouts.h"
+#include "cost/search.h"
+#include "cost/stages.h"
+#include "host/host_table.h"
+#include "runtime/error.h"
+
+#include "plan_fixtures.h"
+
+static char *source_path(const char *rel) {
+    static char buf[1024];
+    const char *src = getenv("PLAIT_SOURCE_DIR");
+    snprintf(buf, sizeof buf, "%s/%s", src ? src : ".", rel);
+    return buf;
+}
+
+/* Four ranks, one node: 8 all-to-alls of 3 sends each at 10 us, 1 MB at
+ * 1 GB/s on the critical path; the experts' 1e5 of the 1e6 parameters
+ * reduced over edp = 4 / ep. */
+static void test_ep_step_time(void **state) {
+    (void)state;
+    plait_cluster cl = gpu_cluster();
+    cl.intra.bandwidth = 1e9;
+    cl.intra.latency = 1e-5;
+    plait_cost_rank st = {.dp = 4,
+                          .tp = 1,
+                          .pp = 1,
+                          .micro_batches = 1,
+                          .chunks = 1,
+                          .param_numel = 1e6,
+                          .largest_layer_numel = 1e5,
+                          .flops = 1e9,
+                          .ep = 4,
+                          .ep_msgs = 8,
+                          .ep_bytes = 1e6,
+                          .expert_numel = 1e5};
+    plait_cost_job j = {.dp = 4, .tp = 1, .pp = 1, .ep = 4, .bucket_bytes = 1e9, .precision = PLAIT_PRECISION_FP32};
+    plait_cost_time t4, t1;
+    plait_cost_step_time(&st, &j, &cl, &t4);
+    NEAR(t4.ep_s, 8 * 3 * 1e-5 + 1e6 / 1e9);
+    NEAR(t4.ep_bytes, 1e6);
+    assert_string_equal(t4.ep_link, cl.intra.kind);
+    /* edp = 1: only the dense 9e5 parameters' gradients are all-reduced */
+    NEAR(t4.dp_bytes, 2.0 * 3 / 4 * 4 * 9e5);
+    /* ep 2: edp = 2 reduces the experts' gradients too, 2(n-1)/n of them */
+    j.ep = st.ep = 2;
+    plait_cost_step_time(&st, &j, &cl, &t1);
+    NEAR(t1.ep_s, 8 * 1e-5 + 1e6 / 1e9);
+    NEAR(t1.dp_bytes, 2.0 * 3 / 4 * 4 * 9e5 + 2.0 * 1 / 2 * 4 * 1e5);
+    /* ep 1: no all-to-all, every gradient over the four */
+    j.ep = st.ep = 1;
+    plait_cost_step_time(&st, &j, &cl, &t1);
+    NEAR(t1.ep_s, 0.0);
+    assert_null(t1.ep_link);
+    NEAR(t1.dp_bytes, 2.0 * 3 / 4 * 4 * 1e6);
+    /* the all-to-alls are in the step's communication */
+    assert_true(t4.comm >= t4.ep_s);
+    NEAR(t4.step, t4.compute + t4.comm + t4.idle + t4.optim);
+}
+
+/* configs/moe-tiny.ini: 4 sparse blocks of 8 GPT experts, each c_fc and
+ * c_proj of 64 x 128 and their biases (16576 elements), k 2, T 64. */
+static void test_ep_stages(void **state) {
+    (void)state;
+    plait_host_install();
+    char lvl[] = "run.log_level=error", gb[] = "data.global_batch=8";
+    char *over[] = {lvl, gb};
+    plait_config *cfg = NULL;
+    assert_int_equal(plait_cli_load_config(source_path("configs/moe-tiny.ini"), 2, over, &cfg), PLAIT_OK);
+    plait_cost_model *m = NULL;
+    assert_int_equal(plait_cost_model_new(cfg, &m), PLAIT_OK);
+    plait_cost_device dev;
+    plait_cost_device_planned(cfg, 0, &dev);
+    plait_cost_layout l = {.dp = 4, .tp = 1, .pp = 1, .chunks = 1, .micro_batch = 2, .optim = "adam", .comm = "tcp"};
+    plait_cost_rank one, two;
+    assert_int_equal(plait_cost_model_stages(m, &l, 8, PLAIT_PRECISION_FP32, &dev, &one), 0);
+    l.ep = 2;
+    assert_int_equal(plait_cost_model_stages(m, &l, 8, PLAIT_PRECISION_FP32, &dev, &two), 0);
+    const double experts = 4 * 8 * 16576.0;
+    NEAR(one.param_numel - two.param_numel, experts / 2);
+    NEAR(two.expert_numel, experts / 2);
+    NEAR(one.ep_bytes, 0.0);
+    /* as `plait config check configs/moe-tiny.ini parallel.dp=4
+     * parallel.ep=2 data.global_batch=8` prints it: per block 4 trades of
+     * half the 128 tokens' 2 routes, 64 float32 wide, and 4 counts */
+    NEAR(two.ep_bytes, 4 * (4 * 128 * 2 / 2.0 * 64 * 4 + 4 * 4));
+    NEAR(two.ep_bytes, 524352.0);
+    NEAR(two.ep_msgs, 4 * 4.0);
+    /* the held rows: 256 rows of 2·64 + 3·128 floats and 8 counts a block,
+     * one micro-batch alive */
+    NEAR(two.act_bytes - one.act_bytes, 4.0 * 4 * (256 * (2 * 64 + 3 * 128) + 8));
+    plait_cost_model_free(m);
+    plait_config_free(cfg);
+}
+
+static plait_status load_moe(void *ctx, int n, char *const *overrides, plait_config **out) {
+    (void)ctx;
+    char lvl[] = "run.log_level=error", gb[] = "data.global_batch=8";
+    char *all[24] = {lvl, gb};
+    int k = 2;
+    for (int i = 0; i < n && k < 24; i++) all[k++] = overrides[i];
+    return plait_cli_load_config(source_path("configs/moe-tiny.ini"), k, all, out);
+}
+
+/* The search over dp x ep of 4 ranks under a memory limit between what a
+ * rank of dp4 ep4 and of dp4 (every expert on every rank) needs: only ep
+ * layouts fit, and the best is one, with the all-to-all bytes `config
+ * check` prints. */
+static void test_ep_search(void **state) {
+    (void)state;
+    plait_host_install();
+    plait_config *cfg = NULL;
+    assert_int_equal(load_moe(NULL, 0, NULL, &cfg), PLAIT_OK);
+    plait_cluster c;
+    plait_cluster_default(&c);
+    c.peak_flops = 1e11;
+    plait_cost_ctx x = {.cluster = &c, .global_batch = 8, .load = load_moe};
+    plait_cost_device_planned(cfg, 0, &x.device);
+    plait_cost_layout l = {.dp = 4, .tp = 1, .pp = 1, .chunks = 1, .micro_batch = 2, .optim = "adam", .comm = "tcp"};
+    plait_cost_result one, four;
+    assert_int_equal(plait_cost_evaluate(&l, &x, &one), PLAIT_OK);
+    l.ep = 4;
+    assert_int_equal(plait_cost_evaluate(&l, &x, &four), PLAIT_OK);
+    if (!one.valid || !four.valid) fail_msg("%s / %s", one.why, four.why);
+    assert_true(four.mem.total < one.mem.total);
+    NEAR(four.time.ep_bytes, 4 * (4 * 128 * 2 * 3 / 4.0 * 64 * 4 + 2 * 3 * 4)); /* config check: 786528 */
+    x.mem_limit = (one.mem.total + four.mem.total) / 2;
+    plait_cost_axes a = axes4("dp,ep");
+    a.ranks = 4;
+    a.global_batch = 8;
+    a.base = l;
+    a.base.ep = 1;
+    a.experts = 8;
+    plait_cost_search s;
+    assert_int_equal(plait_cost_search_run(&a, cfg, &x, 3, &s), PLAIT_OK);
+    assert_true(s.n >= 1);
+    char name[128];
+    plait_cost_layout_name(&s.results[0].layout, name, sizeof name);
+    assert_true(s.results[0].layout.ep > 1);
+    assert_non_null(strstr(name, " ep"));
+    for (size_t i = 0; i < s.n; i++) assert_true(s.results[i].layout.ep > 1); /* ep 1 is over the limit */
+    plait_cost_search_free(&s);
+    /* train's rules: tp with ep, another optimizer, ep not dividing the experts */
+    char why[512];
+    plait_cost_layout bad = l;
+    bad.tp = 2;
+    assert_non_null(plait_cost_ep_refuses(&bad, 8, why, sizeof why));
+    assert_non_null(strstr(why, "tp = 2"));
+    bad = l;
+    snprintf(bad.optim, sizeof bad.optim, "zero1");
+    assert_non_null(plait_cost_ep_refuses(&bad, 8, why, sizeof why));
+    bad = l;
+    bad.ep = 3;
+    assert_non_null(plait_cost_ep_refuses(&bad, 8, why, sizeof why));
+    assert_null(plait_cost_ep_refuses(&l, 8, why, sizeof why));
+    plait_config_free(cfg);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ep_step_time),
+        cmocka_unit_test(test_ep_stages),
+        cmocka_unit_test(test_ep_search),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
