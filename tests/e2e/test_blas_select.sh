@@ -31,9 +31,10 @@ grep -Eq "^plait: compute .*OpenBLAS [0-9.]*, [A-Za-z0-9]+ kernels \((as OpenBLA
 grep -qF "products on the BLAS (PLAIT_CPU_GEMM unset: auto" "$E2E_WORK/plain.out" ||
   fail "the line does not name the products' library: $(grep compute "$E2E_WORK/plain.out")"
 PLAIT_CPU_GEMM=onednn PLAIT_ONEDNN_LIB=libdnnl-absent.so.9 train_refused no_onednn \
-  "PLAIT_CPU_GEMM=onednn: oneDNN (libdnnl-absent.so.9) cannot be loaded" $S
+  "PLAIT_CPU_GEMM=onednn: oneDNN (libdnnl-absent.so.9) cannot be loaded" $S "run.out_dir=$E2E_WORK/no_onednn"
 grep -qF "Debian's package libdnnl2" "$E2E_WORK/no_onednn.out" || fail "no package named: $(tail -n 1 "$E2E_WORK/no_onednn.out")"
-PLAIT_CPU_GEMM=mkl train_refused mkl "PLAIT_CPU_GEMM=mkl: unknown matrix-product library; allowed: auto, blas, onednn" $S
+PLAIT_CPU_GEMM=mkl train_refused mkl "PLAIT_CPU_GEMM=mkl: unknown matrix-product library; allowed: auto, blas, onednn" $S \
+  "run.out_dir=$E2E_WORK/mkl"
 if [ -e /usr/lib/x86_64-linux-gnu/libdnnl.so.2 ] || ldconfig -p 2>/dev/null | grep -qF libdnnl.so.2; then
   PLAIT_CPU_GEMM=onednn train onednn $S
   grep -Eq "products on oneDNN 2\.[0-9.]+, [a-z0-9_]+ ISA \(PLAIT_CPU_GEMM=onednn\)" "$E2E_WORK/onednn.out" ||
