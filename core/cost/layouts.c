@@ -514,8 +514,8 @@ const char *plait_cost_ep_refuses(const plait_cost_layout *l, int64_t experts, c
                  ep, (long long)experts, dpcp, PLAIT_MODEL_MAX_EP);
     else if (l->tp > 1)
         snprintf(why, len,
-                 "[parallel] ep = %d with tp = %d: the experts are not split over tensor-parallel ranks (allowed "
-                 "with ep > 1: tp = 1)",
+                 "[parallel] ep = %d with tp = %d: an expert tensor's shard splits its experts over ep or each "
+                 "expert's width over tp, not both (allowed with ep > 1: tp = 1)",
                  ep, l->tp);
     else if (strcmp(l->optim, "adam") != 0)
         snprintf(why, len,

@@ -178,7 +178,7 @@ static plait_status check_params(plait_model *m, const plait_model_create_args *
                                        g->name);
             continue;
         }
-        int want_dim = g->tp_role == PLAIT_TP_ROW ? 1 : 0;
+        int want_dim = g->shard.dim; /* the description's: 1 or 0, a stacked expert tensor's 2 or 1 */
         if (split && sh->dim != want_dim)
             return plait_set_error(PLAIT_ERR_INVALID_ARG,
                                    "model: parameter %s must be split along dimension %d, the plan "
@@ -331,12 +331,17 @@ static plait_status vocab_slice(plait_model *m) {
  * device, refused naming what would work; the routing's counters. */
 static plait_status moe_setup(plait_model *m, const plait_model_create_args *args) {
     const int32_t E = m->desc->moe.experts;
-    if (m->tp_ops)
+    if (m->tp > 1 && m->ep > 1)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "model: [model] moe_experts = %d with [parallel] tp = %d: the experts are not split "
-                               "over tensor-parallel ranks (allowed with experts: tp = 1; dp, pp, cp and ep split "
-                               "them)",
-                               (int)E, (int)m->tp);
+                               "model: [model] moe_experts = %d with [parallel] tp = %d and ep = %d: a parameter's "
+                               "shard splits one dimension, the experts' (ep) or each expert's width (tp), not both "
+                               "(allowed with experts: tp = 1 with any ep, or ep = 1 with any tp)",
+                               (int)E, (int)m->tp, (int)m->ep);
+    if (m->desc->moe.ffn % m->tp != 0)
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "model: [model] moe_ffn_hidden = %lld is not divisible by [parallel] tp = %d: each "
+                               "expert's width splits over the tensor-parallel ranks (allowed: a tp dividing %lld)",
+                               (long long)m->desc->moe.ffn, (int)m->tp, (long long)m->desc->moe.ffn);
     if (args->split_backward)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
                                "model: [model] moe_experts = %d: the sparse blocks run a one-pass backward, and this "

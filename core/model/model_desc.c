@@ -60,15 +60,24 @@ static plait_status add_param(plait_model_desc *d, const char *name, int32_t lay
     } while (0)
 
 /* An expert tensor stacked over the experts: [E, d0, d1] (d1 = 0: [E, d0],
- * a bias), replicated over tp (a tp split of experts is not offered). */
-static plait_status add_stacked(plait_model_desc *d, const char *name, int32_t layer, int64_t d0, int64_t d1) {
+ * a bias). Under tp each expert's [out, in] splits as a dense MLP's does
+ * (Megatron-Core's expert tensor parallelism = tp): `role` names the
+ * split, which cuts dimension 1 (column) or 2 (row) of the stacked
+ * tensor, dimension 0 being the expert that ep splits. */
+static plait_status add_stacked(plait_model_desc *d, const char *name, int32_t layer, int64_t d0, int64_t d1,
+                                plait_tp_role role) {
     const int64_t E = d->moe.experts;
     plait_status st = add_param(d, name, layer, 2, E, d1 ? d0 * d1 : d0, PLAIT_TP_REPLICATE, 1, PLAIT_PARAM_EXPERT);
-    if (st != PLAIT_OK || !d1) return st;
+    if (st != PLAIT_OK) return st;
     plait_param *p = &d->params[d->spec.n_params - 1];
-    p->ndim = 3;
-    p->shape[1] = p->local_shape[1] = d0;
-    p->shape[2] = p->local_shape[2] = d1;
+    if (d1) {
+        p->ndim = 3;
+        p->shape[1] = p->local_shape[1] = d0;
+        p->shape[2] = p->local_shape[2] = d1;
+    }
+    p->tp_role = role;
+    p->shard.dim = role == PLAIT_TP_COLUMN ? 1 : role == PLAIT_TP_ROW ? 2 : -1;
+    p->shard.padded_len = p->shard.dim >= 0 ? p->shape[p->shard.dim] : 0;
     return PLAIT_OK;
 }
 
@@ -102,9 +111,11 @@ static plait_status add_moe(plait_model_desc *d, int32_t l, const char *fmt, con
         char sub[64];
         snprintf(sub, sizeof sub, "mlp.experts.%s", names[i]);
         snprintf(buf, sizeof buf, fmt, sub);
-        plait_status st = bias[i]   ? add_stacked(d, keep_name(d, buf, l), ly, wide[i] ? F : C, 0)
-                          : wide[i] ? add_stacked(d, keep_name(d, buf, l), ly, F, C)
-                                    : add_stacked(d, keep_name(d, buf, l), ly, C, F);
+        /* c_fc, gate, up column-parallel; c_proj, down row-parallel, their bias replicated */
+        const plait_tp_role role = wide[i] ? PLAIT_TP_COLUMN : bias[i] ? PLAIT_TP_REPLICATE : PLAIT_TP_ROW;
+        plait_status st = bias[i]   ? add_stacked(d, keep_name(d, buf, l), ly, wide[i] ? F : C, 0, role)
+                          : wide[i] ? add_stacked(d, keep_name(d, buf, l), ly, F, C, role)
+                                    : add_stacked(d, keep_name(d, buf, l), ly, C, F, role);
         if (st != PLAIT_OK) return st;
     }
     for (int i = 0; S > 0 && i < n; i++) {
@@ -112,7 +123,8 @@ static plait_status add_moe(plait_model_desc *d, int32_t l, const char *fmt, con
         snprintf(sub, sizeof sub, "mlp.shared_experts.%s", names[i]);
         snprintf(buf, sizeof buf, fmt, sub);
         const int64_t out = wide[i] ? S * F : C, in = wide[i] ? C : S * F;
-        ADD(keep_name(d, buf, l), ly, bias[i] ? 1 : 2, out, bias[i] ? 0 : in, PLAIT_TP_REPLICATE, 1, 0);
+        const plait_tp_role role = wide[i] ? PLAIT_TP_COLUMN : bias[i] ? PLAIT_TP_REPLICATE : PLAIT_TP_ROW;
+        ADD(keep_name(d, buf, l), ly, bias[i] ? 1 : 2, out, bias[i] ? 0 : in, role, 1, 0);
     }
     /* the router and k experts' products, the shared experts' (as nanoGPT
      * counts: 2 flops a multiply-add) */

@@ -487,10 +487,12 @@ plait_status plait_llama_head_forward(plait_model *m, model_slot *s);
 plait_status plait_llama_head_backward(plait_model *m, model_slot *s, bwd_part part);
 
 /* Mixture of experts (moe.c): a sparse block's MLP half over `ln` [BT,C],
- * the normalised rows: out = res + the shared experts' output + each
- * token's top-k experts' outputs, weighted by their gates and summed in
- * the order of expert index. The backward reads dy = d(out) and
- * overwrites dln with d(ln); it adds every gradient of the block's MoE
+ * the normalised rows (every row, also under sequence parallelism):
+ * out = res + the shared experts' output + each token's top-k experts'
+ * outputs, weighted by their gates and summed in the order of expert
+ * index; res, out, dy and dln are this rank's R rows (m->R). The backward
+ * reads dy = d(out) and overwrites dln with d(ln), summed over the tp
+ * group (dln: room for BT rows); it adds every gradient of the block's MoE
  * parameters in the same call (one pass: a model with sparse blocks is
  * refused a split backward). */
 plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *res,

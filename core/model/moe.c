@@ -42,6 +42,21 @@
  * over the dp x cp group would add them at ep 1. So at one micro-batch a
  * rank, ep 2 and 4 compute the bits of ep 1 (docs/parallelism.md).
  *
+ * Tensor parallelism (tp > 1, ep = 1; Megatron-Core's expert tensor
+ * parallelism = tp): each expert's width (and the shared experts') is
+ * split over the tp group as a dense MLP's, c_fc, gate and up column-,
+ * c_proj and down row-parallel, so every tp rank routes all N tokens
+ * (the router replicated, reading the norm's rows all-gathered under
+ * sequence parallelism) and runs every route through its slice of the
+ * width. The combine sums the partial outputs, the row-parallel bias
+ * added on the group's first rank only, and one all-reduce (a
+ * reduce-scatter under sequence parallelism) completes them before the
+ * residual. In the backward a gate's gradient, the dot of the token's
+ * output gradient with its route's output, is such a partial sum too:
+ * the N·k dots are summed over the group before the router's gradient;
+ * the router's input gradient (whole on every rank) joins the input
+ * gradient's partial sums on the first rank before their all-reduce.
+ *
  * The routing is host code over the tensors: the model refuses experts on
  * a device whose memory is not host memory (model.c). The backward runs
  * whole in one call (input and weight gradients).
@@ -84,8 +99,8 @@ static moe_dims dims_of(const plait_model *m) {
                       .C = m->C,
                       .E = md->experts,
                       .k = md->top_k,
-                      .F = md->ffn,
-                      .SF = (int64_t)md->shared * md->ffn,
+                      .F = md->ffn / m->tp, /* this tp rank's slice of each expert's width */
+                      .SF = (int64_t)md->shared * md->ffn / m->tp,
                       .nt = m->desc->is_llama ? MOE_LLAMA_TENSORS : MOE_GPT_TENSORS};
 }
 
@@ -219,7 +234,8 @@ static void mlp_forward(plait_model *m, const moe_dims *d, const mlp_w *w, const
         return;
     }
     m->k->gelu_forward(u, h, (size_t)(n * F));
-    m->k->matmul_forward(y, u, w->w2, w->b2, n, F, C);
+    /* c_proj's bias once over the tp group: the partial sums' first rank's */
+    m->k->matmul_forward(y, u, w->w2, m->tp_rank == 0 ? w->b2 : NULL, n, F, C);
 }
 
 /* dx [n,C] (overwritten) from dy [n,C], the weights' gradients added to
@@ -557,10 +573,13 @@ plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, con
         const mlp_w w = expert_w(&d, t, -1);
         mlp_forward(m, &d, &w, ln, a->sh, a->su, a->sa, a->sy, N, d.SF);
     }
-    /* the combine: residual, shared experts, then the k routes by expert index */
+    /* the combine: residual, shared experts, then the k routes by expert
+     * index; under tp the partial sums, the residual after their sum */
+    float *acc = m->tp_ops ? plait_tp_partial(m, out) : out;
     for (int64_t n = 0; n < N; n++) {
-        float *o = out + n * C;
-        memcpy(o, res + n * C, (size_t)C * sizeof(float));
+        float *o = acc + n * C;
+        if (m->tp_ops) memset(o, 0, (size_t)C * sizeof(float));
+        else memcpy(o, res + n * C, (size_t)C * sizeof(float));
         if (d.SF > 0)
             for (int64_t c = 0; c < C; c++) o[c] += a->sy[n * C + c];
         for (int64_t j = 0; j < k; j++) {
@@ -570,7 +589,13 @@ plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, con
             for (int64_t c = 0; c < C; c++) o[c] += g * a->y[(int64_t)r * C + c];
         }
     }
-    if (!m->forward_only) { /* what the trainer reports and balances with */
+    if (m->tp_ops) {
+        if ((st = plait_tp_sum(m, acc, out, "after the experts", layer)) != PLAIT_OK) return st;
+        m->k->axpy(out, res, (size_t)(m->R * C), 1.0f);
+    }
+    /* what the trainer reports and balances with, counted on one rank of
+     * the tp group (its ranks route the same tokens) */
+    if (!m->forward_only && m->tp_rank == 0) {
         double aux, z;
         losses(m, &d, a, &aux, &z);
         const double share = (double)N * (double)m->loss_scale;
@@ -611,7 +636,23 @@ static void router_token_grad(const plait_model *m, const moe_dims *d, const moe
     }
 }
 
-plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *dy,
+/* Under tp: the gates' partial dots (in each token's first k of
+ * sc->dlogits) summed over the group, then the router's logits'
+ * gradients from them. */
+static plait_status gate_grads_tp(plait_model *m, const moe_dims *d, const moe_acts *a, int32_t layer,
+                                  const moe_scratch *sc) {
+    const plait_tp_ops *tp = m->tp_ops;
+    plait_status st = tp->reduce_sum(tp->ctx, sc->dlogits, (size_t)(d->N * d->E));
+    if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce of the gates' gradients", layer);
+    for (int64_t n = 0; n < d->N; n++) {
+        double dg[4096];
+        for (int64_t j = 0; j < d->k; j++) dg[j] = sc->dlogits[n * d->E + j];
+        router_token_grad(m, d, a, dg, (double)d->N * (double)m->loss_scale, sc->dlogits, n);
+    }
+    return PLAIT_OK;
+}
+
+plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *dy_rows,
                                 float *dln) {
     const moe_dims d = dims_of(m);
     const int64_t N = d.N, C = d.C, k = d.k;
@@ -625,6 +666,8 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
     plait_status st = moe_tensors(m, PARAM_DATA, layer, t, &nt);
     if (st == PLAIT_OK) st = moe_tensors(m, PARAM_GRAD, layer, g, &nt);
     if (st == PLAIT_OK) st = scratch_get(m, &sc);
+    const float *dy = dy_rows; /* over every token: gathered under sequence parallelism */
+    if (st == PLAIT_OK) st = plait_tp_grad_full(m, dy_rows, &dy, "after the experts", layer);
     if (st != PLAIT_OK) return st;
     /* the shared experts see dy whole; their input gradient starts dln */
     if (d.SF > 0) {
@@ -646,8 +689,11 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
             }
             dg[j] = dot;
         }
-        router_token_grad(m, &d, a, dg, (double)N * (double)m->loss_scale, sc.dlogits, n);
+        if (!m->tp_ops) router_token_grad(m, &d, a, dg, (double)N * (double)m->loss_scale, sc.dlogits, n);
+        else /* partial dots, summed over the tp group below */
+            for (int64_t j = 0; j < k; j++) sc.dlogits[n * d.E + j] = (float)dg[j];
     }
+    if (m->tp_ops && (st = gate_grads_tp(m, &d, a, layer, &sc)) != PLAIT_OK) return st;
     for (int64_t e = 0; m->ep == 1 && e < d.E; e++) {
         const mlp_w w = expert_w(&d, t, e), gw = expert_w(&d, g, e);
         const int64_t r0 = a->off[e], n = a->off[e + 1] - r0;
@@ -664,8 +710,8 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
         }
     /* the router: its weight's gradient and its input's, added last */
     m->k->matmul_backward(sc.dx2, g[MOE_ROUTER], NULL, sc.dlogits, ln, t[MOE_ROUTER], N, C, d.E);
-    m->k->axpy(dln, sc.dx2, (size_t)(N * C), 1.0f);
-    return PLAIT_OK;
+    if (m->tp_rank == 0) m->k->axpy(dln, sc.dx2, (size_t)(N * C), 1.0f);
+    return plait_tp_grad_sum(m, dln, "before the router and experts", layer);
 }
 
 /* ---- the gpt arch's sparse MLP half ---------------------------------------- */
@@ -675,8 +721,10 @@ plait_status plait_moe_gpt_half_forward(plait_model *m, model_slot *s, int32_t l
     float *p[2];
     plait_status st = plait_model_tensors(m, PARAM_DATA, layer, desc_block_param(m->desc, layer - 1, BP_LN2_W), 2, p);
     if (st != PLAIT_OK) return st;
-    m->k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, r, p[0], p[1], m->B * m->T, m->C);
-    return plait_moe_forward(m, s, layer, a->ln2, r, y);
+    m->k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, r, p[0], p[1], m->R, m->C);
+    const float *ln; /* every row: gathered under sequence parallelism */
+    if ((st = plait_tp_norm_full(m, a->ln2, &ln, "before the router", layer)) != PLAIT_OK) return st;
+    return plait_moe_forward(m, s, layer, ln, r, y);
 }
 
 plait_status plait_moe_gpt_half_backward(plait_model *m, model_slot *s, int32_t layer, const float *r, const float *dy,
@@ -686,9 +734,12 @@ plait_status plait_moe_gpt_half_backward(plait_model *m, model_slot *s, int32_t 
     const int32_t first = desc_block_param(m->desc, layer - 1, BP_LN2_W);
     plait_status st = plait_model_tensors(m, PARAM_DATA, layer, first, 2, p);
     if (st == PLAIT_OK) st = plait_model_tensors(m, PARAM_GRAD, layer, first, 2, g);
-    if (st == PLAIT_OK) st = plait_moe_backward(m, s, layer, a->ln2, dy, m->s_dln);
+    const float *ln = a->ln2;
+    if (st == PLAIT_OK) st = plait_tp_norm_full(m, a->ln2, &ln, "before the router's weight gradient", layer);
+    if (st == PLAIT_OK) st = plait_moe_backward(m, s, layer, ln, dy, m->s_dln);
     if (st != PLAIT_OK) return st;
-    m->k->copy(dr, dy, (size_t)(m->B * m->T * m->C));
-    m->k->layernorm_backward(dr, g[0], g[1], m->s_dln, r, p[0], a->ln2_mean, a->ln2_rstd, m->B * m->T, m->C);
-    return PLAIT_OK;
+    m->k->copy(dr, dy, (size_t)(m->R * m->C));
+    norm_grads ng = plait_tp_norm_grads(m, g[0], g[1]);
+    m->k->layernorm_backward(dr, ng.w, ng.b, m->s_dln, r, p[0], a->ln2_mean, a->ln2_rstd, m->R, m->C);
+    return plait_tp_norm_grads_sum(m, &ng, layer);
 }

@@ -101,8 +101,9 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
         if (m->tp > 1)
             return plait_set_error(
                 PLAIT_ERR_INVALID_CONFIG,
-                "%s: [parallel] ep = %d with tp = %d: the experts are not split over tensor-parallel "
-                "ranks (allowed with ep > 1: tp = 1; dp, cp and pp split the work)",
+                "%s: [parallel] ep = %d with tp = %d: a parameter's shard splits one dimension, and an expert "
+                "tensor's would be split twice, its experts over ep and each expert's width over tp (allowed: "
+                "ep > 1 with tp = 1, or tp > 1 with ep = 1; dp, cp and pp split the work beside either)",
                 where, m->ep, m->tp);
         const char *optim = plait_config_str(run->cfg, "optim", "plugin");
         if (strcmp(optim, "adam") != 0)
@@ -119,13 +120,19 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
                                    where, m->ep);
     }
     if (E == 0) return PLAIT_OK;
-    if (m->tp > 1) {
-        plait_config_origin(run->cfg, "parallel", "tp", &where);
+    const int64_t F = plait_config_int(run->cfg, "model", "moe_ffn_hidden");
+    if (m->tp > 1 && F % m->tp != 0) { /* each expert's width splits over tp, as a dense MLP's */
+        plait_config_origin(run->cfg, "model", "moe_ffn_hidden", &where);
+        char allowed[160];
+        size_t used = 0;
+        for (int t = 1; t <= F && t <= 64 && used < sizeof allowed; t++)
+            if (F % t == 0)
+                used += (size_t)snprintf(allowed + used, sizeof allowed - used, "%s%d", t > 1 ? ", " : "", t);
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "%s: [parallel] tp = %d with [model] moe_experts = %lld: the experts are not split "
-                               "over tensor-parallel ranks (allowed with experts: tp = 1; dp, pp and cp split the "
-                               "work)",
-                               where, m->tp, (long long)E);
+                               "%s: [model] moe_ffn_hidden = %lld is not divisible by [parallel] tp = %d: each "
+                               "expert's width is split over the tensor-parallel ranks (allowed: tp in {%s}, or "
+                               "moe_ffn_hidden a multiple of %d)",
+                               where, (long long)F, m->tp, allowed, m->tp);
     }
     const char *device = plait_config_str(run->cfg, "device", "plugin");
     if (strcmp(device, "cpu") != 0)

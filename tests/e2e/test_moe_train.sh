@@ -9,7 +9,7 @@
 # the experts' parameters; plait sample reads a checkpoint with experts,
 # plait export refuses it; and what the experts
 # cannot run with yet is refused before step 1, naming the keys:
-# ep not dividing dp x cp or moe_experts, tp > 1, top_k
+# ep not dividing dp x cp or moe_experts, top_k
 # above the experts, a moe key on a dense model.
 source "$(dirname "$0")/lib.sh"
 MOE="model.moe_experts=4 model.moe_top_k=2 model.moe_ffn_hidden=64 model.moe_z_loss=0.001 model.moe_bias_rate=0.001"
@@ -84,7 +84,6 @@ refused() { # EXPECTED overrides...
 }
 refused "[parallel] ep = 3 does not divide [model] moe_experts = 4" $MOE parallel.dp=3 parallel.ep=3 data.global_batch=6
 refused "[parallel] ep = 3 does not divide dp 2 x cp 1 = 2" $MOE parallel.dp=2 parallel.ep=3
-refused "[parallel] tp = 2 with [model] moe_experts = 4" $MOE parallel.plugin=hybrid parallel.tp=2
 refused "[model] moe_top_k = 5 is more than moe_experts = 4" $MOE model.moe_top_k=5
 refused "[model] moe_router configures a mixture of experts, and this model has none" model.moe_router=sigmoid
 train_refused zero3bias "[model] moe_bias_rate = 0.001 with [optim] plugin = zero3" run.out_dir="$E2E_WORK/zero3bias" \

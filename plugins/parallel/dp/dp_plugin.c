@@ -186,7 +186,7 @@ static plait_status dp_bind(void *state, const plait_parallel_bind *bind) {
         return host->set_error(PLAIT_ERR_NO_MEMORY, "dp: out of memory");
     for (int32_t i = 0; i < bind->params->n_params; i++) { /* summed over edp_comm at the end */
         const plait_param *p = &bind->params->params[i];
-        skip[i] |= (p->flags & PLAIT_PARAM_EXPERT) && p->shard.dim >= 0 && p->shard.parts > 1;
+        skip[i] |= (p->flags & PLAIT_PARAM_EXPERT) && p->shard.dim == 0 && p->shard.parts > 1; /* over ep */
     }
     s->experts = bind->params;
     st = dp_buckets_build(host, bind->params, skip, s->bucket_bytes, &s->buckets);
@@ -287,7 +287,7 @@ static plait_status reduce_experts(dp_state *s) {
     plait_status st = PLAIT_OK;
     for (int32_t i = 0; s->experts && i < s->experts->n_params && st == PLAIT_OK; i++) {
         plait_param *p = &s->experts->params[i];
-        if (!(p->flags & PLAIT_PARAM_EXPERT) || p->shard.dim < 0 || p->shard.parts <= 1) continue;
+        if (!(p->flags & PLAIT_PARAM_EXPERT) || p->shard.dim != 0 || p->shard.parts <= 1) continue;
         st = host->coll->allreduce(edp, p->grad, p->grad, p->numel, PLAIT_F32, PLAIT_SUM, &opts, NULL);
         s->stats.reductions += st == PLAIT_OK;
     }

@@ -24,11 +24,11 @@ static float *staging_alloc(const plait_host *host) {
     return host->alloc(PLAIT_TENSOR_STAGING_FLOATS * sizeof(float), PLAIT_MEM_HOST_PINNED, 64, "dp staging");
 }
 
-/* An expert tensor split over the ep group (plait/model.h): the ranks of
- * the DP group hold different experts, the ranks of mesh->edp_comm the
- * same ones. */
+/* An expert tensor split over the ep group (plait/model.h: dimension 0):
+ * the ranks of the DP group hold different experts, the ranks of
+ * mesh->edp_comm the same ones. */
 static int ep_split(const plait_param *p) {
-    return (p->flags & PLAIT_PARAM_EXPERT) && p->shard.dim >= 0 && p->shard.parts > 1;
+    return (p->flags & PLAIT_PARAM_EXPERT) && p->shard.dim == 0 && p->shard.parts > 1;
 }
 
 /* FNV-1a over the parameter bytes: cheap, and any difference between replicas

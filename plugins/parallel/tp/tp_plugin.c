@@ -279,14 +279,18 @@ static plait_status tp_plan(void *state, plait_plan *plan) {
         const plait_param *p = &s->model->params[g];
         plait_shard *sh = &plan->shards[g];
         int32_t groups = p->shard.groups > 1 ? p->shard.groups : 1; /* fused q,k,v: 3 */
+        /* a column or row split cuts the dimension the model names
+         * (p->shard.dim): a dense [out, in] weight's 0 or 1, a stacked
+         * expert tensor's 1 or 2 */
+        const int32_t cut = p->shard.dim;
         switch (p->tp_role) {
         case PLAIT_TP_COLUMN:
-            *sh = (plait_shard){.dim = 0, .parts = tp, .index = s->mesh->tp_rank, .groups = groups,
-                                .padded_len = p->shape[0]};
+            *sh = (plait_shard){
+                .dim = cut, .parts = tp, .index = s->mesh->tp_rank, .groups = groups, .padded_len = p->shape[cut]};
             break;
         case PLAIT_TP_ROW:
-            *sh = (plait_shard){.dim = 1, .parts = tp, .index = s->mesh->tp_rank, .groups = 1,
-                                .padded_len = p->shape[1]};
+            *sh = (plait_shard){
+                .dim = cut, .parts = tp, .index = s->mesh->tp_rank, .groups = 1, .padded_len = p->shape[cut]};
             break;
         case PLAIT_TP_VOCAB:
             *sh = (plait_shard){.dim = 0, .parts = tp, .index = s->mesh->tp_rank, .groups = 1, .padded_len = padded};

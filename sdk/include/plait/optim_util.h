@@ -35,8 +35,10 @@
  *     disjoint; padding positions hold zero gradient and add nothing).
  *   - PP: stages hold different layers; each counts its own.
  *   - EP (ABI 1.17): an expert tensor split over the ep group
- *     (PLAIT_PARAM_EXPERT, shard.parts > 1) counts on the first ep ranks
- *     of the dp x cp group, each holding its own experts.
+ *     (PLAIT_PARAM_EXPERT, shard.dim 0, shard.parts > 1) counts on the
+ *     first ep ranks of the dp x cp group, each holding its own experts;
+ *     one split over tp (each expert's width, shard.dim 1 or 2, ABI 1.20)
+ *     counts as any tp slice.
  *   - Tied copies (PLAIT_PARAM_TIED_COPY: lm_head.weight) never count: the
  *     original (transformer.wte.weight) holds the same, complete gradient.
  * The TP rank is read from any split parameter's shard.index (all split
@@ -151,7 +153,8 @@ static inline plait_status plait_optim_topology_from_init(const plait_optim_init
     int found = 0;
     for (int32_t i = 0; i < init->params->n_params; i++) {
         const plait_shard *s = &init->params->params[i].shard;
-        if (s->dim < 0 || s->parts <= 1 || (init->params->params[i].flags & PLAIT_PARAM_EXPERT)) continue;
+        if (s->dim < 0 || s->parts <= 1 || ((init->params->params[i].flags & PLAIT_PARAM_EXPERT) && s->dim == 0))
+            continue;
         if (found && s->index != out->tp_rank)
             return host->set_error(PLAIT_ERR_INTERNAL,
                                    "optimizer: parameters %s and %s are split with different TP indices (%d, %d)",
@@ -174,7 +177,7 @@ static inline int plait_optim_counts_in_norm(const plait_optim_topology *topo, c
     if (p->flags & PLAIT_PARAM_TIED_COPY) return 0;
     /* an expert tensor split over ep: each of the first ep ranks of the
      * dp x cp group holds its own experts */
-    if ((p->flags & PLAIT_PARAM_EXPERT) && p->shard.dim >= 0 && p->shard.parts > 1)
+    if ((p->flags & PLAIT_PARAM_EXPERT) && p->shard.dim == 0 && p->shard.parts > 1)
         return topo->dp_rank < topo->ep && topo->tp_rank == 0;
     if (topo->dp_rank != 0) return 0;
     int split = p->shard.dim >= 0 && p->shard.parts > 1;
