@@ -399,12 +399,6 @@ static plait_status check_moe(const plait_config *cfg, const char *arch, int64_t
     const int64_t k = plait_config_int(cfg, "model", "moe_top_k"), every = plait_config_int(cfg, "model", "moe_every");
     if (k > E) return over("moe_top_k", k, "moe_experts", E, "each token goes to k different experts");
     if (every > n_layer) return over("moe_every", every, "n_layer", n_layer, "no block would be sparse");
-    const char *rc = plait_config_str(cfg, "model", "recompute");
-    if (strcmp(rc, "none") != 0)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[model] recompute = %s with moe_experts = %lld: the sparse blocks keep every "
-                               "activation (allowed with experts: recompute = none)",
-                               rc, (long long)E);
     out->experts = (int32_t)E;
     out->top_k = (int32_t)k;
     out->shared = (int32_t)plait_config_int(cfg, "model", "moe_shared_experts");

@@ -30,6 +30,12 @@
  * the forward's GELU apart, to have the backward's kernel: see
  * gpt_bf16.c). Under tensor parallelism a full recompute repeats the
  * all-reduce after attn.c_proj (Megatron does the same; counted in tp_bytes).
+ *
+ * A sparse block (moe.c) keeps its routing and its experts' activations
+ * in the slot whatever the mode (the routes, gates and permuted rows its
+ * backward reads): full reruns its attention half and the MLP norm, the
+ * router's input, and nothing of the experts; selective drops nothing of
+ * its MLP half (it has no GELU output of its own).
  */
 #include "model/model_internal.h"
 
@@ -55,6 +61,7 @@ static plait_status recompute_llama(plait_model *m, model_slot *s, int32_t layer
     block_acts *a = &s->blocks[layer - 1];
     switch (m->desc->recompute) {
         case PLAIT_RECOMPUTE_SELECTIVE:
+            if (desc_block_sparse(m->desc, layer - 1)) return PLAIT_OK; /* no SwiGLU of its own */
             m->k->swiglu_forward(a->swi, a->fch, a->fcg, (size_t)(m->B * m->T * m->Fl));
             return PLAIT_OK;
         case PLAIT_RECOMPUTE_FULL:
@@ -64,16 +71,27 @@ static plait_status recompute_llama(plait_model *m, model_slot *s, int32_t layer
     }
 }
 
+/* A gpt sparse block's MLP norm (ln_2) over the residual stream's rows:
+ * the router's input and what the norm's backward reads. */
+static plait_status sparse_ln2(plait_model *m, model_slot *s, int32_t layer) {
+    block_acts *a = &s->blocks[layer - 1];
+    float *p[2];
+    plait_status st = plait_model_tensors(m, PARAM_DATA, layer, desc_block_param(m->desc, layer - 1, BP_LN2_W), 2, p);
+    if (st == PLAIT_OK) m->k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[0], p[1], m->R, m->C);
+    return st;
+}
+
 plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer, int weights_only) {
     if (m->desc->is_llama) return recompute_llama(m, s, layer);
     if (m->bf16) return recompute_bf16(m, s, layer);
     block_acts *a = &s->blocks[layer - 1];
+    const int sparse = desc_block_sparse(m->desc, layer - 1);
     switch (m->desc->recompute) {
     case PLAIT_RECOMPUTE_SELECTIVE:
         /* the weight half reads the GELU's output, not the probabilities */
         if (m->desc->is_gpt && !weights_only && !m->fused_attn)
             m->k->attention_probs(a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
-        m->k->gelu_forward(a->fcg, a->fch, (size_t)(m->B * m->T * m->Fl));
+        if (!sparse) m->k->gelu_forward(a->fcg, a->fch, (size_t)(m->B * m->T * m->Fl));
         return PLAIT_OK;
     case PLAIT_RECOMPUTE_FULL: {
         const float *x = s->bound[layer - 1];
@@ -81,6 +99,7 @@ plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer,
             plait_status st = plait_gpt_attention_forward(m, s, layer, x);
             if (st != PLAIT_OK) return st;
         }
+        if (sparse) return sparse_ln2(m, s, layer);
         return plait_mlp_half_forward_act(m, s, layer, m->desc->is_gpt ? a->res2 : x);
     }
     default: return PLAIT_OK;

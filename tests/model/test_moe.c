@@ -297,8 +297,6 @@ static void test_refused(void **state) {
     refused(ini, &one, "moe_top_k configures a mixture of experts, and this model has none");
     snprintf(ini, sizeof ini, "%smoe_experts = 4\nmoe_every = 3\n", gpt_base);
     refused(ini, &one, "moe_every = 3 is more than n_layer = 2");
-    snprintf(ini, sizeof ini, "%smoe_experts = 4\nrecompute = full\n", gpt_base);
-    refused(ini, &one, "recompute = full with moe_experts = 4");
     snprintf(ini, sizeof ini, "%smoe_experts = 1\n", gpt_base);
     refused(ini, &one, "moe_experts = 1");
     refused("[model]\narch = mlp\nn_layer = 2\nmoe_experts = 4\n", &one, "arch = mlp has no MLP to make sparse");
