@@ -79,17 +79,24 @@ static void test_ep_step_time(void **state) {
 
 /* configs/moe-tiny.ini: 4 sparse blocks of 8 GPT experts, each c_fc and
  * c_proj of 64 x 128 and their biases (16576 elements), k 2, T 64. */
-static void test_ep_stages(void **state) {
-    (void)state;
+/* configs/moe-tiny.ini's cost model at a global batch of 8, its config
+ * in *cfg and its device in *dev (the caller frees both). */
+static plait_cost_model *moe_tiny(plait_config **cfg, plait_cost_device *dev) {
     plait_host_install();
     char lvl[] = "run.log_level=error", gb[] = "data.global_batch=8";
     char *over[] = {lvl, gb};
-    plait_config *cfg = NULL;
-    assert_int_equal(plait_cli_load_config(source_path("configs/moe-tiny.ini"), 2, over, &cfg), PLAIT_OK);
+    assert_int_equal(plait_cli_load_config(source_path("configs/moe-tiny.ini"), 2, over, cfg), PLAIT_OK);
     plait_cost_model *m = NULL;
-    assert_int_equal(plait_cost_model_new(cfg, &m), PLAIT_OK);
+    assert_int_equal(plait_cost_model_new(*cfg, &m), PLAIT_OK);
+    plait_cost_device_planned(*cfg, 0, dev);
+    return m;
+}
+
+static void test_ep_stages(void **state) {
+    (void)state;
+    plait_config *cfg = NULL;
     plait_cost_device dev;
-    plait_cost_device_planned(cfg, 0, &dev);
+    plait_cost_model *m = moe_tiny(&cfg, &dev);
     plait_cost_layout l = {.dp = 4, .tp = 1, .pp = 1, .chunks = 1, .micro_batch = 2, .optim = "adam", .comm = "tcp"};
     plait_cost_rank one, two;
     assert_int_equal(plait_cost_model_stages(m, &l, 8, PLAIT_PRECISION_FP32, &dev, &one), 0);
@@ -108,6 +115,25 @@ static void test_ep_stages(void **state) {
     /* the held rows: 256 rows of 2·64 + 3·128 floats and 8 counts a block,
      * one micro-batch alive */
     NEAR(two.act_bytes - one.act_bytes, 4.0 * 4 * (256 * (2 * 64 + 3 * 128) + 8));
+    plait_cost_model_free(m);
+    plait_config_free(cfg);
+}
+
+/* Experts under tp: each expert's width split like the dense MLP's, so a
+ * rank of tp 2 holds half of every tensor but the replicated ones (moe-tiny
+ * by hand: wpe 4096, ln_f 128, and a block's two norms 256, attn.c_proj's
+ * bias 64, router 512, selection bias 8 and the experts' c_proj biases
+ * 512: 9632 whole, the other 611072 halved), the 315168 floats a rank's
+ * memory.csv reports (param_bytes 1260672) at tp 2. */
+static void test_tp_stages(void **state) {
+    (void)state;
+    plait_config *cfg = NULL;
+    plait_cost_device dev;
+    plait_cost_model *m = moe_tiny(&cfg, &dev);
+    plait_cost_layout l = {.dp = 1, .tp = 2, .pp = 1, .chunks = 1, .micro_batch = 2, .optim = "adam", .comm = "tcp"};
+    plait_cost_rank two;
+    assert_int_equal(plait_cost_model_stages(m, &l, 8, PLAIT_PRECISION_FP32, &dev, &two), 0);
+    NEAR(two.param_numel, 9632 + 611072 / 2.0);
     plait_cost_model_free(m);
     plait_config_free(cfg);
 }
@@ -179,6 +205,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ep_step_time),
         cmocka_unit_test(test_ep_stages),
+        cmocka_unit_test(test_tp_stages),
         cmocka_unit_test(test_ep_search),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
