@@ -202,6 +202,24 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
     out->k = out->E > 0 ? plait_config_int(cfg, "model", "moe_top_k") : 0;
     out->F = out->E > 0 ? plait_config_int(cfg, "model", "moe_ffn_hidden") : 0;
     if (out->E > 0 && out->F <= 0) out->F = ffn_hidden;
+    out->S = out->E > 0 ? plait_config_int(cfg, "model", "moe_shared_experts") : 0;
+}
+
+double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp) {
+    if (!moe || moe->E <= 0) return 0;
+    const double N = s->B * s->T, E = (double)moe->E, Nk = N * (double)moe->k, C = s->C;
+    const double F = (double)moe->F / tp, SF = (double)(moe->S * moe->F) / tp;
+    double f = 2 * N * E + N + E + 4 * Nk + E + 1 + 2 * Nk * C + 3 * Nk * F;
+    if (SF > 0) f += 3 * N * SF + N * C;
+    return sizeof(float) * ceil(f / 64) * 64; /* each block's part 256-byte aligned */
+}
+
+double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp) {
+    if (!moe || moe->E <= 0) return 0;
+    const double N = s->B * s->T, Nk = N * (double)moe->k;
+    const double F = (double)moe->F / tp, SF = (double)(moe->S * moe->F) / tp;
+    const double wide = Nk * F > N * SF ? Nk * F : N * SF;
+    return sizeof(float) * (3 * wide + 3 * Nk * s->C + N * (double)moe->E);
 }
 
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {

@@ -133,9 +133,9 @@ double plait_cost_ep_bytes(double tokens, int64_t k, int64_t C, int64_t E, int e
                            double micro_batches);
 
 /* A mixture of experts as the cost model reads it: E routed experts (0:
- * a dense model), k routes a token, F an expert's width. */
+ * a dense model), k routes a token, F an expert's width, S shared experts. */
 typedef struct plait_cost_moe {
-    int64_t E, k, F;
+    int64_t E, k, F, S;
 } plait_cost_moe;
 
 /* The model's experts from `cfg` (finalized; F the dense MLP's
@@ -149,6 +149,14 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
  * routing assumed (the planner cannot know the router's skew): a rank's
  * experts receive B·T·k rows a micro-batch, as many as its tokens send. */
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep);
+
+/* Bytes a sparse block keeps per micro-batch alive (model/moe.c's
+ * moe_acts: the router's logits and scores, each route's choice, gate and
+ * rows, the permuted inputs and outputs, the experts' hidden tensors at
+ * this tp rank's width F/tp, the shared experts'), and the backward's
+ * scratch all sparse blocks share (once a rank); 0 for a dense model. */
+double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
+double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
 
 /* Sets r's ep fields for `sparse` local sparse blocks and m micro-batches
  * a step (plait_cost_rank: ep_msgs, ep_bytes; plait_cost_ep_bytes). */

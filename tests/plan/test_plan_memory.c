@@ -121,6 +121,14 @@ static const layout layouts[] = {
      0,
      0},
     {"cpu gpt cp2 dp2 adam", {"device.plugin=cpu", "parallel.cp=2", "parallel.dp=2", NULL}, 0, 0},
+    /* a mixture of experts, each expert's width (and the shared expert's)
+     * split over tp: the routing, the experts' activations and their
+     * backward's scratch at the rank's width */
+    {"cpu gpt moe tp2 sp",
+     {"device.plugin=cpu", "model.moe_experts=4", "model.moe_ffn_hidden=64", "model.moe_shared_experts=1",
+      "parallel.tp=2", "parallel.tp.sequence_parallel=true", NULL},
+     0,
+     0},
     {"cuda_emu fp32 dp2 adam", {"device.plugin=cuda_emu", "parallel.dp=2", NULL}, 1, 0},
     {"cuda_emu bf16 dp2 adam", {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", NULL}, 1, 1},
     {"cuda_emu bf16 dp2 zero1",
