@@ -175,11 +175,39 @@ static void test_ep_search(void **state) {
     plait_config_free(cfg);
 }
 
+/* A rank's weights through the run's own plan (the parallel plugin's plan
+ * of each stage, whose expert tensors already carry the ep split as their
+ * shard): moe-tiny's 530432 routed experts' parameters count E / ep a
+ * rank, once, beside the 90272 dense ones every rank holds whole. */
+static void test_ep_weights_once(void **state) {
+    (void)state;
+    plait_host_install();
+    plait_config *cfg = NULL;
+    assert_int_equal(load_moe(NULL, 0, NULL, &cfg), PLAIT_OK);
+    plait_cluster c;
+    plait_cluster_default(&c);
+    plait_cost_ctx x = {.cluster = &c, .precision = PLAIT_PRECISION_FP32, .global_batch = 8, .load = load_moe};
+    plait_cost_device_planned(cfg, 0, &x.device);
+    const double experts = 4 * 8 * 16576.0, dense = 620704 - experts;
+    for (int ep = 1; ep <= 4; ep *= 2) {
+        plait_cost_layout l = {
+            .dp = 4, .tp = 1, .pp = 1, .chunks = 1, .micro_batch = 2, .ep = ep, .optim = "adam", .comm = "tcp"};
+        plait_cost_result r;
+        assert_int_equal(plait_cost_evaluate(&l, &x, &r), PLAIT_OK);
+        if (!r.valid) fail_msg("ep %d: %s", ep, r.why);
+        assert_true(r.confirmed);
+        NEAR(r.mem.param, 4 * (dense + experts / ep)); /* float32 */
+        NEAR(r.mem.grad, 4 * (dense + experts / ep));
+    }
+    plait_config_free(cfg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ep_step_time),
         cmocka_unit_test(test_ep_stages),
         cmocka_unit_test(test_ep_search),
+        cmocka_unit_test(test_ep_weights_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
