@@ -4,10 +4,10 @@
 # experts, the tokens traded by all-to-all) give ep 1's loss curve, routes
 # per expert and final parameters bit for bit, as do dp 2 x cp 2 at ep 4,
 # dp 2 x pp 2 at ep 2 and the llama arch with a shared expert at ep 2;
-# with two micro-batches a rank within 1e-6; a checkpoint of ep 1 resumes
-# at ep 2 and one of ep 2 at ep 1, each as the straight run; config check
-# counts a rank's all-to-all bytes and experts; and what ep cannot run
-# with yet is refused before step 1, naming the keys.
+# with two micro-batches a rank, ep 2 and 4 within 1e-6; a checkpoint of
+# ep 1 resumes at ep 2 and one of ep 2 at ep 1, each as the straight run;
+# config check counts a rank's all-to-all bytes and experts; and what ep
+# cannot run with yet is refused before step 1, naming the keys.
 source "$(dirname "$0")/lib.sh"
 MOE="model.moe_experts=4 model.moe_top_k=2 model.moe_ffn_hidden=64 model.moe_z_loss=0.001 model.moe_bias_rate=0.001"
 D="run.steps=4 run.deterministic=true run.ckpt_every=2 data.micro_batch=1 data.global_batch=4 parallel.dp=4 $MOE"
@@ -39,13 +39,18 @@ train pp1 $P
 train pp_ep2 $P parallel.ep=2
 same_losses pp1 pp_ep2 0
 same_params pp1 pp_ep2 bits model
-# two micro-batches a rank: the holder adds each micro-batch's sources
-# first, so the sums round otherwise (docs/parallelism.md): within 1e-6
-A="run.steps=4 run.deterministic=true run.ckpt_every=4 data.micro_batch=1 data.global_batch=8 parallel.dp=2 $MOE"
+# two micro-batches a rank (accumulation_steps 2) at dp 4: the holder
+# sums each micro-batch's sources before the micro-batches, ep 1 each
+# rank's micro-batches before the ranks, so the experts' gradients round
+# otherwise (docs/parallelism.md "Exactness"): ep 2 and ep 4 hold ep 1's
+# losses within 1e-6 and its weights within 1e-5, relative
+A="run.steps=4 run.deterministic=true run.ckpt_every=4 data.micro_batch=1 data.global_batch=8 parallel.dp=4 $MOE"
 train acc1 $A
-train acc_ep2 $A parallel.ep=2
-same_losses acc1 acc_ep2 1e-6
-same_params acc1 acc_ep2 1e-5
+for e in 2 4; do
+  train acc_ep$e $A parallel.ep=$e
+  same_losses acc1 acc_ep$e 1e-6
+  same_params acc1 acc_ep$e 1e-5
+done
 # the llama arch's experts (gate, up and down projections), beside a
 # shared expert every token passes through
 CFG=$(dirname "$0")/llama.ini
