@@ -94,8 +94,9 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     for (int l = 0; l < nl; l++)
         if (LOCAL(l)) {
             double f = spec->layers[l].flops_per_token;
-            double again = l >= 1 && l <= L ? plait_cost_recompute_flops_per_token(&s, f) : 0;
-            out->flops += (3.0 * f + again) * tokens / mesh->tp;
+            double train = 3.0 * f, again = 0;
+            if (l >= 1 && l <= L) plait_cost_block_flops_per_token(&s, f, &train, &again);
+            out->flops += (train + again) * tokens / mesh->tp;
             out->recompute_flops += again * tokens / mesh->tp;
         }
 
