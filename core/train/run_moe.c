@@ -104,12 +104,6 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
                 "%s: [parallel] ep = %d with tp = %d: the experts are not split over tensor-parallel "
                 "ranks (allowed with ep > 1: tp = 1; dp, cp and pp split the work)",
                 where, m->ep, m->tp);
-        if (strcmp(plait_config_str(run->cfg, "run", "ckpt_format"), "sharded") == 0)
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "%s: [parallel] ep = %d with [run] ckpt_format = sharded: the experts are gathered "
-                                   "into a checkpoint's whole tensors, not written in shards (allowed with ep > 1: "
-                                   "ckpt_format = gathered)",
-                                   where, m->ep);
     }
     if (E == 0) return PLAIT_OK;
     if (m->tp > 1) {
