@@ -4,8 +4,9 @@
 # experts, the tokens traded by all-to-all) give ep 1's loss curve, routes
 # per expert and final parameters bit for bit, as do dp 2 x cp 2 at ep 4,
 # dp 2 x pp 2 at ep 2 and the llama arch with a shared expert at ep 2;
-# with two micro-batches a rank within 1e-6; a checkpoint of ep 1 resumes
-# at ep 2 and one of ep 2 at ep 1, each as the straight run; config check
+# with two micro-batches a rank within 1e-6; ZeRO-1, 2 and 3 at ep 2 as at
+# ep 1 and as adam; a checkpoint of ep 1 resumes at ep 2 and one of ep 2 at
+# ep 1, gathered or sharded, each as the straight run; config check
 # counts a rank's all-to-all bytes and experts; and what ep cannot run
 # with yet is refused before step 1, naming the keys.
 source "$(dirname "$0")/lib.sh"
