@@ -517,11 +517,6 @@ const char *plait_cost_ep_refuses(const plait_cost_layout *l, int64_t experts, c
                  "[parallel] ep = %d with tp = %d: the experts are not split over tensor-parallel ranks (allowed "
                  "with ep > 1: tp = 1)",
                  ep, l->tp);
-    else if (strcmp(l->optim, "adam") != 0)
-        snprintf(why, len,
-                 "[parallel] ep = %d with [optim] plugin = %s: only adam keeps each rank's expert tensors whole so "
-                 "far (allowed with ep > 1: adam)",
-                 ep, l->optim);
     else return NULL;
     return why;
 }

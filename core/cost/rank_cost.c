@@ -47,11 +47,10 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         if (!LOCAL(p->layer)) continue;
         if (plait_tied_is_copy(p) && LOCAL(plait_tied_source(spec, p)->layer)) continue;
         double e = plan->shards ? shard_numel(p, &plan->shards[g]) : (double)p->numel;
-        if ((p->flags & PLAIT_PARAM_EXPERT) && ep > 1) {
-            /* its E / ep experts: counted from the whole tensor, since the
-             * run's plan may already hold the ep split as the tensor's
-             * shard (core/train/run_setup.c fills it so), which must not divide twice */
-            e = (double)p->numel / ep;
+        if ((p->flags & PLAIT_PARAM_EXPERT) && ep > 1) { /* its E / ep experts */
+            /* the core's prefilled plan splits them over ep already */
+            int split = plan->shards && plan->shards[g].dim == 0 && plan->shards[g].parts > 1;
+            if (!split) e /= ep;
             out->expert_numel += e;
         }
         out->param_numel += e;

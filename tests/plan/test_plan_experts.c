@@ -159,15 +159,17 @@ static void test_ep_search(void **state) {
     assert_non_null(strstr(name, " ep"));
     for (size_t i = 0; i < s.n; i++) assert_true(s.results[i].layout.ep > 1); /* ep 1 is over the limit */
     plait_cost_search_free(&s);
-    /* train's rules: tp with ep, another optimizer, ep not dividing the experts */
+    /* train's rules: tp with ep, ep not dividing the experts; ZeRO runs */
     char why[512];
     plait_cost_layout bad = l;
     bad.tp = 2;
     assert_non_null(plait_cost_ep_refuses(&bad, 8, why, sizeof why));
     assert_non_null(strstr(why, "tp = 2"));
     bad = l;
-    snprintf(bad.optim, sizeof bad.optim, "zero1");
-    assert_non_null(plait_cost_ep_refuses(&bad, 8, why, sizeof why));
+    for (int z = 1; z <= 3; z++) {
+        snprintf(bad.optim, sizeof bad.optim, "zero%d", z);
+        assert_null(plait_cost_ep_refuses(&bad, 8, why, sizeof why));
+    }
     bad = l;
     bad.ep = 3;
     assert_non_null(plait_cost_ep_refuses(&bad, 8, why, sizeof why));
@@ -239,7 +241,7 @@ static void test_mixtral_published(void **state) {
                            .schedule = "interleaved",
                            .micro_batch = 1,
                            .ep = 8,
-                           .optim = "adam", /* ZeRO is refused with ep > 1 (Megatron-Core shards it) */
+                           .optim = "adam",
                            .comm = "tcp"};
     plait_cost_result r;
     assert_int_equal(plait_cost_evaluate(&l, &x, &r), PLAIT_OK);
@@ -269,11 +271,36 @@ static void test_mixtral_published(void **state) {
     plait_config_free(cfg);
 }
 
+/* ZeRO's shards at ep 2 of dp 4: the dense 9e5 elements over the four
+ * ranks, the experts' 1e5 (the rank's E / ep) over the two holding the
+ * same experts, as plugins/optim/common/zero.h partitions them. */
+static void test_ep_zero_memory(void **state) {
+    (void)state;
+    plait_cost_rank r = {.dp = 4, .tp = 1, .pp = 1, .param_numel = 1e6, .ep = 2, .expert_numel = 1e5};
+    plait_cost_job j = {.dp = 4, .tp = 1, .pp = 1, .ep = 2, .bucket_bytes = 1e9, .precision = PLAIT_PRECISION_FP32};
+    const double shard = 9e5 / 4 + 1e5 / 2;
+    NEAR(plait_cost_zero_shard(&r, 4), shard);
+    plait_cost_mem m;
+    for (int z = 0; z <= 3; z++) {
+        j.zero = z;
+        plait_cost_memory(&r, &j, 0, &m);
+        NEAR(m.state, 8 * (z >= 1 ? shard : 1e6));
+        NEAR(m.grad, 4 * (z >= 2 ? shard : 1e6));
+        NEAR(m.param, 4 * (z >= 3 ? shard : 1e6));
+    }
+    /* ep 4 of dp 4: each rank alone holds its experts, which ZeRO keeps whole */
+    r.ep = j.ep = 4;
+    NEAR(plait_cost_zero_shard(&r, 4), 9e5 / 4 + 1e5);
+    /* ep 1: every element over the four */
+    r.ep = j.ep = 1;
+    NEAR(plait_cost_zero_shard(&r, 4), 1e6 / 4);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ep_step_time),      cmocka_unit_test(test_ep_stages),
         cmocka_unit_test(test_ep_search),         cmocka_unit_test(test_ep_weights_once),
-        cmocka_unit_test(test_mixtral_published),
+        cmocka_unit_test(test_mixtral_published), cmocka_unit_test(test_ep_zero_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
