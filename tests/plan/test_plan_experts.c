@@ -26,13 +26,6 @@
 
 #include "plan_fixtures.h"
 
-static char *source_path(const char *rel) {
-    static char buf[1024];
-    const char *src = getenv("PLAIT_SOURCE_DIR");
-    snprintf(buf, sizeof buf, "%s/%s", src ? src : ".", rel);
-    return buf;
-}
-
 /* Four ranks, one node: 8 all-to-alls of 3 sends each at 10 us, 1 MB at
  * 1 GB/s on the critical path; the experts' 1e5 of the 1e6 parameters
  * reduced over edp = 4 / ep. */
