@@ -114,7 +114,8 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
                                                              .grad = grad_ptr(z, u, g),
                                                              .at = at,
                                                              .n = g->len,
-                                                             .weight_decay = args.weight_decay};
+                                                             .weight_decay = args.weight_decay,
+                                                             .layer = -1};
             else k->adamw(param_ptr(z, u, g), grad_ptr(z, u, g), m + at, v + at, g->len, &args);
         }
     }
