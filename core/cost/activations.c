@@ -18,12 +18,14 @@ void plait_cost_device_of(const plait_kernels *k, int64_t T, int64_t HS, plait_c
     memset(out, 0, sizeof *out);
     out->bf16_path = plait_model_kernels_bf16(k, HS);
     if (PLAIT_KERNELS_HAS_FUSED_ATTENTION(k, HS)) out->att_scratch = (double)k->attention_fused_scratch(1, T, 1, HS);
+    out->att_backward_products = 5; /* core/kernels/kernels_attention.c */
 }
 
 void plait_cost_device_cuda(int64_t T, int64_t HS, plait_cost_device *out) {
     memset(out, 0, sizeof *out);
     out->bf16_path = HS <= PLAIT_ATTENTION_FUSED_MAX_HS;
     out->att_scratch = out->bf16_path ? (double)T : 0;
+    out->att_backward_products = 7;
 }
 
 void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, const plait_cost_shape_in *in) {
@@ -43,6 +45,7 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     s->HS = HS;
     s->fused = (s->gpt && HS <= PLAIT_ATTENTION_FUSED_MAX_HS) || s->llama;
     s->att_scratch = s->fused && in->device ? in->device->att_scratch / s->cp : 0;
+    s->att_bwd = in->device && in->device->att_backward_products > 0 ? in->device->att_backward_products : 5;
     s->NHl = floor(NH / in->tp); /* the model's integer division (the mlp arch: no heads under tp) */
     s->Cl = s->NHl * HS;
     s->Fl = (s->llama ? spec->ffn_hidden : 4 * s->C) / in->tp;
@@ -182,12 +185,17 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
     return 4 * (f + block_floats(s, 0));
 }
 
-double plait_cost_recompute_flops_per_token(const plait_cost_shape *s, double block_flops_per_token) {
+void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, double *train, double *again) {
     /* a token attends over the whole sequence, T x cp, under cp too */
-    double T = s->T * s->cp, scores = s->fused ? 2.0 * T * s->C : 0; /* the fused backward's */
-    if (s->recompute == 2) return block_flops_per_token + scores;
-    if (s->recompute == 1 && s->gpt && !s->fused) return 4.0 * T * s->C;
-    return scores;
+    double T = s->T * s->cp, att = 4.0 * T * s->C;
+    if (!(s->gpt || s->llama) || !s->fused) {
+        *train = 3.0 * f;
+        *again = s->recompute == 2 ? f : s->recompute == 1 && s->gpt ? att : 0;
+        return;
+    }
+    double products = f - att, half = T * s->C; /* one product over the causal half of the square */
+    *train = 3.0 * products + 2.0 * half + s->att_bwd * half;
+    *again = s->recompute == 2 ? products + 2.0 * half : 0;
 }
 
 double plait_cost_ep_bytes(double tokens, int64_t k, int64_t C, int64_t E, int ep, double sparse_blocks,
@@ -243,8 +251,10 @@ void plait_cost_ring_traffic(const plait_cost_shape *s, double blocks, double mi
     if (!s->llama || kv <= 0) kv = 2 * s->Cl;
     r->cp_passes = (s->cp - 1) * blocks * micro_batches;
     r->cp_msg_elems = s->B * s->T * kv;
-    /* QKᵀ and att·V of one query block against one key block, as the
-     * model's FLOP count has them (4·T·C a token, causal or not) */
-    r->cp_hide_flops = 4.0 * s->B * s->T * s->T * s->Cl;
+    /* QKᵀ and att·V of one query block against one key block over the
+     * keys its queries see: a block holds 2 of the 2cp chunks, so of the
+     * 4 chunk pairs of two blocks 2 are seen on average (the ring's
+     * kernels skip the rest, core/kernels/kernels_ring.c) */
+    r->cp_hide_flops = 2.0 * s->B * s->T * s->T * s->Cl;
     r->cp_tail_msgs = blocks * micro_batches;
 }

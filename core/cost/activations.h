@@ -53,6 +53,11 @@ typedef struct plait_cost_device {
     int bf16_path;      /* the kernels run the GPT's bf16-activation path (plait_model_kernels_bf16) */
     double att_scratch; /* floats of the fused attention's scratch per sequence and head
                            (the table's attention_fused_scratch(1, T, 1, HS)) */
+    /* products of a (query tile, key tile) pair in the fused attention's
+     * backward: 5 on the CPU (the scores again, dV, dP, dQ, dK), 7 on
+     * cuda, whose deterministic dQ kernel computes the scores and dP once
+     * more (plugins/device/cuda/attention.cu); 0 = 5 */
+    double att_backward_products;
 } plait_cost_device;
 
 /* The device whose kernel table is `k` (an open device's, or the core's
@@ -93,6 +98,7 @@ typedef struct plait_cost_shape {
                          PLAIT_ATTENTION_FUSED_MAX_HS: plait's devices all have it) */
     double HS;        /* head size */
     double att_scratch; /* the fused attention's scratch floats per sequence and head (the device's) */
+    double att_bwd;     /* the fused attention's backward products a tile pair (the device's; 5 without one) */
     int bf16;         /* the model stores this rank's activations in bf16 (plait_model_grants_bf16) */
     int bf16_head;    /* and its head's (without tensor parallelism) */
     int sp;           /* sequence parallelism: the tensors outside the tp-split regions are cut by q */
@@ -170,11 +176,17 @@ void plait_cost_ring_traffic(const plait_cost_shape *s, double blocks, double mi
  * it recomputes into. */
 double plait_cost_scratch_bytes(const plait_cost_shape *s);
 
-/* Forward FLOPs per token a recompute mode runs again for one block: full,
- * the whole block; selective, the attention scores and their product with
- * the values (4·T·C; the GELU's elementwise work is not counted). A fused
- * attention's backward recomputes the scores (2·T·C) in every mode, and
- * selective recomputes nothing else of attention. */
-double plait_cost_recompute_flops_per_token(const plait_cost_shape *s, double block_flops_per_token);
+/* FLOPs per token of one block in a step, from its forward count f
+ * (model_desc: the products' 2 FLOPs a weight and attention's 4·T·C, QKᵀ
+ * and att·V over the whole T x T square): *train the forward and
+ * backward, *again the forward a recompute mode runs again (of *train's
+ * kind: not included in it). Without a fused attention the backward is
+ * twice the forward and full recomputation runs f again, selective the
+ * attention's 4·T·C. plait's fused attention (every device's, and the
+ * ring's blocks under cp) walks only the key tiles a causal query sees,
+ * half the square: its forward is 2·T·C, its backward att_bwd products of
+ * T·C each (the scores again among them, in every recompute mode), and
+ * full recomputation runs the products and that 2·T·C again. */
+void plait_cost_block_flops_per_token(const plait_cost_shape *s, double f, double *train, double *again);
 
 #endif

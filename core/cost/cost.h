@@ -133,6 +133,10 @@ typedef struct plait_cost_mem {
     double host_state, disk;
 } plait_cost_mem;
 
+/* Elements of a rank's ZeRO shard of its parameters over its dp x cp
+ * group of n ranks: the routed experts' (ep > 1) over the n / ep ranks
+ * holding the same experts, the others over all n. */
+double plait_cost_zero_shard(const plait_cost_rank *r, double n);
 /* Memory of one rank. */
 void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double process_bytes, plait_cost_mem *out);
 

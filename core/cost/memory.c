@@ -11,6 +11,11 @@ void plait_cost_bytes_of(plait_cost_bytes *out) {
         .weight = 4, .weight_copy = 2, .grad = 4, .optim = 8, .message = 4, .adam_io = 4 + 8 + 16, .copy_io = 4 + 2};
 }
 
+double plait_cost_zero_shard(const plait_cost_rank *r, double n) {
+    double experts = r->ep > 1 ? r->expert_numel : 0, en = n / (r->ep > 1 ? r->ep : 1);
+    return (r->param_numel - experts) / n + experts / (en > 1 ? en : 1);
+}
+
 void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double process_bytes, plait_cost_mem *out) {
     memset(out, 0, sizeof *out);
     plait_cost_bytes b;
@@ -19,16 +24,20 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
      * them, is dp x cp: a cp rank holds every weight of its dp rank
      * (sdk/include/plait/optim.h, plait_optim_init.dp_comm) */
     double psi = r->param_numel, n = (r->dp > 0 ? r->dp : 1) * (j->cp > 1 ? j->cp : 1);
+    /* a ZeRO shard of it: the routed experts' elements (ep > 1) over the
+     * edp group, the dp x cp / ep ranks holding the same experts, the
+     * others over dp x cp (plugins/optim/common/zero.h) */
+    double shard = plait_cost_zero_shard(r, n);
     /* stage 1 shards the optimizer state, 2 also the gradients, 3 also the
      * parameters (plugins/optim/common/zero.h); ZeRO-1/2 gathering bf16
      * weights (param_gather) keep their float32 shard as the master copy;
      * the bf16 copy is whole on every rank, ZeRO-3's included (the model
      * makes it while a layer's gathered parameters are there) */
     int shard_masters = j->zero >= 1 && j->zero <= 2 && r->param_wire > 0 && r->param_wire < 1 && n > 1;
-    out->param = b.weight * psi / (j->zero >= 3 ? n : 1) + (shard_masters ? b.weight * psi / n : 0) +
+    out->param = b.weight * (j->zero >= 3 ? shard : psi) + (shard_masters ? b.weight * shard : 0) +
                  b.weight_copy * r->weight_copy_numel;
-    out->grad = b.grad * psi / (j->zero >= 2 ? n : 1);
-    out->state = b.optim * psi / (j->zero >= 1 ? n : 1);
+    out->grad = b.grad * (j->zero >= 2 ? shard : psi);
+    out->state = b.optim * (j->zero >= 1 ? shard : psi);
     if (j->offload) { /* the moments leave the device (plugins/optim/README.md) */
         out->host_state = j->offload == 1 ? out->state : j->offload_buffer;
         out->disk = j->offload == 2 ? out->state : 0;
@@ -38,14 +47,13 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
          * (plugins/optim/common/offload_copy.h; the parameters' not with
          * offload_params, whose shards are on the host already) */
         if (j->offload == 1)
-            out->host_state += (b.grad + (j->offload_params && j->zero >= 3 ? 0 : b.weight)) * psi /
-                               (j->zero >= 1 ? n : 1);
+            out->host_state += (b.grad + (j->offload_params && j->zero >= 3 ? 0 : b.weight)) *
+                               (j->zero >= 1 ? shard : psi);
         out->state = 0;
         if (j->offload_params && j->zero >= 3) { /* ZeRO-3's float32 shards go with them */
-            double shard = b.weight * psi / n;
-            out->param -= shard;
-            if (j->offload == 1) out->host_state += shard;
-            else out->disk += shard;
+            out->param -= b.weight * shard;
+            if (j->offload == 1) out->host_state += b.weight * shard;
+            else out->disk += b.weight * shard;
         }
     }
     out->activations = r->act_bytes;

@@ -48,7 +48,9 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         if (plait_tied_is_copy(p) && LOCAL(plait_tied_source(spec, p)->layer)) continue;
         double e = plan->shards ? shard_numel(p, &plan->shards[g]) : (double)p->numel;
         if ((p->flags & PLAIT_PARAM_EXPERT) && ep > 1) { /* its E / ep experts */
-            e /= ep;
+            /* the core's prefilled plan splits them over ep already */
+            int split = plan->shards && plan->shards[g].dim == 0 && plan->shards[g].parts > 1;
+            if (!split) e /= ep;
             out->expert_numel += e;
         }
         out->param_numel += e;
@@ -91,8 +93,9 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     for (int l = 0; l < nl; l++)
         if (LOCAL(l)) {
             double f = spec->layers[l].flops_per_token;
-            double again = l >= 1 && l <= L ? plait_cost_recompute_flops_per_token(&s, f) : 0;
-            out->flops += (3.0 * f + again) * tokens / mesh->tp;
+            double train = 3.0 * f, again = 0;
+            if (l >= 1 && l <= L) plait_cost_block_flops_per_token(&s, f, &train, &again);
+            out->flops += (train + again) * tokens / mesh->tp;
             out->recompute_flops += again * tokens / mesh->tp;
         }
 

@@ -374,8 +374,9 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                 if (ly == m->copy_layer && stage_of(b, K, p, m->copy_source) != st) e += t->copy_numel;
                 r->param_numel += e;
                 if (e > r->largest_layer_numel) r->largest_layer_numel = e;
-                double again = ly >= 1 && ly <= L ? plait_cost_recompute_flops_per_token(&s, f) : 0;
-                r->flops += (3.0 * f + again) * tokens / tp;
+                double train = 3.0 * f, again = 0;
+                if (ly >= 1 && ly <= L) plait_cost_block_flops_per_token(&s, f, &train, &again);
+                r->flops += (train + again) * tokens / tp;
                 r->recompute_flops += again * tokens / tp;
                 blocks += ly >= 1 && ly <= L;
                 emb |= ly == 0;

@@ -165,7 +165,7 @@ static double optim_bytes(const plait_cost_rank *r, const plait_cost_job *j) {
     plait_cost_bytes b;
     plait_cost_bytes_of(&b);
     int n = (j->dp > 0 ? j->dp : 1) * (j->cp > 1 ? j->cp : 1);
-    return b.adam_io * r->param_numel / (j->zero > 0 ? n : 1) + b.copy_io * r->weight_copy_numel;
+    return b.adam_io * (j->zero > 0 ? plait_cost_zero_shard(r, n) : r->param_numel) + b.copy_io * r->weight_copy_numel;
 }
 
 /* Ring attention's transfers in a step (cost.h, plait_cost_rank's cp_*)

@@ -72,6 +72,14 @@ static const plait_kernels g_table = {
     .ring_attention_finish = plait_k_ring_attention_finish,
     .ring_attention_backward = plait_k_ring_attention_backward,
     .copy_rows = plait_k_copy_rows,
+    .moe_route = plait_k_moe_route,
+    .moe_permute = plait_k_moe_permute,
+    .moe_unpermute = plait_k_moe_unpermute,
+    .moe_unpermute_backward = plait_k_moe_unpermute_backward,
+    .moe_permute_backward = plait_k_moe_permute_backward,
+    .moe_route_backward = plait_k_moe_route_backward,
+    .moe_matmul_forward = plait_k_moe_matmul_forward,
+    .moe_matmul_backward = plait_k_moe_matmul_backward,
 };
 
 const plait_kernels *plait_kernels_table(void) { return &g_table; }

@@ -51,15 +51,26 @@
  * width. The combine sums the partial outputs, the row-parallel bias
  * added on the group's first rank only, and one all-reduce (a
  * reduce-scatter under sequence parallelism) completes them before the
- * residual. In the backward a gate's gradient, the dot of the token's
- * output gradient with its route's output, is such a partial sum too:
- * the N·k dots are summed over the group before the router's gradient;
- * the router's input gradient (whole on every rank) joins the input
- * gradient's partial sums on the first rank before their all-reduce.
+ * residual (moe_unpermute into the partial sums over a zeroed residual;
+ * the entry has no form without one). The losses and counts the trainer
+ * reports are counted on the group's first rank. In the backward a gate's
+ * gradient, the dot of the token's output gradient with its route's
+ * output, is such a partial sum too: moe_unpermute_backward's N·k dots
+ * are summed over the group (in float, through host memory: the tp
+ * operators sum floats) before moe_route_backward; the router's input
+ * gradient (whole on every rank) joins the input gradient's partial sums
+ * on the first rank before their all-reduce.
  *
- * The routing is host code over the tensors: the model refuses experts on
- * a device whose memory is not host memory (model.c). The backward runs
- * whole in one call (input and weight gradients).
+ * Every step runs through the kernel table's MoE entries (plait/kernels.h,
+ * ABI 1.21: the router, the permutation and its inverse, the grouped
+ * product over the experts' rows) on the device's memory; the rows each
+ * expert was given, the experts' offsets (and, in training, the scores
+ * and log-sum-exps the reported losses read) come back to the host once
+ * per block and forward, as Megatron-Core's dropless path syncs its
+ * counts: the grouped product and the ep trades size themselves by them.
+ * The ep trades read and write the rows in host memory, so ep > 1 needs a
+ * device whose memory is host memory (model.c refuses it otherwise). The
+ * backward runs whole in one call (input and weight gradients).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -77,11 +88,12 @@ typedef struct moe_acts {
     float *logits, *scores; /* [N,E] */
     float *lse;             /* [N] log-sum-exp of the logits (z-loss) */
     float *routed;          /* [E] routes each expert was given, before any drop */
+    int32_t *off;           /* [E+1] each expert's first row */
+    int32_t *hoff;          /* [E+1] off's host copy (host memory, after the slot's moe_acts) */
     int32_t *idx;           /* [N,k] chosen experts, ascending */
     float *gate;            /* [N,k] */
     int32_t *row;           /* [N,k] each route's permuted row, -1 dropped */
     int32_t *tok;           /* [N·k] the token of a permuted row */
-    int32_t *off;           /* [E+1] each expert's first row */
     float *x, *y;           /* [N·k,C] permuted inputs, experts' outputs */
     float *h, *u, *a;       /* [N·k,F]: gpt c_fc's output and GELU's; llama gate's, up's, SwiGLU's */
     float *sh, *su, *sa;    /* [N,SF] the same for the shared experts */
@@ -119,12 +131,12 @@ static size_t acts_carve(const moe_dims *d, float *base, moe_acts *a) {
     TAKE(a->logits, float, N *E);
     TAKE(a->scores, float, N *E);
     TAKE(a->lse, float, N);
-    TAKE(a->routed, float, E);
+    TAKE(a->routed, float, E); /* scores .. off: one copy to the host */
+    TAKE(a->off, int32_t, E + 1);
     TAKE(a->idx, int32_t, Nk);
     TAKE(a->gate, float, Nk);
     TAKE(a->row, int32_t, Nk);
     TAKE(a->tok, int32_t, Nk);
-    TAKE(a->off, int32_t, E + 1);
     TAKE(a->x, float, Nk * d->C);
     TAKE(a->y, float, Nk * d->C);
     TAKE(a->h, float, Nk * d->F);
@@ -141,7 +153,8 @@ static size_t acts_carve(const moe_dims *d, float *base, moe_acts *a) {
 }
 
 /* The slot's moe_acts for every sparse block it holds, allocated at its
- * first sparse forward. */
+ * first sparse forward (device memory), with each block's host copy of
+ * its offsets in the same host block as the moe_acts array. */
 static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_acts **out) {
     const int32_t L = m->desc->n_layer;
     if (!s->moe) {
@@ -149,7 +162,8 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
         const size_t per = acts_carve(&d, NULL, NULL);
         size_t n = 0;
         for (int32_t l = 0; l < L; l++) n += desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1);
-        s->moe = calloc((size_t)L, sizeof *s->moe);
+        const size_t E1 = (size_t)d.E + 1;
+        s->moe = calloc(1, (size_t)L * (sizeof *s->moe + E1 * sizeof(int32_t)));
         s->moe_bytes = n * per * sizeof(float);
         s->moe_mem = s->moe ? plait_device_alloc(s->moe_bytes, "activations") : NULL;
         if (!s->moe || !s->moe_mem) {
@@ -161,8 +175,10 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
         m->act_bytes += s->moe_bytes;
         size_t at = 0;
         for (int32_t l = 0; l < L; l++)
-            if (desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1))
+            if (desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1)) {
                 at += acts_carve(&d, s->moe_mem + at, &s->moe[l]);
+                s->moe[l].hoff = (int32_t *)(void *)(s->moe + L) + (size_t)l * E1;
+            }
     }
     *out = &s->moe[layer - 1];
     return PLAIT_OK;
@@ -170,6 +186,7 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
 
 /* The backward's scratch, shared by every sparse block and slot. */
 typedef struct moe_scratch {
+    double *dgate;        /* [N,k] the gates' gradients */
     float *d1, *d2, *d3;  /* [max(N·k, N·S)·F] */
     float *dy, *dx, *dx2; /* [N·k,C] */
     float *dlogits;       /* [N,E] */
@@ -178,14 +195,15 @@ typedef struct moe_scratch {
 static plait_status scratch_get(plait_model *m, moe_scratch *sc) {
     const moe_dims d = dims_of(m);
     const int64_t wide = d.N * d.k * d.F > d.N * d.SF ? d.N * d.k * d.F : d.N * d.SF;
-    const size_t floats = (size_t)(3 * wide + 3 * d.N * d.k * d.C + d.N * d.E);
+    const size_t floats = (size_t)(2 * d.N * d.k + 3 * wide + 3 * d.N * d.k * d.C + d.N * d.E);
     if (!m->moe_scratch) {
         m->moe_scratch = plait_device_alloc(floats * sizeof(float), "activations");
         if (!m->moe_scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: the experts' backward scratch");
         m->moe_scratch_bytes = floats * sizeof(float);
         m->act_bytes += m->moe_scratch_bytes;
     }
-    float *p = m->moe_scratch;
+    sc->dgate = (double *)(void *)m->moe_scratch; /* first: aligned for doubles */
+    float *p = m->moe_scratch + 2 * d.N * d.k;
     sc->d1 = p;
     sc->d2 = p + wide;
     sc->d3 = p + 2 * wide;
@@ -258,79 +276,60 @@ static void mlp_backward(plait_model *m, const moe_dims *d, const mlp_w *w, cons
     m->k->matmul_backward(dx, g->w1, g->b1, sc->d2, x, w->w1, n, C, F);
 }
 
-/* ---- the router ---------------------------------------------------------- */
+/* ---- the routed experts, grouped ------------------------------------------- */
 
-/* Scores, log-sum-exp and the top k of token n (logits already in a). */
-static void route_token(const plait_model *m, const moe_dims *d, moe_acts *a, const float *bias, int64_t n) {
-    const int64_t E = d->E, k = d->k;
-    const float *z = a->logits + n * E;
-    float *s = a->scores + n * E;
-    double mx = z[0], sum = 0.0;
-    for (int64_t e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
-    for (int64_t e = 0; e < E; e++) sum += exp((double)z[e] - mx);
-    a->lse[n] = (float)(mx + log(sum));
-    for (int64_t e = 0; e < E; e++)
-        s[e] = m->desc->moe.sigmoid ? (float)(1.0 / (1.0 + exp(-(double)z[e]))) : (float)(exp((double)z[e] - mx) / sum);
-    int32_t *idx = a->idx + n * k;
-    for (int64_t j = 0; j < k; j++) { /* the k highest score + bias, ties to the lower index */
-        int32_t best = -1;
-        for (int64_t e = 0; e < E; e++) {
-            int taken = 0;
-            for (int64_t i = 0; i < j; i++) taken |= idx[i] == e;
-            if (!taken && (best < 0 || s[e] + bias[e] > s[best] + bias[best])) best = (int32_t)e;
-        }
-        idx[j] = best;
+/* The routed experts' MLPs over their rows x [off[E],C] (off: host
+ * memory), each expert's product one of the grouped entry's: the bits of
+ * one mlp_forward an expert. */
+static void group_forward(plait_model *m, const moe_dims *d, float *const *t, const int32_t *off, const float *x,
+                          float *h, float *u, float *a, float *y) {
+    float *const *w = t + MOE_EXPERTS;
+    const int64_t C = d->C, F = d->F, E = d->E, rows = off[E];
+    if (rows == 0) return;
+    if (d->nt == MOE_LLAMA_TENSORS) { /* gate, up, down */
+        m->k->moe_matmul_forward(h, x, w[0], NULL, off, E, C, F);
+        m->k->moe_matmul_forward(u, x, w[1], NULL, off, E, C, F);
+        m->k->swiglu_forward(a, h, u, (size_t)(rows * F));
+        m->k->moe_matmul_forward(y, a, w[2], NULL, off, E, F, C);
+        return;
     }
-    for (int64_t j = 1; j < k; j++) /* ascending: the combine's order */
-        for (int64_t i = j; i > 0 && idx[i - 1] > idx[i]; i--) {
-            int32_t t = idx[i];
-            idx[i] = idx[i - 1];
-            idx[i - 1] = t;
-        }
-    double g = 0.0;
-    for (int64_t j = 0; j < k; j++) g += s[idx[j]];
-    for (int64_t j = 0; j < k; j++) a->gate[n * k + j] = k > 1 ? (float)(s[idx[j]] / g) : s[idx[j]];
+    m->k->moe_matmul_forward(h, x, w[0], w[1], off, E, C, F); /* c_fc */
+    m->k->gelu_forward(u, h, (size_t)(rows * F));
+    /* c_proj; its bias once over the tp group: the partial sums' first rank's */
+    m->k->moe_matmul_forward(y, u, w[2], m->tp_rank == 0 ? w[3] : NULL, off, E, F, C);
 }
 
-/* The routes in token order into the experts' rows (a capacity drops the
- * routes past it), their offsets, and the permuted inputs. Returns the
- * routes dropped, -1 out of memory. */
-static int64_t permute(const plait_model *m, const moe_dims *d, moe_acts *a, const float *ln) {
-    const int64_t N = d->N, E = d->E, k = d->k, C = d->C;
-    const double cf = m->desc->moe.capacity;
-    const int64_t cap = cf > 0 ? (int64_t)ceil(cf * (double)(N * k) / (double)E) : N * k;
-    int64_t dropped = 0;
-    for (int64_t e = 0; e <= E; e++) a->off[e] = 0;
-    for (int64_t e = 0; e < E; e++) a->routed[e] = 0.0f;
-    for (int64_t r = 0; r < N * k; r++) { /* kept routes counted in off[e+1] */
-        const int32_t e = a->idx[r];
-        a->routed[e] += 1.0f;
-        if (a->off[e + 1] < cap) a->off[e + 1]++, a->row[r] = 0;
-        else a->row[r] = -1, dropped++;
+/* Their backward: sc->dx [off[E],C] (overwritten) from sc->dy, the
+ * weights' gradients added to g's expert slices. */
+static void group_backward(plait_model *m, const moe_dims *d, float *const *t, float *const *g, const int32_t *off,
+                           const moe_acts *a, const moe_scratch *sc) {
+    float *const *w = t + MOE_EXPERTS, *const *gw = g + MOE_EXPERTS;
+    const int64_t C = d->C, F = d->F, E = d->E, rows = off[E];
+    if (rows == 0) return;
+    if (d->nt == MOE_LLAMA_TENSORS) {
+        m->k->moe_matmul_backward(sc->d1, gw[2], NULL, sc->dy, a->a, w[2], off, E, F, C);
+        m->k->swiglu_backward(sc->d2, sc->d3, sc->d1, a->h, a->u, (size_t)(rows * F));
+        m->k->moe_matmul_backward(sc->dx, gw[0], NULL, sc->d2, a->x, w[0], off, E, C, F);
+        m->k->moe_matmul_backward(sc->dx2, gw[1], NULL, sc->d3, a->x, w[1], off, E, C, F);
+        m->k->axpy(sc->dx, sc->dx2, (size_t)(rows * C), 1.0f);
+        return;
     }
-    for (int64_t e = 0; e < E; e++) a->off[e + 1] += a->off[e];
-    int32_t *fill = calloc(E > 0 ? (size_t)E : 1u, sizeof *fill);
-    if (!fill) return -1;
-    for (int64_t r = 0; r < N * k; r++) {
-        if (a->row[r] < 0) continue;
-        const int32_t e = a->idx[r], at = a->off[e] + fill[e]++;
-        a->row[r] = at;
-        a->tok[at] = (int32_t)(r / k);
-        memcpy(a->x + (int64_t)at * C, ln + (r / k) * C, (size_t)C * sizeof(float));
-    }
-    free(fill);
-    return dropped;
+    m->k->moe_matmul_backward(sc->d1, gw[2], gw[3], sc->dy, a->u, w[2], off, E, F, C);
+    m->k->gelu_backward(sc->d2, a->h, sc->d1, (size_t)(rows * F));
+    m->k->moe_matmul_backward(sc->dx, gw[0], gw[1], sc->d2, a->x, w[0], off, E, C, F);
 }
 
-/* The load-balancing and z losses of one forward. */
-static void losses(const plait_model *m, const moe_dims *d, const moe_acts *a, double *aux, double *z) {
+/* The load-balancing and z losses of one forward, from host copies of
+ * the scores [N,E], log-sum-exps [N] and routes [E]. */
+static void losses(const plait_model *m, const moe_dims *d, const float *scores, const float *lse, const float *routed,
+                   double *aux, double *z) {
     const int64_t N = d->N, E = d->E;
     double az = 0.0, al = 0.0;
-    for (int64_t n = 0; n < N; n++) az += (double)a->lse[n] * (double)a->lse[n];
+    for (int64_t n = 0; n < N; n++) az += (double)lse[n] * (double)lse[n];
     for (int64_t e = 0; e < E; e++) {
         double p = 0.0;
-        for (int64_t n = 0; n < N; n++) p += a->scores[n * E + e];
-        al += p * (double)a->routed[e];
+        for (int64_t n = 0; n < N; n++) p += scores[n * E + e];
+        al += p * (double)routed[e];
     }
     *aux = m->desc->moe.aux * (double)E / ((double)N * (double)N * (double)d->k) * al;
     *z = m->desc->moe.z * az / (double)N;
@@ -362,8 +361,8 @@ static void ep_ranges_of(const plait_model *m, const moe_dims *d, const moe_acts
     const int64_t El = d->E / m->ep;
     int64_t at = 0;
     for (int p = 0; p < m->ep; p++) {
-        r->send_at[p] = a->off[p * El];
-        r->send_n[p] = a->off[(p + 1) * El] - a->off[p * El];
+        r->send_at[p] = a->hoff[p * El];
+        r->send_n[p] = a->hoff[(p + 1) * El] - a->hoff[p * El];
         r->recv_at[p] = at;
         r->recv_n[p] = 0;
         for (int64_t le = 0; le < El; le++) r->recv_n[p] += cnt[p * El + le];
@@ -458,7 +457,7 @@ static plait_status ep_forward(plait_model *m, model_slot *s, int32_t layer, con
     if (!m->ep_comm || m->ep > PLAIT_MODEL_MAX_EP)
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: %s's experts split %d ways without an ep group",
                                plait_model_layer_name(m, layer), (int)m->ep);
-    for (int64_t e = 0; e < d->E; e++) sent[e] = a->off[e + 1] - a->off[e];
+    for (int64_t e = 0; e < d->E; e++) sent[e] = a->hoff[e + 1] - a->hoff[e];
     plait_coll_opts opts = {.struct_size = sizeof opts, .label = "experts' row counts"};
     plait_status st = plait_comm_alltoall(m->ep_comm, sent, got, (size_t)El, PLAIT_I32, &opts, NULL);
     if (st != PLAIT_OK)
@@ -547,6 +546,40 @@ static plait_status ep_backward(plait_model *m, model_slot *s, int32_t layer, co
 
 /* ---- forward and backward -------------------------------------------------- */
 
+/* The routes' counts and offsets (and in training the scores and
+ * log-sum-exps) into host memory: the block's one synchronisation. The
+ * reported losses and counts are added to the model's here. Returns the
+ * routes dropped. */
+static plait_status read_routes(plait_model *m, const moe_dims *d, moe_acts *a, int32_t layer, int64_t *dropped) {
+    const int64_t N = d->N, E = d->E, train = !m->forward_only;
+    /* scores, lse, routed and off lie in this order (acts_carve) */
+    const float *from = train ? a->scores : a->routed;
+    const size_t n = (size_t)((train ? N * E + N : 0) + E + E + 1);
+    float *h = malloc(n * sizeof *h);
+    plait_status st = h ? plait_device_copy(h, from, n * sizeof *h, PLAIT_COPY_TO_HOST)
+                        : plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
+    if (st != PLAIT_OK) {
+        free(h);
+        return plait_wrap_error(st, "model: the routes of %s's experts", plait_model_layer_name(m, layer));
+    }
+    const float *routed = h + (train ? N * E + N : 0);
+    memcpy(a->hoff, routed + E, (size_t)(E + 1) * sizeof *a->hoff);
+    *dropped = N * d->k - a->hoff[E];
+    if (train && m->tp_rank == 0) { /* what the trainer reports and balances with: its tp group's ranks route
+                                     * the same tokens, counted once */
+        double aux, z;
+        losses(m, d, h, h + N * E, routed, &aux, &z);
+        const double share = (double)N * (double)m->loss_scale;
+        m->moe_aux += aux * share;
+        m->moe_z += z * share;
+        m->moe_dropped += *dropped;
+        m->moe_forwards++;
+        for (int64_t e = 0; e < E; e++) m->moe_counts[(layer - 1) * E + e] += (int64_t)routed[e];
+    }
+    free(h);
+    return PLAIT_OK;
+}
+
 plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *res,
                                float *out) {
     const moe_dims d = dims_of(m);
@@ -557,99 +590,54 @@ plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, con
     if (st == PLAIT_OK) st = moe_tensors(m, PARAM_DATA, layer, t, &nt);
     if (st != PLAIT_OK) return st;
     const int64_t N = d.N, C = d.C, k = d.k;
+    const double cf = m->desc->moe.capacity;
+    const int64_t cap = cf > 0 ? (int64_t)ceil(cf * (double)(N * k) / (double)d.E) : N * k;
     m->k->matmul_forward(a->logits, ln, t[MOE_ROUTER], NULL, N, C, d.E);
-    for (int64_t n = 0; n < N; n++) route_token(m, &d, a, t[MOE_BIAS], n);
-    const int64_t dropped = permute(m, &d, a, ln);
-    if (dropped < 0)
-        return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory routing %s's tokens",
-                               plait_model_layer_name(m, layer));
-    for (int64_t e = 0; m->ep == 1 && e < d.E; e++) {
-        const mlp_w w = expert_w(&d, t, e);
-        const int64_t r0 = a->off[e], n = a->off[e + 1] - r0;
-        mlp_forward(m, &d, &w, a->x + r0 * C, a->h + r0 * d.F, a->u + r0 * d.F, a->a + r0 * d.F, a->y + r0 * C, n, d.F);
-    }
+    m->k->moe_route(a->scores, a->lse, a->idx, a->gate, a->logits, t[MOE_BIAS], N, d.E, k, m->desc->moe.sigmoid);
+    m->k->moe_permute(a->row, a->tok, a->off, a->routed, a->x, a->idx, ln, N, d.E, k, C, cap);
+    int64_t dropped = 0;
+    if ((st = read_routes(m, &d, a, layer, &dropped)) != PLAIT_OK) return st;
+    if (m->ep == 1) group_forward(m, &d, t, a->hoff, a->x, a->h, a->u, a->a, a->y);
     if (m->ep > 1 && (st = ep_forward(m, s, layer, &d, a, t, ln)) != PLAIT_OK) return st;
     if (d.SF > 0 && m->ep == 1) {
         const mlp_w w = expert_w(&d, t, -1);
         mlp_forward(m, &d, &w, ln, a->sh, a->su, a->sa, a->sy, N, d.SF);
     }
     /* the combine: residual, shared experts, then the k routes by expert
-     * index; under tp the partial sums, the residual after their sum */
-    float *acc = m->tp_ops ? plait_tp_partial(m, out) : out;
-    for (int64_t n = 0; n < N; n++) {
-        float *o = acc + n * C;
-        if (m->tp_ops) memset(o, 0, (size_t)C * sizeof(float));
-        else memcpy(o, res + n * C, (size_t)C * sizeof(float));
-        if (d.SF > 0)
-            for (int64_t c = 0; c < C; c++) o[c] += a->sy[n * C + c];
-        for (int64_t j = 0; j < k; j++) {
-            const int32_t r = a->row[n * k + j];
-            const float g = a->gate[n * k + j];
-            if (r < 0) continue;
-            for (int64_t c = 0; c < C; c++) o[c] += g * a->y[(int64_t)r * C + c];
-        }
+     * index; under tp the partial sums over a zero residual, the residual
+     * added after their sum */
+    if (!m->tp_ops) {
+        m->k->moe_unpermute(out, res, d.SF > 0 ? a->sy : NULL, a->y, a->row, a->gate, N, k, C);
+        return PLAIT_OK;
     }
-    if (m->tp_ops) {
-        if ((st = plait_tp_sum(m, acc, out, "after the experts", layer)) != PLAIT_OK) return st;
-        m->k->axpy(out, res, (size_t)(m->R * C), 1.0f);
-    }
-    /* what the trainer reports and balances with, counted on one rank of
-     * the tp group (its ranks route the same tokens) */
-    if (!m->forward_only && m->tp_rank == 0) {
-        double aux, z;
-        losses(m, &d, a, &aux, &z);
-        const double share = (double)N * (double)m->loss_scale;
-        m->moe_aux += aux * share;
-        m->moe_z += z * share;
-        m->moe_dropped += dropped;
-        m->moe_forwards++;
-        for (int64_t e = 0; e < d.E; e++) m->moe_counts[(layer - 1) * d.E + e] += (int64_t)a->routed[e];
-    }
+    float *acc = plait_tp_partial(m, out);
+    m->k->zero(acc, (size_t)(N * C));
+    m->k->moe_unpermute(acc, acc, d.SF > 0 ? a->sy : NULL, a->y, a->row, a->gate, N, k, C);
+    if ((st = plait_tp_sum(m, acc, out, "after the experts", layer)) != PLAIT_OK) return st;
+    m->k->axpy(out, res, (size_t)(m->R * C), 1.0f);
     return PLAIT_OK;
 }
 
-/* The router's logits' gradient for token n from its gates' (dg [k]),
- * the load-balancing loss's and the z-loss's, each weighted by `share`. */
-static void router_token_grad(const plait_model *m, const moe_dims *d, const moe_acts *a, const double *dg,
-                              double share, float *dl, int64_t n) {
-    const int64_t E = d->E, k = d->k, N = d->N;
-    const float *s = a->scores + n * E;
-    const int32_t *idx = a->idx + n * k;
-    double ds[4096];
-    for (int64_t e = 0; e < E; e++)
-        ds[e] = m->desc->moe.aux * (double)E * (double)a->routed[e] / ((double)N * (double)N * (double)k) * share;
-    if (k > 1) { /* g_j = s_j / Σ s: d s_j = (dg_j - Σ_l dg_l g_l) / Σ s */
-        double sum = 0.0, dot = 0.0;
-        for (int64_t j = 0; j < k; j++) sum += s[idx[j]];
-        for (int64_t j = 0; j < k; j++) dot += dg[j] * a->gate[n * k + j];
-        for (int64_t j = 0; j < k; j++) ds[idx[j]] += (dg[j] - dot) / sum;
-    } else ds[idx[0]] += dg[0];
-    double sds = 0.0;
-    for (int64_t e = 0; e < E; e++) sds += (double)s[e] * ds[e];
-    for (int64_t e = 0; e < E; e++) {
-        const double se = s[e];
-        double g = m->desc->moe.sigmoid ? ds[e] * se * (1.0 - se) : se * (ds[e] - sds);
-        /* z-loss: d(lse²) = 2 lse softmax */
-        const double p = exp((double)a->logits[n * E + e] - (double)a->lse[n]);
-        g += m->desc->moe.z * 2.0 * (double)a->lse[n] * p / (double)N * share;
-        dl[n * E + e] = (float)g;
-    }
-}
-
-/* Under tp: the gates' partial dots (in each token's first k of
- * sc->dlogits) summed over the group, then the router's logits'
- * gradients from them. */
-static plait_status gate_grads_tp(plait_model *m, const moe_dims *d, const moe_acts *a, int32_t layer,
-                                  const moe_scratch *sc) {
-    const plait_tp_ops *tp = m->tp_ops;
-    plait_status st = tp->reduce_sum(tp->ctx, sc->dlogits, (size_t)(d->N * d->E));
-    if (st != PLAIT_OK) return plait_model_tp_error(m, st, "all-reduce of the gates' gradients", layer);
-    for (int64_t n = 0; n < d->N; n++) {
-        double dg[4096];
-        for (int64_t j = 0; j < d->k; j++) dg[j] = sc->dlogits[n * d->E + j];
-        router_token_grad(m, d, a, dg, (double)d->N * (double)m->loss_scale, sc->dlogits, n);
-    }
-    return PLAIT_OK;
+/* Under tp: the gates' partial dots dgate [N,k] (doubles, device memory)
+ * summed over the group. The tp operators sum floats in device memory, so
+ * the dots go through host memory as floats and back (N·k values, the
+ * rounding the dense path's float partial sums have), summed in `tmp`
+ * (device memory, N·k floats). */
+static plait_status gate_grads_tp(plait_model *m, const moe_dims *d, double *dgate, float *tmp, int32_t layer) {
+    const size_t n = (size_t)(d->N * d->k);
+    double *hd = malloc(n * (sizeof(double) + sizeof(float)) + 1);
+    if (!hd) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the gates' gradients");
+    float *hf = (float *)(void *)(hd + n);
+    plait_status st = plait_device_copy(hd, dgate, n * sizeof *hd, PLAIT_COPY_TO_HOST);
+    for (size_t i = 0; st == PLAIT_OK && i < n; i++) hf[i] = (float)hd[i];
+    if (st == PLAIT_OK) st = plait_device_copy(tmp, hf, n * sizeof *hf, PLAIT_COPY_TO_DEVICE);
+    if (st == PLAIT_OK && (st = m->tp_ops->reduce_sum(m->tp_ops->ctx, tmp, n)) != PLAIT_OK)
+        st = plait_model_tp_error(m, st, "all-reduce of the gates' gradients", layer);
+    else if (st == PLAIT_OK) st = plait_device_copy(hf, tmp, n * sizeof *hf, PLAIT_COPY_TO_HOST);
+    for (size_t i = 0; st == PLAIT_OK && i < n; i++) hd[i] = (double)hf[i];
+    if (st == PLAIT_OK) st = plait_device_copy(dgate, hd, n * sizeof *hd, PLAIT_COPY_TO_DEVICE);
+    free(hd);
+    return st;
 }
 
 plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *dy_rows,
@@ -674,40 +662,17 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
         const mlp_w w = expert_w(&d, t, -1), gw = expert_w(&d, g, -1);
         mlp_backward(m, &d, &w, &gw, ln, a->sh, a->su, a->sa, dy, dln, N, d.SF, &sc);
     } else m->k->zero(dln, (size_t)(N * C));
-    /* each route's output gradient (gate × dy) in its row, the gate's (dy · its output) */
-    for (int64_t n = 0; n < N; n++) {
-        double dg[4096];
-        for (int64_t j = 0; j < k; j++) {
-            const int32_t r = a->row[n * k + j];
-            dg[j] = 0.0;
-            if (r < 0) continue;
-            const float gt = a->gate[n * k + j];
-            double dot = 0.0;
-            for (int64_t c = 0; c < C; c++) {
-                sc.dy[(int64_t)r * C + c] = gt * dy[n * C + c];
-                dot += (double)dy[n * C + c] * (double)a->y[(int64_t)r * C + c];
-            }
-            dg[j] = dot;
-        }
-        if (!m->tp_ops) router_token_grad(m, &d, a, dg, (double)N * (double)m->loss_scale, sc.dlogits, n);
-        else /* partial dots, summed over the tp group below */
-            for (int64_t j = 0; j < k; j++) sc.dlogits[n * d.E + j] = (float)dg[j];
-    }
-    if (m->tp_ops && (st = gate_grads_tp(m, &d, a, layer, &sc)) != PLAIT_OK) return st;
-    for (int64_t e = 0; m->ep == 1 && e < d.E; e++) {
-        const mlp_w w = expert_w(&d, t, e), gw = expert_w(&d, g, e);
-        const int64_t r0 = a->off[e], n = a->off[e + 1] - r0;
-        mlp_backward(m, &d, &w, &gw, a->x + r0 * C, a->h + r0 * d.F, a->u + r0 * d.F, a->a + r0 * d.F, sc.dy + r0 * C,
-                     sc.dx + r0 * C, n, d.F, &sc);
-    }
+    /* each route's output gradient (gate × dy) in its row, the gate's
+     * (dy · its output), then the router's logits' */
+    const moe_desc *md = &m->desc->moe;
+    m->k->moe_unpermute_backward(sc.dy, sc.dgate, dy, a->y, a->row, a->gate, N, k, C);
+    if (m->tp_ops && (st = gate_grads_tp(m, &d, sc.dgate, sc.dlogits, layer)) != PLAIT_OK) return st;
+    m->k->moe_route_backward(sc.dlogits, sc.dgate, a->logits, a->scores, a->lse, a->idx, a->gate, a->routed, N, d.E, k,
+                             md->sigmoid, md->aux, md->z, (double)N * (double)m->loss_scale);
+    if (m->ep == 1) group_backward(m, &d, t, g, a->hoff, a, &sc);
     if (m->ep > 1 && (st = ep_backward(m, s, layer, &d, a, t, g, &sc)) != PLAIT_OK) return st;
     /* un-permute: each token's routes added in the order of expert index */
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t j = 0; j < k; j++) {
-            const int32_t r = a->row[n * k + j];
-            if (r < 0) continue;
-            for (int64_t c = 0; c < C; c++) dln[n * C + c] += sc.dx[(int64_t)r * C + c];
-        }
+    m->k->moe_permute_backward(dln, sc.dx, a->row, N, k, C);
     /* the router: its weight's gradient and its input's, added last */
     m->k->matmul_backward(sc.dx2, g[MOE_ROUTER], NULL, sc.dlogits, ln, t[MOE_ROUTER], N, C, d.E);
     if (m->tp_rank == 0) m->k->axpy(dln, sc.dx2, (size_t)(N * C), 1.0f);

@@ -73,6 +73,7 @@ typedef struct plait_run_optim {
     const plait_optim_ops *ops;
     void *state;
     uint32_t flags;           /* PLAIT_OPTIM_* capability flags */
+    uint16_t abi_minor;       /* the lowest core minor the plugin declared it needs */
 } plait_run_optim;
 
 /* Local parameters, their flat storage and the deterministic gradient

@@ -9,7 +9,9 @@
  * optimizer reports as this rank's (export_shard: a ZeRO rank's own range;
  * a tensor the group holds replicated, DP rank 0). An optimizer without
  * export_shard has each slice gathered onto DP rank 0 by export_tensor,
- * which writes it. A rank holds one tensor's part at a time beside its own
+ * which writes it. An expert tensor split over ep is held by the ranks of
+ * its edp group: the optimizer's part there (a ZeRO rank's range over that
+ * group), or whole by the first ep ranks of the DP group. A rank holds one tensor's part at a time beside its own
  * state (a buffer of its largest local slice). Tied copies and the rank's
  * kept buffers are not in the shard files: the first are their original,
  * the second go to rank 0's optim.safetensors as in a gathered save.
@@ -61,6 +63,16 @@ static void tensor_name(const plait_run *run, const part *p, char *buf, size_t c
     else plait_ckpt_optim_name(buf, cap, which_of(run, p->k), pname);
 }
 
+/* Whether this rank is the first of the ranks holding local slice lp the
+ * same (an optimizer without export_shard writes it whole there): DP rank
+ * 0, or for an expert tensor split over ep each of the first ep ranks of
+ * the dp x cp group, which hold every expert once. */
+static int held_first(const plait_run *run, const plait_param *lp) {
+    const plait_mesh *m = &run->world.mesh;
+    if ((lp->flags & PLAIT_PARAM_EXPERT) && lp->shard.dim == 0 && lp->shard.parts > 1) return m->dpcp_rank < m->ep;
+    return m->dp_rank == 0;
+}
+
 /* The rank's part of every stored tensor, in global order (parameters, each
  * with its states after it). */
 static plait_status plan_parts(plait_run *run, part *parts, int n_states, size_t *most) {
@@ -87,7 +99,7 @@ static plait_status plan_parts(plait_run *run, part *parts, int n_states, size_t
                                            "[optim] plugin %s reported elements [%zu, %zu) of %s's slice of %zu",
                                            plait_config_str(run->cfg, "optim", "plugin"), p->begin, p->begin + p->count,
                                            p->lp->name, p->lp->numel);
-            } else if (run->world.mesh.dp_rank == 0) {
+            } else if (held_first(run, p->lp)) {
                 p->count = p->lp->numel;
             }
             if (p->lp->numel > *most) *most = p->lp->numel;

@@ -105,19 +105,6 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
                 "tensor's would be split twice, its experts over ep and each expert's width over tp (allowed: "
                 "ep > 1 with tp = 1, or tp > 1 with ep = 1; dp, cp and pp split the work beside either)",
                 where, m->ep, m->tp);
-        const char *optim = plait_config_str(run->cfg, "optim", "plugin");
-        if (strcmp(optim, "adam") != 0)
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "%s: [parallel] ep = %d with [optim] plugin = %s: the experts' tensors differ "
-                                   "between the ep ranks, and only adam keeps each rank's tensors whole so far "
-                                   "(allowed with ep > 1: optim.plugin = adam; or ep = 1 with %s)",
-                                   where, m->ep, optim, optim);
-        if (strcmp(plait_config_str(run->cfg, "run", "ckpt_format"), "sharded") == 0)
-            return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                                   "%s: [parallel] ep = %d with [run] ckpt_format = sharded: the experts are gathered "
-                                   "into a checkpoint's whole tensors, not written in shards (allowed with ep > 1: "
-                                   "ckpt_format = gathered)",
-                                   where, m->ep);
     }
     if (E == 0) return PLAIT_OK;
     const int64_t F = plait_config_int(run->cfg, "model", "moe_ffn_hidden");
@@ -134,12 +121,15 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
                                "moe_ffn_hidden a multiple of %d)",
                                where, (long long)F, m->tp, allowed, m->tp);
     }
+    /* the routing runs on any device whose kernel table has the experts'
+     * entries (the model refuses one without); the ep trades read host memory */
     const char *device = plait_config_str(run->cfg, "device", "plugin");
-    if (strcmp(device, "cpu") != 0)
+    if (m->ep > 1 && strcmp(device, "cpu") != 0)
         return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[model] moe_experts = %lld on [device] plugin = %s: the experts' routing runs on the "
-                               "host, on the cpu device only so far; use device.plugin=cpu or moe_experts = 0",
-                               (long long)E, device);
+                               "[parallel] ep = %d with [model] moe_experts = %lld on [device] plugin = %s: the "
+                               "experts' rows travel between the ep ranks from host memory, on the cpu device only so "
+                               "far (allowed: ep = 1 on %s; ep > 1 with device.plugin=cpu)",
+                               m->ep, (long long)E, device, device);
     return PLAIT_OK;
 }
 
@@ -154,6 +144,21 @@ plait_status plait_run_moe_check_plan(const plait_run *run, int splits_backward)
 }
 
 plait_status plait_run_moe_check_optim(const plait_run *run) {
+    const int ep = run->world.mesh.ep;
+    /* an optimizer that reduces the gradients itself must know the group
+     * holding the same experts (plait_optim_init.edp_comm, ABI 1.20), or it
+     * would sum and shard an expert tensor over ranks holding other experts */
+    if (ep > 1 && (run->optim.flags & PLAIT_OPTIM_REDUCES_GRADS) && run->optim.abi_minor < 20) {
+        const char *where = "";
+        plait_config_origin(run->cfg, "parallel", "ep", &where);
+        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
+                               "%s: [parallel] ep = %d with [optim] plugin = %s: the plugin reduces the gradients "
+                               "itself and declares ABI 1.%u, before the experts' group (plait_optim_init.edp_comm, "
+                               "1.20), so it would sum expert tensors over ranks holding other experts (allowed with "
+                               "ep > 1: an optimizer declaring 1.20, as adam, zero1, zero2, zero3; or ep = 1)",
+                               where, ep, plait_config_str(run->cfg, "optim", "plugin"),
+                               (unsigned)run->optim.abi_minor);
+    }
     const double rate = plait_config_float(run->cfg, "model", "moe_bias_rate");
     if (rate <= 0 || plait_config_int(run->cfg, "model", "moe_experts") == 0 ||
         !(run->optim.flags & PLAIT_OPTIM_OWNS_PARAMS))

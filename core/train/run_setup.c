@@ -169,6 +169,7 @@ static plait_status load_optim(plait_run *run) {
     if (plait_device_check_plugin(d) != PLAIT_OK) return PLAIT_ERR_ABI;
     run->optim.ops = d->ops;
     run->optim.flags = run->optim.ops->flags;
+    run->optim.abi_minor = d->abi_minor;
     return PLAIT_OK;
 }
 
@@ -180,7 +181,8 @@ static plait_status create_optim(plait_run *run, const plait_value_source *src) 
                              .dp_comm = run->world.mesh.dpcp_comm, /* dp_comm itself when cp = 1 */
                              .world = run->world.comm,
                              .local_micro_batches = run->work.plan.micro_batches,
-                             .deterministic = run->deterministic};
+                             .deterministic = run->deterministic,
+                             .edp_comm = run->world.mesh.edp_comm}; /* dpcp_comm when ep = 1 */
     plait_plugin_call call;
     plait_plugin_call_enter(&call, PLAIT_KIND_OPTIM, run->optim.ops, "create");
     plait_status st = plait_plugin_call_leave(&call, run->optim.ops->create(&init, &run->optim.state));

@@ -351,7 +351,26 @@ static void stamp_run(void *ctx) {
 /* The legacy default stream (cudaStream_t 0): cudaMemcpy, cudaMemset and
  * launches without a stream. The plugin's streams are non-blocking, so it
  * does not order with them. */
-static emu_stream g_default = {STREAM_MAGIC, NULL};
+static emu_stream g_default = {STREAM_MAGIC, NULL, 0};
+static unsigned g_streams; /* under g_lock: streams created so far */
+
+static FILE *g_log;
+static pthread_once_t g_log_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void log_open(void) {
+    const char *p = getenv("PLAIT_CUDA_EMU_LOG");
+    if (p && *p && !(g_log = fopen(p, "a"))) fprintf(stderr, "cuda_emu: cannot open PLAIT_CUDA_EMU_LOG=%s\n", p);
+}
+
+void note_queued(const emu_stream *st, const char *what) {
+    pthread_once(&g_log_once, log_open);
+    if (!g_log) return;
+    pthread_mutex_lock(&g_log_lock);
+    fprintf(g_log, "%u %s\n", st->id, what);
+    fflush(g_log); /* a rank that ends in _exit still leaves its lines */
+    pthread_mutex_unlock(&g_log_lock);
+}
 static pthread_once_t g_default_once = PTHREAD_ONCE_INIT;
 
 static void default_stream_init(void) { g_default.q = pc_emu_queue_new(); }
@@ -411,7 +430,10 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
         free(st);
         return tl_last = cudaErrorMemoryAllocation;
     }
-    *st = (emu_stream){STREAM_MAGIC, q};
+    pthread_mutex_lock(&g_lock);
+    unsigned id = ++g_streams;
+    pthread_mutex_unlock(&g_lock);
+    *st = (emu_stream){STREAM_MAGIC, q, id};
     *s = (cudaStream_t)(void *)st;
     return cudaSuccess;
 }
@@ -444,6 +466,7 @@ int pc_emu_enqueue(void *stream, void (*run)(void *), void (*drop)(void *), void
         if (drop) drop(ctx);
         return -1;
     }
+    note_queued(st, "kernel");
     return pc_emu_queue_push(st->q, run, drop, ctx) ? 0 : -1;
 }
 
@@ -483,6 +506,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
         if (!t) return tl_last = cudaErrorMemoryAllocation;
         *t = (emu_stamp){2, -1.0};
     }
+    note_queued(st, "record");
     uint64_t pos = t ? pc_emu_queue_push(st->q, stamp_run, stamp_unref, t) : pc_emu_queue_push(st->q, nothing, NULL, NULL);
     if (!pos) {
         free(t);
@@ -563,6 +587,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flag
     if (!w) return tl_last = cudaErrorMemoryAllocation;
     *w = (wait_item){ev->q, ev->pos};
     pc_emu_queue_ref(w->q);
+    note_queued(st, "wait");
     if (!pc_emu_queue_push(st->q, wait_run, wait_drop, w)) return tl_last = cudaErrorMemoryAllocation;
     return ok_or_sticky();
 }

@@ -41,11 +41,20 @@ __attribute__((format(printf, 1, 2))) void fail_async(const char *fmt, ...);
 /* ---- streams (emu_cudart.c) --------------------------------------------------- */
 
 /* A stream behind a cudaStream_t: a magic number that checks the handle,
- * and the queue of its work. */
+ * the queue of its work, and its number in the log (0: the legacy default
+ * stream, then 1, 2, ... in the order created). */
 typedef struct emu_stream {
     unsigned magic;
     emu_queue *q;
+    unsigned id;
 } emu_stream;
+
+/* With PLAIT_CUDA_EMU_LOG=FILE set: appends "<stream number> <what>" to
+ * FILE as work is queued (copy_h2d, copy_d2h, copy_d2d, copy_h2h, memset,
+ * kernel, record, wait), in the order the host queued it, so a test can see what
+ * one stream had queued when another's work was issued (on a GPU, what ran
+ * beside it). A no-op without it. */
+void note_queued(const emu_stream *st, const char *what);
 
 /* The stream behind a handle (0: the legacy default stream), or NULL (an
  * error set). */

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "emu_cudart.h"
 #include "emu_queue.h"
@@ -240,6 +241,20 @@ static void copy_drop(void *ctx) {
     free(c);
 }
 
+static long g_h2d_delay_us;
+static pthread_once_t g_h2d_delay_once = PTHREAD_ONCE_INIT;
+
+static void read_h2d_delay(void) {
+    const char *e = getenv("PLAIT_CUDA_EMU_PINNED_H2D_DELAY_US");
+    g_h2d_delay_us = e && *e ? strtol(e, NULL, 10) : 0;
+}
+
+static void pinned_h2d_delay(void) {
+    pthread_once(&g_h2d_delay_once, read_h2d_delay);
+    long us = g_h2d_delay_us;
+    if (us > 0) nanosleep(&(struct timespec){us / 1000000, (us % 1000000) * 1000}, NULL);
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
     emu_stream *st = stream_of(s);
     if (!st) return tl_last;
@@ -272,6 +287,12 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
     /* to page-locked memory the copy writes when it runs: until then the
      * destination holds NaN, so a host read before waiting shows it */
     if (!dd && dpinned) memset(dst, 0xff, n);
+    /* PLAIT_CUDA_EMU_PINNED_H2D_DELAY_US: a copy from page-locked memory to
+     * the device holds the thread queueing it that long first, a slow link
+     * that makes a copy thread fall behind the thread launching kernels
+     * (what a missing wait for its copies then reads shows) */
+    if (dd && !sd && spinned) pinned_h2d_delay();
+    note_queued(st, dd && sd ? "copy_d2d" : dd ? "copy_h2d" : sd ? "copy_d2h" : "copy_h2h");
     uint64_t pos = pc_emu_queue_push(st->q, copy_run, copy_drop, it);
     if (!pos) return tl_last = cudaErrorMemoryAllocation;
     /* to pageable memory CUDA returns once the copy is done */
@@ -303,6 +324,7 @@ static cudaError_t queue_memset(emu_stream *st, void *p, size_t pitch, int v, si
     set_item *m = malloc(sizeof *m);
     if (!m) return tl_last = cudaErrorMemoryAllocation;
     *m = (set_item){p, pitch, width, height, v};
+    note_queued(st, "memset");
     if (!pc_emu_queue_push(st->q, set_run, free, m)) return tl_last = cudaErrorMemoryAllocation;
     return cudaSuccess;
 }

@@ -35,6 +35,19 @@ static void init_lock(void) {
     pthread_mutexattr_destroy(&a);
 }
 
+/* PLAIT_CUDA_EMU_EAGER=1: every item runs as soon as it is queued (after
+ * what its queue holds), as a GPU that is never behind would: work that
+ * reads memory another thread has not written yet, because nothing made
+ * it wait, then reads it at once instead of whenever a later
+ * synchronisation happens to run it. */
+static int g_eager;
+static pthread_once_t g_eager_once = PTHREAD_ONCE_INIT;
+
+static void read_eager(void) {
+    const char *e = getenv("PLAIT_CUDA_EMU_EAGER");
+    g_eager = e && e[0] == '1';
+}
+
 static void lock(void) {
     pthread_once(&g_once, init_lock);
     pthread_mutex_lock(&g_lock);
@@ -85,8 +98,11 @@ uint64_t pc_emu_queue_push(emu_queue *q, void (*run)(void *), void (*drop)(void 
     if (q->tail) q->tail->next = it;
     else q->head = it;
     q->tail = it;
+    uint64_t pos = it->pos;
+    pthread_once(&g_eager_once, read_eager);
+    if (g_eager) pc_emu_queue_run(q, pos);
     pthread_mutex_unlock(&g_lock);
-    return it->pos;
+    return pos;
 }
 
 uint64_t pc_emu_queue_last(emu_queue *q) {

@@ -8,6 +8,11 @@
  * buffer a queued copy still reads, before it has waited shows it (as a
  * GPU would, but every time instead of sometimes).
  *
+ * With PLAIT_CUDA_EMU_EAGER=1 each item runs instead as soon as it is
+ * queued (after its queue's earlier items): a device that is never
+ * behind, against which a kernel that should have waited for another
+ * thread's copy reads the memory before that copy.
+ *
  * Work runs on whichever host thread synchronises, one item at a time in
  * the whole process (one lock: the kernels' __shared__ arrays are static
  * storage). Test infrastructure only (never installed).

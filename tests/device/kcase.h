@@ -102,6 +102,10 @@ extern const size_t kc_bf16_row_count;
  * every precision. */
 extern const kc_named kc_llama_cases[];
 extern const size_t kc_llama_count;
+/* The mixture of experts' entries' cases (ABI 1.21, cases_moe.c), run in
+ * every precision. */
+extern const kc_named kc_moe_cases[];
+extern const size_t kc_moe_count;
 
 /* Run `fn` as above; returns the number of failures (printed). */
 int kc_run(const char *name, kc_case_fn fn, const plait_kernels *cpu, const plait_kernels *gpu,

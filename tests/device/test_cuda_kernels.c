@@ -786,6 +786,8 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
     /* the Llama family's (ABI 1.10): a device offering none runs the
      * cases anyway, which then fail naming the missing entry */
     fails += run_list(kc_llama_cases, kc_llama_count, k, d, tol, seed + 1000);
+    /* the mixture of experts' (ABI 1.21), likewise */
+    fails += run_list(kc_moe_cases, kc_moe_count, k, d, tol, seed + 2000);
     /* optional as a whole (ABI 1.8): a device offering any of them must
      * offer and pass every one */
     const int offered = k->struct_size >= offsetof(plait_kernels, to_bf16) + sizeof k->to_bf16 && k->to_bf16;

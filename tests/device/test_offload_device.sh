@@ -4,7 +4,7 @@
 #     non-canonical addresses, its kernels queued and run late: a host read
 #     of device memory faults, a copy that does not wait for the kernels
 #     before it reads stale values): offload = host and nvme, with adam on
-#     one rank and zero2 at dp 2, bit-identical to offload = none (every
+#     one rank and at dp 2 and zero2 at dp 2, bit-identical to offload = none (every
 #     loss, model and optimizer checkpoints byte for byte): each chunk's
 #     gradients and parameters reach the host after the backward that
 #     wrote them, and the updated parameters reach the device before the
@@ -19,10 +19,13 @@
 #   test_offload_device.sh emu    the same on cuda_emu, the cuda plugin's own
 #     source on the CPU emulator (label cuda_emu), its runs of about 40 s
 #     each cut to adam with offload = host (overlapped and synchronous
-#     copies) and ZeRO-3's parameters on one rank, 2 steps.
+#     copies) and ZeRO-3's parameters on one rank, 2 steps; and adam with
+#     offload = host once more with the emulator eager and its copies to
+#     the device slowed, its record of queued work read: the copies back
+#     run beside the next forward, each layer's forward after its own.
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
-DEV=sim STEPS=3 layouts=("adam|" "zero2|parallel.dp=2 optim.plugin=zero2") modes=(host nvme)
+DEV=sim STEPS=3 layouts=("adam|" "adam2|parallel.dp=2" "zero2|parallel.dp=2 optim.plugin=zero2") modes=(host nvme)
 [ "${1:-}" = emu ] && DEV=cuda_emu STEPS=2 layouts=("adam|") modes=(host)
 mkdir -p "$E2E_WORK/disk"
 D=("run.steps=$STEPS" run.eval_every=0 "run.ckpt_every=$STEPS" run.progress=off run.deterministic=true data.micro_batch=1
@@ -84,3 +87,40 @@ train zero3-params "${D[@]}" optim.plugin=zero3 optim.offload=host optim.offload
 same_losses adam-none zero3-params 0
 same_params adam-none zero3-params bits
 echo "zero3 dp 1 offload=host offload_params on $DEV: bit-identical to adam without offload"
+
+# With adam the copies back of step 1's updated parameters run beside step
+# 2's forward, each layer's forward waiting for its own. On the emulator,
+# with every copy from page-locked memory to the device slowed
+# (PLAIT_CUDA_EMU_PINNED_H2D_DELAY_US) so that the copy thread falls behind
+# the forward: still offload = none's bits (a forward that did not wait for
+# its layer's copies would read step 1's parameters before their update);
+# and the emulator's record of what was queued (PLAIT_CUDA_EMU_LOG) shows
+# the next forward's kernels queued on the compute stream between copies
+# back on the communication stream, once a layer at least, not all the
+# copies back first.
+if [ "$DEV" = cuda_emu ]; then
+  PLAIT_CUDA_EMU_EAGER=1 PLAIT_CUDA_EMU_LOG="$E2E_WORK/queued.log" PLAIT_CUDA_EMU_PINNED_H2D_DELAY_US=2000 \
+    train adam-host-slow "${D[@]}" optim.offload=host
+  same_losses adam-none adam-host-slow 0
+  same_params adam-none adam-host-slow bits
+  # the compute stream queues the most kernels; the communication stream
+  # is the other one with copies to the device
+  switches=$(awk '
+    { kind[NR] = $2; sid[NR] = $1; if ($2 == "kernel") kernels[$1]++ }
+    END {
+      for (s in kernels) if (kernels[s] > kernels[comp] || comp == "") comp = s
+      for (i = 1; i <= NR; i++) if (kind[i] == "copy_h2d" && sid[i] != comp) { h2d[sid[i]]++ }
+      for (s in h2d) if (h2d[s] > h2d[comm] || comm == "") comm = s
+      # a copy back queued after a kernel of the compute stream that was
+      # queued after the copy back before it
+      for (i = 1; i <= NR; i++) {
+        if (sid[i] == comp && kind[i] == "kernel") k = 1
+        else if (sid[i] == comm && kind[i] == "copy_h2d") { if (k) n++; k = 0 }
+      }
+      print n + 0
+    }' "$E2E_WORK/queued.log")
+  n_layer=$(sed -n 's/^n_layer *= *\([0-9]*\).*/\1/p' "$CFG")
+  [ "$switches" -ge "$n_layer" ] ||
+    fail "the copies back did not interleave with the next forward: $switches switch(es) from compute kernels to copies back, fewer than the $n_layer blocks"
+  echo "adam offload=host on $DEV with the copies back slowed: offload = none's bits; the copies back and the next forward's kernels interleave ($switches switches)"
+fi

@@ -26,11 +26,14 @@
 Nothing is downloaded: every model is built here or read from DIR. Exit 0
 when the check holds, 1 otherwise.
 """
+import os
 import sys
 
 import torch
-from safetensors.torch import load_file, save_file
 from transformers import LlamaConfig, LlamaForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_check import compare, load, randomize, save  # noqa: E402
 
 
 def make(out_dir, tokens_path, tied=False, llama3=False):
@@ -45,58 +48,21 @@ def make(out_dir, tokens_path, tied=False, llama3=False):
                       attention_bias=False, mlp_bias=False, tie_word_embeddings=tied, bos_token_id=None,
                       eos_token_id=None, pad_token_id=None)
     model = LlamaForCausalLM(cfg).float()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 1:
-                p.uniform_(0.5, 1.5)
-            else:
-                p.normal_(0.0, 0.08)
-    model.save_pretrained(out_dir, safe_serialization=True)
-    model.save_pretrained(out_dir + "-sharded", safe_serialization=True, max_shard_size="40KB")
+    randomize(model)
+    save(model, out_dir, tokens_path)
     model.to(torch.bfloat16).save_pretrained(out_dir + "-bf16", safe_serialization=True)
-    tokens = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(5))
-    save_file({"tokens": tokens.float().contiguous()}, tokens_path)
     return 0
 
 
-def load(model_dir):
-    try:
-        model, info = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager",
-                                                       output_loading_info=True)
-    except TypeError:  # transformers before 4.56 names it torch_dtype
-        model, info = LlamaForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32,
-                                                       attn_implementation="eager", output_loading_info=True)
-    missing = [k for k in info.get("missing_keys", []) if not (k == "lm_head.weight" and model.config.tie_word_embeddings)]
-    if missing or info.get("unexpected_keys") or info.get("mismatched_keys"):
-        print(f"{model_dir}: missing {missing}, unexpected {info.get('unexpected_keys')}, "
-              f"mismatched {info.get('mismatched_keys')}")
-        return None
-    return model.eval()
-
-
 def logits(model_dir, tokens_path, plait_path):
-    model = load(model_dir)
+    model = load(LlamaForCausalLM, model_dir)
     if model is None:
         return 1
     return compare(model, model_dir, tokens_path, plait_path)
 
 
-def compare(model, model_dir, tokens_path, plait_path):
-    """0 when `model`'s float32 logits on TOKENS equal PLAIT_LOGITS within
-    1e-4 of the largest logit (also mixtral_torch_check.py's)."""
-    tokens = load_file(tokens_path)["tokens"].long()
-    want = load_file(plait_path)["logits"].double()
-    with torch.no_grad():
-        got = model(input_ids=tokens).logits.double()
-    err = (got - want).abs().max().item()
-    scale = want.abs().max().item()
-    rel = err / scale if scale > 0 else float("inf")
-    print(f"{model_dir}: max |transformers - plait| = {err:.3g}, max |logit| = {scale:.3g}, relative {rel:.3g}")
-    return 0 if rel <= 1e-4 else 1
-
-
 def greedy(model_dir, prompt, n, sample_out):
-    model = load(model_dir)
+    model = load(LlamaForCausalLM, model_dir)
     if model is None:
         return 1
     ids = torch.tensor([list(prompt.encode())])

@@ -30,11 +30,11 @@ import shutil
 import sys
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from transformers import MixtralConfig, MixtralForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llama_torch_check import compare  # noqa: E402  (the same logits check as the Llama's)
+from torch_check import compare, load, randomize, save  # noqa: E402
 
 
 def make(out_dir, tokens_path, configs):
@@ -45,36 +45,16 @@ def make(out_dir, tokens_path, configs):
                         num_experts_per_tok=2, router_jitter_noise=0.0, tie_word_embeddings=False,
                         bos_token_id=None, eos_token_id=None, pad_token_id=None)
     model = MixtralForCausalLM(cfg).float()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 1:
-                p.uniform_(0.5, 1.5)
-            elif name.endswith("gate.weight"):
-                p.normal_(0.0, 0.5)
-            else:
-                p.normal_(0.0, 0.08)
-    model.save_pretrained(out_dir, safe_serialization=True)
-    model.save_pretrained(out_dir + "-sharded", safe_serialization=True, max_shard_size="40KB")
-    tokens = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(5))
-    save_file({"tokens": tokens.float().contiguous()}, tokens_path)
+    randomize(model, router="gate.weight")
+    save(model, out_dir, tokens_path)
     for kv in configs:
         key, value = kv.split("=", 1)
         config(out_dir, out_dir + "-" + key, key, value)
     return 0
 
 
-def load(model_dir):
-    model, info = MixtralForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager",
-                                                     output_loading_info=True)
-    if info.get("missing_keys") or info.get("unexpected_keys") or info.get("mismatched_keys"):
-        print(f"{model_dir}: missing {info.get('missing_keys')}, unexpected {info.get('unexpected_keys')}, "
-              f"mismatched {info.get('mismatched_keys')}")
-        return None
-    return model.eval()
-
-
 def logits(model_dir, tokens_path, plait_path):
-    model = load(model_dir)
+    model = load(MixtralForCausalLM, model_dir)
     return 1 if model is None else compare(model, model_dir, tokens_path, plait_path)
 
 

@@ -14,16 +14,10 @@
 # names it (default python3); skipped (77) without them.
 CFG=$(dirname "$0")/llama.ini
 source "$(dirname "$0")/lib.sh"
-PY=${PLAIT_TORCH_PYTHON:-python3}
-if ! "$PY" -c "import torch, transformers, safetensors" 2>/dev/null; then
-  echo "SKIP: $PY cannot import torch, transformers and safetensors (set PLAIT_TORCH_PYTHON to a python that" \
-    "can); nothing was checked"
-  exit 77
-fi
+source "$(dirname "$0")/torch_lib.sh"
+torch_python "import torch, transformers, safetensors" "torch, transformers and safetensors"
 CHECK=$PLAIT_SOURCE_DIR/tests/e2e/llama_torch_check.py
-LOGITS=$(dirname "$CKPT_DIFF")/weights_logits
 SHAPE="2 4 64 32 256 arch=llama n_kv_head=2 ffn_hidden=176"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
 
 # transformers -> plait
 "$PY" "$CHECK" make "$E2E_WORK/hf" "$E2E_WORK/tokens.safetensors" >"$E2E_WORK/make.out" 2>&1 ||

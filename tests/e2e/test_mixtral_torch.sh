@@ -14,17 +14,12 @@
 # names it (default python3); skipped (77) without them.
 CFG=$(dirname "$0")/llama.ini
 source "$(dirname "$0")/lib.sh"
-PY=${PLAIT_TORCH_PYTHON:-python3}
-if ! "$PY" -c "import torch, transformers, safetensors; from transformers import MixtralForCausalLM" 2>/dev/null; then
-  echo "SKIP: $PY cannot import torch, transformers (with MixtralForCausalLM) and safetensors (set" \
-    "PLAIT_TORCH_PYTHON to a python that can); nothing was checked"
-  exit 77
-fi
+source "$(dirname "$0")/torch_lib.sh"
+torch_python "import torch, transformers, safetensors; from transformers import MixtralForCausalLM" \
+  "torch, transformers (with MixtralForCausalLM) and safetensors"
 CHECK=$PLAIT_SOURCE_DIR/tests/e2e/mixtral_torch_check.py
-LOGITS=$(dirname "$CKPT_DIFF")/weights_logits
 MOE="model.moe_experts=4 model.moe_top_k=2 model.moe_ffn_hidden=96 model.norm_eps=1e-5"
 SHAPE="2 4 64 32 256 arch=llama n_kv_head=2 ${MOE//model./}"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
 
 # transformers -> plait (and two configs plait refuses); python starts
 # twice, as importing torch takes seconds

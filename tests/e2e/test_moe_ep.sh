@@ -4,8 +4,9 @@
 # experts, the tokens traded by all-to-all) give ep 1's loss curve, routes
 # per expert and final parameters bit for bit, as do dp 2 x cp 2 at ep 4,
 # dp 2 x pp 2 at ep 2 and the llama arch with a shared expert at ep 2;
-# with two micro-batches a rank within 1e-6; a checkpoint of ep 1 resumes
-# at ep 2 and one of ep 2 at ep 1, each as the straight run; config check
+# with two micro-batches a rank, ep 2 and 4 within 1e-6; ZeRO-1, 2 and 3 at ep 2 as at
+# ep 1 and as adam; a checkpoint of ep 1 resumes at ep 2 and one of ep 2 at
+# ep 1, gathered or sharded, each as the straight run; config check
 # counts a rank's all-to-all bytes and experts; and what ep cannot run
 # with yet is refused before step 1, naming the keys.
 source "$(dirname "$0")/lib.sh"
@@ -24,6 +25,19 @@ for r in ep2 ep4; do
 done
 grep -q "step 4" "$E2E_WORK/ep4.out" || fail "ep 4 did not reach step 4: $(tail -n 3 "$E2E_WORK/ep4.out")"
 
+# ZeRO-1, 2 and 3 shard an expert tensor over the ranks holding the same
+# experts (edp) and the dense ones over dp: ep 2 as ep 1 bit for bit, and
+# as adam at ep 1 (without moe_bias_rate, which ZeRO-3 refuses)
+Z="${D/model.moe_bias_rate=0.001/}"
+train za $Z
+for z in zero1 zero2 zero3; do
+  train "${z}_ep1" $Z optim.plugin=$z
+  train "${z}_ep2" $Z optim.plugin=$z parallel.ep=2
+  same_losses za "${z}_ep2" 0
+  same_params "${z}_ep1" "${z}_ep2" bits
+  same_params za "${z}_ep2" bits model
+done
+
 # ep carved out of dp x cp: dp 2 x cp 2 at ep 4 as at ep 1
 C="run.steps=4 run.deterministic=true run.ckpt_every=4 data.micro_batch=1 data.global_batch=2 parallel.dp=2 \
 parallel.cp=2 $MOE"
@@ -39,13 +53,18 @@ train pp1 $P
 train pp_ep2 $P parallel.ep=2
 same_losses pp1 pp_ep2 0
 same_params pp1 pp_ep2 bits model
-# two micro-batches a rank: the holder adds each micro-batch's sources
-# first, so the sums round otherwise (docs/parallelism.md): within 1e-6
-A="run.steps=4 run.deterministic=true run.ckpt_every=4 data.micro_batch=1 data.global_batch=8 parallel.dp=2 $MOE"
+# two micro-batches a rank (accumulation_steps 2) at dp 4: the holder
+# sums each micro-batch's sources before the micro-batches, ep 1 each
+# rank's micro-batches before the ranks, so the experts' gradients round
+# otherwise (docs/parallelism.md "Exactness"): ep 2 and ep 4 hold ep 1's
+# losses within 1e-6 and its weights within 1e-5, relative
+A="run.steps=4 run.deterministic=true run.ckpt_every=4 data.micro_batch=1 data.global_batch=8 parallel.dp=4 $MOE"
 train acc1 $A
-train acc_ep2 $A parallel.ep=2
-same_losses acc1 acc_ep2 1e-6
-same_params acc1 acc_ep2 1e-5
+for e in 2 4; do
+  train acc_ep$e $A parallel.ep=$e
+  same_losses acc1 acc_ep$e 1e-6
+  same_params acc1 acc_ep$e 1e-5
+done
 # the llama arch's experts (gate, up and down projections), beside a
 # shared expert every token passes through
 CFG=$(dirname "$0")/llama.ini
@@ -68,6 +87,28 @@ train to1 $D --resume
 same_losses ep2 to1 0
 same_params ep2 to1 bits model
 
+# sharded checkpoints: each expert slice written once, by a rank of the
+# edp group holding it, under its global name and offsets; ZeRO-2's of ep
+# 1 resumes at ep 2 and ep 2's at ep 1, adam's of ep 2 at ep 1, each as
+# the straight run (the resumed runs save gathered, as the references)
+S="run.ckpt_format=sharded"
+train zs1 $Z optim.plugin=zero2 $S
+train zs2 $Z optim.plugin=zero2 parallel.ep=2 $S
+grep -q "shard-00003" "$E2E_WORK/zs2/ckpt-00000002/index.json" || fail "ep 2's sharded save has no rank 3 shard"
+train as2 $D parallel.ep=2 $S
+same_losses zero2_ep1 zs2 0
+for r in zs1:2 zs2:1 as2:1; do
+  from=${r%:*} ep=${r#*:}
+  rm -rf "$E2E_WORK/${from}_to$ep"
+  cp -r "$E2E_WORK/$from" "$E2E_WORK/${from}_to$ep"
+  rm -r "$E2E_WORK/${from}_to$ep/ckpt-00000004"
+  case $from in as2) O="$D" ;; *) O="$Z optim.plugin=zero2" ;; esac
+  train "${from}_to$ep" $O parallel.ep=$ep --resume
+  grep -q "resuming from $E2E_WORK/${from}_to$ep/ckpt-00000002" "$E2E_WORK/${from}_to$ep.out" ||
+    fail "${from}_to$ep did not resume from step 2"
+  case $from in as2) same_params ep1 "${from}_to$ep" bits ;; *) same_params zero2_ep1 "${from}_to$ep" bits ;; esac
+done
+
 # config check counts a rank's trades and experts (moe-tiny at dp 2, ep 2
 # by hand: 4 sparse blocks x 1 micro-batch x (4 trades x 256 tokens x 2
 # routes x 64 floats x 4 bytes x 1/2 leaving + 4 counts x 4 bytes) = 1048640)
@@ -87,8 +128,5 @@ refused() { # NAME EXPECTED overrides...: config check and train refuse, train b
 }
 refused dense "[parallel] ep = 2: expert parallelism splits a mixture-of-experts model's experts, and this model \
 has none" parallel.dp=2 parallel.ep=2
-refused zero1 "[parallel] ep = 2 with [optim] plugin = zero1" $MOE parallel.dp=2 parallel.ep=2 optim.plugin=zero1
 refused tp "[parallel] ep = 2 with tp = 2" $MOE parallel.plugin=hybrid parallel.dp=2 parallel.tp=2 parallel.ep=2
-refused sharded "[parallel] ep = 2 with [run] ckpt_format = sharded" $MOE parallel.dp=2 parallel.ep=2 \
-  run.ckpt_format=sharded
 echo "ep: ep 2 and 4 bit-identical to ep 1, resumes across ep, refusals named"

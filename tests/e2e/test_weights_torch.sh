@@ -4,17 +4,14 @@
 # PyTorch (weights_torch_check.py) gives plait's logits within 1e-4
 # relative. Needs Debian's python3-torch: skipped (77) without it.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/torch_lib.sh"
 PY=/usr/bin/python3
-if ! "$PY" -c "import torch, numpy" 2>/dev/null; then
-  echo "SKIP: $PY cannot import torch and numpy (apt-get install python3-torch); nothing was checked"
-  exit 77
-fi
+torch_python "import torch, numpy" "torch and numpy" "apt-get install python3-torch"
 source "$(dirname "$0")/weights_lib.sh"
 train trained run.steps=5 run.init_from=$HF parallel.plugin=hybrid parallel.dp=2 parallel.tp=2
 for fmt in hf nanogpt; do
   "$PLAIT_BIN" export "$E2E_WORK/trained" --format $fmt --out "$E2E_WORK/exp_$fmt" >/dev/null || fail "export $fmt"
 done
-LOGITS=$(dirname "$CKPT_DIFF")/weights_logits
 "$LOGITS" "$E2E_WORK/exp_hf" "$REF" "$E2E_WORK/plait_logits.safetensors" 2 4 32 24 50 || fail "weights_logits"
 "$PY" "$PLAIT_SOURCE_DIR/tests/e2e/weights_torch_check.py" "$E2E_WORK/exp_hf" "$E2E_WORK/exp_nanogpt" "$REF" \
   "$E2E_WORK/plait_logits.safetensors" || fail "PyTorch's logits of the exports differ from plait's"

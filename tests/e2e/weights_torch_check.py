@@ -15,16 +15,15 @@ max |logit|). Exit 0 when they do, 1 otherwise.
 import json, os, sys
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "reference")]
 import make_hf_fixture as hf  # noqa: E402
 import make_gpt_fixture as nano  # noqa: E402  (nanoGPT's format: nn.Linear, tied head)
+from torch_check import logits_agree  # noqa: E402
 
 
 def compare(what, logits, want):
-    err = (logits - want).abs().max().item()
-    scale = want.abs().max().item()
-    print(f"{what}: max |PyTorch - plait| = {err:.3g}, max |logit| = {scale:.3g}, relative {err / scale:.3g}")
-    return err <= 1e-4 * scale and scale > 0
+    return logits_agree(what, logits, want, who="PyTorch")
 
 
 def main():

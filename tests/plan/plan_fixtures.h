@@ -1,15 +1,19 @@
 /*
- * What the cost model's unit tests share (test_plan.c, test_plan_sequence.c):
- * a small GPU cluster, the axes of a 4-rank search, a relative comparison.
+ * What the cost model's unit tests share (tests/plan/test_plan*.c): a small
+ * GPU cluster, the axes of a 4-rank search, a relative comparison, the path
+ * of a file of the source tree.
  */
 #ifndef PLAIT_TESTS_PLAN_FIXTURES_H
 #define PLAIT_TESTS_PLAN_FIXTURES_H
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cost/cluster.h"
 #include "cost/cost.h"
+#include "cost/layouts.h"
 
 #define NEAR(a, b) assert_true(fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-15)
 
@@ -39,6 +43,15 @@ static inline plait_cost_axes axes4(const char *list) {
         (plait_cost_layout){.dp = 1, .tp = 1, .pp = 1, .schedule = "1f1b", .chunks = 1, .optim = "adam", .comm = "tcp"};
     assert_int_equal(plait_cost_axes_parse(&a, list), PLAIT_OK);
     return a;
+}
+
+/* REL under the source tree (PLAIT_SOURCE_DIR, which ctest sets; else the
+ * working directory), in a buffer the next call overwrites */
+static inline char *source_path(const char *rel) {
+    static char buf[1024];
+    const char *src = getenv("PLAIT_SOURCE_DIR");
+    snprintf(buf, sizeof buf, "%s/%s", src ? src : ".", rel);
+    return buf;
 }
 
 #endif

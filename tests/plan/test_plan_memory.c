@@ -67,6 +67,7 @@ typedef struct layout {
     const char *over[8]; /* NULL-terminated */
     int emu;             /* needs the cuda_emu device */
     int bf16;            /* the model stores bf16 activations */
+    int states_only;     /* parameters, gradients and optimizer state compared, not the activations */
 } layout;
 
 static const layout layouts[] = {
@@ -129,6 +130,22 @@ static const layout layouts[] = {
       "parallel.tp=2", "parallel.tp.sequence_parallel=true", NULL},
      0,
      0},
+    /* expert parallelism: each rank's 2 of the 4 experts, ZeRO's shards of
+     * them over the 2 ranks holding the same experts, the dense ones' over
+     * 4; the sparse blocks' activations (rows per expert as the router
+     * sends them) are not compared here */
+    {"cpu moe dp4 ep2 zero2",
+     {"device.plugin=cpu", "parallel.dp=4", "parallel.ep=2", "model.moe_experts=4", "model.moe_top_k=2",
+      "model.moe_ffn_hidden=48", "optim.plugin=zero2", NULL},
+     0,
+     0,
+     1},
+    {"cpu moe dp4 ep2 zero3",
+     {"device.plugin=cpu", "parallel.dp=4", "parallel.ep=2", "model.moe_experts=4", "model.moe_top_k=2",
+      "model.moe_ffn_hidden=48", "optim.plugin=zero3", NULL},
+     0,
+     0,
+     1},
     {"cuda_emu fp32 dp2 adam", {"device.plugin=cuda_emu", "parallel.dp=2", NULL}, 1, 0},
     {"cuda_emu bf16 dp2 adam", {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", NULL}, 1, 1},
     {"cuda_emu bf16 dp2 zero1",
@@ -249,7 +266,7 @@ static void check_layout(const layout *l, int *worse) {
         for (int c = 0; c < 4; c++) {
             double err = real[r][c] > 0 ? (p[c] - real[r][c]) / real[r][c] : p[c];
             fprintf(stderr, "  %9.0f %9.0f %+6.2f%%", p[c], real[r][c], 100 * err);
-            if (fabs(err) > TOL) {
+            if (fabs(err) > TOL && !(c == 3 && l->states_only)) {
                 fprintf(stderr, " <- %s", what[c]);
                 (*worse)++;
             }

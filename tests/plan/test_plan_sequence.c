@@ -177,7 +177,7 @@ static void test_context_parallel(void **state) {
     plait_cost_ring_traffic(&four, 2, 3, &r);
     NEAR(r.cp_passes, 3.0 * 2 * 3);             /* cp - 1 passes a block and micro-batch */
     NEAR(r.cp_msg_elems, 2.0 * 16 * 2 * 2 * 8); /* B x T/cp x (K and V) x kv heads x head size */
-    NEAR(r.cp_hide_flops, 4.0 * 2 * 16 * 16 * 64);
+    NEAR(r.cp_hide_flops, 2.0 * 2 * 16 * 16 * 64);
     NEAR(r.cp_tail_msgs, 2.0 * 3);
     memset(&r, 0, sizeof r);
     plait_cost_ring_traffic(&one, 2, 3, &r);
@@ -220,10 +220,59 @@ static void test_context_parallel(void **state) {
     NEAR(m.grad, 4e6);
 }
 
+/* A block's FLOPs in a step: plait's fused attention walks only the key
+ * tiles a causal query sees, so its forward is 2·T·C a token (half of
+ * model_desc's 4·T·C), its backward the device's products a tile pair of
+ * T·C each (7 on cuda, 5 on the CPU), and full recomputation runs the
+ * products and the attention's forward again; an MLP block keeps 3f. */
+static void test_causal_attention_flops(void **state) {
+    (void)state;
+    const plait_model_spec gpt = {.struct_size = sizeof gpt,
+                                  .arch = "gpt",
+                                  .n_layer = 2,
+                                  .n_head = 4,
+                                  .n_embd = 64,
+                                  .block_size = 128,
+                                  .vocab_size = 512,
+                                  .ffn_hidden = 256,
+                                  .n_kv_head = 4};
+    const double TC = 128.0 * 64, f = 1000 + 4 * TC, products = 1000;
+    plait_cost_device cuda, cpu = {.att_backward_products = 5};
+    plait_cost_device_cuda(128, 16, &cuda);
+    NEAR(cuda.att_backward_products, 7.0);
+    plait_cost_shape_in in = {.B = 2, .tp = 1, .precision = PLAIT_PRECISION_BF16, .device = &cuda};
+    plait_cost_shape s;
+    double train, again;
+    plait_cost_shape_init(&s, &gpt, &in);
+    plait_cost_block_flops_per_token(&s, f, &train, &again);
+    NEAR(train, 3 * products + 2 * TC + 7 * TC);
+    NEAR(again, 0.0); /* the scores again are among the backward's products */
+    in.recompute = 2;
+    in.device = &cpu;
+    plait_cost_shape_init(&s, &gpt, &in);
+    plait_cost_block_flops_per_token(&s, f, &train, &again);
+    NEAR(train, 3 * products + 2 * TC + 5 * TC);
+    NEAR(again, products + 2 * TC);
+    /* under cp a token still attends over the whole sequence, half of it */
+    in.cp = 4;
+    plait_cost_shape_init(&s, &gpt, &in);
+    plait_cost_block_flops_per_token(&s, f, &train, &again);
+    NEAR(train, 3 * products + 2 * TC + 5 * TC);
+    /* no attention (the mlp arch): the backward twice the forward */
+    const plait_model_spec mlp = {
+        .struct_size = sizeof mlp, .arch = "mlp", .n_layer = 2, .n_embd = 64, .block_size = 128};
+    in.cp = 1;
+    plait_cost_shape_init(&s, &mlp, &in);
+    plait_cost_block_flops_per_token(&s, 1000, &train, &again);
+    NEAR(train, 3000.0);
+    NEAR(again, 1000.0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sequence_parallel_activations),
         cmocka_unit_test(test_context_parallel),
+        cmocka_unit_test(test_causal_attention_flops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -111,9 +111,21 @@ def write(path, arch, L, H, C, T, V, B, seed):
     torch.manual_seed(seed)
     model = GPT(V, T, L, H, C, attention=(arch == "gpt"))
     randomize(model, C)
+    write_step(path, model, f"arch {arch} n_layer {L} n_head {H} n_embd {C} block_size {T} vocab_size {V} batch {B}",
+               V, T, B)
+
+
+def write_step(path, model, config, V, T, B, check_tokens=None):
+    """One forward and backward of the float32 weights MODEL holds, in
+    float64, on a batch drawn next from torch's generator (tokens, then
+    targets, each [B, T] below V), written as the file format above with
+    config's line; check_tokens(tokens) may refuse the batch (an
+    assertion)."""
     weights = {n: p.detach().clone().float() for n, p in model.named_parameters()}
     tokens = torch.randint(V, (B, T))
     targets = torch.randint(V, (B, T))
+    if check_tokens:
+        check_tokens(tokens)
     model = model.double()
     logits, loss = model(tokens, targets)
     loss.backward()
@@ -121,8 +133,7 @@ def write(path, arch, L, H, C, T, V, B, seed):
     tensors += [("param." + n, "f32", w) for n, w in weights.items()]
     tensors += [("logits", "f64", logits.detach()), ("loss", "f64", loss.detach().reshape(1))]
     tensors += [("grad." + n, "f64", p.grad.detach()) for n, p in model.named_parameters()]
-    save_fixture(path, f"arch {arch} n_layer {L} n_head {H} n_embd {C} block_size {T} vocab_size {V} batch {B}",
-                 tensors)
+    save_fixture(path, config, tensors)
     print(f"{path}: {os.path.getsize(path)} bytes, loss {loss.item():.6f}")
 
 

@@ -26,7 +26,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from make_gpt_fixture import save_fixture  # noqa: E402
+from make_gpt_fixture import write_step  # noqa: E402
 
 
 class RMSNorm(nn.Module):
@@ -146,26 +146,18 @@ def write(path, L, H, KV, C, Fw, T, V, B, theta, eps, seed, scaling=None):
     torch.manual_seed(seed)
     model = Llama(V, L, H, KV, C, Fw, theta, eps, scaling)
     randomize(model)
-    weights = {n: p.detach().clone().float() for n, p in model.named_parameters()}
-    tokens = torch.randint(V, (B, T))
-    targets = torch.randint(V, (B, T))
-    # test_model_reference's --perturb changes element 5 of token 0's
-    # embedding row: the batch must read it
-    assert (tokens == 0).any()
-    model = model.double()
-    logits, loss = model(tokens, targets)
-    loss.backward()
-    tensors = [("tokens", "i32", tokens.to(torch.int32)), ("targets", "i32", targets.to(torch.int32))]
-    tensors += [("param." + n, "f32", w) for n, w in weights.items()]
-    tensors += [("logits", "f64", logits.detach()), ("loss", "f64", loss.detach().reshape(1))]
-    tensors += [("grad." + n, "f64", p.grad.detach()) for n, p in model.named_parameters()]
     keys = f"n_kv_head {KV} ffn_hidden {Fw} rope_theta {theta:g} norm_eps {eps:g}"
     if scaling:
         keys += (f" rope_scaling llama3 rope_factor {scaling['factor']:g} rope_low_freq_factor {scaling['low']:g}"
                  f" rope_high_freq_factor {scaling['high']:g} rope_original_max_pos {scaling['old_len']}")
-    save_fixture(path, f"arch llama n_layer {L} n_head {H} n_embd {C} block_size {T} vocab_size {V} batch {B} {keys}",
-                 tensors)
-    print(f"{path}: {os.path.getsize(path)} bytes, loss {loss.item():.6f}")
+    config = f"arch llama n_layer {L} n_head {H} n_embd {C} block_size {T} vocab_size {V} batch {B} {keys}"
+    write_step(path, model, config, V, T, B, check_tokens=reads_token_0)
+
+
+def reads_token_0(tokens):
+    # test_model_reference's --perturb changes element 5 of token 0's
+    # embedding row: the batch must read it
+    assert (tokens == 0).any()
 
 
 if __name__ == "__main__":

@@ -467,6 +467,58 @@ PC_ENTRY(copy_rows, pc_launch_copy_rows,
          (float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows, int64_t width),
          (dst, dst_stride, src, src_stride, rows, width))
 
+/* the mixture of experts (ABI 1.21): moe.cu, and the grouped product a
+ * cuBLASLt product an expert, over the host's offsets */
+static void k_moe_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                                 const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = off[e], n = off[e + 1] - r0;
+        if (n > 0)
+            k_matmul_forward(out + r0 * OC, inp + r0 * C, weight + e * OC * C, bias ? bias + e * OC : NULL, n, C, OC);
+    }
+}
+static void k_moe_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                  const float *weight, const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = off[e], n = off[e + 1] - r0;
+        if (n > 0)
+            k_matmul_backward(dinp ? dinp + r0 * C : NULL, dweight ? dweight + e * OC * C : NULL,
+                              dbias ? dbias + e * OC : NULL, dout + r0 * OC, inp + r0 * C,
+                              weight ? weight + e * OC * C : NULL, n, C, OC);
+    }
+}
+PC_ENTRY(moe_route, pc_launch_moe_route,
+         (float *scores, float *lse, int32_t *idx, float *gate, const float *logits, const float *bias, int64_t N,
+          int64_t E, int64_t k, int sigmoid),
+         (scores, lse, idx, gate, logits, bias, N, E, k, sigmoid))
+PC_ENTRY(moe_permute, pc_launch_moe_permute,
+         (int32_t * row, int32_t *tok, int32_t *off, float *routed, float *x, const int32_t *idx, const float *inp,
+          int64_t N, int64_t E, int64_t k, int64_t C, int64_t capacity),
+         (row, tok, off, routed, x, idx, inp, N, E, k, C, capacity))
+PC_ENTRY(moe_unpermute, pc_launch_moe_unpermute,
+         (float *out, const float *res, const float *shared, const float *y, const int32_t *row, const float *gate,
+          int64_t N, int64_t k, int64_t C),
+         (out, res, shared, y, row, gate, N, k, C))
+PC_ENTRY(moe_unpermute_backward, pc_launch_moe_unpermute_backward,
+         (float *dy_rows, double *dgate, const float *dout, const float *y, const int32_t *row, const float *gate,
+          int64_t N, int64_t k, int64_t C),
+         (dy_rows, dgate, dout, y, row, gate, N, k, C))
+PC_ENTRY(moe_permute_backward, pc_launch_moe_permute_backward,
+         (float *dinp, const float *dx, const int32_t *row, int64_t N, int64_t k, int64_t C), (dinp, dx, row, N, k, C))
+PC_ENTRY(moe_route_backward, pc_launch_moe_route_backward,
+         (float *dlogits, const double *dgate, const float *logits, const float *scores, const float *lse,
+          const int32_t *idx, const float *gate, const float *routed, int64_t N, int64_t E, int64_t k, int sigmoid,
+          double aux, double z, double share),
+         (dlogits, dgate, logits, scores, lse, idx, gate, routed, N, E, k, sigmoid, aux, z, share))
+PC_ENTRY(moe_matmul_forward, k_moe_matmul_forward,
+         (float *out, const float *inp, const float *weight, const float *bias, const int32_t *off, int64_t E,
+          int64_t C, int64_t OC),
+         (out, inp, weight, bias, off, E, C, OC))
+PC_ENTRY(moe_matmul_backward, k_moe_matmul_backward,
+         (float *dinp, float *dweight, float *dbias, const float *dout, const float *inp, const float *weight,
+          const int32_t *off, int64_t E, int64_t C, int64_t OC),
+         (dinp, dweight, dbias, dout, inp, weight, off, E, C, OC))
+
 /* bf16 activations (ABI 1.8): the products */
 PC_ENTRY(to_bf16, pc_launch_to_bf16, (plait_bf16 *dst, const float *src, size_t n), (dst, src, n))
 PC_ENTRY(matmul_forward_bf16, k_matmul_forward_bf16, (plait_bf16 *out, const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC), (out, inp, weight, bias, BT, C, OC))
@@ -550,6 +602,15 @@ static const plait_kernels g_table = {
     .ring_attention_finish = e_ring_attention_finish,
     .ring_attention_backward = e_ring_attention_backward,
     .copy_rows = e_copy_rows,
+    /* the mixture of experts (ABI 1.21) */
+    .moe_route = e_moe_route,
+    .moe_permute = e_moe_permute,
+    .moe_unpermute = e_moe_unpermute,
+    .moe_unpermute_backward = e_moe_unpermute_backward,
+    .moe_permute_backward = e_moe_permute_backward,
+    .moe_route_backward = e_moe_route_backward,
+    .moe_matmul_forward = e_moe_matmul_forward,
+    .moe_matmul_backward = e_moe_matmul_backward,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

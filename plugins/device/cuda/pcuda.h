@@ -314,6 +314,19 @@ void pc_launch_ring_attention_backward(float *dqkv, float *dkv, const float *qkv
                                        int64_t NH, int64_t NKV, int64_t HS, const plait_ring_block *blk);
 void pc_launch_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
                          int64_t width);
+/* moe.cu: the mixture of experts' kernels (plait/kernels.h, ABI 1.21) */
+void pc_launch_moe_route(float *scores, float *lse, int32_t *idx, float *gate, const float *logits, const float *bias,
+                         int64_t N, int64_t E, int64_t k, int sigmoid);
+void pc_launch_moe_permute(int32_t *row, int32_t *tok, int32_t *off, float *routed, float *x, const int32_t *idx,
+                           const float *inp, int64_t N, int64_t E, int64_t k, int64_t C, int64_t capacity);
+void pc_launch_moe_unpermute(float *out, const float *res, const float *shared, const float *y, const int32_t *row,
+                             const float *gate, int64_t N, int64_t k, int64_t C);
+void pc_launch_moe_unpermute_backward(float *dy_rows, double *dgate, const float *dout, const float *y,
+                                      const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C);
+void pc_launch_moe_permute_backward(float *dinp, const float *dx, const int32_t *row, int64_t N, int64_t k, int64_t C);
+void pc_launch_moe_route_backward(float *dlogits, const double *dgate, const float *logits, const float *scores,
+                                  const float *lse, const int32_t *idx, const float *gate, const float *routed,
+                                  int64_t N, int64_t E, int64_t k, int sigmoid, double aux, double z, double share);
 /* embedding.cu */
 void pc_launch_embedding_forward(float *out, const int32_t *tokens, const float *wte,
                                  int64_t vocab_start, int64_t n_rows, const float *wpe, int64_t B,

@@ -159,6 +159,9 @@ static plait_status adam_materialize_offload(adam *a, const plait_value_source *
     int rank = a->world && host->coll ? host->coll->rank(a->world) : 0;
     plait_status st = optim_offload_open(host, NAME, &a->offload, rank, total, 0, &a->store);
     if (st != PLAIT_OK) return st;
+    /* every parameter adam updates is read first by its layer's forward,
+     * which waits for it (adam_before_forward), or by export */
+    optim_offload_defer(a->store);
     const plait_param *present = NULL, *absent = NULL;
     const char *present_which = NULL, *absent_which = NULL;
     size_t off = 0;
@@ -338,7 +341,8 @@ static plait_status adam_step(void *sp, const plait_optim_step_in *in, plait_opt
                                                        .grad = p->grad,
                                                        .at = a->state_at[i],
                                                        .n = p->numel,
-                                                       .weight_decay = args.weight_decay};
+                                                       .weight_decay = args.weight_decay,
+                                                       .layer = p->layer};
         else k->adamw(p->data, p->grad, a->exp_avg[i], a->exp_avg_sq[i], p->numel, &args);
     }
     if (a->store && (st = optim_offload_step(a->store, a->segs, a->n_segs, &args, in->step + 1)) != PLAIT_OK) return st;
@@ -373,9 +377,18 @@ static plait_status adam_after_backward(void *sp, int32_t layer, int32_t mb, int
         if (p->layer != layer || !a->owns_state[i] || !p->data || !p->grad || has_tied_copy(set, i)) continue;
         float wd = (p->flags & PLAIT_PARAM_NO_DECAY) ? 0.0f : (float)a->hp.weight_decay;
         a->segs[n++] = (optim_offload_seg){
-            .param = p->data, .grad = p->grad, .at = a->state_at[i], .n = p->numel, .weight_decay = wd};
+            .param = p->data, .grad = p->grad, .at = a->state_at[i], .n = p->numel, .weight_decay = wd, .layer = layer};
     }
     return optim_offload_post(a->store, a->segs, n);
+}
+
+/* With offload = host's copies overlapped, the last step's updated
+ * parameters go back to the device beside this forward, layer by layer:
+ * the layer's forward waits for its own (optim_offload_defer). */
+static plait_status adam_before_forward(void *sp, int32_t layer, int32_t mb) {
+    adam *a = sp;
+    (void)mb;
+    return optim_offload_ready(a->store, layer);
 }
 
 static plait_status adam_export(void *sp, int32_t param_index, const char *which, float *dst) {
@@ -391,6 +404,9 @@ static plait_status adam_export(void *sp, int32_t param_index, const char *which
             return a->host->set_error(PLAIT_ERR_INVALID_ARG, NAME ": unknown tensor \"%s\" of %s", which, p->name);
         return dst ? optim_offload_get(a->store, s, a->state_at[i], dst, p->numel) : PLAIT_OK;
     }
+    /* a checkpoint reads the parameters the last step's copies back write */
+    plait_status st = strcmp(which, "param") == 0 ? optim_offload_drain(a->store) : PLAIT_OK;
+    if (st != PLAIT_OK) return st;
     if (strcmp(which, "param") == 0) src = p->data;
     else if (strcmp(which, "exp_avg") == 0) src = a->exp_avg[i];
     else if (strcmp(which, "exp_avg_sq") == 0) src = a->exp_avg_sq[i];
@@ -430,6 +446,7 @@ static const plait_optim_ops adam_ops = {
     .state_names = state_names,
     .create = adam_create,
     .materialize = adam_materialize,
+    .before_forward = adam_before_forward,
     .after_backward = adam_after_backward,
     .step = adam_step,
     .export_tensor = adam_export,

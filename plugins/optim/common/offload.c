@@ -37,6 +37,12 @@
 #define ALIGN_FLOATS (ALIGN_BYTES / sizeof(float))
 #define TMPFS_MAGIC_ 0x01021994
 
+/* A piece's place in the step's update order. */
+struct piece_rank {
+    int32_t layer;
+    size_t i; /* its number in the order posted */
+};
+
 struct optim_offload {
     const plait_host *host;
     const char *who;
@@ -52,6 +58,9 @@ struct optim_offload {
     offload_copy *copy;       /* host mode on a device with events: the copies overlapped (offload_copy.h) */
     offload_piece *pieces;    /* its step's pieces, grown as needed */
     size_t cap_pieces;
+    struct piece_rank *order; /* the order the step updates them in, grown as needed */
+    size_t cap_order;
+    int defer; /* copies back beside the next forward (optim_offload_defer) */
     /* nvme */
     int fd, fd_plain;
     int direct; /* fd was opened with O_DIRECT */
@@ -105,6 +114,7 @@ void optim_offload_close(optim_offload *o) {
     h->free(o->stage_g);
     offload_copy_close(o->copy);
     free(o->pieces);
+    free(o->order);
     free(o);
 }
 
@@ -481,7 +491,8 @@ static plait_status post_segs(optim_offload *o, const optim_offload_seg *segs, s
                                              .grad = segs[i].grad + d,
                                              .at = segs[i].at + d,
                                              .n = segs[i].n - d < C ? segs[i].n - d : C,
-                                             .weight_decay = segs[i].weight_decay};
+                                             .weight_decay = segs[i].weight_decay,
+                                             .layer = segs[i].layer};
     }
     return offload_copy_post(o->copy, o->pieces, n);
 }
@@ -492,25 +503,67 @@ plait_status optim_offload_post(optim_offload *o, const optim_offload_seg *segs,
     return o && o->copy ? post_segs(o, segs, n_segs, 0) : PLAIT_OK;
 }
 
+/* The order the step updates the n pieces posted in: as posted, or with
+ * the copies back deferred, by layer (the next forward's order: the last
+ * pieces updated, whose copies back are still running when the step
+ * returns, are the last layers' the forward reaches), as posted within a
+ * layer. The update is element-wise, so the order changes no value. */
+static int by_layer(const void *a, const void *b) {
+    const struct piece_rank *x = a, *y = b;
+    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static plait_status update_order(optim_offload *o, size_t n) {
+    if (n > o->cap_order) {
+        struct piece_rank *r = realloc(o->order, n * sizeof *r);
+        if (!r) return o->host->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", o->who);
+        o->order = r, o->cap_order = n;
+    }
+    offload_piece q;
+    for (size_t i = 0; i < n; i++) {
+        offload_copy_piece(o->copy, i, &q);
+        o->order[i] = (struct piece_rank){o->defer ? q.layer : 0, i};
+    }
+    qsort(o->order, n, sizeof *o->order, by_layer);
+    return PLAIT_OK;
+}
+
 /* Host memory's walk with the copies overlapped: what was not posted
- * during the backward posted now, then each piece, in the order posted,
- * updated in the mirrors as soon as its copy is in and released for the
- * copy back. */
+ * during the backward posted now, then each piece (update_order) updated
+ * in the mirrors as soon as its copy is in and released for the copy
+ * back. */
 static plait_status step_overlapped(optim_offload *o, const optim_offload_seg *segs, size_t n_segs,
                                     plait_adamw_args *args) {
-    plait_status st = post_segs(o, segs, n_segs, 1);
-    float *g = offload_copy_grad(o->copy), *p = o->n_arr > 2 ? o->arr[2] : offload_copy_param(o->copy);
+    plait_status st = offload_copy_drain(o->copy);
+    if (st == PLAIT_OK) st = post_segs(o, segs, n_segs, 1);
+    size_t n = 0;
     offload_piece q;
-    for (size_t i = 0; st == PLAIT_OK && offload_copy_piece(o->copy, i, &q); i++) {
+    while (offload_copy_piece(o->copy, n, &q)) n++;
+    if (st == PLAIT_OK) st = update_order(o, n);
+    float *g = offload_copy_grad(o->copy), *p = o->n_arr > 2 ? o->arr[2] : offload_copy_param(o->copy);
+    for (size_t k = 0; st == PLAIT_OK && k < n; k++) {
+        size_t i = o->order[k].i;
+        offload_copy_piece(o->copy, i, &q);
         st = offload_copy_wait_in(o->copy, i);
         if (st != PLAIT_OK) break;
         args->weight_decay = q.weight_decay;
         optim_host_adamw(p + q.at, g + q.at, o->arr[0] + q.at, o->arr[1] + q.at, q.n, args, o->threads, o->isa);
         offload_copy_release(o->copy, i);
     }
-    plait_status fin = offload_copy_finish(o->copy);
+    plait_status fin = offload_copy_finish(o->copy, o->defer);
     return st != PLAIT_OK ? st : fin;
 }
+
+void optim_offload_defer(optim_offload *o) {
+    if (o) o->defer = 1;
+}
+
+plait_status optim_offload_ready(optim_offload *o, int32_t layer) {
+    return o && o->copy ? offload_copy_ready(o->copy, layer) : PLAIT_OK;
+}
+
+plait_status optim_offload_drain(optim_offload *o) { return o && o->copy ? offload_copy_drain(o->copy) : PLAIT_OK; }
 
 /* The update of every segment: host memory's walk, or the disk's three-slot
  * pipeline. */

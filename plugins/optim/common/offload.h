@@ -35,6 +35,7 @@ typedef struct optim_offload_seg {
     const float *grad; /* tensor memory */
     size_t at, n;
     float weight_decay;
+    int32_t layer; /* the layer whose forward reads `param` (optim_offload_defer); -1: none */
 } optim_offload_seg;
 
 /* Open the store for `numel` elements per moment (all zero) as `cfg` says,
@@ -74,6 +75,20 @@ plait_status optim_offload_step(optim_offload *o, const optim_offload_seg *segs,
  * optim_offload_posts says whether posting does anything. */
 plait_status optim_offload_post(optim_offload *o, const optim_offload_seg *segs, size_t n_segs);
 int optim_offload_posts(const optim_offload *o);
+
+/* Where the copies overlap (optim_offload_posts), let each step return
+ * with its copies back still running beside the next forward, updating
+ * the segments layer by layer (the forward's order): the caller promises
+ * optim_offload_ready(layer) before each layer's forward reads its
+ * parameters, and optim_offload_drain before anything else reads them (a
+ * checkpoint's export). Without it (ZeRO, whose step reads the updated
+ * shards at once) every step finishes its copies back before returning. */
+void optim_offload_defer(optim_offload *o);
+/* Block until the copies back of `layer`'s segments have run, and order
+ * the compute stream after them; immediate when none is pending. */
+plait_status optim_offload_ready(optim_offload *o, int32_t layer);
+/* The same for every segment. */
+plait_status optim_offload_drain(optim_offload *o);
 
 /* Bytes of host memory and of disk the store holds, and the seconds the
  * steps so far waited for the disk (the metrics' share of the step). */

@@ -4,8 +4,10 @@
  * The thread copies each posted piece in (gradient, then parameter), after
  * making the communication stream wait for its post's event, and counts
  * the pieces in; between those it copies back the parameters of the pieces
- * the training thread has released (copies in first: the host's update
- * waits for them). copy_on to or from page-locked memory returns once the
+ * the training thread has released, in the order released (copies in
+ * first: the host's update waits for them), each followed by a mark of
+ * the `done` event, so a layer's forward can wait for the copies back so
+ * far. copy_on to or from page-locked memory returns once the
  * mirror may be read or reused, so a piece counted in is there. The mirrors
  * are whole (the elements this rank updates), not a ring of chunks: the
  * walk never waits for a slot to drain, and a piece copied during the
@@ -42,9 +44,11 @@ struct offload_copy {
     /* under mu */
     int quit;
     queued *q;
-    size_t n, cap, posts;   /* pieces and posts this step */
-    size_t in, out, out_ok; /* copied in; copied back; released for the copy back */
-    int closing, recorded;  /* finish is waiting; the end of the copies back is marked */
+    size_t *back;         /* the pieces released for the copy back, in that order (room for cap) */
+    size_t n, cap, posts; /* pieces and posts this step */
+    size_t in, out;       /* copied in; copied back (of back[]) */
+    size_t n_back;        /* released */
+    int deferred;         /* the step finished with its copies back still running */
     plait_status err;
     char msg[512];
 };
@@ -77,15 +81,22 @@ static plait_status copy_in(offload_copy *c, const queued *e, int first_of_post,
     return st;
 }
 
-/* The thread: copies in first, then copies back, then the end marked once
- * finish asks; mu is released around every device call. */
+/* Piece e's updated parameters back, and the `done` event marked after
+ * them. */
+static plait_status copy_back(offload_copy *c, const queued *e) {
+    const plait_device_ops *d = c->dev;
+    plait_status st = d->copy_on(PLAIT_STREAM_COMM, e->p.param, c->mir_p + e->p.at, e->p.n * sizeof(float),
+                                 PLAIT_COPY_TO_DEVICE);
+    return st == PLAIT_OK ? d->event_record(c->done, PLAIT_STREAM_COMM) : st;
+}
+
+/* The thread: copies in first, then copies back; mu is released around
+ * every device call. */
 static void *copier(void *arg) {
     offload_copy *c = arg;
-    const plait_device_ops *d = c->dev;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (!c->quit && c->in == c->n && c->out == c->out_ok && !(c->closing && !c->recorded))
-            pthread_cond_wait(&c->cv, &c->mu);
+        while (!c->quit && c->in == c->n && c->out == c->n_back) pthread_cond_wait(&c->cv, &c->mu);
         if (c->in < c->n) {
             size_t i = c->in;
             queued e = c->q[i];
@@ -96,23 +107,14 @@ static void *copier(void *arg) {
             pthread_mutex_lock(&c->mu);
             if (st != PLAIT_OK) fail(c, st, "copying gradients and parameters to the host", e.p.at);
             c->in = i + 1;
-        } else if (c->out < c->out_ok) {
-            size_t i = c->out;
-            queued e = c->q[i];
+        } else if (c->out < c->n_back) {
+            queued e = c->q[c->back[c->out]];
             int skip = c->err != PLAIT_OK || !e.p.param;
             pthread_mutex_unlock(&c->mu);
-            plait_status st = skip ? PLAIT_OK
-                                   : d->copy_on(PLAIT_STREAM_COMM, e.p.param, c->mir_p + e.p.at, e.p.n * sizeof(float),
-                                                PLAIT_COPY_TO_DEVICE);
+            plait_status st = skip ? PLAIT_OK : copy_back(c, &e);
             pthread_mutex_lock(&c->mu);
             if (st != PLAIT_OK) fail(c, st, "copying the updated parameters to the device", e.p.at);
-            c->out = i + 1;
-        } else if (c->closing && !c->recorded) {
-            pthread_mutex_unlock(&c->mu);
-            plait_status st = d->event_record(c->done, PLAIT_STREAM_COMM);
-            pthread_mutex_lock(&c->mu);
-            if (st != PLAIT_OK) fail(c, st, "marking the end of the copies back", 0);
-            c->recorded = 1;
+            c->out++;
         } else if (c->quit) {
             break;
         }
@@ -161,6 +163,7 @@ void offload_copy_close(offload_copy *c) {
     if (c->done) c->dev->event_destroy(c->done);
     free(c->ev);
     free(c->q);
+    free(c->back);
     c->host->free(c->mir_g);
     c->host->free(c->mir_p);
     pthread_mutex_destroy(&c->mu);
@@ -186,19 +189,26 @@ static plait_device_event *post_event(offload_copy *c, size_t k) {
     return e;
 }
 
+/* Room for `need` pieces in the queue and the release order (mu held). */
+static int grow(offload_copy *c, size_t need) {
+    if (need <= c->cap) return 1;
+    size_t cap = 2 * c->cap > need ? 2 * c->cap : need < 64 ? 64 : need; /* amortised: at least double */
+    queued *q = realloc(c->q, cap * sizeof *q);
+    if (q) c->q = q;
+    size_t *b = q ? realloc(c->back, cap * sizeof *b) : NULL;
+    if (b) c->back = b, c->cap = cap;
+    return b != NULL;
+}
+
 plait_status offload_copy_post(offload_copy *c, const offload_piece *pieces, size_t n) {
     if (!n) return PLAIT_OK;
+    plait_status st = offload_copy_drain(c); /* the last step's copies back, before this one's numbering */
+    if (st != PLAIT_OK) return st;
     pthread_mutex_lock(&c->mu);
     size_t k = c->posts;
     plait_device_event *ev = post_event(c, k);
-    plait_status st = ev ? PLAIT_OK : PLAIT_ERR_NO_MEMORY;
-    if (st == PLAIT_OK && c->n + n > c->cap) {
-        size_t cap = c->cap ? c->cap : 64;
-        while (cap < c->n + n) cap *= 2;
-        queued *q = realloc(c->q, cap * sizeof *q);
-        if (q) c->q = q, c->cap = cap;
-        else st = PLAIT_ERR_NO_MEMORY;
-    }
+    st = ev ? PLAIT_OK : PLAIT_ERR_NO_MEMORY;
+    if (st == PLAIT_OK && !grow(c, c->n + n)) st = PLAIT_ERR_NO_MEMORY;
     /* the pieces' gradients are final once what the compute stream holds
      * now has run */
     if (st == PLAIT_OK) st = c->dev->event_record(ev, PLAIT_STREAM_COMPUTE);
@@ -236,23 +246,59 @@ plait_status offload_copy_wait_in(offload_copy *c, size_t i) {
 
 void offload_copy_release(offload_copy *c, size_t i) {
     pthread_mutex_lock(&c->mu);
-    c->out_ok = i + 1;
+    if (i < c->n && c->n_back < c->n) c->back[c->n_back++] = i; /* back[] has room for every piece */
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
 
-plait_status offload_copy_finish(offload_copy *c) {
+/* Every copy in and every released copy back run (a piece not released,
+ * after a failure, stays where it was: its parameters were not updated),
+ * the compute stream ordered after them, the numbering restarted. */
+static plait_status drain_all(offload_copy *c) {
     pthread_mutex_lock(&c->mu);
-    c->out_ok = c->n; /* after a failure: let the thread run out */
-    c->closing = 1;
-    pthread_cond_broadcast(&c->cv);
-    while (!c->recorded || c->in < c->n || c->out < c->n) pthread_cond_wait(&c->cv, &c->mu);
+    while (c->in < c->n || c->out < c->n_back) pthread_cond_wait(&c->cv, &c->mu);
     plait_status st = take_error(c);
-    c->n = c->posts = c->in = c->out = c->out_ok = 0;
-    c->closing = c->recorded = 0;
+    c->n = c->posts = c->in = c->out = c->n_back = 0;
+    c->deferred = 0;
     c->err = PLAIT_OK;
     pthread_mutex_unlock(&c->mu);
     if (st != PLAIT_OK) return st;
     /* the next kernel reading a parameter waits on the device, not here */
     return c->dev->event_wait(c->done, PLAIT_STREAM_COMPUTE);
+}
+
+plait_status offload_copy_finish(offload_copy *c, int defer) {
+    pthread_mutex_lock(&c->mu);
+    while (c->in < c->n && c->err == PLAIT_OK) pthread_cond_wait(&c->cv, &c->mu);
+    /* deferred only when every piece went well and was released */
+    c->deferred = defer && c->err == PLAIT_OK && c->n_back == c->n;
+    int deferred = c->deferred;
+    pthread_mutex_unlock(&c->mu);
+    return deferred ? PLAIT_OK : drain_all(c);
+}
+
+/* 1 if a released piece of `layer` has not gone back yet (mu held). */
+static int layer_pending(const offload_copy *c, int32_t layer) {
+    for (size_t j = c->out; j < c->n_back; j++)
+        if (c->q[c->back[j]].p.layer == layer) return 1;
+    return 0;
+}
+
+plait_status offload_copy_ready(offload_copy *c, int32_t layer) {
+    pthread_mutex_lock(&c->mu);
+    int deferred = c->deferred;
+    while (deferred && c->err == PLAIT_OK && layer_pending(c, layer)) pthread_cond_wait(&c->cv, &c->mu);
+    plait_status st = take_error(c);
+    pthread_mutex_unlock(&c->mu);
+    if (st != PLAIT_OK || !deferred) return st;
+    /* the host saw the copies return; on a device where a copy from
+     * page-locked memory may still run after that, the kernels wait for it */
+    return c->dev->event_wait(c->done, PLAIT_STREAM_COMPUTE);
+}
+
+plait_status offload_copy_drain(offload_copy *c) {
+    pthread_mutex_lock(&c->mu);
+    int deferred = c->deferred;
+    pthread_mutex_unlock(&c->mu);
+    return deferred ? drain_all(c) : PLAIT_OK;
 }

@@ -11,22 +11,27 @@
  *
  * Ordering: each post's copies start after an event recorded on the
  * compute stream when it is posted (a layer's final gradients, from the
- * optimizer's after_backward, or the rest when the step begins); the
- * compute stream waits, on the device, for an event
- * recorded on the communication stream after the last copy back, before
- * the next kernel that reads a parameter.
+ * optimizer's after_backward, or the rest when the step begins). The
+ * copies back either all run before the step returns (finish without
+ * `defer`), or run on after it, beside the next forward: then the layer's
+ * forward waits for its own (offload_copy_ready: the host until the copy
+ * thread has copied them, the compute stream on the device for an event
+ * recorded after them), and anything else that reads the parameters first
+ * waits for all of them (offload_copy_drain).
  *
  * Ownership: the mirrors and the thread belong to the copier, made by
  * offload_copy_open and freed by offload_copy_close (which joins the
  * thread). Thread-safety: one training thread calls post (once or
- * more), then wait_in and release for each piece in order, then finish,
- * once per step. Errors: the message
+ * more), then wait_in for each piece in order and release for each piece
+ * once updated (in any order: the copies back follow it), then finish,
+ * once per step; ready and drain from the same thread. Errors: the message
  * of a failed copy is set on the training thread by wait_in or finish.
  */
 #ifndef PLAIT_OPTIM_OFFLOAD_COPY_H
 #define PLAIT_OPTIM_OFFLOAD_COPY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <plait/host.h>
 
@@ -40,6 +45,7 @@ typedef struct offload_piece {
     const float *grad;
     size_t at, n;
     float weight_decay;
+    int32_t layer; /* the model layer whose forward reads `param` (-1: none said) */
 } offload_piece;
 
 /* NULL (the message set) on failure. `numel` elements per mirror; the
@@ -60,10 +66,19 @@ plait_status offload_copy_post(offload_copy *c, const offload_piece *pieces, siz
 int offload_copy_piece(offload_copy *c, size_t i, offload_piece *out);
 /* Block until piece i's slices are in the mirrors. */
 plait_status offload_copy_wait_in(offload_copy *c, size_t i);
-/* Pieces [0, i] are updated: their parameters may go back. */
+/* Piece i is updated: its parameters may go back (after those released
+ * before it). */
 void offload_copy_release(offload_copy *c, size_t i);
+/* The step's end. Without `defer`: offload_copy_drain. With it: return once
+ * every piece is in; the copies back go on, and before the next read of
+ * the parameters the caller calls offload_copy_ready (a layer's forward)
+ * or offload_copy_drain (anything else). */
+plait_status offload_copy_finish(offload_copy *c, int defer);
+/* Wait until the copies back of the pieces of `layer` have run, and order
+ * the compute stream after them. Immediate when none is pending. */
+plait_status offload_copy_ready(offload_copy *c, int32_t layer);
 /* Wait for every copy back, order the compute stream after them, and start
- * the next step's numbering. */
-plait_status offload_copy_finish(offload_copy *c);
+ * the next step's numbering. post calls it first. */
+plait_status offload_copy_drain(offload_copy *c);
 
 #endif

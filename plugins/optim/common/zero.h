@@ -19,6 +19,15 @@
  * parameter per unit). Gaps and padding are zeros, take no update and count
  * as `padding_elems` in the memory report.
  *
+ * Expert parallelism (ABI 1.20). An expert tensor split over ep
+ * (PLAIT_PARAM_EXPERT, shard.parts > 1) differs between the ranks of the DP
+ * group: its units hold expert tensors only, padded to a multiple of the
+ * edp group's size and sharded over that group (init->edp_comm, the ranks
+ * holding the same experts), as Megatron-Core's distributed optimizer does;
+ * its reduce-scatters, gathers and exports run there, every other unit's
+ * over the DP group. Each rank's slices are distinct over the world, so the
+ * norm counts them all (dp_rank 0 < ep in plait_optim_counts_in_norm).
+ *
  * What each rank keeps (Ψ = elements of the rank's parameters, tied copies
  * sharing storage counted once; S = Σ slice sizes = (Ψ + padding) / N):
  *   ZeRO-1: parameters 4Ψ (core), gradients 4Ψ (core), moments 8S
@@ -124,6 +133,8 @@ typedef struct zero_unit {
     size_t tree_off;       /* offset in the deterministic accumulation vector */
     int32_t seg_first, n_seg;
     int copy;              /* a tied copy sharing its original's storage: gradient only */
+    int expert;            /* members are expert tensors split over ep: sharded over
+                            * the edp group (z->edp), not the DP group */
     int whole;             /* a tied parameter whose partner is on another stage: its
                             * gradient stays whole (ZeRO-1: the core's; 2/3:
                             * whole_grad + whole_off) and is all-reduced over DP at
@@ -172,6 +183,9 @@ typedef struct zero {
     plait_param_set *params;
     plait_comm *dp, *world;
     int n, rank;                  /* DP size and rank */
+    plait_comm *edp;              /* the ranks holding this rank's experts (init->edp_comm) */
+    int en, erank;                /* its size and this rank's place in it */
+    plait_comm_stats edp_before;  /* its counters at the step's first hook (when not z->dp) */
     int32_t micro_batches;
     int deterministic;
     int tree_mode;                /* deterministic with accumulation and owned gradients */
@@ -241,12 +255,23 @@ typedef struct zero {
     uint64_t gathers_issued;      /* ZeRO-3 unit gathers since create (for tests) */
 } zero;
 
+/* An expert tensor split over ep: its units shard over the edp group. */
+static inline int zero_param_expert(const plait_param *p) {
+    return (p->flags & PLAIT_PARAM_EXPERT) && p->shard.dim >= 0 && p->shard.parts > 1;
+}
+
 /* ---- zero_partition.c ------------------------------------------------------- */
 /* Build units, segments and layer maps for this rank (no storage). */
 plait_status zero_partition(zero *z);
 void zero_partition_free(zero *z);
+/* The group unit u is sharded over (expert units: the edp group, as
+ * Megatron-Core's distributed optimizer shards expert parameters over the
+ * expert-data-parallel ranks), its size and this rank's place in it. */
+static inline plait_comm *zero_comm(const zero *z, const zero_unit *u) { return u->expert ? z->edp : z->dp; }
+static inline int zero_n(const zero *z, const zero_unit *u) { return u->expert ? z->en : z->n; }
+static inline int zero_rank(const zero *z, const zero_unit *u) { return u->expert ? z->erank : z->rank; }
 /* This rank's slice of unit u: [lo, lo + shard). */
-static inline size_t zero_lo(const zero *z, const zero_unit *u) { return (size_t)z->rank * u->shard; }
+static inline size_t zero_lo(const zero *z, const zero_unit *u) { return (size_t)zero_rank(z, u) * u->shard; }
 
 /* ---- zero_pool.c ------------------------------------------------------- */
 /* Bytes of working buffers the partition declares: ZeRO-1 max_inflight

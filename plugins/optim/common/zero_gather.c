@@ -51,7 +51,7 @@ static plait_status start_gather(zero *z, int32_t ui) {
     }
     plait_coll_opts o = plait_tensor_coll_opts(z->host, PLAIT_ALGO_AUTO, "zero3 parameter all-gather");
     o.compression = (uint32_t)z->param_gather;
-    st = z->host->coll->allgather(z->dp, buf, buf, u->shard, PLAIT_F32, &o, &u->ag_req);
+    st = z->host->coll->allgather(zero_comm(z, u), buf, buf, u->shard, PLAIT_F32, &o, &u->ag_req);
     if (st != PLAIT_OK) {
         zero_buf_put(z, buf);
         u->ag_req = NULL;

@@ -55,7 +55,7 @@ static plait_status start_rs_zero1(zero *z, int32_t ui) {
     }
     plait_coll_opts o = rs_opts(z, u);
     plait_request *req = NULL;
-    st = z->host->coll->reduce_scatter(z->dp, buf, buf + u->padded, u->shard, PLAIT_F32, PLAIT_SUM, &o, &req);
+    st = z->host->coll->reduce_scatter(zero_comm(z, u), buf, buf + u->padded, u->shard, PLAIT_F32, PLAIT_SUM, &o, &req);
     if (st != PLAIT_OK) {
         zero_buf_put(z, buf);
         return st;
@@ -82,7 +82,7 @@ static plait_status start_rs_owned(zero *z, int32_t ui, float *buf) {
     }
     plait_coll_opts o = rs_opts(z, u);
     plait_request *req = NULL;
-    st = z->host->coll->reduce_scatter(z->dp, buf, slice, u->shard, PLAIT_F32, PLAIT_SUM, &o, &req);
+    st = z->host->coll->reduce_scatter(zero_comm(z, u), buf, slice, u->shard, PLAIT_F32, PLAIT_SUM, &o, &req);
     if (st != PLAIT_OK) {
         zero_buf_put(z, buf);
         return st;

@@ -52,7 +52,6 @@ plait_status zero_partition(zero *z) {
     const plait_host *h = z->host;
     plait_param_set *set = z->params;
     int32_t np = set->n_params;
-    size_t N = (size_t)z->n;
     z->n_layer_slots = set->n_layers_total;
     for (int32_t i = 0; i < np; i++)
         if (set->params[i].layer < 0 || set->params[i].layer >= z->n_layer_slots)
@@ -71,8 +70,10 @@ plait_status zero_partition(zero *z) {
         int copy = plait_tied_local_original(set, p) >= 0;
         int whole = (p->flags & PLAIT_PARAM_TIED_REMOTE) != 0;
         int alone = copy || whole || has_local_copy(set, i) || p->numel >= z->bucket_elems;
+        int expert = zero_param_expert(p);
         size_t off = cur ? align_up(cur->numel, ZERO_ALIGN) : 0;
-        int fits = cur && !alone && !cur_alone && cur->layer == p->layer && off + p->numel <= z->bucket_elems;
+        int fits = cur && !alone && !cur_alone && cur->layer == p->layer && cur->expert == expert &&
+                   off + p->numel <= z->bucket_elems;
         if (!fits) {
             cur = &z->units[z->n_units++];
             cur->layer = p->layer;
@@ -80,6 +81,7 @@ plait_status zero_partition(zero *z) {
             cur->original = -1;
             cur->copy = copy;
             cur->whole = whole;
+            cur->expert = expert;
             cur_alone = alone;
             off = 0;
         }
@@ -94,6 +96,7 @@ plait_status zero_partition(zero *z) {
     z->psi = 0;
     for (int32_t u = 0; u < z->n_units; u++) {
         zero_unit *un = &z->units[u];
+        size_t N = (size_t)zero_n(z, un);
         un->padded = align_up(un->numel ? un->numel : 1, N);
         un->shard = un->padded / N;
         if (un->padded > z->max_unit) z->max_unit = un->padded;

@@ -21,6 +21,9 @@ void zero_begin_traffic(zero *z) {
     memset(&z->dp_before, 0, sizeof z->dp_before);
     z->dp_before.struct_size = sizeof z->dp_before;
     if (z->dp && z->host->coll && z->host->coll->stats) z->host->coll->stats(z->dp, &z->dp_before);
+    memset(&z->edp_before, 0, sizeof z->edp_before);
+    z->edp_before.struct_size = sizeof z->edp_before;
+    if (z->edp != z->dp && z->host->coll && z->host->coll->stats) z->host->coll->stats(z->edp, &z->edp_before);
 }
 
 static void zero_destroy(void *sp) {
@@ -50,6 +53,26 @@ static void zero_destroy(void *sp) {
     free(z->trace_prev);
     free(z->trace_cur);
     free(z);
+}
+
+/* The group the expert tensors shard over (zero.h): the DP group when
+ * there are none split over ep. */
+static plait_status experts_group(zero *z, const plait_optim_init *init) {
+    z->edp = z->dp, z->en = z->n, z->erank = z->rank;
+    int experts = 0;
+    for (int32_t i = 0; i < z->params->n_params; i++) experts |= zero_param_expert(&z->params->params[i]);
+    if (!experts) return PLAIT_OK;
+    int known = init->struct_size >= offsetof(plait_optim_init, edp_comm) + sizeof init->edp_comm;
+    if (!known || !init->edp_comm)
+        return z->host->set_error(PLAIT_ERR_UNSUPPORTED,
+                                  "%s: [parallel] ep = %d splits the experts, and this core names no group holding "
+                                  "the same experts (plait_optim_init.edp_comm, ABI 1.20); use [optim] plugin = adam "
+                                  "or ep = 1",
+                                  z->name, z->topo.ep);
+    z->edp = init->edp_comm;
+    z->en = z->host->coll->size(z->edp);
+    z->erank = z->host->coll->rank(z->edp);
+    return PLAIT_OK;
 }
 
 /* long: the optimizer's state built in the order each piece needs the one
@@ -134,6 +157,11 @@ static plait_status zero_create(int zero_stage, const plait_optim_init *init, vo
         return st;
     }
     z->topo.dp_rank = 0; /* each rank counts its own slices of the reduced gradient */
+    st = experts_group(z, init);
+    if (st != PLAIT_OK) {
+        zero_destroy(z);
+        return st;
+    }
     /* A tied copy on another pipeline stage than its original is kept whole
      * (zero.h); a core too old to flag it (PLAIT_PARAM_TIED_REMOTE) leaves the
      * original unmarked on its stage, so such a layout is refused. */
@@ -239,6 +267,15 @@ static int read_slices(zero *z, const plait_value_source *src, const char *which
     return 0;
 }
 
+/* Elements added to make the slices equal: each unit's slices over its own
+ * group, less the parameters in it. */
+static uint64_t padding_elems(const zero *z) {
+    uint64_t held = 0;
+    for (int32_t ui = 0; ui < z->n_units; ui++)
+        if (!z->units[ui].copy) held += (uint64_t)z->units[ui].shard * (uint64_t)zero_n(z, &z->units[ui]);
+    return held - z->psi;
+}
+
 static plait_status zero_materialize(void *sp, const plait_value_source *src) {
     zero *z = sp;
     const plait_host *h = z->host;
@@ -269,7 +306,7 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
             const zero_unit *u = &z->units[ui];
             z->units[ui].res_off = z->residual_numel;
             z->residual_numel += u->whole ? plait_coll_residual_allreduce(u->numel, z->n)
-                                          : plait_coll_residual_reduce_scatter(u->shard, z->n);
+                                          : plait_coll_residual_reduce_scatter(u->shard, zero_n(z, u));
         }
         char name[64], tag[64];
         snprintf(name, sizeof name, "%s.units", z->name);
@@ -318,7 +355,7 @@ static plait_status zero_materialize(void *sp, const plait_value_source *src) {
     }
     h->log(PLAIT_LOG_DEBUG, z->name,
            "DP rank %d/%d: %d units, %zu parameter elements, slices of %zu (%zu padding), state %s", z->rank, z->n,
-           z->n_units, z->psi, S, S * (size_t)z->n - z->psi, present ? "restored" : "zero-initialised");
+           z->n_units, z->psi, S, (size_t)padding_elems(z), present ? "restored" : "zero-initialised");
     return PLAIT_OK;
 }
 
@@ -371,16 +408,17 @@ static plait_status zero_after_backward(void *sp, int32_t layer, int32_t mb, int
 /* This rank's part [at, at + count) of an offloaded moment (or offloaded
  * parameter shard): into rank 0's `dst` (host memory; NULL: nothing to
  * keep), or sent to rank 0 from a host buffer. */
-static plait_status export_offloaded(zero *z, int moment, size_t at, size_t count, float *dst, int which_id) {
+static plait_status export_offloaded(zero *z, const zero_unit *u, int moment, size_t at, size_t count, float *dst,
+                                     int which_id) {
     const plait_host *h = z->host;
-    if (z->rank == 0) return dst ? optim_offload_get(z->store, moment, at, dst, count) : PLAIT_OK;
+    if (zero_rank(z, u) == 0) return dst ? optim_offload_get(z->store, moment, at, dst, count) : PLAIT_OK;
     float *buf = malloc((count ? count : 1) * sizeof *buf);
     if (!buf) return h->set_error(PLAIT_ERR_NO_MEMORY, "%s: out of memory", z->name);
     plait_status st = optim_offload_get(z->store, moment, at, buf, count);
     plait_coll_opts o = plait_tensor_coll_opts(h, PLAIT_ALGO_AUTO, "zero checkpoint export");
     o.mem_kind = PLAIT_MEM_HOST;
     if (st == PLAIT_OK)
-        st = h->coll->send(z->dp, buf, count, PLAIT_F32, 0, ZERO_EXPORT_TAG + (uint32_t)which_id, &o, NULL);
+        st = h->coll->send(zero_comm(z, u), buf, count, PLAIT_F32, 0, ZERO_EXPORT_TAG + (uint32_t)which_id, &o, NULL);
     free(buf);
     return st;
 }
@@ -431,11 +469,12 @@ static plait_status zero_export_shard(void *sp, int32_t param_index, const char 
     plait_status st = zero_export_base(z, param_index, which, &src);
     if (st != PLAIT_OK) return st;
     const plait_param *p = &z->params->params[src.local];
-    if (src.whole) { /* held whole by every rank: DP rank 0 writes it */
-        if (z->rank == 0) *count = p->numel;
-        return z->rank == 0 && dst ? plait_tensor_to_host(z->host, dst, p->data, p->numel) : PLAIT_OK;
-    }
     const zero_unit *u = &z->units[z->unit_of_param[src.local]];
+    if (src.whole) { /* held whole by every rank of its group: that group's rank 0 writes it */
+        int first = zero_rank(z, u) == 0;
+        if (first) *count = p->numel;
+        return first && dst ? plait_tensor_to_host(z->host, dst, p->data, p->numel) : PLAIT_OK;
+    }
     size_t a = z->param_off[src.local], b = a + p->numel, lo = zero_lo(z, u), hi = lo + u->shard;
     size_t s = a > lo ? a : lo, e = b < hi ? b : hi;
     if (s >= e) return PLAIT_OK;
@@ -473,14 +512,17 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
     plait_status st0 = zero_export_base(z, param_index, which, &src);
     if (st0 != PLAIT_OK) return st0;
     const plait_param *p = &z->params->params[src.local];
-    if (src.whole) return z->rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
-    /* Rank q holds [q*shard, (q+1)*shard) of the unit; each sends its part of
-     * the parameter to rank 0, which assembles it in dst (host memory; a
-     * rank-0 call without dst receives into a pool buffer instead). */
     const zero_unit *u = &z->units[z->unit_of_param[src.local]];
+    const int rank = zero_rank(z, u), n = zero_n(z, u);
+    plait_comm *comm = zero_comm(z, u);
+    if (src.whole) return rank == 0 && dst ? plait_tensor_to_host(h, dst, p->data, p->numel) : PLAIT_OK;
+    /* Rank q of the unit's group holds [q*shard, (q+1)*shard) of the unit;
+     * each sends its part of the parameter to rank 0, which assembles it in
+     * dst (host memory; a rank-0 call without dst receives into a pool
+     * buffer instead). */
     size_t a = z->param_off[src.local], b = a + p->numel;
     float *scratch = NULL;
-    if (z->rank == 0 && !dst) {
+    if (rank == 0 && !dst) {
         scratch = zero_buf_get(z, p->numel);
         if (!scratch) return PLAIT_ERR_NO_MEMORY;
         dst = scratch;
@@ -489,20 +531,20 @@ static plait_status zero_export(void *sp, int32_t param_index, const char *which
     plait_coll_opts into = dev;
     if (!scratch) into.mem_kind = PLAIT_MEM_HOST;
     plait_status st = PLAIT_OK;
-    for (int q = 0; q < z->n && st == PLAIT_OK; q++) {
+    for (int q = 0; q < n && st == PLAIT_OK; q++) {
         size_t lo = (size_t)q * u->shard, hi = lo + u->shard;
         size_t s = a > lo ? a : lo, e = b < hi ? b : hi;
         if (s >= e) continue;
         size_t at = u->shard_off + (s - lo);
-        if (src.offloaded && z->rank == q)
-            st = export_offloaded(z, src.moment, at, e - s, q == 0 && !scratch ? dst + (s - a) : NULL, src.which_id);
-        else if (z->rank == 0 && q == 0)
+        if (src.offloaded && rank == q)
+            st = export_offloaded(z, u, src.moment, at, e - s, q == 0 && !scratch ? dst + (s - a) : NULL, src.which_id);
+        else if (rank == 0 && q == 0)
             st = scratch ? PLAIT_OK : plait_tensor_to_host(h, dst + (s - a), src.base + at, e - s);
-        else if (z->rank == q)
-            st = h->coll->send(z->dp, src.base + at, e - s, PLAIT_F32, 0, ZERO_EXPORT_TAG + (uint32_t)src.which_id,
-                               &dev, NULL);
-        else if (z->rank == 0)
-            st = h->coll->recv(z->dp, dst + (s - a), e - s, PLAIT_F32, q, ZERO_EXPORT_TAG + (uint32_t)src.which_id,
+        else if (rank == q)
+            st = h->coll->send(comm, src.base + at, e - s, PLAIT_F32, 0, ZERO_EXPORT_TAG + (uint32_t)src.which_id, &dev,
+                               NULL);
+        else if (rank == 0)
+            st = h->coll->recv(comm, dst + (s - a), e - s, PLAIT_F32, q, ZERO_EXPORT_TAG + (uint32_t)src.which_id,
                                &into, NULL);
     }
     zero_buf_put(z, scratch);
@@ -534,7 +576,7 @@ static void zero_memory(void *sp, plait_optim_memory *out) {
         }
     }
     m.buffer_bytes += 4 * (uint64_t)z->residual_numel; /* onebit's error feedback */
-    m.padding_elems = S * (uint64_t)z->n - psi;
+    m.padding_elems = padding_elems(z);
     plait_fill_versioned(out, &m, (uint32_t)sizeof m);
 }
 

@@ -36,7 +36,7 @@ static plait_status start_ag(zero *z, int32_t ui) {
     plait_coll_opts o = plait_tensor_coll_opts(z->host, PLAIT_ALGO_AUTO, "zero parameter all-gather");
     o.compression = (uint32_t)z->param_gather; /* every rank, this one too, gets the decoded values */
     plait_request *req = NULL;
-    st = z->host->coll->allgather(z->dp, buf, buf, u->shard, PLAIT_F32, &o, &req);
+    st = z->host->coll->allgather(zero_comm(z, u), buf, buf, u->shard, PLAIT_F32, &o, &req);
     if (st != PLAIT_OK) {
         zero_buf_put(z, buf);
         return st;
@@ -114,7 +114,8 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
                                                              .grad = grad_ptr(z, u, g),
                                                              .at = at,
                                                              .n = g->len,
-                                                             .weight_decay = args.weight_decay};
+                                                             .weight_decay = args.weight_decay,
+                                                             .layer = -1};
             else k->adamw(param_ptr(z, u, g), grad_ptr(z, u, g), m + at, v + at, g->len, &args);
         }
     }
@@ -131,6 +132,11 @@ plait_status zero_step(void *state, const plait_optim_step_in *in, plait_optim_s
     if (z->dp && host->coll && host->coll->stats) {
         host->coll->stats(z->dp, &now);
         sent = now.bytes_sent - z->dp_before.bytes_sent;
+        if (z->edp != z->dp) { /* the expert units' traffic */
+            plait_comm_stats e = {.struct_size = sizeof e};
+            host->coll->stats(z->edp, &e);
+            sent += e.bytes_sent - z->edp_before.bytes_sent;
+        }
     }
     if (z->dp != z->world) sent += norm_bytes; /* otherwise already in the DP counter */
     z->in_step = 0;

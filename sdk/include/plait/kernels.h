@@ -543,7 +543,71 @@ typedef struct plait_kernels {
      * qkv, its dK|dV unpacked into dqkv. */
     void (*copy_rows)(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
                       int64_t width);
+
+    /* --- ABI 1.21: the mixture of experts -------------------------------
+     * Optional, all eight (PLAIT_KERNELS_HAS_MOE); float32, device memory
+     * except where stated, no atomics (the same inputs give the same bits).
+     * N tokens, E experts, each token routed to k of them; route r = n·k + j
+     * is token n's j-th. The permuted rows: expert 0's routes in token
+     * order, then expert 1's, ...; off[E+1] holds each expert's first row.
+     * core/model/moe.c runs them (docs/models.md "Mixture of experts"). */
+    /* The router: from logits[N,E], lse[n] = log Σ_e exp(logit) and
+     * scores[N,E] (softmax, or the logistic sigmoid when `sigmoid`), then
+     * the k experts of highest score + bias[e] (bias[E]: the selection
+     * bias, outside the gradient; ties to the lower index) into idx[N,k]
+     * in ascending order, and their gates gate[N,k]: the chosen scores,
+     * divided by their sum when k > 1. Exponentials and sums in double. */
+    void (*moe_route)(float *scores, float *lse, int32_t *idx, float *gate, const float *logits, const float *bias,
+                      int64_t N, int64_t E, int64_t k, int sigmoid);
+    /* The dispatch: routed[e] = routes to expert e (as floats); in token
+     * order the first `capacity` routes of each expert are kept (capacity
+     * >= N·k: every route), the rest dropped; off[E+1] the kept rows'
+     * offsets, row[N,k] each route's permuted row (-1 dropped), tok[N·k]
+     * the token of each of the off[E] rows (the rest untouched), and
+     * x[off[E],C] = inp[tok[row], :]. */
+    void (*moe_permute)(int32_t *row, int32_t *tok, int32_t *off, float *routed, float *x, const int32_t *idx,
+                        const float *inp, int64_t N, int64_t E, int64_t k, int64_t C, int64_t capacity);
+    /* The combine: out[n] = res[n] (+ shared[n] when not NULL), then +=
+     * gate[n,j]·y[row[n,j]] for j = 0..k-1 (dropped routes skipped): each
+     * token's routes added in the order of expert index. out may be res. */
+    void (*moe_unpermute)(float *out, const float *res, const float *shared, const float *y, const int32_t *row,
+                          const float *gate, int64_t N, int64_t k, int64_t C);
+    /* The combine's backward: dy_rows[row[n,j]] = gate[n,j]·dout[n]
+     * (overwritten; the off[E] rows) and dgate[n,j] (doubles) = dout[n] ·
+     * y[row[n,j]] summed in double over the channels in order (0 when
+     * dropped). */
+    void (*moe_unpermute_backward)(float *dy_rows, double *dgate, const float *dout, const float *y, const int32_t *row,
+                                   const float *gate, int64_t N, int64_t k, int64_t C);
+    /* The dispatch's backward: dinp[n] += dx[row[n,j]] for j in order
+     * (dropped routes skipped). */
+    void (*moe_permute_backward)(float *dinp, const float *dx, const int32_t *row, int64_t N, int64_t k, int64_t C);
+    /* The router's backward: dlogits[N,E] (overwritten) from the gates'
+     * gradients dgate[N,k] through the renormalisation and the scores,
+     * plus the load-balancing loss's aux·E·routed[e]/(N²k) on each score
+     * and the z-loss's z·2·lse·softmax/N, both times `share` (the micro-
+     * batch's weight); in double, one token's experts in index order. */
+    void (*moe_route_backward)(float *dlogits, const double *dgate, const float *logits, const float *scores,
+                               const float *lse, const int32_t *idx, const float *gate, const float *routed, int64_t N,
+                               int64_t E, int64_t k, int sigmoid, double aux, double z, double share);
+    /* The grouped product: for each expert e, matmul_forward of its rows
+     * [off[e], off[e+1]) of inp[.,C] with its weight weight[e] ([E,OC,C]
+     * stacked) and bias[e] ([E,OC]; NULL: none) into the same rows of
+     * out[.,OC]. off[E+1] is HOST memory (the counts the caller read
+     * back). Each expert's product is the bits of matmul_forward's. */
+    void (*moe_matmul_forward)(float *out, const float *inp, const float *weight, const float *bias, const int32_t *off,
+                               int64_t E, int64_t C, int64_t OC);
+    /* matmul_backward the same way, expert by expert: dinp's rows
+     * overwritten (dinp may be NULL), dweight[e] += , dbias[e] += (may be
+     * NULL). off is host memory. */
+    void (*moe_matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                const float *weight, const int32_t *off, int64_t E, int64_t C, int64_t OC);
 } plait_kernels;
+
+/* 1 if table k has the mixture of experts' entries (ABI 1.21), every one. */
+#define PLAIT_KERNELS_HAS_MOE(k)                                                                                       \
+    ((k)->struct_size >= offsetof(plait_kernels, moe_matmul_backward) + sizeof((k)->moe_matmul_backward) &&            \
+     (k)->moe_route && (k)->moe_permute && (k)->moe_unpermute && (k)->moe_unpermute_backward &&                        \
+     (k)->moe_permute_backward && (k)->moe_route_backward && (k)->moe_matmul_forward && (k)->moe_matmul_backward)
 
 /* 1 if table k has ring attention (ABI 1.18), every entry. */
 #define PLAIT_KERNELS_HAS_RING_ATTENTION(k)                                                                            \

@@ -30,7 +30,7 @@ typedef enum plait_tp_role {
     PLAIT_TP_ROW = 2,       /* input features split: dim 1 of a [out, in] weight */
     PLAIT_TP_VOCAB = 3      /* vocabulary rows split: dim 0 of the token embedding, padded */
 } plait_tp_role;
-/* ABI 1.20: the dimension a column or row split cuts is the one the
+/* ABI 1.24: the dimension a column or row split cuts is the one the
  * model's description names in plait_param.shard.dim (a dense [out, in]
  * weight's 0 or 1; a mixture of experts' tensor stacked over its experts,
  * [E, out, in], 1 or 2, so each expert's width splits as a dense MLP's).

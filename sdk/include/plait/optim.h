@@ -49,6 +49,14 @@ typedef struct plait_optim_init {
     plait_comm *world;
     int32_t local_micro_batches; /* per step on this rank (gradient accumulation) */
     int deterministic;           /* [run] deterministic: reduce in canonical order */
+    /* ABI 1.20: the group that replicates this rank's expert tensors
+     * (PLAIT_PARAM_EXPERT split over ep, plait/model.h): the mesh's
+     * edp_comm, the dp x cp / ep ranks holding the same experts; dp_comm
+     * itself when ep = 1. A plugin that shards state (ZeRO) shards such a
+     * tensor over this group and every other over dp_comm. Borrowed, valid
+     * until destroy(). Read it only where struct_size covers it: an older
+     * core never runs ep > 1 with an optimizer declaring this minor. */
+    plait_comm *edp_comm;
 } plait_optim_init;
 
 /* Per-step facts passed to step(). */

@@ -37,7 +37,7 @@
  *   - EP (ABI 1.17): an expert tensor split over the ep group
  *     (PLAIT_PARAM_EXPERT, shard.dim 0, shard.parts > 1) counts on the
  *     first ep ranks of the dp x cp group, each holding its own experts;
- *     one split over tp (each expert's width, shard.dim 1 or 2, ABI 1.20)
+ *     one split over tp (each expert's width, shard.dim 1 or 2, ABI 1.24)
  *     counts as any tp slice.
  *   - Tied copies (PLAIT_PARAM_TIED_COPY: lm_head.weight) never count: the
  *     original (transformer.wte.weight) holds the same, complete gradient.

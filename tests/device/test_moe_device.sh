@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A mixture of experts on the cuda device: the router, the rows permuted
+# by expert and back, and the experts' grouped products on the device
+# (the kernel table's MoE entries), the counts read back once per block.
+#   test_moe_device.sh emu   on cuda_emu, the cuda plugin's own source on the
+#     CPU emulator (tests/cuda_emu; label cuda_emu): configs/moe-tiny.ini (8
+#     experts, top 2, the auxiliary and z losses) cut to 2 blocks and a
+#     sequence of 32, float32, 3 steps of 2 sequences, for the gpt arch and
+#     the llama arch (SwiGLU experts, one shared expert, a capacity that drops
+#     routes): the device's losses within 1e-4 (relative) of the cpu
+#     device's at every step (docs/gpu.md's bound between the devices), and
+#     the same routes counted (metrics.csv's moe_tokens_* and moe_dropped).
+#     ep 2 on the device is refused naming the keys, and so is a device whose
+#     kernel table lacks the MoE entries (the sim test device).
+#   test_moe_device.sh gpu   the same on the cuda device (label gpu); exits 77
+#     (skipped) where no CUDA device is found.
+# shellcheck source=tests/e2e/lib.sh
+source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
+# shellcheck source=tests/device/cuda_mode.sh
+source "$PLAIT_SOURCE_DIR/tests/device/cuda_mode.sh"
+cuda_device "${1:-}" "test_moe_device.sh emu|gpu"
+CFG=$PLAIT_SOURCE_DIR/configs/moe-tiny.ini
+S=(run.steps=3 run.eval_every=0 run.ckpt_every=3 run.progress=off run.precision=fp32 model.n_layer=2
+  model.block_size=32 data.global_batch=2 data.micro_batch=1 "data.path=$PLAIT_SOURCE_DIR/data/corpus.txt")
+L=(model.arch=llama model.ffn_hidden=128 model.moe_shared_experts=1 model.moe_capacity=1.0)
+# routes NAME: metrics.csv's moe_tokens_* and moe_dropped columns, each step
+routes() {
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /^moe_tokens_/ || $i == "moe_dropped") c[i] = 1; next }
+    { s = ""; for (i = 1; i <= NF; i++) if (i in c) s = s " " $i; print s }' "$E2E_WORK/$1/metrics.csv"
+}
+train gpt_dev "${S[@]}" "device.plugin=$DEV" &
+train gpt_cpu "${S[@]}" device.plugin=cpu &
+joined
+train llama_dev "${S[@]}" "${L[@]}" "device.plugin=$DEV" &
+train llama_cpu "${S[@]}" "${L[@]}" device.plugin=cpu &
+joined
+for m in gpt llama; do
+  same_losses ${m}_dev ${m}_cpu 1e-4
+  [ "$(routes ${m}_dev)" = "$(routes ${m}_cpu)" ] || fail "$m: the routes counted on $DEV differ from the cpu device's"
+  echo "$m: $DEV follows the cpu device's losses within 1e-4 with the same routes"
+done
+dropped=$(column llama_dev moe_dropped | awk '{ s += $1 } END { print s + 0 }')
+[ "$dropped" -gt 0 ] || fail "llama: moe_capacity = 1.0 dropped no route in 3 steps; the capacity path went untested"
+train_refused ep2 "[parallel] ep = 2 with [model] moe_experts = 8 on [device] plugin = $DEV" "${S[@]}" \
+  "run.out_dir=$E2E_WORK/ep2" "device.plugin=$DEV" parallel.dp=2 parallel.ep=2 comm.plugin=tcp
+train_refused sim "the device's kernel table has no mixture-of-experts entries" "${S[@]}" \
+  "run.out_dir=$E2E_WORK/sim" device.plugin=sim
+echo "ep 2 on $DEV and a device without the MoE entries: refused"
