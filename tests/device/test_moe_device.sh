@@ -10,6 +10,8 @@
 #     routes): the device's losses within 1e-4 (relative) of the cpu
 #     device's at every step (docs/gpu.md's bound between the devices), and
 #     the same routes counted (metrics.csv's moe_tokens_* and moe_dropped).
+#     The gpt arch at tp 2 (the experts' width split, two processes) the
+#     same, on the emulator only.
 #     ep 2 on the device is refused naming the keys, and so is a device whose
 #     kernel table lacks the MoE entries (the sim test device).
 #   test_moe_device.sh gpu   the same on the cuda device (label gpu); exits 77
@@ -39,6 +41,15 @@ for m in gpt llama; do
   [ "$(routes ${m}_dev)" = "$(routes ${m}_cpu)" ] || fail "$m: the routes counted on $DEV differ from the cpu device's"
   echo "$m: $DEV follows the cpu device's losses within 1e-4 with the same routes"
 done
+# experts under tensor parallelism on the device (each expert's width over
+# tp 2, the tp sums on the device's memory): two processes on the emulator;
+# a GPU run would need a second GPU
+if [ "$DEV" = cuda_emu ]; then
+  train gpt_tp2 "${S[@]}" "device.plugin=$DEV" parallel.plugin=hybrid parallel.tp=2
+  same_losses gpt_tp2 gpt_cpu 1e-4
+  [ "$(routes gpt_tp2)" = "$(routes gpt_cpu)" ] || fail "gpt at tp 2: the routes counted on $DEV differ from the cpu device's"
+  echo "gpt at tp 2: $DEV follows the cpu device's losses within 1e-4 with the same routes"
+fi
 dropped=$(column llama_dev moe_dropped | awk '{ s += $1 } END { print s + 0 }')
 [ "$dropped" -gt 0 ] || fail "llama: moe_capacity = 1.0 dropped no route in 3 steps; the capacity path went untested"
 train_refused ep2 "[parallel] ep = 2 with [model] moe_experts = 8 on [device] plugin = $DEV" "${S[@]}" \
