@@ -1,0 +1,162 @@
+/*
+ * A Llama block under bf16 activations (plait_model.bf16), as
+ * llama_layers.c runs it in float32, with what its products read and
+ * write stored in bf16 (RMSNorm's outputs, q|k|v, the attention's output,
+ * gate|up, SwiGLU's output, and the gradients at each of them) and the
+ * weights read from their bf16 copy (model.c). The residual stream and
+ * its gradient, RMSNorm's statistics and weights, the log-sum-exps and
+ * every parameter gradient stay float32, as for the GPT (gpt_bf16.c,
+ * whose residual products, norm gathers, tp sums and gradient conversion
+ * these blocks share).
+ *
+ * q, k and v are one product: their bf16 weight copies lie side by side
+ * (model.c lays the copies out in parameter order, whole multiples of 8
+ * elements where n_embd is, which the grant asks), so one [Wq,C] weight
+ * writes a row's [q | k | v] as the attention reads it; likewise gate_proj
+ * and up_proj as one [2·Fl,C] product whose rows SwiGLU reads side by side
+ * (Megatron-LM's linear_fc1). Their weight gradients come from the same
+ * output gradient: in one product where the float32 gradients lie side by
+ * side too, else one product a projection, from its columns packed by
+ * copy_rows. The rotation runs apart on the bf16 q and k (rope_bf16): the
+ * product is cuBLASLt's, whose epilogues have no rotation, and the
+ * attention reads q and k in three kernels (forward, dK|dV, dQ), so a
+ * rotation on load would be done three times; its inverse on dq and dk
+ * rounds them to bf16 a second time.
+ *
+ * Tensor and sequence parallelism and pipeline stages as the float32
+ * blocks: the tp collectives and stage boundaries carry the float32
+ * residual stream and its gradient, which the transports send as bf16 on
+ * a bf16 run. The head stays float32 (llama_layers.c). One pass only,
+ * without recomputation (plait_model_grants_bf16).
+ */
+#include "model/model_internal.h"
+
+/* Block `layer`'s parameters (their data or gradients) in LP_* order. */
+static plait_status params_of(plait_model *m, param_part part, int32_t layer, float **p) {
+    return plait_model_tensors(m, part, layer, desc_llama_param(m->desc, layer - 1, 0), LP_COUNT, p);
+}
+
+/* The bf16 copy of block `layer`'s parameter lp. */
+static const plait_bf16 *copy_of(const plait_model *m, int32_t layer, int lp) {
+    return m->wbf[desc_llama_param(m->desc, layer - 1, lp)];
+}
+
+/* RMSNorm of this rank's rows of x into `rows` (bf16), and *full: its
+ * output over every row the column-parallel product reads. */
+static plait_status norm_forward(plait_model *m, plait_bf16 *rows, const plait_bf16 **full, float *rstd, const float *x,
+                                 const float *w, const char *where, int32_t layer) {
+    m->k->rmsnorm_forward_bf16(rows, rstd, x, w, m->R, m->C, m->desc->norm_eps);
+    return plait_bf16_norm_full(m, rows, full, where, layer);
+}
+
+/* The weight gradients of n projections stacked in one product: dout
+ * [BT, W] holds projection i's widths[i] columns after those of the
+ * ones before it; grads[i] += its columns' gradient against inp [BT,C]. */
+static void stacked_weight_grads(plait_model *m, const plait_bf16 *dout, int64_t W, const int64_t *widths, int n,
+                                 const plait_bf16 *inp, float *const *grads) {
+    const int64_t BT = m->B * m->T, C = m->C;
+    int side_by_side = 1;
+    for (int i = 1; i < n; i++) side_by_side &= grads[i] == grads[i - 1] + widths[i - 1] * C;
+    if (side_by_side) {
+        m->k->matmul_backward_bf16(NULL, grads[0], NULL, dout, inp, NULL, BT, C, W);
+        return;
+    }
+    /* bf16 pairs moved as floats: every width and offset is even (HS is) */
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        m->k->copy_rows((float *)(void *)m->sb.pack, widths[i] / 2, (const float *)(const void *)(dout + at), W / 2, BT,
+                        widths[i] / 2);
+        m->k->matmul_backward_bf16(NULL, grads[i], NULL, m->sb.pack, inp, NULL, BT, C, widths[i]);
+        at += widths[i];
+    }
+}
+
+plait_status plait_llama_bf16_block_forward(plait_model *m, model_slot *s, int32_t layer) {
+    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
+    const float *x = s->bound[layer - 1];
+    block_acts *a = &s->blocks[layer - 1];
+    float *p[LP_COUNT];
+    plait_status st = params_of(m, PARAM_DATA, layer, p);
+    const plait_bf16 *ln;
+    if (st == PLAIT_OK)
+        st = norm_forward(m, a->bf.ln1, &ln, a->ln1_rstd, x, p[LP_ATTN_NORM],
+                          "before self_attn.q_proj, k_proj and v_proj", layer);
+    if (st != PLAIT_OK) return st;
+    m->k->matmul_forward_bf16(a->bf.qkv, ln, copy_of(m, layer, LP_Q), NULL, BT, C, m->Wq);
+    m->k->rope_bf16(a->bf.qkv, m->rope_cs, m->B, m->T, m->Wq, m->NHl + m->NKVl, m->HS, 0);
+    m->k->attention_gqa_forward_bf16(a->bf.atty, a->lse, m->att_scratch, a->bf.qkv, m->B, m->T, m->NHl, m->NKVl, m->HS);
+    st = plait_bf16_row_product(m, a->res2, x, a->bf.atty, copy_of(m, layer, LP_O), NULL, m->Cl,
+                                "after self_attn.o_proj", layer);
+    if (st == PLAIT_OK)
+        st = norm_forward(m, a->bf.ln2, &ln, a->ln2_rstd, a->res2, p[LP_MLP_NORM], "before mlp.gate_proj and up_proj",
+                          layer);
+    if (st != PLAIT_OK) return st;
+    m->k->matmul_forward_bf16(a->bf.gu, ln, copy_of(m, layer, LP_GATE), NULL, BT, C, 2 * F);
+    m->k->swiglu_forward_bf16(a->bf.swi, a->bf.gu, BT, F);
+    return plait_bf16_row_product(m, s->bound[layer], a->res2, a->bf.swi, copy_of(m, layer, LP_DOWN), NULL, F,
+                                  "after mlp.down_proj", layer);
+}
+
+/* RMSNorm's backward over this rank's rows from sb.dln: dx = dres + its
+ * input gradient, its weight's gradient added to dw. */
+static plait_status norm_backward(plait_model *m, float *dx, const float *dres, float *dw, const float *x,
+                                  const float *w, const float *rstd, int32_t layer) {
+    norm_grads ng = plait_tp_norm_grads(m, dw, NULL);
+    m->k->rmsnorm_backward_bf16(dx, dres, ng.w, m->sb.dln, x, w, rstd, m->R, m->C);
+    return plait_tp_norm_grads_sum(m, &ng, layer);
+}
+
+/* The MLP half: d(res2) into dx from dy. */
+static plait_status mlp_backward(plait_model *m, int32_t layer, const block_acts *a, float *const *p, float *const *g,
+                                 const float *dy, float *dx) {
+    const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
+    const plait_bf16 *dres, *ln;
+    m->dres_of = NULL; /* converted afresh: no norm backward here writes the copy */
+    plait_status st = plait_bf16_dres_full(m, dy, &dres, "after mlp.down_proj", layer);
+    if (st != PLAIT_OK) return st;
+    m->k->matmul_backward_bf16(m->sb.dswi, g[LP_DOWN], NULL, dres, a->bf.swi, copy_of(m, layer, LP_DOWN), BT, F, C);
+    m->k->swiglu_backward_bf16(m->sb.dfc, m->sb.dswi, a->bf.gu, BT, F);
+    /* gate|up's weight gradients read the norm's output over every row */
+    if ((st = plait_bf16_norm_full(m, a->bf.ln2, &ln, "before mlp.gate_proj's and up_proj's weight gradients",
+                                   layer)) != PLAIT_OK)
+        return st;
+    m->k->matmul_backward_bf16(m->sb.dln, NULL, NULL, m->sb.dfc, ln, copy_of(m, layer, LP_GATE), BT, C, 2 * F);
+    const int64_t widths[2] = {F, F};
+    stacked_weight_grads(m, m->sb.dfc, 2 * F, widths, 2, ln, g + LP_GATE);
+    if ((st = plait_bf16_input_grad_sum(m, "before mlp.gate_proj and up_proj", layer)) != PLAIT_OK) return st;
+    return norm_backward(m, dx, dy, g[LP_MLP_NORM], a->res2, p[LP_MLP_NORM], a->ln2_rstd, layer);
+}
+
+/* The attention half: dx holds d(res2) on entry, d(x) after. */
+static plait_status attention_backward(plait_model *m, int32_t layer, const block_acts *a, float *const *p,
+                                       float *const *g, const float *x, float *dx) {
+    const int64_t BT = m->B * m->T, C = m->C, Wq = m->Wq;
+    const plait_bf16 *dres, *ln;
+    m->dres_of = NULL;
+    plait_status st = plait_bf16_dres_full(m, dx, &dres, "after self_attn.o_proj", layer);
+    if (st != PLAIT_OK) return st;
+    m->k->matmul_backward_bf16(m->sb.datty, g[LP_O], NULL, dres, a->bf.atty, copy_of(m, layer, LP_O), BT, m->Cl, C);
+    m->k->attention_gqa_backward_bf16(m->sb.dqkv, m->att_scratch, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse, m->B,
+                                      m->T, m->NHl, m->NKVl, m->HS);
+    /* the gradient of q and k before their rotation */
+    m->k->rope_bf16(m->sb.dqkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 1);
+    if ((st = plait_bf16_norm_full(m, a->bf.ln1, &ln, "before q_proj's, k_proj's and v_proj's weight gradients",
+                                   layer)) != PLAIT_OK)
+        return st;
+    m->k->matmul_backward_bf16(m->sb.dln, NULL, NULL, m->sb.dqkv, ln, copy_of(m, layer, LP_Q), BT, C, Wq);
+    const int64_t kv = m->NKVl * m->HS, widths[3] = {m->Cl, kv, kv};
+    stacked_weight_grads(m, m->sb.dqkv, Wq, widths, 3, ln, g + LP_Q);
+    if ((st = plait_bf16_input_grad_sum(m, "before self_attn.q_proj, k_proj and v_proj", layer)) != PLAIT_OK) return st;
+    return norm_backward(m, dx, dx, g[LP_ATTN_NORM], x, p[LP_ATTN_NORM], a->ln1_rstd, layer);
+}
+
+plait_status plait_llama_bf16_block_backward(plait_model *m, model_slot *s, int32_t layer) {
+    const block_acts *a = &s->blocks[layer - 1];
+    float *p[LP_COUNT], *g[LP_COUNT];
+    plait_status st = params_of(m, PARAM_DATA, layer, p);
+    if (st == PLAIT_OK) st = params_of(m, PARAM_GRAD, layer, g);
+    if (st != PLAIT_OK) return st;
+    float *dx = s->gbuf[(layer - 1) & 1];
+    st = mlp_backward(m, layer, a, p, g, s->gbuf[layer & 1], dx);
+    return st != PLAIT_OK ? st : attention_backward(m, layer, a, p, g, s->bound[layer - 1], dx);
+}
