@@ -6,12 +6,13 @@
 # tp 2 with sequence parallelism and pp 2, and those layouts follow one
 # bf16 process's losses within 1e-3 relative over 3 steps (deterministic
 # mode, one sequence per micro-batch); every tp activation collective of
-# tp 2 with sequence parallelism and every send and receive of pp 2
-# carries exactly half the bytes of the same fp32 run's (one traced step;
-# the bf16 blocks keep their norms' outputs on this rank's rows and gather
-# them again before the weight gradients, as the gpt arch's bf16 blocks
-# and Megatron-LM do, where the float32 llama blocks keep them gathered:
-# 4 all-gathers a block and micro-batch more).
+# tp 2, with and without sequence parallelism, and every send and receive
+# of pp 2 carries exactly half the bytes of the same fp32 run's (one
+# traced step; under sequence parallelism the bf16 blocks keep their
+# norms' outputs on this rank's rows and gather them again before the
+# weight gradients, as the gpt arch's bf16 blocks and Megatron-LM do,
+# where the float32 llama blocks keep them gathered: 4 all-gathers a
+# block and micro-batch more).
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/tests/e2e/llama.ini
@@ -47,6 +48,7 @@ PY
 
 train one_bf16 "${B[@]}"
 train tp2_bf16 "${B[@]}" parallel.tp=2
+train tp2_fp32 "${F[@]}" parallel.tp=2
 train sp2_bf16 "${B[@]}" "${SP[@]}"
 train sp2_fp32 "${F[@]}" "${SP[@]}"
 train pp2_bf16 "${B[@]}" parallel.pp=2
@@ -59,7 +61,7 @@ for n in tp2 sp2 pp2; do
   same_losses one_bf16 "${n}_bf16" 1e-3
   echo "$n bf16: losses $(column "${n}_bf16" loss | tr '\n' ' ')(one process: $(column one_bf16 loss | tr '\n' ' '))"
 done
-for l in sp2:act pp2:pp; do
+for l in tp2:act sp2:act pp2:pp; do
   n=${l%%:*} c=${l#*:}
   f=$(wire "${n}_fp32" "$c") b=$(wire "${n}_bf16" "$c")
   [ -n "$f" ] || fail "$n: the fp32 run's trace has no $c messages"
