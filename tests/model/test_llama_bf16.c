@@ -5,7 +5,9 @@
  * standing in for a device's: granted where the table has the Llama
  * family's bf16 entries, in one pass without recomputation, it trains as
  * the float32 model does within the GPT's bf16 bounds
- * (test_bf16_activations), gives the same bits twice, holds its blocks'
+ * (test_bf16_activations), gives the same bits twice, makes the stacked
+ * projections' weight gradients where the float32 gradients lie apart as
+ * where they lie side by side, holds its blocks'
  * activations in less memory, and falls back to float32 activations
  * (the float32 model's numbers) where a piece is missing: the table's
  * entries, or a layout that recomputes or splits its backward.
@@ -16,6 +18,7 @@
 #include <cmocka.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "device/kref_bf16.h"
@@ -118,6 +121,51 @@ static void test_trains_as_float32(void **state) {
     harness_trace_free(&again);
 }
 
+/* q|k|v's and gate|up's weight gradients where the float32 gradients do
+ * not lie side by side (an optimizer that owns them may place them
+ * anywhere): one product a projection from its columns packed
+ * (llama_bf16.c), against the one product over the stacked columns of a
+ * model whose gradients lie side by side: within 1e-6 a tensor,
+ * norm-wise. */
+static void test_gradients_apart(void **state) {
+    (void)state;
+    static const char *const moved[2] = {"model.layers.0.self_attn.k_proj.weight", "model.layers.1.mlp.up_proj.weight"};
+    harness h[2];
+    float *apart[2] = {NULL, NULL};
+    for (int r = 0; r < 2; r++) {
+        harness_opts o = {.tp = 1, .kernels = bf16_table(), .activations_bf16 = 1};
+        assert_int_equal(harness_init_ex(&h[r], LLAMA_INI, 2, &o), 0);
+        assert_true(plait_model_bf16_activations(h[r].model));
+        harness_zero_grads(&h[r]);
+        for (int i = 0; r && i < 2; i++) {
+            plait_param *p = harness_param(&h[r], moved[i]);
+            assert_non_null(p);
+            apart[i] = calloc(p->numel, sizeof(float));
+            p->grad = apart[i];
+        }
+        const size_t n = (size_t)(h[r].B * h[r].T);
+        int32_t *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
+        harness_tokens(tok, n, h[r].V, 11);
+        harness_tokens(tgt, n, h[r].V, 12);
+        assert_int_equal(harness_step(&h[r], tok, tgt), PLAIT_OK);
+        free(tok);
+        free(tgt);
+    }
+    for (int32_t i = 0; i < h[0].set.n_params; i++) {
+        const plait_param *a = &h[1].params[i], *b = &h[0].params[i];
+        if (b->tied_to >= 0) continue;
+        double d = 0, nb = 0;
+        for (size_t j = 0; j < b->numel; j++) {
+            d += ((double)a->grad[j] - b->grad[j]) * ((double)a->grad[j] - b->grad[j]);
+            nb += (double)b->grad[j] * b->grad[j];
+        }
+        if (sqrt(d) > 1e-6 * sqrt(nb)) fail_msg("%s: gradients apart differ by %.2e norm-wise", b->name, sqrt(d / nb));
+    }
+    for (int r = 0; r < 2; r++) harness_free(&h[r]);
+    free(apart[0]);
+    free(apart[1]);
+}
+
 /* Where a piece is missing the model keeps float32 activations, with the
  * float32 model's numbers: a table without the Llama family's bf16
  * entries, [model] recompute, a split backward. */
@@ -141,6 +189,7 @@ static void test_granted_only_where_whole(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trains_as_float32),
+        cmocka_unit_test(test_gradients_apart),
         cmocka_unit_test(test_granted_only_where_whole),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
