@@ -27,10 +27,11 @@
  * wte, wpe, BP_COUNT a block, then ln_f and the head's tied copy of wte. */
 int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi, int head) {
     if (gi < 0 || gi >= spec->n_params) return 0;
-    if (strcmp(spec->arch, "llama") == 0) { /* wte, LP_COUNT a block, the final norm, lm_head: the products' */
-        if (gi < 1 || gi >= 1 + spec->n_layer * LP_COUNT) return 0;
-        const int lp = (gi - 1) % LP_COUNT;
-        return lp != LP_ATTN_NORM && lp != LP_MLP_NORM;
+    if (strcmp(spec->arch, "llama") == 0) { /* a block's projections, named *_proj.weight (model_desc.c) */
+        const plait_param *p = &spec->params[gi];
+        const size_t n = strlen(p->name), tail = strlen("_proj.weight");
+        return p->layer >= 1 && p->layer <= spec->n_layer && n > tail &&
+               strcmp(p->name + n - tail, "_proj.weight") == 0;
     }
     if (strcmp(spec->arch, "gpt") != 0) return 0;
     if (plait_tied_is_copy(&spec->params[gi])) return head; /* lm_head */
