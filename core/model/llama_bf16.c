@@ -26,8 +26,10 @@
  * Tensor and sequence parallelism and pipeline stages as the float32
  * blocks: the tp collectives and stage boundaries carry the float32
  * residual stream and its gradient, which the transports send as bf16 on
- * a bf16 run. The head stays float32 (llama_layers.c). One pass only,
- * without recomputation (plait_model_grants_bf16).
+ * a bf16 run. The head stays float32 (llama_layers.c). One pass only;
+ * [model] recompute none, or selective, which drops SwiGLU's output and
+ * rebuilds it from gate|up with the forward's kernel (recompute.c); not
+ * full (plait_model_grants_bf16).
  */
 #include "model/model_internal.h"
 

@@ -460,7 +460,7 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
                                                               : plait_model_kernels_bf16(m->k, m->HS),
                                     .context_parallel = m->cp > 1,
                                     .experts = desc->moe.experts > 0,
-                                    .rebuilds = desc->recompute != PLAIT_RECOMPUTE_NONE || m->split,
+                                    .rebuilds = desc->recompute == PLAIT_RECOMPUTE_FULL || m->split,
                                     .n_embd = m->C};
     m->bf16 = plait_model_grants_bf16(&terms);
     m->bf16_head = m->bf16 && !m->tp_ops && desc->is_gpt;

@@ -169,8 +169,8 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             else TAKE(a->field, n);                                        \
         }                                                                  \
     } while (0)
-        if (m->desc->is_llama && m->bf16) { /* llama_bf16.c: one pass, nothing dropped; the norms' outputs
-                                             * on this rank's rows, gathered where read */
+        if (m->desc->is_llama && m->bf16) { /* llama_bf16.c: one pass, selective drops SwiGLU's output; the
+                                             * norms' outputs on this rank's rows, gathered where read */
             TAKE_BF16(a->bf.ln1, R * C);
             TAKE(a->ln1_rstd, R);
             TAKE_BF16(a->bf.qkv, BT * m->Wq);
@@ -180,7 +180,8 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             TAKE_BF16(a->bf.ln2, R * C);
             TAKE(a->ln2_rstd, R);
             TAKE_BF16(a->bf.gu, BT * 2 * m->Fl);
-            TAKE_BF16(a->bf.swi, BT * m->Fl);
+            if (plait_recompute_keeps(m, offsetof(block_acts, swi))) TAKE_BF16(a->bf.swi, BT * m->Fl);
+            if (base) plait_recompute_share(m, a);
             continue;
         }
         if (m->desc->is_llama) { /* float32 (llama_layers.c) */

@@ -27,13 +27,14 @@ typedef struct part {
 #define F32(f) offsetof(block_acts, f), NO_BF16
 #define BF16(f) offsetof(block_acts, f), offsetof(block_acts, bf.f)
 /* the llama arch: fch and fcg are gate's and up's outputs, swi SwiGLU's,
- * which its selective mode rebuilds from them */
+ * which its selective mode rebuilds from them (under bf16 activations
+ * from bf.gu, gate's and up's side by side: llama_bf16.c) */
 static const part parts[] = {
     {BF16(ln1), G | L, 0},         {F32(ln1_mean), G, 0},     {F32(ln1_rstd), G | L, 0},
     {BF16(qkv), G | L, 0},         {F32(att), G, G},          {BF16(atty), G | L, 0},
     {F32(res2), G | L, 0},         {BF16(ln2), G | M | L, 0}, {F32(ln2_mean), G | M, 0},
     {F32(ln2_rstd), G | M | L, 0}, {BF16(fch), G | M | L, 0}, {BF16(fcg), G | M | L, G | M},
-    {F32(lse), G | L, 0},          {F32(swi), L, L},
+    {F32(lse), G | L, 0},          {BF16(swi), L, L},
 };
 
 static unsigned arch_of(const plait_model *m) { return m->desc->is_gpt ? G : m->desc->is_llama ? L : M; }

@@ -5,8 +5,8 @@
  * blocks less one of 2, so only per-block terms remain) and for the
  * recompute buffers all blocks share, for recompute none, selective and
  * full, under tensor parallelism with and without sequence parallelism,
- * gpt and llama, float32; and gpt and llama (recompute none: its bf16
- * path's one mode) with bf16 activations (the bf16 entries' CPU
+ * gpt and llama, float32; and gpt and llama (recompute none and
+ * selective: its bf16 path's modes) with bf16 activations (the bf16 entries' CPU
  * references standing in for a device's), whose products' operands and
  * norm outputs take 2 bytes an element (the residual stream, the
  * norms' statistics and the log-sum-exps stay float32). The sizes are multiples of the
@@ -148,7 +148,7 @@ static void test_llama_bf16(void **state) {
     (void)state;
     const shape x = {"llama", 16, 4, 32, 4, 2, 48};
     check_modes(&x, "n_head = 4\nn_kv_head = 2\nn_embd = 32\nffn_hidden = 48\nblock_size = 16\nvocab_size = 64\n", 2, 1,
-                1);
+                2);
 }
 
 int main(void) {

@@ -3,14 +3,16 @@
  * of the kernel table's bf16 entries (tests/device/kref_bf16.c: the
  * float32 kernel on widened inputs, each bf16 output rounded once)
  * standing in for a device's: granted where the table has the Llama
- * family's bf16 entries, in one pass without recomputation, it trains as
- * the float32 model does within the GPT's bf16 bounds
+ * family's bf16 entries, in one pass without full recomputation, it
+ * trains as the float32 model does within the GPT's bf16 bounds
  * (test_bf16_activations), gives the same bits twice, makes the stacked
  * projections' weight gradients where the float32 gradients lie apart as
- * where they lie side by side, holds its blocks'
- * activations in less memory, and falls back to float32 activations
+ * where they lie side by side, under selective recomputation gives the
+ * bits of none in less memory, holds its blocks' activations in less
+ * memory, and falls back to float32 activations
  * (the float32 model's numbers) where a piece is missing: the table's
- * entries, or a layout that recomputes or splits its backward.
+ * entries, or a layout that recomputes whole blocks or splits its
+ * backward.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -166,9 +168,27 @@ static void test_gradients_apart(void **state) {
     free(apart[1]);
 }
 
+/* Selective recomputation drops SwiGLU's output alone: one bf16 buffer
+ * the blocks share, rebuilt from gate|up with the forward's kernel, so
+ * the bits of recompute none in less memory. */
+static void test_selective(void **state) {
+    (void)state;
+    harness_trace none, sel;
+    trace_on(LLAMA_INI, bf16_table(), 1, 0, &none);
+    trace_on(LLAMA_INI "recompute = selective\n", bf16_table(), 1, 0, &sel);
+    assert_true(sel.bf16);
+    assert_memory_equal(sel.loss, none.loss, sizeof(double) * STEPS * SLOTS);
+    assert_memory_equal(sel.grads, none.grads, sizeof(float) * STEPS * none.numel);
+    printf("activation bytes: recompute none %llu, selective %llu\n", (unsigned long long)none.act_bytes,
+           (unsigned long long)sel.act_bytes);
+    assert_true(sel.act_bytes < none.act_bytes);
+    harness_trace_free(&none);
+    harness_trace_free(&sel);
+}
+
 /* Where a piece is missing the model keeps float32 activations, with the
  * float32 model's numbers: a table without the Llama family's bf16
- * entries, [model] recompute, a split backward. */
+ * entries, full recomputation, a split backward. */
 static void test_granted_only_where_whole(void **state) {
     (void)state;
     harness_trace f32, t;
@@ -177,7 +197,7 @@ static void test_granted_only_where_whole(void **state) {
     assert_false(t.bf16);
     assert_memory_equal(t.loss, f32.loss, sizeof(double) * STEPS * SLOTS);
     harness_trace_free(&t);
-    trace_on(LLAMA_INI "recompute = selective\n", bf16_table(), 1, 0, &t);
+    trace_on(LLAMA_INI "recompute = full\n", bf16_table(), 1, 0, &t);
     assert_false(t.bf16);
     harness_trace_free(&t);
     trace_on(LLAMA_INI, bf16_table(), 1, 1, &t);
@@ -190,6 +210,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trains_as_float32),
         cmocka_unit_test(test_gradients_apart),
+        cmocka_unit_test(test_selective),
         cmocka_unit_test(test_granted_only_where_whole),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

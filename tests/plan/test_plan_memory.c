@@ -9,7 +9,8 @@
  * bf16 (float32 activations still) and the cuda_emu device (the cuda
  * plugin's own code: bf16 activations and the weights' bf16 copy where the
  * model grants them, float32 otherwise; the llama arch's bf16 blocks
- * under tp 2 with sequence parallelism and pp 2), the prediction `plait config
+ * under tp 2 with sequence parallelism and pp 2 with selective
+ * recomputation), the prediction `plait config
  * check` prints (plait_cli_predict_memory, exact bytes) beside the run's
  * memory.csv, category by category: parameters, gradients, optimizer state,
  * activations.
@@ -154,15 +155,16 @@ static const layout layouts[] = {
     {"cpu tp2 sp", {"device.plugin=cpu", "parallel.tp=2", "parallel.tp.sequence_parallel=true", NULL}, 0, 0},
     /* the llama arch's bf16 blocks (q|k|v and gate|up stacked, the head
      * float32): tp 2 with sequence parallelism (the norms' outputs on this
-     * rank's rows), pp 2 */
+     * rank's rows), pp 2 with selective recomputation (SwiGLU's output in
+     * one bf16 buffer the blocks share) */
     {"cuda_emu llama bf16 tp2 sp",
      {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.n_kv_head=2", "model.ffn_hidden=104",
       "parallel.tp=2", "parallel.tp.sequence_parallel=true", NULL},
      1,
      1},
-    {"cuda_emu llama bf16 pp2",
-     {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.n_kv_head=2", "model.ffn_hidden=104",
-      "parallel.pp=2", "data.micro_batch=1", NULL},
+    {"cuda_emu llama bf16 pp2 selective",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.ffn_hidden=104", "parallel.pp=2",
+      "data.micro_batch=1", "model.recompute=selective", NULL},
      1,
      1},
     {"cuda_emu bf16 pp2 1f1b selective",
