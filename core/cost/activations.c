@@ -60,7 +60,7 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
                                     .kernels = in->device &&
                                                (s->llama ? in->device->llama_bf16_path : in->device->bf16_path),
                                     .context_parallel = s->cp > 1,
-                                    .rebuilds = in->recompute == 2 || in->split,
+                                    .split = in->split,
                                     .n_embd = spec->n_embd};
     s->bf16 = plait_model_grants_bf16(&terms);
     s->bf16_head = s->bf16 && !in->tensor_parallel && s->gpt;
@@ -75,11 +75,11 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
 static double block_floats(const plait_cost_shape *s, int kept) {
     double BT = s->B * s->T, Rq = BT / seq_cut(s);
     if (s->llama && s->bf16) { /* slot_carve's llama bf16 branch: the norms' outputs on R rows; selective
-                                * drops SwiGLU's output */
-        const double swi = bh(BT * s->Fl), sel = s->recompute == 1;
-        return !kept ? sel * swi
-                     : bh(Rq * s->C) + al(Rq) + bh(BT * s->Wq) + al(s->B * s->NHl * s->T) + bh(BT * s->Cl) +
-                           al(Rq * s->C) + bh(Rq * s->C) + al(Rq) + bh(BT * 2 * s->Fl) + (1 - sel) * swi;
+                                * drops SwiGLU's output, full every part */
+        const double swi = bh(BT * s->Fl), sel = s->recompute == 1, full = s->recompute == 2;
+        const double rest = bh(Rq * s->C) + al(Rq) + bh(BT * s->Wq) + al(s->B * s->NHl * s->T) + bh(BT * s->Cl) +
+                            al(Rq * s->C) + bh(Rq * s->C) + al(Rq) + bh(BT * 2 * s->Fl);
+        return kept ? (1 - full) * (rest + (1 - sel) * swi) : full * (rest + swi) + sel * swi;
     }
     if (s->llama) { /* slot_carve's llama branch, float32: selective drops SwiGLU's output */
         const double n[] = {BT * s->C, BT,         BT * s->Wq, BT * s->Cl,           BT * s->C, BT * s->C,

@@ -26,10 +26,11 @@
  * Tensor and sequence parallelism and pipeline stages as the float32
  * blocks: the tp collectives and stage boundaries carry the float32
  * residual stream and its gradient, which the transports send as bf16 on
- * a bf16 run. The head stays float32 (llama_layers.c). One pass only;
- * [model] recompute none, or selective, which drops SwiGLU's output and
- * rebuilds it from gate|up with the forward's kernel (recompute.c); not
- * full (plait_model_grants_bf16).
+ * a bf16 run. The head stays float32 (llama_layers.c). One pass only
+ * (plait_model_grants_bf16), under any [model] recompute: selective drops
+ * SwiGLU's output and rebuilds it from gate|up with the forward's kernel,
+ * full reruns the block up to SwiGLU (recompute.c), each into bf16
+ * buffers the blocks share.
  */
 #include "model/model_internal.h"
 
@@ -73,7 +74,7 @@ static void stacked_weight_grads(plait_model *m, const plait_bf16 *dout, int64_t
     }
 }
 
-plait_status plait_llama_bf16_block_forward(plait_model *m, model_slot *s, int32_t layer) {
+plait_status plait_llama_bf16_block_forward_act(plait_model *m, model_slot *s, int32_t layer) {
     const int64_t BT = m->B * m->T, C = m->C, F = m->Fl;
     const float *x = s->bound[layer - 1];
     block_acts *a = &s->blocks[layer - 1];
@@ -95,8 +96,15 @@ plait_status plait_llama_bf16_block_forward(plait_model *m, model_slot *s, int32
     if (st != PLAIT_OK) return st;
     m->k->matmul_forward_bf16(a->bf.gu, ln, copy_of(m, layer, LP_GATE), NULL, BT, C, 2 * F);
     m->k->swiglu_forward_bf16(a->bf.swi, a->bf.gu, BT, F);
-    return plait_bf16_row_product(m, s->bound[layer], a->res2, a->bf.swi, copy_of(m, layer, LP_DOWN), NULL, F,
-                                  "after mlp.down_proj", layer);
+    return PLAIT_OK;
+}
+
+plait_status plait_llama_bf16_block_forward(plait_model *m, model_slot *s, int32_t layer) {
+    plait_status st = plait_llama_bf16_block_forward_act(m, s, layer);
+    const block_acts *a = &s->blocks[layer - 1];
+    return st != PLAIT_OK ? st
+                          : plait_bf16_row_product(m, s->bound[layer], a->res2, a->bf.swi, copy_of(m, layer, LP_DOWN),
+                                                   NULL, m->Fl, "after mlp.down_proj", layer);
 }
 
 /* RMSNorm's backward over this rank's rows from sb.dln: dx = dres + its

@@ -169,33 +169,24 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             else TAKE(a->field, n);                                        \
         }                                                                  \
     } while (0)
-        if (m->desc->is_llama && m->bf16) { /* llama_bf16.c: one pass, selective drops SwiGLU's output; the
-                                             * norms' outputs on this rank's rows, gathered where read */
-            TAKE_BF16(a->bf.ln1, R * C);
-            TAKE(a->ln1_rstd, R);
-            TAKE_BF16(a->bf.qkv, BT * m->Wq);
-            TAKE(a->lse, m->B * m->NHl * m->T);
-            TAKE_BF16(a->bf.atty, BT * m->Cl);
-            TAKE(a->res2, R * C);
-            TAKE_BF16(a->bf.ln2, R * C);
-            TAKE(a->ln2_rstd, R);
-            TAKE_BF16(a->bf.gu, BT * 2 * m->Fl);
-            if (plait_recompute_keeps(m, offsetof(block_acts, swi))) TAKE_BF16(a->bf.swi, BT * m->Fl);
-            if (base) plait_recompute_share(m, a);
-            continue;
-        }
-        if (m->desc->is_llama) { /* float32 (llama_layers.c) */
-            KEEP(ln1, BT * C);
+        if (m->desc->is_llama) { /* float32 (llama_layers.c), the norms' outputs kept gathered; or bf16
+                                  * (llama_bf16.c), on this rank's rows, gate|up side by side */
+            const int64_t ln_rows = m->bf16 ? R : BT;
+            KEEP_PRODUCT(ln1, ln_rows * C);
             KEEP(ln1_rstd, R);
-            KEEP(qkv, BT * m->Wq);
+            KEEP_PRODUCT(qkv, BT * m->Wq);
             KEEP(lse, m->B * m->NHl * m->T);
-            KEEP(atty, BT * m->Cl);
+            KEEP_PRODUCT(atty, BT * m->Cl);
             KEEP(res2, R * C);
-            KEEP(ln2, BT * C);
+            KEEP_PRODUCT(ln2, ln_rows * C);
             KEEP(ln2_rstd, R);
-            KEEP(fch, BT * m->Fl);
-            KEEP(fcg, BT * m->Fl);
-            KEEP(swi, BT * m->Fl);
+            if (!m->bf16) {
+                KEEP(fch, BT * m->Fl);
+                KEEP(fcg, BT * m->Fl);
+            } else if (plait_recompute_keeps(m, offsetof(block_acts, bf.gu))) {
+                TAKE_BF16(a->bf.gu, BT * 2 * m->Fl);
+            }
+            KEEP_PRODUCT(swi, BT * m->Fl);
             if (base) plait_recompute_share(m, a);
             if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL);
             continue;

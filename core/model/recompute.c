@@ -60,7 +60,8 @@ static plait_status recompute_llama(plait_model *m, model_slot *s, int32_t layer
             else m->k->swiglu_forward(a->swi, a->fch, a->fcg, (size_t)(m->B * m->T * m->Fl));
             return PLAIT_OK;
         case PLAIT_RECOMPUTE_FULL:
-            return plait_llama_block_forward_act(m, s, layer);
+            return m->bf16 ? plait_llama_bf16_block_forward_act(m, s, layer)
+                           : plait_llama_block_forward_act(m, s, layer);
         default:
             return PLAIT_OK;
     }

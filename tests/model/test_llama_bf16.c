@@ -3,16 +3,14 @@
  * of the kernel table's bf16 entries (tests/device/kref_bf16.c: the
  * float32 kernel on widened inputs, each bf16 output rounded once)
  * standing in for a device's: granted where the table has the Llama
- * family's bf16 entries, in one pass without full recomputation, it
- * trains as the float32 model does within the GPT's bf16 bounds
- * (test_bf16_activations), gives the same bits twice, makes the stacked
- * projections' weight gradients where the float32 gradients lie apart as
- * where they lie side by side, under selective recomputation gives the
- * bits of none in less memory, holds its blocks' activations in less
- * memory, and falls back to float32 activations
- * (the float32 model's numbers) where a piece is missing: the table's
- * entries, or a layout that recomputes whole blocks or splits its
- * backward.
+ * family's bf16 entries, in one pass, it trains as the float32 model
+ * does within the GPT's bf16 bounds (test_bf16_activations), gives the
+ * same bits twice, makes the stacked projections' weight gradients where
+ * the float32 gradients lie apart as where they lie side by side, under
+ * selective and full recomputation gives the bits of none in less
+ * memory, holds its blocks' activations in less memory, and falls back
+ * to float32 activations (the float32 model's numbers) where a piece is
+ * missing: the table's entries, or a split backward.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -168,27 +166,35 @@ static void test_gradients_apart(void **state) {
     free(apart[1]);
 }
 
-/* Selective recomputation drops SwiGLU's output alone: one bf16 buffer
- * the blocks share, rebuilt from gate|up with the forward's kernel, so
- * the bits of recompute none in less memory. */
-static void test_selective(void **state) {
+/* Recomputation in bf16: selective drops SwiGLU's output alone (one bf16
+ * buffer the blocks share, rebuilt from gate|up with the forward's
+ * kernel), full every part but the block's input (one block's working set
+ * for all, rebuilt by the block's own forward): the bits of recompute
+ * none, in less memory, and full in less than selective. */
+static void test_recompute(void **state) {
     (void)state;
-    harness_trace none, sel;
+    harness_trace none, sel, full;
     trace_on(LLAMA_INI, bf16_table(), 1, 0, &none);
     trace_on(LLAMA_INI "recompute = selective\n", bf16_table(), 1, 0, &sel);
-    assert_true(sel.bf16);
-    assert_memory_equal(sel.loss, none.loss, sizeof(double) * STEPS * SLOTS);
-    assert_memory_equal(sel.grads, none.grads, sizeof(float) * STEPS * none.numel);
-    printf("activation bytes: recompute none %llu, selective %llu\n", (unsigned long long)none.act_bytes,
-           (unsigned long long)sel.act_bytes);
+    trace_on(LLAMA_INI "recompute = full\n", bf16_table(), 1, 0, &full);
+    const harness_trace *t[2] = {&sel, &full};
+    for (int i = 0; i < 2; i++) {
+        assert_true(t[i]->bf16);
+        assert_memory_equal(t[i]->loss, none.loss, sizeof(double) * STEPS * SLOTS);
+        assert_memory_equal(t[i]->grads, none.grads, sizeof(float) * STEPS * none.numel);
+    }
+    printf("activation bytes: recompute none %llu, selective %llu, full %llu\n", (unsigned long long)none.act_bytes,
+           (unsigned long long)sel.act_bytes, (unsigned long long)full.act_bytes);
     assert_true(sel.act_bytes < none.act_bytes);
+    assert_true(full.act_bytes < sel.act_bytes);
     harness_trace_free(&none);
     harness_trace_free(&sel);
+    harness_trace_free(&full);
 }
 
 /* Where a piece is missing the model keeps float32 activations, with the
  * float32 model's numbers: a table without the Llama family's bf16
- * entries, full recomputation, a split backward. */
+ * entries, a split backward. */
 static void test_granted_only_where_whole(void **state) {
     (void)state;
     harness_trace f32, t;
@@ -196,9 +202,6 @@ static void test_granted_only_where_whole(void **state) {
     trace_on(LLAMA_INI, gpt_only_table(), 1, 0, &t);
     assert_false(t.bf16);
     assert_memory_equal(t.loss, f32.loss, sizeof(double) * STEPS * SLOTS);
-    harness_trace_free(&t);
-    trace_on(LLAMA_INI "recompute = full\n", bf16_table(), 1, 0, &t);
-    assert_false(t.bf16);
     harness_trace_free(&t);
     trace_on(LLAMA_INI, bf16_table(), 1, 1, &t);
     assert_false(t.bf16);
@@ -210,7 +213,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trains_as_float32),
         cmocka_unit_test(test_gradients_apart),
-        cmocka_unit_test(test_selective),
+        cmocka_unit_test(test_recompute),
         cmocka_unit_test(test_granted_only_where_whole),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
