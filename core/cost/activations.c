@@ -60,7 +60,6 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
                                     .kernels = in->device &&
                                                (s->llama ? in->device->llama_bf16_path : in->device->bf16_path),
                                     .context_parallel = s->cp > 1,
-                                    .split = in->split,
                                     .n_embd = spec->n_embd};
     s->bf16 = plait_model_grants_bf16(&terms);
     s->bf16_head = s->bf16 && !in->tensor_parallel && s->gpt;
@@ -128,6 +127,8 @@ static double block_floats(const plait_cost_shape *s, int kept) {
  * gradients, c_fc's and c_attn's the same way. */
 static double stash_floats(const plait_cost_shape *s) {
     double BT = s->B * s->T, BTCq = BT * s->C / seq_cut(s), f = al(BT * s->C) + al(BTCq); /* dy, dln2 */
+    if (s->llama && s->bf16) /* stash_carve's llama bf16 branch: all apart, bf16 */
+        return 2 * bh(BT * s->C) + 2 * bh(BTCq) + bh(BT * 2 * s->Fl) + bh(BT * s->Wq);
     if (s->llama) /* stash_carve's llama branch: all apart, float32 */
         return 4 * al(BT * s->C) + 2 * al(BT * s->Fl) + al(BT * s->Wq);
     int none = s->recompute == 0;

@@ -244,7 +244,7 @@ static plait_status attention_weight(plait_model *m, int32_t layer, const block_
  * two give one pass's bits (each product's input and weight gradients
  * from the same operands, in calls whose halves are exact). */
 plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part) {
-    if (m->bf16) return plait_llama_bf16_block_backward(m, s, layer); /* one pass: the grant's rule */
+    if (m->bf16) return plait_llama_bf16_block_backward(m, s, layer, part);
     block_acts *a = &s->blocks[layer - 1];
     float *p[LP_COUNT], *g[LP_COUNT];
     plait_status st = PLAIT_OK;

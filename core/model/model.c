@@ -54,7 +54,7 @@ int plait_model_kernels_llama_bf16(const plait_kernels *k) {
 
 int plait_model_grants_bf16(const plait_bf16_terms *t) {
     if (!t->requested || !t->kernels || t->context_parallel || t->experts) return 0;
-    return t->gpt || (t->llama && !t->split && t->n_embd % 8 == 0);
+    return t->gpt || (t->llama && t->n_embd % 8 == 0);
 }
 
 /* Lays out (base NULL: measures) the bf16 copies of the local product
@@ -460,7 +460,6 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
                                                               : plait_model_kernels_bf16(m->k, m->HS),
                                     .context_parallel = m->cp > 1,
                                     .experts = desc->moe.experts > 0,
-                                    .split = m->split,
                                     .n_embd = m->C};
     m->bf16 = plait_model_grants_bf16(&terms);
     m->bf16_head = m->bf16 && !m->tp_ops && desc->is_gpt;

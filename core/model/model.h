@@ -208,15 +208,14 @@ typedef struct plait_bf16_terms {
     int context_parallel; /* the plan splits sequences over cp ranks (cp > 1) */
     int experts;          /* the model has a mixture of experts */
     int llama;            /* the llama arch (its kernels: plait_model_kernels_llama_bf16) */
-    int split;            /* a split backward (zero-bubble schedules) */
     int64_t n_embd;       /* the model's width */
 } plait_bf16_terms;
 /* 1 when a model with these terms stores its activations in bf16: a bf16
  * run of the gpt arch on kernels that run the whole path, unless the
  * layout needs what the path lacks (ring attention and the experts' MLPs
- * are float32); of the llama arch likewise, in one pass (no split
- * backward), at a width that is a multiple of 8 (llama_bf16.c: its
- * stacked products' bf16 weight copies lie side by side). Tensor and sequence parallelism are covered (gpt_bf16.c:
+ * are float32); of the llama arch likewise, at a width that is a
+ * multiple of 8 (llama_bf16.c: its stacked products' bf16 weight copies
+ * lie side by side). Tensor and sequence parallelism are covered (gpt_bf16.c:
  * the blocks in bf16 with float32 messages between their products and
  * the collectives; the vocabulary-parallel head float32), every recompute
  * mode (recompute.c rebuilds what it drops in bf16), and a split backward

@@ -509,13 +509,13 @@ plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_
 plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part);
 plait_status plait_llama_head_forward(plait_model *m, model_slot *s);
 plait_status plait_llama_head_backward(plait_model *m, model_slot *s, bwd_part part);
-/* A Llama block under bf16 activations (llama_bf16.c; one pass:
- * plait_model_grants_bf16): its forward, the same up to SwiGLU's output
- * (full recomputation), and its backward from s->gbuf[layer & 1] into
- * s->gbuf[(layer - 1) & 1]. */
+/* A Llama block under bf16 activations (llama_bf16.c): its forward, the
+ * same up to SwiGLU's output (full recomputation), and `part` of its
+ * backward from s->gbuf[layer & 1] into s->gbuf[(layer - 1) & 1], a split
+ * one's halves through the slot's block_grads_bf16. */
 plait_status plait_llama_bf16_block_forward(plait_model *m, model_slot *s, int32_t layer);
 plait_status plait_llama_bf16_block_forward_act(plait_model *m, model_slot *s, int32_t layer);
-plait_status plait_llama_bf16_block_backward(plait_model *m, model_slot *s, int32_t layer);
+plait_status plait_llama_bf16_block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part);
 
 /* Mixture of experts (moe.c): a sparse block's MLP half over `ln` [BT,C],
  * the normalised rows: out = res + the shared experts' output + each

@@ -88,6 +88,15 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
         if (base) (ptr) = (plait_bf16 *)(void *)(base + off);          \
         off += align_up(((size_t)(n) + 1) / 2);                        \
     } while (0)
+    if (m->desc->is_llama && m->bf16) { /* bf16, all in the stash (llama_bf16.c) */
+        STASH_BF16(g->bf.dy, BT * C);
+        STASH_BF16(g->bf.dln2, R * C);
+        STASH_BF16(g->bf.dfc, BT * 2 * m->Fl);
+        STASH_BF16(g->bf.dres2, BT * C);
+        STASH_BF16(g->bf.dqkv, BT * m->Wq);
+        STASH_BF16(g->bf.dln1, R * C);
+        return off;
+    }
     if (m->desc->is_llama) { /* float32, all in the stash (llama_layers.c) */
         STASH(g->dy, BT * C);
         STASH(g->dln2, R * C);
