@@ -307,6 +307,17 @@ static void k_attention_fused_forward_bf16(plait_bf16 *out, float *lse, float *s
     pc_launch_attention_fused_forward_bf16(out, lse, qkv, B, T, NH, HS);
 }
 
+/* The Llama family's on bf16 activations (ABI 1.22): the grouped-query
+ * kernels on bf16 q, k, v, out, dout and dqkv; with NKV = NH the fused
+ * bf16 entries' (the tensor cores at their head sizes), else the fp32
+ * kernels widening bf16 on load (the tensor-core kernels take multi-head
+ * attention only); scratch as above. */
+static void k_attention_gqa_forward_bf16(plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv, int64_t B,
+                                         int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+    (void)scratch;
+    pc_launch_attention_gqa_forward_bf16(out, lse, qkv, B, T, NH, NKV, HS);
+}
+
 /* ---- embeddings ------------------------------------------------------------ */
 
 static void k_embedding_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe, int64_t B,
@@ -449,6 +460,35 @@ PC_ENTRY(attention_gqa_backward, k_attention_gqa_backward,
          (float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out, const float *lse,
           int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS),
          (dqkv, scratch, dout, qkv, out, lse, B, T, NH, NKV, HS))
+/* the Llama family on bf16 activations (ABI 1.22); clang-format would
+ * read a parameter list's `plait_bf16 *out` in a macro's argument as a
+ * product */
+/* clang-format off */
+PC_ENTRY(rmsnorm_forward_bf16, pc_launch_rmsnorm_forward_bf16,
+         (plait_bf16 *out, float *rstd, const float *inp, const float *weight, int64_t BT, int64_t C, float eps),
+         (out, rstd, inp, weight, BT, C, eps))
+PC_ENTRY(rmsnorm_backward_bf16, pc_launch_rmsnorm_backward_bf16,
+         (float *dinp, const float *dres, float *dweight, const plait_bf16 *dout, const float *inp,
+          const float *weight, const float *rstd, int64_t BT, int64_t C),
+         (dinp, dres, dweight, dout, inp, weight, rstd, BT, C))
+PC_ENTRY(rope_bf16, pc_launch_rope_bf16,
+         (plait_bf16 *x, const float *cs, int64_t B, int64_t T, int64_t row_stride, int64_t n_heads, int64_t HS,
+          int inverse),
+         (x, cs, B, T, row_stride, n_heads, HS, inverse))
+PC_ENTRY(swiglu_forward_bf16, pc_launch_swiglu_forward_bf16,
+         (plait_bf16 *out, const plait_bf16 *gu, int64_t BT, int64_t F), (out, gu, BT, F))
+PC_ENTRY(swiglu_backward_bf16, pc_launch_swiglu_backward_bf16,
+         (plait_bf16 *dgu, const plait_bf16 *dout, const plait_bf16 *gu, int64_t BT, int64_t F),
+         (dgu, dout, gu, BT, F))
+PC_ENTRY(attention_gqa_forward_bf16, k_attention_gqa_forward_bf16,
+         (plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv, int64_t B, int64_t T, int64_t NH,
+          int64_t NKV, int64_t HS),
+         (out, lse, scratch, qkv, B, T, NH, NKV, HS))
+PC_ENTRY(attention_gqa_backward_bf16, pc_launch_attention_gqa_backward_bf16,
+         (plait_bf16 *dqkv, float *scratch, const plait_bf16 *dout, const plait_bf16 *qkv, const plait_bf16 *out,
+          const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS),
+         (dqkv, scratch, dout, qkv, out, lse, B, T, NH, NKV, HS))
+/* clang-format on */
 
 /* ring attention (ABI 1.18): ring.cu */
 PC_ENTRY(ring_attention_forward, pc_launch_ring_attention_forward,
@@ -611,6 +651,14 @@ static const plait_kernels g_table = {
     .moe_route_backward = e_moe_route_backward,
     .moe_matmul_forward = e_moe_matmul_forward,
     .moe_matmul_backward = e_moe_matmul_backward,
+    /* the Llama family on bf16 activations (ABI 1.22) */
+    .rmsnorm_forward_bf16 = e_rmsnorm_forward_bf16,
+    .rmsnorm_backward_bf16 = e_rmsnorm_backward_bf16,
+    .rope_bf16 = e_rope_bf16,
+    .swiglu_forward_bf16 = e_swiglu_forward_bf16,
+    .swiglu_backward_bf16 = e_swiglu_backward_bf16,
+    .attention_gqa_forward_bf16 = e_attention_gqa_forward_bf16,
+    .attention_gqa_backward_bf16 = e_attention_gqa_backward_bf16,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }
