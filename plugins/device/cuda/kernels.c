@@ -385,6 +385,28 @@ static void leave(void) {
         return r;                                                                                                    \
     }
 
+/* the mixture of experts' grouped product (ABI 1.21): a cuBLASLt product
+ * an expert, over the host's offsets; above the entries, whose macros
+ * end in no `;` */
+static void k_moe_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                                 const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = off[e], n = off[e + 1] - r0;
+        if (n > 0)
+            k_matmul_forward(out + r0 * OC, inp + r0 * C, weight + e * OC * C, bias ? bias + e * OC : NULL, n, C, OC);
+    }
+}
+static void k_moe_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                  const float *weight, const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = off[e], n = off[e + 1] - r0;
+        if (n > 0)
+            k_matmul_backward(dinp ? dinp + r0 * C : NULL, dweight ? dweight + e * OC * C : NULL,
+                              dbias ? dbias + e * OC : NULL, dout + r0 * OC, inp + r0 * C,
+                              weight ? weight + e * OC * C : NULL, n, C, OC);
+    }
+}
+
 PC_ENTRY(sgemm, k_sgemm, (int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc), (trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
 PC_ENTRY(zero, k_zero, (float *x, size_t n), (x, n))
 PC_ENTRY(copy, k_copy, (float *dst, const float *src, size_t n), (dst, src, n))
@@ -507,26 +529,7 @@ PC_ENTRY(copy_rows, pc_launch_copy_rows,
          (float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows, int64_t width),
          (dst, dst_stride, src, src_stride, rows, width))
 
-/* the mixture of experts (ABI 1.21): moe.cu, and the grouped product a
- * cuBLASLt product an expert, over the host's offsets */
-static void k_moe_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
-                                 const int32_t *off, int64_t E, int64_t C, int64_t OC) {
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t r0 = off[e], n = off[e + 1] - r0;
-        if (n > 0)
-            k_matmul_forward(out + r0 * OC, inp + r0 * C, weight + e * OC * C, bias ? bias + e * OC : NULL, n, C, OC);
-    }
-}
-static void k_moe_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                                  const float *weight, const int32_t *off, int64_t E, int64_t C, int64_t OC) {
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t r0 = off[e], n = off[e + 1] - r0;
-        if (n > 0)
-            k_matmul_backward(dinp ? dinp + r0 * C : NULL, dweight ? dweight + e * OC * C : NULL,
-                              dbias ? dbias + e * OC : NULL, dout + r0 * OC, inp + r0 * C,
-                              weight ? weight + e * OC * C : NULL, n, C, OC);
-    }
-}
+/* the mixture of experts (ABI 1.21): moe.cu */
 PC_ENTRY(moe_route, pc_launch_moe_route,
          (float *scores, float *lse, int32_t *idx, float *gate, const float *logits, const float *bias, int64_t N,
           int64_t E, int64_t k, int sigmoid),
