@@ -17,6 +17,7 @@ static double seq_cut(const plait_cost_shape *s) { return s->q > 1 ? s->q : 1; }
 void plait_cost_device_of(const plait_kernels *k, int64_t T, int64_t HS, plait_cost_device *out) {
     memset(out, 0, sizeof *out);
     out->bf16_path = plait_model_kernels_bf16(k, HS);
+    out->llama_bf16_path = plait_model_kernels_llama_bf16(k);
     if (PLAIT_KERNELS_HAS_FUSED_ATTENTION(k, HS)) out->att_scratch = (double)k->attention_fused_scratch(1, T, 1, HS);
     out->att_backward_products = 5; /* core/kernels/kernels_attention.c */
 }
@@ -24,6 +25,7 @@ void plait_cost_device_of(const plait_kernels *k, int64_t T, int64_t HS, plait_c
 void plait_cost_device_cuda(int64_t T, int64_t HS, plait_cost_device *out) {
     memset(out, 0, sizeof *out);
     out->bf16_path = HS <= PLAIT_ATTENTION_FUSED_MAX_HS;
+    out->llama_bf16_path = 1;
     out->att_scratch = out->bf16_path ? (double)T : 0;
     out->att_backward_products = 7;
 }
@@ -57,10 +59,14 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
      * the head stays float32 (model/gpt_bf16.c) */
     const plait_bf16_terms terms = {.requested = in->precision == PLAIT_PRECISION_BF16,
                                     .gpt = s->gpt,
-                                    .kernels = in->device && in->device->bf16_path,
-                                    .context_parallel = s->cp > 1};
+                                    .llama = s->llama,
+                                    .kernels = in->device &&
+                                               (s->llama ? in->device->llama_bf16_path : in->device->bf16_path),
+                                    .context_parallel = s->cp > 1,
+                                    .experts = in->experts,
+                                    .n_embd = spec->n_embd};
     s->bf16 = plait_model_grants_bf16(&terms);
-    s->bf16_head = s->bf16 && !in->tensor_parallel;
+    s->bf16_head = s->bf16 && !in->tensor_parallel && s->gpt;
 }
 
 /* Floats of a block's saved tensors (model/recompute.c's parts, in their
@@ -70,7 +76,14 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
  * all. Under bf16 activations the parts marked bf16 are stored so
  * (model/model_slots.c, slot_carve). */
 static double block_floats(const plait_cost_shape *s, int kept) {
-    double BT = s->B * s->T;
+    double BT = s->B * s->T, Rq = BT / seq_cut(s);
+    if (s->llama && s->bf16) { /* slot_carve's llama bf16 branch: the norms' outputs on R rows; selective
+                                * drops SwiGLU's output, full every part */
+        const double swi = bh(BT * s->Fl), sel = s->recompute == 1, full = s->recompute == 2;
+        const double rest = bh(Rq * s->C) + al(Rq) + bh(BT * s->Wq) + al(s->B * s->NHl * s->T) + bh(BT * s->Cl) +
+                            al(Rq * s->C) + bh(Rq * s->C) + al(Rq) + bh(BT * 2 * s->Fl);
+        return kept ? (1 - full) * (rest + (1 - sel) * swi) : full * (rest + swi) + sel * swi;
+    }
     if (s->llama) { /* slot_carve's llama branch, float32: selective drops SwiGLU's output */
         const double n[] = {BT * s->C, BT,         BT * s->Wq, BT * s->Cl,           BT * s->C, BT * s->C,
                             BT,        BT * s->Fl, BT * s->Fl, s->B * s->NHl * s->T, BT * s->Fl};
@@ -118,6 +131,8 @@ static double block_floats(const plait_cost_shape *s, int kept) {
  * gradients, c_fc's and c_attn's the same way. */
 static double stash_floats(const plait_cost_shape *s) {
     double BT = s->B * s->T, BTCq = BT * s->C / seq_cut(s), f = al(BT * s->C) + al(BTCq); /* dy, dln2 */
+    if (s->llama && s->bf16) /* stash_carve's llama bf16 branch: all apart, bf16 */
+        return 2 * bh(BT * s->C) + 2 * bh(BTCq) + bh(BT * 2 * s->Fl) + bh(BT * s->Wq);
     if (s->llama) /* stash_carve's llama branch: all apart, float32 */
         return 4 * al(BT * s->C) + 2 * al(BT * s->Fl) + al(BT * s->Wq);
     int none = s->recompute == 0;
@@ -157,14 +172,17 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
     double BT = s->B * s->T;
     /* the products' gradients (model/model_slots.c, plait_model_scratch_get):
      * float32, or bf16 with the residual stream's gradient converted once */
-    double f = s->bf16 ? bh(BT * s->C) + bh(BT * s->Fl) + bh(BT * s->Cl) + bh(BT * 3 * s->Cl) + bh(BT * s->C)
+    const double dfc = s->llama ? 2 * s->Fl : s->Fl, dqkv = s->llama ? s->Wq : 3 * s->Cl; /* llama: bf16 only */
+    double f = s->bf16 ? bh(BT * s->C) + bh(BT * dfc) + bh(BT * s->Cl) + bh(BT * dqkv) + bh(BT * s->C)
                        : al(BT * s->C) + al(BT * s->Fl) + al(BT * s->Cl) + al(BT * 3 * s->Cl);
     if (s->bf16 && !s->bf16_head) /* tp: the float32 gradient its collectives and head read, the identities */
         f += al(BT * s->C) + al(64 + s->C);
     if (s->sp) { /* the sequence-parallel buffers (model/model_slots.c, plait_model_sp_scratch) */
         f += al(BT * s->C) + al(BT * s->C / seq_cut(s)) + al(2 * s->C);
-        /* the gathered norm output the gpt and mlp archs' products read */
-        if (!s->llama) f += s->bf16 ? bh(BT * s->C) : al(BT * s->C);
+        /* the gathered norm output the products read (the llama arch's
+         * float32 slots keep theirs) */
+        if (s->bf16) f += bh(BT * s->C);
+        else if (!s->llama) f += al(BT * s->C);
     }
     if (s->bf16_head) { /* the bf16 head's least chunk of logits, where the gradients leave too little room */
         size_t extra = 0;
@@ -175,7 +193,10 @@ double plait_cost_scratch_bytes(const plait_cost_shape *s) {
     f += al(3 * BT);
     /* the attention's: the device's fused scratch (at least Cl floats: the
      * weight half's saved key-bias gradient), or the probabilities' gradient */
-    if (s->llama) f += al(BT * s->Fl) + s->T * s->HS; /* gate_proj's output gradient; the rotary angles' table */
+    /* gate_proj's output gradient (bf16: SwiGLU's and a packed
+     * projection's); the rotary angles' table */
+    if (s->llama && !s->bf16) f += al(BT * s->Fl) + s->T * s->HS;
+    if (s->llama && s->bf16) f += bh(BT * s->Fl) + bh(BT * (s->Fl > s->Cl ? s->Fl : s->Cl)) + s->T * s->HS;
     if ((s->gpt || s->llama) && s->fused) {
         double n = s->B * s->NHl * s->att_scratch;
         f += al(n > s->Cl ? n : s->Cl);

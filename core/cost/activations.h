@@ -51,6 +51,7 @@
  * device: its caller describes the one the ranks use. */
 typedef struct plait_cost_device {
     int bf16_path;      /* the kernels run the GPT's bf16-activation path (plait_model_kernels_bf16) */
+    int llama_bf16_path; /* ... and the llama arch's (plait_model_kernels_llama_bf16) */
     double att_scratch; /* floats of the fused attention's scratch per sequence and head
                            (the table's attention_fused_scratch(1, T, 1, HS)) */
     /* products of a (query tile, key tile) pair in the fused attention's
@@ -81,6 +82,7 @@ typedef struct plait_cost_shape_in {
     int cp;                     /* context parallelism: the rank keeps T / cp of each sequence (0 = 1) */
     plait_precision precision;  /* the run's */
     const plait_cost_device *device;
+    int experts; /* the model has a mixture of experts (which keeps float32 activations) */
 } plait_cost_shape_in;
 
 /* The shapes one rank's activations have. */

@@ -65,8 +65,8 @@ static void widen(plait_model *m, float *dst, const plait_bf16 *src, int64_t n) 
  * gradient, the same bits both times. The identities that widen reads
  * live in the backward's scratch, got here in the forward (a forward-only
  * model under sequence parallelism allocates it too). */
-static plait_status norm_full(plait_model *m, const plait_bf16 *rows, const plait_bf16 **full, const char *where,
-                              int32_t layer) {
+plait_status plait_bf16_norm_full(plait_model *m, const plait_bf16 *rows, const plait_bf16 **full, const char *where,
+                                  int32_t layer) {
     *full = rows;
     if (!m->sp) return PLAIT_OK;
     plait_status st = plait_model_scratch_get(m);
@@ -80,18 +80,19 @@ static plait_status norm_full(plait_model *m, const plait_bf16 *rows, const plai
 }
 
 /* A norm's output in bf16 on this rank's rows (out), the same bits as
- * without sequence parallelism; *full as norm_full gives it. */
+ * without sequence parallelism; *full as plait_bf16_norm_full gives it. */
 static plait_status norm_forward(plait_model *m, plait_bf16 *out, const plait_bf16 **full, float *mean, float *rstd,
                                  const float *x, const float *w, const float *b, const char *where, int32_t layer) {
     m->k->layernorm_forward_bf16(out, mean, rstd, x, w, b, m->R, m->C);
-    return norm_full(m, out, full, where, layer);
+    return plait_bf16_norm_full(m, out, full, where, layer);
 }
 
 /* out (this rank's rows of the residual stream) = res + inp · wᵀ + bias,
  * K inputs a row: one product, or under tensor parallelism the float32
  * partial sums summed over the group, then the residual and bias added. */
-static plait_status row_product(plait_model *m, float *out, const float *res, const plait_bf16 *inp,
-                                const plait_bf16 *w, const float *bias, int64_t K, const char *where, int32_t layer) {
+plait_status plait_bf16_row_product(plait_model *m, float *out, const float *res, const plait_bf16 *inp,
+                                    const plait_bf16 *w, const float *bias, int64_t K, const char *where,
+                                    int32_t layer) {
     const int64_t BT = m->B * m->T, C = m->C;
     if (!m->tp_ops) {
         m->k->matmul_forward_residual_bf16(out, res, inp, w, bias, BT, K, C);
@@ -107,7 +108,7 @@ static plait_status row_product(plait_model *m, float *out, const float *res, co
 /* sb.dln, a column-parallel product's input gradient: under tensor
  * parallelism this rank's partial sums, summed over the group into its R
  * rows at sb.dln's start (float32 in s_dln on the way). */
-static plait_status input_grad_sum(plait_model *m, const char *where, int32_t layer) {
+plait_status plait_bf16_input_grad_sum(plait_model *m, const char *where, int32_t layer) {
     if (!m->tp_ops) return PLAIT_OK;
     widen(m, m->s_dln, m->sb.dln, m->B * m->T * m->C);
     plait_status st = plait_tp_grad_sum(m, m->s_dln, where, layer);
@@ -129,8 +130,8 @@ static const plait_bf16 *dres_bf16(plait_model *m, const float *g) {
  * reads, in bf16: dres_bf16 of g, or under sequence parallelism of g's
  * rows all-gathered first (converted every time: sp_full's contents
  * change under one address). */
-static plait_status dres_full(plait_model *m, const float *g, const plait_bf16 **out, const char *where,
-                              int32_t layer) {
+plait_status plait_bf16_dres_full(plait_model *m, const float *g, const plait_bf16 **out, const char *where,
+                                  int32_t layer) {
     if (!m->sp) {
         *out = dres_bf16(m, g);
         return PLAIT_OK;
@@ -231,7 +232,7 @@ plait_status plait_bf16_attention_forward(plait_model *m, model_slot *s, int32_t
     if (st != PLAIT_OK) return st;
     m->k->matmul_forward_bf16(a->bf.qkv, ln, w.in_w, w.in_b, BT, C, 3 * Cl);
     m->k->attention_fused_forward_bf16(a->bf.atty, a->lse, m->att_scratch, a->bf.qkv, m->B, m->T, m->NHl, m->HS);
-    return row_product(m, a->res2, x, a->bf.atty, w.out_w, p.out_b, Cl, "after attn.c_proj", layer);
+    return plait_bf16_row_product(m, a->res2, x, a->bf.atty, w.out_w, p.out_b, Cl, "after attn.c_proj", layer);
 }
 
 /* c_attn's backward: dln (NULL: none) from dqkv, with its parameter
@@ -260,7 +261,7 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     /* c_attn's weight gradient reads ln_1's output over every row (the
      * input gradient alone reads none of it) */
     const plait_bf16 *ln = m->sp ? m->sp_ln_bf : a->bf.ln1;
-    if (part != BWD_INPUT) st = norm_full(m, a->bf.ln1, &ln, "before attn.c_attn's weight gradient", layer);
+    if (part != BWD_INPUT) st = plait_bf16_norm_full(m, a->bf.ln1, &ln, "before attn.c_attn's weight gradient", layer);
     if (st != PLAIT_OK) return st;
     if (part == BWD_WEIGHT) { /* from what the input half kept */
         m->k->matmul_backward_bf16(NULL, dp.out_w, dp.out_b, g->dres2, a->bf.atty, NULL, BT, Cl, C);
@@ -268,7 +269,7 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
         return layernorm_param_grads(m, layer, dp.ln_w, dp.ln_b, g->dln1, x, a->ln1_mean, a->ln1_rstd);
     }
     const plait_bf16 *dres = NULL;
-    if ((st = dres_full(m, dx, &dres, "after attn.c_proj", layer)) != PLAIT_OK) return st;
+    if ((st = plait_bf16_dres_full(m, dx, &dres, "after attn.c_proj", layer)) != PLAIT_OK) return st;
     m->k->matmul_backward_bf16(m->sb.datty, g ? NULL : dp.out_w, g ? NULL : dp.out_b, dres, a->bf.atty, w.out_w, BT,
                                Cl, C);
     m->k->attention_fused_backward_bf16(m->sb.dqkv, m->s_datt, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse, m->B,
@@ -280,7 +281,7 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     } else {
         attention_in_backward(m, m->sb.dln, &dp, m->sb.dqkv, ln, w.in_w);
     }
-    if ((st = input_grad_sum(m, "before attn.c_attn", layer)) != PLAIT_OK) return st;
+    if ((st = plait_bf16_input_grad_sum(m, "before attn.c_attn", layer)) != PLAIT_OK) return st;
     if (g) keep_bf16(m, g->dln1, m->sb.dln, R * C);
     return layernorm_backward_into_stream(m, layer, copy_read_below(m, layer), dx, dx, g ? NULL : dp.ln_w,
                                           g ? NULL : dp.ln_b, m->sb.dln, x, p.ln_w, a->ln1_mean, a->ln1_rstd);
@@ -320,7 +321,7 @@ plait_status plait_bf16_mlp_forward(plait_model *m, model_slot *s, int32_t layer
     if (st != PLAIT_OK) return st;
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
     if ((st = mlp_act(m, layer, a, r, &p, &w)) != PLAIT_OK) return st;
-    return row_product(m, y, r, a->bf.fcg, w.out_w, p.out_b, m->Fl, "after mlp.c_proj", layer);
+    return plait_bf16_row_product(m, y, r, a->bf.fcg, w.out_w, p.out_b, m->Fl, "after mlp.c_proj", layer);
 }
 
 /* dr (overwritten) = d(r) from dy = d(y); the half's parameter gradients
@@ -336,7 +337,7 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
     const half_bf16 w = plait_model_half_bf16(m, layer, BP_LN2_W);
     /* c_fc's weight gradient reads ln_2's output over every row */
     const plait_bf16 *ln = m->sp ? m->sp_ln_bf : a->bf.ln2;
-    if (part != BWD_INPUT) st = norm_full(m, a->bf.ln2, &ln, "before mlp.c_fc's weight gradient", layer);
+    if (part != BWD_INPUT) st = plait_bf16_norm_full(m, a->bf.ln2, &ln, "before mlp.c_fc's weight gradient", layer);
     if (st != PLAIT_OK) return st;
     if (part == BWD_WEIGHT) { /* from what the input half kept */
         m->k->matmul_backward_gelu_bf16(NULL, dp.out_w, dp.out_b, g->dy, a->bf.fcg, NULL, NULL, BT, F, C);
@@ -344,7 +345,7 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
         return layernorm_param_grads(m, layer, dp.ln_w, dp.ln_b, g->dln2, r, a->ln2_mean, a->ln2_rstd);
     }
     const plait_bf16 *dres = NULL;
-    if ((st = dres_full(m, dy, &dres, "after mlp.c_proj", layer)) != PLAIT_OK) return st;
+    if ((st = plait_bf16_dres_full(m, dy, &dres, "after mlp.c_proj", layer)) != PLAIT_OK) return st;
     m->k->matmul_backward_gelu_bf16(m->sb.dfc, g ? NULL : dp.out_w, g ? NULL : dp.out_b, dres, a->bf.fcg, w.out_w,
                                     a->bf.fch, BT, F, C);
     m->k->matmul_backward_bf16(m->sb.dln, g ? NULL : dp.in_w, g ? NULL : dp.in_b, m->sb.dfc, ln, w.in_w, BT, C, F);
@@ -352,7 +353,7 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
         keep_bf16(m, g->dy, dres, BT * C);
         keep_bf16(m, g->dfc, m->sb.dfc, BT * F);
     }
-    if ((st = input_grad_sum(m, "before mlp.c_fc", layer)) != PLAIT_OK) return st;
+    if ((st = plait_bf16_input_grad_sum(m, "before mlp.c_fc", layer)) != PLAIT_OK) return st;
     if (g) keep_bf16(m, g->dln2, m->sb.dln, R * C);
     return layernorm_backward_into_stream(m, layer, 1, dr, dy, g ? NULL : dp.ln_w, g ? NULL : dp.ln_b, m->sb.dln, r,
                                           p.ln_w, a->ln2_mean, a->ln2_rstd);

@@ -25,8 +25,8 @@
  * [model] recompute: selective drops SwiGLU's output (rebuilt from gate's
  * and up's), full keeps the block's input alone and reruns the block up
  * to SwiGLU (plait_llama_block_forward_act) before its backward
- * (recompute.c). What is not here yet: bf16 activations (a bf16 run keeps
- * them float32).
+ * (recompute.c). Under bf16 activations a block runs llama_bf16.c's
+ * bodies instead; the embedding and the head stay float32.
  */
 #include "model/model_internal.h"
 #include "model/ring_attention.h"
@@ -139,6 +139,7 @@ plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_
 }
 
 plait_status plait_llama_block_forward(plait_model *m, model_slot *s, int32_t layer) {
+    if (m->bf16) return plait_llama_bf16_block_forward(m, s, layer);
     float *down;
     plait_status st = plait_llama_block_forward_act(m, s, layer);
     if (st == PLAIT_OK && desc_block_sparse(m->desc, layer - 1))
@@ -243,6 +244,7 @@ static plait_status attention_weight(plait_model *m, int32_t layer, const block_
  * two give one pass's bits (each product's input and weight gradients
  * from the same operands, in calls whose halves are exact). */
 plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part) {
+    if (m->bf16) return plait_llama_bf16_block_backward(m, s, layer, part);
     block_acts *a = &s->blocks[layer - 1];
     float *p[LP_COUNT], *g[LP_COUNT];
     plait_status st = PLAIT_OK;

@@ -26,7 +26,14 @@
  * stream). The gpt arch declares its parameters in model_desc.c's order:
  * wte, wpe, BP_COUNT a block, then ln_f and the head's tied copy of wte. */
 int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi, int head) {
-    if (strcmp(spec->arch, "gpt") != 0 || gi < 0 || gi >= spec->n_params) return 0;
+    if (gi < 0 || gi >= spec->n_params) return 0;
+    if (strcmp(spec->arch, "llama") == 0) { /* a block's projections, named *_proj.weight (model_desc.c) */
+        const plait_param *p = &spec->params[gi];
+        const size_t n = strlen(p->name), tail = strlen("_proj.weight");
+        return p->layer >= 1 && p->layer <= spec->n_layer && n > tail &&
+               strcmp(p->name + n - tail, "_proj.weight") == 0;
+    }
+    if (strcmp(spec->arch, "gpt") != 0) return 0;
     if (plait_tied_is_copy(&spec->params[gi])) return head; /* lm_head */
     if (gi < 2 || gi >= 2 + spec->n_layer * BP_COUNT) return 0;
     const int bp = (gi - 2) % BP_COUNT;
@@ -40,8 +47,14 @@ int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS) {
            PLAIT_KERNELS_HAS_BF16_ACTIVATIONS(k);
 }
 
+int plait_model_kernels_llama_bf16(const plait_kernels *k) {
+    return PLAIT_KERNELS_HAS_LLAMA(k) && PLAIT_KERNELS_HAS_LLAMA_BF16(k) && PLAIT_KERNELS_HAS_BF16_ACTIVATIONS(k) &&
+           PLAIT_KERNELS_HAS_RING_ATTENTION(k);
+}
+
 int plait_model_grants_bf16(const plait_bf16_terms *t) {
-    return t->requested && t->gpt && t->kernels && !t->context_parallel && !t->experts;
+    if (!t->requested || !t->kernels || t->context_parallel || t->experts) return 0;
+    return t->gpt || (t->llama && t->n_embd % 8 == 0);
 }
 
 /* Lays out (base NULL: measures) the bf16 copies of the local product
@@ -453,11 +466,14 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
      * plait_model_grants_bf16) */
     const plait_bf16_terms terms = {.requested = args->activations_bf16,
                                     .gpt = desc->is_gpt,
-                                    .kernels = plait_model_kernels_bf16(m->k, m->HS),
+                                    .llama = desc->is_llama,
+                                    .kernels = desc->is_llama ? plait_model_kernels_llama_bf16(m->k)
+                                                              : plait_model_kernels_bf16(m->k, m->HS),
                                     .context_parallel = m->cp > 1,
-                                    .experts = desc->moe.experts > 0};
+                                    .experts = desc->moe.experts > 0,
+                                    .n_embd = m->C};
     m->bf16 = plait_model_grants_bf16(&terms);
-    m->bf16_head = m->bf16 && !m->tp_ops;
+    m->bf16_head = m->bf16 && !m->tp_ops && desc->is_gpt;
     if (desc->moe.experts > 0 && (st = moe_setup(m, args)) != PLAIT_OK) goto fail;
     if (m->bf16 && (st = bf16_weights_alloc(m)) != PLAIT_OK) goto fail;
     if (m->bf16_head) m->head_rows = plait_model_head_rows(m->B * m->T, m->Vl, plait_model_head_room(m), NULL);

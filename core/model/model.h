@@ -207,16 +207,24 @@ typedef struct plait_bf16_terms {
     int kernels;         /* the kernel table runs the bf16 path (plait_model_kernels_bf16) */
     int context_parallel; /* the plan splits sequences over cp ranks (cp > 1) */
     int experts;          /* the model has a mixture of experts */
+    int llama;            /* the llama arch (its kernels: plait_model_kernels_llama_bf16) */
+    int64_t n_embd;       /* the model's width */
 } plait_bf16_terms;
 /* 1 when a model with these terms stores its activations in bf16: a bf16
  * run of the gpt arch on kernels that run the whole path, unless the
  * layout needs what the path lacks (ring attention and the experts' MLPs
- * are float32). Tensor and sequence parallelism are covered (gpt_bf16.c:
+ * are float32); of the llama arch likewise, at a width that is a
+ * multiple of 8 (llama_bf16.c: its stacked products' bf16 weight copies
+ * lie side by side). Tensor and sequence parallelism are covered (gpt_bf16.c:
  * the blocks in bf16 with float32 messages between their products and
  * the collectives; the vocabulary-parallel head float32), every recompute
  * mode (recompute.c rebuilds what it drops in bf16), and a split backward
  * (its weight halves' stash in bf16). */
 int plait_model_grants_bf16(const plait_bf16_terms *t);
+/* 1 if kernel table k runs the llama arch's bf16-activation blocks
+ * (llama_bf16.c): the Llama family's entries in float32 and bf16, the
+ * bf16 products, and copy_rows, which packs a projection's columns. */
+int plait_model_kernels_llama_bf16(const plait_kernels *k);
 /* 1 if kernel table k runs the GPT's bf16-activation path for head size
  * HS: the fused attention (HS within PLAIT_ATTENTION_FUSED_MAX_HS), the
  * fused loss, LayerNorm backward and GELU products, and every bf16 entry
@@ -226,7 +234,8 @@ int plait_model_kernels_bf16(const plait_kernels *k, int64_t HS);
  * its global parameter gi from the bf16 copy: every block's linear
  * layers' weights, the biases of the products whose output is bf16
  * (c_attn, c_fc), and the head's tied copy where the head runs in bf16
- * (`head`: no tensor parallelism, whose head is float32). The model keeps
+ * (`head`: no tensor parallelism, whose head is float32). Of a llama
+ * model: every block's projections (its head is float32). The model keeps
  * each such local tensor, its numel rounded up to 8, in the copy
  * (plait_model_weight_copy_bytes). */
 int plait_model_bf16_copied(const plait_model_spec *spec, int32_t gi, int head);

@@ -116,6 +116,7 @@ int64_t plait_shard_local_len(const plait_param *p);
  * (plait_model.bf16; the float32 parts of the same names are then NULL). */
 typedef struct block_acts_bf16 {
     plait_bf16 *ln1, *qkv, *atty, *ln2, *fch, *fcg;
+    plait_bf16 *gu, *swi; /* llama (llama_bf16.c): gate_proj's and up_proj's outputs side by side, SwiGLU's */
 } block_acts_bf16;
 
 typedef struct block_acts {
@@ -269,6 +270,10 @@ struct plait_model {
     int bf16_head;
     struct {
         plait_bf16 *dln, *dfc, *datty, *dqkv, *dres; /* dres: the residual stream's gradient, converted once */
+        /* llama (llama_bf16.c): SwiGLU's output gradient [BT,Fl], and one
+         * projection's columns of a stacked product's output gradient
+         * packed [BT, at most max(Cl,Fl)] for its weight gradient */
+        plait_bf16 *dswi, *pack;
     } sb;
     /* bf16 activations under tensor parallelism: the identities in bf16
      * whose product widens a bf16 gradient to float32 exactly for the tp
@@ -471,6 +476,25 @@ plait_status plait_bf16_mlp_backward(plait_model *m, model_slot *s, int32_t laye
                                      float *dr, bwd_part part);
 plait_status plait_bf16_head_forward(plait_model *m, model_slot *s);
 plait_status plait_bf16_head_backward(plait_model *m, model_slot *s, bwd_part part);
+/* What the llama arch's bf16 blocks share with them (gpt_bf16.c):
+ *   plait_bf16_norm_full: a block norm's bf16 output over every row the
+ *     column-parallel product reads, from the R rows the slot keeps
+ *     (`rows` itself, or gathered into sp_ln_bf under sequence parallelism);
+ *   plait_bf16_row_product: out = res + inp · wᵀ + bias (bias may be NULL)
+ *     on this rank's rows, the partial sums summed over the tp group;
+ *   plait_bf16_input_grad_sum: sb.dln, a column-parallel product's input
+ *     gradient, summed over the tp group into its R rows;
+ *   plait_bf16_dres_full: the residual stream's gradient g over every row
+ *     a row-parallel product reads, in bf16 (in sb.dres; the copy m->dres_of
+ *     names reused). */
+plait_status plait_bf16_norm_full(plait_model *m, const plait_bf16 *rows, const plait_bf16 **full, const char *where,
+                                  int32_t layer);
+plait_status plait_bf16_row_product(plait_model *m, float *out, const float *res, const plait_bf16 *inp,
+                                    const plait_bf16 *w, const float *bias, int64_t K, const char *where,
+                                    int32_t layer);
+plait_status plait_bf16_input_grad_sum(plait_model *m, const char *where, int32_t layer);
+plait_status plait_bf16_dres_full(plait_model *m, const float *g, const plait_bf16 **out, const char *where,
+                                  int32_t layer);
 
 /* The Llama family's bodies (llama_layers.c), float32, one pass or in
  * halves as above: the embedding (no positions: the rotary angles are
@@ -485,6 +509,13 @@ plait_status plait_llama_block_forward_act(plait_model *m, model_slot *s, int32_
 plait_status plait_llama_block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part);
 plait_status plait_llama_head_forward(plait_model *m, model_slot *s);
 plait_status plait_llama_head_backward(plait_model *m, model_slot *s, bwd_part part);
+/* A Llama block under bf16 activations (llama_bf16.c): its forward, the
+ * same up to SwiGLU's output (full recomputation), and `part` of its
+ * backward from s->gbuf[layer & 1] into s->gbuf[(layer - 1) & 1], a split
+ * one's halves through the slot's block_grads_bf16. */
+plait_status plait_llama_bf16_block_forward(plait_model *m, model_slot *s, int32_t layer);
+plait_status plait_llama_bf16_block_forward_act(plait_model *m, model_slot *s, int32_t layer);
+plait_status plait_llama_bf16_block_backward(plait_model *m, model_slot *s, int32_t layer, bwd_part part);
 
 /* Mixture of experts (moe.c): a sparse block's MLP half over `ln` [BT,C],
  * the normalised rows (every row, also under sequence parallelism):

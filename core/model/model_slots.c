@@ -88,6 +88,15 @@ static size_t stash_carve(plait_model *m, block_acts *a, block_grads *g, float *
         if (base) (ptr) = (plait_bf16 *)(void *)(base + off);          \
         off += align_up(((size_t)(n) + 1) / 2);                        \
     } while (0)
+    if (m->desc->is_llama && m->bf16) { /* bf16, all in the stash (llama_bf16.c) */
+        STASH_BF16(g->bf.dy, BT * C);
+        STASH_BF16(g->bf.dln2, R * C);
+        STASH_BF16(g->bf.dfc, BT * 2 * m->Fl);
+        STASH_BF16(g->bf.dres2, BT * C);
+        STASH_BF16(g->bf.dqkv, BT * m->Wq);
+        STASH_BF16(g->bf.dln1, R * C);
+        return off;
+    }
     if (m->desc->is_llama) { /* float32, all in the stash (llama_layers.c) */
         STASH(g->dy, BT * C);
         STASH(g->dln2, R * C);
@@ -169,18 +178,24 @@ static size_t slot_carve(plait_model *m, model_slot *s, float *base) {
             else TAKE(a->field, n);                                        \
         }                                                                  \
     } while (0)
-        if (m->desc->is_llama) { /* float32 (llama_layers.c) */
-            KEEP(ln1, BT * C);
+        if (m->desc->is_llama) { /* float32 (llama_layers.c), the norms' outputs kept gathered; or bf16
+                                  * (llama_bf16.c), on this rank's rows, gate|up side by side */
+            const int64_t ln_rows = m->bf16 ? R : BT;
+            KEEP_PRODUCT(ln1, ln_rows * C);
             KEEP(ln1_rstd, R);
-            KEEP(qkv, BT * m->Wq);
+            KEEP_PRODUCT(qkv, BT * m->Wq);
             KEEP(lse, m->B * m->NHl * m->T);
-            KEEP(atty, BT * m->Cl);
+            KEEP_PRODUCT(atty, BT * m->Cl);
             KEEP(res2, R * C);
-            KEEP(ln2, BT * C);
+            KEEP_PRODUCT(ln2, ln_rows * C);
             KEEP(ln2_rstd, R);
-            KEEP(fch, BT * m->Fl);
-            KEEP(fcg, BT * m->Fl);
-            KEEP(swi, BT * m->Fl);
+            if (!m->bf16) {
+                KEEP(fch, BT * m->Fl);
+                KEEP(fcg, BT * m->Fl);
+            } else if (plait_recompute_keeps(m, offsetof(block_acts, bf.gu))) {
+                TAKE_BF16(a->bf.gu, BT * 2 * m->Fl);
+            }
+            KEEP_PRODUCT(swi, BT * m->Fl);
             if (base) plait_recompute_share(m, a);
             if (m->split) off += stash_carve(m, a, &s->wg[l - 1], base ? base + off : NULL);
             continue;
@@ -278,8 +293,8 @@ plait_status plait_model_sp_scratch(plait_model *m) {
     if (m->sp_mem) return PLAIT_OK;
     const size_t full = align_up((size_t)(m->B * m->T * m->C)), local = align_up((size_t)(m->R * m->C));
     /* the gathered norm output: float32, or bf16 (half the floats); the
-     * llama arch's slots keep theirs gathered */
-    const size_t ln = m->desc->is_llama ? 0 : m->bf16 ? align_up((size_t)(m->B * m->T * m->C + 1) / 2) : full;
+     * llama arch's float32 slots keep theirs gathered */
+    const size_t ln = m->bf16 ? align_up((size_t)(m->B * m->T * m->C + 1) / 2) : m->desc->is_llama ? 0 : full;
     const size_t n = full + local + align_up((size_t)(2 * m->C)) + ln;
     m->sp_mem = plait_device_alloc(n * sizeof(float), "activations");
     if (!m->sp_mem) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: sequence-parallel buffers");
@@ -335,7 +350,11 @@ size_t plait_model_head_room(const plait_model *m) {
 plait_status plait_model_scratch_get(plait_model *m) {
     if (m->scratch) return PLAIT_OK;
     const int64_t BT = m->B * m->T;
-    const int f32 = !m->bf16, tp_bf16 = m->bf16 && !m->bf16_head;
+    const int f32 = !m->bf16, tp_bf16 = m->bf16 && !m->bf16_head, llama = m->desc->is_llama;
+    /* the llama arch's bf16 blocks: gate|up's output gradient, q|k|v's
+     * (llama_bf16.c), SwiGLU's and a packed projection's */
+    const int64_t dfc = llama ? 2 * m->Fl : m->Fl, dqkv = llama ? m->Wq : 3 * m->Cl;
+    const int64_t pack = m->Fl > m->Cl ? m->Fl : m->Cl;
     /* under tensor parallelism s_dln holds float32 gradients for the
      * group's collectives and the float32 head (gpt_bf16.c) */
     size_t sizes[14] = {f32 || tp_bf16 ? align_up((size_t)(BT * m->C)) : 0, f32 ? align_up((size_t)(BT * m->Fl)) : 0,
@@ -343,13 +362,15 @@ plait_status plait_model_scratch_get(plait_model *m) {
                         m->desc->is_gpt && !m->fused_attn ? align_up((size_t)(m->B * m->NHl * m->T * m->T)) : 0,
                         align_up((size_t)(3 * BT)),
                         /* bf16: dln, dfc, datty, dqkv, dres */
-                        f32 ? 0 : align_up((size_t)(BT * m->C + 1) / 2),
-                        f32 ? 0 : align_up((size_t)(BT * m->Fl + 1) / 2),
+                        f32 ? 0 : align_up((size_t)(BT * m->C + 1) / 2), f32 ? 0 : align_up((size_t)(BT * dfc + 1) / 2),
                         f32 ? 0 : align_up((size_t)(BT * m->Cl + 1) / 2),
-                        f32 ? 0 : align_up((size_t)(BT * 3 * m->Cl + 1) / 2),
+                        f32 ? 0 : align_up((size_t)(BT * dqkv + 1) / 2),
                         f32 ? 0 : align_up((size_t)(BT * m->C + 1) / 2), 0,
-                        /* llama: gate_proj's output gradient beside up_proj's in dfc */
-                        m->desc->is_llama ? align_up((size_t)(BT * m->Fl)) : 0,
+                        /* llama: gate_proj's output gradient beside up_proj's in dfc;
+                         * under bf16 sb.dswi and sb.pack */
+                        !llama ? 0
+                        : f32  ? align_up((size_t)(BT * m->Fl))
+                               : align_up((size_t)(BT * m->Fl + 1) / 2) + align_up((size_t)(BT * pack + 1) / 2),
                         /* the bf16 identities that widen a gradient, then C floats of
                          * zeros for a split backward's norms (gpt_bf16.c) */
                         tp_bf16 ? align_up(PLAIT_UNIT_BF16 / 2 + (size_t)m->C) : 0};
@@ -376,7 +397,9 @@ plait_status plait_model_scratch_get(plait_model *m) {
     m->s_dqkv = at[3];
     m->s_datt = m->fused_attn ? m->att_scratch : at[4];
     m->s_rows = at[5];
-    m->s_dgate = at[12];
+    m->s_dgate = f32 ? at[12] : NULL;
+    m->sb.dswi = f32 || !llama ? NULL : (plait_bf16 *)(void *)at[12];
+    m->sb.pack = m->sb.dswi ? (plait_bf16 *)(void *)(at[12] + align_up((size_t)(BT * m->Fl + 1) / 2)) : NULL;
     m->sb.dln = (plait_bf16 *)(void *)at[6];
     m->sb.dfc = (plait_bf16 *)(void *)at[7];
     m->sb.datty = (plait_bf16 *)(void *)at[8];

@@ -62,10 +62,13 @@ static plait_status recompute_llama(plait_model *m, model_slot *s, int32_t layer
     switch (m->desc->recompute) {
         case PLAIT_RECOMPUTE_SELECTIVE:
             if (desc_block_sparse(m->desc, layer - 1)) return PLAIT_OK; /* no SwiGLU of its own */
-            m->k->swiglu_forward(a->swi, a->fch, a->fcg, (size_t)(m->B * m->T * m->Fl));
+            if (m->bf16) /* the forward's own kernel on gate|up (llama_bf16.c): the same bits */
+                m->k->swiglu_forward_bf16(a->bf.swi, a->bf.gu, m->B * m->T, m->Fl);
+            else m->k->swiglu_forward(a->swi, a->fch, a->fcg, (size_t)(m->B * m->T * m->Fl));
             return PLAIT_OK;
         case PLAIT_RECOMPUTE_FULL:
-            return plait_llama_block_forward_act(m, s, layer);
+            return m->bf16 ? plait_llama_bf16_block_forward_act(m, s, layer)
+                           : plait_llama_block_forward_act(m, s, layer);
         default:
             return PLAIT_OK;
     }

@@ -27,13 +27,25 @@ typedef struct part {
 #define F32(f) offsetof(block_acts, f), NO_BF16
 #define BF16(f) offsetof(block_acts, f), offsetof(block_acts, bf.f)
 /* the llama arch: fch and fcg are gate's and up's outputs, swi SwiGLU's,
- * which its selective mode rebuilds from them */
+ * which its selective mode rebuilds from them; under bf16 activations
+ * bf.gu holds gate's and up's side by side instead (llama_bf16.c), a
+ * part of its own, bf16 only */
 static const part parts[] = {
-    {BF16(ln1), G | L, 0},         {F32(ln1_mean), G, 0},     {F32(ln1_rstd), G | L, 0},
-    {BF16(qkv), G | L, 0},         {F32(att), G, G},          {BF16(atty), G | L, 0},
-    {F32(res2), G | L, 0},         {BF16(ln2), G | M | L, 0}, {F32(ln2_mean), G | M, 0},
-    {F32(ln2_rstd), G | M | L, 0}, {BF16(fch), G | M | L, 0}, {BF16(fcg), G | M | L, G | M},
-    {F32(lse), G | L, 0},          {F32(swi), L, L},
+    {BF16(ln1), G | L, 0},
+    {F32(ln1_mean), G, 0},
+    {F32(ln1_rstd), G | L, 0},
+    {BF16(qkv), G | L, 0},
+    {F32(att), G, G},
+    {BF16(atty), G | L, 0},
+    {F32(res2), G | L, 0},
+    {BF16(ln2), G | M | L, 0},
+    {F32(ln2_mean), G | M, 0},
+    {F32(ln2_rstd), G | M | L, 0},
+    {BF16(fch), G | M | L, 0},
+    {BF16(fcg), G | M | L, G | M},
+    {F32(lse), G | L, 0},
+    {BF16(swi), L, L},
+    {offsetof(block_acts, bf.gu), offsetof(block_acts, bf.gu), L, 0},
 };
 
 static unsigned arch_of(const plait_model *m) { return m->desc->is_gpt ? G : m->desc->is_llama ? L : M; }
@@ -50,10 +62,14 @@ static const part *find_part(size_t field) {
 /* Elements of a part (of its bf16 form or its float32 one: the same count). */
 static size_t part_elems(const plait_model *m, size_t field) {
     const int64_t BT = m->B * m->T, C = m->C;
+    const int llama_bf16 = m->desc->is_llama && m->bf16;
     /* sequence parallelism splits the residual stream, the norms'
-     * statistics and (but the llama arch's) their outputs: m->R rows */
+     * statistics and (but the llama arch's float32 ones) their outputs: m->R rows */
     if (field == offsetof(block_acts, ln1) || field == offsetof(block_acts, ln2))
-        return (size_t)((m->desc->is_llama ? BT : m->R) * C);
+        return (size_t)((m->desc->is_llama && !m->bf16 ? BT : m->R) * C);
+    /* the llama arch: gate's and up's outputs apart in float32, side by side in bf16 */
+    if (field == offsetof(block_acts, bf.gu)) return llama_bf16 ? (size_t)(2 * BT * m->Fl) : 0;
+    if ((field == offsetof(block_acts, fch) || field == offsetof(block_acts, fcg)) && llama_bf16) return 0;
     if (field == offsetof(block_acts, res2)) return (size_t)(m->R * C);
     if (field == offsetof(block_acts, qkv)) return (size_t)(BT * (m->desc->is_llama ? m->Wq : 3 * m->Cl));
     /* a model has the probabilities or, with fused attention, the rows' log-sum-exp */

@@ -168,6 +168,74 @@ static void r_gelu_forward(plait_bf16 *out, const plait_bf16 *inp, size_t n) {
     round_into(out, o, n);
 }
 
+/* ---- the Llama family's (ABI 1.22) ---- */
+
+static void r_rmsnorm_forward(plait_bf16 *out, float *rstd, const float *inp, const float *weight, int64_t BT,
+                              int64_t C, float eps) {
+    float *o = scratch(0, (size_t)(BT * C));
+    g_f32.rmsnorm_forward(o, rstd, inp, weight, BT, C, eps);
+    round_into(out, o, (size_t)(BT * C));
+}
+
+static void r_rmsnorm_backward(float *dinp, const float *dres, float *dweight, const plait_bf16 *dout, const float *inp,
+                               const float *weight, const float *rstd, int64_t BT, int64_t C) {
+    g_f32.rmsnorm_backward(dinp, dres, dweight, widen(1, dout, (size_t)(BT * C)), inp, weight, rstd, BT, C);
+}
+
+static void r_rope(plait_bf16 *x, const float *cs, int64_t B, int64_t T, int64_t row_stride, int64_t n_heads,
+                   int64_t HS, int inverse) {
+    const size_t n = (size_t)(B * T * row_stride);
+    float *f = widen(1, x, n);
+    g_f32.rope(f, cs, B, T, row_stride, n_heads, HS, inverse);
+    round_into(x, f, n);
+}
+
+/* gu's rows split into gate (scratch 1) and up (scratch 2), widened */
+static void split_gu(const plait_bf16 *gu, int64_t BT, int64_t F, float **gate, float **up) {
+    *gate = scratch(1, (size_t)(BT * F));
+    *up = scratch(2, (size_t)(BT * F));
+    for (int64_t r = 0; r < BT; r++)
+        for (int64_t i = 0; i < F; i++) {
+            (*gate)[r * F + i] = kref_float_of(gu[r * 2 * F + i]);
+            (*up)[r * F + i] = kref_float_of(gu[r * 2 * F + F + i]);
+        }
+}
+
+static void r_swiglu_forward(plait_bf16 *out, const plait_bf16 *gu, int64_t BT, int64_t F) {
+    float *gate, *up, *o = scratch(0, (size_t)(BT * F));
+    split_gu(gu, BT, F, &gate, &up);
+    g_f32.swiglu_forward(o, gate, up, (size_t)(BT * F));
+    round_into(out, o, (size_t)(BT * F));
+}
+
+static void r_swiglu_backward(plait_bf16 *dgu, const plait_bf16 *dout, const plait_bf16 *gu, int64_t BT, int64_t F) {
+    float *gate, *up, *dg = scratch(0, (size_t)(BT * F)), *du = scratch(4, (size_t)(BT * F));
+    split_gu(gu, BT, F, &gate, &up);
+    g_f32.swiglu_backward(dg, du, widen(3, dout, (size_t)(BT * F)), gate, up, (size_t)(BT * F));
+    for (int64_t r = 0; r < BT; r++) {
+        round_into(dgu + r * 2 * F, dg + r * F, (size_t)F);
+        round_into(dgu + r * 2 * F + F, du + r * F, (size_t)F);
+    }
+}
+
+static void r_attention_gqa_forward(plait_bf16 *out, float *lse, float *scratch_, const plait_bf16 *qkv, int64_t B,
+                                    int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+    const size_t n = (size_t)(B * T * NH * HS), nqkv = (size_t)(B * T * (NH + 2 * NKV) * HS);
+    float *o = scratch(0, n);
+    g_f32.attention_gqa_forward(o, lse, scratch_, widen(1, qkv, nqkv), B, T, NH, NKV, HS);
+    round_into(out, o, n);
+}
+
+static void r_attention_gqa_backward(plait_bf16 *dqkv, float *scratch_, const plait_bf16 *dout, const plait_bf16 *qkv,
+                                     const plait_bf16 *out, const float *lse, int64_t B, int64_t T, int64_t NH,
+                                     int64_t NKV, int64_t HS) {
+    const size_t n = (size_t)(B * T * NH * HS), nqkv = (size_t)(B * T * (NH + 2 * NKV) * HS);
+    const float *d = widen(1, dout, n), *q = widen(2, qkv, nqkv), *o = widen(3, out, n);
+    float *dq = scratch(0, nqkv);
+    g_f32.attention_gqa_backward(dq, scratch_, d, q, o, lse, B, T, NH, NKV, HS);
+    round_into(dqkv, dq, nqkv);
+}
+
 void kref_bf16_fill(plait_kernels *t) {
     g_f32 = *t;
     t->struct_size = sizeof *t;
@@ -184,4 +252,11 @@ void kref_bf16_fill(plait_kernels *t) {
     t->crossentropy_fused_bf16 = r_crossentropy_fused;
     t->gelu_forward_bf16 = r_gelu_forward;
     t->layernorm_backward_fused_bf16_copy = r_layernorm_backward_fused_copy;
+    t->rmsnorm_forward_bf16 = r_rmsnorm_forward;
+    t->rmsnorm_backward_bf16 = r_rmsnorm_backward;
+    t->rope_bf16 = r_rope;
+    t->swiglu_forward_bf16 = r_swiglu_forward;
+    t->swiglu_backward_bf16 = r_swiglu_backward;
+    t->attention_gqa_forward_bf16 = r_attention_gqa_forward;
+    t->attention_gqa_backward_bf16 = r_attention_gqa_backward;
 }

@@ -1,6 +1,6 @@
 /*
  * The CPU references of the kernel table's bf16-activation entries
- * (plait/kernels.h, ABI 1.8 and 1.9), for the kernel tests. The core's CPU device
+ * (plait/kernels.h, ABI 1.8, 1.9 and 1.22), for the kernel tests. The core's CPU device
  * has no such entries (it keeps float32 activations); a test fills them
  * into its copy of the CPU table with kref_bf16_fill. Each reference is
  * the contract written out: the bf16 inputs widened to float32 exactly,

@@ -796,5 +796,11 @@ static int run_cases(const plait_kernels *k, const plait_device_ops *d, double t
         fails += run_list(kc_bf16_product_cases, kc_bf16_product_count, k, d, tol, seed + n);
         fails += run_list(kc_bf16_row_cases, kc_bf16_row_count, k, d, tol, seed + n + kc_bf16_product_count);
     }
+    /* the Llama family's bf16 forms (ABI 1.22), optional as a whole too */
+    const int llama_bf16 = k->struct_size >=
+                               offsetof(plait_kernels, rmsnorm_forward_bf16) + sizeof k->rmsnorm_forward_bf16 &&
+                           k->rmsnorm_forward_bf16;
+    if (g_bf16_cases && !llama_bf16) printf("the Llama family's bf16-activation entries: not offered by this device\n");
+    if (g_bf16_cases && llama_bf16) fails += run_list(kc_llama_bf16_cases, kc_llama_bf16_count, k, d, tol, seed + 2000);
     return fails;
 }

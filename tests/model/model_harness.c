@@ -1,5 +1,6 @@
 #include "model/model_harness.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,4 +224,24 @@ const plait_kernels *harness_unfused_kernels(void) {
     k.attention_fused_forward = NULL;
     k.attention_fused_backward = NULL;
     return &k;
+}
+
+double harness_loss_dev(const harness_trace *a, const harness_trace *b, int slots) {
+    double worst = 0;
+    for (int i = 0; i < a->steps * slots; i++) worst = fmax(worst, fabs(a->loss[i] - b->loss[i]) / fabs(b->loss[i]));
+    return worst;
+}
+
+double harness_grad_dev(const harness_trace *a, const harness_trace *b) {
+    double worst = 0;
+    for (int s = 0; s < a->steps; s++) {
+        double d = 0, n = 0;
+        for (size_t i = 0; i < a->numel; i++) {
+            const double x = a->grads[(size_t)s * a->numel + i], y = b->grads[(size_t)s * b->numel + i];
+            d += (x - y) * (x - y);
+            n += y * y;
+        }
+        worst = fmax(worst, sqrt(d / n));
+    }
+    return worst;
 }

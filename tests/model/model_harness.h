@@ -85,6 +85,11 @@ typedef struct harness_trace {
 } harness_trace;
 int harness_trace_run(const char *ini, int32_t micro_batch, const harness_opts *o, harness_trace *t);
 void harness_trace_free(harness_trace *t);
+/* Of two traces of the same steps: the largest relative difference of
+ * their per-slot losses (`slots` a step), and of their gradients
+ * (norm of the difference over the norm of b's) over every step. */
+double harness_loss_dev(const harness_trace *a, const harness_trace *b, int slots);
+double harness_grad_dev(const harness_trace *a, const harness_trace *b);
 
 /* Deterministic pseudo-random tokens in [0, V). */
 void harness_tokens(int32_t *dst, size_t n, int32_t V, uint32_t seed);

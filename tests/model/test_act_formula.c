@@ -5,9 +5,9 @@
  * blocks less one of 2, so only per-block terms remain) and for the
  * recompute buffers all blocks share, for recompute none, selective and
  * full, under tensor parallelism with and without sequence parallelism,
- * gpt and llama, float32; and gpt with bf16 activations (the bf16 entries'
- * CPU references standing in for a device's), whose products' operands and
- * norm outputs take 2 bytes an element (the residual stream, the
+ * gpt and llama, float32; and gpt and llama with bf16 activations (the
+ * bf16 entries' CPU references standing in for a device's), whose
+ * products' operands and norm outputs take 2 bytes an element (the residual stream, the
  * norms' statistics and the log-sum-exps stay float32). The sizes are multiples of the
  * slots' 16-float alignment, so the counts are exact.
  */
@@ -51,13 +51,14 @@ static double block_bytes(const shape *x, double t, int sp, int bf16, const char
     const int gpt = x->arch[0] == 'g';
     const int none = recompute[0] == 'n', selective = recompute[0] == 's';
     /* the two norms' outputs (split by sequence parallelism in the gpt
-     * arch, gathered in the llama arch's slots), the products' operands
+     * arch and under bf16 activations, gathered in the llama arch's float32
+     * slots), the products' operands
      * (split by tp), the residual stream's two tensors and the norms'
      * statistics (split by sequence parallelism), the rows' log-sum-exp */
     double products = gpt ? 12 * s * b * h / t : s * b * h * (2 + 2 * x->kv / a) / t + 3 * s * b * x->F / t;
     const double stats = gpt ? 4 : 2,
                  dropped = gpt ? 4 * s * b * h / t : s * b * x->F / t; /* GELU's, SwiGLU's output */
-    const double narrow = 2 * s * b * h / (gpt ? tq : 1) + products,
+    const double narrow = 2 * s * b * h / (gpt || bf16 ? tq : 1) + products,
                  wide = 2 * s * b * h / tq + s * b * (a / t + stats / tq);
     const double half = bf16 ? 2 : 4, block = half * narrow + 4 * wide, input = 4 * s * b * h / tq;
     if (shared) return none ? 0 : selective ? half * dropped : block - input;
@@ -139,8 +140,14 @@ static void test_llama(void **state) {
     check(&x, "n_head = 4\nn_kv_head = 2\nn_embd = 32\nffn_hidden = 48\nblock_size = 16\nvocab_size = 64\n", 2, 0);
 }
 
+static void test_llama_bf16(void **state) {
+    (void)state;
+    const shape x = {"llama", 16, 4, 32, 4, 2, 48};
+    check(&x, "n_head = 4\nn_kv_head = 2\nn_embd = 32\nffn_hidden = 48\nblock_size = 16\nvocab_size = 64\n", 2, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_gpt), cmocka_unit_test(test_gpt_bf16),
-                                       cmocka_unit_test(test_llama)};
+                                       cmocka_unit_test(test_llama), cmocka_unit_test(test_llama_bf16)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,25 +82,9 @@ static void trace(const char *ini, int bf16, int stale, int split, harness_trace
 
 /* The largest relative difference of the per-slot losses, and of the
  * gradients (norm of the difference over the norm) over every step. */
-static double loss_dev(const harness_trace *a, const harness_trace *b) {
-    double worst = 0;
-    for (int i = 0; i < STEPS * SLOTS; i++) worst = fmax(worst, fabs(a->loss[i] - b->loss[i]) / fabs(b->loss[i]));
-    return worst;
-}
+static double loss_dev(const harness_trace *a, const harness_trace *b) { return harness_loss_dev(a, b, SLOTS); }
 
-static double grad_dev(const harness_trace *a, const harness_trace *b) {
-    double worst = 0;
-    for (int s = 0; s < STEPS; s++) {
-        double d = 0, n = 0;
-        for (size_t i = 0; i < a->numel; i++) {
-            const double x = a->grads[(size_t)s * a->numel + i], y = b->grads[(size_t)s * b->numel + i];
-            d += (x - y) * (x - y);
-            n += y * y;
-        }
-        worst = fmax(worst, sqrt(d / n));
-    }
-    return worst;
-}
+static double grad_dev(const harness_trace *a, const harness_trace *b) { return harness_grad_dev(a, b); }
 
 static void test_trains_as_float32(void **state) {
     (void)state;

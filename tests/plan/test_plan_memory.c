@@ -8,7 +8,9 @@
  * (the CPU's kernels: float32 activations), the cpu device training in
  * bf16 (float32 activations still) and the cuda_emu device (the cuda
  * plugin's own code: bf16 activations and the weights' bf16 copy where the
- * model grants them, float32 otherwise), the prediction `plait config
+ * model grants them, float32 otherwise; the llama arch's bf16 blocks
+ * under tp 2 with sequence parallelism, tp 2 with full recomputation,
+ * pp 2 zb1 and pp 2 with selective), the prediction `plait config
  * check` prints (plait_cli_predict_memory, exact bytes) beside the run's
  * memory.csv, category by category: parameters, gradients, optimizer state,
  * activations.
@@ -176,6 +178,32 @@ static const layout layouts[] = {
      1,
      1},
     {"cpu tp2 sp", {"device.plugin=cpu", "parallel.tp=2", "parallel.tp.sequence_parallel=true", NULL}, 0, 0},
+    /* the llama arch's bf16 blocks (q|k|v and gate|up stacked, the head
+     * float32): tp 2 with sequence parallelism (the norms' outputs on this
+     * rank's rows), tp 2 with full recomputation (one block's working set
+     * for all), pp 2 with zb1 (the split backward's stash in bf16) and
+     * with selective (SwiGLU's output in one bf16 buffer the blocks
+     * share) */
+    {"cuda_emu llama bf16 tp2 sp",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.n_kv_head=2", "model.ffn_hidden=104",
+      "parallel.tp=2", "parallel.tp.sequence_parallel=true", NULL},
+     1,
+     1},
+    {"cuda_emu llama bf16 tp2 full",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.ffn_hidden=104", "parallel.tp=2",
+      "model.recompute=full", NULL},
+     1,
+     1},
+    {"cuda_emu llama bf16 pp2 zb1",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.ffn_hidden=104", "parallel.pp=2",
+      "parallel.pp.schedule=zb1", "data.micro_batch=1", NULL},
+     1,
+     1},
+    {"cuda_emu llama bf16 pp2 selective",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.ffn_hidden=104", "parallel.pp=2",
+      "data.micro_batch=1", "model.recompute=selective", NULL},
+     1,
+     1},
     {"cuda_emu bf16 pp2 1f1b selective",
      {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.pp=2", "parallel.pp.schedule=1f1b",
       "data.micro_batch=1", "model.recompute=selective", NULL},

@@ -30,6 +30,9 @@
  * dK and dV kernel takes a key/value head's block and walks its query
  * heads in head order, so its sums keep a fixed order. With NKV = NH
  * every index is the multi-head one: the same kernels, the same bits.
+ * Its bf16-activation form (ABI 1.22) is the fp32 kernels with E =
+ * plait_bf16 where NKV < NH: the tensor-core kernels take multi-head
+ * attention only.
  *
  * Every kernel is templated on the activations' element type E: float, or
  * plait_bf16 for the bf16-activation entries (qkv, out, dout, dqkv in
@@ -348,6 +351,21 @@ void pc_launch_attention_gqa_backward(float *dqkv, float *Dv, const float *dout,
                                       int tensor_cores) {
     at_backward(dqkv, Dv, dout, qkv, out, lse, B, T, NH, NKV, HS, tensor_cores);
     pc_check_launch("grouped-query attention backward");
+}
+
+void pc_launch_attention_gqa_forward_bf16(plait_bf16 *out, float *lse, const plait_bf16 *qkv, int64_t B, int64_t T,
+                                          int64_t NH, int64_t NKV, int64_t HS) {
+    if (!at_aligned_bf16("attention_gqa_forward_bf16", out, qkv, NULL, NULL)) return;
+    at_forward(out, lse, qkv, B, T, NH, NKV, HS, 1);
+    pc_check_launch("grouped-query attention forward (bf16)");
+}
+
+void pc_launch_attention_gqa_backward_bf16(plait_bf16 *dqkv, float *Dv, const plait_bf16 *dout, const plait_bf16 *qkv,
+                                           const plait_bf16 *out, const float *lse, int64_t B, int64_t T, int64_t NH,
+                                           int64_t NKV, int64_t HS) {
+    if (!at_aligned_bf16("attention_gqa_backward_bf16", dqkv, dout, qkv, out)) return;
+    at_backward(dqkv, Dv, dout, qkv, out, lse, B, T, NH, NKV, HS, 1);
+    pc_check_launch("grouped-query attention backward (bf16)");
 }
 
 } /* extern "C" */

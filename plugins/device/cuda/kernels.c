@@ -307,6 +307,17 @@ static void k_attention_fused_forward_bf16(plait_bf16 *out, float *lse, float *s
     pc_launch_attention_fused_forward_bf16(out, lse, qkv, B, T, NH, HS);
 }
 
+/* The Llama family's on bf16 activations (ABI 1.22): the grouped-query
+ * kernels on bf16 q, k, v, out, dout and dqkv; with NKV = NH the fused
+ * bf16 entries' (the tensor cores at their head sizes), else the fp32
+ * kernels widening bf16 on load (the tensor-core kernels take multi-head
+ * attention only); scratch as above. */
+static void k_attention_gqa_forward_bf16(plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv, int64_t B,
+                                         int64_t T, int64_t NH, int64_t NKV, int64_t HS) {
+    (void)scratch;
+    pc_launch_attention_gqa_forward_bf16(out, lse, qkv, B, T, NH, NKV, HS);
+}
+
 /* ---- embeddings ------------------------------------------------------------ */
 
 static void k_embedding_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe, int64_t B,
@@ -373,6 +384,28 @@ static void leave(void) {
         leave();                                                                                                     \
         return r;                                                                                                    \
     }
+
+/* the mixture of experts' grouped product (ABI 1.21): a cuBLASLt product
+ * an expert, over the host's offsets; above the entries, whose macros
+ * end in no `;` */
+static void k_moe_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                                 const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = off[e], n = off[e + 1] - r0;
+        if (n > 0)
+            k_matmul_forward(out + r0 * OC, inp + r0 * C, weight + e * OC * C, bias ? bias + e * OC : NULL, n, C, OC);
+    }
+}
+static void k_moe_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                  const float *weight, const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r0 = off[e], n = off[e + 1] - r0;
+        if (n > 0)
+            k_matmul_backward(dinp ? dinp + r0 * C : NULL, dweight ? dweight + e * OC * C : NULL,
+                              dbias ? dbias + e * OC : NULL, dout + r0 * OC, inp + r0 * C,
+                              weight ? weight + e * OC * C : NULL, n, C, OC);
+    }
+}
 
 PC_ENTRY(sgemm, k_sgemm, (int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc), (trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
 PC_ENTRY(zero, k_zero, (float *x, size_t n), (x, n))
@@ -449,6 +482,35 @@ PC_ENTRY(attention_gqa_backward, k_attention_gqa_backward,
          (float *dqkv, float *scratch, const float *dout, const float *qkv, const float *out, const float *lse,
           int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS),
          (dqkv, scratch, dout, qkv, out, lse, B, T, NH, NKV, HS))
+/* the Llama family on bf16 activations (ABI 1.22); clang-format would
+ * read a parameter list's `plait_bf16 *out` in a macro's argument as a
+ * product */
+/* clang-format off */
+PC_ENTRY(rmsnorm_forward_bf16, pc_launch_rmsnorm_forward_bf16,
+         (plait_bf16 *out, float *rstd, const float *inp, const float *weight, int64_t BT, int64_t C, float eps),
+         (out, rstd, inp, weight, BT, C, eps))
+PC_ENTRY(rmsnorm_backward_bf16, pc_launch_rmsnorm_backward_bf16,
+         (float *dinp, const float *dres, float *dweight, const plait_bf16 *dout, const float *inp,
+          const float *weight, const float *rstd, int64_t BT, int64_t C),
+         (dinp, dres, dweight, dout, inp, weight, rstd, BT, C))
+PC_ENTRY(rope_bf16, pc_launch_rope_bf16,
+         (plait_bf16 *x, const float *cs, int64_t B, int64_t T, int64_t row_stride, int64_t n_heads, int64_t HS,
+          int inverse),
+         (x, cs, B, T, row_stride, n_heads, HS, inverse))
+PC_ENTRY(swiglu_forward_bf16, pc_launch_swiglu_forward_bf16,
+         (plait_bf16 *out, const plait_bf16 *gu, int64_t BT, int64_t F), (out, gu, BT, F))
+PC_ENTRY(swiglu_backward_bf16, pc_launch_swiglu_backward_bf16,
+         (plait_bf16 *dgu, const plait_bf16 *dout, const plait_bf16 *gu, int64_t BT, int64_t F),
+         (dgu, dout, gu, BT, F))
+PC_ENTRY(attention_gqa_forward_bf16, k_attention_gqa_forward_bf16,
+         (plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv, int64_t B, int64_t T, int64_t NH,
+          int64_t NKV, int64_t HS),
+         (out, lse, scratch, qkv, B, T, NH, NKV, HS))
+PC_ENTRY(attention_gqa_backward_bf16, pc_launch_attention_gqa_backward_bf16,
+         (plait_bf16 *dqkv, float *scratch, const plait_bf16 *dout, const plait_bf16 *qkv, const plait_bf16 *out,
+          const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS),
+         (dqkv, scratch, dout, qkv, out, lse, B, T, NH, NKV, HS))
+/* clang-format on */
 
 /* ring attention (ABI 1.18): ring.cu */
 PC_ENTRY(ring_attention_forward, pc_launch_ring_attention_forward,
@@ -467,26 +529,7 @@ PC_ENTRY(copy_rows, pc_launch_copy_rows,
          (float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows, int64_t width),
          (dst, dst_stride, src, src_stride, rows, width))
 
-/* the mixture of experts (ABI 1.21): moe.cu, and the grouped product a
- * cuBLASLt product an expert, over the host's offsets */
-static void k_moe_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
-                                 const int32_t *off, int64_t E, int64_t C, int64_t OC) {
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t r0 = off[e], n = off[e + 1] - r0;
-        if (n > 0)
-            k_matmul_forward(out + r0 * OC, inp + r0 * C, weight + e * OC * C, bias ? bias + e * OC : NULL, n, C, OC);
-    }
-}
-static void k_moe_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                                  const float *weight, const int32_t *off, int64_t E, int64_t C, int64_t OC) {
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t r0 = off[e], n = off[e + 1] - r0;
-        if (n > 0)
-            k_matmul_backward(dinp ? dinp + r0 * C : NULL, dweight ? dweight + e * OC * C : NULL,
-                              dbias ? dbias + e * OC : NULL, dout + r0 * OC, inp + r0 * C,
-                              weight ? weight + e * OC * C : NULL, n, C, OC);
-    }
-}
+/* the mixture of experts (ABI 1.21): moe.cu */
 PC_ENTRY(moe_route, pc_launch_moe_route,
          (float *scores, float *lse, int32_t *idx, float *gate, const float *logits, const float *bias, int64_t N,
           int64_t E, int64_t k, int sigmoid),
@@ -611,6 +654,14 @@ static const plait_kernels g_table = {
     .moe_route_backward = e_moe_route_backward,
     .moe_matmul_forward = e_moe_matmul_forward,
     .moe_matmul_backward = e_moe_matmul_backward,
+    /* the Llama family on bf16 activations (ABI 1.22) */
+    .rmsnorm_forward_bf16 = e_rmsnorm_forward_bf16,
+    .rmsnorm_backward_bf16 = e_rmsnorm_backward_bf16,
+    .rope_bf16 = e_rope_bf16,
+    .swiglu_forward_bf16 = e_swiglu_forward_bf16,
+    .swiglu_backward_bf16 = e_swiglu_backward_bf16,
+    .attention_gqa_forward_bf16 = e_attention_gqa_forward_bf16,
+    .attention_gqa_backward_bf16 = e_attention_gqa_backward_bf16,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

@@ -303,6 +303,21 @@ void pc_launch_rope(float *x, const float *cs, int64_t B, int64_t T, int64_t row
 void pc_launch_swiglu_forward(float *out, const float *gate, const float *up, size_t n);
 void pc_launch_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
                                size_t n);
+/* their bf16-activation forms (ABI 1.22; llama.cu, attention.cu) */
+void pc_launch_rmsnorm_forward_bf16(plait_bf16 *out, float *rstd, const float *inp, const float *weight, int64_t BT,
+                                    int64_t C, float eps);
+void pc_launch_rmsnorm_backward_bf16(float *dinp, const float *dres, float *dweight, const plait_bf16 *dout,
+                                     const float *inp, const float *weight, const float *rstd, int64_t BT, int64_t C);
+void pc_launch_rope_bf16(plait_bf16 *x, const float *cs, int64_t B, int64_t T, int64_t row_stride, int64_t n_heads,
+                         int64_t HS, int inverse);
+void pc_launch_swiglu_forward_bf16(plait_bf16 *out, const plait_bf16 *gu, int64_t BT, int64_t F);
+void pc_launch_swiglu_backward_bf16(plait_bf16 *dgu, const plait_bf16 *dout, const plait_bf16 *gu, int64_t BT,
+                                    int64_t F);
+void pc_launch_attention_gqa_forward_bf16(plait_bf16 *out, float *lse, const plait_bf16 *qkv, int64_t B, int64_t T,
+                                          int64_t NH, int64_t NKV, int64_t HS);
+void pc_launch_attention_gqa_backward_bf16(plait_bf16 *dqkv, float *Dv, const plait_bf16 *dout, const plait_bf16 *qkv,
+                                           const plait_bf16 *out, const float *lse, int64_t B, int64_t T, int64_t NH,
+                                           int64_t NKV, int64_t HS);
 /* ring.cu: ring attention's block kernels (plait/kernels.h, ABI 1.18) */
 void pc_launch_ring_attention_forward(float *out, float *mx, float *l, const float *qkv, const float *kv,
                                       int64_t kv_stride, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,

@@ -601,6 +601,41 @@ typedef struct plait_kernels {
      * NULL). off is host memory. */
     void (*moe_matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                                 const float *weight, const int32_t *off, int64_t E, int64_t C, int64_t OC);
+    /* --- ABI 1.22: the Llama family's entries on bf16 activations ------
+     * Optional, all or none (PLAIT_KERNELS_HAS_LLAMA_BF16): the entries of
+     * 1.10 with the tensors a Llama block's products read and write typed
+     * plait_bf16, under 1.8's rules (float32 arithmetic inside, each bf16
+     * output rounded once to nearest even; rstd, lse, the cosines and
+     * sines, inp, dinp, dres and dweight float32). Same conventions
+     * (device memory, bf16 tensors 16-byte aligned where their float32
+     * counterparts are, no atomics: the same inputs give the same bits). */
+    /* rmsnorm_forward with a bf16 output. */
+    void (*rmsnorm_forward_bf16)(plait_bf16 *out, float *rstd, const float *inp, const float *weight, int64_t BT,
+                                 int64_t C, float eps);
+    /* rmsnorm_backward from a bf16 dout, in halves as it (dinp NULL:
+     * weight not read; dweight NULL: not computed; one call's bits). */
+    void (*rmsnorm_backward_bf16)(float *dinp, const float *dres, float *dweight, const plait_bf16 *dout,
+                                  const float *inp, const float *weight, const float *rstd, int64_t BT, int64_t C);
+    /* rope on bf16 x in place: each pair widened, rotated in float32 and
+     * rounded once. */
+    void (*rope_bf16)(plait_bf16 *x, const float *cs, int64_t B, int64_t T, int64_t row_stride, int64_t n_heads,
+                      int64_t HS, int inverse);
+    /* SwiGLU with the gate fused into the product before it: a row of
+     * gu[BT,2F] holds gate_proj's F outputs then up_proj's (one product
+     * of the two weights stacked, Megatron-LM's linear_fc1); out[BT,F] =
+     * silu(gate)·up. The backward overwrites dgu[BT,2F] (the gate's
+     * gradient then up's, as gu) from dout[BT,F]; dgu aliases nothing. */
+    void (*swiglu_forward_bf16)(plait_bf16 *out, const plait_bf16 *gu, int64_t BT, int64_t F);
+    void (*swiglu_backward_bf16)(plait_bf16 *dgu, const plait_bf16 *dout, const plait_bf16 *gu, int64_t BT, int64_t F);
+    /* attention_gqa_forward/_backward with bf16 qkv, out, dout and dqkv
+     * (lse and scratch float32; attention_fused_scratch's size serves);
+     * K and V never expanded, dK and dV summed over their query heads in
+     * head order as the float32 entries do. */
+    void (*attention_gqa_forward_bf16)(plait_bf16 *out, float *lse, float *scratch, const plait_bf16 *qkv, int64_t B,
+                                       int64_t T, int64_t NH, int64_t NKV, int64_t HS);
+    void (*attention_gqa_backward_bf16)(plait_bf16 *dqkv, float *scratch, const plait_bf16 *dout, const plait_bf16 *qkv,
+                                        const plait_bf16 *out, const float *lse, int64_t B, int64_t T, int64_t NH,
+                                        int64_t NKV, int64_t HS);
 } plait_kernels;
 
 /* 1 if table k has the mixture of experts' entries (ABI 1.21), every one. */
@@ -608,6 +643,13 @@ typedef struct plait_kernels {
     ((k)->struct_size >= offsetof(plait_kernels, moe_matmul_backward) + sizeof((k)->moe_matmul_backward) &&            \
      (k)->moe_route && (k)->moe_permute && (k)->moe_unpermute && (k)->moe_unpermute_backward &&                        \
      (k)->moe_permute_backward && (k)->moe_route_backward && (k)->moe_matmul_forward && (k)->moe_matmul_backward)
+
+/* 1 if table k has the Llama family's bf16-activation entries (ABI 1.22), every one. */
+#define PLAIT_KERNELS_HAS_LLAMA_BF16(k)                                                                                \
+    ((k)->struct_size >=                                                                                               \
+         offsetof(plait_kernels, attention_gqa_backward_bf16) + sizeof((k)->attention_gqa_backward_bf16) &&            \
+     (k)->rmsnorm_forward_bf16 && (k)->rmsnorm_backward_bf16 && (k)->rope_bf16 && (k)->swiglu_forward_bf16 &&          \
+     (k)->swiglu_backward_bf16 && (k)->attention_gqa_forward_bf16 && (k)->attention_gqa_backward_bf16)
 
 /* 1 if table k has ring attention (ABI 1.18), every entry. */
 #define PLAIT_KERNELS_HAS_RING_ATTENTION(k)                                                                            \
