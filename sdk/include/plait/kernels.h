@@ -543,7 +543,21 @@ typedef struct plait_kernels {
      * qkv, its dK|dV unpacked into dqkv. */
     void (*copy_rows)(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
                       int64_t width);
+
+    /* --- ABI 1.20: bf16 on a transport that moves device memory --------
+     * Optional (PLAIT_KERNELS_HAS_FROM_BF16). dst[i] = src[i] widened to
+     * float32, exactly (to_bf16's inverse on what to_bf16 wrote): a tp
+     * collective or pipeline transfer of a bf16 run that travelled in
+     * bf16 through NCCL, written back into the float32 buffer it stands
+     * for. Device memory; dst and src do not overlap. */
+    void (*from_bf16)(float *dst, const plait_bf16 *src, size_t n);
 } plait_kernels;
+
+/* 1 if table k has to_bf16 and from_bf16 (ABI 1.20): what carries a bf16
+ * run's float32 messages in bf16 through a transport that moves device
+ * memory itself. */
+#define PLAIT_KERNELS_HAS_FROM_BF16(k)                                                                                 \
+    ((k)->struct_size >= offsetof(plait_kernels, from_bf16) + sizeof((k)->from_bf16) && (k)->from_bf16 && (k)->to_bf16)
 
 /* 1 if table k has ring attention (ABI 1.18), every entry. */
 #define PLAIT_KERNELS_HAS_RING_ATTENTION(k)                                                                            \
