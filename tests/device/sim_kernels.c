@@ -397,6 +397,31 @@ static void k_swiglu_backward(float *dgate, float *dup, const float *dout, const
     Q(r_swiglu_backward, P(dgate), P(dup), P(dout), P(gate), P(up), I(n));
 }
 
+/* bf16 messages (ABI 1.23: to_bf16 and from_bf16 alone, not the
+ * bf16-activation products, so the model keeps float32 activations here):
+ * what a bf16 run's tensor-parallel collectives and pipeline transfers
+ * travel as through NCCL's stand-in. Round to nearest even, NaN kept. */
+static void r_to_bf16(const sim_op *o) {
+    uint16_t *dst = H(o->a[0].p);
+    const float *src = HC(o->a[1].p);
+    for (size_t i = 0; i < (size_t)o->a[2].i; i++) {
+        uint32_t b;
+        memcpy(&b, &src[i], sizeof b);
+        if ((b & 0x7fffffffu) > 0x7f800000u) dst[i] = (uint16_t)((b >> 16) | 0x40u);
+        else dst[i] = (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+    }
+}
+static void k_to_bf16(plait_bf16 *dst, const float *src, size_t n) { Q(r_to_bf16, P(dst), P(src), I(n)); }
+static void r_from_bf16(const sim_op *o) {
+    float *dst = HF(o->a[0].p);
+    const uint16_t *src = H(o->a[1].p);
+    for (size_t i = 0; i < (size_t)o->a[2].i; i++) {
+        uint32_t b = (uint32_t)src[i] << 16;
+        memcpy(&dst[i], &b, sizeof b);
+    }
+}
+static void k_from_bf16(float *dst, const plait_bf16 *src, size_t n) { Q(r_from_bf16, P(dst), P(src), I(n)); }
+
 static const plait_kernels sim_kernels = {
     .struct_size = sizeof(plait_kernels),
     .sgemm = k_sgemm,
@@ -449,6 +474,8 @@ static const plait_kernels sim_kernels = {
     .swiglu_backward = k_swiglu_backward,
     .attention_gqa_forward = k_attention_gqa_forward,
     .attention_gqa_backward = k_attention_gqa_backward,
+    .to_bf16 = k_to_bf16,
+    .from_bf16 = k_from_bf16,
 };
 
 const plait_kernels *sim_kernel_table(void) { return &sim_kernels; }
