@@ -47,6 +47,9 @@
  *       stream sets PLAIT_SIM_COPIED=N: a plugin whose call changes the
  *       process, which the core's commands must refuse (runtime/
  *       process_state.h).
+ *   PLAIT_SIM_RING=1  the kernel table has ring attention's entries (the
+ *       CPU's, queued as the others), so context parallelism runs on the
+ *       sim; without it the sim is a device whose table lacks them.
  *
  * sim13 (built with SIM_ABI_1_3): the same device as a plugin built
  * against ABI 1.3: no streams or events, so the core stages with copy(),
