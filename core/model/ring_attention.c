@@ -184,13 +184,20 @@ plait_status plait_ring_attention_backward(plait_model *m, int32_t layer, float 
     const int64_t rows = m->B * m->T;
     k->zero(dqkv, (size_t)(rows * r.W));
     k->copy_rows(r.kv[0], r.KVW, qkv + NH * m->HS, r.W, rows, r.KVW);
-    /* requests: 0 receive K|V, 1 send K|V, 2 receive the block's dK|dV so
-     * far, 3 send this step's sum on */
+    /* requests: 0 receive K|V, 1 send K|V, 2 receive the sum the previous
+     * rank sends at this step (added at the next step; after the last, this
+     * rank's own block's sum from the last rank that held it), 3 send this
+     * step's sum on. A step's receive and send of the sums are posted
+     * together, as its K|V ones are: a transport that runs sends and
+     * receives in posting order on one queue, each send held until its
+     * receive runs (NCCL, whose plugin hands what was posted between two
+     * waits to one ncclGroupStart/End), would otherwise hold this step's
+     * send of the sum behind a receive its peer posts only at its next
+     * step, and every rank would wait for its neighbour. */
     for (int s = 0; st == PLAIT_OK && s < m->cp; s++) {
         const int cur = s & 1, more = s + 1 < m->cp;
         if (more) st = ring_post(&r, 0, 0, r.kv[cur ^ 1], TAG_KV_BWD);
         if (more && st == PLAIT_OK) st = ring_post(&r, 1, 1, r.kv[cur], TAG_KV_BWD);
-        if (s > 0 && st == PLAIT_OK) st = ring_post(&r, 2, 0, r.dkv_in, TAG_DKV);
         if (st != PLAIT_OK) break;
         float *share = r.dkv_out[cur]; /* its send two steps ago was waited for at the last step */
         const plait_ring_block blk = block_of(&r, (m->cp_rank - s + m->cp) % m->cp, s == 0);
@@ -199,11 +206,11 @@ plait_status plait_ring_attention_backward(plait_model *m, int32_t layer, float 
                                    &blk);
         if (s > 0 && (st = ring_wait(&r, 2)) == PLAIT_OK) k->axpy(share, r.dkv_in, r.kv_numel, 1.0f);
         if (st == PLAIT_OK) st = ring_wait(&r, 3);
+        /* dkv_in is written after the addition just queued (posted after it) */
+        if (st == PLAIT_OK) st = ring_post(&r, 2, 0, r.dkv_in, TAG_DKV);
         if (st == PLAIT_OK) st = ring_post(&r, 3, 1, share, TAG_DKV);
         if (more && st == PLAIT_OK && (st = ring_wait(&r, 0)) == PLAIT_OK) st = ring_wait(&r, 1);
     }
-    /* this rank's own block's sum, from the last rank that held it */
-    if (st == PLAIT_OK) st = ring_post(&r, 2, 0, r.dkv_in, TAG_DKV);
     if (st == PLAIT_OK) st = ring_wait(&r, 2);
     st = ring_close(&r, st);
     if (st == PLAIT_OK) k->copy_rows(dqkv + NH * m->HS, r.W, r.dkv_in, r.KVW, rows, r.KVW);

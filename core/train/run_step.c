@@ -605,12 +605,13 @@ plait_status plait_step_exec_open(plait_run *run) {
     e->slot_of = malloc(sizeof(int32_t) * (size_t)e->max_slots);
     e->slot_busy = calloc((size_t)e->max_slots, 1);
     e->send_req = calloc((size_t)e->max_slots * 2, sizeof(plait_request *));
+    e->pp_wire = calloc((size_t)e->max_slots * 2 + 1, sizeof(plait_bf16 *));
     e->step_sums = calloc((size_t)(e->n_micro_batches + plait_stage_times_len(run->world.mesh.pp)), sizeof(double));
     e->tokens = malloc(bt * sizeof(int32_t));
     e->targets = malloc(bt * sizeof(int32_t));
     e->mb_loss_dev = plait_device_alloc(sizeof(double) * (size_t)(e->n_micro_batches + 1), "activations");
     e->read_host = malloc(sizeof(double) * (size_t)(e->n_micro_batches + 1));
-    if (!e->slot_of || !e->slot_busy || !e->send_req || !e->step_sums || !e->tokens || !e->targets ||
+    if (!e->slot_of || !e->slot_busy || !e->send_req || !e->pp_wire || !e->step_sums || !e->tokens || !e->targets ||
         !e->mb_loss_dev || !e->read_host)
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "out of memory for the step executor");
     e->mb_loss = e->step_sums;
@@ -622,6 +623,8 @@ void plait_step_exec_close(plait_step_exec *e) {
     free(e->slot_of);
     free(e->slot_busy);
     free(e->send_req);
+    for (int32_t i = 0; e->pp_wire && i < e->max_slots * 2 + 1; i++) plait_device_free(e->pp_wire[i]);
+    free(e->pp_wire);
     free(e->step_sums);
     free(e->tokens);
     free(e->targets);

@@ -135,14 +135,37 @@ static uint32_t pp_tag(crossing what, int32_t boundary, int32_t mb) {
 }
 
 int plait_step_pp_bf16(const plait_run *run) {
-    return run->world.mesh.pp > 1 && plait_device_precision(run->cfg) == PLAIT_PRECISION_BF16 &&
-           plait_comm_p2p_bf16_carried(run->world.mesh.pp_comm, plait_device_mem_kind());
+    if (run->world.mesh.pp < 2 || plait_device_precision(run->cfg) != PLAIT_PRECISION_BF16) return 0;
+    if (plait_comm_p2p_bf16_carried(run->world.mesh.pp_comm, plait_device_mem_kind())) return 1;
+    const plait_kernels *k = plait_device_kernels();
+    return k && PLAIT_KERNELS_HAS_FROM_BF16(k) ? 2 : 0;
 }
 
-/* One boundary's send or receive, in bf16 or float32 (exec.pp_bf16). */
-static plait_status pp_p2p(plait_run *run, int is_send, const float *buf, int32_t stage, uint32_t tag,
+/* A boundary as bf16 tensors (exec.pp_bf16 == 2), on a transport that
+ * moves device memory itself: rounded on the compute stream before the
+ * send's ready point into buffer `wire` (free: the slot's last send of this
+ * kind ended), NCCL's bf16 point-to-point, a receive widened on the compute
+ * stream once it ended (receives block). Nothing is summed: the bits are
+ * those of the core's wire format. */
+static plait_status pp_p2p16(plait_run *run, int is_send, const float *buf, int32_t stage, uint32_t tag, size_t wire,
+                             plait_request **req) {
+    const size_t n = plait_model_boundary_numel(run->model.instance);
+    const plait_kernels *k = plait_device_kernels();
+    plait_bf16 **w = &run->exec.pp_wire[wire];
+    if (!*w && !(*w = plait_device_alloc(n * sizeof(plait_bf16), "pp bf16 messages"))) return PLAIT_ERR_NO_MEMORY;
+    if (is_send) k->to_bf16(*w, buf, n);
+    plait_status st = plait_comm_p2p(run->world.mesh.pp_comm, is_send, *w, n, PLAIT_BF16, stage, tag,
+                                     plait_device_mem_kind(), req);
+    if (st == PLAIT_OK && !is_send) k->from_bf16((float *)(uintptr_t)buf, *w, n);
+    return st;
+}
+
+/* One boundary's send or receive, in bf16 or float32 (exec.pp_bf16);
+ * `wire`: its bf16 buffer where it travels as a bf16 tensor. */
+static plait_status pp_p2p(plait_run *run, int is_send, const float *buf, int32_t stage, uint32_t tag, size_t wire,
                            plait_request **req) {
     const size_t n = plait_model_boundary_numel(run->model.instance);
+    if (run->exec.pp_bf16 == 2) return pp_p2p16(run, is_send, buf, stage, tag, wire, req);
     if (run->exec.pp_bf16)
         return plait_comm_p2p_bf16(run->world.mesh.pp_comm, is_send, buf, n, stage, tag, plait_device_mem_kind(), req);
     return plait_comm_p2p(run->world.mesh.pp_comm, is_send, buf, n, PLAIT_F32, stage, tag, plait_device_mem_kind(),
@@ -151,7 +174,7 @@ static plait_status pp_p2p(plait_run *run, int is_send, const float *buf, int32_
 
 static plait_status pp_recv(plait_run *run, float *buf, int32_t from_stage, uint32_t tag, plait_step_timing *t) {
     uint64_t t0 = plait_clock_now_ns();
-    plait_status st = pp_p2p(run, 0, buf, from_stage, tag, NULL);
+    plait_status st = pp_p2p(run, 0, buf, from_stage, tag, (size_t)run->exec.max_slots * 2, NULL);
     add_idle(t, tag >> 30 ? "wait recv gradient" : "wait recv activation", t0);
     return st;
 }
@@ -169,7 +192,7 @@ static plait_status pp_send(plait_run *run, int32_t slot, crossing what, const f
         if (w != PLAIT_OK) return w;
     }
     t->pp_bytes += plait_model_boundary_numel(run->model.instance) * (run->exec.pp_bf16 ? 2 : sizeof(float));
-    return pp_p2p(run, 1, buf, to_stage, tag, r);
+    return pp_p2p(run, 1, buf, to_stage, tag, (size_t)slot * 2 + what, r);
 }
 
 plait_status plait_step_recv_activation(plait_run *run, int32_t chunk, int32_t mb, plait_step_timing *t) {

@@ -27,10 +27,13 @@ void plait_step_reset_slots(plait_run *run);
  * idle): before their buffers are touched again. */
 plait_status plait_step_wait_all_sends(plait_run *run, plait_step_timing *t);
 
-/* 1 if this run's stage boundaries (the activations and their gradients
- * between pipeline stages) travel in bf16: a bf16 run ([run] precision)
- * with pp > 1 on a transport that can carry them so
- * (plait_comm_p2p_bf16_carried); float32 otherwise. */
+/* Nonzero if this run's stage boundaries (the activations and their
+ * gradients between pipeline stages) travel in bf16, a bf16 run ([run]
+ * precision) with pp > 1: 1 in the core's wire format, on a transport that
+ * carries it (plait_comm_p2p_bf16_carried); 2 as bf16 tensors rounded and
+ * widened on the device (to_bf16, from_bf16: ABI 1.23), on a transport
+ * that moves device memory itself (nccl); 0 float32 (a device without
+ * from_bf16 on such a transport). */
 int plait_step_pp_bf16(const plait_run *run);
 
 /* The four pipeline instructions for (chunk, mb); a receive blocks (idle

@@ -387,7 +387,10 @@ static void st_i(void *p, int t, size_t i, int64_t v) {
 
 /* out[i] = op over srcs[r][off + i], r in rank order. Floats accumulate in
  * double: for two f32 or bf16 inputs that is the correctly rounded sum,
- * bit for bit what a + b gives (double has more than 2p+2 bits). */
+ * bit for bit what a + b gives (double has more than 2p+2 bits). Half
+ * types (fp16, bf16) round the running result to the type after every
+ * member, as NCCL's ring does at each hop: its partial sums travel in the
+ * collective's type. */
 static void reduce_into(void *out, char *const *srcs, int n, size_t off, size_t count, int t, int op) {
     for (size_t i = 0; i < count; i++) {
         if (is_float(t)) {
@@ -399,6 +402,10 @@ static void reduce_into(void *out, char *const *srcs, int n, size_t off, size_t 
                 case ncclMin: acc = v < acc ? v : acc; break;
                 case ncclMax: acc = v > acc ? v : acc; break;
                 default: acc += v; break;
+                }
+                if (dt_size(t) == 2) { /* the partial sum as the next hop receives it */
+                    st_f(out, t, i, acc);
+                    acc = ld_f(out, t, i);
                 }
             }
             if (op == ncclAvg) acc /= n;

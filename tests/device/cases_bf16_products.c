@@ -1,6 +1,6 @@
 /*
  * Kernel cases of the bf16-activation products (plait/kernels.h, ABI 1.8):
- * to_bf16 and the matmul_*_bf16 entries, each against kref_bf16.h's
+ * to_bf16 (and its inverse from_bf16, ABI 1.23) and the matmul_*_bf16 entries, each against kref_bf16.h's
  * reference (the float32 entry on the widened inputs, outputs rounded).
  * Run by test_cuda_kernels in bf16 mode.
  */
@@ -21,6 +21,17 @@ static void case_to_bf16(kc_ctx *x) {
     plait_bf16 *dst = kc_out_bf16(x, n);
     x->k->to_bf16(dst, src, n);
     kc_result(x, "rounded", dst, n, KC_EXACT);
+}
+
+/* Widening: random bf16 values back to float32, bit for bit (a bf16
+ * message back in its float32 buffer). */
+static void case_from_bf16(kc_ctx *x) {
+    KC_NEED(x, from_bf16);
+    const size_t n = 4099;
+    plait_bf16 *src = kc_rand_bf16(x, n, -3.0f, 3.0f);
+    float *dst = kc_out(x, n);
+    x->k->from_bf16(dst, src, n);
+    kc_result(x, "widened", dst, n, KC_EXACT);
 }
 
 /* matmul_forward_bf16: with a bias and without; a bias one element off
@@ -147,6 +158,7 @@ static void case_gelu_bf16(kc_ctx *x) {
 const kc_named kc_bf16_product_cases[] = {
     {"gelu_bf16", case_gelu_bf16},
     {"to_bf16", case_to_bf16},
+    {"from_bf16", case_from_bf16},
     {"matmul_forward_bf16", case_matmul_forward_bf16},
     {"matmul_forward_residual_bf16", case_matmul_forward_residual_bf16},
     {"matmul_forward_gelu_bf16", case_matmul_forward_gelu_bf16},

@@ -64,6 +64,9 @@ static void round_into(plait_bf16 *dst, const float *src, size_t n) {
 }
 
 static void r_to_bf16(plait_bf16 *dst, const float *src, size_t n) { round_into(dst, src, n); }
+static void r_from_bf16(float *dst, const plait_bf16 *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = kref_float_of(src[i]);
+}
 
 static void r_layernorm_forward(plait_bf16 *out, float *mean, float *rstd, const float *inp, const float *weight,
                                 const float *bias, int64_t BT, int64_t C) {
@@ -240,6 +243,7 @@ void kref_bf16_fill(plait_kernels *t) {
     g_f32 = *t;
     t->struct_size = sizeof *t;
     t->to_bf16 = r_to_bf16;
+    t->from_bf16 = r_from_bf16;
     t->layernorm_forward_bf16 = r_layernorm_forward;
     t->matmul_forward_bf16 = r_matmul_forward;
     t->matmul_forward_residual_bf16 = r_matmul_forward_residual;

@@ -30,6 +30,10 @@
  * kernels ran: stale data, deterministically.
  *
  * Test switches (environment, read at open):
+ *   PLAIT_SIM_BF16=1  precision = bf16 is taken, computed in float32 (no
+ *       bf16 products: the model's activations stay float32), so that a
+ *       bf16 run's messages between ranks travel in bf16 (to_bf16 and
+ *       from_bf16 are in its table).
  *   PLAIT_SIM_DEBUG_SKIP_WAITS=1  event_synchronize and event_wait do not
  *       wait: the ordering they provide is gone, and tests show that runs
  *       then go wrong (the events are load-bearing).
@@ -43,6 +47,9 @@
  *       stream sets PLAIT_SIM_COPIED=N: a plugin whose call changes the
  *       process, which the core's commands must refuse (runtime/
  *       process_state.h).
+ *   PLAIT_SIM_RING=1  the kernel table has ring attention's entries (the
+ *       CPU's, queued as the others), so context parallelism runs on the
+ *       sim; without it the sim is a device whose table lacks them.
  *
  * sim13 (built with SIM_ABI_1_3): the same device as a plugin built
  * against ABI 1.3: no streams or events, so the core stages with copy(),
@@ -179,7 +186,13 @@ static plait_status sim_count(const plait_host *host, int32_t *out) {
 static plait_status sim_open(const plait_host *host, const plait_device_open_args *args, plait_device_info *info) {
     g_host = host;
     plait_kernels_set_log(host->log);
-    if (args->precision != PLAIT_PRECISION_FP32)
+    /* PLAIT_SIM_BF16=1: a bf16 run is taken and computed in float32 (its
+     * kernel table has to_bf16 and from_bf16 but no bf16 products, so the
+     * model keeps float32 activations), for the tests of what a bf16 run
+     * sends between ranks through the NCCL stand-in */
+    const char *bf = getenv("PLAIT_SIM_BF16");
+    const int bf16_ok = args->precision == PLAIT_PRECISION_BF16 && bf && bf[0] == '1';
+    if (args->precision != PLAIT_PRECISION_FP32 && !bf16_ok)
         return host->set_error(PLAIT_ERR_UNSUPPORTED, "the sim test device computes in fp32 only");
     plait_kernels_set_threads(args->math_threads);
     g_model_thread = pthread_self();

@@ -397,6 +397,79 @@ static void k_swiglu_backward(float *dgate, float *dup, const float *dout, const
     Q(r_swiglu_backward, P(dgate), P(dup), P(dout), P(gate), P(up), I(n));
 }
 
+/* bf16 messages (ABI 1.23: to_bf16 and from_bf16 alone, not the
+ * bf16-activation products, so the model keeps float32 activations here):
+ * what a bf16 run's tensor-parallel collectives and pipeline transfers
+ * travel as through NCCL's stand-in. Round to nearest even, NaN kept. */
+static void r_to_bf16(const sim_op *o) {
+    uint16_t *dst = H(o->a[0].p);
+    const float *src = HC(o->a[1].p);
+    for (size_t i = 0; i < (size_t)o->a[2].i; i++) {
+        uint32_t b;
+        memcpy(&b, &src[i], sizeof b);
+        if ((b & 0x7fffffffu) > 0x7f800000u) dst[i] = (uint16_t)((b >> 16) | 0x40u);
+        else dst[i] = (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+    }
+}
+static void k_to_bf16(plait_bf16 *dst, const float *src, size_t n) { Q(r_to_bf16, P(dst), P(src), I(n)); }
+static void r_from_bf16(const sim_op *o) {
+    float *dst = HF(o->a[0].p);
+    const uint16_t *src = H(o->a[1].p);
+    for (size_t i = 0; i < (size_t)o->a[2].i; i++) {
+        uint32_t b = (uint32_t)src[i] << 16;
+        memcpy(&dst[i], &b, sizeof b);
+    }
+}
+static void k_from_bf16(float *dst, const plait_bf16 *src, size_t n) { Q(r_from_bf16, P(dst), P(src), I(n)); }
+/* Ring attention's block kernels: the block's description is host memory
+ * of the caller's, taken at the call. A test device: no room to take it
+ * ends the process. */
+static plait_ring_block *take_block(const plait_ring_block *blk) {
+    plait_ring_block *taken = malloc(sizeof *taken);
+    if (!taken) abort();
+    *taken = *blk;
+    return taken;
+}
+static void r_ring_attention_forward(const sim_op *o) {
+    plait_k_ring_attention_forward(HF(o->a[0].p), HF(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p), o->a[5].i,
+                                   o->a[6].i, o->a[7].i, o->a[8].i, o->a[9].i, o->a[10].i, o->extra);
+}
+static void k_ring_attention_forward(float *out, float *mx, float *l, const float *qkv, const float *kv,
+                                     int64_t kv_stride, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                     const plait_ring_block *blk) {
+    sim_enqueue(&(sim_op){.run = r_ring_attention_forward,
+                          .a = {P(out), P(mx), P(l), P(qkv), P(kv), I(kv_stride), I(B), I(T), I(NH), I(NKV), I(HS)},
+                          .extra = take_block(blk)});
+}
+static void r_ring_attention_finish(const sim_op *o) {
+    plait_k_ring_attention_finish(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), o->a[3].i, o->a[4].i, o->a[5].i,
+                                  o->a[6].i);
+}
+static void k_ring_attention_finish(float *out, float *mx, const float *l, int64_t B, int64_t T, int64_t NH,
+                                    int64_t HS) {
+    Q(r_ring_attention_finish, P(out), P(mx), P(l), I(B), I(T), I(NH), I(HS));
+}
+static void r_ring_attention_backward(const sim_op *o) {
+    plait_k_ring_attention_backward(HF(o->a[0].p), HF(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), o->a[4].i,
+                                    HC(o->a[5].p), HC(o->a[6].p), HC(o->a[7].p), o->a[8].i, o->a[9].i, o->a[10].i,
+                                    o->a[11].i, o->a[12].i, o->extra);
+}
+static void k_ring_attention_backward(float *dqkv, float *dkv, const float *qkv, const float *kv, int64_t kv_stride,
+                                      const float *dout, const float *out, const float *lse, int64_t B, int64_t T,
+                                      int64_t NH, int64_t NKV, int64_t HS, const plait_ring_block *blk) {
+    sim_enqueue(&(sim_op){.run = r_ring_attention_backward,
+                          .a = {P(dqkv), P(dkv), P(qkv), P(kv), I(kv_stride), P(dout), P(out), P(lse), I(B), I(T),
+                                I(NH), I(NKV), I(HS)},
+                          .extra = take_block(blk)});
+}
+static void r_copy_rows(const sim_op *o) {
+    plait_k_copy_rows(HF(o->a[0].p), o->a[1].i, HC(o->a[2].p), o->a[3].i, o->a[4].i, o->a[5].i);
+}
+static void k_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
+                        int64_t width) {
+    Q(r_copy_rows, P(dst), I(dst_stride), P(src), I(src_stride), I(rows), I(width));
+}
+
 static const plait_kernels sim_kernels = {
     .struct_size = sizeof(plait_kernels),
     .sgemm = k_sgemm,
@@ -449,6 +522,21 @@ static const plait_kernels sim_kernels = {
     .swiglu_backward = k_swiglu_backward,
     .attention_gqa_forward = k_attention_gqa_forward,
     .attention_gqa_backward = k_attention_gqa_backward,
+    .to_bf16 = k_to_bf16,
+    .from_bf16 = k_from_bf16,
 };
 
-const plait_kernels *sim_kernel_table(void) { return &sim_kernels; }
+/* Ring attention only where PLAIT_SIM_RING=1 asks for it: the sim device
+ * also stands for a device whose table lacks it, which context
+ * parallelism refuses (tests/device/test_cp_device.sh). */
+const plait_kernels *sim_kernel_table(void) {
+    static plait_kernels with_ring;
+    const char *ring = getenv("PLAIT_SIM_RING");
+    if (!ring || strcmp(ring, "1") != 0) return &sim_kernels;
+    with_ring = sim_kernels;
+    with_ring.ring_attention_forward = k_ring_attention_forward;
+    with_ring.ring_attention_finish = k_ring_attention_finish;
+    with_ring.ring_attention_backward = k_ring_attention_backward;
+    with_ring.copy_rows = k_copy_rows;
+    return &with_ring;
+}

@@ -21,29 +21,7 @@ F=("${D[@]}" run.precision=fp32)
 B=("${D[@]}" run.precision=bf16)
 layouts=("tp2|parallel.tp=2" "sp2|parallel.tp=2 parallel.tp.sequence_parallel=true" "pp2|parallel.pp=2")
 
-# wire NAME CLASS: the bytes of one traced step over all ranks, of the tp
-# group's activation collectives (act), its cross-entropy statistics (stat)
-# or the pipeline's sends and receives (pp)
-wire() {
-  python3 - "$E2E_WORK/$1/trace.json" "$2" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-total = 0
-for e in d["traceEvents"] if isinstance(d, dict) else d:
-    a = e.get("args", {})
-    if "bytes" not in a or e.get("cat") not in ("coll", "p2p"):
-        continue
-    if e["cat"] == "p2p":
-        kind = "pp" if a.get("comm") == "pp" else None
-    elif a.get("comm") == "tp":
-        kind = "stat" if "cross-entropy" in e["name"] else "act"
-    else:
-        kind = None
-    if kind == sys.argv[2]:
-        total += a["bytes"]
-print(total)
-EOF
-}
+source "$PLAIT_SOURCE_DIR/tests/device/wire_checks.sh"
 
 train one_bf16 "${B[@]}"
 for l in "${layouts[@]}"; do
@@ -53,23 +31,5 @@ for l in "${layouts[@]}"; do
   train "${l%%|*}_bf16" "${B[@]}" ${l#*|}
 done
 train tp2pp2_bf16 "${B[@]}" parallel.tp=2 parallel.pp=2
-for l in "${layouts[@]}"; do
-  name=${l%%|*}
-  grep -q 'precision bf16' "$E2E_WORK/${name}_bf16.out" || fail "$name: the bf16 run did not run in bf16"
-  classes=(act stat)
-  [ "$name" = pp2 ] && classes=(pp)
-  for c in "${classes[@]}"; do
-    f=$(wire "${name}_fp32" "$c") b=$(wire "${name}_bf16" "$c")
-    [ "$f" -gt 0 ] || fail "$name: the fp32 run's trace has no $c bytes"
-    if [ "$c" = stat ]; then
-      [ "$b" = "$f" ] || fail "$name: the cross-entropy statistics took $b bytes in bf16, $f in fp32 (float32 in both)"
-    else
-      [ $((2 * b)) = "$f" ] || fail "$name: $c bytes of a step: bf16 $b, fp32 $f (want half)"
-    fi
-    echo "$name: $c bytes of a step: fp32 $f, bf16 $b"
-  done
-done
-for n in tp2 sp2 pp2 tp2pp2; do
-  same_losses one_bf16 "${n}_bf16" 1e-3
-  echo "$n bf16: losses $(column "${n}_bf16" loss | tr '\n' ' ')(one process: $(column one_bf16 loss | tr '\n' ' '))"
-done
+wire_halved "" tp2 sp2 pp2
+near_one_process "" tp2 sp2 pp2 tp2pp2

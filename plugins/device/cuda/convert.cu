@@ -1,6 +1,8 @@
 /*
  * float32 -> bfloat16 (round to nearest even; NaN stays NaN): the operand
- * copies of bf16 products (gemm.c).
+ * copies of bf16 products (gemm.c); and bfloat16 -> float32, exact: a
+ * message that crossed ranks in bf16 through NCCL written back into its
+ * float32 buffer (kernels.h from_bf16).
  */
 #include <cuda_bf16.h>
 
@@ -44,4 +46,18 @@ extern "C" void pc_launch_to_bf16(void *dst, const float *src, size_t n) {
     const int vec = pc_aligned16(src) && ((uintptr_t)dst & 7u) == 0;
     PC_LAUNCH(to_bf16_kernel, pc_map_blocks(n, vec), PC_THREADS)((__nv_bfloat16 *)dst, src, n, vec);
     pc_check_launch("to_bf16");
+}
+
+/* One element a thread: the widening is a shift, so the loads, not the
+ * arithmetic, bound it, and messages are a few MB. */
+PC_KERNEL(from_bf16_kernel, PC_THREADS)(float *dst, const __nv_bfloat16 *src, size_t n) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        dst[i] = __bfloat162float(src[i]);
+}
+
+extern "C" void pc_launch_from_bf16(float *dst, const void *src, size_t n) {
+    if (!n) return;
+    PC_LAUNCH(from_bf16_kernel, pc_map_blocks(n, 0), PC_THREADS)(dst, (const __nv_bfloat16 *)src, n);
+    pc_check_launch("from_bf16");
 }

@@ -569,6 +569,8 @@ PC_ENTRY(matmul_forward_residual_bf16, k_matmul_forward_residual_bf16, (float *o
 PC_ENTRY(matmul_forward_gelu_bf16, k_matmul_forward_gelu_bf16, (plait_bf16 *out, plait_bf16 *pre, const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *bias, int64_t BT, int64_t C, int64_t OC), (out, pre, inp, weight, bias, BT, C, OC))
 PC_ENTRY(matmul_backward_bf16, k_matmul_backward_bf16, (plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout, const plait_bf16 *inp, const plait_bf16 *weight, int64_t BT, int64_t C, int64_t OC), (dinp, dweight, dbias, dout, inp, weight, BT, C, OC))
 PC_ENTRY(matmul_backward_gelu_bf16, k_matmul_backward_gelu_bf16, (plait_bf16 *dinp, float *dweight, float *dbias, const plait_bf16 *dout, const plait_bf16 *inp, const plait_bf16 *weight, const plait_bf16 *pre, int64_t BT, int64_t C, int64_t OC), (dinp, dweight, dbias, dout, inp, weight, pre, BT, C, OC))
+/* a bf16 message's way back into float32 (ABI 1.23) */
+PC_ENTRY(from_bf16, pc_launch_from_bf16, (float *dst, const plait_bf16 *src, size_t n), (dst, src, n))
 PC_ENTRY(gelu_forward_bf16, pc_launch_gelu_forward_bf16, (plait_bf16 *out, const plait_bf16 *inp, size_t n), (out, inp, n))
 
 static const plait_kernels g_table = {
@@ -662,6 +664,8 @@ static const plait_kernels g_table = {
     .swiglu_backward_bf16 = e_swiglu_backward_bf16,
     .attention_gqa_forward_bf16 = e_attention_gqa_forward_bf16,
     .attention_gqa_backward_bf16 = e_attention_gqa_backward_bf16,
+    /* ABI 1.23 */
+    .from_bf16 = e_from_bf16,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

@@ -209,6 +209,7 @@ void pc_gemm_entry_begin(void);
 /* ---- kernel launchers (.cu files); all queue on pc.stream ---------------- */
 /* convert.cu: n floats to bfloat16 (round to nearest even) */
 void pc_launch_to_bf16(void *dst, const float *src, size_t n);
+void pc_launch_from_bf16(float *dst, const void *src, size_t n);
 /* vector.cu */
 void pc_launch_scale(float *x, size_t n, float a);
 void pc_launch_axpy(float *y, const float *x, size_t n, float a);

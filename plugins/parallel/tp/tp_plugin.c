@@ -38,9 +38,12 @@
  * collective. The cross-entropy's row statistics and the norms' parameter
  * gradients stay float32 (a sum of exponentials and a gradient, as
  * Megatron-LM keeps them). A comm plugin that moves device memory itself
- * (nccl) cannot carry the core's wire formats: there they stay float32,
- * said once at the first collective (docs/parallelism.md, "What crosses
- * ranks, and in which type").
+ * (nccl) cannot carry the core's wire formats (encoded in host memory):
+ * there the activations travel as bf16 tensors (tp_wire16.c: rounded on
+ * the device, NCCL's bf16 collectives, whose partial sums are bf16 at
+ * each hop, widened back), or float32 on a device without from_bf16
+ * (ABI 1.23), said once at the first collective (docs/parallelism.md,
+ * "What crosses ranks, and in which type").
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -49,6 +52,8 @@
 
 #include <plait/plait.h>
 #include <plait/device_util.h>
+
+#include "tp_wire16.h"
 
 typedef struct tp_state {
     const plait_host *host; /* init->host: logging, errors, collectives */
@@ -60,9 +65,13 @@ typedef struct tp_state {
      * a reduce-scatter's element is the bits of the all-reduce's (sequence
      * parallelism equals tp without it) and runs repeat bit for bit */
     plait_coll_algo algo;
-    /* the activations' collectives in bf16 (a bf16 run, until a comm
-     * plugin that moves device memory itself refuses the wire format) */
+    /* the activations' collectives in bf16 (a bf16 run; float32 from the
+     * first refusal of the wire format on a device without from_bf16) */
     int bf16_wire;
+    /* ... as bf16 tensors (tp_wire16.c), from the first refusal of the
+     * core's wire format: the comm plugin moves device memory itself */
+    int bf16_device;
+    tp16 wire16;
 } tp_state;
 
 /* The time this rank has blocked in the TP communicator's calls: the
@@ -87,16 +96,29 @@ static plait_coll_opts act_opts(const tp_state *s, const char *label) {
 }
 
 /* A collective refused its bf16 wire format (a comm plugin that moves
- * device memory itself): 1 once float32 is the wire format from now on,
- * said once, so the caller runs it again uncompressed. */
+ * device memory itself): 1 when the caller runs it again, from now on as
+ * bf16 tensors (s->bf16_device), or in float32 where the device cannot
+ * widen bf16 (said once). */
 static int bf16_refused(tp_state *s, plait_status st) {
-    if (!s->bf16_wire || st != PLAIT_ERR_UNSUPPORTED) return 0;
+    if (!s->bf16_wire || s->bf16_device || st != PLAIT_ERR_UNSUPPORTED) return 0;
+    if (tp16_available(s->host)) {
+        s->bf16_device = 1;
+        s->wire16.host = s->host;
+        return 1;
+    }
     s->bf16_wire = 0;
     s->host->log(PLAIT_LOG_WARN, "tp",
                  "the activations' collectives travel in float32: the comm plugin moves device memory itself and "
-                 "carries no bf16 wire format (%s)",
+                 "the device's kernel table has no from_bf16 (ABI 1.23) to widen bf16 tensors back (%s)",
                  s->host->last_error());
     return 1;
+}
+
+/* The activation options without the core's wire format: bf16 tensors. */
+static plait_coll_opts tensor16_opts(const tp_state *s, const char *label) {
+    plait_coll_opts opts = act_opts(s, label);
+    opts.compression = PLAIT_COMPRESS_NONE;
+    return opts;
 }
 
 /* Bytes of `count` activation values as they travel. */
@@ -107,10 +129,13 @@ static plait_status allreduce(tp_state *s, float *x, size_t count, plait_redop o
     const plait_host *host = s->host;
     plait_coll_opts opts = act ? act_opts(s, label) : plait_tensor_coll_opts(host, s->algo, label);
     double t0 = blocked_seconds(host, s->mesh->tp_comm);
-    plait_status st = host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, NULL);
-    if (act && bf16_refused(s, st)) {
+    plait_status st = act && s->bf16_device
+                          ? PLAIT_ERR_UNSUPPORTED
+                          : host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, NULL);
+    if (act && (s->bf16_device || bf16_refused(s, st))) {
         opts.compression = PLAIT_COMPRESS_NONE;
-        st = host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, NULL);
+        st = s->bf16_device ? tp16_allreduce(&s->wire16, s->mesh->tp_comm, x, count, &opts)
+                            : host->coll->allreduce(s->mesh->tp_comm, x, x, count, PLAIT_F32, op, &opts, NULL);
     }
     s->stats.wait_seconds += blocked_seconds(host, s->mesh->tp_comm) - t0;
     s->stats.bytes_sent += act ? act_bytes(s, count) : count * sizeof(float);
@@ -133,11 +158,15 @@ static plait_status op_allgather(void *ctx, const float *local, float *full, siz
     plait_coll_opts opts = act_opts(s, "tp sequence all-gather");
     if (req) *req = NULL;
     double t0 = host->now();
-    plait_status st = host->coll->allgather(s->mesh->tp_comm, local, full, count, PLAIT_F32, &opts,
-                                            (plait_request **)req);
-    if (bf16_refused(s, st)) {
-        opts.compression = PLAIT_COMPRESS_NONE;
-        st = host->coll->allgather(s->mesh->tp_comm, local, full, count, PLAIT_F32, &opts, (plait_request **)req);
+    plait_status st = s->bf16_device ? PLAIT_ERR_UNSUPPORTED
+                                     : host->coll->allgather(s->mesh->tp_comm, local, full, count, PLAIT_F32, &opts,
+                                                             (plait_request **)req);
+    if (s->bf16_device || bf16_refused(s, st)) {
+        opts = tensor16_opts(s, "tp sequence all-gather");
+        st = s->bf16_device
+                 ? tp16_sequence(&s->wire16, s->mesh->tp_comm, 1, local, full, count, s->mesh->tp, &opts,
+                                 (plait_request **)req)
+                 : host->coll->allgather(s->mesh->tp_comm, local, full, count, PLAIT_F32, &opts, (plait_request **)req);
     }
     return sp_done(s, t0, count * (size_t)s->mesh->tp, st);
 }
@@ -148,12 +177,15 @@ static plait_status op_reduce_scatter(void *ctx, const float *full, float *local
     plait_coll_opts opts = act_opts(s, "tp sequence reduce-scatter");
     if (req) *req = NULL;
     double t0 = host->now();
-    plait_status st = host->coll->reduce_scatter(s->mesh->tp_comm, full, local, count, PLAIT_F32, PLAIT_SUM, &opts,
-                                                 (plait_request **)req);
-    if (bf16_refused(s, st)) {
-        opts.compression = PLAIT_COMPRESS_NONE;
-        st = host->coll->reduce_scatter(s->mesh->tp_comm, full, local, count, PLAIT_F32, PLAIT_SUM, &opts,
-                                        (plait_request **)req);
+    plait_status st = s->bf16_device ? PLAIT_ERR_UNSUPPORTED
+                                     : host->coll->reduce_scatter(s->mesh->tp_comm, full, local, count, PLAIT_F32,
+                                                                  PLAIT_SUM, &opts, (plait_request **)req);
+    if (s->bf16_device || bf16_refused(s, st)) {
+        opts = tensor16_opts(s, "tp sequence reduce-scatter");
+        st = s->bf16_device ? tp16_sequence(&s->wire16, s->mesh->tp_comm, 0, full, local, count, s->mesh->tp, &opts,
+                                            (plait_request **)req)
+                            : host->coll->reduce_scatter(s->mesh->tp_comm, full, local, count, PLAIT_F32, PLAIT_SUM,
+                                                         &opts, (plait_request **)req);
     }
     return sp_done(s, t0, count * (size_t)s->mesh->tp, st);
 }
@@ -162,8 +194,9 @@ static plait_status op_wait(void *ctx, void *req) {
     tp_state *s = ctx;
     if (!req) return PLAIT_OK;
     double t0 = s->host->now();
-    plait_status st = PLAIT_COLL_HAS(s->host->coll, wait_device) ? s->host->coll->wait_device(req)
-                                                                 : s->host->coll->wait(req);
+    plait_status st = PLAIT_OK;
+    if (!tp16_wait(&s->wire16, req, &st))
+        st = PLAIT_COLL_HAS(s->host->coll, wait_device) ? s->host->coll->wait_device(req) : s->host->coll->wait(req);
     s->stats.wait_seconds += s->host->now() - t0;
     return st;
 }
@@ -323,7 +356,11 @@ static void tp_step_stats(void *state, plait_parallel_stats *out) {
     plait_fill_versioned(out, &s->stats, (uint32_t)sizeof s->stats);
 }
 
-static void tp_destroy(void *state) { free(state); }
+static void tp_destroy(void *state) {
+    tp_state *s = state;
+    if (s && s->bf16_device) tp16_free(&s->wire16);
+    free(state);
+}
 
 static const plait_key_decl tp_keys[] = {
     {sizeof(plait_key_decl), PLAIT_KEY_SAME_ON_ALL, "sequence_parallel", PLAIT_KEY_BOOL, "false", 0, 0, NULL,

@@ -636,6 +636,13 @@ typedef struct plait_kernels {
     void (*attention_gqa_backward_bf16)(plait_bf16 *dqkv, float *scratch, const plait_bf16 *dout, const plait_bf16 *qkv,
                                         const plait_bf16 *out, const float *lse, int64_t B, int64_t T, int64_t NH,
                                         int64_t NKV, int64_t HS);
+    /* --- ABI 1.23: bf16 on a transport that moves device memory --------
+     * Optional (PLAIT_KERNELS_HAS_FROM_BF16). dst[i] = src[i] widened to
+     * float32, exactly (to_bf16's inverse on what to_bf16 wrote): a tp
+     * collective or pipeline transfer of a bf16 run that travelled in
+     * bf16 through NCCL, written back into the float32 buffer it stands
+     * for. Device memory; dst and src do not overlap. */
+    void (*from_bf16)(float *dst, const plait_bf16 *src, size_t n);
 } plait_kernels;
 
 /* 1 if table k has the mixture of experts' entries (ABI 1.21), every one. */
@@ -650,6 +657,12 @@ typedef struct plait_kernels {
          offsetof(plait_kernels, attention_gqa_backward_bf16) + sizeof((k)->attention_gqa_backward_bf16) &&            \
      (k)->rmsnorm_forward_bf16 && (k)->rmsnorm_backward_bf16 && (k)->rope_bf16 && (k)->swiglu_forward_bf16 &&          \
      (k)->swiglu_backward_bf16 && (k)->attention_gqa_forward_bf16 && (k)->attention_gqa_backward_bf16)
+
+/* 1 if table k has to_bf16 and from_bf16 (ABI 1.23): what carries a bf16
+ * run's float32 messages in bf16 through a transport that moves device
+ * memory itself. */
+#define PLAIT_KERNELS_HAS_FROM_BF16(k)                                                                                 \
+    ((k)->struct_size >= offsetof(plait_kernels, from_bf16) + sizeof((k)->from_bf16) && (k)->from_bf16 && (k)->to_bf16)
 
 /* 1 if table k has ring attention (ABI 1.18), every entry. */
 #define PLAIT_KERNELS_HAS_RING_ATTENTION(k)                                                                            \
