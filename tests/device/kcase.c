@@ -9,6 +9,8 @@
 #include "host/host_table.h"
 #include "runtime/error.h"
 
+int kc_fp32;
+
 uint64_t kc_next(kc_ctx *x) { /* splitmix64 */
     uint64_t z = (x->rng += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

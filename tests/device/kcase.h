@@ -74,6 +74,10 @@ void kc_value(kc_ctx *x, const char *name, double v, kc_class cls);
 
 typedef void (*kc_case_fn)(kc_ctx *x);
 
+/* The run's precision is fp32: set by the test's main before any case
+ * runs, read by the cases that check what only fp32 promises. */
+extern int kc_fp32;
+
 /* Returns from a case whose kernel table lacks `entry`: a device without
  * it fails the case (it is never skipped); the CPU reference has it. */
 #define KC_NEED(x, entry)                                                                              \
@@ -91,6 +95,15 @@ typedef struct kc_named {
     kc_case_fn fn;
 } kc_named;
 
+/* The float32 entries every device has, run in every precision: the GPT
+ * layer's (cases_gpt.c), the embedding's and the loss's (cases_loss.c),
+ * the element-wise and optimizer ones (cases_vector.c). */
+extern const kc_named kc_gpt_cases[];
+extern const size_t kc_gpt_count;
+extern const kc_named kc_loss_cases[];
+extern const size_t kc_loss_count;
+extern const kc_named kc_vector_cases[];
+extern const size_t kc_vector_count;
 /* The bf16-activation entries' cases (ABI 1.8), run in bf16 mode against
  * the references of kref_bf16.h: the products (cases_bf16_products.c) and
  * the row kernels (cases_bf16_rows.c). */
