@@ -133,7 +133,9 @@ static plait_status ring_wait(ring *r, int i) {
     if (!r->req[i]) return PLAIT_OK;
     plait_status st = plait_request_wait(r->req[i]);
     r->req[i] = NULL;
-    return st == PLAIT_OK ? PLAIT_OK : ring_error(r, st, "waiting for a K/V transfer");
+    return st == PLAIT_OK
+               ? PLAIT_OK
+               : ring_error(r, st, i < 2 ? "waiting for a K/V transfer" : "waiting for a dK/dV sum's transfer");
 }
 
 static plait_status ring_close(ring *r, plait_status st) {
