@@ -32,6 +32,18 @@
  *              transport may hold a large send until the receiver is ready
  *              (tcp's single-copy path does), and the core never waits on a
  *              send before posting the receives its peers need.
+ *   [grouping] A transport may hand everything posted between two of its
+ *              test/wait calls (or a collective) to the network as one
+ *              batch that completes as a whole: nccl does (one
+ *              ncclGroupStart/End on one stream). Waiting on one request
+ *              may then wait on every request posted with it, a receive on
+ *              a send beside it. So a caller posts a send no earlier than
+ *              the step at which its peer posts the matching receive, and
+ *              never waits before the peer can post it without this rank's
+ *              progress past that wait: a ring step posts its receive and
+ *              its send together, an exchange posts all its receives and
+ *              sends before its first wait. The core's users keep to this
+ *              (docs/transport.md, "Posting order").
  *   [progress] Without PLAIT_COMM_ASYNC_PROGRESS, the plugin moves data only
  *              inside its own calls: every isend, irecv, test and wait call
  *              (on any communicator of the plugin) must advance every pending
