@@ -5,17 +5,12 @@
  * entry on the widened inputs, outputs rounded). Run by test_cuda_kernels
  * in bf16 mode.
  */
-#include <math.h>
-#include <stdlib.h>
 
-#include <string.h>
-
+#include "device/kc_shared.h"
 #include "device/kcase.h"
-#include "device/kref_bf16.h"
 
 #define BT 134
 #define C 96
-
 
 /* LayerNorm forward at width Cw: the bf16 output is rounded once (KC_BF16);
  * mean and rstd are fp32 from the same fp32 input and arithmetic as the
@@ -137,25 +132,6 @@ static void case_attention_bf16(kc_ctx *x) {
     attention_shape(x, c, 1, 70, 1, 24);
 }
 
-/* n floats in the case's memory: the bf16 values at p widened */
-static float *widened(kc_ctx *x, const plait_bf16 *p, size_t n) {
-    const plait_bf16 *h = kc_host_copy(x, p, n * sizeof *h);
-    float *f = malloc(n * sizeof *f + 1);
-    for (size_t i = 0; i < n; i++) f[i] = kref_float_of(h[i]);
-    float *d = kc_bytes(x, f, n * sizeof *f);
-    free(f);
-    return d;
-}
-
-/* 1 if the n bf16 values at b are the floats at f rounded to nearest even */
-static int rounded_from(kc_ctx *x, const plait_bf16 *b, const float *f, size_t n) {
-    const plait_bf16 *hb = kc_host_copy(x, b, n * sizeof *hb);
-    const float *hf = kc_host_copy(x, f, n * sizeof *hf);
-    int same = 1;
-    for (size_t i = 0; i < n; i++) same &= hb[i] == kref_bf16_of(hf[i]);
-    return same;
-}
-
 /* The bf16 entries against the float32 entries run on the same values
  * (the bf16 inputs widened; the backward's out the bf16 forward's): out and
  * dqkv must be the float32 results rounded once and lse the same, bit for
@@ -172,14 +148,11 @@ static void attention_as_f32(kc_ctx *x, const char *name, int64_t b, int64_t t, 
     float *lse = kc_out(x, nlse), *scratch = kc_out(x, nscr ? nscr : 1);
     x->k->attention_fused_forward_bf16(out, lse, scratch, qkv, b, t, nh, hs);
     x->k->attention_fused_backward_bf16(dqkv, scratch, dout, qkv, out, lse, b, t, nh, hs);
-    float *qf = widened(x, qkv, nq), *df = widened(x, dout, no), *of = widened(x, out, no);
+    float *qf = kc_widened(x, qkv, nq), *df = kc_widened(x, dout, no), *of = kc_widened(x, out, no);
     float *outf = kc_out(x, no), *lsef = kc_out(x, nlse), *dqf = kc_out(x, nq);
     x->k->attention_fused_forward(outf, lsef, scratch, qf, b, t, nh, hs);
     x->k->attention_fused_backward(dqf, scratch, df, qf, of, lse, b, t, nh, hs);
-    const float *hl = kc_host_copy(x, lse, nlse * sizeof *hl), *hlf = kc_host_copy(x, lsef, nlse * sizeof *hlf);
-    const int same = rounded_from(x, out, outf, no) && memcmp(hl, hlf, nlse * sizeof *hl) == 0 &&
-                     rounded_from(x, dqkv, dqf, nq);
-    kc_value(x, name, same, KC_EXACT);
+    kc_attention_rounded(x, name, out, outf, no, lse, lsef, nlse, dqkv, dqf, nq);
 }
 
 static void case_attention_bf16_as_f32(kc_ctx *x) {

@@ -6,9 +6,8 @@
  * precision's product tolerance), outputs poisoned with NaN, each case
  * run twice on the device and required bit-identical (kcase.h).
  */
-#include <math.h>
-#include <stdlib.h>
 
+#include "device/kc_shared.h"
 #include "device/kcase.h"
 
 #define B 2
@@ -54,16 +53,8 @@ static void case_rmsnorm_wide(kc_ctx *x) { rmsnorm_at(x, 301); }
  * 0..T-1 (a context-parallel rank's), and back. */
 static void case_rope(kc_ctx *x) {
     KC_NEED(x, rope);
-    const int64_t HS = 32, heads = 4, stride = (heads + 1) * HS + 8, hs2 = HS / 2;
-    float *cs_h = malloc((size_t)(2 * T * hs2) * sizeof *cs_h);
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < hs2; i++) {
-            const float angle = (float)(3 * t + 5) / powf(10000.0f, (float)(2 * i) / (float)HS);
-            cs_h[t * hs2 + i] = cosf(angle);
-            cs_h[T * hs2 + t * hs2 + i] = sinf(angle);
-        }
-    const float *cs = kc_bytes(x, cs_h, (size_t)(2 * T * hs2) * sizeof *cs_h);
-    free(cs_h);
+    const int64_t HS = 32, heads = 4, stride = (heads + 1) * HS + 8;
+    const float *cs = kc_rope_angles(x, T, HS);
     float *buf = kc_rand(x, BT * stride, -2, 2);
     x->k->rope(buf, cs, B, T, stride, heads, HS, 0);
     kc_result(x, "forward (the columns past the heads untouched)", buf, BT * stride, KC_ELEMWISE);

@@ -11,12 +11,9 @@
  * bit, as the GPT's bf16 attention is. Run by test_cuda_kernels in bf16
  * mode.
  */
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
+#include "device/kc_shared.h"
 #include "device/kcase.h"
-#include "device/kref_bf16.h"
 
 #define B 2
 #define T 67 /* two row tiles of the attention, the second of 3 rows */
@@ -58,16 +55,8 @@ static void case_rmsnorm_bf16_wide(kc_ctx *x) { rmsnorm_at(x, 301); }
  * are not 0..T-1, and back. */
 static void case_rope_bf16(kc_ctx *x) {
     KC_NEED(x, rope_bf16);
-    const int64_t HS = 32, heads = 4, stride = (heads + 1) * HS + 8, hs2 = HS / 2;
-    float *cs_h = malloc((size_t)(2 * T * hs2) * sizeof *cs_h);
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < hs2; i++) {
-            const float angle = (float)(3 * t + 5) / powf(10000.0f, (float)(2 * i) / (float)HS);
-            cs_h[t * hs2 + i] = cosf(angle);
-            cs_h[T * hs2 + t * hs2 + i] = sinf(angle);
-        }
-    const float *cs = kc_bytes(x, cs_h, (size_t)(2 * T * hs2) * sizeof *cs_h);
-    free(cs_h);
+    const int64_t HS = 32, heads = 4, stride = (heads + 1) * HS + 8;
+    const float *cs = kc_rope_angles(x, T, HS);
     plait_bf16 *buf = kc_rand_bf16(x, BT * stride, -2, 2);
     x->k->rope_bf16(buf, cs, B, T, stride, heads, HS, 0);
     kc_result(x, "forward", buf, BT * stride, KC_BF16);
@@ -104,25 +93,6 @@ static void gqa_shape(kc_ctx *x, const char *const names[3], int64_t b, int64_t 
     kc_result(x, names[2], dqkv, (size_t)(bt * row), KC_BF16);
 }
 
-/* n floats in the case's memory: the bf16 values at p widened */
-static float *widened(kc_ctx *x, const plait_bf16 *p, size_t n) {
-    const plait_bf16 *h = kc_host_copy(x, p, n * sizeof *h);
-    float *f = malloc(n * sizeof *f + 1);
-    for (size_t i = 0; i < n; i++) f[i] = kref_float_of(h[i]);
-    float *d = kc_bytes(x, f, n * sizeof *f);
-    free(f);
-    return d;
-}
-
-/* 1 if the n bf16 values at b are the floats at f rounded to nearest even */
-static int rounded_from(kc_ctx *x, const plait_bf16 *b, const float *f, size_t n) {
-    const plait_bf16 *hb = kc_host_copy(x, b, n * sizeof *hb);
-    const float *hf = kc_host_copy(x, f, n * sizeof *hf);
-    int same = 1;
-    for (size_t i = 0; i < n; i++) same &= hb[i] == kref_bf16_of(hf[i]);
-    return same;
-}
-
 /* The bf16 grouped-query entries against the float32 ones on the same
  * values (the bf16 inputs widened; the backward's out the bf16
  * forward's): out and dqkv the float32 results rounded once, lse the
@@ -136,14 +106,11 @@ static void gqa_as_f32(kc_ctx *x, const char *name, int64_t b, int64_t t, int64_
     float *lse = kc_out(x, nlse), *scratch = kc_out(x, nscr ? nscr : 1);
     x->k->attention_gqa_forward_bf16(out, lse, scratch, qkv, b, t, nh, nkv, hs);
     x->k->attention_gqa_backward_bf16(dqkv, scratch, dout, qkv, out, lse, b, t, nh, nkv, hs);
-    float *qf = widened(x, qkv, nq), *df = widened(x, dout, no), *of = widened(x, out, no);
+    float *qf = kc_widened(x, qkv, nq), *df = kc_widened(x, dout, no), *of = kc_widened(x, out, no);
     float *outf = kc_out(x, no), *lsef = kc_out(x, nlse), *dqf = kc_out(x, nq);
     x->k->attention_gqa_forward(outf, lsef, scratch, qf, b, t, nh, nkv, hs);
     x->k->attention_gqa_backward(dqf, scratch, df, qf, of, lse, b, t, nh, nkv, hs);
-    const float *hl = kc_host_copy(x, lse, nlse * sizeof *hl), *hlf = kc_host_copy(x, lsef, nlse * sizeof *hlf);
-    const int same = rounded_from(x, out, outf, no) && memcmp(hl, hlf, nlse * sizeof *hl) == 0 &&
-                     rounded_from(x, dqkv, dqf, nq);
-    kc_value(x, name, same, KC_EXACT);
+    kc_attention_rounded(x, name, out, outf, no, lse, lsef, nlse, dqkv, dqf, nq);
 }
 
 /* Two query heads a key/value head (llama-tiny's), multi-query at a head
