@@ -259,9 +259,13 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
 
 void plait_cost_ep_traffic(const plait_cost_moe *moe, const plait_cost_shape *s, int ep, double sparse, double m,
                            plait_cost_rank *r) {
+    /* recompute = full reruns each sparse block's dispatch and combine
+     * before its backward: 6 trades of the rows instead of 4 */
+    const double again = s->recompute == 2 ? 1.5 : 1.0;
     r->ep = ep;
-    r->ep_msgs = ep > 1 && moe->E > 0 ? 4.0 * sparse * m : 0;
-    r->ep_bytes = moe->E > 0 ? plait_cost_ep_bytes(s->B * s->T, moe->k, (int64_t)s->C, moe->E, ep, sparse, m) : 0;
+    r->ep_msgs = ep > 1 && moe->E > 0 ? 4.0 * again * sparse * m : 0;
+    r->ep_bytes = moe->E > 0 ? again * plait_cost_ep_bytes(s->B * s->T, moe->k, (int64_t)s->C, moe->E, ep, sparse, m)
+                             : 0;
 }
 
 void plait_cost_ring_traffic(const plait_cost_shape *s, double blocks, double micro_batches, plait_cost_rank *r) {

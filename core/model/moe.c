@@ -71,6 +71,12 @@
  * The ep trades read and write the rows in host memory, so ep > 1 needs a
  * device whose memory is host memory (model.c refuses it otherwise). The
  * backward runs whole in one call (input and weight gradients).
+ *
+ * Under recompute = full a slot keeps none of this: every sparse block's
+ * forward writes one block's buffers the model shares (m->moe_rc) and frees
+ * its held rows, and plait_moe_rerun, called before the block's backward,
+ * routes, permutes and runs the experts again (the trades too) without
+ * counting the routes twice or running the combine.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -152,9 +158,15 @@ static size_t acts_carve(const moe_dims *d, float *base, moe_acts *a) {
     return (at + 63) / 64 * 64; /* each block's part 256-byte aligned */
 }
 
+/* recompute = full: a sparse block keeps none of its MLP half's
+ * activations; its backward reruns the router, the permutation and the
+ * experts (plait_moe_rerun) into one block's buffers all share. */
+static int keeps_none(const plait_model *m) { return m->desc->recompute == PLAIT_RECOMPUTE_FULL; }
+
 /* The slot's moe_acts for every sparse block it holds, allocated at its
  * first sparse forward (device memory), with each block's host copy of
- * its offsets in the same host block as the moe_acts array. */
+ * its offsets in the same host block as the moe_acts array; under
+ * keeps_none every block's point at the model's one set (m->moe_rc). */
 static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_acts **out) {
     const int32_t L = m->desc->n_layer;
     if (!s->moe) {
@@ -163,10 +175,13 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
         size_t n = 0;
         for (int32_t l = 0; l < L; l++) n += desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1);
         const size_t E1 = (size_t)d.E + 1;
+        const int shared = keeps_none(m);
+        if (shared && !m->moe_rc && (m->moe_rc = plait_device_alloc(per * sizeof(float), "activations")))
+            m->act_bytes += m->moe_rc_bytes = per * sizeof(float);
         s->moe = calloc(1, (size_t)L * (sizeof *s->moe + E1 * sizeof(int32_t)));
-        s->moe_bytes = n * per * sizeof(float);
-        s->moe_mem = s->moe ? plait_device_alloc(s->moe_bytes, "activations") : NULL;
-        if (!s->moe || !s->moe_mem) {
+        s->moe_bytes = shared ? 0 : n * per * sizeof(float);
+        s->moe_mem = s->moe && !shared ? plait_device_alloc(s->moe_bytes, "activations") : NULL;
+        if (!s->moe || (shared ? !m->moe_rc : !s->moe_mem)) {
             free(s->moe);
             s->moe = NULL;
             s->moe_bytes = 0;
@@ -176,7 +191,7 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
         size_t at = 0;
         for (int32_t l = 0; l < L; l++)
             if (desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1)) {
-                at += acts_carve(&d, s->moe_mem + at, &s->moe[l]);
+                at += acts_carve(&d, shared ? m->moe_rc : s->moe_mem + at, &s->moe[l]);
                 s->moe[l].hoff = (int32_t *)(void *)(s->moe + L) + (size_t)l * E1;
             }
     }
@@ -413,6 +428,16 @@ static plait_status ep_trade(plait_model *m, int32_t layer, const ep_ranges *r, 
     return ep_wait(m, layer, req, ep_post(m, r, swap, src, dst, width, req), what);
 }
 
+/* Block `layer`'s held rows freed (none: nothing to do). */
+static void held_drop(plait_model *m, model_slot *s, int32_t layer) {
+    moe_held *old = s->moe_held ? s->moe_held[layer - 1] : NULL;
+    if (!old) return;
+    s->moe_held_bytes -= old->bytes;
+    m->act_bytes -= old->bytes;
+    free(old);
+    s->moe_held[layer - 1] = NULL;
+}
+
 /* The held rows' block for block `layer`, sized for `rows` (replacing the
  * last forward's). */
 static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, int64_t rows,
@@ -422,12 +447,7 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
     const int64_t n = (int64_t)m->ep * (d->E / m->ep), head = (int64_t)((sizeof(moe_held) + 63) / 64 * 64);
     const int64_t cnt = (n * (int64_t)sizeof(int32_t) + 63) / 64 * 64;
     const int64_t floats = rows * (2 * d->C + 3 * d->F);
-    moe_held *old = s->moe_held[layer - 1];
-    if (old) {
-        s->moe_held_bytes -= old->bytes;
-        m->act_bytes -= old->bytes;
-        free(old);
-    }
+    held_drop(m, s, layer);
     const size_t bytes = (size_t)(head + cnt) + (size_t)floats * sizeof(float) + 1;
     char *mem = malloc(bytes);
     s->moe_held[layer - 1] = mem;
@@ -565,8 +585,8 @@ static plait_status read_routes(plait_model *m, const moe_dims *d, moe_acts *a, 
     const float *routed = h + (train ? N * E + N : 0);
     memcpy(a->hoff, routed + E, (size_t)(E + 1) * sizeof *a->hoff);
     *dropped = N * d->k - a->hoff[E];
-    if (train && m->tp_rank == 0) { /* what the trainer reports and balances with: its tp group's ranks route
-                                     * the same tokens, counted once */
+    if (train && m->tp_rank == 0 && !m->moe_rerun) { /* what the trainer reports and balances with: its tp
+                                                      * group's ranks route the same tokens, counted once */
         double aux, z;
         losses(m, d, h, h + N * E, routed, &aux, &z);
         const double share = (double)N * (double)m->loss_scale;
@@ -603,6 +623,8 @@ plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, con
         const mlp_w w = expert_w(&d, t, -1);
         mlp_forward(m, &d, &w, ln, a->sh, a->su, a->sa, a->sy, N, d.SF);
     }
+    if (m->moe_rerun) return PLAIT_OK;         /* the backward reads the experts' outputs, not the block's */
+    if (keeps_none(m)) held_drop(m, s, layer); /* the rerun trades the rows again */
     /* the combine: residual, shared experts, then the k routes by expert
      * index; under tp the partial sums over a zero residual, the residual
      * added after their sum */
@@ -671,12 +693,23 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
                              md->sigmoid, md->aux, md->z, (double)N * (double)m->loss_scale);
     if (m->ep == 1) group_backward(m, &d, t, g, a->hoff, a, &sc);
     if (m->ep > 1 && (st = ep_backward(m, s, layer, &d, a, t, g, &sc)) != PLAIT_OK) return st;
+    if (keeps_none(m)) held_drop(m, s, layer);
     /* un-permute: each token's routes added in the order of expert index */
     m->k->moe_permute_backward(dln, sc.dx, a->row, N, k, C);
     /* the router: its weight's gradient and its input's, added last */
     m->k->matmul_backward(sc.dx2, g[MOE_ROUTER], NULL, sc.dlogits, ln, t[MOE_ROUTER], N, C, d.E);
     if (m->tp_rank == 0) m->k->axpy(dln, sc.dx2, (size_t)(N * C), 1.0f);
     return plait_tp_grad_sum(m, dln, "before the router and experts", layer);
+}
+
+plait_status plait_moe_rerun(plait_model *m, model_slot *s, int32_t layer, const float *ln) {
+    /* the same kernels on the same rows and weights choose the same routes
+     * and compute the same bits; at ep > 1 every rank of the group reruns
+     * the block at the same point of the same schedule, so the trades pair */
+    m->moe_rerun = 1;
+    plait_status st = plait_moe_forward(m, s, layer, ln, NULL, NULL);
+    m->moe_rerun = 0;
+    return st;
 }
 
 /* ---- the gpt arch's sparse MLP half ---------------------------------------- */
