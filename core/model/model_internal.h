@@ -338,6 +338,11 @@ struct plait_model {
     float *moe_rc;
     size_t moe_rc_bytes;
     int moe_rerun;
+    /* recompute = selective at ep > 1: the held rows' activation function
+     * outputs, one host buffer every block shares (moe.c's held_act); under
+     * selective moe_rc holds the routed and shared experts' at ep 1 */
+    float *moe_held_act;
+    size_t moe_held_act_floats;
     int64_t *moe_counts;   /* [n_layer·experts] tokens per block and expert */
     double moe_aux, moe_z; /* Σ over the sparse blocks' forwards of each loss's value */
     int64_t moe_dropped, moe_forwards;
@@ -541,6 +546,10 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
  * rerun over `ln` (the forward's), before its backward, into the buffers
  * its backward reads; nothing counted again, no combine. */
 plait_status plait_moe_rerun(plait_model *m, model_slot *s, int32_t layer, const float *ln);
+/* recompute = selective: block `layer`'s experts' activation function
+ * outputs (GELU's or SwiGLU's, routed and shared experts) rebuilt from the
+ * kept inputs by the forward's own calls, before its backward. */
+plait_status plait_moe_act_rerun(plait_model *m, model_slot *s, int32_t layer);
 /* The gpt arch's sparse MLP half: ln_2 (LayerNorm) and the above; dr
  * (overwritten) = d(r) from dy. */
 plait_status plait_moe_gpt_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y);

@@ -108,7 +108,8 @@ typedef struct moe_acts {
 
 typedef struct moe_dims {
     int64_t N, C, E, k, F, SF;
-    int nt; /* expert tensors: MOE_GPT_TENSORS or MOE_LLAMA_TENSORS */
+    int nt;  /* expert tensors: MOE_GPT_TENSORS or MOE_LLAMA_TENSORS */
+    int sel; /* recompute = selective: the activation function's outputs shared (drops_act) */
 } moe_dims;
 
 static moe_dims dims_of(const plait_model *m) {
@@ -119,8 +120,16 @@ static moe_dims dims_of(const plait_model *m) {
                       .k = md->top_k,
                       .F = md->ffn / m->tp, /* this tp rank's slice of each expert's width */
                       .SF = (int64_t)md->shared * md->ffn / m->tp,
-                      .nt = m->desc->is_llama ? MOE_LLAMA_TENSORS : MOE_GPT_TENSORS};
+                      .nt = m->desc->is_llama ? MOE_LLAMA_TENSORS : MOE_GPT_TENSORS,
+                      .sel = m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE};
 }
+
+/* recompute = selective, Megatron-Core's moe_act: the experts' (routed
+ * and shared) activation function's outputs, the GELU's (gpt: u, su) or
+ * SwiGLU's (llama: a, sa), live in buffers every block shares, and
+ * plait_moe_act_rerun rebuilds them from the kept inputs before the
+ * block's backward; floats of that buffer (device memory). */
+static size_t act_floats(const moe_dims *d) { return ((size_t)(d->N * d->k * d->F + d->N * d->SF) + 63) / 64 * 64; }
 
 /* Floats of one block's moe_acts (ints take a float's room); carved from
  * `base` into *a unless base is NULL. */
@@ -145,13 +154,14 @@ static size_t acts_carve(const moe_dims *d, float *base, moe_acts *a) {
     TAKE(a->tok, int32_t, Nk);
     TAKE(a->x, float, Nk * d->C);
     TAKE(a->y, float, Nk * d->C);
+    const int llama = d->nt == MOE_LLAMA_TENSORS; /* under d->sel the activation's output is shared */
     TAKE(a->h, float, Nk * d->F);
-    TAKE(a->u, float, Nk * d->F);
-    TAKE(a->a, float, Nk * d->F);
+    if (!d->sel || llama) TAKE(a->u, float, Nk * d->F);
+    if (!d->sel || !llama) TAKE(a->a, float, Nk * d->F);
     if (d->SF > 0) {
         TAKE(a->sh, float, N * d->SF);
-        TAKE(a->su, float, N * d->SF);
-        TAKE(a->sa, float, N * d->SF);
+        if (!d->sel || llama) TAKE(a->su, float, N * d->SF);
+        if (!d->sel || !llama) TAKE(a->sa, float, N * d->SF);
         TAKE(a->sy, float, N * d->C);
     }
 #undef TAKE
@@ -176,12 +186,13 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
         for (int32_t l = 0; l < L; l++) n += desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1);
         const size_t E1 = (size_t)d.E + 1;
         const int shared = keeps_none(m);
-        if (shared && !m->moe_rc && (m->moe_rc = plait_device_alloc(per * sizeof(float), "activations")))
-            m->act_bytes += m->moe_rc_bytes = per * sizeof(float);
+        const size_t rc = shared ? per : d.sel ? act_floats(&d) : 0;
+        if (rc && !m->moe_rc && (m->moe_rc = plait_device_alloc(rc * sizeof(float), "activations")))
+            m->act_bytes += m->moe_rc_bytes = rc * sizeof(float);
         s->moe = calloc(1, (size_t)L * (sizeof *s->moe + E1 * sizeof(int32_t)));
         s->moe_bytes = shared ? 0 : n * per * sizeof(float);
         s->moe_mem = s->moe && !shared ? plait_device_alloc(s->moe_bytes, "activations") : NULL;
-        if (!s->moe || (shared ? !m->moe_rc : !s->moe_mem)) {
+        if (!s->moe || (rc && !m->moe_rc) || (!shared && !s->moe_mem)) {
             free(s->moe);
             s->moe = NULL;
             s->moe_bytes = 0;
@@ -191,8 +202,12 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
         size_t at = 0;
         for (int32_t l = 0; l < L; l++)
             if (desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1)) {
-                at += acts_carve(&d, shared ? m->moe_rc : s->moe_mem + at, &s->moe[l]);
-                s->moe[l].hoff = (int32_t *)(void *)(s->moe + L) + (size_t)l * E1;
+                moe_acts *x = &s->moe[l];
+                at += acts_carve(&d, shared ? m->moe_rc : s->moe_mem + at, x);
+                x->hoff = (int32_t *)(void *)(s->moe + L) + (size_t)l * E1;
+                float *act = d.sel ? m->moe_rc + d.N * d.k * d.F : NULL; /* the routed experts', then the shared */
+                if (d.sel && d.nt == MOE_LLAMA_TENSORS) x->a = m->moe_rc, x->sa = d.SF > 0 ? act : NULL;
+                else if (d.sel) x->u = m->moe_rc, x->su = d.SF > 0 ? act : NULL;
             }
     }
     *out = &s->moe[layer - 1];
@@ -254,6 +269,14 @@ static mlp_w expert_w(const moe_dims *d, float *const *t, int64_t e) {
     return (mlp_w){.w1 = x[0] + i * F * C, .b1 = x[1] + i * F, .w2 = x[2] + i * C * F, .b2 = x[3] + i * C};
 }
 
+/* The activation function over n floats: gpt u = GELU(h), llama a =
+ * SwiGLU(h, u); the one call the forward and plait_moe_act_rerun make. */
+static void act_forward(plait_model *m, const moe_dims *d, const float *h, float *u, float *a, int64_t n) {
+    if (n == 0) return;
+    if (d->nt == MOE_LLAMA_TENSORS) m->k->swiglu_forward(a, h, u, (size_t)n);
+    else m->k->gelu_forward(u, h, (size_t)n);
+}
+
 /* y [n,C] = the MLP of x [n,C], width F, keeping h, u (and a) [n,F]. */
 static void mlp_forward(plait_model *m, const moe_dims *d, const mlp_w *w, const float *x, float *h, float *u, float *a,
                         float *y, int64_t n, int64_t F) {
@@ -262,11 +285,11 @@ static void mlp_forward(plait_model *m, const moe_dims *d, const mlp_w *w, const
     m->k->matmul_forward(h, x, w->w1, w->b1, n, C, F);
     if (d->nt == MOE_LLAMA_TENSORS) {
         m->k->matmul_forward(u, x, w->w3, NULL, n, C, F);
-        m->k->swiglu_forward(a, h, u, (size_t)(n * F));
+        act_forward(m, d, h, u, a, n * F);
         m->k->matmul_forward(y, a, w->w2, NULL, n, F, C);
         return;
     }
-    m->k->gelu_forward(u, h, (size_t)(n * F));
+    act_forward(m, d, h, u, a, n * F);
     /* c_proj's bias once over the tp group: the partial sums' first rank's */
     m->k->matmul_forward(y, u, w->w2, m->tp_rank == 0 ? w->b2 : NULL, n, F, C);
 }
@@ -304,12 +327,12 @@ static void group_forward(plait_model *m, const moe_dims *d, float *const *t, co
     if (d->nt == MOE_LLAMA_TENSORS) { /* gate, up, down */
         m->k->moe_matmul_forward(h, x, w[0], NULL, off, E, C, F);
         m->k->moe_matmul_forward(u, x, w[1], NULL, off, E, C, F);
-        m->k->swiglu_forward(a, h, u, (size_t)(rows * F));
+        act_forward(m, d, h, u, a, rows * F);
         m->k->moe_matmul_forward(y, a, w[2], NULL, off, E, F, C);
         return;
     }
     m->k->moe_matmul_forward(h, x, w[0], w[1], off, E, C, F); /* c_fc */
-    m->k->gelu_forward(u, h, (size_t)(rows * F));
+    act_forward(m, d, h, u, a, rows * F);
     /* c_proj; its bias once over the tp group: the partial sums' first rank's */
     m->k->moe_matmul_forward(y, u, w[2], m->tp_rank == 0 ? w[3] : NULL, off, E, F, C);
 }
@@ -428,6 +451,27 @@ static plait_status ep_trade(plait_model *m, int32_t layer, const ep_ranges *r, 
     return ep_wait(m, layer, req, ep_post(m, r, swap, src, dst, width, req), what);
 }
 
+/* recompute = selective (moe_dims.sel): the held rows' activation
+ * function outputs (gpt u, llama a) in one host buffer every block shares,
+ * grown to the largest block's rows. */
+static plait_status held_act(plait_model *m, const moe_dims *d, moe_held *h) {
+    const size_t need = (size_t)(h->rows * d->F);
+    if (need > m->moe_held_act_floats) {
+        float *p = realloc(m->moe_held_act, need * sizeof *p);
+        if (!p) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' activations");
+        m->act_bytes += (need - m->moe_held_act_floats) * sizeof *p;
+        m->moe_held_act = p;
+        m->moe_held_act_floats = need;
+    }
+    if (d->nt == MOE_LLAMA_TENSORS) {
+        h->a = m->moe_held_act;
+        return PLAIT_OK;
+    }
+    h->a = h->u; /* gpt: the GELU's output shared, where u was the unused a */
+    h->u = m->moe_held_act;
+    return PLAIT_OK;
+}
+
 /* Block `layer`'s held rows freed (none: nothing to do). */
 static void held_drop(plait_model *m, model_slot *s, int32_t layer) {
     moe_held *old = s->moe_held ? s->moe_held[layer - 1] : NULL;
@@ -446,7 +490,7 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' rows");
     const int64_t n = (int64_t)m->ep * (d->E / m->ep), head = (int64_t)((sizeof(moe_held) + 63) / 64 * 64);
     const int64_t cnt = (n * (int64_t)sizeof(int32_t) + 63) / 64 * 64;
-    const int64_t floats = rows * (2 * d->C + 3 * d->F);
+    const int64_t floats = rows * (2 * d->C + (d->sel ? 2 : 3) * d->F); /* d->sel: held_act */
     held_drop(m, s, layer);
     const size_t bytes = (size_t)(head + cnt) + (size_t)floats * sizeof(float) + 1;
     char *mem = malloc(bytes);
@@ -464,7 +508,7 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
     h->u = h->h + rows * d->F;
     h->a = h->u + rows * d->F;
     *out = h;
-    return PLAIT_OK;
+    return d->sel ? held_act(m, d, h) : PLAIT_OK;
 }
 
 /* The forward's experts at ep > 1: dispatch, each (source, local expert)
@@ -700,6 +744,32 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
     m->k->matmul_backward(sc.dx2, g[MOE_ROUTER], NULL, sc.dlogits, ln, t[MOE_ROUTER], N, C, d.E);
     if (m->tp_rank == 0) m->k->axpy(dln, sc.dx2, (size_t)(N * C), 1.0f);
     return plait_tp_grad_sum(m, dln, "before the router and experts", layer);
+}
+
+plait_status plait_moe_act_rerun(plait_model *m, model_slot *s, int32_t layer) {
+    const moe_dims d = dims_of(m);
+    const moe_acts *a = s->moe ? &s->moe[layer - 1] : NULL;
+    moe_held *h = m->ep > 1 && s->moe_held ? s->moe_held[layer - 1] : NULL;
+    if (!a || !a->logits || (m->ep > 1 && !h))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: recompute of %s's experts before their forward",
+                               plait_model_layer_name(m, layer));
+    /* the forward's own calls over the same spans (mlp_forward,
+     * group_forward): the same bits */
+    act_forward(m, &d, a->sh, a->su, a->sa, d.N * d.SF);
+    if (m->ep == 1) {
+        act_forward(m, &d, a->h, a->u, a->a, a->hoff[d.E] * d.F);
+        return PLAIT_OK;
+    }
+    /* the shared host buffer another block may have moved */
+    h->u = d.nt == MOE_LLAMA_TENSORS ? h->u : h->h + h->rows * d.F; /* held_act's layout, again */
+    plait_status st = held_act(m, &d, h);
+    const int64_t El = d.E / m->ep, F = d.F;
+    int64_t at = 0;
+    for (int64_t i = 0; st == PLAIT_OK && i < m->ep * El; i++) {
+        act_forward(m, &d, h->h + at * F, h->u + at * F, h->a + at * F, h->cnt[i] * F);
+        at += h->cnt[i];
+    }
+    return st;
 }
 
 plait_status plait_moe_rerun(plait_model *m, model_slot *s, int32_t layer, const float *ln) {

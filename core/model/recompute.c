@@ -36,8 +36,9 @@
  * router, the permutation and the experts (shared ones too; at ep > 1 the
  * trades again), which choose the routes the forward chose, being the same
  * kernels on the same rows; not the combine, whose output the backward
- * does not read. Selective drops nothing of its MLP half (it has no GELU
- * output of its own).
+ * does not read. Selective drops its experts' activation function
+ * outputs (routed and shared; Megatron-Core's moe_act) and rebuilds them
+ * from the kept GELU or SwiGLU inputs with the forward's own calls.
  */
 #include "model/model_internal.h"
 
@@ -63,7 +64,7 @@ static plait_status recompute_llama(plait_model *m, model_slot *s, int32_t layer
     block_acts *a = &s->blocks[layer - 1];
     switch (m->desc->recompute) {
         case PLAIT_RECOMPUTE_SELECTIVE:
-            if (desc_block_sparse(m->desc, layer - 1)) return PLAIT_OK; /* no SwiGLU of its own */
+            if (desc_block_sparse(m->desc, layer - 1)) return plait_moe_act_rerun(m, s, layer); /* the experts' */
             if (m->bf16) /* the forward's own kernel on gate|up (llama_bf16.c): the same bits */
                 m->k->swiglu_forward_bf16(a->bf.swi, a->bf.gu, m->B * m->T, m->Fl);
             else m->k->swiglu_forward(a->swi, a->fch, a->fcg, (size_t)(m->B * m->T * m->Fl));
@@ -102,7 +103,8 @@ plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer,
         /* the weight half reads the GELU's output, not the probabilities */
         if (m->desc->is_gpt && !weights_only && !m->fused_attn)
             m->k->attention_probs(a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
-        if (!sparse) m->k->gelu_forward(a->fcg, a->fch, (size_t)(m->B * m->T * m->Fl));
+        if (sparse) return plait_moe_act_rerun(m, s, layer); /* the experts' GELUs */
+        m->k->gelu_forward(a->fcg, a->fch, (size_t)(m->B * m->T * m->Fl));
         return PLAIT_OK;
     case PLAIT_RECOMPUTE_FULL: {
         const float *x = s->bound[layer - 1];
