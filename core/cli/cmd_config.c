@@ -46,12 +46,15 @@ static void print_ep(plait_config *cfg, const plait_model_spec *s, int64_t E, do
         blocks += sparse;
     }
     const double tokens = (double)b.micro_batch * (double)s->block_size / (cp > 1 ? cp : 1);
-    const double bytes = plait_cost_ep_bytes(tokens, plait_config_int(cfg, "model", "moe_top_k"), s->n_embd, E, ep,
-                                             blocks, (double)b.accumulation);
+    /* recompute = full trades the forward's rows again before the backward */
+    const int full = strcmp(plait_config_str(cfg, "model", "recompute"), "full") == 0;
+    const double bytes = (full ? 1.5 : 1.0) * plait_cost_ep_bytes(tokens, plait_config_int(cfg, "model", "moe_top_k"),
+                                                                  s->n_embd, E, ep, blocks, (double)b.accumulation);
     printf("all-to-all bytes a step: %.0f a rank sends at ep %d (%.0f sparse blocks x %lld micro-batches; the "
-           "dispatch and combine, forward and backward, the routes spread evenly); each rank holds %lld of the %lld "
+           "dispatch and combine, forward%s and backward, the routes spread evenly); each rank holds %lld of the %lld "
            "experts, %.3fM routed experts' parameters\n",
-           bytes, ep, blocks, (long long)b.accumulation, (long long)(E / ep), (long long)E, experts / ep / 1e6);
+           bytes, ep, blocks, (long long)b.accumulation, full ? " (twice: recompute = full)" : "", (long long)(E / ep),
+           (long long)E, experts / ep / 1e6);
 }
 
 /* A mixture of experts' parameters, all of them and those a token uses

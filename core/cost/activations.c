@@ -238,9 +238,18 @@ double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_sha
     if (!moe || moe->E <= 0) return 0;
     const double N = s->B * s->T, E = (double)moe->E, Nk = N * (double)moe->k, C = s->C;
     const double F = (double)moe->F / tp, SF = (double)(moe->S * moe->F) / tp;
-    double f = 2 * N * E + N + E + 4 * Nk + E + 1 + 2 * Nk * C + 3 * Nk * F;
-    if (SF > 0) f += 3 * N * SF + N * C;
+    const double acts = s->recompute == 1 ? 2 : 3; /* selective shares the activation's output */
+    double f = 2 * N * E + N + E + 4 * Nk + E + 1 + 2 * Nk * C + acts * Nk * F;
+    if (SF > 0) f += acts * N * SF + N * C;
     return sizeof(float) * ceil(f / 64) * 64; /* each block's part 256-byte aligned */
+}
+
+double plait_cost_moe_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
+    if (!moe || moe->E <= 0 || s->recompute == 0) return 0;
+    if (s->recompute == 2) return plait_cost_moe_acts_bytes(moe, s, tp) + plait_cost_held_shared_bytes(moe, s, ep);
+    const double Nk = s->B * s->T * (double)moe->k;
+    const double f = Nk * (double)moe->F / tp + s->B * s->T * (double)(moe->S * moe->F) / tp;
+    return sizeof(float) * ceil(f / 64) * 64 + plait_cost_held_shared_bytes(moe, s, ep);
 }
 
 double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp) {
@@ -254,14 +263,25 @@ double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {
     if (!moe || ep <= 1 || moe->E <= 0) return 0;
     double rows = s->B * s->T * (double)moe->k;
-    return sizeof(float) * (rows * (2.0 * s->C + 3.0 * (double)moe->F) + (double)moe->E);
+    const double acts = s->recompute == 1 ? 2 : 3; /* selective shares the activation's output */
+    return sizeof(float) * (rows * (2.0 * s->C + acts * (double)moe->F) + (double)moe->E);
+}
+
+double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {
+    if (!moe || ep <= 1 || moe->E <= 0 || s->recompute == 0) return 0;
+    if (s->recompute == 2) return plait_cost_held_bytes(moe, s, ep);
+    return sizeof(float) * s->B * s->T * (double)moe->k * (double)moe->F;
 }
 
 void plait_cost_ep_traffic(const plait_cost_moe *moe, const plait_cost_shape *s, int ep, double sparse, double m,
                            plait_cost_rank *r) {
+    /* recompute = full reruns each sparse block's dispatch and combine
+     * before its backward: 6 trades of the rows instead of 4 */
+    const double again = s->recompute == 2 ? 1.5 : 1.0;
     r->ep = ep;
-    r->ep_msgs = ep > 1 && moe->E > 0 ? 4.0 * sparse * m : 0;
-    r->ep_bytes = moe->E > 0 ? plait_cost_ep_bytes(s->B * s->T, moe->k, (int64_t)s->C, moe->E, ep, sparse, m) : 0;
+    r->ep_msgs = ep > 1 && moe->E > 0 ? 4.0 * again * sparse * m : 0;
+    r->ep_bytes = moe->E > 0 ? again * plait_cost_ep_bytes(s->B * s->T, moe->k, (int64_t)s->C, moe->E, ep, sparse, m)
+                             : 0;
 }
 
 void plait_cost_ring_traffic(const plait_cost_shape *s, double blocks, double micro_batches, plait_cost_rank *r) {

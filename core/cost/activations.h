@@ -161,13 +161,23 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
 /* Bytes a sparse block keeps per micro-batch alive (model/moe.c's
  * moe_acts: the router's logits and scores, each route's choice, gate and
  * rows, the permuted inputs and outputs, the experts' hidden tensors at
- * this tp rank's width F/tp, the shared experts'), and the backward's
+ * this tp rank's width F/tp, the shared experts'; under selective without
+ * the activation function's outputs), and the backward's
  * scratch all sparse blocks share (once a rank); 0 for a dense model. */
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
+/* What [model] recompute leaves of the sparse blocks once a rank, in the
+ * buffers they share (model/moe.c): under full one block's moe_acts and
+ * held rows (the per-block counts above and plait_cost_held_bytes then
+ * count none), under selective the experts' activation function outputs
+ * of one block (at ep > 1 those of the held rows too); 0 under none.
+ * The held part alone: plait_cost_held_shared_bytes. */
+double plait_cost_moe_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep);
+double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep);
 double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
 
 /* Sets r's ep fields for `sparse` local sparse blocks and m micro-batches
- * a step (plait_cost_rank: ep_msgs, ep_bytes; plait_cost_ep_bytes). */
+ * a step (plait_cost_rank: ep_msgs, ep_bytes; plait_cost_ep_bytes), the
+ * forward's trades twice under recompute = full. */
 void plait_cost_ep_traffic(const plait_cost_moe *moe, const plait_cost_shape *s, int ep, double sparse, double m,
                            struct plait_cost_rank *r);
 

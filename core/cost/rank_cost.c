@@ -119,14 +119,18 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
             if (in->op == PLAIT_INSTR_BACKWARD || in->op == PLAIT_INSTR_BACKWARD_WEIGHT) live--;
         }
         if (peak < 1) peak = 1;
-        out->act_bytes += peak * (plait_cost_slot_bytes(&s, first, last) +
-                                  sparse * (plait_cost_held_bytes(moe, &s, ep) +
-                                            plait_cost_moe_acts_bytes(moe, &s, mesh->tp)));
+        /* recompute = full: a sparse block's routing and experts' rows
+         * live only from its rerun to its backward, in one set (below) */
+        const double moe_kept = s.recompute == 2
+                                    ? 0
+                                    : plait_cost_held_bytes(moe, &s, ep) + plait_cost_moe_acts_bytes(moe, &s, mesh->tp);
+        out->act_bytes += peak * (plait_cost_slot_bytes(&s, first, last) + sparse * moe_kept);
     }
     out->act_bytes += plait_cost_scratch_bytes(&s);
     int any_sparse = 0;
     for (int l = 0; l < nl && l < 4096; l++) any_sparse |= LOCAL(l) && sparse_of[l];
     if (any_sparse) out->act_bytes += plait_cost_moe_scratch_bytes(moe, &s, mesh->tp);
+    if (any_sparse) out->act_bytes += plait_cost_moe_shared_bytes(moe, &s, mesh->tp, ep);
 
     /* TP: Megatron's count, per micro-batch 2 all-reduces of b.s.h in the forward and 2 in the backward
      * of every block, one more for the vocab-parallel embedding's output and one for the head's input

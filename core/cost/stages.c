@@ -367,7 +367,8 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                 if (m->expert_numel[ly] > 0) { /* a sparse block: its E / ep experts */
                     e -= m->expert_numel[ly] * (1.0 - 1.0 / ep);
                     r->expert_numel += m->expert_numel[ly] / ep;
-                    r->act_bytes += live[c] * plait_cost_held_bytes(&m->moe, &s, ep);
+                    /* recompute = full: held only from its rerun to its backward (shared below) */
+                    if (s.recompute != 2) r->act_bytes += live[c] * plait_cost_held_bytes(&m->moe, &s, ep);
                     sparse++;
                 }
                 if (s.bf16) r->weight_copy_numel += t->layer_copy[ly];
@@ -389,6 +390,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
         }
         /* and the backward scratch the chunks share */
         r->act_bytes += plait_cost_scratch_bytes(&s);
+        if (sparse) r->act_bytes += plait_cost_held_shared_bytes(&m->moe, &s, ep);
         plait_cost_ring_traffic(&s, blocks, mb, r);
         plait_cost_ep_traffic(&m->moe, &s, ep, sparse, mb, r);
         if (tp > 1) {

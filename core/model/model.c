@@ -497,6 +497,8 @@ void plait_model_free(plait_model *m) {
     plait_ring_attention_free(m);
     plait_device_free(m->wbf_mem);
     plait_device_free(m->moe_scratch);
+    plait_device_free(m->moe_rc);
+    free(m->moe_held_act);
     free(m->moe_counts);
     free(m->wbf);
     free(m->layer_epoch);

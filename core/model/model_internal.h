@@ -331,6 +331,18 @@ struct plait_model {
      * trainer last took it (plait_model_moe_take) */
     float *moe_scratch;
     size_t moe_scratch_bytes;
+    /* recompute = full: one sparse block's routing and experts'
+     * activations, shared by every slot and block (the slots keep none),
+     * and set while the backward reruns a sparse block's forward into them
+     * (the routes then counted, and the combine run, once only) */
+    float *moe_rc;
+    size_t moe_rc_bytes;
+    int moe_rerun;
+    /* recompute = selective at ep > 1: the held rows' activation function
+     * outputs, one host buffer every block shares (moe.c's held_act); under
+     * selective moe_rc holds the routed and shared experts' at ep 1 */
+    float *moe_held_act;
+    size_t moe_held_act_floats;
     int64_t *moe_counts;   /* [n_layer·experts] tokens per block and expert */
     double moe_aux, moe_z; /* Σ over the sparse blocks' forwards of each loss's value */
     int64_t moe_dropped, moe_forwards;
@@ -530,6 +542,14 @@ plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, con
                                float *out);
 plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, const float *ln, const float *dy,
                                 float *dln);
+/* recompute = full: block `layer`'s router, permutation and experts
+ * rerun over `ln` (the forward's), before its backward, into the buffers
+ * its backward reads; nothing counted again, no combine. */
+plait_status plait_moe_rerun(plait_model *m, model_slot *s, int32_t layer, const float *ln);
+/* recompute = selective: block `layer`'s experts' activation function
+ * outputs (GELU's or SwiGLU's, routed and shared experts) rebuilt from the
+ * kept inputs by the forward's own calls, before its backward. */
+plait_status plait_moe_act_rerun(plait_model *m, model_slot *s, int32_t layer);
 /* The gpt arch's sparse MLP half: ln_2 (LayerNorm) and the above; dr
  * (overwritten) = d(r) from dy. */
 plait_status plait_moe_gpt_half_forward(plait_model *m, model_slot *s, int32_t layer, const float *r, float *y);

@@ -71,6 +71,12 @@
  * The ep trades read and write the rows in host memory, so ep > 1 needs a
  * device whose memory is host memory (model.c refuses it otherwise). The
  * backward runs whole in one call (input and weight gradients).
+ *
+ * Under recompute = full a slot keeps none of this: every sparse block's
+ * forward writes one block's buffers the model shares (m->moe_rc) and frees
+ * its held rows, and plait_moe_rerun, called before the block's backward,
+ * routes, permutes and runs the experts again (the trades too) without
+ * counting the routes twice or running the combine.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -102,7 +108,8 @@ typedef struct moe_acts {
 
 typedef struct moe_dims {
     int64_t N, C, E, k, F, SF;
-    int nt; /* expert tensors: MOE_GPT_TENSORS or MOE_LLAMA_TENSORS */
+    int nt;  /* expert tensors: MOE_GPT_TENSORS or MOE_LLAMA_TENSORS */
+    int sel; /* recompute = selective: the activation function's outputs shared (drops_act) */
 } moe_dims;
 
 static moe_dims dims_of(const plait_model *m) {
@@ -113,8 +120,16 @@ static moe_dims dims_of(const plait_model *m) {
                       .k = md->top_k,
                       .F = md->ffn / m->tp, /* this tp rank's slice of each expert's width */
                       .SF = (int64_t)md->shared * md->ffn / m->tp,
-                      .nt = m->desc->is_llama ? MOE_LLAMA_TENSORS : MOE_GPT_TENSORS};
+                      .nt = m->desc->is_llama ? MOE_LLAMA_TENSORS : MOE_GPT_TENSORS,
+                      .sel = m->desc->recompute == PLAIT_RECOMPUTE_SELECTIVE};
 }
+
+/* recompute = selective, Megatron-Core's moe_act: the experts' (routed
+ * and shared) activation function's outputs, the GELU's (gpt: u, su) or
+ * SwiGLU's (llama: a, sa), live in buffers every block shares, and
+ * plait_moe_act_rerun rebuilds them from the kept inputs before the
+ * block's backward; floats of that buffer (device memory). */
+static size_t act_floats(const moe_dims *d) { return ((size_t)(d->N * d->k * d->F + d->N * d->SF) + 63) / 64 * 64; }
 
 /* Floats of one block's moe_acts (ints take a float's room); carved from
  * `base` into *a unless base is NULL. */
@@ -139,22 +154,29 @@ static size_t acts_carve(const moe_dims *d, float *base, moe_acts *a) {
     TAKE(a->tok, int32_t, Nk);
     TAKE(a->x, float, Nk * d->C);
     TAKE(a->y, float, Nk * d->C);
+    const int llama = d->nt == MOE_LLAMA_TENSORS; /* under d->sel the activation's output is shared */
     TAKE(a->h, float, Nk * d->F);
-    TAKE(a->u, float, Nk * d->F);
-    TAKE(a->a, float, Nk * d->F);
+    if (!d->sel || llama) TAKE(a->u, float, Nk * d->F);
+    if (!d->sel || !llama) TAKE(a->a, float, Nk * d->F);
     if (d->SF > 0) {
         TAKE(a->sh, float, N * d->SF);
-        TAKE(a->su, float, N * d->SF);
-        TAKE(a->sa, float, N * d->SF);
+        if (!d->sel || llama) TAKE(a->su, float, N * d->SF);
+        if (!d->sel || !llama) TAKE(a->sa, float, N * d->SF);
         TAKE(a->sy, float, N * d->C);
     }
 #undef TAKE
     return (at + 63) / 64 * 64; /* each block's part 256-byte aligned */
 }
 
+/* recompute = full: a sparse block keeps none of its MLP half's
+ * activations; its backward reruns the router, the permutation and the
+ * experts (plait_moe_rerun) into one block's buffers all share. */
+static int keeps_none(const plait_model *m) { return m->desc->recompute == PLAIT_RECOMPUTE_FULL; }
+
 /* The slot's moe_acts for every sparse block it holds, allocated at its
  * first sparse forward (device memory), with each block's host copy of
- * its offsets in the same host block as the moe_acts array. */
+ * its offsets in the same host block as the moe_acts array; under
+ * keeps_none every block's point at the model's one set (m->moe_rc). */
 static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_acts **out) {
     const int32_t L = m->desc->n_layer;
     if (!s->moe) {
@@ -163,10 +185,14 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
         size_t n = 0;
         for (int32_t l = 0; l < L; l++) n += desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1);
         const size_t E1 = (size_t)d.E + 1;
+        const int shared = keeps_none(m);
+        const size_t rc = shared ? per : d.sel ? act_floats(&d) : 0;
+        if (rc && !m->moe_rc && (m->moe_rc = plait_device_alloc(rc * sizeof(float), "activations")))
+            m->act_bytes += m->moe_rc_bytes = rc * sizeof(float);
         s->moe = calloc(1, (size_t)L * (sizeof *s->moe + E1 * sizeof(int32_t)));
-        s->moe_bytes = n * per * sizeof(float);
-        s->moe_mem = s->moe ? plait_device_alloc(s->moe_bytes, "activations") : NULL;
-        if (!s->moe || !s->moe_mem) {
+        s->moe_bytes = shared ? 0 : n * per * sizeof(float);
+        s->moe_mem = s->moe && !shared ? plait_device_alloc(s->moe_bytes, "activations") : NULL;
+        if (!s->moe || (rc && !m->moe_rc) || (!shared && !s->moe_mem)) {
             free(s->moe);
             s->moe = NULL;
             s->moe_bytes = 0;
@@ -176,8 +202,12 @@ static plait_status slot_acts(plait_model *m, model_slot *s, int32_t layer, moe_
         size_t at = 0;
         for (int32_t l = 0; l < L; l++)
             if (desc_block_sparse(m->desc, l) && plait_model_slot_has(m, s, l + 1)) {
-                at += acts_carve(&d, s->moe_mem + at, &s->moe[l]);
-                s->moe[l].hoff = (int32_t *)(void *)(s->moe + L) + (size_t)l * E1;
+                moe_acts *x = &s->moe[l];
+                at += acts_carve(&d, shared ? m->moe_rc : s->moe_mem + at, x);
+                x->hoff = (int32_t *)(void *)(s->moe + L) + (size_t)l * E1;
+                float *act = d.sel ? m->moe_rc + d.N * d.k * d.F : NULL; /* the routed experts', then the shared */
+                if (d.sel && d.nt == MOE_LLAMA_TENSORS) x->a = m->moe_rc, x->sa = d.SF > 0 ? act : NULL;
+                else if (d.sel) x->u = m->moe_rc, x->su = d.SF > 0 ? act : NULL;
             }
     }
     *out = &s->moe[layer - 1];
@@ -239,6 +269,14 @@ static mlp_w expert_w(const moe_dims *d, float *const *t, int64_t e) {
     return (mlp_w){.w1 = x[0] + i * F * C, .b1 = x[1] + i * F, .w2 = x[2] + i * C * F, .b2 = x[3] + i * C};
 }
 
+/* The activation function over n floats: gpt u = GELU(h), llama a =
+ * SwiGLU(h, u); the one call the forward and plait_moe_act_rerun make. */
+static void act_forward(plait_model *m, const moe_dims *d, const float *h, float *u, float *a, int64_t n) {
+    if (n == 0) return;
+    if (d->nt == MOE_LLAMA_TENSORS) m->k->swiglu_forward(a, h, u, (size_t)n);
+    else m->k->gelu_forward(u, h, (size_t)n);
+}
+
 /* y [n,C] = the MLP of x [n,C], width F, keeping h, u (and a) [n,F]. */
 static void mlp_forward(plait_model *m, const moe_dims *d, const mlp_w *w, const float *x, float *h, float *u, float *a,
                         float *y, int64_t n, int64_t F) {
@@ -247,11 +285,11 @@ static void mlp_forward(plait_model *m, const moe_dims *d, const mlp_w *w, const
     m->k->matmul_forward(h, x, w->w1, w->b1, n, C, F);
     if (d->nt == MOE_LLAMA_TENSORS) {
         m->k->matmul_forward(u, x, w->w3, NULL, n, C, F);
-        m->k->swiglu_forward(a, h, u, (size_t)(n * F));
+        act_forward(m, d, h, u, a, n * F);
         m->k->matmul_forward(y, a, w->w2, NULL, n, F, C);
         return;
     }
-    m->k->gelu_forward(u, h, (size_t)(n * F));
+    act_forward(m, d, h, u, a, n * F);
     /* c_proj's bias once over the tp group: the partial sums' first rank's */
     m->k->matmul_forward(y, u, w->w2, m->tp_rank == 0 ? w->b2 : NULL, n, F, C);
 }
@@ -289,12 +327,12 @@ static void group_forward(plait_model *m, const moe_dims *d, float *const *t, co
     if (d->nt == MOE_LLAMA_TENSORS) { /* gate, up, down */
         m->k->moe_matmul_forward(h, x, w[0], NULL, off, E, C, F);
         m->k->moe_matmul_forward(u, x, w[1], NULL, off, E, C, F);
-        m->k->swiglu_forward(a, h, u, (size_t)(rows * F));
+        act_forward(m, d, h, u, a, rows * F);
         m->k->moe_matmul_forward(y, a, w[2], NULL, off, E, F, C);
         return;
     }
     m->k->moe_matmul_forward(h, x, w[0], w[1], off, E, C, F); /* c_fc */
-    m->k->gelu_forward(u, h, (size_t)(rows * F));
+    act_forward(m, d, h, u, a, rows * F);
     /* c_proj; its bias once over the tp group: the partial sums' first rank's */
     m->k->moe_matmul_forward(y, u, w[2], m->tp_rank == 0 ? w[3] : NULL, off, E, F, C);
 }
@@ -413,6 +451,37 @@ static plait_status ep_trade(plait_model *m, int32_t layer, const ep_ranges *r, 
     return ep_wait(m, layer, req, ep_post(m, r, swap, src, dst, width, req), what);
 }
 
+/* recompute = selective (moe_dims.sel): the held rows' activation
+ * function outputs (gpt u, llama a) in one host buffer every block shares,
+ * grown to the largest block's rows. */
+static plait_status held_act(plait_model *m, const moe_dims *d, moe_held *h) {
+    const size_t need = (size_t)(h->rows * d->F);
+    if (need > m->moe_held_act_floats) {
+        float *p = realloc(m->moe_held_act, need * sizeof *p);
+        if (!p) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' activations");
+        m->act_bytes += (need - m->moe_held_act_floats) * sizeof *p;
+        m->moe_held_act = p;
+        m->moe_held_act_floats = need;
+    }
+    if (d->nt == MOE_LLAMA_TENSORS) {
+        h->a = m->moe_held_act;
+        return PLAIT_OK;
+    }
+    h->a = h->u; /* gpt: the GELU's output shared, where u was the unused a */
+    h->u = m->moe_held_act;
+    return PLAIT_OK;
+}
+
+/* Block `layer`'s held rows freed (none: nothing to do). */
+static void held_drop(plait_model *m, model_slot *s, int32_t layer) {
+    moe_held *old = s->moe_held ? s->moe_held[layer - 1] : NULL;
+    if (!old) return;
+    s->moe_held_bytes -= old->bytes;
+    m->act_bytes -= old->bytes;
+    free(old);
+    s->moe_held[layer - 1] = NULL;
+}
+
 /* The held rows' block for block `layer`, sized for `rows` (replacing the
  * last forward's). */
 static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, int64_t rows,
@@ -421,13 +490,8 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' rows");
     const int64_t n = (int64_t)m->ep * (d->E / m->ep), head = (int64_t)((sizeof(moe_held) + 63) / 64 * 64);
     const int64_t cnt = (n * (int64_t)sizeof(int32_t) + 63) / 64 * 64;
-    const int64_t floats = rows * (2 * d->C + 3 * d->F);
-    moe_held *old = s->moe_held[layer - 1];
-    if (old) {
-        s->moe_held_bytes -= old->bytes;
-        m->act_bytes -= old->bytes;
-        free(old);
-    }
+    const int64_t floats = rows * (2 * d->C + (d->sel ? 2 : 3) * d->F); /* d->sel: held_act */
+    held_drop(m, s, layer);
     const size_t bytes = (size_t)(head + cnt) + (size_t)floats * sizeof(float) + 1;
     char *mem = malloc(bytes);
     s->moe_held[layer - 1] = mem;
@@ -444,7 +508,7 @@ static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, con
     h->u = h->h + rows * d->F;
     h->a = h->u + rows * d->F;
     *out = h;
-    return PLAIT_OK;
+    return d->sel ? held_act(m, d, h) : PLAIT_OK;
 }
 
 /* The forward's experts at ep > 1: dispatch, each (source, local expert)
@@ -565,8 +629,8 @@ static plait_status read_routes(plait_model *m, const moe_dims *d, moe_acts *a, 
     const float *routed = h + (train ? N * E + N : 0);
     memcpy(a->hoff, routed + E, (size_t)(E + 1) * sizeof *a->hoff);
     *dropped = N * d->k - a->hoff[E];
-    if (train && m->tp_rank == 0) { /* what the trainer reports and balances with: its tp group's ranks route
-                                     * the same tokens, counted once */
+    if (train && m->tp_rank == 0 && !m->moe_rerun) { /* what the trainer reports and balances with: its tp
+                                                      * group's ranks route the same tokens, counted once */
         double aux, z;
         losses(m, d, h, h + N * E, routed, &aux, &z);
         const double share = (double)N * (double)m->loss_scale;
@@ -603,6 +667,8 @@ plait_status plait_moe_forward(plait_model *m, model_slot *s, int32_t layer, con
         const mlp_w w = expert_w(&d, t, -1);
         mlp_forward(m, &d, &w, ln, a->sh, a->su, a->sa, a->sy, N, d.SF);
     }
+    if (m->moe_rerun) return PLAIT_OK;         /* the backward reads the experts' outputs, not the block's */
+    if (keeps_none(m)) held_drop(m, s, layer); /* the rerun trades the rows again */
     /* the combine: residual, shared experts, then the k routes by expert
      * index; under tp the partial sums over a zero residual, the residual
      * added after their sum */
@@ -671,12 +737,49 @@ plait_status plait_moe_backward(plait_model *m, model_slot *s, int32_t layer, co
                              md->sigmoid, md->aux, md->z, (double)N * (double)m->loss_scale);
     if (m->ep == 1) group_backward(m, &d, t, g, a->hoff, a, &sc);
     if (m->ep > 1 && (st = ep_backward(m, s, layer, &d, a, t, g, &sc)) != PLAIT_OK) return st;
+    if (keeps_none(m)) held_drop(m, s, layer);
     /* un-permute: each token's routes added in the order of expert index */
     m->k->moe_permute_backward(dln, sc.dx, a->row, N, k, C);
     /* the router: its weight's gradient and its input's, added last */
     m->k->matmul_backward(sc.dx2, g[MOE_ROUTER], NULL, sc.dlogits, ln, t[MOE_ROUTER], N, C, d.E);
     if (m->tp_rank == 0) m->k->axpy(dln, sc.dx2, (size_t)(N * C), 1.0f);
     return plait_tp_grad_sum(m, dln, "before the router and experts", layer);
+}
+
+plait_status plait_moe_act_rerun(plait_model *m, model_slot *s, int32_t layer) {
+    const moe_dims d = dims_of(m);
+    const moe_acts *a = s->moe ? &s->moe[layer - 1] : NULL;
+    moe_held *h = m->ep > 1 && s->moe_held ? s->moe_held[layer - 1] : NULL;
+    if (!a || !a->logits || (m->ep > 1 && !h))
+        return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: recompute of %s's experts before their forward",
+                               plait_model_layer_name(m, layer));
+    /* the forward's own calls over the same spans (mlp_forward,
+     * group_forward): the same bits */
+    act_forward(m, &d, a->sh, a->su, a->sa, d.N * d.SF);
+    if (m->ep == 1) {
+        act_forward(m, &d, a->h, a->u, a->a, a->hoff[d.E] * d.F);
+        return PLAIT_OK;
+    }
+    /* the shared host buffer another block may have moved */
+    h->u = d.nt == MOE_LLAMA_TENSORS ? h->u : h->h + h->rows * d.F; /* held_act's layout, again */
+    plait_status st = held_act(m, &d, h);
+    const int64_t El = d.E / m->ep, F = d.F;
+    int64_t at = 0;
+    for (int64_t i = 0; st == PLAIT_OK && i < m->ep * El; i++) {
+        act_forward(m, &d, h->h + at * F, h->u + at * F, h->a + at * F, h->cnt[i] * F);
+        at += h->cnt[i];
+    }
+    return st;
+}
+
+plait_status plait_moe_rerun(plait_model *m, model_slot *s, int32_t layer, const float *ln) {
+    /* the same kernels on the same rows and weights choose the same routes
+     * and compute the same bits; at ep > 1 every rank of the group reruns
+     * the block at the same point of the same schedule, so the trades pair */
+    m->moe_rerun = 1;
+    plait_status st = plait_moe_forward(m, s, layer, ln, NULL, NULL);
+    m->moe_rerun = 0;
+    return st;
 }
 
 /* ---- the gpt arch's sparse MLP half ---------------------------------------- */

@@ -31,11 +31,14 @@
  * gpt_bf16.c). Under tensor parallelism a full recompute repeats the
  * all-reduce after attn.c_proj (Megatron does the same; counted in tp_bytes).
  *
- * A sparse block (moe.c) keeps its routing and its experts' activations
- * in the slot whatever the mode (the routes, gates and permuted rows its
- * backward reads): full reruns its attention half and the MLP norm, the
- * router's input, and nothing of the experts; selective drops nothing of
- * its MLP half (it has no GELU output of its own).
+ * A sparse block (moe.c) under full keeps only its input as any block:
+ * the backward reruns its attention half, the MLP norm and then the
+ * router, the permutation and the experts (shared ones too; at ep > 1 the
+ * trades again), which choose the routes the forward chose, being the same
+ * kernels on the same rows; not the combine, whose output the backward
+ * does not read. Selective drops its experts' activation function
+ * outputs (routed and shared; Megatron-Core's moe_act) and rebuilds them
+ * from the kept GELU or SwiGLU inputs with the forward's own calls.
  */
 #include "model/model_internal.h"
 
@@ -61,27 +64,33 @@ static plait_status recompute_llama(plait_model *m, model_slot *s, int32_t layer
     block_acts *a = &s->blocks[layer - 1];
     switch (m->desc->recompute) {
         case PLAIT_RECOMPUTE_SELECTIVE:
-            if (desc_block_sparse(m->desc, layer - 1)) return PLAIT_OK; /* no SwiGLU of its own */
+            if (desc_block_sparse(m->desc, layer - 1)) return plait_moe_act_rerun(m, s, layer); /* the experts' */
             if (m->bf16) /* the forward's own kernel on gate|up (llama_bf16.c): the same bits */
                 m->k->swiglu_forward_bf16(a->bf.swi, a->bf.gu, m->B * m->T, m->Fl);
             else m->k->swiglu_forward(a->swi, a->fch, a->fcg, (size_t)(m->B * m->T * m->Fl));
             return PLAIT_OK;
-        case PLAIT_RECOMPUTE_FULL:
-            return m->bf16 ? plait_llama_bf16_block_forward_act(m, s, layer)
-                           : plait_llama_block_forward_act(m, s, layer);
+        case PLAIT_RECOMPUTE_FULL: {
+            plait_status st = m->bf16 ? plait_llama_bf16_block_forward_act(m, s, layer)
+                                      : plait_llama_block_forward_act(m, s, layer);
+            if (st != PLAIT_OK || !desc_block_sparse(m->desc, layer - 1)) return st;
+            return plait_moe_rerun(m, s, layer, s->blocks[layer - 1].ln2);
+        }
         default:
             return PLAIT_OK;
     }
 }
 
-/* A gpt sparse block's MLP norm (ln_2) over the residual stream's rows:
- * the router's input and what the norm's backward reads. */
-static plait_status sparse_ln2(plait_model *m, model_slot *s, int32_t layer) {
+/* A gpt sparse block's MLP norm (ln_2) over the residual stream's rows
+ * (the router's input and what the norm's backward reads), then its
+ * router and experts. */
+static plait_status sparse_mlp_rerun(plait_model *m, model_slot *s, int32_t layer) {
     block_acts *a = &s->blocks[layer - 1];
     float *p[2];
     plait_status st = plait_model_tensors(m, PARAM_DATA, layer, desc_block_param(m->desc, layer - 1, BP_LN2_W), 2, p);
     if (st == PLAIT_OK) m->k->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[0], p[1], m->R, m->C);
-    return st;
+    const float *ln = a->ln2; /* every row: gathered under sequence parallelism */
+    if (st == PLAIT_OK) st = plait_tp_norm_full(m, a->ln2, &ln, "before the router (recomputed)", layer);
+    return st == PLAIT_OK ? plait_moe_rerun(m, s, layer, ln) : st;
 }
 
 plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer, int weights_only) {
@@ -94,7 +103,8 @@ plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer,
         /* the weight half reads the GELU's output, not the probabilities */
         if (m->desc->is_gpt && !weights_only && !m->fused_attn)
             m->k->attention_probs(a->att, a->qkv, m->B, m->T, m->NHl, m->HS);
-        if (!sparse) m->k->gelu_forward(a->fcg, a->fch, (size_t)(m->B * m->T * m->Fl));
+        if (sparse) return plait_moe_act_rerun(m, s, layer); /* the experts' GELUs */
+        m->k->gelu_forward(a->fcg, a->fch, (size_t)(m->B * m->T * m->Fl));
         return PLAIT_OK;
     case PLAIT_RECOMPUTE_FULL: {
         const float *x = s->bound[layer - 1];
@@ -102,7 +112,7 @@ plait_status plait_recompute_block(plait_model *m, model_slot *s, int32_t layer,
             plait_status st = plait_gpt_attention_forward(m, s, layer, x);
             if (st != PLAIT_OK) return st;
         }
-        if (sparse) return sparse_ln2(m, s, layer);
+        if (sparse) return sparse_mlp_rerun(m, s, layer);
         return plait_mlp_half_forward_act(m, s, layer, m->desc->is_gpt ? a->res2 : x);
     }
     default: return PLAIT_OK;

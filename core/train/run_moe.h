@@ -41,7 +41,9 @@ plait_status plait_run_moe_check_layout(const struct plait_run *run);
 plait_status plait_run_moe_check_plan(const struct plait_run *run, int splits_backward);
 /* The balancing moves each rank's copy of the selection bias after the
  * optimizer step: refused with an optimizer that owns the parameters
- * (ZeRO-3, whose ranks hold shards), naming what would work. */
+ * (ZeRO-3, whose ranks hold shards) or gathers the model's copy from float32
+ * slices of its own (`[optim.<plugin>] param_gather = bf16` at dp x cp > 1),
+ * naming what would work. */
 plait_status plait_run_moe_check_optim(const struct plait_run *run);
 
 /* Collective over the world, after the optimizer step of step `step`

@@ -10,7 +10,9 @@
 # plait export refuses it; and what the experts
 # cannot run with yet is refused before step 1, naming the keys:
 # ep not dividing dp x cp or moe_experts, top_k
-# above the experts, a moe key on a dense model.
+# above the experts, a moe key on a dense model, moe_bias_rate with ZeRO-3
+# or with ZeRO-1's bf16 parameter gather (which would undo the bias's
+# moves), a zero-bubble schedule.
 source "$(dirname "$0")/lib.sh"
 MOE="model.moe_experts=4 model.moe_top_k=2 model.moe_ffn_hidden=64 model.moe_z_loss=0.001 model.moe_bias_rate=0.001"
 D="run.steps=6 run.deterministic=true run.ckpt_every=3 data.micro_batch=1 data.global_batch=4 $MOE"
@@ -90,4 +92,6 @@ train_refused zero3bias "[model] moe_bias_rate = 0.001 with [optim] plugin = zer
   $MOE parallel.dp=2 optim.plugin=zero3
 refused "moe_experts = 4: the sparse blocks run a one-pass backward" $MOE parallel.plugin=hybrid parallel.pp=2 \
   parallel.pp.schedule=zb1
+train_refused zero1bias "[model] moe_bias_rate = 0.001 with [optim.zero1] param_gather = bf16" \
+  run.out_dir="$E2E_WORK/zero1bias" $MOE parallel.dp=2 optim.plugin=zero1 optim.zero1.param_gather=bf16
 echo "moe: layouts bit-identical, resume across layouts, routes counted, refusals named"

@@ -2,7 +2,8 @@
  * The planner's memory per rank against what plait allocates: for a few
  * layouts of a small GPT (dp 2 with adam, ZeRO-1 and ZeRO-3; tp 2, with
  * sequence parallelism too, and with pp 2 zb1 in bf16; pp 2
- * with selective and with full recomputation, and zero-bubble's split
+ * with selective and with full recomputation, with experts too (llama full, gpt
+ * selective), and zero-bubble's split
  * backward with none and selective; one rank whose bf16 head
  * runs in chunks), in fp32 and bf16, on the sim test device
  * (the CPU's kernels: float32 activations), the cpu device training in
@@ -130,6 +131,20 @@ static const layout layouts[] = {
     {"cpu gpt moe tp2 sp",
      {"device.plugin=cpu", "model.moe_experts=4", "model.moe_ffn_hidden=64", "model.moe_shared_experts=1",
       "parallel.tp=2", "parallel.tp.sequence_parallel=true", NULL},
+     0,
+     0},
+    /* full recomputation with experts: the slots keep no sparse block's
+     * routing or experts' rows, one block's set is shared by all */
+    {"cpu llama moe pp2 full",
+     {"device.plugin=cpu", "model.arch=llama", "model.moe_experts=4", "model.moe_shared_experts=1", "parallel.pp=2",
+      "data.micro_batch=1", "model.recompute=full", NULL},
+     0,
+     0},
+    /* selective with experts: the experts' GELU outputs (routed and
+     * shared) in one block's buffers all share */
+    {"cpu gpt moe pp2 selective",
+     {"device.plugin=cpu", "model.moe_experts=4", "model.moe_ffn_hidden=64", "model.moe_shared_experts=1",
+      "parallel.pp=2", "data.micro_batch=1", "model.recompute=selective", NULL},
      0,
      0},
     /* expert parallelism: each rank's 2 of the 4 experts, ZeRO's shards of
