@@ -210,8 +210,10 @@ typedef struct model_slot {
     float *moe_mem;
     size_t moe_bytes;
     /* ... and at ep > 1 the rows this rank's experts computed for the ep
-     * group (moe.c's moe_held, one malloc'd block a block, host memory) */
+     * group, per block: moe.c's moe_held (host memory: the counts, the
+     * places of the rows) and the rows themselves (device memory) */
     void **moe_held;
+    float **moe_held_dev;
     size_t moe_held_bytes; /* their sum, counted in the model's act_bytes */
 } model_slot;
 
