@@ -243,18 +243,21 @@ double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_sha
     return sizeof(float) * ceil(f / 64) * 64; /* each block's part 256-byte aligned */
 }
 
-double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp) {
+double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
     if (!moe || moe->E <= 0) return 0;
     const double N = s->B * s->T, Nk = N * (double)moe->k;
     const double F = (double)moe->F / tp, SF = (double)(moe->S * moe->F) / tp;
     const double wide = Nk * F > N * SF ? Nk * F : N * SF;
-    return sizeof(float) * (3 * wide + 3 * Nk * s->C + N * (double)moe->E);
+    /* at ep > 1 each source's gradients of the rank's E/ep experts, ep of
+     * them: E experts' worth, 3·F·C floats an expert */
+    const double grads = ep > 1 ? (double)moe->E * 3.0 * F * s->C : 0;
+    return sizeof(float) * (3 * wide + 3 * Nk * s->C + N * (double)moe->E + grads);
 }
 
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {
     if (!moe || ep <= 1 || moe->E <= 0) return 0;
     double rows = s->B * s->T * (double)moe->k;
-    return sizeof(float) * (rows * (2.0 * s->C + 3.0 * (double)moe->F) + (double)moe->E);
+    return sizeof(float) * (rows * (4.0 * s->C + 3.0 * (double)moe->F) + (double)moe->E);
 }
 
 void plait_cost_ep_traffic(const plait_cost_moe *moe, const plait_cost_shape *s, int ep, double sparse, double m,
