@@ -252,19 +252,22 @@ double plait_cost_moe_shared_bytes(const plait_cost_moe *moe, const plait_cost_s
     return sizeof(float) * ceil(f / 64) * 64 + plait_cost_held_shared_bytes(moe, s, ep);
 }
 
-double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp) {
+double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep) {
     if (!moe || moe->E <= 0) return 0;
     const double N = s->B * s->T, Nk = N * (double)moe->k;
     const double F = (double)moe->F / tp, SF = (double)(moe->S * moe->F) / tp;
     const double wide = Nk * F > N * SF ? Nk * F : N * SF;
-    return sizeof(float) * (3 * wide + 3 * Nk * s->C + N * (double)moe->E);
+    /* at ep > 1 each source's gradients of the rank's E/ep experts, ep of
+     * them: E experts' worth, 3·F·C floats an expert */
+    const double grads = ep > 1 ? (double)moe->E * 3.0 * F * s->C : 0;
+    return sizeof(float) * (3 * wide + 3 * Nk * s->C + N * (double)moe->E + grads);
 }
 
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {
     if (!moe || ep <= 1 || moe->E <= 0) return 0;
     double rows = s->B * s->T * (double)moe->k;
     const double acts = s->recompute == 1 ? 2 : 3; /* selective shares the activation's output */
-    return sizeof(float) * (rows * (2.0 * s->C + acts * (double)moe->F) + (double)moe->E);
+    return sizeof(float) * (rows * (4.0 * s->C + acts * (double)moe->F) + (double)moe->E);
 }
 
 double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {

@@ -152,8 +152,9 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
 
 /* Bytes a sparse block keeps at ep > 1 (0 otherwise) for the rows other
  * ranks' tokens bring to this rank's experts, per micro-batch alive
- * (model/moe.c's held rows: each row's input and output, C wide, its
- * three F-wide hidden tensors, float32, and the E row counts). Balanced
+ * (model/moe.c's held rows: each row's input and output and the
+ * backward's gradients of both, C wide, its three F-wide hidden tensors,
+ * float32, and the E row counts). Balanced
  * routing assumed (the planner cannot know the router's skew): a rank's
  * experts receive B·T·k rows a micro-batch, as many as its tokens send. */
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep);
@@ -163,7 +164,10 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
  * rows, the permuted inputs and outputs, the experts' hidden tensors at
  * this tp rank's width F/tp, the shared experts'; under selective without
  * the activation function's outputs), and the backward's
- * scratch all sparse blocks share (once a rank); 0 for a dense model. */
+ * scratch all sparse blocks share (once a rank; at ep > 1 with each ep
+ * source's gradients of the rank's experts: the Llama family's 3·F·C
+ * floats an expert, the GPT's 2·F·C + F + C counted as much); 0 for a
+ * dense model. */
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
 /* What [model] recompute leaves of the sparse blocks once a rank, in the
  * buffers they share (model/moe.c): under full one block's moe_acts and
@@ -173,7 +177,7 @@ double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_sha
  * The held part alone: plait_cost_held_shared_bytes. */
 double plait_cost_moe_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep);
 double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep);
-double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
+double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp, int ep);
 
 /* Sets r's ep fields for `sparse` local sparse blocks and m micro-batches
  * a step (plait_cost_rank: ep_msgs, ep_bytes; plait_cost_ep_bytes), the

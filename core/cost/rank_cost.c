@@ -129,7 +129,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
     out->act_bytes += plait_cost_scratch_bytes(&s);
     int any_sparse = 0;
     for (int l = 0; l < nl && l < 4096; l++) any_sparse |= LOCAL(l) && sparse_of[l];
-    if (any_sparse) out->act_bytes += plait_cost_moe_scratch_bytes(moe, &s, mesh->tp);
+    if (any_sparse) out->act_bytes += plait_cost_moe_scratch_bytes(moe, &s, mesh->tp, ep);
     if (any_sparse) out->act_bytes += plait_cost_moe_shared_bytes(moe, &s, mesh->tp, ep);
 
     /* TP: Megatron's count, per micro-batch 2 all-reduces of b.s.h in the forward and 2 in the backward

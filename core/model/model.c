@@ -367,12 +367,6 @@ static plait_status moe_setup(plait_model *m, const plait_model_create_args *arg
                                "entries (plait/kernels.h, ABI 1.21; the cpu and cuda devices have them): choose "
                                "[device] plugin = cpu or cuda, or a dense model",
                                (int)E);
-    if (m->ep > 1 && plait_device_mem_kind() != PLAIT_MEM_HOST)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "model: [model] moe_experts = %d with [parallel] ep = %d: the experts' rows travel "
-                               "between the ep ranks from host memory, and this device's memory is not (allowed "
-                               "on this device: ep = 1; ep > 1 with [device] plugin = cpu)",
-                               (int)E, (int)m->ep);
     m->moe_counts = calloc((size_t)m->desc->n_layer * (size_t)E, sizeof *m->moe_counts);
     return m->moe_counts ? PLAIT_OK : plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory");
 }
@@ -498,7 +492,7 @@ void plait_model_free(plait_model *m) {
     plait_device_free(m->wbf_mem);
     plait_device_free(m->moe_scratch);
     plait_device_free(m->moe_rc);
-    free(m->moe_held_act);
+    plait_device_free(m->moe_held_act);
     free(m->moe_counts);
     free(m->wbf);
     free(m->layer_epoch);

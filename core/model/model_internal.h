@@ -210,8 +210,10 @@ typedef struct model_slot {
     float *moe_mem;
     size_t moe_bytes;
     /* ... and at ep > 1 the rows this rank's experts computed for the ep
-     * group (moe.c's moe_held, one malloc'd block a block, host memory) */
+     * group, per block: moe.c's moe_held (host memory: the counts, the
+     * places of the rows) and the rows themselves (device memory) */
     void **moe_held;
+    float **moe_held_dev;
     size_t moe_held_bytes; /* their sum, counted in the model's act_bytes */
 } model_slot;
 
@@ -339,7 +341,7 @@ struct plait_model {
     size_t moe_rc_bytes;
     int moe_rerun;
     /* recompute = selective at ep > 1: the held rows' activation function
-     * outputs, one host buffer every block shares (moe.c's held_act); under
+     * outputs, one device buffer every block shares (moe.c's held_act); under
      * selective moe_rc holds the routed and shared experts' at ep 1 */
     float *moe_held_act;
     size_t moe_held_act_floats;

@@ -49,8 +49,12 @@ void plait_model_slot_release(plait_model *m, model_slot *s) {
         m->act_bytes -= s->moe_bytes;
     }
     free(s->moe);
-    for (int32_t l = 0; s->moe_held && l < m->desc->n_layer; l++) free(s->moe_held[l]);
+    for (int32_t l = 0; s->moe_held && l < m->desc->n_layer; l++) {
+        free(s->moe_held[l]);
+        plait_device_free(s->moe_held_dev[l]);
+    }
     free(s->moe_held);
+    free(s->moe_held_dev);
     m->act_bytes -= s->moe_held_bytes;
     int ranged = s->ranged;
     int32_t first = s->first, last = s->last;

@@ -68,9 +68,10 @@
  * and log-sum-exps the reported losses read) come back to the host once
  * per block and forward, as Megatron-Core's dropless path syncs its
  * counts: the grouped product and the ep trades size themselves by them.
- * The ep trades read and write the rows in host memory, so ep > 1 needs a
- * device whose memory is host memory (model.c refuses it otherwise). The
- * backward runs whole in one call (input and weight gradients).
+ * The ep trades move the rows from and into the device's memory (the
+ * counts, host memory, by the all-to-all), so ep > 1 runs on any device
+ * with the MoE entries. The backward runs whole in one call (input and
+ * weight gradients).
  *
  * Under recompute = full a slot keeps none of this: every sparse block's
  * forward writes one block's buffers the model shares (m->moe_rc) and frees
@@ -220,12 +221,16 @@ typedef struct moe_scratch {
     float *d1, *d2, *d3;  /* [max(N·k, N·S)·F] */
     float *dy, *dx, *dx2; /* [N·k,C] */
     float *dlogits;       /* [N,E] */
+    float *grads;         /* at ep > 1: each ep source's gradients of this rank's experts, [ep][ep_grad_floats] */
 } moe_scratch;
+
+static int64_t ep_grad_floats(const plait_model *m, const moe_dims *d);
 
 static plait_status scratch_get(plait_model *m, moe_scratch *sc) {
     const moe_dims d = dims_of(m);
     const int64_t wide = d.N * d.k * d.F > d.N * d.SF ? d.N * d.k * d.F : d.N * d.SF;
-    const size_t floats = (size_t)(2 * d.N * d.k + 3 * wide + 3 * d.N * d.k * d.C + d.N * d.E);
+    const int64_t grads = m->ep > 1 ? m->ep * ep_grad_floats(m, &d) : 0;
+    const size_t floats = (size_t)(2 * d.N * d.k + 3 * wide + 3 * d.N * d.k * d.C + d.N * d.E + grads);
     if (!m->moe_scratch) {
         m->moe_scratch = plait_device_alloc(floats * sizeof(float), "activations");
         if (!m->moe_scratch) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: the experts' backward scratch");
@@ -241,6 +246,7 @@ static plait_status scratch_get(plait_model *m, moe_scratch *sc) {
     sc->dx = sc->dy + d.N * d.k * d.C;
     sc->dx2 = sc->dx + d.N * d.k * d.C;
     sc->dlogits = sc->dx2 + d.N * d.k * d.C;
+    sc->grads = m->ep > 1 ? sc->dlogits + d.N * d.E : NULL;
     return PLAIT_OK;
 }
 
@@ -376,15 +382,21 @@ static void losses(const plait_model *m, const moe_dims *d, const float *scores,
 /* ---- expert parallelism: the ep group's trades ------------------------------ */
 
 /* The rows this rank's El = E/ep experts computed for its ep group, kept
- * from the forward for the backward (one malloc'd block in the slot's
- * moe_held): from each source rank q, ascending, its rows of local expert
- * 0, then 1, ... (cnt[q·El + le] of them), in the order q permuted them. */
+ * from the forward for the backward (the slot's moe_held: this struct and
+ * the counts in host memory, the rows in the device's): from each source
+ * rank q, ascending, its rows of local expert 0, then 1, ...
+ * (cnt[q·El + le] of them), in the order q permuted them. The device
+ * block keeps its size from forward to forward and grows only when a
+ * forward holds more rows, so a step does not allocate (and, on a GPU,
+ * synchronise) once per block. */
 typedef struct moe_held {
-    size_t bytes; /* the block's, counted in the slot's moe_held_bytes */
-    int64_t rows;
-    int32_t *cnt;     /* [ep·El] */
+    size_t bytes;      /* host and device, counted in the slot's moe_held_bytes */
+    int64_t rows, cap; /* rows held now; rows the device block has room for */
+    int32_t *cnt;      /* [ep·El] host memory */
+    /* in the slot's moe_held_dev block: */
     float *x, *y;     /* [rows,C] inputs, outputs */
     float *h, *u, *a; /* [rows,F] as moe_acts' */
+    float *dy, *dx;   /* [rows,C] the backward's output and input gradients */
 } moe_held;
 
 /* Row ranges of one trade: this rank's rows for (from) each ep rank. */
@@ -411,24 +423,31 @@ static void ep_ranges_of(const plait_model *m, const moe_dims *d, const moe_acts
 /* Rows of `width` floats between the ep ranks, posted: send_n[p] rows
  * from src + send_at[p] rows to rank p, recv_n[q] rows from rank q into
  * dst + recv_at[q] rows (swap: the combine's direction, recv as send); this
- * rank's own rows copied at once. ep_wait completes them. */
+ * rank's own rows copied by the device. ep_wait completes them. src and
+ * dst are the device's memory: a transport that moves it (nccl) takes the
+ * pointers, one that moves host memory (tcp) has them staged
+ * (comm/comm_p2p.c); each request touches its rows only after the kernels
+ * queued before its post. Every receive and send of a trade is posted
+ * before any wait, so a transport that groups what was posted between two
+ * waits (the nccl plugin, plugins/comm/nccl/README.md) runs the trade as
+ * one group, each send beside the receive its peer posted with it. */
 static plait_status ep_post(plait_model *m, const ep_ranges *r, int swap, const float *src, float *dst, int64_t width,
                             plait_request **req) {
     const int64_t *sat = swap ? r->recv_at : r->send_at, *sn = swap ? r->recv_n : r->send_n;
     const int64_t *rat = swap ? r->send_at : r->recv_at, *rn = swap ? r->send_n : r->recv_n;
     plait_status st = PLAIT_OK;
     const uint32_t tag = 0x4d6f45u; /* "MoE": the only point-to-point on ep_comm */
+    const plait_mem_kind kind = plait_device_mem_kind();
     for (int q = 0; q < m->ep && st == PLAIT_OK; q++)
         if (q != m->ep_rank && rn[q] > 0)
-            st = plait_comm_p2p(m->ep_comm, 0, dst + rat[q] * width, (size_t)(rn[q] * width), PLAIT_F32, q, tag,
-                                PLAIT_MEM_HOST, &req[q]);
+            st = plait_comm_p2p_after(m->ep_comm, 0, dst + rat[q] * width, (size_t)(rn[q] * width), PLAIT_F32, q, tag,
+                                      kind, NULL, &req[q]);
     for (int p = 0; p < m->ep && st == PLAIT_OK; p++)
         if (p != m->ep_rank && sn[p] > 0)
-            st = plait_comm_p2p(m->ep_comm, 1, src + sat[p] * width, (size_t)(sn[p] * width), PLAIT_F32, p, tag,
-                                PLAIT_MEM_HOST, &req[m->ep + p]);
+            st = plait_comm_p2p_after(m->ep_comm, 1, src + sat[p] * width, (size_t)(sn[p] * width), PLAIT_F32, p, tag,
+                                      kind, NULL, &req[m->ep + p]);
     if (st == PLAIT_OK && sn[m->ep_rank] > 0)
-        memcpy(dst + rat[m->ep_rank] * width, src + sat[m->ep_rank] * width,
-               (size_t)(sn[m->ep_rank] * width) * sizeof(float));
+        m->k->copy(dst + rat[m->ep_rank] * width, src + sat[m->ep_rank] * width, (size_t)(sn[m->ep_rank] * width));
     return st;
 }
 
@@ -452,16 +471,19 @@ static plait_status ep_trade(plait_model *m, int32_t layer, const ep_ranges *r, 
 }
 
 /* recompute = selective (moe_dims.sel): the held rows' activation
- * function outputs (gpt u, llama a) in one host buffer every block shares,
- * grown to the largest block's rows. */
+ * function outputs (gpt u, llama a) in one device buffer every block
+ * shares, grown to the largest block's rows (its contents are rebuilt
+ * before each block's backward, so growing need not keep them). */
 static plait_status held_act(plait_model *m, const moe_dims *d, moe_held *h) {
     const size_t need = (size_t)(h->rows * d->F);
-    if (need > m->moe_held_act_floats) {
-        float *p = realloc(m->moe_held_act, need * sizeof *p);
-        if (!p) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' activations");
-        m->act_bytes += (need - m->moe_held_act_floats) * sizeof *p;
+    if (need > m->moe_held_act_floats || !m->moe_held_act) {
+        float *p = plait_device_alloc((need ? need : 1) * sizeof *p, "activations");
+        if (!p) return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: the held experts' activations");
+        plait_device_free(m->moe_held_act);
+        m->act_bytes -= m->moe_held_act_floats * sizeof *p;
         m->moe_held_act = p;
-        m->moe_held_act_floats = need;
+        m->moe_held_act_floats = need ? need : 1;
+        m->act_bytes += m->moe_held_act_floats * sizeof *p;
     }
     if (d->nt == MOE_LLAMA_TENSORS) {
         h->a = m->moe_held_act;
@@ -472,7 +494,7 @@ static plait_status held_act(plait_model *m, const moe_dims *d, moe_held *h) {
     return PLAIT_OK;
 }
 
-/* Block `layer`'s held rows freed (none: nothing to do). */
+/* Block `layer`'s held rows freed, host and device (none: nothing to do). */
 static void held_drop(plait_model *m, model_slot *s, int32_t layer) {
     moe_held *old = s->moe_held ? s->moe_held[layer - 1] : NULL;
     if (!old) return;
@@ -480,31 +502,58 @@ static void held_drop(plait_model *m, model_slot *s, int32_t layer) {
     m->act_bytes -= old->bytes;
     free(old);
     s->moe_held[layer - 1] = NULL;
+    plait_device_free(s->moe_held_dev[layer - 1]);
+    s->moe_held_dev[layer - 1] = NULL;
 }
 
-/* The held rows' block for block `layer`, sized for `rows` (replacing the
- * last forward's). */
+/* The held rows' block for block `layer`, room for `rows` (the last
+ * forward's device block kept when it has the room). */
 static plait_status held_alloc(plait_model *m, model_slot *s, int32_t layer, const moe_dims *d, int64_t rows,
                                moe_held **out) {
-    if (!s->moe_held && !(s->moe_held = calloc((size_t)m->desc->n_layer, sizeof *s->moe_held)))
-        return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' rows");
-    const int64_t n = (int64_t)m->ep * (d->E / m->ep), head = (int64_t)((sizeof(moe_held) + 63) / 64 * 64);
-    const int64_t cnt = (n * (int64_t)sizeof(int32_t) + 63) / 64 * 64;
-    const int64_t floats = rows * (2 * d->C + (d->sel ? 2 : 3) * d->F); /* d->sel: held_act */
-    held_drop(m, s, layer);
-    const size_t bytes = (size_t)(head + cnt) + (size_t)floats * sizeof(float) + 1;
-    char *mem = malloc(bytes);
-    s->moe_held[layer - 1] = mem;
-    if (!mem) return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' rows");
-    moe_held *h = (moe_held *)(void *)mem;
-    h->bytes = bytes;
-    s->moe_held_bytes += bytes;
-    m->act_bytes += bytes;
+    if (!s->moe_held) {
+        s->moe_held = calloc((size_t)m->desc->n_layer, sizeof *s->moe_held);
+        s->moe_held_dev = calloc((size_t)m->desc->n_layer, sizeof *s->moe_held_dev);
+        if (!s->moe_held || !s->moe_held_dev) {
+            free(s->moe_held);
+            free(s->moe_held_dev);
+            s->moe_held = NULL;
+            s->moe_held_dev = NULL;
+            return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' rows");
+        }
+    }
+    moe_held *h = s->moe_held[layer - 1];
+    if (!h) {
+        const size_t n = (size_t)m->ep * (size_t)(d->E / m->ep);
+        if (!(h = calloc(1, sizeof *h + n * sizeof(int32_t))))
+            return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for the held experts' rows");
+        h->cnt = (int32_t *)(void *)(h + 1);
+        h->bytes = sizeof *h + n * sizeof(int32_t);
+        s->moe_held[layer - 1] = h;
+        s->moe_held_bytes += h->bytes;
+        m->act_bytes += h->bytes;
+    }
+    const int64_t width = 4 * d->C + (d->sel ? 2 : 3) * d->F; /* x, y, dy, dx and h, u, a (d->sel: held_act) */
+    float **dev = &s->moe_held_dev[layer - 1];
+    if (!*dev || h->cap < rows) {
+        const size_t bytes = (size_t)((rows > 0 ? rows : 1) * width) * sizeof(float);
+        float *grown = plait_device_alloc(bytes, "activations");
+        if (!grown)
+            return plait_wrap_error(PLAIT_ERR_NO_MEMORY, "model: the rows %s's experts hold for the ep group",
+                                    plait_model_layer_name(m, layer));
+        const size_t had = *dev ? (size_t)(h->cap * width) * sizeof(float) : 0;
+        plait_device_free(*dev);
+        *dev = grown;
+        h->cap = rows > 0 ? rows : 1;
+        h->bytes += bytes - had;
+        s->moe_held_bytes += bytes - had;
+        m->act_bytes += bytes - had;
+    }
     h->rows = rows;
-    h->cnt = (int32_t *)(void *)(mem + head);
-    h->x = (float *)(void *)(mem + head + cnt);
+    h->x = *dev;
     h->y = h->x + rows * d->C;
-    h->h = h->y + rows * d->C;
+    h->dy = h->y + rows * d->C;
+    h->dx = h->dy + rows * d->C;
+    h->h = h->dx + rows * d->C;
     h->u = h->h + rows * d->F;
     h->a = h->u + rows * d->F;
     *out = h;
@@ -559,6 +608,13 @@ static int64_t expert_floats(const moe_dims *d, int tensor) {
     return wide[tensor] == 2 ? F * C : wide[tensor] == 1 ? F : C;
 }
 
+/* Floats of the gradients of one rank's E/ep experts. */
+static int64_t ep_grad_floats(const plait_model *m, const moe_dims *d) {
+    int64_t G = 0;
+    for (int i = 0; i < d->nt; i++) G += d->E / m->ep * expert_floats(d, i);
+    return G;
+}
+
 /* The backward's experts at ep > 1: the rows' gradients to their holders,
  * each source's weight gradients apart, added over the sources in the
  * summation tree's order into g, the input gradients back into sc->dx. */
@@ -571,15 +627,8 @@ static plait_status ep_backward(plait_model *m, model_slot *s, int32_t layer, co
                                plait_model_layer_name(m, layer));
     int64_t G = 0, part[MOE_GPT_TENSORS];
     for (int i = 0; i < d->nt; i++) part[i] = G, G += El * expert_floats(d, i);
-    float *dy = malloc((size_t)(2 * h->rows * C) * sizeof(float) + 1);
-    float *gs = calloc((size_t)(m->ep * G), sizeof(float));
-    if (!dy || !gs) {
-        free(dy);
-        free(gs);
-        return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: out of memory for %s's experts' gradients",
-                               plait_model_layer_name(m, layer));
-    }
-    float *dx = dy + h->rows * C;
+    float *dy = h->dy, *dx = h->dx, *gs = sc->grads;
+    m->k->zero(gs, (size_t)(m->ep * G));
     ep_ranges r;
     ep_ranges_of(m, d, a, h->cnt, &r);
     plait_status st = ep_trade(m, layer, &r, 0, sc->dy, dy, C, "the output gradients' dispatch");
@@ -603,8 +652,6 @@ static plait_status ep_backward(plait_model *m, model_slot *s, int32_t layer, co
     for (int i = 0; st == PLAIT_OK && i < d->nt; i++)
         m->k->axpy(g[MOE_EXPERTS + i], gs + part[i], (size_t)(El * expert_floats(d, i)), 1.0f);
     if (st == PLAIT_OK) st = ep_trade(m, layer, &r, 1, dx, sc->dx, C, "the input gradients' combine");
-    free(dy);
-    free(gs);
     return st;
 }
 
@@ -760,7 +807,7 @@ plait_status plait_moe_act_rerun(plait_model *m, model_slot *s, int32_t layer) {
         act_forward(m, &d, a->h, a->u, a->a, a->hoff[d.E] * d.F);
         return PLAIT_OK;
     }
-    /* the shared host buffer another block may have moved */
+    /* the shared device buffer another block may have moved */
     h->u = d.nt == MOE_LLAMA_TENSORS ? h->u : h->h + h->rows * d.F; /* held_act's layout, again */
     plait_status st = held_act(m, &d, h);
     const int64_t El = d.E / m->ep, F = d.F;

@@ -121,15 +121,8 @@ plait_status plait_run_moe_check_layout(const plait_run *run) {
                                "moe_ffn_hidden a multiple of %d)",
                                where, (long long)F, m->tp, allowed, m->tp);
     }
-    /* the routing runs on any device whose kernel table has the experts'
-     * entries (the model refuses one without); the ep trades read host memory */
-    const char *device = plait_config_str(run->cfg, "device", "plugin");
-    if (m->ep > 1 && strcmp(device, "cpu") != 0)
-        return plait_set_error(PLAIT_ERR_INVALID_CONFIG,
-                               "[parallel] ep = %d with [model] moe_experts = %lld on [device] plugin = %s: the "
-                               "experts' rows travel between the ep ranks from host memory, on the cpu device only so "
-                               "far (allowed: ep = 1 on %s; ep > 1 with device.plugin=cpu)",
-                               m->ep, (long long)E, device, device);
+    /* the routing and the ep trades run on any device whose kernel table has
+     * the experts' entries (the model refuses one without) */
     return PLAIT_OK;
 }
 

@@ -50,6 +50,10 @@
  *   PLAIT_SIM_RING=1  the kernel table has ring attention's entries (the
  *       CPU's, queued as the others), so context parallelism runs on the
  *       sim; without it the sim is a device whose table lacks them.
+ *   PLAIT_SIM_MOE=1  the kernel table has the mixture of experts' entries
+ *       (the CPU's, queued as the others; the grouped products' offsets,
+ *       host memory, taken at the call), so a model with experts runs on
+ *       the sim; without it the sim is a device whose table lacks them.
  *
  * sim13 (built with SIM_ABI_1_3): the same device as a plugin built
  * against ABI 1.3: no streams or events, so the core stages with copy(),

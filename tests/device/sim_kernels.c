@@ -470,6 +470,98 @@ static void k_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_
     Q(r_copy_rows, P(dst), I(dst_stride), P(src), I(src_stride), I(rows), I(width));
 }
 
+/* The mixture of experts' entries (ABI 1.21), only where PLAIT_SIM_MOE=1
+ * asks for them (sim_kernel_table). A host copy of what an entry reads
+ * from host memory (the grouped products' offsets) or what does not fit
+ * the op's slots (the router's backward's coefficients), taken at the
+ * call; no room to take it ends the process (a test device). */
+static void *take_bytes(const void *src, size_t n) {
+    void *taken = malloc(n ? n : 1);
+    if (!taken) abort();
+    memcpy(taken, src, n);
+    return taken;
+}
+#define HI32(p) ((int32_t *)H(p))
+#define HD(p) ((double *)H(p))
+static void r_moe_route(const sim_op *o) {
+    plait_k_moe_route(HF(o->a[0].p), HF(o->a[1].p), HI32(o->a[2].p), HF(o->a[3].p), HC(o->a[4].p), HC(o->a[5].p),
+                      o->a[6].i, o->a[7].i, o->a[8].i, (int)o->a[9].i);
+}
+static void k_moe_route(float *scores, float *lse, int32_t *idx, float *gate, const float *logits, const float *bias,
+                        int64_t N, int64_t E, int64_t k, int sigmoid) {
+    Q(r_moe_route, P(scores), P(lse), P(idx), P(gate), P(logits), P(bias), I(N), I(E), I(k), I(sigmoid));
+}
+static void r_moe_permute(const sim_op *o) {
+    plait_k_moe_permute(HI32(o->a[0].p), HI32(o->a[1].p), HI32(o->a[2].p), HF(o->a[3].p), HF(o->a[4].p), HI(o->a[5].p),
+                        HC(o->a[6].p), o->a[7].i, o->a[8].i, o->a[9].i, o->a[10].i, o->a[11].i);
+}
+static void k_moe_permute(int32_t *row, int32_t *tok, int32_t *off, float *routed, float *x, const int32_t *idx,
+                          const float *inp, int64_t N, int64_t E, int64_t k, int64_t C, int64_t capacity) {
+    Q(r_moe_permute, P(row), P(tok), P(off), P(routed), P(x), P(idx), P(inp), I(N), I(E), I(k), I(C), I(capacity));
+}
+static void r_moe_unpermute(const sim_op *o) {
+    plait_k_moe_unpermute(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HI(o->a[4].p), HC(o->a[5].p),
+                          o->a[6].i, o->a[7].i, o->a[8].i);
+}
+static void k_moe_unpermute(float *out, const float *res, const float *shared, const float *y, const int32_t *row,
+                            const float *gate, int64_t N, int64_t k, int64_t C) {
+    Q(r_moe_unpermute, P(out), P(res), P(shared), P(y), P(row), P(gate), I(N), I(k), I(C));
+}
+static void r_moe_unpermute_backward(const sim_op *o) {
+    plait_k_moe_unpermute_backward(HF(o->a[0].p), HD(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HI(o->a[4].p),
+                                   HC(o->a[5].p), o->a[6].i, o->a[7].i, o->a[8].i);
+}
+static void k_moe_unpermute_backward(float *dy_rows, double *dgate, const float *dout, const float *y,
+                                     const int32_t *row, const float *gate, int64_t N, int64_t k, int64_t C) {
+    Q(r_moe_unpermute_backward, P(dy_rows), P(dgate), P(dout), P(y), P(row), P(gate), I(N), I(k), I(C));
+}
+static void r_moe_permute_backward(const sim_op *o) {
+    plait_k_moe_permute_backward(HF(o->a[0].p), HC(o->a[1].p), HI(o->a[2].p), o->a[3].i, o->a[4].i, o->a[5].i);
+}
+static void k_moe_permute_backward(float *dinp, const float *dx, const int32_t *row, int64_t N, int64_t k, int64_t C) {
+    Q(r_moe_permute_backward, P(dinp), P(dx), P(row), I(N), I(k), I(C));
+}
+/* the router's backward's coefficients, beyond the op's slots */
+typedef struct moe_coef {
+    double aux, z, share;
+    int sigmoid;
+} moe_coef;
+static void r_moe_route_backward(const sim_op *o) {
+    const moe_coef *c = o->extra;
+    plait_k_moe_route_backward(HF(o->a[0].p), HD(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p), HI(o->a[5].p),
+                               HC(o->a[6].p), HC(o->a[7].p), o->a[8].i, o->a[9].i, o->a[10].i, c->sigmoid, c->aux, c->z,
+                               c->share);
+}
+static void k_moe_route_backward(float *dlogits, const double *dgate, const float *logits, const float *scores,
+                                 const float *lse, const int32_t *idx, const float *gate, const float *routed,
+                                 int64_t N, int64_t E, int64_t k, int sigmoid, double aux, double z, double share) {
+    const moe_coef c = {.aux = aux, .z = z, .share = share, .sigmoid = sigmoid};
+    sim_enqueue(&(
+        sim_op){.run = r_moe_route_backward,
+                .a = {P(dlogits), P(dgate), P(logits), P(scores), P(lse), P(idx), P(gate), P(routed), I(N), I(E), I(k)},
+                .extra = take_bytes(&c, sizeof c)});
+}
+static void r_moe_matmul_forward(const sim_op *o) {
+    plait_k_moe_matmul_forward(HF(o->a[0].p), HC(o->a[1].p), HC(o->a[2].p), HC(o->a[3].p), o->extra, o->a[4].i,
+                               o->a[5].i, o->a[6].i);
+}
+static void k_moe_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                                 const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    sim_enqueue(&(sim_op){.run = r_moe_matmul_forward,
+                          .a = {P(out), P(inp), P(weight), P(bias), I(E), I(C), I(OC)},
+                          .extra = take_bytes(off, (size_t)(E + 1) * sizeof *off)});
+}
+static void r_moe_matmul_backward(const sim_op *o) {
+    plait_k_moe_matmul_backward(HF(o->a[0].p), HF(o->a[1].p), HF(o->a[2].p), HC(o->a[3].p), HC(o->a[4].p),
+                                HC(o->a[5].p), o->extra, o->a[6].i, o->a[7].i, o->a[8].i);
+}
+static void k_moe_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                                  const float *weight, const int32_t *off, int64_t E, int64_t C, int64_t OC) {
+    sim_enqueue(&(sim_op){.run = r_moe_matmul_backward,
+                          .a = {P(dinp), P(dweight), P(dbias), P(dout), P(inp), P(weight), I(E), I(C), I(OC)},
+                          .extra = take_bytes(off, (size_t)(E + 1) * sizeof *off)});
+}
+
 static const plait_kernels sim_kernels = {
     .struct_size = sizeof(plait_kernels),
     .sgemm = k_sgemm,
@@ -526,17 +618,32 @@ static const plait_kernels sim_kernels = {
     .from_bf16 = k_from_bf16,
 };
 
-/* Ring attention only where PLAIT_SIM_RING=1 asks for it: the sim device
- * also stands for a device whose table lacks it, which context
- * parallelism refuses (tests/device/test_cp_device.sh). */
+/* Ring attention only where PLAIT_SIM_RING=1 asks for it, the mixture of
+ * experts' entries only where PLAIT_SIM_MOE=1 does: the sim device also
+ * stands for a device whose table lacks them, which context parallelism
+ * and a model with experts refuse (tests/device/test_cp_device.sh,
+ * tests/device/test_moe_device.sh). */
 const plait_kernels *sim_kernel_table(void) {
-    static plait_kernels with_ring;
-    const char *ring = getenv("PLAIT_SIM_RING");
-    if (!ring || strcmp(ring, "1") != 0) return &sim_kernels;
-    with_ring = sim_kernels;
-    with_ring.ring_attention_forward = k_ring_attention_forward;
-    with_ring.ring_attention_finish = k_ring_attention_finish;
-    with_ring.ring_attention_backward = k_ring_attention_backward;
-    with_ring.copy_rows = k_copy_rows;
-    return &with_ring;
+    static plait_kernels with;
+    const char *ring = getenv("PLAIT_SIM_RING"), *moe = getenv("PLAIT_SIM_MOE");
+    const int has_ring = ring && strcmp(ring, "1") == 0, has_moe = moe && strcmp(moe, "1") == 0;
+    if (!has_ring && !has_moe) return &sim_kernels;
+    with = sim_kernels;
+    if (has_ring) {
+        with.ring_attention_forward = k_ring_attention_forward;
+        with.ring_attention_finish = k_ring_attention_finish;
+        with.ring_attention_backward = k_ring_attention_backward;
+        with.copy_rows = k_copy_rows;
+    }
+    if (has_moe) {
+        with.moe_route = k_moe_route;
+        with.moe_permute = k_moe_permute;
+        with.moe_unpermute = k_moe_unpermute;
+        with.moe_unpermute_backward = k_moe_unpermute_backward;
+        with.moe_permute_backward = k_moe_permute_backward;
+        with.moe_route_backward = k_moe_route_backward;
+        with.moe_matmul_forward = k_moe_matmul_forward;
+        with.moe_matmul_backward = k_moe_matmul_backward;
+    }
+    return &with;
 }

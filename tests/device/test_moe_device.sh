@@ -12,8 +12,9 @@
 #     the same routes counted (metrics.csv's moe_tokens_* and moe_dropped).
 #     The gpt arch at tp 2 (the experts' width split, two processes) the
 #     same, on the emulator only.
-#     ep 2 on the device is refused naming the keys, and so is a device whose
-#     kernel table lacks the MoE entries (the sim test device).
+#     A device whose kernel table lacks the MoE entries (the sim test device)
+#     is refused naming the keys. (Expert parallelism on the device:
+#     test_moe_ep_device.sh.)
 #   test_moe_device.sh gpu   the same on the cuda device (label gpu); exits 77
 #     (skipped) where no CUDA device is found.
 # shellcheck source=tests/e2e/lib.sh
@@ -52,8 +53,6 @@ if [ "$DEV" = cuda_emu ]; then
 fi
 dropped=$(column llama_dev moe_dropped | awk '{ s += $1 } END { print s + 0 }')
 [ "$dropped" -gt 0 ] || fail "llama: moe_capacity = 1.0 dropped no route in 3 steps; the capacity path went untested"
-train_refused ep2 "[parallel] ep = 2 with [model] moe_experts = 8 on [device] plugin = $DEV" "${S[@]}" \
-  "run.out_dir=$E2E_WORK/ep2" "device.plugin=$DEV" parallel.dp=2 parallel.ep=2 comm.plugin=tcp
 train_refused sim "the device's kernel table has no mixture-of-experts entries" "${S[@]}" \
   "run.out_dir=$E2E_WORK/sim" device.plugin=sim
-echo "ep 2 on $DEV and a device without the MoE entries: refused"
+echo "a device without the MoE entries: refused"

@@ -105,9 +105,10 @@ static void test_ep_stages(void **state) {
     NEAR(two.ep_bytes, 4 * (4 * 128 * 2 / 2.0 * 64 * 4 + 4 * 4));
     NEAR(two.ep_bytes, 524352.0);
     NEAR(two.ep_msgs, 4 * 4.0);
-    /* the held rows: 256 rows of 2·64 + 3·128 floats and 8 counts a block,
-     * one micro-batch alive */
-    NEAR(two.act_bytes - one.act_bytes, 4.0 * 4 * (256 * (2 * 64 + 3 * 128) + 8));
+    /* the held rows: 256 rows of 4·64 (inputs, outputs and the backward's
+     * gradients of both) + 3·128 floats and 8 counts a block, one
+     * micro-batch alive */
+    NEAR(two.act_bytes - one.act_bytes, 4.0 * 4 * (256 * (4 * 64 + 3 * 128) + 8));
     plait_cost_model_free(m);
     plait_config_free(cfg);
 }
