@@ -9,7 +9,8 @@
 #     ep 4 at dp 4 give ep 1's losses, routes per expert and final parameters
 #     bit for bit, as does the llama arch with a shared expert at ep 2 (the
 #     CPU's rule, docs/parallelism.md "Exactness", on the device); ZeRO-2 and
-#     ZeRO-3 at ep 2 give their ep 1's bits; and ZeRO-2's sharded checkpoint
+#     ZeRO-3 at ep 2 give their ep 1's bits, recompute selective and full at
+#     ep 2 their ep 1's and recompute none's; and ZeRO-2's sharded checkpoint
 #     of ep 2 (each expert slice written by the rank holding it) resumes at
 #     ep 1 as the straight ep 1 run, bit for bit.
 #   test_moe_ep_device.sh gpu   the same on the cuda device (label gpu), every
@@ -48,6 +49,14 @@ ep_case() {
 ep_case gpt 2 data.global_batch=2 parallel.dp=2
 ep_case gpt4 4 data.global_batch=4 parallel.dp=4
 ep_case llama 2 data.global_batch=2 parallel.dp=2 model.arch=llama model.ffn_hidden=128 model.moe_shared_experts=1
+# recompute at ep 2 on the device: the held rows (full: freed after each
+# forward and traded again; selective: the activations' outputs in one
+# device buffer the blocks share) give ep 1's bits, and recompute none's
+for rc in selective full; do
+  ep_case "$rc" 2 data.global_batch=2 parallel.dp=2 model.recompute="$rc"
+  same_losses gpt_ep2 "${rc}_ep2" 0
+  same_params gpt_ep2 "${rc}_ep2" bits
+done
 ep_case zero2 2 data.global_batch=2 parallel.dp=2 optim.plugin=zero2
 ep_case zero3 2 data.global_batch=2 parallel.dp=2 optim.plugin=zero3
 # ZeRO-2 at ep 2 saving sharded checkpoints; its step-2 one resumed at ep 1
