@@ -18,6 +18,7 @@ void plait_cost_device_of(const plait_kernels *k, int64_t T, int64_t HS, plait_c
     memset(out, 0, sizeof *out);
     out->bf16_path = plait_model_kernels_bf16(k, HS);
     out->llama_bf16_path = plait_model_kernels_llama_bf16(k);
+    out->ring_bf16 = PLAIT_KERNELS_HAS_RING_ATTENTION_BF16(k);
     if (PLAIT_KERNELS_HAS_FUSED_ATTENTION(k, HS)) out->att_scratch = (double)k->attention_fused_scratch(1, T, 1, HS);
     out->att_backward_products = 5; /* core/kernels/kernels_attention.c */
 }
@@ -26,6 +27,7 @@ void plait_cost_device_cuda(int64_t T, int64_t HS, plait_cost_device *out) {
     memset(out, 0, sizeof *out);
     out->bf16_path = HS <= PLAIT_ATTENTION_FUSED_MAX_HS;
     out->llama_bf16_path = 1;
+    out->ring_bf16 = 1;
     out->att_scratch = out->bf16_path ? (double)T : 0;
     out->att_backward_products = 7;
 }
@@ -55,7 +57,8 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
     s->Vl = in->vocab_padded > 0 ? in->vocab_padded / in->tp : spec->vocab_size;
     s->sp = in->sp && in->tp > 1;
     s->q = s->sp ? in->tp : 1;
-    /* the model's rule (tp and sp keep bf16 blocks, cp float32); under tp
+    /* the model's rule (tp, sp and cp keep bf16 blocks, cp where the
+     * device has ring attention's bf16 entries); under tp
      * the head stays float32 (model/gpt_bf16.c) */
     const plait_bf16_terms terms = {.requested = in->precision == PLAIT_PRECISION_BF16,
                                     .gpt = s->gpt,
@@ -63,6 +66,8 @@ void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, co
                                     .kernels = in->device &&
                                                (s->llama ? in->device->llama_bf16_path : in->device->bf16_path),
                                     .context_parallel = s->cp > 1,
+                                    .ring_bf16 = in->device && in->device->ring_bf16,
+                                    .head_size = (int64_t)HS,
                                     .experts = in->experts,
                                     .n_embd = spec->n_embd};
     s->bf16 = plait_model_grants_bf16(&terms);

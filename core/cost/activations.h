@@ -52,6 +52,7 @@
 typedef struct plait_cost_device {
     int bf16_path;      /* the kernels run the GPT's bf16-activation path (plait_model_kernels_bf16) */
     int llama_bf16_path; /* ... and the llama arch's (plait_model_kernels_llama_bf16) */
+    int ring_bf16;       /* ... and ring attention on bf16 (PLAIT_KERNELS_HAS_RING_ATTENTION_BF16) */
     double att_scratch; /* floats of the fused attention's scratch per sequence and head
                            (the table's attention_fused_scratch(1, T, 1, HS)) */
     /* products of a (query tile, key tile) pair in the fused attention's

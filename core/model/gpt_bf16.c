@@ -11,8 +11,9 @@
  * layernorm_backward_fused_bf16_copy (m->dres_of says whose copy sb.dres
  * holds), else made by to_bf16 (a read and a write of the gradient more
  * per block half).
- * Only the layouts model.c grants bf16 come here: the fused kernels, no
- * context parallelism, under any [model] recompute: what it drops is
+ * Only the layouts model.c grants bf16 come here: the fused kernels (under
+ * context parallelism the ring's bf16 block entries in the fused
+ * attention's place, ring_attention.h), under any [model] recompute: what it drops is
  * rebuilt before a block's backward (recompute.c) by these forwards, into
  * bf16 buffers the blocks share. A split backward (zero-bubble schedules)
  * runs the same calls in two halves: the input half makes every input
@@ -28,6 +29,7 @@
  * reruns the block's forward up to the GELU as the forward ran it.
  */
 #include "model/model_internal.h"
+#include "model/ring_attention.h"
 #include "runtime/error.h"
 
 /* ---- tensor parallelism ---------------------------------------------------
@@ -231,7 +233,10 @@ plait_status plait_bf16_attention_forward(plait_model *m, model_slot *s, int32_t
     st = norm_forward(m, a->bf.ln1, &ln, a->ln1_mean, a->ln1_rstd, x, p.ln_w, p.ln_b, "before attn.c_attn", layer);
     if (st != PLAIT_OK) return st;
     m->k->matmul_forward_bf16(a->bf.qkv, ln, w.in_w, w.in_b, BT, C, 3 * Cl);
-    m->k->attention_fused_forward_bf16(a->bf.atty, a->lse, m->att_scratch, a->bf.qkv, m->B, m->T, m->NHl, m->HS);
+    if (m->cp > 1) /* over the cp ring (ring_attention.h) */
+        st = plait_ring_attention_forward_bf16(m, layer, a->bf.atty, a->lse, a->bf.qkv, m->NHl, m->NHl);
+    else m->k->attention_fused_forward_bf16(a->bf.atty, a->lse, m->att_scratch, a->bf.qkv, m->B, m->T, m->NHl, m->HS);
+    if (st != PLAIT_OK) return st;
     return plait_bf16_row_product(m, a->res2, x, a->bf.atty, w.out_w, p.out_b, Cl, "after attn.c_proj", layer);
 }
 
@@ -272,8 +277,13 @@ plait_status plait_bf16_attention_backward(plait_model *m, model_slot *s, int32_
     if ((st = plait_bf16_dres_full(m, dx, &dres, "after attn.c_proj", layer)) != PLAIT_OK) return st;
     m->k->matmul_backward_bf16(m->sb.datty, g ? NULL : dp.out_w, g ? NULL : dp.out_b, dres, a->bf.atty, w.out_w, BT,
                                Cl, C);
-    m->k->attention_fused_backward_bf16(m->sb.dqkv, m->s_datt, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse, m->B,
-                                        m->T, m->NHl, m->HS);
+    if (m->cp > 1)
+        st = plait_ring_attention_backward_bf16(m, layer, m->sb.dqkv, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse,
+                                                m->NHl, m->NHl);
+    else
+        m->k->attention_fused_backward_bf16(m->sb.dqkv, m->s_datt, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse, m->B,
+                                            m->T, m->NHl, m->HS);
+    if (st != PLAIT_OK) return st;
     if (g) {
         keep_bf16(m, g->dres2, dres, BT * C);
         keep_bf16(m, g->dqkv, m->sb.dqkv, BT * 3 * Cl);

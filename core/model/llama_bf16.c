@@ -23,7 +23,10 @@
  * rotation on load would be done three times; its inverse on dq and dk
  * rounds them to bf16 a second time.
  *
- * Tensor and sequence parallelism and pipeline stages as the float32
+ * Context parallelism as the float32 blocks, the ring's bf16 block
+ * entries in the grouped-query attention's place (ring_attention.h; the
+ * rotation at the whole sequence's positions, model.c). Tensor and
+ * sequence parallelism and pipeline stages as the float32
  * blocks: the tp collectives and stage boundaries carry the float32
  * residual stream and its gradient, which the transports send as bf16 on
  * a bf16 run. The head stays float32 (llama_layers.c). A split backward
@@ -36,6 +39,7 @@
  * buffers the blocks share.
  */
 #include "model/model_internal.h"
+#include "model/ring_attention.h"
 
 /* Block `layer`'s parameters (their data or gradients) in LP_* order. */
 static plait_status params_of(plait_model *m, param_part part, int32_t layer, float **p) {
@@ -90,9 +94,14 @@ plait_status plait_llama_bf16_block_forward_act(plait_model *m, model_slot *s, i
     if (st != PLAIT_OK) return st;
     m->k->matmul_forward_bf16(a->bf.qkv, ln, copy_of(m, layer, LP_Q), NULL, BT, C, m->Wq);
     m->k->rope_bf16(a->bf.qkv, m->rope_cs, m->B, m->T, m->Wq, m->NHl + m->NKVl, m->HS, 0);
-    m->k->attention_gqa_forward_bf16(a->bf.atty, a->lse, m->att_scratch, a->bf.qkv, m->B, m->T, m->NHl, m->NKVl, m->HS);
-    st = plait_bf16_row_product(m, a->res2, x, a->bf.atty, copy_of(m, layer, LP_O), NULL, m->Cl,
-                                "after self_attn.o_proj", layer);
+    if (m->cp > 1) /* over the cp ring, the key/value heads alone travelling (ring_attention.h) */
+        st = plait_ring_attention_forward_bf16(m, layer, a->bf.atty, a->lse, a->bf.qkv, m->NHl, m->NKVl);
+    else
+        m->k->attention_gqa_forward_bf16(a->bf.atty, a->lse, m->att_scratch, a->bf.qkv, m->B, m->T, m->NHl, m->NKVl,
+                                         m->HS);
+    if (st == PLAIT_OK)
+        st = plait_bf16_row_product(m, a->res2, x, a->bf.atty, copy_of(m, layer, LP_O), NULL, m->Cl,
+                                    "after self_attn.o_proj", layer);
     if (st == PLAIT_OK)
         st = norm_forward(m, a->bf.ln2, &ln, a->ln2_rstd, a->res2, p[LP_MLP_NORM], "before mlp.gate_proj and up_proj",
                           layer);
@@ -177,8 +186,13 @@ static plait_status attention_backward(plait_model *m, int32_t layer, const bloc
         if ((st = plait_bf16_dres_full(m, dx, &dres, "after self_attn.o_proj", layer)) != PLAIT_OK) return st;
         m->k->matmul_backward_bf16(m->sb.datty, kept ? NULL : g[LP_O], NULL, dres, a->bf.atty, copy_of(m, layer, LP_O),
                                    BT, m->Cl, C);
-        m->k->attention_gqa_backward_bf16(m->sb.dqkv, m->att_scratch, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse, m->B,
-                                          m->T, m->NHl, m->NKVl, m->HS);
+        if (m->cp > 1)
+            st = plait_ring_attention_backward_bf16(m, layer, m->sb.dqkv, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse,
+                                                    m->NHl, m->NKVl);
+        else
+            m->k->attention_gqa_backward_bf16(m->sb.dqkv, m->att_scratch, m->sb.datty, a->bf.qkv, a->bf.atty, a->lse,
+                                              m->B, m->T, m->NHl, m->NKVl, m->HS);
+        if (st != PLAIT_OK) return st;
         /* the gradient of q and k before their rotation */
         m->k->rope_bf16(m->sb.dqkv, m->rope_cs, m->B, m->T, Wq, m->NHl + m->NKVl, m->HS, 1);
         m->k->matmul_backward_bf16(m->sb.dln, NULL, NULL, m->sb.dqkv, a->bf.ln1, copy_of(m, layer, LP_Q), BT, C, Wq);

@@ -53,7 +53,8 @@ int plait_model_kernels_llama_bf16(const plait_kernels *k) {
 }
 
 int plait_model_grants_bf16(const plait_bf16_terms *t) {
-    if (!t->requested || !t->kernels || t->context_parallel || t->experts) return 0;
+    if (!t->requested || !t->kernels || t->experts) return 0;
+    if (t->context_parallel && (!t->ring_bf16 || t->head_size % 2)) return 0;
     return t->gpt || (t->llama && t->n_embd % 8 == 0);
 }
 
@@ -464,6 +465,8 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
                                     .kernels = desc->is_llama ? plait_model_kernels_llama_bf16(m->k)
                                                               : plait_model_kernels_bf16(m->k, m->HS),
                                     .context_parallel = m->cp > 1,
+                                    .ring_bf16 = PLAIT_KERNELS_HAS_RING_ATTENTION_BF16(m->k),
+                                    .head_size = m->HS,
                                     .experts = desc->moe.experts > 0,
                                     .n_embd = m->C};
     m->bf16 = plait_model_grants_bf16(&terms);

@@ -206,14 +206,18 @@ typedef struct plait_bf16_terms {
     int gpt;             /* the gpt arch (the mlp arch has no bf16 path) */
     int kernels;         /* the kernel table runs the bf16 path (plait_model_kernels_bf16) */
     int context_parallel; /* the plan splits sequences over cp ranks (cp > 1) */
+    int ring_bf16;        /* the kernel table has ring attention on bf16 (PLAIT_KERNELS_HAS_RING_ATTENTION_BF16) */
+    int64_t head_size;    /* the attention's head size */
     int experts;          /* the model has a mixture of experts */
     int llama;            /* the llama arch (its kernels: plait_model_kernels_llama_bf16) */
     int64_t n_embd;       /* the model's width */
 } plait_bf16_terms;
 /* 1 when a model with these terms stores its activations in bf16: a bf16
  * run of the gpt arch on kernels that run the whole path, unless the
- * layout needs what the path lacks (ring attention and the experts' MLPs
- * are float32); of the llama arch likewise, at a width that is a
+ * layout needs what the path lacks (the experts' MLPs are float32; ring
+ * attention is bf16 where the table has its bf16 entries and the head
+ * size is even, the K|V rows packed as pairs: ring_attention.c); of the
+ * llama arch likewise, at a width that is a
  * multiple of 8 (llama_bf16.c: its stacked products' bf16 weight copies
  * lie side by side). Tensor and sequence parallelism are covered (gpt_bf16.c:
  * the blocks in bf16 with float32 messages between their products and

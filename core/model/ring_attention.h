@@ -13,7 +13,7 @@
  *
  * On the open device, with its ring attention kernels (plait/kernels.h,
  * ABI 1.18: the cpu and cuda devices; model.c refuses cp > 1 on a device
- * without them). Not thread-safe: the thread that drives the model calls it, in the same
+ * without them; under bf16 activations ABI 1.25's: the cuda device). Not thread-safe: the thread that drives the model calls it, in the same
  * order on every rank of the ring (each call communicates over cp_comm).
  */
 #ifndef PLAIT_CORE_RING_ATTENTION_H
@@ -41,6 +41,16 @@ plait_status plait_ring_attention_forward(plait_model *m, int32_t layer, float *
 plait_status plait_ring_attention_backward(plait_model *m, int32_t layer, float *dqkv, const float *dout,
                                            const float *qkv, const float *out, const float *lse, int64_t NH,
                                            int64_t NKV);
+
+/* The same under bf16 activations (the device's ABI 1.25 entries: model.c
+ * grants bf16 under cp only with them): qkv, out, dout and dqkv bf16, lse
+ * float32; K|V blocks bf16 on the ring, every sum float32 in the ring's
+ * buffer, the output and dqkv rounded once at the end. */
+plait_status plait_ring_attention_forward_bf16(plait_model *m, int32_t layer, plait_bf16 *out, float *lse,
+                                               const plait_bf16 *qkv, int64_t NH, int64_t NKV);
+plait_status plait_ring_attention_backward_bf16(plait_model *m, int32_t layer, plait_bf16 *dqkv, const plait_bf16 *dout,
+                                                const plait_bf16 *qkv, const plait_bf16 *out, const float *lse,
+                                                int64_t NH, int64_t NKV);
 
 /* Release the ring's buffers (plait_model_free). */
 void plait_ring_attention_free(plait_model *m);

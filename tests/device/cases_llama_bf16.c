@@ -8,8 +8,9 @@
  * (cases_bf16_rows.c: a bf16 result within 2e-2, a float32 one from bf16
  * inputs within the float32 kernels' 1e-5); the attention also against
  * the float32 grouped-query entries on the same values, rounded, bit for
- * bit, as the GPT's bf16 attention is. Run by test_cuda_kernels in bf16
- * mode.
+ * bit, as the GPT's bf16 attention is; and ring attention's bf16 block
+ * entries (ABI 1.25) against the float32 ones. Run by test_cuda_kernels
+ * in bf16 mode.
  */
 
 #include "device/kc_shared.h"
@@ -146,6 +147,93 @@ static void case_attention_gqa_bf16_as_f32(kc_ctx *x) {
     gqa_as_f32(x, "NH4 NKV1 HS24 T130: out, lse, dqkv = the float32 entries' rounded", 1, 130, 4, 1, 24);
 }
 
+/* Ring attention on bf16 activations (ABI 1.25): rank 1 of a cp 2 ring
+ * (query chunks 1 and 2 of 4) folds in its own block, read from
+ * q|k|v's columns, then rank 0's packed (chunks 0 and 3), grouped-query;
+ * the output rounded once after ring_attention_finish. The running rows,
+ * lse and the gradients (float32) against the CPU's within 1e-5, and
+ * against the same device's float32 entries on the widened values bit
+ * for bit (the entries' contract). */
+#define RING_B 2
+#define RING_T 16
+#define RING_NH 4
+#define RING_NKV 2
+#define RING_HS 8
+#define RING_W ((RING_NH + 2 * RING_NKV) * RING_HS)
+#define RING_KVW (2 * RING_NKV * RING_HS)
+
+static const plait_ring_block ring_blk[2] = {{.q_chunk = {1, 2}, .k_chunk = {1, 2}, .first = 1},
+                                             {.q_chunk = {1, 2}, .k_chunk = {0, 3}, .first = 0}};
+
+/* Block i's K|V: the own block in q|k|v's columns, the other packed
+ * (elements of es bytes), and its row stride. */
+static const void *ring_block(int i, const void *qkv, const void *kv, size_t es, int64_t *stride) {
+    *stride = i ? RING_KVW : RING_W;
+    return i ? kv : (const char *)qkv + (size_t)(RING_NH * RING_HS) * es;
+}
+
+/* The two blocks folded in and finished, by the bf16 entries (qkv and kv
+ * plait_bf16) or the float32 ones. */
+static void ring_fwd(kc_ctx *x, int bf16, float *out, float *lse, float *l, const void *qkv, const void *kv) {
+    for (int i = 0; i < 2; i++) {
+        int64_t st;
+        const void *blk = ring_block(i, qkv, kv, bf16 ? sizeof(plait_bf16) : sizeof(float), &st);
+        if (bf16)
+            x->k->ring_attention_forward_bf16(out, lse, l, qkv, blk, st, RING_B, RING_T, RING_NH, RING_NKV, RING_HS,
+                                              &ring_blk[i]);
+        else
+            x->k->ring_attention_forward(out, lse, l, qkv, blk, st, RING_B, RING_T, RING_NH, RING_NKV, RING_HS,
+                                         &ring_blk[i]);
+    }
+    x->k->ring_attention_finish(out, lse, l, RING_B, RING_T, RING_NH, RING_HS);
+}
+
+/* dq (over both blocks) and each block's dK|dV, from zero. */
+static void ring_bwd(kc_ctx *x, int bf16, float *dq, float *const dkv[2], const void *qkv, const void *kv,
+                     const void *dout, const void *out, const float *lse) {
+    x->k->zero(dq, (size_t)(RING_B * RING_T * RING_W));
+    for (int i = 0; i < 2; i++) {
+        int64_t st;
+        const void *blk = ring_block(i, qkv, kv, bf16 ? sizeof(plait_bf16) : sizeof(float), &st);
+        x->k->zero(dkv[i], (size_t)(RING_B * RING_T * RING_KVW));
+        if (bf16)
+            x->k->ring_attention_backward_bf16(dq, dkv[i], qkv, blk, st, dout, out, lse, RING_B, RING_T, RING_NH,
+                                               RING_NKV, RING_HS, &ring_blk[i]);
+        else
+            x->k->ring_attention_backward(dq, dkv[i], qkv, blk, st, dout, out, lse, RING_B, RING_T, RING_NH, RING_NKV,
+                                          RING_HS, &ring_blk[i]);
+    }
+}
+
+static void case_ring_attention_bf16(kc_ctx *x) {
+    KC_NEED(x, ring_attention_forward_bf16);
+    KC_NEED(x, ring_attention_backward_bf16);
+    const size_t bt = RING_B * RING_T, nq = bt * RING_W, nkv = bt * RING_KVW, no = bt * RING_NH * RING_HS,
+                 nrow = RING_B * RING_NH * RING_T;
+    plait_bf16 *qkv = kc_rand_bf16(x, nq, -1, 1), *kv = kc_rand_bf16(x, nkv, -1, 1), *dout = kc_rand_bf16(x, no, -1, 1);
+    float *out = kc_out(x, no), *lse = kc_out(x, nrow), *l = kc_out(x, nrow), *dq = kc_out(x, nq);
+    float *const dkv[2] = {kc_out(x, nkv), kc_out(x, nkv)};
+    plait_bf16 *ob = kc_out_bf16(x, no);
+    ring_fwd(x, 1, out, lse, l, qkv, kv);
+    x->k->to_bf16(ob, out, no);
+    ring_bwd(x, 1, dq, dkv, qkv, kv, dout, ob, lse);
+    kc_result(x, "ring bf16 out (float32, before rounding)", out, no, KC_ELEMWISE);
+    kc_result(x, "ring bf16 lse", lse, nrow, KC_ELEMWISE);
+    kc_result(x, "ring bf16 dqkv (float32)", dq, nq, KC_ELEMWISE);
+    kc_result(x, "ring bf16 dK|dV of the own block", dkv[0], nkv, KC_ELEMWISE);
+    kc_result(x, "ring bf16 dK|dV of the other block", dkv[1], nkv, KC_ELEMWISE);
+    float *outf = kc_out(x, no), *lsef = kc_out(x, nrow), *lf = kc_out(x, nrow), *dqf = kc_out(x, nq);
+    float *const dkvf[2] = {kc_out(x, nkv), kc_out(x, nkv)};
+    const float *qf = kc_widened(x, qkv, nq), *kvf = kc_widened(x, kv, nkv);
+    ring_fwd(x, 0, outf, lsef, lf, qf, kvf);
+    ring_bwd(x, 0, dqf, dkvf, qf, kvf, kc_widened(x, dout, no), kc_widened(x, ob, no), lsef);
+    kc_same(x, "ring bf16 out: the float32 entries' on the widened values", out, outf, no * sizeof *out);
+    kc_same(x, "ring bf16 lse: the float32 entries'", lse, lsef, nrow * sizeof *lse);
+    kc_same(x, "ring bf16 dqkv: the float32 entries'", dq, dqf, nq * sizeof *dq);
+    kc_same(x, "ring bf16 dK|dV (own block): the float32 entries'", dkv[0], dkvf[0], nkv * sizeof *dq);
+    kc_same(x, "ring bf16 dK|dV (other block): the float32 entries'", dkv[1], dkvf[1], nkv * sizeof *dq);
+}
+
 const kc_named kc_llama_bf16_cases[] = {
     {"rmsnorm_bf16", case_rmsnorm_bf16},
     {"rmsnorm_bf16_wide", case_rmsnorm_bf16_wide},
@@ -153,5 +241,6 @@ const kc_named kc_llama_bf16_cases[] = {
     {"swiglu_bf16", case_swiglu_bf16},
     {"attention_gqa_bf16", case_attention_gqa_bf16},
     {"attention_gqa_bf16_as_f32", case_attention_gqa_bf16_as_f32},
+    {"ring_attention_bf16", case_ring_attention_bf16},
 };
 const size_t kc_llama_bf16_count = sizeof kc_llama_bf16_cases / sizeof kc_llama_bf16_cases[0];

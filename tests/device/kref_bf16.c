@@ -239,6 +239,31 @@ static void r_attention_gqa_backward(plait_bf16 *dqkv, float *scratch_, const pl
     round_into(dqkv, dq, nqkv);
 }
 
+/* A block's K|V rows widened: B·T rows of stride kv_stride, the last
+ * one's K|V alone (the block may be q|k|v's columns, ending with it). */
+static const float *widen_block(int slot, const plait_bf16 *kv, int64_t kv_stride, int64_t B, int64_t T, int64_t NKV,
+                                int64_t HS) {
+    return widen(slot, kv, (size_t)((B * T - 1) * kv_stride + 2 * NKV * HS));
+}
+
+static void r_ring_attention_forward(float *out, float *mx, float *l, const plait_bf16 *qkv, const plait_bf16 *kv,
+                                     int64_t kv_stride, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                     const plait_ring_block *blk) {
+    const float *q = widen(1, qkv, (size_t)(B * T * (NH + 2 * NKV) * HS));
+    g_f32.ring_attention_forward(out, mx, l, q, widen_block(2, kv, kv_stride, B, T, NKV, HS), kv_stride, B, T, NH, NKV,
+                                 HS, blk);
+}
+
+static void r_ring_attention_backward(float *dqkv, float *dkv, const plait_bf16 *qkv, const plait_bf16 *kv,
+                                      int64_t kv_stride, const plait_bf16 *dout, const plait_bf16 *out,
+                                      const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                      const plait_ring_block *blk) {
+    const size_t n = (size_t)(B * T * NH * HS);
+    const float *q = widen(1, qkv, (size_t)(B * T * (NH + 2 * NKV) * HS));
+    g_f32.ring_attention_backward(dqkv, dkv, q, widen_block(2, kv, kv_stride, B, T, NKV, HS), kv_stride,
+                                  widen(3, dout, n), widen(4, out, n), lse, B, T, NH, NKV, HS, blk);
+}
+
 void kref_bf16_fill(plait_kernels *t) {
     g_f32 = *t;
     t->struct_size = sizeof *t;
@@ -263,4 +288,6 @@ void kref_bf16_fill(plait_kernels *t) {
     t->swiglu_backward_bf16 = r_swiglu_backward;
     t->attention_gqa_forward_bf16 = r_attention_gqa_forward;
     t->attention_gqa_backward_bf16 = r_attention_gqa_backward;
+    t->ring_attention_forward_bf16 = r_ring_attention_forward;
+    t->ring_attention_backward_bf16 = r_ring_attention_backward;
 }

@@ -11,7 +11,8 @@
  * plugin's own code: bf16 activations and the weights' bf16 copy where the
  * model grants them, float32 otherwise; the llama arch's bf16 blocks
  * under tp 2 with sequence parallelism, tp 2 with full recomputation,
- * pp 2 zb1 and pp 2 with selective), the prediction `plait config
+ * pp 2 zb1 and pp 2 with selective; both archs' bf16 blocks at cp 2),
+ * the prediction `plait config
  * check` prints (plait_cli_predict_memory, exact bytes) beside the run's
  * memory.csv, category by category: parameters, gradients, optimizer state,
  * activations.
@@ -125,6 +126,14 @@ static const layout layouts[] = {
      0,
      0},
     {"cpu gpt cp2 dp2 adam", {"device.plugin=cpu", "parallel.cp=2", "parallel.dp=2", NULL}, 0, 0},
+    /* bf16 activations under context parallelism (the ring's bf16 block
+     * entries): each rank's bf16 blocks over its 12 of the 24 tokens */
+    {"cuda_emu bf16 cp2", {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.cp=2", NULL}, 1, 1},
+    {"cuda_emu llama bf16 cp2",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.n_kv_head=2", "model.ffn_hidden=104",
+      "parallel.cp=2", NULL},
+     1,
+     1},
     /* a mixture of experts, each expert's width (and the shared expert's)
      * split over tp: the routing, the experts' activations and their
      * backward's scratch at the rank's width */

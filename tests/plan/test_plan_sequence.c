@@ -104,6 +104,17 @@ static void test_sequence_parallel_activations(void **state) {
 }
 
 
+/* A llama of 8 heads of 8 sharing 2 kv heads, T 64: the cp tests' model. */
+static const plait_model_spec llama_cp_spec = {.struct_size = sizeof(plait_model_spec),
+                                               .arch = "llama",
+                                               .n_layer = 2,
+                                               .n_head = 8,
+                                               .n_embd = 64,
+                                               .block_size = 64,
+                                               .vocab_size = 512,
+                                               .ffn_hidden = 128,
+                                               .n_kv_head = 2};
+
 /* Context parallelism: the axis takes the cp sizes whose 2cp chunks
  * divide the sequence and leave a rank 1,024 tokens or more; a cp rank
  * keeps and computes T / cp of every sequence; the ring moves its K and V
@@ -152,15 +163,7 @@ static void test_context_parallel(void **state) {
 
     /* a cp rank's shapes, activations and ring traffic: llama, 8 heads of
      * 8 sharing 2 kv heads, T 64, cp 4 */
-    const plait_model_spec spec = {.struct_size = sizeof spec,
-                                   .arch = "llama",
-                                   .n_layer = 2,
-                                   .n_head = 8,
-                                   .n_embd = 64,
-                                   .block_size = 64,
-                                   .vocab_size = 512,
-                                   .ffn_hidden = 128,
-                                   .n_kv_head = 2};
+    const plait_model_spec spec = llama_cp_spec;
     plait_cost_shape_in in = {.B = 2, .tp = 1, .precision = PLAIT_PRECISION_FP32};
     plait_cost_shape one, four;
     plait_cost_shape_init(&one, &spec, &in);
@@ -268,10 +271,37 @@ static void test_causal_attention_flops(void **state) {
     NEAR(again, 1000.0);
 }
 
+/* A bf16 run keeps bf16 activations at cp > 1 where the device has ring
+ * attention's bf16 entries (the model's rule, plait_model_grants_bf16:
+ * the cuda device), float32 where it lacks them, as at cp 1 it needs
+ * none: a cp 4 rank's bf16 block about half its float32 one. */
+static void test_context_parallel_bf16(void **state) {
+    (void)state;
+    const plait_model_spec spec = llama_cp_spec;
+    plait_cost_device dev;
+    plait_cost_device_cuda(64, 8, &dev);
+    plait_cost_shape_in in = {.B = 2, .tp = 1, .cp = 4, .precision = PLAIT_PRECISION_BF16, .device = &dev};
+    plait_cost_shape bf, f32;
+    plait_cost_shape_init(&bf, &spec, &in);
+    assert_int_equal(bf.bf16, 1);
+    in.precision = PLAIT_PRECISION_FP32;
+    plait_cost_shape_init(&f32, &spec, &in);
+    const double b16 = plait_cost_slot_bytes(&bf, 1, 1), b32 = plait_cost_slot_bytes(&f32, 1, 1);
+    assert_true(b16 < 0.75 * b32 && b16 > 0.5 * b32); /* the residual stream and statistics stay float32 */
+    in.precision = PLAIT_PRECISION_BF16;
+    dev.ring_bf16 = 0; /* no ring entries in bf16: float32 at cp 4, bf16 at cp 1 */
+    plait_cost_shape_init(&bf, &spec, &in);
+    assert_int_equal(bf.bf16, 0);
+    in.cp = 1;
+    plait_cost_shape_init(&bf, &spec, &in);
+    assert_int_equal(bf.bf16, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sequence_parallel_activations),
         cmocka_unit_test(test_context_parallel),
+        cmocka_unit_test(test_context_parallel_bf16),
         cmocka_unit_test(test_causal_attention_flops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

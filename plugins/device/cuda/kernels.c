@@ -525,6 +525,16 @@ PC_ENTRY(ring_attention_backward, pc_launch_ring_attention_backward,
           const float *out, const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
           const plait_ring_block *blk),
          (dqkv, dkv, qkv, kv, kv_stride, dout, out, lse, B, T, NH, NKV, HS, blk))
+/* on bf16 activations (ABI 1.25) */
+PC_ENTRY(ring_attention_forward_bf16, pc_launch_ring_attention_forward_bf16,
+         (float *out, float *mx, float *l, const plait_bf16 *qkv, const plait_bf16 *kv, int64_t kv_stride, int64_t B,
+          int64_t T, int64_t NH, int64_t NKV, int64_t HS, const plait_ring_block *blk),
+         (out, mx, l, qkv, kv, kv_stride, B, T, NH, NKV, HS, blk))
+PC_ENTRY(ring_attention_backward_bf16, pc_launch_ring_attention_backward_bf16,
+         (float *dqkv, float *dkv, const plait_bf16 *qkv, const plait_bf16 *kv, int64_t kv_stride,
+          const plait_bf16 *dout, const plait_bf16 *out, const float *lse, int64_t B, int64_t T, int64_t NH,
+          int64_t NKV, int64_t HS, const plait_ring_block *blk),
+         (dqkv, dkv, qkv, kv, kv_stride, dout, out, lse, B, T, NH, NKV, HS, blk))
 PC_ENTRY(copy_rows, pc_launch_copy_rows,
          (float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows, int64_t width),
          (dst, dst_stride, src, src_stride, rows, width))
@@ -666,6 +676,9 @@ static const plait_kernels g_table = {
     .attention_gqa_backward_bf16 = e_attention_gqa_backward_bf16,
     /* ABI 1.23 */
     .from_bf16 = e_from_bf16,
+    /* ring attention on bf16 activations (ABI 1.25) */
+    .ring_attention_forward_bf16 = e_ring_attention_forward_bf16,
+    .ring_attention_backward_bf16 = e_ring_attention_backward_bf16,
 };
 
 const plait_kernels *pc_kernels(void) { return &g_table; }

@@ -328,6 +328,14 @@ void pc_launch_ring_attention_finish(float *out, float *mx, const float *l, int6
 void pc_launch_ring_attention_backward(float *dqkv, float *dkv, const float *qkv, const float *kv, int64_t kv_stride,
                                        const float *dout, const float *out, const float *lse, int64_t B, int64_t T,
                                        int64_t NH, int64_t NKV, int64_t HS, const plait_ring_block *blk);
+/* ABI 1.25: the same kernels on bf16 q|k|v, K|V, out and dout */
+void pc_launch_ring_attention_forward_bf16(float *out, float *mx, float *l, const plait_bf16 *qkv, const plait_bf16 *kv,
+                                           int64_t kv_stride, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                           const plait_ring_block *blk);
+void pc_launch_ring_attention_backward_bf16(float *dqkv, float *dkv, const plait_bf16 *qkv, const plait_bf16 *kv,
+                                            int64_t kv_stride, const plait_bf16 *dout, const plait_bf16 *out,
+                                            const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                            const plait_ring_block *blk);
 void pc_launch_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
                          int64_t width);
 /* moe.cu: the mixture of experts' kernels (plait/kernels.h, ABI 1.21) */

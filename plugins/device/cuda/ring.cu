@@ -1,5 +1,9 @@
 /*
  * Ring attention's block kernels (plait/kernels.h, ABI 1.18), float32,
+ * and their bf16-activation forms (ABI 1.25: the same kernels templated
+ * on the element type E of q|k|v, the block's K|V, out and dout, each
+ * value widened exactly as it is read, every sum and accumulator
+ * float32, so the bits of the float32 kernels on the widened tensors),
  * with the CPU kernels' order (core/kernels/kernels_ring.c): one thread a
  * query row in the forward and for dq, one thread a key row for dK|dV,
  * each summing in the CPU's order (keys in sequence order, 128 scored at
@@ -19,21 +23,22 @@ __device__ static inline int64_t ring_visible(const plait_ring_block &blk, int64
     return k < q ? c : k == q ? t % c + 1 : 0;
 }
 
-__device__ static inline float ring_dot(const float *a, const float *b, int64_t n) {
+template <typename A, typename B> __device__ static inline float ring_dot(const A *a, const B *b, int64_t n) {
     float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s = __fadd_rn(s, __fmul_rn(a[i], b[i]));
+    for (int64_t i = 0; i < n; i++) s = __fadd_rn(s, __fmul_rn(pc_get(a + i), pc_get(b + i)));
     return s;
 }
 
 /* one query row (b, h, t) a thread */
-PC_KERNEL(ring_forward_kernel, PC_THREADS)
-(float *out, float *mxs, float *ls, const float *qkv, const float *kv, int64_t kv_stride, int64_t B, int64_t T,
- int64_t NH, int64_t NKV, int64_t HS, plait_ring_block blk) {
+template <typename E>
+PC_KERNEL_T(PC_THREADS)
+ring_forward_kernel(float *out, float *mxs, float *ls, const E *qkv, const E *kv, int64_t kv_stride, int64_t B,
+                    int64_t T, int64_t NH, int64_t NKV, int64_t HS, plait_ring_block blk) {
     const int64_t W = (NH + 2 * NKV) * HS, c = T / 2, group = NH / NKV;
     const float scale = 1.0f / sqrtf((float)HS);
     PC_GRID_STRIDE(row, (size_t)(B * NH * T)) {
         const int64_t t = (int64_t)row % T, h = (int64_t)row / T % NH, b = (int64_t)row / (T * NH), kh = h / group;
-        const float *q = qkv + (b * T + t) * W + h * HS;
+        const E *q = qkv + (b * T + t) * W + h * HS;
         float *o = out + (b * T + t) * NH * HS + h * HS;
         float mx = blk.first ? -INFINITY : mxs[row], l = blk.first ? 0.0f : ls[row];
         if (blk.first)
@@ -41,7 +46,7 @@ PC_KERNEL(ring_forward_kernel, PC_THREADS)
         float sc[RING_TILE];
         for (int j = 0; j < 2; j++) {
             const int64_t n = ring_visible(blk, T, t, j);
-            const float *kb = kv + (b * T + j * c) * kv_stride + kh * HS, *vb = kb + NKV * HS;
+            const E *kb = kv + (b * T + j * c) * kv_stride + kh * HS, *vb = kb + NKV * HS;
             for (int64_t u0 = 0; u0 < n; u0 += RING_TILE) {
                 const int64_t w = n - u0 < RING_TILE ? n - u0 : RING_TILE;
                 float tmax = -INFINITY;
@@ -55,9 +60,9 @@ PC_KERNEL(ring_forward_kernel, PC_THREADS)
                 float sum = 0.0f;
                 for (int64_t u = 0; u < w; u++) {
                     const float p = expf(sc[u] - nmax);
-                    const float *v = vb + (u0 + u) * kv_stride;
+                    const E *v = vb + (u0 + u) * kv_stride;
                     sum += p;
-                    for (int64_t i = 0; i < HS; i++) o[i] = __fadd_rn(o[i], __fmul_rn(p, v[i]));
+                    for (int64_t i = 0; i < HS; i++) o[i] = __fadd_rn(o[i], __fmul_rn(p, pc_get(v + i)));
                 }
                 l = __fadd_rn(__fmul_rn(l, keep), sum);
                 mx = nmax;
@@ -81,25 +86,27 @@ PC_KERNEL(ring_finish_kernel, PC_THREADS)
 
 /* dq of one query row (b, h, t) a thread: dq += Σ ds·k over the block's
  * visible keys, in sequence order */
-PC_KERNEL(ring_dq_kernel, PC_THREADS)
-(float *dqkv, const float *qkv, const float *kv, int64_t kv_stride, const float *dout, const float *out,
- const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, plait_ring_block blk) {
+template <typename E>
+PC_KERNEL_T(PC_THREADS)
+ring_dq_kernel(float *dqkv, const E *qkv, const E *kv, int64_t kv_stride, const E *dout, const E *out, const float *lse,
+               int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, plait_ring_block blk) {
     const int64_t W = (NH + 2 * NKV) * HS, c = T / 2, group = NH / NKV;
     const float scale = 1.0f / sqrtf((float)HS);
     PC_GRID_STRIDE(row, (size_t)(B * NH * T)) {
         const int64_t t = (int64_t)row % T, h = (int64_t)row / T % NH, b = (int64_t)row / (T * NH), kh = h / group;
-        const float *q = qkv + (b * T + t) * W + h * HS;
+        const E *q = qkv + (b * T + t) * W + h * HS;
         float *dq = dqkv + (b * T + t) * W + h * HS;
         const int64_t at = (b * T + t) * NH * HS + h * HS;
-        const float *go = dout + at;
+        const E *go = dout + at;
         const float dd = ring_dot(go, out + at, HS);
         for (int j = 0; j < 2; j++) {
             const int64_t n = ring_visible(blk, T, t, j);
-            const float *kb = kv + (b * T + j * c) * kv_stride + kh * HS, *vb = kb + NKV * HS;
+            const E *kb = kv + (b * T + j * c) * kv_stride + kh * HS, *vb = kb + NKV * HS;
             for (int64_t u = 0; u < n; u++) {
                 const float p = expf(__fmul_rn(ring_dot(q, kb + u * kv_stride, HS), scale) - lse[row]);
                 const float ds = __fmul_rn(__fmul_rn(p, ring_dot(go, vb + u * kv_stride, HS) - dd), scale);
-                for (int64_t i = 0; i < HS; i++) dq[i] = __fadd_rn(dq[i], __fmul_rn(ds, kb[u * kv_stride + i]));
+                for (int64_t i = 0; i < HS; i++)
+                    dq[i] = __fadd_rn(dq[i], __fmul_rn(ds, pc_get(kb + u * kv_stride + i)));
             }
         }
     }
@@ -107,28 +114,29 @@ PC_KERNEL(ring_dq_kernel, PC_THREADS)
 
 /* dK|dV of one key row (b, kh, key) of the block a thread: += over the
  * query heads of kh in order, then the query rows that see the key */
-PC_KERNEL(ring_dkv_kernel, PC_THREADS)
-(float *dkv, const float *qkv, const float *kv, int64_t kv_stride, const float *dout, const float *out,
- const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, plait_ring_block blk) {
+template <typename E>
+PC_KERNEL_T(PC_THREADS)
+ring_dkv_kernel(float *dkv, const E *qkv, const E *kv, int64_t kv_stride, const E *dout, const E *out, const float *lse,
+                int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, plait_ring_block blk) {
     const int64_t W = (NH + 2 * NKV) * HS, c = T / 2, group = NH / NKV, KVW = 2 * NKV * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     PC_GRID_STRIDE(key, (size_t)(B * NKV * T)) {
         const int64_t kt = (int64_t)key % T, kh = (int64_t)key / T % NKV, b = (int64_t)key / (T * NKV);
         const int j = kt < c ? 0 : 1;
         const int64_t u = kt % c;
-        const float *k = kv + (b * T + kt) * kv_stride + kh * HS, *v = k + NKV * HS;
+        const E *k = kv + (b * T + kt) * kv_stride + kh * HS, *v = k + NKV * HS;
         float *dk = dkv + (b * T + kt) * KVW + kh * HS, *dv = dk + NKV * HS;
         for (int64_t h = kh * group; h < (kh + 1) * group; h++)
             for (int64_t t = 0; t < T; t++) {
                 if (u >= ring_visible(blk, T, t, j)) continue;
                 const int64_t row = (b * NH + h) * T + t, at = (b * T + t) * NH * HS + h * HS;
-                const float *q = qkv + (b * T + t) * W + h * HS, *go = dout + at;
+                const E *q = qkv + (b * T + t) * W + h * HS, *go = dout + at;
                 const float dd = ring_dot(go, out + at, HS);
                 const float p = expf(__fmul_rn(ring_dot(q, k, HS), scale) - lse[row]);
                 const float ds = __fmul_rn(__fmul_rn(p, ring_dot(go, v, HS) - dd), scale);
                 for (int64_t i = 0; i < HS; i++) {
-                    dv[i] = __fadd_rn(dv[i], __fmul_rn(p, go[i]));
-                    dk[i] = __fadd_rn(dk[i], __fmul_rn(ds, q[i]));
+                    dv[i] = __fadd_rn(dv[i], __fmul_rn(p, pc_get(go + i)));
+                    dk[i] = __fadd_rn(dk[i], __fmul_rn(ds, pc_get(q + i)));
                 }
             }
     }
@@ -142,15 +150,43 @@ PC_KERNEL(copy_rows_kernel, PC_THREADS)
     }
 }
 
+template <typename E>
+static void ring_forward(float *out, float *mx, float *l, const E *qkv, const E *kv, int64_t kv_stride, int64_t B,
+                         int64_t T, int64_t NH, int64_t NKV, int64_t HS, const plait_ring_block *blk,
+                         const char *what) {
+    const size_t n = (size_t)(B * NH * T);
+    if (!n) return;
+    PC_LAUNCH_T(ring_forward_kernel<E>, pc_blocks(n), PC_THREADS, PC_THREADS)
+    (out, mx, l, qkv, kv, kv_stride, B, T, NH, NKV, HS, *blk);
+    pc_check_launch(what);
+}
+
+template <typename E>
+static void ring_backward(float *dqkv, float *dkv, const E *qkv, const E *kv, int64_t kv_stride, const E *dout,
+                          const E *out, const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                          const plait_ring_block *blk, const char *what_dq, const char *what_dkv) {
+    const size_t nq = (size_t)(B * NH * T), nk = (size_t)(B * NKV * T);
+    if (!nq) return;
+    PC_LAUNCH_T(ring_dq_kernel<E>, pc_blocks(nq), PC_THREADS, PC_THREADS)
+    (dqkv, qkv, kv, kv_stride, dout, out, lse, B, T, NH, NKV, HS, *blk);
+    pc_check_launch(what_dq);
+    PC_LAUNCH_T(ring_dkv_kernel<E>, pc_blocks(nk), PC_THREADS, PC_THREADS)
+    (dkv, qkv, kv, kv_stride, dout, out, lse, B, T, NH, NKV, HS, *blk);
+    pc_check_launch(what_dkv);
+}
+
 extern "C" {
 
 void pc_launch_ring_attention_forward(float *out, float *mx, float *l, const float *qkv, const float *kv,
                                       int64_t kv_stride, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
                                       const plait_ring_block *blk) {
-    const size_t n = (size_t)(B * NH * T);
-    if (!n) return;
-    PC_LAUNCH(ring_forward_kernel, pc_blocks(n), PC_THREADS)(out, mx, l, qkv, kv, kv_stride, B, T, NH, NKV, HS, *blk);
-    pc_check_launch("ring_attention_forward");
+    ring_forward(out, mx, l, qkv, kv, kv_stride, B, T, NH, NKV, HS, blk, "ring_attention_forward");
+}
+
+void pc_launch_ring_attention_forward_bf16(float *out, float *mx, float *l, const plait_bf16 *qkv, const plait_bf16 *kv,
+                                           int64_t kv_stride, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                           const plait_ring_block *blk) {
+    ring_forward(out, mx, l, qkv, kv, kv_stride, B, T, NH, NKV, HS, blk, "ring_attention_forward_bf16");
 }
 
 void pc_launch_ring_attention_finish(float *out, float *mx, const float *l, int64_t B, int64_t T, int64_t NH,
@@ -164,14 +200,16 @@ void pc_launch_ring_attention_finish(float *out, float *mx, const float *l, int6
 void pc_launch_ring_attention_backward(float *dqkv, float *dkv, const float *qkv, const float *kv, int64_t kv_stride,
                                        const float *dout, const float *out, const float *lse, int64_t B, int64_t T,
                                        int64_t NH, int64_t NKV, int64_t HS, const plait_ring_block *blk) {
-    const size_t nq = (size_t)(B * NH * T), nk = (size_t)(B * NKV * T);
-    if (!nq) return;
-    PC_LAUNCH(ring_dq_kernel, pc_blocks(nq), PC_THREADS)
-    (dqkv, qkv, kv, kv_stride, dout, out, lse, B, T, NH, NKV, HS, *blk);
-    pc_check_launch("ring_attention_backward (dq)");
-    PC_LAUNCH(ring_dkv_kernel, pc_blocks(nk), PC_THREADS)
-    (dkv, qkv, kv, kv_stride, dout, out, lse, B, T, NH, NKV, HS, *blk);
-    pc_check_launch("ring_attention_backward (dK, dV)");
+    ring_backward(dqkv, dkv, qkv, kv, kv_stride, dout, out, lse, B, T, NH, NKV, HS, blk, "ring_attention_backward (dq)",
+                  "ring_attention_backward (dK, dV)");
+}
+
+void pc_launch_ring_attention_backward_bf16(float *dqkv, float *dkv, const plait_bf16 *qkv, const plait_bf16 *kv,
+                                            int64_t kv_stride, const plait_bf16 *dout, const plait_bf16 *out,
+                                            const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                            const plait_ring_block *blk) {
+    ring_backward(dqkv, dkv, qkv, kv, kv_stride, dout, out, lse, B, T, NH, NKV, HS, blk,
+                  "ring_attention_backward_bf16 (dq)", "ring_attention_backward_bf16 (dK, dV)");
 }
 
 void pc_launch_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,

@@ -643,6 +643,24 @@ typedef struct plait_kernels {
      * bf16 through NCCL, written back into the float32 buffer it stands
      * for. Device memory; dst and src do not overlap. */
     void (*from_bf16)(float *dst, const plait_bf16 *src, size_t n);
+    /* --- ABI 1.25: ring attention on bf16 activations -------------------
+     * Optional, both (PLAIT_KERNELS_HAS_RING_ATTENTION_BF16, which asks
+     * 1.18's entries too): ring_attention_forward and _backward reading
+     * q|k|v, the block's K|V, out and dout in bf16 (kv_stride in bf16
+     * elements), each widened exactly: the bits of 1.18's entries on the
+     * widened tensors. What they accumulate stays float32 (the running
+     * out, mx and l; dqkv and dkv), as do lse and every sum: the caller
+     * rounds once at the end (ring_attention_finish, then to_bf16 for the
+     * output; to_bf16 of dqkv after the last block for its gradient).
+     * Device memory, bf16 tensors 16-byte aligned where their float32
+     * counterparts are, no atomics. */
+    void (*ring_attention_forward_bf16)(float *out, float *mx, float *l, const plait_bf16 *qkv, const plait_bf16 *kv,
+                                        int64_t kv_stride, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                        const plait_ring_block *blk);
+    void (*ring_attention_backward_bf16)(float *dqkv, float *dkv, const plait_bf16 *qkv, const plait_bf16 *kv,
+                                         int64_t kv_stride, const plait_bf16 *dout, const plait_bf16 *out,
+                                         const float *lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                                         const plait_ring_block *blk);
 } plait_kernels;
 
 /* 1 if table k has the mixture of experts' entries (ABI 1.21), every one. */
@@ -668,6 +686,14 @@ typedef struct plait_kernels {
 #define PLAIT_KERNELS_HAS_RING_ATTENTION(k)                                                                            \
     ((k)->struct_size >= offsetof(plait_kernels, copy_rows) + sizeof((k)->copy_rows) && (k)->ring_attention_forward && \
      (k)->ring_attention_finish && (k)->ring_attention_backward && (k)->copy_rows)
+
+/* 1 if table k has ring attention on bf16 activations (ABI 1.25) beside
+ * 1.18's entries, every one. */
+#define PLAIT_KERNELS_HAS_RING_ATTENTION_BF16(k)                                                                       \
+    (PLAIT_KERNELS_HAS_RING_ATTENTION(k) &&                                                                            \
+     (k)->struct_size >=                                                                                               \
+         offsetof(plait_kernels, ring_attention_backward_bf16) + sizeof((k)->ring_attention_backward_bf16) &&          \
+     (k)->ring_attention_forward_bf16 && (k)->ring_attention_backward_bf16)
 
 /* 1 if table k has the Llama family's entries (ABI 1.10), every one. */
 #define PLAIT_KERNELS_HAS_LLAMA(k)                                                                                     \
