@@ -20,6 +20,7 @@ void plait_cost_device_of(const plait_kernels *k, int64_t T, int64_t HS, plait_c
     out->llama_bf16_path = plait_model_kernels_llama_bf16(k);
     if (PLAIT_KERNELS_HAS_FUSED_ATTENTION(k, HS)) out->att_scratch = (double)k->attention_fused_scratch(1, T, 1, HS);
     out->att_backward_products = 5; /* core/kernels/kernels_attention.c */
+    out->bf16_tensors = PLAIT_KERNELS_HAS_FROM_BF16(k);
 }
 
 void plait_cost_device_cuda(int64_t T, int64_t HS, plait_cost_device *out) {
@@ -28,6 +29,7 @@ void plait_cost_device_cuda(int64_t T, int64_t HS, plait_cost_device *out) {
     out->llama_bf16_path = 1;
     out->att_scratch = out->bf16_path ? (double)T : 0;
     out->att_backward_products = 7;
+    out->bf16_tensors = 1; /* plugins/device/cuda's table has from_bf16 */
 }
 
 void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, const plait_cost_shape_in *in) {

@@ -59,6 +59,11 @@ typedef struct plait_cost_device {
      * cuda, whose deterministic dQ kernel computes the scores and dP once
      * more (plugins/device/cuda/attention.cu); 0 = 5 */
     double att_backward_products;
+    /* it widens bf16 tensors back (from_bf16, SDK 1.23): a bf16 run's tp
+     * collectives and pipeline sends cross a comm plugin that moves device
+     * memory itself (nccl) as bf16 tensors, else float32 there
+     * (docs/parallelism.md, "What crosses ranks, and in which type") */
+    int bf16_tensors;
 } plait_cost_device;
 
 /* The device whose kernel table is `k` (an open device's, or the core's

@@ -115,9 +115,11 @@ typedef struct plait_cost_job {
     double offload_buffer;    /* [optim] offload_buffer (nvme) */
     int offload_params;       /* [optim] offload_params (zero3: the parameter shards move too) */
     /* bytes an element of a tp collective or a pipeline send takes on the
-     * wire (0 = the stage's msg_bytes): 2 on a bf16 run whose comm plugin
-     * runs the core's collectives (tcp, verbs), which send bf16 whatever
-     * the activations' type (docs/parallelism.md, "What crosses ranks") */
+     * wire (0 = the stage's msg_bytes): 2 on a bf16 run, whatever the
+     * activations' type, where the comm plugin runs the core's collectives
+     * (tcp, verbs) or moves bf16 tensors the device widens back (nccl), 4
+     * otherwise (plait_cost_tp_wire_bytes; docs/parallelism.md, "What
+     * crosses ranks") */
     double wire_bytes;
 } plait_cost_job;
 
