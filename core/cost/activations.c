@@ -250,13 +250,15 @@ double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_
     const double N = s->B * s->T, Nk = N * (double)moe->k;
     const double F = (double)moe->F / tp, SF = (double)(moe->S * moe->F) / tp;
     const double wide = Nk * F > N * SF ? Nk * F : N * SF;
-    return sizeof(float) * (3 * wide + 3 * Nk * s->C + N * (double)moe->E);
+    /* the gates' gradients (N·k doubles), first */
+    return sizeof(float) * (2 * Nk + 3 * wide + 3 * Nk * s->C + N * (double)moe->E);
 }
 
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {
     if (!moe || ep <= 1 || moe->E <= 0) return 0;
     double rows = s->B * s->T * (double)moe->k;
-    return sizeof(float) * (rows * (2.0 * s->C + 3.0 * (double)moe->F) + (double)moe->E);
+    const double counts = ceil((double)moe->E * sizeof(int32_t) / 64) * 64;
+    return sizeof(float) * rows * (2.0 * s->C + 3.0 * (double)moe->F) + 64 + counts + 1;
 }
 
 void plait_cost_ep_traffic(const plait_cost_moe *moe, const plait_cost_shape *s, int ep, double sparse, double m,

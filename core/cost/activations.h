@@ -158,7 +158,9 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
 /* Bytes a sparse block keeps at ep > 1 (0 otherwise) for the rows other
  * ranks' tokens bring to this rank's experts, per micro-batch alive
  * (model/moe.c's held rows: each row's input and output, C wide, its
- * three F-wide hidden tensors, float32, and the E row counts). Balanced
+ * three F-wide hidden tensors, float32, and one malloc'd block's head:
+ * 64 bytes of pointers, the E int32 row counts 64-byte aligned, and one
+ * byte more, as held_alloc allocates them). Balanced
  * routing assumed (the planner cannot know the router's skew): a rank's
  * experts receive B·T·k rows a micro-batch, as many as its tokens send. */
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep);

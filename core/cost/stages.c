@@ -367,7 +367,8 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                 if (m->expert_numel[ly] > 0) { /* a sparse block: its E / ep experts */
                     e -= m->expert_numel[ly] * (1.0 - 1.0 / ep);
                     r->expert_numel += m->expert_numel[ly] / ep;
-                    r->act_bytes += live[c] * plait_cost_held_bytes(&m->moe, &s, ep);
+                    r->act_bytes += live[c] * (plait_cost_held_bytes(&m->moe, &s, ep) +
+                                               plait_cost_moe_acts_bytes(&m->moe, &s, tp));
                     sparse++;
                 }
                 if (s.bf16) r->weight_copy_numel += t->layer_copy[ly];
@@ -387,8 +388,10 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
              * gradient back, once per micro-batch */
             r->pp_msgs += ((k < K - 1) + (k > 0)) * (double)mb;
         }
-        /* and the backward scratch the chunks share */
+        /* and the backward scratch the chunks share, and the sparse
+         * blocks' */
         r->act_bytes += plait_cost_scratch_bytes(&s);
+        if (sparse > 0) r->act_bytes += plait_cost_moe_scratch_bytes(&m->moe, &s, tp);
         plait_cost_ring_traffic(&s, blocks, mb, r);
         plait_cost_ep_traffic(&m->moe, &s, ep, sparse, mb, r);
         if (tp > 1) {

@@ -348,6 +348,9 @@ typedef struct moe_held {
     float *x, *y;     /* [rows,C] inputs, outputs */
     float *h, *u, *a; /* [rows,F] as moe_acts' */
 } moe_held;
+/* the planner counts a block's head as 64 bytes (cost/activations.c,
+ * plait_cost_held_bytes) */
+_Static_assert(sizeof(moe_held) <= 64, "moe_held outgrew the 64 bytes plait_cost_held_bytes counts");
 
 /* Row ranges of one trade: this rank's rows for (from) each ep rank. */
 typedef struct ep_ranges {

@@ -105,9 +105,9 @@ static void test_ep_stages(void **state) {
     NEAR(two.ep_bytes, 4 * (4 * 128 * 2 / 2.0 * 64 * 4 + 4 * 4));
     NEAR(two.ep_bytes, 524352.0);
     NEAR(two.ep_msgs, 4 * 4.0);
-    /* the held rows: 256 rows of 2·64 + 3·128 floats and 8 counts a block,
-     * one micro-batch alive */
-    NEAR(two.act_bytes - one.act_bytes, 4.0 * 4 * (256 * (2 * 64 + 3 * 128) + 8));
+    /* the held rows: 256 rows of 2·64 + 3·128 floats a block, its 64-byte
+     * head, its 8 counts in 64 bytes and one byte, one micro-batch alive */
+    NEAR(two.act_bytes - one.act_bytes, 4 * (4.0 * 256 * (2 * 64 + 3 * 128) + 64 + 64 + 1));
     plait_cost_model_free(m);
     plait_config_free(cfg);
 }
@@ -193,6 +193,54 @@ static void test_ep_search(void **state) {
     bad.ep = 3;
     assert_non_null(plait_cost_ep_refuses(&bad, 8, why, sizeof why));
     assert_null(plait_cost_ep_refuses(&l, 8, why, sizeof why));
+    plait_config_free(cfg);
+}
+
+/* The search's count of a layout from the model's shape equals the one
+ * `plait config check` makes from the plugin's plan (rank_cost.c), for
+ * moe-tiny at ep 1, 2 and 4, a pipeline of 2 and tp 2 with sequence
+ * parallelism: every sparse block's routing and experts' activations
+ * (moe_acts) per micro-batch alive, the rows held for the ep group, and
+ * the experts' backward scratch once a rank. */
+static void test_ep_stages_match_plans(void **state) {
+    (void)state;
+    plait_host_install();
+    plait_config *cfg = NULL;
+    assert_int_equal(load_moe(NULL, 0, NULL, &cfg), PLAIT_OK);
+    plait_cost_model *m = NULL;
+    assert_int_equal(plait_cost_model_new(cfg, &m), PLAIT_OK);
+    plait_cluster c;
+    plait_cluster_default(&c);
+    c.peak_flops = 1e11;
+    plait_cost_ctx x = {.cluster = &c, .precision = PLAIT_PRECISION_FP32, .global_batch = 8, .load = load_moe};
+    plait_cost_device_planned(cfg, 0, &x.device);
+    static const plait_cost_layout ls[] = {
+        {.dp = 4, .tp = 1, .pp = 1, .ep = 1, .chunks = 1, .micro_batch = 2, .schedule = "1f1b"},
+        {.dp = 4, .tp = 1, .pp = 1, .ep = 2, .chunks = 1, .micro_batch = 2, .schedule = "1f1b"},
+        {.dp = 4, .tp = 1, .pp = 1, .ep = 4, .chunks = 1, .micro_batch = 1, .schedule = "1f1b"},
+        {.dp = 2, .tp = 1, .pp = 2, .ep = 2, .chunks = 1, .micro_batch = 1, .schedule = "1f1b"},
+        {.dp = 2, .tp = 2, .pp = 1, .ep = 1, .chunks = 1, .micro_batch = 2, .schedule = "1f1b", .sp = 1},
+    };
+    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) {
+        plait_cost_layout l = ls[i];
+        snprintf(l.optim, sizeof l.optim, "adam");
+        snprintf(l.comm, sizeof l.comm, "tcp");
+        plait_cost_rank shape[2], plan[2];
+        plait_cost_result r;
+        assert_int_equal(plait_cost_model_stages(m, &l, 8, x.precision, &x.device, shape), 0);
+        assert_int_equal(plait_cost_evaluate_stages(&l, &x, &r, plan, 2), PLAIT_OK);
+        char name[128];
+        plait_cost_layout_name(&l, name, sizeof name);
+        if (!r.valid) fail_msg("%s: %s", name, r.why);
+        for (int st = 0; st < l.pp; st++) {
+            print_message("%s stage %d: activations %.0f bytes from the shape, %.0f from the plan\n", name, st,
+                          shape[st].act_bytes, plan[st].act_bytes);
+            assert_true(shape[st].act_bytes == plan[st].act_bytes);
+            assert_true(shape[st].param_numel == plan[st].param_numel);
+            assert_true(shape[st].ep_bytes == plan[st].ep_bytes);
+        }
+    }
+    plait_cost_model_free(m);
     plait_config_free(cfg);
 }
 
@@ -320,7 +368,7 @@ int main(void) {
         cmocka_unit_test(test_ep_step_time),    cmocka_unit_test(test_ep_stages),
         cmocka_unit_test(test_tp_stages),       cmocka_unit_test(test_ep_search),
         cmocka_unit_test(test_ep_weights_once), cmocka_unit_test(test_mixtral_published),
-        cmocka_unit_test(test_ep_zero_memory),
+        cmocka_unit_test(test_ep_zero_memory),  cmocka_unit_test(test_ep_stages_match_plans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
