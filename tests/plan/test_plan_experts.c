@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "cost/activations.h"
+#include "cost/ckpt_cost.h"
 #include "cost/cluster.h"
 #include "cost/cost.h"
 #include "cost/layouts.h"
@@ -244,6 +245,41 @@ static void test_ep_stages_match_plans(void **state) {
     plait_config_free(cfg);
 }
 
+/* `config check`'s sharded checkpoint of moe-tiny at dp 4 x ep 2: DP rank
+ * 0 writes the 90272 dense parameters as before and of the 530432 routed
+ * experts' only its E / ep (run_ckpt_shard.c: each of the first ep ranks
+ * its own experts; ZeRO's moments over the dp / ep ranks holding them),
+ * 12 bytes a parameter with Adam, 4 + 8/dp with ZeRO-2 (the experts' 4/ep
+ * + 8/dp), 12/dp with ZeRO-3. */
+static void test_ep_checkpoint(void **state) {
+    (void)state;
+    plait_host_install();
+    static const struct {
+        const char *optim;
+        double rank0;
+    } want[] = {{"optim.plugin=adam", 12 * (90272 + 530432 / 2.0)},
+                {"optim.plugin=zero2", 90272 * (4 + 8 / 4.0) + 530432 * (4 / 2.0 + 8 / 4.0)},
+                {"optim.plugin=zero3", 12 * (90272 + 530432) / 4.0}};
+    plait_cluster c;
+    plait_cluster_default(&c);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char dp[] = "parallel.dp=4", ep[] = "parallel.ep=2", par[] = "parallel.plugin=hybrid", optim[32];
+        snprintf(optim, sizeof optim, "%s", want[i].optim);
+        char *over[] = {dp, ep, par, optim};
+        plait_config *cfg = NULL;
+        assert_int_equal(load_moe(NULL, 4, over, &cfg), PLAIT_OK);
+        plait_cost_ckpt k;
+        assert_int_equal(plait_cost_ckpt_of_config(cfg, NULL, 0, &c, &k), PLAIT_OK);
+        print_message("%s: sharded rank 0 writes %.0f bytes, the busiest %.0f, all %.0f\n", want[i].optim,
+                      k.sharded.rank0, k.sharded.rank_max, k.sharded.all_ranks);
+        NEAR(k.total, 12.0 * (90272 + 530432));
+        NEAR(k.sharded.rank0, want[i].rank0);
+        NEAR(k.sharded.rank_max, want[i].rank0);
+        NEAR(k.sharded.all_ranks, k.total);
+        plait_config_free(cfg);
+    }
+}
+
 /* A rank's weights through the run's own plan (the parallel plugin's plan
  * of each stage, whose expert tensors already carry the ep split as their
  * shard): moe-tiny's 530432 routed experts' parameters count E / ep a
@@ -369,6 +405,7 @@ int main(void) {
         cmocka_unit_test(test_tp_stages),       cmocka_unit_test(test_ep_search),
         cmocka_unit_test(test_ep_weights_once), cmocka_unit_test(test_mixtral_published),
         cmocka_unit_test(test_ep_zero_memory),  cmocka_unit_test(test_ep_stages_match_plans),
+        cmocka_unit_test(test_ep_checkpoint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
