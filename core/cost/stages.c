@@ -122,6 +122,11 @@ const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, 
                  tp, s->n_kv_head);
     else if (tp > 1 && s->ffn_hidden % tp != 0)
         snprintf(why, len, "[parallel] tp = %d does not divide the MLP width %d", tp, s->ffn_hidden);
+    else if (tp > 1 && m->moe.E > 0 && m->moe.F % tp != 0) /* the model's own rule (model/model.c) */
+        snprintf(why, len,
+                 "[parallel] tp = %d does not divide [model] moe_ffn_hidden = %lld: each expert's width splits over "
+                 "the tensor-parallel ranks (choose tp among the divisors of moe_ffn_hidden)",
+                 tp, (long long)m->moe.F);
     else if (v > 64)
         snprintf(why, len, "virtual stages v = %d: must be in [1, 64]", v);
     else if ((int64_t)pp * v > m->n_layers)

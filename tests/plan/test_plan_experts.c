@@ -280,6 +280,48 @@ static void test_ep_checkpoint(void **state) {
     }
 }
 
+/* A tp that divides n_head and the dense width but not an expert's
+ * (moe_ffn_hidden = 6 at tp 4) is set aside by the search's own rule,
+ * naming the key, as a tp that n_head refuses is, before any plugin
+ * plans it; tp 2 divides it and stays. */
+static void test_tp_expert_width(void **state) {
+    (void)state;
+    plait_host_install();
+    char f[] = "model.moe_ffn_hidden=6";
+    char *over[] = {f};
+    plait_config *cfg = NULL;
+    assert_int_equal(load_moe(NULL, 1, over, &cfg), PLAIT_OK);
+    plait_cost_model *m = NULL;
+    assert_int_equal(plait_cost_model_new(cfg, &m), PLAIT_OK);
+    char why[512];
+    assert_non_null(plait_cost_model_refuses(m, 4, 1, 1, why, sizeof why));
+    assert_non_null(strstr(why, "[parallel] tp = 4 does not divide [model] moe_ffn_hidden = 6"));
+    assert_null(plait_cost_model_refuses(m, 2, 1, 1, why, sizeof why));
+    plait_cost_model_free(m);
+    /* the search of 4 ranks over dp and tp: tp 4 never reaches the plugin */
+    plait_cluster c;
+    plait_cluster_default(&c);
+    c.peak_flops = 1e11;
+    plait_cost_ctx x = {.cluster = &c, .global_batch = 8, .load = load_moe};
+    plait_cost_device_planned(cfg, 0, &x.device);
+    plait_cost_axes a = axes4("dp,tp");
+    a.global_batch = 8;
+    a.base =
+        (plait_cost_layout){.dp = 4, .tp = 1, .pp = 1, .chunks = 1, .micro_batch = 2, .optim = "adam", .comm = "tcp"};
+    a.experts = 8;
+    plait_cost_search s;
+    assert_int_equal(plait_cost_search_run(&a, cfg, &x, 20, &s), PLAIT_OK);
+    assert_true(s.n >= 1);
+    int tp2 = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        assert_true(s.results[i].layout.tp != 4);
+        tp2 |= s.results[i].layout.tp == 2;
+    }
+    assert_true(tp2);
+    plait_cost_search_free(&s);
+    plait_config_free(cfg);
+}
+
 /* A rank's weights through the run's own plan (the parallel plugin's plan
  * of each stage, whose expert tensors already carry the ep split as their
  * shard): moe-tiny's 530432 routed experts' parameters count E / ep a
@@ -405,7 +447,7 @@ int main(void) {
         cmocka_unit_test(test_tp_stages),       cmocka_unit_test(test_ep_search),
         cmocka_unit_test(test_ep_weights_once), cmocka_unit_test(test_mixtral_published),
         cmocka_unit_test(test_ep_zero_memory),  cmocka_unit_test(test_ep_stages_match_plans),
-        cmocka_unit_test(test_ep_checkpoint),
+        cmocka_unit_test(test_ep_checkpoint),   cmocka_unit_test(test_tp_expert_width),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
