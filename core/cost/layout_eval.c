@@ -168,7 +168,9 @@ void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, doub
                             .offload = x->offload,
                             .offload_buffer = x->offload_buffer,
                             .offload_params = x->offload_params,
-                            .wire_bytes = plait_cost_tp_wire_bytes(x->precision, l->comm, &x->device)};
+                            .wire_bytes = plait_cost_tp_wire_bytes(x->precision, l->comm, &x->device),
+                            .cp_kv_bytes = x->precision == PLAIT_PRECISION_BF16 && strcmp(l->comm, "nccl") != 0 ? 2
+                                                                                                                : 4};
 }
 
 double plait_cost_tp_wire_bytes(plait_precision precision, const char *comm, const plait_cost_device *dev) {
