@@ -21,6 +21,7 @@ void plait_cost_device_of(const plait_kernels *k, int64_t T, int64_t HS, plait_c
     out->ring_bf16 = PLAIT_KERNELS_HAS_RING_ATTENTION_BF16(k);
     if (PLAIT_KERNELS_HAS_FUSED_ATTENTION(k, HS)) out->att_scratch = (double)k->attention_fused_scratch(1, T, 1, HS);
     out->att_backward_products = 5; /* core/kernels/kernels_attention.c */
+    out->bf16_tensors = PLAIT_KERNELS_HAS_FROM_BF16(k);
 }
 
 void plait_cost_device_cuda(int64_t T, int64_t HS, plait_cost_device *out) {
@@ -30,6 +31,7 @@ void plait_cost_device_cuda(int64_t T, int64_t HS, plait_cost_device *out) {
     out->ring_bf16 = 1;
     out->att_scratch = out->bf16_path ? (double)T : 0;
     out->att_backward_products = 7;
+    out->bf16_tensors = 1; /* plugins/device/cuda's table has from_bf16 */
 }
 
 void plait_cost_shape_init(plait_cost_shape *s, const plait_model_spec *spec, const plait_cost_shape_in *in) {
@@ -237,6 +239,7 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
     out->F = out->E > 0 ? plait_config_int(cfg, "model", "moe_ffn_hidden") : 0;
     if (out->E > 0 && out->F <= 0) out->F = ffn_hidden;
     out->S = out->E > 0 ? plait_config_int(cfg, "model", "moe_shared_experts") : 0;
+    out->llama = strcmp(plait_config_str(cfg, "model", "arch"), "llama") == 0;
 }
 
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp) {
@@ -262,17 +265,21 @@ double plait_cost_moe_scratch_bytes(const plait_cost_moe *moe, const plait_cost_
     const double N = s->B * s->T, Nk = N * (double)moe->k;
     const double F = (double)moe->F / tp, SF = (double)(moe->S * moe->F) / tp;
     const double wide = Nk * F > N * SF ? Nk * F : N * SF;
-    /* at ep > 1 each source's gradients of the rank's E/ep experts, ep of
-     * them: E experts' worth, 3·F·C floats an expert */
-    const double grads = ep > 1 ? (double)moe->E * 3.0 * F * s->C : 0;
-    return sizeof(float) * (3 * wide + 3 * Nk * s->C + N * (double)moe->E + grads);
+    /* the gates' gradients (N·k doubles), first; at ep > 1 each source's
+     * gradients of the rank's E/ep experts, ep of them: E experts' worth
+     * (moe.c's ep_grad_floats) */
+    const double expert = moe->llama ? 3.0 * F * s->C : 2.0 * F * s->C + F + s->C;
+    const double grads = ep > 1 ? (double)moe->E * expert : 0;
+    return sizeof(float) * (2 * Nk + 3 * wide + 3 * Nk * s->C + N * (double)moe->E + grads);
 }
 
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {
     if (!moe || ep <= 1 || moe->E <= 0) return 0;
     double rows = s->B * s->T * (double)moe->k;
     const double acts = s->recompute == 1 ? 2 : 3; /* selective shares the activation's output */
-    return sizeof(float) * (rows * (4.0 * s->C + acts * (double)moe->F) + (double)moe->E);
+    /* the device rows, then the host head: moe.c's moe_held (88 bytes) and
+     * the E int32 row counts behind it */
+    return sizeof(float) * rows * (4.0 * s->C + acts * (double)moe->F) + 88 + sizeof(int32_t) * (double)moe->E;
 }
 
 double plait_cost_held_shared_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep) {

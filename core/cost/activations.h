@@ -60,6 +60,11 @@ typedef struct plait_cost_device {
      * cuda, whose deterministic dQ kernel computes the scores and dP once
      * more (plugins/device/cuda/attention.cu); 0 = 5 */
     double att_backward_products;
+    /* it widens bf16 tensors back (from_bf16, SDK 1.23): a bf16 run's tp
+     * collectives and pipeline sends cross a comm plugin that moves device
+     * memory itself (nccl) as bf16 tensors, else float32 there
+     * (docs/parallelism.md, "What crosses ranks, and in which type") */
+    int bf16_tensors;
 } plait_cost_device;
 
 /* The device whose kernel table is `k` (an open device's, or the core's
@@ -145,6 +150,7 @@ double plait_cost_ep_bytes(double tokens, int64_t k, int64_t C, int64_t E, int e
  * a dense model), k routes a token, F an expert's width, S shared experts. */
 typedef struct plait_cost_moe {
     int64_t E, k, F, S;
+    int llama; /* the Llama family's experts: gate, up and down, no biases */
 } plait_cost_moe;
 
 /* The model's experts from `cfg` (finalized; F the dense MLP's
@@ -153,9 +159,11 @@ void plait_cost_moe_of(const plait_config *cfg, int64_t ffn_hidden, plait_cost_m
 
 /* Bytes a sparse block keeps at ep > 1 (0 otherwise) for the rows other
  * ranks' tokens bring to this rank's experts, per micro-batch alive
- * (model/moe.c's held rows: each row's input and output and the
- * backward's gradients of both, C wide, its three F-wide hidden tensors,
- * float32, and the E row counts). Balanced
+ * (model/moe.c's held rows, in the device's memory: each row's input and
+ * output and the backward's gradients of both, C wide, its three F-wide
+ * hidden tensors (two under selective), float32; in host memory the
+ * block's 88-byte head and the E int32 row counts, as held_alloc
+ * allocates them). Balanced
  * routing assumed (the planner cannot know the router's skew): a rank's
  * experts receive B·T·k rows a micro-batch, as many as its tokens send. */
 double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int ep);
@@ -167,8 +175,7 @@ double plait_cost_held_bytes(const plait_cost_moe *moe, const plait_cost_shape *
  * the activation function's outputs), and the backward's
  * scratch all sparse blocks share (once a rank; at ep > 1 with each ep
  * source's gradients of the rank's experts: the Llama family's 3·F·C
- * floats an expert, the GPT's 2·F·C + F + C counted as much); 0 for a
- * dense model. */
+ * floats an expert, the GPT's 2·F·C + F + C); 0 for a dense model. */
 double plait_cost_moe_acts_bytes(const plait_cost_moe *moe, const plait_cost_shape *s, int tp);
 /* What [model] recompute leaves of the sparse blocks once a rank, in the
  * buffers they share (model/moe.c): under full one block's moe_acts and

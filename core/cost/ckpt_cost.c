@@ -24,14 +24,28 @@ void plait_cost_ckpt_predict(double params, double largest, const plait_cost_ran
     const int dp = l->dp * (l->cp > 1 ? l->cp : 1);
     out->ranks = dp * l->tp * l->pp;
     const int zero = plait_cost_zero_stage(l->optim);
+    /* a stage's routed experts at ep > 1: a rank holds E / ep of them
+     * (stages[s].expert_numel), the stage ep times that */
+    const int ep = l->ep > 1 && dp % l->ep == 0 ? l->ep : 1;
     double held = 0;
-    for (int s = 0; s < l->pp; s++) held += stages[s].param_numel;
+    for (int s = 0; s < l->pp; s++) held += stages[s].param_numel + (ep - 1) * (ep > 1 ? stages[s].expert_numel : 0);
 
-    /* sharded: stage s's share, 1/tp of it a TP rank's, then the DP split */
+    /* sharded: stage s's share, 1/tp of it a TP rank's, then the DP split;
+     * the dense part as the optimizer holds it over dp, the experts' over
+     * the dp / ep ranks holding the same ones (run_ckpt_shard.c) */
     plait_cost_ckpt_format *sh = &out->sharded;
     for (int s = 0; s < l->pp; s++) {
-        double rank = out->total * (held > 0 ? stages[s].param_numel / held : 1.0 / l->pp) / l->tp;
-        double dp0 = zero >= 3 ? rank / dp : zero >= 1 ? rank * (4.0 + 8.0 / dp) / 12.0 : rank;
+        double x = ep > 1 ? ep * stages[s].expert_numel : 0, d = stages[s].param_numel - x / ep;
+        double part = held > 0 ? out->total / held / l->tp : 0;
+        double rank = held > 0 ? part * (d + x) : out->total / l->pp / l->tp, dense = held > 0 ? part * d : rank;
+        double experts = rank - dense;
+        /* DP rank 0 writes the most: ZeRO-3 1/dp of all; ZeRO-1/2 the
+         * moments' 1/dp and the parameters whole (the experts': its E/ep
+         * of them, each of the first ep ranks its own); Adam all of it
+         * (again the experts' E/ep) */
+        double dp0 = zero >= 3   ? rank / dp
+                     : zero >= 1 ? dense * (4.0 + 8.0 / dp) / 12.0 + experts * (4.0 / ep + 8.0 / dp) / 12.0
+                                 : dense + experts / ep;
         if (dp0 > sh->rank_max) sh->rank_max = dp0;
         if (s == 0) sh->rank0 = dp0;
         sh->all_ranks += rank * l->tp;
@@ -81,6 +95,7 @@ static plait_status config_layout(plait_config *cfg, plait_cost_layout *l, int64
     l->dp = (int)(plait_config_int(cfg, "parallel", "dp") * plait_config_int(cfg, "parallel", "cp"));
     l->tp = (int)plait_config_int(cfg, "parallel", "tp");
     l->pp = (int)plait_config_int(cfg, "parallel", "pp");
+    l->ep = plait_config_int(cfg, "model", "moe_experts") > 0 ? (int)plait_config_int(cfg, "parallel", "ep") : 1;
     plait_value v;
     l->chunks = plait_config_get(cfg, "parallel.pp", "virtual_stages", &v) == PLAIT_OK ? (int)v.i : 1;
     snprintf(l->schedule, sizeof l->schedule, "%s", l->pp > 1 ? "1f1b" : "");

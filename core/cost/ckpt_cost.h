@@ -12,7 +12,9 @@
  * model's), split evenly over its TP ranks (replicated LayerNorms and
  * biases counted as split: under 0.1% of a large model), and within a DP
  * group by the optimizer (ZeRO-3: everything 1/dp; ZeRO-1/2: the moments
- * 1/dp, the parameters by DP rank 0; plain Adam: all by DP rank 0); every
+ * 1/dp, the parameters by DP rank 0; plain Adam: all by DP rank 0; the
+ * routed experts at ep > 1 by the dp / ep ranks holding them, so that DP
+ * rank 0 writes its E / ep of them); every
  * rank writes at once, the time the larger of all bytes at disk_gbps and
  * the busiest rank's at disk_writer_gbps.
  *

@@ -115,10 +115,17 @@ typedef struct plait_cost_job {
     double offload_buffer;    /* [optim] offload_buffer (nvme) */
     int offload_params;       /* [optim] offload_params (zero3: the parameter shards move too) */
     /* bytes an element of a tp collective or a pipeline send takes on the
-     * wire (0 = the stage's msg_bytes): 2 on a bf16 run whose comm plugin
-     * runs the core's collectives (tcp, verbs), which send bf16 whatever
-     * the activations' type (docs/parallelism.md, "What crosses ranks") */
+     * wire (0 = the stage's msg_bytes): 2 on a bf16 run, whatever the
+     * activations' type, where the comm plugin runs the core's collectives
+     * (tcp, verbs) or moves bf16 tensors the device widens back (nccl), 4
+     * otherwise (plait_cost_tp_wire_bytes; docs/parallelism.md, "What
+     * crosses ranks") */
     double wire_bytes;
+    /* bytes an element of ring attention's K and V takes on the wire (0 =
+     * the stage's msg_bytes): 2 on a bf16 run whose comm plugin runs the
+     * core's point-to-point (tcp, verbs), 4 over nccl
+     * (model/ring_attention.c); their gradients dK and dV are float32 */
+    double cp_kv_bytes;
 } plait_cost_job;
 
 typedef struct plait_cost_mem {
@@ -178,6 +185,7 @@ typedef struct plait_cost_time {
     double tp_s, pp_s;            /* the busiest stage's TP all-reduces and pipeline sends */
     double wire_bytes;            /* bytes an element of those messages takes on the wire */
     double cp_s, cp_total;        /* its ring attention's transfers: exposed (behind no attention), all */
+    double cp_kv_bytes;           /* bytes an element of their K and V takes on the wire */
     const char *cp_link;          /* the cp ring's link kind */
     double ep_s, ep_bytes;        /* the busiest stage's all-to-alls (ep > 1): seconds, bytes it sends */
     const char *ep_link;          /* the ep group's link kind */

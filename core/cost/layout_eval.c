@@ -168,7 +168,17 @@ void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, doub
                             .offload = x->offload,
                             .offload_buffer = x->offload_buffer,
                             .offload_params = x->offload_params,
-                            .wire_bytes = x->precision == PLAIT_PRECISION_BF16 && strcmp(l->comm, "nccl") != 0 ? 2 : 0};
+                            .wire_bytes = plait_cost_tp_wire_bytes(x->precision, l->comm, &x->device),
+                            .cp_kv_bytes = x->precision == PLAIT_PRECISION_BF16 && strcmp(l->comm, "nccl") != 0 ? 2
+                                                                                                                : 4};
+}
+
+double plait_cost_tp_wire_bytes(plait_precision precision, const char *comm, const plait_cost_device *dev) {
+    if (precision != PLAIT_PRECISION_BF16) return 4;
+    /* the core's algorithms (tcp, verbs) send bf16 in their wire format;
+     * nccl, which moves device memory itself, takes bf16 tensors where the
+     * device widens them back (tp_wire16.c, step_pipeline.c) */
+    return strcmp(comm, "nccl") != 0 || dev->bf16_tensors ? 2 : 4;
 }
 
 void plait_cost_finish(const plait_cost_rank *stages, const plait_cost_layout *l, const plait_cost_ctx *x,

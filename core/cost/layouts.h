@@ -168,6 +168,12 @@ typedef struct plait_cost_result {
  * offload_params of `cfg`. */
 void plait_cost_offload_of(const plait_config *cfg, int *offload, double *buffer, int *params);
 
+/* Bytes an element of a tp collective or a pipeline send takes on the
+ * wire, as plait sends them: 2 on a bf16 run (the core's bf16 wire format
+ * over tcp and verbs; bf16 tensors over nccl where `dev` widens them back,
+ * plait_cost_device.bf16_tensors), else 4. */
+double plait_cost_tp_wire_bytes(plait_precision precision, const char *comm, const plait_cost_device *dev);
+
 /* The job settings of layout `l` in context `x`. */
 void plait_cost_job_of(const plait_cost_layout *l, const plait_cost_ctx *x, double bucket_bytes, plait_cost_job *out);
 

@@ -122,6 +122,11 @@ const char *plait_cost_model_refuses(const plait_cost_model *m, int tp, int pp, 
                  tp, s->n_kv_head);
     else if (tp > 1 && s->ffn_hidden % tp != 0)
         snprintf(why, len, "[parallel] tp = %d does not divide the MLP width %d", tp, s->ffn_hidden);
+    else if (tp > 1 && m->moe.E > 0 && m->moe.F % tp != 0) /* the model's own rule (model/model.c) */
+        snprintf(why, len,
+                 "[parallel] tp = %d does not divide [model] moe_ffn_hidden = %lld: each expert's width splits over "
+                 "the tensor-parallel ranks (choose tp among the divisors of moe_ffn_hidden)",
+                 tp, (long long)m->moe.F);
     else if (v > 64)
         snprintf(why, len, "virtual stages v = %d: must be in [1, 64]", v);
     else if ((int64_t)pp * v > m->n_layers)
@@ -368,7 +373,9 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                     e -= m->expert_numel[ly] * (1.0 - 1.0 / ep);
                     r->expert_numel += m->expert_numel[ly] / ep;
                     /* recompute = full: held only from its rerun to its backward (shared below) */
-                    if (s.recompute != 2) r->act_bytes += live[c] * plait_cost_held_bytes(&m->moe, &s, ep);
+                    if (s.recompute != 2)
+                        r->act_bytes += live[c] * (plait_cost_held_bytes(&m->moe, &s, ep) +
+                                                   plait_cost_moe_acts_bytes(&m->moe, &s, tp));
                     sparse++;
                 }
                 if (s.bf16) r->weight_copy_numel += t->layer_copy[ly];
@@ -388,9 +395,11 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
              * gradient back, once per micro-batch */
             r->pp_msgs += ((k < K - 1) + (k > 0)) * (double)mb;
         }
-        /* and the backward scratch the chunks share */
+        /* and the backward scratch the chunks share, and the sparse
+         * blocks' */
         r->act_bytes += plait_cost_scratch_bytes(&s);
-        if (sparse) r->act_bytes += plait_cost_held_shared_bytes(&m->moe, &s, ep);
+        if (sparse > 0) r->act_bytes += plait_cost_moe_scratch_bytes(&m->moe, &s, tp, ep);
+        if (sparse > 0) r->act_bytes += plait_cost_moe_shared_bytes(&m->moe, &s, tp, ep);
         plait_cost_ring_traffic(&s, blocks, mb, r);
         plait_cost_ep_traffic(&m->moe, &s, ep, sparse, mb, r);
         if (tp > 1) {

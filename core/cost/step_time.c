@@ -179,13 +179,17 @@ static double optim_bytes(const plait_cost_rank *r, const plait_cost_job *j) {
  * on the ring at once, sharing the rank's bandwidth) against its backward
  * attention, twice the forward's; each layer's dK and dV coming home at
  * the end overlap nothing. All of it, hidden or not, in *all. */
-static double ring_exposed(const plait_cost_rank *r, const route *cpr, double elem_bytes, double alone, double *all) {
+static double ring_exposed(const plait_cost_rank *r, const route *cpr, double kv_bytes, double dkv_bytes, double alone,
+                           double *all) {
     *all = 0;
     if (r->cp_passes <= 0 || r->cp_msg_elems <= 0) return 0;
-    double t = cpr->link->latency + elem_bytes * r->cp_msg_elems / cpr->bandwidth, f = r->cp_hide_flops / alone;
-    double fwd = t > f ? t - f : 0, bwd = 2 * t > 2 * f ? 2 * t - 2 * f : 0;
-    *all = r->cp_passes * 3 * t + r->cp_tail_msgs * t;
-    return r->cp_passes * (fwd + bwd) + r->cp_tail_msgs * t;
+    /* K and V in kv_bytes an element (bf16 on a bf16 run over the core's
+     * point-to-point), their gradients' running sums float32 */
+    double t = cpr->link->latency + kv_bytes * r->cp_msg_elems / cpr->bandwidth;
+    double d = cpr->link->latency + dkv_bytes * r->cp_msg_elems / cpr->bandwidth, f = r->cp_hide_flops / alone;
+    double fwd = t > f ? t - f : 0, bwd = t + d > 2 * f ? t + d - 2 * f : 0;
+    *all = r->cp_passes * (2 * t + d) + r->cp_tail_msgs * d;
+    return r->cp_passes * (fwd + bwd) + r->cp_tail_msgs * d;
 }
 
 /* The DP reduction of a rank with experts at ep > 1: the dense
@@ -345,7 +349,8 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
         double tp_s = r->tp_msgs *
                       plait_cost_allreduce_bw_s(tpr.link->latency, tpr.bandwidth, tp, wire * r->tp_msg_elems);
         double pp_s = r->pp_msgs * (ppr.link->latency + wire * r->pp_msg_elems / ppr.bandwidth);
-        double cp_all, cp_s = ring_exposed(r, &cpr, mb, alone, &cp_all);
+        double kv = j->cp_kv_bytes > 0 ? j->cp_kv_bytes : mb, cp_all;
+        double cp_s = ring_exposed(r, &cpr, kv, sz.message, alone, &cp_all);
         /* each all-to-all: ep - 1 sends, their bytes on the ep group's
          * link; on the critical path (the shared experts' forward that
          * model/moe.c runs while the dispatch travels is not counted) */
@@ -361,6 +366,7 @@ void plait_cost_step_time(const plait_cost_rank *stages, const plait_cost_job *j
             out->wire_bytes = wire;
             out->cp_s = cp_s;
             out->cp_total = cp_all;
+            out->cp_kv_bytes = kv;
             out->ep_s = ep_s;
             out->ep_bytes = ep > 1 ? r->ep_bytes : 0;
             out->bubble = r->bubble;

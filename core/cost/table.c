@@ -107,6 +107,18 @@ void plait_cost_print_search(FILE *out, const plait_cost_search *s) {
                 s->shape_only, PLAIT_COST_CONFIRM);
 }
 
+/* The ring attention's line of --explain (cp > 1): its transfers, the
+ * type K and V take on the wire, and what the attention does not hide. */
+static void print_cp(FILE *out, const plait_cost_layout *l, const plait_cost_rank *bs, const plait_cost_time *t) {
+    if (l->cp <= 1) return;
+    fprintf(out,
+            "  CP  %d ranks on %s, ring attention: %.0f transfers of %.2f MiB (this rank's K and V, %s on the wire; "
+            "the backward's also dK and dV, float32): %.4f s, of which %.4f s not hidden by the attention of the "
+            "block each pass computes, on the critical path\n",
+            l->cp, t->cp_link ? t->cp_link : "-", 3 * bs->cp_passes + bs->cp_tail_msgs,
+            t->cp_kv_bytes * bs->cp_msg_elems / MiB, t->cp_kv_bytes == 2 ? "bf16" : "float32", t->cp_total, t->cp_s);
+}
+
 /* --explain's all-to-all line of a layout with ep > 1. */
 static void print_ep(FILE *out, const plait_cost_layout *l, const plait_cost_rank *bs, const plait_cost_time *t) {
     if (l->ep > 1)
@@ -184,13 +196,7 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
                 msg * bs->pp_msg_elems / MiB, dtype, t->pp_link, t->pp_s);
     else
         fprintf(out, "  PP  none (pp 1)\n");
-    if (l->cp > 1)
-        fprintf(out,
-                "  CP  %d ranks on %s, ring attention: %.0f transfers of %.2f MiB (this rank's K and V; the "
-                "backward's also dK and dV): %.4f s, of which %.4f s not hidden by the attention of the block "
-                "each pass computes, on the critical path\n",
-                l->cp, t->cp_link ? t->cp_link : "-", 3 * bs->cp_passes + bs->cp_tail_msgs,
-                4.0 * bs->cp_msg_elems / MiB, t->cp_total, t->cp_s);
+    print_cp(out, l, bs, t);
     print_ep(out, l, bs, t);
     if (l->dp * plait_cost_layout_cp(l) > 1)
         fprintf(out,

@@ -398,6 +398,9 @@ typedef struct moe_held {
     float *h, *u, *a; /* [rows,F] as moe_acts' */
     float *dy, *dx;   /* [rows,C] the backward's output and input gradients */
 } moe_held;
+/* the planner counts a block's head as 88 bytes (cost/activations.c,
+ * plait_cost_held_bytes) */
+_Static_assert(sizeof(moe_held) == 88, "moe_held is not the 88 bytes plait_cost_held_bytes counts");
 
 /* Row ranges of one trade: this rank's rows for (from) each ep rank. */
 typedef struct ep_ranges {

@@ -163,14 +163,44 @@ static void test_time_pipeline_on_gpus(void **state) {
     NEAR(t.comm, half);
     NEAR(t.step, (0.05 + half) / 0.8 + (28e6 + 5.4e6) / 1e11);
     NEAR(t.pp_bytes, 2e6);
-    /* nccl's tp and pipeline messages stay float32, as do a float32 run's */
+    /* over nccl they travel as bf16 tensors where the device widens them
+     * back (the cuda device: half the bytes, as over tcp), float32 on a
+     * device without from_bf16; a float32 run's are float32 everywhere */
     snprintf(l.comm, sizeof l.comm, "nccl");
+    plait_cost_device_cuda(1024, 64, &x.device);
     plait_cost_job_of(&l, &x, 25e6, &j);
-    assert_true(j.wire_bytes == 0);
+    assert_true(j.wire_bytes == 2);
+    plait_cost_step_time(r, &j, &c, &t);
+    NEAR(t.comm, half);
+    NEAR(t.pp_bytes, 2e6);
+    x.device.bf16_tensors = 0;
+    plait_cost_job_of(&l, &x, 25e6, &j);
+    assert_true(j.wire_bytes == 4);
+    plait_cost_step_time(r, &j, &c, &t);
+    NEAR(t.comm, pp);
+    NEAR(t.pp_bytes, 4e6);
     snprintf(l.comm, sizeof l.comm, "tcp");
     x.precision = PLAIT_PRECISION_FP32;
     plait_cost_job_of(&l, &x, 25e6, &j);
-    assert_true(j.wire_bytes == 0);
+    assert_true(j.wire_bytes == 4);
+    /* tp 2's all-reduces (float32 activations: the stage's messages are
+     * float32) over nccl on the cuda device: bf16 on the wire */
+    plait_cost_rank tr = {.dp = 1,
+                          .tp = 2,
+                          .pp = 1,
+                          .micro_batches = 1,
+                          .chunks = 1,
+                          .param_numel = 1e6,
+                          .flops = 1e11,
+                          .tp_msgs = 8,
+                          .tp_msg_elems = 2.5e5};
+    plait_cost_layout lt = {.dp = 1, .tp = 2, .pp = 1, .comm = "nccl"};
+    x.precision = PLAIT_PRECISION_BF16;
+    x.device.bf16_tensors = 1;
+    plait_cost_job_of(&lt, &x, 25e6, &j);
+    plait_cost_step_time(&tr, &j, &c, &t);
+    NEAR(t.tp_bytes, 8 * 2.5e5 * 2);
+    NEAR(t.tp_s, 8 * plait_cost_allreduce_bw_s(c.intra.latency, c.intra.bandwidth, 2, 2.5e5 * 2));
 }
 
 /* A GPU's rate by its products' width: w / (w + half_width) of it, the

@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "cost/activations.h"
+#include "cost/ckpt_cost.h"
 #include "cost/cluster.h"
 #include "cost/cost.h"
 #include "cost/layouts.h"
@@ -106,9 +107,12 @@ static void test_ep_stages(void **state) {
     NEAR(two.ep_bytes, 524352.0);
     NEAR(two.ep_msgs, 4 * 4.0);
     /* the held rows: 256 rows of 4·64 (inputs, outputs and the backward's
-     * gradients of both) + 3·128 floats and 8 counts a block, one
-     * micro-batch alive */
-    NEAR(two.act_bytes - one.act_bytes, 4.0 * 4 * (256 * (4 * 64 + 3 * 128) + 8));
+     * gradients of both) + 3·128 floats a block in device memory, its
+     * 88-byte head and 8 int32 counts in host memory, one micro-batch
+     * alive; and the backward's scratch for each ep source's gradients of
+     * the rank's experts, 8 experts' worth of 2·128·64 + 128 + 64 floats */
+    NEAR(two.act_bytes - one.act_bytes,
+         4 * (4.0 * 256 * (4 * 64 + 3 * 128) + 88 + 4 * 8) + 4.0 * 8 * (2 * 128 * 64 + 128 + 64));
     plait_cost_model_free(m);
     plait_config_free(cfg);
 }
@@ -194,6 +198,131 @@ static void test_ep_search(void **state) {
     bad.ep = 3;
     assert_non_null(plait_cost_ep_refuses(&bad, 8, why, sizeof why));
     assert_null(plait_cost_ep_refuses(&l, 8, why, sizeof why));
+    plait_config_free(cfg);
+}
+
+/* The search's count of a layout from the model's shape equals the one
+ * `plait config check` makes from the plugin's plan (rank_cost.c), for
+ * moe-tiny at ep 1, 2 and 4, a pipeline of 2 and tp 2 with sequence
+ * parallelism: every sparse block's routing and experts' activations
+ * (moe_acts) per micro-batch alive, the rows held for the ep group, and
+ * the experts' backward scratch once a rank. */
+static void test_ep_stages_match_plans(void **state) {
+    (void)state;
+    plait_host_install();
+    plait_config *cfg = NULL;
+    assert_int_equal(load_moe(NULL, 0, NULL, &cfg), PLAIT_OK);
+    plait_cost_model *m = NULL;
+    assert_int_equal(plait_cost_model_new(cfg, &m), PLAIT_OK);
+    plait_cluster c;
+    plait_cluster_default(&c);
+    c.peak_flops = 1e11;
+    plait_cost_ctx x = {.cluster = &c, .precision = PLAIT_PRECISION_FP32, .global_batch = 8, .load = load_moe};
+    plait_cost_device_planned(cfg, 0, &x.device);
+    static const plait_cost_layout ls[] = {
+        {.dp = 4, .tp = 1, .pp = 1, .ep = 1, .chunks = 1, .micro_batch = 2, .schedule = "1f1b"},
+        {.dp = 4, .tp = 1, .pp = 1, .ep = 2, .chunks = 1, .micro_batch = 2, .schedule = "1f1b"},
+        {.dp = 4, .tp = 1, .pp = 1, .ep = 4, .chunks = 1, .micro_batch = 1, .schedule = "1f1b"},
+        {.dp = 2, .tp = 1, .pp = 2, .ep = 2, .chunks = 1, .micro_batch = 1, .schedule = "1f1b"},
+        {.dp = 2, .tp = 2, .pp = 1, .ep = 1, .chunks = 1, .micro_batch = 2, .schedule = "1f1b", .sp = 1},
+    };
+    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) {
+        plait_cost_layout l = ls[i];
+        snprintf(l.optim, sizeof l.optim, "adam");
+        snprintf(l.comm, sizeof l.comm, "tcp");
+        plait_cost_rank shape[2], plan[2];
+        plait_cost_result r;
+        assert_int_equal(plait_cost_model_stages(m, &l, 8, x.precision, &x.device, shape), 0);
+        assert_int_equal(plait_cost_evaluate_stages(&l, &x, &r, plan, 2), PLAIT_OK);
+        char name[128];
+        plait_cost_layout_name(&l, name, sizeof name);
+        if (!r.valid) fail_msg("%s: %s", name, r.why);
+        for (int st = 0; st < l.pp; st++) {
+            print_message("%s stage %d: activations %.0f bytes from the shape, %.0f from the plan\n", name, st,
+                          shape[st].act_bytes, plan[st].act_bytes);
+            assert_true(shape[st].act_bytes == plan[st].act_bytes);
+            assert_true(shape[st].param_numel == plan[st].param_numel);
+            assert_true(shape[st].ep_bytes == plan[st].ep_bytes);
+        }
+    }
+    plait_cost_model_free(m);
+    plait_config_free(cfg);
+}
+
+/* `config check`'s sharded checkpoint of moe-tiny at dp 4 x ep 2: DP rank
+ * 0 writes the 90272 dense parameters as before and of the 530432 routed
+ * experts' only its E / ep (run_ckpt_shard.c: each of the first ep ranks
+ * its own experts; ZeRO's moments over the dp / ep ranks holding them),
+ * 12 bytes a parameter with Adam, 4 + 8/dp with ZeRO-2 (the experts' 4/ep
+ * + 8/dp), 12/dp with ZeRO-3. */
+static void test_ep_checkpoint(void **state) {
+    (void)state;
+    plait_host_install();
+    static const struct {
+        const char *optim;
+        double rank0;
+    } want[] = {{"optim.plugin=adam", 12 * (90272 + 530432 / 2.0)},
+                {"optim.plugin=zero2", 90272 * (4 + 8 / 4.0) + 530432 * (4 / 2.0 + 8 / 4.0)},
+                {"optim.plugin=zero3", 12 * (90272 + 530432) / 4.0}};
+    plait_cluster c;
+    plait_cluster_default(&c);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char dp[] = "parallel.dp=4", ep[] = "parallel.ep=2", par[] = "parallel.plugin=hybrid", optim[32];
+        snprintf(optim, sizeof optim, "%s", want[i].optim);
+        char *over[] = {dp, ep, par, optim};
+        plait_config *cfg = NULL;
+        assert_int_equal(load_moe(NULL, 4, over, &cfg), PLAIT_OK);
+        plait_cost_ckpt k;
+        assert_int_equal(plait_cost_ckpt_of_config(cfg, NULL, 0, &c, &k), PLAIT_OK);
+        print_message("%s: sharded rank 0 writes %.0f bytes, the busiest %.0f, all %.0f\n", want[i].optim,
+                      k.sharded.rank0, k.sharded.rank_max, k.sharded.all_ranks);
+        NEAR(k.total, 12.0 * (90272 + 530432));
+        NEAR(k.sharded.rank0, want[i].rank0);
+        NEAR(k.sharded.rank_max, want[i].rank0);
+        NEAR(k.sharded.all_ranks, k.total);
+        plait_config_free(cfg);
+    }
+}
+
+/* A tp that divides n_head and the dense width but not an expert's
+ * (moe_ffn_hidden = 6 at tp 4) is set aside by the search's own rule,
+ * naming the key, as a tp that n_head refuses is, before any plugin
+ * plans it; tp 2 divides it and stays. */
+static void test_tp_expert_width(void **state) {
+    (void)state;
+    plait_host_install();
+    char f[] = "model.moe_ffn_hidden=6";
+    char *over[] = {f};
+    plait_config *cfg = NULL;
+    assert_int_equal(load_moe(NULL, 1, over, &cfg), PLAIT_OK);
+    plait_cost_model *m = NULL;
+    assert_int_equal(plait_cost_model_new(cfg, &m), PLAIT_OK);
+    char why[512];
+    assert_non_null(plait_cost_model_refuses(m, 4, 1, 1, why, sizeof why));
+    assert_non_null(strstr(why, "[parallel] tp = 4 does not divide [model] moe_ffn_hidden = 6"));
+    assert_null(plait_cost_model_refuses(m, 2, 1, 1, why, sizeof why));
+    plait_cost_model_free(m);
+    /* the search of 4 ranks over dp and tp: tp 4 never reaches the plugin */
+    plait_cluster c;
+    plait_cluster_default(&c);
+    c.peak_flops = 1e11;
+    plait_cost_ctx x = {.cluster = &c, .global_batch = 8, .load = load_moe};
+    plait_cost_device_planned(cfg, 0, &x.device);
+    plait_cost_axes a = axes4("dp,tp");
+    a.global_batch = 8;
+    a.base =
+        (plait_cost_layout){.dp = 4, .tp = 1, .pp = 1, .chunks = 1, .micro_batch = 2, .optim = "adam", .comm = "tcp"};
+    a.experts = 8;
+    plait_cost_search s;
+    assert_int_equal(plait_cost_search_run(&a, cfg, &x, 20, &s), PLAIT_OK);
+    assert_true(s.n >= 1);
+    int tp2 = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        assert_true(s.results[i].layout.tp != 4);
+        tp2 |= s.results[i].layout.tp == 2;
+    }
+    assert_true(tp2);
+    plait_cost_search_free(&s);
     plait_config_free(cfg);
 }
 
@@ -321,7 +450,8 @@ int main(void) {
         cmocka_unit_test(test_ep_step_time),    cmocka_unit_test(test_ep_stages),
         cmocka_unit_test(test_tp_stages),       cmocka_unit_test(test_ep_search),
         cmocka_unit_test(test_ep_weights_once), cmocka_unit_test(test_mixtral_published),
-        cmocka_unit_test(test_ep_zero_memory),
+        cmocka_unit_test(test_ep_zero_memory),  cmocka_unit_test(test_ep_stages_match_plans),
+        cmocka_unit_test(test_ep_checkpoint),   cmocka_unit_test(test_tp_expert_width),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

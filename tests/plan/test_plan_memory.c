@@ -156,6 +156,15 @@ static const layout layouts[] = {
       "parallel.pp=2", "data.micro_batch=1", "model.recompute=selective", NULL},
      0,
      0},
+    /* expert parallelism with every token routed to both experts (top_k =
+     * moe_experts: the routing balanced whatever the router's scores), so
+     * the rows each rank's expert holds for the ep group are the
+     * planner's B·T·k: the sparse blocks' activations compared too */
+    {"cpu moe dp2 ep2 balanced",
+     {"device.plugin=cpu", "parallel.dp=2", "parallel.ep=2", "model.moe_experts=2", "model.moe_top_k=2",
+      "model.moe_ffn_hidden=48", NULL},
+     0,
+     0},
     /* expert parallelism: each rank's 2 of the 4 experts, ZeRO's shards of
      * them over the 2 ranks holding the same experts, the dense ones' over
      * 4; the sparse blocks' activations (rows per expert as the router

@@ -213,6 +213,28 @@ static void test_context_parallel(void **state) {
     NEAR(t.cp_s, 2 * x);
     NEAR(t.compute, 1e9 / 5e11);
     NEAR(t.step, 1e9 / 5e11 + 2 * x + t.comm - t.cp_s + t.optim);
+    /* a bf16 run over tcp: K and V in bf16 (4 KiB), dK and dV float32;
+     * behind no attention, all of it exposed */
+    st.cp_hide_flops = 0;
+    j.cp_kv_bytes = 2;
+    plait_cost_step_time(&st, &j, &cl, &t);
+    double kv = 1e-5 + 4096 / 1e9;
+    NEAR(t.cp_s, 6 * (2 * kv + x) + 2 * x);
+    NEAR(t.cp_total, t.cp_s);
+    j.cp_kv_bytes = 0;
+    /* which runs send them bf16: the job's type as plait_cost_job_of sets it */
+    plait_cost_layout cl4 = {.dp = 1, .tp = 1, .pp = 1, .cp = 4, .comm = "tcp"};
+    plait_cost_ctx cx = {.precision = PLAIT_PRECISION_BF16};
+    plait_cost_job cj;
+    plait_cost_job_of(&cl4, &cx, 25e6, &cj);
+    NEAR(cj.cp_kv_bytes, 2.0);
+    snprintf(cl4.comm, sizeof cl4.comm, "nccl");
+    plait_cost_job_of(&cl4, &cx, 25e6, &cj);
+    NEAR(cj.cp_kv_bytes, 4.0);
+    cx.precision = PLAIT_PRECISION_FP32;
+    snprintf(cl4.comm, sizeof cl4.comm, "tcp");
+    plait_cost_job_of(&cl4, &cx, 25e6, &cj);
+    NEAR(cj.cp_kv_bytes, 4.0);
     /* ZeRO-1 shards the moments over dp x cp: 8 bytes a parameter / 8 */
     plait_cost_rank mr = {.dp = 2, .tp = 1, .pp = 1, .param_numel = 1e6, .largest_layer_numel = 1e5};
     plait_cost_job mj = {.dp = 2, .cp = 4, .tp = 1, .pp = 1, .zero = 1, .bucket_bytes = 25e6};
