@@ -297,6 +297,12 @@ struct plait_model {
     plait_bf16 **wbf;                 /* [n_params]: a parameter's bf16 copy, or NULL */
     plait_bf16 *wbf_mem;
     size_t wbf_bytes;
+    /* the parameters are there only while their layer runs (ZeRO-3,
+     * create_args.params_gathered): every layer's copy shares wbf_mem,
+     * sized for the largest, and is made at each forward and backward
+     * call of the layer (unless the buffer still holds it: wbf_layer) */
+    int wbf_per_layer;
+    int32_t wbf_layer; /* the layer whose copy wbf_mem holds, or -1 */
     uint64_t weights_epoch, *layer_epoch;
     model_slot *slots;
     /* shared scratch for backward, allocated on first use */
