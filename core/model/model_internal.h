@@ -262,7 +262,8 @@ struct plait_model {
      * backward scratch sb), the products read a bf16 copy of their weights
      * (wbf), made again at a layer's first forward after the weights
      * changed (weights_epoch, bumped by plait_model_weights_changed; each
-     * layer's copy is of epoch layer_epoch[layer]) */
+     * layer's copy is of epoch layer_epoch[layer]), or a layer at a time
+     * (wbf_per_layer, below) */
     int bf16;
     /* the head in bf16 too (gpt_bf16.c): bf16 activations without tensor
      * parallelism, whose vocabulary-parallel loss is gpt_layers.c's,
