@@ -58,6 +58,8 @@ typedef struct plait_cost_rank {
                                     reduce-scatter each (the same bytes), the norms' regions split */
     double msg_bytes;            /* bytes an element of a TP or pipeline message (0 = float32's 4) */
     double weight_copy_numel;    /* then: elements of the bf16 copy of the weights the products read */
+    double largest_copy_numel;   /* of those, its largest layer's: all ZeRO-3 keeps (model/model.h,
+                                    params_gathered) */
     double tp_msgs, tp_msg_elems;/* TP all-reduces per step and the elements of each */
     double pp_msgs, pp_msg_elems;/* pipeline sends per step (activations and gradients) and each's elements */
     /* ring attention (cp > 1, model/ring_attention.c), per step: the

@@ -31,11 +31,12 @@ void plait_cost_memory(const plait_cost_rank *r, const plait_cost_job *j, double
     /* stage 1 shards the optimizer state, 2 also the gradients, 3 also the
      * parameters (plugins/optim/common/zero.h); ZeRO-1/2 gathering bf16
      * weights (param_gather) keep their float32 shard as the master copy;
-     * the bf16 copy is whole on every rank, ZeRO-3's included (the model
-     * makes it while a layer's gathered parameters are there) */
+     * the bf16 copy is whole on every rank but under ZeRO-3, whose model
+     * makes a layer's while its gathered parameters are there, in one
+     * buffer the largest layer's fills (model/model.h, params_gathered) */
     int shard_masters = j->zero >= 1 && j->zero <= 2 && r->param_wire > 0 && r->param_wire < 1 && n > 1;
     out->param = b.weight * (j->zero >= 3 ? shard : psi) + (shard_masters ? b.weight * shard : 0) +
-                 b.weight_copy * r->weight_copy_numel;
+                 b.weight_copy * (j->zero >= 3 ? r->largest_copy_numel : r->weight_copy_numel);
     out->grad = b.grad * (j->zero >= 2 ? shard : psi);
     out->state = b.optim * (j->zero >= 1 ? shard : psi);
     if (j->offload) { /* the moments leave the device (plugins/optim/README.md) */

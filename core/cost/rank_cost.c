@@ -81,12 +81,16 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
      * weights, the head's tied copy included where the head is bf16 (model/model.c) */
     out->bf16 = s.bf16, out->width = s.C / (mesh->tp > 0 ? mesh->tp : 1); /* its products' width */
     out->sp = s.sp, out->msg_bytes = plait_cost_message_bytes(&s); /* what its messages take */
+    double layer_copy[4096] = {0};
     for (int32_t g = 0; s.bf16 && g < spec->n_params; g++) {
         const plait_param *p = &spec->params[g];
         if (!LOCAL(p->layer) || !plait_model_bf16_copied(spec, g, s.bf16_head)) continue;
         double e = plan->shards ? shard_numel(p, &plan->shards[g]) : (double)p->numel;
         out->weight_copy_numel += (double)plait_model_bf16_copy_numel((size_t)e);
+        if (p->layer < 4096) layer_copy[p->layer] += (double)plait_model_bf16_copy_numel((size_t)e);
     }
+    for (int l = 0; l < nl && l < 4096; l++)
+        if (layer_copy[l] > out->largest_copy_numel) out->largest_copy_numel = layer_copy[l];
 
     /* FLOPs: each local layer's forward estimate, x3 for forward + backward, split over TP (heads, MLP
      * columns, vocabulary), and the forwards a recompute mode runs again; of T / cp tokens a sequence */

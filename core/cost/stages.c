@@ -379,6 +379,7 @@ int plait_cost_model_stages(plait_cost_model *m, const plait_cost_layout *l, int
                     sparse++;
                 }
                 if (s.bf16) r->weight_copy_numel += t->layer_copy[ly];
+                if (s.bf16 && t->layer_copy[ly] > r->largest_copy_numel) r->largest_copy_numel = t->layer_copy[ly];
                 /* a tied copy counts where its original is not on the stage */
                 if (ly == m->copy_layer && stage_of(b, K, p, m->copy_source) != st) e += t->copy_numel;
                 r->param_numel += e;

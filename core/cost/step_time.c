@@ -160,12 +160,15 @@ static void dp_times(const plait_cost_rank *r, const plait_cost_job *j, dp_net *
 /* Bytes a rank's optimizer step moves: AdamW over the parameters it owns
  * (all, or its ZeRO shard), then, under bf16 activations, the bf16 copy of
  * its weights made again from them (at each layer's next forward: a pass
- * bound by memory bandwidth like the update). */
+ * bound by memory bandwidth like the update; under ZeRO-3 at each forward
+ * and backward of each micro-batch, from the gathered parameters). */
 static double optim_bytes(const plait_cost_rank *r, const plait_cost_job *j) {
     plait_cost_bytes b;
     plait_cost_bytes_of(&b);
     int n = (j->dp > 0 ? j->dp : 1) * (j->cp > 1 ? j->cp : 1);
-    return b.adam_io * (j->zero > 0 ? plait_cost_zero_shard(r, n) : r->param_numel) + b.copy_io * r->weight_copy_numel;
+    double copies = j->zero >= 3 ? 2.0 * (r->micro_batches > 0 ? r->micro_batches : 1) : 1;
+    return b.adam_io * (j->zero > 0 ? plait_cost_zero_shard(r, n) : r->param_numel) +
+           b.copy_io * r->weight_copy_numel * copies;
 }
 
 /* Ring attention's transfers in a step (cost.h, plait_cost_rank's cp_*)

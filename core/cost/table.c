@@ -213,7 +213,11 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     fprintf(out, "\nbubble: %s, the busiest stage idles %.1f%% of its span: %.4f s\n",
             l->pp > 1 ? l->schedule : "no pipeline", 100 * t->bubble, t->idle);
     fprintf(out, "optimizer: AdamW moves %.0f bytes per parameter a rank owns%s at %.0f GB/s: %.4f s\n", b.adam_io,
-            bs->bf16 ? ", the bf16 copy of the weights 6 bytes an element" : "", c->memory_bandwidth / 1e9, t->optim);
+            !bs->bf16 ? ""
+            : plait_cost_zero_stage(l->optim) >= 3
+                ? ", the bf16 copy of the weights 6 bytes an element at each forward and backward (ZeRO-3)"
+                : ", the bf16 copy of the weights 6 bytes an element",
+            c->memory_bandwidth / 1e9, t->optim);
     const plait_cost_mem *m = &r->mem;
     double limit = x->mem_limit > 0 ? x->mem_limit : plait_cost_mem_limit(c, plait_cost_layout_ranks(l));
     int z = plait_cost_zero_stage(l->optim);
@@ -221,8 +225,11 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     fprintf(out, "\nmemory of the rank needing the most: %.2f GiB (%.1f MiB) of %.2f GiB%s\n", m->total / GiB,
             m->total / MiB, limit / GiB, r->fits ? "" : " -- does not fit");
     const plait_cost_rank *ms = &stages[r->mem_stage]; /* the rank needing the most */
-    char copy[96] = "";
-    if (ms->bf16)
+    char copy[128] = "";
+    if (ms->bf16 && z >= 3) /* made for a layer's call alone (model/model.h, params_gathered) */
+        snprintf(copy, sizeof copy, "; + the products' bf16 copy of one layer at a time, 2 bytes each of %.4g weights",
+                 ms->largest_copy_numel);
+    else if (ms->bf16)
         snprintf(copy, sizeof copy, "; + the products' bf16 copy, 2 bytes each of %.4g weights", ms->weight_copy_numel);
     fprintf(out, "  weights     %10.2f GiB  (%.0f bytes a parameter, float32%s%s)\n", m->param / GiB, b.weight,
             z >= 3 ? ", / dp by ZeRO-3" : "", copy);

@@ -59,18 +59,23 @@ int plait_model_grants_bf16(const plait_bf16_terms *t) {
 }
 
 /* Lays out (base NULL: measures) the bf16 copies of the local product
- * weights, each 16-byte aligned. Returns the bf16 elements. */
+ * weights, each 16-byte aligned: one after the other, or where the copy
+ * lives only while its layer runs (wbf_per_layer) each layer's from the
+ * start of one buffer that the largest layer's fills. Returns the bf16
+ * elements the buffer holds. */
 static size_t bf16_weights_carve(plait_model *m, plait_bf16 *base) {
     const plait_model_desc *d = m->desc;
-    size_t off = 0;
-    for (int32_t gi = 0; gi < d->spec.n_params; gi++) {
+    size_t off = 0, most = 0;
+    for (int32_t gi = 0, layer = -1; gi < d->spec.n_params; gi++) {
         if (!m->param[gi] || !m->local_layer[d->params[gi].layer] ||
             !plait_model_bf16_copied(&d->spec, gi, m->bf16_head))
             continue;
+        if (m->wbf_per_layer && d->params[gi].layer != layer) off = 0, layer = d->params[gi].layer;
         if (base) m->wbf[gi] = base + off;
         off += plait_model_bf16_copy_numel(m->param[gi]->numel);
+        if (off > most) most = off;
     }
-    return off;
+    return most;
 }
 
 static plait_status bf16_weights_alloc(plait_model *m) {
@@ -82,21 +87,29 @@ static plait_status bf16_weights_alloc(plait_model *m) {
         return plait_set_error(PLAIT_ERR_NO_MEMORY, "model: the bf16 copy of the weights (%zu bytes)", m->wbf_bytes);
     bf16_weights_carve(m, m->wbf_mem);
     m->weights_epoch = 1; /* every layer's copy (epoch 0) is made at its first forward */
+    m->wbf_layer = -1;
     return PLAIT_OK;
 }
 
-/* Before a forward of `layer`: its bf16 weight copies made again if the
- * weights changed since they were made. */
+/* Before a forward of `layer` (and, where the copy lives only while its
+ * layer runs, before each part of its backward): its bf16 weight copies
+ * made again if the weights changed since they were made, or if another
+ * layer's copy took the buffer since. The kernels that read a copy run on
+ * the compute stream before the next layer's copy is made there, so one
+ * buffer serves every layer. */
 static plait_status bf16_weights_refresh(plait_model *m, int32_t layer) {
-    if (!m->bf16 || m->layer_epoch[layer] == m->weights_epoch) return PLAIT_OK;
+    if (!m->bf16 || (m->layer_epoch[layer] == m->weights_epoch && (!m->wbf_per_layer || m->wbf_layer == layer)))
+        return PLAIT_OK;
     const plait_model_desc *d = m->desc;
     const plait_layer *ly = &d->layers[layer];
+    m->wbf_layer = -1; /* the buffer holds no whole layer until the copies below are made */
     for (int32_t gi = ly->first_param; gi < ly->first_param + ly->n_params; gi++) {
         if (!m->wbf[gi]) continue;
         if (!m->param[gi]->data) return plait_model_param_missing(m, gi, layer, PARAM_DATA);
         m->k->to_bf16(m->wbf[gi], m->param[gi]->data, m->param[gi]->numel);
     }
     m->layer_epoch[layer] = m->weights_epoch;
+    m->wbf_layer = layer;
     return PLAIT_OK;
 }
 
@@ -472,6 +485,9 @@ plait_status plait_model_create(const plait_model_desc *desc, const plait_model_
     m->bf16 = plait_model_grants_bf16(&terms);
     m->bf16_head = m->bf16 && !m->tp_ops && desc->is_gpt;
     if (desc->moe.experts > 0 && (st = moe_setup(m, args)) != PLAIT_OK) goto fail;
+    /* parameters gathered for each layer and freed after (ZeRO-3): the
+     * bf16 copy likewise, made while the layer runs */
+    m->wbf_per_layer = args->params_gathered != 0;
     if (m->bf16 && (st = bf16_weights_alloc(m)) != PLAIT_OK) goto fail;
     if (m->bf16_head) m->head_rows = plait_model_head_rows(m->B * m->T, m->Vl, plait_model_head_room(m), NULL);
     *out = m;
@@ -629,6 +645,7 @@ static plait_status backward_part(plait_model *m, int32_t layer, int32_t slot, b
         return plait_set_error(PLAIT_ERR_INVALID_ARG, "model: %s of layer %s in slot %d %s", what[part],
                                plait_model_layer_name(m, layer), (int)slot,
                                due ? "while its weight half is still due" : "before its input half");
+    if (m->wbf_per_layer && (st = bf16_weights_refresh(m, layer)) != PLAIT_OK) return st;
     const int32_t L = m->desc->n_layer;
     if (m->desc->is_llama) {
         if (layer == 0) st = (part & BWD_WEIGHT) ? plait_llama_embedding_backward(m, s) : PLAIT_OK;

@@ -138,6 +138,14 @@ typedef struct plait_model_create_args {
      * (PLAIT_PARAM_EXPERT) over ep_comm's ranks, which trade tokens with
      * all-to-alls (moe.c); NULL without. */
     plait_comm *ep_comm;
+    /* The parameters' data is there only between the optimizer's hooks
+     * around each forward and backward call of their layer (ZeRO-3:
+     * PLAIT_OPTIM_OWNS_PARAMS, plait/optim.h). The bf16 copy of the
+     * weights (activations_bf16) then lives as they do: one buffer sized
+     * for the largest local layer's copy, each layer's made in it at every
+     * call of the layer from its gathered parameters. 0: the copy is whole,
+     * each layer's made at its first forward after the weights changed. */
+    int params_gathered;
 } plait_model_create_args;
 
 /* Build the local model: the layers with layer_stage == stage. Allocates
@@ -195,7 +203,9 @@ int plait_model_bf16_activations(const plait_model *m);
 int64_t plait_model_head_chunk_rows(const plait_model *m);
 /* Bytes of the bf16 copy of the weights the products read (0 without bf16
  * activations): device memory under the tag "parameters", held while the
- * model lives, full size whoever owns the parameters (ZeRO-3 included). */
+ * model lives: every local product weight's copy, or where the parameters
+ * are gathered a layer at a time (create_args.params_gathered: ZeRO-3)
+ * the largest local layer's. */
 uint64_t plait_model_weight_copy_bytes(const plait_model *m);
 
 /* The rule that grants bf16 activations, stated once: plait_model_create

@@ -264,7 +264,8 @@ struct plait_model {
      * backward scratch sb), the products read a bf16 copy of their weights
      * (wbf), made again at a layer's first forward after the weights
      * changed (weights_epoch, bumped by plait_model_weights_changed; each
-     * layer's copy is of epoch layer_epoch[layer]) */
+     * layer's copy is of epoch layer_epoch[layer]), or a layer at a time
+     * (wbf_per_layer, below) */
     int bf16;
     /* the head in bf16 too (gpt_bf16.c): bf16 activations without tensor
      * parallelism, whose vocabulary-parallel loss is gpt_layers.c's,
@@ -299,6 +300,12 @@ struct plait_model {
     plait_bf16 **wbf;                 /* [n_params]: a parameter's bf16 copy, or NULL */
     plait_bf16 *wbf_mem;
     size_t wbf_bytes;
+    /* the parameters are there only while their layer runs (ZeRO-3,
+     * create_args.params_gathered): every layer's copy shares wbf_mem,
+     * sized for the largest, and is made at each forward and backward
+     * call of the layer (unless the buffer still holds it: wbf_layer) */
+    int wbf_per_layer;
+    int32_t wbf_layer; /* the layer whose copy wbf_mem holds, or -1 */
     uint64_t weights_epoch, *layer_epoch;
     model_slot *slots;
     /* shared scratch for backward, allocated on first use */

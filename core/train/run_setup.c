@@ -244,7 +244,8 @@ plait_status plait_run_open_from(plait_config *cfg, const plait_run_origin *orig
                                         .cp = run->world.mesh.cp,
                                         .cp_rank = run->world.mesh.cp_rank,
                                         .cp_comm = run->world.mesh.cp_comm,
-                                        .ep_comm = run->world.mesh.ep_comm};
+                                        .ep_comm = run->world.mesh.ep_comm,
+                                        .params_gathered = (run->optim.flags & PLAIT_OPTIM_OWNS_PARAMS) != 0};
         st = plait_model_create(run->model.desc, &args, &run->model.instance);
     }
     if (st == PLAIT_OK) st = create_optim(run, &source.source);

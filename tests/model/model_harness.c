@@ -110,10 +110,14 @@ int harness_init_ex(harness *h, const char *ini, int32_t micro_batch, const harn
     h->set.data_flat = h->data;
     h->set.grad_flat = h->grad;
     harness_zero_grads(h);
-    plait_model_create_args args = {.plan = &h->plan, .stage = o->stage, .params = &h->set,
+    plait_model_create_args args = {.plan = &h->plan,
+                                    .stage = o->stage,
+                                    .params = &h->set,
                                     .max_slots = o->max_slots > 0 ? o->max_slots : 1,
-                                    .split_backward = o->split_backward, .kernels = o->kernels,
-                                    .activations_bf16 = o->activations_bf16};
+                                    .split_backward = o->split_backward,
+                                    .kernels = o->kernels,
+                                    .activations_bf16 = o->activations_bf16,
+                                    .params_gathered = o->params_gathered};
     if (plait_model_create(h->desc, &args, &h->model) != PLAIT_OK) return fail("create");
     return 0;
 }
@@ -203,6 +207,7 @@ int harness_trace_run(const char *ini, int32_t micro_batch, const harness_opts *
     }
     if (st != PLAIT_OK) fprintf(stderr, "harness_trace_run: %s\n", plait_last_error());
     t->act_bytes = plait_model_activation_bytes(h.model);
+    t->copy_bytes = plait_model_weight_copy_bytes(h.model);
     t->bf16 = plait_model_bf16_activations(h.model);
     free(tok);
     free(tgt);

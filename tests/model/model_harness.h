@@ -48,6 +48,7 @@ typedef struct harness_opts {
     const plait_kernels *kernels; /* plait_model_create_args.kernels (NULL: the device's) */
     int activations_bf16;       /* plait_model_create_args.activations_bf16 */
     int stale_weights;          /* harness_trace_run: no plait_model_weights_changed after its updates */
+    int params_gathered;        /* plait_model_create_args.params_gathered */
 } harness_opts;
 
 /* The CPU's kernel table without the fused attention (ABI 1.7): a model
@@ -81,6 +82,7 @@ typedef struct harness_trace {
     float *grads;
     size_t numel;
     uint64_t act_bytes;
+    uint64_t copy_bytes; /* plait_model_weight_copy_bytes */
     int bf16;         /* plait_model_bf16_activations */
 } harness_trace;
 int harness_trace_run(const char *ini, int32_t micro_batch, const harness_opts *o, harness_trace *t);

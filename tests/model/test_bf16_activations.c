@@ -14,8 +14,10 @@
  * LayerNorm backward wrote it (the bits of converting it apart, and not
  * after a write through plait_model_boundary_grad), writes that copy only
  * where a block of the same rank reads it, splits its backward in two
- * halves with the one pass's bits, is granted only where every piece
- * exists, and refuses to keep float32 logits it does not have.
+ * halves with the one pass's bits, keeps its weight copy one layer at a
+ * time where the parameters are gathered so (ZeRO-3) with the whole
+ * copy's bits, is granted only where every piece exists, and refuses to
+ * keep float32 logits it does not have.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -490,6 +492,46 @@ static void test_split_backward(void **state) {
     }
 }
 
+/* Where the parameters are gathered a layer at a time (ZeRO-3:
+ * create_args.params_gathered) the bf16 weight copy is one buffer the
+ * largest layer's copy fills, each layer's made in it at every forward
+ * and backward call: the same rounding of the same float32 values, so
+ * the losses and gradients of the whole copy, bit for bit, in one pass,
+ * with a split backward and with full recomputation (whose backward reruns
+ * the forward on the copy). Here a block's copy is the largest: c_attn
+ * 3C x C and its bias 3C, c_proj C x C, c_fc 4C x C and its bias 4C,
+ * mlp's c_proj C x 4C (C 32: 12,512 bf16); the head's tied copy V x C
+ * (3,200) is smaller, and the whole copy is 2 blocks' and the head's. */
+static void test_copy_per_layer(void **state) {
+    (void)state;
+    const uint64_t block = (3 * 32 * 32 + 3 * 32 + 32 * 32 + 4 * 32 * 32 + 4 * 32 + 4 * 32 * 32) * 2,
+                   head = 100 * 32 * 2;
+    static const char *const ini[2] = {GPT_INI, GPT_INI "recompute = full\n"};
+    for (int i = 0; i < 2; i++)
+        for (int split = 0; split < 2; split++) {
+            harness_trace whole, per_layer;
+            const harness_opts g = {.tp = 1,
+                                    .max_slots = SLOTS,
+                                    .kernels = bf16_table(),
+                                    .activations_bf16 = 1,
+                                    .split_backward = split,
+                                    .params_gathered = 1};
+            trace(ini[i], 1, 0, split, &whole);
+            per_layer.steps = STEPS;
+            assert_int_equal(harness_trace_run(ini[i], 2, &g, &per_layer), 0);
+            assert_true(per_layer.bf16);
+            printf("bf16 weight copy, recompute %s%s: %llu bytes whole, %llu a layer at a time\n", i ? "full" : "none",
+                   split ? ", split backward" : "", (unsigned long long)whole.copy_bytes,
+                   (unsigned long long)per_layer.copy_bytes);
+            assert_int_equal(whole.copy_bytes, 2 * block + head);
+            assert_int_equal(per_layer.copy_bytes, block);
+            assert_memory_equal(per_layer.loss, whole.loss, sizeof(double) * STEPS * SLOTS);
+            assert_memory_equal(per_layer.grads, whole.grads, sizeof(float) * STEPS * whole.numel);
+            harness_trace_free(&whole);
+            harness_trace_free(&per_layer);
+        }
+}
+
 /* A split backward's input halves add to no parameter gradient (a
  * trainer may take each micro-batch's gradients after its weight halves,
  * while the next one's input halves have run): every gradient is zero
@@ -569,6 +611,7 @@ int main(void) {
         cmocka_unit_test(test_copy_only_where_read),
         cmocka_unit_test(test_split_backward),
         cmocka_unit_test(test_split_input_adds_no_gradient),
+        cmocka_unit_test(test_copy_per_layer),
         cmocka_unit_test(test_granted_only_where_whole),
         cmocka_unit_test(test_no_float32_logits),
     };

@@ -95,10 +95,13 @@ static void test_memory_zero_formulas(void **state) {
     NEAR(m.total, 4e6 + 1e7 + 4e6 + 1e6);
     /* a bf16 run whose model stores bf16 activations: the same float32
      * state, plus 2 bytes an element of the weights' bf16 copy, whole
-     * under every ZeRO stage; the activations as the rank counted them */
+     * under ZeRO-1 and 2, its largest layer's alone under ZeRO-3 (which
+     * makes each layer's while it runs); the activations as the rank
+     * counted them */
     j.precision = PLAIT_PRECISION_BF16;
     r.bf16 = 1;
     r.weight_copy_numel = 9e5;
+    r.largest_copy_numel = 2e5;
     j.zero = 0;
     plait_cost_memory(&r, &j, 0, &m);
     NEAR(m.param, 4e6 + 1.8e6);
@@ -110,8 +113,8 @@ static void test_memory_zero_formulas(void **state) {
     NEAR(m.param + m.grad + m.state, 8e6 + 8e6 / 4 + 1.8e6);
     j.zero = 3;
     plait_cost_memory(&r, &j, 0, &m);
-    NEAR(m.param, 4e6 / 4 + 1.8e6);
-    NEAR(m.param + m.grad + m.state, 16e6 / 4 + 1.8e6);
+    NEAR(m.param, 4e6 / 4 + 4e5);
+    NEAR(m.param + m.grad + m.state, 16e6 / 4 + 4e5);
     /* TP: the largest TP all-reduce (float32) sets the scratch */
     plait_cost_rank t = {.dp = 1, .tp = 2, .pp = 1, .micro_batches = 1, .param_numel = 1e6, .tp_msgs = 10,
                          .tp_msg_elems = 5e5};
@@ -151,6 +154,12 @@ static void test_time_pipeline_on_gpus(void **state) {
     NEAR(t.optim, (28e6 + 5.4e6) / 1e11);
     NEAR(t.step, (0.05 + pp) / 0.8 + (28e6 + 5.4e6) / 1e11);
     NEAR(t.pp_bytes, 4e6);
+    /* under ZeRO-3 the copy is made at each forward and backward of each
+     * of the 4 micro-batches, from the gathered parameters */
+    j.zero = 3;
+    plait_cost_step_time(r, &j, &c, &t);
+    NEAR(t.optim, (28e6 + 8 * 5.4e6) / 1e11);
+    j.zero = 0;
     /* a bf16 run over a comm plugin that sends bf16 (tcp, verbs): the
      * sends take half the bytes, nothing else changes */
     plait_cost_layout l = {.dp = 1, .tp = 1, .pp = 2, .comm = "tcp"};

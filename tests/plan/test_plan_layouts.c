@@ -238,6 +238,7 @@ static void test_stages_match_plans(void **state) {
                 SAME(act_bytes);
                 SAME(bf16);
                 SAME(weight_copy_numel);
+                SAME(largest_copy_numel);
                 SAME(tp_msgs);
                 SAME(tp_msg_elems);
                 SAME(pp_msgs);

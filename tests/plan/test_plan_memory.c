@@ -1,6 +1,7 @@
 /*
  * The planner's memory per rank against what plait allocates: for a few
- * layouts of a small GPT (dp 2 with adam, ZeRO-1 and ZeRO-3; tp 2, with
+ * layouts of a small GPT (dp 2 with adam, ZeRO-1 and ZeRO-3, whose bf16
+ * weight copy is one layer's; tp 2, with
  * sequence parallelism too, and with pp 2 zb1 in bf16; pp 2
  * with selective and with full recomputation, with experts too (llama full, gpt
  * selective), and zero-bubble's split
@@ -189,6 +190,13 @@ static const layout layouts[] = {
      1},
     {"cuda_emu bf16 dp2 zero3",
      {"device.plugin=cuda_emu", "run.precision=bf16", "parallel.dp=2", "optim.plugin=zero3", NULL},
+     1,
+     1},
+    /* ZeRO-3's bf16 weight copy: one layer's at a time (the llama arch's
+     * stacked projections; the GPT's above, whose largest is the head's) */
+    {"cuda_emu llama bf16 dp2 zero3",
+     {"device.plugin=cuda_emu", "run.precision=bf16", "model.arch=llama", "model.n_kv_head=2", "model.ffn_hidden=104",
+      "parallel.dp=2", "optim.plugin=zero3", NULL},
      1,
      1},
     /* 96 rows of 4,096 logits: the head in 2 chunks of 48, the scratch
