@@ -86,6 +86,7 @@ void plait_cost_rank_from_plan(const plait_layout_rank *lr, plait_precision prec
         if (!LOCAL(p->layer) || !plait_model_bf16_copied(spec, g, s.bf16_head)) continue;
         double e = plan->shards ? shard_numel(p, &plan->shards[g]) : (double)p->numel;
         out->weight_copy_numel += (double)plait_model_bf16_copy_numel((size_t)e);
+        if (!plait_tied_is_copy(p)) out->master_numel += e;
     }
 
     /* FLOPs: each local layer's forward estimate, x3 for forward + backward, split over TP (heads, MLP
