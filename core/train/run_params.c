@@ -90,7 +90,7 @@ plait_status plait_run_keep_masters(plait_run *run) {
                                section,
                                bf16 ? "its device or layout keeps float32 activations: the cpu device, context "
                                       "parallelism or a mixture of experts"
-                                    : "[device] precision is not bf16");
+                                    : "[run] precision is not bf16");
     }
     /* A group of one keeps the whole master whichever way. */
     if ((int64_t)run->world.mesh.dp * (run->world.mesh.cp > 1 ? run->world.mesh.cp : 1) < 2) return PLAIT_OK;

@@ -6,7 +6,7 @@
 # - master = sharded (the default, auto, here) gives the bits of master =
 #   whole with the same param_gather: the products read the same bf16
 #   copy, the float32-read weights (norms, embeddings) the same values
-#   (zero1 and zero2 both, bf16 and float32 gathers);
+#   (zero1 and zero2 with bf16 gathers; gpt's zero1 with float32 ones);
 # - its param_bytes in memory.csv fall by the float32 weights of the
 #   copied tensors (4 bytes each of what the copy holds 2);
 # - a run resumed from its checkpoint (which holds the float32 slices)
@@ -17,29 +17,33 @@ source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
 A=(run.steps=3 run.eval_every=0 run.progress=off run.deterministic=true run.precision=bf16 data.global_batch=4
   data.micro_batch=1 model.n_layer=1 model.block_size=32 device.plugin=cuda_emu comm.plugin=tcp parallel.dp=2)
-for m in gpt llama; do
-  [ $m = llama ] && export CFG=$PLAIT_SOURCE_DIR/tests/e2e/llama.ini
-  for z in zero1 zero2; do
-    for g in bf16 fp32; do
-      train ${m}_${z}_${g}_whole "${A[@]}" optim.plugin=$z optim.$z.param_gather=$g optim.$z.master=whole &
-      train ${m}_${z}_${g}_sharded "${A[@]}" optim.plugin=$z optim.$z.param_gather=$g &
-      joined
-      same_params ${m}_${z}_${g}_whole ${m}_${z}_${g}_sharded bits
-      same_losses ${m}_${z}_${g}_whole ${m}_${z}_${g}_sharded 0
-      w=$(mem ${m}_${z}_${g}_whole 0 param_bytes) s=$(mem ${m}_${z}_${g}_sharded 0 param_bytes)
-      [ -n "$w" ] && [ -n "$s" ] && [ "$s" -lt "$w" ] ||
-        fail "$m $z ($g gathers): param_bytes $s with sharded masters, $w with whole ones (want fewer)"
-      echo "$m $z ($g gathers): the same bits; param_bytes $w whole, $s sharded"
-    done
-  done
-done
+train_refused fp32_sharded "[optim.zero1] master = sharded: the model reads float32 weights on this run ([run] precision is not bf16)" \
+  "${A[@]}" run.precision=fp32 optim.plugin=zero1 optim.zero1.master=sharded "run.out_dir=$E2E_WORK/fp32_sharded"
+# both: MODEL STAGE GATHER, the two runs side by side, then compared
+both() {
+  local n=$1_$2_$3
+  train ${n}_whole "${A[@]}" optim.plugin=$2 optim.$2.param_gather=$3 optim.$2.master=whole &
+  train ${n}_sharded "${A[@]}" optim.plugin=$2 optim.$2.param_gather=$3 &
+  joined
+  same_params ${n}_whole ${n}_sharded bits
+  same_losses ${n}_whole ${n}_sharded 0
+  local w s
+  w=$(mem ${n}_whole 0 param_bytes) s=$(mem ${n}_sharded 0 param_bytes)
+  [ -n "$w" ] && [ -n "$s" ] && [ "$s" -lt "$w" ] ||
+    fail "$1 $2 ($3 gathers): param_bytes $s with sharded masters, $w with whole ones (want fewer)"
+  echo "$1 $2 ($3 gathers): the same bits; param_bytes $w whole, $s sharded"
+}
+both gpt zero1 bf16
+both gpt zero2 bf16
+both gpt zero1 fp32
 # resumed from the float32 slices: the bits of the uninterrupted run
-export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
 B=("${A[@]}" optim.plugin=zero2 optim.zero2.param_gather=bf16 run.ckpt_every=2)
-train straight "${B[@]}" run.steps=4
-train split "${B[@]}" run.steps=2
+train straight "${B[@]}" run.steps=4 &
+train split "${B[@]}" run.steps=2 &
+joined
 train split "${B[@]}" run.steps=4 --resume
 same_params straight split bits
-train_refused fp32_sharded "[optim.zero1] master = sharded" "${A[@]}" run.precision=fp32 optim.plugin=zero1 \
-  optim.zero1.master=sharded "run.out_dir=$E2E_WORK/fp32_sharded"
+export CFG=$PLAIT_SOURCE_DIR/tests/e2e/llama.ini
+both llama zero1 bf16
+both llama zero2 bf16
 echo "sharded masters: bits of whole ones (gpt, llama; zero1, zero2), resumed bit for bit, refused on fp32"
