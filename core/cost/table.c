@@ -107,6 +107,14 @@ void plait_cost_print_search(FILE *out, const plait_cost_search *s) {
                 s->shape_only, PLAIT_COST_CONFIRM);
 }
 
+/* ZeRO-1/2 as a distributed optimizer (plait_cost_memory's rule): the
+ * weights' line says their float32 masters are sharded. */
+static const char *masters_note(const plait_cost_layout *l, const plait_cost_ctx *x, const plait_cost_rank *ms, int z) {
+    int distributed = (z == 1 || z == 2) && plait_cost_layout_cp(l) * l->dp > 1 && ms->master_numel > 0 &&
+                      !(x->whole_masters & (1 << z));
+    return distributed ? "; their float32 masters / dp alone ([optim.zeroN] master: a distributed optimizer)" : "";
+}
+
 /* --explain's all-to-all line of a layout with ep > 1. */
 static void print_ep(FILE *out, const plait_cost_layout *l, const plait_cost_rank *bs, const plait_cost_time *t) {
     if (l->ep > 1)
@@ -218,8 +226,8 @@ void plait_cost_print_explain(FILE *out, const plait_cost_result *r, const plait
     char copy[96] = "";
     if (ms->bf16)
         snprintf(copy, sizeof copy, "; + the products' bf16 copy, 2 bytes each of %.4g weights", ms->weight_copy_numel);
-    fprintf(out, "  weights     %10.2f GiB  (%.0f bytes a parameter, float32%s%s)\n", m->param / GiB, b.weight,
-            z >= 3 ? ", / dp by ZeRO-3" : "", copy);
+    fprintf(out, "  weights     %10.2f GiB  (%.0f bytes a parameter, float32%s%s%s)\n", m->param / GiB, b.weight,
+            z >= 3 ? ", / dp by ZeRO-3" : "", copy, masters_note(l, x, ms, z));
     fprintf(out, "  gradients   %10.2f GiB  (%.0f bytes, float32%s)\n", m->grad / GiB, b.grad,
             z >= 2 ? ", / dp by ZeRO-2" : "");
     fprintf(out, "  optimizer   %10.2f GiB  (%.0f bytes: Adam's moments%s)\n", m->state / GiB, b.optim,

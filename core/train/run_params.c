@@ -68,8 +68,8 @@ plait_status plait_run_build_params(plait_run *run) {
 /* The choices of [optim.zeroN] master, in the order the plugins declare them. */
 enum { MASTER_AUTO, MASTER_SHARDED, MASTER_WHOLE };
 
-/* long: the rule in one place (which optimizer, which key, which run) and
- * each refusal's reason beside it */
+/* The rule in one place (which optimizer, which key, which run), each
+ * refusal's reason beside it (run_internal.h). */
 plait_status plait_run_keep_masters(plait_run *run) {
     if (!(run->optim.flags & PLAIT_OPTIM_SHARDS_MASTERS)) return PLAIT_OK;
     const char *name = plait_config_str(run->cfg, "optim", "plugin");
