@@ -10,8 +10,10 @@
 # - its param_bytes in memory.csv fall by the float32 weights of the
 #   copied tensors (4 bytes each of what the copy holds 2);
 # - a run resumed from its checkpoint (which holds the float32 slices)
-#   continues bit for bit;
-# - master = sharded on a float32 run is refused, naming the key.
+#   continues bit for bit, under zero2 as saved and under zero1 keeping
+#   whole masters (the model's tensors and the losses);
+# - master = sharded on a float32 run, and on the cpu device (float32
+#   activations on a bf16 run), is refused, naming the key and why.
 # shellcheck source=tests/e2e/lib.sh
 source "$PLAIT_SOURCE_DIR/tests/e2e/lib.sh"
 export CFG=$PLAIT_SOURCE_DIR/configs/gpt-tiny.ini
@@ -19,6 +21,9 @@ A=(run.steps=3 run.eval_every=0 run.progress=off run.deterministic=true run.prec
   data.micro_batch=1 model.n_layer=1 model.block_size=32 device.plugin=cuda_emu comm.plugin=tcp parallel.dp=2)
 train_refused fp32_sharded "[optim.zero1] master = sharded: the model reads float32 weights on this run ([run] precision is not bf16)" \
   "${A[@]}" run.precision=fp32 optim.plugin=zero1 optim.zero1.master=sharded "run.out_dir=$E2E_WORK/fp32_sharded"
+train_refused cpu_sharded "[optim.zero2] master = sharded: the model reads float32 weights on this run (its device or layout keeps float32 activations" \
+  "${A[@]}" device.plugin=cpu run.debug_bf16_emulate=true optim.plugin=zero2 optim.zero2.master=sharded \
+  "run.out_dir=$E2E_WORK/cpu_sharded"
 # both: MODEL STAGE GATHER, the two runs side by side, then compared
 both() {
   local n=$1_$2_$3
@@ -41,8 +46,15 @@ B=("${A[@]}" optim.plugin=zero2 optim.zero2.param_gather=bf16 run.ckpt_every=2)
 train straight "${B[@]}" run.steps=4 &
 train split "${B[@]}" run.steps=2 &
 joined
-train split "${B[@]}" run.steps=4 --resume
+cp -r "$E2E_WORK/split" "$E2E_WORK/split_whole"
+train split "${B[@]}" run.steps=4 --resume &
+# and under another optimizer keeping whole masters (the same bits, above)
+train split_whole "${A[@]}" optim.plugin=zero1 optim.zero1.param_gather=bf16 optim.zero1.master=whole \
+  run.ckpt_every=2 run.steps=4 --resume &
+joined
 same_params straight split bits
+same_params straight split_whole 0 model
+same_losses straight split_whole 0
 export CFG=$PLAIT_SOURCE_DIR/tests/e2e/llama.ini
 both llama zero1 bf16
 both llama zero2 bf16
